@@ -1,0 +1,450 @@
+"""Number-of-runs laws xi: the random number K of base runs in private tuning.
+
+Every law is plain, frozen data with the scipy.stats-like surface the bounds need:
+
+    pmf(k)                 P[K = k]
+    pgf(z)                 G(z) = E[z^K]                 (seed 001 Lemma 7, seed 000 Sec. 2)
+    pgf_complement(w)      1 - G(1 - w), accurate for tiny w (upper tails of the winner)
+    pgf_derivative(z)      G'(z) = E[K z^(K-1)]         (G'(1) = E[K])
+    log_pgf_derivative     log G'(z), with w = 1 - z (and optionally log z) passed
+                           separately so that it stays accurate when z is within 1e-300
+                           of 1 or of 0
+    mean                   E[K]
+    sample(size, rng)      vectorised, seeded draws of K
+
+Laws (seed 004 Sec. 2 and eq. 21, seed 001 Sec. 3, seed 000 Sec. 5):
+
+* TNB(eta, nu), eta in (-1, inf), nu in (0, 1), support {1, 2, ...}:
+      P[K=k] = (1-nu)^k / (nu^-eta - 1) * prod_{l<k} (l+eta)/(l+1)      (eta != 0)
+      P[K=k] = (1-nu)^k / (k log(1/nu))                                  (eta == 0, logarithmic)
+      G(z)  = ((1-(1-nu) z)^-eta - 1) / (nu^-eta - 1),  G(z) = log(1-(1-nu) z)/log(nu) at eta = 0
+      G'(z) = (1-(1-nu) z)^(-eta-1) nu^(eta+1) E[K]
+      E[K]  = eta (1-nu) / (nu (1 - nu^eta)),  (1/nu - 1)/log(1/nu) at eta = 0
+  eta = 1 is the geometric law P[K=k] = nu (1-nu)^(k-1).
+* Poisson(mean): G(z) = exp(mean (z - 1)); K = 0 releases a fixed, data-independent output.
+* Binomial(n, p): G(z) = (1 - p + p z)^n (K = 0 as for Poisson).
+* TwoPoint(L, s): P[K=1] = s, P[K=L] = 1 - s (seed 004 eq. 21).
+* Point(k): K = k always, G(z) = z^k.
+* FinitePmf({k: P[K=k]}): any law on finitely many non-negative integers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+
+__all__ = [
+    "RoundsLaw", "TruncatedNegativeBinomial", "Poisson", "Binomial", "TwoPoint", "Point",
+    "FinitePmf", "LawParameterError", "law_from_dict",
+]
+
+
+class LawParameterError(ValueError):
+    """A law parameter outside its allowed range; `field` names the parameter."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+
+
+def _require(condition: bool, field_name: str, message: str) -> None:
+    if not condition:
+        raise LawParameterError(field_name, message)
+
+
+def _real(value, field_name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise LawParameterError(field_name, f"must be a number, got {value!r}")
+    value = float(value)
+    _require(math.isfinite(value), field_name, f"must be finite, got {value!r}")
+    return value
+
+
+def _integer(value, field_name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise LawParameterError(field_name, f"must be an integer, got {value!r}")
+    return int(value)
+
+
+class RoundsLaw:
+    """Interface shared by every law of K (see the module docstring)."""
+
+    kind: str = "abstract"
+
+    # --- subclasses implement -------------------------------------------------------------
+    def log_pmf(self, k):
+        raise NotImplementedError
+
+    def pgf(self, z):
+        raise NotImplementedError
+
+    def pgf_complement(self, w):
+        raise NotImplementedError
+
+    def log_pgf_derivative(self, z, w=None, log_z=None):
+        raise NotImplementedError
+
+    @property
+    def mean(self) -> float:
+        raise NotImplementedError
+
+    def sample(self, size, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+    def params(self) -> dict:
+        raise NotImplementedError
+
+    # --- shared ---------------------------------------------------------------------------
+    def pmf(self, k):
+        return np.exp(self.log_pmf(k))
+
+    def pgf_derivative(self, z, w=None):
+        return np.exp(self.log_pgf_derivative(z, w))
+
+
+    @property
+    def p_zero(self) -> float:
+        """P[K = 0]: the mass released as the fixed, data-independent output."""
+        return float(self.pgf(0.0))
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "mean": self.mean, **self.params()}
+
+
+def _as_w(z, w):
+    z = np.asarray(z, dtype=float)
+    return z, (1.0 - z) if w is None else np.asarray(w, dtype=float)
+
+
+@dataclass(frozen=True)
+class TruncatedNegativeBinomial(RoundsLaw):
+    """TNB(eta, nu) of seed 001 Sec. 3 / seed 004 Sec. 2; eta = 0 logarithmic, 1 geometric."""
+
+    eta: float
+    nu: float
+    kind: str = field(default="tnb", init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "eta", _real(self.eta, "rounds.eta"))
+        object.__setattr__(self, "nu", _real(self.nu, "rounds.nu"))
+        _require(self.eta > -1, "rounds.eta", f"must be in (-1, inf), got {self.eta}")
+        _require(0 < self.nu < 1, "rounds.nu", f"must be in (0, 1), got {self.nu}")
+
+    @property
+    def _log_norm(self) -> float:
+        """log |nu^-eta - 1| (eta != 0) or log log(1/nu) (eta == 0)."""
+        if self.eta == 0:
+            return math.log(-math.log(self.nu))
+        return math.log(abs(math.expm1(-self.eta * math.log(self.nu))))
+
+    def log_pmf(self, k):
+        k = np.asarray(k, dtype=float)
+        eta, nu = self.eta, self.nu
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if eta == 0:
+                out = k * math.log1p(-nu) - np.log(k) - self._log_norm
+            else:
+                out = (k * math.log1p(-nu) + math.log(abs(eta)) + gammaln(k + eta)
+                       - gammaln(1 + eta) - gammaln(k + 1) - self._log_norm)
+        ok = (k >= 1) & (k == np.floor(k))
+        return np.where(ok, out, -np.inf)
+
+    def pgf(self, z):
+        z = np.asarray(z, dtype=float)
+        eta, nu = self.eta, self.nu
+        base = np.log1p(-(1 - nu) * z)
+        if eta == 0:
+            return base / math.log(nu)
+        return np.expm1(-eta * base) / math.expm1(-eta * math.log(nu))
+
+    def pgf_complement(self, w):
+        w = np.asarray(w, dtype=float)
+        eta, nu = self.eta, self.nu
+        # 1 - (1-nu) z = nu + (1-nu) w = nu (1 + (1-nu) w / nu)
+        lg = np.log1p((1 - nu) * w / nu)
+        if eta == 0:
+            return lg / -math.log(nu)
+        return -np.expm1(-eta * lg) / -math.expm1(eta * math.log(nu))
+
+    def log_pgf_derivative(self, z, w=None, log_z=None):
+        z, w = _as_w(z, w)
+        eta, nu = self.eta, self.nu
+        a = nu + (1 - nu) * w
+        return -(eta + 1) * np.log(a) + (eta + 1) * math.log(nu) + math.log(self.mean)
+
+    @property
+    def mean(self) -> float:
+        eta, nu = self.eta, self.nu
+        if eta == 0:
+            return (1 / nu - 1) / math.log(1 / nu)
+        return eta * (1 - nu) / (nu * -math.expm1(eta * math.log(nu)))
+
+    def sample(self, size, rng: np.random.Generator) -> np.ndarray:
+        eta, nu = self.eta, self.nu
+        size = int(size)
+        if eta == 0:
+            return rng.logseries(1 - nu, size).astype(np.int64)
+        if eta == 1:
+            return rng.geometric(nu, size).astype(np.int64)
+        if eta < 0:
+            # Logarithmic proposal; accept k with prob Gamma(k+eta) / (Gamma(1+eta) Gamma(k)),
+            # which is the (decreasing, <= 1) ratio of the TNB pmf to the logarithmic pmf.
+            def propose(n):
+                k = rng.logseries(1 - nu, n)
+                accept = np.log(rng.random(n)) < gammaln(k + eta) - gammaln(1 + eta) - gammaln(k)
+                return k[accept]
+            acceptance = None
+        else:
+            # NB(eta, nu) on {0, 1, ...} conditioned on K >= 1.
+            def propose(n):
+                k = rng.negative_binomial(eta, nu, n)
+                return k[k >= 1]
+            acceptance = -math.expm1(eta * math.log(nu))
+        return _rejection_fill(propose, size, acceptance)
+
+    def params(self) -> dict:
+        return {"eta": self.eta, "nu": self.nu}
+
+
+def _rejection_fill(propose, size: int, acceptance: float | None) -> np.ndarray:
+    out = np.empty(size, dtype=np.int64)
+    filled = 0
+    rate = acceptance if acceptance else 0.5
+    while filled < size:
+        need = size - filled
+        batch = propose(int(min(max(64, 1.2 * need / max(rate, 1e-3) + 16), 4 * size + 1024)))
+        take = min(len(batch), need)
+        out[filled:filled + take] = batch[:take]
+        filled += take
+    return out
+
+
+@dataclass(frozen=True)
+class Poisson(RoundsLaw):
+    """Poisson(mean); K = 0 releases the fixed output (seed 001 Theorem 6)."""
+
+    mean_: float
+    kind: str = field(default="poisson", init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "mean_", _real(self.mean_, "rounds.mean"))
+        _require(self.mean_ > 0, "rounds.mean", f"must be in (0, inf), got {self.mean_}")
+
+    def log_pmf(self, k):
+        k = np.asarray(k, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = k * math.log(self.mean_) - self.mean_ - gammaln(k + 1)
+        return np.where((k >= 0) & (k == np.floor(k)), out, -np.inf)
+
+    def pgf(self, z):
+        return np.exp(self.mean_ * (np.asarray(z, dtype=float) - 1))
+
+    def pgf_complement(self, w):
+        return -np.expm1(-self.mean_ * np.asarray(w, dtype=float))
+
+    def log_pgf_derivative(self, z, w=None, log_z=None):
+        z, w = _as_w(z, w)
+        return math.log(self.mean_) - self.mean_ * w
+
+    @property
+    def mean(self) -> float:
+        return self.mean_
+
+    def sample(self, size, rng):
+        return rng.poisson(self.mean_, int(size)).astype(np.int64)
+
+    def params(self) -> dict:
+        return {"mean": self.mean_}
+
+
+@dataclass(frozen=True)
+class Binomial(RoundsLaw):
+    """Binomial(n, p) (seed 000 Theorem 5.7); K = 0 releases the fixed output."""
+
+    n: int
+    p: float
+    kind: str = field(default="binomial", init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "n", _integer(self.n, "rounds.n"))
+        object.__setattr__(self, "p", _real(self.p, "rounds.p"))
+        _require(self.n >= 1, "rounds.n", f"must be an integer >= 1, got {self.n}")
+        _require(0 < self.p <= 1, "rounds.p", f"must be in (0, 1], got {self.p}")
+
+    def log_pmf(self, k):
+        k = np.asarray(k, dtype=float)
+        n, p = self.n, self.p
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = (gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1) + k * np.log(p)
+                   + np.where(n - k > 0, (n - k) * np.log1p(-p) if p < 1 else -np.inf, 0.0))
+        return np.where((k >= 0) & (k <= n) & (k == np.floor(k)), out, -np.inf)
+
+    def pgf(self, z):
+        return (1 - self.p + self.p * np.asarray(z, dtype=float)) ** self.n
+
+    def pgf_complement(self, w):
+        return -np.expm1(self.n * np.log1p(-self.p * np.asarray(w, dtype=float)))
+
+    def log_pgf_derivative(self, z, w=None, log_z=None):
+        z, w = _as_w(z, w)
+        with np.errstate(divide="ignore"):
+            return math.log(self.n * self.p) + (self.n - 1) * np.log1p(-self.p * w)
+
+    @property
+    def mean(self) -> float:
+        return self.n * self.p
+
+    def sample(self, size, rng):
+        return rng.binomial(self.n, self.p, int(size)).astype(np.int64)
+
+    def params(self) -> dict:
+        return {"n": self.n, "p": self.p}
+
+
+@dataclass(frozen=True)
+class FinitePmf(RoundsLaw):
+    """Any law on finitely many non-negative integers, given as {k: P[K = k]}."""
+
+    table: Mapping[int, float]
+    kind: str = field(default="pmf", init=False)
+
+    def __post_init__(self):
+        if not isinstance(self.table, Mapping) or not self.table:
+            raise LawParameterError("rounds.pmf", "must be a non-empty table {k: probability}")
+        clean = {}
+        for key, prob in self.table.items():
+            try:
+                k = int(key)
+            except (TypeError, ValueError):
+                raise LawParameterError("rounds.pmf", f"key {key!r} is not an integer >= 0") from None
+            _require(str(key).strip().lstrip("+").isdigit() or (isinstance(key, (int, np.integer))
+                     and not isinstance(key, bool)), "rounds.pmf", f"key {key!r} is not an integer >= 0")
+            _require(k >= 0, "rounds.pmf", f"key {key!r} is not an integer >= 0")
+            prob = _real(prob, f"rounds.pmf[{k}]")
+            _require(0 <= prob <= 1, f"rounds.pmf[{k}]", f"must be in [0, 1], got {prob}")
+            if prob > 0:
+                clean[k] = clean.get(k, 0.0) + prob
+        total = sum(clean.values())
+        _require(abs(total - 1) <= 1e-9, "rounds.pmf",
+                 f"probabilities must sum to 1 (within 1e-9), got {total!r}")
+        _require(any(k >= 1 for k in clean), "rounds.pmf", "needs some mass on k >= 1")
+        ks = np.array(sorted(clean), dtype=np.int64)
+        ps = np.array([clean[k] for k in ks.tolist()]) / total
+        object.__setattr__(self, "table", dict(zip(ks.tolist(), ps.tolist())))
+        object.__setattr__(self, "_ks", ks)
+        object.__setattr__(self, "_ps", ps)
+
+    def log_pmf(self, k):
+        k = np.asarray(k)
+        idx = np.searchsorted(self._ks, k)
+        idx_c = np.clip(idx, 0, len(self._ks) - 1)
+        hit = self._ks[idx_c] == k
+        with np.errstate(divide="ignore"):
+            return np.where(hit, np.log(self._ps[idx_c]), -np.inf)
+
+    @staticmethod
+    def _log_z(z, w):
+        """log z, through log1p(-w) near z = 1 so that tiny w = 1 - z is not lost."""
+        with np.errstate(divide="ignore"):
+            return np.where(w < 0.5, np.log1p(-np.minimum(w, 0.5)), np.log(np.maximum(z, 0)))
+
+    def pgf(self, z):
+        z = np.asarray(z, dtype=float)
+        return np.sum(self._ps * np.power(z[..., None], self._ks), axis=-1)
+
+    def pgf_complement(self, w):
+        w = np.asarray(w, dtype=float)
+        # 1 - (1-w)^k = -expm1(k log1p(-w))
+        with np.errstate(divide="ignore"):
+            terms = -np.expm1(self._ks * np.log1p(-w)[..., None])
+        return np.sum(self._ps * terms, axis=-1)
+
+    def log_pgf_derivative(self, z, w=None, log_z=None):
+        z, w = _as_w(z, w)
+        log_z = self._log_z(z, w) if log_z is None else np.asarray(log_z, dtype=float)
+        pos = self._ks >= 1
+        ks, ps = self._ks[pos], self._ps[pos]
+        with np.errstate(invalid="ignore"):
+            terms = np.log(ks * ps) + np.where(ks - 1 > 0, (ks - 1) * log_z[..., None], 0.0)
+        return logsumexp(terms, axis=-1)
+
+    @property
+    def mean(self) -> float:
+        return float(np.sum(self._ks * self._ps))
+
+    def sample(self, size, rng):
+        return rng.choice(self._ks, size=int(size), p=self._ps).astype(np.int64)
+
+    def params(self) -> dict:
+        return {"pmf": {int(k): float(p) for k, p in self.table.items()}}
+
+
+class TwoPoint(FinitePmf):
+    """P[K=1] = s, P[K=L] = 1 - s (seed 004 eq. 21)."""
+
+    def __init__(self, L: int, s: float):
+        L = _integer(L, "rounds.L")
+        s = _real(s, "rounds.s")
+        _require(L >= 1, "rounds.L", f"must be an integer >= 1, got {L}")
+        _require(0 <= s <= 1, "rounds.s", f"must be in [0, 1], got {s}")
+        object.__setattr__(self, "L", L)
+        object.__setattr__(self, "s", s)
+        table = {1: s} if L == 1 else {1: s, L: 1 - s}
+        super().__init__({k: p for k, p in table.items()})
+        object.__setattr__(self, "kind", "two_point")
+
+    def params(self) -> dict:
+        return {"L": self.L, "s": self.s}
+
+
+class Point(FinitePmf):
+    """K = k always (best-of-k with a fixed k)."""
+
+    def __init__(self, k: int):
+        k = _integer(k, "rounds.k")
+        _require(k >= 1, "rounds.k", f"must be an integer >= 1, got {k}")
+        object.__setattr__(self, "k", k)
+        super().__init__({k: 1.0})
+        object.__setattr__(self, "kind", "point")
+
+    def sample(self, size, rng):
+        return np.full(int(size), self.k, dtype=np.int64)
+
+    def params(self) -> dict:
+        return {"k": self.k}
+
+
+_LAW_FIELDS = {
+    "tnb": ({"eta", "nu"}, lambda d: TruncatedNegativeBinomial(d["eta"], d["nu"])),
+    "geometric": ({"nu"}, lambda d: TruncatedNegativeBinomial(1.0, d["nu"])),
+    "logarithmic": ({"nu"}, lambda d: TruncatedNegativeBinomial(0.0, d["nu"])),
+    "poisson": ({"mean"}, lambda d: Poisson(d["mean"])),
+    "binomial": ({"n", "p"}, lambda d: Binomial(d["n"], d["p"])),
+    "two_point": ({"L", "s"}, lambda d: TwoPoint(d["L"], d["s"])),
+    "point": ({"k"}, lambda d: Point(d["k"])),
+    "pmf": ({"pmf"}, lambda d: FinitePmf(d["pmf"])),
+}
+
+
+def law_from_dict(spec: Mapping) -> RoundsLaw:
+    """Build a law from its config section, e.g. {"kind": "tnb", "eta": 0, "nu": 0.01}."""
+    if not isinstance(spec, Mapping):
+        raise LawParameterError("rounds", "must be a mapping with a 'kind' key")
+    kind = spec.get("kind")
+    if kind not in _LAW_FIELDS:
+        raise LawParameterError("rounds.kind", f"must be one of {', '.join(_LAW_FIELDS)}, got {kind!r}")
+    required, build = _LAW_FIELDS[kind]
+    given = set(spec) - {"kind"}
+    unknown = given - required
+    if unknown:
+        raise LawParameterError(f"rounds.{sorted(unknown)[0]}",
+                                f"unknown key for kind {kind}; allowed: {', '.join(sorted(required))}")
+    missing = required - given
+    if missing:
+        raise LawParameterError(f"rounds.{sorted(missing)[0]}", f"required for kind {kind}")
+    return build(spec)
