@@ -81,7 +81,7 @@ class GaussianWinner:
         """P[winner <= x], the fixed output (at -inf) included."""
         return self.law.pgf(_cdf(np.asarray(x, dtype=float) - member * self.mu))
 
-    def sample(self, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def release(self, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Run H for each coin in `member`: K ~ xi, the max of K draws of N(member * mu, 1)."""
         k = self.law.sample(len(member), rng)
         w = max_uniform_complement(k, rng)
@@ -140,8 +140,8 @@ class FiniteWinner:
             llr = np.log(self.pmf(1)) - np.log(self.pmf(0))
         return np.where(y >= 0, llr[np.clip(y, 0, None).astype(int)], 0.0)
 
-    def sample(self, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Index of the best of K draws (-1 for the fixed output when K = 0)."""
+    def release(self, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Run H for each coin; release the index of the best of K draws (-1 for the fixed output when K = 0)."""
         k = self.law.sample(len(member), rng)
         w = max_uniform_complement(k, rng)  # max of k uniforms is 1 - w
         tails = [np.cumsum(self.base.law(b)[::-1])[::-1] for b in (0, 1)]  # P[out >= y]

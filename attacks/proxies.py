@@ -1,0 +1,40 @@
+"""Proxies for the reduced and finite-output games: observation -> score (higher = "b = 1").
+
+* SampleProxy: the released winner itself (seed 004 Sec. 5: "the released sample itself is the
+  proxy"); the fixed output of K = 0 sits at -inf.
+* LikelihoodRatioProxy: log A'(y) / A(y) from the exact winner laws, which are public (the
+  spec is known to the adversary). By Neyman-Pearson, thresholding it gives the most powerful
+  test at every false-positive rate, i.e. the exact trade-off curve of the pair.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["SampleProxy", "LikelihoodRatioProxy", "PROXIES", "make_proxy"]
+
+
+@dataclass(frozen=True)
+class SampleProxy:
+    def __call__(self, observations) -> np.ndarray:
+        return np.asarray(observations, dtype=float)
+
+
+@dataclass(frozen=True)
+class LikelihoodRatioProxy:
+    public_law: object  # GaussianWinner or FiniteWinner: exact laws, no coins
+
+    def __call__(self, observations) -> np.ndarray:
+        return np.asarray(self.public_law.log_likelihood_ratio(observations), dtype=float)
+
+
+PROXIES = ("sample", "likelihood_ratio")
+
+
+def make_proxy(name: str, public_law):
+    if name == "sample":
+        return SampleProxy()
+    if name == "likelihood_ratio":
+        return LikelihoodRatioProxy(public_law)
+    raise ValueError(f"game.proxy: must be one of {', '.join(PROXIES)}, got {name!r}")

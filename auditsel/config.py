@@ -1,0 +1,203 @@
+"""Config (YAML) -> spec: frozen data, validated once, before any work starts.
+
+Every error is a ConfigError naming the field (dotted path) and the allowed values; the CLI
+prints it as one line and exits 2. Unknown keys are errors. YAML is read with safe_load only
+(no object construction from tags).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from auditsel.lower import THRESHOLD_RULES
+from auditsel.mechanisms import FiniteOutputBase, GaussianBase
+from auditsel.rounds import LawParameterError, RoundsLaw, law_from_dict
+
+__all__ = ["ConfigError", "ExperimentSpec", "GameSpec", "load_config", "parse_config", "default_config_path"]
+
+GAME_KINDS = ("reduced", "discrete")
+MAX_TRIALS = 10**10
+
+
+class ConfigError(ValueError):
+    """A bad config value: `field` is the dotted key, the message says what is allowed."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+
+
+def default_config_path() -> Path:
+    """The embedded default experiment (configs/quickstart.yaml, shipped in the package)."""
+    return Path(__file__).parent / "configs" / "quickstart.yaml"
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    kind: str = "reduced"
+    trials: int = 1_000_000
+    seed: int = 0
+    confidence: float = 0.95
+    threshold: str = "split"
+    proxy: str = "sample"
+    split_fraction: float = 0.5
+    thresholds: int = 100          # bonferroni grid size
+    chunk_size: int = 1 << 18
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    name: str
+    delta: float
+    base: Any                      # GaussianBase | FiniteOutputBase
+    rounds: RoundsLaw
+    game: GameSpec | None
+    base_config: dict = field(default_factory=dict)   # as written, for the report
+
+    def with_game(self, **changes) -> "ExperimentSpec":
+        from dataclasses import replace
+
+        if self.game is None:
+            raise ConfigError("game", "this config has no game section; add one to run trials")
+        return replace(self, game=replace(self.game, **changes))
+
+
+# --- field checkers ------------------------------------------------------------------------
+
+def _number(value, name: str, lo=-math.inf, hi=math.inf, lo_open=False, hi_open=False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(name, f"must be a number in {_range(lo, hi, lo_open, hi_open)}, got {value!r}")
+    value = float(value)
+    ok = math.isfinite(value) and (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
+    if not ok:
+        raise ConfigError(name, f"must be in {_range(lo, hi, lo_open, hi_open)}, got {value!r}")
+    return value
+
+
+def _integer(value, name: str, lo: int, hi: int | None = None) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
+        upper = f"{hi}" if hi is not None else "inf"
+        raise ConfigError(name, f"must be an integer in [{lo}, {upper}], got {value!r}")
+    return value
+
+
+def _choice(value, name: str, allowed) -> str:
+    if value not in allowed:
+        raise ConfigError(name, f"must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _range(lo, hi, lo_open, hi_open) -> str:
+    return f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+
+
+def _mapping(value, name: str) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise ConfigError(name, f"must be a mapping of keys to values, got {type(value).__name__}")
+    return value
+
+
+def _no_unknown(section: Mapping, name: str, allowed) -> None:
+    for key in section:
+        if key not in allowed:
+            prefix = f"{name}." if name else ""
+            raise ConfigError(f"{prefix}{key}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
+
+
+# --- sections ------------------------------------------------------------------------------
+
+def _parse_base(raw, delta: float):
+    base = _mapping(raw, "base")
+    kind = _choice(base.get("kind"), "base.kind", ("gaussian", "discrete"))
+    if kind == "gaussian":
+        _no_unknown(base, "base", {"kind", "mu", "epsilon"})
+        if ("mu" in base) == ("epsilon" in base):
+            raise ConfigError("base.mu", "give exactly one of base.mu (in (0, inf)) or base.epsilon (eps_B)")
+        if "mu" in base:
+            return GaussianBase(_number(base["mu"], "base.mu", 0, 1e3, lo_open=True))
+        eps = _number(base["epsilon"], "base.epsilon", 0, 100, lo_open=True)
+        if delta <= 0:
+            raise ConfigError("delta", "must be in (0, 1) to calibrate base.epsilon to a Gaussian mu")
+        return GaussianBase.from_epsilon(eps, delta)
+    _no_unknown(base, "base", {"kind", "p", "q"})
+    for key in ("p", "q"):
+        if not isinstance(base.get(key), list):
+            raise ConfigError(f"base.{key}", "must be a list of output probabilities, lowest score first")
+        for i, v in enumerate(base[key]):
+            _number(v, f"base.{key}[{i}]", 0, 1)
+    try:
+        return FiniteOutputBase(tuple(base["p"]), tuple(base["q"]))
+    except ValueError as err:
+        name, _, message = str(err).partition(": ")
+        raise ConfigError(name, message) from None
+
+
+def _parse_game(raw, base) -> GameSpec:
+    game = _mapping(raw, "game")
+    allowed = set(GameSpec.__dataclass_fields__)
+    _no_unknown(game, "game", allowed)
+    kind = _choice(game.get("kind", "reduced"), "game.kind", GAME_KINDS)
+    expected_base = {"reduced": GaussianBase, "discrete": FiniteOutputBase}[kind]
+    if not isinstance(base, expected_base):
+        need = "gaussian" if kind == "reduced" else "discrete"
+        raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
+    from attacks.proxies import PROXIES
+
+    d = GameSpec()
+    return GameSpec(
+        kind=kind,
+        trials=_integer(game.get("trials", d.trials), "game.trials", 2, MAX_TRIALS),
+        seed=_integer(game.get("seed", d.seed), "game.seed", 0, 2**63 - 1),
+        confidence=_number(game.get("confidence", d.confidence), "game.confidence", 0.5, 1, hi_open=True),
+        threshold=_choice(game.get("threshold", d.threshold), "game.threshold", THRESHOLD_RULES),
+        proxy=_choice(game.get("proxy", d.proxy), "game.proxy", PROXIES),
+        split_fraction=_number(game.get("split_fraction", d.split_fraction), "game.split_fraction",
+                               0, 1, lo_open=True, hi_open=True),
+        thresholds=_integer(game.get("thresholds", d.thresholds), "game.thresholds", 1, 100_000),
+        chunk_size=_integer(game.get("chunk_size", d.chunk_size), "game.chunk_size", 1, 1 << 24),
+    )
+
+
+def parse_config(raw) -> ExperimentSpec:
+    top = _mapping(raw, "config")
+    _no_unknown(top, "", {"name", "delta", "base", "rounds", "game"})
+    for key in ("name", "delta", "base", "rounds"):
+        if key not in top:
+            raise ConfigError(key, "required key is missing")
+    name = top["name"]
+    if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_." for c in name):
+        raise ConfigError("name", f"must be a non-empty string of letters, digits, '-', '_' or '.', got {name!r}")
+    delta = _number(top["delta"], "delta", 0, 1, hi_open=True)
+    base = _parse_base(top["base"], delta)
+    try:
+        rounds = law_from_dict(_mapping(top["rounds"], "rounds"))
+    except LawParameterError as err:
+        raise ConfigError(err.field, str(err).partition(": ")[2]) from None
+    game = _parse_game(top["game"], base) if top.get("game") is not None else None
+    return ExperimentSpec(name=name, delta=delta, base=base, rounds=rounds, game=game,
+                          base_config=dict(top["base"]))
+
+
+def load_config(path: str | Path) -> ExperimentSpec:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError("config", f"file {path} not found; pass an existing YAML file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError("config", f"cannot read {path} ({type(err).__name__}); pass a readable UTF-8 YAML file") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError("config", f"{path} is not valid YAML{where}; fix the syntax") from None
+    if raw is None:
+        raise ConfigError("config", f"{path} is empty; see configs/quickstart.yaml for the format")
+    return parse_config(raw)

@@ -1,0 +1,168 @@
+"""The distinguishing game engine (seed 004 Algorithm 1), chunked, seeded and resumable.
+
+Each trial: the trainer flips a fair coin b, runs the protocol on X (b = 0) or X' (b = 1) and
+releases an observation y; the adversary maps y to a real score (higher = "b = 1"). The engine
+only records (score, b); turning those into epsilon is `auditsel.lower`'s job.
+
+Contracts:
+* protocol.release(member, rng) -> observations for a vector of coins (trainer side);
+* proxy(observations) -> float scores (adversary side: it never sees the coins).
+
+Trials are cut into chunks of `chunk_size`; chunk i draws everything from
+Generator(SeedSequence(seed, spawn_key=(i,))), so the scores do not depend on how chunks are
+spread over joblib workers (or a dask/ray backend). Finished chunks are written atomically to
+`checkpoint_dir` with the experiment's fingerprint; a rerun with the same fingerprint loads
+them and runs only the missing ones, so an interrupted run resumes without losing or repeating
+a trial. A chunk with another fingerprint, or one that cannot be read, is an error.
+"""
+from __future__ import annotations
+
+import json
+import os
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["GameRecord", "CheckpointError", "run_game", "chunk_rng", "DEFAULT_CHUNK_SIZE"]
+
+DEFAULT_CHUNK_SIZE = 1 << 18  # 262,144 trials: ~2.4 MB of scores and coins per chunk
+MANIFEST = "manifest.json"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that belongs to another experiment or cannot be read."""
+
+
+@dataclass(frozen=True)
+class GameRecord:
+    scores: np.ndarray   # float64, one per trial, in trial order
+    member: np.ndarray   # int8 coins b
+    resumed_chunks: int = 0
+
+
+def chunk_rng(seed: int, index: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(index,)))
+
+
+def _chunk_sizes(trials: int, chunk_size: int) -> list[int]:
+    full, rest = divmod(trials, chunk_size)
+    return [chunk_size] * full + ([rest] if rest else [])
+
+
+def play_chunk(protocol, proxy: Callable, seed: int, index: int, size: int):
+    """One chunk of trials: coins, releases, scores (runs inside a worker)."""
+    rng = chunk_rng(seed, index)
+    member = rng.integers(0, 2, size=size, dtype=np.int8)
+    observations = protocol.release(member, rng)
+    scores = np.asarray(proxy(observations), dtype=np.float64)
+    if scores.shape != (size,):
+        raise RuntimeError(f"proxy returned shape {scores.shape}, expected ({size},)")
+    return index, scores, member
+
+
+class _Checkpoints:
+    def __init__(self, directory: Path, fingerprint: str, chunk_size: int):
+        self.dir = directory
+        self.fingerprint = fingerprint
+        self.chunk_size = chunk_size
+
+    def open(self):
+        self.dir.mkdir(parents=True, exist_ok=True)
+        manifest = self.dir / MANIFEST
+        expected = {"fingerprint": self.fingerprint, "chunk_size": self.chunk_size}
+        if manifest.exists():
+            try:
+                found = json.loads(manifest.read_text())
+            except (OSError, ValueError) as err:
+                raise CheckpointError(f"checkpoint manifest {manifest} is unreadable ({err}); "
+                                      f"delete {self.dir} to start over") from None
+            if found != expected:
+                raise CheckpointError(f"checkpoints in {self.dir} belong to another experiment "
+                                      f"(different config, seed or chunk size); use another --out "
+                                      f"or delete {self.dir}")
+        else:
+            _atomic_write_bytes(manifest, json.dumps(expected).encode())
+
+    def path(self, index: int) -> Path:
+        return self.dir / f"chunk_{index:07d}.npz"
+
+    def load(self, index: int, size: int):
+        path = self.path(index)
+        if not path.exists():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                scores, member = data["scores"], data["member"]
+                fingerprint = str(data["fingerprint"])
+                stored_index = int(data["index"])
+        except Exception as err:  # noqa: BLE001 - any unreadable file is reported the same way
+            raise CheckpointError(f"checkpoint {path} is corrupted ({type(err).__name__}); "
+                                  f"delete it to recompute that chunk") from None
+        if fingerprint != self.fingerprint or stored_index != index or scores.shape != (size,) \
+                or member.shape != (size,):
+            raise CheckpointError(f"checkpoint {path} does not belong to this experiment; "
+                                  f"delete {self.dir} or use another --out")
+        return scores, member
+
+    def save(self, index: int, scores, member):
+        path = self.path(index)
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, scores=scores, member=member, fingerprint=np.array(self.fingerprint),
+                 index=np.array(index))
+        os.replace(tmp, path)
+
+
+def _atomic_write_bytes(path: Path, data: bytes):
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def run_game(protocol, proxy: Callable, trials: int, seed: int, *, chunk_size: int = DEFAULT_CHUNK_SIZE,
+             jobs: int = 1, checkpoint_dir: str | Path | None = None, fingerprint: str = "",
+             progress: bool = True, backend: str | None = None) -> GameRecord:
+    """Play `trials` games; returns scores and coins in trial order (deterministic in seed)."""
+    sizes = _chunk_sizes(int(trials), int(chunk_size))
+    results: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    store = None
+    if checkpoint_dir is not None:
+        store = _Checkpoints(Path(checkpoint_dir), fingerprint, int(chunk_size))
+        store.open()
+        for index, size in enumerate(sizes):
+            loaded = store.load(index, size)
+            if loaded is not None:
+                results[index] = loaded
+    resumed = len(results)
+    pending = [i for i in range(len(sizes)) if i not in results]
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=int(trials), initial=sum(sizes[i] for i in results), unit="trial",
+               unit_scale=True, delay=2.0, disable=not progress, leave=False)
+    try:
+        for index, scores, member in _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
+            if store is not None:
+                store.save(index, scores, member)
+            results[index] = (scores, member)
+            bar.update(len(scores))
+    finally:
+        bar.close()
+    order = range(len(sizes))
+    scores = np.concatenate([results[i][0] for i in order]) if sizes else np.empty(0)
+    member = np.concatenate([results[i][1] for i in order]) if sizes else np.empty(0, np.int8)
+    return GameRecord(scores=scores, member=member, resumed_chunks=resumed)
+
+
+def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
+    if jobs == 1 or len(pending) <= 1:
+        for index in pending:
+            yield play_chunk(protocol, proxy, seed, index, sizes[index])
+        return
+    from joblib import Parallel, delayed, parallel_config
+
+    with parallel_config(backend=backend) if backend else nullcontext():
+        parallel = Parallel(n_jobs=jobs, return_as="generator_unordered")
+        yield from parallel(delayed(play_chunk)(protocol, proxy, seed, i, sizes[i]) for i in pending)

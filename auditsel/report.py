@@ -1,0 +1,125 @@
+"""Tables and plots of a result: the terminal table, report.md and PNG figures.
+
+Everything shown is read from the result dict (the same numbers as result.json).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from auditsel.experiment import BOUND_LABELS
+
+__all__ = ["summary_rows", "text_table", "markdown_report", "write_plots"]
+
+
+def _fmt(x, digits=4):
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
+    """(quantity, value, rigour, source) rows, lower bound first, then the base and upper bounds."""
+    rows = []
+    low = result.get("lower")
+    if low:
+        rule = low["threshold_rule"]
+        rows.append((f"eps_L ({rule}, {low['confidence']:.0%} CP)", _fmt(low["eps"]),
+                     "empirical" + (" (optimistic)" if rule == "best" else ""),
+                     f"{low['trials']:,} games, proxy {low['proxy']}"))
+        rows.append(("eps_L (best threshold)", _fmt(low["eps_best_threshold"]), "empirical (optimistic)",
+                     "max over all thresholds"))
+        rows.append(("eps_L (GDP fit)", _fmt(low["eps_gdp"]), "heuristic", "Nasr et al. 2023"))
+    rows.append(("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism"))
+    for key, value in result["upper"].items():
+        rigour, source = BOUND_LABELS[key]
+        rows.append((key, _fmt(value), rigour, source))
+    return rows
+
+
+def text_table(result: dict) -> str:
+    rows = summary_rows(result)
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    w2 = max(len(r[2]) for r in rows)
+    rounds = result["rounds"]
+    head = (f"{result['name']}: delta = {result['delta']:g}, xi = {rounds['kind']} "
+            f"(E[K] = {rounds['mean']:.4g}), base mu = {_fmt(result['base']['mu'])}")
+    lines = [head, "-" * len(head)]
+    lines += [f"{a:<{w0}}  {b:>{w1}}  {c:<{w2}}  {d}" for a, b, c, d in rows]
+    return "\n".join(lines)
+
+
+def markdown_report(result: dict, plots: list[str]) -> str:
+    rounds = result["rounds"]
+    params = ", ".join(f"{k} = {v}" for k, v in rounds.items() if k not in ("kind", "mean"))
+    lines = [
+        f"# {result['name']}",
+        "",
+        f"delta = {result['delta']:g}; number of runs xi = {rounds['kind']} ({params}), "
+        f"E[K] = {rounds['mean']:.6g}; base: {result['base']['kind']}, eps_B = "
+        f"{_fmt(result['base']['epsilon'])}, mu = {_fmt(result['base']['mu'])}.",
+        "",
+        "| quantity | epsilon | rigour | source |",
+        "|---|---:|---|---|",
+    ]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(result)]
+    low = result.get("lower")
+    if low:
+        lines += ["", f"Lower bound: threshold rule `{low['threshold_rule']}`, guess member when score "
+                  f"{low['direction']} {low['threshold']:.6g}; FP = {low['fp']:.4g} (upper limit "
+                  f"{low['fp_upper']:.4g}), FN = {low['fn']:.4g} (upper limit {low['fn_upper']:.4g}), "
+                  f"on {low['evaluated_trials']:,} of {low['trials']:,} trials; seed {low['seed']}."]
+    lines += ["", f"Wall time: {result['seconds']:.2f} s.", ""]
+    lines += [f"![{p}]({p})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
+    """privacy_curve.png (exact delta(eps)) and, for a game, scores.png (proxy histograms)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = []
+    eps, delta = artefacts["curve"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    positive = delta > 0
+    ax.semilogy(eps[positive], delta[positive], label="exact (released winner)")
+    ax.axhline(result["delta"], color="grey", ls=":", label=f"delta = {result['delta']:g}")
+    for key, style in (("exact", "-"),):
+        if result["upper"][key] is not None:
+            ax.axvline(result["upper"][key], color="C0", ls="--", lw=0.8)
+    low = result.get("lower")
+    if low:
+        ax.axvline(low["eps"], color="C3", ls="--", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
+    ax.set_xlabel("epsilon")
+    ax.set_ylabel("delta(epsilon)")
+    ax.set_title(f"{result['name']}: privacy curve")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out_dir / "privacy_curve.png", dpi=110)
+    plt.close(fig)
+    names.append("privacy_curve.png")
+    record = artefacts.get("record")
+    if record is not None:
+        scores = record.scores
+        finite = np.isfinite(scores)
+        lo, hi = np.quantile(scores[finite], [0.001, 0.999]) if finite.any() else (0, 1)
+        bins = np.linspace(lo, hi, 80)
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for b, color in ((0, "C0"), (1, "C1")):
+            sel = (record.member == b) & finite
+            ax.hist(np.clip(scores[sel], lo, hi), bins=bins, alpha=0.5, color=color, density=True,
+                    label=f"b = {b} ({'X′' if b else 'X'})")
+        if low and np.isfinite(low["threshold"]):
+            ax.axvline(low["threshold"], color="k", ls="--", lw=1, label="threshold")
+        ax.set_xlabel(f"proxy score ({low['proxy']})")
+        ax.set_ylabel("density")
+        ax.set_title(f"{result['name']}: scores of the distinguishing game")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out_dir / "scores.png", dpi=110)
+        plt.close(fig)
+        names.append("scores.png")
+    return names
