@@ -1,0 +1,85 @@
+"""The threat models of seed 004 Table 2: which training set X, which score g.
+
+The adversary sets up the game (seed 004 Sec. 4.1, "Interaction"): it picks the pair
+X, X' = X u {z} and, when it controls validation, the score function g of the tuning protocol.
+
+    NTNV  normal training, normal validation:  X = a real training set,
+          g(y) = - sum_v l(w_N; v) over the untampered validation set;   lambda_b = lambda_a - g
+    NTCV  normal training, controlled validation:  X = a real training set,
+          g(y) = - l(w_N; z) (input canary) or (w_0 - w_N)[0] (Dirac canary); lambda_b = lambda_a + g
+    ETCV  empty training, controlled validation:  X = {}, X' = {z}, g as in NTCV;
+          lambda_b = lambda_a + g  (the worst case of Sec. 5)
+
+``tuning_game`` builds the trainer's protocol from a threat model and a canary; the protocol
+then sees only plain data (the data sets, z, g), never this module.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from auditsel.dpsgd.data import Dataset
+from auditsel.dpsgd.models import ModelSpec
+from auditsel.dpsgd.protocol import (CanaryLoss, DpsgdTuningProtocol, FirstCoordinateShift,
+                                     ValidationLoss)
+from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary
+
+__all__ = ["ThreatModel", "NTNV", "NTCV", "ETCV", "THREATS", "get_threat", "tuning_game"]
+
+
+@dataclass(frozen=True)
+class ThreatModel:
+    """One row of Table 2: whether X is empty and whether the adversary chooses g."""
+
+    name: str
+    empty_training: bool
+    controlled_validation: bool
+    description: str = ""
+
+    @property
+    def score_sign(self) -> int:
+        """s in lambda_b = lambda_a + s g(y): -1 under normal validation, +1 when controlled."""
+        return 1 if self.controlled_validation else -1
+
+    def training_set(self, train: Dataset) -> Dataset:
+        """X: the real training set, or the empty set for ETCV."""
+        return Dataset.empty_like(train) if self.empty_training else train
+
+    def score(self, canary, validation: Dataset | None = None):
+        """The score g the protocol uses under this threat model (Table 2)."""
+        if not self.controlled_validation:
+            if validation is None or len(validation) == 0:
+                raise ValueError("game.validation_size: must be >= 1 under ntnv (g is the "
+                                 "validation loss), got an empty validation set")
+            return ValidationLoss(validation)
+        if isinstance(canary, GradientCanary):
+            return FirstCoordinateShift(canary.coordinate)
+        if isinstance(canary, ExampleCanary):
+            return CanaryLoss(canary)
+        raise ValueError(f"game.canary: must be a Dirac or input canary, got {canary!r}")
+
+
+NTNV = ThreatModel("ntnv", empty_training=False, controlled_validation=False,
+                   description="normal training, normal validation")
+NTCV = ThreatModel("ntcv", empty_training=False, controlled_validation=True,
+                   description="normal training, controlled validation")
+ETCV = ThreatModel("etcv", empty_training=True, controlled_validation=True,
+                   description="empty training, controlled validation")
+THREATS = {t.name: t for t in (NTNV, NTCV, ETCV)}
+
+
+def get_threat(name) -> ThreatModel:
+    if isinstance(name, ThreatModel):
+        return name
+    key = str(name).lower()
+    if key not in THREATS:
+        raise ValueError(f"game.threat: must be one of {', '.join(THREATS)}, got {name!r}")
+    return THREATS[key]
+
+
+def tuning_game(threat, canary, *, model: ModelSpec, train: Dataset,
+                validation: Dataset | None, rounds, grid, **settings) -> DpsgdTuningProtocol:
+    """The protocol H the trainer runs under ``threat`` with canary z (settings: steps,
+    noise_multiplier, sample_rate, clip, lr, device, dtype, max_batch_runs, method)."""
+    threat = get_threat(threat)
+    return DpsgdTuningProtocol(model, threat.training_set(train), threat.score(canary, validation),
+                               canary, rounds, grid, **settings)

@@ -1,0 +1,160 @@
+"""Small classifiers for the DP-SGD game, written for many runs at once.
+
+A model is plain data (``ModelSpec``); its parameters are one flat vector w in R^d per run, so a
+batch of R independent runs is a tensor of shape (R, d). The flat layout is fixed and public:
+layer by layer, the weight matrix (out, in) row-major, then the bias. Coordinate 0 (the one the
+Dirac canary of seed 004 Sec. 4.1 writes to) is the first weight of the first layer.
+
+* ``logreg``: multinomial logistic regression, logits = W x + b on the flattened input.
+* ``mlp``:    dense layers with ReLU between them (``hidden`` sizes, default one layer of 32).
+* ``cnn``:    conv 3x3 (``channels`` filters, padding 1) -> ReLU -> 2x2 average pool -> dense.
+
+``logits(w, x)`` is the single-run function (w: (d,), x: (n, *shape)) that torch.func transforms
+(vmap over runs and examples, grad); ``dense_forward`` is the explicit batched forward of the
+dense models that the trainer's ghost-norm path differentiates (``has_dense_path``).
+The loss is the cross-entropy of the logits, per example.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["ModelSpec", "MODELS"]
+
+MODELS = ("logreg", "mlp", "cnn")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture of one classifier; ``init_scale`` multiplies the default uniform init."""
+
+    kind: str
+    input_shape: tuple
+    num_classes: int
+    hidden: tuple = (32,)
+    channels: int = 8
+    init_scale: float = 1.0
+
+    def __post_init__(self):
+        if self.kind not in MODELS:
+            raise ValueError(f"game.model: must be one of {', '.join(MODELS)}, got {self.kind!r}")
+        object.__setattr__(self, "input_shape", tuple(int(s) for s in self.input_shape))
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+        if self.kind == "cnn" and len(self.input_shape) != 3:
+            raise ValueError(f"game.model: cnn needs image inputs (channels, height, width), got "
+                             f"examples of shape {self.input_shape}")
+        if self.num_classes < 2:
+            raise ValueError(f"game.dataset: must have at least 2 classes, got {self.num_classes}")
+        if any(h < 1 for h in self.hidden) or self.channels < 1:
+            raise ValueError(f"game.hidden: must be positive sizes, got {self.hidden}")
+        if not (self.init_scale >= 0 and math.isfinite(self.init_scale)):
+            raise ValueError(f"game.init_scale: must be >= 0, got {self.init_scale}")
+
+    # ---- layout -----------------------------------------------------------------------------
+    @property
+    def num_features(self) -> int:
+        return int(math.prod(self.input_shape))
+
+    @property
+    def dense_sizes(self) -> list:
+        """(in, out) of each dense layer."""
+        if self.kind == "cnn":
+            c, h, w = self.input_shape
+            sizes = [self.channels * (h // 2) * (w // 2), self.num_classes]
+        elif self.kind == "logreg":
+            sizes = [self.num_features, self.num_classes]
+        else:
+            sizes = [self.num_features, *self.hidden, self.num_classes]
+        return list(zip(sizes[:-1], sizes[1:]))
+
+    @property
+    def param_shapes(self) -> list:
+        """[(name, shape, fan_in)] in flat order."""
+        out = []
+        if self.kind == "cnn":
+            c = self.input_shape[0]
+            out += [("conv.weight", (self.channels, c, 3, 3), c * 9),
+                    ("conv.bias", (self.channels,), c * 9)]
+        for i, (fan_in, fan_out) in enumerate(self.dense_sizes):
+            out += [(f"dense{i}.weight", (fan_out, fan_in), fan_in),
+                    (f"dense{i}.bias", (fan_out,), fan_in)]
+        return out
+
+    @property
+    def num_params(self) -> int:
+        return sum(math.prod(s) for _, s, _ in self.param_shapes)
+
+    @property
+    def has_dense_path(self) -> bool:
+        return self.kind in ("logreg", "mlp")
+
+    def unflatten(self, w: torch.Tensor) -> list:
+        """Views of w (..., d) as the parameter tensors (..., *shape), in flat order."""
+        views, start = [], 0
+        lead = w.shape[:-1]
+        for _, shape, _ in self.param_shapes:
+            size = math.prod(shape)
+            views.append(w[..., start:start + size].reshape(*lead, *shape))
+            start += size
+        return views
+
+    # ---- init ---------------------------------------------------------------------------------
+    def init(self, generator: torch.Generator, dtype=torch.float32, device="cpu") -> torch.Tensor:
+        """w_0 of one run: U(-s/sqrt(fan_in), s/sqrt(fan_in)) per parameter (PyTorch's default
+        for Linear/Conv2d with s = init_scale), drawn from the run's own generator."""
+        parts = []
+        for _, shape, fan_in in self.param_shapes:
+            bound = self.init_scale / math.sqrt(fan_in)
+            u = torch.rand(math.prod(shape), generator=generator, dtype=dtype, device=device)
+            parts.append((2 * u - 1) * bound)
+        return torch.cat(parts)
+
+    # ---- single-run function (for torch.func) -------------------------------------------------
+    def logits(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Logits (n, classes) of one run with flat parameters w (d,) on examples x (n, *shape)."""
+        params = self.unflatten(w)
+        if self.kind == "cnn":
+            cw, cb = params[0], params[1]
+            h = F.avg_pool2d(F.relu(F.conv2d(x, cw, cb, padding=1)), 2)
+            h = h.reshape(h.shape[0], -1)
+            params = params[2:]
+        else:
+            h = x.reshape(x.shape[0], -1)
+        layers = len(params) // 2
+        for i in range(layers):
+            h = h @ params[2 * i].T + params[2 * i + 1]
+            if i < layers - 1:
+                h = F.relu(h)
+        return h
+
+    def loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy of one example (x: (*shape), y: ()) under one run's parameters w (d,)."""
+        return F.cross_entropy(self.logits(w, x.unsqueeze(0)), y.unsqueeze(0))
+
+    def batched_logits(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Logits (R, n, classes) of R runs w (R, d) on shared examples x (n, *shape)."""
+        if self.has_dense_path:
+            return self.dense_forward(w, x.reshape(x.shape[0], -1))[-1][1]
+        return torch.func.vmap(self.logits, in_dims=(0, None))(w, x)
+
+    # ---- explicit batched forward of dense models (ghost-norm clipping) ---------------------
+    def dense_forward(self, w: torch.Tensor, x: torch.Tensor) -> list:
+        """[(a_{l-1}, z_l)] per dense layer for runs w (R, d) on flat inputs x (n, f) or (R, n, f):
+        a_0 = x, z_l = a_{l-1} W_l^T + b_l, a_l = relu(z_l); z_L are the logits."""
+        params = self.unflatten(w)
+        a = x
+        out = []
+        layers = len(params) // 2
+        for i in range(layers):
+            weight, bias = params[2 * i], params[2 * i + 1]
+            if a.dim() == 2:
+                z = torch.einsum("ni,roi->rno", a, weight) + bias[:, None, :]
+            else:
+                z = torch.einsum("rni,roi->rno", a, weight) + bias[:, None, :]
+            out.append((a, z))
+            if i < layers - 1:
+                a = F.relu(z)
+        return out

@@ -1,0 +1,241 @@
+"""The tuning protocol H (seed 004 Algorithm 2) over real DP-SGD runs, as a game protocol.
+
+One trial of H on X (coin b = 0) or X' = X u {z} (b = 1):
+
+    k ~ xi;  for j = 1..k: pick a configuration uniformly from Omega, train one DP-SGD run
+    (trainer.train_runs, eq. 1) on X or X', score it with g;  release the best-scored run
+    (ties: the earliest run, a data-independent rule) and its score; k = 0 releases a fixed
+    output.
+
+Omega is a list of configurations: mappings that override any of the trainer's settings
+``lr``, ``clip``, ``steps``, ``noise_multiplier``, ``sample_rate`` (the paper tunes the learning
+rate). The score g (Table 2) is plain data read by this module:
+
+    ValidationLoss(V):       g(y) = - sum_{v in V} l(w_N; v)        (NTNV: untampered validation)
+    CanaryLoss(z):           g(y) = - l(w_N; z)                     (NTCV / ETCV, input canary)
+    FirstCoordinateShift():  g(y) = (w_0 - w_N)[0]                  (NTCV / ETCV, Dirac canary)
+
+``DpsgdTuningProtocol.release(member, rng)`` runs len(member) independent trials, all their
+runs batched along the run dimension, deterministically given rng (every run's seed is drawn
+from rng). It returns the observation of each trial, a dict of arrays with one row per trial:
+
+    score       g of the released run                                   float64
+    canary_dot  sum_i <p_i^z, p_i> of the released run (post-processing
+                of its trajectory with the public canary z; -inf for k = 0)   float64
+    lr, clip, noise_multiplier, sample_rate, steps, config
+                the released run's configuration (its index in Omega)
+    w0, wN      first and last iterate of the released run (T, d)       float32
+    released    False where k = 0 (the fixed output)                    bool
+
+Nothing else: not the coin, not k, not the losing runs, not the Poisson batch sizes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from auditsel.dpsgd.data import Dataset
+from auditsel.dpsgd.models import ModelSpec
+from auditsel.dpsgd.trainer import (Canary, ExampleCanary, GradientCanary, check_settings,
+                                    default_device, train_runs)
+from auditsel.rounds import RoundsLaw
+
+__all__ = ["ValidationLoss", "CanaryLoss", "FirstCoordinateShift", "Score", "evaluate_score",
+           "DpsgdTuningProtocol", "GRID_KEYS"]
+
+GRID_KEYS = ("lr", "clip", "steps", "noise_multiplier", "sample_rate")
+
+
+@dataclass(frozen=True)
+class ValidationLoss:
+    """g(y) = - sum_v l(w_N; v) over a validation set (Table 2, NTNV); ``mean`` divides by |V|."""
+
+    data: Dataset
+    reduction: str = "sum"
+
+
+@dataclass(frozen=True)
+class CanaryLoss:
+    """g(y) = - l(w_N; z) for an input-space canary z (Table 2, NTCV/ETCV)."""
+
+    canary: ExampleCanary
+
+
+@dataclass(frozen=True)
+class FirstCoordinateShift:
+    """g(y) = (w_0 - w_N)[coordinate] (Table 2, NTCV/ETCV with the Dirac canary)."""
+
+    coordinate: int = 0
+
+
+Score = Union[ValidationLoss, CanaryLoss, FirstCoordinateShift]
+
+
+def evaluate_score(score: Score, model: ModelSpec, w0: torch.Tensor, wN: torch.Tensor,
+                   chunk: int = 1 << 22) -> torch.Tensor:
+    """g for each of R runs (R,), from (w_0, w_N) only."""
+    R = wN.shape[0]
+    if isinstance(score, FirstCoordinateShift):
+        return (w0[:, score.coordinate] - wN[:, score.coordinate]).double()
+    with torch.no_grad():
+        if isinstance(score, CanaryLoss):
+            x = torch.as_tensor(np.asarray(score.canary.x, np.float32)[None], dtype=wN.dtype,
+                                device=wN.device)
+            y = torch.full((1,), int(score.canary.y), dtype=torch.long, device=wN.device)
+            logits = model.batched_logits(wN, x)  # (R, 1, classes)
+            return -F.cross_entropy(logits[:, 0], y.expand(R), reduction="none").double()
+        if isinstance(score, ValidationLoss):
+            data = score.data
+            if len(data) == 0:
+                raise ValueError("game.validation_size: must be >= 1 for a validation-loss score")
+            total = torch.zeros(R, dtype=torch.float64, device=wN.device)
+            step = max(1, chunk // max(1, R * model.num_classes * 8))
+            for s in range(0, len(data), step):
+                x = torch.as_tensor(data.x[s:s + step], dtype=wN.dtype, device=wN.device)
+                y = torch.as_tensor(data.y[s:s + step], dtype=torch.long, device=wN.device)
+                logits = model.batched_logits(wN, x)  # (R, n, classes)
+                ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.repeat(R),
+                                     reduction="none").reshape(R, -1)
+                total -= ce.double().sum(1)
+            return total / len(data) if score.reduction == "mean" else total
+    raise TypeError(f"unknown score {score!r}")
+
+
+class DpsgdTuningProtocol:
+    """H of Algorithm 2 over DP-SGD (see the module docstring); a game protocol.
+
+    model, train: the architecture and the training set X (empty for ETCV).
+    score: g; canary: z (ExampleCanary or GradientCanary); rounds: the law xi of k.
+    grid: Omega, a non-empty list of mappings over GRID_KEYS; settings not in a configuration
+    come from the keyword defaults (steps, noise_multiplier, sample_rate, clip, lr).
+    """
+
+    def __init__(self, model: ModelSpec, train: Dataset, score: Score, canary: Canary,
+                 rounds: RoundsLaw, grid: Sequence[Mapping], *, steps: int,
+                 noise_multiplier: float, sample_rate: float = 1.0, clip: float = 1.0,
+                 lr: Optional[float] = None, device=None, dtype=torch.float32,
+                 max_batch_runs: int = 256, method: str = "auto",
+                 memory_budget: int = 1 << 24):
+        if canary is None:
+            raise ValueError("game.canary: must be dirac or an input canary, got None")
+        if isinstance(score, CanaryLoss) and not isinstance(canary, ExampleCanary):
+            raise ValueError("game.score: the canary loss needs an input-space canary")
+        grid = list(grid) if grid is not None else []
+        if not grid:
+            raise ValueError(f"game.learning_rates: must be a non-empty grid of configurations, "
+                             f"got {grid!r}")
+        defaults = {"lr": lr, "clip": clip, "steps": steps, "noise_multiplier": noise_multiplier,
+                    "sample_rate": sample_rate}
+        configs = []
+        for c in grid:
+            if not isinstance(c, Mapping):
+                raise ValueError(f"game.grid: each configuration must be a mapping, got {c!r}")
+            unknown = set(c) - set(GRID_KEYS)
+            if unknown:
+                raise ValueError(f"game.grid: unknown setting(s) {sorted(unknown)}; allowed: "
+                                 f"{', '.join(GRID_KEYS)}")
+            full = {**defaults, **c}
+            if full["lr"] is None:
+                raise ValueError("game.learning_rates: every configuration needs a learning rate")
+            check_settings(steps=np.int64(full["steps"]) if float(full["steps"]).is_integer()
+                           else full["steps"], lr=full["lr"], clip=full["clip"],
+                           noise_multiplier=full["noise_multiplier"],
+                           sample_rate=full["sample_rate"])
+            full["steps"] = int(full["steps"])
+            configs.append(full)
+        if not isinstance(rounds, RoundsLaw):
+            raise ValueError(f"rounds: must be a number-of-runs law, got {rounds!r}")
+        if max_batch_runs < 1:
+            raise ValueError(f"game.max_batch_runs: must be >= 1, got {max_batch_runs}")
+        self.model, self.train, self.score, self.canary = model, train, score, canary
+        self.rounds, self.configs = rounds, configs
+        self.device = torch.device(device) if device is not None else default_device()
+        self.dtype, self.max_batch_runs = dtype, int(max_batch_runs)
+        self.method, self.memory_budget = method, int(memory_budget)
+
+    @classmethod
+    def from_learning_rates(cls, learning_rates: Sequence[float], **kwargs):
+        """Omega = one configuration per learning rate (the paper's grid)."""
+        return cls(grid=[{"lr": float(v)} for v in (learning_rates or [])], **kwargs)
+
+    def _columns(self):
+        c = self.configs
+        return {k: np.array([cfg[k] for cfg in c], dtype=np.int64 if k == "steps" else float)
+                for k in GRID_KEYS}
+
+    def plan(self, trials: int, rng: np.random.Generator):
+        """The data-independent randomness of ``trials`` trials, drawn from rng in this order:
+        k (trials,), then for the sum(k) runs (trial by trial) the configuration index and the
+        run seed. Runs of trial t are the k[t] consecutive entries starting at sum(k[:t])."""
+        k = np.asarray(self.rounds.sample(trials, rng), dtype=np.int64).reshape(-1)
+        R = int(k.sum())
+        config = rng.integers(len(self.configs), size=R)
+        seeds = rng.integers(0, np.iinfo(np.int64).max, size=R, dtype=np.int64)
+        return k, config, seeds
+
+    def release(self, member: np.ndarray, rng: np.random.Generator) -> dict:
+        """Run len(member) independent trials of H (member[t] = 1: X'); see module docstring."""
+        member = np.asarray(member).reshape(-1)
+        if member.size and not np.all((member == 0) | (member == 1)):
+            raise ValueError("member: must hold 0/1 coins")
+        T = len(member)
+        k, config, seeds = self.plan(T, rng)
+        R = int(k.sum())
+        trial = np.repeat(np.arange(T), k)
+        cols = self._columns()
+        d = self.model.num_params
+
+        best_score = np.full(T, -np.inf)
+        best_run = np.full(T, -1, dtype=np.int64)
+        best_dot = np.full(T, -np.inf)
+        w0 = np.zeros((T, d), dtype=np.float32)
+        wN = np.zeros((T, d), dtype=np.float32)
+
+        steps_of_run = cols["steps"][config]
+        for steps in np.unique(steps_of_run):
+            runs = np.flatnonzero(steps_of_run == steps)
+            for start in range(0, len(runs), self.max_batch_runs):
+                idx = runs[start:start + self.max_batch_runs]
+                cfg = config[idx]
+                res = train_runs(
+                    self.model, self.train, steps=int(steps), lr=cols["lr"][cfg],
+                    clip=cols["clip"][cfg], noise_multiplier=cols["noise_multiplier"][cfg],
+                    sample_rate=cols["sample_rate"][cfg], seeds=seeds[idx], canary=self.canary,
+                    include_canary=member[trial[idx]] == 1, device=self.device,
+                    dtype=self.dtype, method=self.method, memory_budget=self.memory_budget)
+                g = evaluate_score(self.score, self.model, res.w0, res.wN).cpu().numpy()
+                g = np.where(np.isnan(g), -np.inf, g)  # a diverged run never wins
+                self._update(idx, trial[idx], g, res, best_score, best_run, best_dot, w0, wN)
+
+        released = k > 0
+        picked = config[np.maximum(best_run, 0)] if R else np.zeros(T, dtype=np.int64)
+        obs = {
+            "score": np.where(released, best_score, 0.0),
+            "canary_dot": np.where(released, best_dot, -np.inf),
+            "config": np.where(released, picked, -1),
+            "w0": w0, "wN": wN, "released": released,
+        }
+        for key in GRID_KEYS:
+            obs[key] = np.where(released, cols[key][picked], 0).astype(cols[key].dtype)
+        return obs
+
+    @staticmethod
+    def _update(idx, trials, g, res, best_score, best_run, best_dot, w0, wN):
+        """Keep, per trial, the best run so far (ties: the lowest run index)."""
+        order = np.lexsort((idx, -g, trials))  # per trial: highest score, then earliest run
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = trials[order][1:] != trials[order][:-1]
+        cand = order[first]
+        t, s, r = trials[cand], g[cand], idx[cand]
+        better = (s > best_score[t]) | ((s == best_score[t]) & ((best_run[t] < 0) | (r < best_run[t])))
+        cand, t = cand[better], t[better]
+        best_score[t] = g[cand]
+        best_run[t] = idx[cand]
+        best_dot[t] = res.canary_dot[cand].cpu().numpy()
+        w0[t] = res.w0[cand].float().cpu().numpy()
+        wN[t] = res.wN[cand].float().cpu().numpy()

@@ -1,0 +1,354 @@
+"""DP-SGD exactly as seed 004 eq. 1, for many independent runs at once.
+
+One run, from w_0, for i = 1..N:
+
+    B_i  = Poisson sample of X' (each example, the canary included, kept with prob. tau)
+    p_i  = sum_{(x,y) in B_i} CLP_C(grad_w l(w_{i-1}; x, y)) + R_i,   R_i ~ N(0, C^2 sigma^2 I_d)
+    w_i  = w_{i-1} - lr * p_i                    CLP_C(u) = min(1, C / ||u||_2) u
+
+tau = 1 is full-batch gradient descent. X' = X u {z} when the run's coin says so; the canary z
+is either an input example (``ExampleCanary``) or the Dirac gradient canary Z_D
+(``GradientCanary``) whose clipped gradient is C e_0 at every step (seed 004 Sec. 4.1).
+
+Batching: R runs (different seeds, coins and hyperparameters lr, C, sigma, tau) train together;
+parameters are a tensor (R, d) (``models.ModelSpec``). Per-example gradients are taken either
+with torch.func (``vmap`` over runs of ``vmap`` over examples of ``grad``: any model) or, for
+dense models, with the ghost-norm identity ||a e^T||_F = ||a|| ||e|| per layer and an explicit
+backward pass (the same gradients without materialising an (R, n, d) tensor). Both give the
+same clipped sums; ``method`` picks one (``auto``: ghost for logreg/mlp, vmap otherwise).
+
+Determinism: run r draws everything from its own seed s_r (init, Poisson masks, noise; three
+streams of ``SeedSequence(s_r)``), in blocks of a fixed number of steps, so a run's trajectory
+does not depend on which other runs share its batch: batched == one at a time.
+
+What is kept of the trajectory y = {p_1..p_N, w_1..w_N}: w_0, w_N and, when a canary is given,
+the statistic sum_i <p_i^z, p_i> with p_i^z = CLP_C(grad l(w_{i-1}; z)) (C e_0 for Z_D). It
+is a function of y and the public z only (post-processing of the release), computed here so
+that the trajectory never has to be stored.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from auditsel.dpsgd.data import Dataset
+from auditsel.dpsgd.models import ModelSpec
+
+__all__ = [
+    "ExampleCanary", "GradientCanary", "Canary", "TrainResult", "train_runs", "clip_factors",
+    "check_settings", "calibrate_noise_multiplier", "dpsgd_epsilon", "default_device",
+]
+
+BLOCK = 16  # steps of noise / masks drawn per call and run (fixed: part of the seeded stream)
+
+
+@dataclass(frozen=True)
+class ExampleCanary:
+    """An input-space canary z = (x, y): x has the shape of one training example."""
+
+    x: np.ndarray
+    y: int
+    label: str = "input"
+
+
+@dataclass(frozen=True)
+class GradientCanary:
+    """The Dirac gradient canary Z_D: its clipped gradient is C e_coordinate at every step."""
+
+    coordinate: int = 0
+    label: str = "dirac"
+
+
+Canary = Union[ExampleCanary, GradientCanary]
+
+
+@dataclass
+class TrainResult:
+    """What the protocol may release of R runs: w_0, w_N (R, d) and sum_i <p_i^z, p_i> (R,)."""
+
+    w0: torch.Tensor
+    wN: torch.Tensor
+    canary_dot: torch.Tensor
+
+
+def default_device() -> torch.device:
+    """The GPU when there is one, else the CPU (nothing requires a GPU)."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# settings
+def _number(value, field: str) -> np.ndarray:
+    arr = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{field}: must be finite, got {value!r}")
+    return arr
+
+
+def check_settings(*, steps=None, lr=None, clip=None, noise_multiplier=None, sample_rate=None):
+    """Range checks of the trainer's settings; each failure is one ValueError line
+    ``<field>: must be ..., got ...`` naming the config field."""
+    if steps is not None:
+        s = np.asarray(steps)
+        if s.dtype.kind not in "iu" or np.any(s < 1):
+            raise ValueError(f"base.steps: must be an integer >= 1, got {steps!r}")
+    if lr is not None:
+        a = _number(lr, "game.learning_rates")
+        if np.any(a < 0):
+            raise ValueError(f"game.learning_rates: must be >= 0, got {lr!r}")
+    if clip is not None:
+        a = _number(clip, "game.clip")
+        if np.any(a <= 0):
+            raise ValueError(f"game.clip: must be > 0, got {clip!r}")
+    if noise_multiplier is not None:
+        a = _number(noise_multiplier, "base.noise_multiplier")
+        if np.any(a < 0):
+            raise ValueError(f"base.noise_multiplier: must be >= 0, got {noise_multiplier!r}")
+    if sample_rate is not None:
+        a = _number(sample_rate, "base.sample_rate")
+        if np.any((a <= 0) | (a > 1)):
+            raise ValueError(f"base.sample_rate: must be in (0, 1], got {sample_rate!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# accounting of one run (eps_B <-> sigma)
+def dpsgd_epsilon(noise_multiplier: float, steps: int, sample_rate: float, delta: float,
+                  accountant: str = "rdp") -> float:
+    """eps_B of one DP-SGD run (N Poisson-subsampled Gaussian steps) at delta.
+
+    Uses auditsel.accounting.base.DpsgdBase when that module is there, else dp_accounting
+    directly (RdpAccountant or PLDAccountant).
+    """
+    try:
+        from auditsel.accounting.base import DpsgdBase  # the upper-bound panel's accountant
+    except ImportError:
+        DpsgdBase = None
+    if DpsgdBase is not None:
+        base = DpsgdBase(noise_multiplier=noise_multiplier, steps=steps, sample_rate=sample_rate,
+                         accountant=accountant)
+        return float(base.epsilon(delta))
+    import dp_accounting as dpa
+    if noise_multiplier <= 0:
+        return math.inf
+    event = dpa.SelfComposedDpEvent(
+        dpa.PoissonSampledDpEvent(sample_rate, dpa.GaussianDpEvent(noise_multiplier)), steps)
+    if accountant == "rdp":
+        acc = dpa.rdp.RdpAccountant()
+    elif accountant == "pld":
+        acc = dpa.pld.PLDAccountant()
+    else:
+        raise ValueError(f"base.accountant: must be rdp or pld, got {accountant!r}")
+    return float(acc.compose(event).get_epsilon(delta))
+
+
+def calibrate_noise_multiplier(epsilon: float, delta: float, steps: int, sample_rate: float,
+                               accountant: str = "rdp", rtol: float = 1e-6) -> float:
+    """The smallest sigma with dpsgd_epsilon(sigma, ...) <= epsilon (bisection in log sigma)."""
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"base.epsilon: must be in (0, inf), got {epsilon!r}")
+    if not (0 < delta < 1):
+        raise ValueError(f"delta: must be in (0, 1) to calibrate DP-SGD, got {delta!r}")
+    check_settings(steps=steps, sample_rate=sample_rate)
+    try:
+        from auditsel.accounting.base import DpsgdBase
+    except ImportError:
+        DpsgdBase = None
+    if DpsgdBase is not None and hasattr(DpsgdBase, "from_epsilon"):
+        base = DpsgdBase.from_epsilon(epsilon, delta, steps=steps, sample_rate=sample_rate,
+                                      accountant=accountant)
+        return float(base.noise_multiplier)
+    eps = lambda s: dpsgd_epsilon(s, steps, sample_rate, delta, accountant)
+    lo, hi = 1e-2, 1.0
+    while eps(hi) > epsilon:
+        lo, hi = hi, hi * 2
+    while eps(lo) <= epsilon and lo > 1e-6:
+        lo /= 2
+    while hi / lo > 1 + rtol:
+        mid = math.sqrt(lo * hi)
+        if eps(mid) > epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+# ---------------------------------------------------------------------------------------------
+# clipping and per-example gradients
+def clip_factors(norms: torch.Tensor, clip: torch.Tensor) -> torch.Tensor:
+    """min(1, C / ||u||) written as C / max(||u||, C): exact, and 1 at ||u|| = 0."""
+    return clip / torch.maximum(norms, clip)
+
+
+def _vmap_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
+    """sum_n weight[r, n] CLP_C(grad l(w_r; x_n, y_n)) via torch.func: (R, d)."""
+    grad_one = torch.func.grad(model.loss)
+    per_example = torch.func.vmap(torch.func.vmap(grad_one, in_dims=(None, 0, 0)),
+                                  in_dims=(0, None, None))
+    g = per_example(w, x, y)  # (R, n, d)
+    factors = clip_factors(torch.linalg.vector_norm(g, dim=2), clip[:, None]) * weight
+    return torch.einsum("rn,rnd->rd", factors, g)
+
+
+def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
+    """The same sum for dense models without materialising per-example gradients.
+
+    Per layer l with input a and output-gradient e (per example), grad W_l = e a^T and
+    grad b_l = e, so ||grad||^2 = sum_l ||e_l||^2 (||a_l||^2 + 1); the clipped sum of layer l
+    is sum_n c_n e_n a_n^T. The e_l come from an explicit backward pass of the cross-entropy
+    (softmax - onehot, then through W and the ReLU masks).
+    """
+    layers = model.dense_forward(w, x.reshape(x.shape[0], -1))
+    params = model.unflatten(w)
+    logits = layers[-1][1]
+    e = torch.exp(logits - logits.amax(-1, keepdim=True))  # softmax, written out: torch.softmax
+    e = e / e.sum(-1, keepdim=True)                         # over a short last dim is slow on CPU
+    e = e - F.one_hot(y, logits.shape[-1]).to(e.dtype)  # (R, n, classes)
+    grads_out = [None] * len(layers)
+    for l in range(len(layers) - 1, -1, -1):
+        grads_out[l] = e
+        if l > 0:
+            e = torch.einsum("rno,roi->rni", e, params[2 * l]) * (layers[l - 1][1] > 0)
+    sq = 0
+    for (a, _), e in zip(layers, grads_out):
+        a_sq = (a * a).sum(-1) + 1.0  # (n,) or (R, n)
+        sq = sq + (e * e).sum(-1) * a_sq
+    factors = clip_factors(torch.sqrt(sq), clip[:, None]) * weight  # (R, n)
+    parts = []
+    for (a, _), e in zip(layers, grads_out):
+        ec = e * factors[..., None]
+        if a.dim() == 2:
+            parts.append(torch.einsum("rno,ni->roi", ec, a).reshape(w.shape[0], -1))
+        else:
+            parts.append(torch.einsum("rno,rni->roi", ec, a).reshape(w.shape[0], -1))
+        parts.append(ec.sum(1))
+    return torch.cat(parts, dim=1)
+
+
+def _clipped_sum(model, w, x, y, clip, weight, method, budget):
+    """Chunk the examples so that at most ~budget numbers are alive at once."""
+    R, d = w.shape
+    n = x.shape[0]
+    fn = _ghost_clipped_sum if method == "ghost" else _vmap_clipped_sum
+    width = d if method == "vmap" else sum(i + o for i, o in model.dense_sizes)
+    chunk = max(1, min(n, budget // max(1, R * width)))
+    total = torch.zeros_like(w)
+    for start in range(0, n, chunk):
+        sl = slice(start, start + chunk)
+        if torch.any(weight[:, sl] != 0):
+            total += fn(model, w, x[sl], y[sl], clip, weight[:, sl])
+    return total
+
+
+def _canary_gradient(model: ModelSpec, canary: Canary, w, clip, xz, yz):
+    """p^z = CLP_C(grad l(w_r; z)) for each run (R, d); C e_coordinate for the Dirac canary."""
+    R, d = w.shape
+    if isinstance(canary, GradientCanary):
+        g = torch.zeros_like(w)
+        g[:, canary.coordinate] = clip
+        return g
+    g = torch.func.vmap(torch.func.grad(model.loss), in_dims=(0, None, None))(w, xz, yz)
+    return g * clip_factors(torch.linalg.vector_norm(g, dim=1), clip)[:, None]
+
+
+def _as_runs(value, R, dtype, device, field):
+    arr = np.array(np.broadcast_to(np.asarray(value, dtype=float), (R,)))
+    return torch.as_tensor(arr, dtype=dtype, device=device)
+
+
+def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_multiplier,
+               sample_rate, seeds, canary: Optional[Canary] = None, include_canary=None,
+               device=None, dtype=torch.float32, method: str = "auto",
+               memory_budget: int = 1 << 24) -> TrainResult:
+    """Train R = len(seeds) independent DP-SGD runs of eq. 1 together.
+
+    lr, clip, noise_multiplier, sample_rate: scalars or arrays of length R. include_canary (R,)
+    bool: run r trains on X u {z} (needs ``canary``). Returns w_0, w_N and, with a canary, the
+    statistic sum_i <p_i^z, p_i> (float64).
+    """
+    seeds = np.asarray(seeds, dtype=np.uint64).reshape(-1)
+    R = len(seeds)
+    steps = int(steps)
+    check_settings(steps=np.int64(steps), lr=lr, clip=clip, noise_multiplier=noise_multiplier,
+                   sample_rate=sample_rate)
+    if method == "auto":
+        method = "ghost" if model.has_dense_path else "vmap"
+    if method not in ("ghost", "vmap"):
+        raise ValueError(f"game.method: must be auto, ghost or vmap, got {method!r}")
+    if method == "ghost" and not model.has_dense_path:
+        raise ValueError(f"game.method: ghost clipping needs a dense model, got {model.kind}")
+    if train.shape != model.input_shape and len(train):
+        raise ValueError(f"game.model: expects examples of shape {model.input_shape}, "
+                         f"got {train.shape}")
+    device = torch.device(device) if device is not None else default_device()
+    d = model.num_params
+    if isinstance(canary, GradientCanary) and not 0 <= canary.coordinate < d:
+        raise ValueError(f"game.canary: coordinate must be in [0, {d}), got {canary.coordinate}")
+    if include_canary is None:
+        include_canary = np.zeros(R, dtype=bool)
+    include = np.asarray(include_canary, dtype=bool).reshape(-1)
+    if len(include) != R:
+        raise ValueError("include_canary must have one entry per run")
+    if include.any() and canary is None:
+        raise ValueError("game.canary: runs on X' = X u {z} need a canary")
+
+    lr_t = _as_runs(lr, R, dtype, device, "lr")
+    clip_t = _as_runs(clip, R, dtype, device, "clip")
+    noise_t = _as_runs(noise_multiplier, R, dtype, device, "sigma") * clip_t
+    rate = np.broadcast_to(np.asarray(sample_rate, dtype=float), (R,))
+    rate_t = torch.as_tensor(np.array(rate), dtype=dtype, device=device)
+    subsampled = rate < 1
+    inc_t = torch.as_tensor(include, dtype=dtype, device=device)
+
+    x = torch.as_tensor(train.x, dtype=dtype, device=device)
+    y = torch.as_tensor(train.y, dtype=torch.long, device=device)
+    n = len(train)
+    if isinstance(canary, ExampleCanary):
+        xz = torch.as_tensor(np.asarray(canary.x, dtype=np.float32), dtype=dtype, device=device)
+        if tuple(xz.shape) != model.input_shape:
+            raise ValueError(f"game.canary: example of shape {tuple(xz.shape)}, the model "
+                             f"expects {model.input_shape}")
+        yz = torch.as_tensor(int(canary.y), dtype=torch.long, device=device)
+    else:
+        xz = yz = None
+
+    # per-run streams: init, Poisson masks, noise
+    gens = []
+    for s in seeds:
+        states = np.random.SeedSequence(int(s)).generate_state(3, dtype=np.uint64)
+        gens.append([torch.Generator(device=device).manual_seed(int(v) & ((1 << 63) - 1))
+                     for v in states])
+    w = torch.stack([model.init(g[0], dtype=dtype, device=device) for g in gens])
+    w0 = w.clone()
+    dot = torch.zeros(R, dtype=torch.float64, device=device)
+    ones = torch.ones(R, n + 1, dtype=dtype, device=device)
+
+    with torch.no_grad():
+        for block_start in range(0, steps, BLOCK):
+            b = min(BLOCK, steps - block_start)
+            noise = torch.stack([torch.randn(BLOCK, d, generator=g[2], dtype=dtype, device=device)
+                                 for g in gens])  # (R, BLOCK, d)
+            if subsampled.any():
+                u = torch.stack([torch.rand(BLOCK, n + 1, generator=g[1], dtype=dtype,
+                                            device=device) if sub else
+                                 torch.zeros(BLOCK, n + 1, dtype=dtype, device=device)
+                                 for g, sub in zip(gens, subsampled)])
+                masks = (u < rate_t[:, None, None]).to(dtype)  # (R, BLOCK, n + 1)
+            for j in range(b):
+                mask = masks[:, j] if subsampled.any() else ones
+                if n:
+                    p = _clipped_sum(model, w, x, y, clip_t, mask[:, :n], method, memory_budget)
+                else:
+                    p = torch.zeros_like(w)
+                if canary is not None:
+                    pz = _canary_gradient(model, canary, w, clip_t, xz, yz)
+                    p += pz * (inc_t * mask[:, n])[:, None]
+                p += noise[:, j] * noise_t[:, None]
+                if canary is not None:
+                    dot += (pz.double() * p.double()).sum(1)
+                w = w - lr_t[:, None] * p
+    return TrainResult(w0=w0, wN=w, canary_dot=dot)
