@@ -1,0 +1,304 @@
+"""Privacy-profile bounds for private selection (Koskela, Redberg, Wang; seed 000).
+
+Notation: Q the base mechanism with privacy profile delta_Q(eps) (max over both directions),
+eps_Q(d) = inf{e >= 0 : delta_Q(e) <= d}; K ~ xi with pgf G and m = E[K] = G'(1); A the tuned
+mechanism (best of K runs). All results below have the form
+
+    delta_A(eps) <= m * delta_Q(eps - c)   for every eps,   hence   eps_A(delta) = eps_Q(delta/m) + c,
+
+with a shift c >= 0 that does not depend on eps, minimised once:
+
+* TNB(eta, nu), Theorem 5.2 with the [NOTE] of the 000 digest:
+      c = (eta + 1) L*,   L* = min_{eps1 >= 0} log( e^eps1 + ((1-nu)/nu) delta_Q(eps1) ).
+* Binomial(n, p), Theorem 5.7: c = min over feasible eps1 of (n-1) log(1 + p(e^eps1 - 1) + p delta_Q(eps1)),
+  feasible: eps1 >= log(1 + (p/(1-p)) delta_Q(eps1)). (No feasible eps1, or p = 1: general recipe.)
+* Poisson(m), Corollary 5.8: c = min_{eps1 >= 0} m (e^eps1 - 1) + m delta_Q(eps1).
+* Any other law, Theorem 4.1 recipe ([NOTE] of the digest): c = sup log(G'(q)/G'(q')) over the
+  pairs (q, q') = probabilities of one event under Q(X), Q(X'), i.e. over the region
+      q <= e^e q' + delta_Q(e),  1 - q' <= e^e (1 - q) + delta_Q(e)   for every e >= 0.
+  We maximise on a grid of w = 1 - q (log-spaced towards 0 and towards 1) and bound every cell
+  rigorously, using that G' is non-decreasing and that the largest feasible w' = 1 - q' is
+  non-decreasing in w: on [w_i, w_(i+1)] the ratio is at most G'(1 - w_i) / G'(1 - w'max(w_(i+1))).
+  Relaxing the region (a finite grid of e) only enlarges it, so c stays an upper bound.
+
+Base profiles (`BaseProfile`): the exact Gaussian profile for `GaussianBase` (the region is then
+exactly the Gaussian trade-off curve, w' = Phi(mu + Phi^-1(w))); the exact finite hockey-stick for
+`FiniteOutputBase` (the region is exact once the grid holds the log-likelihood ratios); for
+`DpsgdBase` dp_accounting's pessimistic connect-the-dots PLD, so the bound stays rigorous for
+tau < 1.
+
+Report Noisy Max (bonus, seed 000 Sec. 3): Theorem 3.2 eps_RNM(delta) = eps_base(delta/m) with the
+noise mechanism's profile at sensitivity 2 (1 for monotone queries); Corollary 3.4 for Gaussian
+noise, eps = 2/sigma^2 + (2/sigma) sqrt(2 log(m/delta)); and the RDP baseline of Zhu & Wang,
+eps'(alpha) = 2 alpha/sigma^2 + log(m)/(alpha - 1), converted.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import ndtr, ndtri, log_ndtr
+
+from auditsel.mechanisms import FiniteOutputBase, GaussianBase, gaussian_delta, gaussian_epsilon
+from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
+
+__all__ = [
+    "BaseProfile", "base_profile", "profile_epsilon", "tnb_shift", "binomial_shift",
+    "poisson_shift", "general_shift", "region_grid", "rnm_epsilon", "rnm_gaussian_closed_form",
+    "rnm_gaussian_rdp",
+]
+
+#: the w = 1 - q grid of the Theorem 4.1 recipe: 0, then log-spaced on both sides of 1/2
+_W_SIDE = np.logspace(-30, math.log10(0.5), 1200)
+
+
+def region_grid() -> tuple[np.ndarray, np.ndarray]:
+    """(w, q) with q = 1 - w computed without cancellation, w increasing from 0 to 1."""
+    lower = np.concatenate([[0.0], _W_SIDE])              # w small, q = 1 - w
+    upper = _W_SIDE[::-1][1:]                              # q small, w = 1 - q
+    w = np.concatenate([lower, 1.0 - upper, [1.0]])
+    q = np.concatenate([1.0 - lower, upper, [0.0]])
+    return w, q
+
+
+@dataclass(frozen=True)
+class BaseProfile:
+    """delta_Q(eps) (max over directions), its inverse, and the post-processing region."""
+
+    delta: Callable[[np.ndarray], np.ndarray]
+    epsilon: Callable[[float], float]
+    eps_grid: np.ndarray                     # where the region and the eps1 scans look
+    exact_region: Callable | None = None     # w -> (w'max, q'min) when known in closed form
+    name: str = ""
+
+    def region(self, w: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Largest w' = 1 - q' (and smallest q') over the post-processings with 1 - q = w."""
+        if self.exact_region is not None:
+            return self.exact_region(w, q)
+        e = self.eps_grid[None, :]
+        d = np.asarray(self.delta(self.eps_grid), dtype=float)[None, :]
+        w_, q_ = w[:, None], q[:, None]
+        w_max = np.minimum(np.exp(e) * w_ + d, 1.0 - np.exp(-e) * (q_ - d))
+        q_min = np.maximum((q_ - d) * np.exp(-e), 1.0 - d - np.exp(e) * w_)
+        w_max = np.clip(np.min(w_max, axis=1), 0.0, 1.0)
+        q_min = np.clip(np.max(q_min, axis=1), 0.0, 1.0)
+        return np.maximum(w_max, w), np.minimum(q_min, q)
+
+
+def _gaussian_region(mu: float):
+    def region(w, q):
+        # the most powerful test {x <= t} with P(x <= t) = q under N(0,1): q' = Phi(t - mu)
+        with np.errstate(divide="ignore"):
+            t_from_w = -ndtri(w)       # accurate when w is small
+            t_from_q = ndtri(q)        # accurate when q is small
+        t = np.where(w < 0.5, t_from_w, t_from_q)
+        return ndtr(mu - t), ndtr(t - mu)
+    return region
+
+
+def base_profile(base, delta_for_grid: float = 1e-12) -> BaseProfile:
+    """The privacy profile of a Gaussian, finite-output or DP-SGD base."""
+    from auditsel.accounting.base import DpsgdBase
+
+    if isinstance(base, GaussianBase):
+        mu = base.mu
+        hi = gaussian_epsilon(1e-300, mu) if mu < 30 else mu * mu
+        grid = np.linspace(0.0, hi, 4001)
+        return BaseProfile(lambda e: gaussian_delta(e, mu), lambda d: gaussian_epsilon(d, mu),
+                           grid, _gaussian_region(mu), f"gaussian(mu={mu:g})")
+    if isinstance(base, FiniteOutputBase):
+        p, q = base.law(0), base.law(1)
+        both = (p > 0) & (q > 0)
+        llr = np.abs(np.log(p[both]) - np.log(q[both]))
+        top = float(np.max(llr)) if llr.size else 1.0
+        grid = np.unique(np.concatenate([np.linspace(0, top * 1.01 + 1e-9, 2001), llr, [0.0]]))
+        delta = lambda e: base.delta(np.asarray(e, dtype=float))
+        return BaseProfile(delta, lambda d: _invert(delta, d, top * 1.01 + 1.0), grid,
+                           None, "finite")
+    if isinstance(base, DpsgdBase):
+        pld = base.pld()
+        hi = float(pld.get_epsilon_for_delta(delta_for_grid))
+        grid = np.linspace(0.0, max(hi, 1e-3) * 1.5, 1501)
+
+        def delta(e):
+            e = np.asarray(e, dtype=float)
+            out = np.asarray(pld.get_delta_for_epsilon(np.atleast_1d(e)), dtype=float)
+            return out.reshape(e.shape)
+
+        return BaseProfile(delta, lambda d: float(pld.get_epsilon_for_delta(d)), grid, None,
+                           "dpsgd-pld")
+    raise TypeError(f"no privacy profile for base {type(base).__name__}")
+
+
+def _invert(delta, d: float, hi: float) -> float:
+    """inf{e >= 0 : delta(e) <= d} for a non-increasing delta (bisection)."""
+    if float(delta(np.array([0.0]))[0]) <= d:
+        return 0.0
+    if float(delta(np.array([hi]))[0]) > d:
+        return math.inf
+    lo = 0.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if float(delta(np.array([mid]))[0]) <= d:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _scan_min(values_fn, grid: np.ndarray, feasible=None) -> float:
+    """min over eps1 on the grid (any eps1 gives a valid shift), then a local refinement."""
+    vals = np.asarray(values_fn(grid), dtype=float)
+    if feasible is not None:
+        vals = np.where(feasible(grid), vals, np.inf)
+    i = int(np.argmin(vals))
+    best = float(vals[i])
+    if not math.isfinite(best):
+        return math.inf
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    if hi > lo:
+        def f(x):
+            x = np.array([x])
+            if feasible is not None and not feasible(x)[0]:
+                return math.inf
+            return float(values_fn(x)[0])
+        res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10})
+        if res.fun < best:
+            best = float(res.fun)
+    return best
+
+
+def tnb_shift(profile: BaseProfile, eta: float, nu: float) -> float:
+    """(eta + 1) L* of Theorem 5.2 (000 digest [NOTE])."""
+    ratio = (1 - nu) / nu
+    lstar = _scan_min(lambda e: np.log(np.exp(e) + ratio * profile.delta(e)), profile.eps_grid)
+    return (eta + 1) * lstar
+
+
+def poisson_shift(profile: BaseProfile, mean: float) -> float:
+    """Corollary 5.8: min_eps1 m (e^eps1 - 1) + m delta_Q(eps1)."""
+    return _scan_min(lambda e: mean * np.expm1(e) + mean * profile.delta(e), profile.eps_grid)
+
+
+def binomial_shift(profile: BaseProfile, n: int, p: float) -> float:
+    """Theorem 5.7: min over feasible eps1 of (n-1) log(1 + p(e^eps1 - 1) + p delta_Q(eps1))."""
+    if p >= 1:
+        return math.inf
+    feasible = lambda e: e >= np.log1p(p / (1 - p) * profile.delta(e)) - 1e-15
+    return _scan_min(lambda e: (n - 1) * np.log1p(p * np.expm1(e) + p * profile.delta(e)),
+                     profile.eps_grid, feasible)
+
+
+def _log_gprime(law: RoundsLaw, z, w):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_z = np.where(w < 0.5, np.log1p(-np.minimum(w, 0.5)),
+                         np.log(np.maximum(z, 0)))
+        return np.asarray(law.log_pgf_derivative(z, w, log_z=log_z), dtype=float)
+
+
+def _refine_cells(lo_w, hi_w, lo_q, hi_q, pieces: int = 16):
+    """Interior points splitting each cell [lo_w, hi_w] into `pieces` (geometric in the smaller
+    of w and q = 1 - w, so that both stay accurate)."""
+    t = np.linspace(0.0, 1.0, pieces + 1)[1:-1][None, :]
+    lower = (hi_w <= 0.5)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # geometric in w (lower half) or in q (upper half); linear when an end is 0
+        gw = np.where(lo_w[:, None] > 0, lo_w[:, None] * (hi_w / np.where(lo_w > 0, lo_w, 1))[:, None] ** t,
+                      lo_w[:, None] + (hi_w - lo_w)[:, None] * t)
+        gq = np.where(hi_q[:, None] > 0, lo_q[:, None] * (hi_q / lo_q)[:, None] ** t,
+                      lo_q[:, None] + (hi_q - lo_q)[:, None] * t)
+    new_w = np.where(lower, gw, 1.0 - gq)
+    new_q = np.where(lower, 1.0 - gw, gq)
+    return new_w.ravel(), new_q.ravel()
+
+
+def region_sup(profile: BaseProfile, law: RoundsLaw, a=1.0, b=1.0, tol=1e-6,
+               max_rounds: int = 12) -> np.ndarray:
+    """Rigorous upper bound on sup over the region of  a log G'(q) - b log G'(q')  (a, b >= 0,
+    broadcast as arrays over orders), by cell bounds on an adaptively refined grid; the grid is
+    refined until each row's bound is within `tol` (per row) of its best grid point, or for
+    `max_rounds` rounds (the bound is rigorous at every round, only less tight)."""
+    a = np.atleast_1d(np.asarray(a, dtype=float))[:, None]
+    b = np.atleast_1d(np.asarray(b, dtype=float))[:, None]
+    tol = np.broadcast_to(np.asarray(tol, dtype=float), (max(len(a), len(b)),))[:, None]
+    w, q = region_grid()
+    for _ in range(max_rounds):
+        w_max, q_min = profile.region(w, q)
+        top = _log_gprime(law, q, w)
+        bottom = _log_gprime(law, q_min, w_max)
+        with np.errstate(invalid="ignore"):
+            point = a * top[None, :] - b * bottom[None, :]
+            cell = a * top[None, :-1] - b * bottom[None, 1:]
+        point = np.where(np.isnan(point), -np.inf, point)
+        cell = np.where(np.isnan(cell), np.inf, cell)
+        best_point = np.max(point, axis=1, keepdims=True)
+        bound = np.max(cell, axis=1)
+        slack = cell > best_point + tol
+        if not np.any(slack & np.isfinite(cell)):
+            break
+        sel = np.any(slack & np.isfinite(cell), axis=0)
+        idx = np.nonzero(sel)[0]
+        if len(idx) > 800:   # keep the work bounded: refine the worst cells first
+            worst = np.argsort(np.max(cell[:, idx] - best_point, axis=0))[::-1][:800]
+            idx = idx[np.sort(worst)]
+        sub_w, sub_q = _refine_cells(w[idx], w[idx + 1], q[idx], q[idx + 1])
+        w_all = np.concatenate([w, sub_w])
+        q_all = np.concatenate([q, sub_q])
+        w, keep = np.unique(w_all, return_index=True)
+        q = q_all[keep]
+    return np.maximum(bound, -np.inf)
+
+
+def general_shift(profile: BaseProfile, law: RoundsLaw) -> float:
+    """Theorem 4.1 recipe: sup of log G'(q) - log G'(q') over the post-processing region."""
+    return max(float(region_sup(profile, law)[0]), 0.0)
+
+
+def profile_shift(profile: BaseProfile, law: RoundsLaw) -> tuple[float, str]:
+    """The shift c for this law and the result it comes from."""
+    if isinstance(law, TruncatedNegativeBinomial):
+        return tnb_shift(profile, law.eta, law.nu), "seed 000 Theorem 5.2"
+    if isinstance(law, Poisson):
+        return poisson_shift(profile, law.mean), "seed 000 Corollary 5.8"
+    if isinstance(law, Binomial):
+        c = binomial_shift(profile, law.n, law.p)
+        if math.isfinite(c):
+            return c, "seed 000 Theorem 5.7"
+    return general_shift(profile, law), "seed 000 Theorem 4.1 (numerical recipe)"
+
+
+def profile_epsilon(base, law: RoundsLaw, delta: float, profile: BaseProfile | None = None,
+                    ) -> float:
+    """eps_A(delta) = eps_Q(delta/m) + c  (seed 000, see the module docstring)."""
+    if not (0 < delta < 1):
+        return math.inf
+    profile = profile or base_profile(base)
+    c, _ = profile_shift(profile, law)
+    m = law.mean
+    d = delta / m
+    if d >= 1:
+        return max(c, 0.0) if c > 0 else 0.0
+    return max(float(profile.epsilon(d)) + c, 0.0)
+
+
+# --- Report Noisy Max (bonus) ----------------------------------------------------------------
+
+def rnm_epsilon(noise_profile_epsilon: Callable[[float], float], m: int, delta: float) -> float:
+    """Theorem 3.2: eps_RNM(delta) = eps_noise(delta / m) (noise profile at sensitivity 2, or 1
+    for monotone queries)."""
+    return float(noise_profile_epsilon(delta / m))
+
+
+def rnm_gaussian_closed_form(sigma: float, m: int, delta: float) -> float:
+    """Corollary 3.4: 2/sigma^2 + (2/sigma) sqrt(2 log(m/delta)) (sensitivity-2 Gaussian noise)."""
+    return 2 / sigma**2 + (2 / sigma) * math.sqrt(2 * math.log(m / delta))
+
+
+def rnm_gaussian_rdp(sigma: float, m: int, delta: float) -> float:
+    """Zhu & Wang RDP baseline 2 alpha/sigma^2 + log(m)/(alpha - 1), converted (continuous alpha)."""
+    from auditsel.accounting.rdp import rdp_to_epsilon_continuous
+
+    return rdp_to_epsilon_continuous(lambda a: 2 * a / sigma**2 + math.log(m) / (a - 1), delta)[0]

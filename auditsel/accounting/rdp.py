@@ -1,0 +1,169 @@
+"""Renyi-DP curves and their conversion to (eps, delta)-DP.
+
+Renyi divergence of order alpha > 1:  D_alpha(P || Q) = 1/(alpha-1) log sum_y P(y)^alpha Q(y)^(1-alpha).
+A mechanism is (alpha, r(alpha))-RDP when D_alpha <= r(alpha) in both directions for every pair of
+neighbours; `r` on a grid of orders is an "RDP curve".
+
+Conversion (Canonne, Kamath, Steinke 2020 Prop. 12 = seed 001 Lemma 14 = seed 004 Appendix A.2):
+
+    eps(delta) = min_alpha  r(alpha) + log(1 - 1/alpha) - (log(delta) + log(alpha)) / (alpha - 1),
+
+minimised over the orders on which r is known (`rdp_to_epsilon`). The order grid `ORDERS` used
+throughout the panel is stated here: 1 + 10^u for u on a uniform grid of 160 points in
+[-2, log10(1023)], i.e. 1.01 <= alpha <= 1024, geometric in alpha - 1 (finer than dp_accounting's
+default grid, which has 158 orders from 1.1 to 1024). Closed-form curves (Gaussian, pure DP) can be
+minimised continuously with `rdp_to_epsilon_continuous` (golden-section over alpha - 1 in log
+scale, then the grid value is kept if smaller), which removes the grid error altogether.
+With delta = 0 the conversion gives eps = r(inf) (finite only for pure-DP curves).
+
+Curves (all tight, i.e. equal to the true divergence, maximised over both directions):
+
+* `gaussian_rdp(mu, alpha)`        = alpha mu^2 / 2          (Mironov 2017, Prop. 7)
+* `finite_rdp(p, q, alpha)`        = max{D_alpha(p||q), D_alpha(q||p)} for a finite-output pair
+* `pure_dp_rdp(eps, alpha)`        the RDP curve of binary randomized response with parameter eps,
+  the largest RDP curve of any eps-DP mechanism (Mironov 2017 Prop. 10 and its tightness; seed
+  001 Prop. 17 uses the same pair), used when only a pure-DP eps of the base is known:
+      p = e^eps/(1+e^eps),  D_alpha = 1/(alpha-1) log( p^alpha (1-p)^(1-alpha) + (1-p)^alpha p^(1-alpha) ).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import logsumexp
+
+__all__ = [
+    "ORDERS", "rdp_to_epsilon", "rdp_to_epsilon_continuous", "rdp_to_delta", "gaussian_rdp",
+    "finite_rdp", "renyi_divergence_finite", "pure_dp_rdp", "monotone_envelope",
+]
+
+#: the order grid of the panel (see the module docstring)
+ORDERS = 1.0 + np.logspace(-2, math.log10(1023.0), 160)
+
+
+def _conversion_terms(orders: np.ndarray, delta: float) -> np.ndarray:
+    a = orders
+    return np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1.0)
+
+
+def rdp_to_epsilon(orders, rdp, delta: float) -> tuple[float, float]:
+    """(eps, best order): Canonne-Kamath-Steinke conversion minimised over the given orders.
+
+    eps is clipped at 0. Orders <= 1 and non-finite values of the curve are skipped; with no
+    usable order the result is (inf, nan). delta = 0 gives (inf, nan): a finite grid of orders
+    cannot certify pure DP, use the pure-DP bounds (e.g. seed 001 Corollary 3) instead.
+    """
+    orders = np.asarray(orders, dtype=float)
+    rdp = np.broadcast_to(np.asarray(rdp, dtype=float), orders.shape)
+    if not (0 <= delta < 1):
+        raise ValueError(f"delta: must be in [0, 1), got {delta!r}")
+    if delta == 0:
+        return math.inf, math.nan
+    ok = (orders > 1) & np.isfinite(rdp)
+    if not np.any(ok):
+        return math.inf, math.nan
+    eps = rdp[ok] + _conversion_terms(orders[ok], delta)
+    i = int(np.argmin(eps))
+    return max(float(eps[i]), 0.0), float(orders[ok][i])
+
+
+def rdp_to_epsilon_continuous(curve, delta: float, lo: float = 1e-3, hi: float = 1e4,
+                              grid=None) -> tuple[float, float]:
+    """Conversion minimised over alpha in (1 + lo, 1 + hi) for a vectorised curve(alpha).
+
+    A log-spaced scan of 400 points in alpha - 1, then golden-section refinement around the best
+    point. The minimum found is a valid epsilon whatever its accuracy (every alpha gives one).
+    """
+    if delta == 0:
+        return math.inf, math.nan
+    xs = np.logspace(math.log10(lo), math.log10(hi), 400) if grid is None else np.asarray(grid) - 1
+    a = 1.0 + xs
+    vals = np.asarray(curve(a), dtype=float) + _conversion_terms(a, delta)
+    vals = np.where(np.isfinite(vals), vals, np.inf)
+    i = int(np.argmin(vals))
+    if not np.isfinite(vals[i]):
+        return math.inf, math.nan
+    f = lambda t: float(np.asarray(curve(np.array([1 + math.exp(t)])), dtype=float)[0]
+                        + _conversion_terms(np.array([1 + math.exp(t)]), delta)[0])
+    left = math.log(xs[max(i - 1, 0)])
+    right = math.log(xs[min(i + 1, len(xs) - 1)])
+    g = (math.sqrt(5) - 1) / 2
+    c, d = right - g * (right - left), left + g * (right - left)
+    fc, fd = f(c), f(d)
+    for _ in range(60):
+        if fc < fd:
+            right, d, fd = d, c, fc
+            c = right - g * (right - left)
+            fc = f(c)
+        else:
+            left, c, fc = c, d, fd
+            d = left + g * (right - left)
+            fd = f(d)
+    best_t = c if fc < fd else d
+    best = min(fc, fd)
+    if best < vals[i]:
+        return max(best, 0.0), 1 + math.exp(best_t)
+    return max(float(vals[i]), 0.0), float(a[i])
+
+
+def rdp_to_delta(orders, rdp, epsilon: float) -> float:
+    """delta(eps) implied by an RDP curve: the inverse form of the same conversion.
+
+    delta = min_alpha exp((alpha-1)(r(alpha) - eps + log(1 - 1/alpha)) - log(alpha)), and also
+    <= sqrt(1 - exp(-r)) (Pinsker-type KL bound), as in dp_accounting's `compute_delta`.
+    """
+    orders = np.asarray(orders, dtype=float)
+    rdp = np.broadcast_to(np.asarray(rdp, dtype=float), orders.shape)
+    ok = (orders > 1) & np.isfinite(rdp)
+    if not np.any(ok):
+        return 1.0
+    a, r = orders[ok], rdp[ok]
+    log_delta = (a - 1) * (r - epsilon + np.log1p(-1 / a)) - np.log(a)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kl = 0.5 * np.log(np.maximum(-np.expm1(-np.maximum(r, 0)), 0))
+    return float(min(1.0, math.exp(min(np.min(log_delta), np.min(kl)))))
+
+
+def gaussian_rdp(mu: float, orders) -> np.ndarray:
+    """alpha mu^2 / 2: RDP of N(0,1) vs N(mu,1), exact and symmetric."""
+    return np.asarray(orders, dtype=float) * mu * mu / 2.0
+
+
+def renyi_divergence_finite(p, q, orders) -> np.ndarray:
+    """D_alpha(p || q) for finite laws (inf where supp p is not inside supp q)."""
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    a = np.asarray(orders, dtype=float)[..., None]
+    if np.any((p > 0) & (q == 0)):
+        return np.full(np.shape(orders), np.inf)
+    keep = p > 0
+    lp, lq = np.log(p[keep]), np.log(q[keep])
+    return logsumexp(a * lp + (1 - a) * lq, axis=-1) / (a[..., 0] - 1)
+
+
+def finite_rdp(p, q, orders) -> np.ndarray:
+    """max over both directions of the Renyi divergence of a finite-output pair."""
+    return np.maximum(renyi_divergence_finite(p, q, orders), renyi_divergence_finite(q, p, orders))
+
+
+def pure_dp_rdp(eps: float, orders) -> np.ndarray:
+    """The RDP curve of randomized response with parameter eps (tight for eps-DP)."""
+    a = np.asarray(orders, dtype=float)
+    if eps == 0:
+        return np.zeros_like(a)
+    lp = eps - math.log1p(math.exp(eps))      # log p,   p = e^eps / (1 + e^eps)
+    lq = -math.log1p(math.exp(eps))           # log(1-p)
+    t1 = a * lp + (1 - a) * lq
+    t2 = a * lq + (1 - a) * lp
+    return np.minimum(np.logaddexp(t1, t2) / (a - 1), eps)
+
+
+def monotone_envelope(orders, rdp) -> np.ndarray:
+    """r'(alpha_i) = min_{alpha_j >= alpha_i} r(alpha_j): RDP is non-decreasing in alpha."""
+    orders = np.asarray(orders, dtype=float)
+    rdp = np.asarray(rdp, dtype=float)
+    idx = np.argsort(orders)
+    env = np.minimum.accumulate(rdp[idx][::-1])[::-1]
+    out = np.empty_like(env)
+    out[idx] = env
+    return out
