@@ -1,0 +1,125 @@
+"""The improved bound of seed 004 (Algorithm 3): exact Renyi divergence of the reduced game.
+
+After the reduction of seed 004 Sec. 5, one DP-SGD run is one draw from N(0,1) (on X) or N(mu,1)
+(on X'), and tuning releases the best of K ~ xi draws. The winner's densities (Algorithm 3,
+lines 3-4; `selection.GaussianWinner`) are
+
+    N_xi(x)  = E_k[ k F(x)^(k-1) f(x) ]      = G'(F(x)) f(x),
+    N'_xi(x) = E_k[ k F(x-mu)^(k-1) f(x-mu) ] = G'(F(x-mu)) f(x-mu),
+
+plus, for laws with P[K=0] > 0, a fixed output of mass G(0) on both sides. Line 5:
+
+    gamma(alpha) = max{ D_alpha(N_xi || N'_xi), D_alpha(N'_xi || N_xi) },
+    D_alpha(P || Q) = 1/(alpha-1) log( integral p^alpha q^(1-alpha) dx + G(0) ),
+
+computed numerically: log-densities in log space (log_ndtr, the law's log G'), the integral by
+the trapezoid rule with step `STEP` over a window around the integrand's mass, for every alpha
+of `rdp.ORDERS` with alpha <= 1 + 20/mu (larger orders never give the minimum of the conversion
+at any delta >= 1e-40 for a curve at least the Gaussian's; leaving orders out only loosens the
+bound). Conversion (seed 004 Appendix A.2, = Canonne et al.):
+
+    eps = gamma(alpha) + log((alpha-1)/alpha) - (log(delta) + log(alpha))/(alpha-1), minimised over alpha,
+
+first over the grid, then refined continuously (golden section in log(alpha - 1)).
+
+`improved_epsilon(mu, law, delta)` with mu from eq. 19 gives eps_UO, with mu_GDP (seed 004
+Appendix A.4) eps_UG. Rigour: for a Gaussian base the divergence is that of the true pair
+(up to quadrature error, far below the digits reported); for DP-SGD it inherits the status of
+mu (exact for tau = 1 via eq. 19, heuristic for tau < 1 and for mu_GDP).
+
+For a finite-output base the same recipe needs no reduction: `finite_improved_epsilon` takes the
+exact Renyi divergence of the winner laws A, A' (seed 004 Theorem 2 / eq. 7) and converts it.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import logsumexp
+
+from auditsel.accounting.rdp import ORDERS, finite_rdp, rdp_to_epsilon, rdp_to_epsilon_continuous
+from auditsel.mechanisms import FiniteOutputBase, GaussianBase
+from auditsel.rounds import RoundsLaw
+from auditsel.selection import FiniteWinner, GaussianWinner
+
+__all__ = ["winner_renyi", "improved_rdp_curve", "improved_epsilon", "finite_improved_epsilon",
+           "STEP"]
+
+#: quadrature step of the Renyi integrals
+STEP = 0.01
+_PAD = 40.0
+
+
+def _orders_for(mu: float) -> np.ndarray:
+    return ORDERS[ORDERS <= 1.0 + 20.0 / mu]
+
+
+class _Integrand:
+    """Log-densities of the reduced game on one grid covering every order's window."""
+
+    def __init__(self, mu: float, law: RoundsLaw, alpha_max: float):
+        self.mu = mu
+        self.winner = GaussianWinner(GaussianBase(mu), law)
+        lo = min(0.0, (1.0 - alpha_max) * mu) - _PAD
+        hi = max(mu, alpha_max * mu) + _PAD
+        self.x = np.arange(lo, hi + STEP, STEP)
+        with np.errstate(all="ignore"):
+            self.lp = self.winner.log_density(self.x, 0)
+            self.lq = self.winner.log_density(self.x, 1)
+        self.log_atom = math.log(self.winner.atom) if self.winner.atom > 0 else -math.inf
+
+    def divergence(self, alpha: np.ndarray, direction: int) -> np.ndarray:
+        """D_alpha(N_xi || N'_xi) (direction 0) or D_alpha(N'_xi || N_xi) (direction 1)."""
+        la, lb = (self.lp, self.lq) if direction == 0 else (self.lq, self.lp)
+        mu = self.mu
+        out = np.empty(len(alpha))
+        for i, a in enumerate(alpha):
+            # the integrand's mass lies between (1-a) mu and a mu (Gaussian tails), plus the bulk
+            lo = min(0.0, (1.0 - a) * mu) - _PAD
+            hi = max(mu, a * mu) + _PAD
+            sl = slice(max(int((lo - self.x[0]) / STEP), 0), int((hi - self.x[0]) / STEP) + 1)
+            with np.errstate(invalid="ignore"):
+                terms = a * la[sl] + (1.0 - a) * lb[sl]
+            terms = np.where(np.isnan(terms), -np.inf, terms)
+            log_int = logsumexp(terms) + math.log(STEP)
+            out[i] = np.logaddexp(log_int, self.log_atom) / (a - 1.0)
+        return out
+
+
+def winner_renyi(mu: float, law: RoundsLaw, orders) -> np.ndarray:
+    """gamma(alpha) of Algorithm 3 line 5 at each order."""
+    orders = np.asarray(orders, dtype=float)
+    integ = _Integrand(mu, law, float(np.max(orders)))
+    return np.maximum(integ.divergence(orders, 0), integ.divergence(orders, 1))
+
+
+def improved_rdp_curve(mu: float, law: RoundsLaw) -> tuple[np.ndarray, np.ndarray]:
+    """(orders, gamma(orders)) on the panel's grid restricted to alpha <= 1 + 20/mu."""
+    orders = _orders_for(mu)
+    return orders, winner_renyi(mu, law, orders)
+
+
+def improved_epsilon(mu: float, law: RoundsLaw, delta: float) -> float:
+    """Algorithm 3 converted to (eps, delta): eps_UO (mu of eq. 19) or eps_UG (mu_GDP)."""
+    if not (0 < delta < 1):
+        return math.inf
+    orders = _orders_for(mu)
+    integ = _Integrand(mu, law, float(np.max(orders)))
+    curve = lambda a: np.maximum(integ.divergence(np.atleast_1d(a), 0),
+                                 integ.divergence(np.atleast_1d(a), 1))
+    gamma = curve(orders)
+    grid_eps, _ = rdp_to_epsilon(orders, gamma, delta)
+    # continuous refinement around the best grid order (inside the covered range)
+    i = int(np.argmin(gamma + np.log1p(-1 / orders) - (math.log(delta) + np.log(orders))
+                      / (orders - 1)))
+    lo, hi = orders[max(i - 1, 0)] - 1, orders[min(i + 1, len(orders) - 1)] - 1
+    refined, _ = rdp_to_epsilon_continuous(curve, delta, grid=1 + np.geomspace(lo, hi, 9))
+    return min(grid_eps, refined)
+
+
+def finite_improved_epsilon(base: FiniteOutputBase, law: RoundsLaw, delta: float,
+                            orders=ORDERS) -> float:
+    """The exact Renyi divergence of the finite winner laws, converted (Algorithm 3's recipe)."""
+    w = FiniteWinner(base, law)
+    a, b = np.append(w.pmf(0), w.atom), np.append(w.pmf(1), w.atom)
+    return rdp_to_epsilon(orders, finite_rdp(a, b, orders), delta)[0]
