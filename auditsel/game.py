@@ -101,10 +101,11 @@ class _Checkpoints:
         except Exception as err:  # noqa: BLE001 - any unreadable file is reported the same way
             raise CheckpointError(f"checkpoint {path} is corrupted ({type(err).__name__}); "
                                   f"delete it to recompute that chunk") from None
-        if fingerprint != self.fingerprint or stored_index != index or scores.shape != (size,) \
-                or member.shape != (size,):
+        if fingerprint != self.fingerprint or stored_index != index or scores.shape != member.shape:
             raise CheckpointError(f"checkpoint {path} does not belong to this experiment; "
                                   f"delete {self.dir} or use another --out")
+        if scores.shape != (size,):
+            return None  # the last, partial chunk of a run with another trial count: recompute
         return scores, member
 
     def save(self, index: int, scores, member):

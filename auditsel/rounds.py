@@ -136,40 +136,29 @@ class TruncatedNegativeBinomial(RoundsLaw):
         _require(0 < self.nu < 1, "rounds.nu", f"must be in (0, 1), got {self.nu}")
 
     @property
-    def _log_norm(self) -> float:
-        """log |nu^-eta - 1| (eta != 0) or log log(1/nu) (eta == 0)."""
-        if self.eta == 0:
-            return math.log(-math.log(self.nu))
-        return math.log(abs(math.expm1(-self.eta * math.log(self.nu))))
+    def _log_inv_nu(self) -> float:
+        return -math.log(self.nu)
 
     def log_pmf(self, k):
+        # P[K=k] = (1-nu)^k Gamma(k+eta) / (Gamma(1+eta) k!) / (log(1/nu) r(eta log(1/nu))),
+        # with r(x) = expm1(x)/x: one formula for every eta, eta -> 0 included.
         k = np.asarray(k, dtype=float)
         eta, nu = self.eta, self.nu
         with np.errstate(divide="ignore", invalid="ignore"):
-            if eta == 0:
-                out = k * math.log1p(-nu) - np.log(k) - self._log_norm
-            else:
-                out = (k * math.log1p(-nu) + math.log(abs(eta)) + gammaln(k + eta)
-                       - gammaln(1 + eta) - gammaln(k + 1) - self._log_norm)
+            out = (k * math.log1p(-nu) + gammaln(k + eta) - gammaln(1 + eta) - gammaln(k + 1)
+                   - math.log(self._log_inv_nu) - math.log(_expm1_ratio(eta * self._log_inv_nu)))
         ok = (k >= 1) & (k == np.floor(k))
         return np.where(ok, out, -np.inf)
 
     def pgf(self, z):
-        z = np.asarray(z, dtype=float)
-        eta, nu = self.eta, self.nu
-        base = np.log1p(-(1 - nu) * z)
-        if eta == 0:
-            return base / math.log(nu)
-        return np.expm1(-eta * base) / math.expm1(-eta * math.log(nu))
+        # G(z) = expm1(-eta b) / expm1(eta log(1/nu)) with b = log(1 - (1-nu) z) <= 0
+        b = np.log1p(-(1 - self.nu) * np.asarray(z, dtype=float))
+        return (b / -self._log_inv_nu) * _expm1_ratio(-self.eta * b) / _expm1_ratio(self.eta * self._log_inv_nu)
 
     def pgf_complement(self, w):
-        w = np.asarray(w, dtype=float)
-        eta, nu = self.eta, self.nu
-        # 1 - (1-nu) z = nu + (1-nu) w = nu (1 + (1-nu) w / nu)
-        lg = np.log1p((1 - nu) * w / nu)
-        if eta == 0:
-            return lg / -math.log(nu)
-        return -np.expm1(-eta * lg) / -math.expm1(eta * math.log(nu))
+        # 1 - (1-nu) z = nu (1 + (1-nu) w / nu); 1 - G = -expm1(-eta l) / -expm1(-eta log(1/nu))
+        lg = np.log1p((1 - self.nu) * np.asarray(w, dtype=float) / self.nu)
+        return (lg / self._log_inv_nu) * _expm1_ratio(-self.eta * lg) / _expm1_ratio(-self.eta * self._log_inv_nu)
 
     def log_pgf_derivative(self, z, w=None, log_z=None):
         z, w = _as_w(z, w)
@@ -179,36 +168,47 @@ class TruncatedNegativeBinomial(RoundsLaw):
 
     @property
     def mean(self) -> float:
-        eta, nu = self.eta, self.nu
-        if eta == 0:
-            return (1 / nu - 1) / math.log(1 / nu)
-        return eta * (1 - nu) / (nu * -math.expm1(eta * math.log(nu)))
+        # eta (1-nu) / (nu (1 - nu^eta)) = ((1-nu)/nu) / (log(1/nu) r(-eta log(1/nu)))
+        return (1 - self.nu) / self.nu / (self._log_inv_nu * _expm1_ratio(-self.eta * self._log_inv_nu))
 
     def sample(self, size, rng: np.random.Generator) -> np.ndarray:
+        """Exact samplers: logarithmic (eta = 0), geometric (eta = 1), zero-truncated NB(eta, nu)
+        by rejection (eta > 0 with acceptance 1 - nu^eta >= 0.05), and otherwise rejection from
+        the logarithmic law, whose pmf ratio to TNB is q_k = Gamma(k+eta)/(Gamma(1+eta)Gamma(k))
+        (decreasing from 1 for eta < 0; increasing for eta > 0, where it is divided by its value
+        at k_hi = 50/nu: beyond k_hi, a tail of mass < e^-50, it is capped at 1)."""
         eta, nu = self.eta, self.nu
         size = int(size)
         if eta == 0:
             return rng.logseries(1 - nu, size).astype(np.int64)
         if eta == 1:
             return rng.geometric(nu, size).astype(np.int64)
-        if eta < 0:
-            # Logarithmic proposal; accept k with prob Gamma(k+eta) / (Gamma(1+eta) Gamma(k)),
-            # which is the (decreasing, <= 1) ratio of the TNB pmf to the logarithmic pmf.
-            def propose(n):
-                k = rng.logseries(1 - nu, n)
-                accept = np.log(rng.random(n)) < gammaln(k + eta) - gammaln(1 + eta) - gammaln(k)
-                return k[accept]
-            acceptance = None
-        else:
-            # NB(eta, nu) on {0, 1, ...} conditioned on K >= 1.
+        acceptance = -math.expm1(eta * math.log(nu))
+        if eta > 0 and acceptance >= 0.05:
             def propose(n):
                 k = rng.negative_binomial(eta, nu, n)
                 return k[k >= 1]
-            acceptance = -math.expm1(eta * math.log(nu))
-        return _rejection_fill(propose, size, acceptance)
+            return _rejection_fill(propose, size, acceptance)
+        log_q = lambda k: gammaln(k + eta) - gammaln(1 + eta) - gammaln(k)
+        log_bound = 0.0 if eta < 0 else float(log_q(math.ceil(50 / nu)))
+
+        def propose(n):
+            k = rng.logseries(1 - nu, n)
+            accept = np.log(rng.random(n)) < log_q(k) - log_bound
+            return k[accept]
+        return _rejection_fill(propose, size, None)
 
     def params(self) -> dict:
         return {"eta": self.eta, "nu": self.nu}
+
+
+def _expm1_ratio(x):
+    """expm1(x) / x, equal to 1 at x = 0 and accurate near it."""
+    x = np.asarray(x, dtype=float)
+    small = np.abs(x) < 1e-8
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(small, 1 + x / 2, np.expm1(x) / np.where(small, 1.0, x))
+    return out if out.ndim else float(out)
 
 
 def _rejection_fill(propose, size: int, acceptance: float | None) -> np.ndarray:
@@ -360,9 +360,9 @@ class FinitePmf(RoundsLaw):
     def pgf_complement(self, w):
         w = np.asarray(w, dtype=float)
         # 1 - (1-w)^k = -expm1(k log1p(-w))
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
             terms = -np.expm1(self._ks * np.log1p(-w)[..., None])
-        return np.sum(self._ps * terms, axis=-1)
+        return np.sum(self._ps * np.where(self._ks > 0, terms, 0.0), axis=-1)
 
     def log_pgf_derivative(self, z, w=None, log_z=None):
         z, w = _as_w(z, w)

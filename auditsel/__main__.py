@@ -1,0 +1,5 @@
+import sys
+
+from auditsel.cli import main
+
+sys.exit(main())

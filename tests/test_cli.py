@@ -1,0 +1,169 @@
+"""`auditsel run`: outputs, the result.json contract, and every bad-input path (exit 2)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from auditsel.cli import main
+from auditsel.config import default_config_path, load_config
+from auditsel.mechanisms import FiniteOutputBase
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, cwd=None):
+    proc = subprocess.run([sys.executable, "-m", "auditsel", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def write_config(tmp_path, **changes):
+    raw = yaml.safe_load(default_config_path().read_text())
+    for dotted, value in changes.items():
+        node = raw
+        keys = dotted.split(".")
+        for k in keys[:-1]:
+            node = node[k]
+        if value is DELETE:
+            del node[keys[-1]]
+        else:
+            node[keys[-1]] = value
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+DELETE = object()
+
+
+def test_quickstart_writes_the_result_contract(tmp_path):
+    out = tmp_path / "out"
+    assert main(["run", "--out", str(out), "--trials", "20000", "--quiet"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert set(result) >= {"name", "delta", "base", "rounds", "upper", "lower", "seconds"}
+    assert set(result["upper"]) == {"generic_rdp", "profile", "improved_rdp", "improved_rdp_gdp", "exact"}
+    assert set(result["lower"]) >= {"eps", "method", "eps_gdp", "eps_best_threshold", "confidence",
+                                    "threshold_rule", "threshold", "fp", "fn", "trials"}
+    assert result["base"]["epsilon"] == pytest.approx(1.0, abs=1e-9)   # calibrated eps_B
+    assert result["lower"]["eps"] <= result["upper"]["exact"]
+    assert result["lower"]["trials"] == 20000
+    assert (out / "report.md").exists() and (out / "privacy_curve.png").exists()
+
+
+def test_same_seed_same_numbers_whatever_the_jobs(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["run", "--out", str(a), "--trials", "300000", "--jobs", "1", "--quiet"]) == 0
+    assert main(["run", "--out", str(b), "--trials", "300000", "--jobs", "2", "--quiet"]) == 0
+    ra, rb = (json.loads((d / "result.json").read_text()) for d in (a, b))
+    assert ra["lower"] == rb["lower"] and ra["upper"] == rb["upper"]
+
+
+def test_rerun_resumes_from_checkpoints(tmp_path):
+    out = tmp_path / "out"
+    assert main(["run", "--out", str(out), "--trials", "300000", "--quiet"]) == 0
+    first = json.loads((out / "result.json").read_text())
+    assert len(list((out / "checkpoints").glob("chunk_*.npz"))) == 2
+    assert main(["run", "--out", str(out), "--trials", "300000", "--quiet"]) == 0
+    assert json.loads((out / "result.json").read_text())["lower"] == first["lower"]
+
+
+def test_example1_config_is_the_paper_example(tmp_path):
+    spec = load_config(ROOT / "configs" / "example1.yaml")
+    assert spec.base.p == pytest.approx(FiniteOutputBase.example1().p, rel=1e-15)
+    assert spec.base.q == pytest.approx(FiniteOutputBase.example1().q, rel=1e-15)
+
+
+def test_entry_point_prints_a_table(tmp_path):
+    code, out, err = run_cli("run", "--out", str(tmp_path / "o"), "--trials", "5000", "--no-progress")
+    assert code == 0, err
+    assert "exact" in out and "eps_L" in out
+
+
+BAD_CONFIGS = [
+    ({"delta": 1.5}, "delta"),
+    ({"delta": "tiny"}, "delta"),
+    ({"base.kind": "laplace"}, "base.kind"),
+    ({"base.epsilon": -1}, "base.epsilon"),
+    ({"base.mu": 0.5}, "base.mu"),                      # both mu and epsilon
+    ({"rounds.nu": 1.0}, "rounds.nu"),
+    ({"rounds.eta": -2}, "rounds.eta"),
+    ({"rounds.kind": "zeta"}, "rounds.kind"),
+    ({"game.trials": 0}, "game.trials"),
+    ({"game.trials": 1.5}, "game.trials"),
+    ({"game.confidence": 1.0}, "game.confidence"),
+    ({"game.threshold": "max"}, "game.threshold"),
+    ({"game.proxy": "magic"}, "game.proxy"),
+    ({"game.kind": "discrete"}, "game.kind"),
+    ({"game.color": "red"}, "game.color"),
+    ({"extra": 1}, "extra"),
+    ({"name": DELETE}, "name"),
+    ({"name": "a/b"}, "name"),
+]
+
+
+@pytest.mark.parametrize("changes, field", BAD_CONFIGS, ids=[f for _, f in BAD_CONFIGS])
+def test_bad_config_one_line_exit_2_nothing_written(tmp_path, capsys, changes, field):
+    path = write_config(tmp_path, **changes)
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("name: [unclosed", "not valid YAML"),
+    ("", "empty"),
+    ("- 1\n- 2\n", "mapping"),
+    ("!!python/object/apply:os.system ['echo hacked']", "not valid YAML"),
+])
+def test_broken_yaml(tmp_path, capsys, text, needle):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["run", "--trials", "0"], "--trials"),
+    (["run", "--trials", "many"], "--trials"),
+    (["run", "--jobs", "0"], "--jobs"),
+    (["run", "--seed", "-3"], "--seed"),
+    (["run", "missing.yaml"], "not found"),
+    (["run", "--bogus"], "unrecognized"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_arguments(tmp_path, capsys, args, needle):
+    assert main(args + ["--out", str(tmp_path / "out")] if args[0] == "run" else args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_output_directory(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    assert main(["run", "--out", str(locked / "out"), "--trials", "1000"]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_output_path_that_is_a_file(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["run", "--out", str(blocker / "out"), "--trials", "1000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--out" in err
+
+
+def test_foreign_checkpoint_is_a_usage_error(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", "--out", str(out), "--trials", "3000", "--quiet"]) == 0
+    assert main(["run", "--out", str(out), "--trials", "3000", "--seed", "9", "--quiet"]) == 2
+    assert "another experiment" in capsys.readouterr().err

@@ -1,0 +1,133 @@
+"""Epsilon lower bounds: eq. 4, Clopper-Pearson limits, threshold rules, validity."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy import stats
+
+from auditsel.accounting.exact import exact_epsilon
+from auditsel.game import run_game
+from auditsel.lower import (audit_scores, clopper_pearson_upper, epsilon_from_rates, gdp_mu,
+                            threshold_table)
+from auditsel.mechanisms import GaussianBase, gaussian_delta, gaussian_epsilon
+from auditsel.rounds import Point, TruncatedNegativeBinomial
+from auditsel.selection import GaussianWinner
+from attacks.proxies import make_proxy
+
+
+def test_eq4_is_tight_on_the_gaussian_trade_off():
+    # for an (eps, delta) pair of the Gaussian profile, the trade-off point of the optimal test
+    # at the crossing threshold satisfies FP + e^eps FN = 1 - delta exactly.
+    mu, t = 1.0, 0.3
+    fp = stats.norm.sf(t)          # b = 0 is N(0,1), guess 1 when x > t
+    fn = stats.norm.cdf(t - mu)    # b = 1 is N(mu,1)
+    eps = epsilon_from_rates(fp, fn, 0.0)
+    assert eps == pytest.approx(max(math.log((1 - fp) / fn), math.log((1 - fn) / fp)))
+    # no (FP, FN) of a mu-GDP test can certify more than the true eps at any delta
+    for delta in (1e-5, 1e-2):
+        ts = np.linspace(-3, 4, 200)
+        eps_all = epsilon_from_rates(stats.norm.sf(ts), stats.norm.cdf(ts - mu), delta)
+        assert eps_all.max() <= gaussian_epsilon(delta, mu) + 1e-9
+
+
+def test_zero_rates_give_finite_valid_bounds():
+    # a raw zero rate would give log(.../0) = inf; the CP limits keep every bound finite
+    assert float(epsilon_from_rates(0.0, 0.5, 1e-5)) == math.inf
+    n = 1000
+    scores = np.r_[np.zeros(n), np.ones(n)]          # perfectly separated: FP = FN = 0
+    member = np.r_[np.zeros(n), np.ones(n)].astype(np.int8)
+    for rule in ("split", "bonferroni", "best"):
+        rng = np.random.default_rng(0)
+        order = rng.permutation(2 * n)
+        lb = audit_scores(scores[order], member[order], 1e-5, rule=rule, threshold_range=(0.0, 1.0))
+        assert math.isfinite(lb.eps) and lb.eps > 0
+        # with zero errors the CP limit is 1 - (alpha/2)^(1/n): eps_L = log((1 - d - u)/u)
+        u = 1 - (0.05 / (2 * (1 if rule != "bonferroni" else 200))) ** (1 / (lb.evaluated_trials / 2))
+        assert lb.eps <= math.log((1 - 1e-5) / u) + 0.05
+
+
+def test_clopper_pearson_is_statsmodels_beta():
+    from statsmodels.stats.proportion import proportion_confint
+
+    assert clopper_pearson_upper(3, 50, 0.05)[()] == pytest.approx(proportion_confint(3, 50, 0.05, "beta")[1])
+    assert clopper_pearson_upper(0, 50, 0.05)[()] == pytest.approx(1 - 0.025 ** (1 / 50))
+    assert clopper_pearson_upper(50, 50, 0.05)[()] == 1.0
+
+
+@given(st.lists(st.tuples(st.integers(-5, 5), st.booleans()), min_size=2, max_size=60))
+@settings(max_examples=100, deadline=None)
+def test_threshold_table_matches_brute_force(pairs):
+    scores = np.array([p[0] for p in pairs], dtype=float)
+    member = np.array([p[1] for p in pairs], dtype=np.int8)
+    t, fp, fn, n0, n1 = threshold_table(scores, member)
+    assert np.all(np.diff(t) > 0)
+    for ti, fpi, fni in zip(t, fp, fn):
+        assert fpi == np.sum((scores > ti) & (member == 0))
+        assert fni == np.sum((scores <= ti) & (member == 1))
+
+
+def test_best_rule_equals_exhaustive_maximum():
+    rng = np.random.default_rng(1)
+    n = 3000
+    member = rng.integers(0, 2, n).astype(np.int8)
+    scores = rng.normal(member * 1.5, 1.0)
+    lb = audit_scores(scores, member, 1e-5, rule="best")
+    t, fp, fn, n0, n1 = threshold_table(scores, member)
+    a = 0.05
+    brute = max(
+        epsilon_from_rates(clopper_pearson_upper(fp, n0, a), clopper_pearson_upper(fn, n1, a), 1e-5).max(),
+        epsilon_from_rates(clopper_pearson_upper(n0 - fp, n0, a), clopper_pearson_upper(n1 - fn, n1, a), 1e-5).max())
+    assert lb.eps == pytest.approx(brute, rel=1e-12)
+    assert lb.eps_best_threshold == lb.eps
+
+
+def test_direction_is_found_when_the_signal_is_reversed():
+    rng = np.random.default_rng(2)
+    member = rng.integers(0, 2, 20000).astype(np.int8)
+    scores = rng.normal(-2.0 * member, 1.0)        # members score *lower*
+    lb = audit_scores(scores, member, 1e-5, rule="split")
+    assert lb.direction == "<=" and lb.eps > 1
+
+
+def test_gdp_fit_recovers_mu():
+    mu = 1.3
+    fp, fn = stats.norm.sf(0.5), stats.norm.cdf(0.5 - mu)
+    assert gdp_mu(fp, fn) == pytest.approx(mu)
+
+
+def test_one_class_and_bad_arguments_are_rejected():
+    with pytest.raises(ValueError, match="member"):
+        audit_scores(np.arange(10.0), np.zeros(10), 1e-5)
+    with pytest.raises(ValueError, match="game.threshold"):
+        audit_scores(np.arange(10.0), np.arange(10) % 2, 1e-5, rule="max")
+    with pytest.raises(ValueError, match="score"):
+        audit_scores(np.array([np.nan, 1.0]), np.array([0, 1]), 1e-5)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lower_bound_never_exceeds_exact_on_reduced_game(seed):
+    w = GaussianWinner(GaussianBase.from_epsilon(2.0, 1e-5), TruncatedNegativeBinomial(0.0, 0.01))
+    exact = exact_epsilon(w, 1e-5)
+    rec = run_game(w, make_proxy("likelihood_ratio", w), 200_000, seed, progress=False)
+    for rule in ("split", "bonferroni"):
+        lb = audit_scores(rec.scores, rec.member, 1e-5, rule=rule, threshold_range=(-3.0, 6.0))
+        assert lb.eps <= exact
+    # the optimistic rule is reported, and is at least the valid ones
+    lb_best = audit_scores(rec.scores, rec.member, 1e-5, rule="best")
+    assert lb_best.eps >= audit_scores(rec.scores, rec.member, 1e-5, rule="split").eps - 1e-12
+
+
+def test_split_rule_coverage_on_the_gaussian_base():
+    # k = 1: the exact eps is the Gaussian one; over 200 repetitions the valid rule must exceed it
+    # in at most ~(1 - confidence) of them (binomial noise allowed).
+    mu, delta = 1.0, 1e-3
+    true_eps = gaussian_epsilon(delta, mu)
+    w = GaussianWinner(GaussianBase(mu), Point(1))
+    proxy = make_proxy("sample", w)
+    over = 0
+    reps = 200
+    for r in range(reps):
+        rec = run_game(w, proxy, 4000, 1000 + r, progress=False)
+        over += audit_scores(rec.scores, rec.member, delta, rule="split").eps > true_eps
+    assert over <= stats.binom.ppf(0.999, reps, 0.05)
