@@ -23,7 +23,7 @@ from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import Point
 from auditsel.selection import winner_law
 
-__all__ = ["run_experiment", "base_summary", "upper_panel", "threshold_range", "fingerprint"]
+__all__ = ["run_experiment", "base_summary", "upper_panel", "threshold_grid", "fingerprint"]
 
 CURVE_POINTS = 60
 
@@ -64,21 +64,24 @@ def upper_panel(spec: ExperimentSpec) -> dict:
     }
 
 
-def threshold_range(spec: ExperimentSpec, proxy_name: str) -> tuple[float, float]:
-    """A threshold range fixed by the spec alone (public), for the Bonferroni grid."""
+def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
+    """Bonferroni thresholds fixed by the spec alone (public knowledge, no scores seen).
+
+    Gaussian base: `game.thresholds` points evenly spaced between the 1e-6 quantiles of the two
+    winner laws (mapped through the proxy); finite base: one threshold between each pair of
+    consecutive proxy values.
+    """
     winner = winner_law(spec.base, spec.rounds)
     if isinstance(spec.base, GaussianBase):
         lo, hi = winner.quantile_range()
         if proxy_name == "sample":
-            return lo, hi
-        values = winner.log_likelihood_ratio(np.linspace(lo, hi, 2001))
-    else:
-        m = len(spec.base.p)
-        if proxy_name == "sample":
-            return 0.0, float(m - 1)
-        values = winner.log_likelihood_ratio(np.arange(m))
-    values = values[np.isfinite(values)]
-    return float(values.min()), float(values.max())
+            return np.linspace(lo, hi, spec.game.thresholds)
+        values = winner.log_likelihood_ratio(np.linspace(lo, hi, 4001))
+        return np.linspace(values.min(), values.max(), spec.game.thresholds)
+    outputs = np.arange(len(spec.base.p))
+    values = outputs if proxy_name == "sample" else winner.log_likelihood_ratio(outputs)
+    values = np.unique(values[np.isfinite(values)])
+    return (values[:-1] + values[1:]) / 2 if len(values) > 1 else values
 
 
 def fingerprint(spec: ExperimentSpec) -> str:
@@ -100,8 +103,8 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool)
                       checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
                       fingerprint=fingerprint(spec), progress=progress)
     bound = audit_scores(record.scores, record.member, spec.delta, confidence=g.confidence,
-                         rule=g.threshold, split_fraction=g.split_fraction, grid_size=g.thresholds,
-                         threshold_range=threshold_range(spec, g.proxy))
+                         rule=g.threshold, split_fraction=g.split_fraction,
+                         threshold_grid=threshold_grid(spec, g.proxy) if g.threshold == "bonferroni" else None)
     return record, bound
 
 

@@ -198,12 +198,12 @@ def _evaluate(scores, member, threshold, flip, alpha, delta):
 
 def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: str = "split",
                  split_fraction: float = 0.5, grid_size: int = 100,
-                 threshold_range: tuple[float, float] | None = None) -> LowerBound:
+                 threshold_grid=None) -> LowerBound:
     """eps lower bound from game scores (higher = guess member) under a threshold rule.
 
-    `member` holds the true coins b. For `bonferroni`, `threshold_range` must be fixed before
-    seeing the scores (e.g. from the spec); without it the range of the pooled scores is used,
-    which makes the grid (mildly) data-dependent.
+    `member` holds the true coins b. For `bonferroni`, `threshold_grid` must be fixed before
+    seeing the scores (e.g. from the spec); without it `grid_size` thresholds span the range of
+    the pooled scores, which makes the grid (mildly) data-dependent.
     """
     if rule not in THRESHOLD_RULES:
         raise ValueError(f"game.threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
@@ -234,13 +234,14 @@ def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: s
         chosen = _evaluate(ev_s, ev_m, pick["threshold"], pick["flip"], alpha, delta)
         evaluated = len(ev_s)
     else:
-        if grid_size < 1:
-            raise ValueError(f"game.thresholds: must be an integer >= 1, got {grid_size}")
-        finite = scores[np.isfinite(scores)]
-        lo, hi = threshold_range if threshold_range is not None else (
-            (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 0.0))
-        grid = np.linspace(lo, hi, grid_size)
-        a = alpha / (2 * grid_size)
+        if threshold_grid is None:
+            if grid_size < 1:
+                raise ValueError(f"game.thresholds: must be an integer >= 1, got {grid_size}")
+            finite = scores[np.isfinite(scores)]
+            lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 0.0)
+            threshold_grid = np.linspace(lo, hi, grid_size)
+        grid = np.unique(np.asarray(threshold_grid, dtype=float))
+        a = alpha / (2 * len(grid))
         fp, fn, n0, n1c = _counts_at(scores, member, grid)
         fp2, fn2, flip = _both_directions(fp, fn, n0, n1c)
         i, eps, fp_u, fn_u = _maximise(fp2, fn2, n0, n1c, a, delta)

@@ -167,3 +167,18 @@ def test_foreign_checkpoint_is_a_usage_error(tmp_path, capsys):
     assert main(["run", "--out", str(out), "--trials", "3000", "--quiet"]) == 0
     assert main(["run", "--out", str(out), "--trials", "3000", "--seed", "9", "--quiet"]) == 2
     assert "another experiment" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("config", ["quickstart.yaml", "example1.yaml"])
+@pytest.mark.parametrize("proxy", ["sample", "likelihood_ratio"])
+@pytest.mark.parametrize("rule", ["split", "bonferroni", "best"])
+def test_every_game_proxy_and_rule_runs_and_stays_below_exact(tmp_path, config, proxy, rule):
+    raw = yaml.safe_load((ROOT / "configs" / config).read_text())
+    raw["game"].update(proxy=proxy, threshold=rule, trials=40_000)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    result = json.loads((tmp_path / "o" / "result.json").read_text())
+    low = result["lower"]
+    assert low["threshold_rule"] == rule and low["proxy"] == proxy
+    assert 0 <= low["eps"] <= result["upper"]["exact"]

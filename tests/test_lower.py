@@ -40,7 +40,7 @@ def test_zero_rates_give_finite_valid_bounds():
     for rule in ("split", "bonferroni", "best"):
         rng = np.random.default_rng(0)
         order = rng.permutation(2 * n)
-        lb = audit_scores(scores[order], member[order], 1e-5, rule=rule, threshold_range=(0.0, 1.0))
+        lb = audit_scores(scores[order], member[order], 1e-5, rule=rule, threshold_grid=np.linspace(0, 1, 100))
         assert math.isfinite(lb.eps) and lb.eps > 0
         # with zero errors the CP limit is 1 - (alpha/2)^(1/n): eps_L = log((1 - d - u)/u)
         u = 1 - (0.05 / (2 * (1 if rule != "bonferroni" else 200))) ** (1 / (lb.evaluated_trials / 2))
@@ -111,7 +111,7 @@ def test_lower_bound_never_exceeds_exact_on_reduced_game(seed):
     exact = exact_epsilon(w, 1e-5)
     rec = run_game(w, make_proxy("likelihood_ratio", w), 200_000, seed, progress=False)
     for rule in ("split", "bonferroni"):
-        lb = audit_scores(rec.scores, rec.member, 1e-5, rule=rule, threshold_range=(-3.0, 6.0))
+        lb = audit_scores(rec.scores, rec.member, 1e-5, rule=rule, threshold_grid=np.linspace(-3, 6, 50))
         assert lb.eps <= exact
     # the optimistic rule is reported, and is at least the valid ones
     lb_best = audit_scores(rec.scores, rec.member, 1e-5, rule="best")
