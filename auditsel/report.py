@@ -87,9 +87,9 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     positive = delta > 0
     ax.semilogy(eps[positive], delta[positive], label="exact (released winner)")
     ax.axhline(result["delta"], color="grey", ls=":", label=f"delta = {result['delta']:g}")
-    for key, style in (("exact", "-"),):
-        if result["upper"][key] is not None:
-            ax.axvline(result["upper"][key], color="C0", ls="--", lw=0.8)
+    if result["upper"]["exact"] is not None:
+        ax.axvline(result["upper"]["exact"], color="C0", ls="--", lw=0.8,
+                   label=f"exact eps = {result['upper']['exact']:.3f}")
     low = result.get("lower")
     if low:
         ax.axvline(low["eps"], color="C3", ls="--", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
@@ -105,17 +105,25 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     if record is not None:
         scores = record.scores
         finite = np.isfinite(scores)
-        lo, hi = np.quantile(scores[finite], [0.001, 0.999]) if finite.any() else (0, 1)
-        bins = np.linspace(lo, hi, 80)
+        lo, hi = np.quantile(scores[finite], [0.0005, 0.9995]) if finite.any() else (0, 1)
+        if low and np.isfinite(low["threshold"]):
+            lo, hi = min(lo, low["threshold"]), max(hi, low["threshold"])
+        values = np.unique(scores[finite])
         fig, ax = plt.subplots(figsize=(6, 4))
         for b, color in ((0, "C0"), (1, "C1")):
             sel = (record.member == b) & finite
-            ax.hist(np.clip(scores[sel], lo, hi), bins=bins, alpha=0.5, color=color, density=True,
-                    label=f"b = {b} ({'X′' if b else 'X'})")
+            label = f"b = {b} ({'X′' if b else 'X'})"
+            if len(values) <= 50:  # a finite-output game: frequencies per output, log scale
+                freq = np.array([np.mean(scores[sel] == v) for v in values])
+                width = 0.4 * (np.min(np.diff(values)) if len(values) > 1 else 1.0)
+                ax.bar(values + (b - 0.5) * width, freq, width=width, color=color, label=label, log=True)
+            else:
+                ax.hist(scores[sel], bins=np.linspace(lo, hi, 80), alpha=0.5, color=color,
+                        density=True, label=label)
         if low and np.isfinite(low["threshold"]):
             ax.axvline(low["threshold"], color="k", ls="--", lw=1, label="threshold")
         ax.set_xlabel(f"proxy score ({low['proxy']})")
-        ax.set_ylabel("density")
+        ax.set_ylabel("frequency" if len(values) <= 50 else "density")
         ax.set_title(f"{result['name']}: scores of the distinguishing game")
         ax.legend()
         fig.tight_layout()
