@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from auditsel import __version__
+from auditsel.lower import THRESHOLD_RULES
 
 __all__ = ["main"]
 
@@ -71,7 +72,34 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=_jobs, default=1, help="joblib workers (-1 = all cores)")
     run.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     run.add_argument("--quiet", action="store_true", help="do not print the table")
+
+    scores = sub.add_parser("audit-scores", help="eps lower bounds from scores your pipeline produced")
+    scores.add_argument("file", help="CSV with header and columns score, member (1 = canary in), or .npz")
+    scores.add_argument("--delta", type=_unit_interval("--delta", closed_low=True), default=1e-5,
+                        help="delta in [0, 1) (default 1e-5)")
+    scores.add_argument("--confidence", type=_unit_interval("--confidence", lower=0.5), default=0.95,
+                        help="confidence in [0.5, 1) (default 0.95)")
+    scores.add_argument("--threshold", choices=THRESHOLD_RULES, default="split",
+                        help="rule reported as eps (default split); all rules are printed")
+    scores.add_argument("--thresholds", type=_positive_int("--thresholds"), default=100,
+                        help="bonferroni grid size (default 100)")
+    scores.add_argument("--threshold-range", nargs=2, type=float, metavar=("LO", "HI"),
+                        help="bonferroni grid range fixed in advance (default: the pooled score range)")
+    scores.add_argument("--json", action="store_true", help="print one JSON object (result.json's lower)")
     return parser
+
+
+def _unit_interval(name, lower=0.0, closed_low=False):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        ok = (value >= lower if closed_low or lower > 0 else value > lower) and value < 1
+        if not ok:
+            raise argparse.ArgumentTypeError(f"{name} must be in [{lower:g}, 1), got {value:g}")
+        return value
+    return parse
 
 
 def _prepare_out_dir(path: Path) -> None:
@@ -137,6 +165,46 @@ def _command_run(args) -> int:
     return 0
 
 
+def _command_audit_scores(args) -> int:
+    import numpy as np
+
+    from auditsel.audit import ScoreFileError, read_scores
+    from auditsel.lower import audit_scores
+
+    try:
+        score, member = read_scores(args.file)
+    except ScoreFileError as err:
+        raise UsageError(str(err)) from None
+    grid = None
+    if args.threshold_range:
+        lo, hi = args.threshold_range
+        if not lo < hi:
+            raise UsageError(f"--threshold-range: LO must be below HI, got {lo:g} {hi:g}")
+        grid = np.linspace(lo, hi, args.thresholds)
+    try:
+        bounds = {rule: audit_scores(score, member, args.delta, confidence=args.confidence, rule=rule,
+                                     grid_size=args.thresholds, threshold_grid=grid)
+                  for rule in THRESHOLD_RULES}
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    chosen = bounds[args.threshold]
+    if args.json:
+        payload = {**chosen.to_dict(), "delta": args.delta,
+                   "by_rule": {rule: b.to_dict()["eps"] for rule, b in bounds.items()}}
+        print(json.dumps(payload, allow_nan=False))
+        return 0
+    n1 = int(member.sum())
+    print(f"{args.file}: {len(member):,} games ({n1:,} with the canary), delta = {args.delta:g}, "
+          f"{args.confidence:.0%} Clopper-Pearson")
+    for rule, b in bounds.items():
+        note = {"split": "valid", "bonferroni": "valid" if grid is not None else
+                "grid from the pooled scores", "best": "optimistic"}[rule]
+        print(f"  eps_L {rule:<11} {b.eps:8.4f}   ({note}; score {b.direction} {b.threshold:.6g})")
+    print(f"  eps_L GDP fit     {chosen.eps_gdp:8.4f}   (heuristic; mu_L = {chosen.mu_gdp:.4f}, "
+          f"{args.threshold} threshold)")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     try:
@@ -144,6 +212,8 @@ def main(argv=None) -> int:
         if args.command is None:
             parser.print_help()
             return 2
+        if args.command == "audit-scores":
+            return _command_audit_scores(args)
         return _command_run(args)
     except UsageError as err:
         print(f"auditsel: error: {err}", file=sys.stderr)

@@ -1,0 +1,63 @@
+"""Regression tests for accountants: assert that a claimed epsilon is not refuted by an audit.
+
+    from auditsel.testing import assert_not_refuted, worst_case_tuning
+    game = worst_case_tuning(base_epsilon=1.0, delta=1e-5, rounds=TruncatedNegativeBinomial(1, 1e-3))
+    assert_not_refuted(my_accountant_epsilon, 1e-5, game, trials=200_000)
+
+The audit plays the distinguishing game (seed 004 Algorithm 1) and computes eps_L with the
+valid `split` rule (Clopper-Pearson, seed 004 eq. 4). If eps_L > claimed epsilon, the claim is
+false with probability at least `confidence`: a correct accountant fails this assertion with
+probability at most 1 - confidence (fix the seed to make the test deterministic).
+"""
+from __future__ import annotations
+
+from auditsel.game import run_game
+from auditsel.lower import LowerBound, audit_scores
+from auditsel.mechanisms import GaussianBase
+from auditsel.selection import GaussianWinner
+
+__all__ = ["assert_not_refuted", "audit", "worst_case_tuning", "RefutedClaim"]
+
+
+class RefutedClaim(AssertionError):
+    """The audited lower bound exceeds the claimed epsilon."""
+
+    def __init__(self, message: str, bound: LowerBound):
+        super().__init__(message)
+        self.bound = bound
+
+
+def worst_case_tuning(base_epsilon: float, delta: float, rounds) -> GaussianWinner:
+    """The reduced game of seed 004 Sec. 5: the worst case of tuning a Gaussian-DP base
+    (eps_B at delta), with the number of runs K ~ rounds."""
+    return GaussianWinner(GaussianBase.from_epsilon(base_epsilon, delta), rounds)
+
+
+def _default_proxy(protocol):
+    from attacks.proxies import make_proxy
+
+    return make_proxy("likelihood_ratio" if hasattr(protocol, "log_likelihood_ratio") else "sample", protocol)
+
+
+def audit(protocol, delta: float, proxy=None, *, trials: int = 200_000, confidence: float = 0.95,
+          seed: int = 0, rule: str = "split", jobs: int = 1) -> LowerBound:
+    """Play the game on `protocol` (anything with release(member, rng)) and bound eps from below."""
+    proxy = proxy if proxy is not None else _default_proxy(protocol)
+    record = run_game(protocol, proxy, trials, seed, jobs=jobs, progress=False)
+    return audit_scores(record.scores, record.member, delta, confidence=confidence, rule=rule)
+
+
+def assert_not_refuted(claimed_epsilon: float, delta: float, protocol, proxy=None, *,
+                       trials: int = 200_000, confidence: float = 0.95, seed: int = 0,
+                       rule: str = "split", jobs: int = 1) -> LowerBound:
+    """Fail (RefutedClaim, an AssertionError) when the audited eps_L exceeds the claim."""
+    bound = audit(protocol, delta, proxy, trials=trials, confidence=confidence, seed=seed,
+                  rule=rule, jobs=jobs)
+    if bound.eps > claimed_epsilon:
+        raise RefutedClaim(
+            f"claimed epsilon {claimed_epsilon:.4f} at delta {delta:g} is refuted: audited "
+            f"eps_L = {bound.eps:.4f} > claim with {confidence:.0%} confidence "
+            f"({rule} rule, {bound.evaluated_trials:,} of {bound.trials:,} games; FP <= "
+            f"{bound.fp_upper:.3g}, FN <= {bound.fn_upper:.3g}; optimistic best-threshold "
+            f"eps = {bound.eps_best_threshold:.4f})", bound)
+    return bound
