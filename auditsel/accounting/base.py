@@ -115,10 +115,7 @@ class DpsgdBase:
     # --- dp_accounting -------------------------------------------------------------------
     @property
     def event(self) -> "dpa.DpEvent":
-        step = dpa.GaussianDpEvent(self.noise_multiplier)
-        if self.sample_rate < 1:
-            step = dpa.PoissonSampledDpEvent(self.sample_rate, step)
-        return dpa.SelfComposedDpEvent(step, self.steps)
+        return _event(self.noise_multiplier, self.steps, self.sample_rate)
 
     def epsilon(self, delta: float, accountant: str | None = None) -> float:
         """eps_B of one run at delta, with this base's accountant (or the one given)."""
@@ -188,22 +185,40 @@ def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple) -> np.ndarra
 
 @lru_cache(maxsize=64)
 def _pld(sigma: float, steps: int, tau: float):
+    if tau >= 1:
+        # N full-batch Gaussian steps are exactly one Gaussian with noise sigma / sqrt(N)
+        return pld_lib.from_gaussian_mechanism(
+            sigma / math.sqrt(steps), value_discretization_interval=PLD_DISCRETIZATION,
+            use_connect_dots=True, pessimistic_estimate=True)
     single = pld_lib.from_gaussian_mechanism(
         sigma, sampling_prob=tau, value_discretization_interval=PLD_DISCRETIZATION,
         use_connect_dots=True, pessimistic_estimate=True)
     return single.self_compose(steps)
 
 
+def _event(sigma: float, steps: int, tau: float):
+    step = dpa.GaussianDpEvent(sigma) if tau >= 1 else \
+        dpa.PoissonSampledDpEvent(tau, dpa.GaussianDpEvent(sigma))
+    return dpa.SelfComposedDpEvent(step, steps)
+
+
 @lru_cache(maxsize=512)
 def _calibrate(epsilon: float, delta: float, steps: int, tau: float, accountant: str) -> float:
-    if accountant == "rdp":
-        make = lambda: dpa.rdp.RdpAccountant(RDP_ORDERS)
-    else:
-        make = lambda: dpa.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
-    step = lambda s: dpa.GaussianDpEvent(s) if tau >= 1 else \
-        dpa.PoissonSampledDpEvent(tau, dpa.GaussianDpEvent(s))
-    event = lambda s: dpa.SelfComposedDpEvent(step(s), steps)
+    """sigma with eps_B(delta) = epsilon. RDP first (cheap for any sigma); the PLD accountant is
+    tighter, so its sigma lies below the RDP one: search it in [sigma_rdp / 2^k, sigma_rdp],
+    never building a PLD for a tiny sigma (its support would not fit in memory)."""
+    make_rdp = lambda: dpa.rdp.RdpAccountant(RDP_ORDERS)
     with quiet_absl():
-        return float(mechanism_calibration.calibrate_dp_mechanism(
-            make, event, epsilon, delta,
+        sigma_rdp = float(mechanism_calibration.calibrate_dp_mechanism(
+            make_rdp, lambda s: _event(s, steps, tau), epsilon, delta,
             mechanism_calibration.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-6))
+    if accountant == "rdp":
+        return sigma_rdp
+    make_pld = lambda: dpa.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
+    pld_eps = lambda s: make_pld().compose(_event(s, steps, tau)).get_epsilon(delta)
+    lo = sigma_rdp / 2
+    while pld_eps(lo) <= epsilon and lo > sigma_rdp / 16:
+        lo /= 2
+    return float(mechanism_calibration.calibrate_dp_mechanism(
+        make_pld, lambda s: _event(s, steps, tau), epsilon, delta,
+        mechanism_calibration.ExplicitBracketInterval(lo, sigma_rdp), tol=1e-6))

@@ -1,0 +1,96 @@
+"""The upper-bound panel: contract, labels, Example 1, and the invariants of issue 3 section 6."""
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from auditsel.accounting.base import DpsgdBase
+from auditsel.accounting.panel import BOUND_KEYS, BOUND_LABELS, bound_labels, panel, upper_bounds
+from auditsel.mechanisms import FiniteOutputBase, GaussianBase
+from auditsel.rounds import Poisson, TruncatedNegativeBinomial, TwoPoint
+
+SETTINGS = settings(max_examples=6, deadline=None, derandomize=True)
+TOL = 1e-6
+
+
+def test_keys_and_labels():
+    out = upper_bounds(GaussianBase(0.5), TruncatedNegativeBinomial(0, 0.01), 1e-5)
+    assert tuple(out) == BOUND_KEYS
+    assert set(BOUND_LABELS) == set(BOUND_KEYS)
+    assert all(v["rigour"] in ("rigorous", "heuristic") and v["citation"] for v in BOUND_LABELS.values())
+    assert out["improved_rdp_gdp"] is None                 # no mu_GDP for a plain Gaussian base
+    assert bound_labels(DpsgdBase(2.0, 10, 0.5))["exact"] == "heuristic"
+    assert bound_labels(DpsgdBase(2.0, 10, 1.0))["exact"] == "rigorous"
+
+
+def test_example1_panel_reproduces_the_paper():
+    base, law = FiniteOutputBase.example1(), TruncatedNegativeBinomial(1.0, 1e-3)
+    pure = panel(base, law, 0.0)
+    assert pure["upper"]["exact"] == pytest.approx(2.96, abs=0.01)
+    assert pure["upper"]["generic_rdp"] == pytest.approx(3.0)
+    assert pure["upper"]["profile"] is None
+    approx = panel(base, law, 1e-5)["upper"]
+    assert approx["exact"] == pytest.approx(2.92, abs=0.01)
+    assert approx["exact"] <= approx["improved_rdp"] <= approx["generic_rdp"] < 3.11
+
+
+def test_dpsgd_panel_has_base_info():
+    base = DpsgdBase(1.0, 50, 0.1)
+    out = panel(base, TruncatedNegativeBinomial(1.0, 0.1), 1e-5)
+    assert out["base"]["mu"] == pytest.approx(base.mu)
+    assert out["base"]["mu_gdp"] == pytest.approx(base.mu_gdp)
+    for k in BOUND_KEYS:
+        assert out["upper"][k] >= out["base"]["epsilon"] * (1 - 1e-3) or out["labels"][k] == "heuristic"
+
+
+mus = st.floats(0.1, 2.0)
+tnbs = st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.0]), st.floats(1e-3, 0.2))
+
+
+@SETTINGS
+@given(mu=mus, law=tnbs)
+def test_exact_le_improved_le_generic_and_exact_le_profile(mu, law):
+    out = upper_bounds(GaussianBase(mu), TruncatedNegativeBinomial(*law), 1e-5)
+    assert out["exact"] <= out["improved_rdp"] + TOL
+    assert out["improved_rdp"] <= out["generic_rdp"] + TOL
+    assert out["exact"] <= out["profile"] + TOL
+
+
+@SETTINGS
+@given(mu=mus, law=st.one_of(
+    tnbs.map(lambda t: TruncatedNegativeBinomial(*t)),
+    st.tuples(st.integers(2, 200), st.floats(0.0, 0.9)).map(lambda t: TwoPoint(*t))))
+def test_every_bound_at_least_one_run(mu, law):
+    base = GaussianBase(mu)
+    out = panel(base, law, 1e-5)
+    eps_b = out["base"]["epsilon"]
+    for k in ("generic_rdp", "profile", "improved_rdp", "exact"):
+        assert out["upper"][k] >= eps_b - TOL, k
+
+
+@SETTINGS
+@given(mu=st.floats(0.1, 1.5), factor=st.floats(1.1, 2.0), law=tnbs)
+def test_monotone_in_mu(mu, factor, law):
+    law = TruncatedNegativeBinomial(*law)
+    lo = upper_bounds(GaussianBase(mu), law, 1e-5)
+    hi = upper_bounds(GaussianBase(mu * factor), law, 1e-5)
+    for k in ("generic_rdp", "profile", "improved_rdp", "exact"):
+        assert lo[k] <= hi[k] + TOL, k
+
+
+@SETTINGS
+@given(mu=mus, eta=st.sampled_from([0.0, 1.0, 2.0]), nu=st.floats(2e-3, 0.3), shrink=st.floats(0.2, 0.8))
+def test_monotone_in_expected_runs(mu, eta, nu, shrink):
+    small, large = TruncatedNegativeBinomial(eta, nu), TruncatedNegativeBinomial(eta, nu * shrink)
+    assert small.mean < large.mean
+    lo = upper_bounds(GaussianBase(mu), small, 1e-5)
+    hi = upper_bounds(GaussianBase(mu), large, 1e-5)
+    for k in ("generic_rdp", "profile", "improved_rdp", "exact"):
+        assert lo[k] <= hi[k] + TOL, k
+
+
+def test_poisson_monotone_in_mean():
+    a = upper_bounds(GaussianBase(0.5), Poisson(3.0), 1e-5)
+    b = upper_bounds(GaussianBase(0.5), Poisson(30.0), 1e-5)
+    for k in ("generic_rdp", "profile", "improved_rdp", "exact"):
+        assert a[k] <= b[k] + TOL
