@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -113,52 +112,51 @@ def _prepare_out_dir(path: Path) -> None:
                          f"choose a writable directory") from None
 
 
-def _write_outputs(out_dir: Path, result: dict, artefacts: dict) -> list[Path]:
-    """Write result.json, report.md and plots to a staging folder, then move them in place."""
-    from auditsel.report import markdown_report, write_plots
-
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
-    try:
-        plots = write_plots(result, artefacts, staging)
-        (staging / "report.md").write_text(markdown_report(result, plots))
-        (staging / "result.json").write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
-        names = plots + ["report.md", "result.json"]  # result.json last: its presence means done
-        for name in names:
-            os.replace(staging / name, out_dir / name)
-        return [out_dir / n for n in names]
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
 def _command_run(args) -> int:
-    from auditsel.config import ConfigError, default_config_path, load_config
+    from auditsel.config import ConfigError, default_config_path, parse_config, read_yaml
     from auditsel.experiment import run_experiment
     from auditsel.game import CheckpointError
-    from auditsel.report import text_table
+    from auditsel.report import text_table, write_outputs
+    from auditsel.sweep import expand_sweep, run_sweep
 
     config_path = Path(args.config) if args.config else default_config_path()
+    overrides = {k: v for k, v in (("trials", args.trials), ("seed", args.seed)) if v is not None}
+    points = spec = None
     try:
-        spec = load_config(config_path)
-        overrides = {k: v for k, v in (("trials", args.trials), ("seed", args.seed)) if v is not None}
-        if overrides:
-            if spec.game is None:
+        raw = read_yaml(config_path)
+        if isinstance(raw, dict) and "sweep" in raw:
+            if overrides and not isinstance(raw.get("game"), dict):
                 raise UsageError(f"--{next(iter(overrides))}: {config_path} has no game section; "
                                  f"add one or drop the option")
-            if overrides.get("trials", 2) < 2:
-                raise UsageError("--trials: must be >= 2")
-            spec = spec.with_game(**overrides)
+            points = expand_sweep(raw, overrides)
+            name = points[0].spec.name
+        else:
+            spec = parse_config(raw)
+            if overrides:
+                if spec.game is None:
+                    raise UsageError(f"--{next(iter(overrides))}: {config_path} has no game section; "
+                                     f"add one or drop the option")
+                spec = spec.with_game(**overrides)
+            name = spec.name
     except ConfigError as err:
         raise UsageError(f"{config_path}: {err}") from None
-    out_dir = Path(args.out) if args.out else Path("results") / spec.name
+    out_dir = Path(args.out) if args.out else Path("results") / name
     _prepare_out_dir(out_dir)
+    progress = not args.no_progress and sys.stderr.isatty()
     try:
-        result, artefacts = run_experiment(spec, out_dir, jobs=args.jobs,
-                                           progress=not args.no_progress and sys.stderr.isatty())
+        if points is not None:
+            run_sweep(points, out_dir, jobs=args.jobs, progress=progress)
+            if not args.quiet:
+                print((out_dir / "sweep.md").read_text())
+                print(f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
+                      f"and {len(points)} point folders")
+            return 0
+        result, artefacts = run_experiment(spec, out_dir, jobs=args.jobs, progress=progress)
     except CheckpointError as err:
         raise UsageError(str(err)) from None
     except ValueError as err:  # a setting only checkable with data (e.g. too few trials to split)
         raise UsageError(str(err)) from None
-    written = _write_outputs(out_dir, result, artefacts)
+    written = write_outputs(out_dir, result, artefacts)
     if not args.quiet:
         print(text_table(result))
         print(f"wrote {', '.join(str(p) for p in written)}")

@@ -17,7 +17,8 @@ from auditsel.lower import THRESHOLD_RULES
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
 from auditsel.rounds import LawParameterError, RoundsLaw, law_from_dict
 
-__all__ = ["ConfigError", "ExperimentSpec", "GameSpec", "load_config", "parse_config", "default_config_path"]
+__all__ = ["ConfigError", "ExperimentSpec", "GameSpec", "load_config", "read_yaml", "parse_config",
+           "default_config_path"]
 
 GAME_KINDS = ("reduced", "discrete")
 MAX_TRIALS = 10**10
@@ -166,7 +167,9 @@ def _parse_game(raw, base) -> GameSpec:
 
 def parse_config(raw) -> ExperimentSpec:
     top = _mapping(raw, "config")
-    _no_unknown(top, "", {"name", "delta", "base", "rounds", "game"})
+    if "sweep" in top:
+        raise ConfigError("sweep", "a sweep config is expanded by auditsel.sweep, not parsed as one experiment")
+    _no_unknown(top, "", {"name", "delta", "base", "rounds", "game", "sweep"})
     for key in ("name", "delta", "base", "rounds"):
         if key not in top:
             raise ConfigError(key, "required key is missing")
@@ -185,6 +188,11 @@ def parse_config(raw) -> ExperimentSpec:
 
 
 def load_config(path: str | Path) -> ExperimentSpec:
+    return parse_config(read_yaml(path))
+
+
+def read_yaml(path: str | Path):
+    """The raw config mapping from a YAML file (safe_load), or a ConfigError."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -200,4 +208,4 @@ def load_config(path: str | Path) -> ExperimentSpec:
         raise ConfigError("config", f"{path} is not valid YAML{where}; fix the syntax") from None
     if raw is None:
         raise ConfigError("config", f"{path} is empty; see configs/quickstart.yaml for the format")
-    return parse_config(raw)
+    return raw

@@ -62,6 +62,7 @@ class LowerBound:
     fn_upper: float
     trials: int
     evaluated_trials: int
+    eps_point: float = math.nan   # eq. 4 with the empirical FP, FN at the same threshold (no CI)
     method: str = "clopper_pearson"
 
     def to_dict(self) -> dict:
@@ -254,4 +255,5 @@ def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: s
         mu_gdp=mu, confidence=confidence, threshold_rule=rule, threshold=chosen["threshold"],
         direction="<=" if chosen["flip"] else ">", fp=float(chosen["fp"]), fn=float(chosen["fn"]),
         fp_upper=chosen["fp_u"], fn_upper=chosen["fn_u"], trials=len(scores),
-        evaluated_trials=evaluated)
+        evaluated_trials=evaluated,
+        eps_point=float(epsilon_from_rates(chosen["fp"], chosen["fn"], delta)))

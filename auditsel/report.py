@@ -4,13 +4,18 @@ Everything shown is read from the result dict (the same numbers as result.json).
 """
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from auditsel.experiment import BOUND_LABELS
 
-__all__ = ["summary_rows", "text_table", "markdown_report", "write_plots"]
+__all__ = ["summary_rows", "text_table", "markdown_report", "write_plots", "write_outputs",
+           "atomic_write_text"]
 
 
 def _fmt(x, digits=4):
@@ -131,3 +136,25 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
         plt.close(fig)
         names.append("scores.png")
     return names
+
+
+def write_outputs(out_dir: Path, result: dict, artefacts: dict) -> list[Path]:
+    """Write result.json, report.md and plots to a staging folder, then move them in place."""
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
+    try:
+        plots = write_plots(result, artefacts, staging)
+        (staging / "report.md").write_text(markdown_report(result, plots))
+        (staging / "result.json").write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
+        names = plots + ["report.md", "result.json"]  # result.json last: its presence means done
+        for name in names:
+            os.replace(staging / name, out_dir / name)
+        return [out_dir / n for n in names]
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file and a rename, so a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

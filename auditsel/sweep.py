@@ -1,0 +1,219 @@
+"""Sweeps: one config, a grid over any of its fields, one result per point plus a combined table.
+
+    sweep:
+      base.epsilon: [1, 2, 4]              # one field: its values
+      rounds.L,rounds.s: [[10, 0.1], [100, 0.01]]   # fields that move together: value tuples
+
+The grid is the product over the keys (zipped within a comma-joined key). Every point is
+validated before any work starts; points run in parallel through joblib, each point's game
+with its own seeded chunks, so the numbers do not depend on the number of jobs. Outputs:
+DIR/<point>/ (result.json, report.md, plots, as `auditsel run`), DIR/sweep.csv, DIR/sweep.md,
+DIR/sweep.json and DIR/sweep.png.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from auditsel.config import ConfigError, ExperimentSpec, parse_config
+
+__all__ = ["SweepPoint", "expand_sweep", "run_sweep", "sweep_rows"]
+
+MAX_POINTS = 10_000
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    label: str                      # directory name, e.g. "base.epsilon=2__rounds.nu=0.01"
+    assignments: dict               # dotted field -> value
+    spec: ExperimentSpec
+
+
+def _set(raw: dict, dotted: str, value, key: str) -> None:
+    node = raw
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            raise ConfigError(f"sweep.{key}", f"{dotted}: the config has no section {part!r} to set it in")
+        node = node[part]
+    node[parts[-1]] = value
+
+
+def _axes(sweep) -> list[tuple[list[str], list[tuple]]]:
+    if not isinstance(sweep, dict) or not sweep:
+        raise ConfigError("sweep", "must be a mapping of dotted fields to non-empty lists of values")
+    axes = []
+    for key, values in sweep.items():
+        fields = [f.strip() for f in str(key).split(",")]
+        if any(not f or f.startswith("sweep") or f in ("name",) for f in fields):
+            raise ConfigError(f"sweep.{key}", "must name config fields such as base.epsilon or rounds.nu")
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"sweep.{key}", "must be a non-empty list of values")
+        if len(fields) > 1:
+            for i, v in enumerate(values):
+                if not isinstance(v, list) or len(v) != len(fields):
+                    raise ConfigError(f"sweep.{key}[{i}]", f"must be a list of {len(fields)} values, one per field")
+            tuples = [tuple(v) for v in values]
+        else:
+            tuples = [(v,) for v in values]
+        axes.append((fields, tuples))
+    return axes
+
+
+def _format(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def expand_sweep(raw: dict, overrides: dict | None = None) -> list[SweepPoint]:
+    """All points of a sweep config, each validated (a ConfigError names the point and field)."""
+    axes = _axes(raw.get("sweep"))
+    base = {k: v for k, v in raw.items() if k != "sweep"}
+    combos = list(itertools.product(*[tuples for _, tuples in axes]))
+    if len(combos) > MAX_POINTS:
+        raise ConfigError("sweep", f"has {len(combos)} points; at most {MAX_POINTS} are allowed")
+    points = []
+    for combo in combos:
+        point_raw = copy.deepcopy(base)
+        assignments = {}
+        for (fields, _), values in zip(axes, combo):
+            for field_name, value in zip(fields, values):
+                _set(point_raw, field_name, value, ",".join(fields))
+                assignments[field_name] = value
+        label = "__".join(f"{k}={_format(v)}" for k, v in assignments.items()).replace("/", "_")
+        if overrides and isinstance(point_raw.get("game"), dict):
+            point_raw["game"].update(overrides)
+        try:
+            spec = parse_config(point_raw)
+        except ConfigError as err:
+            raise ConfigError(err.field, f"{str(err).partition(': ')[2]} (sweep point {label})") from None
+        points.append(SweepPoint(label, assignments, spec))
+    return points
+
+
+def _run_point(point: SweepPoint, out_dir: Path) -> dict:
+    from auditsel.experiment import run_experiment
+    from auditsel.report import write_outputs
+
+    directory = out_dir / point.label
+    directory.mkdir(parents=True, exist_ok=True)
+    result, artefacts = run_experiment(point.spec, directory, jobs=1, progress=False)
+    write_outputs(directory, result, artefacts)
+    return result
+
+
+def run_sweep(points: list[SweepPoint], out_dir: Path, jobs: int = 1, progress: bool = True) -> list[dict]:
+    """Run every point (joblib over points) and write the combined table and plot."""
+    from joblib import Parallel, delayed
+    from tqdm.auto import tqdm
+
+    results = []
+    with tqdm(total=len(points), unit="point", disable=not progress, delay=2.0, leave=False) as bar:
+        gen = Parallel(n_jobs=jobs, return_as="generator")(delayed(_run_point)(p, out_dir) for p in points)
+        for result in gen:
+            results.append(result)
+            bar.update(1)
+    rows = sweep_rows(points, results)
+    _write_combined(out_dir, points, rows)
+    return results
+
+
+UPPER_KEYS = ("generic_rdp", "profile", "improved_rdp", "improved_rdp_gdp", "exact")
+
+
+def sweep_rows(points: list[SweepPoint], results: list[dict]) -> list[dict[str, Any]]:
+    rows = []
+    for point, result in zip(points, results):
+        low = result.get("lower") or {}
+        row = {**point.assignments, "E[K]": result["rounds"]["mean"], "eps_B": result["base"]["epsilon"],
+               "mu": result["base"]["mu"]}
+        row.update({key: result["upper"].get(key) for key in UPPER_KEYS})
+        row.update({"eps_L": low.get("eps"), "eps_L_point": low.get("eps_point"),
+                    "eps_L_best": low.get("eps_best_threshold"), "eps_L_gdp": low.get("eps_gdp"),
+                    "trials": low.get("trials"), "seconds": result["seconds"]})
+        rows.append(row)
+    return rows
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4f}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def _write_combined(out_dir: Path, points, rows) -> None:
+    from auditsel.report import atomic_write_text
+
+    columns = list(rows[0])
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(out_dir / "sweep.csv", buffer.getvalue())
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_cell(r[c]) for c in columns) + " |" for r in rows]
+    name = points[0].spec.name
+    md = [f"# Sweep {name}", "", f"{len(rows)} points; each row links to its folder.", "", *lines, "",
+          "![sweep](sweep.png)", ""]
+    atomic_write_text(out_dir / "sweep.md", "\n".join(md))
+    atomic_write_text(out_dir / "sweep.json", json.dumps(
+        {"name": name, "points": [dict(r, label=p.label) for p, r in zip(points, rows)]}, indent=2) + "\n")
+    _plot(out_dir / "sweep.png", name, points, rows)
+
+
+def _plot(path: Path, name: str, points, rows) -> None:
+    """epsilon against the first swept field, one line per bound, eps_L with its point estimate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fields = list(points[0].assignments)
+    x_field = next((f for f in fields if all(isinstance(r[f], (int, float)) for r in rows)), None)
+    others = [f for f in fields if f != x_field]
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        groups.setdefault(tuple(r[f] for f in others), []).append(i)
+    n = len(groups)
+    cols = min(n, 3)
+    nrows = math.ceil(n / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.6 * nrows), squeeze=False)
+    series = [("eps_B", "eps_B (one run)", "k:"), ("generic_rdp", "generic RDP", "C0-"),
+              ("profile", "profile", "C1-"), ("improved_rdp", "improved (UO)", "C2-"),
+              ("improved_rdp_gdp", "improved (UG)", "C2--"), ("exact", "exact", "C3-")]
+    for ax, (key, idx) in zip(axes.flat, groups.items()):
+        xs = [rows[i][x_field] if x_field else i for i in idx]
+        order = sorted(range(len(idx)), key=lambda j: xs[j])
+        xs = [xs[j] for j in order]
+        idx = [idx[j] for j in order]
+        for col, label, style in series:
+            ys = [rows[i][col] for i in idx]
+            if any(y is not None for y in ys):
+                ax.plot(xs, [math.nan if y is None else y for y in ys], style, marker=".", label=label)
+        low = [rows[i]["eps_L"] for i in idx]
+        if any(v is not None for v in low):
+            point = [rows[i]["eps_L_point"] for i in idx]
+            lo = [0 if v is None else v for v in low]
+            up = [max((p if p is not None and math.isfinite(p) else v or 0) - (v or 0), 0)
+                  for p, v in zip(point, low)]
+            ax.errorbar(xs, lo, yerr=[[0] * len(lo), up], fmt="o", color="C4", capsize=3,
+                        label="eps_L (bar: point estimate)")
+        ax.set_xlabel(x_field or "point")
+        ax.set_ylabel("epsilon")
+        if others:
+            ax.set_title(", ".join(f"{f}={_format(v)}" for f, v in zip(others, key)), fontsize=9)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"{name}: bounds per sweep point")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
