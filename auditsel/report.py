@@ -135,6 +135,7 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
         fig.savefig(out_dir / "scores.png", dpi=110)
         plt.close(fig)
         names.append("scores.png")
+        names.append(_plot_tradeoff(result, artefacts, out_dir, plt))
     return names
 
 
@@ -151,6 +152,49 @@ def write_outputs(out_dir: Path, result: dict, artefacts: dict) -> list[Path]:
         return [out_dir / n for n in names]
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _plot_tradeoff(result, artefacts, out_dir: Path, plt) -> str:
+    """ROC on log axes (true-positive rate 1 - FN against FP, as in membership-inference
+    audits): every threshold of the game against the exact trade-off curve of the pair."""
+    from auditsel.accounting.exact import tradeoff_curve
+    from auditsel.lower import threshold_table
+
+    record = artefacts["record"]
+    t, fp, fn, n0, n1 = threshold_table(record.scores, record.member)
+    keep = np.unique(np.linspace(0, len(t) - 1, min(len(t), 4000)).astype(int))
+    fp_rate, tp_rate = fp[keep] / n0, 1 - fn[keep] / n1
+    exact_fp, exact_fn = tradeoff_curve(artefacts["winner"])
+    dense = np.logspace(-9, 0, 500)   # the curve is linear between vertices (randomised tests)
+
+    def branch(x, y):
+        order = np.argsort(x)
+        return dense, np.interp(dense, x[order], y[order])
+
+    dense_fp, dense_tp = branch(exact_fp, 1 - exact_fn)
+    swapped_x, swapped_y = branch(exact_fn, 1 - exact_fp)
+    floor = 0.5 / max(n0, n1)
+    fig, ax = plt.subplots(figsize=(5, 5))
+    # both kinds of test: "guess X' when the score is high" (x = FP, y = 1 - FN) and, with the
+    # roles of X and X' swapped, "guess X when it is low" (x = FN, y = 1 - FP)
+    for (x_exact, y_exact, x_game, y_game, color, what) in (
+            (dense_fp, dense_tp, fp_rate, tp_rate, "C3", "guess X'"),
+            (swapped_x, swapped_y, 1 - tp_rate, 1 - fp_rate, "C0", "guess X")):
+        ax.loglog(np.maximum(x_exact, 1e-9), np.maximum(y_exact, 1e-9), "-", color="k" if color == "C3" else "grey",
+                  lw=1.5, label=f"exact, {what} (likelihood ratio)")
+        ax.loglog(np.maximum(x_game, floor), np.maximum(y_game, floor), ".", ms=2, color=color,
+                  label=f"game, {what}, proxy {result['lower']['proxy']}")
+    ax.loglog([floor, 1], [floor, 1], ":", color="grey", lw=1, label="chance")
+    ax.set_xlim(floor, 1.05)
+    ax.set_ylim(floor, 1.05)
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.set_title(f"{result['name']}: trade-off (ROC, log scale)")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out_dir / "tradeoff.png", dpi=110)
+    plt.close(fig)
+    return "tradeoff.png"
 
 
 def atomic_write_text(path: Path, text: str) -> None:

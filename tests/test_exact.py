@@ -135,3 +135,28 @@ def test_finite_sampler_matches_exact_pmf():
         freq = np.bincount(y, minlength=3) / len(y)
         tol = 5 * np.sqrt(w.pmf(member) / len(y)) + 1e-6
         assert np.all(np.abs(freq - w.pmf(member)) <= tol)
+
+
+def test_tradeoff_curve_is_the_gaussian_one_for_one_run():
+    from auditsel.accounting.exact import tradeoff_curve
+
+    mu = 1.2
+    fp, fn = tradeoff_curve(GaussianWinner(GaussianBase(mu), Point(1)), points=50)
+    inner = (fp > 1e-12) & (fp < 1 - 1e-12)
+    assert fn[inner] == pytest.approx(stats.norm.cdf(stats.norm.isf(fp[inner]) - mu), rel=1e-6, abs=1e-12)
+
+
+def test_game_matches_the_exact_tradeoff_with_the_likelihood_ratio_proxy():
+    from attacks.proxies import make_proxy
+    from auditsel.accounting.exact import likelihood_ratio_region_masses
+    from auditsel.game import run_game
+
+    w = GaussianWinner(GaussianBase(0.8), TruncatedNegativeBinomial(0.0, 0.01))
+    rec = run_game(w, make_proxy("likelihood_ratio", w), 400_000, 5, progress=False)
+    levels = np.array([-0.5, 0.0, 0.5, 1.0])
+    p1, p0 = likelihood_ratio_region_masses(w, levels, direction=1)
+    for c, a1, a0 in zip(levels, p1, p0):
+        above = rec.scores > c
+        for rate, truth, n in ((above[rec.member == 1].mean(), a1, (rec.member == 1).sum()),
+                               (above[rec.member == 0].mean(), a0, (rec.member == 0).sum())):
+            assert abs(rate - truth) <= 5 * np.sqrt(truth * (1 - truth) / n) + 1e-6

@@ -23,7 +23,8 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-__all__ = ["hockey_stick_finite", "hockey_stick", "privacy_curve", "exact_epsilon"]
+__all__ = ["hockey_stick_finite", "hockey_stick", "privacy_curve", "exact_epsilon",
+           "likelihood_ratio_region_masses", "tradeoff_curve"]
 
 GRID_STEP = 2e-3
 GRID_MARGIN = 40.0
@@ -40,34 +41,63 @@ def hockey_stick_finite(p, q, eps):
     return np.sum(np.where(terms > 0, terms, 0.0), axis=-1)
 
 
-def _gaussian_hockey_stick(winner, eps: np.ndarray, direction: int) -> np.ndarray:
-    """H_{e^eps}(A_direction || A_other) for the Gaussian winner, each eps."""
+def likelihood_ratio_region_masses(winner, levels, direction: int = 1):
+    """For each level c: (P_dir(S_c), P_other(S_c)) with S_c = {x : log p_dir(x)/p_other(x) > c}.
+
+    Gaussian winner only (real line; the K = 0 atom, where the ratio is 1, is left out).
+    S_c is a union of intervals: sign changes of the log-likelihood ratio on a fine grid,
+    refined by bisection; masses from the winner's cdf (`GaussianWinner.mass`).
+    """
     sign = 1.0 if direction == 1 else -1.0
     llr = lambda x: sign * winner.log_likelihood_ratio(x)  # log p_dir(x) - log p_other(x)
     grid = np.arange(-GRID_MARGIN, winner.mu + GRID_MARGIN + GRID_STEP, GRID_STEP)
     values = llr(grid)
-    out = np.empty(len(eps))
-    for i, e in enumerate(eps):
-        above = values > e
+    levels = np.atleast_1d(np.asarray(levels, dtype=float))
+    p_mass, q_mass = np.empty(len(levels)), np.empty(len(levels))
+    for i, c in enumerate(levels):
+        above = values > c
         change = np.nonzero(above[1:] != above[:-1])[0]
-        # refine each boundary by bisection on [grid[j], grid[j+1]]
         lo, hi = grid[change].copy(), grid[change + 1].copy()
         lo_above = above[change]
         for _ in range(BISECTION_STEPS):
             mid = 0.5 * (lo + hi)
-            mid_above = llr(mid) > e
-            move_lo = mid_above == lo_above
+            move_lo = (llr(mid) > c) == lo_above
             lo = np.where(move_lo, mid, lo)
             hi = np.where(move_lo, hi, mid)
-        roots = 0.5 * (lo + hi)
-        edges = np.concatenate([[-np.inf], roots, [np.inf]])
+        edges = np.concatenate([[-np.inf], 0.5 * (lo + hi), [np.inf]])
         inside = np.concatenate([[above[0]], ~lo_above])  # state of each piece, left to right
         a, b = edges[:-1][inside], edges[1:][inside]
-        p_mass = np.sum(winner.mass(a, b, direction))
-        q_mass = np.sum(winner.mass(a, b, 1 - direction))
-        value = p_mass - math.exp(e) * q_mass if e < 700 else p_mass
-        out[i] = max(value, 0.0) + max(winner.atom * -math.expm1(e), 0.0)
-    return out
+        p_mass[i] = np.sum(winner.mass(a, b, direction))
+        q_mass[i] = np.sum(winner.mass(a, b, 1 - direction))
+    return p_mass, q_mass
+
+
+def _gaussian_hockey_stick(winner, eps: np.ndarray, direction: int) -> np.ndarray:
+    """H_{e^eps}(A_direction || A_other) = P(S_eps) - e^eps Q(S_eps), plus the K = 0 atom."""
+    p_mass, q_mass = likelihood_ratio_region_masses(winner, eps, direction)
+    with np.errstate(over="ignore", invalid="ignore"):
+        value = np.where(eps < 700, p_mass - np.exp(np.minimum(eps, 700)) * q_mass, p_mass)
+    return np.maximum(value, 0.0) + np.maximum(winner.atom * -np.expm1(eps), 0.0)
+
+
+def tradeoff_curve(winner, points: int = 200):
+    """The exact trade-off curve (FP, FN) of the Neyman-Pearson tests "guess X' when
+    log A'(y)/A(y) > c" over a range of c (Dong, Roth & Su's f-DP curve of the pair).
+
+    Finite winners: the vertices of the piecewise-linear curve (outputs sorted by ratio).
+    """
+    if hasattr(winner, "pmf"):
+        a, b = winner.pmf(0), winner.pmf(1)
+        with np.errstate(divide="ignore"):
+            order = np.argsort(-(np.log(b) - np.log(a)))
+        fp = np.concatenate([[0.0], np.cumsum(a[order])])
+        fn = 1 - np.concatenate([[0.0], np.cumsum(b[order])])
+        return np.clip(fp, 0, 1), np.clip(fn, 0, 1)
+    lo, hi = winner.quantile_range(1e-9)
+    values = winner.log_likelihood_ratio(np.linspace(lo, hi, 2001))
+    levels = np.linspace(values.min(), values.max(), points)
+    p1, p0 = likelihood_ratio_region_masses(winner, levels, direction=1)
+    return np.clip(p0, 0, 1), np.clip(1 - p1, 0, 1)  # the K = 0 output is guessed X
 
 
 def hockey_stick(winner, eps, direction: int = 0):
