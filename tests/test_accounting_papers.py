@@ -1,0 +1,22 @@
+"""The paper reproductions: Example 1 rows and the markdown renderer."""
+import pytest
+
+from auditsel.papers import TABLE4_LAWS, TABLE4_PAPER, example1_rows, to_markdown
+
+
+def test_example1_rows_match_the_paper():
+    rows = {r["quantity"]: r for r in example1_rows()}
+    assert rows["exact eps, delta = 0"]["ours"] == pytest.approx(2.96, abs=0.01)
+    assert rows["exact eps, delta = 1e-5"]["ours"] == pytest.approx(2.92, abs=0.01)
+    # the paper's 3.11 is reproduced with integer orders; the finer grid is tighter
+    assert rows["generic RDP, delta = 1e-5, pure-DP curve, integer orders 2..199"]["ours"] == \
+        pytest.approx(3.11, abs=0.01)
+    for r in rows.values():
+        if r["quantity"].startswith("winner P"):
+            assert r["ours"] == pytest.approx(r["paper"], rel=0.01)   # eq. 8, 3 digits
+
+
+def test_table4_reference_is_complete_and_markdown_renders():
+    assert len(TABLE4_PAPER) == 9 and all(len(v) == len(TABLE4_LAWS) for v in TABLE4_PAPER.values())
+    md = to_markdown([{"a": 1.23456, "b": None, "c": "x"}])
+    assert md.splitlines()[0] == "| a | b | c |" and "1.235" in md and "| - |" in md
