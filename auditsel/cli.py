@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from auditsel import __version__
+from auditsel.backends import BACKENDS
 from auditsel.lower import THRESHOLD_RULES
 
 __all__ = ["main"]
@@ -69,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trials", type=_positive_int("--trials"), help="override game.trials")
     run.add_argument("--seed", type=_seed, help="override game.seed")
     run.add_argument("--jobs", type=_jobs, default=1, help="joblib workers (-1 = all cores)")
+    run.add_argument("--backend", choices=BACKENDS, help="joblib backend for the game's chunks "
+                     "(default loky; dask needs the dask extra)")
+    run.add_argument("--scheduler", help="dask scheduler address (default: a LocalCluster on loopback "
+                     "with --jobs workers)")
     run.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     run.add_argument("--quiet", action="store_true", help="do not print the table")
 
@@ -113,6 +118,7 @@ def _prepare_out_dir(path: Path) -> None:
 
 
 def _command_run(args) -> int:
+    from auditsel.backends import BackendError, execution_backend
     from auditsel.config import ConfigError, default_config_path, parse_config, read_yaml
     from auditsel.experiment import run_experiment
     from auditsel.game import CheckpointError
@@ -151,7 +157,10 @@ def _command_run(args) -> int:
                 print(f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
                       f"and {len(points)} point folders")
             return 0
-        result, artefacts = run_experiment(spec, out_dir, jobs=args.jobs, progress=progress)
+        with execution_backend(args.backend, args.scheduler, workers=abs(args.jobs) if args.jobs != -1 else 2) as backend:
+            result, artefacts = run_experiment(spec, out_dir, jobs=args.jobs, progress=progress, backend=backend)
+    except BackendError as err:
+        raise UsageError(str(err)) from None
     except CheckpointError as err:
         raise UsageError(str(err)) from None
     except ValueError as err:  # a setting only checkable with data (e.g. too few trials to split)

@@ -93,7 +93,7 @@ def fingerprint(spec: ExperimentSpec) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool):
+def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool, backend: str | None):
     from attacks.proxies import make_proxy
 
     g = spec.game
@@ -101,7 +101,7 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool)
     proxy = make_proxy(g.proxy, winner)
     record = run_game(winner, proxy, g.trials, g.seed, chunk_size=g.chunk_size, jobs=jobs,
                       checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
-                      fingerprint=fingerprint(spec), progress=progress)
+                      fingerprint=fingerprint(spec), progress=progress, backend=backend)
     bound = audit_scores(record.scores, record.member, spec.delta, confidence=g.confidence,
                          rule=g.threshold, split_fraction=g.split_fraction,
                          threshold_grid=threshold_grid(spec, g.proxy) if g.threshold == "bonferroni" else None)
@@ -109,7 +109,7 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool)
 
 
 def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int = 1,
-                   progress: bool = True) -> tuple[dict, dict]:
+                   progress: bool = True, backend: str | None = None) -> tuple[dict, dict]:
     """Returns (result, artefacts): result.json content and in-memory data for the report."""
     start = time.perf_counter()
     result = {
@@ -128,7 +128,7 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
     artefacts["curve"] = (eps_grid, privacy_curve(winner, eps_grid))
     result["exact_curve"] = {"eps": eps_grid.tolist(), "delta": artefacts["curve"][1].tolist()}
     if spec.game is not None:
-        record, bound = _play(spec, out_dir, jobs, progress)
+        record, bound = _play(spec, out_dir, jobs, progress, backend)
         result["lower"] = {**bound.to_dict(), "game": spec.game.kind, "proxy": spec.game.proxy,
                            "seed": spec.game.seed}
         artefacts["record"] = record

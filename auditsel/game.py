@@ -158,12 +158,12 @@ def run_game(protocol, proxy: Callable, trials: int, seed: int, *, chunk_size: i
 
 
 def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
-    if jobs == 1 or len(pending) <= 1:
+    if backend is None and (jobs == 1 or len(pending) <= 1):
         for index in pending:
             yield play_chunk(protocol, proxy, seed, index, sizes[index])
         return
     from joblib import Parallel, delayed, parallel_config
 
     with parallel_config(backend=backend) if backend else nullcontext():
-        parallel = Parallel(n_jobs=jobs, return_as="generator_unordered")
+        parallel = Parallel(n_jobs=-1 if backend == "dask" else jobs, return_as="generator_unordered")
         yield from parallel(delayed(play_chunk)(protocol, proxy, seed, i, sizes[i]) for i in pending)
