@@ -54,7 +54,7 @@ class GameSpec:
 class ExperimentSpec:
     name: str
     delta: float
-    base: Any                      # GaussianBase | FiniteOutputBase
+    base: Any                      # GaussianBase | FiniteOutputBase | accounting.base.DpsgdBase
     rounds: RoundsLaw
     game: GameSpec | None
     base_config: dict = field(default_factory=dict)   # as written, for the report
@@ -115,7 +115,9 @@ def _no_unknown(section: Mapping, name: str, allowed) -> None:
 
 def _parse_base(raw, delta: float):
     base = _mapping(raw, "base")
-    kind = _choice(base.get("kind"), "base.kind", ("gaussian", "discrete"))
+    kind = _choice(base.get("kind"), "base.kind", ("gaussian", "discrete", "dpsgd"))
+    if kind == "dpsgd":
+        return _parse_dpsgd_base(base, delta)
     if kind == "gaussian":
         _no_unknown(base, "base", {"kind", "mu", "epsilon"})
         if ("mu" in base) == ("epsilon" in base):
@@ -139,14 +141,44 @@ def _parse_base(raw, delta: float):
         raise ConfigError(name, message) from None
 
 
+def _parse_dpsgd_base(base: Mapping, delta: float):
+    """One DP-SGD run (seed 004 eq. 1): sigma given, or calibrated to eps_B at delta."""
+    from auditsel.accounting.base import DpsgdBase
+
+    _no_unknown(base, "base", {"kind", "noise_multiplier", "epsilon", "steps", "sample_rate", "accountant"})
+    if ("noise_multiplier" in base) == ("epsilon" in base):
+        raise ConfigError("base.noise_multiplier", "give exactly one of base.noise_multiplier (sigma, in "
+                          "(0, inf)) or base.epsilon (eps_B of one run at delta)")
+    if "steps" not in base:
+        raise ConfigError("base.steps", "required for kind dpsgd: the number of DP-SGD steps N (integer >= 1)")
+    steps = _integer(base["steps"], "base.steps", 1, 10**9)
+    rate = _number(base.get("sample_rate", 1.0), "base.sample_rate", 0, 1, lo_open=True)
+    accountant = _choice(base.get("accountant", "rdp"), "base.accountant", ("rdp", "pld"))
+    try:
+        if "noise_multiplier" in base:
+            sigma = _number(base["noise_multiplier"], "base.noise_multiplier", 0, 1e6, lo_open=True)
+            return DpsgdBase(sigma, steps, rate, accountant)
+        eps = _number(base["epsilon"], "base.epsilon", 0, 100, lo_open=True)
+        if delta <= 0:
+            raise ConfigError("delta", "must be in (0, 1) to calibrate base.epsilon to a noise multiplier")
+        return DpsgdBase.from_epsilon(eps, delta, steps, rate, accountant)
+    except ConfigError:
+        raise
+    except ValueError as err:
+        name, _, message = str(err).partition(": ")
+        raise ConfigError(name if name.startswith("base.") else f"base.{name}", message) from None
+
+
 def _parse_game(raw, base) -> GameSpec:
     game = _mapping(raw, "game")
     allowed = set(GameSpec.__dataclass_fields__)
     _no_unknown(game, "game", allowed)
     kind = _choice(game.get("kind", "reduced"), "game.kind", GAME_KINDS)
-    expected_base = {"reduced": GaussianBase, "discrete": FiniteOutputBase}[kind]
+    from auditsel.accounting.base import DpsgdBase
+
+    expected_base = {"reduced": (GaussianBase, DpsgdBase), "discrete": (FiniteOutputBase,)}[kind]
     if not isinstance(base, expected_base):
-        need = "gaussian" if kind == "reduced" else "discrete"
+        need = "gaussian or dpsgd" if kind == "reduced" else "discrete"
         raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
     from attacks.proxies import PROXIES
 

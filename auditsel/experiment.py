@@ -15,15 +15,15 @@ from pathlib import Path
 import numpy as np
 
 from auditsel import __version__
-from auditsel.accounting.exact import exact_epsilon, privacy_curve
+from auditsel.accounting.exact import privacy_curve
+from auditsel.accounting.panel import panel
 from auditsel.config import ExperimentSpec
 from auditsel.game import run_game
 from auditsel.lower import audit_scores
 from auditsel.mechanisms import GaussianBase
-from auditsel.rounds import Point
 from auditsel.selection import winner_law
 
-__all__ = ["run_experiment", "base_summary", "upper_panel", "threshold_grid", "fingerprint"]
+__all__ = ["run_experiment", "reduced_base", "threshold_grid", "fingerprint"]
 
 CURVE_POINTS = 60
 
@@ -32,36 +32,12 @@ def _finite_or_none(x):
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def base_summary(spec: ExperimentSpec) -> dict:
-    """eps_B of one run at delta, and mu for a Gaussian base."""
-    if isinstance(spec.base, GaussianBase):
-        eps_b = spec.base.epsilon(spec.delta)          # closed form
-    else:
-        eps_b = exact_epsilon(winner_law(spec.base, Point(1)), spec.delta)
-    mu = spec.base.mu if isinstance(spec.base, GaussianBase) else None
-    return {"kind": spec.base_config.get("kind"), "epsilon": _finite_or_none(eps_b), "mu": mu,
-            "mu_gdp": None}
+def reduced_base(base):
+    """The base whose winner law the game and the exact curve use: a DP-SGD run is reduced to
+    N(0,1) vs N(mu,1) with mu = tau sqrt(N)/sigma (seed 004 eq. 19; heuristic when tau < 1)."""
+    from auditsel.accounting.base import DpsgdBase
 
-
-BOUND_LABELS = {
-    "generic_rdp": ("rigorous", "Papernot & Steinke 2022 (seed 001), Thm 2 / Thm 6 / Lemma 7"),
-    "profile": ("rigorous", "Koskela, Redberg & Wang 2024 (seed 000), Thm 5.2 / 5.7 / Cor 5.8"),
-    "improved_rdp": ("rigorous for a Gaussian base", "Xiang, Wang & Wang (seed 004), Algorithm 3, mu"),
-    "improved_rdp_gdp": ("heuristic", "Xiang, Wang & Wang (seed 004), Algorithm 3, mu_GDP"),
-    "exact": ("rigorous (exact)", "exact hockey-stick curve of the released winner (seed 004 Thm 2, Fig. 5)"),
-}
-
-
-def upper_panel(spec: ExperimentSpec) -> dict:
-    """The upper bounds that are implemented for this base; the others are None."""
-    winner = winner_law(spec.base, spec.rounds)
-    return {
-        "generic_rdp": None,
-        "profile": None,
-        "improved_rdp": None,
-        "improved_rdp_gdp": None,
-        "exact": _finite_or_none(exact_epsilon(winner, spec.delta)),
-    }
+    return GaussianBase(base.mu) if isinstance(base, DpsgdBase) else base
 
 
 def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
@@ -71,8 +47,8 @@ def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
     winner laws (mapped through the proxy); finite base: one threshold between each pair of
     consecutive proxy values.
     """
-    winner = winner_law(spec.base, spec.rounds)
-    if isinstance(spec.base, GaussianBase):
+    winner = winner_law(reduced_base(spec.base), spec.rounds)
+    if isinstance(winner.base, GaussianBase):
         lo, hi = winner.quantile_range()
         if proxy_name == "sample":
             return np.linspace(lo, hi, spec.game.thresholds)
@@ -87,7 +63,8 @@ def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
 def fingerprint(spec: ExperimentSpec) -> str:
     """What determines the trial scores: base, law, protocol, proxy, seed, chunk size."""
     g = spec.game
-    payload = {"base": spec.base_config, "rounds": spec.rounds.describe(), "game": g.kind,
+    payload = {"base": spec.base_config, "mu": getattr(reduced_base(spec.base), "mu", None),
+               "rounds": spec.rounds.describe(), "game": g.kind,
                "proxy": g.proxy, "seed": g.seed, "chunk_size": g.chunk_size,
                "delta": spec.delta if "epsilon" in spec.base_config else None}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
@@ -97,7 +74,7 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
     from attacks.proxies import make_proxy
 
     g = spec.game
-    winner = winner_law(spec.base, spec.rounds)
+    winner = winner_law(reduced_base(spec.base), spec.rounds)
     proxy = make_proxy(g.proxy, winner)
     record = run_game(winner, proxy, g.trials, g.seed, chunk_size=g.chunk_size, jobs=jobs,
                       checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
@@ -112,16 +89,22 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
                    progress: bool = True, backend: str | None = None) -> tuple[dict, dict]:
     """Returns (result, artefacts): result.json content and in-memory data for the report."""
     start = time.perf_counter()
+    bounds = panel(spec.base, spec.rounds, spec.delta)
     result = {
         "name": spec.name,
         "delta": spec.delta,
-        "base": base_summary(spec),
+        "base": {"kind": spec.base_config.get("kind"), **bounds["base"]},
         "rounds": spec.rounds.describe(),
-        "upper": upper_panel(spec),
+        "upper": bounds["upper"],
         "lower": None,
+        "upper_rigour": bounds["labels"],
+        "upper_sources": bounds["sources"],
+        "notes": bounds["notes"],
         "version": __version__,
     }
-    winner = winner_law(spec.base, spec.rounds)
+    if "kind" in spec.base_config and spec.base_config["kind"] == "dpsgd":
+        result["base"].update(spec.base.describe())
+    winner = winner_law(reduced_base(spec.base), spec.rounds)
     artefacts = {"winner": winner}
     eps_max = max(v for v in [result["upper"]["exact"], result["base"]["epsilon"], 1.0] if v is not None)
     eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from auditsel.experiment import BOUND_LABELS
+from auditsel.accounting.panel import BOUND_LABELS
 
 __all__ = ["summary_rows", "text_table", "markdown_report", "write_plots", "write_outputs",
            "atomic_write_text"]
@@ -36,7 +36,9 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
         rows.append(("eps_L (GDP fit)", _fmt(low["eps_gdp"]), "heuristic", "Nasr et al. 2023"))
     rows.append(("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism"))
     for key, value in result["upper"].items():
-        rigour, source = BOUND_LABELS[key]
+        rigour = result.get("upper_rigour", {}).get(key) or BOUND_LABELS[key]["rigour"]
+        source = result.get("upper_sources", {}).get(key) or (
+            "does not apply to this base" if value is None else BOUND_LABELS[key]["citation"])
         rows.append((key, _fmt(value), rigour, source))
     return rows
 

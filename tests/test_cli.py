@@ -182,3 +182,40 @@ def test_every_game_proxy_and_rule_runs_and_stays_below_exact(tmp_path, config, 
     low = result["lower"]
     assert low["threshold_rule"] == rule and low["proxy"] == proxy
     assert 0 <= low["eps"] <= result["upper"]["exact"]
+
+
+DPSGD = {"name": "dp", "delta": 1e-5,
+         "base": {"kind": "dpsgd", "noise_multiplier": 20.0, "steps": 500, "sample_rate": 1.0},
+         "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01}}
+
+
+def test_dpsgd_base_fills_the_whole_panel(tmp_path):
+    path = tmp_path / "dp.yaml"
+    path.write_text(yaml.safe_dump(dict(DPSGD, game={"kind": "reduced", "trials": 20000})))
+    assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    r = json.loads((tmp_path / "o" / "result.json").read_text())
+    up = r["upper"]
+    assert all(up[k] is not None for k in up)
+    assert r["lower"]["eps"] <= up["exact"] <= up["improved_rdp"] <= up["generic_rdp"]
+    assert r["base"]["mu"] == pytest.approx(500 ** 0.5 / 20.0)
+    assert r["upper_rigour"]["exact"] == "rigorous"           # tau = 1: eq. 19 is exact
+
+
+@pytest.mark.parametrize("base, field", [
+    ({"kind": "dpsgd", "noise_multiplier": -1.0, "steps": 10}, "base.noise_multiplier"),
+    ({"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 0}, "base.steps"),
+    ({"kind": "dpsgd", "noise_multiplier": 1.0}, "base.steps"),
+    ({"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10, "sample_rate": 1.5}, "base.sample_rate"),
+    ({"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10, "sample_rate": 0}, "base.sample_rate"),
+    ({"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10, "accountant": "prv"}, "base.accountant"),
+    ({"kind": "dpsgd", "steps": 10}, "base.noise_multiplier"),
+    ({"kind": "dpsgd", "noise_multiplier": 1.0, "epsilon": 1.0, "steps": 10}, "base.noise_multiplier"),
+    ({"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10, "clip": 1}, "base.clip"),
+])
+def test_bad_dpsgd_base(tmp_path, capsys, base, field):
+    path = tmp_path / "dp.yaml"
+    path.write_text(yaml.safe_dump(dict(DPSGD, base=base)))
+    assert main(["run", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err
+    assert not (tmp_path / "o").exists()
