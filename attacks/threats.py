@@ -4,7 +4,10 @@ The adversary sets up the game (seed 004 Sec. 4.1, "Interaction"): it picks the 
 X, X' = X u {z} and, when it controls validation, the score function g of the tuning protocol.
 
     NTNV  normal training, normal validation:  X = a real training set,
-          g(y) = - sum_v l(w_N; v) over the untampered validation set;   lambda_b = lambda_a - g
+          g(y) = - mean_v l(w_N; v) over the untampered validation set;  lambda_b = lambda_a - g
+          (Table 2 writes the sum; the winner is the same, but with the sum g is hundreds of
+          times larger than lambda_a and lambda_b degenerates to -g: on digits we measured
+          eps_L = 0 for lambda_b at every eps_B. ``validation_reduction="sum"`` restores it.)
     NTCV  normal training, controlled validation:  X = a real training set,
           g(y) = - l(w_N; z) (input canary) or (w_0 - w_N)[0] (Dirac canary); lambda_b = lambda_a + g
     ETCV  empty training, controlled validation:  X = {}, X' = {z}, g as in NTCV;
@@ -34,6 +37,7 @@ class ThreatModel:
     empty_training: bool
     controlled_validation: bool
     description: str = ""
+    validation_reduction: str = "mean"
 
     @property
     def score_sign(self) -> int:
@@ -50,7 +54,7 @@ class ThreatModel:
             if validation is None or len(validation) == 0:
                 raise ValueError("game.validation_size: must be >= 1 under ntnv (g is the "
                                  "validation loss), got an empty validation set")
-            return ValidationLoss(validation)
+            return ValidationLoss(validation, reduction=self.validation_reduction)
         if isinstance(canary, GradientCanary):
             return FirstCoordinateShift(canary.coordinate)
         if isinstance(canary, ExampleCanary):

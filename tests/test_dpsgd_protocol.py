@@ -68,7 +68,8 @@ def test_release_is_the_best_scored_run_of_each_trial():
                      clip=[c["clip"] for c in cfg], noise_multiplier=0.8, sample_rate=1.0,
                      seeds=seeds, canary=canaries.dirac(), include_canary=member[trial] == 1,
                      device="cpu")
-    g = evaluate_score(ValidationLoss(VAL_SMALL), LOGREG, res.w0, res.wN).numpy()
+    assert isinstance(proto.score, ValidationLoss)
+    g = evaluate_score(proto.score, LOGREG, res.w0, res.wN).numpy()
     for t in range(len(member)):
         runs = np.flatnonzero(trial == t)
         best = runs[np.argmax(g[runs])]

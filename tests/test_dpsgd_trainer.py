@@ -128,6 +128,24 @@ def test_input_canary_joins_the_batch_only_on_x_prime():
 
 
 @pytest.mark.parametrize("kind", ["logreg", "mlp"])
+def test_sparse_poisson_batches_gathered_or_not_give_the_same_runs(kind):
+    """tau = 0.2 gathers each run's kept examples; a tau = 1 run in the same batch (so that
+    nothing is gathered) must not change the tau = 0.2 runs."""
+    data = load_dataset("digits", n=50)
+    model = ModelSpec(kind, data.shape, 10, hidden=(6,))
+    kw = dict(steps=4, lr=0.05, clip=0.5, noise_multiplier=0.5, canary=GradientCanary(),
+              **F64)
+    sparse = train_runs(model, data, sample_rate=0.2, seeds=[1, 2, 3],
+                        include_canary=[1, 0, 1], **kw)
+    mixed = train_runs(model, data, sample_rate=[0.2, 0.2, 0.2, 1.0], seeds=[1, 2, 3, 4],
+                       include_canary=[1, 0, 1, 0], **kw)
+    torch.testing.assert_close(sparse.wN, mixed.wN[:3], rtol=1e-9, atol=1e-11)
+    via_vmap = train_runs(model, data, sample_rate=0.2, seeds=[1, 2, 3],
+                          include_canary=[1, 0, 1], method="vmap", **kw)
+    torch.testing.assert_close(sparse.wN, via_vmap.wN, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("kind", ["logreg", "mlp"])
 def test_ghost_norm_path_equals_torch_func_per_example_gradients(kind):
     data = load_dataset("digits", n=40)
     model = ModelSpec(kind, data.shape, 10, hidden=(6,))

@@ -11,7 +11,8 @@ Omega is a list of configurations: mappings that override any of the trainer's s
 ``lr``, ``clip``, ``steps``, ``noise_multiplier``, ``sample_rate`` (the paper tunes the learning
 rate). The score g (Table 2) is plain data read by this module:
 
-    ValidationLoss(V):       g(y) = - sum_{v in V} l(w_N; v)        (NTNV: untampered validation)
+    ValidationLoss(V):       g(y) = - sum_{v in V} l(w_N; v)        (NTNV: untampered validation;
+                                                                     reduction="mean" divides by |V|)
     CanaryLoss(z):           g(y) = - l(w_N; z)                     (NTCV / ETCV, input canary)
     FirstCoordinateShift():  g(y) = (w_0 - w_N)[0]                  (NTCV / ETCV, Dirac canary)
 
@@ -57,6 +58,10 @@ class ValidationLoss:
 
     data: Dataset
     reduction: str = "sum"
+
+    def __post_init__(self):
+        if self.reduction not in ("sum", "mean"):
+            raise ValueError(f"game.validation_reduction: must be sum or mean, got {self.reduction!r}")
 
 
 @dataclass(frozen=True)

@@ -185,10 +185,12 @@ def clip_factors(norms: torch.Tensor, clip: torch.Tensor) -> torch.Tensor:
 
 
 def _vmap_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
-    """sum_n weight[r, n] CLP_C(grad l(w_r; x_n, y_n)) via torch.func: (R, d)."""
+    """sum_n weight[r, n] CLP_C(grad l(w_r; x_n, y_n)) via torch.func: (R, d).
+    x, y are shared by the runs ((n, ...), (n,)) or per run ((R, n, ...), (R, n))."""
     grad_one = torch.func.grad(model.loss)
+    per_run = 0 if y.dim() == 2 else None
     per_example = torch.func.vmap(torch.func.vmap(grad_one, in_dims=(None, 0, 0)),
-                                  in_dims=(0, None, None))
+                                  in_dims=(0, per_run, per_run))
     g = per_example(w, x, y)  # (R, n, d)
     factors = clip_factors(torch.linalg.vector_norm(g, dim=2), clip[:, None]) * weight
     return torch.einsum("rn,rnd->rd", factors, g)
@@ -202,7 +204,7 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
     is sum_n c_n e_n a_n^T. The e_l come from an explicit backward pass of the cross-entropy
     (softmax - onehot, then through W and the ReLU masks).
     """
-    layers = model.dense_forward(w, x.reshape(x.shape[0], -1))
+    layers = model.dense_forward(w, x.reshape(*y.shape, -1))
     params = model.unflatten(w)
     logits = layers[-1][1]
     e = torch.exp(logits - logits.amax(-1, keepdim=True))  # softmax, written out: torch.softmax
@@ -230,17 +232,29 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
 
 
 def _clipped_sum(model, w, x, y, clip, weight, method, budget):
-    """Chunk the examples so that at most ~budget numbers are alive at once."""
+    """Chunk the examples so that at most ~budget numbers are alive at once. When the Poisson
+    batches are sparse (under half the examples kept), each run's kept examples are gathered
+    first (padded to the largest batch with weight 0), so the work scales with tau n, not n."""
     R, d = w.shape
     n = x.shape[0]
+    kept = weight != 0
+    counts = kept.sum(1)
+    if n > 1 and int(counts.max()) * 2 <= n:
+        b = max(1, int(counts.max()))
+        idx = torch.argsort((~kept).to(torch.int8), dim=1, stable=True)[:, :b]  # kept first
+        weight = torch.gather(weight, 1, idx)
+        x, y = x[idx], y[idx]  # (R, b, ...), (R, b)
+        n = b
     fn = _ghost_clipped_sum if method == "ghost" else _vmap_clipped_sum
     width = d if method == "vmap" else sum(i + o for i, o in model.dense_sizes)
     chunk = max(1, min(n, budget // max(1, R * width)))
     total = torch.zeros_like(w)
+    per_run = y.dim() == 2
     for start in range(0, n, chunk):
         sl = slice(start, start + chunk)
         if torch.any(weight[:, sl] != 0):
-            total += fn(model, w, x[sl], y[sl], clip, weight[:, sl])
+            xs, ys = (x[:, sl], y[:, sl]) if per_run else (x[sl], y[sl])
+            total += fn(model, w, xs, ys, clip, weight[:, sl])
     return total
 
 
