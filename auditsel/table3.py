@@ -36,7 +36,7 @@ from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import calibrate_noise_multiplier
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 
-__all__ = ["Table3Settings", "table3_protocol", "play_games", "run_table3_grid", "time_cell",
+__all__ = ["Table3Settings", "table3_protocol", "build_protocol", "play_games", "run_table3_grid", "time_cell",
            "format_rows"]
 
 
@@ -80,10 +80,19 @@ def _canary(name: str, s: Table3Settings, train, validation):
 
 
 def table3_protocol(threat: str, canary: str, epsilon: float, s: Table3Settings, data=None):
-    """(protocol, sigma) of one cell."""
+    """(protocol, sigma) of one cell: sigma calibrated so that one run is (epsilon, delta)-DP."""
+    sigma = calibrate_noise_multiplier(epsilon, s.delta, s.steps, s.sample_rate, s.accountant)
+    return build_protocol(threat, canary, sigma, s, data), sigma
+
+
+def build_protocol(threat: str, canary: str, noise_multiplier: float, s: Table3Settings,
+                   data=None):
+    """The DP-SGD tuning protocol of one game from names: threat (ntnv | ntcv | etcv), canary
+    (dirac | input), sigma, and the data/model/grid settings of ``s`` (``data``: a preloaded
+    (train, validation) pair)."""
     train, validation = data if data is not None else load_split(s.dataset, s.data_dir)
     train, validation = train.take(s.train_size), validation.take(s.validation_size)
-    sigma = calibrate_noise_multiplier(epsilon, s.delta, s.steps, s.sample_rate, s.accountant)
+    sigma = noise_multiplier
     model = ModelSpec(s.model, train.shape, train.num_classes, hidden=tuple(s.hidden))
     z = _canary(canary, s, train, validation)
     proto = threat_lib.tuning_game(
@@ -91,7 +100,7 @@ def table3_protocol(threat: str, canary: str, epsilon: float, s: Table3Settings,
         grid=[{"lr": float(v)} for v in s.learning_rates], steps=s.steps,
         noise_multiplier=sigma, sample_rate=s.sample_rate, clip=s.clip, device=s.device,
         max_batch_runs=s.max_batch_runs)
-    return proto, sigma
+    return proto
 
 
 def play_games(protocol, proxies: Mapping[str, Callable], trials: int, seed: int,
