@@ -45,7 +45,7 @@ class FunctionProxy:
 
 
 def _default_fingerprint(release, score, seed, chunk_size) -> str:
-    names = [getattr(f, "__module__", "?") + "." + getattr(f, "__qualname__", repr(f)) for f in (release, score)]
+    names = [f"{getattr(f, '__module__', None)}.{getattr(f, '__qualname__', repr(f))}" for f in (release, score)]
     return hashlib.sha256(f"{names}|{seed}|{chunk_size}".encode()).hexdigest()[:32]
 
 

@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     run.add_argument("--quiet", action="store_true", help="do not print the table")
 
+    rep = sub.add_parser("reproduce", help="recompute a paper's table under results/papers/NAME/")
+    rep.add_argument("name", choices=["example1", "table4", "figure6", "seed000", "dpsgd_factor", "all"])
+    rep.add_argument("--out", default="results/papers", help="root folder (default results/papers)")
+    rep.add_argument("--jobs", type=_jobs, default=1, help="joblib workers for the audits")
+
     scores = sub.add_parser("audit-scores", help="eps lower bounds from scores your pipeline produced")
     scores.add_argument("file", help="CSV with header and columns score, member (1 = canary in), or .npz")
     scores.add_argument("--delta", type=_unit_interval("--delta", closed_low=True), default=1e-5,
@@ -172,6 +177,18 @@ def _command_run(args) -> int:
     return 0
 
 
+def _command_reproduce(args) -> int:
+    from auditsel.reproduce import REPRODUCTIONS, reproduce
+
+    root = Path(args.out)
+    _prepare_out_dir(root)
+    names = list(REPRODUCTIONS) if args.name == "all" else [args.name]
+    for name in names:
+        out = reproduce(name, root, jobs=args.jobs)
+        print(f"{name}: wrote {out / 'table.md'}, table.csv, rows.json")
+    return 0
+
+
 def _command_audit_scores(args) -> int:
     import numpy as np
 
@@ -221,6 +238,8 @@ def main(argv=None) -> int:
             return 2
         if args.command == "audit-scores":
             return _command_audit_scores(args)
+        if args.command == "reproduce":
+            return _command_reproduce(args)
         return _command_run(args)
     except UsageError as err:
         print(f"auditsel: error: {err}", file=sys.stderr)

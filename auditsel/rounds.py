@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln
 
 __all__ = [
     "RoundsLaw", "TruncatedNegativeBinomial", "Poisson", "Binomial", "TwoPoint", "Point",
@@ -211,6 +211,14 @@ def _expm1_ratio(x):
     return out if out.ndim else float(out)
 
 
+def _logsumexp_last(a: np.ndarray) -> np.ndarray:
+    """log(sum(exp(a), axis=-1)) (scipy's version costs ~0.2 ms a call, this a few us)."""
+    top = np.max(a, axis=-1, keepdims=True)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.sum(np.exp(a - safe), axis=-1)) + safe[..., 0]
+
+
 def _rejection_fill(propose, size: int, acceptance: float | None) -> np.ndarray:
     out = np.empty(size, dtype=np.int64)
     filled = 0
@@ -371,7 +379,7 @@ class FinitePmf(RoundsLaw):
         ks, ps = self._ks[pos], self._ps[pos]
         with np.errstate(invalid="ignore"):
             terms = np.log(ks * ps) + np.where(ks - 1 > 0, (ks - 1) * log_z[..., None], 0.0)
-        return logsumexp(terms, axis=-1)
+        return _logsumexp_last(terms)
 
     @property
     def mean(self) -> float:

@@ -28,7 +28,7 @@ __all__ = ["hockey_stick_finite", "hockey_stick", "privacy_curve", "exact_epsilo
 
 GRID_STEP = 2e-3
 GRID_MARGIN = 40.0
-BISECTION_STEPS = 60
+BISECTION_STEPS = 45   # 2e-3 / 2^45 ~ 6e-17: below double precision of the roots
 
 
 def hockey_stick_finite(p, q, eps):
@@ -41,7 +41,14 @@ def hockey_stick_finite(p, q, eps):
     return np.sum(np.where(terms > 0, terms, 0.0), axis=-1)
 
 
-def likelihood_ratio_region_masses(winner, levels, direction: int = 1):
+def _llr_grid(winner, direction: int):
+    """The log-likelihood ratio log p_dir / p_other on the scan grid (computed once per winner)."""
+    sign = 1.0 if direction == 1 else -1.0
+    grid = np.arange(-GRID_MARGIN, winner.mu + GRID_MARGIN + GRID_STEP, GRID_STEP)
+    return grid, sign * winner.log_likelihood_ratio(grid)
+
+
+def likelihood_ratio_region_masses(winner, levels, direction: int = 1, scan=None):
     """For each level c: (P_dir(S_c), P_other(S_c)) with S_c = {x : log p_dir(x)/p_other(x) > c}.
 
     Gaussian winner only (real line; the K = 0 atom, where the ratio is 1, is left out).
@@ -50,8 +57,7 @@ def likelihood_ratio_region_masses(winner, levels, direction: int = 1):
     """
     sign = 1.0 if direction == 1 else -1.0
     llr = lambda x: sign * winner.log_likelihood_ratio(x)  # log p_dir(x) - log p_other(x)
-    grid = np.arange(-GRID_MARGIN, winner.mu + GRID_MARGIN + GRID_STEP, GRID_STEP)
-    values = llr(grid)
+    grid, values = scan if scan is not None else _llr_grid(winner, direction)
     levels = np.atleast_1d(np.asarray(levels, dtype=float))
     p_mass, q_mass = np.empty(len(levels)), np.empty(len(levels))
     for i, c in enumerate(levels):
@@ -72,9 +78,9 @@ def likelihood_ratio_region_masses(winner, levels, direction: int = 1):
     return p_mass, q_mass
 
 
-def _gaussian_hockey_stick(winner, eps: np.ndarray, direction: int) -> np.ndarray:
+def _gaussian_hockey_stick(winner, eps: np.ndarray, direction: int, scan=None) -> np.ndarray:
     """H_{e^eps}(A_direction || A_other) = P(S_eps) - e^eps Q(S_eps), plus the K = 0 atom."""
-    p_mass, q_mass = likelihood_ratio_region_masses(winner, eps, direction)
+    p_mass, q_mass = likelihood_ratio_region_masses(winner, eps, direction, scan)
     with np.errstate(over="ignore", invalid="ignore"):
         value = np.where(eps < 700, p_mass - np.exp(np.minimum(eps, 700)) * q_mass, p_mass)
     return np.maximum(value, 0.0) + np.maximum(winner.atom * -np.expm1(eps), 0.0)
@@ -100,26 +106,29 @@ def tradeoff_curve(winner, points: int = 200):
     return np.clip(p0, 0, 1), np.clip(1 - p1, 0, 1)  # the K = 0 output is guessed X
 
 
-def hockey_stick(winner, eps, direction: int = 0):
-    """H_{e^eps}(A || A') (direction 0) or H_{e^eps}(A' || A) (direction 1), vectorised in eps."""
+def hockey_stick(winner, eps, direction: int = 0, scan=None):
+    """H_{e^eps}(A || A') (direction 0) or H_{e^eps}(A' || A) (direction 1), vectorised in eps.
+
+    `scan`: a precomputed `_llr_grid(winner, direction)`, to share across calls."""
     eps_arr = np.atleast_1d(np.asarray(eps, dtype=float))
     if hasattr(winner, "pmf"):
         a, b = winner.pmf(direction), winner.pmf(1 - direction)
         atom = winner.atom
         out = hockey_stick_finite(np.append(a, atom), np.append(b, atom), eps_arr)
     else:
-        out = _gaussian_hockey_stick(winner, eps_arr, direction)
+        out = _gaussian_hockey_stick(winner, eps_arr, direction, scan)
     return out if np.ndim(eps) else float(out[0])
 
 
-def privacy_curve(winner, eps):
+def privacy_curve(winner, eps, scans=(None, None)):
     """delta(eps) = max over both directions (vectorised in eps)."""
-    return np.maximum(hockey_stick(winner, eps, 0), hockey_stick(winner, eps, 1))
+    return np.maximum(hockey_stick(winner, eps, 0, scans[0]), hockey_stick(winner, eps, 1, scans[1]))
 
 
 def exact_epsilon(winner, delta: float, tol: float = 1e-9) -> float:
     """Smallest eps >= 0 with privacy_curve(winner, eps) <= delta (inf if none)."""
-    curve = lambda e: float(privacy_curve(winner, np.array([e]))[0])
+    scans = (None, None) if hasattr(winner, "pmf") else (_llr_grid(winner, 0), _llr_grid(winner, 1))
+    curve = lambda e: float(privacy_curve(winner, np.array([e]), scans)[0])
     if curve(0.0) <= delta:
         return 0.0
     if delta <= 0 and hasattr(winner, "pmf"):
