@@ -48,6 +48,7 @@ class GameSpec:
     split_fraction: float = 0.5
     thresholds: int = 100          # bonferroni grid size
     chunk_size: int = 1 << 18
+    stream: Any = "auto"           # auto (stream above STREAM_ABOVE trials) | true | false
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,9 @@ def _integer(value, name: str, lo: int, hi: int | None = None) -> int:
 
 
 def _choice(value, name: str, allowed) -> str:
-    if value not in allowed:
-        raise ConfigError(name, f"must be one of {', '.join(allowed)}, got {value!r}")
+    if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
+        shown = ", ".join(str(a).lower() if isinstance(a, bool) else str(a) for a in allowed)
+        raise ConfigError(name, f"must be one of {shown}, got {value!r}")
     return value
 
 
@@ -194,6 +196,7 @@ def _parse_game(raw, base) -> GameSpec:
                                0, 1, lo_open=True, hi_open=True),
         thresholds=_integer(game.get("thresholds", d.thresholds), "game.thresholds", 1, 100_000),
         chunk_size=_integer(game.get("chunk_size", d.chunk_size), "game.chunk_size", 1, 1 << 24),
+        stream=_choice(game.get("stream", d.stream), "game.stream", ("auto", True, False)),
     )
 
 

@@ -18,14 +18,16 @@ from auditsel import __version__
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.panel import panel
 from auditsel.config import ExperimentSpec
-from auditsel.game import run_game
-from auditsel.lower import audit_scores
+from auditsel.game import GameRecord, run_game
+from auditsel.lower import audit_chunks, audit_scores
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import winner_law
 
 __all__ = ["run_experiment", "reduced_base", "threshold_grid", "fingerprint"]
 
 CURVE_POINTS = 60
+STREAM_ABOVE = 1 << 25        # games above this many trials are audited chunk by chunk from disk
+PLOT_TRIALS = 1 << 20         # a streamed run's plots use its first ~10^6 trials
 
 
 def _finite_or_none(x):
@@ -76,13 +78,23 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
     g = spec.game
     winner = winner_law(reduced_base(spec.base), spec.rounds)
     proxy = make_proxy(g.proxy, winner)
+    stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
+    if stream and out_dir is None:
+        raise ValueError("game.stream: a streamed audit needs an output directory for its chunks")
     record = run_game(winner, proxy, g.trials, g.seed, chunk_size=g.chunk_size, jobs=jobs,
                       checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
-                      fingerprint=fingerprint(spec), progress=progress, backend=backend)
-    bound = audit_scores(record.scores, record.member, spec.delta, confidence=g.confidence,
-                         rule=g.threshold, split_fraction=g.split_fraction,
-                         threshold_grid=threshold_grid(spec, g.proxy) if g.threshold == "bonferroni" else None)
-    return record, bound
+                      fingerprint=fingerprint(spec), progress=progress, backend=backend,
+                      in_memory=not stream)
+    grid = threshold_grid(spec, g.proxy) if g.threshold == "bonferroni" else None
+    if stream:
+        bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=g.threshold,
+                             split_fraction=g.split_fraction, threshold_grid=grid)
+        scores, member = record.chunks.head(PLOT_TRIALS)
+        record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
+    else:
+        bound = audit_scores(record.scores, record.member, spec.delta, confidence=g.confidence,
+                             rule=g.threshold, split_fraction=g.split_fraction, threshold_grid=grid)
+    return record, bound, stream
 
 
 def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int = 1,
@@ -111,9 +123,9 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
     artefacts["curve"] = (eps_grid, privacy_curve(winner, eps_grid))
     result["exact_curve"] = {"eps": eps_grid.tolist(), "delta": artefacts["curve"][1].tolist()}
     if spec.game is not None:
-        record, bound = _play(spec, out_dir, jobs, progress, backend)
+        record, bound, streamed = _play(spec, out_dir, jobs, progress, backend)
         result["lower"] = {**bound.to_dict(), "game": spec.game.kind, "proxy": spec.game.proxy,
-                           "seed": spec.game.seed}
+                           "seed": spec.game.seed, "streamed": bool(streamed)}
         artefacts["record"] = record
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result, artefacts

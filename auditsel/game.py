@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["GameRecord", "CheckpointError", "run_game", "chunk_rng", "DEFAULT_CHUNK_SIZE"]
+__all__ = ["GameRecord", "ChunkSource", "CheckpointError", "run_game", "chunk_rng", "DEFAULT_CHUNK_SIZE"]
 
 DEFAULT_CHUNK_SIZE = 1 << 18  # 262,144 trials: ~2.4 MB of scores and coins per chunk
 MANIFEST = "manifest.json"
@@ -38,9 +38,43 @@ class CheckpointError(RuntimeError):
 
 @dataclass(frozen=True)
 class GameRecord:
-    scores: np.ndarray   # float64, one per trial, in trial order
-    member: np.ndarray   # int8 coins b
+    scores: np.ndarray | None   # float64, one per trial, in trial order (None when streamed)
+    member: np.ndarray | None   # int8 coins b
     resumed_chunks: int = 0
+    chunks: "ChunkSource | None" = None   # the checkpointed chunks, read back one at a time
+
+
+@dataclass(frozen=True)
+class ChunkSource:
+    """Finished chunks on disk, in trial order: what a streamed (bounded-memory) audit reads."""
+
+    store: "_Checkpoints"
+    sizes: tuple
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def trials(self) -> int:
+        return int(sum(self.sizes))
+
+    def load(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        loaded = self.store.load(index, self.sizes[index])
+        if loaded is None:
+            raise CheckpointError(f"checkpoint {self.store.path(index)} disappeared during the run")
+        return loaded
+
+    def head(self, max_trials: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first chunks, up to about max_trials trials (for plots of a streamed run)."""
+        scores, member, total = [], [], 0
+        for i in range(len(self)):
+            s, m = self.load(i)
+            scores.append(s)
+            member.append(m)
+            total += len(s)
+            if total >= max_trials:
+                break
+        return np.concatenate(scores), np.concatenate(member)
 
 
 def chunk_rng(seed: int, index: int) -> np.random.Generator:
@@ -124,10 +158,14 @@ def _atomic_write_bytes(path: Path, data: bytes):
 
 def run_game(protocol, proxy: Callable, trials: int, seed: int, *, chunk_size: int = DEFAULT_CHUNK_SIZE,
              jobs: int = 1, checkpoint_dir: str | Path | None = None, fingerprint: str = "",
-             progress: bool = True, backend: str | None = None) -> GameRecord:
-    """Play `trials` games; returns scores and coins in trial order (deterministic in seed)."""
+             progress: bool = True, backend: str | None = None, in_memory: bool = True) -> GameRecord:
+    """Play `trials` games; returns scores and coins in trial order (deterministic in seed).
+
+    With in_memory=False (needs checkpoint_dir) nothing is kept: finished chunks stay on disk
+    and the record's `chunks` reads them back one at a time, so memory is bounded by a chunk.
+    """
     sizes = _chunk_sizes(int(trials), int(chunk_size))
-    results: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    results: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
     store = None
     if checkpoint_dir is not None:
         store = _Checkpoints(Path(checkpoint_dir), fingerprint, int(chunk_size))
@@ -135,7 +173,9 @@ def run_game(protocol, proxy: Callable, trials: int, seed: int, *, chunk_size: i
         for index, size in enumerate(sizes):
             loaded = store.load(index, size)
             if loaded is not None:
-                results[index] = loaded
+                results[index] = loaded if in_memory else None
+    elif not in_memory:
+        raise ValueError("run_game: in_memory=False needs a checkpoint_dir to stream chunks from")
     resumed = len(results)
     pending = [i for i in range(len(sizes)) if i not in results]
 
@@ -147,14 +187,17 @@ def run_game(protocol, proxy: Callable, trials: int, seed: int, *, chunk_size: i
         for index, scores, member in _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
             if store is not None:
                 store.save(index, scores, member)
-            results[index] = (scores, member)
+            results[index] = (scores, member) if in_memory else None
             bar.update(len(scores))
     finally:
         bar.close()
+    source = ChunkSource(store, tuple(sizes)) if store is not None else None
+    if not in_memory:
+        return GameRecord(scores=None, member=None, resumed_chunks=resumed, chunks=source)
     order = range(len(sizes))
     scores = np.concatenate([results[i][0] for i in order]) if sizes else np.empty(0)
     member = np.concatenate([results[i][1] for i in order]) if sizes else np.empty(0, np.int8)
-    return GameRecord(scores=scores, member=member, resumed_chunks=resumed)
+    return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
 
 
 def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):

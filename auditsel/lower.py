@@ -39,7 +39,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from auditsel.mechanisms import gaussian_epsilon
 
-__all__ = ["LowerBound", "THRESHOLD_RULES", "epsilon_from_rates", "clopper_pearson_upper",
+__all__ = ["LowerBound", "THRESHOLD_RULES", "epsilon_from_rates", "clopper_pearson_upper", "audit_chunks",
            "threshold_table", "audit_scores", "gdp_mu"]
 
 THRESHOLD_RULES = ("split", "bonferroni", "best")
@@ -256,4 +256,95 @@ def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: s
         direction="<=" if chosen["flip"] else ">", fp=float(chosen["fp"]), fn=float(chosen["fn"]),
         fp_upper=chosen["fp_u"], fn_upper=chosen["fn_u"], trials=len(scores),
         evaluated_trials=evaluated,
+        eps_point=float(epsilon_from_rates(chosen["fp"], chosen["fn"], delta)))
+
+
+# --- streamed audits: bounded memory for any number of trials --------------------------------
+
+STREAM_CANDIDATES = 4096
+
+
+def _chunk_counts(scores, member, thresholds):
+    """fp (b = 0, score > t) and fn (b = 1, score <= t) counts of one chunk at each threshold."""
+    s0 = np.sort(scores[member == 0])
+    s1 = np.sort(scores[member == 1])
+    fp = len(s0) - np.searchsorted(s0, thresholds, side="right")
+    fn = np.searchsorted(s1, thresholds, side="right")
+    return fp, fn, len(s0), len(s1)
+
+
+def _stream_counts(source, indices, thresholds):
+    fp = np.zeros(len(thresholds), dtype=np.int64)
+    fn = np.zeros(len(thresholds), dtype=np.int64)
+    n0 = n1 = 0
+    for i in indices:
+        scores, member = source.load(i)
+        a, b, c0, c1 = _chunk_counts(scores, member, thresholds)
+        fp += a
+        fn += b
+        n0 += c0
+        n1 += c1
+    return fp, fn, n0, n1
+
+
+def _pick(thresholds, fp, fn, n0, n1, alpha, delta):
+    fp2, fn2, flip = _both_directions(fp, fn, n0, n1)
+    i, eps, fp_u, fn_u = _maximise(fp2, fn2, n0, n1, alpha, delta)
+    return dict(threshold=float(np.tile(thresholds, 2)[i]), flip=bool(flip[i]), eps=eps, fp_u=fp_u,
+                fn_u=fn_u, fp=fp2[i] / max(n0, 1), fn=fn2[i] / max(n1, 1))
+
+
+def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "split",
+                 split_fraction: float = 0.5, threshold_grid=None,
+                 candidates: int = STREAM_CANDIDATES) -> LowerBound:
+    """audit_scores for trials streamed chunk by chunk from `source` (auditsel.game.ChunkSource).
+
+    Memory is bounded by one chunk plus the threshold counts. Candidate thresholds for `split`
+    (selection) and `best` are `candidates` quantiles of chunk 0's scores, a part of the
+    selection data, so `split` stays valid: the threshold is picked on the first
+    `split_fraction` of the chunks and the bound computed on the others. `bonferroni` counts
+    exactly at its fixed grid. `best` is the max over the candidate grid (optimistic).
+    """
+    if rule not in THRESHOLD_RULES:
+        raise ValueError(f"game.threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
+    alpha = 1 - confidence
+    n_chunks = len(source)
+    first, _ = source.load(0)
+    finite = np.unique(first[np.isfinite(first)])
+    quantiles = np.quantile(finite, np.linspace(0, 1, candidates)) if len(finite) else np.zeros(1)
+    grid = np.unique(np.concatenate([[-np.inf], quantiles]))
+    fp, fn, n0, n1 = _stream_counts(source, range(n_chunks), grid)
+    if n0 == 0 or n1 == 0:
+        raise ValueError("member: needs trials with both member = 0 and member = 1")
+    best = _pick(grid, fp, fn, n0, n1, alpha, delta)
+    evaluated = n0 + n1
+    if rule == "best":
+        chosen = best
+    elif rule == "split":
+        cut = int(round(n_chunks * split_fraction))
+        if not 0 < cut < n_chunks:
+            raise ValueError(f"game.split_fraction: with {n_chunks} chunks the split leaves a part "
+                             f"empty; use more trials or a smaller game.chunk_size")
+        fa, fna, a0, a1 = _stream_counts(source, range(cut), grid)
+        pick = _pick(grid, fa, fna, a0, a1, alpha, delta)
+        fb, fnb, b0, b1 = _stream_counts(source, range(cut, n_chunks), np.array([pick["threshold"]]))
+        fb, fnb = (b0 - fb, b1 - fnb) if pick["flip"] else (fb, fnb)
+        fp_u = float(clopper_pearson_upper(fb, b0, alpha)[0])
+        fn_u = float(clopper_pearson_upper(fnb, b1, alpha)[0])
+        chosen = dict(threshold=pick["threshold"], flip=pick["flip"],
+                      eps=float(epsilon_from_rates(fp_u, fn_u, delta)), fp_u=fp_u, fn_u=fn_u,
+                      fp=float(fb[0]) / max(b0, 1), fn=float(fnb[0]) / max(b1, 1))
+        evaluated = b0 + b1
+    else:
+        fixed = np.unique(np.asarray(threshold_grid if threshold_grid is not None else quantiles[::max(1, candidates // 100)],
+                                     dtype=float))
+        gf, gn, g0, g1 = _stream_counts(source, range(n_chunks), fixed)
+        chosen = _pick(fixed, gf, gn, g0, g1, alpha / (2 * len(fixed)), delta)
+    mu = gdp_mu(chosen["fp_u"], chosen["fn_u"])
+    return LowerBound(
+        eps=chosen["eps"], eps_gdp=_gdp_epsilon(mu, delta), eps_best_threshold=best["eps"],
+        mu_gdp=mu, confidence=confidence, threshold_rule=rule, threshold=chosen["threshold"],
+        direction="<=" if chosen["flip"] else ">", fp=float(chosen["fp"]), fn=float(chosen["fn"]),
+        fp_upper=chosen["fp_u"], fn_upper=chosen["fn_u"], trials=source.trials,
+        evaluated_trials=int(evaluated),
         eps_point=float(epsilon_from_rates(chosen["fp"], chosen["fn"], delta)))
