@@ -7,6 +7,7 @@ prints it as one line and exits 2. Unknown keys are errors. YAML is read with sa
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -226,6 +227,16 @@ def load_config(path: str | Path) -> ExperimentSpec:
     return parse_config(read_yaml(path))
 
 
+class _SafeLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that also reads `1e-5` as a float: YAML 1.1 (PyYAML) wants a dot
+    (`1.0e-5`) and would otherwise hand `delta: 1e-5` over as the string '1e-5'."""
+
+
+_SafeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+
+
 def read_yaml(path: str | Path):
     """The raw config mapping from a YAML file (safe_load), or a ConfigError."""
     path = Path(path)
@@ -236,7 +247,10 @@ def read_yaml(path: str | Path):
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError("config", f"cannot read {path} ({type(err).__name__}); pass a readable UTF-8 YAML file") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_SafeLoader)  # safe: no object construction from tags
+    except RecursionError:  # e.g. 5000 nested brackets: a bad file, not an internal error
+        raise ConfigError("config", f"{path} is nested too deeply; see configs/quickstart.yaml "
+                          f"for the format") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

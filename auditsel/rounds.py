@@ -36,6 +36,12 @@ from typing import Mapping
 import numpy as np
 from scipy.special import gammaln
 
+# Parameter ranges where every law stays representable in double precision (issue 6 sec. 3/4).
+MIN_NU = 1e-15          # TNB: 1 - nu must keep nu's digits
+MAX_ETA = 1e6           # TNB: E[K] ~ eta / nu
+MAX_K = 2**53           # largest k (pmf key, point k, two_point L, binomial n) exact as a float
+MAX_POISSON_MEAN = 1e15  # numpy's Poisson sampler refuses lam above ~9e18
+
 __all__ = [
     "RoundsLaw", "TruncatedNegativeBinomial", "Poisson", "Binomial", "TwoPoint", "Point",
     "FinitePmf", "LawParameterError", "law_from_dict",
@@ -134,6 +140,10 @@ class TruncatedNegativeBinomial(RoundsLaw):
         object.__setattr__(self, "nu", _real(self.nu, "rounds.nu"))
         _require(self.eta > -1, "rounds.eta", f"must be in (-1, inf), got {self.eta}")
         _require(0 < self.nu < 1, "rounds.nu", f"must be in (0, 1), got {self.nu}")
+        # Below ~1e-15, 1 - nu rounds to 1 (or loses most digits of nu) and the law degenerates
+        # (pgf(1) = log1p(-1)/log(nu) = nan); E[K] is then ~1e13, far beyond any tuning run.
+        _require(self.nu >= MIN_NU, "rounds.nu", f"must be in [{MIN_NU:g}, 1), got {self.nu}")
+        _require(self.eta <= MAX_ETA, "rounds.eta", f"must be in (-1, {MAX_ETA:g}], got {self.eta}")
 
     @property
     def _log_inv_nu(self) -> float:
@@ -146,14 +156,25 @@ class TruncatedNegativeBinomial(RoundsLaw):
         eta, nu = self.eta, self.nu
         with np.errstate(divide="ignore", invalid="ignore"):
             out = (k * math.log1p(-nu) + gammaln(k + eta) - gammaln(1 + eta) - gammaln(k + 1)
-                   - math.log(self._log_inv_nu) - math.log(_expm1_ratio(eta * self._log_inv_nu)))
+                   - math.log(self._log_inv_nu) - _log_expm1_ratio(eta * self._log_inv_nu))
         ok = (k >= 1) & (k == np.floor(k))
         return np.where(ok, out, -np.inf)
 
     def pgf(self, z):
         # G(z) = expm1(-eta b) / expm1(eta log(1/nu)) with b = log(1 - (1-nu) z) <= 0
-        b = np.log1p(-(1 - self.nu) * np.asarray(z, dtype=float))
-        return (b / -self._log_inv_nu) * _expm1_ratio(-self.eta * b) / _expm1_ratio(self.eta * self._log_inv_nu)
+        z = np.asarray(z, dtype=float)
+        # b via log1p for small (1-nu) z, else via log(nu + (1-nu)(1-z)) so that z near 1 keeps
+        # nu's digits (log1p(-(1-nu)) is off by ~1e-16/nu: pgf(1) = 1 + 8e-7 at nu = 1e-12)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            b = np.where(z < 0.5, np.log1p(-(1 - self.nu) * np.minimum(z, 0.5)),
+                         np.log(self.nu + (1 - self.nu) * (1 - np.maximum(z, 0.5))))
+        L = self._log_inv_nu
+        if self.eta <= 0:
+            return (b / -L) * _expm1_ratio(-self.eta * b) / _expm1_ratio(self.eta * L)
+        # eta > 0: expm1(eta L) overflows once eta L > 709 (e.g. eta = 50, nu = 1e-9). Rewrite
+        # G = e^(-eta (b + L)) (b / -L) r(eta b) / r(-eta L), every factor bounded (b + L >= 0).
+        lg = b + L
+        return np.exp(-self.eta * lg) * (b / -L) * _expm1_ratio(self.eta * b) / _expm1_ratio(-self.eta * L)
 
     def pgf_complement(self, w):
         # 1 - (1-nu) z = nu (1 + (1-nu) w / nu); 1 - G = -expm1(-eta l) / -expm1(-eta log(1/nu))
@@ -211,6 +232,13 @@ def _expm1_ratio(x):
     return out if out.ndim else float(out)
 
 
+def _log_expm1_ratio(x: float) -> float:
+    """log(expm1(x) / x) for a scalar x, without overflow for large x."""
+    if x > 50:
+        return x + math.log(-math.expm1(-x)) - math.log(x)
+    return math.log(_expm1_ratio(x))
+
+
 def _logsumexp_last(a: np.ndarray) -> np.ndarray:
     """log(sum(exp(a), axis=-1)) (scipy's version costs ~0.2 ms a call, this a few us)."""
     top = np.max(a, axis=-1, keepdims=True)
@@ -241,7 +269,8 @@ class Poisson(RoundsLaw):
 
     def __post_init__(self):
         object.__setattr__(self, "mean_", _real(self.mean_, "rounds.mean"))
-        _require(self.mean_ > 0, "rounds.mean", f"must be in (0, inf), got {self.mean_}")
+        _require(0 < self.mean_ <= MAX_POISSON_MEAN, "rounds.mean",
+                 f"must be in (0, {MAX_POISSON_MEAN:g}], got {self.mean_}")
 
     def log_pmf(self, k):
         k = np.asarray(k, dtype=float)
@@ -281,7 +310,7 @@ class Binomial(RoundsLaw):
     def __post_init__(self):
         object.__setattr__(self, "n", _integer(self.n, "rounds.n"))
         object.__setattr__(self, "p", _real(self.p, "rounds.p"))
-        _require(self.n >= 1, "rounds.n", f"must be an integer >= 1, got {self.n}")
+        _require(1 <= self.n <= MAX_K, "rounds.n", f"must be an integer in [1, 2^53], got {self.n}")
         _require(0 < self.p <= 1, "rounds.p", f"must be in (0, 1], got {self.p}")
 
     def log_pmf(self, k):
@@ -333,6 +362,7 @@ class FinitePmf(RoundsLaw):
             _require(str(key).strip().lstrip("+").isdigit() or (isinstance(key, (int, np.integer))
                      and not isinstance(key, bool)), "rounds.pmf", f"key {key!r} is not an integer >= 0")
             _require(k >= 0, "rounds.pmf", f"key {key!r} is not an integer >= 0")
+            _require(k <= MAX_K, "rounds.pmf", f"key {key!r} is above 2^53 (int64 and float k)")
             prob = _real(prob, f"rounds.pmf[{k}]")
             _require(0 <= prob <= 1, f"rounds.pmf[{k}]", f"must be in [0, 1], got {prob}")
             if prob > 0:
@@ -398,7 +428,7 @@ class TwoPoint(FinitePmf):
     def __init__(self, L: int, s: float):
         L = _integer(L, "rounds.L")
         s = _real(s, "rounds.s")
-        _require(L >= 1, "rounds.L", f"must be an integer >= 1, got {L}")
+        _require(1 <= L <= MAX_K, "rounds.L", f"must be an integer in [1, 2^53], got {L}")
         _require(0 <= s <= 1, "rounds.s", f"must be in [0, 1], got {s}")
         object.__setattr__(self, "L", L)
         object.__setattr__(self, "s", s)
@@ -415,7 +445,7 @@ class Point(FinitePmf):
 
     def __init__(self, k: int):
         k = _integer(k, "rounds.k")
-        _require(k >= 1, "rounds.k", f"must be an integer >= 1, got {k}")
+        _require(1 <= k <= MAX_K, "rounds.k", f"must be an integer in [1, 2^53], got {k}")
         object.__setattr__(self, "k", k)
         super().__init__({k: 1.0})
         object.__setattr__(self, "kind", "point")
@@ -444,7 +474,7 @@ def law_from_dict(spec: Mapping) -> RoundsLaw:
     if not isinstance(spec, Mapping):
         raise LawParameterError("rounds", "must be a mapping with a 'kind' key")
     kind = spec.get("kind")
-    if kind not in _LAW_FIELDS:
+    if not isinstance(kind, str) or kind not in _LAW_FIELDS:  # a list/dict kind is unhashable
         raise LawParameterError("rounds.kind", f"must be one of {', '.join(_LAW_FIELDS)}, got {kind!r}")
     required, build = _LAW_FIELDS[kind]
     given = set(spec) - {"kind"}

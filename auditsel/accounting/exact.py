@@ -38,6 +38,9 @@ def hockey_stick_finite(p, q, eps):
     eps = np.asarray(eps, dtype=float)
     with np.errstate(over="ignore", invalid="ignore"):
         terms = p - np.exp(eps)[..., None] * q
+    # where q = 0 the term is p whatever eps: e^eps overflows to inf above eps ~ 709.8 and
+    # inf * 0 = nan would drop it (a disjoint-support pair then looked (710, 0)-DP, not inf)
+    terms = np.where(q > 0, terms, p)
     return np.sum(np.where(terms > 0, terms, 0.0), axis=-1)
 
 
@@ -83,7 +86,9 @@ def _gaussian_hockey_stick(winner, eps: np.ndarray, direction: int, scan=None) -
     p_mass, q_mass = likelihood_ratio_region_masses(winner, eps, direction, scan)
     with np.errstate(over="ignore", invalid="ignore"):
         value = np.where(eps < 700, p_mass - np.exp(np.minimum(eps, 700)) * q_mass, p_mass)
-    return np.maximum(value, 0.0) + np.maximum(winner.atom * -np.expm1(eps), 0.0)
+    # the atom term [atom (1 - e^eps)]_+ is 0 for eps >= 0: clip eps so that expm1 cannot
+    # overflow (atom = 0 times -inf was nan, and exact_epsilon's root finder failed on it)
+    return np.maximum(value, 0.0) + np.maximum(winner.atom * -np.expm1(np.minimum(eps, 0.0)), 0.0)
 
 
 def tradeoff_curve(winner, points: int = 200):
