@@ -28,6 +28,7 @@ __all__ = ["run_experiment", "reduced_base", "threshold_grid", "fingerprint"]
 CURVE_POINTS = 60
 STREAM_ABOVE = 1 << 25        # games above this many trials are audited chunk by chunk from disk
 PLOT_TRIALS = 1 << 20         # a streamed run's plots use its first ~10^6 trials
+CURVE_DELTAS = (1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2)
 
 
 def _finite_or_none(x):
@@ -97,8 +98,15 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
     return record, bound, stream
 
 
+def bound_curves(spec: ExperimentSpec, deltas=CURVE_DELTAS) -> dict:
+    """Each upper bound's epsilon at several deltas: its privacy curve, read as eps(delta)."""
+    rows = [panel(spec.base, spec.rounds, d)["upper"] for d in deltas]
+    return {"delta": list(deltas), **{key: [r[key] for r in rows] for key in rows[0]}}
+
+
 def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int = 1,
-                   progress: bool = True, backend: str | None = None) -> tuple[dict, dict]:
+                   progress: bool = True, backend: str | None = None,
+                   curves: bool = True) -> tuple[dict, dict]:
     """Returns (result, artefacts): result.json content and in-memory data for the report."""
     start = time.perf_counter()
     bounds = panel(spec.base, spec.rounds, spec.delta)
@@ -122,6 +130,8 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
     eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
     artefacts["curve"] = (eps_grid, privacy_curve(winner, eps_grid))
     result["exact_curve"] = {"eps": eps_grid.tolist(), "delta": artefacts["curve"][1].tolist()}
+    if curves and spec.delta > 0:
+        result["upper_curves"] = bound_curves(spec)
     if spec.game is not None:
         record, bound, streamed = _play(spec, out_dir, jobs, progress, backend)
         result["lower"] = {**bound.to_dict(), "game": spec.game.kind, "proxy": spec.game.proxy,

@@ -92,18 +92,25 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     eps, delta = artefacts["curve"]
     fig, ax = plt.subplots(figsize=(6, 4))
     positive = delta > 0
-    ax.semilogy(eps[positive], delta[positive], label="exact (released winner)")
+    ax.semilogy(eps[positive], delta[positive], "k-", lw=1.8, label="exact (released winner)")
     ax.axhline(result["delta"], color="grey", ls=":", label=f"delta = {result['delta']:g}")
-    if result["upper"]["exact"] is not None:
-        ax.axvline(result["upper"]["exact"], color="C0", ls="--", lw=0.8,
-                   label=f"exact eps = {result['upper']['exact']:.3f}")
+    curves = result.get("upper_curves") or {}
+    styles = {"generic_rdp": ("C0", "generic RDP"), "profile": ("C1", "profile"),
+              "improved_rdp": ("C2", "improved (UO)"), "improved_rdp_gdp": ("C4", "improved (UG)")}
+    for key, (color, label) in styles.items():
+        values = curves.get(key)
+        if values and any(v is not None for v in values):
+            pairs = [(v, d) for v, d in zip(values, curves["delta"]) if v is not None]
+            ax.semilogy([p[0] for p in pairs], [p[1] for p in pairs], "o-", color=color, ms=3, lw=1,
+                        label=f"{label} (eps at each delta)")
     low = result.get("lower")
     if low:
         ax.axvline(low["eps"], color="C3", ls="--", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
+    ax.set_ylim(max(min(curves.get("delta", [1e-10])), 1e-12) / 3, 1.0)
     ax.set_xlabel("epsilon")
     ax.set_ylabel("delta(epsilon)")
-    ax.set_title(f"{result['name']}: privacy curve")
-    ax.legend()
+    ax.set_title(f"{result['name']}: privacy curves")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out_dir / "privacy_curve.png", dpi=110)
     plt.close(fig)

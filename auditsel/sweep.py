@@ -103,7 +103,7 @@ def _run_point(point: SweepPoint, out_dir: Path) -> dict:
 
     directory = out_dir / point.label
     directory.mkdir(parents=True, exist_ok=True)
-    result, artefacts = run_experiment(point.spec, directory, jobs=1, progress=False)
+    result, artefacts = run_experiment(point.spec, directory, jobs=1, progress=False, curves=False)
     write_outputs(directory, result, artefacts)
     return result
 
