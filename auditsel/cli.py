@@ -28,36 +28,25 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def _positive_int(name):
+def _int_option(name: str, ok, allowed: str):
+    """An argparse type for an integer option; the message names the option and its range."""
     def parse(text):
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
+            raise argparse.ArgumentTypeError(f"{name} must be {allowed}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{name} must be {allowed}, got {value}")
         return value
     return parse
 
 
-def _seed(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--seed must be an integer in [0, 2^63), got {text!r}") from None
-    if not 0 <= value < 2**63:
-        raise argparse.ArgumentTypeError(f"--seed must be an integer in [0, 2^63), got {value}")
-    return value
+def _positive_int(name):
+    return _int_option(name, lambda v: v >= 1, "an integer >= 1")
 
 
-def _jobs(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--jobs must be a non-zero integer (-1 = all cores), got {text!r}") from None
-    if value == 0:
-        raise argparse.ArgumentTypeError("--jobs must be a non-zero integer (-1 = all cores), got 0")
-    return value
+_seed = _int_option("--seed", lambda v: 0 <= v < 2**63, "an integer in [0, 2^63)")
+_jobs = _int_option("--jobs", lambda v: v != 0, "a non-zero integer (-1 = all cores)")
 
 
 def build_parser() -> argparse.ArgumentParser:
