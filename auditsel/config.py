@@ -21,7 +21,9 @@ from auditsel.rounds import LawParameterError, RoundsLaw, law_from_dict
 __all__ = ["ConfigError", "ExperimentSpec", "GameSpec", "load_config", "read_yaml", "parse_config",
            "default_config_path"]
 
-GAME_KINDS = ("reduced", "discrete")
+GAME_KINDS = ("reduced", "discrete", "dpsgd")
+DPSGD_DATASETS = ("digits", "breast_cancer", "mnist", "fashion_mnist", "cifar10", "svhn")
+LOCAL_DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")
 MAX_TRIALS = 10**10
 
 
@@ -50,6 +52,27 @@ class GameSpec:
     thresholds: int = 100          # bonferroni grid size
     chunk_size: int = 1 << 18
     stream: Any = "auto"           # auto (stream above STREAM_ABOVE trials) | true | false
+    dpsgd: DpsgdGameSpec | None = None
+
+
+@dataclass(frozen=True)
+class DpsgdGameSpec:
+    """Real DP-SGD tuning (seed 004 Sec. 4): what the trainer runs and what the adversary does.
+    Steps N, sample rate tau and sigma come from the dpsgd base."""
+
+    threat: str = "etcv"             # ntnv | ntcv | etcv (seed 004 Table 2)
+    canary: str = "dirac"            # dirac (Z_D) | input
+    input_canary: str = "inverted"   # inverted | constant | noise | checkerboard | mislabelled
+    dataset: str = "digits"
+    data_dir: str | None = None
+    model: str = "logreg"            # logreg | mlp | cnn
+    hidden: tuple = (32,)
+    train_size: int | None = 500
+    validation_size: int | None = None
+    learning_rates: tuple = (0.001, 0.003, 0.01, 0.03)
+    clip: float = 1.0
+    device: str | None = None
+    max_batch_runs: int = 256
 
 
 @dataclass(frozen=True)
@@ -172,19 +195,66 @@ def _parse_dpsgd_base(base: Mapping, delta: float):
         raise ConfigError(name if name.startswith("base.") else f"base.{name}", message) from None
 
 
-def _parse_game(raw, base) -> GameSpec:
-    game = _mapping(raw, "game")
-    allowed = set(GameSpec.__dataclass_fields__)
-    _no_unknown(game, "game", allowed)
-    kind = _choice(game.get("kind", "reduced"), "game.kind", GAME_KINDS)
-    from auditsel.accounting.base import DpsgdBase
+DPSGD_DEFAULT_CHUNK = 64
 
-    expected_base = {"reduced": (GaussianBase, DpsgdBase), "discrete": (FiniteOutputBase,)}[kind]
-    if not isinstance(base, expected_base):
-        need = "gaussian or dpsgd" if kind == "reduced" else "discrete"
-        raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
+
+def _parse_dpsgd_game(game: Mapping) -> DpsgdGameSpec:
+    d = DpsgdGameSpec()
+    dataset = _choice(game.get("dataset", d.dataset), "game.dataset", DPSGD_DATASETS)
+    data_dir = game.get("data_dir", d.data_dir)
+    if dataset in LOCAL_DATASETS:
+        if not isinstance(data_dir, str) or not data_dir:
+            raise ConfigError("game.data_dir", f"required for dataset {dataset}: a local folder holding its "
+                              f"files (nothing is downloaded)")
+        if not Path(data_dir).is_dir():
+            raise ConfigError("game.data_dir", f"{data_dir} not found; download {dataset} there and "
+                              f"pass that folder")
+    elif data_dir is not None and not isinstance(data_dir, str):
+        raise ConfigError("game.data_dir", f"must be a folder path, got {data_dir!r}")
+    hidden = game.get("hidden", list(d.hidden))
+    if not isinstance(hidden, list) or not hidden:
+        raise ConfigError("game.hidden", "must be a non-empty list of layer widths")
+    rates = game.get("learning_rates", list(d.learning_rates))
+    if not isinstance(rates, list) or not rates:
+        raise ConfigError("game.learning_rates", "must be a non-empty list of learning rates in (0, inf)")
+
+    def optional_size(key):
+        value = game.get(key, getattr(d, key))
+        return None if value is None else _integer(value, f"game.{key}", 1, 10**8)
+
+    return DpsgdGameSpec(
+        threat=_choice(game.get("threat", d.threat), "game.threat", ("ntnv", "ntcv", "etcv")),
+        canary=_choice(game.get("canary", d.canary), "game.canary", ("dirac", "input")),
+        input_canary=_choice(game.get("input_canary", d.input_canary), "game.input_canary",
+                             ("inverted", "constant", "noise", "checkerboard", "mislabelled")),
+        dataset=dataset, data_dir=data_dir,
+        model=_choice(game.get("model", d.model), "game.model", ("logreg", "mlp", "cnn")),
+        hidden=tuple(_integer(h, f"game.hidden[{i}]", 1, 1 << 16) for i, h in enumerate(hidden)),
+        train_size=optional_size("train_size"), validation_size=optional_size("validation_size"),
+        learning_rates=tuple(_number(v, f"game.learning_rates[{i}]", 0, 1e6, lo_open=True)
+                             for i, v in enumerate(rates)),
+        clip=_number(game.get("clip", d.clip), "game.clip", 0, 1e9, lo_open=True),
+        device=_choice(game.get("device", d.device), "game.device", (None, "cpu", "cuda")),
+        max_batch_runs=_integer(game.get("max_batch_runs", d.max_batch_runs), "game.max_batch_runs", 1, 1 << 16),
+    )
+
+
+def _parse_game(raw, base) -> GameSpec:
+    from auditsel.accounting.base import DpsgdBase
     from attacks.proxies import PROXIES
 
+    game = _mapping(raw, "game")
+    kind = _choice(game.get("kind", "reduced"), "game.kind", GAME_KINDS)
+    allowed = set(GameSpec.__dataclass_fields__) - {"dpsgd"}
+    if kind == "dpsgd":
+        allowed |= set(DpsgdGameSpec.__dataclass_fields__)
+    _no_unknown(game, "game", allowed)
+    expected_base = {"reduced": (GaussianBase, DpsgdBase), "discrete": (FiniteOutputBase,),
+                     "dpsgd": (DpsgdBase,)}[kind]
+    if not isinstance(base, expected_base):
+        need = {"reduced": "gaussian or dpsgd", "discrete": "discrete", "dpsgd": "dpsgd"}[kind]
+        raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
+    proxies = ("lambda_a", "lambda_b") if kind == "dpsgd" else PROXIES
     d = GameSpec()
     return GameSpec(
         kind=kind,
@@ -192,12 +262,14 @@ def _parse_game(raw, base) -> GameSpec:
         seed=_integer(game.get("seed", d.seed), "game.seed", 0, 2**63 - 1),
         confidence=_number(game.get("confidence", d.confidence), "game.confidence", 0.5, 1, hi_open=True),
         threshold=_choice(game.get("threshold", d.threshold), "game.threshold", THRESHOLD_RULES),
-        proxy=_choice(game.get("proxy", d.proxy), "game.proxy", PROXIES),
+        proxy=_choice(game.get("proxy", proxies[0] if kind == "dpsgd" else d.proxy), "game.proxy", proxies),
         split_fraction=_number(game.get("split_fraction", d.split_fraction), "game.split_fraction",
                                0, 1, lo_open=True, hi_open=True),
         thresholds=_integer(game.get("thresholds", d.thresholds), "game.thresholds", 1, 100_000),
-        chunk_size=_integer(game.get("chunk_size", d.chunk_size), "game.chunk_size", 1, 1 << 24),
+        chunk_size=_integer(game.get("chunk_size", DPSGD_DEFAULT_CHUNK if kind == "dpsgd" else d.chunk_size),
+                            "game.chunk_size", 1, 1 << 24),
         stream=_choice(game.get("stream", d.stream), "game.stream", ("auto", True, False)),
+        dpsgd=_parse_dpsgd_game(game) if kind == "dpsgd" else None,
     )
 
 

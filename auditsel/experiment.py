@@ -67,26 +67,47 @@ def fingerprint(spec: ExperimentSpec) -> str:
     """What determines the trial scores: base, law, protocol, proxy, seed, chunk size."""
     g = spec.game
     payload = {"base": spec.base_config, "mu": getattr(reduced_base(spec.base), "mu", None),
+               "sigma": getattr(spec.base, "noise_multiplier", None),
+               "dpsgd": None if g.dpsgd is None else repr(g.dpsgd),
                "rounds": spec.rounds.describe(), "game": g.kind,
                "proxy": g.proxy, "seed": g.seed, "chunk_size": g.chunk_size,
                "delta": spec.delta if "epsilon" in spec.base_config else None}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool, backend: str | None):
+def protocol_and_proxy(spec: ExperimentSpec):
+    """The trainer's protocol and the adversary's proxy for the spec's game."""
+    g = spec.game
+    if g.kind == "dpsgd":
+        from attacks.dpsgd_proxies import make_dpsgd_proxy
+        from auditsel.table3 import Table3Settings, build_protocol
+
+        d = g.dpsgd
+        settings = Table3Settings(
+            dataset=d.dataset, data_dir=d.data_dir, model=d.model, hidden=d.hidden,
+            train_size=d.train_size, validation_size=d.validation_size, steps=spec.base.steps,
+            sample_rate=spec.base.sample_rate, clip=d.clip, learning_rates=d.learning_rates,
+            rounds=spec.rounds, delta=spec.delta, input_canary=d.input_canary, device=d.device,
+            max_batch_runs=d.max_batch_runs)
+        protocol = build_protocol(d.threat, d.canary, spec.base.noise_multiplier, settings)
+        return protocol, make_dpsgd_proxy(g.proxy, d.threat)
     from attacks.proxies import make_proxy
 
-    g = spec.game
     winner = winner_law(reduced_base(spec.base), spec.rounds)
-    proxy = make_proxy(g.proxy, winner)
+    return winner, make_proxy(g.proxy, winner)
+
+
+def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool, backend: str | None):
+    g = spec.game
+    protocol, proxy = protocol_and_proxy(spec)
     stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
     if stream and out_dir is None:
         raise ValueError("game.stream: a streamed audit needs an output directory for its chunks")
-    record = run_game(winner, proxy, g.trials, g.seed, chunk_size=g.chunk_size, jobs=jobs,
+    record = run_game(protocol, proxy, g.trials, g.seed, chunk_size=g.chunk_size, jobs=jobs,
                       checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
                       fingerprint=fingerprint(spec), progress=progress, backend=backend,
                       in_memory=not stream)
-    grid = threshold_grid(spec, g.proxy) if g.threshold == "bonferroni" else None
+    grid = threshold_grid(spec, g.proxy) if g.threshold == "bonferroni" and g.kind != "dpsgd" else None
     if stream:
         bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=g.threshold,
                              split_fraction=g.split_fraction, threshold_grid=grid)
