@@ -129,6 +129,11 @@ def _read_csv(path: Path):
                                          f"(score={row.get('score')!r}, member={row.get('member')!r})") from None
     except UnicodeDecodeError:
         raise ScoreFileError(f"FILE: {path} is not a text CSV; pass a CSV or an .npz") from None
+    except csv.Error as err:  # e.g. a NUL byte or a field over csv's size limit
+        raise ScoreFileError(f"FILE: {path} is not a readable CSV ({err}); pass a CSV or an .npz") from None
+    except OSError as err:  # a directory, no permission: a user error, not an internal one
+        raise ScoreFileError(f"FILE: cannot read {path} ({err.strerror or type(err).__name__}); "
+                             f"pass a readable CSV or .npz file") from None
     return np.array(scores, dtype=float), np.array(members, dtype=float)
 
 
