@@ -41,6 +41,23 @@ def _figure6_rows(trials: int = FIGURE6_TRIALS, jobs: int = 1) -> list[dict]:
     return rows
 
 
+TABLE3_TRIALS = 1000
+
+
+def _table3_rows(trials: int = TABLE3_TRIALS, jobs: int = 1) -> list[dict]:
+    """Seed 004 Table 3 style grid on digits (auditsel.table3; defaults sized for 2 CPU cores:
+    logistic regression, 500 training examples, N = 20 full-batch steps, C = 1, learning rates
+    {1e-3, 3e-3, 1e-2, 3e-2}, xi = TNB(0, 0.01), sigma calibrated by RDP)."""
+    from auditsel.table3 import Table3Settings, run_table3_grid
+
+    rows = run_table3_grid(Table3Settings(trials=trials), log=None)
+    flat = []
+    for row in rows:
+        upper = row.pop("upper") or {}
+        flat.append({**row, **{f"upper_{k}": v for k, v in upper.items()}})
+    return flat
+
+
 REPRODUCTIONS = {
     "example1": ("Seed 004 Example 1: exact epsilon of the released winner against the generic bounds",
                  lambda jobs: papers.example1_rows(), None),
@@ -48,6 +65,8 @@ REPRODUCTIONS = {
                "paper's values)", lambda jobs: papers.table4_rows(with_exact=True), None),
     "figure6": ("Seed 004 Figure 6 as a table: TNB grid, N = 500, delta = 1e-5, with the lower bound of a "
                 f"{FIGURE6_TRIALS:,}-trial reduced audit (split rule)", _figure6_rows, "figure6"),
+    "table3": ("Seed 004 Table 3 style grid on real DP-SGD (digits): threat x canary x eps_B, lambda_a and "
+               f"lambda_b on the same {TABLE3_TRIALS:,} games per cell", _table3_rows, None),
     "seed000": ("Seed 000's Gaussian settings (sigma = 4, delta = 1e-6)", lambda jobs: papers.seed000_rows(), None),
     "dpsgd_factor": ("Seed 000 Fig. 7: how many more models the profile bound allows than the RDP bound "
                      "(q = 16384/50000, sigma = 21.1, T = 250)", lambda jobs: papers.dpsgd_factor_rows(), None),

@@ -46,3 +46,17 @@ def test_full_reproductions(tmp_path, name):
         assert all(r["factor"] > 1 for r in rows)
     if name == "table4":
         assert papers.table4_summary(rows)["max_abs_diff"] < 0.5
+
+
+def test_table3_on_one_small_cell(monkeypatch):
+    pytest.importorskip("torch")
+    from auditsel import table3
+
+    full = table3.run_table3_grid
+    monkeypatch.setattr(table3, "run_table3_grid", lambda settings, log=None: full(
+        table3.Table3Settings(trials=40, train_size=60, steps=5, epsilons=(2.0,)),
+        cells=[("etcv", "dirac", 2.0)], log=log))
+    rows = reproduce._table3_rows(trials=40)
+    assert {r["proxy"] for r in rows} == {"lambda_a", "lambda_b"}
+    for row in rows:
+        assert 0 <= row["eps_split"] <= row["upper_exact"] <= row["upper_generic_rdp"]
