@@ -432,7 +432,7 @@ class TwoPoint(FinitePmf):
         _require(0 <= s <= 1, "rounds.s", f"must be in [0, 1], got {s}")
         object.__setattr__(self, "L", L)
         object.__setattr__(self, "s", s)
-        table = {1: s} if L == 1 else {1: s, L: 1 - s}
+        table = {1: 1.0} if L == 1 else {1: s, L: 1 - s}   # L = 1: K = 1 whatever s ({1: s} failed for s < 1)
         super().__init__({k: p for k, p in table.items()})
         object.__setattr__(self, "kind", "two_point")
 

@@ -22,7 +22,7 @@ _HEALTH = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthChec
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=_HEALTH)
 # a config that parses costs a full run (~2.5 s: bounds, game, plots), so the default run keeps
 # few of those; the slow variant fuzzes the deep (mutated valid) configs at length
-FUZZ_RUN = settings(FUZZ, max_examples=40)
+FUZZ_RUN = settings(FUZZ, max_examples=30)
 FUZZ_RUN_SLOW = settings(FUZZ, max_examples=300, derandomize=False)
 
 

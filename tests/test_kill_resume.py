@@ -17,8 +17,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CHUNK = re.compile(r"^chunk_\d+\.npz$")   # finished chunks (not the .tmp.npz being written)
-TRIALS = 1_500_000
-CHUNK_SIZE = 25_000                        # 60 chunks of a few ms each
+TRIALS = 1_000_000
+CHUNK_SIZE = 20_000                        # 50 chunks of a few ms each
 
 
 def config(tmp_path, seed=7, name="killme"):
