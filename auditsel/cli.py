@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -113,12 +114,8 @@ def _prepare_out_dir(path: Path) -> None:
 
 
 def _command_run(args) -> int:
-    from auditsel.backends import BackendError, execution_backend
     from auditsel.config import ConfigError, default_config_path, parse_config, read_yaml
-    from auditsel.experiment import run_experiment
-    from auditsel.game import CheckpointError
-    from auditsel.report import text_table, write_outputs
-    from auditsel.sweep import expand_sweep, run_sweep
+    from auditsel.sweep import expand_sweep
 
     config_path = Path(args.config) if args.config else default_config_path()
     overrides = {k: v for k, v in (("trials", args.trials), ("seed", args.seed)) if v is not None}
@@ -142,8 +139,24 @@ def _command_run(args) -> int:
     except ConfigError as err:
         raise UsageError(f"{config_path}: {err}") from None
     out_dir = Path(args.out) if args.out else Path("results") / name
+    created = not out_dir.exists()
     _prepare_out_dir(out_dir)
     progress = not args.no_progress and sys.stderr.isatty()
+    try:
+        return _run_into(args, out_dir, spec, points, progress)
+    except UsageError:
+        if created:  # nothing half-written: a folder this call made goes when the run is refused
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+
+
+def _run_into(args, out_dir, spec, points, progress) -> int:
+    from auditsel.backends import BackendError, execution_backend
+    from auditsel.experiment import run_experiment
+    from auditsel.game import CheckpointError
+    from auditsel.report import text_table, write_outputs
+    from auditsel.sweep import run_sweep
+
     try:
         if points is not None:
             run_sweep(points, out_dir, jobs=args.jobs, progress=progress)

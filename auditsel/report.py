@@ -73,7 +73,7 @@ def markdown_report(result: dict, plots: list[str]) -> str:
     low = result.get("lower")
     if low:
         lines += ["", f"Lower bound: threshold rule `{low['threshold_rule']}`, guess member when score "
-                  f"{low['direction']} {low['threshold']:.6g}; FP = {low['fp']:.4g} (upper limit "
+                  f"{low['direction']} {'-inf' if low['threshold'] is None else format(low['threshold'], '.6g')}; FP = {low['fp']:.4g} (upper limit "
                   f"{low['fp_upper']:.4g}), FN = {low['fn']:.4g} (upper limit {low['fn_upper']:.4g}), "
                   f"on {low['evaluated_trials']:,} of {low['trials']:,} trials; seed {low['seed']}."]
     lines += ["", f"Wall time: {result['seconds']:.2f} s.", ""]
@@ -120,7 +120,7 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
         scores = record.scores
         finite = np.isfinite(scores)
         lo, hi = np.quantile(scores[finite], [0.0005, 0.9995]) if finite.any() else (0, 1)
-        if low and np.isfinite(low["threshold"]):
+        if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
             lo, hi = min(lo, low["threshold"]), max(hi, low["threshold"])
         values = np.unique(scores[finite])
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -134,7 +134,7 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
             else:
                 ax.hist(scores[sel], bins=np.linspace(lo, hi, 80), alpha=0.5, color=color,
                         density=True, label=label)
-        if low and np.isfinite(low["threshold"]):
+        if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
             ax.axvline(low["threshold"], color="k", ls="--", lw=1, label="threshold")
         ax.set_xlabel(f"proxy score ({low['proxy']})")
         ax.set_ylabel("frequency" if len(values) <= 50 else "density")

@@ -36,18 +36,8 @@ def call(argv, capsys):
     return rc, out, err
 
 
-# Known bugs in files this suite may not change (reported; see the strict xfail tests at the
-# end). An input that hits one is discarded (hypothesis `assume`), never counted as a pass;
-# when a bug is fixed its xfail test turns into an XPASS failure: delete the entry then.
-KNOWN_BUGS = {
-    # report.write_plots: np.isfinite(None) when the audit found no threshold (all releases at
-    # the K = 0 output, or a split part with one coin only) -> exit 1
-    "report_threshold_none": lambda rc, err, out: rc == 1 and "isfinite" in err,
-    # cli._prepare_out_dir creates --out before run_experiment, and a ValueError raised during
-    # the run (too few trials to split) exits 2 leaving that directory behind
-    "cli_out_dir_left_on_run_error": lambda rc, err, out: rc == 2 and out is not None and out.exists()
-    and "too few trials" in err,
-}
+# Known bugs (none open): an input that hits one is discarded (hypothesis `assume`).
+KNOWN_BUGS = {}
 
 
 def known_bug(rc, err, out=None):
@@ -279,10 +269,9 @@ def test_missing_files_and_directories_exit_2(tmp_path, capsys):
         assert rc == 2
 
 
-# --- the known bugs above, as regression tests (strict: they fail once the bug is fixed) ----
+# --- regression tests of bugs this suite found ---------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="report.write_plots calls np.isfinite(None) (exit 1)")
-def test_known_bug_all_releases_at_the_fixed_output(tmp_path, capsys):
+def test_all_releases_at_the_fixed_output(tmp_path, capsys):
     config = tmp_path / "c.yaml"
     config.write_text("name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
                       "rounds: {kind: poisson, mean: 1.0e-300}\ngame: {trials: 2000}\n")
@@ -290,8 +279,7 @@ def test_known_bug_all_releases_at_the_fixed_output(tmp_path, capsys):
     check_outcome(rc, err, tmp_path / "o")
 
 
-@pytest.mark.xfail(strict=True, reason="cli creates --out before the run; a run-time ValueError leaves it")
-def test_known_bug_too_few_trials_to_split_leaves_out_dir(tmp_path, capsys):
+def test_too_few_trials_to_split_leaves_no_out_dir(tmp_path, capsys):
     config = tmp_path / "c.yaml"
     config.write_text("name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
                       "rounds: {kind: point, k: 1}\ngame: {trials: 2000, split_fraction: 1.0e-30}\n")
