@@ -161,7 +161,7 @@ def _write_combined(out_dir: Path, points, rows) -> None:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_cell(r[c]) for c in columns) + " |" for r in rows]
     name = points[0].spec.name
-    md = [f"# Sweep {name}", "", f"{len(rows)} points; each row links to its folder.", "", *lines, "",
+    md = [f"# Sweep {name}", "", f"{len(rows)} points; each has its own folder (named field=value__...) with result.json, report.md and plots.", "", *lines, "",
           "![sweep](sweep.png)", ""]
     atomic_write_text(out_dir / "sweep.md", "\n".join(md))
     atomic_write_text(out_dir / "sweep.json", json.dumps(

@@ -69,3 +69,17 @@ def test_bad_sweep_in_cli_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "rounds.s" in err and "sweep point" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_paper_sweep_configs_expand_to_the_papers_grids():
+    from auditsel.config import read_yaml, default_config_path
+
+    configs = default_config_path().parent
+    table4 = expand_sweep(read_yaml(configs / "table4.yaml"))
+    assert len(table4) == 45
+    assert {(p.spec.rounds.L, p.spec.rounds.s) for p in table4} == {
+        (10, 0.1), (10, 0.01), (100, 0.01), (100, 0.001), (1000, 0.001)}
+    assert {p.spec.base.sample_rate for p in table4} == {1.0, 0.5, 0.1}
+    assert all(p.spec.base.steps == 500 and p.spec.game is None for p in table4)
+    figure6 = expand_sweep(read_yaml(configs / "figure6.yaml"))
+    assert len(figure6) == 24 and all(p.spec.game.trials == 1_000_000 for p in figure6)
