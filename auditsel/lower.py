@@ -180,12 +180,16 @@ def _gdp_epsilon(mu: float, delta: float) -> float:
     return gaussian_epsilon(delta, mu) if delta > 0 else math.inf
 
 
-def _best_over_all(scores, member, alpha, delta):
-    t, fp, fn, n0, n1 = threshold_table(scores, member)
+def _pick(thresholds, fp, fn, n0, n1, alpha, delta):
+    """The best (threshold, direction) among candidates with '>' counts fp, fn, at level alpha."""
     fp2, fn2, flip = _both_directions(fp, fn, n0, n1)
     i, eps, fp_u, fn_u = _maximise(fp2, fn2, n0, n1, alpha, delta)
-    return dict(threshold=float(np.tile(t, 2)[i]), flip=bool(flip[i]), eps=eps, fp_u=fp_u,
+    return dict(threshold=float(np.tile(thresholds, 2)[i]), flip=bool(flip[i]), eps=eps, fp_u=fp_u,
                 fn_u=fn_u, fp=fp2[i] / max(n0, 1), fn=fn2[i] / max(n1, 1))
+
+
+def _best_over_all(scores, member, alpha, delta):
+    return _pick(*threshold_table(scores, member), alpha, delta)
 
 
 def _evaluate(scores, member, threshold, flip, alpha, delta):
@@ -242,12 +246,7 @@ def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: s
             lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 0.0)
             threshold_grid = np.linspace(lo, hi, grid_size)
         grid = np.unique(np.asarray(threshold_grid, dtype=float))
-        a = alpha / (2 * len(grid))
-        fp, fn, n0, n1c = _counts_at(scores, member, grid)
-        fp2, fn2, flip = _both_directions(fp, fn, n0, n1c)
-        i, eps, fp_u, fn_u = _maximise(fp2, fn2, n0, n1c, a, delta)
-        chosen = dict(threshold=float(np.tile(grid, 2)[i]), flip=bool(flip[i]), eps=eps,
-                      fp_u=fp_u, fn_u=fn_u, fp=fp2[i] / max(n0, 1), fn=fn2[i] / max(n1c, 1))
+        chosen = _pick(grid, *_counts_at(scores, member, grid), alpha / (2 * len(grid)), delta)
         evaluated = len(scores)
     mu = gdp_mu(chosen["fp_u"], chosen["fn_u"])
     return LowerBound(
@@ -285,13 +284,6 @@ def _stream_counts(source, indices, thresholds):
         n0 += c0
         n1 += c1
     return fp, fn, n0, n1
-
-
-def _pick(thresholds, fp, fn, n0, n1, alpha, delta):
-    fp2, fn2, flip = _both_directions(fp, fn, n0, n1)
-    i, eps, fp_u, fn_u = _maximise(fp2, fn2, n0, n1, alpha, delta)
-    return dict(threshold=float(np.tile(thresholds, 2)[i]), flip=bool(flip[i]), eps=eps, fp_u=fp_u,
-                fn_u=fn_u, fp=fp2[i] / max(n0, 1), fn=fn2[i] / max(n1, 1))
 
 
 def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "split",

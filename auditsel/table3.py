@@ -21,9 +21,8 @@ every proxy on each chunk's releases (one training per game for both proxies).
 """
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np

@@ -10,7 +10,6 @@ result's lower bound. Checkpoints take 9 bytes a trial on disk (0.9 GB for 10^8)
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import shutil
 import tempfile

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from auditsel.accounting.base import DpsgdBase, RDP_ORDERS
-from auditsel.accounting.generic import (generic_epsilon, lemma7_rdp, poisson_rdp,
-                                         pure_dp_generic_epsilon, tnb_rdp)
+from auditsel.accounting.generic import (generic_epsilon, lemma7_rdp, pure_dp_generic_epsilon, tnb_rdp)
 from auditsel.accounting.profile import base_profile
 from auditsel.accounting.rdp import ORDERS, finite_rdp, gaussian_rdp, pure_dp_rdp
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase

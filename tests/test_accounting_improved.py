@@ -1,5 +1,4 @@
 """seed 004 Algorithm 3: numerical Renyi divergences of the reduced game."""
-import math
 
 import mpmath as mp
 import numpy as np

@@ -1,5 +1,4 @@
 """The upper-bound panel: contract, labels, Example 1, and the invariants of issue 3 section 6."""
-import math
 
 import pytest
 from hypothesis import given, settings, strategies as st

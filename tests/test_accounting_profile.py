@@ -1,7 +1,6 @@
 """Koskela-Redberg-Wang profile bounds: corollaries, the Theorem 4.1 recipe, exact <= profile."""
 import math
 
-import numpy as np
 import pytest
 
 from auditsel.accounting.exact import exact_epsilon

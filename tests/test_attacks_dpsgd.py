@@ -10,7 +10,7 @@ from attacks import canaries, threats
 from attacks.dpsgd_proxies import LambdaA, LambdaB, make_dpsgd_proxy
 from auditsel.dpsgd.data import Dataset, load_split
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary, train_runs
+from auditsel.dpsgd.trainer import ExampleCanary, train_runs
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TRAIN, VAL = load_split("digits")

@@ -1,6 +1,5 @@
 """Data sets: the bundled scikit-learn sets and local files in the torchvision / Keras layouts."""
 import gzip
-import os
 import pickle
 
 import numpy as np

@@ -1,7 +1,6 @@
 """The tuning protocol H (seed 004 Algorithm 2) over DP-SGD, and its theory check (Sec. 5.1)."""
 import numpy as np
 import pytest
-import torch
 from scipy import stats
 
 from attacks import canaries, threats

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from auditsel.rounds import Point, TruncatedNegativeBinomial
+from auditsel.rounds import TruncatedNegativeBinomial
 from auditsel.table3 import Table3Settings, format_rows, play_games, run_table3_grid, table3_protocol
 
 TINY = Table3Settings(train_size=40, validation_size=30, steps=3, trials=60,

@@ -6,7 +6,6 @@ monotone and ordered, exact curves accurate against 40-digit mpmath integration.
 test_accounting_panel.py; this file pushes them to the ends of the ranges.)
 """
 import math
-import warnings
 
 import mpmath as mp
 import numpy as np

@@ -4,9 +4,7 @@ Property, for every generated input: `auditsel.cli.main` returns 0 or 2 (never 1
 error code, and never raises); on 2 stderr is exactly one line without a traceback and the
 --out directory was not created. YAML is read safely: a python/object tag constructs nothing.
 """
-import io
 import math
-import shutil
 import tempfile
 import warnings
 from pathlib import Path

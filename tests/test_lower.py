@@ -10,7 +10,7 @@ from auditsel.accounting.exact import exact_epsilon
 from auditsel.game import run_game
 from auditsel.lower import (audit_scores, clopper_pearson_upper, epsilon_from_rates, gdp_mu,
                             threshold_table)
-from auditsel.mechanisms import GaussianBase, gaussian_delta, gaussian_epsilon
+from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner
 from attacks.proxies import make_proxy

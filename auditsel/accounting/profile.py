@@ -40,7 +40,7 @@ from typing import Callable
 
 import numpy as np
 from scipy.optimize import minimize_scalar
-from scipy.special import ndtr, ndtri, log_ndtr
+from scipy.special import ndtr, ndtri
 
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase, gaussian_delta, gaussian_epsilon
 from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial

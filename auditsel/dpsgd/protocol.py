@@ -32,7 +32,6 @@ Nothing else: not the coin, not k, not the losing runs, not the Poisson batch si
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence, Union
 
@@ -42,7 +41,7 @@ import torch.nn.functional as F
 
 from auditsel.dpsgd.data import Dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import (Canary, ExampleCanary, GradientCanary, check_settings,
+from auditsel.dpsgd.trainer import (Canary, ExampleCanary, check_settings,
                                     default_device, train_runs)
 from auditsel.rounds import RoundsLaw
 
