@@ -82,8 +82,10 @@ def check_resumed_equals_uninterrupted(tmp_path, kills, seed):
         at = kill_after(cfg, out, min(total - 1, max(3, done + 1)), rng)
         if at == 0:
             break  # it finished before the kill: nothing more to interrupt
-        assert 3 <= at < total or i > 0
-        assert not (out / "result.json").exists()   # a killed run leaves no partial result
+        # killed mid-game, or after the last chunk while the bounds or the report were computed
+        assert 3 <= at <= total or i > 0
+        if (out / "result.json").exists():             # written atomically: complete if there
+            assert json.loads((out / "result.json").read_text())["lower"]["trials"] == TRIALS
         done = at
     rc, err = run(cfg, out)
     assert rc == 0, err
