@@ -1,6 +1,6 @@
-"""Canaries z: the one record the adversary adds to X to form X' = X u {z} (seed 004 Sec. 4.1).
+"""Canaries z: the one record the adversary adds to X to form X' = X u {z} ([XWW24] Sec. 4.1).
 
-* ``dirac()``: the gradient canary Z_D of Nasr et al. 2023 / seed 004: its gradient is
+* ``dirac()``: the gradient canary Z_D of [NHSBTJCT23] / [XWW24]: its gradient is
   [C, 0, ..., 0] at every step (already of norm C, so clipping leaves it as is). The worst case:
   by Sec. 5.1 every adversary-chosen z is equivalent to it up to a rotation.
 * input-space canaries, real examples from another distribution than X (the practical case):

@@ -1,4 +1,4 @@
-"""Proxies of the DP-SGD game (seed 004 eq. 10): observation -> real score, higher = "z was in".
+"""Proxies of the DP-SGD game ([XWW24] eq. 10): observation -> real score, higher = "z was in".
 
 With p_i the released private gradient of step i and p_i^z the canary's clipped gradient at
 w_{i-1} (C e_0 for the Dirac canary):
@@ -9,7 +9,7 @@ w_{i-1} (C e_0 for the Dirac canary):
 A proxy reads only the observation released by auditsel.dpsgd.protocol (fields ``canary_dot``
 = sum_i <p_i^z, p_i>, ``steps``, ``clip``, ``score`` = g(y), ``released``): never the coin.
 The fixed output of k = 0 scores -inf. For ETCV with the Dirac canary, tau = 1 and one run,
-lambda_a ~ N(b, sigma^2 / N) exactly (seed 004 Sec. 5.1).
+lambda_a ~ N(b, sigma^2 / N) exactly ([XWW24] Sec. 5.1).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Proxies for the reduced and finite-output games: observation -> score (higher = "b = 1").
 
-* SampleProxy: the released winner itself (seed 004 Sec. 5: "the released sample itself is the
+* SampleProxy: the released winner itself ([XWW24] Sec. 5: "the released sample itself is the
   proxy"); the fixed output of K = 0 sits at -inf.
 * LikelihoodRatioProxy: log A'(y) / A(y) from the exact winner laws, which are public (the
   spec is known to the adversary). By Neyman-Pearson, thresholding it gives the most powerful

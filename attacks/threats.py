@@ -1,6 +1,6 @@
-"""The threat models of seed 004 Table 2: which training set X, which score g.
+"""The threat models of [XWW24] Table 2: which training set X, which score g.
 
-The adversary sets up the game (seed 004 Sec. 4.1, "Interaction"): it picks the pair
+The adversary sets up the game ([XWW24] Sec. 4.1, "Interaction"): it picks the pair
 X, X' = X u {z} and, when it controls validation, the score function g of the tuning protocol.
 
     NTNV  normal training, normal validation:  X = a real training set,

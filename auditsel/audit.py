@@ -4,7 +4,7 @@
   (your tuning run on X when member = 0, on X' when member = 1) and a score(y) -> float
   (higher = "the canary was in") into the game engine of `auditsel.game`: the same seeded
   chunks, joblib workers and checkpoints as `auditsel run`, then the lower bound of
-  `auditsel.lower` (seed 004 Algorithm 1 and eq. 4).
+  `auditsel.lower` ([XWW24] Algorithm 1 and eq. 4).
 * read_scores(path): a CSV with a header and columns `score`, `member`, or an .npz with arrays
   `score` and `member`, for `auditsel audit-scores`.
 """

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="do not print the table")
 
     rep = sub.add_parser("reproduce", help="recompute a paper's table under results/papers/NAME/")
-    rep.add_argument("name", choices=["example1", "table4", "figure6", "table3", "seed000", "dpsgd_factor",
+    rep.add_argument("name", choices=["example1", "table4", "figure6", "table3", "koskela-gaussian", "dpsgd_factor",
                                       "all"])
     rep.add_argument("--out", default="results/papers", help="root folder (default results/papers)")
     rep.add_argument("--jobs", type=_jobs, default=1, help="joblib workers for the audits")

@@ -57,10 +57,10 @@ class GameSpec:
 
 @dataclass(frozen=True)
 class DpsgdGameSpec:
-    """Real DP-SGD tuning (seed 004 Sec. 4): what the trainer runs and what the adversary does.
+    """Real DP-SGD tuning ([XWW24] Sec. 4): what the trainer runs and what the adversary does.
     Steps N, sample rate tau and sigma come from the dpsgd base."""
 
-    threat: str = "etcv"             # ntnv | ntcv | etcv (seed 004 Table 2)
+    threat: str = "etcv"             # ntnv | ntcv | etcv ([XWW24] Table 2)
     canary: str = "dirac"            # dirac (Z_D) | input
     input_canary: str = "inverted"   # inverted | constant | noise | checkerboard | mislabelled
     dataset: str = "digits"
@@ -168,7 +168,7 @@ def _parse_base(raw, delta: float):
 
 
 def _parse_dpsgd_base(base: Mapping, delta: float):
-    """One DP-SGD run (seed 004 eq. 1): sigma given, or calibrated to eps_B at delta."""
+    """One DP-SGD run ([XWW24] eq. 1): sigma given, or calibrated to eps_B at delta."""
     from auditsel.accounting.base import DpsgdBase
 
     _no_unknown(base, "base", {"kind", "noise_multiplier", "epsilon", "steps", "sample_rate", "accountant"})

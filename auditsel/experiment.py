@@ -1,8 +1,8 @@
-"""Config -> spec -> run -> result: the flow behind `auditsel run` (DESIGN.md contracts).
+"""Config -> spec -> run -> result: the flow behind `auditsel run` (docs/architecture.md contracts).
 
 run_experiment computes the upper-bound panel (what applies to the base), plays the
 distinguishing game if the spec has one, derives the lower bounds and returns the result
-dict of DESIGN.md's result.json contract (a bound that does not apply is null).
+dict of docs/architecture.md's result.json contract (a bound that does not apply is null).
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _finite_or_none(x):
 
 def reduced_base(base):
     """The base whose winner law the game and the exact curve use: a DP-SGD run is reduced to
-    N(0,1) vs N(mu,1) with mu = tau sqrt(N)/sigma (seed 004 eq. 19; heuristic when tau < 1)."""
+    N(0,1) vs N(mu,1) with mu = tau sqrt(N)/sigma ([XWW24] eq. 19; heuristic when tau < 1)."""
     from auditsel.accounting.base import DpsgdBase
 
     return GaussianBase(base.mu) if isinstance(base, DpsgdBase) else base

@@ -1,4 +1,4 @@
-"""The distinguishing game engine (seed 004 Algorithm 1), chunked, seeded and resumable.
+"""The distinguishing game engine ([XWW24] Algorithm 1), chunked, seeded and resumable.
 
 Each trial: the trainer flips a fair coin b, runs the protocol on X (b = 0) or X' (b = 1) and
 releases an observation y; the adversary maps y to a real score (higher = "b = 1"). The engine

@@ -1,4 +1,4 @@
-"""Epsilon lower bounds from the scores of a distinguishing game (seed 004 eq. 4, App. A.3).
+"""Epsilon lower bounds from the scores of a distinguishing game ([XWW24] eq. 4, App. A.3).
 
 Scores in, epsilons out; the threshold rule is an explicit argument.
 
@@ -25,7 +25,7 @@ All n + 1 thresholds are scanned at once in O(n log n) (one sort and cumulative 
 the exact Clopper-Pearson limit is evaluated only where an optimistic bound (the limit is at
 least the empirical rate, for confidence >= 1/2) could beat the best value found.
 
-GDP fit (Nasr et al. 2023; heuristic): mu_L = Phi^-1(1 - FP) - Phi^-1(FN) from the limits
+GDP fit ([NHSBTJCT23]; heuristic): mu_L = Phi^-1(1 - FP) - Phi^-1(FN) from the limits
 at the rule's threshold, converted to eps at delta with the Gaussian profile.
 """
 from __future__ import annotations
@@ -74,7 +74,7 @@ class LowerBound:
 
 
 def epsilon_from_rates(fp, fn, delta: float):
-    """Eq. 4 of seed 004, vectorised; rates may be 0 (then that term is +inf unless the other
+    """Eq. 4 of [XWW24], vectorised; rates may be 0 (then that term is +inf unless the other
     rate makes its numerator non-positive)."""
     fp = np.asarray(fp, dtype=float)
     fn = np.asarray(fn, dtype=float)
@@ -168,7 +168,7 @@ def _maximise(fp, fn, n0, n1, alpha, delta):
 
 
 def gdp_mu(fp_upper: float, fn_upper: float) -> float:
-    """mu_L = Phi^-1(1 - FP) - Phi^-1(FN), clipped at 0 (Nasr et al. 2023)."""
+    """mu_L = Phi^-1(1 - FP) - Phi^-1(FN), clipped at 0 ([NHSBTJCT23])."""
     return max(float(ndtri(1 - fp_upper) - ndtri(fn_upper)), 0.0)
 
 

@@ -1,15 +1,15 @@
 """Base mechanisms M with exact output laws on a pair of neighbouring data sets X, X'.
 
 * GaussianBase(mu): one draw from N(0, 1) on X and N(mu, 1) on X'. This is one DP-SGD run
-  after the reduction of seed 004 Sec. 5 (eq. 18-19: mu = tau sqrt(N) / sigma). Its privacy
-  profile (Balle & Wang 2018; seed 000 "Base profiles") is, for every real eps,
+  after the reduction of [XWW24] Sec. 5 (eq. 18-19: mu = tau sqrt(N) / sigma). Its privacy
+  profile (Balle & Wang 2018; [KRW24] "Base profiles") is, for every real eps,
 
       delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu),
 
   the same in both directions. `GaussianBase.from_epsilon(eps_B, delta)` calibrates mu so that
   delta(eps_B) = delta.
 * FiniteOutputBase(p, q): outputs 0..m-1 listed from the lowest to the highest score, with
-  probabilities p on X and q on X' (seed 004 Example 1).
+  probabilities p on X and q on X' ([XWW24] Example 1).
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
 
 @dataclass(frozen=True)
 class GaussianBase:
-    """N(0,1) on X, N(mu,1) on X' (seed 004 Figure 5)."""
+    """N(0,1) on X, N(mu,1) on X' ([XWW24] Figure 5)."""
 
     mu: float
 
@@ -118,6 +118,6 @@ class FiniteOutputBase:
 
     @classmethod
     def example1(cls, b: float = 1e-3, d: float = 1e2, eps: float = 1.0) -> "FiniteOutputBase":
-        """Seed 004 Example 1: an (eps, 0)-DP base on {A, B, C} where selection is worst."""
+        """[XWW24] Example 1: an (eps, 0)-DP base on {A, B, C} where selection is worst."""
         e = math.exp(eps)
         return cls((1 - b * e - d * b, b * e, d * b), (1 - b - d * b * e, b, d * b * e))

@@ -1,20 +1,20 @@
 """The papers' numbers reproduced (issue 3 section 7), as lists of row dicts plus markdown.
 
-* `example1_rows()`      seed 004 Example 1: exact (2.96, 0) / (2.92, 1e-5) of the released winner
-                         against the generic (2 + eta) eps = 3 (seed 001 Cor. 3) and the generic
+* `example1_rows()`      [XWW24] Example 1: exact (2.96, 0) / (2.92, 1e-5) of the released winner
+                         against the generic (2 + eta) eps = 3 ([PS22] Cor. 3) and the generic
                          RDP bound at delta = 1e-5 (paper: 3.11), with the order grid that explains
                          the difference.
-* `table4_rows()`        seed 004 Table 4: two-point xi (eq. 21), N = 500, delta = 1e-5,
+* `table4_rows()`        [XWW24] Table 4: two-point xi (eq. 21), N = 500, delta = 1e-5,
                          tau in {1, 0.5, 0.1}, eps_B in {1, 2, 4}: our eps_UG, eps_UO (Algorithm 3)
                          and optionally the exact eps of the reduced game, beside the paper's
                          values (typed in from the paper, columns `paper_*`, for comparison only).
-* `figure6_rows()`       seed 004 Figure 6 as a table: TNB grid, N = 500, delta = 1e-5,
+* `figure6_rows()`       [XWW24] Figure 6 as a table: TNB grid, N = 500, delta = 1e-5,
                          eps_B in {1, 2, 4, 8}: generic, profile, improved (UG, UO) and exact. The
                          figure's (eta, nu) panels are not given in the text; we use
                          `FIGURE6_LAWS`. (The lower-bound column is added by the CLI.)
-* `seed000_rows()`       seed 000's Gaussian settings (sigma = 4, delta = 1e-6): geometric K with
+* `koskela_gaussian_rows()`       [KRW24]'s Gaussian settings (sigma = 4, delta = 1e-6): geometric K with
                          m in {30, 300, 3000}; Bin(n, 10/n) against Poisson(10); Report Noisy Max.
-* `dpsgd_factor_rows()`  seed 000 Fig. 7 (q = 16384/50000, sigma = 21.1, T = 250): how many more
+* `dpsgd_factor_rows()`  [KRW24] Fig. 7 (q = 16384/50000, sigma = 21.1, T = 250): how many more
                          models (E[K]) the profile bound (Thm 5.2) allows than the RDP bound
                          (PS22 Thm 2) at the same (eps, delta), measured.
 
@@ -41,10 +41,10 @@ from auditsel.mechanisms import FiniteOutputBase, GaussianBase, gaussian_epsilon
 from auditsel.rounds import Binomial, Poisson, TruncatedNegativeBinomial, TwoPoint
 from auditsel.selection import FiniteWinner, GaussianWinner
 
-__all__ = ["example1_rows", "table4_rows", "figure6_rows", "seed000_rows", "dpsgd_factor_rows",
+__all__ = ["example1_rows", "table4_rows", "figure6_rows", "koskela_gaussian_rows", "dpsgd_factor_rows",
            "to_markdown", "TABLE4_PAPER", "FIGURE6_LAWS", "TABLE4_LAWS"]
 
-# --- seed 004 Table 4, typed in from the paper: (eps_B, tau) -> [(eps_UG, eps_UO)] per law ----
+# --- [XWW24] Table 4, typed in from the paper: (eps_B, tau) -> [(eps_UG, eps_UO)] per law ----
 TABLE4_LAWS = [(10, 0.1), (10, 0.01), (100, 0.01), (100, 1e-3), (1000, 1e-3)]
 TABLE4_PAPER = {
     (1, 1.0): [(1.13, 1.12), (1.29, 1.28), (2.58, 2.57), (3.34, 3.33), (5.42, 5.40)],
@@ -61,12 +61,12 @@ TABLE4_PAPER = {
 #: (eta, nu) of our Figure 6 table (the paper's panels are not specified in its text)
 FIGURE6_LAWS = [(0.0, 1e-2), (1.0, 1e-2), (1.0, 1e-3)]
 
-# seed 004 eq. 8 (Example 1 winner laws on {A, B, C})
+# [XWW24] eq. 8 (Example 1 winner laws on {A, B, C})
 _EXAMPLE1_PAPER_PMF = {0: (8.66e-3, 2.60e-4, 9.91e-1), 1: (2.66e-3, 1.34e-5, 9.97e-1)}
 
 
 def example1_rows() -> list[dict]:
-    """seed 004 Example 1 (b = 1e-3, d = 1e2, eps = 1, geometric xi with nu = 1e-3)."""
+    """[XWW24] Example 1 (b = 1e-3, d = 1e2, eps = 1, geometric xi with nu = 1e-3)."""
     base = FiniteOutputBase.example1()
     law = TruncatedNegativeBinomial(1.0, 1e-3)
     winner = FiniteWinner(base, law)
@@ -74,7 +74,7 @@ def example1_rows() -> list[dict]:
     rows = [
         {"quantity": "exact eps, delta = 0", "ours": exact_epsilon(winner, 0.0), "paper": 2.96},
         {"quantity": "exact eps, delta = 1e-5", "ours": exact_epsilon(winner, 1e-5), "paper": 2.92},
-        {"quantity": "generic pure DP (2 + eta) eps (seed 001 Cor. 3)",
+        {"quantity": "generic pure DP (2 + eta) eps ([PS22] Cor. 3)",
          "ours": pure_dp_generic_epsilon(1.0, law), "paper": 3.0},
         {"quantity": "generic RDP, delta = 1e-5, exact base RDP curve, panel orders",
          "ours": generic_epsilon(ORDERS, finite_rdp(base.law(0), base.law(1), ORDERS), law, 1e-5),
@@ -102,7 +102,7 @@ def _calibrated(eps_b: float, tau: float, delta: float, steps: int = 500) -> Dps
 
 
 def table4_rows(with_exact: bool = False, delta: float = 1e-5) -> list[dict]:
-    """seed 004 Table 4: 45 cells, eps_UG and eps_UO (90 values) beside the paper's."""
+    """[XWW24] Table 4: 45 cells, eps_UG and eps_UO (90 values) beside the paper's."""
     rows = []
     for (eps_b, tau), paper in TABLE4_PAPER.items():
         base = _calibrated(eps_b, tau, delta)
@@ -122,7 +122,7 @@ def table4_rows(with_exact: bool = False, delta: float = 1e-5) -> list[dict]:
 
 def figure6_rows(eps_bs=(1, 2, 4, 8), taus=(1.0, 0.5, 0.1), laws=FIGURE6_LAWS,
                  delta: float = 1e-5, steps: int = 500) -> list[dict]:
-    """seed 004 Figure 6 as a table: the full upper-bound panel on a TNB grid."""
+    """[XWW24] Figure 6 as a table: the full upper-bound panel on a TNB grid."""
     rows = []
     for tau in taus:
         for eta, nu in laws:
@@ -136,8 +136,8 @@ def figure6_rows(eps_bs=(1, 2, 4, 8), taus=(1.0, 0.5, 0.1), laws=FIGURE6_LAWS,
     return rows
 
 
-def seed000_rows(sigma: float = 4.0, delta: float = 1e-6) -> list[dict]:
-    """seed 000 Gaussian settings: geometric m in {30, 300, 3000}; Bin(n, 10/n) vs Poisson(10);
+def koskela_gaussian_rows(sigma: float = 4.0, delta: float = 1e-6) -> list[dict]:
+    """[KRW24] Gaussian settings: geometric m in {30, 300, 3000}; Bin(n, 10/n) vs Poisson(10);
     Report Noisy Max (Fig. 1)."""
     base = GaussianBase(1.0 / sigma)
     prof = base_profile(base)
@@ -180,7 +180,7 @@ def _max_mean(bound, target: float, lo: float = 1.0, hi: float = 1e7) -> float:
 
 
 def dpsgd_factor_rows(delta: float = 1e-5, means=(10, 100, 1000)) -> list[dict]:
-    """seed 000 Fig. 7: E[K] allowed by Thm 5.2 over E[K] allowed by PS22 Thm 2 at equal eps."""
+    """[KRW24] Fig. 7: E[K] allowed by Thm 5.2 over E[K] allowed by PS22 Thm 2 at equal eps."""
     base = DpsgdBase(21.1, 250, 16384 / 50000)
     prof = base_profile(base)
     orders = np.asarray(RDP_ORDERS, dtype=float)
@@ -236,6 +236,6 @@ if __name__ == "__main__":  # pragma: no cover - a quick manual look
     print(to_markdown(rows, ["eps_B", "tau", "L", "s", "eps_UG", "paper_eps_UG", "eps_UO",
                              "paper_eps_UO"], 2))
     print(table4_summary(rows))
-    print(to_markdown(seed000_rows()))
+    print(to_markdown(koskela_gaussian_rows()))
     print(to_markdown(dpsgd_factor_rows()))
     print(f"{time.time() - t:.1f} s")

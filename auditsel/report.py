@@ -33,7 +33,7 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
                      f"{low['trials']:,} games, proxy {low['proxy']}"))
         rows.append(("eps_L (best threshold)", _fmt(low["eps_best_threshold"]), "empirical (optimistic)",
                      "max over all thresholds"))
-        rows.append(("eps_L (GDP fit)", _fmt(low["eps_gdp"]), "heuristic", "Nasr et al. 2023"))
+        rows.append(("eps_L (GDP fit)", _fmt(low["eps_gdp"]), "heuristic", "[NHSBTJCT23]"))
     rows.append(("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism"))
     for key, value in result["upper"].items():
         rigour = result.get("upper_rigour", {}).get(key) or BOUND_LABELS[key]["rigour"]

@@ -1,6 +1,6 @@
 """`auditsel reproduce NAME`: the papers' tables, recomputed, written under results/papers/NAME/.
 
-NAME is one of example1, table4, figure6, seed000, dpsgd_factor (or all). Each writes
+NAME is one of example1, table4, figure6, koskela-gaussian, dpsgd_factor (or all). Each writes
 table.md (with the provenance of every column), table.csv and rows.json; figure6 also
 figure6.png and a lower-bound column from a 10^6-trial audit of the reduced game
 (split rule, 95% Clopper-Pearson, sample proxy, seed 0). The computations are in
@@ -47,7 +47,7 @@ TABLE3_TRIALS = 1000
 
 
 def _table3_rows(trials: int = TABLE3_TRIALS, jobs: int = 1) -> list[dict]:
-    """Seed 004 Table 3 style grid on digits (auditsel.table3; defaults sized for 2 CPU cores:
+    """[XWW24] Table 3 style grid on digits (auditsel.table3; defaults sized for 2 CPU cores:
     logistic regression, 500 training examples, N = 20 full-batch steps, C = 1, learning rates
     {1e-3, 3e-3, 1e-2, 3e-2}, xi = TNB(0, 0.01), sigma calibrated by RDP)."""
     from auditsel.table3 import Table3Settings, run_table3_grid
@@ -61,16 +61,16 @@ def _table3_rows(trials: int = TABLE3_TRIALS, jobs: int = 1) -> list[dict]:
 
 
 REPRODUCTIONS = {
-    "example1": ("Seed 004 Example 1: exact epsilon of the released winner against the generic bounds",
+    "example1": ("[XWW24] Example 1: exact epsilon of the released winner against the generic bounds",
                  lambda jobs: papers.example1_rows(), None),
-    "table4": ("Seed 004 Table 4: two-point xi, N = 500, delta = 1e-5 (eps_UG, eps_UO, exact; paper_* = the "
+    "table4": ("[XWW24] Table 4: two-point xi, N = 500, delta = 1e-5 (eps_UG, eps_UO, exact; paper_* = the "
                "paper's values)", lambda jobs: papers.table4_rows(with_exact=True), None),
-    "figure6": ("Seed 004 Figure 6 as a table: TNB grid, N = 500, delta = 1e-5, with the lower bound of a "
+    "figure6": ("[XWW24] Figure 6 as a table: TNB grid, N = 500, delta = 1e-5, with the lower bound of a "
                 f"{FIGURE6_TRIALS:,}-trial reduced audit (split rule)", _figure6_rows, "figure6"),
-    "table3": ("Seed 004 Table 3 style grid on real DP-SGD (digits): threat x canary x eps_B, lambda_a and "
+    "table3": ("[XWW24] Table 3 style grid on real DP-SGD (digits): threat x canary x eps_B, lambda_a and "
                f"lambda_b on the same {TABLE3_TRIALS:,} games per cell", _table3_rows, None),
-    "seed000": ("Seed 000's Gaussian settings (sigma = 4, delta = 1e-6)", lambda jobs: papers.seed000_rows(), None),
-    "dpsgd_factor": ("Seed 000 Fig. 7: how many more models the profile bound allows than the RDP bound "
+    "koskela-gaussian": ("[KRW24]'s Gaussian settings (sigma = 4, delta = 1e-6)", lambda jobs: papers.koskela_gaussian_rows(), None),
+    "dpsgd_factor": ("[KRW24] Fig. 7: how many more models the profile bound allows than the RDP bound "
                      "(q = 16384/50000, sigma = 21.1, T = 250)", lambda jobs: papers.dpsgd_factor_rows(), None),
 }
 
@@ -114,7 +114,7 @@ def _plot_figure6(rows, path: Path) -> None:
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     axes.flat[0].legend(fontsize=7)
-    fig.suptitle("Seed 004 Figure 6 setting: bounds and the audited lower bound")
+    fig.suptitle("[XWW24] Figure 6 setting: bounds and the audited lower bound")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -138,7 +138,7 @@ def table3_findings(rows) -> list[str]:
         f"xi = TNB({d.rounds.eta:g}, {d.rounds.nu:g}), sigma calibrated by dp_accounting's RDP accountant, "
         f"delta = {d.delta:g}, {rows[0]['trials']:,} games per cell (lambda_a and lambda_b on the same games).",
         "",
-        "Findings of seed 004 Table 3, checked here (optimistic best-threshold eps_L, as the paper reports):",
+        "Findings of [XWW24] Table 3, checked here (optimistic best-threshold eps_L, as the paper reports):",
         f"- practical settings (NTNV, NTCV): eps_L < eps_B in {below} of {len(practical)} cells.",
         "- ETCV with the Dirac canary: eps_L = " + ", ".join(
             f"{r['eps_best']:.2f} ({r['proxy']}, eps_B = {r['eps_B']:g})" for r in etcv_dirac)

@@ -3,7 +3,7 @@
 Every law is plain, frozen data with the scipy.stats-like surface the bounds need:
 
     pmf(k)                 P[K = k]
-    pgf(z)                 G(z) = E[z^K]                 (seed 001 Lemma 7, seed 000 Sec. 2)
+    pgf(z)                 G(z) = E[z^K]                 ([PS22] Lemma 7, [KRW24] Sec. 2)
     pgf_complement(w)      1 - G(1 - w), accurate for tiny w (upper tails of the winner)
     pgf_derivative(z)      G'(z) = E[K z^(K-1)]         (G'(1) = E[K])
     log_pgf_derivative     log G'(z), with w = 1 - z (and optionally log z) passed
@@ -12,7 +12,7 @@ Every law is plain, frozen data with the scipy.stats-like surface the bounds nee
     mean                   E[K]
     sample(size, rng)      vectorised, seeded draws of K
 
-Laws (seed 004 Sec. 2 and eq. 21, seed 001 Sec. 3, seed 000 Sec. 5):
+Laws ([XWW24] Sec. 2 and eq. 21, [PS22] Sec. 3, [KRW24] Sec. 5):
 
 * TNB(eta, nu), eta in (-1, inf), nu in (0, 1), support {1, 2, ...}:
       P[K=k] = (1-nu)^k / (nu^-eta - 1) * prod_{l<k} (l+eta)/(l+1)      (eta != 0)
@@ -23,7 +23,7 @@ Laws (seed 004 Sec. 2 and eq. 21, seed 001 Sec. 3, seed 000 Sec. 5):
   eta = 1 is the geometric law P[K=k] = nu (1-nu)^(k-1).
 * Poisson(mean): G(z) = exp(mean (z - 1)); K = 0 releases a fixed, data-independent output.
 * Binomial(n, p): G(z) = (1 - p + p z)^n (K = 0 as for Poisson).
-* TwoPoint(L, s): P[K=1] = s, P[K=L] = 1 - s (seed 004 eq. 21).
+* TwoPoint(L, s): P[K=1] = s, P[K=L] = 1 - s ([XWW24] eq. 21).
 * Point(k): K = k always, G(z) = z^k.
 * FinitePmf({k: P[K=k]}): any law on finitely many non-negative integers.
 """
@@ -129,7 +129,7 @@ def _as_w(z, w):
 
 @dataclass(frozen=True)
 class TruncatedNegativeBinomial(RoundsLaw):
-    """TNB(eta, nu) of seed 001 Sec. 3 / seed 004 Sec. 2; eta = 0 logarithmic, 1 geometric."""
+    """TNB(eta, nu) of [PS22] Sec. 3 / [XWW24] Sec. 2; eta = 0 logarithmic, 1 geometric."""
 
     eta: float
     nu: float
@@ -262,7 +262,7 @@ def _rejection_fill(propose, size: int, acceptance: float | None) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Poisson(RoundsLaw):
-    """Poisson(mean); K = 0 releases the fixed output (seed 001 Theorem 6)."""
+    """Poisson(mean); K = 0 releases the fixed output ([PS22] Theorem 6)."""
 
     mean_: float
     kind: str = field(default="poisson", init=False)
@@ -301,7 +301,7 @@ class Poisson(RoundsLaw):
 
 @dataclass(frozen=True)
 class Binomial(RoundsLaw):
-    """Binomial(n, p) (seed 000 Theorem 5.7); K = 0 releases the fixed output."""
+    """Binomial(n, p) ([KRW24] Theorem 5.7); K = 0 releases the fixed output."""
 
     n: int
     p: float
@@ -423,7 +423,7 @@ class FinitePmf(RoundsLaw):
 
 
 class TwoPoint(FinitePmf):
-    """P[K=1] = s, P[K=L] = 1 - s (seed 004 eq. 21)."""
+    """P[K=1] = s, P[K=L] = 1 - s ([XWW24] eq. 21)."""
 
     def __init__(self, L: int, s: float):
         L = _integer(L, "rounds.L")

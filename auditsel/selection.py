@@ -1,12 +1,12 @@
-"""The tuning protocol H (seed 004 Algorithm 2) and the exact law of its released winner.
+"""The tuning protocol H ([XWW24] Algorithm 2) and the exact law of its released winner.
 
 H draws K ~ xi, runs the base K times and releases the best-scored output; K = 0 (Poisson,
 binomial, pmf laws) releases a fixed, data-independent output, which we place at -inf.
 
-Exact winner laws, with G the pgf of xi (seed 004 Theorem 2 / eq. 7, seed 001 Lemma 7 proof):
+Exact winner laws, with G the pgf of xi ([XWW24] Theorem 2 / eq. 7, [PS22] Lemma 7 proof):
 
 * finite-output base with cdf C in score order:  A(y) = G(C(<=y)) - G(C(<y));
-* Gaussian base (the reduced game of seed 004 Figure 5): cdf G(F(x - s)) and density
+* Gaussian base (the reduced game of [XWW24] Figure 5): cdf G(F(x - s)) and density
   G'(F(x - s)) phi(x - s), with s = 0 on X and s = mu on X' (F, phi: standard normal).
 
 Sampling the winner costs O(1) per trial whatever K is: the max of k iid draws with cdf F has
@@ -37,7 +37,7 @@ def max_uniform_complement(k: np.ndarray, rng: np.random.Generator) -> np.ndarra
 
 @dataclass(frozen=True)
 class GaussianWinner:
-    """Winner of H over the Gaussian base: the reduced tuning game of seed 004 Sec. 5."""
+    """Winner of H over the Gaussian base: the reduced tuning game of [XWW24] Sec. 5."""
 
     base: GaussianBase
     law: RoundsLaw
@@ -115,7 +115,7 @@ def _sf(t):
 
 @dataclass(frozen=True)
 class FiniteWinner:
-    """Winner of H over a finite-output base (seed 004 Theorem 2, eq. 7)."""
+    """Winner of H over a finite-output base ([XWW24] Theorem 2, eq. 7)."""
 
     base: FiniteOutputBase
     law: RoundsLaw

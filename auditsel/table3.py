@@ -1,4 +1,4 @@
-"""A seed 004 Table-3-style grid on real DP-SGD: threat model x canary x eps_B, two proxies.
+"""A [XWW24] Table-3-style grid on real DP-SGD: threat model x canary x eps_B, two proxies.
 
 For each cell (threat in NTNV/NTCV/ETCV, canary Z_D or an input-space canary, eps_B):
 

@@ -4,8 +4,8 @@
     game = worst_case_tuning(base_epsilon=1.0, delta=1e-5, rounds=TruncatedNegativeBinomial(1, 1e-3))
     assert_not_refuted(my_accountant_epsilon, 1e-5, game, trials=200_000)
 
-The audit plays the distinguishing game (seed 004 Algorithm 1) and computes eps_L with the
-valid `split` rule (Clopper-Pearson, seed 004 eq. 4). If eps_L > claimed epsilon, the claim is
+The audit plays the distinguishing game ([XWW24] Algorithm 1) and computes eps_L with the
+valid `split` rule (Clopper-Pearson, [XWW24] eq. 4). If eps_L > claimed epsilon, the claim is
 false with probability at least `confidence`: a correct accountant fails this assertion with
 probability at most 1 - confidence (fix the seed to make the test deterministic).
 """
@@ -28,7 +28,7 @@ class RefutedClaim(AssertionError):
 
 
 def worst_case_tuning(base_epsilon: float, delta: float, rounds) -> GaussianWinner:
-    """The reduced game of seed 004 Sec. 5: the worst case of tuning a Gaussian-DP base
+    """The reduced game of [XWW24] Sec. 5: the worst case of tuning a Gaussian-DP base
     (eps_B at delta), with the number of runs K ~ rounds."""
     return GaussianWinner(GaussianBase.from_epsilon(base_epsilon, delta), rounds)
 

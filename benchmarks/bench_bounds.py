@@ -1,7 +1,7 @@
 """Timings of the upper-bound panel (issue 3 section 8). Run: python benchmarks/bench_bounds.py
 
 Targets on the 2-core machine: one Gaussian-base panel < 1 s; one DP-SGD panel with PLD < 3 s;
-the 90 values (eps_UG, eps_UO) of seed 004 Table 4 < 30 s (sigma calibration included).
+the 90 values (eps_UG, eps_UO) of [XWW24] Table 4 < 30 s (sigma calibration included).
 """
 import time
 
@@ -36,7 +36,7 @@ def main():
           out["base"])
     timed("optimistic/pessimistic PLD interval for the same DP-SGD eps_B",
           lambda: print("   ", dpsgd_epsilon_interval(2.0, 500, 0.1, 1e-5)))
-    rows, _ = timed("seed 004 Table 4: 90 values (45 cells x UG/UO), calibration included",
+    rows, _ = timed("[XWW24] Table 4: 90 values (45 cells x UG/UO), calibration included",
                     lambda: table4_rows(), 30.0)
     print("   ", table4_summary(rows))
 

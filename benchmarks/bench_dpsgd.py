@@ -1,7 +1,7 @@
 """DP-SGD runs per second: the batched trainer vs. the same trainer one run at a time vs. Opacus.
 
 Every method trains the same model (logreg or MLP) on the same data (the first n digits
-examples) with DP-SGD of seed 004 eq. 1: per-example clipping to C, summed, plus N(0, C^2 sigma^2)
+examples) with DP-SGD of [XWW24] eq. 1: per-example clipping to C, summed, plus N(0, C^2 sigma^2)
 noise, N steps at learning rate lr, sampling rate tau (1 = full batch, the paper's setting).
 All in one process, one after another; each line prints runs/second and the peak memory
 above the level before it started (resident set size sampled every 2 ms on the CPU,

@@ -1,4 +1,4 @@
-"""seed 004 Algorithm 3: numerical Renyi divergences of the reduced game."""
+"""[XWW24] Algorithm 3: numerical Renyi divergences of the reduced game."""
 
 import mpmath as mp
 import numpy as np
@@ -41,13 +41,13 @@ def test_atom_of_poisson_is_counted():
 
 
 def test_finite_recipe_example1():
-    # Example 1 of seed 004: exact (2.92, 1e-5) <= Renyi-of-the-exact-winner <= generic RDP 3.02
+    # Example 1 of [XWW24]: exact (2.92, 1e-5) <= Renyi-of-the-exact-winner <= generic RDP 3.02
     v = finite_improved_epsilon(FiniteOutputBase.example1(), TruncatedNegativeBinomial(1, 1e-3), 1e-5)
     assert 2.92 <= v <= 3.02
 
 
 @pytest.mark.parametrize("mu_uo, mu_ug, paper", [
-    # tau = 1, N = 500, eps_B = 1 / 4 (mu calibrated with the RDP accountant): seed 004 Table 4
+    # tau = 1, N = 500, eps_B = 1 / 4 (mu calibrated with the RDP accountant): [XWW24] Table 4
     (0.247195, 0.248291, {(10, 0.1): (1.13, 1.12), (100, 0.01): (2.58, 2.57), (1000, 1e-3): (5.42, 5.40)}),
     (0.863880, 0.877418, {(10, 0.1): (4.51, 4.43), (100, 1e-3): (7.85, 7.80), (1000, 1e-3): (10.22, 10.20)}),
 ])

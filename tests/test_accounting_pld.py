@@ -1,4 +1,4 @@
-"""Optimistic / pessimistic PLDs (seed 003): exactness at the grid, domination, composition."""
+"""Optimistic / pessimistic PLDs [DGKKM22]: exactness at the grid, domination, composition."""
 import math
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The tuning protocol H (seed 004 Algorithm 2) over DP-SGD, and its theory check (Sec. 5.1)."""
+"""The tuning protocol H ([XWW24] Algorithm 2) over DP-SGD, and its theory check (Sec. 5.1)."""
 import numpy as np
 import pytest
 from scipy import stats
@@ -25,7 +25,7 @@ def etcv_dirac(rounds, steps, sigma, lrs=(0.1,), **kw):
 
 
 def test_etcv_dirac_one_run_lambda_a_is_exactly_normal_b_sigma2_over_n():
-    """Seed 004 Sec. 5.1: X = {}, z = Z_D, tau = 1, k = 1 => lambda_a ~ N(b, sigma^2 / N)."""
+    """[XWW24] Sec. 5.1: X = {}, z = Z_D, tau = 1, k = 1 => lambda_a ~ N(b, sigma^2 / N)."""
     sigma, N, T = 1.3, 8, 1500
     proto = etcv_dirac(Point(1), N, sigma)
     member = np.repeat(np.array([0, 1], np.int8), T)

@@ -1,4 +1,4 @@
-"""DP-SGD of seed 004 eq. 1: clipping, noise, Poisson subsampling, batching and seeding."""
+"""DP-SGD of [XWW24] eq. 1: clipping, noise, Poisson subsampling, batching and seeding."""
 import numpy as np
 import pytest
 import torch

@@ -20,14 +20,14 @@ def example1():
 
 def test_example1_matches_eq8_and_the_papers_epsilons():
     w = example1()
-    # seed 004 eq. 8 (three significant digits)
+    # [XWW24] eq. 8 (three significant digits)
     assert w.pmf(0) == pytest.approx([8.66e-3, 2.60e-4, 9.91e-1], rel=5e-3)
     assert w.pmf(1) == pytest.approx([2.66e-3, 1.34e-5, 9.97e-1], rel=5e-3)
     assert w.pmf(0).sum() == pytest.approx(1.0, abs=1e-12)
     assert math.floor(exact_epsilon(w, 0.0) * 100) / 100 == 2.96
     # the paper truncates: exact 2.9253 at delta = 1e-5 (2.9645 at delta = 0)
     assert math.floor(exact_epsilon(w, 1e-5) * 100) / 100 == 2.92
-    # below the generic pure-DP bound (2 + eta) eps = 3 of seed 001 Corollary 3
+    # below the generic pure-DP bound (2 + eta) eps = 3 of [PS22] Corollary 3
     assert exact_epsilon(w, 0.0) < 3.0
 
 
@@ -95,7 +95,7 @@ def test_poisson_fixed_output_carries_no_privacy_loss_but_counts_for_negative_ep
 @given(mu=st.floats(0.05, 5.0), nu=st.floats(1e-5, 0.5), eta=st.floats(-0.9, 3.0))
 @settings(max_examples=15, deadline=None)
 def test_curve_is_convex_in_e_eps_and_nonincreasing(mu, nu, eta):
-    # seed 003 Lemma 2.1: h(alpha) = H_alpha is convex and non-increasing in alpha = e^eps,
+    # [DGKKM22] Lemma 2.1: h(alpha) = H_alpha is convex and non-increasing in alpha = e^eps,
     # with h(1) <= 1 and h(alpha) >= [1 - alpha]_+.
     w = GaussianWinner(GaussianBase(mu), TruncatedNegativeBinomial(eta, nu))
     eps = np.linspace(-1, 3 * mu + 3, 25)

@@ -30,11 +30,11 @@ def test_table4_cell_beside_the_paper():
     assert ours == pytest.approx(paper_uo, abs=0.1)     # agreement to a few tenths, not digits
 
 
-def test_example1_and_seed000_through_the_cli(tmp_path, capsys):
+def test_example1_and_koskela_gaussian_through_the_cli(tmp_path, capsys):
     assert main(["reproduce", "example1", "--out", str(tmp_path)]) == 0
-    assert main(["reproduce", "seed000", "--out", str(tmp_path)]) == 0
+    assert main(["reproduce", "koskela-gaussian", "--out", str(tmp_path)]) == 0
     assert "2.9645" in (tmp_path / "example1" / "table.md").read_text()
-    assert (tmp_path / "seed000" / "rows.json").exists()
+    assert (tmp_path / "koskela-gaussian" / "rows.json").exists()
 
 
 @pytest.mark.slow

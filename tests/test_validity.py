@@ -1,7 +1,7 @@
 """Statistical validity: the valid rules over-claim at most 1 - confidence of the time.
 
 Settings with a known true epsilon: the Gaussian base with k = 1, the reduced game with a TNB
-law, and Example 1 of seed 004. The fast variants run in the default test run; the long ones are
+law, and Example 1 of [XWW24]. The fast variants run in the default test run; the long ones are
 marked slow (`python -m pytest -m slow`).
 """
 import numpy as np

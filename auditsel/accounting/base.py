@@ -13,17 +13,17 @@ Everything that dp_accounting already computes is taken from it, not re-implemen
   pessimistic, `PLD_DISCRETIZATION`);
 * `rdp_curve(orders)`  the RDP curve of one run at the given orders (Mironov-Talwar-Zhang 2019,
   as implemented in dp_accounting); symmetric under add/remove, so it also bounds the reverse
-  divergence used in seed 001 Theorem 2;
+  divergence used in [PS22] Theorem 2;
 * `profile(eps)`  delta(eps) from dp_accounting's pessimistic (connect-the-dots) PLD, the max over
   the add and remove directions: a rigorous upper bound on the true privacy profile for every tau.
 
-The one-number summaries of seed 004 Sec. 5.1 and Appendix A.4:
+The one-number summaries of [XWW24] Sec. 5.1 and Appendix A.4:
 
-* `mu` = tau sqrt(N) / sigma                                   (seed 004 eq. 19)
+* `mu` = tau sqrt(N) / sigma                                   ([XWW24] eq. 19)
   exact when tau = 1 (the N full-batch steps are N Gaussian mechanisms, whose composition is
   mu-GDP); for tau < 1 a large-N approximation (`mu_is_exact` is False: label it heuristic).
 * `mu_gdp` = sqrt(2) c sqrt(e^(1/sigma^2) Phi(1.5/sigma) + 3 Phi(-0.5/sigma) - 2),  c = tau sqrt(N)
-  (Dong, Roth, Su 2022 Cor. 5.4 via seed 004 Appendix A.4, "Corollary 7"): the central-limit
+  ([DRS22] Cor. 5.4 via [XWW24] Appendix A.4, "Corollary 7"): the central-limit
   value, always heuristic (asymptotic in N with tau sqrt(N) fixed).
 
 `DpsgdBase.from_epsilon(eps_B, delta, steps, sample_rate, accountant)` calibrates sigma with
@@ -84,7 +84,7 @@ def _is_real(x) -> bool:
 
 
 def gdp_mu_dpsgd(noise_multiplier: float, steps: int, sample_rate: float) -> float:
-    """mu_GDP of seed 004 Appendix A.4 (Dong et al. central limit theorem for DP-SGD)."""
+    """mu_GDP of [XWW24] Appendix A.4 (Dong et al. central limit theorem for DP-SGD)."""
     s = float(noise_multiplier)
     c = sample_rate * math.sqrt(steps)
     inner = math.exp(1.0 / s**2) * ndtr(1.5 / s) + 3.0 * ndtr(-0.5 / s) - 2.0
@@ -93,7 +93,7 @@ def gdp_mu_dpsgd(noise_multiplier: float, steps: int, sample_rate: float) -> flo
 
 @dataclass(frozen=True)
 class DpsgdBase:
-    """One DP-SGD run: N Poisson-subsampled Gaussian steps (seed 004 eq. 1)."""
+    """One DP-SGD run: N Poisson-subsampled Gaussian steps ([XWW24] eq. 1)."""
 
     noise_multiplier: float
     steps: int
@@ -145,7 +145,7 @@ class DpsgdBase:
     # --- one-number summaries -------------------------------------------------------------
     @property
     def mu(self) -> float:
-        """tau sqrt(N) / sigma (seed 004 eq. 19)."""
+        """tau sqrt(N) / sigma ([XWW24] eq. 19)."""
         return self.sample_rate * math.sqrt(self.steps) / self.noise_multiplier
 
     @property
@@ -155,7 +155,7 @@ class DpsgdBase:
 
     @property
     def mu_gdp(self) -> float:
-        """Central-limit GDP parameter (seed 004 Appendix A.4)."""
+        """Central-limit GDP parameter ([XWW24] Appendix A.4)."""
         return gdp_mu_dpsgd(self.noise_multiplier, self.steps, self.sample_rate)
 
     @classmethod

@@ -3,7 +3,7 @@
 For the winner laws A (on X) and A' (on X') of `auditsel.selection`, the privacy curve is
 
     delta(eps) = max{ H_{e^eps}(A || A'), H_{e^eps}(A' || A) },
-    H_{e^eps}(P || Q) = sum_y [P(y) - e^eps Q(y)]_+        (seed 000 Definitions; seed 003 eq. 1)
+    H_{e^eps}(P || Q) = sum_y [P(y) - e^eps Q(y)]_+        ([KRW24] Definitions; [DGKKM22] eq. 1)
 
 and the exact epsilon at delta is the smallest eps >= 0 with delta(eps) <= delta.
 
@@ -93,7 +93,7 @@ def _gaussian_hockey_stick(winner, eps: np.ndarray, direction: int, scan=None) -
 
 def tradeoff_curve(winner, points: int = 200):
     """The exact trade-off curve (FP, FN) of the Neyman-Pearson tests "guess X' when
-    log A'(y)/A(y) > c" over a range of c (Dong, Roth & Su's f-DP curve of the pair).
+    log A'(y)/A(y) > c" over a range of c ([DRS22]'s f-DP curve of the pair).
 
     Finite winners: the vertices of the piecewise-linear curve (outputs sorted by ratio).
     """

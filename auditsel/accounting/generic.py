@@ -1,19 +1,19 @@
-"""Generic RDP bounds for private selection (Papernot & Steinke 2022, seed 001, "PS22").
+"""Generic RDP bounds for private selection (Papernot & Steinke 2022, [PS22], "PS22").
 
 Base Q with RDP curve r(alpha) (symmetric: it bounds both D_alpha(Q||Q') and D_alpha(Q'||Q));
 K ~ xi with pgf G, m = E[K]. The tuned mechanism A (best of K runs) is (alpha, r_A(alpha))-RDP with:
 
-* TNB(eta, nu), seed 001 Theorem 2 (every eta > -1):
+* TNB(eta, nu), [PS22] Theorem 2 (every eta > -1):
       r_A(alpha) = r(alpha) + (1+eta) min_{alpha_hat >= 1} [ (1 - 1/alpha_hat) r(alpha_hat)
                    + log(1/nu)/alpha_hat ] + log(m)/(alpha - 1);
   alpha_hat does not interact with alpha, so the min is taken once over the same order grid plus
   alpha_hat = 1 (where the bracket is log(1/nu)).
-* Poisson(m), seed 001 Theorem 6: with eps_hat = log(alpha/(alpha-1)) (so e^eps_hat = 1 + 1/(alpha-1)),
+* Poisson(m), [PS22] Theorem 6: with eps_hat = log(alpha/(alpha-1)) (so e^eps_hat = 1 + 1/(alpha-1)),
       r_A(alpha) = r(alpha) + m delta_hat + log(m)/(alpha - 1),  delta_hat = delta_Q(eps_hat).
   delta_hat comes from the base's privacy profile when the panel has one (exact Gaussian, exact
   finite, dp_accounting PLD for DP-SGD) and otherwise from the RDP curve itself (the choice of
   dp_accounting's RepeatAndSelectDpEvent); `poisson_rdp(..., delta_hat=None)` reproduces the latter.
-* Any other law, seed 001 Lemma 7:
+* Any other law, [PS22] Lemma 7:
       r_A(alpha) = r(alpha) + 1/(alpha-1) sup log( G'(q)^alpha G'(q')^(1-alpha) ),
   the sup over the probabilities (q, q') of one post-processing of (Q, Q'). We bound it two ways
   and keep the smaller:
@@ -23,7 +23,7 @@ K ~ xi with pgf G, m = E[K]. The tuned mechanism A (best of K runs) is (alpha, r
       q^alpha q'^(1-alpha) <= exp((alpha-1) D_alpha(Bern q || Bern q')) <= exp((alpha-1) r(alpha)):
       G'(q)^alpha G'(q')^(1-alpha) <= G'(exp((alpha-1) r(alpha)))  -- for a point mass k this is
       PS22's k r(alpha) + log(k)/(alpha-1) (Appendix, "Point Mass").
-* Pure DP, seed 001 Corollary 3: Q eps-DP => A is ((2+eta) eps)-DP for TNB (eta = 1: Liu & Talwar).
+* Pure DP, [PS22] Corollary 3: Q eps-DP => A is ((2+eta) eps)-DP for TNB (eta = 1: Liu & Talwar).
 
 Monotonicity of RDP in alpha is applied to every output curve (r_A(alpha_i) <- min over
 alpha_j >= alpha_i), as dp_accounting does. Conversion to (eps, delta): `rdp.rdp_to_epsilon` over
@@ -43,7 +43,7 @@ __all__ = ["tnb_rdp", "poisson_rdp", "lemma7_rdp", "generic_rdp_curve", "generic
 
 
 def tnb_rdp(orders, rdp, eta: float, nu: float, mean: float | None = None) -> np.ndarray:
-    """seed 001 Theorem 2 on the grid `orders` (alpha_hat optimised over the same grid and 1)."""
+    """[PS22] Theorem 2 on the grid `orders` (alpha_hat optimised over the same grid and 1)."""
     orders = np.asarray(orders, dtype=float)
     rdp = np.asarray(rdp, dtype=float)
     if mean is None:
@@ -59,7 +59,7 @@ def tnb_rdp(orders, rdp, eta: float, nu: float, mean: float | None = None) -> np
 
 
 def poisson_rdp(orders, rdp, mean: float, delta_hat=None) -> np.ndarray:
-    """seed 001 Theorem 6; delta_hat(eps) from a profile, or from the RDP curve when None."""
+    """[PS22] Theorem 6; delta_hat(eps) from a profile, or from the RDP curve when None."""
     orders = np.asarray(orders, dtype=float)
     rdp = np.asarray(rdp, dtype=float)
     out = np.full(orders.shape, np.inf)
@@ -84,7 +84,7 @@ def _bernoulli_term(law: RoundsLaw, orders, rdp) -> np.ndarray:
 
 
 def lemma7_rdp(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
-    """seed 001 Lemma 7 with the sup bounded over the profile's region and/or by (b)."""
+    """[PS22] Lemma 7 with the sup bounded over the profile's region and/or by (b)."""
     from auditsel.accounting.profile import region_sup
 
     orders = np.asarray(orders, dtype=float)
@@ -102,11 +102,11 @@ def lemma7_rdp(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
 def generic_rdp_curve(orders, rdp, law: RoundsLaw, profile=None) -> tuple[np.ndarray, str]:
     """The PS22 RDP curve of A for this law, and the result it comes from."""
     if isinstance(law, TruncatedNegativeBinomial):
-        return tnb_rdp(orders, rdp, law.eta, law.nu, law.mean), "seed 001 Theorem 2"
+        return tnb_rdp(orders, rdp, law.eta, law.nu, law.mean), "[PS22] Theorem 2"
     if isinstance(law, Poisson):
         delta_hat = None if profile is None else profile.delta
-        return poisson_rdp(orders, rdp, law.mean, delta_hat), "seed 001 Theorem 6"
-    return lemma7_rdp(orders, rdp, law, profile), "seed 001 Lemma 7"
+        return poisson_rdp(orders, rdp, law.mean, delta_hat), "[PS22] Theorem 6"
+    return lemma7_rdp(orders, rdp, law, profile), "[PS22] Lemma 7"
 
 
 def generic_epsilon(orders, rdp, law: RoundsLaw, delta: float, profile=None) -> float:
@@ -116,7 +116,7 @@ def generic_epsilon(orders, rdp, law: RoundsLaw, delta: float, profile=None) -> 
 
 
 def pure_dp_generic_epsilon(eps: float, law: RoundsLaw) -> float:
-    """seed 001 Corollary 3: (2 + eta) eps for TNB; inf for laws it does not cover."""
+    """[PS22] Corollary 3: (2 + eta) eps for TNB; inf for laws it does not cover."""
     if isinstance(law, TruncatedNegativeBinomial):
         return (2 + law.eta) * eps
     return math.inf

@@ -1,6 +1,6 @@
-"""The improved bound of seed 004 (Algorithm 3): exact Renyi divergence of the reduced game.
+"""The improved bound of [XWW24] (Algorithm 3): exact Renyi divergence of the reduced game.
 
-After the reduction of seed 004 Sec. 5, one DP-SGD run is one draw from N(0,1) (on X) or N(mu,1)
+After the reduction of [XWW24] Sec. 5, one DP-SGD run is one draw from N(0,1) (on X) or N(mu,1)
 (on X'), and tuning releases the best of K ~ xi draws. The winner's densities (Algorithm 3,
 lines 3-4; `selection.GaussianWinner`) are
 
@@ -16,19 +16,19 @@ computed numerically: log-densities in log space (log_ndtr, the law's log G'), t
 the trapezoid rule with step `STEP` over a window around the integrand's mass, for every alpha
 of `rdp.ORDERS` with alpha <= 1 + 20/mu (larger orders never give the minimum of the conversion
 at any delta >= 1e-40 for a curve at least the Gaussian's; leaving orders out only loosens the
-bound). Conversion (seed 004 Appendix A.2, = Canonne et al.):
+bound). Conversion ([XWW24] Appendix A.2, = Canonne et al.):
 
     eps = gamma(alpha) + log((alpha-1)/alpha) - (log(delta) + log(alpha))/(alpha-1), minimised over alpha,
 
 first over the grid, then refined continuously (golden section in log(alpha - 1)).
 
-`improved_epsilon(mu, law, delta)` with mu from eq. 19 gives eps_UO, with mu_GDP (seed 004
+`improved_epsilon(mu, law, delta)` with mu from eq. 19 gives eps_UO, with mu_GDP ([XWW24]
 Appendix A.4) eps_UG. Rigour: for a Gaussian base the divergence is that of the true pair
 (up to quadrature error, far below the digits reported); for DP-SGD it inherits the status of
 mu (exact for tau = 1 via eq. 19, heuristic for tau < 1 and for mu_GDP).
 
 For a finite-output base the same recipe needs no reduction: `finite_improved_epsilon` takes the
-exact Renyi divergence of the winner laws A, A' (seed 004 Theorem 2 / eq. 7) and converts it.
+exact Renyi divergence of the winner laws A, A' ([XWW24] Theorem 2 / eq. 7) and converts it.
 """
 from __future__ import annotations
 

@@ -9,21 +9,21 @@
 
 `base` is a `GaussianBase` (the reduced game), a `FiniteOutputBase`, or an
 `accounting.base.DpsgdBase` (one DP-SGD run; its exact/improved values are those of the reduced
-game with mu = tau sqrt(N)/sigma, seed 004 eq. 19, heuristic when tau < 1).
+game with mu = tau sqrt(N)/sigma, [XWW24] eq. 19, heuristic when tau < 1).
 
-Keys (result.json `upper`, DESIGN.md), with the result each one implements:
+Keys (result.json `upper`, docs/architecture.md), with the result each one implements:
 
-* generic_rdp       Papernot & Steinke 2022 (seed 001): Theorem 2 (TNB), Theorem 6 (Poisson),
+* generic_rdp       Papernot & Steinke 2022 [PS22]: Theorem 2 (TNB), Theorem 6 (Poisson),
                     Lemma 7 (other laws), Corollary 3 when delta = 0 (pure-DP base); base RDP curve:
                     exact (Gaussian, finite) or dp_accounting (DP-SGD); Canonne-Kamath-Steinke
                     conversion over `rdp.ORDERS` (DP-SGD: `base.RDP_ORDERS`).
-* profile           Koskela, Redberg, Wang 2024 (seed 000): Theorem 5.2 (TNB), Theorem 5.7
+* profile           Koskela, Redberg, Wang 2024 [KRW24]: Theorem 5.2 (TNB), Theorem 5.7
                     (binomial), Corollary 5.8 (Poisson), Theorem 4.1 recipe (other laws); base
                     profile exact (Gaussian, finite) or dp_accounting's pessimistic PLD (DP-SGD).
-* improved_rdp      seed 004 Algorithm 3 with mu (eps_UO); finite base: the same recipe on the
+* improved_rdp      [XWW24] Algorithm 3 with mu (eps_UO); finite base: the same recipe on the
                     exact winner laws.
-* improved_rdp_gdp  seed 004 Algorithm 3 with mu_GDP (eps_UG, seed 004 Appendix A.4); DP-SGD only.
-* exact             exact eps of the released winner (seed 004 Theorem 2 / eq. 7 and the reduced
+* improved_rdp_gdp  [XWW24] Algorithm 3 with mu_GDP (eps_UG, [XWW24] Appendix A.4); DP-SGD only.
+* exact             exact eps of the released winner ([XWW24] Theorem 2 / eq. 7 and the reduced
                     game of Figure 5; `accounting.exact`).
 
 Rigour: a value labelled "rigorous" is a proven upper bound for the stated base (numerical
@@ -56,26 +56,26 @@ BOUND_KEYS = ("generic_rdp", "profile", "improved_rdp", "improved_rdp_gdp", "exa
 BOUND_LABELS = {
     "generic_rdp": {
         "rigour": "rigorous",
-        "citation": "Papernot & Steinke 2022 (seed 001) Thm 2 (TNB), Thm 6 (Poisson), Lemma 7 "
+        "citation": "Papernot & Steinke 2022 [PS22] Thm 2 (TNB), Thm 6 (Poisson), Lemma 7 "
                     "(other laws), Cor 3 (pure DP); Canonne-Kamath-Steinke 2020 conversion",
     },
     "profile": {
         "rigour": "rigorous",
-        "citation": "Koskela, Redberg & Wang 2024 (seed 000) Thm 5.2 (TNB), Thm 5.7 (binomial), "
+        "citation": "Koskela, Redberg & Wang 2024 [KRW24] Thm 5.2 (TNB), Thm 5.7 (binomial), "
                     "Cor 5.8 (Poisson), Thm 4.1 recipe (other laws)",
     },
     "improved_rdp": {
         "rigour": "rigorous",
-        "citation": "Xiang, Wang & Wang 2024 (seed 004) Algorithm 3 with mu of eq. 19 (eps_UO); "
+        "citation": "Xiang, Wang & Wang 2024 [XWW24] Algorithm 3 with mu of eq. 19 (eps_UO); "
                     "heuristic for DP-SGD with tau < 1",
     },
     "improved_rdp_gdp": {
         "rigour": "heuristic",
-        "citation": "seed 004 Algorithm 3 with mu_GDP of Appendix A.4 (eps_UG; Dong et al. CLT)",
+        "citation": "[XWW24] Algorithm 3 with mu_GDP of Appendix A.4 (eps_UG; Dong et al. CLT)",
     },
     "exact": {
         "rigour": "rigorous",
-        "citation": "seed 004 Theorem 2 / eq. 7 and the reduced game (Figure 5): exact privacy "
+        "citation": "[XWW24] Theorem 2 / eq. 7 and the reduced game (Figure 5): exact privacy "
                     "curve of the winner; heuristic for DP-SGD with tau < 1",
     },
 }
@@ -153,7 +153,7 @@ def panel(base, law: RoundsLaw, delta: float) -> dict:
         if isinstance(base, FiniteOutputBase) and isinstance(law, TruncatedNegativeBinomial):
             eps0 = _finite_base_epsilon(base, 0.0)
             upper["generic_rdp"] = timed("generic_rdp", lambda: pure_dp_generic_epsilon(eps0, law))
-            sources["generic_rdp"] = "seed 001 Corollary 3"
+            sources["generic_rdp"] = "[PS22] Corollary 3"
         else:
             notes.append("generic_rdp: delta = 0 needs a pure-DP base and a TNB law (Cor. 3)")
     else:
@@ -169,28 +169,28 @@ def panel(base, law: RoundsLaw, delta: float) -> dict:
     else:
         notes.append("profile: needs delta > 0")
 
-    # improved (seed 004 Algorithm 3) and exact
+    # improved ([XWW24] Algorithm 3) and exact
     if isinstance(base, FiniteOutputBase):
         if delta > 0:
             upper["improved_rdp"] = timed("improved_rdp",
                                           lambda: finite_improved_epsilon(base, law, delta))
-            sources["improved_rdp"] = "seed 004 Algorithm 3 recipe on the exact finite winner"
+            sources["improved_rdp"] = "[XWW24] Algorithm 3 recipe on the exact finite winner"
         upper["exact"] = timed("exact", lambda: exact_epsilon(FiniteWinner(base, law), delta))
-        sources["exact"] = "seed 004 eq. 7 (finite winner)"
+        sources["exact"] = "[XWW24] eq. 7 (finite winner)"
     else:
         mu = base.mu
         if delta > 0:
             upper["improved_rdp"] = timed("improved_rdp", lambda: improved_epsilon(mu, law, delta))
-            sources["improved_rdp"] = "seed 004 Algorithm 3 (mu)"
+            sources["improved_rdp"] = "[XWW24] Algorithm 3 (mu)"
             if isinstance(base, DpsgdBase):
                 upper["improved_rdp_gdp"] = timed(
                     "improved_rdp_gdp", lambda: improved_epsilon(base.mu_gdp, law, delta))
-                sources["improved_rdp_gdp"] = "seed 004 Algorithm 3 (mu_GDP)"
+                sources["improved_rdp_gdp"] = "[XWW24] Algorithm 3 (mu_GDP)"
         upper["exact"] = timed("exact", lambda: exact_epsilon(
             GaussianWinner(GaussianBase(mu), law), delta))
-        sources["exact"] = "reduced game (seed 004 Figure 5), exact privacy curve"
+        sources["exact"] = "reduced game ([XWW24] Figure 5), exact privacy curve"
         if isinstance(base, DpsgdBase) and not base.mu_is_exact:
-            notes.append("improved_rdp and exact use mu = tau sqrt(N)/sigma (seed 004 eq. 19), "
+            notes.append("improved_rdp and exact use mu = tau sqrt(N)/sigma ([XWW24] eq. 19), "
                          "a large-N approximation when tau < 1: heuristic")
 
     for k in BOUND_KEYS:
@@ -211,19 +211,19 @@ def _generic_source(law) -> str:
     from auditsel.rounds import Poisson
 
     if isinstance(law, TruncatedNegativeBinomial):
-        return "seed 001 Theorem 2"
+        return "[PS22] Theorem 2"
     if isinstance(law, Poisson):
-        return "seed 001 Theorem 6"
-    return "seed 001 Lemma 7"
+        return "[PS22] Theorem 6"
+    return "[PS22] Lemma 7"
 
 
 def _profile_source(law) -> str:
     from auditsel.rounds import Binomial, Poisson
 
     if isinstance(law, TruncatedNegativeBinomial):
-        return "seed 000 Theorem 5.2"
+        return "[KRW24] Theorem 5.2"
     if isinstance(law, Poisson):
-        return "seed 000 Corollary 5.8"
+        return "[KRW24] Corollary 5.8"
     if isinstance(law, Binomial):
-        return "seed 000 Theorem 5.7 (Theorem 4.1 recipe if infeasible)"
-    return "seed 000 Theorem 4.1 recipe"
+        return "[KRW24] Theorem 5.7 (Theorem 4.1 recipe if infeasible)"
+    return "[KRW24] Theorem 4.1 recipe"

@@ -1,5 +1,5 @@
 """Optimistic and pessimistic privacy-loss distributions (Doroshenko et al., "Connect the Dots",
-seed 003), composed by FFT: a two-sided interval  eps_opt <= eps_true <= eps_pess.
+[DGKKM22]), composed by FFT: a two-sided interval  eps_opt <= eps_true <= eps_pess.
 
 A pair (P, Q) is described by its hockey-stick curve h(alpha) = D_alpha(P || Q) = sum [P - alpha Q]_+
 (alpha = e^eps; h(eps) in the eps variable is the privacy profile). On the grid
@@ -21,7 +21,7 @@ with step `step` and 0 on the grid:
   +inf masses combine as 1 - prod(1 - m_i). delta(eps) = m_inf + sum_(l_j > eps) (1 - e^(eps - l_j)) p_j
   (Lemma 2.6). Composition preserves domination, so optimistic <= true <= pessimistic after N steps.
 
-Curves with closed forms (seed 003 digest "Closed forms"): Gaussian (mu), Laplace (e0 = Delta/b),
+Curves with closed forms ([DGKKM22] digest "Closed forms"): Gaussian (mu), Laplace (e0 = Delta/b),
 and the Poisson-subsampled Gaussian in its REMOVE pair ((1-q) N(0,s^2) + q N(1,s^2) vs N(0,s^2))
 and ADD pair (the reverse); for DP-SGD both are composed and the max is reported.
 The grid ends are set where the curve is within `tail` of its limits (1 - alpha on the left, 0 on
@@ -60,7 +60,7 @@ def gaussian_curve(mu: float) -> Curve:
 
 
 def laplace_curve(e0: float) -> Curve:
-    """Laplace mechanism with Delta/b = e0 (seed 003 digest closed form)."""
+    """Laplace mechanism with Delta/b = e0 ([DGKKM22] digest closed form)."""
     def h(a):
         a = np.asarray(a, dtype=float)
         e = np.log(a)
@@ -126,7 +126,7 @@ class DiscretePld:
         return (self.offset + np.arange(len(self.pmf))) * self.step
 
     def delta(self, eps):
-        """m_inf + sum_(l_j > eps) (1 - e^(eps - l_j)) p_j  (seed 003 Lemma 2.6), vectorised."""
+        """m_inf + sum_(l_j > eps) (1 - e^(eps - l_j)) p_j  ([DGKKM22] Lemma 2.6), vectorised."""
         eps_arr = np.atleast_1d(np.asarray(eps, dtype=float))
         l = self.losses
         out = np.empty(len(eps_arr))
@@ -188,7 +188,7 @@ def _discretize(alpha: np.ndarray, f: np.ndarray, f_inf: float):
 
 
 def pessimistic_pld(curve: Curve, step: float = 1e-3, tail: float = 1e-15) -> DiscretePld:
-    """Connect-the-dots PLD of one pair (seed 003 Algorithm 1 on the true curve)."""
+    """Connect-the-dots PLD of one pair ([DGKKM22] Algorithm 1 on the true curve)."""
     idx = _grid(curve, step, tail)
     alpha = np.exp(idx * step)
     f = np.asarray(curve.h(alpha), dtype=float)
@@ -216,7 +216,7 @@ def _lower_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def optimistic_pld(curve: Curve, step: float = 1e-3, tail: float = 1e-15) -> DiscretePld:
-    """seed 003 Algorithm 2: a pair dominated by the true one (optimistic delta)."""
+    """[DGKKM22] Algorithm 2: a pair dominated by the true one (optimistic delta)."""
     idx = _grid(curve, step, tail)
     alpha = np.exp(idx * step)
     a = np.concatenate([[0.0], alpha])                         # alpha_0 .. alpha_(k-1)

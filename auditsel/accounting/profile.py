@@ -1,4 +1,4 @@
-"""Privacy-profile bounds for private selection (Koskela, Redberg, Wang; seed 000).
+"""Privacy-profile bounds for private selection (Koskela, Redberg, Wang; [KRW24]).
 
 Notation: Q the base mechanism with privacy profile delta_Q(eps) (max over both directions),
 eps_Q(d) = inf{e >= 0 : delta_Q(e) <= d}; K ~ xi with pgf G and m = E[K] = G'(1); A the tuned
@@ -27,7 +27,7 @@ exactly the Gaussian trade-off curve, w' = Phi(mu + Phi^-1(w))); the exact finit
 `DpsgdBase` dp_accounting's pessimistic connect-the-dots PLD, so the bound stays rigorous for
 tau < 1.
 
-Report Noisy Max (bonus, seed 000 Sec. 3): Theorem 3.2 eps_RNM(delta) = eps_base(delta/m) with the
+Report Noisy Max (bonus, [KRW24] Sec. 3): Theorem 3.2 eps_RNM(delta) = eps_base(delta/m) with the
 noise mechanism's profile at sensitivity 2 (1 for monotone queries); Corollary 3.4 for Gaussian
 noise, eps = 2/sigma^2 + (2/sigma) sqrt(2 log(m/delta)); and the RDP baseline of Zhu & Wang,
 eps'(alpha) = 2 alpha/sigma^2 + log(m)/(alpha - 1), converted.
@@ -260,19 +260,19 @@ def general_shift(profile: BaseProfile, law: RoundsLaw) -> float:
 def profile_shift(profile: BaseProfile, law: RoundsLaw) -> tuple[float, str]:
     """The shift c for this law and the result it comes from."""
     if isinstance(law, TruncatedNegativeBinomial):
-        return tnb_shift(profile, law.eta, law.nu), "seed 000 Theorem 5.2"
+        return tnb_shift(profile, law.eta, law.nu), "[KRW24] Theorem 5.2"
     if isinstance(law, Poisson):
-        return poisson_shift(profile, law.mean), "seed 000 Corollary 5.8"
+        return poisson_shift(profile, law.mean), "[KRW24] Corollary 5.8"
     if isinstance(law, Binomial):
         c = binomial_shift(profile, law.n, law.p)
         if math.isfinite(c):
-            return c, "seed 000 Theorem 5.7"
-    return general_shift(profile, law), "seed 000 Theorem 4.1 (numerical recipe)"
+            return c, "[KRW24] Theorem 5.7"
+    return general_shift(profile, law), "[KRW24] Theorem 4.1 (numerical recipe)"
 
 
 def profile_epsilon(base, law: RoundsLaw, delta: float, profile: BaseProfile | None = None,
                     ) -> float:
-    """eps_A(delta) = eps_Q(delta/m) + c  (seed 000, see the module docstring)."""
+    """eps_A(delta) = eps_Q(delta/m) + c  ([KRW24], see the module docstring)."""
     if not (0 < delta < 1):
         return math.inf
     profile = profile or base_profile(base)

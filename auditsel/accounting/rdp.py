@@ -4,7 +4,7 @@ Renyi divergence of order alpha > 1:  D_alpha(P || Q) = 1/(alpha-1) log sum_y P(
 A mechanism is (alpha, r(alpha))-RDP when D_alpha <= r(alpha) in both directions for every pair of
 neighbours; `r` on a grid of orders is an "RDP curve".
 
-Conversion (Canonne, Kamath, Steinke 2020 Prop. 12 = seed 001 Lemma 14 = seed 004 Appendix A.2):
+Conversion (Canonne, Kamath, Steinke 2020 Prop. 12 = [PS22] Lemma 14 = [XWW24] Appendix A.2):
 
     eps(delta) = min_alpha  r(alpha) + log(1 - 1/alpha) - (log(delta) + log(alpha)) / (alpha - 1),
 
@@ -51,7 +51,7 @@ def rdp_to_epsilon(orders, rdp, delta: float) -> tuple[float, float]:
 
     eps is clipped at 0. Orders <= 1 and non-finite values of the curve are skipped; with no
     usable order the result is (inf, nan). delta = 0 gives (inf, nan): a finite grid of orders
-    cannot certify pure DP, use the pure-DP bounds (e.g. seed 001 Corollary 3) instead.
+    cannot certify pure DP, use the pure-DP bounds (e.g. [PS22] Corollary 3) instead.
     """
     orders = np.asarray(orders, dtype=float)
     rdp = np.broadcast_to(np.asarray(rdp, dtype=float), orders.shape)

@@ -3,7 +3,7 @@
 A model is plain data (``ModelSpec``); its parameters are one flat vector w in R^d per run, so a
 batch of R independent runs is a tensor of shape (R, d). The flat layout is fixed and public:
 layer by layer, the weight matrix (out, in) row-major, then the bias. Coordinate 0 (the one the
-Dirac canary of seed 004 Sec. 4.1 writes to) is the first weight of the first layer.
+Dirac canary of [XWW24] Sec. 4.1 writes to) is the first weight of the first layer.
 
 * ``logreg``: multinomial logistic regression, logits = W x + b on the flattened input.
 * ``mlp``:    dense layers with ReLU between them (``hidden`` sizes, default one layer of 32).

@@ -1,4 +1,4 @@
-"""The tuning protocol H (seed 004 Algorithm 2) over real DP-SGD runs, as a game protocol.
+"""The tuning protocol H ([XWW24] Algorithm 2) over real DP-SGD runs, as a game protocol.
 
 One trial of H on X (coin b = 0) or X' = X u {z} (b = 1):
 

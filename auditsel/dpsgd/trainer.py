@@ -1,4 +1,4 @@
-"""DP-SGD exactly as seed 004 eq. 1, for many independent runs at once.
+"""DP-SGD exactly as [XWW24] eq. 1, for many independent runs at once.
 
 One run, from w_0, for i = 1..N:
 
@@ -8,7 +8,7 @@ One run, from w_0, for i = 1..N:
 
 tau = 1 is full-batch gradient descent. X' = X u {z} when the run's coin says so; the canary z
 is either an input example (``ExampleCanary``) or the Dirac gradient canary Z_D
-(``GradientCanary``) whose clipped gradient is C e_0 at every step (seed 004 Sec. 4.1).
+(``GradientCanary``) whose clipped gradient is C e_0 at every step ([XWW24] Sec. 4.1).
 
 Batching: R runs (different seeds, coins and hyperparameters lr, C, sigma, tau) train together;
 parameters are a tensor (R, d) (``models.ModelSpec``). Per-example gradients are taken either
