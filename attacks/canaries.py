@@ -21,6 +21,7 @@ import numpy as np
 
 from auditsel.dpsgd.data import Dataset
 from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary
+from auditsel.errors import ConfigError
 
 __all__ = ["dirac", "from_dataset", "out_of_distribution", "mislabelled", "CANARIES",
            "OOD_KINDS"]
@@ -32,7 +33,7 @@ OOD_KINDS = ("inverted", "constant", "noise", "checkerboard")
 def dirac(coordinate: int = 0) -> GradientCanary:
     """Z_D: clipped gradient C e_coordinate at every step (coordinate 0 in the paper)."""
     if isinstance(coordinate, bool) or not isinstance(coordinate, (int, np.integer)) or coordinate < 0:
-        raise ValueError(f"game.canary_coordinate: must be an integer >= 0, got {coordinate!r}")
+        raise ConfigError("game.canary_coordinate", f"must be an integer >= 0, got {coordinate!r}")
     return GradientCanary(coordinate=int(coordinate))
 
 
@@ -51,13 +52,13 @@ def _resize(x: np.ndarray, shape: tuple) -> np.ndarray:
         return t[0].numpy().astype(np.float32)
     if x.size == int(np.prod(shape)):
         return x.reshape(shape)
-    raise ValueError(f"game.canary: cannot place an example of shape {x.shape} into inputs of "
+    raise ConfigError("game.canary", f"cannot place an example of shape {x.shape} into inputs of "
                      f"shape {tuple(shape)}")
 
 
 def _check_index(data: Dataset, index) -> int:
     if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < len(data):
-        raise ValueError(f"game.canary_index: must be in [0, {len(data)}), got {index!r}")
+        raise ConfigError("game.canary_index", f"must be in [0, {len(data)}), got {index!r}")
     return int(index)
 
 
@@ -74,9 +75,9 @@ def out_of_distribution(like: Dataset, kind: str = "inverted", index: int = 0,
                         label: int = 0, seed: int = 0) -> ExampleCanary:
     """A synthetic out-of-distribution input with X's shape (see module docstring)."""
     if kind not in OOD_KINDS:
-        raise ValueError(f"game.canary_kind: must be one of {', '.join(OOD_KINDS)}, got {kind!r}")
+        raise ConfigError("game.canary_kind", f"must be one of {', '.join(OOD_KINDS)}, got {kind!r}")
     if not 0 <= int(label) < like.num_classes:
-        raise ValueError(f"game.canary_label: must be in [0, {like.num_classes}), got {label!r}")
+        raise ConfigError("game.canary_label", f"must be in [0, {like.num_classes}), got {label!r}")
     shape = like.shape
     if kind == "inverted":
         i = _check_index(like, index)
@@ -96,7 +97,7 @@ def mislabelled(data: Dataset, index: int = 0, shift: int = 1) -> ExampleCanary:
     """Example ``index`` of ``data`` with label (y + shift) mod classes (shift not 0 mod classes)."""
     i = _check_index(data, index)
     if shift % data.num_classes == 0:
-        raise ValueError(f"game.canary_shift: must not be a multiple of {data.num_classes}, "
+        raise ConfigError("game.canary_shift", f"must not be a multiple of {data.num_classes}, "
                          f"got {shift}")
     y = (int(data.y[i]) + shift) % data.num_classes
     return ExampleCanary(np.asarray(data.x[i], dtype=np.float32), y,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attacks.threats import ThreatModel, get_threat
+from auditsel.errors import ConfigError
 
 __all__ = ["LambdaA", "LambdaB", "DPSGD_PROXIES", "make_dpsgd_proxy"]
 
@@ -59,6 +60,6 @@ def make_dpsgd_proxy(name: str, threat=None):
         return LambdaA()
     if name == "lambda_b":
         if threat is None:
-            raise ValueError("game.threat: lambda_b needs the threat model (ntnv, ntcv, etcv)")
+            raise ConfigError("game.threat", "lambda_b needs the threat model (ntnv, ntcv, etcv)")
         return LambdaB(get_threat(threat))
-    raise ValueError(f"game.proxy: must be one of {', '.join(DPSGD_PROXIES)}, got {name!r}")
+    raise ConfigError("game.proxy", f"must be one of {', '.join(DPSGD_PROXIES)}, got {name!r}")

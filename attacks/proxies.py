@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from auditsel.errors import ConfigError
 
 __all__ = ["SampleProxy", "LikelihoodRatioProxy", "PROXIES", "make_proxy"]
 
@@ -37,4 +38,4 @@ def make_proxy(name: str, public_law):
         return SampleProxy()
     if name == "likelihood_ratio":
         return LikelihoodRatioProxy(public_law)
-    raise ValueError(f"game.proxy: must be one of {', '.join(PROXIES)}, got {name!r}")
+    raise ConfigError("game.proxy", f"must be one of {', '.join(PROXIES)}, got {name!r}")

@@ -25,6 +25,7 @@ from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.protocol import (CanaryLoss, DpsgdTuningProtocol, FirstCoordinateShift,
                                      ValidationLoss)
 from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary
+from auditsel.errors import ConfigError
 
 __all__ = ["ThreatModel", "NTNV", "NTCV", "ETCV", "THREATS", "get_threat", "tuning_game"]
 
@@ -52,14 +53,14 @@ class ThreatModel:
         """The score g the protocol uses under this threat model (Table 2)."""
         if not self.controlled_validation:
             if validation is None or len(validation) == 0:
-                raise ValueError("game.validation_size: must be >= 1 under ntnv (g is the "
+                raise ConfigError("game.validation_size", "must be >= 1 under ntnv (g is the "
                                  "validation loss), got an empty validation set")
             return ValidationLoss(validation, reduction=self.validation_reduction)
         if isinstance(canary, GradientCanary):
             return FirstCoordinateShift(canary.coordinate)
         if isinstance(canary, ExampleCanary):
             return CanaryLoss(canary)
-        raise ValueError(f"game.canary: must be a Dirac or input canary, got {canary!r}")
+        raise ConfigError("game.canary", f"must be a Dirac or input canary, got {canary!r}")
 
 
 NTNV = ThreatModel("ntnv", empty_training=False, controlled_validation=False,
@@ -76,7 +77,7 @@ def get_threat(name) -> ThreatModel:
         return name
     key = str(name).lower()
     if key not in THREATS:
-        raise ValueError(f"game.threat: must be one of {', '.join(THREATS)}, got {name!r}")
+        raise ConfigError("game.threat", f"must be one of {', '.join(THREATS)}, got {name!r}")
     return THREATS[key]
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from auditsel.game import run_game
 from auditsel.lower import LowerBound, audit_scores
+from auditsel.errors import ConfigError
 
 __all__ = ["FunctionProtocol", "FunctionProxy", "audit_protocol", "read_scores", "ScoreFileError"]
 
@@ -63,7 +64,7 @@ def audit_protocol(release: Callable, score: Callable, *, delta: float, trials: 
     guards against mixing checkpoints of different audits.
     """
     if trials < 2:
-        raise ValueError(f"trials: must be an integer >= 2, got {trials}")
+        raise ConfigError("trials", f"must be an integer >= 2, got {trials}")
     protocol = _VectorProtocol(release) if vectorized else FunctionProtocol(release)
     proxy = score if vectorized else FunctionProxy(score)
     record = run_game(protocol, proxy, trials, seed, chunk_size=chunk_size, jobs=jobs,
@@ -82,8 +83,11 @@ class _VectorProtocol:
         return self.release_many(member, rng)
 
 
-class ScoreFileError(ValueError):
+class ScoreFileError(ConfigError):
     """A score file that cannot be audited; the message says how to fix it."""
+
+    def __init__(self, message: str):
+        super().__init__("", message)
 
 
 def read_scores(path: str | Path) -> tuple[np.ndarray, np.ndarray]:

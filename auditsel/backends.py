@@ -8,14 +8,18 @@ started for the run. Dask is an optional extra: pip install "auditsel[dask]".
 from __future__ import annotations
 
 from contextlib import contextmanager
+from auditsel.errors import ConfigError
 
 __all__ = ["BACKENDS", "BackendError", "execution_backend"]
 
 BACKENDS = ("loky", "threading", "dask")
 
 
-class BackendError(RuntimeError):
+class BackendError(ConfigError):
     """A backend that cannot be used here; the message says how to fix it."""
+
+    def __init__(self, message: str):
+        super().__init__("", message)
 
 
 @contextmanager

@@ -1,12 +1,13 @@
 """Config (YAML) -> spec: frozen data, validated once, before any work starts.
 
-Every error is a ConfigError naming the field (dotted path) and the allowed values; the CLI
-prints it as one line and exits 2. Unknown keys are errors. YAML is read with safe_load only
+Every error is an `auditsel.errors.ConfigError` naming the field (dotted path) and the allowed
+values: the checkers of `auditsel.errors` raise it, and errors of the domain objects (which
+name their own parameter, `mu`) get their section's path here (`base.mu`). The CLI prints it as
+one line and exits 2. Unknown keys are errors. YAML is read with safe_load only
 (no object construction from tags).
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,9 +15,11 @@ from typing import Any, Mapping
 
 import yaml
 
+from auditsel.errors import ConfigError, choice as _choice, integer as _integer, mapping as _mapping, \
+    number as _number
 from auditsel.lower import THRESHOLD_RULES
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
-from auditsel.rounds import LawParameterError, RoundsLaw, law_from_dict
+from auditsel.rounds import RoundsLaw, law_from_dict
 
 __all__ = ["ConfigError", "ExperimentSpec", "GameSpec", "load_config", "read_yaml", "parse_config",
            "default_config_path"]
@@ -25,14 +28,6 @@ GAME_KINDS = ("reduced", "discrete", "dpsgd")
 DPSGD_DATASETS = ("digits", "breast_cancer", "mnist", "fashion_mnist", "cifar10", "svhn")
 LOCAL_DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")
 MAX_TRIALS = 10**10
-
-
-class ConfigError(ValueError):
-    """A bad config value: `field` is the dotted key, the message says what is allowed."""
-
-    def __init__(self, field_name: str, message: str):
-        super().__init__(f"{field_name}: {message}")
-        self.field = field_name
 
 
 def default_config_path() -> Path:
@@ -92,43 +87,7 @@ class ExperimentSpec:
         return replace(self, game=replace(self.game, **changes))
 
 
-# --- field checkers ------------------------------------------------------------------------
-
-def _number(value, name: str, lo=-math.inf, hi=math.inf, lo_open=False, hi_open=False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(name, f"must be a number in {_range(lo, hi, lo_open, hi_open)}, got {value!r}")
-    value = float(value)
-    ok = math.isfinite(value) and (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
-    if not ok:
-        raise ConfigError(name, f"must be in {_range(lo, hi, lo_open, hi_open)}, got {value!r}")
-    return value
-
-
-def _integer(value, name: str, lo: int, hi: int | None = None) -> int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
-        upper = f"{hi}" if hi is not None else "inf"
-        raise ConfigError(name, f"must be an integer in [{lo}, {upper}], got {value!r}")
-    return value
-
-
-def _choice(value, name: str, allowed) -> str:
-    if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
-        shown = ", ".join(str(a).lower() if isinstance(a, bool) else str(a) for a in allowed)
-        raise ConfigError(name, f"must be one of {shown}, got {value!r}")
-    return value
-
-
-def _range(lo, hi, lo_open, hi_open) -> str:
-    return f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-
-
-def _mapping(value, name: str) -> Mapping:
-    if not isinstance(value, Mapping):
-        raise ConfigError(name, f"must be a mapping of keys to values, got {type(value).__name__}")
-    return value
-
+# --- field checkers (auditsel.errors) -------------------------------------------------------
 
 def _no_unknown(section: Mapping, name: str, allowed) -> None:
     for key in section:
@@ -162,9 +121,8 @@ def _parse_base(raw, delta: float):
             _number(v, f"base.{key}[{i}]", 0, 1)
     try:
         return FiniteOutputBase(tuple(base["p"]), tuple(base["q"]))
-    except ValueError as err:
-        name, _, message = str(err).partition(": ")
-        raise ConfigError(name, message) from None
+    except ConfigError as err:
+        raise err.within("base") from None
 
 
 def _parse_dpsgd_base(base: Mapping, delta: float):
@@ -188,11 +146,8 @@ def _parse_dpsgd_base(base: Mapping, delta: float):
         if delta <= 0:
             raise ConfigError("delta", "must be in (0, 1) to calibrate base.epsilon to a noise multiplier")
         return DpsgdBase.from_epsilon(eps, delta, steps, rate, accountant)
-    except ConfigError:
-        raise
-    except ValueError as err:
-        name, _, message = str(err).partition(": ")
-        raise ConfigError(name if name.startswith("base.") else f"base.{name}", message) from None
+    except ConfigError as err:
+        raise (err if err.field.startswith(("base.", "delta")) else err.within("base")) from None
 
 
 DPSGD_DEFAULT_CHUNK = 64
@@ -286,10 +241,7 @@ def parse_config(raw) -> ExperimentSpec:
         raise ConfigError("name", f"must be a non-empty string of letters, digits, '-', '_' or '.', got {name!r}")
     delta = _number(top["delta"], "delta", 0, 1, hi_open=True)
     base = _parse_base(top["base"], delta)
-    try:
-        rounds = law_from_dict(_mapping(top["rounds"], "rounds"))
-    except LawParameterError as err:
-        raise ConfigError(err.field, str(err).partition(": ")[2]) from None
+    rounds = law_from_dict(_mapping(top["rounds"], "rounds"), "rounds")
     game = _parse_game(top["game"], base) if top.get("game") is not None else None
     return ExperimentSpec(name=name, delta=delta, base=base, rounds=rounds, game=game,
                           base_config=dict(top["base"]))

@@ -22,6 +22,7 @@ from auditsel.game import GameRecord, run_game
 from auditsel.lower import audit_chunks, audit_scores
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import winner_law
+from auditsel.errors import ConfigError
 
 __all__ = ["run_experiment", "reduced_base", "threshold_grid", "fingerprint"]
 
@@ -102,7 +103,7 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
     protocol, proxy = protocol_and_proxy(spec)
     stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
     if stream and out_dir is None:
-        raise ValueError("game.stream: a streamed audit needs an output directory for its chunks")
+        raise ConfigError("game.stream", "a streamed audit needs an output directory for its chunks")
     record = run_game(protocol, proxy, g.trials, g.seed, chunk_size=g.chunk_size, jobs=jobs,
                       checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
                       fingerprint=fingerprint(spec), progress=progress, backend=backend,

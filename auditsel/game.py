@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from auditsel.errors import ConfigError
 
 __all__ = ["GameRecord", "ChunkSource", "CheckpointError", "run_game", "chunk_rng", "DEFAULT_CHUNK_SIZE"]
 
@@ -32,8 +33,11 @@ DEFAULT_CHUNK_SIZE = 1 << 18  # 262,144 trials: ~2.4 MB of scores and coins per 
 MANIFEST = "manifest.json"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(ConfigError):
     """A checkpoint that belongs to another experiment or cannot be read."""
+
+    def __init__(self, message: str):
+        super().__init__("", message)
 
 
 @dataclass(frozen=True)

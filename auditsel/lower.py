@@ -38,6 +38,7 @@ from scipy.special import ndtri
 from statsmodels.stats.proportion import proportion_confint
 
 from auditsel.mechanisms import gaussian_epsilon
+from auditsel.errors import ConfigError
 
 __all__ = ["LowerBound", "THRESHOLD_RULES", "epsilon_from_rates", "clopper_pearson_upper", "audit_chunks",
            "threshold_table", "audit_scores", "gdp_mu"]
@@ -211,37 +212,37 @@ def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: s
     the pooled scores, which makes the grid (mildly) data-dependent.
     """
     if rule not in THRESHOLD_RULES:
-        raise ValueError(f"game.threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
+        raise ConfigError("game.threshold", f"must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
     if not 0 < confidence < 1:
-        raise ValueError(f"confidence: must be in (0, 1), got {confidence}")
+        raise ConfigError("confidence", f"must be in (0, 1), got {confidence}")
     if not 0 <= delta < 1:
-        raise ValueError(f"delta: must be in [0, 1), got {delta}")
+        raise ConfigError("delta", f"must be in [0, 1), got {delta}")
     scores = np.asarray(scores, dtype=float)
     member = np.asarray(member).astype(np.int8)
     if np.isnan(scores).any():
-        raise ValueError("score: contains NaN; every score must be a number (+-inf allowed)")
+        raise ConfigError("score", "contains NaN; every score must be a number (+-inf allowed)")
     n1 = int(member.sum())
     if n1 == 0 or n1 == len(member):
-        raise ValueError("member: needs trials with both member = 0 and member = 1")
+        raise ConfigError("member", "needs trials with both member = 0 and member = 1")
     alpha = 1 - confidence
     best = _best_over_all(scores, member, alpha, delta)
     if rule == "best":
         chosen, evaluated = best, len(scores)
     elif rule == "split":
         if not 0 < split_fraction < 1:
-            raise ValueError(f"game.split_fraction: must be in (0, 1), got {split_fraction}")
+            raise ConfigError("game.split_fraction", f"must be in (0, 1), got {split_fraction}")
         cut = int(len(scores) * split_fraction)
         sel_s, sel_m = scores[:cut], member[:cut]
         ev_s, ev_m = scores[cut:], member[cut:]
         if min(sel_m.sum(), len(sel_m) - sel_m.sum(), ev_m.sum(), len(ev_m) - ev_m.sum()) == 0:
-            raise ValueError("game.trials: too few trials to split (each part needs both coins)")
+            raise ConfigError("game.trials", "too few trials to split (each part needs both coins)")
         pick = _best_over_all(sel_s, sel_m, alpha, delta)
         chosen = _evaluate(ev_s, ev_m, pick["threshold"], pick["flip"], alpha, delta)
         evaluated = len(ev_s)
     else:
         if threshold_grid is None:
             if grid_size < 1:
-                raise ValueError(f"game.thresholds: must be an integer >= 1, got {grid_size}")
+                raise ConfigError("game.thresholds", f"must be an integer >= 1, got {grid_size}")
             finite = scores[np.isfinite(scores)]
             lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 0.0)
             threshold_grid = np.linspace(lo, hi, grid_size)
@@ -298,7 +299,7 @@ def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "sp
     exactly at its fixed grid. `best` is the max over the candidate grid (optimistic).
     """
     if rule not in THRESHOLD_RULES:
-        raise ValueError(f"game.threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
+        raise ConfigError("game.threshold", f"must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
     alpha = 1 - confidence
     n_chunks = len(source)
     first, _ = source.load(0)
@@ -307,7 +308,7 @@ def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "sp
     grid = np.unique(np.concatenate([[-np.inf], quantiles]))
     fp, fn, n0, n1 = _stream_counts(source, range(n_chunks), grid)
     if n0 == 0 or n1 == 0:
-        raise ValueError("member: needs trials with both member = 0 and member = 1")
+        raise ConfigError("member", "needs trials with both member = 0 and member = 1")
     best = _pick(grid, fp, fn, n0, n1, alpha, delta)
     evaluated = n0 + n1
     if rule == "best":
@@ -315,7 +316,7 @@ def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "sp
     elif rule == "split":
         cut = int(round(n_chunks * split_fraction))
         if not 0 < cut < n_chunks:
-            raise ValueError(f"game.split_fraction: with {n_chunks} chunks the split leaves a part "
+            raise ConfigError("game.split_fraction", f"with {n_chunks} chunks the split leaves a part "
                              f"empty; use more trials or a smaller game.chunk_size")
         fa, fna, a0, a1 = _stream_counts(source, range(cut), grid)
         pick = _pick(grid, fa, fna, a0, a1, alpha, delta)

@@ -20,6 +20,8 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
+from auditsel.errors import ConfigError, number
+
 __all__ = ["GaussianBase", "FiniteOutputBase", "gaussian_delta", "gaussian_epsilon", "gaussian_mu"]
 
 
@@ -50,8 +52,8 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
 
 def gaussian_mu(epsilon: float, delta: float) -> float:
     """The mu with gaussian_delta(epsilon, mu) = delta (eps_B -> mu calibration)."""
-    if not (epsilon >= 0 and 0 < delta < 1):
-        raise ValueError("gaussian_mu needs epsilon >= 0 and delta in (0, 1)")
+    epsilon = number(epsilon, "epsilon", 0)
+    delta = number(delta, "delta", 0, 1, lo_open=True, hi_open=True)
     lo, hi = 1e-12, 1.0
     while gaussian_delta(epsilon, hi) < delta:
         hi *= 2
@@ -66,8 +68,7 @@ class GaussianBase:
     mu: float
 
     def __post_init__(self):
-        if not (isinstance(self.mu, (int, float)) and math.isfinite(self.mu) and self.mu > 0):
-            raise ValueError(f"base.mu: must be in (0, inf), got {self.mu!r}")
+        object.__setattr__(self, "mu", number(self.mu, "mu", 0, math.inf, lo_open=True))
 
     @classmethod
     def from_epsilon(cls, epsilon: float, delta: float) -> "GaussianBase":
@@ -94,15 +95,15 @@ class FiniteOutputBase:
     def __post_init__(self):
         p = np.asarray(self.p, dtype=float)
         q = np.asarray(self.q, dtype=float)
-        for name, v in (("base.p", p), ("base.q", q)):
+        for name, v in (("p", p), ("q", q)):
             if v.ndim != 1 or len(v) < 2:
-                raise ValueError(f"{name}: must be a list of at least 2 probabilities")
+                raise ConfigError(name, "must be a list of at least 2 probabilities")
             if not np.all(np.isfinite(v)) or np.any(v < 0):
-                raise ValueError(f"{name}: probabilities must be finite and >= 0")
+                raise ConfigError(name, "probabilities must be finite and >= 0")
             if abs(v.sum() - 1) > 1e-9:
-                raise ValueError(f"{name}: probabilities must sum to 1 (within 1e-9), got {v.sum()!r}")
+                raise ConfigError(name, f"probabilities must sum to 1 (within 1e-9), got {v.sum()!r}")
         if len(p) != len(q):
-            raise ValueError(f"base.q: must have the same length as base.p ({len(p)}), got {len(q)}")
+            raise ConfigError("q", f"must have the same length as p ({len(p)}), got {len(q)}")
         object.__setattr__(self, "p", tuple((p / p.sum()).tolist()))
         object.__setattr__(self, "q", tuple((q / q.sum()).tolist()))
 

@@ -36,6 +36,8 @@ from typing import Mapping
 import numpy as np
 from scipy.special import gammaln
 
+from auditsel.errors import ConfigError, integer, number, require
+
 # Parameter ranges where every law stays representable in double precision (issue 6 sec. 3/4).
 MIN_NU = 1e-15          # TNB: 1 - nu must keep nu's digits
 MAX_ETA = 1e6           # TNB: E[K] ~ eta / nu
@@ -44,37 +46,8 @@ MAX_POISSON_MEAN = 1e15  # numpy's Poisson sampler refuses lam above ~9e18
 
 __all__ = [
     "RoundsLaw", "TruncatedNegativeBinomial", "Poisson", "Binomial", "TwoPoint", "Point",
-    "FinitePmf", "LawParameterError", "law_from_dict",
+    "FinitePmf", "law_from_dict",
 ]
-
-
-class LawParameterError(ValueError):
-    """A law parameter outside its allowed range; `field` names the parameter."""
-
-    def __init__(self, field_name: str, message: str):
-        super().__init__(f"{field_name}: {message}")
-        self.field = field_name
-
-
-def _require(condition: bool, field_name: str, message: str) -> None:
-    if not condition:
-        raise LawParameterError(field_name, message)
-
-
-def _real(value, field_name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise LawParameterError(field_name, f"must be a number, got {value!r}")
-    value = float(value)
-    _require(math.isfinite(value), field_name, f"must be finite, got {value!r}")
-    return value
-
-
-def _integer(value, field_name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise LawParameterError(field_name, f"must be an integer, got {value!r}")
-    return int(value)
 
 
 class RoundsLaw:
@@ -136,14 +109,12 @@ class TruncatedNegativeBinomial(RoundsLaw):
     kind: str = field(default="tnb", init=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "eta", _real(self.eta, "rounds.eta"))
-        object.__setattr__(self, "nu", _real(self.nu, "rounds.nu"))
-        _require(self.eta > -1, "rounds.eta", f"must be in (-1, inf), got {self.eta}")
-        _require(0 < self.nu < 1, "rounds.nu", f"must be in (0, 1), got {self.nu}")
+        object.__setattr__(self, "eta", number(self.eta, "eta", -1, MAX_ETA, lo_open=True))
         # Below ~1e-15, 1 - nu rounds to 1 (or loses most digits of nu) and the law degenerates
         # (pgf(1) = log1p(-1)/log(nu) = nan); E[K] is then ~1e13, far beyond any tuning run.
-        _require(self.nu >= MIN_NU, "rounds.nu", f"must be in [{MIN_NU:g}, 1), got {self.nu}")
-        _require(self.eta <= MAX_ETA, "rounds.eta", f"must be in (-1, {MAX_ETA:g}], got {self.eta}")
+        nu = number(self.nu, "nu", 0, 1, lo_open=True, hi_open=True)
+        require(nu >= MIN_NU, "nu", f"must be in [{MIN_NU:g}, 1), got {nu}")
+        object.__setattr__(self, "nu", nu)
 
     @property
     def _log_inv_nu(self) -> float:
@@ -268,9 +239,7 @@ class Poisson(RoundsLaw):
     kind: str = field(default="poisson", init=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "mean_", _real(self.mean_, "rounds.mean"))
-        _require(0 < self.mean_ <= MAX_POISSON_MEAN, "rounds.mean",
-                 f"must be in (0, {MAX_POISSON_MEAN:g}], got {self.mean_}")
+        object.__setattr__(self, "mean_", number(self.mean_, "mean", 0, MAX_POISSON_MEAN, lo_open=True))
 
     def log_pmf(self, k):
         k = np.asarray(k, dtype=float)
@@ -308,10 +277,8 @@ class Binomial(RoundsLaw):
     kind: str = field(default="binomial", init=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "n", _integer(self.n, "rounds.n"))
-        object.__setattr__(self, "p", _real(self.p, "rounds.p"))
-        _require(1 <= self.n <= MAX_K, "rounds.n", f"must be an integer in [1, 2^53], got {self.n}")
-        _require(0 < self.p <= 1, "rounds.p", f"must be in (0, 1], got {self.p}")
+        object.__setattr__(self, "n", integer(self.n, "n", 1, MAX_K))
+        object.__setattr__(self, "p", number(self.p, "p", 0, 1, lo_open=True))
 
     def log_pmf(self, k):
         k = np.asarray(k, dtype=float)
@@ -352,25 +319,24 @@ class FinitePmf(RoundsLaw):
 
     def __post_init__(self):
         if not isinstance(self.table, Mapping) or not self.table:
-            raise LawParameterError("rounds.pmf", "must be a non-empty table {k: probability}")
+            raise ConfigError("pmf", "must be a non-empty table {k: probability}")
         clean = {}
         for key, prob in self.table.items():
             try:
                 k = int(key)
             except (TypeError, ValueError):
-                raise LawParameterError("rounds.pmf", f"key {key!r} is not an integer >= 0") from None
-            _require(str(key).strip().lstrip("+").isdigit() or (isinstance(key, (int, np.integer))
-                     and not isinstance(key, bool)), "rounds.pmf", f"key {key!r} is not an integer >= 0")
-            _require(k >= 0, "rounds.pmf", f"key {key!r} is not an integer >= 0")
-            _require(k <= MAX_K, "rounds.pmf", f"key {key!r} is above 2^53 (int64 and float k)")
-            prob = _real(prob, f"rounds.pmf[{k}]")
-            _require(0 <= prob <= 1, f"rounds.pmf[{k}]", f"must be in [0, 1], got {prob}")
+                raise ConfigError("pmf", f"key {key!r} is not an integer >= 0") from None
+            require(str(key).strip().lstrip("+").isdigit() or (isinstance(key, (int, np.integer))
+                     and not isinstance(key, bool)), "pmf", f"key {key!r} is not an integer >= 0")
+            require(k >= 0, "pmf", f"key {key!r} is not an integer >= 0")
+            require(k <= MAX_K, "pmf", f"key {key!r} is above 2^53 (int64 and float k)")
+            prob = number(prob, f"pmf[{k}]", 0, 1)
             if prob > 0:
                 clean[k] = clean.get(k, 0.0) + prob
         total = sum(clean.values())
-        _require(abs(total - 1) <= 1e-9, "rounds.pmf",
-                 f"probabilities must sum to 1 (within 1e-9), got {total!r}")
-        _require(any(k >= 1 for k in clean), "rounds.pmf", "needs some mass on k >= 1")
+        require(abs(total - 1) <= 1e-9, "pmf",
+                f"probabilities must sum to 1 (within 1e-9), got {total!r}")
+        require(any(k >= 1 for k in clean), "pmf", "needs some mass on k >= 1")
         ks = np.array(sorted(clean), dtype=np.int64)
         ps = np.array([clean[k] for k in ks.tolist()]) / total
         object.__setattr__(self, "table", dict(zip(ks.tolist(), ps.tolist())))
@@ -426,10 +392,8 @@ class TwoPoint(FinitePmf):
     """P[K=1] = s, P[K=L] = 1 - s ([XWW24] eq. 21)."""
 
     def __init__(self, L: int, s: float):
-        L = _integer(L, "rounds.L")
-        s = _real(s, "rounds.s")
-        _require(1 <= L <= MAX_K, "rounds.L", f"must be an integer in [1, 2^53], got {L}")
-        _require(0 <= s <= 1, "rounds.s", f"must be in [0, 1], got {s}")
+        L = integer(L, "L", 1, MAX_K)
+        s = number(s, "s", 0, 1)
         object.__setattr__(self, "L", L)
         object.__setattr__(self, "s", s)
         table = {1: 1.0} if L == 1 else {1: s, L: 1 - s}   # L = 1: K = 1 whatever s ({1: s} failed for s < 1)
@@ -444,8 +408,7 @@ class Point(FinitePmf):
     """K = k always (best-of-k with a fixed k)."""
 
     def __init__(self, k: int):
-        k = _integer(k, "rounds.k")
-        _require(1 <= k <= MAX_K, "rounds.k", f"must be an integer in [1, 2^53], got {k}")
+        k = integer(k, "k", 1, MAX_K)
         object.__setattr__(self, "k", k)
         super().__init__({k: 1.0})
         object.__setattr__(self, "kind", "point")
@@ -469,20 +432,24 @@ _LAW_FIELDS = {
 }
 
 
-def law_from_dict(spec: Mapping) -> RoundsLaw:
-    """Build a law from its config section, e.g. {"kind": "tnb", "eta": 0, "nu": 0.01}."""
-    if not isinstance(spec, Mapping):
-        raise LawParameterError("rounds", "must be a mapping with a 'kind' key")
-    kind = spec.get("kind")
-    if not isinstance(kind, str) or kind not in _LAW_FIELDS:  # a list/dict kind is unhashable
-        raise LawParameterError("rounds.kind", f"must be one of {', '.join(_LAW_FIELDS)}, got {kind!r}")
-    required, build = _LAW_FIELDS[kind]
-    given = set(spec) - {"kind"}
-    unknown = given - required
-    if unknown:
-        raise LawParameterError(f"rounds.{sorted(unknown)[0]}",
-                                f"unknown key for kind {kind}; allowed: {', '.join(sorted(required))}")
-    missing = required - given
-    if missing:
-        raise LawParameterError(f"rounds.{sorted(missing)[0]}", f"required for kind {kind}")
-    return build(spec)
+def law_from_dict(spec: Mapping, path: str = "rounds") -> RoundsLaw:
+    """Build a law from its config section, e.g. {"kind": "tnb", "eta": 0, "nu": 0.01}; a
+    ConfigError names the field under `path` (`rounds.nu: must be in (0, 1), got 1.0`)."""
+    try:
+        if not isinstance(spec, Mapping):
+            raise ConfigError("", "must be a mapping with a 'kind' key")
+        kind = spec.get("kind")
+        if not isinstance(kind, str) or kind not in _LAW_FIELDS:  # a list/dict kind is unhashable
+            raise ConfigError("kind", f"must be one of {', '.join(_LAW_FIELDS)}, got {kind!r}")
+        required, build = _LAW_FIELDS[kind]
+        given = set(spec) - {"kind"}
+        unknown = given - required
+        if unknown:
+            raise ConfigError(f"{sorted(unknown)[0]}",
+                              f"unknown key for kind {kind}; allowed: {', '.join(sorted(required))}")
+        missing = required - given
+        if missing:
+            raise ConfigError(f"{sorted(missing)[0]}", f"required for kind {kind}")
+        return build(spec)
+    except ConfigError as err:
+        raise err.within(path) from None

@@ -34,6 +34,7 @@ from auditsel.dpsgd.data import load_split
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import calibrate_noise_multiplier
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
+from auditsel.errors import ConfigError
 
 __all__ = ["Table3Settings", "table3_protocol", "build_protocol", "play_games", "run_table3_grid", "time_cell",
            "format_rows"]
@@ -72,7 +73,7 @@ def _canary(name: str, s: Table3Settings, train, validation):
     if name == "dirac":
         return canary_lib.dirac()
     if name != "input":
-        raise ValueError(f"game.canary: must be dirac or input, got {name!r}")
+        raise ConfigError("game.canary", f"must be dirac or input, got {name!r}")
     if s.input_canary == "mislabelled":
         return canary_lib.mislabelled(validation, 0)
     return canary_lib.out_of_distribution(train, s.input_canary)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from auditsel.accounting.base import DpsgdBase, gdp_mu_dpsgd
+from auditsel.errors import ConfigError
 from auditsel.mechanisms import gaussian_delta
 
 
@@ -18,7 +19,7 @@ from auditsel.mechanisms import gaussian_delta
     (dict(noise_multiplier=1.0, steps=10, accountant="prv"), "accountant"),
 ])
 def test_validation_messages(kwargs, field):
-    with pytest.raises(ValueError, match=rf"^base\.{field}: must be in .*, got "):
+    with pytest.raises(ConfigError, match=rf"^{field}: must be .*, got "):
         DpsgdBase(**kwargs)
 
 

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 from scipy import stats
 
-from auditsel.rounds import (Binomial, FinitePmf, LawParameterError, Point, Poisson,
+from auditsel.errors import ConfigError
+from auditsel.rounds import (Binomial, FinitePmf, Point, Poisson,
                              TruncatedNegativeBinomial, TwoPoint, law_from_dict)
 
 LAWS = [
@@ -154,7 +155,7 @@ def test_tnb_pgf_identities(eta, nu, z):
     ({"kind": "tnb", "eta": 0.0, "nu": 0.1, "mean": 3}, "rounds.mean"),
 ])
 def test_invalid_parameters_name_the_field(spec, field):
-    with pytest.raises(LawParameterError) as err:
+    with pytest.raises(ConfigError) as err:
         law_from_dict(spec)
     assert err.value.field == field
     assert str(err.value).startswith(field)

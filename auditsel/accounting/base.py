@@ -46,6 +46,8 @@ from dp_accounting import mechanism_calibration
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
+from auditsel.errors import choice, integer, number
+
 __all__ = ["DpsgdBase", "RDP_ORDERS", "PLD_DISCRETIZATION", "gdp_mu_dpsgd"]
 
 #: RDP orders used for eps_B and for the DP-SGD base RDP curve: dp_accounting's default orders
@@ -73,16 +75,6 @@ def quiet_absl():
         logger.setLevel(level)
 
 
-def _check(ok: bool, field: str, rng: str, value) -> None:
-    if not ok:
-        raise ValueError(f"base.{field}: must be in {rng}, got {value!r}")
-
-
-def _is_real(x) -> bool:
-    return (not isinstance(x, bool)) and isinstance(x, (int, float, np.integer, np.floating)) \
-        and math.isfinite(float(x))
-
-
 def gdp_mu_dpsgd(noise_multiplier: float, steps: int, sample_rate: float) -> float:
     """mu_GDP of [XWW24] Appendix A.4 (Dong et al. central limit theorem for DP-SGD)."""
     s = float(noise_multiplier)
@@ -101,16 +93,11 @@ class DpsgdBase:
     accountant: str = "rdp"
 
     def __post_init__(self):
-        s, n, t, a = self.noise_multiplier, self.steps, self.sample_rate, self.accountant
-        _check(_is_real(s) and float(s) > 0, "noise_multiplier", "(0, inf)", s)
-        _check((isinstance(n, (int, np.integer)) and not isinstance(n, bool)
-                or (isinstance(n, float) and n.is_integer())) and n >= 1,
-               "steps", "integers >= 1", n)
-        _check(_is_real(t) and 0 < float(t) <= 1, "sample_rate", "(0, 1]", t)
-        _check(a in _ACCOUNTANTS, "accountant", "{'rdp', 'pld'}", a)
-        object.__setattr__(self, "noise_multiplier", float(s))
-        object.__setattr__(self, "steps", int(n))
-        object.__setattr__(self, "sample_rate", float(t))
+        object.__setattr__(self, "noise_multiplier",
+                           number(self.noise_multiplier, "noise_multiplier", 0, math.inf, lo_open=True))
+        object.__setattr__(self, "steps", integer(self.steps, "steps", 1))
+        object.__setattr__(self, "sample_rate", number(self.sample_rate, "sample_rate", 0, 1, lo_open=True))
+        choice(self.accountant, "accountant", _ACCOUNTANTS)
 
     # --- dp_accounting -------------------------------------------------------------------
     @property
@@ -162,8 +149,8 @@ class DpsgdBase:
     def from_epsilon(cls, epsilon: float, delta: float, steps: int, sample_rate: float = 1.0,
                      accountant: str = "rdp") -> "DpsgdBase":
         """The base whose one run is (epsilon, delta)-DP under `accountant` (sigma calibrated)."""
-        _check(_is_real(epsilon) and epsilon > 0, "epsilon", "(0, inf)", epsilon)
-        _check(_is_real(delta) and 0 < delta < 1, "delta", "(0, 1)", delta)
+        epsilon = number(epsilon, "epsilon", 0, math.inf, lo_open=True)
+        delta = number(delta, "delta", 0, 1, lo_open=True, hi_open=True)
         probe = cls(1.0, steps, sample_rate, accountant)  # validates the other fields
         sigma = _calibrate(float(epsilon), float(delta), probe.steps, probe.sample_rate, accountant)
         return cls(sigma, probe.steps, probe.sample_rate, accountant)

@@ -48,6 +48,7 @@ from auditsel.accounting.rdp import ORDERS, finite_rdp, gaussian_rdp
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 from auditsel.selection import FiniteWinner, GaussianWinner
+from auditsel.errors import ConfigError
 
 __all__ = ["BOUND_KEYS", "BOUND_LABELS", "upper_bounds", "base_info", "bound_labels", "panel"]
 
@@ -132,7 +133,7 @@ def _base_rdp(base):
 def panel(base, law: RoundsLaw, delta: float) -> dict:
     """All bounds for one setting, with base info, per-base labels, sources and timings."""
     if not (0 <= delta < 1):
-        raise ValueError(f"delta: must be in [0, 1), got {delta!r}")
+        raise ConfigError("delta", f"must be in [0, 1), got {delta!r}")
     notes: list[str] = []
     seconds: dict[str, float] = {}
     upper: dict[str, float | None] = {k: None for k in BOUND_KEYS}

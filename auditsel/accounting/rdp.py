@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 from scipy.special import logsumexp
+from auditsel.errors import ConfigError
 
 __all__ = [
     "ORDERS", "rdp_to_epsilon", "rdp_to_epsilon_continuous", "rdp_to_delta", "gaussian_rdp",
@@ -56,7 +57,7 @@ def rdp_to_epsilon(orders, rdp, delta: float) -> tuple[float, float]:
     orders = np.asarray(orders, dtype=float)
     rdp = np.broadcast_to(np.asarray(rdp, dtype=float), orders.shape)
     if not (0 <= delta < 1):
-        raise ValueError(f"delta: must be in [0, 1), got {delta!r}")
+        raise ConfigError("delta", f"must be in [0, 1), got {delta!r}")
     if delta == 0:
         return math.inf, math.nan
     ok = (orders > 1) & np.isfinite(rdp)

@@ -29,6 +29,7 @@ import pickle
 from dataclasses import dataclass
 
 import numpy as np
+from auditsel.errors import ConfigError
 
 __all__ = ["Dataset", "BUNDLED", "LOCAL", "DATASETS", "load_dataset", "load_split"]
 
@@ -85,7 +86,7 @@ def _bundled(name: str, split_seed: int):
     try:
         from sklearn import datasets as skd
     except ImportError as exc:  # pragma: no cover - dependency hint
-        raise ValueError(f"game.dataset: {name} needs scikit-learn (pip install scikit-learn)") from exc
+        raise ConfigError("game.dataset", f"{name} needs scikit-learn (pip install scikit-learn)") from exc
     if name == "digits":
         raw = skd.load_digits()
         x = (raw.data.astype(np.float32) / 16.0).reshape(-1, 1, 8, 8)
@@ -159,13 +160,13 @@ def _local_arrays(name: str, data_dir: str):
 def _local(name: str, data_dir: str | None):
     hint = _DOWNLOAD_HINT[name]
     if data_dir is None:
-        raise ValueError(f"game.data_dir: must name a local directory holding {name}, got None; "
+        raise ConfigError("game.data_dir", f"must name a local directory holding {name}, got None; "
                          f"download {hint} and pass data_dir")
     if not os.path.isdir(data_dir):
-        raise ValueError(f"game.data_dir: {data_dir} not found; download {hint} and pass data_dir")
+        raise ConfigError("game.data_dir", f"{data_dir} not found; download {hint} and pass data_dir")
     arrays = _local_arrays(name, data_dir)
     if arrays is None:
-        raise ValueError(f"game.data_dir: {name} files not found in {data_dir}; download {hint} "
+        raise ConfigError("game.data_dir", f"{name} files not found in {data_dir}; download {hint} "
                          f"and pass data_dir")
     xtr, ytr, xte, yte = arrays
 
@@ -186,7 +187,7 @@ def _local(name: str, data_dir: str | None):
 def load_split(name: str, data_dir: str | None = None, split_seed: int = 0):
     """(train, validation) Datasets of ``name``; see the module docstring for sources."""
     if name not in DATASETS:
-        raise ValueError(f"game.dataset: must be one of {', '.join(DATASETS)}, got {name!r}")
+        raise ConfigError("game.dataset", f"must be one of {', '.join(DATASETS)}, got {name!r}")
     if name in BUNDLED:
         return _bundled(name, split_seed)
     return _local(name, data_dir)
@@ -196,8 +197,8 @@ def load_dataset(name: str, split: str = "train", n: int | None = None,
                  data_dir: str | None = None, split_seed: int = 0) -> Dataset:
     """One split (``train`` or ``validation``) of ``name``, cut to its first n examples."""
     if split not in ("train", "validation"):
-        raise ValueError(f"game.split: must be train or validation, got {split!r}")
+        raise ConfigError("game.split", f"must be train or validation, got {split!r}")
     if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0):
-        raise ValueError(f"game.train_size: must be an integer >= 0, got {n!r}")
+        raise ConfigError("game.train_size", f"must be an integer >= 0, got {n!r}")
     train, val = load_split(name, data_dir, split_seed)
     return (train if split == "train" else val).take(n)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from auditsel.errors import ConfigError
 
 __all__ = ["ModelSpec", "MODELS"]
 
@@ -40,18 +41,18 @@ class ModelSpec:
 
     def __post_init__(self):
         if self.kind not in MODELS:
-            raise ValueError(f"game.model: must be one of {', '.join(MODELS)}, got {self.kind!r}")
+            raise ConfigError("game.model", f"must be one of {', '.join(MODELS)}, got {self.kind!r}")
         object.__setattr__(self, "input_shape", tuple(int(s) for s in self.input_shape))
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
         if self.kind == "cnn" and len(self.input_shape) != 3:
-            raise ValueError(f"game.model: cnn needs image inputs (channels, height, width), got "
+            raise ConfigError("game.model", f"cnn needs image inputs (channels, height, width), got "
                              f"examples of shape {self.input_shape}")
         if self.num_classes < 2:
-            raise ValueError(f"game.dataset: must have at least 2 classes, got {self.num_classes}")
+            raise ConfigError("game.dataset", f"must have at least 2 classes, got {self.num_classes}")
         if any(h < 1 for h in self.hidden) or self.channels < 1:
-            raise ValueError(f"game.hidden: must be positive sizes, got {self.hidden}")
+            raise ConfigError("game.hidden", f"must be positive sizes, got {self.hidden}")
         if not (self.init_scale >= 0 and math.isfinite(self.init_scale)):
-            raise ValueError(f"game.init_scale: must be >= 0, got {self.init_scale}")
+            raise ConfigError("game.init_scale", f"must be >= 0, got {self.init_scale}")
 
     # ---- layout -----------------------------------------------------------------------------
     @property

@@ -44,6 +44,7 @@ from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import (Canary, ExampleCanary, check_settings,
                                     default_device, train_runs)
 from auditsel.rounds import RoundsLaw
+from auditsel.errors import ConfigError
 
 __all__ = ["ValidationLoss", "CanaryLoss", "FirstCoordinateShift", "Score", "evaluate_score",
            "DpsgdTuningProtocol", "GRID_KEYS"]
@@ -60,7 +61,7 @@ class ValidationLoss:
 
     def __post_init__(self):
         if self.reduction not in ("sum", "mean"):
-            raise ValueError(f"game.validation_reduction: must be sum or mean, got {self.reduction!r}")
+            raise ConfigError("game.validation_reduction", f"must be sum or mean, got {self.reduction!r}")
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def evaluate_score(score: Score, model: ModelSpec, w0: torch.Tensor, wN: torch.T
         if isinstance(score, ValidationLoss):
             data = score.data
             if len(data) == 0:
-                raise ValueError("game.validation_size: must be >= 1 for a validation-loss score")
+                raise ConfigError("game.validation_size", "must be >= 1 for a validation-loss score")
             total = torch.zeros(R, dtype=torch.float64, device=wN.device)
             step = max(1, chunk // max(1, R * model.num_classes * 8))
             for s in range(0, len(data), step):
@@ -126,26 +127,26 @@ class DpsgdTuningProtocol:
                  max_batch_runs: int = 256, method: str = "auto",
                  memory_budget: int = 1 << 24):
         if canary is None:
-            raise ValueError("game.canary: must be dirac or an input canary, got None")
+            raise ConfigError("game.canary", "must be dirac or an input canary, got None")
         if isinstance(score, CanaryLoss) and not isinstance(canary, ExampleCanary):
-            raise ValueError("game.score: the canary loss needs an input-space canary")
+            raise ConfigError("game.score", "the canary loss needs an input-space canary")
         grid = list(grid) if grid is not None else []
         if not grid:
-            raise ValueError(f"game.learning_rates: must be a non-empty grid of configurations, "
+            raise ConfigError("game.learning_rates", f"must be a non-empty grid of configurations, "
                              f"got {grid!r}")
         defaults = {"lr": lr, "clip": clip, "steps": steps, "noise_multiplier": noise_multiplier,
                     "sample_rate": sample_rate}
         configs = []
         for c in grid:
             if not isinstance(c, Mapping):
-                raise ValueError(f"game.grid: each configuration must be a mapping, got {c!r}")
+                raise ConfigError("game.grid", f"each configuration must be a mapping, got {c!r}")
             unknown = set(c) - set(GRID_KEYS)
             if unknown:
-                raise ValueError(f"game.grid: unknown setting(s) {sorted(unknown)}; allowed: "
+                raise ConfigError("game.grid", f"unknown setting(s) {sorted(unknown)}; allowed: "
                                  f"{', '.join(GRID_KEYS)}")
             full = {**defaults, **c}
             if full["lr"] is None:
-                raise ValueError("game.learning_rates: every configuration needs a learning rate")
+                raise ConfigError("game.learning_rates", "every configuration needs a learning rate")
             check_settings(steps=np.int64(full["steps"]) if float(full["steps"]).is_integer()
                            else full["steps"], lr=full["lr"], clip=full["clip"],
                            noise_multiplier=full["noise_multiplier"],
@@ -153,9 +154,9 @@ class DpsgdTuningProtocol:
             full["steps"] = int(full["steps"])
             configs.append(full)
         if not isinstance(rounds, RoundsLaw):
-            raise ValueError(f"rounds: must be a number-of-runs law, got {rounds!r}")
+            raise ConfigError("rounds", f"must be a number-of-runs law, got {rounds!r}")
         if max_batch_runs < 1:
-            raise ValueError(f"game.max_batch_runs: must be >= 1, got {max_batch_runs}")
+            raise ConfigError("game.max_batch_runs", f"must be >= 1, got {max_batch_runs}")
         self.model, self.train, self.score, self.canary = model, train, score, canary
         self.rounds, self.configs = rounds, configs
         self.device = torch.device(device) if device is not None else default_device()
@@ -186,7 +187,7 @@ class DpsgdTuningProtocol:
         """Run len(member) independent trials of H (member[t] = 1: X'); see module docstring."""
         member = np.asarray(member).reshape(-1)
         if member.size and not np.all((member == 0) | (member == 1)):
-            raise ValueError("member: must hold 0/1 coins")
+            raise ConfigError("member", "must hold 0/1 coins")
         T = len(member)
         k, config, seeds = self.plan(T, rng)
         R = int(k.sum())

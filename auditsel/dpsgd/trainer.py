@@ -38,6 +38,7 @@ import torch.nn.functional as F
 
 from auditsel.dpsgd.data import Dataset
 from auditsel.dpsgd.models import ModelSpec
+from auditsel.errors import ConfigError
 
 __all__ = [
     "ExampleCanary", "GradientCanary", "Canary", "TrainResult", "train_runs", "clip_factors",
@@ -86,7 +87,7 @@ def default_device() -> torch.device:
 def _number(value, field: str) -> np.ndarray:
     arr = np.asarray(value, dtype=float)
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{field}: must be finite, got {value!r}")
+        raise ConfigError(field, f"must be finite, got {value!r}")
     return arr
 
 
@@ -96,23 +97,23 @@ def check_settings(*, steps=None, lr=None, clip=None, noise_multiplier=None, sam
     if steps is not None:
         s = np.asarray(steps)
         if s.dtype.kind not in "iu" or np.any(s < 1):
-            raise ValueError(f"base.steps: must be an integer >= 1, got {steps!r}")
+            raise ConfigError("base.steps", f"must be an integer >= 1, got {steps!r}")
     if lr is not None:
         a = _number(lr, "game.learning_rates")
         if np.any(a < 0):
-            raise ValueError(f"game.learning_rates: must be >= 0, got {lr!r}")
+            raise ConfigError("game.learning_rates", f"must be >= 0, got {lr!r}")
     if clip is not None:
         a = _number(clip, "game.clip")
         if np.any(a <= 0):
-            raise ValueError(f"game.clip: must be > 0, got {clip!r}")
+            raise ConfigError("game.clip", f"must be > 0, got {clip!r}")
     if noise_multiplier is not None:
         a = _number(noise_multiplier, "base.noise_multiplier")
         if np.any(a < 0):
-            raise ValueError(f"base.noise_multiplier: must be >= 0, got {noise_multiplier!r}")
+            raise ConfigError("base.noise_multiplier", f"must be >= 0, got {noise_multiplier!r}")
     if sample_rate is not None:
         a = _number(sample_rate, "base.sample_rate")
         if np.any((a <= 0) | (a > 1)):
-            raise ValueError(f"base.sample_rate: must be in (0, 1], got {sample_rate!r}")
+            raise ConfigError("base.sample_rate", f"must be in (0, 1], got {sample_rate!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,7 +143,7 @@ def dpsgd_epsilon(noise_multiplier: float, steps: int, sample_rate: float, delta
     elif accountant == "pld":
         acc = dpa.pld.PLDAccountant()
     else:
-        raise ValueError(f"base.accountant: must be rdp or pld, got {accountant!r}")
+        raise ConfigError("base.accountant", f"must be rdp or pld, got {accountant!r}")
     return float(acc.compose(event).get_epsilon(delta))
 
 
@@ -150,9 +151,9 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, steps: int, sample_
                                accountant: str = "rdp", rtol: float = 1e-6) -> float:
     """The smallest sigma with dpsgd_epsilon(sigma, ...) <= epsilon (bisection in log sigma)."""
     if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ValueError(f"base.epsilon: must be in (0, inf), got {epsilon!r}")
+        raise ConfigError("base.epsilon", f"must be in (0, inf), got {epsilon!r}")
     if not (0 < delta < 1):
-        raise ValueError(f"delta: must be in (0, 1) to calibrate DP-SGD, got {delta!r}")
+        raise ConfigError("delta", f"must be in (0, 1) to calibrate DP-SGD, got {delta!r}")
     check_settings(steps=steps, sample_rate=sample_rate)
     try:
         from auditsel.accounting.base import DpsgdBase
@@ -292,23 +293,23 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     if method == "auto":
         method = "ghost" if model.has_dense_path else "vmap"
     if method not in ("ghost", "vmap"):
-        raise ValueError(f"game.method: must be auto, ghost or vmap, got {method!r}")
+        raise ConfigError("game.method", f"must be auto, ghost or vmap, got {method!r}")
     if method == "ghost" and not model.has_dense_path:
-        raise ValueError(f"game.method: ghost clipping needs a dense model, got {model.kind}")
+        raise ConfigError("game.method", f"ghost clipping needs a dense model, got {model.kind}")
     if train.shape != model.input_shape and len(train):
-        raise ValueError(f"game.model: expects examples of shape {model.input_shape}, "
+        raise ConfigError("game.model", f"expects examples of shape {model.input_shape}, "
                          f"got {train.shape}")
     device = torch.device(device) if device is not None else default_device()
     d = model.num_params
     if isinstance(canary, GradientCanary) and not 0 <= canary.coordinate < d:
-        raise ValueError(f"game.canary: coordinate must be in [0, {d}), got {canary.coordinate}")
+        raise ConfigError("game.canary", f"coordinate must be in [0, {d}), got {canary.coordinate}")
     if include_canary is None:
         include_canary = np.zeros(R, dtype=bool)
     include = np.asarray(include_canary, dtype=bool).reshape(-1)
     if len(include) != R:
         raise ValueError("include_canary must have one entry per run")
     if include.any() and canary is None:
-        raise ValueError("game.canary: runs on X' = X u {z} need a canary")
+        raise ConfigError("game.canary", "runs on X' = X u {z} need a canary")
 
     lr_t = _as_runs(lr, R, dtype, device, "lr")
     clip_t = _as_runs(clip, R, dtype, device, "clip")
@@ -324,7 +325,7 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     if isinstance(canary, ExampleCanary):
         xz = torch.as_tensor(np.asarray(canary.x, dtype=np.float32), dtype=dtype, device=device)
         if tuple(xz.shape) != model.input_shape:
-            raise ValueError(f"game.canary: example of shape {tuple(xz.shape)}, the model "
+            raise ConfigError("game.canary", f"example of shape {tuple(xz.shape)}, the model "
                              f"expects {model.input_shape}")
         yz = torch.as_tensor(int(canary.y), dtype=torch.long, device=device)
     else:

@@ -1,0 +1,108 @@
+"""Bad input: the one exception type, and the one family of checkers that raise it.
+
+Contract (docs/architecture.md, "Errors"):
+
+* `ConfigError(field, message)` is the only exception meaning "the user can fix this": a
+  parameter, a config field, a command-line option or a file the user passed. The CLI prints
+  it as one line and exits with code 2, writing nothing. Every other exception is an internal
+  failure (exit 1).
+* A domain object names its own parameter (`GaussianPair(mu=0)` raises `mu: must be in
+  (0, inf), got 0`); the config layer, which knows where the value was written, adds the
+  field path with `err.within("base")` (`base.mu: must be in (0, inf), got 0`).
+* `str(err)` is `"<field>: <message>"` (just the message when `field` is empty); `err.field`
+  is the dotted path and `err.message` what is allowed.
+
+The checkers (`number`, `integer`, `choice`, `mapping`, `require`) return the checked value
+(converted: `number` gives a float, `integer` an int) or raise a ConfigError naming `field`.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+__all__ = ["ConfigError", "number", "integer", "choice", "mapping", "require", "interval"]
+
+
+class ConfigError(ValueError):
+    """Bad user input: `field` is the (dotted) parameter name, `message` says what is allowed."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}" if field else message)
+
+    def within(self, prefix: str) -> "ConfigError":
+        """The same error with `prefix.` in front of its field (the config layer's path)."""
+        return ConfigError(f"{prefix}.{self.field}" if self.field else prefix, self.message)
+
+    def __reduce__(self):  # picklable (joblib workers) also for subclasses with other __init__s
+        return (_rebuild, (type(self), self.field, self.message))
+
+
+def _rebuild(cls, field: str, message: str) -> ConfigError:
+    err = cls.__new__(cls)
+    ConfigError.__init__(err, field, message)
+    return err
+
+
+def interval(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False) -> str:
+    """'[lo, hi)' and friends, as the messages write ranges (an infinite end is open)."""
+    lo_open, hi_open = lo_open or lo == -math.inf, hi_open or hi == math.inf
+    return f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+
+
+def require(condition: bool, field: str, message: str) -> None:
+    """Raise ConfigError(field, message) unless condition holds."""
+    if not condition:
+        raise ConfigError(field, message)
+
+
+def _is_real(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    # numpy scalars without importing numpy here
+    return type(value).__module__ == "numpy" and getattr(value, "ndim", 1) == 0 \
+        and type(value).__name__.startswith(("float", "int", "uint"))
+
+
+def number(value, field: str, lo: float = -math.inf, hi: float = math.inf,
+           lo_open: bool = False, hi_open: bool = False) -> float:
+    """A finite real in the interval (bools and strings refused); returned as a float."""
+    rng = interval(lo, hi, lo_open, hi_open)
+    if not _is_real(value):
+        raise ConfigError(field, f"must be a number in {rng}, got {value!r}")
+    x = float(value)
+    ok = math.isfinite(x) and (x > lo if lo_open else x >= lo) and (x < hi if hi_open else x <= hi)
+    if not ok:
+        raise ConfigError(field, f"must be in {rng}, got {value!r}")
+    return x
+
+
+def integer(value, field: str, lo: int, hi: int | None = None) -> int:
+    """An integer in [lo, hi] (an integral float such as 1e3 is accepted); returned as an int."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    elif _is_real(value) and not isinstance(value, (int, float)) and float(value).is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo \
+            or (hi is not None and value > hi):
+        upper = f"{hi}" if hi is not None else "inf"
+        raise ConfigError(field, f"must be an integer in [{lo}, {upper}], got {value!r}")
+    return value
+
+
+def choice(value, field: str, allowed):
+    """One of `allowed` (compared by type and value, so True is not 1)."""
+    if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
+        shown = ", ".join(str(a).lower() if isinstance(a, bool) else str(a) for a in allowed)
+        raise ConfigError(field, f"must be one of {shown}, got {value!r}")
+    return value
+
+
+def mapping(value, field: str) -> Mapping:
+    """A mapping of keys to values (a config section)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(field, f"must be a mapping of keys to values, got {type(value).__name__}")
+    return value
