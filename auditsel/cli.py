@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     scores.add_argument("--threshold-range", nargs=2, type=float, metavar=("LO", "HI"),
                         help="bonferroni grid range fixed in advance (default: the pooled score range)")
     scores.add_argument("--json", action="store_true", help="print one JSON object (result.json's lower)")
+    scores.add_argument("--one-run", action="store_true",
+                        help="FILE holds one run's per-canary scores and inclusion bits: one-run audit "
+                             "([SNJ23], [MMC24])")
+    scores.add_argument("--family", choices=("gdp", "pure_dp"), default="gdp",
+                        help="--one-run: [MMC24]'s hypothesised trade-off family (default gdp)")
     return parser
 
 
@@ -202,6 +207,8 @@ def _command_audit_scores(args) -> int:
         score, member = read_scores(args.file)
     except ScoreFileError as err:
         raise UsageError(str(err)) from None
+    if args.one_run:
+        return _audit_one_run(args, score, member)
     grid = None
     if args.threshold_range:
         lo, hi = args.threshold_range
@@ -229,6 +236,27 @@ def _command_audit_scores(args) -> int:
         print(f"  eps_L {rule:<11} {b.eps:8.4f}   ({note}; score {b.direction} {b.threshold:.6g})")
     print(f"  eps_L GDP fit     {chosen.eps_gdp:8.4f}   (heuristic; mu_L = {chosen.mu_gdp:.4f}, "
           f"{args.threshold} threshold)")
+    return 0
+
+
+def _audit_one_run(args, score, member) -> int:
+    from auditsel.one_run import GdpFamily, PureDpFamily, audit_one_run
+
+    family = {"gdp": GdpFamily, "pure_dp": PureDpFamily}[args.family]()
+    try:
+        bound = audit_one_run(score, member, args.delta, confidence=args.confidence, family=family)
+    except ValueError as err:
+        raise UsageError(f"{args.file}: {err}") from None
+    if args.json:
+        print(json.dumps(bound.to_dict(), allow_nan=False))
+        return 0
+    d = bound.to_dict()
+    print(f"{args.file}: one run, {bound.canaries:,} canaries ({bound.members:,} included), "
+          f"delta = {args.delta:g}, {args.confidence:.0%} confidence split over {bound.grid_size} (k+, k-) pairs")
+    print(f"  eps_L [SNJ23]        {bound.eps_snj23:8.4f}   (valid; {d['k_plus']} top / {d['k_minus']} "
+          f"bottom guesses, {d['correct']} of {d['guesses']} correct)")
+    print(f"  eps_L [MMC24] {bound.mmc24_family:<6} {bound.eps_mmc24:8.4f}   (valid if the trade-off lies in the "
+          f"{bound.mmc24_family} family; theta_L = {bound.mmc24_theta:.4f})")
     return 0
 
 

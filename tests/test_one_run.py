@@ -1,0 +1,165 @@
+"""One-run audits ([SNJ23], [MMC24]) and the reduced one-run tuning game."""
+import math
+
+import numpy as np
+import pytest
+from scipy.special import expit, logit
+from scipy.stats import binom, kstest
+
+from auditsel.accounting.exact import exact_epsilon
+from auditsel.mechanisms import GaussianBase, gaussian_epsilon
+from auditsel.one_run import (GdpFamily, PureDpFamily, audit_one_run, guess_counts, guess_grid,
+                              mmc24_rejects, snj23_epsilon, snj23_p_value)
+from auditsel.one_run_game import OneRunReducedGame, TuningFamily, canary_curve
+from auditsel.rounds import Point, law_from_dict
+from auditsel.selection import GaussianWinner
+
+TNB = law_from_dict({"kind": "tnb", "eta": 0.0, "nu": 0.1})
+
+
+@pytest.mark.parametrize("m,r,v,eps", [(1000, 100, 80, 0.7), (50, 20, 20, 2.0), (10_000, 3000, 1700, 0.2)])
+def test_snj23_pure_is_binomial_tail(m, r, v, eps):
+    # [SNJ23] Thm 3.1: delta = 0 is the tail of Bin(r, e^eps / (1 + e^eps))
+    q = math.exp(eps) / (1 + math.exp(eps))
+    assert snj23_p_value(m, r, v, eps, 0.0) == pytest.approx(binom.sf(v - 1, r, q), rel=1e-12)
+    # and eps_L is where that tail crosses the significance
+    e = snj23_epsilon(m, r, v, 0.05, 0.0)
+    if e > 0:
+        assert binom.sf(v - 1, r, expit(e)) == pytest.approx(0.05, rel=1e-6)
+
+
+def test_snj23_delta_term_matches_the_papers_sum():
+    # [SNJ23] Thm 5.2's alpha written as the paper does: max_i (1/i) sum_{j=1..i} P[Bin = v - j]
+    m, r, v, eps, delta = 2000, 300, 220, 0.6, 1e-4
+    q = expit(eps)
+    pmf = [binom.pmf(v - j, r, q) for j in range(1, v + 1)]
+    alpha = max(sum(pmf[:i]) / i for i in range(1, v + 1))
+    expected = binom.sf(v - 1, r, q) + 2 * m * delta * alpha
+    assert snj23_p_value(m, r, v, eps, delta) == pytest.approx(expected, rel=1e-9)
+    assert snj23_epsilon(m, r, v, 0.05, delta) < snj23_epsilon(m, r, v, 0.05, 0.0)
+
+
+@pytest.mark.parametrize("eps,k,m", [(0.5, 100, 1000), (1.0, 40, 200), (2.0, 256, 1000)])
+def test_mmc24_type_one_error_on_randomized_response(eps, k, m):
+    # randomized response is the worst (eps, 0)-DP mechanism: each guess is right with prob
+    # q = e^eps/(1+e^eps) independently; the probability of a rejected count must be <= tau
+    tau = 0.05
+    c = np.arange(k + 1)
+    rejected = mmc24_rejects(PureDpFamily().fbar_inverse(eps), m, np.full(k + 1, k), c, tau)
+    assert rejected.any()       # the test has power at all
+    assert binom.pmf(c[rejected], k, expit(eps)).sum() <= tau
+
+
+def test_mmc24_single_guess_closed_form():
+    # one guess, correct: r = tau/m, h = fbar^-1(tau/m); rejects iff fbar^-1(tau/m) > (1 - tau)/m
+    m, tau = 10, 0.3
+    for mu in (0.5, 2.0, 4.0):
+        inv = GdpFamily().fbar_inverse(mu)
+        assert bool(mmc24_rejects(inv, m, 1, 1, tau)[0]) == bool(inv(tau / m) > (1 - tau) / m)
+
+
+def test_guess_counts_top_and_bottom():
+    scores = np.array([5.0, 4.0, 3.0, 2.0, 1.0, 0.0])
+    members = np.array([1, 1, 0, 1, 0, 0])
+    r, v = guess_counts(scores, members, np.array([[2, 0], [0, 2], [3, 3], [1, 1]]))
+    assert r.tolist() == [2, 2, 6, 2]
+    assert v.tolist() == [2, 2, 4, 2]
+    grid = guess_grid(1000)
+    assert grid.min() >= 0 and (grid.sum(axis=1) > 0).all() and grid.max() <= 500
+
+
+def test_canary_curve_closed_forms():
+    # K = 1: the composition is the Gaussian mechanism mu (mu_T^2 + mu_Y^2 = mu^2)
+    for m in (2, 37, 1000):
+        assert canary_curve(1.5, Point(1), m).epsilon(1e-5) == pytest.approx(gaussian_epsilon(1e-5, 1.5), rel=1e-6)
+    # between the single run and [XWW24]'s reduced game (m = 1), decreasing in m
+    reduced = exact_epsilon(GaussianWinner(GaussianBase(1.5), TNB), 1e-5)
+    eps = [OneRunReducedGame(1.5, TNB, m).epsilon(1e-5) for m in (2, 10, 100, 1000)]
+    assert gaussian_epsilon(1e-5, 1.5) < eps[-1] and eps[0] < reduced
+    assert all(a > b for a, b in zip(eps, eps[1:]))
+
+
+def test_play_matches_brute_force_selection():
+    # the O(m) sampler draws the law of the K-run argmax-of-sums game
+    game = OneRunReducedGame(1.0, TNB, 8)
+    fast, slow = np.random.default_rng(1), np.random.default_rng(2)
+    draws = {name: [] for name in ("fast", "slow")}
+    for _ in range(3000):
+        s, mem = game.play(fast)
+        draws["fast"].append((s[0] - game.mu * mem[0], s.sum() - game.mu * mem.sum()))
+        s, mem = game.play_direct(slow)
+        draws["slow"].append((s[0] - game.mu * mem[0], s.sum() - game.mu * mem.sum()))
+    f, s = np.array(draws["fast"]), np.array(draws["slow"])
+    for j in range(2):
+        assert kstest(f[:, j], s[:, j]).pvalue > 1e-3
+
+
+def test_tuning_family_is_never_stronger_than_the_truth():
+    # K = 1: the family is mu-GDP, whose fbar^-1 is closed form; the supporting-line curve must be
+    # at or below it (a weaker hypothesis) and close to it
+    r = np.linspace(0.001, 0.999, 200)
+    for mu in (0.5, 2.0):
+        lines = TuningFamily(Point(1), 50).fbar_inverse(mu)(r)
+        exact = GdpFamily().fbar_inverse(mu)(r)
+        assert np.all(lines <= exact + 1e-12)
+        assert np.max(exact - lines) < 2e-3
+
+
+def test_audit_one_run_detects_a_large_leak_and_rejects_bad_input():
+    rng = np.random.default_rng(0)
+    members = rng.integers(0, 2, 1000)
+    scores = 4.0 * members + rng.standard_normal(1000)
+    bound = audit_one_run(scores, members, 1e-5)
+    truth = gaussian_epsilon(1e-5, 4.0)
+    assert 1.0 < bound.eps_snj23 < truth and 1.0 < bound.eps_mmc24 < truth
+    shuffled = audit_one_run(scores, rng.permutation(members), 1e-5)
+    assert shuffled.eps_snj23 < 0.5
+    for bad in [(scores[:1], members[:1]), (scores, members[:10]), (scores * np.nan, members),
+                (scores, members + 2)]:
+        with pytest.raises(ValueError):
+            audit_one_run(*bad, 1e-5)
+
+
+def _coverage(game, reps, seed, family=None):
+    exact = game.epsilon(1e-5)
+    over = {"snj23": 0, "mmc24": 0}
+    rng = np.random.default_rng(seed)
+    for _ in range(reps):
+        scores, members = game.play(rng)
+        b = audit_one_run(scores, members, 1e-5, family=family or game.family)
+        over["snj23"] += b.eps_snj23 > exact
+        over["mmc24"] += b.eps_mmc24 > exact
+    return over
+
+
+def test_coverage_on_the_gaussian_one_run_game():
+    # 200 one-run audits of K = 1 (the Gaussian mechanism, exact eps, the GDP family exact);
+    # eps_L may exceed the truth in at most 5% of them: P[Bin(200, 0.05) > 19] < 0.003
+    over = _coverage(OneRunReducedGame(3.0, Point(1), 100), 200, seed=3, family=GdpFamily())
+    assert over["snj23"] <= 19 and over["mmc24"] <= 19
+
+
+@pytest.mark.slow
+def test_coverage_on_the_reduced_one_run_tuning_game():
+    # the same on a tuning run (TNB, E[K] = 3.9) with [MMC24]'s exact per-canary family (~90 s)
+    over = _coverage(OneRunReducedGame(2.0, TNB, 100), 200, seed=4)
+    assert over["snj23"] <= 19 and over["mmc24"] <= 19
+
+
+def test_cli_audit_scores_one_run(tmp_path, capsys):
+    import json
+
+    from auditsel.cli import main
+
+    rng = np.random.default_rng(5)
+    members = rng.integers(0, 2, 500)
+    scores = 3.0 * members + rng.standard_normal(500)
+    path = tmp_path / "canaries.csv"
+    path.write_text("score,member\n" + "".join(f"{s},{b}\n" for s, b in zip(scores, members)))
+    assert main(["audit-scores", "--one-run", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    expected = audit_one_run(scores, members, 1e-5)
+    assert out["eps_snj23"] == pytest.approx(expected.eps_snj23)
+    assert out["eps_mmc24"] == pytest.approx(expected.eps_mmc24)
+    assert main(["audit-scores", "--one-run", str(path), "--confidence", "0.2"]) == 2
+    assert "--confidence" in capsys.readouterr().err
