@@ -48,6 +48,16 @@ class GameSpec:
     chunk_size: int = 1 << 18
     stream: Any = "auto"           # auto (stream above STREAM_ABOVE trials) | true | false
     dpsgd: DpsgdGameSpec | None = None
+    one_run: OneRunSpec | None = None   # one-run audits instead of games (auditsel.one_run_play)
+
+
+@dataclass(frozen=True)
+class OneRunSpec:
+    """`game.one_run`: m canaries in one tuning run, audited `repeats` times ([SNJ23], [MMC24])."""
+
+    canaries: int = 1000
+    repeats: int = 1
+    family: str = "tuning"         # [MMC24]'s hypothesised family: tuning (exact per canary) | gdp
 
 
 @dataclass(frozen=True)
@@ -225,7 +235,22 @@ def _parse_game(raw, base) -> GameSpec:
                             "game.chunk_size", 1, 1 << 24),
         stream=_choice(game.get("stream", d.stream), "game.stream", ("auto", True, False)),
         dpsgd=_parse_dpsgd_game(game) if kind == "dpsgd" else None,
+        one_run=None if game.get("one_run") is None else _parse_one_run(game["one_run"], kind, base),
     )
+
+
+def _parse_one_run(raw, kind: str, base) -> OneRunSpec:
+    one = _mapping(raw, "game.one_run")
+    _no_unknown(one, "game.one_run", set(OneRunSpec.__dataclass_fields__))
+    if kind == "discrete":
+        raise ConfigError("game.one_run", "needs game.kind reduced or dpsgd (canaries on coordinates)")
+    if kind == "dpsgd" and getattr(base, "sample_rate", 1.0) != 1.0:
+        raise ConfigError("game.one_run", "needs base.sample_rate: 1 (full batches; a shared Poisson "
+                                          "mask would couple the canaries)")
+    d = OneRunSpec()
+    return OneRunSpec(canaries=_integer(one.get("canaries", d.canaries), "game.one_run.canaries", 2, 10**6),
+                      repeats=_integer(one.get("repeats", d.repeats), "game.one_run.repeats", 1, 10**4),
+                      family=_choice(one.get("family", d.family), "game.one_run.family", ("tuning", "gdp")))
 
 
 def parse_config(raw) -> ExperimentSpec:

@@ -154,7 +154,11 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
     result["exact_curve"] = {"eps": eps_grid.tolist(), "delta": artefacts["curve"][1].tolist()}
     if curves and spec.delta > 0:
         result["upper_curves"] = bound_curves(spec)
-    if spec.game is not None:
+    if spec.game is not None and spec.game.one_run is not None:
+        from auditsel.one_run_play import play_one_run
+
+        result["one_run"] = play_one_run(spec)
+    elif spec.game is not None:
         record, bound, streamed = _play(spec, out_dir, jobs, progress, backend)
         result["lower"] = {**bound.to_dict(), "game": spec.game.kind, "proxy": spec.game.proxy,
                            "seed": spec.game.seed, "streamed": bool(streamed)}

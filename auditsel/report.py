@@ -34,6 +34,16 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
         rows.append(("eps_L (best threshold)", _fmt(low["eps_best_threshold"]), "empirical (optimistic)",
                      "max over all thresholds"))
         rows.append(("eps_L (GDP fit)", _fmt(low["eps_gdp"]), "heuristic", "[NHSBTJCT23]"))
+    one = result.get("one_run")
+    if one:
+        spread = lambda v: (f"audit 0 of {len(v)}: mean {np.mean(v):.4g}, min {min(v):.4g}, max {max(v):.4g}"
+                            if len(v) > 1 else "one audit")
+        rows.append((f"eps_L one-run ({one['confidence']:.0%}) [SNJ23]", _fmt(one["eps_snj23"]), "empirical",
+                     f"{one['canaries']:,} canaries in one tuning run; {spread(one['eps_snj23_runs'])}"))
+        rows.append((f"eps_L one-run [MMC24] ({one['family']})", _fmt(one["eps_mmc24"]), "empirical",
+                     f"valid if the trade-off is in the family; {spread(one['eps_mmc24_runs'])}"))
+        rows.append((f"exact, one canary of {one['canaries']:,}", _fmt(one["exact_per_canary"]),
+                     one["exact_rigour"], "reduced one-run game (auditsel.one_run_game)"))
     rows.append(("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism"))
     for key, value in result["upper"].items():
         rigour = result.get("upper_rigour", {}).get(key) or BOUND_LABELS[key]["rigour"]

@@ -163,3 +163,65 @@ def test_cli_audit_scores_one_run(tmp_path, capsys):
     assert out["eps_mmc24"] == pytest.approx(expected.eps_mmc24)
     assert main(["audit-scores", "--one-run", str(path), "--confidence", "0.2"]) == 2
     assert "--confidence" in capsys.readouterr().err
+
+
+def test_one_run_dpsgd_scores_are_the_gaussian_canaries():
+    # ETCV, tau = 1, K = 1: the released (w_0 - w_N)[c] / lr of each Dirac canary is
+    # C (N S_c + sigma sqrt(N) Z_c): standardised, N(mu S_c, 1) with mu = sqrt(N)/sigma
+    from auditsel.one_run_dpsgd import OneRunDpsgd
+
+    game = OneRunDpsgd(canaries=600, noise_multiplier=2.0, steps=9, law=Point(1), learning_rates=(0.05, 0.2))
+    rng = np.random.default_rng(11)
+    setup = game._setup()
+    z0, z1 = [], []
+    for _ in range(3):
+        scores, members = game.play(rng, setup)
+        z = scores / (game.clip * game.noise_multiplier * math.sqrt(game.steps))
+        z0.append(z[members == 0])
+        z1.append(z[members == 1] - game.mu)
+    assert kstest(np.concatenate(z0), "norm").pvalue > 1e-3
+    assert kstest(np.concatenate(z1), "norm").pvalue > 1e-3
+    with pytest.raises(ValueError, match="canaries"):
+        OneRunDpsgd(canaries=700, noise_multiplier=1.0, steps=2, law=Point(1))._setup()
+
+
+ONE_RUN_CONFIG = """
+name: one_run_test
+delta: 1.0e-5
+base: {kind: gaussian, epsilon: 4.0}
+rounds: {kind: tnb, eta: 0.0, nu: 0.1}
+game: {kind: reduced, seed: 3, one_run: {canaries: 300, repeats: 2, family: gdp}}
+"""
+
+
+def test_run_config_with_one_run(tmp_path, capsys):
+    import json
+
+    from auditsel.cli import main
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(ONE_RUN_CONFIG)
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert main(["run", str(cfg), "--out", str(tmp_path / "b"), "--quiet", "--jobs", "2"]) == 0
+    a = json.loads((tmp_path / "a" / "result.json").read_text())["one_run"]
+    b = json.loads((tmp_path / "b" / "result.json").read_text())["one_run"]
+    assert a["eps_snj23_runs"] == b["eps_snj23_runs"] and a["eps_mmc24_runs"] == b["eps_mmc24_runs"]
+    game = OneRunReducedGame(gaussian_mu_for(4.0), TNB, 300)
+    scores, members = game.play(np.random.default_rng(np.random.SeedSequence(3, spawn_key=(0,))))
+    assert a["eps_snj23"] == pytest.approx(audit_one_run(scores, members, 1e-5).eps_snj23)
+    assert a["exact_per_canary"] == pytest.approx(game.epsilon(1e-5))
+    assert "one-run" in (tmp_path / "a" / "report.md").read_text()
+    capsys.readouterr()
+    for bad, field in [("canaries: 300", "canaries: 1"), ("kind: reduced", "kind: discrete"),
+                       ("family: gdp", "family: pure"), ("repeats: 2", "repeat: 2")]:
+        cfg.write_text(ONE_RUN_CONFIG.replace(bad, field))
+        assert main(["run", str(cfg), "--out", str(tmp_path / "c")]) == 2
+        err = capsys.readouterr().err
+        assert "game" in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "c").exists()
+
+
+def gaussian_mu_for(eps):
+    from auditsel.mechanisms import gaussian_mu
+
+    return gaussian_mu(eps, 1e-5)

@@ -59,10 +59,18 @@ class ExampleCanary:
 
 @dataclass(frozen=True)
 class GradientCanary:
-    """The Dirac gradient canary Z_D: its clipped gradient is C e_coordinate at every step."""
+    """The Dirac gradient canary Z_D: its clipped gradient is C e_coordinate at every step.
 
-    coordinate: int = 0
+    ``coordinate`` may also be a tuple of distinct coordinates: several Dirac canaries, one per
+    coordinate, each with clipped gradient C e_c, all in X' (one-run audits, auditsel.one_run_dpsgd).
+    """
+
+    coordinate: Union[int, tuple] = 0
     label: str = "dirac"
+
+    @property
+    def coordinates(self) -> list:
+        return list(self.coordinate) if isinstance(self.coordinate, tuple) else [self.coordinate]
 
 
 Canary = Union[ExampleCanary, GradientCanary]
@@ -264,7 +272,7 @@ def _canary_gradient(model: ModelSpec, canary: Canary, w, clip, xz, yz):
     R, d = w.shape
     if isinstance(canary, GradientCanary):
         g = torch.zeros_like(w)
-        g[:, canary.coordinate] = clip
+        g[:, canary.coordinates] = clip[:, None] if torch.is_tensor(clip) and clip.dim() else clip
         return g
     g = torch.func.vmap(torch.func.grad(model.loss), in_dims=(0, None, None))(w, xz, yz)
     return g * clip_factors(torch.linalg.vector_norm(g, dim=1), clip)[:, None]
@@ -301,8 +309,11 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
                          f"got {train.shape}")
     device = torch.device(device) if device is not None else default_device()
     d = model.num_params
-    if isinstance(canary, GradientCanary) and not 0 <= canary.coordinate < d:
-        raise ConfigError("game.canary", f"coordinate must be in [0, {d}), got {canary.coordinate}")
+    if isinstance(canary, GradientCanary) and not (
+            all(0 <= c < d for c in canary.coordinates)
+            and len(set(canary.coordinates)) == len(canary.coordinates)):
+        raise ConfigError("game.canary", f"coordinates must be distinct and in [0, {d}), "
+                                         f"got {canary.coordinate}")
     if include_canary is None:
         include_canary = np.zeros(R, dtype=bool)
     include = np.asarray(include_canary, dtype=bool).reshape(-1)

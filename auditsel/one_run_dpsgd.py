@@ -1,0 +1,98 @@
+"""One-run audit of a real DP-SGD tuning run (the torch trainer of auditsel.dpsgd).
+
+The game: m Dirac gradient canaries on the model's coordinates 0..m-1 (canary c's clipped
+gradient is C e_c at every step), each in the training set independently with probability 1/2;
+ETCV (the real training set is empty, [XWW24] Section 5's worst case) or NTCV (the first
+`train_size` real examples); full batches (tau = 1: every example in every step, so one
+canary's inclusion is never coupled to another's through a shared Poisson mask); K ~ xi runs,
+each with a learning rate drawn from the grid and its own seed, trained together by
+`train_runs` on X' = X u {included canaries}.
+
+The tuner's score of a run is sum_c (w_0 - w_N)[c] / lr, the canaries' summed released gradient
+coordinates (a post-processing of the release; the one-canary score (w_0 - w_N)[0] of the game
+with many canaries); the best-scored run is released (K = 0 releases nothing: all scores 0).
+The adversary's score of canary c is the winner's (w_0 - w_N)[c] / lr.
+
+With ETCV and tau = 1 this is exactly the reduced one-run game (`auditsel.one_run_game`) at
+mu = sqrt(N) / sigma: (w_0 - w_N)[c] / lr = C (N S_c + sigma sqrt(N) Z_c). So the per-canary
+exact epsilon is known and the audit's tightness is measured on the real trainer. With NTCV
+the real examples' gradients also move the canary coordinates; the reduced game's epsilon is
+then the value for the canaries alone (heuristic as a target).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from auditsel.one_run_game import OneRunReducedGame
+from auditsel.rounds import RoundsLaw
+
+__all__ = ["OneRunDpsgd"]
+
+
+@dataclass(frozen=True)
+class OneRunDpsgd:
+    """One tuning run of DP-SGD with m Dirac canaries (module docstring)."""
+
+    canaries: int
+    noise_multiplier: float
+    steps: int
+    law: RoundsLaw
+    learning_rates: tuple = (0.01,)
+    clip: float = 1.0
+    threat: str = "etcv"
+    dataset: str = "digits"
+    model: str = "logreg"
+    train_size: int = 500
+    device: str | None = None
+
+    def __post_init__(self):
+        if self.threat not in ("etcv", "ntcv"):
+            raise ValueError(f"game.threat: one-run DP-SGD audits support etcv and ntcv, got {self.threat!r}")
+        if self.canaries < 2:
+            raise ValueError(f"game.one_run.canaries: must be >= 2, got {self.canaries}")
+
+    @property
+    def mu(self) -> float:
+        return math.sqrt(self.steps) / self.noise_multiplier
+
+    @property
+    def reduced(self) -> OneRunReducedGame:
+        """The reduced one-run game of the same setting (exact for ETCV)."""
+        return OneRunReducedGame(self.mu, self.law, self.canaries)
+
+    def _setup(self):
+        from auditsel.dpsgd.data import Dataset, load_split
+        from auditsel.dpsgd.models import ModelSpec
+
+        train, _ = load_split(self.dataset, None)
+        train = train.take(self.train_size) if self.threat == "ntcv" else Dataset.empty_like(train)
+        model = ModelSpec(self.model, train.shape, train.num_classes)
+        if self.canaries > model.num_params:
+            raise ValueError(f"game.one_run.canaries: at most {model.num_params} Dirac canaries fit "
+                             f"the {self.model} model's coordinates, got {self.canaries}")
+        return model, train
+
+    def play(self, rng: np.random.Generator, setup=None):
+        """One tuning run: (scores, inclusion bits) of the m canaries."""
+        from auditsel.dpsgd.trainer import GradientCanary, train_runs
+
+        model, train = setup if setup is not None else self._setup()
+        m = self.canaries
+        member = rng.integers(0, 2, m)
+        k = int(self.law.sample(1, rng)[0])
+        if k == 0:
+            return np.zeros(m), member
+        lrs = np.asarray(self.learning_rates, dtype=float)[rng.integers(0, len(self.learning_rates), k)]
+        seeds = rng.integers(0, 2**63, k, dtype=np.uint64)
+        included = tuple(int(c) for c in np.flatnonzero(member))
+        canary = GradientCanary(coordinate=included) if included else None
+        out = train_runs(model, train, steps=self.steps, lr=lrs, clip=self.clip,
+                         noise_multiplier=self.noise_multiplier, sample_rate=1.0, seeds=seeds,
+                         canary=canary, include_canary=np.full(k, bool(included)),
+                         device=self.device, dtype=__import__("torch").float64)
+        shift = (out.w0 - out.wN).double().cpu().numpy()[:, :m] / lrs[:, None]
+        winner = int(np.argmax(shift.sum(axis=1)))       # ties: the earliest run
+        return shift[winner], member
