@@ -1,5 +1,6 @@
 """One-run audits ([SNJ23], [MMC24]) and the reduced one-run tuning game."""
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -225,3 +226,33 @@ def gaussian_mu_for(eps):
     from auditsel.mechanisms import gaussian_mu
 
     return gaussian_mu(eps, 1e-5)
+
+
+def test_comparison_rows_on_a_tiny_budget(tmp_path):
+    # the committed results/one_run table, at a budget a test can afford: every number is
+    # recomputed by an independent route (exact curves) or bounded by its target
+    from auditsel.one_run_compare import SETTING, rows, tightness_rows, write
+
+    table = rows(games=(64,), canaries=(50,), repeats=1)
+    game, one = table
+    winner = GaussianWinner(GaussianBase(game["mu"]), law_from_dict(SETTING["rounds"]))
+    assert game["exact"] == pytest.approx(exact_epsilon(winner, 1e-5))
+    assert one["exact"] == pytest.approx(OneRunReducedGame(game["mu"], law_from_dict(SETTING["rounds"]), 50).epsilon(1e-5))
+    assert one["exact"] < game["exact"]          # the selection over 50 canaries dilutes the leak
+    assert game["eps_L"] <= game["exact"] and one["eps_L"] <= one["exact"]
+    tight = tightness_rows(eps_b=(2.0,), canaries=(100,), repeats=1)
+    files = write(table, tmp_path, 1.0, tight)
+    assert all(f.exists() for f in files) and "one-run" in (tmp_path / "table.md").read_text()
+
+
+def test_committed_one_run_dpsgd_config_runs_small():
+    from dataclasses import replace
+
+    from auditsel.config import OneRunSpec, load_config
+    from auditsel.one_run_play import play_one_run
+
+    spec = load_config(Path(__file__).resolve().parents[1] / "configs" / "one_run_dpsgd.yaml")
+    assert spec.game.one_run == OneRunSpec(canaries=650, repeats=10, family="tuning")
+    spec = spec.with_game(one_run=replace(spec.game.one_run, canaries=60, repeats=1, family="gdp"))
+    out = play_one_run(spec)
+    assert out["exact_rigour"] == "rigorous" and 0 <= out["eps_snj23"] <= out["exact_per_canary"]

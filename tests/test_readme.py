@@ -36,6 +36,7 @@ COVERED_ELSEWHERE = {
     "auditsel reproduce table3": "test_reproduce.py (one reduced cell)",
     "auditsel run configs/table4.yaml --jobs 2": "test_sweep.py (expansion of every point)",
     "auditsel run configs/figure6.yaml --jobs 2": "test_sweep.py (expansion of every point)",
+    "auditsel run configs/one_run_dpsgd.yaml": "test_one_run.py (the config with fewer canaries and audits)",
 }
 
 
