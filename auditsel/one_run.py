@@ -36,6 +36,8 @@ from scipy.special import expit, logit, log_ndtr, ndtri
 from scipy.stats import beta as beta_dist
 from scipy.stats import binom
 
+from auditsel.errors import ConfigError
+
 __all__ = ["snj23_p_value", "snj23_epsilon", "mmc24_rejects", "guess_grid", "guess_counts",
            "GdpFamily", "PureDpFamily", "OneRunBound", "audit_one_run"]
 
@@ -48,7 +50,7 @@ EPS_TOL = 1e-6
 def snj23_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     """Upper bound on P[>= v correct of r guesses] for an (eps, delta)-DP mechanism ([SNJ23] Thm 5.2)."""
     if not 0 <= v <= r <= m:
-        raise ValueError(f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
+        raise ConfigError("v", f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
     q = float(expit(eps))
     tail = float(binom.sf(v - 1, r, q))
     if delta == 0 or v == 0:
@@ -223,13 +225,14 @@ def audit_one_run(scores, members, delta: float, confidence: float = 0.95, famil
     members = np.asarray(members)
     m = len(scores)
     if m < 2 or members.shape != scores.shape:
-        raise ValueError("need at least 2 canaries and one inclusion bit per score")
+        raise ConfigError("scores", f"need at least 2 canaries and one inclusion bit per score, got "
+                                    f"{m} scores and {members.size} bits")
     if not np.all(np.isfinite(scores)):
-        raise ValueError("scores must be finite")
+        raise ConfigError("scores", "must be finite")
     if not np.all((members == 0) | (members == 1)):
-        raise ValueError("inclusion bits must be 0 or 1")
+        raise ConfigError("member", "inclusion bits must be 0 or 1")
     if not 0.5 <= confidence < 1:
-        raise ValueError("confidence must be in [0.5, 1)")
+        raise ConfigError("confidence", f"must be in [0.5, 1), got {confidence}")
     family = GdpFamily() if family is None else family
     grid = guess_grid(m) if grid is None else np.asarray(grid, dtype=np.int64).reshape(-1, 2)
     significance = (1 - confidence) / len(grid)

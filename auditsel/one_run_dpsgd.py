@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from auditsel.errors import ConfigError
 from auditsel.one_run_game import OneRunReducedGame
 from auditsel.rounds import RoundsLaw
 
@@ -50,9 +51,9 @@ class OneRunDpsgd:
 
     def __post_init__(self):
         if self.threat not in ("etcv", "ntcv"):
-            raise ValueError(f"game.threat: one-run DP-SGD audits support etcv and ntcv, got {self.threat!r}")
+            raise ConfigError("game.threat", f"one-run DP-SGD audits support etcv and ntcv, got {self.threat!r}")
         if self.canaries < 2:
-            raise ValueError(f"game.one_run.canaries: must be >= 2, got {self.canaries}")
+            raise ConfigError("game.one_run.canaries", f"must be >= 2, got {self.canaries}")
 
     @property
     def mu(self) -> float:
@@ -71,8 +72,8 @@ class OneRunDpsgd:
         train = train.take(self.train_size) if self.threat == "ntcv" else Dataset.empty_like(train)
         model = ModelSpec(self.model, train.shape, train.num_classes)
         if self.canaries > model.num_params:
-            raise ValueError(f"game.one_run.canaries: at most {model.num_params} Dirac canaries fit "
-                             f"the {self.model} model's coordinates, got {self.canaries}")
+            raise ConfigError("game.one_run.canaries", f"at most {model.num_params} Dirac canaries fit "
+                                                       f"the {self.model} model's coordinates, got {self.canaries}")
         return model, train
 
     def play(self, rng: np.random.Generator, setup=None):

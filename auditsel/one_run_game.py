@@ -40,6 +40,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtri
 
+from auditsel.errors import ConfigError
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import GaussianWinner, max_uniform_complement
@@ -60,8 +61,10 @@ class OneRunReducedGame:
     canaries: int
 
     def __post_init__(self):
-        if not (self.canaries >= 2 and self.mu > 0):
-            raise ValueError("need canaries >= 2 and mu > 0")
+        if not self.canaries >= 2:
+            raise ConfigError("canaries", f"must be an integer >= 2, got {self.canaries}")
+        if not (self.mu > 0 and math.isfinite(self.mu)):
+            raise ConfigError("mu", f"must be in (0, inf), got {self.mu}")
 
     def play(self, rng: np.random.Generator):
         """One tuning run: (scores, inclusion bits) of the m canaries."""

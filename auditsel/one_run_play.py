@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from auditsel.errors import ConfigError
 from auditsel.one_run import GdpFamily, audit_one_run
 
 __all__ = ["play_one_run", "one_run_game"]
@@ -33,7 +34,7 @@ def one_run_game(spec):
 
         d = g.dpsgd
         if d.canary != "dirac":
-            raise ValueError("game.canary: one-run DP-SGD audits use Dirac canaries (dirac)")
+            raise ConfigError("game.canary", "one-run DP-SGD audits use Dirac canaries (dirac)")
         game = OneRunDpsgd(canaries=m, noise_multiplier=spec.base.noise_multiplier, steps=spec.base.steps,
                            law=spec.rounds, learning_rates=tuple(d.learning_rates), clip=d.clip,
                            threat=d.threat, dataset=d.dataset, model=d.model,
