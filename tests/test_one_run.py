@@ -256,3 +256,15 @@ def test_committed_one_run_dpsgd_config_runs_small():
     spec = spec.with_game(one_run=replace(spec.game.one_run, canaries=60, repeats=1, family="gdp"))
     out = play_one_run(spec)
     assert out["exact_rigour"] == "rigorous" and 0 <= out["eps_snj23"] <= out["exact_per_canary"]
+
+
+def test_neyman_pearson_tests_reproduce_the_hockey_stick():
+    # two code paths on the same pair: the tests "L > c" (the MMC24 family's lines) and the
+    # hockey-stick integral; H_{e^eps}(P1 || P0) = max_c [(1 - beta_c) - e^eps alpha_c] (attained
+    # at c = eps), so the tests' maximum must approach it from below
+    curve = canary_curve(1.5, TNB, 20)
+    c, alpha, beta = curve.tests()
+    for eps in (0.5, 1.0, 2.0):
+        dual = np.max((1 - beta) - np.exp(eps) * alpha)
+        exact = curve.hockey_stick(eps, 1)
+        assert dual <= exact + 1e-9 and dual == pytest.approx(exact, rel=1e-3)
