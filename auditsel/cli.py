@@ -1,7 +1,16 @@
 """Command line: `auditsel run [CONFIG] [--out DIR] [--trials N] [--seed S] [--jobs J]`.
 
-Exit codes: 0 success; 2 bad config, argument or checkpoint (one line on stderr, nothing
-written); 1 internal failure.
+Exit codes:
+* 0 success;
+* 2 input the user can fix (config, arguments, score files, checkpoints, backend): one line on
+  stderr naming the field and what is allowed, nothing written (a new --out folder is removed);
+* 1 internal failure (a bug, e.g. a root finder that fails inside a bound): one line saying so
+  and naming the file the traceback was written to; nothing half-written either.
+* 130 interrupted (Ctrl-C): the checkpoints stay, rerunning the command resumes.
+
+Only the exception types in `_bad_input_types` mean exit 2; a plain ValueError raised deep in
+the numerics is an internal error. Heavy modules (numpy, scipy, matplotlib, torch, ...) are
+imported inside the commands, so `auditsel --help` stays instant.
 """
 from __future__ import annotations
 
@@ -11,17 +20,30 @@ import os
 import shutil
 import sys
 import tempfile
+import time
+import traceback
 from pathlib import Path
 
 from auditsel import __version__
 from auditsel.backends import BACKENDS
-from auditsel.lower import THRESHOLD_RULES
 
 __all__ = ["main"]
 
 
 class UsageError(Exception):
-    """A user-fixable problem: printed as one line, exit code 2."""
+    """A user-fixable problem found by the CLI itself: printed as one line, exit code 2."""
+
+
+def _bad_input_types() -> tuple:
+    """The exception types that mean "input the user can fix" (exit 2); anything else is exit 1.
+
+    Imported here, not at the top, so that `auditsel --help` loads none of them."""
+    from auditsel.audit import ScoreFileError
+    from auditsel.backends import BackendError
+    from auditsel.config import ConfigError
+    from auditsel.game import CheckpointError
+
+    return (UsageError, ConfigError, CheckpointError, BackendError, ScoreFileError)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -79,8 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="delta in [0, 1) (default 1e-5)")
     scores.add_argument("--confidence", type=_unit_interval("--confidence", lower=0.5), default=0.95,
                         help="confidence in [0.5, 1) (default 0.95)")
-    scores.add_argument("--threshold", choices=THRESHOLD_RULES, default="split",
-                        help="rule reported as eps (default split); all rules are printed")
+    scores.add_argument("--threshold", default="split",
+                        help="threshold rule reported as eps: split (default), bonferroni or best "
+                             "(auditsel.lower.THRESHOLD_RULES); all rules are printed")
     scores.add_argument("--thresholds", type=_positive_int("--thresholds"), default=100,
                         help="bonferroni grid size (default 100)")
     scores.add_argument("--threshold-range", nargs=2, type=float, metavar=("LO", "HI"),
@@ -149,35 +172,29 @@ def _command_run(args) -> int:
     progress = not args.no_progress and sys.stderr.isatty()
     try:
         return _run_into(args, out_dir, spec, points, progress)
-    except UsageError:
-        if created:  # nothing half-written: a folder this call made goes when the run is refused
+    except KeyboardInterrupt:
+        raise  # the checkpoints stay: rerunning the command resumes
+    except BaseException:
+        if created:  # nothing half-written: a folder this call made goes when the run fails
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
 
 
 def _run_into(args, out_dir, spec, points, progress) -> int:
-    from auditsel.backends import BackendError, execution_backend
+    from auditsel.backends import execution_backend
     from auditsel.experiment import run_experiment
-    from auditsel.game import CheckpointError
     from auditsel.report import text_table, write_outputs
     from auditsel.sweep import run_sweep
 
-    try:
-        if points is not None:
-            run_sweep(points, out_dir, jobs=args.jobs, progress=progress)
-            if not args.quiet:
-                print((out_dir / "sweep.md").read_text())
-                print(f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
-                      f"and {len(points)} point folders")
-            return 0
-        with execution_backend(args.backend, args.scheduler, workers=abs(args.jobs) if args.jobs != -1 else 2) as backend:
-            result, artefacts = run_experiment(spec, out_dir, jobs=args.jobs, progress=progress, backend=backend)
-    except BackendError as err:
-        raise UsageError(str(err)) from None
-    except CheckpointError as err:
-        raise UsageError(str(err)) from None
-    except ValueError as err:  # a setting only checkable with data (e.g. too few trials to split)
-        raise UsageError(str(err)) from None
+    if points is not None:
+        run_sweep(points, out_dir, jobs=args.jobs, progress=progress)
+        if not args.quiet:
+            print((out_dir / "sweep.md").read_text())
+            print(f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
+                  f"and {len(points)} point folders")
+        return 0
+    with execution_backend(args.backend, args.scheduler, workers=abs(args.jobs) if args.jobs != -1 else 2) as backend:
+        result, artefacts = run_experiment(spec, out_dir, jobs=args.jobs, progress=progress, backend=backend)
     written = write_outputs(out_dir, result, artefacts)
     if not args.quiet:
         print(text_table(result))
@@ -200,13 +217,12 @@ def _command_reproduce(args) -> int:
 def _command_audit_scores(args) -> int:
     import numpy as np
 
-    from auditsel.audit import ScoreFileError, read_scores
-    from auditsel.lower import audit_scores
+    from auditsel.audit import read_scores
+    from auditsel.lower import THRESHOLD_RULES, audit_scores
 
-    try:
-        score, member = read_scores(args.file)
-    except ScoreFileError as err:
-        raise UsageError(str(err)) from None
+    if args.threshold not in THRESHOLD_RULES:
+        raise UsageError(f"--threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {args.threshold!r}")
+    score, member = read_scores(args.file)
     if args.one_run:
         return _audit_one_run(args, score, member)
     grid = None
@@ -215,12 +231,9 @@ def _command_audit_scores(args) -> int:
         if not lo < hi:
             raise UsageError(f"--threshold-range: LO must be below HI, got {lo:g} {hi:g}")
         grid = np.linspace(lo, hi, args.thresholds)
-    try:
-        bounds = {rule: audit_scores(score, member, args.delta, confidence=args.confidence, rule=rule,
-                                     grid_size=args.thresholds, threshold_grid=grid)
-                  for rule in THRESHOLD_RULES}
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    bounds = {rule: audit_scores(score, member, args.delta, confidence=args.confidence, rule=rule,
+                                 grid_size=args.thresholds, threshold_grid=grid)
+              for rule in THRESHOLD_RULES}
     chosen = bounds[args.threshold]
     if args.json:
         payload = {**chosen.to_dict(), "delta": args.delta,
@@ -240,12 +253,13 @@ def _command_audit_scores(args) -> int:
 
 
 def _audit_one_run(args, score, member) -> int:
+    from auditsel.errors import ConfigError
     from auditsel.one_run import GdpFamily, PureDpFamily, audit_one_run
 
     family = {"gdp": GdpFamily, "pure_dp": PureDpFamily}[args.family]()
     try:
         bound = audit_one_run(score, member, args.delta, confidence=args.confidence, family=family)
-    except ValueError as err:
+    except ConfigError as err:   # bad input only: any other failure is an internal error (exit 1)
         raise UsageError(f"{args.file}: {err}") from None
     if args.json:
         print(json.dumps(bound.to_dict(), allow_nan=False))
@@ -273,18 +287,37 @@ def main(argv=None) -> int:
             return _command_reproduce(args)
         return _command_run(args)
     except UsageError as err:
-        print(f"auditsel: error: {err}", file=sys.stderr)
+        print(f"auditsel: error: {_one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("auditsel: interrupted; rerun the same command to resume from the checkpoints",
               file=sys.stderr)
         return 130
-    except Exception as err:  # noqa: BLE001 - internal failure: one line, exit 1
+    except Exception as err:  # noqa: BLE001 - classified below: bad input (2) or internal (1)
+        if isinstance(err, _bad_input_types()):
+            print(f"auditsel: error: {_one_line(err)}", file=sys.stderr)
+            return 2
         if os.environ.get("AUDITSEL_DEBUG"):
             raise
-        print(f"auditsel: internal error: {type(err).__name__}: {err} "
-              f"(set AUDITSEL_DEBUG=1 for a traceback)", file=sys.stderr)
+        where = _write_traceback(err)
+        print(f"auditsel: internal error (a bug, not your input): {type(err).__name__}: "
+              f"{_one_line(err, 200)}; traceback written to {where}", file=sys.stderr)
         return 1
+
+
+def _one_line(err: BaseException, limit: int = 400) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _write_traceback(err: BaseException) -> str:
+    """The full traceback in a new file under the temp directory (never inside --out)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    fd, path = tempfile.mkstemp(prefix=f"auditsel-traceback-{stamp}-", suffix=".txt")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"auditsel {__version__}, argv: {sys.argv!r}\n")
+        handle.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))
+    return path
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.panel import panel
 from auditsel.config import ExperimentSpec
 from auditsel.game import GameRecord, run_game
+from auditsel.heuristics import honesty_fields
 from auditsel.lower import audit_chunks, audit_scores
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import winner_law
@@ -163,5 +164,6 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
         result["lower"] = {**bound.to_dict(), "game": spec.game.kind, "proxy": spec.game.proxy,
                            "seed": spec.game.seed, "streamed": bool(streamed)}
         artefacts["record"] = record
+    result.update(honesty_fields(result))     # heuristic values and the contradicted ones
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result, artefacts

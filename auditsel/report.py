@@ -1,6 +1,9 @@
 """Tables and plots of a result: the terminal table, report.md and PNG figures.
 
-Everything shown is read from the result dict (the same numbers as result.json).
+Everything shown is read from the result dict (the same numbers as result.json). A heuristic
+value (`auditsel.heuristics`) carries the word "heuristic" in every table row and plot legend,
+is drawn dashed, never as a solid bound line, and one that the result contradicts (below eps_B
+of one run or a valid eps_L) is flagged "CONTRADICTED" with the reason.
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from auditsel.accounting.panel import BOUND_LABELS
+from auditsel.heuristics import contradictions, heuristic_upper_keys
 
 __all__ = ["summary_rows", "text_table", "markdown_report", "write_plots", "write_outputs",
            "atomic_write_text"]
@@ -45,12 +48,21 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
         rows.append((f"exact, one canary of {one['canaries']:,}", _fmt(one["exact_per_canary"]),
                      one["exact_rigour"], "reduced one-run game (auditsel.one_run_game)"))
     rows.append(("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism"))
+    heuristic = heuristic_upper_keys(result)
+    contradicted = contradictions(result)
     for key, value in result["upper"].items():
-        rigour = result.get("upper_rigour", {}).get(key) or BOUND_LABELS[key]["rigour"]
-        source = result.get("upper_sources", {}).get(key) or (
-            "does not apply to this base" if value is None else BOUND_LABELS[key]["citation"])
+        rigour = "heuristic" if key in heuristic else (result.get("upper_rigour") or {}).get(key, "unlabelled")
+        if key in contradicted:
+            rigour = "heuristic, CONTRADICTED"
+        source = (result.get("upper_sources") or {}).get(key) or (
+            "does not apply to this base" if value is None else "")
         rows.append((key, _fmt(value), rigour, source))
     return rows
+
+
+def warning_lines(result: dict) -> list[str]:
+    """One line per contradicted heuristic (empty when none): printed under every table."""
+    return [f"WARNING: {reason}." for reason in contradictions(result).values()]
 
 
 def text_table(result: dict) -> str:
@@ -62,8 +74,8 @@ def text_table(result: dict) -> str:
     head = (f"{result['name']}: delta = {result['delta']:g}, xi = {rounds['kind']} "
             f"(E[K] = {rounds['mean']:.4g}), base mu = {_fmt(result['base']['mu'])}")
     lines = [head, "-" * len(head)]
-    lines += [f"{a:<{w0}}  {b:>{w1}}  {c:<{w2}}  {d}" for a, b, c, d in rows]
-    return "\n".join(lines)
+    lines += [f"{a:<{w0}}  {b:>{w1}}  {c:<{w2}}  {d}".rstrip() for a, b, c, d in rows]
+    return "\n".join(lines + warning_lines(result))
 
 
 def markdown_report(result: dict, plots: list[str]) -> str:
@@ -80,6 +92,11 @@ def markdown_report(result: dict, plots: list[str]) -> str:
         "|---|---:|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(result)]
+    warnings = warning_lines(result)
+    if warnings:
+        lines += [""] + [f"**{w}**" for w in warnings]
+    if result.get("notes"):
+        lines += ["", "Notes:", *[f"- {note}" for note in result["notes"]]]
     low = result.get("lower")
     if low:
         lines += ["", f"Lower bound: threshold rule `{low['threshold_rule']}`, guess member when score "
@@ -100,10 +117,16 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
 
     names = []
     eps, delta = artefacts["curve"]
+    heuristic = set(heuristic_upper_keys(result))
+    contradicted = contradictions(result)
     fig, ax = plt.subplots(figsize=(6, 4))
     positive = delta > 0
-    ax.semilogy(eps[positive], delta[positive], "k-", lw=1.8, label="exact (released winner)")
+    ax.semilogy(eps[positive], delta[positive], "--" if "exact" in heuristic else "-", color="k", lw=1.8,
+                label=legend_label("exact (released winner)", "exact", heuristic, contradicted))
     ax.axhline(result["delta"], color="grey", ls=":", label=f"delta = {result['delta']:g}")
+    eps_b = result["base"].get("epsilon")
+    if eps_b is not None:
+        ax.plot([eps_b], [result["delta"]], "kx", ms=7, label=f"eps_B = {eps_b:.3f} (one run)")
     curves = result.get("upper_curves") or {}
     styles = {"generic_rdp": ("C0", "generic RDP"), "profile": ("C1", "profile"),
               "improved_rdp": ("C2", "improved (UO)"), "improved_rdp_gdp": ("C4", "improved (UG)")}
@@ -111,11 +134,12 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
         values = curves.get(key)
         if values and any(v is not None for v in values):
             pairs = [(v, d) for v, d in zip(values, curves["delta"]) if v is not None]
-            ax.semilogy([p[0] for p in pairs], [p[1] for p in pairs], "o-", color=color, ms=3, lw=1,
-                        label=f"{label} (eps at each delta)")
+            ax.semilogy([p[0] for p in pairs], [p[1] for p in pairs], "o--" if key in heuristic else "o-",
+                        color=color, ms=3, lw=1,
+                        label=legend_label(f"{label} (eps at each delta)", key, heuristic, contradicted))
     low = result.get("lower")
     if low:
-        ax.axvline(low["eps"], color="C3", ls="--", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
+        ax.axvline(low["eps"], color="C3", ls="-.", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
     ax.set_ylim(max(min(curves.get("delta", [1e-10])), 1e-12) / 3, 1.0)
     ax.set_xlabel("epsilon")
     ax.set_ylabel("delta(epsilon)")
@@ -158,6 +182,13 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     return names
 
 
+def legend_label(label: str, key: str, heuristic, contradicted) -> str:
+    """A plot legend entry: "heuristic" (and "CONTRADICTED") where the value is no bound."""
+    if key not in heuristic:
+        return label
+    return f"{label}, heuristic" + (", CONTRADICTED" if key in contradicted else "")
+
+
 def write_outputs(out_dir: Path, result: dict, artefacts: dict) -> list[Path]:
     """Write result.json, report.md and plots to a staging folder, then move them in place."""
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
@@ -193,14 +224,17 @@ def _plot_tradeoff(result, artefacts, out_dir: Path, plt) -> str:
     dense_fp, dense_tp = branch(exact_fp, 1 - exact_fn)
     swapped_x, swapped_y = branch(exact_fn, 1 - exact_fp)
     floor = 0.5 / max(n0, n1)
+    heuristic = "exact" in heuristic_upper_keys(result)
+    exact_name = "exact, heuristic" if heuristic else "exact"
     fig, ax = plt.subplots(figsize=(5, 5))
     # both kinds of test: "guess X' when the score is high" (x = FP, y = 1 - FN) and, with the
     # roles of X and X' swapped, "guess X when it is low" (x = FN, y = 1 - FP)
     for (x_exact, y_exact, x_game, y_game, color, what) in (
             (dense_fp, dense_tp, fp_rate, tp_rate, "C3", "guess X'"),
             (swapped_x, swapped_y, 1 - tp_rate, 1 - fp_rate, "C0", "guess X")):
-        ax.loglog(np.maximum(x_exact, 1e-9), np.maximum(y_exact, 1e-9), "-", color="k" if color == "C3" else "grey",
-                  lw=1.5, label=f"exact, {what} (likelihood ratio)")
+        ax.loglog(np.maximum(x_exact, 1e-9), np.maximum(y_exact, 1e-9), "--" if heuristic else "-",
+                  color="k" if color == "C3" else "grey", lw=1.5,
+                  label=f"{exact_name}, {what} (likelihood ratio)")
         ax.loglog(np.maximum(x_game, floor), np.maximum(y_game, floor), ".", ms=2, color=color,
                   label=f"game, {what}, proxy {result['lower']['proxy']}")
     ax.loglog([floor, 1], [floor, 1], ":", color="grey", lw=1, label="chance")
