@@ -225,7 +225,7 @@ def _plot_tradeoff(result, artefacts, out_dir: Path, plt) -> str:
     swapped_x, swapped_y = branch(exact_fn, 1 - exact_fp)
     floor = 0.5 / max(n0, n1)
     heuristic = "exact" in heuristic_upper_keys(result)
-    exact_name = "exact, heuristic" if heuristic else "exact"
+    exact_name = legend_label("exact", "exact", heuristic_upper_keys(result), contradictions(result))
     fig, ax = plt.subplots(figsize=(5, 5))
     # both kinds of test: "guess X' when the score is high" (x = FP, y = 1 - FN) and, with the
     # roles of X and X' swapped, "guess X when it is low" (x = FN, y = 1 - FP)

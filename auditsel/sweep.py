@@ -9,6 +9,11 @@ validated before any work starts; points run in parallel through joblib, each po
 with its own seeded chunks, so the numbers do not depend on the number of jobs. Outputs:
 DIR/<point>/ (result.json, report.md, plots, as `auditsel run`), DIR/sweep.csv, DIR/sweep.md,
 DIR/sweep.json and DIR/sweep.png.
+
+Heuristic values (`auditsel.heuristics`) have their own columns, `<key>_heuristic` (and
+`eps_L_gdp_heuristic`), so a column named after a bound holds only values that are bounds; the
+`contradicted` column names the heuristic values below eps_B of one run or a valid eps_L, and
+sweep.png draws heuristics dashed with "heuristic" in the legend and marks contradicted points.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from auditsel.config import ConfigError, ExperimentSpec, parse_config
+from auditsel.heuristics import contradictions, heuristic_upper_keys
 
 __all__ = ["SweepPoint", "expand_sweep", "run_sweep", "sweep_rows"]
 
@@ -128,17 +134,26 @@ UPPER_KEYS = ("generic_rdp", "profile", "improved_rdp", "improved_rdp_gdp", "exa
 
 
 def sweep_rows(points: list[SweepPoint], results: list[dict]) -> list[dict[str, Any]]:
+    """One row per point. A bound column (`exact`, ...) holds a value only where it is rigorous;
+    a heuristic value goes to `<key>_heuristic`; bound columns empty in every row are dropped."""
     rows = []
     for point, result in zip(points, results):
         low = result.get("lower") or {}
+        heuristic = heuristic_upper_keys(result)
         row = {**point.assignments, "E[K]": result["rounds"]["mean"], "eps_B": result["base"]["epsilon"],
                "mu": result["base"]["mu"]}
-        row.update({key: result["upper"].get(key) for key in UPPER_KEYS})
-        row.update({"eps_L": low.get("eps"), "eps_L_point": low.get("eps_point"),
-                    "eps_L_best": low.get("eps_best_threshold"), "eps_L_gdp": low.get("eps_gdp"),
+        for key in UPPER_KEYS:
+            value = result["upper"].get(key)
+            row[key] = None if key in heuristic else value
+            row[f"{key}_heuristic"] = value if key in heuristic else None
+        row.update({"contradicted": " ".join(f"{k}_heuristic" for k in contradictions(result)),
+                    "eps_L": low.get("eps"), "eps_L_point": low.get("eps_point"),
+                    "eps_L_best": low.get("eps_best_threshold"), "eps_L_gdp_heuristic": low.get("eps_gdp"),
                     "trials": low.get("trials"), "seconds": result["seconds"]})
         rows.append(row)
-    return rows
+    bound_columns = [*UPPER_KEYS, *(f"{k}_heuristic" for k in UPPER_KEYS)]
+    empty = [c for c in bound_columns if all(r[c] is None for r in rows)]
+    return [{k: v for k, v in r.items() if k not in empty} for r in rows]
 
 
 def _cell(value) -> str:
@@ -161,7 +176,12 @@ def _write_combined(out_dir: Path, points, rows) -> None:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_cell(r[c]) for c in columns) + " |" for r in rows]
     name = points[0].spec.name
-    md = [f"# Sweep {name}", "", f"{len(rows)} points; each has its own folder (named field=value__...) with result.json, report.md and plots.", "", *lines, "",
+    legend = ("Columns ending in `_heuristic` hold heuristic values: they are not bounds. "
+              "`contradicted` names the heuristic values below eps_B of one run or a valid eps_L.")
+    warnings = [f"- **{p.label}: {r['contradicted'].replace(' ', ', ')} contradicted** (see its report.md)"
+                for p, r in zip(points, rows) if r.get("contradicted")]
+    md = [f"# Sweep {name}", "", f"{len(rows)} points; each has its own folder (named field=value__...) with result.json, report.md and plots.",
+          "", legend, "", *lines, "", *([f"{len(warnings)} points contradict a heuristic:", "", *warnings, ""] if warnings else []),
           "![sweep](sweep.png)", ""]
     atomic_write_text(out_dir / "sweep.md", "\n".join(md))
     atomic_write_text(out_dir / "sweep.json", json.dumps(
@@ -188,16 +208,24 @@ def _plot(path: Path, name: str, points, rows) -> None:
     fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.6 * nrows), squeeze=False)
     series = [("eps_B", "eps_B (one run)", "k:"), ("generic_rdp", "generic RDP", "C0-"),
               ("profile", "profile", "C1-"), ("improved_rdp", "improved (UO)", "C2-"),
-              ("improved_rdp_gdp", "improved (UG)", "C2--"), ("exact", "exact", "C3-")]
+              ("improved_rdp_gdp", "improved (UG)", "C5-"), ("exact", "exact", "C3-")]
     for ax, (key, idx) in zip(axes.flat, groups.items()):
         xs = [rows[i][x_field] if x_field else i for i in idx]
         order = sorted(range(len(idx)), key=lambda j: xs[j])
         xs = [xs[j] for j in order]
         idx = [idx[j] for j in order]
         for col, label, style in series:
-            ys = [rows[i][col] for i in idx]
-            if any(y is not None for y in ys):
-                ax.plot(xs, [math.nan if y is None else y for y in ys], style, marker=".", label=label)
+            for suffix, line, legend in (("", style, label), ("_heuristic", style[:2] + "--", f"{label}, heuristic")):
+                ys = [rows[i].get(col + suffix) for i in idx]
+                if col == "eps_B" and suffix:
+                    continue
+                if any(y is not None for y in ys):
+                    ax.plot(xs, [math.nan if y is None else y for y in ys], line, marker=".", label=legend)
+        bad = [(x, rows[i][f"{k}_heuristic"]) for x, i in zip(xs, idx)
+               for k in rows[i].get("contradicted", "").replace("_heuristic", "").split() if k]
+        if bad:
+            ax.plot([b[0] for b in bad], [b[1] for b in bad], "rx", ms=8, mew=1.5, ls="none",
+                    label="heuristic, CONTRADICTED (below eps_B or eps_L)")
         low = [rows[i]["eps_L"] for i in idx]
         if any(v is not None for v in low):
             point = [rows[i]["eps_L_point"] for i in idx]
@@ -212,7 +240,11 @@ def _plot(path: Path, name: str, points, rows) -> None:
             ax.set_title(", ".join(f"{f}={_format(v)}" for f, v in zip(others, key)), fontsize=9)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    axes.flat[0].legend(fontsize=7)
+    handles = {}
+    for ax in list(axes.flat)[:n]:   # one legend with every series drawn in any panel
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    axes.flat[0].legend(list(handles.values()), list(handles), fontsize=7)
     fig.suptitle(f"{name}: bounds per sweep point")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -1,0 +1,187 @@
+"""Heuristics never look like bounds (issue 9 item 2): every output labels them, draws them dashed,
+and says when one is contradicted (below eps_B of one run or below a valid eps_L).
+
+The case of the issue is [XWW24] Figure 6 at sample rate 0.1 and eps_B = 8 (results/figure6):
+`exact` and `improved_rdp` use mu = tau sqrt(N)/sigma and come out below eps_B of a single run.
+The live tests use a cheaper DP-SGD base with the same defect (sigma = 2, N = 50, tau = 0.1:
+eps_B = 1.84, heuristic exact 1.60) so that the bounds take seconds, not a minute."""
+import copy
+import csv
+import json
+
+import matplotlib
+import pytest
+import yaml
+
+matplotlib.use("Agg")
+from matplotlib.figure import Figure  # noqa: E402
+
+from auditsel.config import parse_config  # noqa: E402
+from auditsel.experiment import run_experiment  # noqa: E402
+from auditsel.heuristics import contradictions, heuristic_fields, heuristic_upper_keys  # noqa: E402
+from auditsel.report import markdown_report, text_table, write_plots  # noqa: E402
+
+FIG6 = {"name": "fig6", "delta": 1e-5,
+        "base": {"kind": "dpsgd", "noise_multiplier": 2.0, "steps": 50, "sample_rate": 0.1},
+        "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+        "game": {"kind": "reduced", "trials": 20_000, "seed": 0}}
+
+
+@pytest.fixture(scope="module")
+def fig6():
+    """result and artefacts of a DP-SGD point with tau = 0.1, computed, not stored."""
+    spec = parse_config(copy.deepcopy(FIG6))
+    return run_experiment(spec, None, progress=False, curves=False)
+
+
+def fake(upper, rigour, eps_b=1.0, lower=None):
+    return {"upper": upper, "upper_rigour": rigour, "base": {"epsilon": eps_b}, "lower": lower}
+
+
+def test_contradiction_rules_on_hand_made_results():
+    heur = {"exact": "heuristic", "profile": "rigorous"}
+    assert contradictions(fake({"exact": 0.9, "profile": 2.0}, heur)).keys() == {"exact"}
+    assert contradictions(fake({"exact": 1.1, "profile": 2.0}, heur)) == {}
+    # a rigorous value below eps_B is not flagged as a contradicted heuristic (no heuristic there)
+    assert contradictions(fake({"exact": 0.9, "profile": 0.5}, {"exact": "rigorous", "profile": "rigorous"})) == {}
+    low = {"eps": 1.5, "threshold_rule": "split", "confidence": 0.95}
+    assert "valid eps_L" in contradictions(fake({"exact": 1.2}, {"exact": "heuristic"}, lower=low))["exact"]
+    # the optimistic rule, or a rule flagged not valid, refutes nothing
+    assert contradictions(fake({"exact": 1.2}, {"exact": "heuristic"}, lower={**low, "threshold_rule": "best"})) == {}
+    assert contradictions(fake({"exact": 1.2}, {"exact": "heuristic"}, lower={**low, "valid": False})) == {}
+    assert contradictions(fake({"exact": None}, {"exact": "heuristic"}, eps_b=5.0)) == {}
+
+
+def test_figure6_point_is_flagged_in_result_json(fig6):
+    result, _ = fig6
+    assert set(heuristic_upper_keys(result)) == {"exact", "improved_rdp", "improved_rdp_gdp"}
+    assert result["upper"]["exact"] < result["base"]["epsilon"]          # the defect of issue 9
+    assert set(result["contradicted"]) == {"exact", "improved_rdp"}
+    assert result["heuristic"] == heuristic_fields(result)
+    assert "upper.exact" in result["heuristic"] and "lower.eps_gdp" in result["heuristic"]
+    json.dumps(result, allow_nan=False)
+
+
+def test_sample_rate_one_is_rigorous_and_flags_nothing():
+    spec = parse_config({**copy.deepcopy(FIG6), "base": {**FIG6["base"], "sample_rate": 1.0}})
+    result, _ = run_experiment(spec, None, progress=False, curves=False)
+    assert heuristic_upper_keys(result) == ["improved_rdp_gdp"]
+    assert result["contradicted"] == {}
+    assert result["upper"]["exact"] >= result["base"]["epsilon"]
+
+
+@pytest.mark.parametrize("render", [text_table, lambda r: markdown_report(r, [])], ids=["terminal", "report.md"])
+def test_tables_label_every_heuristic_row_and_the_contradiction(fig6, render):
+    result, _ = fig6
+    text = render(result)
+    for key in heuristic_upper_keys(result):
+        row = next(line for line in text.splitlines() if line.strip("| ").startswith(key + " ")
+                   or line.startswith(f"| {key} |"))
+        assert "heuristic" in row, row
+        assert ("CONTRADICTED" in row) == (key in result["contradicted"]), row
+    for key in result["contradicted"]:
+        assert f"heuristic {key} = " in text and "contradicted: below eps_B" in text
+    rigorous = next(line for line in text.splitlines() if "profile" in line and "[KRW24]" in line)
+    assert "heuristic" not in rigorous
+
+
+PLOT_NAMES = {"exact": "exact", "improved_rdp": "improved (UO)", "improved_rdp_gdp": "improved (UG)"}
+
+
+def drawn_lines(monkeypatch, draw, file_name=None):
+    """(label, linestyle) of every labelled line of every figure saved while `draw` runs (only
+    figures saved as `file_name` if given)."""
+    lines = []
+
+    save = Figure.savefig
+
+    def record(fig, path, *args, **kwargs):
+        if file_name is None or str(path).endswith(file_name):
+            for ax in fig.axes:
+                lines.extend((ln.get_label(), ln.get_linestyle()) for ln in ax.get_lines()
+                             if not ln.get_label().startswith("_"))
+        return save(fig, path, *args, **kwargs)
+    monkeypatch.setattr(Figure, "savefig", record)
+    draw()
+    return lines
+
+
+def assert_heuristics_dashed(lines, heuristic, contradicted):
+    seen = set()
+    for label, style in lines:
+        for key, name in PLOT_NAMES.items():
+            if label.startswith(name):
+                seen.add(key)
+                assert ("heuristic" in label) == (key in heuristic), label
+                assert (style == "--") == (key in heuristic), (label, style)
+                assert ("CONTRADICTED" in label) == (key in contradicted), label
+        if style == "-":
+            assert "heuristic" not in label, label
+    return seen
+
+
+def test_privacy_curve_and_tradeoff_draw_heuristics_dashed(fig6, tmp_path, monkeypatch):
+    result, artefacts = fig6
+    result = {**result, "upper_curves": {"delta": [1e-6, 1e-5, 1e-4],
+                                         **{k: [v and v + 1, v, v and v - 0.5] for k, v in result["upper"].items()}}}
+    lines = drawn_lines(monkeypatch, lambda: write_plots(result, artefacts, tmp_path))
+    seen = assert_heuristics_dashed(lines, set(heuristic_upper_keys(result)), result["contradicted"])
+    assert seen == {"exact", "improved_rdp", "improved_rdp_gdp"}
+    tradeoff = [(lab, st) for lab, st in lines if "likelihood ratio" in lab]
+    assert tradeoff and all("heuristic" in lab and st == "--" for lab, st in tradeoff)
+
+
+def test_sweep_tables_and_plot_separate_heuristics(tmp_path, monkeypatch, capsys):
+    from auditsel.cli import main
+
+    raw = {**copy.deepcopy(FIG6), "game": {**FIG6["game"], "trials": 4000},
+           "sweep": {"base.sample_rate": [1.0, 0.1]}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "out"
+    sweep_lines = drawn_lines(monkeypatch, lambda: main(["run", str(path), "--out", str(out), "--quiet",
+                                                         "--no-progress"]), "sweep.png")
+    rows = {float(r["base.sample_rate"]): r for r in csv.DictReader((out / "sweep.csv").open())}
+    for rate, row in rows.items():
+        point = json.loads((out / f"base.sample_rate={rate:g}" / "result.json").read_text())
+        for key in ("exact", "improved_rdp", "improved_rdp_gdp"):
+            heuristic = key in heuristic_upper_keys(point)
+            # a bound column never holds a heuristic value; the heuristic one holds it
+            if heuristic:
+                assert row.get(key, "") == ""
+            elif point["upper"][key] is not None:
+                assert float(row[key]) == pytest.approx(point["upper"][key])
+            assert bool(row.get(f"{key}_heuristic")) == heuristic
+            if heuristic:
+                assert float(row[f"{key}_heuristic"]) == pytest.approx(point["upper"][key])
+        assert set(row["contradicted"].split()) == {f"{k}_heuristic" for k in point["contradicted"]}
+    assert float(rows[1.0]["exact"]) >= float(rows[1.0]["eps_B"])
+    assert rows[0.1]["exact"] == "" and set(rows[0.1]["contradicted"].split()) == {"exact_heuristic", "improved_rdp_heuristic"}
+    md = (out / "sweep.md").read_text()
+    assert "_heuristic` hold heuristic values" in md
+    warning = [line for line in md.splitlines() if line.startswith("- **base.sample_rate=")]
+    assert len(warning) == 1 and warning[0].startswith("- **base.sample_rate=0.1:")
+    assert "exact_heuristic" in warning[0] and "improved_rdp_heuristic" in warning[0] and "contradicted" in warning[0]
+    points = json.loads((out / "sweep.json").read_text())["points"]
+    assert [p["contradicted"] for p in points] == [rows[1.0]["contradicted"], rows[0.1]["contradicted"]]
+    assert any("exact, heuristic" in lab and st == "--" for lab, st in sweep_lines)
+    assert any("CONTRADICTED" in lab for lab, _ in sweep_lines)
+    assert all("heuristic" not in lab for lab, st in sweep_lines if st == "-")
+
+
+def test_committed_figure6_sweep_says_which_heuristics_are_contradicted():
+    """results/figure6 (regenerated with this code): at tau = 0.1 and eps_B = 8 the heuristic
+    exact lies below eps_B, and the table says so instead of showing it as a bound."""
+    from pathlib import Path
+
+    table = Path(__file__).resolve().parents[1] / "results" / "figure6" / "sweep.csv"
+    rows = list(csv.DictReader(table.open()))
+    assert len(rows) == 24
+    for row in rows:
+        heuristic_exact = row["exact_heuristic"] != ""
+        assert heuristic_exact == (float(row["base.sample_rate"]) < 1) and (row["exact"] == "") == heuristic_exact
+        below = heuristic_exact and float(row["exact_heuristic"]) < float(row["eps_B"])
+        assert below == ("exact_heuristic" in row["contradicted"].split()), row
+    issue = [r for r in rows if float(r["base.epsilon"]) == 8 and float(r["base.sample_rate"]) == 0.1
+             and float(r["rounds.eta"]) == 0]
+    assert len(issue) == 1 and "exact_heuristic" in issue[0]["contradicted"].split()
