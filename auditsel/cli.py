@@ -195,6 +195,11 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
         return 0
     with execution_backend(args.backend, args.scheduler, workers=abs(args.jobs) if args.jobs != -1 else 2) as backend:
         result, artefacts = run_experiment(spec, out_dir, jobs=args.jobs, progress=progress, backend=backend)
+    record = artefacts.get("record")
+    if record is not None and record.resumed_chunks:
+        chunks = -(-spec.game.trials // spec.game.chunk_size)
+        print(f"auditsel: resumed {record.resumed_chunks} of {chunks} chunks from "
+              f"{out_dir / 'checkpoints'}", file=sys.stderr)
     written = write_outputs(out_dir, result, artefacts)
     if not args.quiet:
         print(text_table(result))

@@ -145,6 +145,8 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
         "notes": bounds["notes"],
         "version": __version__,
     }
+    if spec.rounds.p_zero > 0:    # K = 0 possible: the release may be the fixed output
+        result["rounds"]["p_zero"] = spec.rounds.p_zero
     if "kind" in spec.base_config and spec.base_config["kind"] == "dpsgd":
         result["base"].update(spec.base.describe())
     winner = winner_law(reduced_base(spec.base), spec.rounds)

@@ -14,6 +14,10 @@ spread over joblib workers (or a dask/ray backend). Finished chunks are written 
 `checkpoint_dir` with the experiment's fingerprint; a rerun with the same fingerprint loads
 them and runs only the missing ones, so an interrupted run resumes without losing or repeating
 a trial. A chunk with another fingerprint, or one that cannot be read, is an error.
+
+Test hook: with the environment variable AUDITSEL_PAUSE_AFTER_CHUNKS=n, a call that has saved
+n new chunks writes `checkpoint_dir/paused` and sleeps, so that a test can kill the process at
+a known point mid-run (tests/test_kill_resume.py).
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ __all__ = ["GameRecord", "ChunkSource", "CheckpointError", "run_game", "chunk_rn
 
 DEFAULT_CHUNK_SIZE = 1 << 18  # 262,144 trials: ~2.4 MB of scores and coins per chunk
 MANIFEST = "manifest.json"
+PAUSE_ENV = "AUDITSEL_PAUSE_AFTER_CHUNKS"
 
 
 class CheckpointError(ConfigError):
@@ -154,6 +159,15 @@ class _Checkpoints:
         os.replace(tmp, path)
 
 
+def _pause(directory: Path):
+    """The kill point of tests/test_kill_resume.py: announce it, then wait to be killed."""
+    import time
+
+    _atomic_write_bytes(directory / "paused", str(os.getpid()).encode())
+    while True:
+        time.sleep(60)
+
+
 def _atomic_write_bytes(path: Path, data: bytes):
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(data)
@@ -187,10 +201,14 @@ def run_game(protocol, proxy: Callable, trials: int, seed: int, *, chunk_size: i
 
     bar = tqdm(total=int(trials), initial=sum(sizes[i] for i in results), unit="trial",
                unit_scale=True, delay=2.0, disable=not progress, leave=False)
+    pause_after = int(os.environ.get(PAUSE_ENV) or 0) if store is not None else 0
     try:
-        for index, scores, member in _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
+        for saved, (index, scores, member) in enumerate(
+                _execute(protocol, proxy, seed, pending, sizes, jobs, backend), start=1):
             if store is not None:
                 store.save(index, scores, member)
+                if saved == pause_after:
+                    _pause(store.dir)
             results[index] = (scores, member) if in_memory else None
             bar.update(len(scores))
     finally:

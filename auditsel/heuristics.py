@@ -11,8 +11,9 @@ Contract. A value is *heuristic* when no theorem makes it a bound for the stated
 A heuristic upper value u is *contradicted* when the same result holds a number it must not be
 below, at the same delta:
 
-* eps_B, the epsilon of one run of the base mechanism (`base.epsilon`): the released winner of a
-  tuning run that may train once (K >= 1) is reported cheaper than a single one of its runs;
+* eps_B, the epsilon of one run of the base mechanism (`base.epsilon`), when the law of K has
+  no mass at 0 (no `rounds.p_zero`): the released winner of a tuning run that trains at least
+  once is reported cheaper than a single one of its runs;
 * a valid empirical lower bound eps_L (`lower.eps` of a rule labelled valid, `split` or
   `bonferroni` with a grid fixed in advance): the attack demonstrably achieves more, at the
   stated confidence.
@@ -62,6 +63,8 @@ def valid_lower(result: dict) -> float | None:
 def contradictions(result: dict) -> dict[str, str]:
     """{upper key: one-line reason} for each heuristic upper value below eps_B or a valid eps_L."""
     eps_b = (result.get("base") or {}).get("epsilon")
+    if (result.get("rounds") or {}).get("p_zero"):
+        eps_b = None      # K = 0 is possible: a tuning run may legitimately cost less than one run
     eps_l = valid_lower(result)
     found = {}
     for key in heuristic_upper_keys(result):

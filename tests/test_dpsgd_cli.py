@@ -58,7 +58,7 @@ def test_dpsgd_game_runs_resumes_and_is_seeded(tmp_path):
     ({"game.canary": "poison"}, "game.canary"),
     ({"game.proxy": "sample"}, "game.proxy"),
     ({"game.model": "resnet"}, "game.model"),
-    ({"base.kind": "gaussian", "base.mu": 1.0}, "base"),
+    ({"base.kind": "gaussian", "base.mu": 1.0}, "game.kind"),
 ])
 def test_bad_dpsgd_settings(tmp_path, capsys, changes, field):
     config = json.loads(json.dumps(CONFIG))
@@ -70,5 +70,6 @@ def test_bad_dpsgd_settings(tmp_path, capsys, changes, field):
     out = tmp_path / "o"
     assert main(["run", str(write(tmp_path, config)), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and (field in err or "game.kind" in err), err
+    # one line, and the field it names is exactly the one that was broken
+    assert len(err.splitlines()) == 1 and f": {field}: " in err, err
     assert not out.exists()

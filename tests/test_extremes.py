@@ -185,14 +185,18 @@ def test_curve_convex_nonincreasing_at_extremes(mu, eta, nu):
     assert np.all(curve >= np.maximum(1 - alpha, 0) - 1e-12) and np.all(curve <= 1 + 1e-12)
 
 
-# eta >= 0 only: at eta = -0.9, mu = 0.015625, delta = 1e-12, nu 1e-9 -> 5e-10 (E[K] up)
-# the exact eps goes down from 0.100443 to 0.100392 (not investigated: TNB with eta < 0 need
-# not make the winner less private as nu falls)
-monotone = dict(mu=extreme_mu, eta=st.sampled_from([0.0, 0.5, 1.0, 3.0]), nu=tiny_nu,
+# Monotone in E[K] is not a theorem. Investigated at the point hypothesis found (eta = -0.9,
+# mu = 0.015625, delta = 1e-12, nu 1e-9 -> 5e-10): the exact eps falls (0.100443 -> 0.100392)
+# although the law with smaller nu has the larger mean and even dominates the other in the
+# stochastic order, and the 40-digit oracle confirms the fall (the code is right, the property
+# is not; see test_more_runs_can_be_more_private_oracle_confirmed). The E[K] check is therefore
+# an empirical regularity, kept where no counterexample is known (eta >= 0); mu and delta are
+# checked for every eta.
+monotone = dict(mu=extreme_mu, eta=eta, nu=tiny_nu,
                 factor=st.floats(1.2, 3.0), delta=st.sampled_from([1e-12, 1e-8, 1e-5, 1e-2]))
 
 
-@settings(PROPS, max_examples=3)
+@settings(PROPS, max_examples=4)
 @given(**monotone)
 def test_exact_epsilon_monotone_in_mu_runs_and_delta(mu, eta, nu, factor, delta):
     check_monotone(mu, eta, nu, factor, delta)
@@ -205,6 +209,15 @@ def test_exact_epsilon_monotone_slow(mu, eta, nu, factor, delta):
     check_monotone(mu, eta, nu, factor, delta)
 
 
+def stochastically_larger(a, b) -> bool:
+    """P(K_a <= k) <= P(K_b <= k) for k = 1..2000 (first-order dominance where the cdfs are
+    summed exactly; the rest of the mass is compared through the pgf at 1 - 1e-6)."""
+    pmf_a = np.exp(a.log_pmf(np.arange(1, 2001)))
+    pmf_b = np.exp(b.log_pmf(np.arange(1, 2001)))
+    return bool(np.all(np.cumsum(pmf_a) <= np.cumsum(pmf_b) + 1e-12)
+                and float(a.pgf(1 - 1e-6)) <= float(b.pgf(1 - 1e-6)))
+
+
 def check_monotone(mu, eta, nu, factor, delta):
     law = TruncatedNegativeBinomial(eta, nu)
     more_runs = TruncatedNegativeBinomial(eta, nu / factor)
@@ -213,8 +226,30 @@ def check_monotone(mu, eta, nu, factor, delta):
     base = e(mu, law, delta)
     assert math.isfinite(base) and base >= 0
     assert e(min(mu * factor, 10.0), law, delta) >= base - 1e-7          # in mu
-    assert e(mu, more_runs, delta) >= base - 1e-7                        # in E[K]
     assert e(mu, law, min(delta * 100, 0.5)) <= base + 1e-7              # in delta
+    if eta >= 0:
+        assert e(mu, more_runs, delta) >= base - 1e-7                    # in E[K] (empirical)
+
+
+def test_more_runs_can_be_more_private_oracle_confirmed():
+    """TNB(eta = -0.9): nu 1e-9 -> 5e-10 raises E[K] (7.15 -> 7.66), and the second law even
+    dominates the first stochastically, yet the exact eps at delta = 1e-12 falls (0.100443 ->
+    0.100392). The 40-digit oracle agrees: at the first law's eps the second law's delta is
+    already below 1e-12, so the fall is the truth, not a numerical error; exact eps is not
+    monotone in the number of runs, whatever the order of the laws."""
+    mu, eta, delta = 0.015625, -0.9, 1e-12
+    fewer, more = TruncatedNegativeBinomial(eta, 1e-9), TruncatedNegativeBinomial(eta, 5e-10)
+    assert more.mean > fewer.mean
+    assert stochastically_larger(more, fewer)
+    winner = lambda law: GaussianWinner(GaussianBase(mu), law)
+    eps_fewer = exact_epsilon(winner(fewer), delta)
+    eps_more = exact_epsilon(winner(more), delta)
+    assert eps_more < eps_fewer - 1e-5
+    mp.mp.dps = 40
+    oracle = lambda eta_nu: max(float(oracle_hockey_stick(lambda x, s: tnb_density(x, s, *eta_nu), mu, eps_fewer, d,
+                                                          lo=-40, hi=mu + 40, step=0.1)) for d in (0, 1))
+    assert oracle((eta, 1e-9)) == pytest.approx(delta, rel=1e-6)         # eps_fewer is exact
+    assert oracle((eta, 5e-10)) < delta * (1 - 1e-3)                      # so the true eps_more < eps_fewer
 
 
 @settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -1,8 +1,18 @@
-"""Hostile and broken input (issue 6 section 4): the config loader and `audit-scores`, fuzzed.
+"""Hostile and broken input (issues 6 and 9): the config loader and `audit-scores`, fuzzed by class.
 
-Property, for every generated input: `auditsel.cli.main` returns 0 or 2 (never 1, the internal
-error code, and never raises); on 2 stderr is exactly one line without a traceback and the
---out directory was not created. YAML is read safely: a python/object tag constructs nothing.
+Every generated input belongs to a class whose exit code is known in advance, and the test
+asserts that exact code:
+
+* a config valid by construction (every field drawn from its allowed range) -> 0, result.json;
+* a valid config with one field replaced by a value outside its range -> 2, one line naming
+  that field, no --out folder;
+* a document that is not a config (text, random trees, hostile YAML) -> 2, one line;
+* a mutated config of unknown validity -> what the parser says (`parse_config` accepts: 0;
+  refuses with field F: 2 naming F), so a failure after parsing is never relabelled;
+* score files: well-formed -> 0; broken in a known way -> 2 naming the file problem.
+
+Exit 1 (internal error) is never acceptable. Warnings are not muted: every warning raised while
+`main` runs fails the test unless the test asserts it.
 """
 import math
 import tempfile
@@ -12,44 +22,52 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from auditsel.cli import main
 
 _HEALTH = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much]
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=_HEALTH)
 # a config that parses costs a full run (~2.5 s: bounds, game, plots), so the default run keeps
-# few of those; the slow variant fuzzes the deep (mutated valid) configs at length
-FUZZ_RUN = settings(FUZZ, max_examples=30)
-FUZZ_RUN_SLOW = settings(FUZZ, max_examples=300, derandomize=False)
+# few of those; the slow variants fuzz them at length
+FUZZ_RUN = settings(FUZZ, max_examples=12)
+FUZZ_RUN_SLOW = settings(FUZZ, max_examples=200, derandomize=False)
 
 
 def call(argv, capsys):
-    """main(argv) in-process -> (rc, stdout, stderr); any exception is a test failure."""
+    """main(argv) in-process -> (rc, stdout, stderr, warnings); any exception fails the test."""
     capsys.readouterr()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # numpy RuntimeWarnings are not the CLI's one line
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         rc = main(argv)
     out, err = capsys.readouterr()
-    return rc, out, err
+    return rc, out, err, [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in caught]
 
 
-# Known bugs (none open): an input that hits one is discarded (hypothesis `assume`).
-KNOWN_BUGS = {}
-
-
-def known_bug(rc, err, out=None):
-    return any(hit(rc, err, out) for hit in KNOWN_BUGS.values())
-
-
-def check_outcome(rc, err, out_dir=None):
-    assert rc in (0, 2), f"exit {rc}: {err}"
-    if rc == 2:
+def expect(rc, err, caught, code, out_dir=None, field=None):
+    """The exact exit code, one line on 2 (naming `field` if given), no warning at all."""
+    assert not caught, f"warnings: {caught}"
+    assert rc == code, f"exit {rc}, expected {code}: {err}"
+    if code == 2:
         lines = err.strip().splitlines()
         assert len(lines) == 1, err
         assert "Traceback" not in err and lines[0].startswith("auditsel: error: ")
+        if field is not None:
+            assert field in lines[0], (field, lines[0])
         if out_dir is not None:
             assert not out_dir.exists(), f"exit 2 but {out_dir} was created: {err}"
+    if code == 0 and out_dir is not None:
+        assert (out_dir / "result.json").exists()
+
+
+def run_text(text, capsys, extra=()):
+    """`auditsel run` on a config text in a fresh folder -> (rc, err, warnings, out_dir, tmp)."""
+    tmp = Path(tempfile.mkdtemp(prefix="fuzz-"))
+    config = tmp / "config.yaml"
+    config.write_text(text, encoding="utf-8", errors="surrogateescape")
+    out = tmp / "out"
+    rc, _, err, caught = call(["run", str(config), "--out", str(out), "--no-progress", "--quiet", *extra], capsys)
+    return rc, err, caught, out, tmp
 
 
 # --- configs --------------------------------------------------------------------------------
@@ -126,9 +144,8 @@ def dump(raw) -> str:
         return repr(raw)
 
 
-documents = st.one_of(
-    mutated_configs().map(dump).filter(lambda t: "fuzz" not in t or hash(t) % 4 == 0),
-    trees.map(dump),
+not_configs = st.one_of(
+    trees.filter(lambda t: not isinstance(t, dict) or not {"name", "delta", "base", "rounds"} <= set(t)).map(dump),
     st.text(max_size=200),
     st.sampled_from([
         "!!python/object/apply:os.system ['echo pwned > PWNED']\n",
@@ -137,8 +154,6 @@ documents = st.one_of(
         "a: &x [*x]\n",
         "a: " + "[" * 3000 + "]" * 3000 + "\n",
         "{" * 50,
-        "name: a\ndelta: 1e-5\nbase: {kind: gaussian, mu: 1}\nrounds: {kind: point, k: 1}\n"
-        "game: {trials: 2000, split_fraction: 1.0e-300}\n",
         "\x00\x01\x02",
         "",
         "---\n---\n",
@@ -146,33 +161,157 @@ documents = st.one_of(
 )
 
 
+@FUZZ
+@given(text=not_configs)
+def test_documents_that_are_not_configs_exit_2(text, capsys):
+    rc, err, caught, out, tmp = run_text(text, capsys)
+    expect(rc, err, caught, 2, out)
+    assert not (tmp / "PWNED").exists() and not Path("PWNED").exists()
+
+
+# --- valid by construction: exit 0 ----------------------------------------------------------
+
+def _probabilities(seed, n):
+    p = np.random.default_rng(seed).dirichlet(np.ones(n))
+    p = np.round(p, 6)
+    p[-1] = round(1 - p[:-1].sum(), 6)
+    return [float(x) for x in p] if p.min() > 1e-4 else [1.0 / n] * n
+
+
+laws = st.one_of(
+    st.builds(lambda eta, nu: {"kind": "tnb", "eta": eta, "nu": nu}, st.floats(-0.9, 5.0), st.floats(1e-4, 0.9)),
+    st.builds(lambda nu: {"kind": "geometric", "nu": nu}, st.floats(1e-3, 0.9)),
+    st.builds(lambda nu: {"kind": "logarithmic", "nu": nu}, st.floats(1e-4, 0.9)),
+    st.builds(lambda m: {"kind": "poisson", "mean": m}, st.floats(0.1, 200.0)),
+    st.builds(lambda n, p: {"kind": "binomial", "n": n, "p": p}, st.integers(1, 1000), st.floats(0.01, 1.0)),
+    st.builds(lambda L, s: {"kind": "two_point", "L": L, "s": s}, st.integers(1, 1000), st.floats(0.01, 1.0)),
+    st.builds(lambda k: {"kind": "point", "k": k}, st.integers(1, 100)),
+    st.builds(lambda a, b: {"kind": "pmf", "pmf": {1: a, 5: 1 - a}} if b else {"kind": "pmf", "pmf": {3: 1.0}},
+              st.floats(0.05, 0.95), st.booleans()),
+)
+
+
+@st.composite
+def valid_configs(draw):
+    discrete = draw(st.booleans())
+    if discrete:
+        n = draw(st.integers(2, 5))
+        base = {"kind": "discrete", "p": _probabilities(draw(st.integers(0, 999)), n),
+                "q": _probabilities(draw(st.integers(0, 999)), n)}
+    elif draw(st.booleans()):
+        base = {"kind": "gaussian", "epsilon": draw(st.floats(0.05, 4.0))}
+    else:
+        base = {"kind": "gaussian", "mu": draw(st.floats(0.01, 5.0))}
+    game = {"kind": "discrete" if discrete else "reduced", "trials": draw(st.integers(2000, 5000)),
+            "seed": draw(st.integers(0, 2**63 - 1)), "confidence": draw(st.floats(0.5, 0.999)),
+            "threshold": draw(st.sampled_from(["split", "bonferroni", "best"])),
+            "proxy": draw(st.sampled_from(["sample", "likelihood_ratio"])),
+            "split_fraction": draw(st.floats(0.2, 0.8)), "thresholds": draw(st.integers(1, 300))}
+    return {"name": "valid", "delta": draw(st.floats(1e-10, 0.1)), "base": base, "rounds": draw(laws), "game": game}
+
+
 @FUZZ_RUN
-@given(text=documents)
-@example(text="name: q\ndelta: 1e-5\nbase: {kind: gaussian, mu: 999}\nrounds: {kind: binomial, n: 100000000000, p: 0.5}\ngame: {}\n")
-@example(text="name: q\ndelta: 1e-5\nbase: {kind: discrete, p: [1, 0], q: [0, 1]}\nrounds: {kind: point, k: 1}\ngame: {kind: discrete}\n")
-@example(text="name: q\ndelta: 1e-5\nbase: {kind: gaussian, mu: 1}\nrounds: {kind: tnb, eta: 1.0e+300, nu: 1.0e-300}\ngame: {}\n")
-@example(text="name: q\ndelta: 1e-5\nbase: {kind: gaussian, mu: 1}\nrounds: {kind: {a: 1}}\ngame: {}\n")
-@example(text="name: q\ndelta: 1e-5\nbase: {kind: gaussian, mu: 1}\nrounds: {kind: pmf, pmf: {100000000000000000000000: 1.0}}\n")
-def test_run_with_any_config_exits_0_or_2_with_one_line(text, capsys):
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        config = tmp / "config.yaml"
-        config.write_text(text, encoding="utf-8", errors="surrogateescape")
-        out = tmp / "out"
-        rc, _, err = call(["run", str(config), "--out", str(out), "--trials", "2000",
-                           "--no-progress", "--quiet"], capsys)
-        assume(not known_bug(rc, err, out))
-        check_outcome(rc, err, out)
-        if rc == 0:
-            assert (out / "result.json").exists()
-        assert not (tmp / "PWNED").exists() and not Path("PWNED").exists()
+@given(raw=valid_configs())
+def test_valid_configs_exit_0(raw, capsys):
+    rc, err, caught, out, _ = run_text(dump(raw), capsys)
+    expect(rc, err, caught, 0, out)
+
+
+@pytest.mark.slow
+@FUZZ_RUN_SLOW
+@given(raw=valid_configs())
+def test_valid_configs_exit_0_slow(raw, capsys):
+    test_valid_configs_exit_0.hypothesis.inner_test(raw, capsys)
+
+
+# --- one field out of its range: exit 2 naming it -------------------------------------------
+
+BAD_FIELDS = {
+    "delta": [-0.1, 1.0, 2, "x", None, math.nan, math.inf, True],
+    "name": ["", "a b", 3, None, "../x"],
+    "base.epsilon": [-1.0, "a", math.inf, math.nan, None, [1]],
+    "base.kind": ["laplace", 3, None],
+    "rounds.nu": [0, 1, -0.5, 1.5, "x", math.nan],
+    "rounds.eta": [-1, -2.5, math.inf, "x"],
+    "rounds.kind": ["zipf", ["tnb"], {"a": 1}],
+    "game.trials": [0, 1, -5, 1.5, 10**11, "x"],
+    "game.seed": [-1, 2**63, 0.5, "s"],
+    "game.confidence": [0, 1, 1.5, 0.3, "x"],
+    "game.threshold": ["worst", 3],
+    "game.proxy": ["magic", None],
+    "game.split_fraction": [0, 1, -0.1, 1.5, math.nan],
+    "game.thresholds": [0, -1, 10**6],
+    "game.chunk_size": [0, 2**30],
+    "game.kind": ["nope", "discrete"],
+    "game.stream": ["maybe", 2],
+    "game.colour": ["red"],
+    "bogus": [1],
+}
+
+
+@st.composite
+def one_bad_field(draw):
+    raw = quickstart()
+    field = draw(st.sampled_from(sorted(BAD_FIELDS)))
+    value = draw(st.sampled_from(BAD_FIELDS[field]))
+    *sections, key = field.split(".")
+    node = raw
+    for section in sections:
+        node = node[section]
+    node[key] = value
+    return raw, field
+
+
+@FUZZ
+@given(case=one_bad_field())
+def test_one_bad_field_exits_2_naming_it(case, capsys):
+    raw, field = case
+    rc, err, caught, out, _ = run_text(dump(raw), capsys)
+    expect(rc, err, caught, 2, out, field=field)
+
+
+# --- unknown validity: the parser decides ---------------------------------------------------
+
+def parser_verdict(text):
+    """(expected exit code, field) from auditsel.config alone: 0 if it parses, else 2 and the field."""
+    from auditsel.config import ConfigError, parse_config
+
+    try:
+        raw = yaml.safe_load(text)
+        if isinstance(raw, dict) and "sweep" in raw:
+            return None, None
+        parse_config(raw)
+    except ConfigError as err:
+        return 2, err.field
+    except Exception:  # noqa: BLE001 - not even YAML the parser can take: the CLI refuses it
+        return 2, None
+    return 0, None
+
+
+@FUZZ_RUN
+@given(raw=mutated_configs())
+@example(raw={"name": "q", "delta": 1e-5, "base": {"kind": "gaussian", "mu": 999},
+              "rounds": {"kind": "binomial", "n": 100000000000, "p": 0.5}, "game": {}})
+@example(raw={"name": "q", "delta": 1e-5, "base": {"kind": "discrete", "p": [1, 0], "q": [0, 1]},
+              "rounds": {"kind": "point", "k": 1}, "game": {"kind": "discrete"}})
+@example(raw={"name": "q", "delta": 1e-5, "base": {"kind": "gaussian", "mu": 1},
+              "rounds": {"kind": "tnb", "eta": 1.0e+300, "nu": 1.0e-300}, "game": {}})
+@example(raw={"name": "q", "delta": 1e-5, "base": {"kind": "gaussian", "mu": 1},
+              "rounds": {"kind": "pmf", "pmf": {100000000000000000000000: 1.0}}})
+def test_mutated_configs_exit_as_the_parser_says(raw, capsys):
+    text = dump(raw)
+    code, field = parser_verdict(text)
+    if code is None:
+        return
+    rc, err, caught, out, _ = run_text(text, capsys, extra=("--trials", "2000"))
+    expect(rc, err, caught, code, out, field=field)
 
 
 @pytest.mark.slow
 @FUZZ_RUN_SLOW
 @given(raw=mutated_configs())
-def test_run_with_mutated_valid_configs_slow(raw, capsys):
-    test_run_with_any_config_exits_0_or_2_with_one_line.hypothesis.inner_test(dump(raw), capsys)
+def test_mutated_configs_exit_as_the_parser_says_slow(raw, capsys):
+    test_mutated_configs_exit_as_the_parser_says.hypothesis.inner_test(raw, capsys)
 
 
 def test_yaml_tags_construct_nothing(tmp_path, capsys, monkeypatch):
@@ -183,13 +322,117 @@ def test_yaml_tags_construct_nothing(tmp_path, capsys, monkeypatch):
                  "name: !!python/object/new:os.system [x]\n"):
         config = tmp_path / "c.yaml"
         config.write_text(text)
-        rc, _, err = call(["run", str(config), "--out", str(tmp_path / "o"), "--no-progress", "--quiet"],
-                          capsys)
-        assert rc == 2 and len(err.strip().splitlines()) == 1
+        rc, _, err, caught = call(["run", str(config), "--out", str(tmp_path / "o"), "--no-progress", "--quiet"],
+                                  capsys)
+        expect(rc, err, caught, 2, tmp_path / "o", field="config")
     assert calls == [] and not (tmp_path / "PWNED").exists()
 
 
 # --- score files ----------------------------------------------------------------------------
+
+def _random_array(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    values = rng.choice([0.0, 1.0, -1.0, np.nan, np.inf, 2.5, 1e308], size=shape)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")   # building the input, not running auditsel
+        return values.astype(dtype)
+
+
+def write_score_file(directory, spec):
+    name, content = spec
+    path = Path(directory) / name
+    if isinstance(content, dict):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # building the input, not running auditsel
+            np.savez(path, **content)
+    else:
+        path.write_bytes(content)
+    return path
+
+
+RULE_OPTIONS = st.sampled_from([[], ["--json"], ["--threshold", "bonferroni"], ["--threshold", "best", "--json"],
+                                ["--threshold-range", "-3", "6", "--json"]])
+
+
+@st.composite
+def good_score_files(draw):
+    """Well-formed: header, finite or infinite (not NaN) scores, coins alternating so that
+    every split part holds both."""
+    n = draw(st.integers(8, 60))
+    scores = draw(st.lists(st.one_of(st.floats(-1e6, 1e6), st.sampled_from([math.inf, -math.inf, 0.0])),
+                           min_size=n, max_size=n))
+    members = [i % 2 for i in range(n)]
+    if draw(st.booleans()):
+        return "scores.csv", ("score,member\n" + "".join(f"{s!r},{m}\n" for s, m in zip(scores, members))).encode()
+    return "scores.npz", {"score": np.array(scores), "member": np.array(members, dtype=draw(st.sampled_from(
+        [np.int8, np.int64, np.float64, np.bool_])))}
+
+
+@FUZZ
+@given(spec=good_score_files(), extra=RULE_OPTIONS)
+def test_good_score_files_exit_0(spec, extra, capsys):
+    import json
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rc, out, err, caught = call(["audit-scores", str(write_score_file(tmp, spec)), *extra], capsys)
+        expect(rc, err, caught, 0)
+        if "--json" in extra:
+            payload = json.loads(out)  # strict JSON: allow_nan=False upstream
+            assert 0 <= payload["eps"] < math.inf
+
+
+BROKEN = {
+    "no header": b"1,0\n2,1\n3,0\n4,1\n",
+    "one coin": b"score,member\n1,1\n2,1\n3,1\n4,1\n",
+    "bad member": b"score,member\n1,0\n2,3\n3,1\n4,0\n",
+    "nan score": b"score,member\nnan,0\n2,1\n3,1\n4,0\n",
+    "text score": b"score,member\n1,0\nx,1\n3,1\n4,0\n",
+    "three rows": b"score,member\n1,0\n2,1\n3,0\n",
+    "binary": bytes(range(256)),
+    "empty": b"",
+}
+
+
+@st.composite
+def broken_score_files(draw):
+    kind = draw(st.sampled_from(sorted(BROKEN) + ["npz garbage", "npz arrays"]))
+    if kind == "npz garbage":
+        return "scores.npz", draw(st.binary(max_size=200))
+    if kind == "npz arrays":   # a wrong name, a wrong shape or a non-numeric dtype
+        bad = draw(st.sampled_from(["name", "shape", "dtype"]))
+        n = 8
+        arrays = {"score": np.arange(n, dtype=float), "member": np.arange(n) % 2}
+        if bad == "name":
+            arrays["scores"] = arrays.pop("score")
+        elif bad == "shape":
+            arrays["score"] = np.zeros((n, 2))
+        else:
+            arrays["score"] = np.array(["a"] * n)
+        return "scores.npz", arrays
+    return "scores.csv", BROKEN[kind]
+
+
+@FUZZ
+@given(spec=broken_score_files(), extra=RULE_OPTIONS)
+@example(spec=("scores.npz", {"score": np.zeros(3, complex), "member": np.ones(3)}), extra=[])
+def test_broken_score_files_exit_2(spec, extra, capsys):
+    with tempfile.TemporaryDirectory() as tmp:
+        rc, _, err, caught = call(["audit-scores", str(write_score_file(tmp, spec)), *extra], capsys)
+        expect(rc, err, caught, 2, field="FILE")
+
+
+def score_verdict(path):
+    """0 if the file reads and every split part holds both coins, else 2 (auditsel.audit alone)."""
+    from auditsel.audit import ScoreFileError, read_scores
+
+    try:
+        _, member = read_scores(path)
+    except ScoreFileError:
+        return 2
+    cut = len(member) // 2
+    parts = (member[:cut], member[cut:])
+    return 0 if all(0 < part.sum() < len(part) for part in parts) else 2
+
 
 csv_cells = st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(repr),
                       st.integers(-2, 3).map(str), st.sampled_from(["", "nan", "inf", "-inf", "x", '"', "1e999"]),
@@ -215,15 +458,7 @@ def npz_arrays():
     return st.dictionaries(st.sampled_from(["score", "member", "other"]), arrays, max_size=3)
 
 
-def _random_array(shape, dtype, seed):
-    rng = np.random.default_rng(seed)
-    values = rng.choice([0.0, 1.0, -1.0, np.nan, np.inf, 2.5, 1e308], size=shape)
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        return values.astype(dtype)
-
-
-score_files = st.one_of(
+any_score_files = st.one_of(
     csv_texts().map(lambda t: ("scores.csv", t.encode("utf-8", "surrogateescape"))),
     st.binary(max_size=200).map(lambda b: ("scores.csv", b)),
     st.binary(max_size=200).map(lambda b: ("scores.npz", b)),
@@ -232,54 +467,62 @@ score_files = st.one_of(
 
 
 @FUZZ
-@given(spec=score_files, extra=st.sampled_from([[], ["--json"], ["--threshold", "bonferroni"],
-                                                ["--threshold-range", "-3", "6", "--json"]]))
+@given(spec=any_score_files, extra=RULE_OPTIONS)
 @example(spec=("scores.csv", b"score,member\n1e999,1\n-1e999,0\n0,1\n0,0\n"), extra=["--json"])
 @example(spec=("scores.csv", b"score,member\ninf,1\ninf,0\ninf,1\ninf,0\n"), extra=[])
-@example(spec=("scores.npz", {"score": np.zeros(3, complex), "member": np.ones(3)}), extra=[])
-def test_audit_scores_with_any_file_exits_0_or_2_with_one_line(spec, extra, capsys):
-    name, content = spec
+@example(spec=("scores.csv", b"score,member\n1,0\n2,0\n3,1\n4,1\n"), extra=[])
+def test_any_score_file_exits_as_the_reader_says(spec, extra, capsys):
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / name
-        if isinstance(content, dict):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                np.savez(path, **content)
-        else:
-            path.write_bytes(content)
-        rc, out, err = call(["audit-scores", str(path), *extra], capsys)
-        assume(not known_bug(rc, err))
-        check_outcome(rc, err)
-        if rc == 0 and "--json" in extra:
-            import json
-
-            payload = json.loads(out)  # strict JSON: allow_nan=False upstream
-            assert 0 <= payload["eps"] < math.inf
+        path = write_score_file(tmp, spec)
+        code = score_verdict(path)
+        rc, _, err, caught = call(["audit-scores", str(path), *extra], capsys)
+        expect(rc, err, caught, code)
 
 
 def test_missing_files_and_directories_exit_2(tmp_path, capsys):
-    for argv in (["run", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "o")],
-                 ["run", str(tmp_path), "--out", str(tmp_path / "o")],
-                 ["audit-scores", str(tmp_path / "nope.csv")],
-                 ["audit-scores", str(tmp_path)]):
-        rc, _, err = call(argv, capsys)
-        check_outcome(rc, err, tmp_path / "o")
-        assert rc == 2
+    for argv, field in ((["run", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "o")], "config"),
+                        (["run", str(tmp_path), "--out", str(tmp_path / "o")], "config"),
+                        (["audit-scores", str(tmp_path / "nope.csv")], "FILE"),
+                        (["audit-scores", str(tmp_path)], "FILE")):
+        rc, _, err, caught = call(argv, capsys)
+        expect(rc, err, caught, 2, tmp_path / "o", field=field)
 
 
 # --- regression tests of bugs this suite found ---------------------------------------------
 
 def test_all_releases_at_the_fixed_output(tmp_path, capsys):
-    config = tmp_path / "c.yaml"
-    config.write_text("name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
-                      "rounds: {kind: poisson, mean: 1.0e-300}\ngame: {trials: 2000}\n")
-    rc, _, err = call(["run", str(config), "--out", str(tmp_path / "o"), "--no-progress", "--quiet"], capsys)
-    check_outcome(rc, err, tmp_path / "o")
+    """Poisson with mean 1e-300: K = 0 almost surely, every release is the fixed output."""
+    text = ("name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
+            "rounds: {kind: poisson, mean: 1.0e-300}\ngame: {trials: 2000}\n")
+    rc, err, caught, out, _ = run_text(text, capsys)
+    expect(rc, err, caught, 0, out)
 
 
-def test_too_few_trials_to_split_leaves_no_out_dir(tmp_path, capsys):
-    config = tmp_path / "c.yaml"
-    config.write_text("name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
-                      "rounds: {kind: point, k: 1}\ngame: {trials: 2000, split_fraction: 1.0e-30}\n")
-    rc, _, err = call(["run", str(config), "--out", str(tmp_path / "o"), "--no-progress", "--quiet"], capsys)
-    check_outcome(rc, err, tmp_path / "o")
+def test_too_few_trials_to_split_exits_2_and_leaves_no_out_dir(tmp_path, capsys):
+    text = ("name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
+            "rounds: {kind: point, k: 1}\ngame: {trials: 2000, split_fraction: 1.0e-30}\n")
+    rc, err, caught, out, _ = run_text(text, capsys)
+    expect(rc, err, caught, 2, out, field="game.")
+
+
+# --- internal errors: exit 1, one line, the traceback in a file, nothing half-written -------
+
+def test_an_internal_error_is_exit_1_with_a_traceback_file(tmp_path, capsys, monkeypatch):
+    """A ValueError from deep inside a bound (here the exact curve's root finder) is a bug, not
+    bad input: exit 1, one line saying so and naming the traceback file, no --out left."""
+    import auditsel.accounting.exact as exact
+
+    def broken(*args, **kwargs):
+        raise ValueError("f(a) and f(b) must have different signs")
+    monkeypatch.setattr(exact, "exact_epsilon", broken)
+    monkeypatch.setattr("auditsel.accounting.panel.exact_epsilon", broken, raising=False)
+    text = ("name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
+            "rounds: {kind: point, k: 2}\ngame: {trials: 2000}\n")
+    rc, err, caught, out, _ = run_text(text, capsys)
+    assert rc == 1 and not caught, err
+    line = err.strip()
+    assert len(line.splitlines()) == 1 and "internal error" in line and "not your input" in line
+    where = Path(line.rsplit("traceback written to ", 1)[1])
+    assert where.exists() and "Traceback" in where.read_text() and "different signs" in where.read_text()
+    assert not out.exists()
+    where.unlink()

@@ -50,6 +50,8 @@ def test_contradiction_rules_on_hand_made_results():
     assert contradictions(fake({"exact": 1.2}, {"exact": "heuristic"}, lower={**low, "threshold_rule": "best"})) == {}
     assert contradictions(fake({"exact": 1.2}, {"exact": "heuristic"}, lower={**low, "valid": False})) == {}
     assert contradictions(fake({"exact": None}, {"exact": "heuristic"}, eps_b=5.0)) == {}
+    # K = 0 possible (Poisson, binomial): cheaper than one run is no contradiction
+    assert contradictions({**fake({"exact": 0.9}, heur), "rounds": {"p_zero": 0.1}}) == {}
 
 
 def test_figure6_point_is_flagged_in_result_json(fig6):

@@ -1,5 +1,9 @@
-"""Faults (issue 6 section 2): SIGKILL a long audit at a random point and resume; corrupted and
-foreign checkpoints are reported (exit 2, one line), never mixed in."""
+"""Faults (issue 6 section 2): SIGKILL a long audit mid-run and resume; corrupted and foreign
+checkpoints are reported (exit 2, one line), never mixed in.
+
+The kill lands mid-run by construction: the run is started with AUDITSEL_PAUSE_AFTER_CHUNKS=n
+(auditsel.game), stops after saving its n-th new chunk and is killed there; the resumed run must
+say how many chunks it read back and leave those files untouched."""
 import json
 import os
 import random
@@ -48,29 +52,35 @@ def chunks(out):
     return sorted(p for p in d.iterdir() if CHUNK.match(p.name)) if d.exists() else []
 
 
-def kill_after(cfg, out, min_chunks, rng):
-    """Start a run, wait until `min_chunks` chunks are checkpointed, SIGKILL it after a random
-    extra delay. Returns the number of chunks on disk at the kill (0 if it finished first)."""
-    proc = subprocess.Popen(command(cfg, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=env(), cwd=ROOT)
+def kill_at(cfg, out, new_chunks):
+    """Run with the pause hook (auditsel.game.PAUSE_ENV): the run stops right after saving
+    `new_chunks` chunks and announces it; SIGKILL it there. A deterministic mid-run kill."""
+    (out / "checkpoints" / "paused").unlink(missing_ok=True)
+    proc = subprocess.Popen(command(cfg, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**env(), "AUDITSEL_PAUSE_AFTER_CHUNKS": str(new_chunks)}, cwd=ROOT)
     try:
         deadline = time.monotonic() + 300
-        while len(chunks(out)) < min_chunks:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                return 0
+        while not (out / "checkpoints" / "paused").exists():
+            assert proc.poll() is None, f"the run ended (rc {proc.returncode}) before the kill point: {proc.stderr.read()}"
+            assert time.monotonic() < deadline, "no kill point reached in 300 s"
             time.sleep(0.01)
-        time.sleep(rng.uniform(0.0, 0.3))  # a random point: mid-chunk, mid-write or between
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
-        return len(chunks(out)) if proc.returncode == -signal.SIGKILL else 0
+        assert proc.returncode == -signal.SIGKILL
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
 
 
-def check_resumed_equals_uninterrupted(tmp_path, kills, seed):
-    rng = random.Random(seed)
+def stamps(paths):
+    """(name, inode, mtime_ns) of each file: a rewritten checkpoint changes its stamp."""
+    return [(p.name, p.stat().st_ino, p.stat().st_mtime_ns) for p in paths]
+
+
+def check_resumed_equals_uninterrupted(tmp_path, kill_points):
+    """Kill the run after each number of new chunks in `kill_points`, then let it finish; the
+    resumed run must read every checkpoint left (not recompute it) and equal a run never killed."""
     cfg = config(tmp_path)
     ref, out = tmp_path / "reference", tmp_path / "killed"
     rc, err = run(cfg, ref)
@@ -78,17 +88,17 @@ def check_resumed_equals_uninterrupted(tmp_path, kills, seed):
     total = len(chunks(ref))
     assert total == TRIALS // CHUNK_SIZE
     done = 0
-    for i in range(kills):
-        at = kill_after(cfg, out, min(total - 1, max(3, done + 1)), rng)
-        if at == 0:
-            break  # it finished before the kill: nothing more to interrupt
-        # killed mid-game, or after the last chunk while the bounds or the report were computed
-        assert 3 <= at <= total or i > 0
-        if (out / "result.json").exists():             # written atomically: complete if there
-            assert json.loads((out / "result.json").read_text())["lower"]["trials"] == TRIALS
-        done = at
-    rc, err = run(cfg, out)
-    assert rc == 0, err
+    for new in kill_points:
+        kill_at(cfg, out, new)
+        done += new
+        assert len(chunks(out)) == done                    # killed exactly where asked: mid-run
+        assert not (out / "result.json").exists()
+    kept = stamps(chunks(out))
+    proc = subprocess.run(command(cfg, out), capture_output=True, text=True, timeout=600, env=env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert f"resumed {done} of {total} chunks" in proc.stderr   # the resume found the checkpoints
+    after = {name: rest for name, *rest in stamps(chunks(out))}
+    assert all(after[name] == [ino, mtime] for name, ino, mtime in kept)   # ... and used them, unrewritten
     a = json.loads((ref / "result.json").read_text())
     b = json.loads((out / "result.json").read_text())
     assert b["lower"] == a["lower"]
@@ -101,14 +111,17 @@ def check_resumed_equals_uninterrupted(tmp_path, kills, seed):
             assert np.array_equal(x["scores"], y["scores"]) and np.array_equal(x["member"], y["member"])
 
 
-def test_sigkill_then_resume_gives_the_uninterrupted_result(tmp_path):
-    check_resumed_equals_uninterrupted(tmp_path, kills=1, seed=1)
+def test_sigkill_mid_run_then_resume_gives_the_uninterrupted_result(tmp_path):
+    check_resumed_equals_uninterrupted(tmp_path, kill_points=[17])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [2, 3, 4])
 def test_several_random_sigkills_then_resume_slow(tmp_path, seed):
-    check_resumed_equals_uninterrupted(tmp_path, kills=5, seed=seed)
+    rng = random.Random(seed)
+    points = sorted(rng.sample(range(1, TRIALS // CHUNK_SIZE), 4))
+    # kills after 'points' chunks in all: the new chunks of each run are the differences
+    check_resumed_equals_uninterrupted(tmp_path, kill_points=[b - a for a, b in zip([0] + points, points)])
 
 
 # --- bad checkpoints -------------------------------------------------------------------------
