@@ -151,35 +151,78 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     names.append("privacy_curve.png")
     record = artefacts.get("record")
     if record is not None:
-        scores = record.scores
-        finite = np.isfinite(scores)
-        lo, hi = np.quantile(scores[finite], [0.0005, 0.9995]) if finite.any() else (0, 1)
+        by_coin = sorted_scores(record.scores, record.member)   # one sort per coin serves both plots
+        finite = [s[np.isfinite(s)] for s in by_coin]
+        if any(len(f) for f in finite):
+            lo = min(_at_quantile(f, 0.0005) for f in finite if len(f))
+            hi = max(_at_quantile(f, 0.9995) for f in finite if len(f))
+        else:
+            lo, hi = 0, 1
         if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
             lo, hi = min(lo, low["threshold"]), max(hi, low["threshold"])
-        values = np.unique(scores[finite])
+        values = _distinct(finite, limit=50)
         fig, ax = plt.subplots(figsize=(6, 4))
         for b, color in ((0, "C0"), (1, "C1")):
-            sel = (record.member == b) & finite
             label = f"b = {b} ({'X′' if b else 'X'})"
-            if len(values) <= 50:  # a finite-output game: frequencies per output, log scale
-                freq = np.array([np.mean(scores[sel] == v) for v in values])
+            if values is not None:  # a finite-output game: frequencies per output, log scale
+                counts = np.searchsorted(finite[b], values, "right") - np.searchsorted(finite[b], values, "left")
+                freq = counts / max(len(finite[b]), 1)
                 width = 0.4 * (np.min(np.diff(values)) if len(values) > 1 else 1.0)
                 ax.bar(values + (b - 0.5) * width, freq, width=width, color=color, label=label, log=True)
             else:
-                ax.hist(scores[sel], bins=np.linspace(lo, hi, 80), alpha=0.5, color=color,
+                ax.hist(finite[b], bins=np.linspace(lo, hi, 80), alpha=0.5, color=color,
                         density=True, label=label)
         if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
             ax.axvline(low["threshold"], color="k", ls="--", lw=1, label="threshold")
         ax.set_xlabel(f"proxy score ({low['proxy']})")
-        ax.set_ylabel("frequency" if len(values) <= 50 else "density")
+        ax.set_ylabel("frequency" if values is not None else "density")
         ax.set_title(f"{result['name']}: scores of the distinguishing game")
         ax.legend()
         fig.tight_layout()
         fig.savefig(out_dir / "scores.png", dpi=110)
         plt.close(fig)
         names.append("scores.png")
-        names.append(_plot_tradeoff(result, artefacts, out_dir, plt))
+        names.append(_plot_tradeoff(result, artefacts, by_coin, out_dir, plt))
     return names
+
+
+def sorted_scores(scores, member) -> tuple[np.ndarray, np.ndarray]:
+    """The scores of the b = 0 and the b = 1 games, each sorted (np.sort: far cheaper than an
+    argsort of all scores, and enough for every count a plot needs)."""
+    member = np.asarray(member).astype(bool)
+    return np.sort(scores[~member]), np.sort(scores[member])
+
+
+def _at_quantile(sorted_values: np.ndarray, q: float) -> float:
+    return float(sorted_values[int(q * (len(sorted_values) - 1))])
+
+
+def _distinct(sorted_parts, limit: int):
+    """The distinct values of the sorted arrays if there are at most `limit`, else None."""
+    values = []
+    for part in sorted_parts:
+        if len(part) and np.count_nonzero(part[1:] != part[:-1]) + 1 > limit:
+            return None
+        values.append(np.unique(part))
+    merged = np.unique(np.concatenate(values)) if values else np.empty(0)
+    return merged if len(merged) <= limit else None
+
+
+def roc_points(s0: np.ndarray, s1: np.ndarray, points: int = 1500):
+    """Exact (FP count, FN count) of "guess 1 when score > t" at a few thousand thresholds t:
+    order statistics at ranks log-spaced from each end of both coins' sorted scores, so that
+    every decade of FP and FN down to one game is drawn. Counts by binary search: O(points log n).
+
+    Returns (t, fp, fn) with t ascending, -inf first (everything guessed 1)."""
+    picks = [np.array([-np.inf])]
+    for s in (s0, s1):
+        if len(s):
+            ranks = np.unique(np.geomspace(1, len(s), points).astype(np.int64)) - 1
+            picks += [s[ranks], s[len(s) - 1 - ranks]]
+    t = np.unique(np.concatenate(picks))
+    fp = len(s0) - np.searchsorted(s0, t, "right")
+    fn = np.searchsorted(s1, t, "right")
+    return t, fp, fn
 
 
 def legend_label(label: str, key: str, heuristic, contradicted) -> str:
@@ -204,16 +247,16 @@ def write_outputs(out_dir: Path, result: dict, artefacts: dict) -> list[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _plot_tradeoff(result, artefacts, out_dir: Path, plt) -> str:
+def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
     """ROC on log axes (true-positive rate 1 - FN against FP, as in membership-inference
-    audits): every threshold of the game against the exact trade-off curve of the pair."""
+    audits): the game's exact (FP, TP) at a few thousand thresholds spread over every decade
+    (`roc_points`), against the exact trade-off curve of the pair."""
     from auditsel.accounting.exact import tradeoff_curve
-    from auditsel.lower import threshold_table
 
-    record = artefacts["record"]
-    t, fp, fn, n0, n1 = threshold_table(record.scores, record.member)
-    keep = np.unique(np.linspace(0, len(t) - 1, min(len(t), 4000)).astype(int))
-    fp_rate, tp_rate = fp[keep] / n0, 1 - fn[keep] / n1
+    s0, s1 = by_coin
+    n0, n1 = len(s0), len(s1)
+    _, fp, fn = roc_points(s0, s1)
+    fp_rate, tp_rate = fp / n0, 1 - fn / n1
     exact_fp, exact_fn = tradeoff_curve(artefacts["winner"])
     dense = np.logspace(-9, 0, 500)   # the curve is linear between vertices (randomised tests)
 

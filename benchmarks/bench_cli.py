@@ -1,0 +1,127 @@
+"""`auditsel run` end to end, as a user meets it, with the time of each phase.
+
+    python benchmarks/bench_cli.py [--trials 10000000] [--jobs 2] [--repeat 1]
+
+The config is the one of issue 10 (reduced game, base {kind: gaussian, mu: 0.5}, TNB(0, 0.01)).
+Two measurements, each in a fresh interpreter:
+
+1. plain: the `auditsel run CONFIG --out DIR --jobs J --quiet` command, wall-clock (what the
+   user waits for), and `auditsel --help`;
+2. phases: the same `auditsel.cli.main` call in a fresh process with timers wrapped around
+   what it calls: imports (every module the run loads, matplotlib included), bounds (the upper
+   panel, the bound curves and the exact privacy curve), game (auditsel.game.run_game), audit
+   (the lower bounds from the scores), plots (auditsel.report.write_plots), rest (config,
+   report.md, result.json, printing). It prints each phase, the total, and the ratio of the
+   total to the game alone (the target of issue 10 is about 2).
+
+Numbers depend on the machine and its load: compare ratios measured in one process, not
+absolute times from different runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CONFIG = """name: bench_cli
+delta: 1.0e-5
+base: {kind: gaussian, mu: 0.5}
+rounds: {kind: tnb, eta: 0.0, nu: 0.01}
+game: {kind: reduced, trials: %d, seed: 0}
+"""
+
+PHASES = r'''
+import json, sys, time
+t0 = time.perf_counter()
+import auditsel.cli, auditsel.experiment, auditsel.report, auditsel.config, auditsel.lower, attacks.proxies
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot
+imports = time.perf_counter() - t0
+import auditsel.experiment as ex, auditsel.report as rp
+seconds = {"bounds": 0.0, "game": 0.0, "audit": 0.0, "plots": 0.0}
+depth = dict.fromkeys(seconds, 0)
+
+def timed(module, name, phase):
+    inner = getattr(module, name)
+    def wrapper(*a, **k):   # a call nested in the same phase (curves -> panel) counts once
+        depth[phase] += 1
+        t = time.perf_counter()
+        try:
+            return inner(*a, **k)
+        finally:
+            depth[phase] -= 1
+            if depth[phase] == 0:
+                seconds[phase] += time.perf_counter() - t
+    setattr(module, name, wrapper)
+
+for name, phase in (("panel", "bounds"), ("bound_curves", "bounds"), ("privacy_curve", "bounds"),
+                    ("run_game", "game"), ("audit_scores", "audit"), ("audit_chunks", "audit")):
+    if hasattr(ex, name):
+        timed(ex, name, phase)
+timed(rp, "write_plots", "plots")
+t1 = time.perf_counter()
+rc = auditsel.cli.main(sys.argv[1:])
+run = time.perf_counter() - t1
+print(json.dumps({"rc": rc, "imports": imports, "run": run, **seconds}))
+'''
+
+
+def env():
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+def wall(cmd) -> float:
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), cwd=ROOT)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=10_000_000)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=1, help="repetitions; the fastest is shown")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "bench_cli.yaml"
+        config.write_text(CONFIG % args.trials)
+        help_s = min(wall([sys.executable, "-m", "auditsel", "--help"]) for _ in range(3))
+        argv = ["run", str(config), "--jobs", str(args.jobs), "--quiet", "--no-progress"]
+        plain, phased = [], []
+        for i in range(args.repeat):
+            plain.append(wall([sys.executable, "-m", "auditsel", *argv, "--out", f"{tmp}/plain{i}"]))
+            t = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-c", PHASES, *argv, "--out", f"{tmp}/phased{i}"],
+                                  capture_output=True, text=True, env=env(), cwd=ROOT)
+            total = time.perf_counter() - t
+            if proc.returncode != 0:
+                raise SystemExit(proc.stderr)
+            phases = json.loads(proc.stdout.strip().splitlines()[-1])
+            phases["total"] = total
+            phased.append(phases)
+    best = min(phased, key=lambda p: p["total"])
+    known = best["imports"] + best["bounds"] + best["game"] + best["audit"] + best["plots"]
+    rows = [("imports", best["imports"]), ("bounds", best["bounds"]), ("game", best["game"]),
+            ("audit", best["audit"]), ("plots", best["plots"]),
+            ("rest (start-up, config, report, json)", best["total"] - known), ("total", best["total"])]
+    print(f"auditsel run: {args.trials:,} reduced games, mu = 0.5, TNB(0, 0.01), --jobs {args.jobs}")
+    print(f"{'phase':<40} {'seconds':>8}")
+    for name, value in rows:
+        print(f"{name:<40} {value:8.2f}")
+    print(f"{'total / game alone':<40} {best['total'] / best['game']:8.2f}")
+    print(f"{'plain `auditsel run` (wall-clock)':<40} {min(plain):8.2f}")
+    print(f"{'`auditsel --help` (wall-clock)':<40} {help_s:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
