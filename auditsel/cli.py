@@ -37,13 +37,11 @@ class UsageError(Exception):
 def _bad_input_types() -> tuple:
     """The exception types that mean "input the user can fix" (exit 2); anything else is exit 1.
 
-    Imported here, not at the top, so that `auditsel --help` loads none of them."""
-    from auditsel.audit import ScoreFileError
-    from auditsel.backends import BackendError
-    from auditsel.config import ConfigError
-    from auditsel.game import CheckpointError
+    auditsel.errors.ConfigError is the one bad-input type (CheckpointError, BackendError and
+    ScoreFileError derive from it); UsageError is the CLI's own."""
+    from auditsel.errors import ConfigError
 
-    return (UsageError, ConfigError, CheckpointError, BackendError, ScoreFileError)
+    return (UsageError, ConfigError)
 
 
 class _Parser(argparse.ArgumentParser):
