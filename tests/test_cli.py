@@ -219,3 +219,20 @@ def test_bad_dpsgd_base(tmp_path, capsys, base, field):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and field in err
     assert not (tmp_path / "o").exists()
+
+
+def test_help_imports_nothing_heavy():
+    """`auditsel --help` (and `auditsel run --help`) load no heavy module: they stay instant."""
+    import subprocess
+    import sys
+
+    heavy = ["numpy", "scipy", "statsmodels", "matplotlib", "torch", "dask", "dp_accounting", "joblib",
+             "yaml", "sklearn", "pandas"]
+    code = ("import sys\nfrom auditsel.cli import main\n"
+            "for argv in (['--help'], ['run', '--help'], ['audit-scores', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
