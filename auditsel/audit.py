@@ -147,6 +147,8 @@ def _validate(path: Path, score, member):
     if not np.issubdtype(score.dtype, np.number) or not np.issubdtype(member.dtype, np.number) \
             and member.dtype != bool:
         raise ScoreFileError(f"FILE: score and member in {path} must be numeric")
+    if np.iscomplexobj(score) or np.iscomplexobj(member):
+        raise ScoreFileError(f"FILE: score and member in {path} must be real numbers, not complex")
     member = member.astype(float)
     if np.any((member != 0) & (member != 1)):
         raise ScoreFileError(f"FILE: member in {path} must be 0 or 1 (1 = the canary was in)")

@@ -151,7 +151,8 @@ def _invert(delta, d: float, hi: float) -> float:
 
 def _scan_min(values_fn, grid: np.ndarray, feasible=None) -> float:
     """min over eps1 on the grid (any eps1 gives a valid shift), then a local refinement."""
-    vals = np.asarray(values_fn(grid), dtype=float)
+    with np.errstate(over="ignore"):   # e^eps1 far above the minimum overflows to inf: the right value
+        vals = np.asarray(values_fn(grid), dtype=float)
     if feasible is not None:
         vals = np.where(feasible(grid), vals, np.inf)
     i = int(np.argmin(vals))
