@@ -99,15 +99,26 @@ def _plot_figure6(rows, path: Path) -> None:
     n_rows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(n_rows, cols, figsize=(4.4 * cols, 3.4 * n_rows), squeeze=False)
     series = [("eps_B", "eps_B", "k:"), ("generic_rdp", "generic RDP", "C0-"), ("profile", "profile", "C1-"),
-              ("improved_rdp", "improved UO", "C2-"), ("improved_rdp_gdp", "improved UG", "C2--"),
+              ("improved_rdp", "improved UO", "C2-"), ("improved_rdp_gdp", "improved UG", "C5-"),
               ("exact", "exact", "C3-"), ("eps_L", "eps_L (split)", "C4o")]
     for ax, (eta, nu, tau) in zip(axes.flat, panels):
         sel = sorted((r for r in rows if (r["eta"], r["nu"], r["tau"]) == (eta, nu, tau)), key=lambda r: r["eps_B"])
         xs = [r["eps_B"] for r in sel]
+        # heuristic (auditsel.heuristics): UG always, exact and UO when tau < 1 (mu of eq. 19):
+        # dashed, "heuristic" in the legend, a red cross where it falls below eps_B of one run
+        heuristic = {"improved_rdp_gdp"} | ({"exact", "improved_rdp"} if tau < 1 else set())
+        marked = False
         for key, label, style in series:
             ys = [r.get(key) for r in sel]
             if any(y is not None for y in ys):
+                if key in heuristic:
+                    style, label = style[:2] + "--", f"{label}, heuristic"
                 ax.plot(xs, [math.nan if y is None else y for y in ys], style, label=label, ms=4)
+                bad = [(x, y) for x, y in zip(xs, ys) if key in heuristic and y is not None and y < x]
+                if bad:
+                    ax.plot(*zip(*bad), "rx", ms=8, mew=1.5, ls="none",
+                            label="_nolegend_" if marked else "heuristic, CONTRADICTED (below eps_B)")
+                    marked = True
         ax.set_title(f"TNB(eta={eta:g}, nu={nu:g}), tau={tau:g}", fontsize=9)
         ax.set_xlabel("eps_B")
         ax.set_ylabel("epsilon of the tuning run")

@@ -187,3 +187,22 @@ def test_committed_figure6_sweep_says_which_heuristics_are_contradicted():
     issue = [r for r in rows if float(r["base.epsilon"]) == 8 and float(r["base.sample_rate"]) == 0.1
              and float(r["rounds.eta"]) == 0]
     assert len(issue) == 1 and "exact_heuristic" in issue[0]["contradicted"].split()
+
+
+def test_reproduce_figure6_plot_draws_heuristics_dashed(tmp_path, monkeypatch):
+    """`auditsel reproduce figure6`'s plot, from its committed rows: at tau < 1 exact and UO are
+    dashed and labelled heuristic (UG everywhere), and the points below eps_B are marked."""
+    from pathlib import Path
+
+    from auditsel.reproduce import _plot_figure6
+
+    rows = json.loads((Path(__file__).resolve().parents[1] / "results" / "papers" / "figure6" / "rows.json").read_text())
+    assert any(r["tau"] < 1 and r["exact"] < r["eps_B"] for r in rows)
+    lines = drawn_lines(monkeypatch, lambda: _plot_figure6(rows, tmp_path / "f.png"))
+    for label, style in lines:
+        if label.startswith(("exact", "improved U")):
+            assert ("heuristic" in label) == (style == "--"), (label, style)
+        if label.startswith("improved UG"):
+            assert "heuristic" in label
+    assert any(lab == "exact, heuristic" for lab, _ in lines) and any(lab == "exact" for lab, _ in lines)
+    assert any("CONTRADICTED" in lab for lab, _ in lines)
