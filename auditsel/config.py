@@ -24,7 +24,7 @@ from auditsel.rounds import RoundsLaw, law_from_dict
 __all__ = ["ConfigError", "ExperimentSpec", "GameSpec", "load_config", "read_yaml", "parse_config",
            "default_config_path"]
 
-GAME_KINDS = ("reduced", "discrete", "dpsgd")
+GAME_KINDS = ("reduced", "discrete", "dpsgd", "dpsgd_worst_case")
 DPSGD_DATASETS = ("digits", "breast_cancer", "mnist", "fashion_mnist", "cifar10", "svhn")
 LOCAL_DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")
 MAX_TRIALS = 10**10
@@ -215,11 +215,12 @@ def _parse_game(raw, base) -> GameSpec:
         allowed |= set(DpsgdGameSpec.__dataclass_fields__)
     _no_unknown(game, "game", allowed)
     expected_base = {"reduced": (GaussianBase, DpsgdBase), "discrete": (FiniteOutputBase,),
-                     "dpsgd": (DpsgdBase,)}[kind]
+                     "dpsgd": (DpsgdBase,), "dpsgd_worst_case": (DpsgdBase,)}[kind]
     if not isinstance(base, expected_base):
-        need = {"reduced": "gaussian or dpsgd", "discrete": "discrete", "dpsgd": "dpsgd"}[kind]
+        need = {"reduced": "gaussian or dpsgd", "discrete": "discrete", "dpsgd": "dpsgd",
+                "dpsgd_worst_case": "dpsgd"}[kind]
         raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
-    proxies = ("lambda_a", "lambda_b") if kind == "dpsgd" else PROXIES
+    proxies = {"dpsgd": ("lambda_a", "lambda_b"), "dpsgd_worst_case": ("sample",)}.get(kind, PROXIES)
     d = GameSpec()
     return GameSpec(
         kind=kind,

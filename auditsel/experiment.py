@@ -95,6 +95,10 @@ def protocol_and_proxy(spec: ExperimentSpec):
         return protocol, make_dpsgd_proxy(g.proxy, d.threat)
     from attacks.proxies import make_proxy
 
+    if g.kind == "dpsgd_worst_case":
+        from auditsel.dpsgd_worst_case import DpsgdWorstCase
+
+        return DpsgdWorstCase.from_base(spec.base, spec.rounds), make_proxy("sample", None)
     winner = winner_law(reduced_base(spec.base), spec.rounds)
     return winner, make_proxy(g.proxy, winner)
 
@@ -109,7 +113,11 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
                       checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
                       fingerprint=fingerprint(spec), progress=progress, backend=backend,
                       in_memory=not stream)
-    grid = threshold_grid(spec, g.proxy) if g.threshold == "bonferroni" and g.kind != "dpsgd" else None
+    grid = None
+    if g.threshold == "bonferroni" and g.kind == "dpsgd_worst_case":
+        grid = np.linspace(*protocol.score_range(), g.thresholds)
+    elif g.threshold == "bonferroni" and g.kind != "dpsgd":
+        grid = threshold_grid(spec, g.proxy)
     if stream:
         bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=g.threshold,
                              split_fraction=g.split_fraction, threshold_grid=grid)
