@@ -89,8 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("reproduce", help="recompute a paper's table under results/papers/NAME/")
     rep.add_argument("name", choices=["example1", "table4", "figure6", "table3", "koskela-gaussian", "dpsgd_factor",
-                                      "all"])
-    rep.add_argument("--out", default="results/papers", help="root folder (default results/papers)")
+                                      "accountants", "all"])
+    rep.add_argument("--out", default=None, help="root folder (default results/papers; accountants: results)")
     rep.add_argument("--jobs", type=_jobs, default=1, help="joblib workers for the audits")
 
     scores = sub.add_parser("audit-scores", help="eps lower bounds from scores your pipeline produced")
@@ -206,13 +206,17 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
 
 
 def _command_reproduce(args) -> int:
+    from auditsel.claims import MissingExtra
     from auditsel.reproduce import REPRODUCTIONS, reproduce
 
-    root = Path(args.out)
-    _prepare_out_dir(root)
     names = list(REPRODUCTIONS) if args.name == "all" else [args.name]
     for name in names:
-        out = reproduce(name, root, jobs=args.jobs)
+        root = Path(args.out or ("results" if name == "accountants" else "results/papers"))
+        _prepare_out_dir(root)
+        try:
+            out = reproduce(name, root, jobs=args.jobs)
+        except MissingExtra as err:
+            raise UsageError(str(err)) from None
         print(f"{name}: wrote {out / 'table.md'}, table.csv, rows.json")
     return 0
 

@@ -60,6 +60,18 @@ def _table3_rows(trials: int = TABLE3_TRIALS, jobs: int = 1) -> list[dict]:
     return flat
 
 
+def _accountants_rows(jobs: int = 1, out: Path | None = None) -> list[dict]:
+    """Opacus, dp_accounting, prv_accountant and the papers' claims against the worst-case
+    DP-SGD game (auditsel.accountants_table; needs the `accountants` extra)."""
+    from auditsel.accountants_table import cell_rows
+    from auditsel.claims import CLAIMS, claim_epsilon, Setting
+
+    for name in CLAIMS:   # fail fast, before any game, when an optional library is missing
+        if CLAIMS[name].package:
+            claim_epsilon(name, Setting(1.0, 1, 1.0))
+    return cell_rows(jobs=jobs, work_dir=None if out is None else out / "checkpoints")
+
+
 REPRODUCTIONS = {
     "example1": ("[XWW24] Example 1: exact epsilon of the released winner against the generic bounds",
                  lambda jobs: papers.example1_rows(), None),
@@ -70,6 +82,8 @@ REPRODUCTIONS = {
     "table3": ("[XWW24] Table 3 style grid on real DP-SGD (digits): threat x canary x eps_B, lambda_a and "
                f"lambda_b on the same {TABLE3_TRIALS:,} games per cell", _table3_rows, None),
     "koskela-gaussian": ("[KRW24]'s Gaussian settings (sigma = 4, delta = 1e-6)", lambda jobs: papers.koskela_gaussian_rows(), None),
+    "accountants": ("Accountants' claims for DP-SGD with Poisson subsampling against the worst-case game "
+                    "(`game.kind: dpsgd_worst_case`)", _accountants_rows, "accountants"),
     "dpsgd_factor": ("[KRW24] Fig. 7: how many more models the profile bound allows than the RDP bound "
                      "(q = 16384/50000, sigma = 21.1, T = 250)", lambda jobs: papers.dpsgd_factor_rows(), None),
 }
@@ -165,7 +179,8 @@ def reproduce(name: str, out_root: Path, jobs: int = 1) -> Path:
     out = out_root / name
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    rows = [{k: _clean(v) for k, v in row.items()} for row in compute(jobs=jobs)]
+    rows = compute(jobs=jobs, out=out) if name == "accountants" else compute(jobs=jobs)
+    rows = [{k: _clean(v) for k, v in row.items()} for row in rows]
     return render(name, rows, time.perf_counter() - start, out)
 
 
@@ -173,6 +188,8 @@ def render(name: str, rows: list[dict], seconds: float, out: Path) -> Path:
     """Write table.md, table.csv and rows.json (and the plot) for computed rows."""
     title, _, plot = REPRODUCTIONS[name]
     extra = []
+    if name == "accountants":
+        return _render_accountants(rows, seconds, out)
     if plot:
         _plot_figure6(rows, out / f"{plot}.png")
         extra = ["", f"![{plot}]({plot}.png)"]
@@ -186,4 +203,22 @@ def render(name: str, rows: list[dict], seconds: float, out: Path) -> Path:
     atomic_write_text(out / "table.md", "\n".join(md))
     atomic_write_text(out / "table.csv", _csv(rows))
     atomic_write_text(out / "rows.json", json.dumps(rows, indent=1) + "\n")
+    return out
+
+
+def _render_accountants(rows: list[dict], seconds: float, out: Path) -> Path:
+    from auditsel import accountants_table as at
+
+    title = REPRODUCTIONS["accountants"][0]
+    at.plot(rows, out / "accountants.png")
+    md = [f"# {title}", "", *at.header(), "", papers.to_markdown(at.summary_columns(rows), digits=3), "",
+          "Findings (every number computed from rows.json):", "", *at.findings(rows), "",
+          f"Computed by `auditsel reproduce accountants` in {seconds:.0f} s "
+          f"(games {sum(r['game_seconds'] for r in rows):.0f} s, claims {sum(r['claim_seconds'] for r in rows):.0f} s).",
+          "", "![claims against eps_L](accountants.png)", ""]
+    flat = [{k: (";".join(v) if isinstance(v, list) else (json.dumps(v) if isinstance(v, dict) else v))
+             for k, v in r.items()} for r in rows]
+    atomic_write_text(out / "table.md", "\n".join(md))
+    atomic_write_text(out / "table.csv", _csv(flat))
+    atomic_write_text(out / "rows.json", json.dumps({"versions": at.library_versions(), "rows": rows}, indent=1) + "\n")
     return out
