@@ -4,6 +4,11 @@
     game = worst_case_tuning(base_epsilon=1.0, delta=1e-5, rounds=TruncatedNegativeBinomial(1, 1e-3))
     assert_not_refuted(my_accountant_epsilon, 1e-5, game, trials=200_000)
 
+    # DP-SGD with Poisson subsampling: the worst-case run ([XWW24] Sec. 5, any tau; add/remove)
+    from auditsel.testing import worst_case_dpsgd
+    game = worst_case_dpsgd(noise_multiplier=0.8, steps=3, sample_rate=0.2)   # K = 1: one run
+    assert_not_refuted(opacus_epsilon, 1e-5, game, trials=1_000_000)
+
 The audit plays the distinguishing game ([XWW24] Algorithm 1) and computes eps_L with the
 valid `split` rule (Clopper-Pearson, [XWW24] eq. 4). If eps_L > claimed epsilon, the claim is
 false with probability at least `confidence`: a correct accountant fails this assertion with
@@ -16,7 +21,7 @@ from auditsel.lower import LowerBound, audit_scores
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import GaussianWinner
 
-__all__ = ["assert_not_refuted", "audit", "worst_case_tuning", "RefutedClaim"]
+__all__ = ["assert_not_refuted", "audit", "worst_case_tuning", "worst_case_dpsgd", "RefutedClaim"]
 
 
 class RefutedClaim(AssertionError):
@@ -31,6 +36,16 @@ def worst_case_tuning(base_epsilon: float, delta: float, rounds) -> GaussianWinn
     """The reduced game of [XWW24] Sec. 5: the worst case of tuning a Gaussian-DP base
     (eps_B at delta), with the number of runs K ~ rounds."""
     return GaussianWinner(GaussianBase.from_epsilon(base_epsilon, delta), rounds)
+
+
+def worst_case_dpsgd(noise_multiplier: float, steps: int, sample_rate: float, rounds=None):
+    """The worst-case DP-SGD game with Poisson subsampling (`auditsel.dpsgd_worst_case`): one run
+    (rounds None) or K ~ rounds runs with the highest-LLR run released; add/remove neighbours."""
+    from auditsel.dpsgd_worst_case import DpsgdWorstCase
+    from auditsel.rounds import Point
+
+    return DpsgdWorstCase(float(noise_multiplier), int(steps), float(sample_rate),
+                          rounds if rounds is not None else Point(1))
 
 
 def _default_proxy(protocol):
