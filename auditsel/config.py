@@ -18,7 +18,7 @@ import yaml
 from auditsel.errors import ConfigError, choice as _choice, integer as _integer, mapping as _mapping, \
     number as _number
 from auditsel.lower import THRESHOLD_RULES
-from auditsel.mechanisms import FiniteOutputBase, GaussianBase
+from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import RoundsLaw, law_from_dict
 
 __all__ = ["ConfigError", "ExperimentSpec", "GameSpec", "load_config", "read_yaml", "parse_config",
@@ -84,7 +84,7 @@ class DpsgdGameSpec:
 class ExperimentSpec:
     name: str
     delta: float
-    base: Any                      # GaussianBase | FiniteOutputBase | accounting.base.DpsgdBase
+    base: Any                      # a mechanism pair: GaussianBase | FiniteOutputBase | DpsgdBase
     rounds: RoundsLaw
     game: GameSpec | None
     base_config: dict = field(default_factory=dict)   # as written, for the report
@@ -137,8 +137,6 @@ def _parse_base(raw, delta: float):
 
 def _parse_dpsgd_base(base: Mapping, delta: float):
     """One DP-SGD run ([XWW24] eq. 1): sigma given, or calibrated to eps_B at delta."""
-    from auditsel.accounting.base import DpsgdBase
-
     _no_unknown(base, "base", {"kind", "noise_multiplier", "epsilon", "steps", "sample_rate", "accountant"})
     if ("noise_multiplier" in base) == ("epsilon" in base):
         raise ConfigError("base.noise_multiplier", "give exactly one of base.noise_multiplier (sigma, in "
@@ -205,7 +203,6 @@ def _parse_dpsgd_game(game: Mapping) -> DpsgdGameSpec:
 
 
 def _parse_game(raw, base) -> GameSpec:
-    from auditsel.accounting.base import DpsgdBase
     from attacks.proxies import PROXIES
 
     game = _mapping(raw, "game")

@@ -25,7 +25,7 @@ from auditsel.mechanisms import GaussianBase
 from auditsel.selection import winner_law
 from auditsel.errors import ConfigError
 
-__all__ = ["run_experiment", "reduced_base", "threshold_grid", "fingerprint"]
+__all__ = ["run_config", "run_experiment", "threshold_grid", "fingerprint"]
 
 CURVE_POINTS = 60
 STREAM_ABOVE = 1 << 25        # games above this many trials are audited chunk by chunk from disk
@@ -37,14 +37,6 @@ def _finite_or_none(x):
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def reduced_base(base):
-    """The base whose winner law the game and the exact curve use: a DP-SGD run is reduced to
-    N(0,1) vs N(mu,1) with mu = tau sqrt(N)/sigma ([XWW24] eq. 19; heuristic when tau < 1)."""
-    from auditsel.accounting.base import DpsgdBase
-
-    return GaussianBase(base.mu) if isinstance(base, DpsgdBase) else base
-
-
 def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
     """Bonferroni thresholds fixed by the spec alone (public knowledge, no scores seen).
 
@@ -52,7 +44,7 @@ def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
     winner laws (mapped through the proxy); finite base: one threshold between each pair of
     consecutive proxy values.
     """
-    winner = winner_law(reduced_base(spec.base), spec.rounds)
+    winner = winner_law(spec.base.reduced(), spec.rounds)
     if isinstance(winner.base, GaussianBase):
         lo, hi = winner.quantile_range()
         if proxy_name == "sample":
@@ -68,7 +60,7 @@ def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
 def fingerprint(spec: ExperimentSpec) -> str:
     """What determines the trial scores: base, law, protocol, proxy, seed, chunk size."""
     g = spec.game
-    payload = {"base": spec.base_config, "mu": getattr(reduced_base(spec.base), "mu", None),
+    payload = {"base": spec.base_config, "mu": getattr(spec.base.reduced(), "mu", None),
                "sigma": getattr(spec.base, "noise_multiplier", None),
                "dpsgd": None if g.dpsgd is None else repr(g.dpsgd),
                "rounds": spec.rounds.describe(), "game": g.kind,
@@ -99,7 +91,7 @@ def protocol_and_proxy(spec: ExperimentSpec):
         from auditsel.dpsgd_worst_case import DpsgdWorstCase
 
         return DpsgdWorstCase.from_base(spec.base, spec.rounds), make_proxy("sample", None)
-    winner = winner_law(reduced_base(spec.base), spec.rounds)
+    winner = winner_law(spec.base.reduced(), spec.rounds)
     return winner, make_proxy(g.proxy, winner)
 
 
@@ -129,18 +121,13 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
     return record, bound, stream
 
 
-def bound_curves(spec: ExperimentSpec, deltas=CURVE_DELTAS) -> dict:
-    """Each upper bound's epsilon at several deltas: its privacy curve, read as eps(delta)."""
-    rows = [panel(spec.base, spec.rounds, d)["upper"] for d in deltas]
-    return {"delta": list(deltas), **{key: [r[key] for r in rows] for key in rows[0]}}
-
-
 def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int = 1,
                    progress: bool = True, backend: str | None = None,
                    curves: bool = True) -> tuple[dict, dict]:
     """Returns (result, artefacts): result.json content and in-memory data for the report."""
     start = time.perf_counter()
-    bounds = panel(spec.base, spec.rounds, spec.delta)
+    with_curves = curves and spec.delta > 0
+    bounds = panel(spec.base, spec.rounds, spec.delta, CURVE_DELTAS if with_curves else None)
     result = {
         "name": spec.name,
         "delta": spec.delta,
@@ -155,16 +142,15 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
     }
     if spec.rounds.p_zero > 0:    # K = 0 possible: the release may be the fixed output
         result["rounds"]["p_zero"] = spec.rounds.p_zero
-    if "kind" in spec.base_config and spec.base_config["kind"] == "dpsgd":
-        result["base"].update(spec.base.describe())
-    winner = winner_law(reduced_base(spec.base), spec.rounds)
+    result["base"].update(spec.base.describe())     # the pair's parameters (discrete: p, q)
+    winner = winner_law(spec.base.reduced(), spec.rounds)
     artefacts = {"winner": winner}
     eps_max = max(v for v in [result["upper"]["exact"], result["base"]["epsilon"], 1.0] if v is not None)
     eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
     artefacts["curve"] = (eps_grid, privacy_curve(winner, eps_grid))
     result["exact_curve"] = {"eps": eps_grid.tolist(), "delta": artefacts["curve"][1].tolist()}
-    if curves and spec.delta > 0:
-        result["upper_curves"] = bound_curves(spec)
+    if with_curves:
+        result["upper_curves"] = bounds["curves"]
     if spec.game is not None and spec.game.one_run is not None:
         from auditsel.one_run_play import play_one_run
 
@@ -177,3 +163,31 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
     result.update(honesty_fields(result))     # heuristic values and the contradicted ones
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result, artefacts
+
+
+def run_config(config, out_dir: str | Path | None = None, *, jobs: int = 1, trials: int | None = None,
+               seed: int | None = None, progress: bool = False) -> dict:
+    """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed
+    ExperimentSpec) and return its result.json content; with `out_dir`, also write result.json,
+    report.md and the plots there (and keep the game's checkpoints, so a rerun resumes).
+    `trials` and `seed` override game.trials and game.seed. Bad input is a ConfigError."""
+    from auditsel.config import load_config, parse_config
+
+    if isinstance(config, ExperimentSpec):
+        spec = config
+    elif isinstance(config, (str, Path)):
+        spec = load_config(config)
+    else:
+        spec = parse_config(config)
+    overrides = {k: v for k, v in (("trials", trials), ("seed", seed)) if v is not None}
+    if overrides:
+        spec = spec.with_game(**overrides)
+    out = None if out_dir is None else Path(out_dir)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    result, artefacts = run_experiment(spec, out, jobs=jobs, progress=progress)
+    if out is not None:
+        from auditsel.report import write_outputs
+
+        write_outputs(out, result, artefacts)
+    return result

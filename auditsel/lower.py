@@ -178,7 +178,7 @@ def _gdp_epsilon(mu: float, delta: float) -> float:
         return 0.0
     if not math.isfinite(mu):
         return math.inf
-    return gaussian_epsilon(delta, mu) if delta > 0 else math.inf
+    return gaussian_epsilon(mu, delta) if delta > 0 else math.inf
 
 
 def _pick(thresholds, fp, fn, n0, n1, alpha, delta):

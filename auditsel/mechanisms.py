@@ -1,31 +1,79 @@
-"""Base mechanisms M with exact output laws on a pair of neighbouring data sets X, X'.
+"""Mechanism pairs: one base run M on a pair of neighbouring data sets X, X', as frozen data.
 
-* GaussianBase(mu): one draw from N(0, 1) on X and N(mu, 1) on X'. This is one DP-SGD run
-  after the reduction of [XWW24] Sec. 5 (eq. 18-19: mu = tau sqrt(N) / sigma). Its privacy
-  profile (Balle & Wang 2018; [KRW24] "Base profiles") is, for every real eps,
+Every pair is plain, validated data (a `ConfigError` names a bad parameter) and owns what the
+bounds need to know about it, as methods (docs/architecture.md, "Pairs"):
 
-      delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu),
+    neighbouring          the neighbouring relation, a `Neighbouring` member
+    delta(eps)            privacy profile, max over both directions, vectorised in eps
+    profile_epsilon(d)    smallest eps >= 0 with delta(eps) <= d (the profile's inverse)
+    epsilon(delta)        eps_B of one run at delta (what result.json reports as base.epsilon)
+    pure_epsilon          eps at delta = 0 (inf unless the pair is pure DP)
+    rdp(orders)           RDP curve max{D_a(P||Q), D_a(Q||P)} at each order
+    rdp_orders            the pair's own order grid (None: the accounting layer's default grid)
+    profile_grid()        eps values where the bounds scan the profile
+    region(w, q)          the exact post-processing region (closed form) or None
+    profile_is_exact      False when delta(eps) is an upper bound only (DP-SGD: pessimistic PLD)
+    reduced()             the pair whose winner law is exact (a DP-SGD run -> its Gaussian)
+    reduction_is_exact    whether reduced() is the same privacy pair (tau = 1) or a heuristic
+    mu, mu_gdp            one-number summaries where they exist (None otherwise)
 
-  the same in both directions. `GaussianBase.from_epsilon(eps_B, delta)` calibrates mu so that
-  delta(eps_B) = delta.
+The pairs:
+
+* GaussianBase(mu): one draw from N(0, 1) on X and N(mu, 1) on X' (a sensitivity-1 output
+  with unit Gaussian noise; one DP-SGD run after the reduction of [XWW24] Sec. 5, eq. 18-19:
+  mu = tau sqrt(N) / sigma). Its privacy profile (Balle & Wang 2018; [KRW24] "Base profiles")
+  is, for every real eps, the same in both directions:
+
+      delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)          (`gaussian_delta`)
+
+  and its RDP curve alpha mu^2 / 2 (Mironov 2017, Prop. 7). `GaussianBase.from_epsilon(eps_B,
+  delta)` calibrates mu so that delta(eps_B) = delta.
 * FiniteOutputBase(p, q): outputs 0..m-1 listed from the lowest to the highest score, with
-  probabilities p on X and q on X' ([XWW24] Example 1).
+  probabilities p on X and q on X' ([XWW24] Example 1); its profile is the finite hockey-stick
+  divergence sum_y [p(y) - e^eps q(y)]_+ (max over both directions).
+* DpsgdBase(noise_multiplier, steps, sample_rate, accountant): one DP-SGD run, N
+  Poisson-subsampled Gaussian steps under add/remove neighbours (sensitivity 1 after clipping),
+  i.e. dp_accounting's SelfComposedDpEvent(PoissonSampledDpEvent(tau, GaussianDpEvent(sigma)), N).
+  Everything dp_accounting computes is taken from it (imported lazily, on first use):
+  eps_B by `RdpAccountant` (orders `RDP_ORDERS`) or `PLDAccountant`; the RDP curve
+  (Mironov-Talwar-Zhang 2019); the profile from the pessimistic connect-the-dots PLD (an upper
+  bound on the true profile for every tau). mu = tau sqrt(N)/sigma ([XWW24] eq. 19: exact for
+  tau = 1, a large-N approximation otherwise); mu_gdp the central-limit value of [DRS22]
+  Cor. 5.4 via [XWW24] Appendix A.4 (always heuristic). `from_epsilon` calibrates sigma with
+  dp_accounting's `calibrate_dp_mechanism`.
 """
 from __future__ import annotations
 
+import contextlib
+import enum
+import logging
 import math
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import ClassVar
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import log_ndtr
+from scipy.special import log_ndtr, ndtr, ndtri
 
-from auditsel.errors import ConfigError, number
+from auditsel.errors import ConfigError, choice, integer, number
 
-__all__ = ["GaussianBase", "FiniteOutputBase", "gaussian_delta", "gaussian_epsilon", "gaussian_mu"]
+__all__ = ["Neighbouring", "GaussianBase", "FiniteOutputBase", "DpsgdBase", "gaussian_delta",
+           "gaussian_epsilon", "gaussian_mu", "hockey_stick_finite", "gdp_mu_dpsgd",
+           "RDP_ORDERS", "PLD_DISCRETIZATION"]
 
 
-def gaussian_delta(eps, mu):
+class Neighbouring(enum.Enum):
+    """The neighbouring relation a pair's (eps, delta) statements are about."""
+
+    SHIFT = "X' = X plus the canary, which shifts the released Gaussian's mean by mu"
+    GIVEN_LAWS = "the two output laws p (on X) and q (on X') as given, both directions"
+    ADD_REMOVE = "add/remove one example (both directions)"
+
+
+# --- Gaussian -------------------------------------------------------------------------------
+
+def gaussian_delta(mu: float, eps):
     """Hockey-stick divergence H_{e^eps}(N(0,1) || N(mu,1)) in log space (exact, any real eps)."""
     eps = np.asarray(eps, dtype=float)
     if mu <= 0:
@@ -37,27 +85,27 @@ def gaussian_delta(eps, mu):
     return np.maximum(out, 0.0)
 
 
-def gaussian_epsilon(delta: float, mu: float) -> float:
-    """Smallest eps >= 0 with gaussian_delta(eps, mu) <= delta (inf when delta = 0)."""
+def gaussian_epsilon(mu: float, delta: float) -> float:
+    """Smallest eps >= 0 with gaussian_delta(mu, eps) <= delta (inf when delta = 0)."""
     if delta <= 0:
         return math.inf
-    if mu <= 0 or gaussian_delta(0.0, mu) <= delta:
+    if mu <= 0 or gaussian_delta(mu, 0.0) <= delta:
         return 0.0
     hi = max(1.0, mu * mu)
-    while gaussian_delta(hi, mu) > delta:
+    while gaussian_delta(mu, hi) > delta:
         hi *= 2
-    f = lambda e: math.log(gaussian_delta(e, mu)) - math.log(delta) if gaussian_delta(e, mu) > 0 else -1e3
+    f = lambda e: math.log(gaussian_delta(mu, e)) - math.log(delta) if gaussian_delta(mu, e) > 0 else -1e3
     return brentq(f, 0.0, hi, xtol=1e-12, rtol=1e-12)
 
 
 def gaussian_mu(epsilon: float, delta: float) -> float:
-    """The mu with gaussian_delta(epsilon, mu) = delta (eps_B -> mu calibration)."""
+    """The mu with gaussian_delta(mu, epsilon) = delta (eps_B -> mu calibration)."""
     epsilon = number(epsilon, "epsilon", 0)
     delta = number(delta, "delta", 0, 1, lo_open=True, hi_open=True)
     lo, hi = 1e-12, 1.0
-    while gaussian_delta(epsilon, hi) < delta:
+    while gaussian_delta(hi, epsilon) < delta:
         hi *= 2
-    f = lambda m: math.log(max(gaussian_delta(epsilon, m), 1e-320)) - math.log(delta)
+    f = lambda m: math.log(max(gaussian_delta(m, epsilon), 1e-320)) - math.log(delta)
     return brentq(f, lo, hi, xtol=1e-14, rtol=1e-13)
 
 
@@ -66,6 +114,11 @@ class GaussianBase:
     """N(0,1) on X, N(mu,1) on X' ([XWW24] Figure 5)."""
 
     mu: float
+    neighbouring: ClassVar[Neighbouring] = Neighbouring.SHIFT
+    rdp_orders: ClassVar[None] = None
+    profile_is_exact: ClassVar[bool] = True
+    reduction_is_exact: ClassVar[bool] = True
+    mu_gdp: ClassVar[None] = None
 
     def __post_init__(self):
         object.__setattr__(self, "mu", number(self.mu, "mu", 0, math.inf, lo_open=True))
@@ -75,14 +128,70 @@ class GaussianBase:
         return cls(gaussian_mu(epsilon, delta))
 
     def delta(self, eps):
-        return gaussian_delta(eps, self.mu)
+        return gaussian_delta(self.mu, eps)
+
+    def profile_epsilon(self, delta: float) -> float:
+        return gaussian_epsilon(self.mu, delta)
 
     def epsilon(self, delta: float) -> float:
-        return gaussian_epsilon(delta, self.mu)
+        return gaussian_epsilon(self.mu, delta)
+
+    @property
+    def pure_epsilon(self) -> float:
+        return math.inf
+
+    def rdp(self, orders) -> np.ndarray:
+        """alpha mu^2 / 2: RDP of N(0,1) vs N(mu,1), exact and symmetric."""
+        return np.asarray(orders, dtype=float) * self.mu * self.mu / 2.0
+
+    def profile_grid(self) -> np.ndarray:
+        hi = gaussian_epsilon(self.mu, 1e-300) if self.mu < 30 else self.mu * self.mu
+        return np.linspace(0.0, hi, 4001)
+
+    def region(self, w, q):
+        """The most powerful test {x <= t} with P(x <= t) = q under N(0,1) has q' = Phi(t - mu):
+        (largest w' = 1 - q', smallest q') for each (w, q = 1 - w)."""
+        with np.errstate(divide="ignore"):
+            t_from_w = -ndtri(w)       # accurate when w is small
+            t_from_q = ndtri(q)        # accurate when q is small
+        t = np.where(w < 0.5, t_from_w, t_from_q)
+        return ndtr(self.mu - t), ndtr(t - self.mu)
+
+    def reduced(self) -> "GaussianBase":
+        return self
 
     def shift(self, member) -> np.ndarray:
         """Mean of the draw: 0 on X (member = 0), mu on X' (member = 1)."""
         return np.asarray(member, dtype=float) * self.mu
+
+    def describe(self) -> dict:
+        return {"kind": "gaussian", "mu": self.mu}
+
+
+# --- finite outputs -------------------------------------------------------------------------
+
+def hockey_stick_finite(p, q, eps):
+    """sum_y [p(y) - e^eps q(y)]_+ for each eps (vectorised over eps)."""
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    eps = np.asarray(eps, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        terms = p - np.exp(eps)[..., None] * q
+    # where q = 0 the term is p whatever eps: e^eps overflows to inf above eps ~ 709.8 and
+    # inf * 0 = nan would drop it (a disjoint-support pair then looked (710, 0)-DP, not inf)
+    terms = np.where(q > 0, terms, p)
+    return np.sum(np.where(terms > 0, terms, 0.0), axis=-1)
+
+
+def _renyi_finite(p, q, orders) -> np.ndarray:
+    from scipy.special import logsumexp
+
+    a = np.asarray(orders, dtype=float)[..., None]
+    if np.any((p > 0) & (q == 0)):
+        return np.full(np.shape(orders), np.inf)
+    keep = p > 0
+    lp, lq = np.log(p[keep]), np.log(q[keep])
+    return logsumexp(a * lp + (1 - a) * lq, axis=-1) / (a[..., 0] - 1)
 
 
 @dataclass(frozen=True)
@@ -91,6 +200,13 @@ class FiniteOutputBase:
 
     p: tuple
     q: tuple
+    neighbouring: ClassVar[Neighbouring] = Neighbouring.GIVEN_LAWS
+    rdp_orders: ClassVar[None] = None
+    profile_is_exact: ClassVar[bool] = True
+    reduction_is_exact: ClassVar[bool] = True
+    region: ClassVar[None] = None
+    mu: ClassVar[None] = None
+    mu_gdp: ClassVar[None] = None
 
     def __post_init__(self):
         p = np.asarray(self.p, dtype=float)
@@ -112,13 +228,294 @@ class FiniteOutputBase:
 
     def delta(self, eps):
         """max over directions of sum_y [P(y) - e^eps Q(y)]_+."""
-        from auditsel.accounting.exact import hockey_stick_finite
-
         p, q = self.law(0), self.law(1)
         return np.maximum(hockey_stick_finite(p, q, eps), hockey_stick_finite(q, p, eps))
+
+    def _top(self) -> float:
+        p, q = self.law(0), self.law(1)
+        both = (p > 0) & (q > 0)
+        llr = np.abs(np.log(p[both]) - np.log(q[both]))
+        return float(np.max(llr)) if llr.size else 1.0
+
+    def profile_epsilon(self, delta: float) -> float:
+        """inf{e >= 0 : delta(e) <= d} by bisection (the profile is non-increasing)."""
+        hi = self._top() * 1.01 + 1.0
+        at = lambda e: float(self.delta(np.array([e]))[0])
+        if at(0.0) <= delta:
+            return 0.0
+        if at(hi) > delta:
+            return math.inf
+        lo = 0.0
+        for _ in range(100):
+            mid = 0.5 * (lo + hi)
+            if at(mid) <= delta:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    @property
+    def pure_epsilon(self) -> float:
+        """max |log p(y)/q(y)| (inf when the supports differ)."""
+        p, q = self.law(0), self.law(1)
+        if np.any((p > 0) != (q > 0)):
+            return math.inf
+        both = (p > 0) & (q > 0)
+        return float(np.max(np.abs(np.log(p[both]) - np.log(q[both]))))
+
+    def epsilon(self, delta: float) -> float:
+        return self.pure_epsilon if delta <= 0 else float(self.profile_epsilon(delta))
+
+    def rdp(self, orders) -> np.ndarray:
+        p, q = self.law(0), self.law(1)
+        return np.maximum(_renyi_finite(p, q, orders), _renyi_finite(q, p, orders))
+
+    def profile_grid(self) -> np.ndarray:
+        p, q = self.law(0), self.law(1)
+        both = (p > 0) & (q > 0)
+        llr = np.abs(np.log(p[both]) - np.log(q[both]))
+        top = self._top()
+        return np.unique(np.concatenate([np.linspace(0, top * 1.01 + 1e-9, 2001), llr, [0.0]]))
+
+    def reduced(self) -> "FiniteOutputBase":
+        return self
+
+    def describe(self) -> dict:
+        return {"kind": "discrete", "p": list(self.p), "q": list(self.q)}
 
     @classmethod
     def example1(cls, b: float = 1e-3, d: float = 1e2, eps: float = 1.0) -> "FiniteOutputBase":
         """[XWW24] Example 1: an (eps, 0)-DP base on {A, B, C} where selection is worst."""
         e = math.exp(eps)
         return cls((1 - b * e - d * b, b * e, d * b), (1 - b - d * b * e, b, d * b * e))
+
+
+# --- DP-SGD ---------------------------------------------------------------------------------
+
+#: RDP orders for eps_B and the DP-SGD RDP curve: dp_accounting's default orders
+#: (1.1..10.9 step 0.1, 11..63, 128, 256, 512, 1024) refined between 64 and 1024.
+RDP_ORDERS = tuple(sorted(set(
+    [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024]
+    + [64.0, 80.0, 96.0, 112.0, 160.0, 192.0, 320.0, 384.0, 768.0]
+)))
+
+#: value_discretization_interval of the pessimistic PLD (dp_accounting connect-the-dots).
+PLD_DISCRETIZATION = 1e-3
+
+_ACCOUNTANTS = ("rdp", "pld")
+
+
+@contextlib.contextmanager
+def quiet_absl():
+    """Silence dp_accounting's per-order convergence warnings (orders it drops are +inf)."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def gdp_mu_dpsgd(noise_multiplier: float, steps: int, sample_rate: float) -> float:
+    """mu_GDP of [XWW24] Appendix A.4 ([DRS22] central limit theorem for DP-SGD)."""
+    s = float(noise_multiplier)
+    c = sample_rate * math.sqrt(steps)
+    inner = math.exp(1.0 / s**2) * ndtr(1.5 / s) + 3.0 * ndtr(-0.5 / s) - 2.0
+    return math.sqrt(2.0) * c * math.sqrt(max(inner, 0.0))
+
+
+@dataclass(frozen=True)
+class DpsgdBase:
+    """One DP-SGD run: N Poisson-subsampled Gaussian steps ([XWW24] eq. 1)."""
+
+    noise_multiplier: float
+    steps: int
+    sample_rate: float = 1.0
+    accountant: str = "rdp"
+    neighbouring: ClassVar[Neighbouring] = Neighbouring.ADD_REMOVE
+    rdp_orders: ClassVar[tuple] = RDP_ORDERS
+    profile_is_exact: ClassVar[bool] = False      # pessimistic PLD: an upper bound
+    region: ClassVar[None] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "noise_multiplier",
+                           number(self.noise_multiplier, "noise_multiplier", 0, math.inf, lo_open=True))
+        object.__setattr__(self, "steps", integer(self.steps, "steps", 1))
+        object.__setattr__(self, "sample_rate", number(self.sample_rate, "sample_rate", 0, 1, lo_open=True))
+        choice(self.accountant, "accountant", _ACCOUNTANTS)
+
+    # --- dp_accounting -------------------------------------------------------------------
+    @property
+    def event(self):
+        return _event(self.noise_multiplier, self.steps, self.sample_rate)
+
+    def epsilon(self, delta: float, accountant: str | None = None) -> float:
+        """eps_B of one run at delta, with this base's accountant (or the one given)."""
+        if delta <= 0:
+            return math.inf
+        accountant = accountant or self.accountant
+        if accountant == "rdp":
+            import dp_accounting as dpa
+
+            with quiet_absl():
+                return float(dpa.rdp.RdpAccountant(RDP_ORDERS).compose(self.event)
+                             .get_epsilon(delta))
+        return float(self.pld().get_epsilon_for_delta(delta))
+
+    def rdp(self, orders) -> np.ndarray:
+        """RDP of one run at each order (dp_accounting, Poisson-subsampled Gaussian)."""
+        orders = np.asarray(orders, dtype=float)
+        return _rdp_curve(self.noise_multiplier, self.steps, self.sample_rate,
+                          tuple(orders.tolist()))
+
+
+    def pld(self):
+        """Pessimistic (connect-the-dots) PLD of one run, add/remove (dp_accounting)."""
+        return _pld(self.noise_multiplier, self.steps, self.sample_rate)
+
+    def delta(self, eps):
+        """delta(eps) of one run from the pessimistic PLD (max over add/remove), vectorised."""
+        e = np.asarray(eps, dtype=float)
+        flat = np.atleast_1d(e).ravel()
+        out = _pld_delta(self.noise_multiplier, self.steps, self.sample_rate, flat)
+        return out.reshape(e.shape) if e.ndim else float(out[0])
+
+
+    def profile_epsilon(self, delta: float) -> float:
+        return float(self.pld().get_epsilon_for_delta(delta))
+
+    @property
+    def pure_epsilon(self) -> float:
+        return math.inf
+
+    def profile_grid(self, delta_for_grid: float = 1e-12) -> np.ndarray:
+        hi = float(self.pld().get_epsilon_for_delta(delta_for_grid))
+        return np.linspace(0.0, max(hi, 1e-3) * 1.5, 1501)
+
+    # --- one-number summaries -------------------------------------------------------------
+    @property
+    def mu(self) -> float:
+        """tau sqrt(N) / sigma ([XWW24] eq. 19)."""
+        return self.sample_rate * math.sqrt(self.steps) / self.noise_multiplier
+
+    @property
+    def reduction_is_exact(self) -> bool:
+        """eq. 19 is exact only for full-batch training (tau = 1)."""
+        return self.sample_rate == 1.0
+
+
+    @property
+    def mu_gdp(self) -> float:
+        """Central-limit GDP parameter ([XWW24] Appendix A.4)."""
+        return gdp_mu_dpsgd(self.noise_multiplier, self.steps, self.sample_rate)
+
+    def reduced(self) -> GaussianBase:
+        """N(0,1) vs N(mu,1) with mu = tau sqrt(N)/sigma ([XWW24] eq. 19; heuristic when tau < 1)."""
+        return GaussianBase(self.mu)
+
+    @classmethod
+    def from_epsilon(cls, epsilon: float, delta: float, steps: int, sample_rate: float = 1.0,
+                     accountant: str = "rdp") -> "DpsgdBase":
+        """The base whose one run is (epsilon, delta)-DP under `accountant` (sigma calibrated)."""
+        epsilon = number(epsilon, "epsilon", 0, math.inf, lo_open=True)
+        delta = number(delta, "delta", 0, 1, lo_open=True, hi_open=True)
+        probe = cls(1.0, steps, sample_rate, accountant)  # validates the other fields
+        sigma = _calibrate(float(epsilon), float(delta), probe.steps, probe.sample_rate, accountant)
+        return cls(sigma, probe.steps, probe.sample_rate, accountant)
+
+    def describe(self) -> dict:
+        return {"kind": "dpsgd", "noise_multiplier": self.noise_multiplier, "steps": self.steps,
+                "sample_rate": self.sample_rate, "accountant": self.accountant}
+
+
+@lru_cache(maxsize=256)
+def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple) -> np.ndarray:
+    import dp_accounting as dpa
+
+    acc = dpa.rdp.RdpAccountant(list(orders))
+    with quiet_absl():
+        acc.compose(_event(sigma, steps, tau))
+    # dp_accounting keeps the composed curve in `_rdp`; there is no public getter.
+    return np.array(acc._rdp, dtype=float)  # noqa: SLF001
+
+
+@lru_cache(maxsize=64)
+def _pld(sigma: float, steps: int, tau: float):
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    if tau >= 1:
+        # N full-batch Gaussian steps are exactly one Gaussian with noise sigma / sqrt(N)
+        return pld_lib.from_gaussian_mechanism(
+            sigma / math.sqrt(steps), value_discretization_interval=PLD_DISCRETIZATION,
+            use_connect_dots=True, pessimistic_estimate=True)
+    single = pld_lib.from_gaussian_mechanism(
+        sigma, sampling_prob=tau, value_discretization_interval=PLD_DISCRETIZATION,
+        use_connect_dots=True, pessimistic_estimate=True)
+    return single.self_compose(steps)
+
+
+@lru_cache(maxsize=64)
+def _pld_tails(sigma: float, steps: int, tau: float) -> tuple:
+    """Per direction (remove, add): the losses of the dense PMF of `_pld` and the running sums
+    dp_accounting's vectorised hockey stick accumulates from the top loss down,
+    upper_k = inf_mass + sum of the top k probs, lower_k = sum of the top k probs e^-loss."""
+    pld = _pld(sigma, steps, tau)
+    pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]  # noqa: SLF001
+    out = []
+    for pmf in pmfs:
+        dense = pmf.to_dense_pmf()
+        probs = np.asarray(dense._probs, dtype=float)  # noqa: SLF001
+        losses = (np.arange(len(probs)) + dense._lower_loss) * dense._discretization  # noqa: SLF001
+        upper = np.cumsum(np.concatenate([[dense._infinity_mass], probs[::-1]]))  # noqa: SLF001
+        lower = np.cumsum(np.concatenate([[0.0], probs[::-1] * np.exp(-losses[::-1])]))
+        out.append((losses, upper, lower, dense._infinity_mass))  # noqa: SLF001
+    return tuple(out)
+
+
+def _pld_delta(sigma: float, steps: int, tau: float, eps: np.ndarray) -> np.ndarray:
+    """delta(eps) of the pessimistic PLD, max over add/remove: the sum of dp_accounting's
+    `get_delta_for_epsilon` (the same running sums, in the same order), with a binary search
+    per eps instead of a Python loop over the whole PMF (about 1 s per call at 1000 steps)."""
+    eps = np.asarray(eps, dtype=float)
+    best = np.zeros(eps.shape)
+    for losses, upper, lower, inf_mass in _pld_tails(sigma, steps, tau):
+        k = len(losses) - np.searchsorted(losses, eps, side="right")   # losses above eps
+        with np.errstate(over="ignore", invalid="ignore"):
+            d = upper[k] - np.exp(eps) * lower[k]
+        d = np.where(np.isposinf(eps), inf_mass, d)
+        best = np.maximum(best, d)
+    return best
+
+
+def _event(sigma: float, steps: int, tau: float):
+    import dp_accounting as dpa
+
+    step = dpa.GaussianDpEvent(sigma) if tau >= 1 else \
+        dpa.PoissonSampledDpEvent(tau, dpa.GaussianDpEvent(sigma))
+    return dpa.SelfComposedDpEvent(step, steps)
+
+
+@lru_cache(maxsize=512)
+def _calibrate(epsilon: float, delta: float, steps: int, tau: float, accountant: str) -> float:
+    """sigma with eps_B(delta) = epsilon. RDP first (cheap for any sigma); the PLD accountant is
+    tighter, so its sigma lies below the RDP one: search it in [sigma_rdp / 2^k, sigma_rdp],
+    never building a PLD for a tiny sigma (its support would not fit in memory)."""
+    import dp_accounting as dpa
+    from dp_accounting import mechanism_calibration
+
+    make_rdp = lambda: dpa.rdp.RdpAccountant(RDP_ORDERS)
+    with quiet_absl():
+        sigma_rdp = float(mechanism_calibration.calibrate_dp_mechanism(
+            make_rdp, lambda s: _event(s, steps, tau), epsilon, delta,
+            mechanism_calibration.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-6))
+    if accountant == "rdp":
+        return sigma_rdp
+    make_pld = lambda: dpa.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
+    pld_eps = lambda s: make_pld().compose(_event(s, steps, tau)).get_epsilon(delta)
+    lo = sigma_rdp / 2
+    while pld_eps(lo) <= epsilon and lo > sigma_rdp / 16:
+        lo /= 2
+    return float(mechanism_calibration.calibrate_dp_mechanism(
+        make_pld, lambda s: _event(s, steps, tau), epsilon, delta,
+        mechanism_calibration.ExplicitBracketInterval(lo, sigma_rdp), tol=1e-6))

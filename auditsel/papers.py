@@ -20,7 +20,7 @@
 
 Every row is a flat dict of numbers and strings; `to_markdown(rows, columns)` renders a table.
 eps_B -> sigma calibration for Table 4 / Figure 6 uses dp_accounting's RDP accountant (the paper
-says "an RDP accountant as in TensorFlow Privacy"), orders `accounting.base.RDP_ORDERS`.
+says "an RDP accountant as in TensorFlow Privacy"), orders `mechanisms.RDP_ORDERS`.
 """
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ import time
 
 import numpy as np
 
-from auditsel.accounting.base import RDP_ORDERS, DpsgdBase
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon, tnb_rdp
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
@@ -37,7 +36,7 @@ from auditsel.accounting.panel import upper_bounds
 from auditsel.accounting.profile import (base_profile, profile_epsilon, rnm_epsilon,
                                          rnm_gaussian_closed_form, rnm_gaussian_rdp)
 from auditsel.accounting.rdp import ORDERS, finite_rdp, gaussian_rdp, pure_dp_rdp, rdp_to_epsilon
-from auditsel.mechanisms import FiniteOutputBase, GaussianBase, gaussian_epsilon
+from auditsel.mechanisms import RDP_ORDERS, DpsgdBase, FiniteOutputBase, GaussianBase, gaussian_epsilon
 from auditsel.rounds import Binomial, Poisson, TruncatedNegativeBinomial, TwoPoint
 from auditsel.selection import FiniteWinner, GaussianWinner
 
@@ -83,7 +82,7 @@ def example1_rows() -> list[dict]:
          "ours": generic_epsilon(ORDERS, pure_dp_rdp(1.0, ORDERS), law, 1e-5), "paper": 3.11},
         {"quantity": "generic RDP, delta = 1e-5, pure-DP curve, integer orders 2..199",
          "ours": rdp_to_epsilon(integer, tnb_rdp(integer, pure_dp_rdp(1.0, integer), 1.0, 1e-3),
-                                1e-5)[0], "paper": 3.11},
+                                1e-5), "paper": 3.11},
         {"quantity": "Algorithm 3 recipe on the exact winner (Renyi, converted), delta = 1e-5",
          "ours": finite_improved_epsilon(base, law, 1e-5), "paper": None},
     ]
@@ -159,7 +158,7 @@ def koskela_gaussian_rows(sigma: float = 4.0, delta: float = 1e-6) -> list[dict]
                      "exact": exact_epsilon(GaussianWinner(base, law), delta)})
     for m in (10, 100, 1000):
         rows.append({"setting": f"Report Noisy Max, m = {m} (sensitivity 2)",
-                     "profile": rnm_epsilon(lambda d: gaussian_epsilon(d, 2.0 / sigma), m, delta),
+                     "profile": rnm_epsilon(lambda d: gaussian_epsilon(2.0 / sigma, d), m, delta),
                      "generic_rdp": rnm_gaussian_rdp(sigma, m, delta),
                      "exact": None, "closed_form_cor_3_4": rnm_gaussian_closed_form(sigma, m, delta)})
     return rows
@@ -184,7 +183,7 @@ def dpsgd_factor_rows(delta: float = 1e-5, means=(10, 100, 1000)) -> list[dict]:
     base = DpsgdBase(21.1, 250, 16384 / 50000)
     prof = base_profile(base)
     orders = np.asarray(RDP_ORDERS, dtype=float)
-    rdp = base.rdp_curve(orders)
+    rdp = base.rdp(orders)
     rdp_bound = lambda law: generic_epsilon(orders, rdp, law, delta)
     prof_bound = lambda law: profile_epsilon(base, law, delta, prof)
     rows = []

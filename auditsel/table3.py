@@ -35,6 +35,7 @@ from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import calibrate_noise_multiplier
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 from auditsel.errors import ConfigError
+from auditsel.mechanisms import DpsgdBase
 
 __all__ = ["Table3Settings", "table3_protocol", "build_protocol", "play_games", "run_table3_grid", "time_cell",
            "format_rows"]
@@ -133,11 +134,8 @@ def _default_audit(confidence):
 
 
 def _default_upper(sigma, s: Table3Settings):
-    try:
-        from auditsel.accounting.base import DpsgdBase
-        from auditsel.accounting.panel import upper_bounds
-    except ImportError:
-        return {}
+    from auditsel.accounting.panel import upper_bounds
+
     base = DpsgdBase(noise_multiplier=sigma, steps=s.steps, sample_rate=s.sample_rate,
                      accountant=s.accountant)
     return upper_bounds(base, s.rounds, s.delta)

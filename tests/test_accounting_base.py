@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from auditsel.accounting.base import DpsgdBase, gdp_mu_dpsgd
+from auditsel.mechanisms import DpsgdBase, gdp_mu_dpsgd
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import gaussian_delta
 
@@ -26,21 +26,21 @@ def test_validation_messages(kwargs, field):
 def test_mu_is_eq19():
     b = DpsgdBase(2.0, 400, 0.25)
     assert b.mu == pytest.approx(0.25 * 20 / 2.0)
-    assert not b.mu_is_exact and DpsgdBase(2.0, 400, 1.0).mu_is_exact
+    assert not b.reduction_is_exact and DpsgdBase(2.0, 400, 1.0).reduction_is_exact
 
 
 def test_full_batch_rdp_curve_is_gaussian_composition():
     # tau = 1: N Gaussian steps compose to RDP N alpha / (2 sigma^2) = alpha mu^2 / 2
     b = DpsgdBase(5.0, 100, 1.0)
     orders = np.array([1.5, 2.0, 8.0, 64.0])
-    assert np.allclose(b.rdp_curve(orders), orders * b.mu**2 / 2, rtol=1e-9)
+    assert np.allclose(b.rdp(orders), orders * b.mu**2 / 2, rtol=1e-9)
 
 
 def test_full_batch_pld_profile_is_pessimistic_and_close_to_exact_gaussian():
     b = DpsgdBase(5.0, 100, 1.0)   # mu = 2
     eps = np.linspace(0, 6, 13)
-    pld = b.profile(eps)
-    exact = gaussian_delta(eps, b.mu)
+    pld = b.delta(eps)
+    exact = gaussian_delta(b.mu, eps)
     assert np.all(pld >= exact - 1e-12)
     assert np.all(pld - exact <= 2e-3 * np.maximum(exact, 1e-3))
 

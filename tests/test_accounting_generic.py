@@ -5,7 +5,7 @@ import dp_accounting as dpa
 import numpy as np
 import pytest
 
-from auditsel.accounting.base import DpsgdBase, RDP_ORDERS
+from auditsel.mechanisms import DpsgdBase, RDP_ORDERS
 from auditsel.accounting.generic import (generic_epsilon, lemma7_rdp, pure_dp_generic_epsilon, tnb_rdp)
 from auditsel.accounting.profile import base_profile
 from auditsel.accounting.rdp import ORDERS, finite_rdp, gaussian_rdp, pure_dp_rdp
@@ -48,7 +48,7 @@ def test_dpsgd_base_matches_dp_accounting():
     law = TruncatedNegativeBinomial(1.0, 0.05)
     orders = np.asarray(RDP_ORDERS)
     ref = _dpa_repeat_and_select(base.event, law.mean, 1.0, 1e-5, orders)
-    ours = generic_epsilon(orders, base.rdp_curve(orders), law, 1e-5)
+    ours = generic_epsilon(orders, base.rdp(orders), law, 1e-5)
     assert ours == pytest.approx(ref, rel=1e-3)
 
 

@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from auditsel.accounting.base import DpsgdBase
+from auditsel.mechanisms import DpsgdBase
 from auditsel.accounting.panel import BOUND_KEYS, BOUND_LABELS, bound_labels, panel, upper_bounds
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
 from auditsel.rounds import Poisson, TruncatedNegativeBinomial, TwoPoint

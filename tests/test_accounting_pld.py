@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from auditsel.accounting.base import DpsgdBase
+from auditsel.mechanisms import DpsgdBase
 from auditsel.accounting.pld import (dpsgd_epsilon_interval, gaussian_curve, laplace_curve,
                                      optimistic_pld, pessimistic_pld, subsampled_gaussian_curves)
 from auditsel.mechanisms import gaussian_delta, gaussian_epsilon
@@ -40,11 +40,11 @@ def test_composed_gaussian_is_bracketed(mu, n):
     curve = gaussian_curve(mu)
     opt, pess = optimistic_pld(curve, 5e-3).compose(n), pessimistic_pld(curve, 5e-3).compose(n)
     m = mu * math.sqrt(n)
-    eps = np.linspace(gaussian_epsilon(0.5, m), gaussian_epsilon(1e-9, m), 7)
-    true = gaussian_delta(eps, m)
+    eps = np.linspace(gaussian_epsilon(m, 0.5), gaussian_epsilon(m, 1e-9), 7)
+    true = gaussian_delta(m, eps)
     assert np.all(opt.delta(eps) <= true + 1e-12)
     assert np.all(true <= pess.delta(eps) + 1e-12)
-    exact_eps = gaussian_epsilon(1e-5, mu * math.sqrt(n))
+    exact_eps = gaussian_epsilon(mu * math.sqrt(n), 1e-5)
     assert opt.epsilon(1e-5) <= exact_eps + 1e-9 <= pess.epsilon(1e-5) + 2e-9
 
 

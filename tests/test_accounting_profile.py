@@ -72,6 +72,6 @@ def test_tnb_recipe_at_least_as_tight_as_theorem_5_2():
 @pytest.mark.parametrize("m", [10, 100, 1000])
 def test_report_noisy_max(m):
     sigma, delta = 4.0, 1e-6
-    thm32 = rnm_epsilon(lambda d: gaussian_epsilon(d, 2 / sigma), m, delta)
+    thm32 = rnm_epsilon(lambda d: gaussian_epsilon(2 / sigma, d), m, delta)
     assert thm32 <= rnm_gaussian_closed_form(sigma, m, delta) + 1e-9    # Cor 3.4 bounds Thm 3.2
     assert thm32 <= rnm_gaussian_rdp(sigma, m, delta)                     # profile beats RDP

@@ -43,7 +43,7 @@ def test_audit_protocol_runs_a_user_function_and_respects_the_truth(tmp_path):
     # (at 95% confidence; the seed is fixed), the optimistic best threshold too here, and the
     # audit finds real leakage (one Gaussian run alone has eps 4.38 at this delta)
     exact = my_tuning_epsilon(1e-5)
-    assert exact > gaussian_epsilon(1e-5, 1.0)
+    assert exact > gaussian_epsilon(1.0, 1e-5)
     assert 0.3 * exact < bound.eps <= exact
     assert bound.eps <= bound.eps_best_threshold <= exact
     again = audit_protocol(my_tuning_run, my_score, delta=1e-5, trials=20_000, seed=1,

@@ -151,7 +151,7 @@ def test_etcv_dirac_audit_approaches_but_does_not_exceed_the_gaussian_epsilon():
     lam = make_dpsgd_proxy("lambda_a")(etcv_dirac(Point(1), N, sigma).release(
         member, np.random.default_rng(1)))
     eps_l = _audit(lam, member).eps
-    assert eps_l <= gaussian_epsilon(1e-5, mu)
+    assert eps_l <= gaussian_epsilon(mu, 1e-5)
     reduced = [_audit(member * mu + np.random.default_rng(s).normal(size=T), member).eps
                for s in range(2, 8)]
     _within_spread(eps_l, reduced)

@@ -3,7 +3,7 @@ import pickle
 
 import pytest
 
-from auditsel.accounting.base import DpsgdBase
+from auditsel.mechanisms import DpsgdBase
 from auditsel.audit import ScoreFileError
 from auditsel.backends import BackendError
 from auditsel.config import parse_config

@@ -45,8 +45,8 @@ def test_example1_law_is_the_pgf_formula():
 def test_one_run_reduces_to_the_gaussian_profile(mu):
     w = GaussianWinner(GaussianBase(mu), Point(1))
     eps = np.linspace(-1, 4, 11)
-    assert privacy_curve(w, eps) == pytest.approx(gaussian_delta(eps, mu), rel=1e-7, abs=1e-15)
-    assert exact_epsilon(w, 1e-5) == pytest.approx(gaussian_epsilon(1e-5, mu), abs=1e-7)
+    assert privacy_curve(w, eps) == pytest.approx(gaussian_delta(mu, eps), rel=1e-7, abs=1e-15)
+    assert exact_epsilon(w, 1e-5) == pytest.approx(gaussian_epsilon(mu, 1e-5), abs=1e-7)
 
 
 @pytest.mark.parametrize("mu, eta, nu, eps", [

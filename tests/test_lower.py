@@ -28,7 +28,7 @@ def test_eq4_is_tight_on_the_gaussian_trade_off():
     for delta in (1e-5, 1e-2):
         ts = np.linspace(-3, 4, 200)
         eps_all = epsilon_from_rates(stats.norm.sf(ts), stats.norm.cdf(ts - mu), delta)
-        assert eps_all.max() <= gaussian_epsilon(delta, mu) + 1e-9
+        assert eps_all.max() <= gaussian_epsilon(mu, delta) + 1e-9
 
 
 def test_zero_rates_give_finite_valid_bounds():
@@ -122,7 +122,7 @@ def test_split_rule_coverage_on_the_gaussian_base():
     # k = 1: the exact eps is the Gaussian one; over 200 repetitions the valid rule must exceed it
     # in at most ~(1 - confidence) of them (binomial noise allowed).
     mu, delta = 1.0, 1e-3
-    true_eps = gaussian_epsilon(delta, mu)
+    true_eps = gaussian_epsilon(mu, delta)
     w = GaussianWinner(GaussianBase(mu), Point(1))
     proxy = make_proxy("sample", w)
     over = 0

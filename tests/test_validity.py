@@ -23,7 +23,7 @@ def settings():
     tnb = GaussianWinner(GaussianBase(2.0), TruncatedNegativeBinomial(0.0, 0.05))
     ex1 = FiniteWinner(FiniteOutputBase.example1(), TruncatedNegativeBinomial(1.0, 1e-3))
     return {
-        "gaussian-k1": (k1, gaussian_epsilon(DELTA, 2.0), np.linspace(-8, 8, 20)),
+        "gaussian-k1": (k1, gaussian_epsilon(2.0, DELTA), np.linspace(-8, 8, 20)),
         "reduced-tnb": (tnb, exact_epsilon(tnb, DELTA), np.linspace(-8, 8, 20)),
         "example1": (ex1, exact_epsilon(ex1, DELTA), np.array([-10.0, -2.0, 0.0, 2.0])),
     }

@@ -23,25 +23,14 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
+from auditsel.mechanisms import hockey_stick_finite
+
 __all__ = ["hockey_stick_finite", "hockey_stick", "privacy_curve", "exact_epsilon",
            "likelihood_ratio_region_masses", "tradeoff_curve"]
 
 GRID_STEP = 2e-3
 GRID_MARGIN = 40.0
 BISECTION_STEPS = 45   # 2e-3 / 2^45 ~ 6e-17: below double precision of the roots
-
-
-def hockey_stick_finite(p, q, eps):
-    """sum_y [p(y) - e^eps q(y)]_+ for each eps (vectorised over eps)."""
-    p = np.asarray(p, dtype=float)
-    q = np.asarray(q, dtype=float)
-    eps = np.asarray(eps, dtype=float)
-    with np.errstate(over="ignore", invalid="ignore"):
-        terms = p - np.exp(eps)[..., None] * q
-    # where q = 0 the term is p whatever eps: e^eps overflows to inf above eps ~ 709.8 and
-    # inf * 0 = nan would drop it (a disjoint-support pair then looked (710, 0)-DP, not inf)
-    terms = np.where(q > 0, terms, p)
-    return np.sum(np.where(terms > 0, terms, 0.0), axis=-1)
 
 
 def _llr_grid(winner, direction: int):

@@ -59,16 +59,21 @@ def tnb_rdp(orders, rdp, eta: float, nu: float, mean: float | None = None) -> np
 
 
 def poisson_rdp(orders, rdp, mean: float, delta_hat=None) -> np.ndarray:
-    """[PS22] Theorem 6; delta_hat(eps) from a profile, or from the RDP curve when None."""
+    """[PS22] Theorem 6; delta_hat(eps) from a profile, or from the RDP curve when None.
+
+    The profile is asked once, for the eps_hat of every order together (a PLD query is
+    vectorised: one call instead of one per order)."""
     orders = np.asarray(orders, dtype=float)
     rdp = np.asarray(rdp, dtype=float)
     out = np.full(orders.shape, np.inf)
-    for i, a in enumerate(orders):
-        if a <= 1 or not np.isfinite(rdp[i]):
-            continue
-        eps_hat = math.log1p(1 / (a - 1))
-        d = rdp_to_delta(orders, rdp, eps_hat) if delta_hat is None else float(delta_hat(eps_hat))
-        out[i] = rdp[i] + mean * d + math.log(mean) / (a - 1)
+    use = np.nonzero((orders > 1) & np.isfinite(rdp))[0]
+    eps_hat = np.array([math.log1p(1 / (orders[i] - 1)) for i in use])
+    if delta_hat is None:
+        d = [rdp_to_delta(orders, rdp, e) for e in eps_hat]
+    else:
+        d = np.asarray(delta_hat(eps_hat), dtype=float).reshape(-1) if len(use) else []
+    for i, di in zip(use, d):
+        out[i] = rdp[i] + mean * float(di) + math.log(mean) / (orders[i] - 1)
     return monotone_envelope(orders, out)
 
 
@@ -99,20 +104,20 @@ def lemma7_rdp(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
     return monotone_envelope(orders, out)
 
 
-def generic_rdp_curve(orders, rdp, law: RoundsLaw, profile=None) -> tuple[np.ndarray, str]:
-    """The PS22 RDP curve of A for this law, and the result it comes from."""
+def generic_rdp_curve(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
+    """The PS22 RDP curve of A for this law: Theorem 2 (TNB), Theorem 6 (Poisson), Lemma 7."""
     if isinstance(law, TruncatedNegativeBinomial):
-        return tnb_rdp(orders, rdp, law.eta, law.nu, law.mean), "[PS22] Theorem 2"
+        return tnb_rdp(orders, rdp, law.eta, law.nu, law.mean)
     if isinstance(law, Poisson):
         delta_hat = None if profile is None else profile.delta
-        return poisson_rdp(orders, rdp, law.mean, delta_hat), "[PS22] Theorem 6"
-    return lemma7_rdp(orders, rdp, law, profile), "[PS22] Lemma 7"
+        return poisson_rdp(orders, rdp, law.mean, delta_hat)
+    return lemma7_rdp(orders, rdp, law, profile)
 
 
-def generic_epsilon(orders, rdp, law: RoundsLaw, delta: float, profile=None) -> float:
-    """PS22 bound converted to (eps, delta) (Canonne-Kamath-Steinke over `orders`)."""
-    curve, _ = generic_rdp_curve(orders, rdp, law, profile)
-    return rdp_to_epsilon(orders, curve, delta)[0]
+def generic_epsilon(orders, rdp, law: RoundsLaw, delta, profile=None):
+    """PS22 bound converted to (eps, delta) (Canonne-Kamath-Steinke over `orders`): a float for
+    one delta, an array for an array of deltas (the RDP curve of A is computed once)."""
+    return rdp_to_epsilon(orders, generic_rdp_curve(orders, rdp, law, profile), delta)
 
 
 def pure_dp_generic_epsilon(eps: float, law: RoundsLaw) -> float:

@@ -37,7 +37,8 @@ import math
 import numpy as np
 from scipy.special import logsumexp
 
-from auditsel.accounting.rdp import ORDERS, finite_rdp, rdp_to_epsilon, rdp_to_epsilon_continuous
+from auditsel.accounting.rdp import (ORDERS, check_deltas, finite_rdp, rdp_to_epsilon,
+                                     rdp_to_epsilon_continuous)
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import FiniteWinner, GaussianWinner
@@ -99,27 +100,34 @@ def improved_rdp_curve(mu: float, law: RoundsLaw) -> tuple[np.ndarray, np.ndarra
     return orders, winner_renyi(mu, law, orders)
 
 
-def improved_epsilon(mu: float, law: RoundsLaw, delta: float) -> float:
-    """Algorithm 3 converted to (eps, delta): eps_UO (mu of eq. 19) or eps_UG (mu_GDP)."""
-    if not (0 < delta < 1):
-        return math.inf
-    orders = _orders_for(mu)
-    integ = _Integrand(mu, law, float(np.max(orders)))
-    curve = lambda a: np.maximum(integ.divergence(np.atleast_1d(a), 0),
-                                 integ.divergence(np.atleast_1d(a), 1))
-    gamma = curve(orders)
-    grid_eps, _ = rdp_to_epsilon(orders, gamma, delta)
-    # continuous refinement around the best grid order (inside the covered range)
-    i = int(np.argmin(gamma + np.log1p(-1 / orders) - (math.log(delta) + np.log(orders))
-                      / (orders - 1)))
-    lo, hi = orders[max(i - 1, 0)] - 1, orders[min(i + 1, len(orders) - 1)] - 1
-    refined, _ = rdp_to_epsilon_continuous(curve, delta, grid=1 + np.geomspace(lo, hi, 9))
-    return min(grid_eps, refined)
+def improved_epsilon(mu: float, law: RoundsLaw, delta):
+    """Algorithm 3 converted to (eps, delta): eps_UO (mu of eq. 19) or eps_UG (mu_GDP). A float
+    for one delta, an array for an array of deltas (the Renyi curve gamma is computed once;
+    each delta refines its own best order). inf at delta = 0; outside [0, 1) a ConfigError."""
+    deltas = check_deltas(delta)
+    out = np.full(deltas.shape, math.inf)
+    if np.any(deltas > 0):
+        orders = _orders_for(mu)
+        integ = _Integrand(mu, law, float(np.max(orders)))
+        curve = lambda a: np.maximum(integ.divergence(np.atleast_1d(a), 0),
+                                     integ.divergence(np.atleast_1d(a), 1))
+        gamma = curve(orders)
+        for j, d in enumerate(deltas):
+            if d <= 0:
+                continue
+            grid_eps = rdp_to_epsilon(orders, gamma, d)
+            # continuous refinement around the best grid order (inside the covered range)
+            i = int(np.argmin(gamma + np.log1p(-1 / orders) - (math.log(d) + np.log(orders))
+                              / (orders - 1)))
+            lo, hi = orders[max(i - 1, 0)] - 1, orders[min(i + 1, len(orders) - 1)] - 1
+            refined = rdp_to_epsilon_continuous(curve, d, grid=1 + np.geomspace(lo, hi, 9))
+            out[j] = min(grid_eps, refined)
+    return out if np.ndim(delta) else float(out[0])
 
 
-def finite_improved_epsilon(base: FiniteOutputBase, law: RoundsLaw, delta: float,
-                            orders=ORDERS) -> float:
-    """The exact Renyi divergence of the finite winner laws, converted (Algorithm 3's recipe)."""
+def finite_improved_epsilon(base: FiniteOutputBase, law: RoundsLaw, delta, orders=ORDERS):
+    """The exact Renyi divergence of the finite winner laws, converted (Algorithm 3's recipe);
+    a float for one delta, an array for an array of deltas."""
     w = FiniteWinner(base, law)
     a, b = np.append(w.pmf(0), w.atom), np.append(w.pmf(1), w.atom)
-    return rdp_to_epsilon(orders, finite_rdp(a, b, orders), delta)[0]
+    return rdp_to_epsilon(orders, finite_rdp(a, b, orders), delta)

@@ -11,7 +11,7 @@ with step `step` and 0 on the grid:
       (second term 0 for i = k-1),  P(alpha_i) = alpha_i Q(alpha_i),  P(alpha_k) = f_k,
   whose privacy-loss distribution puts mass P(alpha_i) on loss eps_i and f_k on +inf.
 * Pessimistic (connect the dots, Lemma 4.1): f = h at the grid points, and f_k = h(alpha_(k-1))
-  (the mass beyond the grid goes to +inf, the gap noted in the 003 digest). Exact at the grid
+  (the mass beyond the grid goes to +inf, as [DGKKM22] leave it implicit). Exact at the grid
   points, above h in between.
 * Optimistic (Algorithm 2, Theorem 5.4): tangents of h from the left of alpha = 1 and from the right,
       fR[i+1] = h(alpha_i) + (alpha_(i+1) - alpha_i) h'(alpha_i)    (i < i*),  fR[0] = 1,
@@ -21,7 +21,7 @@ with step `step` and 0 on the grid:
   +inf masses combine as 1 - prod(1 - m_i). delta(eps) = m_inf + sum_(l_j > eps) (1 - e^(eps - l_j)) p_j
   (Lemma 2.6). Composition preserves domination, so optimistic <= true <= pessimistic after N steps.
 
-Curves with closed forms ([DGKKM22] digest "Closed forms"): Gaussian (mu), Laplace (e0 = Delta/b),
+Curves with closed forms ([DGKKM22] Sec. 2 and the Poisson-subsampled Gaussian of DP-SGD): Gaussian (mu), Laplace (e0 = Delta/b),
 and the Poisson-subsampled Gaussian in its REMOVE pair ((1-q) N(0,s^2) + q N(1,s^2) vs N(0,s^2))
 and ADD pair (the reverse); for DP-SGD both are composed and the max is reported.
 The grid ends are set where the curve is within `tail` of its limits (1 - alpha on the left, 0 on
@@ -54,13 +54,13 @@ class Curve:
 
 
 def gaussian_curve(mu: float) -> Curve:
-    h = lambda a: gaussian_delta(np.log(a), mu)
+    h = lambda a: gaussian_delta(mu, np.log(a))
     dh = lambda a: -ndtr(-mu / 2 - np.log(a) / mu)
     return Curve(h, dh, f"gaussian({mu:g})")
 
 
 def laplace_curve(e0: float) -> Curve:
-    """Laplace mechanism with Delta/b = e0 ([DGKKM22] digest closed form)."""
+    """Laplace mechanism with Delta/b = e0 (closed-form hockey-stick curve)."""
     def h(a):
         a = np.asarray(a, dtype=float)
         e = np.log(a)

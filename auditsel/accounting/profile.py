@@ -8,12 +8,13 @@ mechanism (best of K runs). All results below have the form
 
 with a shift c >= 0 that does not depend on eps, minimised once:
 
-* TNB(eta, nu), Theorem 5.2 with the [NOTE] of the 000 digest:
+* TNB(eta, nu), Theorem 5.2, read with the shift minimised once (it does not depend on eps):
       c = (eta + 1) L*,   L* = min_{eps1 >= 0} log( e^eps1 + ((1-nu)/nu) delta_Q(eps1) ).
 * Binomial(n, p), Theorem 5.7: c = min over feasible eps1 of (n-1) log(1 + p(e^eps1 - 1) + p delta_Q(eps1)),
   feasible: eps1 >= log(1 + (p/(1-p)) delta_Q(eps1)). (No feasible eps1, or p = 1: general recipe.)
 * Poisson(m), Corollary 5.8: c = min_{eps1 >= 0} m (e^eps1 - 1) + m delta_Q(eps1).
-* Any other law, Theorem 4.1 recipe ([NOTE] of the digest): c = sup log(G'(q)/G'(q')) over the
+* Any other law, Theorem 4.1 as a recipe (if log(G'(q)/G'(q')) <= c on the region below, then
+  delta_A(eps) <= m delta_Q(eps - c)): c = sup log(G'(q)/G'(q')) over the
   pairs (q, q') = probabilities of one event under Q(X), Q(X'), i.e. over the region
       q <= e^e q' + delta_Q(e),  1 - q' <= e^e (1 - q) + delta_Q(e)   for every e >= 0.
   We maximise on a grid of w = 1 - q (log-spaced towards 0 and towards 1) and bound every cell
@@ -21,8 +22,9 @@ with a shift c >= 0 that does not depend on eps, minimised once:
   non-decreasing in w: on [w_i, w_(i+1)] the ratio is at most G'(1 - w_i) / G'(1 - w'max(w_(i+1))).
   Relaxing the region (a finite grid of e) only enlarges it, so c stays an upper bound.
 
-Base profiles (`BaseProfile`): the exact Gaussian profile for `GaussianBase` (the region is then
-exactly the Gaussian trade-off curve, w' = Phi(mu + Phi^-1(w))); the exact finite hockey-stick for
+Base profiles (`BaseProfile`, built by `base_profile(pair)` from the pair's own methods in
+`auditsel.mechanisms`): the exact Gaussian profile for `GaussianBase` (the region is then exactly
+the Gaussian trade-off curve, w' = Phi(mu + Phi^-1(w))); the exact finite hockey-stick for
 `FiniteOutputBase` (the region is exact once the grid holds the log-likelihood ratios); for
 `DpsgdBase` dp_accounting's pessimistic connect-the-dots PLD, so the bound stays rigorous for
 tau < 1.
@@ -40,9 +42,8 @@ from typing import Callable
 
 import numpy as np
 from scipy.optimize import minimize_scalar
-from scipy.special import ndtr, ndtri
 
-from auditsel.mechanisms import FiniteOutputBase, GaussianBase, gaussian_delta, gaussian_epsilon
+from auditsel.accounting.rdp import check_deltas
 from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
 __all__ = [
@@ -88,65 +89,11 @@ class BaseProfile:
         return np.maximum(w_max, w), np.minimum(q_min, q)
 
 
-def _gaussian_region(mu: float):
-    def region(w, q):
-        # the most powerful test {x <= t} with P(x <= t) = q under N(0,1): q' = Phi(t - mu)
-        with np.errstate(divide="ignore"):
-            t_from_w = -ndtri(w)       # accurate when w is small
-            t_from_q = ndtri(q)        # accurate when q is small
-        t = np.where(w < 0.5, t_from_w, t_from_q)
-        return ndtr(mu - t), ndtr(t - mu)
-    return region
-
-
-def base_profile(base, delta_for_grid: float = 1e-12) -> BaseProfile:
-    """The privacy profile of a Gaussian, finite-output or DP-SGD base."""
-    from auditsel.accounting.base import DpsgdBase
-
-    if isinstance(base, GaussianBase):
-        mu = base.mu
-        hi = gaussian_epsilon(1e-300, mu) if mu < 30 else mu * mu
-        grid = np.linspace(0.0, hi, 4001)
-        return BaseProfile(lambda e: gaussian_delta(e, mu), lambda d: gaussian_epsilon(d, mu),
-                           grid, _gaussian_region(mu), f"gaussian(mu={mu:g})")
-    if isinstance(base, FiniteOutputBase):
-        p, q = base.law(0), base.law(1)
-        both = (p > 0) & (q > 0)
-        llr = np.abs(np.log(p[both]) - np.log(q[both]))
-        top = float(np.max(llr)) if llr.size else 1.0
-        grid = np.unique(np.concatenate([np.linspace(0, top * 1.01 + 1e-9, 2001), llr, [0.0]]))
-        delta = lambda e: base.delta(np.asarray(e, dtype=float))
-        return BaseProfile(delta, lambda d: _invert(delta, d, top * 1.01 + 1.0), grid,
-                           None, "finite")
-    if isinstance(base, DpsgdBase):
-        pld = base.pld()
-        hi = float(pld.get_epsilon_for_delta(delta_for_grid))
-        grid = np.linspace(0.0, max(hi, 1e-3) * 1.5, 1501)
-
-        def delta(e):
-            e = np.asarray(e, dtype=float)
-            out = np.asarray(pld.get_delta_for_epsilon(np.atleast_1d(e)), dtype=float)
-            return out.reshape(e.shape)
-
-        return BaseProfile(delta, lambda d: float(pld.get_epsilon_for_delta(d)), grid, None,
-                           "dpsgd-pld")
-    raise TypeError(f"no privacy profile for base {type(base).__name__}")
-
-
-def _invert(delta, d: float, hi: float) -> float:
-    """inf{e >= 0 : delta(e) <= d} for a non-increasing delta (bisection)."""
-    if float(delta(np.array([0.0]))[0]) <= d:
-        return 0.0
-    if float(delta(np.array([hi]))[0]) > d:
-        return math.inf
-    lo = 0.0
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        if float(delta(np.array([mid]))[0]) <= d:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+def base_profile(base) -> BaseProfile:
+    """The privacy profile of a mechanism pair, from the pair's own methods (`mechanisms`):
+    delta(eps), its inverse, the scan grid and the exact region where the pair has one."""
+    return BaseProfile(base.delta, base.profile_epsilon, base.profile_grid(), base.region,
+                       type(base).__name__)
 
 
 def _scan_min(values_fn, grid: np.ndarray, feasible=None) -> float:
@@ -173,7 +120,7 @@ def _scan_min(values_fn, grid: np.ndarray, feasible=None) -> float:
 
 
 def tnb_shift(profile: BaseProfile, eta: float, nu: float) -> float:
-    """(eta + 1) L* of Theorem 5.2 (000 digest [NOTE])."""
+    """(eta + 1) L* of [KRW24] Theorem 5.2 (the shift minimised over eps1 once)."""
     ratio = (1 - nu) / nu
     lstar = _scan_min(lambda e: np.log(np.exp(e) + ratio * profile.delta(e)), profile.eps_grid)
     return (eta + 1) * lstar
@@ -258,31 +205,36 @@ def general_shift(profile: BaseProfile, law: RoundsLaw) -> float:
     return max(float(region_sup(profile, law)[0]), 0.0)
 
 
-def profile_shift(profile: BaseProfile, law: RoundsLaw) -> tuple[float, str]:
-    """The shift c for this law and the result it comes from."""
+def profile_shift(profile: BaseProfile, law: RoundsLaw) -> float:
+    """The shift c for this law: Theorem 5.2 (TNB), Corollary 5.8 (Poisson), Theorem 5.7
+    (binomial, when some eps1 is feasible), else the Theorem 4.1 recipe."""
     if isinstance(law, TruncatedNegativeBinomial):
-        return tnb_shift(profile, law.eta, law.nu), "[KRW24] Theorem 5.2"
+        return tnb_shift(profile, law.eta, law.nu)
     if isinstance(law, Poisson):
-        return poisson_shift(profile, law.mean), "[KRW24] Corollary 5.8"
+        return poisson_shift(profile, law.mean)
     if isinstance(law, Binomial):
         c = binomial_shift(profile, law.n, law.p)
         if math.isfinite(c):
-            return c, "[KRW24] Theorem 5.7"
-    return general_shift(profile, law), "[KRW24] Theorem 4.1 (numerical recipe)"
+            return c
+    return general_shift(profile, law)
 
 
-def profile_epsilon(base, law: RoundsLaw, delta: float, profile: BaseProfile | None = None,
-                    ) -> float:
-    """eps_A(delta) = eps_Q(delta/m) + c  ([KRW24], see the module docstring)."""
-    if not (0 < delta < 1):
-        return math.inf
-    profile = profile or base_profile(base)
-    c, _ = profile_shift(profile, law)
-    m = law.mean
-    d = delta / m
-    if d >= 1:
-        return max(c, 0.0) if c > 0 else 0.0
-    return max(float(profile.epsilon(d)) + c, 0.0)
+def profile_epsilon(base, law: RoundsLaw, delta, profile: BaseProfile | None = None):
+    """eps_A(delta) = eps_Q(delta/m) + c  ([KRW24], see the module docstring), for one delta
+    (a float) or an array of deltas (an array; the shift c is computed once). inf at delta = 0
+    (a profile bound needs delta > 0); a delta outside [0, 1) is a ConfigError."""
+    deltas = check_deltas(delta)
+    out = np.full(deltas.shape, math.inf)
+    if np.any(deltas > 0):
+        profile = profile or base_profile(base)
+        c = profile_shift(profile, law)
+        m = law.mean
+        for i, dl in enumerate(deltas):
+            if dl <= 0:
+                continue
+            d = dl / m
+            out[i] = (max(c, 0.0) if c > 0 else 0.0) if d >= 1 else max(float(profile.epsilon(d)) + c, 0.0)
+    return out if np.ndim(delta) else float(out[0])
 
 
 # --- Report Noisy Max (bonus) ----------------------------------------------------------------
@@ -302,4 +254,4 @@ def rnm_gaussian_rdp(sigma: float, m: int, delta: float) -> float:
     """Zhu & Wang RDP baseline 2 alpha/sigma^2 + log(m)/(alpha - 1), converted (continuous alpha)."""
     from auditsel.accounting.rdp import rdp_to_epsilon_continuous
 
-    return rdp_to_epsilon_continuous(lambda a: 2 * a / sigma**2 + math.log(m) / (a - 1), delta)[0]
+    return rdp_to_epsilon_continuous(lambda a: 2 * a / sigma**2 + math.log(m) / (a - 1), delta)

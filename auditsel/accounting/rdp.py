@@ -21,8 +21,8 @@ Curves (all tight, i.e. equal to the true divergence, maximised over both direct
 * `gaussian_rdp(mu, alpha)`        = alpha mu^2 / 2          (Mironov 2017, Prop. 7)
 * `finite_rdp(p, q, alpha)`        = max{D_alpha(p||q), D_alpha(q||p)} for a finite-output pair
 * `pure_dp_rdp(eps, alpha)`        the RDP curve of binary randomized response with parameter eps,
-  the largest RDP curve of any eps-DP mechanism (Mironov 2017 Prop. 10 and its tightness; seed
-  001 Prop. 17 uses the same pair), used when only a pure-DP eps of the base is known:
+  the largest RDP curve of any eps-DP mechanism (Mironov 2017 Prop. 10 and its tightness;
+  [PS22] Prop. 17 uses the same pair), used when only a pure-DP eps of the base is known:
       p = e^eps/(1+e^eps),  D_alpha = 1/(alpha-1) log( p^alpha (1-p)^(1-alpha) + (1-p)^alpha p^(1-alpha) ).
 """
 from __future__ import annotations
@@ -31,10 +31,12 @@ import math
 
 import numpy as np
 from scipy.special import logsumexp
+
+from auditsel.errors import ConfigError
 from auditsel.errors import ConfigError
 
 __all__ = [
-    "ORDERS", "rdp_to_epsilon", "rdp_to_epsilon_continuous", "rdp_to_delta", "gaussian_rdp",
+    "ORDERS", "check_deltas", "rdp_to_epsilon", "rdp_to_epsilon_continuous", "rdp_to_delta", "gaussian_rdp",
     "finite_rdp", "renyi_divergence_finite", "pure_dp_rdp", "monotone_envelope",
 ]
 
@@ -47,43 +49,56 @@ def _conversion_terms(orders: np.ndarray, delta: float) -> np.ndarray:
     return np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1.0)
 
 
-def rdp_to_epsilon(orders, rdp, delta: float) -> tuple[float, float]:
-    """(eps, best order): Canonne-Kamath-Steinke conversion minimised over the given orders.
+def rdp_to_epsilon(orders, rdp, delta):
+    """eps at delta: Canonne-Kamath-Steinke conversion minimised over the given orders.
 
-    eps is clipped at 0. Orders <= 1 and non-finite values of the curve are skipped; with no
-    usable order the result is (inf, nan). delta = 0 gives (inf, nan): a finite grid of orders
-    cannot certify pure DP, use the pure-DP bounds (e.g. [PS22] Corollary 3) instead.
+    `delta` may be an array (one conversion per delta, the curve read once); the result is a
+    float for a scalar delta, else an array. eps is clipped at 0. Orders <= 1 and non-finite
+    values of the curve are skipped; with no usable order the result is inf. delta = 0 gives
+    inf: a finite grid of orders cannot certify pure DP (use e.g. [PS22] Corollary 3). A delta
+    outside [0, 1) is a ConfigError.
     """
     orders = np.asarray(orders, dtype=float)
     rdp = np.broadcast_to(np.asarray(rdp, dtype=float), orders.shape)
-    if not (0 <= delta < 1):
-        raise ConfigError("delta", f"must be in [0, 1), got {delta!r}")
-    if delta == 0:
-        return math.inf, math.nan
+    deltas = check_deltas(delta)
+    out = np.full(deltas.shape, math.inf)
     ok = (orders > 1) & np.isfinite(rdp)
-    if not np.any(ok):
-        return math.inf, math.nan
-    eps = rdp[ok] + _conversion_terms(orders[ok], delta)
-    i = int(np.argmin(eps))
-    return max(float(eps[i]), 0.0), float(orders[ok][i])
+    pos = deltas > 0
+    if np.any(ok) and np.any(pos):
+        a = orders[ok]
+        eps = rdp[ok][None, :] + (np.log1p(-1.0 / a)[None, :]
+                                  - (np.array([math.log(d) for d in deltas[pos]])[:, None] + np.log(a)[None, :]) / (a - 1.0)[None, :])
+        out[pos] = np.maximum(np.min(eps, axis=1), 0.0)
+    return out if np.ndim(delta) else float(out[0])
+
+
+def check_deltas(delta) -> np.ndarray:
+    """delta (scalar or array) as a 1-D float array, each in [0, 1), else a ConfigError."""
+    deltas = np.atleast_1d(np.asarray(delta, dtype=float)).ravel()
+    bad = ~((deltas >= 0) & (deltas < 1))
+    if np.any(bad):
+        raise ConfigError("delta", f"must be in [0, 1), got {deltas[bad][0]!r}")
+    return deltas
 
 
 def rdp_to_epsilon_continuous(curve, delta: float, lo: float = 1e-3, hi: float = 1e4,
-                              grid=None) -> tuple[float, float]:
-    """Conversion minimised over alpha in (1 + lo, 1 + hi) for a vectorised curve(alpha).
+                              grid=None) -> float:
+    """eps at delta: the conversion minimised over alpha in (1 + lo, 1 + hi) for a vectorised
+    curve(alpha) (inf at delta = 0; a ConfigError outside [0, 1)).
 
     A log-spaced scan of 400 points in alpha - 1, then golden-section refinement around the best
     point. The minimum found is a valid epsilon whatever its accuracy (every alpha gives one).
     """
+    check_deltas(delta)
     if delta == 0:
-        return math.inf, math.nan
+        return math.inf
     xs = np.logspace(math.log10(lo), math.log10(hi), 400) if grid is None else np.asarray(grid) - 1
     a = 1.0 + xs
     vals = np.asarray(curve(a), dtype=float) + _conversion_terms(a, delta)
     vals = np.where(np.isfinite(vals), vals, np.inf)
     i = int(np.argmin(vals))
     if not np.isfinite(vals[i]):
-        return math.inf, math.nan
+        return math.inf
     f = lambda t: float(np.asarray(curve(np.array([1 + math.exp(t)])), dtype=float)[0]
                         + _conversion_terms(np.array([1 + math.exp(t)]), delta)[0])
     left = math.log(xs[max(i - 1, 0)])
@@ -100,11 +115,8 @@ def rdp_to_epsilon_continuous(curve, delta: float, lo: float = 1e-3, hi: float =
             left, c, fc = c, d, fd
             d = left + g * (right - left)
             fd = f(d)
-    best_t = c if fc < fd else d
     best = min(fc, fd)
-    if best < vals[i]:
-        return max(best, 0.0), 1 + math.exp(best_t)
-    return max(float(vals[i]), 0.0), float(a[i])
+    return max(min(best, float(vals[i])), 0.0)
 
 
 def rdp_to_delta(orders, rdp, epsilon: float) -> float:
@@ -126,7 +138,7 @@ def rdp_to_delta(orders, rdp, epsilon: float) -> float:
 
 
 def gaussian_rdp(mu: float, orders) -> np.ndarray:
-    """alpha mu^2 / 2: RDP of N(0,1) vs N(mu,1), exact and symmetric."""
+    """alpha mu^2 / 2: RDP of N(0,1) vs N(mu,1), exact and symmetric (`GaussianBase.rdp`)."""
     return np.asarray(orders, dtype=float) * mu * mu / 2.0
 
 
@@ -143,7 +155,8 @@ def renyi_divergence_finite(p, q, orders) -> np.ndarray:
 
 
 def finite_rdp(p, q, orders) -> np.ndarray:
-    """max over both directions of the Renyi divergence of a finite-output pair."""
+    """max over both directions of the Renyi divergence of two finite laws (p, q may carry an
+    extra atom, so they need not be a `FiniteOutputBase`)."""
     return np.maximum(renyi_divergence_finite(p, q, orders), renyi_divergence_finite(q, p, orders))
 
 

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from auditsel.dpsgd.data import Dataset
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.errors import ConfigError
+from auditsel.mechanisms import DpsgdBase
 
 __all__ = [
     "ExampleCanary", "GradientCanary", "Canary", "TrainResult", "train_runs", "clip_factors",
@@ -128,62 +129,25 @@ def check_settings(*, steps=None, lr=None, clip=None, noise_multiplier=None, sam
 # accounting of one run (eps_B <-> sigma)
 def dpsgd_epsilon(noise_multiplier: float, steps: int, sample_rate: float, delta: float,
                   accountant: str = "rdp") -> float:
-    """eps_B of one DP-SGD run (N Poisson-subsampled Gaussian steps) at delta.
-
-    Uses auditsel.accounting.base.DpsgdBase when that module is there, else dp_accounting
-    directly (RdpAccountant or PLDAccountant).
-    """
-    try:
-        from auditsel.accounting.base import DpsgdBase  # the upper-bound panel's accountant
-    except ImportError:
-        DpsgdBase = None
-    if DpsgdBase is not None:
-        base = DpsgdBase(noise_multiplier=noise_multiplier, steps=steps, sample_rate=sample_rate,
-                         accountant=accountant)
-        return float(base.epsilon(delta))
-    import dp_accounting as dpa
-    if noise_multiplier <= 0:
-        return math.inf
-    event = dpa.SelfComposedDpEvent(
-        dpa.PoissonSampledDpEvent(sample_rate, dpa.GaussianDpEvent(noise_multiplier)), steps)
-    if accountant == "rdp":
-        acc = dpa.rdp.RdpAccountant()
-    elif accountant == "pld":
-        acc = dpa.pld.PLDAccountant()
-    else:
-        raise ConfigError("base.accountant", f"must be rdp or pld, got {accountant!r}")
-    return float(acc.compose(event).get_epsilon(delta))
+    """eps_B of one DP-SGD run (N Poisson-subsampled Gaussian steps) at delta
+    (`auditsel.mechanisms.DpsgdBase`, i.e. dp_accounting's RDP or PLD accountant)."""
+    base = DpsgdBase(noise_multiplier=noise_multiplier, steps=steps, sample_rate=sample_rate,
+                     accountant=accountant)
+    return float(base.epsilon(delta))
 
 
 def calibrate_noise_multiplier(epsilon: float, delta: float, steps: int, sample_rate: float,
-                               accountant: str = "rdp", rtol: float = 1e-6) -> float:
-    """The smallest sigma with dpsgd_epsilon(sigma, ...) <= epsilon (bisection in log sigma)."""
+                               accountant: str = "rdp") -> float:
+    """The sigma with dpsgd_epsilon(sigma, ...) = epsilon (`DpsgdBase.from_epsilon`,
+    dp_accounting's calibration)."""
     if not (epsilon > 0 and math.isfinite(epsilon)):
         raise ConfigError("base.epsilon", f"must be in (0, inf), got {epsilon!r}")
     if not (0 < delta < 1):
         raise ConfigError("delta", f"must be in (0, 1) to calibrate DP-SGD, got {delta!r}")
     check_settings(steps=steps, sample_rate=sample_rate)
-    try:
-        from auditsel.accounting.base import DpsgdBase
-    except ImportError:
-        DpsgdBase = None
-    if DpsgdBase is not None and hasattr(DpsgdBase, "from_epsilon"):
-        base = DpsgdBase.from_epsilon(epsilon, delta, steps=steps, sample_rate=sample_rate,
-                                      accountant=accountant)
-        return float(base.noise_multiplier)
-    eps = lambda s: dpsgd_epsilon(s, steps, sample_rate, delta, accountant)
-    lo, hi = 1e-2, 1.0
-    while eps(hi) > epsilon:
-        lo, hi = hi, hi * 2
-    while eps(lo) <= epsilon and lo > 1e-6:
-        lo /= 2
-    while hi / lo > 1 + rtol:
-        mid = math.sqrt(lo * hi)
-        if eps(mid) > epsilon:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    base = DpsgdBase.from_epsilon(epsilon, delta, steps=steps, sample_rate=sample_rate,
+                                  accountant=accountant)
+    return float(base.noise_multiplier)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,215 @@
+"""The upper bounds as a registry: each bound is a small object, the panel is a loop over them.
+
+In the manner of dp_accounting (events are data, accountants are algorithms): the mechanism
+pair (`auditsel.mechanisms`) and the law of K (`auditsel.rounds`) are data; a bound is an
+algorithm with
+
+    supports(pair, law)          whether it applies to this pair and law at all
+    curve(pair, law, deltas)     its whole privacy curve read as eps at each delta, from ONE
+                                 computation (an RDP curve converts to every delta at once;
+                                 a profile shift is computed once); inf where the bound is
+                                 vacuous, nan where it does not apply at that delta
+    rigour(pair)                 "rigorous" or "heuristic" for this pair
+    source(pair, law, delta)     the theorem used (result.json `upper_sources`)
+    citation                     the result it implements, stated once, here
+
+Every citation of the panel lives in this module. The bounds (keys of result.json `upper`):
+
+* generic_rdp       [PS22] Theorem 2 (TNB), Theorem 6 (Poisson), Lemma 7 (other laws), Corollary
+                    3 when delta = 0 (pure-DP base, TNB law); base RDP curve from the pair (exact
+                    for Gaussian and finite pairs, dp_accounting for DP-SGD); Canonne-Kamath-Steinke
+                    conversion over `rdp.ORDERS` (DP-SGD: the pair's `RDP_ORDERS`).
+* profile           [KRW24] Theorem 5.2 (TNB), Theorem 5.7 (binomial), Corollary 5.8 (Poisson),
+                    Theorem 4.1 recipe (other laws); the pair's privacy profile (exact, or
+                    dp_accounting's pessimistic PLD for DP-SGD).
+* improved_rdp      [XWW24] Algorithm 3 with mu (eps_UO) on the pair's reduced Gaussian; for a
+                    finite pair the same recipe on the exact winner laws.
+* improved_rdp_gdp  [XWW24] Algorithm 3 with mu_GDP (eps_UG, [XWW24] Appendix A.4); DP-SGD only.
+* exact             exact eps of the released winner ([XWW24] Theorem 2 / eq. 7 and the reduced
+                    game of Figure 5; `accounting.exact`) of the pair's reduced pair.
+
+Rigour: "rigorous" is a proven upper bound for the stated pair (numerical quadrature and grids
+aside, all of which err on the safe side except the Renyi integrals of Algorithm 3 and the root
+finding of the exact curve, accurate far beyond the digits reported). "heuristic" marks values
+resting on the eq. 19 reduction with tau < 1 or on the GDP central-limit approximation.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from auditsel.accounting.exact import exact_epsilon
+from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon
+from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
+from auditsel.accounting.profile import BaseProfile, base_profile, profile_epsilon
+from auditsel.accounting.rdp import ORDERS, check_deltas
+from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
+from auditsel.selection import winner_law
+
+__all__ = ["Bound", "GenericRdp", "ProfileBound", "ImprovedRdp", "ExactBound", "BOUNDS",
+           "BOUND_KEYS", "bound"]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One upper bound on eps of the tuned mechanism (see the module docstring)."""
+
+    key: str
+    citation: str
+    heuristic_always: bool = False
+
+    def supports(self, pair, law: RoundsLaw) -> bool:
+        return True
+
+    def rigour(self, pair) -> str:
+        """'rigorous' or 'heuristic' for this pair."""
+        return self.rigour_default
+
+    @property
+    def rigour_default(self) -> str:
+        """The rigour for a pair whose reduction is exact (Gaussian, finite, DP-SGD with tau = 1)."""
+        return "heuristic" if self.heuristic_always else "rigorous"
+
+    def source(self, pair, law: RoundsLaw, delta: float) -> str | None:
+        raise NotImplementedError
+
+    def curve(self, pair, law: RoundsLaw, deltas, profile: BaseProfile | None = None) -> np.ndarray:
+        raise NotImplementedError
+
+    def not_applicable(self, pair, law: RoundsLaw, delta: float) -> str | None:
+        """Why the bound has no value here (a note for result.json), or None."""
+        return None
+
+    def epsilon(self, pair, law: RoundsLaw, delta: float) -> float:
+        """eps at one delta (inf where vacuous, nan where it does not apply)."""
+        return float(self.curve(pair, law, [delta])[0])
+
+
+class GenericRdp(Bound):
+    def source(self, pair, law, delta):
+        if delta == 0:
+            return "[PS22] Corollary 3" if self._pure_ok(pair, law) else None
+        if isinstance(law, TruncatedNegativeBinomial):
+            return "[PS22] Theorem 2"
+        if isinstance(law, Poisson):
+            return "[PS22] Theorem 6"
+        return "[PS22] Lemma 7"
+
+    @staticmethod
+    def _pure_ok(pair, law) -> bool:
+        return isinstance(law, TruncatedNegativeBinomial) and math.isfinite(pair.pure_epsilon)
+
+    def not_applicable(self, pair, law, delta):
+        if delta == 0 and not self._pure_ok(pair, law):
+            return "generic_rdp: delta = 0 needs a pure-DP base and a TNB law (Cor. 3)"
+        return None
+
+    def curve(self, pair, law, deltas, profile=None):
+        deltas = check_deltas(deltas)
+        out = np.full(deltas.shape, np.nan)
+        zero = deltas == 0
+        if np.any(zero) and self._pure_ok(pair, law):
+            out[zero] = pure_dp_generic_epsilon(pair.pure_epsilon, law)
+        if np.any(~zero):
+            orders = np.asarray(pair.rdp_orders or ORDERS, dtype=float)
+            profile = profile or base_profile(pair)
+            out[~zero] = generic_epsilon(orders, pair.rdp(orders), law, deltas[~zero], profile)
+        return out
+
+
+class ProfileBound(Bound):
+    def source(self, pair, law, delta):
+        if delta == 0:
+            return None
+        if isinstance(law, TruncatedNegativeBinomial):
+            return "[KRW24] Theorem 5.2"
+        if isinstance(law, Poisson):
+            return "[KRW24] Corollary 5.8"
+        if isinstance(law, Binomial):
+            return "[KRW24] Theorem 5.7 (Theorem 4.1 recipe if infeasible)"
+        return "[KRW24] Theorem 4.1 recipe"
+
+    def not_applicable(self, pair, law, delta):
+        return "profile: needs delta > 0" if delta == 0 else None
+
+    def curve(self, pair, law, deltas, profile=None):
+        deltas = check_deltas(deltas)
+        out = np.full(deltas.shape, np.nan)
+        pos = deltas > 0
+        if np.any(pos):
+            out[pos] = profile_epsilon(pair, law, deltas[pos], profile or base_profile(pair))
+        return out
+
+
+@dataclass(frozen=True)
+class ImprovedRdp(Bound):
+    gdp: bool = False
+
+    def supports(self, pair, law):
+        return pair.mu_gdp is not None if self.gdp else True
+
+    def rigour(self, pair):
+        return "heuristic" if self.gdp or not pair.reduction_is_exact else "rigorous"
+
+    def source(self, pair, law, delta):
+        if delta == 0 or not self.supports(pair, law):
+            return None
+        if self.gdp:
+            return "[XWW24] Algorithm 3 (mu_GDP)"
+        if pair.mu is None:
+            return "[XWW24] Algorithm 3 recipe on the exact finite winner"
+        return "[XWW24] Algorithm 3 (mu)"
+
+    def curve(self, pair, law, deltas, profile=None):
+        deltas = check_deltas(deltas)
+        out = np.full(deltas.shape, np.nan)
+        pos = deltas > 0
+        if np.any(pos) and self.supports(pair, law):
+            if self.gdp:
+                out[pos] = improved_epsilon(pair.mu_gdp, law, deltas[pos])
+            elif pair.mu is None:
+                out[pos] = finite_improved_epsilon(pair, law, deltas[pos])
+            else:
+                out[pos] = improved_epsilon(pair.mu, law, deltas[pos])
+        return out
+
+
+class ExactBound(Bound):
+    def rigour(self, pair):
+        return "heuristic" if self.heuristic_always or not pair.reduction_is_exact else "rigorous"
+
+    def source(self, pair, law, delta):
+        if pair.mu is None:
+            return "[XWW24] eq. 7 (finite winner)"
+        return "reduced game ([XWW24] Figure 5), exact privacy curve"
+
+    def curve(self, pair, law, deltas, profile=None):
+        deltas = check_deltas(deltas)
+        winner = winner_law(pair.reduced(), law)
+        return np.array([exact_epsilon(winner, float(d)) for d in deltas])
+
+
+#: The registry, in result.json's order of `upper`.
+BOUNDS = (
+    GenericRdp("generic_rdp", "Papernot & Steinke 2022 [PS22] Thm 2 (TNB), Thm 6 (Poisson), Lemma 7 "
+               "(other laws), Cor 3 (pure DP); Canonne-Kamath-Steinke 2020 conversion"),
+    ProfileBound("profile", "Koskela, Redberg & Wang 2024 [KRW24] Thm 5.2 (TNB), Thm 5.7 (binomial), "
+                 "Cor 5.8 (Poisson), Thm 4.1 recipe (other laws)"),
+    ImprovedRdp("improved_rdp", "Xiang, Wang & Wang 2024 [XWW24] Algorithm 3 with mu of eq. 19 (eps_UO); "
+                "heuristic for DP-SGD with tau < 1"),
+    ImprovedRdp("improved_rdp_gdp", "[XWW24] Algorithm 3 with mu_GDP of Appendix A.4 (eps_UG; Dong et al. CLT)",
+                heuristic_always=True, gdp=True),
+    ExactBound("exact", "[XWW24] Theorem 2 / eq. 7 and the reduced game (Figure 5): exact privacy "
+               "curve of the winner; heuristic for DP-SGD with tau < 1"),
+)
+
+BOUND_KEYS = tuple(b.key for b in BOUNDS)
+
+
+def bound(key: str) -> Bound:
+    """The registered bound with this key (a ConfigError names the allowed keys)."""
+    from auditsel.errors import choice
+
+    return BOUNDS[BOUND_KEYS.index(choice(key, "bound", BOUND_KEYS))]
