@@ -1,6 +1,60 @@
 """auditsel: audit the privacy of differentially private hyperparameter tuning.
 
 Upper bounds (exact curve of the released winner, and the papers' bounds), the distinguishing
-game, and epsilon lower bounds from it. See README.md.
+game, and epsilon lower bounds from it. See README.md ("Python API") and docs/architecture.md.
+
+The public names, in the manner of dp_accounting (pairs and laws are data, bounds are
+algorithms). Every name is imported on first use (`import auditsel` stays fast):
+
+    mechanism pairs    GaussianBase, FiniteOutputBase, DpsgdBase, Neighbouring,
+                       gaussian_delta(mu, eps), gaussian_epsilon(mu, delta), gaussian_mu(eps, delta)
+    laws of K          TruncatedNegativeBinomial, Poisson, Binomial, TwoPoint, Point, FinitePmf,
+                       RoundsLaw, law_from_dict
+    exact curve        winner_law(pair, law), privacy_curve(winner, eps), exact_epsilon(winner, delta)
+    upper bounds       BOUNDS (the registry), bound(key), panel(pair, law, delta, curve_deltas),
+                       panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
+    lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
+                       LowerBound
+    experiments        run_config(config, out_dir=None, ...), load_config, parse_config
+    regression tests   assert_not_refuted(claimed_eps, delta, protocol, ...), worst_case_tuning,
+                       RefutedClaim
+    bad input          ConfigError (the one exception a user can fix; the CLI exits 2 on it)
+
+Argument order: the pair (or its parameters) first, then eps before delta.
 """
+from importlib import import_module as _import_module
+
 __version__ = "0.1.0"
+
+_PUBLIC = {
+    "auditsel.errors": ("ConfigError",),
+    "auditsel.mechanisms": ("GaussianBase", "FiniteOutputBase", "DpsgdBase", "Neighbouring",
+                            "gaussian_delta", "gaussian_epsilon", "gaussian_mu"),
+    "auditsel.rounds": ("TruncatedNegativeBinomial", "Poisson", "Binomial", "TwoPoint", "Point",
+                        "FinitePmf", "RoundsLaw", "law_from_dict"),
+    "auditsel.selection": ("winner_law",),
+    "auditsel.accounting.exact": ("privacy_curve", "exact_epsilon"),
+    "auditsel.accounting.bounds": ("BOUNDS", "bound"),
+    "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds"),
+    "auditsel.lower": ("audit_scores", "LowerBound"),
+    "auditsel.audit": ("audit_protocol",),
+    "auditsel.experiment": ("run_config",),
+    "auditsel.config": ("load_config", "parse_config"),
+    "auditsel.testing": ("assert_not_refuted", "worst_case_tuning", "RefutedClaim"),
+}
+_WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
+
+__all__ = ["__version__", *sorted(_WHERE)]
+
+
+def __getattr__(name):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'auditsel' has no attribute {name!r}")
+    value = getattr(_import_module(module), name)
+    globals()[name] = value          # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))
