@@ -86,3 +86,21 @@ def test_one_behaviour_for_a_bad_delta_and_for_delta_zero(call):
     if not isinstance(many, dict):
         assert isinstance(many, np.ndarray) and many.shape == (2,) and many[0] > many[1]
         assert isinstance(call(1e-6), float) and call(1e-6) == many[0]
+
+
+@pytest.mark.parametrize("pair", [FiniteOutputBase.example1(), DpsgdBase(2.0, 50, 0.5)])
+def test_region_envelope_equals_the_brute_force_min_over_the_grid(pair):
+    """The post-processing region from line envelopes against n evaluations per point; where
+    they differ by rounding, the envelope is on the safe side (a larger region)."""
+    from auditsel.accounting.profile import base_profile, region_grid
+
+    prof = base_profile(pair)
+    w, q = region_grid()
+    e, d = prof.eps_grid[None, :], np.asarray(prof.delta(prof.eps_grid), dtype=float)[None, :]
+    w_max = np.minimum(np.exp(e) * w[:, None] + d, 1.0 - np.exp(-e) * (q[:, None] - d)).min(axis=1)
+    q_min = np.maximum((q[:, None] - d) * np.exp(-e), 1.0 - d - np.exp(e) * w[:, None]).max(axis=1)
+    brute_w = np.maximum(np.clip(w_max, 0, 1), w)
+    brute_q = np.minimum(np.clip(q_min, 0, 1), q)
+    ours_w, ours_q = prof.region(w, q)
+    assert np.allclose(ours_w, brute_w, rtol=0, atol=1e-15) and np.all(ours_w >= brute_w)
+    assert np.allclose(ours_q, brute_q, rtol=0, atol=1e-15) and np.all(ours_q <= brute_q)

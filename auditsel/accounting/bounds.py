@@ -45,7 +45,7 @@ from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
 from auditsel.accounting.profile import BaseProfile, base_profile, profile_epsilon
 from auditsel.accounting.rdp import ORDERS, check_deltas
-from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
+from auditsel.rounds import RoundsLaw
 from auditsel.selection import winner_law
 
 __all__ = ["Bound", "GenericRdp", "ProfileBound", "ImprovedRdp", "ExactBound", "BOUNDS",
@@ -91,15 +91,11 @@ class GenericRdp(Bound):
     def source(self, pair, law, delta):
         if delta == 0:
             return "[PS22] Corollary 3" if self._pure_ok(pair, law) else None
-        if isinstance(law, TruncatedNegativeBinomial):
-            return "[PS22] Theorem 2"
-        if isinstance(law, Poisson):
-            return "[PS22] Theorem 6"
-        return "[PS22] Lemma 7"
+        return {"tnb": "[PS22] Theorem 2", "poisson": "[PS22] Theorem 6"}.get(law.kind, "[PS22] Lemma 7")
 
     @staticmethod
     def _pure_ok(pair, law) -> bool:
-        return isinstance(law, TruncatedNegativeBinomial) and math.isfinite(pair.pure_epsilon)
+        return law.kind == "tnb" and math.isfinite(pair.pure_epsilon)
 
     def not_applicable(self, pair, law, delta):
         if delta == 0 and not self._pure_ok(pair, law):
@@ -123,13 +119,9 @@ class ProfileBound(Bound):
     def source(self, pair, law, delta):
         if delta == 0:
             return None
-        if isinstance(law, TruncatedNegativeBinomial):
-            return "[KRW24] Theorem 5.2"
-        if isinstance(law, Poisson):
-            return "[KRW24] Corollary 5.8"
-        if isinstance(law, Binomial):
-            return "[KRW24] Theorem 5.7 (Theorem 4.1 recipe if infeasible)"
-        return "[KRW24] Theorem 4.1 recipe"
+        return {"tnb": "[KRW24] Theorem 5.2", "poisson": "[KRW24] Corollary 5.8",
+                "binomial": "[KRW24] Theorem 5.7 (Theorem 4.1 recipe if infeasible)"}.get(
+                    law.kind, "[KRW24] Theorem 4.1 recipe")
 
     def not_applicable(self, pair, law, delta):
         return "profile: needs delta > 0" if delta == 0 else None

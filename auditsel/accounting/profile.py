@@ -37,7 +37,7 @@ eps'(alpha) = 2 alpha/sigma^2 + log(m)/(alpha - 1), converted.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -65,6 +65,33 @@ def region_grid() -> tuple[np.ndarray, np.ndarray]:
     return w, q
 
 
+def _lines_index(m, c):
+    """x -> for each x, the index of a line minimising m[i] x + c[i]: the lower envelope of the
+    lines is built once (O(n log n)), then each x costs a binary search instead of n
+    evaluations.
+
+    A line dropped by rounding in the intersection test can only make the reported minimum
+    larger (by far less than the digits reported); the region built from it then only grows,
+    so the bounds that use it stay upper bounds."""
+    m, c = np.asarray(m, dtype=float), np.asarray(c, dtype=float)
+    order = np.lexsort((c, -m))            # slope decreasing, then intercept increasing
+    hull: list[int] = []
+    for i in order.tolist():
+        if hull and m[i] == m[hull[-1]]:
+            continue                        # same slope, intercept no smaller
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            # b is useless when line i meets a no later than b does
+            if (c[i] - c[a]) * (m[a] - m[b]) <= (c[b] - c[a]) * (m[a] - m[i]):
+                hull.pop()
+            else:
+                break
+        hull.append(i)
+    h = np.array(hull)
+    breaks = (c[h[1:]] - c[h[:-1]]) / (m[h[:-1]] - m[h[1:]])   # where the next line takes over
+    return lambda x: h[np.searchsorted(breaks, np.asarray(x, dtype=float), side="left")]
+
+
 @dataclass(frozen=True)
 class BaseProfile:
     """delta_Q(eps) (max over directions), its inverse, and the post-processing region."""
@@ -74,18 +101,32 @@ class BaseProfile:
     eps_grid: np.ndarray                     # where the region and the eps1 scans look
     exact_region: Callable | None = None     # w -> (w'max, q'min) when known in closed form
     name: str = ""
+    _lines: dict = field(default_factory=dict, compare=False, repr=False)
 
     def region(self, w: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Largest w' = 1 - q' (and smallest q') over the post-processings with 1 - q = w."""
+        """Largest w' = 1 - q' (and smallest q') over the post-processings with 1 - q = w:
+
+            w'max = min over e of min(e^e w + d(e), 1 - e^-e (q - d(e))),
+            q'min = max over e of max((q - d(e)) e^-e, 1 - d(e) - e^e w),
+
+        e over `eps_grid`; each min/max is a lower/upper envelope of lines, evaluated at the
+        line it selects with the formula above."""
         if self.exact_region is not None:
             return self.exact_region(w, q)
-        e = self.eps_grid[None, :]
-        d = np.asarray(self.delta(self.eps_grid), dtype=float)[None, :]
-        w_, q_ = w[:, None], q[:, None]
-        w_max = np.minimum(np.exp(e) * w_ + d, 1.0 - np.exp(-e) * (q_ - d))
-        q_min = np.maximum((q_ - d) * np.exp(-e), 1.0 - d - np.exp(e) * w_)
-        w_max = np.clip(np.min(w_max, axis=1), 0.0, 1.0)
-        q_min = np.clip(np.max(q_min, axis=1), 0.0, 1.0)
+        if not self._lines:
+            e = np.asarray(self.eps_grid, dtype=float)
+            d = np.asarray(self.delta(e), dtype=float)
+            up, down = np.exp(e), np.exp(-e)
+            self._lines.update(e=e, d=d, up=up, down=down, lines=(
+                _lines_index(up, d), _lines_index(-down, down * d + 1.0),
+                _lines_index(-down, down * d), _lines_index(up, d - 1.0)))
+        L = self._lines
+        d, up, down = L["d"], L["up"], L["down"]
+        i1, i2, i3, i4 = (fn(x) for fn, x in zip(L["lines"], (w, q, q, w)))
+        w_max = np.minimum(up[i1] * w + d[i1], 1.0 - down[i2] * (q - d[i2]))
+        q_min = np.maximum((q - d[i3]) * down[i3], 1.0 - d[i4] - up[i4] * w)
+        w_max = np.clip(w_max, 0.0, 1.0)
+        q_min = np.clip(q_min, 0.0, 1.0)
         return np.maximum(w_max, w), np.minimum(q_min, q)
 
 
