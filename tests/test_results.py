@@ -1,7 +1,8 @@
 """Every committed result.json's upper bounds, recomputed by today's code, equal the committed
 numbers to their printed digits (4 decimals, as the report prints them).
 
-    python tests/test_results.py            # prints one line per result and the largest change
+    python tests/test_results.py [SUBSTRING ...]   # one line per result (those whose path
+                                                   # contains a SUBSTRING) and the largest change
     python -m pytest -m slow tests/test_results.py
 """
 import json
@@ -79,8 +80,10 @@ def test_committed_upper_bounds_are_reproduced_to_their_printed_digits(path):
 
 
 if __name__ == "__main__":
+    import sys
+
     worst = 0.0
-    for path in RESULTS:
+    for path in [p for p in RESULTS if not sys.argv[1:] or any(a in str(p) for a in sys.argv[1:])]:
         result, out = recompute(path)
         pairs = [(v, out["upper"][k]) for k, v in result["upper"].items()]
         for k, values in (result.get("upper_curves") or {}).items():
