@@ -120,7 +120,7 @@ class GdpFamily:
     def epsilon(self, theta: float, delta: float) -> float:
         from auditsel.mechanisms import gaussian_epsilon
 
-        return float(gaussian_epsilon(delta, theta)) if theta > 0 else 0.0
+        return float(gaussian_epsilon(theta, delta)) if theta > 0 else 0.0
 
     def theta_grid(self) -> np.ndarray:
         return np.exp(np.arange(np.log(1e-3), np.log(40.0), np.log(1.002)))

@@ -112,7 +112,7 @@ def rows(jobs: int = 1, games=GAMES, canaries=CANARIES, repeats: int = REPEATS, 
     sigma = calibrate_noise_multiplier(s["epsilon"], s["delta"], s["steps"], 1.0)
     mu = math.sqrt(s["steps"]) / sigma
     exact = {"game": exact_epsilon(GaussianWinner(GaussianBase(mu), law_from_dict(s["rounds"])), s["delta"]),
-             "eps_B": gaussian_epsilon(s["delta"], mu)}
+             "eps_B": gaussian_epsilon(mu, s["delta"])}
     out = [_game_row(t, seed, exact) for t in games]
     out += [_one_run_rows(m, repeats, seed, exact["eps_B"]) for m in canaries]
     for row in out:

@@ -24,7 +24,6 @@ __all__ = ["play_one_run", "one_run_game"]
 
 def one_run_game(spec):
     """The one-run game of the spec: (game with .play(rng) and .reduced, exact rigour label)."""
-    from auditsel.experiment import reduced_base
     from auditsel.one_run_game import OneRunReducedGame
 
     g = spec.game
@@ -40,7 +39,7 @@ def one_run_game(spec):
                            threat=d.threat, dataset=d.dataset, model=d.model,
                            train_size=d.train_size or 0, device=d.device)
         return game, ("rigorous" if d.threat == "etcv" else "heuristic")
-    game = OneRunReducedGame(reduced_base(spec.base).mu, spec.rounds, m)
+    game = OneRunReducedGame(spec.base.reduced().mu, spec.rounds, m)
     return game, "rigorous"
 
 

@@ -72,11 +72,11 @@ def test_guess_counts_top_and_bottom():
 def test_canary_curve_closed_forms():
     # K = 1: the composition is the Gaussian mechanism mu (mu_T^2 + mu_Y^2 = mu^2)
     for m in (2, 37, 1000):
-        assert canary_curve(1.5, Point(1), m).epsilon(1e-5) == pytest.approx(gaussian_epsilon(1e-5, 1.5), rel=1e-6)
+        assert canary_curve(1.5, Point(1), m).epsilon(1e-5) == pytest.approx(gaussian_epsilon(1.5, 1e-5), rel=1e-6)
     # between the single run and [XWW24]'s reduced game (m = 1), decreasing in m
     reduced = exact_epsilon(GaussianWinner(GaussianBase(1.5), TNB), 1e-5)
     eps = [OneRunReducedGame(1.5, TNB, m).epsilon(1e-5) for m in (2, 10, 100, 1000)]
-    assert gaussian_epsilon(1e-5, 1.5) < eps[-1] and eps[0] < reduced
+    assert gaussian_epsilon(1.5, 1e-5) < eps[-1] and eps[0] < reduced
     assert all(a > b for a, b in zip(eps, eps[1:]))
 
 
@@ -111,7 +111,7 @@ def test_audit_one_run_detects_a_large_leak_and_rejects_bad_input():
     members = rng.integers(0, 2, 1000)
     scores = 4.0 * members + rng.standard_normal(1000)
     bound = audit_one_run(scores, members, 1e-5)
-    truth = gaussian_epsilon(1e-5, 4.0)
+    truth = gaussian_epsilon(4.0, 1e-5)
     assert 1.0 < bound.eps_snj23 < truth and 1.0 < bound.eps_mmc24 < truth
     shuffled = audit_one_run(scores, rng.permutation(members), 1e-5)
     assert shuffled.eps_snj23 < 0.5
