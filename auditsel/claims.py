@@ -83,7 +83,7 @@ class Setting:
 
     @property
     def base(self):
-        from auditsel.accounting.base import DpsgdBase
+        from auditsel.mechanisms import DpsgdBase
 
         return DpsgdBase(self.noise_multiplier, self.steps, self.sample_rate)
 
@@ -109,7 +109,7 @@ def _require(module: str, package: str):
 def _quiet():
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        from auditsel.accounting.base import quiet_absl
+        from auditsel.mechanisms import quiet_absl
 
         with quiet_absl():
             yield
@@ -185,7 +185,7 @@ def single_run_epsilon(s: Setting) -> float:
 def _reduced_mu(s: Setting) -> float:
     from auditsel.mechanisms import gaussian_epsilon
 
-    return float(gaussian_epsilon(s.delta, s.mu))
+    return float(gaussian_epsilon(s.mu, s.delta))
 
 
 def _repeat_and_select(s: Setting) -> float | None:

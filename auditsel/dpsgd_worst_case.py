@@ -105,7 +105,7 @@ class DpsgdWorstCase:
 
     @classmethod
     def from_base(cls, base, law: RoundsLaw) -> "DpsgdWorstCase":
-        """From an `accounting.base.DpsgdBase` (sigma, N, tau) and the law of K."""
+        """From a `mechanisms.DpsgdBase` (sigma, N, tau) and the law of K."""
         return cls(base.noise_multiplier, base.steps, base.sample_rate, law)
 
     def steps_of_runs(self, runs: int, member: int, rng: np.random.Generator) -> np.ndarray:
