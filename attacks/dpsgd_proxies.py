@@ -54,8 +54,9 @@ class LambdaB:
         return np.where(released, a + self.threat.score_sign * g, -np.inf)
 
 
-def make_dpsgd_proxy(name: str, threat=None):
-    """lambda_a, or lambda_b under ``threat`` (a ThreatModel or its name)."""
+def make_dpsgd_proxy(name: str, threat=None, *, base=None, rounds=None):
+    """lambda_a, or lambda_b under ``threat`` (a ThreatModel or its name). ``base`` (the public
+    DP-SGD settings) and ``rounds`` (the public law of K) are for proxies that use them."""
     if name == "lambda_a":
         return LambdaA()
     if name == "lambda_b":

@@ -88,8 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="do not print the table")
 
     rep = sub.add_parser("reproduce", help="recompute a paper's table under results/papers/NAME/")
-    rep.add_argument("name", choices=["example1", "table4", "figure6", "table3", "koskela-gaussian", "dpsgd_factor",
-                                      "accountants", "all"])
+    from auditsel.reproductions import names as reproduction_names
+
+    rep.add_argument("name", choices=[*reproduction_names(), "all"])
     rep.add_argument("--out", default=None, help="root folder (default results/papers; accountants: results)")
     rep.add_argument("--jobs", type=_jobs, default=1, help="joblib workers for the audits")
 
@@ -207,11 +208,10 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
 
 def _command_reproduce(args) -> int:
     from auditsel.claims import MissingExtra
-    from auditsel.reproduce import REPRODUCTIONS, reproduce
+    from auditsel.reproductions import REGISTRY, names, reproduce
 
-    names = list(REPRODUCTIONS) if args.name == "all" else [args.name]
-    for name in names:
-        root = Path(args.out or ("results" if name == "accountants" else "results/papers"))
+    for name in names() if args.name == "all" else [args.name]:
+        root = Path(args.out or REGISTRY[name].root)
         _prepare_out_dir(root)
         try:
             out = reproduce(name, root, jobs=args.jobs)

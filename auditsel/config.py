@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from attacks.dpsgd_game import DpsgdGameSpec
 from auditsel.errors import ConfigError, choice as _choice, integer as _integer, mapping as _mapping, \
     number as _number
 from auditsel.lower import THRESHOLD_RULES
@@ -58,26 +59,6 @@ class OneRunSpec:
     canaries: int = 1000
     repeats: int = 1
     family: str = "tuning"         # [MMC24]'s hypothesised family: tuning (exact per canary) | gdp
-
-
-@dataclass(frozen=True)
-class DpsgdGameSpec:
-    """Real DP-SGD tuning ([XWW24] Sec. 4): what the trainer runs and what the adversary does.
-    Steps N, sample rate tau and sigma come from the dpsgd base."""
-
-    threat: str = "etcv"             # ntnv | ntcv | etcv ([XWW24] Table 2)
-    canary: str = "dirac"            # dirac (Z_D) | input
-    input_canary: str = "inverted"   # inverted | constant | noise | checkerboard | mislabelled
-    dataset: str = "digits"
-    data_dir: str | None = None
-    model: str = "logreg"            # logreg | mlp | cnn
-    hidden: tuple = (32,)
-    train_size: int | None = 500
-    validation_size: int | None = None
-    learning_rates: tuple = (0.001, 0.003, 0.01, 0.03)
-    clip: float = 1.0
-    device: str | None = None
-    max_batch_runs: int = 256
 
 
 @dataclass(frozen=True)

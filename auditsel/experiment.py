@@ -73,18 +73,10 @@ def protocol_and_proxy(spec: ExperimentSpec):
     """The trainer's protocol and the adversary's proxy for the spec's game."""
     g = spec.game
     if g.kind == "dpsgd":
-        from attacks.dpsgd_proxies import make_dpsgd_proxy
-        from auditsel.table3 import Table3Settings, build_protocol
+        from attacks.dpsgd_game import build_protocol, make_scorer
 
-        d = g.dpsgd
-        settings = Table3Settings(
-            dataset=d.dataset, data_dir=d.data_dir, model=d.model, hidden=d.hidden,
-            train_size=d.train_size, validation_size=d.validation_size, steps=spec.base.steps,
-            sample_rate=spec.base.sample_rate, clip=d.clip, learning_rates=d.learning_rates,
-            rounds=spec.rounds, delta=spec.delta, input_canary=d.input_canary, device=d.device,
-            max_batch_runs=d.max_batch_runs)
-        protocol = build_protocol(d.threat, d.canary, spec.base.noise_multiplier, settings)
-        return protocol, make_dpsgd_proxy(g.proxy, d.threat)
+        return (build_protocol(g.dpsgd, spec.base, spec.rounds),
+                make_scorer(g.dpsgd, g.proxy, spec.base, spec.rounds))
     from attacks.proxies import make_proxy
 
     if g.kind == "dpsgd_worst_case":

@@ -6,7 +6,8 @@ only records (score, b); turning those into epsilon is `auditsel.lower`'s job.
 
 Contracts:
 * protocol.release(member, rng) -> observations for a vector of coins (trainer side);
-* proxy(observations) -> float scores (adversary side: it never sees the coins).
+* proxy(observations) -> float scores (adversary side: it never sees the coins): one per trial
+  (n,), or one row per trial of P proxies evaluated on the same releases (n, P).
 
 Trials are cut into chunks of `chunk_size`; chunk i draws everything from
 Generator(SeedSequence(seed, spawn_key=(i,))), so the scores do not depend on how chunks are
@@ -101,8 +102,8 @@ def play_chunk(protocol, proxy: Callable, seed: int, index: int, size: int):
     member = rng.integers(0, 2, size=size, dtype=np.int8)
     observations = protocol.release(member, rng)
     scores = np.asarray(proxy(observations), dtype=np.float64)
-    if scores.shape != (size,):
-        raise RuntimeError(f"proxy returned shape {scores.shape}, expected ({size},)")
+    if scores.ndim not in (1, 2) or scores.shape[0] != size:
+        raise RuntimeError(f"proxy returned shape {scores.shape}, expected ({size},) or ({size}, P)")
     return index, scores, member
 
 
@@ -144,10 +145,10 @@ class _Checkpoints:
         except Exception as err:  # noqa: BLE001 - any unreadable file is reported the same way
             raise CheckpointError(f"checkpoint {path} is corrupted ({type(err).__name__}); "
                                   f"delete it to recompute that chunk") from None
-        if fingerprint != self.fingerprint or stored_index != index or scores.shape != member.shape:
+        if fingerprint != self.fingerprint or stored_index != index or scores.shape[:1] != member.shape:
             raise CheckpointError(f"checkpoint {path} does not belong to this experiment; "
                                   f"delete {self.dir} or use another --out")
-        if scores.shape != (size,):
+        if scores.shape[0] != size:
             return None  # the last, partial chunk of a run with another trial count: recompute
         return scores, member
 

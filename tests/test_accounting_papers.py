@@ -1,7 +1,7 @@
 """The paper reproductions: Example 1 rows and the markdown renderer."""
 import pytest
 
-from auditsel.papers import TABLE4_LAWS, TABLE4_PAPER, example1_rows, to_markdown
+from auditsel.reproductions.bounds import TABLE4_LAWS, TABLE4_PAPER, example1_rows, to_markdown
 
 
 def test_example1_rows_match_the_paper():

@@ -194,11 +194,11 @@ def test_reproduce_figure6_plot_draws_heuristics_dashed(tmp_path, monkeypatch):
     dashed and labelled heuristic (UG everywhere), and the points below eps_B are marked."""
     from pathlib import Path
 
-    from auditsel.reproduce import _plot_figure6
+    from auditsel.reproductions.figure6 import plot
 
     rows = json.loads((Path(__file__).resolve().parents[1] / "results" / "papers" / "figure6" / "rows.json").read_text())
     assert any(r["tau"] < 1 and r["exact"] < r["eps_B"] for r in rows)
-    lines = drawn_lines(monkeypatch, lambda: _plot_figure6(rows, tmp_path / "f.png"))
+    lines = drawn_lines(monkeypatch, lambda: plot(rows, tmp_path))
     for label, style in lines:
         if label.startswith(("exact", "improved U")):
             assert ("heuristic" in label) == (style == "--"), (label, style)

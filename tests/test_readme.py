@@ -32,7 +32,7 @@ from auditsel.cli import build_parser
 COVERED_ELSEWHERE = {
     "auditsel reproduce table4": "test_reproduce.py (one cell, and the slow full table)",
     "auditsel reproduce figure6": "test_reproduce.py (a reduced grid)",
-    "auditsel reproduce dpsgd_factor": "test_reproduce.py (slow)",
+    "auditsel reproduce dpsgd-factor": "test_reproduce.py (slow)",
     "auditsel reproduce table3": "test_reproduce.py (one reduced cell)",
     "auditsel run configs/table4.yaml --jobs 2": "test_sweep.py (expansion of every point)",
     "auditsel run configs/figure6.yaml --jobs 2": "test_sweep.py (expansion of every point)",

@@ -1,32 +1,47 @@
-"""`auditsel reproduce`: the paper tables' files, on reduced grids (full grids are slow)."""
+"""`auditsel reproduce`: the registry, the paper tables' files on reduced grids (full grids are
+slow), and the README's claims checked against the computed rows."""
 import json
+import re
+from pathlib import Path
 
 import pytest
 
-from auditsel import papers, reproduce
+from auditsel import reproductions
 from auditsel.cli import main
+from auditsel.reproductions import bounds, figure6
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 
-def test_figure6_on_a_reduced_grid(tmp_path, monkeypatch):
-    full = papers.figure6_rows
-    monkeypatch.setattr(papers, "figure6_rows", lambda: full(eps_bs=(1, 4), taus=(1.0,), laws=[(0.0, 1e-2)]))
-    monkeypatch.setitem(reproduce.REPRODUCTIONS, "figure6", (
-        reproduce.REPRODUCTIONS["figure6"][0], lambda jobs: reproduce._figure6_rows(50_000, jobs), "figure6"))
-    out = reproduce.reproduce("figure6", tmp_path)
-    rows = json.loads((out / "rows.json").read_text())
+def test_registry_names_say_what_they_reproduce_and_the_cli_reads_them(capsys):
+    assert reproductions.names()[:6] == ["example1", "table4", "figure6", "table3",
+                                         "koskela-gaussian", "dpsgd-factor"]
+    for entry in reproductions.REGISTRY.values():
+        assert callable(entry.resolve(entry.rows))   # every path resolves
+        assert re.search(r"\[[A-Z]+\d\d\]", entry.title), entry.title  # cites an author-year key
+    with pytest.raises(ValueError, match="already registered"):
+        reproductions.register("table3", "x", "auditsel.reproductions.table3:rows")
+    assert main(["reproduce", "no-such-reproduction"]) == 2   # argparse choices: the registry
+    assert "'dpsgd-factor'" in capsys.readouterr().err
+
+
+def test_figure6_rows_and_plot(tmp_path):
+    cells = bounds.figure6_rows(eps_bs=(1, 4), taus=(1.0,), laws=[(0.0, 1e-2)])
+    rows = figure6.rows(50_000, 1, cells)
+    out = reproductions.render("figure6", rows, 0.0, tmp_path)
     assert len(rows) == 2 and (out / "figure6.png").exists() and (out / "table.csv").exists()
     for row in rows:
-        assert row["eps_L"] <= row["exact"] <= row["improved_rdp"] <= row["generic_rdp"]
+        assert 0 < row["eps_L"] <= row["exact"] <= row["improved_rdp"] <= row["generic_rdp"]
         assert row["exact"] <= row["profile"]
 
 
 def test_table4_cell_beside_the_paper():
-    base = papers._calibrated(1.0, 1.0, 1e-5)
+    base = bounds._calibrated(1.0, 1.0, 1e-5)
     from auditsel.accounting.improved import improved_epsilon
     from auditsel.rounds import TwoPoint
 
     ours = improved_epsilon(base.mu, TwoPoint(10, 0.1), 1e-5)
-    paper_ug, paper_uo = papers.TABLE4_PAPER[(1, 1.0)][0]
+    paper_ug, paper_uo = bounds.TABLE4_PAPER[(1, 1.0)][0]
     assert ours == pytest.approx(paper_uo, abs=0.1)     # agreement to a few tenths, not digits
 
 
@@ -37,26 +52,45 @@ def test_example1_and_koskela_gaussian_through_the_cli(tmp_path, capsys):
     assert (tmp_path / "koskela-gaussian" / "rows.json").exists()
 
 
+def _readme_factors():
+    """The README's '2.8x (E[K] = 10), 3.5x (100) and 4.0x (1000)' as {E[K]: factor}."""
+    m = re.search(r"allows\s+([\d.]+)x \(E\[K\] = (\d+)\),\s+([\d.]+)x \((\d+)\) and ([\d.]+)x \((\d+)\)",
+                  README)
+    assert m, "the README's dpsgd-factor sentence moved; update this test's pattern"
+    g = m.groups()
+    return {int(g[i + 1]): float(g[i]) for i in (0, 2, 4)}
+
+
+def _check_factor_row(row):
+    """The factor is what the README prints, and E[K](profile) is where the profile bound
+    reaches the RDP bound's eps: just below it at that mean, above it 2% further."""
+    from auditsel.mechanisms import DpsgdBase
+    from auditsel.accounting.profile import base_profile, profile_epsilon
+    from auditsel.rounds import TruncatedNegativeBinomial
+
+    m = row["E[K] (RDP)"]
+    assert round(row["factor"], 1) == _readme_factors()[m]
+    base = DpsgdBase(21.1, 250, 16384 / 50000)
+    prof = base_profile(base)
+    at = lambda mean: profile_epsilon(base, TruncatedNegativeBinomial(1.0, 1.0 / mean), 1e-5, prof)
+    target = row["eps (RDP, PS22 Thm 2)"]
+    assert at(row["E[K] (profile) at the same eps"]) <= target + 1e-9
+    assert at(1.02 * row["E[K] (profile) at the same eps"]) > target
+    assert row["eps (profile, Thm 5.2) at same E[K]"] < target   # tighter at the same E[K]
+
+
+def test_dpsgd_factor_at_ten_models_is_the_readmes():
+    _check_factor_row(bounds.dpsgd_factor_rows(means=(10,))[0])
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["table4", "dpsgd_factor", "figure6"])
+@pytest.mark.parametrize("name", ["table4", "dpsgd-factor", "figure6"])
 def test_full_reproductions(tmp_path, name):
     assert main(["reproduce", name, "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / name / "rows.json").read_text())
-    if name == "dpsgd_factor":
-        assert all(r["factor"] > 1 for r in rows)
+    if name == "dpsgd-factor":
+        assert [r["E[K] (RDP)"] for r in rows] == sorted(_readme_factors())
+        for row in rows:
+            _check_factor_row(row)
     if name == "table4":
-        assert papers.table4_summary(rows)["max_abs_diff"] < 0.5
-
-
-def test_table3_on_one_small_cell(monkeypatch):
-    pytest.importorskip("torch")
-    from auditsel import table3
-
-    full = table3.run_table3_grid
-    monkeypatch.setattr(table3, "run_table3_grid", lambda settings, log=None: full(
-        table3.Table3Settings(trials=40, train_size=60, steps=5, epsilons=(2.0,)),
-        cells=[("etcv", "dirac", 2.0)], log=log))
-    rows = reproduce._table3_rows(trials=40)
-    assert {r["proxy"] for r in rows} == {"lambda_a", "lambda_b"}
-    for row in rows:
-        assert 0 <= row["eps_split"] <= row["upper_exact"] <= row["upper_generic_rdp"]
+        assert bounds.table4_summary(rows)["max_abs_diff"] < 0.5

@@ -1,4 +1,5 @@
-"""The papers' numbers reproduced (issue 3 section 7), as lists of row dicts plus markdown.
+"""The papers' upper-bound numbers reproduced, as lists of row dicts (registered in
+`auditsel.reproductions`; `auditsel reproduce NAME` writes them).
 
 * `example1_rows()`      [XWW24] Example 1: exact (2.96, 0) / (2.92, 1e-5) of the released winner
                          against the generic (2 + eta) eps = 3 ([PS22] Cor. 3) and the generic
@@ -18,12 +19,14 @@
                          models (E[K]) the profile bound (Thm 5.2) allows than the RDP bound
                          (PS22 Thm 2) at the same (eps, delta), measured.
 
-Every row is a flat dict of numbers and strings; `to_markdown(rows, columns)` renders a table.
+Every row is a flat dict of numbers and strings; `auditsel.reproductions.to_markdown(rows, columns)`
+renders a table.
 eps_B -> sigma calibration for Table 4 / Figure 6 uses dp_accounting's RDP accountant (the paper
 says "an RDP accountant as in TensorFlow Privacy"), orders `mechanisms.RDP_ORDERS`.
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -37,11 +40,12 @@ from auditsel.accounting.profile import (base_profile, profile_epsilon, rnm_epsi
                                          rnm_gaussian_closed_form, rnm_gaussian_rdp)
 from auditsel.accounting.rdp import ORDERS, finite_rdp, gaussian_rdp, pure_dp_rdp, rdp_to_epsilon
 from auditsel.mechanisms import RDP_ORDERS, DpsgdBase, FiniteOutputBase, GaussianBase, gaussian_epsilon
+from auditsel.reproductions import to_markdown
 from auditsel.rounds import Binomial, Poisson, TruncatedNegativeBinomial, TwoPoint
 from auditsel.selection import FiniteWinner, GaussianWinner
 
 __all__ = ["example1_rows", "table4_rows", "figure6_rows", "koskela_gaussian_rows", "dpsgd_factor_rows",
-           "to_markdown", "TABLE4_PAPER", "FIGURE6_LAWS", "TABLE4_LAWS"]
+           "table4_rows_with_exact", "table4_lines", "to_markdown", "TABLE4_PAPER", "FIGURE6_LAWS", "TABLE4_LAWS"]
 
 # --- [XWW24] Table 4, typed in from the paper: (eps_B, tau) -> [(eps_UG, eps_UO)] per law ----
 TABLE4_LAWS = [(10, 0.1), (10, 0.01), (100, 0.01), (100, 1e-3), (1000, 1e-3)]
@@ -198,26 +202,6 @@ def dpsgd_factor_rows(delta: float = 1e-5, means=(10, 100, 1000)) -> list[dict]:
     return rows
 
 
-def to_markdown(rows: list[dict], columns=None, digits: int = 3) -> str:
-    """A GitHub markdown table of the rows (floats rounded to `digits`)."""
-    if not rows:
-        return ""
-    columns = list(columns or rows[0].keys())
-
-    def fmt(v):
-        if v is None:
-            return "-"
-        if isinstance(v, float):
-            if not math.isfinite(v):
-                return "inf"
-            return f"{v:.{digits}g}" if (abs(v) < 1e-3 and v != 0) else f"{v:.{digits}f}"
-        return str(v)
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def table4_summary(rows: list[dict]) -> dict:
     """Max / mean absolute difference to the paper, overall and per tau."""
     d = np.array([[abs(r["diff_UG"]), abs(r["diff_UO"])] for r in rows])
@@ -226,6 +210,16 @@ def table4_summary(rows: list[dict]) -> dict:
         sel = np.array([r["tau"] == tau for r in rows])
         out[f"max_abs_diff_tau_{tau:g}"] = float(d[sel].max())
     return out
+
+
+def table4_rows_with_exact() -> list[dict]:
+    """Table 4 with the exact reduced-game column (what `auditsel reproduce table4` writes)."""
+    return table4_rows(with_exact=True)
+
+
+def table4_lines(rows: list[dict]) -> list[str]:
+    """The summary line of the Table 4 reproduction."""
+    return ["Agreement with the paper: " + json.dumps(table4_summary(rows))]
 
 
 if __name__ == "__main__":  # pragma: no cover - a quick manual look

@@ -1,0 +1,119 @@
+"""The real DP-SGD tuning game ([XWW24] Sec. 4), built where the attack lives.
+
+The adversary sets up the game ([XWW24] Sec. 4.1, "Interaction"): it picks the threat model
+(which X, which score g; ``attacks.threats``), the canary z (``attacks.canaries``) and the
+proxy that turns a release into a score (``attacks.dpsgd_proxies``). The trainer
+(``auditsel.dpsgd``) then runs the tuning protocol H of [XWW24] Algorithm 2 over DP-SGD on plain
+data and never sees this module.
+
+* ``DpsgdGameSpec``  the one settings type of a DP-SGD game (frozen data): threat, canary, data,
+  model, grid of learning rates, clip, device. The DP-SGD base (sigma, N steps, tau) and the law
+  xi of the number of runs come from the experiment (``base`` and ``rounds`` of a config).
+* ``build_protocol(spec, base, rounds)``  the trainer's protocol H for one game.
+* ``make_scorer(spec, proxies, base, rounds)``  the adversary's score: one proxy (scores of
+  shape (n,)) or several evaluated on the same releases (``Scorer``, scores (n, P), one column
+  per proxy), so that one training per game serves every proxy (the engine,
+  ``auditsel.game.run_game``, records either shape).
+
+Heavy imports (torch, the trainer) happen inside the functions: reading a config that names a
+DP-SGD game does not load torch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from auditsel.errors import ConfigError
+
+__all__ = ["DpsgdGameSpec", "Scorer", "build_protocol", "make_scorer", "load_data",
+           "THREAT_NAMES", "CANARY_NAMES", "INPUT_CANARIES", "MODEL_NAMES"]
+
+THREAT_NAMES = ("ntnv", "ntcv", "etcv")
+CANARY_NAMES = ("dirac", "input")
+INPUT_CANARIES = ("inverted", "constant", "noise", "checkerboard", "mislabelled")
+MODEL_NAMES = ("logreg", "mlp", "cnn")
+
+
+@dataclass(frozen=True)
+class DpsgdGameSpec:
+    """Real DP-SGD tuning ([XWW24] Sec. 4): what the trainer runs and what the adversary does.
+    Steps N, sample rate tau and sigma come from the DP-SGD base; the law of K from rounds."""
+
+    threat: str = "etcv"             # ntnv | ntcv | etcv ([XWW24] Table 2)
+    canary: str = "dirac"            # dirac (Z_D) | input
+    input_canary: str = "inverted"   # inverted | constant | noise | checkerboard | mislabelled
+    dataset: str = "digits"
+    data_dir: Optional[str] = None
+    model: str = "logreg"            # logreg | mlp | cnn
+    hidden: tuple = (32,)
+    train_size: Optional[int] = 500
+    validation_size: Optional[int] = None
+    learning_rates: tuple = (0.001, 0.003, 0.01, 0.03)
+    clip: float = 1.0
+    device: Optional[str] = None
+    max_batch_runs: int = 256
+
+
+def load_data(spec: DpsgdGameSpec):
+    """(train, validation) of the spec's data set, cut to train_size / validation_size."""
+    from auditsel.dpsgd.data import load_split
+
+    train, validation = load_split(spec.dataset, spec.data_dir)
+    return train.take(spec.train_size), validation.take(spec.validation_size)
+
+
+def _canary(spec: DpsgdGameSpec, train, validation):
+    from attacks import canaries
+
+    if spec.canary == "dirac":
+        return canaries.dirac()
+    if spec.canary != "input":
+        raise ConfigError("game.canary", f"must be dirac or input, got {spec.canary!r}")
+    if spec.input_canary == "mislabelled":
+        return canaries.mislabelled(validation, 0)
+    return canaries.out_of_distribution(train, spec.input_canary)
+
+
+def build_protocol(spec: DpsgdGameSpec, base, rounds, data=None):
+    """The tuning protocol H of one game: spec's threat, canary, data, model and grid over a
+    DP-SGD base (``noise_multiplier``, ``steps``, ``sample_rate``: e.g.
+    auditsel.mechanisms.DpsgdBase) with K ~ rounds. ``data``: a preloaded
+    (train, validation) pair already cut to the spec's sizes (a grid loads it once)."""
+    from attacks.threats import tuning_game
+    from auditsel.dpsgd.models import ModelSpec
+
+    train, validation = data if data is not None else load_data(spec)
+    model = ModelSpec(spec.model, train.shape, train.num_classes, hidden=tuple(spec.hidden))
+    return tuning_game(
+        spec.threat, _canary(spec, train, validation), model=model, train=train,
+        validation=validation, rounds=rounds,
+        grid=[{"lr": float(v)} for v in spec.learning_rates], steps=base.steps,
+        noise_multiplier=base.noise_multiplier, sample_rate=base.sample_rate, clip=spec.clip,
+        device=spec.device, max_batch_runs=spec.max_batch_runs)
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """Several proxies on the same releases: observations -> scores (n, P), column j = names[j]."""
+
+    names: tuple
+    proxies: tuple
+
+    def __call__(self, observations) -> np.ndarray:
+        return np.stack([np.asarray(p(observations), dtype=np.float64) for p in self.proxies],
+                        axis=1)
+
+
+def make_scorer(spec: DpsgdGameSpec, proxies: Sequence[str] | str, base=None, rounds=None):
+    """One proxy by name (returns that proxy) or a Scorer over several names (same releases)."""
+    from attacks.dpsgd_proxies import make_dpsgd_proxy
+
+    if isinstance(proxies, str):
+        return make_dpsgd_proxy(proxies, spec.threat, base=base, rounds=rounds)
+    names = tuple(proxies)
+    if not names:
+        raise ConfigError("game.proxy", "name at least one proxy")
+    return Scorer(names, tuple(make_dpsgd_proxy(n, spec.threat, base=base, rounds=rounds)
+                               for n in names))
