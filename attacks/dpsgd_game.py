@@ -28,12 +28,13 @@ import numpy as np
 from auditsel.errors import ConfigError
 
 __all__ = ["DpsgdGameSpec", "Scorer", "build_protocol", "make_scorer", "load_data",
-           "THREAT_NAMES", "CANARY_NAMES", "INPUT_CANARIES", "MODEL_NAMES"]
+           "THREAT_NAMES", "CANARY_NAMES", "INPUT_CANARIES", "MODEL_NAMES", "DPSGD_PROXIES"]
 
 THREAT_NAMES = ("ntnv", "ntcv", "etcv")
 CANARY_NAMES = ("dirac", "input")
 INPUT_CANARIES = ("inverted", "constant", "noise", "checkerboard", "mislabelled")
 MODEL_NAMES = ("logreg", "mlp", "cnn")
+DPSGD_PROXIES = ("lambda_a", "lambda_b", "likelihood_ratio")   # attacks.dpsgd_proxies
 
 
 @dataclass(frozen=True)

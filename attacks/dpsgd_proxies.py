@@ -6,10 +6,23 @@ w_{i-1} (C e_0 for the Dirac canary):
     lambda_a = (1/N) sum_{i=1}^N <p_i^z, p_i> / C^2
     lambda_b = lambda_a - g(y)   under NTNV      lambda_b = lambda_a + g(y)   under NTCV, ETCV
 
-A proxy reads only the observation released by auditsel.dpsgd.protocol (fields ``canary_dot``
-= sum_i <p_i^z, p_i>, ``steps``, ``clip``, ``score`` = g(y), ``released``): never the coin.
+A proxy reads only the observation released by auditsel.dpsgd.protocol (fields ``canary_dots``
+= the per-step <p_i^z, p_i> of the released trajectory, ``steps``, ``clip``, ``score`` = g(y),
+``released``; see ``auditsel.dpsgd.protocol.RELEASE_FIELDS``): never the coin, k or a losing
+run. lambda_a is computed here, from those released numbers.
 The fixed output of k = 0 scores -inf. For ETCV with the Dirac canary, tau = 1 and one run,
 lambda_a ~ N(b, sigma^2 / N) exactly ([XWW24] Sec. 5.1).
+
+    likelihood_ratio = log A'(s) / A(s),  s = lambda_a sqrt(N) / sigma
+
+with A, A' the laws of the released winner of the reduced game ([XWW24] Sec. 5: the best of
+K ~ xi draws of N(0, 1) or N(mu, 1), mu = tau sqrt(N) / sigma; ``auditsel.selection``), built
+from public knowledge only (sigma, N, tau and the law of K). Under ETCV with Z_D, tau = 1 and
+one learning rate, s of each run is exactly N(b mu, 1) and the score g = (w_0 - w_N)[0] =
+lr N C lambda_a ranks runs as s does, so the released s IS the reduced game's winner and this
+proxy is the Neyman-Pearson test of the release. Elsewhere it is one more score (any score
+gives a valid audit; only its power changes). k = 0 scores 0 (the fixed output has the same
+mass under both coins).
 """
 from __future__ import annotations
 
@@ -20,17 +33,26 @@ import numpy as np
 from attacks.threats import ThreatModel, get_threat
 from auditsel.errors import ConfigError
 
-__all__ = ["LambdaA", "LambdaB", "DPSGD_PROXIES", "make_dpsgd_proxy"]
+__all__ = ["LambdaA", "LambdaB", "WinnerLikelihoodRatio", "DPSGD_PROXIES", "make_dpsgd_proxy",
+           "canary_dot"]
 
-DPSGD_PROXIES = ("lambda_a", "lambda_b")
+from attacks.dpsgd_game import DPSGD_PROXIES  # noqa: E402  (names only; a light module)
+
+
+def canary_dot(obs) -> np.ndarray:
+    """sum_i <p_i^z, p_i> of each released run, summed step by step (float64)."""
+    dots = np.asarray(obs["canary_dots"], dtype=np.float64)
+    total = np.zeros(dots.shape[0])
+    for i in range(dots.shape[1]):
+        total += dots[:, i]
+    return total
 
 
 def _lambda_a(obs) -> np.ndarray:
     released = np.asarray(obs["released"], dtype=bool)
     steps = np.where(released, obs["steps"], 1).astype(float)
     clip = np.where(released, obs["clip"], 1.0).astype(float)
-    dot = np.asarray(obs["canary_dot"], dtype=float)
-    return np.where(released, dot / (steps * clip * clip), -np.inf)
+    return np.where(released, canary_dot(obs) / (steps * clip * clip), -np.inf)
 
 
 @dataclass(frozen=True)
@@ -54,6 +76,19 @@ class LambdaB:
         return np.where(released, a + self.threat.score_sign * g, -np.inf)
 
 
+@dataclass(frozen=True)
+class WinnerLikelihoodRatio:
+    """log A'(s)/A(s) of the reduced game's winner at s = lambda_a sqrt(N)/sigma (see above)."""
+
+    winner: object      # auditsel.selection.GaussianWinner: public laws, no coins
+    scale: float        # sqrt(N) / sigma
+
+    def __call__(self, obs) -> np.ndarray:
+        released = np.asarray(obs["released"], dtype=bool)
+        s = np.where(released, _lambda_a(obs) * self.scale, -np.inf)
+        return np.asarray(self.winner.log_likelihood_ratio(s), dtype=float)
+
+
 def make_dpsgd_proxy(name: str, threat=None, *, base=None, rounds=None):
     """lambda_a, or lambda_b under ``threat`` (a ThreatModel or its name). ``base`` (the public
     DP-SGD settings) and ``rounds`` (the public law of K) are for proxies that use them."""
@@ -63,4 +98,13 @@ def make_dpsgd_proxy(name: str, threat=None, *, base=None, rounds=None):
         if threat is None:
             raise ConfigError("game.threat", "lambda_b needs the threat model (ntnv, ntcv, etcv)")
         return LambdaB(get_threat(threat))
+    if name == "likelihood_ratio":
+        if base is None or rounds is None:
+            raise ConfigError("game.proxy", "likelihood_ratio needs the DP-SGD base and the law of K")
+        from auditsel.mechanisms import GaussianBase
+        from auditsel.selection import GaussianWinner
+
+        mu = base.sample_rate * float(np.sqrt(base.steps)) / base.noise_multiplier
+        return WinnerLikelihoodRatio(GaussianWinner(GaussianBase(mu), rounds),
+                                     float(np.sqrt(base.steps)) / base.noise_multiplier)
     raise ConfigError("game.proxy", f"must be one of {', '.join(DPSGD_PROXIES)}, got {name!r}")

@@ -198,7 +198,9 @@ def _parse_game(raw, base) -> GameSpec:
         need = {"reduced": "gaussian or dpsgd", "discrete": "discrete", "dpsgd": "dpsgd",
                 "dpsgd_worst_case": "dpsgd"}[kind]
         raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
-    proxies = {"dpsgd": ("lambda_a", "lambda_b"), "dpsgd_worst_case": ("sample",)}.get(kind, PROXIES)
+    from attacks.dpsgd_game import DPSGD_PROXIES
+
+    proxies = {"dpsgd": DPSGD_PROXIES, "dpsgd_worst_case": ("sample",)}.get(kind, PROXIES)
     d = GameSpec()
     return GameSpec(
         kind=kind,

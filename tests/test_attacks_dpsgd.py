@@ -17,8 +17,14 @@ TRAIN, VAL = load_split("digits")
 
 
 def obs(dot, steps, clip, score, released=None):
+    """A release whose per-step statistics sum to ``dot`` (spread over the run's steps)."""
     n = len(dot)
-    return {"canary_dot": np.asarray(dot, float), "steps": np.asarray(steps),
+    steps_ = np.asarray(steps)
+    dots = np.zeros((n, max(1, int(steps_.max()))))
+    for t in range(n):
+        if steps_[t] > 0:
+            dots[t, :steps_[t]] = np.asarray(dot, float)[t] / steps_[t]
+    return {"canary_dots": dots, "steps": steps_,
             "clip": np.asarray(clip, float), "score": np.asarray(score, float),
             "released": np.ones(n, bool) if released is None else np.asarray(released)}
 
@@ -91,16 +97,65 @@ def test_trainer_side_never_imports_the_adversary():
         assert not any(m == "attacks" or m.startswith("attacks.") for m in _imports(f)), f
 
 
-def test_release_holds_no_coin_and_proxies_read_only_the_release():
-    proto = threats.tuning_game("etcv", canaries.dirac(), model=ModelSpec("logreg", TRAIN.shape, 10),
-                                train=TRAIN, validation=VAL,
-                                rounds=__import__("auditsel.rounds", fromlist=["Point"]).Point(2),
-                                grid=[{"lr": 0.1}], steps=2, noise_multiplier=1.0, device="cpu")
-    member = np.array([0, 1, 1, 0], np.int8)
-    o = proto.release(member, np.random.default_rng(0))
-    allowed = {"score", "canary_dot", "config", "w0", "wN", "released", "lr", "clip", "steps",
-               "noise_multiplier", "sample_rate"}
-    assert set(o) == allowed
-    # the release is the same function of the randomness whatever the coins of OTHER trials
-    o2 = proto.release(np.array([1, 1, 1, 1], np.int8), np.random.default_rng(0))
-    np.testing.assert_array_equal(o["canary_dot"][1:3], o2["canary_dot"][1:3])
+class RecordingRelease(dict):
+    """A release that records which fields a proxy reads."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.read = set()
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+
+def _release(member, seed=0, threat="etcv"):
+    from auditsel.rounds import Point
+    proto = threats.tuning_game(threat, canaries.dirac(), model=ModelSpec("logreg", TRAIN.shape, 10),
+                                train=TRAIN.take(30), validation=VAL.take(20), rounds=Point(2),
+                                grid=[{"lr": 0.1}, {"lr": 0.2, "steps": 3}], steps=2,
+                                noise_multiplier=1.0, device="cpu")
+    return proto.release(np.asarray(member, np.int8), np.random.default_rng(seed))
+
+
+def test_release_holds_exactly_the_documented_fields_and_no_coin():
+    from auditsel.dpsgd.protocol import RELEASE_FIELDS
+    o = _release([0, 1, 1, 0])
+    assert set(o) == set(RELEASE_FIELDS)
+    assert not set(RELEASE_FIELDS) & {"member", "coin", "b", "k", "runs", "seeds", "losing"}
+    assert o["canary_dots"].shape == (4, 3)          # N_max = 3 steps; 2-step runs end in a 0
+    # the release of a trial is the same function of the randomness whatever the coins of
+    # OTHER trials: nothing of another trial's coin leaks into it
+    o2 = _release([1, 1, 1, 1])
+    for key in RELEASE_FIELDS:
+        np.testing.assert_array_equal(o[key][1:3], o2[key][1:3])
+    assert not np.array_equal(o["canary_dots"][0], o2["canary_dots"][0])  # its own coin does
+
+
+@pytest.mark.parametrize("threat", ["ntnv", "ntcv", "etcv"])
+def test_proxies_read_only_released_fields(threat):
+    """Adversary side of the wall: every DP-SGD proxy, run on a real release, reads only fields
+    of RELEASE_FIELDS (never the coin, k or a losing run), and the source of attacks/ reads no
+    other field and calls nothing that would hand it the protocol's internal randomness."""
+    from attacks.dpsgd_proxies import DPSGD_PROXIES
+    from auditsel.dpsgd.protocol import RELEASE_FIELDS
+    from auditsel.accounting.base import DpsgdBase
+    from auditsel.rounds import Point
+    o = RecordingRelease(_release([0, 1, 1, 0], threat=threat))
+    for name in DPSGD_PROXIES:
+        o.read.clear()
+        scores = make_dpsgd_proxy(name, threat, base=DpsgdBase(1.0, 2), rounds=Point(2))(o)
+        assert scores.shape == (4,) and o.read and o.read <= set(RELEASE_FIELDS), (name, o.read)
+    for f in (ROOT / "attacks").glob("*.py"):
+        tree = ast.parse(f.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute):
+                assert node.attr not in {"plan", "_update", "member", "configs"}, (f, node.attr)
+            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                    and node.value.id in {"obs", "observations", "release"}
+                    and isinstance(node.slice, ast.Constant)):
+                assert node.slice.value in RELEASE_FIELDS, (f, node.slice.value)

@@ -76,7 +76,7 @@ def test_release_is_the_best_scored_run_of_each_trial():
         assert obs["config"][t] == config[best]
         assert obs["lr"][t] == cfg[best]["lr"] and obs["clip"][t] == cfg[best]["clip"]
         np.testing.assert_allclose(obs["wN"][t], res.wN[best].numpy(), rtol=1e-5, atol=1e-6)
-        assert obs["canary_dot"][t] == pytest.approx(res.canary_dot[best].item(), rel=1e-5)
+        np.testing.assert_allclose(obs["canary_dots"][t], res.canary_dots[best].numpy(), rtol=1e-5)
 
 
 def test_release_is_deterministic_given_rng_and_has_one_row_per_trial():

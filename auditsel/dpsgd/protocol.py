@@ -20,15 +20,21 @@ rate). The score g (Table 2) is plain data read by this module:
 runs batched along the run dimension, deterministically given rng (every run's seed is drawn
 from rng). It returns the observation of each trial, a dict of arrays with one row per trial:
 
-    score       g of the released run                                   float64
-    canary_dot  sum_i <p_i^z, p_i> of the released run (post-processing
-                of its trajectory with the public canary z; -inf for k = 0)   float64
+    score        g of the released run                                  float64
+    canary_dots  <p_i^z, p_i> for i = 1..N of the released run (T, N_max): float64
+                 the per-step statistics of its trajectory with the public canary z
+                 (0 past the run's N steps, and for k = 0)
     lr, clip, noise_multiplier, sample_rate, steps, config
-                the released run's configuration (its index in Omega)
-    w0, wN      first and last iterate of the released run (T, d)       float32
-    released    False where k = 0 (the fixed output)                    bool
+                 the released run's configuration (its index in Omega)
+    w0, wN       first and last iterate of the released run (T, d)      float32
+    released     False where k = 0 (the fixed output)                   bool
 
-Nothing else: not the coin, not k, not the losing runs, not the Poisson batch sizes.
+(``RELEASE_FIELDS``.) [XWW24] Sec. 4 releases the winner's whole trajectory y = (p_1..p_N,
+w_1..w_N); the release here is a post-processing of y with the public z (w_0, w_N, the
+configuration and the N numbers <p_i^z, p_i>, which anyone holding y and z computes), so an
+audit of it is an audit of the protocol. It holds nothing else: not the coin, not k, not the
+losing runs, not the Poisson batch sizes. The adversary's proxies (``attacks``) are computed
+from these fields only.
 """
 from __future__ import annotations
 
@@ -47,9 +53,10 @@ from auditsel.rounds import RoundsLaw
 from auditsel.errors import ConfigError
 
 __all__ = ["ValidationLoss", "CanaryLoss", "FirstCoordinateShift", "Score", "evaluate_score",
-           "DpsgdTuningProtocol", "GRID_KEYS"]
+           "DpsgdTuningProtocol", "GRID_KEYS", "RELEASE_FIELDS"]
 
 GRID_KEYS = ("lr", "clip", "steps", "noise_multiplier", "sample_rate")
+RELEASE_FIELDS = ("score", "canary_dots", "config", "w0", "wN", "released") + GRID_KEYS
 
 
 @dataclass(frozen=True)
@@ -103,9 +110,13 @@ def evaluate_score(score: Score, model: ModelSpec, w0: torch.Tensor, wN: torch.T
             for s in range(0, len(data), step):
                 x = torch.as_tensor(data.x[s:s + step], dtype=wN.dtype, device=wN.device)
                 y = torch.as_tensor(data.y[s:s + step], dtype=torch.long, device=wN.device)
-                logits = model.batched_logits(wN, x)  # (R, n, classes)
-                ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.repeat(R),
-                                     reduction="none").reshape(R, -1)
+                if model.has_dense_path:  # examples-last logits (R, classes, n): one GEMM
+                    z = model.dense_forward_t(wN, x.reshape(len(x), -1).T)[-1][1]
+                    ce = torch.logsumexp(z, 1) - z.gather(1, y.expand(R, 1, -1))[:, 0]
+                else:
+                    logits = model.batched_logits(wN, x)  # (R, n, classes)
+                    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.repeat(R),
+                                         reduction="none").reshape(R, -1)
                 total -= ce.double().sum(1)
             return total / len(data) if score.reduction == "mean" else total
     raise TypeError(f"unknown score {score!r}")
@@ -197,7 +208,7 @@ class DpsgdTuningProtocol:
 
         best_score = np.full(T, -np.inf)
         best_run = np.full(T, -1, dtype=np.int64)
-        best_dot = np.full(T, -np.inf)
+        best_dots = np.zeros((T, int(cols["steps"].max())))
         w0 = np.zeros((T, d), dtype=np.float32)
         wN = np.zeros((T, d), dtype=np.float32)
 
@@ -215,13 +226,13 @@ class DpsgdTuningProtocol:
                     dtype=self.dtype, method=self.method, memory_budget=self.memory_budget)
                 g = evaluate_score(self.score, self.model, res.w0, res.wN).cpu().numpy()
                 g = np.where(np.isnan(g), -np.inf, g)  # a diverged run never wins
-                self._update(idx, trial[idx], g, res, best_score, best_run, best_dot, w0, wN)
+                self._update(idx, trial[idx], g, res, best_score, best_run, best_dots, w0, wN)
 
         released = k > 0
         picked = config[np.maximum(best_run, 0)] if R else np.zeros(T, dtype=np.int64)
         obs = {
             "score": np.where(released, best_score, 0.0),
-            "canary_dot": np.where(released, best_dot, -np.inf),
+            "canary_dots": best_dots,
             "config": np.where(released, picked, -1),
             "w0": w0, "wN": wN, "released": released,
         }
@@ -230,7 +241,7 @@ class DpsgdTuningProtocol:
         return obs
 
     @staticmethod
-    def _update(idx, trials, g, res, best_score, best_run, best_dot, w0, wN):
+    def _update(idx, trials, g, res, best_score, best_run, best_dots, w0, wN):
         """Keep, per trial, the best run so far (ties: the lowest run index)."""
         order = np.lexsort((idx, -g, trials))  # per trial: highest score, then earliest run
         first = np.ones(len(order), dtype=bool)
@@ -241,6 +252,8 @@ class DpsgdTuningProtocol:
         cand, t = cand[better], t[better]
         best_score[t] = g[cand]
         best_run[t] = idx[cand]
-        best_dot[t] = res.canary_dot[cand].cpu().numpy()
+        steps = res.canary_dots.shape[1]
+        best_dots[t, :steps] = res.canary_dots[cand].cpu().numpy()
+        best_dots[t, steps:] = 0.0
         w0[t] = res.w0[cand].float().cpu().numpy()
         wN[t] = res.wN[cand].float().cpu().numpy()

@@ -21,10 +21,17 @@ Determinism: run r draws everything from its own seed s_r (init, Poisson masks, 
 streams of ``SeedSequence(s_r)``), in blocks of a fixed number of steps, so a run's trajectory
 does not depend on which other runs share its batch: batched == one at a time.
 
-What is kept of the trajectory y = {p_1..p_N, w_1..w_N}: w_0, w_N and, when a canary is given,
-the statistic sum_i <p_i^z, p_i> with p_i^z = CLP_C(grad l(w_{i-1}; z)) (C e_0 for Z_D). It
-is a function of y and the public z only (post-processing of the release), computed here so
-that the trajectory never has to be stored.
+What is kept of the trajectory y = {p_1..p_N, w_1..w_N} (which [XWW24] Sec. 4 releases in
+full: every private gradient p_i = (w_{i-1} - w_i) / lr): w_0, w_N and, when a canary is given,
+the N per-step statistics <p_i^z, p_i> with p_i^z = CLP_C(grad l(w_{i-1}; z)) (C e_0 for Z_D).
+Each is a function of y and the public z only, i.e. a post-processing of the released
+trajectory that anyone holding y and z computes the same way; they are computed here, during
+training, only so that the trajectory (N x d numbers per run) never has to be stored. What an
+adversary makes of them (lambda_a, ...) is computed in ``attacks`` from the release.
+
+Speed: dense models keep examples last, (R, features, n), so every product is one GEMM
+(a shared input against all runs' weights at once) or a batched GEMM and every reduction
+vectorises; Z_D's gradient is added at its coordinate instead of as a dense vector.
 """
 from __future__ import annotations
 
@@ -79,11 +86,21 @@ Canary = Union[ExampleCanary, GradientCanary]
 
 @dataclass
 class TrainResult:
-    """What the protocol may release of R runs: w_0, w_N (R, d) and sum_i <p_i^z, p_i> (R,)."""
+    """What the protocol may release of R runs: w_0, w_N (R, d) and the per-step statistics
+    <p_i^z, p_i> (R, N) float64 (zeros without a canary)."""
 
     w0: torch.Tensor
     wN: torch.Tensor
-    canary_dot: torch.Tensor
+    canary_dots: torch.Tensor
+
+    @property
+    def canary_dot(self) -> torch.Tensor:
+        """sum_i <p_i^z, p_i> (R,), summed step by step in float64."""
+        total = torch.zeros(self.canary_dots.shape[0], dtype=torch.float64,
+                            device=self.canary_dots.device)
+        for i in range(self.canary_dots.shape[1]):
+            total += self.canary_dots[:, i]
+        return total
 
 
 def default_device() -> torch.device:
@@ -175,41 +192,57 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
     Per layer l with input a and output-gradient e (per example), grad W_l = e a^T and
     grad b_l = e, so ||grad||^2 = sum_l ||e_l||^2 (||a_l||^2 + 1); the clipped sum of layer l
     is sum_n c_n e_n a_n^T. The e_l come from an explicit backward pass of the cross-entropy
-    (softmax - onehot, then through W and the ReLU masks).
+    (softmax - onehot, then through W and the ReLU masks). Tensors are kept examples-last,
+    (R, features, n) (``ModelSpec.dense_forward_t``): every product is one GEMM or a batched
+    GEMM and every reduction vectorises along the examples.
     """
-    layers = model.dense_forward(w, x.reshape(*y.shape, -1))
+    R = w.shape[0]
+    if y.dim() == 1:
+        xt = x.reshape(x.shape[0], -1).T                      # (f, n), shared by the runs
+    else:
+        xt = x.reshape(*y.shape, -1).transpose(1, 2)          # (R, f, n)
+    layers = model.dense_forward_t(w, xt)
     params = model.unflatten(w)
-    logits = layers[-1][1]
-    e = torch.exp(logits - logits.amax(-1, keepdim=True))  # softmax, written out: torch.softmax
-    e = e / e.sum(-1, keepdim=True)                         # over a short last dim is slow on CPU
-    e = e - F.one_hot(y, logits.shape[-1]).to(e.dtype)  # (R, n, classes)
+    e = layers[-1][1]                                          # logits (R, classes, n)
+    classes = e.shape[1]
+    e = e - e.amax(1, keepdim=True)
+    e.exp_()
+    e /= e.sum(1, keepdim=True)                                # softmax over the classes
+    onehot = F.one_hot(y, classes).to(e.dtype)
+    e -= onehot.T if y.dim() == 1 else onehot.transpose(1, 2)
     grads_out = [None] * len(layers)
     for l in range(len(layers) - 1, -1, -1):
         grads_out[l] = e
         if l > 0:
-            e = torch.einsum("rno,roi->rni", e, params[2 * l]) * (layers[l - 1][1] > 0)
+            e = torch.bmm(params[2 * l].transpose(1, 2), e) * (layers[l - 1][1] > 0)
     sq = 0
     for (a, _), e in zip(layers, grads_out):
-        a_sq = (a * a).sum(-1) + 1.0  # (n,) or (R, n)
-        sq = sq + (e * e).sum(-1) * a_sq
+        a_sq = (a * a).sum(-2) + 1.0  # (n,) or (R, n)
+        sq = sq + (e * e).sum(1) * a_sq
     factors = clip_factors(torch.sqrt(sq), clip[:, None]) * weight  # (R, n)
     parts = []
     for (a, _), e in zip(layers, grads_out):
-        ec = e * factors[..., None]
-        if a.dim() == 2:
-            parts.append(torch.einsum("rno,ni->roi", ec, a).reshape(w.shape[0], -1))
+        ec = e * factors[:, None, :]                           # (R, out, n)
+        if a.dim() == 2:  # shared input: one GEMM (R out, n) x (n, f)
+            parts.append((ec.reshape(-1, ec.shape[-1]) @ a.T).reshape(R, -1))
         else:
-            parts.append(torch.einsum("rno,rni->roi", ec, a).reshape(w.shape[0], -1))
-        parts.append(ec.sum(1))
+            parts.append(torch.bmm(ec, a.transpose(1, 2)).reshape(R, -1))
+        parts.append(ec.sum(2))
     return torch.cat(parts, dim=1)
 
 
-def _clipped_sum(model, w, x, y, clip, weight, method, budget):
+def _clipped_sum(model, w, x, y, clip, weight, method, budget, full_batch=False):
     """Chunk the examples so that at most ~budget numbers are alive at once. When the Poisson
     batches are sparse (under half the examples kept), each run's kept examples are gathered
     first (padded to the largest batch with weight 0), so the work scales with tau n, not n."""
     R, d = w.shape
     n = x.shape[0]
+    fn = _ghost_clipped_sum if method == "ghost" else _vmap_clipped_sum
+    if full_batch:  # tau = 1 everywhere: every example in every run, weights all 1
+        width = d if method == "vmap" else sum(i + o for i, o in model.dense_sizes)
+        chunk = max(1, min(n, budget // max(1, R * width)))
+        if chunk >= n:
+            return fn(model, w, x, y, clip, weight)
     kept = weight != 0
     counts = kept.sum(1)
     if n > 1 and int(counts.max()) * 2 <= n:
@@ -218,7 +251,6 @@ def _clipped_sum(model, w, x, y, clip, weight, method, budget):
         weight = torch.gather(weight, 1, idx)
         x, y = x[idx], y[idx]  # (R, b, ...), (R, b)
         n = b
-    fn = _ghost_clipped_sum if method == "ghost" else _vmap_clipped_sum
     width = d if method == "vmap" else sum(i + o for i, o in model.dense_sizes)
     chunk = max(1, min(n, budget // max(1, R * width)))
     total = torch.zeros_like(w)
@@ -314,14 +346,19 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
                      for v in states])
     w = torch.stack([model.init(g[0], dtype=dtype, device=device) for g in gens])
     w0 = w.clone()
-    dot = torch.zeros(R, dtype=torch.float64, device=device)
+    dots = torch.zeros(R, steps, dtype=torch.float64, device=device)
     ones = torch.ones(R, n + 1, dtype=dtype, device=device)
+    noise = torch.empty(R, BLOCK, d, dtype=dtype, device=device)
+    dirac = isinstance(canary, GradientCanary)
+    if dirac:
+        cz = canary.coordinate
+        clip64 = clip_t.double()
 
     with torch.no_grad():
         for block_start in range(0, steps, BLOCK):
             b = min(BLOCK, steps - block_start)
-            noise = torch.stack([torch.randn(BLOCK, d, generator=g[2], dtype=dtype, device=device)
-                                 for g in gens])  # (R, BLOCK, d)
+            for r, g in enumerate(gens):  # = torch.randn(BLOCK, d, generator=g[2]), in place
+                noise[r].normal_(generator=g[2])
             if subsampled.any():
                 u = torch.stack([torch.rand(BLOCK, n + 1, generator=g[1], dtype=dtype,
                                             device=device) if sub else
@@ -329,16 +366,29 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
                                  for g, sub in zip(gens, subsampled)])
                 masks = (u < rate_t[:, None, None]).to(dtype)  # (R, BLOCK, n + 1)
             for j in range(b):
+                i = block_start + j
                 mask = masks[:, j] if subsampled.any() else ones
+                # p_i = clipped sum (+ the canary's clipped gradient when it is in) + noise, in
+                # this order of additions; Z_D adds C at one coordinate only
                 if n:
-                    p = _clipped_sum(model, w, x, y, clip_t, mask[:, :n], method, memory_budget)
+                    p = _clipped_sum(model, w, x, y, clip_t, mask[:, :n], method, memory_budget,
+                                     full_batch=not subsampled.any())
+                    if dirac:
+                        p[:, cz] += clip_t * (inc_t * mask[:, n])
+                    elif canary is not None:
+                        pz = _canary_gradient(model, canary, w, clip_t, xz, yz)
+                        p += pz * (inc_t * mask[:, n])[:, None]
+                    p += noise[:, j] * noise_t[:, None]
                 else:
-                    p = torch.zeros_like(w)
-                if canary is not None:
-                    pz = _canary_gradient(model, canary, w, clip_t, xz, yz)
-                    p += pz * (inc_t * mask[:, n])[:, None]
-                p += noise[:, j] * noise_t[:, None]
-                if canary is not None:
-                    dot += (pz.double() * p.double()).sum(1)
-                w = w - lr_t[:, None] * p
-    return TrainResult(w0=w0, wN=w, canary_dot=dot)
+                    p = noise[:, j] * noise_t[:, None]
+                    if dirac:
+                        p[:, cz] += clip_t * (inc_t * mask[:, n])
+                    elif canary is not None:
+                        pz = _canary_gradient(model, canary, w, clip_t, xz, yz)
+                        p += pz * (inc_t * mask[:, n])[:, None]
+                if dirac:    # <p^z, p_i> = C p_i[coordinate]
+                    dots[:, i] = clip64 * p[:, cz].double()
+                elif canary is not None:
+                    dots[:, i] = (pz.double() * p.double()).sum(1)
+                w -= lr_t[:, None] * p
+    return TrainResult(w0=w0, wN=w, canary_dots=dots)
