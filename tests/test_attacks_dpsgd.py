@@ -159,3 +159,29 @@ def test_proxies_read_only_released_fields(threat):
                     and node.value.id in {"obs", "observations", "release"}
                     and isinstance(node.slice, ast.Constant)):
                 assert node.slice.value in RELEASE_FIELDS, (f, node.slice.value)
+
+
+def test_likelihood_ratio_proxy_reads_the_reduced_games_winner_on_etcv_dirac():
+    """ETCV, Z_D, tau = 1, one learning rate, K = 3: s = lambda_a sqrt(N)/sigma of the released
+    run is the best of 3 draws of N(b mu, 1), i.e. its cdf is Phi(x - b mu)^3 (KS test per coin),
+    and the proxy is the reduced game's log-likelihood ratio at s."""
+    from scipy import stats
+
+    from attacks.dpsgd_game import DpsgdGameSpec, build_protocol, make_scorer
+    from auditsel.accounting.base import DpsgdBase
+    from auditsel.rounds import Point
+
+    base, rounds = DpsgdBase(noise_multiplier=2.0, steps=4), Point(3)
+    spec = DpsgdGameSpec(threat="etcv", canary="dirac", dataset="breast_cancer",
+                         learning_rates=(0.05,), device="cpu")
+    proto = build_protocol(spec, base, rounds)
+    member = np.repeat([0, 1], 300).astype(np.int8)
+    o = proto.release(member, np.random.default_rng(1))
+    proxy = make_dpsgd_proxy("likelihood_ratio", "etcv", base=base, rounds=rounds)
+    s = LambdaA()(o) * np.sqrt(base.steps) / base.noise_multiplier
+    mu = np.sqrt(base.steps) / base.noise_multiplier
+    for b in (0, 1):
+        cdf = lambda x, b=b: stats.norm.cdf(x - b * mu) ** 3
+        assert stats.kstest(s[member == b], cdf).pvalue > 1e-3
+    np.testing.assert_allclose(proxy(o), proxy.winner.log_likelihood_ratio(s))
+    assert make_scorer(spec, ("lambda_a", "likelihood_ratio"), base, rounds)(o).shape == (600, 2)

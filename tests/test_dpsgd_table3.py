@@ -44,6 +44,8 @@ def test_sigma_is_calibrated_to_each_cells_eps_b_and_rows_carry_the_panel():
         up = upper_bounds(TINY.base(r["eps_B"]), TINY.rounds, TINY.delta)
         assert {f"upper_{k}" for k in up} <= set(r)
         assert r["upper_exact"] == pytest.approx(up["exact"]) and r["upper_exact"] > 0
+    text = "\n".join(table3.findings(rows, TINY))
+    assert f"{rows[0]['eps_best']:.2f} (lambda_a, eps_B = 2)" in text and "20 games per cell" in text
 
 
 def exact_only(base, rounds, delta):

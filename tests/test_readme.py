@@ -33,12 +33,16 @@ COVERED_ELSEWHERE = {
     "auditsel reproduce table4": "test_reproduce.py (one cell, and the slow full table)",
     "auditsel reproduce figure6": "test_reproduce.py (a reduced grid)",
     "auditsel reproduce dpsgd-factor": "test_reproduce.py (slow)",
-    "auditsel reproduce table3": "test_reproduce.py (one reduced cell)",
+    "auditsel reproduce table3": "test_dpsgd_table3.py (reduced cells of the grid, its findings)",
     "auditsel run configs/table4.yaml --jobs 2": "test_sweep.py (expansion of every point)",
     "auditsel run configs/figure6.yaml --jobs 2": "test_sweep.py (expansion of every point)",
     "auditsel run configs/one_run_dpsgd.yaml": "test_one_run.py (the config with fewer canaries and audits)",
     "auditsel run configs/worst_case_dpsgd.yaml --jobs 2": "test_dpsgd_worst_case.py (a config through the CLI)",
     "auditsel reproduce accountants --jobs 2": "test_dpsgd_worst_case.py (one cell through the reproduction)",
+    "auditsel run configs/dpsgd_leak.yaml --jobs 2 --out results/dpsgd_leak/dpsgd":
+        "test_dpsgd_leak.py (the setting, and the committed result)",
+    "auditsel run configs/dpsgd_leak_reduced.yaml --out results/dpsgd_leak/reduced":
+        "test_dpsgd_leak.py (the setting, and the committed result)",
 }
 
 
