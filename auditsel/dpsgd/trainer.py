@@ -31,7 +31,7 @@ adversary makes of them (lambda_a, ...) is computed in ``attacks`` from the rele
 
 Speed: dense models keep examples last, (R, features, n), so every product is one GEMM
 (a shared input against all runs' weights at once) or a batched GEMM and every reduction
-vectorises; Z_D's gradient is added at its coordinate instead of as a dense vector.
+vectorises; Z_D's gradient is added at its coordinate(s) instead of as a dense vector.
 """
 from __future__ import annotations
 
@@ -351,7 +351,7 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     noise = torch.empty(R, BLOCK, d, dtype=dtype, device=device)
     dirac = isinstance(canary, GradientCanary)
     if dirac:
-        cz = canary.coordinate
+        cz = canary.coordinates
         clip64 = clip_t.double()
 
     with torch.no_grad():
@@ -374,7 +374,7 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
                     p = _clipped_sum(model, w, x, y, clip_t, mask[:, :n], method, memory_budget,
                                      full_batch=not subsampled.any())
                     if dirac:
-                        p[:, cz] += clip_t * (inc_t * mask[:, n])
+                        p[:, cz] += (clip_t * (inc_t * mask[:, n]))[:, None]
                     elif canary is not None:
                         pz = _canary_gradient(model, canary, w, clip_t, xz, yz)
                         p += pz * (inc_t * mask[:, n])[:, None]
@@ -382,12 +382,12 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
                 else:
                     p = noise[:, j] * noise_t[:, None]
                     if dirac:
-                        p[:, cz] += clip_t * (inc_t * mask[:, n])
+                        p[:, cz] += (clip_t * (inc_t * mask[:, n]))[:, None]
                     elif canary is not None:
                         pz = _canary_gradient(model, canary, w, clip_t, xz, yz)
                         p += pz * (inc_t * mask[:, n])[:, None]
-                if dirac:    # <p^z, p_i> = C p_i[coordinate]
-                    dots[:, i] = clip64 * p[:, cz].double()
+                if dirac:    # <p^z, p_i> = C sum_c p_i[c] over the canary's coordinates
+                    dots[:, i] = (clip64[:, None] * p[:, cz].double()).sum(1)
                 elif canary is not None:
                     dots[:, i] = (pz.double() * p.double()).sum(1)
                 w -= lr_t[:, None] * p
