@@ -209,7 +209,8 @@ def _reproduce(tmp_path, grid, games):
     pytest.importorskip("opacus")
     pytest.importorskip("prv_accountant")
     from auditsel import accountants_table as at
-    from auditsel.reproduce import _clean, _render_accountants
+    from auditsel.reproductions import _clean
+    from auditsel.reproductions.accountants import render as _render_accountants
 
     rows = at.cell_rows(grid, games=games, close_games=0, work_dir=tmp_path / "ck", log=None)
     for row in rows:   # the rigorous bounds are never refuted

@@ -14,11 +14,12 @@ README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 
 def test_registry_names_say_what_they_reproduce_and_the_cli_reads_them(capsys):
-    assert reproductions.names()[:6] == ["example1", "table4", "figure6", "table3",
-                                         "koskela-gaussian", "dpsgd-factor"]
+    papers = ["example1", "table4", "figure6", "table3", "koskela-gaussian", "dpsgd-factor"]
+    assert set(papers) <= set(reproductions.names())
     for entry in reproductions.REGISTRY.values():
         assert callable(entry.resolve(entry.rows))   # every path resolves
-        assert re.search(r"\[[A-Z]+\d\d\]", entry.title), entry.title  # cites an author-year key
+        if entry.name in papers:
+            assert re.search(r"\[[A-Z]+\d\d\]", entry.title), entry.title  # cites an author-year key
     with pytest.raises(ValueError, match="already registered"):
         reproductions.register("table3", "x", "auditsel.reproductions.table3:rows")
     assert main(["reproduce", "no-such-reproduction"]) == 2   # argparse choices: the registry
