@@ -143,7 +143,7 @@ def test_proxies_read_only_released_fields(threat):
     other field and calls nothing that would hand it the protocol's internal randomness."""
     from attacks.dpsgd_proxies import DPSGD_PROXIES
     from auditsel.dpsgd.protocol import RELEASE_FIELDS
-    from auditsel.accounting.base import DpsgdBase
+    from auditsel.mechanisms import DpsgdBase
     from auditsel.rounds import Point
     o = RecordingRelease(_release([0, 1, 1, 0], threat=threat))
     for name in DPSGD_PROXIES:
@@ -168,7 +168,7 @@ def test_likelihood_ratio_proxy_reads_the_reduced_games_winner_on_etcv_dirac():
     from scipy import stats
 
     from attacks.dpsgd_game import DpsgdGameSpec, build_protocol, make_scorer
-    from auditsel.accounting.base import DpsgdBase
+    from auditsel.mechanisms import DpsgdBase
     from auditsel.rounds import Point
 
     base, rounds = DpsgdBase(noise_multiplier=2.0, steps=4), Point(3)
