@@ -1,16 +1,7 @@
 """Command line: `auditsel run [CONFIG] [--out DIR] [--trials N] [--seed S] [--jobs J]`.
 
-Exit codes:
-* 0 success;
-* 2 input the user can fix (config, arguments, score files, checkpoints, backend): one line on
-  stderr naming the field and what is allowed, nothing written (a new --out folder is removed);
-* 1 internal failure (a bug, e.g. a root finder that fails inside a bound): one line saying so
-  and naming the file the traceback was written to; nothing half-written either.
-* 130 interrupted (Ctrl-C): the checkpoints stay, rerunning the command resumes.
-
-Only the exception types in `_bad_input_types` mean exit 2; a plain ValueError raised deep in
-the numerics is an internal error. Heavy modules (numpy, scipy, matplotlib, torch, ...) are
-imported inside the commands, so `auditsel --help` stays instant.
+Exit codes: 0 success; 2 bad config, argument or checkpoint (one line on stderr, nothing
+written); 1 internal failure.
 """
 from __future__ import annotations
 
@@ -20,28 +11,17 @@ import os
 import shutil
 import sys
 import tempfile
-import time
-import traceback
 from pathlib import Path
 
 from auditsel import __version__
 from auditsel.backends import BACKENDS
+from auditsel.lower import THRESHOLD_RULES
 
 __all__ = ["main"]
 
 
 class UsageError(Exception):
-    """A user-fixable problem found by the CLI itself: printed as one line, exit code 2."""
-
-
-def _bad_input_types() -> tuple:
-    """The exception types that mean "input the user can fix" (exit 2); anything else is exit 1.
-
-    auditsel.errors.ConfigError is the one bad-input type (CheckpointError, BackendError and
-    ScoreFileError derive from it); UsageError is the CLI's own."""
-    from auditsel.errors import ConfigError
-
-    return (UsageError, ConfigError)
+    """A user-fixable problem: printed as one line, exit code 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -100,13 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="delta in [0, 1) (default 1e-5)")
     scores.add_argument("--confidence", type=_unit_interval("--confidence", lower=0.5), default=0.95,
                         help="confidence in [0.5, 1) (default 0.95)")
-    scores.add_argument("--threshold", default="split",
-                        help="threshold rule reported as eps: split (default), bonferroni or best "
-                             "(auditsel.lower.THRESHOLD_RULES); all rules are printed")
+    scores.add_argument("--threshold", choices=THRESHOLD_RULES, default="split",
+                        help="valid rule reported as eps (default split); all rules are printed")
+    scores.add_argument("--splits", type=_positive_int("--splits"), default=21,
+                        help="multisplit: number of random splits (default 21)")
     scores.add_argument("--thresholds", type=_positive_int("--thresholds"), default=100,
                         help="bonferroni grid size (default 100)")
     scores.add_argument("--threshold-range", nargs=2, type=float, metavar=("LO", "HI"),
-                        help="bonferroni grid range fixed in advance (default: the pooled score range)")
+                        help="bonferroni grid range fixed in advance (default: quantiles of a pilot, the "
+                        "first half of the rows, left out of the bound)")
     scores.add_argument("--json", action="store_true", help="print one JSON object (result.json's lower)")
     scores.add_argument("--one-run", action="store_true",
                         help="FILE holds one run's per-canary scores and inclusion bits: one-run audit "
@@ -171,34 +153,35 @@ def _command_run(args) -> int:
     progress = not args.no_progress and sys.stderr.isatty()
     try:
         return _run_into(args, out_dir, spec, points, progress)
-    except KeyboardInterrupt:
-        raise  # the checkpoints stay: rerunning the command resumes
-    except BaseException:
-        if created:  # nothing half-written: a folder this call made goes when the run fails
+    except UsageError:
+        if created:  # nothing half-written: a folder this call made goes when the run is refused
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
 
 
 def _run_into(args, out_dir, spec, points, progress) -> int:
-    from auditsel.backends import execution_backend
+    from auditsel.backends import BackendError, execution_backend
     from auditsel.experiment import run_experiment
+    from auditsel.game import CheckpointError
     from auditsel.report import text_table, write_outputs
     from auditsel.sweep import run_sweep
 
-    if points is not None:
-        run_sweep(points, out_dir, jobs=args.jobs, progress=progress)
-        if not args.quiet:
-            print((out_dir / "sweep.md").read_text())
-            print(f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
-                  f"and {len(points)} point folders")
-        return 0
-    with execution_backend(args.backend, args.scheduler, workers=abs(args.jobs) if args.jobs != -1 else 2) as backend:
-        result, artefacts = run_experiment(spec, out_dir, jobs=args.jobs, progress=progress, backend=backend)
-    record = artefacts.get("record")
-    if record is not None and record.resumed_chunks:
-        chunks = -(-spec.game.trials // spec.game.chunk_size)
-        print(f"auditsel: resumed {record.resumed_chunks} of {chunks} chunks from "
-              f"{out_dir / 'checkpoints'}", file=sys.stderr)
+    try:
+        if points is not None:
+            run_sweep(points, out_dir, jobs=args.jobs, progress=progress)
+            if not args.quiet:
+                print((out_dir / "sweep.md").read_text())
+                print(f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
+                      f"and {len(points)} point folders")
+            return 0
+        with execution_backend(args.backend, args.scheduler, workers=abs(args.jobs) if args.jobs != -1 else 2) as backend:
+            result, artefacts = run_experiment(spec, out_dir, jobs=args.jobs, progress=progress, backend=backend)
+    except BackendError as err:
+        raise UsageError(str(err)) from None
+    except CheckpointError as err:
+        raise UsageError(str(err)) from None
+    except ValueError as err:  # a setting only checkable with data (e.g. too few trials to split)
+        raise UsageError(str(err)) from None
     written = write_outputs(out_dir, result, artefacts)
     if not args.quiet:
         print(text_table(result))
@@ -221,15 +204,22 @@ def _command_reproduce(args) -> int:
     return 0
 
 
+RULE_NOTES = {"split": "valid; threshold chosen on the first part, bound on the rest",
+              "bonferroni": "valid; grid {grid}",
+              "bonferroni_all": "valid; every threshold, confidence split n ways",
+              "multisplit": "valid; lower median of {splits} random splits at half the level"}
+
+
 def _command_audit_scores(args) -> int:
     import numpy as np
 
-    from auditsel.audit import read_scores
-    from auditsel.lower import THRESHOLD_RULES, audit_scores
+    from auditsel.audit import ScoreFileError, read_scores
+    from auditsel.lower import SortedScores, audit_scores
 
-    if args.threshold not in THRESHOLD_RULES:
-        raise UsageError(f"--threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {args.threshold!r}")
-    score, member = read_scores(args.file)
+    try:
+        score, member = read_scores(args.file)
+    except ScoreFileError as err:
+        raise UsageError(str(err)) from None
     if args.one_run:
         return _audit_one_run(args, score, member)
     grid = None
@@ -238,9 +228,14 @@ def _command_audit_scores(args) -> int:
         if not lo < hi:
             raise UsageError(f"--threshold-range: LO must be below HI, got {lo:g} {hi:g}")
         grid = np.linspace(lo, hi, args.thresholds)
-    bounds = {rule: audit_scores(score, member, args.delta, confidence=args.confidence, rule=rule,
-                                 grid_size=args.thresholds, threshold_grid=grid)
-              for rule in THRESHOLD_RULES}
+    try:
+        ss = SortedScores(score, member)
+        bounds = {rule: audit_scores(score, member, args.delta, confidence=args.confidence, rule=rule,
+                                     grid_size=args.thresholds, threshold_grid=grid, splits=args.splits,
+                                     sorted_scores=ss)
+                  for rule in THRESHOLD_RULES}
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     chosen = bounds[args.threshold]
     if args.json:
         payload = {**chosen.to_dict(), "delta": args.delta,
@@ -250,23 +245,25 @@ def _command_audit_scores(args) -> int:
     n1 = int(member.sum())
     print(f"{args.file}: {len(member):,} games ({n1:,} with the canary), delta = {args.delta:g}, "
           f"{args.confidence:.0%} Clopper-Pearson")
+    source = ("fixed in advance by --threshold-range" if grid is not None else
+              f"from a pilot (the first {0.5:.0%} of the rows), which is left out of the bound")
     for rule, b in bounds.items():
-        note = {"split": "valid", "bonferroni": "valid" if grid is not None else
-                "grid from the pooled scores", "best": "optimistic"}[rule]
-        print(f"  eps_L {rule:<11} {b.eps:8.4f}   ({note}; score {b.direction} {b.threshold:.6g})")
-    print(f"  eps_L GDP fit     {chosen.eps_gdp:8.4f}   (heuristic; mu_L = {chosen.mu_gdp:.4f}, "
+        note = RULE_NOTES[rule].format(grid=source, splits=args.splits)
+        print(f"  eps_L {rule:<15} {b.eps:8.4f}   ({note}; score {b.direction} {b.threshold:.6g})")
+    print(f"  eps_L {'best threshold':<15} {chosen.eps_best_threshold:8.4f}   (optimistic: max over all "
+          f"thresholds, no confidence statement; not a bound)")
+    print(f"  eps_L {'GDP fit':<15} {chosen.eps_gdp:8.4f}   (heuristic; mu_L = {chosen.mu_gdp:.4f}, "
           f"{args.threshold} threshold)")
     return 0
 
 
 def _audit_one_run(args, score, member) -> int:
-    from auditsel.errors import ConfigError
     from auditsel.one_run import GdpFamily, PureDpFamily, audit_one_run
 
     family = {"gdp": GdpFamily, "pure_dp": PureDpFamily}[args.family]()
     try:
         bound = audit_one_run(score, member, args.delta, confidence=args.confidence, family=family)
-    except ConfigError as err:   # bad input only: any other failure is an internal error (exit 1)
+    except ValueError as err:
         raise UsageError(f"{args.file}: {err}") from None
     if args.json:
         print(json.dumps(bound.to_dict(), allow_nan=False))
@@ -294,37 +291,18 @@ def main(argv=None) -> int:
             return _command_reproduce(args)
         return _command_run(args)
     except UsageError as err:
-        print(f"auditsel: error: {_one_line(err)}", file=sys.stderr)
+        print(f"auditsel: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("auditsel: interrupted; rerun the same command to resume from the checkpoints",
               file=sys.stderr)
         return 130
-    except Exception as err:  # noqa: BLE001 - classified below: bad input (2) or internal (1)
-        if isinstance(err, _bad_input_types()):
-            print(f"auditsel: error: {_one_line(err)}", file=sys.stderr)
-            return 2
+    except Exception as err:  # noqa: BLE001 - internal failure: one line, exit 1
         if os.environ.get("AUDITSEL_DEBUG"):
             raise
-        where = _write_traceback(err)
-        print(f"auditsel: internal error (a bug, not your input): {type(err).__name__}: "
-              f"{_one_line(err, 200)}; traceback written to {where}", file=sys.stderr)
+        print(f"auditsel: internal error: {type(err).__name__}: {err} "
+              f"(set AUDITSEL_DEBUG=1 for a traceback)", file=sys.stderr)
         return 1
-
-
-def _one_line(err: BaseException, limit: int = 400) -> str:
-    text = " ".join(str(err).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _write_traceback(err: BaseException) -> str:
-    """The full traceback in a new file under the temp directory (never inside --out)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    fd, path = tempfile.mkstemp(prefix=f"auditsel-traceback-{stamp}-", suffix=".txt")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(f"auditsel {__version__}, argv: {sys.argv!r}\n")
-        handle.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))
-    return path
 
 
 if __name__ == "__main__":

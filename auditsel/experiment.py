@@ -97,6 +97,8 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
                       checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
                       fingerprint=fingerprint(spec), progress=progress, backend=backend,
                       in_memory=not stream)
+    # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
+    # pilot grid from the first split_fraction of the trials, left out of the bound
     grid = None
     if g.threshold == "bonferroni" and g.kind == "dpsgd_worst_case":
         grid = np.linspace(*protocol.score_range(), g.thresholds)
@@ -104,12 +106,13 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
         grid = threshold_grid(spec, g.proxy)
     if stream:
         bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=g.threshold,
-                             split_fraction=g.split_fraction, threshold_grid=grid)
+                             split_fraction=g.split_fraction, threshold_grid=grid, grid_size=g.thresholds)
         scores, member = record.chunks.head(PLOT_TRIALS)
         record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
     else:
         bound = audit_scores(record.scores, record.member, spec.delta, confidence=g.confidence,
-                             rule=g.threshold, split_fraction=g.split_fraction, threshold_grid=grid)
+                             rule=g.threshold, split_fraction=g.split_fraction, threshold_grid=grid,
+                             grid_size=g.thresholds)
     return record, bound, stream
 
 

@@ -10,20 +10,40 @@ FN + e^eps FP >= 1 - delta, hence (eq. 4)
     eps_L = max{ log((1 - delta - FP)/FN), log((1 - delta - FN)/FP), 0 }.
 
 FP and FN are replaced by Clopper-Pearson upper limits (statsmodels, method="beta") taken as
-two-sided intervals at level alpha each, so the two one-sided limits hold jointly with
-probability >= 1 - alpha (union bound). With alpha = 1 - confidence, eps_L is a lower bound
-with that confidence *for a threshold fixed in advance*. Threshold rules:
+two-sided intervals at level a each, so the two one-sided limits fail jointly with probability
+<= a (union bound). With alpha = 1 - confidence, the rules (`THRESHOLD_RULES`, all valid at
+confidence 1 - alpha on every path, conditionally on the coins) are:
 
-* split (default, valid): choose (t, direction) maximising eps_L on the first `split_fraction`
-  of the trials, then bound with it on the rest.
-* bonferroni (valid): a grid of m thresholds fixed before seeing the scores (from the spec's
-  threshold range), both directions, each at alpha / (2 m).
-* best (optimistic, for comparison with the papers): the max over all thresholds on all trials
-  at level alpha each; not a valid confidence statement.
+* split (default): choose (t, direction) maximising eps_L on the first `split_fraction` of
+  the trials, then bound with it (a = alpha) on the rest.
+* bonferroni: a grid of m thresholds, both directions, each pair at a = alpha / (2 m). The grid
+  is either fixed by the spec before any score is seen (`threshold_grid`, grid_source "spec"),
+  or it is `grid_size` quantiles of a *pilot*, the first `split_fraction` of the trials, which
+  is then excluded from evaluation (grid_source "pilot").
+* bonferroni_all: every threshold on the real line and both directions at a = alpha / n
+  (n = number of trials; jax_privacy's `Bonferroni()` strategy, with a divisor this module can
+  prove). Proof: given the coins, take the n0 scores of class 0 with order statistics
+  X_(1..n0) and continuous cdf F0 (a discrete F0 reduces to this through the probability
+  integral transform). For t in [X_(k), X_(k+1)) the '>' count is n0 - k and the true FP is at
+  most 1 - F0(X_(k)) ~ Beta(n0 - k + 1, k), whose (1 - a/2)-quantile is exactly the CP upper
+  limit of count n0 - k: each of the n0 order statistics carries one failure event of
+  probability a/2 for *every* t of its interval at once. Direction '<=' adds n0 more, class 1
+  2 n1 more: 2 n events of probability a/2, total n a = alpha. So the limits hold
+  simultaneously at every threshold, data-chosen ones included (streamed candidates too).
+* multisplit: `splits` random splits of the trials (seeded), split's bound at alpha / 2 on
+  each, and the lower median reported (Meinshausen, Meier & Buehlmann 2009, Theorem 3.1:
+  twice the median p-value is a valid p-value; jax_privacy's `MultiSplit`).
 
-All n + 1 thresholds are scanned at once in O(n log n) (one sort and cumulative counts);
-the exact Clopper-Pearson limit is evaluated only where an optimistic bound (the limit is at
-least the empirical rate, for confidence >= 1/2) could beat the best value found.
+`eps_best_threshold` (the max over all thresholds on all trials at a = alpha each, as the
+papers report it) is optimistic: it is always reported under that key, never as `eps`.
+
+One sort serves every rule (issue "one sort"): `SortedScores` sorts the scores once and keeps
+each sorted position's trial index, so the count table of any subset of trials (the split's
+two parts, a multisplit's random halves, the pilot) is a mask over the sorted order, and the
+counts at any thresholds are a binary search in it; every rule and every estimator of
+`auditsel.estimators` reads that one sort (O(n log n) once, O(n) per rule). The exact
+Clopper-Pearson limit is evaluated only where an optimistic bound (the limit is at least the
+empirical rate, for confidence >= 1/2) could beat the best value found.
 
 GDP fit ([NHSBTJCT23]; heuristic): mu_L = Phi^-1(1 - FP) - Phi^-1(FN) from the limits
 at the rule's threshold, converted to eps at delta with the Gaussian profile.
@@ -31,20 +51,22 @@ at the rule's threshold, converted to eps at delta with the Gaussian profile.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy.special import ndtri
 from statsmodels.stats.proportion import proportion_confint
 
 from auditsel.mechanisms import gaussian_epsilon
-from auditsel.errors import ConfigError
 
-__all__ = ["LowerBound", "THRESHOLD_RULES", "epsilon_from_rates", "clopper_pearson_upper", "audit_chunks",
-           "threshold_table", "audit_scores", "gdp_mu"]
+__all__ = ["LowerBound", "THRESHOLD_RULES", "epsilon_from_rates", "clopper_pearson_upper",
+           "clopper_pearson_lower", "audit_chunks", "threshold_table", "audit_scores", "gdp_mu",
+           "SortedScores", "Counts"]
 
-THRESHOLD_RULES = ("split", "bonferroni", "best")
+THRESHOLD_RULES = ("split", "bonferroni", "bonferroni_all", "multisplit")
+OPTIMISTIC_RULES = ("best",)
 PRUNE_BLOCK = 2048
+MULTISPLITS = 21        # odd, so the median is one of the bounds
 
 
 @dataclass(frozen=True)
@@ -65,12 +87,18 @@ class LowerBound:
     evaluated_trials: int
     eps_point: float = math.nan   # eq. 4 with the empirical FP, FN at the same threshold (no CI)
     method: str = "clopper_pearson"
+    valid: bool = True            # eps holds at `confidence` (every rule of THRESHOLD_RULES)
+    grid_source: str = ""         # bonferroni: "spec" (fixed in advance) or "pilot" (excluded)
+    eps_point_best: float = math.nan  # eq. 4 at the empirical rates of the best threshold
+    estimators: dict | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict:
         out = asdict(self)
         for key, value in out.items():
             if isinstance(value, float) and not math.isfinite(value):
                 out[key] = None
+        if out["estimators"] is None:
+            del out["estimators"]
         return out
 
 
@@ -96,32 +124,78 @@ def clopper_pearson_upper(count, nobs, alpha: float):
     return np.where(count >= nobs, 1.0, np.asarray(upper, dtype=float))
 
 
+def clopper_pearson_lower(count, nobs, alpha: float):
+    """Lower limit of the two-sided Clopper-Pearson interval at level alpha (statsmodels)."""
+    count = np.asarray(count)
+    if np.size(count) == 0:
+        return np.zeros(np.shape(count))
+    lower, _ = proportion_confint(count, nobs, alpha=alpha, method="beta")
+    return np.where(count <= 0, 0.0, np.asarray(lower, dtype=float))
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Counts at every distinct threshold of a set of trials, direction '>':
+    fp[i] = #{b = 0, score > t[i]}, fn[i] = #{b = 1, score <= t[i]}; t[0] = -inf."""
+
+    t: np.ndarray
+    fp: np.ndarray
+    fn: np.ndarray
+    n0: int
+    n1: int
+
+    @classmethod
+    def from_sorted(cls, s, b) -> "Counts":
+        """From scores already sorted ascending and their coins (no sort here)."""
+        b = np.asarray(b, dtype=bool)
+        n1 = int(b.sum())
+        n0 = len(b) - n1
+        cum1 = np.cumsum(b)
+        cum0 = np.arange(1, len(b) + 1) - cum1
+        last = np.nonzero(np.append(s[1:] != s[:-1], True))[0] if len(s) else np.zeros(0, int)
+        t = np.concatenate([[-np.inf], s[last]])
+        fn = np.concatenate([[0], cum1[last]])
+        fp = n0 - np.concatenate([[0], cum0[last]])
+        return cls(t, fp, fn, n0, n1)
+
+    def at(self, thresholds):
+        """(fp, fn) counts at arbitrary thresholds (largest table threshold <= each one)."""
+        idx = np.searchsorted(self.t, np.asarray(thresholds, dtype=float), side="right") - 1
+        return self.fp[idx], self.fn[idx]
+
+
+class SortedScores:
+    """The one sort: scores sorted ascending with each sorted position's trial index."""
+
+    def __init__(self, scores, member):
+        scores = np.asarray(scores, dtype=float)
+        self.order = np.argsort(scores, kind="stable")
+        self.s = scores[self.order]
+        self.b = np.asarray(member)[self.order].astype(bool)
+        self.n = len(scores)
+        self._all = None
+
+    def counts(self, mask=None) -> Counts:
+        """Counts of the trials selected by `mask` (over sorted positions); all when None."""
+        if mask is None:
+            if self._all is None:
+                self._all = Counts.from_sorted(self.s, self.b)
+            return self._all
+        return Counts.from_sorted(self.s[mask], self.b[mask])
+
+    def first(self, cut: int) -> np.ndarray:
+        """Mask of the trials with index < cut (the first part of a split), in sorted order."""
+        return self.order < cut
+
+
 def threshold_table(scores, member):
     """All distinct thresholds with counts for direction '>' (guess 1 when score > t).
 
     Returns (t, fp_count, fn_count, n0, n1); t[0] = -inf (everything guessed 1).
     Direction '<=' has counts n0 - fp_count and n1 - fn_count.
     """
-    scores = np.asarray(scores, dtype=float)
-    member = np.asarray(member).astype(bool)
-    order = np.argsort(scores)  # order within ties is irrelevant: counts are taken per value
-    s, b = scores[order], member[order]
-    n1 = int(b.sum())
-    n0 = len(b) - n1
-    cum1 = np.cumsum(b)
-    cum0 = np.arange(1, len(b) + 1) - cum1
-    last = np.nonzero(np.append(s[1:] != s[:-1], True))[0]  # last index of each distinct value
-    t = np.concatenate([[-np.inf], s[last]])
-    fn = np.concatenate([[0], cum1[last]])
-    fp = n0 - np.concatenate([[0], cum0[last]])
-    return t, fp, fn, n0, n1
-
-
-def _counts_at(scores, member, thresholds):
-    """fp/fn counts (direction '>') at given thresholds."""
-    t_all, fp_all, fn_all, n0, n1 = threshold_table(scores, member)
-    idx = np.searchsorted(t_all, thresholds, side="right") - 1  # largest t_all <= threshold
-    return fp_all[idx], fn_all[idx], n0, n1
+    c = SortedScores(scores, member).counts()
+    return c.t, c.fp, c.fn, c.n0, c.n1
 
 
 def _both_directions(fp, fn, n0, n1):
@@ -189,74 +263,137 @@ def _pick(thresholds, fp, fn, n0, n1, alpha, delta):
                 fn_u=fn_u, fp=fp2[i] / max(n0, 1), fn=fn2[i] / max(n1, 1))
 
 
-def _best_over_all(scores, member, alpha, delta):
-    return _pick(*threshold_table(scores, member), alpha, delta)
+def _pick_table(c: Counts, alpha, delta):
+    return _pick(c.t, c.fp, c.fn, c.n0, c.n1, alpha, delta)
 
 
-def _evaluate(scores, member, threshold, flip, alpha, delta):
-    fp, fn, n0, n1 = _counts_at(scores, member, np.array([threshold]))
+def _evaluate(c: Counts, threshold, flip, alpha, delta):
+    """eq. 4 with CP limits at one (threshold, direction) on the trials of table `c`."""
+    fp, fn = c.at(np.array([threshold]))
+    n0, n1 = c.n0, c.n1
     fp, fn = (n0 - fp, n1 - fn) if flip else (fp, fn)
     fp_u = float(clopper_pearson_upper(fp, n0, alpha)[0])
     fn_u = float(clopper_pearson_upper(fn, n1, alpha)[0])
     return dict(threshold=threshold, flip=flip, eps=float(epsilon_from_rates(fp_u, fn_u, delta)),
-                fp_u=fp_u, fn_u=fn_u, fp=float(fp[0]) / max(n0, 1), fn=float(fn[0]) / max(n1, 1))
+                fp_u=fp_u, fn_u=fn_u, fp=float(fp[0]) / max(n0, 1), fn=float(fn[0]) / max(n1, 1),
+                n=n0 + n1)
 
 
-def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: str = "split",
-                 split_fraction: float = 0.5, grid_size: int = 100,
-                 threshold_grid=None) -> LowerBound:
-    """eps lower bound from game scores (higher = guess member) under a threshold rule.
+def _both_coins(c: Counts, what: str):
+    if c.n0 == 0 or c.n1 == 0:
+        raise ValueError(f"game.trials: too few trials {what} (each part needs both coins)")
 
-    `member` holds the true coins b. For `bonferroni`, `threshold_grid` must be fixed before
-    seeing the scores (e.g. from the spec); without it `grid_size` thresholds span the range of
-    the pooled scores, which makes the grid (mildly) data-dependent.
-    """
+
+def _pilot_grid(s_sorted_pilot, grid_size: int) -> np.ndarray:
+    """`grid_size` quantiles of the pilot's finite scores (sorted), the pilot being excluded
+    from evaluation afterwards."""
+    finite = s_sorted_pilot[np.isfinite(s_sorted_pilot)]
+    if not len(finite):
+        return np.zeros(1)
+    idx = np.unique(np.round(np.linspace(0, len(finite) - 1, grid_size)).astype(int))
+    return np.unique(finite[idx])
+
+
+def _check_common(rule, confidence, delta, split_fraction):
+    if rule in OPTIMISTIC_RULES:
+        raise ValueError(f"game.threshold: {rule!r} is optimistic (no confidence statement) and is "
+                         f"reported as eps_best_threshold in every audit; choose one of "
+                         f"{', '.join(THRESHOLD_RULES)}")
     if rule not in THRESHOLD_RULES:
-        raise ConfigError("game.threshold", f"must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
+        raise ValueError(f"game.threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
     if not 0 < confidence < 1:
-        raise ConfigError("confidence", f"must be in (0, 1), got {confidence}")
+        raise ValueError(f"confidence: must be in (0, 1), got {confidence}")
     if not 0 <= delta < 1:
-        raise ConfigError("delta", f"must be in [0, 1), got {delta}")
-    scores = np.asarray(scores, dtype=float)
-    member = np.asarray(member).astype(np.int8)
-    if np.isnan(scores).any():
-        raise ConfigError("score", "contains NaN; every score must be a number (+-inf allowed)")
-    n1 = int(member.sum())
-    if n1 == 0 or n1 == len(member):
-        raise ConfigError("member", "needs trials with both member = 0 and member = 1")
-    alpha = 1 - confidence
-    best = _best_over_all(scores, member, alpha, delta)
-    if rule == "best":
-        chosen, evaluated = best, len(scores)
-    elif rule == "split":
-        if not 0 < split_fraction < 1:
-            raise ConfigError("game.split_fraction", f"must be in (0, 1), got {split_fraction}")
-        cut = int(len(scores) * split_fraction)
-        sel_s, sel_m = scores[:cut], member[:cut]
-        ev_s, ev_m = scores[cut:], member[cut:]
-        if min(sel_m.sum(), len(sel_m) - sel_m.sum(), ev_m.sum(), len(ev_m) - ev_m.sum()) == 0:
-            raise ConfigError("game.trials", "too few trials to split (each part needs both coins)")
-        pick = _best_over_all(sel_s, sel_m, alpha, delta)
-        chosen = _evaluate(ev_s, ev_m, pick["threshold"], pick["flip"], alpha, delta)
-        evaluated = len(ev_s)
-    else:
-        if threshold_grid is None:
-            if grid_size < 1:
-                raise ConfigError("game.thresholds", f"must be an integer >= 1, got {grid_size}")
-            finite = scores[np.isfinite(scores)]
-            lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 0.0)
-            threshold_grid = np.linspace(lo, hi, grid_size)
+        raise ValueError(f"delta: must be in [0, 1), got {delta}")
+    if not 0 < split_fraction < 1:
+        raise ValueError(f"game.split_fraction: must be in (0, 1), got {split_fraction}")
+
+
+def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: float, *,
+               split_fraction: float = 0.5, grid_size: int = 100, threshold_grid=None,
+               splits: int = MULTISPLITS, seed: int = 0) -> dict:
+    """One threshold rule on one sort; returns the chosen threshold's numbers (+ `n` evaluated,
+    `grid_source`)."""
+    ss = sorted_scores
+    n = ss.n
+    cut = int(n * split_fraction)
+    if rule == "split" or (rule == "bonferroni" and threshold_grid is None):
+        head = ss.first(cut)
+        sel, ev = ss.counts(head), ss.counts(~head)
+        _both_coins(sel, "to split"), _both_coins(ev, "to split")
+        if rule == "split":
+            pick = _pick_table(sel, alpha, delta)
+            return {**_evaluate(ev, pick["threshold"], pick["flip"], alpha, delta), "grid_source": ""}
+        grid = _pilot_grid(ss.s[head], grid_size)
+        chosen = _pick(grid, *ev.at(grid), ev.n0, ev.n1, alpha / (2 * len(grid)), delta)
+        return {**chosen, "n": ev.n0 + ev.n1, "grid_source": "pilot"}
+    c = ss.counts()
+    if rule == "bonferroni":
         grid = np.unique(np.asarray(threshold_grid, dtype=float))
-        chosen = _pick(grid, *_counts_at(scores, member, grid), alpha / (2 * len(grid)), delta)
-        evaluated = len(scores)
+        chosen = _pick(grid, *c.at(grid), c.n0, c.n1, alpha / (2 * len(grid)), delta)
+        return {**chosen, "n": n, "grid_source": "spec"}
+    if rule == "bonferroni_all":
+        return {**_pick_table(c, alpha / max(n, 1), delta), "n": n, "grid_source": "all"}
+    if rule == "multisplit":
+        if splits < 1:
+            raise ValueError(f"splits: must be an integer >= 1, got {splits}")
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x6d73,)))
+        runs = []
+        for _ in range(splits):
+            rank = np.empty(n, dtype=np.int64)
+            rank[rng.permutation(n)] = np.arange(n)
+            head = rank[ss.order] < cut
+            sel, ev = ss.counts(head), ss.counts(~head)
+            _both_coins(sel, "to split"), _both_coins(ev, "to split")
+            pick = _pick_table(sel, alpha / 2, delta)
+            runs.append(_evaluate(ev, pick["threshold"], pick["flip"], alpha / 2, delta))
+        runs.sort(key=lambda r: r["eps"])
+        median = runs[(len(runs) - 1) // 2]   # the lower median: conservative for even counts
+        return {**median, "grid_source": "", "splits": [r["eps"] for r in runs]}
+    raise ValueError(f"game.threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
+
+
+def _bound(chosen, best, rule, confidence, delta, trials, grid_source, estimators=None):
     mu = gdp_mu(chosen["fp_u"], chosen["fn_u"])
     return LowerBound(
         eps=chosen["eps"], eps_gdp=_gdp_epsilon(mu, delta), eps_best_threshold=best["eps"],
         mu_gdp=mu, confidence=confidence, threshold_rule=rule, threshold=chosen["threshold"],
         direction="<=" if chosen["flip"] else ">", fp=float(chosen["fp"]), fn=float(chosen["fn"]),
-        fp_upper=chosen["fp_u"], fn_upper=chosen["fn_u"], trials=len(scores),
-        evaluated_trials=evaluated,
-        eps_point=float(epsilon_from_rates(chosen["fp"], chosen["fn"], delta)))
+        fp_upper=chosen["fp_u"], fn_upper=chosen["fn_u"], trials=int(trials),
+        evaluated_trials=int(chosen["n"]),
+        eps_point=float(epsilon_from_rates(chosen["fp"], chosen["fn"], delta)),
+        valid=True, grid_source=grid_source,
+        eps_point_best=float(epsilon_from_rates(best["fp"], best["fn"], delta)),
+        estimators=estimators)
+
+
+def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: str = "split",
+                 split_fraction: float = 0.5, grid_size: int = 100,
+                 threshold_grid=None, splits: int = MULTISPLITS, seed: int = 0,
+                 sorted_scores: SortedScores | None = None) -> LowerBound:
+    """eps lower bound from game scores (higher = guess member) under a threshold rule.
+
+    `member` holds the true coins b. Every rule is valid at `confidence`: `bonferroni` uses
+    `threshold_grid` when given (it must be fixed before seeing the scores, e.g. from the
+    spec), otherwise a pilot grid of `grid_size` quantiles of the first `split_fraction` of the
+    trials, which are then left out of the evaluation. Pass `sorted_scores` to reuse a sort.
+    """
+    _check_common(rule, confidence, delta, split_fraction)
+    scores = np.asarray(scores, dtype=float)
+    member = np.asarray(member).astype(np.int8)
+    if np.isnan(scores).any():
+        raise ValueError("score: contains NaN; every score must be a number (+-inf allowed)")
+    n1 = int(member.sum())
+    if n1 == 0 or n1 == len(member):
+        raise ValueError("member: needs trials with both member = 0 and member = 1")
+    if rule == "bonferroni" and threshold_grid is None and grid_size < 1:
+        raise ValueError(f"game.thresholds: must be an integer >= 1, got {grid_size}")
+    alpha = 1 - confidence
+    ss = sorted_scores if sorted_scores is not None else SortedScores(scores, member)
+    best = _pick_table(ss.counts(), alpha, delta)
+    chosen = apply_rule(ss, rule, alpha, delta, split_fraction=split_fraction, grid_size=grid_size,
+                        threshold_grid=threshold_grid, splits=splits, seed=seed)
+    return _bound(chosen, best, rule, confidence, delta, len(scores), chosen["grid_source"])
 
 
 # --- streamed audits: bounded memory for any number of trials --------------------------------
@@ -284,60 +421,67 @@ def _stream_counts(source, indices, thresholds):
         fn += b
         n0 += c0
         n1 += c1
-    return fp, fn, n0, n1
+    return Counts(np.asarray(thresholds, dtype=float), fp, fn, n0, n1)
 
 
 def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "split",
-                 split_fraction: float = 0.5, threshold_grid=None,
+                 split_fraction: float = 0.5, threshold_grid=None, grid_size: int = 100,
                  candidates: int = STREAM_CANDIDATES) -> LowerBound:
     """audit_scores for trials streamed chunk by chunk from `source` (auditsel.game.ChunkSource).
 
-    Memory is bounded by one chunk plus the threshold counts. Candidate thresholds for `split`
-    (selection) and `best` are `candidates` quantiles of chunk 0's scores, a part of the
-    selection data, so `split` stays valid: the threshold is picked on the first
-    `split_fraction` of the chunks and the bound computed on the others. `bonferroni` counts
-    exactly at its fixed grid. `best` is the max over the candidate grid (optimistic).
+    Memory is bounded by one chunk plus the threshold counts. Chunks [0, cut) with
+    cut = round(chunks * split_fraction) are the selection part (the pilot), the others the
+    evaluation part. Candidate thresholds are `candidates` quantiles of chunk 0's scores, a part
+    of the pilot, so:
+    * split picks (t, direction) on the pilot chunks and bounds on the others (valid);
+    * bonferroni uses the spec's grid on all chunks, or `grid_size` quantiles of chunk 0 (the
+      pilot) on the evaluation chunks only (valid);
+    * bonferroni_all takes the max over the candidates on all chunks at alpha / n: valid
+      whatever the candidates, since its limits hold at every threshold at once;
+    * multisplit needs the trials in memory (refused here);
+    * eps_best_threshold is the max over the candidates at alpha (optimistic).
     """
-    if rule not in THRESHOLD_RULES:
-        raise ConfigError("game.threshold", f"must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
+    _check_common(rule, confidence, delta, split_fraction)
+    if rule == "multisplit":
+        raise ValueError("game.threshold: multisplit needs the scores in memory; a streamed audit "
+                         "offers split, bonferroni and bonferroni_all (or set game.stream: false)")
     alpha = 1 - confidence
     n_chunks = len(source)
+    cut = int(round(n_chunks * split_fraction))
+    if rule in ("split", "bonferroni") and not 0 < cut < n_chunks and not (rule == "bonferroni"
+                                                                          and threshold_grid is not None):
+        raise ValueError(f"game.split_fraction: with {n_chunks} chunks the split leaves a part "
+                         f"empty; use more trials or a smaller game.chunk_size")
     first, _ = source.load(0)
-    finite = np.unique(first[np.isfinite(first)])
-    quantiles = np.quantile(finite, np.linspace(0, 1, candidates)) if len(finite) else np.zeros(1)
+    finite = np.sort(first[np.isfinite(first)])
+    quantiles = _pilot_grid(finite, candidates)
     grid = np.unique(np.concatenate([[-np.inf], quantiles]))
-    fp, fn, n0, n1 = _stream_counts(source, range(n_chunks), grid)
-    if n0 == 0 or n1 == 0:
-        raise ConfigError("member", "needs trials with both member = 0 and member = 1")
-    best = _pick(grid, fp, fn, n0, n1, alpha, delta)
-    evaluated = n0 + n1
-    if rule == "best":
-        chosen = best
-    elif rule == "split":
-        cut = int(round(n_chunks * split_fraction))
-        if not 0 < cut < n_chunks:
-            raise ConfigError("game.split_fraction", f"with {n_chunks} chunks the split leaves a part "
-                             f"empty; use more trials or a smaller game.chunk_size")
-        fa, fna, a0, a1 = _stream_counts(source, range(cut), grid)
-        pick = _pick(grid, fa, fna, a0, a1, alpha, delta)
-        fb, fnb, b0, b1 = _stream_counts(source, range(cut, n_chunks), np.array([pick["threshold"]]))
-        fb, fnb = (b0 - fb, b1 - fnb) if pick["flip"] else (fb, fnb)
-        fp_u = float(clopper_pearson_upper(fb, b0, alpha)[0])
-        fn_u = float(clopper_pearson_upper(fnb, b1, alpha)[0])
-        chosen = dict(threshold=pick["threshold"], flip=pick["flip"],
-                      eps=float(epsilon_from_rates(fp_u, fn_u, delta)), fp_u=fp_u, fn_u=fn_u,
-                      fp=float(fb[0]) / max(b0, 1), fn=float(fnb[0]) / max(b1, 1))
-        evaluated = b0 + b1
-    else:
-        fixed = np.unique(np.asarray(threshold_grid if threshold_grid is not None else quantiles[::max(1, candidates // 100)],
-                                     dtype=float))
-        gf, gn, g0, g1 = _stream_counts(source, range(n_chunks), fixed)
-        chosen = _pick(fixed, gf, gn, g0, g1, alpha / (2 * len(fixed)), delta)
-    mu = gdp_mu(chosen["fp_u"], chosen["fn_u"])
-    return LowerBound(
-        eps=chosen["eps"], eps_gdp=_gdp_epsilon(mu, delta), eps_best_threshold=best["eps"],
-        mu_gdp=mu, confidence=confidence, threshold_rule=rule, threshold=chosen["threshold"],
-        direction="<=" if chosen["flip"] else ">", fp=float(chosen["fp"]), fn=float(chosen["fn"]),
-        fp_upper=chosen["fp_u"], fn_upper=chosen["fn_u"], trials=source.trials,
-        evaluated_trials=int(evaluated),
-        eps_point=float(epsilon_from_rates(chosen["fp"], chosen["fn"], delta)))
+    head = _stream_counts(source, range(min(max(cut, 1), n_chunks)), grid)
+    tail = _stream_counts(source, range(min(max(cut, 1), n_chunks), n_chunks), grid)
+    total = Counts(grid, head.fp + tail.fp, head.fn + tail.fn, head.n0 + tail.n0, head.n1 + tail.n1)
+    if total.n0 == 0 or total.n1 == 0:
+        raise ValueError("member: needs trials with both member = 0 and member = 1")
+    n = total.n0 + total.n1
+    best = _pick_table(total, alpha, delta)
+    grid_source = ""
+    if rule == "split":
+        _both_coins(head, "to split"), _both_coins(tail, "to split")
+        pick = _pick_table(head, alpha, delta)
+        ev = _stream_counts(source, range(cut, n_chunks), np.array([pick["threshold"]]))
+        chosen = _evaluate(ev, pick["threshold"], pick["flip"], alpha, delta)
+    elif rule == "bonferroni" and threshold_grid is not None:
+        fixed = np.unique(np.asarray(threshold_grid, dtype=float))
+        c = _stream_counts(source, range(n_chunks), fixed)
+        chosen = {**_pick(fixed, c.fp, c.fn, c.n0, c.n1, alpha / (2 * len(fixed)), delta), "n": n}
+        grid_source = "spec"
+    elif rule == "bonferroni":
+        _both_coins(tail, "to split")
+        pilot = _pilot_grid(finite, grid_size)
+        c = _stream_counts(source, range(cut, n_chunks), pilot)
+        chosen = {**_pick(pilot, c.fp, c.fn, c.n0, c.n1, alpha / (2 * len(pilot)), delta),
+                  "n": c.n0 + c.n1}
+        grid_source = "pilot"
+    else:  # bonferroni_all
+        chosen = {**_pick_table(total, alpha / n, delta), "n": n}
+        grid_source = "all"
+    return _bound(chosen, best, rule, confidence, delta, source.trials, grid_source)

@@ -4,15 +4,20 @@ For a protocol whose exact epsilon is known, repeat the whole audit (game + boun
 times with independent seeds and count the repetitions where eps_L > eps_true. A valid rule
 at confidence c over-claims in at most a fraction 1 - c of them (up to binomial noise); the
 optimistic `best` rule and the point estimate (no confidence interval) carry no such promise.
+
+Paths: `path="memory"` audits the scores in memory (`auditsel.lower.audit_scores`),
+`path="stream"` writes the chunks to a temporary folder and audits them one chunk at a time
+(`auditsel.lower.audit_chunks`), as `auditsel run` does above `game.stream`'s threshold.
 """
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
 from auditsel.game import run_game
-from auditsel.lower import audit_scores
+from auditsel.lower import SortedScores, audit_chunks, audit_scores
 
 __all__ = ["Coverage", "overclaim_rates"]
 
@@ -29,20 +34,52 @@ class Coverage:
         return self.overclaims / self.reps
 
 
+def _audit_once(record, rules, delta, confidence, threshold_grid, path, chunk_size):
+    out = {}
+    if path == "stream":
+        for rule in rules:
+            if rule in ("best", "point"):
+                continue
+            out[rule] = audit_chunks(record.chunks, delta, confidence=confidence, rule=rule,
+                                     threshold_grid=threshold_grid if rule == "bonferroni" else None).eps
+        return out
+    ss = SortedScores(record.scores, record.member)
+    for rule in rules:
+        if rule in ("best", "point"):
+            continue
+        bound = audit_scores(record.scores, record.member, delta, confidence=confidence, rule=rule,
+                             threshold_grid=threshold_grid, sorted_scores=ss)
+        out[rule] = bound.eps
+        out["best"], out["point"] = bound.eps_best_threshold, bound.eps_point_best
+    return out
+
+
 def overclaim_rates(protocol, proxy, true_epsilon: float, delta: float, *, reps: int, trials: int,
                     rules=("split", "bonferroni", "best", "point"), confidence: float = 0.95,
-                    seed: int = 0, threshold_grid=None) -> dict[str, Coverage]:
-    """Over-claim counts per rule ('point' = eq. 4 at the empirical rates of the best threshold)."""
+                    seed: int = 0, threshold_grid=None, path: str = "memory",
+                    chunk_size: int = 1000) -> dict[str, Coverage]:
+    """Over-claim counts per rule ('best' = max over all thresholds, optimistic; 'point' = eq. 4
+    at the empirical rates of the best threshold). `threshold_grid` is the spec's grid for
+    `bonferroni` (None: a pilot grid); `path` is "memory" or "stream"."""
+    if path not in ("memory", "stream"):
+        raise ValueError(f"path: must be 'memory' or 'stream', got {path!r}")
+    valid = [r for r in rules if r not in ("best", "point")]
+    if not valid:
+        valid = ["split"]
     eps = {rule: [] for rule in rules}
     for r in range(reps):
-        record = run_game(protocol, proxy, trials, seed + r, progress=False)
+        with tempfile.TemporaryDirectory(prefix="auditsel-cov-") as tmp:
+            stream = path == "stream"
+            record = run_game(protocol, proxy, trials, seed + r, progress=False,
+                              chunk_size=chunk_size if stream else max(trials, 1),
+                              checkpoint_dir=tmp if stream else None, fingerprint="coverage",
+                              in_memory=not stream)
+            values = _audit_once(record, valid, delta, confidence, threshold_grid, path, chunk_size)
+            if stream and ("best" in rules or "point" in rules):
+                s, m = record.chunks.head(trials)
+                bound = audit_scores(s, m, delta, confidence=confidence, rule="split")
+                values["best"], values["point"] = bound.eps_best_threshold, bound.eps_point_best
         for rule in rules:
-            if rule == "point":
-                value = audit_scores(record.scores, record.member, delta, confidence=confidence,
-                                     rule="best").eps_point
-            else:
-                value = audit_scores(record.scores, record.member, delta, confidence=confidence,
-                                     rule=rule, threshold_grid=threshold_grid).eps
-            eps[rule].append(value)
+            eps[rule].append(values[rule])
     return {rule: Coverage(rule, reps, int(np.sum(np.asarray(v) > true_epsilon)),
                            float(np.mean(np.minimum(v, 1e3)))) for rule, v in eps.items()}

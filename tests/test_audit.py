@@ -93,7 +93,9 @@ def test_audit_scores_csv_and_npz_agree(tmp_path, capsys):
             "threshold", "fp", "fn", "trials"} <= set(from_csv)
     assert main(["audit-scores", str(tmp_path / "s.csv")]) == 0
     text = capsys.readouterr().out
-    assert all(rule in text for rule in ("split", "bonferroni", "best", "GDP"))
+    assert all(rule in text for rule in ("split", "bonferroni", "bonferroni_all", "multisplit", "best", "GDP"))
+    # without --threshold-range the bonferroni grid comes from a pilot that is left out
+    assert "pilot" in text and "optimistic" in text
 
 
 @pytest.mark.parametrize("content, needle", [

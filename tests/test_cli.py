@@ -171,7 +171,7 @@ def test_foreign_checkpoint_is_a_usage_error(tmp_path, capsys):
 
 @pytest.mark.parametrize("config", ["quickstart.yaml", "example1.yaml"])
 @pytest.mark.parametrize("proxy", ["sample", "likelihood_ratio"])
-@pytest.mark.parametrize("rule", ["split", "bonferroni", "best"])
+@pytest.mark.parametrize("rule", ["split", "bonferroni", "bonferroni_all"])
 def test_every_game_proxy_and_rule_runs_and_stays_below_exact(tmp_path, config, proxy, rule):
     raw = yaml.safe_load((ROOT / "configs" / config).read_text())
     raw["game"].update(proxy=proxy, threshold=rule, trials=40_000)
@@ -180,8 +180,17 @@ def test_every_game_proxy_and_rule_runs_and_stays_below_exact(tmp_path, config, 
     assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
     result = json.loads((tmp_path / "o" / "result.json").read_text())
     low = result["lower"]
-    assert low["threshold_rule"] == rule and low["proxy"] == proxy
+    assert low["threshold_rule"] == rule and low["proxy"] == proxy and low["valid"]
     assert 0 <= low["eps"] <= result["upper"]["exact"]
+
+
+def test_best_is_refused_as_the_reported_rule(tmp_path, capsys):
+    raw = yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
+    raw["game"].update(threshold="best", trials=2000)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert "game.threshold" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
 DPSGD = {"name": "dp", "delta": 1e-5,

@@ -37,14 +37,16 @@ def test_zero_rates_give_finite_valid_bounds():
     n = 1000
     scores = np.r_[np.zeros(n), np.ones(n)]          # perfectly separated: FP = FN = 0
     member = np.r_[np.zeros(n), np.ones(n)].astype(np.int8)
-    for rule in ("split", "bonferroni", "best"):
+    for rule in ("split", "bonferroni", "bonferroni_all"):
         rng = np.random.default_rng(0)
         order = rng.permutation(2 * n)
         lb = audit_scores(scores[order], member[order], 1e-5, rule=rule, threshold_grid=np.linspace(0, 1, 100))
         assert math.isfinite(lb.eps) and lb.eps > 0
-        # with zero errors the CP limit is 1 - (alpha/2)^(1/n): eps_L = log((1 - d - u)/u)
-        u = 1 - (0.05 / (2 * (1 if rule != "bonferroni" else 200))) ** (1 / (lb.evaluated_trials / 2))
+        # with zero errors the CP limit is 1 - (a/2)^(1/n): eps_L = log((1 - d - u)/u)
+        a = {"split": 0.05, "bonferroni": 0.05 / 200, "bonferroni_all": 0.05 / (2 * n)}[rule]
+        u = 1 - (a / 2) ** (1 / (lb.evaluated_trials / 2))
         assert lb.eps <= math.log((1 - 1e-5) / u) + 0.05
+        assert math.isfinite(lb.eps_best_threshold) and lb.eps_best_threshold >= lb.eps - 1e-12
 
 
 def test_clopper_pearson_is_statsmodels_beta():
@@ -72,14 +74,22 @@ def test_best_rule_equals_exhaustive_maximum():
     n = 3000
     member = rng.integers(0, 2, n).astype(np.int8)
     scores = rng.normal(member * 1.5, 1.0)
-    lb = audit_scores(scores, member, 1e-5, rule="best")
+    lb = audit_scores(scores, member, 1e-5, rule="bonferroni_all")
     t, fp, fn, n0, n1 = threshold_table(scores, member)
-    a = 0.05
-    brute = max(
-        epsilon_from_rates(clopper_pearson_upper(fp, n0, a), clopper_pearson_upper(fn, n1, a), 1e-5).max(),
-        epsilon_from_rates(clopper_pearson_upper(n0 - fp, n0, a), clopper_pearson_upper(n1 - fn, n1, a), 1e-5).max())
-    assert lb.eps == pytest.approx(brute, rel=1e-12)
-    assert lb.eps_best_threshold == lb.eps
+
+    def brute(a):
+        return max(
+            epsilon_from_rates(clopper_pearson_upper(fp, n0, a), clopper_pearson_upper(fn, n1, a), 1e-5).max(),
+            epsilon_from_rates(clopper_pearson_upper(n0 - fp, n0, a), clopper_pearson_upper(n1 - fn, n1, a),
+                               1e-5).max())
+    assert lb.eps_best_threshold == pytest.approx(brute(0.05), rel=1e-12)
+    assert lb.eps == pytest.approx(brute(0.05 / n), rel=1e-12)      # bonferroni_all: a = alpha / n
+    assert lb.eps < lb.eps_best_threshold
+
+
+def test_best_is_never_a_rule():
+    with pytest.raises(ValueError, match="eps_best_threshold"):
+        audit_scores(np.arange(10.0), np.arange(10) % 2, 1e-5, rule="best")
 
 
 def test_direction_is_found_when_the_signal_is_reversed():
@@ -110,12 +120,12 @@ def test_lower_bound_never_exceeds_exact_on_reduced_game(seed):
     w = GaussianWinner(GaussianBase.from_epsilon(2.0, 1e-5), TruncatedNegativeBinomial(0.0, 0.01))
     exact = exact_epsilon(w, 1e-5)
     rec = run_game(w, make_proxy("likelihood_ratio", w), 200_000, seed, progress=False)
-    for rule in ("split", "bonferroni"):
-        lb = audit_scores(rec.scores, rec.member, 1e-5, rule=rule, threshold_grid=np.linspace(-3, 6, 50))
-        assert lb.eps <= exact
-    # the optimistic rule is reported, and is at least the valid ones
-    lb_best = audit_scores(rec.scores, rec.member, 1e-5, rule="best")
-    assert lb_best.eps >= audit_scores(rec.scores, rec.member, 1e-5, rule="split").eps - 1e-12
+    for rule in ("split", "bonferroni", "bonferroni_all", "multisplit"):
+        for grid in (np.linspace(-3, 6, 50), None):
+            lb = audit_scores(rec.scores, rec.member, 1e-5, rule=rule, threshold_grid=grid)
+            assert lb.valid and lb.eps <= exact
+            # the optimistic max over all thresholds is reported, and is at least the valid ones
+            assert lb.eps_best_threshold >= lb.eps - 1e-12
 
 
 def test_split_rule_coverage_on_the_gaussian_base():

@@ -38,17 +38,28 @@ def test_bonferroni_is_exactly_the_in_memory_value(tmp_path):
     assert a.eps == b.eps and a.threshold == b.threshold
 
 
-def test_streamed_split_and_best_are_valid_and_close(tmp_path):
+def test_streamed_rules_are_valid_and_close(tmp_path):
     full, streamed = play(tmp_path, True), play(tmp_path, False)
     exact = exact_epsilon(WINNER, 1e-5)
-    for rule in ("split", "best"):
+    for rule in ("split", "bonferroni", "bonferroni_all"):
         a = audit_scores(full.scores, full.member, 1e-5, rule=rule)
         b = audit_chunks(streamed.chunks, 1e-5, rule=rule)
-        assert b.eps <= exact
+        assert b.valid and b.eps <= exact
         assert b.eps == pytest.approx(a.eps, abs=0.15)
-    # the candidate grid is a subset of all thresholds: never above the exhaustive maximum
-    assert audit_chunks(streamed.chunks, 1e-5, rule="best").eps <= audit_scores(
-        full.scores, full.member, 1e-5, rule="best").eps + 1e-12
+        # the candidate grid is a subset of all thresholds: never above the exhaustive maximum
+        assert b.eps_best_threshold <= a.eps_best_threshold + 1e-12
+
+
+def test_streamed_bonferroni_without_a_grid_leaves_its_pilot_out(tmp_path):
+    # the pilot grid comes from chunk 0, one of the first half of the chunks; only the other
+    # half is evaluated (before, chunk 0 set the grid and was evaluated too)
+    streamed = play(tmp_path, False)
+    b = audit_chunks(streamed.chunks, 1e-5, rule="bonferroni")
+    assert b.grid_source == "pilot" and b.evaluated_trials == 200_000
+    spec = audit_chunks(streamed.chunks, 1e-5, rule="bonferroni", threshold_grid=np.linspace(-2, 6, 50))
+    assert spec.grid_source == "spec" and spec.evaluated_trials == 400_000
+    with pytest.raises(ValueError, match="multisplit"):
+        audit_chunks(streamed.chunks, 1e-5, rule="multisplit")
 
 
 def test_cli_stream_option(tmp_path):
