@@ -9,7 +9,7 @@ FN + e^eps FP >= 1 - delta, hence (eq. 4)
 
     eps_L = max{ log((1 - delta - FP)/FN), log((1 - delta - FN)/FP), 0 }.
 
-FP and FN are replaced by Clopper-Pearson upper limits (statsmodels, method="beta") taken as
+FP and FN are replaced by Clopper-Pearson upper limits (statsmodels' method="beta") taken as
 two-sided intervals at level a each, so the two one-sided limits fail jointly with probability
 <= a (union bound). With alpha = 1 - confidence, the rules (`THRESHOLD_RULES`, all valid at
 confidence 1 - alpha on every path, conditionally on the coins) are:
@@ -54,8 +54,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy.special import ndtri
-from statsmodels.stats.proportion import proportion_confint
+from scipy.special import betainccinv, betaincinv, ndtri
 
 from auditsel.mechanisms import gaussian_epsilon
 
@@ -66,6 +65,8 @@ __all__ = ["LowerBound", "THRESHOLD_RULES", "epsilon_from_rates", "clopper_pears
 THRESHOLD_RULES = ("split", "bonferroni", "bonferroni_all", "multisplit")
 OPTIMISTIC_RULES = ("best",)
 PRUNE_BLOCK = 2048
+FIRST_BLOCK = 16
+TABLE_BLOCK = 1024
 MULTISPLITS = 21        # odd, so the median is one of the bounds
 
 
@@ -116,21 +117,28 @@ def epsilon_from_rates(fp, fn, delta: float):
 
 
 def clopper_pearson_upper(count, nobs, alpha: float):
-    """Upper limit of the two-sided Clopper-Pearson interval at level alpha (statsmodels)."""
+    """Upper limit of the two-sided Clopper-Pearson interval at level alpha: the (1 - alpha/2)
+    quantile of Beta(count + 1, nobs - count), as statsmodels' `proportion_confint(method="beta")`
+    computes it (called here through scipy.special without its per-call overhead)."""
     count = np.asarray(count)
     if np.size(count) == 0:
         return np.zeros(np.shape(count))
-    _, upper = proportion_confint(count, nobs, alpha=alpha, method="beta")
-    return np.where(count >= nobs, 1.0, np.asarray(upper, dtype=float))
+    full = count >= nobs
+    c = np.where(full, nobs - 1, count).astype(float)
+    upper = betainccinv(c + 1, nobs - c, alpha / 2)
+    return np.where(full, 1.0, upper)
 
 
 def clopper_pearson_lower(count, nobs, alpha: float):
-    """Lower limit of the two-sided Clopper-Pearson interval at level alpha (statsmodels)."""
+    """Lower limit of the two-sided Clopper-Pearson interval at level alpha: the alpha/2
+    quantile of Beta(count, nobs - count + 1)."""
     count = np.asarray(count)
     if np.size(count) == 0:
         return np.zeros(np.shape(count))
-    lower, _ = proportion_confint(count, nobs, alpha=alpha, method="beta")
-    return np.where(count <= 0, 0.0, np.asarray(lower, dtype=float))
+    empty = count <= 0
+    c = np.where(empty, 1, count).astype(float)
+    lower = betaincinv(c, nobs - c + 1, alpha / 2)
+    return np.where(empty, 0.0, lower)
 
 
 @dataclass(frozen=True)
@@ -169,7 +177,7 @@ class SortedScores:
 
     def __init__(self, scores, member):
         scores = np.asarray(scores, dtype=float)
-        self.order = np.argsort(scores, kind="stable")
+        self.order = np.argsort(scores)  # ties: counts are taken per distinct value
         self.s = scores[self.order]
         self.b = np.asarray(member)[self.order].astype(bool)
         self.n = len(scores)
@@ -215,30 +223,68 @@ def _optimistic_upper(count, nobs, alpha):
 def _maximise(fp, fn, n0, n1, alpha, delta):
     """argmax over candidates of eq. 4 with CP limits; returns (index, eps, fp_u, fn_u).
 
-    The exact limit is computed first for the PRUNE_BLOCK candidates with the largest
-    optimistic bound, then only for candidates whose optimistic bound beats the best so far.
+    Candidates are visited in decreasing order of an optimistic bound (the empirical rates,
+    and the exact limit at count 0; the CP limit is never below them for confidence >= 1/2),
+    in blocks of growing size (FIRST_BLOCK doubling up to PRUNE_BLOCK); the exact limit is
+    computed only while a candidate's optimistic bound can still beat the best value found.
     """
     bound = epsilon_from_rates(_optimistic_upper(fp, n0, alpha), _optimistic_upper(fn, n1, alpha), delta)
     best = (-1, -np.inf, 1.0, 1.0)
-    k = min(PRUNE_BLOCK, len(bound))
-    candidates = np.argpartition(-bound, k - 1)[:k] if k < len(bound) else np.arange(len(bound))
-    while len(candidates):
-        candidates = candidates[np.argsort(-bound[candidates], kind="stable")]
-        for start in range(0, len(candidates), PRUNE_BLOCK):
-            block = candidates[start:start + PRUNE_BLOCK]
+    done = np.zeros(len(bound), bool)
+    size = FIRST_BLOCK
+    while True:
+        open_ = np.nonzero((bound > best[1]) & ~done)[0] if best[0] >= 0 else np.nonzero(~done)[0]
+        if not len(open_):
+            break
+        k = min(PRUNE_BLOCK, len(open_))
+        top = open_[np.argpartition(-bound[open_], k - 1)[:k]] if k < len(open_) else open_
+        top = top[np.argsort(-bound[top], kind="stable")]
+        start = 0
+        while start < len(top):
+            block = top[start:start + size]
+            start += len(block)
+            size = min(2 * size, PRUNE_BLOCK)
             if bound[block[0]] <= best[1]:
+                start = len(top)
                 break
+            block = block[bound[block] > best[1]] if best[0] >= 0 else block
+            done[block] = True
             fp_u = clopper_pearson_upper(fp[block], n0, alpha)
             fn_u = clopper_pearson_upper(fn[block], n1, alpha)
             eps = epsilon_from_rates(fp_u, fn_u, delta)
             j = int(np.argmax(eps))
-            if eps[j] > best[1]:
+            if eps[j] > best[1] or best[0] < 0:
                 best = (int(block[j]), float(eps[j]), float(fp_u[j]), float(fn_u[j]))
-        done = np.zeros(len(bound), bool)
-        done[candidates] = True
-        # anything not yet evaluated whose optimistic bound still beats the best
-        candidates = np.nonzero((bound > best[1]) & ~done)[0]
-        bound = np.where(done, -np.inf, bound) if len(candidates) else bound
+        done[top] = True
+    return best
+
+
+def _maximise_table(fp, fn, n0, n1, alpha, delta, block: int = TABLE_BLOCK):
+    """_maximise over both directions of a threshold table (fp non-increasing, fn
+    non-decreasing along the thresholds), returning an index into the stacked ('>', '<=')
+    candidates of `_both_directions`.
+
+    Blocks of consecutive thresholds are bounded first: eq. 4 with the optimistic limits is
+    decreasing in both counts, so a block's value is at most its value at (smallest fp,
+    smallest fn) of the block, in each direction. Blocks are opened in decreasing order of
+    that bound until no unopened block can beat the best value found: the exact maximum at
+    O(n / block) cost for the bounds plus the few blocks near the optimum.
+    """
+    m = len(fp)
+    starts = np.arange(0, m, block)
+    ends = np.minimum(starts + block, m) - 1
+    opt = lambda a, b: epsilon_from_rates(_optimistic_upper(a, n0, alpha), _optimistic_upper(b, n1, alpha), delta)
+    bounds = np.concatenate([opt(fp[ends], fn[starts]), opt(n0 - fp[starts], n1 - fn[ends])])
+    best = (-1, -np.inf, 1.0, 1.0)
+    for k in np.argsort(-bounds, kind="stable"):
+        if bounds[k] <= best[1] and best[0] >= 0:
+            break
+        flip, b = divmod(int(k), len(starts))
+        lo, hi = starts[b], ends[b] + 1
+        f, g = (n0 - fp[lo:hi], n1 - fn[lo:hi]) if flip else (fp[lo:hi], fn[lo:hi])
+        i, eps, fp_u, fn_u = _maximise(f, g, n0, n1, alpha, delta)
+        if eps > best[1] or best[0] < 0:
+            best = (flip * m + lo + i, eps, fp_u, fn_u)
     return best
 
 
@@ -256,11 +302,15 @@ def _gdp_epsilon(mu: float, delta: float) -> float:
 
 
 def _pick(thresholds, fp, fn, n0, n1, alpha, delta):
-    """The best (threshold, direction) among candidates with '>' counts fp, fn, at level alpha."""
-    fp2, fn2, flip = _both_directions(fp, fn, n0, n1)
-    i, eps, fp_u, fn_u = _maximise(fp2, fn2, n0, n1, alpha, delta)
-    return dict(threshold=float(np.tile(thresholds, 2)[i]), flip=bool(flip[i]), eps=eps, fp_u=fp_u,
-                fn_u=fn_u, fp=fp2[i] / max(n0, 1), fn=fn2[i] / max(n1, 1))
+    """The best (threshold, direction) among candidates with '>' counts fp, fn, at level alpha
+    (thresholds ascending, so fp is non-increasing and fn non-decreasing)."""
+    fp, fn = np.asarray(fp), np.asarray(fn)
+    m = len(fp)
+    i, eps, fp_u, fn_u = _maximise_table(fp, fn, n0, n1, alpha, delta)
+    flip, j = divmod(i, m)
+    f, g = (n0 - fp[j], n1 - fn[j]) if flip else (fp[j], fn[j])
+    return dict(threshold=float(np.asarray(thresholds)[j]), flip=bool(flip), eps=eps, fp_u=fp_u,
+                fn_u=fn_u, fp=f / max(n0, 1), fn=g / max(n1, 1))
 
 
 def _pick_table(c: Counts, alpha, delta):

@@ -8,7 +8,7 @@ from scipy import stats
 
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.game import run_game
-from auditsel.lower import (audit_scores, clopper_pearson_upper, epsilon_from_rates, gdp_mu,
+from auditsel.lower import (audit_scores, clopper_pearson_lower, clopper_pearson_upper, epsilon_from_rates, gdp_mu,
                             threshold_table)
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, TruncatedNegativeBinomial
@@ -55,6 +55,12 @@ def test_clopper_pearson_is_statsmodels_beta():
     assert clopper_pearson_upper(3, 50, 0.05)[()] == pytest.approx(proportion_confint(3, 50, 0.05, "beta")[1])
     assert clopper_pearson_upper(0, 50, 0.05)[()] == pytest.approx(1 - 0.025 ** (1 / 50))
     assert clopper_pearson_upper(50, 50, 0.05)[()] == 1.0
+    # every count, two levels: the same numbers as statsmodels (no per-call overhead here)
+    k = np.arange(0, 301)
+    for a in (0.05, 1e-9):
+        lo, up = proportion_confint(k, 300, alpha=a, method="beta")
+        assert np.allclose(clopper_pearson_upper(k, 300, a), np.where(k >= 300, 1.0, up), rtol=1e-12, atol=0)
+        assert np.allclose(clopper_pearson_lower(k, 300, a), np.where(k <= 0, 0.0, lo), rtol=1e-12, atol=0)
 
 
 @given(st.lists(st.tuples(st.integers(-5, 5), st.booleans()), min_size=2, max_size=60))
@@ -141,3 +147,26 @@ def test_split_rule_coverage_on_the_gaussian_base():
         rec = run_game(w, proxy, 4000, 1000 + r, progress=False)
         over += audit_scores(rec.scores, rec.member, delta, rule="split").eps > true_eps
     assert over <= stats.binom.ppf(0.999, reps, 0.05)
+
+
+@given(st.lists(st.tuples(st.integers(-30, 30), st.booleans()), min_size=4, max_size=400),
+       st.sampled_from([0.05, 1e-4]), st.sampled_from([0.0, 1e-5, 0.1]))
+@settings(max_examples=60, deadline=None)
+def test_pruned_search_is_the_exhaustive_maximum(pairs, alpha, delta):
+    # the block-pruned search over one sort returns exactly the brute-force max of eq. 4 with CP
+    # limits over every threshold and both directions (small blocks force many block bounds)
+    import auditsel.lower as lower
+
+    scores = np.array([p[0] for p in pairs], dtype=float)
+    member = np.array([p[1] for p in pairs], dtype=np.int8)
+    if member.min() == member.max():
+        return
+    c = lower.SortedScores(scores, member).counts()
+    brute = max(
+        epsilon_from_rates(clopper_pearson_upper(c.fp, c.n0, alpha), clopper_pearson_upper(c.fn, c.n1, alpha),
+                           delta).max(),
+        epsilon_from_rates(clopper_pearson_upper(c.n0 - c.fp, c.n0, alpha),
+                           clopper_pearson_upper(c.n1 - c.fn, c.n1, alpha), delta).max())
+    for block in (1, 3, 1024):
+        best = lower._maximise_table(c.fp, c.fn, c.n0, c.n1, alpha, delta, block=block)
+        assert best[1] == pytest.approx(brute, rel=1e-12, abs=1e-15)

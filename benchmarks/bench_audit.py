@@ -1,0 +1,69 @@
+"""The audit of a 10^7-game run: one sort for every rule, against the code before (same process).
+
+    python benchmarks/bench_audit.py [--trials 10000000] [--repeat 1]
+
+Plays the quickstart's reduced game ([XWW24] Figure 5: Gaussian base calibrated to eps_B = 1,
+TNB(0, 0.01)) once, then times, on the same scores:
+  before: `benchmarks/_lower_before.py` (the audit before this change: every rule and the best
+          threshold sort their own copy of the scores);
+  after:  `auditsel.lower.audit_scores` (one `SortedScores` serves the split rule and the best
+          threshold), and the full set of valid rules (split, bonferroni, bonferroni_all) on that
+          one sort.
+Prints each time and the ratio before/after (ratios are what to compare across machines; the
+absolute times depend on the machine's load).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from auditsel.config import default_config_path, load_config  # noqa: E402
+from auditsel.experiment import protocol_and_proxy  # noqa: E402
+from auditsel.game import run_game  # noqa: E402
+from auditsel.lower import SortedScores, audit_scores  # noqa: E402
+
+
+def timed(fn, repeat):
+    best, out = np.inf, None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def main():
+    import _lower_before as before
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    spec = load_config(default_config_path())
+    protocol, proxy = protocol_and_proxy(spec)
+    rec = run_game(protocol, proxy, args.trials, 0, progress=False)
+    s, m, d = rec.scores, rec.member, spec.delta
+    t_before, b_old = timed(lambda: before.audit_scores(s, m, d, rule="split"), args.repeat)
+    t_after, b_new = timed(lambda: audit_scores(s, m, d, rule="split"), args.repeat)
+    assert b_old.eps == b_new.eps and b_old.eps_best_threshold == b_new.eps_best_threshold
+
+    def all_rules():
+        ss = SortedScores(s, m)
+        return [audit_scores(s, m, d, rule=r, sorted_scores=ss).eps
+                for r in ("split", "bonferroni", "bonferroni_all")]
+
+    t_all, eps_all = timed(all_rules, args.repeat)
+    print(f"{args.trials:,} games, eps_L (split) = {b_new.eps:.4f}, best threshold = {b_new.eps_best_threshold:.4f}")
+    print(f"split + best threshold   before {t_before:7.2f} s   after {t_after:7.2f} s   ratio {t_before / t_after:5.2f}x")
+    print(f"three valid rules on one sort  {t_all:7.2f} s   (split, bonferroni, bonferroni_all = "
+          f"{', '.join(f'{e:.4f}' for e in eps_all)})")
+
+
+if __name__ == "__main__":
+    main()
