@@ -31,7 +31,7 @@ confidence 1 - alpha on every path, conditionally on the coins) are:
   2 n1 more: 2 n events of probability a/2, total n a = alpha. So the limits hold
   simultaneously at every threshold, data-chosen ones included (streamed candidates too).
 * multisplit: `splits` random splits of the trials (seeded), split's bound at alpha / 2 on
-  each, and the lower median reported (Meinshausen, Meier & Buehlmann 2009, Theorem 3.1:
+  each, and the lower median reported ([MMB09] Theorem 3.1:
   twice the median p-value is a valid p-value; jax_privacy's `MultiSplit`).
 
 `eps_best_threshold` (the max over all thresholds on all trials at a = alpha each, as the

@@ -33,7 +33,7 @@ def main():
         "Example 1": (FiniteWinner(FiniteOutputBase.example1(), TruncatedNegativeBinomial(1.0, 1e-3)),
                       np.array([-10.0, -2.0, 0.0, 2.0])),
     }
-    rules = ("split", "bonferroni", "best", "point")
+    rules = ("split", "bonferroni", "bonferroni_all", "multisplit", "best", "point")
     print(f"{args.reps} audits of {args.trials:,} games each, delta = {delta:g}, 95% confidence")
     print(f"{'setting':<30}{'true eps':>9}" + "".join(f"{r:>12}" for r in rules))
     for name, (winner, grid) in settings.items():
