@@ -74,6 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", default=None, help="root folder (default results/papers; accountants: results)")
     rep.add_argument("--jobs", type=_jobs, default=1, help="joblib workers for the audits")
 
+    plan = sub.add_parser("plan", help="games a valid audit of CONFIG needs to certify --target-eps")
+    plan.add_argument("config", help="YAML config with a game section (its rule and confidence are planned)")
+    plan.add_argument("--target-eps", type=_positive_float("--target-eps"),
+                      help="eps_L to reach with probability --power (default 0.9)")
+    plan.add_argument("--games", type=_int_option("--games", lambda v: 4 <= v <= 10**12, "an integer in [4, 10^12]"),
+                      help="also: the eps a valid audit of this many games certifies in expectation")
+    plan.add_argument("--power", type=_unit_interval("--power", lower=0.5), default=0.9,
+                      help="probability of reaching --target-eps, in [0.5, 1) (default 0.9)")
+    plan.add_argument("--pilot", type=_int_option("--pilot", lambda v: 100 <= v <= 10**7, "an integer in [100, 10^7]"),
+                      default=4000, help="simulated games when the trade-off curve is not known (DP-SGD games)")
+    plan.add_argument("--json", action="store_true", help="print one JSON object (games, target_eps, ...)")
+
     scores = sub.add_parser("audit-scores", help="eps lower bounds from scores your pipeline produced")
     scores.add_argument("file", help="CSV with header and columns score, member (1 = canary in), or .npz")
     scores.add_argument("--delta", type=_unit_interval("--delta", closed_low=True), default=1e-5,
@@ -89,13 +101,28 @@ def build_parser() -> argparse.ArgumentParser:
     scores.add_argument("--threshold-range", nargs=2, type=float, metavar=("LO", "HI"),
                         help="bonferroni grid range fixed in advance (default: quantiles of a pilot, the "
                         "first half of the rows, left out of the bound)")
-    scores.add_argument("--json", action="store_true", help="print one JSON object (result.json's lower)")
     scores.add_argument("--one-run", action="store_true",
                         help="FILE holds one run's per-canary scores and inclusion bits: one-run audit "
                              "([SNJ23], [MMC24])")
     scores.add_argument("--family", choices=("gdp", "pure_dp"), default="gdp",
                         help="--one-run: [MMC24]'s hypothesised trade-off family (default gdp)")
+    scores.add_argument("--rounds", metavar="LAW", help="the law of K as a YAML mapping, e.g. "
+                        "'{kind: tnb, eta: 0, nu: 0.01}': adds the selection-aware fit to the panel")
+    scores.add_argument("--json", action="store_true", help="print one JSON object (result.json's lower, "
+                        "plus one entry per estimator under 'estimators')")
     return parser
+
+
+def _positive_float(name):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not (value > 0 and value < 1e3):
+            raise argparse.ArgumentTypeError(f"{name} must be in (0, 1000), got {value:g}")
+        return value
+    return parse
 
 
 def _unit_interval(name, lower=0.0, closed_low=False):
@@ -228,6 +255,7 @@ def _command_audit_scores(args) -> int:
         if not lo < hi:
             raise UsageError(f"--threshold-range: LO must be below HI, got {lo:g} {hi:g}")
         grid = np.linspace(lo, hi, args.thresholds)
+    law = _parse_rounds_option(args.rounds) if args.rounds else None
     try:
         ss = SortedScores(score, member)
         bounds = {rule: audit_scores(score, member, args.delta, confidence=args.confidence, rule=rule,
@@ -236,10 +264,15 @@ def _command_audit_scores(args) -> int:
                   for rule in THRESHOLD_RULES}
     except ValueError as err:
         raise UsageError(str(err)) from None
+    from auditsel.estimators import estimator_panel, panel_dict
+
+    panel = estimator_panel(score, member, args.delta, args.confidence, law=law, threshold_grid=grid,
+                            grid_size=args.thresholds, splits=args.splits, sorted_scores=ss)
     chosen = bounds[args.threshold]
     if args.json:
         payload = {**chosen.to_dict(), "delta": args.delta,
-                   "by_rule": {rule: b.to_dict()["eps"] for rule, b in bounds.items()}}
+                   "by_rule": {rule: b.to_dict()["eps"] for rule, b in bounds.items()},
+                   "gdp_fit_ok": panel["gdp_fit"].detail["gdp_fit_ok"], "estimators": panel_dict(panel)}
         print(json.dumps(payload, allow_nan=False))
         return 0
     n1 = int(member.sum())
@@ -254,6 +287,85 @@ def _command_audit_scores(args) -> int:
           f"thresholds, no confidence statement; not a bound)")
     print(f"  eps_L {'GDP fit':<15} {chosen.eps_gdp:8.4f}   (heuristic; mu_L = {chosen.mu_gdp:.4f}, "
           f"{args.threshold} threshold)")
+    print(panel_text(panel))
+    return 0
+
+
+def panel_text(panel) -> str:
+    """The estimator panel as lines: name, value, label (with level), what it is."""
+    lines = ["estimator panel (every entry labelled; only 'valid' entries are confidence bounds):"]
+    for name, e in panel.items():
+        level = f" {e.level:.0%}" if e.level is not None and e.label in ("valid", "bayesian") else ""
+        label = {"bayesian": "bayesian credible"}.get(e.label, e.label) + level
+        extra = ""
+        if name == "gdp_fit":
+            ok = e.detail["gdp_fit_ok"]
+            label = "heuristic" + ("" if ok else ", REJECTED")
+            extra = f"; mu = {e.detail['mu']:.4f}, gdp_fit_ok = {str(ok).lower()}"
+        elif name == "selection_fit":
+            extra = f"; mu = {e.detail['mu']:.4f}"
+        elif name == "auroc":
+            extra = f"; [{e.detail['low']:.4f}, {e.detail['high']:.4f}]"
+        elif name == "tpr_at_fpr":
+            extra = "; " + ", ".join(f"FPR {k}: {v['tpr']:.4f} [{v['low']:.4f}, {v['high']:.4f}]"
+                                     for k, v in e.detail["by_fpr"].items())
+        what = "eps" if name not in ("auroc", "tpr_at_fpr") else name.split("_")[0].upper()
+        lines.append(f"  {name:<18} {what:>5} {e.value:8.4f}   {label:<24} {e.source}{extra}")
+    return "\n".join(lines)
+
+
+def _parse_rounds_option(text):
+    import yaml
+
+    from auditsel.rounds import law_from_dict
+
+    try:
+        spec = yaml.safe_load(text)
+        return law_from_dict(spec)
+    except yaml.YAMLError:
+        raise UsageError(f"--rounds: not a YAML mapping ({text!r}); write e.g. '{{kind: poisson, mean: 10}}'") from None
+    except ValueError as err:
+        raise UsageError(f"--rounds: {err}") from None
+
+
+def _command_plan(args) -> int:
+    from auditsel.config import ConfigError, load_config
+
+    if args.target_eps is None and args.games is None:
+        raise UsageError("plan: give --target-eps X (games needed) and/or --games N (what N games certify)")
+    try:
+        spec = load_config(Path(args.config))
+    except ConfigError as err:
+        raise UsageError(f"{args.config}: {err}") from None
+    if spec.game is None:
+        raise UsageError(f"{args.config}: game: required by plan (the audit to plan); add a game section")
+    from auditsel.experiment import reduced_base
+    from auditsel.plan import plan_spec
+
+    exact = None
+    if spec.game.kind != "dpsgd" and spec.delta > 0:
+        from auditsel.accounting.exact import exact_epsilon
+        from auditsel.selection import winner_law
+
+        exact = exact_epsilon(winner_law(reduced_base(spec.base), spec.rounds), spec.delta)
+        if args.target_eps is not None and args.target_eps >= exact:
+            raise UsageError(f"--target-eps: must be below the exact eps {exact:.4f} of {args.config} at "
+                             f"delta = {spec.delta:g}; no valid audit certifies more")
+    plan = plan_spec(spec, args.target_eps, args.games, power=args.power, pilot=args.pilot, exact_eps=exact)
+    if args.json:
+        print(json.dumps(plan.to_dict(), allow_nan=False))
+        return 0
+    g = spec.game
+    print(f"{spec.name}: valid {g.threshold} audit at {g.confidence:.0%} confidence, delta = {spec.delta:g}, "
+          f"trade-off curve {plan.curve}" + (f", exact eps {exact:.4f}" if exact is not None else ""))
+    if args.target_eps is not None:
+        games = f"{plan.games:,}" if plan.games is not None else "more than 10^12"
+        print(f"  games for P(eps_L >= {args.target_eps:g}) >= {args.power:g}: {games}")
+    if args.games is not None:
+        print(f"  {args.games:,} games: E[eps_L] = {plan.expected_eps:.4f}"
+              + (f", P(eps_L >= {args.target_eps:g}) = {plan.prob_at_games:.3f}" if plan.prob_at_games is not None else ""))
+    print("  (the best threshold on the curve, as a threshold fixed in advance would be: rules that "
+          "choose it from the data certify somewhat less)")
     return 0
 
 
@@ -287,6 +399,8 @@ def main(argv=None) -> int:
             return 2
         if args.command == "audit-scores":
             return _command_audit_scores(args)
+        if args.command == "plan":
+            return _command_plan(args)
         if args.command == "reproduce":
             return _command_reproduce(args)
         return _command_run(args)

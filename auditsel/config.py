@@ -50,6 +50,7 @@ class GameSpec:
     stream: Any = "auto"           # auto (stream above STREAM_ABOVE trials) | true | false
     dpsgd: DpsgdGameSpec | None = None
     one_run: OneRunSpec | None = None   # one-run audits instead of games (auditsel.one_run_play)
+    panel: Any = "auto"            # estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,7 @@ def _parse_game(raw, base) -> GameSpec:
         stream=_choice(game.get("stream", d.stream), "game.stream", ("auto", True, False)),
         dpsgd=_parse_dpsgd_game(game) if kind == "dpsgd" else None,
         one_run=None if game.get("one_run") is None else _parse_one_run(game["one_run"], kind, base),
+        panel=_choice(game.get("panel", d.panel), "game.panel", ("auto", True, False)),
     )
 
 

@@ -7,6 +7,7 @@ dict of docs/architecture.md's result.json contract (a bound that does not apply
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 import json
 import math
 import time
@@ -29,6 +30,7 @@ __all__ = ["run_config", "run_experiment", "threshold_grid", "fingerprint"]
 
 CURVE_POINTS = 60
 STREAM_ABOVE = 1 << 25        # games above this many trials are audited chunk by chunk from disk
+PANEL_ABOVE = 200_000         # game.panel: auto computes the estimator panel up to this many trials
 PLOT_TRIALS = 1 << 20         # a streamed run's plots use its first ~10^6 trials
 CURVE_DELTAS = (1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2)
 
@@ -110,9 +112,20 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
         scores, member = record.chunks.head(PLOT_TRIALS)
         record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
     else:
+        from auditsel.lower import SortedScores
+
+        ss = SortedScores(record.scores, record.member)
         bound = audit_scores(record.scores, record.member, spec.delta, confidence=g.confidence,
                              rule=g.threshold, split_fraction=g.split_fraction, threshold_grid=grid,
-                             grid_size=g.thresholds)
+                             grid_size=g.thresholds, sorted_scores=ss)
+        if g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE):
+            from auditsel.estimators import estimator_panel, panel_dict
+
+            panel = estimator_panel(
+                record.scores, record.member, spec.delta, g.confidence, law=spec.rounds,
+                threshold_grid=threshold_grid(spec, g.proxy) if g.kind != "dpsgd" else None,
+                grid_size=g.thresholds, split_fraction=g.split_fraction, seed=g.seed, sorted_scores=ss)
+            bound = replace(bound, estimators=panel_dict(panel))
     return record, bound, stream
 
 
@@ -154,6 +167,8 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
         record, bound, streamed = _play(spec, out_dir, jobs, progress, backend)
         result["lower"] = {**bound.to_dict(), "game": spec.game.kind, "proxy": spec.game.proxy,
                            "seed": spec.game.seed, "streamed": bool(streamed)}
+        if bound.estimators is not None:
+            result["lower"]["gdp_fit_ok"] = bound.estimators["gdp_fit"]["detail"]["gdp_fit_ok"]
         artefacts["record"] = record
     result.update(honesty_fields(result))     # heuristic values and the contradicted ones
     result["seconds"] = round(time.perf_counter() - start, 3)

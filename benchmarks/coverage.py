@@ -35,13 +35,13 @@ def main():
     }
     rules = ("split", "bonferroni", "bonferroni_all", "multisplit", "best", "point")
     print(f"{args.reps} audits of {args.trials:,} games each, delta = {delta:g}, 95% confidence")
-    print(f"{'setting':<30}{'true eps':>9}" + "".join(f"{r:>12}" for r in rules))
+    print(f"{'setting':<30}{'true eps':>9}" + "".join(f"{r:>16}" for r in rules))
     for name, (winner, grid) in settings.items():
         truth = exact_epsilon(winner, delta)
         cov = overclaim_rates(winner, make_proxy("likelihood_ratio", winner), truth, delta, reps=args.reps,
                               trials=args.trials, rules=rules, threshold_grid=grid)
-        print(f"{name:<30}{truth:>9.3f}" + "".join(f"{cov[r].rate:>12.1%}" for r in rules))
-        print(f"{'  mean eps_L':<30}{'':>9}" + "".join(f"{cov[r].mean_eps:>12.3f}" for r in rules))
+        print(f"{name:<30}{truth:>9.3f}" + "".join(f"{cov[r].rate:>16.1%}" for r in rules))
+        print(f"{'  mean eps_L':<30}{'':>9}" + "".join(f"{cov[r].mean_eps:>16.3f}" for r in rules))
 
 
 if __name__ == "__main__":
