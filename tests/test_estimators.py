@@ -1,0 +1,181 @@
+"""The estimator panel: each entry against a closed form or an independent implementation,
+never above the exact eps where it is known, and beside jax_privacy's counterparts when that
+optional test dependency is installed (`pip install jax-privacy`)."""
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from auditsel.accounting.exact import exact_epsilon
+from auditsel.estimators import LABELS, estimator_panel, winner_tradeoff
+from auditsel.lower import SortedScores, apply_rule, audit_scores
+from auditsel.mechanisms import GaussianBase, gaussian_epsilon
+from auditsel.rounds import FinitePmf, Point
+from auditsel.selection import GaussianWinner
+
+DELTA = 1e-5
+
+
+def gaussian_scores(mu, n, seed):
+    rng = np.random.default_rng(seed)
+    member = rng.integers(0, 2, n).astype(np.int8)
+    return rng.normal(mu * member, 1.0), member
+
+
+def one_plus_poisson(mean):
+    pmf = np.r_[0.0, stats.poisson.pmf(np.arange(0, 80), mean)]
+    return FinitePmf({k: float(v) for k, v in enumerate(pmf / pmf.sum()) if v > 0})
+
+
+def selection_release(n, seed, shift=0.6):
+    w = GaussianWinner(GaussianBase(shift), one_plus_poisson(9))
+    rng = np.random.default_rng(seed)
+    member = rng.integers(0, 2, n).astype(np.int8)
+    return w.release(member, rng), member, w
+
+
+def test_every_entry_is_labelled_and_valid_entries_are_the_rules():
+    s, m = gaussian_scores(1.0, 4000, 0)
+    panel = estimator_panel(s, m, DELTA, law=Point(1))
+    assert all(e.label in LABELS for e in panel.values())
+    assert {n for n, e in panel.items() if e.label == "valid"} == {
+        "cp_split", "cp_multisplit", "cp_bonferroni", "cp_bonferroni_all"}
+    assert panel["gdp_fit"].label == panel["selection_fit"].label == "heuristic"
+    assert panel["bayesian"].label == "bayesian" and panel["best_threshold"].label == "optimistic"
+    for name, rule in (("cp_split", "split"), ("cp_bonferroni_all", "bonferroni_all"),
+                       ("cp_multisplit", "multisplit"), ("cp_bonferroni", "bonferroni")):
+        assert panel[name].value == audit_scores(s, m, DELTA, rule=rule).eps
+
+
+def test_auroc_is_mann_whitney_and_its_interval_is_delong():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(3)
+    m = rng.integers(0, 2, 3000).astype(np.int8)
+    s = np.round(rng.normal(0.7 * m, 1.0), 1)          # ties on purpose
+    e = estimator_panel(s, m, DELTA)["auroc"]
+    assert e.value == pytest.approx(roc_auc_score(m, s), abs=1e-12)
+    # DeLong's standard error from placement values, computed by brute force
+    s0, s1 = s[m == 0], s[m == 1]
+    psi = (s1[:, None] > s0[None, :]) + 0.5 * (s1[:, None] == s0[None, :])
+    v10, v01 = psi.mean(axis=1), psi.mean(axis=0)
+    se = math.sqrt(v10.var(ddof=1) / len(s1) + v01.var(ddof=1) / len(s0))
+    assert e.detail["se"] == pytest.approx(se, rel=1e-9)
+
+
+def test_tpr_at_fpr_matches_a_direct_count():
+    s, m = gaussian_scores(2.0, 20_000, 4)
+    by = estimator_panel(s, m, DELTA, fpr=(0.01, 0.1))["tpr_at_fpr"].detail["by_fpr"]
+    for f, row in by.items():
+        t = np.quantile(s[m == 0], 1 - float(f))      # threshold with about that FPR
+        direct = np.mean(s[m == 1] > t)
+        assert row["tpr"] == pytest.approx(direct, abs=0.01)
+        assert row["low"] <= row["tpr"] <= row["high"]
+
+
+def test_gdp_fit_recovers_a_gaussian_and_stays_below_its_eps():
+    s, m = gaussian_scores(1.5, 40_000, 1)
+    gdp = estimator_panel(s, m, DELTA)["gdp_fit"]
+    assert gdp.detail["gdp_fit_ok"] is True
+    assert 1.3 < gdp.detail["mu"] <= 1.5
+    assert gdp.value <= gaussian_epsilon(DELTA, 1.5)
+
+
+def test_gdp_fit_is_rejected_where_the_trade_off_is_not_gaussian():
+    # members leak completely 20% of the time and not at all otherwise: no single mu fits
+    rng = np.random.default_rng(5)
+    m = rng.integers(0, 2, 40_000).astype(np.int8)
+    leak = (m == 1) & (rng.random(40_000) < 0.2)
+    s = rng.normal(8.0 * leak, 1.0)
+    gdp = estimator_panel(s, m, DELTA)["gdp_fit"]
+    assert gdp.detail["gdp_fit_ok"] is False and "rejected" in gdp.detail["note"]
+
+
+def test_selection_fit_is_below_the_truth_where_the_gdp_fit_over_claims():
+    # the winner of K ~ 1 + Poisson(9) Gaussian runs with shift 0.6: true eps 2.76 at 1e-5
+    s, m, w = selection_release(40_000, 2)
+    truth = exact_epsilon(w, DELTA)
+    panel = estimator_panel(s, m, DELTA, law=w.law)
+    assert panel["gdp_fit"].value > truth                       # the Gaussian model over-claims
+    assert panel["selection_fit"].value <= truth                # the selection-aware fit does not
+    assert panel["selection_fit"].value > panel["cp_split"].value
+    for name, e in panel.items():
+        if e.label == "valid":
+            assert e.value <= truth, name
+
+
+def test_winner_tradeoff_is_the_gaussian_one_for_k1():
+    fp, fn = winner_tradeoff(1.2, Point(1))
+    inner = (fp > 1e-6) & (fp < 1 - 1e-6)
+    exact = stats.norm.cdf(stats.norm.isf(fp[inner]) - 1.2)
+    assert np.max(np.abs(fn[inner] - exact)) < 2e-3
+
+
+def test_bayesian_is_a_posterior_quantile():
+    s, m = gaussian_scores(1.0, 6000, 6)
+    b = estimator_panel(s, m, 0.0, posterior_draws=200_000)["bayesian"]
+    fp, fn = b.detail["fp_count"], b.detail["fn_count"]
+    n = b.detail["evaluated_trials"]
+    ss = SortedScores(s, m)
+    ev = ss.counts(~ss.first(3000))
+    rng = np.random.default_rng(99)   # an independent posterior sample, delta = 0
+    a = rng.beta(fp + 0.5, ev.n0 - fp + 0.5, 400_000)
+    c = rng.beta(fn + 0.5, ev.n1 - fn + 0.5, 400_000)
+    eps = np.maximum(np.maximum(np.log((1 - a) / c), np.log((1 - c) / a)), 0)
+    assert n == ev.n0 + ev.n1
+    assert b.value == pytest.approx(np.quantile(eps, 0.05), abs=0.02)
+    assert b.detail["posterior_median"] == pytest.approx(np.median(eps), abs=0.02)
+
+
+def test_no_valid_or_bayesian_entry_exceeds_the_exact_eps_across_seeds():
+    w = GaussianWinner(GaussianBase(2.0), one_plus_poisson(3))
+    truth = exact_epsilon(w, 1e-3)
+    over = {}
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        m = rng.integers(0, 2, 3000).astype(np.int8)
+        s = w.release(m, rng)
+        for name, e in estimator_panel(s, m, 1e-3, splits=5).items():
+            if e.label in ("valid", "bayesian"):
+                over[name] = over.get(name, 0) + (e.value > truth)
+    # at 95%, 20 audits: more than 4 over-claims has probability < 2%
+    assert all(v <= 4 for v in over.values()), over
+
+
+# --- jax_privacy (optional test dependency) -----------------------------------------------
+
+def test_valid_estimators_are_at_least_as_strong_as_jax_privacy():
+    auditing = pytest.importorskip("jax_privacy.auditing")
+    alpha = 0.05
+    s, m = gaussian_scores(1.5, 40_000, 7)
+    ss = SortedScores(s, m)
+    aud = auditing.CanaryScoreAuditor(s[m == 1], s[m == 0])
+    # one threshold fixed in advance (no score equals it): the same Clopper-Pearson numbers
+    from auditsel.lower import _evaluate
+
+    for t in (0.5, 1.7, 2.9):
+        ours = _evaluate(ss.counts(), t, False, alpha, DELTA)["eps"]
+        theirs = aud.epsilon_clopper_pearson(alpha, DELTA, one_sided=False,
+                                             threshold_strategy=auditing.Explicit(t))
+        assert ours >= theirs - 1e-9
+    # Bonferroni over all thresholds at the same per-threshold level: ours searches every
+    # threshold and both directions, theirs the convex-hull thresholds
+    n = len(s)
+    ours_all = apply_rule(ss, "bonferroni_all", alpha, DELTA)["eps"]
+    theirs_n = aud.epsilon_clopper_pearson(alpha / n * len(aud._fn_counts), DELTA, one_sided=False)
+    assert ours_all >= theirs_n - 1e-9
+    # split and multisplit: random partitions differ, so compare means over datasets
+    ours_s, theirs_s = [], []
+    for seed in range(12):
+        s2, m2 = gaussian_scores(1.0, 4000, 100 + seed)
+        a2 = auditing.CanaryScoreAuditor(s2[m2 == 1], s2[m2 == 0])
+        ours_s.append(audit_scores(s2, m2, DELTA, rule="split").eps)
+        theirs_s.append(a2.epsilon_clopper_pearson(alpha, DELTA, one_sided=False,
+                                                   threshold_strategy=auditing.Split(seed=seed)))
+    se = np.std(np.subtract(ours_s, theirs_s), ddof=1) / math.sqrt(len(ours_s))
+    assert np.mean(ours_s) >= np.mean(theirs_s) - 3 * se
+    # descriptive entries: the same quantities (theirs on the ROC hull: at least ours)
+    panel = estimator_panel(s, m, DELTA)
+    assert panel["auroc"].value <= aud.attack_auroc() + 1e-12
+    assert panel["auroc"].value == pytest.approx(aud.attack_auroc(), abs=2e-3)
