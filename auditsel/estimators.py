@@ -39,6 +39,8 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+
+from auditsel.errors import ConfigError
 from scipy.special import ndtri
 from scipy.stats import norm
 
@@ -303,7 +305,7 @@ def estimator_panel(scores, member, delta: float, confidence: float = 0.95, *, l
     n = ss.n
     c = ss.counts()
     if c.n0 == 0 or c.n1 == 0:
-        raise ValueError("member: needs trials with both member = 0 and member = 1")
+        raise ConfigError("member", "needs trials with both member = 0 and member = 1")
     kw = dict(split_fraction=split_fraction)
     out = {
         "cp_split": _rule_estimate(ss, "cp_split", "split", alpha, delta,

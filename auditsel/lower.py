@@ -56,6 +56,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy.special import betainccinv, betaincinv, ndtri
 
+from auditsel.errors import ConfigError
 from auditsel.mechanisms import gaussian_epsilon
 
 __all__ = ["LowerBound", "THRESHOLD_RULES", "epsilon_from_rates", "clopper_pearson_upper",
@@ -331,7 +332,7 @@ def _evaluate(c: Counts, threshold, flip, alpha, delta):
 
 def _both_coins(c: Counts, what: str):
     if c.n0 == 0 or c.n1 == 0:
-        raise ValueError(f"game.trials: too few trials {what} (each part needs both coins)")
+        raise ConfigError("game.trials", f"too few trials {what} (each part needs both coins)")
 
 
 def _pilot_grid(s_sorted_pilot, grid_size: int) -> np.ndarray:
@@ -346,17 +347,17 @@ def _pilot_grid(s_sorted_pilot, grid_size: int) -> np.ndarray:
 
 def _check_common(rule, confidence, delta, split_fraction):
     if rule in OPTIMISTIC_RULES:
-        raise ValueError(f"game.threshold: {rule!r} is optimistic (no confidence statement) and is "
+        raise ConfigError("game.threshold", f"{rule!r} is optimistic (no confidence statement) and is "
                          f"reported as eps_best_threshold in every audit; choose one of "
                          f"{', '.join(THRESHOLD_RULES)}")
     if rule not in THRESHOLD_RULES:
-        raise ValueError(f"game.threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
+        raise ConfigError("game.threshold", f"must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
     if not 0 < confidence < 1:
-        raise ValueError(f"confidence: must be in (0, 1), got {confidence}")
+        raise ConfigError("confidence", f"must be in (0, 1), got {confidence}")
     if not 0 <= delta < 1:
-        raise ValueError(f"delta: must be in [0, 1), got {delta}")
+        raise ConfigError("delta", f"must be in [0, 1), got {delta}")
     if not 0 < split_fraction < 1:
-        raise ValueError(f"game.split_fraction: must be in (0, 1), got {split_fraction}")
+        raise ConfigError("game.split_fraction", f"must be in (0, 1), got {split_fraction}")
 
 
 def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: float, *,
@@ -386,7 +387,7 @@ def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: floa
         return {**_pick_table(c, alpha / max(n, 1), delta), "n": n, "grid_source": "all"}
     if rule == "multisplit":
         if splits < 1:
-            raise ValueError(f"splits: must be an integer >= 1, got {splits}")
+            raise ConfigError("splits", f"must be an integer >= 1, got {splits}")
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x6d73,)))
         runs = []
         for _ in range(splits):
@@ -400,7 +401,7 @@ def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: floa
         runs.sort(key=lambda r: r["eps"])
         median = runs[(len(runs) - 1) // 2]   # the lower median: conservative for even counts
         return {**median, "grid_source": "", "splits": [r["eps"] for r in runs]}
-    raise ValueError(f"game.threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
+    raise ConfigError("game.threshold", f"must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
 
 
 def _bound(chosen, best, rule, confidence, delta, trials, grid_source, estimators=None):
@@ -432,12 +433,12 @@ def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: s
     scores = np.asarray(scores, dtype=float)
     member = np.asarray(member).astype(np.int8)
     if np.isnan(scores).any():
-        raise ValueError("score: contains NaN; every score must be a number (+-inf allowed)")
+        raise ConfigError("score", "contains NaN; every score must be a number (+-inf allowed)")
     n1 = int(member.sum())
     if n1 == 0 or n1 == len(member):
-        raise ValueError("member: needs trials with both member = 0 and member = 1")
+        raise ConfigError("member", "needs trials with both member = 0 and member = 1")
     if rule == "bonferroni" and threshold_grid is None and grid_size < 1:
-        raise ValueError(f"game.thresholds: must be an integer >= 1, got {grid_size}")
+        raise ConfigError("game.thresholds", f"must be an integer >= 1, got {grid_size}")
     alpha = 1 - confidence
     ss = sorted_scores if sorted_scores is not None else SortedScores(scores, member)
     best = _pick_table(ss.counts(), alpha, delta)
@@ -493,14 +494,14 @@ def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "sp
     """
     _check_common(rule, confidence, delta, split_fraction)
     if rule == "multisplit":
-        raise ValueError("game.threshold: multisplit needs the scores in memory; a streamed audit "
+        raise ConfigError("game.threshold", "multisplit needs the scores in memory; a streamed audit "
                          "offers split, bonferroni and bonferroni_all (or set game.stream: false)")
     alpha = 1 - confidence
     n_chunks = len(source)
     cut = int(round(n_chunks * split_fraction))
     if rule in ("split", "bonferroni") and not 0 < cut < n_chunks and not (rule == "bonferroni"
                                                                           and threshold_grid is not None):
-        raise ValueError(f"game.split_fraction: with {n_chunks} chunks the split leaves a part "
+        raise ConfigError("game.split_fraction", f"with {n_chunks} chunks the split leaves a part "
                          f"empty; use more trials or a smaller game.chunk_size")
     first, _ = source.load(0)
     finite = np.sort(first[np.isfinite(first)])
@@ -510,7 +511,7 @@ def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "sp
     tail = _stream_counts(source, range(min(max(cut, 1), n_chunks), n_chunks), grid)
     total = Counts(grid, head.fp + tail.fp, head.fn + tail.fn, head.n0 + tail.n0, head.n1 + tail.n1)
     if total.n0 == 0 or total.n1 == 0:
-        raise ValueError("member: needs trials with both member = 0 and member = 1")
+        raise ConfigError("member", "needs trials with both member = 0 and member = 1")
     n = total.n0 + total.n1
     best = _pick_table(total, alpha, delta)
     grid_source = ""

@@ -32,6 +32,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from auditsel.errors import ConfigError
 from scipy import stats
 
 from auditsel.lower import clopper_pearson_upper, epsilon_from_rates
@@ -97,7 +99,7 @@ def rule_design(rule: str, games: int, confidence: float, split_fraction: float 
         return games, alpha / (2 * thresholds)
     if rule == "bonferroni_all":
         return games, alpha / games
-    raise ValueError(f"game.threshold: must be one of split, bonferroni, bonferroni_all, multisplit, got {rule!r}")
+    raise ConfigError("game.threshold", f"must be one of split, bonferroni, bonferroni_all, multisplit, got {rule!r}")
 
 
 def _support(n, p, width=7.0):

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from auditsel.errors import ConfigError
+
 from auditsel.game import run_game
 from auditsel.lower import SortedScores, audit_chunks, audit_scores
 
@@ -62,7 +64,7 @@ def overclaim_rates(protocol, proxy, true_epsilon: float, delta: float, *, reps:
     at the empirical rates of the best threshold). `threshold_grid` is the spec's grid for
     `bonferroni` (None: a pilot grid); `path` is "memory" or "stream"."""
     if path not in ("memory", "stream"):
-        raise ValueError(f"path: must be 'memory' or 'stream', got {path!r}")
+        raise ConfigError("path", f"must be 'memory' or 'stream', got {path!r}")
     valid = [r for r in rules if r not in ("best", "point")]
     if not valid:
         valid = ["split"]
