@@ -43,6 +43,8 @@ COVERED_ELSEWHERE = {
         "test_dpsgd_leak.py (the setting, and the committed result)",
     "auditsel run configs/dpsgd_leak_reduced.yaml --out results/dpsgd_leak/reduced":
         "test_dpsgd_leak.py (the setting, and the committed result)",
+    "auditsel plan configs/table3_etcv_eps1.yaml --games 2000 --target-eps 1.17": "test_plan.py (the planner)",
+    "auditsel plan configs/table3_etcv_eps4.yaml --games 2000 --target-eps 4.28": "test_plan.py (the planner)",
 }
 
 
