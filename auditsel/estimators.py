@@ -97,7 +97,7 @@ def _max_mu_low(f, g, n0, n1, a, block=256):
     order of the same with the optimistic rates (an upper bound) until none can win."""
     with np.errstate(divide="ignore", invalid="ignore"):
         ub = ndtri(1 - _rate_low(f, n0, a)) - ndtri(_rate_low(g, n1, a))
-    ub = np.nan_to_num(ub, nan=np.inf)
+    ub = np.nan_to_num(ub, nan=np.inf, posinf=np.inf, neginf=-np.inf)
     order = np.argsort(-ub, kind="stable")
     best, arg = -np.inf, -1
     for start in range(0, len(order), block):
@@ -106,7 +106,7 @@ def _max_mu_low(f, g, n0, n1, a, block=256):
             break
         with np.errstate(divide="ignore", invalid="ignore"):
             mu = ndtri(1 - clopper_pearson_upper(f[idx], n0, a)) - ndtri(clopper_pearson_upper(g[idx], n1, a))
-        mu = np.nan_to_num(mu, nan=-np.inf)
+        mu = np.nan_to_num(mu, nan=-np.inf, posinf=np.inf, neginf=-np.inf)
         j = int(np.argmax(mu))
         if mu[j] > best:
             best, arg = float(mu[j]), int(idx[j])
@@ -118,7 +118,7 @@ def _min_mu_high(f, g, n0, n1, a, below, block=256):
     below `below` (the empirical mu is a lower bound of it); returns (min found, count checked)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         lb = ndtri(1 - f / max(n0, 1)) - ndtri(g / max(n1, 1))
-    lb = np.nan_to_num(lb, nan=-np.inf)
+    lb = np.nan_to_num(lb, nan=-np.inf, posinf=np.inf, neginf=-np.inf)
     cand = np.nonzero(lb < below)[0]
     cand = cand[np.argsort(lb[cand], kind="stable")]
     low = np.inf
@@ -126,7 +126,7 @@ def _min_mu_high(f, g, n0, n1, a, below, block=256):
         idx = cand[start:start + block]
         with np.errstate(divide="ignore", invalid="ignore"):
             mu = ndtri(1 - clopper_pearson_lower(f[idx], n0, a)) - ndtri(clopper_pearson_lower(g[idx], n1, a))
-        mu = np.nan_to_num(mu, nan=np.inf)
+        mu = np.nan_to_num(mu, nan=np.inf, posinf=np.inf, neginf=-np.inf)
         low = min(low, float(np.min(mu)))
         if low < below:
             break
@@ -165,7 +165,7 @@ def winner_tradeoff(mu: float, law, cells: int = 8_000):
     p1 = np.append(w.mass(edges[:-1], edges[1:], 1), w.atom)
     with np.errstate(divide="ignore", invalid="ignore"):
         llr = np.log(p1) - np.log(p0)
-    llr = np.nan_to_num(llr, nan=0.0)
+    llr = np.nan_to_num(llr, nan=0.0, posinf=np.inf, neginf=-np.inf)
     order = np.argsort(-llr, kind="stable")
     fp = np.concatenate([[0.0], np.cumsum(p0[order])])
     fn = 1 - np.concatenate([[0.0], np.cumsum(p1[order])])

@@ -121,11 +121,16 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
         if g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE):
             from auditsel.estimators import estimator_panel, panel_dict
 
-            panel = estimator_panel(
-                record.scores, record.member, spec.delta, g.confidence, law=spec.rounds,
-                threshold_grid=threshold_grid(spec, g.proxy) if g.kind != "dpsgd" else None,
-                grid_size=g.thresholds, split_fraction=g.split_fraction, seed=g.seed, sorted_scores=ss)
-            bound = replace(bound, estimators=panel_dict(panel))
+            from auditsel.errors import ConfigError
+
+            try:
+                panel = estimator_panel(
+                    record.scores, record.member, spec.delta, g.confidence, law=spec.rounds,
+                    threshold_grid=threshold_grid(spec, g.proxy) if g.kind != "dpsgd" else None,
+                    grid_size=g.thresholds, split_fraction=g.split_fraction, seed=g.seed, sorted_scores=ss)
+                bound = replace(bound, estimators=panel_dict(panel))
+            except ConfigError as err:   # e.g. too few games for the panel's split entries
+                bound = replace(bound, estimators={"skipped": f"estimator panel not computed: {err}"})
     return record, bound, stream
 
 
@@ -167,7 +172,7 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
         record, bound, streamed = _play(spec, out_dir, jobs, progress, backend)
         result["lower"] = {**bound.to_dict(), "game": spec.game.kind, "proxy": spec.game.proxy,
                            "seed": spec.game.seed, "streamed": bool(streamed)}
-        if bound.estimators is not None:
+        if bound.estimators is not None and "gdp_fit" in bound.estimators:
             result["lower"]["gdp_fit_ok"] = bound.estimators["gdp_fit"]["detail"]["gdp_fit_ok"]
         artefacts["record"] = record
     result.update(honesty_fields(result))     # heuristic values and the contradicted ones
