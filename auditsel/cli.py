@@ -1,7 +1,16 @@
 """Command line: `auditsel run [CONFIG] [--out DIR] [--trials N] [--seed S] [--jobs J]`.
 
-Exit codes: 0 success; 2 bad config, argument or checkpoint (one line on stderr, nothing
-written); 1 internal failure.
+Exit codes:
+* 0 success;
+* 2 input the user can fix (config, arguments, score files, checkpoints, backend): one line on
+  stderr naming the field and what is allowed, nothing written (a new --out folder is removed);
+* 1 internal failure (a bug, e.g. a root finder that fails inside a bound): one line saying so
+  and naming the file the traceback was written to; nothing half-written either.
+* 130 interrupted (Ctrl-C): the checkpoints stay, rerunning the command resumes.
+
+Only the exception types in `_bad_input_types` mean exit 2; a plain ValueError raised deep in
+the numerics is an internal error. Heavy modules (numpy, scipy, matplotlib, torch, ...) are
+imported inside the commands, so `auditsel --help` stays instant.
 """
 from __future__ import annotations
 
@@ -11,17 +20,28 @@ import os
 import shutil
 import sys
 import tempfile
+import time
+import traceback
 from pathlib import Path
 
 from auditsel import __version__
 from auditsel.backends import BACKENDS
-from auditsel.lower import THRESHOLD_RULES
 
 __all__ = ["main"]
 
 
 class UsageError(Exception):
-    """A user-fixable problem: printed as one line, exit code 2."""
+    """A user-fixable problem found by the CLI itself: printed as one line, exit code 2."""
+
+
+def _bad_input_types() -> tuple:
+    """The exception types that mean "input the user can fix" (exit 2); anything else is exit 1.
+
+    auditsel.errors.ConfigError is the one bad-input type (CheckpointError, BackendError and
+    ScoreFileError derive from it); UsageError is the CLI's own."""
+    from auditsel.errors import ConfigError
+
+    return (UsageError, ConfigError)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -92,8 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="delta in [0, 1) (default 1e-5)")
     scores.add_argument("--confidence", type=_unit_interval("--confidence", lower=0.5), default=0.95,
                         help="confidence in [0.5, 1) (default 0.95)")
-    scores.add_argument("--threshold", choices=THRESHOLD_RULES, default="split",
-                        help="valid rule reported as eps (default split); all rules are printed")
+    scores.add_argument("--threshold", default="split",
+                        help="valid threshold rule reported as eps: split (default), bonferroni, "
+                             "bonferroni_all or multisplit (auditsel.lower.THRESHOLD_RULES); all are printed")
     scores.add_argument("--splits", type=_positive_int("--splits"), default=21,
                         help="multisplit: number of random splits (default 21)")
     scores.add_argument("--thresholds", type=_positive_int("--thresholds"), default=100,
@@ -180,35 +201,34 @@ def _command_run(args) -> int:
     progress = not args.no_progress and sys.stderr.isatty()
     try:
         return _run_into(args, out_dir, spec, points, progress)
-    except UsageError:
-        if created:  # nothing half-written: a folder this call made goes when the run is refused
+    except KeyboardInterrupt:
+        raise  # the checkpoints stay: rerunning the command resumes
+    except BaseException:
+        if created:  # nothing half-written: a folder this call made goes when the run fails
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
 
 
 def _run_into(args, out_dir, spec, points, progress) -> int:
-    from auditsel.backends import BackendError, execution_backend
+    from auditsel.backends import execution_backend
     from auditsel.experiment import run_experiment
-    from auditsel.game import CheckpointError
     from auditsel.report import text_table, write_outputs
     from auditsel.sweep import run_sweep
 
-    try:
-        if points is not None:
-            run_sweep(points, out_dir, jobs=args.jobs, progress=progress)
-            if not args.quiet:
-                print((out_dir / "sweep.md").read_text())
-                print(f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
-                      f"and {len(points)} point folders")
-            return 0
-        with execution_backend(args.backend, args.scheduler, workers=abs(args.jobs) if args.jobs != -1 else 2) as backend:
-            result, artefacts = run_experiment(spec, out_dir, jobs=args.jobs, progress=progress, backend=backend)
-    except BackendError as err:
-        raise UsageError(str(err)) from None
-    except CheckpointError as err:
-        raise UsageError(str(err)) from None
-    except ValueError as err:  # a setting only checkable with data (e.g. too few trials to split)
-        raise UsageError(str(err)) from None
+    if points is not None:
+        run_sweep(points, out_dir, jobs=args.jobs, progress=progress)
+        if not args.quiet:
+            print((out_dir / "sweep.md").read_text())
+            print(f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
+                  f"and {len(points)} point folders")
+        return 0
+    with execution_backend(args.backend, args.scheduler, workers=abs(args.jobs) if args.jobs != -1 else 2) as backend:
+        result, artefacts = run_experiment(spec, out_dir, jobs=args.jobs, progress=progress, backend=backend)
+    record = artefacts.get("record")
+    if record is not None and record.resumed_chunks:
+        chunks = -(-spec.game.trials // spec.game.chunk_size)
+        print(f"auditsel: resumed {record.resumed_chunks} of {chunks} chunks from "
+              f"{out_dir / 'checkpoints'}", file=sys.stderr)
     written = write_outputs(out_dir, result, artefacts)
     if not args.quiet:
         print(text_table(result))
@@ -240,13 +260,12 @@ RULE_NOTES = {"split": "valid; threshold chosen on the first part, bound on the 
 def _command_audit_scores(args) -> int:
     import numpy as np
 
-    from auditsel.audit import ScoreFileError, read_scores
-    from auditsel.lower import SortedScores, audit_scores
+    from auditsel.audit import read_scores
+    from auditsel.lower import THRESHOLD_RULES, SortedScores, audit_scores
 
-    try:
-        score, member = read_scores(args.file)
-    except ScoreFileError as err:
-        raise UsageError(str(err)) from None
+    if args.threshold not in THRESHOLD_RULES:
+        raise UsageError(f"--threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {args.threshold!r}")
+    score, member = read_scores(args.file)
     if args.one_run:
         return _audit_one_run(args, score, member)
     grid = None
@@ -256,14 +275,11 @@ def _command_audit_scores(args) -> int:
             raise UsageError(f"--threshold-range: LO must be below HI, got {lo:g} {hi:g}")
         grid = np.linspace(lo, hi, args.thresholds)
     law = _parse_rounds_option(args.rounds) if args.rounds else None
-    try:
-        ss = SortedScores(score, member)
-        bounds = {rule: audit_scores(score, member, args.delta, confidence=args.confidence, rule=rule,
-                                     grid_size=args.thresholds, threshold_grid=grid, splits=args.splits,
-                                     sorted_scores=ss)
-                  for rule in THRESHOLD_RULES}
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    ss = SortedScores(score, member)
+    bounds = {rule: audit_scores(score, member, args.delta, confidence=args.confidence, rule=rule,
+                                 grid_size=args.thresholds, threshold_grid=grid, splits=args.splits,
+                                 sorted_scores=ss)
+              for rule in THRESHOLD_RULES}
     from auditsel.estimators import estimator_panel, panel_dict
 
     panel = estimator_panel(score, member, args.delta, args.confidence, law=law, threshold_grid=grid,
@@ -317,6 +333,7 @@ def panel_text(panel) -> str:
 def _parse_rounds_option(text):
     import yaml
 
+    from auditsel.errors import ConfigError
     from auditsel.rounds import law_from_dict
 
     try:
@@ -324,7 +341,7 @@ def _parse_rounds_option(text):
         return law_from_dict(spec)
     except yaml.YAMLError:
         raise UsageError(f"--rounds: not a YAML mapping ({text!r}); write e.g. '{{kind: poisson, mean: 10}}'") from None
-    except ValueError as err:
+    except ConfigError as err:
         raise UsageError(f"--rounds: {err}") from None
 
 
@@ -370,12 +387,13 @@ def _command_plan(args) -> int:
 
 
 def _audit_one_run(args, score, member) -> int:
+    from auditsel.errors import ConfigError
     from auditsel.one_run import GdpFamily, PureDpFamily, audit_one_run
 
     family = {"gdp": GdpFamily, "pure_dp": PureDpFamily}[args.family]()
     try:
         bound = audit_one_run(score, member, args.delta, confidence=args.confidence, family=family)
-    except ValueError as err:
+    except ConfigError as err:   # bad input only: any other failure is an internal error (exit 1)
         raise UsageError(f"{args.file}: {err}") from None
     if args.json:
         print(json.dumps(bound.to_dict(), allow_nan=False))
@@ -405,18 +423,37 @@ def main(argv=None) -> int:
             return _command_reproduce(args)
         return _command_run(args)
     except UsageError as err:
-        print(f"auditsel: error: {err}", file=sys.stderr)
+        print(f"auditsel: error: {_one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("auditsel: interrupted; rerun the same command to resume from the checkpoints",
               file=sys.stderr)
         return 130
-    except Exception as err:  # noqa: BLE001 - internal failure: one line, exit 1
+    except Exception as err:  # noqa: BLE001 - classified below: bad input (2) or internal (1)
+        if isinstance(err, _bad_input_types()):
+            print(f"auditsel: error: {_one_line(err)}", file=sys.stderr)
+            return 2
         if os.environ.get("AUDITSEL_DEBUG"):
             raise
-        print(f"auditsel: internal error: {type(err).__name__}: {err} "
-              f"(set AUDITSEL_DEBUG=1 for a traceback)", file=sys.stderr)
+        where = _write_traceback(err)
+        print(f"auditsel: internal error (a bug, not your input): {type(err).__name__}: "
+              f"{_one_line(err, 200)}; traceback written to {where}", file=sys.stderr)
         return 1
+
+
+def _one_line(err: BaseException, limit: int = 400) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _write_traceback(err: BaseException) -> str:
+    """The full traceback in a new file under the temp directory (never inside --out)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    fd, path = tempfile.mkstemp(prefix=f"auditsel-traceback-{stamp}-", suffix=".txt")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"auditsel {__version__}, argv: {sys.argv!r}\n")
+        handle.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))
+    return path
 
 
 if __name__ == "__main__":
