@@ -101,11 +101,12 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
                       in_memory=not stream)
     # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
     # pilot grid from the first split_fraction of the trials, left out of the bound
-    grid = None
-    if g.threshold == "bonferroni" and g.kind == "dpsgd_worst_case":
-        grid = np.linspace(*protocol.score_range(), g.thresholds)
-    elif g.threshold == "bonferroni" and g.kind != "dpsgd":
-        grid = threshold_grid(spec, g.proxy)
+    spec_grid = None
+    if g.kind == "dpsgd_worst_case":
+        spec_grid = np.linspace(*protocol.score_range(), g.thresholds)
+    elif g.kind != "dpsgd":
+        spec_grid = threshold_grid(spec, g.proxy)
+    grid = spec_grid if g.threshold == "bonferroni" else None
     if stream:
         bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=g.threshold,
                              split_fraction=g.split_fraction, threshold_grid=grid, grid_size=g.thresholds)
@@ -121,12 +122,10 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
         if g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE):
             from auditsel.estimators import estimator_panel, panel_dict
 
-            from auditsel.errors import ConfigError
-
             try:
                 panel = estimator_panel(
                     record.scores, record.member, spec.delta, g.confidence, law=spec.rounds,
-                    threshold_grid=threshold_grid(spec, g.proxy) if g.kind != "dpsgd" else None,
+                    threshold_grid=spec_grid,
                     grid_size=g.thresholds, split_fraction=g.split_fraction, seed=g.seed, sorted_scores=ss)
                 bound = replace(bound, estimators=panel_dict(panel))
             except ConfigError as err:   # e.g. too few games for the panel's split entries
