@@ -204,7 +204,7 @@ def valid_configs(draw):
         base = {"kind": "gaussian", "mu": draw(st.floats(0.01, 5.0))}
     game = {"kind": "discrete" if discrete else "reduced", "trials": draw(st.integers(2000, 5000)),
             "seed": draw(st.integers(0, 2**63 - 1)), "confidence": draw(st.floats(0.5, 0.999)),
-            "threshold": draw(st.sampled_from(["split", "bonferroni", "best"])),
+            "threshold": draw(st.sampled_from(["split", "bonferroni", "bonferroni_all"])),
             "proxy": draw(st.sampled_from(["sample", "likelihood_ratio"])),
             "split_fraction": draw(st.floats(0.2, 0.8)), "thresholds": draw(st.integers(1, 300))}
     return {"name": "valid", "delta": draw(st.floats(1e-10, 0.1)), "base": base, "rounds": draw(laws), "game": game}
@@ -237,7 +237,7 @@ BAD_FIELDS = {
     "game.trials": [0, 1, -5, 1.5, 10**11, "x"],
     "game.seed": [-1, 2**63, 0.5, "s"],
     "game.confidence": [0, 1, 1.5, 0.3, "x"],
-    "game.threshold": ["worst", 3],
+    "game.threshold": ["worst", 3, "best"],
     "game.proxy": ["magic", None],
     "game.split_fraction": [0, 1, -0.1, 1.5, math.nan],
     "game.thresholds": [0, -1, 10**6],
@@ -350,7 +350,7 @@ def write_score_file(directory, spec):
     return path
 
 
-RULE_OPTIONS = st.sampled_from([[], ["--json"], ["--threshold", "bonferroni"], ["--threshold", "best", "--json"],
+RULE_OPTIONS = st.sampled_from([[], ["--json"], ["--threshold", "bonferroni"], ["--threshold", "bonferroni_all", "--json"],
                                 ["--threshold-range", "-3", "6", "--json"]])
 
 
