@@ -275,20 +275,35 @@ def _command_audit_scores(args) -> int:
             raise UsageError(f"--threshold-range: LO must be below HI, got {lo:g} {hi:g}")
         grid = np.linspace(lo, hi, args.thresholds)
     law = _parse_rounds_option(args.rounds) if args.rounds else None
+    from auditsel.errors import ConfigError
+
     ss = SortedScores(score, member)
-    bounds = {rule: audit_scores(score, member, args.delta, confidence=args.confidence, rule=rule,
-                                 grid_size=args.thresholds, threshold_grid=grid, splits=args.splits,
-                                 sorted_scores=ss)
-              for rule in THRESHOLD_RULES}
+    bounds, skipped = {}, {}
+    for rule in THRESHOLD_RULES:   # a rule other than --threshold may need more rows (a split per part)
+        try:
+            bounds[rule] = audit_scores(score, member, args.delta, confidence=args.confidence, rule=rule,
+                                        grid_size=args.thresholds, threshold_grid=grid, splits=args.splits,
+                                        sorted_scores=ss)
+        except ConfigError as err:
+            if rule == args.threshold:
+                raise
+            skipped[rule] = str(err)
     from auditsel.estimators import estimator_panel, panel_dict
 
-    panel = estimator_panel(score, member, args.delta, args.confidence, law=law, threshold_grid=grid,
-                            grid_size=args.thresholds, splits=args.splits, sorted_scores=ss)
+    try:
+        panel = estimator_panel(score, member, args.delta, args.confidence, law=law, threshold_grid=grid,
+                                grid_size=args.thresholds, splits=args.splits, sorted_scores=ss)
+    except ConfigError as err:
+        panel, skipped["estimators"] = None, str(err)
     chosen = bounds[args.threshold]
     if args.json:
         payload = {**chosen.to_dict(), "delta": args.delta,
-                   "by_rule": {rule: b.to_dict()["eps"] for rule, b in bounds.items()},
-                   "gdp_fit_ok": panel["gdp_fit"].detail["gdp_fit_ok"], "estimators": panel_dict(panel)}
+                   "by_rule": {rule: (bounds[rule].to_dict()["eps"] if rule in bounds else None)
+                               for rule in THRESHOLD_RULES}}
+        if panel is not None:
+            payload.update(gdp_fit_ok=panel["gdp_fit"].detail["gdp_fit_ok"], estimators=panel_dict(panel))
+        if skipped:
+            payload["skipped"] = skipped
         print(json.dumps(payload, allow_nan=False))
         return 0
     n1 = int(member.sum())
@@ -296,14 +311,18 @@ def _command_audit_scores(args) -> int:
           f"{args.confidence:.0%} Clopper-Pearson")
     source = ("fixed in advance by --threshold-range" if grid is not None else
               f"from a pilot (the first {0.5:.0%} of the rows), which is left out of the bound")
-    for rule, b in bounds.items():
+    for rule in THRESHOLD_RULES:
+        if rule not in bounds:
+            print(f"  eps_L {rule:<15} {'n/a':>8}   ({skipped[rule]})")
+            continue
+        b = bounds[rule]
         note = RULE_NOTES[rule].format(grid=source, splits=args.splits)
         print(f"  eps_L {rule:<15} {b.eps:8.4f}   ({note}; score {b.direction} {b.threshold:.6g})")
     print(f"  eps_L {'best threshold':<15} {chosen.eps_best_threshold:8.4f}   (optimistic: max over all "
           f"thresholds, no confidence statement; not a bound)")
     print(f"  eps_L {'GDP fit':<15} {chosen.eps_gdp:8.4f}   (heuristic; mu_L = {chosen.mu_gdp:.4f}, "
           f"{args.threshold} threshold)")
-    print(panel_text(panel))
+    print(panel_text(panel) if panel is not None else f"estimator panel: not computed ({skipped['estimators']})")
     return 0
 
 
