@@ -375,15 +375,14 @@ def _command_plan(args) -> int:
         raise UsageError(f"{args.config}: {err}") from None
     if spec.game is None:
         raise UsageError(f"{args.config}: game: required by plan (the audit to plan); add a game section")
-    from auditsel.experiment import reduced_base
     from auditsel.plan import plan_spec
 
     exact = None
-    if spec.game.kind != "dpsgd" and spec.delta > 0:
+    if spec.game.kind in ("reduced", "discrete") and spec.delta > 0:
         from auditsel.accounting.exact import exact_epsilon
         from auditsel.selection import winner_law
 
-        exact = exact_epsilon(winner_law(reduced_base(spec.base), spec.rounds), spec.delta)
+        exact = exact_epsilon(winner_law(spec.base.reduced(), spec.rounds), spec.delta)
         if args.target_eps is not None and args.target_eps >= exact:
             raise UsageError(f"--target-eps: must be below the exact eps {exact:.4f} of {args.config} at "
                              f"delta = {spec.delta:g}; no valid audit certifies more")
