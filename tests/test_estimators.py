@@ -79,7 +79,7 @@ def test_gdp_fit_recovers_a_gaussian_and_stays_below_its_eps():
     gdp = estimator_panel(s, m, DELTA)["gdp_fit"]
     assert gdp.detail["gdp_fit_ok"] is True
     assert 1.3 < gdp.detail["mu"] <= 1.5
-    assert gdp.value <= gaussian_epsilon(DELTA, 1.5)
+    assert gdp.value <= gaussian_epsilon(1.5, DELTA)
 
 
 def test_gdp_fit_is_rejected_where_the_trade_off_is_not_gaussian():

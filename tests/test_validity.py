@@ -105,7 +105,7 @@ def dpsgd_check(games, reps, sigma):
     s, m = scores.ravel(), member.ravel()
     for b in (0, 1):
         assert stats.kstest(s[m == b], "norm", args=(b, 1 / mu)).pvalue > 1e-3
-    truth = gaussian_epsilon(DELTA, mu)
+    truth = gaussian_epsilon(mu, DELTA)
     over = {rule: 0 for rule in VALID}
     point = 0
     for sc, me in zip(scores, member):
