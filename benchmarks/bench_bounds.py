@@ -27,7 +27,7 @@ from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BASELINE = "28bd174"        # main before the pairs/registry refactor (issue 10)
+BASELINE = "28bd174"        # main before the pairs/registry refactor
 CURVE_DELTAS = (1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2)
 DELTA = 1e-5
 

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_cli.py [--trials 10000000] [--jobs 2] [--repeat 1]
 
-The config is the one of issue 10 (reduced game, base {kind: gaussian, mu: 0.5}, TNB(0, 0.01)).
+The config: (reduced game, base {kind: gaussian, mu: 0.5}, TNB(0, 0.01)).
 Two measurements, each in a fresh interpreter:
 
 1. plain: the `auditsel run CONFIG --out DIR --jobs J --quiet` command, wall-clock (what the
@@ -12,7 +12,7 @@ Two measurements, each in a fresh interpreter:
    panel, the bound curves and the exact privacy curve), game (auditsel.game.run_game), audit
    (the lower bounds from the scores), plots (auditsel.report.write_plots), rest (config,
    report.md, result.json, printing). It prints each phase, the total, and the ratio of the
-   total to the game alone (the target of issue 10 is about 2).
+   total to the game alone (the target is about 2).
 
 Numbers depend on the machine and its load: compare ratios measured in one process, not
 absolute times from different runs.

@@ -35,7 +35,7 @@ import numpy as np
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon, tnb_rdp
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
-from auditsel.accounting.panel import upper_bounds
+from auditsel.accounting.panel import bound_labels, upper_bounds
 from auditsel.accounting.profile import (base_profile, profile_epsilon, rnm_epsilon,
                                          rnm_gaussian_closed_form, rnm_gaussian_rdp)
 from auditsel.accounting.rdp import ORDERS, finite_rdp, gaussian_rdp, pure_dp_rdp, rdp_to_epsilon
@@ -133,10 +133,21 @@ def figure6_rows(eps_bs=(1, 2, 4, 8), taus=(1.0, 0.5, 0.1), laws=FIGURE6_LAWS,
             for eps_b in eps_bs:
                 base = _calibrated(eps_b, tau, delta, steps)
                 up = upper_bounds(base, law, delta)
+                rigour = bound_labels(base)
+                # a heuristic value goes to its own `<key>_heuristic` column (auditsel.heuristics)
+                up = {(k if rigour.get(k) != "heuristic" else f"{k}_heuristic"): v for k, v in up.items()}
                 rows.append({"tau": tau, "eta": eta, "nu": nu, "E[K]": law.mean, "eps_B": eps_b,
                              "sigma": base.noise_multiplier, "mu": base.mu,
-                             "mu_gdp": base.mu_gdp, **up})
+                             "mu_gdp": base.mu_gdp, **up,
+                             "contradicted": contradicted_columns(up, eps_b)})
     return rows
+
+
+def contradicted_columns(row: dict, floor: float) -> str:
+    """The `*_heuristic` columns of a row whose value lies below `floor` (eps_B of one run, or a
+    valid eps_L): heuristic upper values contradicted by a number they must not be below."""
+    return " ".join(k for k, v in row.items()
+                    if k.endswith("_heuristic") and v is not None and v < floor)
 
 
 def koskela_gaussian_rows(sigma: float = 4.0, delta: float = 1e-6) -> list[dict]:

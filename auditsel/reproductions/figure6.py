@@ -20,7 +20,7 @@ def rows(trials: int = TRIALS, jobs: int = 1, cells=None) -> list[dict]:
     from auditsel.game import run_game
     from auditsel.lower import audit_scores
     from auditsel.mechanisms import GaussianBase
-    from auditsel.reproductions.bounds import figure6_rows
+    from auditsel.reproductions.bounds import contradicted_columns, figure6_rows
     from auditsel.rounds import TruncatedNegativeBinomial
     from auditsel.selection import GaussianWinner
 
@@ -31,6 +31,8 @@ def rows(trials: int = TRIALS, jobs: int = 1, cells=None) -> list[dict]:
         bound = audit_scores(record.scores, record.member, 1e-5, rule="split")
         row["eps_L"] = bound.eps
         row["eps_L_best"] = bound.eps_best_threshold
+        # eps_L (split rule) is valid at 95%: a heuristic upper value below it, or below eps_B, is contradicted
+        row["contradicted"] = contradicted_columns(row, max(row["eps_B"], bound.eps))
     return out
 
 
@@ -56,15 +58,16 @@ def plot(rows, out: Path) -> list:
         heuristic = {"improved_rdp_gdp"} | ({"exact", "improved_rdp"} if tau < 1 else set())
         marked = False
         for key, label, style in series:
-            ys = [r.get(key) for r in sel]
+            ys = [r.get(key, r.get(f"{key}_heuristic")) for r in sel]
             if any(y is not None for y in ys):
                 if key in heuristic:
                     style, label = style[:2] + "--", f"{label}, heuristic"
                 ax.plot(xs, [math.nan if y is None else y for y in ys], style, label=label, ms=4)
-                bad = [(x, y) for x, y in zip(xs, ys) if key in heuristic and y is not None and y < x]
+                bad = [(r["eps_B"], y) for r, y in zip(sel, ys)
+                       if key in heuristic and y is not None and f"{key}_heuristic" in r.get("contradicted", "").split()]
                 if bad:
                     ax.plot(*zip(*bad), "rx", ms=8, mew=1.5, ls="none",
-                            label="_nolegend_" if marked else "heuristic, CONTRADICTED (below eps_B)")
+                            label="_nolegend_" if marked else "heuristic, CONTRADICTED (below eps_B or eps_L)")
                     marked = True
         ax.set_title(f"TNB(eta={eta:g}, nu={nu:g}), tau={tau:g}", fontsize=9)
         ax.set_xlabel("eps_B")
