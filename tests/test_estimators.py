@@ -1,6 +1,6 @@
 """The estimator panel: each entry against a closed form or an independent implementation,
 never above the exact eps where it is known, and beside jax_privacy's counterparts when that
-optional test dependency is installed (`pip install jax-privacy`)."""
+optional test dependency is installed (`pip install ".[crosscheck]"`)."""
 import math
 
 import numpy as np
