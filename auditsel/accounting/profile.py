@@ -154,7 +154,10 @@ def _scan_min(values_fn, grid: np.ndarray, feasible=None) -> float:
             if feasible is not None and not feasible(x)[0]:
                 return math.inf
             return float(values_fn(x)[0])
-        res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10})
+        # an infeasible eps1 scores inf, and Brent's parabola step then subtracts inf from inf:
+        # harmless (res.fun is always a real evaluation of f, so only a feasible value is kept)
+        with np.errstate(invalid="ignore"):
+            res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10})
         if res.fun < best:
             best = float(res.fun)
     return best
