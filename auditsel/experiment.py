@@ -130,7 +130,7 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
                 bound = replace(bound, estimators=panel_dict(panel))
             except ConfigError as err:   # e.g. too few games for the panel's split entries
                 bound = replace(bound, estimators={"skipped": f"estimator panel not computed: {err}"})
-    return record, bound, stream
+    return record, bound, stream, (None if stream else ss)
 
 
 def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int = 1,
@@ -168,12 +168,14 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
 
         result["one_run"] = play_one_run(spec)
     elif spec.game is not None:
-        record, bound, streamed = _play(spec, out_dir, jobs, progress, backend)
+        record, bound, streamed, ss = _play(spec, out_dir, jobs, progress, backend)
         result["lower"] = {**bound.to_dict(), "game": spec.game.kind, "proxy": spec.game.proxy,
                            "seed": spec.game.seed, "streamed": bool(streamed)}
         if bound.estimators is not None and "gdp_fit" in bound.estimators:
             result["lower"]["gdp_fit_ok"] = bound.estimators["gdp_fit"]["detail"]["gdp_fit_ok"]
         artefacts["record"] = record
+        if ss is not None:
+            artefacts["by_coin"] = ss.coins_sorted()    # the audit's sort serves the plots
     result.update(honesty_fields(result))     # heuristic values and the contradicted ones
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result, artefacts

@@ -230,6 +230,10 @@ def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
         return
     from joblib import Parallel, delayed, parallel_config
 
+    # a protocol whose release frees the GIL (vectorised numpy) asks for threads; a backend
+    # named by the user (processes, dask, ray) overrides the hint
+    prefer = getattr(protocol, "parallel_prefer", None)
     with parallel_config(backend=backend) if backend else nullcontext():
-        parallel = Parallel(n_jobs=-1 if backend == "dask" else jobs, return_as="generator_unordered")
+        parallel = Parallel(n_jobs=-1 if backend == "dask" else jobs, return_as="generator_unordered",
+                            prefer=prefer)
         yield from parallel(delayed(play_chunk)(protocol, proxy, seed, i, sizes[i]) for i in pending)

@@ -37,11 +37,12 @@ confidence 1 - alpha on every path, conditionally on the coins) are:
 `eps_best_threshold` (the max over all thresholds on all trials at a = alpha each, as the
 papers report it) is optimistic: it is always reported under that key, never as `eps`.
 
-One sort serves every rule (issue "one sort"): `SortedScores` sorts the scores once and keeps
-each sorted position's trial index, so the count table of any subset of trials (the split's
-two parts, a multisplit's random halves, the pilot) is a mask over the sorted order, and the
-counts at any thresholds are a binary search in it; every rule and every estimator of
-`auditsel.estimators` reads that one sort (O(n log n) once, O(n) per rule). The exact
+One sort serves every rule (issue "one sort"): `SortedScores` sorts each coin's scores once
+(two sorts of n/2 values: far cheaper than an argsort of n); the count table of any subset of
+trials (the split's two parts, a multisplit's random halves, the pilot) is a merge of its
+coins' sorted scores, and counts at a few thresholds (a split's evaluation part) are O(n)
+comparisons without a sort; every rule and every estimator of `auditsel.estimators` reads the
+same object (O(n log n) at most once per subset, O(n) per evaluation). The exact
 Clopper-Pearson limit is evaluated only where an optimistic bound (the limit is at least the
 empirical rate, for confidence >= 1/2) could beat the best value found.
 
@@ -61,13 +62,14 @@ from auditsel.mechanisms import gaussian_epsilon
 
 __all__ = ["LowerBound", "THRESHOLD_RULES", "epsilon_from_rates", "clopper_pearson_upper",
            "clopper_pearson_lower", "audit_chunks", "threshold_table", "audit_scores", "gdp_mu",
-           "SortedScores", "Counts"]
+           "SortedScores", "Counts", "counts_from_coins"]
 
 THRESHOLD_RULES = ("split", "bonferroni", "bonferroni_all", "multisplit")
 OPTIMISTIC_RULES = ("best",)
 PRUNE_BLOCK = 2048
 FIRST_BLOCK = 16
 TABLE_BLOCK = 1024
+BACKGROUND_ABOVE = 1_000_000   # SortedScores builds the all-trials table in a thread from here
 MULTISPLITS = 21        # odd, so the median is one of the bounds
 
 
@@ -157,14 +159,23 @@ class Counts:
     def from_sorted(cls, s, b) -> "Counts":
         """From scores already sorted ascending and their coins (no sort here)."""
         b = np.asarray(b, dtype=bool)
-        n1 = int(b.sum())
-        n0 = len(b) - n1
-        cum1 = np.cumsum(b)
-        cum0 = np.arange(1, len(b) + 1) - cum1
-        last = np.nonzero(np.append(s[1:] != s[:-1], True))[0] if len(s) else np.zeros(0, int)
-        t = np.concatenate([[-np.inf], s[last]])
-        fn = np.concatenate([[0], cum1[last]])
-        fp = n0 - np.concatenate([[0], cum0[last]])
+        n = len(b)
+        cum1 = np.cumsum(b, dtype=np.int64)
+        n1 = int(cum1[-1]) if n else 0
+        n0 = n - n1
+        distinct = s[1:] != s[:-1]
+        if distinct.all():      # continuous scores: every position ends a run (no gathers)
+            m, top, ones, rank = n, s, cum1, np.arange(1, n + 1)
+        else:
+            last = np.nonzero(np.append(distinct, True))[0]
+            m, top, ones, rank = len(last), s[last], cum1[last], last + 1
+        t = np.empty(m + 1)
+        fn = np.empty(m + 1, dtype=np.int64)
+        fp = np.empty(m + 1, dtype=np.int64)
+        t[0], fn[0], fp[0] = -np.inf, 0, n0
+        t[1:] = top
+        fn[1:] = ones
+        np.subtract(n0 - rank, -ones, out=fp[1:])   # n0 - #(b = 0 among the first rank)
         return cls(t, fp, fn, n0, n1)
 
     def at(self, thresholds):
@@ -174,27 +185,82 @@ class Counts:
 
 
 class SortedScores:
-    """The one sort: scores sorted ascending with each sorted position's trial index."""
+    """The one sort: each coin's scores sorted ascending (two sorts of n/2, no argsort), from
+    which every count table is a merge. Subsets of trials (a split's parts, a multisplit's
+    random halves) are boolean masks over the trial index."""
 
-    def __init__(self, scores, member):
-        scores = np.asarray(scores, dtype=float)
-        self.order = np.argsort(scores)  # ties: counts are taken per distinct value
-        self.s = scores[self.order]
-        self.b = np.asarray(member)[self.order].astype(bool)
-        self.n = len(scores)
-        self._all = None
+    def __init__(self, scores, member, background: bool | None = None):
+        self.scores = np.asarray(scores, dtype=float)
+        self.member = np.asarray(member).astype(bool)
+        self.n = len(self.scores)
+        self._all = self._coins = self._future = None
+        if (self.n >= BACKGROUND_ABOVE) if background is None else background:
+            # the table of all trials (eps_best_threshold, bonferroni, the plots) is built in a
+            # thread while the caller works on a split's parts: numpy's sorts and merges free
+            # the GIL, so the two run on two cores
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(1, thread_name_prefix="auditsel-counts")
+            self._future = pool.submit(self._table_of_all)
+            pool.shutdown(wait=False)
+
+    def _table_of_all(self) -> Counts:
+        self._coins = self.by_coin()
+        return counts_from_coins(*self._coins)
+
+    def by_coin(self, mask=None) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted scores of the b = 0 trials, of the b = 1 trials) among `mask` (all if None)."""
+        if mask is None and self._coins is not None:
+            return self._coins
+        s, b = (self.scores, self.member) if mask is None else (self.scores[mask], self.member[mask])
+        return np.sort(s[~b]), np.sort(s[b])
 
     def counts(self, mask=None) -> Counts:
-        """Counts of the trials selected by `mask` (over sorted positions); all when None."""
+        """Counts at every distinct threshold of the trials selected by `mask`; all when None."""
         if mask is None:
             if self._all is None:
-                self._all = Counts.from_sorted(self.s, self.b)
+                self._all = self._future.result() if self._future is not None else self._table_of_all()
             return self._all
-        return Counts.from_sorted(self.s[mask], self.b[mask])
+        return counts_from_coins(*self.by_coin(mask))
+
+    def coins_sorted(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each coin's scores sorted (the plots' input), from the table of all trials."""
+        self.counts()
+        return self._coins
+
+    def counts_at(self, mask, thresholds) -> Counts:
+        """Counts of the trials selected by `mask` at the given thresholds only (O(n) per few
+        thresholds: no sort), as a table whose `at` answers exactly at those thresholds."""
+        t = np.unique(np.asarray(thresholds, dtype=float))
+        s, b = self.scores[mask], self.member[mask]
+        n1 = int(np.count_nonzero(b))
+        n0 = len(b) - n1
+        if len(t) > 8:
+            s0, s1 = np.sort(s[~b]), np.sort(s[b])
+            fp = n0 - np.searchsorted(s0, t, side="right")
+            fn = np.searchsorted(s1, t, side="right")
+        else:
+            fp = np.array([np.count_nonzero(~b & (s > x)) for x in t], dtype=np.int64)
+            fn = np.array([np.count_nonzero(b & (s <= x)) for x in t], dtype=np.int64)
+        return Counts(np.concatenate([[-np.inf], t]), np.concatenate([[n0], fp]),
+                      np.concatenate([[0], fn]), n0, n1)
 
     def first(self, cut: int) -> np.ndarray:
-        """Mask of the trials with index < cut (the first part of a split), in sorted order."""
-        return self.order < cut
+        """Mask of the trials with index < cut (the first part of a split)."""
+        return np.arange(self.n) < cut
+
+
+def counts_from_coins(s0: np.ndarray, s1: np.ndarray) -> Counts:
+    """The count table of the trials whose sorted scores are s0 (b = 0) and s1 (b = 1): the two
+    are merged in O(n) after one binary search of s1 in s0 (no sort)."""
+    n0, n1 = len(s0), len(s1)
+    pos1 = np.searchsorted(s0, s1, side="right") + np.arange(n1)
+    is1 = np.zeros(n0 + n1, dtype=bool)
+    is1[pos1] = True
+    merged = np.empty(n0 + n1)
+    merged[pos1] = s1
+    merged[~is1] = s0
+    return Counts.from_sorted(merged, is1)
 
 
 def threshold_table(scores, member):
@@ -370,12 +436,17 @@ def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: floa
     cut = int(n * split_fraction)
     if rule == "split" or (rule == "bonferroni" and threshold_grid is None):
         head = ss.first(cut)
-        sel, ev = ss.counts(head), ss.counts(~head)
-        _both_coins(sel, "to split"), _both_coins(ev, "to split")
+        pilot = ss.by_coin(head)
+        sel = counts_from_coins(*pilot)
+        _both_coins(sel, "to split")
         if rule == "split":
             pick = _pick_table(sel, alpha, delta)
+            ev = ss.counts_at(~head, [pick["threshold"]])
+            _both_coins(ev, "to split")
             return {**_evaluate(ev, pick["threshold"], pick["flip"], alpha, delta), "grid_source": ""}
-        grid = _pilot_grid(ss.s[head], grid_size)
+        grid = _pilot_grid(np.sort(np.concatenate(pilot)), grid_size)
+        ev = ss.counts_at(~head, grid)
+        _both_coins(ev, "to split")
         chosen = _pick(grid, *ev.at(grid), ev.n0, ev.n1, alpha / (2 * len(grid)), delta)
         return {**chosen, "n": ev.n0 + ev.n1, "grid_source": "pilot"}
     c = ss.counts()
@@ -393,10 +464,12 @@ def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: floa
         for _ in range(splits):
             rank = np.empty(n, dtype=np.int64)
             rank[rng.permutation(n)] = np.arange(n)
-            head = rank[ss.order] < cut
-            sel, ev = ss.counts(head), ss.counts(~head)
-            _both_coins(sel, "to split"), _both_coins(ev, "to split")
+            head = rank < cut
+            sel = ss.counts(head)
+            _both_coins(sel, "to split")
             pick = _pick_table(sel, alpha / 2, delta)
+            ev = ss.counts_at(~head, [pick["threshold"]])
+            _both_coins(ev, "to split")
             runs.append(_evaluate(ev, pick["threshold"], pick["flip"], alpha / 2, delta))
         runs.sort(key=lambda r: r["eps"])
         median = runs[(len(runs) - 1) // 2]   # the lower median: conservative for even counts
@@ -441,9 +514,9 @@ def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: s
         raise ConfigError("game.thresholds", f"must be an integer >= 1, got {grid_size}")
     alpha = 1 - confidence
     ss = sorted_scores if sorted_scores is not None else SortedScores(scores, member)
-    best = _pick_table(ss.counts(), alpha, delta)
     chosen = apply_rule(ss, rule, alpha, delta, split_fraction=split_fraction, grid_size=grid_size,
                         threshold_grid=threshold_grid, splits=splits, seed=seed)
+    best = _pick_table(ss.counts(), alpha, delta)
     return _bound(chosen, best, rule, confidence, delta, len(scores), chosen["grid_source"])
 
 

@@ -57,6 +57,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr, ndtri
 
 from auditsel.errors import ConfigError, choice, integer, number
+from auditsel.numerics import logsumexp
 
 __all__ = ["Neighbouring", "GaussianBase", "FiniteOutputBase", "DpsgdBase", "gaussian_delta",
            "gaussian_epsilon", "gaussian_mu", "hockey_stick_finite", "gdp_mu_dpsgd",
@@ -184,14 +185,12 @@ def hockey_stick_finite(p, q, eps):
 
 
 def _renyi_finite(p, q, orders) -> np.ndarray:
-    from scipy.special import logsumexp
-
     a = np.asarray(orders, dtype=float)[..., None]
     if np.any((p > 0) & (q == 0)):
         return np.full(np.shape(orders), np.inf)
     keep = p > 0
     lp, lq = np.log(p[keep]), np.log(q[keep])
-    return logsumexp(a * lp + (1 - a) * lq, axis=-1) / (a[..., 0] - 1)
+    return logsumexp(a * lp + (1 - a) * lq) / (a[..., 0] - 1)
 
 
 @dataclass(frozen=True)

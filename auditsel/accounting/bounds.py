@@ -180,7 +180,7 @@ class ExactBound(Bound):
     def curve(self, pair, law, deltas, profile=None):
         deltas = check_deltas(deltas)
         winner = winner_law(pair.reduced(), law)
-        return np.array([exact_epsilon(winner, float(d)) for d in deltas])
+        return np.asarray(exact_epsilon(winner, deltas), dtype=float)
 
 
 #: The registry, in result.json's order of `upper`.

@@ -31,6 +31,9 @@ __all__ = ["hockey_stick_finite", "hockey_stick", "privacy_curve", "exact_epsilo
 GRID_STEP = 2e-3
 GRID_MARGIN = 40.0
 BISECTION_STEPS = 45   # 2e-3 / 2^45 ~ 6e-17: below double precision of the roots
+EPS_CAP = 1e4          # exact_epsilon answers inf above this
+NEWTON_STEPS = 200
+LEVEL_BLOCK = 1 << 24  # grid points x levels compared at once (16 MB of booleans)
 
 
 def _llr_grid(winner, direction: int):
@@ -45,28 +48,51 @@ def likelihood_ratio_region_masses(winner, levels, direction: int = 1, scan=None
 
     Gaussian winner only (real line; the K = 0 atom, where the ratio is 1, is left out).
     S_c is a union of intervals: sign changes of the log-likelihood ratio on a fine grid,
-    refined by bisection; masses from the winner's cdf (`GaussianWinner.mass`).
+    refined by bisection; masses from the winner's cdf (`GaussianWinner.mass`). All levels are
+    refined together (one bisection over every boundary of every level).
     """
-    sign = 1.0 if direction == 1 else -1.0
-    llr = lambda x: sign * winner.log_likelihood_ratio(x)  # log p_dir(x) - log p_other(x)
-    grid, values = scan if scan is not None else _llr_grid(winner, direction)
     levels = np.atleast_1d(np.asarray(levels, dtype=float))
-    p_mass, q_mass = np.empty(len(levels)), np.empty(len(levels))
-    for i, c in enumerate(levels):
-        above = values > c
-        change = np.nonzero(above[1:] != above[:-1])[0]
-        lo, hi = grid[change].copy(), grid[change + 1].copy()
-        lo_above = above[change]
-        for _ in range(BISECTION_STEPS):
-            mid = 0.5 * (lo + hi)
-            move_lo = (llr(mid) > c) == lo_above
-            lo = np.where(move_lo, mid, lo)
-            hi = np.where(move_lo, hi, mid)
-        edges = np.concatenate([[-np.inf], 0.5 * (lo + hi), [np.inf]])
-        inside = np.concatenate([[above[0]], ~lo_above])  # state of each piece, left to right
-        a, b = edges[:-1][inside], edges[1:][inside]
-        p_mass[i] = np.sum(winner.mass(a, b, direction))
-        q_mass[i] = np.sum(winner.mass(a, b, 1 - direction))
+    grid, values = scan if scan is not None else _llr_grid(winner, direction)
+    sign = 1.0 if direction == 1 else -1.0
+    n = len(levels)
+    if n == 0:
+        return np.zeros(0), np.zeros(0)
+    lev_parts, pos_parts, first = [], [], np.empty(n, bool)
+    block = max(1, LEVEL_BLOCK // len(values))      # bounded memory: levels x grid booleans
+    for start in range(0, n, block):
+        c = levels[start:start + block, None]
+        above = values[None, :] > c
+        first[start:start + block] = above[:, 0]
+        lev, pos = np.nonzero(above[:, 1:] != above[:, :-1])
+        lev_parts.append(lev + start)
+        pos_parts.append(pos)
+    lev = np.concatenate(lev_parts)        # crossings, level by level, left to right
+    pos = np.concatenate(pos_parts)
+    c = levels[lev]
+    lo, hi = grid[pos].copy(), grid[pos + 1].copy()
+    lo_above = values[pos] > c
+    for _ in range(BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        move_lo = (sign * winner.log_likelihood_ratio(mid) > c) == lo_above
+        lo = np.where(move_lo, mid, lo)
+        hi = np.where(move_lo, hi, mid)
+    roots = 0.5 * (lo + hi)
+    # pieces of each level: (-inf, r_1], (r_1, r_2], ..., (r_m, inf); piece 0 is inside S_c when
+    # the grid's first point is above c, and each crossing flips the state
+    per_level = np.bincount(lev, minlength=n)
+    piece_level = np.repeat(np.arange(n), per_level + 1)
+    group_start = np.concatenate([[0], np.cumsum(per_level + 1)[:-1]])
+    rank = np.arange(len(piece_level)) - group_start[piece_level]
+    a = np.full(len(piece_level), -np.inf)
+    b = np.full(len(piece_level), np.inf)
+    is_first = rank == 0
+    is_last = rank == per_level[piece_level]
+    a[~is_first] = roots
+    b[~is_last] = roots
+    inside = first[piece_level] ^ (rank % 2 == 1)
+    a, b, where = a[inside], b[inside], piece_level[inside]
+    p_mass = np.bincount(where, weights=winner.mass(a, b, direction), minlength=n)
+    q_mass = np.bincount(where, weights=winner.mass(a, b, 1 - direction), minlength=n)
     return p_mass, q_mass
 
 
@@ -119,8 +145,24 @@ def privacy_curve(winner, eps, scans=(None, None)):
     return np.maximum(hockey_stick(winner, eps, 0, scans[0]), hockey_stick(winner, eps, 1, scans[1]))
 
 
-def exact_epsilon(winner, delta: float, tol: float = 1e-9) -> float:
-    """Smallest eps >= 0 with privacy_curve(winner, eps) <= delta (inf if none)."""
+def exact_epsilon(winner, delta, tol: float = 1e-9):
+    """Smallest eps >= 0 with privacy_curve(winner, eps) <= delta (inf if none, or above 1e4).
+
+    `delta`: a float (returns a float) or an array (returns an array, one root search for all:
+    a Gaussian winner's deltas share one scan and one batched Newton iteration).
+    """
+    deltas = np.atleast_1d(np.asarray(delta, dtype=float))
+    out = np.empty(len(deltas))
+    batch = (deltas > 0) & (not hasattr(winner, "pmf"))
+    for i in np.nonzero(~batch)[0]:
+        out[i] = _exact_epsilon_one(winner, float(deltas[i]), tol)
+    if batch.any():
+        out[batch] = _gaussian_epsilons(winner, deltas[batch], tol)
+    return out if np.ndim(delta) else float(out[0])
+
+
+def _exact_epsilon_one(winner, delta: float, tol: float) -> float:
+    """One delta by Brent's method (finite winners, and delta <= 0)."""
     scans = (None, None) if hasattr(winner, "pmf") else (_llr_grid(winner, 0), _llr_grid(winner, 1))
     curve = lambda e: float(privacy_curve(winner, np.array([e]), scans)[0])
     if curve(0.0) <= delta:
@@ -130,13 +172,78 @@ def exact_epsilon(winner, delta: float, tol: float = 1e-9) -> float:
     hi = 1.0
     while curve(hi) > delta:
         hi *= 2
-        if hi > 1e4:
+        if hi > EPS_CAP:
             return math.inf
     if delta > 0:
         f = lambda e: math.log(max(curve(e), 1e-300)) - math.log(delta)
     else:
         f = lambda e: curve(e) - delta if curve(e) > 0 else -1.0
     return brentq(f, 0.0, hi, xtol=tol, rtol=1e-12)
+
+
+def _curve_and_slope(winner, eps: np.ndarray, scans):
+    """delta(eps) and its derivative for eps > 0: the larger direction's H = P(S) - e^eps Q(S),
+    whose derivative is -e^eps Q(S_eps) (S_eps maximises P - e^eps Q, so only the explicit
+    dependence on eps counts)."""
+    values, slopes = [], []
+    for direction in (0, 1):
+        p, q = likelihood_ratio_region_masses(winner, eps, direction, scans[direction])
+        scale = np.exp(np.minimum(eps, 700.0))
+        values.append(np.maximum(p - scale * q, 0.0))
+        slopes.append(-scale * q)
+    use_one = values[1] > values[0]
+    return np.where(use_one, values[1], values[0]), np.where(use_one, slopes[1], slopes[0])
+
+
+def _gaussian_epsilons(winner, deltas: np.ndarray, tol: float) -> np.ndarray:
+    """exact_epsilon at several deltas > 0 for a Gaussian winner, all at once.
+
+    Bracket: eps = 0 and the doubling points 1, 2, 4, ..., 8192 (as in the one-delta search;
+    above 1e4 the answer is inf). Root of log delta(eps) - log delta in each bracket by Newton's
+    method with the exact slope, falling back to bisection whenever a step leaves the bracket;
+    stops when the Newton step is below tol (the error left is of order tol^2, inside Brent's
+    xtol = tol of the one-delta path).
+    """
+    scans = (_llr_grid(winner, 0), _llr_grid(winner, 1))
+    doubling = 2.0 ** np.arange(0, int(math.log2(EPS_CAP)) + 1)
+    points = np.concatenate([[0.0], doubling])
+    at = privacy_curve(winner, points, scans)
+    out = np.full(len(deltas), math.inf)
+    below = at[None, :] <= deltas[:, None]          # delta(point) <= delta
+    found = below.any(axis=1)
+    first = np.argmax(below, axis=1)
+    out[found & (first == 0)] = 0.0
+    todo = np.nonzero(found & (first > 0))[0]
+    if not len(todo):
+        return out
+    lo = points[np.maximum(first[todo] - 1, 0)]
+    hi = points[first[todo]]
+    target = np.log(deltas[todo])
+    eps = 0.5 * (lo + hi)
+    active = np.ones(len(todo), bool)
+    for _ in range(NEWTON_STEPS):
+        idx = np.nonzero(active)[0]
+        e = eps[idx]
+        value, slope = _curve_and_slope(winner, e, scans)
+        with np.errstate(divide="ignore"):
+            f = np.log(np.maximum(value, 1e-300)) - target[idx]
+        lo[idx] = np.where(f > 0, e, lo[idx])
+        hi[idx] = np.where(f < 0, e, hi[idx])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            newton = e - f * value / slope          # d log delta / d eps = slope / delta
+        inside = np.isfinite(newton) & (newton >= lo[idx]) & (newton <= hi[idx]) & (value > 0)
+        step = np.where(inside, newton, 0.5 * (lo[idx] + hi[idx]))
+        # a Newton step below tol leaves an error of order tol^2 (quadratic convergence); the
+        # noise of log delta(eps) near tiny deltas (~1e-10) would make a tighter stop bounce
+        converged = (f == 0) | (inside & (np.abs(newton - e) <= tol)) | (hi[idx] - lo[idx] <= tol)
+        eps[idx] = np.where(f == 0, e, step)
+        active[idx[converged]] = False
+        if not active.any():
+            break
+    else:
+        raise RuntimeError(f"exact_epsilon: no convergence in {NEWTON_STEPS} steps at deltas {deltas[todo]}")
+    out[todo] = eps
+    return out
 
 
 def _pure_epsilon(winner) -> float:

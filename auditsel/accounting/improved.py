@@ -35,11 +35,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import logsumexp
 
 from auditsel.accounting.rdp import (ORDERS, check_deltas, finite_rdp, rdp_to_epsilon,
                                      rdp_to_epsilon_continuous)
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
+from auditsel.numerics import logsumexp
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import FiniteWinner, GaussianWinner
 

@@ -30,10 +30,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import logsumexp
 
 from auditsel.errors import ConfigError
-from auditsel.errors import ConfigError
+from auditsel.numerics import logsumexp
 
 __all__ = [
     "ORDERS", "check_deltas", "rdp_to_epsilon", "rdp_to_epsilon_continuous", "rdp_to_delta", "gaussian_rdp",
@@ -151,7 +150,7 @@ def renyi_divergence_finite(p, q, orders) -> np.ndarray:
         return np.full(np.shape(orders), np.inf)
     keep = p > 0
     lp, lq = np.log(p[keep]), np.log(q[keep])
-    return logsumexp(a * lp + (1 - a) * lq, axis=-1) / (a[..., 0] - 1)
+    return logsumexp(a * lp + (1 - a) * lq) / (a[..., 0] - 1)
 
 
 def finite_rdp(p, q, orders) -> np.ndarray:
