@@ -235,10 +235,10 @@ def _bayesian(ss, alpha, delta, split_fraction, seed, draws) -> Estimate:
     from auditsel.lower import _pick_table as pick
 
     cut = int(ss.n * split_fraction)
-    head = ss.first(cut)
+    head, tail = ss.first(cut)
     sel = ss.counts(head)
     p = pick(sel, alpha, delta)
-    ev = ss.counts_at(~head, [p["threshold"]])
+    ev = ss.counts_at(tail, [p["threshold"]])
     fp, fn = ev.at(np.array([p["threshold"]]))
     fp, fn = (ev.n0 - fp[0], ev.n1 - fn[0]) if p["flip"] else (fp[0], fn[0])
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x7a62,)))

@@ -1,8 +1,9 @@
 """Config -> spec -> run -> result: the flow behind `auditsel run` (docs/architecture.md contracts).
 
 run_experiment computes the upper-bound panel (what applies to the base), plays the
-distinguishing game if the spec has one, derives the lower bounds and returns the result
-dict of docs/architecture.md's result.json contract (a bound that does not apply is null).
+distinguishing game if the spec has one (the panel is computed in a thread meanwhile), derives
+the lower bounds and returns the result dict of docs/architecture.md's result.json contract
+(a bound that does not apply is null).
 """
 from __future__ import annotations
 
@@ -139,7 +140,26 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
     """Returns (result, artefacts): result.json content and in-memory data for the report."""
     start = time.perf_counter()
     with_curves = curves and spec.delta > 0
-    bounds = panel(spec.base, spec.rounds, spec.delta, CURVE_DELTAS if with_curves else None)
+    winner = winner_law(spec.base.reduced(), spec.rounds)
+
+    def upper_side():
+        bounds = panel(spec.base, spec.rounds, spec.delta, CURVE_DELTAS if with_curves else None)
+        eps_max = max(v for v in [bounds["upper"]["exact"], bounds["base"]["epsilon"], 1.0] if v is not None)
+        eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
+        return bounds, (eps_grid, privacy_curve(winner, eps_grid))
+
+    played = None
+    if spec.game is not None and spec.game.one_run is None:
+        # the bounds are computed in a thread while the game plays (the game's numpy work and
+        # the bounds' Python work share the cores); an error in either surfaces here
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1, thread_name_prefix="auditsel-bounds") as pool:
+            upper = pool.submit(upper_side)
+            played = _play(spec, out_dir, jobs, progress, backend)
+            bounds, curve = upper.result()
+    else:
+        bounds, curve = upper_side()
     result = {
         "name": spec.name,
         "delta": spec.delta,
@@ -155,12 +175,8 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
     if spec.rounds.p_zero > 0:    # K = 0 possible: the release may be the fixed output
         result["rounds"]["p_zero"] = spec.rounds.p_zero
     result["base"].update(spec.base.describe())     # the pair's parameters (discrete: p, q)
-    winner = winner_law(spec.base.reduced(), spec.rounds)
-    artefacts = {"winner": winner}
-    eps_max = max(v for v in [result["upper"]["exact"], result["base"]["epsilon"], 1.0] if v is not None)
-    eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
-    artefacts["curve"] = (eps_grid, privacy_curve(winner, eps_grid))
-    result["exact_curve"] = {"eps": eps_grid.tolist(), "delta": artefacts["curve"][1].tolist()}
+    artefacts = {"winner": winner, "curve": curve}
+    result["exact_curve"] = {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
     if with_curves:
         result["upper_curves"] = bounds["curves"]
     if spec.game is not None and spec.game.one_run is not None:
@@ -168,14 +184,14 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
 
         result["one_run"] = play_one_run(spec)
     elif spec.game is not None:
-        record, bound, streamed, ss = _play(spec, out_dir, jobs, progress, backend)
+        record, bound, streamed, ss = played
         result["lower"] = {**bound.to_dict(), "game": spec.game.kind, "proxy": spec.game.proxy,
                            "seed": spec.game.seed, "streamed": bool(streamed)}
         if bound.estimators is not None and "gdp_fit" in bound.estimators:
             result["lower"]["gdp_fit_ok"] = bound.estimators["gdp_fit"]["detail"]["gdp_fit_ok"]
         artefacts["record"] = record
         if ss is not None:
-            artefacts["by_coin"] = ss.coins_sorted()    # the audit's sort serves the plots
+            artefacts["by_coin"] = ss.by_coin()    # the audit's sort serves the plots
     result.update(honesty_fields(result))     # heuristic values and the contradicted ones
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result, artefacts

@@ -69,7 +69,6 @@ OPTIMISTIC_RULES = ("best",)
 PRUNE_BLOCK = 2048
 FIRST_BLOCK = 16
 TABLE_BLOCK = 1024
-BACKGROUND_ABOVE = 1_000_000   # SortedScores builds the all-trials table in a thread from here
 MULTISPLITS = 21        # odd, so the median is one of the bounds
 
 
@@ -189,49 +188,42 @@ class SortedScores:
     which every count table is a merge. Subsets of trials (a split's parts, a multisplit's
     random halves) are boolean masks over the trial index."""
 
-    def __init__(self, scores, member, background: bool | None = None):
+    def __init__(self, scores, member):
         self.scores = np.asarray(scores, dtype=float)
         self.member = np.asarray(member).astype(bool)
         self.n = len(self.scores)
-        self._all = self._coins = self._future = None
-        if (self.n >= BACKGROUND_ABOVE) if background is None else background:
-            # the table of all trials (eps_best_threshold, bonferroni, the plots) is built in a
-            # thread while the caller works on a split's parts: numpy's sorts and merges free
-            # the GIL, so the two run on two cores
-            from concurrent.futures import ThreadPoolExecutor
-
-            pool = ThreadPoolExecutor(1, thread_name_prefix="auditsel-counts")
-            self._future = pool.submit(self._table_of_all)
-            pool.shutdown(wait=False)
-
-    def _table_of_all(self) -> Counts:
-        self._coins = self.by_coin()
-        return counts_from_coins(*self._coins)
+        self._all = self._coins = None
 
     def by_coin(self, mask=None) -> tuple[np.ndarray, np.ndarray]:
         """(sorted scores of the b = 0 trials, of the b = 1 trials) among `mask` (all if None)."""
         if mask is None and self._coins is not None:
             return self._coins
         s, b = (self.scores, self.member) if mask is None else (self.scores[mask], self.member[mask])
-        return np.sort(s[~b]), np.sort(s[b])
+        coins = np.sort(s[~b]), np.sort(s[b])
+        if mask is None:
+            self._coins = coins
+        return coins
 
     def counts(self, mask=None) -> Counts:
         """Counts at every distinct threshold of the trials selected by `mask`; all when None."""
         if mask is None:
             if self._all is None:
-                self._all = self._future.result() if self._future is not None else self._table_of_all()
+                self._all = counts_from_coins(*self.by_coin())
             return self._all
         return counts_from_coins(*self.by_coin(mask))
 
-    def coins_sorted(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each coin's scores sorted (the plots' input), from the table of all trials."""
-        self.counts()
-        return self._coins
-
     def counts_at(self, mask, thresholds) -> Counts:
-        """Counts of the trials selected by `mask` at the given thresholds only (O(n) per few
-        thresholds: no sort), as a table whose `at` answers exactly at those thresholds."""
+        """Counts of the trials selected by `mask` (all: None, from the cached sort) at the given
+        thresholds only (O(n) per few thresholds: no sort), as a table whose `at` answers
+        exactly at those thresholds."""
         t = np.unique(np.asarray(thresholds, dtype=float))
+        if mask is None:
+            s0, s1 = self.by_coin()
+            n0, n1 = len(s0), len(s1)
+            fp = n0 - np.searchsorted(s0, t, side="right")
+            fn = np.searchsorted(s1, t, side="right")
+            return Counts(np.concatenate([[-np.inf], t]), np.concatenate([[n0], fp]),
+                          np.concatenate([[0], fn]), n0, n1)
         s, b = self.scores[mask], self.member[mask]
         n1 = int(np.count_nonzero(b))
         n0 = len(b) - n1
@@ -245,9 +237,9 @@ class SortedScores:
         return Counts(np.concatenate([[-np.inf], t]), np.concatenate([[n0], fp]),
                       np.concatenate([[0], fn]), n0, n1)
 
-    def first(self, cut: int) -> np.ndarray:
-        """Mask of the trials with index < cut (the first part of a split)."""
-        return np.arange(self.n) < cut
+    def first(self, cut: int) -> tuple[slice, slice]:
+        """The trials with index < cut (a split's first part) and the others, as slices."""
+        return slice(0, cut), slice(cut, None)
 
 
 def counts_from_coins(s0: np.ndarray, s1: np.ndarray) -> Counts:
@@ -326,10 +318,10 @@ def _maximise(fp, fn, n0, n1, alpha, delta):
     return best
 
 
-def _maximise_table(fp, fn, n0, n1, alpha, delta, block: int = TABLE_BLOCK):
+def _maximise_table(fp, fn, n0, n1, alpha, delta, block: int = TABLE_BLOCK, directions=(True, True)):
     """_maximise over both directions of a threshold table (fp non-increasing, fn
     non-decreasing along the thresholds), returning an index into the stacked ('>', '<=')
-    candidates of `_both_directions`.
+    candidates of `_both_directions`; `directions` leaves out '>' or '<='.
 
     Blocks of consecutive thresholds are bounded first: eq. 4 with the optimistic limits is
     decreasing in both counts, so a block's value is at most its value at (smallest fp,
@@ -341,10 +333,12 @@ def _maximise_table(fp, fn, n0, n1, alpha, delta, block: int = TABLE_BLOCK):
     starts = np.arange(0, m, block)
     ends = np.minimum(starts + block, m) - 1
     opt = lambda a, b: epsilon_from_rates(_optimistic_upper(a, n0, alpha), _optimistic_upper(b, n1, alpha), delta)
-    bounds = np.concatenate([opt(fp[ends], fn[starts]), opt(n0 - fp[starts], n1 - fn[ends])])
+    off = np.full(len(starts), -np.inf)
+    bounds = np.concatenate([opt(fp[ends], fn[starts]) if directions[0] else off,
+                             opt(n0 - fp[starts], n1 - fn[ends]) if directions[1] else off])
     best = (-1, -np.inf, 1.0, 1.0)
     for k in np.argsort(-bounds, kind="stable"):
-        if bounds[k] <= best[1] and best[0] >= 0:
+        if (bounds[k] <= best[1] and best[0] >= 0) or bounds[k] == -np.inf:
             break
         flip, b = divmod(int(k), len(starts))
         lo, hi = starts[b], ends[b] + 1
@@ -368,12 +362,12 @@ def _gdp_epsilon(mu: float, delta: float) -> float:
     return gaussian_epsilon(mu, delta) if delta > 0 else math.inf
 
 
-def _pick(thresholds, fp, fn, n0, n1, alpha, delta):
+def _pick(thresholds, fp, fn, n0, n1, alpha, delta, directions=(True, True)):
     """The best (threshold, direction) among candidates with '>' counts fp, fn, at level alpha
     (thresholds ascending, so fp is non-increasing and fn non-decreasing)."""
     fp, fn = np.asarray(fp), np.asarray(fn)
     m = len(fp)
-    i, eps, fp_u, fn_u = _maximise_table(fp, fn, n0, n1, alpha, delta)
+    i, eps, fp_u, fn_u = _maximise_table(fp, fn, n0, n1, alpha, delta, directions=directions)
     flip, j = divmod(i, m)
     f, g = (n0 - fp[j], n1 - fn[j]) if flip else (fp[j], fn[j])
     return dict(threshold=float(np.asarray(thresholds)[j]), flip=bool(flip), eps=eps, fp_u=fp_u,
@@ -382,6 +376,43 @@ def _pick(thresholds, fp, fn, n0, n1, alpha, delta):
 
 def _pick_table(c: Counts, alpha, delta):
     return _pick(c.t, c.fp, c.fn, c.n0, c.n1, alpha, delta)
+
+
+def _last_of_runs(s: np.ndarray) -> np.ndarray:
+    """Index of the last entry of each run of equal values in sorted s."""
+    return np.nonzero(np.append(s[1:] != s[:-1], True))[0] if len(s) else np.zeros(0, np.int64)
+
+
+def _pick_coins(s0: np.ndarray, s1: np.ndarray, alpha, delta):
+    """_pick_table over every distinct threshold of the trials whose sorted scores are s0
+    (b = 0) and s1 (b = 1), without merging them.
+
+    eq. 4 with CP limits decreases in each count. For '>' (guess 1 when score > t), t may rise
+    through b = 1 scores only at a cost (fn grows, fp stays), so each direction-'>' optimum is
+    at t = -inf or at a b = 0 score; for '<=' likewise at t = -inf or at a b = 1 score. The two
+    tables of those candidates hold the maximum of the full table (the same value; the same
+    threshold unless two thresholds tie exactly) at the cost of one binary search each.
+    """
+    n0, n1 = len(s0), len(s1)
+    last0, last1 = _last_of_runs(s0), _last_of_runs(s1)
+    v0, v1 = s0[last0], s1[last1]
+    # one binary search: q[j] = #{s0 < s1[j]}, so s1[j] <= s0[i] iff q[j] <= i, and
+    # #{s1 <= s0[i]} is a cumulative count of q; #{s0 <= s1[j]} is q[j] unless values tie
+    q = np.searchsorted(s0, s1, side="left")
+    s1_below = np.cumsum(np.bincount(q, minlength=n0 + 1)[:n0])[last0] if n0 else np.zeros(0, np.int64)
+    ties = n0 and n1 and np.any(s0[np.minimum(q, n0 - 1)] == s1)
+    s0_upto = np.searchsorted(s0, v1, side="right") if ties else q[last1]
+    head = lambda first, rest: np.concatenate([[first], rest])
+    above = _pick(head(-np.inf, v0), head(n0, n0 - (last0 + 1)), head(0, s1_below),
+                  n0, n1, alpha, delta, (True, False))
+    below = _pick(head(-np.inf, v1), head(n0, n0 - s0_upto), head(0, last1 + 1),
+                  n0, n1, alpha, delta, (False, True))
+    return above if above["eps"] >= below["eps"] else below
+
+
+def _need_both(n0: int, n1: int, what: str):
+    if n0 == 0 or n1 == 0:
+        raise ConfigError("game.trials", f"too few trials {what} (each part needs both coins)")
 
 
 def _evaluate(c: Counts, threshold, flip, alpha, delta):
@@ -397,8 +428,7 @@ def _evaluate(c: Counts, threshold, flip, alpha, delta):
 
 
 def _both_coins(c: Counts, what: str):
-    if c.n0 == 0 or c.n1 == 0:
-        raise ConfigError("game.trials", f"too few trials {what} (each part needs both coins)")
+    _need_both(c.n0, c.n1, what)
 
 
 def _pilot_grid(s_sorted_pilot, grid_size: int) -> np.ndarray:
@@ -435,27 +465,26 @@ def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: floa
     n = ss.n
     cut = int(n * split_fraction)
     if rule == "split" or (rule == "bonferroni" and threshold_grid is None):
-        head = ss.first(cut)
+        head, tail = ss.first(cut)
         pilot = ss.by_coin(head)
-        sel = counts_from_coins(*pilot)
-        _both_coins(sel, "to split")
+        _need_both(len(pilot[0]), len(pilot[1]), "to split")
         if rule == "split":
-            pick = _pick_table(sel, alpha, delta)
-            ev = ss.counts_at(~head, [pick["threshold"]])
+            pick = _pick_coins(*pilot, alpha, delta)
+            ev = ss.counts_at(tail, [pick["threshold"]])
             _both_coins(ev, "to split")
             return {**_evaluate(ev, pick["threshold"], pick["flip"], alpha, delta), "grid_source": ""}
         grid = _pilot_grid(np.sort(np.concatenate(pilot)), grid_size)
-        ev = ss.counts_at(~head, grid)
+        ev = ss.counts_at(tail, grid)
         _both_coins(ev, "to split")
         chosen = _pick(grid, *ev.at(grid), ev.n0, ev.n1, alpha / (2 * len(grid)), delta)
         return {**chosen, "n": ev.n0 + ev.n1, "grid_source": "pilot"}
-    c = ss.counts()
     if rule == "bonferroni":
         grid = np.unique(np.asarray(threshold_grid, dtype=float))
+        c = ss.counts_at(None, grid)
         chosen = _pick(grid, *c.at(grid), c.n0, c.n1, alpha / (2 * len(grid)), delta)
         return {**chosen, "n": n, "grid_source": "spec"}
     if rule == "bonferroni_all":
-        return {**_pick_table(c, alpha / max(n, 1), delta), "n": n, "grid_source": "all"}
+        return {**_pick_coins(*ss.by_coin(), alpha / max(n, 1), delta), "n": n, "grid_source": "all"}
     if rule == "multisplit":
         if splits < 1:
             raise ConfigError("splits", f"must be an integer >= 1, got {splits}")
@@ -465,9 +494,9 @@ def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: floa
             rank = np.empty(n, dtype=np.int64)
             rank[rng.permutation(n)] = np.arange(n)
             head = rank < cut
-            sel = ss.counts(head)
-            _both_coins(sel, "to split")
-            pick = _pick_table(sel, alpha / 2, delta)
+            pilot = ss.by_coin(head)
+            _need_both(len(pilot[0]), len(pilot[1]), "to split")
+            pick = _pick_coins(*pilot, alpha / 2, delta)
             ev = ss.counts_at(~head, [pick["threshold"]])
             _both_coins(ev, "to split")
             runs.append(_evaluate(ev, pick["threshold"], pick["flip"], alpha / 2, delta))
@@ -516,7 +545,7 @@ def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: s
     ss = sorted_scores if sorted_scores is not None else SortedScores(scores, member)
     chosen = apply_rule(ss, rule, alpha, delta, split_fraction=split_fraction, grid_size=grid_size,
                         threshold_grid=threshold_grid, splits=splits, seed=seed)
-    best = _pick_table(ss.counts(), alpha, delta)
+    best = _pick_coins(*ss.by_coin(), alpha, delta)
     return _bound(chosen, best, rule, confidence, delta, len(scores), chosen["grid_source"])
 
 

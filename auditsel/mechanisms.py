@@ -53,11 +53,10 @@ from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr, ndtri
 
 from auditsel.errors import ConfigError, choice, integer, number
-from auditsel.numerics import logsumexp
+from auditsel.numerics import bisect, logsumexp
 
 __all__ = ["Neighbouring", "GaussianBase", "FiniteOutputBase", "DpsgdBase", "gaussian_delta",
            "gaussian_epsilon", "gaussian_mu", "hockey_stick_finite", "gdp_mu_dpsgd",
@@ -96,7 +95,7 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
     while gaussian_delta(mu, hi) > delta:
         hi *= 2
     f = lambda e: math.log(gaussian_delta(mu, e)) - math.log(delta) if gaussian_delta(mu, e) > 0 else -1e3
-    return brentq(f, 0.0, hi, xtol=1e-12, rtol=1e-12)
+    return bisect(f, 0.0, hi, xtol=1e-12, rtol=1e-12)
 
 
 def gaussian_mu(epsilon: float, delta: float) -> float:
@@ -107,7 +106,7 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
     while gaussian_delta(hi, epsilon) < delta:
         hi *= 2
     f = lambda m: math.log(max(gaussian_delta(m, epsilon), 1e-320)) - math.log(delta)
-    return brentq(f, lo, hi, xtol=1e-14, rtol=1e-13)
+    return bisect(f, lo, hi, xtol=1e-14, rtol=1e-13)
 
 
 @dataclass(frozen=True)

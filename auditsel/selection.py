@@ -22,6 +22,7 @@ import numpy as np
 from scipy.special import log_ndtr, ndtri
 
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
+from auditsel.numerics import bisect
 from auditsel.rounds import RoundsLaw
 
 __all__ = ["GaussianWinner", "FiniteWinner", "max_uniform_complement", "winner_law"]
@@ -100,13 +101,11 @@ class GaussianWinner:
         Data-independent (a function of the spec only), so a threshold grid over it keeps the
         Bonferroni rule valid.
         """
-        from scipy.optimize import brentq
-
         lower = lambda x: float(self.cdf(x, 0)) - tail
         upper = lambda x: float(self.mass(x, np.inf, 1)) - tail
         a, b = -40.0, self.mu + 40.0
-        lo = brentq(lower, a, b) if lower(a) < 0 < lower(b) else a
-        hi = brentq(upper, a, b) if upper(a) > 0 > upper(b) else b
+        lo = bisect(lower, a, b) if lower(a) < 0 < lower(b) else a
+        hi = bisect(upper, a, b) if upper(a) > 0 > upper(b) else b
         return float(lo), float(hi)
 
 

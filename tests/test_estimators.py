@@ -118,7 +118,7 @@ def test_bayesian_is_a_posterior_quantile():
     fp, fn = b.detail["fp_count"], b.detail["fn_count"]
     n = b.detail["evaluated_trials"]
     ss = SortedScores(s, m)
-    ev = ss.counts(~ss.first(3000))
+    ev = ss.counts(ss.first(3000)[1])
     rng = np.random.default_rng(99)   # an independent posterior sample, delta = 0
     a = rng.beta(fp + 0.5, ev.n0 - fp + 0.5, 400_000)
     c = rng.beta(fn + 0.5, ev.n1 - fn + 0.5, 400_000)

@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
 
 from auditsel.mechanisms import hockey_stick_finite
+from auditsel.numerics import bisect
 
 __all__ = ["hockey_stick_finite", "hockey_stick", "privacy_curve", "exact_epsilon",
            "likelihood_ratio_region_masses", "tradeoff_curve"]
@@ -178,7 +178,7 @@ def _exact_epsilon_one(winner, delta: float, tol: float) -> float:
         f = lambda e: math.log(max(curve(e), 1e-300)) - math.log(delta)
     else:
         f = lambda e: curve(e) - delta if curve(e) > 0 else -1.0
-    return brentq(f, 0.0, hi, xtol=tol, rtol=1e-12)
+    return bisect(f, 0.0, hi, xtol=tol, rtol=1e-12)
 
 
 def _curve_and_slope(winner, eps: np.ndarray, scans):

@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from auditsel.accounting.rdp import check_deltas
+from auditsel.numerics import golden_min
 from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
 __all__ = [
@@ -154,12 +154,11 @@ def _scan_min(values_fn, grid: np.ndarray, feasible=None) -> float:
             if feasible is not None and not feasible(x)[0]:
                 return math.inf
             return float(values_fn(x)[0])
-        # an infeasible eps1 scores inf, and Brent's parabola step then subtracts inf from inf:
-        # harmless (res.fun is always a real evaluation of f, so only a feasible value is kept)
-        with np.errstate(invalid="ignore"):
-            res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10})
-        if res.fun < best:
-            best = float(res.fun)
+        # golden section (an infeasible eps1 scores inf and is never kept); the value returned
+        # is a real evaluation of f, so it is a valid shift whatever the accuracy of the search
+        _, value = golden_min(f, float(lo), float(hi), steps=60)
+        if value < best:
+            best = float(value)
     return best
 
 

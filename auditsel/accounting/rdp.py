@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from auditsel.errors import ConfigError
-from auditsel.numerics import logsumexp
+from auditsel.numerics import golden_min, logsumexp
 
 __all__ = [
     "ORDERS", "check_deltas", "rdp_to_epsilon", "rdp_to_epsilon_continuous", "rdp_to_delta", "gaussian_rdp",
@@ -102,19 +102,7 @@ def rdp_to_epsilon_continuous(curve, delta: float, lo: float = 1e-3, hi: float =
                         + _conversion_terms(np.array([1 + math.exp(t)]), delta)[0])
     left = math.log(xs[max(i - 1, 0)])
     right = math.log(xs[min(i + 1, len(xs) - 1)])
-    g = (math.sqrt(5) - 1) / 2
-    c, d = right - g * (right - left), left + g * (right - left)
-    fc, fd = f(c), f(d)
-    for _ in range(60):
-        if fc < fd:
-            right, d, fd = d, c, fc
-            c = right - g * (right - left)
-            fc = f(c)
-        else:
-            left, c, fc = c, d, fd
-            d = left + g * (right - left)
-            fd = f(d)
-    best = min(fc, fd)
+    _, best = golden_min(f, left, right, steps=60)
     return max(min(best, float(vals[i])), 0.0)
 
 
