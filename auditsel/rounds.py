@@ -285,7 +285,8 @@ class Binomial(RoundsLaw):
         return (1 - self.p + self.p * np.asarray(z, dtype=float)) ** self.n
 
     def pgf_complement(self, w):
-        return -np.expm1(self.n * np.log1p(-self.p * np.asarray(w, dtype=float)))
+        with np.errstate(divide="ignore"):    # p w = 1: log1p(-1) = -inf, and the value is 1
+            return -np.expm1(self.n * np.log1p(-self.p * np.asarray(w, dtype=float)))
 
     def log_pgf_derivative(self, z, w=None, log_z=None):
         z, w = _as_w(z, w)

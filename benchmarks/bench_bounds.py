@@ -37,13 +37,15 @@ CASES = {
     "finite-example1": ("FiniteOutputBase.example1()", "TruncatedNegativeBinomial(1.0, 1e-3)"),
     "dpsgd-pld-tnb": ("DpsgdBase(2.0, 500, 0.1, 'pld')", "TruncatedNegativeBinomial(0.0, 0.01)"),
     "dpsgd-poisson": ("DpsgdBase(1.0, 1000, 0.01)", "Poisson(10.0)"),
+    "dpsgd-two-point": ("DpsgdBase(1.0, 1000, 0.01)", "TwoPoint(1000, 1e-3)"),
+    "dpsgd-binomial": ("DpsgdBase(1.0, 1000, 0.01)", "Binomial(100, 0.1)"),
 }
 
 CHILD = r"""
 import json, sys, time
 new = sys.argv[1] == "new"
 base_expr, law_expr = sys.argv[2], sys.argv[3]
-from auditsel.rounds import TruncatedNegativeBinomial, Poisson, TwoPoint
+from auditsel.rounds import Binomial, TruncatedNegativeBinomial, Poisson, TwoPoint
 from auditsel.accounting.panel import panel
 if new:
     from auditsel.mechanisms import GaussianBase, FiniteOutputBase, DpsgdBase
