@@ -108,7 +108,11 @@ class ModelSpec:
         for Linear/Conv2d with s = init_scale), drawn from the run's own generator (one draw
         of d uniforms, layer after layer: the same numbers as one draw per layer)."""
         u = torch.rand(self.num_params, generator=generator, dtype=dtype, device=device)
-        return (2 * u - 1) * self._init_bounds(dtype, device)
+        return self.init_from_uniform(u)
+
+    def init_from_uniform(self, u: torch.Tensor) -> torch.Tensor:
+        """w_0 (..., d) from U(0, 1) draws u (..., d): ``init`` is init_from_uniform(torch.rand(d))."""
+        return (2 * u - 1) * self._init_bounds(u.dtype, u.device)
 
     def _init_bounds(self, dtype, device) -> torch.Tensor:
         key = (dtype, str(device))

@@ -36,6 +36,7 @@ vectorises; Z_D's gradient is added at its coordinate(s) instead of as a dense v
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -274,6 +275,63 @@ def _canary_gradient(model: ModelSpec, canary: Canary, w, clip, xz, yz):
     return g * clip_factors(torch.linalg.vector_norm(g, dim=1), clip)[:, None]
 
 
+def _seed_states(seeds: np.ndarray, words: int = 3) -> np.ndarray:
+    """``SeedSequence(int(s)).generate_state(words, np.uint64)`` for every seed s at once (R, words):
+    numpy's hash (pool of 4 uint32 words, entropy = s's two 32-bit words), vectorised over runs."""
+    mask = 0xFFFFFFFF
+    s = np.asarray(seeds, dtype=np.uint64)
+    zero = np.zeros(len(s), np.uint32)
+    pool = [(s & np.uint64(mask)).astype(np.uint32), (s >> np.uint64(32)).astype(np.uint32),
+            zero, zero]
+    h = 0x43b0d7e5
+
+    def hashmix(v):
+        nonlocal h
+        v = v ^ np.uint32(h)
+        h = (h * 0x931e8875) & mask
+        v = v * np.uint32(h)
+        return v ^ (v >> np.uint32(16))
+
+    def mix(x, y):
+        r = np.uint32(0xca01f9dd) * x - np.uint32(0x4973f715) * y
+        return r ^ (r >> np.uint32(16))
+
+    pool = [hashmix(v) for v in pool]
+    for i in range(4):
+        for j in range(4):
+            if i != j:
+                pool[j] = mix(pool[j], hashmix(pool[i]))
+    h, out = 0x8b51f9dd, []
+    for i in range(2 * words):
+        v = pool[i % 4] ^ np.uint32(h)
+        h = (h * 0x58f38ded) & mask
+        v = v * np.uint32(h)
+        out.append((v ^ (v >> np.uint32(16))).astype(np.uint64))
+    return np.stack(out[0::2], 1) | (np.stack(out[1::2], 1) << np.uint64(32))
+
+
+_POOL = None
+
+
+def _per_run(fn, R: int, device: torch.device):
+    """fn(r) for r in range(R): on the CPU split over torch's threads (the draws release the GIL;
+    each run has its own generators, so the split cannot change a value), else in order."""
+    global _POOL
+    workers = min(torch.get_num_threads(), R)
+    if device.type != "cpu" or workers < 2:
+        for r in range(R):
+            fn(r)
+        return
+    if _POOL is None or _POOL._max_workers < workers:
+        _POOL = ThreadPoolExecutor(workers, thread_name_prefix="dpsgd-draws")
+    bounds = np.linspace(0, R, workers + 1).astype(int)
+
+    def part(k):
+        for r in range(bounds[k], bounds[k + 1]):
+            fn(r)
+    list(_POOL.map(part, range(workers)))
+
+
 def _as_runs(value, R, dtype, device, field):
     arr = np.array(np.broadcast_to(np.asarray(value, dtype=float), (R,)))
     return torch.as_tensor(arr, dtype=dtype, device=device)
@@ -339,12 +397,11 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
         xz = yz = None
 
     # per-run streams: init, Poisson masks, noise
-    gens = []
-    for s in seeds:
-        states = np.random.SeedSequence(int(s)).generate_state(3, dtype=np.uint64)
-        gens.append([torch.Generator(device=device).manual_seed(int(v) & ((1 << 63) - 1))
-                     for v in states])
-    w = torch.stack([model.init(g[0], dtype=dtype, device=device) for g in gens])
+    states = _seed_states(seeds) & np.uint64((1 << 63) - 1)
+    gens = [[torch.Generator(device=device).manual_seed(int(v)) for v in row] for row in states]
+    w = torch.empty(R, d, dtype=dtype, device=device)
+    _per_run(lambda r: w[r].uniform_(generator=gens[r][0]), R, device)  # = torch.rand(d, ...)
+    w = model.init_from_uniform(w)
     w0 = w.clone()
     dots = torch.zeros(R, steps, dtype=torch.float64, device=device)
     ones = torch.ones(R, n + 1, dtype=dtype, device=device)
@@ -357,13 +414,12 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     with torch.no_grad():
         for block_start in range(0, steps, BLOCK):
             b = min(BLOCK, steps - block_start)
-            for r, g in enumerate(gens):  # = torch.randn(BLOCK, d, generator=g[2]), in place
-                noise[r].normal_(generator=g[2])
-            if subsampled.any():
-                u = torch.stack([torch.rand(BLOCK, n + 1, generator=g[1], dtype=dtype,
-                                            device=device) if sub else
-                                 torch.zeros(BLOCK, n + 1, dtype=dtype, device=device)
-                                 for g, sub in zip(gens, subsampled)])
+            # = torch.randn(BLOCK, d, generator=g[2]) per run, in place
+            _per_run(lambda r: noise[r].normal_(generator=gens[r][2]), R, device)
+            if subsampled.any():  # = torch.rand(BLOCK, n + 1, generator=g[1]) (0 at tau = 1)
+                u = torch.zeros(R, BLOCK, n + 1, dtype=dtype, device=device)
+                _per_run(lambda r: u[r].uniform_(generator=gens[r][1]) if subsampled[r] else None,
+                         R, device)
                 masks = (u < rate_t[:, None, None]).to(dtype)  # (R, BLOCK, n + 1)
             for j in range(b):
                 i = block_start + j
