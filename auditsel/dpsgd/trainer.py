@@ -187,7 +187,20 @@ def _vmap_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
     return torch.einsum("rn,rnd->rd", factors, g)
 
 
-def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
+def _ghost_prep(x, y):
+    """What the ghost sum needs of the examples alone (the same at every step of a run): the
+    inputs examples-last, xt (f, n) shared by the runs or (R, f, n) per run, ||a_0||^2 + 1 per
+    example, and each example's label as an index into the flattened (classes, n) logits."""
+    n = y.shape[-1]
+    if y.dim() == 1:
+        xt = x.reshape(x.shape[0], -1).T                      # (f, n), shared by the runs
+    else:
+        xt = x.reshape(*y.shape, -1).transpose(1, 2)          # (R, f, n)
+    label = y * n + torch.arange(n, device=y.device)
+    return xt, (xt * xt).sum(-2) + 1.0, label
+
+
+def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight, prep=None):
     """The same sum for dense models without materialising per-example gradients.
 
     Per layer l with input a and output-gradient e (per example), grad W_l = e a^T and
@@ -195,35 +208,35 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
     is sum_n c_n e_n a_n^T. The e_l come from an explicit backward pass of the cross-entropy
     (softmax - onehot, then through W and the ReLU masks). Tensors are kept examples-last,
     (R, features, n) (``ModelSpec.dense_forward_t``): every product is one GEMM or a batched
-    GEMM and every reduction vectorises along the examples.
+    GEMM and every reduction vectorises along the examples. weight None means all ones; prep
+    is ``_ghost_prep(x, y)`` (computed here when not given).
     """
     R = w.shape[0]
-    if y.dim() == 1:
-        xt = x.reshape(x.shape[0], -1).T                      # (f, n), shared by the runs
-    else:
-        xt = x.reshape(*y.shape, -1).transpose(1, 2)          # (R, f, n)
+    xt, a0_sq, label = _ghost_prep(x, y) if prep is None else prep
     layers = model.dense_forward_t(w, xt)
     params = model.unflatten(w)
-    e = layers[-1][1]                                          # logits (R, classes, n)
-    classes = e.shape[1]
-    e = e - e.amax(1, keepdim=True)
+    e = layers[-1][1]                             # logits (R, classes, n), fresh: in place
+    e -= e.amax(1, keepdim=True)
     e.exp_()
-    e /= e.sum(1, keepdim=True)                                # softmax over the classes
-    onehot = F.one_hot(y, classes).to(e.dtype)
-    e -= onehot.T if y.dim() == 1 else onehot.transpose(1, 2)
+    e /= e.sum(1, keepdim=True)                   # softmax over the classes
+    flat = e.view(R, -1)                          # minus the one-hot: 1 at (y_n, n) only
+    label = label.expand(R, -1)
+    flat.scatter_(1, label, flat.gather(1, label) - 1)
     grads_out = [None] * len(layers)
     for l in range(len(layers) - 1, -1, -1):
         grads_out[l] = e
         if l > 0:
             e = torch.bmm(params[2 * l].transpose(1, 2), e) * (layers[l - 1][1] > 0)
-    sq = 0
-    for (a, _), e in zip(layers, grads_out):
-        a_sq = (a * a).sum(-2) + 1.0  # (n,) or (R, n)
-        sq = sq + (e * e).sum(1) * a_sq
-    factors = clip_factors(torch.sqrt(sq), clip[:, None]) * weight  # (R, n)
+    sq = None
+    for l, ((a, _), e) in enumerate(zip(layers, grads_out)):
+        part = (e * e).sum(1) * (a0_sq if l == 0 else (a * a).sum(-2) + 1.0)
+        sq = part if sq is None else sq + part
+    factors = clip_factors(torch.sqrt(sq), clip[:, None])  # (R, n)
+    if weight is not None:
+        factors *= weight
     parts = []
     for (a, _), e in zip(layers, grads_out):
-        ec = e * factors[:, None, :]                           # (R, out, n)
+        ec = e.mul_(factors[:, None, :])                       # (R, out, n), in place
         if a.dim() == 2:  # shared input: one GEMM (R out, n) x (n, f)
             parts.append((ec.reshape(-1, ec.shape[-1]) @ a.T).reshape(R, -1))
         else:
@@ -232,10 +245,12 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
     return torch.cat(parts, dim=1)
 
 
-def _clipped_sum(model, w, x, y, clip, weight, method, budget, full_batch=False):
+def _clipped_sum(model, w, x, y, clip, weight, method, budget, full_batch=False, prep=None):
     """Chunk the examples so that at most ~budget numbers are alive at once. When the Poisson
     batches are sparse (under half the examples kept), each run's kept examples are gathered
-    first (padded to the largest batch with weight 0), so the work scales with tau n, not n."""
+    first (padded to the largest batch with weight 0), so the work scales with tau n, not n.
+    At tau = 1 (full_batch) the weights are all ones and ``prep`` (``_ghost_prep`` of the whole
+    set, for the ghost path) is reused while the examples fit in one chunk."""
     R, d = w.shape
     n = x.shape[0]
     fn = _ghost_clipped_sum if method == "ghost" else _vmap_clipped_sum
@@ -243,6 +258,8 @@ def _clipped_sum(model, w, x, y, clip, weight, method, budget, full_batch=False)
         width = d if method == "vmap" else sum(i + o for i, o in model.dense_sizes)
         chunk = max(1, min(n, budget // max(1, R * width)))
         if chunk >= n:
+            if method == "ghost":
+                return fn(model, w, x, y, clip, None, prep)
             return fn(model, w, x, y, clip, weight)
     kept = weight != 0
     counts = kept.sum(1)
@@ -406,6 +423,7 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     dots = torch.zeros(R, steps, dtype=torch.float64, device=device)
     ones = torch.ones(R, n + 1, dtype=dtype, device=device)
     noise = torch.empty(R, BLOCK, d, dtype=dtype, device=device)
+    prep = _ghost_prep(x, y) if method == "ghost" and n else None
     dirac = isinstance(canary, GradientCanary)
     if dirac:
         cz = canary.coordinates
@@ -428,7 +446,7 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
                 # this order of additions; Z_D adds C at one coordinate only
                 if n:
                     p = _clipped_sum(model, w, x, y, clip_t, mask[:, :n], method, memory_budget,
-                                     full_batch=not subsampled.any())
+                                     full_batch=not subsampled.any(), prep=prep)
                     if dirac:
                         p[:, cz] += (clip_t * (inc_t * mask[:, n]))[:, None]
                     elif canary is not None:
