@@ -413,16 +413,29 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     else:
         xz = yz = None
 
-    # per-run streams: init, Poisson masks, noise
+    # per-run streams: init, Poisson masks, noise. The draws of `group` blocks (all of them when
+    # they fit in the memory budget) are made per run in one pass over the runs, each stream in
+    # its order (the same numbers as one call per block), on the CPU split over threads.
     states = _seed_states(seeds) & np.uint64((1 << 63) - 1)
     gens = [[torch.Generator(device=device).manual_seed(int(v)) for v in row] for row in states]
+    sub = bool(subsampled.any())
+    nblocks = -(-steps // BLOCK)
+    group = max(1, min(nblocks, memory_budget // max(1, R * BLOCK * (d + (n + 1) * sub))))
     w = torch.empty(R, d, dtype=dtype, device=device)
-    _per_run(lambda r: w[r].uniform_(generator=gens[r][0]), R, device)  # = torch.rand(d, ...)
-    w = model.init_from_uniform(w)
-    w0 = w.clone()
+    noise = torch.empty(R, group, BLOCK, d, dtype=dtype, device=device)
+    u = torch.zeros(R, group, BLOCK, n + 1, dtype=dtype, device=device) if sub else None
+
+    def draw(r, first, count):  # blocks first .. first + count - 1 of run r (and w_0 first)
+        g_init, g_mask, g_noise = gens[r]
+        if first == 0:
+            w[r].uniform_(generator=g_init)               # = torch.rand(d, generator=g_init)
+        for k in range(count):
+            noise[r, k].normal_(generator=g_noise)        # = torch.randn(BLOCK, d, ...)
+            if sub and subsampled[r]:                     # = torch.rand(BLOCK, n + 1, ...)
+                u[r, k].uniform_(generator=g_mask)        # (0 at tau = 1: never sampled out)
+
     dots = torch.zeros(R, steps, dtype=torch.float64, device=device)
     ones = torch.ones(R, n + 1, dtype=dtype, device=device)
-    noise = torch.empty(R, BLOCK, d, dtype=dtype, device=device)
     prep = _ghost_prep(x, y) if method == "ghost" and n else None
     dirac = isinstance(canary, GradientCanary)
     if dirac:
@@ -432,29 +445,32 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     with torch.no_grad():
         for block_start in range(0, steps, BLOCK):
             b = min(BLOCK, steps - block_start)
-            # = torch.randn(BLOCK, d, generator=g[2]) per run, in place
-            _per_run(lambda r: noise[r].normal_(generator=gens[r][2]), R, device)
-            if subsampled.any():  # = torch.rand(BLOCK, n + 1, generator=g[1]) (0 at tau = 1)
-                u = torch.zeros(R, BLOCK, n + 1, dtype=dtype, device=device)
-                _per_run(lambda r: u[r].uniform_(generator=gens[r][1]) if subsampled[r] else None,
-                         R, device)
-                masks = (u < rate_t[:, None, None]).to(dtype)  # (R, BLOCK, n + 1)
+            blk = block_start // BLOCK
+            k = blk % group
+            if k == 0:
+                count = min(group, nblocks - blk)
+                _per_run(lambda r: draw(r, blk, count), R, device)
+                if blk == 0:
+                    w = model.init_from_uniform(w)
+                    w0 = w.clone()
+            if sub:
+                masks = (u[:, k] < rate_t[:, None, None]).to(dtype)  # (R, BLOCK, n + 1)
             for j in range(b):
                 i = block_start + j
-                mask = masks[:, j] if subsampled.any() else ones
+                mask = masks[:, j] if sub else ones
                 # p_i = clipped sum (+ the canary's clipped gradient when it is in) + noise, in
                 # this order of additions; Z_D adds C at one coordinate only
                 if n:
                     p = _clipped_sum(model, w, x, y, clip_t, mask[:, :n], method, memory_budget,
-                                     full_batch=not subsampled.any(), prep=prep)
+                                     full_batch=not sub, prep=prep)
                     if dirac:
                         p[:, cz] += (clip_t * (inc_t * mask[:, n]))[:, None]
                     elif canary is not None:
                         pz = _canary_gradient(model, canary, w, clip_t, xz, yz)
                         p += pz * (inc_t * mask[:, n])[:, None]
-                    p += noise[:, j] * noise_t[:, None]
+                    p += noise[:, k, j] * noise_t[:, None]
                 else:
-                    p = noise[:, j] * noise_t[:, None]
+                    p = noise[:, k, j] * noise_t[:, None]
                     if dirac:
                         p[:, cz] += (clip_t * (inc_t * mask[:, n]))[:, None]
                     elif canary is not None:
