@@ -36,6 +36,7 @@ vectorises; Z_D's gradient is added at its coordinate(s) instead of as a dense v
 from __future__ import annotations
 
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional, Union
@@ -328,6 +329,15 @@ def _seed_states(seeds: np.ndarray, words: int = 3) -> np.ndarray:
 
 
 _POOL = None
+_LOCAL = threading.local()
+
+
+def _generators(count: int, device: torch.device) -> list:
+    """count torch.Generators on device, kept between calls of the calling thread (creating them
+    costs more than seeding them; every one is re-seeded before it draws)."""
+    pool = _LOCAL.__dict__.setdefault("generators", {}).setdefault(str(device), [])
+    pool.extend(torch.Generator(device=device) for _ in range(count - len(pool)))
+    return pool[:count]
 
 
 def _per_run(fn, R: int, device: torch.device):
@@ -416,8 +426,10 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     # per-run streams: init, Poisson masks, noise. The draws of `group` blocks (all of them when
     # they fit in the memory budget) are made per run in one pass over the runs, each stream in
     # its order (the same numbers as one call per block), on the CPU split over threads.
-    states = _seed_states(seeds) & np.uint64((1 << 63) - 1)
-    gens = [[torch.Generator(device=device).manual_seed(int(v)) for v in row] for row in states]
+    states = (_seed_states(seeds) & np.uint64((1 << 63) - 1)).tolist()
+    pool = _generators(3 * R, device)
+    gens = [[g.manual_seed(v) for g, v in zip(pool[3 * r:3 * r + 3], row)]
+            for r, row in enumerate(states)]
     sub = bool(subsampled.any())
     nblocks = -(-steps // BLOCK)
     group = max(1, min(nblocks, memory_budget // max(1, R * BLOCK * (d + (n + 1) * sub))))
