@@ -282,13 +282,17 @@ def _clipped_sum(model, w, x, y, clip, weight, method, budget, full_batch=False,
     return total
 
 
-def _canary_gradient(model: ModelSpec, canary: Canary, w, clip, xz, yz):
-    """p^z = CLP_C(grad l(w_r; z)) for each run (R, d); C e_coordinate for the Dirac canary."""
+def _canary_gradient(model: ModelSpec, canary: Canary, w, clip, xz, yz, prep=None):
+    """p^z = CLP_C(grad l(w_r; z)) for each run (R, d); C e_coordinate for the Dirac canary.
+    prep: ``_ghost_prep`` of z for a dense model (the ghost sum over the one example z, the same
+    numbers as torch.func's up to float rounding and several times faster); else torch.func."""
     R, d = w.shape
     if isinstance(canary, GradientCanary):
         g = torch.zeros_like(w)
         g[:, canary.coordinates] = clip[:, None] if torch.is_tensor(clip) and clip.dim() else clip
         return g
+    if prep is not None:
+        return _ghost_clipped_sum(model, w, xz[None], yz[None], clip, None, prep)
     g = torch.func.vmap(torch.func.grad(model.loss), in_dims=(0, None, None))(w, xz, yz)
     return g * clip_factors(torch.linalg.vector_norm(g, dim=1), clip)[:, None]
 
@@ -449,6 +453,7 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     dots = torch.zeros(R, steps, dtype=torch.float64, device=device)
     ones = torch.ones(R, n + 1, dtype=dtype, device=device)
     prep = _ghost_prep(x, y) if method == "ghost" and n else None
+    prep_z = _ghost_prep(xz[None], yz[None]) if method == "ghost" and xz is not None else None
     dirac = isinstance(canary, GradientCanary)
     if dirac:
         cz = canary.coordinates
@@ -478,7 +483,7 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
                     if dirac:
                         p[:, cz] += (clip_t * (inc_t * mask[:, n]))[:, None]
                     elif canary is not None:
-                        pz = _canary_gradient(model, canary, w, clip_t, xz, yz)
+                        pz = _canary_gradient(model, canary, w, clip_t, xz, yz, prep_z)
                         p += pz * (inc_t * mask[:, n])[:, None]
                     p += noise[:, k, j] * noise_t[:, None]
                 else:
@@ -486,7 +491,7 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
                     if dirac:
                         p[:, cz] += (clip_t * (inc_t * mask[:, n]))[:, None]
                     elif canary is not None:
-                        pz = _canary_gradient(model, canary, w, clip_t, xz, yz)
+                        pz = _canary_gradient(model, canary, w, clip_t, xz, yz, prep_z)
                         p += pz * (inc_t * mask[:, n])[:, None]
                 if dirac:    # <p^z, p_i> = C sum_c p_i[c] over the canary's coordinates
                     dots[:, i] = (clip64[:, None] * p[:, cz].double()).sum(1)
