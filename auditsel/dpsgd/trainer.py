@@ -190,15 +190,19 @@ def _vmap_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
 
 def _ghost_prep(x, y):
     """What the ghost sum needs of the examples alone (the same at every step of a run): the
-    inputs examples-last, xt (f, n) shared by the runs or (R, f, n) per run, ||a_0||^2 + 1 per
-    example, and each example's label as an index into the flattened (classes, n) logits."""
+    inputs examples-last, xt (f + 1, n) shared by the runs with a last row of ones (the first
+    bias rides in the first GEMM) or (R, f, n) per run, ||a_0||^2 + 1 per example, each
+    example's label as an index into the flattened (classes, n) logits, and -1 per label."""
     n = y.shape[-1]
     if y.dim() == 1:
         xt = x.reshape(x.shape[0], -1).T                      # (f, n), shared by the runs
+        a_sq = (xt * xt).sum(-2) + 1.0
+        xt = torch.cat([xt, torch.ones_like(xt[:1])])
     else:
         xt = x.reshape(*y.shape, -1).transpose(1, 2)          # (R, f, n)
+        a_sq = (xt * xt).sum(-2) + 1.0
     label = y * n + torch.arange(n, device=y.device)
-    return xt, (xt * xt).sum(-2) + 1.0, label
+    return xt, a_sq, label, torch.full(label.shape, -1.0, dtype=x.dtype, device=x.device)
 
 
 def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight, prep=None):
@@ -213,16 +217,15 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight, prep=None):
     is ``_ghost_prep(x, y)`` (computed here when not given).
     """
     R = w.shape[0]
-    xt, a0_sq, label = _ghost_prep(x, y) if prep is None else prep
-    layers = model.dense_forward_t(w, xt)
+    xt, a0_sq, label, minus_one = _ghost_prep(x, y) if prep is None else prep
+    layers = model.dense_forward_t(w, xt, ones_row=y.dim() == 1)
     params = model.unflatten(w)
     e = layers[-1][1]                             # logits (R, classes, n), fresh: in place
     e -= e.amax(1, keepdim=True)
     e.exp_()
     e /= e.sum(1, keepdim=True)                   # softmax over the classes
-    flat = e.view(R, -1)                          # minus the one-hot: 1 at (y_n, n) only
-    label = label.expand(R, -1)
-    flat.scatter_(1, label, flat.gather(1, label) - 1)
+    # minus the one-hot: -1 added at (y_n, n) only (x - 0 = x elsewhere, so the same numbers)
+    e.view(R, -1).scatter_add_(1, label.expand(R, -1), minus_one.expand(R, -1))
     grads_out = [None] * len(layers)
     for l in range(len(layers) - 1, -1, -1):
         grads_out[l] = e
