@@ -30,8 +30,17 @@ training, only so that the trajectory (N x d numbers per run) never has to be st
 adversary makes of them (lambda_a, ...) is computed in ``attacks`` from the release.
 
 Speed: dense models keep examples last, (R, features, n), so every product is one GEMM
-(a shared input against all runs' weights at once) or a batched GEMM and every reduction
-vectorises; Z_D's gradient is added at its coordinate(s) instead of as a dense vector.
+(a shared input against all runs' weights at once, the first bias riding in it as a row of
+ones) or a batched GEMM and every reduction vectorises; the softmax and the clip scaling are
+done in place, the label's 1 is subtracted at its (class, example) entries only, and what
+depends on the examples alone (||a_0||^2 + 1, label indices) is computed once per call; Z_D's
+gradient is added at its coordinate(s), and an input canary's clipped gradient is the ghost sum
+over the one example z (dense models). Per-run setup is vectorised (numpy's SeedSequence hash
+for all seeds at once, one (R, d) init scaling, generators kept and re-seeded), and the per-run
+draws (init, noise, masks; all blocks that fit the memory budget in one pass) are split over
+torch's threads on the CPU. The streams and the numbers drawn are unchanged; on the CPU the
+results are those of the plain per-op path bit for bit (MKL's GEMM adds the ones row last),
+except the input canary's gradient (the same up to float32 rounding).
 """
 from __future__ import annotations
 
