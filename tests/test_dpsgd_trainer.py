@@ -189,6 +189,22 @@ def test_same_seed_same_run_and_different_seeds_differ():
     assert not torch.equal(a.wN[0], a.wN[1])
 
 
+def test_per_run_streams_are_those_of_seed_sequence():
+    from auditsel.dpsgd.trainer import _seed_states
+    seeds = np.concatenate([np.random.default_rng(0).integers(0, 2 ** 63 - 1, 2000),
+                            [0, 1, 2 ** 32 - 1, 2 ** 32, 2 ** 63 - 1]]).astype(np.uint64)
+    want = [np.random.SeedSequence(int(s)).generate_state(3, dtype=np.uint64) for s in seeds]
+    np.testing.assert_array_equal(_seed_states(seeds), np.array(want))
+    # w_0 of run r is model.init on the first stream of SeedSequence(s_r), batched or not
+    data = load_dataset("digits", n=10)
+    model = ModelSpec("logreg", data.shape, 10)
+    res = train_runs(model, data, steps=1, lr=0.1, clip=1.0, noise_multiplier=1.0,
+                     sample_rate=1.0, seeds=seeds[:3], device="cpu")
+    for r in range(3):
+        g = torch.Generator().manual_seed(int(want[r][0]) & ((1 << 63) - 1))
+        assert torch.equal(res.w0[r], model.init(g))
+
+
 @pytest.mark.parametrize("field,kwargs", [
     ("game.clip", dict(clip=0.0)),
     ("game.clip", dict(clip=-1.0)),

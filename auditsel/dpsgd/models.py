@@ -108,7 +108,11 @@ class ModelSpec:
         for Linear/Conv2d with s = init_scale), drawn from the run's own generator (one draw
         of d uniforms, layer after layer: the same numbers as one draw per layer)."""
         u = torch.rand(self.num_params, generator=generator, dtype=dtype, device=device)
-        return (2 * u - 1) * self._init_bounds(dtype, device)
+        return self.init_from_uniform(u)
+
+    def init_from_uniform(self, u: torch.Tensor) -> torch.Tensor:
+        """w_0 (..., d) from U(0, 1) draws u (..., d): ``init`` is init_from_uniform(torch.rand(d))."""
+        return (2 * u - 1) * self._init_bounds(u.dtype, u.device)
 
     def _init_bounds(self, dtype, device) -> torch.Tensor:
         key = (dtype, str(device))
@@ -172,14 +176,16 @@ class ModelSpec:
                 a = F.relu(z)
         return out
 
-    def dense_forward_t(self, w: torch.Tensor, xt: torch.Tensor) -> list:
+    def dense_forward_t(self, w: torch.Tensor, xt: torch.Tensor, ones_row: bool = False) -> list:
         """``dense_forward`` in the examples-last layout the trainer uses: inputs xt (f, n) shared
         by the runs or (R, f, n) per run; returns [(a_{l-1}, z_l)] with z_l of shape (R, out, n).
 
         Every product is a GEMM (shared input: (R out, f) x (f, n) in one call) or a batched
         GEMM, and the reductions of the softmax and of the per-example norms run over a middle
         dimension with the long example dimension innermost, which vectorises on a CPU (a
-        reduction over a last dimension of 10 classes does not)."""
+        reduction over a last dimension of 10 classes does not). ones_row: the shared xt is
+        (f + 1, n) with a last row of ones, so the first bias is added inside its GEMM (a_0 is
+        xt without that row; with MKL's sgemm the same numbers as adding it after)."""
         params = self.unflatten(w)
         a = xt
         out = []
@@ -187,11 +193,16 @@ class ModelSpec:
         for i in range(layers):
             weight, bias = params[2 * i], params[2 * i + 1]
             R, o, fan_in = weight.shape
-            if a.dim() == 2:
-                z = (weight.reshape(R * o, fan_in) @ a).reshape(R, o, -1)
+            if i == 0 and ones_row:
+                wb = torch.cat([weight, bias[:, :, None]], 2).reshape(R * o, fan_in + 1)
+                z = (wb @ a).reshape(R, o, -1)
+                a = a[:-1]
             else:
-                z = torch.bmm(weight, a)
-            z += bias[:, :, None]
+                if a.dim() == 2:
+                    z = (weight.reshape(R * o, fan_in) @ a).reshape(R, o, -1)
+                else:
+                    z = torch.bmm(weight, a)
+                z += bias[:, :, None]
             out.append((a, z))
             if i < layers - 1:
                 a = F.relu(z)

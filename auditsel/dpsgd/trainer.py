@@ -30,12 +30,23 @@ training, only so that the trajectory (N x d numbers per run) never has to be st
 adversary makes of them (lambda_a, ...) is computed in ``attacks`` from the release.
 
 Speed: dense models keep examples last, (R, features, n), so every product is one GEMM
-(a shared input against all runs' weights at once) or a batched GEMM and every reduction
-vectorises; Z_D's gradient is added at its coordinate(s) instead of as a dense vector.
+(a shared input against all runs' weights at once, the first bias riding in it as a row of
+ones) or a batched GEMM and every reduction vectorises; the softmax and the clip scaling are
+done in place, the label's 1 is subtracted at its (class, example) entries only, and what
+depends on the examples alone (||a_0||^2 + 1, label indices) is computed once per call; Z_D's
+gradient is added at its coordinate(s), and an input canary's clipped gradient is the ghost sum
+over the one example z (dense models). Per-run setup is vectorised (numpy's SeedSequence hash
+for all seeds at once, one (R, d) init scaling, generators kept and re-seeded), and the per-run
+draws (init, noise, masks; all blocks that fit the memory budget in one pass) are split over
+torch's threads on the CPU. The streams and the numbers drawn are unchanged; on the CPU the
+results are those of the plain per-op path bit for bit (MKL's GEMM adds the ones row last),
+except the input canary's gradient (the same up to float32 rounding).
 """
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -186,7 +197,24 @@ def _vmap_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
     return torch.einsum("rn,rnd->rd", factors, g)
 
 
-def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
+def _ghost_prep(x, y):
+    """What the ghost sum needs of the examples alone (the same at every step of a run): the
+    inputs examples-last, xt (f + 1, n) shared by the runs with a last row of ones (the first
+    bias rides in the first GEMM) or (R, f, n) per run, ||a_0||^2 + 1 per example, each
+    example's label as an index into the flattened (classes, n) logits, and -1 per label."""
+    n = y.shape[-1]
+    if y.dim() == 1:
+        xt = x.reshape(x.shape[0], -1).T                      # (f, n), shared by the runs
+        a_sq = (xt * xt).sum(-2) + 1.0
+        xt = torch.cat([xt, torch.ones_like(xt[:1])])
+    else:
+        xt = x.reshape(*y.shape, -1).transpose(1, 2)          # (R, f, n)
+        a_sq = (xt * xt).sum(-2) + 1.0
+    label = y * n + torch.arange(n, device=y.device)
+    return xt, a_sq, label, torch.full(label.shape, -1.0, dtype=x.dtype, device=x.device)
+
+
+def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight, prep=None):
     """The same sum for dense models without materialising per-example gradients.
 
     Per layer l with input a and output-gradient e (per example), grad W_l = e a^T and
@@ -194,35 +222,34 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
     is sum_n c_n e_n a_n^T. The e_l come from an explicit backward pass of the cross-entropy
     (softmax - onehot, then through W and the ReLU masks). Tensors are kept examples-last,
     (R, features, n) (``ModelSpec.dense_forward_t``): every product is one GEMM or a batched
-    GEMM and every reduction vectorises along the examples.
+    GEMM and every reduction vectorises along the examples. weight None means all ones; prep
+    is ``_ghost_prep(x, y)`` (computed here when not given).
     """
     R = w.shape[0]
-    if y.dim() == 1:
-        xt = x.reshape(x.shape[0], -1).T                      # (f, n), shared by the runs
-    else:
-        xt = x.reshape(*y.shape, -1).transpose(1, 2)          # (R, f, n)
-    layers = model.dense_forward_t(w, xt)
+    xt, a0_sq, label, minus_one = _ghost_prep(x, y) if prep is None else prep
+    layers = model.dense_forward_t(w, xt, ones_row=y.dim() == 1)
     params = model.unflatten(w)
-    e = layers[-1][1]                                          # logits (R, classes, n)
-    classes = e.shape[1]
-    e = e - e.amax(1, keepdim=True)
+    e = layers[-1][1]                             # logits (R, classes, n), fresh: in place
+    e -= e.amax(1, keepdim=True)
     e.exp_()
-    e /= e.sum(1, keepdim=True)                                # softmax over the classes
-    onehot = F.one_hot(y, classes).to(e.dtype)
-    e -= onehot.T if y.dim() == 1 else onehot.transpose(1, 2)
+    e /= e.sum(1, keepdim=True)                   # softmax over the classes
+    # minus the one-hot: -1 added at (y_n, n) only (x - 0 = x elsewhere, so the same numbers)
+    e.view(R, -1).scatter_add_(1, label.expand(R, -1), minus_one.expand(R, -1))
     grads_out = [None] * len(layers)
     for l in range(len(layers) - 1, -1, -1):
         grads_out[l] = e
         if l > 0:
             e = torch.bmm(params[2 * l].transpose(1, 2), e) * (layers[l - 1][1] > 0)
-    sq = 0
-    for (a, _), e in zip(layers, grads_out):
-        a_sq = (a * a).sum(-2) + 1.0  # (n,) or (R, n)
-        sq = sq + (e * e).sum(1) * a_sq
-    factors = clip_factors(torch.sqrt(sq), clip[:, None]) * weight  # (R, n)
+    sq = None
+    for l, ((a, _), e) in enumerate(zip(layers, grads_out)):
+        part = (e * e).sum(1) * (a0_sq if l == 0 else (a * a).sum(-2) + 1.0)
+        sq = part if sq is None else sq + part
+    factors = clip_factors(torch.sqrt(sq), clip[:, None])  # (R, n)
+    if weight is not None:
+        factors *= weight
     parts = []
     for (a, _), e in zip(layers, grads_out):
-        ec = e * factors[:, None, :]                           # (R, out, n)
+        ec = e.mul_(factors[:, None, :])                       # (R, out, n), in place
         if a.dim() == 2:  # shared input: one GEMM (R out, n) x (n, f)
             parts.append((ec.reshape(-1, ec.shape[-1]) @ a.T).reshape(R, -1))
         else:
@@ -231,10 +258,12 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
     return torch.cat(parts, dim=1)
 
 
-def _clipped_sum(model, w, x, y, clip, weight, method, budget, full_batch=False):
+def _clipped_sum(model, w, x, y, clip, weight, method, budget, full_batch=False, prep=None):
     """Chunk the examples so that at most ~budget numbers are alive at once. When the Poisson
     batches are sparse (under half the examples kept), each run's kept examples are gathered
-    first (padded to the largest batch with weight 0), so the work scales with tau n, not n."""
+    first (padded to the largest batch with weight 0), so the work scales with tau n, not n.
+    At tau = 1 (full_batch) the weights are all ones and ``prep`` (``_ghost_prep`` of the whole
+    set, for the ghost path) is reused while the examples fit in one chunk."""
     R, d = w.shape
     n = x.shape[0]
     fn = _ghost_clipped_sum if method == "ghost" else _vmap_clipped_sum
@@ -242,6 +271,8 @@ def _clipped_sum(model, w, x, y, clip, weight, method, budget, full_batch=False)
         width = d if method == "vmap" else sum(i + o for i, o in model.dense_sizes)
         chunk = max(1, min(n, budget // max(1, R * width)))
         if chunk >= n:
+            if method == "ghost":
+                return fn(model, w, x, y, clip, None, prep)
             return fn(model, w, x, y, clip, weight)
     kept = weight != 0
     counts = kept.sum(1)
@@ -263,15 +294,85 @@ def _clipped_sum(model, w, x, y, clip, weight, method, budget, full_batch=False)
     return total
 
 
-def _canary_gradient(model: ModelSpec, canary: Canary, w, clip, xz, yz):
-    """p^z = CLP_C(grad l(w_r; z)) for each run (R, d); C e_coordinate for the Dirac canary."""
+def _canary_gradient(model: ModelSpec, canary: Canary, w, clip, xz, yz, prep=None):
+    """p^z = CLP_C(grad l(w_r; z)) for each run (R, d); C e_coordinate for the Dirac canary.
+    prep: ``_ghost_prep`` of z for a dense model (the ghost sum over the one example z, the same
+    numbers as torch.func's up to float rounding and several times faster); else torch.func."""
     R, d = w.shape
     if isinstance(canary, GradientCanary):
         g = torch.zeros_like(w)
         g[:, canary.coordinates] = clip[:, None] if torch.is_tensor(clip) and clip.dim() else clip
         return g
+    if prep is not None:
+        return _ghost_clipped_sum(model, w, xz[None], yz[None], clip, None, prep)
     g = torch.func.vmap(torch.func.grad(model.loss), in_dims=(0, None, None))(w, xz, yz)
     return g * clip_factors(torch.linalg.vector_norm(g, dim=1), clip)[:, None]
+
+
+def _seed_states(seeds: np.ndarray, words: int = 3) -> np.ndarray:
+    """``SeedSequence(int(s)).generate_state(words, np.uint64)`` for every seed s at once (R, words):
+    numpy's hash (pool of 4 uint32 words, entropy = s's two 32-bit words), vectorised over runs."""
+    mask = 0xFFFFFFFF
+    s = np.asarray(seeds, dtype=np.uint64)
+    zero = np.zeros(len(s), np.uint32)
+    pool = [(s & np.uint64(mask)).astype(np.uint32), (s >> np.uint64(32)).astype(np.uint32),
+            zero, zero]
+    h = 0x43b0d7e5
+
+    def hashmix(v):
+        nonlocal h
+        v = v ^ np.uint32(h)
+        h = (h * 0x931e8875) & mask
+        v = v * np.uint32(h)
+        return v ^ (v >> np.uint32(16))
+
+    def mix(x, y):
+        r = np.uint32(0xca01f9dd) * x - np.uint32(0x4973f715) * y
+        return r ^ (r >> np.uint32(16))
+
+    pool = [hashmix(v) for v in pool]
+    for i in range(4):
+        for j in range(4):
+            if i != j:
+                pool[j] = mix(pool[j], hashmix(pool[i]))
+    h, out = 0x8b51f9dd, []
+    for i in range(2 * words):
+        v = pool[i % 4] ^ np.uint32(h)
+        h = (h * 0x58f38ded) & mask
+        v = v * np.uint32(h)
+        out.append((v ^ (v >> np.uint32(16))).astype(np.uint64))
+    return np.stack(out[0::2], 1) | (np.stack(out[1::2], 1) << np.uint64(32))
+
+
+_POOL = None
+_LOCAL = threading.local()
+
+
+def _generators(count: int, device: torch.device) -> list:
+    """count torch.Generators on device, kept between calls of the calling thread (creating them
+    costs more than seeding them; every one is re-seeded before it draws)."""
+    pool = _LOCAL.__dict__.setdefault("generators", {}).setdefault(str(device), [])
+    pool.extend(torch.Generator(device=device) for _ in range(count - len(pool)))
+    return pool[:count]
+
+
+def _per_run(fn, R: int, device: torch.device):
+    """fn(r) for r in range(R): on the CPU split over torch's threads (the draws release the GIL;
+    each run has its own generators, so the split cannot change a value), else in order."""
+    global _POOL
+    workers = min(torch.get_num_threads(), R)
+    if device.type != "cpu" or workers < 2:
+        for r in range(R):
+            fn(r)
+        return
+    if _POOL is None or _POOL._max_workers < workers:
+        _POOL = ThreadPoolExecutor(workers, thread_name_prefix="dpsgd-draws")
+    bounds = np.linspace(0, R, workers + 1).astype(int)
+
+    def part(k):
+        for r in range(bounds[k], bounds[k + 1]):
+            fn(r)
+    list(_POOL.map(part, range(workers)))
 
 
 def _as_runs(value, R, dtype, device, field):
@@ -338,17 +439,33 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     else:
         xz = yz = None
 
-    # per-run streams: init, Poisson masks, noise
-    gens = []
-    for s in seeds:
-        states = np.random.SeedSequence(int(s)).generate_state(3, dtype=np.uint64)
-        gens.append([torch.Generator(device=device).manual_seed(int(v) & ((1 << 63) - 1))
-                     for v in states])
-    w = torch.stack([model.init(g[0], dtype=dtype, device=device) for g in gens])
-    w0 = w.clone()
+    # per-run streams: init, Poisson masks, noise. The draws of `group` blocks (all of them when
+    # they fit in the memory budget) are made per run in one pass over the runs, each stream in
+    # its order (the same numbers as one call per block), on the CPU split over threads.
+    states = (_seed_states(seeds) & np.uint64((1 << 63) - 1)).tolist()
+    pool = _generators(3 * R, device)
+    gens = [[g.manual_seed(v) for g, v in zip(pool[3 * r:3 * r + 3], row)]
+            for r, row in enumerate(states)]
+    sub = bool(subsampled.any())
+    nblocks = -(-steps // BLOCK)
+    group = max(1, min(nblocks, memory_budget // max(1, R * BLOCK * (d + (n + 1) * sub))))
+    w = torch.empty(R, d, dtype=dtype, device=device)
+    noise = torch.empty(R, group, BLOCK, d, dtype=dtype, device=device)
+    u = torch.zeros(R, group, BLOCK, n + 1, dtype=dtype, device=device) if sub else None
+
+    def draw(r, first, count):  # blocks first .. first + count - 1 of run r (and w_0 first)
+        g_init, g_mask, g_noise = gens[r]
+        if first == 0:
+            w[r].uniform_(generator=g_init)               # = torch.rand(d, generator=g_init)
+        for k in range(count):
+            noise[r, k].normal_(generator=g_noise)        # = torch.randn(BLOCK, d, ...)
+            if sub and subsampled[r]:                     # = torch.rand(BLOCK, n + 1, ...)
+                u[r, k].uniform_(generator=g_mask)        # (0 at tau = 1: never sampled out)
+
     dots = torch.zeros(R, steps, dtype=torch.float64, device=device)
     ones = torch.ones(R, n + 1, dtype=dtype, device=device)
-    noise = torch.empty(R, BLOCK, d, dtype=dtype, device=device)
+    prep = _ghost_prep(x, y) if method == "ghost" and n else None
+    prep_z = _ghost_prep(xz[None], yz[None]) if method == "ghost" and xz is not None else None
     dirac = isinstance(canary, GradientCanary)
     if dirac:
         cz = canary.coordinates
@@ -357,34 +474,36 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     with torch.no_grad():
         for block_start in range(0, steps, BLOCK):
             b = min(BLOCK, steps - block_start)
-            for r, g in enumerate(gens):  # = torch.randn(BLOCK, d, generator=g[2]), in place
-                noise[r].normal_(generator=g[2])
-            if subsampled.any():
-                u = torch.stack([torch.rand(BLOCK, n + 1, generator=g[1], dtype=dtype,
-                                            device=device) if sub else
-                                 torch.zeros(BLOCK, n + 1, dtype=dtype, device=device)
-                                 for g, sub in zip(gens, subsampled)])
-                masks = (u < rate_t[:, None, None]).to(dtype)  # (R, BLOCK, n + 1)
+            blk = block_start // BLOCK
+            k = blk % group
+            if k == 0:
+                count = min(group, nblocks - blk)
+                _per_run(lambda r: draw(r, blk, count), R, device)
+                if blk == 0:
+                    w = model.init_from_uniform(w)
+                    w0 = w.clone()
+            if sub:
+                masks = (u[:, k] < rate_t[:, None, None]).to(dtype)  # (R, BLOCK, n + 1)
             for j in range(b):
                 i = block_start + j
-                mask = masks[:, j] if subsampled.any() else ones
+                mask = masks[:, j] if sub else ones
                 # p_i = clipped sum (+ the canary's clipped gradient when it is in) + noise, in
                 # this order of additions; Z_D adds C at one coordinate only
                 if n:
                     p = _clipped_sum(model, w, x, y, clip_t, mask[:, :n], method, memory_budget,
-                                     full_batch=not subsampled.any())
+                                     full_batch=not sub, prep=prep)
                     if dirac:
                         p[:, cz] += (clip_t * (inc_t * mask[:, n]))[:, None]
                     elif canary is not None:
-                        pz = _canary_gradient(model, canary, w, clip_t, xz, yz)
+                        pz = _canary_gradient(model, canary, w, clip_t, xz, yz, prep_z)
                         p += pz * (inc_t * mask[:, n])[:, None]
-                    p += noise[:, j] * noise_t[:, None]
+                    p += noise[:, k, j] * noise_t[:, None]
                 else:
-                    p = noise[:, j] * noise_t[:, None]
+                    p = noise[:, k, j] * noise_t[:, None]
                     if dirac:
                         p[:, cz] += (clip_t * (inc_t * mask[:, n]))[:, None]
                     elif canary is not None:
-                        pz = _canary_gradient(model, canary, w, clip_t, xz, yz)
+                        pz = _canary_gradient(model, canary, w, clip_t, xz, yz, prep_z)
                         p += pz * (inc_t * mask[:, n])[:, None]
                 if dirac:    # <p^z, p_i> = C sum_c p_i[c] over the canary's coordinates
                     dots[:, i] = (clip64[:, None] * p[:, cz].double()).sum(1)
