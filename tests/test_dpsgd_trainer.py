@@ -228,3 +228,25 @@ def test_calibrated_sigma_gives_the_target_epsilon():
     sigma = calibrate_noise_multiplier(2.0, 1e-5, steps=50, sample_rate=1.0)
     assert dpsgd_epsilon(sigma, 50, 1.0, 1e-5) == pytest.approx(2.0, rel=1e-3)
     assert dpsgd_epsilon(sigma * 1.1, 50, 1.0, 1e-5) < 2.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("steps", [1, 5, 18, 20, 33])
+def test_last_block_drawn_in_part_gives_the_runs_of_full_draws(monkeypatch, dtype, steps):
+    """The last noise/mask block is drawn only as far as it is read (`_prefix_size`); the runs
+    must equal those of full 16-step draws, bit for bit, subsampled or not."""
+    import auditsel.dpsgd.trainer as trainer
+
+    data = load_dataset("digits", n=40)
+    model = ModelSpec("logreg", data.shape, 10)
+    kw = dict(steps=steps, lr=0.05, clip=1.0, noise_multiplier=1.0, sample_rate=[1.0, 0.3, 0.7],
+              seeds=[5, 6, 7], canary=GradientCanary(), include_canary=[1, 0, 1], dtype=dtype,
+              device="cpu")
+    trimmed = train_runs(model, data, **kw)
+    used = trainer._prefix_size("normal", (steps % 16 or 16) * model.num_params,
+                                16 * model.num_params, dtype, torch.device("cpu"))
+    if steps % 16:
+        assert used is not None and used < 16 * model.num_params   # the saving happens here
+    monkeypatch.setattr(trainer, "_prefix_size", lambda *a: None)
+    full = train_runs(model, data, **kw)
+    assert torch.equal(trimmed.wN, full.wN) and torch.equal(trimmed.canary_dots, full.canary_dots)

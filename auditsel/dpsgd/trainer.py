@@ -38,7 +38,9 @@ gradient is added at its coordinate(s), and an input canary's clipped gradient i
 over the one example z (dense models). Per-run setup is vectorised (numpy's SeedSequence hash
 for all seeds at once, one (R, d) init scaling, generators kept and re-seeded), and the per-run
 draws (init, noise, masks; all blocks that fit the memory budget in one pass) are split over
-torch's threads on the CPU. The streams and the numbers drawn are unchanged; on the CPU the
+torch's threads on the CPU; the last block of noise and masks is drawn only as far as it is read
+when that gives the same numbers (`_prefix_size`: at N = 20, 20 of 32 steps' normals). The
+streams and the numbers drawn are unchanged; on the CPU the
 results are those of the plain per-op path bit for bit (MKL's GEMM adds the ones row last),
 except the input canary's gradient (the same up to float32 rounding).
 """
@@ -356,6 +358,36 @@ def _generators(count: int, device: torch.device) -> list:
     return pool[:count]
 
 
+_PREFIX_OK: dict = {}
+
+
+def _prefix_size(kind: str, used: int, full: int, dtype, device: torch.device) -> int | None:
+    """How many numbers of a `full`-sized draw to make when only the first `used` are read: the
+    size m >= used whose draw equals the first m numbers of the full draw (None: draw it all).
+
+    On the CPU, torch fills a float tensor of >= 16 numbers with uniforms in order and turns them
+    into normals 16 at a time, so a draw whose size is a multiple of 16 is a prefix of a longer
+    one; uniforms are a prefix at any size. That is checked once per (kind, dtype, m) against a
+    full draw, so a torch that draws differently falls back to full draws (same numbers, slower).
+    Not used on other devices (a GPU generator's numbers depend on the size of the draw).
+    """
+    if device.type != "cpu" or used >= full:
+        return None
+    m = -(-used // 16) * 16 if kind == "normal" else used
+    if m < 16 or m >= full:
+        return None
+    key = (kind, dtype, m, full)
+    if key not in _PREFIX_OK:
+        draw = (lambda t, g: t.normal_(generator=g)) if kind == "normal" else \
+            (lambda t, g: t.uniform_(generator=g))
+        whole = torch.empty(full, dtype=dtype)
+        part = torch.empty(full, dtype=dtype)
+        draw(whole, torch.Generator().manual_seed(12345))
+        draw(part[:m], torch.Generator().manual_seed(12345))
+        _PREFIX_OK[key] = bool(torch.equal(whole[:m], part[:m]))
+    return m if _PREFIX_OK[key] else None
+
+
 def _per_run(fn, R: int, device: torch.device):
     """fn(r) for r in range(R): on the CPU split over torch's threads (the draws release the GIL;
     each run has its own generators, so the split cannot change a value), else in order."""
@@ -453,14 +485,27 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     noise = torch.empty(R, group, BLOCK, d, dtype=dtype, device=device)
     u = torch.zeros(R, group, BLOCK, n + 1, dtype=dtype, device=device) if sub else None
 
+    # the last block is drawn only as far as it is used where that gives the same numbers
+    # (the draw is the last of its stream, and the prefix of a longer draw; `_prefix_size`)
+    tail = steps - (nblocks - 1) * BLOCK
+    noise_tail = _prefix_size("normal", tail * d, BLOCK * d, dtype, device)
+    mask_tail = _prefix_size("uniform", tail * (n + 1), BLOCK * (n + 1), dtype, device) if sub else None
+
     def draw(r, first, count):  # blocks first .. first + count - 1 of run r (and w_0 first)
         g_init, g_mask, g_noise = gens[r]
         if first == 0:
             w[r].uniform_(generator=g_init)               # = torch.rand(d, generator=g_init)
         for k in range(count):
-            noise[r, k].normal_(generator=g_noise)        # = torch.randn(BLOCK, d, ...)
+            last = first + k == nblocks - 1
+            if last and noise_tail:
+                noise[r, k].view(-1)[:noise_tail].normal_(generator=g_noise)
+            else:
+                noise[r, k].normal_(generator=g_noise)    # = torch.randn(BLOCK, d, ...)
             if sub and subsampled[r]:                     # = torch.rand(BLOCK, n + 1, ...)
-                u[r, k].uniform_(generator=g_mask)        # (0 at tau = 1: never sampled out)
+                if last and mask_tail:                    # (0 at tau = 1: never sampled out)
+                    u[r, k].view(-1)[:mask_tail].uniform_(generator=g_mask)
+                else:
+                    u[r, k].uniform_(generator=g_mask)
 
     dots = torch.zeros(R, steps, dtype=torch.float64, device=device)
     ones = torch.ones(R, n + 1, dtype=dtype, device=device)
