@@ -212,7 +212,7 @@ def _command_run(args) -> int:
 def _run_into(args, out_dir, spec, points, progress) -> int:
     from auditsel.backends import execution_backend
     from auditsel.experiment import run_experiment
-    from auditsel.report import text_table, write_outputs
+    from auditsel.report import prefetch_plotting, text_table, write_outputs
     from auditsel.sweep import run_sweep
 
     if points is not None:
@@ -222,6 +222,7 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
             print(f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
                   f"and {len(points)} point folders")
         return 0
+    prefetch_plotting()
     with execution_backend(args.backend, args.scheduler, workers=abs(args.jobs) if args.jobs != -1 else 2) as backend:
         result, artefacts = run_experiment(spec, out_dir, jobs=args.jobs, progress=progress, backend=backend)
     record = artefacts.get("record")

@@ -199,7 +199,7 @@ class SortedScores:
         if mask is None and self._coins is not None:
             return self._coins
         s, b = (self.scores, self.member) if mask is None else (self.scores[mask], self.member[mask])
-        coins = np.sort(s[~b]), np.sort(s[b])
+        coins = _sorted_parts(s, (~b, b))
         if mask is None:
             self._coins = coins
         return coins
@@ -240,6 +240,22 @@ class SortedScores:
     def first(self, cut: int) -> tuple[slice, slice]:
         """The trials with index < cut (a split's first part) and the others, as slices."""
         return slice(0, cut), slice(cut, None)
+
+
+THREADED_SORT_ABOVE = 1 << 20   # each coin's sort in its own thread from here (numpy frees the GIL)
+_SORT_POOL = None
+
+
+def _sorted_parts(s: np.ndarray, masks) -> tuple:
+    """np.sort(s[m]) for each mask; the parts in parallel threads when s is large."""
+    global _SORT_POOL
+    if len(s) < THREADED_SORT_ABOVE:
+        return tuple(np.sort(s[m]) for m in masks)
+    if _SORT_POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _SORT_POOL = ThreadPoolExecutor(2, thread_name_prefix="auditsel-sort")
+    return tuple(_SORT_POOL.map(lambda m: np.sort(s[m]), masks))
 
 
 def counts_from_coins(s0: np.ndarray, s1: np.ndarray) -> Counts:
@@ -364,23 +380,36 @@ def _gdp_epsilon(mu: float, delta: float) -> float:
 
 def _pick(thresholds, fp, fn, n0, n1, alpha, delta, directions=(True, True)):
     """The best (threshold, direction) among candidates with '>' counts fp, fn, at level alpha
-    (thresholds ascending, so fp is non-increasing and fn non-decreasing)."""
-    fp, fn = np.asarray(fp), np.asarray(fn)
+    (thresholds ascending, so fp is non-increasing and fn non-decreasing); each of the three
+    may be an array or an `_OnDemand` column."""
+    if not isinstance(fp, _OnDemand):
+        fp, fn, thresholds = np.asarray(fp), np.asarray(fn), np.asarray(thresholds)
     m = len(fp)
     i, eps, fp_u, fn_u = _maximise_table(fp, fn, n0, n1, alpha, delta, directions=directions)
     flip, j = divmod(i, m)
     f, g = (n0 - fp[j], n1 - fn[j]) if flip else (fp[j], fn[j])
-    return dict(threshold=float(np.asarray(thresholds)[j]), flip=bool(flip), eps=eps, fp_u=fp_u,
+    return dict(threshold=float(thresholds[j]), flip=bool(flip), eps=eps, fp_u=fp_u,
                 fn_u=fn_u, fp=f / max(n0, 1), fn=g / max(n1, 1))
+
+
+class _OnDemand:
+    """A column of a threshold table computed on demand: values(rows) for an int, a slice or an
+    index array of rows, so that a table of n rows is never built when few rows are read."""
+
+    def __init__(self, rows: int, values):
+        self.rows, self.values = rows, values
+
+    def __len__(self):
+        return self.rows
+
+    def __getitem__(self, key):
+        idx = np.arange(*key.indices(self.rows)) if isinstance(key, slice) else np.asarray(key)
+        out = self.values(np.atleast_1d(idx))
+        return out if idx.ndim else out[0]
 
 
 def _pick_table(c: Counts, alpha, delta):
     return _pick(c.t, c.fp, c.fn, c.n0, c.n1, alpha, delta)
-
-
-def _last_of_runs(s: np.ndarray) -> np.ndarray:
-    """Index of the last entry of each run of equal values in sorted s."""
-    return np.nonzero(np.append(s[1:] != s[:-1], True))[0] if len(s) else np.zeros(0, np.int64)
 
 
 def _pick_coins(s0: np.ndarray, s1: np.ndarray, alpha, delta):
@@ -391,22 +420,23 @@ def _pick_coins(s0: np.ndarray, s1: np.ndarray, alpha, delta):
     through b = 1 scores only at a cost (fn grows, fp stays), so each direction-'>' optimum is
     at t = -inf or at a b = 0 score; for '<=' likewise at t = -inf or at a b = 1 score. The two
     tables of those candidates hold the maximum of the full table (the same value; the same
-    threshold unless two thresholds tie exactly) at the cost of one binary search each.
+    threshold unless two thresholds tie exactly). Their rows are counted on demand by binary
+    search in s0 and s1 (`_OnDemand`): the maximisation reads the block boundaries and the few
+    blocks near the optimum, so no table of all trials is built.
     """
     n0, n1 = len(s0), len(s1)
-    last0, last1 = _last_of_runs(s0), _last_of_runs(s1)
-    v0, v1 = s0[last0], s1[last1]
-    # one binary search: q[j] = #{s0 < s1[j]}, so s1[j] <= s0[i] iff q[j] <= i, and
-    # #{s1 <= s0[i]} is a cumulative count of q; #{s0 <= s1[j]} is q[j] unless values tie
-    q = np.searchsorted(s0, s1, side="left")
-    s1_below = np.cumsum(np.bincount(q, minlength=n0 + 1)[:n0])[last0] if n0 else np.zeros(0, np.int64)
-    ties = n0 and n1 and np.any(s0[np.minimum(q, n0 - 1)] == s1)
-    s0_upto = np.searchsorted(s0, v1, side="right") if ties else q[last1]
-    head = lambda first, rest: np.concatenate([[first], rest])
-    above = _pick(head(-np.inf, v0), head(n0, n0 - (last0 + 1)), head(0, s1_below),
-                  n0, n1, alpha, delta, (True, False))
-    below = _pick(head(-np.inf, v1), head(n0, n0 - s0_upto), head(0, last1 + 1),
-                  n0, n1, alpha, delta, (False, True))
+
+    def table(s):   # rows: -inf (everything guessed 1), then the scores s in ascending order
+        def value(i):
+            out = np.full(i.shape, -np.inf)
+            out[i > 0] = s[i[i > 0] - 1]
+            return out
+        fp = lambda i: np.where(i == 0, n0, n0 - np.searchsorted(s0, value(i), side="right"))
+        fn = lambda i: np.where(i == 0, 0, np.searchsorted(s1, value(i), side="right"))
+        return _OnDemand(len(s) + 1, value), _OnDemand(len(s) + 1, fp), _OnDemand(len(s) + 1, fn)
+
+    above = _pick(*table(s0), n0, n1, alpha, delta, (True, False))
+    below = _pick(*table(s1), n0, n1, alpha, delta, (False, True))
     return above if above["eps"] >= below["eps"] else below
 
 

@@ -108,11 +108,26 @@ def markdown_report(result: dict, plots: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
-    """privacy_curve.png (exact delta(eps)) and, for a game, scores.png (proxy histograms)."""
+def _import_plotting():
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
+    import matplotlib.ticker  # noqa: F401
+
+
+def prefetch_plotting() -> None:
+    """Import matplotlib in a background thread (a third of a second), so that it is loaded by
+    the time the plots are drawn; the game and the bounds run meanwhile. An import under way
+    holds its module lock: `write_plots` waits for it rather than importing twice."""
+    import threading
+
+    threading.Thread(target=_import_plotting, name="auditsel-import-matplotlib", daemon=True).start()
+
+
+def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
+    """privacy_curve.png (exact delta(eps)) and, for a game, scores.png (proxy histograms)."""
+    _import_plotting()
     import matplotlib.pyplot as plt
 
     names = []
