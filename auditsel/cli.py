@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=_seed, help="override game.seed")
     run.add_argument("--jobs", type=_jobs, default=1, help="joblib workers (-1 = all cores)")
     run.add_argument("--backend", choices=BACKENDS, help="joblib backend for the game's chunks "
-                     "(default loky; dask needs the dask extra)")
+                     "(default: threads for the numpy games, loky processes for DP-SGD; "
+                     "dask needs the dask extra)")
     run.add_argument("--scheduler", help="dask scheduler address (default: a LocalCluster on loopback "
                      "with --jobs workers)")
     run.add_argument("--no-progress", action="store_true", help="never show a progress bar")
