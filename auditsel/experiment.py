@@ -182,7 +182,7 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
     if spec.game is not None and spec.game.one_run is not None:
         from auditsel.one_run_play import play_one_run
 
-        result["one_run"] = play_one_run(spec)
+        result["one_run"] = play_one_run(spec, out_dir)
     elif spec.game is not None:
         record, bound, streamed, ss = played
         result["lower"] = {**bound.to_dict(), "game": spec.game.kind, "proxy": spec.game.proxy,

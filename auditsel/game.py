@@ -58,7 +58,7 @@ class GameRecord:
 class ChunkSource:
     """Finished chunks on disk, in trial order: what a streamed (bounded-memory) audit reads."""
 
-    store: "_Checkpoints"
+    store: "Checkpoints"
     sizes: tuple
 
     def __len__(self) -> int:
@@ -107,7 +107,11 @@ def play_chunk(protocol, proxy: Callable, seed: int, index: int, size: int):
     return index, scores, member
 
 
-class _Checkpoints:
+class Checkpoints:
+    """Finished chunks on disk: chunk_NNNNNNN.npz (scores, member, the experiment's fingerprint,
+    the index), written atomically, and a manifest (fingerprint, chunk size) that refuses a
+    folder of another experiment. `run_game` and the one-run audits resume from it."""
+
     def __init__(self, directory: Path, fingerprint: str, chunk_size: int):
         self.dir = directory
         self.fingerprint = fingerprint
@@ -187,7 +191,7 @@ def run_game(protocol, proxy: Callable, trials: int, seed: int, *, chunk_size: i
     results: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
     store = None
     if checkpoint_dir is not None:
-        store = _Checkpoints(Path(checkpoint_dir), fingerprint, int(chunk_size))
+        store = Checkpoints(Path(checkpoint_dir), fingerprint, int(chunk_size))
         store.open()
         for index, size in enumerate(sizes):
             loaded = store.load(index, size)

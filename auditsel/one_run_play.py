@@ -4,7 +4,8 @@ Reduced game (`game.kind: reduced`, Gaussian or DP-SGD base reduced to mu): the 
 one-run tuning game of `auditsel.one_run_game`. Real DP-SGD (`game.kind: dpsgd`, tau = 1, Dirac
 canaries): `auditsel.one_run_dpsgd` with the config's threat, data, model, learning rates and
 clip. Audit r (`repeats`) uses the generator SeedSequence(game.seed, spawn_key=(r,)), so the
-numbers depend on the seed only (and not on --jobs: the audits run in sequence). Each audit: [SNJ23] and [MMC24] at game.confidence
+numbers depend on the seed only (and not on --jobs: the audits run in sequence); with an output
+folder each finished audit is checkpointed, and a rerun resumes after the last one. Each audit: [SNJ23] and [MMC24] at game.confidence
 (`auditsel.one_run.audit_one_run`); the result holds every audit's eps_L, their mean, and the
 exact per-canary epsilon of the reduced one-run game (exact for the reduced game and for ETCV;
 heuristic as a target for NTCV, whose real examples also move the canary coordinates).
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -43,17 +45,37 @@ def one_run_game(spec):
     return game, "rigorous"
 
 
-def play_one_run(spec) -> dict:
+def play_one_run(spec, out_dir: Path | None = None) -> dict:
+    """The r one-run audits of the spec. With `out_dir`, each audit's canary scores and
+    inclusion bits are kept in out_dir/checkpoints/one_run (`auditsel.game.Checkpoints`), so a
+    rerun after an interruption resumes at the first audit not finished (none lost, none
+    repeated); the bounds are recomputed from the kept scores."""
+    from auditsel.experiment import fingerprint
+    from auditsel.game import Checkpoints
+
     g = spec.game
     game, rigour = one_run_game(spec)
     reduced = game if not hasattr(game, "reduced") else game.reduced
     family = reduced.family if g.one_run.family == "tuning" else GdpFamily()
-    setup = game._setup() if hasattr(game, "_setup") else None
+    setup = None
+    store = None
+    if out_dir is not None:
+        store = Checkpoints(Path(out_dir) / "checkpoints" / "one_run",
+                            fingerprint(spec) + f"-one-run-{g.one_run.canaries}", g.one_run.canaries)
+        store.open()
     start = time.perf_counter()
     snj, mmc, runs = [], [], []
     for r in range(g.one_run.repeats):
-        rng = np.random.default_rng(np.random.SeedSequence(g.seed, spawn_key=(r,)))
-        scores, members = game.play(rng, setup) if setup is not None else game.play(rng)
+        kept = store.load(r, g.one_run.canaries) if store is not None else None
+        if kept is not None:
+            scores, members = kept
+        else:
+            if setup is None and hasattr(game, "_setup"):
+                setup = game._setup()
+            rng = np.random.default_rng(np.random.SeedSequence(g.seed, spawn_key=(r,)))
+            scores, members = game.play(rng, setup) if setup is not None else game.play(rng)
+            if store is not None:
+                store.save(r, np.asarray(scores, dtype=np.float64), np.asarray(members))
         bound = audit_one_run(scores, members, spec.delta, confidence=g.confidence, family=family)
         snj.append(bound.eps_snj23)
         mmc.append(bound.eps_mmc24)

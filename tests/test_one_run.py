@@ -222,6 +222,36 @@ def test_run_config_with_one_run(tmp_path, capsys):
         assert not (tmp_path / "c").exists()
 
 
+def test_one_run_audits_resume_from_checkpoints(tmp_path, monkeypatch):
+    """A rerun into the same folder plays no audit again; after losing one audit's checkpoint it
+    plays exactly that one; the numbers are those of a run in one go; a folder of another
+    experiment is refused."""
+    import json
+
+    from auditsel.cli import main
+    from auditsel.one_run_game import OneRunReducedGame as Game
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(ONE_RUN_CONFIG)
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    first = json.loads((tmp_path / "a" / "result.json").read_text())["one_run"]
+    kept = sorted((tmp_path / "a" / "checkpoints" / "one_run").glob("chunk_*.npz"))
+    assert len(kept) == first["repeats"] >= 2
+    played = []
+    original = Game.play
+    monkeypatch.setattr(Game, "play", lambda self, rng: played.append(1) or original(self, rng))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert played == []
+    kept[1].unlink()
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert played == [1]
+    again = json.loads((tmp_path / "a" / "result.json").read_text())["one_run"]
+    assert again["eps_snj23_runs"] == first["eps_snj23_runs"]
+    assert again["eps_mmc24_runs"] == first["eps_mmc24_runs"]
+    cfg.write_text(ONE_RUN_CONFIG.replace("canaries: 300", "canaries: 200"))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet"]) == 2
+
+
 def gaussian_mu_for(eps):
     from auditsel.mechanisms import gaussian_mu
 
