@@ -30,6 +30,11 @@ def test_same_seed_same_scores_for_any_number_of_jobs():
     two = run_game(WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=2, progress=False)
     assert np.array_equal(one.scores, two.scores)
     assert np.array_equal(one.member, two.member)
+    # the numpy games run on joblib threads by default; processes give the same numbers
+    assert WINNER.parallel_prefer == "threads"
+    procs = run_game(WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=2, progress=False,
+                     backend="loky")
+    assert np.array_equal(one.scores, procs.scores) and np.array_equal(one.member, procs.member)
     other = run_game(WINNER, PROXY, 50_000, 8, chunk_size=6_000, jobs=1, progress=False)
     assert not np.array_equal(one.scores, other.scores)
 
