@@ -162,7 +162,7 @@ def exact_epsilon(winner, delta, tol: float = 1e-9):
 
 
 def _exact_epsilon_one(winner, delta: float, tol: float) -> float:
-    """One delta by Brent's method (finite winners, and delta <= 0)."""
+    """One delta by bisection on log delta(eps) (finite winners, and delta <= 0)."""
     scans = (None, None) if hasattr(winner, "pmf") else (_llr_grid(winner, 0), _llr_grid(winner, 1))
     curve = lambda e: float(privacy_curve(winner, np.array([e]), scans)[0])
     if curve(0.0) <= delta:
@@ -201,8 +201,8 @@ def _gaussian_epsilons(winner, deltas: np.ndarray, tol: float) -> np.ndarray:
     Bracket: eps = 0 and the doubling points 1, 2, 4, ..., 8192 (as in the one-delta search;
     above 1e4 the answer is inf). Root of log delta(eps) - log delta in each bracket by Newton's
     method with the exact slope, falling back to bisection whenever a step leaves the bracket;
-    stops when the Newton step is below tol (the error left is of order tol^2, inside Brent's
-    xtol = tol of the one-delta path).
+    stops when the Newton step is below tol (the error left is of order tol^2, inside the
+    one-delta path's xtol = tol).
     """
     scans = (_llr_grid(winner, 0), _llr_grid(winner, 1))
     doubling = 2.0 ** np.arange(0, int(math.log2(EPS_CAP)) + 1)
