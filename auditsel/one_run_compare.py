@@ -5,7 +5,8 @@ steps, C = 1, learning rate 0.01, logistic regression on digits' shape (d = 650)
 calibrated to eps_B = 4 at delta = 1e-5 (dp_accounting RDP), xi = TNB(0, 0.01) (E[K] = 21.5).
 
 * Game-based ([XWW24] Algorithm 1 through the engine, `game.kind: dpsgd`): one canary, T games,
-  each a whole tuning run; proxy lambda_a; split rule, 95% Clopper-Pearson. Its target is the
+  each a whole tuning run; proxy lambda_a; split rule, 95% Clopper-Pearson; repeated with
+  `game_repeats` seeds for the spread. Its target is the
   exact epsilon of the tuning run w.r.t. one example: [XWW24]'s reduced game at mu = sqrt(N)/sigma.
 * One-run (`auditsel.one_run_dpsgd`): m canaries in ONE tuning run, [SNJ23] and [MMC24] (the
   exact per-canary family), 95%, Bonferroni over the (k+, k-) grid; repeated r times for the
@@ -28,6 +29,7 @@ SETTING = {"epsilon": 4.0, "delta": 1e-5, "steps": 20, "lr": 0.01, "clip": 1.0,
 GAMES = (250, 1000, 4000)
 CANARIES = (100, 650)
 REPEATS = 10
+GAME_REPEATS = 5
 
 
 def _spec(trials: int, seed: int):
@@ -43,23 +45,31 @@ def _spec(trials: int, seed: int):
                  "proxy": "lambda_a", "trials": trials, "seed": seed, "threshold": "split"}})
 
 
-def _game_row(trials: int, seed: int, exact: dict) -> dict:
+def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
+    """`repeats` game-based audits of `trials` games each (seeds seed, seed + 1, ...): eps_L is
+    their mean (each a valid 95% bound; the mean is a summary), with min and max."""
     from auditsel.experiment import protocol_and_proxy
     from auditsel.game import run_game
     from auditsel.lower import audit_scores
 
-    spec = _spec(trials, seed)
-    wall, cpu = time.perf_counter(), time.process_time()
-    protocol, proxy = protocol_and_proxy(spec)
-    record = run_game(protocol, proxy, trials, seed, chunk_size=spec.game.chunk_size, jobs=1,
-                      progress=False)
-    bound = audit_scores(record.scores, record.member, spec.delta, confidence=0.95, rule="split")
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    return {"method": "game-based (split, lambda_a)", "canaries": 1, "games": trials, "repeats": 1,
-            "eps_L": bound.eps, "eps_L_min": bound.eps, "eps_L_max": bound.eps,
-            "eps_L_mmc24": None, "eps_L_mmc24_per_cpu_minute": None, "cpu_seconds": cpu, "wall_seconds": wall,
-            "eps_L_per_cpu_minute": bound.eps / (cpu / 60), "target": "tuning run, one example",
-            "exact": exact["game"], "eps_B": exact["eps_B"], "rigour": "valid, 95%"}
+    eps, cpu_total, wall = [], 0.0, time.perf_counter()
+    for r in range(repeats):
+        spec = _spec(trials, seed + r)
+        cpu = time.process_time()
+        protocol, proxy = protocol_and_proxy(spec)
+        record = run_game(protocol, proxy, trials, seed + r, chunk_size=spec.game.chunk_size, jobs=1,
+                          progress=False)
+        eps.append(audit_scores(record.scores, record.member, spec.delta, confidence=0.95,
+                                rule="split").eps)
+        cpu_total += time.process_time() - cpu
+    cpu, mean = cpu_total / repeats, float(np.mean(eps))
+    return {"method": "game-based (split, lambda_a)", "canaries": 1, "games": trials, "repeats": repeats,
+            "eps_L": mean, "eps_L_min": float(np.min(eps)), "eps_L_max": float(np.max(eps)),
+            "eps_L_runs": [float(e) for e in eps],
+            "eps_L_mmc24": None, "eps_L_mmc24_per_cpu_minute": None, "cpu_seconds": cpu,
+            "wall_seconds": (time.perf_counter() - wall) / repeats,
+            "eps_L_per_cpu_minute": mean / (cpu / 60), "target": "tuning run, one example",
+            "exact": exact["game"], "eps_B": exact["eps_B"], "rigour": "valid, 95% (each audit)"}
 
 
 def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float) -> dict:
@@ -100,8 +110,10 @@ def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float) -> dict:
             "rigour": "valid, 95% (each audit); [MMC24]: the trade-off is in the family (exact for ETCV)"}
 
 
-def rows(jobs: int = 1, games=GAMES, canaries=CANARIES, repeats: int = REPEATS, seed: int = 0) -> list:
-    """The comparison table (one row per game budget and per canary count)."""
+def rows(jobs: int = 1, games=GAMES, canaries=CANARIES, repeats: int = REPEATS, seed: int = 0,
+         game_repeats: int = GAME_REPEATS) -> list:
+    """The comparison table (one row per game budget and per canary count); game-based rows
+    repeat their audit `game_repeats` times, one-run rows `repeats` times."""
     from auditsel.accounting.exact import exact_epsilon
     from auditsel.dpsgd.trainer import calibrate_noise_multiplier
     from auditsel.mechanisms import GaussianBase, gaussian_epsilon
@@ -113,7 +125,7 @@ def rows(jobs: int = 1, games=GAMES, canaries=CANARIES, repeats: int = REPEATS, 
     mu = math.sqrt(s["steps"]) / sigma
     exact = {"game": exact_epsilon(GaussianWinner(GaussianBase(mu), law_from_dict(s["rounds"])), s["delta"]),
              "eps_B": gaussian_epsilon(mu, s["delta"])}
-    out = [_game_row(t, seed, exact) for t in games]
+    out = [_game_row(t, seed, exact, game_repeats) for t in games]
     out += [_one_run_rows(m, repeats, seed, exact["eps_B"]) for m in canaries]
     for row in out:
         row["sigma"], row["mu"] = sigma, mu
@@ -167,7 +179,8 @@ def summary(table: list) -> list:
                      f"{r['eps_L_mmc24']:.3f} [MMC24] (mean of {r['repeats']}) in {r['cpu_seconds']:.2f} "
                      f"CPU s, target {r['exact']:.3f} (one canary of {r['canaries']})")
     for r in game:
-        lines.append(f"game-based, {r['games']:,} games: eps_L {r['eps_L']:.3f} in {r['cpu_seconds']:.1f} CPU s")
+        lines.append(f"game-based, {r['games']:,} games: eps_L {r['eps_L']:.3f} (mean of {r['repeats']}, "
+                     f"{r['eps_L_min']:.3f} to {r['eps_L_max']:.3f}) in {r['cpu_seconds']:.1f} CPU s per audit")
     return lines
 
 
@@ -181,8 +194,10 @@ def plot(table: list, out_dir) -> list:
     game = [r for r in table if r["canaries"] == 1]
     one = [r for r in table if r["canaries"] > 1]
     fig, ax = plt.subplots(figsize=(8, 6.5))
-    ax.plot([r["cpu_seconds"] for r in game], [r["eps_L"] for r in game], "o-", color="C0",
-            label="game-based eps_L (valid 95%, split)")
+    ax.errorbar([r["cpu_seconds"] for r in game], [r["eps_L"] for r in game],
+                yerr=[[r["eps_L"] - r["eps_L_min"] for r in game], [r["eps_L_max"] - r["eps_L"] for r in game]],
+                fmt="o-", color="C0", capsize=3,
+                label=f"game-based eps_L (valid 95%, split; mean, min-max of {game[0]['repeats']})")
     for i, r in enumerate(one):
         x = r["cpu_seconds"]
         for key, marker, name in (("eps_L", "s", "[SNJ23]"), ("eps_L_mmc24", "^", "[MMC24]")):
@@ -231,8 +246,9 @@ def write(table: list, out_dir, seconds: float, tightness: list | None = None) -
           "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     md += ["| " + " | ".join(_cell(r.get(c)) for c in COLUMNS) + " |" for r in table]
     md += ["", *[f"- {line}" for line in summary(table)], "",
-           "eps_L of one-run rows: mean over the repeats (each audit is a valid 95% bound; the mean is "
-           "a summary); eps_L is [SNJ23] for one-run rows, eps_L_mmc24 the [MMC24] bound of the same runs. "
+           "eps_L: mean over the repeats (each audit is a valid 95% bound; the mean is a summary, "
+           "eps_L_min and eps_L_max the spread); eps_L is [SNJ23] for one-run rows, eps_L_mmc24 the "
+           "[MMC24] bound of the same runs; game-based repeats use seeds 0, 1, .... "
            f"Regenerate: `python -m auditsel.one_run_compare` ({seconds:.0f} s here, 2 shared cores).", ""]
     (out / "table.md").write_text("\n".join(md))
     buf = io.StringIO()

@@ -263,8 +263,10 @@ def test_comparison_rows_on_a_tiny_budget(tmp_path):
     # recomputed by an independent route (exact curves) or bounded by its target
     from auditsel.one_run_compare import SETTING, rows, tightness_rows, write
 
-    table = rows(games=(64,), canaries=(50,), repeats=1)
+    table = rows(games=(64,), canaries=(50,), repeats=1, game_repeats=2)
     game, one = table
+    assert game["repeats"] == 2 and game["eps_L_min"] <= game["eps_L"] <= game["eps_L_max"]
+    assert game["eps_L"] == pytest.approx(np.mean(game["eps_L_runs"]))
     winner = GaussianWinner(GaussianBase(game["mu"]), law_from_dict(SETTING["rounds"]))
     assert game["exact"] == pytest.approx(exact_epsilon(winner, 1e-5))
     assert one["exact"] == pytest.approx(OneRunReducedGame(game["mu"], law_from_dict(SETTING["rounds"]), 50).epsilon(1e-5))
