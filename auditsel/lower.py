@@ -217,21 +217,14 @@ class SortedScores:
         thresholds only (O(n) per few thresholds: no sort), as a table whose `at` answers
         exactly at those thresholds."""
         t = np.unique(np.asarray(thresholds, dtype=float))
-        if mask is None:
-            s0, s1 = self.by_coin()
+        if mask is None or len(t) > 8:
+            s0, s1 = self.by_coin(mask)
             n0, n1 = len(s0), len(s1)
-            fp = n0 - np.searchsorted(s0, t, side="right")
-            fn = np.searchsorted(s1, t, side="right")
-            return Counts(np.concatenate([[-np.inf], t]), np.concatenate([[n0], fp]),
-                          np.concatenate([[0], fn]), n0, n1)
-        s, b = self.scores[mask], self.member[mask]
-        n1 = int(np.count_nonzero(b))
-        n0 = len(b) - n1
-        if len(t) > 8:
-            s0, s1 = np.sort(s[~b]), np.sort(s[b])
-            fp = n0 - np.searchsorted(s0, t, side="right")
-            fn = np.searchsorted(s1, t, side="right")
+            fp, fn = _search_counts(s0, s1, t)
         else:
+            s, b = self.scores[mask], self.member[mask]
+            n1 = int(np.count_nonzero(b))
+            n0 = len(b) - n1
             fp = np.array([np.count_nonzero(~b & (s > x)) for x in t], dtype=np.int64)
             fn = np.array([np.count_nonzero(b & (s <= x)) for x in t], dtype=np.int64)
         return Counts(np.concatenate([[-np.inf], t]), np.concatenate([[n0], fp]),
@@ -256,6 +249,12 @@ def _sorted_parts(s: np.ndarray, masks) -> tuple:
 
         _SORT_POOL = ThreadPoolExecutor(2, thread_name_prefix="auditsel-sort")
     return tuple(_SORT_POOL.map(lambda m: np.sort(s[m]), masks))
+
+
+def _search_counts(s0: np.ndarray, s1: np.ndarray, t):
+    """'>' counts at thresholds t from each coin's sorted scores: fp = #(b = 0, score > t),
+    fn = #(b = 1, score <= t), by binary search."""
+    return len(s0) - np.searchsorted(s0, t, side="right"), np.searchsorted(s1, t, side="right")
 
 
 def counts_from_coins(s0: np.ndarray, s1: np.ndarray) -> Counts:
@@ -457,6 +456,15 @@ def _evaluate(c: Counts, threshold, flip, alpha, delta):
                 n=n0 + n1)
 
 
+def _split(ss: "SortedScores", pilot, tail, alpha, delta) -> dict:
+    """Pick (threshold, direction) on the pilot trials (each coin's sorted scores) and bound it
+    by eq. 4 with CP limits on the `tail` trials, both at level alpha."""
+    pick = _pick_coins(*pilot, alpha, delta)
+    ev = ss.counts_at(tail, [pick["threshold"]])
+    _both_coins(ev, "to split")
+    return _evaluate(ev, pick["threshold"], pick["flip"], alpha, delta)
+
+
 def _both_coins(c: Counts, what: str):
     _need_both(c.n0, c.n1, what)
 
@@ -499,10 +507,7 @@ def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: floa
         pilot = ss.by_coin(head)
         _need_both(len(pilot[0]), len(pilot[1]), "to split")
         if rule == "split":
-            pick = _pick_coins(*pilot, alpha, delta)
-            ev = ss.counts_at(tail, [pick["threshold"]])
-            _both_coins(ev, "to split")
-            return {**_evaluate(ev, pick["threshold"], pick["flip"], alpha, delta), "grid_source": ""}
+            return {**_split(ss, pilot, tail, alpha, delta), "grid_source": ""}
         grid = _pilot_grid(np.sort(np.concatenate(pilot)), grid_size)
         ev = ss.counts_at(tail, grid)
         _both_coins(ev, "to split")
@@ -526,10 +531,7 @@ def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: floa
             head = rank < cut
             pilot = ss.by_coin(head)
             _need_both(len(pilot[0]), len(pilot[1]), "to split")
-            pick = _pick_coins(*pilot, alpha / 2, delta)
-            ev = ss.counts_at(~head, [pick["threshold"]])
-            _both_coins(ev, "to split")
-            runs.append(_evaluate(ev, pick["threshold"], pick["flip"], alpha / 2, delta))
+            runs.append(_split(ss, pilot, ~head, alpha / 2, delta))
         runs.sort(key=lambda r: r["eps"])
         median = runs[(len(runs) - 1) // 2]   # the lower median: conservative for even counts
         return {**median, "grid_source": "", "splits": [r["eps"] for r in runs]}
@@ -588,9 +590,7 @@ def _chunk_counts(scores, member, thresholds):
     """fp (b = 0, score > t) and fn (b = 1, score <= t) counts of one chunk at each threshold."""
     s0 = np.sort(scores[member == 0])
     s1 = np.sort(scores[member == 1])
-    fp = len(s0) - np.searchsorted(s0, thresholds, side="right")
-    fn = np.searchsorted(s1, thresholds, side="right")
-    return fp, fn, len(s0), len(s1)
+    return (*_search_counts(s0, s1, thresholds), len(s0), len(s1))
 
 
 def _stream_counts(source, indices, thresholds):
