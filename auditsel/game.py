@@ -255,7 +255,7 @@ def _threaded(protocol, proxy, seed, pending, sizes, workers: int):
     """The chunks on a standard-library thread pool, at most 2 per thread in flight (finished
     chunks are handed over at once, so a streamed run keeps its memory bound); the same
     numbers as joblib's threads or processes (each chunk is seeded by its index), without
-    importing joblib and loky (a quarter of a second of every run)."""
+    importing joblib and loky (a tenth of a second of every run)."""
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     todo = iter(pending)

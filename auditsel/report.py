@@ -219,10 +219,11 @@ def _margins(fig):
 
 
 def sorted_scores(scores, member) -> tuple[np.ndarray, np.ndarray]:
-    """The scores of the b = 0 and the b = 1 games, each sorted (np.sort: far cheaper than an
-    argsort of all scores, and enough for every count a plot needs)."""
-    member = np.asarray(member).astype(bool)
-    return np.sort(scores[~member]), np.sort(scores[member])
+    """The scores of the b = 0 and the b = 1 games, each sorted: the audit's own per-coin sort
+    (`auditsel.lower.SortedScores.by_coin`), for plots of games audited without it (streamed)."""
+    from auditsel.lower import SortedScores
+
+    return SortedScores(scores, member).by_coin()
 
 
 def _at_quantile(sorted_values: np.ndarray, q: float) -> float:
