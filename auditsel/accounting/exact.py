@@ -96,14 +96,19 @@ def likelihood_ratio_region_masses(winner, levels, direction: int = 1, scan=None
     return p_mass, q_mass
 
 
-def _gaussian_hockey_stick(winner, eps: np.ndarray, direction: int, scan=None) -> np.ndarray:
-    """H_{e^eps}(A_direction || A_other) = P(S_eps) - e^eps Q(S_eps), plus the K = 0 atom."""
+def _gaussian_hockey_stick(winner, eps: np.ndarray, direction: int, scan=None, slope: bool = False):
+    """H_{e^eps}(A_direction || A_other) = P(S_eps) - e^eps Q(S_eps), plus the K = 0 atom.
+
+    slope=True also returns dH/d eps = -e^eps Q(S_eps) for eps > 0 (S_eps maximises
+    P - e^eps Q, so only the explicit dependence on eps counts; the atom term is 0 there)."""
     p_mass, q_mass = likelihood_ratio_region_masses(winner, eps, direction, scan)
+    scale = np.exp(np.minimum(eps, 700))
     with np.errstate(over="ignore", invalid="ignore"):
-        value = np.where(eps < 700, p_mass - np.exp(np.minimum(eps, 700)) * q_mass, p_mass)
+        value = np.where(eps < 700, p_mass - scale * q_mass, p_mass)
     # the atom term [atom (1 - e^eps)]_+ is 0 for eps >= 0: clip eps so that expm1 cannot
     # overflow (atom = 0 times -inf was nan, and exact_epsilon's root finder failed on it)
-    return np.maximum(value, 0.0) + np.maximum(winner.atom * -np.expm1(np.minimum(eps, 0.0)), 0.0)
+    value = np.maximum(value, 0.0) + np.maximum(winner.atom * -np.expm1(np.minimum(eps, 0.0)), 0.0)
+    return (value, -scale * q_mass) if slope else value
 
 
 def tradeoff_curve(winner, points: int = 200):
@@ -182,17 +187,9 @@ def _exact_epsilon_one(winner, delta: float, tol: float) -> float:
 
 
 def _curve_and_slope(winner, eps: np.ndarray, scans):
-    """delta(eps) and its derivative for eps > 0: the larger direction's H = P(S) - e^eps Q(S),
-    whose derivative is -e^eps Q(S_eps) (S_eps maximises P - e^eps Q, so only the explicit
-    dependence on eps counts)."""
-    values, slopes = [], []
-    for direction in (0, 1):
-        p, q = likelihood_ratio_region_masses(winner, eps, direction, scans[direction])
-        scale = np.exp(np.minimum(eps, 700.0))
-        values.append(np.maximum(p - scale * q, 0.0))
-        slopes.append(-scale * q)
-    use_one = values[1] > values[0]
-    return np.where(use_one, values[1], values[0]), np.where(use_one, slopes[1], slopes[0])
+    """delta(eps) (the larger direction's hockey stick) and its derivative, for eps > 0."""
+    (v0, d0), (v1, d1) = (_gaussian_hockey_stick(winner, eps, k, scans[k], slope=True) for k in (0, 1))
+    return np.maximum(v0, v1), np.where(v1 > v0, d1, d0)
 
 
 def _gaussian_epsilons(winner, deltas: np.ndarray, tol: float) -> np.ndarray:
