@@ -16,7 +16,9 @@ import torch.nn.functional as F
 from auditsel.dpsgd.data import Dataset
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.protocol import CanaryLoss, FirstCoordinateShift, Score, ValidationLoss
-from auditsel.dpsgd.trainer import (BLOCK, Canary, ExampleCanary, GradientCanary, TrainResult,
+BLOCK = 16  # steps of noise / masks drawn per call and run (the old streams)
+
+from auditsel.dpsgd.trainer import (Canary, ExampleCanary, GradientCanary, TrainResult,
                                     check_settings, clip_factors, default_device)
 
 

@@ -165,7 +165,7 @@ def test_batched_runs_equal_runs_one_at_a_time(kind):
     seeds = np.array([11, 12, 13, 14])
     lrs, clips, taus = [0.1, 0.02, 0.05, 0.1], [1.0, 0.5, 2.0, 1.0], [1.0, 0.5, 0.3, 1.0]
     inc = [True, False, True, True]
-    kw = dict(steps=BLOCK_PLUS, noise_multiplier=1.1, canary=GradientCanary(), **F64)
+    kw = dict(steps=MANY_STEPS, noise_multiplier=1.1, canary=GradientCanary(), **F64)
     batch = train_runs(model, data, lr=lrs, clip=clips, sample_rate=taus, seeds=seeds,
                        include_canary=inc, **kw)
     for r in range(4):
@@ -175,7 +175,7 @@ def test_batched_runs_equal_runs_one_at_a_time(kind):
         torch.testing.assert_close(batch.canary_dot[r:r + 1], one.canary_dot)
 
 
-BLOCK_PLUS = 18  # more steps than one noise block, so the per-run streams span blocks
+MANY_STEPS = 18
 
 
 def test_same_seed_same_run_and_different_seeds_differ():
@@ -189,20 +189,27 @@ def test_same_seed_same_run_and_different_seeds_differ():
     assert not torch.equal(a.wN[0], a.wN[1])
 
 
-def test_per_run_streams_are_those_of_seed_sequence():
-    from auditsel.dpsgd.trainer import _seed_states
+def test_per_run_streams_are_philox_keyed_by_seed_sequence():
+    from auditsel.dpsgd import kernels
+    from auditsel.dpsgd.trainer import INIT, NOISE, _seed_states
     seeds = np.concatenate([np.random.default_rng(0).integers(0, 2 ** 63 - 1, 2000),
                             [0, 1, 2 ** 32 - 1, 2 ** 32, 2 ** 63 - 1]]).astype(np.uint64)
     want = [np.random.SeedSequence(int(s)).generate_state(3, dtype=np.uint64) for s in seeds]
-    np.testing.assert_array_equal(_seed_states(seeds), np.array(want))
-    # w_0 of run r is model.init on the first stream of SeedSequence(s_r), batched or not
+    np.testing.assert_array_equal(_seed_states(seeds, 3), np.array(want))
+    # w_0 of run r is init_from_uniform of stream 0 under the key of SeedSequence(s_r); with
+    # lr = 0 and no data, w_N = w_0 and with lr = 1, w_0 - w_N is the summed stream-2 noise
     data = load_dataset("digits", n=10)
     model = ModelSpec("logreg", data.shape, 10)
+    key = kernels.keys_of(np.array(want)[:3, 0])
     res = train_runs(model, data, steps=1, lr=0.1, clip=1.0, noise_multiplier=1.0,
                      sample_rate=1.0, seeds=seeds[:3], device="cpu")
-    for r in range(3):
-        g = torch.Generator().manual_seed(int(want[r][0]) & ((1 << 63) - 1))
-        assert torch.equal(res.w0[r], model.init(g))
+    u = kernels.draw(key, INIT, 0, 1, model.num_params, False)[:, 0]
+    assert torch.equal(res.w0, model.init_from_uniform(u))
+    empty = data.take(0)
+    noisy = train_runs(model, empty, steps=3, lr=1.0, clip=1.0, noise_multiplier=2.0,
+                       sample_rate=1.0, seeds=seeds[:3], device="cpu", dtype=torch.float64)
+    noise = kernels.draw(key, NOISE, 0, 3, model.num_params, True).double() * 2.0
+    torch.testing.assert_close(noisy.w0 - noisy.wN, noise.sum(1), rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("field,kwargs", [
@@ -230,23 +237,19 @@ def test_calibrated_sigma_gives_the_target_epsilon():
     assert dpsgd_epsilon(sigma * 1.1, 50, 1.0, 1e-5) < 2.0
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("steps", [1, 5, 18, 20, 33])
-def test_last_block_drawn_in_part_gives_the_runs_of_full_draws(monkeypatch, dtype, steps):
-    """The last noise/mask block is drawn only as far as it is read (`_prefix_size`); the runs
-    must equal those of full 16-step draws, bit for bit, subsampled or not."""
+@pytest.mark.parametrize("steps", [1, 5, 20])
+def test_memory_budget_groups_steps_without_changing_a_run(monkeypatch, steps):
+    """The draws of as many steps as fit the budget are made at once; a budget of one step at a
+    time gives the same runs bit for bit, subsampled or not (the gradient sums keep their
+    chunking, which the budget also sets)."""
     import auditsel.dpsgd.trainer as trainer
-
+    clipped_sum = trainer._clipped_sum
+    monkeypatch.setattr(trainer, "_clipped_sum",
+                        lambda *a, **k: clipped_sum(*a[:7], 1 << 24, *a[8:], **k))
     data = load_dataset("digits", n=40)
     model = ModelSpec("logreg", data.shape, 10)
     kw = dict(steps=steps, lr=0.05, clip=1.0, noise_multiplier=1.0, sample_rate=[1.0, 0.3, 0.7],
-              seeds=[5, 6, 7], canary=GradientCanary(), include_canary=[1, 0, 1], dtype=dtype,
-              device="cpu")
-    trimmed = train_runs(model, data, **kw)
-    used = trainer._prefix_size("normal", (steps % 16 or 16) * model.num_params,
-                                16 * model.num_params, dtype, torch.device("cpu"))
-    if steps % 16:
-        assert used is not None and used < 16 * model.num_params   # the saving happens here
-    monkeypatch.setattr(trainer, "_prefix_size", lambda *a: None)
-    full = train_runs(model, data, **kw)
-    assert torch.equal(trimmed.wN, full.wN) and torch.equal(trimmed.canary_dots, full.canary_dots)
+              seeds=[5, 6, 7], canary=GradientCanary(), include_canary=[1, 0, 1], device="cpu")
+    whole = train_runs(model, data, **kw)
+    small = train_runs(model, data, memory_budget=1, **kw)
+    assert torch.equal(whole.wN, small.wN) and torch.equal(whole.canary_dots, small.canary_dots)

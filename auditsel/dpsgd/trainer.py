@@ -17,9 +17,12 @@ dense models, with the ghost-norm identity ||a e^T||_F = ||a|| ||e|| per layer a
 backward pass (the same gradients without materialising an (R, n, d) tensor). Both give the
 same clipped sums; ``method`` picks one (``auto``: ghost for logreg/mlp, vmap otherwise).
 
-Determinism: run r draws everything from its own seed s_r (init, Poisson masks, noise; three
-streams of ``SeedSequence(s_r)``), in blocks of a fixed number of steps, so a run's trajectory
-does not depend on which other runs share its batch: batched == one at a time.
+Determinism: run r draws everything from its own key, the first word of ``SeedSequence(s_r)``
+(numpy's hash of its seed), with the counter-based Philox4x32-10 generator of ``kernels.draw``:
+w_0 from stream 0, the Poisson masks of step i (n + 1 uniforms: the examples, then the canary)
+from stream 1, the noise of step i (d normals) from stream 2. Every number is a function of
+(s_r, stream, step, index) alone, so a run's trajectory does not depend on which other runs
+share its batch, how steps are grouped or how threads split the work: batched == one at a time.
 
 What is kept of the trajectory y = {p_1..p_N, w_1..w_N} (which [XWW24] Sec. 4 releases in
 full: every private gradient p_i = (w_{i-1} - w_i) / lr): w_0, w_N and, when a canary is given,
@@ -31,24 +34,18 @@ adversary makes of them (lambda_a, ...) is computed in ``attacks`` from the rele
 
 Speed: dense models keep examples last, (R, features, n), so every product is one GEMM
 (a shared input against all runs' weights at once, the first bias riding in it as a row of
-ones) or a batched GEMM and every reduction vectorises; the softmax and the clip scaling are
-done in place, the label's 1 is subtracted at its (class, example) entries only, and what
-depends on the examples alone (||a_0||^2 + 1, label indices) is computed once per call; Z_D's
-gradient is added at its coordinate(s), and an input canary's clipped gradient is the ghost sum
-over the one example z (dense models). Per-run setup is vectorised (numpy's SeedSequence hash
-for all seeds at once, one (R, d) init scaling, generators kept and re-seeded), and the per-run
-draws (init, noise, masks; all blocks that fit the memory budget in one pass) are split over
-torch's threads on the CPU; the last block of noise and masks is drawn only as far as it is read
-when that gives the same numbers (`_prefix_size`: at N = 20, 20 of 32 steps' normals). The
-streams and the numbers drawn are unchanged; on the CPU the
-results are those of the plain per-op path bit for bit (MKL's GEMM adds the ones row last),
-except the input canary's gradient (the same up to float32 rounding).
+ones) or a batched GEMM and every reduction vectorises. The softmax - onehot of the output layer
+and its squared norms (and, for one-layer models, the clip factors and the scaling) are one
+pass of ``kernels.softmax_grad_``; the draws are ``kernels.draw`` for all runs and as many
+steps as fit the memory budget at once. Both run as compiled C on the CPU's OpenMP threads (the
+runtime torch uses) when a C compiler is there, else as torch operations that give the same
+numbers bit for bit (``kernels``). What depends on the examples alone (||a_0||^2 + 1) is
+computed once per call; Z_D's gradient is added at its coordinate(s), and an input canary's
+clipped gradient is the ghost sum over the one example z (dense models).
 """
 from __future__ import annotations
 
 import math
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -56,6 +53,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from auditsel.dpsgd import kernels
 from auditsel.dpsgd.data import Dataset
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.errors import ConfigError
@@ -66,7 +64,7 @@ __all__ = [
     "check_settings", "calibrate_noise_multiplier", "dpsgd_epsilon", "default_device",
 ]
 
-BLOCK = 16  # steps of noise / masks drawn per call and run (fixed: part of the seeded stream)
+INIT, MASKS, NOISE = 0, 1, 2   # the per-run streams of `kernels.draw`
 
 
 @dataclass(frozen=True)
@@ -202,8 +200,8 @@ def _vmap_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
 def _ghost_prep(x, y):
     """What the ghost sum needs of the examples alone (the same at every step of a run): the
     inputs examples-last, xt (f + 1, n) shared by the runs with a last row of ones (the first
-    bias rides in the first GEMM) or (R, f, n) per run, ||a_0||^2 + 1 per example, each
-    example's label as an index into the flattened (classes, n) logits, and -1 per label."""
+    bias rides in the first GEMM) or (R, f, n) per run, ||a_0||^2 + 1 per example, and the
+    labels."""
     n = y.shape[-1]
     if y.dim() == 1:
         xt = x.reshape(x.shape[0], -1).T                      # (f, n), shared by the runs
@@ -212,8 +210,7 @@ def _ghost_prep(x, y):
     else:
         xt = x.reshape(*y.shape, -1).transpose(1, 2)          # (R, f, n)
         a_sq = (xt * xt).sum(-2) + 1.0
-    label = y * n + torch.arange(n, device=y.device)
-    return xt, a_sq, label, torch.full(label.shape, -1.0, dtype=x.dtype, device=x.device)
+    return xt, a_sq, y
 
 
 def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight, prep=None):
@@ -228,30 +225,32 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight, prep=None):
     is ``_ghost_prep(x, y)`` (computed here when not given).
     """
     R = w.shape[0]
-    xt, a0_sq, label, minus_one = _ghost_prep(x, y) if prep is None else prep
+    xt, a0_sq, labels = _ghost_prep(x, y) if prep is None else prep
     layers = model.dense_forward_t(w, xt, ones_row=y.dim() == 1)
     params = model.unflatten(w)
     e = layers[-1][1]                             # logits (R, classes, n), fresh: in place
-    e -= e.amax(1, keepdim=True)
-    e.exp_()
-    e /= e.sum(1, keepdim=True)                   # softmax over the classes
-    # minus the one-hot: -1 added at (y_n, n) only (x - 0 = x elsewhere, so the same numbers)
-    e.view(R, -1).scatter_add_(1, label.expand(R, -1), minus_one.expand(R, -1))
-    grads_out = [None] * len(layers)
-    for l in range(len(layers) - 1, -1, -1):
-        grads_out[l] = e
-        if l > 0:
-            e = torch.bmm(params[2 * l].transpose(1, 2), e) * (layers[l - 1][1] > 0)
-    sq = None
-    for l, ((a, _), e) in enumerate(zip(layers, grads_out)):
-        part = (e * e).sum(1) * (a0_sq if l == 0 else (a * a).sum(-2) + 1.0)
-        sq = part if sq is None else sq + part
-    factors = clip_factors(torch.sqrt(sq), clip[:, None])  # (R, n)
-    if weight is not None:
-        factors *= weight
+    if len(layers) == 1:  # one layer: its norm is the whole norm; the kernel also clips e
+        kernels.softmax_grad_(e, labels, clip, a0_sq, weight)
+        grads_out = [e]
+    else:
+        e_sq = kernels.softmax_grad_(e, labels)   # e = softmax - onehot; sum_k e_k^2 (R, n)
+        grads_out = [None] * len(layers)
+        for l in range(len(layers) - 1, -1, -1):
+            grads_out[l] = e
+            if l > 0:
+                e = torch.bmm(params[2 * l].transpose(1, 2), e) * (layers[l - 1][1] > 0)
+        sq = None
+        for l, ((a, _), e) in enumerate(zip(layers, grads_out)):
+            part = (e_sq if l == len(layers) - 1 else (e * e).sum(1)) * (
+                a0_sq if l == 0 else (a * a).sum(-2) + 1.0)
+            sq = part if sq is None else sq + part
+        factors = clip_factors(torch.sqrt(sq), clip[:, None])  # (R, n)
+        if weight is not None:
+            factors *= weight
+        for e in grads_out:
+            e.mul_(factors[:, None, :])                        # (R, out, n), in place
     parts = []
-    for (a, _), e in zip(layers, grads_out):
-        ec = e.mul_(factors[:, None, :])                       # (R, out, n), in place
+    for (a, _), ec in zip(layers, grads_out):
         if a.dim() == 2:  # shared input: one GEMM (R out, n) x (n, f)
             parts.append((ec.reshape(-1, ec.shape[-1]) @ a.T).reshape(R, -1))
         else:
@@ -311,7 +310,7 @@ def _canary_gradient(model: ModelSpec, canary: Canary, w, clip, xz, yz, prep=Non
     return g * clip_factors(torch.linalg.vector_norm(g, dim=1), clip)[:, None]
 
 
-def _seed_states(seeds: np.ndarray, words: int = 3) -> np.ndarray:
+def _seed_states(seeds: np.ndarray, words: int = 1) -> np.ndarray:
     """``SeedSequence(int(s)).generate_state(words, np.uint64)`` for every seed s at once (R, words):
     numpy's hash (pool of 4 uint32 words, entropy = s's two 32-bit words), vectorised over runs."""
     mask = 0xFFFFFFFF
@@ -344,67 +343,6 @@ def _seed_states(seeds: np.ndarray, words: int = 3) -> np.ndarray:
         v = v * np.uint32(h)
         out.append((v ^ (v >> np.uint32(16))).astype(np.uint64))
     return np.stack(out[0::2], 1) | (np.stack(out[1::2], 1) << np.uint64(32))
-
-
-_POOL = None
-_LOCAL = threading.local()
-
-
-def _generators(count: int, device: torch.device) -> list:
-    """count torch.Generators on device, kept between calls of the calling thread (creating them
-    costs more than seeding them; every one is re-seeded before it draws)."""
-    pool = _LOCAL.__dict__.setdefault("generators", {}).setdefault(str(device), [])
-    pool.extend(torch.Generator(device=device) for _ in range(count - len(pool)))
-    return pool[:count]
-
-
-_PREFIX_OK: dict = {}
-
-
-def _prefix_size(kind: str, used: int, full: int, dtype, device: torch.device) -> int | None:
-    """How many numbers of a `full`-sized draw to make when only the first `used` are read: the
-    size m >= used whose draw equals the first m numbers of the full draw (None: draw it all).
-
-    On the CPU, torch fills a float tensor of >= 16 numbers with uniforms in order and turns them
-    into normals 16 at a time, so a draw whose size is a multiple of 16 is a prefix of a longer
-    one; uniforms are a prefix at any size. That is checked once per (kind, dtype, m) against a
-    full draw, so a torch that draws differently falls back to full draws (same numbers, slower).
-    Not used on other devices (a GPU generator's numbers depend on the size of the draw).
-    """
-    if device.type != "cpu" or used >= full:
-        return None
-    m = -(-used // 16) * 16 if kind == "normal" else used
-    if m < 16 or m >= full:
-        return None
-    key = (kind, dtype, m, full)
-    if key not in _PREFIX_OK:
-        draw = (lambda t, g: t.normal_(generator=g)) if kind == "normal" else \
-            (lambda t, g: t.uniform_(generator=g))
-        whole = torch.empty(full, dtype=dtype)
-        part = torch.empty(full, dtype=dtype)
-        draw(whole, torch.Generator().manual_seed(12345))
-        draw(part[:m], torch.Generator().manual_seed(12345))
-        _PREFIX_OK[key] = bool(torch.equal(whole[:m], part[:m]))
-    return m if _PREFIX_OK[key] else None
-
-
-def _per_run(fn, R: int, device: torch.device):
-    """fn(r) for r in range(R): on the CPU split over torch's threads (the draws release the GIL;
-    each run has its own generators, so the split cannot change a value), else in order."""
-    global _POOL
-    workers = min(torch.get_num_threads(), R)
-    if device.type != "cpu" or workers < 2:
-        for r in range(R):
-            fn(r)
-        return
-    if _POOL is None or _POOL._max_workers < workers:
-        _POOL = ThreadPoolExecutor(workers, thread_name_prefix="dpsgd-draws")
-    bounds = np.linspace(0, R, workers + 1).astype(int)
-
-    def part(k):
-        for r in range(bounds[k], bounds[k + 1]):
-            fn(r)
-    list(_POOL.map(part, range(workers)))
 
 
 def _as_runs(value, R, dtype, device, field):
@@ -471,41 +409,19 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     else:
         xz = yz = None
 
-    # per-run streams: init, Poisson masks, noise. The draws of `group` blocks (all of them when
-    # they fit in the memory budget) are made per run in one pass over the runs, each stream in
-    # its order (the same numbers as one call per block), on the CPU split over threads.
-    states = (_seed_states(seeds) & np.uint64((1 << 63) - 1)).tolist()
-    pool = _generators(3 * R, device)
-    gens = [[g.manual_seed(v) for g, v in zip(pool[3 * r:3 * r + 3], row)]
-            for r, row in enumerate(states)]
+    # per-run counter-based streams (`kernels.draw`): 0 = w_0, 1 = Poisson masks, 2 = noise;
+    # every number is a function of (seed, stream, step, index), so grouping steps (as many as fit
+    # in the memory budget) and batching runs cannot change it
+    keys = kernels.keys_of(_seed_states(seeds)[:, 0])
     sub = bool(subsampled.any())
-    nblocks = -(-steps // BLOCK)
-    group = max(1, min(nblocks, memory_budget // max(1, R * BLOCK * (d + (n + 1) * sub))))
-    w = torch.empty(R, d, dtype=dtype, device=device)
-    noise = torch.empty(R, group, BLOCK, d, dtype=dtype, device=device)
-    u = torch.zeros(R, group, BLOCK, n + 1, dtype=dtype, device=device) if sub else None
+    group = max(1, min(steps, memory_budget // max(1, R * (d + (n + 1) * sub))))
 
-    # the last block is drawn only as far as it is used where that gives the same numbers
-    # (the draw is the last of its stream, and the prefix of a longer draw; `_prefix_size`)
-    tail = steps - (nblocks - 1) * BLOCK
-    noise_tail = _prefix_size("normal", tail * d, BLOCK * d, dtype, device)
-    mask_tail = _prefix_size("uniform", tail * (n + 1), BLOCK * (n + 1), dtype, device) if sub else None
-
-    def draw(r, first, count):  # blocks first .. first + count - 1 of run r (and w_0 first)
-        g_init, g_mask, g_noise = gens[r]
-        if first == 0:
-            w[r].uniform_(generator=g_init)               # = torch.rand(d, generator=g_init)
-        for k in range(count):
-            last = first + k == nblocks - 1
-            if last and noise_tail:
-                noise[r, k].view(-1)[:noise_tail].normal_(generator=g_noise)
-            else:
-                noise[r, k].normal_(generator=g_noise)    # = torch.randn(BLOCK, d, ...)
-            if sub and subsampled[r]:                     # = torch.rand(BLOCK, n + 1, ...)
-                if last and mask_tail:                    # (0 at tau = 1: never sampled out)
-                    u[r, k].view(-1)[:mask_tail].uniform_(generator=g_mask)
-                else:
-                    u[r, k].uniform_(generator=g_mask)
+    def draws(first: int, count: int):
+        noise = kernels.draw(keys, NOISE, first, count, d, True, device)
+        u = kernels.draw(keys, MASKS, first, count, n + 1, False, device) if sub else None
+        if sub:   # tau = 1 runs keep every example (u < 1 always)
+            u[torch.as_tensor(~subsampled, device=device)] = 0.0
+        return noise.to(dtype), u
 
     dots = torch.zeros(R, steps, dtype=torch.float64, device=device)
     ones = torch.ones(R, n + 1, dtype=dtype, device=device)
@@ -517,20 +433,15 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
         clip64 = clip_t.double()
 
     with torch.no_grad():
-        for block_start in range(0, steps, BLOCK):
-            b = min(BLOCK, steps - block_start)
-            blk = block_start // BLOCK
-            k = blk % group
-            if k == 0:
-                count = min(group, nblocks - blk)
-                _per_run(lambda r: draw(r, blk, count), R, device)
-                if blk == 0:
-                    w = model.init_from_uniform(w)
-                    w0 = w.clone()
+        w = model.init_from_uniform(kernels.draw(keys, INIT, 0, 1, d, False, device)[:, 0].to(dtype))
+        w0 = w.clone()
+        for first in range(0, steps, group):
+            count = min(group, steps - first)
+            noise, u = draws(first, count)
             if sub:
-                masks = (u[:, k] < rate_t[:, None, None]).to(dtype)  # (R, BLOCK, n + 1)
-            for j in range(b):
-                i = block_start + j
+                masks = (u < rate_t[:, None, None]).to(dtype)  # (R, count, n + 1)
+            for j in range(count):
+                i = first + j
                 mask = masks[:, j] if sub else ones
                 # p_i = clipped sum (+ the canary's clipped gradient when it is in) + noise, in
                 # this order of additions; Z_D adds C at one coordinate only
@@ -542,9 +453,9 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
                     elif canary is not None:
                         pz = _canary_gradient(model, canary, w, clip_t, xz, yz, prep_z)
                         p += pz * (inc_t * mask[:, n])[:, None]
-                    p += noise[:, k, j] * noise_t[:, None]
+                    p += noise[:, j] * noise_t[:, None]
                 else:
-                    p = noise[:, k, j] * noise_t[:, None]
+                    p = noise[:, j] * noise_t[:, None]
                     if dirac:
                         p[:, cz] += (clip_t * (inc_t * mask[:, n]))[:, None]
                     elif canary is not None:
