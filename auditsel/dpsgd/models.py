@@ -176,7 +176,8 @@ class ModelSpec:
                 a = F.relu(z)
         return out
 
-    def dense_forward_t(self, w: torch.Tensor, xt: torch.Tensor, ones_row: bool = False) -> list:
+    def dense_forward_t(self, w: torch.Tensor, xt: torch.Tensor, ones_row: bool = False,
+                        buffer: torch.Tensor | None = None) -> list:
         """``dense_forward`` in the examples-last layout the trainer uses: inputs xt (f, n) shared
         by the runs or (R, f, n) per run; returns [(a_{l-1}, z_l)] with z_l of shape (R, out, n).
 
@@ -185,7 +186,9 @@ class ModelSpec:
         dimension with the long example dimension innermost, which vectorises on a CPU (a
         reduction over a last dimension of 10 classes does not). ones_row: the shared xt is
         (f + 1, n) with a last row of ones, so the first bias is added inside its GEMM (a_0 is
-        xt without that row; with MKL's sgemm the same numbers as adding it after)."""
+        xt without that row; with MKL's sgemm the same numbers as adding it after). buffer:
+        a tensor (R, out, n) for the first layer's z (the trainer reuses it from step to step
+        instead of allocating it anew; the same numbers)."""
         params = self.unflatten(w)
         a = xt
         out = []
@@ -195,7 +198,10 @@ class ModelSpec:
             R, o, fan_in = weight.shape
             if i == 0 and ones_row:
                 wb = torch.cat([weight, bias[:, :, None]], 2).reshape(R * o, fan_in + 1)
-                z = (wb @ a).reshape(R, o, -1)
+                if buffer is not None and buffer.shape == (R, o, a.shape[-1]):
+                    z = torch.mm(wb, a, out=buffer.view(R * o, -1)).view(R, o, -1)
+                else:
+                    z = (wb @ a).reshape(R, o, -1)
                 a = a[:-1]
             else:
                 if a.dim() == 2:

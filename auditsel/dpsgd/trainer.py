@@ -46,6 +46,7 @@ clipped gradient is the ghost sum over the one example z (dense models).
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -213,6 +214,21 @@ def _ghost_prep(x, y):
     return xt, a_sq, y
 
 
+_BUFFERS = threading.local()
+
+
+def _buffer(shape, like: torch.Tensor) -> torch.Tensor:
+    """A scratch tensor of this shape, kept per thread and reused from call to call (a fresh
+    5 MB tensor per step costs its page faults every time)."""
+    key = (tuple(shape), like.dtype, str(like.device))
+    cache = _BUFFERS.__dict__.setdefault("cache", {})
+    if key not in cache:
+        if len(cache) > 8:
+            cache.clear()
+        cache[key] = torch.empty(shape, dtype=like.dtype, device=like.device)
+    return cache[key]
+
+
 def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight, prep=None):
     """The same sum for dense models without materialising per-example gradients.
 
@@ -226,7 +242,8 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight, prep=None):
     """
     R = w.shape[0]
     xt, a0_sq, labels = _ghost_prep(x, y) if prep is None else prep
-    layers = model.dense_forward_t(w, xt, ones_row=y.dim() == 1)
+    layers = model.dense_forward_t(w, xt, ones_row=y.dim() == 1, buffer=_buffer(
+        (R, model.dense_sizes[0][1], y.shape[-1]), w))
     params = model.unflatten(w)
     e = layers[-1][1]                             # logits (R, classes, n), fresh: in place
     if len(layers) == 1:  # one layer: its norm is the whole norm; the kernel also clips e
