@@ -272,6 +272,7 @@ void softmax_grad(float *z, const int64_t *label, int64_t label_stride_r, float 
 #pragma omp parallel for schedule(static)
     for (int64_t r = r0; r < r1; r++) {
         float m[CH], s[CH], q[CH];
+        int32_t y[CH];
         float *row = z + r * K * n;
         const int64_t *lab = label + r * label_stride_r;
         for (int64_t j0 = 0; j0 < n; j0 += CH) {
@@ -295,16 +296,20 @@ void softmax_grad(float *z, const int64_t *label, int64_t label_stride_r, float 
                     s[j] = s[j] + e;
                 }
             }
-            for (int64_t j = 0; j < w; j++) s[j] = F(1.0) / s[j];
+            for (int64_t j = 0; j < w; j++) {
+                s[j] = F(1.0) / s[j];
+                y[j] = (int32_t)lab[j0 + j];
+            }
+            /* p_k = e_k * (1 / sum), minus 1 at the label, and q = sum_k p_k^2: one pass */
             for (int64_t k = 0; k < K; k++) {
                 float *restrict b = base + k * n;
-                for (int64_t j = 0; j < w; j++) b[j] = b[j] * s[j];
-            }
-            for (int64_t j = 0; j < w; j++) base[lab[j0 + j] * n + j] -= F(1.0);
-            for (int64_t j = 0; j < w; j++) q[j] = base[j] * base[j];
-            for (int64_t k = 1; k < K; k++) {
-                float *restrict b = base + k * n;
-                for (int64_t j = 0; j < w; j++) q[j] = q[j] + b[j] * b[j];
+                int32_t kk = (int32_t)k;
+                for (int64_t j = 0; j < w; j++) {
+                    float p = b[j] * s[j];
+                    p = y[j] == kk ? p - F(1.0) : p;
+                    b[j] = p;
+                    q[j] = k == 0 ? p * p : q[j] + p * p;
+                }
             }
             for (int64_t j = 0; j < w; j++) sq[r * n + j0 + j] = q[j];
             if (clip) {
