@@ -452,32 +452,39 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     with torch.no_grad():
         w = model.init_from_uniform(kernels.draw(keys, INIT, 0, 1, d, False, device)[:, 0].to(dtype))
         w0 = w.clone()
+        if dirac:   # the canary's coordinates as a slice when they are contiguous (a view)
+            c0 = cz[0]
+            cz = slice(c0, c0 + len(cz)) if cz == list(range(c0, c0 + len(cz))) else cz
         for first in range(0, steps, group):
             count = min(group, steps - first)
             noise, u = draws(first, count)
+            noise *= noise_t[:, None, None]                    # R_i = sigma C N(0, I), per run
             if sub:
                 masks = (u < rate_t[:, None, None]).to(dtype)  # (R, count, n + 1)
+            else:
+                z_in = inc_t * ones[:, n]                      # the canary's coin (tau = 1)
             for j in range(count):
                 i = first + j
                 mask = masks[:, j] if sub else ones
+                z_in = inc_t * mask[:, n] if sub else z_in
                 # p_i = clipped sum (+ the canary's clipped gradient when it is in) + noise, in
-                # this order of additions; Z_D adds C at one coordinate only
+                # this order of additions; Z_D adds C at its coordinate(s) only
                 if n:
                     p = _clipped_sum(model, w, x, y, clip_t, mask[:, :n], method, memory_budget,
                                      full_batch=not sub, prep=prep)
                     if dirac:
-                        p[:, cz] += (clip_t * (inc_t * mask[:, n]))[:, None]
+                        p[:, cz] += (clip_t * z_in)[:, None]
                     elif canary is not None:
                         pz = _canary_gradient(model, canary, w, clip_t, xz, yz, prep_z)
-                        p += pz * (inc_t * mask[:, n])[:, None]
-                    p += noise[:, j] * noise_t[:, None]
+                        p += pz * z_in[:, None]
+                    p += noise[:, j]
                 else:
-                    p = noise[:, j] * noise_t[:, None]
+                    p = noise[:, j]
                     if dirac:
-                        p[:, cz] += (clip_t * (inc_t * mask[:, n]))[:, None]
+                        p[:, cz] += (clip_t * z_in)[:, None]
                     elif canary is not None:
                         pz = _canary_gradient(model, canary, w, clip_t, xz, yz, prep_z)
-                        p += pz * (inc_t * mask[:, n])[:, None]
+                        p += pz * z_in[:, None]
                 if dirac:    # <p^z, p_i> = C sum_c p_i[c] over the canary's coordinates
                     dots[:, i] = (clip64[:, None] * p[:, cz].double()).sum(1)
                 elif canary is not None:
