@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def _compile() -> ctypes.CDLL | None:
         return None
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
-        return None
+        return _without("no C compiler found (set CC to one)")
     source = _SOURCE.read_bytes()
     tag = hashlib.sha256(source + " ".join([cc] + _FLAGS).encode() + sys.platform.encode()
                          + os.uname().machine.encode()).hexdigest()[:16]
@@ -85,8 +86,10 @@ def _compile() -> ctypes.CDLL | None:
                                    capture_output=True, timeout=120)
                 os.replace(out, target)      # atomic: concurrent workers see all or nothing
         lib = ctypes.CDLL(str(target))
-    except (OSError, subprocess.SubprocessError):
-        return None
+    except (OSError, subprocess.SubprocessError) as err:
+        detail = getattr(err, "stderr", b"") or b""
+        return _without(f"{cc} could not build {_SOURCE.name}: "
+                        f"{(detail.decode(errors='replace').strip().splitlines() or [str(err)])[-1]}")
     p, i64, u32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint32
     lib.philox_fill.argtypes = [p, i64, i64, u32, i64, i64, i64, ctypes.c_int, p]
     lib.softmax_grad.argtypes = [p, p, i64, p, i64, i64, i64, i64, p, p, i64, p]
@@ -96,6 +99,13 @@ def _compile() -> ctypes.CDLL | None:
         fn.restype = None
     lib.openmp = bool(lib.kernels_openmp())
     return lib
+
+
+def _without(reason: str) -> None:
+    """No compiled kernels: say so once (the torch twin gives the same numbers, slower)."""
+    warnings.warn(f"auditsel: {reason}; the DP-SGD trainer runs its kernels as torch operations "
+                  f"(the same numbers, several times slower on a CPU)", RuntimeWarning, stacklevel=3)
+    return None
 
 
 def _library():
