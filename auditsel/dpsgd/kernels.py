@@ -150,13 +150,33 @@ def _f(value, like):
     return torch.tensor(value, dtype=torch.float32, device=like.device)
 
 
-def _mulhilo(a: int, b: torch.Tensor):
+def _mulhilo_split(a: int, b: torch.Tensor):
     """(hi, lo) 32-bit words of a * b for a < 2^32, b int64 in [0, 2^32), without overflow."""
     p = a * (b >> 16)                # < 2^48
     q = a * (b & 0xFFFF)             # < 2^48
     hi = (p + (q >> 16)) >> 16
     lo = (((p & 0xFFFF) << 16) + q) & 0xFFFFFFFF
     return hi, lo
+
+
+def _mulhilo_wrap(a: int, b: torch.Tensor):
+    """The same from one int64 product that wraps modulo 2^64 (its low 64 bits are exact)."""
+    p = b * a
+    return (p >> 32) & 0xFFFFFFFF, p & 0xFFFFFFFF
+
+
+_WRAPS: dict = {}
+
+
+def _mulhilo(a: int, b: torch.Tensor):
+    """`_mulhilo_wrap` where this device's int64 product is seen to wrap (checked once against
+    Python's integers), else `_mulhilo_split`; the words are the same either way."""
+    key = b.device.type
+    if key not in _WRAPS:
+        probe = torch.tensor([0xFFFFFFFF, 0x9E3779B9, 1], dtype=torch.int64, device=b.device)
+        want = [(v * 0xD2511F53) >> 32 for v in (0xFFFFFFFF, 0x9E3779B9, 1)]
+        _WRAPS[key] = _mulhilo_wrap(0xD2511F53, probe)[0].tolist() == want
+    return (_mulhilo_wrap if _WRAPS[key] else _mulhilo_split)(a, b)
 
 
 def _philox_torch(c0, c1, c2, c3, k0, k1):
@@ -257,23 +277,24 @@ def _draw_torch(keys: torch.Tensor, stream, step0, steps, width, normal):
 
 
 def _softmax_grad_torch(z, label, sq, clip=None, a_sq=None, weight=None):
+    """Elementwise over the whole (R, K, n) tensor, sums over K in class order (as kernels.c)."""
     K = z.shape[1]
     m = z[:, 0].clone()
     for k in range(1, K):
         v = z[:, k]
         m = torch.where(v > m, v, m)
-    s = None
-    for k in range(K):
-        z[:, k] = _exp_torch(z[:, k] - m)
-        s = z[:, k].clone() if s is None else s + z[:, k]
+    z.copy_(_exp_torch(z - m[:, None, :]))
+    s = z[:, 0].clone()
+    for k in range(1, K):
+        s = s + z[:, k]
     inv = _f(1.0, s) / s
-    y = label.expand(z.shape[0], -1)
-    q = None
-    for k in range(K):
-        p = z[:, k] * inv
-        p = torch.where(y == k, p - _f(1.0, p), p)
-        z[:, k] = p
-        q = p * p if q is None else q + p * p
+    z *= inv[:, None, :]
+    at_label = label.expand(z.shape[0], -1)[:, None, :] == torch.arange(
+        K, device=z.device)[None, :, None]
+    torch.where(at_label, z - _f(1.0, z), z, out=z)
+    q = z[:, 0] * z[:, 0]
+    for k in range(1, K):
+        q = q + z[:, k] * z[:, k]
     sq.copy_(q)
     if clip is not None:
         cr = clip[:, None]
