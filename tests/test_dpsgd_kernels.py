@@ -160,3 +160,14 @@ def test_no_compiler_means_the_torch_kernels(monkeypatch, tmp_path):
     monkeypatch.setenv("AUDITSEL_CACHE", str(tmp_path / "cache"))
     with pytest.warns(RuntimeWarning, match="could not build kernels.c.*same numbers"):
         assert kernels._compile() is None
+
+
+@pytest.mark.parametrize("wraps", [True, False])
+def test_both_ways_of_the_torch_products_give_the_known_answers(monkeypatch, wraps):
+    monkeypatch.setattr(kernels, "_WRAPS", {"cpu": wraps})
+    for counter, key, want in KAT:
+        assert kernels.philox_block(counter, key, "torch") == want
+    k = keys(5, 3)
+    a = torch_draw(k, 2, 0, 3, 100, True)
+    monkeypatch.setattr(kernels, "_WRAPS", {"cpu": not wraps})
+    assert torch.equal(a, torch_draw(k, 2, 0, 3, 100, True))
