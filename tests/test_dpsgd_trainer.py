@@ -253,3 +253,12 @@ def test_memory_budget_groups_steps_without_changing_a_run(monkeypatch, steps):
     whole = train_runs(model, data, **kw)
     small = train_runs(model, data, memory_budget=1, **kw)
     assert torch.equal(whole.wN, small.wN) and torch.equal(whole.canary_dots, small.canary_dots)
+
+
+def test_no_runs_give_empty_results():
+    data = load_dataset("digits", n=5)
+    model = ModelSpec("logreg", data.shape, 10)
+    res = train_runs(model, data, steps=3, lr=0.1, clip=1.0, noise_multiplier=1.0,
+                     sample_rate=1.0, seeds=np.zeros(0, np.int64), canary=GradientCanary())
+    assert res.w0.shape == res.wN.shape == (0, model.num_params)
+    assert res.canary_dots.shape == (0, 3)

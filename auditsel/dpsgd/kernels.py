@@ -85,6 +85,12 @@ def _compile() -> ctypes.CDLL | None:
                     subprocess.run([cc, *_FLAGS, str(_SOURCE), "-o", str(out), "-lm"], check=True,
                                    capture_output=True, timeout=120)
                 os.replace(out, target)      # atomic: concurrent workers see all or nothing
+            for old in target.parent.glob("kernels-*.so"):   # builds of earlier sources
+                if old != target:
+                    try:
+                        old.unlink()    # a process still using one keeps its mapping
+                    except OSError:
+                        pass
         lib = ctypes.CDLL(str(target))
     except (OSError, subprocess.SubprocessError) as err:
         detail = getattr(err, "stderr", b"") or b""

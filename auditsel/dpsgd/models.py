@@ -199,7 +199,7 @@ class ModelSpec:
             if i == 0 and ones_row:
                 wb = torch.cat([weight, bias[:, :, None]], 2).reshape(R * o, fan_in + 1)
                 if buffer is not None and buffer.shape == (R, o, a.shape[-1]):
-                    z = torch.mm(wb, a, out=buffer.view(R * o, -1)).view(R, o, -1)
+                    z = torch.mm(wb, a, out=buffer.view(R * o, a.shape[-1])).view(R, o, a.shape[-1])
                 else:
                     z = (wb @ a).reshape(R, o, -1)
                 a = a[:-1]

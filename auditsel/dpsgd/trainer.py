@@ -406,6 +406,10 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     if include.any() and canary is None:
         raise ConfigError("game.canary", "runs on X' = X u {z} need a canary")
 
+    if R == 0:   # no runs: nothing to train (the shapes are those of R runs)
+        empty = torch.empty(0, d, dtype=dtype, device=device)
+        return TrainResult(w0=empty, wN=empty.clone(),
+                           canary_dots=torch.zeros(0, steps, dtype=torch.float64, device=device))
     lr_t = _as_runs(lr, R, dtype, device, "lr")
     clip_t = _as_runs(clip, R, dtype, device, "clip")
     noise_t = _as_runs(noise_multiplier, R, dtype, device, "sigma") * clip_t
