@@ -461,12 +461,8 @@ def _split(ss: "SortedScores", pilot, tail, alpha, delta) -> dict:
     by eq. 4 with CP limits on the `tail` trials, both at level alpha."""
     pick = _pick_coins(*pilot, alpha, delta)
     ev = ss.counts_at(tail, [pick["threshold"]])
-    _both_coins(ev, "to split")
+    _need_both(ev.n0, ev.n1, "to split")
     return _evaluate(ev, pick["threshold"], pick["flip"], alpha, delta)
-
-
-def _both_coins(c: Counts, what: str):
-    _need_both(c.n0, c.n1, what)
 
 
 def _pilot_grid(s_sorted_pilot, grid_size: int) -> np.ndarray:
@@ -510,7 +506,7 @@ def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: floa
             return {**_split(ss, pilot, tail, alpha, delta), "grid_source": ""}
         grid = _pilot_grid(np.sort(np.concatenate(pilot)), grid_size)
         ev = ss.counts_at(tail, grid)
-        _both_coins(ev, "to split")
+        _need_both(ev.n0, ev.n1, "to split")
         chosen = _pick(grid, *ev.at(grid), ev.n0, ev.n1, alpha / (2 * len(grid)), delta)
         return {**chosen, "n": ev.n0 + ev.n1, "grid_source": "pilot"}
     if rule == "bonferroni":
@@ -588,8 +584,7 @@ STREAM_CANDIDATES = 4096
 
 def _chunk_counts(scores, member, thresholds):
     """fp (b = 0, score > t) and fn (b = 1, score <= t) counts of one chunk at each threshold."""
-    s0 = np.sort(scores[member == 0])
-    s1 = np.sort(scores[member == 1])
+    s0, s1 = SortedScores(scores, member).by_coin()
     return (*_search_counts(s0, s1, thresholds), len(s0), len(s1))
 
 
@@ -648,7 +643,7 @@ def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "sp
     best = _pick_table(total, alpha, delta)
     grid_source = ""
     if rule == "split":
-        _both_coins(head, "to split"), _both_coins(tail, "to split")
+        _need_both(head.n0, head.n1, "to split"), _need_both(tail.n0, tail.n1, "to split")
         pick = _pick_table(head, alpha, delta)
         ev = _stream_counts(source, range(cut, n_chunks), np.array([pick["threshold"]]))
         chosen = _evaluate(ev, pick["threshold"], pick["flip"], alpha, delta)
@@ -658,7 +653,7 @@ def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "sp
         chosen = {**_pick(fixed, c.fp, c.fn, c.n0, c.n1, alpha / (2 * len(fixed)), delta), "n": n}
         grid_source = "spec"
     elif rule == "bonferroni":
-        _both_coins(tail, "to split")
+        _need_both(tail.n0, tail.n1, "to split")
         pilot = _pilot_grid(finite, grid_size)
         c = _stream_counts(source, range(cut, n_chunks), pilot)
         chosen = {**_pick(pilot, c.fp, c.fn, c.n0, c.n1, alpha / (2 * len(pilot)), delta),

@@ -465,12 +465,10 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
             noise *= noise_t[:, None, None]                    # R_i = sigma C N(0, I), per run
             if sub:
                 masks = (u < rate_t[:, None, None]).to(dtype)  # (R, count, n + 1)
-            else:
-                z_in = inc_t * ones[:, n]                      # the canary's coin (tau = 1)
             for j in range(count):
                 i = first + j
                 mask = masks[:, j] if sub else ones
-                z_in = inc_t * mask[:, n] if sub else z_in
+                z_in = inc_t * mask[:, n] if sub else inc_t    # the canary's coin, if sampled
                 # p_i = clipped sum (+ the canary's clipped gradient when it is in) + noise, in
                 # this order of additions; Z_D adds C at its coordinate(s) only
                 if n:
