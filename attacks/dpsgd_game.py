@@ -13,7 +13,7 @@ data and never sees this module.
 * ``make_scorer(spec, proxies, base, rounds)``  the adversary's score: one proxy (scores of
   shape (n,)) or several evaluated on the same releases (``Scorer``, scores (n, P), one column
   per proxy), so that one training per game serves every proxy (the engine,
-  ``auditsel.game.run_game``, records either shape).
+  ``auditsel.games.engine.run_game``, records either shape).
 
 Heavy imports (torch, the trainer) happen inside the functions: reading a config that names a
 DP-SGD game does not load torch.

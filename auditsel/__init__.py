@@ -36,10 +36,10 @@ _PUBLIC = {
     "auditsel.accounting.exact": ("privacy_curve", "exact_epsilon"),
     "auditsel.accounting.bounds": ("BOUNDS", "bound"),
     "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds"),
-    "auditsel.lower": ("audit_scores", "LowerBound"),
-    "auditsel.audit": ("audit_protocol",),
-    "auditsel.experiment": ("run_config",),
-    "auditsel.config": ("load_config", "parse_config"),
+    "auditsel.auditing.lower": ("audit_scores", "LowerBound"),
+    "auditsel.pipelines.protocol": ("audit_protocol",),
+    "auditsel.experiments.experiment": ("run_config",),
+    "auditsel.experiments.config": ("load_config", "parse_config"),
     "auditsel.testing": ("assert_not_refuted", "worst_case_tuning", "RefutedClaim"),
 }
 _WHERE = {name: module for module, names in _PUBLIC.items() for name in names}

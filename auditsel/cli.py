@@ -25,7 +25,7 @@ import traceback
 from pathlib import Path
 
 from auditsel import __version__
-from auditsel.backends import BACKENDS
+from auditsel.games.backends import BACKENDS
 
 __all__ = ["main"]
 
@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="confidence in [0.5, 1) (default 0.95)")
     scores.add_argument("--threshold", default="split",
                         help="valid threshold rule reported as eps: split (default), bonferroni, "
-                             "bonferroni_all or multisplit (auditsel.lower.THRESHOLD_RULES); all are printed")
+                             "bonferroni_all or multisplit (auditsel.auditing.lower.THRESHOLD_RULES); all are printed")
     scores.add_argument("--splits", type=_positive_int("--splits"), default=21,
                         help="multisplit: number of random splits (default 21)")
     scores.add_argument("--thresholds", type=_positive_int("--thresholds"), default=100,
@@ -172,8 +172,8 @@ def _prepare_out_dir(path: Path) -> None:
 
 
 def _command_run(args) -> int:
-    from auditsel.config import ConfigError, default_config_path, parse_config, read_yaml
-    from auditsel.sweep import expand_sweep
+    from auditsel.experiments.config import ConfigError, default_config_path, parse_config, read_yaml
+    from auditsel.experiments.sweep import expand_sweep
 
     config_path = Path(args.config) if args.config else default_config_path()
     overrides = {k: v for k, v in (("trials", args.trials), ("seed", args.seed)) if v is not None}
@@ -211,10 +211,10 @@ def _command_run(args) -> int:
 
 
 def _run_into(args, out_dir, spec, points, progress) -> int:
-    from auditsel.backends import execution_backend
-    from auditsel.experiment import run_experiment
-    from auditsel.report import prefetch_plotting, text_table, write_outputs
-    from auditsel.sweep import run_sweep
+    from auditsel.games.backends import execution_backend
+    from auditsel.experiments.experiment import run_experiment
+    from auditsel.experiments.report import prefetch_plotting, text_table, write_outputs
+    from auditsel.experiments.sweep import run_sweep
 
     if points is not None:
         run_sweep(points, out_dir, jobs=args.jobs, progress=progress)
@@ -239,7 +239,7 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
 
 
 def _command_reproduce(args) -> int:
-    from auditsel.claims import MissingExtra
+    from auditsel.reproductions.claims import MissingExtra
     from auditsel.reproductions import REGISTRY, names, reproduce
 
     for name in names() if args.name == "all" else [args.name]:
@@ -262,8 +262,8 @@ RULE_NOTES = {"split": "valid; threshold chosen on the first part, bound on the 
 def _command_audit_scores(args) -> int:
     import numpy as np
 
-    from auditsel.audit import read_scores
-    from auditsel.lower import THRESHOLD_RULES, SortedScores, audit_scores
+    from auditsel.auditing.scores import read_scores
+    from auditsel.auditing.lower import THRESHOLD_RULES, SortedScores, audit_scores
 
     if args.threshold not in THRESHOLD_RULES:
         raise UsageError(f"--threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {args.threshold!r}")
@@ -290,7 +290,7 @@ def _command_audit_scores(args) -> int:
             if rule == args.threshold:
                 raise
             skipped[rule] = str(err)
-    from auditsel.estimators import estimator_panel, panel_dict
+    from auditsel.auditing.estimators import estimator_panel, panel_dict
 
     try:
         panel = estimator_panel(score, member, args.delta, args.confidence, law=law, threshold_grid=grid,
@@ -367,7 +367,7 @@ def _parse_rounds_option(text):
 
 
 def _command_plan(args) -> int:
-    from auditsel.config import ConfigError, load_config
+    from auditsel.experiments.config import ConfigError, load_config
 
     if args.target_eps is None and args.games is None:
         raise UsageError("plan: give --target-eps X (games needed) and/or --games N (what N games certify)")
@@ -377,7 +377,7 @@ def _command_plan(args) -> int:
         raise UsageError(f"{args.config}: {err}") from None
     if spec.game is None:
         raise UsageError(f"{args.config}: game: required by plan (the audit to plan); add a game section")
-    from auditsel.plan import plan_spec
+    from auditsel.experiments.plan import plan_spec
 
     exact = None
     if spec.game.kind in ("reduced", "discrete") and spec.delta > 0:
@@ -408,7 +408,7 @@ def _command_plan(args) -> int:
 
 def _audit_one_run(args, score, member) -> int:
     from auditsel.errors import ConfigError
-    from auditsel.one_run import GdpFamily, PureDpFamily, audit_one_run
+    from auditsel.auditing.one_run import GdpFamily, PureDpFamily, audit_one_run
 
     family = {"gdp": GdpFamily, "pure_dp": PureDpFamily}[args.family]()
     try:

@@ -42,7 +42,7 @@ class GaussianWinner:
     """Winner of H over the Gaussian base: the reduced tuning game of [XWW24] Sec. 5."""
 
     #: joblib hint: the release is vectorised numpy, which frees the GIL, so threads run the
-    #: chunks in parallel without the start-up of worker processes (`auditsel.game.run_game`)
+    #: chunks in parallel without the start-up of worker processes (`auditsel.games.engine.run_game`)
     parallel_prefer: ClassVar[str] = "threads"
 
     base: GaussianBase
@@ -122,7 +122,7 @@ class FiniteWinner:
     """Winner of H over a finite-output base ([XWW24] Theorem 2, eq. 7)."""
 
     #: joblib hint: the release is vectorised numpy, which frees the GIL, so threads run the
-    #: chunks in parallel without the start-up of worker processes (`auditsel.game.run_game`)
+    #: chunks in parallel without the start-up of worker processes (`auditsel.games.engine.run_game`)
     parallel_prefer: ClassVar[str] = "threads"
 
     base: FiniteOutputBase

@@ -16,8 +16,8 @@ probability at most 1 - confidence (fix the seed to make the test deterministic)
 """
 from __future__ import annotations
 
-from auditsel.game import run_game
-from auditsel.lower import LowerBound, audit_scores
+from auditsel.games.engine import run_game
+from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import GaussianWinner
 
@@ -39,9 +39,9 @@ def worst_case_tuning(base_epsilon: float, delta: float, rounds) -> GaussianWinn
 
 
 def worst_case_dpsgd(noise_multiplier: float, steps: int, sample_rate: float, rounds=None):
-    """The worst-case DP-SGD game with Poisson subsampling (`auditsel.dpsgd_worst_case`): one run
+    """The worst-case DP-SGD game with Poisson subsampling (`auditsel.games.worst_case`): one run
     (rounds None) or K ~ rounds runs with the highest-LLR run released; add/remove neighbours."""
-    from auditsel.dpsgd_worst_case import DpsgdWorstCase
+    from auditsel.games.worst_case import DpsgdWorstCase
     from auditsel.rounds import Point
 
     return DpsgdWorstCase(float(noise_multiplier), int(steps), float(sample_rate),

@@ -1,4 +1,4 @@
-"""FROZEN COPY of auditsel/lower.py before the one-sort change, kept only as the baseline of
+"""FROZEN COPY of auditsel/auditing/lower.py before the one-sort change, kept only as the baseline of
 benchmarks/bench_audit.py (same-process ratio). Not imported by auditsel.
 
 Epsilon lower bounds from the scores of a distinguishing game ([XWW24] eq. 4, App. A.3).
@@ -292,7 +292,7 @@ def _stream_counts(source, indices, thresholds):
 def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "split",
                  split_fraction: float = 0.5, threshold_grid=None,
                  candidates: int = STREAM_CANDIDATES) -> LowerBound:
-    """audit_scores for trials streamed chunk by chunk from `source` (auditsel.game.ChunkSource).
+    """audit_scores for trials streamed chunk by chunk from `source` (auditsel.games.engine.ChunkSource).
 
     Memory is bounded by one chunk plus the threshold counts. Candidate thresholds for `split`
     (selection) and `best` are `candidates` quantiles of chunk 0's scores, a part of the

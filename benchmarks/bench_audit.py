@@ -6,7 +6,7 @@ Plays the quickstart's reduced game ([XWW24] Figure 5: Gaussian base calibrated 
 TNB(0, 0.01)) once, then times, on the same scores:
   before: `benchmarks/_lower_before.py` (the audit before this change: every rule and the best
           threshold sort their own copy of the scores);
-  after:  `auditsel.lower.audit_scores` (one `SortedScores` serves the split rule and the best
+  after:  `auditsel.auditing.lower.audit_scores` (one `SortedScores` serves the split rule and the best
           threshold), and the full set of valid rules (split, bonferroni, bonferroni_all) on that
           one sort.
 Prints each time and the ratio before/after (ratios are what to compare across machines; the
@@ -23,10 +23,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from auditsel.config import default_config_path, load_config  # noqa: E402
-from auditsel.experiment import protocol_and_proxy  # noqa: E402
-from auditsel.game import run_game  # noqa: E402
-from auditsel.lower import SortedScores, audit_scores  # noqa: E402
+from auditsel.experiments.config import default_config_path, load_config  # noqa: E402
+from auditsel.experiments.experiment import protocol_and_proxy  # noqa: E402
+from auditsel.games.engine import run_game  # noqa: E402
+from auditsel.auditing.lower import SortedScores, audit_scores  # noqa: E402
 
 
 def timed(fn, repeat):

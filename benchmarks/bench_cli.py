@@ -11,8 +11,8 @@ Two measurements, each in a fresh interpreter:
    what it calls: imports (every module the run loads, matplotlib included), bounds (the upper
    panel, the bound curves and the exact privacy curve; computed in a thread while the game
    and the audit run, so only the part that outlasts them adds to the total), game
-   (auditsel.game.run_game), audit (the lower bounds from the scores), plots
-   (auditsel.report.write_plots), rest (config, report.md, result.json, printing). It prints
+   (auditsel.games.engine.run_game), audit (the lower bounds from the scores), plots
+   (auditsel.experiments.report.write_plots), rest (config, report.md, result.json, printing). It prints
    each phase, the total, and the ratio of the total to the game alone (the target is about 2).
 
 Numbers depend on the machine and its load: compare ratios measured in one process, not
@@ -41,12 +41,12 @@ game: {kind: reduced, trials: %d, seed: 0}
 PHASES = r'''
 import json, sys, time
 t0 = time.perf_counter()
-import auditsel.cli, auditsel.experiment, auditsel.report, auditsel.config, auditsel.lower, attacks.proxies
+import auditsel.cli, auditsel.experiments.experiment, auditsel.experiments.report, auditsel.experiments.config, auditsel.auditing.lower, attacks.proxies
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot
 imports = time.perf_counter() - t0
-import auditsel.experiment as ex, auditsel.report as rp
+import auditsel.experiments.experiment as ex, auditsel.experiments.report as rp
 seconds = {"bounds": 0.0, "game": 0.0, "audit": 0.0, "plots": 0.0}
 depth = dict.fromkeys(seconds, 0)
 

@@ -33,7 +33,7 @@ import dpsgd_before  # noqa: E402  (the old path, reachable from the benchmarks 
 
 from attacks.dpsgd_game import build_protocol, load_data, make_scorer  # noqa: E402
 from auditsel.dpsgd import kernels, protocol as protocol_module  # noqa: E402
-from auditsel.game import run_game  # noqa: E402
+from auditsel.games.engine import run_game  # noqa: E402
 from auditsel.reproductions.table3 import Table3Grid  # noqa: E402
 
 

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from auditsel.game import run_game
+from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner

@@ -17,8 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-from auditsel.config import load_config, default_config_path
-from auditsel.experiment import run_experiment
+from auditsel.experiments.config import load_config, default_config_path
+from auditsel.experiments.experiment import run_experiment
 
 
 def tree_rss_bytes(root: int) -> int:

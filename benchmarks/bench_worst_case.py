@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 from attacks.proxies import SampleProxy
-from auditsel.dpsgd_worst_case import DpsgdWorstCase, step_log_likelihood_ratio
-from auditsel.game import run_game
+from auditsel.games.worst_case import DpsgdWorstCase, step_log_likelihood_ratio
+from auditsel.games.engine import run_game
 from auditsel.rounds import Point, TruncatedNegativeBinomial, TwoPoint
 
 

@@ -15,7 +15,7 @@ from auditsel.accounting.exact import exact_epsilon
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
 from auditsel.rounds import Point, TruncatedNegativeBinomial
 from auditsel.selection import FiniteWinner, GaussianWinner
-from auditsel.validity import overclaim_rates
+from auditsel.auditing.validity import overclaim_rates
 
 
 def main():

@@ -13,7 +13,7 @@ import numpy as np
 from scipy import stats
 
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.estimators import estimator_panel
+from auditsel.auditing.estimators import estimator_panel
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import FinitePmf, Point
 from auditsel.selection import GaussianWinner

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.audit import audit_protocol, read_scores
+from auditsel.pipelines.protocol import audit_protocol
+from auditsel.auditing.scores import read_scores
 from auditsel.cli import main
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.rounds import TwoPoint

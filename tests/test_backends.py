@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from auditsel.backends import BackendError, execution_backend
+from auditsel.games.backends import BackendError, execution_backend
 from auditsel.cli import main
 
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from auditsel.cli import main
-from auditsel.config import default_config_path, load_config
+from auditsel.experiments.config import default_config_path, load_config
 from auditsel.mechanisms import FiniteOutputBase
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from auditsel.config import load_config
+from auditsel.experiments.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL, REDUCED = ROOT / "configs" / "dpsgd_leak.yaml", ROOT / "configs" / "dpsgd_leak_reduced.yaml"

@@ -136,7 +136,7 @@ def test_unknown_threat_is_a_value_error():
 
 
 def _audit(scores, member):
-    from auditsel.lower import audit_scores
+    from auditsel.auditing.lower import audit_scores
     return audit_scores(scores, member, delta=1e-5, confidence=0.95, rule="split")
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from attacks.dpsgd_game import DpsgdGameSpec, build_protocol, make_scorer
 from attacks.dpsgd_proxies import make_dpsgd_proxy
-from auditsel.game import run_game
+from auditsel.games.engine import run_game
 from auditsel.reproductions import table3
 from auditsel.rounds import TruncatedNegativeBinomial
 
@@ -83,7 +83,7 @@ def test_no_leak_is_certified_when_the_canary_cannot_change_the_release():
                       chunk_size=200, progress=False)
     obs = protocol.release(np.array([0, 1] * 50), np.random.default_rng(0))
     assert np.all(obs["score"][obs["released"]] == 0)
-    from auditsel.lower import audit_scores
+    from auditsel.auditing.lower import audit_scores
     assert audit_scores(np.where(obs["released"], obs["score"], -np.inf), np.array([0, 1] * 50),
                         1e-5).eps == 0
     # ... while lambda_a, read from the trajectory, still sees the canary

@@ -10,10 +10,10 @@ from scipy import stats
 
 from attacks.proxies import SampleProxy
 from auditsel.accounting.panel import upper_bounds
-from auditsel.claims import Setting, claim_epsilon, lower_estimates, single_run_epsilon
-from auditsel.dpsgd_worst_case import DpsgdWorstCase, step_log_likelihood_ratio
-from auditsel.game import run_game
-from auditsel.lower import audit_scores
+from auditsel.reproductions.claims import Setting, claim_epsilon, lower_estimates, single_run_epsilon
+from auditsel.games.worst_case import DpsgdWorstCase, step_log_likelihood_ratio
+from auditsel.games.engine import run_game
+from auditsel.auditing.lower import audit_scores
 from auditsel.rounds import Point, TruncatedNegativeBinomial, TwoPoint
 
 
@@ -208,7 +208,7 @@ def test_readme_regression_example_fails_for_opacus_gdp_and_passes_for_opacus_pr
 def _reproduce(tmp_path, grid, games):
     pytest.importorskip("opacus")
     pytest.importorskip("prv_accountant")
-    from auditsel import accountants_table as at
+    from auditsel.reproductions import accountants_table as at
     from auditsel.reproductions import _clean
     from auditsel.reproductions.accountants import render as _render_accountants
 

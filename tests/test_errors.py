@@ -4,11 +4,11 @@ import pickle
 import pytest
 
 from auditsel.mechanisms import DpsgdBase
-from auditsel.audit import ScoreFileError
-from auditsel.backends import BackendError
-from auditsel.config import parse_config
+from auditsel.auditing.scores import ScoreFileError
+from auditsel.games.backends import BackendError
+from auditsel.experiments.config import parse_config
 from auditsel.errors import ConfigError, choice, integer, number
-from auditsel.game import CheckpointError
+from auditsel.games.engine import CheckpointError
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import TruncatedNegativeBinomial
 

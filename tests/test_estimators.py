@@ -8,8 +8,8 @@ import pytest
 from scipy import stats
 
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.estimators import LABELS, estimator_panel, winner_tradeoff
-from auditsel.lower import SortedScores, apply_rule, audit_scores
+from auditsel.auditing.estimators import LABELS, estimator_panel, winner_tradeoff
+from auditsel.auditing.lower import SortedScores, apply_rule, audit_scores
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.rounds import FinitePmf, Point
 from auditsel.selection import GaussianWinner
@@ -152,7 +152,7 @@ def test_valid_estimators_are_at_least_as_strong_as_jax_privacy():
     ss = SortedScores(s, m)
     aud = auditing.CanaryScoreAuditor(s[m == 1], s[m == 0])
     # one threshold fixed in advance (no score equals it): the same Clopper-Pearson numbers
-    from auditsel.lower import _evaluate
+    from auditsel.auditing.lower import _evaluate
 
     for t in (0.5, 1.7, 2.9):
         ours = _evaluate(ss.counts(), t, False, alpha, DELTA)["eps"]

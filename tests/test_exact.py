@@ -149,7 +149,7 @@ def test_tradeoff_curve_is_the_gaussian_one_for_one_run():
 def test_game_matches_the_exact_tradeoff_with_the_likelihood_ratio_proxy():
     from attacks.proxies import make_proxy
     from auditsel.accounting.exact import likelihood_ratio_region_masses
-    from auditsel.game import run_game
+    from auditsel.games.engine import run_game
 
     w = GaussianWinner(GaussianBase(0.8), TruncatedNegativeBinomial(0.0, 0.01))
     rec = run_game(w, make_proxy("likelihood_ratio", w), 400_000, 5, progress=False)

@@ -279,8 +279,8 @@ def test_one_bad_field_exits_2_naming_it(case, capsys):
 # --- unknown validity: the parser decides ---------------------------------------------------
 
 def parser_verdict(text):
-    """(expected exit code, field) from auditsel.config alone: 0 if it parses, else 2 and the field."""
-    from auditsel.config import ConfigError, parse_config
+    """(expected exit code, field) from auditsel.experiments.config alone: 0 if it parses, else 2 and the field."""
+    from auditsel.experiments.config import ConfigError, parse_config
 
     try:
         raw = yaml.safe_load(text)
@@ -428,8 +428,8 @@ def test_broken_score_files_exit_2(spec, extra, capsys):
 
 
 def score_verdict(path):
-    """0 if the file reads and every split part holds both coins, else 2 (auditsel.audit alone)."""
-    from auditsel.audit import ScoreFileError, read_scores
+    """0 if the file reads and every split part holds both coins, else 2 (auditsel.pipelines.protocol alone)."""
+    from auditsel.auditing.scores import ScoreFileError, read_scores
 
     try:
         _, member = read_scores(path)

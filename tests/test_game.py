@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from auditsel.game import CheckpointError, run_game
+from auditsel.games.engine import CheckpointError, run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner

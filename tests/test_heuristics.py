@@ -16,10 +16,10 @@ import yaml
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
 
-from auditsel.config import parse_config  # noqa: E402
-from auditsel.experiment import run_experiment  # noqa: E402
-from auditsel.heuristics import contradictions, heuristic_fields, heuristic_upper_keys  # noqa: E402
-from auditsel.report import markdown_report, text_table, write_plots  # noqa: E402
+from auditsel.experiments.config import parse_config  # noqa: E402
+from auditsel.experiments.experiment import run_experiment  # noqa: E402
+from auditsel.experiments.heuristics import contradictions, heuristic_fields, heuristic_upper_keys  # noqa: E402
+from auditsel.experiments.report import markdown_report, text_table, write_plots  # noqa: E402
 
 FIG6 = {"name": "fig6", "delta": 1e-5,
         "base": {"kind": "dpsgd", "noise_multiplier": 2.0, "steps": 50, "sample_rate": 0.1},

@@ -2,7 +2,7 @@
 checkpoints are reported (exit 2, one line), never mixed in.
 
 The kill lands mid-run by construction: the run is started with AUDITSEL_PAUSE_AFTER_CHUNKS=n
-(auditsel.game), stops after saving its n-th new chunk and is killed there; the resumed run must
+(auditsel.games.engine), stops after saving its n-th new chunk and is killed there; the resumed run must
 say how many chunks it read back and leave those files untouched."""
 import json
 import os
@@ -53,7 +53,7 @@ def chunks(out):
 
 
 def kill_at(cfg, out, new_chunks):
-    """Run with the pause hook (auditsel.game.PAUSE_ENV): the run stops right after saving
+    """Run with the pause hook (auditsel.games.engine.PAUSE_ENV): the run stops right after saving
     `new_chunks` chunks and announces it; SIGKILL it there. A deterministic mid-run kill."""
     (out / "checkpoints" / "paused").unlink(missing_ok=True)
     proc = subprocess.Popen(command(cfg, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -7,8 +7,8 @@ from hypothesis import given, settings, strategies as st
 from scipy import stats
 
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.game import run_game
-from auditsel.lower import (audit_scores, clopper_pearson_lower, clopper_pearson_upper, epsilon_from_rates, gdp_mu,
+from auditsel.games.engine import run_game
+from auditsel.auditing.lower import (audit_scores, clopper_pearson_lower, clopper_pearson_upper, epsilon_from_rates, gdp_mu,
                             threshold_table)
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, TruncatedNegativeBinomial
@@ -155,7 +155,7 @@ def test_split_rule_coverage_on_the_gaussian_base():
 def test_pruned_search_is_the_exhaustive_maximum(pairs, alpha, delta):
     # the block-pruned search over one sort returns exactly the brute-force max of eq. 4 with CP
     # limits over every threshold and both directions (small blocks force many block bounds)
-    import auditsel.lower as lower
+    import auditsel.auditing.lower as lower
 
     scores = np.array([p[0] for p in pairs], dtype=float)
     member = np.array([p[1] for p in pairs], dtype=np.int8)

@@ -9,9 +9,9 @@ from scipy.stats import binom, kstest
 
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
-from auditsel.one_run import (GdpFamily, PureDpFamily, audit_one_run, guess_counts, guess_grid,
+from auditsel.auditing.one_run import (GdpFamily, PureDpFamily, audit_one_run, guess_counts, guess_grid,
                               mmc24_rejects, snj23_epsilon, snj23_p_value)
-from auditsel.one_run_game import OneRunReducedGame, TuningFamily, canary_curve
+from auditsel.games.one_run import OneRunReducedGame, TuningFamily, canary_curve
 from auditsel.rounds import Point, law_from_dict
 from auditsel.selection import GaussianWinner
 
@@ -169,7 +169,7 @@ def test_cli_audit_scores_one_run(tmp_path, capsys):
 def test_one_run_dpsgd_scores_are_the_gaussian_canaries():
     # ETCV, tau = 1, K = 1: the released (w_0 - w_N)[c] / lr of each Dirac canary is
     # C (N S_c + sigma sqrt(N) Z_c): standardised, N(mu S_c, 1) with mu = sqrt(N)/sigma
-    from auditsel.one_run_dpsgd import OneRunDpsgd
+    from auditsel.games.one_run_dpsgd import OneRunDpsgd
 
     game = OneRunDpsgd(canaries=600, noise_multiplier=2.0, steps=9, law=Point(1), learning_rates=(0.05, 0.2))
     rng = np.random.default_rng(11)
@@ -229,7 +229,7 @@ def test_one_run_audits_resume_from_checkpoints(tmp_path, monkeypatch):
     import json
 
     from auditsel.cli import main
-    from auditsel.one_run_game import OneRunReducedGame as Game
+    from auditsel.games.one_run import OneRunReducedGame as Game
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text(ONE_RUN_CONFIG)
@@ -261,7 +261,7 @@ def gaussian_mu_for(eps):
 def test_comparison_rows_on_a_tiny_budget(tmp_path):
     # the committed results/one_run table, at a budget a test can afford: every number is
     # recomputed by an independent route (exact curves) or bounded by its target
-    from auditsel.one_run_compare import SETTING, rows, tightness_rows, write
+    from auditsel.reproductions.one_run import SETTING, rows, tightness_rows, write
 
     table = rows(games=(64,), canaries=(50,), repeats=1, game_repeats=2)
     game, one = table
@@ -280,8 +280,8 @@ def test_comparison_rows_on_a_tiny_budget(tmp_path):
 def test_committed_one_run_dpsgd_config_runs_small():
     from dataclasses import replace
 
-    from auditsel.config import OneRunSpec, load_config
-    from auditsel.one_run_play import play_one_run
+    from auditsel.experiments.config import OneRunSpec, load_config
+    from auditsel.experiments.one_run import play_one_run
 
     spec = load_config(Path(__file__).resolve().parents[1] / "configs" / "one_run_dpsgd.yaml")
     assert spec.game.one_run == OneRunSpec(canaries=650, repeats=10, family="tuning")

@@ -7,8 +7,8 @@ import yaml
 from scipy import stats
 
 from auditsel.cli import main
-from auditsel.lower import SortedScores, apply_rule, clopper_pearson_upper, epsilon_from_rates
-from auditsel.plan import Curve, expected_eps, games_needed, prob_at_least, prob_for_games
+from auditsel.auditing.lower import SortedScores, apply_rule, clopper_pearson_upper, epsilon_from_rates
+from auditsel.auditing.plan import Curve, expected_eps, games_needed, prob_at_least, prob_for_games
 
 DELTA = 1e-5
 
@@ -44,7 +44,7 @@ def test_a_threshold_fixed_in_advance_does_what_the_plan_says():
     # >= X as often as predicted and certify the predicted mean
     mu, n, target, reps = 1.5, 3000, 1.5, 300
     curve, ts = gaussian_curve(mu)
-    from auditsel.plan import _best, rule_design
+    from auditsel.auditing.plan import _best, rule_design
 
     evaluated, level = rule_design("bonferroni", n, 0.95, thresholds=1)
     _, (fp, fn), _ = _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, DELTA))
@@ -68,7 +68,7 @@ def test_a_threshold_fixed_in_advance_does_what_the_plan_says():
 def test_split_audits_certify_no_more_than_planned():
     mu, n, reps = 1.5, 3000, 150
     curve, _ = gaussian_curve(mu)
-    from auditsel.plan import expected_for_games
+    from auditsel.auditing.plan import expected_for_games
 
     planned = expected_for_games(curve, n, "split", 0.95, DELTA)
     rng = np.random.default_rng(1)
@@ -112,13 +112,13 @@ def test_plan_cli_json_and_errors(tmp_path, capsys):
 def test_plan_predicts_a_real_run(tmp_path):
     # the planner's 90% point for the config's own (split) rule, checked against actual runs
     path = write_config(tmp_path, proxy="likelihood_ratio")
-    from auditsel.config import load_config
-    from auditsel.plan import plan_spec
+    from auditsel.experiments.config import load_config
+    from auditsel.experiments.plan import plan_spec
 
     spec = load_config(path)
     plan = plan_spec(spec, 0.6)
-    from auditsel.experiment import protocol_and_proxy
-    from auditsel.game import run_game
+    from auditsel.experiments.experiment import protocol_and_proxy
+    from auditsel.games.engine import run_game
 
     protocol, proxy = protocol_and_proxy(spec)
     hits = 0

@@ -7,10 +7,10 @@ import pytest
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
 
-from auditsel.config import parse_config  # noqa: E402
-from auditsel.experiment import run_experiment  # noqa: E402
-from auditsel.lower import threshold_table  # noqa: E402
-from auditsel.report import roc_points, sorted_scores, write_plots  # noqa: E402
+from auditsel.experiments.config import parse_config  # noqa: E402
+from auditsel.experiments.experiment import run_experiment  # noqa: E402
+from auditsel.auditing.lower import threshold_table  # noqa: E402
+from auditsel.experiments.report import roc_points, sorted_scores, write_plots  # noqa: E402
 
 
 @pytest.mark.parametrize("n, ties", [(1000, False), (200_000, True), (7, True)])

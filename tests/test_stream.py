@@ -8,8 +8,8 @@ import yaml
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.cli import main
-from auditsel.game import run_game
-from auditsel.lower import audit_chunks, audit_scores
+from auditsel.games.engine import run_game
+from auditsel.auditing.lower import audit_chunks, audit_scores
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner

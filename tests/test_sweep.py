@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from auditsel.cli import main
-from auditsel.config import ConfigError
-from auditsel.sweep import expand_sweep
+from auditsel.experiments.config import ConfigError
+from auditsel.experiments.sweep import expand_sweep
 
 BASE = {
     "name": "sw",
@@ -72,7 +72,7 @@ def test_bad_sweep_in_cli_is_one_line(tmp_path, capsys):
 
 
 def test_paper_sweep_configs_expand_to_the_papers_grids():
-    from auditsel.config import read_yaml, default_config_path
+    from auditsel.experiments.config import read_yaml, default_config_path
 
     configs = default_config_path().parent
     table4 = expand_sweep(read_yaml(configs / "table4.yaml"))

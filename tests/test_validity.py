@@ -14,11 +14,11 @@ from scipy import stats
 
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.lower import THRESHOLD_RULES, SortedScores, audit_scores
+from auditsel.auditing.lower import THRESHOLD_RULES, SortedScores, audit_scores
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, TruncatedNegativeBinomial
 from auditsel.selection import FiniteWinner, GaussianWinner
-from auditsel.validity import overclaim_rates
+from auditsel.auditing.validity import overclaim_rates
 
 DELTA = 1e-3
 VALID = ("split", "bonferroni", "bonferroni_all", "multisplit")
@@ -82,9 +82,9 @@ def dpsgd_blocks(games_per_audit, reps, sigma=1.0, steps=4, seed=0):
     """reps independent audits' scores of the ETCV / Dirac / tau = 1 / k = 1 game, played as one
     batched run and cut into consecutive blocks (the trials are i.i.d.)."""
     pytest.importorskip("torch")
-    from auditsel.config import parse_config
-    from auditsel.experiment import protocol_and_proxy
-    from auditsel.game import run_game
+    from auditsel.experiments.config import parse_config
+    from auditsel.experiments.experiment import protocol_and_proxy
+    from auditsel.games.engine import run_game
 
     raw = {"name": "cov", "delta": DELTA,
            "base": {"kind": "dpsgd", "noise_multiplier": sigma, "steps": steps, "sample_rate": 1.0},

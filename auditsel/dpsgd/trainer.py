@@ -82,7 +82,7 @@ class GradientCanary:
     """The Dirac gradient canary Z_D: its clipped gradient is C e_coordinate at every step.
 
     ``coordinate`` may also be a tuple of distinct coordinates: several Dirac canaries, one per
-    coordinate, each with clipped gradient C e_c, all in X' (one-run audits, auditsel.one_run_dpsgd).
+    coordinate, each with clipped gradient C e_c, all in X' (one-run audits, auditsel.games.one_run_dpsgd).
     """
 
     coordinate: Union[int, tuple] = 0

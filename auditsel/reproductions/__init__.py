@@ -146,7 +146,7 @@ def reproduce(name: str, out_root: Path, jobs: int = 1) -> Path:
 
 def render(name: str, rows: list[dict], seconds: float, out: Path) -> Path:
     """Write table.md, table.csv and rows.json (and the entry's plots) for computed rows."""
-    from auditsel.report import atomic_write_text
+    from auditsel.experiments.report import atomic_write_text
 
     entry = REGISTRY[name]
     extra = []

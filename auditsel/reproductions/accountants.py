@@ -1,6 +1,6 @@
 """`auditsel reproduce accountants`: Opacus, dp_accounting, prv_accountant and the papers' claims
 for DP-SGD with Poisson subsampling against the worst-case game (`game.kind: dpsgd_worst_case`;
-auditsel.accountants_table; needs the `accountants` extra). Written to results/accountants/."""
+auditsel.reproductions.accountants_table; needs the `accountants` extra). Written to results/accountants/."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ __all__ = ["rows", "render"]
 
 
 def rows(jobs: int = 1, out: Path | None = None) -> list[dict]:
-    from auditsel.accountants_table import cell_rows
-    from auditsel.claims import CLAIMS, Setting, claim_epsilon
+    from auditsel.reproductions.accountants_table import cell_rows
+    from auditsel.reproductions.claims import CLAIMS, Setting, claim_epsilon
 
     for name in CLAIMS:   # fail fast, before any game, when an optional library is missing
         if CLAIMS[name].package:
@@ -20,8 +20,8 @@ def rows(jobs: int = 1, out: Path | None = None) -> list[dict]:
 
 
 def render(rows: list[dict], seconds: float, out: Path) -> Path:
-    from auditsel import accountants_table as at
-    from auditsel.report import atomic_write_text
+    from auditsel.reproductions import accountants_table as at
+    from auditsel.experiments.report import atomic_write_text
     from auditsel.reproductions import REGISTRY, _csv, to_markdown
 
     title = REGISTRY["accountants"].title

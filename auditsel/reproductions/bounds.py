@@ -134,7 +134,7 @@ def figure6_rows(eps_bs=(1, 2, 4, 8), taus=(1.0, 0.5, 0.1), laws=FIGURE6_LAWS,
                 base = _calibrated(eps_b, tau, delta, steps)
                 up = upper_bounds(base, law, delta)
                 rigour = bound_labels(base)
-                # a heuristic value goes to its own `<key>_heuristic` column (auditsel.heuristics)
+                # a heuristic value goes to its own `<key>_heuristic` column (auditsel.experiments.heuristics)
                 up = {(k if rigour.get(k) != "heuristic" else f"{k}_heuristic"): v for k, v in up.items()}
                 rows.append({"tau": tau, "eta": eta, "nu": nu, "E[K]": law.mean, "eps_B": eps_b,
                              "sigma": base.noise_multiplier, "mu": base.mu,

@@ -17,8 +17,8 @@ TRIALS = 1_000_000
 def rows(trials: int = TRIALS, jobs: int = 1, cells=None) -> list[dict]:
     """Figure 6 rows with the audited eps_L (cells: rows of bounds.figure6_rows, for a subset)."""
     from attacks.proxies import make_proxy
-    from auditsel.game import run_game
-    from auditsel.lower import audit_scores
+    from auditsel.games.engine import run_game
+    from auditsel.auditing.lower import audit_scores
     from auditsel.mechanisms import GaussianBase
     from auditsel.reproductions.bounds import contradicted_columns, figure6_rows
     from auditsel.rounds import TruncatedNegativeBinomial
@@ -53,7 +53,7 @@ def plot(rows, out: Path) -> list:
     for ax, (eta, nu, tau) in zip(axes.flat, panels):
         sel = sorted((r for r in rows if (r["eta"], r["nu"], r["tau"]) == (eta, nu, tau)), key=lambda r: r["eps_B"])
         xs = [r["eps_B"] for r in sel]
-        # heuristic (auditsel.heuristics): UG always, exact and UO when tau < 1 (mu of eq. 19):
+        # heuristic (auditsel.experiments.heuristics): UG always, exact and UO when tau < 1 (mu of eq. 19):
         # dashed, "heuristic" in the legend, a red cross where it falls below eps_B of one run
         heuristic = {"improved_rdp_gdp"} | ({"exact", "improved_rdp"} if tau < 1 else set())
         marked = False

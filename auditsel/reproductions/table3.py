@@ -5,7 +5,7 @@ For each cell (threat in NTNV/NTCV/ETCV, canary Z_D or an input-space canary, ep
     sigma    calibrated so that one run (N steps, sampling rate tau) is (eps_B, delta)-DP
              (``DpsgdBase.from_epsilon``, dp_accounting's RDP accountant by default)
     games    ``trials`` distinguishing games of the tuning protocol H (Algorithm 2) over DP-SGD,
-             played by the game engine (``auditsel.game.run_game``: seeded chunks, joblib workers)
+             played by the game engine (``auditsel.games.engine.run_game``: seeded chunks, joblib workers)
              with the game built by ``attacks.dpsgd_game`` and a ``Scorer`` that evaluates every
              proxy on the same releases (one training per game for all proxies)
     eps_L    per proxy: the split rule (valid at the confidence), the optimistic max over
@@ -66,7 +66,7 @@ class Table3Grid:
 def run_cell(grid: Table3Grid, threat: str, canary: str, epsilon: float, index: int = 0,
              data=None, jobs: int = 1):
     """Play one cell through the engine: (base, GameRecord with scores (trials, P), seconds)."""
-    from auditsel.game import run_game
+    from auditsel.games.engine import run_game
 
     base = grid.base(epsilon)
     spec = replace(grid.game, threat=threat, canary=canary)
@@ -83,7 +83,7 @@ def run_grid(grid: Table3Grid = Table3Grid(), *, cells: Optional[Sequence] = Non
     """One row per (threat, canary, eps_B, proxy): see the module docstring. The rows carry
     the upper bounds flattened as upper_<name>: ``upper_bounds(base, rounds, delta) -> dict``,
     by default the whole panel (``auditsel.accounting.panel.upper_bounds``)."""
-    from auditsel.lower import audit_scores
+    from auditsel.auditing.lower import audit_scores
 
     if upper_bounds is None:
         from auditsel.accounting.panel import upper_bounds

@@ -1,6 +1,6 @@
 """Audit planning: how many games a valid audit needs, and what n games can certify.
 
-Contract. A valid rule of `auditsel.lower` ends with a threshold test whose false-positive and
+Contract. A valid rule of `auditsel.auditing.lower` ends with a threshold test whose false-positive and
 false-negative counts on its evaluation games are binomial, FP count ~ Bin(n0, FP(t)) and FN
 count ~ Bin(n1, FN(t)) (n0 = n1 = half the evaluation games), and certifies eps_L = eq. 4 of
 [XWW24] with Clopper-Pearson upper limits at the rule's level. The planner takes the pair's
@@ -36,10 +36,9 @@ import numpy as np
 from auditsel.errors import ConfigError
 from scipy import stats
 
-from auditsel.lower import clopper_pearson_upper, epsilon_from_rates
+from auditsel.auditing.lower import clopper_pearson_upper, epsilon_from_rates
 
-__all__ = ["Curve", "Plan", "rule_design", "prob_at_least", "expected_eps", "games_needed",
-           "curve_for_spec", "plan_spec"]
+__all__ = ["Curve", "Plan", "rule_design", "prob_at_least", "expected_eps", "games_needed"]
 
 BINS = 600
 CANDIDATES = 48
@@ -205,59 +204,3 @@ def games_needed(curve: Curve, target: float, rule: str, confidence: float, delt
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if probs(mid, pts).max() >= power else (mid, hi)
     return int(hi)
-
-
-# --- curves from a spec --------------------------------------------------------------------
-
-def _value_curve(winner):
-    """Thresholds on the released value (the `sample` proxy) of a Gaussian winner, from its cdfs."""
-    lo, hi = winner.quantile_range(1e-12)
-    t = np.linspace(lo, hi, 4000)
-    return 1 - winner.cdf(t, 0), winner.cdf(t, 1)
-
-
-def curve_for_spec(spec, pilot: int = 4000, seed: int = 1) -> Curve:
-    """The spec's trade-off curve: exact for reduced and finite games, simulated otherwise."""
-    from auditsel.experiment import protocol_and_proxy
-    from auditsel.selection import FiniteWinner, GaussianWinner
-
-    protocol, proxy = protocol_and_proxy(spec)
-    proxy_name = spec.game.proxy
-    if isinstance(protocol, (GaussianWinner, FiniteWinner)):
-        if proxy_name == "sample" and isinstance(protocol, GaussianWinner):
-            fp, fn = _value_curve(protocol)
-        elif isinstance(protocol, GaussianWinner):
-            from auditsel.estimators import winner_tradeoff
-
-            fp, fn = winner_tradeoff(protocol.mu, protocol.law)
-        else:
-            from auditsel.accounting.exact import tradeoff_curve
-
-            fp, fn = tradeoff_curve(protocol)
-        return Curve(np.asarray(fp), np.asarray(fn), "exact")
-    from auditsel.game import run_game
-    from auditsel.lower import SortedScores
-
-    rec = run_game(protocol, proxy, pilot, seed, chunk_size=spec.game.chunk_size, progress=False)
-    c = SortedScores(rec.scores, rec.member).counts()
-    fp = np.concatenate([c.fp / c.n0, (c.n0 - c.fp) / c.n0])
-    fn = np.concatenate([c.fn / c.n1, (c.n1 - c.fn) / c.n1])
-    return Curve(fp, fn, f"simulated ({pilot:,} pilot games)")
-
-
-def plan_spec(spec, target_eps: float | None, games: int | None = None, power: float = 0.9,
-              pilot: int = 4000, exact_eps: float | None = None) -> Plan:
-    g = spec.game
-    curve = curve_for_spec(spec, pilot=pilot)
-    design = dict(split_fraction=g.split_fraction, thresholds=g.thresholds,
-                  spec_grid=g.kind != "dpsgd")
-    need = None
-    if target_eps is not None:
-        need = games_needed(curve, target_eps, g.threshold, g.confidence, spec.delta, power, **design)
-    expected = prob = None
-    if games is not None:
-        expected = expected_for_games(curve, games, g.threshold, g.confidence, spec.delta, **design)
-        if target_eps is not None:
-            prob = prob_for_games(curve, target_eps, games, g.threshold, g.confidence, spec.delta, **design)
-    return Plan(target_eps, need, power, g.threshold, g.confidence, exact_eps, curve.source, games,
-                expected, prob)

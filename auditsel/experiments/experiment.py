@@ -19,10 +19,10 @@ import numpy as np
 from auditsel import __version__
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.panel import panel
-from auditsel.config import ExperimentSpec
-from auditsel.game import GameRecord, run_game
-from auditsel.heuristics import honesty_fields
-from auditsel.lower import audit_chunks, audit_scores
+from auditsel.experiments.config import ExperimentSpec
+from auditsel.games.engine import GameRecord, run_game
+from auditsel.experiments.heuristics import honesty_fields
+from auditsel.auditing.lower import audit_chunks, audit_scores
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import winner_law
 from auditsel.errors import ConfigError
@@ -83,7 +83,7 @@ def protocol_and_proxy(spec: ExperimentSpec):
     from attacks.proxies import make_proxy
 
     if g.kind == "dpsgd_worst_case":
-        from auditsel.dpsgd_worst_case import DpsgdWorstCase
+        from auditsel.games.worst_case import DpsgdWorstCase
 
         return DpsgdWorstCase.from_base(spec.base, spec.rounds), make_proxy("sample", None)
     winner = winner_law(spec.base.reduced(), spec.rounds)
@@ -114,14 +114,14 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
         scores, member = record.chunks.head(PLOT_TRIALS)
         record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
     else:
-        from auditsel.lower import SortedScores
+        from auditsel.auditing.lower import SortedScores
 
         ss = SortedScores(record.scores, record.member)
         bound = audit_scores(record.scores, record.member, spec.delta, confidence=g.confidence,
                              rule=g.threshold, split_fraction=g.split_fraction, threshold_grid=grid,
                              grid_size=g.thresholds, sorted_scores=ss)
         if g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE):
-            from auditsel.estimators import estimator_panel, panel_dict
+            from auditsel.auditing.estimators import estimator_panel, panel_dict
 
             try:
                 panel = estimator_panel(
@@ -180,7 +180,7 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
     if with_curves:
         result["upper_curves"] = bounds["curves"]
     if spec.game is not None and spec.game.one_run is not None:
-        from auditsel.one_run_play import play_one_run
+        from auditsel.experiments.one_run import play_one_run
 
         result["one_run"] = play_one_run(spec, out_dir)
     elif spec.game is not None:
@@ -203,7 +203,7 @@ def run_config(config, out_dir: str | Path | None = None, *, jobs: int = 1, tria
     ExperimentSpec) and return its result.json content; with `out_dir`, also write result.json,
     report.md and the plots there (and keep the game's checkpoints, so a rerun resumes).
     `trials` and `seed` override game.trials and game.seed. Bad input is a ConfigError."""
-    from auditsel.config import load_config, parse_config
+    from auditsel.experiments.config import load_config, parse_config
 
     if isinstance(config, ExperimentSpec):
         spec = config
@@ -219,7 +219,7 @@ def run_config(config, out_dir: str | Path | None = None, *, jobs: int = 1, tria
         out.mkdir(parents=True, exist_ok=True)
     result, artefacts = run_experiment(spec, out, jobs=jobs, progress=progress)
     if out is not None:
-        from auditsel.report import write_outputs
+        from auditsel.experiments.report import write_outputs
 
         write_outputs(out, result, artefacts)
     return result

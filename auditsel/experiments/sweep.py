@@ -10,7 +10,7 @@ with its own seeded chunks, so the numbers do not depend on the number of jobs. 
 DIR/<point>/ (result.json, report.md, plots, as `auditsel run`), DIR/sweep.csv, DIR/sweep.md,
 DIR/sweep.json and DIR/sweep.png.
 
-Heuristic values (`auditsel.heuristics`) have their own columns, `<key>_heuristic` (and
+Heuristic values (`auditsel.experiments.heuristics`) have their own columns, `<key>_heuristic` (and
 `eps_L_gdp_heuristic`), so a column named after a bound holds only values that are bounds; the
 `contradicted` column names the heuristic values below eps_B of one run or a valid eps_L, and
 sweep.png draws heuristics dashed with "heuristic" in the legend and marks contradicted points.
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from auditsel.config import ConfigError, ExperimentSpec, parse_config
-from auditsel.heuristics import contradictions, heuristic_upper_keys
+from auditsel.experiments.config import ConfigError, ExperimentSpec, parse_config
+from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys
 
 __all__ = ["SweepPoint", "expand_sweep", "run_sweep", "sweep_rows"]
 
@@ -104,8 +104,8 @@ def expand_sweep(raw: dict, overrides: dict | None = None) -> list[SweepPoint]:
 
 
 def _run_point(point: SweepPoint, out_dir: Path) -> dict:
-    from auditsel.experiment import run_experiment
-    from auditsel.report import write_outputs
+    from auditsel.experiments.experiment import run_experiment
+    from auditsel.experiments.report import write_outputs
 
     directory = out_dir / point.label
     directory.mkdir(parents=True, exist_ok=True)
@@ -165,7 +165,7 @@ def _cell(value) -> str:
 
 
 def _write_combined(out_dir: Path, points, rows) -> None:
-    from auditsel.report import atomic_write_text
+    from auditsel.experiments.report import atomic_write_text
 
     columns = list(rows[0])
     buffer = io.StringIO()

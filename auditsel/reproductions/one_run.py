@@ -8,10 +8,10 @@ calibrated to eps_B = 4 at delta = 1e-5 (dp_accounting RDP), xi = TNB(0, 0.01) (
   each a whole tuning run; proxy lambda_a; split rule, 95% Clopper-Pearson; repeated with
   `game_repeats` seeds for the spread. Its target is the
   exact epsilon of the tuning run w.r.t. one example: [XWW24]'s reduced game at mu = sqrt(N)/sigma.
-* One-run (`auditsel.one_run_dpsgd`): m canaries in ONE tuning run, [SNJ23] and [MMC24] (the
+* One-run (`auditsel.games.one_run_dpsgd`): m canaries in ONE tuning run, [SNJ23] and [MMC24] (the
   exact per-canary family), 95%, Bonferroni over the (k+, k-) grid; repeated r times for the
   spread. Its target is the exact per-canary epsilon of the m-canary run
-  (`auditsel.one_run_game`), which is smaller: the tuner's selection reads all m canaries.
+  (`auditsel.games.one_run`), which is smaller: the tuner's selection reads all m canaries.
 
 CPU seconds are this process's CPU time (all threads) for the training and the analysis.
 """
@@ -33,7 +33,7 @@ GAME_REPEATS = 5
 
 
 def _spec(trials: int, seed: int):
-    from auditsel.config import parse_config
+    from auditsel.experiments.config import parse_config
 
     s = SETTING
     return parse_config({
@@ -48,9 +48,9 @@ def _spec(trials: int, seed: int):
 def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
     """`repeats` game-based audits of `trials` games each (seeds seed, seed + 1, ...): eps_L is
     their mean (each a valid 95% bound; the mean is a summary), with min and max."""
-    from auditsel.experiment import protocol_and_proxy
-    from auditsel.game import run_game
-    from auditsel.lower import audit_scores
+    from auditsel.experiments.experiment import protocol_and_proxy
+    from auditsel.games.engine import run_game
+    from auditsel.auditing.lower import audit_scores
 
     eps, cpu_total, wall = [], 0.0, time.perf_counter()
     for r in range(repeats):
@@ -74,8 +74,8 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
 
 def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float) -> dict:
     from auditsel.dpsgd.trainer import calibrate_noise_multiplier
-    from auditsel.one_run import audit_one_run
-    from auditsel.one_run_dpsgd import OneRunDpsgd
+    from auditsel.auditing.one_run import audit_one_run
+    from auditsel.games.one_run_dpsgd import OneRunDpsgd
     from auditsel.rounds import law_from_dict
 
     s = SETTING
@@ -139,11 +139,11 @@ TIGHTNESS_REPEATS = 3
 
 def tightness_rows(eps_b=TIGHTNESS_EPS, canaries=TIGHTNESS_CANARIES, repeats=TIGHTNESS_REPEATS,
                    seed: int = 0) -> list:
-    """The reduced one-run game (`auditsel.one_run_game`, TNB(0, 0.01), delta = 1e-5): eps_L of
+    """The reduced one-run game (`auditsel.games.one_run`, TNB(0, 0.01), delta = 1e-5): eps_L of
     one-run audits against the exact per-canary epsilon, for a Gaussian base of eps_B and m canaries."""
     from auditsel.mechanisms import gaussian_mu
-    from auditsel.one_run import audit_one_run
-    from auditsel.one_run_game import OneRunReducedGame
+    from auditsel.auditing.one_run import audit_one_run
+    from auditsel.games.one_run import OneRunReducedGame
     from auditsel.rounds import law_from_dict
 
     out = []
@@ -249,7 +249,7 @@ def write(table: list, out_dir, seconds: float, tightness: list | None = None) -
            "eps_L: mean over the repeats (each audit is a valid 95% bound; the mean is a summary, "
            "eps_L_min and eps_L_max the spread); eps_L is [SNJ23] for one-run rows, eps_L_mmc24 the "
            "[MMC24] bound of the same runs; game-based repeats use seeds 0, 1, .... "
-           f"Regenerate: `python -m auditsel.one_run_compare` ({seconds:.0f} s here, 2 shared cores).", ""]
+           f"Regenerate: `python -m auditsel.reproductions.one_run` ({seconds:.0f} s here, 2 shared cores).", ""]
     (out / "table.md").write_text("\n".join(md))
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=sorted({k for r in table for k in r}))
@@ -264,7 +264,7 @@ def write(table: list, out_dir, seconds: float, tightness: list | None = None) -
                 "snj23_over_exact", "mmc24_over_exact", "cpu_seconds_per_audit")
         md = ["# Tightness of one-run audits in the reduced one-run tuning game", "",
               "TNB(0, 0.01), delta = 1e-5, Gaussian base calibrated to eps_B, m canaries in one tuning "
-              "run (the tuner selects on the sum of the canary coordinates; auditsel.one_run_game). "
+              "run (the tuner selects on the sum of the canary coordinates; auditsel.games.one_run). "
               "eps_L: mean (min, max) over the repeats of valid 95% bounds; exact_per_canary: the "
               "exact epsilon w.r.t. one canary.", "",
               "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]

@@ -18,7 +18,7 @@ import yaml
 from attacks.dpsgd_game import DpsgdGameSpec
 from auditsel.errors import ConfigError, choice as _choice, integer as _integer, mapping as _mapping, \
     number as _number
-from auditsel.lower import THRESHOLD_RULES
+from auditsel.auditing.lower import THRESHOLD_RULES
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import RoundsLaw, law_from_dict
 
@@ -49,7 +49,7 @@ class GameSpec:
     chunk_size: int = 1 << 18
     stream: Any = "auto"           # auto (stream above STREAM_ABOVE trials) | true | false
     dpsgd: DpsgdGameSpec | None = None
-    one_run: OneRunSpec | None = None   # one-run audits instead of games (auditsel.one_run_play)
+    one_run: OneRunSpec | None = None   # one-run audits instead of games (auditsel.experiments.one_run)
     panel: Any = "auto"            # estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false
 
 
@@ -239,7 +239,7 @@ def _parse_one_run(raw, kind: str, base) -> OneRunSpec:
 def parse_config(raw) -> ExperimentSpec:
     top = _mapping(raw, "config")
     if "sweep" in top:
-        raise ConfigError("sweep", "a sweep config is expanded by auditsel.sweep, not parsed as one experiment")
+        raise ConfigError("sweep", "a sweep config is expanded by auditsel.experiments.sweep, not parsed as one experiment")
     _no_unknown(top, "", {"name", "delta", "base", "rounds", "game", "sweep"})
     for key in ("name", "delta", "base", "rounds"):
         if key not in top:

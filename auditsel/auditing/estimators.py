@@ -1,10 +1,10 @@
 """The estimator panel: every estimator the field uses, on one game's scores, each labelled.
 
 Input: scores (higher = "member") and the coins b of n games; one sort
-(`auditsel.lower.SortedScores`) serves every entry. Labels:
+(`auditsel.auditing.lower.SortedScores`) serves every entry. Labels:
 
 * valid (frequentist, at `confidence`): Clopper-Pearson eq. 4 of [XWW24] under the threshold
-  rules of `auditsel.lower` (split, multisplit, bonferroni on a grid fixed in advance or from
+  rules of `auditsel.auditing.lower` (split, multisplit, bonferroni on a grid fixed in advance or from
   a left-out pilot, bonferroni_all over every threshold);
 * bayesian (credible level `confidence`): [ZB+23]'s posterior of eps from the joint posterior
   of (FP, FN): independent Jeffreys Beta(1/2, 1/2) priors, the counts of the evaluation part
@@ -14,7 +14,7 @@ Input: scores (higher = "member") and the coins b of n games; one sort
   - `gdp_fit`: the Gaussian-DP fit ([NHSBTJCT23]; [DRS22] Corollary 2.13 for eps) maximised
     over thresholds: mu_L = max_t Phi^-1(1 - FP_u(t)) - Phi^-1(FN_u(t)), with limits that hold
     at every threshold at once (two-sided level alpha / (2 n): 4 n one-sided events of the
-    order-statistic argument of `auditsel.lower`, upper and lower limits). Goodness of fit:
+    order-statistic argument of `auditsel.auditing.lower`, upper and lower limits). Goodness of fit:
     under a mu-GDP trade-off, every threshold's interval [mu_lo(t), mu_hi(t)] (mu_hi from the
     lower limits) contains mu, so `gdp_fit_ok` is false, and the number is printed as rejected,
     when max_t mu_lo(t) > min_t mu_hi(t) (the model is rejected at level alpha).
@@ -44,7 +44,7 @@ from auditsel.errors import ConfigError
 from scipy.special import ndtri
 from scipy.stats import norm
 
-from auditsel.lower import (MULTISPLITS, SortedScores, apply_rule, clopper_pearson_lower,
+from auditsel.auditing.lower import (MULTISPLITS, SortedScores, apply_rule, clopper_pearson_lower,
                             clopper_pearson_upper, epsilon_from_rates, _gdp_epsilon, _pick_table)
 
 __all__ = ["Estimate", "estimator_panel", "LABELS", "winner_tradeoff", "selection_fit_mu"]
@@ -232,7 +232,7 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
 
 
 def _bayesian(ss, alpha, delta, split_fraction, seed, draws) -> Estimate:
-    from auditsel.lower import _pick_table as pick
+    from auditsel.auditing.lower import _pick_table as pick
 
     cut = int(ss.n * split_fraction)
     head, tail = ss.first(cut)

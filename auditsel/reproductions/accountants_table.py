@@ -1,13 +1,13 @@
 """`auditsel reproduce accountants`: real accountants' and papers' claims against the worst-case game.
 
 For each cell (sigma, N, tau, law of K; delta = 1e-5) the table lists every applicable claim of
-`auditsel.claims`, the optimistic PLD estimates of one run's epsilon, and auditsel's valid 95%
-lower bound eps_L from the worst-case DP-SGD game (`auditsel.dpsgd_worst_case`, split rule,
+`auditsel.reproductions.claims`, the optimistic PLD estimates of one run's epsilon, and auditsel's valid 95%
+lower bound eps_L from the worst-case DP-SGD game (`auditsel.games.worst_case`, split rule,
 Clopper-Pearson, `GAMES` games; `CLOSE_GAMES` where eps_L lies within `CLOSE` of a claim and the
 cell is cheap). A claim is *refuted* when eps_L exceeds it: with 95% confidence the claimed
 epsilon is below the true epsilon of the worst-case run (add/remove neighbours).
 
-Games run through the engine (`auditsel.game.run_game`: seeded chunks, joblib workers,
+Games run through the engine (`auditsel.games.engine.run_game`: seeded chunks, joblib workers,
 checkpoints under OUT/checkpoints/CELL, removed once the table is written, so an interrupted
 table resumes). Cost of a cell: E[K] * N Gaussian steps per game.
 """
@@ -18,7 +18,7 @@ import shutil
 import time
 from pathlib import Path
 
-from auditsel.claims import CLAIMS, MissingExtra, Setting, claim_epsilon, library_versions, lower_estimates
+from auditsel.reproductions.claims import CLAIMS, MissingExtra, Setting, claim_epsilon, library_versions, lower_estimates
 from auditsel.rounds import Point, Poisson, TruncatedNegativeBinomial, TwoPoint
 
 __all__ = ["GRID", "GAMES", "CLOSE_GAMES", "cell_rows", "run_cell", "findings"]
@@ -59,9 +59,9 @@ def cell_id(setting: Setting) -> str:
 def run_cell(setting: Setting, games: int, seed: int, jobs: int = 1, checkpoint_dir: Path | None = None):
     """Play the worst-case game for one cell; returns the LowerBound and the seconds it took."""
     from attacks.proxies import SampleProxy
-    from auditsel.dpsgd_worst_case import DpsgdWorstCase
-    from auditsel.game import run_game
-    from auditsel.lower import audit_scores
+    from auditsel.games.worst_case import DpsgdWorstCase
+    from auditsel.games.engine import run_game
+    from auditsel.auditing.lower import audit_scores
 
     game = DpsgdWorstCase(setting.noise_multiplier, setting.steps, setting.sample_rate, setting.law)
     start = time.perf_counter()

@@ -1,12 +1,12 @@
 """`game.one_run` in `auditsel run`: r one-run audits of the configured tuning setting.
 
 Reduced game (`game.kind: reduced`, Gaussian or DP-SGD base reduced to mu): the reduced
-one-run tuning game of `auditsel.one_run_game`. Real DP-SGD (`game.kind: dpsgd`, tau = 1, Dirac
-canaries): `auditsel.one_run_dpsgd` with the config's threat, data, model, learning rates and
+one-run tuning game of `auditsel.games.one_run`. Real DP-SGD (`game.kind: dpsgd`, tau = 1, Dirac
+canaries): `auditsel.games.one_run_dpsgd` with the config's threat, data, model, learning rates and
 clip. Audit r (`repeats`) uses the generator SeedSequence(game.seed, spawn_key=(r,)), so the
 numbers depend on the seed only (and not on --jobs: the audits run in sequence); with an output
 folder each finished audit is checkpointed, and a rerun resumes after the last one. Each audit: [SNJ23] and [MMC24] at game.confidence
-(`auditsel.one_run.audit_one_run`); the result holds every audit's eps_L, their mean, and the
+(`auditsel.auditing.one_run.audit_one_run`); the result holds every audit's eps_L, their mean, and the
 exact per-canary epsilon of the reduced one-run game (exact for the reduced game and for ETCV;
 heuristic as a target for NTCV, whose real examples also move the canary coordinates).
 """
@@ -19,19 +19,19 @@ from pathlib import Path
 import numpy as np
 
 from auditsel.errors import ConfigError
-from auditsel.one_run import GdpFamily, audit_one_run
+from auditsel.auditing.one_run import GdpFamily, audit_one_run
 
 __all__ = ["play_one_run", "one_run_game"]
 
 
 def one_run_game(spec):
     """The one-run game of the spec: (game with .play(rng) and .reduced, exact rigour label)."""
-    from auditsel.one_run_game import OneRunReducedGame
+    from auditsel.games.one_run import OneRunReducedGame
 
     g = spec.game
     m = g.one_run.canaries
     if g.kind == "dpsgd":
-        from auditsel.one_run_dpsgd import OneRunDpsgd
+        from auditsel.games.one_run_dpsgd import OneRunDpsgd
 
         d = g.dpsgd
         if d.canary != "dirac":
@@ -47,11 +47,11 @@ def one_run_game(spec):
 
 def play_one_run(spec, out_dir: Path | None = None) -> dict:
     """The r one-run audits of the spec. With `out_dir`, each audit's canary scores and
-    inclusion bits are kept in out_dir/checkpoints/one_run (`auditsel.game.Checkpoints`), so a
+    inclusion bits are kept in out_dir/checkpoints/one_run (`auditsel.games.engine.Checkpoints`), so a
     rerun after an interruption resumes at the first audit not finished (none lost, none
     repeated); the bounds are recomputed from the kept scores."""
-    from auditsel.experiment import fingerprint
-    from auditsel.game import Checkpoints
+    from auditsel.experiments.experiment import fingerprint
+    from auditsel.games.engine import Checkpoints
 
     g = spec.game
     game, rigour = one_run_game(spec)

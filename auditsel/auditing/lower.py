@@ -41,7 +41,7 @@ One sort serves every rule (issue "one sort"): `SortedScores` sorts each coin's 
 (two sorts of n/2 values: far cheaper than an argsort of n); the count table of any subset of
 trials (the split's two parts, a multisplit's random halves, the pilot) is a merge of its
 coins' sorted scores, and counts at a few thresholds (a split's evaluation part) are O(n)
-comparisons without a sort; every rule and every estimator of `auditsel.estimators` reads the
+comparisons without a sort; every rule and every estimator of `auditsel.auditing.estimators` reads the
 same object (O(n log n) at most once per subset, O(n) per evaluation). The exact
 Clopper-Pearson limit is evaluated only where an optimistic bound (the limit is at least the
 empirical rate, for confidence >= 1/2) could beat the best value found.
@@ -605,7 +605,7 @@ def _stream_counts(source, indices, thresholds):
 def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "split",
                  split_fraction: float = 0.5, threshold_grid=None, grid_size: int = 100,
                  candidates: int = STREAM_CANDIDATES) -> LowerBound:
-    """audit_scores for trials streamed chunk by chunk from `source` (auditsel.game.ChunkSource).
+    """audit_scores for trials streamed chunk by chunk from `source` (auditsel.games.engine.ChunkSource).
 
     Memory is bounded by one chunk plus the threshold counts. Chunks [0, cut) with
     cut = round(chunks * split_fraction) are the selection part (the pilot), the others the

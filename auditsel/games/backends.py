@@ -1,6 +1,6 @@
 """Execution backends for the game: joblib's own (loky, threading) or a dask cluster.
 
-Chunks are independent and seeded by (seed, chunk index) (see auditsel.game), so every backend
+Chunks are independent and seeded by (seed, chunk index) (see auditsel.games.engine), so every backend
 gives the same numbers. `dask` runs the chunks on a dask.distributed cluster through joblib's
 dask backend: the one at `scheduler` (e.g. tcp://10.0.0.5:8786), or a LocalCluster on loopback
 started for the run. Dask is an optional extra: pip install "auditsel[dask]".
@@ -24,7 +24,7 @@ class BackendError(ConfigError):
 
 @contextmanager
 def execution_backend(name: str | None, scheduler: str | None = None, workers: int = 2):
-    """Yields the joblib backend name to pass to auditsel.game.run_game (None = default)."""
+    """Yields the joblib backend name to pass to auditsel.games.engine.run_game (None = default)."""
     if name in (None, "loky", "threading"):
         if scheduler:
             raise BackendError("--scheduler: only used with --backend dask")

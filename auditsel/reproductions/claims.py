@@ -6,7 +6,7 @@ sigma, sample rate tau, clip norm 1) or of a tuning run (K ~ xi runs, the best r
 audit refutes a claim when its valid lower bound eps_L exceeds it.
 
 Neighbouring relation: every source below analyses add/remove neighbours (one example added or
-removed), the relation of `auditsel.dpsgd_worst_case`'s game; each entry's `relation` says so,
+removed), the relation of `auditsel.games.worst_case`'s game; each entry's `relation` says so,
 quoting where the library documents it. Every call goes through the library's public API; no
 library formula is re-implemented here.
 

@@ -1,7 +1,7 @@
 """Tables and plots of a result: the terminal table, report.md and PNG figures.
 
 Everything shown is read from the result dict (the same numbers as result.json). A heuristic
-value (`auditsel.heuristics`) carries the word "heuristic" in every table row and plot legend,
+value (`auditsel.experiments.heuristics`) carries the word "heuristic" in every table row and plot legend,
 is drawn dashed, never as a solid bound line, and one that the result contradicts (below eps_B
 of one run or a valid eps_L) is flagged "CONTRADICTED" with the reason.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from auditsel.heuristics import contradictions, heuristic_upper_keys
+from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys
 
 __all__ = ["summary_rows", "text_table", "markdown_report", "write_plots", "write_outputs",
            "atomic_write_text"]
@@ -46,7 +46,7 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
         rows.append((f"eps_L one-run [MMC24] ({one['family']})", _fmt(one["eps_mmc24"]), "empirical",
                      f"valid if the trade-off is in the family; {spread(one['eps_mmc24_runs'])}"))
         rows.append((f"exact, one canary of {one['canaries']:,}", _fmt(one["exact_per_canary"]),
-                     one["exact_rigour"], "reduced one-run game (auditsel.one_run_game)"))
+                     one["exact_rigour"], "reduced one-run game (auditsel.games.one_run)"))
     rows.append(("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism"))
     heuristic = heuristic_upper_keys(result)
     contradicted = contradictions(result)
@@ -220,8 +220,8 @@ def _margins(fig):
 
 def sorted_scores(scores, member) -> tuple[np.ndarray, np.ndarray]:
     """The scores of the b = 0 and the b = 1 games, each sorted: the audit's own per-coin sort
-    (`auditsel.lower.SortedScores.by_coin`), for plots of games audited without it (streamed)."""
-    from auditsel.lower import SortedScores
+    (`auditsel.auditing.lower.SortedScores.by_coin`), for plots of games audited without it (streamed)."""
+    from auditsel.auditing.lower import SortedScores
 
     return SortedScores(scores, member).by_coin()
 

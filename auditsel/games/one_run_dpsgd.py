@@ -13,7 +13,7 @@ coordinates (a post-processing of the release; the one-canary score (w_0 - w_N)[
 with many canaries); the best-scored run is released (K = 0 releases nothing: all scores 0).
 The adversary's score of canary c is the winner's (w_0 - w_N)[c] / lr.
 
-With ETCV and tau = 1 this is exactly the reduced one-run game (`auditsel.one_run_game`) at
+With ETCV and tau = 1 this is exactly the reduced one-run game (`auditsel.games.one_run`) at
 mu = sqrt(N) / sigma: (w_0 - w_N)[c] / lr = C (N S_c + sigma sqrt(N) Z_c). So the per-canary
 exact epsilon is known and the audit's tightness is measured on the real trainer. With NTCV
 the real examples' gradients also move the canary coordinates; the reduced game's epsilon is
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditsel.errors import ConfigError
-from auditsel.one_run_game import OneRunReducedGame
+from auditsel.games.one_run import OneRunReducedGame
 from auditsel.rounds import RoundsLaw
 
 __all__ = ["OneRunDpsgd"]

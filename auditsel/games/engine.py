@@ -2,7 +2,7 @@
 
 Each trial: the trainer flips a fair coin b, runs the protocol on X (b = 0) or X' (b = 1) and
 releases an observation y; the adversary maps y to a real score (higher = "b = 1"). The engine
-only records (score, b); turning those into epsilon is `auditsel.lower`'s job.
+only records (score, b); turning those into epsilon is `auditsel.auditing.lower`'s job.
 
 Contracts:
 * protocol.release(member, rng) -> observations for a vector of coins (trainer side);

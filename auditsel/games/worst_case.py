@@ -91,7 +91,7 @@ class DpsgdWorstCase:
     """K ~ law runs of the worst-case N-step DP-SGD run; the highest-LLR run is released."""
 
     #: joblib hint: the release is vectorised numpy, which frees the GIL, so threads run the
-    #: chunks in parallel without the start-up of worker processes (`auditsel.game.run_game`)
+    #: chunks in parallel without the start-up of worker processes (`auditsel.games.engine.run_game`)
     parallel_prefer: ClassVar[str] = "threads"
 
     noise_multiplier: float

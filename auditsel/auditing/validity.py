@@ -5,9 +5,9 @@ times with independent seeds and count the repetitions where eps_L > eps_true. A
 at confidence c over-claims in at most a fraction 1 - c of them (up to binomial noise); the
 optimistic `best` rule and the point estimate (no confidence interval) carry no such promise.
 
-Paths: `path="memory"` audits the scores in memory (`auditsel.lower.audit_scores`),
+Paths: `path="memory"` audits the scores in memory (`auditsel.auditing.lower.audit_scores`),
 `path="stream"` writes the chunks to a temporary folder and audits them one chunk at a time
-(`auditsel.lower.audit_chunks`), as `auditsel run` does above `game.stream`'s threshold.
+(`auditsel.auditing.lower.audit_chunks`), as `auditsel run` does above `game.stream`'s threshold.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import numpy as np
 
 from auditsel.errors import ConfigError
 
-from auditsel.game import run_game
-from auditsel.lower import SortedScores, audit_chunks, audit_scores
+from auditsel.games.engine import run_game
+from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 
 __all__ = ["Coverage", "overclaim_rates"]
 

@@ -1,0 +1,67 @@
+"""`auditsel plan CONFIG`: the trade-off curve of a configured game, and the plan for it.
+
+The planning arithmetic (games needed, P(eps_L >= X), E[eps_L]) is `auditsel.auditing.plan`;
+this module supplies its input for a config: the pair's trade-off curve, exact for reduced and
+finite games (from the winner laws), estimated from pilot games otherwise.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from auditsel.auditing.plan import Curve, Plan, expected_for_games, games_needed, prob_for_games
+
+__all__ = ["curve_for_spec", "plan_spec"]
+
+
+def _value_curve(winner):
+    """Thresholds on the released value (the `sample` proxy) of a Gaussian winner, from its cdfs."""
+    lo, hi = winner.quantile_range(1e-12)
+    t = np.linspace(lo, hi, 4000)
+    return 1 - winner.cdf(t, 0), winner.cdf(t, 1)
+
+
+def curve_for_spec(spec, pilot: int = 4000, seed: int = 1) -> Curve:
+    """The spec's trade-off curve: exact for reduced and finite games, simulated otherwise."""
+    from auditsel.experiments.experiment import protocol_and_proxy
+    from auditsel.selection import FiniteWinner, GaussianWinner
+
+    protocol, proxy = protocol_and_proxy(spec)
+    proxy_name = spec.game.proxy
+    if isinstance(protocol, (GaussianWinner, FiniteWinner)):
+        if proxy_name == "sample" and isinstance(protocol, GaussianWinner):
+            fp, fn = _value_curve(protocol)
+        elif isinstance(protocol, GaussianWinner):
+            from auditsel.auditing.estimators import winner_tradeoff
+
+            fp, fn = winner_tradeoff(protocol.mu, protocol.law)
+        else:
+            from auditsel.accounting.exact import tradeoff_curve
+
+            fp, fn = tradeoff_curve(protocol)
+        return Curve(np.asarray(fp), np.asarray(fn), "exact")
+    from auditsel.games.engine import run_game
+    from auditsel.auditing.lower import SortedScores
+
+    rec = run_game(protocol, proxy, pilot, seed, chunk_size=spec.game.chunk_size, progress=False)
+    c = SortedScores(rec.scores, rec.member).counts()
+    fp = np.concatenate([c.fp / c.n0, (c.n0 - c.fp) / c.n0])
+    fn = np.concatenate([c.fn / c.n1, (c.n1 - c.fn) / c.n1])
+    return Curve(fp, fn, f"simulated ({pilot:,} pilot games)")
+
+
+def plan_spec(spec, target_eps: float | None, games: int | None = None, power: float = 0.9,
+              pilot: int = 4000, exact_eps: float | None = None) -> Plan:
+    g = spec.game
+    curve = curve_for_spec(spec, pilot=pilot)
+    design = dict(split_fraction=g.split_fraction, thresholds=g.thresholds,
+                  spec_grid=g.kind != "dpsgd")
+    need = None
+    if target_eps is not None:
+        need = games_needed(curve, target_eps, g.threshold, g.confidence, spec.delta, power, **design)
+    expected = prob = None
+    if games is not None:
+        expected = expected_for_games(curve, games, g.threshold, g.confidence, spec.delta, **design)
+        if target_eps is not None:
+            prob = prob_for_games(curve, target_eps, games, g.threshold, g.confidence, spec.delta, **design)
+    return Plan(target_eps, need, power, g.threshold, g.confidence, exact_eps, curve.source, games,
+                expected, prob)
