@@ -15,6 +15,7 @@
 Every constructor returns the trainer's plain canary data (auditsel.dpsgd.trainer), so the
 trainer never imports this package: the adversary hands z over, the trainer runs.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,8 +24,7 @@ from auditsel.dpsgd.data import Dataset
 from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary
 from auditsel.errors import ConfigError
 
-__all__ = ["dirac", "from_dataset", "out_of_distribution", "mislabelled", "CANARIES",
-           "OOD_KINDS"]
+__all__ = ["dirac", "from_dataset", "out_of_distribution", "mislabelled", "CANARIES", "OOD_KINDS"]
 
 CANARIES = ("dirac", "input")
 OOD_KINDS = ("inverted", "constant", "noise", "checkerboard")
@@ -32,7 +32,11 @@ OOD_KINDS = ("inverted", "constant", "noise", "checkerboard")
 
 def dirac(coordinate: int = 0) -> GradientCanary:
     """Z_D: clipped gradient C e_coordinate at every step (coordinate 0 in the paper)."""
-    if isinstance(coordinate, bool) or not isinstance(coordinate, (int, np.integer)) or coordinate < 0:
+    if (
+        isinstance(coordinate, bool)
+        or not isinstance(coordinate, (int, np.integer))
+        or coordinate < 0
+    ):
         raise ConfigError("game.canary_coordinate", f"must be an integer >= 0, got {coordinate!r}")
     return GradientCanary(coordinate=int(coordinate))
 
@@ -45,6 +49,7 @@ def _resize(x: np.ndarray, shape: tuple) -> np.ndarray:
     if x.ndim == 3 and len(shape) == 3:
         import torch
         import torch.nn.functional as F
+
         c, h, w = shape
         if x.shape[0] != c:
             x = x.mean(0, keepdims=True) if c == 1 else np.repeat(x.mean(0, keepdims=True), c, 0)
@@ -52,18 +57,25 @@ def _resize(x: np.ndarray, shape: tuple) -> np.ndarray:
         return t[0].numpy().astype(np.float32)
     if x.size == int(np.prod(shape)):
         return x.reshape(shape)
-    raise ConfigError("game.canary", f"cannot place an example of shape {x.shape} into inputs of "
-                     f"shape {tuple(shape)}")
+    raise ConfigError(
+        "game.canary",
+        f"cannot place an example of shape {x.shape} into inputs of shape {tuple(shape)}",
+    )
 
 
 def _check_index(data: Dataset, index) -> int:
-    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < len(data):
+    if (
+        isinstance(index, bool)
+        or not isinstance(index, (int, np.integer))
+        or not 0 <= index < len(data)
+    ):
         raise ConfigError("game.canary_index", f"must be in [0, {len(data)}), got {index!r}")
     return int(index)
 
 
-def from_dataset(source: Dataset, index: int, like: Dataset, label: int | None = None
-                 ) -> ExampleCanary:
+def from_dataset(
+    source: Dataset, index: int, like: Dataset, label: int | None = None
+) -> ExampleCanary:
     """Example ``index`` of ``source`` placed into ``like``'s input space; label: its own label
     mod like.num_classes unless given."""
     i = _check_index(source, index)
@@ -71,11 +83,14 @@ def from_dataset(source: Dataset, index: int, like: Dataset, label: int | None =
     return ExampleCanary(_resize(source.x[i], like.shape), y, label=f"{source.name}[{i}]")
 
 
-def out_of_distribution(like: Dataset, kind: str = "inverted", index: int = 0,
-                        label: int = 0, seed: int = 0) -> ExampleCanary:
+def out_of_distribution(
+    like: Dataset, kind: str = "inverted", index: int = 0, label: int = 0, seed: int = 0
+) -> ExampleCanary:
     """A synthetic out-of-distribution input with X's shape (see module docstring)."""
     if kind not in OOD_KINDS:
-        raise ConfigError("game.canary_kind", f"must be one of {', '.join(OOD_KINDS)}, got {kind!r}")
+        raise ConfigError(
+            "game.canary_kind", f"must be one of {', '.join(OOD_KINDS)}, got {kind!r}"
+        )
     if not 0 <= int(label) < like.num_classes:
         raise ConfigError("game.canary_label", f"must be in [0, {like.num_classes}), got {label!r}")
     shape = like.shape
@@ -97,8 +112,10 @@ def mislabelled(data: Dataset, index: int = 0, shift: int = 1) -> ExampleCanary:
     """Example ``index`` of ``data`` with label (y + shift) mod classes (shift not 0 mod classes)."""
     i = _check_index(data, index)
     if shift % data.num_classes == 0:
-        raise ConfigError("game.canary_shift", f"must not be a multiple of {data.num_classes}, "
-                         f"got {shift}")
+        raise ConfigError(
+            "game.canary_shift", f"must not be a multiple of {data.num_classes}, got {shift}"
+        )
     y = (int(data.y[i]) + shift) % data.num_classes
-    return ExampleCanary(np.asarray(data.x[i], dtype=np.float32), y,
-                         label=f"{data.name}[{i}]-mislabelled")
+    return ExampleCanary(
+        np.asarray(data.x[i], dtype=np.float32), y, label=f"{data.name}[{i}]-mislabelled"
+    )

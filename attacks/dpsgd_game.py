@@ -18,23 +18,34 @@ data and never sees this module.
 Heavy imports (torch, the trainer) happen inside the functions: reading a config that names a
 DP-SGD game does not load torch.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import numpy as np
 
 from auditsel.errors import ConfigError
 
-__all__ = ["DpsgdGameSpec", "Scorer", "build_protocol", "make_scorer", "load_data",
-           "THREAT_NAMES", "CANARY_NAMES", "INPUT_CANARIES", "MODEL_NAMES", "DPSGD_PROXIES"]
+__all__ = [
+    "DpsgdGameSpec",
+    "Scorer",
+    "build_protocol",
+    "make_scorer",
+    "load_data",
+    "THREAT_NAMES",
+    "CANARY_NAMES",
+    "INPUT_CANARIES",
+    "MODEL_NAMES",
+    "DPSGD_PROXIES",
+]
 
 THREAT_NAMES = ("ntnv", "ntcv", "etcv")
 CANARY_NAMES = ("dirac", "input")
 INPUT_CANARIES = ("inverted", "constant", "noise", "checkerboard", "mislabelled")
 MODEL_NAMES = ("logreg", "mlp", "cnn")
-DPSGD_PROXIES = ("lambda_a", "lambda_b", "likelihood_ratio")   # attacks.dpsgd_proxies
+DPSGD_PROXIES = ("lambda_a", "lambda_b", "likelihood_ratio")  # attacks.dpsgd_proxies
 
 
 @dataclass(frozen=True)
@@ -42,18 +53,18 @@ class DpsgdGameSpec:
     """Real DP-SGD tuning ([XWW24] Sec. 4): what the trainer runs and what the adversary does.
     Steps N, sample rate tau and sigma come from the DP-SGD base; the law of K from rounds."""
 
-    threat: str = "etcv"             # ntnv | ntcv | etcv ([XWW24] Table 2)
-    canary: str = "dirac"            # dirac (Z_D) | input
-    input_canary: str = "inverted"   # inverted | constant | noise | checkerboard | mislabelled
+    threat: str = "etcv"  # ntnv | ntcv | etcv ([XWW24] Table 2)
+    canary: str = "dirac"  # dirac (Z_D) | input
+    input_canary: str = "inverted"  # inverted | constant | noise | checkerboard | mislabelled
     dataset: str = "digits"
-    data_dir: Optional[str] = None
-    model: str = "logreg"            # logreg | mlp | cnn
+    data_dir: str | None = None
+    model: str = "logreg"  # logreg | mlp | cnn
     hidden: tuple = (32,)
-    train_size: Optional[int] = 500
-    validation_size: Optional[int] = None
+    train_size: int | None = 500
+    validation_size: int | None = None
     learning_rates: tuple = (0.001, 0.003, 0.01, 0.03)
     clip: float = 1.0
-    device: Optional[str] = None
+    device: str | None = None
     max_batch_runs: int = 256
 
 
@@ -88,11 +99,20 @@ def build_protocol(spec: DpsgdGameSpec, base, rounds, data=None):
     train, validation = data if data is not None else load_data(spec)
     model = ModelSpec(spec.model, train.shape, train.num_classes, hidden=tuple(spec.hidden))
     return tuning_game(
-        spec.threat, _canary(spec, train, validation), model=model, train=train,
-        validation=validation, rounds=rounds,
-        grid=[{"lr": float(v)} for v in spec.learning_rates], steps=base.steps,
-        noise_multiplier=base.noise_multiplier, sample_rate=base.sample_rate, clip=spec.clip,
-        device=spec.device, max_batch_runs=spec.max_batch_runs)
+        spec.threat,
+        _canary(spec, train, validation),
+        model=model,
+        train=train,
+        validation=validation,
+        rounds=rounds,
+        grid=[{"lr": float(v)} for v in spec.learning_rates],
+        steps=base.steps,
+        noise_multiplier=base.noise_multiplier,
+        sample_rate=base.sample_rate,
+        clip=spec.clip,
+        device=spec.device,
+        max_batch_runs=spec.max_batch_runs,
+    )
 
 
 @dataclass(frozen=True)
@@ -103,8 +123,9 @@ class Scorer:
     proxies: tuple
 
     def __call__(self, observations) -> np.ndarray:
-        return np.stack([np.asarray(p(observations), dtype=np.float64) for p in self.proxies],
-                        axis=1)
+        return np.stack(
+            [np.asarray(p(observations), dtype=np.float64) for p in self.proxies], axis=1
+        )
 
 
 def make_scorer(spec: DpsgdGameSpec, proxies: Sequence[str] | str, base=None, rounds=None):
@@ -116,5 +137,6 @@ def make_scorer(spec: DpsgdGameSpec, proxies: Sequence[str] | str, base=None, ro
     names = tuple(proxies)
     if not names:
         raise ConfigError("game.proxy", "name at least one proxy")
-    return Scorer(names, tuple(make_dpsgd_proxy(n, spec.threat, base=base, rounds=rounds)
-                               for n in names))
+    return Scorer(
+        names, tuple(make_dpsgd_proxy(n, spec.threat, base=base, rounds=rounds) for n in names)
+    )

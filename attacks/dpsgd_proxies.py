@@ -24,6 +24,7 @@ proxy is the Neyman-Pearson test of the release. Elsewhere it is one more score 
 gives a valid audit; only its power changes). k = 0 scores 0 (the fixed output has the same
 mass under both coins).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,10 +34,16 @@ import numpy as np
 from attacks.threats import ThreatModel, get_threat
 from auditsel.errors import ConfigError
 
-__all__ = ["LambdaA", "LambdaB", "WinnerLikelihoodRatio", "DPSGD_PROXIES", "make_dpsgd_proxy",
-           "canary_dot"]
+__all__ = [
+    "LambdaA",
+    "LambdaB",
+    "WinnerLikelihoodRatio",
+    "DPSGD_PROXIES",
+    "make_dpsgd_proxy",
+    "canary_dot",
+]
 
-from attacks.dpsgd_game import DPSGD_PROXIES  # noqa: E402  (names only; a light module)
+from attacks.dpsgd_game import DPSGD_PROXIES
 
 
 def canary_dot(obs) -> np.ndarray:
@@ -80,8 +87,8 @@ class LambdaB:
 class WinnerLikelihoodRatio:
     """log A'(s)/A(s) of the reduced game's winner at s = lambda_a sqrt(N)/sigma (see above)."""
 
-    winner: object      # auditsel.selection.GaussianWinner: public laws, no coins
-    scale: float        # sqrt(N) / sigma
+    winner: object  # auditsel.selection.GaussianWinner: public laws, no coins
+    scale: float  # sqrt(N) / sigma
 
     def __call__(self, obs) -> np.ndarray:
         released = np.asarray(obs["released"], dtype=bool)
@@ -100,11 +107,15 @@ def make_dpsgd_proxy(name: str, threat=None, *, base=None, rounds=None):
         return LambdaB(get_threat(threat))
     if name == "likelihood_ratio":
         if base is None or rounds is None:
-            raise ConfigError("game.proxy", "likelihood_ratio needs the DP-SGD base and the law of K")
+            raise ConfigError(
+                "game.proxy", "likelihood_ratio needs the DP-SGD base and the law of K"
+            )
         from auditsel.mechanisms import GaussianBase
         from auditsel.selection import GaussianWinner
 
         mu = base.sample_rate * float(np.sqrt(base.steps)) / base.noise_multiplier
-        return WinnerLikelihoodRatio(GaussianWinner(GaussianBase(mu), rounds),
-                                     float(np.sqrt(base.steps)) / base.noise_multiplier)
+        return WinnerLikelihoodRatio(
+            GaussianWinner(GaussianBase(mu), rounds),
+            float(np.sqrt(base.steps)) / base.noise_multiplier,
+        )
     raise ConfigError("game.proxy", f"must be one of {', '.join(DPSGD_PROXIES)}, got {name!r}")

@@ -6,11 +6,13 @@
   spec is known to the adversary). By Neyman-Pearson, thresholding it gives the most powerful
   test at every false-positive rate, i.e. the exact trade-off curve of the pair.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
 from auditsel.errors import ConfigError
 
 __all__ = ["SampleProxy", "LikelihoodRatioProxy", "PROXIES", "make_proxy"]

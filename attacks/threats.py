@@ -16,14 +16,19 @@ X, X' = X u {z} and, when it controls validation, the score function g of the tu
 ``tuning_game`` builds the trainer's protocol from a threat model and a canary; the protocol
 then sees only plain data (the data sets, z, g), never this module.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from auditsel.dpsgd.data import Dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.protocol import (CanaryLoss, DpsgdTuningProtocol, FirstCoordinateShift,
-                                     ValidationLoss)
+from auditsel.dpsgd.protocol import (
+    CanaryLoss,
+    DpsgdTuningProtocol,
+    FirstCoordinateShift,
+    ValidationLoss,
+)
 from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary
 from auditsel.errors import ConfigError
 
@@ -53,8 +58,11 @@ class ThreatModel:
         """The score g the protocol uses under this threat model (Table 2)."""
         if not self.controlled_validation:
             if validation is None or len(validation) == 0:
-                raise ConfigError("game.validation_size", "must be >= 1 under ntnv (g is the "
-                                 "validation loss), got an empty validation set")
+                raise ConfigError(
+                    "game.validation_size",
+                    "must be >= 1 under ntnv (g is the "
+                    "validation loss), got an empty validation set",
+                )
             return ValidationLoss(validation, reduction=self.validation_reduction)
         if isinstance(canary, GradientCanary):
             return FirstCoordinateShift(canary.coordinate)
@@ -63,12 +71,24 @@ class ThreatModel:
         raise ConfigError("game.canary", f"must be a Dirac or input canary, got {canary!r}")
 
 
-NTNV = ThreatModel("ntnv", empty_training=False, controlled_validation=False,
-                   description="normal training, normal validation")
-NTCV = ThreatModel("ntcv", empty_training=False, controlled_validation=True,
-                   description="normal training, controlled validation")
-ETCV = ThreatModel("etcv", empty_training=True, controlled_validation=True,
-                   description="empty training, controlled validation")
+NTNV = ThreatModel(
+    "ntnv",
+    empty_training=False,
+    controlled_validation=False,
+    description="normal training, normal validation",
+)
+NTCV = ThreatModel(
+    "ntcv",
+    empty_training=False,
+    controlled_validation=True,
+    description="normal training, controlled validation",
+)
+ETCV = ThreatModel(
+    "etcv",
+    empty_training=True,
+    controlled_validation=True,
+    description="empty training, controlled validation",
+)
 THREATS = {t.name: t for t in (NTNV, NTCV, ETCV)}
 
 
@@ -81,10 +101,26 @@ def get_threat(name) -> ThreatModel:
     return THREATS[key]
 
 
-def tuning_game(threat, canary, *, model: ModelSpec, train: Dataset,
-                validation: Dataset | None, rounds, grid, **settings) -> DpsgdTuningProtocol:
+def tuning_game(
+    threat,
+    canary,
+    *,
+    model: ModelSpec,
+    train: Dataset,
+    validation: Dataset | None,
+    rounds,
+    grid,
+    **settings,
+) -> DpsgdTuningProtocol:
     """The protocol H the trainer runs under ``threat`` with canary z (settings: steps,
     noise_multiplier, sample_rate, clip, lr, device, dtype, max_batch_runs, method)."""
     threat = get_threat(threat)
-    return DpsgdTuningProtocol(model, threat.training_set(train), threat.score(canary, validation),
-                               canary, rounds, grid, **settings)
+    return DpsgdTuningProtocol(
+        model,
+        threat.training_set(train),
+        threat.score(canary, validation),
+        canary,
+        rounds,
+        grid,
+        **settings,
+    )

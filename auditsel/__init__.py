@@ -22,16 +22,33 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
 
 Argument order: the pair (or its parameters) first, then eps before delta.
 """
-from importlib import import_module as _import_module
 
-__version__ = "0.1.0"
+from importlib import import_module as _import_module
+from typing import TYPE_CHECKING
+
+from auditsel.version import __version__
 
 _PUBLIC = {
     "auditsel.errors": ("ConfigError",),
-    "auditsel.mechanisms": ("GaussianBase", "FiniteOutputBase", "DpsgdBase", "Neighbouring",
-                            "gaussian_delta", "gaussian_epsilon", "gaussian_mu"),
-    "auditsel.rounds": ("TruncatedNegativeBinomial", "Poisson", "Binomial", "TwoPoint", "Point",
-                        "FinitePmf", "RoundsLaw", "law_from_dict"),
+    "auditsel.mechanisms": (
+        "GaussianBase",
+        "FiniteOutputBase",
+        "DpsgdBase",
+        "Neighbouring",
+        "gaussian_delta",
+        "gaussian_epsilon",
+        "gaussian_mu",
+    ),
+    "auditsel.rounds": (
+        "TruncatedNegativeBinomial",
+        "Poisson",
+        "Binomial",
+        "TwoPoint",
+        "Point",
+        "FinitePmf",
+        "RoundsLaw",
+        "law_from_dict",
+    ),
     "auditsel.selection": ("winner_law",),
     "auditsel.accounting.exact": ("privacy_curve", "exact_epsilon"),
     "auditsel.accounting.bounds": ("BOUNDS", "bound"),
@@ -44,7 +61,75 @@ _PUBLIC = {
 }
 _WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
 
-__all__ = ["__version__", *sorted(_WHERE)]
+__all__ = [
+    "__version__",
+    "BOUNDS",
+    "Binomial",
+    "ConfigError",
+    "DpsgdBase",
+    "FiniteOutputBase",
+    "FinitePmf",
+    "GaussianBase",
+    "LowerBound",
+    "Neighbouring",
+    "Point",
+    "Poisson",
+    "RefutedClaim",
+    "RoundsLaw",
+    "TruncatedNegativeBinomial",
+    "TwoPoint",
+    "assert_not_refuted",
+    "audit_protocol",
+    "audit_scores",
+    "bound",
+    "exact_epsilon",
+    "gaussian_delta",
+    "gaussian_epsilon",
+    "gaussian_mu",
+    "law_from_dict",
+    "load_config",
+    "panel",
+    "panel_curves",
+    "parse_config",
+    "privacy_curve",
+    "run_config",
+    "upper_bounds",
+    "winner_law",
+    "worst_case_tuning",
+]
+
+if (
+    TYPE_CHECKING
+):  # the same names, eagerly, for type checkers (tests/test_api.py checks they agree)
+    from auditsel.accounting.bounds import BOUNDS, bound
+    from auditsel.accounting.exact import exact_epsilon, privacy_curve
+    from auditsel.accounting.panel import panel, panel_curves, upper_bounds
+    from auditsel.auditing.lower import LowerBound, audit_scores
+    from auditsel.errors import ConfigError
+    from auditsel.experiments.config import load_config, parse_config
+    from auditsel.experiments.experiment import run_config
+    from auditsel.mechanisms import (
+        DpsgdBase,
+        FiniteOutputBase,
+        GaussianBase,
+        Neighbouring,
+        gaussian_delta,
+        gaussian_epsilon,
+        gaussian_mu,
+    )
+    from auditsel.pipelines.protocol import audit_protocol
+    from auditsel.rounds import (
+        Binomial,
+        FinitePmf,
+        Point,
+        Poisson,
+        RoundsLaw,
+        TruncatedNegativeBinomial,
+        TwoPoint,
+        law_from_dict,
+    )
+    from auditsel.selection import winner_law
+    from auditsel.testing import RefutedClaim, assert_not_refuted, worst_case_tuning
 
 
 def __getattr__(name):
@@ -52,7 +137,7 @@ def __getattr__(name):
     if module is None:
         raise AttributeError(f"module 'auditsel' has no attribute {name!r}")
     value = getattr(_import_module(module), name)
-    globals()[name] = value          # later lookups skip __getattr__
+    globals()[name] = value  # later lookups skip __getattr__
     return value
 
 

@@ -12,6 +12,7 @@ Only the exception types in `_bad_input_types` mean exit 2; a plain ValueError r
 the numerics is an internal error. Heavy modules (numpy, scipy, matplotlib, torch, ...) are
 imported inside the commands, so `auditsel --help` stays instant.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,8 @@ import time
 import traceback
 from pathlib import Path
 
-from auditsel import __version__
 from auditsel.games.backends import BACKENDS
+from auditsel.version import __version__
 
 __all__ = ["main"]
 
@@ -51,6 +52,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _int_option(name: str, ok, allowed: str):
     """An argparse type for an integer option; the message names the option and its range."""
+
     def parse(text):
         try:
             value = int(text)
@@ -59,6 +61,7 @@ def _int_option(name: str, ok, allowed: str):
         if not ok(value):
             raise argparse.ArgumentTypeError(f"{name} must be {allowed}, got {value}")
         return value
+
     return parse
 
 
@@ -80,11 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trials", type=_positive_int("--trials"), help="override game.trials")
     run.add_argument("--seed", type=_seed, help="override game.seed")
     run.add_argument("--jobs", type=_jobs, default=1, help="joblib workers (-1 = all cores)")
-    run.add_argument("--backend", choices=BACKENDS, help="joblib backend for the game's chunks "
-                     "(default: threads for the numpy games, loky processes for DP-SGD; "
-                     "dask needs the dask extra)")
-    run.add_argument("--scheduler", help="dask scheduler address (default: a LocalCluster on loopback "
-                     "with --jobs workers)")
+    run.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="joblib backend for the game's chunks "
+        "(default: threads for the numpy games, loky processes for DP-SGD; "
+        "dask needs the dask extra)",
+    )
+    run.add_argument(
+        "--scheduler",
+        help="dask scheduler address (default: a LocalCluster on loopback with --jobs workers)",
+    )
     run.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     run.add_argument("--quiet", action="store_true", help="do not print the table")
 
@@ -92,46 +101,111 @@ def build_parser() -> argparse.ArgumentParser:
     from auditsel.reproductions import names as reproduction_names
 
     rep.add_argument("name", choices=[*reproduction_names(), "all"])
-    rep.add_argument("--out", default=None, help="root folder (default results/papers; accountants: results)")
+    rep.add_argument(
+        "--out", default=None, help="root folder (default results/papers; accountants: results)"
+    )
     rep.add_argument("--jobs", type=_jobs, default=1, help="joblib workers for the audits")
 
-    plan = sub.add_parser("plan", help="games a valid audit of CONFIG needs to certify --target-eps")
-    plan.add_argument("config", help="YAML config with a game section (its rule and confidence are planned)")
-    plan.add_argument("--target-eps", type=_positive_float("--target-eps"),
-                      help="eps_L to reach with probability --power (default 0.9)")
-    plan.add_argument("--games", type=_int_option("--games", lambda v: 4 <= v <= 10**12, "an integer in [4, 10^12]"),
-                      help="also: the eps a valid audit of this many games certifies in expectation")
-    plan.add_argument("--power", type=_unit_interval("--power", lower=0.5), default=0.9,
-                      help="probability of reaching --target-eps, in [0.5, 1) (default 0.9)")
-    plan.add_argument("--pilot", type=_int_option("--pilot", lambda v: 100 <= v <= 10**7, "an integer in [100, 10^7]"),
-                      default=4000, help="simulated games when the trade-off curve is not known (DP-SGD games)")
-    plan.add_argument("--json", action="store_true", help="print one JSON object (games, target_eps, ...)")
+    plan = sub.add_parser(
+        "plan", help="games a valid audit of CONFIG needs to certify --target-eps"
+    )
+    plan.add_argument(
+        "config", help="YAML config with a game section (its rule and confidence are planned)"
+    )
+    plan.add_argument(
+        "--target-eps",
+        type=_positive_float("--target-eps"),
+        help="eps_L to reach with probability --power (default 0.9)",
+    )
+    plan.add_argument(
+        "--games",
+        type=_int_option("--games", lambda v: 4 <= v <= 10**12, "an integer in [4, 10^12]"),
+        help="also: the eps a valid audit of this many games certifies in expectation",
+    )
+    plan.add_argument(
+        "--power",
+        type=_unit_interval("--power", lower=0.5),
+        default=0.9,
+        help="probability of reaching --target-eps, in [0.5, 1) (default 0.9)",
+    )
+    plan.add_argument(
+        "--pilot",
+        type=_int_option("--pilot", lambda v: 100 <= v <= 10**7, "an integer in [100, 10^7]"),
+        default=4000,
+        help="simulated games when the trade-off curve is not known (DP-SGD games)",
+    )
+    plan.add_argument(
+        "--json", action="store_true", help="print one JSON object (games, target_eps, ...)"
+    )
 
-    scores = sub.add_parser("audit-scores", help="eps lower bounds from scores your pipeline produced")
-    scores.add_argument("file", help="CSV with header and columns score, member (1 = canary in), or .npz")
-    scores.add_argument("--delta", type=_unit_interval("--delta", closed_low=True), default=1e-5,
-                        help="delta in [0, 1) (default 1e-5)")
-    scores.add_argument("--confidence", type=_unit_interval("--confidence", lower=0.5), default=0.95,
-                        help="confidence in [0.5, 1) (default 0.95)")
-    scores.add_argument("--threshold", default="split",
-                        help="valid threshold rule reported as eps: split (default), bonferroni, "
-                             "bonferroni_all or multisplit (auditsel.auditing.lower.THRESHOLD_RULES); all are printed")
-    scores.add_argument("--splits", type=_positive_int("--splits"), default=21,
-                        help="multisplit: number of random splits (default 21)")
-    scores.add_argument("--thresholds", type=_positive_int("--thresholds"), default=100,
-                        help="bonferroni grid size (default 100)")
-    scores.add_argument("--threshold-range", nargs=2, type=float, metavar=("LO", "HI"),
-                        help="bonferroni grid range fixed in advance (default: quantiles of a pilot, the "
-                        "first half of the rows, left out of the bound)")
-    scores.add_argument("--one-run", action="store_true",
-                        help="FILE holds one run's per-canary scores and inclusion bits: one-run audit "
-                             "([SNJ23], [MMC24])")
-    scores.add_argument("--family", choices=("gdp", "pure_dp"), default="gdp",
-                        help="--one-run: [MMC24]'s hypothesised trade-off family (default gdp)")
-    scores.add_argument("--rounds", metavar="LAW", help="the law of K as a YAML mapping, e.g. "
-                        "'{kind: tnb, eta: 0, nu: 0.01}': adds the selection-aware fit to the panel")
-    scores.add_argument("--json", action="store_true", help="print one JSON object (result.json's lower, "
-                        "plus one entry per estimator under 'estimators')")
+    scores = sub.add_parser(
+        "audit-scores", help="eps lower bounds from scores your pipeline produced"
+    )
+    scores.add_argument(
+        "file", help="CSV with header and columns score, member (1 = canary in), or .npz"
+    )
+    scores.add_argument(
+        "--delta",
+        type=_unit_interval("--delta", closed_low=True),
+        default=1e-5,
+        help="delta in [0, 1) (default 1e-5)",
+    )
+    scores.add_argument(
+        "--confidence",
+        type=_unit_interval("--confidence", lower=0.5),
+        default=0.95,
+        help="confidence in [0.5, 1) (default 0.95)",
+    )
+    scores.add_argument(
+        "--threshold",
+        default="split",
+        help="valid threshold rule reported as eps: split (default), bonferroni, "
+        "bonferroni_all or multisplit (auditsel.auditing.lower.THRESHOLD_RULES); all are printed",
+    )
+    scores.add_argument(
+        "--splits",
+        type=_positive_int("--splits"),
+        default=21,
+        help="multisplit: number of random splits (default 21)",
+    )
+    scores.add_argument(
+        "--thresholds",
+        type=_positive_int("--thresholds"),
+        default=100,
+        help="bonferroni grid size (default 100)",
+    )
+    scores.add_argument(
+        "--threshold-range",
+        nargs=2,
+        type=float,
+        metavar=("LO", "HI"),
+        help="bonferroni grid range fixed in advance (default: quantiles of a pilot, the "
+        "first half of the rows, left out of the bound)",
+    )
+    scores.add_argument(
+        "--one-run",
+        action="store_true",
+        help="FILE holds one run's per-canary scores and inclusion bits: one-run audit "
+        "([SNJ23], [MMC24])",
+    )
+    scores.add_argument(
+        "--family",
+        choices=("gdp", "pure_dp"),
+        default="gdp",
+        help="--one-run: [MMC24]'s hypothesised trade-off family (default gdp)",
+    )
+    scores.add_argument(
+        "--rounds",
+        metavar="LAW",
+        help="the law of K as a YAML mapping, e.g. "
+        "'{kind: tnb, eta: 0, nu: 0.01}': adds the selection-aware fit to the panel",
+    )
+    scores.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (result.json's lower, "
+        "plus one entry per estimator under 'estimators')",
+    )
     return parser
 
 
@@ -144,6 +218,7 @@ def _positive_float(name):
         if not (value > 0 and value < 1e3):
             raise argparse.ArgumentTypeError(f"{name} must be in (0, 1000), got {value:g}")
         return value
+
     return parse
 
 
@@ -157,6 +232,7 @@ def _unit_interval(name, lower=0.0, closed_low=False):
         if not ok:
             raise argparse.ArgumentTypeError(f"{name} must be in [{lower:g}, 1), got {value:g}")
         return value
+
     return parse
 
 
@@ -167,12 +243,18 @@ def _prepare_out_dir(path: Path) -> None:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
             pass
     except OSError as err:
-        raise UsageError(f"--out: cannot write to {path} ({err.strerror or err}); "
-                         f"choose a writable directory") from None
+        raise UsageError(
+            f"--out: cannot write to {path} ({err.strerror or err}); choose a writable directory"
+        ) from None
 
 
 def _command_run(args) -> int:
-    from auditsel.experiments.config import ConfigError, default_config_path, parse_config, read_yaml
+    from auditsel.experiments.config import (
+        ConfigError,
+        default_config_path,
+        parse_config,
+        read_yaml,
+    )
     from auditsel.experiments.sweep import expand_sweep
 
     config_path = Path(args.config) if args.config else default_config_path()
@@ -182,16 +264,20 @@ def _command_run(args) -> int:
         raw = read_yaml(config_path)
         if isinstance(raw, dict) and "sweep" in raw:
             if overrides and not isinstance(raw.get("game"), dict):
-                raise UsageError(f"--{next(iter(overrides))}: {config_path} has no game section; "
-                                 f"add one or drop the option")
+                raise UsageError(
+                    f"--{next(iter(overrides))}: {config_path} has no game section; "
+                    f"add one or drop the option"
+                )
             points = expand_sweep(raw, overrides)
             name = points[0].spec.name
         else:
             spec = parse_config(raw)
             if overrides:
                 if spec.game is None:
-                    raise UsageError(f"--{next(iter(overrides))}: {config_path} has no game section; "
-                                     f"add one or drop the option")
+                    raise UsageError(
+                        f"--{next(iter(overrides))}: {config_path} has no game section; "
+                        f"add one or drop the option"
+                    )
                 spec = spec.with_game(**overrides)
             name = spec.name
     except ConfigError as err:
@@ -211,26 +297,35 @@ def _command_run(args) -> int:
 
 
 def _run_into(args, out_dir, spec, points, progress) -> int:
-    from auditsel.games.backends import execution_backend
     from auditsel.experiments.experiment import run_experiment
     from auditsel.experiments.report import prefetch_plotting, text_table, write_outputs
     from auditsel.experiments.sweep import run_sweep
+    from auditsel.games.backends import execution_backend
 
     if points is not None:
         run_sweep(points, out_dir, jobs=args.jobs, progress=progress)
         if not args.quiet:
             print((out_dir / "sweep.md").read_text())
-            print(f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
-                  f"and {len(points)} point folders")
+            print(
+                f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
+                f"and {len(points)} point folders"
+            )
         return 0
     prefetch_plotting()
-    with execution_backend(args.backend, args.scheduler, workers=abs(args.jobs) if args.jobs != -1 else 2) as backend:
-        result, artefacts = run_experiment(spec, out_dir, jobs=args.jobs, progress=progress, backend=backend)
+    with execution_backend(
+        args.backend, args.scheduler, workers=abs(args.jobs) if args.jobs != -1 else 2
+    ) as backend:
+        result, artefacts = run_experiment(
+            spec, out_dir, jobs=args.jobs, progress=progress, backend=backend
+        )
     record = artefacts.get("record")
     if record is not None and record.resumed_chunks:
         chunks = -(-spec.game.trials // spec.game.chunk_size)
-        print(f"auditsel: resumed {record.resumed_chunks} of {chunks} chunks from "
-              f"{out_dir / 'checkpoints'}", file=sys.stderr)
+        print(
+            f"auditsel: resumed {record.resumed_chunks} of {chunks} chunks from "
+            f"{out_dir / 'checkpoints'}",
+            file=sys.stderr,
+        )
     written = write_outputs(out_dir, result, artefacts)
     if not args.quiet:
         print(text_table(result))
@@ -239,8 +334,8 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
 
 
 def _command_reproduce(args) -> int:
-    from auditsel.reproductions.claims import MissingExtra
     from auditsel.reproductions import REGISTRY, names, reproduce
+    from auditsel.reproductions.claims import MissingExtra
 
     for name in names() if args.name == "all" else [args.name]:
         root = Path(args.out or REGISTRY[name].root)
@@ -253,20 +348,24 @@ def _command_reproduce(args) -> int:
     return 0
 
 
-RULE_NOTES = {"split": "valid; threshold chosen on the first part, bound on the rest",
-              "bonferroni": "valid; grid {grid}",
-              "bonferroni_all": "valid; every threshold, confidence split n ways",
-              "multisplit": "valid; lower median of {splits} random splits at half the level"}
+RULE_NOTES = {
+    "split": "valid; threshold chosen on the first part, bound on the rest",
+    "bonferroni": "valid; grid {grid}",
+    "bonferroni_all": "valid; every threshold, confidence split n ways",
+    "multisplit": "valid; lower median of {splits} random splits at half the level",
+}
 
 
 def _command_audit_scores(args) -> int:
     import numpy as np
 
-    from auditsel.auditing.scores import read_scores
     from auditsel.auditing.lower import THRESHOLD_RULES, SortedScores, audit_scores
+    from auditsel.auditing.scores import read_scores
 
     if args.threshold not in THRESHOLD_RULES:
-        raise UsageError(f"--threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {args.threshold!r}")
+        raise UsageError(
+            f"--threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {args.threshold!r}"
+        )
     score, member = read_scores(args.file)
     if args.one_run:
         return _audit_one_run(args, score, member)
@@ -281,11 +380,21 @@ def _command_audit_scores(args) -> int:
 
     ss = SortedScores(score, member)
     bounds, skipped = {}, {}
-    for rule in THRESHOLD_RULES:   # a rule other than --threshold may need more rows (a split per part)
+    for (
+        rule
+    ) in THRESHOLD_RULES:  # a rule other than --threshold may need more rows (a split per part)
         try:
-            bounds[rule] = audit_scores(score, member, args.delta, confidence=args.confidence, rule=rule,
-                                        grid_size=args.thresholds, threshold_grid=grid, splits=args.splits,
-                                        sorted_scores=ss)
+            bounds[rule] = audit_scores(
+                score,
+                member,
+                args.delta,
+                confidence=args.confidence,
+                rule=rule,
+                grid_size=args.thresholds,
+                threshold_grid=grid,
+                splits=args.splits,
+                sorted_scores=ss,
+            )
         except ConfigError as err:
             if rule == args.threshold:
                 raise
@@ -293,26 +402,47 @@ def _command_audit_scores(args) -> int:
     from auditsel.auditing.estimators import estimator_panel, panel_dict
 
     try:
-        panel = estimator_panel(score, member, args.delta, args.confidence, law=law, threshold_grid=grid,
-                                grid_size=args.thresholds, splits=args.splits, sorted_scores=ss)
+        panel = estimator_panel(
+            score,
+            member,
+            args.delta,
+            args.confidence,
+            law=law,
+            threshold_grid=grid,
+            grid_size=args.thresholds,
+            splits=args.splits,
+            sorted_scores=ss,
+        )
     except ConfigError as err:
         panel, skipped["estimators"] = None, str(err)
     chosen = bounds[args.threshold]
     if args.json:
-        payload = {**chosen.to_dict(), "delta": args.delta,
-                   "by_rule": {rule: (bounds[rule].to_dict()["eps"] if rule in bounds else None)
-                               for rule in THRESHOLD_RULES}}
+        payload = {
+            **chosen.to_dict(),
+            "delta": args.delta,
+            "by_rule": {
+                rule: (bounds[rule].to_dict()["eps"] if rule in bounds else None)
+                for rule in THRESHOLD_RULES
+            },
+        }
         if panel is not None:
-            payload.update(gdp_fit_ok=panel["gdp_fit"].detail["gdp_fit_ok"], estimators=panel_dict(panel))
+            payload.update(
+                gdp_fit_ok=panel["gdp_fit"].detail["gdp_fit_ok"], estimators=panel_dict(panel)
+            )
         if skipped:
             payload["skipped"] = skipped
         print(json.dumps(payload, allow_nan=False))
         return 0
     n1 = int(member.sum())
-    print(f"{args.file}: {len(member):,} games ({n1:,} with the canary), delta = {args.delta:g}, "
-          f"{args.confidence:.0%} Clopper-Pearson")
-    source = ("fixed in advance by --threshold-range" if grid is not None else
-              f"from a pilot (the first {0.5:.0%} of the rows), which is left out of the bound")
+    print(
+        f"{args.file}: {len(member):,} games ({n1:,} with the canary), delta = {args.delta:g}, "
+        f"{args.confidence:.0%} Clopper-Pearson"
+    )
+    source = (
+        "fixed in advance by --threshold-range"
+        if grid is not None
+        else f"from a pilot (the first {0.5:.0%} of the rows), which is left out of the bound"
+    )
     for rule in THRESHOLD_RULES:
         if rule not in bounds:
             print(f"  eps_L {rule:<15} {'n/a':>8}   ({skipped[rule]})")
@@ -320,11 +450,19 @@ def _command_audit_scores(args) -> int:
         b = bounds[rule]
         note = RULE_NOTES[rule].format(grid=source, splits=args.splits)
         print(f"  eps_L {rule:<15} {b.eps:8.4f}   ({note}; score {b.direction} {b.threshold:.6g})")
-    print(f"  eps_L {'best threshold':<15} {chosen.eps_best_threshold:8.4f}   (optimistic: max over all "
-          f"thresholds, no confidence statement; not a bound)")
-    print(f"  eps_L {'GDP fit':<15} {chosen.eps_gdp:8.4f}   (heuristic; mu_L = {chosen.mu_gdp:.4f}, "
-          f"{args.threshold} threshold)")
-    print(panel_text(panel) if panel is not None else f"estimator panel: not computed ({skipped['estimators']})")
+    print(
+        f"  eps_L {'best threshold':<15} {chosen.eps_best_threshold:8.4f}   (optimistic: max over all "
+        f"thresholds, no confidence statement; not a bound)"
+    )
+    print(
+        f"  eps_L {'GDP fit':<15} {chosen.eps_gdp:8.4f}   (heuristic; mu_L = {chosen.mu_gdp:.4f}, "
+        f"{args.threshold} threshold)"
+    )
+    print(
+        panel_text(panel)
+        if panel is not None
+        else f"estimator panel: not computed ({skipped['estimators']})"
+    )
     return 0
 
 
@@ -332,7 +470,9 @@ def panel_text(panel) -> str:
     """The estimator panel as lines: name, value, label (with level), what it is."""
     lines = ["estimator panel (every entry labelled; only 'valid' entries are confidence bounds):"]
     for name, e in panel.items():
-        level = f" {e.level:.0%}" if e.level is not None and e.label in ("valid", "bayesian") else ""
+        level = (
+            f" {e.level:.0%}" if e.level is not None and e.label in ("valid", "bayesian") else ""
+        )
         label = {"bayesian": "bayesian credible"}.get(e.label, e.label) + level
         extra = ""
         if name == "gdp_fit":
@@ -344,8 +484,10 @@ def panel_text(panel) -> str:
         elif name == "auroc":
             extra = f"; [{e.detail['low']:.4f}, {e.detail['high']:.4f}]"
         elif name == "tpr_at_fpr":
-            extra = "; " + ", ".join(f"FPR {k}: {v['tpr']:.4f} [{v['low']:.4f}, {v['high']:.4f}]"
-                                     for k, v in e.detail["by_fpr"].items())
+            extra = "; " + ", ".join(
+                f"FPR {k}: {v['tpr']:.4f} [{v['low']:.4f}, {v['high']:.4f}]"
+                for k, v in e.detail["by_fpr"].items()
+            )
         what = "eps" if name not in ("auroc", "tpr_at_fpr") else name.split("_")[0].upper()
         lines.append(f"  {name:<18} {what:>5} {e.value:8.4f}   {label:<24} {e.source}{extra}")
     return "\n".join(lines)
@@ -361,7 +503,9 @@ def _parse_rounds_option(text):
         spec = yaml.safe_load(text)
         return law_from_dict(spec)
     except yaml.YAMLError:
-        raise UsageError(f"--rounds: not a YAML mapping ({text!r}); write e.g. '{{kind: poisson, mean: 10}}'") from None
+        raise UsageError(
+            f"--rounds: not a YAML mapping ({text!r}); write e.g. '{{kind: poisson, mean: 10}}'"
+        ) from None
     except ConfigError as err:
         raise UsageError(f"--rounds: {err}") from None
 
@@ -370,13 +514,17 @@ def _command_plan(args) -> int:
     from auditsel.experiments.config import ConfigError, load_config
 
     if args.target_eps is None and args.games is None:
-        raise UsageError("plan: give --target-eps X (games needed) and/or --games N (what N games certify)")
+        raise UsageError(
+            "plan: give --target-eps X (games needed) and/or --games N (what N games certify)"
+        )
     try:
         spec = load_config(Path(args.config))
     except ConfigError as err:
         raise UsageError(f"{args.config}: {err}") from None
     if spec.game is None:
-        raise UsageError(f"{args.config}: game: required by plan (the audit to plan); add a game section")
+        raise UsageError(
+            f"{args.config}: game: required by plan (the audit to plan); add a game section"
+        )
     from auditsel.experiments.plan import plan_spec
 
     exact = None
@@ -386,45 +534,65 @@ def _command_plan(args) -> int:
 
         exact = exact_epsilon(winner_law(spec.base.reduced(), spec.rounds), spec.delta)
         if args.target_eps is not None and args.target_eps >= exact:
-            raise UsageError(f"--target-eps: must be below the exact eps {exact:.4f} of {args.config} at "
-                             f"delta = {spec.delta:g}; no valid audit certifies more")
-    plan = plan_spec(spec, args.target_eps, args.games, power=args.power, pilot=args.pilot, exact_eps=exact)
+            raise UsageError(
+                f"--target-eps: must be below the exact eps {exact:.4f} of {args.config} at "
+                f"delta = {spec.delta:g}; no valid audit certifies more"
+            )
+    plan = plan_spec(
+        spec, args.target_eps, args.games, power=args.power, pilot=args.pilot, exact_eps=exact
+    )
     if args.json:
         print(json.dumps(plan.to_dict(), allow_nan=False))
         return 0
     g = spec.game
-    print(f"{spec.name}: valid {g.threshold} audit at {g.confidence:.0%} confidence, delta = {spec.delta:g}, "
-          f"trade-off curve {plan.curve}" + (f", exact eps {exact:.4f}" if exact is not None else ""))
+    print(
+        f"{spec.name}: valid {g.threshold} audit at {g.confidence:.0%} confidence, delta = {spec.delta:g}, "
+        f"trade-off curve {plan.curve}" + (f", exact eps {exact:.4f}" if exact is not None else "")
+    )
     if args.target_eps is not None:
         games = f"{plan.games:,}" if plan.games is not None else "more than 10^12"
         print(f"  games for P(eps_L >= {args.target_eps:g}) >= {args.power:g}: {games}")
     if args.games is not None:
-        print(f"  {args.games:,} games: E[eps_L] = {plan.expected_eps:.4f}"
-              + (f", P(eps_L >= {args.target_eps:g}) = {plan.prob_at_games:.3f}" if plan.prob_at_games is not None else ""))
-    print("  (the best threshold on the curve, as a threshold fixed in advance would be: rules that "
-          "choose it from the data certify somewhat less)")
+        print(
+            f"  {args.games:,} games: E[eps_L] = {plan.expected_eps:.4f}"
+            + (
+                f", P(eps_L >= {args.target_eps:g}) = {plan.prob_at_games:.3f}"
+                if plan.prob_at_games is not None
+                else ""
+            )
+        )
+    print(
+        "  (the best threshold on the curve, as a threshold fixed in advance would be: rules that "
+        "choose it from the data certify somewhat less)"
+    )
     return 0
 
 
 def _audit_one_run(args, score, member) -> int:
-    from auditsel.errors import ConfigError
     from auditsel.auditing.one_run import GdpFamily, PureDpFamily, audit_one_run
+    from auditsel.errors import ConfigError
 
     family = {"gdp": GdpFamily, "pure_dp": PureDpFamily}[args.family]()
     try:
         bound = audit_one_run(score, member, args.delta, confidence=args.confidence, family=family)
-    except ConfigError as err:   # bad input only: any other failure is an internal error (exit 1)
+    except ConfigError as err:  # bad input only: any other failure is an internal error (exit 1)
         raise UsageError(f"{args.file}: {err}") from None
     if args.json:
         print(json.dumps(bound.to_dict(), allow_nan=False))
         return 0
     d = bound.to_dict()
-    print(f"{args.file}: one run, {bound.canaries:,} canaries ({bound.members:,} included), "
-          f"delta = {args.delta:g}, {args.confidence:.0%} confidence split over {bound.grid_size} (k+, k-) pairs")
-    print(f"  eps_L [SNJ23]        {bound.eps_snj23:8.4f}   (valid; {d['k_plus']} top / {d['k_minus']} "
-          f"bottom guesses, {d['correct']} of {d['guesses']} correct)")
-    print(f"  eps_L [MMC24] {bound.mmc24_family:<6} {bound.eps_mmc24:8.4f}   (valid if the trade-off lies in the "
-          f"{bound.mmc24_family} family; theta_L = {bound.mmc24_theta:.4f})")
+    print(
+        f"{args.file}: one run, {bound.canaries:,} canaries ({bound.members:,} included), "
+        f"delta = {args.delta:g}, {args.confidence:.0%} confidence split over {bound.grid_size} (k+, k-) pairs"
+    )
+    print(
+        f"  eps_L [SNJ23]        {bound.eps_snj23:8.4f}   (valid; {d['k_plus']} top / {d['k_minus']} "
+        f"bottom guesses, {d['correct']} of {d['guesses']} correct)"
+    )
+    print(
+        f"  eps_L [MMC24] {bound.mmc24_family:<6} {bound.eps_mmc24:8.4f}   (valid if the trade-off lies in the "
+        f"{bound.mmc24_family} family; theta_L = {bound.mmc24_theta:.4f})"
+    )
     return 0
 
 
@@ -446,18 +614,23 @@ def main(argv=None) -> int:
         print(f"auditsel: error: {_one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("auditsel: interrupted; rerun the same command to resume from the checkpoints",
-              file=sys.stderr)
+        print(
+            "auditsel: interrupted; rerun the same command to resume from the checkpoints",
+            file=sys.stderr,
+        )
         return 130
-    except Exception as err:  # noqa: BLE001 - classified below: bad input (2) or internal (1)
+    except Exception as err:
         if isinstance(err, _bad_input_types()):
             print(f"auditsel: error: {_one_line(err)}", file=sys.stderr)
             return 2
         if os.environ.get("AUDITSEL_DEBUG"):
             raise
         where = _write_traceback(err)
-        print(f"auditsel: internal error (a bug, not your input): {type(err).__name__}: "
-              f"{_one_line(err, 200)}; traceback written to {where}", file=sys.stderr)
+        print(
+            f"auditsel: internal error (a bug, not your input): {type(err).__name__}: "
+            f"{_one_line(err, 200)}; traceback written to {where}",
+            file=sys.stderr,
+        )
         return 1
 
 

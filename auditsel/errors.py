@@ -15,6 +15,7 @@ Contract (docs/architecture.md, "Errors"):
 The checkers (`number`, `integer`, `choice`, `mapping`, `require`) return the checked value
 (converted: `number` gives a float, `integer` an int) or raise a ConfigError naming `field`.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,7 +32,7 @@ class ConfigError(ValueError):
         self.message = message
         super().__init__(f"{field}: {message}" if field else message)
 
-    def within(self, prefix: str) -> "ConfigError":
+    def within(self, prefix: str) -> ConfigError:
         """The same error with `prefix.` in front of its field (the config layer's path)."""
         return ConfigError(f"{prefix}.{self.field}" if self.field else prefix, self.message)
 
@@ -63,12 +64,21 @@ def _is_real(value) -> bool:
     if isinstance(value, (int, float)):
         return True
     # numpy scalars without importing numpy here
-    return type(value).__module__ == "numpy" and getattr(value, "ndim", 1) == 0 \
+    return (
+        type(value).__module__ == "numpy"
+        and getattr(value, "ndim", 1) == 0
         and type(value).__name__.startswith(("float", "int", "uint"))
+    )
 
 
-def number(value, field: str, lo: float = -math.inf, hi: float = math.inf,
-           lo_open: bool = False, hi_open: bool = False) -> float:
+def number(
+    value,
+    field: str,
+    lo: float = -math.inf,
+    hi: float = math.inf,
+    lo_open: bool = False,
+    hi_open: bool = False,
+) -> float:
     """A finite real in the interval (bools and strings refused); returned as a float."""
     rng = interval(lo, hi, lo_open, hi_open)
     if not _is_real(value):
@@ -86,8 +96,12 @@ def integer(value, field: str, lo: int, hi: int | None = None) -> int:
         value = int(value)
     elif _is_real(value) and not isinstance(value, (int, float)) and float(value).is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo \
-            or (hi is not None and value > hi):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < lo
+        or (hi is not None and value > hi)
+    ):
         upper = f"{hi}" if hi is not None else "inf"
         raise ConfigError(field, f"must be an integer in [{lo}, {upper}], got {value!r}")
     return value

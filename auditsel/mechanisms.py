@@ -42,6 +42,7 @@ The pairs:
   Cor. 5.4 via [XWW24] Appendix A.4 (always heuristic). `from_epsilon` calibrates sigma with
   dp_accounting's `calibrate_dp_mechanism`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -58,9 +59,19 @@ from scipy.special import log_ndtr, ndtr, ndtri
 from auditsel.errors import ConfigError, choice, integer, number
 from auditsel.numerics import bisect, logsumexp
 
-__all__ = ["Neighbouring", "GaussianBase", "FiniteOutputBase", "DpsgdBase", "gaussian_delta",
-           "gaussian_epsilon", "gaussian_mu", "hockey_stick_finite", "gdp_mu_dpsgd",
-           "RDP_ORDERS", "PLD_DISCRETIZATION"]
+__all__ = [
+    "Neighbouring",
+    "GaussianBase",
+    "FiniteOutputBase",
+    "DpsgdBase",
+    "gaussian_delta",
+    "gaussian_epsilon",
+    "gaussian_mu",
+    "hockey_stick_finite",
+    "gdp_mu_dpsgd",
+    "RDP_ORDERS",
+    "PLD_DISCRETIZATION",
+]
 
 
 class Neighbouring(enum.Enum):
@@ -72,6 +83,7 @@ class Neighbouring(enum.Enum):
 
 
 # --- Gaussian -------------------------------------------------------------------------------
+
 
 def gaussian_delta(mu: float, eps):
     """Hockey-stick divergence H_{e^eps}(N(0,1) || N(mu,1)) in log space (exact, any real eps)."""
@@ -94,7 +106,9 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
     hi = max(1.0, mu * mu)
     while gaussian_delta(mu, hi) > delta:
         hi *= 2
-    f = lambda e: math.log(gaussian_delta(mu, e)) - math.log(delta) if gaussian_delta(mu, e) > 0 else -1e3
+    f = lambda e: (
+        math.log(gaussian_delta(mu, e)) - math.log(delta) if gaussian_delta(mu, e) > 0 else -1e3
+    )
     return bisect(f, 0.0, hi, xtol=1e-12, rtol=1e-12)
 
 
@@ -124,7 +138,7 @@ class GaussianBase:
         object.__setattr__(self, "mu", number(self.mu, "mu", 0, math.inf, lo_open=True))
 
     @classmethod
-    def from_epsilon(cls, epsilon: float, delta: float) -> "GaussianBase":
+    def from_epsilon(cls, epsilon: float, delta: float) -> GaussianBase:
         return cls(gaussian_mu(epsilon, delta))
 
     def delta(self, eps):
@@ -152,12 +166,12 @@ class GaussianBase:
         """The most powerful test {x <= t} with P(x <= t) = q under N(0,1) has q' = Phi(t - mu):
         (largest w' = 1 - q', smallest q') for each (w, q = 1 - w)."""
         with np.errstate(divide="ignore"):
-            t_from_w = -ndtri(w)       # accurate when w is small
-            t_from_q = ndtri(q)        # accurate when q is small
+            t_from_w = -ndtri(w)  # accurate when w is small
+            t_from_q = ndtri(q)  # accurate when q is small
         t = np.where(w < 0.5, t_from_w, t_from_q)
         return ndtr(self.mu - t), ndtr(t - self.mu)
 
-    def reduced(self) -> "GaussianBase":
+    def reduced(self) -> GaussianBase:
         return self
 
     def shift(self, member) -> np.ndarray:
@@ -169,6 +183,7 @@ class GaussianBase:
 
 
 # --- finite outputs -------------------------------------------------------------------------
+
 
 def hockey_stick_finite(p, q, eps):
     """sum_y [p(y) - e^eps q(y)]_+ for each eps (vectorised over eps)."""
@@ -215,7 +230,9 @@ class FiniteOutputBase:
             if not np.all(np.isfinite(v)) or np.any(v < 0):
                 raise ConfigError(name, "probabilities must be finite and >= 0")
             if abs(v.sum() - 1) > 1e-9:
-                raise ConfigError(name, f"probabilities must sum to 1 (within 1e-9), got {v.sum()!r}")
+                raise ConfigError(
+                    name, f"probabilities must sum to 1 (within 1e-9), got {v.sum()!r}"
+                )
         if len(p) != len(q):
             raise ConfigError("q", f"must have the same length as p ({len(p)}), got {len(q)}")
         object.__setattr__(self, "p", tuple((p / p.sum()).tolist()))
@@ -275,14 +292,14 @@ class FiniteOutputBase:
         top = self._top()
         return np.unique(np.concatenate([np.linspace(0, top * 1.01 + 1e-9, 2001), llr, [0.0]]))
 
-    def reduced(self) -> "FiniteOutputBase":
+    def reduced(self) -> FiniteOutputBase:
         return self
 
     def describe(self) -> dict:
         return {"kind": "discrete", "p": list(self.p), "q": list(self.q)}
 
     @classmethod
-    def example1(cls, b: float = 1e-3, d: float = 1e2, eps: float = 1.0) -> "FiniteOutputBase":
+    def example1(cls, b: float = 1e-3, d: float = 1e2, eps: float = 1.0) -> FiniteOutputBase:
         """[XWW24] Example 1: an (eps, 0)-DP base on {A, B, C} where selection is worst."""
         e = math.exp(eps)
         return cls((1 - b * e - d * b, b * e, d * b), (1 - b - d * b * e, b, d * b * e))
@@ -292,10 +309,16 @@ class FiniteOutputBase:
 
 #: RDP orders for eps_B and the DP-SGD RDP curve: dp_accounting's default orders
 #: (1.1..10.9 step 0.1, 11..63, 128, 256, 512, 1024) refined between 64 and 1024.
-RDP_ORDERS = tuple(sorted(set(
-    [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024]
-    + [64.0, 80.0, 96.0, 112.0, 160.0, 192.0, 320.0, 384.0, 768.0]
-)))
+RDP_ORDERS = tuple(
+    sorted(
+        set(
+            [1 + x / 10.0 for x in range(1, 100)]
+            + list(range(11, 64))
+            + [128, 256, 512, 1024]
+            + [64.0, 80.0, 96.0, 112.0, 160.0, 192.0, 320.0, 384.0, 768.0]
+        )
+    )
+)
 
 #: value_discretization_interval of the pessimistic PLD (dp_accounting connect-the-dots).
 PLD_DISCRETIZATION = 1e-3
@@ -333,14 +356,19 @@ class DpsgdBase:
     accountant: str = "rdp"
     neighbouring: ClassVar[Neighbouring] = Neighbouring.ADD_REMOVE
     rdp_orders: ClassVar[tuple] = RDP_ORDERS
-    profile_is_exact: ClassVar[bool] = False      # pessimistic PLD: an upper bound
+    profile_is_exact: ClassVar[bool] = False  # pessimistic PLD: an upper bound
     region: ClassVar[None] = None
 
     def __post_init__(self):
-        object.__setattr__(self, "noise_multiplier",
-                           number(self.noise_multiplier, "noise_multiplier", 0, math.inf, lo_open=True))
+        object.__setattr__(
+            self,
+            "noise_multiplier",
+            number(self.noise_multiplier, "noise_multiplier", 0, math.inf, lo_open=True),
+        )
         object.__setattr__(self, "steps", integer(self.steps, "steps", 1))
-        object.__setattr__(self, "sample_rate", number(self.sample_rate, "sample_rate", 0, 1, lo_open=True))
+        object.__setattr__(
+            self, "sample_rate", number(self.sample_rate, "sample_rate", 0, 1, lo_open=True)
+        )
         choice(self.accountant, "accountant", _ACCOUNTANTS)
 
     # --- dp_accounting -------------------------------------------------------------------
@@ -357,16 +385,17 @@ class DpsgdBase:
             import dp_accounting as dpa
 
             with quiet_absl():
-                return float(dpa.rdp.RdpAccountant(RDP_ORDERS).compose(self.event)
-                             .get_epsilon(delta))
+                return float(
+                    dpa.rdp.RdpAccountant(RDP_ORDERS).compose(self.event).get_epsilon(delta)
+                )
         return float(self.pld().get_epsilon_for_delta(delta))
 
     def rdp(self, orders) -> np.ndarray:
         """RDP of one run at each order (dp_accounting, Poisson-subsampled Gaussian)."""
         orders = np.asarray(orders, dtype=float)
-        return _rdp_curve(self.noise_multiplier, self.steps, self.sample_rate,
-                          tuple(orders.tolist()))
-
+        return _rdp_curve(
+            self.noise_multiplier, self.steps, self.sample_rate, tuple(orders.tolist())
+        )
 
     def pld(self):
         """Pessimistic (connect-the-dots) PLD of one run, add/remove (dp_accounting)."""
@@ -378,7 +407,6 @@ class DpsgdBase:
         flat = np.atleast_1d(e).ravel()
         out = _pld_delta(self.noise_multiplier, self.steps, self.sample_rate, flat)
         return out.reshape(e.shape) if e.ndim else float(out[0])
-
 
     def profile_epsilon(self, delta: float) -> float:
         return float(self.pld().get_epsilon_for_delta(delta))
@@ -402,7 +430,6 @@ class DpsgdBase:
         """eq. 19 is exact only for full-batch training (tau = 1)."""
         return self.sample_rate == 1.0
 
-
     @property
     def mu_gdp(self) -> float:
         """Central-limit GDP parameter ([XWW24] Appendix A.4)."""
@@ -413,8 +440,14 @@ class DpsgdBase:
         return GaussianBase(self.mu)
 
     @classmethod
-    def from_epsilon(cls, epsilon: float, delta: float, steps: int, sample_rate: float = 1.0,
-                     accountant: str = "rdp") -> "DpsgdBase":
+    def from_epsilon(
+        cls,
+        epsilon: float,
+        delta: float,
+        steps: int,
+        sample_rate: float = 1.0,
+        accountant: str = "rdp",
+    ) -> DpsgdBase:
         """The base whose one run is (epsilon, delta)-DP under `accountant` (sigma calibrated)."""
         epsilon = number(epsilon, "epsilon", 0, math.inf, lo_open=True)
         delta = number(delta, "delta", 0, 1, lo_open=True, hi_open=True)
@@ -423,8 +456,13 @@ class DpsgdBase:
         return cls(sigma, probe.steps, probe.sample_rate, accountant)
 
     def describe(self) -> dict:
-        return {"kind": "dpsgd", "noise_multiplier": self.noise_multiplier, "steps": self.steps,
-                "sample_rate": self.sample_rate, "accountant": self.accountant}
+        return {
+            "kind": "dpsgd",
+            "noise_multiplier": self.noise_multiplier,
+            "steps": self.steps,
+            "sample_rate": self.sample_rate,
+            "accountant": self.accountant,
+        }
 
 
 @lru_cache(maxsize=256)
@@ -435,7 +473,7 @@ def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple) -> np.ndarra
     with quiet_absl():
         acc.compose(_event(sigma, steps, tau))
     # dp_accounting keeps the composed curve in `_rdp`; there is no public getter.
-    return np.array(acc._rdp, dtype=float)  # noqa: SLF001
+    return np.array(acc._rdp, dtype=float)
 
 
 @lru_cache(maxsize=64)
@@ -445,11 +483,18 @@ def _pld(sigma: float, steps: int, tau: float):
     if tau >= 1:
         # N full-batch Gaussian steps are exactly one Gaussian with noise sigma / sqrt(N)
         return pld_lib.from_gaussian_mechanism(
-            sigma / math.sqrt(steps), value_discretization_interval=PLD_DISCRETIZATION,
-            use_connect_dots=True, pessimistic_estimate=True)
+            sigma / math.sqrt(steps),
+            value_discretization_interval=PLD_DISCRETIZATION,
+            use_connect_dots=True,
+            pessimistic_estimate=True,
+        )
     single = pld_lib.from_gaussian_mechanism(
-        sigma, sampling_prob=tau, value_discretization_interval=PLD_DISCRETIZATION,
-        use_connect_dots=True, pessimistic_estimate=True)
+        sigma,
+        sampling_prob=tau,
+        value_discretization_interval=PLD_DISCRETIZATION,
+        use_connect_dots=True,
+        pessimistic_estimate=True,
+    )
     return single.self_compose(steps)
 
 
@@ -459,15 +504,15 @@ def _pld_tails(sigma: float, steps: int, tau: float) -> tuple:
     dp_accounting's vectorised hockey stick accumulates from the top loss down,
     upper_k = inf_mass + sum of the top k probs, lower_k = sum of the top k probs e^-loss."""
     pld = _pld(sigma, steps, tau)
-    pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]  # noqa: SLF001
+    pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
     out = []
     for pmf in pmfs:
         dense = pmf.to_dense_pmf()
-        probs = np.asarray(dense._probs, dtype=float)  # noqa: SLF001
-        losses = (np.arange(len(probs)) + dense._lower_loss) * dense._discretization  # noqa: SLF001
-        upper = np.cumsum(np.concatenate([[dense._infinity_mass], probs[::-1]]))  # noqa: SLF001
+        probs = np.asarray(dense._probs, dtype=float)
+        losses = (np.arange(len(probs)) + dense._lower_loss) * dense._discretization
+        upper = np.cumsum(np.concatenate([[dense._infinity_mass], probs[::-1]]))
         lower = np.cumsum(np.concatenate([[0.0], probs[::-1] * np.exp(-losses[::-1])]))
-        out.append((losses, upper, lower, dense._infinity_mass))  # noqa: SLF001
+        out.append((losses, upper, lower, dense._infinity_mass))
     return tuple(out)
 
 
@@ -478,7 +523,7 @@ def _pld_delta(sigma: float, steps: int, tau: float, eps: np.ndarray) -> np.ndar
     eps = np.asarray(eps, dtype=float)
     best = np.zeros(eps.shape)
     for losses, upper, lower, inf_mass in _pld_tails(sigma, steps, tau):
-        k = len(losses) - np.searchsorted(losses, eps, side="right")   # losses above eps
+        k = len(losses) - np.searchsorted(losses, eps, side="right")  # losses above eps
         with np.errstate(over="ignore", invalid="ignore"):
             d = upper[k] - np.exp(eps) * lower[k]
         d = np.where(np.isposinf(eps), inf_mass, d)
@@ -489,8 +534,11 @@ def _pld_delta(sigma: float, steps: int, tau: float, eps: np.ndarray) -> np.ndar
 def _event(sigma: float, steps: int, tau: float):
     import dp_accounting as dpa
 
-    step = dpa.GaussianDpEvent(sigma) if tau >= 1 else \
-        dpa.PoissonSampledDpEvent(tau, dpa.GaussianDpEvent(sigma))
+    step = (
+        dpa.GaussianDpEvent(sigma)
+        if tau >= 1
+        else dpa.PoissonSampledDpEvent(tau, dpa.GaussianDpEvent(sigma))
+    )
     return dpa.SelfComposedDpEvent(step, steps)
 
 
@@ -504,9 +552,16 @@ def _calibrate(epsilon: float, delta: float, steps: int, tau: float, accountant:
 
     make_rdp = lambda: dpa.rdp.RdpAccountant(RDP_ORDERS)
     with quiet_absl():
-        sigma_rdp = float(mechanism_calibration.calibrate_dp_mechanism(
-            make_rdp, lambda s: _event(s, steps, tau), epsilon, delta,
-            mechanism_calibration.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-6))
+        sigma_rdp = float(
+            mechanism_calibration.calibrate_dp_mechanism(
+                make_rdp,
+                lambda s: _event(s, steps, tau),
+                epsilon,
+                delta,
+                mechanism_calibration.LowerEndpointAndGuess(1e-3, 1.0),
+                tol=1e-6,
+            )
+        )
     if accountant == "rdp":
         return sigma_rdp
     make_pld = lambda: dpa.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
@@ -514,6 +569,13 @@ def _calibrate(epsilon: float, delta: float, steps: int, tau: float, accountant:
     lo = sigma_rdp / 2
     while pld_eps(lo) <= epsilon and lo > sigma_rdp / 16:
         lo /= 2
-    return float(mechanism_calibration.calibrate_dp_mechanism(
-        make_pld, lambda s: _event(s, steps, tau), epsilon, delta,
-        mechanism_calibration.ExplicitBracketInterval(lo, sigma_rdp), tol=1e-6))
+    return float(
+        mechanism_calibration.calibrate_dp_mechanism(
+            make_pld,
+            lambda s: _event(s, steps, tau),
+            epsilon,
+            delta,
+            mechanism_calibration.ExplicitBracketInterval(lo, sigma_rdp),
+            tol=1e-6,
+        )
+    )

@@ -7,6 +7,7 @@ every `auditsel run` (importing scipy.optimize takes a third of a second).
 scipy.special.logsumexp computes the same, but costs about 0.2-0.4 ms of overhead a call; the
 bounds call it thousands of times on small arrays (a Renyi integral per order).
 """
+
 from __future__ import annotations
 
 import math
@@ -27,7 +28,9 @@ def logsumexp(a) -> np.ndarray | float:
     return out if out.ndim else float(out)
 
 
-def bisect(f, lo: float, hi: float, xtol: float = 1e-12, rtol: float = 1e-12, maxiter: int = 400) -> float:
+def bisect(
+    f, lo: float, hi: float, xtol: float = 1e-12, rtol: float = 1e-12, maxiter: int = 400
+) -> float:
     """A root of the scalar function f in [lo, hi], f(lo) and f(hi) of opposite signs (or 0).
 
     Bisection until the bracket is below xtol + rtol |x| (scipy's brentq criterion): ~50

@@ -27,11 +27,12 @@ Laws ([XWW24] Sec. 2 and eq. 21, [PS22] Sec. 3, [KRW24] Sec. 5):
 * Point(k): K = k always, G(z) = z^k.
 * FinitePmf({k: P[K=k]}): any law on finitely many non-negative integers.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 from scipy.special import gammaln
@@ -40,14 +41,20 @@ from auditsel.errors import ConfigError, integer, number, require
 from auditsel.numerics import logsumexp
 
 # Parameter ranges where every law stays representable in double precision (issue 6 sec. 3/4).
-MIN_NU = 1e-15          # TNB: 1 - nu must keep nu's digits
-MAX_ETA = 1e6           # TNB: E[K] ~ eta / nu
-MAX_K = 2**53           # largest k (pmf key, point k, two_point L, binomial n) exact as a float
+MIN_NU = 1e-15  # TNB: 1 - nu must keep nu's digits
+MAX_ETA = 1e6  # TNB: E[K] ~ eta / nu
+MAX_K = 2**53  # largest k (pmf key, point k, two_point L, binomial n) exact as a float
 MAX_POISSON_MEAN = 1e15  # numpy's Poisson sampler refuses lam above ~9e18
 
 __all__ = [
-    "RoundsLaw", "TruncatedNegativeBinomial", "Poisson", "Binomial", "TwoPoint", "Point",
-    "FinitePmf", "law_from_dict",
+    "RoundsLaw",
+    "TruncatedNegativeBinomial",
+    "Poisson",
+    "Binomial",
+    "TwoPoint",
+    "Point",
+    "FinitePmf",
+    "law_from_dict",
 ]
 
 
@@ -85,7 +92,6 @@ class RoundsLaw:
 
     def pgf_derivative(self, z, w=None):
         return np.exp(self.log_pgf_derivative(z, w))
-
 
     @property
     def p_zero(self) -> float:
@@ -127,8 +133,14 @@ class TruncatedNegativeBinomial(RoundsLaw):
         k = np.asarray(k, dtype=float)
         eta, nu = self.eta, self.nu
         with np.errstate(divide="ignore", invalid="ignore"):
-            out = (k * math.log1p(-nu) + gammaln(k + eta) - gammaln(1 + eta) - gammaln(k + 1)
-                   - math.log(self._log_inv_nu) - _log_expm1_ratio(eta * self._log_inv_nu))
+            out = (
+                k * math.log1p(-nu)
+                + gammaln(k + eta)
+                - gammaln(1 + eta)
+                - gammaln(k + 1)
+                - math.log(self._log_inv_nu)
+                - _log_expm1_ratio(eta * self._log_inv_nu)
+            )
         ok = (k >= 1) & (k == np.floor(k))
         return np.where(ok, out, -np.inf)
 
@@ -138,20 +150,32 @@ class TruncatedNegativeBinomial(RoundsLaw):
         # b via log1p for small (1-nu) z, else via log(nu + (1-nu)(1-z)) so that z near 1 keeps
         # nu's digits (log1p(-(1-nu)) is off by ~1e-16/nu: pgf(1) = 1 + 8e-7 at nu = 1e-12)
         with np.errstate(divide="ignore", invalid="ignore"):
-            b = np.where(z < 0.5, np.log1p(-(1 - self.nu) * np.minimum(z, 0.5)),
-                         np.log(self.nu + (1 - self.nu) * (1 - np.maximum(z, 0.5))))
+            b = np.where(
+                z < 0.5,
+                np.log1p(-(1 - self.nu) * np.minimum(z, 0.5)),
+                np.log(self.nu + (1 - self.nu) * (1 - np.maximum(z, 0.5))),
+            )
         L = self._log_inv_nu
         if self.eta <= 0:
             return (b / -L) * _expm1_ratio(-self.eta * b) / _expm1_ratio(self.eta * L)
         # eta > 0: expm1(eta L) overflows once eta L > 709 (e.g. eta = 50, nu = 1e-9). Rewrite
         # G = e^(-eta (b + L)) (b / -L) r(eta b) / r(-eta L), every factor bounded (b + L >= 0).
         lg = b + L
-        return np.exp(-self.eta * lg) * (b / -L) * _expm1_ratio(self.eta * b) / _expm1_ratio(-self.eta * L)
+        return (
+            np.exp(-self.eta * lg)
+            * (b / -L)
+            * _expm1_ratio(self.eta * b)
+            / _expm1_ratio(-self.eta * L)
+        )
 
     def pgf_complement(self, w):
         # 1 - (1-nu) z = nu (1 + (1-nu) w / nu); 1 - G = -expm1(-eta l) / -expm1(-eta log(1/nu))
         lg = np.log1p((1 - self.nu) * np.asarray(w, dtype=float) / self.nu)
-        return (lg / self._log_inv_nu) * _expm1_ratio(-self.eta * lg) / _expm1_ratio(-self.eta * self._log_inv_nu)
+        return (
+            (lg / self._log_inv_nu)
+            * _expm1_ratio(-self.eta * lg)
+            / _expm1_ratio(-self.eta * self._log_inv_nu)
+        )
 
     def log_pgf_derivative(self, z, w=None, log_z=None):
         z, w = _as_w(z, w)
@@ -162,7 +186,11 @@ class TruncatedNegativeBinomial(RoundsLaw):
     @property
     def mean(self) -> float:
         # eta (1-nu) / (nu (1 - nu^eta)) = ((1-nu)/nu) / (log(1/nu) r(-eta log(1/nu)))
-        return (1 - self.nu) / self.nu / (self._log_inv_nu * _expm1_ratio(-self.eta * self._log_inv_nu))
+        return (
+            (1 - self.nu)
+            / self.nu
+            / (self._log_inv_nu * _expm1_ratio(-self.eta * self._log_inv_nu))
+        )
 
     def sample(self, size, rng: np.random.Generator) -> np.ndarray:
         """Exact samplers: logarithmic (eta = 0), geometric (eta = 1), zero-truncated NB(eta, nu)
@@ -178,9 +206,11 @@ class TruncatedNegativeBinomial(RoundsLaw):
             return rng.geometric(nu, size).astype(np.int64)
         acceptance = -math.expm1(eta * math.log(nu))
         if eta > 0 and acceptance >= 0.05:
+
             def propose(n):
                 k = rng.negative_binomial(eta, nu, n)
                 return k[k >= 1]
+
             return _rejection_fill(propose, size, acceptance)
         log_q = lambda k: gammaln(k + eta) - gammaln(1 + eta) - gammaln(k)
         log_bound = 0.0 if eta < 0 else float(log_q(math.ceil(50 / nu)))
@@ -189,6 +219,7 @@ class TruncatedNegativeBinomial(RoundsLaw):
             k = rng.logseries(1 - nu, n)
             accept = np.log(rng.random(n)) < log_q(k) - log_bound
             return k[accept]
+
         return _rejection_fill(propose, size, None)
 
     def params(self) -> dict:
@@ -219,7 +250,7 @@ def _rejection_fill(propose, size: int, acceptance: float | None) -> np.ndarray:
         need = size - filled
         batch = propose(int(min(max(64, 1.2 * need / max(rate, 1e-3) + 16), 4 * size + 1024)))
         take = min(len(batch), need)
-        out[filled:filled + take] = batch[:take]
+        out[filled : filled + take] = batch[:take]
         filled += take
     return out
 
@@ -232,7 +263,9 @@ class Poisson(RoundsLaw):
     kind: str = field(default="poisson", init=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "mean_", number(self.mean_, "mean", 0, MAX_POISSON_MEAN, lo_open=True))
+        object.__setattr__(
+            self, "mean_", number(self.mean_, "mean", 0, MAX_POISSON_MEAN, lo_open=True)
+        )
 
     def log_pmf(self, k):
         k = np.asarray(k, dtype=float)
@@ -277,15 +310,20 @@ class Binomial(RoundsLaw):
         k = np.asarray(k, dtype=float)
         n, p = self.n, self.p
         with np.errstate(divide="ignore", invalid="ignore"):
-            out = (gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1) + k * np.log(p)
-                   + np.where(n - k > 0, (n - k) * np.log1p(-p) if p < 1 else -np.inf, 0.0))
+            out = (
+                gammaln(n + 1)
+                - gammaln(k + 1)
+                - gammaln(n - k + 1)
+                + k * np.log(p)
+                + np.where(n - k > 0, (n - k) * np.log1p(-p) if p < 1 else -np.inf, 0.0)
+            )
         return np.where((k >= 0) & (k <= n) & (k == np.floor(k)), out, -np.inf)
 
     def pgf(self, z):
         return (1 - self.p + self.p * np.asarray(z, dtype=float)) ** self.n
 
     def pgf_complement(self, w):
-        with np.errstate(divide="ignore"):    # p w = 1: log1p(-1) = -inf, and the value is 1
+        with np.errstate(divide="ignore"):  # p w = 1: log1p(-1) = -inf, and the value is 1
             return -np.expm1(self.n * np.log1p(-self.p * np.asarray(w, dtype=float)))
 
     def log_pgf_derivative(self, z, w=None, log_z=None):
@@ -320,16 +358,23 @@ class FinitePmf(RoundsLaw):
                 k = int(key)
             except (TypeError, ValueError):
                 raise ConfigError("pmf", f"key {key!r} is not an integer >= 0") from None
-            require(str(key).strip().lstrip("+").isdigit() or (isinstance(key, (int, np.integer))
-                     and not isinstance(key, bool)), "pmf", f"key {key!r} is not an integer >= 0")
+            require(
+                str(key).strip().lstrip("+").isdigit()
+                or (isinstance(key, (int, np.integer)) and not isinstance(key, bool)),
+                "pmf",
+                f"key {key!r} is not an integer >= 0",
+            )
             require(k >= 0, "pmf", f"key {key!r} is not an integer >= 0")
             require(k <= MAX_K, "pmf", f"key {key!r} is above 2^53 (int64 and float k)")
             prob = number(prob, f"pmf[{k}]", 0, 1)
             if prob > 0:
                 clean[k] = clean.get(k, 0.0) + prob
         total = sum(clean.values())
-        require(abs(total - 1) <= 1e-9, "pmf",
-                f"probabilities must sum to 1 (within 1e-9), got {total!r}")
+        require(
+            abs(total - 1) <= 1e-9,
+            "pmf",
+            f"probabilities must sum to 1 (within 1e-9), got {total!r}",
+        )
         require(any(k >= 1 for k in clean), "pmf", "needs some mass on k >= 1")
         ks = np.array(sorted(clean), dtype=np.int64)
         ps = np.array([clean[k] for k in ks.tolist()]) / total
@@ -390,7 +435,9 @@ class TwoPoint(FinitePmf):
         s = number(s, "s", 0, 1)
         object.__setattr__(self, "L", L)
         object.__setattr__(self, "s", s)
-        table = {1: 1.0} if L == 1 else {1: s, L: 1 - s}   # L = 1: K = 1 whatever s ({1: s} failed for s < 1)
+        table = (
+            {1: 1.0} if L == 1 else {1: s, L: 1 - s}
+        )  # L = 1: K = 1 whatever s ({1: s} failed for s < 1)
         super().__init__({k: p for k, p in table.items()})
         object.__setattr__(self, "kind", "two_point")
 
@@ -439,8 +486,10 @@ def law_from_dict(spec: Mapping, path: str = "rounds") -> RoundsLaw:
         given = set(spec) - {"kind"}
         unknown = given - required
         if unknown:
-            raise ConfigError(f"{sorted(unknown)[0]}",
-                              f"unknown key for kind {kind}; allowed: {', '.join(sorted(required))}")
+            raise ConfigError(
+                f"{sorted(unknown)[0]}",
+                f"unknown key for kind {kind}; allowed: {', '.join(sorted(required))}",
+            )
         missing = required - given
         if missing:
             raise ConfigError(f"{sorted(missing)[0]}", f"required for kind {kind}")

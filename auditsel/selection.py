@@ -13,6 +13,7 @@ Sampling the winner costs O(1) per trial whatever K is: the max of k iid draws w
 cdf F^k, so it is F^-1(U^(1/k)) with U uniform; we evaluate 1 - U^(1/k) = -expm1(log(U)/k)
 so that k up to 10^12 keeps full precision in the upper tail.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,8 +62,11 @@ class GaussianWinner:
         """log of G'(F(x - s)) phi(x - s) (continuous part), s = member * mu."""
         t = np.asarray(x, dtype=float) - member * self.mu
         log_z, log_w = log_ndtr(t), log_ndtr(-t)
-        return (self.law.log_pgf_derivative(np.exp(log_z), np.exp(log_w), log_z=log_z)
-                - 0.5 * t * t - LOG_SQRT_2PI)
+        return (
+            self.law.log_pgf_derivative(np.exp(log_z), np.exp(log_w), log_z=log_z)
+            - 0.5 * t * t
+            - LOG_SQRT_2PI
+        )
 
     def log_likelihood_ratio(self, x):
         """log p_X'(x) / p_X(x): the Neyman-Pearson statistic (0 at the fixed output)."""
@@ -135,9 +139,9 @@ class FiniteWinner:
     def pmf(self, member: int) -> np.ndarray:
         """A(y) = G(C(<=y)) - G(C(<y)) for y = 0..m-1 (the K = 0 mass excluded)."""
         probs = self.base.law(member)
-        below = np.concatenate([[0.0], np.cumsum(probs)[:-1]])   # C(<y)
-        at_or_above = np.cumsum(probs[::-1])[::-1]                  # 1 - C(<y)
-        above = np.concatenate([at_or_above[1:], [0.0]])            # 1 - C(<=y)
+        below = np.concatenate([[0.0], np.cumsum(probs)[:-1]])  # C(<y)
+        at_or_above = np.cumsum(probs[::-1])[::-1]  # 1 - C(<y)
+        above = np.concatenate([at_or_above[1:], [0.0]])  # 1 - C(<=y)
         via_cdf = self.law.pgf(below + probs) - self.law.pgf(below)
         via_tail = self.law.pgf_complement(at_or_above) - self.law.pgf_complement(above)
         return np.maximum(np.where(below > 0.5, via_tail, via_cdf), 0.0)

@@ -14,10 +14,11 @@ valid `split` rule (Clopper-Pearson, [XWW24] eq. 4). If eps_L > claimed epsilon,
 false with probability at least `confidence`: a correct accountant fails this assertion with
 probability at most 1 - confidence (fix the seed to make the test deterministic).
 """
+
 from __future__ import annotations
 
-from auditsel.games.engine import run_game
 from auditsel.auditing.lower import LowerBound, audit_scores
+from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import GaussianWinner
 
@@ -44,35 +45,69 @@ def worst_case_dpsgd(noise_multiplier: float, steps: int, sample_rate: float, ro
     from auditsel.games.worst_case import DpsgdWorstCase
     from auditsel.rounds import Point
 
-    return DpsgdWorstCase(float(noise_multiplier), int(steps), float(sample_rate),
-                          rounds if rounds is not None else Point(1))
+    return DpsgdWorstCase(
+        float(noise_multiplier),
+        int(steps),
+        float(sample_rate),
+        rounds if rounds is not None else Point(1),
+    )
 
 
 def _default_proxy(protocol):
     from attacks.proxies import make_proxy
 
-    return make_proxy("likelihood_ratio" if hasattr(protocol, "log_likelihood_ratio") else "sample", protocol)
+    return make_proxy(
+        "likelihood_ratio" if hasattr(protocol, "log_likelihood_ratio") else "sample", protocol
+    )
 
 
-def audit(protocol, delta: float, proxy=None, *, trials: int = 200_000, confidence: float = 0.95,
-          seed: int = 0, rule: str = "split", jobs: int = 1) -> LowerBound:
+def audit(
+    protocol,
+    delta: float,
+    proxy=None,
+    *,
+    trials: int = 200_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    rule: str = "split",
+    jobs: int = 1,
+) -> LowerBound:
     """Play the game on `protocol` (anything with release(member, rng)) and bound eps from below."""
     proxy = proxy if proxy is not None else _default_proxy(protocol)
     record = run_game(protocol, proxy, trials, seed, jobs=jobs, progress=False)
     return audit_scores(record.scores, record.member, delta, confidence=confidence, rule=rule)
 
 
-def assert_not_refuted(claimed_epsilon: float, delta: float, protocol, proxy=None, *,
-                       trials: int = 200_000, confidence: float = 0.95, seed: int = 0,
-                       rule: str = "split", jobs: int = 1) -> LowerBound:
+def assert_not_refuted(
+    claimed_epsilon: float,
+    delta: float,
+    protocol,
+    proxy=None,
+    *,
+    trials: int = 200_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    rule: str = "split",
+    jobs: int = 1,
+) -> LowerBound:
     """Fail (RefutedClaim, an AssertionError) when the audited eps_L exceeds the claim."""
-    bound = audit(protocol, delta, proxy, trials=trials, confidence=confidence, seed=seed,
-                  rule=rule, jobs=jobs)
+    bound = audit(
+        protocol,
+        delta,
+        proxy,
+        trials=trials,
+        confidence=confidence,
+        seed=seed,
+        rule=rule,
+        jobs=jobs,
+    )
     if bound.eps > claimed_epsilon:
         raise RefutedClaim(
             f"claimed epsilon {claimed_epsilon:.4f} at delta {delta:g} is refuted: audited "
             f"eps_L = {bound.eps:.4f} > claim with {confidence:.0%} confidence "
             f"({rule} rule, {bound.evaluated_trials:,} of {bound.trials:,} games; FP <= "
             f"{bound.fp_upper:.3g}, FN <= {bound.fn_upper:.3g}; optimistic best-threshold "
-            f"eps = {bound.eps_best_threshold:.4f})", bound)
+            f"eps = {bound.eps_best_threshold:.4f})",
+            bound,
+        )
     return bound

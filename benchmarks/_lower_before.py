@@ -31,6 +31,7 @@ least the empirical rate, for confidence >= 1/2) could beat the best value found
 GDP fit ([NHSBTJCT23]; heuristic): mu_L = Phi^-1(1 - FP) - Phi^-1(FN) from the limits
 at the rule's threshold, converted to eps at delta with the Gaussian profile.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,16 @@ from statsmodels.stats.proportion import proportion_confint
 
 from auditsel.mechanisms import gaussian_epsilon
 
-__all__ = ["LowerBound", "THRESHOLD_RULES", "epsilon_from_rates", "clopper_pearson_upper", "audit_chunks",
-           "threshold_table", "audit_scores", "gdp_mu"]
+__all__ = [
+    "LowerBound",
+    "THRESHOLD_RULES",
+    "epsilon_from_rates",
+    "clopper_pearson_upper",
+    "audit_chunks",
+    "threshold_table",
+    "audit_scores",
+    "gdp_mu",
+]
 
 THRESHOLD_RULES = ("split", "bonferroni", "best")
 PRUNE_BLOCK = 2048
@@ -65,7 +74,7 @@ class LowerBound:
     fn_upper: float
     trials: int
     evaluated_trials: int
-    eps_point: float = math.nan   # eq. 4 with the empirical FP, FN at the same threshold (no CI)
+    eps_point: float = math.nan  # eq. 4 with the empirical FP, FN at the same threshold (no CI)
     method: str = "clopper_pearson"
 
     def to_dict(self) -> dict:
@@ -130,8 +139,11 @@ def _both_directions(fp, fn, n0, n1):
     """Stack counts for '>' and '<=' as (fp, fn, direction_flag)."""
     fp = np.asarray(fp)
     fn = np.asarray(fn)
-    return (np.concatenate([fp, n0 - fp]), np.concatenate([fn, n1 - fn]),
-            np.concatenate([np.zeros(len(fp), bool), np.ones(len(fp), bool)]))
+    return (
+        np.concatenate([fp, n0 - fp]),
+        np.concatenate([fn, n1 - fn]),
+        np.concatenate([np.zeros(len(fp), bool), np.ones(len(fp), bool)]),
+    )
 
 
 def _optimistic_upper(count, nobs, alpha):
@@ -146,14 +158,16 @@ def _maximise(fp, fn, n0, n1, alpha, delta):
     The exact limit is computed first for the PRUNE_BLOCK candidates with the largest
     optimistic bound, then only for candidates whose optimistic bound beats the best so far.
     """
-    bound = epsilon_from_rates(_optimistic_upper(fp, n0, alpha), _optimistic_upper(fn, n1, alpha), delta)
+    bound = epsilon_from_rates(
+        _optimistic_upper(fp, n0, alpha), _optimistic_upper(fn, n1, alpha), delta
+    )
     best = (-1, -np.inf, 1.0, 1.0)
     k = min(PRUNE_BLOCK, len(bound))
     candidates = np.argpartition(-bound, k - 1)[:k] if k < len(bound) else np.arange(len(bound))
     while len(candidates):
         candidates = candidates[np.argsort(-bound[candidates], kind="stable")]
         for start in range(0, len(candidates), PRUNE_BLOCK):
-            block = candidates[start:start + PRUNE_BLOCK]
+            block = candidates[start : start + PRUNE_BLOCK]
             if bound[block[0]] <= best[1]:
                 break
             fp_u = clopper_pearson_upper(fp[block], n0, alpha)
@@ -187,8 +201,15 @@ def _pick(thresholds, fp, fn, n0, n1, alpha, delta):
     """The best (threshold, direction) among candidates with '>' counts fp, fn, at level alpha."""
     fp2, fn2, flip = _both_directions(fp, fn, n0, n1)
     i, eps, fp_u, fn_u = _maximise(fp2, fn2, n0, n1, alpha, delta)
-    return dict(threshold=float(np.tile(thresholds, 2)[i]), flip=bool(flip[i]), eps=eps, fp_u=fp_u,
-                fn_u=fn_u, fp=fp2[i] / max(n0, 1), fn=fn2[i] / max(n1, 1))
+    return dict(
+        threshold=float(np.tile(thresholds, 2)[i]),
+        flip=bool(flip[i]),
+        eps=eps,
+        fp_u=fp_u,
+        fn_u=fn_u,
+        fp=fp2[i] / max(n0, 1),
+        fn=fn2[i] / max(n1, 1),
+    )
 
 
 def _best_over_all(scores, member, alpha, delta):
@@ -200,13 +221,27 @@ def _evaluate(scores, member, threshold, flip, alpha, delta):
     fp, fn = (n0 - fp, n1 - fn) if flip else (fp, fn)
     fp_u = float(clopper_pearson_upper(fp, n0, alpha)[0])
     fn_u = float(clopper_pearson_upper(fn, n1, alpha)[0])
-    return dict(threshold=threshold, flip=flip, eps=float(epsilon_from_rates(fp_u, fn_u, delta)),
-                fp_u=fp_u, fn_u=fn_u, fp=float(fp[0]) / max(n0, 1), fn=float(fn[0]) / max(n1, 1))
+    return dict(
+        threshold=threshold,
+        flip=flip,
+        eps=float(epsilon_from_rates(fp_u, fn_u, delta)),
+        fp_u=fp_u,
+        fn_u=fn_u,
+        fp=float(fp[0]) / max(n0, 1),
+        fn=float(fn[0]) / max(n1, 1),
+    )
 
 
-def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: str = "split",
-                 split_fraction: float = 0.5, grid_size: int = 100,
-                 threshold_grid=None) -> LowerBound:
+def audit_scores(
+    scores,
+    member,
+    delta: float,
+    confidence: float = 0.95,
+    rule: str = "split",
+    split_fraction: float = 0.5,
+    grid_size: int = 100,
+    threshold_grid=None,
+) -> LowerBound:
     """eps lower bound from game scores (higher = guess member) under a threshold rule.
 
     `member` holds the true coins b. For `bonferroni`, `threshold_grid` must be fixed before
@@ -214,7 +249,9 @@ def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: s
     the pooled scores, which makes the grid (mildly) data-dependent.
     """
     if rule not in THRESHOLD_RULES:
-        raise ValueError(f"game.threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
+        raise ValueError(
+            f"game.threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}"
+        )
     if not 0 < confidence < 1:
         raise ValueError(f"confidence: must be in (0, 1), got {confidence}")
     if not 0 <= delta < 1:
@@ -253,12 +290,22 @@ def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: s
         evaluated = len(scores)
     mu = gdp_mu(chosen["fp_u"], chosen["fn_u"])
     return LowerBound(
-        eps=chosen["eps"], eps_gdp=_gdp_epsilon(mu, delta), eps_best_threshold=best["eps"],
-        mu_gdp=mu, confidence=confidence, threshold_rule=rule, threshold=chosen["threshold"],
-        direction="<=" if chosen["flip"] else ">", fp=float(chosen["fp"]), fn=float(chosen["fn"]),
-        fp_upper=chosen["fp_u"], fn_upper=chosen["fn_u"], trials=len(scores),
+        eps=chosen["eps"],
+        eps_gdp=_gdp_epsilon(mu, delta),
+        eps_best_threshold=best["eps"],
+        mu_gdp=mu,
+        confidence=confidence,
+        threshold_rule=rule,
+        threshold=chosen["threshold"],
+        direction="<=" if chosen["flip"] else ">",
+        fp=float(chosen["fp"]),
+        fn=float(chosen["fn"]),
+        fp_upper=chosen["fp_u"],
+        fn_upper=chosen["fn_u"],
+        trials=len(scores),
         evaluated_trials=evaluated,
-        eps_point=float(epsilon_from_rates(chosen["fp"], chosen["fn"], delta)))
+        eps_point=float(epsilon_from_rates(chosen["fp"], chosen["fn"], delta)),
+    )
 
 
 # --- streamed audits: bounded memory for any number of trials --------------------------------
@@ -289,9 +336,15 @@ def _stream_counts(source, indices, thresholds):
     return fp, fn, n0, n1
 
 
-def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "split",
-                 split_fraction: float = 0.5, threshold_grid=None,
-                 candidates: int = STREAM_CANDIDATES) -> LowerBound:
+def audit_chunks(
+    source,
+    delta: float,
+    confidence: float = 0.95,
+    rule: str = "split",
+    split_fraction: float = 0.5,
+    threshold_grid=None,
+    candidates: int = STREAM_CANDIDATES,
+) -> LowerBound:
     """audit_scores for trials streamed chunk by chunk from `source` (auditsel.games.engine.ChunkSource).
 
     Memory is bounded by one chunk plus the threshold counts. Candidate thresholds for `split`
@@ -301,7 +354,9 @@ def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "sp
     exactly at its fixed grid. `best` is the max over the candidate grid (optimistic).
     """
     if rule not in THRESHOLD_RULES:
-        raise ValueError(f"game.threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
+        raise ValueError(
+            f"game.threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}"
+        )
     alpha = 1 - confidence
     n_chunks = len(source)
     first, _ = source.load(0)
@@ -318,28 +373,54 @@ def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "sp
     elif rule == "split":
         cut = int(round(n_chunks * split_fraction))
         if not 0 < cut < n_chunks:
-            raise ValueError(f"game.split_fraction: with {n_chunks} chunks the split leaves a part "
-                             f"empty; use more trials or a smaller game.chunk_size")
+            raise ValueError(
+                f"game.split_fraction: with {n_chunks} chunks the split leaves a part "
+                f"empty; use more trials or a smaller game.chunk_size"
+            )
         fa, fna, a0, a1 = _stream_counts(source, range(cut), grid)
         pick = _pick(grid, fa, fna, a0, a1, alpha, delta)
-        fb, fnb, b0, b1 = _stream_counts(source, range(cut, n_chunks), np.array([pick["threshold"]]))
+        fb, fnb, b0, b1 = _stream_counts(
+            source, range(cut, n_chunks), np.array([pick["threshold"]])
+        )
         fb, fnb = (b0 - fb, b1 - fnb) if pick["flip"] else (fb, fnb)
         fp_u = float(clopper_pearson_upper(fb, b0, alpha)[0])
         fn_u = float(clopper_pearson_upper(fnb, b1, alpha)[0])
-        chosen = dict(threshold=pick["threshold"], flip=pick["flip"],
-                      eps=float(epsilon_from_rates(fp_u, fn_u, delta)), fp_u=fp_u, fn_u=fn_u,
-                      fp=float(fb[0]) / max(b0, 1), fn=float(fnb[0]) / max(b1, 1))
+        chosen = dict(
+            threshold=pick["threshold"],
+            flip=pick["flip"],
+            eps=float(epsilon_from_rates(fp_u, fn_u, delta)),
+            fp_u=fp_u,
+            fn_u=fn_u,
+            fp=float(fb[0]) / max(b0, 1),
+            fn=float(fnb[0]) / max(b1, 1),
+        )
         evaluated = b0 + b1
     else:
-        fixed = np.unique(np.asarray(threshold_grid if threshold_grid is not None else quantiles[::max(1, candidates // 100)],
-                                     dtype=float))
+        fixed = np.unique(
+            np.asarray(
+                threshold_grid
+                if threshold_grid is not None
+                else quantiles[:: max(1, candidates // 100)],
+                dtype=float,
+            )
+        )
         gf, gn, g0, g1 = _stream_counts(source, range(n_chunks), fixed)
         chosen = _pick(fixed, gf, gn, g0, g1, alpha / (2 * len(fixed)), delta)
     mu = gdp_mu(chosen["fp_u"], chosen["fn_u"])
     return LowerBound(
-        eps=chosen["eps"], eps_gdp=_gdp_epsilon(mu, delta), eps_best_threshold=best["eps"],
-        mu_gdp=mu, confidence=confidence, threshold_rule=rule, threshold=chosen["threshold"],
-        direction="<=" if chosen["flip"] else ">", fp=float(chosen["fp"]), fn=float(chosen["fn"]),
-        fp_upper=chosen["fp_u"], fn_upper=chosen["fn_u"], trials=source.trials,
+        eps=chosen["eps"],
+        eps_gdp=_gdp_epsilon(mu, delta),
+        eps_best_threshold=best["eps"],
+        mu_gdp=mu,
+        confidence=confidence,
+        threshold_rule=rule,
+        threshold=chosen["threshold"],
+        direction="<=" if chosen["flip"] else ">",
+        fp=float(chosen["fp"]),
+        fn=float(chosen["fn"]),
+        fp_upper=chosen["fp_u"],
+        fn_upper=chosen["fn_u"],
+        trials=source.trials,
         evaluated_trials=int(evaluated),
-        eps_point=float(epsilon_from_rates(chosen["fp"], chosen["fn"], delta)))
+        eps_point=float(epsilon_from_rates(chosen["fp"], chosen["fn"], delta)),
+    )

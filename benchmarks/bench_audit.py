@@ -12,6 +12,7 @@ TNB(0, 0.01)) once, then times, on the same scores:
 Prints each time and the ratio before/after (ratios are what to compare across machines; the
 absolute times depend on the machine's load).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,10 +24,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from auditsel.experiments.config import default_config_path, load_config  # noqa: E402
-from auditsel.experiments.experiment import protocol_and_proxy  # noqa: E402
-from auditsel.games.engine import run_game  # noqa: E402
-from auditsel.auditing.lower import SortedScores, audit_scores  # noqa: E402
+from auditsel.auditing.lower import SortedScores, audit_scores
+from auditsel.experiments.config import default_config_path, load_config
+from auditsel.experiments.experiment import protocol_and_proxy
+from auditsel.games.engine import run_game
 
 
 def timed(fn, repeat):
@@ -50,21 +51,33 @@ def main():
     protocol, proxy = protocol_and_proxy(spec)
     rec = run_game(protocol, proxy, args.trials, 0, progress=False)
     s, m, d = rec.scores, rec.member, spec.delta
-    t_before, c_before, b_old = timed(lambda: before.audit_scores(s, m, d, rule="split"), args.repeat)
+    t_before, c_before, b_old = timed(
+        lambda: before.audit_scores(s, m, d, rule="split"), args.repeat
+    )
     t_after, c_after, b_new = timed(lambda: audit_scores(s, m, d, rule="split"), args.repeat)
     assert b_old.eps == b_new.eps and b_old.eps_best_threshold == b_new.eps_best_threshold
 
     def all_rules():
         ss = SortedScores(s, m)
-        return [audit_scores(s, m, d, rule=r, sorted_scores=ss).eps
-                for r in ("split", "bonferroni", "bonferroni_all")]
+        return [
+            audit_scores(s, m, d, rule=r, sorted_scores=ss).eps
+            for r in ("split", "bonferroni", "bonferroni_all")
+        ]
 
     t_all, c_all, eps_all = timed(all_rules, args.repeat)
-    print(f"{args.trials:,} games, eps_L (split) = {b_new.eps:.4f}, best threshold = {b_new.eps_best_threshold:.4f}")
-    print(f"split + best threshold, wall   before {t_before:7.2f} s   after {t_after:7.2f} s   ratio {t_before / t_after:5.2f}x")
-    print(f"split + best threshold, CPU    before {c_before:7.2f} s   after {c_after:7.2f} s   ratio {c_before / c_after:5.2f}x")
-    print(f"three valid rules on one sort  {t_all:7.2f} s wall, {c_all:.2f} s CPU   (split, bonferroni, bonferroni_all = "
-          f"{', '.join(f'{e:.4f}' for e in eps_all)})")
+    print(
+        f"{args.trials:,} games, eps_L (split) = {b_new.eps:.4f}, best threshold = {b_new.eps_best_threshold:.4f}"
+    )
+    print(
+        f"split + best threshold, wall   before {t_before:7.2f} s   after {t_after:7.2f} s   ratio {t_before / t_after:5.2f}x"
+    )
+    print(
+        f"split + best threshold, CPU    before {c_before:7.2f} s   after {c_after:7.2f} s   ratio {c_before / c_after:5.2f}x"
+    )
+    print(
+        f"three valid rules on one sort  {t_all:7.2f} s wall, {c_all:.2f} s CPU   (split, bonferroni, bonferroni_all = "
+        f"{', '.join(f'{e:.4f}' for e in eps_all)})"
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ bound's curve once, at all seven deltas together. Both times are wall-clock and 
 the child (imports excluded); the ratio is baseline / this. Target: under 2 s for every
 supported base and law on an idle machine (issue: "the bounds panel plus its six-delta curves").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,7 @@ from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BASELINE = "28bd174"        # main before the pairs/registry refactor
+BASELINE = "28bd174"  # main before the pairs/registry refactor
 CURVE_DELTAS = (1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2)
 DELTA = 1e-5
 
@@ -41,7 +42,7 @@ CASES = {
     "dpsgd-binomial": ("DpsgdBase(1.0, 1000, 0.01)", "Binomial(100, 0.1)"),
 }
 
-CHILD = r"""
+CHILD = rf"""
 import json, sys, time
 new = sys.argv[1] == "new"
 base_expr, law_expr = sys.argv[2], sys.argv[3]
@@ -52,8 +53,8 @@ if new:
 else:
     from auditsel.mechanisms import GaussianBase, FiniteOutputBase
     from auditsel.accounting.base import DpsgdBase
-deltas = %(deltas)r
-delta = %(delta)r
+deltas = {CURVE_DELTAS!r}
+delta = {DELTA!r}
 base, law = eval(base_expr), eval(law_expr)
 w, c = time.perf_counter(), time.process_time()
 if new:
@@ -62,24 +63,33 @@ if new:
 else:
     upper = panel(base, law, delta)["upper"]
     rows = [panel(base, law, d)["upper"] for d in deltas]
-    curves = {"delta": list(deltas), **{k: [r[k] for r in rows] for k in rows[0]}}
-print(json.dumps({"wall": time.perf_counter() - w, "cpu": time.process_time() - c,
-                  "upper": upper, "curves": curves}))
-""" % {"deltas": CURVE_DELTAS, "delta": DELTA}
+    curves = {{"delta": list(deltas), **{{k: [r[k] for r in rows] for k in rows[0]}}}}
+print(json.dumps({{"wall": time.perf_counter() - w, "cpu": time.process_time() - c,
+                  "upper": upper, "curves": curves}}))
+"""
 
 
 def _child(code_root: Path, which: str, case: str, timeout: float) -> dict:
     env = {**os.environ, "PYTHONPATH": str(code_root)}
-    out = subprocess.run([sys.executable, "-c", CHILD, which, *CASES[case]], env=env, cwd=code_root,
-                         capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, which, *CASES[case]],
+        env=env,
+        cwd=code_root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{which} {case} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _baseline_tree(commit: str, into: Path) -> Path:
-    data = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "auditsel", "attacks"],
-                          capture_output=True, check=True).stdout
+    data = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, "auditsel", "attacks"],
+        capture_output=True,
+        check=True,
+    ).stdout
     with tarfile.open(fileobj=BytesIO(data)) as tar:
         tar.extractall(into, filter="data")
     return into
@@ -103,8 +113,10 @@ def main(argv=None):
     ap.add_argument("--baseline", default=BASELINE, help="baseline commit (default %(default)s)")
     ap.add_argument("--timeout", type=float, default=3600)
     args = ap.parse_args(argv)
-    print(f"{'case':<20} {'this: wall':>11} {'cpu':>7} {'baseline: wall':>15} {'cpu':>7} "
-          f"{'ratio (wall)':>12} {'max |change|':>13}")
+    print(
+        f"{'case':<20} {'this: wall':>11} {'cpu':>7} {'baseline: wall':>15} {'cpu':>7} "
+        f"{'ratio (wall)':>12} {'max |change|':>13}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         old_root = None if args.no_baseline else _baseline_tree(args.baseline, Path(tmp))
         for case in args.cases:
@@ -112,11 +124,17 @@ def main(argv=None):
             line = f"{case:<20} {new['wall']:10.2f}s {new['cpu']:6.2f}s"
             if old_root is not None:
                 old = _child(old_root, "old", case, args.timeout)
-                change = max(_max_digit_change(old["curves"], new["curves"]),
-                             _max_digit_change({k: [v] for k, v in old["upper"].items()},
-                                               {k: [v] for k, v in new["upper"].items()}))
-                line += (f" {old['wall']:14.2f}s {old['cpu']:6.2f}s {old['wall'] / new['wall']:11.1f}x"
-                         f" {change:13.2e}")
+                change = max(
+                    _max_digit_change(old["curves"], new["curves"]),
+                    _max_digit_change(
+                        {k: [v] for k, v in old["upper"].items()},
+                        {k: [v] for k, v in new["upper"].items()},
+                    ),
+                )
+                line += (
+                    f" {old['wall']:14.2f}s {old['cpu']:6.2f}s {old['wall'] / new['wall']:11.1f}x"
+                    f" {change:13.2e}"
+                )
             print(line, flush=True)
 
 

@@ -18,6 +18,7 @@ Two measurements, each in a fresh interpreter:
 Numbers depend on the machine and its load: compare ratios measured in one process, not
 absolute times from different runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,7 @@ rounds: {kind: tnb, eta: 0.0, nu: 0.01}
 game: {kind: reduced, trials: %d, seed: 0}
 """
 
-PHASES = r'''
+PHASES = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import auditsel.cli, auditsel.experiments.experiment, auditsel.experiments.report, auditsel.experiments.config, auditsel.auditing.lower, attacks.proxies
@@ -72,11 +73,14 @@ t1 = time.perf_counter()
 rc = auditsel.cli.main(sys.argv[1:])
 run = time.perf_counter() - t1
 print(json.dumps({"rc": rc, "imports": imports, "run": run, **seconds}))
-'''
+"""
 
 
 def env():
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
 
 
 def wall(cmd) -> float:
@@ -88,7 +92,9 @@ def wall(cmd) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--trials", type=int, default=10_000_000)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=1, help="repetitions; the fastest is shown")
@@ -100,10 +106,17 @@ def main() -> None:
         argv = ["run", str(config), "--jobs", str(args.jobs), "--quiet", "--no-progress"]
         plain, phased = [], []
         for i in range(args.repeat):
-            plain.append(wall([sys.executable, "-m", "auditsel", *argv, "--out", f"{tmp}/plain{i}"]))
+            plain.append(
+                wall([sys.executable, "-m", "auditsel", *argv, "--out", f"{tmp}/plain{i}"])
+            )
             t = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-c", PHASES, *argv, "--out", f"{tmp}/phased{i}"],
-                                  capture_output=True, text=True, env=env(), cwd=ROOT)
+            proc = subprocess.run(
+                [sys.executable, "-c", PHASES, *argv, "--out", f"{tmp}/phased{i}"],
+                capture_output=True,
+                text=True,
+                env=env(),
+                cwd=ROOT,
+            )
             total = time.perf_counter() - t
             if proc.returncode != 0:
                 raise SystemExit(proc.stderr)
@@ -114,10 +127,18 @@ def main() -> None:
     # the bounds run in a thread beside the game and the audit: only what outlasts them adds
     beside = best["game"] + best["audit"]
     known = best["imports"] + beside + max(0.0, best["bounds"] - beside) + best["plots"]
-    rows = [("imports", best["imports"]), ("bounds (beside game and audit)", best["bounds"]),
-            ("game", best["game"]), ("audit", best["audit"]), ("plots", best["plots"]),
-            ("rest (start-up, config, report, json)", best["total"] - known), ("total", best["total"])]
-    print(f"auditsel run: {args.trials:,} reduced games, mu = 0.5, TNB(0, 0.01), --jobs {args.jobs}")
+    rows = [
+        ("imports", best["imports"]),
+        ("bounds (beside game and audit)", best["bounds"]),
+        ("game", best["game"]),
+        ("audit", best["audit"]),
+        ("plots", best["plots"]),
+        ("rest (start-up, config, report, json)", best["total"] - known),
+        ("total", best["total"]),
+    ]
+    print(
+        f"auditsel run: {args.trials:,} reduced games, mu = 0.5, TNB(0, 0.01), --jobs {args.jobs}"
+    )
     print(f"{'phase':<40} {'seconds':>8}")
     for name, value in rows:
         print(f"{name:<40} {value:8.2f}")

@@ -12,6 +12,7 @@ torch.cuda.max_memory_allocated on a GPU).
 
 Opacus is a benchmark-only dependency (``pip install opacus``; ``--no-opacus`` skips it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,19 +62,21 @@ class PeakMemory:
     def __exit__(self, *exc):
         if self.device.type == "cuda":
             torch.cuda.synchronize()
-            self.peak = (torch.cuda.max_memory_allocated() - self.base) / 2 ** 20
+            self.peak = (torch.cuda.max_memory_allocated() - self.base) / 2**20
         else:
             self.running = False
             self.thread.join()
             self.top = max(self.top, self._rss())
-            self.peak = (self.top - self.base) / 2 ** 20
+            self.peak = (self.top - self.base) / 2**20
 
 
 def opacus_runs(spec: ModelSpec, data, runs, steps, lr, clip, sigma, tau, device):
     """``runs`` independent Opacus DP-SGD trainings (a fresh model, optimizer and engine each)."""
+    import warnings
+
     from opacus import PrivacyEngine
     from torch.utils.data import DataLoader, TensorDataset
-    import warnings
+
     warnings.filterwarnings("ignore")
     x = torch.as_tensor(data.x.reshape(len(data), -1))
     y = torch.as_tensor(data.y)
@@ -89,8 +92,14 @@ def opacus_runs(spec: ModelSpec, data, runs, steps, lr, clip, sigma, tau, device
         loader = DataLoader(TensorDataset(x, y), batch_size=max(1, int(round(tau * len(data)))))
         engine = PrivacyEngine(accountant="rdp")
         model, opt, loader = engine.make_private(
-            module=model, optimizer=opt, data_loader=loader, noise_multiplier=sigma,
-            max_grad_norm=clip, poisson_sampling=tau < 1, loss_reduction="sum")
+            module=model,
+            optimizer=opt,
+            data_loader=loader,
+            noise_multiplier=sigma,
+            max_grad_norm=clip,
+            poisson_sampling=tau < 1,
+            loss_reduction="sum",
+        )
         done = 0
         while done < steps:
             for xb, yb in loader:
@@ -112,8 +121,10 @@ def measure(label, fn, runs, device):
             torch.cuda.synchronize()
         dt = time.perf_counter() - t
     rate = runs / dt
-    print(f"  {label:<28} {runs:>5} runs  {dt:8.2f} s  {rate:9.1f} runs/s  "
-          f"peak +{mem.peak:7.1f} MiB", flush=True)
+    print(
+        f"  {label:<28} {runs:>5} runs  {dt:8.2f} s  {rate:9.1f} runs/s  peak +{mem.peak:7.1f} MiB",
+        flush=True,
+    )
     return rate
 
 
@@ -134,13 +145,22 @@ def main(argv=None):
     device = torch.device(args.device) if args.device else default_device()
     data = load_dataset("digits", n=args.n)
     lr, clip, sigma, tau = 1e-3, 1.0, 1.0, args.sample_rate
-    print(f"device={device} threads={torch.get_num_threads()} torch={torch.__version__} "
-          f"data=digits n={len(data)} steps={args.steps} tau={tau} clip={clip} sigma={sigma}")
+    print(
+        f"device={device} threads={torch.get_num_threads()} torch={torch.__version__} "
+        f"data=digits n={len(data)} steps={args.steps} tau={tau} clip={clip} sigma={sigma}"
+    )
     for kind in args.models:
         spec = ModelSpec(kind, data.shape, 10, hidden=(args.hidden,))
         print(f"{kind}: d={spec.num_params}")
-        common = dict(steps=args.steps, lr=lr, clip=clip, noise_multiplier=sigma,
-                      sample_rate=tau, canary=GradientCanary(), device=device)
+        common = dict(
+            steps=args.steps,
+            lr=lr,
+            clip=clip,
+            noise_multiplier=sigma,
+            sample_rate=tau,
+            canary=GradientCanary(),
+            device=device,
+        )
         train_runs(spec, data, seeds=np.arange(4), **common)  # warm-up
 
         def batched():
@@ -152,21 +172,29 @@ def main(argv=None):
             for s in range(args.loop_runs):
                 train_runs(spec, data, seeds=[s], include_canary=[s % 2 == 0], **common)
 
-        rates = {"batched": measure(f"batched (x{args.batch})", batched, args.runs, device),
-                 "loop": measure("one at a time", loop, args.loop_runs, device)}
+        rates = {
+            "batched": measure(f"batched (x{args.batch})", batched, args.runs, device),
+            "loop": measure("one at a time", loop, args.loop_runs, device),
+        }
         if not args.no_opacus:
             try:  # warm-up (imports, first make_private) outside the timing
                 opacus_runs(spec, data, 1, 2, lr, clip, sigma, tau, device)
                 rates["opacus"] = measure(
-                    "opacus", lambda: opacus_runs(spec, data, args.loop_runs, args.steps, lr,
-                                                  clip, sigma, tau, device),
-                    args.loop_runs, device)
+                    "opacus",
+                    lambda: opacus_runs(
+                        spec, data, args.loop_runs, args.steps, lr, clip, sigma, tau, device
+                    ),
+                    args.loop_runs,
+                    device,
+                )
             except ImportError:
                 print("  opacus: not installed (pip install opacus)")
         line = f"  ratio batched/loop = {rates['batched'] / rates['loop']:.1f}x"
         if "opacus" in rates:
-            line += (f", batched/opacus = {rates['batched'] / rates['opacus']:.1f}x"
-                     f", loop/opacus = {rates['loop'] / rates['opacus']:.1f}x")
+            line += (
+                f", batched/opacus = {rates['batched'] / rates['opacus']:.1f}x"
+                f", loop/opacus = {rates['loop'] / rates['opacus']:.1f}x"
+            )
         print(line, flush=True)
 
 

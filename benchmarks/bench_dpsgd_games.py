@@ -16,6 +16,7 @@ kernels row says whether the compiled kernels ran (c) or their torch twin (torch
 
 On a CUDA machine the same cells are also timed on the GPU (rows marked cuda).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,12 +30,13 @@ import torch
 from scipy import stats
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import dpsgd_before  # noqa: E402  (the old path, reachable from the benchmarks only)
+import dpsgd_before
 
-from attacks.dpsgd_game import build_protocol, load_data, make_scorer  # noqa: E402
-from auditsel.dpsgd import kernels, protocol as protocol_module  # noqa: E402
-from auditsel.games.engine import run_game  # noqa: E402
-from auditsel.reproductions.table3 import Table3Grid  # noqa: E402
+from attacks.dpsgd_game import build_protocol, load_data, make_scorer
+from auditsel.dpsgd import kernels
+from auditsel.dpsgd import protocol as protocol_module
+from auditsel.games.engine import run_game
+from auditsel.reproductions.table3 import Table3Grid
 
 
 def play(grid, spec, base, data, games, seed, old: bool):
@@ -58,19 +60,27 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--games", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=2, help="alternating timings per path (min kept)")
-    ap.add_argument("--cells", nargs="+", default=["ntnv:dirac:1", "ntcv:input:2", "etcv:dirac:1"],
-                    help="threat:canary:eps_B")
+    ap.add_argument(
+        "--cells",
+        nargs="+",
+        default=["ntnv:dirac:1", "ntcv:input:2", "etcv:dirac:1"],
+        help="threat:canary:eps_B",
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
     grid = Table3Grid()
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, devices {devices}; "
-          f"{args.games} games per timing, min of {args.repeat}; "
-          f"digits/logreg, n = {grid.game.train_size}, N = {grid.steps}, E[K] = {grid.rounds.mean:.1f}; "
-          f"kernels: {kernels.backend('cpu')} on the CPU")
-    print(f"{'device':6} {'cell':18} {'before games/s':>15} {'now games/s':>12} {'ratio':>7}  "
-          f"scores in law (KS p)")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, devices {devices}; "
+        f"{args.games} games per timing, min of {args.repeat}; "
+        f"digits/logreg, n = {grid.game.train_size}, N = {grid.steps}, E[K] = {grid.rounds.mean:.1f}; "
+        f"kernels: {kernels.backend('cpu')} on the CPU"
+    )
+    print(
+        f"{'device':6} {'cell':18} {'before games/s':>15} {'now games/s':>12} {'ratio':>7}  "
+        f"scores in law (KS p)"
+    )
     for device in devices:
         data = load_data(grid.game)
         for cell in args.cells:
@@ -86,8 +96,11 @@ def main(argv=None):
             before, now = args.games / min(times[True]), args.games / min(times[False])
             assert np.array_equal(records[True].member, records[False].member)
             law = stats.ks_2samp(np.ravel(records[True].scores), np.ravel(records[False].scores))
-            print(f"{device:6} {cell:18} {before:15.2f} {now:12.2f} {now / before:6.2f}x  "
-                  f"{law.pvalue:.3f}", flush=True)
+            print(
+                f"{device:6} {cell:18} {before:15.2f} {now:12.2f} {now / before:6.2f}x  "
+                f"{law.pvalue:.3f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ geometric law nu = 1e-3 (E[K] = 1000), then times 10^7 engine trials on all core
 
     python benchmarks/bench_game.py [--quick]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,11 +17,11 @@ import time
 
 import numpy as np
 
+from attacks.proxies import make_proxy
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner
-from attacks.proxies import make_proxy
 
 
 class BaselineProtocol:
@@ -32,11 +33,11 @@ class BaselineProtocol:
     def release(self, member, rng):
         out = np.empty(len(member))
         for start in range(0, len(member), self.block):
-            m = member[start:start + self.block]
+            m = member[start : start + self.block]
             k = self.winner.law.sample(len(m), rng)
             draws = rng.standard_normal(int(k.sum()))
             offsets = np.concatenate([[0], np.cumsum(k)[:-1]])
-            out[start:start + len(m)] = np.maximum.reduceat(draws, offsets) + m * self.winner.mu
+            out[start : start + len(m)] = np.maximum.reduceat(draws, offsets) + m * self.winner.mu
         return out
 
 
@@ -61,15 +62,19 @@ def main():
         proxy = make_proxy("sample", winner)
         engine = trials_per_second(winner, proxy, n_engine // scale)
         baseline = trials_per_second(BaselineProtocol(winner), proxy, n_base // scale)
-        print(f"{name:<28}{law.mean:>8.1f}{engine:>18,.0f}{baseline:>20,.0f}{engine / baseline:>8.1f}")
+        print(
+            f"{name:<28}{law.mean:>8.1f}{engine:>18,.0f}{baseline:>20,.0f}{engine / baseline:>8.1f}"
+        )
     winner = GaussianWinner(base, TruncatedNegativeBinomial(0.0, 0.01))
     trials = 10_000_000 // scale
     start = time.perf_counter()
     run_game(winner, make_proxy("sample", winner), trials, seed=0, jobs=2, progress=False)
     seconds = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{trials:,} engine trials with jobs=2: {seconds:.2f} s "
-          f"({trials / seconds:,.0f} trials/s); peak RSS of this process {rss:.0f} MiB")
+    print(
+        f"{trials:,} engine trials with jobs=2: {seconds:.2f} s "
+        f"({trials / seconds:,.0f} trials/s); peak RSS of this process {rss:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ the resident memory of this process and its workers every 0.2 s (Linux /proc). P
 time, trials per second, the peak RSS of the whole process tree (target: under 2 GiB) and the
 result's lower bound. Checkpoints take 9 bytes a trial on disk (0.9 GB for 10^8).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from auditsel.experiments.config import load_config, default_config_path
+from auditsel.experiments.config import default_config_path, load_config
 from auditsel.experiments.experiment import run_experiment
 
 
@@ -75,10 +76,14 @@ def main():
             shutil.rmtree(out, ignore_errors=True)
     seconds = time.perf_counter() - start
     low = result["lower"]
-    print(f"{args.trials:,} trials, jobs={args.jobs}: {seconds:.1f} s ({args.trials / seconds:,.0f} trials/s)")
+    print(
+        f"{args.trials:,} trials, jobs={args.jobs}: {seconds:.1f} s ({args.trials / seconds:,.0f} trials/s)"
+    )
     print(f"peak RSS of the process tree: {peak[0] / 2**30:.2f} GiB")
-    print(f"eps_L (split) = {low['eps']:.4f}, best threshold = {low['eps_best_threshold']:.4f}, "
-          f"exact = {result['upper']['exact']:.4f}, streamed = {low['streamed']}")
+    print(
+        f"eps_L (split) = {low['eps']:.4f}, best threshold = {low['eps_best_threshold']:.4f}, "
+        f"exact = {result['upper']['exact']:.4f}, streamed = {low['streamed']}"
+    )
 
 
 if __name__ == "__main__":

@@ -6,16 +6,17 @@ Prints, per setting and rule, the fraction of independent audits whose eps_L exc
 epsilon at --delta (default 0.05; likelihood-ratio proxy, 95% confidence). Valid rules must stay below
 ~5%; `best` (max over all thresholds) and `point` (no confidence interval) are optimistic.
 """
+
 import argparse
 
 import numpy as np
 
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import exact_epsilon
+from auditsel.auditing.validity import overclaim_rates
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
 from auditsel.rounds import Point, TruncatedNegativeBinomial
 from auditsel.selection import FiniteWinner, GaussianWinner
-from auditsel.auditing.validity import overclaim_rates
 
 
 def main():
@@ -27,19 +28,34 @@ def main():
     args = parser.parse_args()
     delta, mu = args.delta, args.mu
     settings = {
-        f"Gaussian mu={mu:g}, k=1": (GaussianWinner(GaussianBase(mu), Point(1)), np.linspace(-8, 8, 20)),
-        f"reduced mu={mu:g}, TNB(0, 0.05)": (GaussianWinner(GaussianBase(mu), TruncatedNegativeBinomial(0.0, 0.05)),
-                                           np.linspace(-8, 8, 20)),
-        "Example 1": (FiniteWinner(FiniteOutputBase.example1(), TruncatedNegativeBinomial(1.0, 1e-3)),
-                      np.array([-10.0, -2.0, 0.0, 2.0])),
+        f"Gaussian mu={mu:g}, k=1": (
+            GaussianWinner(GaussianBase(mu), Point(1)),
+            np.linspace(-8, 8, 20),
+        ),
+        f"reduced mu={mu:g}, TNB(0, 0.05)": (
+            GaussianWinner(GaussianBase(mu), TruncatedNegativeBinomial(0.0, 0.05)),
+            np.linspace(-8, 8, 20),
+        ),
+        "Example 1": (
+            FiniteWinner(FiniteOutputBase.example1(), TruncatedNegativeBinomial(1.0, 1e-3)),
+            np.array([-10.0, -2.0, 0.0, 2.0]),
+        ),
     }
     rules = ("split", "bonferroni", "bonferroni_all", "multisplit", "best", "point")
     print(f"{args.reps} audits of {args.trials:,} games each, delta = {delta:g}, 95% confidence")
     print(f"{'setting':<30}{'true eps':>9}" + "".join(f"{r:>16}" for r in rules))
     for name, (winner, grid) in settings.items():
         truth = exact_epsilon(winner, delta)
-        cov = overclaim_rates(winner, make_proxy("likelihood_ratio", winner), truth, delta, reps=args.reps,
-                              trials=args.trials, rules=rules, threshold_grid=grid)
+        cov = overclaim_rates(
+            winner,
+            make_proxy("likelihood_ratio", winner),
+            truth,
+            delta,
+            reps=args.reps,
+            trials=args.trials,
+            rules=rules,
+            threshold_grid=grid,
+        )
         print(f"{name:<30}{truth:>9.3f}" + "".join(f"{cov[r].rate:>16.1%}" for r in rules))
         print(f"{'  mean eps_L':<30}{'':>9}" + "".join(f"{cov[r].mean_eps:>16.3f}" for r in rules))
 

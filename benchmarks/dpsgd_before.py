@@ -5,9 +5,8 @@
 Same contract and random streams as ``auditsel.dpsgd.trainer.train_runs``; the batched dense
 forward/backward use per-run einsums with a broadcast input.
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import numpy as np
 import torch
@@ -16,10 +15,18 @@ import torch.nn.functional as F
 from auditsel.dpsgd.data import Dataset
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.protocol import CanaryLoss, FirstCoordinateShift, Score, ValidationLoss
+
 BLOCK = 16  # steps of noise / masks drawn per call and run (the old streams)
 
-from auditsel.dpsgd.trainer import (Canary, ExampleCanary, GradientCanary, TrainResult,
-                                    check_settings, clip_factors, default_device)
+from auditsel.dpsgd.trainer import (
+    Canary,
+    ExampleCanary,
+    GradientCanary,
+    TrainResult,
+    check_settings,
+    clip_factors,
+    default_device,
+)
 
 
 def _dense_forward(model: ModelSpec, w, x):
@@ -44,8 +51,9 @@ def _vmap_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
     x, y are shared by the runs ((n, ...), (n,)) or per run ((R, n, ...), (R, n))."""
     grad_one = torch.func.grad(model.loss)
     per_run = 0 if y.dim() == 2 else None
-    per_example = torch.func.vmap(torch.func.vmap(grad_one, in_dims=(None, 0, 0)),
-                                  in_dims=(0, per_run, per_run))
+    per_example = torch.func.vmap(
+        torch.func.vmap(grad_one, in_dims=(None, 0, 0)), in_dims=(0, per_run, per_run)
+    )
     g = per_example(w, x, y)  # (R, n, d)
     factors = clip_factors(torch.linalg.vector_norm(g, dim=2), clip[:, None]) * weight
     return torch.einsum("rn,rnd->rd", factors, g)
@@ -63,7 +71,7 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
     params = model.unflatten(w)
     logits = layers[-1][1]
     e = torch.exp(logits - logits.amax(-1, keepdim=True))  # softmax, written out: torch.softmax
-    e = e / e.sum(-1, keepdim=True)                         # over a short last dim is slow on CPU
+    e = e / e.sum(-1, keepdim=True)  # over a short last dim is slow on CPU
     e = e - F.one_hot(y, logits.shape[-1]).to(e.dtype)  # (R, n, classes)
     grads_out = [None] * len(layers)
     for l in range(len(layers) - 1, -1, -1):
@@ -129,10 +137,23 @@ def _as_runs(value, R, dtype, device, field):
     return torch.as_tensor(arr, dtype=dtype, device=device)
 
 
-def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_multiplier,
-               sample_rate, seeds, canary: Optional[Canary] = None, include_canary=None,
-               device=None, dtype=torch.float32, method: str = "auto",
-               memory_budget: int = 1 << 24) -> TrainResult:
+def train_runs(
+    model: ModelSpec,
+    train: Dataset,
+    *,
+    steps: int,
+    lr,
+    clip,
+    noise_multiplier,
+    sample_rate,
+    seeds,
+    canary: Canary | None = None,
+    include_canary=None,
+    device=None,
+    dtype=torch.float32,
+    method: str = "auto",
+    memory_budget: int = 1 << 24,
+) -> TrainResult:
     """Train R = len(seeds) independent DP-SGD runs of eq. 1 together.
 
     lr, clip, noise_multiplier, sample_rate: scalars or arrays of length R. include_canary (R,)
@@ -142,8 +163,13 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     seeds = np.asarray(seeds, dtype=np.uint64).reshape(-1)
     R = len(seeds)
     steps = int(steps)
-    check_settings(steps=np.int64(steps), lr=lr, clip=clip, noise_multiplier=noise_multiplier,
-                   sample_rate=sample_rate)
+    check_settings(
+        steps=np.int64(steps),
+        lr=lr,
+        clip=clip,
+        noise_multiplier=noise_multiplier,
+        sample_rate=sample_rate,
+    )
     if method == "auto":
         method = "ghost" if model.has_dense_path else "vmap"
     if method not in ("ghost", "vmap"):
@@ -151,8 +177,9 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     if method == "ghost" and not model.has_dense_path:
         raise ValueError(f"game.method: ghost clipping needs a dense model, got {model.kind}")
     if train.shape != model.input_shape and len(train):
-        raise ValueError(f"game.model: expects examples of shape {model.input_shape}, "
-                         f"got {train.shape}")
+        raise ValueError(
+            f"game.model: expects examples of shape {model.input_shape}, got {train.shape}"
+        )
     device = torch.device(device) if device is not None else default_device()
     d = model.num_params
     if isinstance(canary, GradientCanary) and not 0 <= canary.coordinate < d:
@@ -179,8 +206,10 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     if isinstance(canary, ExampleCanary):
         xz = torch.as_tensor(np.asarray(canary.x, dtype=np.float32), dtype=dtype, device=device)
         if tuple(xz.shape) != model.input_shape:
-            raise ValueError(f"game.canary: example of shape {tuple(xz.shape)}, the model "
-                             f"expects {model.input_shape}")
+            raise ValueError(
+                f"game.canary: example of shape {tuple(xz.shape)}, the model "
+                f"expects {model.input_shape}"
+            )
         yz = torch.as_tensor(int(canary.y), dtype=torch.long, device=device)
     else:
         xz = yz = None
@@ -189,8 +218,9 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     gens = []
     for s in seeds:
         states = np.random.SeedSequence(int(s)).generate_state(3, dtype=np.uint64)
-        gens.append([torch.Generator(device=device).manual_seed(int(v) & ((1 << 63) - 1))
-                     for v in states])
+        gens.append(
+            [torch.Generator(device=device).manual_seed(int(v) & ((1 << 63) - 1)) for v in states]
+        )
     w = torch.stack([model.init(g[0], dtype=dtype, device=device) for g in gens])
     w0 = w.clone()
     dot = torch.zeros(R, dtype=torch.float64, device=device)
@@ -199,13 +229,18 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     with torch.no_grad():
         for block_start in range(0, steps, BLOCK):
             b = min(BLOCK, steps - block_start)
-            noise = torch.stack([torch.randn(BLOCK, d, generator=g[2], dtype=dtype, device=device)
-                                 for g in gens])  # (R, BLOCK, d)
+            noise = torch.stack(
+                [torch.randn(BLOCK, d, generator=g[2], dtype=dtype, device=device) for g in gens]
+            )  # (R, BLOCK, d)
             if subsampled.any():
-                u = torch.stack([torch.rand(BLOCK, n + 1, generator=g[1], dtype=dtype,
-                                            device=device) if sub else
-                                 torch.zeros(BLOCK, n + 1, dtype=dtype, device=device)
-                                 for g, sub in zip(gens, subsampled)])
+                u = torch.stack(
+                    [
+                        torch.rand(BLOCK, n + 1, generator=g[1], dtype=dtype, device=device)
+                        if sub
+                        else torch.zeros(BLOCK, n + 1, dtype=dtype, device=device)
+                        for g, sub in zip(gens, subsampled)
+                    ]
+                )
                 masks = (u < rate_t[:, None, None]).to(dtype)  # (R, BLOCK, n + 1)
             for j in range(b):
                 mask = masks[:, j] if subsampled.any() else ones
@@ -229,16 +264,18 @@ def _batched_logits(model: ModelSpec, w, x):
     return torch.func.vmap(model.logits, in_dims=(0, None))(w, x)
 
 
-def evaluate_score(score: Score, model: ModelSpec, w0: torch.Tensor, wN: torch.Tensor,
-                   chunk: int = 1 << 22) -> torch.Tensor:
+def evaluate_score(
+    score: Score, model: ModelSpec, w0: torch.Tensor, wN: torch.Tensor, chunk: int = 1 << 22
+) -> torch.Tensor:
     """g for each of R runs (R,), from (w_0, w_N) only."""
     R = wN.shape[0]
     if isinstance(score, FirstCoordinateShift):
         return (w0[:, score.coordinate] - wN[:, score.coordinate]).double()
     with torch.no_grad():
         if isinstance(score, CanaryLoss):
-            x = torch.as_tensor(np.asarray(score.canary.x, np.float32)[None], dtype=wN.dtype,
-                                device=wN.device)
+            x = torch.as_tensor(
+                np.asarray(score.canary.x, np.float32)[None], dtype=wN.dtype, device=wN.device
+            )
             y = torch.full((1,), int(score.canary.y), dtype=torch.long, device=wN.device)
             logits = _batched_logits(model, wN, x)  # (R, 1, classes)
             return -F.cross_entropy(logits[:, 0], y.expand(R), reduction="none").double()
@@ -249,11 +286,12 @@ def evaluate_score(score: Score, model: ModelSpec, w0: torch.Tensor, wN: torch.T
             total = torch.zeros(R, dtype=torch.float64, device=wN.device)
             step = max(1, chunk // max(1, R * model.num_classes * 8))
             for s in range(0, len(data), step):
-                x = torch.as_tensor(data.x[s:s + step], dtype=wN.dtype, device=wN.device)
-                y = torch.as_tensor(data.y[s:s + step], dtype=torch.long, device=wN.device)
+                x = torch.as_tensor(data.x[s : s + step], dtype=wN.dtype, device=wN.device)
+                y = torch.as_tensor(data.y[s : s + step], dtype=torch.long, device=wN.device)
                 logits = _batched_logits(model, wN, x)  # (R, n, classes)
-                ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.repeat(R),
-                                     reduction="none").reshape(R, -1)
+                ce = F.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), y.repeat(R), reduction="none"
+                ).reshape(R, -1)
                 total -= ce.double().sum(1)
             return total / len(data) if score.reduction == "mean" else total
     raise TypeError(f"unknown score {score!r}")

@@ -7,6 +7,7 @@ Cases (seeded, delta = 1e-5, 95%): a Gaussian (mu = 1.5, 40,000 games); a tuning
 winner of K ~ 1 + Poisson(9) Gaussian runs with shift 0.6 (40,000 games); a small sample
 (the Gaussian with 500 games). The truth is the exact eps of each pair.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,22 +33,42 @@ def jax_numbers(s, m):
     except ImportError:
         return None
     a = auditing.CanaryScoreAuditor(s[m == 1], s[m == 0])
-    return {"cp_split": a.epsilon_clopper_pearson(0.05, DELTA, False, threshold_strategy=auditing.Split(seed=0)),
-            "cp_multisplit": a.epsilon_clopper_pearson(0.05, DELTA, False,
-                                                        threshold_strategy=auditing.MultiSplit(num_samples=21, seed=0)),
-            "cp_bonferroni_all": a.epsilon_clopper_pearson(0.05, DELTA, False),
-            "gdp_fit": a.epsilon_from_gdp(0.05, DELTA), "auroc": a.attack_auroc()}
+    return {
+        "cp_split": a.epsilon_clopper_pearson(
+            0.05, DELTA, False, threshold_strategy=auditing.Split(seed=0)
+        ),
+        "cp_multisplit": a.epsilon_clopper_pearson(
+            0.05, DELTA, False, threshold_strategy=auditing.MultiSplit(num_samples=21, seed=0)
+        ),
+        "cp_bonferroni_all": a.epsilon_clopper_pearson(0.05, DELTA, False),
+        "gdp_fit": a.epsilon_from_gdp(0.05, DELTA),
+        "auroc": a.attack_auroc(),
+    }
 
 
 def main():
     cases = {
         "Gaussian mu = 1.5, 40,000 games": (GaussianWinner(GaussianBase(1.5), Point(1)), 40_000),
-        "tuning release, K ~ 1 + Poisson(9), shift 0.6, 40,000 games":
-            (GaussianWinner(GaussianBase(0.6), one_plus_poisson(9)), 40_000),
-        "small sample: Gaussian mu = 1.5, 500 games": (GaussianWinner(GaussianBase(1.5), Point(1)), 500),
+        "tuning release, K ~ 1 + Poisson(9), shift 0.6, 40,000 games": (
+            GaussianWinner(GaussianBase(0.6), one_plus_poisson(9)),
+            40_000,
+        ),
+        "small sample: Gaussian mu = 1.5, 500 games": (
+            GaussianWinner(GaussianBase(1.5), Point(1)),
+            500,
+        ),
     }
-    rows = ["cp_split", "cp_multisplit", "cp_bonferroni", "cp_bonferroni_all", "bayesian", "best_threshold",
-            "gdp_fit", "selection_fit", "auroc"]
+    rows = [
+        "cp_split",
+        "cp_multisplit",
+        "cp_bonferroni",
+        "cp_bonferroni_all",
+        "bayesian",
+        "best_threshold",
+        "gdp_fit",
+        "selection_fit",
+        "auroc",
+    ]
     results, truths, jax = {}, {}, {}
     for name, (w, n) in cases.items():
         rng = np.random.default_rng(1)

@@ -1,4 +1,5 @@
 """Independent high-precision oracles (mpmath) for the exact curves, used only by tests."""
+
 import mpmath as mp
 
 mp.mp.dps = 40

@@ -1,23 +1,26 @@
 """DpsgdBase: validation, eq. 19, mu_GDP, and agreement with closed forms where they exist."""
+
 import math
 
 import numpy as np
 import pytest
 
-from auditsel.mechanisms import DpsgdBase, gdp_mu_dpsgd
 from auditsel.errors import ConfigError
-from auditsel.mechanisms import gaussian_delta
+from auditsel.mechanisms import DpsgdBase, gaussian_delta, gdp_mu_dpsgd
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    (dict(noise_multiplier=0.0, steps=10), "noise_multiplier"),
-    (dict(noise_multiplier=-1.0, steps=10), "noise_multiplier"),
-    (dict(noise_multiplier=1.0, steps=0), "steps"),
-    (dict(noise_multiplier=1.0, steps=2.5), "steps"),
-    (dict(noise_multiplier=1.0, steps=10, sample_rate=0.0), "sample_rate"),
-    (dict(noise_multiplier=1.0, steps=10, sample_rate=1.5), "sample_rate"),
-    (dict(noise_multiplier=1.0, steps=10, accountant="prv"), "accountant"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(noise_multiplier=0.0, steps=10), "noise_multiplier"),
+        (dict(noise_multiplier=-1.0, steps=10), "noise_multiplier"),
+        (dict(noise_multiplier=1.0, steps=0), "steps"),
+        (dict(noise_multiplier=1.0, steps=2.5), "steps"),
+        (dict(noise_multiplier=1.0, steps=10, sample_rate=0.0), "sample_rate"),
+        (dict(noise_multiplier=1.0, steps=10, sample_rate=1.5), "sample_rate"),
+        (dict(noise_multiplier=1.0, steps=10, accountant="prv"), "accountant"),
+    ],
+)
 def test_validation_messages(kwargs, field):
     with pytest.raises(ConfigError, match=rf"^{field}: must be .*, got "):
         DpsgdBase(**kwargs)
@@ -37,7 +40,7 @@ def test_full_batch_rdp_curve_is_gaussian_composition():
 
 
 def test_full_batch_pld_profile_is_pessimistic_and_close_to_exact_gaussian():
-    b = DpsgdBase(5.0, 100, 1.0)   # mu = 2
+    b = DpsgdBase(5.0, 100, 1.0)  # mu = 2
     eps = np.linspace(0, 6, 13)
     pld = b.delta(eps)
     exact = gaussian_delta(b.mu, eps)

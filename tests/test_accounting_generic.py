@@ -1,15 +1,20 @@
 """PS22 generic bounds: dp_accounting cross-check, closed forms, Example 1."""
+
 import math
 
 import dp_accounting as dpa
 import numpy as np
 import pytest
 
-from auditsel.mechanisms import DpsgdBase, RDP_ORDERS
-from auditsel.accounting.generic import (generic_epsilon, lemma7_rdp, pure_dp_generic_epsilon, tnb_rdp)
+from auditsel.accounting.generic import (
+    generic_epsilon,
+    lemma7_rdp,
+    pure_dp_generic_epsilon,
+    tnb_rdp,
+)
 from auditsel.accounting.profile import base_profile
 from auditsel.accounting.rdp import ORDERS, finite_rdp, gaussian_rdp, pure_dp_rdp
-from auditsel.mechanisms import FiniteOutputBase, GaussianBase
+from auditsel.mechanisms import RDP_ORDERS, DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import Point, Poisson, TruncatedNegativeBinomial, TwoPoint
 
 DPA_ORDERS = np.array(dpa.rdp.rdp_privacy_accountant.DEFAULT_RDP_ORDERS, dtype=float)
@@ -60,13 +65,18 @@ def test_tnb_zcdp_base_matches_corollary4(rho, eta, nu):
     curve = tnb_rdp(orders, rho * orders, eta, nu)
     m = law.mean
     a_star = 1 + math.sqrt(math.log(m) / rho)
-    cor4 = np.where(orders > a_star,
-                    rho * (orders - 1) + math.log(m) / (orders - 1)
-                    + 2 * (1 + eta) * math.sqrt(rho * math.log(1 / nu)) - eta * rho,
-                    2 * math.sqrt(rho * math.log(m)) + 2 * (1 + eta) * math.sqrt(rho * math.log(1 / nu))
-                    - eta * rho)
-    assert np.all(curve >= cor4 - 1e-9)           # Cor 4 is the exact optimum over alpha_hat
-    assert np.all(curve <= cor4 + 2e-3)           # the grid over alpha_hat loses little
+    cor4 = np.where(
+        orders > a_star,
+        rho * (orders - 1)
+        + math.log(m) / (orders - 1)
+        + 2 * (1 + eta) * math.sqrt(rho * math.log(1 / nu))
+        - eta * rho,
+        2 * math.sqrt(rho * math.log(m))
+        + 2 * (1 + eta) * math.sqrt(rho * math.log(1 / nu))
+        - eta * rho,
+    )
+    assert np.all(curve >= cor4 - 1e-9)  # Cor 4 is the exact optimum over alpha_hat
+    assert np.all(curve <= cor4 + 2e-3)  # the grid over alpha_hat loses little
 
 
 def test_point_mass_lemma7_is_ps22_point_mass_bound():
@@ -84,13 +94,13 @@ def test_lemma7_profile_region_never_looser():
     with_region = lemma7_rdp(ORDERS, r, law, base_profile(base))
     without = lemma7_rdp(ORDERS, r, law)
     assert np.all(with_region <= without + 1e-12)
-    assert np.all(with_region >= r - 1e-12)       # the sup term is >= 0 (q = q' is feasible)
+    assert np.all(with_region >= r - 1e-12)  # the sup term is >= 0 (q = q' is feasible)
 
 
 def test_example1_generic_bounds():
     base = FiniteOutputBase.example1()
     law = TruncatedNegativeBinomial(1.0, 1e-3)
-    assert pure_dp_generic_epsilon(1.0, law) == 3.0                      # (2 + eta) eps
+    assert pure_dp_generic_epsilon(1.0, law) == 3.0  # (2 + eta) eps
     exact_rdp = generic_epsilon(ORDERS, finite_rdp(base.law(0), base.law(1), ORDERS), law, 1e-5)
     rr_rdp = generic_epsilon(ORDERS, pure_dp_rdp(1.0, ORDERS), law, 1e-5)
     # the exact RDP curve of the base is below the randomized-response curve of a 1-DP base

@@ -20,10 +20,18 @@ def test_single_run_is_the_gaussian(mu):
 
 
 def _mp_renyi(mu, alpha, eta, nu):
-    f = lambda x: oracles.tnb_density(x, 0, eta, nu) ** alpha * oracles.tnb_density(x, mu, eta, nu) ** (1 - alpha)
-    g = lambda x: oracles.tnb_density(x, mu, eta, nu) ** alpha * oracles.tnb_density(x, 0, eta, nu) ** (1 - alpha)
+    f = lambda x: (
+        oracles.tnb_density(x, 0, eta, nu) ** alpha
+        * oracles.tnb_density(x, mu, eta, nu) ** (1 - alpha)
+    )
+    g = lambda x: (
+        oracles.tnb_density(x, mu, eta, nu) ** alpha
+        * oracles.tnb_density(x, 0, eta, nu) ** (1 - alpha)
+    )
     pts = [-60, -20, -5, 0, 2, 5, 10, 60]
-    return max(float(mp.log(mp.quad(f, pts)) / (alpha - 1)), float(mp.log(mp.quad(g, pts)) / (alpha - 1)))
+    return max(
+        float(mp.log(mp.quad(f, pts)) / (alpha - 1)), float(mp.log(mp.quad(g, pts)) / (alpha - 1))
+    )
 
 
 @pytest.mark.parametrize("alpha", [2.0, 6.0])
@@ -42,15 +50,28 @@ def test_atom_of_poisson_is_counted():
 
 def test_finite_recipe_example1():
     # Example 1 of [XWW24]: exact (2.92, 1e-5) <= Renyi-of-the-exact-winner <= generic RDP 3.02
-    v = finite_improved_epsilon(FiniteOutputBase.example1(), TruncatedNegativeBinomial(1, 1e-3), 1e-5)
+    v = finite_improved_epsilon(
+        FiniteOutputBase.example1(), TruncatedNegativeBinomial(1, 1e-3), 1e-5
+    )
     assert 2.92 <= v <= 3.02
 
 
-@pytest.mark.parametrize("mu_uo, mu_ug, paper", [
-    # tau = 1, N = 500, eps_B = 1 / 4 (mu calibrated with the RDP accountant): [XWW24] Table 4
-    (0.247195, 0.248291, {(10, 0.1): (1.13, 1.12), (100, 0.01): (2.58, 2.57), (1000, 1e-3): (5.42, 5.40)}),
-    (0.863880, 0.877418, {(10, 0.1): (4.51, 4.43), (100, 1e-3): (7.85, 7.80), (1000, 1e-3): (10.22, 10.20)}),
-])
+@pytest.mark.parametrize(
+    "mu_uo, mu_ug, paper",
+    [
+        # tau = 1, N = 500, eps_B = 1 / 4 (mu calibrated with the RDP accountant): [XWW24] Table 4
+        (
+            0.247195,
+            0.248291,
+            {(10, 0.1): (1.13, 1.12), (100, 0.01): (2.58, 2.57), (1000, 1e-3): (5.42, 5.40)},
+        ),
+        (
+            0.863880,
+            0.877418,
+            {(10, 0.1): (4.51, 4.43), (100, 1e-3): (7.85, 7.80), (1000, 1e-3): (10.22, 10.20)},
+        ),
+    ],
+)
 def test_table4_cells_within_a_few_tenths(mu_uo, mu_ug, paper):
     for (L, s), (ug, uo) in paper.items():
         law = TwoPoint(L, s)

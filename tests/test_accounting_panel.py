@@ -1,11 +1,11 @@
 """The upper-bound panel: contract, labels, Example 1, and the invariants of issue 3 section 6."""
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from auditsel.mechanisms import DpsgdBase
 from auditsel.accounting.panel import BOUND_KEYS, BOUND_LABELS, bound_labels, panel, upper_bounds
-from auditsel.mechanisms import FiniteOutputBase, GaussianBase
+from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import Poisson, TruncatedNegativeBinomial, TwoPoint
 
 SETTINGS = settings(max_examples=6, deadline=None, derandomize=True)
@@ -16,8 +16,10 @@ def test_keys_and_labels():
     out = upper_bounds(GaussianBase(0.5), TruncatedNegativeBinomial(0, 0.01), 1e-5)
     assert tuple(out) == BOUND_KEYS
     assert set(BOUND_LABELS) == set(BOUND_KEYS)
-    assert all(v["rigour"] in ("rigorous", "heuristic") and v["citation"] for v in BOUND_LABELS.values())
-    assert out["improved_rdp_gdp"] is None                 # no mu_GDP for a plain Gaussian base
+    assert all(
+        v["rigour"] in ("rigorous", "heuristic") and v["citation"] for v in BOUND_LABELS.values()
+    )
+    assert out["improved_rdp_gdp"] is None  # no mu_GDP for a plain Gaussian base
     assert bound_labels(DpsgdBase(2.0, 10, 0.5))["exact"] == "heuristic"
     assert bound_labels(DpsgdBase(2.0, 10, 1.0))["exact"] == "rigorous"
 
@@ -39,7 +41,10 @@ def test_dpsgd_panel_has_base_info():
     assert out["base"]["mu"] == pytest.approx(base.mu)
     assert out["base"]["mu_gdp"] == pytest.approx(base.mu_gdp)
     for k in BOUND_KEYS:
-        assert out["upper"][k] >= out["base"]["epsilon"] * (1 - 1e-3) or out["labels"][k] == "heuristic"
+        assert (
+            out["upper"][k] >= out["base"]["epsilon"] * (1 - 1e-3)
+            or out["labels"][k] == "heuristic"
+        )
 
 
 mus = st.floats(0.1, 2.0)
@@ -56,9 +61,13 @@ def test_exact_le_improved_le_generic_and_exact_le_profile(mu, law):
 
 
 @SETTINGS
-@given(mu=mus, law=st.one_of(
-    tnbs.map(lambda t: TruncatedNegativeBinomial(*t)),
-    st.tuples(st.integers(2, 200), st.floats(0.0, 0.9)).map(lambda t: TwoPoint(*t))))
+@given(
+    mu=mus,
+    law=st.one_of(
+        tnbs.map(lambda t: TruncatedNegativeBinomial(*t)),
+        st.tuples(st.integers(2, 200), st.floats(0.0, 0.9)).map(lambda t: TwoPoint(*t)),
+    ),
+)
 def test_every_bound_at_least_one_run(mu, law):
     base = GaussianBase(mu)
     out = panel(base, law, 1e-5)
@@ -78,7 +87,12 @@ def test_monotone_in_mu(mu, factor, law):
 
 
 @SETTINGS
-@given(mu=mus, eta=st.sampled_from([0.0, 1.0, 2.0]), nu=st.floats(2e-3, 0.3), shrink=st.floats(0.2, 0.8))
+@given(
+    mu=mus,
+    eta=st.sampled_from([0.0, 1.0, 2.0]),
+    nu=st.floats(2e-3, 0.3),
+    shrink=st.floats(0.2, 0.8),
+)
 def test_monotone_in_expected_runs(mu, eta, nu, shrink):
     small, large = TruncatedNegativeBinomial(eta, nu), TruncatedNegativeBinomial(eta, nu * shrink)
     assert small.mean < large.mean

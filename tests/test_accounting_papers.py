@@ -1,4 +1,5 @@
 """The paper reproductions: Example 1 rows and the markdown renderer."""
+
 import pytest
 
 from auditsel.reproductions.bounds import TABLE4_LAWS, TABLE4_PAPER, example1_rows, to_markdown
@@ -9,11 +10,12 @@ def test_example1_rows_match_the_paper():
     assert rows["exact eps, delta = 0"]["ours"] == pytest.approx(2.96, abs=0.01)
     assert rows["exact eps, delta = 1e-5"]["ours"] == pytest.approx(2.92, abs=0.01)
     # the paper's 3.11 is reproduced with integer orders; the finer grid is tighter
-    assert rows["generic RDP, delta = 1e-5, pure-DP curve, integer orders 2..199"]["ours"] == \
-        pytest.approx(3.11, abs=0.01)
+    assert rows["generic RDP, delta = 1e-5, pure-DP curve, integer orders 2..199"][
+        "ours"
+    ] == pytest.approx(3.11, abs=0.01)
     for r in rows.values():
         if r["quantity"].startswith("winner P"):
-            assert r["ours"] == pytest.approx(r["paper"], rel=0.01)   # eq. 8, 3 digits
+            assert r["ours"] == pytest.approx(r["paper"], rel=0.01)  # eq. 8, 3 digits
 
 
 def test_table4_reference_is_complete_and_markdown_renders():

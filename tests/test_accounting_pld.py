@@ -1,17 +1,28 @@
 """Optimistic / pessimistic PLDs [DGKKM22]: exactness at the grid, domination, composition."""
+
 import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from auditsel.mechanisms import DpsgdBase
-from auditsel.accounting.pld import (dpsgd_epsilon_interval, gaussian_curve, laplace_curve,
-                                     optimistic_pld, pessimistic_pld, subsampled_gaussian_curves)
-from auditsel.mechanisms import gaussian_delta, gaussian_epsilon
+from auditsel.accounting.pld import (
+    dpsgd_epsilon_interval,
+    gaussian_curve,
+    laplace_curve,
+    optimistic_pld,
+    pessimistic_pld,
+    subsampled_gaussian_curves,
+)
+from auditsel.mechanisms import DpsgdBase, gaussian_delta, gaussian_epsilon
 
-CURVES = [gaussian_curve(0.3), gaussian_curve(1.5), laplace_curve(1.0),
-          *subsampled_gaussian_curves(0.1, 1.5)]
+CURVES = [
+    gaussian_curve(0.3),
+    gaussian_curve(1.5),
+    laplace_curve(1.0),
+    *subsampled_gaussian_curves(0.1, 1.5),
+]
 
 
 @pytest.mark.parametrize("curve", CURVES, ids=lambda c: c.name)
@@ -24,10 +35,10 @@ def test_masses_sum_to_one_and_are_nonnegative(curve):
 @pytest.mark.parametrize("curve", CURVES, ids=lambda c: c.name)
 def test_pessimistic_exact_at_grid_optimistic_below(curve):
     step = 1e-2
-    eps = np.array([0.0, 0.05, 0.2, 0.5, 1.0])       # multiples of the step
+    eps = np.array([0.0, 0.05, 0.2, 0.5, 1.0])  # multiples of the step
     true = curve.at_eps(eps)
     assert np.allclose(pessimistic_pld(curve, step).delta(eps), true, rtol=1e-9, atol=1e-14)
-    off = eps + step / 2                               # between grid points: above the truth
+    off = eps + step / 2  # between grid points: above the truth
     assert np.all(pessimistic_pld(curve, step).delta(off) >= curve.at_eps(off) - 1e-14)
     assert np.all(optimistic_pld(curve, step).delta(eps) <= true + 1e-14)
 
@@ -51,7 +62,7 @@ def test_composed_gaussian_is_bracketed(mu, n):
 def test_dpsgd_interval_contains_dp_accounting():
     sigma, n, q = 1.5, 200, 0.05
     lo, hi = dpsgd_epsilon_interval(sigma, n, q, 1e-5)
-    ref = DpsgdBase(sigma, n, q).epsilon(1e-5, "pld")    # dp_accounting, also connect-the-dots
+    ref = DpsgdBase(sigma, n, q).epsilon(1e-5, "pld")  # dp_accounting, also connect-the-dots
     assert lo <= hi
     assert lo <= ref <= hi + 1e-3
     assert hi - lo < 0.02

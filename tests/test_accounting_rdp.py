@@ -1,12 +1,21 @@
 """RDP curves and the Canonne-Kamath-Steinke conversion."""
+
 import math
 
 import numpy as np
 import pytest
 
-from auditsel.accounting.rdp import (ORDERS, finite_rdp, gaussian_rdp, monotone_envelope,
-                                     pure_dp_rdp, rdp_to_delta, rdp_to_epsilon,
-                                     rdp_to_epsilon_continuous, renyi_divergence_finite)
+from auditsel.accounting.rdp import (
+    ORDERS,
+    finite_rdp,
+    gaussian_rdp,
+    monotone_envelope,
+    pure_dp_rdp,
+    rdp_to_delta,
+    rdp_to_epsilon,
+    rdp_to_epsilon_continuous,
+    renyi_divergence_finite,
+)
 from auditsel.mechanisms import gaussian_epsilon
 
 
@@ -17,8 +26,8 @@ def test_gaussian_conversion_is_an_upper_bound_close_to_exact(mu, delta):
     grid = rdp_to_epsilon(ORDERS, gaussian_rdp(mu, ORDERS), delta)
     cont = rdp_to_epsilon_continuous(lambda a: gaussian_rdp(mu, a), delta)
     assert exact <= cont + 1e-9 <= grid + 2e-9
-    assert grid <= cont * 1.002 + 1e-6          # the stated grid loses < 0.2 %
-    assert cont <= exact * 1.35 + 0.05           # RDP is loose, but not by much for the Gaussian
+    assert grid <= cont * 1.002 + 1e-6  # the stated grid loses < 0.2 %
+    assert cont <= exact * 1.35 + 0.05  # RDP is loose, but not by much for the Gaussian
 
 
 def test_conversion_closed_form_at_one_order():
@@ -41,8 +50,8 @@ def test_pure_dp_curve_is_randomized_response():
     assert np.allclose(pure_dp_rdp(eps, ORDERS), rr, rtol=1e-10)
     curve = pure_dp_rdp(eps, ORDERS)
     assert np.all(curve <= eps + 1e-12)
-    assert curve[-1] == pytest.approx(eps, rel=2e-3)     # -> eps as alpha -> inf
-    assert np.all(np.diff(curve) >= -1e-12)              # non-decreasing in alpha
+    assert curve[-1] == pytest.approx(eps, rel=2e-3)  # -> eps as alpha -> inf
+    assert np.all(np.diff(curve) >= -1e-12)  # non-decreasing in alpha
 
 
 def test_finite_renyi_basic_identities():

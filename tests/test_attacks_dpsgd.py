@@ -1,4 +1,5 @@
 """The adversary of the DP-SGD game: canaries, proxies of eq. 10, and the wall to the trainer."""
+
 import ast
 import pathlib
 
@@ -23,10 +24,14 @@ def obs(dot, steps, clip, score, released=None):
     dots = np.zeros((n, max(1, int(steps_.max()))))
     for t in range(n):
         if steps_[t] > 0:
-            dots[t, :steps_[t]] = np.asarray(dot, float)[t] / steps_[t]
-    return {"canary_dots": dots, "steps": steps_,
-            "clip": np.asarray(clip, float), "score": np.asarray(score, float),
-            "released": np.ones(n, bool) if released is None else np.asarray(released)}
+            dots[t, : steps_[t]] = np.asarray(dot, float)[t] / steps_[t]
+    return {
+        "canary_dots": dots,
+        "steps": steps_,
+        "clip": np.asarray(clip, float),
+        "score": np.asarray(score, float),
+        "released": np.ones(n, bool) if released is None else np.asarray(released),
+    }
 
 
 def test_lambda_a_is_mean_inner_product_over_c_squared():
@@ -37,8 +42,9 @@ def test_lambda_a_is_mean_inner_product_over_c_squared():
 @pytest.mark.parametrize("threat,sign", [("ntnv", -1), ("ntcv", 1), ("etcv", 1)])
 def test_lambda_b_adds_the_score_with_the_threat_models_sign(threat, sign):
     o = obs([4.0, 4.0], [1, 1], [1.0, 1.0], [0.5, -2.0])
-    np.testing.assert_allclose(make_dpsgd_proxy("lambda_b", threat)(o),
-                               4.0 + sign * np.array([0.5, -2.0]))
+    np.testing.assert_allclose(
+        make_dpsgd_proxy("lambda_b", threat)(o), 4.0 + sign * np.array([0.5, -2.0])
+    )
 
 
 def test_fixed_output_scores_minus_infinity_and_unknown_proxy_errors():
@@ -50,13 +56,23 @@ def test_fixed_output_scores_minus_infinity_and_unknown_proxy_errors():
 
 def test_dirac_canary_writes_c_to_coordinate_zero_only():
     model = ModelSpec("mlp", TRAIN.shape, 10)
-    res = train_runs(model, Dataset.empty_like(TRAIN), steps=3, lr=1.0, clip=0.7,
-                     noise_multiplier=0.0, sample_rate=1.0, seeds=[0],
-                     canary=canaries.dirac(), include_canary=[True], device="cpu",
-                     dtype=torch.float64)
+    res = train_runs(
+        model,
+        Dataset.empty_like(TRAIN),
+        steps=3,
+        lr=1.0,
+        clip=0.7,
+        noise_multiplier=0.0,
+        sample_rate=1.0,
+        seeds=[0],
+        canary=canaries.dirac(),
+        include_canary=[True],
+        device="cpu",
+        dtype=torch.float64,
+    )
     delta = (res.w0 - res.wN)[0].numpy()
     assert delta[0] == pytest.approx(3 * 0.7) and np.all(delta[1:] == 0)
-    assert res.canary_dot.item() == pytest.approx(3 * 0.7 ** 2)
+    assert res.canary_dot.item() == pytest.approx(3 * 0.7**2)
 
 
 def test_input_canaries_have_the_training_shape_and_are_out_of_distribution():
@@ -70,8 +86,12 @@ def test_input_canaries_have_the_training_shape_and_are_out_of_distribution():
 
 
 def test_canary_from_another_dataset_is_resized():
-    big = Dataset("big", np.random.default_rng(0).random((2, 3, 32, 32)).astype(np.float32),
-                  np.array([4, 12]), 13)
+    big = Dataset(
+        "big",
+        np.random.default_rng(0).random((2, 3, 32, 32)).astype(np.float32),
+        np.array([4, 12]),
+        13,
+    )
     z = canaries.from_dataset(big, 1, like=TRAIN)
     assert z.x.shape == (1, 8, 8) and z.y == 12 % 10
     np.testing.assert_allclose(z.x.mean(), big.x[1].mean(), rtol=1e-5)
@@ -115,19 +135,29 @@ class RecordingRelease(dict):
 
 def _release(member, seed=0, threat="etcv"):
     from auditsel.rounds import Point
-    proto = threats.tuning_game(threat, canaries.dirac(), model=ModelSpec("logreg", TRAIN.shape, 10),
-                                train=TRAIN.take(30), validation=VAL.take(20), rounds=Point(2),
-                                grid=[{"lr": 0.1}, {"lr": 0.2, "steps": 3}], steps=2,
-                                noise_multiplier=1.0, device="cpu")
+
+    proto = threats.tuning_game(
+        threat,
+        canaries.dirac(),
+        model=ModelSpec("logreg", TRAIN.shape, 10),
+        train=TRAIN.take(30),
+        validation=VAL.take(20),
+        rounds=Point(2),
+        grid=[{"lr": 0.1}, {"lr": 0.2, "steps": 3}],
+        steps=2,
+        noise_multiplier=1.0,
+        device="cpu",
+    )
     return proto.release(np.asarray(member, np.int8), np.random.default_rng(seed))
 
 
 def test_release_holds_exactly_the_documented_fields_and_no_coin():
     from auditsel.dpsgd.protocol import RELEASE_FIELDS
+
     o = _release([0, 1, 1, 0])
     assert set(o) == set(RELEASE_FIELDS)
     assert not set(RELEASE_FIELDS) & {"member", "coin", "b", "k", "runs", "seeds", "losing"}
-    assert o["canary_dots"].shape == (4, 3)          # N_max = 3 steps; 2-step runs end in a 0
+    assert o["canary_dots"].shape == (4, 3)  # N_max = 3 steps; 2-step runs end in a 0
     # the release of a trial is the same function of the randomness whatever the coins of
     # OTHER trials: nothing of another trial's coin leaks into it
     o2 = _release([1, 1, 1, 1])
@@ -145,6 +175,7 @@ def test_proxies_read_only_released_fields(threat):
     from auditsel.dpsgd.protocol import RELEASE_FIELDS
     from auditsel.mechanisms import DpsgdBase
     from auditsel.rounds import Point
+
     o = RecordingRelease(_release([0, 1, 1, 0], threat=threat))
     for name in DPSGD_PROXIES:
         o.read.clear()
@@ -155,9 +186,12 @@ def test_proxies_read_only_released_fields(threat):
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute):
                 assert node.attr not in {"plan", "_update", "member", "configs"}, (f, node.attr)
-            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
-                    and node.value.id in {"obs", "observations", "release"}
-                    and isinstance(node.slice, ast.Constant)):
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in {"obs", "observations", "release"}
+                and isinstance(node.slice, ast.Constant)
+            ):
                 assert node.slice.value in RELEASE_FIELDS, (f, node.slice.value)
 
 
@@ -172,8 +206,9 @@ def test_likelihood_ratio_proxy_reads_the_reduced_games_winner_on_etcv_dirac():
     from auditsel.rounds import Point
 
     base, rounds = DpsgdBase(noise_multiplier=2.0, steps=4), Point(3)
-    spec = DpsgdGameSpec(threat="etcv", canary="dirac", dataset="breast_cancer",
-                         learning_rates=(0.05,), device="cpu")
+    spec = DpsgdGameSpec(
+        threat="etcv", canary="dirac", dataset="breast_cancer", learning_rates=(0.05,), device="cpu"
+    )
     proto = build_protocol(spec, base, rounds)
     member = np.repeat([0, 1], 300).astype(np.int8)
     o = proto.release(member, np.random.default_rng(1))

@@ -1,14 +1,15 @@
 """Auditing your own pipeline: score files, a user protocol, and accountant regression tests."""
+
 import json
 
 import numpy as np
 import pytest
 
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.pipelines.protocol import audit_protocol
 from auditsel.auditing.scores import read_scores
 from auditsel.cli import main
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
+from auditsel.pipelines.protocol import audit_protocol
 from auditsel.rounds import TwoPoint
 from auditsel.testing import RefutedClaim, assert_not_refuted, worst_case_tuning
 
@@ -16,7 +17,7 @@ from auditsel.testing import RefutedClaim, assert_not_refuted, worst_case_tuning
 # --- a user's own tuning loop: K ~ 1 + Poisson(3) runs of a noisy mean, release the best ------
 def my_tuning_run(member, rng):
     k = 1 + rng.poisson(3)
-    runs = rng.normal(loc=1.0 * member, scale=1.0, size=k)   # each run: Gaussian, mu = 1
+    runs = rng.normal(loc=1.0 * member, scale=1.0, size=k)  # each run: Gaussian, mu = 1
     return {"best": runs.max(), "k": k}
 
 
@@ -38,8 +39,9 @@ def my_tuning_epsilon(delta):
 
 
 def test_audit_protocol_runs_a_user_function_and_respects_the_truth(tmp_path):
-    bound = audit_protocol(my_tuning_run, my_score, delta=1e-5, trials=20_000, seed=1,
-                           checkpoint_dir=tmp_path / "ck")
+    bound = audit_protocol(
+        my_tuning_run, my_score, delta=1e-5, trials=20_000, seed=1, checkpoint_dir=tmp_path / "ck"
+    )
     # the exact epsilon of this protocol is computable (4.69): the valid eps_L stays below it
     # (at 95% confidence; the seed is fixed), the optimistic best threshold too here, and the
     # audit finds real leakage (one Gaussian run alone has eps 4.38 at this delta)
@@ -47,9 +49,10 @@ def test_audit_protocol_runs_a_user_function_and_respects_the_truth(tmp_path):
     assert exact > gaussian_epsilon(1.0, 1e-5)
     assert 0.3 * exact < bound.eps <= exact
     assert bound.eps <= bound.eps_best_threshold <= exact
-    again = audit_protocol(my_tuning_run, my_score, delta=1e-5, trials=20_000, seed=1,
-                           checkpoint_dir=tmp_path / "ck")
-    assert again == bound          # resumed from checkpoints: same numbers
+    again = audit_protocol(
+        my_tuning_run, my_score, delta=1e-5, trials=20_000, seed=1, checkpoint_dir=tmp_path / "ck"
+    )
+    assert again == bound  # resumed from checkpoints: same numbers
 
 
 def test_audit_protocol_is_the_same_for_any_number_of_jobs():
@@ -90,24 +93,40 @@ def test_audit_scores_csv_and_npz_agree(tmp_path, capsys):
     assert main(["audit-scores", str(tmp_path / "s.npz"), "--json"]) == 0
     from_npz = json.loads(capsys.readouterr().out)
     assert from_csv["eps"] == pytest.approx(from_npz["eps"], rel=1e-12)
-    assert {"eps", "method", "eps_gdp", "eps_best_threshold", "confidence", "threshold_rule",
-            "threshold", "fp", "fn", "trials"} <= set(from_csv)
+    assert {
+        "eps",
+        "method",
+        "eps_gdp",
+        "eps_best_threshold",
+        "confidence",
+        "threshold_rule",
+        "threshold",
+        "fp",
+        "fn",
+        "trials",
+    } <= set(from_csv)
     assert main(["audit-scores", str(tmp_path / "s.csv")]) == 0
     text = capsys.readouterr().out
-    assert all(rule in text for rule in ("split", "bonferroni", "bonferroni_all", "multisplit", "best", "GDP"))
+    assert all(
+        rule in text
+        for rule in ("split", "bonferroni", "bonferroni_all", "multisplit", "best", "GDP")
+    )
     # without --threshold-range the bonferroni grid comes from a pilot that is left out
     assert "pilot" in text and "optimistic" in text
 
 
-@pytest.mark.parametrize("content, needle", [
-    ("score,member\n1,1\n2,1\n3,1\n4,1\n", "member = 1"),
-    ("score,member\n1,0\n2,0\n3,0\n4,0\n", "member = 0"),
-    ("value,label\n1,0\n2,1\n", "no column 'score'"),
-    ("score,member\n1,0\nx,1\n", "not numeric"),
-    ("score,member\n1,0\n2,3\n3,1\n4,0\n", "0 or 1"),
-    ("score,member\nnan,0\n2,1\n3,1\n4,0\n", "NaN"),
-    ("", "no column"),
-])
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ("score,member\n1,1\n2,1\n3,1\n4,1\n", "member = 1"),
+        ("score,member\n1,0\n2,0\n3,0\n4,0\n", "member = 0"),
+        ("value,label\n1,0\n2,1\n", "no column 'score'"),
+        ("score,member\n1,0\nx,1\n", "not numeric"),
+        ("score,member\n1,0\n2,3\n3,1\n4,0\n", "0 or 1"),
+        ("score,member\nnan,0\n2,1\n3,1\n4,0\n", "NaN"),
+        ("", "no column"),
+    ],
+)
 def test_bad_score_files(tmp_path, capsys, content, needle):
     path = tmp_path / "bad.csv"
     path.write_text(content)
@@ -127,12 +146,15 @@ def test_bad_npz_and_missing_file(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--delta", "1.5"], "--delta"),
-    (["--confidence", "0.2"], "--confidence"),
-    (["--threshold", "max"], "--threshold"),
-    (["--threshold-range", "3", "1"], "--threshold-range"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--delta", "1.5"], "--delta"),
+        (["--confidence", "0.2"], "--confidence"),
+        (["--threshold", "max"], "--threshold"),
+        (["--threshold-range", "3", "1"], "--threshold-range"),
+    ],
+)
 def test_bad_audit_arguments(tmp_path, capsys, args, needle):
     write_csv(tmp_path / "s.csv", [0, 1, 2, 3], [0, 1, 0, 1])
     assert main(["audit-scores", str(tmp_path / "s.csv"), *args]) == 2

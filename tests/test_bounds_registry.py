@@ -1,5 +1,6 @@
 """The bounds registry: one computation per bound gives the same curve as asking delta by
 delta; the pairs answer what the bounds ask; one behaviour for a bad delta everywhere."""
+
 import math
 
 import numpy as np
@@ -18,26 +19,34 @@ from auditsel.rounds import Poisson, TruncatedNegativeBinomial, TwoPoint
 DELTAS = [1e-8, 1e-5, 1e-3]
 
 
-@pytest.mark.parametrize("pair, law", [
-    (GaussianBase(0.7), TruncatedNegativeBinomial(1.0, 0.05)),
-    (GaussianBase(0.4), Poisson(5.0)),
-    (FiniteOutputBase.example1(), TruncatedNegativeBinomial(1.0, 1e-3)),
-    (GaussianBase(0.5), TwoPoint(20, 0.1)),
-])
+@pytest.mark.parametrize(
+    "pair, law",
+    [
+        (GaussianBase(0.7), TruncatedNegativeBinomial(1.0, 0.05)),
+        (GaussianBase(0.4), Poisson(5.0)),
+        (FiniteOutputBase.example1(), TruncatedNegativeBinomial(1.0, 1e-3)),
+        (GaussianBase(0.5), TwoPoint(20, 0.1)),
+    ],
+)
 def test_curves_equal_the_panel_asked_delta_by_delta(pair, law):
     whole = panel(pair, law, 1e-5, DELTAS)
     for i, d in enumerate(DELTAS):
         single = panel(pair, law, d)["upper"]
         for key in BOUND_KEYS:
             a, b = whole["curves"][key][i], single[key]
-            assert (a is None and b is None) or a == pytest.approx(b, rel=1e-12, abs=1e-12), (key, d)
+            assert (a is None and b is None) or a == pytest.approx(b, rel=1e-12, abs=1e-12), (
+                key,
+                d,
+            )
 
 
 def test_registry_order_keys_and_support():
     assert BOUND_KEYS == ("generic_rdp", "profile", "improved_rdp", "improved_rdp_gdp", "exact")
     g, dp = GaussianBase(1.0), DpsgdBase(1.0, 10, 0.5)
     law = TruncatedNegativeBinomial(0.0, 0.1)
-    assert not bound("improved_rdp_gdp").supports(g, law) and bound("improved_rdp_gdp").supports(dp, law)
+    assert not bound("improved_rdp_gdp").supports(g, law) and bound("improved_rdp_gdp").supports(
+        dp, law
+    )
     assert {b.rigour(dp) for b in BOUNDS if b.key in ("improved_rdp", "exact")} == {"heuristic"}
     assert {b.rigour(g) for b in BOUNDS if b.key != "improved_rdp_gdp"} == {"rigorous"}
     assert [b.key for b in BOUNDS] == list(BOUND_KEYS)
@@ -61,24 +70,27 @@ def test_dpsgd_profile_equals_dp_accountings_query():
     ours = dp.delta(eps)
     theirs = np.maximum(np.asarray(dp.pld().get_delta_for_epsilon(eps), dtype=float), 0.0)
     assert np.allclose(ours, theirs, rtol=1e-9, atol=1e-15)
-    shuffled = np.random.default_rng(0).permutation(eps)    # any order, any shape
+    shuffled = np.random.default_rng(0).permutation(eps)  # any order, any shape
     assert np.array_equal(dp.delta(shuffled), ours[np.searchsorted(eps, shuffled)])
     assert dp.delta(0.5) == pytest.approx(float(dp.delta(np.array([0.5]))[0]))
 
 
-@pytest.mark.parametrize("call", [
-    lambda d: rdp_to_epsilon(ORDERS, ORDERS * 0.1, d),
-    lambda d: generic_epsilon(ORDERS, ORDERS * 0.1, TruncatedNegativeBinomial(0.0, 0.1), d),
-    lambda d: profile_epsilon(GaussianBase(0.5), Poisson(3.0), d),
-    lambda d: improved_epsilon(0.5, Poisson(3.0), d),
-    lambda d: panel(GaussianBase(0.5), Poisson(3.0), d),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d: rdp_to_epsilon(ORDERS, ORDERS * 0.1, d),
+        lambda d: generic_epsilon(ORDERS, ORDERS * 0.1, TruncatedNegativeBinomial(0.0, 0.1), d),
+        lambda d: profile_epsilon(GaussianBase(0.5), Poisson(3.0), d),
+        lambda d: improved_epsilon(0.5, Poisson(3.0), d),
+        lambda d: panel(GaussianBase(0.5), Poisson(3.0), d),
+    ],
+)
 def test_one_behaviour_for_a_bad_delta_and_for_delta_zero(call):
     for bad in (-0.1, 1.0, float("nan")):
         with pytest.raises(ConfigError, match="^delta: must be in \\[0, 1\\)"):
             call(bad)
     zero = call(0.0)
-    if isinstance(zero, dict):          # the panel: no RDP or profile bound certifies delta = 0
+    if isinstance(zero, dict):  # the panel: no RDP or profile bound certifies delta = 0
         assert zero["upper"]["generic_rdp"] is None and zero["upper"]["profile"] is None
     else:
         assert zero == math.inf

@@ -1,4 +1,5 @@
 """`auditsel run`: outputs, the result.json contract, and every bad-input path (exit 2)."""
+
 import json
 import os
 import subprocess
@@ -16,8 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args, cwd=None):
-    proc = subprocess.run([sys.executable, "-m", "auditsel", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "auditsel", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -45,10 +51,26 @@ def test_quickstart_writes_the_result_contract(tmp_path):
     assert main(["run", "--out", str(out), "--trials", "20000", "--quiet"]) == 0
     result = json.loads((out / "result.json").read_text())
     assert set(result) >= {"name", "delta", "base", "rounds", "upper", "lower", "seconds"}
-    assert set(result["upper"]) == {"generic_rdp", "profile", "improved_rdp", "improved_rdp_gdp", "exact"}
-    assert set(result["lower"]) >= {"eps", "method", "eps_gdp", "eps_best_threshold", "confidence",
-                                    "threshold_rule", "threshold", "fp", "fn", "trials"}
-    assert result["base"]["epsilon"] == pytest.approx(1.0, abs=1e-9)   # calibrated eps_B
+    assert set(result["upper"]) == {
+        "generic_rdp",
+        "profile",
+        "improved_rdp",
+        "improved_rdp_gdp",
+        "exact",
+    }
+    assert set(result["lower"]) >= {
+        "eps",
+        "method",
+        "eps_gdp",
+        "eps_best_threshold",
+        "confidence",
+        "threshold_rule",
+        "threshold",
+        "fp",
+        "fn",
+        "trials",
+    }
+    assert result["base"]["epsilon"] == pytest.approx(1.0, abs=1e-9)  # calibrated eps_B
     assert result["lower"]["eps"] <= result["upper"]["exact"]
     assert result["lower"]["trials"] == 20000
     assert (out / "report.md").exists() and (out / "privacy_curve.png").exists()
@@ -78,7 +100,9 @@ def test_example1_config_is_the_paper_example(tmp_path):
 
 
 def test_entry_point_prints_a_table(tmp_path):
-    code, out, err = run_cli("run", "--out", str(tmp_path / "o"), "--trials", "5000", "--no-progress")
+    code, out, err = run_cli(
+        "run", "--out", str(tmp_path / "o"), "--trials", "5000", "--no-progress"
+    )
     assert code == 0, err
     assert "exact" in out and "eps_L" in out
 
@@ -88,7 +112,7 @@ BAD_CONFIGS = [
     ({"delta": "tiny"}, "delta"),
     ({"base.kind": "laplace"}, "base.kind"),
     ({"base.epsilon": -1}, "base.epsilon"),
-    ({"base.mu": 0.5}, "base.mu"),                      # both mu and epsilon
+    ({"base.mu": 0.5}, "base.mu"),  # both mu and epsilon
     ({"rounds.nu": 1.0}, "rounds.nu"),
     ({"rounds.eta": -2}, "rounds.eta"),
     ({"rounds.kind": "zeta"}, "rounds.kind"),
@@ -115,12 +139,15 @@ def test_bad_config_one_line_exit_2_nothing_written(tmp_path, capsys, changes, f
     assert not out.exists()
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("name: [unclosed", "not valid YAML"),
-    ("", "empty"),
-    ("- 1\n- 2\n", "mapping"),
-    ("!!python/object/apply:os.system ['echo hacked']", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("name: [unclosed", "not valid YAML"),
+        ("", "empty"),
+        ("- 1\n- 2\n", "mapping"),
+        ("!!python/object/apply:os.system ['echo hacked']", "not valid YAML"),
+    ],
+)
 def test_broken_yaml(tmp_path, capsys, text, needle):
     path = tmp_path / "c.yaml"
     path.write_text(text)
@@ -130,15 +157,18 @@ def test_broken_yaml(tmp_path, capsys, text, needle):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["run", "--trials", "0"], "--trials"),
-    (["run", "--trials", "many"], "--trials"),
-    (["run", "--jobs", "0"], "--jobs"),
-    (["run", "--seed", "-3"], "--seed"),
-    (["run", "missing.yaml"], "not found"),
-    (["run", "--bogus"], "unrecognized"),
-    (["frobnicate"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["run", "--trials", "0"], "--trials"),
+        (["run", "--trials", "many"], "--trials"),
+        (["run", "--jobs", "0"], "--jobs"),
+        (["run", "--seed", "-3"], "--seed"),
+        (["run", "missing.yaml"], "not found"),
+        (["run", "--bogus"], "unrecognized"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
 def test_bad_arguments(tmp_path, capsys, args, needle):
     assert main(args + ["--out", str(tmp_path / "out")] if args[0] == "run" else args) == 2
     err = capsys.readouterr().err.strip()
@@ -193,9 +223,12 @@ def test_best_is_refused_as_the_reported_rule(tmp_path, capsys):
     assert "game.threshold" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
-DPSGD = {"name": "dp", "delta": 1e-5,
-         "base": {"kind": "dpsgd", "noise_multiplier": 20.0, "steps": 500, "sample_rate": 1.0},
-         "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01}}
+DPSGD = {
+    "name": "dp",
+    "delta": 1e-5,
+    "base": {"kind": "dpsgd", "noise_multiplier": 20.0, "steps": 500, "sample_rate": 1.0},
+    "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+}
 
 
 def test_dpsgd_base_fills_the_whole_panel(tmp_path):
@@ -206,21 +239,36 @@ def test_dpsgd_base_fills_the_whole_panel(tmp_path):
     up = r["upper"]
     assert all(up[k] is not None for k in up)
     assert r["lower"]["eps"] <= up["exact"] <= up["improved_rdp"] <= up["generic_rdp"]
-    assert r["base"]["mu"] == pytest.approx(500 ** 0.5 / 20.0)
-    assert r["upper_rigour"]["exact"] == "rigorous"           # tau = 1: eq. 19 is exact
+    assert r["base"]["mu"] == pytest.approx(500**0.5 / 20.0)
+    assert r["upper_rigour"]["exact"] == "rigorous"  # tau = 1: eq. 19 is exact
 
 
-@pytest.mark.parametrize("base, field", [
-    ({"kind": "dpsgd", "noise_multiplier": -1.0, "steps": 10}, "base.noise_multiplier"),
-    ({"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 0}, "base.steps"),
-    ({"kind": "dpsgd", "noise_multiplier": 1.0}, "base.steps"),
-    ({"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10, "sample_rate": 1.5}, "base.sample_rate"),
-    ({"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10, "sample_rate": 0}, "base.sample_rate"),
-    ({"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10, "accountant": "prv"}, "base.accountant"),
-    ({"kind": "dpsgd", "steps": 10}, "base.noise_multiplier"),
-    ({"kind": "dpsgd", "noise_multiplier": 1.0, "epsilon": 1.0, "steps": 10}, "base.noise_multiplier"),
-    ({"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10, "clip": 1}, "base.clip"),
-])
+@pytest.mark.parametrize(
+    "base, field",
+    [
+        ({"kind": "dpsgd", "noise_multiplier": -1.0, "steps": 10}, "base.noise_multiplier"),
+        ({"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 0}, "base.steps"),
+        ({"kind": "dpsgd", "noise_multiplier": 1.0}, "base.steps"),
+        (
+            {"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10, "sample_rate": 1.5},
+            "base.sample_rate",
+        ),
+        (
+            {"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10, "sample_rate": 0},
+            "base.sample_rate",
+        ),
+        (
+            {"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10, "accountant": "prv"},
+            "base.accountant",
+        ),
+        ({"kind": "dpsgd", "steps": 10}, "base.noise_multiplier"),
+        (
+            {"kind": "dpsgd", "noise_multiplier": 1.0, "epsilon": 1.0, "steps": 10},
+            "base.noise_multiplier",
+        ),
+        ({"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10, "clip": 1}, "base.clip"),
+    ],
+)
 def test_bad_dpsgd_base(tmp_path, capsys, base, field):
     path = tmp_path / "dp.yaml"
     path.write_text(yaml.safe_dump(dict(DPSGD, base=base)))
@@ -235,13 +283,31 @@ def test_help_imports_nothing_heavy():
     import subprocess
     import sys
 
-    heavy = ["numpy", "scipy", "statsmodels", "matplotlib", "torch", "dask", "dp_accounting", "joblib",
-             "yaml", "sklearn", "pandas"]
-    code = ("import sys\nfrom auditsel.cli import main\n"
-            "for argv in (['--help'], ['run', '--help'], ['audit-scores', '--help']):\n"
-            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
-            f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    heavy = [
+        "numpy",
+        "scipy",
+        "statsmodels",
+        "matplotlib",
+        "torch",
+        "dask",
+        "dp_accounting",
+        "joblib",
+        "yaml",
+        "sklearn",
+        "pandas",
+    ]
+    code = (
+        "import sys\nfrom auditsel.cli import main\n"
+        "for argv in (['--help'], ['run', '--help'], ['audit-scores', '--help']):\n"
+        "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"

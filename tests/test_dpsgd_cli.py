@@ -1,4 +1,5 @@
 """`auditsel run` with game.kind: dpsgd: real DP-SGD tuning games, checkpoints, bad settings."""
+
 import json
 
 import pytest
@@ -10,12 +11,21 @@ pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 
 CONFIG = {
-    "name": "dp", "delta": 1e-5,
+    "name": "dp",
+    "delta": 1e-5,
     "base": {"kind": "dpsgd", "noise_multiplier": 2.0, "steps": 5, "sample_rate": 1.0},
     "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.2},
-    "game": {"kind": "dpsgd", "threat": "etcv", "canary": "dirac", "dataset": "digits",
-             "model": "logreg", "train_size": 60, "trials": 48, "chunk_size": 8,
-             "learning_rates": [0.01, 0.1]},
+    "game": {
+        "kind": "dpsgd",
+        "threat": "etcv",
+        "canary": "dirac",
+        "dataset": "digits",
+        "model": "logreg",
+        "train_size": 60,
+        "trials": 48,
+        "chunk_size": 8,
+        "learning_rates": [0.01, 0.1],
+    },
 }
 
 
@@ -44,22 +54,25 @@ def test_dpsgd_game_runs_resumes_and_is_seeded(tmp_path):
     assert json.loads((out2 / "result.json").read_text())["lower"] == low
 
 
-@pytest.mark.parametrize("changes, field", [
-    ({"game.clip": 0}, "game.clip"),
-    ({"game.clip": -1}, "game.clip"),
-    ({"base.noise_multiplier": -1.0}, "base.noise_multiplier"),
-    ({"base.sample_rate": 1.5}, "base.sample_rate"),
-    ({"base.sample_rate": 0.0}, "base.sample_rate"),
-    ({"game.learning_rates": []}, "game.learning_rates"),
-    ({"game.dataset": "imagenet"}, "game.dataset"),
-    ({"game.dataset": "mnist"}, "game.data_dir"),
-    ({"game.dataset": "cifar10", "game.data_dir": "/nonexistent/cifar"}, "game.data_dir"),
-    ({"game.threat": "xyz"}, "game.threat"),
-    ({"game.canary": "poison"}, "game.canary"),
-    ({"game.proxy": "sample"}, "game.proxy"),
-    ({"game.model": "resnet"}, "game.model"),
-    ({"base.kind": "gaussian", "base.mu": 1.0}, "game.kind"),
-])
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"game.clip": 0}, "game.clip"),
+        ({"game.clip": -1}, "game.clip"),
+        ({"base.noise_multiplier": -1.0}, "base.noise_multiplier"),
+        ({"base.sample_rate": 1.5}, "base.sample_rate"),
+        ({"base.sample_rate": 0.0}, "base.sample_rate"),
+        ({"game.learning_rates": []}, "game.learning_rates"),
+        ({"game.dataset": "imagenet"}, "game.dataset"),
+        ({"game.dataset": "mnist"}, "game.data_dir"),
+        ({"game.dataset": "cifar10", "game.data_dir": "/nonexistent/cifar"}, "game.data_dir"),
+        ({"game.threat": "xyz"}, "game.threat"),
+        ({"game.canary": "poison"}, "game.canary"),
+        ({"game.proxy": "sample"}, "game.proxy"),
+        ({"game.model": "resnet"}, "game.model"),
+        ({"base.kind": "gaussian", "base.mu": 1.0}, "game.kind"),
+    ],
+)
 def test_bad_dpsgd_settings(tmp_path, capsys, changes, field):
     config = json.loads(json.dumps(CONFIG))
     for dotted, value in changes.items():

@@ -1,4 +1,5 @@
 """Data sets: the bundled scikit-learn sets and local files in the torchvision / Keras layouts."""
+
 import gzip
 import pickle
 
@@ -60,27 +61,38 @@ def test_reads_cifar_batches_and_keras_npz(tmp_path):
     rng = np.random.default_rng(1)
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
         with open(root / name, "wb") as f:
-            pickle.dump({b"data": rng.integers(0, 256, (2, 3072), dtype=np.uint8),
-                         b"labels": [1, 7]}, f)
+            pickle.dump(
+                {b"data": rng.integers(0, 256, (2, 3072), dtype=np.uint8), b"labels": [1, 7]}, f
+            )
     train, val = load_split("cifar10", data_dir=str(tmp_path))
     assert train.shape == (3, 32, 32) and len(train) == 10 and len(val) == 2
-    np.savez(tmp_path / "mnist.npz", x_train=np.zeros((4, 28, 28), np.uint8),
-             y_train=np.arange(4), x_test=np.zeros((1, 28, 28), np.uint8), y_test=[0])
+    np.savez(
+        tmp_path / "mnist.npz",
+        x_train=np.zeros((4, 28, 28), np.uint8),
+        y_train=np.arange(4),
+        x_test=np.zeros((1, 28, 28), np.uint8),
+        y_test=[0],
+    )
     assert load_dataset("mnist", data_dir=str(tmp_path)).shape == (1, 28, 28)
 
 
 def test_reads_svhn_mat(tmp_path):
     from scipy.io import savemat
+
     for split in ("train", "test"):
-        savemat(tmp_path / f"{split}_32x32.mat",
-                {"X": np.zeros((32, 32, 3, 3), np.uint8), "y": np.array([[10], [1], [2]])})
+        savemat(
+            tmp_path / f"{split}_32x32.mat",
+            {"X": np.zeros((32, 32, 3, 3), np.uint8), "y": np.array([[10], [1], [2]])},
+        )
     train = load_dataset("svhn", data_dir=str(tmp_path))
     assert train.shape == (3, 32, 32) and list(train.y) == [0, 1, 2]
 
 
 @pytest.mark.parametrize("name", ["mnist", "fashion_mnist", "cifar10", "svhn"])
 def test_missing_local_files_are_one_clear_value_error(tmp_path, name):
-    with pytest.raises(ValueError, match=r"^game.data_dir: .*not found.*download .* and pass data_dir"):
+    with pytest.raises(
+        ValueError, match=r"^game.data_dir: .*not found.*download .* and pass data_dir"
+    ):
         load_dataset(name, data_dir=str(tmp_path / "nowhere"))
     with pytest.raises(ValueError, match=r"^game.data_dir: .*not found"):
         load_dataset(name, data_dir=str(tmp_path))

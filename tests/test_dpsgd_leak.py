@@ -1,6 +1,7 @@
 """Tuning's leak on real DP-SGD (results/dpsgd_leak): the configs describe the same setting,
 the exact curve puts the tuning epsilon well above eps_B there, and the committed audit
 certifies (valid split rule, 95%) more than eps_B without exceeding the exact epsilon."""
+
 import json
 from pathlib import Path
 
@@ -14,11 +15,18 @@ REAL, REDUCED = ROOT / "configs" / "dpsgd_leak.yaml", ROOT / "configs" / "dpsgd_
 
 def test_the_real_and_reduced_configs_are_the_same_setting():
     real, reduced = load_config(REAL), load_config(REDUCED)
-    assert real.base == reduced.base and real.rounds == reduced.rounds and real.delta == reduced.delta
+    assert (
+        real.base == reduced.base and real.rounds == reduced.rounds and real.delta == reduced.delta
+    )
     for key in ("trials", "seed", "proxy", "threshold", "confidence"):
         assert getattr(real.game, key) == getattr(reduced.game, key), key
     g = real.game.dpsgd
-    assert (g.threat, g.canary, len(g.learning_rates), real.base.sample_rate) == ("etcv", "dirac", 1, 1.0)
+    assert (g.threat, g.canary, len(g.learning_rates), real.base.sample_rate) == (
+        "etcv",
+        "dirac",
+        1,
+        1.0,
+    )
 
 
 def test_the_exact_tuning_epsilon_is_well_above_eps_b():

@@ -1,6 +1,7 @@
 """The estimator panel: each entry against a closed form or an independent implementation,
 never above the exact eps where it is known, and beside jax_privacy's counterparts when that
 optional test dependency is installed (`pip install ".[crosscheck]"`)."""
+
 import math
 
 import numpy as np
@@ -40,11 +41,19 @@ def test_every_entry_is_labelled_and_valid_entries_are_the_rules():
     panel = estimator_panel(s, m, DELTA, law=Point(1))
     assert all(e.label in LABELS for e in panel.values())
     assert {n for n, e in panel.items() if e.label == "valid"} == {
-        "cp_split", "cp_multisplit", "cp_bonferroni", "cp_bonferroni_all"}
+        "cp_split",
+        "cp_multisplit",
+        "cp_bonferroni",
+        "cp_bonferroni_all",
+    }
     assert panel["gdp_fit"].label == panel["selection_fit"].label == "heuristic"
     assert panel["bayesian"].label == "bayesian" and panel["best_threshold"].label == "optimistic"
-    for name, rule in (("cp_split", "split"), ("cp_bonferroni_all", "bonferroni_all"),
-                       ("cp_multisplit", "multisplit"), ("cp_bonferroni", "bonferroni")):
+    for name, rule in (
+        ("cp_split", "split"),
+        ("cp_bonferroni_all", "bonferroni_all"),
+        ("cp_multisplit", "multisplit"),
+        ("cp_bonferroni", "bonferroni"),
+    ):
         assert panel[name].value == audit_scores(s, m, DELTA, rule=rule).eps
 
 
@@ -53,7 +62,7 @@ def test_auroc_is_mann_whitney_and_its_interval_is_delong():
 
     rng = np.random.default_rng(3)
     m = rng.integers(0, 2, 3000).astype(np.int8)
-    s = np.round(rng.normal(0.7 * m, 1.0), 1)          # ties on purpose
+    s = np.round(rng.normal(0.7 * m, 1.0), 1)  # ties on purpose
     e = estimator_panel(s, m, DELTA)["auroc"]
     assert e.value == pytest.approx(roc_auc_score(m, s), abs=1e-12)
     # DeLong's standard error from placement values, computed by brute force
@@ -68,7 +77,7 @@ def test_tpr_at_fpr_matches_a_direct_count():
     s, m = gaussian_scores(2.0, 20_000, 4)
     by = estimator_panel(s, m, DELTA, fpr=(0.01, 0.1))["tpr_at_fpr"].detail["by_fpr"]
     for f, row in by.items():
-        t = np.quantile(s[m == 0], 1 - float(f))      # threshold with about that FPR
+        t = np.quantile(s[m == 0], 1 - float(f))  # threshold with about that FPR
         direct = np.mean(s[m == 1] > t)
         assert row["tpr"] == pytest.approx(direct, abs=0.01)
         assert row["low"] <= row["tpr"] <= row["high"]
@@ -97,8 +106,8 @@ def test_selection_fit_is_below_the_truth_where_the_gdp_fit_over_claims():
     s, m, w = selection_release(40_000, 2)
     truth = exact_epsilon(w, DELTA)
     panel = estimator_panel(s, m, DELTA, law=w.law)
-    assert panel["gdp_fit"].value > truth                       # the Gaussian model over-claims
-    assert panel["selection_fit"].value <= truth                # the selection-aware fit does not
+    assert panel["gdp_fit"].value > truth  # the Gaussian model over-claims
+    assert panel["selection_fit"].value <= truth  # the selection-aware fit does not
     assert panel["selection_fit"].value > panel["cp_split"].value
     for name, e in panel.items():
         if e.label == "valid":
@@ -119,7 +128,7 @@ def test_bayesian_is_a_posterior_quantile():
     n = b.detail["evaluated_trials"]
     ss = SortedScores(s, m)
     ev = ss.counts(ss.first(3000)[1])
-    rng = np.random.default_rng(99)   # an independent posterior sample, delta = 0
+    rng = np.random.default_rng(99)  # an independent posterior sample, delta = 0
     a = rng.beta(fp + 0.5, ev.n0 - fp + 0.5, 400_000)
     c = rng.beta(fn + 0.5, ev.n1 - fn + 0.5, 400_000)
     eps = np.maximum(np.maximum(np.log((1 - a) / c), np.log((1 - c) / a)), 0)
@@ -145,6 +154,7 @@ def test_no_valid_or_bayesian_entry_exceeds_the_exact_eps_across_seeds():
 
 # --- jax_privacy (optional test dependency) -----------------------------------------------
 
+
 def test_valid_estimators_are_at_least_as_strong_as_jax_privacy():
     auditing = pytest.importorskip("jax_privacy.auditing")
     alpha = 0.05
@@ -156,8 +166,9 @@ def test_valid_estimators_are_at_least_as_strong_as_jax_privacy():
 
     for t in (0.5, 1.7, 2.9):
         ours = _evaluate(ss.counts(), t, False, alpha, DELTA)["eps"]
-        theirs = aud.epsilon_clopper_pearson(alpha, DELTA, one_sided=False,
-                                             threshold_strategy=auditing.Explicit(t))
+        theirs = aud.epsilon_clopper_pearson(
+            alpha, DELTA, one_sided=False, threshold_strategy=auditing.Explicit(t)
+        )
         assert ours >= theirs - 1e-9
     # Bonferroni over all thresholds at the same per-threshold level: ours searches every
     # threshold and both directions, theirs the convex-hull thresholds
@@ -171,8 +182,11 @@ def test_valid_estimators_are_at_least_as_strong_as_jax_privacy():
         s2, m2 = gaussian_scores(1.0, 4000, 100 + seed)
         a2 = auditing.CanaryScoreAuditor(s2[m2 == 1], s2[m2 == 0])
         ours_s.append(audit_scores(s2, m2, DELTA, rule="split").eps)
-        theirs_s.append(a2.epsilon_clopper_pearson(alpha, DELTA, one_sided=False,
-                                                   threshold_strategy=auditing.Split(seed=seed)))
+        theirs_s.append(
+            a2.epsilon_clopper_pearson(
+                alpha, DELTA, one_sided=False, threshold_strategy=auditing.Split(seed=seed)
+            )
+        )
     se = np.std(np.subtract(ours_s, theirs_s), ddof=1) / math.sqrt(len(ours_s))
     assert np.mean(ours_s) >= np.mean(theirs_s) - 3 * se
     # descriptive entries: the same quantities (theirs on the ROC hull: at least ours)

@@ -1,17 +1,19 @@
 """Exact laws of the released winner and the exact privacy curve."""
+
 import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from oracles import hockey_stick as oracle_hockey_stick
+from oracles import pmf_density, tnb_density
 from scipy import stats
 
 from auditsel.accounting.exact import exact_epsilon, hockey_stick, privacy_curve
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase, gaussian_delta, gaussian_epsilon
 from auditsel.rounds import Point, Poisson, TruncatedNegativeBinomial, TwoPoint
 from auditsel.selection import FiniteWinner, GaussianWinner
-
-from oracles import hockey_stick as oracle_hockey_stick, pmf_density, tnb_density
 
 
 def example1():
@@ -49,12 +51,15 @@ def test_one_run_reduces_to_the_gaussian_profile(mu):
     assert exact_epsilon(w, 1e-5) == pytest.approx(gaussian_epsilon(mu, 1e-5), abs=1e-7)
 
 
-@pytest.mark.parametrize("mu, eta, nu, eps", [
-    (0.5, 0.0, 0.01, [0.5, 1.5]),
-    (2.0, 1.0, 1e-3, [1.0, 4.0]),
-    (1.0, -0.5, 0.05, [0.8]),
-    (10.0, 1.0, 1e-6, [20.0, 40.0]),   # E[K] = 10^6, mu = 10
-])
+@pytest.mark.parametrize(
+    "mu, eta, nu, eps",
+    [
+        (0.5, 0.0, 0.01, [0.5, 1.5]),
+        (2.0, 1.0, 1e-3, [1.0, 4.0]),
+        (1.0, -0.5, 0.05, [0.8]),
+        (10.0, 1.0, 1e-6, [20.0, 40.0]),  # E[K] = 10^6, mu = 10
+    ],
+)
 def test_reduced_game_curve_matches_high_precision_integration(mu, eta, nu, eps):
     w = GaussianWinner(GaussianBase(mu), TruncatedNegativeBinomial(eta, nu))
     density = lambda x, s: tnb_density(x, s, eta, nu)
@@ -89,7 +94,10 @@ def test_poisson_fixed_output_carries_no_privacy_loss_but_counts_for_negative_ep
     # at eps = 0 the atom cancels; the curve is below the no-atom law's
     assert w.atom == pytest.approx(atom)
     assert hockey_stick(w, -1.0, 0) >= atom * (1 - math.exp(-1.0))
-    assert exact_epsilon(w, 1e-5) < exact_epsilon(GaussianWinner(GaussianBase(1.0), Point(1)), 1e-5) + 1
+    assert (
+        exact_epsilon(w, 1e-5)
+        < exact_epsilon(GaussianWinner(GaussianBase(1.0), Point(1)), 1e-5) + 1
+    )
 
 
 @given(mu=st.floats(0.05, 5.0), nu=st.floats(1e-5, 0.5), eta=st.floats(-0.9, 3.0))
@@ -121,7 +129,9 @@ def test_winner_sampler_handles_huge_k_and_zero_k():
     x = w.release(np.zeros(50_000, dtype=np.int8), np.random.default_rng(1))
     # max of 10^12 normals: cdf F(x)^k, median where F = 2^(-1/k)
     assert np.all(np.isfinite(x))
-    assert np.median(x) == pytest.approx(float(stats.norm.isf(-math.expm1(-math.log(2) / 1e12))), abs=0.02)
+    assert np.median(x) == pytest.approx(
+        float(stats.norm.isf(-math.expm1(-math.log(2) / 1e12))), abs=0.02
+    )
     p = GaussianWinner(GaussianBase(1.0), Poisson(0.3))
     y = p.release(np.zeros(100_000, dtype=np.int8), np.random.default_rng(2))
     assert np.mean(np.isneginf(y)) == pytest.approx(math.exp(-0.3), abs=0.005)
@@ -143,7 +153,9 @@ def test_tradeoff_curve_is_the_gaussian_one_for_one_run():
     mu = 1.2
     fp, fn = tradeoff_curve(GaussianWinner(GaussianBase(mu), Point(1)), points=50)
     inner = (fp > 1e-12) & (fp < 1 - 1e-12)
-    assert fn[inner] == pytest.approx(stats.norm.cdf(stats.norm.isf(fp[inner]) - mu), rel=1e-6, abs=1e-12)
+    assert fn[inner] == pytest.approx(
+        stats.norm.cdf(stats.norm.isf(fp[inner]) - mu), rel=1e-6, abs=1e-12
+    )
 
 
 def test_game_matches_the_exact_tradeoff_with_the_likelihood_ratio_proxy():
@@ -157,6 +169,8 @@ def test_game_matches_the_exact_tradeoff_with_the_likelihood_ratio_proxy():
     p1, p0 = likelihood_ratio_region_masses(w, levels, direction=1)
     for c, a1, a0 in zip(levels, p1, p0):
         above = rec.scores > c
-        for rate, truth, n in ((above[rec.member == 1].mean(), a1, (rec.member == 1).sum()),
-                               (above[rec.member == 0].mean(), a0, (rec.member == 0).sum())):
+        for rate, truth, n in (
+            (above[rec.member == 1].mean(), a1, (rec.member == 1).sum()),
+            (above[rec.member == 0].mean(), a0, (rec.member == 0).sum()),
+        ):
             assert abs(rate - truth) <= 5 * np.sqrt(truth * (1 - truth) / n) + 1e-6

@@ -5,12 +5,16 @@ monotone and ordered, exact curves accurate against 40-digit mpmath integration.
 (Properties already covered at moderate parameters live in test_rounds.py, test_exact.py and
 test_accounting_panel.py; this file pushes them to the ends of the ranges.)
 """
+
 import math
 
 import mpmath as mp
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracles import hockey_stick as oracle_hockey_stick
+from oracles import tnb_density
 
 from auditsel.accounting.exact import exact_epsilon, hockey_stick, privacy_curve
 from auditsel.accounting.panel import upper_bounds
@@ -18,20 +22,23 @@ from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import Binomial, Point, Poisson, TruncatedNegativeBinomial, TwoPoint
 from auditsel.selection import GaussianWinner
 
-from oracles import hockey_stick as oracle_hockey_stick, tnb_density
-
-PROPS = settings(max_examples=12, deadline=None, derandomize=True,
-                 suppress_health_check=[HealthCheck.too_slow])
+PROPS = settings(
+    max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 EXTREME_LAWS = [
-    TruncatedNegativeBinomial(0.0, 1e-9),      # logarithmic, E[K] ~ 4.8e7
-    TruncatedNegativeBinomial(1.0, 1e-6),      # geometric, E[K] = 1e6
+    TruncatedNegativeBinomial(0.0, 1e-9),  # logarithmic, E[K] ~ 4.8e7
+    TruncatedNegativeBinomial(1.0, 1e-6),  # geometric, E[K] = 1e6
     TruncatedNegativeBinomial(-0.9, 1e-9),
     TruncatedNegativeBinomial(0.5, 1e-9),
-    TruncatedNegativeBinomial(50.0, 1e-9),     # eta log(1/nu) > 709: expm1 overflow before the fix
+    TruncatedNegativeBinomial(50.0, 1e-9),  # eta log(1/nu) > 709: expm1 overflow before the fix
     TruncatedNegativeBinomial(2.0, 0.999),
-    TruncatedNegativeBinomial(0.0, 1e-15),     # the smallest nu allowed
-    Poisson(1e6), Poisson(1e-6), Binomial(10**6, 1.0), TwoPoint(10**6, 0.5), Point(10**6),
+    TruncatedNegativeBinomial(0.0, 1e-15),  # the smallest nu allowed
+    Poisson(1e6),
+    Poisson(1e-6),
+    Binomial(10**6, 1.0),
+    TwoPoint(10**6, 0.5),
+    Point(10**6),
 ]
 IDS = [f"{law.kind}-{law.params()}" for law in EXTREME_LAWS]
 
@@ -45,21 +52,23 @@ def mp_tnb_pgf(eta, nu, z):
 
 @pytest.mark.parametrize("law", EXTREME_LAWS, ids=IDS)
 def test_law_surface_is_finite_and_consistent_at_extremes(law):
-    with np.errstate(invalid="raise", over="raise"):     # no nan or overflow on the way (underflow
-        mean = law.mean                                   # to 0 and log(0) = -inf are legitimate)
+    with np.errstate(invalid="raise", over="raise"):  # no nan or overflow on the way (underflow
+        mean = law.mean  # to 0 and log(0) = -inf are legitimate)
         assert math.isfinite(mean) and mean > 0
         z = np.array([0.0, 1e-300, 1e-12, 0.3, 0.5, 0.9, 1 - 1e-9, 1 - 1e-15, 1.0])
         g = np.asarray(law.pgf(z))
         assert np.all(np.isfinite(g)) and np.all((g >= -1e-15) & (g <= 1 + 1e-12))
         assert float(law.pgf(1.0)) == pytest.approx(1.0, rel=1e-10)
-        assert np.all(np.diff(g) >= -1e-15)                       # a cdf-like, non-decreasing map
+        assert np.all(np.diff(g) >= -1e-15)  # a cdf-like, non-decreasing map
         w = np.array([1e-300, 1e-200, 1e-30, 1e-12, 1e-6, 0.1, 0.5, 1.0])
         c = np.asarray(law.pgf_complement(w))
         assert np.all(np.isfinite(c)) and np.all(c >= 0) and np.all(np.diff(c) >= -1e-15)
         assert float(law.pgf_complement(1e-300)) == pytest.approx(mean * 1e-300, rel=1e-6)
         d = np.asarray(law.log_pgf_derivative(1 - w, w))
         assert np.all(np.isfinite(d[w < 1]))
-        assert float(law.log_pgf_derivative(1.0, 0.0)) == pytest.approx(math.log(mean), rel=1e-9, abs=1e-12)
+        assert float(law.log_pgf_derivative(1.0, 0.0)) == pytest.approx(
+            math.log(mean), rel=1e-9, abs=1e-12
+        )
         k = np.array([0, 1, 2, 10, 10**6, 10**9])
         p = np.asarray(law.pmf(k))
         assert np.all(np.isfinite(p)) and np.all((p >= 0) & (p <= 1))
@@ -69,13 +78,17 @@ def test_law_surface_is_finite_and_consistent_at_extremes(law):
         assert np.all(sample >= 1)
 
 
-@pytest.mark.parametrize("eta, nu", [(0.0, 1e-9), (1.0, 1e-9), (0.5, 1e-12), (-0.5, 1e-9), (50.0, 1e-9)])
+@pytest.mark.parametrize(
+    "eta, nu", [(0.0, 1e-9), (1.0, 1e-9), (0.5, 1e-12), (-0.5, 1e-9), (50.0, 1e-9)]
+)
 def test_tnb_pgf_matches_mpmath_near_one_for_tiny_nu(eta, nu):
     # pgf(z) near z = 1 used to lose nu's digits through log1p(-(1 - nu)): pgf(1) = 1 + 8e-7 at nu = 1e-12
     law = TruncatedNegativeBinomial(eta, nu)
     mp.mp.dps = 40
     for z in (0.1, 0.5, 0.99, 1 - 1e-6, 1 - 1e-12, 1.0):
-        assert float(law.pgf(z)) == pytest.approx(float(mp_tnb_pgf(eta, nu, z)), rel=1e-9, abs=1e-300)
+        assert float(law.pgf(z)) == pytest.approx(
+            float(mp_tnb_pgf(eta, nu, z)), rel=1e-9, abs=1e-300
+        )
     for w in (1e-15, 1e-9, 1e-3):
         truth = 1 - mp_tnb_pgf(eta, nu, 1 - mp.mpf(w))
         assert float(law.pgf_complement(w)) == pytest.approx(float(truth), rel=1e-6)
@@ -83,9 +96,13 @@ def test_tnb_pgf_matches_mpmath_near_one_for_tiny_nu(eta, nu):
 
 # --- exact curve and bounds ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mu", [1e-3, 0.05, 1.0, 10.0])
-@pytest.mark.parametrize("law", [TruncatedNegativeBinomial(1.0, 1e-6), TruncatedNegativeBinomial(0.0, 1e-9),
-                                 Poisson(1e6)], ids=["geom-EK1e6", "log-nu1e-9", "poisson-1e6"])
+@pytest.mark.parametrize(
+    "law",
+    [TruncatedNegativeBinomial(1.0, 1e-6), TruncatedNegativeBinomial(0.0, 1e-9), Poisson(1e6)],
+    ids=["geom-EK1e6", "log-nu1e-9", "poisson-1e6"],
+)
 def test_exact_epsilon_finite_at_extremes(mu, law):
     if mu == 10.0 and isinstance(law, Poisson):
         # K ~ 1e6 +- 1e3: the two winners sit near 4.9 and 14.9, almost disjoint; delta(eps) ~ 1
@@ -101,7 +118,7 @@ def test_exact_epsilon_finite_at_extremes(mu, law):
     assert np.all(np.diff(curve) <= 1e-12)
     values = [exact_epsilon(w, d) for d in (1e-12, 1e-5, 1e-2)]
     assert all(math.isfinite(v) and v >= 0 for v in values)
-    assert values[0] >= values[1] >= values[2]                  # non-increasing in delta
+    assert values[0] >= values[1] >= values[2]  # non-increasing in delta
     # at the returned eps the curve is at delta (or below, when eps = 0)
     for v, d in zip(values, (1e-12, 1e-5, 1e-2)):
         at = float(privacy_curve(w, np.array([v]))[0])
@@ -110,12 +127,15 @@ def test_exact_epsilon_finite_at_extremes(mu, law):
             assert at == pytest.approx(d, rel=1e-5)
 
 
-@pytest.mark.parametrize("mu, eta, nu, eps", [
-    (1e-3, 1.0, 1e-6, [0.0, 0.002]),          # tiny mu, E[K] = 1e6
-    pytest.param(0.05, 0.0, 1e-9, [0.1, 0.5], marks=pytest.mark.slow),      # nu = 1e-9
-    (3.0, 0.5, 1e-9, [8.0]),                  # delta far below 1e-12
-    pytest.param(10.0, 0.0, 1e-9, [30.0], marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "mu, eta, nu, eps",
+    [
+        (1e-3, 1.0, 1e-6, [0.0, 0.002]),  # tiny mu, E[K] = 1e6
+        pytest.param(0.05, 0.0, 1e-9, [0.1, 0.5], marks=pytest.mark.slow),  # nu = 1e-9
+        (3.0, 0.5, 1e-9, [8.0]),  # delta far below 1e-12
+        pytest.param(10.0, 0.0, 1e-9, [30.0], marks=pytest.mark.slow),
+    ],
+)
 def test_exact_curve_matches_mpmath_at_extremes(mu, eta, nu, eps):
     w = GaussianWinner(GaussianBase(mu), TruncatedNegativeBinomial(eta, nu))
     density = lambda x, s: tnb_density(x, s, eta, nu)
@@ -123,7 +143,9 @@ def test_exact_curve_matches_mpmath_at_extremes(mu, eta, nu, eps):
     for e in eps:
         for direction in (0, 1):
             ours = hockey_stick(w, e, direction)
-            truth = float(oracle_hockey_stick(density, mu, e, direction, lo=-40, hi=mu + 40, step=0.05))
+            truth = float(
+                oracle_hockey_stick(density, mu, e, direction, lo=-40, hi=mu + 40, step=0.05)
+            )
             assert ours == pytest.approx(truth, rel=1e-6, abs=1e-300), (e, direction)
 
 
@@ -134,7 +156,9 @@ def test_exact_epsilon_at_tiny_delta_matches_mpmath():
     eps = exact_epsilon(w, delta)
     density = lambda x, s: tnb_density(x, s, eta, nu)
     mp.mp.dps = 40
-    at = lambda e: max(float(oracle_hockey_stick(density, mu, e, d, lo=-40, hi=mu + 40, step=0.1)) for d in (0, 1))
+    at = lambda e: max(
+        float(oracle_hockey_stick(density, mu, e, d, lo=-40, hi=mu + 40, step=0.1)) for d in (0, 1)
+    )
     assert at(eps - 1e-4) > delta > at(eps + 1e-4)
 
 
@@ -146,13 +170,19 @@ def test_eps_b_near_zero_gives_finite_bounds_near_zero():
         assert out[k] is not None and math.isfinite(out[k]) and out[k] >= 1e-3 - 1e-6, k
     assert out["exact"] <= out["improved_rdp"] + 1e-6 <= out["generic_rdp"] + 2e-6
     assert out["exact"] <= out["profile"] + 1e-6
-    assert out["exact"] < 0.5   # E[K] = 10 runs of a 1e-3 mechanism stay private
+    assert out["exact"] < 0.5  # E[K] = 10 runs of a 1e-3 mechanism stay private
 
 
 @pytest.mark.parametrize("delta", [1e-12, 1e-2])
-@pytest.mark.parametrize("mu, law", [(1e-3, TruncatedNegativeBinomial(1.0, 1e-6)),
-                                     (10.0, TruncatedNegativeBinomial(0.0, 1e-9)),
-                                     (0.5, Poisson(1e6))], ids=["tiny-mu", "mu10-nu1e-9", "poisson1e6"])
+@pytest.mark.parametrize(
+    "mu, law",
+    [
+        (1e-3, TruncatedNegativeBinomial(1.0, 1e-6)),
+        (10.0, TruncatedNegativeBinomial(0.0, 1e-9)),
+        (0.5, Poisson(1e6)),
+    ],
+    ids=["tiny-mu", "mu10-nu1e-9", "poisson1e6"],
+)
 def test_upper_bounds_finite_and_ordered_at_extremes(mu, law, delta):
     out = upper_bounds(GaussianBase(mu), law, delta)
     eps_b = GaussianBase(mu).epsilon(delta)
@@ -192,8 +222,13 @@ def test_curve_convex_nonincreasing_at_extremes(mu, eta, nu):
 # is not; see test_more_runs_can_be_more_private_oracle_confirmed). The E[K] check is therefore
 # an empirical regularity, kept where no counterexample is known (eta >= 0); mu and delta are
 # checked for every eta.
-monotone = dict(mu=extreme_mu, eta=eta, nu=tiny_nu,
-                factor=st.floats(1.2, 3.0), delta=st.sampled_from([1e-12, 1e-8, 1e-5, 1e-2]))
+monotone = dict(
+    mu=extreme_mu,
+    eta=eta,
+    nu=tiny_nu,
+    factor=st.floats(1.2, 3.0),
+    delta=st.sampled_from([1e-12, 1e-8, 1e-5, 1e-2]),
+)
 
 
 @settings(PROPS, max_examples=4)
@@ -214,8 +249,10 @@ def stochastically_larger(a, b) -> bool:
     summed exactly; the rest of the mass is compared through the pgf at 1 - 1e-6)."""
     pmf_a = np.exp(a.log_pmf(np.arange(1, 2001)))
     pmf_b = np.exp(b.log_pmf(np.arange(1, 2001)))
-    return bool(np.all(np.cumsum(pmf_a) <= np.cumsum(pmf_b) + 1e-12)
-                and float(a.pgf(1 - 1e-6)) <= float(b.pgf(1 - 1e-6)))
+    return bool(
+        np.all(np.cumsum(pmf_a) <= np.cumsum(pmf_b) + 1e-12)
+        and float(a.pgf(1 - 1e-6)) <= float(b.pgf(1 - 1e-6))
+    )
 
 
 def check_monotone(mu, eta, nu, factor, delta):
@@ -225,10 +262,10 @@ def check_monotone(mu, eta, nu, factor, delta):
     e = lambda m, l, d: exact_epsilon(GaussianWinner(GaussianBase(m), l), d)
     base = e(mu, law, delta)
     assert math.isfinite(base) and base >= 0
-    assert e(min(mu * factor, 10.0), law, delta) >= base - 1e-7          # in mu
-    assert e(mu, law, min(delta * 100, 0.5)) <= base + 1e-7              # in delta
+    assert e(min(mu * factor, 10.0), law, delta) >= base - 1e-7  # in mu
+    assert e(mu, law, min(delta * 100, 0.5)) <= base + 1e-7  # in delta
     if eta >= 0:
-        assert e(mu, more_runs, delta) >= base - 1e-7                    # in E[K] (empirical)
+        assert e(mu, more_runs, delta) >= base - 1e-7  # in E[K] (empirical)
 
 
 def test_more_runs_can_be_more_private_oracle_confirmed():
@@ -246,18 +283,39 @@ def test_more_runs_can_be_more_private_oracle_confirmed():
     eps_more = exact_epsilon(winner(more), delta)
     assert eps_more < eps_fewer - 1e-5
     mp.mp.dps = 40
-    oracle = lambda eta_nu: max(float(oracle_hockey_stick(lambda x, s: tnb_density(x, s, *eta_nu), mu, eps_fewer, d,
-                                                          lo=-40, hi=mu + 40, step=0.1)) for d in (0, 1))
-    assert oracle((eta, 1e-9)) == pytest.approx(delta, rel=1e-6)         # eps_fewer is exact
-    assert oracle((eta, 5e-10)) < delta * (1 - 1e-3)                      # so the true eps_more < eps_fewer
+    oracle = lambda eta_nu: max(
+        float(
+            oracle_hockey_stick(
+                lambda x, s: tnb_density(x, s, *eta_nu),
+                mu,
+                eps_fewer,
+                d,
+                lo=-40,
+                hi=mu + 40,
+                step=0.1,
+            )
+        )
+        for d in (0, 1)
+    )
+    assert oracle((eta, 1e-9)) == pytest.approx(delta, rel=1e-6)  # eps_fewer is exact
+    assert oracle((eta, 5e-10)) < delta * (1 - 1e-3)  # so the true eps_more < eps_fewer
 
 
-@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(mu=st.floats(1e-3, 5.0), eta=st.sampled_from([0.0, 1.0, 2.0]), nu=st.floats(1e-9, 1e-3),
-       delta=st.sampled_from([1e-12, 1e-5, 1e-2]))
+@settings(
+    max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(
+    mu=st.floats(1e-3, 5.0),
+    eta=st.sampled_from([0.0, 1.0, 2.0]),
+    nu=st.floats(1e-9, 1e-3),
+    delta=st.sampled_from([1e-12, 1e-5, 1e-2]),
+)
 def test_bound_ordering_at_extremes(mu, eta, nu, delta):
     out = upper_bounds(GaussianBase(mu), TruncatedNegativeBinomial(eta, nu), delta)
-    assert all(out[k] is not None and math.isfinite(out[k]) for k in ("generic_rdp", "profile", "improved_rdp", "exact")), out
+    assert all(
+        out[k] is not None and math.isfinite(out[k])
+        for k in ("generic_rdp", "profile", "improved_rdp", "exact")
+    ), out
     tol = 1e-6 * max(1.0, out["exact"])
     assert out["exact"] <= out["improved_rdp"] + tol
     assert out["improved_rdp"] <= out["generic_rdp"] + tol
@@ -265,12 +323,15 @@ def test_bound_ordering_at_extremes(mu, eta, nu, delta):
 
 
 @PROPS
-@given(law=st.one_of(
-    st.builds(TruncatedNegativeBinomial, st.floats(-0.99, 1e3), st.floats(1e-15, 0.999)),
-    st.builds(Poisson, st.floats(1e-9, 1e12)),
-    st.builds(Binomial, st.integers(1, 10**12), st.floats(1e-12, 1.0)),
-    st.builds(TwoPoint, st.integers(1, 2**53), st.floats(0.0, 1.0))),
-    z=st.floats(0.0, 1.0))
+@given(
+    law=st.one_of(
+        st.builds(TruncatedNegativeBinomial, st.floats(-0.99, 1e3), st.floats(1e-15, 0.999)),
+        st.builds(Poisson, st.floats(1e-9, 1e12)),
+        st.builds(Binomial, st.integers(1, 10**12), st.floats(1e-12, 1.0)),
+        st.builds(TwoPoint, st.integers(1, 2**53), st.floats(0.0, 1.0)),
+    ),
+    z=st.floats(0.0, 1.0),
+)
 def test_random_laws_pgf_identities(law, z):
     with np.errstate(invalid="raise", over="raise"):
         g = float(law.pgf(z))
@@ -280,4 +341,6 @@ def test_random_laws_pgf_identities(law, z):
         assert float(law.pgf(1.0)) == pytest.approx(1.0, rel=1e-9)
         assert float(law.pgf_complement(0.0)) == 0.0
         assert math.isfinite(law.mean) and law.mean > 0
-        assert float(law.log_pgf_derivative(1.0, 0.0)) == pytest.approx(math.log(law.mean), rel=1e-9, abs=1e-12)
+        assert float(law.log_pgf_derivative(1.0, 0.0)) == pytest.approx(
+            math.log(law.mean), rel=1e-9, abs=1e-12
+        )

@@ -14,6 +14,7 @@ asserts that exact code:
 Exit 1 (internal error) is never acceptable. Warnings are not muted: every warning raised while
 `main` runs fails the test unless the test asserts it.
 """
+
 import math
 import tempfile
 import warnings
@@ -22,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from auditsel.cli import main
 
@@ -41,7 +43,12 @@ def call(argv, capsys):
         warnings.simplefilter("always")
         rc = main(argv)
     out, err = capsys.readouterr()
-    return rc, out, err, [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in caught]
+    return (
+        rc,
+        out,
+        err,
+        [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in caught],
+    )
 
 
 def expect(rc, err, caught, code, out_dir=None, field=None):
@@ -66,39 +73,104 @@ def run_text(text, capsys, extra=()):
     config = tmp / "config.yaml"
     config.write_text(text, encoding="utf-8", errors="surrogateescape")
     out = tmp / "out"
-    rc, _, err, caught = call(["run", str(config), "--out", str(out), "--no-progress", "--quiet", *extra], capsys)
+    rc, _, err, caught = call(
+        ["run", str(config), "--out", str(out), "--no-progress", "--quiet", *extra], capsys
+    )
     return rc, err, caught, out, tmp
 
 
 # --- configs --------------------------------------------------------------------------------
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**30, 10**30),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**30), 10**30),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([0, 1, 2, -1, 0.5, 1e-300, 1e300, 2**63, 2**53 + 1, "", "x", "1e-5", "nan",
-                     "gaussian", "tnb", "reduced", "discrete", "split", "bonferroni", "sample"]),
+    st.sampled_from(
+        [
+            0,
+            1,
+            2,
+            -1,
+            0.5,
+            1e-300,
+            1e300,
+            2**63,
+            2**53 + 1,
+            "",
+            "x",
+            "1e-5",
+            "nan",
+            "gaussian",
+            "tnb",
+            "reduced",
+            "discrete",
+            "split",
+            "bonferroni",
+            "sample",
+        ]
+    ),
     st.text(max_size=8),
 )
-trees = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4),
-    st.dictionaries(st.one_of(st.text(max_size=6), st.integers(-3, 3)), inner, max_size=4)),
-    max_leaves=12)
+trees = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(st.text(max_size=6), st.integers(-3, 3)), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
 
 KEYS = {
     "": ["name", "delta", "base", "rounds", "game", "sweep", "bogus"],
-    "base": ["kind", "mu", "epsilon", "p", "q", "noise_multiplier", "steps", "sample_rate", "accountant"],
+    "base": [
+        "kind",
+        "mu",
+        "epsilon",
+        "p",
+        "q",
+        "noise_multiplier",
+        "steps",
+        "sample_rate",
+        "accountant",
+    ],
     "rounds": ["kind", "eta", "nu", "mean", "n", "p", "L", "s", "k", "pmf"],
-    "game": ["kind", "trials", "seed", "confidence", "threshold", "proxy", "split_fraction",
-             "thresholds", "chunk_size"],
+    "game": [
+        "kind",
+        "trials",
+        "seed",
+        "confidence",
+        "threshold",
+        "proxy",
+        "split_fraction",
+        "thresholds",
+        "chunk_size",
+    ],
 }
 numbers = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
-    st.floats(-1e-3, 2.0), st.floats(1e-12, 1e-2),
-    st.integers(-5, 10**20), st.sampled_from([0, 1, 1e-9, 1e-15, 1e-16, 1e6, 1e15, 1e16, 10**9]))
+    st.floats(-1e-3, 2.0),
+    st.floats(1e-12, 1e-2),
+    st.integers(-5, 10**20),
+    st.sampled_from([0, 1, 1e-9, 1e-15, 1e-16, 1e6, 1e15, 1e16, 10**9]),
+)
 field_values = {
     ("base", "kind"): st.sampled_from(["gaussian", "discrete", "dpsgd", "laplace", 3, None]),
-    ("rounds", "kind"): st.sampled_from(["tnb", "geometric", "logarithmic", "poisson", "binomial",
-                                         "two_point", "point", "pmf", "zipf", ["tnb"], {"a": 1}]),
+    ("rounds", "kind"): st.sampled_from(
+        [
+            "tnb",
+            "geometric",
+            "logarithmic",
+            "poisson",
+            "binomial",
+            "two_point",
+            "point",
+            "pmf",
+            "zipf",
+            ["tnb"],
+            {"a": 1},
+        ]
+    ),
     ("game", "kind"): st.sampled_from(["reduced", "discrete", "dpsgd", 7]),
     ("game", "threshold"): st.sampled_from(["split", "bonferroni", "best", "worst"]),
     ("game", "proxy"): st.sampled_from(["sample", "likelihood_ratio", "magic"]),
@@ -106,9 +178,13 @@ field_values = {
 
 
 def quickstart():
-    return {"name": "fuzz", "delta": 1e-5, "base": {"kind": "gaussian", "epsilon": 1.0},
-            "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
-            "game": {"kind": "reduced", "trials": 2000, "seed": 0}}
+    return {
+        "name": "fuzz",
+        "delta": 1e-5,
+        "base": {"kind": "gaussian", "epsilon": 1.0},
+        "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+        "game": {"kind": "reduced", "trials": 2000, "seed": 0},
+    }
 
 
 @st.composite
@@ -145,19 +221,23 @@ def dump(raw) -> str:
 
 
 not_configs = st.one_of(
-    trees.filter(lambda t: not isinstance(t, dict) or not {"name", "delta", "base", "rounds"} <= set(t)).map(dump),
+    trees.filter(
+        lambda t: not isinstance(t, dict) or not {"name", "delta", "base", "rounds"} <= set(t)
+    ).map(dump),
     st.text(max_size=200),
-    st.sampled_from([
-        "!!python/object/apply:os.system ['echo pwned > PWNED']\n",
-        "name: !!python/object/apply:os.system ['echo pwned > PWNED']\ndelta: 1.0e-5\n",
-        "!!python/name:os.system\n",
-        "a: &x [*x]\n",
-        "a: " + "[" * 3000 + "]" * 3000 + "\n",
-        "{" * 50,
-        "\x00\x01\x02",
-        "",
-        "---\n---\n",
-    ]),
+    st.sampled_from(
+        [
+            "!!python/object/apply:os.system ['echo pwned > PWNED']\n",
+            "name: !!python/object/apply:os.system ['echo pwned > PWNED']\ndelta: 1.0e-5\n",
+            "!!python/name:os.system\n",
+            "a: &x [*x]\n",
+            "a: " + "[" * 3000 + "]" * 3000 + "\n",
+            "{" * 50,
+            "\x00\x01\x02",
+            "",
+            "---\n---\n",
+        ]
+    ),
 )
 
 
@@ -171,6 +251,7 @@ def test_documents_that_are_not_configs_exit_2(text, capsys):
 
 # --- valid by construction: exit 0 ----------------------------------------------------------
 
+
 def _probabilities(seed, n):
     p = np.random.default_rng(seed).dirichlet(np.ones(n))
     p = np.round(p, 6)
@@ -179,15 +260,32 @@ def _probabilities(seed, n):
 
 
 laws = st.one_of(
-    st.builds(lambda eta, nu: {"kind": "tnb", "eta": eta, "nu": nu}, st.floats(-0.9, 5.0), st.floats(1e-4, 0.9)),
+    st.builds(
+        lambda eta, nu: {"kind": "tnb", "eta": eta, "nu": nu},
+        st.floats(-0.9, 5.0),
+        st.floats(1e-4, 0.9),
+    ),
     st.builds(lambda nu: {"kind": "geometric", "nu": nu}, st.floats(1e-3, 0.9)),
     st.builds(lambda nu: {"kind": "logarithmic", "nu": nu}, st.floats(1e-4, 0.9)),
     st.builds(lambda m: {"kind": "poisson", "mean": m}, st.floats(0.1, 200.0)),
-    st.builds(lambda n, p: {"kind": "binomial", "n": n, "p": p}, st.integers(1, 1000), st.floats(0.01, 1.0)),
-    st.builds(lambda L, s: {"kind": "two_point", "L": L, "s": s}, st.integers(1, 1000), st.floats(0.01, 1.0)),
+    st.builds(
+        lambda n, p: {"kind": "binomial", "n": n, "p": p},
+        st.integers(1, 1000),
+        st.floats(0.01, 1.0),
+    ),
+    st.builds(
+        lambda L, s: {"kind": "two_point", "L": L, "s": s},
+        st.integers(1, 1000),
+        st.floats(0.01, 1.0),
+    ),
     st.builds(lambda k: {"kind": "point", "k": k}, st.integers(1, 100)),
-    st.builds(lambda a, b: {"kind": "pmf", "pmf": {1: a, 5: 1 - a}} if b else {"kind": "pmf", "pmf": {3: 1.0}},
-              st.floats(0.05, 0.95), st.booleans()),
+    st.builds(
+        lambda a, b: (
+            {"kind": "pmf", "pmf": {1: a, 5: 1 - a}} if b else {"kind": "pmf", "pmf": {3: 1.0}}
+        ),
+        st.floats(0.05, 0.95),
+        st.booleans(),
+    ),
 )
 
 
@@ -196,26 +294,54 @@ def valid_configs(draw):
     discrete = draw(st.booleans())
     if discrete:
         n = draw(st.integers(2, 5))
-        base = {"kind": "discrete", "p": _probabilities(draw(st.integers(0, 999)), n),
-                "q": _probabilities(draw(st.integers(0, 999)), n)}
+        base = {
+            "kind": "discrete",
+            "p": _probabilities(draw(st.integers(0, 999)), n),
+            "q": _probabilities(draw(st.integers(0, 999)), n),
+        }
     elif draw(st.booleans()):
         base = {"kind": "gaussian", "epsilon": draw(st.floats(0.05, 4.0))}
     else:
         base = {"kind": "gaussian", "mu": draw(st.floats(0.01, 5.0))}
-    game = {"kind": "discrete" if discrete else "reduced", "trials": draw(st.integers(2000, 5000)),
-            "seed": draw(st.integers(0, 2**63 - 1)), "confidence": draw(st.floats(0.5, 0.999)),
-            "threshold": draw(st.sampled_from(["split", "bonferroni", "bonferroni_all"])),
-            "proxy": draw(st.sampled_from(["sample", "likelihood_ratio"])),
-            "split_fraction": draw(st.floats(0.2, 0.8)), "thresholds": draw(st.integers(1, 300))}
-    return {"name": "valid", "delta": draw(st.floats(1e-10, 0.1)), "base": base, "rounds": draw(laws), "game": game}
+    game = {
+        "kind": "discrete" if discrete else "reduced",
+        "trials": draw(st.integers(2000, 5000)),
+        "seed": draw(st.integers(0, 2**63 - 1)),
+        "confidence": draw(st.floats(0.5, 0.999)),
+        "threshold": draw(st.sampled_from(["split", "bonferroni", "bonferroni_all"])),
+        "proxy": draw(st.sampled_from(["sample", "likelihood_ratio"])),
+        "split_fraction": draw(st.floats(0.2, 0.8)),
+        "thresholds": draw(st.integers(1, 300)),
+    }
+    return {
+        "name": "valid",
+        "delta": draw(st.floats(1e-10, 0.1)),
+        "base": base,
+        "rounds": draw(laws),
+        "game": game,
+    }
 
 
 @FUZZ_RUN
 @given(raw=valid_configs())
-@example(raw={"name": "valid", "delta": 0.0749741831920958, "base": {"kind": "gaussian", "mu": 3.8644513107102476},
-              "rounds": {"kind": "binomial", "n": 1, "p": 0.9963056536229821},
-              "game": {"kind": "reduced", "trials": 2000, "seed": 0, "confidence": 0.5, "threshold": "split",
-                       "proxy": "sample", "split_fraction": 0.49998005870741213, "thresholds": 1}})
+@example(
+    raw={
+        "name": "valid",
+        "delta": 0.0749741831920958,
+        "base": {"kind": "gaussian", "mu": 3.8644513107102476},
+        "rounds": {"kind": "binomial", "n": 1, "p": 0.9963056536229821},
+        "game": {
+            "kind": "reduced",
+            "trials": 2000,
+            "seed": 0,
+            "confidence": 0.5,
+            "threshold": "split",
+            "proxy": "sample",
+            "split_fraction": 0.49998005870741213,
+            "thresholds": 1,
+        },
+    }
+)
 def test_valid_configs_exit_0(raw, capsys):
     """(The example: Brent's step in the [KRW24] shift scan met an infeasible, inf-valued eps1 and
     warned 'invalid value in scalar subtract'; found by this test in CI.)"""
@@ -278,6 +404,7 @@ def test_one_bad_field_exits_2_naming_it(case, capsys):
 
 # --- unknown validity: the parser decides ---------------------------------------------------
 
+
 def parser_verdict(text):
     """(expected exit code, field) from auditsel.experiments.config alone: 0 if it parses, else 2 and the field."""
     from auditsel.experiments.config import ConfigError, parse_config
@@ -289,21 +416,48 @@ def parser_verdict(text):
         parse_config(raw)
     except ConfigError as err:
         return 2, err.field
-    except Exception:  # noqa: BLE001 - not even YAML the parser can take: the CLI refuses it
+    except Exception:
         return 2, None
     return 0, None
 
 
 @FUZZ_RUN
 @given(raw=mutated_configs())
-@example(raw={"name": "q", "delta": 1e-5, "base": {"kind": "gaussian", "mu": 999},
-              "rounds": {"kind": "binomial", "n": 100000000000, "p": 0.5}, "game": {}})
-@example(raw={"name": "q", "delta": 1e-5, "base": {"kind": "discrete", "p": [1, 0], "q": [0, 1]},
-              "rounds": {"kind": "point", "k": 1}, "game": {"kind": "discrete"}})
-@example(raw={"name": "q", "delta": 1e-5, "base": {"kind": "gaussian", "mu": 1},
-              "rounds": {"kind": "tnb", "eta": 1.0e+300, "nu": 1.0e-300}, "game": {}})
-@example(raw={"name": "q", "delta": 1e-5, "base": {"kind": "gaussian", "mu": 1},
-              "rounds": {"kind": "pmf", "pmf": {100000000000000000000000: 1.0}}})
+@example(
+    raw={
+        "name": "q",
+        "delta": 1e-5,
+        "base": {"kind": "gaussian", "mu": 999},
+        "rounds": {"kind": "binomial", "n": 100000000000, "p": 0.5},
+        "game": {},
+    }
+)
+@example(
+    raw={
+        "name": "q",
+        "delta": 1e-5,
+        "base": {"kind": "discrete", "p": [1, 0], "q": [0, 1]},
+        "rounds": {"kind": "point", "k": 1},
+        "game": {"kind": "discrete"},
+    }
+)
+@example(
+    raw={
+        "name": "q",
+        "delta": 1e-5,
+        "base": {"kind": "gaussian", "mu": 1},
+        "rounds": {"kind": "tnb", "eta": 1.0e300, "nu": 1.0e-300},
+        "game": {},
+    }
+)
+@example(
+    raw={
+        "name": "q",
+        "delta": 1e-5,
+        "base": {"kind": "gaussian", "mu": 1},
+        "rounds": {"kind": "pmf", "pmf": {100000000000000000000000: 1.0}},
+    }
+)
 def test_mutated_configs_exit_as_the_parser_says(raw, capsys):
     text = dump(raw)
     code, field = parser_verdict(text)
@@ -324,23 +478,27 @@ def test_yaml_tags_construct_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     calls = []
     monkeypatch.setattr("os.system", lambda *a: calls.append(a) or 0)
-    for text in ("!!python/object/apply:os.system ['echo pwned > PWNED']\n",
-                 "name: !!python/object/new:os.system [x]\n"):
+    for text in (
+        "!!python/object/apply:os.system ['echo pwned > PWNED']\n",
+        "name: !!python/object/new:os.system [x]\n",
+    ):
         config = tmp_path / "c.yaml"
         config.write_text(text)
-        rc, _, err, caught = call(["run", str(config), "--out", str(tmp_path / "o"), "--no-progress", "--quiet"],
-                                  capsys)
+        rc, _, err, caught = call(
+            ["run", str(config), "--out", str(tmp_path / "o"), "--no-progress", "--quiet"], capsys
+        )
         expect(rc, err, caught, 2, tmp_path / "o", field="config")
     assert calls == [] and not (tmp_path / "PWNED").exists()
 
 
 # --- score files ----------------------------------------------------------------------------
 
+
 def _random_array(shape, dtype, seed):
     rng = np.random.default_rng(seed)
     values = rng.choice([0.0, 1.0, -1.0, np.nan, np.inf, 2.5, 1e308], size=shape)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")   # building the input, not running auditsel
+        warnings.simplefilter("ignore")  # building the input, not running auditsel
         return values.astype(dtype)
 
 
@@ -349,15 +507,22 @@ def write_score_file(directory, spec):
     path = Path(directory) / name
     if isinstance(content, dict):
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # building the input, not running auditsel
+            warnings.simplefilter("ignore")  # building the input, not running auditsel
             np.savez(path, **content)
     else:
         path.write_bytes(content)
     return path
 
 
-RULE_OPTIONS = st.sampled_from([[], ["--json"], ["--threshold", "bonferroni"], ["--threshold", "bonferroni_all", "--json"],
-                                ["--threshold-range", "-3", "6", "--json"]])
+RULE_OPTIONS = st.sampled_from(
+    [
+        [],
+        ["--json"],
+        ["--threshold", "bonferroni"],
+        ["--threshold", "bonferroni_all", "--json"],
+        ["--threshold-range", "-3", "6", "--json"],
+    ]
+)
 
 
 @st.composite
@@ -365,13 +530,24 @@ def good_score_files(draw):
     """Well-formed: header, finite or infinite (not NaN) scores, coins alternating so that
     every split part holds both."""
     n = draw(st.integers(8, 60))
-    scores = draw(st.lists(st.one_of(st.floats(-1e6, 1e6), st.sampled_from([math.inf, -math.inf, 0.0])),
-                           min_size=n, max_size=n))
+    scores = draw(
+        st.lists(
+            st.one_of(st.floats(-1e6, 1e6), st.sampled_from([math.inf, -math.inf, 0.0])),
+            min_size=n,
+            max_size=n,
+        )
+    )
     members = [i % 2 for i in range(n)]
     if draw(st.booleans()):
-        return "scores.csv", ("score,member\n" + "".join(f"{s!r},{m}\n" for s, m in zip(scores, members))).encode()
-    return "scores.npz", {"score": np.array(scores), "member": np.array(members, dtype=draw(st.sampled_from(
-        [np.int8, np.int64, np.float64, np.bool_])))}
+        return "scores.csv", (
+            "score,member\n" + "".join(f"{s!r},{m}\n" for s, m in zip(scores, members))
+        ).encode()
+    return "scores.npz", {
+        "score": np.array(scores),
+        "member": np.array(
+            members, dtype=draw(st.sampled_from([np.int8, np.int64, np.float64, np.bool_]))
+        ),
+    }
 
 
 @FUZZ
@@ -380,7 +556,9 @@ def test_good_score_files_exit_0(spec, extra, capsys):
     import json
 
     with tempfile.TemporaryDirectory() as tmp:
-        rc, out, err, caught = call(["audit-scores", str(write_score_file(tmp, spec)), *extra], capsys)
+        rc, out, err, caught = call(
+            ["audit-scores", str(write_score_file(tmp, spec)), *extra], capsys
+        )
         expect(rc, err, caught, 0)
         if "--json" in extra:
             payload = json.loads(out)  # strict JSON: allow_nan=False upstream
@@ -404,7 +582,7 @@ def broken_score_files(draw):
     kind = draw(st.sampled_from(sorted(BROKEN) + ["npz garbage", "npz arrays"]))
     if kind == "npz garbage":
         return "scores.npz", draw(st.binary(max_size=200))
-    if kind == "npz arrays":   # a wrong name, a wrong shape or a non-numeric dtype
+    if kind == "npz arrays":  # a wrong name, a wrong shape or a non-numeric dtype
         bad = draw(st.sampled_from(["name", "shape", "dtype"]))
         n = 8
         arrays = {"score": np.arange(n, dtype=float), "member": np.arange(n) % 2}
@@ -423,7 +601,9 @@ def broken_score_files(draw):
 @example(spec=("scores.npz", {"score": np.zeros(3, complex), "member": np.ones(3)}), extra=[])
 def test_broken_score_files_exit_2(spec, extra, capsys):
     with tempfile.TemporaryDirectory() as tmp:
-        rc, _, err, caught = call(["audit-scores", str(write_score_file(tmp, spec)), *extra], capsys)
+        rc, _, err, caught = call(
+            ["audit-scores", str(write_score_file(tmp, spec)), *extra], capsys
+        )
         expect(rc, err, caught, 2, field="FILE")
 
 
@@ -440,15 +620,23 @@ def score_verdict(path):
     return 0 if all(0 < part.sum() < len(part) for part in parts) else 2
 
 
-csv_cells = st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(repr),
-                      st.integers(-2, 3).map(str), st.sampled_from(["", "nan", "inf", "-inf", "x", '"', "1e999"]),
-                      st.text(max_size=4))
+csv_cells = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(-2, 3).map(str),
+    st.sampled_from(["", "nan", "inf", "-inf", "x", '"', "1e999"]),
+    st.text(max_size=4),
+)
 
 
 @st.composite
 def csv_texts(draw):
-    header = draw(st.one_of(st.just(["score", "member"]), st.just(["member", " score ", "extra"]),
-                            st.lists(st.sampled_from(["score", "member", "x", "", "score"]), max_size=4)))
+    header = draw(
+        st.one_of(
+            st.just(["score", "member"]),
+            st.just(["member", " score ", "extra"]),
+            st.lists(st.sampled_from(["score", "member", "x", "", "score"]), max_size=4),
+        )
+    )
     rows = draw(st.lists(st.lists(csv_cells, min_size=0, max_size=len(header) + 1), max_size=12))
     if draw(st.booleans()):  # a well-formed body, so that the audit itself runs
         n = draw(st.integers(0, 40))
@@ -457,10 +645,15 @@ def csv_texts(draw):
 
 
 def npz_arrays():
-    dtypes = st.sampled_from([np.float64, np.float32, np.int8, np.int64, np.bool_, np.complex128,
-                              "U3", "S2", np.uint8])
-    arrays = st.builds(lambda shape, dtype, seed: _random_array(shape, dtype, seed),
-                       st.lists(st.integers(0, 6), max_size=3).map(tuple), dtypes, st.integers(0, 2**32 - 1))
+    dtypes = st.sampled_from(
+        [np.float64, np.float32, np.int8, np.int64, np.bool_, np.complex128, "U3", "S2", np.uint8]
+    )
+    arrays = st.builds(
+        lambda shape, dtype, seed: _random_array(shape, dtype, seed),
+        st.lists(st.integers(0, 6), max_size=3).map(tuple),
+        dtypes,
+        st.integers(0, 2**32 - 1),
+    )
     return st.dictionaries(st.sampled_from(["score", "member", "other"]), arrays, max_size=3)
 
 
@@ -486,32 +679,40 @@ def test_any_score_file_exits_as_the_reader_says(spec, extra, capsys):
 
 
 def test_missing_files_and_directories_exit_2(tmp_path, capsys):
-    for argv, field in ((["run", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "o")], "config"),
-                        (["run", str(tmp_path), "--out", str(tmp_path / "o")], "config"),
-                        (["audit-scores", str(tmp_path / "nope.csv")], "FILE"),
-                        (["audit-scores", str(tmp_path)], "FILE")):
+    for argv, field in (
+        (["run", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "o")], "config"),
+        (["run", str(tmp_path), "--out", str(tmp_path / "o")], "config"),
+        (["audit-scores", str(tmp_path / "nope.csv")], "FILE"),
+        (["audit-scores", str(tmp_path)], "FILE"),
+    ):
         rc, _, err, caught = call(argv, capsys)
         expect(rc, err, caught, 2, tmp_path / "o", field=field)
 
 
 # --- regression tests of bugs this suite found ---------------------------------------------
 
+
 def test_all_releases_at_the_fixed_output(tmp_path, capsys):
     """Poisson with mean 1e-300: K = 0 almost surely, every release is the fixed output."""
-    text = ("name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
-            "rounds: {kind: poisson, mean: 1.0e-300}\ngame: {trials: 2000}\n")
+    text = (
+        "name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
+        "rounds: {kind: poisson, mean: 1.0e-300}\ngame: {trials: 2000}\n"
+    )
     rc, err, caught, out, _ = run_text(text, capsys)
     expect(rc, err, caught, 0, out)
 
 
 def test_too_few_trials_to_split_exits_2_and_leaves_no_out_dir(tmp_path, capsys):
-    text = ("name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
-            "rounds: {kind: point, k: 1}\ngame: {trials: 2000, split_fraction: 1.0e-30}\n")
+    text = (
+        "name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
+        "rounds: {kind: point, k: 1}\ngame: {trials: 2000, split_fraction: 1.0e-30}\n"
+    )
     rc, err, caught, out, _ = run_text(text, capsys)
     expect(rc, err, caught, 2, out, field="game.")
 
 
 # --- internal errors: exit 1, one line, the traceback in a file, nothing half-written -------
+
 
 def test_an_internal_error_is_exit_1_with_a_traceback_file(tmp_path, capsys, monkeypatch):
     """A ValueError from deep inside a bound (here the exact curve's root finder) is a bug, not
@@ -520,15 +721,22 @@ def test_an_internal_error_is_exit_1_with_a_traceback_file(tmp_path, capsys, mon
 
     def broken(*args, **kwargs):
         raise ValueError("f(a) and f(b) must have different signs")
+
     monkeypatch.setattr(exact, "exact_epsilon", broken)
     monkeypatch.setattr("auditsel.accounting.bounds.exact_epsilon", broken)
-    text = ("name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
-            "rounds: {kind: point, k: 2}\ngame: {trials: 2000}\n")
+    text = (
+        "name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
+        "rounds: {kind: point, k: 2}\ngame: {trials: 2000}\n"
+    )
     rc, err, caught, out, _ = run_text(text, capsys)
     assert rc == 1 and not caught, err
     line = err.strip()
     assert len(line.splitlines()) == 1 and "internal error" in line and "not your input" in line
     where = Path(line.rsplit("traceback written to ", 1)[1])
-    assert where.exists() and "Traceback" in where.read_text() and "different signs" in where.read_text()
+    assert (
+        where.exists()
+        and "Traceback" in where.read_text()
+        and "different signs" in where.read_text()
+    )
     assert not out.exists()
     where.unlink()

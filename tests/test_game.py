@@ -1,12 +1,13 @@
 """The game engine: determinism across job counts, checkpoints and resume."""
+
 import numpy as np
 import pytest
 
+from attacks.proxies import make_proxy
 from auditsel.games.engine import CheckpointError, run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner
-from attacks.proxies import make_proxy
 
 WINNER = GaussianWinner(GaussianBase(0.5), TruncatedNegativeBinomial(0.0, 0.01))
 PROXY = make_proxy("sample", WINNER)
@@ -32,8 +33,9 @@ def test_same_seed_same_scores_for_any_number_of_jobs():
     assert np.array_equal(one.member, two.member)
     # the numpy games run on joblib threads by default; processes give the same numbers
     assert WINNER.parallel_prefer == "threads"
-    procs = run_game(WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=2, progress=False,
-                     backend="loky")
+    procs = run_game(
+        WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=2, progress=False, backend="loky"
+    )
     assert np.array_equal(one.scores, procs.scores) and np.array_equal(one.member, procs.member)
     other = run_game(WINNER, PROXY, 50_000, 8, chunk_size=6_000, jobs=1, progress=False)
     assert not np.array_equal(one.scores, other.scores)
@@ -42,36 +44,99 @@ def test_same_seed_same_scores_for_any_number_of_jobs():
 def test_coins_are_fair_and_scores_follow_the_coin():
     rec = run_game(WINNER, PROXY, 200_000, 1, progress=False)
     assert abs(rec.member.mean() - 0.5) < 0.005
-    assert rec.scores[rec.member == 1].mean() - rec.scores[rec.member == 0].mean() == pytest.approx(0.5, abs=0.02)
+    assert rec.scores[rec.member == 1].mean() - rec.scores[rec.member == 0].mean() == pytest.approx(
+        0.5, abs=0.02
+    )
 
 
 def test_resume_after_interruption_neither_loses_nor_repeats_trials(tmp_path):
     full = run_game(WINNER, PROXY, 30_000, 3, chunk_size=4_000, progress=False)
     flaky = Interrupting(WINNER, fail_on=5)
     with pytest.raises(KeyboardInterrupt):
-        run_game(flaky, PROXY, 30_000, 3, chunk_size=4_000, checkpoint_dir=tmp_path, fingerprint="f", progress=False)
+        run_game(
+            flaky,
+            PROXY,
+            30_000,
+            3,
+            chunk_size=4_000,
+            checkpoint_dir=tmp_path,
+            fingerprint="f",
+            progress=False,
+        )
     assert len(list(tmp_path.glob("chunk_*.npz"))) == 4
     counting = Interrupting(WINNER, fail_on=-1)
-    resumed = run_game(counting, PROXY, 30_000, 3, chunk_size=4_000, checkpoint_dir=tmp_path, fingerprint="f",
-                       progress=False)
+    resumed = run_game(
+        counting,
+        PROXY,
+        30_000,
+        3,
+        chunk_size=4_000,
+        checkpoint_dir=tmp_path,
+        fingerprint="f",
+        progress=False,
+    )
     assert resumed.resumed_chunks == 4 and counting.calls == 8 - 4
-    assert np.array_equal(resumed.scores, full.scores) and np.array_equal(resumed.member, full.member)
+    assert np.array_equal(resumed.scores, full.scores) and np.array_equal(
+        resumed.member, full.member
+    )
 
 
 def test_foreign_and_corrupted_checkpoints_are_reported(tmp_path):
-    run_game(WINNER, PROXY, 10_000, 3, chunk_size=4_000, checkpoint_dir=tmp_path, fingerprint="a", progress=False)
+    run_game(
+        WINNER,
+        PROXY,
+        10_000,
+        3,
+        chunk_size=4_000,
+        checkpoint_dir=tmp_path,
+        fingerprint="a",
+        progress=False,
+    )
     with pytest.raises(CheckpointError, match="another experiment"):
-        run_game(WINNER, PROXY, 10_000, 3, chunk_size=4_000, checkpoint_dir=tmp_path, fingerprint="b",
-                 progress=False)
+        run_game(
+            WINNER,
+            PROXY,
+            10_000,
+            3,
+            chunk_size=4_000,
+            checkpoint_dir=tmp_path,
+            fingerprint="b",
+            progress=False,
+        )
     (tmp_path / "chunk_0000001.npz").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="corrupted"):
-        run_game(WINNER, PROXY, 10_000, 3, chunk_size=4_000, checkpoint_dir=tmp_path, fingerprint="a",
-                 progress=False)
+        run_game(
+            WINNER,
+            PROXY,
+            10_000,
+            3,
+            chunk_size=4_000,
+            checkpoint_dir=tmp_path,
+            fingerprint="a",
+            progress=False,
+        )
 
 
 def test_a_checkpoint_copied_from_another_position_is_rejected(tmp_path):
-    run_game(WINNER, PROXY, 8_000, 3, chunk_size=4_000, checkpoint_dir=tmp_path, fingerprint="a", progress=False)
+    run_game(
+        WINNER,
+        PROXY,
+        8_000,
+        3,
+        chunk_size=4_000,
+        checkpoint_dir=tmp_path,
+        fingerprint="a",
+        progress=False,
+    )
     (tmp_path / "chunk_0000000.npz").write_bytes((tmp_path / "chunk_0000001.npz").read_bytes())
     with pytest.raises(CheckpointError):
-        run_game(WINNER, PROXY, 8_000, 3, chunk_size=4_000, checkpoint_dir=tmp_path, fingerprint="a",
-                 progress=False)
+        run_game(
+            WINNER,
+            PROXY,
+            8_000,
+            3,
+            chunk_size=4_000,
+            checkpoint_dir=tmp_path,
+            fingerprint="a",
+            progress=False,
+        )

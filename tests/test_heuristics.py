@@ -5,6 +5,7 @@ The case of the issue is [XWW24] Figure 6 at sample rate 0.1 and eps_B = 8 (resu
 `exact` and `improved_rdp` use mu = tau sqrt(N)/sigma and come out below eps_B of a single run.
 The live tests use a cheaper DP-SGD base with the same defect (sigma = 2, N = 50, tau = 0.1:
 eps_B = 1.84, heuristic exact 1.60) so that the bounds take seconds, not a minute."""
+
 import copy
 import csv
 import json
@@ -14,17 +15,20 @@ import pytest
 import yaml
 
 matplotlib.use("Agg")
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.figure import Figure
 
-from auditsel.experiments.config import parse_config  # noqa: E402
-from auditsel.experiments.experiment import run_experiment  # noqa: E402
-from auditsel.experiments.heuristics import contradictions, heuristic_fields, heuristic_upper_keys  # noqa: E402
-from auditsel.experiments.report import markdown_report, text_table, write_plots  # noqa: E402
+from auditsel.experiments.config import parse_config
+from auditsel.experiments.experiment import run_experiment
+from auditsel.experiments.heuristics import contradictions, heuristic_fields, heuristic_upper_keys
+from auditsel.experiments.report import markdown_report, text_table, write_plots
 
-FIG6 = {"name": "fig6", "delta": 1e-5,
-        "base": {"kind": "dpsgd", "noise_multiplier": 2.0, "steps": 50, "sample_rate": 0.1},
-        "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
-        "game": {"kind": "reduced", "trials": 20_000, "seed": 0}}
+FIG6 = {
+    "name": "fig6",
+    "delta": 1e-5,
+    "base": {"kind": "dpsgd", "noise_multiplier": 2.0, "steps": 50, "sample_rate": 0.1},
+    "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+    "game": {"kind": "reduced", "trials": 20_000, "seed": 0},
+}
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +47,28 @@ def test_contradiction_rules_on_hand_made_results():
     assert contradictions(fake({"exact": 0.9, "profile": 2.0}, heur)).keys() == {"exact"}
     assert contradictions(fake({"exact": 1.1, "profile": 2.0}, heur)) == {}
     # a rigorous value below eps_B is not flagged as a contradicted heuristic (no heuristic there)
-    assert contradictions(fake({"exact": 0.9, "profile": 0.5}, {"exact": "rigorous", "profile": "rigorous"})) == {}
+    assert (
+        contradictions(
+            fake({"exact": 0.9, "profile": 0.5}, {"exact": "rigorous", "profile": "rigorous"})
+        )
+        == {}
+    )
     low = {"eps": 1.5, "threshold_rule": "split", "confidence": 0.95}
-    assert "valid eps_L" in contradictions(fake({"exact": 1.2}, {"exact": "heuristic"}, lower=low))["exact"]
+    assert (
+        "valid eps_L"
+        in contradictions(fake({"exact": 1.2}, {"exact": "heuristic"}, lower=low))["exact"]
+    )
     # the optimistic rule, or a rule flagged not valid, refutes nothing
-    assert contradictions(fake({"exact": 1.2}, {"exact": "heuristic"}, lower={**low, "threshold_rule": "best"})) == {}
-    assert contradictions(fake({"exact": 1.2}, {"exact": "heuristic"}, lower={**low, "valid": False})) == {}
+    assert (
+        contradictions(
+            fake({"exact": 1.2}, {"exact": "heuristic"}, lower={**low, "threshold_rule": "best"})
+        )
+        == {}
+    )
+    assert (
+        contradictions(fake({"exact": 1.2}, {"exact": "heuristic"}, lower={**low, "valid": False}))
+        == {}
+    )
     assert contradictions(fake({"exact": None}, {"exact": "heuristic"}, eps_b=5.0)) == {}
     # K = 0 possible (Poisson, binomial): cheaper than one run is no contradiction
     assert contradictions({**fake({"exact": 0.9}, heur), "rounds": {"p_zero": 0.1}}) == {}
@@ -57,7 +77,7 @@ def test_contradiction_rules_on_hand_made_results():
 def test_figure6_point_is_flagged_in_result_json(fig6):
     result, _ = fig6
     assert set(heuristic_upper_keys(result)) == {"exact", "improved_rdp", "improved_rdp_gdp"}
-    assert result["upper"]["exact"] < result["base"]["epsilon"]          # the defect of issue 9
+    assert result["upper"]["exact"] < result["base"]["epsilon"]  # the defect of issue 9
     assert set(result["contradicted"]) == {"exact", "improved_rdp"}
     assert result["heuristic"] == heuristic_fields(result)
     assert "upper.exact" in result["heuristic"] and "lower.eps_gdp" in result["heuristic"]
@@ -72,13 +92,18 @@ def test_sample_rate_one_is_rigorous_and_flags_nothing():
     assert result["upper"]["exact"] >= result["base"]["epsilon"]
 
 
-@pytest.mark.parametrize("render", [text_table, lambda r: markdown_report(r, [])], ids=["terminal", "report.md"])
+@pytest.mark.parametrize(
+    "render", [text_table, lambda r: markdown_report(r, [])], ids=["terminal", "report.md"]
+)
 def test_tables_label_every_heuristic_row_and_the_contradiction(fig6, render):
     result, _ = fig6
     text = render(result)
     for key in heuristic_upper_keys(result):
-        row = next(line for line in text.splitlines() if line.strip("| ").startswith(key + " ")
-                   or line.startswith(f"| {key} |"))
+        row = next(
+            line
+            for line in text.splitlines()
+            if line.strip("| ").startswith(key + " ") or line.startswith(f"| {key} |")
+        )
         assert "heuristic" in row, row
         assert ("CONTRADICTED" in row) == (key in result["contradicted"]), row
     for key in result["contradicted"]:
@@ -87,7 +112,11 @@ def test_tables_label_every_heuristic_row_and_the_contradiction(fig6, render):
     assert "heuristic" not in rigorous
 
 
-PLOT_NAMES = {"exact": "exact", "improved_rdp": "improved (UO)", "improved_rdp_gdp": "improved (UG)"}
+PLOT_NAMES = {
+    "exact": "exact",
+    "improved_rdp": "improved (UO)",
+    "improved_rdp_gdp": "improved (UG)",
+}
 
 
 def drawn_lines(monkeypatch, draw, file_name=None):
@@ -100,9 +129,13 @@ def drawn_lines(monkeypatch, draw, file_name=None):
     def record(fig, path, *args, **kwargs):
         if file_name is None or str(path).endswith(file_name):
             for ax in fig.axes:
-                lines.extend((ln.get_label(), ln.get_linestyle()) for ln in ax.get_lines()
-                             if not ln.get_label().startswith("_"))
+                lines.extend(
+                    (ln.get_label(), ln.get_linestyle())
+                    for ln in ax.get_lines()
+                    if not ln.get_label().startswith("_")
+                )
         return save(fig, path, *args, **kwargs)
+
     monkeypatch.setattr(Figure, "savefig", record)
     draw()
     return lines
@@ -124,10 +157,17 @@ def assert_heuristics_dashed(lines, heuristic, contradicted):
 
 def test_privacy_curve_and_tradeoff_draw_heuristics_dashed(fig6, tmp_path, monkeypatch):
     result, artefacts = fig6
-    result = {**result, "upper_curves": {"delta": [1e-6, 1e-5, 1e-4],
-                                         **{k: [v and v + 1, v, v and v - 0.5] for k, v in result["upper"].items()}}}
+    result = {
+        **result,
+        "upper_curves": {
+            "delta": [1e-6, 1e-5, 1e-4],
+            **{k: [v and v + 1, v, v and v - 0.5] for k, v in result["upper"].items()},
+        },
+    }
     lines = drawn_lines(monkeypatch, lambda: write_plots(result, artefacts, tmp_path))
-    seen = assert_heuristics_dashed(lines, set(heuristic_upper_keys(result)), result["contradicted"])
+    seen = assert_heuristics_dashed(
+        lines, set(heuristic_upper_keys(result)), result["contradicted"]
+    )
     assert seen == {"exact", "improved_rdp", "improved_rdp_gdp"}
     tradeoff = [(lab, st) for lab, st in lines if "likelihood ratio" in lab]
     assert tradeoff and all("heuristic" in lab and st == "--" for lab, st in tradeoff)
@@ -136,13 +176,19 @@ def test_privacy_curve_and_tradeoff_draw_heuristics_dashed(fig6, tmp_path, monke
 def test_sweep_tables_and_plot_separate_heuristics(tmp_path, monkeypatch, capsys):
     from auditsel.cli import main
 
-    raw = {**copy.deepcopy(FIG6), "game": {**FIG6["game"], "trials": 4000},
-           "sweep": {"base.sample_rate": [1.0, 0.1]}}
+    raw = {
+        **copy.deepcopy(FIG6),
+        "game": {**FIG6["game"], "trials": 4000},
+        "sweep": {"base.sample_rate": [1.0, 0.1]},
+    }
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(raw))
     out = tmp_path / "out"
-    sweep_lines = drawn_lines(monkeypatch, lambda: main(["run", str(path), "--out", str(out), "--quiet",
-                                                         "--no-progress"]), "sweep.png")
+    sweep_lines = drawn_lines(
+        monkeypatch,
+        lambda: main(["run", str(path), "--out", str(out), "--quiet", "--no-progress"]),
+        "sweep.png",
+    )
     rows = {float(r["base.sample_rate"]): r for r in csv.DictReader((out / "sweep.csv").open())}
     for rate, row in rows.items():
         point = json.loads((out / f"base.sample_rate={rate:g}" / "result.json").read_text())
@@ -158,14 +204,24 @@ def test_sweep_tables_and_plot_separate_heuristics(tmp_path, monkeypatch, capsys
                 assert float(row[f"{key}_heuristic"]) == pytest.approx(point["upper"][key])
         assert set(row["contradicted"].split()) == {f"{k}_heuristic" for k in point["contradicted"]}
     assert float(rows[1.0]["exact"]) >= float(rows[1.0]["eps_B"])
-    assert rows[0.1]["exact"] == "" and set(rows[0.1]["contradicted"].split()) == {"exact_heuristic", "improved_rdp_heuristic"}
+    assert rows[0.1]["exact"] == "" and set(rows[0.1]["contradicted"].split()) == {
+        "exact_heuristic",
+        "improved_rdp_heuristic",
+    }
     md = (out / "sweep.md").read_text()
     assert "_heuristic` hold heuristic values" in md
     warning = [line for line in md.splitlines() if line.startswith("- **base.sample_rate=")]
     assert len(warning) == 1 and warning[0].startswith("- **base.sample_rate=0.1:")
-    assert "exact_heuristic" in warning[0] and "improved_rdp_heuristic" in warning[0] and "contradicted" in warning[0]
+    assert (
+        "exact_heuristic" in warning[0]
+        and "improved_rdp_heuristic" in warning[0]
+        and "contradicted" in warning[0]
+    )
     points = json.loads((out / "sweep.json").read_text())["points"]
-    assert [p["contradicted"] for p in points] == [rows[1.0]["contradicted"], rows[0.1]["contradicted"]]
+    assert [p["contradicted"] for p in points] == [
+        rows[1.0]["contradicted"],
+        rows[0.1]["contradicted"],
+    ]
     assert any("exact, heuristic" in lab and st == "--" for lab, st in sweep_lines)
     assert any("CONTRADICTED" in lab for lab, _ in sweep_lines)
     assert all("heuristic" not in lab for lab, st in sweep_lines if st == "-")
@@ -181,11 +237,19 @@ def test_committed_figure6_sweep_says_which_heuristics_are_contradicted():
     assert len(rows) == 24
     for row in rows:
         heuristic_exact = row["exact_heuristic"] != ""
-        assert heuristic_exact == (float(row["base.sample_rate"]) < 1) and (row["exact"] == "") == heuristic_exact
+        assert (
+            heuristic_exact == (float(row["base.sample_rate"]) < 1)
+            and (row["exact"] == "") == heuristic_exact
+        )
         below = heuristic_exact and float(row["exact_heuristic"]) < float(row["eps_B"])
         assert below == ("exact_heuristic" in row["contradicted"].split()), row
-    issue = [r for r in rows if float(r["base.epsilon"]) == 8 and float(r["base.sample_rate"]) == 0.1
-             and float(r["rounds.eta"]) == 0]
+    issue = [
+        r
+        for r in rows
+        if float(r["base.epsilon"]) == 8
+        and float(r["base.sample_rate"]) == 0.1
+        and float(r["rounds.eta"]) == 0
+    ]
     assert len(issue) == 1 and "exact_heuristic" in issue[0]["contradicted"].split()
 
 
@@ -196,7 +260,11 @@ def test_reproduce_figure6_plot_draws_heuristics_dashed(tmp_path, monkeypatch):
 
     from auditsel.reproductions.figure6 import plot
 
-    rows = json.loads((Path(__file__).resolve().parents[1] / "results" / "papers" / "figure6" / "rows.json").read_text())
+    rows = json.loads(
+        (
+            Path(__file__).resolve().parents[1] / "results" / "papers" / "figure6" / "rows.json"
+        ).read_text()
+    )
     # the table's bound columns hold only bounds: at tau < 1 exact and UO sit in *_heuristic columns
     assert all(("exact" in r) == (r["tau"] == 1) for r in rows)
     assert all("improved_rdp_gdp" not in r and "improved_rdp_gdp_heuristic" in r for r in rows)
@@ -208,5 +276,7 @@ def test_reproduce_figure6_plot_draws_heuristics_dashed(tmp_path, monkeypatch):
             assert ("heuristic" in label) == (style == "--"), (label, style)
         if label.startswith("improved UG"):
             assert "heuristic" in label
-    assert any(lab == "exact, heuristic" for lab, _ in lines) and any(lab == "exact" for lab, _ in lines)
+    assert any(lab == "exact, heuristic" for lab, _ in lines) and any(
+        lab == "exact" for lab, _ in lines
+    )
     assert any("CONTRADICTED" in lab for lab, _ in lines)

@@ -4,6 +4,7 @@ checkpoints are reported (exit 2, one line), never mixed in.
 The kill lands mid-run by construction: the run is started with AUDITSEL_PAUSE_AFTER_CHUNKS=n
 (auditsel.games.engine), stops after saving its n-th new chunk and is killed there; the resumed run must
 say how many chunks it read back and leave those files untouched."""
+
 import json
 import os
 import random
@@ -20,30 +21,49 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-CHUNK = re.compile(r"^chunk_\d+\.npz$")   # finished chunks (not the .tmp.npz being written)
+CHUNK = re.compile(r"^chunk_\d+\.npz$")  # finished chunks (not the .tmp.npz being written)
 TRIALS = 1_000_000
-CHUNK_SIZE = 20_000                        # 50 chunks of a few ms each
+CHUNK_SIZE = 20_000  # 50 chunks of a few ms each
 
 
 def config(tmp_path, seed=7, name="killme"):
-    raw = {"name": name, "delta": 1e-5, "base": {"kind": "gaussian", "epsilon": 1.0},
-           "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
-           "game": {"kind": "reduced", "trials": TRIALS, "seed": seed, "chunk_size": CHUNK_SIZE}}
+    raw = {
+        "name": name,
+        "delta": 1e-5,
+        "base": {"kind": "gaussian", "epsilon": 1.0},
+        "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+        "game": {"kind": "reduced", "trials": TRIALS, "seed": seed, "chunk_size": CHUNK_SIZE},
+    }
     path = tmp_path / f"{name}-{seed}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
 
 
 def command(cfg, out):
-    return [sys.executable, "-m", "auditsel", "run", str(cfg), "--out", str(out), "--no-progress", "--quiet"]
+    return [
+        sys.executable,
+        "-m",
+        "auditsel",
+        "run",
+        str(cfg),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--quiet",
+    ]
 
 
 def env():
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
 
 
 def run(cfg, out):
-    proc = subprocess.run(command(cfg, out), capture_output=True, text=True, timeout=600, env=env(), cwd=ROOT)
+    proc = subprocess.run(
+        command(cfg, out), capture_output=True, text=True, timeout=600, env=env(), cwd=ROOT
+    )
     return proc.returncode, proc.stderr
 
 
@@ -56,12 +76,19 @@ def kill_at(cfg, out, new_chunks):
     """Run with the pause hook (auditsel.games.engine.PAUSE_ENV): the run stops right after saving
     `new_chunks` chunks and announces it; SIGKILL it there. A deterministic mid-run kill."""
     (out / "checkpoints" / "paused").unlink(missing_ok=True)
-    proc = subprocess.Popen(command(cfg, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**env(), "AUDITSEL_PAUSE_AFTER_CHUNKS": str(new_chunks)}, cwd=ROOT)
+    proc = subprocess.Popen(
+        command(cfg, out),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**env(), "AUDITSEL_PAUSE_AFTER_CHUNKS": str(new_chunks)},
+        cwd=ROOT,
+    )
     try:
         deadline = time.monotonic() + 300
         while not (out / "checkpoints" / "paused").exists():
-            assert proc.poll() is None, f"the run ended (rc {proc.returncode}) before the kill point: {proc.stderr.read()}"
+            assert proc.poll() is None, (
+                f"the run ended (rc {proc.returncode}) before the kill point: {proc.stderr.read()}"
+            )
             assert time.monotonic() < deadline, "no kill point reached in 300 s"
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
@@ -91,24 +118,30 @@ def check_resumed_equals_uninterrupted(tmp_path, kill_points):
     for new in kill_points:
         kill_at(cfg, out, new)
         done += new
-        assert len(chunks(out)) == done                    # killed exactly where asked: mid-run
+        assert len(chunks(out)) == done  # killed exactly where asked: mid-run
         assert not (out / "result.json").exists()
     kept = stamps(chunks(out))
-    proc = subprocess.run(command(cfg, out), capture_output=True, text=True, timeout=600, env=env(), cwd=ROOT)
+    proc = subprocess.run(
+        command(cfg, out), capture_output=True, text=True, timeout=600, env=env(), cwd=ROOT
+    )
     assert proc.returncode == 0, proc.stderr
-    assert f"resumed {done} of {total} chunks" in proc.stderr   # the resume found the checkpoints
+    assert f"resumed {done} of {total} chunks" in proc.stderr  # the resume found the checkpoints
     after = {name: rest for name, *rest in stamps(chunks(out))}
-    assert all(after[name] == [ino, mtime] for name, ino, mtime in kept)   # ... and used them, unrewritten
+    assert all(
+        after[name] == [ino, mtime] for name, ino, mtime in kept
+    )  # ... and used them, unrewritten
     a = json.loads((ref / "result.json").read_text())
     b = json.loads((out / "result.json").read_text())
     assert b["lower"] == a["lower"]
     assert b["upper"] == a["upper"]
-    assert b["lower"]["trials"] == TRIALS                # every trial counted once
+    assert b["lower"]["trials"] == TRIALS  # every trial counted once
     # the checkpoints themselves hold exactly the reference run's trials, chunk by chunk
     assert [p.name for p in chunks(out)] == [p.name for p in chunks(ref)]
     for p, q in zip(chunks(out), chunks(ref)):
         with np.load(p) as x, np.load(q) as y:
-            assert np.array_equal(x["scores"], y["scores"]) and np.array_equal(x["member"], y["member"])
+            assert np.array_equal(x["scores"], y["scores"]) and np.array_equal(
+                x["member"], y["member"]
+            )
 
 
 def test_sigkill_mid_run_then_resume_gives_the_uninterrupted_result(tmp_path):
@@ -121,7 +154,9 @@ def test_several_random_sigkills_then_resume_slow(tmp_path, seed):
     rng = random.Random(seed)
     points = sorted(rng.sample(range(1, TRIALS // CHUNK_SIZE), 4))
     # kills after 'points' chunks in all: the new chunks of each run are the differences
-    check_resumed_equals_uninterrupted(tmp_path, kill_points=[b - a for a, b in zip([0] + points, points)])
+    check_resumed_equals_uninterrupted(
+        tmp_path, kill_points=[b - a for a, b in zip([0] + points, points)]
+    )
 
 
 # --- bad checkpoints -------------------------------------------------------------------------
@@ -130,9 +165,13 @@ SMALL = {"trials": 200_000, "chunk_size": 50_000}
 
 
 def small_config(tmp_path, seed=7, name="small"):
-    raw = {"name": name, "delta": 1e-5, "base": {"kind": "gaussian", "epsilon": 1.0},
-           "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
-           "game": {"kind": "reduced", "seed": seed, **SMALL}}
+    raw = {
+        "name": name,
+        "delta": 1e-5,
+        "base": {"kind": "gaussian", "epsilon": 1.0},
+        "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+        "game": {"kind": "reduced", "seed": seed, **SMALL},
+    }
     path = tmp_path / f"{name}-{seed}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
@@ -173,8 +212,15 @@ def finished_run(tmp_path, _finished_once):
     return cfg, out, (out / "result.json").read_bytes()
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", pytest.param("garbage", marks=pytest.mark.slow),
-                                    pytest.param("empty", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "truncate",
+        "flip",
+        pytest.param("garbage", marks=pytest.mark.slow),
+        pytest.param("empty", marks=pytest.mark.slow),
+    ],
+)
 def test_corrupted_chunk_is_reported(finished_run, capsys, damage):
     cfg, out, result = finished_run
     victim = chunks(out)[2]
@@ -187,7 +233,7 @@ def test_corrupted_chunk_is_reported(finished_run, capsys, damage):
         victim.write_bytes(b"")
     else:  # one byte flipped inside the zip (crc check)
         i = len(data) // 2
-        victim.write_bytes(data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:])
+        victim.write_bytes(data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1 :])
     rc, err = run_in_process(cfg, out, capsys)
     assert_refused(rc, err, out, result)
 
@@ -197,7 +243,7 @@ def test_chunk_from_another_experiment_is_reported(tmp_path, finished_run, capsy
     other_cfg, other = small_config(tmp_path, seed=8, name="other"), tmp_path / "other"
     rc, err = run_in_process(other_cfg, other, capsys)
     assert rc == 0, err
-    shutil.copy(chunks(other)[1], chunks(out)[1])          # same file name, foreign content
+    shutil.copy(chunks(other)[1], chunks(out)[1])  # same file name, foreign content
     rc, err = run_in_process(cfg, out, capsys)
     assert_refused(rc, err, out, result)
 
@@ -205,12 +251,14 @@ def test_chunk_from_another_experiment_is_reported(tmp_path, finished_run, capsy
 @pytest.mark.slow
 def test_chunk_moved_to_another_index_is_reported(finished_run, capsys):
     cfg, out, result = finished_run
-    shutil.copy(chunks(out)[0], chunks(out)[3])           # same experiment, wrong position
+    shutil.copy(chunks(out)[0], chunks(out)[3])  # same experiment, wrong position
     rc, err = run_in_process(cfg, out, capsys)
     assert_refused(rc, err, out, result)
 
 
 def test_foreign_manifest_is_reported(tmp_path, finished_run, capsys):
     cfg, out, result = finished_run
-    rc, err = run_in_process(small_config(tmp_path, seed=9), out, capsys)   # another seed, same --out
+    rc, err = run_in_process(
+        small_config(tmp_path, seed=9), out, capsys
+    )  # another seed, same --out
     assert_refused(rc, err, out, result)

@@ -1,4 +1,5 @@
 """The import graph has layers (docs/architecture.md) and no import runs back up."""
+
 import ast
 import fnmatch
 import re
@@ -8,8 +9,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("auditsel", "attacks")
-ADVERSARY_MAY_SEE = ("auditsel.errors", "auditsel.rounds", "auditsel.mechanisms", "auditsel.selection",
-                     "auditsel.dpsgd", "auditsel.dpsgd.*", "attacks", "attacks.*")
+ADVERSARY_MAY_SEE = (
+    "auditsel.errors",
+    "auditsel.rounds",
+    "auditsel.mechanisms",
+    "auditsel.selection",
+    "auditsel.dpsgd",
+    "auditsel.dpsgd.*",
+    "attacks",
+    "attacks.*",
+)
 
 
 def layer_table() -> list[tuple[int, str]]:
@@ -50,7 +59,7 @@ def matches(name: str, patterns) -> bool:
 
 
 def layer_of(name: str, table, known) -> int | None:
-    if name not in known:          # `from pkg import name` where name is not a module
+    if name not in known:  # `from pkg import name` where name is not a module
         return None
     hits = [level for level, pattern in table if fnmatch.fnmatchcase(name, pattern)]
     return max(hits) if hits else -1
@@ -59,7 +68,9 @@ def layer_of(name: str, table, known) -> int | None:
 def test_every_module_has_a_layer():
     table = layer_table()
     missing = [m for m in modules() if not any(fnmatch.fnmatchcase(m, p) for _, p in table)]
-    assert not missing, f"add these modules to the ```layers table of docs/architecture.md: {missing}"
+    assert not missing, (
+        f"add these modules to the ```layers table of docs/architecture.md: {missing}"
+    )
 
 
 def test_no_import_runs_up_a_layer():
@@ -85,7 +96,7 @@ def test_trainer_never_imports_the_adversary_and_the_adversary_sees_only_public_
             assert not hidden, f"{name} imports {hidden}, which an adversary does not see"
 
 
-@pytest.mark.parametrize("bad, layer", [("auditsel.cli", 7), ("auditsel.accounting.panel", 3)])
+@pytest.mark.parametrize("bad, layer", [("auditsel.cli", 9), ("auditsel.accounting.panel", 3)])
 def test_the_check_catches_an_upward_import(tmp_path, bad, layer):
     """The checker itself: a mechanisms module importing `bad` would be reported."""
     fake = tmp_path / "m.py"

@@ -1,27 +1,35 @@
 """Epsilon lower bounds: eq. 4, Clopper-Pearson limits, threshold rules, validity."""
+
 import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
+from attacks.proxies import make_proxy
 from auditsel.accounting.exact import exact_epsilon
+from auditsel.auditing.lower import (
+    audit_scores,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    epsilon_from_rates,
+    gdp_mu,
+    threshold_table,
+)
 from auditsel.games.engine import run_game
-from auditsel.auditing.lower import (audit_scores, clopper_pearson_lower, clopper_pearson_upper, epsilon_from_rates, gdp_mu,
-                            threshold_table)
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner
-from attacks.proxies import make_proxy
 
 
 def test_eq4_is_tight_on_the_gaussian_trade_off():
     # for an (eps, delta) pair of the Gaussian profile, the trade-off point of the optimal test
     # at the crossing threshold satisfies FP + e^eps FN = 1 - delta exactly.
     mu, t = 1.0, 0.3
-    fp = stats.norm.sf(t)          # b = 0 is N(0,1), guess 1 when x > t
-    fn = stats.norm.cdf(t - mu)    # b = 1 is N(mu,1)
+    fp = stats.norm.sf(t)  # b = 0 is N(0,1), guess 1 when x > t
+    fn = stats.norm.cdf(t - mu)  # b = 1 is N(mu,1)
     eps = epsilon_from_rates(fp, fn, 0.0)
     assert eps == pytest.approx(max(math.log((1 - fp) / fn), math.log((1 - fn) / fp)))
     # no (FP, FN) of a mu-GDP test can certify more than the true eps at any delta
@@ -35,12 +43,14 @@ def test_zero_rates_give_finite_valid_bounds():
     # a raw zero rate would give log(.../0) = inf; the CP limits keep every bound finite
     assert float(epsilon_from_rates(0.0, 0.5, 1e-5)) == math.inf
     n = 1000
-    scores = np.r_[np.zeros(n), np.ones(n)]          # perfectly separated: FP = FN = 0
+    scores = np.r_[np.zeros(n), np.ones(n)]  # perfectly separated: FP = FN = 0
     member = np.r_[np.zeros(n), np.ones(n)].astype(np.int8)
     for rule in ("split", "bonferroni", "bonferroni_all"):
         rng = np.random.default_rng(0)
         order = rng.permutation(2 * n)
-        lb = audit_scores(scores[order], member[order], 1e-5, rule=rule, threshold_grid=np.linspace(0, 1, 100))
+        lb = audit_scores(
+            scores[order], member[order], 1e-5, rule=rule, threshold_grid=np.linspace(0, 1, 100)
+        )
         assert math.isfinite(lb.eps) and lb.eps > 0
         # with zero errors the CP limit is 1 - (a/2)^(1/n): eps_L = log((1 - d - u)/u)
         a = {"split": 0.05, "bonferroni": 0.05 / 200, "bonferroni_all": 0.05 / (2 * n)}[rule]
@@ -52,15 +62,21 @@ def test_zero_rates_give_finite_valid_bounds():
 def test_clopper_pearson_is_statsmodels_beta():
     from statsmodels.stats.proportion import proportion_confint
 
-    assert clopper_pearson_upper(3, 50, 0.05)[()] == pytest.approx(proportion_confint(3, 50, 0.05, "beta")[1])
+    assert clopper_pearson_upper(3, 50, 0.05)[()] == pytest.approx(
+        proportion_confint(3, 50, 0.05, "beta")[1]
+    )
     assert clopper_pearson_upper(0, 50, 0.05)[()] == pytest.approx(1 - 0.025 ** (1 / 50))
     assert clopper_pearson_upper(50, 50, 0.05)[()] == 1.0
     # every count, two levels: the same numbers as statsmodels (no per-call overhead here)
     k = np.arange(0, 301)
     for a in (0.05, 1e-9):
         lo, up = proportion_confint(k, 300, alpha=a, method="beta")
-        assert np.allclose(clopper_pearson_upper(k, 300, a), np.where(k >= 300, 1.0, up), rtol=1e-12, atol=0)
-        assert np.allclose(clopper_pearson_lower(k, 300, a), np.where(k <= 0, 0.0, lo), rtol=1e-12, atol=0)
+        assert np.allclose(
+            clopper_pearson_upper(k, 300, a), np.where(k >= 300, 1.0, up), rtol=1e-12, atol=0
+        )
+        assert np.allclose(
+            clopper_pearson_lower(k, 300, a), np.where(k <= 0, 0.0, lo), rtol=1e-12, atol=0
+        )
 
 
 @given(st.lists(st.tuples(st.integers(-5, 5), st.booleans()), min_size=2, max_size=60))
@@ -85,11 +101,16 @@ def test_best_rule_equals_exhaustive_maximum():
 
     def brute(a):
         return max(
-            epsilon_from_rates(clopper_pearson_upper(fp, n0, a), clopper_pearson_upper(fn, n1, a), 1e-5).max(),
-            epsilon_from_rates(clopper_pearson_upper(n0 - fp, n0, a), clopper_pearson_upper(n1 - fn, n1, a),
-                               1e-5).max())
+            epsilon_from_rates(
+                clopper_pearson_upper(fp, n0, a), clopper_pearson_upper(fn, n1, a), 1e-5
+            ).max(),
+            epsilon_from_rates(
+                clopper_pearson_upper(n0 - fp, n0, a), clopper_pearson_upper(n1 - fn, n1, a), 1e-5
+            ).max(),
+        )
+
     assert lb.eps_best_threshold == pytest.approx(brute(0.05), rel=1e-12)
-    assert lb.eps == pytest.approx(brute(0.05 / n), rel=1e-12)      # bonferroni_all: a = alpha / n
+    assert lb.eps == pytest.approx(brute(0.05 / n), rel=1e-12)  # bonferroni_all: a = alpha / n
     assert lb.eps < lb.eps_best_threshold
 
 
@@ -101,7 +122,7 @@ def test_best_is_never_a_rule():
 def test_direction_is_found_when_the_signal_is_reversed():
     rng = np.random.default_rng(2)
     member = rng.integers(0, 2, 20000).astype(np.int8)
-    scores = rng.normal(-2.0 * member, 1.0)        # members score *lower*
+    scores = rng.normal(-2.0 * member, 1.0)  # members score *lower*
     lb = audit_scores(scores, member, 1e-5, rule="split")
     assert lb.direction == "<=" and lb.eps > 1
 
@@ -149,8 +170,11 @@ def test_split_rule_coverage_on_the_gaussian_base():
     assert over <= stats.binom.ppf(0.999, reps, 0.05)
 
 
-@given(st.lists(st.tuples(st.integers(-30, 30), st.booleans()), min_size=4, max_size=400),
-       st.sampled_from([0.05, 1e-4]), st.sampled_from([0.0, 1e-5, 0.1]))
+@given(
+    st.lists(st.tuples(st.integers(-30, 30), st.booleans()), min_size=4, max_size=400),
+    st.sampled_from([0.05, 1e-4]),
+    st.sampled_from([0.0, 1e-5, 0.1]),
+)
 @settings(max_examples=60, deadline=None)
 def test_pruned_search_is_the_exhaustive_maximum(pairs, alpha, delta):
     # the block-pruned search over one sort returns exactly the brute-force max of eq. 4 with CP
@@ -163,10 +187,17 @@ def test_pruned_search_is_the_exhaustive_maximum(pairs, alpha, delta):
         return
     c = lower.SortedScores(scores, member).counts()
     brute = max(
-        epsilon_from_rates(clopper_pearson_upper(c.fp, c.n0, alpha), clopper_pearson_upper(c.fn, c.n1, alpha),
-                           delta).max(),
-        epsilon_from_rates(clopper_pearson_upper(c.n0 - c.fp, c.n0, alpha),
-                           clopper_pearson_upper(c.n1 - c.fn, c.n1, alpha), delta).max())
+        epsilon_from_rates(
+            clopper_pearson_upper(c.fp, c.n0, alpha),
+            clopper_pearson_upper(c.fn, c.n1, alpha),
+            delta,
+        ).max(),
+        epsilon_from_rates(
+            clopper_pearson_upper(c.n0 - c.fp, c.n0, alpha),
+            clopper_pearson_upper(c.n1 - c.fn, c.n1, alpha),
+            delta,
+        ).max(),
+    )
     for block in (1, 3, 1024):
         best = lower._maximise_table(c.fp, c.fn, c.n0, c.n1, alpha, delta, block=block)
         assert best[1] == pytest.approx(brute, rel=1e-12, abs=1e-15)

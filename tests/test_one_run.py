@@ -1,24 +1,35 @@
 """One-run audits ([SNJ23], [MMC24]) and the reduced one-run tuning game."""
+
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.special import expit, logit
+from scipy.special import expit
 from scipy.stats import binom, kstest
 
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.mechanisms import GaussianBase, gaussian_epsilon
-from auditsel.auditing.one_run import (GdpFamily, PureDpFamily, audit_one_run, guess_counts, guess_grid,
-                              mmc24_rejects, snj23_epsilon, snj23_p_value)
+from auditsel.auditing.one_run import (
+    GdpFamily,
+    PureDpFamily,
+    audit_one_run,
+    guess_counts,
+    guess_grid,
+    mmc24_rejects,
+    snj23_epsilon,
+    snj23_p_value,
+)
 from auditsel.games.one_run import OneRunReducedGame, TuningFamily, canary_curve
+from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, law_from_dict
 from auditsel.selection import GaussianWinner
 
 TNB = law_from_dict({"kind": "tnb", "eta": 0.0, "nu": 0.1})
 
 
-@pytest.mark.parametrize("m,r,v,eps", [(1000, 100, 80, 0.7), (50, 20, 20, 2.0), (10_000, 3000, 1700, 0.2)])
+@pytest.mark.parametrize(
+    "m,r,v,eps", [(1000, 100, 80, 0.7), (50, 20, 20, 2.0), (10_000, 3000, 1700, 0.2)]
+)
 def test_snj23_pure_is_binomial_tail(m, r, v, eps):
     # [SNJ23] Thm 3.1: delta = 0 is the tail of Bin(r, e^eps / (1 + e^eps))
     q = math.exp(eps) / (1 + math.exp(eps))
@@ -47,7 +58,7 @@ def test_mmc24_type_one_error_on_randomized_response(eps, k, m):
     tau = 0.05
     c = np.arange(k + 1)
     rejected = mmc24_rejects(PureDpFamily().fbar_inverse(eps), m, np.full(k + 1, k), c, tau)
-    assert rejected.any()       # the test has power at all
+    assert rejected.any()  # the test has power at all
     assert binom.pmf(c[rejected], k, expit(eps)).sum() <= tau
 
 
@@ -72,7 +83,9 @@ def test_guess_counts_top_and_bottom():
 def test_canary_curve_closed_forms():
     # K = 1: the composition is the Gaussian mechanism mu (mu_T^2 + mu_Y^2 = mu^2)
     for m in (2, 37, 1000):
-        assert canary_curve(1.5, Point(1), m).epsilon(1e-5) == pytest.approx(gaussian_epsilon(1.5, 1e-5), rel=1e-6)
+        assert canary_curve(1.5, Point(1), m).epsilon(1e-5) == pytest.approx(
+            gaussian_epsilon(1.5, 1e-5), rel=1e-6
+        )
     # between the single run and [XWW24]'s reduced game (m = 1), decreasing in m
     reduced = exact_epsilon(GaussianWinner(GaussianBase(1.5), TNB), 1e-5)
     eps = [OneRunReducedGame(1.5, TNB, m).epsilon(1e-5) for m in (2, 10, 100, 1000)]
@@ -115,8 +128,12 @@ def test_audit_one_run_detects_a_large_leak_and_rejects_bad_input():
     assert 1.0 < bound.eps_snj23 < truth and 1.0 < bound.eps_mmc24 < truth
     shuffled = audit_one_run(scores, rng.permutation(members), 1e-5)
     assert shuffled.eps_snj23 < 0.5
-    for bad in [(scores[:1], members[:1]), (scores, members[:10]), (scores * np.nan, members),
-                (scores, members + 2)]:
+    for bad in [
+        (scores[:1], members[:1]),
+        (scores, members[:10]),
+        (scores * np.nan, members),
+        (scores, members + 2),
+    ]:
         with pytest.raises(ValueError):
             audit_one_run(*bad, 1e-5)
 
@@ -171,7 +188,9 @@ def test_one_run_dpsgd_scores_are_the_gaussian_canaries():
     # C (N S_c + sigma sqrt(N) Z_c): standardised, N(mu S_c, 1) with mu = sqrt(N)/sigma
     from auditsel.games.one_run_dpsgd import OneRunDpsgd
 
-    game = OneRunDpsgd(canaries=600, noise_multiplier=2.0, steps=9, law=Point(1), learning_rates=(0.05, 0.2))
+    game = OneRunDpsgd(
+        canaries=600, noise_multiplier=2.0, steps=9, law=Point(1), learning_rates=(0.05, 0.2)
+    )
     rng = np.random.default_rng(11)
     setup = game._setup()
     z0, z1 = [], []
@@ -213,8 +232,12 @@ def test_run_config_with_one_run(tmp_path, capsys):
     assert a["exact_per_canary"] == pytest.approx(game.epsilon(1e-5))
     assert "one-run" in (tmp_path / "a" / "report.md").read_text()
     capsys.readouterr()
-    for bad, field in [("canaries: 300", "canaries: 1"), ("kind: reduced", "kind: discrete"),
-                       ("family: gdp", "family: pure"), ("repeats: 2", "repeat: 2")]:
+    for bad, field in [
+        ("canaries: 300", "canaries: 1"),
+        ("kind: reduced", "kind: discrete"),
+        ("family: gdp", "family: pure"),
+        ("repeats: 2", "repeat: 2"),
+    ]:
         cfg.write_text(ONE_RUN_CONFIG.replace(bad, field))
         assert main(["run", str(cfg), "--out", str(tmp_path / "c")]) == 2
         err = capsys.readouterr().err
@@ -269,8 +292,10 @@ def test_comparison_rows_on_a_tiny_budget(tmp_path):
     assert game["eps_L"] == pytest.approx(np.mean(game["eps_L_runs"]))
     winner = GaussianWinner(GaussianBase(game["mu"]), law_from_dict(SETTING["rounds"]))
     assert game["exact"] == pytest.approx(exact_epsilon(winner, 1e-5))
-    assert one["exact"] == pytest.approx(OneRunReducedGame(game["mu"], law_from_dict(SETTING["rounds"]), 50).epsilon(1e-5))
-    assert one["exact"] < game["exact"]          # the selection over 50 canaries dilutes the leak
+    assert one["exact"] == pytest.approx(
+        OneRunReducedGame(game["mu"], law_from_dict(SETTING["rounds"]), 50).epsilon(1e-5)
+    )
+    assert one["exact"] < game["exact"]  # the selection over 50 canaries dilutes the leak
     assert game["eps_L"] <= game["exact"] and one["eps_L"] <= one["exact"]
     tight = tightness_rows(eps_b=(2.0,), canaries=(100,), repeats=1)
     files = write(table, tmp_path, 1.0, tight)

@@ -1,4 +1,5 @@
 """Audit planning: the binomial sums against Monte Carlo, predictions against actual audits."""
+
 import json
 
 import numpy as np
@@ -6,9 +7,14 @@ import pytest
 import yaml
 from scipy import stats
 
-from auditsel.cli import main
-from auditsel.auditing.lower import SortedScores, apply_rule, clopper_pearson_upper, epsilon_from_rates
+from auditsel.auditing.lower import (
+    SortedScores,
+    apply_rule,
+    clopper_pearson_upper,
+    epsilon_from_rates,
+)
 from auditsel.auditing.plan import Curve, expected_eps, games_needed, prob_at_least, prob_for_games
+from auditsel.cli import main
 
 DELTA = 1e-5
 
@@ -18,17 +24,25 @@ def simulated_eps(fp, fn, evaluated, level, delta, draws, seed):
     n0 = evaluated // 2
     n1 = evaluated - n0
     c0, c1 = rng.binomial(n0, fp, draws), rng.binomial(n1, fn, draws)
-    return epsilon_from_rates(clopper_pearson_upper(c0, n0, level), clopper_pearson_upper(c1, n1, level), delta)
+    return epsilon_from_rates(
+        clopper_pearson_upper(c0, n0, level), clopper_pearson_upper(c1, n1, level), delta
+    )
 
 
-@pytest.mark.parametrize("fp, fn, n, level, target", [
-    (0.01, 0.4, 4000, 0.05, 0.5), (0.002, 0.7, 20_000, 0.05 / 200, 1.0), (0.2, 0.2, 600, 0.05, 0.3),
-    (0.5, 0.1, 300_000, 1e-7, 1.2)])   # the last one exercises the coarsened (binned) sums
+@pytest.mark.parametrize(
+    "fp, fn, n, level, target",
+    [
+        (0.01, 0.4, 4000, 0.05, 0.5),
+        (0.002, 0.7, 20_000, 0.05 / 200, 1.0),
+        (0.2, 0.2, 600, 0.05, 0.3),
+        (0.5, 0.1, 300_000, 1e-7, 1.2),
+    ],
+)  # the last one exercises the coarsened (binned) sums
 def test_probability_and_expectation_match_monte_carlo(fp, fn, n, level, target):
     eps = simulated_eps(fp, fn, n, level, DELTA, 40_000, 1)
     p = prob_at_least(target, fp, fn, n, level, DELTA)
     freq = np.mean(eps >= target)
-    assert p <= freq + 4 * np.sqrt(freq * (1 - freq) / 40_000) + 1e-3        # never over-stated
+    assert p <= freq + 4 * np.sqrt(freq * (1 - freq) / 40_000) + 1e-3  # never over-stated
     assert p == pytest.approx(freq, abs=0.02 if n < 100_000 else 0.05)
     assert expected_eps(fp, fn, n, level, DELTA) == pytest.approx(eps.mean(), abs=0.01)
 
@@ -56,13 +70,17 @@ def test_a_threshold_fixed_in_advance_does_what_the_plan_says():
     for _ in range(reps):
         m = rng.integers(0, 2, n).astype(np.int8)
         s = rng.normal(mu * m, 1.0)
-        eps.append(apply_rule(SortedScores(s, m), "bonferroni", 0.05, DELTA, threshold_grid=[t])["eps"])
+        eps.append(
+            apply_rule(SortedScores(s, m), "bonferroni", 0.05, DELTA, threshold_grid=[t])["eps"]
+        )
     eps = np.array(eps)
     se = eps.std(ddof=1) / np.sqrt(reps)
     # the coins make n0, n1 random around n/2: a small extra spread
     assert eps.mean() == pytest.approx(predicted_mean, abs=4 * se + 0.01)
     freq = np.mean(eps >= target)
-    assert freq == pytest.approx(predicted_p, abs=4 * np.sqrt(predicted_p * (1 - predicted_p) / reps) + 0.02)
+    assert freq == pytest.approx(
+        predicted_p, abs=4 * np.sqrt(predicted_p * (1 - predicted_p) / reps) + 0.02
+    )
 
 
 def test_split_audits_certify_no_more_than_planned():
@@ -78,7 +96,7 @@ def test_split_audits_certify_no_more_than_planned():
         s = rng.normal(mu * m, 1.0)
         eps.append(apply_rule(SortedScores(s, m), "split", 0.05, DELTA)["eps"])
     assert np.mean(eps) <= planned + 3 * np.std(eps) / np.sqrt(reps)
-    assert np.mean(eps) >= 0.6 * planned          # and the plan is not vacuous
+    assert np.mean(eps) >= 0.6 * planned  # and the plan is not vacuous
 
 
 def test_games_needed_is_the_least_n_reaching_the_power():
@@ -90,10 +108,17 @@ def test_games_needed_is_the_least_n_reaching_the_power():
 
 def write_config(tmp_path, **game):
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "p", "delta": DELTA, "base": {"kind": "gaussian", "epsilon": 2.0},
-        "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
-        "game": {"kind": "reduced", "trials": 2000, **game}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "p",
+                "delta": DELTA,
+                "base": {"kind": "gaussian", "epsilon": 2.0},
+                "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+                "game": {"kind": "reduced", "trials": 2000, **game},
+            }
+        )
+    )
     return path
 
 

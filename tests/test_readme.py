@@ -1,4 +1,5 @@
 """The README's set-up commands are the first thing a reader sees, and CI runs the test one."""
+
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,10 +40,8 @@ COVERED_ELSEWHERE = {
     "auditsel run configs/one_run_dpsgd.yaml": "test_one_run.py (the config with fewer canaries and audits)",
     "auditsel run configs/worst_case_dpsgd.yaml --jobs 2": "test_dpsgd_worst_case.py (a config through the CLI)",
     "auditsel reproduce accountants --jobs 2": "test_dpsgd_worst_case.py (one cell through the reproduction)",
-    "auditsel run configs/dpsgd_leak.yaml --jobs 2 --out results/dpsgd_leak/dpsgd":
-        "test_dpsgd_leak.py (the setting, and the committed result)",
-    "auditsel run configs/dpsgd_leak_reduced.yaml --out results/dpsgd_leak/reduced":
-        "test_dpsgd_leak.py (the setting, and the committed result)",
+    "auditsel run configs/dpsgd_leak.yaml --jobs 2 --out results/dpsgd_leak/dpsgd": "test_dpsgd_leak.py (the setting, and the committed result)",
+    "auditsel run configs/dpsgd_leak_reduced.yaml --out results/dpsgd_leak/reduced": "test_dpsgd_leak.py (the setting, and the committed result)",
     "auditsel plan configs/table3_etcv_eps1.yaml --games 2000 --target-eps 1.17": "test_plan.py (the planner)",
     "auditsel plan configs/table3_etcv_eps4.yaml --games 2000 --target-eps 4.28": "test_plan.py (the planner)",
 }
@@ -71,7 +70,7 @@ def test_every_readme_command_parses():
     for command in commands:
         argv = shlex.split(command)[1:]
         argv = [a.replace("HOST", "127.0.0.1") for a in argv]
-        parser.parse_args(argv)   # raises on an option the CLI does not have
+        parser.parse_args(argv)  # raises on an option the CLI does not have
 
 
 def test_cheap_readme_commands_run(tmp_path, monkeypatch):
@@ -83,8 +82,11 @@ def test_cheap_readme_commands_run(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     member = rng.integers(0, 2, 2000)
     np.savez("scores.npz", score=rng.normal(member, 1.0), member=member)
-    (tmp_path / "scores.csv").write_text("score,member\n" + "\n".join(
-        f"{s},{m}" for s, m in zip(rng.normal(member, 1.0), member)) + "\n")
+    (tmp_path / "scores.csv").write_text(
+        "score,member\n"
+        + "\n".join(f"{s},{m}" for s, m in zip(rng.normal(member, 1.0), member))
+        + "\n"
+    )
     (tmp_path / "configs").symlink_to(ROOT / "configs")
     ran = 0
     for command in readme_auditsel_commands():
@@ -106,7 +108,7 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
     assert len(blocks) >= 2
     for block in blocks:
         if "opacus" in block:
-            continue   # needs the accountants extra: run by test_dpsgd_worst_case.py
+            continue  # needs the accountants extra: run by test_dpsgd_worst_case.py
         namespace = {}
         exec(compile(block, "README.md", "exec"), namespace)
         for name, value in namespace.items():

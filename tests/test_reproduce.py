@@ -1,5 +1,6 @@
 """`auditsel reproduce`: the registry, the paper tables' files on reduced grids (full grids are
 slow), and the README's claims checked against the computed rows."""
+
 import json
 import re
 from pathlib import Path
@@ -17,12 +18,14 @@ def test_registry_names_say_what_they_reproduce_and_the_cli_reads_them(capsys):
     papers = ["example1", "table4", "figure6", "table3", "koskela-gaussian", "dpsgd-factor"]
     assert set(papers) <= set(reproductions.names())
     for entry in reproductions.REGISTRY.values():
-        assert callable(entry.resolve(entry.rows))   # every path resolves
+        assert callable(entry.resolve(entry.rows))  # every path resolves
         if entry.name in papers:
-            assert re.search(r"\[[A-Z]+\d\d\]", entry.title), entry.title  # cites an author-year key
+            assert re.search(r"\[[A-Z]+\d\d\]", entry.title), (
+                entry.title
+            )  # cites an author-year key
     with pytest.raises(ValueError, match="already registered"):
         reproductions.register("table3", "x", "auditsel.reproductions.table3:rows")
-    assert main(["reproduce", "no-such-reproduction"]) == 2   # argparse choices: the registry
+    assert main(["reproduce", "no-such-reproduction"]) == 2  # argparse choices: the registry
     assert "'dpsgd-factor'" in capsys.readouterr().err
 
 
@@ -43,7 +46,7 @@ def test_table4_cell_beside_the_paper():
 
     ours = improved_epsilon(base.mu, TwoPoint(10, 0.1), 1e-5)
     paper_ug, paper_uo = bounds.TABLE4_PAPER[(1, 1.0)][0]
-    assert ours == pytest.approx(paper_uo, abs=0.1)     # agreement to a few tenths, not digits
+    assert ours == pytest.approx(paper_uo, abs=0.1)  # agreement to a few tenths, not digits
 
 
 def test_example1_and_koskela_gaussian_through_the_cli(tmp_path, capsys):
@@ -55,8 +58,10 @@ def test_example1_and_koskela_gaussian_through_the_cli(tmp_path, capsys):
 
 def _readme_factors():
     """The README's '2.8x (E[K] = 10), 3.5x (100) and 4.0x (1000)' as {E[K]: factor}."""
-    m = re.search(r"allows\s+([\d.]+)x \(E\[K\] = (\d+)\),\s+([\d.]+)x \((\d+)\) and ([\d.]+)x \((\d+)\)",
-                  README)
+    m = re.search(
+        r"allows\s+([\d.]+)x \(E\[K\] = (\d+)\),\s+([\d.]+)x \((\d+)\) and ([\d.]+)x \((\d+)\)",
+        README,
+    )
     assert m, "the README's dpsgd-factor sentence moved; update this test's pattern"
     g = m.groups()
     return {int(g[i + 1]): float(g[i]) for i in (0, 2, 4)}
@@ -65,8 +70,8 @@ def _readme_factors():
 def _check_factor_row(row):
     """The factor is what the README prints, and E[K](profile) is where the profile bound
     reaches the RDP bound's eps: just below it at that mean, above it 0.5% further."""
-    from auditsel.mechanisms import DpsgdBase
     from auditsel.accounting.profile import base_profile, profile_epsilon
+    from auditsel.mechanisms import DpsgdBase
     from auditsel.rounds import TruncatedNegativeBinomial
 
     m = row["E[K] (RDP)"]
@@ -77,7 +82,7 @@ def _check_factor_row(row):
     target = row["eps (RDP, PS22 Thm 2)"]
     assert at(row["E[K] (profile) at the same eps"]) <= target + 1e-9
     assert at(1.005 * row["E[K] (profile) at the same eps"]) > target
-    assert row["eps (profile, Thm 5.2) at same E[K]"] < target   # tighter at the same E[K]
+    assert row["eps (profile, Thm 5.2) at same E[K]"] < target  # tighter at the same E[K]
 
 
 def test_dpsgd_factor_at_ten_models_is_the_readmes():

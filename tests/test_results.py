@@ -5,6 +5,7 @@ numbers to their printed digits (4 decimals, as the report prints them).
                                                    # contains a SUBSTRING) and the largest change
     python -m pytest -m slow tests/test_results.py
 """
+
 import json
 import math
 from pathlib import Path
@@ -35,7 +36,9 @@ def pair_and_law(result: dict):
     if base["kind"] == "gaussian":
         pair = GaussianBase(base["mu"])
     elif base["kind"] == "dpsgd":
-        pair = DpsgdBase(base["noise_multiplier"], base["steps"], base["sample_rate"], base["accountant"])
+        pair = DpsgdBase(
+            base["noise_multiplier"], base["steps"], base["sample_rate"], base["accountant"]
+        )
     else:
         raw = base if "p" in base else _config_base(result["name"])
         pair = FiniteOutputBase(tuple(raw["p"]), tuple(raw["q"]))
@@ -60,12 +63,18 @@ def recompute(path: Path):
 
 def differences(path: Path) -> list[tuple[str, float | None, float | None]]:
     result, out = recompute(path)
-    diffs = [(k, v, out["upper"][k]) for k, v in result["upper"].items()
-             if not same_printed(v, out["upper"][k])]
+    diffs = [
+        (k, v, out["upper"][k])
+        for k, v in result["upper"].items()
+        if not same_printed(v, out["upper"][k])
+    ]
     for k, values in (result.get("upper_curves") or {}).items():
         if k != "delta":
-            diffs += [(f"{k}@{d:g}", v, w) for d, v, w in
-                      zip(result["upper_curves"]["delta"], values, out["curves"][k]) if not same_printed(v, w)]
+            diffs += [
+                (f"{k}@{d:g}", v, w)
+                for d, v, w in zip(result["upper_curves"]["delta"], values, out["curves"][k])
+                if not same_printed(v, w)
+            ]
     if result.get("upper_sources") != out["sources"]:
         diffs.append(("upper_sources", None, None))
     if result.get("upper_rigour") != out["labels"]:
@@ -74,7 +83,9 @@ def differences(path: Path) -> list[tuple[str, float | None, float | None]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", RESULTS, ids=[str(p.parent.relative_to(ROOT / "results")) for p in RESULTS])
+@pytest.mark.parametrize(
+    "path", RESULTS, ids=[str(p.parent.relative_to(ROOT / "results")) for p in RESULTS]
+)
 def test_committed_upper_bounds_are_reproduced_to_their_printed_digits(path):
     assert not differences(path)
 
@@ -90,8 +101,13 @@ if __name__ == "__main__":
             if k != "delta":
                 pairs += list(zip(values, out["curves"][k]))
         change = max([abs(a - b) for a, b in pairs if a is not None and b is not None] or [0.0])
-        same = all(same_printed(a, b) for a, b in pairs) and result.get("upper_sources") == out["sources"]
+        same = (
+            all(same_printed(a, b) for a, b in pairs)
+            and result.get("upper_sources") == out["sources"]
+        )
         worst = max(worst, change)
-        print(f"{'same' if same else 'DIFFERENT'}  max |change| {change:.2e}  {path.relative_to(ROOT)}",
-              flush=True)
+        print(
+            f"{'same' if same else 'DIFFERENT'}  max |change| {change:.2e}  {path.relative_to(ROOT)}",
+            flush=True,
+        )
     print(f"largest change over {len(RESULTS)} results: {worst:.2e}")

@@ -1,14 +1,23 @@
 """The number-of-runs laws against their closed forms, series identities and sampling."""
+
 import math
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from auditsel.errors import ConfigError
-from auditsel.rounds import (Binomial, FinitePmf, Point, Poisson,
-                             TruncatedNegativeBinomial, TwoPoint, law_from_dict)
+from auditsel.rounds import (
+    Binomial,
+    FinitePmf,
+    Point,
+    Poisson,
+    TruncatedNegativeBinomial,
+    TwoPoint,
+    law_from_dict,
+)
 
 LAWS = [
     TruncatedNegativeBinomial(0.0, 0.01),
@@ -30,7 +39,7 @@ KMAX = 4000
 def series(law, z):
     k = np.arange(KMAX)
     p = law.pmf(k)
-    return p, np.sum(p * z ** k), np.sum(k * p * z ** np.maximum(k - 1, 0))
+    return p, np.sum(p * z**k), np.sum(k * p * z ** np.maximum(k - 1, 0))
 
 
 @pytest.mark.parametrize("law", LAWS, ids=IDS)
@@ -77,7 +86,8 @@ def test_sampler_matches_pmf(law):
     obs = np.append(observed[keep], observed[~keep].sum())
     exp = np.append(p[keep] * n, n - p[keep].sum() * n)
     if exp[-1] < 20:
-        obs[-2] += obs[-1]; exp[-2] += exp[-1]
+        obs[-2] += obs[-1]
+        exp[-2] += exp[-1]
         obs, exp = obs[:-1], exp[:-1]
     assert stats.chisquare(obs, exp).pvalue > 1e-4
 
@@ -136,24 +146,27 @@ def test_tnb_pgf_identities(eta, nu, z):
     assert law.mean >= 1
 
 
-@pytest.mark.parametrize("spec, field", [
-    ({"kind": "tnb", "eta": -1.0, "nu": 0.1}, "rounds.eta"),
-    ({"kind": "tnb", "eta": 0.0, "nu": 1.0}, "rounds.nu"),
-    ({"kind": "tnb", "eta": 0.0, "nu": 0.0}, "rounds.nu"),
-    ({"kind": "tnb", "eta": "x", "nu": 0.1}, "rounds.eta"),
-    ({"kind": "poisson", "mean": -1}, "rounds.mean"),
-    ({"kind": "binomial", "n": 0, "p": 0.5}, "rounds.n"),
-    ({"kind": "binomial", "n": 3, "p": 1.5}, "rounds.p"),
-    ({"kind": "two_point", "L": 0, "s": 0.5}, "rounds.L"),
-    ({"kind": "two_point", "L": 10, "s": 2}, "rounds.s"),
-    ({"kind": "point", "k": 0}, "rounds.k"),
-    ({"kind": "pmf", "pmf": {1: 0.5, 2: 0.4}}, "rounds.pmf"),
-    ({"kind": "pmf", "pmf": {-1: 0.5, 2: 0.5}}, "rounds.pmf"),
-    ({"kind": "pmf", "pmf": {0: 1.0}}, "rounds.pmf"),
-    ({"kind": "zipf"}, "rounds.kind"),
-    ({"kind": "tnb", "eta": 0.0}, "rounds.nu"),
-    ({"kind": "tnb", "eta": 0.0, "nu": 0.1, "mean": 3}, "rounds.mean"),
-])
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        ({"kind": "tnb", "eta": -1.0, "nu": 0.1}, "rounds.eta"),
+        ({"kind": "tnb", "eta": 0.0, "nu": 1.0}, "rounds.nu"),
+        ({"kind": "tnb", "eta": 0.0, "nu": 0.0}, "rounds.nu"),
+        ({"kind": "tnb", "eta": "x", "nu": 0.1}, "rounds.eta"),
+        ({"kind": "poisson", "mean": -1}, "rounds.mean"),
+        ({"kind": "binomial", "n": 0, "p": 0.5}, "rounds.n"),
+        ({"kind": "binomial", "n": 3, "p": 1.5}, "rounds.p"),
+        ({"kind": "two_point", "L": 0, "s": 0.5}, "rounds.L"),
+        ({"kind": "two_point", "L": 10, "s": 2}, "rounds.s"),
+        ({"kind": "point", "k": 0}, "rounds.k"),
+        ({"kind": "pmf", "pmf": {1: 0.5, 2: 0.4}}, "rounds.pmf"),
+        ({"kind": "pmf", "pmf": {-1: 0.5, 2: 0.5}}, "rounds.pmf"),
+        ({"kind": "pmf", "pmf": {0: 1.0}}, "rounds.pmf"),
+        ({"kind": "zipf"}, "rounds.kind"),
+        ({"kind": "tnb", "eta": 0.0}, "rounds.nu"),
+        ({"kind": "tnb", "eta": 0.0, "nu": 0.1, "mean": 3}, "rounds.mean"),
+    ],
+)
 def test_invalid_parameters_name_the_field(spec, field):
     with pytest.raises(ConfigError) as err:
         law_from_dict(spec)

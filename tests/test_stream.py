@@ -1,4 +1,5 @@
 """Streamed (bounded-memory) audits: chunks read back from disk one at a time."""
+
 import json
 
 import numpy as np
@@ -7,9 +8,9 @@ import yaml
 
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import exact_epsilon
+from auditsel.auditing.lower import audit_chunks, audit_scores
 from auditsel.cli import main
 from auditsel.games.engine import run_game
-from auditsel.auditing.lower import audit_chunks, audit_scores
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner
@@ -19,15 +20,28 @@ PROXY = make_proxy("sample", WINNER)
 
 
 def play(tmp_path, in_memory):
-    return run_game(WINNER, PROXY, 400_000, 3, chunk_size=50_000, checkpoint_dir=tmp_path,
-                    fingerprint="s", progress=False, in_memory=in_memory)
+    return run_game(
+        WINNER,
+        PROXY,
+        400_000,
+        3,
+        chunk_size=50_000,
+        checkpoint_dir=tmp_path,
+        fingerprint="s",
+        progress=False,
+        in_memory=in_memory,
+    )
 
 
 def test_streamed_record_keeps_nothing_in_memory(tmp_path):
     streamed = play(tmp_path, in_memory=False)
-    assert streamed.scores is None and len(streamed.chunks) == 8 and streamed.chunks.trials == 400_000
+    assert (
+        streamed.scores is None and len(streamed.chunks) == 8 and streamed.chunks.trials == 400_000
+    )
     full = play(tmp_path, in_memory=True)
-    assert np.array_equal(np.concatenate([streamed.chunks.load(i)[0] for i in range(8)]), full.scores)
+    assert np.array_equal(
+        np.concatenate([streamed.chunks.load(i)[0] for i in range(8)]), full.scores
+    )
 
 
 def test_bonferroni_is_exactly_the_in_memory_value(tmp_path):
@@ -56,7 +70,9 @@ def test_streamed_bonferroni_without_a_grid_leaves_its_pilot_out(tmp_path):
     streamed = play(tmp_path, False)
     b = audit_chunks(streamed.chunks, 1e-5, rule="bonferroni")
     assert b.grid_source == "pilot" and b.evaluated_trials == 200_000
-    spec = audit_chunks(streamed.chunks, 1e-5, rule="bonferroni", threshold_grid=np.linspace(-2, 6, 50))
+    spec = audit_chunks(
+        streamed.chunks, 1e-5, rule="bonferroni", threshold_grid=np.linspace(-2, 6, 50)
+    )
     assert spec.grid_source == "spec" and spec.evaluated_trials == 400_000
     with pytest.raises(ValueError, match="multisplit"):
         audit_chunks(streamed.chunks, 1e-5, rule="multisplit")
@@ -64,21 +80,42 @@ def test_streamed_bonferroni_without_a_grid_leaves_its_pilot_out(tmp_path):
 
 def test_cli_stream_option(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "st", "delta": 1e-5, "base": {"kind": "gaussian", "epsilon": 1.0},
-        "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
-        "game": {"kind": "reduced", "trials": 200_000, "chunk_size": 20_000, "stream": True}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "st",
+                "delta": 1e-5,
+                "base": {"kind": "gaussian", "epsilon": 1.0},
+                "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+                "game": {
+                    "kind": "reduced",
+                    "trials": 200_000,
+                    "chunk_size": 20_000,
+                    "stream": True,
+                },
+            }
+        )
+    )
     assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
     low = json.loads((tmp_path / "o" / "result.json").read_text())["lower"]
-    assert low["streamed"] is True and low["trials"] == 200_000 and low["evaluated_trials"] == 100_000
+    assert (
+        low["streamed"] is True and low["trials"] == 200_000 and low["evaluated_trials"] == 100_000
+    )
     assert (tmp_path / "o" / "scores.png").exists()
 
 
 def test_stream_needs_two_chunks_to_split(tmp_path, capsys):
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "st", "delta": 1e-5, "base": {"kind": "gaussian", "epsilon": 1.0},
-        "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
-        "game": {"kind": "reduced", "trials": 1000, "stream": True}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "st",
+                "delta": 1e-5,
+                "base": {"kind": "gaussian", "epsilon": 1.0},
+                "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+                "game": {"kind": "reduced", "trials": 1000, "stream": True},
+            }
+        )
+    )
     assert main(["run", str(path), "--out", str(tmp_path / "o")]) == 2
     assert "game.split_fraction" in capsys.readouterr().err

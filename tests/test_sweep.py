@@ -1,4 +1,5 @@
 """Sweeps: expansion of the grid, validation of every point, combined outputs."""
+
 import csv
 import json
 
@@ -19,22 +20,35 @@ BASE = {
 
 
 def test_product_and_zipped_axes():
-    raw = dict(BASE, sweep={"base.epsilon": [1, 2], "rounds.L,rounds.s": [[10, 0.1], [100, 0.01], [1000, 0.001]]})
+    raw = dict(
+        BASE,
+        sweep={
+            "base.epsilon": [1, 2],
+            "rounds.L,rounds.s": [[10, 0.1], [100, 0.01], [1000, 0.001]],
+        },
+    )
     points = expand_sweep(raw)
     assert len(points) == 6
-    assert {(p.spec.rounds.L, p.spec.rounds.s) for p in points} == {(10, 0.1), (100, 0.01), (1000, 0.001)}
+    assert {(p.spec.rounds.L, p.spec.rounds.s) for p in points} == {
+        (10, 0.1),
+        (100, 0.01),
+        (1000, 0.001),
+    }
     assert len({p.label for p in points}) == 6
     assert points[0].assignments == {"base.epsilon": 1, "rounds.L": 10, "rounds.s": 0.1}
 
 
-@pytest.mark.parametrize("sweep, field", [
-    ({"base.epsilon": [1, -2]}, "base.epsilon"),
-    ({"base.epsilon": []}, "sweep.base.epsilon"),
-    ({"nosection.x": [1]}, "sweep.nosection.x"),
-    ({"rounds.L,rounds.s": [[10]]}, "sweep.rounds.L,rounds.s[0]"),
-    ({"game.colour": ["red"]}, "game.colour"),
-    ([], "sweep"),
-])
+@pytest.mark.parametrize(
+    "sweep, field",
+    [
+        ({"base.epsilon": [1, -2]}, "base.epsilon"),
+        ({"base.epsilon": []}, "sweep.base.epsilon"),
+        ({"nosection.x": [1]}, "sweep.nosection.x"),
+        ({"rounds.L,rounds.s": [[10]]}, "sweep.rounds.L,rounds.s[0]"),
+        ({"game.colour": ["red"]}, "game.colour"),
+        ([], "sweep"),
+    ],
+)
 def test_every_point_is_validated_before_work(sweep, field):
     with pytest.raises(ConfigError) as err:
         expand_sweep(dict(BASE, sweep=sweep))
@@ -43,15 +57,24 @@ def test_every_point_is_validated_before_work(sweep, field):
 
 def test_sweep_run_writes_points_and_combined_table(tmp_path, capsys):
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(dict(BASE, sweep={"base.epsilon": [0.5, 2.0], "rounds.s": [0.1, 0.01]})))
+    path.write_text(
+        yaml.safe_dump(dict(BASE, sweep={"base.epsilon": [0.5, 2.0], "rounds.s": [0.1, 0.01]}))
+    )
     out = tmp_path / "out"
     assert main(["run", str(path), "--out", str(out), "--jobs", "2", "--quiet"]) == 0
     rows = list(csv.DictReader((out / "sweep.csv").open()))
     assert len(rows) == 4
     for row in rows:
-        assert float(row["eps_L"]) <= float(row["exact"]) and float(row["eps_B"]) <= float(row["exact"])
-        point = json.loads((out / f"base.epsilon={float(row['base.epsilon']):g}__rounds.s={float(row['rounds.s']):g}"
-                            / "result.json").read_text())
+        assert float(row["eps_L"]) <= float(row["exact"]) and float(row["eps_B"]) <= float(
+            row["exact"]
+        )
+        point = json.loads(
+            (
+                out
+                / f"base.epsilon={float(row['base.epsilon']):g}__rounds.s={float(row['rounds.s']):g}"
+                / "result.json"
+            ).read_text()
+        )
         assert point["upper"]["exact"] == pytest.approx(float(row["exact"]), abs=1e-4)
     assert (out / "sweep.png").exists() and (out / "sweep.md").exists()
     # same numbers with one job
@@ -72,13 +95,18 @@ def test_bad_sweep_in_cli_is_one_line(tmp_path, capsys):
 
 
 def test_paper_sweep_configs_expand_to_the_papers_grids():
-    from auditsel.experiments.config import read_yaml, default_config_path
+    from auditsel.experiments.config import default_config_path, read_yaml
 
     configs = default_config_path().parent
     table4 = expand_sweep(read_yaml(configs / "table4.yaml"))
     assert len(table4) == 45
     assert {(p.spec.rounds.L, p.spec.rounds.s) for p in table4} == {
-        (10, 0.1), (10, 0.01), (100, 0.01), (100, 0.001), (1000, 0.001)}
+        (10, 0.1),
+        (10, 0.01),
+        (100, 0.01),
+        (100, 0.001),
+        (1000, 0.001),
+    }
     assert {p.spec.base.sample_rate for p in table4} == {1.0, 0.5, 0.1}
     assert all(p.spec.base.steps == 500 and p.spec.game is None for p in table4)
     figure6 = expand_sweep(read_yaml(configs / "figure6.yaml"))

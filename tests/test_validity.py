@@ -8,6 +8,7 @@ lambda_a is exactly N(b, sigma^2/N) so that the exact epsilon is the Gaussian on
 mu = sqrt(N)/sigma. The fast variants run in the default test run (200 repetitions each); the
 long ones are marked slow (`python -m pytest -m slow`).
 """
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -15,10 +16,10 @@ from scipy import stats
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.lower import THRESHOLD_RULES, SortedScores, audit_scores
+from auditsel.auditing.validity import overclaim_rates
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, TruncatedNegativeBinomial
 from auditsel.selection import FiniteWinner, GaussianWinner
-from auditsel.auditing.validity import overclaim_rates
 
 DELTA = 1e-3
 VALID = ("split", "bonferroni", "bonferroni_all", "multisplit")
@@ -42,10 +43,18 @@ def ceiling(reps, allowed_tail=1e-3, level=0.05):
 
 def check(name, reps, trials, grid="spec", path="memory", rules=VALID):
     winner, truth, spec_grid = settings()[name]
-    cov = overclaim_rates(winner, make_proxy("likelihood_ratio", winner), truth, DELTA, reps=reps,
-                          trials=trials, rules=(*rules, "point"),
-                          threshold_grid=spec_grid if grid == "spec" else None, path=path,
-                          chunk_size=max(trials // 4, 1))
+    cov = overclaim_rates(
+        winner,
+        make_proxy("likelihood_ratio", winner),
+        truth,
+        DELTA,
+        reps=reps,
+        trials=trials,
+        rules=(*rules, "point"),
+        threshold_grid=spec_grid if grid == "spec" else None,
+        path=path,
+        chunk_size=max(trials // 4, 1),
+    )
     for rule in rules:
         assert cov[rule].overclaims <= ceiling(reps), cov
     return cov
@@ -58,15 +67,22 @@ def test_every_rule_is_covered_here():
 @pytest.mark.parametrize("name", ["gaussian-k1", "reduced-tnb", "example1"])
 @pytest.mark.parametrize("grid", ["spec", "pilot"])
 def test_valid_rules_cover_fast(name, grid):
-    check(name, reps=200, trials=2_000, grid=grid,
-          rules=VALID if grid == "spec" else ("bonferroni",))
+    check(
+        name, reps=200, trials=2_000, grid=grid, rules=VALID if grid == "spec" else ("bonferroni",)
+    )
 
 
 @pytest.mark.parametrize("name", ["gaussian-k1", "reduced-tnb"])
 @pytest.mark.parametrize("grid", ["spec", "pilot"])
 def test_valid_rules_cover_streamed(name, grid):
-    check(name, reps=200, trials=2_000, grid=grid, path="stream",
-          rules=STREAMED if grid == "spec" else ("bonferroni",))
+    check(
+        name,
+        reps=200,
+        trials=2_000,
+        grid=grid,
+        path="stream",
+        rules=STREAMED if grid == "spec" else ("bonferroni",),
+    )
 
 
 def test_the_check_has_power_where_the_setting_is_tight():
@@ -78,6 +94,7 @@ def test_the_check_has_power_where_the_setting_is_tight():
 
 # --- real DP-SGD games --------------------------------------------------------------------
 
+
 def dpsgd_blocks(games_per_audit, reps, sigma=1.0, steps=4, seed=0):
     """reps independent audits' scores of the ETCV / Dirac / tau = 1 / k = 1 game, played as one
     batched run and cut into consecutive blocks (the trials are i.i.d.)."""
@@ -86,12 +103,25 @@ def dpsgd_blocks(games_per_audit, reps, sigma=1.0, steps=4, seed=0):
     from auditsel.experiments.experiment import protocol_and_proxy
     from auditsel.games.engine import run_game
 
-    raw = {"name": "cov", "delta": DELTA,
-           "base": {"kind": "dpsgd", "noise_multiplier": sigma, "steps": steps, "sample_rate": 1.0},
-           "rounds": {"kind": "point", "k": 1},
-           "game": {"kind": "dpsgd", "threat": "etcv", "canary": "dirac", "dataset": "digits",
-                    "model": "logreg", "train_size": 50, "learning_rates": [0.01], "clip": 1.0,
-                    "proxy": "lambda_a", "trials": games_per_audit * reps, "chunk_size": 1000}}
+    raw = {
+        "name": "cov",
+        "delta": DELTA,
+        "base": {"kind": "dpsgd", "noise_multiplier": sigma, "steps": steps, "sample_rate": 1.0},
+        "rounds": {"kind": "point", "k": 1},
+        "game": {
+            "kind": "dpsgd",
+            "threat": "etcv",
+            "canary": "dirac",
+            "dataset": "digits",
+            "model": "logreg",
+            "train_size": 50,
+            "learning_rates": [0.01],
+            "clip": 1.0,
+            "proxy": "lambda_a",
+            "trials": games_per_audit * reps,
+            "chunk_size": 1000,
+        },
+    }
     spec = parse_config(raw)
     protocol, proxy = protocol_and_proxy(spec)
     rec = run_game(protocol, proxy, games_per_audit * reps, seed, chunk_size=1000, progress=False)
@@ -123,7 +153,7 @@ def dpsgd_check(games, reps, sigma):
 
 def test_valid_rules_cover_dpsgd_fast():
     over, point = dpsgd_check(games=60, reps=200, sigma=0.5)
-    assert point > ceiling(200)           # the check has power: the point estimate over-claims
+    assert point > ceiling(200)  # the check has power: the point estimate over-claims
 
 
 @pytest.mark.slow

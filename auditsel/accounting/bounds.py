@@ -33,6 +33,7 @@ aside, all of which err on the safe side except the Renyi integrals of Algorithm
 finding of the exact curve, accurate far beyond the digits reported). "heuristic" marks values
 resting on the eq. 19 reduction with tau < 1 or on the GDP central-limit approximation.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,8 +49,16 @@ from auditsel.accounting.rdp import ORDERS, check_deltas
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import winner_law
 
-__all__ = ["Bound", "GenericRdp", "ProfileBound", "ImprovedRdp", "ExactBound", "BOUNDS",
-           "BOUND_KEYS", "bound"]
+__all__ = [
+    "Bound",
+    "GenericRdp",
+    "ProfileBound",
+    "ImprovedRdp",
+    "ExactBound",
+    "BOUNDS",
+    "BOUND_KEYS",
+    "bound",
+]
 
 
 @dataclass(frozen=True)
@@ -91,7 +100,9 @@ class GenericRdp(Bound):
     def source(self, pair, law, delta):
         if delta == 0:
             return "[PS22] Corollary 3" if self._pure_ok(pair, law) else None
-        return {"tnb": "[PS22] Theorem 2", "poisson": "[PS22] Theorem 6"}.get(law.kind, "[PS22] Lemma 7")
+        return {"tnb": "[PS22] Theorem 2", "poisson": "[PS22] Theorem 6"}.get(
+            law.kind, "[PS22] Lemma 7"
+        )
 
     @staticmethod
     def _pure_ok(pair, law) -> bool:
@@ -119,9 +130,11 @@ class ProfileBound(Bound):
     def source(self, pair, law, delta):
         if delta == 0:
             return None
-        return {"tnb": "[KRW24] Theorem 5.2", "poisson": "[KRW24] Corollary 5.8",
-                "binomial": "[KRW24] Theorem 5.7 (Theorem 4.1 recipe if infeasible)"}.get(
-                    law.kind, "[KRW24] Theorem 4.1 recipe")
+        return {
+            "tnb": "[KRW24] Theorem 5.2",
+            "poisson": "[KRW24] Corollary 5.8",
+            "binomial": "[KRW24] Theorem 5.7 (Theorem 4.1 recipe if infeasible)",
+        }.get(law.kind, "[KRW24] Theorem 4.1 recipe")
 
     def not_applicable(self, pair, law, delta):
         return "profile: needs delta > 0" if delta == 0 else None
@@ -185,16 +198,32 @@ class ExactBound(Bound):
 
 #: The registry, in result.json's order of `upper`.
 BOUNDS = (
-    GenericRdp("generic_rdp", "Papernot & Steinke 2022 [PS22] Thm 2 (TNB), Thm 6 (Poisson), Lemma 7 "
-               "(other laws), Cor 3 (pure DP); Canonne-Kamath-Steinke 2020 conversion"),
-    ProfileBound("profile", "Koskela, Redberg & Wang 2024 [KRW24] Thm 5.2 (TNB), Thm 5.7 (binomial), "
-                 "Cor 5.8 (Poisson), Thm 4.1 recipe (other laws)"),
-    ImprovedRdp("improved_rdp", "Xiang, Wang & Wang 2024 [XWW24] Algorithm 3 with mu of eq. 19 (eps_UO); "
-                "heuristic for DP-SGD with tau < 1"),
-    ImprovedRdp("improved_rdp_gdp", "[XWW24] Algorithm 3 with mu_GDP of Appendix A.4 (eps_UG; Dong et al. CLT)",
-                heuristic_always=True, gdp=True),
-    ExactBound("exact", "[XWW24] Theorem 2 / eq. 7 and the reduced game (Figure 5): exact privacy "
-               "curve of the winner; heuristic for DP-SGD with tau < 1"),
+    GenericRdp(
+        "generic_rdp",
+        "Papernot & Steinke 2022 [PS22] Thm 2 (TNB), Thm 6 (Poisson), Lemma 7 "
+        "(other laws), Cor 3 (pure DP); Canonne-Kamath-Steinke 2020 conversion",
+    ),
+    ProfileBound(
+        "profile",
+        "Koskela, Redberg & Wang 2024 [KRW24] Thm 5.2 (TNB), Thm 5.7 (binomial), "
+        "Cor 5.8 (Poisson), Thm 4.1 recipe (other laws)",
+    ),
+    ImprovedRdp(
+        "improved_rdp",
+        "Xiang, Wang & Wang 2024 [XWW24] Algorithm 3 with mu of eq. 19 (eps_UO); "
+        "heuristic for DP-SGD with tau < 1",
+    ),
+    ImprovedRdp(
+        "improved_rdp_gdp",
+        "[XWW24] Algorithm 3 with mu_GDP of Appendix A.4 (eps_UG; Dong et al. CLT)",
+        heuristic_always=True,
+        gdp=True,
+    ),
+    ExactBound(
+        "exact",
+        "[XWW24] Theorem 2 / eq. 7 and the reduced game (Figure 5): exact privacy "
+        "curve of the winner; heuristic for DP-SGD with tau < 1",
+    ),
 )
 
 BOUND_KEYS = tuple(b.key for b in BOUNDS)

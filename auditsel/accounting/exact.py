@@ -16,6 +16,7 @@ so tiny deltas (1e-12) keep full relative precision. Since p = e^eps q on the bo
 error in a boundary point changes H only at second order. The fixed output of K = 0 carries the
 same mass on both sides and adds [atom (1 - e^eps)]_+.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,13 +26,19 @@ import numpy as np
 from auditsel.mechanisms import hockey_stick_finite
 from auditsel.numerics import bisect
 
-__all__ = ["hockey_stick_finite", "hockey_stick", "privacy_curve", "exact_epsilon",
-           "likelihood_ratio_region_masses", "tradeoff_curve"]
+__all__ = [
+    "hockey_stick_finite",
+    "hockey_stick",
+    "privacy_curve",
+    "exact_epsilon",
+    "likelihood_ratio_region_masses",
+    "tradeoff_curve",
+]
 
 GRID_STEP = 2e-3
 GRID_MARGIN = 40.0
-BISECTION_STEPS = 45   # 2e-3 / 2^45 ~ 6e-17: below double precision of the roots
-EPS_CAP = 1e4          # exact_epsilon answers inf above this
+BISECTION_STEPS = 45  # 2e-3 / 2^45 ~ 6e-17: below double precision of the roots
+EPS_CAP = 1e4  # exact_epsilon answers inf above this
 NEWTON_STEPS = 200
 LEVEL_BLOCK = 1 << 24  # grid points x levels compared at once (16 MB of booleans)
 
@@ -58,15 +65,15 @@ def likelihood_ratio_region_masses(winner, levels, direction: int = 1, scan=None
     if n == 0:
         return np.zeros(0), np.zeros(0)
     lev_parts, pos_parts, first = [], [], np.empty(n, bool)
-    block = max(1, LEVEL_BLOCK // len(values))      # bounded memory: levels x grid booleans
+    block = max(1, LEVEL_BLOCK // len(values))  # bounded memory: levels x grid booleans
     for start in range(0, n, block):
-        c = levels[start:start + block, None]
+        c = levels[start : start + block, None]
         above = values[None, :] > c
-        first[start:start + block] = above[:, 0]
+        first[start : start + block] = above[:, 0]
         lev, pos = np.nonzero(above[:, 1:] != above[:, :-1])
         lev_parts.append(lev + start)
         pos_parts.append(pos)
-    lev = np.concatenate(lev_parts)        # crossings, level by level, left to right
+    lev = np.concatenate(lev_parts)  # crossings, level by level, left to right
     pos = np.concatenate(pos_parts)
     c = levels[lev]
     lo, hi = grid[pos].copy(), grid[pos + 1].copy()
@@ -147,7 +154,9 @@ def hockey_stick(winner, eps, direction: int = 0, scan=None):
 
 def privacy_curve(winner, eps, scans=(None, None)):
     """delta(eps) = max over both directions (vectorised in eps)."""
-    return np.maximum(hockey_stick(winner, eps, 0, scans[0]), hockey_stick(winner, eps, 1, scans[1]))
+    return np.maximum(
+        hockey_stick(winner, eps, 0, scans[0]), hockey_stick(winner, eps, 1, scans[1])
+    )
 
 
 def exact_epsilon(winner, delta, tol: float = 1e-9):
@@ -188,7 +197,9 @@ def _exact_epsilon_one(winner, delta: float, tol: float) -> float:
 
 def _curve_and_slope(winner, eps: np.ndarray, scans):
     """delta(eps) (the larger direction's hockey stick) and its derivative, for eps > 0."""
-    (v0, d0), (v1, d1) = (_gaussian_hockey_stick(winner, eps, k, scans[k], slope=True) for k in (0, 1))
+    (v0, d0), (v1, d1) = (
+        _gaussian_hockey_stick(winner, eps, k, scans[k], slope=True) for k in (0, 1)
+    )
     return np.maximum(v0, v1), np.where(v1 > v0, d1, d0)
 
 
@@ -206,7 +217,7 @@ def _gaussian_epsilons(winner, deltas: np.ndarray, tol: float) -> np.ndarray:
     points = np.concatenate([[0.0], doubling])
     at = privacy_curve(winner, points, scans)
     out = np.full(len(deltas), math.inf)
-    below = at[None, :] <= deltas[:, None]          # delta(point) <= delta
+    below = at[None, :] <= deltas[:, None]  # delta(point) <= delta
     found = below.any(axis=1)
     first = np.argmax(below, axis=1)
     out[found & (first == 0)] = 0.0
@@ -227,7 +238,7 @@ def _gaussian_epsilons(winner, deltas: np.ndarray, tol: float) -> np.ndarray:
         lo[idx] = np.where(f > 0, e, lo[idx])
         hi[idx] = np.where(f < 0, e, hi[idx])
         with np.errstate(divide="ignore", invalid="ignore"):
-            newton = e - f * value / slope          # d log delta / d eps = slope / delta
+            newton = e - f * value / slope  # d log delta / d eps = slope / delta
         inside = np.isfinite(newton) & (newton >= lo[idx]) & (newton <= hi[idx]) & (value > 0)
         step = np.where(inside, newton, 0.5 * (lo[idx] + hi[idx]))
         # a Newton step below tol leaves an error of order tol^2 (quadratic convergence); the
@@ -238,7 +249,9 @@ def _gaussian_epsilons(winner, deltas: np.ndarray, tol: float) -> np.ndarray:
         if not active.any():
             break
     else:
-        raise RuntimeError(f"exact_epsilon: no convergence in {NEWTON_STEPS} steps at deltas {deltas[todo]}")
+        raise RuntimeError(
+            f"exact_epsilon: no convergence in {NEWTON_STEPS} steps at deltas {deltas[todo]}"
+        )
     out[todo] = eps
     return out
 

@@ -29,6 +29,7 @@ Monotonicity of RDP in alpha is applied to every output curve (r_A(alpha_i) <- m
 alpha_j >= alpha_i), as dp_accounting does. Conversion to (eps, delta): `rdp.rdp_to_epsilon` over
 the orders given (the panel uses `rdp.ORDERS`).
 """
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,14 @@ import numpy as np
 from auditsel.accounting.rdp import monotone_envelope, rdp_to_delta, rdp_to_epsilon
 from auditsel.rounds import Binomial, FinitePmf, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
-__all__ = ["tnb_rdp", "poisson_rdp", "lemma7_rdp", "generic_rdp_curve", "generic_epsilon",
-           "pure_dp_generic_epsilon"]
+__all__ = [
+    "tnb_rdp",
+    "poisson_rdp",
+    "lemma7_rdp",
+    "generic_rdp_curve",
+    "generic_epsilon",
+    "pure_dp_generic_epsilon",
+]
 
 
 def tnb_rdp(orders, rdp, eta: float, nu: float, mean: float | None = None) -> np.ndarray:
@@ -97,8 +104,14 @@ def lemma7_rdp(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
     term = _bernoulli_term(law, orders, rdp)
     if profile is not None:
         # rigorous at any resolution; refined until the RDP value is within 1e-3 (alpha >= 2)
-        sup = region_sup(profile, law, a=orders, b=orders - 1,
-                         tol=1e-3 * np.maximum(orders - 1, 1.0), max_rounds=6)
+        sup = region_sup(
+            profile,
+            law,
+            a=orders,
+            b=orders - 1,
+            tol=1e-3 * np.maximum(orders - 1, 1.0),
+            max_rounds=6,
+        )
         term = np.minimum(term, sup / (orders - 1))
     out = np.where(orders > 1, rdp + term, np.inf)
     return monotone_envelope(orders, out)

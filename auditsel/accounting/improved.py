@@ -30,21 +30,32 @@ mu (exact for tau = 1 via eq. 19, heuristic for tau < 1 and for mu_GDP).
 For a finite-output base the same recipe needs no reduction: `finite_improved_epsilon` takes the
 exact Renyi divergence of the winner laws A, A' ([XWW24] Theorem 2 / eq. 7) and converts it.
 """
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from auditsel.accounting.rdp import (ORDERS, check_deltas, finite_rdp, rdp_to_epsilon,
-                                     rdp_to_epsilon_continuous)
+from auditsel.accounting.rdp import (
+    ORDERS,
+    check_deltas,
+    finite_rdp,
+    rdp_to_epsilon,
+    rdp_to_epsilon_continuous,
+)
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
 from auditsel.numerics import logsumexp
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import FiniteWinner, GaussianWinner
 
-__all__ = ["winner_renyi", "improved_rdp_curve", "improved_epsilon", "finite_improved_epsilon",
-           "STEP"]
+__all__ = [
+    "winner_renyi",
+    "improved_rdp_curve",
+    "improved_epsilon",
+    "finite_improved_epsilon",
+    "STEP",
+]
 
 #: quadrature step of the Renyi integrals
 STEP = 0.01
@@ -109,16 +120,20 @@ def improved_epsilon(mu: float, law: RoundsLaw, delta):
     if np.any(deltas > 0):
         orders = _orders_for(mu)
         integ = _Integrand(mu, law, float(np.max(orders)))
-        curve = lambda a: np.maximum(integ.divergence(np.atleast_1d(a), 0),
-                                     integ.divergence(np.atleast_1d(a), 1))
+        curve = lambda a: np.maximum(
+            integ.divergence(np.atleast_1d(a), 0), integ.divergence(np.atleast_1d(a), 1)
+        )
         gamma = curve(orders)
         for j, d in enumerate(deltas):
             if d <= 0:
                 continue
             grid_eps = rdp_to_epsilon(orders, gamma, d)
             # continuous refinement around the best grid order (inside the covered range)
-            i = int(np.argmin(gamma + np.log1p(-1 / orders) - (math.log(d) + np.log(orders))
-                              / (orders - 1)))
+            i = int(
+                np.argmin(
+                    gamma + np.log1p(-1 / orders) - (math.log(d) + np.log(orders)) / (orders - 1)
+                )
+            )
             lo, hi = orders[max(i - 1, 0)] - 1, orders[min(i + 1, len(orders) - 1)] - 1
             refined = rdp_to_epsilon_continuous(curve, d, grid=1 + np.geomspace(lo, hi, 9))
             out[j] = min(grid_eps, refined)

@@ -15,6 +15,7 @@ setting, as a loop over the registry.
 bound needs from it, it asks the pair (docs/architecture.md). Keys, results, rigour and
 citations: `accounting.bounds` (stated there once).
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,15 @@ from auditsel.accounting.profile import base_profile
 from auditsel.accounting.rdp import check_deltas
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["BOUND_KEYS", "BOUND_LABELS", "upper_bounds", "base_info", "bound_labels", "panel",
-           "panel_curves"]
+__all__ = [
+    "BOUND_KEYS",
+    "BOUND_LABELS",
+    "upper_bounds",
+    "base_info",
+    "bound_labels",
+    "panel",
+    "panel_curves",
+]
 
 #: key -> {"rigour": the default rigour, "citation": the result it implements} (from the registry)
 BOUND_LABELS = {b.key: {"rigour": b.rigour_default, "citation": b.citation} for b in BOUNDS}
@@ -77,9 +85,11 @@ def panel(base, law: RoundsLaw, delta: float, curve_deltas=None) -> dict:
         if not b.supports(base, law):
             upper[b.key], sources[b.key], curves[b.key] = None, None, [None] * len(extra)
             continue
-        values = timed(b.key, lambda: b.curve(base, law, deltas, prof))
-        curves[b.key] = [None if b.not_applicable(base, law, d) else _finite_or_none(v)
-                         for d, v in zip(extra, values[1:])]
+        values = timed(b.key, lambda b=b: b.curve(base, law, deltas, prof))
+        curves[b.key] = [
+            None if b.not_applicable(base, law, d) else _finite_or_none(v)
+            for d, v in zip(extra, values[1:])
+        ]
         why = b.not_applicable(base, law, delta)
         if why:
             upper[b.key], sources[b.key] = None, None
@@ -88,15 +98,23 @@ def panel(base, law: RoundsLaw, delta: float, curve_deltas=None) -> dict:
         upper[b.key] = float(values[0])
         sources[b.key] = b.source(base, law, delta)
     if not base.reduction_is_exact:
-        notes.append("improved_rdp and exact use mu = tau sqrt(N)/sigma ([XWW24] eq. 19), "
-                     "a large-N approximation when tau < 1: heuristic")
+        notes.append(
+            "improved_rdp and exact use mu = tau sqrt(N)/sigma ([XWW24] eq. 19), "
+            "a large-N approximation when tau < 1: heuristic"
+        )
     for k in BOUND_KEYS:
         v = upper[k]
         if v is not None and not math.isfinite(v):
             notes.append(f"{k}: the bound is vacuous (infinite) for this setting")
         upper[k] = _finite_or_none(v)
-    out = {"base": info, "upper": upper, "labels": bound_labels(base), "sources": sources,
-           "notes": notes, "seconds": seconds}
+    out = {
+        "base": info,
+        "upper": upper,
+        "labels": bound_labels(base),
+        "sources": sources,
+        "notes": notes,
+        "seconds": seconds,
+    }
     if curve_deltas is not None:
         out["curves"] = curves
     return out

@@ -27,6 +27,7 @@ and ADD pair (the reverse); for DP-SGD both are composed and the max is reported
 The grid ends are set where the curve is within `tail` of its limits (1 - alpha on the left, 0 on
 the right), and `dpsgd_epsilon_interval` returns (optimistic, pessimistic) eps_B of a DP-SGD run.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,16 @@ from scipy.special import ndtr
 
 from auditsel.mechanisms import gaussian_delta
 
-__all__ = ["Curve", "gaussian_curve", "laplace_curve", "subsampled_gaussian_curves",
-           "DiscretePld", "pessimistic_pld", "optimistic_pld", "dpsgd_epsilon_interval"]
+__all__ = [
+    "Curve",
+    "gaussian_curve",
+    "laplace_curve",
+    "subsampled_gaussian_curves",
+    "DiscretePld",
+    "pessimistic_pld",
+    "optimistic_pld",
+    "dpsgd_epsilon_interval",
+]
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,7 @@ def gaussian_curve(mu: float) -> Curve:
 
 def laplace_curve(e0: float) -> Curve:
     """Laplace mechanism with Delta/b = e0 (closed-form hockey-stick curve)."""
+
     def h(a):
         a = np.asarray(a, dtype=float)
         e = np.log(a)
@@ -70,6 +80,7 @@ def laplace_curve(e0: float) -> Curve:
         a = np.asarray(a, dtype=float)
         e = np.log(a)
         return np.where(e <= -e0, -1.0, np.where(e < e0, -0.5 * np.exp(-(e + e0) / 2), 0.0))
+
     return Curve(h, dh, f"laplace({e0:g})")
 
 
@@ -109,6 +120,7 @@ def subsampled_gaussian_curves(q: float, sigma: float) -> tuple[Curve, Curve]:
         lim = 1 / (1 - q) if q < 1 else np.inf
         x = x_add(np.minimum(a, lim * (1 - 1e-15)))
         return np.where(a >= lim, 0.0, -((1 - q) * ndtr(x / s) + q * ndtr((x - 1) / s)))
+
     return (Curve(h_remove, dh_remove, "subsampled-remove"), Curve(h_add, dh_add, "subsampled-add"))
 
 
@@ -153,16 +165,20 @@ class DiscretePld:
                 lo = mid
         return hi
 
-    def compose(self, times: int) -> "DiscretePld":
+    def compose(self, times: int) -> DiscretePld:
         """The N-fold self-composition, by one FFT."""
         n = int(times)
         size = n * (len(self.pmf) - 1) + 1
         nfft = 1 << int(math.ceil(math.log2(max(size, 2))))
         spec = np.fft.rfft(self.pmf, nfft)
-        out = np.fft.irfft(spec ** n, nfft)[:size]
+        out = np.fft.irfft(spec**n, nfft)[:size]
         out = np.maximum(out, 0.0)
-        return DiscretePld(self.step, self.offset * n, out, -math.expm1(n * math.log1p(-self.inf_mass))
-                           if self.inf_mass < 1 else 1.0)
+        return DiscretePld(
+            self.step,
+            self.offset * n,
+            out,
+            -math.expm1(n * math.log1p(-self.inf_mass)) if self.inf_mass < 1 else 1.0,
+        )
 
 
 def _grid(curve: Curve, step: float, tail: float) -> np.ndarray:
@@ -180,7 +196,7 @@ def _discretize(alpha: np.ndarray, f: np.ndarray, f_inf: float):
     """Algorithm 1 on alpha_1..alpha_(k-1) (with alpha_0 = 0, f_0 = 1, alpha_k = inf)."""
     a = np.concatenate([[0.0], alpha])
     ff = np.concatenate([[1.0], f])
-    left = (ff[:-1] - ff[1:]) / (a[1:] - a[:-1])             # slope magnitudes on each segment
+    left = (ff[:-1] - ff[1:]) / (a[1:] - a[:-1])  # slope magnitudes on each segment
     right = np.concatenate([left[1:], [0.0]])
     qmass = left - right
     pmass = alpha * qmass
@@ -219,19 +235,19 @@ def optimistic_pld(curve: Curve, step: float = 1e-3, tail: float = 1e-15) -> Dis
     """[DGKKM22] Algorithm 2: a pair dominated by the true one (optimistic delta)."""
     idx = _grid(curve, step, tail)
     alpha = np.exp(idx * step)
-    a = np.concatenate([[0.0], alpha])                         # alpha_0 .. alpha_(k-1)
+    a = np.concatenate([[0.0], alpha])  # alpha_0 .. alpha_(k-1)
     h = np.concatenate([[1.0], np.asarray(curve.h(alpha), dtype=float)])
     dh = np.concatenate([[-1.0], np.asarray(curve.dh(alpha), dtype=float)])
     i_star = int(np.nonzero(idx == 0)[0][0]) + 1
-    k1 = len(a) - 1                                             # index k-1
+    k1 = len(a) - 1  # index k-1
     fr = np.empty(i_star + 1)
     fr[0] = 1.0
-    fr[1:] = h[:i_star] + (a[1:i_star + 1] - a[:i_star]) * dh[:i_star]
-    fl = np.empty(k1 - i_star + 1)                              # for i = i*..k-1
+    fr[1:] = h[:i_star] + (a[1 : i_star + 1] - a[:i_star]) * dh[:i_star]
+    fl = np.empty(k1 - i_star + 1)  # for i = i*..k-1
     fl[-1] = 0.0
     i = np.arange(i_star + 1, k1 + 1)
     fl[:-1] = h[i] - (a[i] - a[i - 1]) * dh[i]
-    xs = np.concatenate([a[:i_star + 1], a[i_star:]])
+    xs = np.concatenate([a[: i_star + 1], a[i_star:]])
     ys = np.concatenate([fr, fl])
     f = _lower_hull(xs, np.maximum(ys, 0.0))
     f_grid = np.interp(a, np.sort(xs), f[np.argsort(xs, kind="stable")])
@@ -240,8 +256,9 @@ def optimistic_pld(curve: Curve, step: float = 1e-3, tail: float = 1e-15) -> Dis
     return DiscretePld(step, int(idx[0]), p, 0.0)
 
 
-def dpsgd_epsilon_interval(noise_multiplier: float, steps: int, sample_rate: float, delta: float,
-                           step: float = 1e-3) -> tuple[float, float]:
+def dpsgd_epsilon_interval(
+    noise_multiplier: float, steps: int, sample_rate: float, delta: float, step: float = 1e-3
+) -> tuple[float, float]:
     """(optimistic, pessimistic) eps of N Poisson-subsampled Gaussian steps (max over add/remove).
 
     tau = 1 is the Gaussian with mu = 1/sigma per step."""

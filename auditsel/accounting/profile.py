@@ -34,11 +34,12 @@ noise mechanism's profile at sensitivity 2 (1 for monotone queries); Corollary 3
 noise, eps = 2/sigma^2 + (2/sigma) sqrt(2 log(m/delta)); and the RDP baseline of Zhu & Wang,
 eps'(alpha) = 2 alpha/sigma^2 + log(m)/(alpha - 1), converted.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -47,8 +48,16 @@ from auditsel.numerics import golden_min
 from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
 __all__ = [
-    "BaseProfile", "base_profile", "profile_epsilon", "tnb_shift", "binomial_shift",
-    "poisson_shift", "general_shift", "region_grid", "rnm_epsilon", "rnm_gaussian_closed_form",
+    "BaseProfile",
+    "base_profile",
+    "profile_epsilon",
+    "tnb_shift",
+    "binomial_shift",
+    "poisson_shift",
+    "general_shift",
+    "region_grid",
+    "rnm_epsilon",
+    "rnm_gaussian_closed_form",
     "rnm_gaussian_rdp",
 ]
 
@@ -58,8 +67,8 @@ _W_SIDE = np.logspace(-30, math.log10(0.5), 1200)
 
 def region_grid() -> tuple[np.ndarray, np.ndarray]:
     """(w, q) with q = 1 - w computed without cancellation, w increasing from 0 to 1."""
-    lower = np.concatenate([[0.0], _W_SIDE])              # w small, q = 1 - w
-    upper = _W_SIDE[::-1][1:]                              # q small, w = 1 - q
+    lower = np.concatenate([[0.0], _W_SIDE])  # w small, q = 1 - w
+    upper = _W_SIDE[::-1][1:]  # q small, w = 1 - q
     w = np.concatenate([lower, 1.0 - upper, [1.0]])
     q = np.concatenate([1.0 - lower, upper, [0.0]])
     return w, q
@@ -74,11 +83,11 @@ def _lines_index(m, c):
     larger (by far less than the digits reported); the region built from it then only grows,
     so the bounds that use it stay upper bounds."""
     m, c = np.asarray(m, dtype=float), np.asarray(c, dtype=float)
-    order = np.lexsort((c, -m))            # slope decreasing, then intercept increasing
+    order = np.lexsort((c, -m))  # slope decreasing, then intercept increasing
     hull: list[int] = []
     for i in order.tolist():
         if hull and m[i] == m[hull[-1]]:
-            continue                        # same slope, intercept no smaller
+            continue  # same slope, intercept no smaller
         while len(hull) >= 2:
             a, b = hull[-2], hull[-1]
             # b is useless when line i meets a no later than b does
@@ -88,7 +97,7 @@ def _lines_index(m, c):
                 break
         hull.append(i)
     h = np.array(hull)
-    breaks = (c[h[1:]] - c[h[:-1]]) / (m[h[:-1]] - m[h[1:]])   # where the next line takes over
+    breaks = (c[h[1:]] - c[h[:-1]]) / (m[h[:-1]] - m[h[1:]])  # where the next line takes over
     return lambda x: h[np.searchsorted(breaks, np.asarray(x, dtype=float), side="left")]
 
 
@@ -98,8 +107,8 @@ class BaseProfile:
 
     delta: Callable[[np.ndarray], np.ndarray]
     epsilon: Callable[[float], float]
-    eps_grid: np.ndarray                     # where the region and the eps1 scans look
-    exact_region: Callable | None = None     # w -> (w'max, q'min) when known in closed form
+    eps_grid: np.ndarray  # where the region and the eps1 scans look
+    exact_region: Callable | None = None  # w -> (w'max, q'min) when known in closed form
     name: str = ""
     _lines: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -117,9 +126,18 @@ class BaseProfile:
             e = np.asarray(self.eps_grid, dtype=float)
             d = np.asarray(self.delta(e), dtype=float)
             up, down = np.exp(e), np.exp(-e)
-            self._lines.update(e=e, d=d, up=up, down=down, lines=(
-                _lines_index(up, d), _lines_index(-down, down * d + 1.0),
-                _lines_index(-down, down * d), _lines_index(up, d - 1.0)))
+            self._lines.update(
+                e=e,
+                d=d,
+                up=up,
+                down=down,
+                lines=(
+                    _lines_index(up, d),
+                    _lines_index(-down, down * d + 1.0),
+                    _lines_index(-down, down * d),
+                    _lines_index(up, d - 1.0),
+                ),
+            )
         L = self._lines
         d, up, down = L["d"], L["up"], L["down"]
         i1, i2, i3, i4 = (fn(x) for fn, x in zip(L["lines"], (w, q, q, w)))
@@ -133,13 +151,16 @@ class BaseProfile:
 def base_profile(base) -> BaseProfile:
     """The privacy profile of a mechanism pair, from the pair's own methods (`mechanisms`):
     delta(eps), its inverse, the scan grid and the exact region where the pair has one."""
-    return BaseProfile(base.delta, base.profile_epsilon, base.profile_grid(), base.region,
-                       type(base).__name__)
+    return BaseProfile(
+        base.delta, base.profile_epsilon, base.profile_grid(), base.region, type(base).__name__
+    )
 
 
 def _scan_min(values_fn, grid: np.ndarray, feasible=None) -> float:
     """min over eps1 on the grid (any eps1 gives a valid shift), then a local refinement."""
-    with np.errstate(over="ignore"):   # e^eps1 far above the minimum overflows to inf: the right value
+    with np.errstate(
+        over="ignore"
+    ):  # e^eps1 far above the minimum overflows to inf: the right value
         vals = np.asarray(values_fn(grid), dtype=float)
     if feasible is not None:
         vals = np.where(feasible(grid), vals, np.inf)
@@ -149,11 +170,13 @@ def _scan_min(values_fn, grid: np.ndarray, feasible=None) -> float:
         return math.inf
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
     if hi > lo:
+
         def f(x):
             x = np.array([x])
             if feasible is not None and not feasible(x)[0]:
                 return math.inf
             return float(values_fn(x)[0])
+
         # golden section (an infeasible eps1 scores inf and is never kept); the value returned
         # is a real evaluation of f, so it is a valid shift whatever the accuracy of the search
         _, value = golden_min(f, float(lo), float(hi), steps=60)
@@ -179,14 +202,16 @@ def binomial_shift(profile: BaseProfile, n: int, p: float) -> float:
     if p >= 1:
         return math.inf
     feasible = lambda e: e >= np.log1p(p / (1 - p) * profile.delta(e)) - 1e-15
-    return _scan_min(lambda e: (n - 1) * np.log1p(p * np.expm1(e) + p * profile.delta(e)),
-                     profile.eps_grid, feasible)
+    return _scan_min(
+        lambda e: (n - 1) * np.log1p(p * np.expm1(e) + p * profile.delta(e)),
+        profile.eps_grid,
+        feasible,
+    )
 
 
 def _log_gprime(law: RoundsLaw, z, w):
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_z = np.where(w < 0.5, np.log1p(-np.minimum(w, 0.5)),
-                         np.log(np.maximum(z, 0)))
+        log_z = np.where(w < 0.5, np.log1p(-np.minimum(w, 0.5)), np.log(np.maximum(z, 0)))
         return np.asarray(law.log_pgf_derivative(z, w, log_z=log_z), dtype=float)
 
 
@@ -197,17 +222,24 @@ def _refine_cells(lo_w, hi_w, lo_q, hi_q, pieces: int = 16):
     lower = (hi_w <= 0.5)[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         # geometric in w (lower half) or in q (upper half); linear when an end is 0
-        gw = np.where(lo_w[:, None] > 0, lo_w[:, None] * (hi_w / np.where(lo_w > 0, lo_w, 1))[:, None] ** t,
-                      lo_w[:, None] + (hi_w - lo_w)[:, None] * t)
-        gq = np.where(hi_q[:, None] > 0, lo_q[:, None] * (hi_q / lo_q)[:, None] ** t,
-                      lo_q[:, None] + (hi_q - lo_q)[:, None] * t)
+        gw = np.where(
+            lo_w[:, None] > 0,
+            lo_w[:, None] * (hi_w / np.where(lo_w > 0, lo_w, 1))[:, None] ** t,
+            lo_w[:, None] + (hi_w - lo_w)[:, None] * t,
+        )
+        gq = np.where(
+            hi_q[:, None] > 0,
+            lo_q[:, None] * (hi_q / lo_q)[:, None] ** t,
+            lo_q[:, None] + (hi_q - lo_q)[:, None] * t,
+        )
     new_w = np.where(lower, gw, 1.0 - gq)
     new_q = np.where(lower, 1.0 - gw, gq)
     return new_w.ravel(), new_q.ravel()
 
 
-def region_sup(profile: BaseProfile, law: RoundsLaw, a=1.0, b=1.0, tol=1e-6,
-               max_rounds: int = 12) -> np.ndarray:
+def region_sup(
+    profile: BaseProfile, law: RoundsLaw, a=1.0, b=1.0, tol=1e-6, max_rounds: int = 12
+) -> np.ndarray:
     """Rigorous upper bound on sup over the region of  a log G'(q) - b log G'(q')  (a, b >= 0,
     broadcast as arrays over orders), by cell bounds on an adaptively refined grid; the grid is
     refined until each row's bound is within `tol` (per row) of its best grid point, or for
@@ -232,7 +264,7 @@ def region_sup(profile: BaseProfile, law: RoundsLaw, a=1.0, b=1.0, tol=1e-6,
             break
         sel = np.any(slack & np.isfinite(cell), axis=0)
         idx = np.nonzero(sel)[0]
-        if len(idx) > 800:   # keep the work bounded: refine the worst cells first
+        if len(idx) > 800:  # keep the work bounded: refine the worst cells first
             worst = np.argsort(np.max(cell[:, idx] - best_point, axis=0))[::-1][:800]
             idx = idx[np.sort(worst)]
         sub_w, sub_q = _refine_cells(w[idx], w[idx + 1], q[idx], q[idx + 1])
@@ -276,11 +308,16 @@ def profile_epsilon(base, law: RoundsLaw, delta, profile: BaseProfile | None = N
             if dl <= 0:
                 continue
             d = dl / m
-            out[i] = (max(c, 0.0) if c > 0 else 0.0) if d >= 1 else max(float(profile.epsilon(d)) + c, 0.0)
+            out[i] = (
+                (max(c, 0.0) if c > 0 else 0.0)
+                if d >= 1
+                else max(float(profile.epsilon(d)) + c, 0.0)
+            )
     return out if np.ndim(delta) else float(out[0])
 
 
 # --- Report Noisy Max (bonus) ----------------------------------------------------------------
+
 
 def rnm_epsilon(noise_profile_epsilon: Callable[[float], float], m: int, delta: float) -> float:
     """Theorem 3.2: eps_RNM(delta) = eps_noise(delta / m) (noise profile at sensitivity 2, or 1

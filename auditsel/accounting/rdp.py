@@ -25,6 +25,7 @@ Curves (all tight, i.e. equal to the true divergence, maximised over both direct
   [PS22] Prop. 17 uses the same pair), used when only a pure-DP eps of the base is known:
       p = e^eps/(1+e^eps),  D_alpha = 1/(alpha-1) log( p^alpha (1-p)^(1-alpha) + (1-p)^alpha p^(1-alpha) ).
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,16 @@ from auditsel.errors import ConfigError
 from auditsel.numerics import golden_min, logsumexp
 
 __all__ = [
-    "ORDERS", "check_deltas", "rdp_to_epsilon", "rdp_to_epsilon_continuous", "rdp_to_delta", "gaussian_rdp",
-    "finite_rdp", "renyi_divergence_finite", "pure_dp_rdp", "monotone_envelope",
+    "ORDERS",
+    "check_deltas",
+    "rdp_to_epsilon",
+    "rdp_to_epsilon_continuous",
+    "rdp_to_delta",
+    "gaussian_rdp",
+    "finite_rdp",
+    "renyi_divergence_finite",
+    "pure_dp_rdp",
+    "monotone_envelope",
 ]
 
 #: the order grid of the panel (see the module docstring)
@@ -65,8 +74,11 @@ def rdp_to_epsilon(orders, rdp, delta):
     pos = deltas > 0
     if np.any(ok) and np.any(pos):
         a = orders[ok]
-        eps = rdp[ok][None, :] + (np.log1p(-1.0 / a)[None, :]
-                                  - (np.array([math.log(d) for d in deltas[pos]])[:, None] + np.log(a)[None, :]) / (a - 1.0)[None, :])
+        eps = rdp[ok][None, :] + (
+            np.log1p(-1.0 / a)[None, :]
+            - (np.array([math.log(d) for d in deltas[pos]])[:, None] + np.log(a)[None, :])
+            / (a - 1.0)[None, :]
+        )
         out[pos] = np.maximum(np.min(eps, axis=1), 0.0)
     return out if np.ndim(delta) else float(out[0])
 
@@ -80,8 +92,9 @@ def check_deltas(delta) -> np.ndarray:
     return deltas
 
 
-def rdp_to_epsilon_continuous(curve, delta: float, lo: float = 1e-3, hi: float = 1e4,
-                              grid=None) -> float:
+def rdp_to_epsilon_continuous(
+    curve, delta: float, lo: float = 1e-3, hi: float = 1e4, grid=None
+) -> float:
     """eps at delta: the conversion minimised over alpha in (1 + lo, 1 + hi) for a vectorised
     curve(alpha) (inf at delta = 0; a ConfigError outside [0, 1)).
 
@@ -98,8 +111,10 @@ def rdp_to_epsilon_continuous(curve, delta: float, lo: float = 1e-3, hi: float =
     i = int(np.argmin(vals))
     if not np.isfinite(vals[i]):
         return math.inf
-    f = lambda t: float(np.asarray(curve(np.array([1 + math.exp(t)])), dtype=float)[0]
-                        + _conversion_terms(np.array([1 + math.exp(t)]), delta)[0])
+    f = lambda t: float(
+        np.asarray(curve(np.array([1 + math.exp(t)])), dtype=float)[0]
+        + _conversion_terms(np.array([1 + math.exp(t)]), delta)[0]
+    )
     left = math.log(xs[max(i - 1, 0)])
     right = math.log(xs[min(i + 1, len(xs) - 1)])
     _, best = golden_min(f, left, right, steps=60)
@@ -152,8 +167,8 @@ def pure_dp_rdp(eps: float, orders) -> np.ndarray:
     a = np.asarray(orders, dtype=float)
     if eps == 0:
         return np.zeros_like(a)
-    lp = eps - math.log1p(math.exp(eps))      # log p,   p = e^eps / (1 + e^eps)
-    lq = -math.log1p(math.exp(eps))           # log(1-p)
+    lp = eps - math.log1p(math.exp(eps))  # log p,   p = e^eps / (1 + e^eps)
+    lq = -math.log1p(math.exp(eps))  # log(1-p)
     t1 = a * lp + (1 - a) * lq
     t2 = a * lq + (1 - a) * lp
     return np.minimum(np.logaddexp(t1, t2) / (a - 1), eps)

@@ -33,19 +33,27 @@ Maxima and minima over thresholds visit thresholds in the order of a cheap optim
 (the empirical rates) and stop when no threshold left can change the answer, so they are
 exact over every threshold at the cost of a few hundred Clopper-Pearson limits.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-
-from auditsel.errors import ConfigError
 from scipy.special import ndtri
 from scipy.stats import norm
 
-from auditsel.auditing.lower import (MULTISPLITS, SortedScores, apply_rule, clopper_pearson_lower,
-                            clopper_pearson_upper, epsilon_from_rates, _gdp_epsilon, _pick_table)
+from auditsel.auditing.lower import (
+    MULTISPLITS,
+    SortedScores,
+    _gdp_epsilon,
+    _pick_table,
+    apply_rule,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    epsilon_from_rates,
+)
+from auditsel.errors import ConfigError
 
 __all__ = ["Estimate", "estimator_panel", "LABELS", "winner_tradeoff", "selection_fit_mu"]
 
@@ -57,16 +65,18 @@ DEFAULT_FPR = (0.001, 0.01, 0.1)
 @dataclass(frozen=True)
 class Estimate:
     name: str
-    value: float                 # eps, or the AUROC / TPR for the descriptive entries
-    label: str                   # one of LABELS
-    level: float | None          # confidence (valid, descriptive) or credible level (bayesian)
-    source: str                  # method and citation
+    value: float  # eps, or the AUROC / TPR for the descriptive entries
+    label: str  # one of LABELS
+    level: float | None  # confidence (valid, descriptive) or credible level (bayesian)
+    source: str  # method and citation
     detail: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["value"] = _finite(self.value)
-        out["detail"] = {k: _finite(v) if isinstance(v, float) else v for k, v in self.detail.items()}
+        out["detail"] = {
+            k: _finite(v) if isinstance(v, float) else v for k, v in self.detail.items()
+        }
         return out
 
 
@@ -76,8 +86,13 @@ def _finite(x):
 
 def _rule_estimate(ss, name, rule, alpha, delta, source, **kw) -> Estimate:
     chosen = apply_rule(ss, rule, alpha, delta, **kw)
-    detail = {"threshold": float(chosen["threshold"]), "direction": "<=" if chosen["flip"] else ">",
-              "fp_upper": chosen["fp_u"], "fn_upper": chosen["fn_u"], "evaluated_trials": int(chosen["n"])}
+    detail = {
+        "threshold": float(chosen["threshold"]),
+        "direction": "<=" if chosen["flip"] else ">",
+        "fp_upper": chosen["fp_u"],
+        "fn_upper": chosen["fn_u"],
+        "evaluated_trials": int(chosen["n"]),
+    }
     if chosen.get("grid_source"):
         detail["grid_source"] = chosen["grid_source"]
     return Estimate(name, float(chosen["eps"]), "valid", 1 - alpha, source, detail)
@@ -101,11 +116,13 @@ def _max_mu_low(f, g, n0, n1, a, block=256):
     order = np.argsort(-ub, kind="stable")
     best, arg = -np.inf, -1
     for start in range(0, len(order), block):
-        idx = order[start:start + block]
+        idx = order[start : start + block]
         if ub[idx[0]] <= best:
             break
         with np.errstate(divide="ignore", invalid="ignore"):
-            mu = ndtri(1 - clopper_pearson_upper(f[idx], n0, a)) - ndtri(clopper_pearson_upper(g[idx], n1, a))
+            mu = ndtri(1 - clopper_pearson_upper(f[idx], n0, a)) - ndtri(
+                clopper_pearson_upper(g[idx], n1, a)
+            )
         mu = np.nan_to_num(mu, nan=-np.inf, posinf=np.inf, neginf=-np.inf)
         j = int(np.argmax(mu))
         if mu[j] > best:
@@ -123,9 +140,11 @@ def _min_mu_high(f, g, n0, n1, a, below, block=256):
     cand = cand[np.argsort(lb[cand], kind="stable")]
     low = np.inf
     for start in range(0, len(cand), block):
-        idx = cand[start:start + block]
+        idx = cand[start : start + block]
         with np.errstate(divide="ignore", invalid="ignore"):
-            mu = ndtri(1 - clopper_pearson_lower(f[idx], n0, a)) - ndtri(clopper_pearson_lower(g[idx], n1, a))
+            mu = ndtri(1 - clopper_pearson_lower(f[idx], n0, a)) - ndtri(
+                clopper_pearson_lower(g[idx], n1, a)
+            )
         mu = np.nan_to_num(mu, nan=np.inf, posinf=np.inf, neginf=-np.inf)
         low = min(low, float(np.min(mu)))
         if low < below:
@@ -134,20 +153,32 @@ def _min_mu_high(f, g, n0, n1, a, below, block=256):
 
 
 def _gdp_fit(c, n, alpha, delta) -> Estimate:
-    a = alpha / (2 * n)      # upper and lower limits at every threshold, both directions: 4 n events
+    a = alpha / (2 * n)  # upper and lower limits at every threshold, both directions: 4 n events
     fits = [(_max_mu_low(f, g, c.n0, c.n1, a), flip, f, g) for flip, f, g in _directions(c)]
     (lo, arg), flip, f, g = max(fits, key=lambda x: x[0][0])
     mu = max(lo, 0.0)
     hi, _ = _min_mu_high(f, g, c.n0, c.n1, a, lo)
     ok = bool(hi >= lo)
     eps = _gdp_epsilon(mu, delta)
-    return Estimate("gdp_fit", eps, "heuristic", 1 - alpha,
-                    "GDP fit maximised over thresholds, Bonferroni over all of them ([NHSBTJCT23], [DRS22])",
-                    {"mu": mu, "gdp_fit_ok": ok, "mu_interval_max_low": lo,
-                     "mu_interval_min_high": hi, "direction": "<=" if flip else ">",
-                     "threshold": float(c.t[arg]) if arg >= 0 else None,
-                     "note": "model fits" if ok else "rejected: the Gaussian trade-off model does not fit "
-                                                    "these scores (mu intervals do not overlap)"})
+    return Estimate(
+        "gdp_fit",
+        eps,
+        "heuristic",
+        1 - alpha,
+        "GDP fit maximised over thresholds, Bonferroni over all of them ([NHSBTJCT23], [DRS22])",
+        {
+            "mu": mu,
+            "gdp_fit_ok": ok,
+            "mu_interval_max_low": lo,
+            "mu_interval_min_high": hi,
+            "direction": "<=" if flip else ">",
+            "threshold": float(c.t[arg]) if arg >= 0 else None,
+            "note": "model fits"
+            if ok
+            else "rejected: the Gaussian trade-off model does not fit "
+            "these scores (mu intervals do not overlap)",
+        },
+    )
 
 
 def winner_tradeoff(mu: float, law, cells: int = 8_000):
@@ -200,7 +231,7 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
     from auditsel.mechanisms import GaussianBase
     from auditsel.selection import GaussianWinner
 
-    a = alpha / n            # upper limits at every threshold, both directions: 2 n events
+    a = alpha / n  # upper limits at every threshold, both directions: 2 n events
     m = len(c.t)
     fs = [f for _, f, _ in _directions(c)]
     gs = [g for _, _, g in _directions(c)]
@@ -224,11 +255,19 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
             break
         new = new[:50_000]
     eps = exact_epsilon(GaussianWinner(GaussianBase(mu), law), delta) if mu > 0 else 0.0
-    return Estimate("selection_fit", float(eps), "heuristic", 1 - alpha,
-                    "fit of the reduced tuning game (winner of K Gaussian runs, [XWW24] Figure 5) through "
-                    "the whole empirical trade-off, Bonferroni over all thresholds; exact curve",
-                    {"mu": float(mu), "rounds": law.describe() if hasattr(law, "describe") else str(law),
-                     "thresholds_evaluated": int(done.sum())})
+    return Estimate(
+        "selection_fit",
+        float(eps),
+        "heuristic",
+        1 - alpha,
+        "fit of the reduced tuning game (winner of K Gaussian runs, [XWW24] Figure 5) through "
+        "the whole empirical trade-off, Bonferroni over all thresholds; exact curve",
+        {
+            "mu": float(mu),
+            "rounds": law.describe() if hasattr(law, "describe") else str(law),
+            "thresholds_evaluated": int(done.sum()),
+        },
+    )
 
 
 def _bayesian(ss, alpha, delta, split_fraction, seed, draws) -> Estimate:
@@ -241,38 +280,54 @@ def _bayesian(ss, alpha, delta, split_fraction, seed, draws) -> Estimate:
     ev = ss.counts_at(tail, [p["threshold"]])
     fp, fn = ev.at(np.array([p["threshold"]]))
     fp, fn = (ev.n0 - fp[0], ev.n1 - fn[0]) if p["flip"] else (fp[0], fn[0])
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x7a62,)))
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x7A62,)))
     fp_s = rng.beta(fp + 0.5, ev.n0 - fp + 0.5, draws)
     fn_s = rng.beta(fn + 0.5, ev.n1 - fn + 0.5, draws)
     eps = epsilon_from_rates(fp_s, fn_s, delta)
     low = float(np.quantile(eps, alpha))
-    return Estimate("bayesian", low, "bayesian", 1 - alpha,
-                    "[ZB+23] posterior of eps from the joint posterior of (FP, FN), Jeffreys priors; "
-                    "credible lower bound",
-                    {"posterior_median": float(np.median(eps)), "threshold": float(p["threshold"]),
-                     "direction": "<=" if p["flip"] else ">", "evaluated_trials": int(ev.n0 + ev.n1),
-                     "fp_count": int(fp), "fn_count": int(fn)})
+    return Estimate(
+        "bayesian",
+        low,
+        "bayesian",
+        1 - alpha,
+        "[ZB+23] posterior of eps from the joint posterior of (FP, FN), Jeffreys priors; "
+        "credible lower bound",
+        {
+            "posterior_median": float(np.median(eps)),
+            "threshold": float(p["threshold"]),
+            "direction": "<=" if p["flip"] else ">",
+            "evaluated_trials": int(ev.n0 + ev.n1),
+            "fp_count": int(fp),
+            "fn_count": int(fn),
+        },
+    )
 
 
 def _auroc(c, alpha) -> Estimate:
     """AUROC = P(S1 > S0) + P(S1 = S0)/2 with DeLong's variance, from the count table."""
-    c0 = (c.fp[:-1] - c.fp[1:]).astype(float)         # class-0 scores at each distinct value t[1:]
-    c1 = (c.fn[1:] - c.fn[:-1]).astype(float)         # class-1 scores there
-    below0 = (c.n0 - c.fp[:-1]).astype(float)         # class-0 scores < t
-    above1 = (c.n1 - c.fn[1:]).astype(float)          # class-1 scores > t
-    v10 = (below0 + 0.5 * c0) / c.n0                  # each class-1 score's placement
-    v01 = (above1 + 0.5 * c1) / c.n1                  # each class-0 score's placement
+    c0 = (c.fp[:-1] - c.fp[1:]).astype(float)  # class-0 scores at each distinct value t[1:]
+    c1 = (c.fn[1:] - c.fn[:-1]).astype(float)  # class-1 scores there
+    below0 = (c.n0 - c.fp[:-1]).astype(float)  # class-0 scores < t
+    above1 = (c.n1 - c.fn[1:]).astype(float)  # class-1 scores > t
+    v10 = (below0 + 0.5 * c0) / c.n0  # each class-1 score's placement
+    v01 = (above1 + 0.5 * c1) / c.n1  # each class-0 score's placement
     auc = float(np.sum(c1 * v10) / c.n1)
     var10 = np.sum(c1 * (v10 - auc) ** 2) / max(c.n1 - 1, 1)
     var01 = np.sum(c0 * (v01 - auc) ** 2) / max(c.n0 - 1, 1)
     se = math.sqrt(var10 / c.n1 + var01 / c.n0)
     z = norm.ppf(1 - alpha / 2)
-    return Estimate("auroc", auc, "descriptive", 1 - alpha, "area under the ROC curve, DeLong interval",
-                    {"low": max(auc - z * se, 0.0), "high": min(auc + z * se, 1.0), "se": se})
+    return Estimate(
+        "auroc",
+        auc,
+        "descriptive",
+        1 - alpha,
+        "area under the ROC curve, DeLong interval",
+        {"low": max(auc - z * se, 0.0), "high": min(auc + z * se, 1.0), "se": se},
+    )
 
 
 def _tpr_at_fpr(c, alpha, targets) -> Estimate:
-    tp = (c.n1 - c.fn)[::-1].astype(float)            # increasing along decreasing thresholds
+    tp = (c.n1 - c.fn)[::-1].astype(float)  # increasing along decreasing thresholds
     fp = c.fp[::-1].astype(float)
     out = {}
     for f in targets:
@@ -285,16 +340,33 @@ def _tpr_at_fpr(c, alpha, targets) -> Estimate:
         hi = float(clopper_pearson_upper(tp[j], c.n1, alpha))
         out[f"{f:g}"] = {"tpr": tpr, "low": min(lo, tpr), "high": max(hi, tpr)}
     first = out[f"{targets[0]:g}"]
-    return Estimate("tpr_at_fpr", first["tpr"], "descriptive", 1 - alpha,
-                    "TPR at fixed FPR (randomised between neighbouring thresholds); Clopper-Pearson "
-                    "interval on the TP count, given the threshold", {"by_fpr": out})
+    return Estimate(
+        "tpr_at_fpr",
+        first["tpr"],
+        "descriptive",
+        1 - alpha,
+        "TPR at fixed FPR (randomised between neighbouring thresholds); Clopper-Pearson "
+        "interval on the TP count, given the threshold",
+        {"by_fpr": out},
+    )
 
 
-def estimator_panel(scores, member, delta: float, confidence: float = 0.95, *, law=None,
-                    threshold_grid=None, grid_size: int = 100, split_fraction: float = 0.5,
-                    splits: int = MULTISPLITS, seed: int = 0, fpr=DEFAULT_FPR,
-                    posterior_draws: int = POSTERIOR_DRAWS,
-                    sorted_scores: SortedScores | None = None) -> dict[str, Estimate]:
+def estimator_panel(
+    scores,
+    member,
+    delta: float,
+    confidence: float = 0.95,
+    *,
+    law=None,
+    threshold_grid=None,
+    grid_size: int = 100,
+    split_fraction: float = 0.5,
+    splits: int = MULTISPLITS,
+    seed: int = 0,
+    fpr=DEFAULT_FPR,
+    posterior_draws: int = POSTERIOR_DRAWS,
+    sorted_scores: SortedScores | None = None,
+) -> dict[str, Estimate]:
     """Every estimator on one game's scores, labelled (see the module docstring).
 
     `law` (a RoundsLaw) adds the selection-aware fit; `threshold_grid` is a bonferroni grid
@@ -309,21 +381,55 @@ def estimator_panel(scores, member, delta: float, confidence: float = 0.95, *, l
         raise ConfigError("member", "needs trials with both member = 0 and member = 1")
     kw = dict(split_fraction=split_fraction)
     out = {
-        "cp_split": _rule_estimate(ss, "cp_split", "split", alpha, delta,
-                                   "Clopper-Pearson, threshold chosen on a split ([XWW24] eq. 4)", **kw),
-        "cp_multisplit": _rule_estimate(ss, "cp_multisplit", "multisplit", alpha, delta,
-                                        f"Clopper-Pearson, lower median of {splits} splits at alpha/2 ([MMB09])",
-                                        splits=splits, seed=seed, **kw),
-        "cp_bonferroni": _rule_estimate(ss, "cp_bonferroni", "bonferroni", alpha, delta,
-                                        "Clopper-Pearson, Bonferroni over a grid fixed in advance or from a "
-                                        "left-out pilot", threshold_grid=threshold_grid, grid_size=grid_size, **kw),
-        "cp_bonferroni_all": _rule_estimate(ss, "cp_bonferroni_all", "bonferroni_all", alpha, delta,
-                                            "Clopper-Pearson, Bonferroni over every threshold (alpha / n)"),
+        "cp_split": _rule_estimate(
+            ss,
+            "cp_split",
+            "split",
+            alpha,
+            delta,
+            "Clopper-Pearson, threshold chosen on a split ([XWW24] eq. 4)",
+            **kw,
+        ),
+        "cp_multisplit": _rule_estimate(
+            ss,
+            "cp_multisplit",
+            "multisplit",
+            alpha,
+            delta,
+            f"Clopper-Pearson, lower median of {splits} splits at alpha/2 ([MMB09])",
+            splits=splits,
+            seed=seed,
+            **kw,
+        ),
+        "cp_bonferroni": _rule_estimate(
+            ss,
+            "cp_bonferroni",
+            "bonferroni",
+            alpha,
+            delta,
+            "Clopper-Pearson, Bonferroni over a grid fixed in advance or from a left-out pilot",
+            threshold_grid=threshold_grid,
+            grid_size=grid_size,
+            **kw,
+        ),
+        "cp_bonferroni_all": _rule_estimate(
+            ss,
+            "cp_bonferroni_all",
+            "bonferroni_all",
+            alpha,
+            delta,
+            "Clopper-Pearson, Bonferroni over every threshold (alpha / n)",
+        ),
     }
     best = _pick_table(c, alpha, delta)
-    out["best_threshold"] = Estimate("best_threshold", float(best["eps"]), "optimistic", None,
-                                     "max over all thresholds at alpha each: no confidence statement",
-                                     {"threshold": float(best["threshold"])})
+    out["best_threshold"] = Estimate(
+        "best_threshold",
+        float(best["eps"]),
+        "optimistic",
+        None,
+        "max over all thresholds at alpha each: no confidence statement",
+        {"threshold": float(best["threshold"])},
+    )
     out["bayesian"] = _bayesian(ss, alpha, delta, split_fraction, seed, posterior_draws)
     out["gdp_fit"] = _gdp_fit(c, n, alpha, delta)
     if law is not None:

@@ -49,6 +49,7 @@ empirical rate, for confidence >= 1/2) could beat the best value found.
 GDP fit ([NHSBTJCT23]; heuristic): mu_L = Phi^-1(1 - FP) - Phi^-1(FN) from the limits
 at the rule's threshold, converted to eps at delta with the Gaussian profile.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,16 +61,27 @@ from scipy.special import betainccinv, betaincinv, ndtri
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import gaussian_epsilon
 
-__all__ = ["LowerBound", "THRESHOLD_RULES", "epsilon_from_rates", "clopper_pearson_upper",
-           "clopper_pearson_lower", "audit_chunks", "threshold_table", "audit_scores", "gdp_mu",
-           "SortedScores", "Counts", "counts_from_coins"]
+__all__ = [
+    "LowerBound",
+    "THRESHOLD_RULES",
+    "epsilon_from_rates",
+    "clopper_pearson_upper",
+    "clopper_pearson_lower",
+    "audit_chunks",
+    "threshold_table",
+    "audit_scores",
+    "gdp_mu",
+    "SortedScores",
+    "Counts",
+    "counts_from_coins",
+]
 
 THRESHOLD_RULES = ("split", "bonferroni", "bonferroni_all", "multisplit")
 OPTIMISTIC_RULES = ("best",)
 PRUNE_BLOCK = 2048
 FIRST_BLOCK = 16
 TABLE_BLOCK = 1024
-MULTISPLITS = 21        # odd, so the median is one of the bounds
+MULTISPLITS = 21  # odd, so the median is one of the bounds
 
 
 @dataclass(frozen=True)
@@ -88,10 +100,10 @@ class LowerBound:
     fn_upper: float
     trials: int
     evaluated_trials: int
-    eps_point: float = math.nan   # eq. 4 with the empirical FP, FN at the same threshold (no CI)
+    eps_point: float = math.nan  # eq. 4 with the empirical FP, FN at the same threshold (no CI)
     method: str = "clopper_pearson"
-    valid: bool = True            # eps holds at `confidence` (every rule of THRESHOLD_RULES)
-    grid_source: str = ""         # bonferroni: "spec" (fixed in advance) or "pilot" (excluded)
+    valid: bool = True  # eps holds at `confidence` (every rule of THRESHOLD_RULES)
+    grid_source: str = ""  # bonferroni: "spec" (fixed in advance) or "pilot" (excluded)
     eps_point_best: float = math.nan  # eq. 4 at the empirical rates of the best threshold
     estimators: dict | None = field(default=None, compare=False)
 
@@ -155,7 +167,7 @@ class Counts:
     n1: int
 
     @classmethod
-    def from_sorted(cls, s, b) -> "Counts":
+    def from_sorted(cls, s, b) -> Counts:
         """From scores already sorted ascending and their coins (no sort here)."""
         b = np.asarray(b, dtype=bool)
         n = len(b)
@@ -163,7 +175,7 @@ class Counts:
         n1 = int(cum1[-1]) if n else 0
         n0 = n - n1
         distinct = s[1:] != s[:-1]
-        if distinct.all():      # continuous scores: every position ends a run (no gathers)
+        if distinct.all():  # continuous scores: every position ends a run (no gathers)
             m, top, ones, rank = n, s, cum1, np.arange(1, n + 1)
         else:
             last = np.nonzero(np.append(distinct, True))[0]
@@ -174,7 +186,7 @@ class Counts:
         t[0], fn[0], fp[0] = -np.inf, 0, n0
         t[1:] = top
         fn[1:] = ones
-        np.subtract(n0 - rank, -ones, out=fp[1:])   # n0 - #(b = 0 among the first rank)
+        np.subtract(n0 - rank, -ones, out=fp[1:])  # n0 - #(b = 0 among the first rank)
         return cls(t, fp, fn, n0, n1)
 
     def at(self, thresholds):
@@ -198,7 +210,9 @@ class SortedScores:
         """(sorted scores of the b = 0 trials, of the b = 1 trials) among `mask` (all if None)."""
         if mask is None and self._coins is not None:
             return self._coins
-        s, b = (self.scores, self.member) if mask is None else (self.scores[mask], self.member[mask])
+        s, b = (
+            (self.scores, self.member) if mask is None else (self.scores[mask], self.member[mask])
+        )
         coins = _sorted_parts(s, (~b, b))
         if mask is None:
             self._coins = coins
@@ -227,15 +241,20 @@ class SortedScores:
             n0 = len(b) - n1
             fp = np.array([np.count_nonzero(~b & (s > x)) for x in t], dtype=np.int64)
             fn = np.array([np.count_nonzero(b & (s <= x)) for x in t], dtype=np.int64)
-        return Counts(np.concatenate([[-np.inf], t]), np.concatenate([[n0], fp]),
-                      np.concatenate([[0], fn]), n0, n1)
+        return Counts(
+            np.concatenate([[-np.inf], t]),
+            np.concatenate([[n0], fp]),
+            np.concatenate([[0], fn]),
+            n0,
+            n1,
+        )
 
     def first(self, cut: int) -> tuple[slice, slice]:
         """The trials with index < cut (a split's first part) and the others, as slices."""
         return slice(0, cut), slice(cut, None)
 
 
-THREADED_SORT_ABOVE = 1 << 20   # each coin's sort in its own thread from here (numpy frees the GIL)
+THREADED_SORT_ABOVE = 1 << 20  # each coin's sort in its own thread from here (numpy frees the GIL)
 _SORT_POOL = None
 
 
@@ -284,8 +303,11 @@ def _both_directions(fp, fn, n0, n1):
     """Stack counts for '>' and '<=' as (fp, fn, direction_flag)."""
     fp = np.asarray(fp)
     fn = np.asarray(fn)
-    return (np.concatenate([fp, n0 - fp]), np.concatenate([fn, n1 - fn]),
-            np.concatenate([np.zeros(len(fp), bool), np.ones(len(fp), bool)]))
+    return (
+        np.concatenate([fp, n0 - fp]),
+        np.concatenate([fn, n1 - fn]),
+        np.concatenate([np.zeros(len(fp), bool), np.ones(len(fp), bool)]),
+    )
 
 
 def _optimistic_upper(count, nobs, alpha):
@@ -302,7 +324,9 @@ def _maximise(fp, fn, n0, n1, alpha, delta):
     in blocks of growing size (FIRST_BLOCK doubling up to PRUNE_BLOCK); the exact limit is
     computed only while a candidate's optimistic bound can still beat the best value found.
     """
-    bound = epsilon_from_rates(_optimistic_upper(fp, n0, alpha), _optimistic_upper(fn, n1, alpha), delta)
+    bound = epsilon_from_rates(
+        _optimistic_upper(fp, n0, alpha), _optimistic_upper(fn, n1, alpha), delta
+    )
     best = (-1, -np.inf, 1.0, 1.0)
     done = np.zeros(len(bound), bool)
     size = FIRST_BLOCK
@@ -315,7 +339,7 @@ def _maximise(fp, fn, n0, n1, alpha, delta):
         top = top[np.argsort(-bound[top], kind="stable")]
         start = 0
         while start < len(top):
-            block = top[start:start + size]
+            block = top[start : start + size]
             start += len(block)
             size = min(2 * size, PRUNE_BLOCK)
             if bound[block[0]] <= best[1]:
@@ -333,7 +357,9 @@ def _maximise(fp, fn, n0, n1, alpha, delta):
     return best
 
 
-def _maximise_table(fp, fn, n0, n1, alpha, delta, block: int = TABLE_BLOCK, directions=(True, True)):
+def _maximise_table(
+    fp, fn, n0, n1, alpha, delta, block: int = TABLE_BLOCK, directions=(True, True)
+):
     """_maximise over both directions of a threshold table (fp non-increasing, fn
     non-decreasing along the thresholds), returning an index into the stacked ('>', '<=')
     candidates of `_both_directions`; `directions` leaves out '>' or '<='.
@@ -347,10 +373,16 @@ def _maximise_table(fp, fn, n0, n1, alpha, delta, block: int = TABLE_BLOCK, dire
     m = len(fp)
     starts = np.arange(0, m, block)
     ends = np.minimum(starts + block, m) - 1
-    opt = lambda a, b: epsilon_from_rates(_optimistic_upper(a, n0, alpha), _optimistic_upper(b, n1, alpha), delta)
+    opt = lambda a, b: epsilon_from_rates(
+        _optimistic_upper(a, n0, alpha), _optimistic_upper(b, n1, alpha), delta
+    )
     off = np.full(len(starts), -np.inf)
-    bounds = np.concatenate([opt(fp[ends], fn[starts]) if directions[0] else off,
-                             opt(n0 - fp[starts], n1 - fn[ends]) if directions[1] else off])
+    bounds = np.concatenate(
+        [
+            opt(fp[ends], fn[starts]) if directions[0] else off,
+            opt(n0 - fp[starts], n1 - fn[ends]) if directions[1] else off,
+        ]
+    )
     best = (-1, -np.inf, 1.0, 1.0)
     for k in np.argsort(-bounds, kind="stable"):
         if (bounds[k] <= best[1] and best[0] >= 0) or bounds[k] == -np.inf:
@@ -387,8 +419,15 @@ def _pick(thresholds, fp, fn, n0, n1, alpha, delta, directions=(True, True)):
     i, eps, fp_u, fn_u = _maximise_table(fp, fn, n0, n1, alpha, delta, directions=directions)
     flip, j = divmod(i, m)
     f, g = (n0 - fp[j], n1 - fn[j]) if flip else (fp[j], fn[j])
-    return dict(threshold=float(thresholds[j]), flip=bool(flip), eps=eps, fp_u=fp_u,
-                fn_u=fn_u, fp=f / max(n0, 1), fn=g / max(n1, 1))
+    return dict(
+        threshold=float(thresholds[j]),
+        flip=bool(flip),
+        eps=eps,
+        fp_u=fp_u,
+        fn_u=fn_u,
+        fp=f / max(n0, 1),
+        fn=g / max(n1, 1),
+    )
 
 
 class _OnDemand:
@@ -425,11 +464,12 @@ def _pick_coins(s0: np.ndarray, s1: np.ndarray, alpha, delta):
     """
     n0, n1 = len(s0), len(s1)
 
-    def table(s):   # rows: -inf (everything guessed 1), then the scores s in ascending order
+    def table(s):  # rows: -inf (everything guessed 1), then the scores s in ascending order
         def value(i):
             out = np.full(i.shape, -np.inf)
             out[i > 0] = s[i[i > 0] - 1]
             return out
+
         fp = lambda i: np.where(i == 0, n0, n0 - np.searchsorted(s0, value(i), side="right"))
         fn = lambda i: np.where(i == 0, 0, np.searchsorted(s1, value(i), side="right"))
         return _OnDemand(len(s) + 1, value), _OnDemand(len(s) + 1, fp), _OnDemand(len(s) + 1, fn)
@@ -451,12 +491,19 @@ def _evaluate(c: Counts, threshold, flip, alpha, delta):
     fp, fn = (n0 - fp, n1 - fn) if flip else (fp, fn)
     fp_u = float(clopper_pearson_upper(fp, n0, alpha)[0])
     fn_u = float(clopper_pearson_upper(fn, n1, alpha)[0])
-    return dict(threshold=threshold, flip=flip, eps=float(epsilon_from_rates(fp_u, fn_u, delta)),
-                fp_u=fp_u, fn_u=fn_u, fp=float(fp[0]) / max(n0, 1), fn=float(fn[0]) / max(n1, 1),
-                n=n0 + n1)
+    return dict(
+        threshold=threshold,
+        flip=flip,
+        eps=float(epsilon_from_rates(fp_u, fn_u, delta)),
+        fp_u=fp_u,
+        fn_u=fn_u,
+        fp=float(fp[0]) / max(n0, 1),
+        fn=float(fn[0]) / max(n1, 1),
+        n=n0 + n1,
+    )
 
 
-def _split(ss: "SortedScores", pilot, tail, alpha, delta) -> dict:
+def _split(ss: SortedScores, pilot, tail, alpha, delta) -> dict:
     """Pick (threshold, direction) on the pilot trials (each coin's sorted scores) and bound it
     by eq. 4 with CP limits on the `tail` trials, both at level alpha."""
     pick = _pick_coins(*pilot, alpha, delta)
@@ -477,11 +524,16 @@ def _pilot_grid(s_sorted_pilot, grid_size: int) -> np.ndarray:
 
 def _check_common(rule, confidence, delta, split_fraction):
     if rule in OPTIMISTIC_RULES:
-        raise ConfigError("game.threshold", f"{rule!r} is optimistic (no confidence statement) and is "
-                         f"reported as eps_best_threshold in every audit; choose one of "
-                         f"{', '.join(THRESHOLD_RULES)}")
+        raise ConfigError(
+            "game.threshold",
+            f"{rule!r} is optimistic (no confidence statement) and is "
+            f"reported as eps_best_threshold in every audit; choose one of "
+            f"{', '.join(THRESHOLD_RULES)}",
+        )
     if rule not in THRESHOLD_RULES:
-        raise ConfigError("game.threshold", f"must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
+        raise ConfigError(
+            "game.threshold", f"must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}"
+        )
     if not 0 < confidence < 1:
         raise ConfigError("confidence", f"must be in (0, 1), got {confidence}")
     if not 0 <= delta < 1:
@@ -490,9 +542,18 @@ def _check_common(rule, confidence, delta, split_fraction):
         raise ConfigError("game.split_fraction", f"must be in (0, 1), got {split_fraction}")
 
 
-def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: float, *,
-               split_fraction: float = 0.5, grid_size: int = 100, threshold_grid=None,
-               splits: int = MULTISPLITS, seed: int = 0) -> dict:
+def apply_rule(
+    sorted_scores: SortedScores,
+    rule: str,
+    alpha: float,
+    delta: float,
+    *,
+    split_fraction: float = 0.5,
+    grid_size: int = 100,
+    threshold_grid=None,
+    splits: int = MULTISPLITS,
+    seed: int = 0,
+) -> dict:
     """One threshold rule on one sort; returns the chosen threshold's numbers (+ `n` evaluated,
     `grid_source`)."""
     ss = sorted_scores
@@ -515,11 +576,15 @@ def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: floa
         chosen = _pick(grid, *c.at(grid), c.n0, c.n1, alpha / (2 * len(grid)), delta)
         return {**chosen, "n": n, "grid_source": "spec"}
     if rule == "bonferroni_all":
-        return {**_pick_coins(*ss.by_coin(), alpha / max(n, 1), delta), "n": n, "grid_source": "all"}
+        return {
+            **_pick_coins(*ss.by_coin(), alpha / max(n, 1), delta),
+            "n": n,
+            "grid_source": "all",
+        }
     if rule == "multisplit":
         if splits < 1:
             raise ConfigError("splits", f"must be an integer >= 1, got {splits}")
-        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x6d73,)))
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x6D73,)))
         runs = []
         for _ in range(splits):
             rank = np.empty(n, dtype=np.int64)
@@ -529,29 +594,51 @@ def apply_rule(sorted_scores: SortedScores, rule: str, alpha: float, delta: floa
             _need_both(len(pilot[0]), len(pilot[1]), "to split")
             runs.append(_split(ss, pilot, ~head, alpha / 2, delta))
         runs.sort(key=lambda r: r["eps"])
-        median = runs[(len(runs) - 1) // 2]   # the lower median: conservative for even counts
+        median = runs[(len(runs) - 1) // 2]  # the lower median: conservative for even counts
         return {**median, "grid_source": "", "splits": [r["eps"] for r in runs]}
-    raise ConfigError("game.threshold", f"must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
+    raise ConfigError(
+        "game.threshold", f"must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}"
+    )
 
 
 def _bound(chosen, best, rule, confidence, delta, trials, grid_source, estimators=None):
     mu = gdp_mu(chosen["fp_u"], chosen["fn_u"])
     return LowerBound(
-        eps=chosen["eps"], eps_gdp=_gdp_epsilon(mu, delta), eps_best_threshold=best["eps"],
-        mu_gdp=mu, confidence=confidence, threshold_rule=rule, threshold=chosen["threshold"],
-        direction="<=" if chosen["flip"] else ">", fp=float(chosen["fp"]), fn=float(chosen["fn"]),
-        fp_upper=chosen["fp_u"], fn_upper=chosen["fn_u"], trials=int(trials),
+        eps=chosen["eps"],
+        eps_gdp=_gdp_epsilon(mu, delta),
+        eps_best_threshold=best["eps"],
+        mu_gdp=mu,
+        confidence=confidence,
+        threshold_rule=rule,
+        threshold=chosen["threshold"],
+        direction="<=" if chosen["flip"] else ">",
+        fp=float(chosen["fp"]),
+        fn=float(chosen["fn"]),
+        fp_upper=chosen["fp_u"],
+        fn_upper=chosen["fn_u"],
+        trials=int(trials),
         evaluated_trials=int(chosen["n"]),
         eps_point=float(epsilon_from_rates(chosen["fp"], chosen["fn"], delta)),
-        valid=True, grid_source=grid_source,
+        valid=True,
+        grid_source=grid_source,
         eps_point_best=float(epsilon_from_rates(best["fp"], best["fn"], delta)),
-        estimators=estimators)
+        estimators=estimators,
+    )
 
 
-def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: str = "split",
-                 split_fraction: float = 0.5, grid_size: int = 100,
-                 threshold_grid=None, splits: int = MULTISPLITS, seed: int = 0,
-                 sorted_scores: SortedScores | None = None) -> LowerBound:
+def audit_scores(
+    scores,
+    member,
+    delta: float,
+    confidence: float = 0.95,
+    rule: str = "split",
+    split_fraction: float = 0.5,
+    grid_size: int = 100,
+    threshold_grid=None,
+    splits: int = MULTISPLITS,
+    seed: int = 0,
+    sorted_scores: SortedScores | None = None,
+) -> LowerBound:
     """eps lower bound from game scores (higher = guess member) under a threshold rule.
 
     `member` holds the true coins b. Every rule is valid at `confidence`: `bonferroni` uses
@@ -571,8 +658,17 @@ def audit_scores(scores, member, delta: float, confidence: float = 0.95, rule: s
         raise ConfigError("game.thresholds", f"must be an integer >= 1, got {grid_size}")
     alpha = 1 - confidence
     ss = sorted_scores if sorted_scores is not None else SortedScores(scores, member)
-    chosen = apply_rule(ss, rule, alpha, delta, split_fraction=split_fraction, grid_size=grid_size,
-                        threshold_grid=threshold_grid, splits=splits, seed=seed)
+    chosen = apply_rule(
+        ss,
+        rule,
+        alpha,
+        delta,
+        split_fraction=split_fraction,
+        grid_size=grid_size,
+        threshold_grid=threshold_grid,
+        splits=splits,
+        seed=seed,
+    )
     best = _pick_coins(*ss.by_coin(), alpha, delta)
     return _bound(chosen, best, rule, confidence, delta, len(scores), chosen["grid_source"])
 
@@ -602,9 +698,16 @@ def _stream_counts(source, indices, thresholds):
     return Counts(np.asarray(thresholds, dtype=float), fp, fn, n0, n1)
 
 
-def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "split",
-                 split_fraction: float = 0.5, threshold_grid=None, grid_size: int = 100,
-                 candidates: int = STREAM_CANDIDATES) -> LowerBound:
+def audit_chunks(
+    source,
+    delta: float,
+    confidence: float = 0.95,
+    rule: str = "split",
+    split_fraction: float = 0.5,
+    threshold_grid=None,
+    grid_size: int = 100,
+    candidates: int = STREAM_CANDIDATES,
+) -> LowerBound:
     """audit_scores for trials streamed chunk by chunk from `source` (auditsel.games.engine.ChunkSource).
 
     Memory is bounded by one chunk plus the threshold counts. Chunks [0, cut) with
@@ -621,15 +724,24 @@ def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "sp
     """
     _check_common(rule, confidence, delta, split_fraction)
     if rule == "multisplit":
-        raise ConfigError("game.threshold", "multisplit needs the scores in memory; a streamed audit "
-                         "offers split, bonferroni and bonferroni_all (or set game.stream: false)")
+        raise ConfigError(
+            "game.threshold",
+            "multisplit needs the scores in memory; a streamed audit "
+            "offers split, bonferroni and bonferroni_all (or set game.stream: false)",
+        )
     alpha = 1 - confidence
     n_chunks = len(source)
     cut = int(round(n_chunks * split_fraction))
-    if rule in ("split", "bonferroni") and not 0 < cut < n_chunks and not (rule == "bonferroni"
-                                                                          and threshold_grid is not None):
-        raise ConfigError("game.split_fraction", f"with {n_chunks} chunks the split leaves a part "
-                         f"empty; use more trials or a smaller game.chunk_size")
+    if (
+        rule in ("split", "bonferroni")
+        and not 0 < cut < n_chunks
+        and not (rule == "bonferroni" and threshold_grid is not None)
+    ):
+        raise ConfigError(
+            "game.split_fraction",
+            f"with {n_chunks} chunks the split leaves a part "
+            f"empty; use more trials or a smaller game.chunk_size",
+        )
     first, _ = source.load(0)
     finite = np.sort(first[np.isfinite(first)])
     quantiles = _pilot_grid(finite, candidates)
@@ -656,8 +768,10 @@ def audit_chunks(source, delta: float, confidence: float = 0.95, rule: str = "sp
         _need_both(tail.n0, tail.n1, "to split")
         pilot = _pilot_grid(finite, grid_size)
         c = _stream_counts(source, range(cut, n_chunks), pilot)
-        chosen = {**_pick(pilot, c.fp, c.fn, c.n0, c.n1, alpha / (2 * len(pilot)), delta),
-                  "n": c.n0 + c.n1}
+        chosen = {
+            **_pick(pilot, c.fp, c.fn, c.n0, c.n1, alpha / (2 * len(pilot)), delta),
+            "n": c.n0 + c.n1,
+        }
         grid_source = "pilot"
     else:  # bonferroni_all
         chosen = {**_pick_table(total, alpha / n, delta), "n": n}

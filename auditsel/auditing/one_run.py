@@ -26,26 +26,37 @@ Choosing k+ and k-: every pair on a grid fixed by m alone (`guess_grid`) is trie
 significance is split over the whole grid (Bonferroni), so the search costs confidence, not
 validity: eps_L holds at the stated confidence on every code path.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import expit, logit, log_ndtr, ndtri
+from scipy.special import expit, log_ndtr, logit, ndtri
 from scipy.stats import beta as beta_dist
 from scipy.stats import binom
 
 from auditsel.errors import ConfigError
 
-__all__ = ["snj23_p_value", "snj23_epsilon", "mmc24_rejects", "guess_grid", "guess_counts",
-           "GdpFamily", "PureDpFamily", "OneRunBound", "audit_one_run"]
+__all__ = [
+    "snj23_p_value",
+    "snj23_epsilon",
+    "mmc24_rejects",
+    "guess_grid",
+    "guess_counts",
+    "GdpFamily",
+    "PureDpFamily",
+    "OneRunBound",
+    "audit_one_run",
+]
 
-EPS_MAX = 50.0          # eps above this is reported as this (a search cap, stated in the output)
+EPS_MAX = 50.0  # eps above this is reported as this (a search cap, stated in the output)
 EPS_TOL = 1e-6
 
 
 # --- [SNJ23] -------------------------------------------------------------------------------
+
 
 def snj23_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     """Upper bound on P[>= v correct of r guesses] for an (eps, delta)-DP mechanism ([SNJ23] Thm 5.2)."""
@@ -56,7 +67,7 @@ def snj23_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     if delta == 0 or v == 0:
         return min(tail, 1.0)
     i = np.arange(1, v + 1)
-    window = binom.sf(v - i - 1, r, q) - tail          # P[v - i <= Bin < v]
+    window = binom.sf(v - i - 1, r, q) - tail  # P[v - i <= Bin < v]
     alpha = float(np.max(window / i))
     return min(tail + alpha * 2 * m * delta, 1.0)
 
@@ -74,7 +85,7 @@ def _snj23_pure_epsilon(r, v, significance):
 
 def snj23_epsilon(m: int, r: int, v: int, significance: float, delta: float) -> float:
     """Largest eps in [0, EPS_MAX] such that (eps, delta)-DP is rejected at `significance`."""
-    upper = float(_snj23_pure_epsilon(r, v, significance))    # delta > 0 only lowers it
+    upper = float(_snj23_pure_epsilon(r, v, significance))  # delta > 0 only lowers it
     if delta == 0 or upper == 0.0:
         return upper
     p = lambda e: snj23_p_value(m, r, v, e, delta)
@@ -88,6 +99,7 @@ def snj23_epsilon(m: int, r: int, v: int, significance: float, delta: float) -> 
 
 
 # --- [MMC24] -------------------------------------------------------------------------------
+
 
 def mmc24_rejects(fbar_inv, m: int, k, c, tau) -> np.ndarray:
     """[MMC24]'s test, vectorised over guess counts: True where "c correct of k guesses" has
@@ -134,20 +146,26 @@ class PureDpFamily:
 
     def fbar_inverse(self, theta: float):
         # fbar(x) = min(1, e^eps x, 1 - e^-eps (1 - x)); its inverse at r:
-        return lambda r: np.clip(np.maximum(r * np.exp(-theta), 1 - (1 - r) * np.exp(theta)), 0.0, 1.0)
+        return lambda r: np.clip(
+            np.maximum(r * np.exp(-theta), 1 - (1 - r) * np.exp(theta)), 0.0, 1.0
+        )
 
     def epsilon(self, theta: float, delta: float) -> float:
         return float(theta)
 
     def theta_grid(self) -> np.ndarray:
-        return np.concatenate([[0.0], np.exp(np.arange(np.log(1e-3), np.log(EPS_MAX), np.log(1.002)))])
+        return np.concatenate(
+            [[0.0], np.exp(np.arange(np.log(1e-3), np.log(EPS_MAX), np.log(1.002)))]
+        )
 
 
 def _mmc24_theta(family, m, k, c, significance) -> float:
     """Largest theta on the family's grid rejected by some (k, c) at `significance` (0 if none).
     Rejection weakens as theta grows (the family is ordered), so bisection over the grid is exact."""
     grid = family.theta_grid()
-    rejects = lambda j: bool(np.any(mmc24_rejects(family.fbar_inverse(float(grid[j])), m, k, c, significance)))
+    rejects = lambda j: bool(
+        np.any(mmc24_rejects(family.fbar_inverse(float(grid[j])), m, k, c, significance))
+    )
     if not rejects(0):
         return 0.0
     lo, hi = 0, len(grid) - 1
@@ -161,9 +179,12 @@ def _mmc24_theta(family, m, k, c, significance) -> float:
 
 # --- guesses -------------------------------------------------------------------------------
 
+
 def guess_grid(m: int) -> np.ndarray:
     """(k+, k-) pairs fixed by m alone: each of k+ and k- in {0, 1, 2, 4, ..., <= m/2}, not both 0."""
-    sizes = [0] + [1 << j for j in range(int(math.log2(max(m // 2, 1))) + 1) if (1 << j) <= max(m // 2, 1)]
+    sizes = [0] + [
+        1 << j for j in range(int(math.log2(max(m // 2, 1))) + 1) if (1 << j) <= max(m // 2, 1)
+    ]
     pairs = [(a, b) for a in sizes for b in sizes if a + b > 0 and a + b <= m]
     return np.array(pairs, dtype=np.int64).reshape(-1, 2)
 
@@ -176,10 +197,10 @@ def guess_counts(scores, members, grid, rng=None):
     scores = np.asarray(scores, dtype=float)
     members = np.asarray(members).astype(bool)
     perm = np.arange(len(scores)) if rng is None else rng.permutation(len(scores))
-    order = perm[np.argsort(-scores[perm], kind="stable")]      # highest first
+    order = perm[np.argsort(-scores[perm], kind="stable")]  # highest first
     in_sorted = members[order]
-    top = np.concatenate([[0], np.cumsum(in_sorted)])               # included among the top j
-    bottom = np.concatenate([[0], np.cumsum(~in_sorted[::-1])])     # excluded among the bottom j
+    top = np.concatenate([[0], np.cumsum(in_sorted)])  # included among the top j
+    bottom = np.concatenate([[0], np.cumsum(~in_sorted[::-1])])  # excluded among the bottom j
     kp, km = grid[:, 0], grid[:, 1]
     return kp + km, top[kp] + bottom[km]
 
@@ -196,24 +217,36 @@ class OneRunBound:
     delta: float
     canaries: int
     members: int
-    guesses_snj23: tuple          # (k+, k-, r, v) of the pair that gave eps_snj23
+    guesses_snj23: tuple  # (k+, k-, r, v) of the pair that gave eps_snj23
     grid_size: int
     notes: tuple = field(default_factory=tuple)
 
     def to_dict(self) -> dict:
         kp, km, r, v = self.guesses_snj23
-        return {"eps_snj23": self.eps_snj23, "eps_mmc24": self.eps_mmc24,
-                "mmc24_family": self.mmc24_family, "mmc24_theta": self.mmc24_theta,
-                "confidence": self.confidence, "delta": self.delta, "canaries": self.canaries,
-                "members": self.members, "k_plus": kp, "k_minus": km, "guesses": r, "correct": v,
-                "guess_grid_size": self.grid_size, "rule": "bonferroni over the (k+, k-) grid",
-                "rigour": "empirical, valid at the stated confidence ([SNJ23] Thm 5.2; [MMC24] "
-                          "Thm 9, valid as an eps bound when the trade-off lies in the family)",
-                "notes": list(self.notes)}
+        return {
+            "eps_snj23": self.eps_snj23,
+            "eps_mmc24": self.eps_mmc24,
+            "mmc24_family": self.mmc24_family,
+            "mmc24_theta": self.mmc24_theta,
+            "confidence": self.confidence,
+            "delta": self.delta,
+            "canaries": self.canaries,
+            "members": self.members,
+            "k_plus": kp,
+            "k_minus": km,
+            "guesses": r,
+            "correct": v,
+            "guess_grid_size": self.grid_size,
+            "rule": "bonferroni over the (k+, k-) grid",
+            "rigour": "empirical, valid at the stated confidence ([SNJ23] Thm 5.2; [MMC24] "
+            "Thm 9, valid as an eps bound when the trade-off lies in the family)",
+            "notes": list(self.notes),
+        }
 
 
-def audit_one_run(scores, members, delta: float, confidence: float = 0.95, family=None,
-                  grid=None, seed: int = 0) -> OneRunBound:
+def audit_one_run(
+    scores, members, delta: float, confidence: float = 0.95, family=None, grid=None, seed: int = 0
+) -> OneRunBound:
     """eps_L of one run from per-canary scores (higher = "included") and inclusion bits.
 
     `family`: the hypothesised trade-off family of [MMC24] (default mu-GDP; the reduced
@@ -225,8 +258,11 @@ def audit_one_run(scores, members, delta: float, confidence: float = 0.95, famil
     members = np.asarray(members)
     m = len(scores)
     if m < 2 or members.shape != scores.shape:
-        raise ConfigError("scores", f"need at least 2 canaries and one inclusion bit per score, got "
-                                    f"{m} scores and {members.size} bits")
+        raise ConfigError(
+            "scores",
+            f"need at least 2 canaries and one inclusion bit per score, got "
+            f"{m} scores and {members.size} bits",
+        )
     if not np.all(np.isfinite(scores)):
         raise ConfigError("scores", "must be finite")
     if not np.all((members == 0) | (members == 1)):
@@ -239,7 +275,7 @@ def audit_one_run(scores, members, delta: float, confidence: float = 0.95, famil
     r, v = guess_counts(scores, members, grid, np.random.default_rng(seed))
     pure = _snj23_pure_epsilon(r, v, significance)
     best, best_j = 0.0, 0
-    for j in np.argsort(-pure):        # delta > 0 only lowers a pair's eps: prune with the closed form
+    for j in np.argsort(-pure):  # delta > 0 only lowers a pair's eps: prune with the closed form
         if pure[j] <= best:
             break
         e = snj23_epsilon(m, int(r[j]), int(v[j]), significance, delta)
@@ -250,8 +286,15 @@ def audit_one_run(scores, members, delta: float, confidence: float = 0.95, famil
     if best >= EPS_MAX:
         notes.append(f"eps_snj23 reached the search cap {EPS_MAX}")
     return OneRunBound(
-        eps_snj23=float(best), eps_mmc24=family.epsilon(theta, delta) if theta > 0 else 0.0,
-        mmc24_family=family.name, mmc24_theta=theta, confidence=confidence, delta=delta,
-        canaries=m, members=int(members.sum()),
+        eps_snj23=float(best),
+        eps_mmc24=family.epsilon(theta, delta) if theta > 0 else 0.0,
+        mmc24_family=family.name,
+        mmc24_theta=theta,
+        confidence=confidence,
+        delta=delta,
+        canaries=m,
+        members=int(members.sum()),
         guesses_snj23=(int(grid[best_j, 0]), int(grid[best_j, 1]), int(r[best_j]), int(v[best_j])),
-        grid_size=len(grid), notes=tuple(notes))
+        grid_size=len(grid),
+        notes=tuple(notes),
+    )

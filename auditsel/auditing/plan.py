@@ -26,17 +26,17 @@ with P(eps_L >= X) >= power. For a threshold fixed in advance at the oracle poin
 are exact; rules that must find the threshold from the data (split, multisplit) do somewhat
 worse, so for them the planner is an optimistic estimate (the tests check both).
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from auditsel.errors import ConfigError
 from scipy import stats
 
 from auditsel.auditing.lower import clopper_pearson_upper, epsilon_from_rates
+from auditsel.errors import ConfigError
 
 __all__ = ["Curve", "Plan", "rule_design", "prob_at_least", "expected_eps", "games_needed"]
 
@@ -51,7 +51,7 @@ class Curve:
 
     fp: np.ndarray
     fn: np.ndarray
-    source: str              # "exact" or "simulated (N pilot games)"
+    source: str  # "exact" or "simulated (N pilot games)"
 
     def candidates(self, k: int = CANDIDATES):
         """k tests spread over the curve (log-spaced in FP and FN), both eq. 4 directions kept."""
@@ -81,12 +81,20 @@ class Plan:
     prob_at_games: float | None = None
 
     def to_dict(self) -> dict:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                for k, v in self.__dict__.items()}
+        return {
+            k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in self.__dict__.items()
+        }
 
 
-def rule_design(rule: str, games: int, confidence: float, split_fraction: float = 0.5,
-                thresholds: int = 100, spec_grid: bool = True) -> tuple[int, float]:
+def rule_design(
+    rule: str,
+    games: int,
+    confidence: float,
+    split_fraction: float = 0.5,
+    thresholds: int = 100,
+    spec_grid: bool = True,
+) -> tuple[int, float]:
     """(evaluation games, per-limit two-sided level) of a rule on `games` games."""
     alpha = 1 - confidence
     held_out = max(int(games - int(games * split_fraction)), 2)
@@ -98,16 +106,24 @@ def rule_design(rule: str, games: int, confidence: float, split_fraction: float 
         return games, alpha / (2 * thresholds)
     if rule == "bonferroni_all":
         return games, alpha / games
-    raise ConfigError("game.threshold", f"must be one of split, bonferroni, bonferroni_all, multisplit, got {rule!r}")
+    raise ConfigError(
+        "game.threshold",
+        f"must be one of split, bonferroni, bonferroni_all, multisplit, got {rule!r}",
+    )
 
 
 def _support(n, p, width=7.0):
     sd = math.sqrt(max(n * p * (1 - p), 1e-12))
-    lo, hi = max(int(math.floor(n * p - width * sd)) - 2, 0), min(int(math.ceil(n * p + width * sd)) + 2, n)
+    lo, hi = (
+        max(int(math.floor(n * p - width * sd)) - 2, 0),
+        min(int(math.ceil(n * p + width * sd)) + 2, n),
+    )
     return np.arange(lo, hi + 1)
 
 
-def prob_at_least(target: float, fp: float, fn: float, evaluated: int, level: float, delta: float) -> float:
+def prob_at_least(
+    target: float, fp: float, fn: float, evaluated: int, level: float, delta: float
+) -> float:
     """P(eps_L >= target) for one test (FP, FN) audited on `evaluated` games at `level`.
 
     Supports wider than BINS counts are coarsened conservatively: the FP count's mass is moved
@@ -131,7 +147,7 @@ def prob_at_least(target: float, fp: float, fn: float, evaluated: int, level: fl
     # term A: log(1 - d - U0) - log(U1) >= X  <=>  U1 <= (1 - d - U0) e^-X
     # term B: log(1 - d - U1) - log(U0) >= X  <=>  U1 <= 1 - d - U0 e^X
     bound = np.maximum((1 - delta - u0) / e, 1 - delta - u0 * e)
-    kmax = np.searchsorted(u1, bound, side="right") - 1      # largest grid index with U1 <= bound
+    kmax = np.searchsorted(u1, bound, side="right") - 1  # largest grid index with U1 <= bound
     cdf1 = stats.binom.cdf(c1, n1, fn)
     p1 = np.where(kmax >= 0, cdf1[np.clip(kmax, 0, len(c1) - 1)], 0.0)
     return float(np.sum(w0 * p1))
@@ -170,7 +186,9 @@ def _best(curve: Curve, fn_of, points=None):
 
 def prob_for_games(curve, target, games, rule, confidence, delta, points=None, **design) -> float:
     evaluated, level = rule_design(rule, games, confidence, **design)
-    return _best(curve, lambda a, b: prob_at_least(target, a, b, evaluated, level, delta), points)[0]
+    return _best(curve, lambda a, b: prob_at_least(target, a, b, evaluated, level, delta), points)[
+        0
+    ]
 
 
 def expected_for_games(curve, games, rule, confidence, delta, **design) -> float:
@@ -178,8 +196,15 @@ def expected_for_games(curve, games, rule, confidence, delta, **design) -> float
     return _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, delta))[0]
 
 
-def games_needed(curve: Curve, target: float, rule: str, confidence: float, delta: float,
-                 power: float = 0.9, **design) -> int | None:
+def games_needed(
+    curve: Curve,
+    target: float,
+    rule: str,
+    confidence: float,
+    delta: float,
+    power: float = 0.9,
+    **design,
+) -> int | None:
     """Least n with P(eps_L >= target) >= power (None when no n up to MAX_GAMES reaches it).
 
     n grows by factors of 4 until reached, over every candidate test; the bisection then keeps
@@ -188,7 +213,9 @@ def games_needed(curve: Curve, target: float, rule: str, confidence: float, delt
 
     def probs(n, pts):
         evaluated, level = rule_design(rule, n, confidence, **design)
-        return np.array([prob_at_least(target, a, b, evaluated, level, delta) for a, b in zip(*pts)])
+        return np.array(
+            [prob_at_least(target, a, b, evaluated, level, delta) for a, b in zip(*pts)]
+        )
 
     lo, hi = 2, 100
     while True:

@@ -9,6 +9,7 @@ Paths: `path="memory"` audits the scores in memory (`auditsel.auditing.lower.aud
 `path="stream"` writes the chunks to a temporary folder and audits them one chunk at a time
 (`auditsel.auditing.lower.audit_chunks`), as `auditsel run` does above `game.stream`'s threshold.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -16,10 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from auditsel.errors import ConfigError
-
-from auditsel.games.engine import run_game
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
+from auditsel.errors import ConfigError
+from auditsel.games.engine import run_game
 
 __all__ = ["Coverage", "overclaim_rates"]
 
@@ -42,24 +42,47 @@ def _audit_once(record, rules, delta, confidence, threshold_grid, path, chunk_si
         for rule in rules:
             if rule in ("best", "point"):
                 continue
-            out[rule] = audit_chunks(record.chunks, delta, confidence=confidence, rule=rule,
-                                     threshold_grid=threshold_grid if rule == "bonferroni" else None).eps
+            out[rule] = audit_chunks(
+                record.chunks,
+                delta,
+                confidence=confidence,
+                rule=rule,
+                threshold_grid=threshold_grid if rule == "bonferroni" else None,
+            ).eps
         return out
     ss = SortedScores(record.scores, record.member)
     for rule in rules:
         if rule in ("best", "point"):
             continue
-        bound = audit_scores(record.scores, record.member, delta, confidence=confidence, rule=rule,
-                             threshold_grid=threshold_grid, sorted_scores=ss)
+        bound = audit_scores(
+            record.scores,
+            record.member,
+            delta,
+            confidence=confidence,
+            rule=rule,
+            threshold_grid=threshold_grid,
+            sorted_scores=ss,
+        )
         out[rule] = bound.eps
         out["best"], out["point"] = bound.eps_best_threshold, bound.eps_point_best
     return out
 
 
-def overclaim_rates(protocol, proxy, true_epsilon: float, delta: float, *, reps: int, trials: int,
-                    rules=("split", "bonferroni", "best", "point"), confidence: float = 0.95,
-                    seed: int = 0, threshold_grid=None, path: str = "memory",
-                    chunk_size: int = 1000) -> dict[str, Coverage]:
+def overclaim_rates(
+    protocol,
+    proxy,
+    true_epsilon: float,
+    delta: float,
+    *,
+    reps: int,
+    trials: int,
+    rules=("split", "bonferroni", "best", "point"),
+    confidence: float = 0.95,
+    seed: int = 0,
+    threshold_grid=None,
+    path: str = "memory",
+    chunk_size: int = 1000,
+) -> dict[str, Coverage]:
     """Over-claim counts per rule ('best' = max over all thresholds, optimistic; 'point' = eq. 4
     at the empirical rates of the best threshold). `threshold_grid` is the spec's grid for
     `bonferroni` (None: a pilot grid); `path` is "memory" or "stream"."""
@@ -72,10 +95,17 @@ def overclaim_rates(protocol, proxy, true_epsilon: float, delta: float, *, reps:
     for r in range(reps):
         with tempfile.TemporaryDirectory(prefix="auditsel-cov-") as tmp:
             stream = path == "stream"
-            record = run_game(protocol, proxy, trials, seed + r, progress=False,
-                              chunk_size=chunk_size if stream else max(trials, 1),
-                              checkpoint_dir=tmp if stream else None, fingerprint="coverage",
-                              in_memory=not stream)
+            record = run_game(
+                protocol,
+                proxy,
+                trials,
+                seed + r,
+                progress=False,
+                chunk_size=chunk_size if stream else max(trials, 1),
+                checkpoint_dir=tmp if stream else None,
+                fingerprint="coverage",
+                in_memory=not stream,
+            )
             values = _audit_once(record, valid, delta, confidence, threshold_grid, path, chunk_size)
             if stream and ("best" in rules or "point" in rules):
                 s, m = record.chunks.head(trials)
@@ -83,5 +113,12 @@ def overclaim_rates(protocol, proxy, true_epsilon: float, delta: float, *, reps:
                 values["best"], values["point"] = bound.eps_best_threshold, bound.eps_point_best
         for rule in rules:
             eps[rule].append(values[rule])
-    return {rule: Coverage(rule, reps, int(np.sum(np.asarray(v) > true_epsilon)),
-                           float(np.mean(np.minimum(v, 1e3)))) for rule, v in eps.items()}
+    return {
+        rule: Coverage(
+            rule,
+            reps,
+            int(np.sum(np.asarray(v) > true_epsilon)),
+            float(np.mean(np.minimum(v, 1e3))),
+        )
+        for rule, v in eps.items()
+    }

@@ -21,6 +21,7 @@ bundled sets, and the official train/test split for the downloaded ones (``valid
 Every error about the user's choice is a ``ValueError`` that starts with the config field name
 (``game.dataset: ...``, ``game.data_dir: ...``), one line.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -29,6 +30,7 @@ import pickle
 from dataclasses import dataclass
 
 import numpy as np
+
 from auditsel.errors import ConfigError
 
 __all__ = ["Dataset", "BUNDLED", "LOCAL", "DATASETS", "load_dataset", "load_split"]
@@ -56,7 +58,9 @@ class Dataset:
 
     def __post_init__(self):
         if len(self.x) != len(self.y):
-            raise ValueError(f"Dataset {self.name}: {len(self.x)} examples but {len(self.y)} labels")
+            raise ValueError(
+                f"Dataset {self.name}: {len(self.x)} examples but {len(self.y)} labels"
+            )
 
     def __len__(self) -> int:
         return len(self.x)
@@ -70,14 +74,14 @@ class Dataset:
     def num_features(self) -> int:
         return int(np.prod(self.shape))
 
-    def take(self, n: int | None) -> "Dataset":
+    def take(self, n: int | None) -> Dataset:
         """The first n examples (all when n is None)."""
         if n is None or n >= len(self):
             return self
         return Dataset(self.name, self.x[:n], self.y[:n], self.num_classes)
 
     @classmethod
-    def empty_like(cls, other: "Dataset") -> "Dataset":
+    def empty_like(cls, other: Dataset) -> Dataset:
         """The empty training set X = {} of the ETCV threat model, with other's example shape."""
         return cls(other.name + "[empty]", other.x[:0], other.y[:0], other.num_classes)
 
@@ -86,7 +90,9 @@ def _bundled(name: str, split_seed: int):
     try:
         from sklearn import datasets as skd
     except ImportError as exc:  # pragma: no cover - dependency hint
-        raise ConfigError("game.dataset", f"{name} needs scikit-learn (pip install scikit-learn)") from exc
+        raise ConfigError(
+            "game.dataset", f"{name} needs scikit-learn (pip install scikit-learn)"
+        ) from exc
     if name == "digits":
         raw = skd.load_digits()
         x = (raw.data.astype(np.float32) / 16.0).reshape(-1, 1, 8, 8)
@@ -107,7 +113,7 @@ def _read_idx(path: str) -> np.ndarray:
     with opener(path, "rb") as f:
         raw = f.read()
     ndim = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+    dims = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
@@ -126,8 +132,11 @@ def _local_arrays(name: str, data_dir: str):
             return f["x_train"], f["y_train"], f["x_test"], f["y_test"]
     if name in ("mnist", "fashion_mnist"):
         raw = os.path.join(data_dir, "MNIST" if name == "mnist" else "FashionMNIST", "raw")
-        files = [_find(os.path.join(raw, f"{p}-{k}-ubyte"))
-                 for p in ("train", "t10k") for k in ("images-idx3", "labels-idx1")]
+        files = [
+            _find(os.path.join(raw, f"{p}-{k}-ubyte"))
+            for p in ("train", "t10k")
+            for k in ("images-idx3", "labels-idx1")
+        ]
         if all(files):
             return tuple(_read_idx(f) for f in files)
     if name == "cifar10":
@@ -138,8 +147,9 @@ def _local_arrays(name: str, data_dir: str):
             for n in names:
                 with open(os.path.join(root, n), "rb") as f:
                     d = pickle.load(f, encoding="bytes")
-                parts.append((np.asarray(d[b"data"]).reshape(-1, 3, 32, 32),
-                              np.asarray(d[b"labels"])))
+                parts.append(
+                    (np.asarray(d[b"data"]).reshape(-1, 3, 32, 32), np.asarray(d[b"labels"]))
+                )
             xs = np.concatenate([p[0] for p in parts[:-1]])
             ys = np.concatenate([p[1] for p in parts[:-1]])
             return xs, ys, parts[-1][0], parts[-1][1]
@@ -147,6 +157,7 @@ def _local_arrays(name: str, data_dir: str):
         files = [os.path.join(data_dir, f"{s}_32x32.mat") for s in ("train", "test")]
         if all(os.path.exists(f) for f in files):
             from scipy.io import loadmat
+
             out = []
             for f in files:
                 m = loadmat(f)
@@ -160,14 +171,21 @@ def _local_arrays(name: str, data_dir: str):
 def _local(name: str, data_dir: str | None):
     hint = _DOWNLOAD_HINT[name]
     if data_dir is None:
-        raise ConfigError("game.data_dir", f"must name a local directory holding {name}, got None; "
-                         f"download {hint} and pass data_dir")
+        raise ConfigError(
+            "game.data_dir",
+            f"must name a local directory holding {name}, got None; "
+            f"download {hint} and pass data_dir",
+        )
     if not os.path.isdir(data_dir):
-        raise ConfigError("game.data_dir", f"{data_dir} not found; download {hint} and pass data_dir")
+        raise ConfigError(
+            "game.data_dir", f"{data_dir} not found; download {hint} and pass data_dir"
+        )
     arrays = _local_arrays(name, data_dir)
     if arrays is None:
-        raise ConfigError("game.data_dir", f"{name} files not found in {data_dir}; download {hint} "
-                         f"and pass data_dir")
+        raise ConfigError(
+            "game.data_dir",
+            f"{name} files not found in {data_dir}; download {hint} and pass data_dir",
+        )
     xtr, ytr, xte, yte = arrays
 
     def prep(x):
@@ -193,8 +211,13 @@ def load_split(name: str, data_dir: str | None = None, split_seed: int = 0):
     return _local(name, data_dir)
 
 
-def load_dataset(name: str, split: str = "train", n: int | None = None,
-                 data_dir: str | None = None, split_seed: int = 0) -> Dataset:
+def load_dataset(
+    name: str,
+    split: str = "train",
+    n: int | None = None,
+    data_dir: str | None = None,
+    split_seed: int = 0,
+) -> Dataset:
     """One split (``train`` or ``validation``) of ``name``, cut to its first n examples."""
     if split not in ("train", "validation"):
         raise ConfigError("game.split", f"must be train or validation, got {split!r}")

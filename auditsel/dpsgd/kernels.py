@@ -24,6 +24,7 @@ AUDITSEL_KERNELS=torch, the same arithmetic as torch operations (slower on a CPU
 same fixed sequence of IEEE single-precision operations (no fused multiply-add), so they agree
 bit for bit (tests/test_dpsgd_kernels.py compares them).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -46,12 +47,12 @@ __all__ = ["draw", "softmax_grad_", "backend", "philox_block"]
 _SOURCE = Path(__file__).with_name("kernels.c")
 _FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math", "-shared", "-fPIC"]
 _LOCK = threading.Lock()
-_LIB = None          # ctypes library, False when unavailable
+_LIB = None  # ctypes library, False when unavailable
 _POOL = None
 
 M0, M1, W0, W1 = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
-INV24 = 2.0 ** -24
-LANES = 16          # as in kernels.c: numbers come in chunks of 4 LANES (see `draw`)
+INV24 = 2.0**-24
+LANES = 16  # as in kernels.c: numbers come in chunks of 4 LANES (see `draw`)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,7 +60,8 @@ LANES = 16          # as in kernels.c: numbers come in chunks of 4 LANES (see `d
 def _cache_dir() -> Path:
     root = os.environ.get("AUDITSEL_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "auditsel")
+        "auditsel",
+    )
     return Path(root) / "kernels"
 
 
@@ -70,32 +72,46 @@ def _compile() -> ctypes.CDLL | None:
     if cc is None:
         return _without("no C compiler found (set CC to one)")
     source = _SOURCE.read_bytes()
-    tag = hashlib.sha256(source + " ".join([cc] + _FLAGS).encode() + sys.platform.encode()
-                         + os.uname().machine.encode()).hexdigest()[:16]
+    tag = hashlib.sha256(
+        source
+        + " ".join([cc] + _FLAGS).encode()
+        + sys.platform.encode()
+        + os.uname().machine.encode()
+    ).hexdigest()[:16]
     target = _cache_dir() / f"kernels-{tag}.so"
     try:
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
                 out = Path(tmp) / target.name
-                try:    # OpenMP when the compiler has it, else one thread per call
-                    subprocess.run([cc, *_FLAGS, "-fopenmp", str(_SOURCE), "-o", str(out), "-lm"],
-                                   check=True, capture_output=True, timeout=120)
+                try:  # OpenMP when the compiler has it, else one thread per call
+                    subprocess.run(
+                        [cc, *_FLAGS, "-fopenmp", str(_SOURCE), "-o", str(out), "-lm"],
+                        check=True,
+                        capture_output=True,
+                        timeout=120,
+                    )
                 except subprocess.CalledProcessError:
-                    subprocess.run([cc, *_FLAGS, str(_SOURCE), "-o", str(out), "-lm"], check=True,
-                                   capture_output=True, timeout=120)
-                os.replace(out, target)      # atomic: concurrent workers see all or nothing
-            for old in target.parent.glob("kernels-*.so"):   # builds of earlier sources
+                    subprocess.run(
+                        [cc, *_FLAGS, str(_SOURCE), "-o", str(out), "-lm"],
+                        check=True,
+                        capture_output=True,
+                        timeout=120,
+                    )
+                os.replace(out, target)  # atomic: concurrent workers see all or nothing
+            for old in target.parent.glob("kernels-*.so"):  # builds of earlier sources
                 if old != target:
                     try:
-                        old.unlink()    # a process still using one keeps its mapping
+                        old.unlink()  # a process still using one keeps its mapping
                     except OSError:
                         pass
         lib = ctypes.CDLL(str(target))
     except (OSError, subprocess.SubprocessError) as err:
         detail = getattr(err, "stderr", b"") or b""
-        return _without(f"{cc} could not build {_SOURCE.name}: "
-                        f"{(detail.decode(errors='replace').strip().splitlines() or [str(err)])[-1]}")
+        return _without(
+            f"{cc} could not build {_SOURCE.name}: "
+            f"{(detail.decode(errors='replace').strip().splitlines() or [str(err)])[-1]}"
+        )
     p, i64, u32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint32
     lib.philox_fill.argtypes = [p, i64, i64, u32, i64, i64, i64, ctypes.c_int, p]
     lib.softmax_grad.argtypes = [p, p, i64, p, i64, i64, i64, i64, p, p, i64, p]
@@ -109,8 +125,12 @@ def _compile() -> ctypes.CDLL | None:
 
 def _without(reason: str) -> None:
     """No compiled kernels: say so once (the torch twin gives the same numbers, slower)."""
-    warnings.warn(f"auditsel: {reason}; the DP-SGD trainer runs its kernels as torch operations "
-                  f"(the same numbers, several times slower on a CPU)", RuntimeWarning, stacklevel=3)
+    warnings.warn(
+        f"auditsel: {reason}; the DP-SGD trainer runs its kernels as torch operations "
+        f"(the same numbers, several times slower on a CPU)",
+        RuntimeWarning,
+        stacklevel=3,
+    )
     return None
 
 
@@ -141,7 +161,7 @@ def _split(fn, R: int):
         _POOL = ThreadPoolExecutor(workers - 1, thread_name_prefix="auditsel-kernels")
     bounds = np.linspace(0, R, workers + 1).astype(int)
     rest = [_POOL.submit(fn, int(bounds[k]), int(bounds[k + 1])) for k in range(1, workers)]
-    fn(int(bounds[0]), int(bounds[1]))      # the first part on the calling thread
+    fn(int(bounds[0]), int(bounds[1]))  # the first part on the calling thread
     for f in rest:
         f.result()
 
@@ -158,8 +178,8 @@ def _f(value, like):
 
 def _mulhilo_split(a: int, b: torch.Tensor):
     """(hi, lo) 32-bit words of a * b for a < 2^32, b int64 in [0, 2^32), without overflow."""
-    p = a * (b >> 16)                # < 2^48
-    q = a * (b & 0xFFFF)             # < 2^48
+    p = a * (b >> 16)  # < 2^48
+    q = a * (b & 0xFFFF)  # < 2^48
     hi = (p + (q >> 16)) >> 16
     lo = (((p & 0xFFFF) << 16) + q) & 0xFFFFFFFF
     return hi, lo
@@ -204,12 +224,20 @@ def _log_torch(x):
     fe = torch.where(small, e - 1, e).to(torch.float32)
     t = torch.where(small, (m + m) - _f(1.0, m), m - _f(1.0, m))
     z = t * t
-    y = torch.full_like(t, 7.0376836292E-2)
-    for c in (-1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1, 1.4249322787E-1,
-              -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1):
+    y = torch.full_like(t, 7.0376836292e-2)
+    for c in (
+        -1.1514610310e-1,
+        1.1676998740e-1,
+        -1.2420140846e-1,
+        1.4249322787e-1,
+        -1.6668057665e-1,
+        2.0000714765e-1,
+        -2.4999993993e-1,
+        3.3333331174e-1,
+    ):
         y = y * t + _f(c, t) if c > 0 else y * t - _f(-c, t)
     y = (y * t) * z
-    y = y + _f(-2.12194440E-4, t) * fe
+    y = y + _f(-2.12194440e-4, t) * fe
     y = y - _f(0.5, t) * z
     t = t + y
     return t + _f(0.693359375, t) * fe
@@ -223,13 +251,13 @@ def _sincos_2pi_torch(u):
     g = torch.where(hi, _f(1.0, f) - f, f)
     x = g * _f(1.57079632679489662, g)
     z = x * x
-    s = torch.full_like(z, -1.9515295891E-4)
-    s = s * z + _f(8.3321608736E-3, z)
-    s = s * z - _f(1.6666654611E-1, z)
+    s = torch.full_like(z, -1.9515295891e-4)
+    s = s * z + _f(8.3321608736e-3, z)
+    s = s * z - _f(1.6666654611e-1, z)
     s = ((s * z) * x) + x
-    c = torch.full_like(z, 2.443315711809948E-5)
-    c = c * z - _f(1.388731625493765E-3, z)
-    c = c * z + _f(4.166664568298827E-2, z)
+    c = torch.full_like(z, 2.443315711809948e-5)
+    c = c * z - _f(1.388731625493765e-3, z)
+    c = c * z + _f(4.166664568298827e-2, z)
     c = (((c * z) * z) - _f(0.5, z) * z) + _f(1.0, z)
     sa, ca = torch.where(hi, c, s), torch.where(hi, s, c)
     qi = q.to(torch.int64)
@@ -241,11 +269,10 @@ def _sincos_2pi_torch(u):
 def _exp_torch(x):
     fx = torch.floor(x * _f(1.44269504088896341, x) + _f(0.5, x))
     r = x - fx * _f(0.693359375, x)
-    r = r - fx * _f(-2.12194440E-4, x)
+    r = r - fx * _f(-2.12194440e-4, x)
     z = r * r
-    y = torch.full_like(r, 1.9875691500E-4)
-    for c in (1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2, 1.6666665459E-1,
-              5.0000001201E-1):
+    y = torch.full_like(r, 1.9875691500e-4)
+    for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
         y = y * r + _f(c, r)
     y = ((y * z) + r) + _f(1.0, r)
     n = torch.nan_to_num(fx, nan=0.0).clamp(-127, 128).to(torch.int32)
@@ -295,8 +322,9 @@ def _softmax_grad_torch(z, label, sq, clip=None, a_sq=None, weight=None):
         s = s + z[:, k]
     inv = _f(1.0, s) / s
     z *= inv[:, None, :]
-    at_label = label.expand(z.shape[0], -1)[:, None, :] == torch.arange(
-        K, device=z.device)[None, :, None]
+    at_label = (
+        label.expand(z.shape[0], -1)[:, None, :] == torch.arange(K, device=z.device)[None, :, None]
+    )
     torch.where(at_label, z - _f(1.0, z), z, out=z)
     q = z[:, 0] * z[:, 0]
     for k in range(1, K):
@@ -304,7 +332,7 @@ def _softmax_grad_torch(z, label, sq, clip=None, a_sq=None, weight=None):
     sq.copy_(q)
     if clip is not None:
         cr = clip[:, None]
-        norm = torch.sqrt((q * a_sq).double()).float()   # correctly rounded, as C's sqrtf
+        norm = torch.sqrt((q * a_sq).double()).float()  # correctly rounded, as C's sqrtf
         c = cr / torch.where(norm > cr, norm, cr)
         if weight is not None:
             c = c * weight
@@ -316,12 +344,21 @@ def _softmax_grad_torch(z, label, sq, clip=None, a_sq=None, weight=None):
 def keys_of(states: np.ndarray) -> np.ndarray:
     """(R, 2) uint32 Philox keys from 64-bit per-run states (low word, high word)."""
     s = np.asarray(states, dtype=np.uint64)
-    return np.stack([(s & np.uint64(0xFFFFFFFF)).astype(np.uint32),
-                     (s >> np.uint64(32)).astype(np.uint32)], 1)
+    return np.stack(
+        [(s & np.uint64(0xFFFFFFFF)).astype(np.uint32), (s >> np.uint64(32)).astype(np.uint32)], 1
+    )
 
 
-def draw(keys: np.ndarray, stream: int, step0: int, steps: int, width: int, normal: bool,
-         device="cpu", out: torch.Tensor | None = None) -> torch.Tensor:
+def draw(
+    keys: np.ndarray,
+    stream: int,
+    step0: int,
+    steps: int,
+    width: int,
+    normal: bool,
+    device="cpu",
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """(R, steps, width) float32: numbers of steps step0 .. step0 + steps - 1 of `stream` for the
     R runs with Philox keys ``keys`` (R, 2) uint32 (see the module docstring)."""
     keys = np.ascontiguousarray(keys, dtype=np.uint32)
@@ -329,8 +366,14 @@ def draw(keys: np.ndarray, stream: int, step0: int, steps: int, width: int, norm
     device = torch.device(device)
     lib = _library() if device.type == "cpu" else None
     if lib is None:
-        res = _draw_torch(torch.as_tensor(keys.astype(np.int64), device=device), stream, step0,
-                          steps, width, normal)
+        res = _draw_torch(
+            torch.as_tensor(keys.astype(np.int64), device=device),
+            stream,
+            step0,
+            steps,
+            width,
+            normal,
+        )
         if out is None:
             return res
         out.copy_(res)
@@ -340,13 +383,22 @@ def draw(keys: np.ndarray, stream: int, step0: int, steps: int, width: int, norm
     assert out.is_contiguous() and out.dtype == torch.float32
     base = _ptr(out)
     kp = keys.ctypes.data_as(ctypes.c_void_p)
-    _split(lambda r0, r1: lib.philox_fill(kp, r0, r1, int(stream), int(step0), int(steps),
-                                          int(width), int(bool(normal)), base), R)
+    _split(
+        lambda r0, r1: lib.philox_fill(
+            kp, r0, r1, int(stream), int(step0), int(steps), int(width), int(bool(normal)), base
+        ),
+        R,
+    )
     return out
 
 
-def softmax_grad_(z: torch.Tensor, label: torch.Tensor, clip: torch.Tensor | None = None,
-                  a_sq: torch.Tensor | None = None, weight: torch.Tensor | None = None):
+def softmax_grad_(
+    z: torch.Tensor,
+    label: torch.Tensor,
+    clip: torch.Tensor | None = None,
+    a_sq: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
+):
     """In place z (R, K, n) -> e = softmax(z) over K minus onehot(label) (label (n,) shared or
     (R, n) per run, int64); returns sq (R, n) = sum_k e_k^2. With clip (R,) and a_sq ((n,) or
     (R, n): ||a||^2 + 1 of a one-layer model's inputs), e is also scaled by the clip factor
@@ -356,7 +408,7 @@ def softmax_grad_(z: torch.Tensor, label: torch.Tensor, clip: torch.Tensor | Non
     sq = torch.empty(R, n, dtype=z.dtype, device=z.device)
     lib = _library() if z.device.type == "cpu" and z.dtype == torch.float32 else None
     if lib is None or not z.is_contiguous():
-        if z.dtype != torch.float32:   # float64 runs (tests): the same formula in float64
+        if z.dtype != torch.float32:  # float64 runs (tests): the same formula in float64
             _softmax_grad_reference(z, label, sq, clip, a_sq, weight)
         else:
             _softmax_grad_torch(z, label, sq, clip, a_sq, weight)
@@ -370,8 +422,12 @@ def softmax_grad_(z: torch.Tensor, label: torch.Tensor, clip: torch.Tensor | Non
         clip, a_sq = clip.to(torch.float32).contiguous(), a_sq.to(torch.float32).contiguous()
         weight = None if weight is None else weight.to(torch.float32).contiguous()
         keep += [clip, a_sq, weight]
-        tail = [_ptr(clip), _ptr(a_sq), n if a_sq.dim() == 2 else 0,
-                None if weight is None else _ptr(weight)]
+        tail = [
+            _ptr(clip),
+            _ptr(a_sq),
+            n if a_sq.dim() == 2 else 0,
+            None if weight is None else _ptr(weight),
+        ]
     _split(lambda r0, r1: lib.softmax_grad(*args[:4], r0, r1, K, n, *tail), R)
     return sq
 
@@ -388,6 +444,8 @@ def _softmax_grad_reference(z, label, sq, clip=None, a_sq=None, weight=None):
         norm = torch.sqrt(sq * a_sq)
         c = clip[:, None] / torch.maximum(norm, clip[:, None])
         z *= (c if weight is None else c * weight)[:, None, :]
+
+
 def philox_block(counter, key, implementation: str = "c") -> list:
     """One Philox4x32-10 block (4 uint32 words) of `counter` (4 words) under `key` (2 words);
     implementation "c" (the vector rounds where the CPU has AVX2), "c-scalar" or "torch"."""
@@ -400,8 +458,11 @@ def philox_block(counter, key, implementation: str = "c") -> list:
         k = np.asarray(key, np.uint32)
         o = np.zeros(4, np.uint32)
         try:
-            lib.philox_block(c.ctypes.data_as(ctypes.c_void_p),
-                             k.ctypes.data_as(ctypes.c_void_p), o.ctypes.data_as(ctypes.c_void_p))
+            lib.philox_block(
+                c.ctypes.data_as(ctypes.c_void_p),
+                k.ctypes.data_as(ctypes.c_void_p),
+                o.ctypes.data_as(ctypes.c_void_p),
+            )
         finally:
             lib.kernels_scalar_only(0)
         return [int(v) for v in o]

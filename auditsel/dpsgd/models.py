@@ -14,6 +14,7 @@ Dirac canary of [XWW24] Sec. 4.1 writes to) is the first weight of the first lay
 dense models that the trainer's ghost-norm path differentiates (``has_dense_path``).
 The loss is the cross-entropy of the logits, per example.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
 from auditsel.errors import ConfigError
 
 __all__ = ["ModelSpec", "MODELS"]
@@ -41,14 +43,21 @@ class ModelSpec:
 
     def __post_init__(self):
         if self.kind not in MODELS:
-            raise ConfigError("game.model", f"must be one of {', '.join(MODELS)}, got {self.kind!r}")
+            raise ConfigError(
+                "game.model", f"must be one of {', '.join(MODELS)}, got {self.kind!r}"
+            )
         object.__setattr__(self, "input_shape", tuple(int(s) for s in self.input_shape))
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
         if self.kind == "cnn" and len(self.input_shape) != 3:
-            raise ConfigError("game.model", f"cnn needs image inputs (channels, height, width), got "
-                             f"examples of shape {self.input_shape}")
+            raise ConfigError(
+                "game.model",
+                f"cnn needs image inputs (channels, height, width), got "
+                f"examples of shape {self.input_shape}",
+            )
         if self.num_classes < 2:
-            raise ConfigError("game.dataset", f"must have at least 2 classes, got {self.num_classes}")
+            raise ConfigError(
+                "game.dataset", f"must have at least 2 classes, got {self.num_classes}"
+            )
         if any(h < 1 for h in self.hidden) or self.channels < 1:
             raise ConfigError("game.hidden", f"must be positive sizes, got {self.hidden}")
         if not (self.init_scale >= 0 and math.isfinite(self.init_scale)):
@@ -77,11 +86,15 @@ class ModelSpec:
         out = []
         if self.kind == "cnn":
             c = self.input_shape[0]
-            out += [("conv.weight", (self.channels, c, 3, 3), c * 9),
-                    ("conv.bias", (self.channels,), c * 9)]
+            out += [
+                ("conv.weight", (self.channels, c, 3, 3), c * 9),
+                ("conv.bias", (self.channels,), c * 9),
+            ]
         for i, (fan_in, fan_out) in enumerate(self.dense_sizes):
-            out += [(f"dense{i}.weight", (fan_out, fan_in), fan_in),
-                    (f"dense{i}.bias", (fan_out,), fan_in)]
+            out += [
+                (f"dense{i}.weight", (fan_out, fan_in), fan_in),
+                (f"dense{i}.bias", (fan_out,), fan_in),
+            ]
         return out
 
     @property
@@ -98,7 +111,7 @@ class ModelSpec:
         lead = w.shape[:-1]
         for _, shape, _ in self.param_shapes:
             size = math.prod(shape)
-            views.append(w[..., start:start + size].reshape(*lead, *shape))
+            views.append(w[..., start : start + size].reshape(*lead, *shape))
             start += size
         return views
 
@@ -118,9 +131,17 @@ class ModelSpec:
         key = (dtype, str(device))
         cache = self.__dict__.setdefault("_bounds_cache", {})
         if key not in cache:
-            cache[key] = torch.cat([
-                torch.full((math.prod(shape),), self.init_scale / math.sqrt(fan_in), dtype=dtype,
-                           device=device) for _, shape, fan_in in self.param_shapes])
+            cache[key] = torch.cat(
+                [
+                    torch.full(
+                        (math.prod(shape),),
+                        self.init_scale / math.sqrt(fan_in),
+                        dtype=dtype,
+                        device=device,
+                    )
+                    for _, shape, fan_in in self.param_shapes
+                ]
+            )
         return cache[key]
 
     # ---- single-run function (for torch.func) -------------------------------------------------
@@ -176,8 +197,13 @@ class ModelSpec:
                 a = F.relu(z)
         return out
 
-    def dense_forward_t(self, w: torch.Tensor, xt: torch.Tensor, ones_row: bool = False,
-                        buffer: torch.Tensor | None = None) -> list:
+    def dense_forward_t(
+        self,
+        w: torch.Tensor,
+        xt: torch.Tensor,
+        ones_row: bool = False,
+        buffer: torch.Tensor | None = None,
+    ) -> list:
         """``dense_forward`` in the examples-last layout the trainer uses: inputs xt (f, n) shared
         by the runs or (R, f, n) per run; returns [(a_{l-1}, z_l)] with z_l of shape (R, out, n).
 

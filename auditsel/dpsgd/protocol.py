@@ -36,10 +36,11 @@ audit of it is an audit of the protocol. It holds nothing else: not the coin, no
 losing runs, not the Poisson batch sizes. The adversary's proxies (``attacks``) are computed
 from these fields only.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -47,13 +48,20 @@ import torch.nn.functional as F
 
 from auditsel.dpsgd.data import Dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import (Canary, ExampleCanary, check_settings,
-                                    default_device, train_runs)
-from auditsel.rounds import RoundsLaw
+from auditsel.dpsgd.trainer import Canary, ExampleCanary, check_settings, default_device, train_runs
 from auditsel.errors import ConfigError
+from auditsel.rounds import RoundsLaw
 
-__all__ = ["ValidationLoss", "CanaryLoss", "FirstCoordinateShift", "Score", "evaluate_score",
-           "DpsgdTuningProtocol", "GRID_KEYS", "RELEASE_FIELDS"]
+__all__ = [
+    "ValidationLoss",
+    "CanaryLoss",
+    "FirstCoordinateShift",
+    "Score",
+    "evaluate_score",
+    "DpsgdTuningProtocol",
+    "GRID_KEYS",
+    "RELEASE_FIELDS",
+]
 
 GRID_KEYS = ("lr", "clip", "steps", "noise_multiplier", "sample_rate")
 RELEASE_FIELDS = ("score", "canary_dots", "config", "w0", "wN", "released") + GRID_KEYS
@@ -68,7 +76,9 @@ class ValidationLoss:
 
     def __post_init__(self):
         if self.reduction not in ("sum", "mean"):
-            raise ConfigError("game.validation_reduction", f"must be sum or mean, got {self.reduction!r}")
+            raise ConfigError(
+                "game.validation_reduction", f"must be sum or mean, got {self.reduction!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -85,38 +95,43 @@ class FirstCoordinateShift:
     coordinate: int = 0
 
 
-Score = Union[ValidationLoss, CanaryLoss, FirstCoordinateShift]
+Score = ValidationLoss | CanaryLoss | FirstCoordinateShift
 
 
-def evaluate_score(score: Score, model: ModelSpec, w0: torch.Tensor, wN: torch.Tensor,
-                   chunk: int = 1 << 22) -> torch.Tensor:
+def evaluate_score(
+    score: Score, model: ModelSpec, w0: torch.Tensor, wN: torch.Tensor, chunk: int = 1 << 22
+) -> torch.Tensor:
     """g for each of R runs (R,), from (w_0, w_N) only."""
     R = wN.shape[0]
     if isinstance(score, FirstCoordinateShift):
         return (w0[:, score.coordinate] - wN[:, score.coordinate]).double()
     with torch.no_grad():
         if isinstance(score, CanaryLoss):
-            x = torch.as_tensor(np.asarray(score.canary.x, np.float32)[None], dtype=wN.dtype,
-                                device=wN.device)
+            x = torch.as_tensor(
+                np.asarray(score.canary.x, np.float32)[None], dtype=wN.dtype, device=wN.device
+            )
             y = torch.full((1,), int(score.canary.y), dtype=torch.long, device=wN.device)
             logits = model.batched_logits(wN, x)  # (R, 1, classes)
             return -F.cross_entropy(logits[:, 0], y.expand(R), reduction="none").double()
         if isinstance(score, ValidationLoss):
             data = score.data
             if len(data) == 0:
-                raise ConfigError("game.validation_size", "must be >= 1 for a validation-loss score")
+                raise ConfigError(
+                    "game.validation_size", "must be >= 1 for a validation-loss score"
+                )
             total = torch.zeros(R, dtype=torch.float64, device=wN.device)
             step = max(1, chunk // max(1, R * model.num_classes * 8))
             for s in range(0, len(data), step):
-                x = torch.as_tensor(data.x[s:s + step], dtype=wN.dtype, device=wN.device)
-                y = torch.as_tensor(data.y[s:s + step], dtype=torch.long, device=wN.device)
+                x = torch.as_tensor(data.x[s : s + step], dtype=wN.dtype, device=wN.device)
+                y = torch.as_tensor(data.y[s : s + step], dtype=torch.long, device=wN.device)
                 if model.has_dense_path:  # examples-last logits (R, classes, n): one GEMM
                     z = model.dense_forward_t(wN, x.reshape(len(x), -1).T)[-1][1]
                     ce = torch.logsumexp(z, 1) - z.gather(1, y.expand(R, 1, -1))[:, 0]
                 else:
                     logits = model.batched_logits(wN, x)  # (R, n, classes)
-                    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.repeat(R),
-                                         reduction="none").reshape(R, -1)
+                    ce = F.cross_entropy(
+                        logits.reshape(-1, logits.shape[-1]), y.repeat(R), reduction="none"
+                    ).reshape(R, -1)
                 total -= ce.double().sum(1)
             return total / len(data) if score.reduction == "mean" else total
     raise TypeError(f"unknown score {score!r}")
@@ -131,37 +146,66 @@ class DpsgdTuningProtocol:
     come from the keyword defaults (steps, noise_multiplier, sample_rate, clip, lr).
     """
 
-    def __init__(self, model: ModelSpec, train: Dataset, score: Score, canary: Canary,
-                 rounds: RoundsLaw, grid: Sequence[Mapping], *, steps: int,
-                 noise_multiplier: float, sample_rate: float = 1.0, clip: float = 1.0,
-                 lr: Optional[float] = None, device=None, dtype=torch.float32,
-                 max_batch_runs: int = 256, method: str = "auto",
-                 memory_budget: int = 1 << 24):
+    def __init__(
+        self,
+        model: ModelSpec,
+        train: Dataset,
+        score: Score,
+        canary: Canary,
+        rounds: RoundsLaw,
+        grid: Sequence[Mapping],
+        *,
+        steps: int,
+        noise_multiplier: float,
+        sample_rate: float = 1.0,
+        clip: float = 1.0,
+        lr: float | None = None,
+        device=None,
+        dtype=torch.float32,
+        max_batch_runs: int = 256,
+        method: str = "auto",
+        memory_budget: int = 1 << 24,
+    ):
         if canary is None:
             raise ConfigError("game.canary", "must be dirac or an input canary, got None")
         if isinstance(score, CanaryLoss) and not isinstance(canary, ExampleCanary):
             raise ConfigError("game.score", "the canary loss needs an input-space canary")
         grid = list(grid) if grid is not None else []
         if not grid:
-            raise ConfigError("game.learning_rates", f"must be a non-empty grid of configurations, "
-                             f"got {grid!r}")
-        defaults = {"lr": lr, "clip": clip, "steps": steps, "noise_multiplier": noise_multiplier,
-                    "sample_rate": sample_rate}
+            raise ConfigError(
+                "game.learning_rates", f"must be a non-empty grid of configurations, got {grid!r}"
+            )
+        defaults = {
+            "lr": lr,
+            "clip": clip,
+            "steps": steps,
+            "noise_multiplier": noise_multiplier,
+            "sample_rate": sample_rate,
+        }
         configs = []
         for c in grid:
             if not isinstance(c, Mapping):
                 raise ConfigError("game.grid", f"each configuration must be a mapping, got {c!r}")
             unknown = set(c) - set(GRID_KEYS)
             if unknown:
-                raise ConfigError("game.grid", f"unknown setting(s) {sorted(unknown)}; allowed: "
-                                 f"{', '.join(GRID_KEYS)}")
+                raise ConfigError(
+                    "game.grid",
+                    f"unknown setting(s) {sorted(unknown)}; allowed: {', '.join(GRID_KEYS)}",
+                )
             full = {**defaults, **c}
             if full["lr"] is None:
-                raise ConfigError("game.learning_rates", "every configuration needs a learning rate")
-            check_settings(steps=np.int64(full["steps"]) if float(full["steps"]).is_integer()
-                           else full["steps"], lr=full["lr"], clip=full["clip"],
-                           noise_multiplier=full["noise_multiplier"],
-                           sample_rate=full["sample_rate"])
+                raise ConfigError(
+                    "game.learning_rates", "every configuration needs a learning rate"
+                )
+            check_settings(
+                steps=np.int64(full["steps"])
+                if float(full["steps"]).is_integer()
+                else full["steps"],
+                lr=full["lr"],
+                clip=full["clip"],
+                noise_multiplier=full["noise_multiplier"],
+                sample_rate=full["sample_rate"],
+            )
             full["steps"] = int(full["steps"])
             configs.append(full)
         if not isinstance(rounds, RoundsLaw):
@@ -181,8 +225,10 @@ class DpsgdTuningProtocol:
 
     def _columns(self):
         c = self.configs
-        return {k: np.array([cfg[k] for cfg in c], dtype=np.int64 if k == "steps" else float)
-                for k in GRID_KEYS}
+        return {
+            k: np.array([cfg[k] for cfg in c], dtype=np.int64 if k == "steps" else float)
+            for k in GRID_KEYS
+        }
 
     def plan(self, trials: int, rng: np.random.Generator):
         """The data-independent randomness of ``trials`` trials, drawn from rng in this order:
@@ -216,14 +262,24 @@ class DpsgdTuningProtocol:
         for steps in np.unique(steps_of_run):
             runs = np.flatnonzero(steps_of_run == steps)
             for start in range(0, len(runs), self.max_batch_runs):
-                idx = runs[start:start + self.max_batch_runs]
+                idx = runs[start : start + self.max_batch_runs]
                 cfg = config[idx]
                 res = train_runs(
-                    self.model, self.train, steps=int(steps), lr=cols["lr"][cfg],
-                    clip=cols["clip"][cfg], noise_multiplier=cols["noise_multiplier"][cfg],
-                    sample_rate=cols["sample_rate"][cfg], seeds=seeds[idx], canary=self.canary,
-                    include_canary=member[trial[idx]] == 1, device=self.device,
-                    dtype=self.dtype, method=self.method, memory_budget=self.memory_budget)
+                    self.model,
+                    self.train,
+                    steps=int(steps),
+                    lr=cols["lr"][cfg],
+                    clip=cols["clip"][cfg],
+                    noise_multiplier=cols["noise_multiplier"][cfg],
+                    sample_rate=cols["sample_rate"][cfg],
+                    seeds=seeds[idx],
+                    canary=self.canary,
+                    include_canary=member[trial[idx]] == 1,
+                    device=self.device,
+                    dtype=self.dtype,
+                    method=self.method,
+                    memory_budget=self.memory_budget,
+                )
                 g = evaluate_score(self.score, self.model, res.w0, res.wN).cpu().numpy()
                 g = np.where(np.isnan(g), -np.inf, g)  # a diverged run never wins
                 self._update(idx, trial[idx], g, res, best_score, best_run, best_dots, w0, wN)
@@ -234,7 +290,9 @@ class DpsgdTuningProtocol:
             "score": np.where(released, best_score, 0.0),
             "canary_dots": best_dots,
             "config": np.where(released, picked, -1),
-            "w0": w0, "wN": wN, "released": released,
+            "w0": w0,
+            "wN": wN,
+            "released": released,
         }
         for key in GRID_KEYS:
             obs[key] = np.where(released, cols[key][picked], 0).astype(cols[key].dtype)
@@ -248,7 +306,9 @@ class DpsgdTuningProtocol:
         first[1:] = trials[order][1:] != trials[order][:-1]
         cand = order[first]
         t, s, r = trials[cand], g[cand], idx[cand]
-        better = (s > best_score[t]) | ((s == best_score[t]) & ((best_run[t] < 0) | (r < best_run[t])))
+        better = (s > best_score[t]) | (
+            (s == best_score[t]) & ((best_run[t] < 0) | (r < best_run[t]))
+        )
         cand, t = cand[better], t[better]
         best_score[t] = g[cand]
         best_run[t] = idx[cand]

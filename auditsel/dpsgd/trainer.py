@@ -43,16 +43,15 @@ numbers bit for bit (``kernels``). What depends on the examples alone (||a_0||^2
 computed once per call; Z_D's gradient is added at its coordinate(s), and an input canary's
 clipped gradient is the ghost sum over the one example z (dense models).
 """
+
 from __future__ import annotations
 
 import math
 import threading
 from dataclasses import dataclass
-from typing import Optional, Union
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from auditsel.dpsgd import kernels
 from auditsel.dpsgd.data import Dataset
@@ -61,11 +60,19 @@ from auditsel.errors import ConfigError
 from auditsel.mechanisms import DpsgdBase
 
 __all__ = [
-    "ExampleCanary", "GradientCanary", "Canary", "TrainResult", "train_runs", "clip_factors",
-    "check_settings", "calibrate_noise_multiplier", "dpsgd_epsilon", "default_device",
+    "ExampleCanary",
+    "GradientCanary",
+    "Canary",
+    "TrainResult",
+    "train_runs",
+    "clip_factors",
+    "check_settings",
+    "calibrate_noise_multiplier",
+    "dpsgd_epsilon",
+    "default_device",
 ]
 
-INIT, MASKS, NOISE = 0, 1, 2   # the per-run streams of `kernels.draw`
+INIT, MASKS, NOISE = 0, 1, 2  # the per-run streams of `kernels.draw`
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ class GradientCanary:
     coordinate, each with clipped gradient C e_c, all in X' (one-run audits, auditsel.games.one_run_dpsgd).
     """
 
-    coordinate: Union[int, tuple] = 0
+    coordinate: int | tuple = 0
     label: str = "dirac"
 
     @property
@@ -93,7 +100,7 @@ class GradientCanary:
         return list(self.coordinate) if isinstance(self.coordinate, tuple) else [self.coordinate]
 
 
-Canary = Union[ExampleCanary, GradientCanary]
+Canary = ExampleCanary | GradientCanary
 
 
 @dataclass
@@ -108,8 +115,9 @@ class TrainResult:
     @property
     def canary_dot(self) -> torch.Tensor:
         """sum_i <p_i^z, p_i> (R,), summed step by step in float64."""
-        total = torch.zeros(self.canary_dots.shape[0], dtype=torch.float64,
-                            device=self.canary_dots.device)
+        total = torch.zeros(
+            self.canary_dots.shape[0], dtype=torch.float64, device=self.canary_dots.device
+        )
         for i in range(self.canary_dots.shape[1]):
             total += self.canary_dots[:, i]
         return total
@@ -156,17 +164,23 @@ def check_settings(*, steps=None, lr=None, clip=None, noise_multiplier=None, sam
 
 # ---------------------------------------------------------------------------------------------
 # accounting of one run (eps_B <-> sigma)
-def dpsgd_epsilon(noise_multiplier: float, steps: int, sample_rate: float, delta: float,
-                  accountant: str = "rdp") -> float:
+def dpsgd_epsilon(
+    noise_multiplier: float, steps: int, sample_rate: float, delta: float, accountant: str = "rdp"
+) -> float:
     """eps_B of one DP-SGD run (N Poisson-subsampled Gaussian steps) at delta
     (`auditsel.mechanisms.DpsgdBase`, i.e. dp_accounting's RDP or PLD accountant)."""
-    base = DpsgdBase(noise_multiplier=noise_multiplier, steps=steps, sample_rate=sample_rate,
-                     accountant=accountant)
+    base = DpsgdBase(
+        noise_multiplier=noise_multiplier,
+        steps=steps,
+        sample_rate=sample_rate,
+        accountant=accountant,
+    )
     return float(base.epsilon(delta))
 
 
-def calibrate_noise_multiplier(epsilon: float, delta: float, steps: int, sample_rate: float,
-                               accountant: str = "rdp") -> float:
+def calibrate_noise_multiplier(
+    epsilon: float, delta: float, steps: int, sample_rate: float, accountant: str = "rdp"
+) -> float:
     """The sigma with dpsgd_epsilon(sigma, ...) = epsilon (`DpsgdBase.from_epsilon`,
     dp_accounting's calibration)."""
     if not (epsilon > 0 and math.isfinite(epsilon)):
@@ -174,8 +188,9 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, steps: int, sample_
     if not (0 < delta < 1):
         raise ConfigError("delta", f"must be in (0, 1) to calibrate DP-SGD, got {delta!r}")
     check_settings(steps=steps, sample_rate=sample_rate)
-    base = DpsgdBase.from_epsilon(epsilon, delta, steps=steps, sample_rate=sample_rate,
-                                  accountant=accountant)
+    base = DpsgdBase.from_epsilon(
+        epsilon, delta, steps=steps, sample_rate=sample_rate, accountant=accountant
+    )
     return float(base.noise_multiplier)
 
 
@@ -191,8 +206,9 @@ def _vmap_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
     x, y are shared by the runs ((n, ...), (n,)) or per run ((R, n, ...), (R, n))."""
     grad_one = torch.func.grad(model.loss)
     per_run = 0 if y.dim() == 2 else None
-    per_example = torch.func.vmap(torch.func.vmap(grad_one, in_dims=(None, 0, 0)),
-                                  in_dims=(0, per_run, per_run))
+    per_example = torch.func.vmap(
+        torch.func.vmap(grad_one, in_dims=(None, 0, 0)), in_dims=(0, per_run, per_run)
+    )
     g = per_example(w, x, y)  # (R, n, d)
     factors = clip_factors(torch.linalg.vector_norm(g, dim=2), clip[:, None]) * weight
     return torch.einsum("rn,rnd->rd", factors, g)
@@ -203,13 +219,12 @@ def _ghost_prep(x, y):
     inputs examples-last, xt (f + 1, n) shared by the runs with a last row of ones (the first
     bias rides in the first GEMM) or (R, f, n) per run, ||a_0||^2 + 1 per example, and the
     labels."""
-    n = y.shape[-1]
     if y.dim() == 1:
-        xt = x.reshape(x.shape[0], -1).T                      # (f, n), shared by the runs
+        xt = x.reshape(x.shape[0], -1).T  # (f, n), shared by the runs
         a_sq = (xt * xt).sum(-2) + 1.0
         xt = torch.cat([xt, torch.ones_like(xt[:1])])
     else:
-        xt = x.reshape(*y.shape, -1).transpose(1, 2)          # (R, f, n)
+        xt = x.reshape(*y.shape, -1).transpose(1, 2)  # (R, f, n)
         a_sq = (xt * xt).sum(-2) + 1.0
     return xt, a_sq, y
 
@@ -242,15 +257,16 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight, prep=None):
     """
     R = w.shape[0]
     xt, a0_sq, labels = _ghost_prep(x, y) if prep is None else prep
-    layers = model.dense_forward_t(w, xt, ones_row=y.dim() == 1, buffer=_buffer(
-        (R, model.dense_sizes[0][1], y.shape[-1]), w))
+    layers = model.dense_forward_t(
+        w, xt, ones_row=y.dim() == 1, buffer=_buffer((R, model.dense_sizes[0][1], y.shape[-1]), w)
+    )
     params = model.unflatten(w)
-    e = layers[-1][1]                             # logits (R, classes, n), fresh: in place
+    e = layers[-1][1]  # logits (R, classes, n), fresh: in place
     if len(layers) == 1:  # one layer: its norm is the whole norm; the kernel also clips e
         kernels.softmax_grad_(e, labels, clip, a0_sq, weight)
         grads_out = [e]
     else:
-        e_sq = kernels.softmax_grad_(e, labels)   # e = softmax - onehot; sum_k e_k^2 (R, n)
+        e_sq = kernels.softmax_grad_(e, labels)  # e = softmax - onehot; sum_k e_k^2 (R, n)
         grads_out = [None] * len(layers)
         for l in range(len(layers) - 1, -1, -1):
             grads_out[l] = e
@@ -259,13 +275,14 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight, prep=None):
         sq = None
         for l, ((a, _), e) in enumerate(zip(layers, grads_out)):
             part = (e_sq if l == len(layers) - 1 else (e * e).sum(1)) * (
-                a0_sq if l == 0 else (a * a).sum(-2) + 1.0)
+                a0_sq if l == 0 else (a * a).sum(-2) + 1.0
+            )
             sq = part if sq is None else sq + part
         factors = clip_factors(torch.sqrt(sq), clip[:, None])  # (R, n)
         if weight is not None:
             factors *= weight
         for e in grads_out:
-            e.mul_(factors[:, None, :])                        # (R, out, n), in place
+            e.mul_(factors[:, None, :])  # (R, out, n), in place
     parts = []
     for (a, _), ec in zip(layers, grads_out):
         if a.dim() == 2:  # shared input: one GEMM (R out, n) x (n, f)
@@ -333,19 +350,23 @@ def _seed_states(seeds: np.ndarray, words: int = 1) -> np.ndarray:
     mask = 0xFFFFFFFF
     s = np.asarray(seeds, dtype=np.uint64)
     zero = np.zeros(len(s), np.uint32)
-    pool = [(s & np.uint64(mask)).astype(np.uint32), (s >> np.uint64(32)).astype(np.uint32),
-            zero, zero]
-    h = 0x43b0d7e5
+    pool = [
+        (s & np.uint64(mask)).astype(np.uint32),
+        (s >> np.uint64(32)).astype(np.uint32),
+        zero,
+        zero,
+    ]
+    h = 0x43B0D7E5
 
     def hashmix(v):
         nonlocal h
         v = v ^ np.uint32(h)
-        h = (h * 0x931e8875) & mask
+        h = (h * 0x931E8875) & mask
         v = v * np.uint32(h)
         return v ^ (v >> np.uint32(16))
 
     def mix(x, y):
-        r = np.uint32(0xca01f9dd) * x - np.uint32(0x4973f715) * y
+        r = np.uint32(0xCA01F9DD) * x - np.uint32(0x4973F715) * y
         return r ^ (r >> np.uint32(16))
 
     pool = [hashmix(v) for v in pool]
@@ -353,10 +374,10 @@ def _seed_states(seeds: np.ndarray, words: int = 1) -> np.ndarray:
         for j in range(4):
             if i != j:
                 pool[j] = mix(pool[j], hashmix(pool[i]))
-    h, out = 0x8b51f9dd, []
+    h, out = 0x8B51F9DD, []
     for i in range(2 * words):
         v = pool[i % 4] ^ np.uint32(h)
-        h = (h * 0x58f38ded) & mask
+        h = (h * 0x58F38DED) & mask
         v = v * np.uint32(h)
         out.append((v ^ (v >> np.uint32(16))).astype(np.uint64))
     return np.stack(out[0::2], 1) | (np.stack(out[1::2], 1) << np.uint64(32))
@@ -367,10 +388,23 @@ def _as_runs(value, R, dtype, device, field):
     return torch.as_tensor(arr, dtype=dtype, device=device)
 
 
-def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_multiplier,
-               sample_rate, seeds, canary: Optional[Canary] = None, include_canary=None,
-               device=None, dtype=torch.float32, method: str = "auto",
-               memory_budget: int = 1 << 24) -> TrainResult:
+def train_runs(
+    model: ModelSpec,
+    train: Dataset,
+    *,
+    steps: int,
+    lr,
+    clip,
+    noise_multiplier,
+    sample_rate,
+    seeds,
+    canary: Canary | None = None,
+    include_canary=None,
+    device=None,
+    dtype=torch.float32,
+    method: str = "auto",
+    memory_budget: int = 1 << 24,
+) -> TrainResult:
     """Train R = len(seeds) independent DP-SGD runs of eq. 1 together.
 
     lr, clip, noise_multiplier, sample_rate: scalars or arrays of length R. include_canary (R,)
@@ -380,8 +414,13 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     seeds = np.asarray(seeds, dtype=np.uint64).reshape(-1)
     R = len(seeds)
     steps = int(steps)
-    check_settings(steps=np.int64(steps), lr=lr, clip=clip, noise_multiplier=noise_multiplier,
-                   sample_rate=sample_rate)
+    check_settings(
+        steps=np.int64(steps),
+        lr=lr,
+        clip=clip,
+        noise_multiplier=noise_multiplier,
+        sample_rate=sample_rate,
+    )
     if method == "auto":
         method = "ghost" if model.has_dense_path else "vmap"
     if method not in ("ghost", "vmap"):
@@ -389,15 +428,18 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     if method == "ghost" and not model.has_dense_path:
         raise ConfigError("game.method", f"ghost clipping needs a dense model, got {model.kind}")
     if train.shape != model.input_shape and len(train):
-        raise ConfigError("game.model", f"expects examples of shape {model.input_shape}, "
-                         f"got {train.shape}")
+        raise ConfigError(
+            "game.model", f"expects examples of shape {model.input_shape}, got {train.shape}"
+        )
     device = torch.device(device) if device is not None else default_device()
     d = model.num_params
     if isinstance(canary, GradientCanary) and not (
-            all(0 <= c < d for c in canary.coordinates)
-            and len(set(canary.coordinates)) == len(canary.coordinates)):
-        raise ConfigError("game.canary", f"coordinates must be distinct and in [0, {d}), "
-                                         f"got {canary.coordinate}")
+        all(0 <= c < d for c in canary.coordinates)
+        and len(set(canary.coordinates)) == len(canary.coordinates)
+    ):
+        raise ConfigError(
+            "game.canary", f"coordinates must be distinct and in [0, {d}), got {canary.coordinate}"
+        )
     if include_canary is None:
         include_canary = np.zeros(R, dtype=bool)
     include = np.asarray(include_canary, dtype=bool).reshape(-1)
@@ -406,10 +448,13 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     if include.any() and canary is None:
         raise ConfigError("game.canary", "runs on X' = X u {z} need a canary")
 
-    if R == 0:   # no runs: nothing to train (the shapes are those of R runs)
+    if R == 0:  # no runs: nothing to train (the shapes are those of R runs)
         empty = torch.empty(0, d, dtype=dtype, device=device)
-        return TrainResult(w0=empty, wN=empty.clone(),
-                           canary_dots=torch.zeros(0, steps, dtype=torch.float64, device=device))
+        return TrainResult(
+            w0=empty,
+            wN=empty.clone(),
+            canary_dots=torch.zeros(0, steps, dtype=torch.float64, device=device),
+        )
     lr_t = _as_runs(lr, R, dtype, device, "lr")
     clip_t = _as_runs(clip, R, dtype, device, "clip")
     noise_t = _as_runs(noise_multiplier, R, dtype, device, "sigma") * clip_t
@@ -424,8 +469,10 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     if isinstance(canary, ExampleCanary):
         xz = torch.as_tensor(np.asarray(canary.x, dtype=np.float32), dtype=dtype, device=device)
         if tuple(xz.shape) != model.input_shape:
-            raise ConfigError("game.canary", f"example of shape {tuple(xz.shape)}, the model "
-                             f"expects {model.input_shape}")
+            raise ConfigError(
+                "game.canary",
+                f"example of shape {tuple(xz.shape)}, the model expects {model.input_shape}",
+            )
         yz = torch.as_tensor(int(canary.y), dtype=torch.long, device=device)
     else:
         xz = yz = None
@@ -440,7 +487,7 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
     def draws(first: int, count: int):
         noise = kernels.draw(keys, NOISE, first, count, d, True, device)
         u = kernels.draw(keys, MASKS, first, count, n + 1, False, device) if sub else None
-        if sub:   # tau = 1 runs keep every example (u < 1 always)
+        if sub:  # tau = 1 runs keep every example (u < 1 always)
             u[torch.as_tensor(~subsampled, device=device)] = 0.0
         return noise.to(dtype), u
 
@@ -454,26 +501,38 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
         clip64 = clip_t.double()
 
     with torch.no_grad():
-        w = model.init_from_uniform(kernels.draw(keys, INIT, 0, 1, d, False, device)[:, 0].to(dtype))
+        w = model.init_from_uniform(
+            kernels.draw(keys, INIT, 0, 1, d, False, device)[:, 0].to(dtype)
+        )
         w0 = w.clone()
-        if dirac:   # the canary's coordinates as a slice when they are contiguous (a view)
+        if dirac:  # the canary's coordinates as a slice when they are contiguous (a view)
             c0 = cz[0]
             cz = slice(c0, c0 + len(cz)) if cz == list(range(c0, c0 + len(cz))) else cz
         for first in range(0, steps, group):
             count = min(group, steps - first)
             noise, u = draws(first, count)
-            noise *= noise_t[:, None, None]                    # R_i = sigma C N(0, I), per run
+            noise *= noise_t[:, None, None]  # R_i = sigma C N(0, I), per run
             if sub:
                 masks = (u < rate_t[:, None, None]).to(dtype)  # (R, count, n + 1)
             for j in range(count):
                 i = first + j
                 mask = masks[:, j] if sub else ones
-                z_in = inc_t * mask[:, n] if sub else inc_t    # the canary's coin, if sampled
+                z_in = inc_t * mask[:, n] if sub else inc_t  # the canary's coin, if sampled
                 # p_i = clipped sum (+ the canary's clipped gradient when it is in) + noise, in
                 # this order of additions; Z_D adds C at its coordinate(s) only
                 if n:
-                    p = _clipped_sum(model, w, x, y, clip_t, mask[:, :n], method, memory_budget,
-                                     full_batch=not sub, prep=prep)
+                    p = _clipped_sum(
+                        model,
+                        w,
+                        x,
+                        y,
+                        clip_t,
+                        mask[:, :n],
+                        method,
+                        memory_budget,
+                        full_batch=not sub,
+                        prep=prep,
+                    )
                     if dirac:
                         p[:, cz] += (clip_t * z_in)[:, None]
                     elif canary is not None:
@@ -487,7 +546,7 @@ def train_runs(model: ModelSpec, train: Dataset, *, steps: int, lr, clip, noise_
                     elif canary is not None:
                         pz = _canary_gradient(model, canary, w, clip_t, xz, yz, prep_z)
                         p += pz * z_in[:, None]
-                if dirac:    # <p^z, p_i> = C sum_c p_i[c] over the canary's coordinates
+                if dirac:  # <p^z, p_i> = C sum_c p_i[c] over the canary's coordinates
                     dots[:, i] = (clip64[:, None] * p[:, cz].double()).sum(1)
                 elif canary is not None:
                     dots[:, i] = (pz.double() * p.double()).sum(1)

@@ -6,24 +6,46 @@ name their own parameter, `mu`) get their section's path here (`base.mu`). The C
 one line and exits 2. Unknown keys are errors. YAML is read with safe_load only
 (no object construction from tags).
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
 from attacks.dpsgd_game import DpsgdGameSpec
-from auditsel.errors import ConfigError, choice as _choice, integer as _integer, mapping as _mapping, \
-    number as _number
 from auditsel.auditing.lower import THRESHOLD_RULES
+from auditsel.errors import (
+    ConfigError,
+)
+from auditsel.errors import (
+    choice as _choice,
+)
+from auditsel.errors import (
+    integer as _integer,
+)
+from auditsel.errors import (
+    mapping as _mapping,
+)
+from auditsel.errors import (
+    number as _number,
+)
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import RoundsLaw, law_from_dict
 
-__all__ = ["ConfigError", "ExperimentSpec", "GameSpec", "load_config", "read_yaml", "parse_config",
-           "default_config_path"]
+__all__ = [
+    "ConfigError",
+    "ExperimentSpec",
+    "GameSpec",
+    "load_config",
+    "read_yaml",
+    "parse_config",
+    "default_config_path",
+]
 
 GAME_KINDS = ("reduced", "discrete", "dpsgd", "dpsgd_worst_case")
 DPSGD_DATASETS = ("digits", "breast_cancer", "mnist", "fashion_mnist", "cifar10", "svhn")
@@ -33,7 +55,7 @@ MAX_TRIALS = 10**10
 
 def default_config_path() -> Path:
     """The embedded default experiment (configs/quickstart.yaml, shipped in the package)."""
-    return Path(__file__).parent / "configs" / "quickstart.yaml"
+    return Path(__file__).parents[1] / "configs" / "quickstart.yaml"
 
 
 @dataclass(frozen=True)
@@ -45,12 +67,16 @@ class GameSpec:
     threshold: str = "split"
     proxy: str = "sample"
     split_fraction: float = 0.5
-    thresholds: int = 100          # bonferroni grid size
+    thresholds: int = 100  # bonferroni grid size
     chunk_size: int = 1 << 18
-    stream: Any = "auto"           # auto (stream above STREAM_ABOVE trials) | true | false
+    stream: Any = "auto"  # auto (stream above STREAM_ABOVE trials) | true | false
     dpsgd: DpsgdGameSpec | None = None
-    one_run: OneRunSpec | None = None   # one-run audits instead of games (auditsel.experiments.one_run)
-    panel: Any = "auto"            # estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false
+    one_run: OneRunSpec | None = (
+        None  # one-run audits instead of games (auditsel.experiments.one_run)
+    )
+    panel: Any = (
+        "auto"  # estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false
+    )
 
 
 @dataclass(frozen=True)
@@ -59,19 +85,19 @@ class OneRunSpec:
 
     canaries: int = 1000
     repeats: int = 1
-    family: str = "tuning"         # [MMC24]'s hypothesised family: tuning (exact per canary) | gdp
+    family: str = "tuning"  # [MMC24]'s hypothesised family: tuning (exact per canary) | gdp
 
 
 @dataclass(frozen=True)
 class ExperimentSpec:
     name: str
     delta: float
-    base: Any                      # a mechanism pair: GaussianBase | FiniteOutputBase | DpsgdBase
+    base: Any  # a mechanism pair: GaussianBase | FiniteOutputBase | DpsgdBase
     rounds: RoundsLaw
     game: GameSpec | None
-    base_config: dict = field(default_factory=dict)   # as written, for the report
+    base_config: dict = field(default_factory=dict)  # as written, for the report
 
-    def with_game(self, **changes) -> "ExperimentSpec":
+    def with_game(self, **changes) -> ExperimentSpec:
         from dataclasses import replace
 
         if self.game is None:
@@ -81,14 +107,18 @@ class ExperimentSpec:
 
 # --- field checkers (auditsel.errors) -------------------------------------------------------
 
+
 def _no_unknown(section: Mapping, name: str, allowed) -> None:
     for key in section:
         if key not in allowed:
             prefix = f"{name}." if name else ""
-            raise ConfigError(f"{prefix}{key}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
+            raise ConfigError(
+                f"{prefix}{key}", f"unknown key; allowed: {', '.join(sorted(allowed))}"
+            )
 
 
 # --- sections ------------------------------------------------------------------------------
+
 
 def _parse_base(raw, delta: float):
     base = _mapping(raw, "base")
@@ -98,17 +128,23 @@ def _parse_base(raw, delta: float):
     if kind == "gaussian":
         _no_unknown(base, "base", {"kind", "mu", "epsilon"})
         if ("mu" in base) == ("epsilon" in base):
-            raise ConfigError("base.mu", "give exactly one of base.mu (in (0, inf)) or base.epsilon (eps_B)")
+            raise ConfigError(
+                "base.mu", "give exactly one of base.mu (in (0, inf)) or base.epsilon (eps_B)"
+            )
         if "mu" in base:
             return GaussianBase(_number(base["mu"], "base.mu", 0, 1e3, lo_open=True))
         eps = _number(base["epsilon"], "base.epsilon", 0, 100, lo_open=True)
         if delta <= 0:
-            raise ConfigError("delta", "must be in (0, 1) to calibrate base.epsilon to a Gaussian mu")
+            raise ConfigError(
+                "delta", "must be in (0, 1) to calibrate base.epsilon to a Gaussian mu"
+            )
         return GaussianBase.from_epsilon(eps, delta)
     _no_unknown(base, "base", {"kind", "p", "q"})
     for key in ("p", "q"):
         if not isinstance(base.get(key), list):
-            raise ConfigError(f"base.{key}", "must be a list of output probabilities, lowest score first")
+            raise ConfigError(
+                f"base.{key}", "must be a list of output probabilities, lowest score first"
+            )
         for i, v in enumerate(base[key]):
             _number(v, f"base.{key}[{i}]", 0, 1)
     try:
@@ -119,12 +155,19 @@ def _parse_base(raw, delta: float):
 
 def _parse_dpsgd_base(base: Mapping, delta: float):
     """One DP-SGD run ([XWW24] eq. 1): sigma given, or calibrated to eps_B at delta."""
-    _no_unknown(base, "base", {"kind", "noise_multiplier", "epsilon", "steps", "sample_rate", "accountant"})
+    _no_unknown(
+        base, "base", {"kind", "noise_multiplier", "epsilon", "steps", "sample_rate", "accountant"}
+    )
     if ("noise_multiplier" in base) == ("epsilon" in base):
-        raise ConfigError("base.noise_multiplier", "give exactly one of base.noise_multiplier (sigma, in "
-                          "(0, inf)) or base.epsilon (eps_B of one run at delta)")
+        raise ConfigError(
+            "base.noise_multiplier",
+            "give exactly one of base.noise_multiplier (sigma, in "
+            "(0, inf)) or base.epsilon (eps_B of one run at delta)",
+        )
     if "steps" not in base:
-        raise ConfigError("base.steps", "required for kind dpsgd: the number of DP-SGD steps N (integer >= 1)")
+        raise ConfigError(
+            "base.steps", "required for kind dpsgd: the number of DP-SGD steps N (integer >= 1)"
+        )
     steps = _integer(base["steps"], "base.steps", 1, 10**9)
     rate = _number(base.get("sample_rate", 1.0), "base.sample_rate", 0, 1, lo_open=True)
     accountant = _choice(base.get("accountant", "rdp"), "base.accountant", ("rdp", "pld"))
@@ -134,7 +177,9 @@ def _parse_dpsgd_base(base: Mapping, delta: float):
             return DpsgdBase(sigma, steps, rate, accountant)
         eps = _number(base["epsilon"], "base.epsilon", 0, 100, lo_open=True)
         if delta <= 0:
-            raise ConfigError("delta", "must be in (0, 1) to calibrate base.epsilon to a noise multiplier")
+            raise ConfigError(
+                "delta", "must be in (0, 1) to calibrate base.epsilon to a noise multiplier"
+            )
         return DpsgdBase.from_epsilon(eps, delta, steps, rate, accountant)
     except ConfigError as err:
         raise (err if err.field.startswith(("base.", "delta")) else err.within("base")) from None
@@ -149,11 +194,16 @@ def _parse_dpsgd_game(game: Mapping) -> DpsgdGameSpec:
     data_dir = game.get("data_dir", d.data_dir)
     if dataset in LOCAL_DATASETS:
         if not isinstance(data_dir, str) or not data_dir:
-            raise ConfigError("game.data_dir", f"required for dataset {dataset}: a local folder holding its "
-                              f"files (nothing is downloaded)")
+            raise ConfigError(
+                "game.data_dir",
+                f"required for dataset {dataset}: a local folder holding its "
+                f"files (nothing is downloaded)",
+            )
         if not Path(data_dir).is_dir():
-            raise ConfigError("game.data_dir", f"{data_dir} not found; download {dataset} there and "
-                              f"pass that folder")
+            raise ConfigError(
+                "game.data_dir",
+                f"{data_dir} not found; download {dataset} there and pass that folder",
+            )
     elif data_dir is not None and not isinstance(data_dir, str):
         raise ConfigError("game.data_dir", f"must be a folder path, got {data_dir!r}")
     hidden = game.get("hidden", list(d.hidden))
@@ -161,7 +211,9 @@ def _parse_dpsgd_game(game: Mapping) -> DpsgdGameSpec:
         raise ConfigError("game.hidden", "must be a non-empty list of layer widths")
     rates = game.get("learning_rates", list(d.learning_rates))
     if not isinstance(rates, list) or not rates:
-        raise ConfigError("game.learning_rates", "must be a non-empty list of learning rates in (0, inf)")
+        raise ConfigError(
+            "game.learning_rates", "must be a non-empty list of learning rates in (0, inf)"
+        )
 
     def optional_size(key):
         value = game.get(key, getattr(d, key))
@@ -170,17 +222,26 @@ def _parse_dpsgd_game(game: Mapping) -> DpsgdGameSpec:
     return DpsgdGameSpec(
         threat=_choice(game.get("threat", d.threat), "game.threat", ("ntnv", "ntcv", "etcv")),
         canary=_choice(game.get("canary", d.canary), "game.canary", ("dirac", "input")),
-        input_canary=_choice(game.get("input_canary", d.input_canary), "game.input_canary",
-                             ("inverted", "constant", "noise", "checkerboard", "mislabelled")),
-        dataset=dataset, data_dir=data_dir,
+        input_canary=_choice(
+            game.get("input_canary", d.input_canary),
+            "game.input_canary",
+            ("inverted", "constant", "noise", "checkerboard", "mislabelled"),
+        ),
+        dataset=dataset,
+        data_dir=data_dir,
         model=_choice(game.get("model", d.model), "game.model", ("logreg", "mlp", "cnn")),
         hidden=tuple(_integer(h, f"game.hidden[{i}]", 1, 1 << 16) for i, h in enumerate(hidden)),
-        train_size=optional_size("train_size"), validation_size=optional_size("validation_size"),
-        learning_rates=tuple(_number(v, f"game.learning_rates[{i}]", 0, 1e6, lo_open=True)
-                             for i, v in enumerate(rates)),
+        train_size=optional_size("train_size"),
+        validation_size=optional_size("validation_size"),
+        learning_rates=tuple(
+            _number(v, f"game.learning_rates[{i}]", 0, 1e6, lo_open=True)
+            for i, v in enumerate(rates)
+        ),
         clip=_number(game.get("clip", d.clip), "game.clip", 0, 1e9, lo_open=True),
         device=_choice(game.get("device", d.device), "game.device", (None, "cpu", "cuda")),
-        max_batch_runs=_integer(game.get("max_batch_runs", d.max_batch_runs), "game.max_batch_runs", 1, 1 << 16),
+        max_batch_runs=_integer(
+            game.get("max_batch_runs", d.max_batch_runs), "game.max_batch_runs", 1, 1 << 16
+        ),
     )
 
 
@@ -193,11 +254,19 @@ def _parse_game(raw, base) -> GameSpec:
     if kind == "dpsgd":
         allowed |= set(DpsgdGameSpec.__dataclass_fields__)
     _no_unknown(game, "game", allowed)
-    expected_base = {"reduced": (GaussianBase, DpsgdBase), "discrete": (FiniteOutputBase,),
-                     "dpsgd": (DpsgdBase,), "dpsgd_worst_case": (DpsgdBase,)}[kind]
+    expected_base = {
+        "reduced": (GaussianBase, DpsgdBase),
+        "discrete": (FiniteOutputBase,),
+        "dpsgd": (DpsgdBase,),
+        "dpsgd_worst_case": (DpsgdBase,),
+    }[kind]
     if not isinstance(base, expected_base):
-        need = {"reduced": "gaussian or dpsgd", "discrete": "discrete", "dpsgd": "dpsgd",
-                "dpsgd_worst_case": "dpsgd"}[kind]
+        need = {
+            "reduced": "gaussian or dpsgd",
+            "discrete": "discrete",
+            "dpsgd": "dpsgd",
+            "dpsgd_worst_case": "dpsgd",
+        }[kind]
         raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
     from attacks.dpsgd_game import DPSGD_PROXIES
 
@@ -207,17 +276,33 @@ def _parse_game(raw, base) -> GameSpec:
         kind=kind,
         trials=_integer(game.get("trials", d.trials), "game.trials", 2, MAX_TRIALS),
         seed=_integer(game.get("seed", d.seed), "game.seed", 0, 2**63 - 1),
-        confidence=_number(game.get("confidence", d.confidence), "game.confidence", 0.5, 1, hi_open=True),
+        confidence=_number(
+            game.get("confidence", d.confidence), "game.confidence", 0.5, 1, hi_open=True
+        ),
         threshold=_choice(game.get("threshold", d.threshold), "game.threshold", THRESHOLD_RULES),
-        proxy=_choice(game.get("proxy", proxies[0] if kind == "dpsgd" else d.proxy), "game.proxy", proxies),
-        split_fraction=_number(game.get("split_fraction", d.split_fraction), "game.split_fraction",
-                               0, 1, lo_open=True, hi_open=True),
+        proxy=_choice(
+            game.get("proxy", proxies[0] if kind == "dpsgd" else d.proxy), "game.proxy", proxies
+        ),
+        split_fraction=_number(
+            game.get("split_fraction", d.split_fraction),
+            "game.split_fraction",
+            0,
+            1,
+            lo_open=True,
+            hi_open=True,
+        ),
         thresholds=_integer(game.get("thresholds", d.thresholds), "game.thresholds", 1, 100_000),
-        chunk_size=_integer(game.get("chunk_size", DPSGD_DEFAULT_CHUNK if kind == "dpsgd" else d.chunk_size),
-                            "game.chunk_size", 1, 1 << 24),
+        chunk_size=_integer(
+            game.get("chunk_size", DPSGD_DEFAULT_CHUNK if kind == "dpsgd" else d.chunk_size),
+            "game.chunk_size",
+            1,
+            1 << 24,
+        ),
         stream=_choice(game.get("stream", d.stream), "game.stream", ("auto", True, False)),
         dpsgd=_parse_dpsgd_game(game) if kind == "dpsgd" else None,
-        one_run=None if game.get("one_run") is None else _parse_one_run(game["one_run"], kind, base),
+        one_run=None
+        if game.get("one_run") is None
+        else _parse_one_run(game["one_run"], kind, base),
         panel=_choice(game.get("panel", d.panel), "game.panel", ("auto", True, False)),
     )
 
@@ -226,33 +311,46 @@ def _parse_one_run(raw, kind: str, base) -> OneRunSpec:
     one = _mapping(raw, "game.one_run")
     _no_unknown(one, "game.one_run", set(OneRunSpec.__dataclass_fields__))
     if kind == "discrete":
-        raise ConfigError("game.one_run", "needs game.kind reduced or dpsgd (canaries on coordinates)")
+        raise ConfigError(
+            "game.one_run", "needs game.kind reduced or dpsgd (canaries on coordinates)"
+        )
     if kind == "dpsgd" and getattr(base, "sample_rate", 1.0) != 1.0:
-        raise ConfigError("game.one_run", "needs base.sample_rate: 1 (full batches; a shared Poisson "
-                                          "mask would couple the canaries)")
+        raise ConfigError(
+            "game.one_run",
+            "needs base.sample_rate: 1 (full batches; a shared Poisson "
+            "mask would couple the canaries)",
+        )
     d = OneRunSpec()
-    return OneRunSpec(canaries=_integer(one.get("canaries", d.canaries), "game.one_run.canaries", 2, 10**6),
-                      repeats=_integer(one.get("repeats", d.repeats), "game.one_run.repeats", 1, 10**4),
-                      family=_choice(one.get("family", d.family), "game.one_run.family", ("tuning", "gdp")))
+    return OneRunSpec(
+        canaries=_integer(one.get("canaries", d.canaries), "game.one_run.canaries", 2, 10**6),
+        repeats=_integer(one.get("repeats", d.repeats), "game.one_run.repeats", 1, 10**4),
+        family=_choice(one.get("family", d.family), "game.one_run.family", ("tuning", "gdp")),
+    )
 
 
 def parse_config(raw) -> ExperimentSpec:
     top = _mapping(raw, "config")
     if "sweep" in top:
-        raise ConfigError("sweep", "a sweep config is expanded by auditsel.experiments.sweep, not parsed as one experiment")
+        raise ConfigError(
+            "sweep",
+            "a sweep config is expanded by auditsel.experiments.sweep, not parsed as one experiment",
+        )
     _no_unknown(top, "", {"name", "delta", "base", "rounds", "game", "sweep"})
     for key in ("name", "delta", "base", "rounds"):
         if key not in top:
             raise ConfigError(key, "required key is missing")
     name = top["name"]
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_." for c in name):
-        raise ConfigError("name", f"must be a non-empty string of letters, digits, '-', '_' or '.', got {name!r}")
+        raise ConfigError(
+            "name", f"must be a non-empty string of letters, digits, '-', '_' or '.', got {name!r}"
+        )
     delta = _number(top["delta"], "delta", 0, 1, hi_open=True)
     base = _parse_base(top["base"], delta)
     rounds = law_from_dict(_mapping(top["rounds"], "rounds"), "rounds")
     game = _parse_game(top["game"], base) if top.get("game") is not None else None
-    return ExperimentSpec(name=name, delta=delta, base=base, rounds=rounds, game=game,
-                          base_config=dict(top["base"]))
+    return ExperimentSpec(
+        name=name, delta=delta, base=base, rounds=rounds, game=game, base_config=dict(top["base"])
+    )
 
 
 def load_config(path: str | Path) -> ExperimentSpec:
@@ -266,7 +364,9 @@ class _SafeLoader(yaml.SafeLoader):
 
 _SafeLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 def read_yaml(path: str | Path):
@@ -277,12 +377,15 @@ def read_yaml(path: str | Path):
     except FileNotFoundError:
         raise ConfigError("config", f"file {path} not found; pass an existing YAML file") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError("config", f"cannot read {path} ({type(err).__name__}); pass a readable UTF-8 YAML file") from None
+        raise ConfigError(
+            "config", f"cannot read {path} ({type(err).__name__}); pass a readable UTF-8 YAML file"
+        ) from None
     try:
         raw = yaml.load(text, Loader=_SafeLoader)  # safe: no object construction from tags
     except RecursionError:  # e.g. 5000 nested brackets: a bad file, not an internal error
-        raise ConfigError("config", f"{path} is nested too deeply; see configs/quickstart.yaml "
-                          f"for the format") from None
+        raise ConfigError(
+            "config", f"{path} is nested too deeply; see configs/quickstart.yaml for the format"
+        ) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -5,34 +5,35 @@ distinguishing game if the spec has one (the panel is computed in a thread meanw
 the lower bounds and returns the result dict of docs/architecture.md's result.json contract
 (a bound that does not apply is null).
 """
+
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
 import json
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from auditsel import __version__
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.panel import panel
-from auditsel.experiments.config import ExperimentSpec
-from auditsel.games.engine import GameRecord, run_game
-from auditsel.experiments.heuristics import honesty_fields
 from auditsel.auditing.lower import audit_chunks, audit_scores
+from auditsel.errors import ConfigError
+from auditsel.experiments.config import ExperimentSpec
+from auditsel.experiments.heuristics import honesty_fields
+from auditsel.games.engine import GameRecord, run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import winner_law
-from auditsel.errors import ConfigError
+from auditsel.version import __version__
 
 __all__ = ["run_config", "run_experiment", "threshold_grid", "fingerprint"]
 
 CURVE_POINTS = 60
-STREAM_ABOVE = 1 << 25        # games above this many trials are audited chunk by chunk from disk
-PANEL_ABOVE = 200_000         # game.panel: auto computes the estimator panel up to this many trials
-PLOT_TRIALS = 1 << 20         # a streamed run's plots use its first ~10^6 trials
+STREAM_ABOVE = 1 << 25  # games above this many trials are audited chunk by chunk from disk
+PANEL_ABOVE = 200_000  # game.panel: auto computes the estimator panel up to this many trials
+PLOT_TRIALS = 1 << 20  # a streamed run's plots use its first ~10^6 trials
 CURVE_DELTAS = (1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2)
 
 
@@ -63,13 +64,21 @@ def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
 def fingerprint(spec: ExperimentSpec) -> str:
     """What determines the trial scores: base, law, protocol, proxy, seed, chunk size."""
     g = spec.game
-    payload = {"base": spec.base_config, "mu": getattr(spec.base.reduced(), "mu", None),
-               "sigma": getattr(spec.base, "noise_multiplier", None),
-               "dpsgd": None if g.dpsgd is None else repr(g.dpsgd),
-               "rounds": spec.rounds.describe(), "game": g.kind,
-               "proxy": g.proxy, "seed": g.seed, "chunk_size": g.chunk_size,
-               "delta": spec.delta if "epsilon" in spec.base_config else None}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    payload = {
+        "base": spec.base_config,
+        "mu": getattr(spec.base.reduced(), "mu", None),
+        "sigma": getattr(spec.base, "noise_multiplier", None),
+        "dpsgd": None if g.dpsgd is None else repr(g.dpsgd),
+        "rounds": spec.rounds.describe(),
+        "game": g.kind,
+        "proxy": g.proxy,
+        "seed": g.seed,
+        "chunk_size": g.chunk_size,
+        "delta": spec.delta if "epsilon" in spec.base_config else None,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[
+        :32
+    ]
 
 
 def protocol_and_proxy(spec: ExperimentSpec):
@@ -78,8 +87,10 @@ def protocol_and_proxy(spec: ExperimentSpec):
     if g.kind == "dpsgd":
         from attacks.dpsgd_game import build_protocol, make_scorer
 
-        return (build_protocol(g.dpsgd, spec.base, spec.rounds),
-                make_scorer(g.dpsgd, g.proxy, spec.base, spec.rounds))
+        return (
+            build_protocol(g.dpsgd, spec.base, spec.rounds),
+            make_scorer(g.dpsgd, g.proxy, spec.base, spec.rounds),
+        )
     from attacks.proxies import make_proxy
 
     if g.kind == "dpsgd_worst_case":
@@ -90,16 +101,29 @@ def protocol_and_proxy(spec: ExperimentSpec):
     return winner, make_proxy(g.proxy, winner)
 
 
-def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool, backend: str | None):
+def _play(
+    spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool, backend: str | None
+):
     g = spec.game
     protocol, proxy = protocol_and_proxy(spec)
     stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
     if stream and out_dir is None:
-        raise ConfigError("game.stream", "a streamed audit needs an output directory for its chunks")
-    record = run_game(protocol, proxy, g.trials, g.seed, chunk_size=g.chunk_size, jobs=jobs,
-                      checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
-                      fingerprint=fingerprint(spec), progress=progress, backend=backend,
-                      in_memory=not stream)
+        raise ConfigError(
+            "game.stream", "a streamed audit needs an output directory for its chunks"
+        )
+    record = run_game(
+        protocol,
+        proxy,
+        g.trials,
+        g.seed,
+        chunk_size=g.chunk_size,
+        jobs=jobs,
+        checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
+        fingerprint=fingerprint(spec),
+        progress=progress,
+        backend=backend,
+        in_memory=not stream,
+    )
     # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
     # pilot grid from the first split_fraction of the trials, left out of the bound
     spec_grid = None
@@ -109,34 +133,64 @@ def _play(spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool,
         spec_grid = threshold_grid(spec, g.proxy)
     grid = spec_grid if g.threshold == "bonferroni" else None
     if stream:
-        bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=g.threshold,
-                             split_fraction=g.split_fraction, threshold_grid=grid, grid_size=g.thresholds)
+        bound = audit_chunks(
+            record.chunks,
+            spec.delta,
+            confidence=g.confidence,
+            rule=g.threshold,
+            split_fraction=g.split_fraction,
+            threshold_grid=grid,
+            grid_size=g.thresholds,
+        )
         scores, member = record.chunks.head(PLOT_TRIALS)
         record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
     else:
         from auditsel.auditing.lower import SortedScores
 
         ss = SortedScores(record.scores, record.member)
-        bound = audit_scores(record.scores, record.member, spec.delta, confidence=g.confidence,
-                             rule=g.threshold, split_fraction=g.split_fraction, threshold_grid=grid,
-                             grid_size=g.thresholds, sorted_scores=ss)
+        bound = audit_scores(
+            record.scores,
+            record.member,
+            spec.delta,
+            confidence=g.confidence,
+            rule=g.threshold,
+            split_fraction=g.split_fraction,
+            threshold_grid=grid,
+            grid_size=g.thresholds,
+            sorted_scores=ss,
+        )
         if g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE):
             from auditsel.auditing.estimators import estimator_panel, panel_dict
 
             try:
                 panel = estimator_panel(
-                    record.scores, record.member, spec.delta, g.confidence, law=spec.rounds,
+                    record.scores,
+                    record.member,
+                    spec.delta,
+                    g.confidence,
+                    law=spec.rounds,
                     threshold_grid=spec_grid,
-                    grid_size=g.thresholds, split_fraction=g.split_fraction, seed=g.seed, sorted_scores=ss)
+                    grid_size=g.thresholds,
+                    split_fraction=g.split_fraction,
+                    seed=g.seed,
+                    sorted_scores=ss,
+                )
                 bound = replace(bound, estimators=panel_dict(panel))
-            except ConfigError as err:   # e.g. too few games for the panel's split entries
-                bound = replace(bound, estimators={"skipped": f"estimator panel not computed: {err}"})
+            except ConfigError as err:  # e.g. too few games for the panel's split entries
+                bound = replace(
+                    bound, estimators={"skipped": f"estimator panel not computed: {err}"}
+                )
     return record, bound, stream, (None if stream else ss)
 
 
-def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int = 1,
-                   progress: bool = True, backend: str | None = None,
-                   curves: bool = True) -> tuple[dict, dict]:
+def run_experiment(
+    spec: ExperimentSpec,
+    out_dir: Path | None = None,
+    jobs: int = 1,
+    progress: bool = True,
+    backend: str | None = None,
+    curves: bool = True,
+) -> tuple[dict, dict]:
     """Returns (result, artefacts): result.json content and in-memory data for the report."""
     start = time.perf_counter()
     with_curves = curves and spec.delta > 0
@@ -144,7 +198,9 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
 
     def upper_side():
         bounds = panel(spec.base, spec.rounds, spec.delta, CURVE_DELTAS if with_curves else None)
-        eps_max = max(v for v in [bounds["upper"]["exact"], bounds["base"]["epsilon"], 1.0] if v is not None)
+        eps_max = max(
+            v for v in [bounds["upper"]["exact"], bounds["base"]["epsilon"], 1.0] if v is not None
+        )
         eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
         return bounds, (eps_grid, privacy_curve(winner, eps_grid))
 
@@ -172,9 +228,9 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
         "notes": bounds["notes"],
         "version": __version__,
     }
-    if spec.rounds.p_zero > 0:    # K = 0 possible: the release may be the fixed output
+    if spec.rounds.p_zero > 0:  # K = 0 possible: the release may be the fixed output
         result["rounds"]["p_zero"] = spec.rounds.p_zero
-    result["base"].update(spec.base.describe())     # the pair's parameters (discrete: p, q)
+    result["base"].update(spec.base.describe())  # the pair's parameters (discrete: p, q)
     artefacts = {"winner": winner, "curve": curve}
     result["exact_curve"] = {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
     if with_curves:
@@ -185,20 +241,32 @@ def run_experiment(spec: ExperimentSpec, out_dir: Path | None = None, jobs: int 
         result["one_run"] = play_one_run(spec, out_dir)
     elif spec.game is not None:
         record, bound, streamed, ss = played
-        result["lower"] = {**bound.to_dict(), "game": spec.game.kind, "proxy": spec.game.proxy,
-                           "seed": spec.game.seed, "streamed": bool(streamed)}
+        result["lower"] = {
+            **bound.to_dict(),
+            "game": spec.game.kind,
+            "proxy": spec.game.proxy,
+            "seed": spec.game.seed,
+            "streamed": bool(streamed),
+        }
         if bound.estimators is not None and "gdp_fit" in bound.estimators:
             result["lower"]["gdp_fit_ok"] = bound.estimators["gdp_fit"]["detail"]["gdp_fit_ok"]
         artefacts["record"] = record
         if ss is not None:
-            artefacts["by_coin"] = ss.by_coin()    # the audit's sort serves the plots
-    result.update(honesty_fields(result))     # heuristic values and the contradicted ones
+            artefacts["by_coin"] = ss.by_coin()  # the audit's sort serves the plots
+    result.update(honesty_fields(result))  # heuristic values and the contradicted ones
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result, artefacts
 
 
-def run_config(config, out_dir: str | Path | None = None, *, jobs: int = 1, trials: int | None = None,
-               seed: int | None = None, progress: bool = False) -> dict:
+def run_config(
+    config,
+    out_dir: str | Path | None = None,
+    *,
+    jobs: int = 1,
+    trials: int | None = None,
+    seed: int | None = None,
+    progress: bool = False,
+) -> dict:
     """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed
     ExperimentSpec) and return its result.json content; with `out_dir`, also write result.json,
     report.md and the plots there (and keep the game's checkpoints, so a rerun resumes).

@@ -21,12 +21,19 @@ below, at the same delta:
 Every output (terminal table, report.md, result.json, sweep tables, plots) reads these two
 functions, so a heuristic is never shown as if it were a bound, and a contradicted one says so.
 """
+
 from __future__ import annotations
 
 import math
 
-__all__ = ["VALID_RULES", "heuristic_upper_keys", "heuristic_fields", "valid_lower",
-           "contradictions", "honesty_fields"]
+__all__ = [
+    "VALID_RULES",
+    "heuristic_upper_keys",
+    "heuristic_fields",
+    "valid_lower",
+    "contradictions",
+    "honesty_fields",
+]
 
 VALID_RULES = ("split", "bonferroni")
 
@@ -64,7 +71,7 @@ def contradictions(result: dict) -> dict[str, str]:
     """{upper key: one-line reason} for each heuristic upper value below eps_B or a valid eps_L."""
     eps_b = (result.get("base") or {}).get("epsilon")
     if (result.get("rounds") or {}).get("p_zero"):
-        eps_b = None      # K = 0 is possible: a tuning run may legitimately cost less than one run
+        eps_b = None  # K = 0 is possible: a tuning run may legitimately cost less than one run
     eps_l = valid_lower(result)
     found = {}
     for key in heuristic_upper_keys(result):
@@ -76,11 +83,15 @@ def contradictions(result: dict) -> dict[str, str]:
             reasons.append(f"below eps_B = {eps_b:.4f} of one run")
         if eps_l is not None and value < eps_l:
             low = result["lower"]
-            reasons.append(f"below the valid eps_L = {eps_l:.4f} ({low['threshold_rule']}, "
-                           f"{low['confidence']:.0%})")
+            reasons.append(
+                f"below the valid eps_L = {eps_l:.4f} ({low['threshold_rule']}, "
+                f"{low['confidence']:.0%})"
+            )
         if reasons:
-            found[key] = (f"heuristic {key} = {value:.4f} is contradicted: "
-                          f"{' and '.join(reasons)}; it is not a bound")
+            found[key] = (
+                f"heuristic {key} = {value:.4f} is contradicted: "
+                f"{' and '.join(reasons)}; it is not a bound"
+            )
     return found
 
 

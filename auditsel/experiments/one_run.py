@@ -10,6 +10,7 @@ folder each finished audit is checkpointed, and a rerun resumes after the last o
 exact per-canary epsilon of the reduced one-run game (exact for the reduced game and for ETCV;
 heuristic as a target for NTCV, whose real examples also move the canary coordinates).
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from auditsel.errors import ConfigError
 from auditsel.auditing.one_run import GdpFamily, audit_one_run
+from auditsel.errors import ConfigError
 
 __all__ = ["play_one_run", "one_run_game"]
 
@@ -36,10 +37,19 @@ def one_run_game(spec):
         d = g.dpsgd
         if d.canary != "dirac":
             raise ConfigError("game.canary", "one-run DP-SGD audits use Dirac canaries (dirac)")
-        game = OneRunDpsgd(canaries=m, noise_multiplier=spec.base.noise_multiplier, steps=spec.base.steps,
-                           law=spec.rounds, learning_rates=tuple(d.learning_rates), clip=d.clip,
-                           threat=d.threat, dataset=d.dataset, model=d.model,
-                           train_size=d.train_size or 0, device=d.device)
+        game = OneRunDpsgd(
+            canaries=m,
+            noise_multiplier=spec.base.noise_multiplier,
+            steps=spec.base.steps,
+            law=spec.rounds,
+            learning_rates=tuple(d.learning_rates),
+            clip=d.clip,
+            threat=d.threat,
+            dataset=d.dataset,
+            model=d.model,
+            train_size=d.train_size or 0,
+            device=d.device,
+        )
         return game, ("rigorous" if d.threat == "etcv" else "heuristic")
     game = OneRunReducedGame(spec.base.reduced().mu, spec.rounds, m)
     return game, "rigorous"
@@ -60,8 +70,11 @@ def play_one_run(spec, out_dir: Path | None = None) -> dict:
     setup = None
     store = None
     if out_dir is not None:
-        store = Checkpoints(Path(out_dir) / "checkpoints" / "one_run",
-                            fingerprint(spec) + f"-one-run-{g.one_run.canaries}", g.one_run.canaries)
+        store = Checkpoints(
+            Path(out_dir) / "checkpoints" / "one_run",
+            fingerprint(spec) + f"-one-run-{g.one_run.canaries}",
+            g.one_run.canaries,
+        )
         store.open()
     start = time.perf_counter()
     snj, mmc, runs = [], [], []
@@ -81,13 +94,22 @@ def play_one_run(spec, out_dir: Path | None = None) -> dict:
         mmc.append(bound.eps_mmc24)
         runs.append(bound.to_dict())
     exact = reduced.epsilon(spec.delta)
-    return {"canaries": g.one_run.canaries, "repeats": g.one_run.repeats, "family": family.name,
-            "confidence": g.confidence, "seed": g.seed,
-            "eps_snj23": snj[0], "eps_mmc24": mmc[0],                 # audit 0: a valid bound
-            "eps_snj23_mean": float(np.mean(snj)), "eps_mmc24_mean": float(np.mean(mmc)),
-            "eps_snj23_runs": snj, "eps_mmc24_runs": mmc,
-            "exact_per_canary": None if not math.isfinite(exact) else exact,
-            "exact_rigour": rigour, "seconds": round(time.perf_counter() - start, 3),
-            "audits": runs,
-            "rigour": "empirical, each audit valid at the confidence ([SNJ23]; [MMC24] when the "
-                      "trade-off lies in the family); eps_* is audit 0, the mean over audits is a summary, not a bound"}
+    return {
+        "canaries": g.one_run.canaries,
+        "repeats": g.one_run.repeats,
+        "family": family.name,
+        "confidence": g.confidence,
+        "seed": g.seed,
+        "eps_snj23": snj[0],
+        "eps_mmc24": mmc[0],  # audit 0: a valid bound
+        "eps_snj23_mean": float(np.mean(snj)),
+        "eps_mmc24_mean": float(np.mean(mmc)),
+        "eps_snj23_runs": snj,
+        "eps_mmc24_runs": mmc,
+        "exact_per_canary": None if not math.isfinite(exact) else exact,
+        "exact_rigour": rigour,
+        "seconds": round(time.perf_counter() - start, 3),
+        "audits": runs,
+        "rigour": "empirical, each audit valid at the confidence ([SNJ23]; [MMC24] when the "
+        "trade-off lies in the family); eps_* is audit 0, the mean over audits is a summary, not a bound",
+    }

@@ -4,6 +4,7 @@ The planning arithmetic (games needed, P(eps_L >= X), E[eps_L]) is `auditsel.aud
 this module supplies its input for a config: the pair's trade-off curve, exact for reduced and
 finite games (from the winner laws), estimated from pilot games otherwise.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,8 +40,8 @@ def curve_for_spec(spec, pilot: int = 4000, seed: int = 1) -> Curve:
 
             fp, fn = tradeoff_curve(protocol)
         return Curve(np.asarray(fp), np.asarray(fn), "exact")
-    from auditsel.games.engine import run_game
     from auditsel.auditing.lower import SortedScores
+    from auditsel.games.engine import run_game
 
     rec = run_game(protocol, proxy, pilot, seed, chunk_size=spec.game.chunk_size, progress=False)
     c = SortedScores(rec.scores, rec.member).counts()
@@ -49,19 +50,40 @@ def curve_for_spec(spec, pilot: int = 4000, seed: int = 1) -> Curve:
     return Curve(fp, fn, f"simulated ({pilot:,} pilot games)")
 
 
-def plan_spec(spec, target_eps: float | None, games: int | None = None, power: float = 0.9,
-              pilot: int = 4000, exact_eps: float | None = None) -> Plan:
+def plan_spec(
+    spec,
+    target_eps: float | None,
+    games: int | None = None,
+    power: float = 0.9,
+    pilot: int = 4000,
+    exact_eps: float | None = None,
+) -> Plan:
     g = spec.game
     curve = curve_for_spec(spec, pilot=pilot)
-    design = dict(split_fraction=g.split_fraction, thresholds=g.thresholds,
-                  spec_grid=g.kind != "dpsgd")
+    design = dict(
+        split_fraction=g.split_fraction, thresholds=g.thresholds, spec_grid=g.kind != "dpsgd"
+    )
     need = None
     if target_eps is not None:
-        need = games_needed(curve, target_eps, g.threshold, g.confidence, spec.delta, power, **design)
+        need = games_needed(
+            curve, target_eps, g.threshold, g.confidence, spec.delta, power, **design
+        )
     expected = prob = None
     if games is not None:
         expected = expected_for_games(curve, games, g.threshold, g.confidence, spec.delta, **design)
         if target_eps is not None:
-            prob = prob_for_games(curve, target_eps, games, g.threshold, g.confidence, spec.delta, **design)
-    return Plan(target_eps, need, power, g.threshold, g.confidence, exact_eps, curve.source, games,
-                expected, prob)
+            prob = prob_for_games(
+                curve, target_eps, games, g.threshold, g.confidence, spec.delta, **design
+            )
+    return Plan(
+        target_eps,
+        need,
+        power,
+        g.threshold,
+        g.confidence,
+        exact_eps,
+        curve.source,
+        games,
+        expected,
+        prob,
+    )

@@ -5,6 +5,7 @@ value (`auditsel.experiments.heuristics`) carries the word "heuristic" in every 
 is drawn dashed, never as a solid bound line, and one that the result contradicts (below eps_B
 of one run or a valid eps_L) is flagged "CONTRADICTED" with the reason.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,14 @@ import numpy as np
 
 from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys
 
-__all__ = ["summary_rows", "text_table", "markdown_report", "write_plots", "write_outputs",
-           "atomic_write_text"]
+__all__ = [
+    "summary_rows",
+    "text_table",
+    "markdown_report",
+    "write_plots",
+    "write_outputs",
+    "atomic_write_text",
+]
 
 
 def _fmt(x, digits=4):
@@ -31,31 +38,68 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
     low = result.get("lower")
     if low:
         rule = low["threshold_rule"]
-        rows.append((f"eps_L ({rule}, {low['confidence']:.0%} CP)", _fmt(low["eps"]),
-                     "empirical" + (" (optimistic)" if rule == "best" else ""),
-                     f"{low['trials']:,} games, proxy {low['proxy']}"))
-        rows.append(("eps_L (best threshold)", _fmt(low["eps_best_threshold"]), "empirical (optimistic)",
-                     "max over all thresholds"))
+        rows.append(
+            (
+                f"eps_L ({rule}, {low['confidence']:.0%} CP)",
+                _fmt(low["eps"]),
+                "empirical" + (" (optimistic)" if rule == "best" else ""),
+                f"{low['trials']:,} games, proxy {low['proxy']}",
+            )
+        )
+        rows.append(
+            (
+                "eps_L (best threshold)",
+                _fmt(low["eps_best_threshold"]),
+                "empirical (optimistic)",
+                "max over all thresholds",
+            )
+        )
         rows.append(("eps_L (GDP fit)", _fmt(low["eps_gdp"]), "heuristic", "[NHSBTJCT23]"))
     one = result.get("one_run")
     if one:
-        spread = lambda v: (f"audit 0 of {len(v)}: mean {np.mean(v):.4g}, min {min(v):.4g}, max {max(v):.4g}"
-                            if len(v) > 1 else "one audit")
-        rows.append((f"eps_L one-run ({one['confidence']:.0%}) [SNJ23]", _fmt(one["eps_snj23"]), "empirical",
-                     f"{one['canaries']:,} canaries in one tuning run; {spread(one['eps_snj23_runs'])}"))
-        rows.append((f"eps_L one-run [MMC24] ({one['family']})", _fmt(one["eps_mmc24"]), "empirical",
-                     f"valid if the trade-off is in the family; {spread(one['eps_mmc24_runs'])}"))
-        rows.append((f"exact, one canary of {one['canaries']:,}", _fmt(one["exact_per_canary"]),
-                     one["exact_rigour"], "reduced one-run game (auditsel.games.one_run)"))
+        spread = lambda v: (
+            f"audit 0 of {len(v)}: mean {np.mean(v):.4g}, min {min(v):.4g}, max {max(v):.4g}"
+            if len(v) > 1
+            else "one audit"
+        )
+        rows.append(
+            (
+                f"eps_L one-run ({one['confidence']:.0%}) [SNJ23]",
+                _fmt(one["eps_snj23"]),
+                "empirical",
+                f"{one['canaries']:,} canaries in one tuning run; {spread(one['eps_snj23_runs'])}",
+            )
+        )
+        rows.append(
+            (
+                f"eps_L one-run [MMC24] ({one['family']})",
+                _fmt(one["eps_mmc24"]),
+                "empirical",
+                f"valid if the trade-off is in the family; {spread(one['eps_mmc24_runs'])}",
+            )
+        )
+        rows.append(
+            (
+                f"exact, one canary of {one['canaries']:,}",
+                _fmt(one["exact_per_canary"]),
+                one["exact_rigour"],
+                "reduced one-run game (auditsel.games.one_run)",
+            )
+        )
     rows.append(("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism"))
     heuristic = heuristic_upper_keys(result)
     contradicted = contradictions(result)
     for key, value in result["upper"].items():
-        rigour = "heuristic" if key in heuristic else (result.get("upper_rigour") or {}).get(key, "unlabelled")
+        rigour = (
+            "heuristic"
+            if key in heuristic
+            else (result.get("upper_rigour") or {}).get(key, "unlabelled")
+        )
         if key in contradicted:
             rigour = "heuristic, CONTRADICTED"
         source = (result.get("upper_sources") or {}).get(key) or (
-            "does not apply to this base" if value is None else "")
+            "does not apply to this base" if value is None else ""
+        )
         rows.append((key, _fmt(value), rigour, source))
     return rows
 
@@ -71,8 +115,10 @@ def text_table(result: dict) -> str:
     w1 = max(len(r[1]) for r in rows)
     w2 = max(len(r[2]) for r in rows)
     rounds = result["rounds"]
-    head = (f"{result['name']}: delta = {result['delta']:g}, xi = {rounds['kind']} "
-            f"(E[K] = {rounds['mean']:.4g}), base mu = {_fmt(result['base']['mu'])}")
+    head = (
+        f"{result['name']}: delta = {result['delta']:g}, xi = {rounds['kind']} "
+        f"(E[K] = {rounds['mean']:.4g}), base mu = {_fmt(result['base']['mu'])}"
+    )
     lines = [head, "-" * len(head)]
     lines += [f"{a:<{w0}}  {b:>{w1}}  {c:<{w2}}  {d}".rstrip() for a, b, c, d in rows]
     return "\n".join(lines + warning_lines(result))
@@ -99,10 +145,13 @@ def markdown_report(result: dict, plots: list[str]) -> str:
         lines += ["", "Notes:", *[f"- {note}" for note in result["notes"]]]
     low = result.get("lower")
     if low:
-        lines += ["", f"Lower bound: threshold rule `{low['threshold_rule']}`, guess member when score "
-                  f"{low['direction']} {'-inf' if low['threshold'] is None else format(low['threshold'], '.6g')}; FP = {low['fp']:.4g} (upper limit "
-                  f"{low['fp_upper']:.4g}), FN = {low['fn']:.4g} (upper limit {low['fn_upper']:.4g}), "
-                  f"on {low['evaluated_trials']:,} of {low['trials']:,} trials; seed {low['seed']}."]
+        lines += [
+            "",
+            f"Lower bound: threshold rule `{low['threshold_rule']}`, guess member when score "
+            f"{low['direction']} {'-inf' if low['threshold'] is None else format(low['threshold'], '.6g')}; FP = {low['fp']:.4g} (upper limit "
+            f"{low['fp_upper']:.4g}), FN = {low['fn']:.4g} (upper limit {low['fn_upper']:.4g}), "
+            f"on {low['evaluated_trials']:,} of {low['trials']:,} trials; seed {low['seed']}.",
+        ]
     lines += ["", f"Wall time: {result['seconds']:.2f} s.", ""]
     lines += [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
@@ -112,8 +161,8 @@ def _import_plotting():
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401
-    import matplotlib.ticker  # noqa: F401
+    import matplotlib.pyplot
+    import matplotlib.ticker
 
 
 def prefetch_plotting() -> None:
@@ -122,7 +171,9 @@ def prefetch_plotting() -> None:
     holds its module lock: `write_plots` waits for it rather than importing twice."""
     import threading
 
-    threading.Thread(target=_import_plotting, name="auditsel-import-matplotlib", daemon=True).start()
+    threading.Thread(
+        target=_import_plotting, name="auditsel-import-matplotlib", daemon=True
+    ).start()
 
 
 def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
@@ -136,22 +187,38 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     contradicted = contradictions(result)
     fig, ax = plt.subplots(figsize=(6, 4))
     positive = delta > 0
-    ax.semilogy(eps[positive], delta[positive], "--" if "exact" in heuristic else "-", color="k", lw=1.8,
-                label=legend_label("exact (released winner)", "exact", heuristic, contradicted))
+    ax.semilogy(
+        eps[positive],
+        delta[positive],
+        "--" if "exact" in heuristic else "-",
+        color="k",
+        lw=1.8,
+        label=legend_label("exact (released winner)", "exact", heuristic, contradicted),
+    )
     ax.axhline(result["delta"], color="grey", ls=":", label=f"delta = {result['delta']:g}")
     eps_b = result["base"].get("epsilon")
     if eps_b is not None:
         ax.plot([eps_b], [result["delta"]], "kx", ms=7, label=f"eps_B = {eps_b:.3f} (one run)")
     curves = result.get("upper_curves") or {}
-    styles = {"generic_rdp": ("C0", "generic RDP"), "profile": ("C1", "profile"),
-              "improved_rdp": ("C2", "improved (UO)"), "improved_rdp_gdp": ("C4", "improved (UG)")}
+    styles = {
+        "generic_rdp": ("C0", "generic RDP"),
+        "profile": ("C1", "profile"),
+        "improved_rdp": ("C2", "improved (UO)"),
+        "improved_rdp_gdp": ("C4", "improved (UG)"),
+    }
     for key, (color, label) in styles.items():
         values = curves.get(key)
         if values and any(v is not None for v in values):
             pairs = [(v, d) for v, d in zip(values, curves["delta"]) if v is not None]
-            ax.semilogy([p[0] for p in pairs], [p[1] for p in pairs], "o--" if key in heuristic else "o-",
-                        color=color, ms=3, lw=1,
-                        label=legend_label(f"{label} (eps at each delta)", key, heuristic, contradicted))
+            ax.semilogy(
+                [p[0] for p in pairs],
+                [p[1] for p in pairs],
+                "o--" if key in heuristic else "o-",
+                color=color,
+                ms=3,
+                lw=1,
+                label=legend_label(f"{label} (eps at each delta)", key, heuristic, contradicted),
+            )
     low = result.get("lower")
     if low:
         ax.axvline(low["eps"], color="C3", ls="-.", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
@@ -180,11 +247,20 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
         for b, color in ((0, "C0"), (1, "C1")):
             label = f"b = {b} ({'X′' if b else 'X'})"
             if values is not None:  # a finite-output game: frequencies per output, log scale
-                counts = np.searchsorted(finite[b], values, "right") - np.searchsorted(finite[b], values, "left")
+                counts = np.searchsorted(finite[b], values, "right") - np.searchsorted(
+                    finite[b], values, "left"
+                )
                 freq = counts / max(len(finite[b]), 1)
                 width = 0.4 * (np.min(np.diff(values)) if len(values) > 1 else 1.0)
-                ax.bar(values + (b - 0.5) * width, freq, width=width, color=color, label=label, log=True)
-            else:   # a density histogram from the sorted scores: counts by binary search
+                ax.bar(
+                    values + (b - 0.5) * width,
+                    freq,
+                    width=width,
+                    color=color,
+                    label=label,
+                    log=True,
+                )
+            else:  # a density histogram from the sorted scores: counts by binary search
                 edges = np.linspace(lo, hi, 80)
                 counts = np.diff(np.searchsorted(finite[b], edges, "right"))
                 density = counts / max(len(finite[b]), 1) / np.diff(edges)
@@ -214,8 +290,9 @@ def _margins(fig):
             if axis.get_scale() == "log":
                 axis.set_minor_locator(NullLocator())
     width, height = fig.get_size_inches()
-    fig.subplots_adjust(left=0.75 / width, right=1 - 0.15 / width, bottom=0.55 / height,
-                        top=1 - 0.35 / height)
+    fig.subplots_adjust(
+        left=0.75 / width, right=1 - 0.15 / width, bottom=0.55 / height, top=1 - 0.35 / height
+    )
 
 
 def sorted_scores(scores, member) -> tuple[np.ndarray, np.ndarray]:
@@ -291,7 +368,7 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
     _, fp, fn = roc_points(s0, s1)
     fp_rate, tp_rate = fp / n0, 1 - fn / n1
     exact_fp, exact_fn = tradeoff_curve(artefacts["winner"])
-    dense = np.logspace(-9, 0, 500)   # the curve is linear between vertices (randomised tests)
+    dense = np.logspace(-9, 0, 500)  # the curve is linear between vertices (randomised tests)
 
     def branch(x, y):
         order = np.argsort(x)
@@ -301,18 +378,32 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
     swapped_x, swapped_y = branch(exact_fn, 1 - exact_fp)
     floor = 0.5 / max(n0, n1)
     heuristic = "exact" in heuristic_upper_keys(result)
-    exact_name = legend_label("exact", "exact", heuristic_upper_keys(result), contradictions(result))
+    exact_name = legend_label(
+        "exact", "exact", heuristic_upper_keys(result), contradictions(result)
+    )
     fig, ax = plt.subplots(figsize=(5, 5))
     # both kinds of test: "guess X' when the score is high" (x = FP, y = 1 - FN) and, with the
     # roles of X and X' swapped, "guess X when it is low" (x = FN, y = 1 - FP)
-    for (x_exact, y_exact, x_game, y_game, color, what) in (
-            (dense_fp, dense_tp, fp_rate, tp_rate, "C3", "guess X'"),
-            (swapped_x, swapped_y, 1 - tp_rate, 1 - fp_rate, "C0", "guess X")):
-        ax.loglog(np.maximum(x_exact, 1e-9), np.maximum(y_exact, 1e-9), "--" if heuristic else "-",
-                  color="k" if color == "C3" else "grey", lw=1.5,
-                  label=f"{exact_name}, {what} (likelihood ratio)")
-        ax.loglog(np.maximum(x_game, floor), np.maximum(y_game, floor), ".", ms=2, color=color,
-                  label=f"game, {what}, proxy {result['lower']['proxy']}")
+    for x_exact, y_exact, x_game, y_game, color, what in (
+        (dense_fp, dense_tp, fp_rate, tp_rate, "C3", "guess X'"),
+        (swapped_x, swapped_y, 1 - tp_rate, 1 - fp_rate, "C0", "guess X"),
+    ):
+        ax.loglog(
+            np.maximum(x_exact, 1e-9),
+            np.maximum(y_exact, 1e-9),
+            "--" if heuristic else "-",
+            color="k" if color == "C3" else "grey",
+            lw=1.5,
+            label=f"{exact_name}, {what} (likelihood ratio)",
+        )
+        ax.loglog(
+            np.maximum(x_game, floor),
+            np.maximum(y_game, floor),
+            ".",
+            ms=2,
+            color=color,
+            label=f"game, {what}, proxy {result['lower']['proxy']}",
+        )
     ax.loglog([floor, 1], [floor, 1], ":", color="grey", lw=1, label="chance")
     ax.set_xlim(floor, 1.05)
     ax.set_ylim(floor, 1.05)

@@ -15,6 +15,7 @@ Heuristic values (`auditsel.experiments.heuristics`) have their own columns, `<k
 `contradicted` column names the heuristic values below eps_B of one run or a valid eps_L, and
 sweep.png draws heuristics dashed with "heuristic" in the legend and marks contradicted points.
 """
+
 from __future__ import annotations
 
 import copy
@@ -37,8 +38,8 @@ MAX_POINTS = 10_000
 
 @dataclass(frozen=True)
 class SweepPoint:
-    label: str                      # directory name, e.g. "base.epsilon=2__rounds.nu=0.01"
-    assignments: dict               # dotted field -> value
+    label: str  # directory name, e.g. "base.epsilon=2__rounds.nu=0.01"
+    assignments: dict  # dotted field -> value
     spec: ExperimentSpec
 
 
@@ -47,25 +48,34 @@ def _set(raw: dict, dotted: str, value, key: str) -> None:
     parts = dotted.split(".")
     for part in parts[:-1]:
         if not isinstance(node.get(part), dict):
-            raise ConfigError(f"sweep.{key}", f"{dotted}: the config has no section {part!r} to set it in")
+            raise ConfigError(
+                f"sweep.{key}", f"{dotted}: the config has no section {part!r} to set it in"
+            )
         node = node[part]
     node[parts[-1]] = value
 
 
 def _axes(sweep) -> list[tuple[list[str], list[tuple]]]:
     if not isinstance(sweep, dict) or not sweep:
-        raise ConfigError("sweep", "must be a mapping of dotted fields to non-empty lists of values")
+        raise ConfigError(
+            "sweep", "must be a mapping of dotted fields to non-empty lists of values"
+        )
     axes = []
     for key, values in sweep.items():
         fields = [f.strip() for f in str(key).split(",")]
         if any(not f or f.startswith("sweep") or f in ("name",) for f in fields):
-            raise ConfigError(f"sweep.{key}", "must name config fields such as base.epsilon or rounds.nu")
+            raise ConfigError(
+                f"sweep.{key}", "must name config fields such as base.epsilon or rounds.nu"
+            )
         if not isinstance(values, list) or not values:
             raise ConfigError(f"sweep.{key}", "must be a non-empty list of values")
         if len(fields) > 1:
             for i, v in enumerate(values):
                 if not isinstance(v, list) or len(v) != len(fields):
-                    raise ConfigError(f"sweep.{key}[{i}]", f"must be a list of {len(fields)} values, one per field")
+                    raise ConfigError(
+                        f"sweep.{key}[{i}]",
+                        f"must be a list of {len(fields)} values, one per field",
+                    )
             tuples = [tuple(v) for v in values]
         else:
             tuples = [(v,) for v in values]
@@ -98,7 +108,9 @@ def expand_sweep(raw: dict, overrides: dict | None = None) -> list[SweepPoint]:
         try:
             spec = parse_config(point_raw)
         except ConfigError as err:
-            raise ConfigError(err.field, f"{str(err).partition(': ')[2]} (sweep point {label})") from None
+            raise ConfigError(
+                err.field, f"{str(err).partition(': ')[2]} (sweep point {label})"
+            ) from None
         points.append(SweepPoint(label, assignments, spec))
     return points
 
@@ -114,14 +126,18 @@ def _run_point(point: SweepPoint, out_dir: Path) -> dict:
     return result
 
 
-def run_sweep(points: list[SweepPoint], out_dir: Path, jobs: int = 1, progress: bool = True) -> list[dict]:
+def run_sweep(
+    points: list[SweepPoint], out_dir: Path, jobs: int = 1, progress: bool = True
+) -> list[dict]:
     """Run every point (joblib over points) and write the combined table and plot."""
     from joblib import Parallel, delayed
-    from tqdm import tqdm   # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
+    from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
     results = []
     with tqdm(total=len(points), unit="point", disable=not progress, delay=2.0, leave=False) as bar:
-        gen = Parallel(n_jobs=jobs, return_as="generator")(delayed(_run_point)(p, out_dir) for p in points)
+        gen = Parallel(n_jobs=jobs, return_as="generator")(
+            delayed(_run_point)(p, out_dir) for p in points
+        )
         for result in gen:
             results.append(result)
             bar.update(1)
@@ -140,16 +156,27 @@ def sweep_rows(points: list[SweepPoint], results: list[dict]) -> list[dict[str, 
     for point, result in zip(points, results):
         low = result.get("lower") or {}
         heuristic = heuristic_upper_keys(result)
-        row = {**point.assignments, "E[K]": result["rounds"]["mean"], "eps_B": result["base"]["epsilon"],
-               "mu": result["base"]["mu"]}
+        row = {
+            **point.assignments,
+            "E[K]": result["rounds"]["mean"],
+            "eps_B": result["base"]["epsilon"],
+            "mu": result["base"]["mu"],
+        }
         for key in UPPER_KEYS:
             value = result["upper"].get(key)
             row[key] = None if key in heuristic else value
             row[f"{key}_heuristic"] = value if key in heuristic else None
-        row.update({"contradicted": " ".join(f"{k}_heuristic" for k in contradictions(result)),
-                    "eps_L": low.get("eps"), "eps_L_point": low.get("eps_point"),
-                    "eps_L_best": low.get("eps_best_threshold"), "eps_L_gdp_heuristic": low.get("eps_gdp"),
-                    "trials": low.get("trials"), "seconds": result["seconds"]})
+        row.update(
+            {
+                "contradicted": " ".join(f"{k}_heuristic" for k in contradictions(result)),
+                "eps_L": low.get("eps"),
+                "eps_L_point": low.get("eps_point"),
+                "eps_L_best": low.get("eps_best_threshold"),
+                "eps_L_gdp_heuristic": low.get("eps_gdp"),
+                "trials": low.get("trials"),
+                "seconds": result["seconds"],
+            }
+        )
         rows.append(row)
     bound_columns = [*UPPER_KEYS, *(f"{k}_heuristic" for k in UPPER_KEYS)]
     empty = [c for c in bound_columns if all(r[c] is None for r in rows)]
@@ -176,16 +203,41 @@ def _write_combined(out_dir: Path, points, rows) -> None:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_cell(r[c]) for c in columns) + " |" for r in rows]
     name = points[0].spec.name
-    legend = ("Columns ending in `_heuristic` hold heuristic values: they are not bounds. "
-              "`contradicted` names the heuristic values below eps_B of one run or a valid eps_L.")
-    warnings = [f"- **{p.label}: {r['contradicted'].replace(' ', ', ')} contradicted** (see its report.md)"
-                for p, r in zip(points, rows) if r.get("contradicted")]
-    md = [f"# Sweep {name}", "", f"{len(rows)} points; each has its own folder (named field=value__...) with result.json, report.md and plots.",
-          "", legend, "", *lines, "", *([f"{len(warnings)} points contradict a heuristic:", "", *warnings, ""] if warnings else []),
-          "![sweep](sweep.png)", ""]
+    legend = (
+        "Columns ending in `_heuristic` hold heuristic values: they are not bounds. "
+        "`contradicted` names the heuristic values below eps_B of one run or a valid eps_L."
+    )
+    warnings = [
+        f"- **{p.label}: {r['contradicted'].replace(' ', ', ')} contradicted** (see its report.md)"
+        for p, r in zip(points, rows)
+        if r.get("contradicted")
+    ]
+    md = [
+        f"# Sweep {name}",
+        "",
+        f"{len(rows)} points; each has its own folder (named field=value__...) with result.json, report.md and plots.",
+        "",
+        legend,
+        "",
+        *lines,
+        "",
+        *(
+            [f"{len(warnings)} points contradict a heuristic:", "", *warnings, ""]
+            if warnings
+            else []
+        ),
+        "![sweep](sweep.png)",
+        "",
+    ]
     atomic_write_text(out_dir / "sweep.md", "\n".join(md))
-    atomic_write_text(out_dir / "sweep.json", json.dumps(
-        {"name": name, "points": [dict(r, label=p.label) for p, r in zip(points, rows)]}, indent=2) + "\n")
+    atomic_write_text(
+        out_dir / "sweep.json",
+        json.dumps(
+            {"name": name, "points": [dict(r, label=p.label) for p, r in zip(points, rows)]},
+            indent=2,
+        )
+        + "\n",
+    )
     _plot(out_dir / "sweep.png", name, points, rows)
 
 
@@ -206,34 +258,68 @@ def _plot(path: Path, name: str, points, rows) -> None:
     cols = min(n, 3)
     nrows = math.ceil(n / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.6 * nrows), squeeze=False)
-    series = [("eps_B", "eps_B (one run)", "k:"), ("generic_rdp", "generic RDP", "C0-"),
-              ("profile", "profile", "C1-"), ("improved_rdp", "improved (UO)", "C2-"),
-              ("improved_rdp_gdp", "improved (UG)", "C5-"), ("exact", "exact", "C3-")]
+    series = [
+        ("eps_B", "eps_B (one run)", "k:"),
+        ("generic_rdp", "generic RDP", "C0-"),
+        ("profile", "profile", "C1-"),
+        ("improved_rdp", "improved (UO)", "C2-"),
+        ("improved_rdp_gdp", "improved (UG)", "C5-"),
+        ("exact", "exact", "C3-"),
+    ]
     for ax, (key, idx) in zip(axes.flat, groups.items()):
         xs = [rows[i][x_field] if x_field else i for i in idx]
         order = sorted(range(len(idx)), key=lambda j: xs[j])
         xs = [xs[j] for j in order]
         idx = [idx[j] for j in order]
         for col, label, style in series:
-            for suffix, line, legend in (("", style, label), ("_heuristic", style[:2] + "--", f"{label}, heuristic")):
+            for suffix, line, legend in (
+                ("", style, label),
+                ("_heuristic", style[:2] + "--", f"{label}, heuristic"),
+            ):
                 ys = [rows[i].get(col + suffix) for i in idx]
                 if col == "eps_B" and suffix:
                     continue
                 if any(y is not None for y in ys):
-                    ax.plot(xs, [math.nan if y is None else y for y in ys], line, marker=".", label=legend)
-        bad = [(x, rows[i][f"{k}_heuristic"]) for x, i in zip(xs, idx)
-               for k in rows[i].get("contradicted", "").replace("_heuristic", "").split() if k]
+                    ax.plot(
+                        xs,
+                        [math.nan if y is None else y for y in ys],
+                        line,
+                        marker=".",
+                        label=legend,
+                    )
+        bad = [
+            (x, rows[i][f"{k}_heuristic"])
+            for x, i in zip(xs, idx)
+            for k in rows[i].get("contradicted", "").replace("_heuristic", "").split()
+            if k
+        ]
         if bad:
-            ax.plot([b[0] for b in bad], [b[1] for b in bad], "rx", ms=8, mew=1.5, ls="none",
-                    label="heuristic, CONTRADICTED (below eps_B or eps_L)")
+            ax.plot(
+                [b[0] for b in bad],
+                [b[1] for b in bad],
+                "rx",
+                ms=8,
+                mew=1.5,
+                ls="none",
+                label="heuristic, CONTRADICTED (below eps_B or eps_L)",
+            )
         low = [rows[i]["eps_L"] for i in idx]
         if any(v is not None for v in low):
             point = [rows[i]["eps_L_point"] for i in idx]
             lo = [0 if v is None else v for v in low]
-            up = [max((p if p is not None and math.isfinite(p) else v or 0) - (v or 0), 0)
-                  for p, v in zip(point, low)]
-            ax.errorbar(xs, lo, yerr=[[0] * len(lo), up], fmt="o", color="C4", capsize=3,
-                        label="eps_L (bar: point estimate)")
+            up = [
+                max((p if p is not None and math.isfinite(p) else v or 0) - (v or 0), 0)
+                for p, v in zip(point, low)
+            ]
+            ax.errorbar(
+                xs,
+                lo,
+                yerr=[[0] * len(lo), up],
+                fmt="o",
+                color="C4",
+                capsize=3,
+                label="eps_L (bar: point estimate)",
+            )
         ax.set_xlabel(x_field or "point")
         ax.set_ylabel("epsilon")
         if others:
@@ -241,7 +327,7 @@ def _plot(path: Path, name: str, points, rows) -> None:
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     handles = {}
-    for ax in list(axes.flat)[:n]:   # one legend with every series drawn in any panel
+    for ax in list(axes.flat)[:n]:  # one legend with every series drawn in any panel
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
     axes.flat[0].legend(list(handles.values()), list(handles), fontsize=7)

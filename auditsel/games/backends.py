@@ -5,9 +5,11 @@ gives the same numbers. `dask` runs the chunks on a dask.distributed cluster thr
 dask backend: the one at `scheduler` (e.g. tcp://10.0.0.5:8786), or a LocalCluster on loopback
 started for the run. Dask is an optional extra: pip install "auditsel[dask]".
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
+
 from auditsel.errors import ConfigError
 
 __all__ = ["BACKENDS", "BackendError", "execution_backend"]
@@ -35,8 +37,9 @@ def execution_backend(name: str | None, scheduler: str | None = None, workers: i
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        raise BackendError("--backend dask: dask.distributed is not installed; "
-                           "pip install 'auditsel[dask]'") from None
+        raise BackendError(
+            "--backend dask: dask.distributed is not installed; pip install 'auditsel[dask]'"
+        ) from None
     if scheduler:
         try:
             client = Client(scheduler, timeout="10s")
@@ -44,8 +47,13 @@ def execution_backend(name: str | None, scheduler: str | None = None, workers: i
             raise BackendError(f"--scheduler: cannot reach {scheduler} ({err})") from None
         cluster = None
     else:
-        cluster = LocalCluster(n_workers=max(workers, 1), threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address=None)
+        cluster = LocalCluster(
+            n_workers=max(workers, 1),
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
         client = Client(cluster)
     try:
         yield "dask"

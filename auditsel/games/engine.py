@@ -20,19 +20,28 @@ Test hook: with the environment variable AUDITSEL_PAUSE_AFTER_CHUNKS=n, a call t
 n new chunks writes `checkpoint_dir/paused` and sleeps, so that a test can kill the process at
 a known point mid-run (tests/test_kill_resume.py).
 """
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
+
 from auditsel.errors import ConfigError
 
-__all__ = ["GameRecord", "ChunkSource", "CheckpointError", "run_game", "chunk_rng", "DEFAULT_CHUNK_SIZE"]
+__all__ = [
+    "GameRecord",
+    "ChunkSource",
+    "CheckpointError",
+    "run_game",
+    "chunk_rng",
+    "DEFAULT_CHUNK_SIZE",
+]
 
 DEFAULT_CHUNK_SIZE = 1 << 18  # 262,144 trials: ~2.4 MB of scores and coins per chunk
 MANIFEST = "manifest.json"
@@ -48,17 +57,17 @@ class CheckpointError(ConfigError):
 
 @dataclass(frozen=True)
 class GameRecord:
-    scores: np.ndarray | None   # float64, one per trial, in trial order (None when streamed)
-    member: np.ndarray | None   # int8 coins b
+    scores: np.ndarray | None  # float64, one per trial, in trial order (None when streamed)
+    member: np.ndarray | None  # int8 coins b
     resumed_chunks: int = 0
-    chunks: "ChunkSource | None" = None   # the checkpointed chunks, read back one at a time
+    chunks: ChunkSource | None = None  # the checkpointed chunks, read back one at a time
 
 
 @dataclass(frozen=True)
 class ChunkSource:
     """Finished chunks on disk, in trial order: what a streamed (bounded-memory) audit reads."""
 
-    store: "Checkpoints"
+    store: Checkpoints
     sizes: tuple
 
     def __len__(self) -> int:
@@ -103,7 +112,9 @@ def play_chunk(protocol, proxy: Callable, seed: int, index: int, size: int):
     observations = protocol.release(member, rng)
     scores = np.asarray(proxy(observations), dtype=np.float64)
     if scores.ndim not in (1, 2) or scores.shape[0] != size:
-        raise RuntimeError(f"proxy returned shape {scores.shape}, expected ({size},) or ({size}, P)")
+        raise RuntimeError(
+            f"proxy returned shape {scores.shape}, expected ({size},) or ({size}, P)"
+        )
     return index, scores, member
 
 
@@ -125,12 +136,16 @@ class Checkpoints:
             try:
                 found = json.loads(manifest.read_text())
             except (OSError, ValueError) as err:
-                raise CheckpointError(f"checkpoint manifest {manifest} is unreadable ({err}); "
-                                      f"delete {self.dir} to start over") from None
+                raise CheckpointError(
+                    f"checkpoint manifest {manifest} is unreadable ({err}); "
+                    f"delete {self.dir} to start over"
+                ) from None
             if found != expected:
-                raise CheckpointError(f"checkpoints in {self.dir} belong to another experiment "
-                                      f"(different config, seed or chunk size); use another --out "
-                                      f"or delete {self.dir}")
+                raise CheckpointError(
+                    f"checkpoints in {self.dir} belong to another experiment "
+                    f"(different config, seed or chunk size); use another --out "
+                    f"or delete {self.dir}"
+                )
         else:
             _atomic_write_bytes(manifest, json.dumps(expected).encode())
 
@@ -146,12 +161,20 @@ class Checkpoints:
                 scores, member = data["scores"], data["member"]
                 fingerprint = str(data["fingerprint"])
                 stored_index = int(data["index"])
-        except Exception as err:  # noqa: BLE001 - any unreadable file is reported the same way
-            raise CheckpointError(f"checkpoint {path} is corrupted ({type(err).__name__}); "
-                                  f"delete it to recompute that chunk") from None
-        if fingerprint != self.fingerprint or stored_index != index or scores.shape[:1] != member.shape:
-            raise CheckpointError(f"checkpoint {path} does not belong to this experiment; "
-                                  f"delete {self.dir} or use another --out")
+        except Exception as err:
+            raise CheckpointError(
+                f"checkpoint {path} is corrupted ({type(err).__name__}); "
+                f"delete it to recompute that chunk"
+            ) from None
+        if (
+            fingerprint != self.fingerprint
+            or stored_index != index
+            or scores.shape[:1] != member.shape
+        ):
+            raise CheckpointError(
+                f"checkpoint {path} does not belong to this experiment; "
+                f"delete {self.dir} or use another --out"
+            )
         if scores.shape[0] != size:
             return None  # the last, partial chunk of a run with another trial count: recompute
         return scores, member
@@ -159,8 +182,13 @@ class Checkpoints:
     def save(self, index: int, scores, member):
         path = self.path(index)
         tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, scores=scores, member=member, fingerprint=np.array(self.fingerprint),
-                 index=np.array(index))
+        np.savez(
+            tmp,
+            scores=scores,
+            member=member,
+            fingerprint=np.array(self.fingerprint),
+            index=np.array(index),
+        )
         os.replace(tmp, path)
 
 
@@ -179,9 +207,20 @@ def _atomic_write_bytes(path: Path, data: bytes):
     os.replace(tmp, path)
 
 
-def run_game(protocol, proxy: Callable, trials: int, seed: int, *, chunk_size: int = DEFAULT_CHUNK_SIZE,
-             jobs: int = 1, checkpoint_dir: str | Path | None = None, fingerprint: str = "",
-             progress: bool = True, backend: str | None = None, in_memory: bool = True) -> GameRecord:
+def run_game(
+    protocol,
+    proxy: Callable,
+    trials: int,
+    seed: int,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    jobs: int = 1,
+    checkpoint_dir: str | Path | None = None,
+    fingerprint: str = "",
+    progress: bool = True,
+    backend: str | None = None,
+    in_memory: bool = True,
+) -> GameRecord:
     """Play `trials` games; returns scores and coins in trial order (deterministic in seed).
 
     With in_memory=False (needs checkpoint_dir) nothing is kept: finished chunks stay on disk
@@ -202,14 +241,22 @@ def run_game(protocol, proxy: Callable, trials: int, seed: int, *, chunk_size: i
     resumed = len(results)
     pending = [i for i in range(len(sizes)) if i not in results]
 
-    from tqdm import tqdm   # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
+    from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
-    bar = tqdm(total=int(trials), initial=sum(sizes[i] for i in results), unit="trial",
-               unit_scale=True, delay=2.0, disable=not progress, leave=False)
+    bar = tqdm(
+        total=int(trials),
+        initial=sum(sizes[i] for i in results),
+        unit="trial",
+        unit_scale=True,
+        delay=2.0,
+        disable=not progress,
+        leave=False,
+    )
     pause_after = int(os.environ.get(PAUSE_ENV) or 0) if store is not None else 0
     try:
         for saved, (index, scores, member) in enumerate(
-                _execute(protocol, proxy, seed, pending, sizes, jobs, backend), start=1):
+            _execute(protocol, proxy, seed, pending, sizes, jobs, backend), start=1
+        ):
             if store is not None:
                 store.save(index, scores, member)
                 if saved == pause_after:
@@ -241,9 +288,12 @@ def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
     from joblib import Parallel, delayed, parallel_config
 
     with parallel_config(backend=backend) if backend else nullcontext():
-        parallel = Parallel(n_jobs=-1 if backend == "dask" else jobs, return_as="generator_unordered",
-                            prefer=prefer)
-        yield from parallel(delayed(play_chunk)(protocol, proxy, seed, i, sizes[i]) for i in pending)
+        parallel = Parallel(
+            n_jobs=-1 if backend == "dask" else jobs, return_as="generator_unordered", prefer=prefer
+        )
+        yield from parallel(
+            delayed(play_chunk)(protocol, proxy, seed, i, sizes[i]) for i in pending
+        )
 
 
 def _workers(jobs: int) -> int:

@@ -30,11 +30,12 @@ The trade-off family for [MMC24] (`TuningFamily`, theta = mu): a lower bound on 
 trade-off curve made of the supporting lines of the Neyman-Pearson tests (beta + e^c alpha is
 minimal at the test "L > c"), so the hypothesis is never stronger than the true curve.
 """
+
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
-import json
 
 import numpy as np
 from scipy.optimize import brentq
@@ -95,7 +96,7 @@ class OneRunReducedGame:
         return canary_curve(self.mu, self.law, self.canaries).epsilon(delta)
 
     @property
-    def family(self) -> "TuningFamily":
+    def family(self) -> TuningFamily:
         return TuningFamily(self.law, self.canaries)
 
 
@@ -119,8 +120,9 @@ class _CanaryCurve:
         lp_p, lp_q = self.lp[direction], self.lp[1 - direction]
         d = self.mu_y
         u = (eps - (lp_p - lp_q)) / d + d / 2
-        terms = (np.exp(self.log_w + lp_p + log_ndtr(d - u))
-                 - np.exp(self.log_w + eps + lp_q + log_ndtr(-u)))
+        terms = np.exp(self.log_w + lp_p + log_ndtr(d - u)) - np.exp(
+            self.log_w + eps + lp_q + log_ndtr(-u)
+        )
         return max(float(np.sum(terms)), 0.0)
 
     def delta(self, eps: float) -> float:
@@ -140,7 +142,7 @@ class _CanaryCurve:
     def tests(self, levels=LINE_LEVELS):
         """(c, alpha_c, beta_c) of the tests "log dP1/dP0 > c": FP on P0 and FN on P1."""
         d = self.mu_y
-        step = TEST_SUBSAMPLE           # every 8th grid point (trapezoid weights scaled): 2,501 nodes
+        step = TEST_SUBSAMPLE  # every 8th grid point (trapezoid weights scaled): 2,501 nodes
         lp0, lp1 = self.lp[0][::step], self.lp[1][::step]
         log_w = np.log(np.exp(self.log_w[::step]) * step)
         log_w[[0, -1]] = np.log(np.exp(self.log_w[1]) * step / 2)
@@ -187,7 +189,9 @@ def _lines(mu: float, law: RoundsLaw, m: int):
     ok = np.isfinite(a) & np.isfinite(b)
     a, b = a[ok], b[ok]
     y = np.linspace(0.0, 1.0, 4001)
-    keep = np.unique(np.argmax(a[:, None] + b[:, None] * y[None, :], axis=0))   # a subset: never larger
+    keep = np.unique(
+        np.argmax(a[:, None] + b[:, None] * y[None, :], axis=0)
+    )  # a subset: never larger
     return a[keep], b[keep]
 
 
@@ -206,6 +210,7 @@ class TuningFamily:
             y = 1.0 - np.asarray(r, dtype=float)
             x = np.max(a[None, :] + b[None, :] * y[..., None], axis=-1)
             return np.where(y <= 0, 1.0, np.clip(x, 0.0, 1.0))
+
         return inverse
 
     def epsilon(self, theta: float, delta: float) -> float:

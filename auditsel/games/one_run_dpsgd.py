@@ -19,6 +19,7 @@ exact epsilon is known and the audit's tightness is measured on the real trainer
 the real examples' gradients also move the canary coordinates; the reduced game's epsilon is
 then the value for the canaries alone (heuristic as a target).
 """
+
 from __future__ import annotations
 
 import math
@@ -51,7 +52,9 @@ class OneRunDpsgd:
 
     def __post_init__(self):
         if self.threat not in ("etcv", "ntcv"):
-            raise ConfigError("game.threat", f"one-run DP-SGD audits support etcv and ntcv, got {self.threat!r}")
+            raise ConfigError(
+                "game.threat", f"one-run DP-SGD audits support etcv and ntcv, got {self.threat!r}"
+            )
         if self.canaries < 2:
             raise ConfigError("game.one_run.canaries", f"must be >= 2, got {self.canaries}")
 
@@ -72,8 +75,11 @@ class OneRunDpsgd:
         train = train.take(self.train_size) if self.threat == "ntcv" else Dataset.empty_like(train)
         model = ModelSpec(self.model, train.shape, train.num_classes)
         if self.canaries > model.num_params:
-            raise ConfigError("game.one_run.canaries", f"at most {model.num_params} Dirac canaries fit "
-                                                       f"the {self.model} model's coordinates, got {self.canaries}")
+            raise ConfigError(
+                "game.one_run.canaries",
+                f"at most {model.num_params} Dirac canaries fit "
+                f"the {self.model} model's coordinates, got {self.canaries}",
+            )
         return model, train
 
     def play(self, rng: np.random.Generator, setup=None):
@@ -86,14 +92,26 @@ class OneRunDpsgd:
         k = int(self.law.sample(1, rng)[0])
         if k == 0:
             return np.zeros(m), member
-        lrs = np.asarray(self.learning_rates, dtype=float)[rng.integers(0, len(self.learning_rates), k)]
+        lrs = np.asarray(self.learning_rates, dtype=float)[
+            rng.integers(0, len(self.learning_rates), k)
+        ]
         seeds = rng.integers(0, 2**63, k, dtype=np.uint64)
         included = tuple(int(c) for c in np.flatnonzero(member))
         canary = GradientCanary(coordinate=included) if included else None
-        out = train_runs(model, train, steps=self.steps, lr=lrs, clip=self.clip,
-                         noise_multiplier=self.noise_multiplier, sample_rate=1.0, seeds=seeds,
-                         canary=canary, include_canary=np.full(k, bool(included)),
-                         device=self.device, dtype=__import__("torch").float64)
+        out = train_runs(
+            model,
+            train,
+            steps=self.steps,
+            lr=lrs,
+            clip=self.clip,
+            noise_multiplier=self.noise_multiplier,
+            sample_rate=1.0,
+            seeds=seeds,
+            canary=canary,
+            include_canary=np.full(k, bool(included)),
+            device=self.device,
+            dtype=__import__("torch").float64,
+        )
         shift = (out.w0 - out.wN).double().cpu().numpy()[:, :m] / lrs[:, None]
-        winner = int(np.argmax(shift.sum(axis=1)))       # ties: the earliest run
+        winner = int(np.argmax(shift.sum(axis=1)))  # ties: the earliest run
         return shift[winner], member

@@ -37,6 +37,7 @@ Python), i.e. linear in E[K] * N; runs are processed in blocks of at most `block
 stays bounded whatever K is (no inverse-cdf trick exists for the max of K sums of N terms: the
 cdf of s has no closed form, and a numerical one would make the sampler approximate).
 """
+
 from __future__ import annotations
 
 import math
@@ -49,12 +50,12 @@ from auditsel.rounds import RoundsLaw
 
 __all__ = ["DpsgdWorstCase", "step_log_likelihood_ratio", "DEFAULT_BLOCK"]
 
-DEFAULT_BLOCK = 1 << 21   # steps per vectorised block (16 MiB of float64 per array)
+DEFAULT_BLOCK = 1 << 21  # steps per vectorised block (16 MiB of float64 per array)
 
 
 def step_log_likelihood_ratio(x, noise_multiplier: float, sample_rate: float) -> np.ndarray:
     """log((1 - tau) + tau exp((2x - 1) / (2 sigma^2))) per step, overflow-safe (float64)."""
-    a = (2.0 * np.asarray(x, dtype=float) - 1.0) / (2.0 * noise_multiplier ** 2)
+    a = (2.0 * np.asarray(x, dtype=float) - 1.0) / (2.0 * noise_multiplier**2)
     if sample_rate >= 1.0:
         return a
     return np.logaddexp(math.log1p(-sample_rate), math.log(sample_rate) + a)
@@ -65,8 +66,8 @@ def _step_terms(x, noise_multiplier: float, sample_rate: float) -> np.ndarray:
     capped at e^CAP and the excess added back: exact to float32 precision, as (1 - tau) e^-CAP
     is negligible beside tau."""
     a = x
-    a *= np.float32(1.0 / noise_multiplier ** 2)
-    a -= np.float32(0.5 / noise_multiplier ** 2)
+    a *= np.float32(1.0 / noise_multiplier**2)
+    a -= np.float32(0.5 / noise_multiplier**2)
     if sample_rate >= 1.0:
         return a
     excess = None
@@ -102,14 +103,16 @@ class DpsgdWorstCase:
 
     def __post_init__(self):
         if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier > 0):
-            raise ValueError(f"base.noise_multiplier: must be in (0, inf), got {self.noise_multiplier!r}")
+            raise ValueError(
+                f"base.noise_multiplier: must be in (0, inf), got {self.noise_multiplier!r}"
+            )
         if not (isinstance(self.steps, (int, np.integer)) and self.steps >= 1):
             raise ValueError(f"base.steps: must be an integer >= 1, got {self.steps!r}")
         if not (0 < self.sample_rate <= 1):
             raise ValueError(f"base.sample_rate: must be in (0, 1], got {self.sample_rate!r}")
 
     @classmethod
-    def from_base(cls, base, law: RoundsLaw) -> "DpsgdWorstCase":
+    def from_base(cls, base, law: RoundsLaw) -> DpsgdWorstCase:
         """From a `mechanisms.DpsgdBase` (sigma, N, tau) and the law of K."""
         return cls(base.noise_multiplier, base.steps, base.sample_rate, law)
 
@@ -131,7 +134,9 @@ class DpsgdWorstCase:
         for start in range(0, runs, rows):
             n = min(rows, runs - start)
             x = self.steps_of_runs(n, member, rng)
-            out[start:start + n] = _step_terms(x, self.noise_multiplier, self.sample_rate).sum(axis=1)
+            out[start : start + n] = _step_terms(x, self.noise_multiplier, self.sample_rate).sum(
+                axis=1
+            )
         return out
 
     def release(self, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -8,17 +8,20 @@
 
 Score files (`auditsel audit-scores`) are read by `auditsel.auditing.scores`.
 """
+
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from auditsel.games.engine import run_game
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.errors import ConfigError
+from auditsel.games.engine import run_game
 
 __all__ = ["FunctionProtocol", "FunctionProxy", "audit_protocol"]
 
@@ -44,15 +47,30 @@ class FunctionProxy:
 
 
 def _default_fingerprint(release, score, seed, chunk_size) -> str:
-    names = [f"{getattr(f, '__module__', None)}.{getattr(f, '__qualname__', repr(f))}" for f in (release, score)]
+    names = [
+        f"{getattr(f, '__module__', None)}.{getattr(f, '__qualname__', repr(f))}"
+        for f in (release, score)
+    ]
     return hashlib.sha256(f"{names}|{seed}|{chunk_size}".encode()).hexdigest()[:32]
 
 
-def audit_protocol(release: Callable, score: Callable, *, delta: float, trials: int, seed: int = 0,
-                   confidence: float = 0.95, rule: str = "split", jobs: int = 1,
-                   checkpoint_dir: str | Path | None = None, fingerprint: str | None = None,
-                   chunk_size: int = 1000, vectorized: bool = False, progress: bool = False,
-                   threshold_grid=None) -> LowerBound:
+def audit_protocol(
+    release: Callable,
+    score: Callable,
+    *,
+    delta: float,
+    trials: int,
+    seed: int = 0,
+    confidence: float = 0.95,
+    rule: str = "split",
+    jobs: int = 1,
+    checkpoint_dir: str | Path | None = None,
+    fingerprint: str | None = None,
+    chunk_size: int = 1000,
+    vectorized: bool = False,
+    progress: bool = False,
+    threshold_grid=None,
+) -> LowerBound:
     """eps lower bound for your own protocol.
 
     release(member, rng) -> observation for one trial (or, with vectorized=True, for an array
@@ -65,12 +83,25 @@ def audit_protocol(release: Callable, score: Callable, *, delta: float, trials: 
         raise ConfigError("trials", f"must be an integer >= 2, got {trials}")
     protocol = _VectorProtocol(release) if vectorized else FunctionProtocol(release)
     proxy = score if vectorized else FunctionProxy(score)
-    record = run_game(protocol, proxy, trials, seed, chunk_size=chunk_size, jobs=jobs,
-                      checkpoint_dir=checkpoint_dir,
-                      fingerprint=fingerprint or _default_fingerprint(release, score, seed, chunk_size),
-                      progress=progress)
-    return audit_scores(record.scores, record.member, delta, confidence=confidence, rule=rule,
-                        threshold_grid=threshold_grid)
+    record = run_game(
+        protocol,
+        proxy,
+        trials,
+        seed,
+        chunk_size=chunk_size,
+        jobs=jobs,
+        checkpoint_dir=checkpoint_dir,
+        fingerprint=fingerprint or _default_fingerprint(release, score, seed, chunk_size),
+        progress=progress,
+    )
+    return audit_scores(
+        record.scores,
+        record.member,
+        delta,
+        confidence=confidence,
+        rule=rule,
+        threshold_grid=threshold_grid,
+    )
 
 
 @dataclass(frozen=True)

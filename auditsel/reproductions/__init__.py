@@ -19,6 +19,7 @@ where ``rows(jobs: int = 1) -> list[dict]``. The modules of this package:
 * ``figure6``  the Figure 6 table with a reduced-game audit per cell, and its plot.
 * ``table3``   the [XWW24] Table-3-style grid on real DP-SGD, through the game engine.
 """
+
 from __future__ import annotations
 
 import csv
@@ -28,9 +29,9 @@ import io
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 __all__ = ["Reproduction", "REGISTRY", "register", "names", "reproduce", "render", "to_markdown"]
 
@@ -42,17 +43,17 @@ class Reproduction:
     name: str
     title: str
     rows: str
-    summary: Optional[str] = None
-    plot: Optional[str] = None
-    render: Optional[str] = None       # "module:function" (rows, seconds, out) -> out: own files
-    root: str = "results/papers"       # default output root of `auditsel reproduce NAME`
+    summary: str | None = None
+    plot: str | None = None
+    render: str | None = None  # "module:function" (rows, seconds, out) -> out: own files
+    root: str = "results/papers"  # default output root of `auditsel reproduce NAME`
 
     @staticmethod
     def resolve(path: str) -> Callable:
         module, _, attr = path.partition(":")
         return getattr(importlib.import_module(module), attr)
 
-    def compute(self, jobs: int = 1, out: Optional[Path] = None) -> list:
+    def compute(self, jobs: int = 1, out: Path | None = None) -> list:
         fn = self.resolve(self.rows)
         params = inspect.signature(fn).parameters
         kwargs = {k: v for k, v in (("jobs", jobs), ("out", out)) if k in params}
@@ -62,12 +63,21 @@ class Reproduction:
 REGISTRY: dict[str, Reproduction] = {}
 
 
-def register(name: str, title: str, rows: str, *, summary: Optional[str] = None,
-             plot: Optional[str] = None, render: Optional[str] = None,
-             root: str = "results/papers") -> Reproduction:
+def register(
+    name: str,
+    title: str,
+    rows: str,
+    *,
+    summary: str | None = None,
+    plot: str | None = None,
+    render: str | None = None,
+    root: str = "results/papers",
+) -> Reproduction:
     """Add a reproduction under `name` (letters, digits and '-'; written to ROOT/name/)."""
     if not name or not all(c.isalnum() or c == "-" for c in name) or name == "all":
-        raise ValueError(f"reproduction name: letters, digits and '-' only (not 'all'), got {name!r}")
+        raise ValueError(
+            f"reproduction name: letters, digits and '-' only (not 'all'), got {name!r}"
+        )
     if name in REGISTRY:
         raise ValueError(f"reproduction name: {name!r} is already registered")
     REGISTRY[name] = entry = Reproduction(name, title, rows, summary, plot, render, root)
@@ -79,23 +89,51 @@ def names() -> list[str]:
 
 
 _B = "auditsel.reproductions.bounds"
-register("example1", "[XWW24] Example 1: exact epsilon of the released winner against the generic bounds",
-         f"{_B}:example1_rows")
-register("table4", "[XWW24] Table 4: two-point xi, N = 500, delta = 1e-5 (eps_UG, eps_UO, exact; "
-         "paper_* = the paper's values)", f"{_B}:table4_rows_with_exact", summary=f"{_B}:table4_lines")
-register("figure6", "[XWW24] Figure 6 as a table: TNB grid, N = 500, delta = 1e-5, with the lower bound "
-         "of a 1,000,000-trial reduced audit (split rule)", "auditsel.reproductions.figure6:rows",
-         plot="auditsel.reproductions.figure6:plot")
-register("table3", "[XWW24] Table 3 style grid on real DP-SGD (digits): threat x canary x eps_B, "
-         "lambda_a and lambda_b on the same 1,000 games per cell", "auditsel.reproductions.table3:rows",
-         summary="auditsel.reproductions.table3:findings")
-register("koskela-gaussian", "[KRW24]'s Gaussian settings (sigma = 4, delta = 1e-6)",
-         f"{_B}:koskela_gaussian_rows")
-register("accountants", "Accountants' claims for DP-SGD with Poisson subsampling against the worst-case "
-         "game (`game.kind: dpsgd_worst_case`)", "auditsel.reproductions.accountants:rows",
-         render="auditsel.reproductions.accountants:render", root="results")
-register("dpsgd-factor", "[KRW24] Fig. 7: how many more models the profile bound allows than the RDP "
-         "bound (q = 16384/50000, sigma = 21.1, T = 250)", f"{_B}:dpsgd_factor_rows")
+register(
+    "example1",
+    "[XWW24] Example 1: exact epsilon of the released winner against the generic bounds",
+    f"{_B}:example1_rows",
+)
+register(
+    "table4",
+    "[XWW24] Table 4: two-point xi, N = 500, delta = 1e-5 (eps_UG, eps_UO, exact; "
+    "paper_* = the paper's values)",
+    f"{_B}:table4_rows_with_exact",
+    summary=f"{_B}:table4_lines",
+)
+register(
+    "figure6",
+    "[XWW24] Figure 6 as a table: TNB grid, N = 500, delta = 1e-5, with the lower bound "
+    "of a 1,000,000-trial reduced audit (split rule)",
+    "auditsel.reproductions.figure6:rows",
+    plot="auditsel.reproductions.figure6:plot",
+)
+register(
+    "table3",
+    "[XWW24] Table 3 style grid on real DP-SGD (digits): threat x canary x eps_B, "
+    "lambda_a and lambda_b on the same 1,000 games per cell",
+    "auditsel.reproductions.table3:rows",
+    summary="auditsel.reproductions.table3:findings",
+)
+register(
+    "koskela-gaussian",
+    "[KRW24]'s Gaussian settings (sigma = 4, delta = 1e-6)",
+    f"{_B}:koskela_gaussian_rows",
+)
+register(
+    "accountants",
+    "Accountants' claims for DP-SGD with Poisson subsampling against the worst-case "
+    "game (`game.kind: dpsgd_worst_case`)",
+    "auditsel.reproductions.accountants:rows",
+    render="auditsel.reproductions.accountants:render",
+    root="results",
+)
+register(
+    "dpsgd-factor",
+    "[KRW24] Fig. 7: how many more models the profile bound allows than the RDP "
+    "bound (q = 16384/50000, sigma = 21.1, T = 250)",
+    f"{_B}:dpsgd_factor_rows",
+)
 
 
 # --- output -----------------------------------------------------------------------------------
@@ -154,8 +192,16 @@ def render(name: str, rows: list[dict], seconds: float, out: Path) -> Path:
         files = entry.resolve(entry.plot)(rows, out)
         extra = [line for f in files for line in ("", f"![{Path(f).stem}]({Path(f).name})")]
     summary = ["", *entry.resolve(entry.summary)(rows)] if entry.summary else []
-    md = [f"# {entry.title}", "", to_markdown(rows, digits=4), *summary, "",
-          f"Computed by `auditsel reproduce {name}` in {seconds:.1f} s.", *extra, ""]
+    md = [
+        f"# {entry.title}",
+        "",
+        to_markdown(rows, digits=4),
+        *summary,
+        "",
+        f"Computed by `auditsel reproduce {name}` in {seconds:.1f} s.",
+        *extra,
+        "",
+    ]
     atomic_write_text(out / "table.md", "\n".join(md))
     atomic_write_text(out / "table.csv", _csv(rows))
     atomic_write_text(out / "rows.json", json.dumps(rows, indent=1) + "\n")

@@ -1,6 +1,7 @@
 """`auditsel reproduce accountants`: Opacus, dp_accounting, prv_accountant and the papers' claims
 for DP-SGD with Poisson subsampling against the worst-case game (`game.kind: dpsgd_worst_case`;
 auditsel.reproductions.accountants_table; needs the `accountants` extra). Written to results/accountants/."""
+
 from __future__ import annotations
 
 import json
@@ -13,27 +14,51 @@ def rows(jobs: int = 1, out: Path | None = None) -> list[dict]:
     from auditsel.reproductions.accountants_table import cell_rows
     from auditsel.reproductions.claims import CLAIMS, Setting, claim_epsilon
 
-    for name in CLAIMS:   # fail fast, before any game, when an optional library is missing
+    for name in CLAIMS:  # fail fast, before any game, when an optional library is missing
         if CLAIMS[name].package:
             claim_epsilon(name, Setting(1.0, 1, 1.0))
     return cell_rows(jobs=jobs, work_dir=None if out is None else out / "checkpoints")
 
 
 def render(rows: list[dict], seconds: float, out: Path) -> Path:
-    from auditsel.reproductions import accountants_table as at
     from auditsel.experiments.report import atomic_write_text
     from auditsel.reproductions import REGISTRY, _csv, to_markdown
+    from auditsel.reproductions import accountants_table as at
 
     title = REGISTRY["accountants"].title
     at.plot(rows, out / "accountants.png")
-    md = [f"# {title}", "", *at.header(), "", to_markdown(at.summary_columns(rows), digits=3), "",
-          "Findings (every number computed from rows.json):", "", *at.findings(rows), "",
-          f"Computed by `auditsel reproduce accountants` in {seconds:.0f} s "
-          f"(games {sum(r['game_seconds'] for r in rows):.0f} s, claims {sum(r['claim_seconds'] for r in rows):.0f} s).",
-          "", "![claims against eps_L](accountants.png)", ""]
-    flat = [{k: (";".join(v) if isinstance(v, list) else (json.dumps(v) if isinstance(v, dict) else v))
-             for k, v in r.items()} for r in rows]
+    md = [
+        f"# {title}",
+        "",
+        *at.header(),
+        "",
+        to_markdown(at.summary_columns(rows), digits=3),
+        "",
+        "Findings (every number computed from rows.json):",
+        "",
+        *at.findings(rows),
+        "",
+        f"Computed by `auditsel reproduce accountants` in {seconds:.0f} s "
+        f"(games {sum(r['game_seconds'] for r in rows):.0f} s, claims {sum(r['claim_seconds'] for r in rows):.0f} s).",
+        "",
+        "![claims against eps_L](accountants.png)",
+        "",
+    ]
+    flat = [
+        {
+            k: (
+                ";".join(v)
+                if isinstance(v, list)
+                else (json.dumps(v) if isinstance(v, dict) else v)
+            )
+            for k, v in r.items()
+        }
+        for r in rows
+    ]
     atomic_write_text(out / "table.md", "\n".join(md))
     atomic_write_text(out / "table.csv", _csv(flat))
-    atomic_write_text(out / "rows.json", json.dumps({"versions": at.library_versions(), "rows": rows}, indent=1) + "\n")
+    atomic_write_text(
+        out / "rows.json",
+        json.dumps({"versions": at.library_versions(), "rows": rows}, indent=1) + "\n",
+    )
     return out

@@ -11,14 +11,21 @@ Games run through the engine (`auditsel.games.engine.run_game`: seeded chunks, j
 checkpoints under OUT/checkpoints/CELL, removed once the table is written, so an interrupted
 table resumes). Cost of a cell: E[K] * N Gaussian steps per game.
 """
+
 from __future__ import annotations
 
-import math
 import shutil
 import time
 from pathlib import Path
 
-from auditsel.reproductions.claims import CLAIMS, MissingExtra, Setting, claim_epsilon, library_versions, lower_estimates
+from auditsel.reproductions.claims import (
+    CLAIMS,
+    MissingExtra,
+    Setting,
+    claim_epsilon,
+    library_versions,
+    lower_estimates,
+)
 from auditsel.rounds import Point, Poisson, TruncatedNegativeBinomial, TwoPoint
 
 __all__ = ["GRID", "GAMES", "CLOSE_GAMES", "cell_rows", "run_cell", "findings"]
@@ -26,23 +33,33 @@ __all__ = ["GRID", "GAMES", "CLOSE_GAMES", "cell_rows", "run_cell", "findings"]
 DELTA = 1e-5
 GAMES = 10_000_000
 CLOSE_GAMES = 40_000_000
-CLOSE = 0.1              # eps_L within 10% below a claim: rerun with CLOSE_GAMES
-CLOSE_MAX_COST = 10      # ... when E[K] * N is at most this
+CLOSE = 0.1  # eps_L within 10% below a claim: rerun with CLOSE_GAMES
+CLOSE_MAX_COST = 10  # ... when E[K] * N is at most this
 CONFIDENCE = 0.95
 
 _SINGLE = [  # (sigma, N, tau): one run, K = 1
-    (0.5, 1, 1.0), (1.0, 1, 1.0), (2.0, 1, 1.0),
-    (0.5, 1, 0.1), (1.0, 1, 0.1), (2.0, 1, 0.1),
+    (0.5, 1, 1.0),
+    (1.0, 1, 1.0),
+    (2.0, 1, 1.0),
+    (0.5, 1, 0.1),
+    (1.0, 1, 0.1),
+    (2.0, 1, 0.1),
     (0.8, 3, 0.2),
-    (0.5, 10, 0.5), (1.0, 10, 0.1), (2.0, 10, 0.1), (1.0, 10, 1.0),
-    (1.0, 100, 0.1), (2.0, 100, 0.01),
+    (0.5, 10, 0.5),
+    (1.0, 10, 0.1),
+    (2.0, 10, 0.1),
+    (1.0, 10, 1.0),
+    (1.0, 100, 0.1),
+    (2.0, 100, 0.01),
     (1.0, 1000, 0.01),
 ]
 _LAWS = [TruncatedNegativeBinomial(0.0, 0.1), Poisson(4.0), TwoPoint(10, 0.5)]
 _TUNED = [(1.0, 1, 1.0), (0.8, 3, 0.2), (1.0, 10, 0.1)]
 
-GRID = tuple([Setting(s, n, t, Point(1), DELTA) for s, n, t in _SINGLE]
-             + [Setting(s, n, t, law, DELTA) for law in _LAWS for s, n, t in _TUNED])
+GRID = tuple(
+    [Setting(s, n, t, Point(1), DELTA) for s, n, t in _SINGLE]
+    + [Setting(s, n, t, law, DELTA) for law in _LAWS for s, n, t in _TUNED]
+)
 
 
 def _law_name(law) -> str:
@@ -51,23 +68,43 @@ def _law_name(law) -> str:
 
 
 def cell_id(setting: Setting) -> str:
-    return (f"s{setting.noise_multiplier:g}_N{setting.steps}_q{setting.sample_rate:g}_"
-            f"{_law_name(setting.law)}").replace(" ", "").replace("(", "_").replace(")", "") \
-        .replace(",", "_").replace("=", "")
+    return (
+        (
+            f"s{setting.noise_multiplier:g}_N{setting.steps}_q{setting.sample_rate:g}_"
+            f"{_law_name(setting.law)}"
+        )
+        .replace(" ", "")
+        .replace("(", "_")
+        .replace(")", "")
+        .replace(",", "_")
+        .replace("=", "")
+    )
 
 
-def run_cell(setting: Setting, games: int, seed: int, jobs: int = 1, checkpoint_dir: Path | None = None):
+def run_cell(
+    setting: Setting, games: int, seed: int, jobs: int = 1, checkpoint_dir: Path | None = None
+):
     """Play the worst-case game for one cell; returns the LowerBound and the seconds it took."""
     from attacks.proxies import SampleProxy
-    from auditsel.games.worst_case import DpsgdWorstCase
-    from auditsel.games.engine import run_game
     from auditsel.auditing.lower import audit_scores
+    from auditsel.games.engine import run_game
+    from auditsel.games.worst_case import DpsgdWorstCase
 
     game = DpsgdWorstCase(setting.noise_multiplier, setting.steps, setting.sample_rate, setting.law)
     start = time.perf_counter()
-    record = run_game(game, SampleProxy(), games, seed, jobs=jobs, progress=False,
-                      checkpoint_dir=checkpoint_dir, fingerprint=f"accountants/{cell_id(setting)}/{seed}")
-    bound = audit_scores(record.scores, record.member, setting.delta, confidence=CONFIDENCE, rule="split")
+    record = run_game(
+        game,
+        SampleProxy(),
+        games,
+        seed,
+        jobs=jobs,
+        progress=False,
+        checkpoint_dir=checkpoint_dir,
+        fingerprint=f"accountants/{cell_id(setting)}/{seed}",
+    )
+    bound = audit_scores(
+        record.scores, record.member, setting.delta, confidence=CONFIDENCE, rule="split"
+    )
     return bound, time.perf_counter() - start
 
 
@@ -78,14 +115,20 @@ def _claims(setting: Setting) -> tuple[dict, dict]:
             values[name] = claim_epsilon(name, setting)
         except MissingExtra:
             raise
-        except Exception as err:  # noqa: BLE001 - a library failing on a setting is a table entry
+        except Exception as err:
             values[name] = None
             errors[name] = f"{type(err).__name__}: {str(err)[:80]}"
     return values, errors
 
 
-def cell_rows(grid=GRID, games: int = GAMES, close_games: int = CLOSE_GAMES, jobs: int = 1,
-              work_dir: Path | None = None, log=print) -> list[dict]:
+def cell_rows(
+    grid=GRID,
+    games: int = GAMES,
+    close_games: int = CLOSE_GAMES,
+    jobs: int = 1,
+    work_dir: Path | None = None,
+    log=print,
+) -> list[dict]:
     rows = []
     for index, setting in enumerate(grid):
         t0 = time.perf_counter()
@@ -99,21 +142,37 @@ def cell_rows(grid=GRID, games: int = GAMES, close_games: int = CLOSE_GAMES, job
         close = [c for c in claims.values() if c is not None and (1 - CLOSE) * c < bound.eps <= c]
         if close and cost <= CLOSE_MAX_COST and close_games > games:
             ckpt = None if work_dir is None else work_dir / (cell_id(setting) + "_close")
-            bound, more = run_cell(setting, close_games, seed=1000 + index, jobs=jobs, checkpoint_dir=ckpt)
+            bound, more = run_cell(
+                setting, close_games, seed=1000 + index, jobs=jobs, checkpoint_dir=ckpt
+            )
             seconds += more
             played = close_games
-        row = {"sigma": setting.noise_multiplier, "steps": setting.steps, "sample_rate": setting.sample_rate,
-               "law": _law_name(setting.law), "mean_K": float(setting.law.mean), "delta": setting.delta,
-               "mu": setting.mu, "games": played, "eps_L": bound.eps, "eps_L_best": bound.eps_best_threshold,
-               "single_run_pld": claims["naive"],
-               **{f"claim_{k}": v for k, v in claims.items()}, **lower,
-               "refuted": [k for k, v in claims.items() if v is not None and bound.eps > v],
-               "errors": errors, "game_seconds": round(seconds, 2), "claim_seconds": round(claim_seconds, 2),
-               "games_per_second": round(played / seconds)}
+        row = {
+            "sigma": setting.noise_multiplier,
+            "steps": setting.steps,
+            "sample_rate": setting.sample_rate,
+            "law": _law_name(setting.law),
+            "mean_K": float(setting.law.mean),
+            "delta": setting.delta,
+            "mu": setting.mu,
+            "games": played,
+            "eps_L": bound.eps,
+            "eps_L_best": bound.eps_best_threshold,
+            "single_run_pld": claims["naive"],
+            **{f"claim_{k}": v for k, v in claims.items()},
+            **lower,
+            "refuted": [k for k, v in claims.items() if v is not None and bound.eps > v],
+            "errors": errors,
+            "game_seconds": round(seconds, 2),
+            "claim_seconds": round(claim_seconds, 2),
+            "games_per_second": round(played / seconds),
+        }
         rows.append(row)
         if log:
-            log(f"[{index + 1}/{len(grid)}] {cell_id(setting)}: eps_L = {bound.eps:.3f} ({played:,} games, "
-                f"{seconds:.0f} s; claims {claim_seconds:.0f} s); refuted: {', '.join(row['refuted']) or 'none'}")
+            log(
+                f"[{index + 1}/{len(grid)}] {cell_id(setting)}: eps_L = {bound.eps:.3f} ({played:,} games, "
+                f"{seconds:.0f} s; claims {claim_seconds:.0f} s); refuted: {', '.join(row['refuted']) or 'none'}"
+            )
     if work_dir is not None:
         shutil.rmtree(work_dir, ignore_errors=True)
     return rows
@@ -141,18 +200,26 @@ def findings(rows) -> list[str]:
     lines = []
     for r in rows:
         for name in r["refuted"]:
-            lines.append(f"- {name} ({CLAIMS[name].source}) refuted at sigma = {r['sigma']:g}, N = {r['steps']}, "
-                         f"tau = {r['sample_rate']:g}, K ~ {r['law']}: claims {r['claim_' + name]:.3f}, "
-                         f"eps_L = {r['eps_L']:.3f} ({r['games']:,} games); one run's PLD eps "
-                         f"{r['single_run_pld']:.3f}.")
+            lines.append(
+                f"- {name} ({CLAIMS[name].source}) refuted at sigma = {r['sigma']:g}, N = {r['steps']}, "
+                f"tau = {r['sample_rate']:g}, K ~ {r['law']}: claims {r['claim_' + name]:.3f}, "
+                f"eps_L = {r['eps_L']:.3f} ({r['games']:,} games); one run's PLD eps "
+                f"{r['single_run_pld']:.3f}."
+            )
     if not lines:
         lines.append("- no claim refuted.")
     unrefuted = [n for n in CLAIMS if not any(n in r["refuted"] for r in rows)]
     lines.append(f"- never refuted on this grid: {', '.join(unrefuted)}.")
-    bad = [(r, n) for r in rows for n in ("dp_accounting_pld", "profile", "generic_rdp")
-           if r.get("claim_" + n) is not None and r["eps_L"] > r["claim_" + n]]
-    lines.append(f"- soundness check: eps_L above a rigorous bound (pessimistic PLD, profile, generic) in "
-                 f"{len(bad)} of {len(rows)} cells.")
+    bad = [
+        (r, n)
+        for r in rows
+        for n in ("dp_accounting_pld", "profile", "generic_rdp")
+        if r.get("claim_" + n) is not None and r["eps_L"] > r["claim_" + n]
+    ]
+    lines.append(
+        f"- soundness check: eps_L above a rigorous bound (pessimistic PLD, profile, generic) in "
+        f"{len(bad)} of {len(rows)} cells."
+    )
     errors = sorted({f"{n} ({e})" for r in rows for n, e in r["errors"].items()})
     if errors:
         lines.append("- library errors (cell left empty): " + "; ".join(errors) + ".")
@@ -173,8 +240,11 @@ def plot(rows, path: Path) -> None:
         sel = [r for r in rows if (r["law"] != "point(k=1)") == tuning]
         top = 1.0
         for i, name in enumerate(names):
-            pts = [(r["claim_" + name], r["eps_L"], name in r["refuted"]) for r in sel
-                   if r.get("claim_" + name) is not None]
+            pts = [
+                (r["claim_" + name], r["eps_L"], name in r["refuted"])
+                for r in sel
+                if r.get("claim_" + name) is not None
+            ]
             if not pts:
                 continue
             xs, ys, ref = zip(*pts)
@@ -183,10 +253,16 @@ def plot(rows, path: Path) -> None:
             rx = [x for x, r in zip(xs, ref) if r]
             ry = [y for y, r in zip(ys, ref) if r]
             if rx:
-                ax.scatter(rx, ry, marker="o", s=160, facecolors="none", edgecolors="red", linewidths=1.5)
-        pld = [(r["single_run_pld"], r["eps_L"]) for r in sel if r.get("single_run_pld") is not None]
+                ax.scatter(
+                    rx, ry, marker="o", s=160, facecolors="none", edgecolors="red", linewidths=1.5
+                )
+        pld = [
+            (r["single_run_pld"], r["eps_L"]) for r in sel if r.get("single_run_pld") is not None
+        ]
         if pld and not tuning:
-            ax.scatter(*zip(*pld), marker="_", s=300, color="k", label="PLD eps of one run (pessimistic)")
+            ax.scatter(
+                *zip(*pld), marker="_", s=300, color="k", label="PLD eps of one run (pessimistic)"
+            )
         ax.plot([0, top * 1.05], [0, top * 1.05], "k:", lw=1, label="eps_L = claim")
         ax.set_xscale("symlog", linthresh=1)
         ax.set_yscale("symlog", linthresh=1)
@@ -194,8 +270,10 @@ def plot(rows, path: Path) -> None:
         ax.set_ylabel("auditsel eps_L (valid 95% lower bound)")
         ax.set_title("one run (K = 1)" if not tuning else "tuning (K > 1)")
         ax.legend(fontsize=7, loc="upper left")
-    fig.suptitle("Accountants' claims against the worst-case DP-SGD game (red ring: refuted, eps_L > claim)",
-                 fontsize=10)
+    fig.suptitle(
+        "Accountants' claims against the worst-case DP-SGD game (red ring: refuted, eps_L > claim)",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -205,13 +283,22 @@ def summary_columns(rows) -> list[dict]:
     """The markdown table's columns: setting, eps_L, claims (refuted ones starred)."""
     out = []
     for r in rows:
-        row = {"sigma": r["sigma"], "N": r["steps"], "tau": r["sample_rate"], "K": r["law"],
-               "games": r["games"], "eps_L": r["eps_L"]}
+        row = {
+            "sigma": r["sigma"],
+            "N": r["steps"],
+            "tau": r["sample_rate"],
+            "K": r["law"],
+            "games": r["games"],
+            "eps_L": r["eps_L"],
+        }
         for name in CLAIMS:
             v = r.get("claim_" + name)
-            row[name] = "n/a" if v is None else (f"**{v:.3f}** refuted" if name in r["refuted"] else f"{v:.3f}")
+            row[name] = (
+                "n/a"
+                if v is None
+                else (f"**{v:.3f}** refuted" if name in r["refuted"] else f"{v:.3f}")
+            )
         if "dp_accounting_pld_optimistic" in r:
             row["pld_optimistic"] = r["dp_accounting_pld_optimistic"]
         out.append(row)
     return out
-

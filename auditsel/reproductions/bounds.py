@@ -24,6 +24,7 @@ renders a table.
 eps_B -> sigma calibration for Table 4 / Figure 6 uses dp_accounting's RDP accountant (the paper
 says "an RDP accountant as in TensorFlow Privacy"), orders `mechanisms.RDP_ORDERS`.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,16 +37,38 @@ from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon, tnb_rdp
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
 from auditsel.accounting.panel import bound_labels, upper_bounds
-from auditsel.accounting.profile import (base_profile, profile_epsilon, rnm_epsilon,
-                                         rnm_gaussian_closed_form, rnm_gaussian_rdp)
+from auditsel.accounting.profile import (
+    base_profile,
+    profile_epsilon,
+    rnm_epsilon,
+    rnm_gaussian_closed_form,
+    rnm_gaussian_rdp,
+)
 from auditsel.accounting.rdp import ORDERS, finite_rdp, gaussian_rdp, pure_dp_rdp, rdp_to_epsilon
-from auditsel.mechanisms import RDP_ORDERS, DpsgdBase, FiniteOutputBase, GaussianBase, gaussian_epsilon
+from auditsel.mechanisms import (
+    RDP_ORDERS,
+    DpsgdBase,
+    FiniteOutputBase,
+    GaussianBase,
+    gaussian_epsilon,
+)
 from auditsel.reproductions import to_markdown
 from auditsel.rounds import Binomial, Poisson, TruncatedNegativeBinomial, TwoPoint
 from auditsel.selection import FiniteWinner, GaussianWinner
 
-__all__ = ["example1_rows", "table4_rows", "figure6_rows", "koskela_gaussian_rows", "dpsgd_factor_rows",
-           "table4_rows_with_exact", "table4_lines", "to_markdown", "TABLE4_PAPER", "FIGURE6_LAWS", "TABLE4_LAWS"]
+__all__ = [
+    "example1_rows",
+    "table4_rows",
+    "figure6_rows",
+    "koskela_gaussian_rows",
+    "dpsgd_factor_rows",
+    "table4_rows_with_exact",
+    "table4_lines",
+    "to_markdown",
+    "TABLE4_PAPER",
+    "FIGURE6_LAWS",
+    "TABLE4_LAWS",
+]
 
 # --- [XWW24] Table 4, typed in from the paper: (eps_B, tau) -> [(eps_UG, eps_UO)] per law ----
 TABLE4_LAWS = [(10, 0.1), (10, 0.01), (100, 0.01), (100, 1e-3), (1000, 1e-3)]
@@ -77,24 +100,46 @@ def example1_rows() -> list[dict]:
     rows = [
         {"quantity": "exact eps, delta = 0", "ours": exact_epsilon(winner, 0.0), "paper": 2.96},
         {"quantity": "exact eps, delta = 1e-5", "ours": exact_epsilon(winner, 1e-5), "paper": 2.92},
-        {"quantity": "generic pure DP (2 + eta) eps ([PS22] Cor. 3)",
-         "ours": pure_dp_generic_epsilon(1.0, law), "paper": 3.0},
-        {"quantity": "generic RDP, delta = 1e-5, exact base RDP curve, panel orders",
-         "ours": generic_epsilon(ORDERS, finite_rdp(base.law(0), base.law(1), ORDERS), law, 1e-5),
-         "paper": 3.11},
-        {"quantity": "generic RDP, delta = 1e-5, pure-DP (randomized response) curve, panel orders",
-         "ours": generic_epsilon(ORDERS, pure_dp_rdp(1.0, ORDERS), law, 1e-5), "paper": 3.11},
-        {"quantity": "generic RDP, delta = 1e-5, pure-DP curve, integer orders 2..199",
-         "ours": rdp_to_epsilon(integer, tnb_rdp(integer, pure_dp_rdp(1.0, integer), 1.0, 1e-3),
-                                1e-5), "paper": 3.11},
-        {"quantity": "Algorithm 3 recipe on the exact winner (Renyi, converted), delta = 1e-5",
-         "ours": finite_improved_epsilon(base, law, 1e-5), "paper": None},
+        {
+            "quantity": "generic pure DP (2 + eta) eps ([PS22] Cor. 3)",
+            "ours": pure_dp_generic_epsilon(1.0, law),
+            "paper": 3.0,
+        },
+        {
+            "quantity": "generic RDP, delta = 1e-5, exact base RDP curve, panel orders",
+            "ours": generic_epsilon(
+                ORDERS, finite_rdp(base.law(0), base.law(1), ORDERS), law, 1e-5
+            ),
+            "paper": 3.11,
+        },
+        {
+            "quantity": "generic RDP, delta = 1e-5, pure-DP (randomized response) curve, panel orders",
+            "ours": generic_epsilon(ORDERS, pure_dp_rdp(1.0, ORDERS), law, 1e-5),
+            "paper": 3.11,
+        },
+        {
+            "quantity": "generic RDP, delta = 1e-5, pure-DP curve, integer orders 2..199",
+            "ours": rdp_to_epsilon(
+                integer, tnb_rdp(integer, pure_dp_rdp(1.0, integer), 1.0, 1e-3), 1e-5
+            ),
+            "paper": 3.11,
+        },
+        {
+            "quantity": "Algorithm 3 recipe on the exact winner (Renyi, converted), delta = 1e-5",
+            "ours": finite_improved_epsilon(base, law, 1e-5),
+            "paper": None,
+        },
     ]
     for member in (0, 1):
         pmf = winner.pmf(member)
         for name, ours, paper in zip("ABC", pmf, _EXAMPLE1_PAPER_PMF[member]):
-            rows.append({"quantity": f"winner P({name}) on {'X' if member == 0 else chr(88) + chr(39)}",
-                         "ours": float(ours), "paper": paper})
+            rows.append(
+                {
+                    "quantity": f"winner P({name}) on {'X' if member == 0 else chr(88) + chr(39)}",
+                    "ours": float(ours),
+                    "paper": paper,
+                }
+            )
     for r in rows:
         r["difference"] = None if r["paper"] is None else r["ours"] - r["paper"]
     return rows
@@ -113,18 +158,34 @@ def table4_rows(with_exact: bool = False, delta: float = 1e-5) -> list[dict]:
             law = TwoPoint(L, s)
             ug = improved_epsilon(base.mu_gdp, law, delta)
             uo = improved_epsilon(base.mu, law, delta)
-            row = {"eps_B": eps_b, "tau": tau, "L": L, "s": s, "sigma": base.noise_multiplier,
-                   "mu": base.mu, "mu_gdp": base.mu_gdp, "eps_UG": ug, "eps_UO": uo,
-                   "paper_eps_UG": p_ug, "paper_eps_UO": p_uo,
-                   "diff_UG": ug - p_ug, "diff_UO": uo - p_uo}
+            row = {
+                "eps_B": eps_b,
+                "tau": tau,
+                "L": L,
+                "s": s,
+                "sigma": base.noise_multiplier,
+                "mu": base.mu,
+                "mu_gdp": base.mu_gdp,
+                "eps_UG": ug,
+                "eps_UO": uo,
+                "paper_eps_UG": p_ug,
+                "paper_eps_UO": p_uo,
+                "diff_UG": ug - p_ug,
+                "diff_UO": uo - p_uo,
+            }
             if with_exact:
                 row["exact"] = exact_epsilon(GaussianWinner(GaussianBase(base.mu), law), delta)
             rows.append(row)
     return rows
 
 
-def figure6_rows(eps_bs=(1, 2, 4, 8), taus=(1.0, 0.5, 0.1), laws=FIGURE6_LAWS,
-                 delta: float = 1e-5, steps: int = 500) -> list[dict]:
+def figure6_rows(
+    eps_bs=(1, 2, 4, 8),
+    taus=(1.0, 0.5, 0.1),
+    laws=FIGURE6_LAWS,
+    delta: float = 1e-5,
+    steps: int = 500,
+) -> list[dict]:
     """[XWW24] Figure 6 as a table: the full upper-bound panel on a TNB grid."""
     rows = []
     for tau in taus:
@@ -135,19 +196,33 @@ def figure6_rows(eps_bs=(1, 2, 4, 8), taus=(1.0, 0.5, 0.1), laws=FIGURE6_LAWS,
                 up = upper_bounds(base, law, delta)
                 rigour = bound_labels(base)
                 # a heuristic value goes to its own `<key>_heuristic` column (auditsel.experiments.heuristics)
-                up = {(k if rigour.get(k) != "heuristic" else f"{k}_heuristic"): v for k, v in up.items()}
-                rows.append({"tau": tau, "eta": eta, "nu": nu, "E[K]": law.mean, "eps_B": eps_b,
-                             "sigma": base.noise_multiplier, "mu": base.mu,
-                             "mu_gdp": base.mu_gdp, **up,
-                             "contradicted": contradicted_columns(up, eps_b)})
+                up = {
+                    (k if rigour.get(k) != "heuristic" else f"{k}_heuristic"): v
+                    for k, v in up.items()
+                }
+                rows.append(
+                    {
+                        "tau": tau,
+                        "eta": eta,
+                        "nu": nu,
+                        "E[K]": law.mean,
+                        "eps_B": eps_b,
+                        "sigma": base.noise_multiplier,
+                        "mu": base.mu,
+                        "mu_gdp": base.mu_gdp,
+                        **up,
+                        "contradicted": contradicted_columns(up, eps_b),
+                    }
+                )
     return rows
 
 
 def contradicted_columns(row: dict, floor: float) -> str:
     """The `*_heuristic` columns of a row whose value lies below `floor` (eps_B of one run, or a
     valid eps_L): heuristic upper values contradicted by a number they must not be below."""
-    return " ".join(k for k, v in row.items()
-                    if k.endswith("_heuristic") and v is not None and v < floor)
+    return " ".join(
+        k for k, v in row.items() if k.endswith("_heuristic") and v is not None and v < floor
+    )
 
 
 def koskela_gaussian_rows(sigma: float = 4.0, delta: float = 1e-6) -> list[dict]:
@@ -159,23 +234,43 @@ def koskela_gaussian_rows(sigma: float = 4.0, delta: float = 1e-6) -> list[dict]
     rows = []
     for m in (30, 300, 3000):
         law = TruncatedNegativeBinomial(1.0, 1.0 / m)
-        rows.append({"setting": f"geometric, m = {m}", "profile": profile_epsilon(base, law, delta, prof),
-                     "generic_rdp": generic_epsilon(ORDERS, r, law, delta, prof),
-                     "exact": exact_epsilon(GaussianWinner(base, law), delta)})
+        rows.append(
+            {
+                "setting": f"geometric, m = {m}",
+                "profile": profile_epsilon(base, law, delta, prof),
+                "generic_rdp": generic_epsilon(ORDERS, r, law, delta, prof),
+                "exact": exact_epsilon(GaussianWinner(base, law), delta),
+            }
+        )
     pois = Poisson(10.0)
-    rows.append({"setting": "Poisson(10)", "profile": profile_epsilon(base, pois, delta, prof),
-                 "generic_rdp": generic_epsilon(ORDERS, r, pois, delta),
-                 "exact": exact_epsilon(GaussianWinner(base, pois), delta)})
+    rows.append(
+        {
+            "setting": "Poisson(10)",
+            "profile": profile_epsilon(base, pois, delta, prof),
+            "generic_rdp": generic_epsilon(ORDERS, r, pois, delta),
+            "exact": exact_epsilon(GaussianWinner(base, pois), delta),
+        }
+    )
     for n in (20, 50, 100, 1000):
         law = Binomial(n, 10.0 / n)
-        rows.append({"setting": f"Bin({n}, 10/{n})", "profile": profile_epsilon(base, law, delta, prof),
-                     "generic_rdp": generic_epsilon(ORDERS, r, law, delta, prof),
-                     "exact": exact_epsilon(GaussianWinner(base, law), delta)})
+        rows.append(
+            {
+                "setting": f"Bin({n}, 10/{n})",
+                "profile": profile_epsilon(base, law, delta, prof),
+                "generic_rdp": generic_epsilon(ORDERS, r, law, delta, prof),
+                "exact": exact_epsilon(GaussianWinner(base, law), delta),
+            }
+        )
     for m in (10, 100, 1000):
-        rows.append({"setting": f"Report Noisy Max, m = {m} (sensitivity 2)",
-                     "profile": rnm_epsilon(lambda d: gaussian_epsilon(2.0 / sigma, d), m, delta),
-                     "generic_rdp": rnm_gaussian_rdp(sigma, m, delta),
-                     "exact": None, "closed_form_cor_3_4": rnm_gaussian_closed_form(sigma, m, delta)})
+        rows.append(
+            {
+                "setting": f"Report Noisy Max, m = {m} (sensitivity 2)",
+                "profile": rnm_epsilon(lambda d: gaussian_epsilon(2.0 / sigma, d), m, delta),
+                "generic_rdp": rnm_gaussian_rdp(sigma, m, delta),
+                "exact": None,
+                "closed_form_cor_3_4": rnm_gaussian_closed_form(sigma, m, delta),
+            }
+        )
     return rows
 
 
@@ -206,10 +301,16 @@ def dpsgd_factor_rows(delta: float = 1e-5, means=(10, 100, 1000)) -> list[dict]:
         law = TruncatedNegativeBinomial(1.0, 1.0 / m)
         eps_rdp = rdp_bound(law)
         m_prof = _max_mean(prof_bound, eps_rdp)
-        rows.append({"E[K] (RDP)": m, "eps (RDP, PS22 Thm 2)": eps_rdp,
-                     "eps (profile, Thm 5.2) at same E[K]": prof_bound(law),
-                     "E[K] (profile) at the same eps": m_prof, "factor": m_prof / m,
-                     "eps_B (PLD)": base.epsilon(delta, "pld")})
+        rows.append(
+            {
+                "E[K] (RDP)": m,
+                "eps (RDP, PS22 Thm 2)": eps_rdp,
+                "eps (profile, Thm 5.2) at same E[K]": prof_bound(law),
+                "E[K] (profile) at the same eps": m_prof,
+                "factor": m_prof / m,
+                "eps_B (PLD)": base.epsilon(delta, "pld"),
+            }
+        )
     return rows
 
 
@@ -237,8 +338,11 @@ if __name__ == "__main__":  # pragma: no cover - a quick manual look
     t = time.time()
     print(to_markdown(example1_rows()))
     rows = table4_rows()
-    print(to_markdown(rows, ["eps_B", "tau", "L", "s", "eps_UG", "paper_eps_UG", "eps_UO",
-                             "paper_eps_UO"], 2))
+    print(
+        to_markdown(
+            rows, ["eps_B", "tau", "L", "s", "eps_UG", "paper_eps_UG", "eps_UO", "paper_eps_UO"], 2
+        )
+    )
     print(table4_summary(rows))
     print(to_markdown(koskela_gaussian_rows()))
     print(to_markdown(dpsgd_factor_rows()))

@@ -35,29 +35,40 @@ Lower estimates of one run's true epsilon (not claims, printed beside them):
 dp_accounting's optimistic PLD (`pessimistic_estimate=False`) and the optimistic PLD of
 [DGKKM22] (`accounting.pld.dpsgd_epsilon_interval`).
 """
+
 from __future__ import annotations
 
 import contextlib
 import io
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import metadata
-from typing import Callable
 
 from auditsel.rounds import Point, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
-__all__ = ["Setting", "Claim", "CLAIMS", "MissingExtra", "claim_epsilon", "library_versions",
-           "lower_estimates", "single_run_epsilon"]
+__all__ = [
+    "Setting",
+    "Claim",
+    "CLAIMS",
+    "MissingExtra",
+    "claim_epsilon",
+    "library_versions",
+    "lower_estimates",
+    "single_run_epsilon",
+]
 
 
 class MissingExtra(RuntimeError):
     """An optional accountant library is not installed (the CLI prints the extra to install)."""
 
     def __init__(self, package: str, extra: str = "accountants"):
-        super().__init__(f"{package} is not installed; install the optional extra: "
-                         f'pip install "auditsel[{extra}]"')
+        super().__init__(
+            f"{package} is not installed; install the optional extra: "
+            f'pip install "auditsel[{extra}]"'
+        )
         self.package = package
         self.extra = extra
 
@@ -94,8 +105,8 @@ class Claim:
     source: str
     relation: str
     compute: Callable[[Setting], float | None]
-    tuning: bool            # a claim about the tuning run (else about one run)
-    package: str | None = None   # the optional package it needs
+    tuning: bool  # a claim about the tuning run (else about one run)
+    package: str | None = None  # the optional package it needs
 
 
 def _require(module: str, package: str):
@@ -117,8 +128,11 @@ def _quiet():
 
 def _opacus(kind: str, s: Setting) -> float:
     accountants = _require("opacus.accountants", "opacus")
-    cls = {"rdp": accountants.RDPAccountant, "gdp": accountants.GaussianAccountant,
-           "prv": accountants.PRVAccountant}[kind]
+    cls = {
+        "rdp": accountants.RDPAccountant,
+        "gdp": accountants.GaussianAccountant,
+        "prv": accountants.PRVAccountant,
+    }[kind]
     with _quiet():
         acc = cls()
         if kind == "gdp":
@@ -133,9 +147,12 @@ def _prv_accountant(s: Setting) -> float:
     from prv_accountant.privacy_random_variables import PoissonSubsampledGaussianMechanism
 
     with _quiet():
-        acc = prv.PRVAccountant(prvs=[PoissonSubsampledGaussianMechanism(s.sample_rate, s.noise_multiplier)],
-                                max_self_compositions=[s.steps], eps_error=0.01,
-                                delta_error=s.delta / 1000)
+        acc = prv.PRVAccountant(
+            prvs=[PoissonSubsampledGaussianMechanism(s.sample_rate, s.noise_multiplier)],
+            max_self_compositions=[s.steps],
+            eps_error=0.01,
+            delta_error=s.delta / 1000,
+        )
         _, _, eps_up = acc.compute_epsilon(delta=s.delta, num_self_compositions=[s.steps])
     return float(eps_up)
 
@@ -170,10 +187,13 @@ def _pld_epsilon(sigma, steps, tau, delta, pessimistic) -> float:
     s = Setting(sigma, steps, tau)
     with _quiet():
         if pessimistic:
-            acc = dpa.pld.PLDAccountant(neighboring_relation=dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+            acc = dpa.pld.PLDAccountant(
+                neighboring_relation=dpa.NeighboringRelation.ADD_OR_REMOVE_ONE
+            )
             return float(acc.compose(_event(s)).get_epsilon(delta))
-        pld = pld_lib.from_gaussian_mechanism(sigma, sampling_prob=tau, pessimistic_estimate=False,
-                                              use_connect_dots=False)
+        pld = pld_lib.from_gaussian_mechanism(
+            sigma, sampling_prob=tau, pessimistic_estimate=False, use_connect_dots=False
+        )
         return float(pld.self_compose(steps).get_epsilon_for_delta(delta))
 
 
@@ -200,7 +220,7 @@ def _repeat_and_select(s: Setting) -> float | None:
     elif s.single_run:
         return _dp_accounting_rdp(s)
     else:
-        return None   # dp_accounting supports TNB (incl. geometric, logarithmic) and Poisson only
+        return None  # dp_accounting supports TNB (incl. geometric, logarithmic) and Poisson only
     event = RepeatAndSelectDpEvent(_event(s), float(law.mean), float(shape))
     with _quiet():
         return float(dpa.rdp.RdpAccountant().compose(event).get_epsilon(s.delta))
@@ -225,38 +245,111 @@ def _panel_bound(key: str) -> Callable[[Setting], float | None]:
         from auditsel.accounting.panel import upper_bounds
 
         return upper_bounds(s.base, s.law, s.delta)[key]
+
     return compute
 
 
 ADD_REMOVE = "add/remove"
-CLAIMS = {c.name: c for c in (
-    Claim("opacus_rdp", "Opacus RDPAccountant", ADD_REMOVE + " (Opacus: sampled Gaussian RDP, "
-          "Mironov-Talwar-Zhang 2019)", lambda s: _opacus("rdp", s), False, "opacus"),
-    Claim("opacus_gdp", "Opacus GaussianAccountant (CLT; Opacus warns it can underestimate)",
-          ADD_REMOVE + " ([DRS22] CLT for Poisson subsampling)", lambda s: _opacus("gdp", s), False, "opacus"),
-    Claim("opacus_prv", "Opacus PRVAccountant (upper end)", ADD_REMOVE + " (PRV of the remove pair)",
-          lambda s: _opacus("prv", s), False, "opacus"),
-    Claim("prv_accountant", "Microsoft prv_accountant (eps_up)", ADD_REMOVE + " (PRV of the remove pair)",
-          _prv_accountant, False, "prv-accountant"),
-    Claim("dp_accounting_rdp", "dp_accounting RdpAccountant", ADD_REMOVE + " (dp_accounting default)",
-          _dp_accounting_rdp, False),
-    Claim("dp_accounting_pld", "dp_accounting PLDAccountant (pessimistic)",
-          ADD_REMOVE + " (NeighboringRelation.ADD_OR_REMOVE_ONE)", _dp_accounting_pld, False),
-    Claim("reduced_mu", "[XWW24] eq. 19: Gaussian eps of mu = tau sqrt(N)/sigma",
-          ADD_REMOVE + " (heuristic for tau < 1)", _reduced_mu, False),
-    Claim("naive", "tuning costs one run's eps (dp_accounting PLD of one run)", ADD_REMOVE,
-          single_run_epsilon, True),
-    Claim("repeat_and_select", "dp_accounting RepeatAndSelectDpEvent (RDP, [PS22])", ADD_REMOVE,
-          _repeat_and_select, True),
-    Claim("xww24_uo", "[XWW24] Algorithm 3 eps_UO with mu = tau sqrt(N)/sigma",
-          ADD_REMOVE + " (heuristic for tau < 1)", _xww24_uo, True),
-    Claim("xww24_reduced", "[XWW24] reduced game, exact curve with mu = tau sqrt(N)/sigma",
-          ADD_REMOVE + " (heuristic for tau < 1)", _xww24_reduced, True),
-    Claim("profile", "auditsel profile bound ([KRW24], dp_accounting PLD profile)", ADD_REMOVE,
-          _panel_bound("profile"), True),
-    Claim("generic_rdp", "auditsel generic RDP bound ([PS22], dp_accounting RDP)", ADD_REMOVE,
-          _panel_bound("generic_rdp"), True),
-)}
+CLAIMS = {
+    c.name: c
+    for c in (
+        Claim(
+            "opacus_rdp",
+            "Opacus RDPAccountant",
+            ADD_REMOVE + " (Opacus: sampled Gaussian RDP, Mironov-Talwar-Zhang 2019)",
+            lambda s: _opacus("rdp", s),
+            False,
+            "opacus",
+        ),
+        Claim(
+            "opacus_gdp",
+            "Opacus GaussianAccountant (CLT; Opacus warns it can underestimate)",
+            ADD_REMOVE + " ([DRS22] CLT for Poisson subsampling)",
+            lambda s: _opacus("gdp", s),
+            False,
+            "opacus",
+        ),
+        Claim(
+            "opacus_prv",
+            "Opacus PRVAccountant (upper end)",
+            ADD_REMOVE + " (PRV of the remove pair)",
+            lambda s: _opacus("prv", s),
+            False,
+            "opacus",
+        ),
+        Claim(
+            "prv_accountant",
+            "Microsoft prv_accountant (eps_up)",
+            ADD_REMOVE + " (PRV of the remove pair)",
+            _prv_accountant,
+            False,
+            "prv-accountant",
+        ),
+        Claim(
+            "dp_accounting_rdp",
+            "dp_accounting RdpAccountant",
+            ADD_REMOVE + " (dp_accounting default)",
+            _dp_accounting_rdp,
+            False,
+        ),
+        Claim(
+            "dp_accounting_pld",
+            "dp_accounting PLDAccountant (pessimistic)",
+            ADD_REMOVE + " (NeighboringRelation.ADD_OR_REMOVE_ONE)",
+            _dp_accounting_pld,
+            False,
+        ),
+        Claim(
+            "reduced_mu",
+            "[XWW24] eq. 19: Gaussian eps of mu = tau sqrt(N)/sigma",
+            ADD_REMOVE + " (heuristic for tau < 1)",
+            _reduced_mu,
+            False,
+        ),
+        Claim(
+            "naive",
+            "tuning costs one run's eps (dp_accounting PLD of one run)",
+            ADD_REMOVE,
+            single_run_epsilon,
+            True,
+        ),
+        Claim(
+            "repeat_and_select",
+            "dp_accounting RepeatAndSelectDpEvent (RDP, [PS22])",
+            ADD_REMOVE,
+            _repeat_and_select,
+            True,
+        ),
+        Claim(
+            "xww24_uo",
+            "[XWW24] Algorithm 3 eps_UO with mu = tau sqrt(N)/sigma",
+            ADD_REMOVE + " (heuristic for tau < 1)",
+            _xww24_uo,
+            True,
+        ),
+        Claim(
+            "xww24_reduced",
+            "[XWW24] reduced game, exact curve with mu = tau sqrt(N)/sigma",
+            ADD_REMOVE + " (heuristic for tau < 1)",
+            _xww24_reduced,
+            True,
+        ),
+        Claim(
+            "profile",
+            "auditsel profile bound ([KRW24], dp_accounting PLD profile)",
+            ADD_REMOVE,
+            _panel_bound("profile"),
+            True,
+        ),
+        Claim(
+            "generic_rdp",
+            "auditsel generic RDP bound ([PS22], dp_accounting RDP)",
+            ADD_REMOVE,
+            _panel_bound("generic_rdp"),
+            True,
+        ),
+    )
+}
 
 
 def claim_epsilon(name: str, setting: Setting) -> float | None:
@@ -275,8 +368,10 @@ def lower_estimates(setting: Setting) -> dict:
 
     s = setting
     optimistic, _ = dpsgd_epsilon_interval(s.noise_multiplier, s.steps, s.sample_rate, s.delta)
-    return {"dp_accounting_pld_optimistic": _dp_accounting_pld(s, False),
-            "dgkkm22_optimistic": float(optimistic)}
+    return {
+        "dp_accounting_pld_optimistic": _dp_accounting_pld(s, False),
+        "dgkkm22_optimistic": float(optimistic),
+    }
 
 
 def library_versions() -> dict:

@@ -4,6 +4,7 @@ Rows: `bounds.figure6_rows()` (TNB grid, N = 500, delta = 1e-5, eps_B in {1, 2, 
 profile, improved and exact), plus eps_L of a `TRIALS`-game audit of the reduced game at the
 cell's mu (sample proxy, split rule, 95% Clopper-Pearson, seed 0) and its best-threshold value.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,8 @@ TRIALS = 1_000_000
 def rows(trials: int = TRIALS, jobs: int = 1, cells=None) -> list[dict]:
     """Figure 6 rows with the audited eps_L (cells: rows of bounds.figure6_rows, for a subset)."""
     from attacks.proxies import make_proxy
-    from auditsel.games.engine import run_game
     from auditsel.auditing.lower import audit_scores
+    from auditsel.games.engine import run_game
     from auditsel.mechanisms import GaussianBase
     from auditsel.reproductions.bounds import contradicted_columns, figure6_rows
     from auditsel.rounds import TruncatedNegativeBinomial
@@ -26,8 +27,12 @@ def rows(trials: int = TRIALS, jobs: int = 1, cells=None) -> list[dict]:
 
     out = figure6_rows() if cells is None else cells
     for row in out:
-        winner = GaussianWinner(GaussianBase(row["mu"]), TruncatedNegativeBinomial(row["eta"], row["nu"]))
-        record = run_game(winner, make_proxy("sample", winner), trials, 0, jobs=jobs, progress=False)
+        winner = GaussianWinner(
+            GaussianBase(row["mu"]), TruncatedNegativeBinomial(row["eta"], row["nu"])
+        )
+        record = run_game(
+            winner, make_proxy("sample", winner), trials, 0, jobs=jobs, progress=False
+        )
         bound = audit_scores(record.scores, record.member, 1e-5, rule="split")
         row["eps_L"] = bound.eps
         row["eps_L_best"] = bound.eps_best_threshold
@@ -47,11 +52,20 @@ def plot(rows, out: Path) -> list:
     cols = 3
     n_rows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(n_rows, cols, figsize=(4.4 * cols, 3.4 * n_rows), squeeze=False)
-    series = [("eps_B", "eps_B", "k:"), ("generic_rdp", "generic RDP", "C0-"), ("profile", "profile", "C1-"),
-              ("improved_rdp", "improved UO", "C2-"), ("improved_rdp_gdp", "improved UG", "C5-"),
-              ("exact", "exact", "C3-"), ("eps_L", "eps_L (split)", "C4o")]
+    series = [
+        ("eps_B", "eps_B", "k:"),
+        ("generic_rdp", "generic RDP", "C0-"),
+        ("profile", "profile", "C1-"),
+        ("improved_rdp", "improved UO", "C2-"),
+        ("improved_rdp_gdp", "improved UG", "C5-"),
+        ("exact", "exact", "C3-"),
+        ("eps_L", "eps_L (split)", "C4o"),
+    ]
     for ax, (eta, nu, tau) in zip(axes.flat, panels):
-        sel = sorted((r for r in rows if (r["eta"], r["nu"], r["tau"]) == (eta, nu, tau)), key=lambda r: r["eps_B"])
+        sel = sorted(
+            (r for r in rows if (r["eta"], r["nu"], r["tau"]) == (eta, nu, tau)),
+            key=lambda r: r["eps_B"],
+        )
         xs = [r["eps_B"] for r in sel]
         # heuristic (auditsel.experiments.heuristics): UG always, exact and UO when tau < 1 (mu of eq. 19):
         # dashed, "heuristic" in the legend, a red cross where it falls below eps_B of one run
@@ -63,16 +77,29 @@ def plot(rows, out: Path) -> list:
                 if key in heuristic:
                     style, label = style[:2] + "--", f"{label}, heuristic"
                 ax.plot(xs, [math.nan if y is None else y for y in ys], style, label=label, ms=4)
-                bad = [(r["eps_B"], y) for r, y in zip(sel, ys)
-                       if key in heuristic and y is not None and f"{key}_heuristic" in r.get("contradicted", "").split()]
+                bad = [
+                    (r["eps_B"], y)
+                    for r, y in zip(sel, ys)
+                    if key in heuristic
+                    and y is not None
+                    and f"{key}_heuristic" in r.get("contradicted", "").split()
+                ]
                 if bad:
-                    ax.plot(*zip(*bad), "rx", ms=8, mew=1.5, ls="none",
-                            label="_nolegend_" if marked else "heuristic, CONTRADICTED (below eps_B or eps_L)")
+                    ax.plot(
+                        *zip(*bad),
+                        "rx",
+                        ms=8,
+                        mew=1.5,
+                        ls="none",
+                        label="_nolegend_"
+                        if marked
+                        else "heuristic, CONTRADICTED (below eps_B or eps_L)",
+                    )
                     marked = True
         ax.set_title(f"TNB(eta={eta:g}, nu={nu:g}), tau={tau:g}", fontsize=9)
         ax.set_xlabel("eps_B")
         ax.set_ylabel("epsilon of the tuning run")
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     axes.flat[0].legend(fontsize=7)
     fig.suptitle("[XWW24] Figure 6 setting: bounds and the audited lower bound")

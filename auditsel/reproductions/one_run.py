@@ -15,6 +15,7 @@ calibrated to eps_B = 4 at delta = 1e-5 (dp_accounting RDP), xi = TNB(0, 0.01) (
 
 CPU seconds are this process's CPU time (all threads) for the training and the analysis.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,14 @@ import numpy as np
 
 __all__ = ["SETTING", "rows", "tightness_rows", "summary", "plot", "write"]
 
-SETTING = {"epsilon": 4.0, "delta": 1e-5, "steps": 20, "lr": 0.01, "clip": 1.0,
-           "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01}}
+SETTING = {
+    "epsilon": 4.0,
+    "delta": 1e-5,
+    "steps": 20,
+    "lr": 0.01,
+    "clip": 1.0,
+    "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+}
 GAMES = (250, 1000, 4000)
 CANARIES = (100, 650)
 REPEATS = 10
@@ -36,52 +43,99 @@ def _spec(trials: int, seed: int):
     from auditsel.experiments.config import parse_config
 
     s = SETTING
-    return parse_config({
-        "name": "one-run-comparison", "delta": s["delta"],
-        "base": {"kind": "dpsgd", "epsilon": s["epsilon"], "steps": s["steps"], "sample_rate": 1.0},
-        "rounds": s["rounds"],
-        "game": {"kind": "dpsgd", "threat": "etcv", "canary": "dirac", "dataset": "digits",
-                 "model": "logreg", "learning_rates": [s["lr"]], "clip": s["clip"],
-                 "proxy": "lambda_a", "trials": trials, "seed": seed, "threshold": "split"}})
+    return parse_config(
+        {
+            "name": "one-run-comparison",
+            "delta": s["delta"],
+            "base": {
+                "kind": "dpsgd",
+                "epsilon": s["epsilon"],
+                "steps": s["steps"],
+                "sample_rate": 1.0,
+            },
+            "rounds": s["rounds"],
+            "game": {
+                "kind": "dpsgd",
+                "threat": "etcv",
+                "canary": "dirac",
+                "dataset": "digits",
+                "model": "logreg",
+                "learning_rates": [s["lr"]],
+                "clip": s["clip"],
+                "proxy": "lambda_a",
+                "trials": trials,
+                "seed": seed,
+                "threshold": "split",
+            },
+        }
+    )
 
 
 def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
     """`repeats` game-based audits of `trials` games each (seeds seed, seed + 1, ...): eps_L is
     their mean (each a valid 95% bound; the mean is a summary), with min and max."""
+    from auditsel.auditing.lower import audit_scores
     from auditsel.experiments.experiment import protocol_and_proxy
     from auditsel.games.engine import run_game
-    from auditsel.auditing.lower import audit_scores
 
     eps, cpu_total, wall = [], 0.0, time.perf_counter()
     for r in range(repeats):
         spec = _spec(trials, seed + r)
         cpu = time.process_time()
         protocol, proxy = protocol_and_proxy(spec)
-        record = run_game(protocol, proxy, trials, seed + r, chunk_size=spec.game.chunk_size, jobs=1,
-                          progress=False)
-        eps.append(audit_scores(record.scores, record.member, spec.delta, confidence=0.95,
-                                rule="split").eps)
+        record = run_game(
+            protocol,
+            proxy,
+            trials,
+            seed + r,
+            chunk_size=spec.game.chunk_size,
+            jobs=1,
+            progress=False,
+        )
+        eps.append(
+            audit_scores(
+                record.scores, record.member, spec.delta, confidence=0.95, rule="split"
+            ).eps
+        )
         cpu_total += time.process_time() - cpu
     cpu, mean = cpu_total / repeats, float(np.mean(eps))
-    return {"method": "game-based (split, lambda_a)", "canaries": 1, "games": trials, "repeats": repeats,
-            "eps_L": mean, "eps_L_min": float(np.min(eps)), "eps_L_max": float(np.max(eps)),
-            "eps_L_runs": [float(e) for e in eps],
-            "eps_L_mmc24": None, "eps_L_mmc24_per_cpu_minute": None, "cpu_seconds": cpu,
-            "wall_seconds": (time.perf_counter() - wall) / repeats,
-            "eps_L_per_cpu_minute": mean / (cpu / 60), "target": "tuning run, one example",
-            "exact": exact["game"], "eps_B": exact["eps_B"], "rigour": "valid, 95% (each audit)"}
+    return {
+        "method": "game-based (split, lambda_a)",
+        "canaries": 1,
+        "games": trials,
+        "repeats": repeats,
+        "eps_L": mean,
+        "eps_L_min": float(np.min(eps)),
+        "eps_L_max": float(np.max(eps)),
+        "eps_L_runs": [float(e) for e in eps],
+        "eps_L_mmc24": None,
+        "eps_L_mmc24_per_cpu_minute": None,
+        "cpu_seconds": cpu,
+        "wall_seconds": (time.perf_counter() - wall) / repeats,
+        "eps_L_per_cpu_minute": mean / (cpu / 60),
+        "target": "tuning run, one example",
+        "exact": exact["game"],
+        "eps_B": exact["eps_B"],
+        "rigour": "valid, 95% (each audit)",
+    }
 
 
 def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float) -> dict:
-    from auditsel.dpsgd.trainer import calibrate_noise_multiplier
     from auditsel.auditing.one_run import audit_one_run
+    from auditsel.dpsgd.trainer import calibrate_noise_multiplier
     from auditsel.games.one_run_dpsgd import OneRunDpsgd
     from auditsel.rounds import law_from_dict
 
     s = SETTING
     sigma = calibrate_noise_multiplier(s["epsilon"], s["delta"], s["steps"], 1.0)
-    game = OneRunDpsgd(canaries=m, noise_multiplier=sigma, steps=s["steps"],
-                       law=law_from_dict(s["rounds"]), learning_rates=(s["lr"],), clip=s["clip"])
+    game = OneRunDpsgd(
+        canaries=m,
+        noise_multiplier=sigma,
+        steps=s["steps"],
+        law=law_from_dict(s["rounds"]),
+        learning_rates=(s["lr"],),
+        clip=s["clip"],
+    )
     setup = game._setup()
     exact = game.reduced.epsilon(s["delta"])
     family = game.reduced.family
@@ -97,21 +151,38 @@ def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float) -> dict:
         snj.append(bound.eps_snj23)
         mmc.append(bound.eps_mmc24)
     cpu = (train_cpu + analysis_cpu) / repeats
-    return {"method": "one-run ([SNJ23] | [MMC24] tuning family)", "canaries": m, "games": 1,
-            "repeats": repeats, "eps_L": float(np.mean(snj)), "eps_L_min": float(np.min(snj)),
-            "eps_L_max": float(np.max(snj)), "eps_L_mmc24": float(np.mean(mmc)),
-            "eps_L_mmc24_min": float(np.min(mmc)), "eps_L_mmc24_max": float(np.max(mmc)),
-            "cpu_seconds": cpu, "cpu_seconds_training": train_cpu / repeats,
-            "cpu_seconds_analysis": analysis_cpu / repeats,
-            "wall_seconds": (time.perf_counter() - wall) / repeats,
-            "eps_L_per_cpu_minute": float(np.mean(snj)) / (cpu / 60),
-            "eps_L_mmc24_per_cpu_minute": float(np.mean(mmc)) / (cpu / 60),
-            "target": f"one canary of {m}", "exact": exact, "eps_B": exact_b,
-            "rigour": "valid, 95% (each audit); [MMC24]: the trade-off is in the family (exact for ETCV)"}
+    return {
+        "method": "one-run ([SNJ23] | [MMC24] tuning family)",
+        "canaries": m,
+        "games": 1,
+        "repeats": repeats,
+        "eps_L": float(np.mean(snj)),
+        "eps_L_min": float(np.min(snj)),
+        "eps_L_max": float(np.max(snj)),
+        "eps_L_mmc24": float(np.mean(mmc)),
+        "eps_L_mmc24_min": float(np.min(mmc)),
+        "eps_L_mmc24_max": float(np.max(mmc)),
+        "cpu_seconds": cpu,
+        "cpu_seconds_training": train_cpu / repeats,
+        "cpu_seconds_analysis": analysis_cpu / repeats,
+        "wall_seconds": (time.perf_counter() - wall) / repeats,
+        "eps_L_per_cpu_minute": float(np.mean(snj)) / (cpu / 60),
+        "eps_L_mmc24_per_cpu_minute": float(np.mean(mmc)) / (cpu / 60),
+        "target": f"one canary of {m}",
+        "exact": exact,
+        "eps_B": exact_b,
+        "rigour": "valid, 95% (each audit); [MMC24]: the trade-off is in the family (exact for ETCV)",
+    }
 
 
-def rows(jobs: int = 1, games=GAMES, canaries=CANARIES, repeats: int = REPEATS, seed: int = 0,
-         game_repeats: int = GAME_REPEATS) -> list:
+def rows(
+    jobs: int = 1,
+    games=GAMES,
+    canaries=CANARIES,
+    repeats: int = REPEATS,
+    seed: int = 0,
+    game_repeats: int = GAME_REPEATS,
+) -> list:
     """The comparison table (one row per game budget and per canary count); game-based rows
     repeat their audit `game_repeats` times, one-run rows `repeats` times."""
     from auditsel.accounting.exact import exact_epsilon
@@ -123,8 +194,12 @@ def rows(jobs: int = 1, games=GAMES, canaries=CANARIES, repeats: int = REPEATS, 
     s = SETTING
     sigma = calibrate_noise_multiplier(s["epsilon"], s["delta"], s["steps"], 1.0)
     mu = math.sqrt(s["steps"]) / sigma
-    exact = {"game": exact_epsilon(GaussianWinner(GaussianBase(mu), law_from_dict(s["rounds"])), s["delta"]),
-             "eps_B": gaussian_epsilon(mu, s["delta"])}
+    exact = {
+        "game": exact_epsilon(
+            GaussianWinner(GaussianBase(mu), law_from_dict(s["rounds"])), s["delta"]
+        ),
+        "eps_B": gaussian_epsilon(mu, s["delta"]),
+    }
     out = [_game_row(t, seed, exact, game_repeats) for t in games]
     out += [_one_run_rows(m, repeats, seed, exact["eps_B"]) for m in canaries]
     for row in out:
@@ -137,13 +212,14 @@ TIGHTNESS_CANARIES = (100, 1000, 10000)
 TIGHTNESS_REPEATS = 3
 
 
-def tightness_rows(eps_b=TIGHTNESS_EPS, canaries=TIGHTNESS_CANARIES, repeats=TIGHTNESS_REPEATS,
-                   seed: int = 0) -> list:
+def tightness_rows(
+    eps_b=TIGHTNESS_EPS, canaries=TIGHTNESS_CANARIES, repeats=TIGHTNESS_REPEATS, seed: int = 0
+) -> list:
     """The reduced one-run game (`auditsel.games.one_run`, TNB(0, 0.01), delta = 1e-5): eps_L of
     one-run audits against the exact per-canary epsilon, for a Gaussian base of eps_B and m canaries."""
-    from auditsel.mechanisms import gaussian_mu
     from auditsel.auditing.one_run import audit_one_run
     from auditsel.games.one_run import OneRunReducedGame
+    from auditsel.mechanisms import gaussian_mu
     from auditsel.rounds import law_from_dict
 
     out = []
@@ -158,29 +234,45 @@ def tightness_rows(eps_b=TIGHTNESS_EPS, canaries=TIGHTNESS_CANARIES, repeats=TIG
                 snj.append(b.eps_snj23)
                 mmc.append(b.eps_mmc24)
             exact = game.epsilon(SETTING["delta"])
-            out.append({"eps_B": e, "mu": game.mu, "canaries": m, "repeats": repeats,
-                        "exact_per_canary": exact, "eps_L_snj23": float(np.mean(snj)),
-                        "eps_L_snj23_min": float(np.min(snj)), "eps_L_snj23_max": float(np.max(snj)),
-                        "eps_L_mmc24": float(np.mean(mmc)), "eps_L_mmc24_min": float(np.min(mmc)),
-                        "eps_L_mmc24_max": float(np.max(mmc)),
-                        "snj23_over_exact": float(np.mean(snj)) / exact,
-                        "mmc24_over_exact": float(np.mean(mmc)) / exact,
-                        "cpu_seconds_per_audit": (time.process_time() - cpu) / repeats})
+            out.append(
+                {
+                    "eps_B": e,
+                    "mu": game.mu,
+                    "canaries": m,
+                    "repeats": repeats,
+                    "exact_per_canary": exact,
+                    "eps_L_snj23": float(np.mean(snj)),
+                    "eps_L_snj23_min": float(np.min(snj)),
+                    "eps_L_snj23_max": float(np.max(snj)),
+                    "eps_L_mmc24": float(np.mean(mmc)),
+                    "eps_L_mmc24_min": float(np.min(mmc)),
+                    "eps_L_mmc24_max": float(np.max(mmc)),
+                    "snj23_over_exact": float(np.mean(snj)) / exact,
+                    "mmc24_over_exact": float(np.mean(mmc)) / exact,
+                    "cpu_seconds_per_audit": (time.process_time() - cpu) / repeats,
+                }
+            )
     return out
 
 
 def summary(table: list) -> list:
     game = [r for r in table if r["canaries"] == 1]
     one = [r for r in table if r["canaries"] > 1]
-    lines = [f"exact eps of the tuning run w.r.t. one example: {game[0]['exact']:.3f} "
-             f"(one run of DP-SGD: {game[0]['eps_B']:.3f}; mu = {game[0]['mu']:.4f})"]
+    lines = [
+        f"exact eps of the tuning run w.r.t. one example: {game[0]['exact']:.3f} "
+        f"(one run of DP-SGD: {game[0]['eps_B']:.3f}; mu = {game[0]['mu']:.4f})"
+    ]
     for r in one:
-        lines.append(f"one-run, m = {r['canaries']}: eps_L {r['eps_L']:.3f} [SNJ23] / "
-                     f"{r['eps_L_mmc24']:.3f} [MMC24] (mean of {r['repeats']}) in {r['cpu_seconds']:.2f} "
-                     f"CPU s, target {r['exact']:.3f} (one canary of {r['canaries']})")
+        lines.append(
+            f"one-run, m = {r['canaries']}: eps_L {r['eps_L']:.3f} [SNJ23] / "
+            f"{r['eps_L_mmc24']:.3f} [MMC24] (mean of {r['repeats']}) in {r['cpu_seconds']:.2f} "
+            f"CPU s, target {r['exact']:.3f} (one canary of {r['canaries']})"
+        )
     for r in game:
-        lines.append(f"game-based, {r['games']:,} games: eps_L {r['eps_L']:.3f} (mean of {r['repeats']}, "
-                     f"{r['eps_L_min']:.3f} to {r['eps_L_max']:.3f}) in {r['cpu_seconds']:.1f} CPU s per audit")
+        lines.append(
+            f"game-based, {r['games']:,} games: eps_L {r['eps_L']:.3f} (mean of {r['repeats']}, "
+            f"{r['eps_L_min']:.3f} to {r['eps_L_max']:.3f}) in {r['cpu_seconds']:.1f} CPU s per audit"
+        )
     return lines
 
 
@@ -188,27 +280,59 @@ def plot(table: list, out_dir) -> list:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from pathlib import Path
+
+    import matplotlib.pyplot as plt
 
     game = [r for r in table if r["canaries"] == 1]
     one = [r for r in table if r["canaries"] > 1]
     fig, ax = plt.subplots(figsize=(8, 6.5))
-    ax.errorbar([r["cpu_seconds"] for r in game], [r["eps_L"] for r in game],
-                yerr=[[r["eps_L"] - r["eps_L_min"] for r in game], [r["eps_L_max"] - r["eps_L"] for r in game]],
-                fmt="o-", color="C0", capsize=3,
-                label=f"game-based eps_L (valid 95%, split; mean, min-max of {game[0]['repeats']})")
+    ax.errorbar(
+        [r["cpu_seconds"] for r in game],
+        [r["eps_L"] for r in game],
+        yerr=[
+            [r["eps_L"] - r["eps_L_min"] for r in game],
+            [r["eps_L_max"] - r["eps_L"] for r in game],
+        ],
+        fmt="o-",
+        color="C0",
+        capsize=3,
+        label=f"game-based eps_L (valid 95%, split; mean, min-max of {game[0]['repeats']})",
+    )
     for i, r in enumerate(one):
         x = r["cpu_seconds"]
         for key, marker, name in (("eps_L", "s", "[SNJ23]"), ("eps_L_mmc24", "^", "[MMC24]")):
             lo, hi = r[f"{key}_min"], r[f"{key}_max"]
-            ax.errorbar([x], [r[key]], yerr=[[r[key] - lo], [hi - r[key]]], fmt=marker,
-                        color=f"C{i + 1}", capsize=3,
-                        label=f"one-run {name}, m = {r['canaries']} (valid 95%; mean, min-max of {r['repeats']})")
-        ax.axhline(r["exact"], color=f"C{i + 1}", ls=":", lw=1.5,
-                   label=f"exact, one canary of {r['canaries']} ({r['exact']:.3f})")
-    ax.axhline(game[0]["exact"], color="C0", ls="--", lw=1, label=f"exact, tuning run, one example ({game[0]['exact']:.3f})")
-    ax.axhline(game[0]["eps_B"], color="grey", ls="-.", lw=1, label=f"exact eps of one DP-SGD run ({game[0]['eps_B']:.3f})")
+            ax.errorbar(
+                [x],
+                [r[key]],
+                yerr=[[r[key] - lo], [hi - r[key]]],
+                fmt=marker,
+                color=f"C{i + 1}",
+                capsize=3,
+                label=f"one-run {name}, m = {r['canaries']} (valid 95%; mean, min-max of {r['repeats']})",
+            )
+        ax.axhline(
+            r["exact"],
+            color=f"C{i + 1}",
+            ls=":",
+            lw=1.5,
+            label=f"exact, one canary of {r['canaries']} ({r['exact']:.3f})",
+        )
+    ax.axhline(
+        game[0]["exact"],
+        color="C0",
+        ls="--",
+        lw=1,
+        label=f"exact, tuning run, one example ({game[0]['exact']:.3f})",
+    )
+    ax.axhline(
+        game[0]["eps_B"],
+        color="grey",
+        ls="-.",
+        lw=1,
+        label=f"exact eps of one DP-SGD run ({game[0]['eps_B']:.3f})",
+    )
     ax.set_xscale("log")
     ax.set_xlabel("CPU seconds per audit (training + analysis)")
     ax.set_ylabel("epsilon at delta = 1e-5")
@@ -222,8 +346,23 @@ def plot(table: list, out_dir) -> list:
     return [path]
 
 
-COLUMNS = ("method", "canaries", "games", "repeats", "eps_L", "eps_L_min", "eps_L_max", "eps_L_mmc24",
-           "cpu_seconds", "eps_L_per_cpu_minute", "eps_L_mmc24_per_cpu_minute", "target", "exact", "eps_B", "rigour")
+COLUMNS = (
+    "method",
+    "canaries",
+    "games",
+    "repeats",
+    "eps_L",
+    "eps_L_min",
+    "eps_L_max",
+    "eps_L_mmc24",
+    "cpu_seconds",
+    "eps_L_per_cpu_minute",
+    "eps_L_mmc24_per_cpu_minute",
+    "target",
+    "exact",
+    "eps_B",
+    "rigour",
+)
 
 
 def _cell(v):
@@ -241,15 +380,25 @@ def write(table: list, out_dir, seconds: float, tightness: list | None = None) -
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    md = ["# One-run against game-based audits on real DP-SGD", "",
-          (__doc__ or "").strip().split("\n\n")[1].replace("\n", " "), "",
-          "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    md = [
+        "# One-run against game-based audits on real DP-SGD",
+        "",
+        (__doc__ or "").strip().split("\n\n")[1].replace("\n", " "),
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
     md += ["| " + " | ".join(_cell(r.get(c)) for c in COLUMNS) + " |" for r in table]
-    md += ["", *[f"- {line}" for line in summary(table)], "",
-           "eps_L: mean over the repeats (each audit is a valid 95% bound; the mean is a summary, "
-           "eps_L_min and eps_L_max the spread); eps_L is [SNJ23] for one-run rows, eps_L_mmc24 the "
-           "[MMC24] bound of the same runs; game-based repeats use seeds 0, 1, .... "
-           f"Regenerate: `python -m auditsel.reproductions.one_run` ({seconds:.0f} s here, 2 shared cores).", ""]
+    md += [
+        "",
+        *[f"- {line}" for line in summary(table)],
+        "",
+        "eps_L: mean over the repeats (each audit is a valid 95% bound; the mean is a summary, "
+        "eps_L_min and eps_L_max the spread); eps_L is [SNJ23] for one-run rows, eps_L_mmc24 the "
+        "[MMC24] bound of the same runs; game-based repeats use seeds 0, 1, .... "
+        f"Regenerate: `python -m auditsel.reproductions.one_run` ({seconds:.0f} s here, 2 shared cores).",
+        "",
+    ]
     (out / "table.md").write_text("\n".join(md))
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=sorted({k for r in table for k in r}))
@@ -259,15 +408,32 @@ def write(table: list, out_dir, seconds: float, tightness: list | None = None) -
     (out / "rows.json").write_text(json.dumps(table, indent=1, allow_nan=False))
     files = [out / "table.md", out / "table.csv", out / "rows.json", *plot(table, out)]
     if tightness:
-        cols = ("eps_B", "canaries", "repeats", "exact_per_canary", "eps_L_snj23", "eps_L_snj23_min",
-                "eps_L_snj23_max", "eps_L_mmc24", "eps_L_mmc24_min", "eps_L_mmc24_max",
-                "snj23_over_exact", "mmc24_over_exact", "cpu_seconds_per_audit")
-        md = ["# Tightness of one-run audits in the reduced one-run tuning game", "",
-              "TNB(0, 0.01), delta = 1e-5, Gaussian base calibrated to eps_B, m canaries in one tuning "
-              "run (the tuner selects on the sum of the canary coordinates; auditsel.games.one_run). "
-              "eps_L: mean (min, max) over the repeats of valid 95% bounds; exact_per_canary: the "
-              "exact epsilon w.r.t. one canary.", "",
-              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        cols = (
+            "eps_B",
+            "canaries",
+            "repeats",
+            "exact_per_canary",
+            "eps_L_snj23",
+            "eps_L_snj23_min",
+            "eps_L_snj23_max",
+            "eps_L_mmc24",
+            "eps_L_mmc24_min",
+            "eps_L_mmc24_max",
+            "snj23_over_exact",
+            "mmc24_over_exact",
+            "cpu_seconds_per_audit",
+        )
+        md = [
+            "# Tightness of one-run audits in the reduced one-run tuning game",
+            "",
+            "TNB(0, 0.01), delta = 1e-5, Gaussian base calibrated to eps_B, m canaries in one tuning "
+            "run (the tuner selects on the sum of the canary coordinates; auditsel.games.one_run). "
+            "eps_L: mean (min, max) over the repeats of valid 95% bounds; exact_per_canary: the "
+            "exact epsilon w.r.t. one canary.",
+            "",
+            "| " + " | ".join(cols) + " |",
+            "|" + "---|" * len(cols),
+        ]
         md += ["| " + " | ".join(_cell(r.get(c)) for c in cols) + " |" for r in tightness]
         (out / "tightness.md").write_text("\n".join(md) + "\n")
         (out / "tightness.json").write_text(json.dumps(tightness, indent=1, allow_nan=False))

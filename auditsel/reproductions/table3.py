@@ -17,11 +17,12 @@ For each cell (threat in NTNV/NTCV/ETCV, canary Z_D or an input-space canary, ep
 DP-SGD base settings, the law of K and the axes. Cell i plays seed ``seed + i`` with
 ``chunk_size`` games per chunk.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -59,12 +60,20 @@ class Table3Grid:
     def base(self, epsilon: float):
         from auditsel.mechanisms import DpsgdBase
 
-        return DpsgdBase.from_epsilon(epsilon, self.delta, self.steps, self.sample_rate,
-                                      self.accountant)
+        return DpsgdBase.from_epsilon(
+            epsilon, self.delta, self.steps, self.sample_rate, self.accountant
+        )
 
 
-def run_cell(grid: Table3Grid, threat: str, canary: str, epsilon: float, index: int = 0,
-             data=None, jobs: int = 1):
+def run_cell(
+    grid: Table3Grid,
+    threat: str,
+    canary: str,
+    epsilon: float,
+    index: int = 0,
+    data=None,
+    jobs: int = 1,
+):
     """Play one cell through the engine: (base, GameRecord with scores (trials, P), seconds)."""
     from auditsel.games.engine import run_game
 
@@ -73,13 +82,26 @@ def run_cell(grid: Table3Grid, threat: str, canary: str, epsilon: float, index: 
     protocol = build_protocol(spec, base, grid.rounds, data)
     scorer = make_scorer(spec, grid.proxies, base, grid.rounds)
     start = time.perf_counter()
-    record = run_game(protocol, scorer, grid.trials, grid.seed + index, chunk_size=grid.chunk_size,
-                      jobs=jobs, progress=False)
+    record = run_game(
+        protocol,
+        scorer,
+        grid.trials,
+        grid.seed + index,
+        chunk_size=grid.chunk_size,
+        jobs=jobs,
+        progress=False,
+    )
     return base, record, time.perf_counter() - start
 
 
-def run_grid(grid: Table3Grid = Table3Grid(), *, cells: Optional[Sequence] = None, jobs: int = 1,
-             log: Optional[Callable] = None, upper_bounds: Optional[Callable] = None) -> list:
+def run_grid(
+    grid: Table3Grid = Table3Grid(),
+    *,
+    cells: Sequence | None = None,
+    jobs: int = 1,
+    log: Callable | None = None,
+    upper_bounds: Callable | None = None,
+) -> list:
     """One row per (threat, canary, eps_B, proxy): see the module docstring. The rows carry
     the upper bounds flattened as upper_<name>: ``upper_bounds(base, rounds, delta) -> dict``,
     by default the whole panel (``auditsel.accounting.panel.upper_bounds``)."""
@@ -95,16 +117,32 @@ def run_grid(grid: Table3Grid = Table3Grid(), *, cells: Optional[Sequence] = Non
         if eps not in upper:
             upper[eps] = upper_bounds(base, grid.rounds, grid.delta)
         for j, proxy in enumerate(grid.proxies):
-            lb = audit_scores(record.scores[:, j], record.member, delta=grid.delta,
-                              confidence=grid.confidence, rule="split")
-            row = {"threat": threat, "canary": canary, "proxy": proxy, "eps_B": eps,
-                   "sigma": base.noise_multiplier, "trials": int(len(record.member)),
-                   "eps_split": lb.eps, "eps_best": lb.eps_best_threshold, "eps_gdp": lb.eps_gdp,
-                   "seconds": seconds, **{f"upper_{k}": v for k, v in upper[eps].items()}}
+            lb = audit_scores(
+                record.scores[:, j],
+                record.member,
+                delta=grid.delta,
+                confidence=grid.confidence,
+                rule="split",
+            )
+            row = {
+                "threat": threat,
+                "canary": canary,
+                "proxy": proxy,
+                "eps_B": eps,
+                "sigma": base.noise_multiplier,
+                "trials": int(len(record.member)),
+                "eps_split": lb.eps,
+                "eps_best": lb.eps_best_threshold,
+                "eps_gdp": lb.eps_gdp,
+                "seconds": seconds,
+                **{f"upper_{k}": v for k, v in upper[eps].items()},
+            }
             out.append(row)
             if log:
-                log(f"{threat:5} {canary:6} eps_B={eps:g} {proxy:8} eps_L(split)={lb.eps:.2f} "
-                    f"eps_L(best)={lb.eps_best_threshold:.2f}  [{seconds:.0f}s]")
+                log(
+                    f"{threat:5} {canary:6} eps_B={eps:g} {proxy:8} eps_L(split)={lb.eps:.2f} "
+                    f"eps_L(best)={lb.eps_best_threshold:.2f}  [{seconds:.0f}s]"
+                )
     return out
 
 
@@ -119,9 +157,14 @@ def findings(rows, grid: Table3Grid = Table3Grid()) -> list[str]:
     below = sum(r["eps_best"] < r["eps_B"] for r in practical)
     etcv_dirac = [r for r in rows if r["threat"] == "etcv" and r["canary"] == "dirac"]
     ratio = max(r["eps_best"] / r["upper_generic_rdp"] for r in rows)
-    diff_ab = [abs(a["eps_best"] - b["eps_best"]) for a in rows if a["proxy"] == "lambda_a"
-               for b in rows if b["proxy"] == "lambda_b"
-               and (b["threat"], b["canary"], b["eps_B"]) == (a["threat"], a["canary"], a["eps_B"])]
+    diff_ab = [
+        abs(a["eps_best"] - b["eps_best"])
+        for a in rows
+        if a["proxy"] == "lambda_a"
+        for b in rows
+        if b["proxy"] == "lambda_b"
+        and (b["threat"], b["canary"], b["eps_B"]) == (a["threat"], a["canary"], a["eps_B"])
+    ]
     g = grid.game
     return [
         f"Settings: {g.dataset}, {g.model}, {g.train_size} training examples, N = {grid.steps} steps at "
@@ -132,10 +175,12 @@ def findings(rows, grid: Table3Grid = Table3Grid()) -> list[str]:
         "",
         "Findings of [XWW24] Table 3, checked here (optimistic best-threshold eps_L, as the paper reports):",
         f"- practical settings (NTNV, NTCV): eps_L < eps_B in {below} of {len(practical)} cells.",
-        "- ETCV with the Dirac canary: eps_L = " + ", ".join(
-            f"{r['eps_best']:.2f} ({r['proxy']}, eps_B = {r['eps_B']:g})" for r in etcv_dirac)
+        "- ETCV with the Dirac canary: eps_L = "
+        + ", ".join(
+            f"{r['eps_best']:.2f} ({r['proxy']}, eps_B = {r['eps_B']:g})" for r in etcv_dirac
+        )
         + f"; above eps_B in {sum(r['eps_best'] > r['eps_B'] for r in etcv_dirac)} of {len(etcv_dirac)} "
-          "(the paper: above eps_B in every cell).",
+        "(the paper: above eps_B in every cell).",
         f"- gap to the generic bound: eps_L is at most {ratio:.0%} of generic_rdp.",
         f"- lambda_b against lambda_a: mean |difference| {np.mean(diff_ab):.2f}, max {np.max(diff_ab):.2f}.",
     ]

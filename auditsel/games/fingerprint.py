@@ -1,0 +1,106 @@
+"""Digests of the code that determines a game's numbers, for checkpoint fingerprints.
+
+Contract. A checkpoint may be resumed only by the code that wrote it. Two digests make that
+checkable:
+
+* `package_digest()`: sha256 over the source of every module of `auditsel` and `attacks` (the
+  `.py` files and the C or other kernel sources shipped beside them), by relative path, computed
+  once per process. Any edit to the installed package changes it.
+* `source_digest(*objects)`: sha256 over the code each object runs from its own module: for a
+  function, class, bound method, callable instance or `functools.partial`, the full text of the
+  source file of the module that defines it (so an edit to a helper it calls in the same file
+  changes the digest too), plus the bytecode of the function itself (so a function made at run
+  time, or one whose file cannot be read, still has a digest), plus the `repr` of a partial's
+  bound arguments. Two objects with the same code and the same bound arguments have the same
+  digest; an edited function never has the digest of the old one, except when the edit is in
+  another module that it imports (cover such modules by passing them, or an object of theirs).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import re
+import sys
+import types
+from pathlib import Path
+
+__all__ = ["package_digest", "source_digest"]
+
+_PACKAGES = ("auditsel", "attacks")
+_SUFFIXES = (".py", ".c")
+_ADDRESS = re.compile(rb" at 0x[0-9a-fA-F]+")
+
+
+@functools.lru_cache(maxsize=1)
+def package_digest() -> str:
+    """sha256 (hex) of the source files of the installed `auditsel` and `attacks` packages."""
+    h = hashlib.sha256()
+    for name in _PACKAGES:
+        module = sys.modules.get(name) or __import__(name)
+        root = Path(module.__file__).resolve().parent
+        for path in sorted(p for p in root.rglob("*") if p.suffix in _SUFFIXES and p.is_file()):
+            rel = f"{name}/{path.relative_to(root).as_posix()}"
+            h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _code_bytes(code: types.CodeType, seen: set[int]) -> bytes:
+    if id(code) in seen:
+        return b""
+    seen.add(id(code))
+    parts = [code.co_code, repr(code.co_names).encode(), repr(code.co_varnames).encode()]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            parts.append(_code_bytes(const, seen))
+        else:
+            parts.append(repr(const).encode())
+    return b"\0".join(parts)
+
+
+def _unwrap(obj: object) -> tuple[object, bytes]:
+    """The function or class behind obj, and the bytes of what is bound to it."""
+    bound = b""
+    while True:
+        if isinstance(obj, functools.partial):
+            bound += repr((obj.args, sorted(obj.keywords.items()))).encode()
+            obj = obj.func
+        elif isinstance(obj, types.MethodType):
+            obj = obj.__func__
+        elif hasattr(obj, "__wrapped__"):
+            obj = obj.__wrapped__
+        else:
+            break
+    if not isinstance(obj, (types.FunctionType, type, types.BuiltinFunctionType)):
+        bound += repr(getattr(obj, "__dict__", "")).encode()
+        obj = type(obj)
+    return obj, bound
+
+
+def _module_source(obj: object) -> bytes:
+    module = inspect.getmodule(obj)
+    try:
+        path = inspect.getsourcefile(module) if module is not None else None
+    except TypeError:  # a built-in module
+        path = None
+    if path and Path(path).is_file():
+        return Path(path).read_bytes()
+    try:  # an interactive session keeps the source in linecache
+        return inspect.getsource(obj).encode()
+    except (OSError, TypeError):
+        return b""
+
+
+def source_digest(*objects: object) -> str:
+    """sha256 (hex) of the code the objects run, from their modules' sources and bytecode."""
+    h = hashlib.sha256()
+    for item in objects:
+        target, bound = _unwrap(item)
+        name = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}"
+        bound = _ADDRESS.sub(b"", bound)  # object addresses differ from run to run
+        h.update(name.encode() + b"\0" + bound + b"\0" + _module_source(target) + b"\0")
+        code = getattr(target, "__code__", None)
+        if code is not None:
+            h.update(_code_bytes(code, set()))
+    return h.hexdigest()
