@@ -61,9 +61,14 @@ def _cpu() -> SimpleNamespace:
     return _CPU
 
 
+def _numba_serves(device: torch.device) -> bool:
+    """The compiled CPU kernels serve CPU tensors; the torch kernels every other device."""
+    return device.type == "cpu"
+
+
 def backend(device: str | torch.device = "cpu") -> str:
     """'numba' where the compiled CPU kernels serve tensors on `device`, else 'torch'."""
-    return "numba" if torch.device(device).type == "cpu" else "torch"
+    return "numba" if _numba_serves(torch.device(device)) else "torch"
 
 
 def _split(fn, R: int) -> None:
@@ -122,7 +127,7 @@ def draw(
     keys = np.ascontiguousarray(keys, dtype=np.uint32).reshape(-1, 2)
     R = keys.shape[0]
     device = torch.device(device)
-    if device.type != "cpu":
+    if not _numba_serves(device):
         res = kernels_torch.draw(
             torch.as_tensor(keys.astype(np.int64), device=device),
             stream,
@@ -161,7 +166,7 @@ def softmax_grad_(
     if z.dtype != torch.float32:  # float64 runs (tests): the same formula in float64
         _softmax_grad_reference(z, label, sq, clip, a_sq, weight)
         return sq
-    if z.device.type != "cpu" or not z.is_contiguous():
+    if not (_numba_serves(z.device) and z.is_contiguous()):
         kernels_torch.softmax_grad(z, label, sq, clip, a_sq, weight)
         return sq
     lab = label.numpy().reshape(-1, n)
