@@ -169,15 +169,14 @@ def softmax_grad_(
     if not (_numba_serves(z.device) and z.is_contiguous()):
         kernels_torch.softmax_grad(z, label, sq, clip, a_sq, weight)
         return sq
-    lab = label.numpy().reshape(-1, n)
-    lab = np.broadcast_to(lab, (R, n))
+    lab = np.ascontiguousarray(label.numpy().reshape(-1, n))  # (1, n): one row for all runs
     if clip is None:
         c = np.ones(R, np.float32)
-        a = w = np.broadcast_to(np.ones(1, np.float32), (R, n))
+        a = w = np.ones((1, n), np.float32)
     else:
-        c = clip.to(torch.float32).numpy()
-        a = np.broadcast_to(a_sq.to(torch.float32).numpy().reshape(-1, n), (R, n))
-        w = a if weight is None else weight.to(torch.float32).numpy().reshape(R, n)
+        c = np.ascontiguousarray(clip.to(torch.float32).numpy())
+        a = np.ascontiguousarray(a_sq.to(torch.float32).numpy().reshape(-1, n))
+        w = a if weight is None else np.ascontiguousarray(weight.to(torch.float32).numpy())
     run, zv, sv = _cpu().softmax_grad, z.numpy(), sq.numpy()
     clipped, weighted = clip is not None, weight is not None
     _split(lambda r0, r1: run(zv, lab, sv, r0, r1, c, a, w, clipped, weighted), R)

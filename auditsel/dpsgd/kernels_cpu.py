@@ -24,6 +24,7 @@ LANES = 16  # numbers come in chunks of 4 LANES: one Philox block per lane and w
 CH = 256  # examples per chunk of the softmax pass (all classes of a chunk stay in cache)
 
 _MASK = np.uint64(0xFFFFFFFF)
+_ZERO_U32 = np.uint32(0)
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _W0, _W1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
 _S8, _S16, _S23, _S32 = np.uint64(8), np.uint64(16), np.uint64(23), np.uint64(32)
@@ -88,18 +89,23 @@ def _from_bits(typingctx, b):
     return types.float32(types.uint32), codegen
 
 
-@register_jitable
+@register_jitable(inline="always")
+def _select(c, a, b):
+    """c ? a : b for float32 a, b, without a branch (a bit mask): the helpers below are inlined
+    into the loops and must be straight-line code for those to vectorise."""
+    mask = _ZERO_U32 - np.uint32(c)
+    return _from_bits(np.uint32((np.uint64(_bits(a)) & mask) | (np.uint64(_bits(b)) & ~mask)))
+
+
+@register_jitable(inline="always")
 def _log(x):
     """Cephes logf for x in [2^-24, 1] (normal, positive)."""
     b = np.uint64(_bits(x))
     e = np.int64((b >> _S23) & _EXP_MASK) - 126
     m = _from_bits(np.uint32((b & _MANT) | _HALF_EXP))  # [0.5, 1)
-    if m < _SQRTH:
-        fe = _F(e - 1)
-        t = (m + m) - _ONE
-    else:
-        fe = _F(e)
-        t = m - _ONE
+    small = m < _SQRTH
+    fe = _F(e - np.int64(small))
+    t = _select(small, m + m, m) - _ONE
     z = t * t
     y = _LOG_P[0]
     y = y * t + _LOG_P[1]
@@ -117,7 +123,7 @@ def _log(x):
     return t + _LN2_HI * fe
 
 
-@register_jitable
+@register_jitable(inline="always")
 def _sincos_2pi(u):
     """(sin 2 pi u, cos 2 pi u) for u in [0, 1) on the 2^-24 grid: the quadrant, then Cephes
     sinf/cosf on [0, pi/4]."""
@@ -125,7 +131,7 @@ def _sincos_2pi(u):
     q = np.floor(t)
     f = t - q
     hi = f > _HALF
-    g = _ONE - f if hi else f
+    g = _select(hi, _ONE - f, f)
     x = g * _PIO2
     z = x * x
     s = -_SIN_P[0]
@@ -136,19 +142,15 @@ def _sincos_2pi(u):
     c = c * z - _COS_P[1]
     c = c * z + _COS_P[2]
     c = (((c * z) * z) - _HALF * z) + _ONE
-    sa = c if hi else s
-    ca = s if hi else c
+    sa = _select(hi, c, s)
+    ca = _select(hi, s, c)
     qi = np.int64(q)
-    if qi == 0:
-        return sa, ca
-    if qi == 1:
-        return ca, -sa
-    if qi == 2:
-        return -sa, -ca
-    return -ca, sa
+    sn = _select(qi == 0, sa, _select(qi == 1, ca, _select(qi == 2, -sa, -ca)))
+    cs = _select(qi == 0, ca, _select(qi == 1, -sa, _select(qi == 2, -ca, sa)))
+    return sn, cs
 
 
-@register_jitable
+@register_jitable(inline="always")
 def _exp(x):
     """Cephes expf for x <= 0 (0 below ln 2^-126; NaN stays NaN)."""
     fx = np.floor(x * _LOG2E + _HALF)
@@ -163,68 +165,84 @@ def _exp(x):
     y = y * r + _EXP_P[5]
     y = ((y * z) + r) + _ONE
     # 2^fx from its bits; fx is clamped (NaN to the low end) only where the result is not used
-    n = fx if fx > _N_MIN else _N_MIN
-    n = n if n < _N_MAX else _N_MAX
+    n = _select(fx > _N_MIN, fx, _N_MIN)
+    n = _select(n < _N_MAX, n, _N_MAX)
     scale = _from_bits(np.uint32((np.int64(n) + _BIAS) << 23))
-    return _ZERO if x < -_EXP_MIN else y * scale
+    return _select(x < -_EXP_MIN, _ZERO, y * scale)
 
 
-@register_jitable
-def _philox_lanes(c0, c1, c2, c3, k0, k1):
-    """Philox4x32-10 of LANES counters (c0[l], c1[l], c2[l], c3[l]) in place under the key
-    (k0, k1) (uint32 arrays; 64-bit products of zero-extended words)."""
-    for _ in range(10):
-        for l in range(LANES):
-            p0 = _M0 * np.uint64(c0[l])
-            p1 = _M1 * np.uint64(c2[l])
-            n0 = (p1 >> _S32) ^ np.uint64(c1[l]) ^ k0
-            n2 = (p0 >> _S32) ^ np.uint64(c3[l]) ^ k1
-            c0[l] = np.uint32(n0)
-            c1[l] = np.uint32(p1 & _MASK)
-            c2[l] = np.uint32(n2)
-            c3[l] = np.uint32(p0 & _MASK)
+@register_jitable(inline="always")
+def _round(x0, x1, x2, x3, k0, k1):
+    """One Philox4x32 round on uint32 words held in uint64s (64-bit products)."""
+    p0 = _M0 * x0
+    p1 = _M1 * x2
+    return (p1 >> _S32) ^ x1 ^ k0, p1 & _MASK, (p0 >> _S32) ^ x3 ^ k1, p0 & _MASK
+
+
+@register_jitable(inline="always")
+def _round_keys(k0, k1, ks):
+    """ks (10, 2) uint64: the key of each of the 10 rounds (the Weyl sequence of the key)."""
+    for t in range(10):
+        ks[t, 0] = k0
+        ks[t, 1] = k1
         k0 = (k0 + _W0) & _MASK
         k1 = (k1 + _W1) & _MASK
 
 
+@register_jitable(inline="always")
+def _philox(x0, x1, x2, x3, ks):
+    """Philox4x32-10 of the counter (x0, x1, x2, x3) under the round keys ks (straight-line
+    code, so that a loop over counters vectorises)."""
+    x0, x1, x2, x3 = _round(x0, x1, x2, x3, ks[0, 0], ks[0, 1])
+    x0, x1, x2, x3 = _round(x0, x1, x2, x3, ks[1, 0], ks[1, 1])
+    x0, x1, x2, x3 = _round(x0, x1, x2, x3, ks[2, 0], ks[2, 1])
+    x0, x1, x2, x3 = _round(x0, x1, x2, x3, ks[3, 0], ks[3, 1])
+    x0, x1, x2, x3 = _round(x0, x1, x2, x3, ks[4, 0], ks[4, 1])
+    x0, x1, x2, x3 = _round(x0, x1, x2, x3, ks[5, 0], ks[5, 1])
+    x0, x1, x2, x3 = _round(x0, x1, x2, x3, ks[6, 0], ks[6, 1])
+    x0, x1, x2, x3 = _round(x0, x1, x2, x3, ks[7, 0], ks[7, 1])
+    x0, x1, x2, x3 = _round(x0, x1, x2, x3, ks[8, 0], ks[8, 1])
+    return _round(x0, x1, x2, x3, ks[9, 0], ks[9, 1])
+
+
 def philox_block(counter, key, out):
     """One Philox4x32-10 block: out (4,) uint32 from counter (4,) and key (2,) uint32."""
-    c = np.empty((4, LANES), np.uint32)
+    ks = np.empty((10, 2), np.uint64)
+    _round_keys(np.uint64(key[0]), np.uint64(key[1]), ks)
+    x = _philox(
+        np.uint64(counter[0]),
+        np.uint64(counter[1]),
+        np.uint64(counter[2]),
+        np.uint64(counter[3]),
+        ks,
+    )
     for w in range(4):
-        for l in range(LANES):
-            c[w, l] = counter[w]
-    _philox_lanes(c[0], c[1], c[2], c[3], np.uint64(key[0]), np.uint64(key[1]))
-    for w in range(4):
-        out[w] = c[w, 0]
+        out[w] = np.uint32(x[w])
 
 
 def philox_fill(keys, r0, r1, stream, step0, normal, out):
     """out[r, i, j] for r0 <= r < r1 (out (R, steps, width) float32): number j of step
-    step0 + i of `stream` of run r (keys (R, 2) uint32); see ``kernels.draw``."""
+    step0 + i of `stream` of run r (keys (R, 2) uint32); number j = 4 LANES c + LANES w + l is
+    word w of the block with counter (LANES c + l, step0 + i, stream, 0), or the Box-Muller
+    normal of words (0, 1) (w = 0, 1) or (2, 3) (w = 2, 3) of that block."""
     steps, width = out.shape[1], out.shape[2]
     blocks = (width + 4 * LANES - 1) // (4 * LANES) * LANES
-    c0 = np.empty(LANES, np.uint32)
-    c1 = np.empty(LANES, np.uint32)
-    c2 = np.empty(LANES, np.uint32)
-    c3 = np.empty(LANES, np.uint32)
     v = np.empty((4, LANES), np.float32)
+    ks = np.empty((10, 2), np.uint64)
+    c2, c3 = np.uint64(stream), np.uint64(0)
     for r in range(r0, r1):
-        k0, k1 = np.uint64(keys[r, 0]), np.uint64(keys[r, 1])
+        _round_keys(np.uint64(keys[r, 0]), np.uint64(keys[r, 1]), ks)
         for i in range(steps):
             row = out[r, i]
+            c1 = np.uint64(step0 + i)
             for b0 in range(0, blocks, LANES):
-                for l in range(LANES):
-                    c0[l] = np.uint32(b0 + l)
-                    c1[l] = np.uint32(step0 + i)
-                    c2[l] = np.uint32(stream)
-                    c3[l] = np.uint32(0)
-                _philox_lanes(c0, c1, c2, c3, k0, k1)
                 if normal:
                     for l in range(LANES):
-                        u1 = _F((np.uint64(c0[l]) >> _S8) + _ONE_U) * INV24
-                        u2 = _F(np.uint64(c1[l]) >> _S8) * INV24
-                        u3 = _F((np.uint64(c2[l]) >> _S8) + _ONE_U) * INV24
-                        u4 = _F(np.uint64(c3[l]) >> _S8) * INV24
+                        x0, x1, x2, x3 = _philox(np.uint64(b0 + l), c1, c2, c3, ks)
+                        u1 = _F((x0 >> _S8) + _ONE_U) * INV24
+                        u2 = _F(x1 >> _S8) * INV24
+                        u3 = _F((x2 >> _S8) + _ONE_U) * INV24
+                        u4 = _F(x3 >> _S8) * INV24
                         ra = np.sqrt(-_TWO * _log(u1))
                         rb = np.sqrt(-_TWO * _log(u3))
                         sa, ca = _sincos_2pi(u2)
@@ -235,10 +253,11 @@ def philox_fill(keys, r0, r1, stream, step0, normal, out):
                         v[3, l] = rb * sb
                 else:
                     for l in range(LANES):
-                        v[0, l] = _F(np.uint64(c0[l]) >> _S8) * INV24
-                        v[1, l] = _F(np.uint64(c1[l]) >> _S8) * INV24
-                        v[2, l] = _F(np.uint64(c2[l]) >> _S8) * INV24
-                        v[3, l] = _F(np.uint64(c3[l]) >> _S8) * INV24
+                        x0, x1, x2, x3 = _philox(np.uint64(b0 + l), c1, c2, c3, ks)
+                        v[0, l] = _F(x0 >> _S8) * INV24
+                        v[1, l] = _F(x1 >> _S8) * INV24
+                        v[2, l] = _F(x2 >> _S8) * INV24
+                        v[3, l] = _F(x3 >> _S8) * INV24
                 j0 = 4 * b0
                 if j0 + 4 * LANES <= width:
                     for w in range(4):
@@ -254,9 +273,9 @@ def philox_fill(keys, r0, r1, stream, step0, normal, out):
 def softmax_grad(z, label, sq, r0, r1, clip, a_sq, weight, clipped, weighted):
     """z (R, K, n) float32 logits of runs r0..r1, in place -> e = softmax - onehot (p_k =
     exp(z_k - max) * (1 / sum), then p_y - 1), sq (R, n) = sum_k e_k^2 (k in order); label
-    (R, n) int64 (a shared row may be broadcast with stride 0). ``clipped``: also scale e by
-    c = clip[r] / max(sqrt(sq a_sq[r, j]), clip[r]) (times weight[r, j] when ``weighted``).
-    Examples are taken CH at a time (all K classes of them stay in L1)."""
+    (R or 1, n) int64 (one row: shared by all runs). ``clipped``: also scale e by
+    c = clip[r] / max(sqrt(sq a_sq[r, j]), clip[r]) (a_sq (R or 1, n)), times weight[r, j]
+    when ``weighted``. Examples are taken CH at a time (all K classes of them stay in L1)."""
     K, n = z.shape[1], z.shape[2]
     m = np.empty(CH, np.float32)
     s = np.empty(CH, np.float32)
@@ -283,7 +302,7 @@ def softmax_grad(z, label, sq, r0, r1, clip, a_sq, weight, clipped, weighted):
                     e = _exp(b[j] - m[j])
                     b[j] = e
                     s[j] = s[j] + e
-            lab = label[r, j0 : j0 + w]
+            lab = label[r if label.shape[0] > 1 else 0, j0 : j0 + w]
             for j in range(w):
                 s[j] = _ONE / s[j]
                 y[j] = lab[j]
@@ -300,7 +319,7 @@ def softmax_grad(z, label, sq, r0, r1, clip, a_sq, weight, clipped, weighted):
                 sqr[j] = q[j]
             if clipped:
                 cr = clip[r]
-                a = a_sq[r, j0 : j0 + w]
+                a = a_sq[r if a_sq.shape[0] > 1 else 0, j0 : j0 + w]
                 for j in range(w):
                     norm = np.sqrt(q[j] * a[j])
                     s[j] = cr / (norm if norm > cr else cr)
@@ -340,13 +359,13 @@ SIGNATURES = [
         [
             types.void(
                 _array(_F32, 3, "C"),
-                _array(_I64, 2, readonly=True),
+                _array(_I64, 2, "C", readonly=True),
                 _array(_F32, 2, "C"),
                 _I64,
                 _I64,
-                _array(_F32, 1, readonly=True),
-                _array(_F32, 2, readonly=True),
-                _array(_F32, 2, readonly=True),
+                _array(_F32, 1, "C", readonly=True),
+                _array(_F32, 2, "C", readonly=True),
+                _array(_F32, 2, "C", readonly=True),
                 types.boolean,
                 types.boolean,
             )

@@ -7,7 +7,8 @@ private temporary folder (no cache to trust). ``seed_states`` is the vectorised 
 numpy's ``SeedSequence`` hash that the trainer used then.
 
     from baselines import kernels_c
-    kernels_c.available()              # False without a C compiler
+    kernels_c.available()              # False without a C compiler (or a prebuilt library)
+    kernels_c.build(folder)            # compile into folder, return the library's path
     kernels_c.draw(keys, stream, step0, steps, width, normal)
     kernels_c.softmax_grad_(z, label, clip=None, a_sq=None, weight=None)
 """
@@ -32,14 +33,14 @@ _LIB = None
 _POOL = None
 
 
-def _build():
+def build(folder: str | Path) -> Path | None:
+    """Compile kernels.c into `folder` (OpenMP when the compiler has it); the library's path,
+    or None without a working C compiler ($CC, else cc, gcc or clang on PATH)."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
-        return False
-    folder = tempfile.mkdtemp(prefix="auditsel-baseline-")
-    atexit.register(shutil.rmtree, folder, True)
+        return None
     out = Path(folder) / "kernels.so"
-    for extra in (["-fopenmp"], []):  # OpenMP when the compiler has it
+    for extra in (["-fopenmp"], []):
         try:
             subprocess.run(
                 [cc, *FLAGS, *extra, str(SOURCE), "-o", str(out), "-lm"],
@@ -47,12 +48,23 @@ def _build():
                 capture_output=True,
                 timeout=120,
             )
-            break
+            return out
         except (OSError, subprocess.SubprocessError):
             continue
-    else:
-        return False
-    lib = ctypes.CDLL(str(out))
+    return None
+
+
+def _build():
+    """The library at $AUDITSEL_BASELINE_LIB (built earlier, e.g. before the compiler was
+    hidden), else built now in a private temporary folder."""
+    path = os.environ.get("AUDITSEL_BASELINE_LIB")
+    if not path:
+        folder = tempfile.mkdtemp(prefix="auditsel-baseline-")
+        atexit.register(shutil.rmtree, folder, True)
+        path = build(folder)
+        if path is None:
+            return False
+    lib = ctypes.CDLL(str(path))
     p, i64, u32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint32
     lib.philox_fill.argtypes = [p, i64, i64, u32, i64, i64, i64, ctypes.c_int, p]
     lib.softmax_grad.argtypes = [p, p, i64, p, i64, i64, i64, i64, p, p, i64, p]
@@ -141,6 +153,11 @@ def softmax_grad_(z, label, clip=None, a_sq=None, weight=None) -> torch.Tensor:
     _split(lambda r0, r1: lib.softmax_grad(*args[:4], r0, r1, K, n, *tail), R)
     del keep
     return sq
+
+
+def seed_keys(seeds) -> np.ndarray:
+    """The Philox keys of the runs with these seeds, as the trainer of 0.1 derived them."""
+    return keys_of(seed_states(seeds)[:, 0])
 
 
 def seed_states(seeds: np.ndarray, words: int = 1) -> np.ndarray:
