@@ -4,15 +4,18 @@ Contract (what every implementation computes, bit for bit):
 
 * ``draw(keys, stream, step0, steps, width, normal)``: for run r with key (k0, k1) = keys[r]
   (two uint32 words), the j-th number of step i of `stream`, j = 64 c + 16 w + l
-  (0 <= w < 4, 0 <= l < 16), is word w of the Philox4x32-10 block (Salmon, Moraes, Dror, Shaw, SC'11; the Random123 reference, checked
-  against its known-answer vectors) with counter (16 c + l, i, stream, 0). A uniform is
-  (x >> 8) 2^-24 in [0, 1) (24 bits, as torch's float uniforms); normals come in pairs from
+  (0 <= w < 4, 0 <= l < 16), is word w of the Philox4x32-10 block (Salmon, Moraes, Dror,
+  Shaw, SC'11; the Random123 reference, checked against its known-answer vectors) with
+  counter (16 c + l, i, stream, 0). A uniform is (x >> 8) 2^-24 in [0, 1) (24 bits, as
+  torch's float uniforms); normals come in pairs from
   words (0, 1) and (2, 3) by Box-Muller: u1 = ((x0 >> 8) + 1) 2^-24 in (0, 1],
   u2 = (x1 >> 8) 2^-24, (sqrt(-2 log u1) cos 2 pi u2, sqrt(-2 log u1) sin 2 pi u2), with the
   Cephes single-precision log and sin/cos polynomials (|z| <= sqrt(2 ln 2^24) = 5.77, as for
   any 24-bit Box-Muller, torch's CPU normals included). Counter-based: any number is a function
   of (seed, stream, step, index) alone, so how runs are batched, how steps are grouped and how
   the work is split over threads cannot change a value.
+* ``seed_keys(seeds)``: the key of the run with seed s is the first 64-bit word of numpy's
+  ``SeedSequence(s).generate_state`` (low word k0, high word k1).
 * ``softmax_grad_(z, label, sq)``: z (R, K, n) logits, in place e = softmax over K - onehot(y),
   and sq (R, n) = sum_k e_k^2 summed in class order, with the Cephes expf polynomial
   (0 below ln 2^-126).
@@ -41,7 +44,15 @@ import torch
 
 from auditsel.dpsgd import kernel_cache, kernels_cpu, kernels_torch
 
-__all__ = ["draw", "softmax_grad_", "backend", "philox_block", "keys_of", "seed_keys"]
+__all__ = [
+    "draw",
+    "softmax_grad_",
+    "backend",
+    "philox_block",
+    "keys_of",
+    "seed_keys",
+    "seed_states",
+]
 
 _LOCK = threading.Lock()
 _CPU: SimpleNamespace | None = None

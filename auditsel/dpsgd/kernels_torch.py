@@ -157,7 +157,7 @@ def draw(keys: torch.Tensor, stream, step0, steps, width, normal):
 
 
 def softmax_grad(z, label, sq, clip=None, a_sq=None, weight=None):
-    """Elementwise over the whole (R, K, n) tensor, sums over K in class order (as kernels.c)."""
+    """Elementwise over the whole (R, K, n) tensor, sums over K in class order (as kernels_cpu)."""
     K = z.shape[1]
     m = z[:, 0].clone()
     for k in range(1, K):
