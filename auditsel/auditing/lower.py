@@ -53,6 +53,7 @@ at the rule's threshold, converted to eps at delta with the Gaussian profile.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -264,8 +265,6 @@ def _sorted_parts(s: np.ndarray, masks) -> tuple:
     if len(s) < THREADED_SORT_ABOVE:
         return tuple(np.sort(s[m]) for m in masks)
     if _SORT_POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
-
         _SORT_POOL = ThreadPoolExecutor(2, thread_name_prefix="auditsel-sort")
     return tuple(_SORT_POOL.map(lambda m: np.sort(s[m]), masks))
 

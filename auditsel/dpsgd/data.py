@@ -30,6 +30,7 @@ import pickle
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.io import loadmat
 
 from auditsel.errors import ConfigError
 
@@ -88,6 +89,7 @@ class Dataset:
 
 def _bundled(name: str, split_seed: int):
     try:
+        # deferred: scikit-learn (the dpsgd extra) loads only for its bundled data sets
         from sklearn import datasets as skd
     except ImportError as exc:  # pragma: no cover - dependency hint
         raise ConfigError(
@@ -156,8 +158,6 @@ def _local_arrays(name: str, data_dir: str):
     if name == "svhn":
         files = [os.path.join(data_dir, f"{s}_32x32.mat") for s in ("train", "test")]
         if all(os.path.exists(f) for f in files):
-            from scipy.io import loadmat
-
             out = []
             for f in files:
                 m = loadmat(f)

@@ -25,14 +25,18 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
 from auditsel.errors import ConfigError
+from auditsel.files import atomic_write_bytes
 
 __all__ = [
     "GameRecord",
@@ -147,7 +151,7 @@ class Checkpoints:
                     f"or delete {self.dir}"
                 )
         else:
-            _atomic_write_bytes(manifest, json.dumps(expected).encode())
+            atomic_write_bytes(manifest, json.dumps(expected).encode())
 
     def path(self, index: int) -> Path:
         return self.dir / f"chunk_{index:07d}.npz"
@@ -194,17 +198,9 @@ class Checkpoints:
 
 def _pause(directory: Path):
     """The kill point of tests/test_kill_resume.py: announce it, then wait to be killed."""
-    import time
-
-    _atomic_write_bytes(directory / "paused", str(os.getpid()).encode())
+    atomic_write_bytes(directory / "paused", str(os.getpid()).encode())
     while True:
         time.sleep(60)
-
-
-def _atomic_write_bytes(path: Path, data: bytes):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def run_game(
@@ -240,8 +236,6 @@ def run_game(
         raise ValueError("run_game: in_memory=False needs a checkpoint_dir to stream chunks from")
     resumed = len(results)
     pending = [i for i in range(len(sizes)) if i not in results]
-
-    from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
     bar = tqdm(
         total=int(trials),
@@ -285,6 +279,7 @@ def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
     if backend is None and prefer == "threads":
         yield from _threaded(protocol, proxy, seed, pending, sizes, _workers(jobs))
         return
+    # deferred: joblib (0.14 s with loky) loads only for parallel runs
     from joblib import Parallel, delayed, parallel_config
 
     with parallel_config(backend=backend) if backend else nullcontext():
@@ -306,8 +301,6 @@ def _threaded(protocol, proxy, seed, pending, sizes, workers: int):
     chunks are handed over at once, so a streamed run keeps its memory bound); the same
     numbers as joblib's threads or processes (each chunk is seeded by its index), without
     importing joblib and loky (a tenth of a second of every run)."""
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-
     todo = iter(pending)
     with ThreadPoolExecutor(workers, thread_name_prefix="auditsel-chunks") as pool:
         submit = lambda i: pool.submit(play_chunk, protocol, proxy, seed, i, sizes[i])
