@@ -237,7 +237,7 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     plt.close(fig)
     names.append("privacy_curve.png")
     record = artefacts.get("record")
-    if record is not None:
+    if record is not None and low is not None:  # a played game has its lower bound
         by_coin = artefacts.get("by_coin") or sorted_scores(record.scores, record.member)
         finite = [s[np.isfinite(s)] for s in by_coin]
         if any(len(f) for f in finite):

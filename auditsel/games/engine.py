@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s
 
 from auditsel.errors import ConfigError
 from auditsel.files import atomic_write_bytes
+from auditsel.protocols import GameProtocol, Proxy
 
 __all__ = [
     "GameRecord",
@@ -109,7 +109,7 @@ def _chunk_sizes(trials: int, chunk_size: int) -> list[int]:
     return [chunk_size] * full + ([rest] if rest else [])
 
 
-def play_chunk(protocol, proxy: Callable, seed: int, index: int, size: int):
+def play_chunk(protocol: GameProtocol, proxy: Proxy, seed: int, index: int, size: int):
     """One chunk of trials: coins, releases, scores (runs inside a worker)."""
     rng = chunk_rng(seed, index)
     member = rng.integers(0, 2, size=size, dtype=np.int8)
@@ -204,8 +204,8 @@ def _pause(directory: Path):
 
 
 def run_game(
-    protocol,
-    proxy: Callable,
+    protocol: GameProtocol,
+    proxy: Proxy,
     trials: int,
     seed: int,
     *,
@@ -262,9 +262,11 @@ def run_game(
     source = ChunkSource(store, tuple(sizes)) if store is not None else None
     if not in_memory:
         return GameRecord(scores=None, member=None, resumed_chunks=resumed, chunks=source)
-    order = range(len(sizes))
-    scores = np.concatenate([results[i][0] for i in order]) if sizes else np.empty(0)
-    member = np.concatenate([results[i][1] for i in order]) if sizes else np.empty(0, np.int8)
+    parts = [results[i] for i in range(len(sizes))]
+    kept = [p for p in parts if p is not None]
+    assert len(kept) == len(parts)  # in memory: every chunk's (scores, member) is kept
+    scores = np.concatenate([p[0] for p in kept]) if sizes else np.empty(0)
+    member = np.concatenate([p[1] for p in kept]) if sizes else np.empty(0, np.int8)
     return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
 
 
