@@ -6,8 +6,8 @@
   `# requires: MODULE` is skipped when MODULE is not installed, one whose first line is
   `# not run: WHY` is skipped (WHY names the test that covers it);
 * every `auditsel ...` command in a ```bash block of the README or any docs page parses with the
-  CLI's parser, and the cheap ones run (after the page's python blocks, in the same directory;
-  `run` commands with few trials), except in a block whose first line is `# not run: WHY` or
+  CLI's parser, and the cheap ones run (in page order, between the python blocks, in the same
+  directory; `run` commands with few trials), except in a block whose first line is `# not run: WHY` or
   on a line whose comment says `not run`;
 * the config and result.json schema pages list exactly what the code reads and writes;
 * the API reference documents every public name and every module with an `__all__`;
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import yaml
 
 from auditsel.cli import build_parser, main
 from auditsel.errors import ConfigError
@@ -81,24 +82,26 @@ class Command:
 
 def commands(path: Path) -> list[Command]:
     """Every `auditsel ...` command of the page's ```bash blocks."""
+    return [c for block in blocks(path, "bash") for c in commands_of(block, path)]
+
+
+def commands_of(block: Block, path: Path) -> list[Command]:
     out = []
-    for block in blocks(path, "bash"):
-        marker = block.marker
-        block_runs = marker is None or (marker[0] == "requires" and _missing(marker[1]) is None)
-        lines = block.code.replace("\\\n", " ").splitlines()
-        for offset, line in enumerate(lines):
-            tokens = shlex.split(line, comments=True)
-            comment = line.partition("#")[2] if "#" in line else ""
-            line_runs = block_runs and "not run" not in comment
-            part: list[str] = []
-            for token in [*tokens, "&&"]:
-                if token not in ("&&", "||", ";"):
-                    part.append(token)
-                    continue
-                if part and part[0] == "auditsel":
-                    where = f"{rel(path)}:{block.line + offset}"
-                    out.append(Command(part[1:], line_runs, where))
-                part = []
+    marker = block.marker
+    block_runs = marker is None or (marker[0] == "requires" and _missing(marker[1]) is None)
+    lines = block.code.replace("\\\n", " ").splitlines()
+    for offset, line in enumerate(lines):
+        tokens = shlex.split(line, comments=True)
+        comment = line.partition("#")[2] if "#" in line else ""
+        line_runs = block_runs and "not run" not in comment
+        part: list[str] = []
+        for token in [*tokens, "&&"]:
+            if token not in ("&&", "||", ";"):
+                part.append(token)
+                continue
+            if part and part[0] == "auditsel":
+                out.append(Command(part[1:], line_runs, f"{rel(path)}:{block.line + offset}"))
+            part = []
     return out
 
 
@@ -165,17 +168,31 @@ def _fixtures(where: Path) -> None:
     (where / "scores.csv").write_text("score,member\n" + rows)
 
 
-def _is_sweep(argv: list[str], where: Path) -> bool:
+def _trials(argv: list[str], where: Path) -> list[str]:
+    """A few trials for a `run` command: 20,000 games, 2,000 per point of a sweep, none for a
+    config without a game section (bounds only)."""
+    if "--trials" in argv:
+        return []
     config = next((a for a in argv[1:] if a.endswith((".yaml", ".yml"))), None)
-    return config is not None and "sweep:" in (where / config).read_text()
+    raw = yaml.safe_load((where / config).read_text()) if config else {"game": {}}
+    if not raw.get("game"):
+        return []
+    return ["--trials", "2000" if "sweep" in raw else "20000"]
 
 
 def run_page(page: Path, where: Path) -> list[str]:
-    """Run the page's python blocks, its test_ functions and its cheap commands; return the
-    reasons of what was skipped."""
+    """Run the page's blocks in order (python blocks of executed pages, the cheap commands of
+    bash blocks), then its test_ functions; return the reasons of what was skipped."""
     skipped = []
     namespace: dict = {"__name__": "__docs__"}
-    for block in blocks(page, "python") if page in EXECUTED else []:
+    for block in blocks(page):
+        if block.lang == "bash":
+            for command in commands_of(block, page):
+                if command.runs:
+                    run_command(command, where)
+            continue
+        if block.lang != "python" or page not in EXECUTED:
+            continue
         marker = block.marker
         if marker and marker[0] == "not run":
             skipped.append(f"line {block.line}: not run: {marker[1]}")
@@ -188,14 +205,14 @@ def run_page(page: Path, where: Path) -> list[str]:
     for name, value in list(namespace.items()):
         if name.startswith("test_") and callable(value):
             value()
-    for command in commands(page):
-        if not command.runs:
-            continue
-        argv = list(command.argv)
-        if argv[0] == "run" and "--trials" not in argv:
-            argv += ["--trials", "2000" if _is_sweep(argv, where) else "20000"]
-        assert main([*argv, "--quiet"] if argv[0] == "run" else argv) == 0, command.where
     return skipped
+
+
+def run_command(command: Command, where: Path) -> None:
+    argv = list(command.argv)
+    if argv[0] == "run":
+        argv += _trials(argv, where)
+    assert main([*argv, "--quiet"] if argv[0] == "run" else argv) == 0, command.where
 
 
 def _runnable(page: Path) -> bool:
@@ -368,11 +385,11 @@ def undocumented_paths(result: dict, patterns: list[list[str]]) -> tuple[set[str
         for key, value in node.items():
             child = [*path, str(key)]
             hits = [i for i, p in enumerate(patterns) if _matches(child, p)]
-            if not hits:
+            deeper = any(len(p) > len(child) and _matches(child, p[: len(child)]) for p in patterns)
+            if not hits and not deeper:
                 missing.add(".".join(child))
                 continue
             used.update(hits)
-            deeper = any(len(p) > len(child) and _matches(child, p[: len(child)]) for p in patterns)
             if deeper:
                 walk(value, child)
 
