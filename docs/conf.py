@@ -42,7 +42,7 @@ myst_heading_anchors = 3  # `[text](page.md#a-heading)` links resolve and are ch
 default_role = "code"
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
-autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": False}
+autodoc_default_options = {"members": True}
 
 html_theme = "furo"
 html_title = f"auditsel {__version__}"
