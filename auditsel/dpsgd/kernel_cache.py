@@ -28,8 +28,9 @@ import stat
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numba
 
@@ -74,7 +75,7 @@ def _ours(folder: Path, module: str) -> list[Path]:
     return sorted(p for p in folder.glob(f"{module}.*") if p.suffix in _SUFFIXES and tag in p.name)
 
 
-def _read_manifest(folder: Path) -> dict:
+def _read_manifest(folder: Path) -> dict[str, str]:
     try:
         data = json.loads((folder / MANIFEST).read_text())
     except (OSError, ValueError):
@@ -112,17 +113,19 @@ def _write_manifest(folder: Path, module: str) -> None:
 
 
 def compile_cached(
-    functions: Iterable[tuple[Callable, list]], *, module: str, **options
-) -> list[numba.core.dispatcher.Dispatcher]:
-    """``numba.njit(signatures, cache=True, **options)`` of each (function, signatures), all
+    functions: Iterable[tuple[Any, list[Any]]], *, module: str, nogil: bool = True
+) -> list[Any]:
+    """``numba.njit(signatures, cache=True, nogil=nogil)`` of each (function, signatures), all
     defined in the module file named `module`, with numba's cache checked first (module
     docstring); without a safe cache the same functions are compiled in memory."""
     functions = list(functions)
+    folder = Path()
     try:  # where numba would cache them (creating the dispatcher reads nothing)
-        folder = Path(numba.njit(cache=True, **options)(functions[0][0]).stats.cache_path)
-        reason = unsafe_reason(folder)
+        where = numba.njit(cache=True, nogil=nogil)(functions[0][0]).stats.cache_path
+        folder = Path(where or "")
+        reason = unsafe_reason(folder) if where else "numba found no cache folder"
     except (OSError, RuntimeError) as err:  # no cache folder numba can write
-        folder, reason = None, f"no usable cache folder ({err})"
+        reason = f"no usable cache folder ({err})"
     if reason is not None:
         warnings.warn(
             f"auditsel: not using numba's cache of the DP-SGD kernels: {reason}; they are "
@@ -131,7 +134,7 @@ def compile_cached(
             RuntimeWarning,
             stacklevel=3,
         )
-        return [numba.njit(sigs, cache=False, **options)(f) for f, sigs in functions]
+        return [numba.njit(sigs, cache=False, nogil=nogil)(f) for f, sigs in functions]
     removed = _verify(folder, module)
     if removed:
         warnings.warn(
@@ -141,7 +144,7 @@ def compile_cached(
             RuntimeWarning,
             stacklevel=3,
         )
-    compiled = [numba.njit(sigs, cache=True, **options)(f) for f, sigs in functions]
+    compiled = [numba.njit(sigs, cache=True, nogil=nogil)(f) for f, sigs in functions]
     if removed or any(d.stats.cache_misses for d in compiled):
         _write_manifest(folder, module)
     return compiled

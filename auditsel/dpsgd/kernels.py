@@ -185,6 +185,8 @@ def softmax_grad_(
         c = np.ones(R, np.float32)
         a = w = np.ones((1, n), np.float32)
     else:
+        if a_sq is None:
+            raise ValueError("a_sq: needed with clip (||a||^2 + 1 of each example)")
         c = np.ascontiguousarray(clip.to(torch.float32).numpy())
         a = np.ascontiguousarray(a_sq.to(torch.float32).numpy().reshape(-1, n))
         w = a if weight is None else np.ascontiguousarray(weight.to(torch.float32).numpy())
@@ -217,5 +219,6 @@ def philox_block(counter, key, implementation: str = "cpu") -> list[int]:
         return [int(v) for v in out]
     if implementation != "torch":
         raise ValueError(f"implementation: must be 'cpu' or 'torch', got {implementation!r}")
-    t = [torch.tensor([int(v)], dtype=torch.int64) for v in counter]
-    return [int(v[0]) for v in kernels_torch.philox(*t, int(key[0]), int(key[1]))]
+    c = [torch.tensor([int(v)], dtype=torch.int64) for v in counter]
+    words = kernels_torch.philox(c[0], c[1], c[2], c[3], int(key[0]), int(key[1]))
+    return [int(v[0]) for v in words]

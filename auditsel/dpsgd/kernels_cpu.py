@@ -15,6 +15,8 @@ cache file is read before ``kernel_cache`` has checked it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -333,13 +335,13 @@ def softmax_grad(z, label, sq, r0, r1, clip, a_sq, weight, clipped, weighted):
                         b[j] = b[j] * s[j]
 
 
-def _array(dtype, ndim: int, layout: str = "A", readonly: bool = False) -> types.Array:
+def _array(dtype, ndim, layout="A", readonly=False):
     return types.Array(dtype, ndim, layout, readonly=readonly)
 
 
 # the argument types the kernels are compiled for (inputs read-only: broadcast views pass)
 _U32, _F32, _I64 = types.uint32, types.float32, types.int64
-SIGNATURES = [
+SIGNATURES: list[tuple[Any, list[Any]]] = [
     (
         philox_fill,
         [

@@ -152,8 +152,8 @@ def draw(keys: torch.Tensor, stream, step0, steps, width, normal):
     else:
         out = [(w >> 8).to(torch.float32) * INV24 for w in words]
     # number 4 LANES c + LANES w + l = word w of block LANES c + l
-    out = torch.stack([o.reshape(keys.shape[0], steps, chunks, LANES) for o in out], 3)
-    return out.reshape(keys.shape[0], steps, chunks * 4 * LANES)[:, :, :width]
+    numbers = torch.stack([o.reshape(keys.shape[0], steps, chunks, LANES) for o in out], 3)
+    return numbers.reshape(keys.shape[0], steps, chunks * 4 * LANES)[:, :, :width]
 
 
 def softmax_grad(z, label, sq, clip=None, a_sq=None, weight=None):
