@@ -37,7 +37,8 @@ KAT = [
 
 # sha256 (first 32 hex digits) of the arrays of `stream_digests`, computed with the C kernels
 # and the trainer of auditsel 0.1 (commit c97d10a, kernels.c built with gcc 12): the numbers
-# of every committed DP-SGD result. A change here is a change of the random streams.
+# of every committed DP-SGD result. A change here is a change of the random streams: it must
+# not happen without a new stream version for checkpoint fingerprints.
 STREAMS_0_1 = {
     "draw-0-1-5-0-0": "f31662efe99bb76c132583d89265c599",
     "draw-0-1000-40-123-1": "1b7e8962d065a6a325fc789dbc0035fd",
