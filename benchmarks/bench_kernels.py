@@ -18,6 +18,7 @@ numba kernels are compiled there from scratch without one.
     python benchmarks/bench_kernels.py                     # 5 repeats, 100 games per cell
     python benchmarks/bench_kernels.py --no-compiler
     python benchmarks/bench_kernels.py --repeat 9 --games 200 --cells ntnv:dirac:1 etcv:dirac:1
+    python benchmarks/bench_kernels.py --threads 1 --skip-games --repeat 9   # one thread each
 """
 
 from __future__ import annotations
@@ -209,11 +210,17 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--torch-twin", action="store_true", help="also the torch kernels on the CPU")
     ap.add_argument("--no-compiler", action="store_true", help="run where no C compiler is")
+    ap.add_argument(
+        "--threads", type=int, default=0, help="torch and OpenMP threads (default: torch's)"
+    )
     ap.add_argument("--skip-kernels", action="store_true")
     ap.add_argument("--skip-games", action="store_true")
     args = ap.parse_args(argv)
     if args.no_compiler and not os.environ.get("AUDITSEL_BENCH_CHILD"):
         return without_compiler([a for a in argv if a != "--no-compiler"])
+    if args.threads:  # before the baseline's OpenMP runtime is loaded
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+        torch.set_num_threads(args.threads)
     compiler = [c for c in ("cc", "gcc", "clang") if shutil.which(c)]
     t = time.perf_counter()
     kernels._cpu()
