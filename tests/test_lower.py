@@ -12,6 +12,13 @@ from scipy import stats
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.lower import (
+    _best_coins,
+    _eq4,
+    _limits,
+    _minus_mu,
+    _mu,
+    _Rows,
+    _search,
     audit_scores,
     clopper_pearson_lower,
     clopper_pearson_upper,
@@ -19,6 +26,8 @@ from auditsel.auditing.lower import (
     gdp_mu,
     threshold_table,
 )
+from auditsel.auditing.rules import threshold_rule
+from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, TruncatedNegativeBinomial
@@ -49,9 +58,9 @@ def test_zero_rates_give_finite_valid_bounds():
     for rule in ("split", "bonferroni", "bonferroni_all"):
         rng = np.random.default_rng(0)
         order = rng.permutation(2 * n)
-        lb = audit_scores(
-            scores[order], member[order], 1e-5, rule=rule, threshold_grid=np.linspace(0, 1, 100)
-        )
+        rule = threshold_rule(rule, grid=np.linspace(0, 1, 100))
+        lb = audit_scores(scores[order], member[order], 1e-5, rule=rule)
+        rule = rule.name
         assert math.isfinite(lb.eps) and lb.eps > 0
         # with zero errors the CP limit is 1 - (a/2)^(1/n): eps_L = log((1 - d - u)/u)
         a = {"split": 0.05, "bonferroni": 0.05 / 200, "bonferroni_all": 0.05 / (2 * n)}[rule]
@@ -137,7 +146,7 @@ def test_gdp_fit_recovers_mu():
 def test_one_class_and_bad_arguments_are_rejected():
     with pytest.raises(ValueError, match="member"):
         audit_scores(np.arange(10.0), np.zeros(10), 1e-5)
-    with pytest.raises(ValueError, match="game.threshold"):
+    with pytest.raises(ConfigError, match="rule: must be one of"):
         audit_scores(np.arange(10.0), np.arange(10) % 2, 1e-5, rule="max")
     with pytest.raises(ValueError, match="score"):
         audit_scores(np.array([np.nan, 1.0]), np.array([0, 1]), 1e-5)
@@ -150,7 +159,7 @@ def test_lower_bound_never_exceeds_exact_on_reduced_game(seed):
     rec = run_game(w, make_proxy("likelihood_ratio", w), 200_000, seed, progress=False)
     for rule in ("split", "bonferroni", "bonferroni_all", "multisplit"):
         for grid in (np.linspace(-3, 6, 50), None):
-            lb = audit_scores(rec.scores, rec.member, 1e-5, rule=rule, threshold_grid=grid)
+            lb = audit_scores(rec.scores, rec.member, 1e-5, rule=threshold_rule(rule, grid=grid))
             assert lb.valid and lb.eps <= exact
             # the optimistic max over all thresholds is reported, and is at least the valid ones
             assert lb.eps_best_threshold >= lb.eps - 1e-12
@@ -178,8 +187,8 @@ def test_split_rule_coverage_on_the_gaussian_base():
 )
 @settings(max_examples=60, deadline=None)
 def test_pruned_search_is_the_exhaustive_maximum(pairs, alpha, delta):
-    # the block-pruned search over one sort returns exactly the brute-force max of eq. 4 with CP
-    # limits over every threshold and both directions (small blocks force many block bounds)
+    # the block-pruned search returns exactly the brute-force max of eq. 4 with CP limits over
+    # every threshold and both directions (small blocks force many block bounds)
     import auditsel.auditing.lower as lower
 
     scores = np.array([p[0] for p in pairs], dtype=float)
@@ -199,9 +208,25 @@ def test_pruned_search_is_the_exhaustive_maximum(pairs, alpha, delta):
             delta,
         ).max(),
     )
+    rows = _Rows.table(c.t, c.fp, c.fn)
     for block in (1, 3, 1024):
-        best = lower._maximise_table(c.fp, c.fn, c.n0, c.n1, alpha, delta, block=block)
-        assert best[1] == pytest.approx(brute, rel=1e-12, abs=1e-15)
+        best = max(
+            _search(
+                rows,
+                c.n0,
+                c.n1,
+                _limits(c.n0, alpha),
+                _limits(c.n1, alpha),
+                _eq4(delta),
+                flip=flip,
+                block=block,
+            )[1]
+            for flip in (False, True)
+        )
+        assert best == pytest.approx(brute, rel=1e-12, abs=1e-15)
+    # the candidates of the search over one sort (b = 0 scores for '>', b = 1 for '<=')
+    s0, s1 = lower.SortedScores(scores, member).by_coin()
+    assert _best_coins(s0, s1, alpha, delta)["eps"] == pytest.approx(brute, rel=1e-12, abs=1e-15)
 
 
 # --- the Python API checks its input as the CLI does (one family of checks) -----------------
@@ -294,3 +319,52 @@ def test_every_rule_is_the_same_in_any_row_order(rule):
     ]
     assert all(r == results[0] for r in results[1:]), [r.eps for r in results]
     assert results[0].eps > 0.5  # a real audit, not an empty one
+
+
+@given(
+    st.lists(st.tuples(st.integers(-30, 30), st.booleans()), min_size=4, max_size=300),
+    st.sampled_from([0.05, 1e-6]),
+)
+@settings(max_examples=60, deadline=None)
+def test_gdp_searches_are_the_exhaustive_max_and_min(pairs, alpha):
+    # mu_L's maximum (upper limits) and the goodness-of-fit minimum of mu_hi (lower limits) over
+    # one sort's candidates equal the brute force over every threshold and direction
+    import auditsel.auditing.lower as lower
+
+    scores = np.array([p[0] for p in pairs], dtype=float)
+    member = np.array([p[1] for p in pairs], dtype=np.int8)
+    if member.min() == member.max():
+        return
+    ss = lower.SortedScores(scores, member)
+    c = ss.counts()
+    a = alpha / (2 * len(scores))
+    up = [
+        _mu(clopper_pearson_upper(f, c.n0, a), clopper_pearson_upper(g, c.n1, a))
+        for f, g in ((c.fp, c.fn), (c.n0 - c.fp, c.n1 - c.fn))
+    ]
+    fit = lower.gdp_fit(ss, alpha, 0.0)
+    lo = max(u.max() for u in up)
+    assert fit.mu_interval_max_low == pytest.approx(lo, rel=1e-12, abs=1e-12)
+    flip = int(up[1].max() > up[0].max())
+    f, g = ((c.fp, c.fn), (c.n0 - c.fp, c.n1 - c.fn))[flip]
+    hi = -_minus_mu(clopper_pearson_lower(f, c.n0, a), clopper_pearson_lower(g, c.n1, a))
+    # the search stops at the first threshold below mu_L (a rejection), else finds the minimum
+    assert fit.ok == bool(hi.min() >= lo)
+    if fit.ok:
+        assert fit.mu_interval_min_high == pytest.approx(hi.min(), rel=1e-12, abs=1e-12)
+
+
+@given(
+    st.integers(1, 10**7),
+    st.floats(0, 1),
+    st.sampled_from([0.9, 0.5, 0.05, 1e-3, 1e-9, 1e-15, 1e-22]),
+)
+@settings(max_examples=300, deadline=None)
+def test_cheap_limit_bounds_never_beat_the_exact_limits(nobs, frac, a):
+    # Zubkov and Serov's binomial inequality: the search's cheap bounds are at most the upper
+    # and at least the lower Clopper-Pearson limit, and within a few counts of them
+    k = np.unique(np.r_[0, 1, round(frac * nobs), max(nobs - 1, 0), nobs])
+    up, low = _limits(nobs, a, True), _limits(nobs, a, False)
+    assert np.all(up.bound(k) <= up.exact(k))
+    assert np.all(low.bound(k) >= low.exact(k))
+    assert np.all((up.exact(k) - up.bound(k)) * nobs <= 4)
