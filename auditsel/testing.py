@@ -18,6 +18,7 @@ probability at most 1 - confidence (fix the seed to make the test deterministic)
 from __future__ import annotations
 
 from auditsel.auditing.lower import LowerBound, audit_scores
+from auditsel.auditing.rules import ThresholdRule
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import GaussianWinner
@@ -69,7 +70,7 @@ def audit(
     trials: int = 200_000,
     confidence: float = 0.95,
     seed: int = 0,
-    rule: str = "split",
+    rule: ThresholdRule | str = "split",
     jobs: int = 1,
 ) -> LowerBound:
     """Play the game on `protocol` (anything with release(member, rng)) and bound eps from below."""
@@ -87,7 +88,7 @@ def assert_not_refuted(
     trials: int = 200_000,
     confidence: float = 0.95,
     seed: int = 0,
-    rule: str = "split",
+    rule: ThresholdRule | str = "split",
     jobs: int = 1,
 ) -> LowerBound:
     """Fail (RefutedClaim, an AssertionError) when the audited eps_L exceeds the claim."""
@@ -105,7 +106,7 @@ def assert_not_refuted(
         raise RefutedClaim(
             f"claimed epsilon {claimed_epsilon:.4f} at delta {delta:g} is refuted: audited "
             f"eps_L = {bound.eps:.4f} > claim with {confidence:.0%} confidence "
-            f"({rule} rule, {bound.evaluated_trials:,} of {bound.trials:,} games; FP <= "
+            f"({bound.threshold_rule} rule, {bound.evaluated_trials:,} of {bound.trials:,} games; FP <= "
             f"{bound.fp_upper:.3g}, FN <= {bound.fn_upper:.3g}; optimistic best-threshold "
             f"eps = {bound.eps_best_threshold:.4f})",
             bound,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
+from auditsel.auditing.rules import threshold_rule
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
 
@@ -43,11 +44,7 @@ def _audit_once(record, rules, delta, confidence, threshold_grid, path, chunk_si
             if rule in ("best", "point"):
                 continue
             out[rule] = audit_chunks(
-                record.chunks,
-                delta,
-                confidence=confidence,
-                rule=rule,
-                threshold_grid=threshold_grid if rule == "bonferroni" else None,
+                record.chunks, delta, confidence, rule=threshold_rule(rule, grid=threshold_grid)
             ).eps
         return out
     ss = SortedScores(record.scores, record.member)
@@ -58,9 +55,8 @@ def _audit_once(record, rules, delta, confidence, threshold_grid, path, chunk_si
             record.scores,
             record.member,
             delta,
-            confidence=confidence,
-            rule=rule,
-            threshold_grid=threshold_grid,
+            confidence,
+            rule=threshold_rule(rule, grid=threshold_grid),
             sorted_scores=ss,
         )
         out[rule] = bound.eps

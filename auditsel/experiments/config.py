@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from attacks.dpsgd_game import DpsgdGameSpec
-from auditsel.auditing.lower import THRESHOLD_RULES
+from auditsel.auditing.rules import THRESHOLD_RULES, ThresholdRule, threshold_rule
 from auditsel.errors import (
     ConfigError,
 )
@@ -77,6 +77,17 @@ class GameSpec:
     panel: Any = (
         "auto"  # estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false
     )
+
+    def rule(self, grid=None) -> ThresholdRule:
+        """The threshold rule of `threshold` with this game's options (`grid`: a bonferroni
+        grid fixed in advance; the split's seed is the game's seed)."""
+        return threshold_rule(
+            self.threshold,
+            split_fraction=self.split_fraction,
+            grid_size=self.thresholds,
+            grid=grid,
+            seed=self.seed,
+        )
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ def run_grid(
                 "trials": int(len(record.member)),
                 "eps_split": lb.eps,
                 "eps_best": lb.eps_best_threshold,
-                "eps_gdp": lb.eps_gdp,
+                "gdp_fit": lb.gdp_fit,
                 "seconds": seconds,
                 **{f"upper_{k}": v for k, v in upper[eps].items()},
             }
