@@ -17,6 +17,7 @@ from auditsel.auditing.lower import (
     _limits,
     _minus_mu,
     _mu,
+    _pair_bounds,
     _Rows,
     _search,
     audit_scores,
@@ -209,7 +210,7 @@ def test_pruned_search_is_the_exhaustive_maximum(pairs, alpha, delta):
         ).max(),
     )
     rows = _Rows.table(c.t, c.fp, c.fn)
-    for block in (1, 3, 1024):
+    for fanout, leaf in ((2, 1), (3, 2), (32, 32)):
         best = max(
             _search(
                 rows,
@@ -219,7 +220,8 @@ def test_pruned_search_is_the_exhaustive_maximum(pairs, alpha, delta):
                 _limits(c.n1, alpha),
                 _eq4(delta),
                 flip=flip,
-                block=block,
+                fanout=fanout,
+                leaf=leaf,
             )[1]
             for flip in (False, True)
         )
@@ -368,3 +370,51 @@ def test_cheap_limit_bounds_never_beat_the_exact_limits(nobs, frac, a):
     assert np.all(up.bound(k) <= up.exact(k))
     assert np.all(low.bound(k) >= low.exact(k))
     assert np.all((up.exact(k) - up.bound(k)) * nobs <= 4)
+    # both limits of a search in one pass: the same numbers
+    other = _limits(nobs + 3, a, True)
+    pair = _pair_bounds(up, k, other, k + 1)
+    assert np.array_equal(pair[0], up.bound(k)) and np.array_equal(pair[1], other.bound(k + 1))
+
+
+@given(
+    st.lists(st.sampled_from([-np.inf, -1.0, 0.0, 0.5, 2.0, np.inf]), min_size=1, max_size=300),
+    st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=100, deadline=None)
+def test_a_pilot_bitset_answers_as_its_copied_out_scores(values, seed):
+    # a split's pilot is kept as a bitset over the sorted scores: its order statistics, counts
+    # and grid quantiles are those of the subset copied out and sorted
+    from auditsel.auditing.lower import _kth_smallest, _Part, _pilot_grid, _uniform_subset
+
+    s = np.sort(np.array(values))
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(0, len(s) + 1))
+    mask = _uniform_subset(len(s), k, rng)
+    assert mask.sum() == k
+    part, copy = _Part(s, mask), s[mask]
+    assert part.n == k
+    assert np.array_equal(part.value(np.arange(k)), copy)
+    t = np.array([-np.inf, -1.0, 0.25, 2.0, np.inf])
+    assert np.array_equal(part.count_le(t), np.searchsorted(copy, t, side="right"))
+    assert np.array_equal(part.rank(np.arange(len(s) + 1)), np.r_[0, np.cumsum(mask)])
+    other = _Part(s[: len(s) // 2])
+    finite = np.sort(np.r_[copy, s[: len(s) // 2]])
+    finite = finite[np.isfinite(finite)]
+    if len(finite):
+        ks = np.arange(len(finite))
+        assert np.array_equal(_kth_smallest([part, other], ks), finite)
+        idx = np.unique(np.round(np.linspace(0, len(finite) - 1, 7)).astype(int))
+        assert np.array_equal(_pilot_grid((part, other), 7), np.unique(finite[idx]))
+
+
+def test_uniform_subsets_are_uniform():
+    # every 2-subset of 5 positions equally often (chi-square, 10 cells)
+    from itertools import combinations
+
+    from auditsel.auditing.lower import _uniform_subset
+
+    rng = np.random.default_rng(0)
+    cells = {c: 0 for c in combinations(range(5), 2)}
+    for _ in range(20_000):
+        cells[tuple(np.flatnonzero(_uniform_subset(5, 2, rng)))] += 1
+    assert stats.chisquare(list(cells.values())).pvalue > 1e-3

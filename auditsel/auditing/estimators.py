@@ -46,7 +46,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from auditsel.auditing.lower import (
     SortedScores,
@@ -57,7 +57,13 @@ from auditsel.auditing.lower import (
     epsilon_from_rates,
     gdp_fit,
 )
-from auditsel.auditing.roc import auroc_hull_sorted, auroc_with_se, check_fpr, tp_counts_sorted
+from auditsel.auditing.roc import (
+    auroc_hull_sorted,
+    auroc_with_se,
+    check_fpr,
+    hull_sorted,
+    tp_counts_sorted,
+)
 from auditsel.auditing.rules import (
     MULTISPLITS,
     BonferroniAll,
@@ -268,7 +274,7 @@ def _bayesian(ss: SortedScores, split: Split, alpha, delta, seed, draws) -> Esti
 def _auroc(ss: SortedScores, alpha) -> Estimate:
     """AUROC = P(S1 > S0) + P(S1 = S0)/2 with DeLong's variance."""
     auc, se = auroc_with_se(*ss.by_coin())
-    z = norm.ppf(1 - alpha / 2)
+    z = float(-ndtri(alpha / 2))
     return Estimate(
         "auroc",
         auc,
@@ -279,10 +285,14 @@ def _auroc(ss: SortedScores, alpha) -> Estimate:
     )
 
 
+def _vertices(ss: SortedScores):
+    return ss.memo("roc_hull", lambda: hull_sorted(*ss.by_coin()))
+
+
 def _auroc_hull(ss: SortedScores) -> Estimate:
     return Estimate(
         "auroc_hull",
-        auroc_hull_sorted(*ss.by_coin()),
+        auroc_hull_sorted(*ss.by_coin(), vertices=_vertices(ss)),
         "descriptive",
         None,
         "area under the ROC curve's convex hull, as jax_privacy's attack_auroc",
@@ -293,7 +303,8 @@ def _auroc_hull(ss: SortedScores) -> Estimate:
 def _tpr_at_fpr(ss: SortedScores, alpha, targets, hull: bool) -> Estimate:
     s0, s1 = ss.by_coin()
     n1 = len(s1)
-    tp, left, right = tp_counts_sorted(s0, s1, np.asarray(targets, dtype=float), hull=hull)
+    vertices = _vertices(ss) if hull else None
+    tp, left, right = tp_counts_sorted(s0, s1, targets, hull=hull, vertices=vertices)
     by = {}
     for f, t, lo_count, hi_count in zip(targets, tp, left, right):
         row = {"tpr": float(t / n1)}

@@ -65,6 +65,7 @@ cost of a few hundred limits.
 
 from __future__ import annotations
 
+import heapq
 import math
 import warnings
 from collections.abc import Callable, Mapping
@@ -109,8 +110,8 @@ __all__ = [
     "counts_from_coins",
 ]
 
-BLOCK = 1024  # candidates per block of the search
-FIRST_EXACT = 16  # exact limits computed first inside an opened block (then doubling)
+FANOUT = 64  # the search splits a block of candidates this many ways
+LEAF = 32  # and evaluates the candidates of a block of at most this many
 LEGACY_OPTIONS = {"split_fraction", "grid_size", "threshold_grid", "splits", "seed"}
 _ = (MULTISPLITS, OPTIMISTIC_RULES)  # re-exported for callers of the old names
 
@@ -229,12 +230,28 @@ class _Limits:
         """A limit never better than the exact one at `count`: lower for upper limits, higher
         for lower limits."""
         x = np.asarray(count, dtype=float) / max(self.nobs, 1)
-        if self.upper:  # exact at 0 (1 - (a/2)^(1/n)) and at nobs (1)
-            return np.where(x >= 1, 1.0, np.where(x <= 0, self.edge, _kl_root_below(x, self.c)))
-        below = 1 - _kl_root_below(1 - x, self.c) + 1e-15  # a margin for 1 - (1 - p)
-        return np.where(
-            x <= 0, 0.0, np.where(x >= 1, 1 - self.edge + 1e-15, np.minimum(below, x + 1e-15))
-        )
+        return _limit_bounds(self.upper, x, self.c, self.edge)
+
+
+def _limit_bounds(upper: bool, x, c, edge):
+    """`_Limits.bound` at rates x (c and edge: scalars or arrays like x)."""
+    if upper:  # exact at 0 (1 - (a/2)^(1/n)) and at nobs (1)
+        return np.where(x >= 1, 1.0, np.where(x <= 0, edge, _kl_root_below(x, c)))
+    below = 1 - _kl_root_below(1 - x, c) + 1e-15  # a margin for 1 - (1 - p)
+    return np.where(x <= 0, 0.0, np.where(x >= 1, 1 - edge + 1e-15, np.minimum(below, x + 1e-15)))
+
+
+def _pair_bounds(lim0: _Limits, f, lim1: _Limits, g):
+    """(lim0.bound(f), lim1.bound(g)) in one pass (both upper or both lower limits)."""
+    f, g = np.asarray(f, dtype=float), np.asarray(g, dtype=float)
+    if lim0.upper != lim1.upper:
+        return lim0.bound(f), lim1.bound(g)
+    k = len(f)
+    x = np.concatenate([f / max(lim0.nobs, 1), g / max(lim1.nobs, 1)])
+    c = np.repeat([lim0.c, lim1.c], [k, len(g)])
+    edge = np.repeat([lim0.edge, lim1.edge], [k, len(g)])
+    out = _limit_bounds(lim0.upper, x, c, edge)
+    return out[:k], out[k:]
 
 
 def _kl(x, p):
@@ -242,17 +259,20 @@ def _kl(x, p):
     return xlogy(x, x) - xlogy(x, p) + xlogy(1 - x, 1 - x) - xlogy(1 - x, 1 - p)
 
 
-def _kl_root_below(x, c, steps: int = 12):
+def _kl_root_below(x, c, steps: int = 5):
     """A number at most the root p > x of H(x, p) = c (x < 1), within rounding of it.
 
     H(x, .) is convex and increasing on (x, 1). Newton's method from a start above the root
-    (Pinsker's H >= 2 (p - x)^2, and H >= (1 - x) ln((1 - x)/(1 - p)) - x, each give one) stays
-    above it; the chord from (x, 0) to the last iterate lies above H, so where it reaches c is
-    below the root."""
+    stays above it; the chord from (x, 0) to the last iterate lies above H, so where it reaches
+    c is below the root, whether or not Newton has converged. The start is the normal
+    approximation x + 1.1 z sqrt(x (1 - x)) + 2c where H confirms it is above the root, else one
+    that always is (Pinsker's H >= 2 (p - x)^2, or H >= (1 - x) ln((1 - x)/(1 - p)) - x)."""
     x = np.minimum(np.asarray(x, dtype=float), 1.0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         tail = 1 - (1 - x) * np.exp(-c / np.maximum(1 - x, 1e-300) - 1)
-        p = np.minimum(x + math.sqrt(c / 2), tail)
+        safe = np.minimum(x + np.sqrt(c / 2), tail)
+        guess = np.minimum(x + 1.1 * np.sqrt(2 * c * x * (1 - x)) + 2 * c, safe)
+        p = np.where(_kl(x, guess) >= c, guess, safe)
         p = np.where(p > x, p, np.nextafter(x, 2))
         for _ in range(steps):
             h = _kl(x, p) - c
@@ -285,24 +305,79 @@ class _Rows:
         return cls(len(t), t.__getitem__, fp.__getitem__, fn.__getitem__)
 
     @classmethod
-    def on(cls, s: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> _Rows:
-        """Rows t = -inf (everything guessed 1), then the scores s ascending, counted by binary
-        search in the sorted scores s0 (b = 0) and s1 (b = 1)."""
-        n0 = len(s0)
+    def on(cls, rows: _Part, p0: _Part, p1: _Part) -> _Rows:
+        """Rows t = -inf (everything guessed 1), then the scores of `rows` ascending, counted
+        in the sorted scores p0 (b = 0) and p1 (b = 1) by binary search."""
+        n0 = p0.n
 
         def threshold(i):
             out = np.full(np.shape(i), -np.inf)
             inner = i > 0
-            out[inner] = s[i[inner] - 1]
+            out[inner] = rows.value(i[inner] - 1)
             return out
 
         def fp(i):
-            return np.where(i == 0, n0, n0 - np.searchsorted(s0, threshold(i), side="right"))
+            return np.where(i == 0, n0, n0 - p0.count_le(threshold(i)))
 
         def fn(i):
-            return np.where(i == 0, 0, np.searchsorted(s1, threshold(i), side="right"))
+            return np.where(i == 0, 0, p1.count_le(threshold(i)))
 
-        return cls(len(s) + 1, threshold, fp, fn)
+        return cls(rows.n + 1, threshold, fp, fn)
+
+
+_POPCOUNT = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
+
+
+class _Part:
+    """The sorted scores of one class (`s`), or the subset of them at the positions set in
+    `members` (a boolean mask over s), kept as a bitset with per-word prefix counts: the i-th
+    smallest member and the number of members <= t cost a binary search each, and a subset is
+    never copied out of s."""
+
+    def __init__(self, s: np.ndarray, members: np.ndarray | None = None):
+        self.s = s
+        self.words: np.ndarray | None = None
+        if members is None:
+            self.n = len(s)
+            return
+        packed = np.packbits(members, bitorder="little")
+        packed = np.concatenate([packed, np.zeros(-len(packed) % 8, np.uint8)])
+        self.words = packed.view("<u8")
+        per_word = _POPCOUNT[packed].reshape(-1, 8).sum(axis=1)
+        self.prefix = np.concatenate([[0], np.cumsum(per_word)])
+        self.n = int(self.prefix[-1])
+
+    def rank(self, pos) -> np.ndarray:
+        """Members among the first `pos` positions of s."""
+        pos = np.asarray(pos, dtype=np.int64)
+        if self.words is None:
+            return pos
+        flat = pos.reshape(-1)
+        w, b = flat >> 6, (flat & 63).astype(np.uint64)
+        word = self.words[np.minimum(w, len(self.words) - 1)]
+        low = word & ((np.uint64(1) << b) - np.uint64(1))
+        partial = _POPCOUNT[low.view(np.uint8).reshape(-1, 8)].sum(axis=-1)
+        return (self.prefix[w] + np.where(w < len(self.words), partial, 0)).reshape(pos.shape)
+
+    def count_le(self, t) -> np.ndarray:
+        """Members <= each t."""
+        return self.rank(np.searchsorted(self.s, t, side="right"))
+
+    def count_lt(self, t) -> np.ndarray:
+        return self.rank(np.searchsorted(self.s, t, side="left"))
+
+    def value(self, i) -> np.ndarray:
+        """The i-th smallest member (0-based)."""
+        i = np.asarray(i, dtype=np.int64)
+        if self.words is None:
+            return self.s[i]
+        flat = i.reshape(-1)
+        w = np.searchsorted(self.prefix, flat, side="right") - 1  # prefix[w] <= i < prefix[w+1]
+        bits = np.unpackbits(
+            self.words[w].view(np.uint8).reshape(-1, 8), axis=-1, bitorder="little"
+        )
+        at = np.argmax(np.cumsum(bits, axis=-1) > (flat - self.prefix[w])[:, None], axis=-1)
+        return self.s[w * 64 + at].reshape(i.shape)
 
 
 def _search(
@@ -316,49 +391,66 @@ def _search(
     flip: bool,
     increasing: bool = False,
     stop_above: float = math.inf,
-    block: int = BLOCK,
+    fanout: int = FANOUT,
+    leaf: int = LEAF,
 ) -> tuple[int, float, float, float]:
     """The row maximising objective(lim0(c0), lim1(c1)) over `rows` in one direction, where
     (c0, c1) = (fp, fn) for '>' and (n0 - fp, n1 - fn) for '<=' (`flip`), and the objective
     decreases in both limits (`increasing`: increases); returns (row, value, limit0, limit1),
-    exact, or the first row found above `stop_above`."""
+    exact, or the first row found above `stop_above`.
+
+    Branch and bound: a block of consecutive rows is bounded by the objective at its best
+    counts (the counts are monotone along the rows, so those are at its ends) with the cheap
+    limit bounds; blocks are split `fanout` ways in decreasing order of their bound, and the
+    rows of a block of at most `leaf` get exact limits in decreasing order of their own bound,
+    until no bound is above the best value found."""
     m = rows.m
+    corner = np.maximum if increasing else np.minimum  # the best counts of a block
 
     def counts(i):
         f, g = rows.fp(i), rows.fn(i)
         return (n0 - f, n1 - g) if flip else (f, g)
 
-    starts = np.arange(0, m, block)
-    ends = np.minimum(starts + block, m) - 1
-    (f0, g0), (f1, g1) = counts(starts), counts(ends)
-    corner = np.maximum if increasing else np.minimum  # the best counts of each block
-    with np.errstate(invalid="ignore"):
-        bounds = objective(lim0.bound(corner(f0, f1)), lim1.bound(corner(g0, g1)))
-    bounds = np.nan_to_num(bounds, nan=np.inf)
-    best = (-1, -math.inf, math.nan, math.nan)
-    for b in np.argsort(-bounds, kind="stable"):
-        if best[0] >= 0 and (bounds[b] <= best[1] or best[1] > stop_above):
-            break
-        idx = np.arange(starts[b], ends[b] + 1)
-        f, g = counts(idx)
+    def bounds(f, g):
         with np.errstate(invalid="ignore"):
-            opt = np.nan_to_num(objective(lim0.bound(f), lim1.bound(g)), nan=np.inf)
+            return np.nan_to_num(objective(*_pair_bounds(lim0, f, lim1, g)), nan=np.inf)
+
+    def children(lo: int, hi: int):
+        """Blocks splitting rows [lo, hi) `fanout` ways, as (-bound, lo, hi) entries."""
+        size = max(-(-(hi - lo) // fanout), 1)
+        starts = np.arange(lo, hi, size)
+        ends = np.minimum(starts + size, hi)
+        (f0, g0), (f1, g1) = counts(starts), counts(ends - 1)
+        b = bounds(corner(f0, f1), corner(g0, g1))
+        return [(-float(x), int(a), int(z)) for x, a, z in zip(b, starts, ends)]
+
+    best = (-1, -math.inf, math.nan, math.nan)
+    heap = children(0, m)
+    heapq.heapify(heap)
+    while heap:
+        neg, lo, hi = heapq.heappop(heap)
+        if best[0] >= 0 and (-neg <= best[1] or best[1] > stop_above):
+            break
+        if hi - lo > leaf:
+            for entry in children(lo, hi):
+                if best[0] < 0 or -entry[0] > best[1]:
+                    heapq.heappush(heap, entry)
+            continue
+        idx = np.arange(lo, hi)
+        f, g = counts(idx)
+        opt = bounds(f, g)
         order = np.argsort(-opt, kind="stable")
-        pos, size = 0, FIRST_EXACT
-        while pos < len(order):
-            if best[0] >= 0 and (opt[order[pos]] <= best[1] or best[1] > stop_above):
-                break
-            chunk = order[pos : pos + size]
-            pos, size = pos + len(chunk), min(2 * size, block)
-            if best[0] >= 0:
-                chunk = chunk[opt[chunk] > best[1]]
-            l0, l1 = lim0.exact(f[chunk]), lim1.exact(g[chunk])
-            with np.errstate(invalid="ignore"):
-                value = objective(l0, l1)
-            value = np.where(np.isnan(value), -np.inf, value)
-            j = int(np.argmax(value))
-            if best[0] < 0 or value[j] > best[1]:
-                best = (int(idx[chunk[j]]), float(value[j]), float(l0[j]), float(l1[j]))
+        if best[0] >= 0:
+            order = order[opt[order] > best[1]]
+        if not len(order):
+            continue
+        l0, l1 = lim0.exact(f[order]), lim1.exact(g[order])
+        with np.errstate(invalid="ignore"):
+            value = objective(l0, l1)
+        value = np.where(np.isnan(value), -np.inf, value)
+        j = int(np.argmax(value))
+        if best[0] < 0 or value[j] > best[1]:
+            best = (int(idx[order[j]]), float(value[j]), float(l0[j]), float(l1[j]))
     return best
 
 
@@ -406,10 +498,12 @@ def _best(
     )
 
 
-def _best_coins(s0: np.ndarray, s1: np.ndarray, a: float, delta: float) -> dict:
+def _best_coins(s0, s1, a: float, delta: float) -> dict:
     """_best over every threshold of the trials whose sorted scores are s0 (b = 0) and s1
-    (b = 1): '>' at -inf or a b = 0 score, '<=' at -inf or a b = 1 score (module docstring)."""
-    return _best(_Rows.on(s0, s0, s1), _Rows.on(s1, s0, s1), len(s0), len(s1), a, delta)
+    (b = 1), arrays or `_Part`s: '>' at -inf or a b = 0 score, '<=' at -inf or a b = 1 score
+    (module docstring)."""
+    p0, p1 = (x if isinstance(x, _Part) else _Part(x) for x in (s0, s1))
+    return _best(_Rows.on(p0, p0, p1), _Rows.on(p1, p0, p1), p0.n, p1.n, a, delta)
 
 
 def _best_table(c: Counts, a: float, delta: float) -> dict:
@@ -463,30 +557,35 @@ def _search_counts(s0: np.ndarray, s1: np.ndarray, t):
     return len(s0) - np.searchsorted(s0, t, side="right"), np.searchsorted(s1, t, side="right")
 
 
-def _counts_at(s0: np.ndarray, s1: np.ndarray, thresholds) -> Counts:
-    """A table of the trials with sorted scores s0, s1 at the given thresholds only (with the
-    row t = -inf first), whose `at` answers exactly at those thresholds."""
+def _counts_at(s0, s1, thresholds) -> Counts:
+    """A table of the trials with sorted scores s0, s1 (arrays or `_Part`s) at the given
+    thresholds only (with the row t = -inf first), whose `at` answers exactly there."""
     t = np.unique(np.asarray(thresholds, dtype=float))
-    fp, fn = _search_counts(s0, s1, t)
+    p0, p1 = (x if isinstance(x, _Part) else _Part(x) for x in (s0, s1))
     return Counts(
         np.concatenate([[-np.inf], t]),
-        np.concatenate([[len(s0)], fp]),
-        np.concatenate([[0], fn]),
-        len(s0),
-        len(s1),
+        np.concatenate([[p0.n], p0.n - p0.count_le(t)]),
+        np.concatenate([[0], p1.count_le(t)]),
+        p0.n,
+        p1.n,
     )
 
 
 def _uniform_subset(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
     """A boolean mask with exactly k of n entries set, uniform over the k-subsets: independent
-    Bernoulli(k / n) draws, then a uniform choice of the surplus (or deficit) flipped back; the
-    law of the result is invariant under permutations and has k entries, hence uniform."""
-    mask = rng.random(n) < k / max(n, 1)
+    draws (one random byte each, set with probability about k / n), then a uniform choice of
+    the surplus (or deficit) flipped back. The law of the result is invariant under
+    permutations and has k entries, hence uniform."""
+    mask = rng.integers(0, 256, n, dtype=np.uint8) < round(256 * k / max(n, 1))
     surplus = int(np.count_nonzero(mask)) - k
-    if surplus > 0:
-        mask[rng.choice(np.flatnonzero(mask), surplus, replace=False)] = False
-    elif surplus < 0:
-        mask[rng.choice(np.flatnonzero(~mask), -surplus, replace=False)] = True
+    flip = surplus < 0  # deficit: add entries instead
+    left = abs(surplus)
+    while left:  # uniform distinct positions on the wrong side, by rejection
+        pos = np.unique(rng.integers(0, n, 2 * left + 16))
+        pos = pos[mask[pos] != flip]
+        pos = rng.permutation(pos)[:left]
+        mask[pos] = flip
+        left -= len(pos)
     return mask
 
 
@@ -539,7 +638,7 @@ class SortedScores:
         return self._memo[key]
 
     def pilot(self, split_fraction: float, seed: int, index: int | None = None):
-        """The sorted scores of each class in the pilot of a split: `int(n_c * split_fraction)`
+        """The scores of each class in the pilot of a split (as `_Part`s of the sorted scores): `int(n_c * split_fraction)`
         of the n_c games of class c, a uniform random subset drawn from `seed` (`index`: the
         index-th split of a multisplit); the rest of each class is the evaluation part."""
         s0, s1 = self.by_coin()
@@ -557,7 +656,7 @@ class SortedScores:
         def draw():
             key = (SPLIT_STREAM,) if index is None else (MULTISPLIT_STREAM, index)
             rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=key))
-            return tuple(s[_uniform_subset(len(s), k, rng)] for s, k in zip((s0, s1), sizes))
+            return tuple(_Part(s, _uniform_subset(len(s), k, rng)) for s, k in zip((s0, s1), sizes))
 
         if index is not None:
             return draw()
@@ -680,7 +779,8 @@ def gdp_fit(sorted_scores: SortedScores, alpha: float, delta: float) -> GdpFit:
 
     def compute():
         s0, s1 = ss.by_coin()
-        at0, at1 = _Rows.on(s0, s0, s1), _Rows.on(s1, s0, s1)
+        p0, p1 = _Part(s0), _Part(s1)
+        at0, at1 = _Rows.on(p0, p0, p1), _Rows.on(p1, p0, p1)
         # mu_L decreases in the counts: '>' at b = 0 scores, '<=' at b = 1 scores; mu_hi
         # increases: the other way round
         return _gdp(at0, at1, at1, at0, len(s0), len(s1), ss.n, alpha, delta)
@@ -715,36 +815,46 @@ def _split(ss: SortedScores, pilot, alpha, delta) -> dict:
     return _evaluate(ev, pick["threshold"], pick["flip"], alpha, delta)
 
 
-def _kth_smallest(a: np.ndarray, b: np.ndarray, ks: np.ndarray) -> np.ndarray:
-    """The ks-th smallest values (0-based) of the union of sorted a and b, by binary search for
-    the first element of each whose rank in the union exceeds k (no merge)."""
+def _kth_smallest(parts: list[_Part], ks: np.ndarray) -> np.ndarray:
+    """The ks-th smallest (0-based) finite scores among the members of two parts, by binary
+    search for the first finite member of each whose rank in the union exceeds k (no merge)."""
+    ranges = []
+    for p in parts:  # the members at finite scores: member indices [first, first + count)
+        lo, hi = (
+            np.searchsorted(p.s, [-np.inf, np.inf], side="right")[0],
+            np.searchsorted(p.s, np.inf, side="left"),
+        )
+        first = int(p.rank(lo))
+        ranges.append((first, int(p.rank(hi)) - first))
 
-    def first_reaching(x, other):
-        lo, hi = np.zeros(len(ks), np.int64), np.full(len(ks), len(x), np.int64)
+    def first_reaching(x: _Part, xr, other: _Part, orr):
+        lo, hi = np.zeros(len(ks), np.int64), np.full(len(ks), xr[1], np.int64)
         while np.any(lo < hi):
-            mid = (lo + hi) // 2
-            midc = np.minimum(mid, max(len(x) - 1, 0))
-            rank = midc + 1 + np.searchsorted(other, x[midc], side="right") if len(x) else mid
-            go = (rank < ks + 1) & (lo < hi)
-            lo = np.where(go, mid + 1, lo)
-            hi = np.where(go | (lo >= hi), hi, mid)
+            active = lo < hi
+            mid = np.where(active, (lo + hi) // 2, 0)
+            rank = mid + 1 + other.count_le(x.value(xr[0] + mid)) - orr[0]
+            reach = rank >= ks + 1
+            hi = np.where(active & reach, mid, hi)
+            lo = np.where(active & ~reach, mid + 1, lo)
         out = np.full(len(ks), np.inf)
-        found = lo < len(x)
-        out[found] = x[lo[found]]
+        found = lo < xr[1]
+        out[found] = x.value(xr[0] + lo[found])
         return out
 
-    return np.minimum(first_reaching(a, b), first_reaching(b, a))
+    (a, b), (ar, br) = parts, ranges
+    return np.minimum(first_reaching(a, ar, b, br), first_reaching(b, br, a, ar))
 
 
 def _pilot_grid(pilot, grid_size: int) -> np.ndarray:
     """`grid_size` quantiles of the pilot's finite scores (the pilot being excluded from
     evaluation afterwards): the values at ranks round(linspace(0, N - 1, grid_size))."""
-    finite = [s[np.searchsorted(s, -np.inf, "right") : np.searchsorted(s, np.inf)] for s in pilot]
-    total = sum(len(s) for s in finite)
+    parts = [x if isinstance(x, _Part) else _Part(x) for x in pilot]
+    finite = [int(p.count_lt(np.inf)) - int(p.count_le(-np.inf)) for p in parts]
+    total = sum(finite)
     if not total:
         return np.zeros(1)
     ranks = np.unique(np.round(np.linspace(0, total - 1, grid_size)).astype(np.int64))
-    return np.unique(_kth_smallest(*finite, ranks))
+    return np.unique(_kth_smallest(parts, ranks))
 
 
 def _legacy_rule(rule, options: Mapping[str, Any], caller: str, warn: bool = True):

@@ -37,6 +37,7 @@ __all__ = [
     "roc_hull",
     "auroc_with_se",
     "auroc_hull_sorted",
+    "hull_sorted",
     "tp_counts_sorted",
 ]
 
@@ -73,19 +74,21 @@ def _frontier(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return idx
 
 
-def _hull(s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def hull_sorted(s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(FP, TP) counts of the hull's vertices from sorted class scores s0 (b = 0), s1 (b = 1)."""
     fp, tp = _corners(s0, s1)
     keep = _frontier(fp, tp)
     return fp[keep], tp[keep]
 
 
-def tp_counts_sorted(s0: np.ndarray, s1: np.ndarray, fpr, *, hull: bool = False):
+def tp_counts_sorted(s0: np.ndarray, s1: np.ndarray, fpr, *, hull: bool = False, vertices=None):
     """(TP, TP of the point before, TP of the point after) on either curve at each FPR, as
-    counts (the first a float: interpolated), from sorted class scores s0 (b = 0), s1 (b = 1)."""
+    counts (the first a float: interpolated), from sorted class scores s0 (b = 0), s1 (b = 1);
+    `vertices`: the hull's, if already computed (`hull_sorted`)."""
     n0, n1 = len(s0), len(s1)
     target = np.asarray(fpr, dtype=float) * n0
     if hull:
-        hx, hy = _hull(s0, s1)
+        hx, hy = vertices if vertices is not None else hull_sorted(s0, s1)
         j = np.searchsorted(hx, target, side="right")
         end = j >= len(hx)
         i, jj = np.maximum(j - 1, 0), np.minimum(j, len(hx) - 1)
@@ -129,7 +132,7 @@ def tpr_at_fpr(scores, member, fpr, *, hull: bool = False) -> np.ndarray:
 def roc_hull(scores, member) -> tuple[np.ndarray, np.ndarray]:
     """(FP counts, TP counts) of the vertices of the ROC curve's upper convex hull, FP
     ascending, from (0, 0) to (n0, n1): jax_privacy's frontier (as FP = n0 - TN, TP = n1 - FN)."""
-    return _hull(*_coins(scores, member))
+    return hull_sorted(*_coins(scores, member))
 
 
 def auroc(scores, member, *, hull: bool = False) -> float:
@@ -139,9 +142,10 @@ def auroc(scores, member, *, hull: bool = False) -> float:
     return auroc_hull_sorted(s0, s1) if hull else auroc_with_se(s0, s1)[0]
 
 
-def auroc_hull_sorted(s0: np.ndarray, s1: np.ndarray) -> float:
-    """Area under the convex hull of the ROC curve of sorted class scores s0, s1."""
-    x, y = _hull(s0, s1)
+def auroc_hull_sorted(s0: np.ndarray, s1: np.ndarray, *, vertices=None) -> float:
+    """Area under the convex hull of the ROC curve of sorted class scores s0, s1 (`vertices`:
+    the hull's, if already computed)."""
+    x, y = vertices if vertices is not None else hull_sorted(s0, s1)
     area = np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]).astype(float)) / 2
     return float(area / (len(s0) * len(s1)))
 
