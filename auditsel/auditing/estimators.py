@@ -62,6 +62,7 @@ from auditsel.auditing.roc import (
     auroc_with_se,
     check_fpr,
     hull_sorted,
+    placements,
     tp_counts_sorted,
 )
 from auditsel.auditing.rules import (
@@ -273,7 +274,7 @@ def _bayesian(ss: SortedScores, split: Split, alpha, delta, seed, draws) -> Esti
 
 def _auroc(ss: SortedScores, alpha) -> Estimate:
     """AUROC = P(S1 > S0) + P(S1 = S0)/2 with DeLong's variance."""
-    auc, se = auroc_with_se(*ss.by_coin())
+    auc, se = auroc_with_se(*ss.by_coin(), _placements(ss))
     z = float(-ndtri(alpha / 2))
     return Estimate(
         "auroc",
@@ -285,8 +286,12 @@ def _auroc(ss: SortedScores, alpha) -> Estimate:
     )
 
 
+def _placements(ss: SortedScores):
+    return ss.memo("placements", lambda: placements(*ss.by_coin()))
+
+
 def _vertices(ss: SortedScores):
-    return ss.memo("roc_hull", lambda: hull_sorted(*ss.by_coin()))
+    return ss.memo("roc_hull", lambda: hull_sorted(*ss.by_coin(), _placements(ss)))
 
 
 def _auroc_hull(ss: SortedScores) -> Estimate:

@@ -391,13 +391,15 @@ def _search(
     flip: bool,
     increasing: bool = False,
     stop_above: float = math.inf,
+    floor: float = -math.inf,
     fanout: int = FANOUT,
     leaf: int = LEAF,
 ) -> tuple[int, float, float, float]:
     """The row maximising objective(lim0(c0), lim1(c1)) over `rows` in one direction, where
     (c0, c1) = (fp, fn) for '>' and (n0 - fp, n1 - fn) for '<=' (`flip`), and the objective
     decreases in both limits (`increasing`: increases); returns (row, value, limit0, limit1),
-    exact, or the first row found above `stop_above`.
+    exact, or the first row found above `stop_above`. Rows at or below `floor` do not count:
+    (-1, -inf, nan, nan) when every row is.
 
     Branch and bound: a block of consecutive rows is bounded by the objective at its best
     counts (the counts are monotone along the rows, so those are at its ends) with the cheap
@@ -425,23 +427,29 @@ def _search(
         return [(-float(x), int(a), int(z)) for x, a, z in zip(b, starts, ends)]
 
     best = (-1, -math.inf, math.nan, math.nan)
+
+    def level() -> float:  # what a bound must exceed to matter
+        return max(best[1], floor) if best[0] >= 0 else floor
+
     heap = children(0, m)
     heapq.heapify(heap)
     while heap:
         neg, lo, hi = heapq.heappop(heap)
-        if best[0] >= 0 and (-neg <= best[1] or best[1] > stop_above):
+        if (best[0] >= 0 or floor > -math.inf) and -neg <= level():
+            break
+        if best[0] >= 0 and best[1] > stop_above:
             break
         if hi - lo > leaf:
             for entry in children(lo, hi):
-                if best[0] < 0 or -entry[0] > best[1]:
+                if (best[0] < 0 and floor == -math.inf) or -entry[0] > level():
                     heapq.heappush(heap, entry)
             continue
         idx = np.arange(lo, hi)
         f, g = counts(idx)
         opt = bounds(f, g)
         order = np.argsort(-opt, kind="stable")
-        if best[0] >= 0:
-            order = order[opt[order] > best[1]]
+        if best[0] >= 0 or floor > -math.inf:
+            order = order[opt[order] > level()]
         if not len(order):
             continue
         l0, l1 = lim0.exact(f[order]), lim1.exact(g[order])
@@ -449,7 +457,8 @@ def _search(
             value = objective(l0, l1)
         value = np.where(np.isnan(value), -np.inf, value)
         j = int(np.argmax(value))
-        if best[0] < 0 or value[j] > best[1]:
+        counts_here = value[j] > floor or (floor == -math.inf and best[0] < 0)
+        if counts_here and (best[0] < 0 or value[j] > best[1]):
             best = (int(idx[order[j]]), float(value[j]), float(l0[j]), float(l1[j]))
     return best
 
@@ -479,11 +488,14 @@ def _best(
     """The best (threshold, direction) by eq. 4 with CP limits at level a: '>' over the rows
     `above`, '<=' over `below`; with the numbers a rule reports."""
     lim0, lim1 = _limits(n0, a), _limits(n1, a)
-    found = []
+    found: list = []
     for flip, rows, on in ((False, above, directions[0]), (True, below, directions[1])):
-        if on:
-            found.append((flip, rows, _search(rows, n0, n1, lim0, lim1, _eq4(delta), flip=flip)))
-    flip, rows, (i, eps, fp_u, fn_u) = max(found, key=lambda x: x[2][1])  # first on ties: '>'
+        if on:  # the second direction only counts where it beats the first ('>' on ties)
+            floor = found[0][2][1] if found else -math.inf
+            hit = _search(rows, n0, n1, lim0, lim1, _eq4(delta), flip=flip, floor=floor)
+            if hit[0] >= 0:
+                found.append((flip, rows, hit))
+    flip, rows, (i, eps, fp_u, fn_u) = max(found, key=lambda x: x[2][1])
     idx = np.array([i])
     f, g = int(rows.fp(idx)[0]), int(rows.fn(idx)[0])
     f, g = (n0 - f, n1 - g) if flip else (f, g)
@@ -724,8 +736,10 @@ def _gdp_epsilon(mu: float, delta: float) -> float:
 
 @dataclass(frozen=True)
 class GdpFit:
-    """The GDP fit over every threshold (module docstring): eps at delta, mu_L, the goodness of
-    fit, and the threshold where mu_L is reached."""
+    """The GDP fit over every threshold (module docstring): eps at delta, mu_L (and
+    `mu_interval_max_low`, the same before clipping at 0), the goodness of fit (`ok`; when the
+    model is rejected, `mu_interval_min_high` is a threshold's mu_hi below mu_L, else +inf),
+    and the threshold where mu_L is reached."""
 
     eps: float
     mu: float
@@ -742,10 +756,12 @@ def _gdp(above: _Rows, below: _Rows, up: _Rows, down: _Rows, n0, n1, n, alpha, d
     ('<='), in the direction of the maximum."""
     a = alpha / (2 * n)
     u0, u1 = _limits(n0, a), _limits(n1, a)
-    fits = [
-        (flip, rows, _search(rows, n0, n1, u0, u1, _mu, flip=flip))
-        for flip, rows in ((False, above), (True, below))
-    ]
+    fits: list = []
+    for flip, rows in ((False, above), (True, below)):  # '<=' counts where it beats '>'
+        floor = fits[0][2][1] if fits else -math.inf
+        hit = _search(rows, n0, n1, u0, u1, _mu, flip=flip, floor=floor)
+        if hit[0] >= 0:
+            fits.append((flip, rows, hit))
     flip, rows, (i, lo, _, _) = max(fits, key=lambda x: x[2][1])
     l0, l1 = _limits(n0, a, upper=False), _limits(n1, a, upper=False)
     gof = _search(
@@ -758,8 +774,9 @@ def _gdp(above: _Rows, below: _Rows, up: _Rows, down: _Rows, n0, n1, n, alpha, d
         flip=flip,
         increasing=True,
         stop_above=-lo if math.isfinite(lo) else math.inf,
+        floor=-lo if math.isfinite(lo) else -math.inf,
     )
-    hi = -gof[1]
+    hi = -gof[1]  # +inf when no threshold's interval lies below mu_L
     mu = max(lo, 0.0)
     return GdpFit(
         eps=_gdp_epsilon(mu, delta),

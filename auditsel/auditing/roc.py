@@ -38,6 +38,7 @@ __all__ = [
     "auroc_with_se",
     "auroc_hull_sorted",
     "hull_sorted",
+    "placements",
     "tp_counts_sorted",
 ]
 
@@ -47,14 +48,31 @@ def _coins(scores, member) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(s[m == 0]), np.sort(s[m == 1])
 
 
-def _corners(s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def placements(s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(below, ties): for each class-1 score, #{s0 < s1[i]} and #{s0 == s1[i]}, by one binary
+    search (the equal ones counted only where some class-0 score equals it)."""
+    n0 = len(s0)
+    below = np.searchsorted(s0, s1, side="left")
+    ties = np.zeros(len(s1), dtype=np.int64)
+    maybe = np.flatnonzero((below < n0) & (s0[np.minimum(below, n0 - 1)] == s1))
+    if len(maybe):
+        ties[maybe] = np.searchsorted(s0, s1[maybe], side="right") - below[maybe]
+    return below, ties
+
+
+def _at_or_below(below: np.ndarray, n0: int) -> np.ndarray:
+    """#{s1 <= s0[j]} for each j: s1[i] <= s0[j] iff #{s0 < s1[i]} <= j."""
+    return np.cumsum(np.bincount(below, minlength=n0 + 1))[:n0]
+
+
+def _corners(s0: np.ndarray, s1: np.ndarray, place=None) -> tuple[np.ndarray, np.ndarray]:
     """(FP, TP) counts, FP ascending, of (0, 0), the staircase's corners at each distinct
     class-0 score v (t = v: FP = #{s0 > v}, TP = #{s1 > v}) and (n0, n1)."""
     n0, n1 = len(s0), len(s1)
+    below, _ = place if place is not None else placements(s0, s1)
     last = np.flatnonzero(np.append(s0[1:] != s0[:-1], True))  # last index of each value
-    v = s0[last]
     fp = n0 - (last + 1)
-    tp = n1 - np.searchsorted(s1, v, side="right")
+    tp = n1 - _at_or_below(below, n0)[last]
     fp = np.concatenate([[0], fp[::-1], [n0]]).astype(np.int64)
     tp = np.concatenate([[0], tp[::-1], [n1]]).astype(np.int64)
     return fp, tp
@@ -74,9 +92,10 @@ def _frontier(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return idx
 
 
-def hull_sorted(s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(FP, TP) counts of the hull's vertices from sorted class scores s0 (b = 0), s1 (b = 1)."""
-    fp, tp = _corners(s0, s1)
+def hull_sorted(s0: np.ndarray, s1: np.ndarray, place=None) -> tuple[np.ndarray, np.ndarray]:
+    """(FP, TP) counts of the hull's vertices from sorted class scores s0 (b = 0), s1 (b = 1)
+    (`place`: their `placements`, if already computed)."""
+    fp, tp = _corners(s0, s1, place)
     keep = _frontier(fp, tp)
     return fp[keep], tp[keep]
 
@@ -150,21 +169,17 @@ def auroc_hull_sorted(s0: np.ndarray, s1: np.ndarray, *, vertices=None) -> float
     return float(area / (len(s0) * len(s1)))
 
 
-def auroc_with_se(s0: np.ndarray, s1: np.ndarray) -> tuple[float, float]:
+def auroc_with_se(s0: np.ndarray, s1: np.ndarray, place=None) -> tuple[float, float]:
     """(AUROC, DeLong's standard error) of sorted class scores s0 (b = 0) and s1 (b = 1), from
-    the placements of each score among the other class, in O(n) after one binary search."""
+    the placements of each score among the other class, in O(n) after one binary search
+    (`place`: the `placements`, if already computed)."""
     n0, n1 = len(s0), len(s1)
-    below = np.searchsorted(s0, s1, side="left")  # #{s0 < s1[i]}
-    ties = np.zeros(n1, dtype=np.int64)
-    hit = below < n0
-    maybe = np.flatnonzero(hit & (s0[np.minimum(below, n0 - 1)] == s1))
-    if len(maybe):  # only where a class-0 score equals s1[i]
-        ties[maybe] = np.searchsorted(s0, s1[maybe], side="right") - below[maybe]
+    below, ties = place if place is not None else placements(s0, s1)
     v10 = (below + 0.5 * ties) / n0  # each class-1 score's placement
     auc = float(np.mean(v10))
     # s1[i] <= s0[j] iff below[i] <= j, and s1[i] < s0[j] iff below[i] + ties[i] <= j
-    le = np.cumsum(np.bincount(below, minlength=n0 + 1))[:n0]
-    lt = np.cumsum(np.bincount(below + ties, minlength=n0 + 1))[:n0]
+    le = _at_or_below(below, n0)
+    lt = _at_or_below(below + ties, n0) if ties.any() else le
     v01 = (n1 - 0.5 * (le + lt)) / n1  # each class-0 score's placement: #{s1 > s0[j]} + ties/2
     var10 = float(np.sum((v10 - auc) ** 2)) / max(n1 - 1, 1)
     var01 = float(np.sum((v01 - auc) ** 2)) / max(n0 - 1, 1)
