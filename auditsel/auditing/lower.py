@@ -112,6 +112,7 @@ __all__ = [
 
 FANOUT = 64  # the search splits a block of candidates this many ways
 LEAF = 32  # and evaluates the candidates of a block of at most this many
+ROOT_BLOCKS = 4096  # blocks bounded at once at the start (one vectorised pass)
 LEGACY_OPTIONS = {"split_fraction", "grid_size", "threshold_grid", "splits", "seed"}
 _ = (MULTISPLITS, OPTIMISTIC_RULES)  # re-exported for callers of the old names
 
@@ -417,21 +418,22 @@ def _search(
         with np.errstate(invalid="ignore"):
             return np.nan_to_num(objective(*_pair_bounds(lim0, f, lim1, g)), nan=np.inf)
 
-    def children(lo: int, hi: int):
-        """Blocks splitting rows [lo, hi) `fanout` ways, as (-bound, lo, hi) entries."""
-        size = max(-(-(hi - lo) // fanout), 1)
+    def children(lo: int, hi: int, ways: int = fanout):
+        """Blocks splitting rows [lo, hi) `ways` ways, as (-bound, lo, hi) entries."""
+        size = max(-(-(hi - lo) // ways), 1)
         starts = np.arange(lo, hi, size)
         ends = np.minimum(starts + size, hi)
-        (f0, g0), (f1, g1) = counts(starts), counts(ends - 1)
-        b = bounds(corner(f0, f1), corner(g0, g1))
-        return [(-float(x), int(a), int(z)) for x, a, z in zip(b, starts, ends)]
+        k = len(starts)
+        f, g = counts(np.concatenate([starts, ends - 1]))  # both ends in one pass
+        b = bounds(corner(f[:k], f[k:]), corner(g[:k], g[k:]))
+        return list(zip((-b).tolist(), starts.tolist(), ends.tolist()))
 
     best = (-1, -math.inf, math.nan, math.nan)
 
     def level() -> float:  # what a bound must exceed to matter
         return max(best[1], floor) if best[0] >= 0 else floor
 
-    heap = children(0, m)
+    heap = children(0, m, max(fanout, min(ROOT_BLOCKS, m // max(leaf, 1))))
     heapq.heapify(heap)
     while heap:
         neg, lo, hi = heapq.heappop(heap)
