@@ -412,7 +412,8 @@ def estimator_panel(
         "max over all thresholds at alpha each: no confidence statement",
         {"threshold": float(best["threshold"])},
     )
-    out["bayesian"] = _bayesian(ss, rules["cp_split"], alpha, delta, seed, posterior_draws)
+    split = Split(split_fraction=split_fraction, seed=seed)  # cp_split's rule
+    out["bayesian"] = _bayesian(ss, split, alpha, delta, seed, posterior_draws)
     out["gdp_fit"] = _gdp_fit(ss, alpha, delta)
     if law is not None:
         out["selection_fit"] = _selection_fit(ss.counts(), ss.n, alpha, delta, law)

@@ -651,7 +651,9 @@ class SortedScores:
             self._memo[key] = compute()
         return self._memo[key]
 
-    def pilot(self, split_fraction: float, seed: int, index: int | None = None):
+    def pilot(
+        self, split_fraction: float, seed: int, index: int | None = None
+    ) -> tuple[_Part, _Part]:
         """The scores of each class in the pilot of a split (as `_Part`s of the sorted scores): `int(n_c * split_fraction)`
         of the n_c games of class c, a uniform random subset drawn from `seed` (`index`: the
         index-th split of a multisplit); the rest of each class is the evaluation part."""
@@ -680,7 +682,8 @@ class SortedScores:
         """Counts of the evaluation part (all games but the `pilot`'s) at the thresholds: the
         counts of all games less the pilot's (no second split of the arrays)."""
         every = self.counts_at(None, thresholds)
-        part = _counts_at(*pilot, thresholds)
+        p0, p1 = pilot
+        part = _counts_at(p0, p1, thresholds)
         return Counts(
             every.t, every.fp - part.fp, every.fn - part.fn, every.n0 - part.n0, every.n1 - part.n1
         )
@@ -829,7 +832,8 @@ def _evaluate(c: Counts, threshold, flip, alpha, delta):
 def _split(ss: SortedScores, pilot, alpha, delta) -> dict:
     """Pick (threshold, direction) on the pilot (each coin's sorted scores) and bound it by
     eq. 4 with CP limits on the rest, both at level alpha."""
-    pick = _best_coins(*pilot, alpha, delta)
+    p0, p1 = pilot
+    pick = _best_coins(p0, p1, alpha, delta)
     ev = ss.rest_at(pilot, [pick["threshold"]])
     return _evaluate(ev, pick["threshold"], pick["flip"], alpha, delta)
 
@@ -876,7 +880,7 @@ def _pilot_grid(pilot, grid_size: int) -> np.ndarray:
     return np.unique(_kth_smallest(parts, ranks))
 
 
-def _legacy_rule(rule, options: Mapping[str, Any], caller: str, warn: bool = True):
+def _legacy_rule(rule, options: Mapping[str, Any], caller: str, warn: bool = True) -> ThresholdRule:
     """The rule object of the old call forms (a name and keyword options) for one release."""
     unknown = set(options) - LEGACY_OPTIONS
     if unknown:
