@@ -25,6 +25,7 @@ import time
 import traceback
 from pathlib import Path
 
+from auditsel.errors import ConfigError
 from auditsel.games.backends import BACKENDS
 from auditsel.version import __version__
 
@@ -40,8 +41,6 @@ def _bad_input_types() -> tuple:
 
     auditsel.errors.ConfigError is the one bad-input type (CheckpointError, BackendError and
     ScoreFileError derive from it); UsageError is the CLI's own."""
-    from auditsel.errors import ConfigError
-
     return (UsageError, ConfigError)
 
 
@@ -98,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="do not print the table")
 
     rep = sub.add_parser("reproduce", help="recompute a paper's table under results/papers/NAME/")
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.reproductions import names as reproduction_names
 
     rep.add_argument("name", choices=[*reproduction_names(), "all"])
@@ -256,12 +256,8 @@ def _prepare_out_dir(path: Path) -> None:
 
 
 def _command_run(args) -> int:
-    from auditsel.experiments.config import (
-        ConfigError,
-        default_config_path,
-        parse_config,
-        read_yaml,
-    )
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.config import default_config_path, parse_config, read_yaml
     from auditsel.experiments.sweep import expand_sweep
 
     config_path = Path(args.config) if args.config else default_config_path()
@@ -304,6 +300,7 @@ def _command_run(args) -> int:
 
 
 def _run_into(args, out_dir, spec, points, progress) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.experiment import run_experiment
     from auditsel.experiments.report import prefetch_plotting, text_table, write_outputs
     from auditsel.experiments.sweep import run_sweep
@@ -341,6 +338,7 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
 
 
 def _command_reproduce(args) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.reproductions import REGISTRY, names, reproduce
     from auditsel.reproductions.claims import MissingExtra
 
@@ -365,6 +363,7 @@ SPLIT_FRACTION = 0.5  # audit-scores' pilot: half of each class
 
 
 def _command_audit_scores(args) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     import numpy as np
 
     from auditsel.auditing.estimators import estimator_panel, panel_dict
@@ -508,9 +507,9 @@ def panel_text(panel) -> str:
 
 
 def _parse_rounds_option(text):
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     import yaml
 
-    from auditsel.errors import ConfigError
     from auditsel.rounds import law_from_dict
 
     try:
@@ -525,7 +524,8 @@ def _parse_rounds_option(text):
 
 
 def _command_plan(args) -> int:
-    from auditsel.experiments.config import ConfigError, load_config
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.config import load_config
 
     if args.target_eps is None and args.games is None:
         raise UsageError(
@@ -539,10 +539,12 @@ def _command_plan(args) -> int:
         raise UsageError(
             f"{args.config}: game: required by plan (the audit to plan); add a game section"
         )
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.plan import plan_spec
 
     exact = None
     if spec.game.kind in ("reduced", "discrete") and spec.delta > 0:
+        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
         from auditsel.accounting.exact import exact_epsilon
         from auditsel.selection import winner_law
 
@@ -583,8 +585,8 @@ def _command_plan(args) -> int:
 
 
 def _audit_one_run(args, score, member) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.auditing.one_run import GdpFamily, PureDpFamily, audit_one_run
-    from auditsel.errors import ConfigError
 
     family = {"gdp": GdpFamily, "pure_dp": PureDpFamily}[args.family]()
     try:

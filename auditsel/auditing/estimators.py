@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy.special import ndtri
 
+from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.lower import (
     SortedScores,
     apply_rule,
@@ -75,6 +76,8 @@ from auditsel.auditing.rules import (
 )
 from auditsel.auditing.scores import check_scores
 from auditsel.errors import number
+from auditsel.mechanisms import GaussianBase
+from auditsel.selection import GaussianWinner
 
 __all__ = ["Estimate", "estimator_panel", "LABELS", "winner_tradeoff", "selection_fit_mu"]
 
@@ -156,9 +159,6 @@ def winner_tradeoff(mu: float, law, cells: int = 8_000):
     """The Neyman-Pearson trade-off (FP ascending, FN descending) of the winner of K ~ law runs
     of N(0, 1) vs N(mu, 1), on `cells` cells of the real line plus the K = 0 atom (a test on the
     cells: its curve lies on or just above the exact one)."""
-    from auditsel.mechanisms import GaussianBase
-    from auditsel.selection import GaussianWinner
-
     w = GaussianWinner(GaussianBase(mu), law)
     lo, hi = w.quantile_range(1e-12)
     edges = np.linspace(lo, hi, cells + 1)
@@ -198,10 +198,6 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
     """mu_L over every threshold: a coarse pass, then the thresholds whose optimistic point
     (empirical rates; never above the CP point) lies below the fitted curve are evaluated
     exactly and the fit repeated, until no unevaluated threshold could raise it."""
-    from auditsel.accounting.exact import exact_epsilon
-    from auditsel.mechanisms import GaussianBase
-    from auditsel.selection import GaussianWinner
-
     a = alpha / n  # upper limits at every threshold, both directions: 2 n events
     m = len(c.t)
     fs = [f for _, f, _ in _directions(c)]

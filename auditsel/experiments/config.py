@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from attacks.dpsgd_game import DpsgdGameSpec
+from attacks.dpsgd_game import DPSGD_PROXIES, DpsgdGameSpec
+from attacks.proxies import PROXIES
 from auditsel.auditing.rules import THRESHOLD_RULES, ThresholdRule, threshold_rule
 from auditsel.errors import (
     ConfigError,
@@ -109,8 +110,6 @@ class ExperimentSpec:
     base_config: dict = field(default_factory=dict)  # as written, for the report
 
     def with_game(self, **changes) -> ExperimentSpec:
-        from dataclasses import replace
-
         if self.game is None:
             raise ConfigError("game", "this config has no game section; add one to run trials")
         return replace(self, game=replace(self.game, **changes))
@@ -257,8 +256,6 @@ def _parse_dpsgd_game(game: Mapping) -> DpsgdGameSpec:
 
 
 def _parse_game(raw, base) -> GameSpec:
-    from attacks.proxies import PROXIES
-
     game = _mapping(raw, "game")
     kind = _choice(game.get("kind", "reduced"), "game.kind", GAME_KINDS)
     allowed = set(GameSpec.__dataclass_fields__) - {"dpsgd"}
@@ -279,7 +276,6 @@ def _parse_game(raw, base) -> GameSpec:
             "dpsgd_worst_case": "dpsgd",
         }[kind]
         raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
-    from attacks.dpsgd_game import DPSGD_PROXIES
 
     proxies = {"dpsgd": DPSGD_PROXIES, "dpsgd_worst_case": ("sample",)}.get(kind, PROXIES)
     d = GameSpec()

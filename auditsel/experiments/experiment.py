@@ -1,8 +1,8 @@
-"""Config -> spec -> run -> result: the flow behind `auditsel run` (docs/architecture.md contracts).
+"""Config -> spec -> run -> result: the flow behind `auditsel run` (docs/explanation/architecture.md contracts).
 
 run_experiment computes the upper-bound panel (what applies to the base), plays the
 distinguishing game if the spec has one (the panel is computed in a thread meanwhile), derives
-the lower bounds and returns the result dict of docs/architecture.md's result.json contract
+the lower bounds and returns the result dict of docs/reference/result-json.md
 (a bound that does not apply is null).
 """
 
@@ -12,18 +12,25 @@ import hashlib
 import json
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from attacks.dpsgd_game import build_protocol, make_scorer
+from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.panel import panel
+from auditsel.auditing.estimators import estimator_panel, panel_dict
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.errors import ConfigError
-from auditsel.experiments.config import ExperimentSpec
+from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
 from auditsel.experiments.heuristics import honesty_fields
+from auditsel.experiments.one_run import play_one_run
+from auditsel.experiments.report import write_outputs
 from auditsel.games.engine import GameRecord, run_game
+from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import winner_law
 from auditsel.version import __version__
@@ -41,6 +48,13 @@ def _finite_or_none(x):
     return None if x is None or not math.isfinite(x) else float(x)
 
 
+def _game(spec: ExperimentSpec) -> GameSpec:
+    """The spec's game section (the functions below run only specs that have one)."""
+    if spec.game is None:
+        raise ConfigError("game", "this config has no game section; add one to run trials")
+    return spec.game
+
+
 def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
     """Bonferroni thresholds fixed by the spec alone (public knowledge, no scores seen).
 
@@ -52,9 +66,9 @@ def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
     if isinstance(winner.base, GaussianBase):
         lo, hi = winner.quantile_range()
         if proxy_name == "sample":
-            return np.linspace(lo, hi, spec.game.thresholds)
+            return np.linspace(lo, hi, _game(spec).thresholds)
         values = winner.log_likelihood_ratio(np.linspace(lo, hi, 4001))
-        return np.linspace(values.min(), values.max(), spec.game.thresholds)
+        return np.linspace(values.min(), values.max(), _game(spec).thresholds)
     outputs = np.arange(len(spec.base.p))
     values = outputs if proxy_name == "sample" else winner.log_likelihood_ratio(outputs)
     values = np.unique(values[np.isfinite(values)])
@@ -63,7 +77,7 @@ def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
 
 def fingerprint(spec: ExperimentSpec) -> str:
     """What determines the trial scores: base, law, protocol, proxy, seed, chunk size."""
-    g = spec.game
+    g = _game(spec)
     payload = {
         "base": spec.base_config,
         "mu": getattr(spec.base.reduced(), "mu", None),
@@ -83,19 +97,15 @@ def fingerprint(spec: ExperimentSpec) -> str:
 
 def protocol_and_proxy(spec: ExperimentSpec):
     """The trainer's protocol and the adversary's proxy for the spec's game."""
-    g = spec.game
+    g = _game(spec)
     if g.kind == "dpsgd":
-        from attacks.dpsgd_game import build_protocol, make_scorer
-
+        assert g.dpsgd is not None  # parse_config sets it for every DP-SGD game
         return (
             build_protocol(g.dpsgd, spec.base, spec.rounds),
             make_scorer(g.dpsgd, g.proxy, spec.base, spec.rounds),
         )
-    from attacks.proxies import make_proxy
 
     if g.kind == "dpsgd_worst_case":
-        from auditsel.games.worst_case import DpsgdWorstCase
-
         return DpsgdWorstCase.from_base(spec.base, spec.rounds), make_proxy("sample", None)
     winner = winner_law(spec.base.reduced(), spec.rounds)
     return winner, make_proxy(g.proxy, winner)
@@ -104,7 +114,7 @@ def protocol_and_proxy(spec: ExperimentSpec):
 def _play(
     spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool, backend: str | None
 ):
-    g = spec.game
+    g = _game(spec)
     protocol, proxy = protocol_and_proxy(spec)
     stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
     if stream and out_dir is None:
@@ -128,13 +138,15 @@ def _play(
     # pilot grid from a seeded split_fraction of each class, left out of the bound
     spec_grid, ss = None, None
     if g.kind == "dpsgd_worst_case":
-        spec_grid = np.linspace(*protocol.score_range(), g.thresholds)
+        lo, hi = protocol.score_range()
+        spec_grid = np.linspace(lo, hi, g.thresholds)
     elif g.kind != "dpsgd":
         spec_grid = threshold_grid(spec, g.proxy)
     rule = g.rule(spec_grid if g.threshold == "bonferroni" else None)
     try:
         if stream:
             bound = audit_chunks(record.chunks, spec.delta, g.confidence, rule=rule)
+            assert record.chunks is not None  # a streamed record reads its chunks from disk
             scores, member = record.chunks.head(PLOT_TRIALS)
             record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
         else:
@@ -145,8 +157,6 @@ def _play(
     except ConfigError as err:  # a rule's option that the games cannot satisfy: game.<option>
         raise _game_error(err) from None
     if not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE)):
-        from auditsel.auditing.estimators import estimator_panel, panel_dict
-
         try:
             panel = estimator_panel(
                 record.scores,
@@ -203,7 +213,6 @@ def run_experiment(
     if spec.game is not None and spec.game.one_run is None:
         # the bounds are computed in a thread while the game plays (the game's numpy work and
         # the bounds' Python work share the cores); an error in either surfaces here
-        from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(1, thread_name_prefix="auditsel-bounds") as pool:
             upper = pool.submit(upper_side)
@@ -231,10 +240,8 @@ def run_experiment(
     if with_curves:
         result["upper_curves"] = bounds["curves"]
     if spec.game is not None and spec.game.one_run is not None:
-        from auditsel.experiments.one_run import play_one_run
-
-        result["one_run"] = play_one_run(spec, out_dir)
-    elif spec.game is not None:
+        result["one_run"] = play_one_run(spec, out_dir, fingerprint=fingerprint(spec))
+    elif spec.game is not None and played is not None:
         record, bound, streamed, ss = played
         result["lower"] = {
             **bound.to_dict(),
@@ -264,8 +271,6 @@ def run_config(
     ExperimentSpec) and return its result.json content; with `out_dir`, also write result.json,
     report.md and the plots there (and keep the game's checkpoints, so a rerun resumes).
     `trials` and `seed` override game.trials and game.seed. Bad input is a ConfigError."""
-    from auditsel.experiments.config import load_config, parse_config
-
     if isinstance(config, ExperimentSpec):
         spec = config
     elif isinstance(config, (str, Path)):
@@ -280,7 +285,5 @@ def run_config(
         out.mkdir(parents=True, exist_ok=True)
     result, artefacts = run_experiment(spec, out, jobs=jobs, progress=progress)
     if out is not None:
-        from auditsel.experiments.report import write_outputs
-
         write_outputs(out, result, artefacts)
     return result

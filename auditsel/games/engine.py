@@ -25,14 +25,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
 from auditsel.errors import ConfigError
+from auditsel.files import atomic_write_bytes
+from auditsel.protocols import GameProtocol, Proxy
 
 __all__ = [
     "GameRecord",
@@ -105,7 +109,7 @@ def _chunk_sizes(trials: int, chunk_size: int) -> list[int]:
     return [chunk_size] * full + ([rest] if rest else [])
 
 
-def play_chunk(protocol, proxy: Callable, seed: int, index: int, size: int):
+def play_chunk(protocol: GameProtocol, proxy: Proxy, seed: int, index: int, size: int):
     """One chunk of trials: coins, releases, scores (runs inside a worker)."""
     rng = chunk_rng(seed, index)
     member = rng.integers(0, 2, size=size, dtype=np.int8)
@@ -147,7 +151,7 @@ class Checkpoints:
                     f"or delete {self.dir}"
                 )
         else:
-            _atomic_write_bytes(manifest, json.dumps(expected).encode())
+            atomic_write_bytes(manifest, json.dumps(expected).encode())
 
     def path(self, index: int) -> Path:
         return self.dir / f"chunk_{index:07d}.npz"
@@ -194,22 +198,14 @@ class Checkpoints:
 
 def _pause(directory: Path):
     """The kill point of tests/test_kill_resume.py: announce it, then wait to be killed."""
-    import time
-
-    _atomic_write_bytes(directory / "paused", str(os.getpid()).encode())
+    atomic_write_bytes(directory / "paused", str(os.getpid()).encode())
     while True:
         time.sleep(60)
 
 
-def _atomic_write_bytes(path: Path, data: bytes):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def run_game(
-    protocol,
-    proxy: Callable,
+    protocol: GameProtocol,
+    proxy: Proxy,
     trials: int,
     seed: int,
     *,
@@ -241,8 +237,6 @@ def run_game(
     resumed = len(results)
     pending = [i for i in range(len(sizes)) if i not in results]
 
-    from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
-
     bar = tqdm(
         total=int(trials),
         initial=sum(sizes[i] for i in results),
@@ -268,9 +262,11 @@ def run_game(
     source = ChunkSource(store, tuple(sizes)) if store is not None else None
     if not in_memory:
         return GameRecord(scores=None, member=None, resumed_chunks=resumed, chunks=source)
-    order = range(len(sizes))
-    scores = np.concatenate([results[i][0] for i in order]) if sizes else np.empty(0)
-    member = np.concatenate([results[i][1] for i in order]) if sizes else np.empty(0, np.int8)
+    parts = [results[i] for i in range(len(sizes))]
+    kept = [p for p in parts if p is not None]
+    assert len(kept) == len(parts)  # in memory: every chunk's (scores, member) is kept
+    scores = np.concatenate([p[0] for p in kept]) if sizes else np.empty(0)
+    member = np.concatenate([p[1] for p in kept]) if sizes else np.empty(0, np.int8)
     return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
 
 
@@ -285,6 +281,7 @@ def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
     if backend is None and prefer == "threads":
         yield from _threaded(protocol, proxy, seed, pending, sizes, _workers(jobs))
         return
+    # deferred: joblib (0.14 s with loky) loads only for parallel runs
     from joblib import Parallel, delayed, parallel_config
 
     with parallel_config(backend=backend) if backend else nullcontext():
@@ -306,8 +303,6 @@ def _threaded(protocol, proxy, seed, pending, sizes, workers: int):
     chunks are handed over at once, so a streamed run keeps its memory bound); the same
     numbers as joblib's threads or processes (each chunk is seeded by its index), without
     importing joblib and loky (a tenth of a second of every run)."""
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-
     todo = iter(pending)
     with ThreadPoolExecutor(workers, thread_name_prefix="auditsel-chunks") as pool:
         submit = lambda i: pool.submit(play_chunk, protocol, proxy, seed, i, sizes[i])
