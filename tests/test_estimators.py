@@ -339,9 +339,9 @@ def test_roc_hull_is_the_exhaustive_upper_hull():
                 keep.append(p)
         fp, tp = roc_hull(s, m)
         assert list(zip(fp.tolist(), tp.tolist())) == keep
-        area = sum(
-            (x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(keep[:-1], keep[1:])
-        ) / (n0 * n1)
+        area = sum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(keep[:-1], keep[1:])) / (
+            n0 * n1
+        )
         assert auroc(s, m, hull=True) == pytest.approx(area, abs=1e-12)
 
     check()
