@@ -95,6 +95,8 @@ from auditsel.mechanisms import gaussian_epsilon
 __all__ = [
     "LowerBound",
     "THRESHOLD_RULES",
+    "MULTISPLITS",  # the old home of these names (auditsel.auditing.rules holds them)
+    "OPTIMISTIC_RULES",
     "epsilon_from_rates",
     "clopper_pearson_upper",
     "clopper_pearson_lower",
@@ -114,7 +116,6 @@ FANOUT = 64  # the search splits a block of candidates this many ways
 LEAF = 32  # and evaluates the candidates of a block of at most this many
 ROOT_BLOCKS = 4096  # blocks bounded at once at the start (one vectorised pass)
 LEGACY_OPTIONS = {"split_fraction", "grid_size", "threshold_grid", "splits", "seed"}
-_ = (MULTISPLITS, OPTIMISTIC_RULES)  # re-exported for callers of the old names
 
 
 @dataclass(frozen=True)

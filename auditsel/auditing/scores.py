@@ -14,8 +14,9 @@ headers) at most MAX_ROWS rows; a CSV stops at MAX_ROWS rows. Every problem is a
 `ScoreFileError` (a `ConfigError`, exit 2 in the CLI) whose field is the path:
 `scores.csv: column member must be 0 or 1 (1 = the canary was in), got 3 in row 2`.
 
-CSV reading is a chunked reader: blocks of whole lines are split on commas and the two columns
-converted with Python's `float` (exactly what the csv module and `float` give line by line);
+CSV reading is a chunked reader: blocks of whole lines are decoded, split on commas and the two
+columns converted with Python's `float` (exactly what the csv module and `float` give line by
+line);
 a block with quotes, blank lines, a ragged row or text that is not a number is re-read with the
 csv module, which names the line. Memory stays bounded by one block plus the two arrays.
 """
@@ -276,16 +277,14 @@ def _read_csv(path: Path, handle) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(scores), np.concatenate(members)
 
 
-_FAST_BAD = (b'"', b"\x00")
-
-
 def _csv_block(path: Path, data: bytes, columns, line: int):
     """(scores, members, number of lines) of a block of whole lines starting at `line`."""
     si, mi, width = columns
-    text = data[:-1] if data.endswith(b"\n") else data
-    lines = text.count(b"\n") + 1
-    if not any(bad in text for bad in _FAST_BAD) and (text.isascii() or _utf8(text)):
-        parts = text.replace(b"\n", b",").split(b",")
+    text = data.decode("utf-8")  # UnicodeDecodeError: the file is not a text CSV
+    text = text[:-1] if text.endswith("\n") else text
+    lines = text.count("\n") + 1
+    if '"' not in text and "\x00" not in text:
+        parts = text.replace("\n", ",").split(",")
         if len(parts) == lines * width:
             try:
                 s = np.fromiter(map(float, parts[si::width]), dtype=float, count=lines)
@@ -296,15 +295,10 @@ def _csv_block(path: Path, data: bytes, columns, line: int):
     return (*_csv_block_slow(path, data, columns, line), lines)
 
 
-def _utf8(text: bytes) -> bool:
-    text.decode("utf-8")  # raises UnicodeDecodeError: the file is not a text CSV
-    return True
-
-
-def _members(cells: list[bytes], count: int) -> np.ndarray:
+def _members(cells: list[str], count: int) -> np.ndarray:
     arr = np.array(cells)
-    if arr.dtype.itemsize == 1:  # every cell one byte: the usual 0 / 1
-        codes = arr.view(np.uint8)
+    if arr.dtype.itemsize == 4:  # every cell one character: the usual 0 / 1
+        codes = arr.view(np.uint32)
         if np.all((codes == 48) | (codes == 49)):
             return (codes - 48).astype(np.int8)
     return np.fromiter(map(float, cells), dtype=float, count=count)
