@@ -185,9 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     scores.add_argument(
         "--seed",
         type=_seed,
-        default=0,
-        help="seed of the rules' random splits of each class (default 0); the row order never "
-        "matters",
+        default=None,
+        help="seed of the rules' random splits of each class (default: a fresh one, printed; "
+        "pass it to repeat an audit); the row order never matters",
     )
     scores.add_argument(
         "--one-run",
@@ -368,7 +368,7 @@ def _command_audit_scores(args) -> int:
 
     from auditsel.auditing.estimators import estimator_panel, panel_dict
     from auditsel.auditing.lower import SortedScores, audit_scores
-    from auditsel.auditing.rules import THRESHOLD_RULES, threshold_rule
+    from auditsel.auditing.rules import THRESHOLD_RULES, fresh_seed, threshold_rule
     from auditsel.auditing.scores import read_scores
     from auditsel.errors import ConfigError
 
@@ -386,12 +386,13 @@ def _command_audit_scores(args) -> int:
             raise UsageError(f"--threshold-range: LO must be below HI, got {lo:g} {hi:g}")
         grid = np.linspace(lo, hi, args.thresholds)
     law = _parse_rounds_option(args.rounds) if args.rounds else None
+    seed = fresh_seed() if args.seed is None else args.seed  # one seed for every split
     options = dict(
         split_fraction=SPLIT_FRACTION,
         grid_size=args.thresholds,
         grid=grid,
         splits=args.splits,
-        seed=args.seed,
+        seed=seed,
     )
     ss = SortedScores(score, member)
     bounds, skipped = {}, {}
@@ -420,7 +421,7 @@ def _command_audit_scores(args) -> int:
             grid_size=args.thresholds,
             split_fraction=SPLIT_FRACTION,
             splits=args.splits,
-            seed=args.seed,
+            seed=seed,
             sorted_scores=ss,
         )
     except ConfigError as err:
@@ -444,7 +445,8 @@ def _command_audit_scores(args) -> int:
     n1 = int(member.sum())
     print(
         f"{args.file}: {len(member):,} games ({n1:,} with the canary), delta = {args.delta:g}, "
-        f"{args.confidence:.0%} Clopper-Pearson, seed {args.seed}"
+        f"{args.confidence:.0%} Clopper-Pearson, seed {seed}"
+        + ("" if args.seed is not None else f" (drawn: --seed {seed} repeats this audit)")
     )
     source = (
         "fixed in advance by --threshold-range"

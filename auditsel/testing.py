@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import LowerBound, audit_scores
-from auditsel.auditing.rules import ThresholdRule
+from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
@@ -74,7 +74,9 @@ def audit(
     """Play the game on `protocol` (anything with release(member, rng)) and bound eps from below."""
     proxy = proxy if proxy is not None else _default_proxy(protocol)
     record = run_game(protocol, proxy, trials, seed, jobs=jobs, progress=False)
-    return audit_scores(record.scores, record.member, delta, confidence=confidence, rule=rule)
+    if isinstance(rule, str):  # the split's seed: the game's (independent streams of it)
+        rule = threshold_rule(rule, seed=seed)
+    return audit_scores(record.scores, record.member, delta, confidence, rule=rule)
 
 
 def assert_not_refuted(

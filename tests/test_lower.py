@@ -27,7 +27,7 @@ from auditsel.auditing.lower import (
     gdp_mu,
     threshold_table,
 )
-from auditsel.auditing.rules import threshold_rule
+from auditsel.auditing.rules import Split, threshold_rule
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
@@ -177,7 +177,7 @@ def test_split_rule_coverage_on_the_gaussian_base():
     reps = 200
     for r in range(reps):
         rec = run_game(w, proxy, 4000, 1000 + r, progress=False)
-        over += audit_scores(rec.scores, rec.member, delta, rule="split").eps > true_eps
+        over += audit_scores(rec.scores, rec.member, delta, rule=Split(seed=r)).eps > true_eps
     assert over <= stats.binom.ppf(0.999, reps, 0.05)
 
 
@@ -316,7 +316,7 @@ def test_every_rule_is_the_same_in_any_row_order(rule):
     by_score = np.argsort(scores, kind="stable")
     shuffled = np.random.default_rng(9).permutation(len(scores))
     results = [
-        audit_scores(scores[order], member[order], 1e-5, rule=rule)
+        audit_scores(scores[order], member[order], 1e-5, rule=threshold_rule(rule, seed=11))
         for order in (by_class, by_score, shuffled, np.arange(len(scores)))
     ]
     assert all(r == results[0] for r in results[1:]), [r.eps for r in results]

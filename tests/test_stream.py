@@ -9,7 +9,7 @@ import yaml
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.lower import audit_chunks, audit_scores
-from auditsel.auditing.rules import BonferroniGrid, Split
+from auditsel.auditing.rules import BonferroniGrid, Split, threshold_rule
 from auditsel.cli import main
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
@@ -57,7 +57,7 @@ def test_streamed_rules_are_valid_and_close(tmp_path):
     full, streamed = play(tmp_path, True), play(tmp_path, False)
     exact = exact_epsilon(WINNER, 1e-5)
     for rule in ("split", "bonferroni", "bonferroni_all"):
-        a = audit_scores(full.scores, full.member, 1e-5, rule=rule)
+        a = audit_scores(full.scores, full.member, 1e-5, rule=threshold_rule(rule, seed=0))
         b = audit_chunks(streamed.chunks, 1e-5, rule=rule)
         assert b.valid and b.eps <= exact
         if rule == "split":  # the chunks are one random split, in memory a seeded one per class

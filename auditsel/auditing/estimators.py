@@ -73,6 +73,7 @@ from auditsel.auditing.rules import (
     MultiSplit,
     Split,
     ThresholdRule,
+    fresh_seed,
 )
 from auditsel.auditing.scores import check_scores
 from auditsel.errors import number
@@ -337,7 +338,7 @@ def panel_rules(
     grid_size: int = 100,
     split_fraction: float = 0.5,
     splits: int = MULTISPLITS,
-    seed: int = 0,
+    seed: int | None = None,
 ) -> dict[str, ThresholdRule]:
     """The rule objects of the panel's valid entries, from its options."""
     return {
@@ -372,7 +373,7 @@ def estimator_panel(
     grid_size: int = 100,
     split_fraction: float = 0.5,
     splits: int = MULTISPLITS,
-    seed: int = 0,
+    seed: int | None = None,
     fpr=DEFAULT_FPR,
     posterior_draws: int = POSTERIOR_DRAWS,
     sorted_scores: SortedScores | None = None,
@@ -380,12 +381,14 @@ def estimator_panel(
     """Every estimator on one game's scores, labelled (see the module docstring).
 
     `law` (a RoundsLaw) adds the selection-aware fit; `threshold_grid` is a bonferroni grid
-    fixed in advance (None: a pilot grid from a seeded `split_fraction` of each class). The
-    input is checked as `audit_scores` checks it."""
+    fixed in advance (None: a pilot grid from a seeded `split_fraction` of each class); `seed`
+    (None: a fresh one, recorded in each valid entry's detail) seeds every split. The input is
+    checked as `audit_scores` checks it."""
     confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
     delta = number(delta, "delta", 0, 1, hi_open=True)
     scores, member = check_scores(scores, member)
     targets = tuple(float(f) for f in check_fpr(fpr))
+    seed = fresh_seed() if seed is None else seed  # one seed for every split of the panel
     ss = sorted_scores if sorted_scores is not None else SortedScores(scores, member)
     alpha = 1 - confidence
     rules = panel_rules(

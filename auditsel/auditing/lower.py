@@ -87,6 +87,7 @@ from auditsel.auditing.rules import (
     Split,
     ThresholdRule,
     threshold_rule,
+    with_seed,
 )
 from auditsel.auditing.scores import check_scores
 from auditsel.errors import ConfigError, number
@@ -653,11 +654,13 @@ class SortedScores:
         return self._memo[key]
 
     def pilot(
-        self, split_fraction: float, seed: int, index: int | None = None
+        self, split_fraction: float, seed: int | None, index: int | None = None
     ) -> tuple[_Part, _Part]:
         """The scores of each class in the pilot of a split (as `_Part`s of the sorted scores): `int(n_c * split_fraction)`
         of the n_c games of class c, a uniform random subset drawn from `seed` (`index`: the
         index-th split of a multisplit); the rest of each class is the evaluation part."""
+        if seed is None:  # apply_rule gives every rule a seed first
+            raise ValueError("a split needs a seed")
         s0, s1 = self.by_coin()
         sizes = [int(len(s) * split_fraction) for s in (s0, s1)]
         for c, (s, k) in enumerate(zip((s0, s1), sizes)):
@@ -930,7 +933,7 @@ def apply_rule(
     """One threshold rule at significance alpha on one sort; returns the chosen threshold's
     numbers (threshold, flip, eps, fp_u, fn_u, fp, fn, n evaluated, grid_source). A rule's name
     with keyword options is the old call form (no warning: this is the engine's entry)."""
-    rule = _legacy_rule(rule, options, "apply_rule", warn=False)
+    rule = with_seed(_legacy_rule(rule, options, "apply_rule", warn=False))
     ss = sorted_scores
     return ss.memo(("rule", rule, alpha, delta), lambda: _apply(ss, rule, alpha, delta))
 
@@ -1018,12 +1021,13 @@ def audit_scores(
 
     `member` holds the true coins b (0 or 1). `rule` is a rule of `auditsel.auditing.rules`
     (`Split()`, `BonferroniGrid(...)`, `BonferroniAll()`, `MultiSplit(...)`) or its name; every
-    rule is valid at `confidence`. The answer depends on the scores of each class, never on
-    the order of the rows. Pass `sorted_scores` (a `SortedScores` of the same scores) to reuse a
+    rule is valid at `confidence`. The answer depends on the scores of each class and the
+    rule's seed, never on the order of the rows; a rule without a seed gets a fresh one, which
+    the result records in `threshold_options`. Pass `sorted_scores` (a `SortedScores` of the same scores) to reuse a
     sort. The old keyword options (`split_fraction`, `grid_size`, `threshold_grid`, `splits`,
     `seed`) are accepted for one release with a DeprecationWarning.
     """
-    rule = _legacy_rule(rule, old_options, "audit_scores")
+    rule = with_seed(_legacy_rule(rule, old_options, "audit_scores"))
     confidence, delta = _check_levels(confidence, delta)
     scores, member = check_scores(scores, member)
     alpha = 1 - confidence

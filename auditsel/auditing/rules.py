@@ -17,8 +17,13 @@ path, conditionally on the coins (the proofs are in `auditsel.auditing.lower`):
   alpha / 2 each, the lower median reported ([MMB09] Theorem 3.1; jax_privacy's `MultiSplit`).
 
 The pilot is drawn within each class (a uniformly random `int(n_c * split_fraction)` of the
-n_c games of class c, from `seed`), so the order of the rows never matters: the same scores
-in any order give the same numbers.
+n_c games of class c, from `seed`), on each class's sorted scores, so the order of the rows
+never matters: the same scores in any order give the same numbers. The validity of the split
+counts its randomness: the pilot must be independent of the scores, so `seed` must be chosen
+without looking at them. The default `seed=None` draws a fresh seed for each audit (from the
+operating system's entropy, `fresh_seed`), and the audit records the seed it used
+(`LowerBound.threshold_options`): pass it to repeat the audit exactly. `auditsel run` derives
+the seed from `game.seed` (the games and the split use independent streams of it).
 
 Names are accepted wherever a rule is (configs, the CLI, `audit_scores(rule="split")`);
 `threshold_rule(name, **options)` is the one place a name and a bag of options become an
@@ -28,8 +33,9 @@ command line carries every option for every rule.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -48,6 +54,8 @@ __all__ = [
     "MULTISPLITS",
     "MAX_GRID",
     "threshold_rule",
+    "with_seed",
+    "fresh_seed",
 ]
 
 MULTISPLITS = 21  # odd, so the median is one of the bounds
@@ -76,8 +84,21 @@ def _fraction(value) -> float:
     return number(value, "split_fraction", 0, 1, lo_open=True, hi_open=True)
 
 
-def _seed(value) -> int:
-    return integer(value, "seed", 0, MAX_SEED)
+def _seed(value) -> int | None:
+    return None if value is None else integer(value, "seed", 0, MAX_SEED)
+
+
+def fresh_seed() -> int:
+    """A seed from the operating system's entropy, in [0, 2^63)."""
+    return secrets.randbits(63)
+
+
+def with_seed(rule: ThresholdRule, seed: int | None = None) -> ThresholdRule:
+    """`rule` with a seed: its own, else `seed`, else a fresh one (`fresh_seed`). A rule whose
+    split draws no pilot (BonferroniAll, a fixed grid) is returned as it is."""
+    if getattr(rule, "seed", 0) is not None or getattr(rule, "grid", None) is not None:
+        return rule
+    return replace(rule, seed=fresh_seed() if seed is None else seed)  # type: ignore[type-var]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,7 +106,7 @@ class Split(ThresholdRule):
     """Choose (t, direction) on a seeded pilot of each class, bound on the rest."""
 
     split_fraction: float = 0.5
-    seed: int = 0
+    seed: int | None = None
     name: ClassVar[str] = "split"
 
     def __post_init__(self):
@@ -101,7 +122,7 @@ class BonferroniGrid(ThresholdRule):
     grid: tuple[float, ...] | None = field(default=None)
     grid_size: int = 100
     split_fraction: float = 0.5
-    seed: int = 0
+    seed: int | None = None
     name: ClassVar[str] = "bonferroni"
 
     def __post_init__(self):
@@ -131,7 +152,7 @@ class MultiSplit(ThresholdRule):
 
     splits: int = MULTISPLITS
     split_fraction: float = 0.5
-    seed: int = 0
+    seed: int | None = None
     name: ClassVar[str] = "multisplit"
 
     def __post_init__(self):

@@ -100,7 +100,10 @@ def audit_protocol(
         record.member,
         delta,
         confidence=confidence,
-        rule=threshold_rule(rule, grid=threshold_grid),
+        # a rule's name gets the game's seed for its split (independent streams of it)
+        rule=threshold_rule(rule, grid=threshold_grid, seed=seed)
+        if isinstance(rule, str)
+        else rule,
     )
 
 
