@@ -56,7 +56,7 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import log_ndtr, ndtr, ndtri
 
-from auditsel.errors import ConfigError, choice, integer, number
+from auditsel.errors import ConfigError, choice, integer, number, shown
 from auditsel.numerics import bisect, logsumexp
 
 __all__ = [
@@ -231,7 +231,7 @@ class FiniteOutputBase:
                 raise ConfigError(name, "probabilities must be finite and >= 0")
             if abs(v.sum() - 1) > 1e-9:
                 raise ConfigError(
-                    name, f"probabilities must sum to 1 (within 1e-9), got {v.sum()!r}"
+                    name, f"probabilities must sum to 1 (within 1e-9), got {shown(v.sum())}"
                 )
         if len(p) != len(q):
             raise ConfigError("q", f"must have the same length as p ({len(p)}), got {len(q)}")

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import gammaln
 
-from auditsel.errors import ConfigError, integer, number, require
+from auditsel.errors import ConfigError, integer, number, require, shown
 from auditsel.numerics import logsumexp
 
 # Parameter ranges where every law stays representable in double precision (issue 6 sec. 3/4).
@@ -373,7 +373,7 @@ class FinitePmf(RoundsLaw):
         require(
             abs(total - 1) <= 1e-9,
             "pmf",
-            f"probabilities must sum to 1 (within 1e-9), got {total!r}",
+            f"probabilities must sum to 1 (within 1e-9), got {shown(total)}",
         )
         require(any(k >= 1 for k in clean), "pmf", "needs some mass on k >= 1")
         ks = np.array(sorted(clean), dtype=np.int64)

@@ -24,9 +24,10 @@ from auditsel.errors import ConfigError
 from auditsel.experiments.config import ExperimentSpec
 from auditsel.experiments.heuristics import honesty_fields
 from auditsel.games.engine import GameRecord, run_game
+from auditsel.games.fingerprint import code_identity, package_digest
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import winner_law
-from auditsel.version import __version__
+from auditsel.version import __version__, source_commit
 
 __all__ = ["run_config", "run_experiment", "threshold_grid", "fingerprint"]
 
@@ -81,6 +82,17 @@ def fingerprint(spec: ExperimentSpec) -> str:
     ]
 
 
+def code_of(spec: ExperimentSpec) -> dict[str, str]:
+    """The code the spec's numbers depend on (`auditsel.games.fingerprint.code_identity`), with
+    torch's version for the DP-SGD games (their arithmetic runs in torch)."""
+    extra = {}
+    if spec.game is not None and spec.game.kind == "dpsgd":
+        import torch  # deferred: only DP-SGD games load torch
+
+        extra["torch"] = torch.__version__
+    return code_identity(**extra)
+
+
 def protocol_and_proxy(spec: ExperimentSpec):
     """The trainer's protocol and the adversary's proxy for the spec's game."""
     g = spec.game
@@ -123,6 +135,7 @@ def _play(
         progress=progress,
         backend=backend,
         in_memory=not stream,
+        code=code_of(spec),
     )
     # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
     # pilot grid from the first split_fraction of the trials, left out of the bound
@@ -216,6 +229,7 @@ def run_experiment(
             bounds, curve = upper.result()
     else:
         bounds, curve = upper_side()
+    commit, dirty = source_commit()
     result = {
         "name": spec.name,
         "delta": spec.delta,
@@ -227,6 +241,9 @@ def run_experiment(
         "upper_sources": bounds["sources"],
         "notes": bounds["notes"],
         "version": __version__,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "code_digest": package_digest(),
     }
     if spec.rounds.p_zero > 0:  # K = 0 possible: the release may be the fixed output
         result["rounds"]["p_zero"] = spec.rounds.p_zero

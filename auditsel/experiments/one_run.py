@@ -60,7 +60,7 @@ def play_one_run(spec, out_dir: Path | None = None) -> dict:
     inclusion bits are kept in out_dir/checkpoints/one_run (`auditsel.games.engine.Checkpoints`), so a
     rerun after an interruption resumes at the first audit not finished (none lost, none
     repeated); the bounds are recomputed from the kept scores."""
-    from auditsel.experiments.experiment import fingerprint
+    from auditsel.experiments.experiment import code_of, fingerprint
     from auditsel.games.engine import Checkpoints
 
     g = spec.game
@@ -74,25 +74,32 @@ def play_one_run(spec, out_dir: Path | None = None) -> dict:
             Path(out_dir) / "checkpoints" / "one_run",
             fingerprint(spec) + f"-one-run-{g.one_run.canaries}",
             g.one_run.canaries,
+            code_of(spec),
         )
         store.open()
     start = time.perf_counter()
-    snj, mmc, runs = [], [], []
-    for r in range(g.one_run.repeats):
-        kept = store.load(r, g.one_run.canaries) if store is not None else None
-        if kept is not None:
-            scores, members = kept
-        else:
-            if setup is None and hasattr(game, "_setup"):
-                setup = game._setup()
-            rng = np.random.default_rng(np.random.SeedSequence(g.seed, spawn_key=(r,)))
-            scores, members = game.play(rng, setup) if setup is not None else game.play(rng)
-            if store is not None:
-                store.save(r, np.asarray(scores, dtype=np.float64), np.asarray(members))
-        bound = audit_one_run(scores, members, spec.delta, confidence=g.confidence, family=family)
-        snj.append(bound.eps_snj23)
-        mmc.append(bound.eps_mmc24)
-        runs.append(bound.to_dict())
+    try:
+        snj, mmc, runs = [], [], []
+        for r in range(g.one_run.repeats):
+            kept = store.load(r, g.one_run.canaries) if store is not None else None
+            if kept is not None:
+                scores, members = kept
+            else:
+                if setup is None and hasattr(game, "_setup"):
+                    setup = game._setup()
+                rng = np.random.default_rng(np.random.SeedSequence(g.seed, spawn_key=(r,)))
+                scores, members = game.play(rng, setup) if setup is not None else game.play(rng)
+                if store is not None:
+                    store.save(r, np.asarray(scores, dtype=np.float64), np.asarray(members))
+            bound = audit_one_run(
+                scores, members, spec.delta, confidence=g.confidence, family=family
+            )
+            snj.append(bound.eps_snj23)
+            mmc.append(bound.eps_mmc24)
+            runs.append(bound.to_dict())
+    finally:
+        if store is not None:
+            store.close()
     exact = reduced.epsilon(spec.delta)
     return {
         "canaries": g.one_run.canaries,
