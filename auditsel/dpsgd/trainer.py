@@ -70,6 +70,7 @@ __all__ = [
     "calibrate_noise_multiplier",
     "dpsgd_epsilon",
     "default_device",
+    "resolve_device",
 ]
 
 INIT, MASKS, NOISE = 0, 1, 2  # the per-run streams of `kernels.draw`
@@ -126,6 +127,29 @@ class TrainResult:
 def default_device() -> torch.device:
     """The GPU when there is one, else the CPU (nothing requires a GPU)."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def resolve_device(device) -> torch.device:
+    """The device to train on: `device` (a name or torch.device) or `default_device()`; a CUDA
+    device this torch build or machine cannot use is a ConfigError naming game.device."""
+    if device is None:
+        return default_device()
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError("game.device", f"must be cpu or cuda, got {shown(device)}") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        why = (
+            "this torch build has no CUDA support"
+            if torch.version.cuda is None
+            else "no CUDA GPU is visible"
+        )
+        raise ConfigError(
+            "game.device",
+            f"cuda is not available ({why}); use device: cpu, or leave device out "
+            f"(the GPU is used when there is one)",
+        )
+    return resolved
 
 
 # ---------------------------------------------------------------------------------------------
@@ -433,7 +457,7 @@ def train_runs(
         raise ConfigError(
             "game.model", f"expects examples of shape {model.input_shape}, got {train.shape}"
         )
-    device = torch.device(device) if device is not None else default_device()
+    device = resolve_device(device)
     d = model.num_params
     if isinstance(canary, GradientCanary) and not (
         all(0 <= c < d for c in canary.coordinates)

@@ -25,7 +25,9 @@ from auditsel.experiments.config import ExperimentSpec
 from auditsel.experiments.heuristics import honesty_fields
 from auditsel.games.engine import GameRecord, run_game
 from auditsel.games.fingerprint import code_identity, package_digest
+from auditsel.machine import available_memory, gib
 from auditsel.mechanisms import GaussianBase
+from auditsel.outputs import claim_folder
 from auditsel.selection import winner_law
 from auditsel.version import __version__, source_commit
 
@@ -93,6 +95,41 @@ def code_of(spec: ExperimentSpec) -> dict[str, str]:
     return code_identity(**extra)
 
 
+BYTES_PER_TRIAL = 24  # kept in memory: score and coin, their concatenation, the sorted scores
+
+
+def check_memory(spec: ExperimentSpec, protocol, stream: bool) -> None:
+    """Refuse, before any work, a game whose memory (a lower estimate) exceeds what the
+    machine has available (`auditsel.machine.available_memory`): the scores of an in-memory
+    game, and one chunk of a DP-SGD game (`memory_bytes` of its protocol). A ConfigError
+    naming the field to change."""
+    available = available_memory()
+    if available is None:
+        return
+    g = spec.game
+    if not stream and g.trials * BYTES_PER_TRIAL > available:
+        raise ConfigError(
+            "game.trials",
+            f"{g.trials:,} games audited in memory need at least "
+            f"{gib(g.trials * BYTES_PER_TRIAL)}; {gib(available)} is available: set "
+            f"game.stream: true (chunks audited from disk) or lower game.trials",
+        )
+    estimate = getattr(protocol, "memory_bytes", None)
+    if estimate is None:
+        return
+    need = estimate(min(g.chunk_size, g.trials))
+    if need > available:
+        d = g.dpsgd
+        field = "game.hidden" if d is not None and d.model == "mlp" else "game.chunk_size"
+        raise ConfigError(
+            field,
+            f"a chunk of {min(g.chunk_size, g.trials):,} games trains a model of "
+            f"{protocol.model.num_params:,} parameters and needs at least {gib(need)} of memory; "
+            f"{gib(available)} is available: use smaller layers (game.hidden), fewer runs "
+            f"at once (game.max_batch_runs) or smaller chunks (game.chunk_size)",
+        )
+
+
 def protocol_and_proxy(spec: ExperimentSpec):
     """The trainer's protocol and the adversary's proxy for the spec's game."""
     g = spec.game
@@ -123,6 +160,7 @@ def _play(
         raise ConfigError(
             "game.stream", "a streamed audit needs an output directory for its chunks"
         )
+    check_memory(spec, protocol, stream)
     record = run_game(
         protocol,
         proxy,
@@ -287,7 +325,9 @@ def run_config(
     """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed
     ExperimentSpec) and return its result.json content; with `out_dir`, also write result.json,
     report.md and the plots there (and keep the game's checkpoints, so a rerun resumes).
-    `trials` and `seed` override game.trials and game.seed. Bad input is a ConfigError."""
+    `trials` and `seed` override game.trials and game.seed (range-checked as in the config).
+    Bad input is a ConfigError, also for an `out_dir` that escapes (the working folder or one
+    of its parents) or is in use by another run (`auditsel.outputs.claim_folder`)."""
     from auditsel.experiments.config import load_config, parse_config
 
     if isinstance(config, ExperimentSpec):
@@ -299,12 +339,13 @@ def run_config(
     overrides = {k: v for k, v in (("trials", trials), ("seed", seed)) if v is not None}
     if overrides:
         spec = spec.with_game(**overrides)
-    out = None if out_dir is None else Path(out_dir)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-    result, artefacts = run_experiment(spec, out, jobs=jobs, progress=progress)
-    if out is not None:
-        from auditsel.experiments.report import write_outputs
+    if out_dir is None:
+        return run_experiment(spec, None, jobs=jobs, progress=progress)[0]
+    from auditsel.experiments.report import write_outputs
 
-        write_outputs(out, result, artefacts)
+    # the folder is resolved, refused when it escapes, locked, and on failure only what this
+    # run created there is removed (auditsel.outputs)
+    with claim_folder(out_dir, field="out_dir") as folder:
+        result, artefacts = run_experiment(spec, folder.path, jobs=jobs, progress=progress)
+        write_outputs(folder.path, result, artefacts)
     return result

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys
+from auditsel.outputs import atomic_write
 
 __all__ = [
     "summary_rows",
@@ -418,7 +419,6 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file and a rename, so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """Write via a uniquely named temporary file and a rename (`auditsel.outputs.atomic_write`),
+    so a reader never sees half a file and two writers never share a temporary file."""
+    atomic_write(path, text)
