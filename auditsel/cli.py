@@ -334,7 +334,8 @@ def _command_run(args) -> int:
 
     # resolved, refused when it escapes (.., the current folder), locked against a second
     # run; on failure only what this run created goes (auditsel.outputs)
-    with claim_folder(args.out or Path("results") / name, field="--out") as folder:
+    out = args.out if args.out is not None else Path("results") / name
+    with claim_folder(out, field="--out") as folder:
         progress = not args.no_progress and sys.stderr.isatty()
         return _run_into(args, folder.path, spec, points, progress)
 
@@ -381,8 +382,10 @@ def _command_reproduce(args) -> int:
     from auditsel.reproductions import REGISTRY, names, reproduce
     from auditsel.reproductions.claims import MissingExtra
 
+    if args.out is not None and not args.out.strip():
+        raise UsageError("--out: must name a folder, got ''")
     for name in names() if args.name == "all" else [args.name]:
-        root = Path(args.out or REGISTRY[name].root)
+        root = Path(args.out if args.out is not None else REGISTRY[name].root)
         with claim_folder(root / name, field="--out") as folder:
             try:
                 out = reproduce(name, folder.path.parent, jobs=args.jobs)

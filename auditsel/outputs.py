@@ -43,6 +43,7 @@ __all__ = [
     "claim_folder",
     "folder_lock",
     "atomic_write",
+    "temporary_beside",
     "check_output_path",
 ]
 
@@ -265,17 +266,38 @@ def folder_lock(folder: str | Path, field: str) -> Iterator[None]:
         lock.close()
 
 
-def atomic_write(path: str | Path, data: bytes | str) -> None:
-    """Write `data` to `path` through a uniquely named temporary file and a rename."""
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_current_umask()  # what open() would give a new file
+
+
+@contextmanager
+def temporary_beside(path: str | Path) -> Iterator[tuple]:
+    """(binary handle, temporary path) of a new, uniquely named file beside `path`, with the
+    permissions a plain new file gets; renamed onto `path` when the block ends, removed if it
+    fails. An OSError names `path` (a full disk says where)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data.encode() if isinstance(data, str) else data)
+            yield handle, tmp
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(err, OSError) and err.filename is None and err.errno is not None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
         raise
+
+
+def atomic_write(path: str | Path, data: bytes | str) -> None:
+    """Write `data` to `path` through a uniquely named temporary file and a rename."""
+    with temporary_beside(path) as (handle, _):
+        handle.write(data.encode() if isinstance(data, str) else data)

@@ -430,8 +430,9 @@ def load_yaml_text(text: str, field: str = "config", source: str = "the YAML tex
     "billion laughs" alias bomb is refused here, not expanded when a value is formatted)."""
     if len(text) > MAX_CONFIG_BYTES:
         raise ConfigError(field, f"{source} is longer than {MAX_CONFIG_BYTES >> 10} KiB")
-    loader = _SafeLoader(text)
+    loader = None
     try:
+        loader = _SafeLoader(text)  # the reader checks the characters here already
         node = loader.get_single_node()
         if node is None:
             return None
@@ -446,7 +447,8 @@ def load_yaml_text(text: str, field: str = "config", source: str = "the YAML tex
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(field, f"{source} is not valid YAML{where}; fix the syntax") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _check_expanded_size(root: yaml.Node, field: str, source: str) -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ import numpy as np
 
 from auditsel.errors import ConfigError
 from auditsel.games.fingerprint import code_identity, describe_change
-from auditsel.outputs import atomic_write, folder_lock
+from auditsel.outputs import atomic_write, folder_lock, temporary_beside
 
 __all__ = [
     "GameRecord",
@@ -229,36 +228,30 @@ class Checkpoints:
         return scores, member
 
     def save(self, index: int, scores, member):
-        path = self.path(index)
-        # a unique temporary name: two writers never share one (then an atomic rename)
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{path.stem}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez(
-                    handle,
-                    scores=scores,
-                    member=member,
-                    fingerprint=np.array(self.stamp),
-                    index=np.array(index),
-                )
-            os.replace(tmp, path)
-        except BaseException:
-            with suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        # a unique temporary name (two writers never share one), then an atomic rename
+        with temporary_beside(self.path(index)) as (handle, _):
+            np.savez(
+                handle,
+                scores=scores,
+                member=member,
+                fingerprint=np.array(self.stamp),
+                index=np.array(index),
+            )
 
 
 def _create_exclusive(path: Path, data: bytes) -> None:
     """Write path once: the first of several concurrent writers wins, the others read it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    link = path.with_name(path.name + ".new")
+    with suppress(FileNotFoundError):
+        os.unlink(link)  # ours, left by a run killed here (the folder is locked)
+    atomic_write(link, data)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        with suppress(FileExistsError):
-            os.link(tmp, path)  # atomic, and fails when the file exists
+        os.link(link, path)  # atomic, and fails when the file exists
+    except FileExistsError:
+        pass
     finally:
         with suppress(FileNotFoundError):
-            os.unlink(tmp)
+            os.unlink(link)
 
 
 def _pause(directory: Path):
