@@ -6,7 +6,7 @@ Exit codes (docs/reference/exit-codes.md):
   or other code, an output folder that escapes or is in use, a backend or scheduler that cannot
   be used, a device or an amount of memory the config needs and the machine lacks): one line on
   stderr naming the field and what is allowed; nothing written outside the output folder, and
-  what this run created there removed (`auditsel.outputs`);
+  what this run created there removed (`auditsel.files`);
 * 74 the environment failed: the disk (or quota) is full, or an I/O error; one line; the
   checkpoints stay, rerunning the command resumes;
 * 141 stdout was closed by its reader (`auditsel ... | head`): quiet, as Unix tools are;
@@ -33,6 +33,8 @@ import time
 import traceback
 from pathlib import Path
 
+from auditsel.errors import ConfigError
+from auditsel.files import DISK_FULL, claim_folder
 from auditsel.games.backends import BACKENDS
 from auditsel.version import __version__
 
@@ -48,8 +50,6 @@ def _bad_input_types() -> tuple:
 
     auditsel.errors.ConfigError is the one bad-input type (CheckpointError, BackendError and
     ScoreFileError derive from it); UsageError is the CLI's own."""
-    from auditsel.errors import ConfigError
-
     return (UsageError, ConfigError)
 
 
@@ -155,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="do not print the table")
 
     rep = sub.add_parser("reproduce", help="recompute a paper's table under results/papers/NAME/")
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.reproductions import names as reproduction_names
 
     rep.add_argument("name", choices=[*reproduction_names(), "all"])
@@ -295,12 +296,8 @@ def _unit_interval(name, lower=0.0, closed_low=False):
 
 
 def _command_run(args) -> int:
-    from auditsel.experiments.config import (
-        ConfigError,
-        default_config_path,
-        parse_config,
-        read_yaml,
-    )
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.config import default_config_path, parse_config, read_yaml
     from auditsel.experiments.sweep import expand_sweep
 
     config_path = Path(args.config) if args.config else default_config_path()
@@ -330,10 +327,8 @@ def _command_run(args) -> int:
         raise UsageError(f"{config_path}: {err}") from None
     if args.scheduler and args.backend != "dask":
         raise UsageError("--scheduler: only used with --backend dask; add --backend dask")
-    from auditsel.outputs import claim_folder
-
     # resolved, refused when it escapes (.., the current folder), locked against a second
-    # run; on failure only what this run created goes (auditsel.outputs)
+    # run; on failure only what this run created goes (auditsel.files)
     out = args.out if args.out is not None else Path("results") / name
     with claim_folder(out, field="--out") as folder:
         progress = not args.no_progress and sys.stderr.isatty()
@@ -341,6 +336,7 @@ def _command_run(args) -> int:
 
 
 def _run_into(args, out_dir, spec, points, progress) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.experiment import run_experiment
     from auditsel.experiments.report import prefetch_plotting, text_table, write_outputs
     from auditsel.experiments.sweep import run_sweep
@@ -378,7 +374,7 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
 
 
 def _command_reproduce(args) -> int:
-    from auditsel.outputs import claim_folder
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.reproductions import REGISTRY, names, reproduce
     from auditsel.reproductions.claims import MissingExtra
 
@@ -404,6 +400,7 @@ RULE_NOTES = {
 
 
 def _command_audit_scores(args) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     import numpy as np
 
     from auditsel.auditing.lower import THRESHOLD_RULES, SortedScores, audit_scores
@@ -423,8 +420,6 @@ def _command_audit_scores(args) -> int:
             raise UsageError(f"--threshold-range: LO must be below HI, got {lo:g} {hi:g}")
         grid = np.linspace(lo, hi, args.thresholds)
     law = _parse_rounds_option(args.rounds) if args.rounds else None
-    from auditsel.errors import ConfigError
-
     ss = SortedScores(score, member)
     bounds, skipped = {}, {}
     for (
@@ -446,6 +441,7 @@ def _command_audit_scores(args) -> int:
             if rule == args.threshold:
                 raise
             skipped[rule] = str(err)
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.auditing.estimators import estimator_panel, panel_dict
 
     try:
@@ -541,7 +537,7 @@ def panel_text(panel) -> str:
 
 
 def _parse_rounds_option(text):
-    from auditsel.errors import ConfigError
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.config import load_yaml_text
     from auditsel.rounds import law_from_dict
 
@@ -558,7 +554,8 @@ def _parse_rounds_option(text):
 
 
 def _command_plan(args) -> int:
-    from auditsel.experiments.config import ConfigError, load_config
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.config import load_config
 
     if args.target_eps is None and args.games is None:
         raise UsageError(
@@ -572,10 +569,12 @@ def _command_plan(args) -> int:
         raise UsageError(
             f"{args.config}: game: required by plan (the audit to plan); add a game section"
         )
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.plan import plan_spec
 
     exact = None
     if spec.game.kind in ("reduced", "discrete") and spec.delta > 0:
+        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
         from auditsel.accounting.exact import exact_epsilon
         from auditsel.selection import winner_law
 
@@ -616,8 +615,8 @@ def _command_plan(args) -> int:
 
 
 def _audit_one_run(args, score, member) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.auditing.one_run import GdpFamily, PureDpFamily, audit_one_run
-    from auditsel.errors import ConfigError
 
     family = {"gdp": GdpFamily, "pure_dp": PureDpFamily}[args.family]()
     try:
@@ -699,8 +698,6 @@ def main(argv=None) -> int:
 def _environment_failure(err: BaseException) -> str | None:
     """The one line for a failure of the environment (a full disk, an I/O error), else None.
     joblib hands a worker's OSError over as itself; a chained cause is looked at too."""
-    from auditsel.outputs import DISK_FULL
-
     seen = err
     while seen is not None and not isinstance(seen, OSError):
         seen = seen.__cause__

@@ -382,6 +382,7 @@ class DpsgdBase:
             return math.inf
         accountant = accountant or self.accountant
         if accountant == "rdp":
+            # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
             import dp_accounting as dpa
 
             with quiet_absl():
@@ -467,6 +468,7 @@ class DpsgdBase:
 
 @lru_cache(maxsize=256)
 def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple) -> np.ndarray:
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
 
     acc = dpa.rdp.RdpAccountant(list(orders))
@@ -478,6 +480,7 @@ def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple) -> np.ndarra
 
 @lru_cache(maxsize=64)
 def _pld(sigma: float, steps: int, tau: float):
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
     if tau >= 1:
@@ -532,6 +535,7 @@ def _pld_delta(sigma: float, steps: int, tau: float, eps: np.ndarray) -> np.ndar
 
 
 def _event(sigma: float, steps: int, tau: float):
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
 
     step = (
@@ -547,6 +551,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, tau: float, accountant:
     """sigma with eps_B(delta) = epsilon. RDP first (cheap for any sigma); the PLD accountant is
     tighter, so its sigma lies below the RDP one: search it in [sigma_rdp / 2^k, sigma_rdp],
     never building a PLD for a tiny sigma (its support would not fit in memory)."""
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
     from dp_accounting import mechanism_calibration
 

@@ -22,8 +22,8 @@ import yaml
 
 from auditsel.cli import main
 from auditsel.errors import ConfigError
+from auditsel.files import LOCK_NAME, claim_folder
 from auditsel.games.engine import CheckpointError
-from auditsel.outputs import LOCK_NAME, claim_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("auditsel", "attacks")
@@ -106,7 +106,7 @@ def test_a_second_claim_is_refused_and_the_lock_goes_with_its_holder(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from auditsel.outputs import claim_folder; "
+            "import sys, time; from auditsel.files import claim_folder; "
             f"claim_folder({str(tmp_path / 'k')!r}); print('held', flush=True); time.sleep(600)",
         ],
         env=env(),

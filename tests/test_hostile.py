@@ -453,7 +453,7 @@ def opt(id, extra, code, pattern, files=None, base=BASE, out="out"):
 
 def _lock_out(world: Path) -> None:
     """Hold the lock of `out` as another run would (kept open for the case's duration)."""
-    from auditsel.outputs import claim_folder
+    from auditsel.files import claim_folder
 
     _HELD.append(claim_folder(world / "out"))
 
@@ -894,7 +894,7 @@ def rep_case(id, extra, pattern, code=2, files=None, out="papers/example1"):
 
 
 def _lock_papers(world: Path) -> None:
-    from auditsel.outputs import claim_folder
+    from auditsel.files import claim_folder
 
     _HELD.append(claim_folder(world / "papers" / "example1"))
 
@@ -979,7 +979,7 @@ def _audit_protocol(**kwargs):
 
 
 def _lock_checkpoints(world: Path) -> None:
-    from auditsel.outputs import claim_folder
+    from auditsel.files import claim_folder
 
     _HELD.append(claim_folder(world / "out" / "ckpt"))
 

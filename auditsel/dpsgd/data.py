@@ -32,6 +32,7 @@ import pickle
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.io import loadmat
 
 from auditsel.errors import ConfigError
 
@@ -90,6 +91,7 @@ class Dataset:
 
 def _bundled(name: str, split_seed: int):
     try:
+        # deferred: scikit-learn (the dpsgd extra) loads only for its bundled data sets
         from sklearn import datasets as skd
     except ImportError as exc:  # pragma: no cover - dependency hint
         raise ConfigError(
@@ -191,8 +193,9 @@ def _local_arrays(name: str, data_dir: str):
             for p in ("train", "t10k")
             for k in ("images-idx3", "labels-idx1")
         ]
-        if all(files):
-            return tuple(_read_idx(f) for f in files)
+        found = [f for f in files if f is not None]
+        if len(found) == len(files):
+            return tuple(_read_idx(f) for f in found)
     if name == "cifar10":
         root = os.path.join(data_dir, "cifar-10-batches-py")
         names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
@@ -202,12 +205,10 @@ def _local_arrays(name: str, data_dir: str):
             ys = np.concatenate([p[1] for p in parts[:-1]])
             return xs, ys, parts[-1][0], parts[-1][1]
     if name == "svhn":
-        files = [os.path.join(data_dir, f"{s}_32x32.mat") for s in ("train", "test")]
-        if all(os.path.exists(f) for f in files):
-            from scipy.io import loadmat
-
+        mats = [os.path.join(data_dir, f"{s}_32x32.mat") for s in ("train", "test")]
+        if all(os.path.exists(f) for f in mats):
             out = []
-            for f in files:
+            for f in mats:
                 m = loadmat(f)
                 x = np.transpose(m["X"], (3, 2, 0, 1))  # (32, 32, 3, n) -> (n, 3, 32, 32)
                 y = m["y"].reshape(-1).astype(np.int64) % 10  # label 10 means digit 0

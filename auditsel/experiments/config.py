@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from attacks.dpsgd_game import DpsgdGameSpec
+from attacks.dpsgd_game import DPSGD_PROXIES, DpsgdGameSpec
+from attacks.proxies import PROXIES
 from auditsel.auditing.lower import THRESHOLD_RULES
 from auditsel.errors import (
     ConfigError,
@@ -112,8 +113,6 @@ class ExperimentSpec:
     def with_game(self, **changes) -> ExperimentSpec:
         """The spec with game fields changed; `trials` and `seed` are range-checked as in the
         config (a ConfigError naming game.trials / game.seed)."""
-        from dataclasses import replace
-
         if self.game is None:
             raise ConfigError("game", "this config has no game section; add one to run trials")
         for key in ("trials", "seed"):
@@ -263,8 +262,6 @@ def _parse_dpsgd_game(game: Mapping) -> DpsgdGameSpec:
 
 
 def _parse_game(raw, base) -> GameSpec:
-    from attacks.proxies import PROXIES
-
     game = _mapping(raw, "game")
     kind = _choice(game.get("kind", "reduced"), "game.kind", GAME_KINDS)
     allowed = set(GameSpec.__dataclass_fields__) - {"dpsgd"}
@@ -285,7 +282,6 @@ def _parse_game(raw, base) -> GameSpec:
             "dpsgd_worst_case": "dpsgd",
         }[kind]
         raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
-    from attacks.dpsgd_game import DPSGD_PROXIES
 
     proxies = {"dpsgd": DPSGD_PROXIES, "dpsgd_worst_case": ("sample",)}.get(kind, PROXIES)
     d = GameSpec()

@@ -31,8 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
+
 from auditsel.experiments.config import ConfigError, ExperimentSpec, parse_config
+from auditsel.experiments.experiment import run_experiment
 from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys
+from auditsel.experiments.report import write_outputs
+from auditsel.files import atomic_write_text
 
 __all__ = ["SweepPoint", "expand_sweep", "run_sweep", "sweep_rows"]
 
@@ -141,9 +146,6 @@ def expand_sweep(raw: dict, overrides: dict | None = None) -> list[SweepPoint]:
 
 
 def _run_point(point: SweepPoint, out_dir: Path) -> dict:
-    from auditsel.experiments.experiment import run_experiment
-    from auditsel.experiments.report import write_outputs
-
     directory = out_dir / point.label
     directory.mkdir(parents=True, exist_ok=True)
     result, artefacts = run_experiment(point.spec, directory, jobs=1, progress=False, curves=False)
@@ -160,8 +162,8 @@ def run_sweep(
 ) -> list[dict]:
     """Run every point (joblib over points, on `backend`: loky, threading or dask as set up by
     `auditsel.games.backends.execution_backend`) and write the combined table and plot."""
+    # deferred: joblib (0.14 s with loky) loads only for parallel runs
     from joblib import Parallel, delayed, parallel_config
-    from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
     results = []
     with (
@@ -225,8 +227,6 @@ def _cell(value) -> str:
 
 
 def _write_combined(out_dir: Path, points, rows) -> None:
-    from auditsel.experiments.report import atomic_write_text
-
     columns = list(rows[0])
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns)
@@ -276,9 +276,11 @@ def _write_combined(out_dir: Path, points, rows) -> None:
 
 def _plot(path: Path, name: str, points, rows) -> None:
     """epsilon against the first swept field, one line per bound, eps_L with its point estimate."""
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot as plt
 
     fields = list(points[0].assignments)

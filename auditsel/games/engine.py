@@ -29,16 +29,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Mapping
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
 from auditsel.errors import ConfigError
+from auditsel.files import atomic_write_bytes, folder_lock, temporary_beside
 from auditsel.games.fingerprint import code_identity, describe_change
-from auditsel.outputs import atomic_write, folder_lock, temporary_beside
+from auditsel.protocols import GameProtocol, Proxy
 
 __all__ = [
     "GameRecord",
@@ -111,7 +115,7 @@ def _chunk_sizes(trials: int, chunk_size: int) -> list[int]:
     return [chunk_size] * full + ([rest] if rest else [])
 
 
-def play_chunk(protocol, proxy: Callable, seed: int, index: int, size: int):
+def play_chunk(protocol: GameProtocol, proxy: Proxy, seed: int, index: int, size: int):
     """One chunk of trials: coins, releases, scores (runs inside a worker)."""
     rng = chunk_rng(seed, index)
     member = rng.integers(0, 2, size=size, dtype=np.int8)
@@ -129,7 +133,7 @@ class Checkpoints:
     the index), written atomically under unique temporary names, and a manifest (fingerprint,
     chunk size, the code identity of `auditsel.games.fingerprint.code_identity`) that refuses a
     folder of another experiment or of other code. While open, the folder is locked
-    (`auditsel.outputs.folder_lock`): a second writer is refused, not mixed in. `run_game` and
+    (`auditsel.files.folder_lock`): a second writer is refused, not mixed in. `run_game` and
     the one-run audits resume from it."""
 
     def __init__(
@@ -154,7 +158,6 @@ class Checkpoints:
         self.dir.mkdir(parents=True, exist_ok=True)
         if self._lock is None:
             self._lock = folder_lock(self.dir, "checkpoints")
-            self._lock.__enter__()
         try:
             self._check_manifest()
         except BaseException:
@@ -163,8 +166,8 @@ class Checkpoints:
 
     def close(self):
         if self._lock is not None:
-            lock, self._lock = self._lock, None
-            lock.__exit__(None, None, None)
+            self._lock.close()
+            self._lock = None
 
     def _check_manifest(self):
         manifest = self.dir / MANIFEST
@@ -244,7 +247,7 @@ def _create_exclusive(path: Path, data: bytes) -> None:
     link = path.with_name(path.name + ".new")
     with suppress(FileNotFoundError):
         os.unlink(link)  # ours, left by a run killed here (the folder is locked)
-    atomic_write(link, data)
+    atomic_write_bytes(link, data)
     try:
         os.link(link, path)  # atomic, and fails when the file exists
     except FileExistsError:
@@ -256,16 +259,14 @@ def _create_exclusive(path: Path, data: bytes) -> None:
 
 def _pause(directory: Path):
     """The kill point of tests/test_kill_resume.py: announce it, then wait to be killed."""
-    import time
-
-    atomic_write(directory / "paused", str(os.getpid()).encode())
+    atomic_write_bytes(directory / "paused", str(os.getpid()).encode())
     while True:
         time.sleep(60)
 
 
 def run_game(
-    protocol,
-    proxy: Callable,
+    protocol: GameProtocol,
+    proxy: Proxy,
     trials: int,
     seed: int,
     *,
@@ -304,8 +305,6 @@ def run_game(
     resumed = len(results)
     pending = [i for i in range(len(sizes)) if i not in results]
 
-    from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
-
     bar = tqdm(
         total=int(trials),
         initial=sum(sizes[i] for i in results),
@@ -333,9 +332,11 @@ def run_game(
     source = ChunkSource(store, tuple(sizes)) if store is not None else None
     if not in_memory:
         return GameRecord(scores=None, member=None, resumed_chunks=resumed, chunks=source)
-    order = range(len(sizes))
-    scores = np.concatenate([results[i][0] for i in order]) if sizes else np.empty(0)
-    member = np.concatenate([results[i][1] for i in order]) if sizes else np.empty(0, np.int8)
+    parts = [results[i] for i in range(len(sizes))]
+    kept = [p for p in parts if p is not None]
+    assert len(kept) == len(parts)  # in memory: every chunk's (scores, member) is kept
+    scores = np.concatenate([p[0] for p in kept]) if sizes else np.empty(0)
+    member = np.concatenate([p[1] for p in kept]) if sizes else np.empty(0, np.int8)
     return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
 
 
@@ -350,6 +351,7 @@ def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
     if backend is None and prefer == "threads":
         yield from _threaded(protocol, proxy, seed, pending, sizes, _workers(jobs))
         return
+    # deferred: joblib (0.14 s with loky) loads only for parallel runs
     from joblib import Parallel, delayed, parallel_config
 
     with parallel_config(backend=backend) if backend else nullcontext():
@@ -371,8 +373,6 @@ def _threaded(protocol, proxy, seed, pending, sizes, workers: int):
     chunks are handed over at once, so a streamed run keeps its memory bound); the same
     numbers as joblib's threads or processes (each chunk is seeded by its index), without
     importing joblib and loky (a tenth of a second of every run)."""
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-
     todo = iter(pending)
     with ThreadPoolExecutor(workers, thread_name_prefix="auditsel-chunks") as pool:
         submit = lambda i: pool.submit(play_chunk, protocol, proxy, seed, i, sizes[i])

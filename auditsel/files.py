@@ -1,4 +1,5 @@
-"""Output folders: where a run may write and delete, one run per folder, atomic files.
+"""Files and output folders: files written whole or not at all, where a run may write and
+delete, one run per folder.
 
 Contract.
 
@@ -16,8 +17,10 @@ Contract.
   parents it created, if they are empty. A path that existed before is never removed.
   `OutputFolder.release()` (success, interruption, a full disk) keeps everything, including
   checkpoints to resume from, and removes only an empty folder this run created.
-* `atomic_write(path, data)` writes through a temporary file with a unique name beside the
-  target and renames it into place, so readers (and concurrent writers) never see half a file.
+* `atomic_write_bytes(path, data)` / `atomic_write_text(path, text)` write through a
+  temporary file with a unique name beside the target and rename it into place, so readers (and
+  a resumed run, and concurrent writers) never see half a file; `temporary_beside(path)` is the
+  same for a writer that needs a file handle (numpy.savez).
 """
 
 from __future__ import annotations
@@ -33,8 +36,15 @@ from auditsel.errors import ConfigError
 
 try:  # POSIX; elsewhere the lock is advisory only through the pid file
     import fcntl
+
+    def _flock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
 except ImportError:  # pragma: no cover - Windows
-    fcntl = None
+
+    def _flock(fd: int) -> None:
+        pass
+
 
 __all__ = [
     "LOCK_NAME",
@@ -42,7 +52,9 @@ __all__ = [
     "OutputFolder",
     "claim_folder",
     "folder_lock",
-    "atomic_write",
+    "FolderLock",
+    "atomic_write_bytes",
+    "atomic_write_text",
     "temporary_beside",
     "check_output_path",
 ]
@@ -169,7 +181,7 @@ def claim_folder(path: str | Path, *, field: str = "--out") -> OutputFolder:
                 if not folder.is_dir():
                     raise
         before = None if created and created[-1] == target else _tree(target)
-        lock = _acquire(target, field)
+        lock = folder_lock(target, field)
         try:
             _check_writable(target)
         except BaseException:
@@ -201,7 +213,9 @@ def _check_writable(folder: Path) -> None:
         pass
 
 
-class _Lock:
+class FolderLock:
+    """A held folder lock (`folder_lock`); `close()` releases it (also as a context manager)."""
+
     def __init__(self, fd: int, path: Path):
         self.fd, self.path = fd, path
 
@@ -216,14 +230,22 @@ class _Lock:
         os.close(self.fd)
         self.fd = -1
 
+    def __enter__(self) -> FolderLock:
+        return self
 
-def _acquire(folder: Path, field: str) -> _Lock:
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def folder_lock(folder: str | Path, field: str) -> FolderLock:
+    """Lock an existing folder (`DIR/.auditsel.lock`, flock) for this process, or raise a
+    ConfigError naming `field` when another process (or another claim here) holds it."""
+    folder = Path(folder)
     path = folder / LOCK_NAME
     for _ in range(100):
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _flock(fd)
         except BlockingIOError:
             holder = _read_pid(fd)
             os.close(fd)
@@ -244,7 +266,7 @@ def _acquire(folder: Path, field: str) -> _Lock:
             continue
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
-        return _Lock(fd, path)
+        return FolderLock(fd, path)
     raise ConfigError(field, f"cannot lock {folder}; another run keeps replacing its lock file")
 
 
@@ -254,16 +276,6 @@ def _read_pid(fd: int) -> str:
     except (OSError, UnicodeDecodeError):
         return ""
     return f" (pid {text})" if text.isdigit() else ""
-
-
-@contextmanager
-def folder_lock(folder: str | Path, field: str) -> Iterator[None]:
-    """Hold the lock of an existing folder (a checkpoint folder) for the duration."""
-    lock = _acquire(Path(folder), field)
-    try:
-        yield
-    finally:
-        lock.close()
 
 
 def _current_umask() -> int:
@@ -297,7 +309,12 @@ def temporary_beside(path: str | Path) -> Iterator[tuple]:
         raise
 
 
-def atomic_write(path: str | Path, data: bytes | str) -> None:
-    """Write `data` to `path` through a uniquely named temporary file and a rename."""
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write `data` to `path` through a uniquely named temporary file and an atomic rename."""
     with temporary_beside(path) as (handle, _):
-        handle.write(data.encode() if isinstance(data, str) else data)
+        handle.write(data)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write `text` (UTF-8) to `path` through a temporary file and an atomic rename."""
+    atomic_write_bytes(path, text.encode())
