@@ -1116,3 +1116,40 @@ def test_the_snapshot_sees_a_change(tmp_path):
     assert snapshot(tmp_path, tmp_path / "out") == before
     (tmp_path / "a").unlink()
     assert snapshot(tmp_path, tmp_path / "out") != before
+
+
+# --- one range per field, and the page that states them --------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cli_option_ranges_are_the_config_ranges():
+    """The CLI keeps its own copy of the ranges (importing the config module would slow down
+    `auditsel --help`): the copies must equal the config's."""
+    from auditsel import cli
+    from auditsel.experiments.config import LIMITS
+
+    assert cli.TRIALS_RANGE == LIMITS["game.trials"]
+    assert cli.SEED_RANGE == LIMITS["game.seed"]
+    assert cli.THRESHOLDS_RANGE == LIMITS["game.thresholds"]
+
+
+def test_the_exit_codes_page_states_the_codes_and_limits_of_the_code():
+    from auditsel import cli
+    from auditsel.experiments import config as cfg
+
+    text = (ROOT / "docs" / "reference" / "exit-codes.md").read_text()
+    table = re.findall(r"^\| (\d+) \|", text, flags=re.M)
+    assert sorted(int(c) for c in table) == sorted(
+        {0, 1, 2, 130, cli.EXIT_ENVIRONMENT, cli.EXIT_PIPE}
+    )
+    assert (cli.EXIT_ENVIRONMENT, cli.EXIT_PIPE) == (74, 141)
+    assert cfg.MAX_CONFIG_BYTES == 1 << 20 and "at most 1 MiB of text" in text
+    assert f"at most {cfg.MAX_YAML_NODES:,} values" in text
+    assert f"{cfg.MAX_YAML_CHARS:,} characters" in text
+    assert f"integer in [1, {cli.MAX_SPLITS:,}]" in text
+    assert f"[-{cli.MAX_JOBS}, {cli.MAX_JOBS}]" in text
+    lo, hi = cfg.LIMITS["game.thresholds"]
+    assert f"integer in [{lo}, {hi:,}]" in text
+    assert cfg.LIMITS["game.trials"] == (2, 10**10) and "[2, 10^10]" in text
+    assert cfg.LIMITS["game.seed"] == (0, 2**63 - 1) and "[0, 2^63 - 1]" in text
