@@ -70,16 +70,23 @@ def check_output_path(path: str | Path, field: str) -> Path:
     text = os.fspath(path)
     if not text or "\0" in text:
         raise ConfigError(field, f"must name a folder, got {text!r}")
+    try:
+        here = Path.cwd().resolve()
+    except OSError:  # the working folder was deleted: resolve against nothing
+        here = None
     target = Path(text).resolve()
-    here = Path.cwd().resolve()
-    if target == here or target in here.parents:
+    if here is not None and (target == here or target in here.parents):
         what = "the current folder" if target == here else "a parent of the current folder"
         raise ConfigError(
             field,
             f"{text} is {what} ({target}); name a new or dedicated folder below it, "
             f"e.g. results/NAME",
         )
-    if target == Path.home().resolve() or target == Path(target.anchor):
+    try:
+        home = Path.home().resolve()
+    except (RuntimeError, KeyError, OSError):  # no home folder known
+        home = None
+    if target == home or target == Path(target.anchor):
         raise ConfigError(field, f"{text} is {target}; name a dedicated folder for the outputs")
     if target.exists() and not target.is_dir():
         raise ConfigError(field, f"{text} exists and is not a folder; name a folder")
