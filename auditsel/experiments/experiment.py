@@ -29,6 +29,7 @@ from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, p
 from auditsel.experiments.heuristics import honesty_fields
 from auditsel.experiments.one_run import play_one_run
 from auditsel.experiments.report import write_outputs
+from auditsel.experiments.result import RunResult
 from auditsel.games.engine import GameRecord, run_game
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
@@ -205,7 +206,9 @@ def run_experiment(
     winner = winner_law(spec.base.reduced(), spec.rounds)
 
     def upper_side():
-        bounds = panel(spec.base, spec.rounds, spec.delta, CURVE_DELTAS if with_curves else None)
+        bounds = panel(
+            spec.base, spec.rounds, spec.delta, curve_deltas=CURVE_DELTAS if with_curves else None
+        )
         eps_max = max(
             v for v in [bounds["upper"]["exact"], bounds["base"]["epsilon"], 1.0] if v is not None
         )
@@ -271,9 +274,10 @@ def run_config(
     trials: int | None = None,
     seed: int | None = None,
     progress: bool = False,
-) -> dict:
+) -> RunResult:
     """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed
-    ExperimentSpec) and return its result.json content; with `out_dir`, also write result.json,
+    ExperimentSpec) and return its result (`RunResult`: result.json's sections as attributes,
+    `to_dict()` for the document); with `out_dir`, also write result.json,
     report.md and the plots there (and keep the game's checkpoints, so a rerun resumes).
     `trials` and `seed` override game.trials and game.seed. Bad input is a ConfigError."""
     if isinstance(config, ExperimentSpec):
@@ -291,4 +295,4 @@ def run_config(
     result, artefacts = run_experiment(spec, out, jobs=jobs, progress=progress)
     if out is not None:
         write_outputs(out, result, artefacts)
-    return result
+    return RunResult.from_dict(result)
