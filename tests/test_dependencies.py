@@ -57,7 +57,7 @@ def test_the_private_pld_arrays_give_dp_accountings_own_profile(tau):
     assert len(parts) == (1 if tau == 1.0 else 2)
     for losses, probs, inf_mass in parts:
         assert np.all(np.diff(losses) > 0) and np.all(probs > -1e-15) and 0 <= inf_mass < 1e-6
-        assert abs(probs.sum() + inf_mass - 1) < 1e-9
+        assert abs(probs.sum() + inf_mass - 1) < 1e-6  # pessimistic rounding: about 1e-8
     eps = np.sort(np.concatenate([np.linspace(0.0, 8.0, 41), parts[0][0][::500][:20]]))
     theirs = np.maximum(np.asarray(pld.get_delta_for_epsilon(eps), dtype=float), 0.0)
     assert np.allclose(pair.delta(eps), theirs, rtol=1e-9, atol=1e-15)
