@@ -22,12 +22,10 @@ from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.panel import panel
-from auditsel.auditing.estimators import estimator_panel, panel_dict
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.errors import ConfigError
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
 from auditsel.experiments.heuristics import honesty_fields
-from auditsel.experiments.one_run import play_one_run
 from auditsel.experiments.report import write_outputs
 from auditsel.experiments.result import RunResult
 from auditsel.games.engine import GameRecord, run_game
@@ -171,6 +169,9 @@ def _play(
             sorted_scores=ss,
         )
         if g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE):
+            # deferred: scipy.stats (0.8 s) loads only when the estimator panel is computed
+            from auditsel.auditing.estimators import estimator_panel, panel_dict
+
             try:
                 panel = estimator_panel(
                     record.scores,
@@ -246,6 +247,9 @@ def run_experiment(
     if with_curves:
         result["upper_curves"] = bounds["curves"]
     if spec.game is not None and spec.game.one_run is not None:
+        # deferred: scipy.stats and scipy.optimize load only for one-run audits
+        from auditsel.experiments.one_run import play_one_run
+
         result["one_run"] = play_one_run(spec, out_dir, fingerprint=fingerprint(spec))
     elif spec.game is not None and played is not None:
         record, bound, streamed, ss = played
