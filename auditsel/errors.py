@@ -1,6 +1,6 @@
 """Bad input: the one exception type, and the one family of checkers that raise it.
 
-Contract (docs/architecture.md, "Errors"):
+Contract (docs/explanation/architecture.md, "Errors"):
 
 * `ConfigError(field, message)` is the only exception meaning "the user can fix this": a
   parameter, a config field, a command-line option or a file the user passed. The CLI prints

@@ -1,7 +1,7 @@
 """Mechanism pairs: one base run M on a pair of neighbouring data sets X, X', as frozen data.
 
 Every pair is plain, validated data (a `ConfigError` names a bad parameter) and owns what the
-bounds need to know about it, as methods (docs/architecture.md, "Pairs"):
+bounds need to know about it, as methods (docs/explanation/architecture.md, "Pairs"):
 
     neighbouring          the neighbouring relation, a `Neighbouring` member
     delta(eps)            privacy profile, max over both directions, vectorised in eps

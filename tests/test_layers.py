@@ -1,6 +1,6 @@
-"""The import graph has layers (docs/architecture.md), no import runs back up, there are no
-import cycles, and an import inside a function only defers a heavy or optional dependency (and
-says so in a `# deferred: why` comment)."""
+"""The import graph has layers (docs/explanation/architecture.md), no import runs back up, there
+are no import cycles, and an import inside a function only defers a heavy or optional dependency
+(and says so in a `# deferred: why` comment)."""
 
 import ast
 import fnmatch
@@ -25,7 +25,7 @@ ADVERSARY_MAY_SEE = (
 
 
 def layer_table() -> list[tuple[int, str]]:
-    text = (ROOT / "docs" / "architecture.md").read_text()
+    text = (ROOT / "docs" / "explanation" / "architecture.md").read_text()
     block = re.search(r"```layers\n(.*?)```", text, flags=re.S).group(1)
     table = []
     for line in block.splitlines():
@@ -72,7 +72,7 @@ def test_every_module_has_a_layer():
     table = layer_table()
     missing = [m for m in modules() if not any(fnmatch.fnmatchcase(m, p) for _, p in table)]
     assert not missing, (
-        f"add these modules to the ```layers table of docs/architecture.md: {missing}"
+        f"add these modules to the ```layers table of docs/explanation/architecture.md: {missing}"
     )
 
 

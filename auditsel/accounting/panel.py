@@ -12,7 +12,7 @@ setting, as a loop over the registry.
     base_info(base, delta)         -> {"epsilon": eps_B, "mu": mu or None, "mu_gdp": ... or None}
 
 `base` is any mechanism pair of `auditsel.mechanisms` (Gaussian, finite-output, DP-SGD); what a
-bound needs from it, it asks the pair (docs/architecture.md). Keys, results, rigour and
+bound needs from it, it asks the pair (docs/explanation/architecture.md). Keys, results, rigour and
 citations: `accounting.bounds` (stated there once).
 """
 

@@ -1,8 +1,8 @@
-"""Config -> spec -> run -> result: the flow behind `auditsel run` (docs/architecture.md contracts).
+"""Config -> spec -> run -> result: the flow behind `auditsel run` (docs/explanation/architecture.md contracts).
 
 run_experiment computes the upper-bound panel (what applies to the base), plays the
 distinguishing game if the spec has one (the panel is computed in a thread meanwhile), derives
-the lower bounds and returns the result dict of docs/architecture.md's result.json contract
+the lower bounds and returns the result dict of docs/reference/result-json.md
 (a bound that does not apply is null).
 """
 
