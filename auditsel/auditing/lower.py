@@ -633,6 +633,7 @@ def audit_scores(
     scores,
     member,
     delta: float,
+    *,
     confidence: float = 0.95,
     rule: str = "split",
     split_fraction: float = 0.5,
@@ -704,6 +705,7 @@ def _stream_counts(source, indices, thresholds):
 def audit_chunks(
     source,
     delta: float,
+    *,
     confidence: float = 0.95,
     rule: str = "split",
     split_fraction: float = 0.5,

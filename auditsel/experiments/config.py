@@ -369,7 +369,7 @@ def parse_config(raw) -> ExperimentSpec:
         )
     delta = _number(top["delta"], "delta", 0, 1, hi_open=True)
     base = _parse_base(top["base"], delta)
-    rounds = law_from_dict(_mapping(top["rounds"], "rounds"), "rounds")
+    rounds = law_from_dict(_mapping(top["rounds"], "rounds"), path="rounds")
     game = _parse_game(top["game"], base) if top.get("game") is not None else None
     return ExperimentSpec(
         name=name, delta=delta, base=base, rounds=rounds, game=game, base_config=dict(top["base"])

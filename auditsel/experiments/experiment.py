@@ -22,13 +22,12 @@ from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.panel import panel
-from auditsel.auditing.estimators import estimator_panel, panel_dict
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.errors import ConfigError
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
 from auditsel.experiments.heuristics import honesty_fields
-from auditsel.experiments.one_run import play_one_run
 from auditsel.experiments.report import write_outputs
+from auditsel.experiments.result import RunResult
 from auditsel.files import claim_folder
 from auditsel.games.engine import GameRecord, run_game
 from auditsel.games.fingerprint import code_identity, package_digest
@@ -247,6 +246,9 @@ def _play(
             sorted_scores=ss,
         )
         if g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE):
+            # deferred: scipy.stats (0.8 s) loads only when the estimator panel is computed
+            from auditsel.auditing.estimators import estimator_panel, panel_dict
+
             try:
                 panel = estimator_panel(
                     record.scores,
@@ -282,7 +284,9 @@ def run_experiment(
     winner = winner_law(spec.base.reduced(), spec.rounds)
 
     def upper_side():
-        bounds = panel(spec.base, spec.rounds, spec.delta, CURVE_DELTAS if with_curves else None)
+        bounds = panel(
+            spec.base, spec.rounds, spec.delta, curve_deltas=CURVE_DELTAS if with_curves else None
+        )
         eps_max = max(
             v for v in [bounds["upper"]["exact"], bounds["base"]["epsilon"], 1.0] if v is not None
         )
@@ -324,6 +328,9 @@ def run_experiment(
     if with_curves:
         result["upper_curves"] = bounds["curves"]
     if spec.game is not None and spec.game.one_run is not None:
+        # deferred: scipy.stats and scipy.optimize load only for one-run audits
+        from auditsel.experiments.one_run import play_one_run
+
         result["one_run"] = play_one_run(
             spec, out_dir, fingerprint=fingerprint(spec), code=code_of(spec)
         )
@@ -354,9 +361,10 @@ def run_config(
     trials: int | None = None,
     seed: int | None = None,
     progress: bool = False,
-) -> dict:
+) -> RunResult:
     """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed
-    ExperimentSpec) and return its result.json content; with `out_dir`, also write result.json,
+    ExperimentSpec) and return its result (`RunResult`: result.json's sections as attributes,
+    `to_dict()` for the document); with `out_dir`, also write result.json,
     report.md and the plots there (and keep the game's checkpoints, so a rerun resumes).
     `trials` and `seed` override game.trials and game.seed (range-checked as in the config).
     Bad input is a ConfigError, also for an `out_dir` that escapes (the working folder or one
@@ -371,10 +379,10 @@ def run_config(
     if overrides:
         spec = spec.with_game(**overrides)
     if out_dir is None:
-        return run_experiment(spec, None, jobs=jobs, progress=progress)[0]
+        return RunResult.from_dict(run_experiment(spec, None, jobs=jobs, progress=progress)[0])
     # the folder is resolved, refused when it escapes, locked, and on failure only what this
     # run created there is removed (auditsel.files)
     with claim_folder(out_dir, field="out_dir") as folder:
         result, artefacts = run_experiment(spec, folder.path, jobs=jobs, progress=progress)
         write_outputs(folder.path, result, artefacts)
-    return result
+    return RunResult.from_dict(result)
