@@ -15,7 +15,7 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
                        panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
     lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
                        LowerBound
-    experiments        run_config(config, out_dir=None, ...), load_config, parse_config
+    experiments        run_config(config, out_dir=None, ...) -> RunResult, load_config, parse_config
     regression tests   assert_not_refuted(claimed_eps, delta, protocol, ...), worst_case_tuning,
                        RefutedClaim
     bad input          ConfigError (the one exception a user can fix; the CLI exits 2 on it)
@@ -56,6 +56,7 @@ _PUBLIC = {
     "auditsel.auditing.lower": ("audit_scores", "LowerBound"),
     "auditsel.pipelines.protocol": ("audit_protocol",),
     "auditsel.experiments.experiment": ("run_config",),
+    "auditsel.experiments.result": ("RunResult",),
     "auditsel.experiments.config": ("load_config", "parse_config"),
     "auditsel.testing": ("assert_not_refuted", "worst_case_tuning", "RefutedClaim"),
 }
@@ -76,6 +77,7 @@ __all__ = [
     "Poisson",
     "RefutedClaim",
     "RoundsLaw",
+    "RunResult",
     "TruncatedNegativeBinomial",
     "TwoPoint",
     "assert_not_refuted",
@@ -108,6 +110,7 @@ if (
     from auditsel.errors import ConfigError
     from auditsel.experiments.config import load_config, parse_config
     from auditsel.experiments.experiment import run_config
+    from auditsel.experiments.result import RunResult
     from auditsel.mechanisms import (
         DpsgdBase,
         FiniteOutputBase,
