@@ -429,8 +429,8 @@ def fresh_results() -> list[dict]:
             **MINIMAL,
             "game": {"trials": 4000, "stream": True, "chunk_size": 1000, "panel": False},
         }
-        results = [auditsel.run_config(streamed, out_dir=out)]
-    return results + [auditsel.run_config(c) for c in configs]
+        results = [auditsel.run_config(streamed, out_dir=out).to_dict()]
+    return results + [auditsel.run_config(c).to_dict() for c in configs]
 
 
 def test_result_json_page_lists_every_key_written():
