@@ -430,7 +430,7 @@ def fresh_results() -> list[dict]:
             "game": {"trials": 4000, "stream": True, "chunk_size": 1000, "panel": False},
         }
         results = [auditsel.run_config(streamed, out_dir=out)]
-    return results + [auditsel.run_config(c) for c in configs]
+    return [r.to_dict() for r in [*results, *(auditsel.run_config(c) for c in configs)]]
 
 
 def test_result_json_page_lists_every_key_written():
