@@ -517,6 +517,13 @@ OPTIONS = [
         r"--trials: config\.yaml has no game section",
         base={k: v for k, v in BASE.items() if k != "game"},
     ),
+    opt(
+        "run-out-new-parents-removed-after-a-failure",
+        ["--backend", "dask", "--scheduler", "tcp://127.0.0.1:1"],
+        2,
+        r"--scheduler: cannot reach tcp://127\.0\.0\.1:1|--backend dask: dask\.distributed is not",
+        out="a/b/c",
+    ),
     opt("run-out-dot", [], 2, r"--out: \. is the current folder", out="."),
     opt("run-out-dotdot", [], 2, r"--out: \.\. is a parent of the current folder", out=".."),
     opt("run-out-x/../..", [], 2, r"--out: x/\.\./\.\. is a parent of the current", out="x/../.."),

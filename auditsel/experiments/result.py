@@ -1,6 +1,6 @@
 """The result of `run_config`: result.json as a frozen, typed object.
 
-`RunResult` holds the sections of docs/architecture.md's result.json contract as attributes
+`RunResult` holds the sections of the result.json contract (docs/reference/result-json.md) as attributes
 (`result.upper["exact"]`, `result.lower["eps"]`, `result.eps_lower`), and the whole document as
 `to_dict()` (what `auditsel run` writes, keys only ever added). Reading it as a mapping
 (`result["upper"]`), as `run_config` returned a dict before 0.2, still works for this release
@@ -25,7 +25,7 @@ _DICT_ACCESS = (
 
 @dataclass(frozen=True)
 class RunResult(Mapping[str, Any]):
-    """One run of a config (see docs/architecture.md, "result.json")."""
+    """One run of a config (docs/reference/result-json.md)."""
 
     name: str
     delta: float
