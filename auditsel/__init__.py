@@ -16,7 +16,7 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
     lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
                        LowerBound; threshold rules Split, BonferroniGrid, BonferroniAll,
                        MultiSplit; estimator_panel(scores, member, delta, ...)
-    experiments        run_config(config, out_dir=None, ...), load_config, parse_config
+    experiments        run_config(config, out_dir=None, ...) -> RunResult, load_config, parse_config
     regression tests   assert_not_refuted(claimed_eps, delta, protocol, ...), worst_case_tuning,
                        RefutedClaim
     bad input          ConfigError (the one exception a user can fix; the CLI exits 2 on it)
@@ -59,6 +59,7 @@ _PUBLIC = {
     "auditsel.auditing.estimators": ("estimator_panel",),
     "auditsel.pipelines.protocol": ("audit_protocol",),
     "auditsel.experiments.experiment": ("run_config",),
+    "auditsel.experiments.result": ("RunResult",),
     "auditsel.experiments.config": ("load_config", "parse_config"),
     "auditsel.testing": ("assert_not_refuted", "worst_case_tuning", "RefutedClaim"),
 }
@@ -82,6 +83,7 @@ __all__ = [
     "Poisson",
     "RefutedClaim",
     "RoundsLaw",
+    "RunResult",
     "Split",
     "TruncatedNegativeBinomial",
     "TwoPoint",
@@ -118,6 +120,7 @@ if (
     from auditsel.errors import ConfigError
     from auditsel.experiments.config import load_config, parse_config
     from auditsel.experiments.experiment import run_config
+    from auditsel.experiments.result import RunResult
     from auditsel.mechanisms import (
         DpsgdBase,
         FiniteOutputBase,

@@ -76,7 +76,7 @@ def audit(
     record = run_game(protocol, proxy, trials, seed, jobs=jobs, progress=False)
     if isinstance(rule, str):  # the split's seed: the game's (independent streams of it)
         rule = threshold_rule(rule, seed=seed)
-    return audit_scores(record.scores, record.member, delta, confidence, rule=rule)
+    return audit_scores(record.scores, record.member, delta, confidence=confidence, rule=rule)
 
 
 def assert_not_refuted(

@@ -45,7 +45,10 @@ def _audit_once(record, rules, delta, confidence, threshold_grid, path, seed):
             if rule in ("best", "point"):
                 continue
             out[rule] = audit_chunks(
-                record.chunks, delta, confidence, rule=threshold_rule(rule, grid=threshold_grid)
+                record.chunks,
+                delta,
+                confidence=confidence,
+                rule=threshold_rule(rule, grid=threshold_grid),
             ).eps
         return out
     ss = SortedScores(record.scores, record.member)
@@ -56,7 +59,7 @@ def _audit_once(record, rules, delta, confidence, threshold_grid, path, seed):
             record.scores,
             record.member,
             delta,
-            confidence,
+            confidence=confidence,
             rule=threshold_rule(rule, grid=threshold_grid, seed=seed),
             sorted_scores=ss,
         )
@@ -106,7 +109,7 @@ def overclaim_rates(
             values = _audit_once(record, valid, delta, confidence, threshold_grid, path, seed + r)
             if stream and ("best" in rules or "point" in rules):
                 s, m = record.chunks.head(trials)
-                bound = audit_scores(s, m, delta, confidence, rule=Split(seed=seed + r))
+                bound = audit_scores(s, m, delta, confidence=confidence, rule=Split(seed=seed + r))
                 values["best"], values["point"] = bound.eps_best_threshold, bound.eps_point_best
         for rule in rules:
             eps[rule].append(values[rule])

@@ -103,7 +103,7 @@ def run_cell(
         fingerprint=f"accountants/{cell_id(setting)}/{seed}",
     )
     bound = audit_scores(  # the split's seed: the game's (independent streams of it)
-        record.scores, record.member, setting.delta, CONFIDENCE, rule=Split(seed=seed)
+        record.scores, record.member, setting.delta, confidence=CONFIDENCE, rule=Split(seed=seed)
     )
     return bound, time.perf_counter() - start
 

@@ -105,7 +105,7 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
         )
         eps.append(
             audit_scores(
-                record.scores, record.member, spec.delta, 0.95, rule=Split(seed=seed + r)
+                record.scores, record.member, spec.delta, confidence=0.95, rule=Split(seed=seed + r)
             ).eps
         )
         cpu_total += time.process_time() - cpu
