@@ -17,7 +17,7 @@ import pytest
 import torch
 from scipy import stats
 
-from auditsel.dpsgd import kernels, kernels_cpu, kernels_torch
+from auditsel.dpsgd import RANDOM_STREAMS, kernels, kernels_cpu, kernels_torch
 from auditsel.dpsgd.data import load_dataset
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary, train_runs
@@ -37,8 +37,8 @@ KAT = [
 
 # sha256 (first 32 hex digits) of the arrays of `stream_digests`, computed with the C kernels
 # and the trainer of auditsel 0.1 (commit c97d10a, kernels.c built with gcc 12): the numbers
-# of every committed DP-SGD result. A change here is a change of the random streams: it must
-# not happen without a new stream version for checkpoint fingerprints.
+# of every committed DP-SGD result: version 2 of the streams (auditsel.dpsgd.RANDOM_STREAMS).
+# A change here is a change of the streams: it needs a new version (checkpoint fingerprints).
 STREAMS_0_1 = {
     "draw-0-1-5-0-0": "f31662efe99bb76c132583d89265c599",
     "draw-0-1000-40-123-1": "1b7e8962d065a6a325fc789dbc0035fd",
@@ -142,6 +142,7 @@ def test_philox_matches_the_random123_known_answers(implementation, counter, key
 
 
 def test_streams_are_those_of_the_c_kernels_of_auditsel_0_1():
+    assert RANDOM_STREAMS == 2  # the version these digests belong to
     got = stream_digests()
     assert {k: v for k, v in got.items() if STREAMS_0_1[k] != v} == {}
     assert set(got) == set(STREAMS_0_1)
