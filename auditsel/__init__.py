@@ -14,8 +14,9 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
     upper bounds       BOUNDS (the registry), bound(key), panel(pair, law, delta, curve_deltas),
                        panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
     lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
-                       LowerBound
-    experiments        run_config(config, out_dir=None, ...), load_config, parse_config
+                       LowerBound; threshold rules Split, BonferroniGrid, BonferroniAll,
+                       MultiSplit; estimator_panel(scores, member, delta, ...)
+    experiments        run_config(config, out_dir=None, ...) -> RunResult, load_config, parse_config
     regression tests   assert_not_refuted(claimed_eps, delta, protocol, ...), worst_case_tuning,
                        RefutedClaim
     bad input          ConfigError (the one exception a user can fix; the CLI exits 2 on it)
@@ -54,8 +55,11 @@ _PUBLIC = {
     "auditsel.accounting.bounds": ("BOUNDS", "bound"),
     "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds"),
     "auditsel.auditing.lower": ("audit_scores", "LowerBound"),
+    "auditsel.auditing.rules": ("Split", "BonferroniGrid", "BonferroniAll", "MultiSplit"),
+    "auditsel.auditing.estimators": ("estimator_panel",),
     "auditsel.pipelines.protocol": ("audit_protocol",),
     "auditsel.experiments.experiment": ("run_config",),
+    "auditsel.experiments.result": ("RunResult",),
     "auditsel.experiments.config": ("load_config", "parse_config"),
     "auditsel.testing": ("assert_not_refuted", "worst_case_tuning", "RefutedClaim"),
 }
@@ -65,23 +69,29 @@ __all__ = [
     "__version__",
     "BOUNDS",
     "Binomial",
+    "BonferroniAll",
+    "BonferroniGrid",
     "ConfigError",
     "DpsgdBase",
     "FiniteOutputBase",
     "FinitePmf",
     "GaussianBase",
     "LowerBound",
+    "MultiSplit",
     "Neighbouring",
     "Point",
     "Poisson",
     "RefutedClaim",
     "RoundsLaw",
+    "RunResult",
+    "Split",
     "TruncatedNegativeBinomial",
     "TwoPoint",
     "assert_not_refuted",
     "audit_protocol",
     "audit_scores",
     "bound",
+    "estimator_panel",
     "exact_epsilon",
     "gaussian_delta",
     "gaussian_epsilon",
@@ -104,10 +114,13 @@ if (
     from auditsel.accounting.bounds import BOUNDS, bound
     from auditsel.accounting.exact import exact_epsilon, privacy_curve
     from auditsel.accounting.panel import panel, panel_curves, upper_bounds
+    from auditsel.auditing.estimators import estimator_panel
     from auditsel.auditing.lower import LowerBound, audit_scores
+    from auditsel.auditing.rules import BonferroniAll, BonferroniGrid, MultiSplit, Split
     from auditsel.errors import ConfigError
     from auditsel.experiments.config import load_config, parse_config
     from auditsel.experiments.experiment import run_config
+    from auditsel.experiments.result import RunResult
     from auditsel.mechanisms import (
         DpsgdBase,
         FiniteOutputBase,
