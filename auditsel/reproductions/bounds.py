@@ -36,7 +36,7 @@ import numpy as np
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon, tnb_rdp
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
-from auditsel.accounting.panel import bound_labels, upper_bounds
+from auditsel.accounting.panel import panel
 from auditsel.accounting.profile import (
     base_profile,
     profile_epsilon,
@@ -193,12 +193,11 @@ def figure6_rows(
             law = TruncatedNegativeBinomial(eta, nu)
             for eps_b in eps_bs:
                 base = _calibrated(eps_b, tau, delta, steps)
-                up = upper_bounds(base, law, delta)
-                rigour = bound_labels(base)
+                p = panel(base, law, delta)
                 # a heuristic value goes to its own `<key>_heuristic` column (auditsel.experiments.heuristics)
                 up = {
-                    (k if rigour.get(k) != "heuristic" else f"{k}_heuristic"): v
-                    for k, v in up.items()
+                    (k if p.labels.get(k) != "heuristic" else f"{k}_heuristic"): p.value(k)
+                    for k in p.upper
                 }
                 rows.append(
                     {
@@ -211,15 +210,21 @@ def figure6_rows(
                         "mu": base.mu,
                         "mu_gdp": base.mu_gdp,
                         **up,
-                        "contradicted": contradicted_columns(up, eps_b),
+                        "attack": p.attack["epsilon"],
+                        "interval_upper": p.interval.upper,
+                        "width": p.interval.width,
+                        "contradicted": contradicted_columns(
+                            up, max(eps_b, p.attack["epsilon"] or 0.0)
+                        ),
                     }
                 )
     return rows
 
 
 def contradicted_columns(row: dict, floor: float) -> str:
-    """The `*_heuristic` columns of a row whose value lies below `floor` (eps_B of one run, or a
-    valid eps_L): heuristic upper values contradicted by a number they must not be below."""
+    """The `*_heuristic` columns of a row whose value lies below `floor` (eps_B of one run, the
+    attack value or a valid eps_L): heuristic upper values contradicted by a number they must
+    not be below."""
     return " ".join(
         k for k, v in row.items() if k.endswith("_heuristic") and v is not None and v < floor
     )

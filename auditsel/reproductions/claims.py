@@ -242,9 +242,9 @@ def _xww24_reduced(s: Setting) -> float:
 
 def _panel_bound(key: str) -> Callable[[Setting], float | None]:
     def compute(s: Setting):
-        from auditsel.accounting.panel import upper_bounds
+        from auditsel.accounting.panel import panel
 
-        return upper_bounds(s.base, s.law, s.delta)[key]
+        return panel(s.base, s.law, s.delta).value(key)
 
     return compute
 
