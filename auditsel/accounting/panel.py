@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -166,6 +167,13 @@ def panel(base, law: RoundsLaw, delta: float, curve_deltas=None) -> Panel:
         finally:
             seconds[key] = time.perf_counter() - t
 
+    pending = None
+    if not base.reduction_is_exact:
+        # the labelled attack is numpy/FFT work that frees the GIL: it runs in a thread while
+        # the bounds (mostly Python and dp_accounting) are computed
+        pool = ThreadPoolExecutor(1, thread_name_prefix="auditsel-attack")
+        pending = pool.submit(lambda: timed("attack", lambda: attack(base, law, deltas)))
+        pool.shutdown(wait=False)
     info = timed("base", lambda: base_info(base, delta))
     prof = timed("base_profile", lambda: base_profile(base))
     labels = bound_labels(base)
@@ -202,6 +210,8 @@ def panel(base, law: RoundsLaw, delta: float, curve_deltas=None) -> Panel:
         # the attack IS the exact winner curve here: reuse it (exact at delta, then the curve)
         exact_all = [values["exact"]] + [math.inf if v is None else v for v in curves["exact"]]
         hit = AttackValue(tuple(deltas.tolist()), tuple(exact_all), "score", None, "exact")
+    elif pending is not None:
+        hit = pending.result()
     else:
         hit = timed("attack", lambda: attack(base, law, deltas))
     attack_info = {
