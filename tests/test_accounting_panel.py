@@ -107,3 +107,26 @@ def test_poisson_monotone_in_mean():
     b = upper_bounds(GaussianBase(0.5), Poisson(30.0), 1e-5)
     for k in ("generic_rdp", "profile", "improved_rdp", "exact"):
         assert a[k] <= b[k] + TOL
+
+
+def test_panel_is_a_frozen_typed_result_with_dict_access_for_one_release():
+    import dataclasses
+    import json
+
+    p = panel(GaussianBase(0.5), TruncatedNegativeBinomial(0, 0.01), 1e-5, [1e-3])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.upper = {}
+    with pytest.warns(DeprecationWarning, match="use the attribute"):
+        assert p["upper"] == p.upper
+    with pytest.warns(DeprecationWarning):
+        assert p["interval"] == p.interval.to_dict()
+    with pytest.warns(DeprecationWarning), pytest.raises(KeyError):
+        p["nope"]
+    d = p.to_dict()
+    assert {"base", "upper", "labels", "sources", "notes", "seconds", "curves"} <= set(d)
+    assert {"attack", "interval", "reduced_game"} <= set(d) and "curves" in p
+    json.dumps(d)
+    # a Gaussian base: the attack value is the exact epsilon, the interval has width 0
+    assert p.attack["epsilon"] == p.upper["exact"] and p.interval.width == 0.0
+    assert p.attack["curve"] == p.curves["exact"]
+    assert p.value("exact") == p.upper["exact"]
