@@ -333,12 +333,13 @@ class RunLaws:
 
 
 def _power(x: np.ndarray, n: int) -> np.ndarray:
-    """x ** n elementwise by repeated squaring (relative error <= 8 n u, see the docstring)."""
-    result = None
+    """x ** n elementwise (n >= 1) by repeated squaring (relative error <= 8 n u, see the
+    module docstring)."""
+    result = np.ones_like(x)
     base = x
     while n:
         if n & 1:
-            result = base.copy() if result is None else result * base
+            result = result * base
         n >>= 1
         if n:
             base = base * base

@@ -111,7 +111,7 @@ class Panel:
 
     def to_dict(self) -> dict:
         """The dict `panel` returned before this type (plus the new keys)."""
-        out = {
+        out: dict[str, object] = {
             "base": self.base,
             "upper": self.upper,
             "reduced_game": self.reduced_game,
