@@ -80,6 +80,8 @@ def summary(rows: list[dict]) -> list[str]:
         "tau < 1.",
         "- Width of the interval [attack, tightest rigorous bound]: "
         + ", ".join(f"{r['width']:.3f}" for r in rows)
+        + "; as a share of the upper end: "
+        + ", ".join(f"{100 * r['width'] / r['interval_upper']:.1f}%" for r in rows)
         + ".",
     ]
     tnb = [r for r in rows if "width_thm52" in r]
