@@ -440,7 +440,7 @@ def compose(step: StepLaws, n: int) -> RunLaws:
         # mass) and -1 on X': P(s) <= Z^n e^(-theta s h) conv^n(w / Z)(s) + wrapped tail
         theta = 1.0 if b == 0 else -1.0
         step_labels = (step.start + np.arange(size)) * step.step
-        log_w = np.log(np.maximum(finite, np.longdouble(1e-4900))) + theta * step_labels
+        log_w = np.log(np.maximum(finite, np.finfo(np.longdouble).tiny)) + theta * step_labels
         shift = np.max(log_w[finite > 0]) if np.any(finite > 0) else 0.0
         weights = np.where(finite > 0, np.exp(log_w - shift), 0)
         z = np.sum(weights)
