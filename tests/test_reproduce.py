@@ -70,15 +70,19 @@ def _readme_factors():
 def _check_factor_row(row):
     """The factor is what the README prints, and E[K](profile) is where the profile bound
     reaches the RDP bound's eps: just below it at that mean, above it 0.5% further."""
-    from auditsel.accounting.profile import base_profile, profile_epsilon
+    from auditsel.accounting.profile import base_profile, profile_epsilon, tnb_shift
     from auditsel.mechanisms import DpsgdBase
     from auditsel.rounds import TruncatedNegativeBinomial
 
     m = row["E[K] (RDP)"]
     assert round(row["factor"], 1) == _readme_factors()[m]
+    assert row["factor (Thm 4.1 recipe)"] >= row["factor"]  # the recipe's shift is never larger
     base = DpsgdBase(21.1, 250, 16384 / 50000)
     prof = base_profile(base)
-    at = lambda mean: profile_epsilon(base, TruncatedNegativeBinomial(1.0, 1.0 / mean), 1e-5, prof)
+    thm52 = lambda profile, law: tnb_shift(profile, law.eta, law.nu)
+    at = lambda mean: profile_epsilon(
+        base, TruncatedNegativeBinomial(1.0, 1.0 / mean), 1e-5, prof, shift=thm52
+    )
     target = row["eps (RDP, PS22 Thm 2)"]
     assert at(row["E[K] (profile) at the same eps"]) <= target + 1e-9
     assert at(1.005 * row["E[K] (profile) at the same eps"]) > target

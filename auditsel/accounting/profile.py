@@ -306,15 +306,24 @@ def profile_shift(profile: BaseProfile, law: RoundsLaw) -> float:
     return general_shift(profile, law)
 
 
-def profile_epsilon(base, law: RoundsLaw, delta, profile: BaseProfile | None = None):
+def profile_epsilon(
+    base,
+    law: RoundsLaw,
+    delta,
+    profile: BaseProfile | None = None,
+    *,
+    shift: Callable[[BaseProfile, RoundsLaw], float] | None = None,
+):
     """eps_A(delta) = eps_Q(delta/m) + c  ([KRW24], see the module docstring), for one delta
     (a float) or an array of deltas (an array; the shift c is computed once). inf at delta = 0
-    (a profile bound needs delta > 0); a delta outside [0, 1) is a ConfigError."""
+    (a profile bound needs delta > 0); a delta outside [0, 1) is a ConfigError. `shift`: the
+    function giving c (default `profile_shift`; e.g. Theorem 5.2 alone for a TNB law:
+    `lambda prof, law: tnb_shift(prof, law.eta, law.nu)`)."""
     deltas = check_deltas(delta)
     out = np.full(deltas.shape, math.inf)
     if np.any(deltas > 0):
         profile = profile or base_profile(base)
-        c = profile_shift(profile, law)
+        c = (shift or profile_shift)(profile, law)
         m = law.mean
         for i, dl in enumerate(deltas):
             if dl <= 0:

@@ -44,6 +44,7 @@ from auditsel.accounting.profile import (
     rnm_epsilon,
     rnm_gaussian_closed_form,
     rnm_gaussian_rdp,
+    tnb_shift,
 )
 from auditsel.accounting.rdp import ORDERS, finite_rdp, gaussian_rdp, pure_dp_rdp, rdp_to_epsilon
 from auditsel.mechanisms import (
@@ -301,13 +302,17 @@ def _max_mean(bound, target: float, lo: float = 1.0, hi: float = 1e7) -> float:
 
 
 def dpsgd_factor_rows(delta: float = 1e-5, means=(10, 100, 1000)) -> list[dict]:
-    """[KRW24] Fig. 7: E[K] allowed by Thm 5.2 over E[K] allowed by PS22 Thm 2 at equal eps."""
+    """[KRW24] Fig. 7: E[K] allowed by Thm 5.2 over E[K] allowed by PS22 Thm 2 at equal eps;
+    beside it the same with auditsel's profile bound (the Theorem 4.1 recipe's shift where it
+    is smaller, `accounting.profile.profile_shift`)."""
     base = DpsgdBase(21.1, 250, 16384 / 50000)
     prof = base_profile(base)
     orders = np.asarray(RDP_ORDERS, dtype=float)
     rdp = base.rdp(orders)
     rdp_bound = lambda law: generic_epsilon(orders, rdp, law, delta)
-    prof_bound = lambda law: profile_epsilon(base, law, delta, prof)
+    thm52 = lambda profile, law: tnb_shift(profile, law.eta, law.nu)
+    prof_bound = lambda law: profile_epsilon(base, law, delta, prof, shift=thm52)
+    ours_bound = lambda law: profile_epsilon(base, law, delta, prof)
     rows = []
     for m in means:
         law = TruncatedNegativeBinomial(1.0, 1.0 / m)
@@ -320,6 +325,7 @@ def dpsgd_factor_rows(delta: float = 1e-5, means=(10, 100, 1000)) -> list[dict]:
                 "eps (profile, Thm 5.2) at same E[K]": prof_bound(law),
                 "E[K] (profile) at the same eps": m_prof,
                 "factor": m_prof / m,
+                "factor (Thm 4.1 recipe)": _max_mean(ours_bound, eps_rdp) / m,
                 "eps_B (PLD)": base.epsilon(delta, "pld"),
             }
         )
