@@ -66,8 +66,13 @@ Round-off. The value is a lower bound in floating point too: every error is boun
    a bucket whose loss is unbounded are counted apart), and q(x) = e^l(x) p(x) pointwise, so a
    run labelled s that lies in the window satisfies  P(s) <= e^-(s h - N(h/2 + m-)) Q(s)  and
    Q(s) <= e^(s h + N(h/2 + m+)) P(s), plus the mass of runs with an unbounded step and of the
-   wrapped-around tail. Its use: P's far tail, multiplied by e^eps in the hockey stick, is then
-   bounded relative to Q's, not by the absolute round-off.
+   wrapped-around tail. A third comes from tilting: with w_i = p_i e^(theta i h) / Z (theta = 1
+   on X, -1 on X'), conv^N(p)(s) = Z^N e^(-theta s h) conv^N(w)(s) for the unwrapped sums, and
+   conv^N(w) is computed as above with its own error bound e_2(w); so
+   P(s) <= k Z^N e^(-theta s h) (conv~^N(w)(s) + e_2(w) + N FLOOR') + the wrapped tail. The
+   tilted law sits where the other law has its mass, so P's far tail, which the hockey stick
+   multiplies by e^eps, is known to the FFT's relative precision there, not only to its
+   absolute round-off. Each entry takes the smallest of the three bounds.
 3. Winner (A3). K runs are K independent draws, so the winner's law under r* is within L1
    distance c = E[K] e_r of the one under r (the K = 0 output is the same under both). The
    winner's masses under r* are enclosed entry by entry: cumulative sums in extended precision
