@@ -328,3 +328,26 @@ def test_reproduce_figure6_plot_draws_heuristics_dashed(tmp_path, monkeypatch):
         lab == "exact" for lab, _ in lines
     )
     assert any("CONTRADICTED" in lab for lab, _ in lines)
+
+
+def test_a_reduced_game_on_a_subsampled_base_is_no_lower_value_for_it():
+    """The reduced game at tau < 1 audits the eq. 19 Gaussian, not the DP-SGD run: its eps_L
+    neither contradicts a heuristic nor becomes the interval's lower end."""
+    from auditsel.experiments.heuristics import audits_the_base, valid_lower
+
+    low = {"eps": 5.0, "threshold_rule": "split", "confidence": 0.95, "game": "reduced"}
+    sub = {"base": {"kind": "dpsgd", "sample_rate": 0.1}, "lower": low}
+    full = {"base": {"kind": "dpsgd", "sample_rate": 1.0}, "lower": low}
+    worst = {
+        "base": {"kind": "dpsgd", "sample_rate": 0.1},
+        "lower": {**low, "game": "dpsgd_worst_case"},
+    }
+    assert not audits_the_base(sub) and valid_lower(sub) is None
+    assert valid_lower(full) == 5.0 and valid_lower(worst) == 5.0
+    heur = {
+        "upper": {"exact": None},
+        "upper_rigour": {"exact": "heuristic"},
+        "reduced_game": {"exact": 1.0},
+    }
+    assert contradictions({**sub, **heur}) == {}
+    assert "valid eps_L" in contradictions({**worst, **heur})["exact"]

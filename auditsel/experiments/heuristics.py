@@ -14,7 +14,9 @@ Contract. A value is *heuristic* when no theorem makes it a bound for the stated
 A *valid lower value* is a number the tuning run's epsilon is known to be at least, at the
 same delta: the attack value (`attack.epsilon`, certain, every law of K, mass at K = 0
 included: `accounting.attack`) and a valid empirical lower bound eps_L (`lower.eps` of a rule
-labelled valid, `split` or `bonferroni` with a grid fixed in advance; at its confidence). eps_B,
+labelled valid, `split` or `bonferroni` with a grid fixed in advance; at its confidence; not
+the eps_L of a `reduced` game on a DP-SGD base with tau < 1, which audits the eq. 19 Gaussian,
+not the base: `audits_the_base`). eps_B,
 the epsilon of one run (`base.epsilon`), is a further reference when the law of K has no mass
 at 0: a tuning run that trains at least once is then reported cheaper than one of its runs
 (eps_B is an accountant's number, so this reason is a warning, the two above are proofs).
@@ -34,6 +36,7 @@ __all__ = [
     "heuristic_values",
     "heuristic_fields",
     "valid_lower",
+    "audits_the_base",
     "lower_values",
     "contradictions",
     "honesty_fields",
@@ -71,14 +74,24 @@ def heuristic_fields(result: dict) -> list[str]:
     return fields
 
 
+def audits_the_base(result: dict) -> bool:
+    """Whether the result's game plays the base itself (or an exact reduction of it): a
+    `reduced` game on a DP-SGD base with tau < 1 plays the eq. 19 Gaussian instead, so its
+    eps_L bounds that heuristic pair, not the tuning run of the base."""
+    base, low = result.get("base") or {}, result.get("lower") or {}
+    heuristic_pair = base.get("kind") == "dpsgd" and (base.get("sample_rate") or 1.0) < 1.0
+    return not (heuristic_pair and low.get("game") == "reduced")
+
+
 def valid_lower(result: dict) -> float | None:
-    """eps_L when its threshold rule is valid at the stated confidence, else None.
+    """eps_L when its threshold rule is valid at the stated confidence and its game plays the
+    base (`audits_the_base`), else None.
 
     A `valid` flag in `lower` (set by the audit where a rule's grid was not fixed in advance)
     overrides the rule name."""
     low = result.get("lower") or {}
     eps = low.get("eps")
-    if eps is None or not math.isfinite(eps):
+    if eps is None or not math.isfinite(eps) or not audits_the_base(result):
         return None
     valid = low.get("valid")
     if valid is None:
