@@ -185,7 +185,7 @@ def cell_rows(
             **{f"claim_{k}": v for k, v in claims.items()},
             **lower,
             "refuted": [k for k, v in claims.items() if v is not None and bound.eps > v],
-            "below_attack": [k for k, v in claims.items() if v is not None and attack_value > v],
+            "below_attack": below_attack(claims, attack_value),
             "errors": errors,
             "game_seconds": round(seconds, 2),
             "claim_seconds": round(claim_seconds, 2),
@@ -201,6 +201,26 @@ def cell_rows(
     if work_dir is not None:
         shutil.rmtree(work_dir, ignore_errors=True)
     return rows
+
+
+#: the attack value and the claims come from root finders accurate to about 1e-9: a claim counts
+#: as below the attack value only when it is below by more than this (relative) margin
+ATTACK_MARGIN = 1e-6
+
+
+def below_attack(claims: dict, attack_value: float) -> list[str]:
+    """The claims below the attack value by more than ATTACK_MARGIN (wrong with certainty)."""
+    return [
+        k
+        for k, v in claims.items()
+        if v is not None and attack_value > v * (1 + ATTACK_MARGIN) + ATTACK_MARGIN
+    ]
+
+
+def _below(r: dict) -> list[str]:
+    """A row's claims below its attack value (recomputed from the row's numbers)."""
+    claims = {n: r.get("claim_" + n) for n in CLAIMS}
+    return below_attack(claims, r["attack"]) if r.get("attack") is not None else []
 
 
 def header() -> list[str]:
@@ -219,7 +239,8 @@ def header() -> list[str]:
         "lower bound with no sampling error. interval: [max(attack, eps_L), the tightest rigorous "
         "bound of auditsel's panel (generic_rdp, profile; exact at tau = 1)]; width = its length.",
         "A claim is refuted when eps_L > claim, and wrong with certainty when attack > claim "
-        "(marked below). reduced_mu, xww24_uo and xww24_reduced use "
+        f"(by more than a relative {ATTACK_MARGIN:g}, the root finders' accuracy; marked "
+        "'(< attack)'). reduced_mu, xww24_uo and xww24_reduced use "
         "mu = tau sqrt(N)/sigma ([XWW24] eq. 19), a heuristic for tau < 1; Opacus documents its "
         "GaussianAccountant as experimental and able to underestimate.",
     ]
@@ -238,9 +259,9 @@ def findings(rows) -> list[str]:
             )
     if not lines:
         lines.append("- no claim refuted.")
-    certain = sorted({n for r in rows for n in r.get("below_attack", [])})
+    certain = sorted({n for r in rows for n in _below(r)})
     for name in certain:
-        cells = [r for r in rows if name in r.get("below_attack", [])]
+        cells = [r for r in rows if name in _below(r)]
         worst = max(cells, key=lambda r: r["attack"] - r["claim_" + name])
         lines.append(
             f"- {name} lies below the attack value (wrong with certainty, no sampling error) in "
@@ -361,7 +382,7 @@ def summary_columns(rows) -> list[dict]:
         }
         for name in CLAIMS:
             v = r.get("claim_" + name)
-            mark = " (< attack)" if name in r.get("below_attack", []) else ""
+            mark = " (< attack)" if name in _below(r) else ""
             row[name] = (
                 "n/a"
                 if v is None
