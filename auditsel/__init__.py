@@ -1,7 +1,7 @@
 """auditsel: audit the privacy of differentially private hyperparameter tuning.
 
 Upper bounds (exact curve of the released winner, and the papers' bounds), the distinguishing
-game, and epsilon lower bounds from it. See README.md ("Python API") and docs/architecture.md.
+game, and epsilon lower bounds from it. See docs/howto/python-api.md and docs/explanation/architecture.md.
 
 The public names, in the manner of dp_accounting (pairs and laws are data, bounds are
 algorithms). Every name is imported on first use (`import auditsel` stays fast):
@@ -11,14 +11,15 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
     laws of K          TruncatedNegativeBinomial, Poisson, Binomial, TwoPoint, Point, FinitePmf,
                        RoundsLaw, law_from_dict
     exact curve        winner_law(pair, law), privacy_curve(winner, eps), exact_epsilon(winner, delta)
-    upper bounds       BOUNDS (the registry), bound(key), panel(pair, law, delta, curve_deltas)
+    upper bounds       BOUNDS (the registry), bound(key), panel(pair, law, delta, *, curve_deltas)
                        -> Panel, panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
     the interval       attack_epsilon(pair, law, delta) (a lower bound with no sampling error),
                        attack(pair, law, deltas) -> AttackValue, tuning_interval(pair, law,
                        delta) -> Interval [lower, upper] holding the tuning run's epsilon
     lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
-                       LowerBound
-    experiments        run_config(config, out_dir=None, ...), load_config, parse_config
+                       LowerBound; threshold rules Split, BonferroniGrid, BonferroniAll,
+                       MultiSplit; estimator_panel(scores, member, delta, ...)
+    experiments        run_config(config, out_dir=None, ...) -> RunResult, load_config, parse_config
     regression tests   assert_not_refuted(claimed_eps, delta, protocol, ...), worst_case_tuning,
                        RefutedClaim
     bad input          ConfigError (the one exception a user can fix; the CLI exits 2 on it)
@@ -59,8 +60,11 @@ _PUBLIC = {
     "auditsel.accounting.attack": ("attack", "attack_epsilon", "AttackValue"),
     "auditsel.accounting.interval": ("tuning_interval", "Interval"),
     "auditsel.auditing.lower": ("audit_scores", "LowerBound"),
+    "auditsel.auditing.rules": ("Split", "BonferroniGrid", "BonferroniAll", "MultiSplit"),
+    "auditsel.auditing.estimators": ("estimator_panel",),
     "auditsel.pipelines.protocol": ("audit_protocol",),
     "auditsel.experiments.experiment": ("run_config",),
+    "auditsel.experiments.result": ("RunResult",),
     "auditsel.experiments.config": ("load_config", "parse_config"),
     "auditsel.testing": ("assert_not_refuted", "worst_case_tuning", "RefutedClaim"),
 }
@@ -71,6 +75,8 @@ __all__ = [
     "AttackValue",
     "BOUNDS",
     "Binomial",
+    "BonferroniAll",
+    "BonferroniGrid",
     "ConfigError",
     "DpsgdBase",
     "FiniteOutputBase",
@@ -78,12 +84,15 @@ __all__ = [
     "GaussianBase",
     "Interval",
     "LowerBound",
+    "MultiSplit",
     "Neighbouring",
     "Panel",
     "Point",
     "Poisson",
     "RefutedClaim",
     "RoundsLaw",
+    "RunResult",
+    "Split",
     "TruncatedNegativeBinomial",
     "TwoPoint",
     "assert_not_refuted",
@@ -92,6 +101,7 @@ __all__ = [
     "audit_protocol",
     "audit_scores",
     "bound",
+    "estimator_panel",
     "exact_epsilon",
     "gaussian_delta",
     "gaussian_epsilon",
@@ -117,10 +127,13 @@ if (
     from auditsel.accounting.exact import exact_epsilon, privacy_curve
     from auditsel.accounting.interval import Interval, tuning_interval
     from auditsel.accounting.panel import Panel, panel, panel_curves, upper_bounds
+    from auditsel.auditing.estimators import estimator_panel
     from auditsel.auditing.lower import LowerBound, audit_scores
+    from auditsel.auditing.rules import BonferroniAll, BonferroniGrid, MultiSplit, Split
     from auditsel.errors import ConfigError
     from auditsel.experiments.config import load_config, parse_config
     from auditsel.experiments.experiment import run_config
+    from auditsel.experiments.result import RunResult
     from auditsel.mechanisms import (
         DpsgdBase,
         FiniteOutputBase,

@@ -17,9 +17,13 @@ probability at most 1 - confidence (fix the seed to make the test deterministic)
 
 from __future__ import annotations
 
+from attacks.proxies import make_proxy
 from auditsel.auditing.lower import LowerBound, audit_scores
+from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.games.engine import run_game
+from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
+from auditsel.rounds import Point
 from auditsel.selection import GaussianWinner
 
 __all__ = ["assert_not_refuted", "audit", "worst_case_tuning", "worst_case_dpsgd", "RefutedClaim"]
@@ -42,9 +46,6 @@ def worst_case_tuning(base_epsilon: float, delta: float, rounds) -> GaussianWinn
 def worst_case_dpsgd(noise_multiplier: float, steps: int, sample_rate: float, rounds=None):
     """The worst-case DP-SGD game with Poisson subsampling (`auditsel.games.worst_case`): one run
     (rounds None) or K ~ rounds runs with the highest-LLR run released; add/remove neighbours."""
-    from auditsel.games.worst_case import DpsgdWorstCase
-    from auditsel.rounds import Point
-
     return DpsgdWorstCase(
         float(noise_multiplier),
         int(steps),
@@ -54,8 +55,6 @@ def worst_case_dpsgd(noise_multiplier: float, steps: int, sample_rate: float, ro
 
 
 def _default_proxy(protocol):
-    from attacks.proxies import make_proxy
-
     return make_proxy(
         "likelihood_ratio" if hasattr(protocol, "log_likelihood_ratio") else "sample", protocol
     )
@@ -69,12 +68,14 @@ def audit(
     trials: int = 200_000,
     confidence: float = 0.95,
     seed: int = 0,
-    rule: str = "split",
+    rule: ThresholdRule | str = "split",
     jobs: int = 1,
 ) -> LowerBound:
     """Play the game on `protocol` (anything with release(member, rng)) and bound eps from below."""
     proxy = proxy if proxy is not None else _default_proxy(protocol)
     record = run_game(protocol, proxy, trials, seed, jobs=jobs, progress=False)
+    if isinstance(rule, str):  # the split's seed: the game's (independent streams of it)
+        rule = threshold_rule(rule, seed=seed)
     return audit_scores(record.scores, record.member, delta, confidence=confidence, rule=rule)
 
 
@@ -87,7 +88,7 @@ def assert_not_refuted(
     trials: int = 200_000,
     confidence: float = 0.95,
     seed: int = 0,
-    rule: str = "split",
+    rule: ThresholdRule | str = "split",
     jobs: int = 1,
 ) -> LowerBound:
     """Fail (RefutedClaim, an AssertionError) when the audited eps_L exceeds the claim."""
@@ -105,7 +106,7 @@ def assert_not_refuted(
         raise RefutedClaim(
             f"claimed epsilon {claimed_epsilon:.4f} at delta {delta:g} is refuted: audited "
             f"eps_L = {bound.eps:.4f} > claim with {confidence:.0%} confidence "
-            f"({rule} rule, {bound.evaluated_trials:,} of {bound.trials:,} games; FP <= "
+            f"({bound.threshold_rule} rule, {bound.evaluated_trials:,} of {bound.trials:,} games; FP <= "
             f"{bound.fp_upper:.3g}, FN <= {bound.fn_upper:.3g}; optimistic best-threshold "
             f"eps = {bound.eps_best_threshold:.4f})",
             bound,

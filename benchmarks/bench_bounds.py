@@ -8,7 +8,7 @@ against dp_accounting's RepeatAndSelectDpEvent on the same setting, in the same 
 
 How: each case runs in a fresh Python process (cold caches: the DP-SGD PLD and RDP curves are
 built inside the timing, as a user meets them; imports, dp_accounting's included, are done
-before any timing). In that process: `panel(pair, law, delta, curve_deltas)` at delta = 1e-5
+before any timing). In that process: `panel(pair, law, delta, curve_deltas=...)` at delta = 1e-5
 and the six curve deltas (wall and CPU seconds, with the attack's own share), then
 dp_accounting's `RdpAccountant` on `RepeatAndSelectDpEvent(SelfComposedDpEvent(
 PoissonSampledDpEvent(tau, GaussianDpEvent(sigma)), N), E[K], shape)` at the same seven deltas
@@ -54,7 +54,7 @@ from auditsel.rounds import Binomial, Poisson, TruncatedNegativeBinomial, TwoPoi
 deltas, delta = {CURVE_DELTAS!r}, {DELTA!r}
 pair, law = eval(sys.argv[1]), eval(sys.argv[2])
 w, c = time.perf_counter(), time.process_time()
-out = panel(pair, law, delta, deltas)
+out = panel(pair, law, delta, curve_deltas=deltas)
 ours = {{"wall": time.perf_counter() - w, "cpu": time.process_time() - c,
         "attack": out.seconds.get("attack", 0.0), "interval": out.interval.to_dict(),
         "attack_eps": out.attack["epsilon"]}}

@@ -113,7 +113,7 @@ def test_panel_is_a_frozen_typed_result_with_dict_access_for_one_release():
     import dataclasses
     import json
 
-    p = panel(GaussianBase(0.5), TruncatedNegativeBinomial(0, 0.01), 1e-5, [1e-3])
+    p = panel(GaussianBase(0.5), TruncatedNegativeBinomial(0, 0.01), 1e-5, curve_deltas=[1e-3])
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.upper = {}
     with pytest.warns(DeprecationWarning, match="use the attribute"):

@@ -288,7 +288,7 @@ SETTINGS = [
 def test_attack_never_above_a_rigorous_bound(sigma, steps, tau, law):
     pair = DpsgdBase(sigma, steps, tau, "pld")
     deltas = [1e-8, 1e-5, 1e-2]
-    out = panel(pair, law, 1e-5, deltas)
+    out = panel(pair, law, 1e-5, curve_deltas=deltas)
     for i, d in enumerate(deltas):
         eps = out.attack["curve"][i]
         for key, curve in out.curves.items():

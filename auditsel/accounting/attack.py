@@ -119,7 +119,7 @@ import numpy as np
 import scipy.fft as sfft
 from scipy.special import log_ndtr, logsumexp
 
-from auditsel.accounting.exact import exact_epsilon
+from auditsel.accounting.exact import exact_epsilon, privacy_curve
 from auditsel.accounting.rdp import check_deltas
 from auditsel.errors import ConfigError, choice, number
 from auditsel.rounds import RoundsLaw
@@ -739,8 +739,6 @@ def attack_epsilon(pair, law: RoundsLaw, delta):
 def attack_delta(pair, law: RoundsLaw, eps):
     """The attack's certified lower privacy curve delta_low(eps) <= delta_T(eps) (DP-SGD, tau < 1:
     the labelled attack; otherwise the exact winner curve)."""
-    from auditsel.accounting.exact import privacy_curve
-
     e = np.atleast_1d(np.asarray(eps, dtype=float))
     if pair.reduction_is_exact:
         out = privacy_curve(winner_law(pair.reduced(), law), e)

@@ -23,10 +23,10 @@ interval they bracket (`accounting.interval`).
     base_info(base, delta)          -> the .base dict
 
 `base` is any mechanism pair of `auditsel.mechanisms` (Gaussian, finite-output, DP-SGD); what a
-bound needs from it, it asks the pair (docs/architecture.md). Keys, results, rigour and
-citations: `accounting.bounds` (stated there once). `Panel` answers `p["upper"]` and the other
-keys of the dict it replaces for one release (with a DeprecationWarning); `Panel.to_dict()` is
-that dict.
+bound needs from it, it asks the pair (docs/explanation/architecture.md). Keys, results, rigour
+and citations: `accounting.bounds` (stated there once). `Panel` answers `p["upper"]` and the
+other keys of the dict it replaces for one release (with a DeprecationWarning); `Panel.to_dict()`
+is that dict.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from auditsel.accounting.bounds import BOUND_KEYS, BOUNDS
 from auditsel.accounting.interval import Interval, attack_source, interval_from
 from auditsel.accounting.profile import base_profile
 from auditsel.accounting.rdp import check_deltas
+from auditsel.protocols import MechanismPair
 from auditsel.rounds import RoundsLaw
 
 __all__ = [
@@ -150,7 +151,7 @@ class Panel:
         return self.to_dict().get(key, default)
 
 
-def panel(base, law: RoundsLaw, delta: float, curve_deltas=None) -> Panel:
+def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=None) -> Panel:
     """All bounds for one setting, with base info, per-pair labels, sources, the attack value,
     the interval and timings; with `curve_deltas`, also each bound's (and the attack's) eps at
     those deltas, from the same single computation per bound as the value at `delta`."""
@@ -258,7 +259,7 @@ def panel_curves(base, law: RoundsLaw, deltas) -> dict:
     """{"delta": deltas, key: eps of each bound at each delta}: one curve computation per bound
     (None where the bound does not apply or is vacuous)."""
     deltas = check_deltas(deltas).tolist()
-    curves = panel(base, law, deltas[0], deltas).curves
+    curves = panel(base, law, deltas[0], curve_deltas=deltas).curves
     assert curves is not None
     return curves
 

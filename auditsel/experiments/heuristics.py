@@ -9,7 +9,9 @@ Contract. A value is *heuristic* when no theorem makes it a bound for the stated
 * `upper.K` whose `upper_rigour[K]` is "heuristic" and whose value is still in `upper`:
   `improved_rdp_gdp` for DP-SGD with tau = 1 (the Gaussian-DP central limit of [DRS22],
   [XWW24] Appendix A.4);
-* `lower.eps_gdp`, the Gaussian-DP fit of [NHSBTJCT23] (a lower value with no confidence).
+* `lower.gdp_fit`, the Gaussian-DP fit of [NHSBTJCT23] over every threshold (a lower value that
+  holds if the Gaussian trade-off model does), and its alias of earlier releases
+  `lower.eps_gdp` (kept for one release).
 
 A *valid lower value* is a number the tuning run's epsilon is known to be at least, at the
 same delta: the attack value (`attack.epsilon`, certain, every law of K, mass at K = 0
@@ -70,7 +72,7 @@ def heuristic_fields(result: dict) -> list[str]:
     """Dotted paths of every heuristic number in the result (upper values and the GDP fit)."""
     fields = [_path(result, k) for k in heuristic_upper_keys(result)]
     if result.get("lower"):
-        fields.append("lower.eps_gdp")
+        fields += ["lower.gdp_fit", "lower.eps_gdp"]
     return fields
 
 

@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 
 from auditsel.auditing.lower import LowerBound, audit_scores
+from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
+from auditsel.games.fingerprint import code_identity
 
 __all__ = ["FunctionProtocol", "FunctionProxy", "audit_protocol"]
 
@@ -62,7 +64,7 @@ def audit_protocol(
     trials: int,
     seed: int = 0,
     confidence: float = 0.95,
-    rule: str = "split",
+    rule: ThresholdRule | str = "split",
     jobs: int = 1,
     checkpoint_dir: str | Path | None = None,
     fingerprint: str | None = None,
@@ -77,7 +79,10 @@ def audit_protocol(
     of coins); score(observation) -> float (vectorized: observations -> array). Functions
     must be importable (module level) when jobs != 1. Give `checkpoint_dir` to resume an
     interrupted audit; `fingerprint` (default: the functions' names, seed and chunk size)
-    guards against mixing checkpoints of different audits.
+    guards against mixing checkpoints of different audits, and the checkpoints also record the
+    code of `release` and `score` and of auditsel (`auditsel.games.fingerprint.code_identity`):
+    after an edit to either, the old checkpoints are refused (a CheckpointError saying what
+    changed and to delete the folder), never mixed in.
     """
     if trials < 2:
         raise ConfigError("trials", f"must be an integer >= 2, got {trials}")
@@ -93,14 +98,17 @@ def audit_protocol(
         checkpoint_dir=checkpoint_dir,
         fingerprint=fingerprint or _default_fingerprint(release, score, seed, chunk_size),
         progress=progress,
+        code=code_identity(release, score),  # an edited release or score refuses old chunks
     )
     return audit_scores(
         record.scores,
         record.member,
         delta,
         confidence=confidence,
-        rule=rule,
-        threshold_grid=threshold_grid,
+        # a rule's name gets the game's seed for its split (independent streams of it)
+        rule=threshold_rule(rule, grid=threshold_grid, seed=seed)
+        if isinstance(rule, str)
+        else rule,
     )
 
 

@@ -23,8 +23,13 @@ import shutil
 import time
 from pathlib import Path
 
+from attacks.proxies import SampleProxy
 from auditsel.accounting.attack import attack_epsilon
 from auditsel.accounting.interval import tuning_interval
+from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.rules import Split
+from auditsel.games.engine import run_game
+from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.reproductions.claims import (
     CLAIMS,
     MissingExtra,
@@ -92,11 +97,6 @@ def run_cell(
     setting: Setting, games: int, seed: int, jobs: int = 1, checkpoint_dir: Path | None = None
 ):
     """Play the worst-case game for one cell; returns the LowerBound and the seconds it took."""
-    from attacks.proxies import SampleProxy
-    from auditsel.auditing.lower import audit_scores
-    from auditsel.games.engine import run_game
-    from auditsel.games.worst_case import DpsgdWorstCase
-
     game = DpsgdWorstCase(setting.noise_multiplier, setting.steps, setting.sample_rate, setting.law)
     start = time.perf_counter()
     record = run_game(
@@ -109,8 +109,8 @@ def run_cell(
         checkpoint_dir=checkpoint_dir,
         fingerprint=f"accountants/{cell_id(setting)}/{seed}",
     )
-    bound = audit_scores(
-        record.scores, record.member, setting.delta, confidence=CONFIDENCE, rule="split"
+    bound = audit_scores(  # the split's seed: the game's (independent streams of it)
+        record.scores, record.member, setting.delta, confidence=CONFIDENCE, rule=Split(seed=seed)
     )
     return bound, time.perf_counter() - start
 
@@ -310,9 +310,11 @@ def findings(rows) -> list[str]:
 
 def plot(rows, path: Path) -> None:
     """Claimed eps per accountant (x) against auditsel's eps_L (y), refuted claims marked."""
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))

@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import math
 
+from auditsel.accounting.panel import panel
+from auditsel.accounting.profile import base_profile, profile_epsilon, tnb_shift
+from auditsel.mechanisms import DpsgdBase
+from auditsel.rounds import Poisson, TruncatedNegativeBinomial
+
 __all__ = ["SETTINGS", "rows", "summary"]
 
 #: (sigma, N, tau, law) of issue 19, plus its K = 0 example (sigma 1, N 1000, tau 0.01)
@@ -27,16 +32,10 @@ DELTA = 1e-5
 
 
 def _law(spec):
-    from auditsel.rounds import Poisson, TruncatedNegativeBinomial
-
     return Poisson(spec[1]) if spec[0] == "poisson" else TruncatedNegativeBinomial(*spec[1:])
 
 
 def rows() -> list[dict]:
-    from auditsel.accounting.panel import panel
-    from auditsel.accounting.profile import base_profile, profile_epsilon, tnb_shift
-    from auditsel.mechanisms import DpsgdBase
-
     out = []
     for sigma, steps, tau, spec in SETTINGS:
         pair, law = DpsgdBase(sigma, steps, tau, "pld"), _law(spec)

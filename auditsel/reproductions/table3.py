@@ -27,6 +27,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from attacks.dpsgd_game import DpsgdGameSpec, build_protocol, load_data, make_scorer
+from auditsel.accounting.panel import upper_bounds as panel_upper_bounds
+from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.rules import Split
+from auditsel.games.engine import run_game
+from auditsel.mechanisms import DpsgdBase
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 
 __all__ = ["Table3Grid", "TRIALS", "run_cell", "run_grid", "rows", "findings"]
@@ -58,8 +63,6 @@ class Table3Grid:
         return [(t, c, e) for e in self.epsilons for t in self.threats for c in self.canaries]
 
     def base(self, epsilon: float):
-        from auditsel.mechanisms import DpsgdBase
-
         return DpsgdBase.from_epsilon(
             epsilon, self.delta, self.steps, self.sample_rate, self.accountant
         )
@@ -75,8 +78,6 @@ def run_cell(
     jobs: int = 1,
 ):
     """Play one cell through the engine: (base, GameRecord with scores (trials, P), seconds)."""
-    from auditsel.games.engine import run_game
-
     base = grid.base(epsilon)
     spec = replace(grid.game, threat=threat, canary=canary)
     protocol = build_protocol(spec, base, grid.rounds, data)
@@ -105,11 +106,7 @@ def run_grid(
     """One row per (threat, canary, eps_B, proxy): see the module docstring. The rows carry
     the upper bounds flattened as upper_<name>: ``upper_bounds(base, rounds, delta) -> dict``,
     by default the whole panel (``auditsel.accounting.panel.upper_bounds``)."""
-    from auditsel.auditing.lower import audit_scores
-
-    if upper_bounds is None:
-        from auditsel.accounting.panel import upper_bounds
-
+    upper_bounds = upper_bounds or panel_upper_bounds
     data = load_data(grid.game)
     out, upper = [], {}
     for index, (threat, canary, eps) in enumerate(cells or grid.cells()):
@@ -122,7 +119,7 @@ def run_grid(
                 record.member,
                 delta=grid.delta,
                 confidence=grid.confidence,
-                rule="split",
+                rule=Split(seed=index),  # a seed per cell, fixed before any score is seen
             )
             row = {
                 "threat": threat,
@@ -133,7 +130,7 @@ def run_grid(
                 "trials": int(len(record.member)),
                 "eps_split": lb.eps,
                 "eps_best": lb.eps_best_threshold,
-                "eps_gdp": lb.eps_gdp,
+                "gdp_fit": lb.gdp_fit,
                 "seconds": seconds,
                 **{f"upper_{k}": v for k, v in upper[eps].items()},
             }
