@@ -105,8 +105,9 @@ tests compare them with mpmath and with direct convolution.
 How tight. The label loses information by rounding each step's loss to h (`LABEL_STEP`,
 1e-3): the value converges to the epsilon of the likelihood-ratio attack (selection by the run's
 exact privacy loss) as h -> 0; at tau = 1 the labelled value is within 1e-2 of the exact one at
-delta = 1e-5 (tests). The round-off charged (`AttackValue.slack`, in delta units) is below 1e-8
-on the settings of the accountants table: it matters only for deltas near or below it.
+delta = 1e-5 (tests). The round-off charged (`AttackValue.slack`, in delta units) is below 1e-9
+on the DP-SGD settings of the accountants table (at most 4.6e-10): it matters only for deltas
+near or below it.
 """
 
 from __future__ import annotations
