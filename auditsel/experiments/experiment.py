@@ -21,12 +21,13 @@ import numpy as np
 from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
+from auditsel.accounting.interval import interval_from
 from auditsel.accounting.panel import panel
 from auditsel.auditing.estimators import estimator_panel, panel_dict
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.errors import ConfigError
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
-from auditsel.experiments.heuristics import honesty_fields
+from auditsel.experiments.heuristics import honesty_fields, valid_lower
 from auditsel.experiments.report import write_outputs
 from auditsel.experiments.result import RunResult
 from auditsel.files import claim_folder
@@ -37,7 +38,7 @@ from auditsel.mechanisms import GaussianBase
 from auditsel.selection import winner_law
 from auditsel.version import __version__, source_commit
 
-__all__ = ["run_config", "run_experiment", "threshold_grid", "fingerprint"]
+__all__ = ["run_config", "run_experiment", "threshold_grid", "fingerprint", "result_interval"]
 
 CURVE_POINTS = 60
 STREAM_ABOVE = 1 << 25  # games above this many trials are audited chunk by chunk from disk
@@ -288,10 +289,20 @@ def run_experiment(
             spec.base, spec.rounds, spec.delta, curve_deltas=CURVE_DELTAS if with_curves else None
         )
         eps_max = max(
-            v for v in [bounds["upper"]["exact"], bounds["base"]["epsilon"], 1.0] if v is not None
+            v
+            for v in [
+                bounds.value("exact"),
+                bounds.attack["epsilon"],
+                bounds.base["epsilon"],
+                1.0,
+            ]
+            if v is not None
         )
         eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
-        return bounds, (eps_grid, privacy_curve(winner, eps_grid))
+        attack_curve = None
+        if bounds.attack_value is not None and bounds.attack_value.method == "labelled":
+            attack_curve = bounds.attack_value.delta(eps_grid)
+        return bounds, (eps_grid, privacy_curve(winner, eps_grid), attack_curve)
 
     played = None
     if spec.game is not None and spec.game.one_run is None:
@@ -308,25 +319,38 @@ def run_experiment(
     result = {
         "name": spec.name,
         "delta": spec.delta,
-        "base": {"kind": spec.base_config.get("kind"), **bounds["base"]},
+        "base": {"kind": spec.base_config.get("kind"), **bounds.base},
         "rounds": spec.rounds.describe(),
-        "upper": bounds["upper"],
+        "upper": bounds.upper,
         "lower": None,
-        "upper_rigour": bounds["labels"],
-        "upper_sources": bounds["sources"],
-        "notes": bounds["notes"],
+        "upper_rigour": bounds.labels,
+        "upper_sources": bounds.sources,
+        "notes": list(bounds.notes),
         "version": __version__,
         "git_commit": commit,
         "git_dirty": dirty,
         "code_digest": package_digest(),
     }
+    if bounds.reduced_game:  # heuristic values of a base whose reduction is not exact
+        result["reduced_game"] = bounds.reduced_game
+    result["attack"] = {k: v for k, v in bounds.attack.items() if k != "curve"}
     if spec.rounds.p_zero > 0:  # K = 0 possible: the release may be the fixed output
         result["rounds"]["p_zero"] = spec.rounds.p_zero
     result["base"].update(spec.base.describe())  # the pair's parameters (discrete: p, q)
-    artefacts = {"winner": winner, "curve": curve}
-    result["exact_curve"] = {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
+    artefacts = {"winner": winner, "curve": curve[:2], "attack_curve": curve[2]}
+    winner_curve = {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
+    if spec.base.reduction_is_exact:
+        result["exact_curve"] = winner_curve
+    else:  # the reduced game's curve is a heuristic here: not named exact
+        result["exact_curve"] = None
+        result["reduced_game_curve"] = winner_curve
+    if curve[2] is not None:
+        result["attack_curve"] = {"eps": curve[0].tolist(), "delta": curve[2].tolist()}
     if with_curves:
-        result["upper_curves"] = bounds["curves"]
+        result["upper_curves"] = bounds.curves
+        if bounds.reduced_game_curves and len(bounds.reduced_game_curves) > 1:
+            result["reduced_game_curves"] = bounds.reduced_game_curves
+        result["attack"]["curve"] = {"delta": list(CURVE_DELTAS), "eps": bounds.attack["curve"]}
     if spec.game is not None and spec.game.one_run is not None:
         # deferred: scipy.stats and scipy.optimize load only for one-run audits
         from auditsel.experiments.one_run import play_one_run
@@ -346,9 +370,27 @@ def run_experiment(
         artefacts["record"] = record
         if ss is not None:
             artefacts["by_coin"] = ss.by_coin()  # the audit's sort serves the plots
+    result["interval"] = result_interval(result, bounds)
     result.update(honesty_fields(result))  # heuristic values and the contradicted ones
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result, artefacts
+
+
+def result_interval(result: dict, bounds) -> dict:
+    """result.json's `interval`: [the attack value or a valid eps_L, the tightest rigorous
+    bound] (`accounting.interval`)."""
+    lows = [(bounds.attack["epsilon"], bounds.attack["source"])]
+    eps_l = valid_lower(result)
+    if eps_l is not None:
+        low = result["lower"]
+        lows.append(
+            (
+                eps_l,
+                f"valid eps_L ({low['threshold_rule']} rule, {low['confidence']:.0%} "
+                f"Clopper-Pearson, {low['trials']:,} games)",
+            )
+        )
+    return interval_from(lows, [(bounds.interval.upper, bounds.interval.upper_source)]).to_dict()
 
 
 def run_config(

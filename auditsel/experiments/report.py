@@ -1,9 +1,11 @@
 """Tables and plots of a result: the terminal table, report.md and PNG figures.
 
 Everything shown is read from the result dict (the same numbers as result.json). A heuristic
-value (`auditsel.experiments.heuristics`) carries the word "heuristic" in every table row and plot legend,
-is drawn dashed, never as a solid bound line, and one that the result contradicts (below eps_B
-of one run or a valid eps_L) is flagged "CONTRADICTED" with the reason.
+value (`auditsel.experiments.heuristics`) carries the word "heuristic" in every table row and
+plot legend, is drawn dashed, never as a solid bound line, and one that the result contradicts
+(below the attack value, a valid eps_L or eps_B of one run) is flagged "CONTRADICTED" with the
+reason. Every table ends with the interval (`accounting.interval`): the tuning run's epsilon
+lies in [lower, upper], the number to report is the upper end.
 """
 
 from __future__ import annotations
@@ -93,10 +95,23 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
                 "reduced one-run game (auditsel.games.one_run)",
             )
         )
+    att = result.get("attack")
+    if att:
+        rows.append(
+            (
+                "attack value",
+                _fmt(att["epsilon"]),
+                "lower bound",
+                att["source"].removeprefix("attack: "),
+            )
+        )
     rows.append(("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism"))
     heuristic = heuristic_upper_keys(result)
     contradicted = contradictions(result)
+    reduced = result.get("reduced_game") or {}
     for key, value in result["upper"].items():
+        if key in reduced:
+            continue  # a heuristic of this base: listed below under its reduced-game name
         rigour = (
             "heuristic"
             if key in heuristic
@@ -108,7 +123,33 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
             "does not apply to this base" if value is None else ""
         )
         rows.append((key, _fmt(value), rigour, source))
+    for key, value in reduced.items():
+        rigour = "heuristic, CONTRADICTED" if key in contradicted else "heuristic"
+        source = (result.get("upper_sources") or {}).get(key) or ""
+        rows.append(
+            (
+                f"reduced_game.{key}",
+                _fmt(value),
+                rigour,
+                f"{source}; mu of [XWW24] eq. 19: not a bound for tau < 1".lstrip("; "),
+            )
+        )
     return rows
+
+
+def interval_lines(result: dict) -> list[str]:
+    """The interval in words (empty when the result has none)."""
+    iv = result.get("interval")
+    if not iv:
+        return []
+    upper = "inf (no rigorous bound applies)" if iv["upper"] is None else _fmt(iv["upper"])
+    width = "inf" if iv["width"] is None else _fmt(iv["width"])
+    return [
+        f"interval: the tuning run's epsilon lies in [{_fmt(iv['lower'])}, {upper}] "
+        f"(width {width}); report {upper}.",
+        f"  lower: {iv['lower_source']}",
+        f"  upper: {iv['upper_source'] or 'none'}",
+    ]
 
 
 def warning_lines(result: dict) -> list[str]:
@@ -128,7 +169,7 @@ def text_table(result: dict) -> str:
     )
     lines = [head, "-" * len(head)]
     lines += [f"{a:<{w0}}  {b:>{w1}}  {c:<{w2}}  {d}".rstrip() for a, b, c, d in rows]
-    return "\n".join(lines + warning_lines(result))
+    return "\n".join(lines + interval_lines(result) + warning_lines(result))
 
 
 def markdown_report(result: dict, plots: list[str]) -> str:
@@ -145,6 +186,9 @@ def markdown_report(result: dict, plots: list[str]) -> str:
         "|---|---:|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(result)]
+    iv = interval_lines(result)
+    if iv:
+        lines += ["", f"**{iv[0]}**", "", *[f"- {line.strip()}" for line in iv[1:]]]
     warnings = warning_lines(result)
     if warnings:
         lines += [""] + [f"**{w}**" for w in warnings]
@@ -184,7 +228,9 @@ def prefetch_plotting() -> None:
 
 
 def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
-    """privacy_curve.png (exact delta(eps)) and, for a game, scores.png (proxy histograms)."""
+    """privacy_curve.png (the winner's delta(eps): exact, or the heuristic reduced game with the
+    attack's certified lower curve; the bounds; the interval at delta) and, for a game,
+    scores.png (proxy histograms) and tradeoff.png."""
     _import_plotting()
     # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot as plt
@@ -193,6 +239,7 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     eps, delta = artefacts["curve"]
     heuristic = set(heuristic_upper_keys(result))
     contradicted = contradictions(result)
+    reduced = "exact" in (result.get("reduced_game") or {})
     fig, ax = plt.subplots(figsize=(6, 4))
     positive = delta > 0
     ax.semilogy(
@@ -201,13 +248,44 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
         "--" if "exact" in heuristic else "-",
         color="k",
         lw=1.8,
-        label=legend_label("exact (released winner)", "exact", heuristic, contradicted),
+        label=legend_label(
+            "reduced game, mu of eq. 19" if reduced else "exact (released winner)",
+            "exact",
+            heuristic,
+            contradicted,
+        ),
     )
+    attack_delta = artefacts.get("attack_curve")
+    if attack_delta is not None and np.any(attack_delta > 0):
+        keep = attack_delta > 0
+        ax.semilogy(
+            eps[keep],
+            attack_delta[keep],
+            "-",
+            color="C3",
+            lw=1.8,
+            label="attack (certified lower delta(eps))",
+        )
     ax.axhline(result["delta"], color="grey", ls=":", label=f"delta = {result['delta']:g}")
     eps_b = result["base"].get("epsilon")
     if eps_b is not None:
         ax.plot([eps_b], [result["delta"]], "kx", ms=7, label=f"eps_B = {eps_b:.3f} (one run)")
-    curves = result.get("upper_curves") or {}
+    iv = result.get("interval") or {}
+    if iv.get("lower") is not None and iv.get("upper") is not None:
+        ax.plot(
+            [iv["lower"], iv["upper"]],
+            [result["delta"], result["delta"]],
+            "-",
+            color="C8",
+            lw=5,
+            alpha=0.5,
+            solid_capstyle="butt",
+            label=f"interval [{iv['lower']:.3f}, {iv['upper']:.3f}]",
+        )
+    curves = dict(result.get("upper_curves") or {})
+    for key, values in (result.get("reduced_game_curves") or {}).items():
+        if key != "delta":
+            curves[key] = values
     styles = {
         "generic_rdp": ("C0", "generic RDP"),
         "profile": ("C1", "profile"),
@@ -384,7 +462,10 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
     floor = 0.5 / max(n0, n1)
     heuristic = "exact" in heuristic_upper_keys(result)
     exact_name = legend_label(
-        "exact", "exact", heuristic_upper_keys(result), contradictions(result)
+        "reduced game" if "exact" in (result.get("reduced_game") or {}) else "exact",
+        "exact",
+        heuristic_upper_keys(result),
+        contradictions(result),
     )
     fig, ax = plt.subplots(figsize=(5, 5))
     # both kinds of test: "guess X' when the score is high" (x = FP, y = 1 - FN) and, with the
