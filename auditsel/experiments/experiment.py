@@ -22,6 +22,7 @@ from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.panel import panel
+from auditsel.auditing.estimators import estimator_panel, panel_dict
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.errors import ConfigError
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
@@ -238,9 +239,6 @@ def _play(
     except ConfigError as err:  # a rule's option that the games cannot satisfy: game.<option>
         raise _game_error(err) from None
     if not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE)):
-        # deferred: the estimator panel's modules load only when the panel is computed
-        from auditsel.auditing.estimators import estimator_panel, panel_dict
-
         try:
             panel = estimator_panel(
                 record.scores,
