@@ -35,21 +35,14 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-# benchmarks/coverage.py would shadow the `coverage` package that numba probes for on import:
-# import the package (and numba) before this folder goes on the path
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
-
 import numpy as np
 import torch
+from baselines import kernels_c
 
 from attacks.dpsgd_game import build_protocol, load_data, make_scorer
 from auditsel.dpsgd import kernels, trainer
 from auditsel.games.engine import run_game
 from auditsel.reproductions.table3 import Table3Grid
-
-sys.path.append(HERE)
-from baselines import kernels_c
 
 BASELINE = SimpleNamespace(
     draw=kernels_c.draw,
