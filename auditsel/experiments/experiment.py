@@ -28,7 +28,15 @@ from auditsel.mechanisms import GaussianBase
 from auditsel.selection import winner_law
 from auditsel.version import __version__
 
-__all__ = ["run_config", "run_experiment", "threshold_grid", "fingerprint"]
+__all__ = [
+    "run_config",
+    "run_experiment",
+    "threshold_grid",
+    "fingerprint",
+    "upper_panel",
+    "upper_fields",
+    "lower_fields",
+]
 
 CURVE_POINTS = 60
 STREAM_ABOVE = 1 << 25  # games above this many trials are audited chunk by chunk from disk
@@ -183,6 +191,53 @@ def _play(
     return record, bound, stream, (None if stream else ss)
 
 
+def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=None):
+    """(the bound panel of `auditsel.accounting.panel`, with the curves at CURVE_DELTAS when
+    with_curves; (eps grid, delta) of the exact privacy curve of the released winner)."""
+    winner = winner if winner is not None else winner_law(base.reduced(), rounds)
+    bounds = panel(base, rounds, delta, CURVE_DELTAS if with_curves else None)
+    eps_max = max(
+        v for v in [bounds["upper"]["exact"], bounds["base"]["epsilon"], 1.0] if v is not None
+    )
+    eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
+    return bounds, (eps_grid, privacy_curve(winner, eps_grid))
+
+
+def upper_fields(base, rounds, bounds: dict, curve) -> dict:
+    """result.json's fields of the upper side: base, rounds, upper (and their rigour, sources,
+    notes), lower (None: filled by the game), exact_curve and, when computed, upper_curves."""
+    fields = {
+        "base": {"kind": None, **bounds["base"]},
+        "rounds": rounds.describe(),
+        "upper": bounds["upper"],
+        "lower": None,
+        "upper_rigour": bounds["labels"],
+        "upper_sources": bounds["sources"],
+        "notes": bounds["notes"],
+    }
+    if rounds.p_zero > 0:  # K = 0 possible: the release may be the fixed output
+        fields["rounds"]["p_zero"] = rounds.p_zero
+    fields["base"].update(base.describe())  # the pair's kind and parameters (discrete: p, q)
+    fields["exact_curve"] = {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
+    if "curves" in bounds:
+        fields["upper_curves"] = bounds["curves"]
+    return fields
+
+
+def lower_fields(bound, game: str, proxy: str, seed: int, streamed: bool) -> dict:
+    """result.json's `lower`: the audit's LowerBound, what was played, and the GDP fit's check."""
+    lower = {
+        **bound.to_dict(),
+        "game": game,
+        "proxy": proxy,
+        "seed": seed,
+        "streamed": bool(streamed),
+    }
+    if bound.estimators is not None and "gdp_fit" in bound.estimators:
+        lower["gdp_fit_ok"] = bound.estimators["gdp_fit"]["detail"]["gdp_fit_ok"]
+    return lower
+
+
 def run_experiment(
     spec: ExperimentSpec,
     out_dir: Path | None = None,
@@ -195,14 +250,7 @@ def run_experiment(
     start = time.perf_counter()
     with_curves = curves and spec.delta > 0
     winner = winner_law(spec.base.reduced(), spec.rounds)
-
-    def upper_side():
-        bounds = panel(spec.base, spec.rounds, spec.delta, CURVE_DELTAS if with_curves else None)
-        eps_max = max(
-            v for v in [bounds["upper"]["exact"], bounds["base"]["epsilon"], 1.0] if v is not None
-        )
-        eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
-        return bounds, (eps_grid, privacy_curve(winner, eps_grid))
+    upper_side = lambda: upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
 
     played = None
     if spec.game is not None and spec.game.one_run is None:
@@ -219,37 +267,19 @@ def run_experiment(
     result = {
         "name": spec.name,
         "delta": spec.delta,
-        "base": {"kind": spec.base_config.get("kind"), **bounds["base"]},
-        "rounds": spec.rounds.describe(),
-        "upper": bounds["upper"],
-        "lower": None,
-        "upper_rigour": bounds["labels"],
-        "upper_sources": bounds["sources"],
-        "notes": bounds["notes"],
+        **upper_fields(spec.base, spec.rounds, bounds, curve),
         "version": __version__,
     }
-    if spec.rounds.p_zero > 0:  # K = 0 possible: the release may be the fixed output
-        result["rounds"]["p_zero"] = spec.rounds.p_zero
-    result["base"].update(spec.base.describe())  # the pair's parameters (discrete: p, q)
     artefacts = {"winner": winner, "curve": curve}
-    result["exact_curve"] = {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
-    if with_curves:
-        result["upper_curves"] = bounds["curves"]
     if spec.game is not None and spec.game.one_run is not None:
         from auditsel.experiments.one_run import play_one_run
 
         result["one_run"] = play_one_run(spec, out_dir)
     elif spec.game is not None:
         record, bound, streamed, ss = played
-        result["lower"] = {
-            **bound.to_dict(),
-            "game": spec.game.kind,
-            "proxy": spec.game.proxy,
-            "seed": spec.game.seed,
-            "streamed": bool(streamed),
-        }
-        if bound.estimators is not None and "gdp_fit" in bound.estimators:
-            result["lower"]["gdp_fit_ok"] = bound.estimators["gdp_fit"]["detail"]["gdp_fit_ok"]
+        result["lower"] = lower_fields(
+            bound, spec.game.kind, spec.game.proxy, spec.game.seed, streamed
+        )
         artefacts["record"] = record
         if ss is not None:
             artefacts["by_coin"] = ss.by_coin()  # the audit's sort serves the plots

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from auditsel.auditing.plan import Curve, Plan, expected_for_games, games_needed, prob_for_games
+from auditsel.auditing.plan import (
+    Curve,
+    Plan,
+    empirical_curve,
+    expected_for_games,
+    games_needed,
+    prob_for_games,
+)
 
 __all__ = ["curve_for_spec", "plan_spec"]
 
@@ -40,14 +47,10 @@ def curve_for_spec(spec, pilot: int = 4000, seed: int = 1) -> Curve:
 
             fp, fn = tradeoff_curve(protocol)
         return Curve(np.asarray(fp), np.asarray(fn), "exact")
-    from auditsel.auditing.lower import SortedScores
     from auditsel.games.engine import run_game
 
     rec = run_game(protocol, proxy, pilot, seed, chunk_size=spec.game.chunk_size, progress=False)
-    c = SortedScores(rec.scores, rec.member).counts()
-    fp = np.concatenate([c.fp / c.n0, (c.n0 - c.fp) / c.n0])
-    fn = np.concatenate([c.fn / c.n1, (c.n1 - c.fn) / c.n1])
-    return Curve(fp, fn, f"simulated ({pilot:,} pilot games)")
+    return empirical_curve(rec.scores, rec.member, f"simulated ({pilot:,} pilot games)")
 
 
 def plan_spec(
