@@ -15,6 +15,10 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
                        panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
     lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
                        LowerBound
+    your pipeline      audit_pipeline(tune, score, *, data, canary, games, delta, ...),
+                       PipelineAudit, Pipeline, InputCanary, GradientCanary,
+                       from_opacus(privacy_engine, *, optimizer, data_loader, delta), OpacusRun,
+                       plan_pipeline(tune, score, *, data, canary, delta, ...), PipelinePlan
     experiments        run_config(config, out_dir=None, ...), load_config, parse_config
     regression tests   assert_not_refuted(claimed_eps, delta, protocol, ...), worst_case_tuning,
                        RefutedClaim
@@ -55,6 +59,10 @@ _PUBLIC = {
     "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds"),
     "auditsel.auditing.lower": ("audit_scores", "LowerBound"),
     "auditsel.pipelines.protocol": ("audit_protocol",),
+    "auditsel.pipelines.pipeline": ("audit_pipeline", "Pipeline", "PipelineAudit"),
+    "auditsel.pipelines.canaries": ("InputCanary", "GradientCanary"),
+    "auditsel.pipelines.opacus": ("from_opacus", "OpacusRun"),
+    "auditsel.pipelines.plan": ("plan_pipeline", "PipelinePlan"),
     "auditsel.experiments.experiment": ("run_config",),
     "auditsel.experiments.config": ("load_config", "parse_config"),
     "auditsel.testing": ("assert_not_refuted", "worst_case_tuning", "RefutedClaim"),
@@ -70,8 +78,14 @@ __all__ = [
     "FiniteOutputBase",
     "FinitePmf",
     "GaussianBase",
+    "GradientCanary",
+    "InputCanary",
     "LowerBound",
     "Neighbouring",
+    "OpacusRun",
+    "Pipeline",
+    "PipelineAudit",
+    "PipelinePlan",
     "Point",
     "Poisson",
     "RefutedClaim",
@@ -79,10 +93,12 @@ __all__ = [
     "TruncatedNegativeBinomial",
     "TwoPoint",
     "assert_not_refuted",
+    "audit_pipeline",
     "audit_protocol",
     "audit_scores",
     "bound",
     "exact_epsilon",
+    "from_opacus",
     "gaussian_delta",
     "gaussian_epsilon",
     "gaussian_mu",
@@ -91,6 +107,7 @@ __all__ = [
     "panel",
     "panel_curves",
     "parse_config",
+    "plan_pipeline",
     "privacy_curve",
     "run_config",
     "upper_bounds",
@@ -117,6 +134,10 @@ if (
         gaussian_epsilon,
         gaussian_mu,
     )
+    from auditsel.pipelines.canaries import GradientCanary, InputCanary
+    from auditsel.pipelines.opacus import OpacusRun, from_opacus
+    from auditsel.pipelines.pipeline import Pipeline, PipelineAudit, audit_pipeline
+    from auditsel.pipelines.plan import PipelinePlan, plan_pipeline
     from auditsel.pipelines.protocol import audit_protocol
     from auditsel.rounds import (
         Binomial,

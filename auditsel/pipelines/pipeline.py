@@ -1,18 +1,9 @@
 """Audit the tuning pipeline you actually run: your code plays the game, auditsel judges it.
 
 Contract. `audit_pipeline(tune, score, *, data, canary, games, delta, ...)` plays `games`
-distinguishing games ([XWW24] Algorithm 1) around your own tuning run. Game g (0, 1, ...)
-draws everything from its own stream, rng_g = Generator(SeedSequence(seed, spawn_key=(g,))):
-first its coin b (member = 1: the canary is in), then the canary's own draws (when a gradient
-canary is sampled). Your tuning gets the seed s_g = (s_0 + g) mod 2^32 (s_0 from the audit's
-seed: every game of an audit has its own), and the global generators of Python, NumPy and torch
-(when it is loaded) are seeded with s_g before `tune` runs, so a pipeline that draws from them
-is reproducible too. One game is
-
-    release = tune(canary.prepare(data), s_g, canary.for_game(b, rng_g))
-    score_g = score(release, canary)        # the unbound canary: the attack never sees b
-
-and the release is dropped once scored. A game's numbers depend on (seed, g) only: not on the
+distinguishing games ([XWW24] Algorithm 1) around your own tuning run, each from its own
+seeded stream (`auditsel.pipelines.game`: the coin, the canary's draws, the seed handed to
+`tune`), the release dropped once scored. A game's numbers depend on (seed, g) only: not on the
 chunk size, the number of jobs or the backend (joblib's loky processes by default; threads;
 a dask cluster).
 
@@ -39,13 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
-import random
-import sys
-import threading
 import time
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -67,151 +53,28 @@ from auditsel.experiments.heuristics import honesty_fields
 from auditsel.games.engine import CheckpointError, GameRecord, run_game
 from auditsel.games.fingerprint import package_digest, source_digest
 from auditsel.pipelines.canaries import Canary, default_score
+from auditsel.pipelines.game import (
+    CHUNK_SIZE,
+    LOCAL_CPU,
+    PipelineError,
+    PipelineGame,
+    function_name,
+    score_label,
+)
 from auditsel.version import __version__
 
 __all__ = [
     "Pipeline",
     "PipelineAudit",
     "PipelineError",
-    "PipelineGame",
     "audit_pipeline",
     "play_games",
-    "game_seed",
-    "function_name",
-    "score_label",
 ]
 
-CHUNK_SIZE = 32  # games per checkpoint file and per task sent to a worker
 PANEL_ABOVE = 200_000  # panel="auto": the estimator panel up to this many games
 STREAM_ABOVE = 1 << 22  # stream="auto": audit chunk by chunk from disk above this many games
 SEED_MAX = 2**63
 FINGERPRINT_FILE = "pipeline.json"
-
-
-class PipelineError(ConfigError):
-    """An exception raised by the user's `tune` or `score` (or a score that is not a number):
-    the user's error, not auditsel's; the message names the function, the line and the game."""
-
-
-def function_name(fn: Any) -> str:
-    """module.qualname of a function (or of a callable object's class)."""
-    target = fn if hasattr(fn, "__qualname__") else type(fn)
-    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(fn))}"
-
-
-def score_label(score: Callable | None, canary: Canary) -> str:
-    """How reports name the attack: the user's function, or the canary's default score."""
-    return function_name(score) if score is not None else f"{type(canary).__name__} default score"
-
-
-def game_seed(seed: int, game: int) -> int:
-    """The seed handed to `tune` in game `game`: distinct for every game of an audit (< 2^32)."""
-    start = int(np.random.SeedSequence(seed).generate_state(1, np.uint32)[0])
-    return (start + game) % 2**32
-
-
-def _seed_globals(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)  # noqa: NPY002 (the legacy global generator user code may draw from)
-    torch = sys.modules.get("torch")  # seeded only when the pipeline has loaded it
-    if torch is not None:
-        torch.manual_seed(seed)
-
-
-def _where(err: BaseException) -> str:
-    """file:line (function) of the innermost frame of the traceback in the user's code: outside
-    auditsel and outside installed packages; the innermost frame when there is none."""
-    frames = traceback.extract_tb(err.__traceback__)
-    here = str(Path(__file__).resolve().parents[1])
-    user = [
-        f
-        for f in frames
-        if not str(Path(f.filename).resolve()).startswith(here)
-        and "site-packages" not in f.filename
-        and "dist-packages" not in f.filename
-        and not f.filename.startswith("<frozen")
-    ]
-    frame = (user or frames or [None])[-1]
-    if frame is None:
-        return "?"
-    return f"{Path(frame.filename).name}:{frame.lineno} in {frame.name}"
-
-
-def _user_error(role: str, fn: Any, game: int, seed: int, member: int, err: BaseException):
-    text = " ".join(str(err).split())
-    text = text if len(text) <= 300 else text[:297] + "..."
-    return PipelineError(
-        role,
-        f"{function_name(fn)} raised {type(err).__name__} at {_where(err)} in game {game} "
-        f"(seed {seed}, canary {'in' if member else 'out'}): {text}",
-    )
-
-
-class _Clock:
-    """CPU seconds of the games played in this process (the audit's own process, or a worker):
-    so that the audit counts each game's CPU once."""
-
-    def __init__(self):
-        self.seconds = 0.0
-        self._lock = threading.Lock()
-
-    def add(self, seconds: float) -> None:
-        with self._lock:
-            self.seconds += seconds
-
-
-_IN_PROCESS = _Clock()
-
-
-@dataclass(frozen=True, eq=False)
-class PipelineGame:
-    """The distinguishing game around a user pipeline, as a protocol of the game engine: it
-    plays whole chunks itself (`play`), one stream per game (module docstring)."""
-
-    tune: Callable
-    score: Callable
-    data: Any
-    canary: Canary
-    chunk_size: int = CHUNK_SIZE
-    parallel_prefer = None  # joblib's default: loky processes (user code holds the GIL)
-
-    def play_one(self, seed: int, game: int) -> tuple[int, float, float]:
-        """(coin, score, CPU seconds) of one game."""
-        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(game,)))
-        member = int(rng.integers(0, 2))
-        user_seed = game_seed(seed, game)
-        bound = self.canary.for_game(member == 1, rng)
-        data = bound.prepare(self.data)
-        _seed_globals(user_seed)
-        start = time.process_time()
-        try:
-            release = self.tune(data, user_seed, bound)
-        except Exception as err:
-            raise _user_error("tune", self.tune, game, user_seed, member, err) from None
-        try:
-            value = float(self.score(release, self.canary))
-        except Exception as err:
-            raise _user_error("score", self.score, game, user_seed, member, err) from None
-        del release
-        if math.isnan(value):
-            raise PipelineError(
-                "score",
-                f"{function_name(self.score)} returned NaN in game {game} (seed {user_seed}); "
-                f"a score must be a number (+-inf allowed)",
-            )
-        cpu = time.process_time() - start
-        _IN_PROCESS.add(cpu)
-        return member, value, cpu
-
-    def play(self, seed: int, index: int, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """Games index * chunk_size, ... of one chunk: scores (size, 2): the score and the CPU
-        seconds of each game, and the coins."""
-        out = np.empty((size, 2), dtype=np.float64)
-        member = np.empty(size, dtype=np.int8)
-        start = index * self.chunk_size
-        for j in range(size):
-            member[j], out[j, 0], out[j, 1] = self.play_one(seed, start + j)
-        return out, member
 
 
 @dataclass(frozen=True)
@@ -374,7 +237,7 @@ def play_games(
     the CPU seconds of the games played in this process."""
     from auditsel.games.backends import execution_backend
 
-    before = _IN_PROCESS.seconds
+    before = LOCAL_CPU.seconds
     with execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where:
         record = run_game(
             game,
@@ -390,7 +253,7 @@ def play_games(
             in_memory=not stream,
             unit="game",
         )
-    return record, _IN_PROCESS.seconds - before
+    return record, LOCAL_CPU.seconds - before
 
 
 def audit_pipeline(
