@@ -73,6 +73,7 @@ __all__ = [
 
 PANEL_ABOVE = 200_000  # panel="auto": the estimator panel up to this many games
 STREAM_ABOVE = 1 << 22  # stream="auto": audit chunk by chunk from disk above this many games
+PLOT_GAMES = 1 << 18  # the plots of a streamed audit: its first ~260,000 games
 SEED_MAX = 2**63
 FINGERPRINT_FILE = "pipeline.json"
 
@@ -379,8 +380,9 @@ def _analyse(
         source = _ScoreColumn(record.chunks)
         bound = audit_chunks(source, delta, confidence=confidence, rule=rule)
         game_cpu = sum(float(record.chunks.load(i)[0][:, 1].sum()) for i in range(len(source)))
-        head_scores, head_member = record.chunks.head(1 << 20)
-        artefacts["record"] = GameRecord(head_scores[:, 0], head_member)
+        if out is not None:  # the plots of a streamed audit show its first games
+            head_scores, head_member = record.chunks.head(PLOT_GAMES)
+            artefacts["record"] = GameRecord(head_scores[:, 0], head_member)
         scores = member = None
     else:
         scores, member = record.scores[:, 0].copy(), record.member
