@@ -4,7 +4,7 @@ Contract. A reference `MODULE:NAME` names an attribute of a module: `MODULE` is 
 name importable from the current directory (`mypkg.tuning`) or the path of a Python file
 (`pipelines/tuning.py`, imported under its file name, its folder put on sys.path so that worker
 processes can import it too). For `data` and `canary`, an attribute that is a function is
-called with no arguments (a data loader, a canary factory). A canary may also be written as a
+called with no arguments when it takes none (a data loader, a canary factory). A canary may also be written as a
 YAML mapping: `{kind: gradient, coordinate: 30}` or `{kind: input, x: [...], y: 1}`.
 
 A pipeline YAML file (read with safe_load) has the keys of `PIPELINE_KEYS`; `tune` is
@@ -84,6 +84,13 @@ def _import(module: str, field_name: str):
         ) from None
 
 
+def _takes_no_arguments(fn: Any) -> bool:
+    return all(
+        p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        for p in inspect.signature(fn).parameters.values()
+    )
+
+
 def load_object(reference: str, field_name: str, call: bool = False) -> Any:
     """The object named by MODULE:NAME; with call=True a function found there is called."""
     if not isinstance(reference, str) or not is_reference(reference):
@@ -95,7 +102,7 @@ def load_object(reference: str, field_name: str, call: bool = False) -> Any:
     if not hasattr(module, name):
         raise ConfigError(field_name, f"module {module_name!r} has no attribute {name!r}")
     value = getattr(module, name)
-    if call and inspect.isfunction(value):
+    if call and inspect.isfunction(value) and _takes_no_arguments(value):
         try:
             value = value()
         except Exception as err:
