@@ -259,6 +259,15 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> st
     low = result.get("lower")
     if low:
         ax.axvline(low["eps"], color="C3", ls="-.", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
+    claim = result.get("claim")
+    if claim:
+        ax.axvline(
+            claim["epsilon"],
+            color="C2",
+            ls="--",
+            lw=0.8,
+            label=f"claimed eps = {claim['epsilon']:.3f}",
+        )
     ax.set_ylim(max(min(curves.get("delta", [1e-10])), 1e-12) / 3, 1.0)
     ax.set_xlabel("epsilon")
     ax.set_ylabel("delta(epsilon)")
@@ -427,6 +436,7 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
         references.append(
             (f"claimed eps = {claim['epsilon']:.3g}: no test above", dense, claim_fn, True, "C2")
         )
+    once = {name for name, *_ in references if name.startswith("claimed")}  # one legend entry
     floor = 0.5 / max(n0, n1)
     fig, ax = plt.subplots(figsize=(5, 5))
     # both kinds of test: "guess X' when the score is high" (x = FP, y = 1 - FN) and, with the
@@ -443,8 +453,10 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
                 "--" if dashed else "-",
                 color="grey" if swapped and ref_color == "k" else ref_color,
                 lw=1.5,
-                label=f"{name}, {what}",
+                label=name if name in once else f"{name}, {what}",
             )
+            if swapped and name in once:
+                ax.lines[-1].set_label("_nolegend_")
         ax.loglog(
             np.maximum(x_game, floor),
             np.maximum(y_game, floor),

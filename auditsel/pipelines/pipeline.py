@@ -338,7 +338,7 @@ def audit_pipeline(
         panel=panel,
         base=base,
         rounds=rounds,
-        name=name or f"pipeline {function_name(tune)}",
+        name=name or f"pipeline {getattr(tune, '__name__', 'tune')}",
         names=(function_name(tune), score_label(score, canary)),
         canary=canary,
         fingerprint=fingerprint,
