@@ -247,11 +247,11 @@ def _append(data: Any, x: Any, y: Any, kind: str) -> Any:
 
     if kind == "tensors":
         X, Y = data
-        rows = (
+        grown = (
             torch.cat([X, torch.as_tensor(_to_numpy(x), dtype=X.dtype).reshape(1, *X.shape[1:])]),
             torch.cat([Y, torch.as_tensor(_to_numpy(y), dtype=Y.dtype).reshape(1, *Y.shape[1:])]),
         )
-        return type(data)(rows)
+        return type(data)(grown)
     if kind == "tensor_dataset":
         return tud.TensorDataset(*_append(tuple(data.tensors), x, y, "tensors"))
     extra = tud.TensorDataset(

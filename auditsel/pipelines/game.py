@@ -94,9 +94,9 @@ def _where(err: BaseException) -> str:
         and "dist-packages" not in f.filename
         and not f.filename.startswith("<frozen")
     ]
-    frame = (user or frames or [None])[-1]
-    if frame is None:
+    if not frames:
         return "?"
+    frame = (user or frames)[-1]
     return f"{Path(frame.filename).name}:{frame.lineno} in {frame.name}"
 
 

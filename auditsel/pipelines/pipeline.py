@@ -147,6 +147,8 @@ class Pipeline:
 
     def audit(self, *, games: int, delta: float, **options: Any) -> PipelineAudit:
         """audit_pipeline(self.tune, self.score, data=..., canary=..., games, delta, **options)."""
+        if self.canary is None:
+            raise ConfigError("canary", "required: Pipeline(tune, score, data=..., canary=...)")
         return audit_pipeline(
             self.tune,
             self.score,
@@ -242,7 +244,7 @@ def play_games(
     with execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where:
         record = run_game(
             game,
-            None,
+            game.score,  # unused: the game plays its chunks itself (PipelineGame.play)
             games,
             seed,
             chunk_size=game.chunk_size,
@@ -377,14 +379,17 @@ def _analyse(
     artefacts: dict[str, Any] = {}
     estimators = None
     if stream:
-        source = _ScoreColumn(record.chunks)
+        chunks = record.chunks
+        assert chunks is not None  # a streamed record reads its chunks back from disk
+        source = _ScoreColumn(chunks)
         bound = audit_chunks(source, delta, confidence=confidence, rule=rule)
-        game_cpu = sum(float(record.chunks.load(i)[0][:, 1].sum()) for i in range(len(source)))
+        game_cpu = float(sum(chunks.load(i)[0][:, 1].sum() for i in range(len(chunks))))
         if out is not None:  # the plots of a streamed audit show its first games
-            head_scores, head_member = record.chunks.head(PLOT_GAMES)
+            head_scores, head_member = chunks.head(PLOT_GAMES)
             artefacts["record"] = GameRecord(head_scores[:, 0], head_member)
         scores = member = None
     else:
+        assert record.scores is not None and record.member is not None  # played in memory
         scores, member = record.scores[:, 0].copy(), record.member
         game_cpu = float(record.scores[:, 1].sum())
         ss = SortedScores(scores, member)

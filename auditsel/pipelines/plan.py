@@ -138,6 +138,7 @@ def plan_pipeline(
     game = PipelineGame(tune, score if score is not None else default_score, data, canary)
     start = time.process_time()
     record, inline = play_games(game, pilot, seed, jobs=jobs, backend=backend, progress=progress)
+    assert record.scores is not None and record.member is not None  # played in memory
     cpu = (time.process_time() - start) - inline + float(record.scores[:, 1].sum())
     scores, member = record.scores[:, 0], record.member
     if member.min() == member.max():
