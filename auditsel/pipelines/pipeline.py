@@ -72,7 +72,7 @@ __all__ = [
 ]
 
 PANEL_ABOVE = 200_000  # panel="auto": the estimator panel up to this many games
-STREAM_ABOVE = 1 << 22  # stream="auto": audit chunk by chunk from disk above this many games
+STREAM_ABOVE = 1 << 20  # stream="auto": audit chunk by chunk from disk above this many games
 PLOT_GAMES = 1 << 18  # the plots of a streamed audit: its first ~260,000 games
 SEED_MAX = 2**63
 FINGERPRINT_FILE = "pipeline.json"
@@ -306,7 +306,9 @@ def audit_pipeline(
     out = None if out_dir is None else Path(out_dir)
     if checkpoint_dir is None and out is not None:
         checkpoint_dir = out / "checkpoints"
-    stream = games > STREAM_ABOVE if stream == "auto" else bool(stream)
+    if stream == "auto":  # bounded memory for large audits, where there is a folder for it
+        stream = games > STREAM_ABOVE and checkpoint_dir is not None
+    stream = bool(stream)
     if stream and checkpoint_dir is None:
         raise ConfigError("stream", "a streamed audit needs checkpoint_dir (or out_dir)")
     start_wall, start_cpu = time.perf_counter(), time.process_time()
