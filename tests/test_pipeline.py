@@ -468,3 +468,11 @@ def test_a_streamed_audit_gives_the_bound_of_the_chunks(tmp_path):
     assert 0 < streamed.eps <= GaussianBase(MU).epsilon(1e-5)
     with pytest.raises(ConfigError, match="stream"):
         audit_pipeline(dpsgd_no_data, standardised, stream=True, **kw)
+
+
+def test_a_dask_cluster_gives_the_same_numbers():
+    pytest.importorskip("distributed")
+    kw = dict(data=None, canary=DIRAC, games=96, delta=1e-5, seed=5)
+    here = audit_pipeline(dpsgd_no_data, standardised, **kw)
+    cluster = audit_pipeline(dpsgd_no_data, standardised, jobs=2, backend="dask", **kw)
+    assert np.array_equal(here.scores, cluster.scores) and here.eps == cluster.eps
