@@ -700,7 +700,7 @@ def _command_plan_pipeline(args) -> int:
         power=args.power,
         confidence=settings.get("confidence", 0.95),
         rule=settings.get("rule", "split"),
-        seed=settings.get("seed", 1),
+        seed=args.seed if args.seed is not None else settings.get("seed", 0) + 1,  # not the audit's
         jobs=args.jobs,
         progress=sys.stderr.isatty(),
     )

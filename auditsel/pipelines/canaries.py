@@ -85,7 +85,8 @@ class Canary:
         raise NotImplementedError
 
     def describe(self) -> dict:
-        raise NotImplementedError
+        """What result.json records of the canary."""
+        return {"kind": type(self).__name__}
 
 
 def default_score(release: Any, canary: Canary) -> float:
