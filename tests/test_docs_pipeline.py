@@ -12,13 +12,13 @@ HOWTO = "docs/howto/audit-a-hand-written-dpsgd-loop.md"
 
 
 def test_tutorial_runs_end_to_end_with_fewer_games(tmp_path, monkeypatch):
-    """Every block of the Opacus tutorial, with 100 games instead of 2,000 and a pilot of 40
+    """Every block of the Opacus tutorial, with 64 games instead of 2,000 and a pilot of 30
     instead of 100 (the slow test below runs the page as written)."""
     pytest.importorskip("opacus")
     monkeypatch.chdir(tmp_path)
-    ns = run_page(TUTORIAL, {"GAMES = 2_000": "GAMES = 100", "pilot=100,": "pilot=40,"})
+    ns = run_page(TUTORIAL, {"GAMES = 2_000": "GAMES = 64", "pilot=100,": "pilot=30,"})
     audit, claim = ns["audit"], ns["claim"]
-    assert audit.games == 100 and audit.refuted is not None
+    assert audit.games == 64 and audit.refuted is not None
     assert claim.claimed_epsilon > 0 and claim.tuning_epsilon > claim.claimed_epsilon
     for name in ("scores.png", "tradeoff.png", "privacy_curve.png", "result.json", "report.md"):
         assert (tmp_path / "audit-opacus" / name).exists()
