@@ -200,7 +200,8 @@ class InputCanary(Canary):
 def _forward(model: Any, x: Any):
     """model(x[None]) without gradients, x converted to the model's tensor type and dtype."""
     parameters = getattr(model, "parameters", None)
-    if callable(parameters):  # a torch module: deferred import (torch is an optional extra)
+    if callable(parameters):  # a torch module
+        # deferred: torch is an optional extra (the dpsgd extra, 1.9 s)
         import torch
 
         first = next(iter(parameters()), None)
