@@ -36,9 +36,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from docs_blocks import module_source, run_page  # the tests' reader of docs pages
+from test_docs_pipeline import run_tutorial, tutorial_module  # the page, as the tests run it
 
-PAGE = "docs/tutorials/audit-your-pipeline.md"
 CLI = [
     "--score",
     "tuning.py:score",
@@ -95,7 +94,7 @@ def cli_audit(folder: Path, games: int, jobs: int) -> tuple[float, float, dict]:
 def speed(args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        (folder / "tuning.py").write_text(module_source(PAGE, "tuning.py"))
+        (folder / "tuning.py").write_text(tutorial_module())
         print(f"machine: {os.cpu_count()} cores; before: {load()}")
         wall, tree_cpu, result = cli_audit(folder, args.games, args.jobs)
         after_cli = load()
@@ -131,7 +130,7 @@ def docs(args) -> None:
             buffer = io.StringIO()
             start = time.perf_counter()
             with contextlib.redirect_stdout(buffer):
-                ns = run_page(PAGE)
+                ns = run_tutorial()
             print(buffer.getvalue())
             audit = ns["audit"]
             print(

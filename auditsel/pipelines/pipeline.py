@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from auditsel.auditing import lower
 from auditsel.auditing.lower import (
     THRESHOLD_RULES,
-    LowerBound,
     SortedScores,
     audit_chunks,
     audit_scores,
@@ -114,7 +114,7 @@ class PipelineAudit:
     rule: str
     games: int
     seed: int
-    bound: LowerBound
+    bound: lower.LowerBound  # every number of the threshold rule (module-qualified for the docs)
     estimators: Mapping[str, Estimate] | None  # the estimator panel, each entry labelled
     scores: np.ndarray | None  # one per game, in game order (None when streamed)
     member: np.ndarray | None  # the coins (1: the canary was in)
@@ -150,7 +150,7 @@ class Pipeline:
     canary: Canary | None = None
 
     def audit(self, *, games: int, delta: float, **options: Any) -> PipelineAudit:
-        """audit_pipeline(self.tune, self.score, data=..., canary=..., games, delta, **options)."""
+        """`audit_pipeline` of this pipeline, with `games`, `delta` and the other options."""
         if self.canary is None:
             raise ConfigError("canary", "required: Pipeline(tune, score, data=..., canary=...)")
         return audit_pipeline(
