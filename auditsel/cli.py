@@ -63,6 +63,7 @@ def _bad_input_types() -> tuple:
 
 EXIT_ENVIRONMENT = 74  # sysexits.h EX_IOERR: a full disk, an I/O error
 EXIT_PIPE = 128 + 13  # killed by SIGPIPE, as `yes | head` reports it
+EXIT_REFUTED = 3  # audit-pipeline --claim: the audit ran and refuted the claim
 
 
 class _Parser(argparse.ArgumentParser):
@@ -718,7 +719,7 @@ def _command_audit_pipeline(args) -> int:
             f"{audit.games:,} games, {audit.cpu_seconds:.1f} CPU s, {audit.wall_seconds:.1f} s "
             f"wall; wrote {', '.join(str(p) for p in audit.files)}"
         )
-    return 3 if audit.refuted else 0
+    return EXIT_REFUTED if audit.refuted else 0
 
 
 def _command_plan_pipeline(args) -> int:
