@@ -438,7 +438,7 @@ def test_plan_sizes_an_audit_from_a_pilot():
 
 
 def test_progress_counts_games(monkeypatch):
-    import tqdm
+    from auditsel.games import engine
 
     seen = {}
 
@@ -452,7 +452,7 @@ def test_progress_counts_games(monkeypatch):
         def close(self):
             pass
 
-    monkeypatch.setattr(tqdm, "tqdm", Bar)
+    monkeypatch.setattr(engine, "tqdm", Bar)
     audit_pipeline(
         dpsgd_no_data, standardised, data=None, canary=DIRAC, games=70, delta=0, progress=True
     )
