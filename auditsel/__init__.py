@@ -14,7 +14,8 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
     upper bounds       BOUNDS (the registry), bound(key), panel(pair, law, delta, curve_deltas),
                        panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
     lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
-                       LowerBound
+                       LowerBound; threshold rules Split, BonferroniGrid, BonferroniAll,
+                       MultiSplit; estimator_panel(scores, member, delta, ...)
     your pipeline      audit_pipeline(tune, score, *, data, canary, games, delta, ...),
                        PipelineAudit, Pipeline, InputCanary, GradientCanary,
                        from_opacus(privacy_engine, *, optimizer, data_loader, delta), OpacusRun,
@@ -58,6 +59,8 @@ _PUBLIC = {
     "auditsel.accounting.bounds": ("BOUNDS", "bound"),
     "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds"),
     "auditsel.auditing.lower": ("audit_scores", "LowerBound"),
+    "auditsel.auditing.rules": ("Split", "BonferroniGrid", "BonferroniAll", "MultiSplit"),
+    "auditsel.auditing.estimators": ("estimator_panel",),
     "auditsel.pipelines.protocol": ("audit_protocol",),
     "auditsel.pipelines.pipeline": ("audit_pipeline", "Pipeline", "PipelineAudit"),
     "auditsel.pipelines.canaries": ("InputCanary", "GradientCanary"),
@@ -74,6 +77,8 @@ __all__ = [
     "__version__",
     "BOUNDS",
     "Binomial",
+    "BonferroniAll",
+    "BonferroniGrid",
     "ConfigError",
     "DpsgdBase",
     "FiniteOutputBase",
@@ -82,6 +87,7 @@ __all__ = [
     "GradientCanary",
     "InputCanary",
     "LowerBound",
+    "MultiSplit",
     "Neighbouring",
     "OpacusRun",
     "Pipeline",
@@ -92,6 +98,7 @@ __all__ = [
     "RefutedClaim",
     "RoundsLaw",
     "RunResult",
+    "Split",
     "TruncatedNegativeBinomial",
     "TwoPoint",
     "assert_not_refuted",
@@ -99,6 +106,7 @@ __all__ = [
     "audit_protocol",
     "audit_scores",
     "bound",
+    "estimator_panel",
     "exact_epsilon",
     "from_opacus",
     "gaussian_delta",
@@ -123,7 +131,9 @@ if (
     from auditsel.accounting.bounds import BOUNDS, bound
     from auditsel.accounting.exact import exact_epsilon, privacy_curve
     from auditsel.accounting.panel import panel, panel_curves, upper_bounds
+    from auditsel.auditing.estimators import estimator_panel
     from auditsel.auditing.lower import LowerBound, audit_scores
+    from auditsel.auditing.rules import BonferroniAll, BonferroniGrid, MultiSplit, Split
     from auditsel.errors import ConfigError
     from auditsel.experiments.config import load_config, parse_config
     from auditsel.experiments.experiment import run_config

@@ -9,7 +9,7 @@ both and their ratio. The two paths draw their noise from different generators (
 before: torch's per-run MT19937 generators; today: counter-based Philox, ``kernels.draw``), so
 their scores agree in law, not value: the last column is the two-sample Kolmogorov-Smirnov
 p-value of the released scores of the same games (the same coins and numbers of runs). The
-kernels row says whether the compiled kernels ran (c) or their torch twin (torch).
+kernels row says which kernels served the CPU (numba; the torch kernels serve GPUs).
 
     python benchmarks/bench_dpsgd_games.py                          # 3 cells, 100 games each
     python benchmarks/bench_dpsgd_games.py --games 200 --repeat 3 --cells ntnv:dirac:1 etcv:dirac:1
@@ -25,18 +25,23 @@ import sys
 import time
 from dataclasses import replace
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+# benchmarks/coverage.py would shadow the `coverage` package that numba probes for on import:
+# import the package (and numba) before this folder goes on the path
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+
 import numpy as np
 import torch
 from scipy import stats
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import dpsgd_before
 
 from attacks.dpsgd_game import build_protocol, load_data, make_scorer
 from auditsel.dpsgd import kernels
 from auditsel.dpsgd import protocol as protocol_module
 from auditsel.games.engine import run_game
 from auditsel.reproductions.table3 import Table3Grid
+
+sys.path.append(HERE)
+import dpsgd_before
 
 
 def play(grid, spec, base, data, games, seed, old: bool):

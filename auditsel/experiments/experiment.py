@@ -22,6 +22,7 @@ from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.panel import panel
+from auditsel.auditing.estimators import estimator_panel, panel_dict
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.errors import ConfigError
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
@@ -219,62 +220,49 @@ def _play(
         code=code_of(spec),
     )
     # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
-    # pilot grid from the first split_fraction of the trials, left out of the bound
-    spec_grid = None
+    # pilot grid from a seeded split_fraction of each class, left out of the bound
+    spec_grid, ss = None, None
     if g.kind == "dpsgd_worst_case":
         lo, hi = protocol.score_range()
         spec_grid = np.linspace(lo, hi, g.thresholds)
     elif g.kind != "dpsgd":
         spec_grid = threshold_grid(spec, g.proxy)
-    grid = spec_grid if g.threshold == "bonferroni" else None
-    if stream:
-        bound = audit_chunks(
-            record.chunks,
-            spec.delta,
-            confidence=g.confidence,
-            rule=g.threshold,
-            split_fraction=g.split_fraction,
-            threshold_grid=grid,
-            grid_size=g.thresholds,
-        )
-        assert record.chunks is not None  # a streamed record reads its chunks from disk
-        scores, member = record.chunks.head(PLOT_TRIALS)
-        record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
-    else:
-        ss = SortedScores(record.scores, record.member)
-        bound = audit_scores(
-            record.scores,
-            record.member,
-            spec.delta,
-            confidence=g.confidence,
-            rule=g.threshold,
-            split_fraction=g.split_fraction,
-            threshold_grid=grid,
-            grid_size=g.thresholds,
-            sorted_scores=ss,
-        )
-        if g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE):
-            # deferred: scipy.stats (0.8 s) loads only when the estimator panel is computed
-            from auditsel.auditing.estimators import estimator_panel, panel_dict
-
-            try:
-                panel = estimator_panel(
-                    record.scores,
-                    record.member,
-                    spec.delta,
-                    g.confidence,
-                    law=spec.rounds,
-                    threshold_grid=spec_grid,
-                    grid_size=g.thresholds,
-                    split_fraction=g.split_fraction,
-                    seed=g.seed,
-                    sorted_scores=ss,
-                )
-                bound = replace(bound, estimators=panel_dict(panel))
-            except ConfigError as err:  # e.g. too few games for the panel's split entries
-                bound = replace(
-                    bound, estimators={"skipped": f"estimator panel not computed: {err}"}
-                )
+    rule = g.rule(spec_grid if g.threshold == "bonferroni" else None)
+    try:
+        if stream:
+            bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=rule)
+            assert record.chunks is not None  # a streamed record reads its chunks from disk
+            scores, member = record.chunks.head(PLOT_TRIALS)
+            record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
+        else:
+            ss = SortedScores(record.scores, record.member)
+            bound = audit_scores(
+                record.scores,
+                record.member,
+                spec.delta,
+                confidence=g.confidence,
+                rule=rule,
+                sorted_scores=ss,
+            )
+    except ConfigError as err:  # a rule's option that the games cannot satisfy: game.<option>
+        raise _game_error(err) from None
+    if not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE)):
+        try:
+            panel = estimator_panel(
+                record.scores,
+                record.member,
+                spec.delta,
+                g.confidence,
+                law=spec.rounds,
+                threshold_grid=spec_grid,
+                grid_size=g.thresholds,
+                split_fraction=g.split_fraction,
+                seed=g.seed,
+                sorted_scores=ss,
+            )
+            bound = replace(bound, estimators=panel_dict(panel))
+        except ConfigError as err:  # e.g. too few games for the panel's split entries
+            bound = replace(bound, estimators={"skipped": f"estimator panel not computed: {err}"})
     return record, bound, stream, (None if stream else ss)
 
 
@@ -320,9 +308,19 @@ def lower_fields(bound, game: str, proxy: str, seed: int, streamed: bool) -> dic
         "seed": seed,
         "streamed": bool(streamed),
     }
-    if bound.estimators is not None and "gdp_fit" in bound.estimators:
-        lower["gdp_fit_ok"] = bound.estimators["gdp_fit"]["detail"]["gdp_fit_ok"]
     return lower
+
+
+def _game_error(err: ConfigError) -> ConfigError:
+    """An audit's error in the config's words: a rule option is a game.<field>; too few games
+    of a class is game.trials."""
+    fields = {
+        "split_fraction": "game.split_fraction",
+        "member": "game.trials",
+        "scores": "game.trials",
+    }
+    field = fields.get(err.field)
+    return ConfigError(field or f"game.{err.field}", err.message)
 
 
 def run_experiment(
