@@ -35,11 +35,12 @@ from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from auditsel.auditing import lower
+from auditsel.auditing.estimators import Estimate, estimator_panel, panel_dict
 from auditsel.auditing.lower import (
     THRESHOLD_RULES,
     SortedScores,
@@ -66,9 +67,6 @@ from auditsel.pipelines.game import (
 )
 from auditsel.selection import winner_law
 from auditsel.version import __version__, source_commit
-
-if TYPE_CHECKING:
-    from auditsel.auditing.estimators import Estimate
 
 __all__ = [
     "Pipeline",
@@ -411,9 +409,6 @@ def _analyse(
             scores, member, delta, confidence=confidence, rule=rule, sorted_scores=ss
         )
         if panel is True or (panel == "auto" and games <= PANEL_ABOVE):
-            # deferred: scipy.stats (0.8 s) loads only when the estimator panel is computed
-            from auditsel.auditing.estimators import estimator_panel, panel_dict
-
             try:
                 estimators = estimator_panel(
                     scores, member, delta, confidence, law=rounds, seed=seed, sorted_scores=ss
