@@ -19,6 +19,10 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
     lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
                        LowerBound; threshold rules Split, BonferroniGrid, BonferroniAll,
                        MultiSplit; estimator_panel(scores, member, delta, ...)
+    your pipeline      audit_pipeline(tune, score, *, data, canary, games, delta, ...),
+                       PipelineAudit, Pipeline, InputCanary, GradientCanary,
+                       from_opacus(privacy_engine, *, optimizer, data_loader, delta), OpacusRun,
+                       plan_pipeline(tune, score, *, data, canary, delta, ...), PipelinePlan
     experiments        run_config(config, out_dir=None, ...) -> RunResult, load_config, parse_config
     regression tests   assert_not_refuted(claimed_eps, delta, protocol, ...), worst_case_tuning,
                        RefutedClaim
@@ -63,6 +67,10 @@ _PUBLIC = {
     "auditsel.auditing.rules": ("Split", "BonferroniGrid", "BonferroniAll", "MultiSplit"),
     "auditsel.auditing.estimators": ("estimator_panel",),
     "auditsel.pipelines.protocol": ("audit_protocol",),
+    "auditsel.pipelines.pipeline": ("audit_pipeline", "Pipeline", "PipelineAudit"),
+    "auditsel.pipelines.canaries": ("InputCanary", "GradientCanary"),
+    "auditsel.pipelines.opacus": ("from_opacus", "OpacusRun"),
+    "auditsel.pipelines.plan": ("plan_pipeline", "PipelinePlan"),
     "auditsel.experiments.experiment": ("run_config",),
     "auditsel.experiments.result": ("RunResult",),
     "auditsel.experiments.config": ("load_config", "parse_config"),
@@ -82,11 +90,17 @@ __all__ = [
     "FiniteOutputBase",
     "FinitePmf",
     "GaussianBase",
+    "GradientCanary",
+    "InputCanary",
     "Interval",
     "LowerBound",
     "MultiSplit",
     "Neighbouring",
+    "OpacusRun",
     "Panel",
+    "Pipeline",
+    "PipelineAudit",
+    "PipelinePlan",
     "Point",
     "Poisson",
     "RefutedClaim",
@@ -98,11 +112,13 @@ __all__ = [
     "assert_not_refuted",
     "attack",
     "attack_epsilon",
+    "audit_pipeline",
     "audit_protocol",
     "audit_scores",
     "bound",
     "estimator_panel",
     "exact_epsilon",
+    "from_opacus",
     "gaussian_delta",
     "gaussian_epsilon",
     "gaussian_mu",
@@ -111,6 +127,7 @@ __all__ = [
     "panel",
     "panel_curves",
     "parse_config",
+    "plan_pipeline",
     "privacy_curve",
     "run_config",
     "tuning_interval",
@@ -143,6 +160,10 @@ if (
         gaussian_epsilon,
         gaussian_mu,
     )
+    from auditsel.pipelines.canaries import GradientCanary, InputCanary
+    from auditsel.pipelines.opacus import OpacusRun, from_opacus
+    from auditsel.pipelines.pipeline import Pipeline, PipelineAudit, audit_pipeline
+    from auditsel.pipelines.plan import PipelinePlan, plan_pipeline
     from auditsel.pipelines.protocol import audit_protocol
     from auditsel.rounds import (
         Binomial,
