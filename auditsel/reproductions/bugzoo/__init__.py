@@ -1,0 +1,1 @@
+"""The bug zoo: tuning pipelines written the way practitioners write them (placeholder)."""

@@ -1,0 +1,47 @@
+"""Bug: a fixed number of runs accounted as if the number were random.
+
+Grid search: each learning rate of LEARNING_RATES is run once (K = 5, always) with
+`correct_dpgd.train`, the best on the validation set released. The author cites [PS22] for
+"tuning with E[K] = 5 runs" and claims the bound of K ~ Poisson(5). Those bounds need K to be
+random; for a fixed K the worst case is [XWW24]'s reduced game with K = 5 (exact at sample rate
+1), whose epsilon is far above the claim.
+
+The audit: `correct_dpgd`'s gradient canary and score.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import auditsel
+from auditsel.reproductions.bugzoo.claims import tuning_epsilon
+from auditsel.reproductions.bugzoo.correct_dpgd import (
+    CANARY,
+    LEARNING_RATES,
+    NOISE,
+    STEPS,
+    TRAIN,
+    initial_release,
+    score,
+    train,
+    validation_accuracy,
+)
+
+__all__ = ["BUG", "CANARY", "TRAIN", "claim", "score", "tune"]
+
+BUG = "a fixed number of runs accounted as if it were random"
+
+
+def tune(train_data, seed, canary):
+    generator = torch.Generator().manual_seed(seed)
+    best = initial_release()
+    for lr in LEARNING_RATES:
+        model = train(train_data, lr, generator, canary)
+        if (accuracy := validation_accuracy(model)) > best["accuracy"]:
+            best = {"model": model, "lr": lr, "accuracy": accuracy}
+    return best
+
+
+def claim(delta: float) -> float:
+    runs = auditsel.Poisson(len(LEARNING_RATES))  # "E[K] = 5 runs"
+    return tuning_epsilon(auditsel.DpsgdBase(NOISE, STEPS, 1.0), runs, delta)
