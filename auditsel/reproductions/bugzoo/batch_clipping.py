@@ -14,12 +14,25 @@ misclassified. The score is the released padding weight per unit learning rate.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 import auditsel
+from auditsel.mechanisms import GaussianBase
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
 from auditsel.reproductions.bugzoo import data
-from auditsel.reproductions.bugzoo.correct_dpgd import BATCH, CLIP, NOISE, STEPS, TRAIN, claim
+from auditsel.reproductions.bugzoo.claims import tuning_epsilon
+from auditsel.reproductions.bugzoo.correct_dpgd import (
+    BATCH,
+    CLIP,
+    MEAN_RUNS,
+    NOISE,
+    STEPS,
+    TRAIN,
+    claim,
+)
+from auditsel.rounds import Poisson
 
 __all__ = ["BUG", "CANARY", "TRAIN", "claim", "score", "train", "tune"]
 
@@ -50,3 +63,12 @@ def tune(train_data, seed, canary):
 
 def score(release, canary):
     return data.padding_weight(release)
+
+
+def correct_epsilon(delta: float) -> tuple[float | None, str]:
+    """One example moves the clipped mean gradient by up to 2 CLIP (against the CLIP / BATCH
+    that the noise NOISE * CLIP / BATCH is for): each step is a Gaussian mechanism with
+    mu = 2 BATCH / NOISE."""
+    mu = 2 * math.sqrt(STEPS) * BATCH / NOISE
+    value = tuning_epsilon(GaussianBase(mu), Poisson(MEAN_RUNS), delta)
+    return value, f"rigorous bound for sensitivity 2 C per step (mu = {mu:g})"

@@ -26,6 +26,7 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     train,
     validation_accuracy,
 )
+from auditsel.rounds import Point
 
 __all__ = ["BUG", "CANARY", "TRAIN", "claim", "score", "tune"]
 
@@ -45,3 +46,12 @@ def tune(train_data, seed, canary):
 def claim(delta: float) -> float:
     runs = auditsel.Poisson(len(LEARNING_RATES))  # "E[K] = 5 runs"
     return tuning_epsilon(auditsel.DpsgdBase(NOISE, STEPS, 1.0), runs, delta)
+
+
+def correct_epsilon(delta: float) -> tuple[float | None, str]:
+    """[XWW24]'s reduced game with K = len(LEARNING_RATES) fixed: exact at sample rate 1 for the
+    worst-case selection score."""
+    winner = auditsel.winner_law(
+        auditsel.DpsgdBase(NOISE, STEPS, 1.0).reduced(), Point(len(LEARNING_RATES))
+    )
+    return float(auditsel.exact_epsilon(winner, delta)), "exact: reduced game, K = 5 fixed"

@@ -10,13 +10,18 @@ Everything else is `correct_dpgd` (the same claim, canary and score).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
+from auditsel.mechanisms import GaussianBase
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
+from auditsel.reproductions.bugzoo.claims import tuning_epsilon
 from auditsel.reproductions.bugzoo.correct_dpgd import (
     BATCH,
     CANARY,
     CLIP,
+    MEAN_RUNS,
     NOISE,
     STEPS,
     TRAIN,
@@ -24,6 +29,7 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     clipped_sum,
     score,
 )
+from auditsel.rounds import Poisson
 
 __all__ = ["BUG", "CANARY", "TRAIN", "claim", "score", "train", "tune"]
 
@@ -44,3 +50,10 @@ def train(train_data, lr, generator, canary):
 
 def tune(train_data, seed, canary):
     return reference.random_search(train_data, seed, canary, train)
+
+
+def correct_epsilon(delta: float) -> tuple[float | None, str]:
+    """The run is DP-GD with noise multiplier NOISE / BATCH: accounted like the claim."""
+    mu = math.sqrt(STEPS) * BATCH / NOISE
+    value = tuning_epsilon(GaussianBase(mu), Poisson(MEAN_RUNS), delta)
+    return value, f"rigorous bound for the noise it adds (mu = {mu:g})"

@@ -18,6 +18,7 @@ import math
 import numpy as np
 import torch
 
+from auditsel.reproductions.bugzoo.claims import released_runs_epsilon
 from auditsel.reproductions.bugzoo.correct_dpgd import (
     BATCH,
     CANARY,
@@ -31,6 +32,7 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     train,
     validation_accuracy,
 )
+from auditsel.rounds import Poisson
 
 __all__ = ["BUG", "CANARY", "TRAIN", "claim", "score", "tune"]
 
@@ -54,3 +56,7 @@ def score(release, canary):
     unit = NOISE * CLIP * math.sqrt(STEPS) / BATCH
     z = [canary.score(run) / run["lr"] / unit for run in release["runs"]]
     return MU * sum(z) - len(z) * MU**2 / 2
+
+
+def correct_epsilon(delta: float) -> tuple[float | None, str]:
+    return released_runs_epsilon(MU, Poisson(MEAN_RUNS), delta), "exact: K runs composed"

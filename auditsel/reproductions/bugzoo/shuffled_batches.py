@@ -14,9 +14,11 @@ score is the released padding weight per unit learning rate.
 
 from __future__ import annotations
 
+import math
+
 from auditsel.reproductions.bugzoo import correct_opacus as reference
 from auditsel.reproductions.bugzoo.batch_clipping import CANARY, score
-from auditsel.reproductions.bugzoo.correct_opacus import TRAIN
+from auditsel.reproductions.bugzoo.correct_opacus import BATCH, EPOCHS, NOISE, TRAIN
 
 __all__ = ["BUG", "CANARY", "TRAIN", "claim", "score", "tune"]
 
@@ -29,3 +31,17 @@ def tune(train_data, seed, canary):
 
 def claim(delta: float) -> float:
     return reference.claim(delta, poisson_sampling=False)
+
+
+def correct_epsilon(delta: float) -> tuple[float | None, str]:
+    """None: auditsel has no accountant for shuffled batches under add/remove neighbours (adding
+    an example shifts every batch after it, and adds one to the last)."""
+    return None, "none here: no accountant for shuffled batches (add/remove)"
+
+
+def final_model_mu() -> float:
+    """What the released model shows of the padding canary: it moves the padding weight by
+    CLIP * EPOCHS (in units of lr / BATCH) against noise of NOISE * CLIP * sqrt(steps), so the
+    final model is N(mu, 1) against N(0, 1) along it, mu = EPOCHS / (NOISE sqrt(steps))."""
+    steps = EPOCHS * TRAIN[0].shape[0] // BATCH
+    return EPOCHS / (NOISE * math.sqrt(steps))
