@@ -1,7 +1,7 @@
 """auditsel: audit the privacy of differentially private hyperparameter tuning.
 
 Upper bounds (exact curve of the released winner, and the papers' bounds), the distinguishing
-game, and epsilon lower bounds from it. See README.md ("Python API") and docs/architecture.md.
+game, and epsilon lower bounds from it. See docs/howto/python-api.md and docs/explanation/architecture.md.
 
 The public names, in the manner of dp_accounting (pairs and laws are data, bounds are
 algorithms). Every name is imported on first use (`import auditsel` stays fast):
@@ -19,7 +19,7 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
                        PipelineAudit, Pipeline, InputCanary, GradientCanary,
                        from_opacus(privacy_engine, *, optimizer, data_loader, delta), OpacusRun,
                        plan_pipeline(tune, score, *, data, canary, delta, ...), PipelinePlan
-    experiments        run_config(config, out_dir=None, ...), load_config, parse_config
+    experiments        run_config(config, out_dir=None, ...) -> RunResult, load_config, parse_config
     regression tests   assert_not_refuted(claimed_eps, delta, protocol, ...), worst_case_tuning,
                        RefutedClaim
     bad input          ConfigError (the one exception a user can fix; the CLI exits 2 on it)
@@ -64,6 +64,7 @@ _PUBLIC = {
     "auditsel.pipelines.opacus": ("from_opacus", "OpacusRun"),
     "auditsel.pipelines.plan": ("plan_pipeline", "PipelinePlan"),
     "auditsel.experiments.experiment": ("run_config",),
+    "auditsel.experiments.result": ("RunResult",),
     "auditsel.experiments.config": ("load_config", "parse_config"),
     "auditsel.testing": ("assert_not_refuted", "worst_case_tuning", "RefutedClaim"),
 }
@@ -90,6 +91,7 @@ __all__ = [
     "Poisson",
     "RefutedClaim",
     "RoundsLaw",
+    "RunResult",
     "TruncatedNegativeBinomial",
     "TwoPoint",
     "assert_not_refuted",
@@ -125,6 +127,7 @@ if (
     from auditsel.errors import ConfigError
     from auditsel.experiments.config import load_config, parse_config
     from auditsel.experiments.experiment import run_config
+    from auditsel.experiments.result import RunResult
     from auditsel.mechanisms import (
         DpsgdBase,
         FiniteOutputBase,

@@ -1,7 +1,7 @@
 """Mechanism pairs: one base run M on a pair of neighbouring data sets X, X', as frozen data.
 
 Every pair is plain, validated data (a `ConfigError` names a bad parameter) and owns what the
-bounds need to know about it, as methods (docs/architecture.md, "Pairs"):
+bounds need to know about it, as methods (docs/explanation/architecture.md, "Pairs"):
 
     neighbouring          the neighbouring relation, a `Neighbouring` member
     delta(eps)            privacy profile, max over both directions, vectorised in eps
@@ -56,7 +56,7 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import log_ndtr, ndtr, ndtri
 
-from auditsel.errors import ConfigError, choice, integer, number
+from auditsel.errors import ConfigError, choice, integer, number, shown
 from auditsel.numerics import bisect, logsumexp
 
 __all__ = [
@@ -231,7 +231,7 @@ class FiniteOutputBase:
                 raise ConfigError(name, "probabilities must be finite and >= 0")
             if abs(v.sum() - 1) > 1e-9:
                 raise ConfigError(
-                    name, f"probabilities must sum to 1 (within 1e-9), got {v.sum()!r}"
+                    name, f"probabilities must sum to 1 (within 1e-9), got {shown(v.sum())}"
                 )
         if len(p) != len(q):
             raise ConfigError("q", f"must have the same length as p ({len(p)}), got {len(q)}")
@@ -382,6 +382,7 @@ class DpsgdBase:
             return math.inf
         accountant = accountant or self.accountant
         if accountant == "rdp":
+            # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
             import dp_accounting as dpa
 
             with quiet_absl():
@@ -467,17 +468,18 @@ class DpsgdBase:
 
 @lru_cache(maxsize=256)
 def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple) -> np.ndarray:
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
 
     acc = dpa.rdp.RdpAccountant(list(orders))
     with quiet_absl():
         acc.compose(_event(sigma, steps, tau))
-    # dp_accounting keeps the composed curve in `_rdp`; there is no public getter.
-    return np.array(acc._rdp, dtype=float)
+    return np.array(acc.rdp, dtype=float)  # public since dp-accounting 0.6
 
 
 @lru_cache(maxsize=64)
 def _pld(sigma: float, steps: int, tau: float):
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
     if tau >= 1:
@@ -503,17 +505,33 @@ def _pld_tails(sigma: float, steps: int, tau: float) -> tuple:
     """Per direction (remove, add): the losses of the dense PMF of `_pld` and the running sums
     dp_accounting's vectorised hockey stick accumulates from the top loss down,
     upper_k = inf_mass + sum of the top k probs, lower_k = sum of the top k probs e^-loss."""
-    pld = _pld(sigma, steps, tau)
+    out = []
+    for losses, probs, infinity_mass in _dense_pmfs(_pld(sigma, steps, tau)):
+        upper = np.cumsum(np.concatenate([[infinity_mass], probs[::-1]]))
+        lower = np.cumsum(np.concatenate([[0.0], probs[::-1] * np.exp(-losses[::-1])]))
+        out.append((losses, upper, lower, infinity_mass))
+    return tuple(out)
+
+
+def _dense_pmfs(pld) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """(losses, probabilities, infinity mass) of each direction of a dp_accounting PLD (remove;
+    add when the PLD is not symmetric).
+
+    dp_accounting has no public getter for the PMF of a PLD, only the Python-loop queries
+    (`get_delta_for_epsilon`), so this is the one place that reads its private attributes
+    (seven: `_pmf_remove`, `_pmf_add`, `_symmetric` of the PLD, `_probs`, `_lower_loss`,
+    `_discretization`, `_infinity_mass` of its dense PMF). pyproject bounds dp-accounting to
+    the versions the tests cover, and tests/test_accounting_base.py pins the behaviour: the
+    profile computed from these arrays equals dp_accounting's public query, for a symmetric
+    and an asymmetric PLD."""
     pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
     out = []
     for pmf in pmfs:
-        dense = pmf.to_dense_pmf()
+        dense = pmf.to_dense_pmf()  # public
         probs = np.asarray(dense._probs, dtype=float)
         losses = (np.arange(len(probs)) + dense._lower_loss) * dense._discretization
-        upper = np.cumsum(np.concatenate([[dense._infinity_mass], probs[::-1]]))
-        lower = np.cumsum(np.concatenate([[0.0], probs[::-1] * np.exp(-losses[::-1])]))
-        out.append((losses, upper, lower, dense._infinity_mass))
-    return tuple(out)
+        out.append((losses, probs, float(dense._infinity_mass)))
+    return out
 
 
 def _pld_delta(sigma: float, steps: int, tau: float, eps: np.ndarray) -> np.ndarray:
@@ -532,6 +550,7 @@ def _pld_delta(sigma: float, steps: int, tau: float, eps: np.ndarray) -> np.ndar
 
 
 def _event(sigma: float, steps: int, tau: float):
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
 
     step = (
@@ -547,6 +566,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, tau: float, accountant:
     """sigma with eps_B(delta) = epsilon. RDP first (cheap for any sigma); the PLD accountant is
     tighter, so its sigma lies below the RDP one: search it in [sigma_rdp / 2^k, sigma_rdp],
     never building a PLD for a tiny sigma (its support would not fit in memory)."""
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
     from dp_accounting import mechanism_calibration
 

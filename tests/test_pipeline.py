@@ -476,3 +476,10 @@ def test_a_dask_cluster_gives_the_same_numbers():
     here = audit_pipeline(dpsgd_no_data, standardised, **kw)
     cluster = audit_pipeline(dpsgd_no_data, standardised, jobs=2, backend="dask", **kw)
     assert np.array_equal(here.scores, cluster.scores) and here.eps == cluster.eps
+
+
+def test_gradient_canary_reads_the_initial_weights_from_the_release():
+    canary = GradientCanary(coordinate=2, initial=10.0)
+    final, start = [np.array([0.0, 1.0]), np.array([5.0])], [np.zeros(2), np.array([7.5])]
+    assert canary.score(final) == 10.0 - 5.0  # the canary's own initial value
+    assert canary.score({"model": final, "initial": start}) == 7.5 - 5.0  # the release's

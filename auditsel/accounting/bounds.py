@@ -46,6 +46,7 @@ from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
 from auditsel.accounting.profile import BaseProfile, base_profile, profile_epsilon
 from auditsel.accounting.rdp import ORDERS, check_deltas
+from auditsel.errors import choice
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import winner_law
 
@@ -231,6 +232,4 @@ BOUND_KEYS = tuple(b.key for b in BOUNDS)
 
 def bound(key: str) -> Bound:
     """The registered bound with this key (a ConfigError names the allowed keys)."""
-    from auditsel.errors import choice
-
     return BOUNDS[BOUND_KEYS.index(choice(key, "bound", BOUND_KEYS))]

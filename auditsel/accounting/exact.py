@@ -20,11 +20,14 @@ same mass on both sides and adds [atom (1 - e^eps)]_+.
 from __future__ import annotations
 
 import math
+from typing import overload
 
 import numpy as np
 
+from auditsel.accounting.rdp import check_deltas
 from auditsel.mechanisms import hockey_stick_finite
 from auditsel.numerics import bisect
+from auditsel.protocols import Winner
 
 __all__ = [
     "hockey_stick_finite",
@@ -152,20 +155,26 @@ def hockey_stick(winner, eps, direction: int = 0, scan=None):
     return out if np.ndim(eps) else float(out[0])
 
 
-def privacy_curve(winner, eps, scans=(None, None)):
+def privacy_curve(winner, eps, *, scans=(None, None)):
     """delta(eps) = max over both directions (vectorised in eps)."""
     return np.maximum(
         hockey_stick(winner, eps, 0, scans[0]), hockey_stick(winner, eps, 1, scans[1])
     )
 
 
-def exact_epsilon(winner, delta, tol: float = 1e-9):
+@overload
+def exact_epsilon(winner: Winner, delta: float, *, tol: float = 1e-9) -> float: ...
+@overload
+def exact_epsilon(winner: Winner, delta: np.ndarray, *, tol: float = 1e-9) -> np.ndarray: ...
+def exact_epsilon(
+    winner: Winner, delta: float | np.ndarray, *, tol: float = 1e-9
+) -> float | np.ndarray:
     """Smallest eps >= 0 with privacy_curve(winner, eps) <= delta (inf if none, or above 1e4).
 
     `delta`: a float (returns a float) or an array (returns an array, one root search for all:
     a Gaussian winner's deltas share one scan and one batched Newton iteration).
     """
-    deltas = np.atleast_1d(np.asarray(delta, dtype=float))
+    deltas = check_deltas(delta)  # each in [0, 1), else a ConfigError naming `delta`
     out = np.empty(len(deltas))
     batch = (deltas > 0) & (not hasattr(winner, "pmf"))
     for i in np.nonzero(~batch)[0]:
@@ -178,7 +187,7 @@ def exact_epsilon(winner, delta, tol: float = 1e-9):
 def _exact_epsilon_one(winner, delta: float, tol: float) -> float:
     """One delta by bisection on log delta(eps) (finite winners, and delta <= 0)."""
     scans = (None, None) if hasattr(winner, "pmf") else (_llr_grid(winner, 0), _llr_grid(winner, 1))
-    curve = lambda e: float(privacy_curve(winner, np.array([e]), scans)[0])
+    curve = lambda e: float(privacy_curve(winner, np.array([e]), scans=scans)[0])
     if curve(0.0) <= delta:
         return 0.0
     if delta <= 0 and hasattr(winner, "pmf"):
@@ -215,7 +224,7 @@ def _gaussian_epsilons(winner, deltas: np.ndarray, tol: float) -> np.ndarray:
     scans = (_llr_grid(winner, 0), _llr_grid(winner, 1))
     doubling = 2.0 ** np.arange(0, int(math.log2(EPS_CAP)) + 1)
     points = np.concatenate([[0.0], doubling])
-    at = privacy_curve(winner, points, scans)
+    at = privacy_curve(winner, points, scans=scans)
     out = np.full(len(deltas), math.inf)
     below = at[None, :] <= deltas[:, None]  # delta(point) <= delta
     found = below.any(axis=1)

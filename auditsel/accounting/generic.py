@@ -36,6 +36,7 @@ import math
 
 import numpy as np
 
+from auditsel.accounting.profile import region_sup
 from auditsel.accounting.rdp import monotone_envelope, rdp_to_delta, rdp_to_epsilon
 from auditsel.rounds import Binomial, FinitePmf, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
@@ -76,9 +77,9 @@ def poisson_rdp(orders, rdp, mean: float, delta_hat=None) -> np.ndarray:
     use = np.nonzero((orders > 1) & np.isfinite(rdp))[0]
     eps_hat = np.array([math.log1p(1 / (orders[i] - 1)) for i in use])
     if delta_hat is None:
-        d = [rdp_to_delta(orders, rdp, e) for e in eps_hat]
+        d = np.array([rdp_to_delta(orders, rdp, e) for e in eps_hat], dtype=float)
     else:
-        d = np.asarray(delta_hat(eps_hat), dtype=float).reshape(-1) if len(use) else []
+        d = np.asarray(delta_hat(eps_hat), dtype=float).reshape(-1) if len(use) else np.empty(0)
     for i, di in zip(use, d):
         out[i] = rdp[i] + mean * float(di) + math.log(mean) / (orders[i] - 1)
     return monotone_envelope(orders, out)
@@ -97,8 +98,6 @@ def _bernoulli_term(law: RoundsLaw, orders, rdp) -> np.ndarray:
 
 def lemma7_rdp(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
     """[PS22] Lemma 7 with the sup bounded over the profile's region and/or by (b)."""
-    from auditsel.accounting.profile import region_sup
-
     orders = np.asarray(orders, dtype=float)
     rdp = np.asarray(rdp, dtype=float)
     term = _bernoulli_term(law, orders, rdp)

@@ -12,7 +12,7 @@ setting, as a loop over the registry.
     base_info(base, delta)         -> {"epsilon": eps_B, "mu": mu or None, "mu_gdp": ... or None}
 
 `base` is any mechanism pair of `auditsel.mechanisms` (Gaussian, finite-output, DP-SGD); what a
-bound needs from it, it asks the pair (docs/architecture.md). Keys, results, rigour and
+bound needs from it, it asks the pair (docs/explanation/architecture.md). Keys, results, rigour and
 citations: `accounting.bounds` (stated there once).
 """
 
@@ -26,6 +26,7 @@ import numpy as np
 from auditsel.accounting.bounds import BOUND_KEYS, BOUNDS
 from auditsel.accounting.profile import base_profile
 from auditsel.accounting.rdp import check_deltas
+from auditsel.protocols import MechanismPair
 from auditsel.rounds import RoundsLaw
 
 __all__ = [
@@ -59,7 +60,7 @@ def base_info(base, delta: float) -> dict:
     return {"epsilon": _finite_or_none(base.epsilon(delta)), "mu": base.mu, "mu_gdp": base.mu_gdp}
 
 
-def panel(base, law: RoundsLaw, delta: float, curve_deltas=None) -> dict:
+def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=None) -> dict:
     """All bounds for one setting, with base info, per-pair labels, sources and timings; with
     `curve_deltas`, also "curves": each bound's eps at those deltas (`panel_curves`), from the
     same single computation per bound as the value at `delta`."""
@@ -124,7 +125,7 @@ def panel_curves(base, law: RoundsLaw, deltas) -> dict:
     """{"delta": deltas, key: eps of each bound at each delta}: one curve computation per bound
     (None where the bound does not apply or is vacuous)."""
     deltas = check_deltas(deltas).tolist()
-    return panel(base, law, deltas[0], deltas)["curves"]
+    return panel(base, law, deltas[0], curve_deltas=deltas)["curves"]
 
 
 def upper_bounds(base, law: RoundsLaw, delta: float) -> dict:

@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from auditsel.errors import ConfigError
+from auditsel.errors import ConfigError, shown
 from auditsel.numerics import golden_min, logsumexp
 
 __all__ = [
@@ -88,7 +88,7 @@ def check_deltas(delta) -> np.ndarray:
     deltas = np.atleast_1d(np.asarray(delta, dtype=float)).ravel()
     bad = ~((deltas >= 0) & (deltas < 1))
     if np.any(bad):
-        raise ConfigError("delta", f"must be in [0, 1), got {deltas[bad][0]!r}")
+        raise ConfigError("delta", f"must be in [0, 1), got {shown(deltas[bad][0])}")
     return deltas
 
 

@@ -38,6 +38,7 @@ from scipy.stats import beta as beta_dist
 from scipy.stats import binom
 
 from auditsel.errors import ConfigError
+from auditsel.mechanisms import gaussian_epsilon
 
 __all__ = [
     "snj23_p_value",
@@ -130,8 +131,6 @@ class GdpFamily:
         return lambda r: np.exp(log_ndtr(ndtri(np.clip(r, 0.0, 1.0)) - theta))
 
     def epsilon(self, theta: float, delta: float) -> float:
-        from auditsel.mechanisms import gaussian_epsilon
-
         return float(gaussian_epsilon(theta, delta)) if theta > 0 else 0.0
 
     def theta_grid(self) -> np.ndarray:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from auditsel.auditing.lower import clopper_pearson_upper, epsilon_from_rates
+from auditsel.auditing.lower import SortedScores, clopper_pearson_upper, epsilon_from_rates
 from auditsel.errors import ConfigError
 
 __all__ = [
@@ -80,8 +80,6 @@ def empirical_curve(scores, member, source: str, shrink: float = 0.0) -> Curve:
 
     With shrink = a > 0 each rate is (count + a) / (n + 2a), so that no test of a small pilot
     looks perfect (an empirical FP or FN of 0 would promise any eps)."""
-    from auditsel.auditing.lower import SortedScores
-
     c = SortedScores(scores, member).counts()
     fp = (c.fp + shrink) / (c.n0 + 2 * shrink)
     fn = (c.fn + shrink) / (c.n1 + 2 * shrink)

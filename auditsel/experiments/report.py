@@ -12,11 +12,15 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
 
+from auditsel.accounting.exact import tradeoff_curve
+from auditsel.auditing.lower import SortedScores
 from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys
+from auditsel.files import atomic_write_text
 
 __all__ = [
     "summary_rows",
@@ -185,9 +189,11 @@ def markdown_report(result: dict, plots: list[str]) -> str:
 
 
 def _import_plotting():
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot
     import matplotlib.ticker
 
@@ -196,8 +202,6 @@ def prefetch_plotting() -> None:
     """Import matplotlib in a background thread (a third of a second), so that it is loaded by
     the time the plots are drawn; the game and the bounds run meanwhile. An import under way
     holds its module lock: `write_plots` waits for it rather than importing twice."""
-    import threading
-
     threading.Thread(
         target=_import_plotting, name="auditsel-import-matplotlib", daemon=True
     ).start()
@@ -207,13 +211,14 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     """privacy_curve.png (exact delta(eps)) where the pair and the law of K are known and, for a
     game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
     _import_plotting()
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot as plt
 
     names = []
     if "curve" in artefacts:
         names.append(_plot_privacy_curve(result, artefacts, out_dir, plt))
     record = artefacts.get("record")
-    if record is not None:
+    if record is not None and result.get("lower") is not None:  # a played game has its bound
         names += _plot_game(result, artefacts, record, out_dir, plt)
     return names
 
@@ -281,7 +286,7 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> st
 
 def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt) -> list[str]:
     names = []
-    low = result.get("lower")
+    low = result["lower"]  # a played game has its lower bound
     by_coin = artefacts.get("by_coin") or sorted_scores(record.scores, record.member)
     finite = [s[np.isfinite(s)] for s in by_coin]
     if any(len(f) for f in finite):
@@ -332,6 +337,7 @@ def _margins(fig):
     """Fixed margins that fit the axis labels and log-scale tick labels of these small figures
     (tight_layout measured every text, drawing each figure twice: half the time of the plots).
     Log axes keep their decade ticks only: minor ticks cost more than the rest of a figure."""
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     from matplotlib.ticker import NullLocator
 
     for ax in fig.axes:
@@ -347,8 +353,6 @@ def _margins(fig):
 def sorted_scores(scores, member) -> tuple[np.ndarray, np.ndarray]:
     """The scores of the b = 0 and the b = 1 games, each sorted: the audit's own per-coin sort
     (`auditsel.auditing.lower.SortedScores.by_coin`), for plots of games audited without it (streamed)."""
-    from auditsel.auditing.lower import SortedScores
-
     return SortedScores(scores, member).by_coin()
 
 
@@ -411,8 +415,6 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
     audits): the game's exact (FP, TP) at a few thousand thresholds spread over every decade
     (`roc_points`), against the exact trade-off curve of the pair (when the pair is known) and
     the boundary that a claimed (eps, delta) allows (when a claim was audited)."""
-    from auditsel.accounting.exact import tradeoff_curve
-
     s0, s1 = by_coin
     n0, n1 = len(s0), len(s1)
     _, fp, fn = roc_points(s0, s1)
@@ -476,10 +478,3 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
     fig.savefig(out_dir / "tradeoff.png", dpi=110)
     plt.close(fig)
     return "tradeoff.png"
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file and a rename, so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

@@ -26,8 +26,9 @@ both worlds and runs unchanged outside an audit.
       summed clipped gradients (torch tensors or numpy arrays, in parameter order), after
       clipping and summing, before adding the noise.
   Default score: the released model's move along the canary coordinate, `initial - theta_i`
-  (gradient descent moves theta_i down when the canary is in), with `initial` its initial
-  value (0 for zero-initialised weights).
+  (gradient descent moves theta_i down when the canary is in), with `initial` read from the
+  release when it holds the initial weights (a mapping with "model" and "initial"), else the
+  canary's `initial` (0 for zero-initialised weights).
 
 A score reads the release only (`score(release)`), never the coin: the audit calls it with the
 unbound canary. Every check of the canary's input (the data's format, the optimizer, the
@@ -207,7 +208,8 @@ class InputCanary(Canary):
 def _forward(model: Any, x: Any):
     """model(x[None]) without gradients, x converted to the model's tensor type and dtype."""
     parameters = getattr(model, "parameters", None)
-    if callable(parameters):  # a torch module: deferred import (torch is an optional extra)
+    if callable(parameters):  # a torch module
+        # deferred: torch is an optional extra (the dpsgd extra, 1.9 s)
         import torch
 
         first = next(iter(parameters()), None)
@@ -350,10 +352,17 @@ class GradientCanary(Canary):
         return optimizer
 
     def score(self, release: Any) -> float:
-        """initial - theta_i: how far the released parameters moved against the canary."""
-        parameters = _parameter_list(release)
-        index, where = _locate([_to_numpy(p).shape for p in parameters], self.coordinate)
-        return self.initial - float(_to_numpy(parameters[index])[where])
+        """initial - theta_i: how far the released parameters moved against the canary (the
+        initial value from release["initial"] when the release is a mapping that holds it)."""
+        initial = self.initial
+        if isinstance(release, Mapping) and "initial" in release:
+            initial = self._coordinate_of(release["initial"])
+        return initial - self._coordinate_of(release)
+
+    def _coordinate_of(self, parameters: Any) -> float:
+        found = _parameter_list(parameters)
+        index, where = _locate([_to_numpy(p).shape for p in found], self.coordinate)
+        return float(_to_numpy(found[index])[where])
 
     def describe(self) -> dict:
         return {

@@ -166,6 +166,10 @@ class PipelineGame:
         LOCAL_CPU.add(cpu)
         return member, value, cpu
 
+    def release(self, member: np.ndarray, rng: np.random.Generator, /) -> Any:
+        """Not used: the engine calls `play`, so that each game draws its own coin."""
+        raise NotImplementedError("PipelineGame plays whole chunks: see play()")
+
     def play(self, seed: int, index: int, size: int) -> tuple[np.ndarray, np.ndarray]:
         """Games index * chunk_size, ... of one chunk: scores (size, 2): the score and the CPU
         seconds of each game, and the coins."""

@@ -23,7 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from auditsel.errors import ConfigError, mapping
+from auditsel.experiments.config import read_yaml
 from auditsel.pipelines.canaries import Canary, GradientCanary, InputCanary
 from auditsel.pipelines.pipeline import Pipeline, PipelineError
 
@@ -115,8 +118,6 @@ def load_object(reference: str, field_name: str, call: bool = False) -> Any:
 def load_canary(value: Any, field_name: str = "canary") -> Canary:
     """A canary from MODULE:NAME or a mapping {kind: gradient | input, ...}."""
     if isinstance(value, str) and not is_reference(value):
-        import yaml  # deferred: only a canary written as YAML on the command line needs it
-
         try:
             value = yaml.safe_load(value)
         except yaml.YAMLError:
@@ -151,8 +152,6 @@ def load_pipeline(target: str, **options: Any) -> PipelineSpec:
     if is_reference(target):
         settings["tune"] = target
     else:
-        from auditsel.experiments.config import read_yaml
-
         raw = mapping(read_yaml(Path(target)), target)
         unknown = sorted(set(raw) - set(PIPELINE_KEYS))
         if unknown:

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from auditsel.accounting.panel import panel
 from auditsel.errors import ConfigError, integer, number
 from auditsel.mechanisms import DpsgdBase
 from auditsel.rounds import RoundsLaw
@@ -166,8 +167,6 @@ def from_opacus(
     if rounds is not None:
         if not isinstance(rounds, RoundsLaw):
             raise ConfigError("rounds", "must be a law of K (auditsel.Poisson(3), ...)")
-        from auditsel.accounting.panel import panel
-
         bounds = panel(base, rounds, delta)
         tuning, rigour, sources = bounds["upper"], bounds["labels"], bounds["sources"]
         notes += bounds["notes"]

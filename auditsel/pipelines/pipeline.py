@@ -30,19 +30,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from auditsel.auditing.estimators import Estimate, estimator_panel, panel_dict
+from auditsel.auditing import lower
 from auditsel.auditing.lower import (
     THRESHOLD_RULES,
-    LowerBound,
     SortedScores,
     audit_chunks,
     audit_scores,
@@ -50,6 +49,9 @@ from auditsel.auditing.lower import (
 from auditsel.errors import ConfigError, choice, integer, number
 from auditsel.experiments.experiment import lower_fields, upper_fields, upper_panel
 from auditsel.experiments.heuristics import honesty_fields
+from auditsel.experiments.report import text_table, write_outputs
+from auditsel.files import atomic_write_text, claim_folder
+from auditsel.games.backends import execution_backend
 from auditsel.games.engine import CheckpointError, GameRecord, run_game
 from auditsel.games.fingerprint import package_digest, source_digest
 from auditsel.pipelines.canaries import Canary, default_score
@@ -61,7 +63,11 @@ from auditsel.pipelines.game import (
     function_name,
     score_label,
 )
-from auditsel.version import __version__
+from auditsel.selection import winner_law
+from auditsel.version import __version__, source_commit
+
+if TYPE_CHECKING:
+    from auditsel.auditing.estimators import Estimate
 
 __all__ = [
     "Pipeline",
@@ -108,7 +114,7 @@ class PipelineAudit:
     rule: str
     games: int
     seed: int
-    bound: LowerBound
+    bound: lower.LowerBound  # every number of the threshold rule (module-qualified for the docs)
     estimators: Mapping[str, Estimate] | None  # the estimator panel, each entry labelled
     scores: np.ndarray | None  # one per game, in game order (None when streamed)
     member: np.ndarray | None  # the coins (1: the canary was in)
@@ -127,8 +133,6 @@ class PipelineAudit:
 
     def summary(self) -> str:
         """The terminal table of `auditsel run`, with the claim's verdict."""
-        from auditsel.experiments.report import text_table
-
         return text_table(self.to_dict())
 
     def __str__(self) -> str:
@@ -146,7 +150,7 @@ class Pipeline:
     canary: Canary | None = None
 
     def audit(self, *, games: int, delta: float, **options: Any) -> PipelineAudit:
-        """audit_pipeline(self.tune, self.score, data=..., canary=..., games, delta, **options)."""
+        """`audit_pipeline` of this pipeline, with `games`, `delta` and the other options."""
         if self.canary is None:
             raise ConfigError("canary", "required: Pipeline(tune, score, data=..., canary=...)")
         return audit_pipeline(
@@ -182,7 +186,8 @@ def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed,
 
 def _components(tune, score, data, canary, seed: int, chunk_size: int) -> dict:
     """What determines the games' numbers, digested one by one (for the refusal message)."""
-    import joblib  # deferred: joblib's hash is only needed for checkpoints
+    # deferred: joblib (0.14 s) for its hash of the data and the canary
+    import joblib
 
     return {
         "tune": source_digest(tune),
@@ -195,9 +200,13 @@ def _components(tune, score, data, canary, seed: int, chunk_size: int) -> dict:
     }
 
 
+def _digest(components: dict) -> str:
+    return hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest()[:32]
+
+
 def _open_checkpoints(directory: Path, components: dict) -> str:
     """The fingerprint; refuses a folder whose games were made by other code, data or seed."""
-    fingerprint = hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest()[:32]
+    fingerprint = _digest(components)
     path = directory / FINGERPRINT_FILE
     if path.exists():
         try:
@@ -217,9 +226,7 @@ def _open_checkpoints(directory: Path, components: dict) -> str:
             )
     else:
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(components, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(components, indent=1, sort_keys=True) + "\n")
     return fingerprint
 
 
@@ -238,8 +245,6 @@ def play_games(
 ) -> tuple[GameRecord, float]:
     """Play the games with the engine (chunks, workers, checkpoints); returns the record and
     the CPU seconds of the games played in this process."""
-    from auditsel.games.backends import execution_backend
-
     before = LOCAL_CPU.seconds
     with execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where:
         record = run_game(
@@ -303,55 +308,58 @@ def audit_pipeline(
     if (base is None) != (rounds is None):
         raise ConfigError("rounds", "give base and rounds together (or neither)")
     score_fn = score if score is not None else default_score
-    out = None if out_dir is None else Path(out_dir)
-    if checkpoint_dir is None and out is not None:
-        checkpoint_dir = out / "checkpoints"
-    if stream == "auto":  # bounded memory for large audits, where there is a folder for it
-        stream = games > STREAM_ABOVE and checkpoint_dir is not None
-    stream = bool(stream)
-    if stream and checkpoint_dir is None:
-        raise ConfigError("stream", "a streamed audit needs checkpoint_dir (or out_dir)")
-    start_wall, start_cpu = time.perf_counter(), time.process_time()
-    components = _components(tune, score_fn, data, canary, seed, chunk_size)
-    fingerprint = hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest()[:32]
-    if checkpoint_dir is not None:
-        fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
-    game = PipelineGame(tune, score_fn, data, canary, chunk_size)
-    record, inline_cpu = play_games(
-        game,
-        games,
-        seed,
-        jobs=jobs,
-        backend=backend,
-        scheduler=scheduler,
-        checkpoint_dir=checkpoint_dir,
-        fingerprint=fingerprint,
-        progress=progress,
-        stream=stream,
-    )
-    resumed = min(record.resumed_chunks * chunk_size, games)
-    return _analyse(
-        record,
-        stream=stream,
-        games=games,
-        delta=delta,
-        claimed_epsilon=claimed_epsilon,
-        confidence=confidence,
-        seed=seed,
-        rule=rule,
-        panel=panel,
-        base=base,
-        rounds=rounds,
-        name=name or f"pipeline {getattr(tune, '__name__', 'tune')}",
-        names=(function_name(tune), score_label(score, canary)),
-        canary=canary,
-        fingerprint=fingerprint,
-        resumed=resumed,
-        clocks=(start_wall, start_cpu),
-        out=out,
-        chunk_size=chunk_size,
-        inline_cpu=inline_cpu,
-    )
+    # an output folder is resolved, refused when it escapes, locked, and on failure only what
+    # this audit created there is removed (auditsel.files)
+    claim = nullcontext() if out_dir is None else claim_folder(out_dir, field="out_dir")
+    with claim as folder:
+        out = None if folder is None else folder.path
+        if checkpoint_dir is None and out is not None:
+            checkpoint_dir = out / "checkpoints"
+        if stream == "auto":  # bounded memory for large audits, where there is a folder for it
+            stream = games > STREAM_ABOVE and checkpoint_dir is not None
+        stream = bool(stream)
+        if stream and checkpoint_dir is None:
+            raise ConfigError("stream", "a streamed audit needs checkpoint_dir (or out_dir)")
+        start_wall, start_cpu = time.perf_counter(), time.process_time()
+        components = _components(tune, score_fn, data, canary, seed, chunk_size)
+        fingerprint = _digest(components)
+        if checkpoint_dir is not None:
+            fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
+        game = PipelineGame(tune, score_fn, data, canary, chunk_size)
+        record, inline_cpu = play_games(
+            game,
+            games,
+            seed,
+            jobs=jobs,
+            backend=backend,
+            scheduler=scheduler,
+            checkpoint_dir=checkpoint_dir,
+            fingerprint=fingerprint,
+            progress=progress,
+            stream=stream,
+        )
+        return _analyse(
+            record,
+            stream=stream,
+            games=games,
+            delta=delta,
+            claimed_epsilon=claimed_epsilon,
+            confidence=confidence,
+            seed=seed,
+            rule=rule,
+            panel=panel,
+            base=base,
+            rounds=rounds,
+            name=name or f"pipeline {getattr(tune, '__name__', 'tune')}",
+            names=(function_name(tune), score_label(score, canary)),
+            canary=canary,
+            fingerprint=fingerprint,
+            resumed=min(record.resumed_chunks * chunk_size, games),
+            clocks=(start_wall, start_cpu),
+            out=out,
+            chunk_size=chunk_size,
+            inline_cpu=inline_cpu,
+        )
 
 
 def _analyse(
@@ -399,6 +407,9 @@ def _analyse(
             scores, member, delta, confidence=confidence, rule=rule, seed=seed, sorted_scores=ss
         )
         if panel is True or (panel == "auto" and games <= PANEL_ABOVE):
+            # deferred: scipy.stats (0.8 s) loads only when the estimator panel is computed
+            from auditsel.auditing.estimators import estimator_panel, panel_dict
+
             try:
                 estimators = estimator_panel(
                     scores, member, delta, confidence, law=rounds, seed=seed, sorted_scores=ss
@@ -414,12 +425,13 @@ def _analyse(
     if base is not None:
         bounds, curve = upper_panel(base, rounds, delta, with_curves=delta > 0)
         result.update(upper_fields(base, rounds, bounds, curve))
-        from auditsel.selection import winner_law
-
         artefacts.update(curve=curve, winner=winner_law(base.reduced(), rounds))
     else:
         result.update(base=None, rounds=None, upper={}, notes=[])
-    result["version"] = __version__
+    commit, dirty = source_commit()
+    result.update(
+        version=__version__, git_commit=commit, git_dirty=dirty, code_digest=package_digest()
+    )
     result["lower"] = lower_fields(bound, "pipeline", names[1], seed, stream)
     refuted = None if claimed_epsilon is None else bool(bound.eps > claimed_epsilon)
     if claimed_epsilon is not None:
@@ -443,9 +455,6 @@ def _analyse(
     result["seconds"] = round(wall, 3)
     files: tuple[Path, ...] = ()
     if out is not None:
-        from auditsel.experiments.report import write_outputs
-
-        out.mkdir(parents=True, exist_ok=True)
         files = tuple(write_outputs(out, result, artefacts))
     return PipelineAudit(
         eps=float(bound.eps),
