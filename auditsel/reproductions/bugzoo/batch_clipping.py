@@ -29,14 +29,12 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     MEAN_RUNS,
     NOISE,
     STEPS,
-    TRAIN,
-    claim,
 )
 from auditsel.rounds import Poisson
 
-__all__ = ["BUG", "CANARY", "TRAIN", "claim", "score", "train", "tune"]
-
 BUG = "the canary's gradient not clipped (the batch's gradient clipped instead of each example's)"
+# the same as in correct_dpgd:
+TRAIN, claim = reference.TRAIN, reference.claim
 CANARY = auditsel.InputCanary(data.spike(1e4), 1.0)
 
 

@@ -24,8 +24,6 @@ import auditsel
 from auditsel.reproductions.bugzoo import data
 from auditsel.reproductions.bugzoo.claims import tuning_epsilon
 
-__all__ = ["BUG", "CANARY", "claim", "clipped_sum", "tune", "score", "train", "validation_accuracy"]
-
 BUG = None
 NOISE, CLIP, STEPS = 4.0, 1.0, 4
 BATCH = data.TRAIN_SIZE  # full batch: the public batch size the sum is divided by

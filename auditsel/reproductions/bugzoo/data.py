@@ -16,8 +16,6 @@ from sklearn.datasets import load_breast_cancer
 
 from auditsel.pipelines.canaries import flat_parameters
 
-__all__ = ["PAD", "TRAIN_SIZE", "load", "padding_weight", "spike"]
-
 PAD = 30
 TRAIN_SIZE = 400
 

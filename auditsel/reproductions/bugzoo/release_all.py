@@ -18,25 +18,27 @@ import math
 import numpy as np
 import torch
 
+from auditsel.reproductions.bugzoo import correct_dpgd
 from auditsel.reproductions.bugzoo.claims import released_runs_epsilon
 from auditsel.reproductions.bugzoo.correct_dpgd import (
     BATCH,
-    CANARY,
     CLIP,
     LEARNING_RATES,
     MEAN_RUNS,
     NOISE,
     STEPS,
-    TRAIN,
-    claim,
     train,
     validation_accuracy,
 )
 from auditsel.rounds import Poisson
 
-__all__ = ["BUG", "CANARY", "TRAIN", "claim", "score", "tune"]
-
 BUG = "every candidate's model released, not only the winner"
+# the same as in correct_dpgd:
+CANARY, TRAIN, claim = (
+    correct_dpgd.CANARY,
+    correct_dpgd.TRAIN,
+    correct_dpgd.claim,
+)
 MU = math.sqrt(STEPS) / NOISE  # one run's shift along the canary, in units of its noise
 
 

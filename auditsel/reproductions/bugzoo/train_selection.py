@@ -18,19 +18,19 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from auditsel.reproductions.bugzoo.batch_clipping import CANARY, score
+from auditsel.reproductions.bugzoo import batch_clipping, correct_dpgd
 from auditsel.reproductions.bugzoo.correct_dpgd import (
     LEARNING_RATES,
     MEAN_RUNS,
-    TRAIN,
-    claim,
     initial_release,
     train,
 )
 
-__all__ = ["BUG", "CANARY", "TRAIN", "claim", "score", "tune"]
-
 BUG = "selection score computed on the private training data"
+# the same as in batch_clipping:
+CANARY, score = batch_clipping.CANARY, batch_clipping.score
+# and as in correct_dpgd:
+TRAIN, claim = correct_dpgd.TRAIN, correct_dpgd.claim
 
 
 def training_loss(train_data, model) -> float:
