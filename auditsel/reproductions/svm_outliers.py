@@ -123,15 +123,16 @@ def audit_rows(games: int = GAMES, jobs: int = 1) -> dict:
     result = audit_pipeline(
         tune, score, data=DATA, canary=OUTLIERS, games=games, delta=DELTA, jobs=jobs
     )
-    member = result.member == 1
+    assert result.scores is not None and result.member is not None  # played in memory
+    scores, member = result.scores, result.member == 1
     return {
         "games": games,
         "delta": DELTA,
         "eps": result.eps,
         "rule": result.rule,
         "confidence": result.confidence,
-        "p_alpha_above_min_without": float(np.mean(result.scores[~member] > ALPHAS[0])),
-        "p_alpha_above_min_with": float(np.mean(result.scores[member] > ALPHAS[0])),
+        "p_alpha_above_min_without": float(np.mean(scores[~member] > ALPHAS[0])),
+        "p_alpha_above_min_with": float(np.mean(scores[member] > ALPHAS[0])),
         "cpu_seconds": round(result.cpu_seconds, 2),
     }
 
