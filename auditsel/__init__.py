@@ -11,10 +11,14 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
     laws of K          TruncatedNegativeBinomial, Poisson, Binomial, TwoPoint, Point, FinitePmf,
                        RoundsLaw, law_from_dict
     exact curve        winner_law(pair, law), privacy_curve(winner, eps), exact_epsilon(winner, delta)
-    upper bounds       BOUNDS (the registry), bound(key), panel(pair, law, delta, curve_deltas),
-                       panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
+    upper bounds       BOUNDS (the registry), bound(key), panel(pair, law, delta, *, curve_deltas)
+                       -> Panel, panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
+    the interval       attack_epsilon(pair, law, delta) (a lower bound with no sampling error),
+                       attack(pair, law, deltas) -> AttackValue, tuning_interval(pair, law,
+                       delta) -> Interval [lower, upper] holding the tuning run's epsilon
     lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
-                       LowerBound
+                       LowerBound; threshold rules Split, BonferroniGrid, BonferroniAll,
+                       MultiSplit; estimator_panel(scores, member, delta, ...)
     your pipeline      audit_pipeline(tune, score, *, data, canary, games, delta, ...),
                        PipelineAudit, Pipeline, InputCanary, GradientCanary,
                        from_opacus(privacy_engine, *, optimizer, data_loader, delta), OpacusRun,
@@ -56,8 +60,12 @@ _PUBLIC = {
     "auditsel.selection": ("winner_law",),
     "auditsel.accounting.exact": ("privacy_curve", "exact_epsilon"),
     "auditsel.accounting.bounds": ("BOUNDS", "bound"),
-    "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds"),
+    "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds", "Panel"),
+    "auditsel.accounting.attack": ("attack", "attack_epsilon", "AttackValue"),
+    "auditsel.accounting.interval": ("tuning_interval", "Interval"),
     "auditsel.auditing.lower": ("audit_scores", "LowerBound"),
+    "auditsel.auditing.rules": ("Split", "BonferroniGrid", "BonferroniAll", "MultiSplit"),
+    "auditsel.auditing.estimators": ("estimator_panel",),
     "auditsel.pipelines.protocol": ("audit_protocol",),
     "auditsel.pipelines.pipeline": ("audit_pipeline", "Pipeline", "PipelineAudit"),
     "auditsel.pipelines.canaries": ("InputCanary", "GradientCanary"),
@@ -72,8 +80,11 @@ _WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
 
 __all__ = [
     "__version__",
+    "AttackValue",
     "BOUNDS",
     "Binomial",
+    "BonferroniAll",
+    "BonferroniGrid",
     "ConfigError",
     "DpsgdBase",
     "FiniteOutputBase",
@@ -81,9 +92,12 @@ __all__ = [
     "GaussianBase",
     "GradientCanary",
     "InputCanary",
+    "Interval",
     "LowerBound",
+    "MultiSplit",
     "Neighbouring",
     "OpacusRun",
+    "Panel",
     "Pipeline",
     "PipelineAudit",
     "PipelinePlan",
@@ -92,13 +106,17 @@ __all__ = [
     "RefutedClaim",
     "RoundsLaw",
     "RunResult",
+    "Split",
     "TruncatedNegativeBinomial",
     "TwoPoint",
     "assert_not_refuted",
+    "attack",
+    "attack_epsilon",
     "audit_pipeline",
     "audit_protocol",
     "audit_scores",
     "bound",
+    "estimator_panel",
     "exact_epsilon",
     "from_opacus",
     "gaussian_delta",
@@ -112,6 +130,7 @@ __all__ = [
     "plan_pipeline",
     "privacy_curve",
     "run_config",
+    "tuning_interval",
     "upper_bounds",
     "winner_law",
     "worst_case_tuning",
@@ -120,10 +139,14 @@ __all__ = [
 if (
     TYPE_CHECKING
 ):  # the same names, eagerly, for type checkers (tests/test_api.py checks they agree)
+    from auditsel.accounting.attack import AttackValue, attack, attack_epsilon
     from auditsel.accounting.bounds import BOUNDS, bound
     from auditsel.accounting.exact import exact_epsilon, privacy_curve
-    from auditsel.accounting.panel import panel, panel_curves, upper_bounds
+    from auditsel.accounting.interval import Interval, tuning_interval
+    from auditsel.accounting.panel import Panel, panel, panel_curves, upper_bounds
+    from auditsel.auditing.estimators import estimator_panel
     from auditsel.auditing.lower import LowerBound, audit_scores
+    from auditsel.auditing.rules import BonferroniAll, BonferroniGrid, MultiSplit, Split
     from auditsel.errors import ConfigError
     from auditsel.experiments.config import load_config, parse_config
     from auditsel.experiments.experiment import run_config

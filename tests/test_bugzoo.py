@@ -129,7 +129,8 @@ def test_the_correct_pipelines_claim_is_exactly_their_reduced_game():
 def test_planned_games_follow_the_pilot():
     assert bugzoo.planned_games(None) == bugzoo.MIN_GAMES
     assert bugzoo.planned_games(100) == bugzoo.MIN_GAMES
-    assert bugzoo.planned_games(1561) == 3500  # 2 x 1561 rounded up to 500
+    planned = bugzoo.planned_games(1561)  # SAFETY x the planner's estimate, in steps of 500
+    assert planned % 500 == 0 and planned >= bugzoo.SAFETY * 1561 > planned - 500
     assert bugzoo.planned_games(10**7) == bugzoo.MAX_GAMES
 
 
@@ -170,7 +171,7 @@ def test_render_writes_the_table_and_the_findings(tmp_path):
     md = (tmp_path / "table.md").read_text()
     assert "| correct_dpgd | none (correct) | 2.250 | 0.100 | not refuted |" in md
     assert "0 of 1 buggy pipelines refuted; 1 of 1 correct pipelines not refuted" in md
-    assert "Not refuted: `fixed_grid`" in md and "correct accounting 4.29" in md
+    assert "Not refuted: `fixed_grid`" in md and "correct accounting: 4.29" in md
     assert (tmp_path / "bugzoo.png").stat().st_size > 0 and (tmp_path / "rows.json").exists()
 
 
@@ -182,3 +183,16 @@ def test_registered_and_documented():
     committed = (ROOT / "results" / "bugzoo" / "table.md").read_text()
     table = re.search(r"\| pipeline \|.*?\n\n", committed, flags=re.S).group(0)
     assert table in page  # the findings page shows the committed table as is
+
+
+def test_fixed_grid_worst_case_config_refutes_the_poisson_claim():
+    """The worst case the fixed_grid audit cannot see (its selection does not track the
+    canary) is refuted by the reduced game at K = 5 (docs/findings/bugzoo.md)."""
+    fixed_grid = bugzoo.module("fixed_grid")
+    config = ROOT / "auditsel" / "configs" / "bugzoo_fixed_grid_worst_case.yaml"
+    result = auditsel.run_config(config)
+    claim = fixed_grid.claim(bugzoo.DELTA)
+    assert result.delta == bugzoo.DELTA
+    correct, _ = fixed_grid.correct_epsilon(bugzoo.DELTA)
+    assert result.upper["exact"] == pytest.approx(correct, rel=1e-9)
+    assert claim < result.lower["eps"] <= correct

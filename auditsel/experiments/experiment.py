@@ -21,11 +21,13 @@ import numpy as np
 from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
+from auditsel.accounting.interval import interval_from
 from auditsel.accounting.panel import panel
+from auditsel.auditing.estimators import estimator_panel, panel_dict
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.errors import ConfigError
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
-from auditsel.experiments.heuristics import honesty_fields
+from auditsel.experiments.heuristics import honesty_fields, valid_lower
 from auditsel.experiments.report import write_outputs
 from auditsel.experiments.result import RunResult
 from auditsel.files import claim_folder
@@ -41,6 +43,7 @@ __all__ = [
     "run_experiment",
     "threshold_grid",
     "fingerprint",
+    "result_interval",
     "upper_panel",
     "upper_fields",
     "lower_fields",
@@ -219,110 +222,128 @@ def _play(
         code=code_of(spec),
     )
     # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
-    # pilot grid from the first split_fraction of the trials, left out of the bound
-    spec_grid = None
+    # pilot grid from a seeded split_fraction of each class, left out of the bound
+    spec_grid, ss = None, None
     if g.kind == "dpsgd_worst_case":
         lo, hi = protocol.score_range()
         spec_grid = np.linspace(lo, hi, g.thresholds)
     elif g.kind != "dpsgd":
         spec_grid = threshold_grid(spec, g.proxy)
-    grid = spec_grid if g.threshold == "bonferroni" else None
-    if stream:
-        bound = audit_chunks(
-            record.chunks,
-            spec.delta,
-            confidence=g.confidence,
-            rule=g.threshold,
-            split_fraction=g.split_fraction,
-            threshold_grid=grid,
-            grid_size=g.thresholds,
-        )
-        assert record.chunks is not None  # a streamed record reads its chunks from disk
-        scores, member = record.chunks.head(PLOT_TRIALS)
-        record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
-    else:
-        ss = SortedScores(record.scores, record.member)
-        bound = audit_scores(
-            record.scores,
-            record.member,
-            spec.delta,
-            confidence=g.confidence,
-            rule=g.threshold,
-            split_fraction=g.split_fraction,
-            threshold_grid=grid,
-            grid_size=g.thresholds,
-            sorted_scores=ss,
-        )
-        if g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE):
-            # deferred: scipy.stats (0.8 s) loads only when the estimator panel is computed
-            from auditsel.auditing.estimators import estimator_panel, panel_dict
-
-            try:
-                panel = estimator_panel(
-                    record.scores,
-                    record.member,
-                    spec.delta,
-                    g.confidence,
-                    law=spec.rounds,
-                    threshold_grid=spec_grid,
-                    grid_size=g.thresholds,
-                    split_fraction=g.split_fraction,
-                    seed=g.seed,
-                    sorted_scores=ss,
-                )
-                bound = replace(bound, estimators=panel_dict(panel))
-            except ConfigError as err:  # e.g. too few games for the panel's split entries
-                bound = replace(
-                    bound, estimators={"skipped": f"estimator panel not computed: {err}"}
-                )
+    rule = g.rule(spec_grid if g.threshold == "bonferroni" else None)
+    try:
+        if stream:
+            bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=rule)
+            assert record.chunks is not None  # a streamed record reads its chunks from disk
+            scores, member = record.chunks.head(PLOT_TRIALS)
+            record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
+        else:
+            ss = SortedScores(record.scores, record.member)
+            bound = audit_scores(
+                record.scores,
+                record.member,
+                spec.delta,
+                confidence=g.confidence,
+                rule=rule,
+                sorted_scores=ss,
+            )
+    except ConfigError as err:  # a rule's option that the games cannot satisfy: game.<option>
+        raise _game_error(err) from None
+    if not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE)):
+        try:
+            panel = estimator_panel(
+                record.scores,
+                record.member,
+                spec.delta,
+                g.confidence,
+                law=spec.rounds,
+                threshold_grid=spec_grid,
+                grid_size=g.thresholds,
+                split_fraction=g.split_fraction,
+                seed=g.seed,
+                sorted_scores=ss,
+            )
+            bound = replace(bound, estimators=panel_dict(panel))
+        except ConfigError as err:  # e.g. too few games for the panel's split entries
+            bound = replace(bound, estimators={"skipped": f"estimator panel not computed: {err}"})
     return record, bound, stream, (None if stream else ss)
 
 
+def _game_error(err: ConfigError) -> ConfigError:
+    """An audit's error in the config's words: a rule option is a game.<field>; too few games
+    of a class is game.trials."""
+    fields = {
+        "split_fraction": "game.split_fraction",
+        "member": "game.trials",
+        "scores": "game.trials",
+    }
+    field = fields.get(err.field)
+    return ConfigError(field or f"game.{err.field}", err.message)
+
+
 def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=None):
-    """(the bound panel of `auditsel.accounting.panel`, with the curves at CURVE_DELTAS when
-    with_curves; (eps grid, delta) of the exact privacy curve of the released winner)."""
+    """(the bound `Panel` of `auditsel.accounting.panel`, with the curves at CURVE_DELTAS when
+    with_curves; (eps grid, delta of the released winner's curve, the attack's certified lower
+    curve or None)). The winner's curve is exact where the base's reduction is, else the
+    heuristic reduced game's."""
     winner = winner if winner is not None else winner_law(base.reduced(), rounds)
     bounds = panel(base, rounds, delta, curve_deltas=CURVE_DELTAS if with_curves else None)
     eps_max = max(
-        v for v in [bounds["upper"]["exact"], bounds["base"]["epsilon"], 1.0] if v is not None
+        v
+        for v in [bounds.value("exact"), bounds.attack["epsilon"], bounds.base["epsilon"], 1.0]
+        if v is not None
     )
     eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
-    return bounds, (eps_grid, privacy_curve(winner, eps_grid))
+    attack_curve = None
+    if bounds.attack_value is not None and bounds.attack_value.method == "labelled":
+        attack_curve = bounds.attack_value.delta(eps_grid)
+    return bounds, (eps_grid, privacy_curve(winner, eps_grid), attack_curve)
 
 
-def upper_fields(base, rounds, bounds: dict, curve) -> dict:
+def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
     """result.json's fields of the upper side: base, rounds, upper (and their rigour, sources,
-    notes), lower (None: filled by the game), exact_curve and, when computed, upper_curves."""
-    fields = {
-        "base": {"kind": None, **bounds["base"]},
+    notes), lower (None: filled by the game), reduced_game (heuristic values of a base whose
+    reduction is not exact), attack, exact_curve (or reduced_game_curve), attack_curve and,
+    when computed, upper_curves."""
+    fields: dict = {
+        "base": {"kind": kind, **bounds.base},
         "rounds": rounds.describe(),
-        "upper": bounds["upper"],
+        "upper": bounds.upper,
         "lower": None,
-        "upper_rigour": bounds["labels"],
-        "upper_sources": bounds["sources"],
-        "notes": bounds["notes"],
+        "upper_rigour": bounds.labels,
+        "upper_sources": bounds.sources,
+        "notes": list(bounds.notes),
     }
+    if bounds.reduced_game:  # heuristic values of a base whose reduction is not exact
+        fields["reduced_game"] = bounds.reduced_game
+    fields["attack"] = {k: v for k, v in bounds.attack.items() if k != "curve"}
     if rounds.p_zero > 0:  # K = 0 possible: the release may be the fixed output
         fields["rounds"]["p_zero"] = rounds.p_zero
-    fields["base"].update(base.describe())  # the pair's kind and parameters (discrete: p, q)
-    fields["exact_curve"] = {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
-    if "curves" in bounds:
-        fields["upper_curves"] = bounds["curves"]
+    fields["base"].update(base.describe())  # the pair's parameters (discrete: p, q)
+    winner_curve = {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
+    if base.reduction_is_exact:
+        fields["exact_curve"] = winner_curve
+    else:  # the reduced game's curve is a heuristic here: not named exact
+        fields["exact_curve"] = None
+        fields["reduced_game_curve"] = winner_curve
+    if curve[2] is not None:
+        fields["attack_curve"] = {"eps": curve[0].tolist(), "delta": curve[2].tolist()}
+    if bounds.curves is not None:
+        fields["upper_curves"] = bounds.curves
+        if bounds.reduced_game_curves and len(bounds.reduced_game_curves) > 1:
+            fields["reduced_game_curves"] = bounds.reduced_game_curves
+        fields["attack"]["curve"] = {"delta": list(CURVE_DELTAS), "eps": bounds.attack["curve"]}
     return fields
 
 
 def lower_fields(bound, game: str, proxy: str, seed: int, streamed: bool) -> dict:
-    """result.json's `lower`: the audit's LowerBound, what was played, and the GDP fit's check."""
-    lower = {
+    """result.json's `lower`: the audit's LowerBound and what was played."""
+    return {
         **bound.to_dict(),
         "game": game,
         "proxy": proxy,
         "seed": seed,
         "streamed": bool(streamed),
     }
-    if bound.estimators is not None and "gdp_fit" in bound.estimators:
-        lower["gdp_fit_ok"] = bound.estimators["gdp_fit"]["detail"]["gdp_fit_ok"]
-    return lower
 
 
 def run_experiment(
@@ -337,6 +358,7 @@ def run_experiment(
     start = time.perf_counter()
     with_curves = curves and spec.delta > 0
     winner = winner_law(spec.base.reduced(), spec.rounds)
+
     upper_side = lambda: upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
 
     played = None
@@ -354,13 +376,13 @@ def run_experiment(
     result = {
         "name": spec.name,
         "delta": spec.delta,
-        **upper_fields(spec.base, spec.rounds, bounds, curve),
+        **upper_fields(spec.base, spec.rounds, bounds, curve, kind=spec.base_config.get("kind")),
         "version": __version__,
         "git_commit": commit,
         "git_dirty": dirty,
         "code_digest": package_digest(),
     }
-    artefacts = {"winner": winner, "curve": curve}
+    artefacts = {"winner": winner, "curve": curve[:2], "attack_curve": curve[2]}
     if spec.game is not None and spec.game.one_run is not None:
         # deferred: scipy.stats and scipy.optimize load only for one-run audits
         from auditsel.experiments.one_run import play_one_run
@@ -376,9 +398,27 @@ def run_experiment(
         artefacts["record"] = record
         if ss is not None:
             artefacts["by_coin"] = ss.by_coin()  # the audit's sort serves the plots
+    result["interval"] = result_interval(result, bounds)
     result.update(honesty_fields(result))  # heuristic values and the contradicted ones
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result, artefacts
+
+
+def result_interval(result: dict, bounds) -> dict:
+    """result.json's `interval`: [the attack value or a valid eps_L, the tightest rigorous
+    bound] (`accounting.interval`)."""
+    lows = [(bounds.attack["epsilon"], bounds.attack["source"])]
+    eps_l = valid_lower(result)
+    if eps_l is not None:
+        low = result["lower"]
+        lows.append(
+            (
+                eps_l,
+                f"valid eps_L ({low['threshold_rule']} rule, {low['confidence']:.0%} "
+                f"Clopper-Pearson, {low['trials']:,} games)",
+            )
+        )
+    return interval_from(lows, [(bounds.interval.upper, bounds.interval.upper_source)]).to_dict()
 
 
 def run_config(

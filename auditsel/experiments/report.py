@@ -1,9 +1,11 @@
 """Tables and plots of a result: the terminal table, report.md and PNG figures.
 
 Everything shown is read from the result dict (the same numbers as result.json). A heuristic
-value (`auditsel.experiments.heuristics`) carries the word "heuristic" in every table row and plot legend,
-is drawn dashed, never as a solid bound line, and one that the result contradicts (below eps_B
-of one run or a valid eps_L) is flagged "CONTRADICTED" with the reason.
+value (`auditsel.experiments.heuristics`) carries the word "heuristic" in every table row and
+plot legend, is drawn dashed, never as a solid bound line, and one that the result contradicts
+(below the attack value, a valid eps_L or eps_B of one run) is flagged "CONTRADICTED" with the
+reason. Every table ends with the interval (`accounting.interval`): the tuning run's epsilon
+lies in [lower, upper], the number to report is the upper end.
 """
 
 from __future__ import annotations
@@ -58,7 +60,10 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
                 "max over all thresholds",
             )
         )
-        rows.append(("eps_L (GDP fit)", _fmt(low["eps_gdp"]), "heuristic", "[NHSBTJCT23]"))
+        gdp = low.get("gdp_fit", low.get("eps_gdp"))  # eps_gdp: result.json of earlier releases
+        fits = {True: "model fits", False: "model REJECTED by the data"}.get(low.get("gdp_fit_ok"))
+        source = "[NHSBTJCT23], every threshold" + (f"; {fits}" if fits else "")
+        rows.append(("eps_L (gdp_fit)", _fmt(gdp), "heuristic", source))
     one = result.get("one_run")
     if one:
         spread = lambda v: (
@@ -103,13 +108,26 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
                 else claim.get("source", ""),
             )
         )
+    att = result.get("attack")
+    if att:
+        rows.append(
+            (
+                "attack value",
+                _fmt(att["epsilon"]),
+                "lower bound",
+                att["source"].removeprefix("attack: "),
+            )
+        )
     if result.get("base"):
         rows.append(
             ("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism")
         )
     heuristic = heuristic_upper_keys(result)
     contradicted = contradictions(result)
+    reduced = result.get("reduced_game") or {}
     for key, value in (result.get("upper") or {}).items():
+        if key in reduced:
+            continue  # a heuristic of this base: listed below under its reduced-game name
         rigour = (
             "heuristic"
             if key in heuristic
@@ -121,7 +139,33 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
             "does not apply to this base" if value is None else ""
         )
         rows.append((key, _fmt(value), rigour, source))
+    for key, value in reduced.items():
+        rigour = "heuristic, CONTRADICTED" if key in contradicted else "heuristic"
+        source = (result.get("upper_sources") or {}).get(key) or ""
+        rows.append(
+            (
+                f"reduced_game.{key}",
+                _fmt(value),
+                rigour,
+                f"{source}; mu of [XWW24] eq. 19: not a bound for tau < 1".lstrip("; "),
+            )
+        )
     return rows
+
+
+def interval_lines(result: dict) -> list[str]:
+    """The interval in words (empty when the result has none)."""
+    iv = result.get("interval")
+    if not iv:
+        return []
+    upper = "inf (no rigorous bound applies)" if iv["upper"] is None else _fmt(iv["upper"])
+    width = "inf" if iv["width"] is None else _fmt(iv["width"])
+    return [
+        f"interval: the tuning run's epsilon lies in [{_fmt(iv['lower'])}, {upper}] "
+        f"(width {width}); report {upper}.",
+        f"  lower: {iv['lower_source']}",
+        f"  upper: {iv['upper_source'] or 'none'}",
+    ]
 
 
 def warning_lines(result: dict) -> list[str]:
@@ -146,7 +190,7 @@ def text_table(result: dict) -> str:
     head = f"{result['name']}: delta = {result['delta']:g}, {_setting(result)}"
     lines = [head, "-" * len(head)]
     lines += [f"{a:<{w0}}  {b:>{w1}}  {c:<{w2}}  {d}".rstrip() for a, b, c, d in rows]
-    return "\n".join(lines + warning_lines(result))
+    return "\n".join(lines + interval_lines(result) + warning_lines(result))
 
 
 def markdown_report(result: dict, plots: list[str]) -> str:
@@ -169,6 +213,9 @@ def markdown_report(result: dict, plots: list[str]) -> str:
         "|---|---:|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(result)]
+    iv = interval_lines(result)
+    if iv:
+        lines += ["", f"**{iv[0]}**", "", *[f"- {line.strip()}" for line in iv[1:]]]
     warnings = warning_lines(result)
     if warnings:
         lines += [""] + [f"**{w}**" for w in warnings]
@@ -208,8 +255,9 @@ def prefetch_plotting() -> None:
 
 
 def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
-    """privacy_curve.png (exact delta(eps)) where the pair and the law of K are known and, for a
-    game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
+    """privacy_curve.png (the winner's delta(eps): exact, or the heuristic reduced game with the
+    attack's certified lower curve; the bounds; the interval at delta) where the pair and the law
+    of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
     _import_plotting()
     # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot as plt
@@ -227,6 +275,7 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> st
     eps, delta = artefacts["curve"]
     heuristic = set(heuristic_upper_keys(result))
     contradicted = contradictions(result)
+    reduced = "exact" in (result.get("reduced_game") or {})
     fig, ax = plt.subplots(figsize=(6, 4))
     positive = delta > 0
     ax.semilogy(
@@ -235,13 +284,44 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> st
         "--" if "exact" in heuristic else "-",
         color="k",
         lw=1.8,
-        label=legend_label("exact (released winner)", "exact", heuristic, contradicted),
+        label=legend_label(
+            "reduced game, mu of eq. 19" if reduced else "exact (released winner)",
+            "exact",
+            heuristic,
+            contradicted,
+        ),
     )
+    attack_delta = artefacts.get("attack_curve")
+    if attack_delta is not None and np.any(attack_delta > 0):
+        keep = attack_delta > 0
+        ax.semilogy(
+            eps[keep],
+            attack_delta[keep],
+            "-",
+            color="C3",
+            lw=1.8,
+            label="attack (certified lower delta(eps))",
+        )
     ax.axhline(result["delta"], color="grey", ls=":", label=f"delta = {result['delta']:g}")
     eps_b = result["base"].get("epsilon")
     if eps_b is not None:
         ax.plot([eps_b], [result["delta"]], "kx", ms=7, label=f"eps_B = {eps_b:.3f} (one run)")
-    curves = result.get("upper_curves") or {}
+    iv = result.get("interval") or {}
+    if iv.get("lower") is not None and iv.get("upper") is not None:
+        ax.plot(
+            [iv["lower"], iv["upper"]],
+            [result["delta"], result["delta"]],
+            "-",
+            color="C8",
+            lw=5,
+            alpha=0.5,
+            solid_capstyle="butt",
+            label=f"interval [{iv['lower']:.3f}, {iv['upper']:.3f}]",
+        )
+    curves = dict(result.get("upper_curves") or {})
+    for key, values in (result.get("reduced_game_curves") or {}).items():
+        if key != "delta":
+            curves[key] = values
     styles = {
         "generic_rdp": ("C0", "generic RDP"),
         "profile": ("C1", "profile"),
@@ -429,7 +509,12 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
     if "winner" in artefacts:
         exact_fp, exact_fn = tradeoff_curve(artefacts["winner"])
         heuristic = "exact" in heuristic_upper_keys(result)
-        name = legend_label("exact", "exact", heuristic_upper_keys(result), contradictions(result))
+        name = legend_label(
+            "reduced game" if "exact" in (result.get("reduced_game") or {}) else "exact",
+            "exact",
+            heuristic_upper_keys(result),
+            contradictions(result),
+        )
         references.append((f"{name} (likelihood ratio)", exact_fp, exact_fn, heuristic, "k"))
     claim = result.get("claim")
     if claim:

@@ -13,8 +13,11 @@ and its `DPDataLoader`), `from_opacus` returns
   numerical accountants of the same subsampled Gaussian: `base.epsilon(delta)` agrees with the
   claim to the accountants' discretisation, see `base_epsilon`), RDP to RDP;
 * with `rounds` (the user's law of K), the tuning bounds of `auditsel.accounting.panel` for
-  that base and law at `delta` (`tuning`, each with its rigour and source), and
-  `tuning_epsilon`, the smallest of them labelled rigorous.
+  that base and law at `delta` (`tuning`, each with its rigour and source; for a sample rate
+  below 1 the reduced game's heuristic values are not bounds and sit apart in
+  `reduced_game`), the interval of the tuning run's epsilon (`interval`: the attack value on
+  the worst-case pair below, the tightest rigorous bound above) and `tuning_epsilon`, its upper
+  end: the smallest bound labelled rigorous.
 
 Nothing here imports Opacus: the engine, optimizer and loader are read through their public
 attributes (`accountant.history`, `accountant.mechanism()`, `get_epsilon`,
@@ -28,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from auditsel.accounting.interval import Interval
 from auditsel.accounting.panel import panel
 from auditsel.errors import ConfigError, integer, number
 from auditsel.mechanisms import DpsgdBase
@@ -51,6 +55,8 @@ class OpacusRun:
     tuning: Mapping[str, float | None] = field(default_factory=dict)  # bound key -> eps
     tuning_rigour: Mapping[str, str] = field(default_factory=dict)
     tuning_sources: Mapping[str, str | None] = field(default_factory=dict)
+    reduced_game: Mapping[str, float | None] = field(default_factory=dict)  # heuristic, tau < 1
+    interval: Interval | None = None  # [attack value, tightest rigorous bound] with rounds
     notes: tuple[str, ...] = ()
 
     @property
@@ -76,6 +82,8 @@ class OpacusRun:
             "tuning_rigour": dict(self.tuning_rigour),
             "tuning_sources": dict(self.tuning_sources),
             "tuning_epsilon": self.tuning_epsilon,
+            "reduced_game": dict(self.reduced_game),
+            "interval": None if self.interval is None else self.interval.to_dict(),
             "notes": list(self.notes),
         }
 
@@ -164,12 +172,16 @@ def from_opacus(
     tuning: dict = {}
     rigour: dict = {}
     sources: dict = {}
+    reduced: dict = {}
+    interval = None
     if rounds is not None:
         if not isinstance(rounds, RoundsLaw):
             raise ConfigError("rounds", "must be a law of K (auditsel.Poisson(3), ...)")
         bounds = panel(base, rounds, delta)
-        tuning, rigour, sources = bounds["upper"], bounds["labels"], bounds["sources"]
-        notes += bounds["notes"]
+        tuning = {k: v for k, v in bounds.upper.items() if k not in bounds.reduced_game}
+        rigour, sources = bounds.labels, bounds.sources
+        reduced, interval = dict(bounds.reduced_game), bounds.interval
+        notes += bounds.notes
     return OpacusRun(
         base=base,
         claimed_epsilon=claimed,
@@ -180,5 +192,7 @@ def from_opacus(
         tuning=tuning,
         tuning_rigour=rigour,
         tuning_sources=sources,
+        reduced_game=reduced,
+        interval=interval,
         notes=tuple(notes),
     )

@@ -35,17 +35,19 @@ from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from auditsel.auditing import lower
+from auditsel.auditing.estimators import Estimate, estimator_panel, panel_dict
 from auditsel.auditing.lower import (
     THRESHOLD_RULES,
     SortedScores,
     audit_chunks,
     audit_scores,
 )
+from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.errors import ConfigError, choice, integer, number
 from auditsel.experiments.experiment import lower_fields, upper_fields, upper_panel
 from auditsel.experiments.heuristics import honesty_fields
@@ -65,9 +67,6 @@ from auditsel.pipelines.game import (
 )
 from auditsel.selection import winner_law
 from auditsel.version import __version__, source_commit
-
-if TYPE_CHECKING:
-    from auditsel.auditing.estimators import Estimate
 
 __all__ = [
     "Pipeline",
@@ -181,7 +180,8 @@ def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed,
         number(claimed_epsilon, "claimed_epsilon", 0)
     number(confidence, "confidence", 0.5, 1, hi_open=True)
     integer(seed, "seed", 0, SEED_MAX - 1)
-    choice(rule, "rule", THRESHOLD_RULES)
+    if not isinstance(rule, ThresholdRule):
+        choice(rule, "rule", THRESHOLD_RULES)
 
 
 def _components(tune, score, data, canary, seed: int, chunk_size: int) -> dict:
@@ -276,7 +276,7 @@ def audit_pipeline(
     confidence: float = 0.95,
     seed: int = 0,
     jobs: int = 1,
-    rule: str = "split",
+    rule: ThresholdRule | str = "split",
     checkpoint_dir: str | Path | None = None,
     out_dir: str | Path | None = None,
     name: str | None = None,
@@ -304,6 +304,8 @@ def audit_pipeline(
     and exceptions raised by your functions are ConfigErrors (`PipelineError`).
     """
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule)
+    if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
+        rule = threshold_rule(rule, seed=seed)
     chunk_size = integer(chunk_size, "chunk_size", 1)
     if (base is None) != (rounds is None):
         raise ConfigError("rounds", "give base and rounds together (or neither)")
@@ -404,12 +406,9 @@ def _analyse(
         game_cpu = float(record.scores[:, 1].sum())
         ss = SortedScores(scores, member)
         bound = audit_scores(
-            scores, member, delta, confidence=confidence, rule=rule, seed=seed, sorted_scores=ss
+            scores, member, delta, confidence=confidence, rule=rule, sorted_scores=ss
         )
         if panel is True or (panel == "auto" and games <= PANEL_ABOVE):
-            # deferred: scipy.stats (0.8 s) loads only when the estimator panel is computed
-            from auditsel.auditing.estimators import estimator_panel, panel_dict
-
             try:
                 estimators = estimator_panel(
                     scores, member, delta, confidence, law=rounds, seed=seed, sorted_scores=ss
@@ -425,7 +424,9 @@ def _analyse(
     if base is not None:
         bounds, curve = upper_panel(base, rounds, delta, with_curves=delta > 0)
         result.update(upper_fields(base, rounds, bounds, curve))
-        artefacts.update(curve=curve, winner=winner_law(base.reduced(), rounds))
+        artefacts.update(
+            curve=curve[:2], attack_curve=curve[2], winner=winner_law(base.reduced(), rounds)
+        )
     else:
         result.update(base=None, rounds=None, upper={}, notes=[])
     commit, dirty = source_commit()
@@ -462,7 +463,7 @@ def _analyse(
         claimed_epsilon=None if claimed_epsilon is None else float(claimed_epsilon),
         delta=float(delta),
         confidence=float(confidence),
-        rule=rule,
+        rule=rule.name,
         games=int(games),
         seed=int(seed),
         bound=bound,

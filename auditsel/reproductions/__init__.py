@@ -21,6 +21,7 @@ where ``rows(jobs: int = 1) -> list[dict]``. The modules of this package:
 * ``svm_outliers``  [PS22] Section 2: non-private tuning of an SVM leaks 8 outliers.
 * ``bugzoo``   tuning pipelines with realistic bugs (Opacus and hand-written PyTorch), audited
                with `audit_pipeline`; one module per pipeline.
+* ``interval`` the interval [attack value, tightest rigorous bound] on DP-SGD settings.
 """
 
 from __future__ import annotations
@@ -147,6 +148,13 @@ register(
     "auditsel.reproductions.bugzoo:rows",
     render="auditsel.reproductions.bugzoo:render",
     root="results",
+)
+register(
+    "interval",
+    "The honest interval on issue 19's DP-SGD settings: the attack value (a lower bound), the "
+    "rigorous bounds, the width; the reduced game's heuristic values beside them",
+    "auditsel.reproductions.interval:rows",
+    summary="auditsel.reproductions.interval:summary",
 )
 register(
     "dpsgd-factor",

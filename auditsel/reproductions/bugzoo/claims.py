@@ -27,13 +27,9 @@ __all__ = ["tuning_epsilon", "released_runs_epsilon"]
 
 
 def tuning_epsilon(base, rounds: RoundsLaw, delta: float) -> float:
-    """The smallest rigorous tuning bound of the panel for (base, rounds) at delta."""
-    bounds = panel(base, rounds, delta)
-    return min(
-        v
-        for k, v in bounds["upper"].items()
-        if v is not None and bounds["labels"].get(k) == "rigorous"
-    )
+    """The smallest rigorous tuning bound of the panel for (base, rounds) at delta: the upper
+    end of its interval (`auditsel.accounting.interval`)."""
+    return panel(base, rounds, delta).interval.upper
 
 
 def released_runs_epsilon(mu: float, rounds: RoundsLaw, delta: float, tail: float = 1e-16) -> float:
