@@ -88,33 +88,24 @@ def audit(
     m = module(name)
     claimed = float(m.claim(DELTA))
     start = time.perf_counter()
-    plan = plan_pipeline(
-        m.tune,
-        m.score,
+    common = dict(
         data=m.TRAIN,
         canary=m.CANARY,
         delta=DELTA,
-        pilot=pilot,
         claimed_epsilon=claimed,
-        power=POWER,
         confidence=CONFIDENCE,
-        seed=PILOT_SEED,
         jobs=jobs,
     )
+    plan = plan_pipeline(m.tune, m.score, pilot=pilot, power=POWER, seed=PILOT_SEED, **common)
     n = planned_games(plan.games_to_refute) if games is None else games
     result = audit_pipeline(
         m.tune,
         m.score,
-        data=m.TRAIN,
-        canary=m.CANARY,
         games=n,
-        delta=DELTA,
-        claimed_epsilon=claimed,
-        confidence=CONFIDENCE,
         seed=AUDIT_SEED,
-        jobs=jobs,
         checkpoint_dir=checkpoint_dir,
         panel=False,
+        **common,
     )
     truth, how = m.correct_epsilon(DELTA)
     return {
