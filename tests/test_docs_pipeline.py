@@ -8,11 +8,11 @@ games, then both commands of the page on the tutorial's tuning.py) in the slow r
 
 import json
 import shlex
+import subprocess
+import sys
 
 import pytest
 from test_docs import DOCS, _missing, blocks
-
-from auditsel.cli import main
 
 TUTORIAL = DOCS / "tutorials" / "audit-your-pipeline.md"
 FEW = {"GAMES = 2_000": "GAMES = 64", "pilot=100,": "pilot=30,"}
@@ -83,9 +83,11 @@ def test_tutorial_as_written_and_its_commands(tmp_path, monkeypatch):
     ns = run_tutorial()
     assert ns["audit"].games == 2000 and ns["audit"].refuted is False
     (tmp_path / "tuning.py").write_text(tutorial_module())
-    monkeypatch.syspath_prepend(str(tmp_path))
     plan, audit = _page_commands()
-    assert main(plan) == 0
-    assert main([*audit, "--out", "cli-audit", "--quiet"]) == 0
+    # as the reader runs them: each command in its own process, in the folder of tuning.py
+    # (this process's worker pool was started by the page's audit, before tuning.py existed)
+    for argv in (plan, [*audit, "--out", "cli-audit", "--quiet"]):
+        done = subprocess.run([sys.executable, "-m", "auditsel", *argv], capture_output=True)
+        assert done.returncode == 0, done.stderr.decode()
     result = json.loads((tmp_path / "cli-audit" / "result.json").read_text())
     assert result["lower"]["eps"] == ns["audit"].eps
