@@ -4,6 +4,8 @@ Every law is plain, frozen data with the scipy.stats-like surface the bounds nee
 
     pmf(k)                 P[K = k]
     pgf(z)                 G(z) = E[z^K]                 ([PS22] Lemma 7, [KRW24] Sec. 2)
+    pgf_above_zero(z)      G(z) - G(0) = E[z^K; K >= 1], without the cancellation of the K = 0
+                           mass (the lower tails of the winner of a law with mass at 0)
     pgf_complement(w)      1 - G(1 - w), accurate for tiny w (upper tails of the winner)
     pgf_derivative(z)      G'(z) = E[K z^(K-1)]         (G'(1) = E[K])
     log_pgf_derivative     log G'(z), with w = 1 - z (and optionally log z) passed
@@ -14,7 +16,8 @@ Every law is plain, frozen data with the scipy.stats-like surface the bounds nee
 
 Laws ([XWW24] Sec. 2 and eq. 21, [PS22] Sec. 3, [KRW24] Sec. 5):
 
-* TNB(eta, nu), eta in (-1, inf), nu in (0, 1), support {1, 2, ...}:
+* TNB(eta, nu), eta in (-1, inf), nu in (0, 1], support {1, 2, ...} (nu = 1: K = 1, the limit
+  nu -> 1 of every formula below, as dp_accounting's gamma in (0, 1]):
       P[K=k] = (1-nu)^k / (nu^-eta - 1) * prod_{l<k} (l+eta)/(l+1)      (eta != 0)
       P[K=k] = (1-nu)^k / (k log(1/nu))                                  (eta == 0, logarithmic)
       G(z)  = ((1-(1-nu) z)^-eta - 1) / (nu^-eta - 1),  G(z) = log(1-(1-nu) z)/log(nu) at eta = 0
@@ -93,6 +96,10 @@ class RoundsLaw:
     def pgf_derivative(self, z, w=None):
         return np.exp(self.log_pgf_derivative(z, w))
 
+    def pgf_above_zero(self, z):
+        """G(z) - G(0): the laws with mass at K = 0 override it without the cancellation."""
+        return self.pgf(z) - self.p_zero
+
     @property
     def p_zero(self) -> float:
         """P[K = 0]: the mass released as the fixed, data-independent output."""
@@ -119,15 +126,23 @@ class TruncatedNegativeBinomial(RoundsLaw):
         object.__setattr__(self, "eta", number(self.eta, "eta", -1, MAX_ETA, lo_open=True))
         # Below ~1e-15, 1 - nu rounds to 1 (or loses most digits of nu) and the law degenerates
         # (pgf(1) = log1p(-1)/log(nu) = nan); E[K] is then ~1e13, far beyond any tuning run.
-        nu = number(self.nu, "nu", 0, 1, lo_open=True, hi_open=True)
-        require(nu >= MIN_NU, "nu", f"must be in [{MIN_NU:g}, 1), got {nu}")
+        nu = number(self.nu, "nu", 0, 1, lo_open=True)
+        require(nu >= MIN_NU, "nu", f"must be in [{MIN_NU:g}, 1], got {nu}")
         object.__setattr__(self, "nu", nu)
 
     @property
     def _log_inv_nu(self) -> float:
         return -math.log(self.nu)
 
+    @property
+    def _one(self) -> bool:
+        """nu = 1: the point mass K = 1."""
+        return self.nu == 1
+
     def log_pmf(self, k):
+        if self._one:
+            with np.errstate(divide="ignore"):
+                return np.log(np.asarray(k, dtype=float) == 1)
         # P[K=k] = (1-nu)^k Gamma(k+eta) / (Gamma(1+eta) k!) / (log(1/nu) r(eta log(1/nu))),
         # with r(x) = expm1(x)/x: one formula for every eta, eta -> 0 included.
         k = np.asarray(k, dtype=float)
@@ -147,6 +162,8 @@ class TruncatedNegativeBinomial(RoundsLaw):
     def pgf(self, z):
         # G(z) = expm1(-eta b) / expm1(eta log(1/nu)) with b = log(1 - (1-nu) z) <= 0
         z = np.asarray(z, dtype=float)
+        if self._one:
+            return z
         # b via log1p for small (1-nu) z, else via log(nu + (1-nu)(1-z)) so that z near 1 keeps
         # nu's digits (log1p(-(1-nu)) is off by ~1e-16/nu: pgf(1) = 1 + 8e-7 at nu = 1e-12)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -170,6 +187,8 @@ class TruncatedNegativeBinomial(RoundsLaw):
 
     def pgf_complement(self, w):
         # 1 - (1-nu) z = nu (1 + (1-nu) w / nu); 1 - G = -expm1(-eta l) / -expm1(-eta log(1/nu))
+        if self._one:
+            return np.asarray(w, dtype=float)
         lg = np.log1p((1 - self.nu) * np.asarray(w, dtype=float) / self.nu)
         return (
             (lg / self._log_inv_nu)
@@ -180,12 +199,16 @@ class TruncatedNegativeBinomial(RoundsLaw):
     def log_pgf_derivative(self, z, w=None, log_z=None):
         z, w = _as_w(z, w)
         eta, nu = self.eta, self.nu
+        if self._one:
+            return np.zeros(np.broadcast(z, w).shape)
         a = nu + (1 - nu) * w
         return -(eta + 1) * np.log(a) + (eta + 1) * math.log(nu) + math.log(self.mean)
 
     @property
     def mean(self) -> float:
         # eta (1-nu) / (nu (1 - nu^eta)) = ((1-nu)/nu) / (log(1/nu) r(-eta log(1/nu)))
+        if self._one:
+            return 1.0
         return (
             (1 - self.nu)
             / self.nu
@@ -200,6 +223,8 @@ class TruncatedNegativeBinomial(RoundsLaw):
         at k_hi = 50/nu: beyond k_hi, a tail of mass < e^-50, it is capped at 1)."""
         eta, nu = self.eta, self.nu
         size = int(size)
+        if self._one:
+            return np.ones(size, dtype=np.int64)
         if eta == 0:
             return rng.logseries(1 - nu, size).astype(np.int64)
         if eta == 1:
@@ -276,6 +301,11 @@ class Poisson(RoundsLaw):
     def pgf(self, z):
         return np.exp(self.mean_ * (np.asarray(z, dtype=float) - 1))
 
+    def pgf_above_zero(self, z):
+        # e^(m (z-1)) - e^-m = e^(m (z-1)) (1 - e^(-m z)): no overflow for a large mean
+        z = np.asarray(z, dtype=float)
+        return self.pgf(z) * -np.expm1(-self.mean_ * z)
+
     def pgf_complement(self, w):
         return -np.expm1(-self.mean_ * np.asarray(w, dtype=float))
 
@@ -321,6 +351,13 @@ class Binomial(RoundsLaw):
 
     def pgf(self, z):
         return (1 - self.p + self.p * np.asarray(z, dtype=float)) ** self.n
+
+    def pgf_above_zero(self, z):
+        z = np.asarray(z, dtype=float)
+        if self.p == 1:
+            return self.pgf(z)
+        # G(z) (1 - ((1-p)/(1-p+pz))^n): no cancellation, no overflow for a large n
+        return self.pgf(z) * -np.expm1(-self.n * np.log1p(self.p / (1 - self.p) * z))
 
     def pgf_complement(self, w):
         with np.errstate(divide="ignore"):  # p w = 1: log1p(-1) = -inf, and the value is 1
@@ -399,6 +436,11 @@ class FinitePmf(RoundsLaw):
     def pgf(self, z):
         z = np.asarray(z, dtype=float)
         return np.sum(self._ps * np.power(z[..., None], self._ks), axis=-1)
+
+    def pgf_above_zero(self, z):
+        z = np.asarray(z, dtype=float)
+        pos = self._ks > 0
+        return np.sum(self._ps[pos] * np.power(z[..., None], self._ks[pos]), axis=-1)
 
     def pgf_complement(self, w):
         w = np.asarray(w, dtype=float)

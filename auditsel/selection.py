@@ -84,7 +84,7 @@ class GaussianWinner:
         upper = u > 0  # both ends in the upper half: use 1 - G(1 - w) with w = 1 - F
         with np.errstate(invalid="ignore"):
             via_tail = law.pgf_complement(_sf(u)) - law.pgf_complement(_sf(v))
-            via_cdf = law.pgf(_cdf(v)) - law.pgf(_cdf(u))
+            via_cdf = law.pgf_above_zero(_cdf(v)) - law.pgf_above_zero(_cdf(u))
         return np.maximum(np.where(upper, via_tail, via_cdf), 0.0)
 
     def cdf(self, x, member: int):
@@ -142,7 +142,7 @@ class FiniteWinner:
         below = np.concatenate([[0.0], np.cumsum(probs)[:-1]])  # C(<y)
         at_or_above = np.cumsum(probs[::-1])[::-1]  # 1 - C(<y)
         above = np.concatenate([at_or_above[1:], [0.0]])  # 1 - C(<=y)
-        via_cdf = self.law.pgf(below + probs) - self.law.pgf(below)
+        via_cdf = self.law.pgf_above_zero(below + probs) - self.law.pgf_above_zero(below)
         via_tail = self.law.pgf_complement(at_or_above) - self.law.pgf_complement(above)
         return np.maximum(np.where(below > 0.5, via_tail, via_cdf), 0.0)
 

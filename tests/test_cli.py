@@ -113,7 +113,7 @@ BAD_CONFIGS = [
     ({"base.kind": "laplace"}, "base.kind"),
     ({"base.epsilon": -1}, "base.epsilon"),
     ({"base.mu": 0.5}, "base.mu"),  # both mu and epsilon
-    ({"rounds.nu": 1.0}, "rounds.nu"),
+    ({"rounds.nu": 1.5}, "rounds.nu"),
     ({"rounds.eta": -2}, "rounds.eta"),
     ({"rounds.kind": "zeta"}, "rounds.kind"),
     ({"game.trials": 0}, "game.trials"),

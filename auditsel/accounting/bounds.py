@@ -8,17 +8,22 @@ algorithm with
     curve(pair, law, deltas)     its whole privacy curve read as eps at each delta, from ONE
                                  computation (an RDP curve converts to every delta at once;
                                  a profile shift is computed once); inf where the bound is
-                                 vacuous, nan where it does not apply at that delta
+                                 vacuous (delta = 0 unless it certifies pure DP there), nan
+                                 where it does not apply to the pair; a delta outside [0, 1)
+                                 is a ConfigError naming `deltas` (`epsilon`: `delta`)
     rigour(pair)                 "rigorous" or "heuristic" for this pair
     source(pair, law, delta)     the theorem used (result.json `upper_sources`)
     citation                     the result it implements, stated once, here
 
 Every citation of the panel lives in this module. The bounds (keys of result.json `upper`):
 
-* generic_rdp       [PS22] Theorem 2 (TNB), Theorem 6 (Poisson), Lemma 7 (other laws), Corollary
-                    3 when delta = 0 (pure-DP base, TNB law); base RDP curve from the pair (exact
-                    for Gaussian and finite pairs, dp_accounting for DP-SGD); Canonne-Kamath-Steinke
-                    conversion over `rdp.ORDERS` (DP-SGD: the pair's `RDP_ORDERS`).
+* generic_rdp       [PS22] Theorem 2 (TNB), Theorem 6 sharpened (Poisson, any mean > 0), Lemma 7
+                    (other laws), the fixed output of K = 0 counted (proofs in
+                    `accounting.generic`), Corollary 3 when delta = 0 (pure-DP base, TNB law);
+                    base RDP curve from the pair (exact for Gaussian and finite pairs,
+                    dp_accounting for DP-SGD); Canonne-Kamath-Steinke conversion over
+                    `rdp.ORDERS`, a superset of dp_accounting's default orders (DP-SGD: the
+                    pair's `RDP_ORDERS`, also a superset).
 * profile           [KRW24] Theorem 5.2 (TNB), Theorem 5.7 (binomial), Corollary 5.8 (Poisson),
                     Theorem 4.1 recipe (other laws); the pair's privacy profile (exact, or
                     dp_accounting's pessimistic PLD for DP-SGD).
@@ -45,8 +50,9 @@ from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
 from auditsel.accounting.profile import BaseProfile, base_profile, profile_epsilon
-from auditsel.accounting.rdp import ORDERS, check_deltas
-from auditsel.rounds import RoundsLaw
+from auditsel.accounting.rdp import ORDERS
+from auditsel.numerics import check_deltas
+from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 from auditsel.selection import winner_law
 
 __all__ = [
@@ -93,16 +99,18 @@ class Bound:
 
     def epsilon(self, pair, law: RoundsLaw, delta: float) -> float:
         """eps at one delta (inf where vacuous, nan where it does not apply)."""
-        return float(self.curve(pair, law, [delta])[0])
+        return float(self.curve(pair, law, check_deltas(delta))[0])
 
 
 class GenericRdp(Bound):
     def source(self, pair, law, delta):
         if delta == 0:
             return "[PS22] Corollary 3" if self._pure_ok(pair, law) else None
-        return {"tnb": "[PS22] Theorem 2", "poisson": "[PS22] Theorem 6"}.get(
-            law.kind, "[PS22] Lemma 7"
-        )
+        if law.kind == "tnb":
+            return "[PS22] Theorem 2"
+        if law.kind == "poisson":
+            return "[PS22] Theorem 6, sharpened (K = 0 counted)"
+        return "[PS22] Lemma 7" + (" (K = 0 counted)" if law.p_zero > 0 else "")
 
     @staticmethod
     def _pure_ok(pair, law) -> bool:
@@ -114,14 +122,15 @@ class GenericRdp(Bound):
         return None
 
     def curve(self, pair, law, deltas, profile=None):
-        deltas = check_deltas(deltas)
-        out = np.full(deltas.shape, np.nan)
+        deltas = check_deltas(deltas, "deltas")
+        out = np.full(deltas.shape, np.inf)
         zero = deltas == 0
         if np.any(zero) and self._pure_ok(pair, law):
             out[zero] = pure_dp_generic_epsilon(pair.pure_epsilon, law)
         if np.any(~zero):
             orders = np.asarray(pair.rdp_orders or ORDERS, dtype=float)
-            profile = profile or base_profile(pair)
+            if profile is None and not isinstance(law, TruncatedNegativeBinomial):
+                profile = base_profile(pair)  # Theorem 6 and Lemma 7 use it; Theorem 2 does not
             out[~zero] = generic_epsilon(orders, pair.rdp(orders), law, deltas[~zero], profile)
         return out
 
@@ -140,8 +149,8 @@ class ProfileBound(Bound):
         return "profile: needs delta > 0" if delta == 0 else None
 
     def curve(self, pair, law, deltas, profile=None):
-        deltas = check_deltas(deltas)
-        out = np.full(deltas.shape, np.nan)
+        deltas = check_deltas(deltas, "deltas")
+        out = np.full(deltas.shape, np.inf)
         pos = deltas > 0
         if np.any(pos):
             out[pos] = profile_epsilon(pair, law, deltas[pos], profile or base_profile(pair))
@@ -168,8 +177,8 @@ class ImprovedRdp(Bound):
         return "[XWW24] Algorithm 3 (mu)"
 
     def curve(self, pair, law, deltas, profile=None):
-        deltas = check_deltas(deltas)
-        out = np.full(deltas.shape, np.nan)
+        deltas = check_deltas(deltas, "deltas")
+        out = np.full(deltas.shape, np.inf if self.supports(pair, law) else np.nan)
         pos = deltas > 0
         if np.any(pos) and self.supports(pair, law):
             if self.gdp:
@@ -191,7 +200,7 @@ class ExactBound(Bound):
         return "reduced game ([XWW24] Figure 5), exact privacy curve"
 
     def curve(self, pair, law, deltas, profile=None):
-        deltas = check_deltas(deltas)
+        deltas = check_deltas(deltas, "deltas")
         winner = winner_law(pair.reduced(), law)
         return np.asarray(exact_epsilon(winner, deltas), dtype=float)
 
@@ -200,8 +209,8 @@ class ExactBound(Bound):
 BOUNDS = (
     GenericRdp(
         "generic_rdp",
-        "Papernot & Steinke 2022 [PS22] Thm 2 (TNB), Thm 6 (Poisson), Lemma 7 "
-        "(other laws), Cor 3 (pure DP); Canonne-Kamath-Steinke 2020 conversion",
+        "Papernot & Steinke 2022 [PS22] Thm 2 (TNB), Thm 6 sharpened (Poisson), Lemma 7 "
+        "(other laws; K = 0 counted), Cor 3 (pure DP); Canonne-Kamath-Steinke 2020 conversion",
     ),
     ProfileBound(
         "profile",

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from auditsel.mechanisms import hockey_stick_finite
-from auditsel.numerics import bisect
+from auditsel.numerics import bisect, check_deltas
 
 __all__ = [
     "hockey_stick_finite",
@@ -39,6 +39,10 @@ GRID_STEP = 2e-3
 GRID_MARGIN = 40.0
 BISECTION_STEPS = 45  # 2e-3 / 2^45 ~ 6e-17: below double precision of the roots
 EPS_CAP = 1e4  # exact_epsilon answers inf above this
+#: smallest mass a Gaussian winner's hockey stick may rely on: below it the masses are subnormal
+#: numbers with few digits (or 0), so exact_epsilon answers inf where delta or the other side's
+#: mass near the root, delta e^-eps, falls below it: never a finite number that is not exact
+MIN_GAUSSIAN_MASS = 1e-300
 NEWTON_STEPS = 200
 LEVEL_BLOCK = 1 << 24  # grid points x levels compared at once (16 MB of booleans)
 
@@ -163,35 +167,42 @@ def exact_epsilon(winner, delta, tol: float = 1e-9):
     """Smallest eps >= 0 with privacy_curve(winner, eps) <= delta (inf if none, or above 1e4).
 
     `delta`: a float (returns a float) or an array (returns an array, one root search for all:
-    a Gaussian winner's deltas share one scan and one batched Newton iteration).
+    a Gaussian winner's deltas share one scan and one batched Newton iteration); a ConfigError
+    outside [0, 1). At delta = 0: the pure eps of a finite winner (inf when the supports
+    differ); inf for a Gaussian winner, whose privacy loss is unbounded (as x -> inf both G'
+    factors of the densities tend to E[K] while phi(x - mu)/phi(x) = e^(mu x - mu^2/2) grows
+    without bound). A Gaussian winner is also inf where delta or delta e^-eps is below
+    MIN_GAUSSIAN_MASS (the masses would be subnormal numbers): never a finite number that is
+    not the exact one.
     """
-    deltas = np.atleast_1d(np.asarray(delta, dtype=float))
-    out = np.empty(len(deltas))
-    batch = (deltas > 0) & (not hasattr(winner, "pmf"))
-    for i in np.nonzero(~batch)[0]:
-        out[i] = _exact_epsilon_one(winner, float(deltas[i]), tol)
-    if batch.any():
-        out[batch] = _gaussian_epsilons(winner, deltas[batch], tol)
+    deltas = check_deltas(delta)
+    out = np.full(len(deltas), math.inf)
+    if hasattr(winner, "pmf"):
+        for i, d in enumerate(deltas):
+            out[i] = _finite_epsilon(winner, float(d), tol)
+    else:
+        ok = deltas >= MIN_GAUSSIAN_MASS
+        if ok.any():
+            eps = _gaussian_epsilons(winner, deltas[ok], tol)
+            with np.errstate(divide="ignore"):
+                normal = np.log(deltas[ok]) - eps >= math.log(MIN_GAUSSIAN_MASS)
+            out[ok] = np.where(normal, eps, math.inf)
     return out if np.ndim(delta) else float(out[0])
 
 
-def _exact_epsilon_one(winner, delta: float, tol: float) -> float:
-    """One delta by bisection on log delta(eps) (finite winners, and delta <= 0)."""
-    scans = (None, None) if hasattr(winner, "pmf") else (_llr_grid(winner, 0), _llr_grid(winner, 1))
-    curve = lambda e: float(privacy_curve(winner, np.array([e]), scans)[0])
+def _finite_epsilon(winner, delta: float, tol: float) -> float:
+    """One delta of a finite winner by bisection on log delta(eps); the pure eps at 0."""
+    curve = lambda e: float(privacy_curve(winner, np.array([e]))[0])
     if curve(0.0) <= delta:
         return 0.0
-    if delta <= 0 and hasattr(winner, "pmf"):
+    if delta == 0:
         return _pure_epsilon(winner)
     hi = 1.0
     while curve(hi) > delta:
         hi *= 2
         if hi > EPS_CAP:
             return math.inf
-    if delta > 0:
-        f = lambda e: math.log(max(curve(e), 1e-300)) - math.log(delta)
-    else:
-        f = lambda e: curve(e) - delta if curve(e) > 0 else -1.0
+    f = lambda e: (math.log(curve(e)) if curve(e) > 0 else -math.inf) - math.log(delta)
     return bisect(f, 0.0, hi, xtol=tol, rtol=1e-12)
 
 
@@ -234,7 +245,7 @@ def _gaussian_epsilons(winner, deltas: np.ndarray, tol: float) -> np.ndarray:
         e = eps[idx]
         value, slope = _curve_and_slope(winner, e, scans)
         with np.errstate(divide="ignore"):
-            f = np.log(np.maximum(value, 1e-300)) - target[idx]
+            f = np.log(np.maximum(value, 0.0)) - target[idx]  # -inf where delta(eps) underflows
         lo[idx] = np.where(f > 0, e, lo[idx])
         hi[idx] = np.where(f < 0, e, hi[idx])
         with np.errstate(divide="ignore", invalid="ignore"):

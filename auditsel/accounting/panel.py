@@ -25,7 +25,7 @@ import numpy as np
 
 from auditsel.accounting.bounds import BOUND_KEYS, BOUNDS
 from auditsel.accounting.profile import base_profile
-from auditsel.accounting.rdp import check_deltas
+from auditsel.numerics import check_deltas
 from auditsel.rounds import RoundsLaw
 
 __all__ = [
@@ -64,7 +64,7 @@ def panel(base, law: RoundsLaw, delta: float, curve_deltas=None) -> dict:
     `curve_deltas`, also "curves": each bound's eps at those deltas (`panel_curves`), from the
     same single computation per bound as the value at `delta`."""
     delta = float(check_deltas(delta)[0])
-    extra = [] if curve_deltas is None else check_deltas(curve_deltas).tolist()
+    extra = [] if curve_deltas is None else check_deltas(curve_deltas, "curve_deltas").tolist()
     deltas = np.array([delta] + extra)
     notes: list[str] = []
     seconds: dict[str, float] = {}
@@ -123,7 +123,7 @@ def panel(base, law: RoundsLaw, delta: float, curve_deltas=None) -> dict:
 def panel_curves(base, law: RoundsLaw, deltas) -> dict:
     """{"delta": deltas, key: eps of each bound at each delta}: one curve computation per bound
     (None where the bound does not apply or is vacuous)."""
-    deltas = check_deltas(deltas).tolist()
+    deltas = check_deltas(deltas, "deltas").tolist()
     return panel(base, law, deltas[0], deltas)["curves"]
 
 

@@ -54,6 +54,7 @@ from auditsel.auditing.lower import (
     epsilon_from_rates,
 )
 from auditsel.errors import ConfigError
+from auditsel.numerics import check_deltas
 
 __all__ = ["Estimate", "estimator_panel", "LABELS", "winner_tradeoff", "selection_fit_mu"]
 
@@ -371,6 +372,7 @@ def estimator_panel(
 
     `law` (a RoundsLaw) adds the selection-aware fit; `threshold_grid` is a bonferroni grid
     fixed in advance (None: a pilot grid from the first `split_fraction` of the games)."""
+    delta = float(check_deltas(delta)[0])
     scores = np.asarray(scores, dtype=float)
     member = np.asarray(member).astype(np.int8)
     ss = sorted_scores if sorted_scores is not None else SortedScores(scores, member)

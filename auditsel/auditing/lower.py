@@ -60,6 +60,7 @@ from scipy.special import betainccinv, betaincinv, ndtri
 
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import gaussian_epsilon
+from auditsel.numerics import check_deltas
 
 __all__ = [
     "LowerBound",
@@ -120,6 +121,7 @@ class LowerBound:
 def epsilon_from_rates(fp, fn, delta: float):
     """Eq. 4 of [XWW24], vectorised; rates may be 0 (then that term is +inf unless the other
     rate makes its numerator non-positive)."""
+    delta = float(check_deltas(delta)[0])
     fp = np.asarray(fp, dtype=float)
     fn = np.asarray(fn, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
