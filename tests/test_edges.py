@@ -134,6 +134,18 @@ def test_exact_curve_with_mass_at_zero_matches_mpmath_at_large_eps(law, table):
     assert np.all(np.diff(privacy_curve(winner, grid)) <= 0)
 
 
+@pytest.mark.parametrize("mu", [0.05, 1.0, 3.0])
+def test_exact_equals_eps_b_for_one_run_down_to_the_smallest_deltas(mu):
+    """K = 1: the winner is the base, so `exact` must equal eps_B at every delta (at delta
+    1e-300 it was 48.0 against 37.45 for mu = 1; at delta 0 it was 38.99 for inf)."""
+    base = GaussianBase(mu)
+    w = winner_law(base, Point(1))
+    deltas = np.array([1e-5, 1e-100, 1e-250, 1e-300, 1e-320])
+    ours = exact_epsilon(w, deltas)
+    assert np.allclose(ours, [base.epsilon(d) for d in deltas], rtol=1e-9, atol=1e-9)
+    assert exact_epsilon(w, 0.0) == math.inf and base.epsilon(0.0) == math.inf
+
+
 def test_tnb_with_nu_one_is_the_point_mass_at_one():
     for eta in (-0.5, 0.0, 1.0, 4.0):
         law = TruncatedNegativeBinomial(eta, 1.0)
