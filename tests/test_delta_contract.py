@@ -18,12 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import dp_accounting as dpa
 import numpy as np
 import pytest
 
 import auditsel
 from auditsel.accounting.bounds import BOUNDS
 from auditsel.errors import ConfigError
+from auditsel.events import LaplaceBase, as_pair
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import Binomial, Point, Poisson, TruncatedNegativeBinomial
 
@@ -77,6 +79,8 @@ def _cases() -> dict[str, Case]:
     from auditsel.testing import assert_not_refuted, audit, worst_case_tuning
 
     g, fin, dp = GaussianBase(0.8), FiniteOutputBase.example1(), DpsgdBase(2.0, 20, 0.1)
+    lap = LaplaceBase(1.0, steps=2)
+    event = as_pair(dpa.ComposedDpEvent([dpa.LaplaceDpEvent(2.0), dpa.GaussianDpEvent(3.0)]))
     tnb = TruncatedNegativeBinomial(1.0, 0.1)
     rdp_curve = rdp.ORDERS * 0.1
     scores, member = _scores()
@@ -99,6 +103,10 @@ def _cases() -> dict[str, Case]:
         ),
         "auditsel.mechanisms.DpsgdBase.epsilon": Case(dp.epsilon),
         "auditsel.mechanisms.DpsgdBase.profile_epsilon": Case(dp.profile_epsilon),
+        "auditsel.events.LaplaceBase.epsilon": Case(lap.epsilon, at_zero=2.0),
+        "auditsel.events.LaplaceBase.profile_epsilon": Case(lap.profile_epsilon, at_zero=2.0),
+        "auditsel.events.EventBase.epsilon": Case(event.epsilon),
+        "auditsel.events.EventBase.profile_epsilon": Case(event.profile_epsilon),
         "auditsel.mechanisms.DpsgdBase.profile_grid": Case(
             dp.profile_grid, field="delta_for_grid", at_zero=RAISES
         ),
@@ -330,6 +338,8 @@ PAIRS = {
     "gaussian": GaussianBase(0.8),
     "finite": FiniteOutputBase.example1(),  # pure DP: eps = 1
     "dpsgd": DpsgdBase(2.0, 20, 0.1),
+    "laplace": LaplaceBase(1.0, steps=2),  # pure DP: eps = 2
+    "event": dpa.ComposedDpEvent([dpa.LaplaceDpEvent(2.0), dpa.GaussianDpEvent(3.0)]),
 }
 LAWS = {
     "tnb": TruncatedNegativeBinomial(1.0, 0.1),
@@ -359,11 +369,12 @@ def test_every_registered_bound_keeps_the_contract(key, pair_name):
             assert np.all(np.isnan(b.curve(pair, law, [0.0, 1e-5])))
             continue
         at_zero = b.epsilon(pair, law, 0.0)
-        if pair_name == "finite":  # pure DP: only a certified value, at least the pure eps of K=1
-            assert at_zero == math.inf or at_zero >= pair.pure_epsilon - 1e-9, (law_name, at_zero)
+        pure = as_pair(pair).pure_epsilon
+        if math.isfinite(pure):  # pure DP: only a certified value, at least the pure eps of K=1
+            assert at_zero == math.inf or at_zero >= pure - 1e-9, (law_name, at_zero)
             if key == "generic_rdp" and law_name == "tnb":
-                assert at_zero == pytest.approx((2 + law.eta) * pair.pure_epsilon)  # [PS22] Cor 3
+                assert at_zero == pytest.approx((2 + law.eta) * pure)  # [PS22] Cor 3
             if key == "generic_rdp" and law_name == "tnb_nu_1":
-                assert at_zero == pytest.approx(pair.pure_epsilon)  # K = 1
+                assert at_zero == pytest.approx(pure)  # K = 1
         else:
             assert at_zero == math.inf, (law_name, at_zero)

@@ -50,7 +50,8 @@ from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
 from auditsel.accounting.profile import BaseProfile, base_profile, profile_epsilon
-from auditsel.accounting.rdp import ORDERS
+from auditsel.accounting.rdp import ORDERS, pure_dp_rdp
+from auditsel.events import as_pair
 from auditsel.numerics import check_deltas
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 from auditsel.selection import winner_law
@@ -76,7 +77,8 @@ class Bound:
     heuristic_always: bool = False
 
     def supports(self, pair, law: RoundsLaw) -> bool:
-        return True
+        """Whether the bound applies to this pair (or dp_accounting event) and law at all."""
+        return as_pair(pair) is not None
 
     def rigour(self, pair) -> str:
         """'rigorous' or 'heuristic' for this pair."""
@@ -103,11 +105,17 @@ class Bound:
 
 
 class GenericRdp(Bound):
+    def supports(self, pair, law):
+        pair = as_pair(pair)
+        return getattr(pair, "supports_rdp", True) or math.isfinite(pair.pure_epsilon)
+
     def source(self, pair, law, delta):
+        pair = as_pair(pair)
         if delta == 0:
             return "[PS22] Corollary 3" if self._pure_ok(pair, law) else None
         if law.kind == "tnb":
-            return "[PS22] Theorem 2"
+            pure = " (Corollary 3 where smaller)" if self._pure_ok(pair, law) else ""
+            return "[PS22] Theorem 2" + pure
         if law.kind == "poisson":
             return "[PS22] Theorem 6, sharpened (K = 0 counted)"
         return "[PS22] Lemma 7" + (" (K = 0 counted)" if law.p_zero > 0 else "")
@@ -117,26 +125,39 @@ class GenericRdp(Bound):
         return law.kind == "tnb" and math.isfinite(pair.pure_epsilon)
 
     def not_applicable(self, pair, law, delta):
+        pair = as_pair(pair)
         if delta == 0 and not self._pure_ok(pair, law):
             return "generic_rdp: delta = 0 needs a pure-DP base and a TNB law (Cor. 3)"
         return None
 
     def curve(self, pair, law, deltas, profile=None):
+        """The RDP bound converted at every delta > 0; for a pure-DP base and a TNB law,
+        Corollary 3's pure (2 + eta) eps where smaller (pure DP holds at every delta)."""
+        pair = as_pair(pair)
         deltas = check_deltas(deltas, "deltas")
+        if not self.supports(pair, law):
+            return np.full(deltas.shape, np.nan)
         out = np.full(deltas.shape, np.inf)
         zero = deltas == 0
-        if np.any(zero) and self._pure_ok(pair, law):
-            out[zero] = pure_dp_generic_epsilon(pair.pure_epsilon, law)
         if np.any(~zero):
             orders = np.asarray(pair.rdp_orders or ORDERS, dtype=float)
             if profile is None and not isinstance(law, TruncatedNegativeBinomial):
                 profile = base_profile(pair)  # Theorem 6 and Lemma 7 use it; Theorem 2 does not
-            out[~zero] = generic_epsilon(orders, pair.rdp(orders), law, deltas[~zero], profile)
+            rdp = pair.rdp(orders)
+            if math.isfinite(pair.pure_epsilon):  # eps-DP: RDP at most randomized response's
+                rdp = np.minimum(rdp, pure_dp_rdp(pair.pure_epsilon, orders))
+            out[~zero] = generic_epsilon(orders, rdp, law, deltas[~zero], profile)
+        if self._pure_ok(pair, law):
+            out = np.minimum(out, pure_dp_generic_epsilon(pair.pure_epsilon, law))
         return out
 
 
 class ProfileBound(Bound):
+    def supports(self, pair, law):
+        return getattr(as_pair(pair), "supports_pld", True)
+
     def source(self, pair, law, delta):
+        pair = as_pair(pair)
         if delta == 0:
             return None
         return {
@@ -149,7 +170,10 @@ class ProfileBound(Bound):
         return "profile: needs delta > 0" if delta == 0 else None
 
     def curve(self, pair, law, deltas, profile=None):
+        pair = as_pair(pair)
         deltas = check_deltas(deltas, "deltas")
+        if not self.supports(pair, law):
+            return np.full(deltas.shape, np.nan)
         out = np.full(deltas.shape, np.inf)
         pos = deltas > 0
         if np.any(pos):
@@ -162,12 +186,21 @@ class ImprovedRdp(Bound):
     gdp: bool = False
 
     def supports(self, pair, law):
-        return pair.mu_gdp is not None if self.gdp else True
+        pair = as_pair(pair)
+        return pair.mu_gdp is not None if self.gdp else pair.reduced() is not None
 
     def rigour(self, pair):
-        return "heuristic" if self.gdp or not pair.reduction_is_exact else "rigorous"
+        pair = as_pair(pair)
+        if self.gdp:
+            return "heuristic"
+        return (
+            "heuristic"
+            if pair.reduced() is not None and not pair.reduction_is_exact
+            else "rigorous"
+        )
 
     def source(self, pair, law, delta):
+        pair = as_pair(pair)
         if delta == 0 or not self.supports(pair, law):
             return None
         if self.gdp:
@@ -177,6 +210,7 @@ class ImprovedRdp(Bound):
         return "[XWW24] Algorithm 3 (mu)"
 
     def curve(self, pair, law, deltas, profile=None):
+        pair = as_pair(pair)
         deltas = check_deltas(deltas, "deltas")
         out = np.full(deltas.shape, np.inf if self.supports(pair, law) else np.nan)
         pos = deltas > 0
@@ -191,16 +225,25 @@ class ImprovedRdp(Bound):
 
 
 class ExactBound(Bound):
+    def supports(self, pair, law):
+        return as_pair(pair).reduced() is not None
+
     def rigour(self, pair):
-        return "heuristic" if self.heuristic_always or not pair.reduction_is_exact else "rigorous"
+        pair = as_pair(pair)
+        approximate = pair.reduced() is not None and not pair.reduction_is_exact
+        return "heuristic" if self.heuristic_always or approximate else "rigorous"
 
     def source(self, pair, law, delta):
+        pair = as_pair(pair)
         if pair.mu is None:
             return "[XWW24] eq. 7 (finite winner)"
         return "reduced game ([XWW24] Figure 5), exact privacy curve"
 
     def curve(self, pair, law, deltas, profile=None):
+        pair = as_pair(pair)
         deltas = check_deltas(deltas, "deltas")
+        if not self.supports(pair, law):
+            return np.full(deltas.shape, np.nan)
         winner = winner_law(pair.reduced(), law)
         return np.asarray(exact_epsilon(winner, deltas), dtype=float)
 

@@ -11,8 +11,9 @@ setting, as a loop over the registry.
     upper_bounds(base, law, delta) -> panel(...)["upper"]
     base_info(base, delta)         -> {"epsilon": eps_B, "mu": mu or None, "mu_gdp": ... or None}
 
-`base` is any mechanism pair of `auditsel.mechanisms` (Gaussian, finite-output, DP-SGD); what a
-bound needs from it, it asks the pair (docs/architecture.md). Keys, results, rigour and
+`base` is any mechanism pair of `auditsel.mechanisms` (Gaussian, finite-output, DP-SGD) or
+`auditsel.events` (LaplaceBase, EventBase), or a dp_accounting DpEvent (`events.as_pair`); what
+a bound needs from it, it asks the pair (docs/architecture.md). Keys, results, rigour and
 citations: `accounting.bounds` (stated there once).
 """
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from auditsel.accounting.bounds import BOUND_KEYS, BOUNDS
 from auditsel.accounting.profile import base_profile
+from auditsel.events import as_pair
 from auditsel.numerics import check_deltas
 from auditsel.rounds import RoundsLaw
 
@@ -44,6 +46,7 @@ BOUND_LABELS = {b.key: {"rigour": b.rigour_default, "citation": b.citation} for 
 
 def bound_labels(base) -> dict:
     """Per-key rigour for this pair ('rigorous' or 'heuristic')."""
+    base = as_pair(base)
     return {b.key: b.rigour(base) for b in BOUNDS}
 
 
@@ -56,6 +59,7 @@ def _finite_or_none(x):
 
 def base_info(base, delta: float) -> dict:
     """eps_B of one run at delta, mu (reduced game) and mu_GDP where they exist."""
+    base = as_pair(base)
     return {"epsilon": _finite_or_none(base.epsilon(delta)), "mu": base.mu, "mu_gdp": base.mu_gdp}
 
 
@@ -63,6 +67,7 @@ def panel(base, law: RoundsLaw, delta: float, curve_deltas=None) -> dict:
     """All bounds for one setting, with base info, per-pair labels, sources and timings; with
     `curve_deltas`, also "curves": each bound's eps at those deltas (`panel_curves`), from the
     same single computation per bound as the value at `delta`."""
+    base = as_pair(base)
     delta = float(check_deltas(delta)[0])
     extra = [] if curve_deltas is None else check_deltas(curve_deltas, "curve_deltas").tolist()
     deltas = np.array([delta] + extra)
@@ -97,7 +102,12 @@ def panel(base, law: RoundsLaw, delta: float, curve_deltas=None) -> dict:
             continue
         upper[b.key] = float(values[0])
         sources[b.key] = b.source(base, law, delta)
-    if not base.reduction_is_exact:
+    if base.reduced() is None:
+        notes.append(
+            "exact and improved_rdp: no reduced game for this base (a dp_accounting event): "
+            "the generic and profile bounds come from dp_accounting's RDP and PLD accountants"
+        )
+    elif not base.reduction_is_exact:
         notes.append(
             "improved_rdp and exact use mu = tau sqrt(N)/sigma ([XWW24] eq. 19), "
             "a large-N approximation when tau < 1: heuristic"

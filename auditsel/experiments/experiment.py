@@ -194,7 +194,8 @@ def run_experiment(
     """Returns (result, artefacts): result.json content and in-memory data for the report."""
     start = time.perf_counter()
     with_curves = curves and spec.delta > 0
-    winner = winner_law(spec.base.reduced(), spec.rounds)
+    reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
+    winner = None if reduced is None else winner_law(reduced, spec.rounds)
 
     def upper_side():
         bounds = panel(spec.base, spec.rounds, spec.delta, CURVE_DELTAS if with_curves else None)
@@ -202,7 +203,7 @@ def run_experiment(
             v for v in [bounds["upper"]["exact"], bounds["base"]["epsilon"], 1.0] if v is not None
         )
         eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
-        return bounds, (eps_grid, privacy_curve(winner, eps_grid))
+        return bounds, (eps_grid, None if winner is None else privacy_curve(winner, eps_grid))
 
     played = None
     if spec.game is not None and spec.game.one_run is None:
@@ -232,7 +233,9 @@ def run_experiment(
         result["rounds"]["p_zero"] = spec.rounds.p_zero
     result["base"].update(spec.base.describe())  # the pair's parameters (discrete: p, q)
     artefacts = {"winner": winner, "curve": curve}
-    result["exact_curve"] = {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
+    result["exact_curve"] = (
+        None if curve[1] is None else {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
+    )
     if with_curves:
         result["upper_curves"] = bounds["curves"]
     if spec.game is not None and spec.game.one_run is not None:

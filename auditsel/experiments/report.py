@@ -186,15 +186,16 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     heuristic = set(heuristic_upper_keys(result))
     contradicted = contradictions(result)
     fig, ax = plt.subplots(figsize=(6, 4))
-    positive = delta > 0
-    ax.semilogy(
-        eps[positive],
-        delta[positive],
-        "--" if "exact" in heuristic else "-",
-        color="k",
-        lw=1.8,
-        label=legend_label("exact (released winner)", "exact", heuristic, contradicted),
-    )
+    if delta is not None:  # None: no exact winner law for this base (a dp_accounting event)
+        positive = delta > 0
+        ax.semilogy(
+            eps[positive],
+            delta[positive],
+            "--" if "exact" in heuristic else "-",
+            color="k",
+            lw=1.8,
+            label=legend_label("exact (released winner)", "exact", heuristic, contradicted),
+        )
     ax.axhline(result["delta"], color="grey", ls=":", label=f"delta = {result['delta']:g}")
     eps_b = result["base"].get("epsilon")
     if eps_b is not None:
