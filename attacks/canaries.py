@@ -47,6 +47,7 @@ def _resize(x: np.ndarray, shape: tuple) -> np.ndarray:
     if x.shape == tuple(shape):
         return x
     if x.ndim == 3 and len(shape) == 3:
+        # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
         import torch
         import torch.nn.functional as F
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attacks.names import CANARY_NAMES, DPSGD_PROXIES, INPUT_CANARIES, MODEL_NAMES, THREAT_NAMES
+from auditsel.dpsgd.data import load_split
 from auditsel.errors import ConfigError
 
 __all__ = [
@@ -40,12 +42,6 @@ __all__ = [
     "MODEL_NAMES",
     "DPSGD_PROXIES",
 ]
-
-THREAT_NAMES = ("ntnv", "ntcv", "etcv")
-CANARY_NAMES = ("dirac", "input")
-INPUT_CANARIES = ("inverted", "constant", "noise", "checkerboard", "mislabelled")
-MODEL_NAMES = ("logreg", "mlp", "cnn")
-DPSGD_PROXIES = ("lambda_a", "lambda_b", "likelihood_ratio")  # attacks.dpsgd_proxies
 
 
 @dataclass(frozen=True)
@@ -70,13 +66,12 @@ class DpsgdGameSpec:
 
 def load_data(spec: DpsgdGameSpec):
     """(train, validation) of the spec's data set, cut to train_size / validation_size."""
-    from auditsel.dpsgd.data import load_split
-
     train, validation = load_split(spec.dataset, spec.data_dir)
     return train.take(spec.train_size), validation.take(spec.validation_size)
 
 
 def _canary(spec: DpsgdGameSpec, train, validation):
+    # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
     from attacks import canaries
 
     if spec.canary == "dirac":
@@ -93,6 +88,7 @@ def build_protocol(spec: DpsgdGameSpec, base, rounds, data=None):
     DP-SGD base (``noise_multiplier``, ``steps``, ``sample_rate``: e.g.
     auditsel.mechanisms.DpsgdBase) with K ~ rounds. ``data``: a preloaded
     (train, validation) pair already cut to the spec's sizes (a grid loads it once)."""
+    # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
     from attacks.threats import tuning_game
     from auditsel.dpsgd.models import ModelSpec
 
@@ -130,6 +126,7 @@ class Scorer:
 
 def make_scorer(spec: DpsgdGameSpec, proxies: Sequence[str] | str, base=None, rounds=None):
     """One proxy by name (returns that proxy) or a Scorer over several names (same releases)."""
+    # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
     from attacks.dpsgd_proxies import make_dpsgd_proxy
 
     if isinstance(proxies, str):

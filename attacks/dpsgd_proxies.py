@@ -31,8 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attacks.names import DPSGD_PROXIES
 from attacks.threats import ThreatModel, get_threat
 from auditsel.errors import ConfigError
+from auditsel.mechanisms import GaussianBase
+from auditsel.selection import GaussianWinner
 
 __all__ = [
     "LambdaA",
@@ -42,8 +45,6 @@ __all__ = [
     "make_dpsgd_proxy",
     "canary_dot",
 ]
-
-from attacks.dpsgd_game import DPSGD_PROXIES
 
 
 def canary_dot(obs) -> np.ndarray:
@@ -110,8 +111,6 @@ def make_dpsgd_proxy(name: str, threat=None, *, base=None, rounds=None):
             raise ConfigError(
                 "game.proxy", "likelihood_ratio needs the DP-SGD base and the law of K"
             )
-        from auditsel.mechanisms import GaussianBase
-        from auditsel.selection import GaussianWinner
 
         mu = base.sample_rate * float(np.sqrt(base.steps)) / base.noise_multiplier
         return WinnerLikelihoodRatio(

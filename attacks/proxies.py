@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditsel.errors import ConfigError
+from auditsel.protocols import Winner
 
 __all__ = ["SampleProxy", "LikelihoodRatioProxy", "PROXIES", "make_proxy"]
 
@@ -26,7 +27,7 @@ class SampleProxy:
 
 @dataclass(frozen=True)
 class LikelihoodRatioProxy:
-    public_law: object  # GaussianWinner or FiniteWinner: exact laws, no coins
+    public_law: Winner  # GaussianWinner or FiniteWinner: exact laws, no coins
 
     def __call__(self, observations) -> np.ndarray:
         return np.asarray(self.public_law.log_likelihood_ratio(observations), dtype=float)

@@ -1,7 +1,7 @@
 """auditsel: audit the privacy of differentially private hyperparameter tuning.
 
 Upper bounds (exact curve of the released winner, and the papers' bounds), the distinguishing
-game, and epsilon lower bounds from it. See README.md ("Python API") and docs/architecture.md.
+game, and epsilon lower bounds from it. See docs/howto/python-api.md and docs/explanation/architecture.md.
 
 The public names, in the manner of dp_accounting (pairs and laws are data, bounds are
 algorithms). Every name is imported on first use (`import auditsel` stays fast):

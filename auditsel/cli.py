@@ -1,9 +1,15 @@
 """Command line: `auditsel run [CONFIG] [--out DIR] [--trials N] [--seed S] [--jobs J]`.
 
-Exit codes:
+Exit codes (docs/reference/exit-codes.md):
 * 0 success;
-* 2 input the user can fix (config, arguments, score files, checkpoints, backend): one line on
-  stderr naming the field and what is allowed, nothing written (a new --out folder is removed);
+* 2 input the user can fix (config, arguments, score files, checkpoints of another experiment
+  or other code, an output folder that escapes or is in use, a backend or scheduler that cannot
+  be used, a device or an amount of memory the config needs and the machine lacks): one line on
+  stderr naming the field and what is allowed; nothing written outside the output folder, and
+  what this run created there removed (`auditsel.files`);
+* 74 the environment failed: the disk (or quota) is full, or an I/O error; one line; the
+  checkpoints stay, rerunning the command resumes;
+* 141 stdout was closed by its reader (`auditsel ... | head`): quiet, as Unix tools are;
 * 1 internal failure (a bug, e.g. a root finder that fails inside a bound): one line saying so
   and naming the file the traceback was written to; nothing half-written either.
 * 130 interrupted (Ctrl-C): the checkpoints stay, rerunning the command resumes.
@@ -16,15 +22,19 @@ imported inside the commands, so `auditsel --help` stays instant.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import math
 import os
-import shutil
+import re
 import sys
 import tempfile
 import time
 import traceback
 from pathlib import Path
 
+from auditsel.errors import ConfigError
+from auditsel.files import DISK_FULL, claim_folder
 from auditsel.games.backends import BACKENDS
 from auditsel.version import __version__
 
@@ -40,37 +50,82 @@ def _bad_input_types() -> tuple:
 
     auditsel.errors.ConfigError is the one bad-input type (CheckpointError, BackendError and
     ScoreFileError derive from it); UsageError is the CLI's own."""
-    from auditsel.errors import ConfigError
-
     return (UsageError, ConfigError)
 
 
+EXIT_ENVIRONMENT = 74  # sysexits.h EX_IOERR: a full disk, an I/O error
+EXIT_PIPE = 128 + 13  # killed by SIGPIPE, as `yes | head` reports it
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # `--delta -1e-5` is a value, not an option: argparse's own pattern misses exponents
+        self._negative_number_matcher = re.compile(
+            r"^-(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^-(?:inf|nan)$", re.IGNORECASE
+        )
+
     def error(self, message):  # one line, exit 2 (argparse would print the usage block too)
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def _int_option(name: str, ok, allowed: str):
-    """An argparse type for an integer option; the message names the option and its range."""
+def _integer_text(text: str) -> int | None:
+    """An integer written as digits or as an integral float (1e6), else None."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value) if math.isfinite(value) and value.is_integer() else None
+
+
+def _int_option(name: str, lo: int, hi: int, allowed: str | None = None):
+    """An argparse type for an integer option in [lo, hi] (the range of the config field it
+    sets); the message names the option and its range."""
+    allowed = allowed or f"an integer in [{lo}, {hi}]"
 
     def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be {allowed}, got {text!r}") from None
-        if not ok(value):
-            raise argparse.ArgumentTypeError(f"{name} must be {allowed}, got {value}")
+        value = _integer_text(text)
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{name} must be {allowed}, got {text}")
         return value
 
     return parse
 
 
-def _positive_int(name):
-    return _int_option(name, lambda v: v >= 1, "an integer >= 1")
+# ranges of the config fields the options override (auditsel.experiments.config.LIMITS; a
+# test checks they agree: the config module is too heavy to import for `auditsel --help`)
+TRIALS_RANGE = (2, 10**10)
+SEED_RANGE = (0, 2**63 - 1)
+THRESHOLDS_RANGE = (1, 100_000)
+MAX_SPLITS = 1000
+MAX_JOBS = 1024
 
 
-_seed = _int_option("--seed", lambda v: 0 <= v < 2**63, "an integer in [0, 2^63)")
-_jobs = _int_option("--jobs", lambda v: v != 0, "a non-zero integer (-1 = all cores)")
+def _jobs(text):
+    value = _integer_text(text)
+    if value is None or value == 0 or abs(value) > MAX_JOBS:
+        raise argparse.ArgumentTypeError(
+            f"--jobs must be a non-zero integer in [-{MAX_JOBS}, {MAX_JOBS}] "
+            f"(-1 = all cores), got {text}"
+        )
+    return value
+
+
+def _finite_float(name):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{name} must be a finite number, got {text}")
+        return value
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,8 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one experiment (the embedded quickstart by default)")
     run.add_argument("config", nargs="?", help="YAML config (default: the embedded quickstart)")
     run.add_argument("--out", help="output directory (default: results/<name>/)")
-    run.add_argument("--trials", type=_positive_int("--trials"), help="override game.trials")
-    run.add_argument("--seed", type=_seed, help="override game.seed")
+    run.add_argument(
+        "--trials", type=_int_option("--trials", *TRIALS_RANGE), help="override game.trials"
+    )
+    run.add_argument("--seed", type=_int_option("--seed", *SEED_RANGE), help="override game.seed")
     run.add_argument("--jobs", type=_jobs, default=1, help="joblib workers (-1 = all cores)")
     run.add_argument(
         "--backend",
@@ -98,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="do not print the table")
 
     rep = sub.add_parser("reproduce", help="recompute a paper's table under results/papers/NAME/")
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.reproductions import names as reproduction_names
 
     rep.add_argument("name", choices=[*reproduction_names(), "all"])
@@ -119,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument(
         "--games",
-        type=_int_option("--games", lambda v: 4 <= v <= 10**12, "an integer in [4, 10^12]"),
+        type=_int_option("--games", 4, 10**12, "an integer in [4, 10^12]"),
         help="also: the eps a valid audit of this many games certifies in expectation",
     )
     plan.add_argument(
@@ -130,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument(
         "--pilot",
-        type=_int_option("--pilot", lambda v: 100 <= v <= 10**7, "an integer in [100, 10^7]"),
+        type=_int_option("--pilot", 100, 10**7, "an integer in [100, 10^7]"),
         default=4000,
         help="simulated games when the trade-off curve is not known (DP-SGD games)",
     )
@@ -164,20 +222,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scores.add_argument(
         "--splits",
-        type=_positive_int("--splits"),
+        type=_int_option("--splits", 1, MAX_SPLITS),
         default=21,
         help="multisplit: number of random splits (default 21)",
     )
     scores.add_argument(
         "--thresholds",
-        type=_positive_int("--thresholds"),
+        type=_int_option("--thresholds", *THRESHOLDS_RANGE),
         default=100,
         help="bonferroni grid size (default 100)",
     )
     scores.add_argument(
         "--threshold-range",
         nargs=2,
-        type=float,
+        type=_finite_float("--threshold-range"),
         metavar=("LO", "HI"),
         help="bonferroni grid range fixed in advance (default: quantiles of a pilot, the "
         "first half of the rows, left out of the bound)",
@@ -214,9 +272,9 @@ def _positive_float(name):
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text}") from None
         if not (value > 0 and value < 1e3):
-            raise argparse.ArgumentTypeError(f"{name} must be in (0, 1000), got {value:g}")
+            raise argparse.ArgumentTypeError(f"{name} must be in (0, 1000), got {text}")
         return value
 
     return parse
@@ -227,34 +285,19 @@ def _unit_interval(name, lower=0.0, closed_low=False):
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text}") from None
         ok = (value >= lower if closed_low or lower > 0 else value > lower) and value < 1
         if not ok:
-            raise argparse.ArgumentTypeError(f"{name} must be in [{lower:g}, 1), got {value:g}")
+            low = "[" if closed_low or lower > 0 else "("
+            raise argparse.ArgumentTypeError(f"{name} must be in {low}{lower:g}, 1), got {text}")
         return value
 
     return parse
 
 
-def _prepare_out_dir(path: Path) -> None:
-    """Create the output directory and check it is writable, before any work starts."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
-            pass
-    except OSError as err:
-        raise UsageError(
-            f"--out: cannot write to {path} ({err.strerror or err}); choose a writable directory"
-        ) from None
-
-
 def _command_run(args) -> int:
-    from auditsel.experiments.config import (
-        ConfigError,
-        default_config_path,
-        parse_config,
-        read_yaml,
-    )
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.config import default_config_path, parse_config, read_yaml
     from auditsel.experiments.sweep import expand_sweep
 
     config_path = Path(args.config) if args.config else default_config_path()
@@ -282,28 +325,27 @@ def _command_run(args) -> int:
             name = spec.name
     except ConfigError as err:
         raise UsageError(f"{config_path}: {err}") from None
-    out_dir = Path(args.out) if args.out else Path("results") / name
-    created = not out_dir.exists()
-    _prepare_out_dir(out_dir)
-    progress = not args.no_progress and sys.stderr.isatty()
-    try:
-        return _run_into(args, out_dir, spec, points, progress)
-    except KeyboardInterrupt:
-        raise  # the checkpoints stay: rerunning the command resumes
-    except BaseException:
-        if created:  # nothing half-written: a folder this call made goes when the run fails
-            shutil.rmtree(out_dir, ignore_errors=True)
-        raise
+    if args.scheduler and args.backend != "dask":
+        raise UsageError("--scheduler: only used with --backend dask; add --backend dask")
+    # resolved, refused when it escapes (.., the current folder), locked against a second
+    # run; on failure only what this run created goes (auditsel.files)
+    out = args.out if args.out is not None else Path("results") / name
+    with claim_folder(out, field="--out") as folder:
+        progress = not args.no_progress and sys.stderr.isatty()
+        return _run_into(args, folder.path, spec, points, progress)
 
 
 def _run_into(args, out_dir, spec, points, progress) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.experiment import run_experiment
     from auditsel.experiments.report import prefetch_plotting, text_table, write_outputs
     from auditsel.experiments.sweep import run_sweep
     from auditsel.games.backends import execution_backend
 
+    workers = abs(args.jobs) if args.jobs != -1 else 2
     if points is not None:
-        run_sweep(points, out_dir, jobs=args.jobs, progress=progress)
+        with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
+            run_sweep(points, out_dir, jobs=args.jobs, progress=progress, backend=backend)
         if not args.quiet:
             print((out_dir / "sweep.md").read_text())
             print(
@@ -312,9 +354,7 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
             )
         return 0
     prefetch_plotting()
-    with execution_backend(
-        args.backend, args.scheduler, workers=abs(args.jobs) if args.jobs != -1 else 2
-    ) as backend:
+    with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
         result, artefacts = run_experiment(
             spec, out_dir, jobs=args.jobs, progress=progress, backend=backend
         )
@@ -334,16 +374,19 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
 
 
 def _command_reproduce(args) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.reproductions import REGISTRY, names, reproduce
     from auditsel.reproductions.claims import MissingExtra
 
+    if args.out is not None and not args.out.strip():
+        raise UsageError("--out: must name a folder, got ''")
     for name in names() if args.name == "all" else [args.name]:
-        root = Path(args.out or REGISTRY[name].root)
-        _prepare_out_dir(root)
-        try:
-            out = reproduce(name, root, jobs=args.jobs)
-        except MissingExtra as err:
-            raise UsageError(str(err)) from None
+        root = Path(args.out if args.out is not None else REGISTRY[name].root)
+        with claim_folder(root / name, field="--out") as folder:
+            try:
+                out = reproduce(name, folder.path.parent, jobs=args.jobs)
+            except MissingExtra as err:
+                raise UsageError(str(err)) from None
         print(f"{name}: wrote {out / 'table.md'}, table.csv, rows.json")
     return 0
 
@@ -357,6 +400,7 @@ RULE_NOTES = {
 
 
 def _command_audit_scores(args) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     import numpy as np
 
     from auditsel.auditing.lower import THRESHOLD_RULES, SortedScores, audit_scores
@@ -376,8 +420,6 @@ def _command_audit_scores(args) -> int:
             raise UsageError(f"--threshold-range: LO must be below HI, got {lo:g} {hi:g}")
         grid = np.linspace(lo, hi, args.thresholds)
     law = _parse_rounds_option(args.rounds) if args.rounds else None
-    from auditsel.errors import ConfigError
-
     ss = SortedScores(score, member)
     bounds, skipped = {}, {}
     for (
@@ -399,6 +441,7 @@ def _command_audit_scores(args) -> int:
             if rule == args.threshold:
                 raise
             skipped[rule] = str(err)
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.auditing.estimators import estimator_panel, panel_dict
 
     try:
@@ -494,24 +537,25 @@ def panel_text(panel) -> str:
 
 
 def _parse_rounds_option(text):
-    import yaml
-
-    from auditsel.errors import ConfigError
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.config import load_yaml_text
     from auditsel.rounds import law_from_dict
 
     try:
-        spec = yaml.safe_load(text)
+        spec = load_yaml_text(text, "--rounds", "the --rounds mapping")
+        if not isinstance(spec, dict):
+            raise UsageError(
+                f"--rounds: not a YAML mapping ({_one_line(repr(text), 60)}); "
+                f"write e.g. '{{kind: poisson, mean: 10}}'"
+            )
         return law_from_dict(spec)
-    except yaml.YAMLError:
-        raise UsageError(
-            f"--rounds: not a YAML mapping ({text!r}); write e.g. '{{kind: poisson, mean: 10}}'"
-        ) from None
     except ConfigError as err:
-        raise UsageError(f"--rounds: {err}") from None
+        raise UsageError(str(err) if err.field == "--rounds" else f"--rounds: {err}") from None
 
 
 def _command_plan(args) -> int:
-    from auditsel.experiments.config import ConfigError, load_config
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.config import load_config
 
     if args.target_eps is None and args.games is None:
         raise UsageError(
@@ -525,10 +569,12 @@ def _command_plan(args) -> int:
         raise UsageError(
             f"{args.config}: game: required by plan (the audit to plan); add a game section"
         )
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.plan import plan_spec
 
     exact = None
     if spec.game.kind in ("reduced", "discrete") and spec.delta > 0:
+        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
         from auditsel.accounting.exact import exact_epsilon
         from auditsel.selection import winner_law
 
@@ -569,8 +615,8 @@ def _command_plan(args) -> int:
 
 
 def _audit_one_run(args, score, member) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.auditing.one_run import GdpFamily, PureDpFamily, audit_one_run
-    from auditsel.errors import ConfigError
 
     family = {"gdp": GdpFamily, "pure_dp": PureDpFamily}[args.family]()
     try:
@@ -603,13 +649,14 @@ def main(argv=None) -> int:
         if args.command is None:
             parser.print_help()
             return 2
-        if args.command == "audit-scores":
-            return _command_audit_scores(args)
-        if args.command == "plan":
-            return _command_plan(args)
-        if args.command == "reproduce":
-            return _command_reproduce(args)
-        return _command_run(args)
+        command = {
+            "audit-scores": _command_audit_scores,
+            "plan": _command_plan,
+            "reproduce": _command_reproduce,
+        }.get(args.command, _command_run)
+        code = command(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
     except UsageError as err:
         print(f"auditsel: error: {_one_line(err)}", file=sys.stderr)
         return 2
@@ -619,10 +666,24 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 130
+    except BrokenPipeError:
+        return _closed_pipe()
+    except MemoryError as err:
+        print(
+            f"auditsel: error: out of memory ({_one_line(err, 120) or 'MemoryError'}): the "
+            f"config needs more memory than this machine has; lower game.trials or set "
+            f"game.stream: true, or use a smaller model (game.hidden, game.max_batch_runs)",
+            file=sys.stderr,
+        )
+        return 2
     except Exception as err:
         if isinstance(err, _bad_input_types()):
             print(f"auditsel: error: {_one_line(err)}", file=sys.stderr)
             return 2
+        environment = _environment_failure(err)
+        if environment is not None:
+            print(f"auditsel: error: {environment}", file=sys.stderr)
+            return EXIT_ENVIRONMENT
         if os.environ.get("AUDITSEL_DEBUG"):
             raise
         where = _write_traceback(err)
@@ -632,6 +693,33 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _environment_failure(err: BaseException) -> str | None:
+    """The one line for a failure of the environment (a full disk, an I/O error), else None.
+    joblib hands a worker's OSError over as itself; a chained cause is looked at too."""
+    seen = err
+    while seen is not None and not isinstance(seen, OSError):
+        seen = seen.__cause__
+    if not isinstance(seen, OSError) or seen.errno not in (*DISK_FULL, errno.EIO):
+        return None
+    where = f" writing {seen.filename}" if seen.filename else ""
+    if seen.errno == errno.EIO:
+        return f"input/output error{where} ({seen.strerror}); check the disk, then rerun to resume"
+    return (
+        f"no space left on the device{where} ({seen.strerror}); free some space (or choose "
+        f"another --out) and rerun the same command: finished checkpoints are kept and resumed"
+    )
+
+
+def _closed_pipe() -> int:
+    """stdout's reader went away (`| head`): stop quietly, as Unix tools do (128 + SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes at exit
+    except (OSError, ValueError):
+        pass
+    return EXIT_PIPE
 
 
 def _one_line(err: BaseException, limit: int = 400) -> str:

@@ -1,6 +1,6 @@
 """Bad input: the one exception type, and the one family of checkers that raise it.
 
-Contract (docs/architecture.md, "Errors"):
+Contract (docs/explanation/architecture.md, "Errors"):
 
 * `ConfigError(field, message)` is the only exception meaning "the user can fix this": a
   parameter, a config field, a command-line option or a file the user passed. The CLI prints
@@ -14,6 +14,8 @@ Contract (docs/architecture.md, "Errors"):
 
 The checkers (`number`, `integer`, `choice`, `mapping`, `require`) return the checked value
 (converted: `number` gives a float, `integer` an int) or raise a ConfigError naming `field`.
+Messages show the offending value with `shown(value)`: as the user wrote it (a numpy scalar as
+the plain number, `1.1` and not `np.float64(1.1)`), cut to 80 characters.
 """
 
 from __future__ import annotations
@@ -21,7 +23,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-__all__ = ["ConfigError", "number", "integer", "choice", "mapping", "require", "interval"]
+__all__ = [
+    "ConfigError",
+    "number",
+    "integer",
+    "choice",
+    "mapping",
+    "require",
+    "interval",
+    "shown",
+]
+
+SHOWN_CHARS = 80
 
 
 class ConfigError(ValueError):
@@ -44,6 +57,14 @@ def _rebuild(cls, field: str, message: str) -> ConfigError:
     err = cls.__new__(cls)
     ConfigError.__init__(err, field, message)
     return err
+
+
+def shown(value) -> str:
+    """A value as messages show it: repr, numpy scalars as plain numbers, at most SHOWN_CHARS."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        value = value.item()  # np.float64(1.1) -> 1.1, np.int64(3) -> 3
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
 def interval(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False) -> str:
@@ -82,11 +103,11 @@ def number(
     """A finite real in the interval (bools and strings refused); returned as a float."""
     rng = interval(lo, hi, lo_open, hi_open)
     if not _is_real(value):
-        raise ConfigError(field, f"must be a number in {rng}, got {value!r}")
+        raise ConfigError(field, f"must be a number in {rng}, got {shown(value)}")
     x = float(value)
     ok = math.isfinite(x) and (x > lo if lo_open else x >= lo) and (x < hi if hi_open else x <= hi)
     if not ok:
-        raise ConfigError(field, f"must be in {rng}, got {value!r}")
+        raise ConfigError(field, f"must be in {rng}, got {shown(value)}")
     return x
 
 
@@ -103,15 +124,15 @@ def integer(value, field: str, lo: int, hi: int | None = None) -> int:
         or (hi is not None and value > hi)
     ):
         upper = f"{hi}" if hi is not None else "inf"
-        raise ConfigError(field, f"must be an integer in [{lo}, {upper}], got {value!r}")
+        raise ConfigError(field, f"must be an integer in [{lo}, {upper}], got {shown(value)}")
     return value
 
 
 def choice(value, field: str, allowed):
     """One of `allowed` (compared by type and value, so True is not 1)."""
     if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
-        shown = ", ".join(str(a).lower() if isinstance(a, bool) else str(a) for a in allowed)
-        raise ConfigError(field, f"must be one of {shown}, got {value!r}")
+        names = ", ".join(str(a).lower() if isinstance(a, bool) else str(a) for a in allowed)
+        raise ConfigError(field, f"must be one of {names}, got {shown(value)}")
     return value
 
 

@@ -47,6 +47,7 @@ from auditsel.mechanisms import (
     quiet_absl,
 )
 from auditsel.numerics import check_deltas
+from auditsel.protocols import MechanismPair
 
 __all__ = ["EventBase", "LaplaceBase", "as_pair", "is_pair", "pure_epsilon_of_event"]
 
@@ -54,8 +55,8 @@ _ACCOUNTANTS = ("pld", "rdp")
 
 
 def is_pair(obj) -> bool:
-    """Whether `obj` is a mechanism pair (has the pair surface the bounds ask for)."""
-    return all(hasattr(obj, name) for name in ("delta", "rdp", "profile_epsilon", "reduced"))
+    """Whether `obj` is a mechanism pair (`auditsel.protocols.MechanismPair`)."""
+    return isinstance(obj, MechanismPair)
 
 
 def _is_event(obj) -> bool:
@@ -83,13 +84,14 @@ def as_pair(base: Any, field_name: str = "base"):
         return GaussianBase(gaussian)
     dpsgd = _dpsgd_parameters(base)
     if dpsgd is not None:
-        return DpsgdBase(*dpsgd, accountant="pld")
+        sigma, steps, rate = dpsgd
+        return DpsgdBase(sigma, steps, rate, "pld")
     return EventBase(base)
 
 
 def _gaussian_mu(event) -> float | None:
     """mu of the one Gaussian an all-Gaussian composition is (None if it is not one)."""
-    from dp_accounting import dp_event as ev
+    from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
 
     def inverse_variance(e) -> float | None:
         if isinstance(e, ev.GaussianDpEvent):
@@ -99,16 +101,17 @@ def _gaussian_mu(event) -> float | None:
             return None if inner is None else e.count * inner
         if isinstance(e, ev.ComposedDpEvent) and e.events:
             parts = [inverse_variance(x) for x in e.events]
-            return None if any(p is None for p in parts) else float(sum(parts))
+            known = [p for p in parts if p is not None]
+            return None if len(known) < len(parts) else float(sum(known))
         return None
 
     total = inverse_variance(event)
     return None if total is None or total <= 0 else math.sqrt(total)
 
 
-def _dpsgd_parameters(event) -> tuple | None:
+def _dpsgd_parameters(event) -> tuple[float, int, float] | None:
     """(sigma, steps, q) of N Poisson-sampled Gaussian steps (None for any other event)."""
-    from dp_accounting import dp_event as ev
+    from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
 
     steps, inner = 1, event
     if isinstance(inner, ev.SelfComposedDpEvent):
@@ -126,7 +129,7 @@ def _dpsgd_parameters(event) -> tuple | None:
 
 def pure_epsilon_of_event(event) -> float:
     """The pure-DP eps of an event from its structure (module docstring); inf if not pure."""
-    from dp_accounting import dp_event as ev
+    from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
 
     if isinstance(event, ev.NoOpDpEvent):
         return 0.0
@@ -255,7 +258,7 @@ class EventBase(_EventPair):
                 "event", f"must be a dp_accounting DpEvent, got {type(self.event).__name__}"
             )
         choice(self.accountant, "accountant", _ACCOUNTANTS)
-        from dp_accounting import dp_event as ev
+        from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
 
         if _contains(self.event, ev.NonPrivateDpEvent):
             raise ConfigError("event", "is not private (NonPrivateDpEvent): eps is inf")
@@ -326,7 +329,7 @@ class LaplaceBase(_EventPair):
 
 
 def _contains(event, kind) -> bool:
-    from dp_accounting import dp_event as ev
+    from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
 
     if isinstance(event, kind):
         return True
@@ -356,7 +359,7 @@ def _cached(fn):
 
 @_cached
 def _supports(event) -> tuple[bool, bool]:
-    import dp_accounting as dpa
+    import dp_accounting as dpa  # deferred: dp_accounting is heavy to import
 
     with quiet_absl():
         return (
@@ -367,7 +370,7 @@ def _supports(event) -> tuple[bool, bool]:
 
 @_cached
 def _rdp(event, orders: tuple) -> np.ndarray:
-    import dp_accounting as dpa
+    import dp_accounting as dpa  # deferred: dp_accounting is heavy to import
 
     with quiet_absl():
         acc = dpa.rdp.RdpAccountant(list(orders)).compose(event)
@@ -405,6 +408,6 @@ def _profile_table(event) -> tuple[np.ndarray, np.ndarray]:
 
 @_cached
 def _pld(event):
-    import dp_accounting as dpa
+    import dp_accounting as dpa  # deferred: dp_accounting is heavy to import
 
     return dpa.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION).compose(event)

@@ -1,7 +1,7 @@
 """Mechanism pairs: one base run M on a pair of neighbouring data sets X, X', as frozen data.
 
 Every pair is plain, validated data (a `ConfigError` names a bad parameter) and owns what the
-bounds need to know about it, as methods (docs/architecture.md, "Pairs"):
+bounds need to know about it, as methods (docs/explanation/architecture.md, "Pairs"):
 
     neighbouring          the neighbouring relation, a `Neighbouring` member
     delta(eps)            privacy profile, max over both directions, vectorised in eps
@@ -56,7 +56,7 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import log_ndtr, ndtr, ndtri
 
-from auditsel.errors import ConfigError, choice, integer, number
+from auditsel.errors import ConfigError, choice, integer, number, shown
 from auditsel.numerics import bisect, check_deltas, logsumexp
 
 __all__ = [
@@ -242,7 +242,7 @@ class FiniteOutputBase:
                 raise ConfigError(name, "probabilities must be finite and >= 0")
             if abs(v.sum() - 1) > 1e-9:
                 raise ConfigError(
-                    name, f"probabilities must sum to 1 (within 1e-9), got {v.sum()!r}"
+                    name, f"probabilities must sum to 1 (within 1e-9), got {shown(v.sum())}"
                 )
         if len(p) != len(q):
             raise ConfigError("q", f"must have the same length as p ({len(p)}), got {len(q)}")
@@ -399,6 +399,7 @@ class DpsgdBase:
             return math.inf
         accountant = accountant or self.accountant
         if accountant == "rdp":
+            # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
             import dp_accounting as dpa
 
             with quiet_absl():
@@ -488,6 +489,7 @@ class DpsgdBase:
 
 @lru_cache(maxsize=256)
 def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple) -> np.ndarray:
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
 
     acc = dpa.rdp.RdpAccountant(list(orders))
@@ -499,6 +501,7 @@ def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple) -> np.ndarra
 
 @lru_cache(maxsize=64)
 def _pld(sigma: float, steps: int, tau: float):
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
     if tau >= 1:
@@ -553,6 +556,7 @@ def _pld_delta(sigma: float, steps: int, tau: float, eps: np.ndarray) -> np.ndar
 
 
 def _event(sigma: float, steps: int, tau: float):
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
 
     step = (
@@ -568,6 +572,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, tau: float, accountant:
     """sigma with eps_B(delta) = epsilon. RDP first (cheap for any sigma); the PLD accountant is
     tighter, so its sigma lies below the RDP one: search it in [sigma_rdp / 2^k, sigma_rdp],
     never building a PLD for a tiny sigma (its support would not fit in memory)."""
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
     from dp_accounting import mechanism_calibration
 

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from auditsel.errors import ConfigError
+from auditsel.errors import ConfigError, shown
 
 __all__ = ["logsumexp", "bisect", "golden_min", "check_deltas"]
 
@@ -27,14 +27,14 @@ def check_deltas(delta, field: str = "delta") -> np.ndarray:
     """delta (scalar or array) as a 1-D float array, each in [0, 1), else a ConfigError naming
     `field` (nan, inf, strings and bools included)."""
     if isinstance(delta, (bool, str, bytes)) or delta is None:
-        raise ConfigError(field, f"must be a number in [0, 1), got {delta!r}")
+        raise ConfigError(field, f"must be a number in [0, 1), got {shown(delta)}")
     try:
         deltas = np.atleast_1d(np.asarray(delta, dtype=float)).ravel()
     except (TypeError, ValueError):
-        raise ConfigError(field, f"must be a number in [0, 1), got {delta!r}") from None
+        raise ConfigError(field, f"must be a number in [0, 1), got {shown(delta)}") from None
     bad = ~((deltas >= 0) & (deltas < 1))
     if np.any(bad):
-        raise ConfigError(field, f"must be in [0, 1), got {deltas[bad][0]!r}")
+        raise ConfigError(field, f"must be in [0, 1), got {shown(deltas[bad][0])}")
     return deltas
 
 

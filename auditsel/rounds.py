@@ -40,11 +40,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.special import gammaln
 
-from auditsel.errors import ConfigError, integer, number, require
+from auditsel.errors import ConfigError, integer, number, require, shown
 from auditsel.numerics import logsumexp
 
 # Parameter ranges where every law stays representable in double precision (issue 6 sec. 3/4).
@@ -83,9 +84,10 @@ class RoundsLaw:
     def log_pgf_derivative(self, z, w=None, log_z=None):
         raise NotImplementedError
 
-    @property
-    def mean(self) -> float:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # E[K]: a property of each law (a field of Poisson, whose parameter it is)
+
+        @property
+        def mean(self) -> float: ...
 
     def sample(self, size, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
@@ -278,11 +280,11 @@ class TruncatedNegativeBinomial(RoundsLaw):
         acceptance = -math.expm1(eta * math.log(nu))
         if eta > 0 and acceptance >= 0.05:
 
-            def propose(n):
+            def propose_nb(n):
                 k = rng.negative_binomial(eta, nu, n)
                 return k[k >= 1]
 
-            return _rejection_fill(propose, size, acceptance)
+            return _rejection_fill(propose_nb, size, acceptance)
         log_q = lambda k: gammaln(k + eta) - gammaln(1 + eta) - gammaln(k)
         log_bound = 0.0 if eta < 0 else float(log_q(math.ceil(50 / nu)))
 
@@ -356,52 +358,48 @@ def _rejection_fill(propose, size: int, acceptance: float | None) -> np.ndarray:
 class Poisson(RoundsLaw):
     """Poisson(mean); K = 0 releases the fixed output ([PS22] Theorem 6)."""
 
-    mean_: float
+    mean: float
     kind: str = field(default="poisson", init=False)
 
     def __post_init__(self):
         object.__setattr__(
-            self, "mean_", number(self.mean_, "mean", 0, MAX_POISSON_MEAN, lo_open=True)
+            self, "mean", number(self.mean, "mean", 0, MAX_POISSON_MEAN, lo_open=True)
         )
 
     def log_pmf(self, k):
         k = np.asarray(k, dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
-            out = k * math.log(self.mean_) - self.mean_ - gammaln(k + 1)
+            out = k * math.log(self.mean) - self.mean - gammaln(k + 1)
         return np.where((k >= 0) & (k == np.floor(k)), out, -np.inf)
 
     def pgf(self, z):
-        return np.exp(self.mean_ * (np.asarray(z, dtype=float) - 1))
+        return np.exp(self.mean * (np.asarray(z, dtype=float) - 1))
 
     def pgf_above_zero(self, z):
         # e^(m (z-1)) - e^-m = e^(m (z-1)) (1 - e^(-m z)): no overflow for a large mean
         z = np.asarray(z, dtype=float)
-        return self.pgf(z) * -np.expm1(-self.mean_ * z)
+        return self.pgf(z) * -np.expm1(-self.mean * z)
 
     def log_pgf_above_zero(self, log_z):
         log_z = np.asarray(log_z, dtype=float)
-        m = self.mean_
+        m = self.mean
         return m * np.expm1(log_z) + log1mexp_of_log(math.log(m) + log_z)
 
     def log_pgf_complement(self, log_w):
-        return log1mexp_of_log(math.log(self.mean_) + np.asarray(log_w, dtype=float))
+        return log1mexp_of_log(math.log(self.mean) + np.asarray(log_w, dtype=float))
 
     def pgf_complement(self, w):
-        return -np.expm1(-self.mean_ * np.asarray(w, dtype=float))
+        return -np.expm1(-self.mean * np.asarray(w, dtype=float))
 
     def log_pgf_derivative(self, z, w=None, log_z=None):
         z, w = _as_w(z, w)
-        return math.log(self.mean_) - self.mean_ * w
-
-    @property
-    def mean(self) -> float:
-        return self.mean_
+        return math.log(self.mean) - self.mean * w
 
     def sample(self, size, rng):
-        return rng.poisson(self.mean_, int(size)).astype(np.int64)
+        return rng.poisson(self.mean, int(size)).astype(np.int64)
 
     def params(self) -> dict:
-        return {"mean": self.mean_}
+        return {"mean": self.mean}
 
 
 @dataclass(frozen=True)
@@ -483,6 +481,8 @@ class FinitePmf(RoundsLaw):
 
     table: Mapping[int, float]
     kind: str = field(default="pmf", init=False)
+    _ks: np.ndarray = field(init=False, repr=False, compare=False)  # the support, ascending
+    _ps: np.ndarray = field(init=False, repr=False, compare=False)  # its probabilities
 
     def __post_init__(self):
         if not isinstance(self.table, Mapping) or not self.table:
@@ -508,7 +508,7 @@ class FinitePmf(RoundsLaw):
         require(
             abs(total - 1) <= 1e-9,
             "pmf",
-            f"probabilities must sum to 1 (within 1e-9), got {total!r}",
+            f"probabilities must sum to 1 (within 1e-9), got {shown(total)}",
         )
         require(any(k >= 1 for k in clean), "pmf", "needs some mass on k >= 1")
         ks = np.array(sorted(clean), dtype=np.int64)
@@ -589,6 +589,9 @@ class FinitePmf(RoundsLaw):
 class TwoPoint(FinitePmf):
     """P[K=1] = s, P[K=L] = 1 - s ([XWW24] eq. 21)."""
 
+    L: int
+    s: float
+
     def __init__(self, L: int, s: float):
         L = integer(L, "L", 1, MAX_K)
         s = number(s, "s", 0, 1)
@@ -606,6 +609,8 @@ class TwoPoint(FinitePmf):
 
 class Point(FinitePmf):
     """K = k always (best-of-k with a fixed k)."""
+
+    k: int
 
     def __init__(self, k: int):
         k = integer(k, "k", 1, MAX_K)

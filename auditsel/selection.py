@@ -24,6 +24,7 @@ from scipy.special import log_ndtr, ndtri
 
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
 from auditsel.numerics import bisect
+from auditsel.protocols import MechanismPair
 from auditsel.rounds import RoundsLaw
 
 __all__ = [
@@ -197,7 +198,7 @@ class FiniteWinner:
         return np.where(k > 0, np.clip(out, 0, None), -1)
 
 
-def winner_law(base, law: RoundsLaw):
+def winner_law(base: MechanismPair, law: RoundsLaw) -> GaussianWinner | FiniteWinner:
     """The exact law of H's released winner for a base with an exact law."""
     if isinstance(base, GaussianBase):
         return GaussianWinner(base, law)

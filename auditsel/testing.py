@@ -17,9 +17,12 @@ probability at most 1 - confidence (fix the seed to make the test deterministic)
 
 from __future__ import annotations
 
+from attacks.proxies import make_proxy
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.games.engine import run_game
+from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
+from auditsel.rounds import Point
 from auditsel.selection import GaussianWinner
 
 __all__ = ["assert_not_refuted", "audit", "worst_case_tuning", "worst_case_dpsgd", "RefutedClaim"]
@@ -42,9 +45,6 @@ def worst_case_tuning(base_epsilon: float, delta: float, rounds) -> GaussianWinn
 def worst_case_dpsgd(noise_multiplier: float, steps: int, sample_rate: float, rounds=None):
     """The worst-case DP-SGD game with Poisson subsampling (`auditsel.games.worst_case`): one run
     (rounds None) or K ~ rounds runs with the highest-LLR run released; add/remove neighbours."""
-    from auditsel.games.worst_case import DpsgdWorstCase
-    from auditsel.rounds import Point
-
     return DpsgdWorstCase(
         float(noise_multiplier),
         int(steps),
@@ -54,8 +54,6 @@ def worst_case_dpsgd(noise_multiplier: float, steps: int, sample_rate: float, ro
 
 
 def _default_proxy(protocol):
-    from attacks.proxies import make_proxy
-
     return make_proxy(
         "likelihood_ratio" if hasattr(protocol, "log_likelihood_ratio") else "sample", protocol
     )

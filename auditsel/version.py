@@ -1,3 +1,42 @@
-"""The version of auditsel: the one place it is written (pyproject.toml reads it from here)."""
+"""The version of auditsel: the one place it is written (pyproject.toml reads it from here).
+
+`source_commit()` adds, when the package runs from a git checkout, the commit checked out and
+whether the package's files differ from it (result.json records both next to the version).
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from pathlib import Path
 
 __version__ = "0.1.0"
+
+__all__ = ["__version__", "source_commit"]
+
+
+@functools.lru_cache(maxsize=1)
+def source_commit() -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the git checkout holding this package, or (None, None) when the
+    package is not in a git checkout (an installed wheel) or git is not available."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None, None
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "auditsel", "attacks"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    return (commit or None), bool(status.strip())

@@ -1,5 +1,5 @@
 """The estimator panel on three cases beside the truth (and jax_privacy's estimators when the
-optional `jax-privacy` package is installed): prints the README's markdown table.
+optional `jax-privacy` package is installed): prints the markdown table of docs/explanation/lower-bounds.md.
 
     python benchmarks/panel_table.py
 

@@ -261,6 +261,7 @@ EXEMPT = {
     "auditsel.accounting.bounds.*": "the registry: run over every bound and pair below",
     "auditsel.accounting.profile.BaseProfile.__init__": "`delta` is the profile function",
     "auditsel.accounting.generic.poisson_rdp": "`delta_hat` is a function (the base's profile)",
+    "auditsel.protocols.*": "typing protocols: the pairs implementing them are listed above",
     "auditsel.experiments.config.ExperimentSpec.__init__": "built by parse_config, which checks",
     "auditsel.auditing.one_run.OneRunBound.__init__": "a result record",
     "auditsel.reproductions.claims.Setting.__init__": "a paper's setting, as data",

@@ -1,4 +1,6 @@
-"""The import graph has layers (docs/architecture.md) and no import runs back up."""
+"""The import graph has layers (docs/explanation/architecture.md), no import runs back up, there
+are no import cycles, and an import inside a function only defers a heavy or optional dependency
+(and says so in a `# deferred: why` comment)."""
 
 import ast
 import fnmatch
@@ -11,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("auditsel", "attacks")
 ADVERSARY_MAY_SEE = (
     "auditsel.errors",
+    "auditsel.protocols",
     "auditsel.rounds",
     "auditsel.mechanisms",
     "auditsel.selection",
@@ -22,7 +25,7 @@ ADVERSARY_MAY_SEE = (
 
 
 def layer_table() -> list[tuple[int, str]]:
-    text = (ROOT / "docs" / "architecture.md").read_text()
+    text = (ROOT / "docs" / "explanation" / "architecture.md").read_text()
     block = re.search(r"```layers\n(.*?)```", text, flags=re.S).group(1)
     table = []
     for line in block.splitlines():
@@ -69,7 +72,7 @@ def test_every_module_has_a_layer():
     table = layer_table()
     missing = [m for m in modules() if not any(fnmatch.fnmatchcase(m, p) for _, p in table)]
     assert not missing, (
-        f"add these modules to the ```layers table of docs/architecture.md: {missing}"
+        f"add these modules to the ```layers table of docs/explanation/architecture.md: {missing}"
     )
 
 
@@ -104,3 +107,232 @@ def test_the_check_catches_an_upward_import(tmp_path, bad, layer):
     table, known = layer_table(), modules()
     assert bad in imports(fake)
     assert layer_of(bad, table, known) == layer > layer_of("auditsel.mechanisms", table, known)
+
+
+# --- cycles and function-local imports ---------------------------------------------------------
+# Third-party modules a function may import on first use instead of at the top of its module:
+# optional extras and dependencies whose import is slow (seconds measured with
+# `python -X importtime -c "import numpy, scipy.stats; import NAME"` on the shared 2-core machine).
+HEAVY = {
+    "torch": "the dpsgd extra; 1.9 s",
+    "matplotlib": "plots only; 0.56 s for pyplot",
+    "opacus": "optional extra",
+    "dp_accounting": "DP-SGD pairs only; 0.19 s",
+    "dask": "the dask extra",
+    "distributed": "the dask extra; 0.86 s",
+    "sklearn": "the dpsgd extra; 0.48 s",
+    "prv_accountant": "optional extra",
+    "jax": "optional extra",
+    "jax_privacy": "optional extra",
+    "joblib": "parallel runs only; 0.14 s",
+}
+# Modules whose function-local imports load a subcommand only when it runs (`auditsel --help`).
+LAZY_BY_DESIGN = ("auditsel.cli",)
+DEFERRED = re.compile(r"#\s*deferred:\s*\S")
+MAX_TOP_MODULES = 10
+
+
+def _is_type_checking(node) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        getattr(test, "id", None) == "TYPE_CHECKING"
+        or getattr(test, "attr", None) == "TYPE_CHECKING"
+    )
+
+
+def runtime_imports(path: Path) -> list[tuple[ast.stmt, bool]]:
+    """Every import statement that runs (not under `if TYPE_CHECKING:`), with whether it is
+    inside a function."""
+    out = []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            if _is_type_checking(child):
+                for sub in child.orelse:
+                    visit_stmt(sub, in_function)
+                continue
+            visit_stmt(child, in_function)
+
+    def visit_stmt(child, in_function):
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            out.append((child, in_function))
+        nested = in_function or isinstance(
+            child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+        )
+        visit(child, nested)
+
+    visit(ast.parse(path.read_text()), False)
+    return out
+
+
+def targets(node, known) -> set[str]:
+    """The modules an import statement loads (project modules by full name, others by their
+    full dotted name)."""
+    if isinstance(node, ast.ImportFrom):
+        if node.level:  # relative imports are not used in this project
+            raise AssertionError(f"relative import at line {node.lineno}")
+        sub = {f"{node.module}.{a.name}" for a in node.names} & set(known)
+        return {node.module, *sub}
+    return {a.name for a in node.names}
+
+
+def is_project(name: str) -> bool:
+    return name.split(".")[0] in PACKAGES
+
+
+def graph(known, *, local: bool) -> dict[str, set[str]]:
+    """Project module -> project modules it imports (at the top; with `local`, also in functions)."""
+    edges = {}
+    for name, path in known.items():
+        edges[name] = {
+            t
+            for node, in_function in runtime_imports(path)
+            if local or not in_function
+            for t in targets(node, known)
+            if is_project(t) and t in known and t != name
+        }
+    return edges
+
+
+def loads(name: str, known) -> set[str]:
+    """Every module that importing `name` runs: project modules and third-party roots."""
+    seen, todo, third = set(), [name], set()
+    while todo:
+        mod = todo.pop()
+        if mod in seen:
+            continue
+        seen.add(mod)
+        parts = mod.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent packages run too
+        if mod not in known:
+            continue
+        for node, in_function in runtime_imports(known[mod]):
+            if not in_function:
+                for t in targets(node, known):
+                    (todo.append(t) if is_project(t) else third.add(t.split(".")[0]))
+    return third
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def strong(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def has_deferred_comment(lines: list[str], node, import_lines: set[int]) -> bool:
+    """A `# deferred: why` comment on the import's own lines or just above them (comment lines,
+    blank lines and the imports of the same group: one comment may cover a group of imports)."""
+    if any(DEFERRED.search(line) for line in lines[node.lineno - 1 : node.end_lineno]):
+        return True
+    i = node.lineno - 1  # the line above, 1-based
+    while i >= 1 and (
+        i in import_lines or lines[i - 1].strip().startswith("#") or not lines[i - 1].strip()
+    ):
+        if DEFERRED.search(lines[i - 1]):
+            return True
+        i -= 1
+    return False
+
+
+def local_import_problems(name: str, path: Path, known) -> list[str]:
+    """Why each function-local import of the module breaks the rule (empty if none does)."""
+    lines = path.read_text().splitlines()
+    found = runtime_imports(path)
+    import_lines = {i for node, _ in found for i in range(node.lineno, node.end_lineno + 1)}
+    problems = []
+    for node, in_function in found:
+        if not in_function:
+            continue
+        where = (
+            f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{node.lineno}"
+        )
+        if not has_deferred_comment(lines, node, import_lines):
+            problems.append(f"{where}: an import inside a function without a `# deferred:` comment")
+            continue
+        if name in LAZY_BY_DESIGN:
+            continue
+        loaded = targets(node, known)
+        project = [t for t in loaded if is_project(t) and t in known]
+        if project and not set().union(*(loads(t, known) for t in project)) & set(HEAVY):
+            problems.append(f"{where}: {project} load nothing heavy: import at the top")
+        for target in loaded:
+            if not is_project(target) and target.split(".")[0] not in HEAVY:
+                problems.append(
+                    f"{where}: {target} is not a heavy or optional dependency: import it at the top"
+                )
+    return problems
+
+
+def test_no_import_cycles():
+    found = cycles(graph(modules(), local=True))
+    assert not found, f"import cycles (function-local imports included): {found}"
+
+
+def test_imports_inside_functions_only_defer_heavy_dependencies():
+    known = modules()
+    problems = [p for name, path in known.items() for p in local_import_problems(name, path, known)]
+    assert not problems, "\n".join(problems)
+
+
+def test_few_modules_at_the_top_of_the_package():
+    top = sorted(p.stem for p in (ROOT / "auditsel").glob("*.py"))
+    rest = [m for m in top if m not in ("__init__", "__main__", "cli")]
+    assert len(rest) <= MAX_TOP_MODULES, f"{len(rest)} modules at the top of auditsel/: {rest}"
+
+
+def test_the_cycle_check_catches_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+@pytest.mark.parametrize(
+    "source, problem",
+    [
+        ("def f():\n    from auditsel.rounds import Point\n", "without a `# deferred:`"),
+        (
+            "def f():\n    # deferred: speed\n    from auditsel.rounds import Point\n",
+            "load nothing heavy",
+        ),
+        ("def f():\n    import json  # deferred: speed\n", "not a heavy or optional"),
+        (
+            "def f():\n    # deferred: torch\n    from auditsel.dpsgd.trainer import train_runs\n",
+            None,
+        ),
+        ("def f():\n    import matplotlib.pyplot as plt  # deferred: plots only\n", None),
+        ("from auditsel.rounds import Point\n", None),
+    ],
+)
+def test_the_local_import_check_catches_an_unjustified_import(tmp_path, source, problem):
+    fake = tmp_path / "m.py"
+    fake.write_text(source)
+    found = local_import_problems("auditsel.fake", fake, modules())
+    if problem is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and problem in found[0], found

@@ -1,5 +1,5 @@
 """`auditsel reproduce`: the registry, the paper tables' files on reduced grids (full grids are
-slow), and the README's claims checked against the computed rows."""
+slow), and the claims of docs/findings/papers.md checked against the computed rows."""
 
 import json
 import re
@@ -11,7 +11,7 @@ from auditsel import reproductions
 from auditsel.cli import main
 from auditsel.reproductions import bounds, figure6
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+FINDINGS = (Path(__file__).resolve().parents[1] / "docs" / "findings" / "papers.md").read_text()
 
 
 def test_registry_names_say_what_they_reproduce_and_the_cli_reads_them(capsys):
@@ -57,18 +57,18 @@ def test_example1_and_koskela_gaussian_through_the_cli(tmp_path, capsys):
 
 
 def _readme_factors():
-    """The README's '2.8x (E[K] = 10), 3.5x (100) and 4.0x (1000)' as {E[K]: factor}."""
+    """docs/findings/papers.md's '2.8x (E[K] = 10), 3.5x (100) and 4.0x (1000)' as {E[K]: factor}."""
     m = re.search(
         r"allows\s+([\d.]+)x \(E\[K\] = (\d+)\),\s+([\d.]+)x \((\d+)\) and ([\d.]+)x \((\d+)\)",
-        README,
+        FINDINGS,
     )
-    assert m, "the README's dpsgd-factor sentence moved; update this test's pattern"
+    assert m, "the dpsgd-factor sentence of docs/findings/papers.md moved; update this pattern"
     g = m.groups()
     return {int(g[i + 1]): float(g[i]) for i in (0, 2, 4)}
 
 
 def _check_factor_row(row):
-    """The factor is what the README prints, and E[K](profile) is where the profile bound
+    """The factor is what docs/findings/papers.md prints, and E[K](profile) is where the profile bound
     reaches the RDP bound's eps: just below it at that mean, above it 0.5% further."""
     from auditsel.accounting.profile import base_profile, profile_epsilon
     from auditsel.mechanisms import DpsgdBase
@@ -85,7 +85,7 @@ def _check_factor_row(row):
     assert row["eps (profile, Thm 5.2) at same E[K]"] < target  # tighter at the same E[K]
 
 
-def test_dpsgd_factor_at_ten_models_is_the_readmes():
+def test_dpsgd_factor_at_ten_models_is_the_findings():
     _check_factor_row(bounds.dpsgd_factor_rows(means=(10,))[0])
 
 

@@ -51,6 +51,7 @@ from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
 from auditsel.accounting.profile import BaseProfile, base_profile, profile_epsilon
 from auditsel.accounting.rdp import ORDERS, pure_dp_rdp
+from auditsel.errors import choice
 from auditsel.events import as_pair
 from auditsel.numerics import check_deltas
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
@@ -283,6 +284,4 @@ BOUND_KEYS = tuple(b.key for b in BOUNDS)
 
 def bound(key: str) -> Bound:
     """The registered bound with this key (a ConfigError names the allowed keys)."""
-    from auditsel.errors import choice
-
     return BOUNDS[BOUND_KEYS.index(choice(key, "bound", BOUND_KEYS))]

@@ -23,11 +23,13 @@ output of K = 0 carries the same mass on both sides and adds [atom (1 - e^eps)]_
 from __future__ import annotations
 
 import math
+from typing import overload
 
 import numpy as np
 
 from auditsel.mechanisms import hockey_stick_finite
 from auditsel.numerics import bisect, check_deltas
+from auditsel.protocols import Winner
 
 __all__ = [
     "hockey_stick_finite",
@@ -183,7 +185,13 @@ def privacy_curve(winner, eps, scans=(None, None)):
     )
 
 
-def exact_epsilon(winner, delta, tol: float = 1e-9):
+@overload
+def exact_epsilon(winner: Winner, delta: float, tol: float = 1e-9) -> float: ...
+@overload
+def exact_epsilon(winner: Winner, delta: np.ndarray, tol: float = 1e-9) -> np.ndarray: ...
+def exact_epsilon(
+    winner: Winner, delta: float | np.ndarray, tol: float = 1e-9
+) -> float | np.ndarray:
     """Smallest eps >= 0 with privacy_curve(winner, eps) <= delta (inf if none, or above 1e4).
 
     `delta`: a float (returns a float) or an array (returns an array, one root search for all:

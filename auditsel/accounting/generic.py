@@ -64,6 +64,7 @@ import math
 
 import numpy as np
 
+from auditsel.accounting.profile import region_sup
 from auditsel.accounting.rdp import monotone_envelope, rdp_to_delta, rdp_to_epsilon
 from auditsel.rounds import Binomial, FinitePmf, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
@@ -141,8 +142,6 @@ def _bernoulli_term(law: RoundsLaw, orders, rdp) -> np.ndarray:
 def lemma7_rdp(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
     """[PS22] Lemma 7 with the sup bounded over the profile's region and/or by (b), and the
     fixed output of K = 0 counted (the module docstring)."""
-    from auditsel.accounting.profile import region_sup
-
     orders = np.asarray(orders, dtype=float)
     rdp = np.asarray(rdp, dtype=float)
     term = _bernoulli_term(law, orders, rdp)

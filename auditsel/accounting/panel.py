@@ -13,7 +13,8 @@ setting, as a loop over the registry.
 
 `base` is any mechanism pair of `auditsel.mechanisms` (Gaussian, finite-output, DP-SGD) or
 `auditsel.events` (LaplaceBase, EventBase), or a dp_accounting DpEvent (`events.as_pair`); what
-a bound needs from it, it asks the pair (docs/architecture.md). Keys, results, rigour and
+a bound needs from it, it asks the pair (docs/explanation/architecture.md). Keys, results,
+rigour and
 citations: `accounting.bounds` (stated there once).
 """
 

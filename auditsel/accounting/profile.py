@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from auditsel.accounting.rdp import rdp_to_epsilon_continuous
 from auditsel.numerics import check_deltas, golden_min
 from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
@@ -336,6 +337,4 @@ def rnm_gaussian_closed_form(sigma: float, m: int, delta: float) -> float:
 
 def rnm_gaussian_rdp(sigma: float, m: int, delta: float) -> float:
     """Zhu & Wang RDP baseline 2 alpha/sigma^2 + log(m)/(alpha - 1), converted (continuous alpha)."""
-    from auditsel.accounting.rdp import rdp_to_epsilon_continuous
-
     return rdp_to_epsilon_continuous(lambda a: 2 * a / sigma**2 + math.log(m) / (a - 1), delta)

@@ -43,6 +43,7 @@ import numpy as np
 from scipy.special import ndtri
 from scipy.stats import norm
 
+from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.lower import (
     MULTISPLITS,
     SortedScores,
@@ -54,7 +55,9 @@ from auditsel.auditing.lower import (
     epsilon_from_rates,
 )
 from auditsel.errors import ConfigError
+from auditsel.mechanisms import GaussianBase
 from auditsel.numerics import check_deltas
+from auditsel.selection import GaussianWinner
 
 __all__ = ["Estimate", "estimator_panel", "LABELS", "winner_tradeoff", "selection_fit_mu"]
 
@@ -186,9 +189,6 @@ def winner_tradeoff(mu: float, law, cells: int = 8_000):
     """The Neyman-Pearson trade-off (FP ascending, FN descending) of the winner of K ~ law runs
     of N(0, 1) vs N(mu, 1), on `cells` cells of the real line plus the K = 0 atom (a test on the
     cells: its curve lies on or just above the exact one)."""
-    from auditsel.mechanisms import GaussianBase
-    from auditsel.selection import GaussianWinner
-
     w = GaussianWinner(GaussianBase(mu), law)
     lo, hi = w.quantile_range(1e-12)
     edges = np.linspace(lo, hi, cells + 1)
@@ -228,10 +228,6 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
     """mu_L over every threshold: a coarse pass, then the thresholds whose optimistic point
     (empirical rates; never above the CP point) lies below the fitted curve are evaluated
     exactly and the fit repeated, until no unevaluated threshold could raise it."""
-    from auditsel.accounting.exact import exact_epsilon
-    from auditsel.mechanisms import GaussianBase
-    from auditsel.selection import GaussianWinner
-
     a = alpha / n  # upper limits at every threshold, both directions: 2 n events
     m = len(c.t)
     fs = [f for _, f, _ in _directions(c)]
@@ -272,12 +268,10 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
 
 
 def _bayesian(ss, alpha, delta, split_fraction, seed, draws) -> Estimate:
-    from auditsel.auditing.lower import _pick_table as pick
-
     cut = int(ss.n * split_fraction)
     head, tail = ss.first(cut)
     sel = ss.counts(head)
-    p = pick(sel, alpha, delta)
+    p = _pick_table(sel, alpha, delta)
     ev = ss.counts_at(tail, [p["threshold"]])
     fp, fn = ev.at(np.array([p["threshold"]]))
     fp, fn = (ev.n0 - fp[0], ev.n1 - fn[0]) if p["flip"] else (fp[0], fn[0])

@@ -53,6 +53,7 @@ at the rule's threshold, converted to eps at delta with the Gaussian profile.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -266,8 +267,6 @@ def _sorted_parts(s: np.ndarray, masks) -> tuple:
     if len(s) < THREADED_SORT_ABOVE:
         return tuple(np.sort(s[m]) for m in masks)
     if _SORT_POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
-
         _SORT_POOL = ThreadPoolExecutor(2, thread_name_prefix="auditsel-sort")
     return tuple(_SORT_POOL.map(lambda m: np.sort(s[m]), masks))
 
@@ -476,8 +475,9 @@ def _pick_coins(s0: np.ndarray, s1: np.ndarray, alpha, delta):
         fn = lambda i: np.where(i == 0, 0, np.searchsorted(s1, value(i), side="right"))
         return _OnDemand(len(s) + 1, value), _OnDemand(len(s) + 1, fp), _OnDemand(len(s) + 1, fn)
 
-    above = _pick(*table(s0), n0, n1, alpha, delta, (True, False))
-    below = _pick(*table(s1), n0, n1, alpha, delta, (False, True))
+    (t0, fp0, fn0), (t1, fp1, fn1) = table(s0), table(s1)
+    above = _pick(t0, fp0, fn0, n0, n1, alpha, delta, (True, False))
+    below = _pick(t1, fp1, fn1, n0, n1, alpha, delta, (False, True))
     return above if above["eps"] >= below["eps"] else below
 
 
@@ -508,7 +508,8 @@ def _evaluate(c: Counts, threshold, flip, alpha, delta):
 def _split(ss: SortedScores, pilot, tail, alpha, delta) -> dict:
     """Pick (threshold, direction) on the pilot trials (each coin's sorted scores) and bound it
     by eq. 4 with CP limits on the `tail` trials, both at level alpha."""
-    pick = _pick_coins(*pilot, alpha, delta)
+    pilot0, pilot1 = pilot
+    pick = _pick_coins(pilot0, pilot1, alpha, delta)
     ev = ss.counts_at(tail, [pick["threshold"]])
     _need_both(ev.n0, ev.n1, "to split")
     return _evaluate(ev, pick["threshold"], pick["flip"], alpha, delta)
@@ -570,12 +571,14 @@ def apply_rule(
         grid = _pilot_grid(np.sort(np.concatenate(pilot)), grid_size)
         ev = ss.counts_at(tail, grid)
         _need_both(ev.n0, ev.n1, "to split")
-        chosen = _pick(grid, *ev.at(grid), ev.n0, ev.n1, alpha / (2 * len(grid)), delta)
+        fp, fn = ev.at(grid)
+        chosen = _pick(grid, fp, fn, ev.n0, ev.n1, alpha / (2 * len(grid)), delta)
         return {**chosen, "n": ev.n0 + ev.n1, "grid_source": "pilot"}
     if rule == "bonferroni":
         grid = np.unique(np.asarray(threshold_grid, dtype=float))
         c = ss.counts_at(None, grid)
-        chosen = _pick(grid, *c.at(grid), c.n0, c.n1, alpha / (2 * len(grid)), delta)
+        fp, fn = c.at(grid)
+        chosen = _pick(grid, fp, fn, c.n0, c.n1, alpha / (2 * len(grid)), delta)
         return {**chosen, "n": n, "grid_source": "spec"}
     if rule == "bonferroni_all":
         return {
@@ -591,10 +594,10 @@ def apply_rule(
         for _ in range(splits):
             rank = np.empty(n, dtype=np.int64)
             rank[rng.permutation(n)] = np.arange(n)
-            head = rank < cut
-            pilot = ss.by_coin(head)
+            in_head = rank < cut
+            pilot = ss.by_coin(in_head)
             _need_both(len(pilot[0]), len(pilot[1]), "to split")
-            runs.append(_split(ss, pilot, ~head, alpha / 2, delta))
+            runs.append(_split(ss, pilot, ~in_head, alpha / 2, delta))
         runs.sort(key=lambda r: r["eps"])
         median = runs[(len(runs) - 1) // 2]  # the lower median: conservative for even counts
         return {**median, "grid_source": "", "splits": [r["eps"] for r in runs]}

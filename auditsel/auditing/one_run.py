@@ -38,6 +38,7 @@ from scipy.stats import beta as beta_dist
 from scipy.stats import binom
 
 from auditsel.errors import ConfigError
+from auditsel.mechanisms import gaussian_epsilon
 from auditsel.numerics import check_deltas
 
 __all__ = [
@@ -134,8 +135,6 @@ class GdpFamily:
 
     def epsilon(self, theta: float, delta: float) -> float:
         delta = float(check_deltas(delta)[0])
-        from auditsel.mechanisms import gaussian_epsilon
-
         return float(gaussian_epsilon(theta, delta)) if theta > 0 else 0.0
 
     def theta_grid(self) -> np.ndarray:

@@ -11,6 +11,8 @@
       mnist:          <data_dir>/MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
       fashion_mnist:  <data_dir>/FashionMNIST/raw/  (same idx files as MNIST)
       cifar10:        <data_dir>/cifar-10-batches-py/{data_batch_1..5,test_batch}
+                      (pickles, read by a restricted unpickler: numbers, strings, lists,
+                      dicts and numpy arrays only, so a planted pickle cannot run code)
       svhn:           <data_dir>/{train,test}_32x32.mat
                       (the torchvision layouts, so a torchvision download directory works)
 
@@ -30,6 +32,7 @@ import pickle
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.io import loadmat
 
 from auditsel.errors import ConfigError
 
@@ -88,6 +91,7 @@ class Dataset:
 
 def _bundled(name: str, split_seed: int):
     try:
+        # deferred: scikit-learn (the dpsgd extra) loads only for its bundled data sets
         from sklearn import datasets as skd
     except ImportError as exc:  # pragma: no cover - dependency hint
         raise ConfigError(
@@ -124,6 +128,58 @@ def _find(path: str) -> str | None:
     return None
 
 
+def _latin1(text, encoding="latin1"):
+    """`_codecs.encode` as protocol-2 pickles use it for bytes, latin-1 only."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError("only latin-1 byte strings are allowed")
+    return text.encode("latin1")
+
+
+_reconstruct = (np._core if hasattr(np, "_core") else np.core).multiarray._reconstruct
+_CIFAR_GLOBALS = {
+    ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+    ("_codecs", "encode"): _latin1,
+}
+
+
+class _ArraysOnly(pickle.Unpickler):
+    """An unpickler that builds numbers, strings, lists, dicts and numpy arrays, nothing else:
+    a pickle in the data folder that names any other callable (os.system, ...) is refused
+    before it is called, so reading data never runs code from it."""
+
+    def find_class(self, module, name):
+        try:
+            return _CIFAR_GLOBALS[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a data file") from None
+
+
+MAX_CIFAR_BATCH = 1 << 27  # a CIFAR-10 batch is 31 MB; refuse files over 128 MiB unread
+
+
+def _cifar_batch(path: str):
+    """(images (n, 3, 32, 32) uint8, labels (n,)) of one CIFAR-10 python batch, read with the
+    restricted unpickler; anything else in the file is a ConfigError naming game.data_dir."""
+    try:
+        if os.path.getsize(path) > MAX_CIFAR_BATCH:
+            raise ValueError(f"larger than {MAX_CIFAR_BATCH >> 20} MiB")
+        with open(path, "rb") as f:
+            d = _ArraysOnly(f, encoding="bytes").load()
+        data, labels = np.asarray(d[b"data"]), np.asarray(d[b"labels"])
+        if data.dtype.kind not in "ui" or labels.dtype.kind not in "ui" or data.size % 3072:
+            raise ValueError("data and labels must be integer arrays of 3x32x32 images")
+        return data.reshape(-1, 3, 32, 32), labels
+    except Exception as err:  # any failure to read the batch: a bad data folder, exit 2
+        raise ConfigError(
+            "game.data_dir",
+            f"{path} is not a CIFAR-10 python batch ({type(err).__name__}: "
+            f"{str(err)[:120]}); download CIFAR-10 again or save it as cifar10.npz",
+        ) from None
+
+
 def _local_arrays(name: str, data_dir: str):
     """(x_train, y_train, x_test, y_test) as raw arrays, or None when no known layout is found."""
     npz = os.path.join(data_dir, f"{name}.npz")
@@ -137,29 +193,22 @@ def _local_arrays(name: str, data_dir: str):
             for p in ("train", "t10k")
             for k in ("images-idx3", "labels-idx1")
         ]
-        if all(files):
-            return tuple(_read_idx(f) for f in files)
+        found = [f for f in files if f is not None]
+        if len(found) == len(files):
+            return tuple(_read_idx(f) for f in found)
     if name == "cifar10":
         root = os.path.join(data_dir, "cifar-10-batches-py")
         names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
         if all(os.path.exists(os.path.join(root, n)) for n in names):
-            parts = []
-            for n in names:
-                with open(os.path.join(root, n), "rb") as f:
-                    d = pickle.load(f, encoding="bytes")
-                parts.append(
-                    (np.asarray(d[b"data"]).reshape(-1, 3, 32, 32), np.asarray(d[b"labels"]))
-                )
+            parts = [_cifar_batch(os.path.join(root, n)) for n in names]
             xs = np.concatenate([p[0] for p in parts[:-1]])
             ys = np.concatenate([p[1] for p in parts[:-1]])
             return xs, ys, parts[-1][0], parts[-1][1]
     if name == "svhn":
-        files = [os.path.join(data_dir, f"{s}_32x32.mat") for s in ("train", "test")]
-        if all(os.path.exists(f) for f in files):
-            from scipy.io import loadmat
-
+        mats = [os.path.join(data_dir, f"{s}_32x32.mat") for s in ("train", "test")]
+        if all(os.path.exists(f) for f in mats):
             out = []
-            for f in files:
+            for f in mats:
                 m = loadmat(f)
                 x = np.transpose(m["X"], (3, 2, 0, 1))  # (32, 32, 3, n) -> (n, 3, 32, 32)
                 y = m["y"].reshape(-1).astype(np.int64) % 10  # label 10 means digit 0

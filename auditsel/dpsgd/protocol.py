@@ -48,7 +48,7 @@ import torch.nn.functional as F
 
 from auditsel.dpsgd.data import Dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import Canary, ExampleCanary, check_settings, default_device, train_runs
+from auditsel.dpsgd.trainer import Canary, ExampleCanary, check_settings, resolve_device, train_runs
 from auditsel.errors import ConfigError
 from auditsel.rounds import RoundsLaw
 
@@ -214,9 +214,19 @@ class DpsgdTuningProtocol:
             raise ConfigError("game.max_batch_runs", f"must be >= 1, got {max_batch_runs}")
         self.model, self.train, self.score, self.canary = model, train, score, canary
         self.rounds, self.configs = rounds, configs
-        self.device = torch.device(device) if device is not None else default_device()
+        self.device = resolve_device(device)
         self.dtype, self.max_batch_runs = dtype, int(max_batch_runs)
         self.method, self.memory_budget = method, int(memory_budget)
+
+    def memory_bytes(self, trials: int) -> int:
+        """A lower estimate of the memory `release` needs for `trials` trials: w_0 and w_N of
+        every trial (float32), and for the runs trained together (E[K] per trial, at most
+        max_batch_runs) their weights, initial weights, noise and update (4 copies of
+        (runs, d)). The real peak is higher (gradients, buffers)."""
+        d = self.model.num_params
+        runs = min(self.max_batch_runs, max(1, int(trials * self.rounds.mean)))
+        item = torch.finfo(self.dtype).bits // 8
+        return d * (2 * int(trials) * 4 + 4 * runs * item)
 
     @classmethod
     def from_learning_rates(cls, learning_rates: Sequence[float], **kwargs):

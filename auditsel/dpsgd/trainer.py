@@ -56,7 +56,7 @@ import torch
 from auditsel.dpsgd import kernels
 from auditsel.dpsgd.data import Dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.errors import ConfigError
+from auditsel.errors import ConfigError, shown
 from auditsel.mechanisms import DpsgdBase
 
 __all__ = [
@@ -70,6 +70,7 @@ __all__ = [
     "calibrate_noise_multiplier",
     "dpsgd_epsilon",
     "default_device",
+    "resolve_device",
 ]
 
 INIT, MASKS, NOISE = 0, 1, 2  # the per-run streams of `kernels.draw`
@@ -128,12 +129,35 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def resolve_device(device) -> torch.device:
+    """The device to train on: `device` (a name or torch.device) or `default_device()`; a CUDA
+    device this torch build or machine cannot use is a ConfigError naming game.device."""
+    if device is None:
+        return default_device()
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError("game.device", f"must be cpu or cuda, got {shown(device)}") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        why = (
+            "this torch build has no CUDA support"
+            if torch.version.cuda is None
+            else "no CUDA GPU is visible"
+        )
+        raise ConfigError(
+            "game.device",
+            f"cuda is not available ({why}); use device: cpu, or leave device out "
+            f"(the GPU is used when there is one)",
+        )
+    return resolved
+
+
 # ---------------------------------------------------------------------------------------------
 # settings
 def _number(value, field: str) -> np.ndarray:
     arr = np.asarray(value, dtype=float)
     if not np.all(np.isfinite(arr)):
-        raise ConfigError(field, f"must be finite, got {value!r}")
+        raise ConfigError(field, f"must be finite, got {shown(value)}")
     return arr
 
 
@@ -143,23 +167,25 @@ def check_settings(*, steps=None, lr=None, clip=None, noise_multiplier=None, sam
     if steps is not None:
         s = np.asarray(steps)
         if s.dtype.kind not in "iu" or np.any(s < 1):
-            raise ConfigError("base.steps", f"must be an integer >= 1, got {steps!r}")
+            raise ConfigError("base.steps", f"must be an integer >= 1, got {shown(steps)}")
     if lr is not None:
         a = _number(lr, "game.learning_rates")
         if np.any(a < 0):
-            raise ConfigError("game.learning_rates", f"must be >= 0, got {lr!r}")
+            raise ConfigError("game.learning_rates", f"must be >= 0, got {shown(lr)}")
     if clip is not None:
         a = _number(clip, "game.clip")
         if np.any(a <= 0):
-            raise ConfigError("game.clip", f"must be > 0, got {clip!r}")
+            raise ConfigError("game.clip", f"must be > 0, got {shown(clip)}")
     if noise_multiplier is not None:
         a = _number(noise_multiplier, "base.noise_multiplier")
         if np.any(a < 0):
-            raise ConfigError("base.noise_multiplier", f"must be >= 0, got {noise_multiplier!r}")
+            raise ConfigError(
+                "base.noise_multiplier", f"must be >= 0, got {shown(noise_multiplier)}"
+            )
     if sample_rate is not None:
         a = _number(sample_rate, "base.sample_rate")
         if np.any((a <= 0) | (a > 1)):
-            raise ConfigError("base.sample_rate", f"must be in (0, 1], got {sample_rate!r}")
+            raise ConfigError("base.sample_rate", f"must be in (0, 1], got {shown(sample_rate)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,9 +210,9 @@ def calibrate_noise_multiplier(
     """The sigma with dpsgd_epsilon(sigma, ...) = epsilon (`DpsgdBase.from_epsilon`,
     dp_accounting's calibration)."""
     if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ConfigError("base.epsilon", f"must be in (0, inf), got {epsilon!r}")
+        raise ConfigError("base.epsilon", f"must be in (0, inf), got {shown(epsilon)}")
     if not (0 < delta < 1):
-        raise ConfigError("delta", f"must be in (0, 1) to calibrate DP-SGD, got {delta!r}")
+        raise ConfigError("delta", f"must be in (0, 1) to calibrate DP-SGD, got {shown(delta)}")
     check_settings(steps=steps, sample_rate=sample_rate)
     base = DpsgdBase.from_epsilon(
         epsilon, delta, steps=steps, sample_rate=sample_rate, accountant=accountant
@@ -431,7 +457,7 @@ def train_runs(
         raise ConfigError(
             "game.model", f"expects examples of shape {model.input_shape}, got {train.shape}"
         )
-    device = torch.device(device) if device is not None else default_device()
+    device = resolve_device(device)
     d = model.num_params
     if isinstance(canary, GradientCanary) and not (
         all(0 <= c < d for c in canary.coordinates)

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from attacks.dpsgd_game import DpsgdGameSpec
+from attacks.dpsgd_game import DPSGD_PROXIES, DpsgdGameSpec
+from attacks.proxies import PROXIES
 from auditsel.auditing.lower import THRESHOLD_RULES
 from auditsel.errors import (
     ConfigError,
+    shown,
 )
 from auditsel.errors import (
     choice as _choice,
@@ -46,12 +48,23 @@ __all__ = [
     "read_yaml",
     "parse_config",
     "default_config_path",
+    "load_yaml_text",
+    "LIMITS",
 ]
 
 GAME_KINDS = ("reduced", "discrete", "dpsgd", "dpsgd_worst_case")
 DPSGD_DATASETS = ("digits", "breast_cancer", "mnist", "fashion_mnist", "cifar10", "svhn")
 LOCAL_DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")
 MAX_TRIALS = 10**10
+#: (lo, hi) of the fields that command-line options also set: one range for both
+LIMITS = {
+    "game.trials": (2, MAX_TRIALS),
+    "game.seed": (0, 2**63 - 1),
+    "game.thresholds": (1, 100_000),
+}
+MAX_CONFIG_BYTES = 1 << 20  # a config file (or a --rounds mapping) is at most 1 MiB
+MAX_YAML_NODES = 100_000  # values, lists and mappings, an alias counted as a copy
+MAX_YAML_CHARS = 1 << 20  # characters of all values, an alias counted as a copy
 
 
 def default_config_path() -> Path:
@@ -99,10 +112,13 @@ class ExperimentSpec:
     base_config: dict = field(default_factory=dict)  # as written, for the report
 
     def with_game(self, **changes) -> ExperimentSpec:
-        from dataclasses import replace
-
+        """The spec with game fields changed; `trials` and `seed` are range-checked as in the
+        config (a ConfigError naming game.trials / game.seed)."""
         if self.game is None:
             raise ConfigError("game", "this config has no game section; add one to run trials")
+        for key in ("trials", "seed"):
+            if key in changes:
+                changes[key] = _integer(changes[key], f"game.{key}", *LIMITS[f"game.{key}"])
         return replace(self, game=replace(self.game, **changes))
 
 
@@ -277,8 +293,6 @@ def _parse_dpsgd_game(game: Mapping) -> DpsgdGameSpec:
 
 
 def _parse_game(raw, base) -> GameSpec:
-    from attacks.proxies import PROXIES
-
     game = _mapping(raw, "game")
     kind = _choice(game.get("kind", "reduced"), "game.kind", GAME_KINDS)
     allowed = set(GameSpec.__dataclass_fields__) - {"dpsgd"}
@@ -299,14 +313,13 @@ def _parse_game(raw, base) -> GameSpec:
             "dpsgd_worst_case": "dpsgd",
         }[kind]
         raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
-    from attacks.dpsgd_game import DPSGD_PROXIES
 
     proxies = {"dpsgd": DPSGD_PROXIES, "dpsgd_worst_case": ("sample",)}.get(kind, PROXIES)
     d = GameSpec()
     return GameSpec(
         kind=kind,
-        trials=_integer(game.get("trials", d.trials), "game.trials", 2, MAX_TRIALS),
-        seed=_integer(game.get("seed", d.seed), "game.seed", 0, 2**63 - 1),
+        trials=_integer(game.get("trials", d.trials), "game.trials", *LIMITS["game.trials"]),
+        seed=_integer(game.get("seed", d.seed), "game.seed", *LIMITS["game.seed"]),
         confidence=_number(
             game.get("confidence", d.confidence), "game.confidence", 0.5, 1, hi_open=True
         ),
@@ -322,7 +335,9 @@ def _parse_game(raw, base) -> GameSpec:
             lo_open=True,
             hi_open=True,
         ),
-        thresholds=_integer(game.get("thresholds", d.thresholds), "game.thresholds", 1, 100_000),
+        thresholds=_integer(
+            game.get("thresholds", d.thresholds), "game.thresholds", *LIMITS["game.thresholds"]
+        ),
         chunk_size=_integer(
             game.get("chunk_size", DPSGD_DEFAULT_CHUNK if kind == "dpsgd" else d.chunk_size),
             "game.chunk_size",
@@ -371,9 +386,17 @@ def parse_config(raw) -> ExperimentSpec:
         if key not in top:
             raise ConfigError(key, "required key is missing")
     name = top["name"]
-    if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_." for c in name):
+    if (
+        not isinstance(name, str)
+        or not name
+        or not all(c.isascii() and (c.isalnum() or c in "-_.") for c in name)
+        or set(name) == {"."}
+        or len(name) > 100
+    ):
         raise ConfigError(
-            "name", f"must be a non-empty string of letters, digits, '-', '_' or '.', got {name!r}"
+            "name",
+            "must be 1 to 100 letters, digits, '-', '_' or '.' (not only dots: it names the "
+            f"output folder results/NAME), got {shown(name)}",
         )
     delta = _number(top["delta"], "delta", 0, 1, hi_open=True)
     base = _parse_base(top["base"], delta)
@@ -401,26 +424,103 @@ _SafeLoader.add_implicit_resolver(
 
 
 def read_yaml(path: str | Path):
-    """The raw config mapping from a YAML file (safe_load), or a ConfigError."""
+    """The raw config mapping from a YAML file (safe, bounded: see `load_yaml_text`), or a
+    ConfigError. At most MAX_CONFIG_BYTES are read (a FIFO or /dev/zero is refused, not read to
+    the end)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        with path.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                "config",
+                f"{path} is larger than {MAX_CONFIG_BYTES >> 10} KiB; a config is a short "
+                f"YAML file (see configs/quickstart.yaml)",
+            )
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError("config", f"file {path} not found; pass an existing YAML file") from None
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(
             "config", f"cannot read {path} ({type(err).__name__}); pass a readable UTF-8 YAML file"
         ) from None
+    raw = load_yaml_text(text, "config", str(path))
+    if raw is None:
+        raise ConfigError("config", f"{path} is empty; see configs/quickstart.yaml for the format")
+    return raw
+
+
+def load_yaml_text(text: str, field: str = "config", source: str = "the YAML text"):
+    """YAML text -> Python values, safely: no object construction from tags (safe_load), and
+    bounded before any value is built: at most MAX_CONFIG_BYTES of text and, counting every
+    alias as a copy of what it names, MAX_YAML_NODES values and MAX_YAML_CHARS characters (a
+    "billion laughs" alias bomb is refused here, not expanded when a value is formatted)."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(field, f"{source} is longer than {MAX_CONFIG_BYTES >> 10} KiB")
+    loader = None
     try:
-        raw = yaml.load(text, Loader=_SafeLoader)  # safe: no object construction from tags
+        loader = _SafeLoader(text)  # the reader checks the characters here already
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expanded_size(node, field, source)
+        return loader.construct_document(node)
     except RecursionError:  # e.g. 5000 nested brackets: a bad file, not an internal error
         raise ConfigError(
-            "config", f"{path} is nested too deeply; see configs/quickstart.yaml for the format"
+            field, f"{source} is nested too deeply; see configs/quickstart.yaml for the format"
         ) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError("config", f"{path} is not valid YAML{where}; fix the syntax") from None
-    if raw is None:
-        raise ConfigError("config", f"{path} is empty; see configs/quickstart.yaml for the format")
-    return raw
+        raise ConfigError(field, f"{source} is not valid YAML{where}; fix the syntax") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _check_expanded_size(root: yaml.Node, field: str, source: str) -> None:
+    """Count values and characters with every alias expanded, without expanding anything:
+    each node's totals are computed once (children first) and reused where it is aliased."""
+    cap = MAX_YAML_NODES + MAX_YAML_CHARS + 1  # totals are clipped here: no huge integers
+    totals: dict[int, tuple[int, int]] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = []
+        if children_done:
+            nodes = min(cap, 1 + sum(totals[id(c)][0] for c in children))
+            chars = (
+                len(str(node.value)) if not children and isinstance(node, yaml.ScalarNode) else 0
+            )
+            chars = min(cap, chars + sum(totals[id(c)][1] for c in children))
+            totals[id(node)] = (nodes, chars)
+            open_nodes.discard(id(node))
+            continue
+        if id(node) in totals:
+            continue
+        if id(node) in open_nodes:
+            raise ConfigError(
+                field, f"{source} has a recursive alias (an anchor used inside itself)"
+            )
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        for child in children:
+            if id(child) in open_nodes:
+                raise ConfigError(
+                    field, f"{source} has a recursive alias (an anchor used inside itself)"
+                )
+            if id(child) not in totals:
+                stack.append((child, False))
+    nodes, chars = totals[id(root)]
+    if nodes > MAX_YAML_NODES or chars > MAX_YAML_CHARS:
+        raise ConfigError(
+            field,
+            f"{source} expands to more than {MAX_YAML_NODES:,} values or {MAX_YAML_CHARS:,} "
+            f"characters (aliases counted as copies); a config is much smaller",
+        )

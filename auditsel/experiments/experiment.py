@@ -1,8 +1,8 @@
-"""Config -> spec -> run -> result: the flow behind `auditsel run` (docs/architecture.md contracts).
+"""Config -> spec -> run -> result: the flow behind `auditsel run` (docs/explanation/architecture.md contracts).
 
 run_experiment computes the upper-bound panel (what applies to the base), plays the
 distinguishing game if the spec has one (the panel is computed in a thread meanwhile), derives
-the lower bounds and returns the result dict of docs/architecture.md's result.json contract
+the lower bounds and returns the result dict of docs/reference/result-json.md
 (a bound that does not apply is null).
 """
 
@@ -12,21 +12,30 @@ import hashlib
 import json
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from attacks.dpsgd_game import build_protocol, make_scorer
+from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.panel import panel
-from auditsel.auditing.lower import audit_chunks, audit_scores
+from auditsel.auditing.estimators import estimator_panel, panel_dict
+from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.errors import ConfigError
-from auditsel.experiments.config import ExperimentSpec
+from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
 from auditsel.experiments.heuristics import honesty_fields
+from auditsel.experiments.one_run import play_one_run
+from auditsel.experiments.report import write_outputs
+from auditsel.files import claim_folder
 from auditsel.games.engine import GameRecord, run_game
+from auditsel.games.fingerprint import code_identity, package_digest
+from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import winner_law
-from auditsel.version import __version__
+from auditsel.version import __version__, source_commit
 
 __all__ = ["run_config", "run_experiment", "threshold_grid", "fingerprint"]
 
@@ -41,6 +50,13 @@ def _finite_or_none(x):
     return None if x is None or not math.isfinite(x) else float(x)
 
 
+def _game(spec: ExperimentSpec) -> GameSpec:
+    """The spec's game section (the functions below run only specs that have one)."""
+    if spec.game is None:
+        raise ConfigError("game", "this config has no game section; add one to run trials")
+    return spec.game
+
+
 def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
     """Bonferroni thresholds fixed by the spec alone (public knowledge, no scores seen).
 
@@ -52,9 +68,9 @@ def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
     if isinstance(winner.base, GaussianBase):
         lo, hi = winner.quantile_range()
         if proxy_name == "sample":
-            return np.linspace(lo, hi, spec.game.thresholds)
+            return np.linspace(lo, hi, _game(spec).thresholds)
         values = winner.log_likelihood_ratio(np.linspace(lo, hi, 4001))
-        return np.linspace(values.min(), values.max(), spec.game.thresholds)
+        return np.linspace(values.min(), values.max(), _game(spec).thresholds)
     outputs = np.arange(len(spec.base.p))
     values = outputs if proxy_name == "sample" else winner.log_likelihood_ratio(outputs)
     values = np.unique(values[np.isfinite(values)])
@@ -63,7 +79,7 @@ def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
 
 def fingerprint(spec: ExperimentSpec) -> str:
     """What determines the trial scores: base, law, protocol, proxy, seed, chunk size."""
-    g = spec.game
+    g = _game(spec)
     payload = {
         "base": spec.base_config,
         "mu": getattr(spec.base.reduced(), "mu", None),
@@ -81,21 +97,90 @@ def fingerprint(spec: ExperimentSpec) -> str:
     ]
 
 
+def code_of(spec: ExperimentSpec) -> dict[str, str]:
+    """The code the spec's numbers depend on (`auditsel.games.fingerprint.code_identity`), with
+    torch's version for the DP-SGD games (their arithmetic runs in torch)."""
+    extra = {}
+    if spec.game is not None and spec.game.kind == "dpsgd":
+        # deferred: torch (heavy) loads only for DP-SGD games
+        import torch
+
+        extra["torch"] = torch.__version__
+    return code_identity(**extra)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process may still use, or None when that cannot be read: the
+    smaller of the kernel's estimate of memory available without swapping (`MemAvailable` in
+    /proc/meminfo) and what the control group still allows (cgroup v2 `memory.max` minus
+    `memory.current`)."""
+    limits = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                limits.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        cap = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = Path("/sys/fs/cgroup/memory.current").read_text().strip()
+        if cap.isdigit() and used.isdigit():
+            limits.append(max(int(cap) - int(used), 0))
+    except OSError:
+        pass
+    return min(limits) if limits else None
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB"
+
+
+BYTES_PER_TRIAL = 24  # kept in memory: score and coin, their concatenation, the sorted scores
+
+
+def check_memory(spec: ExperimentSpec, protocol, stream: bool) -> None:
+    """Refuse, before any work, a game whose memory (a lower estimate) exceeds what the
+    machine has available (`available_memory`): the scores of an in-memory
+    game, and one chunk of a DP-SGD game (`memory_bytes` of its protocol). A ConfigError
+    naming the field to change."""
+    available = available_memory()
+    if available is None:
+        return
+    g = _game(spec)
+    if not stream and g.trials * BYTES_PER_TRIAL > available:
+        raise ConfigError(
+            "game.trials",
+            f"{g.trials:,} games audited in memory need at least "
+            f"{_gib(g.trials * BYTES_PER_TRIAL)}; {_gib(available)} is available: set "
+            f"game.stream: true (chunks audited from disk) or lower game.trials",
+        )
+    estimate = getattr(protocol, "memory_bytes", None)
+    if estimate is None:
+        return
+    need = estimate(min(g.chunk_size, g.trials))
+    if need > available:
+        d = g.dpsgd
+        field = "game.hidden" if d is not None and d.model == "mlp" else "game.chunk_size"
+        raise ConfigError(
+            field,
+            f"a chunk of {min(g.chunk_size, g.trials):,} games trains a model of "
+            f"{protocol.model.num_params:,} parameters and needs at least {_gib(need)} of memory; "
+            f"{_gib(available)} is available: use smaller layers (game.hidden), fewer runs "
+            f"at once (game.max_batch_runs) or smaller chunks (game.chunk_size)",
+        )
+
+
 def protocol_and_proxy(spec: ExperimentSpec):
     """The trainer's protocol and the adversary's proxy for the spec's game."""
-    g = spec.game
+    g = _game(spec)
     if g.kind == "dpsgd":
-        from attacks.dpsgd_game import build_protocol, make_scorer
-
+        assert g.dpsgd is not None  # parse_config sets it for every DP-SGD game
         return (
             build_protocol(g.dpsgd, spec.base, spec.rounds),
             make_scorer(g.dpsgd, g.proxy, spec.base, spec.rounds),
         )
-    from attacks.proxies import make_proxy
 
     if g.kind == "dpsgd_worst_case":
-        from auditsel.games.worst_case import DpsgdWorstCase
-
         return DpsgdWorstCase.from_base(spec.base, spec.rounds), make_proxy("sample", None)
     winner = winner_law(spec.base.reduced(), spec.rounds)
     return winner, make_proxy(g.proxy, winner)
@@ -104,13 +189,14 @@ def protocol_and_proxy(spec: ExperimentSpec):
 def _play(
     spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool, backend: str | None
 ):
-    g = spec.game
+    g = _game(spec)
     protocol, proxy = protocol_and_proxy(spec)
     stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
     if stream and out_dir is None:
         raise ConfigError(
             "game.stream", "a streamed audit needs an output directory for its chunks"
         )
+    check_memory(spec, protocol, stream)
     record = run_game(
         protocol,
         proxy,
@@ -123,12 +209,14 @@ def _play(
         progress=progress,
         backend=backend,
         in_memory=not stream,
+        code=code_of(spec),
     )
     # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
     # pilot grid from the first split_fraction of the trials, left out of the bound
     spec_grid = None
     if g.kind == "dpsgd_worst_case":
-        spec_grid = np.linspace(*protocol.score_range(), g.thresholds)
+        lo, hi = protocol.score_range()
+        spec_grid = np.linspace(lo, hi, g.thresholds)
     elif g.kind != "dpsgd":
         spec_grid = threshold_grid(spec, g.proxy)
     grid = spec_grid if g.threshold == "bonferroni" else None
@@ -142,11 +230,10 @@ def _play(
             threshold_grid=grid,
             grid_size=g.thresholds,
         )
+        assert record.chunks is not None  # a streamed record reads its chunks from disk
         scores, member = record.chunks.head(PLOT_TRIALS)
         record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
     else:
-        from auditsel.auditing.lower import SortedScores
-
         ss = SortedScores(record.scores, record.member)
         bound = audit_scores(
             record.scores,
@@ -160,8 +247,6 @@ def _play(
             sorted_scores=ss,
         )
         if g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE):
-            from auditsel.auditing.estimators import estimator_panel, panel_dict
-
             try:
                 panel = estimator_panel(
                     record.scores,
@@ -209,7 +294,6 @@ def run_experiment(
     if spec.game is not None and spec.game.one_run is None:
         # the bounds are computed in a thread while the game plays (the game's numpy work and
         # the bounds' Python work share the cores); an error in either surfaces here
-        from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(1, thread_name_prefix="auditsel-bounds") as pool:
             upper = pool.submit(upper_side)
@@ -217,6 +301,7 @@ def run_experiment(
             bounds, curve = upper.result()
     else:
         bounds, curve = upper_side()
+    commit, dirty = source_commit()
     result = {
         "name": spec.name,
         "delta": spec.delta,
@@ -228,6 +313,9 @@ def run_experiment(
         "upper_sources": bounds["sources"],
         "notes": bounds["notes"],
         "version": __version__,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "code_digest": package_digest(),
     }
     if spec.rounds.p_zero > 0:  # K = 0 possible: the release may be the fixed output
         result["rounds"]["p_zero"] = spec.rounds.p_zero
@@ -239,10 +327,10 @@ def run_experiment(
     if with_curves:
         result["upper_curves"] = bounds["curves"]
     if spec.game is not None and spec.game.one_run is not None:
-        from auditsel.experiments.one_run import play_one_run
-
-        result["one_run"] = play_one_run(spec, out_dir)
-    elif spec.game is not None:
+        result["one_run"] = play_one_run(
+            spec, out_dir, fingerprint=fingerprint(spec), code=code_of(spec)
+        )
+    elif spec.game is not None and played is not None:
         record, bound, streamed, ss = played
         result["lower"] = {
             **bound.to_dict(),
@@ -273,9 +361,9 @@ def run_config(
     """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed
     ExperimentSpec) and return its result.json content; with `out_dir`, also write result.json,
     report.md and the plots there (and keep the game's checkpoints, so a rerun resumes).
-    `trials` and `seed` override game.trials and game.seed. Bad input is a ConfigError."""
-    from auditsel.experiments.config import load_config, parse_config
-
+    `trials` and `seed` override game.trials and game.seed (range-checked as in the config).
+    Bad input is a ConfigError, also for an `out_dir` that escapes (the working folder or one
+    of its parents) or is in use by another run (`auditsel.files.claim_folder`)."""
     if isinstance(config, ExperimentSpec):
         spec = config
     elif isinstance(config, (str, Path)):
@@ -285,12 +373,11 @@ def run_config(
     overrides = {k: v for k, v in (("trials", trials), ("seed", seed)) if v is not None}
     if overrides:
         spec = spec.with_game(**overrides)
-    out = None if out_dir is None else Path(out_dir)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-    result, artefacts = run_experiment(spec, out, jobs=jobs, progress=progress)
-    if out is not None:
-        from auditsel.experiments.report import write_outputs
-
-        write_outputs(out, result, artefacts)
+    if out_dir is None:
+        return run_experiment(spec, None, jobs=jobs, progress=progress)[0]
+    # the folder is resolved, refused when it escapes, locked, and on failure only what this
+    # run created there is removed (auditsel.files)
+    with claim_folder(out_dir, field="out_dir") as folder:
+        result, artefacts = run_experiment(spec, folder.path, jobs=jobs, progress=progress)
+        write_outputs(folder.path, result, artefacts)
     return result

@@ -15,25 +15,25 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from auditsel.auditing.one_run import GdpFamily, audit_one_run
 from auditsel.errors import ConfigError
+from auditsel.games.engine import Checkpoints
+from auditsel.games.one_run import OneRunReducedGame
+from auditsel.games.one_run_dpsgd import OneRunDpsgd
 
 __all__ = ["play_one_run", "one_run_game"]
 
 
 def one_run_game(spec):
     """The one-run game of the spec: (game with .play(rng) and .reduced, exact rigour label)."""
-    from auditsel.games.one_run import OneRunReducedGame
-
     g = spec.game
     m = g.one_run.canaries
     if g.kind == "dpsgd":
-        from auditsel.games.one_run_dpsgd import OneRunDpsgd
-
         d = g.dpsgd
         if d.canary != "dirac":
             raise ConfigError("game.canary", "one-run DP-SGD audits use Dirac canaries (dirac)")
@@ -55,14 +55,21 @@ def one_run_game(spec):
     return game, "rigorous"
 
 
-def play_one_run(spec, out_dir: Path | None = None) -> dict:
+def play_one_run(
+    spec,
+    out_dir: Path | None = None,
+    *,
+    fingerprint: str | None = None,
+    code: Mapping[str, str] | None = None,
+) -> dict:
     """The r one-run audits of the spec. With `out_dir`, each audit's canary scores and
-    inclusion bits are kept in out_dir/checkpoints/one_run (`auditsel.games.engine.Checkpoints`), so a
-    rerun after an interruption resumes at the first audit not finished (none lost, none
-    repeated); the bounds are recomputed from the kept scores."""
-    from auditsel.experiments.experiment import fingerprint
-    from auditsel.games.engine import Checkpoints
-
+    inclusion bits are kept in out_dir/checkpoints/one_run (`auditsel.games.engine.Checkpoints`)
+    under `fingerprint` (what determines the scores: `auditsel.experiments.experiment.fingerprint`
+    of the spec) and the code that computed them (`code`, `auditsel.games.fingerprint.code_identity`
+    by default), so a rerun after an interruption resumes at the first audit not finished (none
+    lost, none repeated); the bounds are recomputed from the kept scores."""
+    if out_dir is not None and not fingerprint:
+        raise ValueError("play_one_run: checkpoints in out_dir need the spec's fingerprint")
     g = spec.game
     game, rigour = one_run_game(spec)
     reduced = game if not hasattr(game, "reduced") else game.reduced
@@ -72,27 +79,34 @@ def play_one_run(spec, out_dir: Path | None = None) -> dict:
     if out_dir is not None:
         store = Checkpoints(
             Path(out_dir) / "checkpoints" / "one_run",
-            fingerprint(spec) + f"-one-run-{g.one_run.canaries}",
+            f"{fingerprint}-one-run-{g.one_run.canaries}",
             g.one_run.canaries,
+            code,
         )
         store.open()
     start = time.perf_counter()
-    snj, mmc, runs = [], [], []
-    for r in range(g.one_run.repeats):
-        kept = store.load(r, g.one_run.canaries) if store is not None else None
-        if kept is not None:
-            scores, members = kept
-        else:
-            if setup is None and hasattr(game, "_setup"):
-                setup = game._setup()
-            rng = np.random.default_rng(np.random.SeedSequence(g.seed, spawn_key=(r,)))
-            scores, members = game.play(rng, setup) if setup is not None else game.play(rng)
-            if store is not None:
-                store.save(r, np.asarray(scores, dtype=np.float64), np.asarray(members))
-        bound = audit_one_run(scores, members, spec.delta, confidence=g.confidence, family=family)
-        snj.append(bound.eps_snj23)
-        mmc.append(bound.eps_mmc24)
-        runs.append(bound.to_dict())
+    try:
+        snj, mmc, runs = [], [], []
+        for r in range(g.one_run.repeats):
+            kept = store.load(r, g.one_run.canaries) if store is not None else None
+            if kept is not None:
+                scores, members = kept
+            else:
+                if setup is None and hasattr(game, "_setup"):
+                    setup = game._setup()
+                rng = np.random.default_rng(np.random.SeedSequence(g.seed, spawn_key=(r,)))
+                scores, members = game.play(rng, setup) if setup is not None else game.play(rng)
+                if store is not None:
+                    store.save(r, np.asarray(scores, dtype=np.float64), np.asarray(members))
+            bound = audit_one_run(
+                scores, members, spec.delta, confidence=g.confidence, family=family
+            )
+            snj.append(bound.eps_snj23)
+            mmc.append(bound.eps_mmc24)
+            runs.append(bound.to_dict())
+    finally:
+        if store is not None:
+            store.close()
     exact = reduced.epsilon(spec.delta)
     return {
         "canaries": g.one_run.canaries,

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from auditsel.accounting.exact import tradeoff_curve
+from auditsel.auditing.estimators import winner_tradeoff
+from auditsel.auditing.lower import SortedScores
 from auditsel.auditing.plan import Curve, Plan, expected_for_games, games_needed, prob_for_games
+from auditsel.experiments.experiment import protocol_and_proxy
+from auditsel.games.engine import run_game
+from auditsel.selection import FiniteWinner, GaussianWinner
 
 __all__ = ["curve_for_spec", "plan_spec"]
 
@@ -23,25 +29,16 @@ def _value_curve(winner):
 
 def curve_for_spec(spec, pilot: int = 4000, seed: int = 1) -> Curve:
     """The spec's trade-off curve: exact for reduced and finite games, simulated otherwise."""
-    from auditsel.experiments.experiment import protocol_and_proxy
-    from auditsel.selection import FiniteWinner, GaussianWinner
-
     protocol, proxy = protocol_and_proxy(spec)
     proxy_name = spec.game.proxy
     if isinstance(protocol, (GaussianWinner, FiniteWinner)):
         if proxy_name == "sample" and isinstance(protocol, GaussianWinner):
             fp, fn = _value_curve(protocol)
         elif isinstance(protocol, GaussianWinner):
-            from auditsel.auditing.estimators import winner_tradeoff
-
             fp, fn = winner_tradeoff(protocol.mu, protocol.law)
         else:
-            from auditsel.accounting.exact import tradeoff_curve
-
             fp, fn = tradeoff_curve(protocol)
         return Curve(np.asarray(fp), np.asarray(fn), "exact")
-    from auditsel.auditing.lower import SortedScores
-    from auditsel.games.engine import run_game
 
     rec = run_game(protocol, proxy, pilot, seed, chunk_size=spec.game.chunk_size, progress=False)
     c = SortedScores(rec.scores, rec.member).counts()

@@ -12,11 +12,15 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
 
+from auditsel.accounting.exact import tradeoff_curve
+from auditsel.auditing.lower import SortedScores
 from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys
+from auditsel.files import atomic_write_text
 
 __all__ = [
     "summary_rows",
@@ -158,9 +162,11 @@ def markdown_report(result: dict, plots: list[str]) -> str:
 
 
 def _import_plotting():
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot
     import matplotlib.ticker
 
@@ -169,8 +175,6 @@ def prefetch_plotting() -> None:
     """Import matplotlib in a background thread (a third of a second), so that it is loaded by
     the time the plots are drawn; the game and the bounds run meanwhile. An import under way
     holds its module lock: `write_plots` waits for it rather than importing twice."""
-    import threading
-
     threading.Thread(
         target=_import_plotting, name="auditsel-import-matplotlib", daemon=True
     ).start()
@@ -179,6 +183,7 @@ def prefetch_plotting() -> None:
 def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     """privacy_curve.png (exact delta(eps)) and, for a game, scores.png (proxy histograms)."""
     _import_plotting()
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot as plt
 
     names = []
@@ -233,7 +238,7 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     plt.close(fig)
     names.append("privacy_curve.png")
     record = artefacts.get("record")
-    if record is not None:
+    if record is not None and low is not None:  # a played game has its lower bound
         by_coin = artefacts.get("by_coin") or sorted_scores(record.scores, record.member)
         finite = [s[np.isfinite(s)] for s in by_coin]
         if any(len(f) for f in finite):
@@ -284,6 +289,7 @@ def _margins(fig):
     """Fixed margins that fit the axis labels and log-scale tick labels of these small figures
     (tight_layout measured every text, drawing each figure twice: half the time of the plots).
     Log axes keep their decade ticks only: minor ticks cost more than the rest of a figure."""
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     from matplotlib.ticker import NullLocator
 
     for ax in fig.axes:
@@ -299,8 +305,6 @@ def _margins(fig):
 def sorted_scores(scores, member) -> tuple[np.ndarray, np.ndarray]:
     """The scores of the b = 0 and the b = 1 games, each sorted: the audit's own per-coin sort
     (`auditsel.auditing.lower.SortedScores.by_coin`), for plots of games audited without it (streamed)."""
-    from auditsel.auditing.lower import SortedScores
-
     return SortedScores(scores, member).by_coin()
 
 
@@ -362,8 +366,6 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
     """ROC on log axes (true-positive rate 1 - FN against FP, as in membership-inference
     audits): the game's exact (FP, TP) at a few thousand thresholds spread over every decade
     (`roc_points`), against the exact trade-off curve of the pair."""
-    from auditsel.accounting.exact import tradeoff_curve
-
     s0, s1 = by_coin
     n0, n1 = len(s0), len(s1)
     _, fp, fn = roc_points(s0, s1)
@@ -416,10 +418,3 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
     fig.savefig(out_dir / "tradeoff.png", dpi=110)
     plt.close(fig)
     return "tradeoff.png"
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file and a rename, so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

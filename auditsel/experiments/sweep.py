@@ -20,16 +20,24 @@ from __future__ import annotations
 
 import copy
 import csv
+import hashlib
 import io
 import itertools
 import json
 import math
+import re
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
+
 from auditsel.experiments.config import ConfigError, ExperimentSpec, parse_config
+from auditsel.experiments.experiment import run_experiment
 from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys
+from auditsel.experiments.report import write_outputs
+from auditsel.files import atomic_write_text
 
 __all__ = ["SweepPoint", "expand_sweep", "run_sweep", "sweep_rows"]
 
@@ -87,6 +95,21 @@ def _format(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+MAX_LABEL = 120  # characters of a point's folder name (file systems allow 255 bytes)
+
+
+def _label(assignments: dict) -> str:
+    """The point's folder name: field=value pairs joined by '__', characters other than
+    letters, digits and . = + - _ replaced by '_'; a long label is cut and given a digest, so
+    that it stays a plain, short name inside the sweep's folder."""
+    text = "__".join(f"{k}={_format(v)}" for k, v in assignments.items())
+    label = re.sub(r"[^A-Za-z0-9.=+_-]", "_", text)
+    if len(label) > MAX_LABEL:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+        label = f"{label[: MAX_LABEL - 14]}__{digest}"
+    return label
+
+
 def expand_sweep(raw: dict, overrides: dict | None = None) -> list[SweepPoint]:
     """All points of a sweep config, each validated (a ConfigError names the point and field)."""
     axes = _axes(raw.get("sweep"))
@@ -94,7 +117,7 @@ def expand_sweep(raw: dict, overrides: dict | None = None) -> list[SweepPoint]:
     combos = list(itertools.product(*[tuples for _, tuples in axes]))
     if len(combos) > MAX_POINTS:
         raise ConfigError("sweep", f"has {len(combos)} points; at most {MAX_POINTS} are allowed")
-    points = []
+    points, labels = [], set()
     for combo in combos:
         point_raw = copy.deepcopy(base)
         assignments = {}
@@ -102,7 +125,14 @@ def expand_sweep(raw: dict, overrides: dict | None = None) -> list[SweepPoint]:
             for field_name, value in zip(fields, values):
                 _set(point_raw, field_name, value, ",".join(fields))
                 assignments[field_name] = value
-        label = "__".join(f"{k}={_format(v)}" for k, v in assignments.items()).replace("/", "_")
+        label = _label(assignments)
+        if label in labels:
+            raise ConfigError(
+                "sweep",
+                f"two points would share the folder {label} (values that differ only in "
+                f"characters other than letters, digits and . = + - _); make them distinct",
+            )
+        labels.add(label)
         if overrides and isinstance(point_raw.get("game"), dict):
             point_raw["game"].update(overrides)
         try:
@@ -116,9 +146,6 @@ def expand_sweep(raw: dict, overrides: dict | None = None) -> list[SweepPoint]:
 
 
 def _run_point(point: SweepPoint, out_dir: Path) -> dict:
-    from auditsel.experiments.experiment import run_experiment
-    from auditsel.experiments.report import write_outputs
-
     directory = out_dir / point.label
     directory.mkdir(parents=True, exist_ok=True)
     result, artefacts = run_experiment(point.spec, directory, jobs=1, progress=False, curves=False)
@@ -127,15 +154,23 @@ def _run_point(point: SweepPoint, out_dir: Path) -> dict:
 
 
 def run_sweep(
-    points: list[SweepPoint], out_dir: Path, jobs: int = 1, progress: bool = True
+    points: list[SweepPoint],
+    out_dir: Path,
+    jobs: int = 1,
+    progress: bool = True,
+    backend: str | None = None,
 ) -> list[dict]:
-    """Run every point (joblib over points) and write the combined table and plot."""
-    from joblib import Parallel, delayed
-    from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
+    """Run every point (joblib over points, on `backend`: loky, threading or dask as set up by
+    `auditsel.games.backends.execution_backend`) and write the combined table and plot."""
+    # deferred: joblib (0.14 s with loky) loads only for parallel runs
+    from joblib import Parallel, delayed, parallel_config
 
     results = []
-    with tqdm(total=len(points), unit="point", disable=not progress, delay=2.0, leave=False) as bar:
-        gen = Parallel(n_jobs=jobs, return_as="generator")(
+    with (
+        tqdm(total=len(points), unit="point", disable=not progress, delay=2.0, leave=False) as bar,
+        parallel_config(backend=backend) if backend else nullcontext(),
+    ):
+        gen = Parallel(n_jobs=-1 if backend == "dask" else jobs, return_as="generator")(
             delayed(_run_point)(p, out_dir) for p in points
         )
         for result in gen:
@@ -192,8 +227,6 @@ def _cell(value) -> str:
 
 
 def _write_combined(out_dir: Path, points, rows) -> None:
-    from auditsel.experiments.report import atomic_write_text
-
     columns = list(rows[0])
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns)
@@ -243,9 +276,11 @@ def _write_combined(out_dir: Path, points, rows) -> None:
 
 def _plot(path: Path, name: str, points, rows) -> None:
     """epsilon against the first swept field, one line per bound, eps_L with its point estimate."""
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot as plt
 
     fields = list(points[0].assignments)

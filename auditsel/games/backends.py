@@ -35,6 +35,7 @@ def execution_backend(name: str | None, scheduler: str | None = None, workers: i
     if name != "dask":
         raise BackendError(f"--backend: must be one of {', '.join(BACKENDS)}, got {name!r}")
     try:
+        # deferred: dask.distributed is the optional dask extra
         from distributed import Client, LocalCluster
     except ImportError:
         raise BackendError(

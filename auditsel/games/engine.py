@@ -11,10 +11,13 @@ Contracts:
 
 Trials are cut into chunks of `chunk_size`; chunk i draws everything from
 Generator(SeedSequence(seed, spawn_key=(i,))), so the scores do not depend on how chunks are
-spread over joblib workers (or a dask/ray backend). Finished chunks are written atomically to
-`checkpoint_dir` with the experiment's fingerprint; a rerun with the same fingerprint loads
-them and runs only the missing ones, so an interrupted run resumes without losing or repeating
-a trial. A chunk with another fingerprint, or one that cannot be read, is an error.
+spread over joblib workers (or a dask/ray backend). Finished chunks are written atomically
+(unique temporary names, then a rename) to `checkpoint_dir` with the experiment's fingerprint
+and the identity of the code that computed them (`auditsel.games.fingerprint.code_identity`:
+version, source digest, random-stream version); a rerun with the same fingerprint and code
+loads them and runs only the missing ones, so an interrupted run resumes without losing or
+repeating a trial. A chunk of another experiment or other code, or one that cannot be read, is
+an error (`CheckpointError`, exit 2), and so is a second run on a folder in use (locked).
 
 Test hook: with the environment variable AUDITSEL_PAUSE_AFTER_CHUNKS=n, a call that has saved
 n new chunks writes `checkpoint_dir/paused` and sleeps, so that a test can kill the process at
@@ -23,16 +26,23 @@ a known point mid-run (tests/test_kill_resume.py).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from collections.abc import Callable
-from contextlib import nullcontext
+import time
+from collections.abc import Mapping
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
 from auditsel.errors import ConfigError
+from auditsel.files import atomic_write_bytes, folder_lock, temporary_beside
+from auditsel.games.fingerprint import code_identity, describe_change
+from auditsel.protocols import GameProtocol, Proxy
 
 __all__ = [
     "GameRecord",
@@ -105,7 +115,7 @@ def _chunk_sizes(trials: int, chunk_size: int) -> list[int]:
     return [chunk_size] * full + ([rest] if rest else [])
 
 
-def play_chunk(protocol, proxy: Callable, seed: int, index: int, size: int):
+def play_chunk(protocol: GameProtocol, proxy: Proxy, seed: int, index: int, size: int):
     """One chunk of trials: coins, releases, scores (runs inside a worker)."""
     rng = chunk_rng(seed, index)
     member = rng.integers(0, 2, size=size, dtype=np.int8)
@@ -120,34 +130,79 @@ def play_chunk(protocol, proxy: Callable, seed: int, index: int, size: int):
 
 class Checkpoints:
     """Finished chunks on disk: chunk_NNNNNNN.npz (scores, member, the experiment's fingerprint,
-    the index), written atomically, and a manifest (fingerprint, chunk size) that refuses a
-    folder of another experiment. `run_game` and the one-run audits resume from it."""
+    the index), written atomically under unique temporary names, and a manifest (fingerprint,
+    chunk size, the code identity of `auditsel.games.fingerprint.code_identity`) that refuses a
+    folder of another experiment or of other code. While open, the folder is locked
+    (`auditsel.files.folder_lock`): a second writer is refused, not mixed in. `run_game` and
+    the one-run audits resume from it."""
 
-    def __init__(self, directory: Path, fingerprint: str, chunk_size: int):
+    def __init__(
+        self,
+        directory: Path,
+        fingerprint: str,
+        chunk_size: int,
+        code: Mapping[str, str] | None = None,
+    ):
         self.dir = directory
         self.fingerprint = fingerprint
         self.chunk_size = chunk_size
+        self.code = dict(code) if code is not None else code_identity()
+        # what each chunk records: the experiment and the code that computed it
+        self.stamp = hashlib.sha256(
+            json.dumps([fingerprint, self.code], sort_keys=True).encode()
+        ).hexdigest()[:32]
+        self._lock = None
 
     def open(self):
+        """Create (or check) the folder and its manifest, and lock it until `close()`."""
         self.dir.mkdir(parents=True, exist_ok=True)
+        if self._lock is None:
+            self._lock = folder_lock(self.dir, "checkpoints")
+        try:
+            self._check_manifest()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def _check_manifest(self):
         manifest = self.dir / MANIFEST
-        expected = {"fingerprint": self.fingerprint, "chunk_size": self.chunk_size}
-        if manifest.exists():
-            try:
-                found = json.loads(manifest.read_text())
-            except (OSError, ValueError) as err:
-                raise CheckpointError(
-                    f"checkpoint manifest {manifest} is unreadable ({err}); "
-                    f"delete {self.dir} to start over"
-                ) from None
-            if found != expected:
-                raise CheckpointError(
-                    f"checkpoints in {self.dir} belong to another experiment "
-                    f"(different config, seed or chunk size); use another --out "
-                    f"or delete {self.dir}"
-                )
-        else:
-            _atomic_write_bytes(manifest, json.dumps(expected).encode())
+        expected = {
+            "fingerprint": self.fingerprint,
+            "chunk_size": self.chunk_size,
+            "code": self.code,
+        }
+        if not manifest.exists():
+            _create_exclusive(manifest, json.dumps(expected, sort_keys=True).encode())
+        try:
+            found = json.loads(manifest.read_text())
+            if not isinstance(found, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as err:
+            raise CheckpointError(
+                f"checkpoint manifest {manifest} is unreadable ({type(err).__name__}); "
+                f"delete {self.dir} to start over"
+            ) from None
+        if {k: found.get(k) for k in ("fingerprint", "chunk_size")} != {
+            "fingerprint": self.fingerprint,
+            "chunk_size": self.chunk_size,
+        }:
+            raise CheckpointError(
+                f"checkpoints in {self.dir} belong to another experiment "
+                f"(different config, seed or chunk size); use another --out "
+                f"or delete {self.dir}"
+            )
+        if found.get("code") != self.code:
+            raise CheckpointError(
+                f"checkpoints in {self.dir} were computed by other code "
+                f"({describe_change(found.get('code'), self.code)}); resuming would mix "
+                f"the numbers of two versions: delete {self.dir} (or use another --out) "
+                f"to start fresh"
+            )
 
     def path(self, index: int) -> Path:
         return self.dir / f"chunk_{index:07d}.npz"
@@ -166,13 +221,9 @@ class Checkpoints:
                 f"checkpoint {path} is corrupted ({type(err).__name__}); "
                 f"delete it to recompute that chunk"
             ) from None
-        if (
-            fingerprint != self.fingerprint
-            or stored_index != index
-            or scores.shape[:1] != member.shape
-        ):
+        if fingerprint != self.stamp or stored_index != index or scores.shape[:1] != member.shape:
             raise CheckpointError(
-                f"checkpoint {path} does not belong to this experiment; "
+                f"checkpoint {path} does not belong to this experiment and code; "
                 f"delete {self.dir} or use another --out"
             )
         if scores.shape[0] != size:
@@ -180,36 +231,42 @@ class Checkpoints:
         return scores, member
 
     def save(self, index: int, scores, member):
-        path = self.path(index)
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(
-            tmp,
-            scores=scores,
-            member=member,
-            fingerprint=np.array(self.fingerprint),
-            index=np.array(index),
-        )
-        os.replace(tmp, path)
+        # a unique temporary name (two writers never share one), then an atomic rename
+        with temporary_beside(self.path(index)) as (handle, _):
+            np.savez(
+                handle,
+                scores=scores,
+                member=member,
+                fingerprint=np.array(self.stamp),
+                index=np.array(index),
+            )
+
+
+def _create_exclusive(path: Path, data: bytes) -> None:
+    """Write path once: the first of several concurrent writers wins, the others read it."""
+    link = path.with_name(path.name + ".new")
+    with suppress(FileNotFoundError):
+        os.unlink(link)  # ours, left by a run killed here (the folder is locked)
+    atomic_write_bytes(link, data)
+    try:
+        os.link(link, path)  # atomic, and fails when the file exists
+    except FileExistsError:
+        pass
+    finally:
+        with suppress(FileNotFoundError):
+            os.unlink(link)
 
 
 def _pause(directory: Path):
     """The kill point of tests/test_kill_resume.py: announce it, then wait to be killed."""
-    import time
-
-    _atomic_write_bytes(directory / "paused", str(os.getpid()).encode())
+    atomic_write_bytes(directory / "paused", str(os.getpid()).encode())
     while True:
         time.sleep(60)
 
 
-def _atomic_write_bytes(path: Path, data: bytes):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def run_game(
-    protocol,
-    proxy: Callable,
+    protocol: GameProtocol,
+    proxy: Proxy,
     trials: int,
     seed: int,
     *,
@@ -220,28 +277,33 @@ def run_game(
     progress: bool = True,
     backend: str | None = None,
     in_memory: bool = True,
+    code: Mapping[str, str] | None = None,
 ) -> GameRecord:
     """Play `trials` games; returns scores and coins in trial order (deterministic in seed).
 
     With in_memory=False (needs checkpoint_dir) nothing is kept: finished chunks stay on disk
     and the record's `chunks` reads them back one at a time, so memory is bounded by a chunk.
+    `code` (default `code_identity()`): the code the numbers depend on, recorded with the
+    checkpoints; checkpoints of other code are refused (`CheckpointError`).
     """
     sizes = _chunk_sizes(int(trials), int(chunk_size))
     results: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
     store = None
     if checkpoint_dir is not None:
-        store = Checkpoints(Path(checkpoint_dir), fingerprint, int(chunk_size))
+        store = Checkpoints(Path(checkpoint_dir), fingerprint, int(chunk_size), code)
         store.open()
-        for index, size in enumerate(sizes):
-            loaded = store.load(index, size)
-            if loaded is not None:
-                results[index] = loaded if in_memory else None
+        try:
+            for index, size in enumerate(sizes):
+                loaded = store.load(index, size)
+                if loaded is not None:
+                    results[index] = loaded if in_memory else None
+        except BaseException:
+            store.close()
+            raise
     elif not in_memory:
         raise ValueError("run_game: in_memory=False needs a checkpoint_dir to stream chunks from")
     resumed = len(results)
     pending = [i for i in range(len(sizes)) if i not in results]
-
-    from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
     bar = tqdm(
         total=int(trials),
@@ -265,12 +327,16 @@ def run_game(
             bar.update(len(scores))
     finally:
         bar.close()
+        if store is not None:
+            store.close()
     source = ChunkSource(store, tuple(sizes)) if store is not None else None
     if not in_memory:
         return GameRecord(scores=None, member=None, resumed_chunks=resumed, chunks=source)
-    order = range(len(sizes))
-    scores = np.concatenate([results[i][0] for i in order]) if sizes else np.empty(0)
-    member = np.concatenate([results[i][1] for i in order]) if sizes else np.empty(0, np.int8)
+    parts = [results[i] for i in range(len(sizes))]
+    kept = [p for p in parts if p is not None]
+    assert len(kept) == len(parts)  # in memory: every chunk's (scores, member) is kept
+    scores = np.concatenate([p[0] for p in kept]) if sizes else np.empty(0)
+    member = np.concatenate([p[1] for p in kept]) if sizes else np.empty(0, np.int8)
     return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
 
 
@@ -285,6 +351,7 @@ def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
     if backend is None and prefer == "threads":
         yield from _threaded(protocol, proxy, seed, pending, sizes, _workers(jobs))
         return
+    # deferred: joblib (0.14 s with loky) loads only for parallel runs
     from joblib import Parallel, delayed, parallel_config
 
     with parallel_config(backend=backend) if backend else nullcontext():
@@ -306,8 +373,6 @@ def _threaded(protocol, proxy, seed, pending, sizes, workers: int):
     chunks are handed over at once, so a streamed run keeps its memory bound); the same
     numbers as joblib's threads or processes (each chunk is seeded by its index), without
     importing joblib and loky (a tenth of a second of every run)."""
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-
     todo = iter(pending)
     with ThreadPoolExecutor(workers, thread_name_prefix="auditsel-chunks") as pool:
         submit = lambda i: pool.submit(play_chunk, protocol, proxy, seed, i, sizes[i])

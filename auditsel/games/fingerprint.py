@@ -14,6 +14,12 @@ checkable:
   bound arguments. Two objects with the same code and the same bound arguments have the same
   digest; an edited function never has the digest of the old one, except when the edit is in
   another module that it imports (cover such modules by passing them, or an object of theirs).
+* `code_identity(*functions, **extra)`: what, besides the config, determines a game's numbers,
+  as a small mapping written into checkpoint manifests: the auditsel version, the package
+  digest, numpy's version (the seeded generators), the trainer's random-stream version
+  (`auditsel.dpsgd.RANDOM_STREAMS`), the digest of the user's functions when given, and any
+  `extra` entry (e.g. torch's version for DP-SGD games). `describe_change(old, new)` says in
+  words what differs between two of them.
 """
 
 from __future__ import annotations
@@ -24,9 +30,15 @@ import inspect
 import re
 import sys
 import types
+from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["package_digest", "source_digest"]
+import numpy as np
+
+from auditsel.dpsgd import RANDOM_STREAMS
+from auditsel.version import __version__
+
+__all__ = ["package_digest", "source_digest", "code_identity", "describe_change"]
 
 _PACKAGES = ("auditsel", "attacks")
 _SUFFIXES = (".py", ".c")
@@ -104,3 +116,40 @@ def source_digest(*objects: object) -> str:
         if code is not None:
             h.update(_code_bytes(code, set()))
     return h.hexdigest()
+
+
+def code_identity(*functions: object, **extra: str) -> dict[str, str]:
+    """The code a game's numbers depend on (see the module docstring), as strings."""
+    identity = {
+        "auditsel": __version__,
+        "package": package_digest(),
+        "numpy": np.__version__,
+        "random_streams": str(RANDOM_STREAMS),
+    }
+    if functions:
+        identity["functions"] = source_digest(*functions)
+    identity.update({key: str(value) for key, value in extra.items()})
+    return identity
+
+
+_WHAT = {
+    "auditsel": "auditsel {old}, now {new}",
+    "package": "the auditsel source code changed",
+    "numpy": "numpy {old}, now {new}",
+    "torch": "torch {old}, now {new}",
+    "random_streams": "random streams version {old}, now {new}",
+    "functions": "the code of your release/score functions changed",
+}
+
+
+def describe_change(old: Mapping | None, new: Mapping) -> str:
+    """What differs between two code identities, in words ('' when nothing does)."""
+    if not isinstance(old, Mapping):
+        return "written by an auditsel that did not record its code"
+    parts = []
+    for key in dict.fromkeys([*new, *old]):
+        a, b = old.get(key), new.get(key)
+        if a != b:
+            template = _WHAT.get(key, key + " {old}, now {new}")
+            parts.append(template.format(old=a or "unrecorded", new=b or "absent"))
+    return "; ".join(parts)

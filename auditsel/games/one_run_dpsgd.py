@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from auditsel.dpsgd.data import Dataset, load_split
 from auditsel.errors import ConfigError
 from auditsel.games.one_run import OneRunReducedGame
 from auditsel.rounds import RoundsLaw
@@ -68,7 +69,7 @@ class OneRunDpsgd:
         return OneRunReducedGame(self.mu, self.law, self.canaries)
 
     def _setup(self):
-        from auditsel.dpsgd.data import Dataset, load_split
+        # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
         from auditsel.dpsgd.models import ModelSpec
 
         train, _ = load_split(self.dataset, None)
@@ -84,6 +85,7 @@ class OneRunDpsgd:
 
     def play(self, rng: np.random.Generator, setup=None):
         """One tuning run: (scores, inclusion bits) of the m canaries."""
+        # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
         from auditsel.dpsgd.trainer import GradientCanary, train_runs
 
         model, train = setup if setup is not None else self._setup()

@@ -46,6 +46,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from auditsel.errors import ConfigError, shown
 from auditsel.rounds import RoundsLaw
 
 __all__ = ["DpsgdWorstCase", "step_log_likelihood_ratio", "DEFAULT_BLOCK"]
@@ -103,13 +104,16 @@ class DpsgdWorstCase:
 
     def __post_init__(self):
         if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier > 0):
-            raise ValueError(
-                f"base.noise_multiplier: must be in (0, inf), got {self.noise_multiplier!r}"
+            raise ConfigError(
+                "base.noise_multiplier",
+                f"must be in (0, inf), got {shown(self.noise_multiplier)}",
             )
         if not (isinstance(self.steps, (int, np.integer)) and self.steps >= 1):
-            raise ValueError(f"base.steps: must be an integer >= 1, got {self.steps!r}")
+            raise ConfigError("base.steps", f"must be an integer >= 1, got {shown(self.steps)}")
         if not (0 < self.sample_rate <= 1):
-            raise ValueError(f"base.sample_rate: must be in (0, 1], got {self.sample_rate!r}")
+            raise ConfigError(
+                "base.sample_rate", f"must be in (0, 1], got {shown(self.sample_rate)}"
+            )
 
     @classmethod
     def from_base(cls, base, law: RoundsLaw) -> DpsgdWorstCase:

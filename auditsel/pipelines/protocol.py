@@ -22,6 +22,7 @@ import numpy as np
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
+from auditsel.games.fingerprint import code_identity
 
 __all__ = ["FunctionProtocol", "FunctionProxy", "audit_protocol"]
 
@@ -77,7 +78,10 @@ def audit_protocol(
     of coins); score(observation) -> float (vectorized: observations -> array). Functions
     must be importable (module level) when jobs != 1. Give `checkpoint_dir` to resume an
     interrupted audit; `fingerprint` (default: the functions' names, seed and chunk size)
-    guards against mixing checkpoints of different audits.
+    guards against mixing checkpoints of different audits, and the checkpoints also record the
+    code of `release` and `score` and of auditsel (`auditsel.games.fingerprint.code_identity`):
+    after an edit to either, the old checkpoints are refused (a CheckpointError saying what
+    changed and to delete the folder), never mixed in.
     """
     if trials < 2:
         raise ConfigError("trials", f"must be an integer >= 2, got {trials}")
@@ -93,6 +97,7 @@ def audit_protocol(
         checkpoint_dir=checkpoint_dir,
         fingerprint=fingerprint or _default_fingerprint(release, score, seed, chunk_size),
         progress=progress,
+        code=code_identity(release, score),  # an edited release or score refuses old chunks
     )
     return audit_scores(
         record.scores,

@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from auditsel.files import atomic_write_text
+
 __all__ = ["Reproduction", "REGISTRY", "register", "names", "reproduce", "render", "to_markdown"]
 
 
@@ -184,8 +186,6 @@ def reproduce(name: str, out_root: Path, jobs: int = 1) -> Path:
 
 def render(name: str, rows: list[dict], seconds: float, out: Path) -> Path:
     """Write table.md, table.csv and rows.json (and the entry's plots) for computed rows."""
-    from auditsel.experiments.report import atomic_write_text
-
     entry = REGISTRY[name]
     extra = []
     if entry.plot:

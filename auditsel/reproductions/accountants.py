@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from auditsel.files import atomic_write_text
+from auditsel.reproductions import REGISTRY, _csv, to_markdown
+from auditsel.reproductions import accountants_table as at
+from auditsel.reproductions.accountants_table import cell_rows
+from auditsel.reproductions.claims import CLAIMS, Setting, claim_epsilon
+
 __all__ = ["rows", "render"]
 
 
 def rows(jobs: int = 1, out: Path | None = None) -> list[dict]:
-    from auditsel.reproductions.accountants_table import cell_rows
-    from auditsel.reproductions.claims import CLAIMS, Setting, claim_epsilon
-
     for name in CLAIMS:  # fail fast, before any game, when an optional library is missing
         if CLAIMS[name].package:
             claim_epsilon(name, Setting(1.0, 1, 1.0))
@@ -21,10 +24,6 @@ def rows(jobs: int = 1, out: Path | None = None) -> list[dict]:
 
 
 def render(rows: list[dict], seconds: float, out: Path) -> Path:
-    from auditsel.experiments.report import atomic_write_text
-    from auditsel.reproductions import REGISTRY, _csv, to_markdown
-    from auditsel.reproductions import accountants_table as at
-
     title = REGISTRY["accountants"].title
     at.plot(rows, out / "accountants.png")
     md = [

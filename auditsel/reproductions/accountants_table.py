@@ -18,6 +18,10 @@ import shutil
 import time
 from pathlib import Path
 
+from attacks.proxies import SampleProxy
+from auditsel.auditing.lower import audit_scores
+from auditsel.games.engine import run_game
+from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.reproductions.claims import (
     CLAIMS,
     MissingExtra,
@@ -85,11 +89,6 @@ def run_cell(
     setting: Setting, games: int, seed: int, jobs: int = 1, checkpoint_dir: Path | None = None
 ):
     """Play the worst-case game for one cell; returns the LowerBound and the seconds it took."""
-    from attacks.proxies import SampleProxy
-    from auditsel.auditing.lower import audit_scores
-    from auditsel.games.engine import run_game
-    from auditsel.games.worst_case import DpsgdWorstCase
-
     game = DpsgdWorstCase(setting.noise_multiplier, setting.steps, setting.sample_rate, setting.law)
     start = time.perf_counter()
     record = run_game(
@@ -228,9 +227,11 @@ def findings(rows) -> list[str]:
 
 def plot(rows, path: Path) -> None:
     """Claimed eps per accountant (x) against auditsel's eps_L (y), refuted claims marked."""
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))

@@ -47,7 +47,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import metadata
 
+from auditsel.accounting.exact import exact_epsilon
+from auditsel.accounting.improved import improved_epsilon
+from auditsel.accounting.panel import upper_bounds
+from auditsel.accounting.pld import dpsgd_epsilon_interval
+from auditsel.mechanisms import DpsgdBase, GaussianBase, gaussian_epsilon, quiet_absl
 from auditsel.rounds import Point, Poisson, RoundsLaw, TruncatedNegativeBinomial
+from auditsel.selection import GaussianWinner
 
 __all__ = [
     "Setting",
@@ -94,8 +100,6 @@ class Setting:
 
     @property
     def base(self):
-        from auditsel.mechanisms import DpsgdBase
-
         return DpsgdBase(self.noise_multiplier, self.steps, self.sample_rate)
 
 
@@ -120,7 +124,6 @@ def _require(module: str, package: str):
 def _quiet():
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        from auditsel.mechanisms import quiet_absl
 
         with quiet_absl():
             yield
@@ -144,6 +147,7 @@ def _opacus(kind: str, s: Setting) -> float:
 
 def _prv_accountant(s: Setting) -> float:
     prv = _require("prv_accountant", "prv-accountant")
+    # deferred: prv_accountant is an optional extra
     from prv_accountant.privacy_random_variables import PoissonSubsampledGaussianMechanism
 
     with _quiet():
@@ -158,6 +162,7 @@ def _prv_accountant(s: Setting) -> float:
 
 
 def _event(s: Setting):
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
 
     step = dpa.GaussianDpEvent(s.noise_multiplier)
@@ -167,6 +172,7 @@ def _event(s: Setting):
 
 
 def _dp_accounting_rdp(s: Setting) -> float:
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
 
     with _quiet():
@@ -181,6 +187,7 @@ def _dp_accounting_pld(s: Setting, pessimistic: bool = True) -> float:
 def _pld_epsilon(sigma, steps, tau, delta, pessimistic) -> float:
     """Pessimistic: the PLDAccountant a user calls. Optimistic: dp_accounting's PLD built with
     `pessimistic_estimate=False` (privacy buckets rounded down, dominated by the true PLD)."""
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
@@ -203,12 +210,11 @@ def single_run_epsilon(s: Setting) -> float:
 
 
 def _reduced_mu(s: Setting) -> float:
-    from auditsel.mechanisms import gaussian_epsilon
-
     return float(gaussian_epsilon(s.mu, s.delta))
 
 
 def _repeat_and_select(s: Setting) -> float | None:
+    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
     from dp_accounting.dp_event import RepeatAndSelectDpEvent
 
@@ -227,23 +233,15 @@ def _repeat_and_select(s: Setting) -> float | None:
 
 
 def _xww24_uo(s: Setting) -> float:
-    from auditsel.accounting.improved import improved_epsilon
-
     return float(improved_epsilon(s.mu, s.law, s.delta))
 
 
 def _xww24_reduced(s: Setting) -> float:
-    from auditsel.accounting.exact import exact_epsilon
-    from auditsel.mechanisms import GaussianBase
-    from auditsel.selection import GaussianWinner
-
     return float(exact_epsilon(GaussianWinner(GaussianBase(s.mu), s.law), s.delta))
 
 
 def _panel_bound(key: str) -> Callable[[Setting], float | None]:
     def compute(s: Setting):
-        from auditsel.accounting.panel import upper_bounds
-
         return upper_bounds(s.base, s.law, s.delta)[key]
 
     return compute
@@ -364,8 +362,6 @@ def claim_epsilon(name: str, setting: Setting) -> float | None:
 
 def lower_estimates(setting: Setting) -> dict:
     """Two optimistic estimates of one run's true epsilon (at or below it, up to discretisation)."""
-    from auditsel.accounting.pld import dpsgd_epsilon_interval
-
     s = setting
     optimistic, _ = dpsgd_epsilon_interval(s.noise_multiplier, s.steps, s.sample_rate, s.delta)
     return {

@@ -10,6 +10,14 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from attacks.proxies import make_proxy
+from auditsel.auditing.lower import audit_scores
+from auditsel.games.engine import run_game
+from auditsel.mechanisms import GaussianBase
+from auditsel.reproductions.bounds import contradicted_columns, figure6_rows
+from auditsel.rounds import TruncatedNegativeBinomial
+from auditsel.selection import GaussianWinner
+
 __all__ = ["TRIALS", "rows", "plot"]
 
 TRIALS = 1_000_000
@@ -17,14 +25,6 @@ TRIALS = 1_000_000
 
 def rows(trials: int = TRIALS, jobs: int = 1, cells=None) -> list[dict]:
     """Figure 6 rows with the audited eps_L (cells: rows of bounds.figure6_rows, for a subset)."""
-    from attacks.proxies import make_proxy
-    from auditsel.auditing.lower import audit_scores
-    from auditsel.games.engine import run_game
-    from auditsel.mechanisms import GaussianBase
-    from auditsel.reproductions.bounds import contradicted_columns, figure6_rows
-    from auditsel.rounds import TruncatedNegativeBinomial
-    from auditsel.selection import GaussianWinner
-
     out = figure6_rows() if cells is None else cells
     for row in out:
         winner = GaussianWinner(
@@ -43,9 +43,11 @@ def rows(trials: int = TRIALS, jobs: int = 1, cells=None) -> list[dict]:
 
 def plot(rows, out: Path) -> list:
     """figure6.png in out: every bound and eps_L against eps_B, one panel per (law, tau)."""
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot as plt
 
     panels = sorted({(r["eta"], r["nu"], r["tau"]) for r in rows})

@@ -18,10 +18,26 @@ CPU seconds are this process's CPU time (all threads) for the training and the a
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import math
 import time
+from pathlib import Path
 
 import numpy as np
+
+from auditsel.accounting.exact import exact_epsilon
+from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.one_run import audit_one_run
+from auditsel.experiments.config import parse_config
+from auditsel.experiments.experiment import protocol_and_proxy
+from auditsel.games.engine import run_game
+from auditsel.games.one_run import OneRunReducedGame
+from auditsel.games.one_run_dpsgd import OneRunDpsgd
+from auditsel.mechanisms import GaussianBase, gaussian_epsilon, gaussian_mu
+from auditsel.rounds import law_from_dict
+from auditsel.selection import GaussianWinner
 
 __all__ = ["SETTING", "rows", "tightness_rows", "summary", "plot", "write"]
 
@@ -40,8 +56,6 @@ GAME_REPEATS = 5
 
 
 def _spec(trials: int, seed: int):
-    from auditsel.experiments.config import parse_config
-
     s = SETTING
     return parse_config(
         {
@@ -74,10 +88,6 @@ def _spec(trials: int, seed: int):
 def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
     """`repeats` game-based audits of `trials` games each (seeds seed, seed + 1, ...): eps_L is
     their mean (each a valid 95% bound; the mean is a summary), with min and max."""
-    from auditsel.auditing.lower import audit_scores
-    from auditsel.experiments.experiment import protocol_and_proxy
-    from auditsel.games.engine import run_game
-
     eps, cpu_total, wall = [], 0.0, time.perf_counter()
     for r in range(repeats):
         spec = _spec(trials, seed + r)
@@ -121,10 +131,8 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
 
 
 def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float) -> dict:
-    from auditsel.auditing.one_run import audit_one_run
+    # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
     from auditsel.dpsgd.trainer import calibrate_noise_multiplier
-    from auditsel.games.one_run_dpsgd import OneRunDpsgd
-    from auditsel.rounds import law_from_dict
 
     s = SETTING
     sigma = calibrate_noise_multiplier(s["epsilon"], s["delta"], s["steps"], 1.0)
@@ -185,11 +193,8 @@ def rows(
 ) -> list:
     """The comparison table (one row per game budget and per canary count); game-based rows
     repeat their audit `game_repeats` times, one-run rows `repeats` times."""
-    from auditsel.accounting.exact import exact_epsilon
+    # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
     from auditsel.dpsgd.trainer import calibrate_noise_multiplier
-    from auditsel.mechanisms import GaussianBase, gaussian_epsilon
-    from auditsel.rounds import law_from_dict
-    from auditsel.selection import GaussianWinner
 
     s = SETTING
     sigma = calibrate_noise_multiplier(s["epsilon"], s["delta"], s["steps"], 1.0)
@@ -217,11 +222,6 @@ def tightness_rows(
 ) -> list:
     """The reduced one-run game (`auditsel.games.one_run`, TNB(0, 0.01), delta = 1e-5): eps_L of
     one-run audits against the exact per-canary epsilon, for a Gaussian base of eps_B and m canaries."""
-    from auditsel.auditing.one_run import audit_one_run
-    from auditsel.games.one_run import OneRunReducedGame
-    from auditsel.mechanisms import gaussian_mu
-    from auditsel.rounds import law_from_dict
-
     out = []
     law = law_from_dict(SETTING["rounds"])
     for e in eps_b:
@@ -277,11 +277,12 @@ def summary(table: list) -> list:
 
 
 def plot(table: list, out_dir) -> list:
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib
 
     matplotlib.use("Agg")
-    from pathlib import Path
 
+    # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot as plt
 
     game = [r for r in table if r["canaries"] == 1]
@@ -373,11 +374,6 @@ def _cell(v):
 
 def write(table: list, out_dir, seconds: float, tightness: list | None = None) -> list:
     """table.md, table.csv, rows.json and comparison.png under out_dir."""
-    import csv
-    import io
-    import json
-    from pathlib import Path
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     md = [

@@ -27,6 +27,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from attacks.dpsgd_game import DpsgdGameSpec, build_protocol, load_data, make_scorer
+from auditsel.accounting.panel import upper_bounds as panel_upper_bounds
+from auditsel.auditing.lower import audit_scores
+from auditsel.games.engine import run_game
+from auditsel.mechanisms import DpsgdBase
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 
 __all__ = ["Table3Grid", "TRIALS", "run_cell", "run_grid", "rows", "findings"]
@@ -58,8 +62,6 @@ class Table3Grid:
         return [(t, c, e) for e in self.epsilons for t in self.threats for c in self.canaries]
 
     def base(self, epsilon: float):
-        from auditsel.mechanisms import DpsgdBase
-
         return DpsgdBase.from_epsilon(
             epsilon, self.delta, self.steps, self.sample_rate, self.accountant
         )
@@ -75,8 +77,6 @@ def run_cell(
     jobs: int = 1,
 ):
     """Play one cell through the engine: (base, GameRecord with scores (trials, P), seconds)."""
-    from auditsel.games.engine import run_game
-
     base = grid.base(epsilon)
     spec = replace(grid.game, threat=threat, canary=canary)
     protocol = build_protocol(spec, base, grid.rounds, data)
@@ -105,11 +105,7 @@ def run_grid(
     """One row per (threat, canary, eps_B, proxy): see the module docstring. The rows carry
     the upper bounds flattened as upper_<name>: ``upper_bounds(base, rounds, delta) -> dict``,
     by default the whole panel (``auditsel.accounting.panel.upper_bounds``)."""
-    from auditsel.auditing.lower import audit_scores
-
-    if upper_bounds is None:
-        from auditsel.accounting.panel import upper_bounds
-
+    upper_bounds = upper_bounds or panel_upper_bounds
     data = load_data(grid.game)
     out, upper = [], {}
     for index, (threat, canary, eps) in enumerate(cells or grid.cells()):

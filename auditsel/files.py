@@ -1,0 +1,327 @@
+"""Files and output folders: files written whole or not at all, where a run may write and
+delete, one run per folder.
+
+Contract.
+
+* `claim_folder(path, field=...)` resolves the folder (symbolic links and `..` followed) and
+  refuses, with a `ConfigError` naming `field`, a folder that is the current directory or one
+  of its parents (`--out ..`, `--out x/../..`), the home directory, or an existing file. It
+  creates the missing folders one by one (remembering which), locks the folder and returns an
+  `OutputFolder`.
+* The lock is `fcntl.flock` on `DIR/.auditsel.lock` (holding the holder's pid): a second
+  claim of the same folder, by any process, is refused at once with a ConfigError
+  ("... is in use by another auditsel run (pid N)"). The kernel releases it when the holder
+  exits, also when it is killed, so there are no stale locks; a released lock file is removed.
+* `OutputFolder.discard()` (a failed run) removes exactly what this run created: every path
+  under the folder that was not there when it was claimed, then the folder itself and the
+  parents it created, if they are empty. A path that existed before is never removed.
+  `OutputFolder.release()` (success, interruption, a full disk) keeps everything, including
+  checkpoints to resume from, and removes only an empty folder this run created.
+* `atomic_write_bytes(path, data)` / `atomic_write_text(path, text)` write through a
+  temporary file with a unique name beside the target and rename it into place, so readers (and
+  a resumed run, and concurrent writers) never see half a file; `temporary_beside(path)` is the
+  same for a writer that needs a file handle (numpy.savez).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from auditsel.errors import ConfigError
+
+try:  # POSIX; elsewhere the lock is advisory only through the pid file
+    import fcntl
+
+    def _flock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+except ImportError:  # pragma: no cover - Windows
+
+    def _flock(fd: int) -> None:
+        pass
+
+
+__all__ = [
+    "LOCK_NAME",
+    "DISK_FULL",
+    "OutputFolder",
+    "claim_folder",
+    "folder_lock",
+    "FolderLock",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "temporary_beside",
+    "check_output_path",
+]
+
+LOCK_NAME = ".auditsel.lock"
+#: errno values that mean "the disk (or the quota) is full": the environment, not a bug
+DISK_FULL = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if e is not None)
+
+
+def check_output_path(path: str | Path, field: str) -> Path:
+    """The resolved folder, or a ConfigError when it escapes to the working directory, one of
+    its parents, the home directory or the file system root, or names an existing file."""
+    text = os.fspath(path)
+    if not text or "\0" in text:
+        raise ConfigError(field, f"must name a folder, got {text!r}")
+    try:
+        here = Path.cwd().resolve()
+    except OSError:  # the working folder was deleted: resolve against nothing
+        here = None
+    target = Path(text).resolve()
+    if here is not None and (target == here or target in here.parents):
+        what = "the current folder" if target == here else "a parent of the current folder"
+        raise ConfigError(
+            field,
+            f"{text} is {what} ({target}); name a new or dedicated folder below it, "
+            f"e.g. results/NAME",
+        )
+    try:
+        home = Path.home().resolve()
+    except (RuntimeError, KeyError, OSError):  # no home folder known
+        home = None
+    if target == home or target == Path(target.anchor):
+        raise ConfigError(field, f"{text} is {target}; name a dedicated folder for the outputs")
+    if target.exists() and not target.is_dir():
+        raise ConfigError(field, f"{text} exists and is not a folder; name a folder")
+    return target
+
+
+class OutputFolder:
+    """A claimed (locked) output folder; see the module docstring for what it may delete."""
+
+    def __init__(self, path: Path, created: list[Path], before: set[str] | None, lock):
+        self.path = path
+        self._created = created  # folders this claim made, outermost first
+        self._before = before  # relative paths present at the claim (None: the folder is new)
+        self._lock = lock
+
+    @property
+    def created(self) -> bool:
+        """True when the folder itself did not exist before this claim."""
+        return bool(self._created) and self._created[-1] == self.path
+
+    def release(self) -> None:
+        """Unlock; keep every file; remove the folders this claim created if they are empty."""
+        self._unlock()
+        self._remove_created_if_empty()
+
+    def discard(self) -> None:
+        """Unlock and remove what this run created (and only that); see the module docstring."""
+        new = _tree(self.path) - (self._before or set())
+        new.discard(LOCK_NAME)
+        # deepest first: a folder is empty (of what this run made) when its turn comes
+        for rel in sorted(new, key=lambda r: r.count("/"), reverse=True):
+            target = self.path / rel
+            try:
+                if target.is_dir() and not target.is_symlink():
+                    target.rmdir()
+                else:
+                    target.unlink()
+            except OSError:
+                pass  # best effort: what cannot be removed stays, nothing else is touched
+        self._unlock()
+        self._remove_created_if_empty()
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def _remove_created_if_empty(self) -> None:
+        for folder in reversed(self._created):
+            try:
+                folder.rmdir()  # only an empty folder: anything written there by others stays
+            except OSError:
+                break
+
+    def __enter__(self) -> OutputFolder:
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        if (
+            kind is None
+            or issubclass(kind, (KeyboardInterrupt, SystemExit))
+            or _is_environment(value)
+        ):
+            self.release()
+        else:
+            self.discard()
+
+
+def _is_environment(err) -> bool:
+    """A full disk or a closed pipe: keep what was written (checkpoints resume)."""
+    return isinstance(err, OSError) and (err.errno in DISK_FULL or err.errno == errno.EPIPE)
+
+
+def _tree(folder: Path) -> set[str]:
+    """Relative paths of every file, link and folder under `folder` (links not followed)."""
+    out = set()
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        rel = os.path.relpath(root, folder)
+        for name in dirs + files:
+            out.add(name if rel == "." else f"{rel}/{name}")
+    return out
+
+
+def claim_folder(path: str | Path, *, field: str = "--out") -> OutputFolder:
+    """Resolve, refuse escapes, create (remembering what was created) and lock an output folder.
+
+    ConfigError (exit 2) for a folder that escapes (see `check_output_path`), cannot be
+    created or written, or is in use by another run; an OSError with a DISK_FULL errno is
+    passed on (the environment)."""
+    target = check_output_path(path, field)
+    created: list[Path] = []
+    missing = [p for p in [target, *target.parents] if not p.exists()]
+    try:
+        for folder in reversed(missing):
+            try:
+                folder.mkdir()
+                created.append(folder)
+            except FileExistsError:  # made meanwhile by someone else: not ours to remove
+                if not folder.is_dir():
+                    raise
+        before = None if created and created[-1] == target else _tree(target)
+        lock = folder_lock(target, field)
+        try:
+            _check_writable(target)
+        except BaseException:
+            lock.close()
+            raise
+    except ConfigError:
+        _rmdirs(created)
+        raise
+    except OSError as err:
+        _rmdirs(created)
+        if err.errno in DISK_FULL:
+            raise
+        raise ConfigError(
+            field, f"cannot write to {path} ({err.strerror or err}); choose a writable folder"
+        ) from None
+    return OutputFolder(target, created, before, lock)
+
+
+def _rmdirs(created: list[Path]) -> None:
+    for folder in reversed(created):
+        try:
+            folder.rmdir()
+        except OSError:
+            break
+
+
+def _check_writable(folder: Path) -> None:
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
+        pass
+
+
+class FolderLock:
+    """A held folder lock (`folder_lock`); `close()` releases it (also as a context manager)."""
+
+    def __init__(self, fd: int, path: Path):
+        self.fd, self.path = fd, path
+
+    def close(self) -> None:
+        if self.fd < 0:
+            return
+        try:  # remove the file while holding the lock; a waiter re-checks the inode
+            if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
+                os.unlink(self.path)
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = -1
+
+    def __enter__(self) -> FolderLock:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def folder_lock(folder: str | Path, field: str) -> FolderLock:
+    """Lock an existing folder (`DIR/.auditsel.lock`, flock) for this process, or raise a
+    ConfigError naming `field` when another process (or another claim here) holds it."""
+    folder = Path(folder)
+    path = folder / LOCK_NAME
+    for _ in range(100):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            _flock(fd)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            raise ConfigError(
+                field,
+                f"{folder} is in use by another auditsel run{holder}; wait for it to finish "
+                f"or choose another folder",
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:  # the holder removed the file as we opened it: lock the new one
+            os.close(fd)
+            continue
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        return FolderLock(fd, path)
+    raise ConfigError(field, f"cannot lock {folder}; another run keeps replacing its lock file")
+
+
+def _read_pid(fd: int) -> str:
+    try:
+        text = os.pread(fd, 32, 0).decode().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return f" (pid {text})" if text.isdigit() else ""
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_current_umask()  # what open() would give a new file
+
+
+@contextmanager
+def temporary_beside(path: str | Path) -> Iterator[tuple]:
+    """(binary handle, temporary path) of a new, uniquely named file beside `path`, with the
+    permissions a plain new file gets; renamed onto `path` when the block ends, removed if it
+    fails. An OSError names `path` (a full disk says where)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, _FILE_MODE)
+        with os.fdopen(fd, "wb") as handle:
+            yield handle, tmp
+        os.replace(tmp, path)
+    except BaseException as err:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(err, OSError) and err.filename is None and err.errno is not None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write `data` to `path` through a uniquely named temporary file and an atomic rename."""
+    with temporary_beside(path) as (handle, _):
+        handle.write(data)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write `text` (UTF-8) to `path` through a temporary file and an atomic rename."""
+    atomic_write_bytes(path, text.encode())

@@ -1,0 +1,100 @@
+"""The duck-typed roles of auditsel, as typing Protocols (PEP 544).
+
+Objects of the package play four roles; any object with these methods plays them too (a user's
+own mechanism pair, tuning protocol or attack), and a type checker checks it:
+
+* `MechanismPair`: one base run on neighbouring data sets X, X' (`auditsel.mechanisms`:
+  GaussianBase, FiniteOutputBase, DpsgdBase; `auditsel.events`: LaplaceBase, EventBase). Its
+  privacy profile delta(eps), the inverse, eps_B, the RDP curve, the scan grid of the profile
+  bounds, and `reduced()`: the pair whose winner law is exact (None where none is known).
+* `Winner`: the exact law of the released winner of the tuning protocol over a pair
+  (`auditsel.selection`: GaussianWinner, FiniteWinner): the reduced game, which is also a
+  `GameProtocol`.
+* `GameProtocol`: what the game engine plays (`auditsel.games.engine.run_game`, [XWW24]
+  Algorithm 1): `release(member, rng)` runs the protocol for a vector of coins (b = 1: X') and
+  returns the observations (trainer side).
+* `Proxy`: the adversary's score (`attacks`): observations -> one float per trial, shape (n,),
+  or one row of P scores per trial, shape (n, P); it never sees the coins.
+
+Arguments are positional-only (your own class may name them as it likes). All four are
+`runtime_checkable`: `isinstance(x, MechanismPair)` checks that the methods exist
+(not their signatures; mypy checks those).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+__all__ = ["MechanismPair", "Winner", "GameProtocol", "Proxy"]
+
+
+@runtime_checkable
+class MechanismPair(Protocol):
+    """One base run on neighbouring data sets (see `auditsel.mechanisms`)."""
+
+    def delta(self, eps: Any, /) -> Any:
+        """The privacy profile: delta(eps) for a float (a float) or an array (an array)."""
+        ...
+
+    def profile_epsilon(self, delta: float, /) -> float:
+        """The inverse of the profile: the smallest eps with delta(eps) <= delta."""
+        ...
+
+    def epsilon(self, delta: float, /) -> float:
+        """eps_B at delta: the epsilon of one run that the user reports."""
+        ...
+
+    @property
+    def pure_epsilon(self) -> float:
+        """The pure-DP epsilon (delta = 0); inf where there is none."""
+        ...
+
+    def rdp(self, orders: Any, /) -> np.ndarray:
+        """The RDP curve at the given orders."""
+        ...
+
+    def profile_grid(self) -> np.ndarray:
+        """The eps grid the profile bounds scan."""
+        ...
+
+    def reduced(self) -> MechanismPair | None:
+        """The pair whose winner law is exact (itself, or the Gaussian a DP-SGD run reduces
+        to); None where no exact winner law is known (a dp_accounting event)."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """The pair's parameters, as written to result.json."""
+        ...
+
+
+@runtime_checkable
+class GameProtocol(Protocol):
+    """What the game engine plays: one release per coin."""
+
+    def release(self, member: np.ndarray, rng: np.random.Generator, /) -> Any:
+        """Observations for the coins `member` (0: X, 1: X'), drawn from `rng`."""
+        ...
+
+
+@runtime_checkable
+class Winner(GameProtocol, Protocol):
+    """The exact law of the released winner (see `auditsel.selection`)."""
+
+    @property
+    def atom(self) -> float:
+        """The mass of the fixed output (K = 0), the same on X and X'."""
+        ...
+
+    def log_likelihood_ratio(self, x: Any, /) -> np.ndarray:
+        """log A'(x) / A(x): the Neyman-Pearson score of a release."""
+        ...
+
+
+@runtime_checkable
+class Proxy(Protocol):
+    """The adversary's score of the observations (higher = "b = 1")."""
+
+    def __call__(self, observations: Any, /) -> ArrayLike: ...
