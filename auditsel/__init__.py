@@ -7,12 +7,14 @@ The public names, in the manner of dp_accounting (pairs and laws are data, bound
 algorithms). Every name is imported on first use (`import auditsel` stays fast):
 
     mechanism pairs    GaussianBase, FiniteOutputBase, DpsgdBase, Neighbouring,
-                       gaussian_delta(mu, eps), gaussian_epsilon(mu, delta), gaussian_mu(eps, delta)
+                       gaussian_delta(mu, eps), gaussian_epsilon(mu, delta), gaussian_mu(eps, delta);
+                       any dp_accounting DpEvent as a base: LaplaceBase, EventBase, as_pair(base)
     laws of K          TruncatedNegativeBinomial, Poisson, Binomial, TwoPoint, Point, FinitePmf,
                        RoundsLaw, law_from_dict
     exact curve        winner_law(pair, law), privacy_curve(winner, eps), exact_epsilon(winner, delta)
     upper bounds       BOUNDS (the registry), bound(key), panel(pair, law, delta, curve_deltas),
                        panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
+    calibration        calibrate(base, law, target_epsilon=, delta=, solve_for=) -> Calibration
     lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
                        LowerBound
     experiments        run_config(config, out_dir=None, ...), load_config, parse_config
@@ -49,10 +51,12 @@ _PUBLIC = {
         "RoundsLaw",
         "law_from_dict",
     ),
+    "auditsel.events": ("LaplaceBase", "EventBase", "as_pair"),
     "auditsel.selection": ("winner_law",),
     "auditsel.accounting.exact": ("privacy_curve", "exact_epsilon"),
     "auditsel.accounting.bounds": ("BOUNDS", "bound"),
     "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds"),
+    "auditsel.accounting.calibrate": ("calibrate", "Calibration"),
     "auditsel.auditing.lower": ("audit_scores", "LowerBound"),
     "auditsel.pipelines.protocol": ("audit_protocol",),
     "auditsel.experiments.experiment": ("run_config",),
@@ -65,11 +69,14 @@ __all__ = [
     "__version__",
     "BOUNDS",
     "Binomial",
+    "Calibration",
     "ConfigError",
     "DpsgdBase",
+    "EventBase",
     "FiniteOutputBase",
     "FinitePmf",
     "GaussianBase",
+    "LaplaceBase",
     "LowerBound",
     "Neighbouring",
     "Point",
@@ -81,7 +88,9 @@ __all__ = [
     "assert_not_refuted",
     "audit_protocol",
     "audit_scores",
+    "as_pair",
     "bound",
+    "calibrate",
     "exact_epsilon",
     "gaussian_delta",
     "gaussian_epsilon",
@@ -102,10 +111,12 @@ if (
     TYPE_CHECKING
 ):  # the same names, eagerly, for type checkers (tests/test_api.py checks they agree)
     from auditsel.accounting.bounds import BOUNDS, bound
+    from auditsel.accounting.calibrate import Calibration, calibrate
     from auditsel.accounting.exact import exact_epsilon, privacy_curve
     from auditsel.accounting.panel import panel, panel_curves, upper_bounds
     from auditsel.auditing.lower import LowerBound, audit_scores
     from auditsel.errors import ConfigError
+    from auditsel.events import EventBase, LaplaceBase, as_pair
     from auditsel.experiments.config import load_config, parse_config
     from auditsel.experiments.experiment import run_config
     from auditsel.mechanisms import (

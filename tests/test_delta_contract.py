@@ -68,7 +68,7 @@ def _one_run_scores():
 
 
 def _cases() -> dict[str, Case]:
-    from auditsel.accounting import exact, generic, improved, panel, pld, profile, rdp
+    from auditsel.accounting import calibrate, exact, generic, improved, panel, pld, profile, rdp
     from auditsel.auditing import estimators, lower, one_run, plan, validity
     from auditsel.dpsgd import trainer
     from auditsel.games.one_run import OneRunReducedGame, TuningFamily
@@ -145,6 +145,14 @@ def _cases() -> dict[str, Case]:
         ),
         "auditsel.accounting.improved.finite_improved_epsilon": Case(
             lambda d: improved.finite_improved_epsilon(fin, tnb, d)
+        ),
+        "auditsel.accounting.calibrate.calibrate": Case(
+            lambda d: calibrate.calibrate(g, tnb, target_epsilon=3.0, delta=d, baseline=False),
+            at_zero=RAISES,  # no Gaussian noise is (3, 0)-DP: the target is out of reach
+            field="delta",
+        ),
+        "auditsel.accounting.calibrate.tightest_bound": Case(
+            lambda d: calibrate.tightest_bound(g, tnb, d).epsilon
         ),
         "auditsel.accounting.exact.exact_epsilon": Case(
             lambda d: exact.exact_epsilon(winner_law(g, tnb), d)
@@ -264,6 +272,7 @@ EXEMPT = {
     "auditsel.protocols.*": "typing protocols: the pairs implementing them are listed above",
     "auditsel.experiments.config.ExperimentSpec.__init__": "built by parse_config, which checks",
     "auditsel.auditing.one_run.OneRunBound.__init__": "a result record",
+    "auditsel.accounting.calibrate.Calibration.__init__": "a result record",
     "auditsel.reproductions.claims.Setting.__init__": "a paper's setting, as data",
     "auditsel.reproductions.table3.Table3Grid.__init__": "a paper's grid, as data",
 }
