@@ -36,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from scipy.optimize import brentq
+
 from auditsel.accounting.bounds import BOUNDS
 from auditsel.accounting.profile import base_profile
 from auditsel.errors import ConfigError, choice, number
@@ -430,8 +432,6 @@ def _solve(
             else:
                 hi_i = mid
         return float(lo_i if private(float(lo_i)) else hi_i), False
-    from scipy.optimize import brentq  # deferred: scipy.optimize is slow to import
-
     g = lambda u: math.log(max(tight(math.exp(u)).epsilon, 1e-300)) - math.log(target)
     u = brentq(g, math.log(feasible), math.log(other), xtol=rtol / 2, rtol=1e-12)
     # the private side: brentq's answer if it is private, else a step of the tolerance
