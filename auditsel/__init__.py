@@ -16,8 +16,9 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
                        panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
     calibration        calibrate(base, law, target_epsilon=, delta=, solve_for=) -> Calibration
     lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
-                       LowerBound
-    experiments        run_config(config, out_dir=None, ...), load_config, parse_config
+                       LowerBound; threshold rules Split, BonferroniGrid, BonferroniAll,
+                       MultiSplit; estimator_panel(scores, member, delta, ...)
+    experiments        run_config(config, out_dir=None, ...) -> RunResult, load_config, parse_config
     regression tests   assert_not_refuted(claimed_eps, delta, protocol, ...), worst_case_tuning,
                        RefutedClaim
     bad input          ConfigError (the one exception a user can fix; the CLI exits 2 on it)
@@ -58,8 +59,11 @@ _PUBLIC = {
     "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds"),
     "auditsel.accounting.calibrate": ("calibrate", "Calibration"),
     "auditsel.auditing.lower": ("audit_scores", "LowerBound"),
+    "auditsel.auditing.rules": ("Split", "BonferroniGrid", "BonferroniAll", "MultiSplit"),
+    "auditsel.auditing.estimators": ("estimator_panel",),
     "auditsel.pipelines.protocol": ("audit_protocol",),
     "auditsel.experiments.experiment": ("run_config",),
+    "auditsel.experiments.result": ("RunResult",),
     "auditsel.experiments.config": ("load_config", "parse_config"),
     "auditsel.testing": ("assert_not_refuted", "worst_case_tuning", "RefutedClaim"),
 }
@@ -70,6 +74,8 @@ __all__ = [
     "BOUNDS",
     "Binomial",
     "Calibration",
+    "BonferroniAll",
+    "BonferroniGrid",
     "ConfigError",
     "DpsgdBase",
     "EventBase",
@@ -78,11 +84,14 @@ __all__ = [
     "GaussianBase",
     "LaplaceBase",
     "LowerBound",
+    "MultiSplit",
     "Neighbouring",
     "Point",
     "Poisson",
     "RefutedClaim",
     "RoundsLaw",
+    "RunResult",
+    "Split",
     "TruncatedNegativeBinomial",
     "TwoPoint",
     "assert_not_refuted",
@@ -91,6 +100,7 @@ __all__ = [
     "as_pair",
     "bound",
     "calibrate",
+    "estimator_panel",
     "exact_epsilon",
     "gaussian_delta",
     "gaussian_epsilon",
@@ -114,11 +124,14 @@ if (
     from auditsel.accounting.calibrate import Calibration, calibrate
     from auditsel.accounting.exact import exact_epsilon, privacy_curve
     from auditsel.accounting.panel import panel, panel_curves, upper_bounds
+    from auditsel.auditing.estimators import estimator_panel
     from auditsel.auditing.lower import LowerBound, audit_scores
+    from auditsel.auditing.rules import BonferroniAll, BonferroniGrid, MultiSplit, Split
     from auditsel.errors import ConfigError
     from auditsel.events import EventBase, LaplaceBase, as_pair
     from auditsel.experiments.config import load_config, parse_config
     from auditsel.experiments.experiment import run_config
+    from auditsel.experiments.result import RunResult
     from auditsel.mechanisms import (
         DpsgdBase,
         FiniteOutputBase,

@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--threshold",
         default="split",
         help="valid threshold rule reported as eps: split (default), bonferroni, "
-        "bonferroni_all or multisplit (auditsel.auditing.lower.THRESHOLD_RULES); all are printed",
+        "bonferroni_all or multisplit (auditsel.auditing.rules); all are printed",
     )
     scores.add_argument(
         "--splits",
@@ -269,8 +269,15 @@ def build_parser() -> argparse.ArgumentParser:
         nargs=2,
         type=_finite_float("--threshold-range"),
         metavar=("LO", "HI"),
-        help="bonferroni grid range fixed in advance (default: quantiles of a pilot, the "
-        "first half of the rows, left out of the bound)",
+        help="bonferroni grid range fixed in advance (default: quantiles of a pilot, a seeded "
+        "half of each class, left out of the bound)",
+    )
+    scores.add_argument(
+        "--seed",
+        type=_int_option("--seed", *SEED_RANGE),
+        default=None,
+        help="seed of the rules' random splits of each class (default: a fresh one, printed; "
+        "pass it to repeat an audit); the row order never matters",
     )
     scores.add_argument(
         "--one-run",
@@ -424,19 +431,23 @@ def _command_reproduce(args) -> int:
 
 
 RULE_NOTES = {
-    "split": "valid; threshold chosen on the first part, bound on the rest",
+    "split": "valid; threshold chosen on a seeded half of each class, bound on the rest",
     "bonferroni": "valid; grid {grid}",
     "bonferroni_all": "valid; every threshold, confidence split n ways",
-    "multisplit": "valid; lower median of {splits} random splits at half the level",
+    "multisplit": "valid; lower median of {splits} seeded splits at half the level",
 }
+SPLIT_FRACTION = 0.5  # audit-scores' pilot: half of each class
 
 
 def _command_audit_scores(args) -> int:
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     import numpy as np
 
-    from auditsel.auditing.lower import THRESHOLD_RULES, SortedScores, audit_scores
+    from auditsel.auditing.estimators import estimator_panel, panel_dict
+    from auditsel.auditing.lower import SortedScores, audit_scores
+    from auditsel.auditing.rules import THRESHOLD_RULES, fresh_seed, threshold_rule
     from auditsel.auditing.scores import read_scores
+    from auditsel.errors import ConfigError
 
     if args.threshold not in THRESHOLD_RULES:
         raise UsageError(
@@ -452,30 +463,30 @@ def _command_audit_scores(args) -> int:
             raise UsageError(f"--threshold-range: LO must be below HI, got {lo:g} {hi:g}")
         grid = np.linspace(lo, hi, args.thresholds)
     law = _parse_rounds_option(args.rounds) if args.rounds else None
+    seed = fresh_seed() if args.seed is None else args.seed  # one seed for every split
+    options = dict(
+        split_fraction=SPLIT_FRACTION,
+        grid_size=args.thresholds,
+        grid=grid,
+        splits=args.splits,
+        seed=seed,
+    )
     ss = SortedScores(score, member)
     bounds, skipped = {}, {}
-    for (
-        rule
-    ) in THRESHOLD_RULES:  # a rule other than --threshold may need more rows (a split per part)
+    for rule in THRESHOLD_RULES:  # a rule other than --threshold may need more rows
         try:
             bounds[rule] = audit_scores(
                 score,
                 member,
                 args.delta,
                 confidence=args.confidence,
-                rule=rule,
-                grid_size=args.thresholds,
-                threshold_grid=grid,
-                splits=args.splits,
+                rule=threshold_rule(rule, **options),
                 sorted_scores=ss,
             )
         except ConfigError as err:
             if rule == args.threshold:
                 raise
             skipped[rule] = str(err)
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.auditing.estimators import estimator_panel, panel_dict
-
     try:
         panel = estimator_panel(
             score,
@@ -485,7 +496,9 @@ def _command_audit_scores(args) -> int:
             law=law,
             threshold_grid=grid,
             grid_size=args.thresholds,
+            split_fraction=SPLIT_FRACTION,
             splits=args.splits,
+            seed=seed,
             sorted_scores=ss,
         )
     except ConfigError as err:
@@ -501,9 +514,7 @@ def _command_audit_scores(args) -> int:
             },
         }
         if panel is not None:
-            payload.update(
-                gdp_fit_ok=panel["gdp_fit"].detail["gdp_fit_ok"], estimators=panel_dict(panel)
-            )
+            payload["estimators"] = panel_dict(panel)
         if skipped:
             payload["skipped"] = skipped
         print(json.dumps(payload, allow_nan=False))
@@ -511,12 +522,13 @@ def _command_audit_scores(args) -> int:
     n1 = int(member.sum())
     print(
         f"{args.file}: {len(member):,} games ({n1:,} with the canary), delta = {args.delta:g}, "
-        f"{args.confidence:.0%} Clopper-Pearson"
+        f"{args.confidence:.0%} Clopper-Pearson, seed {seed}"
+        + ("" if args.seed is not None else f" (drawn: --seed {seed} repeats this audit)")
     )
     source = (
         "fixed in advance by --threshold-range"
         if grid is not None
-        else f"from a pilot (the first {0.5:.0%} of the rows), which is left out of the bound"
+        else "from a pilot (a seeded half of each class), which is left out of the bound"
     )
     for rule in THRESHOLD_RULES:
         if rule not in bounds:
@@ -529,9 +541,10 @@ def _command_audit_scores(args) -> int:
         f"  eps_L {'best threshold':<15} {chosen.eps_best_threshold:8.4f}   (optimistic: max over all "
         f"thresholds, no confidence statement; not a bound)"
     )
+    fit = "fits" if chosen.gdp_fit_ok else "REJECTED by the data"
     print(
-        f"  eps_L {'GDP fit':<15} {chosen.eps_gdp:8.4f}   (heuristic; mu_L = {chosen.mu_gdp:.4f}, "
-        f"{args.threshold} threshold)"
+        f"  eps_L {'gdp_fit':<15} {chosen.gdp_fit:8.4f}   (heuristic GDP fit, mu = "
+        f"{chosen.gdp_fit_mu:.4f} maximised over every threshold; the Gaussian model {fit})"
     )
     print(
         panel_text(panel)
@@ -563,7 +576,11 @@ def panel_text(panel) -> str:
                 f"FPR {k}: {v['tpr']:.4f} [{v['low']:.4f}, {v['high']:.4f}]"
                 for k, v in e.detail["by_fpr"].items()
             )
-        what = "eps" if name not in ("auroc", "tpr_at_fpr") else name.split("_")[0].upper()
+        elif name == "tpr_at_fpr_hull":
+            extra = "; " + ", ".join(
+                f"FPR {k}: {v['tpr']:.4f}" for k, v in e.detail["by_fpr"].items()
+            )
+        what = "eps" if e.label != "descriptive" else name.split("_")[0].upper()
         lines.append(f"  {name:<18} {what:>5} {e.value:8.4f}   {label:<24} {e.source}{extra}")
     return "\n".join(lines)
 

@@ -495,8 +495,7 @@ def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple) -> np.ndarra
     acc = dpa.rdp.RdpAccountant(list(orders))
     with quiet_absl():
         acc.compose(_event(sigma, steps, tau))
-    # dp_accounting keeps the composed curve in `_rdp`; there is no public getter.
-    return np.array(acc._rdp, dtype=float)
+    return np.array(acc.rdp, dtype=float)  # public since dp-accounting 0.6
 
 
 @lru_cache(maxsize=64)
@@ -527,17 +526,33 @@ def _pld_tails(sigma: float, steps: int, tau: float) -> tuple:
     """Per direction (remove, add): the losses of the dense PMF of `_pld` and the running sums
     dp_accounting's vectorised hockey stick accumulates from the top loss down,
     upper_k = inf_mass + sum of the top k probs, lower_k = sum of the top k probs e^-loss."""
-    pld = _pld(sigma, steps, tau)
+    out = []
+    for losses, probs, infinity_mass in _dense_pmfs(_pld(sigma, steps, tau)):
+        upper = np.cumsum(np.concatenate([[infinity_mass], probs[::-1]]))
+        lower = np.cumsum(np.concatenate([[0.0], probs[::-1] * np.exp(-losses[::-1])]))
+        out.append((losses, upper, lower, infinity_mass))
+    return tuple(out)
+
+
+def _dense_pmfs(pld) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """(losses, probabilities, infinity mass) of each direction of a dp_accounting PLD (remove;
+    add when the PLD is not symmetric).
+
+    dp_accounting has no public getter for the PMF of a PLD, only the Python-loop queries
+    (`get_delta_for_epsilon`), so this is the one place that reads its private attributes
+    (seven: `_pmf_remove`, `_pmf_add`, `_symmetric` of the PLD, `_probs`, `_lower_loss`,
+    `_discretization`, `_infinity_mass` of its dense PMF). pyproject bounds dp-accounting to
+    the versions the tests cover, and tests/test_accounting_base.py pins the behaviour: the
+    profile computed from these arrays equals dp_accounting's public query, for a symmetric
+    and an asymmetric PLD."""
     pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
     out = []
     for pmf in pmfs:
-        dense = pmf.to_dense_pmf()
+        dense = pmf.to_dense_pmf()  # public
         probs = np.asarray(dense._probs, dtype=float)
         losses = (np.arange(len(probs)) + dense._lower_loss) * dense._discretization
-        upper = np.cumsum(np.concatenate([[dense._infinity_mass], probs[::-1]]))
-        lower = np.cumsum(np.concatenate([[0.0], probs[::-1] * np.exp(-losses[::-1])]))
-        out.append((losses, upper, lower, dense._infinity_mass))
-    return tuple(out)
+        out.append((losses, probs, float(dense._infinity_mass)))
+    return out
 
 
 def _pld_delta(sigma: float, steps: int, tau: float, eps: np.ndarray) -> np.ndarray:

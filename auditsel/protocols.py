@@ -35,6 +35,16 @@ __all__ = ["MechanismPair", "Winner", "GameProtocol", "Proxy"]
 class MechanismPair(Protocol):
     """One base run on neighbouring data sets (see `auditsel.mechanisms`)."""
 
+    @property
+    def neighbouring(self) -> Any:
+        """The neighbouring relation its statements are about (a `Neighbouring` member)."""
+        ...
+
+    @property
+    def reduction_is_exact(self) -> bool:
+        """Whether `reduced()` is the same privacy pair (else a heuristic reduction)."""
+        ...
+
     def delta(self, eps: Any, /) -> Any:
         """The privacy profile: delta(eps) for a float (a float) or an array (an array)."""
         ...

@@ -486,31 +486,31 @@ class FinitePmf(RoundsLaw):
 
     def __post_init__(self):
         if not isinstance(self.table, Mapping) or not self.table:
-            raise ConfigError("pmf", "must be a non-empty table {k: probability}")
+            raise ConfigError("table", "must be a non-empty table {k: probability}")
         clean = {}
         for key, prob in self.table.items():
             try:
                 k = int(key)
             except (TypeError, ValueError):
-                raise ConfigError("pmf", f"key {key!r} is not an integer >= 0") from None
+                raise ConfigError("table", f"key {key!r} is not an integer >= 0") from None
             require(
                 str(key).strip().lstrip("+").isdigit()
                 or (isinstance(key, (int, np.integer)) and not isinstance(key, bool)),
-                "pmf",
+                "table",
                 f"key {key!r} is not an integer >= 0",
             )
-            require(k >= 0, "pmf", f"key {key!r} is not an integer >= 0")
-            require(k <= MAX_K, "pmf", f"key {key!r} is above 2^53 (int64 and float k)")
-            prob = number(prob, f"pmf[{k}]", 0, 1)
+            require(k >= 0, "table", f"key {key!r} is not an integer >= 0")
+            require(k <= MAX_K, "table", f"key {key!r} is above 2^53 (int64 and float k)")
+            prob = number(prob, f"table[{k}]", 0, 1)
             if prob > 0:
                 clean[k] = clean.get(k, 0.0) + prob
         total = sum(clean.values())
         require(
             abs(total - 1) <= 1e-9,
-            "pmf",
+            "table",
             f"probabilities must sum to 1 (within 1e-9), got {shown(total)}",
         )
-        require(any(k >= 1 for k in clean), "pmf", "needs some mass on k >= 1")
+        require(any(k >= 1 for k in clean), "table", "needs some mass on k >= 1")
         ks = np.array(sorted(clean), dtype=np.int64)
         ps = np.array([clean[k] for k in ks.tolist()]) / total
         object.__setattr__(self, "table", dict(zip(ks.tolist(), ps.tolist())))
@@ -637,7 +637,7 @@ _LAW_FIELDS = {
 }
 
 
-def law_from_dict(spec: Mapping, path: str = "rounds") -> RoundsLaw:
+def law_from_dict(spec: Mapping, *, path: str = "rounds") -> RoundsLaw:
     """Build a law from its config section, e.g. {"kind": "tnb", "eta": 0, "nu": 0.01}; a
     ConfigError names the field under `path` (`rounds.nu: must be in (0, 1), got 1.0`)."""
     try:
@@ -657,6 +657,11 @@ def law_from_dict(spec: Mapping, path: str = "rounds") -> RoundsLaw:
         missing = required - given
         if missing:
             raise ConfigError(f"{sorted(missing)[0]}", f"required for kind {kind}")
-        return build(spec)
+        try:
+            return build(spec)
+        except ConfigError as err:  # the Python argument `table` is the config's `pmf`
+            if kind == "pmf" and err.field.startswith("table"):
+                raise ConfigError("pmf" + err.field[len("table") :], err.message) from None
+            raise
     except ConfigError as err:
         raise err.within(path) from None

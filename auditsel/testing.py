@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import LowerBound, audit_scores
+from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
@@ -67,12 +68,14 @@ def audit(
     trials: int = 200_000,
     confidence: float = 0.95,
     seed: int = 0,
-    rule: str = "split",
+    rule: ThresholdRule | str = "split",
     jobs: int = 1,
 ) -> LowerBound:
     """Play the game on `protocol` (anything with release(member, rng)) and bound eps from below."""
     proxy = proxy if proxy is not None else _default_proxy(protocol)
     record = run_game(protocol, proxy, trials, seed, jobs=jobs, progress=False)
+    if isinstance(rule, str):  # the split's seed: the game's (independent streams of it)
+        rule = threshold_rule(rule, seed=seed)
     return audit_scores(record.scores, record.member, delta, confidence=confidence, rule=rule)
 
 
@@ -85,7 +88,7 @@ def assert_not_refuted(
     trials: int = 200_000,
     confidence: float = 0.95,
     seed: int = 0,
-    rule: str = "split",
+    rule: ThresholdRule | str = "split",
     jobs: int = 1,
 ) -> LowerBound:
     """Fail (RefutedClaim, an AssertionError) when the audited eps_L exceeds the claim."""
@@ -103,7 +106,7 @@ def assert_not_refuted(
         raise RefutedClaim(
             f"claimed epsilon {claimed_epsilon:.4f} at delta {delta:g} is refuted: audited "
             f"eps_L = {bound.eps:.4f} > claim with {confidence:.0%} confidence "
-            f"({rule} rule, {bound.evaluated_trials:,} of {bound.trials:,} games; FP <= "
+            f"({bound.threshold_rule} rule, {bound.evaluated_trials:,} of {bound.trials:,} games; FP <= "
             f"{bound.fp_upper:.3g}, FN <= {bound.fn_upper:.3g}; optimistic best-threshold "
             f"eps = {bound.eps_best_threshold:.4f})",
             bound,

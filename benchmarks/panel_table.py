@@ -42,7 +42,7 @@ def jax_numbers(s, m):
         ),
         "cp_bonferroni_all": a.epsilon_clopper_pearson(0.05, DELTA, False),
         "gdp_fit": a.epsilon_from_gdp(0.05, DELTA),
-        "auroc": a.attack_auroc(),
+        "auroc_hull": a.attack_auroc(),  # jax_privacy's AUROC is the ROC hull's
     }
 
 
@@ -68,6 +68,7 @@ def main():
         "gdp_fit",
         "selection_fit",
         "auroc",
+        "auroc_hull",
     ]
     results, truths, jax = {}, {}, {}
     for name, (w, n) in cases.items():

@@ -44,6 +44,8 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_default_options = {"members": True}
 
+highlight_language = "text"  # code blocks without a language, docstrings' literal blocks
+smartquotes = False  # option names keep their two hyphens ("--jobs", not an en dash)
 html_theme = "furo"
 html_title = f"auditsel {__version__}"
 
@@ -74,15 +76,21 @@ def _inline(line: str) -> str:
 
 def plain_text_docstring(app, what, name, obj, options, lines):
     """The docstrings are plain text with `code` in backticks (the team's convention, readable
-    in a terminal): an indented block (a formula, a layout, a table) shows as written, and
-    prose characters that rST would read as markup are escaped."""
+    in a terminal): an indented block (a formula, a layout, a table) shows as written, a list
+    item's text may wrap to an aligned column, and prose characters that rST would read as
+    markup are escaped."""
     out: list[str] = []
     last = ""  # the last non-blank line written
+    item = None  # the text column of the list item being written, if any
     i = 0
     while i < len(lines):
         line = lines[i]
-        starts_block = line.strip() and last and _indent(line) > _text_indent(last)
-        if starts_block:
+        if line.strip() and item is not None and _indent(line) < item:
+            item = None
+        deeper = line.strip() and last and _indent(line) > _text_indent(last)
+        if deeper and item is not None and not last.rstrip().endswith(":"):
+            line = " " * item + line.strip()  # a wrapped list item aligned to a column
+        elif deeper:
             depth = _indent(line)
             block = []
             while i < len(lines) and (not lines[i].strip() or _indent(lines[i]) >= depth):
@@ -101,8 +109,10 @@ def plain_text_docstring(app, what, name, obj, options, lines):
             out += ["", *block, ""]
             last = block[-1]
             continue
-        if _text_indent(line) > _indent(line) and out and out[-1].strip():
-            out.append("")  # a list item: rST wants a blank line before it
+        if _text_indent(line) > _indent(line):
+            item = _text_indent(line)
+            if out and out[-1].strip():
+                out.append("")  # a list item: rST wants a blank line before it
         out.append(_inline(line))
         if line.strip():
             last = line

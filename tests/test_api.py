@@ -30,3 +30,75 @@ def test_every_public_name_resolves_to_the_object_of_its_module():
 
     for name, module in auditsel._WHERE.items():
         assert getattr(auditsel, name) is getattr(importlib.import_module(module), name)
+
+
+def test_run_config_returns_a_frozen_result_with_deprecated_dict_access():
+    import dataclasses
+    import json
+    import warnings
+
+    import pytest
+
+    config = {
+        "name": "api",
+        "delta": 1e-5,
+        "base": {"kind": "gaussian", "mu": 1.0},
+        "rounds": {"kind": "poisson", "mean": 3},
+        "game": {"trials": 2_000, "seed": 1},
+    }
+    result = auditsel.run_config(config)
+    assert isinstance(result, auditsel.RunResult)
+    doc = result.to_dict()
+    json.dumps(doc, allow_nan=False)  # the result.json document
+    assert result.eps_lower == doc["lower"]["eps"] and result.eps_exact == doc["upper"]["exact"]
+    assert result.upper == doc["upper"] and result.rounds["mean"] == 3.0
+    assert result.eps_lower <= result.eps_exact
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.lower = None  # type: ignore[misc]
+    doc["upper"]["exact"] = -1.0  # a copy: the result does not change
+    assert result.eps_exact > 0
+    with pytest.warns(DeprecationWarning, match="to_dict"):
+        assert result["lower"]["eps"] == result.eps_lower
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert set(result) == set(doc) and len(result) == len(doc)  # iterating does not warn
+
+
+def test_errors_name_the_python_argument_and_the_config_adds_its_path():
+    import pytest
+
+    from auditsel import ConfigError, FinitePmf, Poisson, exact_epsilon, law_from_dict, winner_law
+
+    cases = [
+        (lambda: Poisson(mean=0), "mean"),
+        (lambda: law_from_dict({"kind": "poisson", "mean": 0}), "rounds.mean"),
+        (lambda: FinitePmf({2: 0.5}), "table"),  # the argument; `pmf` is the config's name
+        (lambda: law_from_dict({"kind": "pmf", "pmf": {2: 0.5}}), "rounds.pmf"),
+        (lambda: FinitePmf({2: 1.5, 1: -0.5}), "table[2]"),
+        (lambda: law_from_dict({"kind": "pmf", "pmf": {2: 1.5, 1: -0.5}}), "rounds.pmf[2]"),
+        (
+            lambda: exact_epsilon(winner_law(auditsel.GaussianBase(mu=1.0), Poisson(2.0)), 1.5),
+            "delta",
+        ),
+    ]
+    for make, field in cases:
+        with pytest.raises(ConfigError) as err:
+            make()
+        assert err.value.field == field, (field, str(err.value))
+
+
+def test_options_are_keyword_only():
+    import inspect
+
+    for name, first_option in [
+        ("audit_scores", "confidence"),
+        ("exact_epsilon", "tol"),
+        ("privacy_curve", "scans"),
+        ("panel", "curve_deltas"),
+        ("law_from_dict", "path"),
+        ("run_config", "jobs"),
+        ("audit_protocol", "delta"),
+        ("assert_not_refuted", "trials"),
+    ]:
+        params = inspect.signature(getattr(auditsel, name)).parameters
+        assert params[first_option].kind is inspect.Parameter.KEYWORD_ONLY, name

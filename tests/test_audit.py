@@ -88,9 +88,9 @@ def test_audit_scores_csv_and_npz_agree(tmp_path, capsys):
     score = rng.normal(member, 1.0)
     write_csv(tmp_path / "s.csv", score, member)
     np.savez(tmp_path / "s.npz", score=score, member=member)
-    assert main(["audit-scores", str(tmp_path / "s.csv"), "--json"]) == 0
+    assert main(["audit-scores", str(tmp_path / "s.csv"), "--json", "--seed", "5"]) == 0
     from_csv = json.loads(capsys.readouterr().out)
-    assert main(["audit-scores", str(tmp_path / "s.npz"), "--json"]) == 0
+    assert main(["audit-scores", str(tmp_path / "s.npz"), "--json", "--seed", "5"]) == 0
     from_npz = json.loads(capsys.readouterr().out)
     assert from_csv["eps"] == pytest.approx(from_npz["eps"], rel=1e-12)
     assert {
@@ -166,3 +166,112 @@ def test_read_scores_accepts_boolean_members(tmp_path):
     np.savez(tmp_path / "b.npz", score=np.arange(6.0), member=np.array([0, 1] * 3, dtype=bool))
     score, member = read_scores(tmp_path / "b.npz")
     assert member.tolist() == [0, 1] * 3
+
+
+# --- score files: laid out by class, size-checked, messages that name the file --------------
+
+
+def by_class_scores(n=4000, seed=11):
+    """Members first, then the others (as jax_privacy's tests pass in- and out-scores)."""
+    rng = np.random.default_rng(seed)
+    member = np.r_[np.ones(n // 2), np.zeros(n - n // 2)].astype(int)
+    return rng.normal(1.5 * member, 1.0), member
+
+
+@pytest.mark.parametrize("rule", ["split", "bonferroni", "bonferroni_all", "multisplit"])
+def test_score_files_laid_out_by_class_audit_as_shuffled_ones(tmp_path, capsys, rule):
+    score, member = by_class_scores()
+    write_csv(tmp_path / "by_class.csv", score, member)
+    order = np.random.default_rng(0).permutation(len(score))
+    write_csv(tmp_path / "shuffled.csv", score[order], member[order])
+    payloads = []
+    for name in ("by_class.csv", "shuffled.csv"):
+        argv = ["audit-scores", str(tmp_path / name), "--threshold", rule, "--json", "--seed", "3"]
+        assert main(argv) == 0
+        payloads.append(json.loads(capsys.readouterr().out))
+    assert payloads[0]["threshold_rule"] == rule and payloads[0]["eps"] > 0.5
+    assert payloads[0]["eps"] == payloads[1]["eps"]
+    assert payloads[0]["by_rule"] == payloads[1]["by_rule"]
+    assert "skipped" not in payloads[0]
+
+
+def test_score_file_that_is_not_a_regular_file_is_refused_before_reading(tmp_path):
+    # /dev/zero (endless), a FIFO (blocks forever): refused at once, without reading
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "scores.csv"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo)):
+        proc = subprocess.run(
+            [sys.executable, "-m", "auditsel", "audit-scores", path],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "regular file" in lines[0] and path in lines[0]
+
+
+def test_oversized_score_files_are_refused_before_reading(tmp_path, capsys, monkeypatch):
+    import auditsel.auditing.scores as scores
+
+    write_csv(tmp_path / "s.csv", *by_class_scores(400))
+    np.savez(tmp_path / "s.npz", score=np.zeros(400), member=np.arange(400) % 2)
+    np.savez_compressed(tmp_path / "z.npz", score=np.zeros(10**6), member=np.arange(10**6) % 2)
+    assert (tmp_path / "z.npz").stat().st_size < 100_000  # small on disk, 10^6 rows inside
+    monkeypatch.setattr(scores, "MAX_FILE_BYTES", 5000)
+    monkeypatch.setattr(scores, "MAX_ROWS", 1000)
+
+    def never(*args):
+        raise AssertionError("read before the size check")
+
+    monkeypatch.setattr(scores, "_csv_columns", never)
+    monkeypatch.setattr(scores, "_npz_arrays", never)
+    for name in ("s.csv", "s.npz", "z.npz"):
+        assert main(["audit-scores", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "too large" in err and name in err, err
+
+
+def test_score_file_messages_name_the_file_not_a_placeholder(tmp_path, capsys):
+    for content in ("score,member\n1,0\n2,3\n3,1\n4,0\n", "value,label\n1,0\n", ""):
+        path = tmp_path / "bad.csv"
+        path.write_text(content)
+        assert main(["audit-scores", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert "FILE" not in err and str(path) in err, err
+    assert main(["audit-scores", str(tmp_path / "missing.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "FILE" not in err and "missing.csv" in err
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "score,member\n{rows}",
+        "member,score\n{swapped}",
+        "id,score,member,extra\n{wide}",
+        "\ufeffscore,member\r\n{crlf}",
+        "score , member\n{spaced}",
+    ],
+)
+def test_csv_layouts_read_the_same_numbers(tmp_path, text):
+    rng = np.random.default_rng(5)
+    score = rng.normal(size=300)
+    score[:3] = [np.inf, -np.inf, 0.1]
+    member = np.arange(300) % 2
+    cells = [(repr(float(s)), str(m)) for s, m in zip(score, member)]
+    body = text.format(
+        rows="".join(f"{s},{m}\n" for s, m in cells),
+        swapped="".join(f"{m},{s}\n" for s, m in cells),
+        wide="".join(f"{i},{s},{m},x\n" for i, (s, m) in enumerate(cells)),
+        crlf="".join(f"{s},{m}\r\n" for s, m in cells),
+        spaced="".join(f" {s} , {m}\n" for s, m in cells),
+    )
+    path = tmp_path / "s.csv"
+    path.write_bytes(body.encode("utf-8"))
+    got_score, got_member = read_scores(path)
+    assert np.array_equal(got_score, score) and np.array_equal(got_member, member)

@@ -29,7 +29,7 @@ DELTAS = [1e-8, 1e-5, 1e-3]
     ],
 )
 def test_curves_equal_the_panel_asked_delta_by_delta(pair, law):
-    whole = panel(pair, law, 1e-5, DELTAS)
+    whole = panel(pair, law, 1e-5, curve_deltas=DELTAS)
     for i, d in enumerate(DELTAS):
         single = panel(pair, law, d)["upper"]
         for key in BOUND_KEYS:

@@ -167,7 +167,7 @@ def _cases() -> dict[str, Case]:
             lambda d: panel.panel(g, tnb, d)["upper"]["exact"], at_zero=None
         ),
         "auditsel.accounting.panel.panel[curve_deltas]": Case(
-            lambda d: panel.panel(g, tnb, 1e-5, [d])["curves"]["exact"][0],
+            lambda d: panel.panel(g, tnb, 1e-5, curve_deltas=[d])["curves"]["exact"][0],
             field="curve_deltas",
             at_zero=None,  # None: the panel's "no finite value" (inf)
         ),
@@ -183,6 +183,13 @@ def _cases() -> dict[str, Case]:
         "auditsel.auditing.lower.epsilon_from_rates": Case(
             lambda d: float(lower.epsilon_from_rates(0.1, 0.2, d)),
             at_zero=math.log(0.8 / 0.1),  # [XWW24] eq. 4: max(log(0.9/0.2), log(0.8/0.1))
+        ),
+        "auditsel.auditing.lower.gdp_fit": Case(
+            lambda d: lower.gdp_fit(lower.SortedScores(scores, member), 0.05, d), at_zero=None
+        ),
+        "auditsel.auditing.lower.apply_rule": Case(
+            lambda d: lower.apply_rule(lower.SortedScores(scores, member), "split", 0.05, d),
+            at_zero=None,
         ),
         "auditsel.auditing.lower.audit_scores": Case(
             lambda d: lower.audit_scores(scores, member, d).eps, at_zero=None
@@ -273,6 +280,7 @@ EXEMPT = {
     "auditsel.experiments.config.ExperimentSpec.__init__": "built by parse_config, which checks",
     "auditsel.auditing.one_run.OneRunBound.__init__": "a result record",
     "auditsel.accounting.calibrate.Calibration.__init__": "a result record",
+    "auditsel.experiments.result.RunResult.__init__": "a result record",
     "auditsel.reproductions.claims.Setting.__init__": "a paper's setting, as data",
     "auditsel.reproductions.table3.Table3Grid.__init__": "a paper's grid, as data",
 }

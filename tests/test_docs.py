@@ -243,6 +243,44 @@ def test_a_failing_block_fails_the_page(tmp_path, monkeypatch):
     assert run_page(page, tmp_path) == ["line 2: not run: a reason"]
 
 
+# --- the quickstart table, as printed by `auditsel run` ----------------------------------------
+
+QUICKSTART_ROWS = {  # the table's label -> its number in results/quickstart/result.json
+    "eps_L (split, 95% CP)": lambda r: r["lower"]["eps"],
+    "eps_L (best threshold)": lambda r: r["lower"]["eps_best_threshold"],
+    "eps_L (GDP fit)": lambda r: r["lower"]["eps_gdp"],
+    "eps_B (one run)": lambda r: r["base"]["epsilon"],
+    "generic_rdp": lambda r: r["upper"]["generic_rdp"],
+    "profile": lambda r: r["upper"]["profile"],
+    "improved_rdp": lambda r: r["upper"]["improved_rdp"],
+    "improved_rdp_gdp": lambda r: r["upper"]["improved_rdp_gdp"],
+    "exact": lambda r: r["upper"]["exact"],
+}
+
+
+@pytest.mark.parametrize(
+    "page", [ROOT / "README.md", DOCS / "tutorials" / "first-audit.md"], ids=rel
+)
+def test_quickstart_table_is_the_committed_result(page):
+    """The table the README and the first tutorial show is `auditsel run`'s output: each row
+    with a known label agrees to its printed digits with results/quickstart/result.json (which
+    tests/test_results.py recomputes)."""
+    result = json.loads((ROOT / "results" / "quickstart" / "result.json").read_text())
+    table = next(b.code for b in blocks(page) if b.code.startswith("quickstart: delta"))
+    checked = 0
+    for line in table.splitlines()[2:]:
+        m = re.match(r"(.+?)\s{2,}(n/a|[\d.]+)\s", line + " ")
+        if not m or m.group(1) not in QUICKSTART_ROWS:
+            continue
+        value = QUICKSTART_ROWS[m.group(1)](result)
+        shown = None if m.group(2) == "n/a" else float(m.group(2))
+        assert (shown is None) == (value is None), line
+        if shown is not None:
+            assert f"{value:.4f}" == m.group(2), f"{rel(page)}: {line} (result.json: {value})"
+        checked += 1
+    assert checked >= 8
+
+
 # --- the config schema -------------------------------------------------------------------------
 
 CONFIG_PAGE = DOCS / "reference" / "config.md"
@@ -431,7 +469,7 @@ def fresh_results() -> list[dict]:
             "game": {"trials": 4000, "stream": True, "chunk_size": 1000, "panel": False},
         }
         results = [auditsel.run_config(streamed, out_dir=out)]
-    return results + [auditsel.run_config(c) for c in configs]
+    return [r.to_dict() for r in [*results, *(auditsel.run_config(c) for c in configs)]]
 
 
 def test_result_json_page_lists_every_key_written():

@@ -49,7 +49,7 @@ def test_within_and_pickle_keep_field_and_message():
         err,
         CheckpointError("checkpoint x is corrupted"),
         BackendError("--backend: no"),
-        ScoreFileError("FILE: missing"),
+        ScoreFileError("scores.csv", "not found"),
     ):
         back = pickle.loads(pickle.dumps(e))
         assert type(back) is type(e) and str(back) == str(e) and isinstance(back, ConfigError)

@@ -11,6 +11,7 @@ from scipy import stats
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.estimators import LABELS, estimator_panel, winner_tradeoff
 from auditsel.auditing.lower import SortedScores, apply_rule, audit_scores
+from auditsel.auditing.rules import threshold_rule
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.rounds import FinitePmf, Point
 from auditsel.selection import GaussianWinner
@@ -38,7 +39,7 @@ def selection_release(n, seed, shift=0.6):
 
 def test_every_entry_is_labelled_and_valid_entries_are_the_rules():
     s, m = gaussian_scores(1.0, 4000, 0)
-    panel = estimator_panel(s, m, DELTA, law=Point(1))
+    panel = estimator_panel(s, m, DELTA, law=Point(1), seed=0)
     assert all(e.label in LABELS for e in panel.values())
     assert {n for n, e in panel.items() if e.label == "valid"} == {
         "cp_split",
@@ -54,7 +55,7 @@ def test_every_entry_is_labelled_and_valid_entries_are_the_rules():
         ("cp_multisplit", "multisplit"),
         ("cp_bonferroni", "bonferroni"),
     ):
-        assert panel[name].value == audit_scores(s, m, DELTA, rule=rule).eps
+        assert panel[name].value == audit_scores(s, m, DELTA, rule=threshold_rule(rule, seed=0)).eps
 
 
 def test_auroc_is_mann_whitney_and_its_interval_is_delong():
@@ -126,13 +127,14 @@ def test_bayesian_is_a_posterior_quantile():
     b = estimator_panel(s, m, 0.0, posterior_draws=200_000)["bayesian"]
     fp, fn = b.detail["fp_count"], b.detail["fn_count"]
     n = b.detail["evaluated_trials"]
-    ss = SortedScores(s, m)
-    ev = ss.counts(ss.first(3000)[1])
+    # the evaluation part of the split: the other half of each class
+    n0, n1 = int((m == 0).sum()), int((m == 1).sum())
+    e0, e1 = n0 - n0 // 2, n1 - n1 // 2
     rng = np.random.default_rng(99)  # an independent posterior sample, delta = 0
-    a = rng.beta(fp + 0.5, ev.n0 - fp + 0.5, 400_000)
-    c = rng.beta(fn + 0.5, ev.n1 - fn + 0.5, 400_000)
+    a = rng.beta(fp + 0.5, e0 - fp + 0.5, 400_000)
+    c = rng.beta(fn + 0.5, e1 - fn + 0.5, 400_000)
     eps = np.maximum(np.maximum(np.log((1 - a) / c), np.log((1 - c) / a)), 0)
-    assert n == ev.n0 + ev.n1
+    assert n == e0 + e1
     assert b.value == pytest.approx(np.quantile(eps, 0.05), abs=0.02)
     assert b.detail["posterior_median"] == pytest.approx(np.median(eps), abs=0.02)
 
@@ -145,7 +147,7 @@ def test_no_valid_or_bayesian_entry_exceeds_the_exact_eps_across_seeds():
         rng = np.random.default_rng(seed)
         m = rng.integers(0, 2, 3000).astype(np.int8)
         s = w.release(m, rng)
-        for name, e in estimator_panel(s, m, 1e-3, splits=5).items():
+        for name, e in estimator_panel(s, m, 1e-3, splits=5, seed=seed).items():
             if e.label in ("valid", "bayesian"):
                 over[name] = over.get(name, 0) + (e.value > truth)
     # at 95%, 20 audits: more than 4 over-claims has probability < 2%
@@ -181,7 +183,7 @@ def test_valid_estimators_are_at_least_as_strong_as_jax_privacy():
     for seed in range(12):
         s2, m2 = gaussian_scores(1.0, 4000, 100 + seed)
         a2 = auditing.CanaryScoreAuditor(s2[m2 == 1], s2[m2 == 0])
-        ours_s.append(audit_scores(s2, m2, DELTA, rule="split").eps)
+        ours_s.append(audit_scores(s2, m2, DELTA, rule=threshold_rule("split", seed=seed)).eps)
         theirs_s.append(
             a2.epsilon_clopper_pearson(
                 alpha, DELTA, one_sided=False, threshold_strategy=auditing.Split(seed=seed)
@@ -189,7 +191,158 @@ def test_valid_estimators_are_at_least_as_strong_as_jax_privacy():
         )
     se = np.std(np.subtract(ours_s, theirs_s), ddof=1) / math.sqrt(len(ours_s))
     assert np.mean(ours_s) >= np.mean(theirs_s) - 3 * se
-    # descriptive entries: the same quantities (theirs on the ROC hull: at least ours)
+    # descriptive entries: the hull variants are theirs; the empirical curve is never above
     panel = estimator_panel(s, m, DELTA)
+    assert panel["auroc_hull"].value == pytest.approx(aud.attack_auroc(), abs=1e-12)
     assert panel["auroc"].value <= aud.attack_auroc() + 1e-12
-    assert panel["auroc"].value == pytest.approx(aud.attack_auroc(), abs=2e-3)
+    for f, row in panel["tpr_at_fpr_hull"].detail["by_fpr"].items():
+        assert row["tpr"] == pytest.approx(aud.tpr_at_given_fpr(float(f)), abs=1e-12)
+
+
+# --- one GDP estimate, one name -------------------------------------------------------------
+
+
+def test_one_gdp_estimate_everywhere():
+    # the audit's GDP fit is the panel's (maximised over every threshold, limits that hold at
+    # all of them at once): one number, not the fit at the split threshold beside another
+    s, m = gaussian_scores(1.5, 40_000, 1)
+    bound = audit_scores(s, m, DELTA)
+    panel = estimator_panel(s, m, DELTA)
+    assert bound.gdp_fit == panel["gdp_fit"].value
+    assert bound.gdp_fit_mu == panel["gdp_fit"].detail["mu"]
+    assert bound.gdp_fit_ok is panel["gdp_fit"].detail["gdp_fit_ok"] is True
+    # the old keys stay for one release, as aliases of the same numbers
+    d = bound.to_dict()
+    assert d["eps_gdp"] == d["gdp_fit"] and d["mu_gdp"] == d["gdp_fit_mu"]
+    # stronger than the fit at one split threshold, and below the truth (the model holds here)
+    from auditsel.auditing.lower import gdp_mu
+
+    at_split = gdp_mu(bound.fp_upper, bound.fn_upper)
+    assert at_split < bound.gdp_fit_mu <= 1.5
+    assert bound.gdp_fit <= gaussian_epsilon(1.5, DELTA)
+
+
+# --- ROC summaries: the empirical curve and its convex hull (jax_privacy's) ------------------
+
+
+def two_classes(member_scores, other_scores):
+    s = np.r_[np.asarray(member_scores, float), np.asarray(other_scores, float)]
+    m = np.r_[np.ones(len(member_scores)), np.zeros(len(other_scores))].astype(np.int8)
+    return s, m
+
+
+def test_auroc_empirical_and_hull_on_jax_privacys_vector():
+    from auditsel.auditing.roc import auroc
+
+    # jax_privacy tests/auditing_test.py::test_attack_auroc_simple: frontier (0,0) (0,2) (1,3)
+    # (4,4) in (FP, TP) counts, area 13/16; the empirical curve (Mann-Whitney) is 11/16
+    s, m = two_classes([0, 4, 6, 7], [1, 2, 3, 5])
+    assert auroc(s, m, hull=True) == pytest.approx(13 / 16, abs=1e-15)
+    assert auroc(s, m) == pytest.approx(11 / 16, abs=1e-15)
+    panel = estimator_panel(s, m, DELTA, splits=1)
+    assert panel["auroc_hull"].value == pytest.approx(13 / 16, abs=1e-15)
+    assert panel["auroc"].value == pytest.approx(11 / 16, abs=1e-15)
+
+
+def test_tpr_at_fpr_empirical_and_hull_on_jax_privacys_vector():
+    from auditsel.auditing.roc import tpr_at_fpr
+
+    # jax_privacy test_tpr_at_given_fpr_simple: in [1, 3], out [0, 2]
+    s, m = two_classes([1, 3], [0, 2])
+    fprs = [0, 0.25, 0.5, 0.75, 1.0]
+    assert np.allclose(tpr_at_fpr(s, m, fprs, hull=True), [0.5, 0.75, 1.0, 1.0, 1.0], atol=1e-15)
+    # the empirical curve, randomised between neighbouring thresholds: flat from (0, .5) to
+    # (.5, .5), then up to (.5, 1)
+    assert np.allclose(tpr_at_fpr(s, m, fprs), [0.5, 0.5, 1.0, 1.0, 1.0], atol=1e-15)
+
+
+@pytest.mark.parametrize("ratio", [0.5, 1.0, 1.5])
+def test_roc_summaries_on_jax_privacys_worst_and_best_cases(ratio):
+    from auditsel.auditing.roc import auroc, tpr_at_fpr
+
+    fprs = np.linspace(0, 1, 10)
+    n_out = int(30 * ratio)
+    worst = two_classes(np.zeros(30), np.ones(n_out))  # members score lower
+    best = two_classes(np.ones(30), np.zeros(n_out))
+    assert np.allclose(tpr_at_fpr(*worst, fprs, hull=True), fprs, atol=1e-12)
+    assert auroc(*worst, hull=True) == pytest.approx(0.5)
+    assert np.array_equal(tpr_at_fpr(*best, fprs, hull=True), np.ones(10))
+    assert np.array_equal(tpr_at_fpr(*best, fprs), np.ones(10))
+    assert auroc(*best, hull=True) == 1.0 == auroc(*best)
+    # at FPR = 1 every variant is 1 (guess "member" always), the worst case included
+    assert tpr_at_fpr(*worst, [1.0])[0] == 1.0 == tpr_at_fpr(*worst, [1.0], hull=True)[0]
+    panel = estimator_panel(*worst, DELTA, fpr=(0.5, 1.0), splits=1)
+    assert panel["tpr_at_fpr"].detail["by_fpr"]["1"]["tpr"] == 1.0
+    assert panel["tpr_at_fpr_hull"].detail["by_fpr"]["1"]["tpr"] == 1.0
+
+
+@pytest.mark.parametrize("ratio", [0.5, 1.0, 1.5])
+def test_roc_hull_on_jax_privacys_circular_roc(ratio):
+    from auditsel.auditing.roc import auroc, tpr_at_fpr
+
+    # jax_privacy _scores_with_circular_roc: the ROC is the arc sqrt(f (2 - f))
+    n_in = 10_000
+    n_out = int(n_in * ratio)
+    s, m = two_classes(np.sqrt(1 - np.linspace(0, 1, n_in) ** 2), np.linspace(0, 1, n_out))
+    fprs = np.linspace(0, 1, 10)
+    assert np.allclose(tpr_at_fpr(s, m, fprs, hull=True), np.sqrt(fprs * (2 - fprs)), rtol=1e-3)
+    assert auroc(s, m, hull=True) == pytest.approx(np.pi / 4, abs=5e-4)
+
+
+@pytest.mark.parametrize(
+    "member_scores, other_scores, fp, tp",
+    [
+        # jax_privacy test_get_tn_fn_counts*: their (tn, fn) frontier as (FP, TP) counts
+        ([1.5, 2.5, 0.5, 3.5], [0, 3, 2, 1], [0, 0, 3, 4], [0, 1, 4, 4]),
+        ([0, 1, 1, 2], [0, 0, 1, 1], [0, 0, 2, 4], [0, 1, 3, 4]),
+        ([0, 0, 1, 2], [0, 1, 1, 1], [0, 0, 4], [0, 1, 4]),
+        (np.zeros(4), np.zeros(4), [0, 4], [0, 4]),
+    ],
+)
+def test_roc_hull_vertices_are_jax_privacys_frontier(member_scores, other_scores, fp, tp):
+    from auditsel.auditing.roc import roc_hull
+
+    s, m = two_classes(member_scores, other_scores)
+    hull_fp, hull_tp = roc_hull(s, m)
+    assert hull_fp.tolist() == fp and hull_tp.tolist() == tp
+
+
+def test_roc_hull_is_the_exhaustive_upper_hull():
+    # against a brute-force hull: a point is a vertex iff no chord of two others lies on or
+    # above it
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from auditsel.auditing.roc import auroc, roc_hull
+
+    @given(st.lists(st.tuples(st.integers(-4, 4), st.booleans()), min_size=4, max_size=40))
+    @settings(max_examples=150, deadline=None)
+    def check(pairs):
+        s = np.array([p[0] for p in pairs], float)
+        m = np.array([p[1] for p in pairs], np.int8)
+        if m.min() == m.max():
+            return
+        n0, n1 = int((m == 0).sum()), int(m.sum())
+        ts = np.r_[np.unique(s), -np.inf]
+        pts = {(int(((m == 0) & (s > t)).sum()), int(((m == 1) & (s > t)).sum())) for t in ts}
+        pts |= {(0, 0)}
+        pts = sorted(pts)
+        top = [p for p in pts if p[1] == max(q[1] for q in pts if q[0] == p[0])]
+        hull = [(0, 0)] + [p for p in top if p != (0, 0)]  # (0, 0) starts the curve
+        keep = []
+        for i, p in enumerate(hull):  # not on or below a chord between neighbours' extremes
+            below = any(
+                (b[0] - a[0]) * (p[1] - a[1]) - (b[1] - a[1]) * (p[0] - a[0]) <= 0
+                for a in hull[:i]
+                for b in hull[i + 1 :]
+            )
+            if not below:
+                keep.append(p)
+        fp, tp = roc_hull(s, m)
+        assert list(zip(fp.tolist(), tp.tolist())) == keep
+        area = sum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(keep[:-1], keep[1:])) / (
+            n0 * n1
+        )
+        assert auroc(s, m, hull=True) == pytest.approx(area, abs=1e-12)
+
+    check()

@@ -68,18 +68,32 @@ def numbers(out: Path) -> dict:
 
 
 def test_concurrent_runs_on_one_out_never_mix_or_delete(tmp_path):
-    """Four processes on one --out at once: each either finishes (0) or is refused with the
-    one-line "in use" message (2); the folder ends complete (manifest, every chunk, result.json
-    equal to a run alone) with no temporary or lock file. Before the lock, 1-3 of 4 crashed
-    (exit 1) and the survivors ended with missing chunks and no manifest."""
-    cfg = write_config(tmp_path)
+    """Six processes on one --out, started together (each waits for a go file after importing
+    the CLI, so their chunks coincide): each either finishes (0) or is refused with the one-line
+    "in use" message (2); the folder ends complete (manifest, every chunk, result.json equal to
+    a run alone) with no temporary or lock file. Before the lock and the unique temporary
+    names, 1-3 of 4 crashed (exit 1), deleted the folder under the others, and the survivors
+    ended with missing chunks and no manifest."""
+    cfg = write_config(tmp_path, trials=400_000, chunk=4_000)
     ref = tmp_path / "alone"
     assert subprocess.run(command(cfg, ref), env=env(), capture_output=True).returncode == 0
-    out = tmp_path / "shared"
+    out, go = tmp_path / "shared", tmp_path / "go"
+    argv = command(cfg, out)[3:]
+    starter = (
+        "import os, sys, time\n"
+        "from auditsel.cli import main\n"
+        f"while not os.path.exists({str(go)!r}):\n"
+        "    time.sleep(0.001)\n"
+        f"sys.exit(main({argv!r}))\n"
+    )
     procs = [
-        subprocess.Popen(command(cfg, out), env=env(), stderr=subprocess.PIPE, text=True)
-        for _ in range(4)
+        subprocess.Popen(
+            [sys.executable, "-c", starter], env=env(), stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(6)
     ]
+    time.sleep(3)  # every process has imported the CLI and waits
+    go.write_text("go")
     results = [(p.wait(timeout=600), p.stderr.read()) for p in procs]
     codes = [rc for rc, _ in results]
     assert set(codes) <= {0, 2} and 0 in codes, results
@@ -90,7 +104,7 @@ def test_concurrent_runs_on_one_out_never_mix_or_delete(tmp_path):
     assert numbers(out) == numbers(ref)
     ckpt = sorted(p.name for p in (out / "checkpoints").iterdir())
     assert ckpt == sorted(p.name for p in (ref / "checkpoints").iterdir())
-    assert "manifest.json" in ckpt and len(ckpt) == 1 + 400_000 // 20_000
+    assert "manifest.json" in ckpt and len(ckpt) == 1 + 400_000 // 4_000
     assert leftovers(out) == []
 
 

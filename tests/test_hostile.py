@@ -519,6 +519,13 @@ OPTIONS = [
         r"--trials: config\.yaml has no game section",
         base={k: v for k, v in BASE.items() if k != "game"},
     ),
+    opt(
+        "run-out-new-parents-removed-after-a-failure",
+        ["--backend", "dask", "--scheduler", "tcp://127.0.0.1:1"],
+        2,
+        r"--scheduler: cannot reach tcp://127\.0\.0\.1:1|--backend dask: dask\.distributed is not",
+        out="a/b/c",
+    ),
     opt("run-out-dot", [], 2, r"--out: \. is the current folder", out="."),
     opt("run-out-dotdot", [], 2, r"--out: \.\. is a parent of the current folder", out=".."),
     opt("run-out-x/../..", [], 2, r"--out: x/\.\./\.\. is a parent of the current", out="x/../.."),
@@ -741,9 +748,9 @@ AUDIT_SCORES = [
     scores_case(
         "scores-family-bogus", ["--one-run", "--family", "laplace"], r"--family: invalid choice"
     ),
-    scores_case("scores-missing-file", [], r"nowhere\.csv not found", file="nowhere.csv"),
+    scores_case("scores-missing-file", [], r"nowhere\.csv: not found", file="nowhere.csv"),
     scores_case(
-        "scores-a-folder", [], r"cannot read folder|not a", files={"folder/x": "x"}, file="folder"
+        "scores-a-folder", [], r"folder: is a directory", files={"folder/x": "x"}, file="folder"
     ),
     scores_case(
         "scores-empty-file", [], r"no column 'score'", files={"empty.csv": ""}, file="empty.csv"
@@ -754,35 +761,35 @@ AUDIT_SCORES = [
     scores_case(
         "scores-not-numeric",
         [],
-        r"line 3 of .* is not numeric",
+        r"n\.csv: line 3 is not numeric",
         files={"n.csv": "score,member\n1,0\nx,1\n"},
         file="n.csv",
     ),
     scores_case(
         "scores-member-2",
         [],
-        r"member in .* must be 0 or 1",
+        r"m\.csv: column member must be 0 or 1 .*, got 2 in row 2",
         files={"m.csv": "score,member\n1,0\n2,2\n3,1\n4,0\n"},
         file="m.csv",
     ),
     scores_case(
         "scores-score-nan",
         [],
-        r"score in .* contains NaN",
+        r"m\.csv: column score contains NaN in row 1",
         files={"m.csv": "score,member\nnan,0\n2,1\n3,1\n4,0\n"},
         file="m.csv",
     ),
     scores_case(
         "scores-one-class",
         [],
-        r"every row of .* has member = 1",
+        r"m\.csv: column member needs games .*; every game has member = 1",
         files={"m.csv": "score,member\n1,1\n2,1\n3,1\n4,1\n"},
         file="m.csv",
     ),
     scores_case(
         "scores-three-rows",
         [],
-        r"has 3 rows; the audit needs at least 4",
+        r"m\.csv: column score has 3 games; an audit needs at least 4",
         files={"m.csv": "score,member\n1,1\n2,0\n3,1\n"},
         file="m.csv",
     ),
@@ -810,7 +817,7 @@ AUDIT_SCORES = [
     scores_case(
         "scores-npz-2d",
         [],
-        r"must be 1-D and of equal length",
+        r"scores\.npz: column score must be 1-D \(one entry per game\), got shape \(4, 2\)",
         files={"scores.npz": _npz(score=np.zeros((4, 2)), member=np.array([0, 1, 0, 1]))},
         file="scores.npz",
     ),

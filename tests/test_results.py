@@ -57,7 +57,9 @@ def recompute(path: Path):
     result = json.loads(path.read_text())
     pair, law = pair_and_law(result)
     curves = result.get("upper_curves")
-    out = panel(pair, law, result["delta"], None if curves is None else curves["delta"])
+    out = panel(
+        pair, law, result["delta"], curve_deltas=None if curves is None else curves["delta"]
+    )
     return result, out
 
 

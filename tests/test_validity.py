@@ -16,6 +16,7 @@ from scipy import stats
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.lower import THRESHOLD_RULES, SortedScores, audit_scores
+from auditsel.auditing.rules import threshold_rule
 from auditsel.auditing.validity import overclaim_rates
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, TruncatedNegativeBinomial
@@ -138,12 +139,13 @@ def dpsgd_check(games, reps, sigma):
     truth = gaussian_epsilon(mu, DELTA)
     over = {rule: 0 for rule in VALID}
     point = 0
-    for sc, me in zip(scores, member):
+    for rep, (sc, me) in enumerate(zip(scores, member)):
         if me.min() == me.max():
             continue
         ss = SortedScores(sc, me)
         for rule in VALID:
-            lb = audit_scores(sc, me, DELTA, rule=rule, sorted_scores=ss, grid_size=20)
+            seeded = threshold_rule(rule, grid_size=20, seed=rep)  # fixed before the scores
+            lb = audit_scores(sc, me, DELTA, rule=seeded, sorted_scores=ss)
             over[rule] += lb.eps > truth
         point += lb.eps_point_best > truth
     for rule in VALID:

@@ -178,7 +178,7 @@ def hockey_stick(winner, eps, direction: int = 0, scan=None):
     return out if np.ndim(eps) else float(out[0])
 
 
-def privacy_curve(winner, eps, scans=(None, None)):
+def privacy_curve(winner, eps, *, scans=(None, None)):
     """delta(eps) = max over both directions (vectorised in eps)."""
     return np.maximum(
         hockey_stick(winner, eps, 0, scans[0]), hockey_stick(winner, eps, 1, scans[1])
@@ -186,11 +186,11 @@ def privacy_curve(winner, eps, scans=(None, None)):
 
 
 @overload
-def exact_epsilon(winner: Winner, delta: float, tol: float = 1e-9) -> float: ...
+def exact_epsilon(winner: Winner, delta: float, *, tol: float = 1e-9) -> float: ...
 @overload
-def exact_epsilon(winner: Winner, delta: np.ndarray, tol: float = 1e-9) -> np.ndarray: ...
+def exact_epsilon(winner: Winner, delta: np.ndarray, *, tol: float = 1e-9) -> np.ndarray: ...
 def exact_epsilon(
-    winner: Winner, delta: float | np.ndarray, tol: float = 1e-9
+    winner: Winner, delta: float | np.ndarray, *, tol: float = 1e-9
 ) -> float | np.ndarray:
     """Smallest eps >= 0 with privacy_curve(winner, eps) <= delta (inf if none, or above 1e4).
 

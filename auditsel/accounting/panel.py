@@ -29,6 +29,7 @@ from auditsel.accounting.bounds import BOUND_KEYS, BOUNDS
 from auditsel.accounting.profile import base_profile
 from auditsel.events import as_pair
 from auditsel.numerics import check_deltas
+from auditsel.protocols import MechanismPair
 from auditsel.rounds import RoundsLaw
 
 __all__ = [
@@ -64,7 +65,7 @@ def base_info(base, delta: float) -> dict:
     return {"epsilon": _finite_or_none(base.epsilon(delta)), "mu": base.mu, "mu_gdp": base.mu_gdp}
 
 
-def panel(base, law: RoundsLaw, delta: float, curve_deltas=None) -> dict:
+def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=None) -> dict:
     """All bounds for one setting, with base info, per-pair labels, sources and timings; with
     `curve_deltas`, also "curves": each bound's eps at those deltas (`panel_curves`), from the
     same single computation per bound as the value at `delta`."""
@@ -135,7 +136,7 @@ def panel_curves(base, law: RoundsLaw, deltas) -> dict:
     """{"delta": deltas, key: eps of each bound at each delta}: one curve computation per bound
     (None where the bound does not apply or is vacuous)."""
     deltas = check_deltas(deltas, "deltas").tolist()
-    return panel(base, law, deltas[0], deltas)["curves"]
+    return panel(base, law, deltas[0], curve_deltas=deltas)["curves"]
 
 
 def upper_bounds(base, law: RoundsLaw, delta: float) -> dict:

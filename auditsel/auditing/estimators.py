@@ -17,7 +17,8 @@ Input: scores (higher = "member") and the coins b of n games; one sort
     order-statistic argument of `auditsel.auditing.lower`, upper and lower limits). Goodness of fit:
     under a mu-GDP trade-off, every threshold's interval [mu_lo(t), mu_hi(t)] (mu_hi from the
     lower limits) contains mu, so `gdp_fit_ok` is false, and the number is printed as rejected,
-    when max_t mu_lo(t) > min_t mu_hi(t) (the model is rejected at level alpha).
+    when max_t mu_lo(t) > min_t mu_hi(t) (the model is rejected at level alpha). It is the
+    audit's one GDP number (`auditsel.auditing.lower.gdp_fit`; `LowerBound.gdp_fit`).
   - `selection_fit` (the law of K known): the family "winner of K Gaussian runs N(0, 1) vs
     N(mu, 1)" ([XWW24] Figure 5). mu_L is the largest mu whose exact trade-off curve has some
     (FP_u, FN_u) point strictly below it (impossible for that mu), converted with the exact
@@ -25,13 +26,18 @@ Input: scores (higher = "member") and the coins b of n games; one sort
     analogue of the GDP fit: heuristic (it holds when the released score behaves like that
     family), and on a tuning release it does not over-claim as the GDP fit does.
 * optimistic: `best_threshold`, the max over all thresholds at alpha each (no confidence).
-* descriptive: AUROC with a DeLong (asymptotic normal) interval; TPR at fixed FPR (the
-  randomised classifier between neighbouring thresholds, as jax_privacy computes it) with a
-  Clopper-Pearson interval on the TP count at the threshold below.
+* descriptive (`auditsel.auditing.roc`): `auroc`, the area under the empirical ROC curve (the
+  Mann-Whitney statistic) with a DeLong (asymptotic normal) interval; `tpr_at_fpr`, that
+  curve's TPR at fixed FPRs (the randomised test between neighbouring thresholds) with a
+  Clopper-Pearson interval on the TP counts of the two thresholds; and the same on the ROC's
+  convex hull as jax_privacy computes them, `auroc_hull` and `tpr_at_fpr_hull` (no interval:
+  jax_privacy offers a bootstrap for these).
 
-Maxima and minima over thresholds visit thresholds in the order of a cheap optimistic bound
-(the empirical rates) and stop when no threshold left can change the answer, so they are
-exact over every threshold at the cost of a few hundred Clopper-Pearson limits.
+Maxima and minima over thresholds are exact over every threshold (the searches of
+`auditsel.auditing.lower`: a cheap bound of each Clopper-Pearson limit, exact limits only
+where a threshold can still change the answer). Everything is read from one `SortedScores`,
+which keeps what the audit computed on it (a rule's bound, the split's pilot, the GDP fit), so
+that the panel after an audit repeats none of it.
 """
 
 from __future__ import annotations
@@ -41,22 +47,37 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy.special import ndtri
-from scipy.stats import norm
 
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.lower import (
-    MULTISPLITS,
     SortedScores,
-    _gdp_epsilon,
-    _pick_table,
     apply_rule,
+    best_threshold,
     clopper_pearson_lower,
     clopper_pearson_upper,
     epsilon_from_rates,
+    gdp_fit,
 )
-from auditsel.errors import ConfigError
+from auditsel.auditing.roc import (
+    auroc_hull_sorted,
+    auroc_with_se,
+    check_fpr,
+    hull_sorted,
+    placements,
+    tp_counts_sorted,
+)
+from auditsel.auditing.rules import (
+    MULTISPLITS,
+    BonferroniAll,
+    BonferroniGrid,
+    MultiSplit,
+    Split,
+    ThresholdRule,
+    fresh_seed,
+)
+from auditsel.auditing.scores import check_scores
+from auditsel.errors import number
 from auditsel.mechanisms import GaussianBase
-from auditsel.numerics import check_deltas
 from auditsel.selection import GaussianWinner
 
 __all__ = ["Estimate", "estimator_panel", "LABELS", "winner_tradeoff", "selection_fit_mu"]
@@ -88,18 +109,42 @@ def _finite(x):
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
-def _rule_estimate(ss, name, rule, alpha, delta, source, **kw) -> Estimate:
-    chosen = apply_rule(ss, rule, alpha, delta, **kw)
+def _rule_estimate(ss, name, rule: ThresholdRule, alpha, delta, source) -> Estimate:
+    chosen = apply_rule(ss, rule, alpha, delta)
     detail = {
         "threshold": float(chosen["threshold"]),
         "direction": "<=" if chosen["flip"] else ">",
         "fp_upper": chosen["fp_u"],
         "fn_upper": chosen["fn_u"],
         "evaluated_trials": int(chosen["n"]),
+        **rule.options(),
     }
     if chosen.get("grid_source"):
         detail["grid_source"] = chosen["grid_source"]
     return Estimate(name, float(chosen["eps"]), "valid", 1 - alpha, source, detail)
+
+
+def _gdp_fit(ss: SortedScores, alpha, delta) -> Estimate:
+    fit = gdp_fit(ss, alpha, delta)
+    return Estimate(
+        "gdp_fit",
+        fit.eps,
+        "heuristic",
+        1 - alpha,
+        "GDP fit maximised over thresholds, Bonferroni over all of them ([NHSBTJCT23], [DRS22])",
+        {
+            "mu": fit.mu,
+            "gdp_fit_ok": fit.ok,
+            "mu_interval_max_low": fit.mu_interval_max_low,
+            "mu_interval_min_high": fit.mu_interval_min_high,
+            "direction": fit.direction,
+            "threshold": fit.threshold,
+            "note": "model fits"
+            if fit.ok
+            else "rejected: the Gaussian trade-off model does not fit "
+            "these scores (mu intervals do not overlap)",
+        },
+    )
 
 
 def _rate_low(count, nobs, a):
@@ -109,80 +154,6 @@ def _rate_low(count, nobs, a):
 
 def _directions(c):
     return ((False, c.fp, c.fn), (True, c.n0 - c.fp, c.n1 - c.fn))
-
-
-def _max_mu_low(f, g, n0, n1, a, block=256):
-    """max over thresholds of Phi^-1(1 - FP_u) - Phi^-1(FN_u), visiting thresholds in decreasing
-    order of the same with the optimistic rates (an upper bound) until none can win."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ub = ndtri(1 - _rate_low(f, n0, a)) - ndtri(_rate_low(g, n1, a))
-    ub = np.nan_to_num(ub, nan=np.inf, posinf=np.inf, neginf=-np.inf)
-    order = np.argsort(-ub, kind="stable")
-    best, arg = -np.inf, -1
-    for start in range(0, len(order), block):
-        idx = order[start : start + block]
-        if ub[idx[0]] <= best:
-            break
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mu = ndtri(1 - clopper_pearson_upper(f[idx], n0, a)) - ndtri(
-                clopper_pearson_upper(g[idx], n1, a)
-            )
-        mu = np.nan_to_num(mu, nan=-np.inf, posinf=np.inf, neginf=-np.inf)
-        j = int(np.argmax(mu))
-        if mu[j] > best:
-            best, arg = float(mu[j]), int(idx[j])
-    return best, arg
-
-
-def _min_mu_high(f, g, n0, n1, a, below, block=256):
-    """min over thresholds of Phi^-1(1 - FP_l) - Phi^-1(FN_l), searched only where it can fall
-    below `below` (the empirical mu is a lower bound of it); returns (min found, count checked)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lb = ndtri(1 - f / max(n0, 1)) - ndtri(g / max(n1, 1))
-    lb = np.nan_to_num(lb, nan=-np.inf, posinf=np.inf, neginf=-np.inf)
-    cand = np.nonzero(lb < below)[0]
-    cand = cand[np.argsort(lb[cand], kind="stable")]
-    low = np.inf
-    for start in range(0, len(cand), block):
-        idx = cand[start : start + block]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mu = ndtri(1 - clopper_pearson_lower(f[idx], n0, a)) - ndtri(
-                clopper_pearson_lower(g[idx], n1, a)
-            )
-        mu = np.nan_to_num(mu, nan=np.inf, posinf=np.inf, neginf=-np.inf)
-        low = min(low, float(np.min(mu)))
-        if low < below:
-            break
-    return low, len(cand)
-
-
-def _gdp_fit(c, n, alpha, delta) -> Estimate:
-    a = alpha / (2 * n)  # upper and lower limits at every threshold, both directions: 4 n events
-    fits = [(_max_mu_low(f, g, c.n0, c.n1, a), flip, f, g) for flip, f, g in _directions(c)]
-    (lo, arg), flip, f, g = max(fits, key=lambda x: x[0][0])
-    mu = max(lo, 0.0)
-    hi, _ = _min_mu_high(f, g, c.n0, c.n1, a, lo)
-    ok = bool(hi >= lo)
-    eps = _gdp_epsilon(mu, delta)
-    return Estimate(
-        "gdp_fit",
-        eps,
-        "heuristic",
-        1 - alpha,
-        "GDP fit maximised over thresholds, Bonferroni over all of them ([NHSBTJCT23], [DRS22])",
-        {
-            "mu": mu,
-            "gdp_fit_ok": ok,
-            "mu_interval_max_low": lo,
-            "mu_interval_min_high": hi,
-            "direction": "<=" if flip else ">",
-            "threshold": float(c.t[arg]) if arg >= 0 else None,
-            "note": "model fits"
-            if ok
-            else "rejected: the Gaussian trade-off model does not fit "
-            "these scores (mu intervals do not overlap)",
-        },
-    )
 
 
 def winner_tradeoff(mu: float, law, cells: int = 8_000):
@@ -267,12 +238,12 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
     )
 
 
-def _bayesian(ss, alpha, delta, split_fraction, seed, draws) -> Estimate:
-    cut = int(ss.n * split_fraction)
-    head, tail = ss.first(cut)
-    sel = ss.counts(head)
-    p = _pick_table(sel, alpha, delta)
-    ev = ss.counts_at(tail, [p["threshold"]])
+def _bayesian(ss: SortedScores, split: Split, alpha, delta, seed, draws) -> Estimate:
+    """[ZB+23]'s posterior at the threshold the split rule chose on its pilot, from the counts
+    of the evaluation part (the same split as `cp_split`)."""
+    p = apply_rule(ss, split, alpha, delta)
+    pilot = ss.pilot(split.split_fraction, split.seed)
+    ev = ss.rest_at(pilot, [p["threshold"]])
     fp, fn = ev.at(np.array([p["threshold"]]))
     fp, fn = (ev.n0 - fp[0], ev.n1 - fn[0]) if p["flip"] else (fp[0], fn[0])
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x7A62,)))
@@ -298,52 +269,97 @@ def _bayesian(ss, alpha, delta, split_fraction, seed, draws) -> Estimate:
     )
 
 
-def _auroc(c, alpha) -> Estimate:
-    """AUROC = P(S1 > S0) + P(S1 = S0)/2 with DeLong's variance, from the count table."""
-    c0 = (c.fp[:-1] - c.fp[1:]).astype(float)  # class-0 scores at each distinct value t[1:]
-    c1 = (c.fn[1:] - c.fn[:-1]).astype(float)  # class-1 scores there
-    below0 = (c.n0 - c.fp[:-1]).astype(float)  # class-0 scores < t
-    above1 = (c.n1 - c.fn[1:]).astype(float)  # class-1 scores > t
-    v10 = (below0 + 0.5 * c0) / c.n0  # each class-1 score's placement
-    v01 = (above1 + 0.5 * c1) / c.n1  # each class-0 score's placement
-    auc = float(np.sum(c1 * v10) / c.n1)
-    var10 = np.sum(c1 * (v10 - auc) ** 2) / max(c.n1 - 1, 1)
-    var01 = np.sum(c0 * (v01 - auc) ** 2) / max(c.n0 - 1, 1)
-    se = math.sqrt(var10 / c.n1 + var01 / c.n0)
-    z = norm.ppf(1 - alpha / 2)
+def _auroc(ss: SortedScores, alpha) -> Estimate:
+    """AUROC = P(S1 > S0) + P(S1 = S0)/2 with DeLong's variance."""
+    auc, se = auroc_with_se(*ss.by_coin(), _placements(ss))
+    z = float(-ndtri(alpha / 2))
     return Estimate(
         "auroc",
         auc,
         "descriptive",
         1 - alpha,
-        "area under the ROC curve, DeLong interval",
+        "area under the empirical ROC curve (Mann-Whitney), DeLong interval",
         {"low": max(auc - z * se, 0.0), "high": min(auc + z * se, 1.0), "se": se},
     )
 
 
-def _tpr_at_fpr(c, alpha, targets) -> Estimate:
-    tp = (c.n1 - c.fn)[::-1].astype(float)  # increasing along decreasing thresholds
-    fp = c.fp[::-1].astype(float)
-    out = {}
-    for f in targets:
-        target = c.n0 * f
-        j = min(int(np.searchsorted(fp, target, side="right")), len(fp) - 1)
-        i = max(j - 1, 0)
-        q = 0.0 if fp[j] == fp[i] else (target - fp[i]) / (fp[j] - fp[i])
-        tpr = float((tp[i] + q * (tp[j] - tp[i])) / c.n1)
-        lo = float(clopper_pearson_lower(tp[i], c.n1, alpha)) if tp[i] > 0 else 0.0
-        hi = float(clopper_pearson_upper(tp[j], c.n1, alpha))
-        out[f"{f:g}"] = {"tpr": tpr, "low": min(lo, tpr), "high": max(hi, tpr)}
-    first = out[f"{targets[0]:g}"]
+def _placements(ss: SortedScores):
+    return ss.memo("placements", lambda: placements(*ss.by_coin()))
+
+
+def _vertices(ss: SortedScores):
+    return ss.memo("roc_hull", lambda: hull_sorted(*ss.by_coin(), _placements(ss)))
+
+
+def _auroc_hull(ss: SortedScores) -> Estimate:
     return Estimate(
-        "tpr_at_fpr",
-        first["tpr"],
+        "auroc_hull",
+        auroc_hull_sorted(*ss.by_coin(), vertices=_vertices(ss)),
         "descriptive",
-        1 - alpha,
-        "TPR at fixed FPR (randomised between neighbouring thresholds); Clopper-Pearson "
-        "interval on the TP count, given the threshold",
-        {"by_fpr": out},
+        None,
+        "area under the ROC curve's convex hull, as jax_privacy's attack_auroc",
+        {},
     )
+
+
+def _tpr_at_fpr(ss: SortedScores, alpha, targets, hull: bool) -> Estimate:
+    s0, s1 = ss.by_coin()
+    n1 = len(s1)
+    vertices = _vertices(ss) if hull else None
+    tp, left, right = tp_counts_sorted(s0, s1, targets, hull=hull, vertices=vertices)
+    by = {}
+    for f, t, lo_count, hi_count in zip(targets, tp, left, right):
+        row = {"tpr": float(t / n1)}
+        if not hull:  # CP limits on the TP counts of the two thresholds around FPR f
+            lo = float(clopper_pearson_lower(lo_count, n1, alpha)) if lo_count > 0 else 0.0
+            hi = float(clopper_pearson_upper(hi_count, n1, alpha))
+            row.update(low=min(lo, row["tpr"]), high=max(hi, row["tpr"]))
+        by[f"{f:g}"] = row
+    name = "tpr_at_fpr_hull" if hull else "tpr_at_fpr"
+    source = (
+        "TPR at fixed FPR on the ROC's convex hull, as jax_privacy's tpr_at_given_fpr"
+        if hull
+        else "TPR at fixed FPR on the empirical ROC curve (randomised between neighbouring "
+        "thresholds); Clopper-Pearson interval on the TP counts, given the thresholds"
+    )
+    return Estimate(
+        name,
+        by[f"{targets[0]:g}"]["tpr"],
+        "descriptive",
+        None if hull else 1 - alpha,
+        source,
+        {"by_fpr": by},
+    )
+
+
+def panel_rules(
+    *,
+    threshold_grid=None,
+    grid_size: int = 100,
+    split_fraction: float = 0.5,
+    splits: int = MULTISPLITS,
+    seed: int | None = None,
+) -> dict[str, ThresholdRule]:
+    """The rule objects of the panel's valid entries, from its options."""
+    return {
+        "cp_split": Split(split_fraction=split_fraction, seed=seed),
+        "cp_multisplit": MultiSplit(splits=splits, split_fraction=split_fraction, seed=seed),
+        "cp_bonferroni": BonferroniGrid(
+            grid=None, grid_size=grid_size, split_fraction=split_fraction, seed=seed
+        )
+        if threshold_grid is None
+        else BonferroniGrid(grid=threshold_grid),
+        "cp_bonferroni_all": BonferroniAll(),
+    }
+
+
+SOURCES = {
+    "cp_split": "Clopper-Pearson, threshold chosen on a seeded split of each class ([XWW24] eq. 4)",
+    "cp_multisplit": "Clopper-Pearson, lower median of {splits} splits at alpha/2 ([MMB09])",
+    "cp_bonferroni": "Clopper-Pearson, Bonferroni over a grid fixed in advance or from a "
+    "left-out pilot",
+    "cp_bonferroni_all": "Clopper-Pearson, Bonferroni over every threshold (alpha / n)",
+}
 
 
 def estimator_panel(
@@ -357,7 +373,7 @@ def estimator_panel(
     grid_size: int = 100,
     split_fraction: float = 0.5,
     splits: int = MULTISPLITS,
-    seed: int = 0,
+    seed: int | None = None,
     fpr=DEFAULT_FPR,
     posterior_draws: int = POSTERIOR_DRAWS,
     sorted_scores: SortedScores | None = None,
@@ -365,59 +381,28 @@ def estimator_panel(
     """Every estimator on one game's scores, labelled (see the module docstring).
 
     `law` (a RoundsLaw) adds the selection-aware fit; `threshold_grid` is a bonferroni grid
-    fixed in advance (None: a pilot grid from the first `split_fraction` of the games)."""
-    delta = float(check_deltas(delta)[0])
-    scores = np.asarray(scores, dtype=float)
-    member = np.asarray(member).astype(np.int8)
+    fixed in advance (None: a pilot grid from a seeded `split_fraction` of each class); `seed`
+    (None: a fresh one, recorded in each valid entry's detail) seeds every split. The input is
+    checked as `audit_scores` checks it."""
+    confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
+    delta = number(delta, "delta", 0, 1, hi_open=True)
+    scores, member = check_scores(scores, member)
+    targets = tuple(float(f) for f in check_fpr(fpr))
+    seed = fresh_seed() if seed is None else seed  # one seed for every split of the panel
     ss = sorted_scores if sorted_scores is not None else SortedScores(scores, member)
     alpha = 1 - confidence
-    n = ss.n
-    c = ss.counts()
-    if c.n0 == 0 or c.n1 == 0:
-        raise ConfigError("member", "needs trials with both member = 0 and member = 1")
-    kw = dict(split_fraction=split_fraction)
+    rules = panel_rules(
+        threshold_grid=threshold_grid,
+        grid_size=grid_size,
+        split_fraction=split_fraction,
+        splits=splits,
+        seed=seed,
+    )
     out = {
-        "cp_split": _rule_estimate(
-            ss,
-            "cp_split",
-            "split",
-            alpha,
-            delta,
-            "Clopper-Pearson, threshold chosen on a split ([XWW24] eq. 4)",
-            **kw,
-        ),
-        "cp_multisplit": _rule_estimate(
-            ss,
-            "cp_multisplit",
-            "multisplit",
-            alpha,
-            delta,
-            f"Clopper-Pearson, lower median of {splits} splits at alpha/2 ([MMB09])",
-            splits=splits,
-            seed=seed,
-            **kw,
-        ),
-        "cp_bonferroni": _rule_estimate(
-            ss,
-            "cp_bonferroni",
-            "bonferroni",
-            alpha,
-            delta,
-            "Clopper-Pearson, Bonferroni over a grid fixed in advance or from a left-out pilot",
-            threshold_grid=threshold_grid,
-            grid_size=grid_size,
-            **kw,
-        ),
-        "cp_bonferroni_all": _rule_estimate(
-            ss,
-            "cp_bonferroni_all",
-            "bonferroni_all",
-            alpha,
-            delta,
-            "Clopper-Pearson, Bonferroni over every threshold (alpha / n)",
-        ),
+        name: _rule_estimate(ss, name, rule, alpha, delta, SOURCES[name].format(splits=splits))
+        for name, rule in rules.items()
     }
-    best = _pick_table(c, alpha, delta)
+    best = best_threshold(ss, alpha, delta)
     out["best_threshold"] = Estimate(
         "best_threshold",
         float(best["eps"]),
@@ -426,12 +411,15 @@ def estimator_panel(
         "max over all thresholds at alpha each: no confidence statement",
         {"threshold": float(best["threshold"])},
     )
-    out["bayesian"] = _bayesian(ss, alpha, delta, split_fraction, seed, posterior_draws)
-    out["gdp_fit"] = _gdp_fit(c, n, alpha, delta)
+    split = Split(split_fraction=split_fraction, seed=seed)  # cp_split's rule
+    out["bayesian"] = _bayesian(ss, split, alpha, delta, seed, posterior_draws)
+    out["gdp_fit"] = _gdp_fit(ss, alpha, delta)
     if law is not None:
-        out["selection_fit"] = _selection_fit(c, n, alpha, delta, law)
-    out["auroc"] = _auroc(c, alpha)
-    out["tpr_at_fpr"] = _tpr_at_fpr(c, alpha, tuple(fpr))
+        out["selection_fit"] = _selection_fit(ss.counts(), ss.n, alpha, delta, law)
+    out["auroc"] = _auroc(ss, alpha)
+    out["auroc_hull"] = _auroc_hull(ss)
+    out["tpr_at_fpr"] = _tpr_at_fpr(ss, alpha, targets, hull=False)
+    out["tpr_at_fpr_hull"] = _tpr_at_fpr(ss, alpha, targets, hull=True)
     return out
 
 

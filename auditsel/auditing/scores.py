@@ -1,118 +1,324 @@
-"""Score files for `auditsel audit-scores`: scores your pipeline already produced.
+"""Scores and coins: the one family of checks for arrays and score files.
 
-read_scores(path): a CSV with a header and columns `score`, `member`, or an .npz with arrays
-`score` and `member`; validated (1-D, equal length, member in {0, 1}, both coins present) before
-any audit runs. Every problem is a `ScoreFileError` (a `ConfigError`: exit 2 in the CLI).
+`check_scores(scores, member)` is what every audit runs on its input (the Python API and the
+score files alike): `scores` a 1-D array of real numbers (+-inf allowed, NaN not), `member` a
+1-D array of the same length holding only 0 and 1 (1 = the canary was in), at least
+MIN_GAMES games and both coins present. A problem is one `ConfigError` naming the argument
+(`member: must be 0 or 1 (1 = the canary was in), got 2 at index 7`).
+
+`read_scores(path)` reads a score file for `auditsel audit-scores`: a CSV with a header naming
+columns `score` and `member` (in any order, among others), or an .npz with arrays `score` and
+`member`. Before anything is read the path must be a regular file (not a device such as
+/dev/zero, a FIFO or a directory) of at most MAX_FILE_BYTES, and an .npz's arrays (their
+headers) at most MAX_ROWS rows; a CSV stops at MAX_ROWS rows. Every problem is a
+`ScoreFileError` (a `ConfigError`, exit 2 in the CLI) whose field is the path:
+`scores.csv: column member must be 0 or 1 (1 = the canary was in), got 3 in row 2`.
+
+CSV reading is a chunked reader: blocks of whole lines are decoded, split on commas and the two
+columns converted with Python's `float` (exactly what the csv module and `float` give line by
+line);
+a block with quotes, blank lines, a ragged row or text that is not a number is re-read with the
+csv module, which names the line. Memory stays bounded by one block plus the two arrays.
 """
 
 from __future__ import annotations
 
 import csv
+import io
+import os
+import stat
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from auditsel.errors import ConfigError
 
-__all__ = ["read_scores", "ScoreFileError"]
+__all__ = ["check_scores", "read_scores", "ScoreFileError", "MIN_GAMES", "MAX_ROWS"]
+
+MIN_GAMES = 4
+MAX_ROWS = 10**8  # rows of a score file (~1.7 GB as float64 scores and int8 coins)
+MAX_FILE_BYTES = 8 * 2**30  # bytes of a score file on disk
+CSV_BLOCK = 1 << 24  # bytes per block of the CSV reader
+MAX_HEADER = 1 << 16
+MAX_LINE = 1 << 26  # bytes of one CSV line (a file without newlines is not a CSV)
 
 
 class ScoreFileError(ConfigError):
-    """A score file that cannot be audited; the message says how to fix it."""
+    """A score file that cannot be audited; the field is its path, the message how to fix it."""
 
-    def __init__(self, message: str):
-        super().__init__("", message)
-
-
-def read_scores(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """(score, member) from a CSV (header with `score` and `member`) or an .npz."""
-    path = Path(path)
-    if not path.exists():
-        raise ScoreFileError(
-            f"FILE: {path} not found; pass a CSV or .npz with columns score and member"
-        )
-    if path.suffix == ".npz":
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                missing = [k for k in ("score", "member") if k not in data.files]
-                if missing:
-                    raise ScoreFileError(
-                        f"FILE: {path} has no array {missing[0]!r}; "
-                        f"save arrays named score and member"
-                    )
-                score, member = np.asarray(data["score"]), np.asarray(data["member"])
-        except ScoreFileError:
-            raise
-        except Exception as err:
-            raise ScoreFileError(
-                f"FILE: {path} is not a readable .npz ({type(err).__name__}); "
-                f"save it with numpy.savez(score=..., member=...)"
-            ) from None
-    else:
-        score, member = _read_csv(path)
-    return _validate(path, score, member)
+    def __init__(self, path: str | os.PathLike, message: str):
+        super().__init__(str(path), message)
 
 
-def _read_csv(path: Path):
+def _as_array(values, name: str) -> np.ndarray:
     try:
-        with path.open(newline="") as handle:
-            reader = csv.DictReader(handle)
-            fields = [f.strip() for f in (reader.fieldnames or [])]
-            for need in ("score", "member"):
-                if need not in fields:
-                    raise ScoreFileError(
-                        f"FILE: {path} has no column {need!r} in its header "
-                        f"(found {', '.join(fields) or 'none'}); add a header line 'score,member'"
-                    )
-            reader.fieldnames = fields
-            scores, members = [], []
-            for line, row in enumerate(reader, start=2):
+        arr = np.asarray(values)
+    except (TypeError, ValueError):  # ragged nested sequences
+        raise ConfigError(name, "must be a 1-D array (one entry per game)") from None
+    if arr.dtype == object:
+        try:
+            arr = arr.astype(float)
+        except (TypeError, ValueError):
+            raise ConfigError(name, "must hold numbers, got other objects") from None
+    if np.iscomplexobj(arr):
+        raise ConfigError(name, "must be real numbers, not complex")
+    if arr.dtype != bool and not np.issubdtype(arr.dtype, np.number):
+        kind = {"U": "text", "S": "bytes", "M": "dates", "m": "durations"}.get(arr.dtype.kind)
+        raise ConfigError(name, f"must be numbers, got {kind or arr.dtype}")
+    if arr.ndim != 1:
+        raise ConfigError(
+            name, f"must be 1-D (one entry per game), got shape {tuple(int(d) for d in arr.shape)}"
+        )
+    return arr
+
+
+def check_scores(
+    scores,
+    member,
+    *,
+    names: tuple[str, str] = ("scores", "member"),
+    where: Callable[[int], str] = lambda i: f"at index {i}",
+) -> tuple[np.ndarray, np.ndarray]:
+    """(scores as float64, member as int8) after the checks of the module docstring; `names`
+    are the arguments' names in messages, `where(i)` says where entry i is."""
+    score_name, member_name = names
+    s = _as_array(scores, score_name)
+    m = _as_array(member, member_name)
+    if len(m) != len(s):
+        raise ConfigError(
+            member_name,
+            f"has {len(m):,} entries for {len(s):,} scores; one coin per score",
+        )
+    if m.dtype != bool:
+        bad = ~((m == 0) | (m == 1))
+        if bad.any():
+            i = int(np.argmax(bad))
+            value = m[i].item()
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            raise ConfigError(
+                member_name, f"must be 0 or 1 (1 = the canary was in), got {shown} {where(i)}"
+            )
+    s = s.astype(float, copy=False)
+    nan = np.isnan(s)
+    if nan.any():
+        raise ConfigError(
+            score_name,
+            f"contains NaN {where(int(np.argmax(nan)))}; every score must be a number "
+            f"(+-inf allowed)",
+        )
+    if len(s) < MIN_GAMES:
+        raise ConfigError(score_name, f"has {len(s)} games; an audit needs at least {MIN_GAMES}")
+    m = m.astype(np.int8, copy=False)
+    n1 = int(np.count_nonzero(m))
+    if n1 == 0 or n1 == len(m):
+        raise ConfigError(
+            member_name,
+            f"needs games with member = 0 and with member = 1; every game has member = "
+            f"{1 if n1 else 0}",
+        )
+    return s, m
+
+
+# --- score files --------------------------------------------------------------------------
+
+
+def read_scores(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """(score, member) from a CSV (header naming `score` and `member`) or an .npz, checked."""
+    path = Path(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ScoreFileError(
+            path, "not found; pass a CSV or .npz with columns score and member"
+        ) from None
+    except OSError as err:
+        raise ScoreFileError(
+            path, f"cannot be read ({err.strerror or type(err).__name__})"
+        ) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ScoreFileError(path, "is a directory; pass a CSV or .npz file")
+    if not stat.S_ISREG(info.st_mode):
+        raise ScoreFileError(
+            path, "is not a regular file (a device or a pipe); pass a CSV or .npz file"
+        )
+    if info.st_size > MAX_FILE_BYTES:
+        raise ScoreFileError(
+            path,
+            f"is too large ({info.st_size / 2**30:.1f} GiB, at most {MAX_FILE_BYTES / 2**30:g} "
+            f"GiB); audit-scores holds every score in memory",
+        )
+    if path.suffix.lower() == ".npz":
+        _npz_check_sizes(path)
+        score, member = _npz_arrays(path)
+    else:
+        score, member = _csv_columns(path)
+    try:
+        return check_scores(
+            score, member, names=("score", "member"), where=lambda i: f"in row {i + 1:,}"
+        )
+    except ConfigError as err:
+        raise ScoreFileError(path, f"column {err.field} {err.message}") from None
+
+
+def _too_many_rows(path, rows: int) -> ScoreFileError:
+    return ScoreFileError(
+        path,
+        f"is too large ({rows:,} rows or more, at most {MAX_ROWS:,}); audit-scores holds every "
+        f"score in memory",
+    )
+
+
+def _npz_check_sizes(path: Path) -> None:
+    """Read the headers of the .npz's arrays (not their data) and refuse sizes over the limits."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for name in ("score", "member"):
                 try:
-                    scores.append(float(row["score"]))
-                    members.append(float(row["member"]))
-                except (TypeError, ValueError):
+                    entry = archive.getinfo(f"{name}.npy")
+                except KeyError:
                     raise ScoreFileError(
-                        f"FILE: line {line} of {path} is not numeric "
-                        f"(score={row.get('score')!r}, member={row.get('member')!r})"
+                        path, f"has no array {name!r}; save arrays named score and member"
                     ) from None
+                if entry.file_size > MAX_FILE_BYTES:
+                    raise _too_many_rows(path, entry.file_size // 8)
+                with archive.open(entry) as handle:
+                    version = np.lib.format.read_magic(handle)
+                    if version == (1, 0):
+                        shape, _, _ = np.lib.format.read_array_header_1_0(handle)
+                    else:
+                        shape, _, _ = np.lib.format.read_array_header_2_0(handle)
+                rows = int(np.prod(shape, dtype=np.int64)) if shape else 1
+                if rows > MAX_ROWS:
+                    raise _too_many_rows(path, rows)
+    except ScoreFileError:
+        raise
+    except Exception as err:  # not a zip, a damaged header: the file's problem
+        raise ScoreFileError(
+            path,
+            f"is not a readable .npz ({type(err).__name__}); save it with "
+            f"numpy.savez(path, score=..., member=...)",
+        ) from None
+
+
+def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return np.asarray(data["score"]), np.asarray(data["member"])
+    except Exception as err:  # a damaged archive or array: the file's problem
+        raise ScoreFileError(
+            path,
+            f"is not a readable .npz ({type(err).__name__}); save it with "
+            f"numpy.savez(path, score=..., member=...)",
+        ) from None
+
+
+def _csv_columns(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        with open(path, "rb") as handle:
+            return _read_csv(path, handle)
     except UnicodeDecodeError:
-        raise ScoreFileError(f"FILE: {path} is not a text CSV; pass a CSV or an .npz") from None
+        raise ScoreFileError(path, "is not a text CSV; pass a CSV or an .npz") from None
     except csv.Error as err:  # e.g. a NUL byte or a field over csv's size limit
         raise ScoreFileError(
-            f"FILE: {path} is not a readable CSV ({err}); pass a CSV or an .npz"
+            path, f"is not a readable CSV ({err}); pass a CSV or an .npz"
         ) from None
-    except OSError as err:  # a directory, no permission: a user error, not an internal one
+    except OSError as err:  # no permission: a user error, not an internal one
         raise ScoreFileError(
-            f"FILE: cannot read {path} ({err.strerror or type(err).__name__}); "
-            f"pass a readable CSV or .npz file"
+            path, f"cannot be read ({err.strerror or type(err).__name__}); pass a readable file"
         ) from None
+
+
+def _read_csv(path: Path, handle) -> tuple[np.ndarray, np.ndarray]:
+    raw = handle.readline(MAX_HEADER)
+    if raw and not raw.endswith(b"\n") and len(raw) >= MAX_HEADER:
+        raise ScoreFileError(path, f"has a header line over {MAX_HEADER:,} bytes; is it a CSV?")
+    header = raw.decode("utf-8-sig")
+    fields = [f.strip() for f in next(csv.reader([header]), [])]
+    for need in ("score", "member"):
+        if need not in fields:
+            raise ScoreFileError(
+                path,
+                f"has no column {need!r} in its header (found {', '.join(fields) or 'none'}); "
+                f"add a header line 'score,member'",
+            )
+    columns = (fields.index("score"), fields.index("member"), len(fields))
+    scores: list[np.ndarray] = []
+    members: list[np.ndarray] = []
+    rows, line, rest = 0, 2, b""
+    while True:
+        block = handle.read(CSV_BLOCK)
+        data = rest + block
+        if block:
+            cut = data.rfind(b"\n") + 1
+            data, rest = data[:cut], data[cut:]
+            if len(rest) > MAX_LINE:
+                raise ScoreFileError(
+                    path,
+                    f"has a line over {MAX_LINE // 2**20} MiB around line {line:,}; is it a CSV?",
+                )
+            if not data:
+                continue
+        else:
+            rest = b""
+        if data:
+            s, m, lines = _csv_block(path, data, columns, line)
+            scores.append(s)
+            members.append(m)
+            rows += len(s)
+            line += lines
+            if rows > MAX_ROWS:
+                raise _too_many_rows(path, rows)
+        if not block:
+            break
+    if not scores:
+        return np.empty(0), np.empty(0, np.int8)
+    return np.concatenate(scores), np.concatenate(members)
+
+
+def _csv_block(path: Path, data: bytes, columns, line: int):
+    """(scores, members, number of lines) of a block of whole lines starting at `line`."""
+    si, mi, width = columns
+    text = data.decode("utf-8")  # UnicodeDecodeError: the file is not a text CSV
+    text = text[:-1] if text.endswith("\n") else text
+    lines = text.count("\n") + 1
+    if '"' not in text and "\x00" not in text:
+        parts = text.replace("\n", ",").split(",")
+        if len(parts) == lines * width:
+            try:
+                s = np.fromiter(map(float, parts[si::width]), dtype=float, count=lines)
+                m = _members(parts[mi::width], lines)
+                return s, m, lines
+            except ValueError:
+                pass  # text that is not a number: the csv module names the line
+    return (*_csv_block_slow(path, data, columns, line), lines)
+
+
+def _members(cells: list[str], count: int) -> np.ndarray:
+    arr = np.array(cells)
+    if arr.dtype.itemsize == 4:  # every cell one character: the usual 0 / 1
+        codes = arr.view(np.uint32)
+        if np.all((codes == 48) | (codes == 49)):
+            return (codes - 48).astype(np.int8)
+    return np.fromiter(map(float, cells), dtype=float, count=count)
+
+
+def _csv_block_slow(path: Path, data: bytes, columns, line: int):
+    """The csv module's reading of a block (quotes, blank lines), naming a bad line."""
+    si, mi, _ = columns
+    scores, members = [], []
+    reader = csv.reader(io.StringIO(data.decode("utf-8"), newline=""))
+    for row in reader:
+        if not row:  # a blank line (as csv.DictReader skips them)
+            continue
+        at = line + reader.line_num - 1
+        cells = (row[si] if si < len(row) else None, row[mi] if mi < len(row) else None)
+        try:
+            scores.append(float(cells[0]))  # type: ignore[arg-type]
+            members.append(float(cells[1]))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ScoreFileError(
+                path, f"line {at:,} is not numeric (score={cells[0]!r}, member={cells[1]!r})"
+            ) from None
     return np.array(scores, dtype=float), np.array(members, dtype=float)
-
-
-def _validate(path: Path, score, member):
-    if score.ndim != 1 or member.ndim != 1 or len(score) != len(member):
-        raise ScoreFileError(f"FILE: score and member in {path} must be 1-D and of equal length")
-    if (
-        not np.issubdtype(score.dtype, np.number)
-        or not np.issubdtype(member.dtype, np.number)
-        and member.dtype != bool
-    ):
-        raise ScoreFileError(f"FILE: score and member in {path} must be numeric")
-    if np.iscomplexobj(score) or np.iscomplexobj(member):
-        raise ScoreFileError(f"FILE: score and member in {path} must be real numbers, not complex")
-    member = member.astype(float)
-    if np.any((member != 0) & (member != 1)):
-        raise ScoreFileError(f"FILE: member in {path} must be 0 or 1 (1 = the canary was in)")
-    score = score.astype(float)
-    if np.isnan(score).any():
-        raise ScoreFileError(f"FILE: score in {path} contains NaN; drop or fix those rows")
-    n1 = int(member.sum())
-    if n1 == 0 or n1 == len(member):
-        only = "1" if n1 else "0"
-        raise ScoreFileError(
-            f"FILE: every row of {path} has member = {only}; the audit needs games "
-            f"with and without the canary"
-        )
-    if len(member) < 4:
-        raise ScoreFileError(f"FILE: {path} has {len(member)} rows; the audit needs at least 4")
-    return score, member.astype(np.int8)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
+from auditsel.auditing.rules import Split, threshold_rule
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
 from auditsel.numerics import check_deltas
@@ -37,7 +38,8 @@ class Coverage:
         return self.overclaims / self.reps
 
 
-def _audit_once(record, rules, delta, confidence, threshold_grid, path, chunk_size):
+def _audit_once(record, rules, delta, confidence, threshold_grid, path, seed):
+    """Each rule's eps on one game's record; the splits seeded with the game's seed."""
     out = {}
     if path == "stream":
         for rule in rules:
@@ -47,8 +49,7 @@ def _audit_once(record, rules, delta, confidence, threshold_grid, path, chunk_si
                 record.chunks,
                 delta,
                 confidence=confidence,
-                rule=rule,
-                threshold_grid=threshold_grid if rule == "bonferroni" else None,
+                rule=threshold_rule(rule, grid=threshold_grid),
             ).eps
         return out
     ss = SortedScores(record.scores, record.member)
@@ -60,8 +61,7 @@ def _audit_once(record, rules, delta, confidence, threshold_grid, path, chunk_si
             record.member,
             delta,
             confidence=confidence,
-            rule=rule,
-            threshold_grid=threshold_grid,
+            rule=threshold_rule(rule, grid=threshold_grid, seed=seed),
             sorted_scores=ss,
         )
         out[rule] = bound.eps
@@ -108,10 +108,10 @@ def overclaim_rates(
                 fingerprint="coverage",
                 in_memory=not stream,
             )
-            values = _audit_once(record, valid, delta, confidence, threshold_grid, path, chunk_size)
+            values = _audit_once(record, valid, delta, confidence, threshold_grid, path, seed + r)
             if stream and ("best" in rules or "point" in rules):
                 s, m = record.chunks.head(trials)
-                bound = audit_scores(s, m, delta, confidence=confidence, rule="split")
+                bound = audit_scores(s, m, delta, confidence=confidence, rule=Split(seed=seed + r))
                 values["best"], values["point"] = bound.eps_best_threshold, bound.eps_point_best
         for rule in rules:
             eps[rule].append(values[rule])

@@ -32,7 +32,6 @@ import pickle
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.io import loadmat
 
 from auditsel.errors import ConfigError
 
@@ -207,6 +206,9 @@ def _local_arrays(name: str, data_dir: str):
     if name == "svhn":
         mats = [os.path.join(data_dir, f"{s}_32x32.mat") for s in ("train", "test")]
         if all(os.path.exists(f) for f in mats):
+            # deferred: scipy.io loads only for SVHN's .mat files
+            from scipy.io import loadmat
+
             out = []
             for f in mats:
                 m = loadmat(f)

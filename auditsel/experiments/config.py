@@ -19,7 +19,7 @@ import yaml
 
 from attacks.dpsgd_game import DPSGD_PROXIES, DpsgdGameSpec
 from attacks.proxies import PROXIES
-from auditsel.auditing.lower import THRESHOLD_RULES
+from auditsel.auditing.rules import THRESHOLD_RULES, ThresholdRule, threshold_rule
 from auditsel.errors import (
     ConfigError,
     shown,
@@ -91,6 +91,17 @@ class GameSpec:
     panel: Any = (
         "auto"  # estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false
     )
+
+    def rule(self, grid=None) -> ThresholdRule:
+        """The threshold rule of `threshold` with this game's options (`grid`: a bonferroni
+        grid fixed in advance; the split's seed is the game's seed)."""
+        return threshold_rule(
+            self.threshold,
+            split_fraction=self.split_fraction,
+            grid_size=self.thresholds,
+            grid=grid,
+            seed=self.seed,
+        )
 
 
 @dataclass(frozen=True)
@@ -400,7 +411,7 @@ def parse_config(raw) -> ExperimentSpec:
         )
     delta = _number(top["delta"], "delta", 0, 1, hi_open=True)
     base = _parse_base(top["base"], delta)
-    rounds = law_from_dict(_mapping(top["rounds"], "rounds"), "rounds")
+    rounds = law_from_dict(_mapping(top["rounds"], "rounds"), path="rounds")
     game = _parse_game(top["game"], base) if top.get("game") is not None else None
     return ExperimentSpec(
         name=name, delta=delta, base=base, rounds=rounds, game=game, base_config=dict(top["base"])

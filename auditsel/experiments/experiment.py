@@ -27,8 +27,8 @@ from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.errors import ConfigError
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
 from auditsel.experiments.heuristics import honesty_fields
-from auditsel.experiments.one_run import play_one_run
 from auditsel.experiments.report import write_outputs
+from auditsel.experiments.result import RunResult
 from auditsel.files import claim_folder
 from auditsel.games.engine import GameRecord, run_game
 from auditsel.games.fingerprint import code_identity, package_digest
@@ -212,60 +212,62 @@ def _play(
         code=code_of(spec),
     )
     # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
-    # pilot grid from the first split_fraction of the trials, left out of the bound
-    spec_grid = None
+    # pilot grid from a seeded split_fraction of each class, left out of the bound
+    spec_grid, ss = None, None
     if g.kind == "dpsgd_worst_case":
         lo, hi = protocol.score_range()
         spec_grid = np.linspace(lo, hi, g.thresholds)
     elif g.kind != "dpsgd":
         spec_grid = threshold_grid(spec, g.proxy)
-    grid = spec_grid if g.threshold == "bonferroni" else None
-    if stream:
-        bound = audit_chunks(
-            record.chunks,
-            spec.delta,
-            confidence=g.confidence,
-            rule=g.threshold,
-            split_fraction=g.split_fraction,
-            threshold_grid=grid,
-            grid_size=g.thresholds,
-        )
-        assert record.chunks is not None  # a streamed record reads its chunks from disk
-        scores, member = record.chunks.head(PLOT_TRIALS)
-        record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
-    else:
-        ss = SortedScores(record.scores, record.member)
-        bound = audit_scores(
-            record.scores,
-            record.member,
-            spec.delta,
-            confidence=g.confidence,
-            rule=g.threshold,
-            split_fraction=g.split_fraction,
-            threshold_grid=grid,
-            grid_size=g.thresholds,
-            sorted_scores=ss,
-        )
-        if g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE):
-            try:
-                panel = estimator_panel(
-                    record.scores,
-                    record.member,
-                    spec.delta,
-                    g.confidence,
-                    law=spec.rounds,
-                    threshold_grid=spec_grid,
-                    grid_size=g.thresholds,
-                    split_fraction=g.split_fraction,
-                    seed=g.seed,
-                    sorted_scores=ss,
-                )
-                bound = replace(bound, estimators=panel_dict(panel))
-            except ConfigError as err:  # e.g. too few games for the panel's split entries
-                bound = replace(
-                    bound, estimators={"skipped": f"estimator panel not computed: {err}"}
-                )
+    rule = g.rule(spec_grid if g.threshold == "bonferroni" else None)
+    try:
+        if stream:
+            bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=rule)
+            assert record.chunks is not None  # a streamed record reads its chunks from disk
+            scores, member = record.chunks.head(PLOT_TRIALS)
+            record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
+        else:
+            ss = SortedScores(record.scores, record.member)
+            bound = audit_scores(
+                record.scores,
+                record.member,
+                spec.delta,
+                confidence=g.confidence,
+                rule=rule,
+                sorted_scores=ss,
+            )
+    except ConfigError as err:  # a rule's option that the games cannot satisfy: game.<option>
+        raise _game_error(err) from None
+    if not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE)):
+        try:
+            panel = estimator_panel(
+                record.scores,
+                record.member,
+                spec.delta,
+                g.confidence,
+                law=spec.rounds,
+                threshold_grid=spec_grid,
+                grid_size=g.thresholds,
+                split_fraction=g.split_fraction,
+                seed=g.seed,
+                sorted_scores=ss,
+            )
+            bound = replace(bound, estimators=panel_dict(panel))
+        except ConfigError as err:  # e.g. too few games for the panel's split entries
+            bound = replace(bound, estimators={"skipped": f"estimator panel not computed: {err}"})
     return record, bound, stream, (None if stream else ss)
+
+
+def _game_error(err: ConfigError) -> ConfigError:
+    """An audit's error in the config's words: a rule option is a game.<field>; too few games
+    of a class is game.trials."""
+    fields = {
+        "split_fraction": "game.split_fraction",
+        "member": "game.trials",
+        "scores": "game.trials",
+    }
+    field = fields.get(err.field)
+    return ConfigError(field or f"game.{err.field}", err.message)
 
 
 def run_experiment(
@@ -283,7 +285,9 @@ def run_experiment(
     winner = None if reduced is None else winner_law(reduced, spec.rounds)
 
     def upper_side():
-        bounds = panel(spec.base, spec.rounds, spec.delta, CURVE_DELTAS if with_curves else None)
+        bounds = panel(
+            spec.base, spec.rounds, spec.delta, curve_deltas=CURVE_DELTAS if with_curves else None
+        )
         eps_max = max(
             v for v in [bounds["upper"]["exact"], bounds["base"]["epsilon"], 1.0] if v is not None
         )
@@ -327,6 +331,9 @@ def run_experiment(
     if with_curves:
         result["upper_curves"] = bounds["curves"]
     if spec.game is not None and spec.game.one_run is not None:
+        # deferred: scipy.stats and scipy.optimize load only for one-run audits
+        from auditsel.experiments.one_run import play_one_run
+
         result["one_run"] = play_one_run(
             spec, out_dir, fingerprint=fingerprint(spec), code=code_of(spec)
         )
@@ -339,8 +346,6 @@ def run_experiment(
             "seed": spec.game.seed,
             "streamed": bool(streamed),
         }
-        if bound.estimators is not None and "gdp_fit" in bound.estimators:
-            result["lower"]["gdp_fit_ok"] = bound.estimators["gdp_fit"]["detail"]["gdp_fit_ok"]
         artefacts["record"] = record
         if ss is not None:
             artefacts["by_coin"] = ss.by_coin()  # the audit's sort serves the plots
@@ -357,9 +362,10 @@ def run_config(
     trials: int | None = None,
     seed: int | None = None,
     progress: bool = False,
-) -> dict:
+) -> RunResult:
     """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed
-    ExperimentSpec) and return its result.json content; with `out_dir`, also write result.json,
+    ExperimentSpec) and return its result (`RunResult`: result.json's sections as attributes,
+    `to_dict()` for the document); with `out_dir`, also write result.json,
     report.md and the plots there (and keep the game's checkpoints, so a rerun resumes).
     `trials` and `seed` override game.trials and game.seed (range-checked as in the config).
     Bad input is a ConfigError, also for an `out_dir` that escapes (the working folder or one
@@ -374,10 +380,10 @@ def run_config(
     if overrides:
         spec = spec.with_game(**overrides)
     if out_dir is None:
-        return run_experiment(spec, None, jobs=jobs, progress=progress)[0]
+        return RunResult.from_dict(run_experiment(spec, None, jobs=jobs, progress=progress)[0])
     # the folder is resolved, refused when it escapes, locked, and on failure only what this
     # run created there is removed (auditsel.files)
     with claim_folder(out_dir, field="out_dir") as folder:
         result, artefacts = run_experiment(spec, folder.path, jobs=jobs, progress=progress)
         write_outputs(folder.path, result, artefacts)
-    return result
+    return RunResult.from_dict(result)

@@ -6,7 +6,9 @@ Contract. A value is *heuristic* when no theorem makes it a bound for the stated
   central limit of [DRS22], [XWW24] Appendix A.4), and `exact` / `improved_rdp` for a DP-SGD
   base with sample rate tau < 1 (the reduced game with mu = tau sqrt(N)/sigma, [XWW24] eq. 19,
   is a large-N approximation, not a bound);
-* `lower.eps_gdp`, the Gaussian-DP fit of [NHSBTJCT23] (a lower value with no confidence).
+* `lower.gdp_fit`, the Gaussian-DP fit of [NHSBTJCT23] over every threshold (a lower value that
+  holds if the Gaussian trade-off model does), and its alias of earlier releases
+  `lower.eps_gdp` (kept for one release).
 
 A heuristic upper value u is *contradicted* when the same result holds a number it must not be
 below, at the same delta:
@@ -48,7 +50,7 @@ def heuristic_fields(result: dict) -> list[str]:
     """Dotted paths of every heuristic number in the result (upper values and the GDP fit)."""
     fields = [f"upper.{k}" for k in heuristic_upper_keys(result)]
     if result.get("lower"):
-        fields.append("lower.eps_gdp")
+        fields += ["lower.gdp_fit", "lower.eps_gdp"]
     return fields
 
 

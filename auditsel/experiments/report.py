@@ -58,7 +58,10 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
                 "max over all thresholds",
             )
         )
-        rows.append(("eps_L (GDP fit)", _fmt(low["eps_gdp"]), "heuristic", "[NHSBTJCT23]"))
+        gdp = low.get("gdp_fit", low.get("eps_gdp"))  # eps_gdp: result.json of earlier releases
+        fits = {True: "model fits", False: "model REJECTED by the data"}.get(low.get("gdp_fit_ok"))
+        source = "[NHSBTJCT23], every threshold" + (f"; {fits}" if fits else "")
+        rows.append(("eps_L (gdp_fit)", _fmt(gdp), "heuristic", source))
     one = result.get("one_run")
     if one:
         spread = lambda v: (

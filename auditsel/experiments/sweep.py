@@ -207,7 +207,7 @@ def sweep_rows(points: list[SweepPoint], results: list[dict]) -> list[dict[str, 
                 "eps_L": low.get("eps"),
                 "eps_L_point": low.get("eps_point"),
                 "eps_L_best": low.get("eps_best_threshold"),
-                "eps_L_gdp_heuristic": low.get("eps_gdp"),
+                "eps_L_gdp_heuristic": low.get("gdp_fit", low.get("eps_gdp")),
                 "trials": low.get("trials"),
                 "seconds": result["seconds"],
             }

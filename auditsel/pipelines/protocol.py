@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from auditsel.auditing.lower import LowerBound, audit_scores
+from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
 from auditsel.games.fingerprint import code_identity
@@ -63,7 +64,7 @@ def audit_protocol(
     trials: int,
     seed: int = 0,
     confidence: float = 0.95,
-    rule: str = "split",
+    rule: ThresholdRule | str = "split",
     jobs: int = 1,
     checkpoint_dir: str | Path | None = None,
     fingerprint: str | None = None,
@@ -104,8 +105,10 @@ def audit_protocol(
         record.member,
         delta,
         confidence=confidence,
-        rule=rule,
-        threshold_grid=threshold_grid,
+        # a rule's name gets the game's seed for its split (independent streams of it)
+        rule=threshold_rule(rule, grid=threshold_grid, seed=seed)
+        if isinstance(rule, str)
+        else rule,
     )
 
 

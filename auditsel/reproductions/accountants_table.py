@@ -20,6 +20,7 @@ from pathlib import Path
 
 from attacks.proxies import SampleProxy
 from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.rules import Split
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.reproductions.claims import (
@@ -101,8 +102,8 @@ def run_cell(
         checkpoint_dir=checkpoint_dir,
         fingerprint=f"accountants/{cell_id(setting)}/{seed}",
     )
-    bound = audit_scores(
-        record.scores, record.member, setting.delta, confidence=CONFIDENCE, rule="split"
+    bound = audit_scores(  # the split's seed: the game's (independent streams of it)
+        record.scores, record.member, setting.delta, confidence=CONFIDENCE, rule=Split(seed=seed)
     )
     return bound, time.perf_counter() - start
 

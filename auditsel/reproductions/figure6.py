@@ -12,6 +12,7 @@ from pathlib import Path
 
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.rules import Split
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.reproductions.bounds import contradicted_columns, figure6_rows
@@ -33,7 +34,7 @@ def rows(trials: int = TRIALS, jobs: int = 1, cells=None) -> list[dict]:
         record = run_game(
             winner, make_proxy("sample", winner), trials, 0, jobs=jobs, progress=False
         )
-        bound = audit_scores(record.scores, record.member, 1e-5, rule="split")
+        bound = audit_scores(record.scores, record.member, 1e-5, rule=Split(seed=0))
         row["eps_L"] = bound.eps
         row["eps_L_best"] = bound.eps_best_threshold
         # eps_L (split rule) is valid at 95%: a heuristic upper value below it, or below eps_B, is contradicted

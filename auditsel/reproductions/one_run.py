@@ -30,6 +30,7 @@ import numpy as np
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.one_run import audit_one_run
+from auditsel.auditing.rules import Split
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.experiment import protocol_and_proxy
 from auditsel.games.engine import run_game
@@ -104,7 +105,7 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
         )
         eps.append(
             audit_scores(
-                record.scores, record.member, spec.delta, confidence=0.95, rule="split"
+                record.scores, record.member, spec.delta, confidence=0.95, rule=Split(seed=seed + r)
             ).eps
         )
         cpu_total += time.process_time() - cpu

@@ -29,6 +29,7 @@ import numpy as np
 from attacks.dpsgd_game import DpsgdGameSpec, build_protocol, load_data, make_scorer
 from auditsel.accounting.panel import upper_bounds as panel_upper_bounds
 from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.rules import Split
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import DpsgdBase
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
@@ -118,7 +119,7 @@ def run_grid(
                 record.member,
                 delta=grid.delta,
                 confidence=grid.confidence,
-                rule="split",
+                rule=Split(seed=index),  # a seed per cell, fixed before any score is seen
             )
             row = {
                 "threat": threat,
@@ -129,7 +130,7 @@ def run_grid(
                 "trials": int(len(record.member)),
                 "eps_split": lb.eps,
                 "eps_best": lb.eps_best_threshold,
-                "eps_gdp": lb.eps_gdp,
+                "gdp_fit": lb.gdp_fit,
                 "seconds": seconds,
                 **{f"upper_{k}": v for k, v in upper[eps].items()},
             }

@@ -42,6 +42,8 @@ def my_proxy(x: np.ndarray) -> np.ndarray:  # any name for the argument
 
 proxy: Proxy = my_proxy
 result = run_config("configs/quickstart.yaml", jobs=1)
+eps_l: float | None = result.eps_lower
+bad_lower: float = result.eps_lower  # type: ignore[assignment]
 
 # --- what must not type check -----------------------------------------------------------------
 GaussianBase(mu="x", nope=1)  # type: ignore[arg-type, call-arg]

@@ -1,0 +1,213 @@
+"""Threshold rules: how an audit picks the test "guess member when score > t" (or "<= t").
+
+A rule is a small frozen strategy object in jax_privacy's manner (a dataclass with keyword-only
+options, each option on the rules it applies to); `auditsel.auditing.lower.apply_rule` is the
+algorithm that runs it. Every rule is valid at the audit's confidence 1 - alpha on every code
+path, conditionally on the coins (the proofs are in `auditsel.auditing.lower`):
+
+* `Split(split_fraction=0.5, seed=0)`: a seeded random `split_fraction` of each class is the
+  pilot, where (t, direction) is chosen; the bound is taken on the rest (level alpha).
+* `BonferroniGrid(grid=None, grid_size=100, split_fraction=0.5, seed=0)`: a grid of m
+  thresholds, both directions, each at level alpha / (2 m). `grid` fixed before any score is
+  seen (the spec's grid), or else `grid_size` quantiles of a pilot drawn as `Split` draws it,
+  which is then left out of the bound.
+* `BonferroniAll()`: every threshold and both directions at level alpha / n (jax_privacy's
+  `Bonferroni()`); no options.
+* `MultiSplit(splits=21, split_fraction=0.5, seed=0)`: `splits` independent seeded splits at
+  alpha / 2 each, the lower median reported ([MMB09] Theorem 3.1; jax_privacy's `MultiSplit`).
+
+The pilot is drawn within each class (a uniformly random `int(n_c * split_fraction)` of the
+n_c games of class c, from `seed`), on each class's sorted scores, so the order of the rows
+never matters: the same scores in any order give the same numbers. The validity of the split
+counts its randomness: the pilot must be independent of the scores, so `seed` must be chosen
+without looking at them. The default `seed=None` draws a fresh seed for each audit (from the
+operating system's entropy, `fresh_seed`), and the audit records the seed it used
+(`LowerBound.threshold_options`): pass it to repeat the audit exactly. `auditsel run` derives
+the seed from `game.seed` (the games and the split use independent streams of it).
+
+Names are accepted wherever a rule is (configs, the CLI, `audit_scores(rule="split")`);
+`threshold_rule(name, **options)` is the one place a name and a bag of options become an
+object: it keeps the options the named rule has and ignores the others, as a config or the
+command line carries every option for every rule.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from auditsel.errors import ConfigError, integer, number
+
+__all__ = [
+    "ThresholdRule",
+    "Split",
+    "BonferroniGrid",
+    "BonferroniAll",
+    "MultiSplit",
+    "RULES",
+    "THRESHOLD_RULES",
+    "OPTIMISTIC_RULES",
+    "MULTISPLITS",
+    "MAX_GRID",
+    "threshold_rule",
+    "with_seed",
+    "fresh_seed",
+]
+
+MULTISPLITS = 21  # odd, so the median is one of the bounds
+MAX_GRID = 100_000  # the config's bound on game.thresholds
+MAX_SEED = 2**63 - 1
+OPTIMISTIC_RULES = ("best",)
+
+
+class ThresholdRule:
+    """Base of the threshold rules: `name` (as configs and the CLI write it) and `options()`."""
+
+    name: ClassVar[str] = ""
+
+    def options(self) -> dict[str, Any]:
+        """The rule's options as plain values (what result.json records; a grid by its size)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if f.name == "grid":
+                continue
+            out[f.name] = value
+        return out
+
+
+def _fraction(value) -> float:
+    return number(value, "split_fraction", 0, 1, lo_open=True, hi_open=True)
+
+
+def _seed(value) -> int | None:
+    return None if value is None else integer(value, "seed", 0, MAX_SEED)
+
+
+def fresh_seed() -> int:
+    """A seed from the operating system's entropy, in [0, 2^63)."""
+    return secrets.randbits(63)
+
+
+def with_seed(rule: ThresholdRule, seed: int | None = None) -> ThresholdRule:
+    """`rule` with a seed: its own, else `seed`, else a fresh one (`fresh_seed`). A rule whose
+    split draws no pilot (BonferroniAll, a fixed grid) is returned as it is."""
+    if getattr(rule, "seed", 0) is not None or getattr(rule, "grid", None) is not None:
+        return rule
+    return replace(rule, seed=fresh_seed() if seed is None else seed)  # type: ignore[type-var]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Split(ThresholdRule):
+    """Choose (t, direction) on a seeded pilot of each class, bound on the rest."""
+
+    split_fraction: float = 0.5
+    seed: int | None = None
+    name: ClassVar[str] = "split"
+
+    def __post_init__(self):
+        object.__setattr__(self, "split_fraction", _fraction(self.split_fraction))
+        object.__setattr__(self, "seed", _seed(self.seed))
+
+
+@dataclass(frozen=True, kw_only=True)
+class BonferroniGrid(ThresholdRule):
+    """A grid of thresholds at alpha / (2 m) each: fixed in advance (`grid`) or `grid_size`
+    quantiles of a seeded pilot that is left out of the bound."""
+
+    grid: tuple[float, ...] | None = field(default=None)
+    grid_size: int = 100
+    split_fraction: float = 0.5
+    seed: int | None = None
+    name: ClassVar[str] = "bonferroni"
+
+    def __post_init__(self):
+        if self.grid is not None:
+            object.__setattr__(self, "grid", _grid(self.grid))
+        object.__setattr__(self, "grid_size", integer(self.grid_size, "grid_size", 1, MAX_GRID))
+        object.__setattr__(self, "split_fraction", _fraction(self.split_fraction))
+        object.__setattr__(self, "seed", _seed(self.seed))
+
+    def options(self) -> dict[str, Any]:
+        out = super().options()
+        if self.grid is not None:  # the pilot's options do not apply to a fixed grid
+            out = {"grid_size": len(self.grid)}
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class BonferroniAll(ThresholdRule):
+    """Every threshold and both directions at alpha / n (n games)."""
+
+    name: ClassVar[str] = "bonferroni_all"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MultiSplit(ThresholdRule):
+    """`splits` seeded splits at alpha / 2 each; the lower median of their bounds."""
+
+    splits: int = MULTISPLITS
+    split_fraction: float = 0.5
+    seed: int | None = None
+    name: ClassVar[str] = "multisplit"
+
+    def __post_init__(self):
+        object.__setattr__(self, "splits", integer(self.splits, "splits", 1, 10_001))
+        object.__setattr__(self, "split_fraction", _fraction(self.split_fraction))
+        object.__setattr__(self, "seed", _seed(self.seed))
+
+
+RULES: dict[str, type[ThresholdRule]] = {
+    cls.name: cls for cls in (Split, BonferroniGrid, BonferroniAll, MultiSplit)
+}
+THRESHOLD_RULES = tuple(RULES)
+
+
+def _grid(values: Iterable[float]) -> tuple[float, ...]:
+    """A fixed grid: a non-empty 1-D sequence of numbers (no NaN), at most MAX_GRID of them."""
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ConfigError("grid", "must be a 1-D sequence of numbers") from None
+    if arr.ndim != 1 or not len(arr):
+        shape = "empty" if arr.size == 0 else f"of shape {arr.shape}"
+        raise ConfigError("grid", f"must be a non-empty 1-D sequence of thresholds, got {shape}")
+    if np.isnan(arr).any():
+        raise ConfigError("grid", "contains NaN; every threshold must be a number")
+    if len(arr) > MAX_GRID:
+        raise ConfigError("grid", f"has {len(arr):,} thresholds; at most {MAX_GRID:,}")
+    return tuple(float(x) for x in arr)
+
+
+def threshold_rule(rule: ThresholdRule | str, /, **options: Any) -> ThresholdRule:
+    """The rule object for `rule`: a rule is returned as it is (no options allowed then); a
+    name (one of THRESHOLD_RULES) becomes its rule with those of `options` that it has (None
+    means "the default"); the other options are ignored."""
+    if isinstance(rule, ThresholdRule):
+        given = {k: v for k, v in options.items() if v is not None}
+        if given:
+            raise TypeError(
+                f"give the options on the rule object, not beside it: {', '.join(given)}"
+            )
+        return rule
+    if not isinstance(rule, str):
+        raise ConfigError(
+            "rule",
+            f"must be a threshold rule (Split(), BonferroniGrid(), BonferroniAll(), "
+            f"MultiSplit()) or its name, got {type(rule).__name__}",
+        )
+    if rule in OPTIMISTIC_RULES:
+        raise ConfigError(
+            "rule",
+            f"{rule!r} is optimistic (no confidence statement) and is reported as "
+            f"eps_best_threshold in every audit; choose one of {', '.join(THRESHOLD_RULES)}",
+        )
+    if rule not in RULES:
+        raise ConfigError("rule", f"must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
+    cls = RULES[rule]
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in options.items() if k in names and v is not None})

@@ -1,0 +1,84 @@
+"""The result of `run_config`: result.json as a frozen, typed object.
+
+`RunResult` holds the sections of the result.json contract (docs/reference/result-json.md) as attributes
+(`result.upper["exact"]`, `result.lower["eps"]`, `result.eps_lower`), and the whole document as
+`to_dict()` (what `auditsel run` writes, keys only ever added). Reading it as a mapping
+(`result["upper"]`), as `run_config` returned a dict before 0.2, still works for this release
+and warns (DeprecationWarning).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["RunResult"]
+
+_DICT_ACCESS = (
+    "RunResult: reading the result as a dict (result[key]) is deprecated and goes in the next "
+    "release; use its attributes (result.upper, result.lower, ...) or result.to_dict()"
+)
+
+
+@dataclass(frozen=True)
+class RunResult(Mapping[str, Any]):
+    """One run of a config (docs/reference/result-json.md)."""
+
+    name: str
+    delta: float
+    base: Mapping[str, Any]  # kind, epsilon (eps_B at delta), mu, the pair's parameters
+    rounds: Mapping[str, Any]  # kind, mean (E[K]), the law's parameters
+    upper: Mapping[str, float | None]  # one value per registered bound (None: not applicable)
+    upper_rigour: Mapping[str, str]  # bound -> "rigorous" | "heuristic" for this pair
+    lower: Mapping[str, Any] | None  # eps_L and its audit (None without a game)
+    one_run: Mapping[str, Any] | None  # game.one_run: the one-run audits (None otherwise)
+    notes: Mapping[str, str]  # why a bound is None or heuristic
+    version: str
+    seconds: float
+    document: Mapping[str, Any] = field(repr=False)  # the whole result.json content
+
+    @classmethod
+    def from_dict(cls, result: Mapping[str, Any]) -> RunResult:
+        """The object of a result.json document (as `auditsel run` writes it)."""
+        return cls(
+            name=result["name"],
+            delta=result["delta"],
+            base=result["base"],
+            rounds=result["rounds"],
+            upper=result["upper"],
+            upper_rigour=result["upper_rigour"],
+            lower=result.get("lower"),
+            one_run=result.get("one_run"),
+            notes=result.get("notes", {}),
+            version=result["version"],
+            seconds=result["seconds"],
+            document=result,
+        )
+
+    @property
+    def eps_lower(self) -> float | None:
+        """eps_L of the game's audit (None without a game)."""
+        return None if self.lower is None else self.lower["eps"]
+
+    @property
+    def eps_exact(self) -> float | None:
+        """The exact epsilon of the released winner at delta (None where it does not apply)."""
+        return self.upper.get("exact")
+
+    def to_dict(self) -> dict[str, Any]:
+        """result.json's content (a deep copy: the result stays frozen)."""
+        return copy.deepcopy(dict(self.document))
+
+    # --- dict access, deprecated (kept for one release) ----------------------------------
+    def __getitem__(self, key: str) -> Any:
+        warnings.warn(_DICT_ACCESS, DeprecationWarning, stacklevel=2)
+        return self.document[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.document)
+
+    def __len__(self) -> int:
+        return len(self.document)

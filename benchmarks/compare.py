@@ -1,0 +1,123 @@
+"""Speed of this tree against a baseline commit, end to end through the CLI (asv-style).
+
+    python benchmarks/compare.py BASELINE [--workload NAME ...] [--repeat 5]
+    python benchmarks/compare.py BASELINE --command "auditsel run configs/quickstart.yaml ..."
+
+The baseline commit is checked out into a temporary git worktree (removed afterwards); each
+workload runs as the same command line in both trees, each with its own package on the path
+(PYTHONPATH = that tree; the working directory a fresh temporary folder), alternating
+baseline and current `--repeat` times so that the machine's load hits both alike. It prints
+the fastest wall time of each and the ratio baseline / current (above 1: this tree is faster).
+
+The baseline is the code of that commit, helpers and all, so it never drifts the way a copy of
+old code that imports today's helpers does. Both trees run in the same environment (the same
+numpy, torch, dp_accounting); a baseline from before a dependency change may not run in it.
+
+Workloads (the user's commands, small enough for a shared machine): see WORKLOADS below.
+Numbers depend on the machine and its load: read the ratios, not the seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "auditsel"]
+
+# name -> arguments of `auditsel` (the workload's own folder is the working directory)
+WORKLOADS = {
+    "help": ["--help"],
+    "quickstart": ["run", "{tree}/auditsel/configs/quickstart.yaml", "--out", "q", "--quiet"],
+    "reduced-1e6": [
+        "run",
+        "{tree}/auditsel/configs/quickstart.yaml",
+        "--trials",
+        "1000000",
+        "--out",
+        "r",
+        "--quiet",
+        "--no-progress",
+    ],
+    "table4": ["reproduce", "table4", "--out", "t"],
+    "dpsgd-leak-200": [
+        "run",
+        "{tree}/auditsel/configs/dpsgd_leak.yaml",
+        "--trials",
+        "200",
+        "--out",
+        "d",
+        "--quiet",
+        "--no-progress",
+    ],
+}
+
+
+def worktree(commit: str, where: Path) -> Path:
+    """The baseline commit checked out (detached) into `where`."""
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(where), commit],
+        check=True,
+    )
+    return where
+
+
+def run_once(tree: Path, args: list[str]) -> float:
+    """Seconds of one command with `tree`'s package first on the path, in a fresh folder."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    with tempfile.TemporaryDirectory(prefix="auditsel-compare-") as work:
+        command = [a.replace("{tree}", str(tree)) for a in args]
+        start = time.perf_counter()
+        done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed in {tree}:\n{done.stderr[-2000:]}")
+    return seconds
+
+
+def compare(baseline: Path, current: Path, args: list[str], repeat: int) -> tuple[float, float]:
+    """Fastest seconds of (baseline, current), alternating the two `repeat` times."""
+    times: dict[Path, list[float]] = {baseline: [], current: []}
+    for _ in range(repeat):
+        for tree in (baseline, current):
+            times[tree].append(run_once(tree, args))
+    return min(times[baseline]), min(times[current])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("baseline", help="the baseline commit (a hash, tag or branch)")
+    parser.add_argument("--workload", action="append", choices=list(WORKLOADS))
+    parser.add_argument("--command", help="an `auditsel ...` command line instead")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    if args.command:
+        words = shlex.split(args.command)
+        if words[:1] == ["auditsel"]:
+            words = words[1:]
+        jobs = {"command": CLI + words}
+    else:
+        jobs = {name: CLI + WORKLOADS[name] for name in args.workload or list(WORKLOADS)}
+    with tempfile.TemporaryDirectory(prefix="auditsel-baseline-") as tmp:
+        base = worktree(args.baseline, Path(tmp) / "tree")
+        try:
+            print(f"baseline {args.baseline} against the working tree, best of {args.repeat}")
+            print(f"{'workload':<16}{'baseline s':>12}{'current s':>12}{'ratio':>8}")
+            for name, command in jobs.items():
+                before, now = compare(base, ROOT, command, args.repeat)
+                print(f"{name:<16}{before:>12.3f}{now:>12.3f}{before / now:>8.2f}")
+        finally:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
