@@ -12,12 +12,19 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
     laws of K          TruncatedNegativeBinomial, Poisson, Binomial, TwoPoint, Point, FinitePmf,
                        RoundsLaw, law_from_dict
     exact curve        winner_law(pair, law), privacy_curve(winner, eps), exact_epsilon(winner, delta)
-    upper bounds       BOUNDS (the registry), bound(key), panel(pair, law, delta, curve_deltas),
-                       panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
+    upper bounds       BOUNDS (the registry), bound(key), panel(pair, law, delta, *, curve_deltas)
+                       -> Panel, panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
+    the interval       attack_epsilon(pair, law, delta) (a lower bound with no sampling error),
+                       attack(pair, law, deltas) -> AttackValue, tuning_interval(pair, law,
+                       delta) -> Interval [lower, upper] holding the tuning run's epsilon
     calibration        calibrate(base, law, target_epsilon=, delta=, solve_for=) -> Calibration
     lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
                        LowerBound; threshold rules Split, BonferroniGrid, BonferroniAll,
                        MultiSplit; estimator_panel(scores, member, delta, ...)
+    your pipeline      audit_pipeline(tune, score, *, data, canary, games, delta, ...),
+                       PipelineAudit, Pipeline, InputCanary, GradientCanary,
+                       from_opacus(privacy_engine, *, optimizer, data_loader, delta), OpacusRun,
+                       plan_pipeline(tune, score, *, data, canary, delta, ...), PipelinePlan
     experiments        run_config(config, out_dir=None, ...) -> RunResult, load_config, parse_config
     regression tests   assert_not_refuted(claimed_eps, delta, protocol, ...), worst_case_tuning,
                        RefutedClaim
@@ -56,12 +63,18 @@ _PUBLIC = {
     "auditsel.selection": ("winner_law",),
     "auditsel.accounting.exact": ("privacy_curve", "exact_epsilon"),
     "auditsel.accounting.bounds": ("BOUNDS", "bound"),
-    "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds"),
+    "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds", "Panel"),
+    "auditsel.accounting.attack": ("attack", "attack_epsilon", "AttackValue"),
+    "auditsel.accounting.interval": ("tuning_interval", "Interval"),
     "auditsel.accounting.calibrate": ("calibrate", "Calibration"),
     "auditsel.auditing.lower": ("audit_scores", "LowerBound"),
     "auditsel.auditing.rules": ("Split", "BonferroniGrid", "BonferroniAll", "MultiSplit"),
     "auditsel.auditing.estimators": ("estimator_panel",),
     "auditsel.pipelines.protocol": ("audit_protocol",),
+    "auditsel.pipelines.pipeline": ("audit_pipeline", "Pipeline", "PipelineAudit"),
+    "auditsel.pipelines.canaries": ("InputCanary", "GradientCanary"),
+    "auditsel.pipelines.opacus": ("from_opacus", "OpacusRun"),
+    "auditsel.pipelines.plan": ("plan_pipeline", "PipelinePlan"),
     "auditsel.experiments.experiment": ("run_config",),
     "auditsel.experiments.result": ("RunResult",),
     "auditsel.experiments.config": ("load_config", "parse_config"),
@@ -71,6 +84,7 @@ _WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
 
 __all__ = [
     "__version__",
+    "AttackValue",
     "BOUNDS",
     "Binomial",
     "Calibration",
@@ -82,10 +96,18 @@ __all__ = [
     "FiniteOutputBase",
     "FinitePmf",
     "GaussianBase",
+    "GradientCanary",
+    "InputCanary",
+    "Interval",
     "LaplaceBase",
     "LowerBound",
     "MultiSplit",
     "Neighbouring",
+    "OpacusRun",
+    "Panel",
+    "Pipeline",
+    "PipelineAudit",
+    "PipelinePlan",
     "Point",
     "Poisson",
     "RefutedClaim",
@@ -95,6 +117,9 @@ __all__ = [
     "TruncatedNegativeBinomial",
     "TwoPoint",
     "assert_not_refuted",
+    "attack",
+    "attack_epsilon",
+    "audit_pipeline",
     "audit_protocol",
     "audit_scores",
     "as_pair",
@@ -102,6 +127,7 @@ __all__ = [
     "calibrate",
     "estimator_panel",
     "exact_epsilon",
+    "from_opacus",
     "gaussian_delta",
     "gaussian_epsilon",
     "gaussian_mu",
@@ -110,8 +136,10 @@ __all__ = [
     "panel",
     "panel_curves",
     "parse_config",
+    "plan_pipeline",
     "privacy_curve",
     "run_config",
+    "tuning_interval",
     "upper_bounds",
     "winner_law",
     "worst_case_tuning",
@@ -120,10 +148,12 @@ __all__ = [
 if (
     TYPE_CHECKING
 ):  # the same names, eagerly, for type checkers (tests/test_api.py checks they agree)
+    from auditsel.accounting.attack import AttackValue, attack, attack_epsilon
     from auditsel.accounting.bounds import BOUNDS, bound
     from auditsel.accounting.calibrate import Calibration, calibrate
     from auditsel.accounting.exact import exact_epsilon, privacy_curve
-    from auditsel.accounting.panel import panel, panel_curves, upper_bounds
+    from auditsel.accounting.interval import Interval, tuning_interval
+    from auditsel.accounting.panel import Panel, panel, panel_curves, upper_bounds
     from auditsel.auditing.estimators import estimator_panel
     from auditsel.auditing.lower import LowerBound, audit_scores
     from auditsel.auditing.rules import BonferroniAll, BonferroniGrid, MultiSplit, Split
@@ -141,6 +171,10 @@ if (
         gaussian_epsilon,
         gaussian_mu,
     )
+    from auditsel.pipelines.canaries import GradientCanary, InputCanary
+    from auditsel.pipelines.opacus import OpacusRun, from_opacus
+    from auditsel.pipelines.pipeline import Pipeline, PipelineAudit, audit_pipeline
+    from auditsel.pipelines.plan import PipelinePlan, plan_pipeline
     from auditsel.pipelines.protocol import audit_protocol
     from auditsel.rounds import (
         Binomial,

@@ -1,4 +1,7 @@
-"""Command line: `auditsel run [CONFIG] [--out DIR] [--trials N] [--seed S] [--jobs J]`.
+"""Command line: `auditsel run [CONFIG] [--out DIR] [--trials N] [--seed S] [--jobs J]`,
+`auditsel audit-pipeline MODULE:FUNCTION|PIPELINE.yaml [--canary ...] [--games N] [--jobs J]`,
+`auditsel plan CONFIG|MODULE:FUNCTION|PIPELINE.yaml`, `auditsel reproduce NAME`,
+`auditsel audit-scores FILE`.
 
 Exit codes (docs/reference/exit-codes.md):
 * 0 success;
@@ -12,7 +15,12 @@ Exit codes (docs/reference/exit-codes.md):
 * 141 stdout was closed by its reader (`auditsel ... | head`): quiet, as Unix tools are;
 * 1 internal failure (a bug, e.g. a root finder that fails inside a bound): one line saying so
   and naming the file the traceback was written to; nothing half-written either.
+* 3 `audit-pipeline --claim EPS` only: the audit ran and refuted the claim (eps_L > EPS at the
+  stated confidence); everything was written as for 0.
 * 130 interrupted (Ctrl-C): the checkpoints stay, rerunning the command resumes.
+
+An exception raised inside the user's own pipeline (tune, score, data, canary) is the user's
+input, not ours: exit 2, one line naming the function, the line and the game.
 
 Only the exception types in `_bad_input_types` mean exit 2; a plain ValueError raised deep in
 the numerics is an internal error. Heavy modules (numpy, scipy, matplotlib, torch, ...) are
@@ -34,7 +42,7 @@ import traceback
 from pathlib import Path
 
 from auditsel.errors import ConfigError
-from auditsel.files import DISK_FULL, claim_folder
+from auditsel.files import DISK_FULL, check_output_path, claim_folder
 from auditsel.games.backends import BACKENDS
 from auditsel.version import __version__
 
@@ -55,6 +63,7 @@ def _bad_input_types() -> tuple:
 
 EXIT_ENVIRONMENT = 74  # sysexits.h EX_IOERR: a full disk, an I/O error
 EXIT_PIPE = 128 + 13  # killed by SIGPIPE, as `yes | head` reports it
+EXIT_REFUTED = 3  # audit-pipeline --claim: the audit ran and refuted the claim
 
 
 class _Parser(argparse.ArgumentParser):
@@ -164,11 +173,50 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.add_argument("--jobs", type=_jobs, default=1, help="joblib workers for the audits")
 
-    plan = sub.add_parser(
-        "plan", help="games a valid audit of CONFIG needs to certify --target-eps"
+    pipe = sub.add_parser(
+        "audit-pipeline",
+        help="audit your own tuning pipeline: play the game around MODULE:FUNCTION",
     )
+    pipe.add_argument(
+        "target",
+        help="MODULE:FUNCTION of tune(data, seed, canary) -> release (MODULE: a dotted module "
+        "or a .py file), or a pipeline YAML (keys tune, score, canary, data, games, delta, "
+        "claimed_epsilon, confidence, seed, rule, name)",
+    )
+    _pipeline_options(pipe)
+    pipe.add_argument(
+        "--games",
+        type=_int_option("--games", 4, 10**9),
+        help="games to play (default 1000)",
+    )
+    pipe.add_argument(
+        "--confidence",
+        type=_unit_interval("--confidence", lower=0.5),
+        help="confidence of eps_L, in [0.5, 1) (default 0.95)",
+    )
+    pipe.add_argument(
+        "--rule",
+        help="valid threshold rule: split (default), bonferroni, bonferroni_all, multisplit",
+    )
+    pipe.add_argument("--name", help="name of the report (default: pipeline MODULE.FUNCTION)")
+    pipe.add_argument("--out", help="output directory (default: results/<FUNCTION>/)")
+    pipe.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="joblib backend for the games (default: loky processes; dask needs the dask extra)",
+    )
+    pipe.add_argument(
+        "--scheduler",
+        help="dask scheduler address (default: a LocalCluster on loopback with --jobs workers)",
+    )
+    pipe.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    pipe.add_argument("--quiet", action="store_true", help="do not print the table")
+
+    plan = sub.add_parser("plan", help="games a valid audit of CONFIG (or of your pipeline) needs")
     plan.add_argument(
-        "config", help="YAML config with a game section (its rule and confidence are planned)"
+        "config",
+        help="YAML config with a game section (its rule and confidence are planned), or a "
+        "pipeline: MODULE:FUNCTION or a pipeline YAML (sized from --pilot games)",
     )
     plan.add_argument(
         "--target-eps",
@@ -189,9 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--pilot",
         type=_int_option("--pilot", 100, 10**7, "an integer in [100, 10^7]"),
-        default=4000,
-        help="simulated games when the trade-off curve is not known (DP-SGD games)",
+        help="simulated games when the trade-off curve is not known (DP-SGD games; default "
+        "4000), or the pilot games of a pipeline (default 200)",
     )
+    _pipeline_options(plan)
     plan.add_argument(
         "--json", action="store_true", help="print one JSON object (games, target_eps, ...)"
     )
@@ -304,6 +353,48 @@ def build_parser() -> argparse.ArgumentParser:
         "plus one entry per estimator under 'estimators')",
     )
     return parser
+
+
+def _pipeline_options(parser) -> None:
+    """The options naming a pipeline's parts and claim (audit-pipeline and plan)."""
+    parser.add_argument(
+        "--score", help="MODULE:FUNCTION of score(release, canary) -> float (default: the canary's)"
+    )
+    parser.add_argument(
+        "--canary",
+        help="MODULE:NAME of an InputCanary/GradientCanary (or a function returning one), or a "
+        "YAML mapping such as '{kind: gradient, coordinate: 30}'",
+    )
+    parser.add_argument(
+        "--data", help="MODULE:NAME of the training set (a function is called with no arguments)"
+    )
+    parser.add_argument(
+        "--delta", type=_unit_interval("--delta", closed_low=True), help="delta in [0, 1)"
+    )
+    parser.add_argument(
+        "--claim",
+        type=_nonnegative_float("--claim"),
+        help="the claimed epsilon of the whole tuning run, audited at --delta",
+    )
+    parser.add_argument(
+        "--seed",
+        type=_int_option("--seed", *SEED_RANGE),
+        help="seed of the games (plan: of the pilot)",
+    )
+    parser.add_argument("--jobs", type=_jobs, default=1, help="worker processes (-1 = all cores)")
+
+
+def _nonnegative_float(name):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not (0 <= value < 1e3):
+            raise argparse.ArgumentTypeError(f"{name} must be in [0, 1000), got {value:g}")
+        return value
+
+    return parse
 
 
 def _positive_float(name):
@@ -602,10 +693,122 @@ def _parse_rounds_option(text):
         raise UsageError(str(err) if err.field == "--rounds" else f"--rounds: {err}") from None
 
 
+def _is_pipeline(target: str) -> bool:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.pipelines.load import is_reference
+
+    if is_reference(target):
+        return True
+    if target.endswith((".yaml", ".yml")) and Path(target).is_file():
+        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+        from auditsel.experiments.config import read_yaml
+
+        raw = read_yaml(Path(target))
+        return isinstance(raw, dict) and "tune" in raw
+    return False
+
+
+def _load_pipeline(args):
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.pipelines.load import load_pipeline
+
+    return load_pipeline(
+        args.target if hasattr(args, "target") else args.config,
+        score=args.score,
+        canary=args.canary,
+        data=args.data,
+        delta=args.delta,
+        claimed_epsilon=args.claim,
+        seed=args.seed,
+        **(
+            {
+                "games": args.games,
+                "confidence": args.confidence,
+                "rule": args.rule,
+                "name": args.name,
+            }
+            if hasattr(args, "target")
+            else {}
+        ),
+    )
+
+
+def _command_audit_pipeline(args) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.pipelines.load import PIPELINE_KEYS
+
+    spec = _load_pipeline(args)
+    settings = dict(spec.settings)
+    defaults = {"games": 1000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "rule": "split"}
+    options = {
+        k: settings.get(k, defaults.get(k)) for k in PIPELINE_KEYS if k in settings or k in defaults
+    }
+    tune_name = getattr(spec.pipeline.tune, "__name__", "pipeline")
+    out = args.out if args.out is not None else Path("results") / tune_name
+    check_output_path(out, "--out")  # audit_pipeline claims it (locked; cleaned on failure)
+    progress = not args.no_progress and sys.stderr.isatty()
+    audit = spec.pipeline.audit(
+        jobs=args.jobs,
+        backend=args.backend,
+        scheduler=args.scheduler,
+        out_dir=out,
+        progress=progress,
+        **options,
+    )
+    out_dir = Path(out)
+    if audit.resumed_games:
+        print(
+            f"auditsel: resumed {audit.resumed_games:,} of {audit.games:,} games from "
+            f"{out_dir / 'checkpoints'}",
+            file=sys.stderr,
+        )
+    if not args.quiet:
+        print(audit.summary())
+        print(
+            f"{audit.games:,} games, {audit.cpu_seconds:.1f} CPU s, {audit.wall_seconds:.1f} s "
+            f"wall; wrote {', '.join(str(p) for p in audit.files)}"
+        )
+    return EXIT_REFUTED if audit.refuted else 0
+
+
+def _command_plan_pipeline(args) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.pipelines.plan import plan_pipeline
+
+    spec = _load_pipeline(args)
+    settings = spec.settings
+    if args.target_eps is None and args.games is None and settings.get("claimed_epsilon") is None:
+        raise UsageError(
+            "plan: give --target-eps X, --claim EPS (games to refute it) and/or --games N"
+        )
+    p = spec.pipeline
+    plan = plan_pipeline(
+        p.tune,
+        p.score,
+        data=p.data,
+        canary=p.canary,
+        delta=settings.get("delta", 1e-5),
+        pilot=args.pilot or 200,
+        target_eps=args.target_eps,
+        claimed_epsilon=settings.get("claimed_epsilon"),
+        games=args.games,
+        power=args.power,
+        confidence=settings.get("confidence", 0.95),
+        rule=settings.get("rule", "split"),
+        seed=args.seed if args.seed is not None else settings.get("seed", 0) + 1,  # not the audit's
+        jobs=args.jobs,
+        progress=sys.stderr.isatty(),
+    )
+    print(json.dumps(plan.to_dict(), allow_nan=False) if args.json else plan.summary())
+    return 0
+
+
 def _command_plan(args) -> int:
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.config import load_config
 
+    if _is_pipeline(args.config):
+        return _command_plan_pipeline(args)
     if args.target_eps is None and args.games is None:
         raise UsageError(
             "plan: give --target-eps X (games needed) and/or --games N (what N games certify)"
@@ -634,7 +837,12 @@ def _command_plan(args) -> int:
                 f"delta = {spec.delta:g}; no valid audit certifies more"
             )
     plan = plan_spec(
-        spec, args.target_eps, args.games, power=args.power, pilot=args.pilot, exact_eps=exact
+        spec,
+        args.target_eps,
+        args.games,
+        power=args.power,
+        pilot=args.pilot or 4000,
+        exact_eps=exact,
     )
     if args.json:
         print(json.dumps(plan.to_dict(), allow_nan=False))
@@ -774,6 +982,7 @@ def main(argv=None) -> int:
             "plan": _command_plan,
             "calibrate": _command_calibrate,
             "reproduce": _command_reproduce,
+            "audit-pipeline": _command_audit_pipeline,
         }.get(args.command, _command_run)
         code = command(args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit

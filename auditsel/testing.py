@@ -9,6 +9,11 @@
     game = worst_case_dpsgd(noise_multiplier=0.8, steps=3, sample_rate=0.2)   # K = 1: one run
     assert_not_refuted(opacus_epsilon, 1e-5, game, trials=1_000_000)
 
+    # your own tuning pipeline (auditsel.pipelines): trials are games of your code
+    from auditsel import Pipeline, GradientCanary
+    pipeline = Pipeline(tune, data=data, canary=GradientCanary(coordinate=0))
+    assert_not_refuted(claimed_epsilon, 1e-5, pipeline, trials=2_000, jobs=2)
+
 The audit plays the distinguishing game ([XWW24] Algorithm 1) and computes eps_L with the
 valid `split` rule (Clopper-Pearson, [XWW24] eq. 4). If eps_L > claimed epsilon, the claim is
 false with probability at least `confidence`: a correct accountant fails this assertion with
@@ -20,9 +25,11 @@ from __future__ import annotations
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.rules import ThresholdRule, threshold_rule
+from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
+from auditsel.pipelines.pipeline import Pipeline
 from auditsel.rounds import Point
 from auditsel.selection import GaussianWinner
 
@@ -71,7 +78,22 @@ def audit(
     rule: ThresholdRule | str = "split",
     jobs: int = 1,
 ) -> LowerBound:
-    """Play the game on `protocol` (anything with release(member, rng)) and bound eps from below."""
+    """Play the game on `protocol` (anything with release(member, rng), or a `Pipeline` of
+    yours) and bound eps from below."""
+    if isinstance(protocol, Pipeline):
+        if proxy is not None:
+            raise ConfigError("proxy", "a Pipeline brings its own score: set Pipeline(score=...)")
+        played = protocol.audit(
+            games=trials, delta=delta, confidence=confidence, seed=seed, rule=rule, jobs=jobs
+        )
+        return played.bound
+    if not hasattr(protocol, "release"):
+        raise ConfigError(
+            "protocol",
+            f"must be a game with release(member, rng) (e.g. worst_case_tuning(...)) or an "
+            f"auditsel.Pipeline(tune, score, data=..., canary=...); got "
+            f"{type(protocol).__name__}: wrap your tuning function in a Pipeline",
+        )
     proxy = proxy if proxy is not None else _default_proxy(protocol)
     record = run_game(protocol, proxy, trials, seed, jobs=jobs, progress=False)
     if isinstance(rule, str):  # the split's seed: the game's (independent streams of it)

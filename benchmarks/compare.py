@@ -3,9 +3,9 @@
     python benchmarks/compare.py BASELINE [--workload NAME ...] [--repeat 5]
     python benchmarks/compare.py BASELINE --command "auditsel run configs/quickstart.yaml ..."
 
-The baseline commit is checked out into a temporary git worktree (removed afterwards); each
-workload runs as the same command line in both trees, each with its own package on the path
-(PYTHONPATH = that tree; the working directory a fresh temporary folder), alternating
+The baseline commit's files are unpacked into a temporary folder (`baselines.commits`, removed
+afterwards); each workload runs as the same command line in both trees, each with its own
+package on the path (PYTHONPATH = that tree; the working directory a fresh temporary folder), alternating
 baseline and current `--repeat` times so that the machine's load hits both alike. It prints
 the fastest wall time of each and the ratio baseline / current (above 1: this tree is faster).
 
@@ -20,15 +20,14 @@ Numbers depend on the machine and its load: read the ratios, not the seconds.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from baselines.commits import ROOT, checkout, run_in
+
 CLI = [sys.executable, "-m", "auditsel"]
 
 # name -> arguments of `auditsel` (the workload's own folder is the working directory)
@@ -59,22 +58,12 @@ WORKLOADS = {
 }
 
 
-def worktree(commit: str, where: Path) -> Path:
-    """The baseline commit checked out (detached) into `where`."""
-    subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(where), commit],
-        check=True,
-    )
-    return where
-
-
 def run_once(tree: Path, args: list[str]) -> float:
     """Seconds of one command with `tree`'s package first on the path, in a fresh folder."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    command = [a.replace("{tree}", str(tree)) for a in args]
     with tempfile.TemporaryDirectory(prefix="auditsel-compare-") as work:
-        command = [a.replace("{tree}", str(tree)) for a in args]
         start = time.perf_counter()
-        done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+        done = run_in(tree, command, cwd=work)
         seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed in {tree}:\n{done.stderr[-2000:]}")
@@ -104,18 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         jobs = {"command": CLI + words}
     else:
         jobs = {name: CLI + WORKLOADS[name] for name in args.workload or list(WORKLOADS)}
-    with tempfile.TemporaryDirectory(prefix="auditsel-baseline-") as tmp:
-        base = worktree(args.baseline, Path(tmp) / "tree")
-        try:
-            print(f"baseline {args.baseline} against the working tree, best of {args.repeat}")
-            print(f"{'workload':<16}{'baseline s':>12}{'current s':>12}{'ratio':>8}")
-            for name, command in jobs.items():
-                before, now = compare(base, ROOT, command, args.repeat)
-                print(f"{name:<16}{before:>12.3f}{now:>12.3f}{before / now:>8.2f}")
-        finally:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False
-            )
+    with checkout(args.baseline) as base:
+        print(f"baseline {args.baseline} against the working tree, best of {args.repeat}")
+        print(f"{'workload':<16}{'baseline s':>12}{'current s':>12}{'ratio':>8}")
+        for name, command in jobs.items():
+            before, now = compare(base, ROOT, command, args.repeat)
+            print(f"{name:<16}{before:>12.3f}{now:>12.3f}{before / now:>8.2f}")
     return 0
 
 

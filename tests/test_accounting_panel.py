@@ -27,10 +27,10 @@ def test_keys_and_labels():
 def test_example1_panel_reproduces_the_paper():
     base, law = FiniteOutputBase.example1(), TruncatedNegativeBinomial(1.0, 1e-3)
     pure = panel(base, law, 0.0)
-    assert pure["upper"]["exact"] == pytest.approx(2.96, abs=0.01)
-    assert pure["upper"]["generic_rdp"] == pytest.approx(3.0)
-    assert pure["upper"]["profile"] is None
-    approx = panel(base, law, 1e-5)["upper"]
+    assert pure.upper["exact"] == pytest.approx(2.96, abs=0.01)
+    assert pure.upper["generic_rdp"] == pytest.approx(3.0)
+    assert pure.upper["profile"] is None
+    approx = panel(base, law, 1e-5).upper
     assert approx["exact"] == pytest.approx(2.92, abs=0.01)
     assert approx["exact"] <= approx["improved_rdp"] <= approx["generic_rdp"] < 3.11
 
@@ -38,13 +38,13 @@ def test_example1_panel_reproduces_the_paper():
 def test_dpsgd_panel_has_base_info():
     base = DpsgdBase(1.0, 50, 0.1)
     out = panel(base, TruncatedNegativeBinomial(1.0, 0.1), 1e-5)
-    assert out["base"]["mu"] == pytest.approx(base.mu)
-    assert out["base"]["mu_gdp"] == pytest.approx(base.mu_gdp)
+    assert out.base["mu"] == pytest.approx(base.mu)
+    assert out.base["mu_gdp"] == pytest.approx(base.mu_gdp)
     for k in BOUND_KEYS:
-        assert (
-            out["upper"][k] >= out["base"]["epsilon"] * (1 - 1e-3)
-            or out["labels"][k] == "heuristic"
-        )
+        if out.labels[k] == "heuristic":  # tau < 1: the reduced game's values are no bounds
+            assert out.upper[k] is None and out.reduced_game[k] is not None
+        else:
+            assert out.upper[k] >= out.base["epsilon"] * (1 - 1e-3)
 
 
 mus = st.floats(0.1, 2.0)
@@ -71,9 +71,9 @@ def test_exact_le_improved_le_generic_and_exact_le_profile(mu, law):
 def test_every_bound_at_least_one_run(mu, law):
     base = GaussianBase(mu)
     out = panel(base, law, 1e-5)
-    eps_b = out["base"]["epsilon"]
+    eps_b = out.base["epsilon"]
     for k in ("generic_rdp", "profile", "improved_rdp", "exact"):
-        assert out["upper"][k] >= eps_b - TOL, k
+        assert out.upper[k] >= eps_b - TOL, k
 
 
 @SETTINGS
@@ -107,3 +107,26 @@ def test_poisson_monotone_in_mean():
     b = upper_bounds(GaussianBase(0.5), Poisson(30.0), 1e-5)
     for k in ("generic_rdp", "profile", "improved_rdp", "exact"):
         assert a[k] <= b[k] + TOL
+
+
+def test_panel_is_a_frozen_typed_result_with_dict_access_for_one_release():
+    import dataclasses
+    import json
+
+    p = panel(GaussianBase(0.5), TruncatedNegativeBinomial(0, 0.01), 1e-5, curve_deltas=[1e-3])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.upper = {}
+    with pytest.warns(DeprecationWarning, match="use the attribute"):
+        assert p["upper"] == p.upper
+    with pytest.warns(DeprecationWarning):
+        assert p["interval"] == p.interval.to_dict()
+    with pytest.warns(DeprecationWarning), pytest.raises(KeyError):
+        p["nope"]
+    d = p.to_dict()
+    assert {"base", "upper", "labels", "sources", "notes", "seconds", "curves"} <= set(d)
+    assert {"attack", "interval", "reduced_game"} <= set(d) and "curves" in p
+    json.dumps(d)
+    # a Gaussian base: the attack value is the exact epsilon, the interval has width 0
+    assert p.attack["epsilon"] == p.upper["exact"] and p.interval.width == 0.0
+    assert p.attack["curve"] == p.curves["exact"]
+    assert p.value("exact") == p.upper["exact"]

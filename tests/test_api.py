@@ -53,6 +53,10 @@ def test_run_config_returns_a_frozen_result_with_deprecated_dict_access():
     assert result.eps_lower == doc["lower"]["eps"] and result.eps_exact == doc["upper"]["exact"]
     assert result.upper == doc["upper"] and result.rounds["mean"] == 3.0
     assert result.eps_lower <= result.eps_exact
+    # the interval (a Gaussian base: the attack value is the exact epsilon, width 0)
+    assert result.interval == doc["interval"] and result.attack == doc["attack"]
+    assert result.interval["lower"] == result.attack["epsilon"] == result.eps_exact
+    assert result.interval["width"] == 0.0 and result.reduced_game is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.lower = None  # type: ignore[misc]
     doc["upper"]["exact"] = -1.0  # a copy: the result does not change
@@ -95,6 +99,8 @@ def test_options_are_keyword_only():
         ("exact_epsilon", "tol"),
         ("privacy_curve", "scans"),
         ("panel", "curve_deltas"),
+        ("attack", "method"),
+        ("tuning_interval", "eps_l"),
         ("law_from_dict", "path"),
         ("run_config", "jobs"),
         ("audit_protocol", "delta"),

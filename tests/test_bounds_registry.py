@@ -9,7 +9,7 @@ import pytest
 from auditsel.accounting.bounds import BOUND_KEYS, BOUNDS, bound
 from auditsel.accounting.generic import generic_epsilon
 from auditsel.accounting.improved import improved_epsilon
-from auditsel.accounting.panel import panel
+from auditsel.accounting.panel import Panel, panel
 from auditsel.accounting.profile import profile_epsilon
 from auditsel.accounting.rdp import ORDERS, rdp_to_epsilon
 from auditsel.errors import ConfigError
@@ -31,9 +31,9 @@ DELTAS = [1e-8, 1e-5, 1e-3]
 def test_curves_equal_the_panel_asked_delta_by_delta(pair, law):
     whole = panel(pair, law, 1e-5, curve_deltas=DELTAS)
     for i, d in enumerate(DELTAS):
-        single = panel(pair, law, d)["upper"]
+        single = panel(pair, law, d).upper
         for key in BOUND_KEYS:
-            a, b = whole["curves"][key][i], single[key]
+            a, b = whole.curves[key][i], single[key]
             assert (a is None and b is None) or a == pytest.approx(b, rel=1e-12, abs=1e-12), (
                 key,
                 d,
@@ -90,12 +90,12 @@ def test_one_behaviour_for_a_bad_delta_and_for_delta_zero(call):
         with pytest.raises(ConfigError, match="^delta: must be in \\[0, 1\\)"):
             call(bad)
     zero = call(0.0)
-    if isinstance(zero, dict):  # the panel: no RDP or profile bound certifies delta = 0
-        assert zero["upper"]["generic_rdp"] is None and zero["upper"]["profile"] is None
+    if isinstance(zero, Panel):  # the panel: no RDP or profile bound certifies delta = 0
+        assert zero.upper["generic_rdp"] is None and zero.upper["profile"] is None
     else:
         assert zero == math.inf
     many = call(np.array([1e-6, 1e-3]))
-    if not isinstance(many, dict):
+    if not isinstance(many, Panel):
         assert isinstance(many, np.ndarray) and many.shape == (2,) and many[0] > many[1]
         assert isinstance(call(1e-6), float) and call(1e-6) == many[0]
 

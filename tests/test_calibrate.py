@@ -10,8 +10,9 @@ import dp_accounting as dpa
 import pytest
 import yaml
 
-from auditsel.accounting.calibrate import calibrate, tightest_bound
+from auditsel.accounting.calibrate import calibrate
 from auditsel.accounting.exact import exact_epsilon
+from auditsel.accounting.interval import tightest_bound
 from auditsel.cli import main
 from auditsel.errors import ConfigError
 from auditsel.events import LaplaceBase

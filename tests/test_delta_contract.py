@@ -67,12 +67,43 @@ def _one_run_scores():
     return rng.normal(members * 2.0, 1.0), members
 
 
+def _rr_tune(data, seed, canary):
+    """Randomised response to the canary's presence (1-DP): a pipeline for the contract."""
+    present = bool(np.asarray(data[0])[:, 0].sum() >= 1) if data is not None else False
+    p = math.e / (1 + math.e)
+    return float(np.random.default_rng(seed).random() < (p if present else 1 - p))
+
+
+def _release_itself(release, canary):
+    return float(release)
+
+
+class _NoEngine:
+    """Not an Opacus engine: from_opacus checks delta before it reads the engine."""
+
+
 def _cases() -> dict[str, Case]:
-    from auditsel.accounting import calibrate, exact, generic, improved, panel, pld, profile, rdp
+    from auditsel.accounting import (
+        attack,
+        calibrate,
+        exact,
+        generic,
+        improved,
+        interval,
+        panel,
+        pld,
+        profile,
+        rdp,
+    )
     from auditsel.auditing import estimators, lower, one_run, plan, validity
     from auditsel.dpsgd import trainer
+    from auditsel.experiments.experiment import upper_panel
     from auditsel.games.one_run import OneRunReducedGame, TuningFamily
     from auditsel.mechanisms import gaussian_epsilon, gaussian_mu
+    from auditsel.pipelines.canaries import InputCanary
+    from auditsel.pipelines.opacus import from_opacus
+    from auditsel.pipelines.pipeline import Pipeline, audit_pipeline
+    from auditsel.pipelines.plan import plan_pipeline
     from auditsel.pipelines.protocol import audit_protocol
     from auditsel.reproductions import bounds as repro
     from auditsel.selection import winner_law
@@ -89,6 +120,10 @@ def _cases() -> dict[str, Case]:
     pure = fin.pure_epsilon
     release = lambda b, rng: rng.normal(b, 1.0)
     score = lambda y: y
+    row = InputCanary(x=[1.0], y=1)
+    empty = (np.zeros((0, 1)), np.zeros(0))
+    pipe = Pipeline(_rr_tune, _release_itself, data=empty, canary=row)
+    step = attack.dpsgd_step(2.0, 0.1, 1e-2)
     return {
         "auditsel.mechanisms.gaussian_epsilon": Case(lambda d: gaussian_epsilon(0.8, d)),
         "auditsel.mechanisms.gaussian_mu": Case(lambda d: gaussian_mu(1.0, d), at_zero=RAISES),
@@ -151,8 +186,53 @@ def _cases() -> dict[str, Case]:
             at_zero=RAISES,  # no Gaussian noise is (3, 0)-DP: the target is out of reach
             field="delta",
         ),
-        "auditsel.accounting.calibrate.tightest_bound": Case(
-            lambda d: calibrate.tightest_bound(g, tnb, d).epsilon
+        "auditsel.accounting.interval.tightest_bound": Case(
+            lambda d: interval.tightest_bound(g, tnb, d).epsilon
+        ),
+        "auditsel.accounting.interval.rigorous_values": Case(
+            lambda d: min(
+                (v for v, _ in interval.rigorous_values(g, tnb, d).values()), default=math.inf
+            )
+        ),
+        "auditsel.accounting.interval.tuning_interval": Case(
+            lambda d: interval.tuning_interval(g, tnb, d).upper
+        ),
+        "auditsel.accounting.attack.attack": Case(
+            lambda d: attack.attack(g, tnb, d).epsilon, field="deltas"
+        ),
+        "auditsel.accounting.attack.attack_epsilon": Case(
+            lambda d: attack.attack_epsilon(g, tnb, d)
+        ),
+        "auditsel.accounting.attack.labelled_attack": Case(
+            lambda d: attack.labelled_attack(step, 5, tnb, d).epsilon,
+            field="deltas",
+            at_zero=None,  # a lower bound: any value up to the truth (inf) is right
+        ),
+        "auditsel.experiments.experiment.upper_panel": Case(
+            lambda d: upper_panel(g, tnb, d, with_curves=False)[0].upper["exact"], at_zero=None
+        ),
+        "auditsel.pipelines.opacus.from_opacus": Case(
+            lambda d: from_opacus(_NoEngine(), optimizer=None, data_loader=None, delta=d),
+            at_zero=RAISES,  # Opacus's accountants need delta > 0
+        ),
+        "auditsel.pipelines.pipeline.audit_pipeline": Case(
+            lambda d: (
+                audit_pipeline(
+                    _rr_tune, _release_itself, data=empty, canary=row, games=200, delta=d
+                ).eps
+            ),
+            at_zero=None,
+        ),
+        "auditsel.pipelines.pipeline.Pipeline.audit": Case(
+            lambda d: pipe.audit(games=200, delta=d).eps, at_zero=None
+        ),
+        "auditsel.pipelines.plan.plan_pipeline": Case(
+            lambda d: (
+                plan_pipeline(
+                    _rr_tune, _release_itself, data=empty, canary=row, delta=d, pilot=40, games=400
+                ).curve_eps
+            ),
+            at_zero=None,
         ),
         "auditsel.accounting.exact.exact_epsilon": Case(
             lambda d: exact.exact_epsilon(winner_law(g, tnb), d)
@@ -164,10 +244,10 @@ def _cases() -> dict[str, Case]:
             lambda d: max(pld.dpsgd_epsilon_interval(2.0, 5, 0.1, d, step=1e-2))
         ),
         "auditsel.accounting.panel.panel": Case(
-            lambda d: panel.panel(g, tnb, d)["upper"]["exact"], at_zero=None
+            lambda d: panel.panel(g, tnb, d).upper["exact"], at_zero=None
         ),
         "auditsel.accounting.panel.panel[curve_deltas]": Case(
-            lambda d: panel.panel(g, tnb, 1e-5, curve_deltas=[d])["curves"]["exact"][0],
+            lambda d: panel.panel(g, tnb, 1e-5, curve_deltas=[d]).curves["exact"][0],
             field="curve_deltas",
             at_zero=None,  # None: the panel's "no finite value" (inf)
         ),
@@ -280,6 +360,11 @@ EXEMPT = {
     "auditsel.experiments.config.ExperimentSpec.__init__": "built by parse_config, which checks",
     "auditsel.auditing.one_run.OneRunBound.__init__": "a result record",
     "auditsel.accounting.calibrate.Calibration.__init__": "a result record",
+    "auditsel.accounting.attack.AttackValue.__init__": "a result record",
+    "auditsel.accounting.panel.Panel.__init__": "a result record",
+    "auditsel.pipelines.opacus.OpacusRun.__init__": "a result record",
+    "auditsel.pipelines.pipeline.PipelineAudit.__init__": "a result record",
+    "auditsel.pipelines.plan.PipelinePlan.__init__": "a result record",
     "auditsel.experiments.result.RunResult.__init__": "a result record",
     "auditsel.reproductions.claims.Setting.__init__": "a paper's setting, as data",
     "auditsel.reproductions.table3.Table3Grid.__init__": "a paper's grid, as data",

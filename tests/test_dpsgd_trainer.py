@@ -289,13 +289,13 @@ def test_same_seed_same_run_and_different_seeds_differ():
 
 def test_per_run_streams_are_philox_keyed_by_seed_sequence():
     from auditsel.dpsgd import kernels
-    from auditsel.dpsgd.trainer import INIT, NOISE, _seed_states
+    from auditsel.dpsgd.trainer import INIT, NOISE
 
     seeds = np.concatenate(
         [np.random.default_rng(0).integers(0, 2**63 - 1, 2000), [0, 1, 2**32 - 1, 2**32, 2**63 - 1]]
     ).astype(np.uint64)
     want = [np.random.SeedSequence(int(s)).generate_state(3, dtype=np.uint64) for s in seeds]
-    np.testing.assert_array_equal(_seed_states(seeds, 3), np.array(want))
+    np.testing.assert_array_equal(kernels.seed_states(seeds, 3), np.array(want))
     # w_0 of run r is init_from_uniform of stream 0 under the key of SeedSequence(s_r); with
     # lr = 0 and no data, w_N = w_0 and with lr = 1, w_0 - w_N is the summed stream-2 noise
     data = load_dataset("digits", n=10)

@@ -9,6 +9,7 @@ import dp_accounting as dpa
 import numpy as np
 import pytest
 
+from auditsel.accounting.attack import attack_epsilon
 from auditsel.accounting.bounds import BOUNDS, bound
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.panel import panel
@@ -53,8 +54,18 @@ def test_gaussian_event_gets_the_exact_curve():
     """A Gaussian event is the Gaussian pair: the exact winner curve and every bound apply."""
     law = TruncatedNegativeBinomial(0.0, 0.01)
     event, pair = dpa.GaussianDpEvent(2.0), GaussianBase(0.5)
-    assert panel(event, law, 1e-5)["upper"] == panel(pair, law, 1e-5)["upper"]
+    from_event, from_pair = panel(event, law, 1e-5), panel(pair, law, 1e-5)
+    assert from_event.upper == from_pair.upper
+    assert from_event.attack == from_pair.attack and from_event.interval == from_pair.interval
+    assert from_event.interval.width == pytest.approx(0.0, abs=1e-9)  # exact: both ends
     assert bound("exact").epsilon(event, law, 1e-5) == exact_epsilon(winner_law(pair, law), 1e-5)
+
+
+def test_dpsgd_event_has_the_dpsgd_attack_value():
+    """N Poisson-sampled Gaussian steps as a DpEvent are the DP-SGD pair: the same attack."""
+    law = Poisson(3.0)
+    event = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.1, dpa.GaussianDpEvent(1.0)), 10)
+    assert attack_epsilon(event, law, 1e-5) == attack_epsilon(DpsgdBase(1.0, 10, 0.1), law, 1e-5)
 
 
 def test_laplace_profile_and_rdp_are_dp_accountings_and_bound_the_closed_forms():
@@ -128,9 +139,15 @@ def test_event_bases_compose_and_subsample():
     law = TruncatedNegativeBinomial(1.0, 0.1)
     composed = dpa.ComposedDpEvent([dpa.LaplaceDpEvent(2.0), dpa.GaussianDpEvent(3.0)])
     out = panel(composed, law, 1e-5)
-    assert out["upper"]["exact"] is None and out["upper"]["improved_rdp"] is None
-    assert out["upper"]["generic_rdp"] > out["base"]["epsilon"]
-    assert out["upper"]["profile"] > out["base"]["epsilon"]
+    assert out.upper["exact"] is None and out.upper["improved_rdp"] is None
+    assert out.upper["generic_rdp"] > out.base["epsilon"]
+    assert out.upper["profile"] > out.base["epsilon"]
+    # no worst-case pair is known for this event: no attack value, the interval starts at 0
+    assert out.attack["epsilon"] is None and "no attack value" in out.attack["source"]
+    assert out.interval.lower == 0.0 and out.interval.lower_source.startswith("eps >= 0")
+    assert out.interval.upper == min(out.upper["generic_rdp"], out.upper["profile"])
+    with pytest.raises(ConfigError, match=r"^pair: no attack value for this base \(EventBase\)"):
+        attack_epsilon(composed, law, 1e-5)
     # RDP cannot account for a subsampled Laplace; its pure eps still gives a generic bound
     # (randomized response's RDP curve, the largest of any eps-DP base, and Corollary 3)
     sub = LaplaceBase(0.5, steps=20, sample_rate=0.1)

@@ -1,6 +1,9 @@
 """Faults (issue 20): several runs on one --out, the code changed between a kill and the resume,
 a full disk (a small tmpfs where one can be mounted, and a simulated ENOSPC everywhere), a
-closed pipe, and what a failed run may delete."""
+closed pipe, and what a failed run may delete.
+
+Two of the three code edits run only with the slow tests (`python -m pytest -m slow
+tests/test_faults.py`); the random-stream edit runs by default."""
 
 from __future__ import annotations
 
@@ -227,7 +230,14 @@ SAYS = {
 }
 
 
-@pytest.mark.parametrize("edit", list(EDITS))
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "random-streams",
+        pytest.param("version", marks=pytest.mark.slow),
+        pytest.param("engine-source", marks=pytest.mark.slow),
+    ],
+)
 def test_a_code_change_between_kill_and_resume_is_refused(tmp_path, edit):
     """Killed under one version of the code, resumed under another: refused with a line that
     says what changed and how to start fresh; the checkpoints stay untouched; after deleting

@@ -1,5 +1,6 @@
-"""Heuristics never look like bounds (issue 9 item 2): every output labels them, draws them dashed,
-and says when one is contradicted (below eps_B of one run or below a valid eps_L).
+"""Heuristics never look like bounds (issue 9 item 2, issue 19 item 1): every output labels them,
+draws them dashed, keeps the reduced-game values of tau < 1 out of `upper`, and says when one is
+contradicted (below the attack value, a valid eps_L or eps_B of one run).
 
 The case of the issue is [XWW24] Figure 6 at sample rate 0.1 and eps_B = 8 (results/figure6):
 `exact` and `improved_rdp` use mu = tau sqrt(N)/sigma and come out below eps_B of a single run.
@@ -72,15 +73,35 @@ def test_contradiction_rules_on_hand_made_results():
     assert contradictions(fake({"exact": None}, {"exact": "heuristic"}, eps_b=5.0)) == {}
     # K = 0 possible (Poisson, binomial): cheaper than one run is no contradiction
     assert contradictions({**fake({"exact": 0.9}, heur), "rounds": {"p_zero": 0.1}}) == {}
+    # ... but below the attack value it is, whatever the law (mass at K = 0 included)
+    with_attack = {
+        **fake({"exact": 0.9}, heur),
+        "rounds": {"p_zero": 0.1},
+        "attack": {"epsilon": 1.3},
+    }
+    assert "the attack value 1.3000" in contradictions(with_attack)["exact"]
+    # a value moved to reduced_game is read from there
+    moved = {**fake({"exact": None}, heur), "reduced_game": {"exact": 0.5}}
+    assert contradictions(moved)["exact"].startswith("heuristic reduced_game.exact = 0.5000")
 
 
 def test_figure6_point_is_flagged_in_result_json(fig6):
     result, _ = fig6
     assert set(heuristic_upper_keys(result)) == {"exact", "improved_rdp", "improved_rdp_gdp"}
-    assert result["upper"]["exact"] < result["base"]["epsilon"]  # the defect of issue 9
+    # nothing called exact unless it is: the reduced game's values left `upper`
+    assert all(result["upper"][k] is None for k in ("exact", "improved_rdp", "improved_rdp_gdp"))
+    assert result["exact_curve"] is None and result["reduced_game_curve"]["delta"]
+    reduced = result["reduced_game"]
+    assert reduced["exact"] < result["base"]["epsilon"]  # the defect of issue 9
+    assert reduced["exact"] < result["attack"]["epsilon"]  # and below a proven lower bound
     assert set(result["contradicted"]) == {"exact", "improved_rdp"}
+    assert "the attack value" in result["contradicted"]["exact"]
     assert result["heuristic"] == heuristic_fields(result)
-    assert "upper.exact" in result["heuristic"] and "lower.eps_gdp" in result["heuristic"]
+    assert "reduced_game.exact" in result["heuristic"] and "lower.eps_gdp" in result["heuristic"]
+    iv = result["interval"]
+    assert iv["lower"] == result["attack"]["epsilon"] and iv["lower_source"].startswith("attack")
+    assert iv["upper"] == min(v for v in result["upper"].values() if v is not None)
+    assert iv["width"] == pytest.approx(iv["upper"] - iv["lower"])
     json.dumps(result, allow_nan=False)
 
 
@@ -90,6 +111,10 @@ def test_sample_rate_one_is_rigorous_and_flags_nothing():
     assert heuristic_upper_keys(result) == ["improved_rdp_gdp"]
     assert result["contradicted"] == {}
     assert result["upper"]["exact"] >= result["base"]["epsilon"]
+    assert "reduced_game" not in result and result["exact_curve"]["delta"]
+    # the reduction is exact: the attack value is the exact epsilon, the interval has width 0
+    assert result["attack"]["epsilon"] == pytest.approx(result["upper"]["exact"], abs=1e-12)
+    assert result["interval"]["width"] == pytest.approx(0.0, abs=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -99,21 +124,28 @@ def test_tables_label_every_heuristic_row_and_the_contradiction(fig6, render):
     result, _ = fig6
     text = render(result)
     for key in heuristic_upper_keys(result):
+        name = f"reduced_game.{key}"
         row = next(
             line
             for line in text.splitlines()
-            if line.strip("| ").startswith(key + " ") or line.startswith(f"| {key} |")
+            if line.strip("| ").startswith(name + " ") or line.startswith(f"| {name} |")
         )
         assert "heuristic" in row, row
         assert ("CONTRADICTED" in row) == (key in result["contradicted"]), row
+    # no row is named after a reduced-game key alone (exact, improved_rdp, ...) at tau < 1
+    assert not any(line.strip("| ").startswith("exact") for line in text.splitlines())
     for key in result["contradicted"]:
-        assert f"heuristic {key} = " in text and "contradicted: below eps_B" in text
+        assert f"heuristic reduced_game.{key} = " in text
+        assert "contradicted: below the attack value" in text
     rigorous = next(line for line in text.splitlines() if "profile" in line and "[KRW24]" in line)
     assert "heuristic" not in rigorous
+    iv = result["interval"]
+    assert f"lies in [{iv['lower']:.4f}, {iv['upper']:.4f}]" in text
+    assert f"report {iv['upper']:.4f}" in text
 
 
 PLOT_NAMES = {
-    "exact": "exact",
+    "exact": "reduced game",
     "improved_rdp": "improved (UO)",
     "improved_rdp_gdp": "improved (UG)",
 }
@@ -157,11 +189,16 @@ def assert_heuristics_dashed(lines, heuristic, contradicted):
 
 def test_privacy_curve_and_tradeoff_draw_heuristics_dashed(fig6, tmp_path, monkeypatch):
     result, artefacts = fig6
+    curve = lambda v: [v and v + 1, v, v and v - 0.5]
     result = {
         **result,
         "upper_curves": {
             "delta": [1e-6, 1e-5, 1e-4],
-            **{k: [v and v + 1, v, v and v - 0.5] for k, v in result["upper"].items()},
+            **{k: curve(v) for k, v in result["upper"].items()},
+        },
+        "reduced_game_curves": {
+            "delta": [1e-6, 1e-5, 1e-4],
+            **{k: curve(v) for k, v in result["reduced_game"].items()},
         },
     }
     lines = drawn_lines(monkeypatch, lambda: write_plots(result, artefacts, tmp_path))
@@ -169,6 +206,9 @@ def test_privacy_curve_and_tradeoff_draw_heuristics_dashed(fig6, tmp_path, monke
         lines, set(heuristic_upper_keys(result)), result["contradicted"]
     )
     assert seen == {"exact", "improved_rdp", "improved_rdp_gdp"}
+    # the attack's certified lower curve (solid: a bound) and the interval are drawn
+    assert any(lab.startswith("attack") and st == "-" for lab, st in lines)
+    assert any(lab.startswith("interval [") for lab, _ in lines)
     tradeoff = [(lab, st) for lab, st in lines if "likelihood ratio" in lab]
     assert tradeoff and all("heuristic" in lab and st == "--" for lab, st in tradeoff)
 
@@ -201,8 +241,14 @@ def test_sweep_tables_and_plot_separate_heuristics(tmp_path, monkeypatch, capsys
                 assert float(row[key]) == pytest.approx(point["upper"][key])
             assert bool(row.get(f"{key}_heuristic")) == heuristic
             if heuristic:
-                assert float(row[f"{key}_heuristic"]) == pytest.approx(point["upper"][key])
+                value = (point.get("reduced_game") or point["upper"])[key]
+                assert float(row[f"{key}_heuristic"]) == pytest.approx(value)
         assert set(row["contradicted"].split()) == {f"{k}_heuristic" for k in point["contradicted"]}
+        iv = point["interval"]
+        assert float(row["interval_lower"]) == pytest.approx(iv["lower"])
+        assert float(row["interval_upper"]) == pytest.approx(iv["upper"])
+        assert float(row["width"]) == pytest.approx(iv["width"])
+        assert float(row["attack"]) == pytest.approx(point["attack"]["epsilon"])
     assert float(rows[1.0]["exact"]) >= float(rows[1.0]["eps_B"])
     assert rows[0.1]["exact"] == "" and set(rows[0.1]["contradicted"].split()) == {
         "exact_heuristic",
@@ -223,6 +269,7 @@ def test_sweep_tables_and_plot_separate_heuristics(tmp_path, monkeypatch, capsys
         rows[0.1]["contradicted"],
     ]
     assert any("exact, heuristic" in lab and st == "--" for lab, st in sweep_lines)
+    assert any(lab.startswith("attack") and st == "-" for lab, st in sweep_lines)
     assert any("CONTRADICTED" in lab for lab, _ in sweep_lines)
     assert all("heuristic" not in lab for lab, st in sweep_lines if st == "-")
 
@@ -241,7 +288,8 @@ def test_committed_figure6_sweep_says_which_heuristics_are_contradicted():
             heuristic_exact == (float(row["base.sample_rate"]) < 1)
             and (row["exact"] == "") == heuristic_exact
         )
-        below = heuristic_exact and float(row["exact_heuristic"]) < float(row["eps_B"])
+        floor = max(float(row["eps_B"]), float(row["attack"]))
+        below = heuristic_exact and float(row["exact_heuristic"]) < floor
         assert below == ("exact_heuristic" in row["contradicted"].split()), row
     issue = [
         r
@@ -280,3 +328,26 @@ def test_reproduce_figure6_plot_draws_heuristics_dashed(tmp_path, monkeypatch):
         lab == "exact" for lab, _ in lines
     )
     assert any("CONTRADICTED" in lab for lab, _ in lines)
+
+
+def test_a_reduced_game_on_a_subsampled_base_is_no_lower_value_for_it():
+    """The reduced game at tau < 1 audits the eq. 19 Gaussian, not the DP-SGD run: its eps_L
+    neither contradicts a heuristic nor becomes the interval's lower end."""
+    from auditsel.experiments.heuristics import audits_the_base, valid_lower
+
+    low = {"eps": 5.0, "threshold_rule": "split", "confidence": 0.95, "game": "reduced"}
+    sub = {"base": {"kind": "dpsgd", "sample_rate": 0.1}, "lower": low}
+    full = {"base": {"kind": "dpsgd", "sample_rate": 1.0}, "lower": low}
+    worst = {
+        "base": {"kind": "dpsgd", "sample_rate": 0.1},
+        "lower": {**low, "game": "dpsgd_worst_case"},
+    }
+    assert not audits_the_base(sub) and valid_lower(sub) is None
+    assert valid_lower(full) == 5.0 and valid_lower(worst) == 5.0
+    heur = {
+        "upper": {"exact": None},
+        "upper_rigour": {"exact": "heuristic"},
+        "reduced_game": {"exact": 1.0},
+    }
+    assert contradictions({**sub, **heur}) == {}
+    assert "valid eps_L" in contradictions({**worst, **heur})["exact"]

@@ -70,15 +70,19 @@ def _readme_factors():
 def _check_factor_row(row):
     """The factor is what docs/findings/papers.md prints, and E[K](profile) is where the profile bound
     reaches the RDP bound's eps: just below it at that mean, above it 0.5% further."""
-    from auditsel.accounting.profile import base_profile, profile_epsilon
+    from auditsel.accounting.profile import base_profile, profile_epsilon, tnb_shift
     from auditsel.mechanisms import DpsgdBase
     from auditsel.rounds import TruncatedNegativeBinomial
 
     m = row["E[K] (RDP)"]
     assert round(row["factor"], 1) == _readme_factors()[m]
+    assert row["factor (Thm 4.1 recipe)"] >= row["factor"]  # the recipe's shift is never larger
     base = DpsgdBase(21.1, 250, 16384 / 50000)
     prof = base_profile(base)
-    at = lambda mean: profile_epsilon(base, TruncatedNegativeBinomial(1.0, 1.0 / mean), 1e-5, prof)
+    thm52 = lambda profile, law: tnb_shift(profile, law.eta, law.nu)
+    at = lambda mean: profile_epsilon(
+        base, TruncatedNegativeBinomial(1.0, 1.0 / mean), 1e-5, prof, shift=thm52
+    )
     target = row["eps (RDP, PS22 Thm 2)"]
     assert at(row["E[K] (profile) at the same eps"]) <= target + 1e-9
     assert at(1.005 * row["E[K] (profile) at the same eps"]) > target
@@ -100,3 +104,28 @@ def test_full_reproductions(tmp_path, name):
             _check_factor_row(row)
     if name == "table4":
         assert bounds.table4_summary(rows)["max_abs_diff"] < 0.5
+
+
+def test_committed_interval_reproduction_holds_its_invariants_and_recomputes():
+    """results/papers/interval (`auditsel reproduce interval`): lower <= every rigorous bound,
+    the reduced game's exact below the attack value, the narrowing for TNB laws; one row is
+    recomputed to its printed digits."""
+    from auditsel.reproductions import interval
+
+    path = Path(__file__).resolve().parents[1] / "results" / "papers" / "interval" / "rows.json"
+    rows = json.loads(path.read_text())
+    assert len(rows) == len(interval.SETTINGS)
+    for r in rows:
+        assert r["attack"] <= min(r["generic_rdp"], r["profile"]) == r["interval_upper"]
+        assert r["width"] == pytest.approx(r["interval_upper"] - r["attack"])
+        assert r["reduced_exact"] < r["attack"]
+        if "width_thm52" in r:
+            assert r["width"] <= r["width_thm52"] and r["profile"] <= r["profile_thm52"]
+    first = rows[0]
+    from auditsel.accounting.panel import panel
+    from auditsel.mechanisms import DpsgdBase
+    from auditsel.rounds import Poisson
+
+    p = panel(DpsgdBase(first["sigma"], first["N"], first["tau"], "pld"), Poisson(5.0), 1e-5)
+    assert f"{p.attack['epsilon']:.4f}" == f"{first['attack']:.4f}"
+    assert f"{p.interval.upper:.4f}" == f"{first['interval_upper']:.4f}"

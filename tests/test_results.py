@@ -1,5 +1,6 @@
-"""Every committed result.json's upper bounds, recomputed by today's code, equal the committed
-numbers to their printed digits (4 decimals, as the report prints them).
+"""Every committed result.json's upper bounds (and, where it has them, the reduced game's values,
+the attack value and the interval), recomputed by today's code, equal the committed numbers to
+their printed digits (4 decimals, as the report prints them).
 
     python tests/test_results.py [SUBSTRING ...]   # one line per result (those whose path
                                                    # contains a SUBSTRING) and the largest change
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from auditsel.accounting.panel import panel
+from auditsel.experiments.experiment import result_interval
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import law_from_dict
 
@@ -63,23 +65,33 @@ def recompute(path: Path):
     return result, out
 
 
-def differences(path: Path) -> list[tuple[str, float | None, float | None]]:
-    result, out = recompute(path)
-    diffs = [
-        (k, v, out["upper"][k])
-        for k, v in result["upper"].items()
-        if not same_printed(v, out["upper"][k])
+def compared(result: dict, out) -> list[tuple[str, float | None, float | None]]:
+    """(name, committed, recomputed) for every number the test compares."""
+    pairs = [(k, v, out.upper[k]) for k, v in result["upper"].items()]
+    pairs += [
+        (f"reduced_game.{k}", v, out.reduced_game.get(k))
+        for k, v in (result.get("reduced_game") or {}).items()
     ]
     for k, values in (result.get("upper_curves") or {}).items():
         if k != "delta":
-            diffs += [
+            pairs += [
                 (f"{k}@{d:g}", v, w)
-                for d, v, w in zip(result["upper_curves"]["delta"], values, out["curves"][k])
-                if not same_printed(v, w)
+                for d, v, w in zip(result["upper_curves"]["delta"], values, out.curves[k])
             ]
-    if result.get("upper_sources") != out["sources"]:
+    if "attack" in result:
+        pairs.append(("attack", result["attack"]["epsilon"], out.attack["epsilon"]))
+    if "interval" in result:
+        now = result_interval(result, out)
+        pairs += [(f"interval.{k}", result["interval"][k], now[k]) for k in ("lower", "upper")]
+    return pairs
+
+
+def differences(path: Path) -> list[tuple[str, float | None, float | None]]:
+    result, out = recompute(path)
+    diffs = [(k, v, w) for k, v, w in compared(result, out) if not same_printed(v, w)]
+    if result.get("upper_sources") != out.sources:
         diffs.append(("upper_sources", None, None))
-    if result.get("upper_rigour") != out["labels"]:
+    if result.get("upper_rigour") != out.labels:
         diffs.append(("upper_rigour", None, None))
     return diffs
 
@@ -98,14 +110,10 @@ if __name__ == "__main__":
     worst = 0.0
     for path in [p for p in RESULTS if not sys.argv[1:] or any(a in str(p) for a in sys.argv[1:])]:
         result, out = recompute(path)
-        pairs = [(v, out["upper"][k]) for k, v in result["upper"].items()]
-        for k, values in (result.get("upper_curves") or {}).items():
-            if k != "delta":
-                pairs += list(zip(values, out["curves"][k]))
+        pairs = [(v, w) for _, v, w in compared(result, out)]
         change = max([abs(a - b) for a, b in pairs if a is not None and b is not None] or [0.0])
         same = (
-            all(same_printed(a, b) for a, b in pairs)
-            and result.get("upper_sources") == out["sources"]
+            all(same_printed(a, b) for a, b in pairs) and result.get("upper_sources") == out.sources
         )
         worst = max(worst, change)
         print(

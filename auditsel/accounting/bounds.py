@@ -21,12 +21,13 @@ Every citation of the panel lives in this module. The bounds (keys of result.jso
                     (other laws), the fixed output of K = 0 counted (proofs in
                     `accounting.generic`), Corollary 3 when delta = 0 (pure-DP base, TNB law);
                     base RDP curve from the pair (exact for Gaussian and finite pairs,
-                    dp_accounting for DP-SGD); Canonne-Kamath-Steinke conversion over
-                    `rdp.ORDERS`, a superset of dp_accounting's default orders (DP-SGD: the
+                    dp_accounting for DP-SGD and event bases); Canonne-Kamath-Steinke conversion
+                    over `rdp.ORDERS`, a superset of dp_accounting's default orders (DP-SGD: the
                     pair's `RDP_ORDERS`, also a superset).
-* profile           [KRW24] Theorem 5.2 (TNB), Theorem 5.7 (binomial), Corollary 5.8 (Poisson),
-                    Theorem 4.1 recipe (other laws); the pair's privacy profile (exact, or
-                    dp_accounting's pessimistic PLD for DP-SGD).
+* profile           [KRW24] Theorem 5.2 or the Theorem 4.1 recipe, whichever shift is smaller
+                    (TNB), Theorem 5.7 (binomial), Corollary 5.8 (Poisson), Theorem 4.1 recipe
+                    (other laws); the pair's privacy profile (exact, or dp_accounting's
+                    pessimistic PLD for DP-SGD and event bases).
 * improved_rdp      [XWW24] Algorithm 3 with mu (eps_UO) on the pair's reduced Gaussian; for a
                     finite pair the same recipe on the exact winner laws.
 * improved_rdp_gdp  [XWW24] Algorithm 3 with mu_GDP (eps_UG, [XWW24] Appendix A.4); DP-SGD only.
@@ -162,7 +163,7 @@ class ProfileBound(Bound):
         if delta == 0:
             return None
         return {
-            "tnb": "[KRW24] Theorem 5.2",
+            "tnb": "[KRW24] Theorem 5.2 or Theorem 4.1 recipe (the smaller shift)",
             "poisson": "[KRW24] Corollary 5.8",
             "binomial": "[KRW24] Theorem 5.7 (Theorem 4.1 recipe if infeasible)",
         }.get(law.kind, "[KRW24] Theorem 4.1 recipe")
@@ -258,8 +259,8 @@ BOUNDS = (
     ),
     ProfileBound(
         "profile",
-        "Koskela, Redberg & Wang 2024 [KRW24] Thm 5.2 (TNB), Thm 5.7 (binomial), "
-        "Cor 5.8 (Poisson), Thm 4.1 recipe (other laws)",
+        "Koskela, Redberg & Wang 2024 [KRW24] Thm 5.2 or Thm 4.1 recipe (TNB), Thm 5.7 "
+        "(binomial), Cor 5.8 (Poisson), Thm 4.1 recipe (other laws)",
     ),
     ImprovedRdp(
         "improved_rdp",

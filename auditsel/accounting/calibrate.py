@@ -3,7 +3,9 @@ tuning run's epsilon equals a target, against dp_accounting's RepeatAndSelectDpE
 
 Contract. For a mechanism pair (or a dp_accounting event, `events.as_pair`), a law of K and delta,
 T(x) = min over the registered bounds that are rigorous for the pair of their eps at delta
-(`tightest_bound`), as a function of one parameter x of the tuning run:
+(`accounting.interval.tightest_bound`: the upper end of the interval, the same set of bounds and
+the same code as the panel's and `tuning_interval`'s), as a function of one parameter x of the
+tuning run:
 
 * solve_for="noise": the noise multiplier of the base, the law fixed (`DpsgdBase` and
   `LaplaceBase`: noise_multiplier; `GaussianBase`: 1/mu, a sensitivity-1 Gaussian query's noise;
@@ -17,7 +19,7 @@ T(x) = min over the registered bounds that are rigorous for the pair of their ep
 at the returned x (the value reported as `epsilon`), and within `rtol` of the crossing (Brent's
 method on log T against log x inside a bracket whose ends have been evaluated). Where the exact
 curve is rigorous for the pair (Gaussian and finite bases, DP-SGD with sample rate 1), it is the
-tuning run's true epsilon and T is that curve alone.
+tuning run's true epsilon and T is its value (every other bound is above it, up to round-off).
 
 The comparison (`baseline_*`): dp_accounting's own calibration for the same budget,
 `mechanism_calibration.calibrate_dp_mechanism` with `RdpAccountant()` (its default orders) and
@@ -38,8 +40,7 @@ from typing import Any
 
 from scipy.optimize import brentq
 
-from auditsel.accounting.bounds import BOUNDS
-from auditsel.accounting.profile import base_profile
+from auditsel.accounting.interval import Tightest, tightest_bound
 from auditsel.errors import ConfigError, choice, number
 from auditsel.events import LaplaceBase, as_pair, is_pair
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase, quiet_absl
@@ -53,46 +54,11 @@ from auditsel.rounds import (
     TruncatedNegativeBinomial,
 )
 
-__all__ = ["Tightest", "tightest_bound", "Calibration", "calibrate", "SOLVE_FOR"]
+__all__ = ["Calibration", "calibrate", "SOLVE_FOR"]
 
 SOLVE_FOR = ("noise", "mean")
 #: the bracket search goes at most this factor away from the starting value
 MAX_FACTOR = 2.0**20
-
-
-@dataclass(frozen=True)
-class Tightest:
-    """The smallest rigorous upper bound for one setting: its value, registry key and theorem."""
-
-    epsilon: float
-    key: str | None
-    source: str | None
-
-
-def tightest_bound(pair, law: RoundsLaw, delta: float) -> Tightest:
-    """min over the registered bounds rigorous for the pair (module docstring); the exact curve
-    alone where it is rigorous (it is the truth, below every bound). inf (key None) where no
-    rigorous bound applies or all are vacuous."""
-    pair = as_pair(pair)
-    delta = float(check_deltas(delta)[0])
-    usable = [
-        b
-        for b in BOUNDS
-        if b.supports(pair, law)
-        and b.rigour(pair) == "rigorous"
-        and not b.not_applicable(pair, law, delta)
-    ]
-    exact = [b for b in usable if b.key == "exact"]
-    usable = exact or usable
-    profile = None
-    if any(b.key in ("profile", "generic_rdp") for b in usable):
-        profile = base_profile(pair)
-    best = Tightest(math.inf, None, None)
-    for b in usable:
-        value = float(b.curve(pair, law, [delta], profile)[0])
-        if value < best.epsilon:
-            best = Tightest(value, b.key, b.source(pair, law, delta))
-    return best
 
 
 @dataclass(frozen=True)

@@ -1,31 +1,51 @@
 """The upper-bound panel: every registered upper bound (`accounting.bounds.BOUNDS`) for one
-setting, as a loop over the registry.
+setting, as a loop over the registry, with the attack value (`accounting.attack`) and the
+interval they bracket (`accounting.interval`).
 
-    panel(base, law, delta, curve_deltas=None)
-                                   -> {"base": base_info, "upper": {key: eps or None},
-                                       "labels": per-key rigour for this pair, "sources": ...,
-                                       "notes": [...], "seconds": {...},
-                                       "curves": as panel_curves, when curve_deltas is given}
-    panel_curves(base, law, deltas) -> {"delta": [...], key: [eps or None per delta]}: each
-                                       bound's privacy curve from one computation per bound
-    upper_bounds(base, law, delta) -> panel(...)["upper"]
-    base_info(base, delta)         -> {"epsilon": eps_B, "mu": mu or None, "mu_gdp": ... or None}
+    panel(base, law, delta, curve_deltas=None) -> Panel
+        .base       {"epsilon": eps_B, "mu": mu or None, "mu_gdp": ... or None}
+        .upper      {key: eps or None}: bounds only; a key whose value rests on the eq. 19
+                    reduction of a pair whose reduction is not exact (DP-SGD with tau < 1) is
+                    None here and its value is in .reduced_game
+        .reduced_game  {key: eps or None}: those heuristic values (labelled comparisons with
+                    [XWW24]; empty when the reduction is exact)
+        .labels     {key: "rigorous" | "heuristic"} for this pair; .sources {key: theorem}
+        .attack     {"epsilon", "source", "method", "strategy", "direction", "label_step",
+                    "slack", and with curve_deltas "curve": eps at each of them}: the attack
+                    value, a valid lower bound (`accounting.attack`); .attack_value the
+                    AttackValue itself (its certified lower curve: .attack_value.delta(eps))
+        .interval   accounting.interval.Interval: [attack value, tightest rigorous bound]
+        .notes, .seconds
+        .curves     with curve_deltas: {"delta": [...], key: [...] per bound}
+        .reduced_game_curves   the same for the heuristic values
+    panel_curves(base, law, deltas) -> panel(...).curves
+    upper_bounds(base, law, delta)  -> panel(...).upper
+    base_info(base, delta)          -> the .base dict
 
 `base` is any mechanism pair of `auditsel.mechanisms` (Gaussian, finite-output, DP-SGD) or
 `auditsel.events` (LaplaceBase, EventBase), or a dp_accounting DpEvent (`events.as_pair`); what
 a bound needs from it, it asks the pair (docs/explanation/architecture.md). Keys, results,
-rigour and
-citations: `accounting.bounds` (stated there once).
+rigour and citations: `accounting.bounds` (stated there once). Where the attack does not apply
+(`attack.attack_applies`: an event base whose pair is not known), `.attack` says why with
+epsilon None and the interval's lower end is 0 ("eps >= 0"). `Panel` answers `p["upper"]` and
+the other keys of the dict it replaces for one release (with a DeprecationWarning);
+`Panel.to_dict()` is that dict.
 """
 
 from __future__ import annotations
 
 import math
 import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from auditsel.accounting.attack import AttackValue, attack, attack_applies
 from auditsel.accounting.bounds import BOUND_KEYS, BOUNDS
+from auditsel.accounting.interval import Interval, attack_source, interval_from, tightest_of
 from auditsel.accounting.profile import base_profile
 from auditsel.events import as_pair
 from auditsel.numerics import check_deltas
@@ -35,6 +55,7 @@ from auditsel.rounds import RoundsLaw
 __all__ = [
     "BOUND_KEYS",
     "BOUND_LABELS",
+    "Panel",
     "upper_bounds",
     "base_info",
     "bound_labels",
@@ -44,6 +65,16 @@ __all__ = [
 
 #: key -> {"rigour": the default rigour, "citation": the result it implements} (from the registry)
 BOUND_LABELS = {b.key: {"rigour": b.rigour_default, "citation": b.citation} for b in BOUNDS}
+
+#: the keys of `Panel.attack` (all None, `source` saying why, where the attack does not apply)
+ATTACK_KEYS = ("epsilon", "source", "method", "strategy", "direction", "label_step", "slack")
+
+#: why a reduced-game value leaves `upper` (result.json notes)
+REDUCED_NOTE = (
+    "exact, improved_rdp and improved_rdp_gdp use mu = tau sqrt(N)/sigma ([XWW24] eq. 19) or "
+    "mu_GDP, a large-N approximation when tau < 1: heuristic, not bounds; their values are "
+    "under reduced_game (a comparison with the paper), not under upper"
+)
 
 
 def bound_labels(base) -> dict:
@@ -65,10 +96,75 @@ def base_info(base, delta: float) -> dict:
     return {"epsilon": _finite_or_none(base.epsilon(delta)), "mu": base.mu, "mu_gdp": base.mu_gdp}
 
 
-def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=None) -> dict:
-    """All bounds for one setting, with base info, per-pair labels, sources and timings; with
-    `curve_deltas`, also "curves": each bound's eps at those deltas (`panel_curves`), from the
-    same single computation per bound as the value at `delta`."""
+@dataclass(frozen=True)
+class Panel:
+    """Every registered bound, the attack value and the interval for one setting (module
+    docstring). Read it by attribute; `p["upper"]` still works for one release."""
+
+    delta: float
+    base: dict
+    upper: dict
+    reduced_game: dict
+    labels: dict
+    sources: dict
+    attack: dict
+    interval: Interval
+    notes: tuple[str, ...] = ()
+    seconds: dict = field(default_factory=dict)
+    curves: dict | None = None
+    reduced_game_curves: dict | None = None
+    attack_value: AttackValue | None = field(default=None, repr=False, compare=False)
+
+    def value(self, key: str) -> float | None:
+        """The registered computation's value, bound or heuristic (see `labels[key]`)."""
+        v = self.upper.get(key)
+        return self.reduced_game.get(key) if v is None else v
+
+    def to_dict(self) -> dict:
+        """The dict `panel` returned before this type (plus the new keys)."""
+        out: dict[str, object] = {
+            "base": self.base,
+            "upper": self.upper,
+            "reduced_game": self.reduced_game,
+            "labels": self.labels,
+            "sources": self.sources,
+            "notes": list(self.notes),
+            "seconds": self.seconds,
+            "attack": self.attack,
+            "interval": self.interval.to_dict(),
+        }
+        if self.curves is not None:
+            out["curves"] = self.curves
+            out["reduced_game_curves"] = self.reduced_game_curves
+        return out
+
+    # --- dict access, kept for one release ----------------------------------------------------
+    def __getitem__(self, key: str):
+        warnings.warn(
+            f"panel(...)[{key!r}] is deprecated: use the attribute panel(...).{key}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if key == "interval":
+            return self.interval.to_dict()
+        if key == "curves" and self.curves is None:
+            raise KeyError(key)
+        if key in ("delta", "attack_value") or key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        value = getattr(self, key)
+        return list(value) if key == "notes" else value
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.to_dict()
+
+    def get(self, key: str, default=None):
+        return self.to_dict().get(key, default)
+
+
+def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=None) -> Panel:
+    """All bounds for one setting, with base info, per-pair labels, sources, the attack value,
+    the interval and timings; with `curve_deltas`, also each bound's (and the attack's) eps at
+    those deltas, from the same single computation per bound as the value at `delta`."""
     base = as_pair(base)
     delta = float(check_deltas(delta)[0])
     extra = [] if curve_deltas is None else check_deltas(curve_deltas, "curve_deltas").tolist()
@@ -83,62 +179,123 @@ def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=Non
         finally:
             seconds[key] = time.perf_counter() - t
 
+    pending = None
+    no_attack = attack_applies(base)
+    if no_attack is None and not base.reduction_is_exact:
+        # the labelled attack is numpy/FFT work that frees the GIL: it runs in a thread while
+        # the bounds (mostly Python and dp_accounting) are computed
+        pool = ThreadPoolExecutor(1, thread_name_prefix="auditsel-attack")
+        pending = pool.submit(lambda: timed("attack", lambda: attack(base, law, deltas)))
+        pool.shutdown(wait=False)
     info = timed("base", lambda: base_info(base, delta))
     prof = timed("base_profile", lambda: base_profile(base))
-    upper: dict[str, float | None] = {}
+    labels = bound_labels(base)
+    moved = {b.key for b in BOUNDS if labels[b.key] == "heuristic" and not base.reduction_is_exact}
+    values: dict[str, float | None] = {}
     sources: dict[str, str | None] = {}
     curves: dict[str, list] = {"delta": extra}
     for b in BOUNDS:
         if not b.supports(base, law):
-            upper[b.key], sources[b.key], curves[b.key] = None, None, [None] * len(extra)
+            values[b.key], sources[b.key], curves[b.key] = None, None, [None] * len(extra)
             continue
-        values = timed(b.key, lambda b=b: b.curve(base, law, deltas, prof))
+        out = timed(b.key, lambda b=b: b.curve(base, law, deltas, prof))
         curves[b.key] = [
             None if b.not_applicable(base, law, d) else _finite_or_none(v)
-            for d, v in zip(extra, values[1:])
+            for d, v in zip(extra, out[1:])
         ]
         why = b.not_applicable(base, law, delta)
         if why:
-            upper[b.key], sources[b.key] = None, None
+            values[b.key], sources[b.key] = None, None
             notes.append(why)
             continue
-        upper[b.key] = float(values[0])
+        values[b.key] = float(out[0])
         sources[b.key] = b.source(base, law, delta)
     if base.reduced() is None:
         notes.append(
             "exact and improved_rdp: no reduced game for this base (a dp_accounting event): "
             "the generic and profile bounds come from dp_accounting's RDP and PLD accountants"
         )
-    elif not base.reduction_is_exact:
-        notes.append(
-            "improved_rdp and exact use mu = tau sqrt(N)/sigma ([XWW24] eq. 19), "
-            "a large-N approximation when tau < 1: heuristic"
-        )
+    if moved:
+        notes.append(REDUCED_NOTE)
     for k in BOUND_KEYS:
-        v = upper[k]
+        v = values[k]
         if v is not None and not math.isfinite(v):
             notes.append(f"{k}: the bound is vacuous (infinite) for this setting")
-        upper[k] = _finite_or_none(v)
-    out = {
-        "base": info,
-        "upper": upper,
-        "labels": bound_labels(base),
-        "sources": sources,
-        "notes": notes,
-        "seconds": seconds,
-    }
+        values[k] = _finite_or_none(v)
+    upper = {k: (None if k in moved else values[k]) for k in BOUND_KEYS}
+    reduced = {k: values[k] for k in BOUND_KEYS if k in moved}
+    hit: AttackValue | None
+    if no_attack is not None:
+        hit = None
+    elif base.reduction_is_exact and values["exact"] is not None:
+        # the attack IS the exact winner curve here: reuse it (exact at delta, then the curve)
+        exact_all = [values["exact"]] + [math.inf if v is None else v for v in curves["exact"]]
+        hit = AttackValue(tuple(deltas.tolist()), tuple(exact_all), "score", None, "exact")
+    elif pending is not None:
+        hit = pending.result()
+    else:
+        hit = timed("attack", lambda: attack(base, law, deltas))
+    attack_info: dict[str, Any]
+    lower: tuple[float, str]
+    if hit is None:
+        attack_info = dict.fromkeys(ATTACK_KEYS)
+        attack_info["source"] = no_attack
+        lower = (0.0, f"eps >= 0 ({no_attack})")
+    else:
+        attack_info = {
+            "epsilon": _finite_or_none(hit.epsilons[0]),
+            "source": attack_source(hit),
+            "method": hit.method,
+            "strategy": hit.strategy,
+            "direction": hit.direction,
+            "label_step": hit.label_step,
+            "slack": hit.slack,
+        }
+        lower = (hit.epsilons[0], attack_source(hit))
     if curve_deltas is not None:
-        out["curves"] = curves
-    return out
+        attack_info["curve"] = (
+            [None] * len(extra) if hit is None else [_finite_or_none(e) for e in hit.epsilons[1:]]
+        )
+    rigorous = {
+        k: (upper[k], sources[k])
+        for k in BOUND_KEYS
+        if labels[k] == "rigorous" and upper[k] is not None
+    }
+    best = tightest_of(rigorous)  # the same upper end as tuning_interval and calibrate
+    interval = interval_from([lower], [(best.epsilon, best.name or "")])
+    bound_curves = reduced_curves = None
+    if curve_deltas is not None:
+        bound_curves = {"delta": extra}
+        for k in BOUND_KEYS:
+            bound_curves[k] = [None] * len(extra) if k in moved else curves[k]
+        reduced_curves = {"delta": extra, **{k: curves[k] for k in BOUND_KEYS if k in moved}}
+    return Panel(
+        delta,
+        info,
+        upper,
+        reduced,
+        labels,
+        sources,
+        attack_info,
+        interval,
+        tuple(notes),
+        seconds,
+        bound_curves,
+        reduced_curves,
+        hit,
+    )
 
 
 def panel_curves(base, law: RoundsLaw, deltas) -> dict:
     """{"delta": deltas, key: eps of each bound at each delta}: one curve computation per bound
     (None where the bound does not apply or is vacuous)."""
     deltas = check_deltas(deltas, "deltas").tolist()
-    return panel(base, law, deltas[0], curve_deltas=deltas)["curves"]
+    curves = panel(base, law, deltas[0], curve_deltas=deltas).curves
+    assert curves is not None
+    return curves
 
 
 def upper_bounds(base, law: RoundsLaw, delta: float) -> dict:
-    """The five bounds of result.json `upper` (None where not applicable or vacuous)."""
-    return panel(base, law, delta)["upper"]
+    """The five keys of result.json `upper` (None where not applicable, vacuous or, for a pair
+    whose reduction is not exact, heuristic: see `Panel.reduced_game`)."""
+    return panel(base, law, delta).upper

@@ -35,11 +35,19 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from auditsel.auditing.lower import clopper_pearson_upper, epsilon_from_rates
+from auditsel.auditing.lower import SortedScores, clopper_pearson_upper, epsilon_from_rates
 from auditsel.errors import ConfigError
 from auditsel.numerics import check_deltas
 
-__all__ = ["Curve", "Plan", "rule_design", "prob_at_least", "expected_eps", "games_needed"]
+__all__ = [
+    "Curve",
+    "Plan",
+    "empirical_curve",
+    "rule_design",
+    "prob_at_least",
+    "expected_eps",
+    "games_needed",
+]
 
 BINS = 600
 CANDIDATES = 48
@@ -66,6 +74,17 @@ class Curve:
         pick = order[np.round(np.linspace(0, len(order) - 1, k)).astype(int)] % len(fp)
         pick = np.unique(pick)
         return fp[pick], fn[pick]
+
+
+def empirical_curve(scores, member, source: str, shrink: float = 0.0) -> Curve:
+    """The trade-off curve of pilot games: (FP, FN) of every threshold test, both directions.
+
+    With shrink = a > 0 each rate is (count + a) / (n + 2a), so that no test of a small pilot
+    looks perfect (an empirical FP or FN of 0 would promise any eps)."""
+    c = SortedScores(scores, member).counts()
+    fp = (c.fp + shrink) / (c.n0 + 2 * shrink)
+    fn = (c.fn + shrink) / (c.n1 + 2 * shrink)
+    return Curve(np.concatenate([fp, 1 - fp]), np.concatenate([fn, 1 - fn]), source)
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,9 @@ Speed: dense models keep examples last, (R, features, n), so every product is on
 ones) or a batched GEMM and every reduction vectorises. The softmax - onehot of the output layer
 and its squared norms (and, for one-layer models, the clip factors and the scaling) are one
 pass of ``kernels.softmax_grad_``; the draws are ``kernels.draw`` for all runs and as many
-steps as fit the memory budget at once. Both run as compiled C on the CPU's OpenMP threads (the
-runtime torch uses) when a C compiler is there, else as torch operations that give the same
-numbers bit for bit (``kernels``). What depends on the examples alone (||a_0||^2 + 1) is
+steps as fit the memory budget at once. Both run as numba-compiled loops on the CPU (split over
+torch's threads) and as torch operations on a GPU, with the same numbers bit for bit
+(``kernels``). What depends on the examples alone (||a_0||^2 + 1) is
 computed once per call; Z_D's gradient is added at its coordinate(s), and an input canary's
 clipped gradient is the ghost sum over the one example z (dense models).
 """
@@ -370,45 +370,6 @@ def _canary_gradient(model: ModelSpec, canary: Canary, w, clip, xz, yz, prep=Non
     return g * clip_factors(torch.linalg.vector_norm(g, dim=1), clip)[:, None]
 
 
-def _seed_states(seeds: np.ndarray, words: int = 1) -> np.ndarray:
-    """``SeedSequence(int(s)).generate_state(words, np.uint64)`` for every seed s at once (R, words):
-    numpy's hash (pool of 4 uint32 words, entropy = s's two 32-bit words), vectorised over runs."""
-    mask = 0xFFFFFFFF
-    s = np.asarray(seeds, dtype=np.uint64)
-    zero = np.zeros(len(s), np.uint32)
-    pool = [
-        (s & np.uint64(mask)).astype(np.uint32),
-        (s >> np.uint64(32)).astype(np.uint32),
-        zero,
-        zero,
-    ]
-    h = 0x43B0D7E5
-
-    def hashmix(v):
-        nonlocal h
-        v = v ^ np.uint32(h)
-        h = (h * 0x931E8875) & mask
-        v = v * np.uint32(h)
-        return v ^ (v >> np.uint32(16))
-
-    def mix(x, y):
-        r = np.uint32(0xCA01F9DD) * x - np.uint32(0x4973F715) * y
-        return r ^ (r >> np.uint32(16))
-
-    pool = [hashmix(v) for v in pool]
-    for i in range(4):
-        for j in range(4):
-            if i != j:
-                pool[j] = mix(pool[j], hashmix(pool[i]))
-    h, out = 0x8B51F9DD, []
-    for i in range(2 * words):
-        v = pool[i % 4] ^ np.uint32(h)
-        h = (h * 0x58F38DED) & mask
-        v = v * np.uint32(h)
-        out.append((v ^ (v >> np.uint32(16))).astype(np.uint64))
-    return np.stack(out[0::2], 1) | (np.stack(out[1::2], 1) << np.uint64(32))
-
-
 def _as_runs(value, R, dtype, device, field):
     arr = np.array(np.broadcast_to(np.asarray(value, dtype=float), (R,)))
     return torch.as_tensor(arr, dtype=dtype, device=device)
@@ -506,7 +467,7 @@ def train_runs(
     # per-run counter-based streams (`kernels.draw`): 0 = w_0, 1 = Poisson masks, 2 = noise;
     # every number is a function of (seed, stream, step, index), so grouping steps (as many as fit
     # in the memory budget) and batching runs cannot change it
-    keys = kernels.keys_of(_seed_states(seeds)[:, 0])
+    keys = kernels.seed_keys(seeds)
     sub = bool(subsampled.any())
     group = max(1, min(steps, memory_budget // max(1, R * (d + (n + 1) * sub))))
 

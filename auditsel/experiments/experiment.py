@@ -21,12 +21,13 @@ import numpy as np
 from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
+from auditsel.accounting.interval import interval_from
 from auditsel.accounting.panel import panel
 from auditsel.auditing.estimators import estimator_panel, panel_dict
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.errors import ConfigError
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
-from auditsel.experiments.heuristics import honesty_fields
+from auditsel.experiments.heuristics import honesty_fields, valid_lower
 from auditsel.experiments.report import write_outputs
 from auditsel.experiments.result import RunResult
 from auditsel.files import claim_folder
@@ -37,7 +38,16 @@ from auditsel.mechanisms import GaussianBase
 from auditsel.selection import winner_law
 from auditsel.version import __version__, source_commit
 
-__all__ = ["run_config", "run_experiment", "threshold_grid", "fingerprint"]
+__all__ = [
+    "run_config",
+    "run_experiment",
+    "threshold_grid",
+    "fingerprint",
+    "result_interval",
+    "upper_panel",
+    "upper_fields",
+    "lower_fields",
+]
 
 CURVE_POINTS = 60
 STREAM_ABOVE = 1 << 25  # games above this many trials are audited chunk by chunk from disk
@@ -270,6 +280,77 @@ def _game_error(err: ConfigError) -> ConfigError:
     return ConfigError(field or f"game.{err.field}", err.message)
 
 
+def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=None):
+    """(the bound `Panel` of `auditsel.accounting.panel`, with the curves at CURVE_DELTAS when
+    with_curves; (eps grid, delta of the released winner's curve, the attack's certified lower
+    curve or None)). The winner's curve is exact where the base's reduction is, else the
+    heuristic reduced game's; None for a base with no reduced game (a dp_accounting event)."""
+    reduced = base.reduced()
+    if winner is None and reduced is not None:
+        winner = winner_law(reduced, rounds)
+    bounds = panel(base, rounds, delta, curve_deltas=CURVE_DELTAS if with_curves else None)
+    eps_max = max(
+        v
+        for v in [bounds.value("exact"), bounds.attack["epsilon"], bounds.base["epsilon"], 1.0]
+        if v is not None
+    )
+    eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
+    attack_curve = None
+    if bounds.attack_value is not None and bounds.attack_value.method == "labelled":
+        attack_curve = bounds.attack_value.delta(eps_grid)
+    winner_delta = None if winner is None else privacy_curve(winner, eps_grid)
+    return bounds, (eps_grid, winner_delta, attack_curve)
+
+
+def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
+    """result.json's fields of the upper side: base, rounds, upper (and their rigour, sources,
+    notes), lower (None: filled by the game), reduced_game (heuristic values of a base whose
+    reduction is not exact), attack, exact_curve (or reduced_game_curve), attack_curve and,
+    when computed, upper_curves."""
+    fields: dict = {
+        "base": {"kind": kind, **bounds.base},
+        "rounds": rounds.describe(),
+        "upper": bounds.upper,
+        "lower": None,
+        "upper_rigour": bounds.labels,
+        "upper_sources": bounds.sources,
+        "notes": list(bounds.notes),
+    }
+    if bounds.reduced_game:  # heuristic values of a base whose reduction is not exact
+        fields["reduced_game"] = bounds.reduced_game
+    fields["attack"] = {k: v for k, v in bounds.attack.items() if k != "curve"}
+    if rounds.p_zero > 0:  # K = 0 possible: the release may be the fixed output
+        fields["rounds"]["p_zero"] = rounds.p_zero
+    fields["base"].update(base.describe())  # the pair's parameters (discrete: p, q)
+    winner_curve = (
+        None if curve[1] is None else {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
+    )
+    if base.reduction_is_exact or winner_curve is None:
+        fields["exact_curve"] = winner_curve
+    else:  # the reduced game's curve is a heuristic here: not named exact
+        fields["exact_curve"] = None
+        fields["reduced_game_curve"] = winner_curve
+    if curve[2] is not None:
+        fields["attack_curve"] = {"eps": curve[0].tolist(), "delta": curve[2].tolist()}
+    if bounds.curves is not None:
+        fields["upper_curves"] = bounds.curves
+        if bounds.reduced_game_curves and len(bounds.reduced_game_curves) > 1:
+            fields["reduced_game_curves"] = bounds.reduced_game_curves
+        fields["attack"]["curve"] = {"delta": list(CURVE_DELTAS), "eps": bounds.attack["curve"]}
+    return fields
+
+
+def lower_fields(bound, game: str, proxy: str, seed: int, streamed: bool) -> dict:
+    """result.json's `lower`: the audit's LowerBound and what was played."""
+    return {
+        **bound.to_dict(),
+        "game": game,
+        "proxy": proxy,
+        "seed": seed,
+        "streamed": bool(streamed),
+    }
+
+
 def run_experiment(
     spec: ExperimentSpec,
     out_dir: Path | None = None,
@@ -284,15 +365,7 @@ def run_experiment(
     reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
     winner = None if reduced is None else winner_law(reduced, spec.rounds)
 
-    def upper_side():
-        bounds = panel(
-            spec.base, spec.rounds, spec.delta, curve_deltas=CURVE_DELTAS if with_curves else None
-        )
-        eps_max = max(
-            v for v in [bounds["upper"]["exact"], bounds["base"]["epsilon"], 1.0] if v is not None
-        )
-        eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
-        return bounds, (eps_grid, None if winner is None else privacy_curve(winner, eps_grid))
+    upper_side = lambda: upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
 
     played = None
     if spec.game is not None and spec.game.one_run is None:
@@ -309,27 +382,13 @@ def run_experiment(
     result = {
         "name": spec.name,
         "delta": spec.delta,
-        "base": {"kind": spec.base_config.get("kind"), **bounds["base"]},
-        "rounds": spec.rounds.describe(),
-        "upper": bounds["upper"],
-        "lower": None,
-        "upper_rigour": bounds["labels"],
-        "upper_sources": bounds["sources"],
-        "notes": bounds["notes"],
+        **upper_fields(spec.base, spec.rounds, bounds, curve, kind=spec.base_config.get("kind")),
         "version": __version__,
         "git_commit": commit,
         "git_dirty": dirty,
         "code_digest": package_digest(),
     }
-    if spec.rounds.p_zero > 0:  # K = 0 possible: the release may be the fixed output
-        result["rounds"]["p_zero"] = spec.rounds.p_zero
-    result["base"].update(spec.base.describe())  # the pair's parameters (discrete: p, q)
-    artefacts = {"winner": winner, "curve": curve}
-    result["exact_curve"] = (
-        None if curve[1] is None else {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
-    )
-    if with_curves:
-        result["upper_curves"] = bounds["curves"]
+    artefacts = {"winner": winner, "curve": curve[:2], "attack_curve": curve[2]}
     if spec.game is not None and spec.game.one_run is not None:
         # deferred: scipy.stats and scipy.optimize load only for one-run audits
         from auditsel.experiments.one_run import play_one_run
@@ -339,19 +398,33 @@ def run_experiment(
         )
     elif spec.game is not None and played is not None:
         record, bound, streamed, ss = played
-        result["lower"] = {
-            **bound.to_dict(),
-            "game": spec.game.kind,
-            "proxy": spec.game.proxy,
-            "seed": spec.game.seed,
-            "streamed": bool(streamed),
-        }
+        result["lower"] = lower_fields(
+            bound, spec.game.kind, spec.game.proxy, spec.game.seed, streamed
+        )
         artefacts["record"] = record
         if ss is not None:
             artefacts["by_coin"] = ss.by_coin()  # the audit's sort serves the plots
+    result["interval"] = result_interval(result, bounds)
     result.update(honesty_fields(result))  # heuristic values and the contradicted ones
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result, artefacts
+
+
+def result_interval(result: dict, bounds) -> dict:
+    """result.json's `interval`: [the attack value or a valid eps_L, the tightest rigorous
+    bound] (`accounting.interval`)."""
+    lows = [(bounds.interval.lower, bounds.interval.lower_source)]  # the attack value, or 0
+    eps_l = valid_lower(result)
+    if eps_l is not None:
+        low = result["lower"]
+        lows.append(
+            (
+                eps_l,
+                f"valid eps_L ({low['threshold_rule']} rule, {low['confidence']:.0%} "
+                f"Clopper-Pearson, {low['trials']:,} games)",
+            )
+        )
+    return interval_from(lows, [(bounds.interval.upper, bounds.interval.upper_source)]).to_dict()
 
 
 def run_config(

@@ -11,8 +11,14 @@ import numpy as np
 
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.estimators import winner_tradeoff
-from auditsel.auditing.lower import SortedScores
-from auditsel.auditing.plan import Curve, Plan, expected_for_games, games_needed, prob_for_games
+from auditsel.auditing.plan import (
+    Curve,
+    Plan,
+    empirical_curve,
+    expected_for_games,
+    games_needed,
+    prob_for_games,
+)
 from auditsel.experiments.experiment import protocol_and_proxy
 from auditsel.games.engine import run_game
 from auditsel.selection import FiniteWinner, GaussianWinner
@@ -41,10 +47,7 @@ def curve_for_spec(spec, pilot: int = 4000, seed: int = 1) -> Curve:
         return Curve(np.asarray(fp), np.asarray(fn), "exact")
 
     rec = run_game(protocol, proxy, pilot, seed, chunk_size=spec.game.chunk_size, progress=False)
-    c = SortedScores(rec.scores, rec.member).counts()
-    fp = np.concatenate([c.fp / c.n0, (c.n0 - c.fp) / c.n0])
-    fn = np.concatenate([c.fn / c.n1, (c.n1 - c.fn) / c.n1])
-    return Curve(fp, fn, f"simulated ({pilot:,} pilot games)")
+    return empirical_curve(rec.scores, rec.member, f"simulated ({pilot:,} pilot games)")
 
 
 def plan_spec(

@@ -1,9 +1,11 @@
 """Tables and plots of a result: the terminal table, report.md and PNG figures.
 
 Everything shown is read from the result dict (the same numbers as result.json). A heuristic
-value (`auditsel.experiments.heuristics`) carries the word "heuristic" in every table row and plot legend,
-is drawn dashed, never as a solid bound line, and one that the result contradicts (below eps_B
-of one run or a valid eps_L) is flagged "CONTRADICTED" with the reason.
+value (`auditsel.experiments.heuristics`) carries the word "heuristic" in every table row and
+plot legend, is drawn dashed, never as a solid bound line, and one that the result contradicts
+(below the attack value, a valid eps_L or eps_B of one run) is flagged "CONTRADICTED" with the
+reason. Every table ends with the interval (`accounting.interval`): the tuning run's epsilon
+lies in [lower, upper], the number to report is the upper end.
 """
 
 from __future__ import annotations
@@ -93,10 +95,39 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
                 "reduced one-run game (auditsel.games.one_run)",
             )
         )
-    rows.append(("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism"))
+    claim = result.get("claim")
+    if claim:
+        verdict = {True: "REFUTED", False: "not refuted"}[claim["refuted"]]
+        rows.append(
+            (
+                "claimed eps",
+                _fmt(claim["epsilon"]),
+                f"claim, {verdict}",
+                f"{verdict} at {low['confidence']:.0%} (valid eps_L {'>' if claim['refuted'] else '<='} claim)"
+                if low
+                else claim.get("source", ""),
+            )
+        )
+    att = result.get("attack")
+    if att:
+        rows.append(
+            (
+                "attack value",
+                _fmt(att["epsilon"]),
+                "lower bound",
+                att["source"].removeprefix("attack: "),
+            )
+        )
+    if result.get("base"):
+        rows.append(
+            ("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism")
+        )
     heuristic = heuristic_upper_keys(result)
     contradicted = contradictions(result)
-    for key, value in result["upper"].items():
+    reduced = result.get("reduced_game") or {}
+    for key, value in (result.get("upper") or {}).items():
+        if key in reduced:
+            continue  # a heuristic of this base: listed below under its reduced-game name
         rigour = (
             "heuristic"
             if key in heuristic
@@ -108,7 +139,33 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
             "does not apply to this base" if value is None else ""
         )
         rows.append((key, _fmt(value), rigour, source))
+    for key, value in reduced.items():
+        rigour = "heuristic, CONTRADICTED" if key in contradicted else "heuristic"
+        source = (result.get("upper_sources") or {}).get(key) or ""
+        rows.append(
+            (
+                f"reduced_game.{key}",
+                _fmt(value),
+                rigour,
+                f"{source}; mu of [XWW24] eq. 19: not a bound for tau < 1".lstrip("; "),
+            )
+        )
     return rows
+
+
+def interval_lines(result: dict) -> list[str]:
+    """The interval in words (empty when the result has none)."""
+    iv = result.get("interval")
+    if not iv:
+        return []
+    upper = "inf (no rigorous bound applies)" if iv["upper"] is None else _fmt(iv["upper"])
+    width = "inf" if iv["width"] is None else _fmt(iv["width"])
+    return [
+        f"interval: the tuning run's epsilon lies in [{_fmt(iv['lower'])}, {upper}] "
+        f"(width {width}); report {upper}.",
+        f"  lower: {iv['lower_source']}",
+        f"  upper: {iv['upper_source'] or 'none'}",
+    ]
 
 
 def warning_lines(result: dict) -> list[str]:
@@ -116,35 +173,49 @@ def warning_lines(result: dict) -> list[str]:
     return [f"WARNING: {reason}." for reason in contradictions(result).values()]
 
 
+def _setting(result: dict) -> str:
+    """The setting in one line: the law of K and the base when known, else what was played."""
+    rounds, base = result.get("rounds"), result.get("base")
+    if rounds and base:
+        return f"xi = {rounds['kind']} (E[K] = {rounds['mean']:.4g}), base mu = {_fmt(base['mu'])}"
+    low = result.get("lower") or {}
+    return f"{low.get('game', 'game')} audit, score {low.get('proxy', 'n/a')}"
+
+
 def text_table(result: dict) -> str:
     rows = summary_rows(result)
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     w2 = max(len(r[2]) for r in rows)
-    rounds = result["rounds"]
-    head = (
-        f"{result['name']}: delta = {result['delta']:g}, xi = {rounds['kind']} "
-        f"(E[K] = {rounds['mean']:.4g}), base mu = {_fmt(result['base']['mu'])}"
-    )
+    head = f"{result['name']}: delta = {result['delta']:g}, {_setting(result)}"
     lines = [head, "-" * len(head)]
     lines += [f"{a:<{w0}}  {b:>{w1}}  {c:<{w2}}  {d}".rstrip() for a, b, c, d in rows]
-    return "\n".join(lines + warning_lines(result))
+    return "\n".join(lines + interval_lines(result) + warning_lines(result))
 
 
 def markdown_report(result: dict, plots: list[str]) -> str:
-    rounds = result["rounds"]
-    params = ", ".join(f"{k} = {v}" for k, v in rounds.items() if k not in ("kind", "mean"))
+    rounds, base = result.get("rounds"), result.get("base")
+    if rounds and base:
+        params = ", ".join(f"{k} = {v}" for k, v in rounds.items() if k not in ("kind", "mean"))
+        setting = (
+            f"delta = {result['delta']:g}; number of runs xi = {rounds['kind']} ({params}), "
+            f"E[K] = {rounds['mean']:.6g}; base: {base['kind']}, eps_B = "
+            f"{_fmt(base['epsilon'])}, mu = {_fmt(base['mu'])}."
+        )
+    else:
+        setting = f"delta = {result['delta']:g}; {_setting(result)}."
     lines = [
         f"# {result['name']}",
         "",
-        f"delta = {result['delta']:g}; number of runs xi = {rounds['kind']} ({params}), "
-        f"E[K] = {rounds['mean']:.6g}; base: {result['base']['kind']}, eps_B = "
-        f"{_fmt(result['base']['epsilon'])}, mu = {_fmt(result['base']['mu'])}.",
+        setting,
         "",
         "| quantity | epsilon | rigour | source |",
         "|---|---:|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(result)]
+    iv = interval_lines(result)
+    if iv:
+        lines += ["", f"**{iv[0]}**", "", *[f"- {line.strip()}" for line in iv[1:]]]
     warnings = warning_lines(result)
     if warnings:
         lines += [""] + [f"**{w}**" for w in warnings]
@@ -184,15 +255,27 @@ def prefetch_plotting() -> None:
 
 
 def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
-    """privacy_curve.png (exact delta(eps)) and, for a game, scores.png (proxy histograms)."""
+    """privacy_curve.png (the winner's delta(eps): exact, or the heuristic reduced game with the
+    attack's certified lower curve; the bounds; the interval at delta) where the pair and the law
+    of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
     _import_plotting()
     # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot as plt
 
     names = []
+    if "curve" in artefacts:
+        names.append(_plot_privacy_curve(result, artefacts, out_dir, plt))
+    record = artefacts.get("record")
+    if record is not None and result.get("lower") is not None:  # a played game has its bound
+        names += _plot_game(result, artefacts, record, out_dir, plt)
+    return names
+
+
+def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> str:
     eps, delta = artefacts["curve"]
     heuristic = set(heuristic_upper_keys(result))
     contradicted = contradictions(result)
+    reduced = "exact" in (result.get("reduced_game") or {})
     fig, ax = plt.subplots(figsize=(6, 4))
     if delta is not None:  # None: no exact winner law for this base (a dp_accounting event)
         positive = delta > 0
@@ -202,13 +285,44 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
             "--" if "exact" in heuristic else "-",
             color="k",
             lw=1.8,
-            label=legend_label("exact (released winner)", "exact", heuristic, contradicted),
+            label=legend_label(
+                "reduced game, mu of eq. 19" if reduced else "exact (released winner)",
+                "exact",
+                heuristic,
+                contradicted,
+            ),
+        )
+    attack_delta = artefacts.get("attack_curve")
+    if attack_delta is not None and np.any(attack_delta > 0):
+        keep = attack_delta > 0
+        ax.semilogy(
+            eps[keep],
+            attack_delta[keep],
+            "-",
+            color="C3",
+            lw=1.8,
+            label="attack (certified lower delta(eps))",
         )
     ax.axhline(result["delta"], color="grey", ls=":", label=f"delta = {result['delta']:g}")
     eps_b = result["base"].get("epsilon")
     if eps_b is not None:
         ax.plot([eps_b], [result["delta"]], "kx", ms=7, label=f"eps_B = {eps_b:.3f} (one run)")
-    curves = result.get("upper_curves") or {}
+    iv = result.get("interval") or {}
+    if iv.get("lower") is not None and iv.get("upper") is not None:
+        ax.plot(
+            [iv["lower"], iv["upper"]],
+            [result["delta"], result["delta"]],
+            "-",
+            color="C8",
+            lw=5,
+            alpha=0.5,
+            solid_capstyle="butt",
+            label=f"interval [{iv['lower']:.3f}, {iv['upper']:.3f}]",
+        )
+    curves = dict(result.get("upper_curves") or {})
+    for key, values in (result.get("reduced_game_curves") or {}).items():
+        if key != "delta":
+            curves[key] = values
     styles = {
         "generic_rdp": ("C0", "generic RDP"),
         "profile": ("C1", "profile"),
@@ -231,6 +345,15 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     low = result.get("lower")
     if low:
         ax.axvline(low["eps"], color="C3", ls="-.", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
+    claim = result.get("claim")
+    if claim:
+        ax.axvline(
+            claim["epsilon"],
+            color="C2",
+            ls="--",
+            lw=0.8,
+            label=f"claimed eps = {claim['epsilon']:.3f}",
+        )
     ax.set_ylim(max(min(curves.get("delta", [1e-10])), 1e-12) / 3, 1.0)
     ax.set_xlabel("epsilon")
     ax.set_ylabel("delta(epsilon)")
@@ -239,52 +362,55 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
     _margins(fig)
     fig.savefig(out_dir / "privacy_curve.png", dpi=110)
     plt.close(fig)
-    names.append("privacy_curve.png")
-    record = artefacts.get("record")
-    if record is not None and low is not None:  # a played game has its lower bound
-        by_coin = artefacts.get("by_coin") or sorted_scores(record.scores, record.member)
-        finite = [s[np.isfinite(s)] for s in by_coin]
-        if any(len(f) for f in finite):
-            lo = min(_at_quantile(f, 0.0005) for f in finite if len(f))
-            hi = max(_at_quantile(f, 0.9995) for f in finite if len(f))
-        else:
-            lo, hi = 0, 1
-        if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
-            lo, hi = min(lo, low["threshold"]), max(hi, low["threshold"])
-        values = _distinct(finite, limit=50)
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for b, color in ((0, "C0"), (1, "C1")):
-            label = f"b = {b} ({'X′' if b else 'X'})"
-            if values is not None:  # a finite-output game: frequencies per output, log scale
-                counts = np.searchsorted(finite[b], values, "right") - np.searchsorted(
-                    finite[b], values, "left"
-                )
-                freq = counts / max(len(finite[b]), 1)
-                width = 0.4 * (np.min(np.diff(values)) if len(values) > 1 else 1.0)
-                ax.bar(
-                    values + (b - 0.5) * width,
-                    freq,
-                    width=width,
-                    color=color,
-                    label=label,
-                    log=True,
-                )
-            else:  # a density histogram from the sorted scores: counts by binary search
-                edges = np.linspace(lo, hi, 80)
-                counts = np.diff(np.searchsorted(finite[b], edges, "right"))
-                density = counts / max(len(finite[b]), 1) / np.diff(edges)
-                ax.stairs(density, edges, fill=True, alpha=0.5, color=color, label=label)
-        if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
-            ax.axvline(low["threshold"], color="k", ls="--", lw=1, label="threshold")
-        ax.set_xlabel(f"proxy score ({low['proxy']})")
-        ax.set_ylabel("frequency" if values is not None else "density")
-        ax.set_title(f"{result['name']}: scores of the distinguishing game")
-        ax.legend(loc="upper right")
-        _margins(fig)
-        fig.savefig(out_dir / "scores.png", dpi=110)
-        plt.close(fig)
-        names.append("scores.png")
-        names.append(_plot_tradeoff(result, artefacts, by_coin, out_dir, plt))
+    return "privacy_curve.png"
+
+
+def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt) -> list[str]:
+    names = []
+    low = result["lower"]  # a played game has its lower bound
+    by_coin = artefacts.get("by_coin") or sorted_scores(record.scores, record.member)
+    finite = [s[np.isfinite(s)] for s in by_coin]
+    if any(len(f) for f in finite):
+        lo = min(_at_quantile(f, 0.0005) for f in finite if len(f))
+        hi = max(_at_quantile(f, 0.9995) for f in finite if len(f))
+    else:
+        lo, hi = 0, 1
+    if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
+        lo, hi = min(lo, low["threshold"]), max(hi, low["threshold"])
+    values = _distinct(finite, limit=50)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for b, color in ((0, "C0"), (1, "C1")):
+        label = f"b = {b} ({'X′' if b else 'X'})"
+        if values is not None:  # a finite-output game: frequencies per output, log scale
+            counts = np.searchsorted(finite[b], values, "right") - np.searchsorted(
+                finite[b], values, "left"
+            )
+            freq = counts / max(len(finite[b]), 1)
+            width = 0.4 * (np.min(np.diff(values)) if len(values) > 1 else 1.0)
+            ax.bar(
+                values + (b - 0.5) * width,
+                freq,
+                width=width,
+                color=color,
+                label=label,
+                log=True,
+            )
+        else:  # a density histogram from the sorted scores: counts by binary search
+            edges = np.linspace(lo, hi, 80)
+            counts = np.diff(np.searchsorted(finite[b], edges, "right"))
+            density = counts / max(len(finite[b]), 1) / np.diff(edges)
+            ax.stairs(density, edges, fill=True, alpha=0.5, color=color, label=label)
+    if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
+        ax.axvline(low["threshold"], color="k", ls="--", lw=1, label="threshold")
+    ax.set_xlabel(f"proxy score ({low['proxy']})")
+    ax.set_ylabel("frequency" if values is not None else "density")
+    ax.set_title(f"{result['name']}: scores of the distinguishing game")
+    ax.legend(loc="upper right")
+    _margins(fig)
+    fig.savefig(out_dir / "scores.png", dpi=110)
+    plt.close(fig)
+    names.append("scores.png")
+    names.append(_plot_tradeoff(result, artefacts, by_coin, out_dir, plt))
     return names
 
 
@@ -368,40 +494,57 @@ def write_outputs(out_dir: Path, result: dict, artefacts: dict) -> list[Path]:
 def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
     """ROC on log axes (true-positive rate 1 - FN against FP, as in membership-inference
     audits): the game's exact (FP, TP) at a few thousand thresholds spread over every decade
-    (`roc_points`), against the exact trade-off curve of the pair."""
+    (`roc_points`), against the exact trade-off curve of the pair (when the pair is known) and
+    the boundary that a claimed (eps, delta) allows (when a claim was audited)."""
     s0, s1 = by_coin
     n0, n1 = len(s0), len(s1)
     _, fp, fn = roc_points(s0, s1)
     fp_rate, tp_rate = fp / n0, 1 - fn / n1
-    exact_fp, exact_fn = tradeoff_curve(artefacts["winner"])
-    dense = np.logspace(-9, 0, 500)  # the curve is linear between vertices (randomised tests)
+    dense = np.logspace(-9, 0, 500)  # the curves are linear between vertices (randomised tests)
 
     def branch(x, y):
         order = np.argsort(x)
         return dense, np.interp(dense, x[order], y[order])
 
-    dense_fp, dense_tp = branch(exact_fp, 1 - exact_fn)
-    swapped_x, swapped_y = branch(exact_fn, 1 - exact_fp)
+    references = []  # (name, x = FP, y = TP of "guess X'", dashed, colour)
+    if artefacts.get("winner") is not None:
+        exact_fp, exact_fn = tradeoff_curve(artefacts["winner"])
+        heuristic = "exact" in heuristic_upper_keys(result)
+        name = legend_label(
+            "reduced game" if "exact" in (result.get("reduced_game") or {}) else "exact",
+            "exact",
+            heuristic_upper_keys(result),
+            contradictions(result),
+        )
+        references.append((f"{name} (likelihood ratio)", exact_fp, exact_fn, heuristic, "k"))
+    claim = result.get("claim")
+    if claim:
+        e, d = np.exp(claim["epsilon"]), result["delta"]
+        claim_fn = np.maximum.reduce([np.zeros_like(dense), 1 - d - e * dense, (1 - d - dense) / e])
+        references.append(
+            (f"claimed eps = {claim['epsilon']:.3g}: no test above", dense, claim_fn, True, "C2")
+        )
+    once = {name for name, *_ in references if name.startswith("claimed")}  # one legend entry
     floor = 0.5 / max(n0, n1)
-    heuristic = "exact" in heuristic_upper_keys(result)
-    exact_name = legend_label(
-        "exact", "exact", heuristic_upper_keys(result), contradictions(result)
-    )
     fig, ax = plt.subplots(figsize=(5, 5))
     # both kinds of test: "guess X' when the score is high" (x = FP, y = 1 - FN) and, with the
     # roles of X and X' swapped, "guess X when it is low" (x = FN, y = 1 - FP)
-    for x_exact, y_exact, x_game, y_game, color, what in (
-        (dense_fp, dense_tp, fp_rate, tp_rate, "C3", "guess X'"),
-        (swapped_x, swapped_y, 1 - tp_rate, 1 - fp_rate, "C0", "guess X"),
+    for swapped, x_game, y_game, color, what in (
+        (False, fp_rate, tp_rate, "C3", "guess X'"),
+        (True, 1 - tp_rate, 1 - fp_rate, "C0", "guess X"),
     ):
-        ax.loglog(
-            np.maximum(x_exact, 1e-9),
-            np.maximum(y_exact, 1e-9),
-            "--" if heuristic else "-",
-            color="k" if color == "C3" else "grey",
-            lw=1.5,
-            label=f"{exact_name}, {what} (likelihood ratio)",
-        )
+        for name, ref_fp, ref_fn, dashed, ref_color in references:
+            x, y = branch(ref_fn, 1 - ref_fp) if swapped else branch(ref_fp, 1 - ref_fn)
+            ax.loglog(
+                np.maximum(x, 1e-9),
+                np.maximum(y, 1e-9),
+                "--" if dashed else "-",
+                color="grey" if swapped and ref_color == "k" else ref_color,
+                lw=1.5,
+                label=name if name in once else f"{name}, {what}",
+            )
+            if swapped and name in once:
+                ax.lines[-1].set_label("_nolegend_")
         ax.loglog(
             np.maximum(x_game, floor),
             np.maximum(y_game, floor),

@@ -39,6 +39,11 @@ class RunResult(Mapping[str, Any]):
     version: str
     seconds: float
     document: Mapping[str, Any] = field(repr=False)  # the whole result.json content
+    #: lower, lower_source, upper, upper_source, width: the tuning run's epsilon lies in
+    #: [lower, upper] (accounting.interval); None in result.json documents written before it
+    interval: Mapping[str, Any] | None = None
+    attack: Mapping[str, Any] | None = None  # the attack value (a lower bound) and its source
+    reduced_game: Mapping[str, float | None] | None = None  # tau < 1: the heuristic values
 
     @classmethod
     def from_dict(cls, result: Mapping[str, Any]) -> RunResult:
@@ -56,6 +61,9 @@ class RunResult(Mapping[str, Any]):
             version=result["version"],
             seconds=result["seconds"],
             document=result,
+            interval=result.get("interval"),
+            attack=result.get("attack"),
+            reduced_game=result.get("reduced_game"),
         )
 
     @property

@@ -12,8 +12,11 @@ DIR/sweep.json and DIR/sweep.png.
 
 Heuristic values (`auditsel.experiments.heuristics`) have their own columns, `<key>_heuristic` (and
 `eps_L_gdp_heuristic`), so a column named after a bound holds only values that are bounds; the
-`contradicted` column names the heuristic values below eps_B of one run or a valid eps_L, and
-sweep.png draws heuristics dashed with "heuristic" in the legend and marks contradicted points.
+`contradicted` column names the heuristic values below the attack value, a valid eps_L or eps_B
+of one run, and sweep.png draws heuristics dashed with "heuristic" in the legend and marks
+contradicted points. Every row carries the interval (`interval_lower`, `interval_upper`,
+`width`, their sources in sweep.json) and the attack value (`attack`, a lower bound); sweep.png
+shades the interval.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s
 
 from auditsel.experiments.config import ConfigError, ExperimentSpec, parse_config
 from auditsel.experiments.experiment import run_experiment
-from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys
+from auditsel.experiments.heuristics import contradictions, heuristic_values
 from auditsel.experiments.report import write_outputs
 from auditsel.files import atomic_write_text
 
@@ -177,7 +180,7 @@ def run_sweep(
             results.append(result)
             bar.update(1)
     rows = sweep_rows(points, results)
-    _write_combined(out_dir, points, rows)
+    _write_combined(out_dir, points, rows, results)
     return results
 
 
@@ -190,17 +193,21 @@ def sweep_rows(points: list[SweepPoint], results: list[dict]) -> list[dict[str, 
     rows = []
     for point, result in zip(points, results):
         low = result.get("lower") or {}
-        heuristic = heuristic_upper_keys(result)
+        heuristic = heuristic_values(result)
+        interval = result.get("interval") or {}
         row = {
             **point.assignments,
             "E[K]": result["rounds"]["mean"],
             "eps_B": result["base"]["epsilon"],
             "mu": result["base"]["mu"],
+            "attack": (result.get("attack") or {}).get("epsilon"),
+            "interval_lower": interval.get("lower"),
+            "interval_upper": interval.get("upper"),
+            "width": interval.get("width"),
         }
         for key in UPPER_KEYS:
-            value = result["upper"].get(key)
-            row[key] = None if key in heuristic else value
-            row[f"{key}_heuristic"] = value if key in heuristic else None
+            row[key] = None if key in heuristic else result["upper"].get(key)
+            row[f"{key}_heuristic"] = heuristic.get(key)
         row.update(
             {
                 "contradicted": " ".join(f"{k}_heuristic" for k in contradictions(result)),
@@ -226,7 +233,7 @@ def _cell(value) -> str:
     return str(value)
 
 
-def _write_combined(out_dir: Path, points, rows) -> None:
+def _write_combined(out_dir: Path, points, rows, results=None) -> None:
     columns = list(rows[0])
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns)
@@ -238,7 +245,10 @@ def _write_combined(out_dir: Path, points, rows) -> None:
     name = points[0].spec.name
     legend = (
         "Columns ending in `_heuristic` hold heuristic values: they are not bounds. "
-        "`contradicted` names the heuristic values below eps_B of one run or a valid eps_L."
+        "`contradicted` names the heuristic values below the attack value, a valid eps_L or "
+        "eps_B of one run. The tuning run's epsilon lies in [`interval_lower`, "
+        "`interval_upper`] (the attack value or a valid eps_L, the tightest rigorous bound; "
+        "`width` apart): report `interval_upper`."
     )
     warnings = [
         f"- **{p.label}: {r['contradicted'].replace(' ', ', ')} contradicted** (see its report.md)"
@@ -266,7 +276,13 @@ def _write_combined(out_dir: Path, points, rows) -> None:
     atomic_write_text(
         out_dir / "sweep.json",
         json.dumps(
-            {"name": name, "points": [dict(r, label=p.label) for p, r in zip(points, rows)]},
+            {
+                "name": name,
+                "points": [
+                    dict(r, label=p.label, interval=res.get("interval"))
+                    for p, r, res in zip(points, rows, results or [{}] * len(rows))
+                ],
+            },
             indent=2,
         )
         + "\n",
@@ -295,6 +311,7 @@ def _plot(path: Path, name: str, points, rows) -> None:
     fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.6 * nrows), squeeze=False)
     series = [
         ("eps_B", "eps_B (one run)", "k:"),
+        ("attack", "attack (lower bound)", "C9-"),
         ("generic_rdp", "generic RDP", "C0-"),
         ("profile", "profile", "C1-"),
         ("improved_rdp", "improved (UO)", "C2-"),
@@ -312,7 +329,7 @@ def _plot(path: Path, name: str, points, rows) -> None:
                 ("_heuristic", style[:2] + "--", f"{label}, heuristic"),
             ):
                 ys = [rows[i].get(col + suffix) for i in idx]
-                if col == "eps_B" and suffix:
+                if col in ("eps_B", "attack") and suffix:
                     continue
                 if any(y is not None for y in ys):
                     ax.plot(
@@ -338,6 +355,10 @@ def _plot(path: Path, name: str, points, rows) -> None:
                 ls="none",
                 label="heuristic, CONTRADICTED (below eps_B or eps_L)",
             )
+        lows = [rows[i].get("interval_lower") for i in idx]
+        ups = [rows[i].get("interval_upper") for i in idx]
+        if all(v is not None for v in lows + ups):
+            ax.fill_between(xs, lows, ups, color="C8", alpha=0.2, label="interval (report the top)")
         low = [rows[i]["eps_L"] for i in idx]
         if any(v is not None for v in low):
             point = [rows[i]["eps_L_point"] for i in idx]

@@ -116,11 +116,21 @@ def _chunk_sizes(trials: int, chunk_size: int) -> list[int]:
 
 
 def play_chunk(protocol: GameProtocol, proxy: Proxy, seed: int, index: int, size: int):
-    """One chunk of trials: coins, releases, scores (runs inside a worker)."""
-    rng = chunk_rng(seed, index)
-    member = rng.integers(0, 2, size=size, dtype=np.int8)
-    observations = protocol.release(member, rng)
-    scores = np.asarray(proxy(observations), dtype=np.float64)
+    """One chunk of trials: coins, releases, scores (runs inside a worker).
+
+    A protocol with a `play(seed, index, size) -> (scores, member)` method plays the chunk
+    itself (`auditsel.pipelines`: each game draws its coin from its own stream, so the numbers
+    do not depend on the chunk size either); `proxy` is then unused."""
+    play = getattr(protocol, "play", None)
+    if play is not None:
+        scores, member = play(seed, index, size)
+        scores = np.asarray(scores, dtype=np.float64)
+        member = np.asarray(member, dtype=np.int8)
+    else:
+        rng = chunk_rng(seed, index)
+        member = rng.integers(0, 2, size=size, dtype=np.int8)
+        observations = protocol.release(member, rng)
+        scores = np.asarray(proxy(observations), dtype=np.float64)
     if scores.ndim not in (1, 2) or scores.shape[0] != size:
         raise RuntimeError(
             f"proxy returned shape {scores.shape}, expected ({size},) or ({size}, P)"
@@ -278,13 +288,15 @@ def run_game(
     backend: str | None = None,
     in_memory: bool = True,
     code: Mapping[str, str] | None = None,
+    unit: str = "trial",
 ) -> GameRecord:
     """Play `trials` games; returns scores and coins in trial order (deterministic in seed).
 
     With in_memory=False (needs checkpoint_dir) nothing is kept: finished chunks stay on disk
     and the record's `chunks` reads them back one at a time, so memory is bounded by a chunk.
     `code` (default `code_identity()`): the code the numbers depend on, recorded with the
-    checkpoints; checkpoints of other code are refused (`CheckpointError`).
+    checkpoints; checkpoints of other code are refused (`CheckpointError`). The progress bar
+    counts trials (named `unit`), advancing as each chunk finishes.
     """
     sizes = _chunk_sizes(int(trials), int(chunk_size))
     results: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
@@ -308,7 +320,7 @@ def run_game(
     bar = tqdm(
         total=int(trials),
         initial=sum(sizes[i] for i in results),
-        unit="trial",
+        unit=unit,
         unit_scale=True,
         delay=2.0,
         disable=not progress,

@@ -1,5 +1,14 @@
 """Audits of the tuning pipeline you already run: your code plays the game, auditsel judges it.
 
+* `pipeline`: `audit_pipeline(tune, score, *, data, canary, games, delta, ...)`, the game
+  played around your whole tuning run, one seeded stream per game, in worker processes, with
+  checkpoints fingerprinted by your code; `Pipeline` bundles tune, score, data and canary.
+* `canaries`: `InputCanary(x, y)` and `GradientCanary(coordinate=i)` (Opacus `attach`, or
+  `step` in a hand-written DP-SGD loop), each with a default score that reads the release.
+* `opacus`: `from_opacus(privacy_engine, ...)`, the run's DpsgdBase and Opacus's own claimed
+  epsilon, with the tuning bounds of your law of K.
+* `plan`: `plan_pipeline(...)`, the games an audit needs, from a pilot.
+* `load`: MODULE:NAME references and pipeline YAML files (the CLI's `audit-pipeline`).
 * `protocol`: `audit_protocol(release, score, ...)`, a per-game release function audited with
   the game engine and the lower bounds of `auditsel.auditing`.
 """

@@ -18,6 +18,7 @@ where ``rows(jobs: int = 1) -> list[dict]``. The modules of this package:
 * ``bounds``   [XWW24] Example 1, Table 4, Figure 6 and [KRW24]'s settings: upper bounds only.
 * ``figure6``  the Figure 6 table with a reduced-game audit per cell, and its plot.
 * ``table3``   the [XWW24] Table-3-style grid on real DP-SGD, through the game engine.
+* ``interval`` the interval [attack value, tightest rigorous bound] on DP-SGD settings.
 """
 
 from __future__ import annotations
@@ -129,6 +130,13 @@ register(
     "auditsel.reproductions.accountants:rows",
     render="auditsel.reproductions.accountants:render",
     root="results",
+)
+register(
+    "interval",
+    "The honest interval on issue 19's DP-SGD settings: the attack value (a lower bound), the "
+    "rigorous bounds, the width; the reduced game's heuristic values beside them",
+    "auditsel.reproductions.interval:rows",
+    summary="auditsel.reproductions.interval:summary",
 )
 register(
     "dpsgd-factor",

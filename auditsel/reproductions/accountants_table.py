@@ -1,11 +1,15 @@
 """`auditsel reproduce accountants`: real accountants' and papers' claims against the worst-case game.
 
 For each cell (sigma, N, tau, law of K; delta = 1e-5) the table lists every applicable claim of
-`auditsel.reproductions.claims`, the optimistic PLD estimates of one run's epsilon, and auditsel's valid 95%
+`auditsel.reproductions.claims`, the optimistic PLD estimates of one run's epsilon, auditsel's valid 95%
 lower bound eps_L from the worst-case DP-SGD game (`auditsel.games.worst_case`, split rule,
 Clopper-Pearson, `GAMES` games; `CLOSE_GAMES` where eps_L lies within `CLOSE` of a claim and the
-cell is cheap). A claim is *refuted* when eps_L exceeds it: with 95% confidence the claimed
-epsilon is below the true epsilon of the worst-case run (add/remove neighbours).
+cell is cheap), the attack value (`accounting.attack`: a lower bound with no sampling error) and
+the interval (`accounting.interval`: [the larger of the two, the tightest rigorous bound of
+auditsel's panel]) with its width. A claim is *refuted* when eps_L exceeds it: with 95%
+confidence the claimed epsilon is below the true epsilon of the worst-case run (add/remove
+neighbours); it is *below the attack value* when the attack value exceeds it: then it is wrong
+with certainty.
 
 Games run through the engine (`auditsel.games.engine.run_game`: seeded chunks, joblib workers,
 checkpoints under OUT/checkpoints/CELL, removed once the table is written, so an interrupted
@@ -14,11 +18,14 @@ table resumes). Cost of a cell: E[K] * N Gaussian steps per game.
 
 from __future__ import annotations
 
+import math
 import shutil
 import time
 from pathlib import Path
 
 from attacks.proxies import SampleProxy
+from auditsel.accounting.attack import attack_epsilon
+from auditsel.accounting.interval import tuning_interval
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split
 from auditsel.games.engine import run_game
@@ -147,6 +154,16 @@ def cell_rows(
             )
             seconds += more
             played = close_games
+        t1 = time.perf_counter()
+        interval = tuning_interval(
+            setting.base,
+            setting.law,
+            setting.delta,
+            eps_l=bound.eps,
+            eps_l_source=f"eps_L (worst-case game, {played:,} games, 95%)",
+        )
+        attack_value = attack_epsilon(setting.base, setting.law, setting.delta)
+        attack_seconds = time.perf_counter() - t1
         row = {
             "sigma": setting.noise_multiplier,
             "steps": setting.steps,
@@ -158,13 +175,21 @@ def cell_rows(
             "games": played,
             "eps_L": bound.eps,
             "eps_L_best": bound.eps_best_threshold,
+            "attack": attack_value,
+            "interval_lower": interval.lower,
+            "interval_lower_source": interval.lower_source,
+            "interval_upper": interval.upper,
+            "interval_upper_source": interval.upper_source,
+            "width": interval.width,
             "single_run_pld": claims["naive"],
             **{f"claim_{k}": v for k, v in claims.items()},
             **lower,
             "refuted": [k for k, v in claims.items() if v is not None and bound.eps > v],
+            "below_attack": below_attack(claims, attack_value),
             "errors": errors,
             "game_seconds": round(seconds, 2),
             "claim_seconds": round(claim_seconds, 2),
+            "attack_seconds": round(attack_seconds, 2),
             "games_per_second": round(played / seconds),
         }
         rows.append(row)
@@ -178,6 +203,26 @@ def cell_rows(
     return rows
 
 
+#: the attack value and the claims come from root finders accurate to about 1e-9: a claim counts
+#: as below the attack value only when it is below by more than this (relative) margin
+ATTACK_MARGIN = 1e-6
+
+
+def below_attack(claims: dict, attack_value: float) -> list[str]:
+    """The claims below the attack value by more than ATTACK_MARGIN (wrong with certainty)."""
+    return [
+        k
+        for k, v in claims.items()
+        if v is not None and attack_value > v * (1 + ATTACK_MARGIN) + ATTACK_MARGIN
+    ]
+
+
+def _below(r: dict) -> list[str]:
+    """A row's claims below its attack value (recomputed from the row's numbers)."""
+    claims = {n: r.get("claim_" + n) for n in CLAIMS}
+    return below_attack(claims, r["attack"]) if r.get("attack") is not None else []
+
+
 def header() -> list[str]:
     v = library_versions()
     versions = ", ".join(f"{k} {v[k] or 'not installed'}" for k in v)
@@ -189,7 +234,13 @@ def header() -> list[str]:
         f"(`game.kind: dpsgd_worst_case`, split rule, Clopper-Pearson), {GAMES:,} games per cell "
         f"({CLOSE_GAMES:,} where eps_L is within {CLOSE:.0%} below a claim and E[K] N <= {CLOSE_MAX_COST}). "
         f"eps_L_best is the optimistic best-threshold value (no confidence statement).",
-        "A claim is refuted when eps_L > claim. reduced_mu, xww24_uo and xww24_reduced use "
+        "attack: the attack value, the exact epsilon of one attack on the worst-case pair (release "
+        "the run with the largest or smallest privacy-loss label; `auditsel.accounting.attack`): a "
+        "lower bound with no sampling error. interval: [max(attack, eps_L), the tightest rigorous "
+        "bound of auditsel's panel (generic_rdp, profile; exact at tau = 1)]; width = its length.",
+        "A claim is refuted when eps_L > claim, and wrong with certainty when attack > claim "
+        f"(by more than a relative {ATTACK_MARGIN:g}, the root finders' accuracy; marked "
+        "'(< attack)'). reduced_mu, xww24_uo and xww24_reduced use "
         "mu = tau sqrt(N)/sigma ([XWW24] eq. 19), a heuristic for tau < 1; Opacus documents its "
         "GaussianAccountant as experimental and able to underestimate.",
     ]
@@ -208,6 +259,37 @@ def findings(rows) -> list[str]:
             )
     if not lines:
         lines.append("- no claim refuted.")
+    certain = sorted({n for r in rows for n in _below(r)})
+    for name in certain:
+        cells = [r for r in rows if name in _below(r)]
+        worst = max(cells, key=lambda r: r["attack"] - r["claim_" + name])
+        lines.append(
+            f"- {name} lies below the attack value (wrong with certainty, no sampling error) in "
+            f"{len(cells)} cells; the largest gap: claims {worst['claim_' + name]:.3f}, attack "
+            f"{worst['attack']:.3f} at sigma = {worst['sigma']:g}, N = {worst['steps']}, "
+            f"tau = {worst['sample_rate']:g}, K ~ {worst['law']}."
+        )
+    tuned = [r for r in rows if r["law"] != "point(k=1)"]
+    if tuned:
+        widths = [r["width"] for r in tuned]
+        rel = [r["width"] / r["interval_upper"] for r in tuned]
+        lines.append(
+            f"- interval on the {len(tuned)} tuning cells: width {min(widths):.3f} to "
+            f"{max(widths):.3f} (median {sorted(widths)[len(widths) // 2]:.3f}), i.e. the "
+            f"tightest rigorous bound exceeds the best lower value by {100 * min(rel):.0f}% to "
+            f"{100 * max(rel):.0f}% of itself; the lower end is the attack value in "
+            f"{sum(r['interval_lower_source'].startswith('attack') for r in tuned)} of them."
+        )
+        for tau_one in (True, False):
+            sel = [r for r in tuned if (r["sample_rate"] == 1.0) == tau_one]
+            if sel:
+                lines.append(
+                    f"  - tau {'= 1' if tau_one else '< 1'}: widths "
+                    + ", ".join(f"{r['width']:.3f}" for r in sel)
+                    + " (upper: "
+                    + ", ".join(sorted({r["interval_upper_source"].split(" ")[0] for r in sel}))
+                    + ")."
+                )
     unrefuted = [n for n in CLAIMS if not any(n in r["refuted"] for r in rows)]
     lines.append(f"- never refuted on this grid: {', '.join(unrefuted)}.")
     bad = [
@@ -292,13 +374,21 @@ def summary_columns(rows) -> list[dict]:
             "K": r["law"],
             "games": r["games"],
             "eps_L": r["eps_L"],
+            "attack": r.get("attack"),
+            "interval": (
+                f"[{r['interval_lower']:.3f}, {r['interval_upper']:.3f}]"
+                if r.get("interval_upper") is not None and math.isfinite(r["interval_upper"])
+                else None
+            ),
+            "width": r.get("width"),
         }
         for name in CLAIMS:
             v = r.get("claim_" + name)
+            mark = " (< attack)" if name in _below(r) else ""
             row[name] = (
                 "n/a"
                 if v is None
-                else (f"**{v:.3f}** refuted" if name in r["refuted"] else f"{v:.3f}")
+                else (f"**{v:.3f}** refuted{mark}" if name in r["refuted"] else f"{v:.3f}{mark}")
             )
         if "dp_accounting_pld_optimistic" in r:
             row["pld_optimistic"] = r["dp_accounting_pld_optimistic"]

@@ -33,16 +33,18 @@ import time
 
 import numpy as np
 
+from auditsel.accounting.attack import attack_epsilon
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon, tnb_rdp
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
-from auditsel.accounting.panel import bound_labels, upper_bounds
+from auditsel.accounting.panel import panel
 from auditsel.accounting.profile import (
     base_profile,
     profile_epsilon,
     rnm_epsilon,
     rnm_gaussian_closed_form,
     rnm_gaussian_rdp,
+    tnb_shift,
 )
 from auditsel.accounting.rdp import ORDERS, finite_rdp, gaussian_rdp, pure_dp_rdp, rdp_to_epsilon
 from auditsel.mechanisms import (
@@ -150,7 +152,9 @@ def _calibrated(eps_b: float, tau: float, delta: float, steps: int = 500) -> Dps
 
 
 def table4_rows(with_exact: bool = False, delta: float = 1e-5) -> list[dict]:
-    """[XWW24] Table 4: 45 cells, eps_UG and eps_UO (90 values) beside the paper's."""
+    """[XWW24] Table 4: 45 cells, eps_UG and eps_UO (90 values) beside the paper's; with_exact:
+    also the reduced game's exact epsilon (`exact`, or `exact_heuristic` at tau < 1) and the
+    attack value (`attack`, a lower bound on the tuning run's epsilon)."""
     rows = []
     for (eps_b, tau), paper in TABLE4_PAPER.items():
         base = _calibrated(eps_b, tau, delta)
@@ -174,7 +178,11 @@ def table4_rows(with_exact: bool = False, delta: float = 1e-5) -> list[dict]:
                 "diff_UO": uo - p_uo,
             }
             if with_exact:
-                row["exact"] = exact_epsilon(GaussianWinner(GaussianBase(base.mu), law), delta)
+                # the reduced game's exact curve is exact only at tau = 1 (eq. 19): at tau < 1
+                # it is a heuristic (its own column) beside the attack value, a lower bound
+                reduced = exact_epsilon(GaussianWinner(GaussianBase(base.mu), law), delta)
+                row["exact" if base.reduction_is_exact else "exact_heuristic"] = reduced
+                row["attack"] = attack_epsilon(base, law, delta)
             rows.append(row)
     return rows
 
@@ -193,12 +201,11 @@ def figure6_rows(
             law = TruncatedNegativeBinomial(eta, nu)
             for eps_b in eps_bs:
                 base = _calibrated(eps_b, tau, delta, steps)
-                up = upper_bounds(base, law, delta)
-                rigour = bound_labels(base)
+                p = panel(base, law, delta)
                 # a heuristic value goes to its own `<key>_heuristic` column (auditsel.experiments.heuristics)
                 up = {
-                    (k if rigour.get(k) != "heuristic" else f"{k}_heuristic"): v
-                    for k, v in up.items()
+                    (k if p.labels.get(k) != "heuristic" else f"{k}_heuristic"): p.value(k)
+                    for k in p.upper
                 }
                 rows.append(
                     {
@@ -211,15 +218,21 @@ def figure6_rows(
                         "mu": base.mu,
                         "mu_gdp": base.mu_gdp,
                         **up,
-                        "contradicted": contradicted_columns(up, eps_b),
+                        "attack": p.attack["epsilon"],
+                        "interval_upper": p.interval.upper,
+                        "width": p.interval.width,
+                        "contradicted": contradicted_columns(
+                            up, max(eps_b, p.attack["epsilon"] or 0.0)
+                        ),
                     }
                 )
     return rows
 
 
 def contradicted_columns(row: dict, floor: float) -> str:
-    """The `*_heuristic` columns of a row whose value lies below `floor` (eps_B of one run, or a
-    valid eps_L): heuristic upper values contradicted by a number they must not be below."""
+    """The `*_heuristic` columns of a row whose value lies below `floor` (eps_B of one run, the
+    attack value or a valid eps_L): heuristic upper values contradicted by a number they must
+    not be below."""
     return " ".join(
         k for k, v in row.items() if k.endswith("_heuristic") and v is not None and v < floor
     )
@@ -289,13 +302,17 @@ def _max_mean(bound, target: float, lo: float = 1.0, hi: float = 1e7) -> float:
 
 
 def dpsgd_factor_rows(delta: float = 1e-5, means=(10, 100, 1000)) -> list[dict]:
-    """[KRW24] Fig. 7: E[K] allowed by Thm 5.2 over E[K] allowed by PS22 Thm 2 at equal eps."""
+    """[KRW24] Fig. 7: E[K] allowed by Thm 5.2 over E[K] allowed by PS22 Thm 2 at equal eps;
+    beside it the same with auditsel's profile bound (the Theorem 4.1 recipe's shift where it
+    is smaller, `accounting.profile.profile_shift`)."""
     base = DpsgdBase(21.1, 250, 16384 / 50000)
     prof = base_profile(base)
     orders = np.asarray(RDP_ORDERS, dtype=float)
     rdp = base.rdp(orders)
     rdp_bound = lambda law: generic_epsilon(orders, rdp, law, delta)
-    prof_bound = lambda law: profile_epsilon(base, law, delta, prof)
+    thm52 = lambda profile, law: tnb_shift(profile, law.eta, law.nu)
+    prof_bound = lambda law: profile_epsilon(base, law, delta, prof, shift=thm52)
+    ours_bound = lambda law: profile_epsilon(base, law, delta, prof)
     rows = []
     for m in means:
         law = TruncatedNegativeBinomial(1.0, 1.0 / m)
@@ -308,6 +325,7 @@ def dpsgd_factor_rows(delta: float = 1e-5, means=(10, 100, 1000)) -> list[dict]:
                 "eps (profile, Thm 5.2) at same E[K]": prof_bound(law),
                 "E[K] (profile) at the same eps": m_prof,
                 "factor": m_prof / m,
+                "factor (Thm 4.1 recipe)": _max_mean(ours_bound, eps_rdp) / m,
                 "eps_B (PLD)": base.epsilon(delta, "pld"),
             }
         )

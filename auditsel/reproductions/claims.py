@@ -49,7 +49,7 @@ from importlib import metadata
 
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.improved import improved_epsilon
-from auditsel.accounting.panel import upper_bounds
+from auditsel.accounting.panel import panel
 from auditsel.accounting.pld import dpsgd_epsilon_interval
 from auditsel.mechanisms import DpsgdBase, GaussianBase, gaussian_epsilon, quiet_absl
 from auditsel.rounds import Point, Poisson, RoundsLaw, TruncatedNegativeBinomial
@@ -242,7 +242,7 @@ def _xww24_reduced(s: Setting) -> float:
 
 def _panel_bound(key: str) -> Callable[[Setting], float | None]:
     def compute(s: Setting):
-        return upper_bounds(s.base, s.law, s.delta)[key]
+        return panel(s.base, s.law, s.delta).value(key)
 
     return compute
 

@@ -37,8 +37,11 @@ def rows(trials: int = TRIALS, jobs: int = 1, cells=None) -> list[dict]:
         bound = audit_scores(record.scores, record.member, 1e-5, rule=Split(seed=0))
         row["eps_L"] = bound.eps
         row["eps_L_best"] = bound.eps_best_threshold
-        # eps_L (split rule) is valid at 95%: a heuristic upper value below it, or below eps_B, is contradicted
-        row["contradicted"] = contradicted_columns(row, max(row["eps_B"], bound.eps))
+        # a heuristic upper value below eps_B, the attack value (a lower bound on the tuning
+        # run's epsilon) or eps_L (split rule, valid at 95% for the reduced game) is contradicted
+        row["contradicted"] = contradicted_columns(
+            row, max(row["eps_B"], bound.eps, row.get("attack") or 0.0)
+        )
     return out
 
 
@@ -57,6 +60,7 @@ def plot(rows, out: Path) -> list:
     fig, axes = plt.subplots(n_rows, cols, figsize=(4.4 * cols, 3.4 * n_rows), squeeze=False)
     series = [
         ("eps_B", "eps_B", "k:"),
+        ("attack", "attack (lower bound)", "C9-"),
         ("generic_rdp", "generic RDP", "C0-"),
         ("profile", "profile", "C1-"),
         ("improved_rdp", "improved UO", "C2-"),

@@ -1,6 +1,6 @@
 """How often each threshold rule over-claims (eps_L > true eps), on settings with a known eps.
 
-    python benchmarks/coverage.py [--reps 500] [--trials 5000] [--delta 0.05] [--mu 1]
+    python benchmarks/rule_overclaims.py [--reps 500] [--trials 5000] [--delta 0.05] [--mu 1]
 
 Prints, per setting and rule, the fraction of independent audits whose eps_L exceeds the exact
 epsilon at --delta (default 0.05; likelihood-ratio proxy, 95% confidence). Valid rules must stay below

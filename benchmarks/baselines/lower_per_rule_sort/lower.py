@@ -1,7 +1,4 @@
-"""FROZEN COPY of auditsel/auditing/lower.py before the one-sort change, kept only as the baseline of
-benchmarks/bench_audit.py (same-process ratio). Not imported by auditsel.
-
-Epsilon lower bounds from the scores of a distinguishing game ([XWW24] eq. 4, App. A.3).
+"""Epsilon lower bounds from the scores of a distinguishing game ([XWW24] eq. 4, App. A.3).
 
 Scores in, epsilons out; the threshold rule is an explicit argument.
 
@@ -41,7 +38,7 @@ import numpy as np
 from scipy.special import ndtri
 from statsmodels.stats.proportion import proportion_confint
 
-from auditsel.mechanisms import gaussian_epsilon
+from .gaussian import gaussian_epsilon
 
 __all__ = [
     "LowerBound",
@@ -345,7 +342,7 @@ def audit_chunks(
     threshold_grid=None,
     candidates: int = STREAM_CANDIDATES,
 ) -> LowerBound:
-    """audit_scores for trials streamed chunk by chunk from `source` (auditsel.games.engine.ChunkSource).
+    """audit_scores for trials streamed chunk by chunk from `source` (auditsel.game.ChunkSource).
 
     Memory is bounded by one chunk plus the threshold counts. Candidate thresholds for `split`
     (selection) and `best` are `candidates` quantiles of chunk 0's scores, a part of the

@@ -1,0 +1,776 @@
+"""The attack value: the exact epsilon of one concrete attack on the worst-case pair, a valid
+LOWER bound on the tuning run's epsilon with no Monte Carlo error.
+
+Contract. For a mechanism pair (`auditsel.mechanisms`), a law of K (`auditsel.rounds`) and
+delta in [0, 1), `attack_epsilon(pair, law, delta)` returns eps_att with
+
+    eps_att <= eps_T(delta) := inf{eps >= 0 : delta_T(eps) <= delta},
+
+where delta_T is the privacy curve (max over both directions) of the tuning run T of [XWW24]
+Algorithm 2 on the pair: K ~ law runs of the base, the best-scored run released, a fixed output
+when K = 0. Every rigorous upper bound of `accounting.bounds` is therefore >= eps_att, and so is
+any epsilon an accountant may claim for the tuning run (the claim covers every score function
+and every pair of neighbouring data sets, this one included).
+
+Which attack.
+
+* Gaussian and finite-output bases, and DP-SGD with tau = 1 (the pairs with
+  `reduction_is_exact`): the pair comes with its score (the Gaussian's output, the finite
+  outputs' order; N full-batch steps are one Gaussian of mu = sqrt(N)/sigma whose sum is
+  sufficient), and the value is the exact epsilon of the released winner,
+  `exact.exact_epsilon(winner_law(pair.reduced(), law), delta)`: eps_att = eps_T.
+* DP-SGD with Poisson subsampling (tau < 1): the worst-case run of `games.worst_case` (an empty
+  data set against one Dirac canary; each step releases x = b B + sigma Z, B ~ Bernoulli(tau):
+  the tight dominating pair of the subsampled Gaussian under add/remove neighbours). The tuning
+  run scores each run by a label of its N outputs and releases the run with the largest label
+  ("largest") or the smallest ("smallest"); the adversary reads the winner's label. The value is
+  the largest of the four epsilons (two strategies, both directions of the hockey stick).
+
+The label. A step's output x has the privacy loss l(x) = log(1 - tau + tau e^((2x-1)/(2 sigma^2)))
+(X' against X, increasing in x). Bucket i holds the outputs whose loss rounds to i h (the top
+bucket also holds everything above the cap of `dpsgd_step`); the run's label is the sum of its
+steps' bucket indices, reduced modulo the FFT length L into a window [lo, lo + L) that holds all
+but about 1e-30 of either law (so only far tails wrap around). The label is a deterministic
+function of the run's outputs, the same on X and X', so
+
+    (law of the winner's label on X, on X')  is a post-processing of  (T(X), T(X'))
+
+and by the data-processing inequality its hockey-stick divergence is at most T's at every eps:
+a lower bound on the label pair's curve is a lower bound on delta_T. Its laws are computable:
+the bucket masses of one step, their N-fold circular convolution (the law of a sum of N
+independent steps modulo L), then the winner's law G(F_j) - G(F_j-1) ([XWW24] Theorem 2 / eq. 7;
+G the pgf of K, F the label's cdf in selection order), separately on X and X'. Outputs with an
+infinite loss (one law zero) are atoms at -inf / +inf; a run holding one is labelled by it (no
+run holds both: such a run has probability 0 on both sides).
+
+Round-off. The value is a lower bound in floating point too: every error is bounded and charged.
+
+1. Steps (A1). One step's bucket masses (float64: Gauss-Legendre quadrature on narrow buckets,
+   log-cdf differences on wide ones) have relative error at most rho = `STEP_REL`, or are below
+   `FLOOR` (underflow). So the normalised computed step law p' and the true p satisfy
+   p' <= k1 p and p <= k1 (p' + FLOOR), k1 = (1 + rho) / (1 - rho - M FLOOR) (M buckets), and the
+   N-fold convolutions r' (computed steps) and r (true) satisfy, entry by entry,
+       r' <= k r,   r <= k (r' + N FLOOR'),   k = k1^N     (nonnegative terms only),
+   hence ||r' - r||_1 <= e_s := 2 k (k - 1) + k N FLOOR' L.
+2. Convolution (A2). One FFT, an N-th power by repeated squaring and one inverse FFT in extended
+   precision (numpy longdouble, unit round-off u). With c_F = `FFT_SAFETY` u log2(L) the relative
+   2-norm error of one transform (Higham 2002, Theorem 24.2: about 6 u log2 L for radix-2
+   Cooley-Tukey) and 8 N u the relative error of the power, the computed r~ satisfies
+       ||r~ - r'||_2 <= e_2 := f + c_F (1 + f),  f = g (N c_F ||p'||_2 + 8 N u),
+       g = exp(N c_F sqrt(L) ||p'||_2),   and ||r~ - r'||_1 <= e_F := sqrt(L) e_2.
+   Negative entries are set to 0 (each entry moves towards the nonnegative r') and the vector is
+   normalised by its sum S: the run law used, r*, has ||r* - r||_1 <= e_r := e_s + 2 e_F, and
+   entry by entry r <= k (S r* + e_2 + N FLOOR') (the "true upper bound" r_hi).
+   A loss relation gives a second true upper bound: every output of bucket i has its loss in
+   [i h - h/2 - m-, i h + h/2 + m+] (m-, m+ from evaluating l at the buckets' ends; outputs of
+   a bucket whose loss is unbounded are counted apart), and q(x) = e^l(x) p(x) pointwise, so a
+   run labelled s that lies in the window satisfies  P(s) <= e^-(s h - N(h/2 + m-)) Q(s)  and
+   Q(s) <= e^(s h + N(h/2 + m+)) P(s), plus the mass of runs with an unbounded step and of the
+   wrapped-around tail. A third comes from tilting: with w_i = p_i e^(theta i h) / Z (theta = 1
+   on X, -1 on X'), conv^N(p)(s) = Z^N e^(-theta s h) conv^N(w)(s) for the unwrapped sums, and
+   conv^N(w) is computed as above with its own error bound e_2(w); so
+   P(s) <= k Z^N e^(-theta s h) (conv~^N(w)(s) + e_2(w) + N FLOOR') + the wrapped tail. The
+   tilted law sits where the other law has its mass, so P's far tail, which the hockey stick
+   multiplies by e^eps, is known to the FFT's relative precision there, not only to its
+   absolute round-off. Each entry takes the smallest of the three bounds.
+3. Winner (A3). K runs are K independent draws, so the winner's law under r* is within L1
+   distance c = E[K] e_r of the one under r (the K = 0 output is the same under both). The
+   winner's masses under r* are enclosed entry by entry: cumulative sums in extended precision
+   have relative error at most rho_F = 2 (m + 2) u + u64 (m entries, nonnegative summands); the
+   pgf, its complement and its derivative have relative error at most `LAW_REL`; each mass lies
+   both within the difference G(F_j) - G(F_j-1) plus or minus its error and within the mean
+   value bracket r_j [G'(F_j-1), G'(F_j)] (G' is non-decreasing on [0, 1]); the tighter ends are
+   kept. The true winner's masses are also bounded directly: A_j <= r_hi_j G'(min(1, F*_j + e_r)).
+
+The hockey stick. For the direction "A over B", with a_lo the lower bounds of the r* winner A*,
+b* the upper bounds of the r* winner B* and b_t those of the true winner B, every set S gives
+
+    H_{e^eps}(A || B) >= A(S) - e^eps B(S),   A(S) >= a_lo(S) - c_A,
+    B(S) <= min(b_t(S), min(b*, b_t)(S) + c_B).
+
+With S_k the k labels of largest a_lo / min(b*, b_t) (labels whose a_lo is below the FFT's noise
+are left out; any choice of sets is valid), U_k = a_lo(S_k) - c_A and V_k the bound on B(S_k)
+(prefix sums rounded down / up), delta_low(eps) = max(0, max_k (U_k - e^eps V_k)) <= delta_T(eps),
+and
+
+    eps_att(delta) = max(0, max_k log((U_k - delta) / V_k))     (over k with U_k > delta)
+
+is the smallest eps with delta_low(eps) <= delta (inf when some U_k > delta has V_k = 0). The
+fixed output of K = 0 has the same mass on both sides and adds nothing for eps >= 0.
+
+Assumptions A1-A3 are the only ones: floating-point accuracy of scipy's log_ndtr, of numpy's
+exp/log/expm1/log1p (float64 and longdouble) and of pocketfft, each with a safety factor; the
+tests compare them with mpmath and with direct convolution.
+
+How tight. The label loses information by rounding each step's loss to h (`LABEL_STEP`,
+1e-3): the value converges to the epsilon of the likelihood-ratio attack (selection by the run's
+exact privacy loss) as h -> 0; at tau = 1 the labelled value is within 1e-2 of the exact one at
+delta = 1e-5 (tests). The round-off charged (`AttackValue.slack`, in delta units) is below 1e-9
+on the DP-SGD settings of the accountants table (at most 4.6e-10): it matters only for deltas
+near or below it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.fft as sfft
+from scipy.special import log_ndtr, logsumexp
+
+from auditsel.accounting.exact import exact_epsilon, privacy_curve
+from auditsel.errors import ConfigError, choice, number
+from auditsel.events import as_pair
+from auditsel.mechanisms import DpsgdBase
+from auditsel.numerics import check_deltas
+from auditsel.rounds import RoundsLaw
+from auditsel.selection import winner_law
+
+__all__ = [
+    "AttackValue",
+    "StepLaws",
+    "attack_applies",
+    "RunLaws",
+    "attack",
+    "attack_epsilon",
+    "attack_delta",
+    "dpsgd_step",
+    "finite_step",
+    "compose",
+    "labelled_attack",
+    "STRATEGIES",
+    "METHODS",
+    "LABEL_STEP",
+]
+
+U64 = float(np.finfo(np.float64).eps) / 2
+ULD = float(np.finfo(np.longdouble).eps) / 2
+#: A1: relative error of one bucket's mass (quadrature or log-cdf difference), with margin
+STEP_REL = 1024 * U64
+#: A1: masses below this may underflow (to 0 or a subnormal)
+FLOOR = 1e-290
+#: A3: relative error of a law's pgf, pgf_complement and pgf_derivative in float64
+LAW_REL = 4096 * U64
+#: A2: c_F = FFT_SAFETY u log2(L), the relative 2-norm error of one (inverse) real FFT
+FFT_SAFETY = 32.0
+#: the window holds all but this much of either law (Chernoff); only the tails wrap around
+WINDOW_TAIL = 1e-30
+#: the step's cap: outputs beyond 1 + CAP_SIGMAS sigma share the top bucket
+CAP_SIGMAS = 12.0
+STRATEGIES = ("largest", "smallest")
+
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(12)
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+# --- one step ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepLaws:
+    """One step's output, labelled: the law of its label under X (`p`) and X' (`q`).
+
+    Finite labels are `start`, `start` + 1, ... (label value = index * `step`); outputs with an
+    infinite loss are atoms: `p_minus_inf` (mass on X of outputs impossible on X') and
+    `q_plus_inf` (mass on X' of outputs impossible on X). Every computed mass is within relative
+    error `rel_error` of the true one, or below `FLOOR` (module docstring, item 1)."""
+
+    start: int
+    step: float
+    p: np.ndarray
+    q: np.ndarray
+    p_minus_inf: float = 0.0
+    q_plus_inf: float = 0.0
+    rel_error: float = STEP_REL
+    #: (below, above): every output of bucket i has its loss in [(i - 1/2) h - below,
+    #: (i + 1/2) h + above], except the outputs counted in `unbounded`
+    loss_margin: tuple[float, float] = (math.inf, math.inf)
+    #: (P-mass of outputs whose loss is not bounded below as above, Q-mass of those not
+    #: bounded above)
+    unbounded: tuple[float, float] = (1.0, 1.0)
+    #: the buckets' ends in output space where the step has one (len(p) + 1 values)
+    edges: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+
+def _normal_masses(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """P[a < Z <= b] for a standard normal Z, a < b elementwise (a = -inf, b = inf allowed; pass
+    the ends in longdouble: a narrow interval's width must not be rounded), each to a relative
+    error well inside `STEP_REL` (A1): 12-point Gauss-Legendre quadrature of the
+    density in extended precision on narrow intervals (width (|midpoint| + 1) <= 0.5, where the
+    log-density varies by at most about 0.5), the log-cdf difference on the others (upper tail
+    by symmetry; the two cdfs then differ by a factor e^0.5 or more)."""
+    a_ld = np.asarray(a, dtype=np.longdouble)
+    b_ld = np.asarray(b, dtype=np.longdouble)
+    a, b = a_ld.astype(float), b_ld.astype(float)
+    out = np.zeros(np.broadcast(a, b).shape)
+    finite = np.isfinite(a) & np.isfinite(b)
+    mid = np.where(finite, 0.5 * (a + b), 0.0)
+    half = np.where(finite, 0.5 * (b - a), np.inf)
+    narrow = finite & (2 * half * (np.abs(mid) + 1) <= 0.5)
+    if np.any(narrow):
+        # phi(m + h t) = phi(m) exp(-(m h t + h^2 t^2 / 2)): phi(m) in extended precision once
+        # per interval, the small second factor in float64 (its argument is below 0.3)
+        lo_ld, hi_ld = a_ld[narrow], b_ld[narrow]
+        m_ld, h_ld = (lo_ld + hi_ld) / 2, (hi_ld - lo_ld) / 2
+        head = np.exp(-m_ld * m_ld / 2 - np.longdouble(_LOG_SQRT_2PI)) * h_ld
+        m, h = m_ld.astype(float)[:, None], h_ld.astype(float)[:, None]
+        t = _GL_NODES[None, :]
+        tail = np.sum(_GL_WEIGHTS[None, :] * np.exp(-(m * h * t + 0.5 * (h * t) ** 2)), axis=1)
+        out[narrow] = head.astype(float) * tail
+    wide = ~narrow
+    if np.any(wide):
+        lo, hi = a[wide], b[wide]
+        upper = lo > 0  # both ends above 0: P[-b <= Z < -a]
+        u = np.where(upper, -hi, lo)
+        v = np.where(upper, -lo, hi)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lv, lu = log_ndtr(v), log_ndtr(u)
+            out[wide] = np.where(lu < lv, np.exp(lv) * -np.expm1(lu - lv), 0.0)
+    return np.maximum(out, 0.0)
+
+
+#: the default label step h (module docstring, "How tight")
+LABEL_STEP = 1e-3
+
+
+def dpsgd_step(noise_multiplier: float, sample_rate: float, label_step: float) -> StepLaws:
+    """The bucketed step of the worst-case DP-SGD run (module docstring): p = N(0, sigma^2),
+    q = (1 - tau) N(0, sigma^2) + tau N(1, sigma^2), labelled by the rounded loss l(x)."""
+    s, tau, h = float(noise_multiplier), float(sample_rate), float(label_step)
+    low = math.log1p(-tau) if tau < 1 else -math.inf  # infimum of l
+    x_cap = 1.0 + CAP_SIGMAS * s
+    a_cap = (2 * x_cap - 1) / (2 * s * s)
+    l_cap = a_cap if tau >= 1 else float(np.logaddexp(math.log1p(-tau), math.log(tau) + a_cap))
+    i_hi = math.ceil(l_cap / h)
+    if tau < 1:
+        i_lo = math.floor(low / h + 0.5)  # the bucket holding the infimum
+    else:
+        x_floor = -CAP_SIGMAS * s  # N(0, s^2) below -CAP_SIGMAS s: in the bottom bucket
+        i_lo = math.floor((2 * x_floor - 1) / (2 * s * s) / h)
+    edges = (np.arange(i_lo + 1, i_hi + 1) - 0.5) * h  # inner bucket boundaries (losses)
+    if tau >= 1:
+        inner = s * s * edges + 0.5  # l(x) = (2x - 1) / (2 s^2)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # l(x) = v  <=>  x = s^2 (log(expm1(v) + tau) - log(tau)) + 1/2   (v > log(1 - tau))
+            inner = s * s * (np.log(np.expm1(edges) + tau) - math.log(tau)) + 0.5
+        inner = np.where(edges > low, inner, -np.inf)
+    inner = np.maximum.accumulate(inner)
+    x = np.concatenate([[-np.inf], inner, [np.inf]])
+    a, b = x[:-1], x[1:]
+    a_ld, b_ld, s_ld = a.astype(np.longdouble), b.astype(np.longdouble), np.longdouble(s)
+    m0 = _normal_masses(a_ld / s_ld, b_ld / s_ld)
+    m1 = _normal_masses((a_ld - 1) / s_ld, (b_ld - 1) / s_ld)
+    p = m0
+    q = (1 - tau) * m0 + tau * m1 if tau < 1 else m1
+    # the loss range of each bucket from its (computed) ends, evaluated forwards
+    idx = np.arange(i_lo, i_hi + 1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if tau >= 1:
+            loss_a, loss_b = (2 * a - 1) / (2 * s * s), (2 * b - 1) / (2 * s * s)
+        else:
+            loss_a = np.logaddexp(math.log1p(-tau), math.log(tau) + (2 * a - 1) / (2 * s * s))
+            loss_b = np.logaddexp(math.log1p(-tau), math.log(tau) + (2 * b - 1) / (2 * s * s))
+    fuzz = 1e-12 * (1 + np.abs(np.where(np.isfinite(loss_a), loss_a, 0.0)))
+    has = (p > 0) | (q > 0)
+    below_ok = has & np.isfinite(loss_a)
+    above_ok = has & np.isfinite(loss_b)
+    below = float(np.max(((idx - 0.5) * h - loss_a + fuzz)[below_ok], initial=0.0))
+    fuzz_b = 1e-12 * (1 + np.abs(np.where(np.isfinite(loss_b), loss_b, 0.0)))
+    above = float(np.max((loss_b - (idx + 0.5) * h + fuzz_b)[above_ok], initial=0.0))
+    unbounded = (
+        float(np.sum(p[has & ~np.isfinite(loss_a)])) * (1 + STEP_REL),
+        float(np.sum(q[has & ~np.isfinite(loss_b)])) * (1 + STEP_REL),
+    )
+    return StepLaws(
+        i_lo, h, p, q, 0.0, 0.0, STEP_REL, (max(below, 0.0), max(above, 0.0)), unbounded, x
+    )
+
+
+def finite_step(p, q, label_step: float) -> StepLaws:
+    """A finite-output step (outputs y with masses p(y) on X, q(y) on X') labelled by its rounded
+    loss log q(y)/p(y); outputs with p = 0 or q = 0 are the +inf / -inf atoms."""
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    both = (p > 0) & (q > 0)
+    idx = np.zeros(len(p), dtype=np.int64)
+    idx[both] = np.floor(np.log(q[both] / p[both]) / label_step + 0.5).astype(np.int64)
+    start = int(idx[both].min()) if np.any(both) else 0
+    size = int(idx[both].max()) - start + 1 if np.any(both) else 1
+    pp = np.bincount(idx[both] - start, weights=p[both], minlength=size)
+    qq = np.bincount(idx[both] - start, weights=q[both], minlength=size)
+    return StepLaws(
+        start,
+        float(label_step),
+        pp,
+        qq,
+        float(p[(p > 0) & (q == 0)].sum()),
+        float(q[(q > 0) & (p == 0)].sum()),
+        4 * U64,  # sums of the given masses
+        (1e-12, 1e-12),  # log q/p rounded: its bucket holds it up to that
+        (0.0, 0.0),  # infinite losses are the atoms, not in a finite bucket
+    )
+
+
+# --- N steps ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunLaws:
+    """The law of one run's label under X and X' on positions [-inf, finite..., +inf].
+
+    `laws[b]` (longdouble, normalised) on the positions; position 1 + t holds the label index
+    `start` + t (label value = index * `step`). Against the true law of the label, each entry
+    is at most bulk[b] r* + entry_error[b], and the whole vector is within L1 distance
+    `error[b]` (module docstring, items 1 and 2). `margin`, `unbounded` and `tail` carry the loss
+    relation of item 2 (`_true_upper`)."""
+
+    start: int
+    step: float
+    laws: tuple[np.ndarray, np.ndarray]
+    error: tuple[float, float]
+    entry_error: tuple[float, float] = (0.0, 0.0)
+    bulk: tuple[float, float] = (1.0, 1.0)
+    margin: tuple[float, float] = (math.inf, math.inf)
+    unbounded: tuple[float, float] = (1.0, 1.0)
+    tail: float = 1.0
+    fft_length: int = 0
+    #: per law, the 2-norm of the FFT's round-off (entries below it are noise)
+    noise: tuple[float, float] = (0.0, 0.0)
+    #: per law, upper bounds on the true finite-label masses from the tilted convolution
+    tilted: tuple | None = None
+
+    def labels(self) -> np.ndarray:
+        """Label values of the positions (-inf and +inf at the ends)."""
+        inner = (self.start + np.arange(len(self.laws[0]) - 2)) * self.step
+        return np.concatenate([[-np.inf], inner, [np.inf]])
+
+
+def _power(x: np.ndarray, n: int) -> np.ndarray:
+    """x ** n elementwise (n >= 1) by repeated squaring (relative error <= 8 n u, see the
+    module docstring)."""
+    result = np.ones_like(x)
+    base = x
+    while n:
+        if n & 1:
+            result = result * base
+        n >>= 1
+        if n:
+            base = base * base
+    return result
+
+
+#: tilts (per unit of loss) of the Chernoff bounds that place the window
+_TILTS = np.array([0.1, 0.25, 0.5, 1.0, 2.0, 4.0])
+
+
+def _window(step: StepLaws, n: int) -> tuple[int, int]:
+    """[lo, hi] (sums of n relative step indices) holding all but WINDOW_TAIL of both laws'
+    finite parts: Chernoff bounds P[S >= b] <= M(t)^n e^(-t b) at a few tilts t, as
+    dp_accounting's `pld.common.compute_self_convolve_bounds` (vectorised here: that one loops
+    in Python, 0.3 s per call at 2e4 buckets). Where the window falls does not affect validity
+    (module docstring), only how much of the tails wraps around."""
+    size = len(step.p)
+    idx = np.arange(size, dtype=float)
+    thetas = np.concatenate([-_TILTS, _TILTS]) * step.step  # per bucket index
+    pos = thetas > 0
+    los, his = [], []
+    for v in (step.p, step.q):
+        v = np.asarray(v, dtype=float)
+        keep = v > 0
+        if not np.any(keep):
+            continue
+        log_v = np.log(v[keep] / v.sum())
+        log_m = logsumexp(thetas[:, None] * idx[keep][None, :] + log_v[None, :], axis=1)
+        bound = (n * log_m + math.log(2.0 / WINDOW_TAIL)) / thetas
+        his.append(math.ceil(float(np.min(bound[pos]))))
+        los.append(math.floor(float(np.max(bound[~pos]))))
+    lo = max(0, min(los))
+    hi = min((size - 1) * n, max(his))
+    return lo, max(hi, lo)
+
+
+def _convolve(vec: np.ndarray, n: int, lo: int, c_f: float):
+    """The n-fold circular convolution of `vec` (longdouble, length L) by one FFT, a power and
+    one inverse FFT, rolled so that position t holds the sums lo + t (mod L), negatives set to
+    0; with its 2-norm and L1 error bounds (module docstring, item 2)."""
+    length = len(vec)
+    if n == 1:
+        return vec.copy(), 0.0, 0.0
+    u = ULD
+    run = sfft.irfft(_power(sfft.rfft(vec), n), length)
+    norm2 = float(np.sqrt(np.sum(vec * vec)))
+    grow = math.exp(min(n * c_f * math.sqrt(length) * norm2, 700.0))
+    f = grow * (n * c_f * norm2 + 8 * n * u)
+    e_2 = f + c_f * (1.0 + f)
+    return np.maximum(np.roll(run, -lo), 0), e_2, math.sqrt(length) * e_2
+
+
+def compose(step: StepLaws, n: int) -> RunLaws:
+    """The label of a run of n independent steps (module docstring): the sum of the step labels
+    modulo the FFT length L, read in the window [lo, lo + L); atoms at -inf / +inf; the error
+    bounds of items 1 and 2, and the tilted upper bounds of item 2."""
+    n = int(n)
+    size = len(step.p)
+    lo, hi = _window(step, n) if n > 1 else (0, size - 1)
+    length = int(sfft.next_fast_len(max(hi - lo + 1, 2), real=True)) if n > 1 else size
+    u = ULD
+    c_f = FFT_SAFETY * u * max(1.0, math.log2(length))
+    rho = step.rel_error
+    k1 = (1 + rho) / (1 - rho - (size + 1) * FLOOR)
+    k = math.exp(n * math.log(k1))
+    floor_n = n * FLOOR * (1 + (size + 1) * FLOOR) ** n  # the N FLOOR' of item 1
+    steps_l1 = 2 * k * (k - 1) + k * floor_n * (length + 2)
+    fold = np.arange(size) % length
+    run_start = n * step.start + lo
+    labels = (run_start + np.arange(length)) * step.step
+    laws, errors, entries, bulks, noises, tilted = [], [], [], [], [], []
+    for b, (v, atom) in enumerate(((step.p, step.p_minus_inf), (step.q, step.q_plus_inf))):
+        total = float(np.sum(v)) + atom
+        finite = np.asarray(v, dtype=np.longdouble) / total
+        vec = np.zeros(length, dtype=np.longdouble)
+        np.add.at(vec, fold, finite)
+        atom = atom / total
+        run, e_2, e_fft = _convolve(vec, n, lo, c_f)
+        atom_run = -math.expm1(n * math.log1p(-atom)) if atom > 0 else 0.0
+        full = np.concatenate(
+            [
+                np.array([atom_run if b == 0 else 0.0], dtype=np.longdouble),
+                run,
+                np.array([atom_run if b == 1 else 0.0], dtype=np.longdouble),
+            ]
+        )
+        total_run = float(np.sum(full))
+        full /= np.sum(full)
+        laws.append(full)
+        errors.append(steps_l1 + 2.0 * e_fft + 8 * (length + 2) * u)
+        entries.append(k * (e_2 + floor_n) * (1 + 1e-9))
+        bulks.append(k * total_run * (1 + 8 * U64) * (1 + 4 * (length + 2) * u))
+        noises.append(e_2)
+        # tilted by e^(theta label), theta = +1 on X (its tail then sits where X' has its
+        # mass) and -1 on X': P(s) <= Z^n e^(-theta s h) conv^n(w / Z)(s) + wrapped tail
+        theta = 1.0 if b == 0 else -1.0
+        step_labels = (step.start + np.arange(size)) * step.step
+        log_w = np.log(np.maximum(finite, np.finfo(np.longdouble).tiny)) + theta * step_labels
+        shift = np.max(log_w[finite > 0]) if np.any(finite > 0) else 0.0
+        weights = np.where(finite > 0, np.exp(log_w - shift), 0)
+        z = np.sum(weights)
+        tvec = np.zeros(length, dtype=np.longdouble)
+        np.add.at(tvec, fold, weights / z)
+        trun, t_2, _ = _convolve(tvec, n, lo, c_f)
+        with np.errstate(divide="ignore", over="ignore"):
+            log_bound = (
+                n * (float(np.log(z)) + float(shift))
+                - theta * labels
+                + np.log(k * (1 + 1e-12) * (trun.astype(float) * (1 + 4 * U64) + t_2 + floor_n))
+            )
+        tilted.append(np.exp(np.minimum(log_bound, 700.0)) + (WINDOW_TAIL if n > 1 else 0.0))
+    unbounded = (min(1.0, n * step.unbounded[0]), min(1.0, n * step.unbounded[1]))
+    return RunLaws(
+        run_start,
+        step.step,
+        (laws[0], laws[1]),
+        (errors[0], errors[1]),
+        (entries[0], entries[1]),
+        (bulks[0], bulks[1]),
+        (n * (0.5 * step.step + step.loss_margin[0]), n * (0.5 * step.step + step.loss_margin[1])),
+        unbounded,
+        WINDOW_TAIL if n > 1 else 0.0,
+        length,
+        (noises[0], noises[1]),
+        (tilted[0], tilted[1]),
+    )
+
+
+def _true_upper(run: RunLaws) -> tuple[np.ndarray, np.ndarray]:
+    """Entry-wise upper bounds on the TRUE run laws (float64, positions as `run.laws`): the
+    smaller of the direct bound bulk r* + entry error and the loss relation: a run labelled s
+    (all its steps in buckets with bounded loss) has loss >= s h - margin[0] and
+    <= s h + margin[1], so P(s) <= e^-(s h - margin[0]) Q(s) and Q(s) <= e^(s h + margin[1])
+    P(s), plus the mass of runs with an unbounded step and the wrapped-around tail."""
+    direct = [
+        run.bulk[b] * run.laws[b].astype(float) * (1 + 2 * U64) + run.entry_error[b] for b in (0, 1)
+    ]
+    for b in (0, 1):
+        direct[b][0 if b == 1 else -1] = 0.0  # X' has no -inf atom, X no +inf atom
+    s = run.labels()[1:-1]
+    with np.errstate(over="ignore"):
+        down = np.exp(np.minimum(-(s - run.margin[0]), 700.0))
+        up = np.exp(np.minimum(s + run.margin[1], 700.0))
+    p_rel = down * direct[1][1:-1] + run.unbounded[0] + run.tail
+    q_rel = up * direct[0][1:-1] + run.unbounded[1] + run.tail
+    p_hi, q_hi = direct[0].copy(), direct[1].copy()
+    p_hi[1:-1] = np.minimum(p_hi[1:-1], p_rel)
+    q_hi[1:-1] = np.minimum(q_hi[1:-1], q_rel)
+    if run.tilted is not None:
+        p_hi[1:-1] = np.minimum(p_hi[1:-1], run.tilted[0])
+        q_hi[1:-1] = np.minimum(q_hi[1:-1], run.tilted[1])
+    return p_hi, q_hi
+
+
+# --- the winner --------------------------------------------------------------------------------
+def _cdfs(r: np.ndarray):
+    """F_j, F_j-1, T_j = sum_{i>=j}, T_j+1 (float64) of a longdouble law, and their relative
+    error bound rho (nonnegative summands in extended precision, then rounding to float64)."""
+    m = len(r)
+    rho = 2.0 * (m + 2) * ULD + U64
+    F = np.cumsum(r)
+    T = np.cumsum(r[::-1])[::-1]
+    Fp = np.concatenate([[np.longdouble(0)], F[:-1]]).astype(float)
+    Tn = np.concatenate([T[1:], [np.longdouble(0)]]).astype(float)
+    return F.astype(float), Fp, T.astype(float), Tn, rho
+
+
+def _winner_bounds(r: np.ndarray, law: RoundsLaw, cdfs=None) -> tuple[np.ndarray, np.ndarray]:
+    """Entry-wise (lower, upper) bounds on the winner's law G(F_j) - G(F_j-1) of the law `r`
+    (longdouble, positions in increasing score order; the K = 0 output left out)."""
+    F, Fp, T, Tn, rho = cdfs or _cdfs(r)
+    rr = r.astype(float)
+    m = len(r)
+    low_half = F <= 0.5
+    lo = np.zeros(m)
+    hi = np.zeros(m)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if np.any(low_half):  # lower half: differences of G on the cdf
+            f, fp, x = F[low_half], Fp[low_half], rr[low_half]
+            gf, gfp = law.pgf(f), law.pgf(fp)
+            diff = gf - gfp
+            top = np.minimum(f * (1 + rho), 1.0)
+            slope_top = law.pgf_derivative(top, 1.0 - top)
+            slope_bot = law.pgf_derivative(fp * (1 - rho), 1.0 - fp * (1 - rho))
+            err = LAW_REL * (gf + gfp) + slope_top * rho * (f + fp) + U64 * np.abs(diff)
+            lo[low_half] = np.maximum(diff - err, x * (1 - rho) * slope_bot * (1 - LAW_REL))
+            hi[low_half] = np.minimum(diff + err, x * (1 + rho) * slope_top * (1 + LAW_REL))
+        up = ~low_half
+        if np.any(up):  # upper half: differences of 1 - G(1 - w) on the upper tail
+            t, tn, x = T[up], Tn[up], rr[up]
+            ct, ctn = law.pgf_complement(t), law.pgf_complement(tn)
+            diff = ct - ctn
+            w_top = np.minimum(t * (1 + rho), 1.0)  # F_j-1 = 1 - T_j, rounded down
+            w_bot = tn * (1 - rho)  # F_j = 1 - T_j+1, rounded up
+            slope_bot = law.pgf_derivative(1.0 - w_top, w_top)
+            slope_top = law.pgf_derivative(1.0 - w_bot, w_bot)
+            err = LAW_REL * (ct + ctn) + slope_top * rho * (t + tn) + U64 * np.abs(diff)
+            lo[up] = np.maximum(diff - err, x * (1 - rho) * slope_bot * (1 - LAW_REL))
+            hi[up] = np.minimum(diff + err, x * (1 + rho) * slope_top * (1 + LAW_REL))
+    lo = np.where(np.isfinite(lo), np.maximum(lo, 0.0), 0.0)
+    hi = np.where(np.isfinite(hi), np.maximum(hi, lo), 1.0)
+    return lo, hi
+
+
+def _true_winner_upper(r_hi: np.ndarray, cdfs, l1: float, law: RoundsLaw) -> np.ndarray:
+    """Entry-wise upper bounds on the TRUE winner's law: A_j = integral of G' over
+    [F_j-1, F_j] <= r_j G'(F_j), with r_j <= r_hi and the true F_j <= F*_j + l1 (G' is
+    non-decreasing); no L1 slack is charged for these."""
+    F, _, _, Tn, rho = cdfs
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        w = np.where(F <= 0.5, 1.0 - np.minimum(F * (1 + rho) + l1, 1.0), Tn * (1 - rho) - l1)
+        w = np.clip(w, 0.0, 1.0)
+        slope = law.pgf_derivative(1.0 - w, w) * (1 + LAW_REL)
+    out = r_hi * slope
+    return np.where(np.isfinite(out), out, 1.0)
+
+
+def _direction_pieces(a_lo, b_star, b_true, c_a: float, c_b: float, floor: float = 0.0, by=None):
+    """(U_k, V_k) of the module docstring for the direction A over B: prefix sums over the
+    labels sorted by a_lo / b_hi, rounded down / up. a_lo bounds the r* winner (its L1 slack
+    c_a is charged); B(S) is bounded by the smaller of b_true(S) (b_true bounds the true winner
+    entry by entry: no slack) and min(b_star, b_true)(S) + c_b (b_star bounds the r* winner).
+    Labels with a_lo <= floor (the round-off noise of the FFT) are left out of every S."""
+    keep = a_lo > floor
+    a, bs, bt = a_lo[keep], b_star[keep], b_true[keep]
+    b = np.minimum(bs, bt)
+    with np.errstate(divide="ignore"):
+        ratio = np.log(a) - np.log(b if by is None else by[keep])  # +inf where it is 0
+    order = np.argsort(-ratio, kind="stable")
+    n = len(a) + 1
+    up = 1 + n * U64
+    U = np.concatenate([[0.0], np.cumsum(a[order])]) * (1 - n * U64) - c_a
+    V_true = np.concatenate([[0.0], np.cumsum(bt[order])]) * up
+    V_mixed = np.concatenate([[0.0], np.cumsum(b[order])]) * up + c_b
+    return U, np.minimum(V_true, V_mixed)
+
+
+def _epsilons(U: np.ndarray, V: np.ndarray, deltas: np.ndarray) -> np.ndarray:
+    """max(0, max_k log((U_k - delta) / V_k)) for each delta (inf where U_k > delta, V_k = 0)."""
+    out = np.zeros(len(deltas))
+    for i, d in enumerate(deltas):
+        live = U > d
+        if not np.any(live):
+            continue
+        if np.any(V[live] <= 0):
+            out[i] = math.inf
+            continue
+        out[i] = max(0.0, float(np.max(np.log(U[live] - d) - np.log(V[live]))))
+    return out
+
+
+def _deltas_at(U: np.ndarray, V: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    """delta_low(eps) = max(0, max_k (U_k - e^eps V_k))."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        vals = U[None, :] - np.exp(np.asarray(eps, dtype=float))[:, None] * V[None, :]
+    vals = np.where(np.isnan(vals), -np.inf, vals)
+    return np.maximum(np.max(vals, axis=1), 0.0)
+
+
+# --- the attack value --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AttackValue:
+    """The attack value at one or more deltas (module docstring).
+
+    `epsilon` is a float for one delta, a tuple for several; `strategy` says which attack gave
+    the value at the first delta ("score": the pair's own score, exact; "largest" / "smallest":
+    the run with the largest / smallest label); `direction` "X' over X" or "X over X'";
+    `method` "exact" (the pair's exact winner curve) or "labelled" (the bucketed run, label step
+    `label_step`); `slack` the round-off budget: the L1 distance (in delta units) between the
+    computed and the true winner laws, E[K] e_r of the module docstring, at most charged once
+    per side (the tails are bounded entry by entry instead)."""
+
+    deltas: tuple[float, ...]
+    epsilons: tuple[float, ...]
+    strategy: str
+    direction: str | None
+    method: str
+    label_step: float | None = None
+    slack: float = 0.0
+    fft_length: int = 0
+    seconds: float = 0.0
+    _pieces: tuple = field(default=(), repr=False, compare=False)
+
+    @property
+    def epsilon(self) -> float:
+        return self.epsilons[0]
+
+    def delta(self, eps) -> np.ndarray:
+        """The certified lower privacy curve delta_low(eps) of the attack (labelled method)."""
+        if not self._pieces:
+            raise ValueError("delta(eps) is kept for the labelled method only")
+        e = np.atleast_1d(np.asarray(eps, dtype=float))
+        return np.max([_deltas_at(U, V, e) for U, V in self._pieces], axis=0)
+
+
+METHODS = ("auto", "exact", "labelled")
+
+
+def attack_applies(pair) -> str | None:
+    """None where `attack` has a value for the pair (a pair whose reduction is exact, or a
+    DP-SGD pair), else why not: a dp_accounting event base whose pair is not known (an
+    `EventBase`, a `LaplaceBase`) has no worst-case pair here, so no attack value; its interval
+    starts at eps >= 0 (`accounting.interval`)."""
+    pair = as_pair(pair, "pair")
+    if pair.reduction_is_exact or isinstance(pair, DpsgdBase):
+        return None
+    return (
+        f"no attack value for this base ({type(pair).__name__}): the attack needs the worst-case "
+        "pair (Gaussian, finite-output or DP-SGD bases, and the DpEvents that are one of them)"
+    )
+
+
+def attack(
+    pair,
+    law: RoundsLaw,
+    deltas,
+    *,
+    method: str = "auto",
+    label_step: float | None = None,
+) -> AttackValue:
+    """The attack value at each delta (module docstring), with how it was obtained.
+
+    `pair`: a mechanism pair or a dp_accounting DpEvent that is one (`events.as_pair`); an
+    event base without a known pair is a ConfigError (`attack_applies`). `method`: "auto"
+    (exact where the pair's reduction is exact, else labelled), "exact" (only for such pairs)
+    or "labelled" (DP-SGD only, tau = 1 included: the independent check of the exact value);
+    `label_step`: the label grid h of the labelled method (`LABEL_STEP`)."""
+    start = time.perf_counter()
+    pair = as_pair(pair, "pair")
+    d = check_deltas(deltas, "deltas")
+    choice(method, "method", METHODS)
+    why = attack_applies(pair)
+    if why is not None:
+        raise ConfigError("pair", why)
+    labelled = method == "labelled" or (method == "auto" and not pair.reduction_is_exact)
+    if not labelled:
+        if not pair.reduction_is_exact:
+            raise ConfigError("method", "exact needs a pair whose reduction is exact")
+        eps = np.atleast_1d(exact_epsilon(winner_law(pair.reduced(), law), d))
+        return AttackValue(
+            tuple(d.tolist()),
+            tuple(float(e) for e in eps),
+            "score",
+            None,
+            "exact",
+            seconds=time.perf_counter() - start,
+        )
+    if not isinstance(pair, DpsgdBase):
+        raise ConfigError("method", "labelled needs a DP-SGD pair (DpsgdBase)")
+    h = LABEL_STEP if label_step is None else number(label_step, "label_step", 0, 1, lo_open=True)
+    step = dpsgd_step(pair.noise_multiplier, pair.sample_rate, h)
+    return labelled_attack(step, pair.steps, law, d, start=start)
+
+
+def labelled_attack(
+    step: StepLaws, steps: int, law: RoundsLaw, deltas, *, start: float | None = None
+) -> AttackValue:
+    """The labelled attack on N = `steps` independent copies of a labelled step (any step pair:
+    `dpsgd_step`, `finite_step`), at each delta (module docstring)."""
+    start = time.perf_counter() if start is None else start
+    d = check_deltas(deltas, "deltas")
+    run = compose(step, steps)
+    mean = float(law.mean)
+    slack = (mean * run.error[0], mean * run.error[1])
+    true_hi = _true_upper(run)
+    best = np.full(len(d), -1.0)
+    which = [("", "", 0.0)] * len(d)
+    pieces = []
+    for strategy in STRATEGIES:
+        flip = (lambda v: v) if strategy == "largest" else (lambda v: v[::-1])
+        laws = tuple(flip(v) for v in run.laws)
+        cdfs = [_cdfs(v) for v in laws]
+        star = [_winner_bounds(v, law, c) for v, c in zip(laws, cdfs)]
+        true = [_true_winner_upper(flip(true_hi[b]), cdfs[b], run.error[b], law) for b in (0, 1)]
+        for num, name in ((1, "X' over X"), (0, "X over X'")):
+            den = 1 - num
+            floor = 4 * mean * run.noise[num]
+            # two orders of the labels (by the r* bound and by the true bound): both valid
+            eps = np.zeros(len(d))
+            for by in (None, true[den]):
+                U, V = _direction_pieces(
+                    star[num][0], star[den][1], true[den], slack[num], slack[den], floor, by
+                )
+                pieces.append((U, V))
+                eps = np.maximum(eps, _epsilons(U, V, d))
+            for i in np.nonzero(eps > best)[0]:
+                best[i] = eps[i]
+                which[i] = (strategy, name, max(slack))
+    return AttackValue(
+        tuple(d.tolist()),
+        tuple(float(e) for e in best),
+        which[0][0],
+        which[0][1],
+        "labelled",
+        step.step,
+        float(which[0][2]),
+        run.fft_length,
+        time.perf_counter() - start,
+        tuple(pieces),
+    )
+
+
+def attack_epsilon(pair, law: RoundsLaw, delta):
+    """The attack value (module docstring): a float for a scalar delta, an array for an array."""
+    check_deltas(delta)
+    value = attack(pair, law, delta)
+    return np.array(value.epsilons) if np.ndim(delta) else value.epsilons[0]
+
+
+def attack_delta(pair, law: RoundsLaw, eps):
+    """The attack's certified lower privacy curve delta_low(eps) <= delta_T(eps) (DP-SGD, tau < 1:
+    the labelled attack; otherwise the exact winner curve)."""
+    pair = as_pair(pair, "pair")
+    why = attack_applies(pair)
+    if why is not None:
+        raise ConfigError("pair", why)
+    e = np.atleast_1d(np.asarray(eps, dtype=float))
+    if pair.reduction_is_exact:
+        out = privacy_curve(winner_law(pair.reduced(), law), e)
+    else:
+        out = attack(pair, law, [0.5]).delta(e)
+    return out if np.ndim(eps) else float(out[0])

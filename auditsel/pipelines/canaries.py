@@ -1,0 +1,373 @@
+"""Canaries for auditing your own pipeline: what is in X' and not in X, and how to read it back.
+
+Contract. A canary is frozen data (what it is) with the behaviour of one game bound to it by
+`for_game(member, rng)`: the copy handed to your `tune(data, seed, canary)` knows whether it is
+in (member = 1) and owns that game's random stream for its own draws. Out of a game (member =
+0, or the unbound canary itself) every call below is a no-op, so `tune` is the same code in
+both worlds and runs unchanged outside an audit.
+
+* `InputCanary(x, y)`: one training example. In the game it is appended to the training set
+  (`prepare(data)`: (X, y) arrays, numpy or torch, or a torch Dataset). Default score: minus
+  the canary's loss under the released model (logistic loss for one output, cross-entropy for
+  several), the membership test of [NHSBTJCT23] and [SNJ23].
+* `GradientCanary(coordinate=i)`: a Dirac gradient of norm C (the clipping norm) on coordinate
+  i of the flattened parameters, in the order of the optimizer's parameters (`model.parameters()`
+  when the optimizer was built from it): the worst-case canary of [NHSBTJCT23] and [XWW24]
+  Sec. 5. It enters the clipped sum of a DP-SGD step before the noise, on the steps where
+  Poisson sampling takes it (probability = the step's sample rate), exactly as a real example
+  whose clipped gradient is C e_i would:
+    - Opacus: `canary.attach(optimizer)` on the `DPOptimizer` of `PrivacyEngine.make_private`
+      (the canary is added to `p.summed_grad` in `add_noise`, at the sample rate that the
+      engine's accountant charges for that optimizer, times its accumulated iterations);
+    - a hand-written loop: `canary.step(grads, sample_rate=q, max_grad_norm=C)` on the list of
+      summed clipped gradients (torch tensors or numpy arrays, in parameter order), after
+      clipping and summing, before adding the noise.
+  Default score: the released model's move along the canary coordinate, `initial - theta_i`
+  (gradient descent moves theta_i down when the canary is in), with `initial` read from the
+  release when it holds the initial weights (a mapping with "model" and "initial"), else the
+  canary's `initial` (0 for zero-initialised weights).
+
+A score reads the release only (`score(release)`), never the coin: the audit calls it with the
+unbound canary. Every check of the canary's input (the data's format, the optimizer, the
+sample rate) runs in both worlds, so that an error never depends on the coin.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from auditsel.errors import ConfigError, integer, number
+
+__all__ = ["Canary", "InputCanary", "GradientCanary", "default_score", "flat_parameters"]
+
+
+class Canary:
+    """What every canary can do in one game (the base class; see the module docstring)."""
+
+    _member: bool = False
+    _rng: np.random.Generator | None = None
+
+    def for_game(self, member: bool, rng: np.random.Generator) -> Canary:
+        """This canary bound to one game: in when member, drawing from `rng`."""
+        bound = copy.copy(self)
+        object.__setattr__(bound, "_member", bool(member))
+        object.__setattr__(bound, "_rng", rng)
+        return bound
+
+    @property
+    def in_game(self) -> bool:
+        """True when this game's coin put the canary in (member = 1)."""
+        return self._member
+
+    def prepare(self, data: Any) -> Any:
+        """The training set of this game: `data`, plus the canary's example when it has one and
+        is in."""
+        return data
+
+    def attach(self, optimizer: Any, *, sample_rate: float | None = None) -> Any:
+        """Inject the canary into an Opacus DPOptimizer (a no-op for canaries that do not act
+        on gradients); returns the optimizer."""
+        return optimizer
+
+    def step(self, grads: Sequence[Any], *, sample_rate: float, max_grad_norm: Any) -> bool:
+        """One step of a hand-written DP-SGD loop (a no-op for canaries that do not act on
+        gradients); returns whether the canary's gradient was added."""
+        return False
+
+    def score(self, release: Any) -> float:
+        """The default attack: a real number, higher when the canary looks in."""
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        """What result.json records of the canary."""
+        return {"kind": type(self).__name__}
+
+
+def default_score(release: Any, canary: Canary) -> float:
+    """The canary's own score (`canary.score(release)`): what `audit_pipeline(score=None)` uses."""
+    return canary.score(release)
+
+
+# --- reading a release ------------------------------------------------------------------------
+
+
+def _model_of(release: Any) -> Any:
+    if isinstance(release, Mapping) and "model" in release:
+        return release["model"]
+    return release
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    detach = getattr(value, "detach", None)
+    if detach is not None:  # a torch tensor
+        value = detach().cpu().numpy()
+    return np.asarray(value, dtype=np.float64)
+
+
+def _parameter_list(release: Any) -> list:
+    """The parameter tensors (or arrays) of a release, in `model.parameters()` order."""
+    model = _model_of(release)
+    parameters = getattr(model, "parameters", None)
+    if callable(parameters):
+        return list(parameters())
+    if isinstance(model, Mapping):
+        return list(model.values())
+    if isinstance(model, (list, tuple)):
+        return list(model)
+    return [model]
+
+
+def flat_parameters(release: Any) -> np.ndarray:
+    """The release's parameters as one float64 vector: a torch module (its `parameters()`), a
+    mapping of name -> tensor (a state dict), a sequence of tensors or arrays, or one array; a
+    mapping with a "model" key is read through it."""
+    parts = [_to_numpy(p).reshape(-1) for p in _parameter_list(release)]
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+def _locate(shapes: Sequence[tuple], coordinate: int) -> tuple[int, tuple]:
+    """(parameter index, index tuple inside it) of a coordinate of the flattened parameters."""
+    offset = coordinate
+    for i, shape in enumerate(shapes):
+        size = math.prod(shape)
+        if offset < size:
+            return i, tuple(int(j) for j in np.unravel_index(offset, shape)) if shape else ()
+        offset -= size
+    total = sum(math.prod(s) for s in shapes)
+    raise ConfigError(
+        "coordinate", f"must be below {total} (the number of parameters), got {coordinate}"
+    )
+
+
+def _shape(x: Any) -> tuple:
+    return tuple(int(d) for d in x.shape)
+
+
+# --- the canaries -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class InputCanary(Canary):
+    """One training example (x, y), appended to the training set when it is in."""
+
+    x: Any
+    y: Any
+
+    def __post_init__(self):
+        x = _to_numpy(self.x)
+        if x.size == 0 or not np.all(np.isfinite(x)):
+            raise ConfigError("x", "must be a non-empty array of finite numbers")
+
+    def prepare(self, data: Any) -> Any:
+        kind = _data_kind(data)  # checked in both worlds
+        return _append(data, self.x, self.y, kind) if self._member else data
+
+    def score(self, release: Any) -> float:
+        """Minus the canary's loss under the released model (a callable: a torch module or any
+        function from a batch of inputs to logits)."""
+        model = _model_of(release)
+        if not callable(model):
+            raise ConfigError(
+                "score",
+                f"InputCanary's default score calls the release as a model; got a "
+                f"{type(model).__name__}: release a model (or a mapping with a 'model' key), "
+                f"or pass your own score(release, canary)",
+            )
+        logits = _to_numpy(_forward(model, self.x)).reshape(-1)
+        y = _to_numpy(self.y).reshape(-1)
+        if logits.size == 1:  # one output: a logit of P(y = 1)
+            z, label = float(logits[0]), float(y[0])
+            return -float(np.logaddexp(0.0, z) - label * z)
+        label = int(y[0])
+        if not 0 <= label < logits.size:
+            raise ConfigError("y", f"must be a class index below {logits.size}, got {label}")
+        return -float(np.logaddexp.reduce(logits) - logits[label])
+
+    def describe(self) -> dict:
+        return {
+            "kind": "input",
+            "x_shape": list(_to_numpy(self.x).shape),
+            "y": _to_numpy(self.y).reshape(-1).tolist(),
+        }
+
+
+def _forward(model: Any, x: Any):
+    """model(x[None]) without gradients, x converted to the model's tensor type and dtype."""
+    parameters = getattr(model, "parameters", None)
+    if callable(parameters):  # a torch module
+        # deferred: torch is an optional extra (the dpsgd extra, 1.9 s)
+        import torch
+
+        first = next(iter(parameters()), None)
+        dtype = first.dtype if first is not None else torch.get_default_dtype()
+        batch = torch.as_tensor(_to_numpy(x), dtype=dtype).unsqueeze(0)
+        with torch.no_grad():
+            return model(batch)
+    return model(_to_numpy(x)[None])
+
+
+def _data_kind(data: Any) -> str:
+    """How `_append` extends this training set (a ConfigError when it cannot)."""
+    if isinstance(data, (tuple, list)) and len(data) == 2:
+        X, Y = data
+        if hasattr(X, "detach") and hasattr(Y, "detach"):
+            return "tensors"
+        if np.ndim(X) >= 1 and np.ndim(Y) >= 1 and len(X) == len(Y):
+            return "arrays"
+        raise ConfigError("data", "must be (X, y) with one row of X per label in y")
+    if hasattr(data, "__getitem__") and hasattr(data, "__len__"):
+        import torch.utils.data as tud  # deferred: torch is an optional extra
+
+        if isinstance(data, tud.TensorDataset) and len(data.tensors) == 2:
+            return "tensor_dataset"
+        if isinstance(data, tud.Dataset):
+            return "dataset"
+    raise ConfigError(
+        "data",
+        f"InputCanary appends its example to (X, y) arrays or tensors, or to a torch "
+        f"Dataset; got {type(data).__name__}",
+    )
+
+
+def _append(data: Any, x: Any, y: Any, kind: str) -> Any:
+    """`data` with the example (x, y) appended as its last row."""
+    if kind == "arrays":
+        X, Y = np.asarray(data[0]), np.asarray(data[1])
+        rows = (
+            np.concatenate([X, np.asarray(x, dtype=X.dtype).reshape(1, *X.shape[1:])]),
+            np.concatenate([Y, np.asarray(y, dtype=Y.dtype).reshape(1, *Y.shape[1:])]),
+        )
+        return type(data)(rows)
+    import torch  # deferred: torch is an optional extra
+    import torch.utils.data as tud
+
+    if kind == "tensors":
+        X, Y = data
+        grown = (
+            torch.cat([X, torch.as_tensor(_to_numpy(x), dtype=X.dtype).reshape(1, *X.shape[1:])]),
+            torch.cat([Y, torch.as_tensor(_to_numpy(y), dtype=Y.dtype).reshape(1, *Y.shape[1:])]),
+        )
+        return type(data)(grown)
+    if kind == "tensor_dataset":
+        return tud.TensorDataset(*_append(tuple(data.tensors), x, y, "tensors"))
+    extra = tud.TensorDataset(
+        torch.as_tensor(_to_numpy(x), dtype=torch.get_default_dtype()).unsqueeze(0),
+        torch.as_tensor(_to_numpy(y)).reshape(1),
+    )
+    return tud.ConcatDataset([data, extra])
+
+
+@dataclass(frozen=True, eq=False)
+class GradientCanary(Canary):
+    """A Dirac gradient of norm C on one coordinate of the flattened parameters."""
+
+    coordinate: int
+    norm: float | None = None  # None: the clipping norm C of the step
+    initial: float = 0.0  # the coordinate's initial value, for the default score
+
+    def __post_init__(self):
+        object.__setattr__(self, "coordinate", integer(self.coordinate, "coordinate", 0))
+        if self.norm is not None:
+            object.__setattr__(self, "norm", number(self.norm, "norm", 0, math.inf, lo_open=True))
+        object.__setattr__(self, "initial", number(self.initial, "initial"))
+
+    def step(self, grads: Sequence[Any], *, sample_rate: float, max_grad_norm: Any) -> bool:
+        """Add the canary's clipped gradient to the summed clipped gradients `grads` (one tensor
+        or array per parameter, in parameter order; changed in place) with probability
+        `sample_rate`, when the canary is in. Call it after clipping and summing the batch's
+        gradients and before adding the noise."""
+        rate = number(sample_rate, "sample_rate", 0, 1, lo_open=True)
+        index, where = _locate([_shape(g) for g in grads], self.coordinate)
+        norm = self._norm(max_grad_norm, index)
+        if not self._member or self._rng is None:
+            return False
+        if self._rng.random() >= rate:
+            return False
+        grads[index][where] += norm
+        return True
+
+    def _norm(self, max_grad_norm: Any, index: int) -> float:
+        if self.norm is not None:
+            return self.norm
+        if isinstance(max_grad_norm, (list, tuple)):  # per-layer clipping: the parameter's own C
+            max_grad_norm = max_grad_norm[index]
+        return number(max_grad_norm, "max_grad_norm", 0, math.inf, lo_open=True)
+
+    def attach(self, optimizer: Any, *, sample_rate: float | None = None) -> Any:
+        """Inject the canary into an Opacus `DPOptimizer`: on every noised step, before the
+        noise, it is added to the clipped sum with probability equal to the step's sample rate
+        (by default the rate that the privacy engine's accountant charges for this optimizer).
+        Out of the game the optimizer is left untouched."""
+        for attribute in ("add_noise", "params", "max_grad_norm"):
+            if not hasattr(optimizer, attribute):
+                raise ConfigError(
+                    "optimizer",
+                    "must be an Opacus DPOptimizer (from PrivacyEngine.make_private); in a "
+                    "hand-written DP-SGD loop call canary.step(grads, sample_rate=q, "
+                    "max_grad_norm=C) instead",
+                )
+        rate = _sample_rate(optimizer) if sample_rate is None else sample_rate
+        rate = number(rate, "sample_rate", 0, 1, lo_open=True)
+        _locate([_shape(p) for p in optimizer.params], self.coordinate)
+        if not self._member:
+            return optimizer
+        noise = optimizer.add_noise  # the bound method of the optimizer's class
+
+        def add_noise():
+            grads = [p.summed_grad for p in optimizer.params]
+            self.step(
+                grads,
+                sample_rate=min(rate * optimizer.accumulated_iterations, 1.0),
+                max_grad_norm=optimizer.max_grad_norm,
+            )
+            return noise()
+
+        optimizer.add_noise = add_noise
+        return optimizer
+
+    def score(self, release: Any) -> float:
+        """initial - theta_i: how far the released parameters moved against the canary (the
+        initial value from release["initial"] when the release is a mapping that holds it)."""
+        initial = self.initial
+        if isinstance(release, Mapping) and "initial" in release:
+            initial = self._coordinate_of(release["initial"])
+        return initial - self._coordinate_of(release)
+
+    def _coordinate_of(self, parameters: Any) -> float:
+        found = _parameter_list(parameters)
+        index, where = _locate([_to_numpy(p).shape for p in found], self.coordinate)
+        return float(_to_numpy(found[index])[where])
+
+    def describe(self) -> dict:
+        return {
+            "kind": "gradient",
+            "coordinate": self.coordinate,
+            "norm": self.norm,
+            "initial": self.initial,
+        }
+
+
+def _sample_rate(optimizer: Any) -> float:
+    """The sample rate that Opacus's accountant charges for this optimizer: the `sample_rate`
+    bound into the step hook of `IAccountant.get_optimizer_hook_fn` by `make_private`."""
+    hook = getattr(optimizer, "step_hook", None)
+    rate = None
+    if hook is not None:
+        try:
+            rate = inspect.getclosurevars(hook).nonlocals.get("sample_rate")
+        except TypeError:
+            rate = None
+    if rate is None:
+        raise ConfigError(
+            "sample_rate",
+            "cannot read the optimizer's sample rate (it has no accountant hook from "
+            "PrivacyEngine.make_private); pass attach(optimizer, sample_rate=q)",
+        )
+    return float(rate)

@@ -1,0 +1,173 @@
+"""Pipelines named on the command line: MODULE:NAME references and pipeline YAML files.
+
+Contract. A reference `MODULE:NAME` names an attribute of a module: `MODULE` is a dotted module
+name importable from the current directory (`mypkg.tuning`) or the path of a Python file
+(`pipelines/tuning.py`, imported under its file name, its folder put on sys.path so that worker
+processes can import it too). For `data` and `canary`, an attribute that is a function is
+called with no arguments when it takes none (a data loader, a canary factory). A canary may also be written as a
+YAML mapping: `{kind: gradient, coordinate: 30}` or `{kind: input, x: [...], y: 1}`.
+
+A pipeline YAML file (read with safe_load) has the keys of `PIPELINE_KEYS`; `tune` is
+required, unknown keys are errors, and command-line options override the file. Importing the
+user's module, or calling their data or canary function, may raise: that is the user's error
+(`PipelineError`, exit 2), named with the reference.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from auditsel.errors import ConfigError, mapping
+from auditsel.experiments.config import read_yaml
+from auditsel.pipelines.canaries import Canary, GradientCanary, InputCanary
+from auditsel.pipelines.pipeline import Pipeline, PipelineError
+
+__all__ = ["PIPELINE_KEYS", "PipelineSpec", "load_object", "load_pipeline", "is_reference"]
+
+PIPELINE_KEYS = (
+    "name",
+    "tune",
+    "score",
+    "canary",
+    "data",
+    "games",
+    "delta",
+    "claimed_epsilon",
+    "confidence",
+    "seed",
+    "rule",
+)
+CANARY_KINDS = {"gradient": GradientCanary, "input": InputCanary}
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """A pipeline and its audit's settings, as read from a YAML file and the options."""
+
+    pipeline: Pipeline
+    settings: Mapping[str, Any] = field(default_factory=dict)  # games, delta, claimed_epsilon...
+
+
+def is_reference(text: str) -> bool:
+    """True for MODULE:NAME (not a YAML file, not a Windows drive)."""
+    module, sep, name = text.rpartition(":")
+    return bool(sep and module and name.isidentifier() and not text.endswith((".yaml", ".yml")))
+
+
+def _import(module: str, field_name: str):
+    if module.endswith(".py") or "/" in module or "\\" in module:
+        path = Path(module).resolve()
+        if not path.is_file():
+            raise ConfigError(field_name, f"no such file: {module}")
+        folder = str(path.parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        module = path.stem
+    elif "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # as `python -m` does: the current directory
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name and module.startswith(err.name):
+            raise ConfigError(field_name, f"cannot import module {module!r} ({err})") from None
+        raise PipelineError(
+            field_name, f"importing {module!r} failed: {type(err).__name__}: {err}"
+        ) from None
+    except Exception as err:  # the user's module raised while importing
+        raise PipelineError(
+            field_name, f"importing {module!r} failed: {type(err).__name__}: {err}"
+        ) from None
+
+
+def _takes_no_arguments(fn: Any) -> bool:
+    return all(
+        p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        for p in inspect.signature(fn).parameters.values()
+    )
+
+
+def load_object(reference: str, field_name: str, call: bool = False) -> Any:
+    """The object named by MODULE:NAME; with call=True a function found there is called."""
+    if not isinstance(reference, str) or not is_reference(reference):
+        raise ConfigError(
+            field_name, f"must be MODULE:NAME (e.g. mytuning:tune), got {reference!r}"
+        )
+    module_name, _, name = reference.rpartition(":")
+    module = _import(module_name, field_name)
+    if not hasattr(module, name):
+        raise ConfigError(field_name, f"module {module_name!r} has no attribute {name!r}")
+    value = getattr(module, name)
+    if call and inspect.isfunction(value) and _takes_no_arguments(value):
+        try:
+            value = value()
+        except Exception as err:
+            raise PipelineError(
+                field_name, f"{reference}() raised {type(err).__name__}: {err}"
+            ) from None
+    return value
+
+
+def load_canary(value: Any, field_name: str = "canary") -> Canary:
+    """A canary from MODULE:NAME or a mapping {kind: gradient | input, ...}."""
+    if isinstance(value, str) and not is_reference(value):
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ConfigError(
+                field_name, f"must be MODULE:NAME or a YAML mapping, got {value!r}"
+            ) from None
+    if isinstance(value, Mapping):
+        spec = dict(value)
+        kind = spec.pop("kind", None)
+        if kind not in CANARY_KINDS:
+            raise ConfigError(
+                f"{field_name}.kind", f"must be one of {', '.join(CANARY_KINDS)}, got {kind!r}"
+            )
+        try:
+            return CANARY_KINDS[kind](**spec)
+        except TypeError as err:
+            raise ConfigError(field_name, f"{kind} canary: {err}") from None
+        except ConfigError as err:
+            raise err.within(field_name) from None
+    canary = load_object(value, field_name, call=True) if isinstance(value, str) else value
+    if not isinstance(canary, Canary):
+        raise ConfigError(
+            field_name, f"must name an InputCanary or GradientCanary, got {type(canary).__name__}"
+        )
+    return canary
+
+
+def load_pipeline(target: str, **options: Any) -> PipelineSpec:
+    """A pipeline from MODULE:FUNCTION (its tune) or a pipeline YAML file, with `options`
+    (score, canary, data, games, delta, ...; None = not given) overriding the file."""
+    settings: dict[str, Any] = {}
+    if is_reference(target):
+        settings["tune"] = target
+    else:
+        raw = mapping(read_yaml(Path(target)), target)
+        unknown = sorted(set(raw) - set(PIPELINE_KEYS))
+        if unknown:
+            raise ConfigError(
+                unknown[0], f"unknown key in {target}; allowed: {', '.join(PIPELINE_KEYS)}"
+            )
+        settings.update(raw)
+    settings.update({k: v for k, v in options.items() if v is not None})
+    if "tune" not in settings:
+        raise ConfigError("tune", f"required: the MODULE:FUNCTION of your tuning run ({target})")
+    if "canary" not in settings:
+        raise ConfigError("canary", "required: MODULE:NAME or {kind: gradient, coordinate: i}")
+    tune = load_object(settings.pop("tune"), "tune")
+    score = settings.pop("score", None)
+    score = load_object(score, "score") if score is not None else None
+    canary = load_canary(settings.pop("canary"))
+    data = settings.pop("data", None)
+    data = load_object(data, "data", call=True) if isinstance(data, str) else data
+    return PipelineSpec(Pipeline(tune, score, data, canary), settings)

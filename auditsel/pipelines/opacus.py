@@ -1,0 +1,198 @@
+"""The claim of an Opacus run, read from the run itself: `from_opacus(privacy_engine, ...)`.
+
+Contract. For a run made by `opacus.PrivacyEngine.make_private` (an engine, its `DPOptimizer`
+and its `DPDataLoader`), `from_opacus` returns
+
+* `claimed_epsilon`: the epsilon of one run at `delta` exactly as Opacus computes it: the
+  engine's own `get_epsilon(delta)` over the steps its accountant recorded (or, with `steps`
+  given, a fresh accountant of the same kind over that many steps of the run's noise multiplier
+  and sample rate);
+* `base`: the run as a `DpsgdBase` (noise multiplier, steps taken, sample rate, accountant):
+  the sample rate is the one Opacus's accountant charges, 1 / len(data_loader) (times the
+  accumulated iterations per step); Opacus's PRV accountant maps to dp_accounting's PLD (both
+  numerical accountants of the same subsampled Gaussian: `base.epsilon(delta)` agrees with the
+  claim to the accountants' discretisation, see `base_epsilon`), RDP to RDP;
+* with `rounds` (the user's law of K), the tuning bounds of `auditsel.accounting.panel` for
+  that base and law at `delta` (`tuning`, each with its rigour and source; for a sample rate
+  below 1 the reduced game's heuristic values are not bounds and sit apart in
+  `reduced_game`), the interval of the tuning run's epsilon (`interval`: the attack value on
+  the worst-case pair below, the tightest rigorous bound above) and `tuning_epsilon`, its upper
+  end: the smallest bound labelled rigorous.
+
+Nothing here imports Opacus: the engine, optimizer and loader are read through their public
+attributes (`accountant.history`, `accountant.mechanism()`, `get_epsilon`,
+`optimizer.noise_multiplier`, `data_loader.sample_rate`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from auditsel.accounting.interval import Interval
+from auditsel.accounting.panel import panel
+from auditsel.errors import ConfigError, integer, number
+from auditsel.mechanisms import DpsgdBase
+from auditsel.rounds import RoundsLaw
+
+__all__ = ["OpacusRun", "from_opacus"]
+
+_ACCOUNTANT = {"rdp": "rdp", "prv": "pld", "gdp": "pld"}
+
+
+@dataclass(frozen=True)
+class OpacusRun:
+    """One Opacus run as auditsel sees it (see the module docstring)."""
+
+    base: DpsgdBase
+    claimed_epsilon: float  # one run at delta, as Opacus computes it
+    delta: float
+    opacus_accountant: str  # "prv", "rdp" or "gdp"
+    base_epsilon: float  # base.epsilon(delta): auditsel's accountant on the same run
+    rounds: RoundsLaw | None = None
+    tuning: Mapping[str, float | None] = field(default_factory=dict)  # bound key -> eps
+    tuning_rigour: Mapping[str, str] = field(default_factory=dict)
+    tuning_sources: Mapping[str, str | None] = field(default_factory=dict)
+    reduced_game: Mapping[str, float | None] = field(default_factory=dict)  # heuristic, tau < 1
+    interval: Interval | None = None  # [attack value, tightest rigorous bound] with rounds
+    notes: tuple[str, ...] = ()
+
+    @property
+    def tuning_epsilon(self) -> float | None:
+        """The smallest rigorous tuning bound for `rounds` (None without rounds or when none
+        applies): an honest epsilon for the whole tuning run."""
+        values = [
+            v
+            for k, v in self.tuning.items()
+            if v is not None and self.tuning_rigour.get(k) == "rigorous"
+        ]
+        return min(values) if values else None
+
+    def to_dict(self) -> dict:
+        return {
+            "base": self.base.describe(),
+            "claimed_epsilon": self.claimed_epsilon,
+            "delta": self.delta,
+            "opacus_accountant": self.opacus_accountant,
+            "base_epsilon": self.base_epsilon,
+            "rounds": None if self.rounds is None else self.rounds.describe(),
+            "tuning": dict(self.tuning),
+            "tuning_rigour": dict(self.tuning_rigour),
+            "tuning_sources": dict(self.tuning_sources),
+            "tuning_epsilon": self.tuning_epsilon,
+            "reduced_game": dict(self.reduced_game),
+            "interval": None if self.interval is None else self.interval.to_dict(),
+            "notes": list(self.notes),
+        }
+
+
+def _history(accountant: Any) -> list[tuple[float, float, int]]:
+    try:
+        return [(float(s), float(q), int(n)) for s, q, n in accountant.history]
+    except (AttributeError, TypeError, ValueError):
+        raise ConfigError(
+            "privacy_engine",
+            "must be an opacus.PrivacyEngine (its accountant's history is unreadable)",
+        ) from None
+
+
+def from_opacus(
+    privacy_engine: Any,
+    *,
+    optimizer: Any,
+    data_loader: Any,
+    delta: float,
+    rounds: RoundsLaw | None = None,
+    steps: int | None = None,
+) -> OpacusRun:
+    """The DpsgdBase and claimed epsilon of an Opacus run, and the tuning bounds of `rounds`.
+
+    Call it after training (the steps the engine's accountant recorded), or before with `steps`
+    (the steps one run will take)."""
+    delta = number(delta, "delta", 0, 1, lo_open=True, hi_open=True)
+    accountant = getattr(privacy_engine, "accountant", None)
+    if accountant is None or not hasattr(privacy_engine, "get_epsilon"):
+        raise ConfigError("privacy_engine", "must be an opacus.PrivacyEngine")
+    sigma = number(
+        getattr(optimizer, "noise_multiplier", None), "optimizer.noise_multiplier", 0, math.inf
+    )
+    loader_rate = getattr(data_loader, "sample_rate", None)
+    if loader_rate is None:
+        loader_rate = 1 / len(data_loader)  # what make_private charges for any loader
+    history = _history(accountant)
+    mechanism = str(accountant.mechanism())
+    if steps is not None:
+        steps = integer(steps, "steps", 1)
+        rate = history[-1][1] if history else float(loader_rate)
+        planned = type(accountant)()
+        planned.history = [(sigma, rate, steps)]
+        claimed = float(planned.get_epsilon(delta))
+    else:
+        if not history:
+            raise ConfigError(
+                "steps",
+                "the engine's accountant has recorded no step yet: train first, or pass "
+                "steps=N (the steps one run takes)",
+            )
+        if len({(s, q) for s, q, _ in history}) > 1:
+            raise ConfigError(
+                "privacy_engine",
+                f"the run changed its noise multiplier or sample rate during training "
+                f"({history}); a DpsgdBase has one of each",
+            )
+        sigma_run, rate, _ = history[0]
+        if not math.isclose(sigma_run, sigma, rel_tol=1e-12):
+            raise ConfigError(
+                "optimizer",
+                f"noise multiplier {sigma:g} differs from the {sigma_run:g} the engine's "
+                f"accountant recorded: pass the optimizer of this engine",
+            )
+        steps = sum(n for _, _, n in history)
+        claimed = float(privacy_engine.get_epsilon(delta))
+    if not math.isclose(rate, loader_rate, rel_tol=1e-12) and rate < loader_rate:
+        raise ConfigError(
+            "data_loader",
+            f"sample rate {loader_rate:g} differs from the {rate:g} the engine's accountant "
+            f"charges: pass the data loader of this engine",
+        )
+    base = DpsgdBase(sigma, steps, min(rate, 1.0), _ACCOUNTANT.get(mechanism, "pld"))
+    notes = []
+    if mechanism == "prv":
+        notes.append(
+            "Opacus's PRV accountant; auditsel's DpsgdBase uses dp_accounting's PLD accountant "
+            "for the same run (base_epsilon)"
+        )
+    elif mechanism == "gdp":
+        notes.append(
+            "Opacus's gdp accountant is a central-limit approximation, not a bound: the claim "
+            "is heuristic; auditsel's DpsgdBase uses dp_accounting's PLD accountant"
+        )
+    tuning: dict = {}
+    rigour: dict = {}
+    sources: dict = {}
+    reduced: dict = {}
+    interval = None
+    if rounds is not None:
+        if not isinstance(rounds, RoundsLaw):
+            raise ConfigError("rounds", "must be a law of K (auditsel.Poisson(3), ...)")
+        bounds = panel(base, rounds, delta)
+        tuning = {k: v for k, v in bounds.upper.items() if k not in bounds.reduced_game}
+        rigour, sources = bounds.labels, bounds.sources
+        reduced, interval = dict(bounds.reduced_game), bounds.interval
+        notes += bounds.notes
+    return OpacusRun(
+        base=base,
+        claimed_epsilon=claimed,
+        delta=delta,
+        opacus_accountant=mechanism,
+        base_epsilon=float(base.epsilon(delta)),
+        rounds=rounds,
+        tuning=tuning,
+        tuning_rigour=rigour,
+        tuning_sources=sources,
+        reduced_game=reduced,
+        interval=interval,
+        notes=tuple(notes),
+    )

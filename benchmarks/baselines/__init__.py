@@ -1,0 +1,1 @@
+"""Pinned copies of earlier code, for benchmarks only (never imported by the package)."""

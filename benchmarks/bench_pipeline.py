@@ -1,0 +1,209 @@
+"""Speed (and memory) of a pipeline audit, as the user meets it.
+
+    python benchmarks/bench_pipeline.py                 # the tutorial's Opacus pipeline
+    python benchmarks/bench_pipeline.py --games 2000 --jobs 2 --loop 100
+    python benchmarks/bench_pipeline.py --docs          # the tutorial page as written, its
+                                                        # printouts and plots (docs/tutorials/img)
+    python benchmarks/bench_pipeline.py --memory        # peak memory, 10^5 vs 10^6 games
+
+Default: the pipeline of docs/tutorials/audit-your-pipeline.md (saved as tuning.py, exactly
+the page's blocks) audited end to end through the CLI (`auditsel audit-pipeline ... --jobs J`,
+worker start-up, checkpoints, estimator panel, report and plots included), against the same
+pipeline in a plain Python loop in this process (`tune` then `score`, one game after another,
+nothing else). Prints games/s of both and their ratio, and the load average before and after:
+on a shared machine the wall-clock numbers move with the load, the ratio less so.
+
+--memory: a cheap numpy pipeline, 10^5 then 10^6 games streamed to checkpoints (each in a fresh
+process): peak resident memory should not grow with the number of games.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from test_docs_pipeline import run_tutorial, tutorial_module  # the page, as the tests run it
+
+CLI = [
+    "--score",
+    "tuning.py:score",
+    "--data",
+    "tuning.py:train_data",
+    "--canary",
+    "{kind: gradient, coordinate: 30}",
+    "--delta",
+    "1e-5",
+]
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def plain_loop(folder: Path, games: int) -> tuple[float, float]:
+    """games/s and CPU s/game of tune + score in a plain loop in this process."""
+    sys.path.insert(0, str(folder))
+    import tuning
+
+    from auditsel import GradientCanary
+
+    canary = GradientCanary(coordinate=30)
+    rng = np.random.default_rng(0)
+    tuning.tune(tuning.train_data, 0, canary)  # warm-up: first-call costs of torch and Opacus
+    wall, cpu = time.perf_counter(), time.process_time()
+    for g in range(games):
+        bound = canary.for_game(bool(g % 2), rng)
+        tuning.score(tuning.tune(bound.prepare(tuning.train_data), g, bound), canary)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return games / wall, cpu / games
+
+
+def cli_audit(folder: Path, games: int, jobs: int) -> tuple[float, float, dict]:
+    """Wall seconds, CPU seconds of the whole process tree (the CLI and its workers: start-up,
+    imports and task transfer included) and result.json of one CLI audit."""
+    out = folder / "audit"
+    shutil.rmtree(out, ignore_errors=True)
+    command = [
+        sys.executable, "-m", "auditsel", "audit-pipeline", "tuning.py:tune", *CLI,
+        "--games", str(games), "--jobs", str(jobs), "--out", str(out), "--no-progress", "--quiet",
+    ]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(command, cwd=folder, check=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    tree_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return wall, tree_cpu, json.loads((out / "result.json").read_text())
+
+
+def speed(args) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "tuning.py").write_text(tutorial_module())
+        print(f"machine: {os.cpu_count()} cores; before: {load()}")
+        wall, tree_cpu, result = cli_audit(folder, args.games, args.jobs)
+        after_cli = load()
+        rate_loop, cpu_loop = plain_loop(folder, args.loop)
+        rate_cli = args.games / wall
+        p = result["pipeline"]
+        print(
+            f"auditsel audit-pipeline --games {args.games} --jobs {args.jobs}: {wall:.1f} s wall "
+            f"({rate_cli:.1f} games/s), {p['cpu_seconds']:.1f} CPU s, eps_L = "
+            f"{result['lower']['eps']:.4f}; {after_cli}"
+        )
+        print(
+            f"plain loop, this process, {args.loop} games: {rate_loop:.1f} games/s, "
+            f"{cpu_loop * 1e3:.1f} ms CPU per game; {load()}"
+        )
+        print(f"ratio (CLI audit, {args.jobs} jobs / plain loop): {rate_cli / rate_loop:.2f}x")
+        # on a loaded machine the wall clock measures the load; CPU seconds measure the work
+        print(
+            f"CPU of the whole CLI process tree: {tree_cpu:.1f} s = {tree_cpu / args.games * 1e3:.1f} "
+            f"ms per game (plain loop {cpu_loop * 1e3:.1f}: x{tree_cpu / args.games / cpu_loop:.2f}); "
+            f"on {args.jobs} idle cores that is {tree_cpu / args.jobs:.0f} s of wall time at best"
+        )
+
+
+def docs(args) -> None:
+    """Run the tutorial page as written in a temporary folder; print its output and copy its
+    plots next to the page."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path.cwd()
+        os.chdir(tmp)
+        try:
+            print(f"before: {load()}", flush=True)
+            buffer = io.StringIO()
+            start = time.perf_counter()
+            with contextlib.redirect_stdout(buffer):
+                ns = run_tutorial()
+            print(buffer.getvalue())
+            audit = ns["audit"]
+            print(
+                f"page as written: {time.perf_counter() - start:.1f} s wall; audit: "
+                f"{audit.games} games in {audit.wall_seconds:.1f} s wall "
+                f"({audit.games / audit.wall_seconds:.1f} games/s), "
+                f"{audit.cpu_seconds:.1f} CPU s; after: {load()}"
+            )
+            img = ROOT / "docs" / "tutorials" / "img"
+            img.mkdir(exist_ok=True)
+            for name in ("scores.png", "tradeoff.png"):
+                shutil.copy(Path(tmp) / "audit-opacus" / name, img / f"audit-opacus-{name}")
+            print(f"copied the plots to {img}")
+        finally:
+            os.chdir(cwd)
+
+
+def noise_pipeline(data, seed, canary):
+    """Cheap: one Gaussian step with the canary (for the memory benchmark)."""
+    grads = [np.zeros(4)]
+    canary.step(grads, sample_rate=1.0, max_grad_norm=1.0)
+    return grads[0] + np.random.default_rng(seed).normal(size=4)
+
+
+def memory_child(games: int, folder: str) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_pipeline import noise_pipeline
+
+    from auditsel import GradientCanary, audit_pipeline
+
+    start = time.perf_counter()
+    audit = audit_pipeline(
+        noise_pipeline,
+        data=None,
+        canary=GradientCanary(coordinate=0),
+        games=games,
+        delta=1e-5,
+        stream=True,
+        chunk_size=8192,
+        checkpoint_dir=folder,
+    )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"{games:>9,} games, streamed: peak RSS {peak:.0f} MiB, eps_L {audit.eps:.3f}, "
+        f"{time.perf_counter() - start:.1f} s"
+    )
+
+
+def memory(args) -> None:
+    for games in (10**5, 10**6):
+        with tempfile.TemporaryDirectory() as tmp:
+            code = (
+                f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+                f"from bench_pipeline import memory_child; memory_child({games}, {tmp!r})"
+            )
+            subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--games", type=int, default=2000)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--loop", type=int, default=100, help="games of the plain loop")
+    parser.add_argument("--docs", action="store_true")
+    parser.add_argument("--memory", action="store_true")
+    args = parser.parse_args()
+    if args.docs:
+        docs(args)
+    elif args.memory:
+        memory(args)
+    else:
+        speed(args)
+
+
+if __name__ == "__main__":
+    main()
