@@ -124,9 +124,15 @@ def test_from_opacus_is_opacus_own_epsilon_and_the_tuning_bounds_beside_it():
     # PRV (Opacus) and PLD (dp_accounting): two numerical accountants of the same run
     assert run.base_epsilon == pytest.approx(run.claimed_epsilon, rel=0.05)
     expected = panel(run.base, Poisson(3), 1e-5)
-    assert dict(run.tuning) == expected["upper"]
-    rigorous = [v for k, v in expected["upper"].items() if expected["labels"][k] == "rigorous"]
+    # sample rate < 1: the reduced game's heuristics sit apart, never among the bounds
+    assert expected.reduced_game and set(run.reduced_game) == set(expected.reduced_game)
+    assert dict(run.tuning) == {
+        k: v for k, v in expected.upper.items() if k not in expected.reduced_game
+    }
+    rigorous = [v for k, v in expected.upper.items() if expected.labels[k] == "rigorous"]
     assert run.tuning_epsilon == min(v for v in rigorous if v is not None)
+    assert run.interval is not None and run.interval.upper == run.tuning_epsilon
+    assert run.interval.lower == expected.attack["epsilon"] <= run.tuning_epsilon
     assert run.tuning_epsilon > run.claimed_epsilon  # tuning costs privacy
     # before training, with the steps a run will take: the same number
     fresh = train(DATA, 0, GradientCanary(coordinate=0), noise=1.0)

@@ -17,7 +17,7 @@ import yaml
 from auditsel.accounting.panel import panel
 from auditsel.experiments.experiment import result_interval
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
-from auditsel.rounds import law_from_dict
+from auditsel.rounds import Poisson, law_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = sorted((ROOT / "results").rglob("result.json"))
@@ -102,6 +102,86 @@ def differences(path: Path) -> list[tuple[str, float | None, float | None]]:
 )
 def test_committed_upper_bounds_are_reproduced_to_their_printed_digits(path):
     assert not differences(path)
+
+
+# --- the bug zoo (results/bugzoo/rows.json, `auditsel reproduce bugzoo`) -----------------------
+
+BUGZOO = ROOT / "results" / "bugzoo" / "rows.json"
+BUGZOO_KEYS = {  # the issue's schema, then what the zoo adds
+    "pipeline": str,
+    "bug": (str, type(None)),
+    "claimed_epsilon": float,
+    "eps": float,
+    "refuted": bool,
+    "games": int,
+    "cpu_seconds": float,
+    "pilot_games": int,
+    "pilot_curve_eps": float,
+    "planned_games_to_refute": (int, type(None)),
+    "correct_epsilon": (float, type(None)),
+    "correct_epsilon_how": str,
+    "wall_seconds": float,
+}
+
+
+def bugzoo_rows() -> list[dict]:
+    return json.loads(BUGZOO.read_text())
+
+
+def test_bugzoo_rows_schema_and_consistency():
+    """One object per pipeline of the zoo, in order, with the issue's keys and types; the
+    verdict is eps_L > claim; the claims are today's code's (the hand-written pipelines': the
+    Opacus ones need an Opacus run, checked in the slow test); every refutation took under
+    10 CPU-minutes; the correct pipelines are not refuted; table.md shows the same numbers."""
+    from auditsel.reproductions import bugzoo
+    from auditsel.reproductions.bugzoo import claims
+
+    rows = bugzoo_rows()
+    assert [r["pipeline"] for r in rows] == list(bugzoo.PIPELINES)
+    for row in rows:
+        assert set(row) == set(BUGZOO_KEYS), row["pipeline"]
+        for key, kind in BUGZOO_KEYS.items():
+            assert isinstance(row[key], kind), (row["pipeline"], key)
+        assert row["refuted"] == (row["eps"] > row["claimed_epsilon"])
+        assert (row["bug"] is None) == row["pipeline"].startswith("correct")
+        assert 0 <= row["eps"] and row["games"] >= bugzoo.MIN_GAMES
+        assert row["games"] == bugzoo.planned_games(row["planned_games_to_refute"])
+        if row["refuted"]:
+            assert row["cpu_seconds"] < 600
+        if row["bug"] is None:
+            assert not row["refuted"]
+    hand = [r for r in rows if "opacus" not in r["pipeline"] and "shuffled" not in r["pipeline"]]
+    for row in hand:
+        module = bugzoo.module(row["pipeline"])
+        assert row["bug"] == module.BUG
+        assert same_printed(row["claimed_epsilon"], module.claim(bugzoo.DELTA))
+    release_all = next(r for r in rows if r["pipeline"] == "release_all")
+    m = bugzoo.module("release_all")
+    exact = claims.released_runs_epsilon(m.MU, Poisson(m.MEAN_RUNS), bugzoo.DELTA)
+    assert same_printed(release_all["correct_epsilon"], exact)
+    table = (BUGZOO.parent / "table.md").read_text()
+    for row in rows:
+        verdict = "refuted" if row["refuted"] else "not refuted"
+        assert (
+            f"| {row['pipeline']} | {row['bug'] or 'none (correct)'} | "
+            f"{row['claimed_epsilon']:.3f} | {row['eps']:.3f} | {verdict} | {row['games']} |"
+        ) in table
+
+
+@pytest.mark.slow
+def test_bugzoo_regenerates(tmp_path):
+    """`auditsel reproduce bugzoo --jobs 2` gives the committed claims, eps_L, verdicts and
+    games (the seeds fix them; CPU seconds vary)."""
+    pytest.importorskip("opacus")
+    from auditsel.cli import main
+
+    assert main(["reproduce", "bugzoo", "--jobs", "2", "--out", str(tmp_path)]) == 0
+    fresh = json.loads((tmp_path / "bugzoo" / "rows.json").read_text())
+    for new, old in zip(fresh, bugzoo_rows(), strict=True):
+        for key in ("pipeline", "bug", "refuted", "games", "planned_games_to_refute"):
+            assert new[key] == old[key], (old["pipeline"], key)
+        for key in ("claimed_epsilon", "eps", "correct_epsilon"):
+            assert same_printed(new[key], old[key]), (old["pipeline"], key)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,10 @@ both worlds and runs unchanged outside an audit.
 * `InputCanary(x, y)`: one training example. In the game it is appended to the training set
   (`prepare(data)`: (X, y) arrays, numpy or torch, or a torch Dataset). Default score: minus
   the canary's loss under the released model (logistic loss for one output, cross-entropy for
-  several), the membership test of [NHSBTJCT23] and [SNJ23].
+  several), the membership test of [NHSBTJCT23] and [SNJ23]. `InputCanary(x, y, copies=k)`
+  appends k copies (a group of k identical examples, as [PS22] Section 2's outliers): the
+  audit's eps_L then bounds the epsilon of that group, which DP bounds only through group
+  privacy.
 * `GradientCanary(coordinate=i)`: a Dirac gradient of norm C (the clipping norm) on coordinate
   i of the flattened parameters, in the order of the optimizer's parameters (`model.parameters()`
   when the optimizer was built from it): the worst-case canary of [NHSBTJCT23] and [XWW24]
@@ -155,19 +158,22 @@ def _shape(x: Any) -> tuple:
 
 @dataclass(frozen=True, eq=False)
 class InputCanary(Canary):
-    """One training example (x, y), appended to the training set when it is in."""
+    """One training example (x, y), appended to the training set when it is in (`copies`
+    identical copies of it: a group canary)."""
 
     x: Any
     y: Any
+    copies: int = 1
 
     def __post_init__(self):
         x = _to_numpy(self.x)
         if x.size == 0 or not np.all(np.isfinite(x)):
             raise ConfigError("x", "must be a non-empty array of finite numbers")
+        object.__setattr__(self, "copies", integer(self.copies, "copies", 1))
 
     def prepare(self, data: Any) -> Any:
         kind = _data_kind(data)  # checked in both worlds
-        return _append(data, self.x, self.y, kind) if self._member else data
+        return _append(data, self.x, self.y, kind, self.copies) if self._member else data
 
     def score(self, release: Any) -> float:
         """Minus the canary's loss under the released model (a callable: a torch module or any
@@ -195,6 +201,7 @@ class InputCanary(Canary):
             "kind": "input",
             "x_shape": list(_to_numpy(self.x).shape),
             "y": _to_numpy(self.y).reshape(-1).tolist(),
+            "copies": self.copies,
         }
 
 
@@ -236,13 +243,13 @@ def _data_kind(data: Any) -> str:
     )
 
 
-def _append(data: Any, x: Any, y: Any, kind: str) -> Any:
-    """`data` with the example (x, y) appended as its last row."""
+def _append(data: Any, x: Any, y: Any, kind: str, copies: int = 1) -> Any:
+    """`data` with `copies` copies of the example (x, y) appended as its last rows."""
     if kind == "arrays":
         X, Y = np.asarray(data[0]), np.asarray(data[1])
         rows = (
-            np.concatenate([X, np.asarray(x, dtype=X.dtype).reshape(1, *X.shape[1:])]),
-            np.concatenate([Y, np.asarray(y, dtype=Y.dtype).reshape(1, *Y.shape[1:])]),
+            np.concatenate([X, _rows(np.asarray(x, dtype=X.dtype), X.shape[1:], copies)]),
+            np.concatenate([Y, _rows(np.asarray(y, dtype=Y.dtype), Y.shape[1:], copies)]),
         )
         return type(data)(rows)
     import torch  # deferred: torch is an optional extra
@@ -250,18 +257,30 @@ def _append(data: Any, x: Any, y: Any, kind: str) -> Any:
 
     if kind == "tensors":
         X, Y = data
-        grown = (
-            torch.cat([X, torch.as_tensor(_to_numpy(x), dtype=X.dtype).reshape(1, *X.shape[1:])]),
-            torch.cat([Y, torch.as_tensor(_to_numpy(y), dtype=Y.dtype).reshape(1, *Y.shape[1:])]),
-        )
-        return type(data)(grown)
+        x_rows = _rows(torch.as_tensor(_to_numpy(x), dtype=X.dtype), X.shape[1:], copies)
+        y_rows = _rows(torch.as_tensor(_to_numpy(y), dtype=Y.dtype), Y.shape[1:], copies)
+        return type(data)((torch.cat([X, x_rows]), torch.cat([Y, y_rows])))
     if kind == "tensor_dataset":
-        return tud.TensorDataset(*_append(tuple(data.tensors), x, y, "tensors"))
+        return tud.TensorDataset(*_append(tuple(data.tensors), x, y, "tensors", copies))
     extra = tud.TensorDataset(
-        torch.as_tensor(_to_numpy(x), dtype=torch.get_default_dtype()).unsqueeze(0),
-        torch.as_tensor(_to_numpy(y)).reshape(1),
+        _rows(
+            torch.as_tensor(_to_numpy(x), dtype=torch.get_default_dtype()),
+            _to_numpy(x).shape,
+            copies,
+        ),
+        _rows(torch.as_tensor(_to_numpy(y)), (), copies),
     )
     return tud.ConcatDataset([data, extra])
+
+
+def _rows(value: Any, shape: tuple, copies: int) -> Any:
+    """`copies` rows of `value` (a numpy array or torch tensor) reshaped to `shape`."""
+    row = value.reshape(1, *shape)
+    return (
+        np.repeat(row, copies, axis=0)
+        if isinstance(row, np.ndarray)
+        else row.repeat_interleave(copies, dim=0)
+    )
 
 
 @dataclass(frozen=True, eq=False)

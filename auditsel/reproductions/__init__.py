@@ -18,6 +18,9 @@ where ``rows(jobs: int = 1) -> list[dict]``. The modules of this package:
 * ``bounds``   [XWW24] Example 1, Table 4, Figure 6 and [KRW24]'s settings: upper bounds only.
 * ``figure6``  the Figure 6 table with a reduced-game audit per cell, and its plot.
 * ``table3``   the [XWW24] Table-3-style grid on real DP-SGD, through the game engine.
+* ``svm_outliers``  [PS22] Section 2: non-private tuning of an SVM leaks 8 outliers.
+* ``bugzoo``   tuning pipelines with realistic bugs (Opacus and hand-written PyTorch), audited
+               with `audit_pipeline`; one module per pipeline.
 * ``interval`` the interval [attack value, tightest rigorous bound] on DP-SGD settings.
 """
 
@@ -129,6 +132,21 @@ register(
     "game (`game.kind: dpsgd_worst_case`)",
     "auditsel.reproductions.accountants:rows",
     render="auditsel.reproductions.accountants:render",
+    root="results",
+)
+register(
+    "ps22-svm",
+    "[PS22] Section 2: a soft-margin SVM tuned without privacy (40 points, with and without 8 "
+    "outliers); the released alpha audited with audit_pipeline",
+    "auditsel.reproductions.svm_outliers:rows",
+    render="auditsel.reproductions.svm_outliers:render",
+)
+register(
+    "bugzoo",
+    "The bug zoo: tuning pipelines with one realistic bug each (and correct ones), their "
+    "authors' claims against a valid 95% eps_L from an audit of the pipeline as written",
+    "auditsel.reproductions.bugzoo:rows",
+    render="auditsel.reproductions.bugzoo:render",
     root="results",
 )
 register(

@@ -1,0 +1,54 @@
+"""What the zoo's authors claim, and what their pipelines really cost.
+
+* `tuning_epsilon(base, rounds, delta)`: the claim of an author who accounts one run with
+  `base` (a DpsgdBase, `OpacusRun.base`, or a GaussianBase) and the tuning run with the law of
+  K they state: the smallest bound of auditsel's panel (`auditsel.accounting.panel`) labelled
+  rigorous, as `OpacusRun.tuning_epsilon` does for an Opacus run. A valid claim exactly when
+  the pipeline does what the accounting assumes. At sample rate 1 the smallest is [XWW24]'s
+  exact reduced game, the worst case over selection scores.
+* `released_runs_epsilon(mu, rounds, delta)`: the exact epsilon of releasing *every* one of
+  K ~ rounds runs, each a Gaussian mechanism N(0, 1) vs N(mu, 1) (K is seen, and does not
+  depend on the data): delta(eps) = sum_k P[K = k] delta_{mu sqrt(k)}(eps), the k-fold
+  composition of Gaussians being the Gaussian with mu sqrt(k).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from auditsel.accounting.panel import panel
+from auditsel.mechanisms import gaussian_delta
+from auditsel.numerics import bisect
+from auditsel.rounds import RoundsLaw
+
+__all__ = ["tuning_epsilon", "released_runs_epsilon"]
+
+
+def tuning_epsilon(base, rounds: RoundsLaw, delta: float) -> float:
+    """The smallest rigorous tuning bound of the panel for (base, rounds) at delta: the upper
+    end of its interval (`auditsel.accounting.interval`)."""
+    return panel(base, rounds, delta).interval.upper
+
+
+def released_runs_epsilon(mu: float, rounds: RoundsLaw, delta: float, tail: float = 1e-16) -> float:
+    """Exact eps at delta of the release of all K ~ rounds runs, each Gaussian with shift mu
+    (the P[K > k_max] < tail of the law, at most `tail`, is added to delta as if it leaked all)."""
+    k_max = int(rounds.mean + 20 * math.sqrt(rounds.mean) + 50)
+    while True:
+        ks = np.arange(1, k_max + 1)
+        weights = rounds.pmf(ks)
+        rest = max(1.0 - float(rounds.p_zero) - float(weights.sum()), 0.0)
+        if rest <= tail:
+            break
+        k_max *= 2
+
+    def excess(eps: float) -> float:
+        leak = sum(w * float(gaussian_delta(mu * math.sqrt(k), eps)) for k, w in zip(ks, weights))
+        return leak + rest - delta
+
+    hi = 1.0
+    while excess(hi) > 0:
+        hi *= 2
+    return bisect(excess, 0.0, hi) if excess(0.0) > 0 else 0.0

@@ -1,0 +1,96 @@
+"""A correct hand-written DP-GD tuning run (PyTorch): the reference the buggy pipelines edit.
+
+Logistic regression on the zoo's data (`data`), trained by full-batch DP gradient descent:
+STEPS steps, each example's gradient clipped to CLIP, Gaussian noise of standard deviation
+NOISE * CLIP added to the clipped sum, the sum divided by the (public) batch size. Random
+search: K ~ Poisson(MEAN_RUNS) runs, each with a learning rate drawn from LEARNING_RATES; the
+run with the best validation accuracy is released with its learning rate (K = 0 releases the
+initial model).
+
+The author's claim: one run is DpsgdBase(NOISE, STEPS, 1.0) (dp_accounting's RDP accountant);
+the tuning run's epsilon is the smallest rigorous tuning bound for Poisson(MEAN_RUNS) in
+auditsel's panel (at sample rate 1 that is [XWW24]'s exact reduced game).
+
+The audit: a GradientCanary on the padding weight, added to the clipped sum by
+`canary.step(...)`; the score is the released model's move along it per unit learning rate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import auditsel
+from auditsel.reproductions.bugzoo import data
+from auditsel.reproductions.bugzoo.claims import tuning_epsilon
+
+BUG = None
+NOISE, CLIP, STEPS = 4.0, 1.0, 4
+BATCH = data.TRAIN_SIZE  # full batch: the public batch size the sum is divided by
+LEARNING_RATES = (0.25, 0.5, 1.0, 2.0, 4.0)
+MEAN_RUNS = 10
+
+TRAIN, VALIDATION = data.load()
+CANARY = auditsel.GradientCanary(coordinate=data.PAD)
+
+
+def clipped_sum(X, y, w, b) -> list[torch.Tensor]:
+    """The sum over the examples of their logistic-loss gradients, each clipped to CLIP."""
+    residual = torch.sigmoid(X @ w + b) - y  # d loss / d logit, one per example
+    grad_w, grad_b = residual[:, None] * X, residual[:, None]
+    norms = torch.sqrt((grad_w**2).sum(1) + (grad_b**2).sum(1))
+    factor = (CLIP / norms.clamp(min=1e-12)).clamp(max=1.0)[:, None]
+    return [(grad_w * factor).sum(0), (grad_b * factor).sum(0)]
+
+
+def train(train_data, lr, generator, canary):
+    """One DP-GD run: [weight, bias]."""
+    X, y = train_data
+    w, b = torch.zeros(X.shape[1]), torch.zeros(1)
+    for _ in range(STEPS):
+        summed = clipped_sum(X, y, w, b)
+        canary.step(summed, sample_rate=1.0, max_grad_norm=CLIP)  # a no-op outside an audit
+        noisy = [s + torch.normal(0.0, NOISE * CLIP, s.shape, generator=generator) for s in summed]
+        w, b = w - lr * noisy[0] / BATCH, b - lr * noisy[1] / BATCH
+    return [w, b]
+
+
+def validation_accuracy(model) -> float:
+    X, y = VALIDATION
+    w, b = model
+    return float(((X @ w + b > 0) == (y > 0.5)).float().mean())
+
+
+def initial_release() -> dict:
+    return {"model": [torch.zeros(data.PAD + 1), torch.zeros(1)], "lr": 0.0, "accuracy": -1.0}
+
+
+def random_search(train_data, seed, canary, train_one=train):
+    """K ~ Poisson(MEAN_RUNS) runs of `train_one`, the best on the validation set released."""
+    rng = np.random.default_rng(seed)
+    generator = torch.Generator().manual_seed(seed)
+    best = initial_release()
+    for _ in range(rng.poisson(MEAN_RUNS)):
+        lr = float(rng.choice(LEARNING_RATES))
+        model = train_one(train_data, lr, generator, canary)
+        if (accuracy := validation_accuracy(model)) > best["accuracy"]:
+            best = {"model": model, "lr": lr, "accuracy": accuracy}
+    return best
+
+
+def tune(train_data, seed, canary):
+    return random_search(train_data, seed, canary)
+
+
+def score(release, canary):
+    return canary.score(release) / release["lr"] if release["lr"] else 0.0
+
+
+def claim(delta: float) -> float:
+    return tuning_epsilon(auditsel.DpsgdBase(NOISE, STEPS, 1.0), auditsel.Poisson(MEAN_RUNS), delta)
+
+
+def correct_epsilon(delta: float) -> tuple[float | None, str]:
+    """The run is what the claim accounts: at sample rate 1 the claim is exact for the worst
+    case over selection scores ([XWW24]'s reduced game)."""
+    return claim(delta), "exact: the claim ([XWW24] reduced game at sample rate 1)"

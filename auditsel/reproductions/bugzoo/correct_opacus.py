@@ -1,0 +1,108 @@
+"""A correct Opacus tuning run: Poisson sampling, per-example clipping, the claim from Opacus.
+
+Logistic regression on the zoo's data (`data`) made private by `opacus.PrivacyEngine`: Poisson
+sampling at rate BATCH / 400, clipping norm CLIP, noise multiplier NOISE, EPOCHS epochs.
+Random search: K ~ Poisson(MEAN_RUNS) runs with learning rates drawn from LEARNING_RATES, the
+best on the validation set released with its learning rate.
+
+The author's claim: `auditsel.from_opacus` on one run's engine, optimizer and loader (Opacus's
+own PRV accountant for the run), with the law of K: the smallest rigorous tuning bound
+(`OpacusRun.tuning_epsilon`).
+
+The audit: a GradientCanary on the padding weight, attached to Opacus's DPOptimizer (added to
+the clipped sum at the sample rate Opacus charges); the score is the released model's move
+along it per unit learning rate.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+from opacus import PrivacyEngine
+
+import auditsel
+from auditsel.reproductions.bugzoo import correct_dpgd, data
+
+BUG = None
+# the same as in correct_dpgd:
+score = correct_dpgd.score
+NOISE, CLIP, BATCH, EPOCHS = 1.0, 1.0, 40, 1
+LEARNING_RATES = (0.25, 0.5, 1.0, 2.0)
+MEAN_RUNS = 3
+POISSON_SAMPLING = True
+
+(X_TRAIN, Y_TRAIN), (X_VAL, Y_VAL) = data.load()
+TRAIN = (X_TRAIN, Y_TRAIN)
+CANARY = auditsel.GradientCanary(coordinate=data.PAD)
+
+
+def zero_model():
+    model = torch.nn.Linear(X_TRAIN.shape[1], 1)
+    torch.nn.init.zeros_(model.weight)
+    torch.nn.init.zeros_(model.bias)
+    return model
+
+
+def train(train_data, lr, canary, poisson_sampling=POISSON_SAMPLING):
+    warnings.filterwarnings("ignore", message="Secure RNG turned off")  # fine for tuning
+    warnings.filterwarnings("ignore", message="Full backward hook")  # Opacus's hooks
+    warnings.filterwarnings("ignore", message="Optimal order is the")  # RDP's order range
+    model = zero_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    dataset = torch.utils.data.TensorDataset(*train_data)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, shuffle=True)
+    engine = PrivacyEngine()
+    model, optimizer, loader = engine.make_private(
+        module=model,
+        optimizer=optimizer,
+        data_loader=loader,
+        noise_multiplier=NOISE,
+        max_grad_norm=CLIP,
+        poisson_sampling=poisson_sampling,
+    )
+    canary.attach(optimizer)  # a no-op unless this game's coin put the canary in
+    loss = torch.nn.BCEWithLogitsLoss()
+    for _ in range(EPOCHS):
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            loss(model(xb).squeeze(-1), yb).backward()
+            optimizer.step()
+    return model, engine, optimizer, loader
+
+
+def validation_accuracy(model) -> float:
+    with torch.no_grad():
+        return float(((model(X_VAL).squeeze(-1) > 0) == (Y_VAL > 0.5)).float().mean())
+
+
+def random_search(train_data, seed, canary, poisson_sampling=POISSON_SAMPLING):
+    rng = np.random.default_rng(seed)
+    best = {"model": zero_model(), "lr": 0.0, "accuracy": -1.0}  # K = 0: the initial model
+    for _ in range(rng.poisson(MEAN_RUNS)):
+        lr = float(rng.choice(LEARNING_RATES))
+        model = train(train_data, lr, canary, poisson_sampling)[0]
+        if (accuracy := validation_accuracy(model)) > best["accuracy"]:
+            best = {"model": model, "lr": lr, "accuracy": accuracy}
+    return best
+
+
+def tune(train_data, seed, canary):
+    return random_search(train_data, seed, canary)
+
+
+def claim(delta: float, poisson_sampling: bool = POISSON_SAMPLING) -> float:
+    _, engine, optimizer, loader = train(TRAIN, LEARNING_RATES[0], CANARY, poisson_sampling)
+    run = auditsel.from_opacus(
+        engine,
+        optimizer=optimizer,
+        data_loader=loader,
+        delta=delta,
+        rounds=auditsel.Poisson(MEAN_RUNS),
+    )
+    return run.tuning_epsilon
+
+
+def correct_epsilon(delta: float) -> tuple[float | None, str]:
+    return claim(delta), "the claim (rigorous: Poisson sampling, as accounted)"

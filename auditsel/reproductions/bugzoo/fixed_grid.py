@@ -1,0 +1,59 @@
+"""Bug: a fixed number of runs accounted as if the number were random.
+
+Grid search: each learning rate of LEARNING_RATES is run once (K = 5, always) with
+`correct_dpgd.train`, the best on the validation set released. The author cites [PS22] for
+"tuning with E[K] = 5 runs" and claims the bound of K ~ Poisson(5). Those bounds need K to be
+random; for a fixed K the worst case is [XWW24]'s reduced game with K = 5 (exact at sample rate
+1), whose epsilon is far above the claim.
+
+The audit: `correct_dpgd`'s gradient canary and score.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import auditsel
+from auditsel.reproductions.bugzoo import correct_dpgd
+from auditsel.reproductions.bugzoo.claims import tuning_epsilon
+from auditsel.reproductions.bugzoo.correct_dpgd import (
+    LEARNING_RATES,
+    NOISE,
+    STEPS,
+    initial_release,
+    train,
+    validation_accuracy,
+)
+from auditsel.rounds import Point
+
+BUG = "a fixed number of runs accounted as if it were random"
+# the same as in correct_dpgd:
+CANARY, TRAIN, score = (
+    correct_dpgd.CANARY,
+    correct_dpgd.TRAIN,
+    correct_dpgd.score,
+)
+
+
+def tune(train_data, seed, canary):
+    generator = torch.Generator().manual_seed(seed)
+    best = initial_release()
+    for lr in LEARNING_RATES:
+        model = train(train_data, lr, generator, canary)
+        if (accuracy := validation_accuracy(model)) > best["accuracy"]:
+            best = {"model": model, "lr": lr, "accuracy": accuracy}
+    return best
+
+
+def claim(delta: float) -> float:
+    runs = auditsel.Poisson(len(LEARNING_RATES))  # "E[K] = 5 runs"
+    return tuning_epsilon(auditsel.DpsgdBase(NOISE, STEPS, 1.0), runs, delta)
+
+
+def correct_epsilon(delta: float) -> tuple[float | None, str]:
+    """[XWW24]'s reduced game with K = len(LEARNING_RATES) fixed: exact at sample rate 1 for the
+    worst-case selection score."""
+    winner = auditsel.winner_law(
+        auditsel.DpsgdBase(NOISE, STEPS, 1.0).reduced(), Point(len(LEARNING_RATES))
+    )
+    return float(auditsel.exact_epsilon(winner, delta)), "exact: reduced game, K = 5 fixed"

@@ -1,0 +1,64 @@
+"""Bug: every candidate's model is released, not only the winner.
+
+The runs are `correct_dpgd`'s, but the tuning run publishes the whole sweep: every run's model,
+learning rate and validation accuracy (a results table with its checkpoints), and marks the
+best. The author still claims the tuning bound for releasing the winner of K ~
+Poisson(MEAN_RUNS) runs; what is released is K runs, composed.
+
+The audit: `correct_dpgd`'s gradient canary; the score is the likelihood ratio of all released
+runs. Each run's move along the canary per unit learning rate, divided by its noise
+NOISE * CLIP * sqrt(STEPS) / BATCH, is z_i ~ N(mu, 1) with the canary and N(0, 1) without, mu =
+sqrt(STEPS) / NOISE; the log-likelihood ratio of the K runs is mu * sum(z_i) - K mu^2 / 2.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from auditsel.reproductions.bugzoo import correct_dpgd
+from auditsel.reproductions.bugzoo.claims import released_runs_epsilon
+from auditsel.reproductions.bugzoo.correct_dpgd import (
+    BATCH,
+    CLIP,
+    LEARNING_RATES,
+    MEAN_RUNS,
+    NOISE,
+    STEPS,
+    train,
+    validation_accuracy,
+)
+from auditsel.rounds import Poisson
+
+BUG = "every candidate's model released, not only the winner"
+# the same as in correct_dpgd:
+CANARY, TRAIN, claim = (
+    correct_dpgd.CANARY,
+    correct_dpgd.TRAIN,
+    correct_dpgd.claim,
+)
+MU = math.sqrt(STEPS) / NOISE  # one run's shift along the canary, in units of its noise
+
+
+def tune(train_data, seed, canary):
+    rng = np.random.default_rng(seed)
+    generator = torch.Generator().manual_seed(seed)
+    runs = []
+    for _ in range(rng.poisson(MEAN_RUNS)):
+        lr = float(rng.choice(LEARNING_RATES))
+        model = train(train_data, lr, generator, canary)
+        runs.append({"model": model, "lr": lr, "accuracy": validation_accuracy(model)})
+    best = max(range(len(runs)), key=lambda i: runs[i]["accuracy"], default=None)
+    return {"runs": runs, "best": best}
+
+
+def score(release, canary):
+    unit = NOISE * CLIP * math.sqrt(STEPS) / BATCH
+    z = [canary.score(run) / run["lr"] / unit for run in release["runs"]]
+    return MU * sum(z) - len(z) * MU**2 / 2
+
+
+def correct_epsilon(delta: float) -> tuple[float | None, str]:
+    return released_runs_epsilon(MU, Poisson(MEAN_RUNS), delta), "exact: K runs composed"

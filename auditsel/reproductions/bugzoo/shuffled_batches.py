@@ -1,0 +1,47 @@
+"""Bug: Poisson sampling claimed while the batches are shuffled (each example once per epoch).
+
+`correct_opacus` with `make_private(..., poisson_sampling=False)`: Opacus keeps the author's
+shuffled DataLoader (every example in exactly one batch of every epoch) while its accountant
+still charges Poisson sampling at rate 1 / len(loader). The claim is computed exactly as in
+`correct_opacus` (from_opacus and the tuning bound), so it assumes an amplification by
+subsampling that shuffling does not give.
+
+The audit: a gradient canary would be injected at the Poisson rate Opacus charges, i.e. it
+would audit the accounting's sampler, not the loader's; the canary must go through the data:
+`InputCanary(x, 1)` with x = 10^4 on the padding feature (in exactly one batch per epoch). The
+score is the released padding weight per unit learning rate.
+"""
+
+from __future__ import annotations
+
+import math
+
+from auditsel.reproductions.bugzoo import batch_clipping
+from auditsel.reproductions.bugzoo import correct_opacus as reference
+from auditsel.reproductions.bugzoo.correct_opacus import BATCH, EPOCHS, NOISE, TRAIN
+
+BUG = "Poisson sampling claimed while batches are shuffled (each example once per epoch)"
+# the same as in batch_clipping:
+CANARY, score = batch_clipping.CANARY, batch_clipping.score
+
+
+def tune(train_data, seed, canary):
+    return reference.random_search(train_data, seed, canary, poisson_sampling=False)
+
+
+def claim(delta: float) -> float:
+    return reference.claim(delta, poisson_sampling=False)
+
+
+def correct_epsilon(delta: float) -> tuple[float | None, str]:
+    """None: auditsel has no accountant for shuffled batches under add/remove neighbours (adding
+    an example shifts every batch after it, and adds one to the last)."""
+    return None, "none here: no accountant for shuffled batches (add/remove)"
+
+
+def final_model_mu() -> float:
+    """What the released model shows of the padding canary: it moves the padding weight by
+    CLIP * EPOCHS (in units of lr / BATCH) against noise of NOISE * CLIP * sqrt(steps), so the
+    final model is N(mu, 1) against N(0, 1) along it, mu = EPOCHS / (NOISE sqrt(steps))."""
+    steps = EPOCHS * TRAIN[0].shape[0] // BATCH
+    return EPOCHS / (NOISE * math.sqrt(steps))

@@ -1,0 +1,55 @@
+"""Bug: the winner is chosen by its loss on the private training data.
+
+Each run is correct DP-GD (`correct_dpgd.train`), but the author has no validation split and
+releases the run with the lowest *training* loss. A run's training loss is not a function of
+its DP output alone: it reads every training example again, without noise. The [PS22] and
+[KRW24] tuning bounds assume a selection score computed from each run's DP output (or from
+public data), so the claim (`correct_dpgd`'s) does not apply.
+
+The audit: an example canary, `InputCanary(x, 1)` with x = 10^4 on the padding feature. While
+the padding weight w is negative its training loss is about 10^4 |w|, which outweighs the other
+400 losses: with the canary in, the selection avoids every run whose w is negative, so the
+released w is negative only when all K runs' are (probability E[2^-K]-ish), against 1/2 without
+the canary. The score is the released w per unit learning rate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from auditsel.reproductions.bugzoo import batch_clipping, correct_dpgd
+from auditsel.reproductions.bugzoo.correct_dpgd import (
+    LEARNING_RATES,
+    MEAN_RUNS,
+    initial_release,
+    train,
+)
+
+BUG = "selection score computed on the private training data"
+# the same as in batch_clipping:
+CANARY, score = batch_clipping.CANARY, batch_clipping.score
+# and as in correct_dpgd:
+TRAIN, claim = correct_dpgd.TRAIN, correct_dpgd.claim
+
+
+def training_loss(train_data, model) -> float:
+    X, y = train_data
+    w, b = model
+    return float(torch.nn.functional.binary_cross_entropy_with_logits(X @ w + b, y))
+
+
+def tune(train_data, seed, canary):
+    rng = np.random.default_rng(seed)
+    generator = torch.Generator().manual_seed(seed)
+    best, best_loss = initial_release(), np.inf
+    for _ in range(rng.poisson(MEAN_RUNS)):
+        lr = float(rng.choice(LEARNING_RATES))
+        model = train(train_data, lr, generator, canary)
+        if (loss := training_loss(train_data, model)) < best_loss:
+            best, best_loss = {"model": model, "lr": lr}, loss
+    return best
+
+
+def correct_epsilon(delta: float) -> tuple[float | None, str]:
+    return None, "none: no tuning theorem covers a selection that reads the private data"
