@@ -16,7 +16,9 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
                        -> Panel, panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
     the interval       attack_epsilon(pair, law, delta) (a lower bound with no sampling error),
                        attack(pair, law, deltas) -> AttackValue, tuning_interval(pair, law,
-                       delta) -> Interval [lower, upper] holding the tuning run's epsilon
+                       delta) -> Interval [lower, upper] holding the tuning run's epsilon,
+                       tuning_epsilon(pair, law, delta) -> TuningEpsilon (what to report: the
+                       tightest rigorous bound, its source and the interval)
     calibration        calibrate(base, law, target_epsilon=, delta=, solve_for=) -> Calibration
     lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
                        LowerBound; threshold rules Split, BonferroniGrid, BonferroniAll,
@@ -65,7 +67,12 @@ _PUBLIC = {
     "auditsel.accounting.bounds": ("BOUNDS", "bound"),
     "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds", "Panel"),
     "auditsel.accounting.attack": ("attack", "attack_epsilon", "AttackValue"),
-    "auditsel.accounting.interval": ("tuning_interval", "Interval"),
+    "auditsel.accounting.interval": (
+        "tuning_interval",
+        "Interval",
+        "tuning_epsilon",
+        "TuningEpsilon",
+    ),
     "auditsel.accounting.calibrate": ("calibrate", "Calibration"),
     "auditsel.auditing.lower": ("audit_scores", "LowerBound"),
     "auditsel.auditing.rules": ("Split", "BonferroniGrid", "BonferroniAll", "MultiSplit"),
@@ -115,6 +122,7 @@ __all__ = [
     "RunResult",
     "Split",
     "TruncatedNegativeBinomial",
+    "TuningEpsilon",
     "TwoPoint",
     "assert_not_refuted",
     "attack",
@@ -139,6 +147,7 @@ __all__ = [
     "plan_pipeline",
     "privacy_curve",
     "run_config",
+    "tuning_epsilon",
     "tuning_interval",
     "upper_bounds",
     "winner_law",
@@ -152,7 +161,12 @@ if (
     from auditsel.accounting.bounds import BOUNDS, bound
     from auditsel.accounting.calibrate import Calibration, calibrate
     from auditsel.accounting.exact import exact_epsilon, privacy_curve
-    from auditsel.accounting.interval import Interval, tuning_interval
+    from auditsel.accounting.interval import (
+        Interval,
+        TuningEpsilon,
+        tuning_epsilon,
+        tuning_interval,
+    )
     from auditsel.accounting.panel import Panel, panel, panel_curves, upper_bounds
     from auditsel.auditing.estimators import estimator_panel
     from auditsel.auditing.lower import LowerBound, audit_scores

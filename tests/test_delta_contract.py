@@ -195,6 +195,13 @@ def _cases() -> dict[str, Case]:
                 (v for v, _ in interval.rigorous_values(g, tnb, d).values()), default=math.inf
             )
         ),
+        "auditsel.accounting.interval.tuning_epsilon": Case(
+            lambda d: interval.tuning_epsilon(g, tnb, d).epsilon
+        ),
+        "auditsel.accounting.interval.tuning_epsilon[laplace]": Case(
+            lambda d: interval.tuning_epsilon(lap, tnb, d).epsilon,
+            at_zero=3 * 2.0,  # [PS22] Corollary 3: (2 + eta) eps, eta = 1, eps = 2
+        ),
         "auditsel.accounting.interval.tuning_interval": Case(
             lambda d: interval.tuning_interval(g, tnb, d).upper
         ),
@@ -365,6 +372,7 @@ EXEMPT = {
     "auditsel.auditing.one_run.OneRunBound.__init__": "a result record",
     "auditsel.accounting.calibrate.Calibration.__init__": "a result record",
     "auditsel.accounting.attack.AttackValue.__init__": "a result record",
+    "auditsel.accounting.interval.TuningEpsilon.__init__": "a result record",
     "auditsel.accounting.panel.Panel.__init__": "a result record",
     "auditsel.pipelines.opacus.OpacusRun.__init__": "a result record",
     "auditsel.pipelines.pipeline.PipelineAudit.__init__": "a result record",

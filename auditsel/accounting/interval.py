@@ -15,7 +15,9 @@ stated confidence when it is eps_L; the upper end holds by the bounds' theorems.
 never an end: it is neither a lower bound nor an upper bound.
 
 What a user reports: `upper` (the tightest proven epsilon); `width` says how much a better proof
-could still gain at most, and 0 means the bound is exact.
+could still gain at most, and 0 means the bound is exact. `tuning_epsilon(pair, law, delta)`
+returns exactly that: a `TuningEpsilon` with `epsilon` = the interval's upper end, the bound and
+theorem it comes from, and the interval itself.
 
 One implementation of the upper end. `rigorous_values` is the registry loop (a bound counts
 where it supports the pair and law, is labelled rigorous for the pair and applies at delta);
@@ -40,12 +42,15 @@ from dataclasses import dataclass
 from auditsel.accounting.attack import attack, attack_applies
 from auditsel.accounting.bounds import BOUNDS
 from auditsel.accounting.profile import BaseProfile, base_profile
+from auditsel.errors import ConfigError
 from auditsel.events import as_pair
 from auditsel.numerics import check_deltas
 from auditsel.rounds import RoundsLaw
 
 __all__ = [
     "Interval",
+    "TuningEpsilon",
+    "tuning_epsilon",
     "Tightest",
     "tuning_interval",
     "tightest_bound",
@@ -197,3 +202,62 @@ def tuning_interval(
 
 def _upper_name(key: str, source: str | None) -> str:
     return f"{key} ({source})" if source else key
+
+
+@dataclass(frozen=True)
+class TuningEpsilon:
+    """The epsilon to report for a tuning run (`tuning_epsilon`): `epsilon` is the tightest
+    rigorous bound at `delta` (inf where none applies), `bound` its registry key and `source`
+    its theorem; `interval` is [attack value (or 0), `epsilon`], the tuning run's epsilon lying
+    in it (its `width`: how much a better proof could gain at most)."""
+
+    epsilon: float
+    bound: str | None
+    source: str | None
+    delta: float
+    interval: Interval
+
+    def __str__(self) -> str:
+        iv = self.interval
+        if self.bound is None:
+            return f"eps = inf at delta = {self.delta:g}: no rigorous bound applies"
+        return (
+            f"eps <= {self.epsilon:.4f} at delta = {self.delta:g} ({self.bound}: {self.source}); "
+            f"the tuning run's eps is in [{iv.lower:.4f}, {iv.upper:.4f}]"
+        )
+
+    def to_dict(self) -> dict:
+        """JSON-ready (non-finite numbers as null; `interval` as result.json writes it)."""
+        return {
+            "epsilon": float(self.epsilon) if math.isfinite(self.epsilon) else None,
+            "bound": self.bound,
+            "source": self.source,
+            "delta": self.delta,
+            "interval": self.interval.to_dict(),
+        }
+
+
+def tuning_epsilon(pair, law: RoundsLaw, delta: float) -> TuningEpsilon:
+    """The epsilon to report for a tuning run: K ~ `law` runs of the base `pair`, the best one
+    released ([XWW24] Algorithm 2). Returns the tightest rigorous bound at `delta` with the bound
+    and theorem it comes from and the interval [attack value, that bound] (module docstring).
+
+    `pair`: a mechanism pair (`GaussianBase`, `FiniteOutputBase`, `DpsgdBase`, `LaplaceBase`,
+    `EventBase`) or a dp_accounting DpEvent (`events.as_pair`); `law`: a law of K
+    (`auditsel.Poisson(10)`, `auditsel.TruncatedNegativeBinomial(eta, nu)`, ...); `delta` in
+    [0, 1) (0: the pure-DP value where the base is pure DP, else inf). Heuristics (the reduced
+    game of a DP-SGD base with sample rate below 1) are never the answer."""
+    pair = as_pair(pair, "pair")
+    if not isinstance(law, RoundsLaw):
+        raise ConfigError("law", f"must be a law of K (auditsel.Poisson(10), ...), got {law!r}")
+    d = float(check_deltas(delta)[0])
+    values = rigorous_values(pair, law, d)
+    best = tightest_of(values)
+    interval = tuning_interval(
+        pair,
+        law,
+        d,
+        upper={k: v for k, (v, _) in values.items()},
+        sources={k: s for k, (_, s) in values.items()},
+    )
+    return TuningEpsilon(best.epsilon, best.key, best.source, d, interval)
