@@ -25,6 +25,7 @@ K ~ xi with pgf G, m = E[K]. The tuned mechanism A (best of K runs) is (alpha, r
       q^alpha q'^(1-alpha) <= exp((alpha-1) D_alpha(Bern q || Bern q')) <= exp((alpha-1) r(alpha)):
       G'(q)^alpha G'(q')^(1-alpha) <= G'(exp((alpha-1) r(alpha)))  -- for a point mass k this is
       PS22's k r(alpha) + log(k)/(alpha-1) (Appendix, "Point Mass").
+
   For a law with P[K = 0] = G(0) > 0 the fixed output adds G(0) to the Renyi sum (below):
       r_A(alpha) = 1/(alpha-1) log( exp((alpha-1)(r(alpha) + term)) + G(0) ).
 * Pure DP, [PS22] Corollary 3: Q eps-DP => A is ((2+eta) eps)-DP for TNB (eta = 1: Liu & Talwar);
