@@ -49,7 +49,14 @@ from auditsel.mechanisms import (
 from auditsel.numerics import check_deltas
 from auditsel.protocols import MechanismPair
 
-__all__ = ["EventBase", "LaplaceBase", "as_pair", "is_pair", "pure_epsilon_of_event"]
+__all__ = [
+    "EventBase",
+    "LaplaceBase",
+    "as_pair",
+    "is_pair",
+    "laplace_steps",
+    "pure_epsilon_of_event",
+]
 
 _ACCOUNTANTS = ("pld", "rdp")
 
@@ -124,6 +131,32 @@ def _dpsgd_parameters(event) -> tuple[float, int, float] | None:
         and steps >= 1
     ):
         return float(inner.event.noise_multiplier), int(steps), float(inner.sampling_probability)
+    return None
+
+
+def laplace_steps(pair) -> tuple[float, int, float] | None:
+    """(b, N, q) where the base is N (Poisson-subsampled at rate q) Laplace steps of noise b and
+    sensitivity 1, its worst-case pair being known (`accounting.attack.laplace_step`): a
+    `LaplaceBase`, or an `EventBase` whose event is LaplaceDpEvent(b), PoissonSampledDpEvent(q,
+    LaplaceDpEvent(b)) or N self-compositions of one of them. None for any other base."""
+    if isinstance(pair, LaplaceBase):
+        return pair.noise_multiplier, pair.steps, pair.sample_rate
+    if not isinstance(pair, EventBase):
+        return None
+    from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
+
+    steps, inner, rate = 1, pair.event, 1.0
+    if isinstance(inner, ev.SelfComposedDpEvent):
+        steps, inner = inner.count, inner.event
+    if isinstance(inner, ev.PoissonSampledDpEvent):
+        rate, inner = float(inner.sampling_probability), inner.event
+    if (
+        isinstance(inner, ev.LaplaceDpEvent)
+        and inner.noise_multiplier > 0
+        and 0 < rate <= 1
+        and steps >= 1
+    ):
+        return float(inner.noise_multiplier), int(steps), rate
     return None
 
 

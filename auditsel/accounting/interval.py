@@ -28,9 +28,9 @@ the pair's reduction is exact, the exact curve is rigorous and is the truth: the
 is then the exact one (other bounds are above it up to round-off).
 
 Event bases. `pair` may be a dp_accounting DpEvent (`events.as_pair`). Where the event is a
-known pair (Gaussian compositions, DP-SGD), everything above applies; for any other event
-(`EventBase`, `LaplaceBase`) there is no attack value (`attack.attack_applies` says why) and the
-lower end is 0 ("eps >= 0") unless a valid eps_L is given.
+known pair (Gaussian compositions, DP-SGD, N Poisson-sampled Laplace steps), everything above
+applies; for any other event (`EventBase`) there is no attack value (`attack.attack_applies`
+says why) and the lower end is 0 ("eps >= 0") unless a valid eps_L is given.
 """
 
 from __future__ import annotations

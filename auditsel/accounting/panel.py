@@ -26,7 +26,7 @@ interval they bracket (`accounting.interval`).
 `auditsel.events` (LaplaceBase, EventBase), or a dp_accounting DpEvent (`events.as_pair`); what
 a bound needs from it, it asks the pair (docs/explanation/architecture.md). Keys, results,
 rigour and citations: `accounting.bounds` (stated there once). Where the attack does not apply
-(`attack.attack_applies`: an event base whose pair is not known), `.attack` says why with
+(`attack.attack_applies`: an event base whose worst-case pair is not known), `.attack` says why with
 epsilon None and the interval's lower end is 0 ("eps >= 0"). `Panel` answers `p["upper"]` and
 the other keys of the dict it replaces for one release (with a DeprecationWarning);
 `Panel.to_dict()` is that dict.
