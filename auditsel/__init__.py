@@ -7,7 +7,8 @@ The public names, in the manner of dp_accounting (pairs and laws are data, bound
 algorithms). Every name is imported on first use (`import auditsel` stays fast):
 
     mechanism pairs    GaussianBase, FiniteOutputBase, DpsgdBase, Neighbouring,
-                       gaussian_delta(mu, eps), gaussian_epsilon(mu, delta), gaussian_mu(eps, delta)
+                       gaussian_delta(mu, eps), gaussian_epsilon(mu, delta), gaussian_mu(eps, delta);
+                       any dp_accounting DpEvent as a base: LaplaceBase, EventBase, as_pair(base)
     laws of K          TruncatedNegativeBinomial, Poisson, Binomial, TwoPoint, Point, FinitePmf,
                        RoundsLaw, law_from_dict
     exact curve        winner_law(pair, law), privacy_curve(winner, eps), exact_epsilon(winner, delta)
@@ -15,7 +16,10 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
                        -> Panel, panel_curves(pair, law, deltas), upper_bounds(pair, law, delta)
     the interval       attack_epsilon(pair, law, delta) (a lower bound with no sampling error),
                        attack(pair, law, deltas) -> AttackValue, tuning_interval(pair, law,
-                       delta) -> Interval [lower, upper] holding the tuning run's epsilon
+                       delta) -> Interval [lower, upper] holding the tuning run's epsilon,
+                       tuning_epsilon(pair, law, delta) -> TuningEpsilon (what to report: the
+                       tightest rigorous bound, its source and the interval)
+    calibration        calibrate(base, law, target_epsilon=, delta=, solve_for=) -> Calibration
     lower bounds       audit_scores(scores, member, delta, ...), audit_protocol(release, score, ...),
                        LowerBound; threshold rules Split, BonferroniGrid, BonferroniAll,
                        MultiSplit; estimator_panel(scores, member, delta, ...)
@@ -57,12 +61,19 @@ _PUBLIC = {
         "RoundsLaw",
         "law_from_dict",
     ),
+    "auditsel.events": ("LaplaceBase", "EventBase", "as_pair"),
     "auditsel.selection": ("winner_law",),
     "auditsel.accounting.exact": ("privacy_curve", "exact_epsilon"),
     "auditsel.accounting.bounds": ("BOUNDS", "bound"),
     "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds", "Panel"),
     "auditsel.accounting.attack": ("attack", "attack_epsilon", "AttackValue"),
-    "auditsel.accounting.interval": ("tuning_interval", "Interval"),
+    "auditsel.accounting.interval": (
+        "tuning_interval",
+        "Interval",
+        "tuning_epsilon",
+        "TuningEpsilon",
+    ),
+    "auditsel.accounting.calibrate": ("calibrate", "Calibration"),
     "auditsel.auditing.lower": ("audit_scores", "LowerBound"),
     "auditsel.auditing.rules": ("Split", "BonferroniGrid", "BonferroniAll", "MultiSplit"),
     "auditsel.auditing.estimators": ("estimator_panel",),
@@ -83,16 +94,19 @@ __all__ = [
     "AttackValue",
     "BOUNDS",
     "Binomial",
+    "Calibration",
     "BonferroniAll",
     "BonferroniGrid",
     "ConfigError",
     "DpsgdBase",
+    "EventBase",
     "FiniteOutputBase",
     "FinitePmf",
     "GaussianBase",
     "GradientCanary",
     "InputCanary",
     "Interval",
+    "LaplaceBase",
     "LowerBound",
     "MultiSplit",
     "Neighbouring",
@@ -108,6 +122,7 @@ __all__ = [
     "RunResult",
     "Split",
     "TruncatedNegativeBinomial",
+    "TuningEpsilon",
     "TwoPoint",
     "assert_not_refuted",
     "attack",
@@ -115,7 +130,9 @@ __all__ = [
     "audit_pipeline",
     "audit_protocol",
     "audit_scores",
+    "as_pair",
     "bound",
+    "calibrate",
     "estimator_panel",
     "exact_epsilon",
     "from_opacus",
@@ -130,6 +147,7 @@ __all__ = [
     "plan_pipeline",
     "privacy_curve",
     "run_config",
+    "tuning_epsilon",
     "tuning_interval",
     "upper_bounds",
     "winner_law",
@@ -141,13 +159,20 @@ if (
 ):  # the same names, eagerly, for type checkers (tests/test_api.py checks they agree)
     from auditsel.accounting.attack import AttackValue, attack, attack_epsilon
     from auditsel.accounting.bounds import BOUNDS, bound
+    from auditsel.accounting.calibrate import Calibration, calibrate
     from auditsel.accounting.exact import exact_epsilon, privacy_curve
-    from auditsel.accounting.interval import Interval, tuning_interval
+    from auditsel.accounting.interval import (
+        Interval,
+        TuningEpsilon,
+        tuning_epsilon,
+        tuning_interval,
+    )
     from auditsel.accounting.panel import Panel, panel, panel_curves, upper_bounds
     from auditsel.auditing.estimators import estimator_panel
     from auditsel.auditing.lower import LowerBound, audit_scores
     from auditsel.auditing.rules import BonferroniAll, BonferroniGrid, MultiSplit, Split
     from auditsel.errors import ConfigError
+    from auditsel.events import EventBase, LaplaceBase, as_pair
     from auditsel.experiments.config import load_config, parse_config
     from auditsel.experiments.experiment import run_config
     from auditsel.experiments.result import RunResult

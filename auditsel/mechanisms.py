@@ -57,7 +57,7 @@ import numpy as np
 from scipy.special import log_ndtr, ndtr, ndtri
 
 from auditsel.errors import ConfigError, choice, integer, number, shown
-from auditsel.numerics import bisect, logsumexp
+from auditsel.numerics import bisect, check_deltas, logsumexp
 
 __all__ = [
     "Neighbouring",
@@ -65,6 +65,7 @@ __all__ = [
     "FiniteOutputBase",
     "DpsgdBase",
     "gaussian_delta",
+    "gaussian_log_delta",
     "gaussian_epsilon",
     "gaussian_mu",
     "hockey_stick_finite",
@@ -90,26 +91,36 @@ def gaussian_delta(mu: float, eps):
     eps = np.asarray(eps, dtype=float)
     if mu <= 0:
         return np.maximum(-np.expm1(eps), 0.0)
-    log_a = log_ndtr(mu / 2 - eps / mu)
-    log_b = eps + log_ndtr(-mu / 2 - eps / mu)
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = np.exp(log_a) * -np.expm1(np.minimum(log_b - log_a, 0.0))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        out = np.exp(gaussian_log_delta(mu, eps))
     return np.maximum(out, 0.0)
 
 
+def gaussian_log_delta(mu: float, eps):
+    """log of `gaussian_delta` for mu > 0, accurate where delta underflows (log_ndtr): down to
+    delta = 1e-300 and far below (-inf where delta is exactly 0)."""
+    eps = np.asarray(eps, dtype=float)
+    log_a = log_ndtr(mu / 2 - eps / mu)
+    log_b = eps + log_ndtr(-mu / 2 - eps / mu)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return log_a + np.log(-np.expm1(np.minimum(log_b - log_a, 0.0)))
+
+
 def gaussian_epsilon(mu: float, delta: float) -> float:
-    """Smallest eps >= 0 with gaussian_delta(mu, eps) <= delta (inf when delta = 0)."""
-    if delta <= 0:
+    """Smallest eps >= 0 with gaussian_delta(mu, eps) <= delta: inf at delta = 0 (a Gaussian is
+    never pure DP), a ConfigError outside [0, 1). Found on log delta, so every delta > 0 that a
+    float holds is answered to full precision."""
+    delta = float(check_deltas(delta)[0])
+    if delta == 0:
         return math.inf
     if mu <= 0 or gaussian_delta(mu, 0.0) <= delta:
         return 0.0
+    log_delta = math.log(delta)
+    at = lambda e: float(gaussian_log_delta(mu, e))
     hi = max(1.0, mu * mu)
-    while gaussian_delta(mu, hi) > delta:
+    while at(hi) > log_delta:
         hi *= 2
-    f = lambda e: (
-        math.log(gaussian_delta(mu, e)) - math.log(delta) if gaussian_delta(mu, e) > 0 else -1e3
-    )
-    return bisect(f, 0.0, hi, xtol=1e-12, rtol=1e-12)
+    return bisect(lambda e: at(e) - log_delta, 0.0, hi, xtol=1e-12, rtol=1e-12)
 
 
 def gaussian_mu(epsilon: float, delta: float) -> float:
@@ -253,7 +264,11 @@ class FiniteOutputBase:
         return float(np.max(llr)) if llr.size else 1.0
 
     def profile_epsilon(self, delta: float) -> float:
-        """inf{e >= 0 : delta(e) <= d} by bisection (the profile is non-increasing)."""
+        """inf{e >= 0 : delta(e) <= d} by bisection (the profile is non-increasing); the pure
+        eps at delta = 0."""
+        delta = float(check_deltas(delta)[0])
+        if delta == 0:
+            return self.pure_epsilon
         hi = self._top() * 1.01 + 1.0
         at = lambda e: float(self.delta(np.array([e]))[0])
         if at(0.0) <= delta:
@@ -279,7 +294,7 @@ class FiniteOutputBase:
         return float(np.max(np.abs(np.log(p[both]) - np.log(q[both]))))
 
     def epsilon(self, delta: float) -> float:
-        return self.pure_epsilon if delta <= 0 else float(self.profile_epsilon(delta))
+        return float(self.profile_epsilon(delta))
 
     def rdp(self, orders) -> np.ndarray:
         p, q = self.law(0), self.law(1)
@@ -377,8 +392,10 @@ class DpsgdBase:
         return _event(self.noise_multiplier, self.steps, self.sample_rate)
 
     def epsilon(self, delta: float, accountant: str | None = None) -> float:
-        """eps_B of one run at delta, with this base's accountant (or the one given)."""
-        if delta <= 0:
+        """eps_B of one run at delta, with this base's accountant (or the one given); inf at
+        delta = 0 (a Gaussian step is never pure DP)."""
+        delta = float(check_deltas(delta)[0])
+        if delta == 0:
             return math.inf
         accountant = accountant or self.accountant
         if accountant == "rdp":
@@ -410,13 +427,17 @@ class DpsgdBase:
         return out.reshape(e.shape) if e.ndim else float(out[0])
 
     def profile_epsilon(self, delta: float) -> float:
-        return float(self.pld().get_epsilon_for_delta(delta))
+        delta = float(check_deltas(delta)[0])
+        return math.inf if delta == 0 else float(self.pld().get_epsilon_for_delta(delta))
 
     @property
     def pure_epsilon(self) -> float:
         return math.inf
 
     def profile_grid(self, delta_for_grid: float = 1e-12) -> np.ndarray:
+        delta_for_grid = float(check_deltas(delta_for_grid, "delta_for_grid")[0])
+        if delta_for_grid == 0:
+            raise ConfigError("delta_for_grid", "must be in (0, 1): the grid ends where delta is")
         hi = float(self.pld().get_epsilon_for_delta(delta_for_grid))
         return np.linspace(0.0, max(hi, 1e-3) * 1.5, 1501)
 

@@ -1,4 +1,8 @@
-"""Small numerical kernels shared by the layers above (no auditsel imports).
+"""Small numerical kernels shared by the layers above (only `auditsel.errors` imported).
+
+`check_deltas(delta, field)`: the one check of a delta argument, scalar or array: every value
+in [0, 1), else a ConfigError naming `field` (docs/architecture.md: "a delta outside [0, 1) is a
+ConfigError in every function").
 
 `bisect` and `golden_min`: a scalar root and a scalar minimum, for the code on the path of
 every `auditsel run` (importing scipy.optimize takes a third of a second).
@@ -14,7 +18,24 @@ import math
 
 import numpy as np
 
-__all__ = ["logsumexp", "bisect", "golden_min"]
+from auditsel.errors import ConfigError, shown
+
+__all__ = ["logsumexp", "bisect", "golden_min", "check_deltas"]
+
+
+def check_deltas(delta, field: str = "delta") -> np.ndarray:
+    """delta (scalar or array) as a 1-D float array, each in [0, 1), else a ConfigError naming
+    `field` (nan, inf, strings and bools included)."""
+    if isinstance(delta, (bool, str, bytes)) or delta is None:
+        raise ConfigError(field, f"must be a number in [0, 1), got {shown(delta)}")
+    try:
+        deltas = np.atleast_1d(np.asarray(delta, dtype=float)).ravel()
+    except (TypeError, ValueError):
+        raise ConfigError(field, f"must be a number in [0, 1), got {shown(delta)}") from None
+    bad = ~((deltas >= 0) & (deltas < 1))
+    if np.any(bad):
+        raise ConfigError(field, f"must be in [0, 1), got {shown(deltas[bad][0])}")
+    return deltas
 
 
 def logsumexp(a) -> np.ndarray | float:

@@ -4,9 +4,9 @@ Objects of the package play four roles; any object with these methods plays them
 own mechanism pair, tuning protocol or attack), and a type checker checks it:
 
 * `MechanismPair`: one base run on neighbouring data sets X, X' (`auditsel.mechanisms`:
-  GaussianBase, FiniteOutputBase, DpsgdBase). Its privacy profile delta(eps), the inverse,
-  eps_B, the RDP curve, the scan grid of the profile bounds, and `reduced()`: the pair whose
-  winner law is exact.
+  GaussianBase, FiniteOutputBase, DpsgdBase; `auditsel.events`: LaplaceBase, EventBase). Its
+  privacy profile delta(eps), the inverse, eps_B, the RDP curve, the scan grid of the profile
+  bounds, and `reduced()`: the pair whose winner law is exact (None where none is known).
 * `Winner`: the exact law of the released winner of the tuning protocol over a pair
   (`auditsel.selection`: GaussianWinner, FiniteWinner): the reduced game, which is also a
   `GameProtocol`.
@@ -70,8 +70,9 @@ class MechanismPair(Protocol):
         """The eps grid the profile bounds scan."""
         ...
 
-    def reduced(self) -> MechanismPair:
-        """The pair whose winner law is exact (itself, or the Gaussian a DP-SGD run reduces to)."""
+    def reduced(self) -> MechanismPair | None:
+        """The pair whose winner law is exact (itself, or the Gaussian a DP-SGD run reduces
+        to); None where no exact winner law is known (a dp_accounting event)."""
         ...
 
     def describe(self) -> dict[str, Any]:

@@ -4,6 +4,12 @@ Every law is plain, frozen data with the scipy.stats-like surface the bounds nee
 
     pmf(k)                 P[K = k]
     pgf(z)                 G(z) = E[z^K]                 ([PS22] Lemma 7, [KRW24] Sec. 2)
+    pgf_above_zero(z)      G(z) - G(0) = E[z^K; K >= 1], without the cancellation of the K = 0
+                           mass (the lower tails of the winner of a law with mass at 0)
+    log_pgf_above_zero(lz) log(G(z) - G(0)) from log z, and
+    log_pgf_complement(lw) log(1 - G(1 - w)) from log w: exact in log space, so the winner's
+                           tail masses keep their digits far below the smallest double (the
+                           exact curve at delta down to 1e-300 and below)
     pgf_complement(w)      1 - G(1 - w), accurate for tiny w (upper tails of the winner)
     pgf_derivative(z)      G'(z) = E[K z^(K-1)]         (G'(1) = E[K])
     log_pgf_derivative     log G'(z), with w = 1 - z (and optionally log z) passed
@@ -14,7 +20,8 @@ Every law is plain, frozen data with the scipy.stats-like surface the bounds nee
 
 Laws ([XWW24] Sec. 2 and eq. 21, [PS22] Sec. 3, [KRW24] Sec. 5):
 
-* TNB(eta, nu), eta in (-1, inf), nu in (0, 1), support {1, 2, ...}:
+* TNB(eta, nu), eta in (-1, inf), nu in (0, 1], support {1, 2, ...} (nu = 1: K = 1, the limit
+  nu -> 1 of every formula below, as dp_accounting's gamma in (0, 1]):
       P[K=k] = (1-nu)^k / (nu^-eta - 1) * prod_{l<k} (l+eta)/(l+1)      (eta != 0)
       P[K=k] = (1-nu)^k / (k log(1/nu))                                  (eta == 0, logarithmic)
       G(z)  = ((1-(1-nu) z)^-eta - 1) / (nu^-eta - 1),  G(z) = log(1-(1-nu) z)/log(nu) at eta = 0
@@ -95,6 +102,16 @@ class RoundsLaw:
     def pgf_derivative(self, z, w=None):
         return np.exp(self.log_pgf_derivative(z, w))
 
+    def pgf_above_zero(self, z):
+        """G(z) - G(0): the laws with mass at K = 0 override it without the cancellation."""
+        return self.pgf(z) - self.p_zero
+
+    def log_pgf_above_zero(self, log_z):
+        raise NotImplementedError
+
+    def log_pgf_complement(self, log_w):
+        raise NotImplementedError
+
     @property
     def p_zero(self) -> float:
         """P[K = 0]: the mass released as the fixed, data-independent output."""
@@ -121,15 +138,23 @@ class TruncatedNegativeBinomial(RoundsLaw):
         object.__setattr__(self, "eta", number(self.eta, "eta", -1, MAX_ETA, lo_open=True))
         # Below ~1e-15, 1 - nu rounds to 1 (or loses most digits of nu) and the law degenerates
         # (pgf(1) = log1p(-1)/log(nu) = nan); E[K] is then ~1e13, far beyond any tuning run.
-        nu = number(self.nu, "nu", 0, 1, lo_open=True, hi_open=True)
-        require(nu >= MIN_NU, "nu", f"must be in [{MIN_NU:g}, 1), got {nu}")
+        nu = number(self.nu, "nu", 0, 1, lo_open=True)
+        require(nu >= MIN_NU, "nu", f"must be in [{MIN_NU:g}, 1], got {nu}")
         object.__setattr__(self, "nu", nu)
 
     @property
     def _log_inv_nu(self) -> float:
         return -math.log(self.nu)
 
+    @property
+    def _one(self) -> bool:
+        """nu = 1: the point mass K = 1."""
+        return self.nu == 1
+
     def log_pmf(self, k):
+        if self._one:
+            with np.errstate(divide="ignore"):
+                return np.log(np.asarray(k, dtype=float) == 1)
         # P[K=k] = (1-nu)^k Gamma(k+eta) / (Gamma(1+eta) k!) / (log(1/nu) r(eta log(1/nu))),
         # with r(x) = expm1(x)/x: one formula for every eta, eta -> 0 included.
         k = np.asarray(k, dtype=float)
@@ -149,6 +174,8 @@ class TruncatedNegativeBinomial(RoundsLaw):
     def pgf(self, z):
         # G(z) = expm1(-eta b) / expm1(eta log(1/nu)) with b = log(1 - (1-nu) z) <= 0
         z = np.asarray(z, dtype=float)
+        if self._one:
+            return z
         # b via log1p for small (1-nu) z, else via log(nu + (1-nu)(1-z)) so that z near 1 keeps
         # nu's digits (log1p(-(1-nu)) is off by ~1e-16/nu: pgf(1) = 1 + 8e-7 at nu = 1e-12)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -172,6 +199,8 @@ class TruncatedNegativeBinomial(RoundsLaw):
 
     def pgf_complement(self, w):
         # 1 - (1-nu) z = nu (1 + (1-nu) w / nu); 1 - G = -expm1(-eta l) / -expm1(-eta log(1/nu))
+        if self._one:
+            return np.asarray(w, dtype=float)
         lg = np.log1p((1 - self.nu) * np.asarray(w, dtype=float) / self.nu)
         return (
             (lg / self._log_inv_nu)
@@ -179,15 +208,55 @@ class TruncatedNegativeBinomial(RoundsLaw):
             / _expm1_ratio(-self.eta * self._log_inv_nu)
         )
 
+    def log_pgf_above_zero(self, log_z):
+        # no mass at 0: log G(z) = log(-b/L) + log r(-eta b) - log r(eta L), b = log(1-(1-nu) z)
+        log_z = np.asarray(log_z, dtype=float)
+        if self._one:
+            return log_z
+        z = np.exp(log_z)
+        L = self._log_inv_nu
+        with np.errstate(divide="ignore", invalid="ignore"):
+            minus_b = np.where(
+                z < 0.5,
+                -np.log1p(-(1 - self.nu) * np.minimum(z, 0.5)),
+                -np.log(self.nu + (1 - self.nu) * (1 - np.maximum(z, 0.5))),
+            )
+            log_minus_b = np.where(log_z < -600, math.log1p(-self.nu) + log_z, np.log(minus_b))
+        return (
+            log_minus_b
+            - math.log(L)
+            + _log_expm1_ratio_array(self.eta * minus_b)
+            - _log_expm1_ratio(self.eta * L)
+        )
+
+    def log_pgf_complement(self, log_w):
+        # 1 - G = (lg / L) r(-eta lg) / r(-eta L), lg = log1p((1-nu) w / nu)
+        log_w = np.asarray(log_w, dtype=float)
+        if self._one:
+            return log_w
+        L = self._log_inv_nu
+        log_lg = _log_of_log1p_small(log_w, (1 - self.nu) / self.nu)
+        lg = np.exp(log_lg)
+        return (
+            log_lg
+            - math.log(L)
+            + _log_expm1_ratio_array(-self.eta * lg)
+            - _log_expm1_ratio(-self.eta * L)
+        )
+
     def log_pgf_derivative(self, z, w=None, log_z=None):
         z, w = _as_w(z, w)
         eta, nu = self.eta, self.nu
+        if self._one:
+            return np.zeros(np.broadcast(z, w).shape)
         a = nu + (1 - nu) * w
         return -(eta + 1) * np.log(a) + (eta + 1) * math.log(nu) + math.log(self.mean)
 
     @property
     def mean(self) -> float:
         # eta (1-nu) / (nu (1 - nu^eta)) = ((1-nu)/nu) / (log(1/nu) r(-eta log(1/nu)))
+        if self._one:
+            return 1.0
         return (
             (1 - self.nu)
             / self.nu
@@ -202,6 +271,8 @@ class TruncatedNegativeBinomial(RoundsLaw):
         at k_hi = 50/nu: beyond k_hi, a tail of mass < e^-50, it is capped at 1)."""
         eta, nu = self.eta, self.nu
         size = int(size)
+        if self._one:
+            return np.ones(size, dtype=np.int64)
         if eta == 0:
             return rng.logseries(1 - nu, size).astype(np.int64)
         if eta == 1:
@@ -244,6 +315,32 @@ def _log_expm1_ratio(x: float) -> float:
     return math.log(_expm1_ratio(x))
 
 
+def _log_expm1_ratio_array(x):
+    """log(expm1(x) / x), vectorised: x/2 near 0, no overflow for large x."""
+    x = np.asarray(x, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        big = x + np.log(-np.expm1(-np.maximum(x, 50.0))) - np.log(np.maximum(x, 50.0))
+        mid = np.log(np.asarray(_expm1_ratio(np.clip(x, -745.0, 50.0)), dtype=float))
+    return np.where(x > 50, big, mid)
+
+
+def log1mexp_of_log(t):
+    """log(1 - exp(-x)) for x = exp(t) > 0, from t = log x: accurate for x far below the
+    smallest double (log x - x/2, the error x^2/24) and for large x (-> 0)."""
+    t = np.asarray(t, dtype=float)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        x = np.exp(t)
+        return np.where(t < -20, t - x / 2, np.log(-np.expm1(-x)))
+
+
+def _log_of_log1p_small(log_x, scale: float = 1.0):
+    """log(log1p(scale x)) for x = exp(log_x) >= 0, with log(scale) + log_x when x underflows."""
+    log_x = np.asarray(log_x, dtype=float)
+    x = np.exp(np.minimum(log_x, 700.0))
+    with np.errstate(divide="ignore"):
+        return np.where(log_x < -600, math.log(scale) + log_x, np.log(np.log1p(scale * x)))
+
+
 def _rejection_fill(propose, size: int, acceptance: float | None) -> np.ndarray:
     out = np.empty(size, dtype=np.int64)
     filled = 0
@@ -277,6 +374,19 @@ class Poisson(RoundsLaw):
 
     def pgf(self, z):
         return np.exp(self.mean * (np.asarray(z, dtype=float) - 1))
+
+    def pgf_above_zero(self, z):
+        # e^(m (z-1)) - e^-m = e^(m (z-1)) (1 - e^(-m z)): no overflow for a large mean
+        z = np.asarray(z, dtype=float)
+        return self.pgf(z) * -np.expm1(-self.mean * z)
+
+    def log_pgf_above_zero(self, log_z):
+        log_z = np.asarray(log_z, dtype=float)
+        m = self.mean
+        return m * np.expm1(log_z) + log1mexp_of_log(math.log(m) + log_z)
+
+    def log_pgf_complement(self, log_w):
+        return log1mexp_of_log(math.log(self.mean) + np.asarray(log_w, dtype=float))
 
     def pgf_complement(self, w):
         return -np.expm1(-self.mean * np.asarray(w, dtype=float))
@@ -319,6 +429,31 @@ class Binomial(RoundsLaw):
 
     def pgf(self, z):
         return (1 - self.p + self.p * np.asarray(z, dtype=float)) ** self.n
+
+    def pgf_above_zero(self, z):
+        z = np.asarray(z, dtype=float)
+        if self.p == 1:
+            return self.pgf(z)
+        # G(z) (1 - ((1-p)/(1-p+pz))^n): no cancellation, no overflow for a large n
+        return self.pgf(z) * -np.expm1(-self.n * np.log1p(self.p / (1 - self.p) * z))
+
+    def log_pgf_above_zero(self, log_z):
+        log_z = np.asarray(log_z, dtype=float)
+        n, p = self.n, self.p
+        if p == 1:
+            return n * log_z
+        z = np.exp(log_z)
+        with np.errstate(divide="ignore"):
+            log_g = n * np.log1p(-p * (1 - z))
+        return log_g + log1mexp_of_log(math.log(n) + _log_of_log1p_small(log_z, p / (1 - p)))
+
+    def log_pgf_complement(self, log_w):
+        # 1 - (1 - p w)^n = 1 - exp(-n (-log1p(-p w)))
+        log_w = np.asarray(log_w, dtype=float)
+        w = np.exp(log_w)
+        with np.errstate(divide="ignore"):
+            inner = np.where(log_w < -600, math.log(self.p) + log_w, np.log(-np.log1p(-self.p * w)))
+        return log1mexp_of_log(math.log(self.n) + inner)
 
     def pgf_complement(self, w):
         with np.errstate(divide="ignore"):  # p w = 1: log1p(-1) = -inf, and the value is 1
@@ -399,6 +534,30 @@ class FinitePmf(RoundsLaw):
     def pgf(self, z):
         z = np.asarray(z, dtype=float)
         return np.sum(self._ps * np.power(z[..., None], self._ks), axis=-1)
+
+    def pgf_above_zero(self, z):
+        z = np.asarray(z, dtype=float)
+        pos = self._ks > 0
+        return np.sum(self._ps[pos] * np.power(z[..., None], self._ks[pos]), axis=-1)
+
+    def log_pgf_above_zero(self, log_z):
+        log_z = np.asarray(log_z, dtype=float)
+        pos = self._ks > 0
+        ks, ps = self._ks[pos], self._ps[pos]
+        with np.errstate(invalid="ignore"):
+            terms = np.log(ps) + ks * log_z[..., None]
+        return logsumexp(np.where(np.isnan(terms), -np.inf, terms))
+
+    def log_pgf_complement(self, log_w):
+        # sum_k p_k (1 - (1-w)^k), each term log1mexp of k (-log1p(-w))
+        log_w = np.asarray(log_w, dtype=float)
+        pos = self._ks > 0
+        ks, ps = self._ks[pos], self._ps[pos]
+        w = np.exp(log_w)
+        with np.errstate(divide="ignore"):
+            inner = np.where(log_w < -600, log_w, np.log(-np.log1p(-w)))
+        terms = np.log(ps) + log1mexp_of_log(np.log(ks) + inner[..., None])
+        return logsumexp(terms)
 
     def pgf_complement(self, w):
         w = np.asarray(w, dtype=float)

@@ -27,7 +27,13 @@ from auditsel.numerics import bisect
 from auditsel.protocols import MechanismPair
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["GaussianWinner", "FiniteWinner", "max_uniform_complement", "winner_law"]
+__all__ = [
+    "GaussianWinner",
+    "FiniteWinner",
+    "max_uniform_complement",
+    "winner_law",
+    "log_difference",
+]
 
 LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
 
@@ -85,8 +91,25 @@ class GaussianWinner:
         upper = u > 0  # both ends in the upper half: use 1 - G(1 - w) with w = 1 - F
         with np.errstate(invalid="ignore"):
             via_tail = law.pgf_complement(_sf(u)) - law.pgf_complement(_sf(v))
-            via_cdf = law.pgf(_cdf(v)) - law.pgf(_cdf(u))
+            via_cdf = law.pgf_above_zero(_cdf(v)) - law.pgf_above_zero(_cdf(u))
         return np.maximum(np.where(upper, via_tail, via_cdf), 0.0)
+
+    def log_mass(self, a, b, member: int):
+        """log P[a < winner <= b] (the fixed output excluded), from the laws' log-space pgf
+        forms: full relative precision for masses far below the smallest double."""
+        s = member * self.mu
+        u = np.asarray(a, dtype=float) - s
+        v = np.asarray(b, dtype=float) - s
+        law = self.law
+        upper = u > 0  # both ends in the upper half: 1 - G(1 - w), w = 1 - F
+        with np.errstate(invalid="ignore"):
+            hi = np.where(
+                upper, law.log_pgf_complement(log_ndtr(-u)), law.log_pgf_above_zero(log_ndtr(v))
+            )
+            lo = np.where(
+                upper, law.log_pgf_complement(log_ndtr(-v)), law.log_pgf_above_zero(log_ndtr(u))
+            )
+        return log_difference(hi, lo)
 
     def cdf(self, x, member: int):
         """P[winner <= x], the fixed output (at -inf) included."""
@@ -112,6 +135,14 @@ class GaussianWinner:
         lo = bisect(lower, a, b) if lower(a) < 0 < lower(b) else a
         hi = bisect(upper, a, b) if upper(a) > 0 > upper(b) else b
         return float(lo), float(hi)
+
+
+def log_difference(hi, lo):
+    """log(e^hi - e^lo), -inf where lo >= hi (vectorised)."""
+    hi, lo = np.broadcast_arrays(np.asarray(hi, dtype=float), np.asarray(lo, dtype=float))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = hi + np.log(-np.expm1(np.minimum(lo - hi, 0.0)))
+    return np.where((lo < hi) & np.isfinite(hi), out, np.where(np.isposinf(hi), np.inf, -np.inf))
 
 
 def _cdf(t):
@@ -143,7 +174,7 @@ class FiniteWinner:
         below = np.concatenate([[0.0], np.cumsum(probs)[:-1]])  # C(<y)
         at_or_above = np.cumsum(probs[::-1])[::-1]  # 1 - C(<y)
         above = np.concatenate([at_or_above[1:], [0.0]])  # 1 - C(<=y)
-        via_cdf = self.law.pgf(below + probs) - self.law.pgf(below)
+        via_cdf = self.law.pgf_above_zero(below + probs) - self.law.pgf_above_zero(below)
         via_tail = self.law.pgf_complement(at_or_above) - self.law.pgf_complement(above)
         return np.maximum(np.where(below > 0.5, via_tail, via_cdf), 0.0)
 

@@ -24,6 +24,14 @@ def pmf_density(x, shift, table):
     return sum(p * k * F ** (k - 1) for k, p in table.items() if k >= 1) * mp.npdf(t)
 
 
+def poisson_density(x, shift, mean):
+    """Winner density G'(F(x - shift)) phi(x - shift) = m e^(m (F - 1)) phi for Poisson(m) (the
+    fixed output of K = 0 has the same mass on both sides and adds nothing for eps >= 0)."""
+    t = x - shift
+    m = mp.mpf(mean)
+    return m * mp.e ** (m * (mp.ncdf(t) - 1)) * mp.npdf(t)
+
+
 def hockey_stick(density, mu, eps, direction, lo=-30, hi=None, step=0.25):
     """int [p - e^eps q]_+ with p, q the winner densities (p = direction), split at the roots."""
     hi = mu + 30 if hi is None else hi

@@ -323,18 +323,27 @@ def test_committed_worst_case_games_never_exceed_the_attack_value():
 
 
 def test_worst_case_game_eps_l_below_the_attack_value():
-    """A fresh worst-case game where eps_L comes close: its valid eps_L stays below."""
+    """Fresh worst-case games where eps_L comes close: a valid eps_L (95%) exceeds the game's
+    true epsilon in at most 5% of audits, and the game releases the highest-loss run, so its
+    truth is the attack value (within the label step): across 20 independent audits (game and
+    split seeds 0..19, fixed so the test is deterministic) at most 3 exceed it (a binomial(20,
+    0.05) count is above 3 with probability 1.6%). One audit alone is not a test: with the split
+    seed drawn fresh, a lucky record (game seed 7) exceeds it on 20% of split seeds."""
     from attacks.proxies import SampleProxy
     from auditsel.auditing.lower import audit_scores
+    from auditsel.auditing.rules import Split
     from auditsel.games.engine import run_game
     from auditsel.games.worst_case import DpsgdWorstCase
 
     law, delta = Poisson(2.0), 1e-2
     game = DpsgdWorstCase(1.0, 2, 0.5, law)
-    record = run_game(game, SampleProxy(), 200_000, 7, progress=False)
-    bound = audit_scores(record.scores, record.member, delta, rule="split")
     value = attack_epsilon(DpsgdBase(1.0, 2, 0.5), law, delta)
-    assert 0.5 * value < bound.eps <= value
+    eps = []
+    for seed in range(20):
+        record = run_game(game, SampleProxy(), 200_000, seed, progress=False)
+        eps.append(audit_scores(record.scores, record.member, delta, rule=Split(seed=seed)).eps)
+    assert sum(e > value for e in eps) <= 3, (value, sorted(eps))
+    assert np.median(eps) > 0.75 * value  # the game comes close: the attack value is tight
 
 
 def test_certified_curve_and_epsilon_agree():
@@ -378,3 +387,117 @@ def test_interval_ends_and_sources():
     empty = interval_from([(None, "x")], [(math.inf, "vacuous")])
     assert empty == Interval(0.0, "eps >= 0", math.inf, None, math.inf)
     assert empty.to_dict()["upper"] is None and json.dumps(empty.to_dict())
+
+
+# --- Laplace bases ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("b", [0.5, 1.0, 2.0])
+@pytest.mark.parametrize("delta", [1e-8, 1e-4, 0.1])
+def test_laplace_one_run_is_the_laplace_pairs_epsilon(b, delta):
+    """K = 1, one step: the Laplace pair's own epsilon, 1/b + 2 log(1 - delta) in closed form
+    (its hockey stick is 1 - e^((eps - 1/b)/2) for eps <= 1/b): never above, within 1e-6."""
+    from auditsel.events import LaplaceBase
+
+    truth = 1 / b + 2 * math.log1p(-delta)
+    value = attack_epsilon(LaplaceBase(b), Point(1), delta)
+    assert truth - 1e-6 <= value <= truth + 1e-12
+
+
+@pytest.mark.parametrize(
+    "b, steps, q", [(1.0, 1, 0.1), (0.5, 1, 0.3), (1.0, 3, 1.0), (0.7, 4, 0.2)]
+)
+def test_laplace_one_run_between_dp_accountings_optimistic_and_pessimistic_pld(b, steps, q):
+    """K = 1: the run itself, N (subsampled) Laplace steps. dp_accounting's pessimistic PLD is
+    an upper bound on its epsilon, so the attack value is at most it; the optimistic PLD is a
+    lower estimate, and the attack value comes within 1e-3 of it (the label step's loss)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    from auditsel.events import LaplaceBase
+
+    def epsilon(pessimistic: bool, delta: float) -> float:
+        one = pld.from_laplace_mechanism(
+            b,
+            sampling_prob=q,
+            pessimistic_estimate=pessimistic,
+            value_discretization_interval=1e-4,
+            use_connect_dots=pessimistic,
+        )
+        return one.self_compose(steps).get_epsilon_for_delta(delta)
+
+    for delta in (1e-6, 1e-3):
+        value = attack_epsilon(LaplaceBase(b, steps, q), Point(1), delta)
+        assert epsilon(False, delta) - 1e-3 <= value <= epsilon(True, delta) + 1e-9
+
+
+LAPLACE_LAWS = [
+    TruncatedNegativeBinomial(1.0, 0.1),
+    TruncatedNegativeBinomial(0.0, 0.02),
+    Poisson(10.0),
+    Poisson(0.4),
+    Binomial(6, 0.5),
+    Point(3),
+]
+
+
+@pytest.mark.parametrize("law", LAPLACE_LAWS, ids=lambda law: law.kind)
+@pytest.mark.parametrize("b, steps, q", [(1.0, 1, 1.0), (0.5, 20, 0.1), (2.0, 5, 1.0)])
+def test_laplace_attack_never_above_a_rigorous_bound(law, b, steps, q):
+    """The attack value is a lower bound: at most every rigorous bound, and at most [PS22]
+    Corollary 3's (2 + eta) eps for a TNB law (eps: the base's pure epsilon)."""
+    from auditsel.accounting.interval import rigorous_values
+    from auditsel.events import LaplaceBase
+
+    base = LaplaceBase(b, steps, q)
+    for delta in (1e-8, 1e-5, 1e-2):
+        value = attack_epsilon(base, law, delta)
+        assert value > 0
+        for key, (eps, _) in rigorous_values(base, law, delta).items():
+            assert value <= eps + 1e-9, (key, delta, value, eps)
+        if isinstance(law, TruncatedNegativeBinomial):
+            assert value <= (2 + law.eta) * base.pure_epsilon + 1e-12
+
+
+def test_laplace_events_are_laplace_bases():
+    """N Poisson-sampled Laplace steps given as a DpEvent get the LaplaceBase's attack value;
+    the interval then starts at it. A composition with a Gaussian has no attack value."""
+    import dp_accounting as dpa
+
+    from auditsel.accounting.attack import attack_applies
+    from auditsel.accounting.interval import tuning_epsilon
+    from auditsel.events import LaplaceBase, laplace_steps
+
+    law = Poisson(10.0)
+    event = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.1, dpa.LaplaceDpEvent(0.5)), 20)
+    assert laplace_steps(LaplaceBase(0.5, 20, 0.1)) == (0.5, 20, 0.1)
+    assert attack_epsilon(event, law, 1e-5) == attack_epsilon(LaplaceBase(0.5, 20, 0.1), law, 1e-5)
+    assert attack_epsilon(dpa.LaplaceDpEvent(2.0), law, 1e-5) == attack_epsilon(
+        LaplaceBase(2.0), law, 1e-5
+    )
+    out = tuning_epsilon(event, law, 1e-5)
+    assert out.interval.lower_source.startswith("attack:") and 0 < out.interval.lower < out.epsilon
+    mixed = dpa.ComposedDpEvent([dpa.LaplaceDpEvent(2.0), dpa.GaussianDpEvent(3.0)])
+    assert "no attack value" in attack_applies(mixed)
+
+
+def test_laplace_step_masses_against_mpmath():
+    """A1 for Laplace steps: every bucket mass within STEP_REL of mpmath's 50-digit value."""
+    mpmath.mp.dps = 50
+    b, tau = 0.7, 0.3
+    step = A.laplace_step(b, tau, 1e-2)
+    x = step.edges
+    B = mpmath.mpf(b)
+
+    def cdf(t, shift):
+        if t == -math.inf:
+            return mpmath.mpf(0)
+        if t == math.inf:
+            return mpmath.mpf(1)
+        z = (mpmath.mpf(t) - shift) / B
+        return mpmath.exp(z) / 2 if z < 0 else 1 - mpmath.exp(-z) / 2
+
+    for i in range(len(step.p)):
+        p = cdf(x[i + 1], 0) - cdf(x[i], 0)
+        q = (1 - tau) * p + tau * (cdf(x[i + 1], 1) - cdf(x[i], 1))
+        for got, want in ((step.p[i], p), (step.q[i], q)):
+            assert abs(mpmath.mpf(float(got)) - want) <= A.STEP_REL * want + 1e-300, i

@@ -110,10 +110,10 @@ def test_entry_point_prints_a_table(tmp_path):
 BAD_CONFIGS = [
     ({"delta": 1.5}, "delta"),
     ({"delta": "tiny"}, "delta"),
-    ({"base.kind": "laplace"}, "base.kind"),
+    ({"base.kind": "cauchy"}, "base.kind"),
     ({"base.epsilon": -1}, "base.epsilon"),
     ({"base.mu": 0.5}, "base.mu"),  # both mu and epsilon
-    ({"rounds.nu": 1.0}, "rounds.nu"),
+    ({"rounds.nu": 1.5}, "rounds.nu"),
     ({"rounds.eta": -2}, "rounds.eta"),
     ({"rounds.kind": "zeta"}, "rounds.kind"),
     ({"game.trials": 0}, "game.trials"),

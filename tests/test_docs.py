@@ -295,6 +295,7 @@ BASES = {
     "gaussian": {"kind": "gaussian", "mu": 1.0},
     "discrete": {"kind": "discrete", "p": [0.5, 0.5], "q": [0.4, 0.6]},
     "dpsgd": {"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 2},
+    "laplace": {"kind": "laplace", "noise_multiplier": 1.0},
 }
 
 

@@ -32,7 +32,7 @@ def test_domain_names_the_parameter_config_adds_the_path():
     with pytest.raises(ConfigError) as err:
         parse_config(raw)
     assert err.value.field == "rounds.nu" and str(err.value).startswith(
-        "rounds.nu: must be in (0, 1)"
+        "rounds.nu: must be in (0, 1]"
     )
     raw["rounds"]["nu"] = 0.1
     raw["base"]["p"] = [0.5, 0.5]

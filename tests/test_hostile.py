@@ -201,7 +201,9 @@ CONFIG_FIELDS = [
     bad_field("name", 5, r"name: must be"),
     bad_field("name", None, r"name: must be"),
     bad_field("name", DELETE, r"name: required key is missing"),
-    bad_field("base.kind", "laplace", r"base\.kind: must be one of gaussian, discrete, dpsgd"),
+    bad_field(
+        "base.kind", "cauchy", r"base\.kind: must be one of gaussian, discrete, dpsgd, laplace"
+    ),
     bad_field("base.epsilon", 0, r"base\.epsilon: must be in \(0, 100\]"),
     bad_field("base.epsilon", -1, r"base\.epsilon: must be in"),
     bad_field("base.epsilon", 101, r"base\.epsilon: must be in"),
@@ -209,7 +211,7 @@ CONFIG_FIELDS = [
     bad_field("base.mu", 1.0, r"base\.mu: give exactly one of"),
     bad_field("rounds.kind", "bogus", r"rounds\.kind: must be one of"),
     bad_field("rounds.nu", 0, r"rounds\.nu: must be"),
-    bad_field("rounds.nu", 1, r"rounds\.nu: must be"),
+    bad_field("rounds.nu", 1.5, r"rounds\.nu: must be"),
     bad_field("rounds.nu", "small", r"rounds\.nu: must be"),
     bad_field("rounds.extra", 1, r"rounds\.extra: unknown key"),
     bad_field("game.trials", 1, r"game\.trials: must be an integer in \[2, 10000000000\], got 1"),

@@ -150,7 +150,7 @@ def test_tnb_pgf_identities(eta, nu, z):
     "spec, field",
     [
         ({"kind": "tnb", "eta": -1.0, "nu": 0.1}, "rounds.eta"),
-        ({"kind": "tnb", "eta": 0.0, "nu": 1.0}, "rounds.nu"),
+        ({"kind": "tnb", "eta": 0.0, "nu": 1.5}, "rounds.nu"),
         ({"kind": "tnb", "eta": 0.0, "nu": 0.0}, "rounds.nu"),
         ({"kind": "tnb", "eta": "x", "nu": 0.1}, "rounds.eta"),
         ({"kind": "poisson", "mean": -1}, "rounds.mean"),

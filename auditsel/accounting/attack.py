@@ -1,8 +1,9 @@
 """The attack value: the exact epsilon of one concrete attack on the worst-case pair, a valid
 LOWER bound on the tuning run's epsilon with no Monte Carlo error.
 
-Contract. For a mechanism pair (`auditsel.mechanisms`), a law of K (`auditsel.rounds`) and
-delta in [0, 1), `attack_epsilon(pair, law, delta)` returns eps_att with
+Contract. For a mechanism pair (`auditsel.mechanisms`, a Laplace base of `auditsel.events`, or a
+dp_accounting DpEvent that is one of them), a law of K (`auditsel.rounds`) and delta in [0, 1),
+`attack_epsilon(pair, law, delta)` returns eps_att with
 
     eps_att <= eps_T(delta) := inf{eps >= 0 : delta_T(eps) <= delta},
 
@@ -25,6 +26,19 @@ Which attack.
   run scores each run by a label of its N outputs and releases the run with the largest label
   ("largest") or the smallest ("smallest"); the adversary reads the winner's label. The value is
   the largest of the four epsilons (two strategies, both directions of the hockey stick).
+* Laplace bases (`events.LaplaceBase`, and the DpEvents that are N Poisson-sampled Laplace
+  steps, `events.laplace_steps`): the same attack on the worst-case run of N steps x = B + L,
+  L ~ Laplace(0, b), B ~ Bernoulli(tau) (B = 1 when tau = 1): p = Lap(0, b), q = (1 - tau)
+  Lap(0, b) + tau Lap(1, b), the dominating pair of the subsampled Laplace mechanism of
+  sensitivity 1 under add/remove neighbours (the pair dp_accounting's PLD accountant uses),
+  realised by a sum query on an empty data set against one record of value 1. Its loss
+  l(x) = log(1 - tau + tau e^((|x| - |x - 1|)/b)) is non-decreasing, constant below 0 and above
+  1, and bounded: no atoms at +-inf and no bucket with an unbounded loss. Bucket masses are
+  differences of the Laplace cdf written as sums of nonnegative terms on each side of 0,
+  0.5 e^(-a/b) (-expm1(-(c - a)/b)) on [a, c] above 0 and its mirror below, a few ulps each
+  (A1 holds with `STEP_REL`). Everything below applies unchanged.
+* Other event bases (`events.EventBase`): no worst-case pair is known; `attack_applies` says so
+  and there is no value (the interval's lower end is then 0, `accounting.interval`).
 
 The label. A step's output x has the privacy loss l(x) = log(1 - tau + tau e^((2x-1)/(2 sigma^2)))
 (X' against X, increasing in x). Bucket i holds the outputs whose loss rounds to i h (the top
@@ -121,19 +135,23 @@ import scipy.fft as sfft
 from scipy.special import log_ndtr, logsumexp
 
 from auditsel.accounting.exact import exact_epsilon, privacy_curve
-from auditsel.accounting.rdp import check_deltas
 from auditsel.errors import ConfigError, choice, number
+from auditsel.events import as_pair, laplace_steps
+from auditsel.mechanisms import DpsgdBase
+from auditsel.numerics import check_deltas
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import winner_law
 
 __all__ = [
     "AttackValue",
     "StepLaws",
+    "attack_applies",
     "RunLaws",
     "attack",
     "attack_epsilon",
     "attack_delta",
     "dpsgd_step",
+    "laplace_step",
     "finite_step",
     "compose",
     "labelled_attack",
@@ -281,6 +299,52 @@ def dpsgd_step(noise_multiplier: float, sample_rate: float, label_step: float) -
     )
     return StepLaws(
         i_lo, h, p, q, 0.0, 0.0, STEP_REL, (max(below, 0.0), max(above, 0.0)), unbounded, x
+    )
+
+
+def _laplace_masses(a: np.ndarray, c: np.ndarray, scale: float) -> np.ndarray:
+    """P[a < X <= c] for X ~ Laplace(0, scale), a <= c elementwise (infinite ends allowed): the
+    sum of the nonnegative pieces below and above 0, each in closed form without cancellation
+    (module docstring, Laplace bases)."""
+    lo_n, hi_n = np.minimum(a, 0.0), np.minimum(c, 0.0)
+    lo_p, hi_p = np.maximum(a, 0.0), np.maximum(c, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        neg = 0.5 * np.exp(hi_n / scale) * -np.expm1((lo_n - hi_n) / scale)
+        pos = 0.5 * np.exp(-lo_p / scale) * -np.expm1(-(hi_p - lo_p) / scale)
+    return np.where(hi_n > lo_n, neg, 0.0) + np.where(hi_p > lo_p, pos, 0.0)
+
+
+def laplace_step(noise_multiplier: float, sample_rate: float, label_step: float) -> StepLaws:
+    """The bucketed step of the worst-case Laplace run (module docstring): p = Lap(0, b),
+    q = (1 - tau) Lap(0, b) + tau Lap(1, b), labelled by the rounded loss l(x)."""
+    b, tau, h = float(noise_multiplier), float(sample_rate), float(label_step)
+
+    def loss(x: np.ndarray) -> np.ndarray:
+        z = (np.abs(x) - np.abs(x - 1.0)) / b  # (2x - 1)/b on [0, 1], -+1/b beyond
+        return z if tau >= 1 else np.logaddexp(math.log1p(-tau), math.log(tau) + z)
+
+    l_lo, l_hi = float(loss(np.array(0.0))), float(loss(np.array(1.0)))
+    i_lo, i_hi = math.floor(l_lo / h + 0.5), math.floor(l_hi / h + 0.5)
+    edges = (np.arange(i_lo + 1, i_hi + 1) - 0.5) * h  # inner bucket boundaries (losses)
+    if tau >= 1:
+        inner = (b * edges + 1.0) / 2
+    else:  # l(x) = v  <=>  x = (b (log(expm1(v) + tau) - log(tau)) + 1) / 2, v > l_lo
+        inner = (b * (np.log(np.expm1(edges) + tau) - math.log(tau)) + 1.0) / 2
+    inner = np.clip(np.maximum.accumulate(inner), 0.0, 1.0)
+    x = np.concatenate([[-np.inf], inner, [np.inf]])
+    a, c = x[:-1], x[1:]
+    m0 = _laplace_masses(a, c, b)
+    m1 = _laplace_masses(a - 1.0, c - 1.0, b)
+    p = m0
+    q = (1 - tau) * m0 + tau * m1 if tau < 1 else m1
+    # the loss range of each bucket from its (computed) ends; l is constant outside [0, 1]
+    idx = np.arange(i_lo, i_hi + 1)
+    loss_a, loss_c = loss(np.clip(a, -1.0, 2.0)), loss(np.clip(c, -1.0, 2.0))
+    has = (p > 0) | (q > 0)
+    below = float(np.max(((idx - 0.5) * h - loss_a + 1e-12 * (1 + np.abs(loss_a)))[has]))
+    above = float(np.max((loss_c - (idx + 0.5) * h + 1e-12 * (1 + np.abs(loss_c)))[has]))
+    return StepLaws(
+        i_lo, h, p, q, 0.0, 0.0, STEP_REL, (max(below, 0.0), max(above, 0.0)), (0.0, 0.0), x
     )
 
 
@@ -647,6 +711,20 @@ class AttackValue:
 METHODS = ("auto", "exact", "labelled")
 
 
+def attack_applies(pair) -> str | None:
+    """None where `attack` has a value for the pair (a pair whose reduction is exact, a DP-SGD
+    pair, a Laplace base), else why not: a dp_accounting event base whose worst-case pair is
+    not known here has no attack value; its interval starts at eps >= 0 (`accounting.interval`)."""
+    pair = as_pair(pair, "pair")
+    if pair.reduction_is_exact or isinstance(pair, DpsgdBase) or laplace_steps(pair) is not None:
+        return None
+    return (
+        f"no attack value for this base ({type(pair).__name__}): the attack needs the worst-case "
+        "pair (Gaussian, finite-output, DP-SGD or Laplace bases, and the DpEvents that are one "
+        "of them)"
+    )
+
+
 def attack(
     pair,
     law: RoundsLaw,
@@ -657,12 +735,18 @@ def attack(
 ) -> AttackValue:
     """The attack value at each delta (module docstring), with how it was obtained.
 
-    `method`: "auto" (exact where the pair's reduction is exact, else labelled), "exact" (only
-    for such pairs) or "labelled" (DP-SGD only, tau = 1 included: the independent check of the
-    exact value); `label_step`: the label grid h of the labelled method (`LABEL_STEP`)."""
+    `pair`: a mechanism pair or a dp_accounting DpEvent that is one (`events.as_pair`); an
+    event base without a known pair is a ConfigError (`attack_applies`). `method`: "auto"
+    (exact where the pair's reduction is exact, else labelled), "exact" (only for such pairs)
+    or "labelled" (DP-SGD, tau = 1 included: the independent check of the exact value; Laplace
+    bases); `label_step`: the label grid h of the labelled method (`LABEL_STEP`)."""
     start = time.perf_counter()
-    d = check_deltas(deltas)
+    pair = as_pair(pair, "pair")
+    d = check_deltas(deltas, "deltas")
     choice(method, "method", METHODS)
+    why = attack_applies(pair)
+    if why is not None:
+        raise ConfigError("pair", why)
     labelled = method == "labelled" or (method == "auto" and not pair.reduction_is_exact)
     if not labelled:
         if not pair.reduction_is_exact:
@@ -676,9 +760,13 @@ def attack(
             "exact",
             seconds=time.perf_counter() - start,
         )
-    if not hasattr(pair, "sample_rate"):
-        raise ConfigError("method", "labelled needs a DP-SGD pair (DpsgdBase)")
+    laplace = laplace_steps(pair)
+    if not isinstance(pair, DpsgdBase) and laplace is None:
+        raise ConfigError("method", "labelled needs a DP-SGD pair (DpsgdBase) or a Laplace base")
     h = LABEL_STEP if label_step is None else number(label_step, "label_step", 0, 1, lo_open=True)
+    if laplace is not None:
+        scale, steps, rate = laplace
+        return labelled_attack(laplace_step(scale, rate, h), steps, law, d, start=start)
     step = dpsgd_step(pair.noise_multiplier, pair.sample_rate, h)
     return labelled_attack(step, pair.steps, law, d, start=start)
 
@@ -689,7 +777,7 @@ def labelled_attack(
     """The labelled attack on N = `steps` independent copies of a labelled step (any step pair:
     `dpsgd_step`, `finite_step`), at each delta (module docstring)."""
     start = time.perf_counter() if start is None else start
-    d = check_deltas(deltas)
+    d = check_deltas(deltas, "deltas")
     run = compose(step, steps)
     mean = float(law.mean)
     slack = (mean * run.error[0], mean * run.error[1])
@@ -733,13 +821,18 @@ def labelled_attack(
 
 def attack_epsilon(pair, law: RoundsLaw, delta):
     """The attack value (module docstring): a float for a scalar delta, an array for an array."""
+    check_deltas(delta)
     value = attack(pair, law, delta)
     return np.array(value.epsilons) if np.ndim(delta) else value.epsilons[0]
 
 
 def attack_delta(pair, law: RoundsLaw, eps):
-    """The attack's certified lower privacy curve delta_low(eps) <= delta_T(eps) (DP-SGD, tau < 1:
-    the labelled attack; otherwise the exact winner curve)."""
+    """The attack's certified lower privacy curve delta_low(eps) <= delta_T(eps) (DP-SGD with
+    tau < 1 and Laplace bases: the labelled attack; otherwise the exact winner curve)."""
+    pair = as_pair(pair, "pair")
+    why = attack_applies(pair)
+    if why is not None:
+        raise ConfigError("pair", why)
     e = np.atleast_1d(np.asarray(eps, dtype=float))
     if pair.reduction_is_exact:
         out = privacy_curve(winner_law(pair.reduced(), law), e)

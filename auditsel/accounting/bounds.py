@@ -8,21 +8,26 @@ algorithm with
     curve(pair, law, deltas)     its whole privacy curve read as eps at each delta, from ONE
                                  computation (an RDP curve converts to every delta at once;
                                  a profile shift is computed once); inf where the bound is
-                                 vacuous, nan where it does not apply at that delta
+                                 vacuous (delta = 0 unless it certifies pure DP there), nan
+                                 where it does not apply to the pair; a delta outside [0, 1)
+                                 is a ConfigError naming `deltas` (`epsilon`: `delta`)
     rigour(pair)                 "rigorous" or "heuristic" for this pair
     source(pair, law, delta)     the theorem used (result.json `upper_sources`)
     citation                     the result it implements, stated once, here
 
 Every citation of the panel lives in this module. The bounds (keys of result.json `upper`):
 
-* generic_rdp       [PS22] Theorem 2 (TNB), Theorem 6 (Poisson), Lemma 7 (other laws), Corollary
-                    3 when delta = 0 (pure-DP base, TNB law); base RDP curve from the pair (exact
-                    for Gaussian and finite pairs, dp_accounting for DP-SGD); Canonne-Kamath-Steinke
-                    conversion over `rdp.ORDERS` (DP-SGD: the pair's `RDP_ORDERS`).
+* generic_rdp       [PS22] Theorem 2 (TNB), Theorem 6 sharpened (Poisson, any mean > 0), Lemma 7
+                    (other laws), the fixed output of K = 0 counted (proofs in
+                    `accounting.generic`), Corollary 3 when delta = 0 (pure-DP base, TNB law);
+                    base RDP curve from the pair (exact for Gaussian and finite pairs,
+                    dp_accounting for DP-SGD and event bases); Canonne-Kamath-Steinke conversion
+                    over `rdp.ORDERS`, a superset of dp_accounting's default orders (DP-SGD: the
+                    pair's `RDP_ORDERS`, also a superset).
 * profile           [KRW24] Theorem 5.2 or the Theorem 4.1 recipe, whichever shift is smaller
                     (TNB), Theorem 5.7 (binomial), Corollary 5.8 (Poisson), Theorem 4.1 recipe
                     (other laws); the pair's privacy profile (exact, or dp_accounting's
-                    pessimistic PLD for DP-SGD).
+                    pessimistic PLD for DP-SGD and event bases).
 * improved_rdp      [XWW24] Algorithm 3 with mu (eps_UO) on the pair's reduced Gaussian; for a
                     finite pair the same recipe on the exact winner laws.
 * improved_rdp_gdp  [XWW24] Algorithm 3 with mu_GDP (eps_UG, [XWW24] Appendix A.4); DP-SGD only.
@@ -46,9 +51,11 @@ from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
 from auditsel.accounting.profile import BaseProfile, base_profile, profile_epsilon
-from auditsel.accounting.rdp import ORDERS, check_deltas
+from auditsel.accounting.rdp import ORDERS, pure_dp_rdp
 from auditsel.errors import choice
-from auditsel.rounds import RoundsLaw
+from auditsel.events import as_pair
+from auditsel.numerics import check_deltas
+from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 from auditsel.selection import winner_law
 
 __all__ = [
@@ -72,7 +79,8 @@ class Bound:
     heuristic_always: bool = False
 
     def supports(self, pair, law: RoundsLaw) -> bool:
-        return True
+        """Whether the bound applies to this pair (or dp_accounting event) and law at all."""
+        return as_pair(pair) is not None
 
     def rigour(self, pair) -> str:
         """'rigorous' or 'heuristic' for this pair."""
@@ -95,41 +103,63 @@ class Bound:
 
     def epsilon(self, pair, law: RoundsLaw, delta: float) -> float:
         """eps at one delta (inf where vacuous, nan where it does not apply)."""
-        return float(self.curve(pair, law, [delta])[0])
+        return float(self.curve(pair, law, check_deltas(delta))[0])
 
 
 class GenericRdp(Bound):
+    def supports(self, pair, law):
+        pair = as_pair(pair)
+        return getattr(pair, "supports_rdp", True) or math.isfinite(pair.pure_epsilon)
+
     def source(self, pair, law, delta):
+        pair = as_pair(pair)
         if delta == 0:
             return "[PS22] Corollary 3" if self._pure_ok(pair, law) else None
-        return {"tnb": "[PS22] Theorem 2", "poisson": "[PS22] Theorem 6"}.get(
-            law.kind, "[PS22] Lemma 7"
-        )
+        if law.kind == "tnb":
+            pure = " (Corollary 3 where smaller)" if self._pure_ok(pair, law) else ""
+            return "[PS22] Theorem 2" + pure
+        if law.kind == "poisson":
+            return "[PS22] Theorem 6, sharpened (K = 0 counted)"
+        return "[PS22] Lemma 7" + (" (K = 0 counted)" if law.p_zero > 0 else "")
 
     @staticmethod
     def _pure_ok(pair, law) -> bool:
         return law.kind == "tnb" and math.isfinite(pair.pure_epsilon)
 
     def not_applicable(self, pair, law, delta):
+        pair = as_pair(pair)
         if delta == 0 and not self._pure_ok(pair, law):
             return "generic_rdp: delta = 0 needs a pure-DP base and a TNB law (Cor. 3)"
         return None
 
     def curve(self, pair, law, deltas, profile=None):
-        deltas = check_deltas(deltas)
-        out = np.full(deltas.shape, np.nan)
+        """The RDP bound converted at every delta > 0; for a pure-DP base and a TNB law,
+        Corollary 3's pure (2 + eta) eps where smaller (pure DP holds at every delta)."""
+        pair = as_pair(pair)
+        deltas = check_deltas(deltas, "deltas")
+        if not self.supports(pair, law):
+            return np.full(deltas.shape, np.nan)
+        out = np.full(deltas.shape, np.inf)
         zero = deltas == 0
-        if np.any(zero) and self._pure_ok(pair, law):
-            out[zero] = pure_dp_generic_epsilon(pair.pure_epsilon, law)
         if np.any(~zero):
             orders = np.asarray(pair.rdp_orders or ORDERS, dtype=float)
-            profile = profile or base_profile(pair)
-            out[~zero] = generic_epsilon(orders, pair.rdp(orders), law, deltas[~zero], profile)
+            if profile is None and not isinstance(law, TruncatedNegativeBinomial):
+                profile = base_profile(pair)  # Theorem 6 and Lemma 7 use it; Theorem 2 does not
+            rdp = pair.rdp(orders)
+            if math.isfinite(pair.pure_epsilon):  # eps-DP: RDP at most randomized response's
+                rdp = np.minimum(rdp, pure_dp_rdp(pair.pure_epsilon, orders))
+            out[~zero] = generic_epsilon(orders, rdp, law, deltas[~zero], profile)
+        if self._pure_ok(pair, law):
+            out = np.minimum(out, pure_dp_generic_epsilon(pair.pure_epsilon, law))
         return out
 
 
 class ProfileBound(Bound):
+    def supports(self, pair, law):
+        return getattr(as_pair(pair), "supports_pld", True)
+
     def source(self, pair, law, delta):
+        pair = as_pair(pair)
         if delta == 0:
             return None
         return {
@@ -142,8 +172,11 @@ class ProfileBound(Bound):
         return "profile: needs delta > 0" if delta == 0 else None
 
     def curve(self, pair, law, deltas, profile=None):
-        deltas = check_deltas(deltas)
-        out = np.full(deltas.shape, np.nan)
+        pair = as_pair(pair)
+        deltas = check_deltas(deltas, "deltas")
+        if not self.supports(pair, law):
+            return np.full(deltas.shape, np.nan)
+        out = np.full(deltas.shape, np.inf)
         pos = deltas > 0
         if np.any(pos):
             out[pos] = profile_epsilon(pair, law, deltas[pos], profile or base_profile(pair))
@@ -155,12 +188,21 @@ class ImprovedRdp(Bound):
     gdp: bool = False
 
     def supports(self, pair, law):
-        return pair.mu_gdp is not None if self.gdp else True
+        pair = as_pair(pair)
+        return pair.mu_gdp is not None if self.gdp else pair.reduced() is not None
 
     def rigour(self, pair):
-        return "heuristic" if self.gdp or not pair.reduction_is_exact else "rigorous"
+        pair = as_pair(pair)
+        if self.gdp:
+            return "heuristic"
+        return (
+            "heuristic"
+            if pair.reduced() is not None and not pair.reduction_is_exact
+            else "rigorous"
+        )
 
     def source(self, pair, law, delta):
+        pair = as_pair(pair)
         if delta == 0 or not self.supports(pair, law):
             return None
         if self.gdp:
@@ -170,8 +212,9 @@ class ImprovedRdp(Bound):
         return "[XWW24] Algorithm 3 (mu)"
 
     def curve(self, pair, law, deltas, profile=None):
-        deltas = check_deltas(deltas)
-        out = np.full(deltas.shape, np.nan)
+        pair = as_pair(pair)
+        deltas = check_deltas(deltas, "deltas")
+        out = np.full(deltas.shape, np.inf if self.supports(pair, law) else np.nan)
         pos = deltas > 0
         if np.any(pos) and self.supports(pair, law):
             if self.gdp:
@@ -184,16 +227,25 @@ class ImprovedRdp(Bound):
 
 
 class ExactBound(Bound):
+    def supports(self, pair, law):
+        return as_pair(pair).reduced() is not None
+
     def rigour(self, pair):
-        return "heuristic" if self.heuristic_always or not pair.reduction_is_exact else "rigorous"
+        pair = as_pair(pair)
+        approximate = pair.reduced() is not None and not pair.reduction_is_exact
+        return "heuristic" if self.heuristic_always or approximate else "rigorous"
 
     def source(self, pair, law, delta):
+        pair = as_pair(pair)
         if pair.mu is None:
             return "[XWW24] eq. 7 (finite winner)"
         return "reduced game ([XWW24] Figure 5), exact privacy curve"
 
     def curve(self, pair, law, deltas, profile=None):
-        deltas = check_deltas(deltas)
+        pair = as_pair(pair)
+        deltas = check_deltas(deltas, "deltas")
+        if not self.supports(pair, law):
+            return np.full(deltas.shape, np.nan)
         winner = winner_law(pair.reduced(), law)
         return np.asarray(exact_epsilon(winner, deltas), dtype=float)
 
@@ -202,8 +254,8 @@ class ExactBound(Bound):
 BOUNDS = (
     GenericRdp(
         "generic_rdp",
-        "Papernot & Steinke 2022 [PS22] Thm 2 (TNB), Thm 6 (Poisson), Lemma 7 "
-        "(other laws), Cor 3 (pure DP); Canonne-Kamath-Steinke 2020 conversion",
+        "Papernot & Steinke 2022 [PS22] Thm 2 (TNB), Thm 6 sharpened (Poisson), Lemma 7 "
+        "(other laws; K = 0 counted), Cor 3 (pure DP); Canonne-Kamath-Steinke 2020 conversion",
     ),
     ProfileBound(
         "profile",

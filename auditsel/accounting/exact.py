@@ -11,10 +11,13 @@ Finite outputs: the sum above, term by term.
 
 Gaussian base (the reduced game): H = P(S) - e^eps Q(S) with S = {x : log p(x) - log q(x) > eps}.
 We locate S as a union of intervals (sign changes of the log-likelihood ratio on a fine grid,
-refined by bisection) and take P(S), Q(S) from the winner's cdf G(F(x - s)) in log-safe form,
-so tiny deltas (1e-12) keep full relative precision. Since p = e^eps q on the boundary of S, an
-error in a boundary point changes H only at second order. The fixed output of K = 0 carries the
-same mass on both sides and adds [atom (1 - e^eps)]_+.
+refined by bisection) and take log P(S), log Q(S) from the winner's law in log space
+(`GaussianWinner.log_mass`: log_ndtr and the laws' log-space pgf forms), so that
+log H = log P(S) + log(1 - e^(eps + log Q(S) - log P(S))) keeps full relative precision for every
+delta a double holds (1e-300 and below: the two masses there are far below the smallest
+double). The root of log H(eps) = log delta is found on log H directly. Since p = e^eps q on
+the boundary of S, an error in a boundary point changes H only at second order. The fixed
+output of K = 0 carries the same mass on both sides and adds [atom (1 - e^eps)]_+.
 """
 
 from __future__ import annotations
@@ -24,9 +27,8 @@ from typing import overload
 
 import numpy as np
 
-from auditsel.accounting.rdp import check_deltas
 from auditsel.mechanisms import hockey_stick_finite
-from auditsel.numerics import bisect
+from auditsel.numerics import bisect, check_deltas
 from auditsel.protocols import Winner
 
 __all__ = [
@@ -53,8 +55,9 @@ def _llr_grid(winner, direction: int):
     return grid, sign * winner.log_likelihood_ratio(grid)
 
 
-def likelihood_ratio_region_masses(winner, levels, direction: int = 1, scan=None):
-    """For each level c: (P_dir(S_c), P_other(S_c)) with S_c = {x : log p_dir(x)/p_other(x) > c}.
+def likelihood_ratio_region_masses(winner, levels, direction: int = 1, scan=None, log=False):
+    """For each level c: (P_dir(S_c), P_other(S_c)) with S_c = {x : log p_dir(x)/p_other(x) > c}
+    (their logs with log=True, exact far below the smallest double).
 
     Gaussian winner only (real line; the K = 0 atom, where the ratio is 1, is left out).
     S_c is a union of intervals: sign changes of the log-likelihood ratio on a fine grid,
@@ -66,7 +69,7 @@ def likelihood_ratio_region_masses(winner, levels, direction: int = 1, scan=None
     sign = 1.0 if direction == 1 else -1.0
     n = len(levels)
     if n == 0:
-        return np.zeros(0), np.zeros(0)
+        return (np.full(0, -np.inf),) * 2 if log else (np.zeros(0), np.zeros(0))
     lev_parts, pos_parts, first = [], [], np.empty(n, bool)
     block = max(1, LEVEL_BLOCK // len(values))  # bounded memory: levels x grid booleans
     for start in range(0, n, block):
@@ -101,24 +104,44 @@ def likelihood_ratio_region_masses(winner, levels, direction: int = 1, scan=None
     b[~is_last] = roots
     inside = first[piece_level] ^ (rank % 2 == 1)
     a, b, where = a[inside], b[inside], piece_level[inside]
-    p_mass = np.bincount(where, weights=winner.mass(a, b, direction), minlength=n)
-    q_mass = np.bincount(where, weights=winner.mass(a, b, 1 - direction), minlength=n)
-    return p_mass, q_mass
+    log_p = _segment_logsumexp(winner.log_mass(a, b, direction), where, n)
+    log_q = _segment_logsumexp(winner.log_mass(a, b, 1 - direction), where, n)
+    if log:
+        return log_p, log_q
+    return np.exp(log_p), np.exp(log_q)
 
 
-def _gaussian_hockey_stick(winner, eps: np.ndarray, direction: int, scan=None, slope: bool = False):
-    """H_{e^eps}(A_direction || A_other) = P(S_eps) - e^eps Q(S_eps), plus the K = 0 atom.
+def _segment_logsumexp(values: np.ndarray, segment: np.ndarray, n: int) -> np.ndarray:
+    """log sum exp of `values` per segment index (0..n-1); -inf for an empty segment."""
+    top = np.full(n, -np.inf)
+    np.maximum.at(top, segment, values)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scaled = np.exp(values - safe[segment])
+        total = np.bincount(segment, weights=np.where(np.isnan(scaled), 0.0, scaled), minlength=n)
+        out = np.log(total) + safe
+    return np.where(np.isposinf(top), np.inf, np.where(np.isneginf(top), -np.inf, out))
 
-    slope=True also returns dH/d eps = -e^eps Q(S_eps) for eps > 0 (S_eps maximises
-    P - e^eps Q, so only the explicit dependence on eps counts; the atom term is 0 there)."""
-    p_mass, q_mass = likelihood_ratio_region_masses(winner, eps, direction, scan)
-    scale = np.exp(np.minimum(eps, 700))
-    with np.errstate(over="ignore", invalid="ignore"):
-        value = np.where(eps < 700, p_mass - scale * q_mass, p_mass)
-    # the atom term [atom (1 - e^eps)]_+ is 0 for eps >= 0: clip eps so that expm1 cannot
-    # overflow (atom = 0 times -inf was nan, and exact_epsilon's root finder failed on it)
-    value = np.maximum(value, 0.0) + np.maximum(winner.atom * -np.expm1(np.minimum(eps, 0.0)), 0.0)
-    return (value, -scale * q_mass) if slope else value
+
+def _gaussian_log_hockey_stick(winner, eps: np.ndarray, direction: int, scan=None):
+    """(log H, d log H / d eps), H = P(S_eps) - e^eps Q(S_eps) on the real line (the K = 0
+    atom left out: it adds nothing for eps >= 0). S_eps maximises P - e^eps Q, so
+    dH/d eps = -e^eps Q(S_eps) (only the explicit dependence counts)."""
+    log_p, log_q = likelihood_ratio_region_masses(winner, eps, direction, scan, log=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = eps + log_q - log_p  # log(e^eps Q / P), < 0 where H > 0 (nan: S empty)
+        log_h = np.where(ratio < 0, log_p + np.log(-np.expm1(np.minimum(ratio, 0.0))), -np.inf)
+        slope = -np.exp(eps + log_q - log_h)
+    return log_h, slope
+
+
+def _gaussian_hockey_stick(winner, eps: np.ndarray, direction: int, scan=None):
+    """H_{e^eps}(A_direction || A_other): P(S) - e^eps Q(S) on the real line (any eps), plus
+    the K = 0 atom's [atom (1 - e^eps)]_+ (positive for eps < 0 only)."""
+    eps = np.asarray(eps, dtype=float)
+    log_h, _ = _gaussian_log_hockey_stick(winner, eps, direction, scan)
+    # clip eps so that expm1 cannot overflow (atom = 0 times -inf was nan)
+    return np.exp(log_h) + np.maximum(winner.atom * -np.expm1(np.minimum(eps, 0.0)), 0.0)
 
 
 def tradeoff_curve(winner, points: int = 200):
@@ -172,61 +195,60 @@ def exact_epsilon(
     """Smallest eps >= 0 with privacy_curve(winner, eps) <= delta (inf if none, or above 1e4).
 
     `delta`: a float (returns a float) or an array (returns an array, one root search for all:
-    a Gaussian winner's deltas share one scan and one batched Newton iteration).
+    a Gaussian winner's deltas share one scan and one batched Newton iteration); a ConfigError
+    outside [0, 1). At delta = 0: the pure eps of a finite winner (inf when the supports
+    differ); inf for a Gaussian winner, whose privacy loss is unbounded (as x -> inf both G'
+    factors of the densities tend to E[K] while phi(x - mu)/phi(x) = e^(mu x - mu^2/2) grows
+    without bound). Every delta > 0 a double holds is answered in log space (1e-300 included).
     """
-    deltas = check_deltas(delta)  # each in [0, 1), else a ConfigError naming `delta`
-    out = np.empty(len(deltas))
-    batch = (deltas > 0) & (not hasattr(winner, "pmf"))
-    for i in np.nonzero(~batch)[0]:
-        out[i] = _exact_epsilon_one(winner, float(deltas[i]), tol)
-    if batch.any():
-        out[batch] = _gaussian_epsilons(winner, deltas[batch], tol)
+    deltas = check_deltas(delta)
+    out = np.full(len(deltas), math.inf)
+    if hasattr(winner, "pmf"):
+        for i, d in enumerate(deltas):
+            out[i] = _finite_epsilon(winner, float(d), tol)
+    else:
+        ok = deltas > 0
+        if ok.any():
+            out[ok] = _gaussian_epsilons(winner, deltas[ok], tol)
     return out if np.ndim(delta) else float(out[0])
 
 
-def _exact_epsilon_one(winner, delta: float, tol: float) -> float:
-    """One delta by bisection on log delta(eps) (finite winners, and delta <= 0)."""
-    scans = (None, None) if hasattr(winner, "pmf") else (_llr_grid(winner, 0), _llr_grid(winner, 1))
-    curve = lambda e: float(privacy_curve(winner, np.array([e]), scans=scans)[0])
+def _finite_epsilon(winner, delta: float, tol: float) -> float:
+    """One delta of a finite winner by bisection on log delta(eps); the pure eps at 0."""
+    curve = lambda e: float(privacy_curve(winner, np.array([e]))[0])
     if curve(0.0) <= delta:
         return 0.0
-    if delta <= 0 and hasattr(winner, "pmf"):
+    if delta == 0:
         return _pure_epsilon(winner)
     hi = 1.0
     while curve(hi) > delta:
         hi *= 2
         if hi > EPS_CAP:
             return math.inf
-    if delta > 0:
-        f = lambda e: math.log(max(curve(e), 1e-300)) - math.log(delta)
-    else:
-        f = lambda e: curve(e) - delta if curve(e) > 0 else -1.0
+    f = lambda e: (math.log(curve(e)) if curve(e) > 0 else -math.inf) - math.log(delta)
     return bisect(f, 0.0, hi, xtol=tol, rtol=1e-12)
 
 
-def _curve_and_slope(winner, eps: np.ndarray, scans):
-    """delta(eps) (the larger direction's hockey stick) and its derivative, for eps > 0."""
-    (v0, d0), (v1, d1) = (
-        _gaussian_hockey_stick(winner, eps, k, scans[k], slope=True) for k in (0, 1)
-    )
+def _log_curve_and_slope(winner, eps: np.ndarray, scans):
+    """log delta(eps) (the larger direction's hockey stick) and its derivative, for eps >= 0."""
+    (v0, d0), (v1, d1) = (_gaussian_log_hockey_stick(winner, eps, k, scans[k]) for k in (0, 1))
     return np.maximum(v0, v1), np.where(v1 > v0, d1, d0)
 
 
 def _gaussian_epsilons(winner, deltas: np.ndarray, tol: float) -> np.ndarray:
     """exact_epsilon at several deltas > 0 for a Gaussian winner, all at once.
 
-    Bracket: eps = 0 and the doubling points 1, 2, 4, ..., 8192 (as in the one-delta search;
-    above 1e4 the answer is inf). Root of log delta(eps) - log delta in each bracket by Newton's
-    method with the exact slope, falling back to bisection whenever a step leaves the bracket;
-    stops when the Newton step is below tol (the error left is of order tol^2, inside the
-    one-delta path's xtol = tol).
+    Bracket: eps = 0 and the doubling points 1, 2, 4, ..., 8192 (above 1e4 the answer is inf).
+    Root of log delta(eps) - log delta in each bracket by Newton's method with the exact slope
+    (all in log space), falling back to bisection whenever a step leaves the bracket; stops when
+    the Newton step is below tol (the error left is of order tol^2).
     """
     scans = (_llr_grid(winner, 0), _llr_grid(winner, 1))
     doubling = 2.0 ** np.arange(0, int(math.log2(EPS_CAP)) + 1)
     points = np.concatenate([[0.0], doubling])
-    at = privacy_curve(winner, points, scans=scans)
+    at, _ = _log_curve_and_slope(winner, points, scans)
     out = np.full(len(deltas), math.inf)
-    below = at[None, :] <= deltas[:, None]  # delta(point) <= delta
+    below = at[None, :] <= np.log(deltas)[:, None]  # delta(point) <= delta
     found = below.any(axis=1)
     first = np.argmax(below, axis=1)
     out[found & (first == 0)] = 0.0
@@ -241,14 +263,13 @@ def _gaussian_epsilons(winner, deltas: np.ndarray, tol: float) -> np.ndarray:
     for _ in range(NEWTON_STEPS):
         idx = np.nonzero(active)[0]
         e = eps[idx]
-        value, slope = _curve_and_slope(winner, e, scans)
-        with np.errstate(divide="ignore"):
-            f = np.log(np.maximum(value, 1e-300)) - target[idx]
+        log_value, slope = _log_curve_and_slope(winner, e, scans)
+        f = log_value - target[idx]
         lo[idx] = np.where(f > 0, e, lo[idx])
         hi[idx] = np.where(f < 0, e, hi[idx])
         with np.errstate(divide="ignore", invalid="ignore"):
-            newton = e - f * value / slope  # d log delta / d eps = slope / delta
-        inside = np.isfinite(newton) & (newton >= lo[idx]) & (newton <= hi[idx]) & (value > 0)
+            newton = e - f / slope  # slope = d log delta / d eps
+        inside = np.isfinite(newton) & (newton >= lo[idx]) & (newton <= hi[idx])
         step = np.where(inside, newton, 0.5 * (lo[idx] + hi[idx]))
         # a Newton step below tol leaves an error of order tol^2 (quadratic convergence); the
         # noise of log delta(eps) near tiny deltas (~1e-10) would make a tighter stop bounce

@@ -8,11 +8,13 @@ K ~ xi with pgf G, m = E[K]. The tuned mechanism A (best of K runs) is (alpha, r
                    + log(1/nu)/alpha_hat ] + log(m)/(alpha - 1);
   alpha_hat does not interact with alpha, so the min is taken once over the same order grid plus
   alpha_hat = 1 (where the bracket is log(1/nu)).
-* Poisson(m), [PS22] Theorem 6: with eps_hat = log(alpha/(alpha-1)) (so e^eps_hat = 1 + 1/(alpha-1)),
-      r_A(alpha) = r(alpha) + m delta_hat + log(m)/(alpha - 1),  delta_hat = delta_Q(eps_hat).
-  delta_hat comes from the base's privacy profile when the panel has one (exact Gaussian, exact
-  finite, dp_accounting PLD for DP-SGD) and otherwise from the RDP curve itself (the choice of
-  dp_accounting's RepeatAndSelectDpEvent); `poisson_rdp(..., delta_hat=None)` reproduces the latter.
+* Poisson(m), [PS22] Theorem 6 sharpened (below): with eps_hat = log(alpha/(alpha-1)),
+      r_A(alpha) = 1/(alpha-1) log( 1 + m exp((alpha-1) m delta_hat) (exp((alpha-1) r(alpha)) - 1) ),
+  delta_hat = delta_Q(eps_hat), the smaller of the base's privacy profile (exact Gaussian, exact
+  finite, dp_accounting's PLD for DP-SGD) and the value implied by the RDP curve itself (the
+  choice of dp_accounting's RepeatAndSelectDpEvent; `poisson_rdp(..., delta_hat=None)` uses only
+  the latter). It is never above Theorem 6's  r(alpha) + m delta_hat + log(m)/(alpha-1)  when
+  m >= 1, is >= 0, and holds for every m > 0 (Theorem 6 as stated goes negative for m < 1).
 * Any other law, [PS22] Lemma 7:
       r_A(alpha) = r(alpha) + 1/(alpha-1) sup log( G'(q)^alpha G'(q')^(1-alpha) ),
   the sup over the probabilities (q, q') of one post-processing of (Q, Q'). We bound it two ways
@@ -23,7 +25,34 @@ K ~ xi with pgf G, m = E[K]. The tuned mechanism A (best of K runs) is (alpha, r
       q^alpha q'^(1-alpha) <= exp((alpha-1) D_alpha(Bern q || Bern q')) <= exp((alpha-1) r(alpha)):
       G'(q)^alpha G'(q')^(1-alpha) <= G'(exp((alpha-1) r(alpha)))  -- for a point mass k this is
       PS22's k r(alpha) + log(k)/(alpha-1) (Appendix, "Point Mass").
-* Pure DP, [PS22] Corollary 3: Q eps-DP => A is ((2+eta) eps)-DP for TNB (eta = 1: Liu & Talwar).
+
+  For a law with P[K = 0] = G(0) > 0 the fixed output adds G(0) to the Renyi sum (below):
+      r_A(alpha) = 1/(alpha-1) log( exp((alpha-1)(r(alpha) + term)) + G(0) ).
+* Pure DP, [PS22] Corollary 3: Q eps-DP => A is ((2+eta) eps)-DP for TNB (eta = 1: Liu & Talwar);
+  TNB with nu = 1 is K = 1, where A = Q is eps-DP.
+
+Laws with mass at K = 0 (the proofs). [PS22] prove Lemma 7 assuming P[K = 0] = 0 "essentially
+without loss of generality"; it is not: with Q = Q' (r = 0) the lemma gives log(G'(1))/(alpha-1),
+negative when E[K] < 1, for a divergence that is 0. Let Y be finite (the general case by finite
+partitions, as in [PS22]) and write S = sum_y A(y)^alpha A'(y)^(1-alpha), so that
+exp((alpha-1) D_alpha(A || A')) = S + G(0): the fixed output has mass G(0) on both sides. For
+y in Y, A(y) = G(Q(<=y)) - G(Q(<y)) (the K = 0 terms cancel), so the proof of Lemma 7 bounds S
+verbatim, by exp((alpha-1)(D_alpha(Q || Q') + term)); adding G(0) gives the form above.
+For Poisson(m) we bound S more tightly. Couple the two uniform variables of Lemma 7's proof and
+parametrise by u in [0, 1], the Q-mass above the point, with L(u) = dQ'/dQ there and a'(u) the
+Q'-mass above it. Then, after the lemma's Jensen step, with G'(z) = m exp(m (z - 1)),
+      S <= m int_0^1 L(u)^(1-alpha) exp(phi(u)) du,   phi(u) = m ((alpha-1) a'(u) - alpha u).
+The event "above the point" is a post-processing, so a'(u) <= e^eps_hat u + delta_hat, hence
+phi <= B := (alpha-1) m delta_hat, and phi(0) = 0, phi(1) = -m. With C = int L^(1-alpha) du =
+exp((alpha-1) D_alpha(Q || Q')) and the tangent bound L^(1-alpha) >= alpha - (alpha-1) L =
+-phi_ac'(u)/m (phi_ac: the absolutely continuous part of phi), since 1 - e^(phi-B) >= 0,
+      int L^(1-alpha) (1 - e^(phi-B)) du >= -(1/m) int phi_ac' h(phi) du,   h(s) = 1 - e^(s-B),
+      = (1/m) (H(phi(0)) - H(phi(1)) + sum of the jumps of H(phi)),   H(s) = s - e^(s-B),
+and the jumps (Q'-mass where Q has none) only raise phi, where H is non-decreasing (s <= B). So
+m int L^(1-alpha) e^phi du <= m e^B C - (m e^B + e^-m - 1), and S + G(0) = S + e^-m <=
+1 + m e^B (C - 1): the form above, with C <= exp((alpha-1) r(alpha)). It is >= 0 since C >= 1,
+and 1 + m e^B (C - 1) <= m e^B C exactly when m e^B >= 1, so it also proves Theorem 6 (K = 0
+included) for m >= 1.
 
 Monotonicity of RDP in alpha is applied to every output curve (r_A(alpha_i) <- min over
 alpha_j >= alpha_i), as dp_accounting does. Conversion to (eps, delta): `rdp.rdp_to_epsilon` over
@@ -67,22 +96,37 @@ def tnb_rdp(orders, rdp, eta: float, nu: float, mean: float | None = None) -> np
 
 
 def poisson_rdp(orders, rdp, mean: float, delta_hat=None) -> np.ndarray:
-    """[PS22] Theorem 6; delta_hat(eps) from a profile, or from the RDP curve when None.
+    """[PS22] Theorem 6 sharpened (the module docstring), valid for every mean > 0.
 
-    The profile is asked once, for the eps_hat of every order together (a PLD query is
-    vectorised: one call instead of one per order)."""
+    delta_hat(eps_hat) is the smaller of `delta_hat` (a privacy profile, asked once for the
+    eps_hat of every order together: a PLD query is vectorised) and the delta implied by the
+    RDP curve itself (`rdp_to_delta`, dp_accounting's choice); with delta_hat=None only the
+    latter."""
     orders = np.asarray(orders, dtype=float)
     rdp = np.asarray(rdp, dtype=float)
     out = np.full(orders.shape, np.inf)
     use = np.nonzero((orders > 1) & np.isfinite(rdp))[0]
-    eps_hat = np.array([math.log1p(1 / (orders[i] - 1)) for i in use])
-    if delta_hat is None:
-        d = np.array([rdp_to_delta(orders, rdp, e) for e in eps_hat], dtype=float)
-    else:
-        d = np.asarray(delta_hat(eps_hat), dtype=float).reshape(-1) if len(use) else np.empty(0)
-    for i, di in zip(use, d):
-        out[i] = rdp[i] + mean * float(di) + math.log(mean) / (orders[i] - 1)
+    if not len(use):
+        return out
+    a = orders[use]
+    eps_hat = np.log1p(1 / (a - 1))
+    d = rdp_to_delta(orders, rdp, eps_hat)
+    if delta_hat is not None:
+        d = np.minimum(d, np.asarray(delta_hat(eps_hat), dtype=float).reshape(-1))
+    x = (a - 1) * np.maximum(rdp[use], 0.0)  # (alpha-1) r >= 0: C = e^x >= 1
+    with np.errstate(divide="ignore"):
+        log_c_minus_1 = np.where(x > 0, x + np.log(-np.expm1(-np.maximum(x, 1e-300))), -np.inf)
+    out[use] = np.logaddexp(0.0, math.log(mean) + (a - 1) * mean * d + log_c_minus_1) / (a - 1)
     return monotone_envelope(orders, out)
+
+
+def _with_atom(orders, rdp_a, p_zero: float) -> np.ndarray:
+    """1/(alpha-1) log(exp((alpha-1) r_A) + G(0)): the fixed output of K = 0 counted."""
+    if p_zero <= 0:
+        return rdp_a
+    with np.errstate(invalid="ignore"):
+        out = np.logaddexp((orders - 1) * rdp_a, math.log(p_zero)) / (orders - 1)
+    return np.where(np.isfinite(rdp_a), out, rdp_a)
 
 
 def _bernoulli_term(law: RoundsLaw, orders, rdp) -> np.ndarray:
@@ -97,7 +141,8 @@ def _bernoulli_term(law: RoundsLaw, orders, rdp) -> np.ndarray:
 
 
 def lemma7_rdp(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
-    """[PS22] Lemma 7 with the sup bounded over the profile's region and/or by (b)."""
+    """[PS22] Lemma 7 with the sup bounded over the profile's region and/or by (b), and the
+    fixed output of K = 0 counted (the module docstring)."""
     orders = np.asarray(orders, dtype=float)
     rdp = np.asarray(rdp, dtype=float)
     term = _bernoulli_term(law, orders, rdp)
@@ -113,7 +158,7 @@ def lemma7_rdp(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
         )
         term = np.minimum(term, sup / (orders - 1))
     out = np.where(orders > 1, rdp + term, np.inf)
-    return monotone_envelope(orders, out)
+    return monotone_envelope(orders, _with_atom(orders, out, law.p_zero))
 
 
 def generic_rdp_curve(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
@@ -133,7 +178,8 @@ def generic_epsilon(orders, rdp, law: RoundsLaw, delta, profile=None):
 
 
 def pure_dp_generic_epsilon(eps: float, law: RoundsLaw) -> float:
-    """[PS22] Corollary 3: (2 + eta) eps for TNB; inf for laws it does not cover."""
+    """[PS22] Corollary 3: (2 + eta) eps for TNB (eps itself for nu = 1, where K = 1); inf for
+    laws it does not cover."""
     if isinstance(law, TruncatedNegativeBinomial):
-        return (2 + law.eta) * eps
+        return eps if law.nu == 1 else (2 + law.eta) * eps
     return math.inf

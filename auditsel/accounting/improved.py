@@ -14,7 +14,8 @@ plus, for laws with P[K=0] > 0, a fixed output of mass G(0) on both sides. Line 
 
 computed numerically: log-densities in log space (log_ndtr, the law's log G'), the integral by
 the trapezoid rule with step `STEP` over a window around the integrand's mass, for every alpha
-of `rdp.ORDERS` with alpha <= 1 + 20/mu (larger orders never give the minimum of the conversion
+of `rdp.GRID` (the panel's orders without dp_accounting's defaults: the Renyi integrals cost
+one quadrature per order) with alpha <= 1 + 20/mu (larger orders never give the minimum of the conversion
 at any delta >= 1e-40 for a curve at least the Gaussian's; leaving orders out only loosens the
 bound). Conversion ([XWW24] Appendix A.2, = Canonne et al.):
 
@@ -38,6 +39,7 @@ import math
 import numpy as np
 
 from auditsel.accounting.rdp import (
+    GRID,
     ORDERS,
     check_deltas,
     finite_rdp,
@@ -63,7 +65,7 @@ _PAD = 40.0
 
 
 def _orders_for(mu: float) -> np.ndarray:
-    return ORDERS[ORDERS <= 1.0 + 20.0 / mu]
+    return GRID[GRID <= 1.0 + 20.0 / mu]
 
 
 class _Integrand:

@@ -22,11 +22,14 @@ interval they bracket (`accounting.interval`).
     upper_bounds(base, law, delta)  -> panel(...).upper
     base_info(base, delta)          -> the .base dict
 
-`base` is any mechanism pair of `auditsel.mechanisms` (Gaussian, finite-output, DP-SGD); what a
-bound needs from it, it asks the pair (docs/explanation/architecture.md). Keys, results, rigour
-and citations: `accounting.bounds` (stated there once). `Panel` answers `p["upper"]` and the
-other keys of the dict it replaces for one release (with a DeprecationWarning); `Panel.to_dict()`
-is that dict.
+`base` is any mechanism pair of `auditsel.mechanisms` (Gaussian, finite-output, DP-SGD) or
+`auditsel.events` (LaplaceBase, EventBase), or a dp_accounting DpEvent (`events.as_pair`); what
+a bound needs from it, it asks the pair (docs/explanation/architecture.md). Keys, results,
+rigour and citations: `accounting.bounds` (stated there once). Where the attack does not apply
+(`attack.attack_applies`: an event base whose worst-case pair is not known), `.attack` says why with
+epsilon None and the interval's lower end is 0 ("eps >= 0"). `Panel` answers `p["upper"]` and
+the other keys of the dict it replaces for one release (with a DeprecationWarning);
+`Panel.to_dict()` is that dict.
 """
 
 from __future__ import annotations
@@ -36,14 +39,16 @@ import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from auditsel.accounting.attack import AttackValue, attack
+from auditsel.accounting.attack import AttackValue, attack, attack_applies
 from auditsel.accounting.bounds import BOUND_KEYS, BOUNDS
-from auditsel.accounting.interval import Interval, attack_source, interval_from
+from auditsel.accounting.interval import Interval, attack_source, interval_from, tightest_of
 from auditsel.accounting.profile import base_profile
-from auditsel.accounting.rdp import check_deltas
+from auditsel.events import as_pair
+from auditsel.numerics import check_deltas
 from auditsel.protocols import MechanismPair
 from auditsel.rounds import RoundsLaw
 
@@ -61,6 +66,9 @@ __all__ = [
 #: key -> {"rigour": the default rigour, "citation": the result it implements} (from the registry)
 BOUND_LABELS = {b.key: {"rigour": b.rigour_default, "citation": b.citation} for b in BOUNDS}
 
+#: the keys of `Panel.attack` (all None, `source` saying why, where the attack does not apply)
+ATTACK_KEYS = ("epsilon", "source", "method", "strategy", "direction", "label_step", "slack")
+
 #: why a reduced-game value leaves `upper` (result.json notes)
 REDUCED_NOTE = (
     "exact, improved_rdp and improved_rdp_gdp use mu = tau sqrt(N)/sigma ([XWW24] eq. 19) or "
@@ -71,6 +79,7 @@ REDUCED_NOTE = (
 
 def bound_labels(base) -> dict:
     """Per-key rigour for this pair ('rigorous' or 'heuristic')."""
+    base = as_pair(base)
     return {b.key: b.rigour(base) for b in BOUNDS}
 
 
@@ -83,6 +92,7 @@ def _finite_or_none(x):
 
 def base_info(base, delta: float) -> dict:
     """eps_B of one run at delta, mu (reduced game) and mu_GDP where they exist."""
+    base = as_pair(base)
     return {"epsilon": _finite_or_none(base.epsilon(delta)), "mu": base.mu, "mu_gdp": base.mu_gdp}
 
 
@@ -155,8 +165,9 @@ def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=Non
     """All bounds for one setting, with base info, per-pair labels, sources, the attack value,
     the interval and timings; with `curve_deltas`, also each bound's (and the attack's) eps at
     those deltas, from the same single computation per bound as the value at `delta`."""
+    base = as_pair(base)
     delta = float(check_deltas(delta)[0])
-    extra = [] if curve_deltas is None else check_deltas(curve_deltas).tolist()
+    extra = [] if curve_deltas is None else check_deltas(curve_deltas, "curve_deltas").tolist()
     deltas = np.array([delta] + extra)
     notes: list[str] = []
     seconds: dict[str, float] = {}
@@ -169,7 +180,8 @@ def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=Non
             seconds[key] = time.perf_counter() - t
 
     pending = None
-    if not base.reduction_is_exact:
+    no_attack = attack_applies(base)
+    if no_attack is None and not base.reduction_is_exact:
         # the labelled attack is numpy/FFT work that frees the GIL: it runs in a thread while
         # the bounds (mostly Python and dp_accounting) are computed
         pool = ThreadPoolExecutor(1, thread_name_prefix="auditsel-attack")
@@ -198,6 +210,11 @@ def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=Non
             continue
         values[b.key] = float(out[0])
         sources[b.key] = b.source(base, law, delta)
+    if base.reduced() is None:
+        notes.append(
+            "exact and improved_rdp: no reduced game for this base (a dp_accounting event): "
+            "the generic and profile bounds come from dp_accounting's RDP and PLD accountants"
+        )
     if moved:
         notes.append(REDUCED_NOTE)
     for k in BOUND_KEYS:
@@ -207,7 +224,10 @@ def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=Non
         values[k] = _finite_or_none(v)
     upper = {k: (None if k in moved else values[k]) for k in BOUND_KEYS}
     reduced = {k: values[k] for k in BOUND_KEYS if k in moved}
-    if base.reduction_is_exact and values["exact"] is not None:
+    hit: AttackValue | None
+    if no_attack is not None:
+        hit = None
+    elif base.reduction_is_exact and values["exact"] is not None:
         # the attack IS the exact winner curve here: reuse it (exact at delta, then the curve)
         exact_all = [values["exact"]] + [math.inf if v is None else v for v in curves["exact"]]
         hit = AttackValue(tuple(deltas.tolist()), tuple(exact_all), "score", None, "exact")
@@ -215,23 +235,34 @@ def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=Non
         hit = pending.result()
     else:
         hit = timed("attack", lambda: attack(base, law, deltas))
-    attack_info = {
-        "epsilon": _finite_or_none(hit.epsilons[0]),
-        "source": attack_source(hit),
-        "method": hit.method,
-        "strategy": hit.strategy,
-        "direction": hit.direction,
-        "label_step": hit.label_step,
-        "slack": hit.slack,
-    }
+    attack_info: dict[str, Any]
+    lower: tuple[float, str]
+    if hit is None:
+        attack_info = dict.fromkeys(ATTACK_KEYS)
+        attack_info["source"] = no_attack
+        lower = (0.0, f"eps >= 0 ({no_attack})")
+    else:
+        attack_info = {
+            "epsilon": _finite_or_none(hit.epsilons[0]),
+            "source": attack_source(hit),
+            "method": hit.method,
+            "strategy": hit.strategy,
+            "direction": hit.direction,
+            "label_step": hit.label_step,
+            "slack": hit.slack,
+        }
+        lower = (hit.epsilons[0], attack_source(hit))
     if curve_deltas is not None:
-        attack_info["curve"] = [_finite_or_none(e) for e in hit.epsilons[1:]]
-    rigorous = [
-        (upper[k], f"{k} ({sources[k]})" if sources[k] else k)
+        attack_info["curve"] = (
+            [None] * len(extra) if hit is None else [_finite_or_none(e) for e in hit.epsilons[1:]]
+        )
+    rigorous = {
+        k: (upper[k], sources[k])
         for k in BOUND_KEYS
         if labels[k] == "rigorous" and upper[k] is not None
-    ]
-    interval = interval_from([(hit.epsilons[0], attack_info["source"])], rigorous)
+    }
+    best = tightest_of(rigorous)  # the same upper end as tuning_interval and calibrate
+    interval = interval_from([lower], [(best.epsilon, best.name or "")])
     bound_curves = reduced_curves = None
     if curve_deltas is not None:
         bound_curves = {"delta": extra}
@@ -258,7 +289,7 @@ def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=Non
 def panel_curves(base, law: RoundsLaw, deltas) -> dict:
     """{"delta": deltas, key: eps of each bound at each delta}: one curve computation per bound
     (None where the bound does not apply or is vacuous)."""
-    deltas = check_deltas(deltas).tolist()
+    deltas = check_deltas(deltas, "deltas").tolist()
     curves = panel(base, law, deltas[0], curve_deltas=deltas).curves
     assert curves is not None
     return curves

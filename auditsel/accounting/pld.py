@@ -37,6 +37,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from auditsel.mechanisms import gaussian_delta
+from auditsel.numerics import check_deltas
 
 __all__ = [
     "Curve",
@@ -149,6 +150,7 @@ class DiscretePld:
 
     def epsilon(self, delta: float) -> float:
         """Smallest eps >= 0 with delta(eps) <= delta (bisection; delta(eps) is decreasing)."""
+        delta = float(check_deltas(delta)[0])
         if self.inf_mass > delta:
             return math.inf
         if self.delta(0.0) <= delta:
@@ -262,6 +264,7 @@ def dpsgd_epsilon_interval(
     """(optimistic, pessimistic) eps of N Poisson-subsampled Gaussian steps (max over add/remove).
 
     tau = 1 is the Gaussian with mu = 1/sigma per step."""
+    delta = float(check_deltas(delta)[0])
     if sample_rate >= 1:
         curves = (gaussian_curve(1.0 / noise_multiplier),)
     else:

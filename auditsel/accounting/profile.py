@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from auditsel.accounting.rdp import check_deltas, rdp_to_epsilon_continuous
-from auditsel.numerics import golden_min
+from auditsel.accounting.rdp import rdp_to_epsilon_continuous
+from auditsel.numerics import check_deltas, golden_min
 from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
 __all__ = [
@@ -343,11 +343,16 @@ def profile_epsilon(
 def rnm_epsilon(noise_profile_epsilon: Callable[[float], float], m: int, delta: float) -> float:
     """Theorem 3.2: eps_RNM(delta) = eps_noise(delta / m) (noise profile at sensitivity 2, or 1
     for monotone queries)."""
+    delta = float(check_deltas(delta)[0])
     return float(noise_profile_epsilon(delta / m))
 
 
 def rnm_gaussian_closed_form(sigma: float, m: int, delta: float) -> float:
-    """Corollary 3.4: 2/sigma^2 + (2/sigma) sqrt(2 log(m/delta)) (sensitivity-2 Gaussian noise)."""
+    """Corollary 3.4: 2/sigma^2 + (2/sigma) sqrt(2 log(m/delta)) (sensitivity-2 Gaussian noise);
+    inf at delta = 0."""
+    delta = float(check_deltas(delta)[0])
+    if delta == 0:
+        return math.inf
     return 2 / sigma**2 + (2 / sigma) * math.sqrt(2 * math.log(m / delta))
 
 

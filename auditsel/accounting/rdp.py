@@ -8,13 +8,20 @@ Conversion (Canonne, Kamath, Steinke 2020 Prop. 12 = [PS22] Lemma 14 = [XWW24] A
 
     eps(delta) = min_alpha  r(alpha) + log(1 - 1/alpha) - (log(delta) + log(alpha)) / (alpha - 1),
 
-minimised over the orders on which r is known (`rdp_to_epsilon`). The order grid `ORDERS` used
-throughout the panel is stated here: 1 + 10^u for u on a uniform grid of 160 points in
-[-2, log10(1023)], i.e. 1.01 <= alpha <= 1024, geometric in alpha - 1 (finer than dp_accounting's
-default grid, which has 158 orders from 1.1 to 1024). Closed-form curves (Gaussian, pure DP) can be
-minimised continuously with `rdp_to_epsilon_continuous` (golden-section over alpha - 1 in log
-scale, then the grid value is kept if smaller), which removes the grid error altogether.
-With delta = 0 the conversion gives eps = r(inf) (finite only for pure-DP curves).
+minimised over the orders on which r is known (`rdp_to_epsilon`), and eps = 0 as soon as
+delta >= sqrt(1 - exp(-r(alpha))) at some order: the total variation distance, which is the
+privacy profile at eps = 0, is at most sqrt(1 - exp(-KL)) (Bretagnolle-Huber), and
+KL = D_1 <= D_alpha <= r(alpha) for every alpha > 1 (dp_accounting's `compute_epsilon` uses the
+same shortcut). The order grid `ORDERS` used throughout the panel is stated here: the union of
+`GRID`, 1 + 10^u for u on a uniform grid of 160 points in [-2, log10(1023)] (1.01 <= alpha <=
+1024, geometric in alpha - 1), and `DP_ACCOUNTING_ORDERS`, dp_accounting's default orders (1.1 to
+10.9 by 0.1, 11 to 63, 128, 256, 512, 1024; `tests/test_edges.py` checks them against
+dp_accounting itself). Every RDP conversion and every RDP bound over `ORDERS` is therefore never
+looser than the same computation over dp_accounting's default orders. Closed-form curves
+(Gaussian, pure DP) can be minimised continuously with `rdp_to_epsilon_continuous`
+(golden-section over alpha - 1 in log scale, then the grid value is kept if smaller), which
+removes the grid error altogether. With delta = 0 the conversion gives inf (a finite grid of
+orders cannot certify pure DP).
 
 Curves (all tight, i.e. equal to the true divergence, maximised over both directions):
 
@@ -32,11 +39,12 @@ import math
 
 import numpy as np
 
-from auditsel.errors import ConfigError, shown
-from auditsel.numerics import golden_min, logsumexp
+from auditsel.numerics import check_deltas, golden_min, logsumexp
 
 __all__ = [
     "ORDERS",
+    "GRID",
+    "DP_ACCOUNTING_ORDERS",
     "check_deltas",
     "rdp_to_epsilon",
     "rdp_to_epsilon_continuous",
@@ -48,8 +56,16 @@ __all__ = [
     "monotone_envelope",
 ]
 
+#: 160 orders geometric in alpha - 1 between 1.01 and 1024
+GRID = 1.0 + np.logspace(-2, math.log10(1023.0), 160)
+#: dp_accounting's DEFAULT_RDP_ORDERS (the same floats; stated here so that importing the panel
+#: does not import dp_accounting)
+DP_ACCOUNTING_ORDERS = np.array(
+    [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
+    dtype=float,
+)
 #: the order grid of the panel (see the module docstring)
-ORDERS = 1.0 + np.logspace(-2, math.log10(1023.0), 160)
+ORDERS = np.union1d(GRID, DP_ACCOUNTING_ORDERS)
 
 
 def _conversion_terms(orders: np.ndarray, delta: float) -> np.ndarray:
@@ -80,16 +96,10 @@ def rdp_to_epsilon(orders, rdp, delta):
             / (a - 1.0)[None, :]
         )
         out[pos] = np.maximum(np.min(eps, axis=1), 0.0)
+        # total variation <= sqrt(1 - e^-KL) <= sqrt(1 - e^-r): eps = 0 once delta covers it
+        tv = math.sqrt(-math.expm1(-max(float(np.min(rdp[ok])), 0.0)))
+        out[pos] = np.where(deltas[pos] >= tv, 0.0, out[pos])
     return out if np.ndim(delta) else float(out[0])
-
-
-def check_deltas(delta) -> np.ndarray:
-    """delta (scalar or array) as a 1-D float array, each in [0, 1), else a ConfigError."""
-    deltas = np.atleast_1d(np.asarray(delta, dtype=float)).ravel()
-    bad = ~((deltas >= 0) & (deltas < 1))
-    if np.any(bad):
-        raise ConfigError("delta", f"must be in [0, 1), got {shown(deltas[bad][0])}")
-    return deltas
 
 
 def rdp_to_epsilon_continuous(
@@ -121,22 +131,26 @@ def rdp_to_epsilon_continuous(
     return max(min(best, float(vals[i])), 0.0)
 
 
-def rdp_to_delta(orders, rdp, epsilon: float) -> float:
+def rdp_to_delta(orders, rdp, epsilon):
     """delta(eps) implied by an RDP curve: the inverse form of the same conversion.
 
     delta = min_alpha exp((alpha-1)(r(alpha) - eps + log(1 - 1/alpha)) - log(alpha)), and also
     <= sqrt(1 - exp(-r)) (Pinsker-type KL bound), as in dp_accounting's `compute_delta`.
-    """
+    `epsilon` may be an array (a float for a scalar, else an array)."""
     orders = np.asarray(orders, dtype=float)
     rdp = np.broadcast_to(np.asarray(rdp, dtype=float), orders.shape)
+    eps = np.atleast_1d(np.asarray(epsilon, dtype=float))
     ok = (orders > 1) & np.isfinite(rdp)
-    if not np.any(ok):
-        return 1.0
-    a, r = orders[ok], rdp[ok]
-    log_delta = (a - 1) * (r - epsilon + np.log1p(-1 / a)) - np.log(a)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        kl = 0.5 * np.log(np.maximum(-np.expm1(-np.maximum(r, 0)), 0))
-    return float(min(1.0, math.exp(min(np.min(log_delta), np.min(kl)))))
+    out = np.ones(eps.shape)
+    if np.any(ok):
+        a, r = orders[ok], rdp[ok]
+        log_delta = (a - 1)[None, :] * (
+            r[None, :] - eps[:, None] + np.log1p(-1 / a)[None, :]
+        ) - np.log(a)[None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            kl = float(np.min(0.5 * np.log(np.maximum(-np.expm1(-np.maximum(r, 0)), 0))))
+        out = np.minimum(1.0, np.exp(np.minimum(np.min(log_delta, axis=1), kl)))
+    return out if np.ndim(epsilon) else float(out[0])
 
 
 def gaussian_rdp(mu: float, orders) -> np.ndarray:

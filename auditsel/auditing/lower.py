@@ -92,6 +92,7 @@ from auditsel.auditing.rules import (
 from auditsel.auditing.scores import check_scores
 from auditsel.errors import ConfigError, number
 from auditsel.mechanisms import gaussian_epsilon
+from auditsel.numerics import check_deltas
 
 __all__ = [
     "LowerBound",
@@ -171,6 +172,7 @@ class LowerBound:
 def epsilon_from_rates(fp, fn, delta: float):
     """Eq. 4 of [XWW24], vectorised; rates may be 0 (then that term is +inf unless the other
     rate makes its numerator non-positive)."""
+    delta = float(check_deltas(delta)[0])
     fp = np.asarray(fp, dtype=float)
     fn = np.asarray(fn, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -801,6 +803,7 @@ def _gdp(above: _Rows, below: _Rows, up: _Rows, down: _Rows, n0, n1, n, alpha, d
 def gdp_fit(sorted_scores: SortedScores, alpha: float, delta: float) -> GdpFit:
     """The GDP fit of the games of `sorted_scores` over every threshold, at significance
     `alpha` (module docstring); heuristic: it holds if the Gaussian trade-off model does."""
+    delta = float(check_deltas(delta)[0])
     ss = sorted_scores
 
     def compute():
@@ -933,6 +936,7 @@ def apply_rule(
     """One threshold rule at significance alpha on one sort; returns the chosen threshold's
     numbers (threshold, flip, eps, fp_u, fn_u, fp, fn, n evaluated, grid_source). A rule's name
     with keyword options is the old call form (no warning: this is the engine's entry)."""
+    delta = float(check_deltas(delta)[0])
     rule = with_seed(_legacy_rule(rule, options, "apply_rule", warn=False))
     ss = sorted_scores
     return ss.memo(("rule", rule, alpha, delta), lambda: _apply(ss, rule, alpha, delta))

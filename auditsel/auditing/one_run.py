@@ -39,6 +39,7 @@ from scipy.stats import binom
 
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import gaussian_epsilon
+from auditsel.numerics import check_deltas
 
 __all__ = [
     "snj23_p_value",
@@ -61,6 +62,7 @@ EPS_TOL = 1e-6
 
 def snj23_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     """Upper bound on P[>= v correct of r guesses] for an (eps, delta)-DP mechanism ([SNJ23] Thm 5.2)."""
+    delta = float(check_deltas(delta)[0])
     if not 0 <= v <= r <= m:
         raise ConfigError("v", f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
     q = float(expit(eps))
@@ -86,6 +88,7 @@ def _snj23_pure_epsilon(r, v, significance):
 
 def snj23_epsilon(m: int, r: int, v: int, significance: float, delta: float) -> float:
     """Largest eps in [0, EPS_MAX] such that (eps, delta)-DP is rejected at `significance`."""
+    delta = float(check_deltas(delta)[0])
     upper = float(_snj23_pure_epsilon(r, v, significance))  # delta > 0 only lowers it
     if delta == 0 or upper == 0.0:
         return upper
@@ -131,6 +134,7 @@ class GdpFamily:
         return lambda r: np.exp(log_ndtr(ndtri(np.clip(r, 0.0, 1.0)) - theta))
 
     def epsilon(self, theta: float, delta: float) -> float:
+        delta = float(check_deltas(delta)[0])
         return float(gaussian_epsilon(theta, delta)) if theta > 0 else 0.0
 
     def theta_grid(self) -> np.ndarray:
@@ -150,6 +154,7 @@ class PureDpFamily:
         )
 
     def epsilon(self, theta: float, delta: float) -> float:
+        delta = float(check_deltas(delta)[0])
         return float(theta)
 
     def theta_grid(self) -> np.ndarray:

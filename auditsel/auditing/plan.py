@@ -37,6 +37,7 @@ from scipy import stats
 
 from auditsel.auditing.lower import SortedScores, clopper_pearson_upper, epsilon_from_rates
 from auditsel.errors import ConfigError
+from auditsel.numerics import check_deltas
 
 __all__ = [
     "Curve",
@@ -148,6 +149,7 @@ def prob_at_least(
     Supports wider than BINS counts are coarsened conservatively: the FP count's mass is moved
     to the top of its bin, and the largest admissible FN count is looked up on a grid (rounded
     down), so the probability is never over-stated."""
+    delta = float(check_deltas(delta)[0])
     if target <= 0:
         return 1.0
     n0 = evaluated // 2
@@ -185,6 +187,7 @@ def _binned(n, p):
 
 def expected_eps(fp: float, fn: float, evaluated: int, level: float, delta: float) -> float:
     """E[eps_L] for one test (FP, FN) audited on `evaluated` games at `level`."""
+    delta = float(check_deltas(delta)[0])
     n0 = evaluated // 2
     n1 = evaluated - n0
     c0, w0 = _binned(n0, fp)
@@ -228,6 +231,7 @@ def games_needed(
 
     n grows by factors of 4 until reached, over every candidate test; the bisection then keeps
     the 8 tests that were most likely at the first n that reached it."""
+    delta = float(check_deltas(delta)[0])
     fps, fns = curve.candidates()
 
     def probs(n, pts):

@@ -21,6 +21,7 @@ from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.auditing.rules import Split, threshold_rule
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
+from auditsel.numerics import check_deltas
 
 __all__ = ["Coverage", "overclaim_rates"]
 
@@ -86,6 +87,7 @@ def overclaim_rates(
     """Over-claim counts per rule ('best' = max over all thresholds, optimistic; 'point' = eq. 4
     at the empirical rates of the best threshold). `threshold_grid` is the spec's grid for
     `bonferroni` (None: a pilot grid); `path` is "memory" or "stream"."""
+    delta = float(check_deltas(delta)[0])
     if path not in ("memory", "stream"):
         raise ConfigError("path", f"must be 'memory' or 'stream', got {path!r}")
     valid = [r for r in rules if r not in ("best", "point")]

@@ -42,6 +42,7 @@ from auditsel.errors import (
 from auditsel.errors import (
     number as _number,
 )
+from auditsel.events import LaplaceBase
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import RoundsLaw, law_from_dict
 
@@ -122,7 +123,7 @@ class OneRunSpec:
 class ExperimentSpec:
     name: str
     delta: float
-    base: Any  # a mechanism pair: GaussianBase | FiniteOutputBase | DpsgdBase
+    base: Any  # a mechanism pair: GaussianBase | FiniteOutputBase | DpsgdBase | LaplaceBase
     rounds: RoundsLaw
     game: GameSpec | None
     base_config: dict = field(default_factory=dict)  # as written, for the report
@@ -153,11 +154,16 @@ def _no_unknown(section: Mapping, name: str, allowed) -> None:
 # --- sections ------------------------------------------------------------------------------
 
 
+BASE_KINDS = ("gaussian", "discrete", "dpsgd", "laplace")
+
+
 def _parse_base(raw, delta: float):
     base = _mapping(raw, "base")
-    kind = _choice(base.get("kind"), "base.kind", ("gaussian", "discrete", "dpsgd"))
+    kind = _choice(base.get("kind"), "base.kind", BASE_KINDS)
     if kind == "dpsgd":
         return _parse_dpsgd_base(base, delta)
+    if kind == "laplace":
+        return _parse_laplace_base(base)
     if kind == "gaussian":
         _no_unknown(base, "base", {"kind", "mu", "epsilon"})
         if ("mu" in base) == ("epsilon" in base):
@@ -216,6 +222,31 @@ def _parse_dpsgd_base(base: Mapping, delta: float):
         return DpsgdBase.from_epsilon(eps, delta, steps, rate, accountant)
     except ConfigError as err:
         raise (err if err.field.startswith(("base.", "delta")) else err.within("base")) from None
+
+
+def _parse_laplace_base(base: Mapping):
+    """N (Poisson-subsampled) Laplace steps (`auditsel.events.LaplaceBase`): the noise
+    multiplier b given, or calibrated to a pure eps of one run."""
+    _no_unknown(
+        base, "base", {"kind", "noise_multiplier", "epsilon", "steps", "sample_rate", "accountant"}
+    )
+    if ("noise_multiplier" in base) == ("epsilon" in base):
+        raise ConfigError(
+            "base.noise_multiplier",
+            "give exactly one of base.noise_multiplier (b, in (0, inf)) or base.epsilon "
+            "(the pure eps of one run, in (0, 100])",
+        )
+    steps = _integer(base.get("steps", 1), "base.steps", 1, 10**9)
+    rate = _number(base.get("sample_rate", 1.0), "base.sample_rate", 0, 1, lo_open=True)
+    accountant = _choice(base.get("accountant", "pld"), "base.accountant", ("pld", "rdp"))
+    try:
+        if "noise_multiplier" in base:
+            b = _number(base["noise_multiplier"], "base.noise_multiplier", 0, 1e6, lo_open=True)
+            return LaplaceBase(b, steps, rate, accountant)
+        eps = _number(base["epsilon"], "base.epsilon", 0, 100, lo_open=True)
+        return LaplaceBase.from_epsilon(eps, steps, rate, accountant)
+    except ConfigError as err:
+        raise (err if err.field.startswith("base.") else err.within("base")) from None
 
 
 DPSGD_DEFAULT_CHUNK = 64

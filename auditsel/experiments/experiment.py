@@ -284,8 +284,10 @@ def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=Non
     """(the bound `Panel` of `auditsel.accounting.panel`, with the curves at CURVE_DELTAS when
     with_curves; (eps grid, delta of the released winner's curve, the attack's certified lower
     curve or None)). The winner's curve is exact where the base's reduction is, else the
-    heuristic reduced game's."""
-    winner = winner if winner is not None else winner_law(base.reduced(), rounds)
+    heuristic reduced game's; None for a base with no reduced game (a dp_accounting event)."""
+    reduced = base.reduced()
+    if winner is None and reduced is not None:
+        winner = winner_law(reduced, rounds)
     bounds = panel(base, rounds, delta, curve_deltas=CURVE_DELTAS if with_curves else None)
     eps_max = max(
         v
@@ -296,7 +298,8 @@ def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=Non
     attack_curve = None
     if bounds.attack_value is not None and bounds.attack_value.method == "labelled":
         attack_curve = bounds.attack_value.delta(eps_grid)
-    return bounds, (eps_grid, privacy_curve(winner, eps_grid), attack_curve)
+    winner_delta = None if winner is None else privacy_curve(winner, eps_grid)
+    return bounds, (eps_grid, winner_delta, attack_curve)
 
 
 def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
@@ -319,8 +322,10 @@ def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
     if rounds.p_zero > 0:  # K = 0 possible: the release may be the fixed output
         fields["rounds"]["p_zero"] = rounds.p_zero
     fields["base"].update(base.describe())  # the pair's parameters (discrete: p, q)
-    winner_curve = {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
-    if base.reduction_is_exact:
+    winner_curve = (
+        None if curve[1] is None else {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
+    )
+    if base.reduction_is_exact or winner_curve is None:
         fields["exact_curve"] = winner_curve
     else:  # the reduced game's curve is a heuristic here: not named exact
         fields["exact_curve"] = None
@@ -357,7 +362,8 @@ def run_experiment(
     """Returns (result, artefacts): result.json content and in-memory data for the report."""
     start = time.perf_counter()
     with_curves = curves and spec.delta > 0
-    winner = winner_law(spec.base.reduced(), spec.rounds)
+    reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
+    winner = None if reduced is None else winner_law(reduced, spec.rounds)
 
     upper_side = lambda: upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
 
@@ -407,7 +413,7 @@ def run_experiment(
 def result_interval(result: dict, bounds) -> dict:
     """result.json's `interval`: [the attack value or a valid eps_L, the tightest rigorous
     bound] (`accounting.interval`)."""
-    lows = [(bounds.attack["epsilon"], bounds.attack["source"])]
+    lows = [(bounds.interval.lower, bounds.interval.lower_source)]  # the attack value, or 0
     eps_l = valid_lower(result)
     if eps_l is not None:
         low = result["lower"]

@@ -277,20 +277,21 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> st
     contradicted = contradictions(result)
     reduced = "exact" in (result.get("reduced_game") or {})
     fig, ax = plt.subplots(figsize=(6, 4))
-    positive = delta > 0
-    ax.semilogy(
-        eps[positive],
-        delta[positive],
-        "--" if "exact" in heuristic else "-",
-        color="k",
-        lw=1.8,
-        label=legend_label(
-            "reduced game, mu of eq. 19" if reduced else "exact (released winner)",
-            "exact",
-            heuristic,
-            contradicted,
-        ),
-    )
+    if delta is not None:  # None: no exact winner law for this base (a dp_accounting event)
+        positive = delta > 0
+        ax.semilogy(
+            eps[positive],
+            delta[positive],
+            "--" if "exact" in heuristic else "-",
+            color="k",
+            lw=1.8,
+            label=legend_label(
+                "reduced game, mu of eq. 19" if reduced else "exact (released winner)",
+                "exact",
+                heuristic,
+                contradicted,
+            ),
+        )
     attack_delta = artefacts.get("attack_curve")
     if attack_delta is not None and np.any(attack_delta > 0):
         keep = attack_delta > 0
@@ -506,7 +507,7 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
         return dense, np.interp(dense, x[order], y[order])
 
     references = []  # (name, x = FP, y = TP of "guess X'", dashed, colour)
-    if "winner" in artefacts:
+    if artefacts.get("winner") is not None:
         exact_fp, exact_fn = tradeoff_curve(artefacts["winner"])
         heuristic = "exact" in heuristic_upper_keys(result)
         name = legend_label(

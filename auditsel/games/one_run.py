@@ -43,6 +43,7 @@ from scipy.special import log_ndtr, ndtri
 
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import GaussianBase
+from auditsel.numerics import check_deltas
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import GaussianWinner, max_uniform_complement
 
@@ -129,14 +130,19 @@ class _CanaryCurve:
         return max(self.hockey_stick(eps, 0), self.hockey_stick(eps, 1))
 
     def epsilon(self, delta: float) -> float:
+        delta = float(check_deltas(delta)[0])
         if self.delta(0.0) <= delta:
             return 0.0
+        if delta == 0:  # Gaussian draws: the privacy loss is unbounded
+            return math.inf
         hi = 1.0
         while self.delta(hi) > delta:
             hi *= 2
             if hi > 1e3:
                 return math.inf
-        f = lambda e: math.log(max(self.delta(e), 1e-300)) - math.log(delta)
+        f = lambda e: (
+            (math.log(self.delta(e)) if self.delta(e) > 0 else -math.inf) - math.log(delta)
+        )
         return brentq(f, 0.0, hi, xtol=1e-9)
 
     def tests(self, levels=LINE_LEVELS):
