@@ -2,6 +2,8 @@
 
 The README's other commands, and every page of docs/, are checked by tests/test_docs.py."""
 
+import contextlib
+import io
 import re
 from pathlib import Path
 
@@ -82,3 +84,14 @@ def test_readme_shows_the_committed_bug_zoo_and_interval_widths():
     findings = (ROOT / "results" / "accountants" / "table.md").read_text()
     m = re.search(r"9 tuning cells: width ([\d.]+) to ([\d.]+) \(median ([\d.]+)\)", findings)
     assert f"is {m.group(1)} to {m.group(2)} wide (median {m.group(3)})" in text
+
+
+def test_readme_first_screen_prints_what_it_shows():
+    """The `tuning_epsilon` block's printout is the text block under it, as computed now."""
+    first = blocks(ROOT / "README.md", "python")[0]
+    shown = blocks(ROOT / "README.md", "text")[0]
+    assert "tuning_epsilon" in first.code and shown.line > first.line
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(first.code, "README.md", "exec"), {"__name__": "__readme__"})
+    assert out.getvalue().strip() == shown.code.strip()
