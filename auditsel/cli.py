@@ -41,7 +41,7 @@ import time
 import traceback
 from pathlib import Path
 
-from auditsel.errors import ConfigError
+from auditsel.errors import MAX_JOBS, ConfigError
 from auditsel.files import DISK_FULL, check_output_path, claim_folder
 from auditsel.games.backends import BACKENDS
 from auditsel.version import __version__
@@ -111,7 +111,6 @@ TRIALS_RANGE = (2, 10**10)
 SEED_RANGE = (0, 2**63 - 1)
 THRESHOLDS_RANGE = (1, 100_000)
 MAX_SPLITS = 1000
-MAX_JOBS = 1024
 
 
 def _jobs(text):

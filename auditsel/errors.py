@@ -111,6 +111,21 @@ def number(
     return x
 
 
+MAX_JOBS = 1024
+
+
+def jobs(value, field: str = "jobs") -> int:
+    """A number of workers: a non-zero integer in [-MAX_JOBS, MAX_JOBS] (-1 = all cores), as
+    joblib reads it."""
+    n = integer(value, field, -MAX_JOBS, MAX_JOBS)
+    if n == 0:
+        raise ConfigError(
+            field,
+            f"must be a non-zero integer in [-{MAX_JOBS}, {MAX_JOBS}] (-1 = all cores), got 0",
+        )
+    return n
+
+
 def integer(value, field: str, lo: int, hi: int | None = None) -> int:
     """An integer in [lo, hi] (an integral float such as 1e3 is accepted); returned as an int."""
     if isinstance(value, float) and value.is_integer():

@@ -1,5 +1,5 @@
 """Hostile input (issue 20): one table of cases across `auditsel run`, `audit-scores`, `plan`,
-`reproduce` and the Python API. Each case asserts
+`reproduce`, `audit-pipeline` and the Python API (pipeline audits included). Each case asserts
 
 * the exact exit code (the API: a ConfigError for 2, no exception for 0);
 * for exit 2, exactly one line on stderr, `auditsel: error: ...`, matching the case's pattern
@@ -1084,6 +1084,96 @@ API = [
     api("api-run_config-ok", _run_config(out_dir="out"), "", code=0),
 ]
 
+
+# --- pipeline audits: `auditsel audit-pipeline` and `audit_pipeline` --------------------------
+
+PIPE = """import numpy as np
+
+DATA = (np.zeros((4, 2)), np.zeros(4))
+
+
+def tune(data, seed, canary):
+    return float(np.random.default_rng(seed).normal() + 2.0 * (len(data[0]) > 4))
+
+
+def score(release, canary):
+    return release
+
+
+def broken(data, seed, canary):
+    raise RuntimeError("the user's own bug")
+
+
+NOT_CALLABLE = 3
+"""
+PIPE_FILES = {"pipe.py": PIPE}
+CANARY = "{kind: input, x: [1.0, 1.0], y: 1}"
+AP = ("audit-pipeline", "pipe.py:tune", "--score", "pipe.py:score", "--data", "pipe.py:DATA")
+
+
+def pipe_case(id, extra, pattern, code=2, files=None, target=None):
+    argv = list(AP) if target is None else ["audit-pipeline", target, *AP[2:]]
+    argv += ["--canary", CANARY, "--out", "out", "--no-progress", "--quiet", *extra]
+    return Case(id, tuple(argv), code, pattern, dict(PIPE_FILES if files is None else files))
+
+
+PIPELINE_CLI = [
+    pipe_case("pipe-ok", ["--games", "200"], "", code=0),
+    pipe_case("pipe-games-0", ["--games", "0"], r"--games"),
+    pipe_case("pipe-games-neg", ["--games", "-5"], r"--games"),
+    pipe_case("pipe-games-text", ["--games", "many"], r"--games"),
+    pipe_case("pipe-games-huge", ["--games", "1000000000000000"], r"--games"),
+    pipe_case("pipe-delta-1", ["--delta", "1"], r"--delta"),
+    pipe_case("pipe-delta-neg", ["--delta=-1e-5"], r"--delta"),
+    pipe_case("pipe-confidence", ["--confidence", "1.5"], r"--confidence"),
+    pipe_case("pipe-jobs-0", ["--jobs", "0"], r"--jobs"),
+    pipe_case("pipe-seed-neg", ["--seed=-3"], r"--seed"),
+    pipe_case("pipe-rule", ["--rule", "best"], r"rule: must be one of split"),
+    pipe_case("pipe-claim-neg", ["--claim=-1"], r"--claim"),
+    pipe_case("pipe-out-escapes", ["--out", "../.."], r"--out"),
+    pipe_case("pipe-no-module", [], r"tune", target="nosuchmodule_xyz:tune"),
+    pipe_case("pipe-no-file", [], r"tune", target="missing.py:tune"),
+    pipe_case("pipe-no-function", [], r"tune", target="pipe.py:nope"),
+    pipe_case("pipe-not-callable", [], r"tune", target="pipe.py:NOT_CALLABLE"),
+    pipe_case("pipe-no-colon", [], r"tune: name the function", target="pipe.py"),
+    pipe_case("pipe-user-bug", ["--games", "50"], r"broken.*game", target="pipe.py:broken"),
+    pipe_case("pipe-canary-kind", ["--canary", "{kind: laser}"], r"canary"),
+    pipe_case("pipe-canary-yaml", ["--canary", "{kind: [unclosed"], r"canary"),
+]
+
+
+def _audit_pipeline(**kwargs):
+    def call(world):
+        from auditsel import InputCanary, audit_pipeline
+
+        def tune(data, seed, canary):
+            return float(np.random.default_rng(seed).normal() + 2.0 * (len(data[0]) > 4))
+
+        options = {
+            "data": (np.zeros((4, 2)), np.zeros(4)),
+            "canary": InputCanary(np.ones(2), 1),
+            "games": 200,
+            "delta": 1e-5,
+            **kwargs,
+        }
+        audit_pipeline(tune, lambda release, canary: release, **options)
+
+    return call
+
+
+PIPELINE_API = [
+    api("api-pipe-ok", _audit_pipeline(), code=0),
+    api("api-pipe-games-0", _audit_pipeline(games=0), r"games"),
+    api("api-pipe-games-float", _audit_pipeline(games=2.5), r"games"),
+    api("api-pipe-delta", _audit_pipeline(delta=1.0), r"delta"),
+    api("api-pipe-delta-text", _audit_pipeline(delta="tiny"), r"delta"),
+    api("api-pipe-confidence", _audit_pipeline(confidence=0.2), r"confidence"),
+    api("api-pipe-canary-none", _audit_pipeline(canary=None), r"canary"),
+    api("api-pipe-claim-nan", _audit_pipeline(claimed_epsilon=float("nan")), r"claimed_epsilon"),
+    api("api-pipe-jobs", _audit_pipeline(jobs=0), r"jobs: must be a non-zero integer"),
+    api("api-pipe-out-escapes", _audit_pipeline(out_dir=".."), r"out_dir"),
+]
+
 CASES: list[Case] = [
     *CONFIG_FIELDS,
     *DPSGD_FIELDS,
@@ -1095,6 +1185,8 @@ CASES: list[Case] = [
     *PLAN,
     *REPRODUCE,
     *API,
+    *PIPELINE_CLI,
+    *PIPELINE_API,
 ]
 
 
@@ -1103,7 +1195,7 @@ def test_the_table_is_large_and_its_ids_unique():
     assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
     assert len(CASES) >= 150
     commands = {c.argv[0] if c.argv else "api" for c in CASES}
-    assert commands >= {"run", "audit-scores", "plan", "reproduce", "api"}
+    assert commands >= {"run", "audit-scores", "plan", "reproduce", "audit-pipeline", "api"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -151,6 +151,10 @@ def load_pipeline(target: str, **options: Any) -> PipelineSpec:
     settings: dict[str, Any] = {}
     if is_reference(target):
         settings["tune"] = target
+    elif target.endswith(".py"):
+        raise ConfigError(
+            "tune", f"name the function in {target}: FILE.py:FUNCTION, e.g. {target}:tune"
+        )
     else:
         raw = mapping(read_yaml(Path(target)), target)
         unknown = sorted(set(raw) - set(PIPELINE_KEYS))

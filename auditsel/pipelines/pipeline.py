@@ -49,6 +49,7 @@ from auditsel.auditing.lower import (
 )
 from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.errors import ConfigError, choice, integer, number
+from auditsel.errors import jobs as check_jobs
 from auditsel.experiments.experiment import lower_fields, upper_fields, upper_panel
 from auditsel.experiments.heuristics import honesty_fields
 from auditsel.experiments.report import text_table, write_outputs
@@ -163,7 +164,7 @@ class Pipeline:
         )
 
 
-def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule):
+def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, n_jobs=1):
     if not callable(tune):
         raise ConfigError("tune", "must be a function tune(data, seed, canary) -> release")
     if score is not None and not callable(score):
@@ -180,6 +181,7 @@ def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed,
         number(claimed_epsilon, "claimed_epsilon", 0)
     number(confidence, "confidence", 0.5, 1, hi_open=True)
     integer(seed, "seed", 0, SEED_MAX - 1)
+    check_jobs(n_jobs)
     if not isinstance(rule, ThresholdRule):
         choice(rule, "rule", THRESHOLD_RULES)
 
@@ -303,7 +305,7 @@ def audit_pipeline(
     `rounds` (a mechanism pair and a law of K) add the tuning bounds beside eps_L. Bad input
     and exceptions raised by your functions are ConfigErrors (`PipelineError`).
     """
-    _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule)
+    _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
     if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
         rule = threshold_rule(rule, seed=seed)
     chunk_size = integer(chunk_size, "chunk_size", 1)

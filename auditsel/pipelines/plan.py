@@ -124,7 +124,7 @@ def plan_pipeline(
 ) -> PipelinePlan:
     """Size an audit of your pipeline from `pilot` games (seed `seed`: not the audit's)."""
     pilot = integer(pilot, "pilot", 20)
-    _check(tune, score, canary, pilot, delta, claimed_epsilon, confidence, seed, rule)
+    _check(tune, score, canary, pilot, delta, claimed_epsilon, confidence, seed, rule, jobs)
     choice(rule, "rule", THRESHOLD_RULES)
     power = number(power, "power", 0.5, 1, hi_open=True)
     if target_eps is not None:
