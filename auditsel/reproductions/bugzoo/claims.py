@@ -20,7 +20,7 @@ import numpy as np
 
 from auditsel.accounting.panel import panel
 from auditsel.mechanisms import gaussian_delta
-from auditsel.numerics import bisect
+from auditsel.numerics import bisect, check_deltas
 from auditsel.rounds import RoundsLaw
 
 __all__ = ["tuning_epsilon", "released_runs_epsilon"]
@@ -34,7 +34,11 @@ def tuning_epsilon(base, rounds: RoundsLaw, delta: float) -> float:
 
 def released_runs_epsilon(mu: float, rounds: RoundsLaw, delta: float, tail: float = 1e-16) -> float:
     """Exact eps at delta of the release of all K ~ rounds runs, each Gaussian with shift mu
-    (the P[K > k_max] < tail of the law, at most `tail`, is added to delta as if it leaked all)."""
+    (the P[K > k_max] < tail of the law, at most `tail`, is added to delta as if it leaked all).
+    delta must be in [0, 1); at delta = 0 the answer is inf (a Gaussian release is not pure DP)."""
+    delta = float(check_deltas(delta)[0])
+    if delta == 0.0 or delta <= tail:
+        return math.inf  # every eps leaves delta_{mu sqrt(k)}(eps) > 0 (and the tail) above it
     k_max = int(rounds.mean + 20 * math.sqrt(rounds.mean) + 50)
     while True:
         ks = np.arange(1, k_max + 1)
