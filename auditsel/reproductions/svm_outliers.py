@@ -147,7 +147,7 @@ def plot(curve: list[dict], path: Path) -> Path:
     import matplotlib  # deferred: heavy, and only the plot needs it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: with matplotlib, above
 
     fig, ax = plt.subplots(figsize=(6, 3.8))
     alphas = [r["alpha"] for r in curve]

@@ -200,7 +200,7 @@ def plot(rows: list[dict], path: Path) -> Path:
     import matplotlib  # deferred: heavy, and only the plot needs it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: with matplotlib, above
 
     fig, ax = plt.subplots(figsize=(8, 0.55 * len(rows) + 1.2))
     ys = range(len(rows))[::-1]

@@ -18,8 +18,8 @@ import math
 
 import torch
 
-import auditsel
 from auditsel.mechanisms import GaussianBase
+from auditsel.pipelines.canaries import InputCanary
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
 from auditsel.reproductions.bugzoo import data
 from auditsel.reproductions.bugzoo.claims import tuning_epsilon
@@ -35,7 +35,7 @@ from auditsel.rounds import Poisson
 BUG = "the canary's gradient not clipped (the batch's gradient clipped instead of each example's)"
 # the same as in correct_dpgd:
 TRAIN, claim = reference.TRAIN, reference.claim
-CANARY = auditsel.InputCanary(data.spike(1e4), 1.0)
+CANARY = InputCanary(data.spike(1e4), 1.0)
 
 
 def train(train_data, lr, generator, canary):

@@ -20,9 +20,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-import auditsel
+from auditsel.mechanisms import DpsgdBase
+from auditsel.pipelines.canaries import GradientCanary
 from auditsel.reproductions.bugzoo import data
 from auditsel.reproductions.bugzoo.claims import tuning_epsilon
+from auditsel.rounds import Poisson
 
 BUG = None
 NOISE, CLIP, STEPS = 4.0, 1.0, 4
@@ -31,7 +33,7 @@ LEARNING_RATES = (0.25, 0.5, 1.0, 2.0, 4.0)
 MEAN_RUNS = 10
 
 TRAIN, VALIDATION = data.load()
-CANARY = auditsel.GradientCanary(coordinate=data.PAD)
+CANARY = GradientCanary(coordinate=data.PAD)
 
 
 def clipped_sum(X, y, w, b) -> list[torch.Tensor]:
@@ -87,7 +89,7 @@ def score(release, canary):
 
 
 def claim(delta: float) -> float:
-    return tuning_epsilon(auditsel.DpsgdBase(NOISE, STEPS, 1.0), auditsel.Poisson(MEAN_RUNS), delta)
+    return tuning_epsilon(DpsgdBase(NOISE, STEPS, 1.0), Poisson(MEAN_RUNS), delta)
 
 
 def correct_epsilon(delta: float) -> tuple[float | None, str]:

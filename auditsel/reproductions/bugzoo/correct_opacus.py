@@ -22,8 +22,10 @@ import numpy as np
 import torch
 from opacus import PrivacyEngine
 
-import auditsel
+from auditsel.pipelines.canaries import GradientCanary
+from auditsel.pipelines.opacus import from_opacus
 from auditsel.reproductions.bugzoo import correct_dpgd, data
+from auditsel.rounds import Poisson
 
 BUG = None
 # the same as in correct_dpgd:
@@ -35,7 +37,7 @@ POISSON_SAMPLING = True
 
 (X_TRAIN, Y_TRAIN), (X_VAL, Y_VAL) = data.load()
 TRAIN = (X_TRAIN, Y_TRAIN)
-CANARY = auditsel.GradientCanary(coordinate=data.PAD)
+CANARY = GradientCanary(coordinate=data.PAD)
 
 
 def zero_model():
@@ -94,12 +96,12 @@ def tune(train_data, seed, canary):
 
 def claim(delta: float, poisson_sampling: bool = POISSON_SAMPLING) -> float:
     _, engine, optimizer, loader = train(TRAIN, LEARNING_RATES[0], CANARY, poisson_sampling)
-    run = auditsel.from_opacus(
+    run = from_opacus(
         engine,
         optimizer=optimizer,
         data_loader=loader,
         delta=delta,
-        rounds=auditsel.Poisson(MEAN_RUNS),
+        rounds=Poisson(MEAN_RUNS),
     )
     return run.tuning_epsilon
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import torch
 
-import auditsel
+from auditsel.accounting.exact import exact_epsilon
+from auditsel.mechanisms import DpsgdBase
 from auditsel.reproductions.bugzoo import correct_dpgd
 from auditsel.reproductions.bugzoo.claims import tuning_epsilon
 from auditsel.reproductions.bugzoo.correct_dpgd import (
@@ -24,7 +25,8 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     train,
     validation_accuracy,
 )
-from auditsel.rounds import Point
+from auditsel.rounds import Point, Poisson
+from auditsel.selection import winner_law
 
 BUG = "a fixed number of runs accounted as if it were random"
 # the same as in correct_dpgd:
@@ -46,14 +48,12 @@ def tune(train_data, seed, canary):
 
 
 def claim(delta: float) -> float:
-    runs = auditsel.Poisson(len(LEARNING_RATES))  # "E[K] = 5 runs"
-    return tuning_epsilon(auditsel.DpsgdBase(NOISE, STEPS, 1.0), runs, delta)
+    runs = Poisson(len(LEARNING_RATES))  # "E[K] = 5 runs"
+    return tuning_epsilon(DpsgdBase(NOISE, STEPS, 1.0), runs, delta)
 
 
 def correct_epsilon(delta: float) -> tuple[float | None, str]:
     """[XWW24]'s reduced game with K = len(LEARNING_RATES) fixed: exact at sample rate 1 for the
     worst-case selection score."""
-    winner = auditsel.winner_law(
-        auditsel.DpsgdBase(NOISE, STEPS, 1.0).reduced(), Point(len(LEARNING_RATES))
-    )
-    return float(auditsel.exact_epsilon(winner, delta)), "exact: reduced game, K = 5 fixed"
+    winner = winner_law(DpsgdBase(NOISE, STEPS, 1.0).reduced(), Point(len(LEARNING_RATES)))
+    return float(exact_epsilon(winner, delta)), "exact: reduced game, K = 5 fixed"
