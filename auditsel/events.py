@@ -37,13 +37,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from auditsel.errors import ConfigError, choice, integer, number
+from auditsel.errors import ConfigError, choice, number
 from auditsel.mechanisms import (
     PLD_DISCRETIZATION,
     RDP_ORDERS,
     DpsgdBase,
     GaussianBase,
     Neighbouring,
+    check_steps,
     quiet_absl,
 )
 from auditsel.numerics import check_deltas
@@ -319,16 +320,7 @@ class LaplaceBase(_EventPair):
     event: Any = field(init=False, compare=False, repr=False)
 
     def __post_init__(self):
-        object.__setattr__(
-            self,
-            "noise_multiplier",
-            number(self.noise_multiplier, "noise_multiplier", 0, math.inf, lo_open=True),
-        )
-        object.__setattr__(self, "steps", integer(self.steps, "steps", 1))
-        object.__setattr__(
-            self, "sample_rate", number(self.sample_rate, "sample_rate", 0, 1, lo_open=True)
-        )
-        choice(self.accountant, "accountant", _ACCOUNTANTS)
+        check_steps(self)
         import dp_accounting as dpa  # deferred: heavy
 
         step = dpa.LaplaceDpEvent(self.noise_multiplier)

@@ -341,6 +341,22 @@ PLD_DISCRETIZATION = 1e-3
 _ACCOUNTANTS = ("rdp", "pld")
 
 
+def check_steps(base) -> None:
+    """Check (in place, on a frozen dataclass) the fields of a base made of `steps` noisy steps at
+    `sample_rate`: noise_multiplier > 0, steps >= 1, sample_rate in (0, 1], accountant one of
+    "rdp", "pld" (ConfigError naming the field otherwise)."""
+    object.__setattr__(
+        base,
+        "noise_multiplier",
+        number(base.noise_multiplier, "noise_multiplier", 0, math.inf, lo_open=True),
+    )
+    object.__setattr__(base, "steps", integer(base.steps, "steps", 1))
+    object.__setattr__(
+        base, "sample_rate", number(base.sample_rate, "sample_rate", 0, 1, lo_open=True)
+    )
+    choice(base.accountant, "accountant", _ACCOUNTANTS)
+
+
 @contextlib.contextmanager
 def quiet_absl():
     """Silence dp_accounting's per-order convergence warnings (orders it drops are +inf)."""
@@ -375,16 +391,7 @@ class DpsgdBase:
     region: ClassVar[None] = None
 
     def __post_init__(self):
-        object.__setattr__(
-            self,
-            "noise_multiplier",
-            number(self.noise_multiplier, "noise_multiplier", 0, math.inf, lo_open=True),
-        )
-        object.__setattr__(self, "steps", integer(self.steps, "steps", 1))
-        object.__setattr__(
-            self, "sample_rate", number(self.sample_rate, "sample_rate", 0, 1, lo_open=True)
-        )
-        choice(self.accountant, "accountant", _ACCOUNTANTS)
+        check_steps(self)
 
     # --- dp_accounting -------------------------------------------------------------------
     @property
