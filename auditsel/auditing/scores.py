@@ -195,11 +195,16 @@ def _npz_check_sizes(path: Path) -> None:
     except ScoreFileError:
         raise
     except Exception as err:  # not a zip, a damaged header: the file's problem
-        raise ScoreFileError(
-            path,
-            f"is not a readable .npz ({type(err).__name__}); save it with "
-            f"numpy.savez(path, score=..., member=...)",
-        ) from None
+        raise _unreadable_npz(path, err) from None
+
+
+def _unreadable_npz(path: Path, err: Exception) -> ScoreFileError:
+    """The error of an .npz that numpy cannot read: the file's problem, with the fix."""
+    return ScoreFileError(
+        path,
+        f"is not a readable .npz ({type(err).__name__}); save it with "
+        f"numpy.savez(path, score=..., member=...)",
+    )
 
 
 def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -207,11 +212,7 @@ def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
         with np.load(path, allow_pickle=False) as data:
             return np.asarray(data["score"]), np.asarray(data["member"])
     except Exception as err:  # a damaged archive or array: the file's problem
-        raise ScoreFileError(
-            path,
-            f"is not a readable .npz ({type(err).__name__}); save it with "
-            f"numpy.savez(path, score=..., member=...)",
-        ) from None
+        raise _unreadable_npz(path, err) from None
 
 
 def _csv_columns(path: Path) -> tuple[np.ndarray, np.ndarray]:
