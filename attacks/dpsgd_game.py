@@ -1,7 +1,7 @@
 """The real DP-SGD tuning game ([XWW24] Sec. 4), built where the attack lives.
 
 The adversary sets up the game ([XWW24] Sec. 4.1, "Interaction"): it picks the threat model
-(which X, which score g; ``attacks.threats``), the canary z (``attacks.canaries``) and the
+(which X, which score g; ``attacks.threats``), the canary z (``attacks.dpsgd_canaries``) and the
 proxy that turns a release into a score (``attacks.dpsgd_proxies``). The trainer
 (``auditsel.dpsgd``) then runs the tuning protocol H of [XWW24] Algorithm 2 over DP-SGD on plain
 data and never sees this module.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attacks.names import CANARY_NAMES, DPSGD_PROXIES, INPUT_CANARIES, MODEL_NAMES, THREAT_NAMES
-from auditsel.dpsgd.data import load_split
+from auditsel.dpsgd.datasets import load_split
 from auditsel.errors import ConfigError
 
 __all__ = [
@@ -72,15 +72,15 @@ def load_data(spec: DpsgdGameSpec):
 
 def _canary(spec: DpsgdGameSpec, train, validation):
     # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
-    from attacks import canaries
+    from attacks import dpsgd_canaries
 
     if spec.canary == "dirac":
-        return canaries.dirac()
+        return dpsgd_canaries.dirac()
     if spec.canary != "input":
         raise ConfigError("game.canary", f"must be dirac or input, got {spec.canary!r}")
     if spec.input_canary == "mislabelled":
-        return canaries.mislabelled(validation, 0)
-    return canaries.out_of_distribution(train, spec.input_canary)
+        return dpsgd_canaries.mislabelled(validation, 0)
+    return dpsgd_canaries.out_of_distribution(train, spec.input_canary)
 
 
 def build_protocol(spec: DpsgdGameSpec, base, rounds, data=None):

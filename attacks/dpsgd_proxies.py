@@ -6,9 +6,9 @@ w_{i-1} (C e_0 for the Dirac canary):
     lambda_a = (1/N) sum_{i=1}^N <p_i^z, p_i> / C^2
     lambda_b = lambda_a - g(y)   under NTNV      lambda_b = lambda_a + g(y)   under NTCV, ETCV
 
-A proxy reads only the observation released by auditsel.dpsgd.protocol (fields ``canary_dots``
+A proxy reads only the observation released by auditsel.dpsgd.tuning_protocol (fields ``canary_dots``
 = the per-step <p_i^z, p_i> of the released trajectory, ``steps``, ``clip``, ``score`` = g(y),
-``released``; see ``auditsel.dpsgd.protocol.RELEASE_FIELDS``): never the coin, k or a losing
+``released``; see ``auditsel.dpsgd.tuning_protocol.RELEASE_FIELDS``): never the coin, k or a losing
 run. lambda_a is computed here, from those released numbers.
 The fixed output of k = 0 scores -inf. For ETCV with the Dirac canary, tau = 1 and one run,
 lambda_a ~ N(b, sigma^2 / N) exactly ([XWW24] Sec. 5.1).

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditsel.errors import ConfigError
-from auditsel.protocols import Winner
+from auditsel.roles import Winner
 
 __all__ = ["SampleProxy", "LikelihoodRatioProxy", "PROXIES", "make_proxy"]
 

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from auditsel.dpsgd.data import Dataset
+from auditsel.dpsgd.datasets import Dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.protocol import (
+from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary
+from auditsel.dpsgd.tuning_protocol import (
     CanaryLoss,
     DpsgdTuningProtocol,
     FirstCoordinateShift,
     ValidationLoss,
 )
-from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary
 from auditsel.errors import ConfigError
 
 __all__ = ["ThreatModel", "NTNV", "NTCV", "ETCV", "THREATS", "get_threat", "tuning_game"]

@@ -64,7 +64,7 @@ _PUBLIC = {
     "auditsel.events": ("LaplaceBase", "EventBase", "as_pair"),
     "auditsel.selection": ("winner_law",),
     "auditsel.accounting.exact": ("privacy_curve", "exact_epsilon"),
-    "auditsel.accounting.bounds": ("BOUNDS", "bound"),
+    "auditsel.accounting.registry": ("BOUNDS", "bound"),
     "auditsel.accounting.panel": ("panel", "panel_curves", "upper_bounds", "Panel"),
     "auditsel.accounting.attack": ("attack", "attack_epsilon", "AttackValue"),
     "auditsel.accounting.interval": (
@@ -77,11 +77,11 @@ _PUBLIC = {
     "auditsel.auditing.lower": ("audit_scores", "LowerBound"),
     "auditsel.auditing.rules": ("Split", "BonferroniGrid", "BonferroniAll", "MultiSplit"),
     "auditsel.auditing.estimators": ("estimator_panel",),
-    "auditsel.pipelines.protocol": ("audit_protocol",),
+    "auditsel.pipelines.own_protocol": ("audit_protocol",),
     "auditsel.pipelines.pipeline": ("audit_pipeline", "Pipeline", "PipelineAudit"),
     "auditsel.pipelines.canaries": ("InputCanary", "GradientCanary"),
     "auditsel.pipelines.opacus": ("from_opacus", "OpacusRun"),
-    "auditsel.pipelines.plan": ("plan_pipeline", "PipelinePlan"),
+    "auditsel.pipelines.pipeline_plan": ("plan_pipeline", "PipelinePlan"),
     "auditsel.experiments.experiment": ("run_config",),
     "auditsel.experiments.result": ("RunResult",),
     "auditsel.experiments.config": ("load_config", "parse_config"),
@@ -158,7 +158,6 @@ if (
     TYPE_CHECKING
 ):  # the same names, eagerly, for type checkers (tests/test_api.py checks they agree)
     from auditsel.accounting.attack import AttackValue, attack, attack_epsilon
-    from auditsel.accounting.bounds import BOUNDS, bound
     from auditsel.accounting.calibrate import Calibration, calibrate
     from auditsel.accounting.exact import exact_epsilon, privacy_curve
     from auditsel.accounting.interval import (
@@ -168,6 +167,7 @@ if (
         tuning_interval,
     )
     from auditsel.accounting.panel import Panel, panel, panel_curves, upper_bounds
+    from auditsel.accounting.registry import BOUNDS, bound
     from auditsel.auditing.estimators import estimator_panel
     from auditsel.auditing.lower import LowerBound, audit_scores
     from auditsel.auditing.rules import BonferroniAll, BonferroniGrid, MultiSplit, Split
@@ -187,9 +187,9 @@ if (
     )
     from auditsel.pipelines.canaries import GradientCanary, InputCanary
     from auditsel.pipelines.opacus import OpacusRun, from_opacus
+    from auditsel.pipelines.own_protocol import audit_protocol
     from auditsel.pipelines.pipeline import Pipeline, PipelineAudit, audit_pipeline
-    from auditsel.pipelines.plan import PipelinePlan, plan_pipeline
-    from auditsel.pipelines.protocol import audit_protocol
+    from auditsel.pipelines.pipeline_plan import PipelinePlan, plan_pipeline
     from auditsel.rounds import (
         Binomial,
         FinitePmf,

@@ -505,7 +505,7 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
 def _command_reproduce(args) -> int:
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.reproductions import REGISTRY, names, reproduce
-    from auditsel.reproductions.claims import MissingExtra
+    from auditsel.reproductions.accountant_claims import MissingExtra
 
     if args.out is not None and not args.out.strip():
         raise UsageError("--out: must name a folder, got ''")
@@ -772,7 +772,7 @@ def _command_audit_pipeline(args) -> int:
 
 def _command_plan_pipeline(args) -> int:
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.pipelines.plan import plan_pipeline
+    from auditsel.pipelines.pipeline_plan import plan_pipeline
 
     spec = _load_pipeline(args)
     settings = spec.settings
@@ -821,7 +821,7 @@ def _command_plan(args) -> int:
             f"{args.config}: game: required by plan (the audit to plan); add a game section"
         )
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.experiments.plan import plan_spec
+    from auditsel.experiments.config_plan import plan_spec
 
     exact = None
     if spec.game.kind in ("reduced", "discrete") and spec.delta > 0:
@@ -943,7 +943,7 @@ def calibration_text(name: str, c) -> str:
 
 def _audit_one_run(args, score, member) -> int:
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.auditing.one_run import GdpFamily, PureDpFamily, audit_one_run
+    from auditsel.auditing.one_run_analysis import GdpFamily, PureDpFamily, audit_one_run
 
     family = {"gdp": GdpFamily, "pure_dp": PureDpFamily}[args.family]()
     try:

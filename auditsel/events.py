@@ -48,7 +48,7 @@ from auditsel.mechanisms import (
     quiet_absl,
 )
 from auditsel.numerics import check_deltas
-from auditsel.protocols import MechanismPair
+from auditsel.roles import MechanismPair
 
 __all__ = [
     "EventBase",
@@ -63,7 +63,7 @@ _ACCOUNTANTS = ("pld", "rdp")
 
 
 def is_pair(obj) -> bool:
-    """Whether `obj` is a mechanism pair (`auditsel.protocols.MechanismPair`)."""
+    """Whether `obj` is a mechanism pair (`auditsel.roles.MechanismPair`)."""
     return isinstance(obj, MechanismPair)
 
 

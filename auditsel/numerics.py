@@ -1,7 +1,7 @@
 """Small numerical kernels shared by the layers above (only `auditsel.errors` imported).
 
 `check_deltas(delta, field)`: the one check of a delta argument, scalar or array: every value
-in [0, 1), else a ConfigError naming `field` (docs/architecture.md: "a delta outside [0, 1) is a
+in [0, 1), else a ConfigError naming `field` (docs/explanation/architecture.md: "a delta outside [0, 1) is a
 ConfigError in every function").
 
 `bisect` and `golden_min`: a scalar root and a scalar minimum, for the code on the path of

@@ -24,7 +24,7 @@ from scipy.special import log_ndtr, ndtri
 
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
 from auditsel.numerics import bisect
-from auditsel.protocols import MechanismPair
+from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 
 __all__ = [

@@ -23,7 +23,7 @@ import time
 import numpy as np
 import torch
 
-from auditsel.dpsgd.data import load_dataset
+from auditsel.dpsgd.datasets import load_dataset
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import GradientCanary, default_device, train_runs
 

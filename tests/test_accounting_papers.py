@@ -2,7 +2,12 @@
 
 import pytest
 
-from auditsel.reproductions.bounds import TABLE4_LAWS, TABLE4_PAPER, example1_rows, to_markdown
+from auditsel.reproductions.paper_bounds import (
+    TABLE4_LAWS,
+    TABLE4_PAPER,
+    example1_rows,
+    to_markdown,
+)
 
 
 def test_example1_rows_match_the_paper():

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import canaries, threats
+from attacks import dpsgd_canaries, threats
 from attacks.dpsgd_proxies import LambdaA, LambdaB, make_dpsgd_proxy
-from auditsel.dpsgd.data import Dataset, load_split
+from auditsel.dpsgd.datasets import Dataset, load_split
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import ExampleCanary, train_runs
 
@@ -65,7 +65,7 @@ def test_dirac_canary_writes_c_to_coordinate_zero_only():
         noise_multiplier=0.0,
         sample_rate=1.0,
         seeds=[0],
-        canary=canaries.dirac(),
+        canary=dpsgd_canaries.dirac(),
         include_canary=[True],
         device="cpu",
         dtype=torch.float64,
@@ -76,12 +76,12 @@ def test_dirac_canary_writes_c_to_coordinate_zero_only():
 
 
 def test_input_canaries_have_the_training_shape_and_are_out_of_distribution():
-    for kind in canaries.OOD_KINDS:
-        z = canaries.out_of_distribution(TRAIN, kind)
+    for kind in dpsgd_canaries.OOD_KINDS:
+        z = dpsgd_canaries.out_of_distribution(TRAIN, kind)
         assert isinstance(z, ExampleCanary) and z.x.shape == TRAIN.shape
         nearest = np.min(np.abs(TRAIN.x - z.x).reshape(len(TRAIN), -1).sum(1))
         assert nearest > 1.0  # no training image is close to it
-    wrong = canaries.mislabelled(VAL, 3)
+    wrong = dpsgd_canaries.mislabelled(VAL, 3)
     assert wrong.y != VAL.y[3] and np.array_equal(wrong.x, VAL.x[3])
 
 
@@ -92,13 +92,13 @@ def test_canary_from_another_dataset_is_resized():
         np.array([4, 12]),
         13,
     )
-    z = canaries.from_dataset(big, 1, like=TRAIN)
+    z = dpsgd_canaries.from_dataset(big, 1, like=TRAIN)
     assert z.x.shape == (1, 8, 8) and z.y == 12 % 10
     np.testing.assert_allclose(z.x.mean(), big.x[1].mean(), rtol=1e-5)
     with pytest.raises(ValueError, match=r"^game.canary_index: must be in \[0, 2\)"):
-        canaries.from_dataset(big, 5, like=TRAIN)
+        dpsgd_canaries.from_dataset(big, 5, like=TRAIN)
     with pytest.raises(ValueError, match=r"^game.canary: cannot place"):
-        canaries.from_dataset(big, 0, like=load_split("breast_cancer")[0])
+        dpsgd_canaries.from_dataset(big, 0, like=load_split("breast_cancer")[0])
 
 
 def _imports(path):
@@ -138,7 +138,7 @@ def _release(member, seed=0, threat="etcv"):
 
     proto = threats.tuning_game(
         threat,
-        canaries.dirac(),
+        dpsgd_canaries.dirac(),
         model=ModelSpec("logreg", TRAIN.shape, 10),
         train=TRAIN.take(30),
         validation=VAL.take(20),
@@ -152,7 +152,7 @@ def _release(member, seed=0, threat="etcv"):
 
 
 def test_release_holds_exactly_the_documented_fields_and_no_coin():
-    from auditsel.dpsgd.protocol import RELEASE_FIELDS
+    from auditsel.dpsgd.tuning_protocol import RELEASE_FIELDS
 
     o = _release([0, 1, 1, 0])
     assert set(o) == set(RELEASE_FIELDS)
@@ -172,7 +172,7 @@ def test_proxies_read_only_released_fields(threat):
     of RELEASE_FIELDS (never the coin, k or a losing run), and the source of attacks/ reads no
     other field and calls nothing that would hand it the protocol's internal randomness."""
     from attacks.dpsgd_proxies import DPSGD_PROXIES
-    from auditsel.dpsgd.protocol import RELEASE_FIELDS
+    from auditsel.dpsgd.tuning_protocol import RELEASE_FIELDS
     from auditsel.mechanisms import DpsgdBase
     from auditsel.rounds import Point
 

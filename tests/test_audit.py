@@ -9,7 +9,7 @@ from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.scores import read_scores
 from auditsel.cli import main
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
-from auditsel.pipelines.protocol import audit_protocol
+from auditsel.pipelines.own_protocol import audit_protocol
 from auditsel.rounds import TwoPoint
 from auditsel.testing import RefutedClaim, assert_not_refuted, worst_case_tuning
 

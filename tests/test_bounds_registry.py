@@ -6,12 +6,12 @@ import math
 import numpy as np
 import pytest
 
-from auditsel.accounting.bounds import BOUND_KEYS, BOUNDS, bound
 from auditsel.accounting.generic import generic_epsilon
 from auditsel.accounting.improved import improved_epsilon
 from auditsel.accounting.panel import Panel, panel
 from auditsel.accounting.profile import profile_epsilon
 from auditsel.accounting.rdp import ORDERS, rdp_to_epsilon
+from auditsel.accounting.registry import BOUND_KEYS, BOUNDS, bound
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase, Neighbouring
 from auditsel.rounds import Poisson, TruncatedNegativeBinomial, TwoPoint

@@ -16,7 +16,7 @@ pytest.importorskip("sklearn")
 import auditsel
 from auditsel import reproductions
 from auditsel.reproductions import bugzoo
-from auditsel.reproductions.bugzoo import claims
+from auditsel.reproductions.bugzoo import author_claims
 
 ROOT = Path(__file__).resolve().parents[1]
 DELTA = bugzoo.DELTA
@@ -63,7 +63,7 @@ def test_releasing_every_run_leaks_the_composition_the_audit_sees_above_the_clai
     assert "exact" in how and truth > 3 * m.claim(DELTA)
     # the exact formula against a direct sum for a law with two values of K
     law = auditsel.TwoPoint(4, 0.5)  # K = 1 or 4 (half each)
-    eps = claims.released_runs_epsilon(0.5, law, DELTA)
+    eps = author_claims.released_runs_epsilon(0.5, law, DELTA)
     mixture = 0.5 * auditsel.gaussian_delta(0.5, eps) + 0.5 * auditsel.gaussian_delta(1.0, eps)
     assert mixture == pytest.approx(DELTA, rel=1e-6)
     plan = auditsel.plan_pipeline(

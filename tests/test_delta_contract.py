@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import auditsel
-from auditsel.accounting.bounds import BOUNDS
+from auditsel.accounting.registry import BOUNDS
 from auditsel.errors import ConfigError
 from auditsel.events import LaplaceBase, as_pair
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
@@ -95,18 +95,18 @@ def _cases() -> dict[str, Case]:
         profile,
         rdp,
     )
-    from auditsel.auditing import estimators, lower, one_run, plan, validity
+    from auditsel.auditing import estimators, lower, one_run_analysis, planning, validity
     from auditsel.dpsgd import trainer
     from auditsel.experiments.experiment import upper_panel
-    from auditsel.games.one_run import OneRunReducedGame, TuningFamily
+    from auditsel.games.one_run_reduced import OneRunReducedGame, TuningFamily
     from auditsel.mechanisms import gaussian_epsilon, gaussian_mu
     from auditsel.pipelines.canaries import InputCanary
     from auditsel.pipelines.opacus import from_opacus
+    from auditsel.pipelines.own_protocol import audit_protocol
     from auditsel.pipelines.pipeline import Pipeline, audit_pipeline
-    from auditsel.pipelines.plan import plan_pipeline
-    from auditsel.pipelines.protocol import audit_protocol
-    from auditsel.reproductions import bounds as repro
-    from auditsel.reproductions.bugzoo import claims as zoo
+    from auditsel.pipelines.pipeline_plan import plan_pipeline
+    from auditsel.reproductions import paper_bounds as repro
+    from auditsel.reproductions.bugzoo import author_claims as zoo
     from auditsel.selection import winner_law
     from auditsel.testing import assert_not_refuted, audit, worst_case_tuning
 
@@ -117,7 +117,7 @@ def _cases() -> dict[str, Case]:
     rdp_curve = rdp.ORDERS * 0.1
     scores, member = _scores()
     one_scores, one_members = _one_run_scores()
-    curve = plan.Curve(np.array([0.1, 0.3]), np.array([0.3, 0.1]), "exact")
+    curve = planning.Curve(np.array([0.1, 0.3]), np.array([0.3, 0.1]), "exact")
     pure = fin.pure_epsilon
     release = lambda b, rng: rng.normal(b, 1.0)
     score = lambda y: y
@@ -234,7 +234,7 @@ def _cases() -> dict[str, Case]:
         "auditsel.pipelines.pipeline.Pipeline.audit": Case(
             lambda d: pipe.audit(games=200, delta=d).eps, at_zero=None
         ),
-        "auditsel.pipelines.plan.plan_pipeline": Case(
+        "auditsel.pipelines.pipeline_plan.plan_pipeline": Case(
             lambda d: (
                 plan_pipeline(
                     _rr_tune, _release_itself, data=empty, canary=row, delta=d, pilot=40, games=400
@@ -289,29 +289,30 @@ def _cases() -> dict[str, Case]:
         "auditsel.auditing.estimators.estimator_panel": Case(
             lambda d: estimators.estimator_panel(scores, member, d), at_zero=None
         ),
-        "auditsel.auditing.one_run.snj23_p_value": Case(
-            lambda d: one_run.snj23_p_value(100, 20, 15, 1.0, d), at_zero=None
+        "auditsel.auditing.one_run_analysis.snj23_p_value": Case(
+            lambda d: one_run_analysis.snj23_p_value(100, 20, 15, 1.0, d), at_zero=None
         ),
-        "auditsel.auditing.one_run.snj23_epsilon": Case(
-            lambda d: one_run.snj23_epsilon(100, 20, 15, 0.05, d), at_zero=None
+        "auditsel.auditing.one_run_analysis.snj23_epsilon": Case(
+            lambda d: one_run_analysis.snj23_epsilon(100, 20, 15, 0.05, d), at_zero=None
         ),
-        "auditsel.auditing.one_run.audit_one_run": Case(
-            lambda d: one_run.audit_one_run(one_scores, one_members, d).eps_snj23, at_zero=None
+        "auditsel.auditing.one_run_analysis.audit_one_run": Case(
+            lambda d: one_run_analysis.audit_one_run(one_scores, one_members, d).eps_snj23,
+            at_zero=None,
         ),
-        "auditsel.auditing.one_run.GdpFamily.epsilon": Case(
-            lambda d: one_run.GdpFamily().epsilon(1.0, d)
+        "auditsel.auditing.one_run_analysis.GdpFamily.epsilon": Case(
+            lambda d: one_run_analysis.GdpFamily().epsilon(1.0, d)
         ),
-        "auditsel.auditing.one_run.PureDpFamily.epsilon": Case(
-            lambda d: one_run.PureDpFamily().epsilon(1.0, d), at_zero=1.0
+        "auditsel.auditing.one_run_analysis.PureDpFamily.epsilon": Case(
+            lambda d: one_run_analysis.PureDpFamily().epsilon(1.0, d), at_zero=1.0
         ),
-        "auditsel.auditing.plan.prob_at_least": Case(
-            lambda d: plan.prob_at_least(0.5, 0.1, 0.2, 1000, 0.05, d), at_zero=None
+        "auditsel.auditing.planning.prob_at_least": Case(
+            lambda d: planning.prob_at_least(0.5, 0.1, 0.2, 1000, 0.05, d), at_zero=None
         ),
-        "auditsel.auditing.plan.expected_eps": Case(
-            lambda d: plan.expected_eps(0.1, 0.2, 1000, 0.05, d), at_zero=None
+        "auditsel.auditing.planning.expected_eps": Case(
+            lambda d: planning.expected_eps(0.1, 0.2, 1000, 0.05, d), at_zero=None
         ),
-        "auditsel.auditing.plan.games_needed": Case(
-            lambda d: plan.games_needed(curve, 0.5, "split", 0.95, d), at_zero=None
+        "auditsel.auditing.planning.games_needed": Case(
+            lambda d: planning.games_needed(curve, 0.5, "split", 0.95, d), at_zero=None
         ),
         "auditsel.auditing.validity.overclaim_rates": Case(
             lambda d: validity.overclaim_rates(
@@ -325,13 +326,13 @@ def _cases() -> dict[str, Case]:
         "auditsel.dpsgd.trainer.calibrate_noise_multiplier": Case(
             lambda d: trainer.calibrate_noise_multiplier(1.0, d, 20, 0.1), at_zero=RAISES
         ),
-        "auditsel.games.one_run.OneRunReducedGame.epsilon": Case(
+        "auditsel.games.one_run_reduced.OneRunReducedGame.epsilon": Case(
             lambda d: OneRunReducedGame(0.8, tnb, 10).epsilon(d)
         ),
-        "auditsel.games.one_run.TuningFamily.epsilon": Case(
+        "auditsel.games.one_run_reduced.TuningFamily.epsilon": Case(
             lambda d: TuningFamily(tnb, 10).epsilon(0.8, d)
         ),
-        "auditsel.pipelines.protocol.audit_protocol": Case(
+        "auditsel.pipelines.own_protocol.audit_protocol": Case(
             lambda d: audit_protocol(release, score, delta=d, trials=400).eps, at_zero=None
         ),
         "auditsel.testing.audit": Case(
@@ -344,22 +345,22 @@ def _cases() -> dict[str, Case]:
         "auditsel.testing.worst_case_tuning": Case(
             lambda d: worst_case_tuning(1.0, d, tnb), at_zero=RAISES
         ),
-        "auditsel.reproductions.bugzoo.claims.tuning_epsilon": Case(
+        "auditsel.reproductions.bugzoo.author_claims.tuning_epsilon": Case(
             lambda d: zoo.tuning_epsilon(g, tnb, d)
         ),
-        "auditsel.reproductions.bugzoo.claims.released_runs_epsilon": Case(
+        "auditsel.reproductions.bugzoo.author_claims.released_runs_epsilon": Case(
             lambda d: zoo.released_runs_epsilon(1.0, Poisson(3), d)
         ),
-        "auditsel.reproductions.bounds.table4_rows": Case(
+        "auditsel.reproductions.paper_bounds.table4_rows": Case(
             lambda d: repro.table4_rows(delta=d), zero=False
         ),
-        "auditsel.reproductions.bounds.figure6_rows": Case(
+        "auditsel.reproductions.paper_bounds.figure6_rows": Case(
             lambda d: repro.figure6_rows(delta=d), zero=False
         ),
-        "auditsel.reproductions.bounds.koskela_gaussian_rows": Case(
+        "auditsel.reproductions.paper_bounds.koskela_gaussian_rows": Case(
             lambda d: repro.koskela_gaussian_rows(delta=d), zero=False
         ),
-        "auditsel.reproductions.bounds.dpsgd_factor_rows": Case(
+        "auditsel.reproductions.paper_bounds.dpsgd_factor_rows": Case(
             lambda d: repro.dpsgd_factor_rows(delta=d), zero=False
         ),
     }
@@ -367,21 +368,21 @@ def _cases() -> dict[str, Case]:
 
 #: functions with a delta-like parameter that are not eps/delta functions, and why
 EXEMPT = {
-    "auditsel.accounting.bounds.*": "the registry: run over every bound and pair below",
+    "auditsel.accounting.registry.*": "the registry: run over every bound and pair below",
     "auditsel.accounting.profile.BaseProfile.__init__": "`delta` is the profile function",
     "auditsel.accounting.generic.poisson_rdp": "`delta_hat` is a function (the base's profile)",
-    "auditsel.protocols.*": "typing protocols: the pairs implementing them are listed above",
+    "auditsel.roles.*": "typing protocols: the pairs implementing them are listed above",
     "auditsel.experiments.config.ExperimentSpec.__init__": "built by parse_config, which checks",
-    "auditsel.auditing.one_run.OneRunBound.__init__": "a result record",
+    "auditsel.auditing.one_run_analysis.OneRunBound.__init__": "a result record",
     "auditsel.accounting.calibrate.Calibration.__init__": "a result record",
     "auditsel.accounting.attack.AttackValue.__init__": "a result record",
     "auditsel.accounting.interval.TuningEpsilon.__init__": "a result record",
     "auditsel.accounting.panel.Panel.__init__": "a result record",
     "auditsel.pipelines.opacus.OpacusRun.__init__": "a result record",
     "auditsel.pipelines.pipeline.PipelineAudit.__init__": "a result record",
-    "auditsel.pipelines.plan.PipelinePlan.__init__": "a result record",
+    "auditsel.pipelines.pipeline_plan.PipelinePlan.__init__": "a result record",
     "auditsel.experiments.result.RunResult.__init__": "a result record",
-    "auditsel.reproductions.claims.Setting.__init__": "a paper's setting, as data",
+    "auditsel.reproductions.accountant_claims.Setting.__init__": "a paper's setting, as data",
     "auditsel.reproductions.table3.Table3Grid.__init__": "a paper's grid, as data",
 }
 

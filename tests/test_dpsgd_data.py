@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from auditsel.dpsgd.data import Dataset, load_dataset, load_split
+from auditsel.dpsgd.datasets import Dataset, load_dataset, load_split
 
 
 def test_digits_split_is_disjoint_fixed_and_scaled():

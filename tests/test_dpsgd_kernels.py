@@ -18,7 +18,7 @@ import torch
 from scipy import stats
 
 from auditsel.dpsgd import RANDOM_STREAMS, kernels, kernels_cpu, kernels_torch
-from auditsel.dpsgd.data import load_dataset
+from auditsel.dpsgd.datasets import load_dataset
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary, train_runs
 

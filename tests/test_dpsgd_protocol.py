@@ -4,18 +4,18 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attacks import canaries, threats
+from attacks import dpsgd_canaries, threats
 from attacks.dpsgd_proxies import make_dpsgd_proxy
-from auditsel.dpsgd.data import load_split
+from auditsel.dpsgd.datasets import load_split
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.protocol import (
+from auditsel.dpsgd.trainer import train_runs
+from auditsel.dpsgd.tuning_protocol import (
     CanaryLoss,
     DpsgdTuningProtocol,
     FirstCoordinateShift,
     ValidationLoss,
     evaluate_score,
 )
-from auditsel.dpsgd.trainer import train_runs
 from auditsel.rounds import Point, TruncatedNegativeBinomial
 
 TRAIN, VAL = load_split("digits")
@@ -26,7 +26,7 @@ LOGREG = ModelSpec("logreg", TRAIN.shape, 10)
 def etcv_dirac(rounds, steps, sigma, lrs=(0.1,), **kw):
     return threats.tuning_game(
         "etcv",
-        canaries.dirac(),
+        dpsgd_canaries.dirac(),
         model=LOGREG,
         train=TRAIN_SMALL,
         validation=VAL_SMALL,
@@ -73,7 +73,7 @@ def test_etcv_dirac_tuning_winner_shifts_lambda_a_up():
 def test_release_is_the_best_scored_run_of_each_trial():
     proto = threats.tuning_game(
         "ntnv",
-        canaries.dirac(),
+        dpsgd_canaries.dirac(),
         model=LOGREG,
         train=TRAIN_SMALL,
         validation=VAL_SMALL,
@@ -98,7 +98,7 @@ def test_release_is_the_best_scored_run_of_each_trial():
         noise_multiplier=0.8,
         sample_rate=1.0,
         seeds=seeds,
-        canary=canaries.dirac(),
+        canary=dpsgd_canaries.dirac(),
         include_canary=member[trial] == 1,
         device="cpu",
     )
@@ -117,7 +117,7 @@ def test_release_is_the_best_scored_run_of_each_trial():
 def test_release_is_deterministic_given_rng_and_has_one_row_per_trial():
     proto = threats.tuning_game(
         "ntcv",
-        canaries.out_of_distribution(TRAIN, "inverted"),
+        dpsgd_canaries.out_of_distribution(TRAIN, "inverted"),
         model=LOGREG,
         train=TRAIN_SMALL,
         validation=VAL_SMALL,
@@ -151,7 +151,7 @@ def test_zero_rounds_release_the_fixed_output():
 
 
 def test_threat_models_pick_training_set_and_score():
-    z = canaries.dirac()
+    z = dpsgd_canaries.dirac()
     assert isinstance(threats.ETCV.score(z), FirstCoordinateShift)
     assert len(threats.ETCV.training_set(TRAIN)) == 0
     assert len(threats.NTCV.training_set(TRAIN)) == len(TRAIN)
@@ -174,7 +174,7 @@ def test_bad_protocol_settings_raise_value_error(field, kwargs):
         model=LOGREG,
         train=TRAIN_SMALL,
         score=FirstCoordinateShift(),
-        canary=canaries.dirac(),
+        canary=dpsgd_canaries.dirac(),
         rounds=Point(1),
         grid=[{"lr": 0.1}],
         steps=2,

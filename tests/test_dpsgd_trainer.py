@@ -5,7 +5,7 @@ import pytest
 import torch
 from scipy import stats
 
-from auditsel.dpsgd.data import Dataset, load_dataset
+from auditsel.dpsgd.datasets import Dataset, load_dataset
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import (
     ExampleCanary,

@@ -14,7 +14,7 @@ from auditsel.accounting.panel import upper_bounds
 from auditsel.auditing.lower import audit_scores
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase, step_log_likelihood_ratio
-from auditsel.reproductions.claims import (
+from auditsel.reproductions.accountant_claims import (
     Setting,
     claim_epsilon,
     lower_estimates,

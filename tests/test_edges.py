@@ -11,11 +11,11 @@ import numpy as np
 import oracles
 import pytest
 
-from auditsel.accounting.bounds import BOUNDS, bound
 from auditsel.accounting.exact import exact_epsilon, privacy_curve
 from auditsel.accounting.generic import lemma7_rdp, poisson_rdp
 from auditsel.accounting.profile import base_profile
 from auditsel.accounting.rdp import ORDERS, finite_rdp, rdp_to_delta, rdp_to_epsilon
+from auditsel.accounting.registry import BOUNDS, bound
 from auditsel.mechanisms import RDP_ORDERS, DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import (
     Binomial,

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from auditsel.accounting.attack import attack_epsilon
-from auditsel.accounting.bounds import BOUNDS, bound
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.panel import panel
 from auditsel.accounting.pld import laplace_curve
+from auditsel.accounting.registry import BOUNDS, bound
 from auditsel.errors import ConfigError
 from auditsel.events import EventBase, LaplaceBase, as_pair
 from auditsel.experiments.config import parse_config

@@ -284,7 +284,7 @@ def _module(folder: Path, body: str):
 def test_audit_protocol_refuses_checkpoints_of_an_edited_score_function(tmp_path):
     """Before, editing the score function and rerunning with the same checkpoint folder
     returned the old result."""
-    from auditsel.pipelines.protocol import audit_protocol
+    from auditsel.pipelines.own_protocol import audit_protocol
 
     body = """
         def release(member, rng):

@@ -725,7 +725,7 @@ def test_an_internal_error_is_exit_1_with_a_traceback_file(tmp_path, capsys, mon
         raise ValueError("f(a) and f(b) must have different signs")
 
     monkeypatch.setattr(exact, "exact_epsilon", broken)
-    monkeypatch.setattr("auditsel.accounting.bounds.exact_epsilon", broken)
+    monkeypatch.setattr("auditsel.accounting.registry.exact_epsilon", broken)
     text = (
         "name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
         "rounds: {kind: point, k: 2}\ngame: {trials: 2000}\n"

@@ -957,7 +957,7 @@ def _load_bomb(world):
 
 
 def _cifar_api(world):
-    from auditsel.dpsgd.data import load_split
+    from auditsel.dpsgd.datasets import load_split
 
     load_split("cifar10", data_dir=str(world / "cifar"))
 
@@ -976,7 +976,7 @@ def _audit_scores_delta(delta):
 
 
 def _audit_protocol(**kwargs):
-    from auditsel.pipelines.protocol import audit_protocol
+    from auditsel.pipelines.own_protocol import audit_protocol
 
     def release(member, rng):
         return member + rng.normal()

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("auditsel", "attacks")
 ADVERSARY_MAY_SEE = (
     "auditsel.errors",
-    "auditsel.protocols",
+    "auditsel.roles",
     "auditsel.rounds",
     "auditsel.mechanisms",
     "auditsel.selection",

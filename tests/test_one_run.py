@@ -9,7 +9,7 @@ from scipy.special import expit
 from scipy.stats import binom, kstest
 
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.auditing.one_run import (
+from auditsel.auditing.one_run_analysis import (
     GdpFamily,
     PureDpFamily,
     audit_one_run,
@@ -19,7 +19,7 @@ from auditsel.auditing.one_run import (
     snj23_epsilon,
     snj23_p_value,
 )
-from auditsel.games.one_run import OneRunReducedGame, TuningFamily, canary_curve
+from auditsel.games.one_run_reduced import OneRunReducedGame, TuningFamily, canary_curve
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, law_from_dict
 from auditsel.selection import GaussianWinner
@@ -192,7 +192,7 @@ def test_one_run_dpsgd_scores_are_the_gaussian_canaries():
         canaries=600, noise_multiplier=2.0, steps=9, law=Point(1), learning_rates=(0.05, 0.2)
     )
     rng = np.random.default_rng(11)
-    setup = game._setup()
+    setup = game.setup()
     z0, z1 = [], []
     for _ in range(3):
         scores, members = game.play(rng, setup)
@@ -202,7 +202,7 @@ def test_one_run_dpsgd_scores_are_the_gaussian_canaries():
     assert kstest(np.concatenate(z0), "norm").pvalue > 1e-3
     assert kstest(np.concatenate(z1), "norm").pvalue > 1e-3
     with pytest.raises(ValueError, match="canaries"):
-        OneRunDpsgd(canaries=700, noise_multiplier=1.0, steps=2, law=Point(1))._setup()
+        OneRunDpsgd(canaries=700, noise_multiplier=1.0, steps=2, law=Point(1)).setup()
 
 
 ONE_RUN_CONFIG = """
@@ -252,7 +252,7 @@ def test_one_run_audits_resume_from_checkpoints(tmp_path, monkeypatch):
     import json
 
     from auditsel.cli import main
-    from auditsel.games.one_run import OneRunReducedGame as Game
+    from auditsel.games.one_run_reduced import OneRunReducedGame as Game
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text(ONE_RUN_CONFIG)
@@ -284,7 +284,7 @@ def gaussian_mu_for(eps):
 def test_comparison_rows_on_a_tiny_budget(tmp_path):
     # the committed results/one_run table, at a budget a test can afford: every number is
     # recomputed by an independent route (exact curves) or bounded by its target
-    from auditsel.reproductions.one_run import SETTING, rows, tightness_rows, write
+    from auditsel.reproductions.one_run_vs_games import SETTING, rows, tightness_rows, write
 
     table = rows(games=(64,), canaries=(50,), repeats=1, game_repeats=2)
     game, one = table
@@ -306,7 +306,7 @@ def test_committed_one_run_dpsgd_config_runs_small():
     from dataclasses import replace
 
     from auditsel.experiments.config import OneRunSpec, load_config
-    from auditsel.experiments.one_run import play_one_run
+    from auditsel.experiments.one_run_experiment import play_one_run
 
     spec = load_config(Path(__file__).resolve().parents[1] / "configs" / "one_run_dpsgd.yaml")
     assert spec.game.one_run == OneRunSpec(canaries=650, repeats=10, family="tuning")

@@ -13,7 +13,13 @@ from auditsel.auditing.lower import (
     clopper_pearson_upper,
     epsilon_from_rates,
 )
-from auditsel.auditing.plan import Curve, expected_eps, games_needed, prob_at_least, prob_for_games
+from auditsel.auditing.planning import (
+    Curve,
+    expected_eps,
+    games_needed,
+    prob_at_least,
+    prob_for_games,
+)
 from auditsel.cli import main
 
 DELTA = 1e-5
@@ -58,7 +64,7 @@ def test_a_threshold_fixed_in_advance_does_what_the_plan_says():
     # >= X as often as predicted and certify the predicted mean
     mu, n, target, reps = 1.5, 3000, 1.5, 300
     curve, ts = gaussian_curve(mu)
-    from auditsel.auditing.plan import _best, rule_design
+    from auditsel.auditing.planning import _best, rule_design
 
     evaluated, level = rule_design("bonferroni", n, 0.95, thresholds=1)
     _, (fp, fn), _ = _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, DELTA))
@@ -86,7 +92,7 @@ def test_a_threshold_fixed_in_advance_does_what_the_plan_says():
 def test_split_audits_certify_no_more_than_planned():
     mu, n, reps = 1.5, 3000, 150
     curve, _ = gaussian_curve(mu)
-    from auditsel.auditing.plan import expected_for_games
+    from auditsel.auditing.planning import expected_for_games
 
     planned = expected_for_games(curve, n, "split", 0.95, DELTA)
     rng = np.random.default_rng(1)
@@ -138,7 +144,7 @@ def test_plan_predicts_a_real_run(tmp_path):
     # the planner's 90% point for the config's own (split) rule, checked against actual runs
     path = write_config(tmp_path, proxy="likelihood_ratio")
     from auditsel.experiments.config import load_config
-    from auditsel.experiments.plan import plan_spec
+    from auditsel.experiments.config_plan import plan_spec
 
     spec = load_config(path)
     plan = plan_spec(spec, 0.6)

@@ -9,7 +9,7 @@ import pytest
 
 from auditsel import reproductions
 from auditsel.cli import main
-from auditsel.reproductions import bounds, figure6
+from auditsel.reproductions import figure6, paper_bounds
 
 FINDINGS = (Path(__file__).resolve().parents[1] / "docs" / "findings" / "papers.md").read_text()
 
@@ -30,7 +30,7 @@ def test_registry_names_say_what_they_reproduce_and_the_cli_reads_them(capsys):
 
 
 def test_figure6_rows_and_plot(tmp_path):
-    cells = bounds.figure6_rows(eps_bs=(1, 4), taus=(1.0,), laws=[(0.0, 1e-2)])
+    cells = paper_bounds.figure6_rows(eps_bs=(1, 4), taus=(1.0,), laws=[(0.0, 1e-2)])
     rows = figure6.rows(50_000, 1, cells)
     out = reproductions.render("figure6", rows, 0.0, tmp_path)
     assert len(rows) == 2 and (out / "figure6.png").exists() and (out / "table.csv").exists()
@@ -40,12 +40,12 @@ def test_figure6_rows_and_plot(tmp_path):
 
 
 def test_table4_cell_beside_the_paper():
-    base = bounds._calibrated(1.0, 1.0, 1e-5)
+    base = paper_bounds._calibrated(1.0, 1.0, 1e-5)
     from auditsel.accounting.improved import improved_epsilon
     from auditsel.rounds import TwoPoint
 
     ours = improved_epsilon(base.mu, TwoPoint(10, 0.1), 1e-5)
-    paper_ug, paper_uo = bounds.TABLE4_PAPER[(1, 1.0)][0]
+    paper_ug, paper_uo = paper_bounds.TABLE4_PAPER[(1, 1.0)][0]
     assert ours == pytest.approx(paper_uo, abs=0.1)  # agreement to a few tenths, not digits
 
 
@@ -90,7 +90,7 @@ def _check_factor_row(row):
 
 
 def test_dpsgd_factor_at_ten_models_is_the_findings():
-    _check_factor_row(bounds.dpsgd_factor_rows(means=(10,))[0])
+    _check_factor_row(paper_bounds.dpsgd_factor_rows(means=(10,))[0])
 
 
 @pytest.mark.slow
@@ -103,18 +103,18 @@ def test_full_reproductions(tmp_path, name):
         for row in rows:
             _check_factor_row(row)
     if name == "table4":
-        assert bounds.table4_summary(rows)["max_abs_diff"] < 0.5
+        assert paper_bounds.table4_summary(rows)["max_abs_diff"] < 0.5
 
 
 def test_committed_interval_reproduction_holds_its_invariants_and_recomputes():
     """results/papers/interval (`auditsel reproduce interval`): lower <= every rigorous bound,
     the reduced game's exact below the attack value, the narrowing for TNB laws; one row is
     recomputed to its printed digits."""
-    from auditsel.reproductions import interval
+    from auditsel.reproductions import interval_settings
 
     path = Path(__file__).resolve().parents[1] / "results" / "papers" / "interval" / "rows.json"
     rows = json.loads(path.read_text())
-    assert len(rows) == len(interval.SETTINGS)
+    assert len(rows) == len(interval_settings.SETTINGS)
     for r in rows:
         assert r["attack"] <= min(r["generic_rdp"], r["profile"]) == r["interval_upper"]
         assert r["width"] == pytest.approx(r["interval_upper"] - r["attack"])

@@ -134,7 +134,7 @@ def test_bugzoo_rows_schema_and_consistency():
     Opacus ones need an Opacus run, checked in the slow test); every refutation took under
     10 CPU-minutes; the correct pipelines are not refuted; table.md shows the same numbers."""
     from auditsel.reproductions import bugzoo
-    from auditsel.reproductions.bugzoo import claims
+    from auditsel.reproductions.bugzoo import author_claims
 
     rows = bugzoo_rows()
     assert [r["pipeline"] for r in rows] == list(bugzoo.PIPELINES)
@@ -157,7 +157,7 @@ def test_bugzoo_rows_schema_and_consistency():
         assert same_printed(row["claimed_epsilon"], module.claim(bugzoo.DELTA))
     release_all = next(r for r in rows if r["pipeline"] == "release_all")
     m = bugzoo.module("release_all")
-    exact = claims.released_runs_epsilon(m.MU, Poisson(m.MEAN_RUNS), bugzoo.DELTA)
+    exact = author_claims.released_runs_epsilon(m.MU, Poisson(m.MEAN_RUNS), bugzoo.DELTA)
     assert same_printed(release_all["correct_epsilon"], exact)
     table = (BUGZOO.parent / "table.md").read_text()
     for row in rows:

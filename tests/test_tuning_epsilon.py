@@ -22,7 +22,7 @@ from auditsel import (
     panel,
     tuning_epsilon,
 )
-from auditsel.accounting.bounds import BOUNDS
+from auditsel.accounting.registry import BOUNDS
 from auditsel.errors import ConfigError
 from auditsel.events import as_pair
 from auditsel.mechanisms import gaussian_epsilon

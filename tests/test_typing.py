@@ -9,7 +9,7 @@ import pytest
 import auditsel
 from attacks.proxies import make_proxy
 from auditsel import DpsgdBase, FiniteOutputBase, GaussianBase, Poisson, winner_law
-from auditsel.protocols import GameProtocol, MechanismPair, Proxy, Winner
+from auditsel.roles import GameProtocol, MechanismPair, Proxy, Winner
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from auditsel.mechanisms import hockey_stick_finite
 from auditsel.numerics import bisect, check_deltas
-from auditsel.protocols import Winner
+from auditsel.roles import Winner
 
 __all__ = [
     "hockey_stick_finite",

@@ -40,8 +40,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from auditsel.accounting.attack import attack, attack_applies
-from auditsel.accounting.bounds import BOUNDS
 from auditsel.accounting.profile import BaseProfile, base_profile
+from auditsel.accounting.registry import BOUNDS
 from auditsel.errors import ConfigError
 from auditsel.events import as_pair
 from auditsel.numerics import check_deltas

@@ -44,12 +44,12 @@ from typing import Any
 import numpy as np
 
 from auditsel.accounting.attack import AttackValue, attack, attack_applies
-from auditsel.accounting.bounds import BOUND_KEYS, BOUNDS
 from auditsel.accounting.interval import Interval, attack_source, interval_from, tightest_of
 from auditsel.accounting.profile import base_profile
+from auditsel.accounting.registry import BOUND_KEYS, BOUNDS
 from auditsel.events import as_pair
 from auditsel.numerics import check_deltas
-from auditsel.protocols import MechanismPair
+from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 
 __all__ = [

@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 from auditsel.dpsgd import kernels
-from auditsel.dpsgd.data import Dataset
+from auditsel.dpsgd.datasets import Dataset
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.errors import ConfigError, shown
 from auditsel.mechanisms import DpsgdBase

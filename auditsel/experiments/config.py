@@ -92,7 +92,7 @@ class GameSpec:
     stream: Any = "auto"  # auto (stream above STREAM_ABOVE trials) | true | false
     dpsgd: DpsgdGameSpec | None = None
     one_run: OneRunSpec | None = (
-        None  # one-run audits instead of games (auditsel.experiments.one_run)
+        None  # one-run audits instead of games (auditsel.experiments.one_run_experiment)
     )
     panel: Any = (
         "auto"  # estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false

@@ -391,7 +391,7 @@ def run_experiment(
     artefacts = {"winner": winner, "curve": curve[:2], "attack_curve": curve[2]}
     if spec.game is not None and spec.game.one_run is not None:
         # deferred: scipy.stats and scipy.optimize load only for one-run audits
-        from auditsel.experiments.one_run import play_one_run
+        from auditsel.experiments.one_run_experiment import play_one_run
 
         result["one_run"] = play_one_run(
             spec, out_dir, fingerprint=fingerprint(spec), code=code_of(spec)

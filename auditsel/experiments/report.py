@@ -92,7 +92,7 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
                 f"exact, one canary of {one['canaries']:,}",
                 _fmt(one["exact_per_canary"]),
                 one["exact_rigour"],
-                "reduced one-run game (auditsel.games.one_run)",
+                "reduced one-run game (auditsel.games.one_run_reduced)",
             )
         )
     claim = result.get("claim")

@@ -9,5 +9,5 @@
   real DP-SGD.
 
 The reduced game of [XWW24] Figure 5 is the winner law itself (`auditsel.selection`), and the
-tuning protocol over real DP-SGD is the trainer's (`auditsel.dpsgd.protocol`).
+tuning protocol over real DP-SGD is the trainer's (`auditsel.dpsgd.tuning_protocol`).
 """

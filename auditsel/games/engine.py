@@ -42,7 +42,7 @@ from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s
 from auditsel.errors import ConfigError
 from auditsel.files import atomic_write_bytes, folder_lock, temporary_beside
 from auditsel.games.fingerprint import code_identity, describe_change
-from auditsel.protocols import GameProtocol, Proxy
+from auditsel.roles import GameProtocol, Proxy
 
 __all__ = [
     "GameRecord",

@@ -13,7 +13,7 @@ coordinates (a post-processing of the release; the one-canary score (w_0 - w_N)[
 with many canaries); the best-scored run is released (K = 0 releases nothing: all scores 0).
 The adversary's score of canary c is the winner's (w_0 - w_N)[c] / lr.
 
-With ETCV and tau = 1 this is exactly the reduced one-run game (`auditsel.games.one_run`) at
+With ETCV and tau = 1 this is exactly the reduced one-run game (`auditsel.games.one_run_reduced`) at
 mu = sqrt(N) / sigma: (w_0 - w_N)[c] / lr = C (N S_c + sigma sqrt(N) Z_c). So the per-canary
 exact epsilon is known and the audit's tightness is measured on the real trainer. With NTCV
 the real examples' gradients also move the canary coordinates; the reduced game's epsilon is
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from auditsel.dpsgd.data import Dataset, load_split
+from auditsel.dpsgd.datasets import Dataset, load_split
 from auditsel.errors import ConfigError
-from auditsel.games.one_run import OneRunReducedGame
+from auditsel.games.one_run_reduced import OneRunReducedGame
 from auditsel.rounds import RoundsLaw
 
 __all__ = ["OneRunDpsgd"]
@@ -68,7 +68,7 @@ class OneRunDpsgd:
         """The reduced one-run game of the same setting (exact for ETCV)."""
         return OneRunReducedGame(self.mu, self.law, self.canaries)
 
-    def _setup(self):
+    def setup(self):
         # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
         from auditsel.dpsgd.models import ModelSpec
 
@@ -88,7 +88,7 @@ class OneRunDpsgd:
         # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
         from auditsel.dpsgd.trainer import GradientCanary, train_runs
 
-        model, train = setup if setup is not None else self._setup()
+        model, train = setup if setup is not None else self.setup()
         m = self.canaries
         member = rng.integers(0, 2, m)
         k = int(self.law.sample(1, rng)[0])

@@ -94,7 +94,7 @@ def names() -> list[str]:
     return list(REGISTRY)
 
 
-_B = "auditsel.reproductions.bounds"
+_B = "auditsel.reproductions.paper_bounds"
 register(
     "example1",
     "[XWW24] Example 1: exact epsilon of the released winner against the generic bounds",
@@ -153,8 +153,8 @@ register(
     "interval",
     "The honest interval on issue 19's DP-SGD settings: the attack value (a lower bound), the "
     "rigorous bounds, the width; the reduced game's heuristic values beside them",
-    "auditsel.reproductions.interval:rows",
-    summary="auditsel.reproductions.interval:summary",
+    "auditsel.reproductions.interval_settings:rows",
+    summary="auditsel.reproductions.interval_settings:summary",
 )
 register(
     "dpsgd-factor",

@@ -10,8 +10,8 @@ from pathlib import Path
 from auditsel.files import atomic_write_text
 from auditsel.reproductions import REGISTRY, _csv, to_markdown
 from auditsel.reproductions import accountants_table as at
+from auditsel.reproductions.accountant_claims import CLAIMS, Setting, claim_epsilon
 from auditsel.reproductions.accountants_table import cell_rows
-from auditsel.reproductions.claims import CLAIMS, Setting, claim_epsilon
 
 __all__ = ["rows", "render"]
 

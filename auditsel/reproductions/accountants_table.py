@@ -1,7 +1,7 @@
 """`auditsel reproduce accountants`: real accountants' and papers' claims against the worst-case game.
 
 For each cell (sigma, N, tau, law of K; delta = 1e-5) the table lists every applicable claim of
-`auditsel.reproductions.claims`, the optimistic PLD estimates of one run's epsilon, auditsel's valid 95%
+`auditsel.reproductions.accountant_claims`, the optimistic PLD estimates of one run's epsilon, auditsel's valid 95%
 lower bound eps_L from the worst-case DP-SGD game (`auditsel.games.worst_case`, split rule,
 Clopper-Pearson, `GAMES` games; `CLOSE_GAMES` where eps_L lies within `CLOSE` of a claim and the
 cell is cheap), the attack value (`accounting.attack`: a lower bound with no sampling error) and
@@ -30,7 +30,7 @@ from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
-from auditsel.reproductions.claims import (
+from auditsel.reproductions.accountant_claims import (
     CLAIMS,
     MissingExtra,
     Setting,

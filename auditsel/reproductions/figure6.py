@@ -15,7 +15,7 @@ from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
-from auditsel.reproductions.bounds import contradicted_columns, figure6_rows
+from auditsel.reproductions.paper_bounds import contradicted_columns, figure6_rows
 from auditsel.rounds import TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner
 

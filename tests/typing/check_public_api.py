@@ -20,7 +20,7 @@ from auditsel import (
     run_config,
     winner_law,
 )
-from auditsel.protocols import GameProtocol, MechanismPair, Proxy, Winner
+from auditsel.roles import GameProtocol, MechanismPair, Proxy, Winner
 
 # --- what type checks -------------------------------------------------------------------------
 pair: MechanismPair = GaussianBase(mu=1.0)

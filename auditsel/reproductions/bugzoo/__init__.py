@@ -33,9 +33,9 @@ from pathlib import Path
 
 from auditsel.experiments.report import atomic_write_text
 from auditsel.pipelines.pipeline import audit_pipeline
-from auditsel.pipelines.plan import plan_pipeline
+from auditsel.pipelines.pipeline_plan import plan_pipeline
 from auditsel.reproductions import REGISTRY, _csv, to_markdown
-from auditsel.reproductions.claims import MissingExtra
+from auditsel.reproductions.accountant_claims import MissingExtra
 
 __all__ = ["PIPELINES", "DELTA", "audit", "rows", "render", "findings", "plot"]
 

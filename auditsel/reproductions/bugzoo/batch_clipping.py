@@ -21,8 +21,8 @@ import torch
 from auditsel.mechanisms import GaussianBase
 from auditsel.pipelines.canaries import InputCanary
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
-from auditsel.reproductions.bugzoo import data
-from auditsel.reproductions.bugzoo.claims import tuning_epsilon
+from auditsel.reproductions.bugzoo import zoo_data
+from auditsel.reproductions.bugzoo.author_claims import tuning_epsilon
 from auditsel.reproductions.bugzoo.correct_dpgd import (
     BATCH,
     CLIP,
@@ -35,7 +35,7 @@ from auditsel.rounds import Poisson
 BUG = "the canary's gradient not clipped (the batch's gradient clipped instead of each example's)"
 # the same as in correct_dpgd:
 TRAIN, claim = reference.TRAIN, reference.claim
-CANARY = InputCanary(data.spike(1e4), 1.0)
+CANARY = InputCanary(zoo_data.spike(1e4), 1.0)
 
 
 def train(train_data, lr, generator, canary):
@@ -60,7 +60,7 @@ def tune(train_data, seed, canary):
 
 
 def score(release, canary):
-    return data.padding_weight(release)
+    return zoo_data.padding_weight(release)
 
 
 def correct_epsilon(delta: float) -> tuple[float | None, str]:

@@ -22,18 +22,18 @@ import torch
 
 from auditsel.mechanisms import DpsgdBase
 from auditsel.pipelines.canaries import GradientCanary
-from auditsel.reproductions.bugzoo import data
-from auditsel.reproductions.bugzoo.claims import tuning_epsilon
+from auditsel.reproductions.bugzoo import zoo_data
+from auditsel.reproductions.bugzoo.author_claims import tuning_epsilon
 from auditsel.rounds import Poisson
 
 BUG = None
 NOISE, CLIP, STEPS = 4.0, 1.0, 4
-BATCH = data.TRAIN_SIZE  # full batch: the public batch size the sum is divided by
+BATCH = zoo_data.TRAIN_SIZE  # full batch: the public batch size the sum is divided by
 LEARNING_RATES = (0.25, 0.5, 1.0, 2.0, 4.0)
 MEAN_RUNS = 10
 
-TRAIN, VALIDATION = data.load()
-CANARY = GradientCanary(coordinate=data.PAD)
+TRAIN, VALIDATION = zoo_data.load()
+CANARY = GradientCanary(coordinate=zoo_data.PAD)
 
 
 def clipped_sum(X, y, w, b) -> list[torch.Tensor]:
@@ -64,7 +64,7 @@ def validation_accuracy(model) -> float:
 
 
 def initial_release() -> dict:
-    return {"model": [torch.zeros(data.PAD + 1), torch.zeros(1)], "lr": 0.0, "accuracy": -1.0}
+    return {"model": [torch.zeros(zoo_data.PAD + 1), torch.zeros(1)], "lr": 0.0, "accuracy": -1.0}
 
 
 def random_search(train_data, seed, canary, train_one=train):

@@ -24,7 +24,7 @@ from opacus import PrivacyEngine
 
 from auditsel.pipelines.canaries import GradientCanary
 from auditsel.pipelines.opacus import from_opacus
-from auditsel.reproductions.bugzoo import correct_dpgd, data
+from auditsel.reproductions.bugzoo import correct_dpgd, zoo_data
 from auditsel.rounds import Poisson
 
 BUG = None
@@ -35,9 +35,9 @@ LEARNING_RATES = (0.25, 0.5, 1.0, 2.0)
 MEAN_RUNS = 3
 POISSON_SAMPLING = True
 
-(X_TRAIN, Y_TRAIN), (X_VAL, Y_VAL) = data.load()
+(X_TRAIN, Y_TRAIN), (X_VAL, Y_VAL) = zoo_data.load()
 TRAIN = (X_TRAIN, Y_TRAIN)
-CANARY = GradientCanary(coordinate=data.PAD)
+CANARY = GradientCanary(coordinate=zoo_data.PAD)
 
 
 def zero_model():

@@ -16,7 +16,7 @@ import torch
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.mechanisms import DpsgdBase
 from auditsel.reproductions.bugzoo import correct_dpgd
-from auditsel.reproductions.bugzoo.claims import tuning_epsilon
+from auditsel.reproductions.bugzoo.author_claims import tuning_epsilon
 from auditsel.reproductions.bugzoo.correct_dpgd import (
     LEARNING_RATES,
     NOISE,

@@ -16,7 +16,7 @@ import torch
 
 from auditsel.mechanisms import GaussianBase
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
-from auditsel.reproductions.bugzoo.claims import tuning_epsilon
+from auditsel.reproductions.bugzoo.author_claims import tuning_epsilon
 from auditsel.reproductions.bugzoo.correct_dpgd import (
     BATCH,
     CLIP,

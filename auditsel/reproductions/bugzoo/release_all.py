@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from auditsel.reproductions.bugzoo import correct_dpgd
-from auditsel.reproductions.bugzoo.claims import released_runs_epsilon
+from auditsel.reproductions.bugzoo.author_claims import released_runs_epsilon
 from auditsel.reproductions.bugzoo.correct_dpgd import (
     BATCH,
     CLIP,

@@ -1,6 +1,6 @@
 """`auditsel plan CONFIG`: the trade-off curve of a configured game, and the plan for it.
 
-The planning arithmetic (games needed, P(eps_L >= X), E[eps_L]) is `auditsel.auditing.plan`;
+The planning arithmetic (games needed, P(eps_L >= X), E[eps_L]) is `auditsel.auditing.planning`;
 this module supplies its input for a config: the pair's trade-off curve, exact for reduced and
 finite games (from the winner laws), estimated from pilot games otherwise.
 """
@@ -11,7 +11,7 @@ import numpy as np
 
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.estimators import winner_tradeoff
-from auditsel.auditing.plan import (
+from auditsel.auditing.planning import (
     Curve,
     Plan,
     empirical_curve,

@@ -1,12 +1,12 @@
 """`game.one_run` in `auditsel run`: r one-run audits of the configured tuning setting.
 
 Reduced game (`game.kind: reduced`, Gaussian or DP-SGD base reduced to mu): the reduced
-one-run tuning game of `auditsel.games.one_run`. Real DP-SGD (`game.kind: dpsgd`, tau = 1, Dirac
+one-run tuning game of `auditsel.games.one_run_reduced`. Real DP-SGD (`game.kind: dpsgd`, tau = 1, Dirac
 canaries): `auditsel.games.one_run_dpsgd` with the config's threat, data, model, learning rates and
 clip. Audit r (`repeats`) uses the generator SeedSequence(game.seed, spawn_key=(r,)), so the
 numbers depend on the seed only (and not on --jobs: the audits run in sequence); with an output
 folder each finished audit is checkpointed, and a rerun resumes after the last one. Each audit: [SNJ23] and [MMC24] at game.confidence
-(`auditsel.auditing.one_run.audit_one_run`); the result holds every audit's eps_L, their mean, and the
+(`auditsel.auditing.one_run_analysis.audit_one_run`); the result holds every audit's eps_L, their mean, and the
 exact per-canary epsilon of the reduced one-run game (exact for the reduced game and for ETCV;
 heuristic as a target for NTCV, whose real examples also move the canary coordinates).
 """
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from auditsel.auditing.one_run import GdpFamily, audit_one_run
+from auditsel.auditing.one_run_analysis import GdpFamily, audit_one_run
 from auditsel.errors import ConfigError
 from auditsel.games.engine import Checkpoints
-from auditsel.games.one_run import OneRunReducedGame
 from auditsel.games.one_run_dpsgd import OneRunDpsgd
+from auditsel.games.one_run_reduced import OneRunReducedGame
 
 __all__ = ["play_one_run", "one_run_game"]
 
@@ -92,8 +92,8 @@ def play_one_run(
             if kept is not None:
                 scores, members = kept
             else:
-                if setup is None and hasattr(game, "_setup"):
-                    setup = game._setup()
+                if setup is None and hasattr(game, "setup"):
+                    setup = game.setup()
                 rng = np.random.default_rng(np.random.SeedSequence(g.seed, spawn_key=(r,)))
                 scores, members = game.play(rng, setup) if setup is not None else game.play(rng)
                 if store is not None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from auditsel.dpsgd.data import Dataset
+from auditsel.dpsgd.datasets import Dataset
 from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary
 from auditsel.errors import ConfigError
 

@@ -4,8 +4,8 @@ Contract. A pilot of `pilot` games (the audit's own game, with the pilot's seed:
 different from the audit's, so that the audit's games are fresh) gives the pipeline's empirical
 trade-off curve: (FP, FN) of every threshold on the pilot's scores, each rate shrunk to
 (count + 1/2) / (n + 1) so that no test of a small pilot looks perfect
-(`auditsel.auditing.plan.empirical_curve`). On that curve the planning arithmetic of
-`auditsel.auditing.plan` gives
+(`auditsel.auditing.planning.empirical_curve`). On that curve the planning arithmetic of
+`auditsel.auditing.planning` gives
 
 * `games_for_target`: the least number of games with P(eps_L >= target_eps) >= power;
 * `games_to_refute`: the least number with P(eps_L > claimed_epsilon) >= power (None when the
@@ -16,7 +16,7 @@ trade-off curve: (FP, FN) of every threshold on the pilot's scores, each rate sh
 
 The planner takes the best threshold of the curve as a threshold fixed in advance would be:
 rules that choose it from the data (split) certify somewhat less, and a small pilot's curve is
-itself an estimate, so the numbers are estimates (`auditsel.auditing.plan`).
+itself an estimate, so the numbers are estimates (`auditsel.auditing.planning`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from auditsel.auditing.lower import THRESHOLD_RULES, epsilon_from_rates
-from auditsel.auditing.plan import (
+from auditsel.auditing.planning import (
     empirical_curve,
     expected_for_games,
     games_needed,

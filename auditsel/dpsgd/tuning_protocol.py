@@ -46,7 +46,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from auditsel.dpsgd.data import Dataset
+from auditsel.dpsgd.datasets import Dataset
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import Canary, ExampleCanary, check_settings, resolve_device, train_runs
 from auditsel.errors import ConfigError

@@ -20,7 +20,7 @@ inclusion, the other canaries arbitrary; add/remove neighbours):
   A one-parameter family f_theta (ordered: larger theta, weaker claim) turns rejections into
   theta_L = the largest rejected theta, and eps_L = eps of f_{theta_L} at delta. This is an
   eps lower bound for the mechanism only when its trade-off lies in the family (it does, by
-  construction, in the reduced one-run game; `auditsel.games.one_run`).
+  construction, in the reduced one-run game; `auditsel.games.one_run_reduced`).
 
 Choosing k+ and k-: every pair on a grid fixed by m alone (`guess_grid`) is tried and the
 significance is split over the whole grid (Bonferroni), so the search costs confidence, not

@@ -11,7 +11,7 @@ calibrated to eps_B = 4 at delta = 1e-5 (dp_accounting RDP), xi = TNB(0, 0.01) (
 * One-run (`auditsel.games.one_run_dpsgd`): m canaries in ONE tuning run, [SNJ23] and [MMC24] (the
   exact per-canary family), 95%, Bonferroni over the (k+, k-) grid; repeated r times for the
   spread. Its target is the exact per-canary epsilon of the m-canary run
-  (`auditsel.games.one_run`), which is smaller: the tuner's selection reads all m canaries.
+  (`auditsel.games.one_run_reduced`), which is smaller: the tuner's selection reads all m canaries.
 
 CPU seconds are this process's CPU time (all threads) for the training and the analysis.
 """
@@ -29,13 +29,13 @@ import numpy as np
 
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.lower import audit_scores
-from auditsel.auditing.one_run import audit_one_run
+from auditsel.auditing.one_run_analysis import audit_one_run
 from auditsel.auditing.rules import Split
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.experiment import protocol_and_proxy
 from auditsel.games.engine import run_game
-from auditsel.games.one_run import OneRunReducedGame
 from auditsel.games.one_run_dpsgd import OneRunDpsgd
+from auditsel.games.one_run_reduced import OneRunReducedGame
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon, gaussian_mu
 from auditsel.rounds import law_from_dict
 from auditsel.selection import GaussianWinner
@@ -145,7 +145,7 @@ def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float) -> dict:
         learning_rates=(s["lr"],),
         clip=s["clip"],
     )
-    setup = game._setup()
+    setup = game.setup()
     exact = game.reduced.epsilon(s["delta"])
     family = game.reduced.family
     snj, mmc, train_cpu, analysis_cpu, wall = [], [], 0.0, 0.0, time.perf_counter()
@@ -221,7 +221,7 @@ TIGHTNESS_REPEATS = 3
 def tightness_rows(
     eps_b=TIGHTNESS_EPS, canaries=TIGHTNESS_CANARIES, repeats=TIGHTNESS_REPEATS, seed: int = 0
 ) -> list:
-    """The reduced one-run game (`auditsel.games.one_run`, TNB(0, 0.01), delta = 1e-5): eps_L of
+    """The reduced one-run game (`auditsel.games.one_run_reduced`, TNB(0, 0.01), delta = 1e-5): eps_L of
     one-run audits against the exact per-canary epsilon, for a Gaussian base of eps_B and m canaries."""
     out = []
     law = law_from_dict(SETTING["rounds"])
@@ -393,7 +393,7 @@ def write(table: list, out_dir, seconds: float, tightness: list | None = None) -
         "eps_L: mean over the repeats (each audit is a valid 95% bound; the mean is a summary, "
         "eps_L_min and eps_L_max the spread); eps_L is [SNJ23] for one-run rows, eps_L_mmc24 the "
         "[MMC24] bound of the same runs; game-based repeats use seeds 0, 1, .... "
-        f"Regenerate: `python -m auditsel.reproductions.one_run` ({seconds:.0f} s here, 2 shared cores).",
+        f"Regenerate: `python -m auditsel.reproductions.one_run_vs_games` ({seconds:.0f} s here, 2 shared cores).",
         "",
     ]
     (out / "table.md").write_text("\n".join(md))
@@ -424,7 +424,7 @@ def write(table: list, out_dir, seconds: float, tightness: list | None = None) -
             "# Tightness of one-run audits in the reduced one-run tuning game",
             "",
             "TNB(0, 0.01), delta = 1e-5, Gaussian base calibrated to eps_B, m canaries in one tuning "
-            "run (the tuner selects on the sum of the canary coordinates; auditsel.games.one_run). "
+            "run (the tuner selects on the sum of the canary coordinates; auditsel.games.one_run_reduced). "
             "eps_L: mean (min, max) over the repeats of valid 95% bounds; exact_per_canary: the "
             "exact epsilon w.r.t. one canary.",
             "",
