@@ -5,6 +5,8 @@
     python benchmarks/bench_pipeline.py --docs          # the tutorial page as written, its
                                                         # printouts and plots (docs/tutorials/img)
     python benchmarks/bench_pipeline.py --memory        # peak memory, 10^5 vs 10^6 games
+    python benchmarks/bench_pipeline.py --compare-jobs --games 200 --repeat 3
+                                                        # --jobs 2 against --jobs 1: CPU, wall
 
 Default: the pipeline of docs/tutorials/audit-your-pipeline.md (saved as tuning.py, exactly
 the page's blocks) audited end to end through the CLI (`auditsel audit-pipeline ... --jobs J`,
@@ -12,6 +14,10 @@ worker start-up, checkpoints, estimator panel, report and plots included), again
 pipeline in a plain Python loop in this process (`tune` then `score`, one game after another,
 nothing else). Prints games/s of both and their ratio, and the load average before and after:
 on a shared machine the wall-clock numbers move with the load, the ratio less so.
+
+--compare-jobs: the CLI audit with --jobs 1 and --jobs 2, alternately, `--repeat` times: the
+CPU of the whole process tree and the wall time of each, and their ratios (jobs 2 / jobs 1),
+the median and the range.
 
 --memory: a cheap numpy pipeline, 10^5 then 10^6 games streamed to checkpoints (each in a fresh
 process): peak resident memory should not grow with the number of games.
@@ -119,6 +125,31 @@ def speed(args) -> None:
         )
 
 
+def compare_jobs(args) -> None:
+    import statistics
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "tuning.py").write_text(tutorial_module())
+        print(f"machine: {os.cpu_count()} cores; before: {load()}")
+        cpu_ratio, wall_ratio = [], []
+        for _ in range(args.repeat):
+            w1, c1, r1 = cli_audit(folder, args.games, 1)
+            w2, c2, r2 = cli_audit(folder, args.games, 2)
+            assert r1["lower"]["eps"] == r2["lower"]["eps"]  # the same games, the same numbers
+            cpu_ratio.append(c2 / c1)
+            wall_ratio.append(w2 / w1)
+            print(
+                f"  {args.games} games: --jobs 1 {w1:6.1f} s wall {c1:6.1f} s CPU; "
+                f"--jobs 2 {w2:6.1f} s wall {c2:6.1f} s CPU; {load()}"
+            )
+        for name, r in (("CPU", cpu_ratio), ("wall", wall_ratio)):
+            print(
+                f"--jobs 2 / --jobs 1, {name}: {statistics.median(r):.2f}x "
+                f"[{min(r):.2f}, {max(r):.2f}] ({len(r)} repeats)"
+            )
+
+
 def docs(args) -> None:
     """Run the tutorial page as written in a temporary folder; print its output and copy its
     plots next to the page."""
@@ -196,11 +227,15 @@ def main() -> None:
     parser.add_argument("--loop", type=int, default=100, help="games of the plain loop")
     parser.add_argument("--docs", action="store_true")
     parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--compare-jobs", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     if args.docs:
         docs(args)
     elif args.memory:
         memory(args)
+    elif args.compare_jobs:
+        compare_jobs(args)
     else:
         speed(args)
 
