@@ -123,6 +123,18 @@ class GaussianWinner:
             via_cdf = law.pgf_above_zero(_cdf(v)) - law.pgf_above_zero(_cdf(u))
         return np.maximum(np.where(upper, via_tail, via_cdf), 0.0)
 
+    def cell_masses(self, edges, member: int):
+        """`mass(edges[:-1], edges[1:], member)` for ascending edges, each edge's pgf terms
+        computed once instead of twice: the same numbers, half the work."""
+        t = np.asarray(edges, dtype=float) - member * self.mu
+        law = self.law
+        with np.errstate(invalid="ignore"):
+            tail = law.pgf_complement(_sf(t))
+            head = law.pgf_above_zero(_cdf(t))
+        via_tail = tail[:-1] - tail[1:]
+        via_cdf = head[1:] - head[:-1]
+        return np.maximum(np.where(t[:-1] > 0, via_tail, via_cdf), 0.0)
+
     def log_mass(self, a, b, member: int):
         """log P[a < winner <= b] (the fixed output excluded), from the laws' log-space pgf
         forms: full relative precision for masses far below the smallest double."""

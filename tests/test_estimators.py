@@ -415,3 +415,17 @@ def test_selection_fit_equals_the_fit_over_every_threshold_evaluated_exactly():
     every = selection_fit_mu(pf[keep], pg[keep], w.law)
     assert fit.detail["thresholds_evaluated"] < len(f) / 4  # most were never evaluated exactly
     assert fit.detail["mu"] == every > 0
+
+
+def test_cell_masses_are_mass_between_consecutive_edges_bit_for_bit():
+    from auditsel.rounds import TruncatedNegativeBinomial
+
+    for law in (one_plus_poisson(9), TruncatedNegativeBinomial(eta=0.0, nu=0.01), Point(1)):
+        w = GaussianWinner(GaussianBase(0.8), law)
+        lo, hi = w.quantile_range(1e-12)
+        edges = np.linspace(lo, hi, 2001)
+        edges[0], edges[-1] = -np.inf, np.inf
+        for member in (0, 1):
+            assert np.array_equal(
+                w.cell_masses(edges, member), w.mass(edges[:-1], edges[1:], member)
+            )

@@ -183,8 +183,8 @@ def _winner_tradeoff(mu: float, law, cells: int) -> tuple[np.ndarray, np.ndarray
     lo, hi = w.quantile_range(1e-12)
     edges = np.linspace(lo, hi, cells + 1)
     edges[0], edges[-1] = -np.inf, np.inf
-    p0 = np.append(w.mass(edges[:-1], edges[1:], 0), w.atom)
-    p1 = np.append(w.mass(edges[:-1], edges[1:], 1), w.atom)
+    p0 = np.append(w.cell_masses(edges, 0), w.atom)
+    p1 = np.append(w.cell_masses(edges, 1), w.atom)
     with np.errstate(divide="ignore", invalid="ignore"):
         llr = np.log(p1) - np.log(p0)
     llr = np.nan_to_num(llr, nan=0.0, posinf=np.inf, neginf=-np.inf)
