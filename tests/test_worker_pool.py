@@ -110,3 +110,20 @@ def test_warm_workers_give_the_numbers_of_every_other_backend():
     for other in audits[1:]:
         assert np.array_equal(audits[0].scores, other.scores)
         assert np.array_equal(audits[0].member, other.member) and audits[0].eps == other.eps
+
+
+def test_two_audits_in_two_threads_each_fork_their_own_game():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from test_pipeline import dpsgd_best_of_three, dpsgd_no_data, standardised
+
+    if not fork_available():
+        pytest.skip("no fork here")
+    kw = dict(data=None, canary=DIRAC, games=160, delta=1e-5, seed=9, chunk_size=16)
+    tunes = (dpsgd_no_data, dpsgd_best_of_three)
+    alone = [audit_pipeline(t, standardised, jobs=1, **kw) for t in tunes]
+    with ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(lambda t: audit_pipeline(t, standardised, jobs=2, **kw), tunes))
+    for a, b in zip(alone, together):
+        assert np.array_equal(a.scores, b.scores) and np.array_equal(a.member, b.member)
+    assert not np.array_equal(alone[0].scores, alone[1].scores)

@@ -129,7 +129,8 @@ def fork_available() -> bool:
     return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
-_PLAY: Callable[[int], Any] | None = None  # the chunk player the forked workers inherit
+_PLAYERS: dict[int, Callable[[int], Any]] = {}  # the chunk players forked workers inherit
+_NEXT_PLAYER = iter(range(1, 2**62))  # keys: two audits in two threads never share one
 
 
 def _worker_start(threads: int) -> None:
@@ -137,9 +138,8 @@ def _worker_start(threads: int) -> None:
     _DEPTH, _SAVED, _ACTIVE = 1, _apply(threads), threads  # held for the worker's life
 
 
-def _play(index: int) -> Any:
-    assert _PLAY is not None, "a worker not forked from the audit's process"
-    return _PLAY(index)
+def _play(player: int, index: int) -> Any:
+    return _PLAYERS[player](index)  # KeyError: a worker not forked from the audit's process
 
 
 def forked_chunks(
@@ -147,15 +147,15 @@ def forked_chunks(
 ) -> Iterator[Any]:
     """play(i) for every i, in `workers` processes forked from this one (each limited to
     `threads` threads), at most two chunks per worker in flight; results in completion order."""
-    global _PLAY
     todo = iter(indices)
-    _PLAY = play
+    key = next(_NEXT_PLAYER)
+    _PLAYERS[key] = play  # registered before the fork: the workers find it under its key
     context = multiprocessing.get_context("fork")
     try:
         with ProcessPoolExecutor(
             workers, mp_context=context, initializer=_worker_start, initargs=(threads,)
         ) as pool:
-            running = {pool.submit(_play, i) for _, i in zip(range(2 * workers), todo)}
+            running = {pool.submit(_play, key, i) for _, i in zip(range(2 * workers), todo)}
             try:
                 while running:
                     done, running = wait(running, return_when=FIRST_COMPLETED)
@@ -163,10 +163,10 @@ def forked_chunks(
                         yield future.result()
                         nxt = next(todo, None)
                         if nxt is not None:
-                            running.add(pool.submit(_play, nxt))
+                            running.add(pool.submit(_play, key, nxt))
             except BaseException:
                 for future in running:
                     future.cancel()
                 raise
     finally:
-        _PLAY = None
+        del _PLAYERS[key]
