@@ -1035,10 +1035,9 @@ def winner_bucket_laws(pair, law: RoundsLaw, score: BucketScore, *, label_step=N
     red = pair.reduced() if pair.reduction_is_exact else None
     if isinstance(red, GaussianBase):
         x = edges if score.unit == "output" else (edges + 0.5 * red.mu**2) / red.mu
-        masses = gaussian_label_laws(red.mu, len(edges) + 1, np.unique(x)).laws
-        masses = tuple(np.asarray(v)[np.searchsorted(np.unique(x), x, side="left")] for v in masses)
-        if len(np.unique(x)) != len(x):
-            raise ConfigError("score.edges", "distinct cut points in output units")
+        if not np.all(np.diff(x) > 0) or not np.all(np.isfinite(x)):
+            raise ConfigError("score.edges", "finite cut points, distinct in output units")
+        masses = gaussian_label_laws(red.mu, len(edges) + 1, x).laws
     elif isinstance(red, FiniteOutputBase) and score.unit == "output":
         buckets = score.bucket(np.arange(len(red.law(0))))
         masses = tuple(

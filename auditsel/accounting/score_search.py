@@ -74,6 +74,7 @@ left out of S (any S is valid).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -392,9 +393,10 @@ class ScoreSearch:
                 self.moves[shape][name] = {"valid": valid, "j": j, "side": side}
 
     # the DP at a vector of eps --------------------------------------------------------------
-    def _dp(self, shape: str, num: int, eps: np.ndarray, back: bool):
-        """max over scores of sum_j max(0, a_j - e^eps b_j) (the mixed bound b = min(b*, b_t))
-        for each eps; with `back`, also the choices (True: the "left" move) per state row."""
+    def _dp(self, shape: str, num: int, eps: np.ndarray, back: bool, mixed: bool = True):
+        """max over scores of sum_j max(0, a_j - e^eps b_j) for each eps (b the mixed bound
+        min(b*, b_t), or with `mixed` False the true-law bound b_t alone); with `back`, also the
+        choices (True: the "left" move) per state row."""
         m, den = self.m, 1 - num
         e = np.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))[:, None]
         moves = self.moves[shape]
@@ -402,7 +404,8 @@ class ScoreSearch:
         def gain(name: str, d: int) -> np.ndarray:
             mv, n = moves[name], m - d + 1
             a_lo = mv["side"][num][0][d, :n]
-            b = np.minimum(mv["side"][den][1][d, :n], mv["side"][den][2][d, :n])
+            b = mv["side"][den][2][d, :n]
+            b = np.minimum(mv["side"][den][1][d, :n], b) if mixed else b
             g = np.maximum(a_lo[None, :] - e * b[None, :], 0.0)
             return np.where(mv["valid"][d, :n][None, :], g, -np.inf)
 
@@ -479,14 +482,12 @@ class ScoreSearch:
         for _ in range(MAX_ROUNDS):
             improved = False
             live = np.isfinite(cur)
-            for shape in SHAPES:
-                for num, name in DIRECTIONS:
-                    idx = np.nonzero(live)[0]
-                    if not len(idx):
-                        continue
-                    value, choices, starts = self._dp(shape, num, cur[idx], back=True)
+            for shape, (num, name), mixed in itertools.product(SHAPES, DIRECTIONS, (True, False)):
+                idx = np.nonzero(live)[0]
+                if len(idx):
+                    value, choices, starts = self._dp(shape, num, cur[idx], True, mixed)
                     e = np.exp(np.minimum(cur[idx], 700.0))
-                    need = d[idx] + self.slack[num] + e * self.slack[1 - num]
+                    need = d[idx] + self.slack[num] + e * (self.slack[1 - num] if mixed else 0.0)
                     for row in np.nonzero(value > need)[0]:
                         i = idx[row]
                         path = self._path(shape, choices, starts[row], row)
@@ -506,15 +507,18 @@ class ScoreSearch:
 
     def deltas_at(self, eps) -> np.ndarray:
         """delta_low(eps): the largest certified hockey stick over the interval-shaped scores
-        (max over shapes and directions of the DP value, L1 slacks charged), >= 0."""
+        (max over shapes, directions and the two bounds on B(S) of the DP value, L1 slacks
+        charged), >= 0."""
         e = np.atleast_1d(np.asarray(eps, dtype=float))
         out = np.zeros(len(e))
         for shape in SHAPES:
             for num, _ in DIRECTIONS:
-                value, _, _ = self._dp(shape, num, e, back=False)
-                with np.errstate(over="ignore"):
-                    val = value - self.slack[num] - np.exp(e) * self.slack[1 - num]
-                out = np.maximum(out, np.where(np.isnan(val), 0.0, val))
+                for mixed in (True, False):
+                    value, _, _ = self._dp(shape, num, e, back=False, mixed=mixed)
+                    c_b = self.slack[1 - num] if mixed else 0.0
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        val = value - self.slack[num] - np.exp(e) * c_b
+                    out = np.maximum(out, np.where(np.isnan(val), 0.0, val))
         return out
 
     def score(self, result: SearchResult, unit: str = "label") -> BucketScore:
