@@ -377,59 +377,85 @@ class ScoreSearch:
             self.moves[shape] = {}
             for name, (valid, j, d2, a2) in moves.items():
                 j = np.where(valid, j, 0)
-                d2, a2 = np.where(valid, d2, 0), np.where(valid, a2, 0)
+                dv, av, jv = d[valid], a[valid], j[valid]
+                d2v, a2v = d2[valid], a2[valid]
                 side = []
                 for b in (0, 1):
                     g_in, g_out = sums[b]
                     # extremes: the lower set is IN; middle: the lower set is OUT
                     lower, upper = (g_in, g_out) if shape == "extremes" else (g_out, g_in)
-                    fp, wp = lower[d, a], upper[d, a]
-                    fn, wn = lower[d2, a2], upper[d2, a2]
-                    mass = x[b][j].astype(float)
+                    fp, wp = lower[dv, av], upper[dv, av]
+                    fn, wn = lower[d2v, a2v], upper[d2v, a2v]
+                    mass = x[b][jv].astype(float)
                     lo, hi = enclose_winner(mass, fp, fn, wp, wn, rho, law)
-                    tu = true_winner_upper(laws.upper[b][j], fn, wn, rho, laws.error[b], law)
-                    lo = np.where(lo > floors[b][j], lo, 0.0)
-                    side.append((lo, hi, tu))
+                    tu = true_winner_upper(laws.upper[b][jv], fn, wn, rho, laws.error[b], law)
+                    lo = np.where(lo > floors[b][jv], lo, 0.0)
+                    full = [np.zeros((m + 1, m + 1)) for _ in range(3)]
+                    for grid, v in zip(full, (lo, hi, tu)):
+                        grid[valid] = v
+                    side.append(tuple(full))
                 self.moves[shape][name] = {"valid": valid, "j": j, "side": side}
+        self._rows: dict[tuple, tuple] = {}
+
+    def _gain_rows(self, shape: str, num: int, mixed: bool) -> tuple:
+        """Per move, per state row d: (a_lo, b, penalty) as contiguous arrays (penalty -inf
+        where the move is not allowed), cached: the DP's gain is max(0, a - e b) + penalty."""
+        key = (shape, num, mixed)
+        if key not in self._rows:
+            m, den, out = self.m, 1 - num, []
+            for name in ("left", "right"):
+                mv = self.moves[shape][name]
+                a_lo = mv["side"][num][0]
+                b = mv["side"][den][2]
+                b = np.minimum(mv["side"][den][1], b) if mixed else b
+                pen = np.where(mv["valid"], 0.0, -np.inf)
+                a_lo, b = np.where(mv["valid"], a_lo, 0.0), np.where(mv["valid"], b, 0.0)
+                rows = [
+                    tuple(np.ascontiguousarray(v[dd, : m - dd + 1]) for v in (a_lo, b, pen))
+                    for dd in range(m + 1)
+                ]
+                out.append(rows)
+            self._rows[key] = tuple(out)
+        return self._rows[key]
 
     # the DP at a vector of eps --------------------------------------------------------------
     def _dp(self, shape: str, num: int, eps: np.ndarray, back: bool, mixed: bool = True):
         """max over scores of sum_j max(0, a_j - e^eps b_j) for each eps (b the mixed bound
         min(b*, b_t), or with `mixed` False the true-law bound b_t alone); with `back`, also the
         choices (True: the "left" move) per state row."""
-        m, den = self.m, 1 - num
+        m = self.m
         e = np.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))[:, None]
-        moves = self.moves[shape]
+        rows_left, rows_right = self._gain_rows(shape, num, mixed)
 
-        def gain(name: str, d: int) -> np.ndarray:
-            mv, n = moves[name], m - d + 1
-            a_lo = mv["side"][num][0][d, :n]
-            b = mv["side"][den][2][d, :n]
-            b = np.minimum(mv["side"][den][1][d, :n], b) if mixed else b
-            g = np.maximum(a_lo[None, :] - e * b[None, :], 0.0)
-            return np.where(mv["valid"][d, :n][None, :], g, -np.inf)
+        def gain(rows, d: int) -> np.ndarray:
+            a_lo, b, pen = rows[d]
+            return np.maximum(a_lo - e * b, 0.0) + pen
 
         choices: dict[int, np.ndarray] = {}
+        buf = np.full((len(e), m + 3), -np.inf)  # V in buf[:, 1:], -inf around it
         if shape == "extremes":
-            value = np.zeros((len(e), 1))  # V[M] = 0: the lower set is everything
+            buf[:, 1] = 0.0  # V[M] = 0: the lower set is everything
             for d in range(m - 1, -1, -1):
-                pad = np.full((len(e), 1), -np.inf)
-                left = gain("left", d) + np.concatenate([pad, value], axis=1)
-                right = gain("right", d) + np.concatenate([value, pad], axis=1)
+                n = m - d + 1  # states a = 0 .. m - d; V[d + 1] has n - 1 of them
+                buf[:, n] = -np.inf
+                left = gain(rows_left, d) + buf[:, 0:n]  # a - 1
+                right = gain(rows_right, d) + buf[:, 1 : n + 1]  # a
                 if back:
                     choices[d] = left > right
-                value = np.maximum(left, right)
+                buf[:, 1 : n + 1] = np.maximum(left, right)
+            value = buf[:, 1 : m + 2]
             best = np.max(value, axis=1)
             start = np.argmax(value, axis=1)
         else:
-            value = np.zeros((len(e), m + 1))  # V[0] = 0: nothing left to add
+            buf[:, 1 : m + 2] = 0.0  # V[0] = 0: nothing left to add
             for d in range(1, m + 1):
-                left = gain("left", d) + value[:, 1:]
-                right = gain("right", d) + value[:, :-1]
+                n = m - d + 1  # states a = 0 .. m - d; V[d - 1] has n + 1 of them
+                left = gain(rows_left, d) + buf[:, 2 : n + 2]  # a + 1
+                right = gain(rows_right, d) + buf[:, 1 : n + 1]  # a
                 if back:
                     choices[d] = left > right
-                value = np.maximum(left, right)
-            best = value[:, 0]
+                buf[:, 1 : n + 1] = np.maximum(left, right)
+            best = buf[:, 1].copy()
             start = np.zeros(len(e), dtype=np.int64)
         return best, choices, start
 
