@@ -1,25 +1,44 @@
 """The attack value: the exact epsilon of one concrete attack on the worst-case pair, a valid
-LOWER bound on the tuning run's epsilon with no Monte Carlo error.
+LOWER bound on the tuning run's epsilon with no Monte Carlo error; by default the worst score
+found (the strongest attack over tuning scores whose lower sets are intervals of the
+privacy-loss-label order, `accounting.score_search`).
 
 Contract. For a mechanism pair (`auditsel.mechanisms`, a Laplace base of `auditsel.events`, or a
 dp_accounting DpEvent that is one of them), a law of K (`auditsel.rounds`) and delta in [0, 1),
 `attack_epsilon(pair, law, delta)` returns eps_att with
 
-    eps_att <= eps_T(delta) := inf{eps >= 0 : delta_T(eps) <= delta},
+    eps_att <= eps_T,s(delta) := inf{eps >= 0 : delta_T,s(eps) <= delta},
 
-where delta_T is the privacy curve (max over both directions) of the tuning run T of [XWW24]
-Algorithm 2 on the pair: K ~ law runs of the base, the best-scored run released, a fixed output
-when K = 0. Every rigorous upper bound of `accounting.bounds` is therefore >= eps_att, and so is
-any epsilon an accountant may claim for the tuning run (the claim covers every score function
-and every pair of neighbouring data sets, this one included).
+where delta_T,s is the privacy curve (max over both directions) of the tuning run T of
+[XWW24] Algorithm 2 on the pair that plays the score s returned with the value
+(`AttackValue.score`): K ~ law runs of the base, the best-scored run released, a fixed output
+when K = 0. A guarantee for the tuning run holds for every score function and every pair of
+neighbouring data sets, so every rigorous upper bound of `accounting.registry` ([PS22],
+[KRW24]) is >= eps_att, and so is any epsilon an accountant may claim for the tuning run.
 
-Which attack.
+Which scores (`scores`).
+
+* "any" (the default): the best of the monotone attack below and every score whose lower sets
+  are intervals of the run's label order (the runs far out on either side win, "extremes") or
+  complements of intervals (the middle wins, "middle"), over `resolution` merged buckets of
+  the label, both directions: an exact dynamic program over intervals of buckets
+  (`accounting.score_search`, whose docstring has the argument: the buckets, the score and the
+  test are fixed in advance from public quantities, and the winner's bucket is a
+  post-processing of the release; merging buckets is one more). The label laws it searches:
+  a Gaussian base (and a DP-SGD base with tau = 1 or a Gaussian DpEvent: one Gaussian of
+  mu = sqrt(N)/sigma, whose sum is sufficient) bucketed in its output x (label mu x - mu^2/2,
+  masses as in A1 below, one step composed once for the error bounds); a finite-output base
+  output by output (`finite_step`); DP-SGD and Laplace bases the labelled run below.
+* "monotone": the largest (or smallest) label wins, [XWW24]'s assumption; the value the
+  interval had before the search (the reduced game's value is exact only under it):
+
+Which monotone attack.
 
 * Gaussian and finite-output bases, and DP-SGD with tau = 1 (the pairs with
   `reduction_is_exact`): the pair comes with its score (the Gaussian's output, the finite
   outputs' order; N full-batch steps are one Gaussian of mu = sqrt(N)/sigma whose sum is
-  sufficient), and the value is the exact epsilon of the released winner,
-  `exact.exact_epsilon(winner_law(pair.reduced(), law), delta)`: eps_att = eps_T.
+  sufficient), and the value is the exact epsilon of the released winner under that score,
+  `exact.exact_epsilon(winner_law(pair.reduced(), law), delta)`.
 * DP-SGD with Poisson subsampling (tau < 1): the worst-case run of `games.worst_case` (an empty
   data set against one Dirac canary; each step releases x = b B + sigma Z, B ~ Bernoulli(tau):
   the tight dominating pair of the subsampled Gaussian under add/remove neighbours). The tuning
@@ -119,7 +138,12 @@ tests compare them with mpmath and with direct convolution.
 How tight. The label loses information by rounding each step's loss to h (`LABEL_STEP`,
 1e-3): the value converges to the epsilon of the likelihood-ratio attack (selection by the run's
 exact privacy loss) as h -> 0; at tau = 1 the labelled value is within 1e-2 of the exact one at
-delta = 1e-5 (tests). The round-off charged (`AttackValue.slack`, in delta units) is below 1e-9
+delta = 1e-5 (tests). The score search
+loses only what merging the labels into `resolution` buckets loses (equal label widths between
+the 1e-20 quantiles); a merge whose cuts contain a coarser one's can only raise the value
+(every score of the coarser merge is one of the finer), and no value passes a rigorous bound
+(tests). The round-off
+charged (`AttackValue.slack`, in delta units) is below 1e-9
 on the DP-SGD settings of the accountants table (at most 4.6e-10): it matters only for deltas
 near or below it.
 """

@@ -80,6 +80,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from auditsel.numerics import check_deltas
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import BucketScore
 
@@ -502,7 +503,7 @@ class ScoreSearch:
         """The best interval-shaped score at each delta (module docstring: improve the score
         until the DP at its eps finds none better). `start`: eps to start from (a lower bound
         already known, e.g. the monotone attack's)."""
-        d = np.atleast_1d(np.asarray(deltas, dtype=float))
+        d = check_deltas(deltas, "deltas")
         cur = np.zeros(len(d)) if start is None else np.array(start, dtype=float)
         found: list[SearchResult | None] = [None] * len(d)
         for _ in range(MAX_ROUNDS):
