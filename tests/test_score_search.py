@@ -307,3 +307,27 @@ def test_bad_input_is_a_config_error():
         winner_bucket_laws(pair, law, "worst")
     with pytest.raises(ConfigError, match="^score.unit"):
         winner_bucket_laws(DpsgdBase(1.0, 5, 0.1), law, BucketScore((0.0,), (0, 1), "output"))
+
+
+@pytest.mark.parametrize("pair", [DpsgdBase(0.8, 3, 0.3), LaplaceBase(1.0, 2, 0.5)])
+def test_run_labels_follow_the_composed_label_law(pair):
+    """`run_labels` of sampled worst-case runs (X: noise only; X': the canary's step added with
+    probability tau) has the law the attack composes: bucket counts of the merged label within
+    5 standard errors of the computed masses, on both sides."""
+    from auditsel.accounting.attack import label_laws, run_labels
+    from auditsel.accounting.score_search import merge_buckets
+
+    laws = merge_buckets(label_laws(pair), 12)
+    rng = np.random.default_rng(11)
+    n, steps = 100_000, pair.steps
+    for side in (0, 1):
+        if isinstance(pair, DpsgdBase):
+            x = rng.normal(0.0, pair.noise_multiplier, (n, steps))
+        else:
+            x = rng.laplace(0.0, pair.noise_multiplier, (n, steps))
+        if side:
+            x += rng.random((n, steps)) < pair.sample_rate
+        labels = run_labels(pair, x)
+        counts = np.bincount(np.searchsorted(laws.cuts, labels, side="left"), minlength=len(laws))
+        expect = laws.laws[side].astype(float) * n
+        assert np.all(np.abs(counts - expect) <= 5 * np.sqrt(expect + 1)), (side, counts, expect)

@@ -194,6 +194,10 @@ __all__ = [
     "finite_step",
     "compose",
     "labelled_attack",
+    "label_laws",
+    "gaussian_label_laws",
+    "run_labels",
+    "winner_bucket_laws",
     "STRATEGIES",
     "METHODS",
     "LABEL_STEP",
@@ -722,6 +726,26 @@ def _pair_run(pair, label_step: float | None):
         return dpsgd_step(pair.noise_multiplier, pair.sample_rate, h), pair.steps
     red = pair.reduced()
     return finite_step(red.law(0), red.law(1), h), 1
+
+
+def run_labels(pair, outputs, *, label_step: float | None = None) -> np.ndarray:
+    """The label the attack gives each run of a DP-SGD or Laplace pair's worst-case game: each
+    step's output x (the last axis of `outputs`: one row per run, one column per step) put in
+    its step bucket (`dpsgd_step` / `laplace_step`: the loss rounded to the label step h, the
+    outputs beyond the cap in the top bucket), the bucket indices summed, times h. These are
+    the values `AttackValue.score` (label units) ranks and `winner_bucket_laws` buckets, so a
+    game that labels its runs this way plays exactly the attack's score."""
+    pair = as_pair(pair, "pair")
+    if not isinstance(pair, DpsgdBase) and laplace_steps(pair) is None:
+        raise ConfigError("pair", "run labels are defined for DP-SGD and Laplace bases")
+    step, steps = _pair_run(pair, label_step)
+    x = np.asarray(outputs, dtype=float)
+    if x.ndim == 0 or x.shape[-1] != steps:
+        raise ConfigError("outputs", f"one column per step: last axis of length {steps}")
+    assert step.edges is not None
+    idx = np.searchsorted(step.edges, x, side="left") - 1  # bucket j holds (edges[j], edges[j+1]]
+    idx = np.clip(idx, 0, len(step.p) - 1)
+    return (np.sum(idx, axis=-1) + steps * step.start) * step.step
 
 
 def label_laws(pair, *, label_step: float | None = None, resolution: int | None = None):
