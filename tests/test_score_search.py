@@ -331,3 +331,24 @@ def test_run_labels_follow_the_composed_label_law(pair):
         counts = np.bincount(np.searchsorted(laws.cuts, labels, side="left"), minlength=len(laws))
         expect = laws.laws[side].astype(float) * n
         assert np.all(np.abs(counts - expect) <= 5 * np.sqrt(expect + 1)), (side, counts, expect)
+
+
+def test_merge_is_a_partition_into_consecutive_buckets():
+    """Merging keeps every position once, in order (the masses and upper bounds add up), keeps
+    the -inf atom apart, and its cuts are cuts of the unmerged labels (strictly increasing)."""
+    from auditsel.accounting.score_search import merge_buckets
+
+    rng = np.random.default_rng(5)
+    n = 600
+    p, q = rng.dirichlet(np.ones(n)), rng.dirichlet(np.ones(n))
+    q[0] = 0.0  # an atom at -inf: impossible on X'
+    laws = _laws(p, q)
+    laws = LabelLaws(laws.laws, laws.upper, (0.0, 0.0), (0.0, 0.0), np.r_[-np.inf, laws.cuts[1:]])
+    merged = merge_buckets(laws, 64)
+    assert len(merged) <= 64 and int(np.sum(merged.counts())) == n and merged.counts()[0] == 1
+    for b in (0, 1):
+        assert float(np.sum(merged.laws[b])) == pytest.approx(
+            float(np.sum(laws.laws[b])), abs=1e-15
+        )
+        assert np.sum(merged.upper[b]) >= np.sum(laws.upper[b])
+    assert np.all(np.diff(merged.cuts) > 0) and set(merged.cuts) <= set(laws.cuts)

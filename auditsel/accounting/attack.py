@@ -840,8 +840,14 @@ class AttackValue:
         )
         for s in (self.score, self.output_score):
             if s is not None:
-                top = np.argsort(-np.asarray(s.ranks))[:3]
+                ranks = np.asarray(s.ranks)
+                top = np.argsort(-ranks)[:3]
                 lines.append(f"  {s.describe()}; the top-ranked buckets: {_buckets(s, top)}")
+                if self.shape == "extremes":
+                    lines.append(
+                        f"    the lowest-ranked bucket (runs near it lose): "
+                        f"{_buckets(s, [int(np.argmin(ranks))])}"
+                    )
         return "\n".join(lines)
 
 

@@ -173,7 +173,8 @@ def merge_buckets(laws: LabelLaws, resolution: int, tail: float = TAIL) -> Label
     if first > lo_atom:
         starts.append(lo_atom)
     if last > first and finite[first:last].all():
-        grid = np.linspace(cuts[first - 1] if first > 0 else cuts[first], cuts[last - 1], inner)
+        start = cuts[first - 1] if first > 0 and finite[first - 1] else cuts[first]
+        grid = np.linspace(start, cuts[last - 1], inner)
         idx = np.searchsorted(cuts[first:last], grid[1:-1], side="left") + first + 1
         starts += [first, *idx.tolist()]
     else:
@@ -359,6 +360,21 @@ class ScoreSearch:
         self.laws, self.law, self.m = laws, law, m
         mean = float(law.mean)
         self.slack = (mean * laws.error[0], mean * laws.error[1])
+        self._moves: dict[str, dict[str, dict]] | None = None
+        self._rows: dict[tuple, tuple] = {}
+
+    @property
+    def moves(self) -> dict[str, dict[str, dict]]:
+        """Per shape and move ("left" / "right"), the allowed states, the bucket added and the
+        enclosures (lo, hi, true upper) of its winner mass on each side, over the (d, a) grid
+        (computed on first use: O(M^2) law evaluations)."""
+        if self._moves is None:
+            self._moves = self._enclosures()
+        return self._moves
+
+    def _enclosures(self) -> dict[str, dict[str, dict]]:
+        laws, law, m = self.laws, self.law, self.m
+        mean = float(law.mean)
         rho = 2.0 * (laws.positions + m + 4) * ULD + 2 * U64
         x = [np.asarray(v, dtype=np.longdouble) for v in laws.laws]
         sums = [_sums(v) for v in x]
@@ -373,9 +389,9 @@ class ScoreSearch:
             "left": ((d >= 1) & (a <= m - d), a, d - 1, a + 1),
             "right": ((d >= 1) & (a <= m - d), a + d - 1, d - 1, a),
         }
-        self.moves: dict[str, dict[str, dict]] = {}
+        out: dict[str, dict[str, dict]] = {}
         for shape, moves in (("extremes", ext), ("middle", mid)):
-            self.moves[shape] = {}
+            out[shape] = {}
             for name, (valid, j, d2, a2) in moves.items():
                 j = np.where(valid, j, 0)
                 dv, av, jv = d[valid], a[valid], j[valid]
@@ -395,8 +411,8 @@ class ScoreSearch:
                     for grid, v in zip(full, (lo, hi, tu)):
                         grid[valid] = v
                     side.append(tuple(full))
-                self.moves[shape][name] = {"valid": valid, "j": j, "side": side}
-        self._rows: dict[tuple, tuple] = {}
+                out[shape][name] = {"valid": valid, "j": j, "side": side}
+        return out
 
     def _gain_rows(self, shape: str, num: int, mixed: bool) -> tuple:
         """Per move, per state row d: (a_lo, b, penalty) as contiguous arrays (penalty -inf
