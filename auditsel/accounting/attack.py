@@ -179,7 +179,7 @@ from auditsel.events import as_pair, laplace_steps
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.numerics import check_deltas
 from auditsel.rounds import RoundsLaw
-from auditsel.selection import BucketScore, winner_law
+from auditsel.selection import BucketScore, FiniteWinner, winner_law
 
 __all__ = [
     "AttackValue",
@@ -921,6 +921,7 @@ def attack(
     if labelled:
         mono = labelled_attack(step, steps, law, d, start=start, run=run)
     else:
+        assert red is not None  # the pair's reduction is exact here
         eps = np.atleast_1d(exact_epsilon(winner_law(red, law), d))
         mono = AttackValue(tuple(d.tolist()), tuple(float(e) for e in eps), "score", None, "exact")
     search = ScoreSearch(merge_buckets(laws, m), law)
@@ -938,7 +939,7 @@ def _monotone_score(mono: AttackValue, search: ScoreSearch, pair, law) -> Bucket
     base's own score (the output's index) in output units."""
     red = pair.reduced() if pair.reduction_is_exact else None
     if mono.method == "exact" and isinstance(red, FiniteOutputBase):
-        w = winner_law(red, law)
+        w = FiniteWinner(red, law)
         with np.errstate(divide="ignore", invalid="ignore"):
             guess = np.log(w.pmf(1)) - np.log(w.pmf(0))
         n = len(guess)
@@ -1091,7 +1092,7 @@ def winner_bucket_laws(pair, law: RoundsLaw, score: BucketScore, *, label_step=N
         x = edges if score.unit == "output" else (edges + 0.5 * red.mu**2) / red.mu
         if not np.all(np.diff(x) > 0) or not np.all(np.isfinite(x)):
             raise ConfigError("score.edges", "finite cut points, distinct in output units")
-        masses = gaussian_label_laws(red.mu, len(edges) + 1, x).laws
+        masses: tuple[np.ndarray, ...] = gaussian_label_laws(red.mu, len(edges) + 1, x).laws
     elif isinstance(red, FiniteOutputBase) and score.unit == "output":
         buckets = score.bucket(np.arange(len(red.law(0))))
         masses = tuple(

@@ -169,7 +169,7 @@ def merge_buckets(laws: LabelLaws, resolution: int, tail: float = TAIL) -> Label
     last = min(n - 1, int(np.nonzero(sf >= tail)[0][-1]) if np.any(sf >= tail) else n - 1)
     last = max(last, first)
     inner = max(resolution - 2 - lo_atom, 1)
-    starts = [0] if lo_atom else []
+    starts: list[int] = [0] if lo_atom else []
     if first > lo_atom:
         starts.append(lo_atom)
     if last > first and finite[first:last].all():
@@ -181,11 +181,11 @@ def merge_buckets(laws: LabelLaws, resolution: int, tail: float = TAIL) -> Label
         starts.append(first)
     if last + 1 < n:
         starts.append(last + 1)
-    starts = np.unique(np.asarray(starts, dtype=np.int64))
-    count = np.diff(np.concatenate([starts, [n]]))
-    merged = tuple(_group(v, starts, np.longdouble) for v in laws.laws)
-    upper = tuple(_group(v, starts, float) * (1 + (count.max() + 1) * U64) for v in laws.upper)
-    ends = starts[1:] - 1  # the last position of each bucket but the final one
+    first_of = np.unique(np.asarray(starts, dtype=np.int64))
+    count = np.diff(np.concatenate([first_of, [n]]))
+    merged = tuple(_group(v, first_of, np.longdouble) for v in laws.laws)
+    upper = tuple(_group(v, first_of, float) * (1 + (count.max() + 1) * U64) for v in laws.upper)
+    ends = first_of[1:] - 1  # the last position of each bucket but the final one
     out = None if laws.output_cuts is None else np.asarray(laws.output_cuts)[ends]
     old = laws.counts()
     return LabelLaws(
@@ -195,7 +195,7 @@ def merge_buckets(laws: LabelLaws, resolution: int, tail: float = TAIL) -> Label
         laws.noise,
         cuts[ends],
         out,
-        np.add.reduceat(old, starts),
+        np.add.reduceat(old, first_of),
     )
 
 
@@ -292,7 +292,7 @@ def pieces_deltas(U: np.ndarray, V: np.ndarray, eps: np.ndarray) -> np.ndarray:
     return np.maximum(np.max(vals, axis=1), 0.0)
 
 
-def order_winner_laws(masses: tuple[np.ndarray, np.ndarray], order, law: RoundsLaw):
+def order_winner_laws(masses: tuple[np.ndarray, ...], order, law: RoundsLaw):
     """The winner's bucket law on X and X' (float64 point values, the K = 0 output left out)
     when the buckets win in `order` (lowest score first): G(F(L u {j})) - G(F(L)) per bucket,
     evaluated as `enclose_winner` does (differences of G below 1/2, of Gc above)."""
@@ -329,7 +329,7 @@ class SearchResult:
     shape: str
     direction: str
     order: tuple[int, ...]
-    pieces: tuple[np.ndarray, np.ndarray] = field(repr=False, compare=False)
+    pieces: tuple[np.ndarray, ...] = field(repr=False, compare=False)
 
 
 DIRECTIONS = ((1, "X' over X"), (0, "X over X'"))
@@ -344,9 +344,9 @@ def _sums(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         grid_in[d, : m - d + 1] = grid_in[d - 1, : m - d + 1] + x[d - 1 :]
     prefix = np.concatenate([[np.longdouble(0)], np.cumsum(x)])
     suffix = np.concatenate([np.cumsum(x[::-1])[::-1], [np.longdouble(0)]])
-    d, a = np.indices((m + 1, m + 1))
-    live = a <= m - d
-    grid_out = np.where(live, prefix[np.minimum(a, m)] + suffix[np.minimum(a + d, m)], 0)
+    rows, cols = np.indices((m + 1, m + 1))
+    live = cols <= m - rows
+    grid_out = np.where(live, prefix[np.minimum(cols, m)] + suffix[np.minimum(cols + rows, m)], 0)
     return grid_in.astype(float), grid_out.astype(float)
 
 
@@ -498,14 +498,14 @@ class ScoreSearch:
     def _evaluate(self, shape: str, num: int, path, deltas: np.ndarray):
         """The certified eps of one score (a path of moves) at each delta, and its pieces."""
         den = 1 - num
-        a_lo, b_star, b_true, order = [], [], [], []
+        rows: list[list[float]] = [[], [], []]
+        order = []
         for name, d, a in path:
             mv = self.moves[shape][name]
-            a_lo.append(mv["side"][num][0][d, a])
-            b_star.append(mv["side"][den][1][d, a])
-            b_true.append(mv["side"][den][2][d, a])
+            for k, (b, which) in enumerate(((num, 0), (den, 1), (den, 2))):
+                rows[k].append(float(mv["side"][b][which][d, a]))
             order.append(int(mv["j"][d, a]))
-        a_lo, b_star, b_true = (np.array(v) for v in (a_lo, b_star, b_true))
+        a_lo, b_star, b_true = (np.array(v) for v in rows)
         best, pieces = np.zeros(len(deltas)), None
         for by in (None, b_true):
             U, V = direction_pieces(a_lo, b_star, b_true, self.slack[num], self.slack[den], 0.0, by)
@@ -533,7 +533,7 @@ class ScoreSearch:
                     need = d[idx] + self.slack[num] + e * (self.slack[1 - num] if mixed else 0.0)
                     for row in np.nonzero(value > need)[0]:
                         i = idx[row]
-                        path = self._path(shape, choices, starts[row], row)
+                        path = self._path(shape, choices, int(starts[row]), int(row))
                         eps, order, pieces = self._evaluate(shape, num, path, d[i : i + 1])
                         if eps[0] > cur[i] or found[i] is None and eps[0] >= cur[i]:
                             improved |= eps[0] > cur[i]
