@@ -1046,11 +1046,14 @@ def labelled_attack(
     )
 
 
-def attack_epsilon(pair, law: RoundsLaw, delta, *, scores: str = "any"):
+def attack_epsilon(
+    pair, law: RoundsLaw, delta, *, scores: str = "any", resolution: int | None = None
+):
     """The attack value (module docstring): a float for a scalar delta, an array for an array.
-    `scores`: "any" (the worst-score attack) or "monotone" (`attack`)."""
+    `scores`: "any" (the worst-score attack) or "monotone"; `resolution`: the merged buckets
+    of the score search (`attack`)."""
     check_deltas(delta)
-    value = attack(pair, law, delta, scores=scores)
+    value = attack(pair, law, delta, scores=scores, resolution=resolution)
     return np.array(value.epsilons) if np.ndim(delta) else value.epsilons[0]
 
 
