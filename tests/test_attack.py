@@ -386,7 +386,7 @@ def test_interval_ends_and_sources():
     gauss = tuning_interval(GaussianBase(0.8), gauss_law, 1e-5)
     # the lower end is the worst-score attack: above the reduced game's exact value
     assert gauss.lower > attack_epsilon(GaussianBase(0.8), gauss_law, 1e-5, scores="monotone")
-    assert gauss.lower_source.startswith("attack: worst score found")
+    assert "worst score found" in gauss.lower_source
     pair, law = DpsgdBase(1.0, 10, 0.1), Poisson(10.0)
     iv = tuning_interval(pair, law, 1e-5)
     p = panel(pair, law, 1e-5)
