@@ -50,7 +50,8 @@ diagonals (interval lengths). delta(eps) := max over scores of (*) is non-increa
 eps(delta) is found by improving the score: start from a score, compute its exact eps_s, run
 the DP at eps_s; if it finds a score with (*) > delta there, that score's eps is larger; repeat
 (a finite number of scores, each step strictly better). At the end no searched score has
-delta_s(eps_s) > delta, so eps_s is the max over the searched scores.
+delta_s(eps_s) > delta, so eps_s is the max over the searched scores (the loop stops after
+`MAX_ROUNDS` rounds at the latest: the value is then still valid, only perhaps not the max).
 
 Round-off (the value is a lower bound in floating point too; items as in `accounting.attack`).
 The merged masses x_j and every lower-set mass F(L) and 1 - F(L) are sums of nonnegative
