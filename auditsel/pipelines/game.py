@@ -14,7 +14,8 @@ the game engine (`auditsel.games.engine`) and returns their scores, CPU seconds 
 An exception raised by `tune` or `score` becomes a `PipelineError` (a ConfigError) naming the
 function, the line where it raised, the game, its seed and its coin.
 
-This module is what a worker process imports to play: numpy and the canaries only.
+This module is what a worker process imports to play: numpy, the canaries and the thread
+limits (`auditsel.games.worker_pool`) only.
 """
 
 from __future__ import annotations
