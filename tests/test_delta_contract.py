@@ -400,7 +400,7 @@ def _delta_functions() -> set[str]:
     """module.name (or module.Class.method) of every public callable with a delta parameter."""
     found = set()
     for info in pkgutil.walk_packages(auditsel.__path__, "auditsel."):
-        if info.name in ("auditsel.__main__", "auditsel.cli"):
+        if info.name == "auditsel.__main__" or info.name.split(".")[:2] == ["auditsel", "cli"]:
             continue
         module = importlib.import_module(info.name)
         for name in getattr(module, "__all__", ()):

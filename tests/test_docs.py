@@ -539,7 +539,9 @@ def test_api_reference_documents_every_module_with_a_public_list():
             if "__all__" in names:
                 parts = path.relative_to(ROOT).with_suffix("").parts
                 public.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    public -= {"auditsel", "auditsel.cli"}  # api.md (name by name) and cli.md (the parser)
+    # api.md (name by name) and cli.md (the parser, assembled from the command modules)
+    public = {m for m in public if m not in ("auditsel", "auditsel.cli")}
+    public = {m for m in public if not m.startswith("auditsel.cli.")}
     assert public - documented == set(), "add these modules to a docs/reference/api-*.md page"
     assert documented - public - {"auditsel"} == set()
     assert ":func: build_parser" in (DOCS / "reference" / "cli.md").read_text()

@@ -1,0 +1,150 @@
+"""`auditsel run [CONFIG] [--out DIR] [--trials N] [--seed S] [--jobs J]`: one experiment (or a
+sweep) from a config.
+
+Contract: the config is read and validated before anything is written (a bad field is one line,
+exit 2); `--trials`/`--seed` override `game.trials`/`game.seed` within the config's ranges; the
+output folder is claimed (resolved, refused when it escapes, locked against a second run, and on
+failure only what this run created is removed: `auditsel.files`); the same seed gives the same
+numbers for any `--jobs` or backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from auditsel.cli.exit_status import UsageError
+from auditsel.cli.option_types import SEED_RANGE, TRIALS_RANGE, int_option, jobs_option
+from auditsel.errors import ConfigError
+from auditsel.files import claim_folder
+from auditsel.games.backends import BACKENDS
+
+if TYPE_CHECKING:
+    from auditsel.experiments.config import ExperimentSpec
+
+__all__ = ["NAME", "add_parser", "run"]
+
+NAME = "run"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Declare `auditsel run` and its options on `subparsers`."""
+    run = subparsers.add_parser(
+        NAME, help="run one experiment (the embedded quickstart by default)"
+    )
+    run.add_argument("config", nargs="?", help="YAML config (default: the embedded quickstart)")
+    run.add_argument("--out", help="output directory (default: results/<name>/)")
+    run.add_argument(
+        "--trials", type=int_option("--trials", *TRIALS_RANGE), help="override game.trials"
+    )
+    run.add_argument("--seed", type=int_option("--seed", *SEED_RANGE), help="override game.seed")
+    run.add_argument("--jobs", type=jobs_option, default=1, help="joblib workers (-1 = all cores)")
+    run.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="joblib backend for the game's chunks "
+        "(default: threads for the numpy games, loky processes for DP-SGD; "
+        "dask needs the dask extra)",
+    )
+    run.add_argument(
+        "--scheduler",
+        help="dask scheduler address (default: a LocalCluster on loopback with --jobs workers)",
+    )
+    run.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    run.add_argument("--quiet", action="store_true", help="do not print the table")
+    run.add_argument(
+        "--no-plots",
+        action="store_true",
+        help="write result.json and report.md only (no matplotlib: about a second less)",
+    )
+    return run
+
+
+def _no_game(overrides: dict[str, int], config_path: Path) -> UsageError:
+    return UsageError(
+        f"--{next(iter(overrides))}: {config_path} has no game section; add one or drop the option"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the experiment (or sweep) `args.config` names; 0 on success."""
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.config import default_config_path, parse_config, read_yaml
+    from auditsel.experiments.sweep import expand_sweep
+
+    config_path = Path(args.config) if args.config else default_config_path()
+    overrides = {k: v for k, v in (("trials", args.trials), ("seed", args.seed)) if v is not None}
+    points = spec = None
+    try:
+        raw = read_yaml(config_path)
+        if isinstance(raw, dict) and "sweep" in raw:
+            if overrides and not isinstance(raw.get("game"), dict):
+                raise _no_game(overrides, config_path)
+            points = expand_sweep(raw, overrides)
+            name = points[0].spec.name
+        else:
+            spec = parse_config(raw)
+            if overrides:
+                if spec.game is None:
+                    raise _no_game(overrides, config_path)
+                spec = spec.with_game(**overrides)
+            name = spec.name
+    except ConfigError as err:
+        raise UsageError(f"{config_path}: {err}") from None
+    if args.scheduler and args.backend != "dask":
+        raise UsageError("--scheduler: only used with --backend dask; add --backend dask")
+    # resolved, refused when it escapes (.., the current folder), locked against a second
+    # run; on failure only what this run created goes (auditsel.files)
+    out = args.out if args.out is not None else Path("results") / name
+    with claim_folder(out, field="--out") as folder:
+        progress = not args.no_progress and sys.stderr.isatty()
+        return _run_into(args, folder.path, spec, points, progress)
+
+
+def _run_into(
+    args: argparse.Namespace,
+    out_dir: Path,
+    spec: ExperimentSpec | None,
+    points: list[Any] | None,
+    progress: bool,
+) -> int:
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.experiment import run_experiment
+    from auditsel.experiments.report import prefetch_plotting, text_table, write_outputs
+    from auditsel.experiments.sweep import run_sweep
+    from auditsel.games.backends import execution_backend
+
+    workers = abs(args.jobs) if args.jobs != -1 else 2
+    if points is not None:
+        with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
+            run_sweep(points, out_dir, jobs=args.jobs, progress=progress, backend=backend)
+        if not args.quiet:
+            print((out_dir / "sweep.md").read_text())
+            print(
+                f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
+                f"and {len(points)} point folders"
+            )
+        return 0
+    assert spec is not None  # a config without a sweep
+    if not args.no_plots:
+        prefetch_plotting()
+    with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
+        result, artefacts = run_experiment(
+            spec, out_dir, jobs=args.jobs, progress=progress, backend=backend
+        )
+    record = artefacts.get("record")
+    if record is not None and record.resumed_chunks:
+        assert spec.game is not None
+        chunks = -(-spec.game.trials // spec.game.chunk_size)
+        print(
+            f"auditsel: resumed {record.resumed_chunks} of {chunks} chunks from "
+            f"{out_dir / 'checkpoints'}",
+            file=sys.stderr,
+        )
+    written = write_outputs(out_dir, result, artefacts, plots=not args.no_plots)
+    if not args.quiet:
+        print(text_table(result))
+        print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0

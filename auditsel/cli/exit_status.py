@@ -1,0 +1,44 @@
+"""The command line's exit statuses and its own error type.
+
+Contract (docs/reference/exit-codes.md): 0 success; 1 internal failure (a bug, traceback in a
+file); 2 input the user can fix (`UsageError` or `auditsel.errors.ConfigError`, one line naming
+the field and what is allowed); 3 `audit-pipeline --claim` refuted the claim; 74 the
+environment failed (a full disk, an I/O error); 130 interrupted; 141 stdout closed by its reader.
+Only the types in `bad_input_types()` mean exit 2: a plain ValueError raised deep in the
+numerics is an internal error.
+"""
+
+from __future__ import annotations
+
+from auditsel.errors import ConfigError
+
+__all__ = [
+    "EXIT_ENVIRONMENT",
+    "EXIT_PIPE",
+    "EXIT_REFUTED",
+    "UsageError",
+    "bad_input_types",
+    "one_line",
+]
+
+EXIT_ENVIRONMENT = 74  # sysexits.h EX_IOERR: a full disk, an I/O error
+EXIT_PIPE = 128 + 13  # killed by SIGPIPE, as `yes | head` reports it
+EXIT_REFUTED = 3  # audit-pipeline --claim: the audit ran and refuted the claim
+
+
+class UsageError(Exception):
+    """A user-fixable problem found by the CLI itself: printed as one line, exit code 2."""
+
+
+def bad_input_types() -> tuple[type[Exception], ...]:
+    """The exception types that mean "input the user can fix" (exit 2); anything else is exit 1.
+
+    auditsel.errors.ConfigError is the one bad-input type (CheckpointError, BackendError and
+    ScoreFileError derive from it); UsageError is the CLI's own."""
+    return (UsageError, ConfigError)
+
+
+def one_line(err: BaseException | str, limit: int = 400) -> str:
+    """`err`'s text on one line (whitespace runs joined), cut to `limit` characters."""
+    text = " ".join(str(err).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,101 @@
+"""The options that name a pipeline's parts and claim, shared by `audit-pipeline` and `plan`.
+
+Contract: `add_pipeline_options` declares them (each typed by `auditsel.cli.option_types`, so a
+value out of range is one line, exit 2); `is_pipeline` tells a pipeline target (MODULE:FUNCTION
+or a YAML file with a `tune` key) from an experiment config; `load_pipeline_spec` loads the
+target with the command line's values over the YAML's (`auditsel.pipelines.load`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from auditsel.cli.option_types import (
+    SEED_RANGE,
+    int_option,
+    jobs_option,
+    nonnegative_float,
+    unit_interval,
+)
+
+if TYPE_CHECKING:
+    from auditsel.pipelines.load import PipelineSpec
+
+__all__ = ["add_pipeline_options", "is_pipeline", "load_pipeline_spec"]
+
+
+def add_pipeline_options(parser: argparse.ArgumentParser) -> None:
+    """The options naming a pipeline's parts and claim (audit-pipeline and plan)."""
+    parser.add_argument(
+        "--score", help="MODULE:FUNCTION of score(release, canary) -> float (default: the canary's)"
+    )
+    parser.add_argument(
+        "--canary",
+        help="MODULE:NAME of an InputCanary/GradientCanary (or a function returning one), or a "
+        "YAML mapping such as '{kind: gradient, coordinate: 30}'",
+    )
+    parser.add_argument(
+        "--data", help="MODULE:NAME of the training set (a function is called with no arguments)"
+    )
+    parser.add_argument(
+        "--delta", type=unit_interval("--delta", closed_low=True), help="delta in [0, 1)"
+    )
+    parser.add_argument(
+        "--claim",
+        type=nonnegative_float("--claim"),
+        help="the claimed epsilon of the whole tuning run, audited at --delta",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int_option("--seed", *SEED_RANGE),
+        help="seed of the games (plan: of the pilot)",
+    )
+    parser.add_argument(
+        "--jobs", type=jobs_option, default=1, help="worker processes (-1 = all cores)"
+    )
+
+
+def is_pipeline(target: str) -> bool:
+    """Whether `target` names a pipeline (MODULE:FUNCTION, or a YAML file with a `tune` key)."""
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.pipelines.load import is_reference
+
+    if is_reference(target):
+        return True
+    if target.endswith((".yaml", ".yml")) and Path(target).is_file():
+        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+        from auditsel.experiments.config import read_yaml
+
+        raw = read_yaml(Path(target))
+        return isinstance(raw, dict) and "tune" in raw
+    return False
+
+
+def load_pipeline_spec(args: argparse.Namespace) -> PipelineSpec:
+    """The pipeline `args` name (audit-pipeline's target or plan's config), the command line's
+    values over the YAML's."""
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.pipelines.load import load_pipeline
+
+    audit = hasattr(args, "target")
+    return load_pipeline(
+        args.target if audit else args.config,
+        score=args.score,
+        canary=args.canary,
+        data=args.data,
+        delta=args.delta,
+        claimed_epsilon=args.claim,
+        seed=args.seed,
+        **(
+            {
+                "games": args.games,
+                "confidence": args.confidence,
+                "rule": args.rule,
+                "name": args.name,
+            }
+            if audit
+            else {}
+        ),
+    )
