@@ -12,6 +12,7 @@ from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.scores import read_scores
 from auditsel.cli import main
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
+from auditsel.pipelines.audit_options import ExecutionOptions
 from auditsel.pipelines.own_protocol import audit_protocol
 from auditsel.rounds import TwoPoint
 from auditsel.testing import RefutedClaim, assert_not_refuted, worst_case_tuning
@@ -43,7 +44,12 @@ def my_tuning_epsilon(delta):
 
 def test_audit_protocol_runs_a_user_function_and_respects_the_truth(tmp_path):
     bound = audit_protocol(
-        my_tuning_run, my_score, delta=1e-5, trials=20_000, seed=1, checkpoint_dir=tmp_path / "ck"
+        my_tuning_run,
+        my_score,
+        delta=1e-5,
+        trials=20_000,
+        seed=1,
+        execution=ExecutionOptions(checkpoint_dir=tmp_path / "ck"),
     )
     # the exact epsilon of this protocol is computable (4.69): the valid eps_L stays below it
     # (at 95% confidence; the seed is fixed), the optimistic best threshold too here, and the
@@ -53,14 +59,26 @@ def test_audit_protocol_runs_a_user_function_and_respects_the_truth(tmp_path):
     assert 0.3 * exact < bound.eps <= exact
     assert bound.eps <= bound.eps_best_threshold <= exact
     again = audit_protocol(
-        my_tuning_run, my_score, delta=1e-5, trials=20_000, seed=1, checkpoint_dir=tmp_path / "ck"
+        my_tuning_run,
+        my_score,
+        delta=1e-5,
+        trials=20_000,
+        seed=1,
+        execution=ExecutionOptions(checkpoint_dir=tmp_path / "ck"),
     )
     assert again == bound  # resumed from checkpoints: same numbers
 
 
 def test_audit_protocol_is_the_same_for_any_number_of_jobs():
-    a = audit_protocol(my_tuning_run, my_score, delta=1e-5, trials=6_000, seed=2, jobs=1)
-    b = audit_protocol(my_tuning_run, my_score, delta=1e-5, trials=6_000, seed=2, jobs=2)
+    a = audit_protocol(my_tuning_run, my_score, delta=1e-5, trials=6_000, seed=2)
+    b = audit_protocol(
+        my_tuning_run,
+        my_score,
+        delta=1e-5,
+        trials=6_000,
+        seed=2,
+        execution=ExecutionOptions(jobs=2),
+    )
     assert a == b
 
 
@@ -343,3 +361,24 @@ def test_ragged_row_in_a_later_block_is_named_by_its_line(tmp_path, monkeypatch)
     path.write_text("score,member\n" + "\n".join(body) + "\n")
     score, member = read_scores(path)
     assert score.tolist() == [float(b.split(",")[0]) for b in body]
+
+
+def test_audit_protocol_execution_options_and_the_old_keywords(tmp_path):
+    """execution=ExecutionOptions(...) is honoured (chunks of chunk_size in checkpoint_dir);
+    the old keywords give the same bound for one release, with a DeprecationWarning; a mix or
+    an unknown keyword is refused."""
+    options = dict(delta=1e-5, trials=3_000, seed=4)
+    ex = ExecutionOptions(chunk_size=700, checkpoint_dir=tmp_path / "new")
+    new = audit_protocol(my_tuning_run, my_score, **options, execution=ex)
+    assert len(list((tmp_path / "new").glob("chunk*"))) == -(-3_000 // 700) and new.eps > 0
+    with pytest.warns(DeprecationWarning, match=r"execution=ExecutionOptions"):
+        old = audit_protocol(
+            my_tuning_run, my_score, **options, chunk_size=700, checkpoint_dir=tmp_path / "old"
+        )
+    assert old == new
+    with pytest.raises(TypeError, match="not beside it"):
+        audit_protocol(my_tuning_run, my_score, **options, execution=ExecutionOptions(), jobs=2)
+    with pytest.raises(TypeError, match="unexpected keyword arguments: job"):
+        audit_protocol(my_tuning_run, my_score, **options, job=2)
+    with pytest.raises(TypeError):
+        ExecutionOptions(2)  # type: ignore[misc]  # keyword-only

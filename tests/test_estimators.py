@@ -3,15 +3,17 @@ never above the exact eps where it is known, and beside jax_privacy's counterpar
 optional test dependency is installed (`pip install ".[crosscheck]"`)."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 from scipy import stats
 
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.auditing.estimators import LABELS, estimator_panel, winner_tradeoff
+from auditsel.auditing.estimators import LABELS, PanelOptions, estimator_panel, winner_tradeoff
 from auditsel.auditing.lower import SortedScores, apply_rule, audit_scores
 from auditsel.auditing.rules import threshold_rule
+from auditsel.errors import ConfigError
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.rounds import FinitePmf, Point
 from auditsel.selection import GaussianWinner
@@ -76,7 +78,9 @@ def test_auroc_is_mann_whitney_and_its_interval_is_delong():
 
 def test_tpr_at_fpr_matches_a_direct_count():
     s, m = gaussian_scores(2.0, 20_000, 4)
-    by = estimator_panel(s, m, DELTA, fpr=(0.01, 0.1))["tpr_at_fpr"].detail["by_fpr"]
+    by = estimator_panel(s, m, DELTA, options=PanelOptions(fpr=(0.01, 0.1)))["tpr_at_fpr"].detail[
+        "by_fpr"
+    ]
     for f, row in by.items():
         t = np.quantile(s[m == 0], 1 - float(f))  # threshold with about that FPR
         direct = np.mean(s[m == 1] > t)
@@ -124,7 +128,7 @@ def test_winner_tradeoff_is_the_gaussian_one_for_k1():
 
 def test_bayesian_is_a_posterior_quantile():
     s, m = gaussian_scores(1.0, 6000, 6)
-    b = estimator_panel(s, m, 0.0, posterior_draws=200_000)["bayesian"]
+    b = estimator_panel(s, m, 0.0, options=PanelOptions(posterior_draws=200_000))["bayesian"]
     fp, fn = b.detail["fp_count"], b.detail["fn_count"]
     n = b.detail["evaluated_trials"]
     # the evaluation part of the split: the other half of each class
@@ -147,7 +151,9 @@ def test_no_valid_or_bayesian_entry_exceeds_the_exact_eps_across_seeds():
         rng = np.random.default_rng(seed)
         m = rng.integers(0, 2, 3000).astype(np.int8)
         s = w.release(m, rng)
-        for name, e in estimator_panel(s, m, 1e-3, splits=5, seed=seed).items():
+        for name, e in estimator_panel(
+            s, m, 1e-3, seed=seed, options=PanelOptions(splits=5)
+        ).items():
             if e.label in ("valid", "bayesian"):
                 over[name] = over.get(name, 0) + (e.value > truth)
     # at 95%, 20 audits: more than 4 over-claims has probability < 2%
@@ -239,7 +245,7 @@ def test_auroc_empirical_and_hull_on_jax_privacys_vector():
     s, m = two_classes([0, 4, 6, 7], [1, 2, 3, 5])
     assert auroc(s, m, hull=True) == pytest.approx(13 / 16, abs=1e-15)
     assert auroc(s, m) == pytest.approx(11 / 16, abs=1e-15)
-    panel = estimator_panel(s, m, DELTA, splits=1)
+    panel = estimator_panel(s, m, DELTA, options=PanelOptions(splits=1))
     assert panel["auroc_hull"].value == pytest.approx(13 / 16, abs=1e-15)
     assert panel["auroc"].value == pytest.approx(11 / 16, abs=1e-15)
 
@@ -271,7 +277,7 @@ def test_roc_summaries_on_jax_privacys_worst_and_best_cases(ratio):
     assert auroc(*best, hull=True) == 1.0 == auroc(*best)
     # at FPR = 1 every variant is 1 (guess "member" always), the worst case included
     assert tpr_at_fpr(*worst, [1.0])[0] == 1.0 == tpr_at_fpr(*worst, [1.0], hull=True)[0]
-    panel = estimator_panel(*worst, DELTA, fpr=(0.5, 1.0), splits=1)
+    panel = estimator_panel(*worst, DELTA, options=PanelOptions(fpr=(0.5, 1.0), splits=1))
     assert panel["tpr_at_fpr"].detail["by_fpr"]["1"]["tpr"] == 1.0
     assert panel["tpr_at_fpr_hull"].detail["by_fpr"]["1"]["tpr"] == 1.0
 
@@ -429,3 +435,44 @@ def test_cell_masses_are_mass_between_consecutive_edges_bit_for_bit():
             assert np.array_equal(
                 w.cell_masses(edges, member), w.mass(edges[:-1], edges[1:], member)
             )
+
+
+# --- the panel's options: one frozen dataclass; the old keywords for one release ------------
+
+
+def test_panel_options_are_the_old_keywords_and_the_old_call_warns():
+    """options=PanelOptions(...) gives the same panel, entry for entry, as the old keywords,
+    which still work for one release and say so with a DeprecationWarning."""
+    s, m = gaussian_scores(1.0, 600, 5)
+    grid = np.linspace(-1.0, 2.0, 7)
+    old = dict(threshold_grid=grid, grid_size=9, split_fraction=0.4, splits=3, fpr=(0.05,))
+    new = estimator_panel(s, m, DELTA, seed=3, options=PanelOptions(**old, posterior_draws=500))
+    with pytest.warns(DeprecationWarning, match=r"options=PanelOptions"):
+        before = estimator_panel(s, m, DELTA, seed=3, posterior_draws=500, **old)
+    assert new.keys() == before.keys()
+    for name in new:
+        assert new[name] == before[name], name
+    assert (
+        new["cp_bonferroni"].detail != estimator_panel(s, m, DELTA, seed=3)["cp_bonferroni"].detail
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new form warns about nothing
+        estimator_panel(s, m, DELTA, seed=3, options=PanelOptions(splits=3))
+
+
+def test_panel_options_reject_a_mix_an_unknown_keyword_and_bad_values():
+    s, m = gaussian_scores(1.0, 200, 6)
+    with pytest.raises(TypeError, match="not beside it: splits"):
+        estimator_panel(s, m, DELTA, options=PanelOptions(), splits=3)
+    with pytest.raises(TypeError, match="unexpected keyword arguments: grid"):
+        estimator_panel(s, m, DELTA, grid=(0.0, 1.0))
+    with pytest.raises(ConfigError, match=r"^fpr: "):
+        PanelOptions(fpr=(0.5, 2.0))
+    with pytest.raises(ConfigError, match=r"^threshold_grid: "):
+        PanelOptions(threshold_grid=(0.0, float("nan")))
+    with pytest.raises(TypeError):
+        PanelOptions(0.5)  # type: ignore[misc]  # keyword-only
+    options = PanelOptions(threshold_grid=np.array([0.0, 1.0]))
+    assert options.threshold_grid == (0.0, 1.0) and hash(options) == hash(
+        PanelOptions(threshold_grid=[0.0, 1.0])
+    )

@@ -27,6 +27,7 @@ from auditsel.cli import main
 from auditsel.errors import ConfigError
 from auditsel.files import LOCK_NAME, claim_folder
 from auditsel.games.engine import CheckpointError
+from auditsel.pipelines.audit_options import ExecutionOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("auditsel", "attacks")
@@ -295,7 +296,9 @@ def test_audit_protocol_refuses_checkpoints_of_an_edited_score_function(tmp_path
     """
     ckpt = tmp_path / "ckpt"
     first = _module(tmp_path, body.format(sign=""))
-    options = dict(delta=1e-5, trials=2000, chunk_size=500, checkpoint_dir=ckpt)
+    options = dict(
+        delta=1e-5, trials=2000, execution=ExecutionOptions(chunk_size=500, checkpoint_dir=ckpt)
+    )
     a = audit_protocol(first.release, first.score, **options)
     again = _module(tmp_path, body.format(sign=""))  # the same code, reloaded: resumes
     assert audit_protocol(again.release, again.score, **options) == a

@@ -30,6 +30,7 @@ import yaml
 
 from auditsel.cli import main
 from auditsel.errors import ConfigError
+from auditsel.pipelines.audit_options import ExecutionOptions
 
 # --- the folder a case runs in --------------------------------------------------------------
 
@@ -1107,7 +1108,9 @@ API = [
     ),
     api(
         "api-audit_protocol-checkpoints-in-use",
-        lambda world: _audit_protocol(checkpoint_dir=world / "out" / "ckpt")(world),
+        lambda world: _audit_protocol(
+            execution=ExecutionOptions(checkpoint_dir=world / "out" / "ckpt")
+        )(world),
         r"checkpoints: .*ckpt is in use by another auditsel run",
         files={"out": _lock_checkpoints},
     ),

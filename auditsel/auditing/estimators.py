@@ -43,7 +43,10 @@ that the panel after an audit repeats none of it.
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtri
@@ -77,11 +80,18 @@ from auditsel.auditing.rules import (
     fresh_seed,
 )
 from auditsel.auditing.scores import check_scores
-from auditsel.errors import number
+from auditsel.errors import ConfigError, number
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import GaussianWinner
 
-__all__ = ["Estimate", "estimator_panel", "LABELS", "winner_tradeoff", "selection_fit_mu"]
+__all__ = [
+    "Estimate",
+    "PanelOptions",
+    "estimator_panel",
+    "LABELS",
+    "winner_tradeoff",
+    "selection_fit_mu",
+]
 
 LABELS = ("valid", "bayesian", "heuristic", "optimistic", "descriptive")
 POSTERIOR_DRAWS = 20_000
@@ -393,42 +403,100 @@ SOURCES = {
 }
 
 
+@dataclass(frozen=True, kw_only=True)
+class PanelOptions:
+    """The estimator panel's statistical settings (keyword-only, frozen; the defaults are the
+    panel of `auditsel audit-scores`).
+
+    `threshold_grid`: the cp_bonferroni grid fixed in advance (None: a pilot grid of `grid_size`
+    thresholds from a seeded `split_fraction` of each class, left out of that bound);
+    `split_fraction`: the selection part of cp_split, cp_multisplit and the Bayesian entry;
+    `splits`: cp_multisplit's splits; `fpr`: the FPRs of tpr_at_fpr(_hull); `posterior_draws`:
+    the Bayesian entry's Monte Carlo draws. Each is checked where it is used (a ConfigError
+    naming it)."""
+
+    threshold_grid: Sequence[float] | None = None
+    grid_size: int = 100
+    split_fraction: float = 0.5
+    splits: int = MULTISPLITS
+    fpr: Sequence[float] = DEFAULT_FPR
+    posterior_draws: int = POSTERIOR_DRAWS
+
+    def __post_init__(self) -> None:
+        if self.threshold_grid is not None:  # checked as the rule checks it; kept as a tuple
+            try:
+                grid = BonferroniGrid(grid=self.threshold_grid).grid
+            except ConfigError as err:
+                raise ConfigError("threshold_grid", err.message) from None
+            object.__setattr__(self, "threshold_grid", grid)
+        object.__setattr__(self, "fpr", tuple(float(f) for f in check_fpr(self.fpr)))
+
+
+PANEL_OPTIONS = frozenset(PanelOptions.__dataclass_fields__)
+
+
+def panel_options(
+    options: PanelOptions | None, old_options: Mapping[str, Any], caller: str = "estimator_panel"
+) -> PanelOptions:
+    """The PanelOptions of a call: `options`, or (for one release, with a DeprecationWarning)
+    the old keyword arguments (threshold_grid=, grid_size=, ...) it replaces."""
+    unknown = set(old_options) - PANEL_OPTIONS
+    if unknown:
+        raise TypeError(
+            f"{caller}() got unexpected keyword arguments: {', '.join(sorted(unknown))}"
+        )
+    if not old_options:
+        return options if options is not None else PanelOptions()
+    if options is not None:
+        raise TypeError(
+            f"{caller}(): give the options on options=PanelOptions(...), not beside it: "
+            f"{', '.join(sorted(old_options))}"
+        )
+    warnings.warn(
+        f"{caller}({', '.join(f'{k}=...' for k in sorted(old_options))}) is deprecated; pass "
+        f"options=PanelOptions(...) (auditsel.auditing.estimators); the old keywords are "
+        f"accepted for one release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return PanelOptions(**old_options)
+
+
 def estimator_panel(
-    scores,
-    member,
+    scores: Any,
+    member: Any,
     delta: float,
     confidence: float = 0.95,
     *,
-    law=None,
-    threshold_grid=None,
-    grid_size: int = 100,
-    split_fraction: float = 0.5,
-    splits: int = MULTISPLITS,
+    law: Any = None,
     seed: int | None = None,
-    fpr=DEFAULT_FPR,
-    posterior_draws: int = POSTERIOR_DRAWS,
+    options: PanelOptions | None = None,
     sorted_scores: SortedScores | None = None,
+    **old_options: Any,
 ) -> dict[str, Estimate]:
     """Every estimator on one game's scores, labelled (see the module docstring).
 
-    `law` (a RoundsLaw) adds the selection-aware fit; `threshold_grid` is a bonferroni grid
-    fixed in advance (None: a pilot grid from a seeded `split_fraction` of each class); `seed`
-    (None: a fresh one, recorded in each valid entry's detail) seeds every split. The input is
-    checked as `audit_scores` checks it."""
+    `law` (a RoundsLaw) adds the selection-aware fit; `seed` (None: a fresh one, recorded in
+    each valid entry's detail) seeds every split; `options` (a `PanelOptions`) sets the rules'
+    grid and splits, the FPRs and the posterior draws. The input is checked as `audit_scores`
+    checks it. The old keywords (`threshold_grid`, `grid_size`, `split_fraction`, `splits`,
+    `fpr`, `posterior_draws`) are accepted for one release with a DeprecationWarning."""
+    opts = panel_options(options, old_options)
     confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
     delta = number(delta, "delta", 0, 1, hi_open=True)
     scores, member = check_scores(scores, member)
-    targets = tuple(float(f) for f in check_fpr(fpr))
+    targets = tuple(opts.fpr)
     seed = fresh_seed() if seed is None else seed  # one seed for every split of the panel
     ss = sorted_scores if sorted_scores is not None else SortedScores(scores, member)
     alpha = 1 - confidence
     rules = panel_rules(
-        threshold_grid=threshold_grid,
-        grid_size=grid_size,
-        split_fraction=split_fraction,
-        splits=splits,
+        threshold_grid=opts.threshold_grid,
+        grid_size=opts.grid_size,
+        split_fraction=opts.split_fraction,
+        splits=opts.splits,
         seed=seed,
     )
+    splits = opts.splits
     out = {
         name: _rule_estimate(ss, name, rule, alpha, delta, SOURCES[name].format(splits=splits))
         for name, rule in rules.items()
@@ -442,8 +510,8 @@ def estimator_panel(
         "max over all thresholds at alpha each: no confidence statement",
         {"threshold": float(best["threshold"])},
     )
-    split = Split(split_fraction=split_fraction, seed=seed)  # cp_split's rule
-    out["bayesian"] = _bayesian(ss, split, alpha, delta, seed, posterior_draws)
+    split = Split(split_fraction=opts.split_fraction, seed=seed)  # cp_split's rule
+    out["bayesian"] = _bayesian(ss, split, alpha, delta, seed, opts.posterior_draws)
     out["gdp_fit"] = _gdp_fit(ss, alpha, delta)
     if law is not None:
         out["selection_fit"] = _selection_fit(ss.counts(), ss.n, alpha, delta, law)

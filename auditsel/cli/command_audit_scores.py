@@ -170,7 +170,7 @@ def _audit(
     """Every rule's bound (a rule other than --threshold may need more rows: skipped, with its
     reason) and the estimator panel, all from one seed."""
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.auditing.estimators import estimator_panel
+    from auditsel.auditing.estimators import PanelOptions, estimator_panel
     from auditsel.auditing.lower import SortedScores, audit_scores
     from auditsel.auditing.rules import THRESHOLD_RULES, threshold_rule
 
@@ -203,11 +203,13 @@ def _audit(
             args.delta,
             args.confidence,
             law=law,
-            threshold_grid=grid,
-            grid_size=args.thresholds,
-            split_fraction=SPLIT_FRACTION,
-            splits=args.splits,
             seed=seed,
+            options=PanelOptions(
+                threshold_grid=grid,
+                grid_size=args.thresholds,
+                split_fraction=SPLIT_FRACTION,
+                splits=args.splits,
+            ),
             sorted_scores=ss,
         )
     except ConfigError as err:

@@ -25,7 +25,7 @@ from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.interval import interval_from
 from auditsel.accounting.panel import panel
-from auditsel.auditing.estimators import estimator_panel, panel_dict
+from auditsel.auditing.estimators import PanelOptions, estimator_panel, panel_dict
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.errors import ConfigError
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
@@ -258,10 +258,12 @@ def _play(
                 spec.delta,
                 g.confidence,
                 law=spec.rounds,
-                threshold_grid=spec_grid,
-                grid_size=g.thresholds,
-                split_fraction=g.split_fraction,
                 seed=g.seed,
+                options=PanelOptions(
+                    threshold_grid=spec_grid,
+                    grid_size=g.thresholds,
+                    split_fraction=g.split_fraction,
+                ),
                 sorted_scores=ss,
             )
             bound = replace(bound, estimators=panel_dict(panel))

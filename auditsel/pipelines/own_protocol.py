@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
 from auditsel.games.fingerprint import code_identity
+from auditsel.pipelines.audit_options import ExecutionOptions, legacy_options
 
 __all__ = ["FunctionProtocol", "FunctionProxy", "audit_protocol"]
 
@@ -56,6 +56,9 @@ def _default_fingerprint(release, score, seed, chunk_size) -> str:
     return hashlib.sha256(f"{names}|{seed}|{chunk_size}".encode()).hexdigest()[:32]
 
 
+PROTOCOL_CHUNK_SIZE = 1000
+
+
 def audit_protocol(
     release: Callable,
     score: Callable,
@@ -65,27 +68,40 @@ def audit_protocol(
     seed: int = 0,
     confidence: float = 0.95,
     rule: ThresholdRule | str = "split",
-    jobs: int = 1,
-    checkpoint_dir: str | Path | None = None,
-    fingerprint: str | None = None,
-    chunk_size: int = 1000,
+    threshold_grid: Any = None,
     vectorized: bool = False,
-    progress: bool = False,
-    threshold_grid=None,
+    fingerprint: str | None = None,
+    execution: ExecutionOptions | None = None,
+    **old_options: Any,
 ) -> LowerBound:
     """eps lower bound for your own protocol.
 
     release(member, rng) -> observation for one trial (or, with vectorized=True, for an array
-    of coins); score(observation) -> float (vectorized: observations -> array). Functions
-    must be importable (module level) when jobs != 1. Give `checkpoint_dir` to resume an
-    interrupted audit; `fingerprint` (default: the functions' names, seed and chunk size)
-    guards against mixing checkpoints of different audits, and the checkpoints also record the
-    code of `release` and `score` and of auditsel (`auditsel.games.fingerprint.code_identity`):
-    after an edit to either, the old checkpoints are refused (a CheckpointError saying what
-    changed and to delete the folder), never mixed in.
+    of coins); score(observation) -> float (vectorized: observations -> array). `execution`
+    (an `ExecutionOptions`: jobs, backend, chunk_size (default 1000), checkpoint_dir, progress)
+    never changes the numbers. Functions must be importable (module level) when jobs != 1. Give
+    `checkpoint_dir` to resume an interrupted audit; `fingerprint` (default: the functions'
+    names, seed and chunk size) guards against mixing checkpoints of different audits, and the
+    checkpoints also record the code of `release` and `score` and of auditsel
+    (`auditsel.games.fingerprint.code_identity`): after an edit to either, the old checkpoints
+    are refused (a CheckpointError saying what changed and to delete the folder), never mixed
+    in. The old keywords (jobs=, checkpoint_dir=, chunk_size=, progress=) are accepted for one
+    release with a DeprecationWarning.
     """
+    ex = legacy_options(
+        ExecutionOptions,
+        execution,
+        old_options,
+        caller="audit_protocol",
+        argument="execution",
+    )
+    if ex.scheduler is not None:
+        raise ConfigError(
+            "execution.scheduler", "audit_protocol plays in joblib workers; use audit_pipeline"
+        )
     if trials < 2:
         raise ConfigError("trials", f"must be an integer >= 2, got {trials}")
+    chunk_size = ex.chunk_size if ex.chunk_size is not None else PROTOCOL_CHUNK_SIZE
     protocol = _VectorProtocol(release) if vectorized else FunctionProtocol(release)
     proxy = score if vectorized else FunctionProxy(score)
     record = run_game(
@@ -94,10 +110,11 @@ def audit_protocol(
         trials,
         seed,
         chunk_size=chunk_size,
-        jobs=jobs,
-        checkpoint_dir=checkpoint_dir,
+        jobs=ex.jobs,
+        checkpoint_dir=ex.checkpoint_dir,
         fingerprint=fingerprint or _default_fingerprint(release, score, seed, chunk_size),
-        progress=progress,
+        progress=ex.progress,
+        backend=ex.backend,
         code=code_identity(release, score),  # an edited release or score refuses old chunks
     )
     return audit_scores(
