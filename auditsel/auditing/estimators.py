@@ -46,7 +46,7 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy.special import ndtri
@@ -415,7 +415,7 @@ class PanelOptions:
     the Bayesian entry's Monte Carlo draws. Each is checked where it is used (a ConfigError
     naming it)."""
 
-    threshold_grid: Sequence[float] | None = None
+    threshold_grid: Sequence[float] | np.ndarray | None = None
     grid_size: int = 100
     split_fraction: float = 0.5
     splits: int = MULTISPLITS
@@ -425,7 +425,8 @@ class PanelOptions:
     def __post_init__(self) -> None:
         if self.threshold_grid is not None:  # checked as the rule checks it; kept as a tuple
             try:
-                grid = BonferroniGrid(grid=self.threshold_grid).grid
+                given = cast("tuple[float, ...]", self.threshold_grid)  # any sequence: checked
+                grid = BonferroniGrid(grid=given).grid
             except ConfigError as err:
                 raise ConfigError("threshold_grid", err.message) from None
             object.__setattr__(self, "threshold_grid", grid)
