@@ -80,6 +80,7 @@ def _run_pipeline(args: argparse.Namespace) -> int:
             "plan: give --target-eps X, --claim EPS (games to refute it) and/or --games N"
         )
     p = spec.pipeline
+    assert p.canary is not None  # load_pipeline refuses a pipeline without one
     plan = plan_pipeline(
         p.tune,
         p.score,
