@@ -1,11 +1,15 @@
 """Tables and plots of a result: the terminal table, report.md and PNG figures.
 
-Everything shown is read from the result dict (the same numbers as result.json). A heuristic
-value (`auditsel.experiments.heuristics`) carries the word "heuristic" in every table row and
-plot legend, is drawn dashed, never as a solid bound line, and one that the result contradicts
-(below the attack value, a valid eps_L or eps_B of one run) is flagged "CONTRADICTED" with the
-reason. Every table ends with the interval (`accounting.interval`): the tuning run's epsilon
-lies in [lower, upper], the number to report is the upper end.
+Everything shown is read from the result dict (the same numbers as result.json) through its
+labels, computed once (`auditsel.experiments.heuristics.result_labels`). The bounds for any
+score are the table's rows; the interval follows (`accounting.interval`): the tuning run's
+epsilon lies in [lower, upper] for any score, the number to report is the upper end. Values
+under an assumption (the reduced game's, [XWW24]'s monotone score; the eq. 19 heuristic for
+tau < 1) come after it, one line per assumption in the terminal and one small table each in
+report.md, naming the assumption and the valid lower values they sit below. A heuristic value
+carries the word "heuristic" in every row and plot legend, is drawn dashed, never as a solid
+bound line, and one that the result contradicts (below the attack value, a valid eps_L or eps_B
+of one run) is flagged "CONTRADICTED" with the reason.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.lower import SortedScores
-from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys
+from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys, result_labels
 from auditsel.files import atomic_write_text
 
 __all__ = [
@@ -122,35 +126,39 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
         rows.append(
             ("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism")
         )
-    heuristic = heuristic_upper_keys(result)
-    contradicted = contradictions(result)
-    reduced = result.get("reduced_game") or {}
-    for key, value in (result.get("upper") or {}).items():
-        if key in reduced:
-            continue  # a heuristic of this base: listed below under its reduced-game name
-        rigour = (
-            "heuristic"
-            if key in heuristic
-            else (result.get("upper_rigour") or {}).get(key, "unlabelled")
-        )
-        if key in contradicted:
+    labels = result_labels(result)
+    for key, (value, rigour, source) in labels.upper.items():
+        if key in labels.contradicted:
             rigour = "heuristic, CONTRADICTED"
-        source = (result.get("upper_sources") or {}).get(key) or (
-            "does not apply to this base" if value is None else ""
-        )
-        rows.append((key, _fmt(value), rigour, source))
-    for key, value in reduced.items():
-        rigour = "heuristic, CONTRADICTED" if key in contradicted else "heuristic"
-        source = (result.get("upper_sources") or {}).get(key) or ""
-        rows.append(
-            (
-                f"reduced_game.{key}",
-                _fmt(value),
-                rigour,
-                f"{source}; mu of [XWW24] eq. 19: not a bound for tau < 1".lstrip("; "),
-            )
-        )
+        rows.append((key, _fmt(value), rigour, source or _absent(value)))
     return rows
+
+
+def _absent(value) -> str:
+    return "does not apply to this base" if value is None else ""
+
+
+#: the short name of each block under an assumption (its line in the terminal table)
+BLOCK_TITLES = {
+    "monotone_score": "assuming a monotone score ([XWW24]; not the tuning run's eps)",
+    "reduced_game": "heuristic ([XWW24] eq. 19, tau < 1, monotone score; not bounds)",
+}
+
+
+def assumption_lines(result: dict) -> list[str]:
+    """One line per block of values under an assumption (`heuristics.ResultLabels.assumed`):
+    the values, and the valid lower values for any score they sit below (for a heuristic
+    block: CONTRADICTED)."""
+    labels = result_labels(result)
+    lines = []
+    for block in labels.assumed:
+        values = ", ".join(f"{k} {_fmt(v)}" for k, v in block.values.items() if v is not None)
+        line = f"{BLOCK_TITLES.get(block.section, block.section)}: {values or 'n/a'}"
+        if block.below:
+            flag = "CONTRADICTED: " if block.section == "reduced_game" else ""
+            line += f"; {flag}{'; '.join(block.below)}"
+        lines.append(line)
+    return lines
 
 
 def interval_lines(result: dict) -> list[str]:
@@ -162,15 +170,18 @@ def interval_lines(result: dict) -> list[str]:
     width = "inf" if iv["width"] is None else _fmt(iv["width"])
     return [
         f"interval: the tuning run's epsilon lies in [{_fmt(iv['lower'])}, {upper}] "
-        f"(width {width}); report {upper}.",
+        f"(width {width}) for any score; report {upper}.",
         f"  lower: {iv['lower_source']}",
         f"  upper: {iv['upper_source'] or 'none'}",
     ]
 
 
 def warning_lines(result: dict) -> list[str]:
-    """One line per contradicted heuristic (empty when none): printed under every table."""
-    return [f"WARNING: {reason}." for reason in contradictions(result).values()]
+    """One line per contradicted heuristic that no assumption line already names (empty when
+    none): printed under every table."""
+    labels = result_labels(result)
+    named = {k for b in labels.assumed for k in b.values}
+    return [f"WARNING: {why}." for k, why in labels.contradicted.items() if k not in named]
 
 
 def _setting(result: dict) -> str:
@@ -190,7 +201,34 @@ def text_table(result: dict) -> str:
     head = f"{result['name']}: delta = {result['delta']:g}, {_setting(result)}"
     lines = [head, "-" * len(head)]
     lines += [f"{a:<{w0}}  {b:>{w1}}  {c:<{w2}}  {d}".rstrip() for a, b, c, d in rows]
-    return "\n".join(lines + interval_lines(result) + warning_lines(result))
+    tail = interval_lines(result) + assumption_lines(result) + warning_lines(result)
+    return "\n".join(lines + tail)
+
+
+def assumed_tables(result: dict) -> list[str]:
+    """report.md's block of each assumption: its one-line statement and a table of its values
+    (empty when the result has none)."""
+    labels = result_labels(result)
+    sources = result.get("upper_sources") or {}
+    lines: list[str] = []
+    for block in labels.assumed:
+        lines += [
+            "",
+            f"**{BLOCK_TITLES.get(block.section, block.section)}** (`{block.section}` in "
+            f"result.json): {block.assumption}.",
+            "",
+            "| quantity | epsilon | rigour | source |",
+            "|---|---:|---|---|",
+        ]
+        lines += [
+            f"| {block.section}.{k} | {_fmt(v)} | {block.rigour[k]}"
+            f"{', CONTRADICTED' if k in labels.contradicted else ''} | "
+            f"{sources.get(k) or _absent(v)} |"
+            for k, v in block.values.items()
+        ]
+        if block.below:
+            lines += ["", f"For any score: {'; '.join(block.below)}."]
+    return lines
 
 
 def markdown_report(result: dict, plots: list[str]) -> str:
@@ -216,6 +254,7 @@ def markdown_report(result: dict, plots: list[str]) -> str:
     iv = interval_lines(result)
     if iv:
         lines += ["", f"**{iv[0]}**", "", *[f"- {line.strip()}" for line in iv[1:]]]
+    lines += assumed_tables(result)
     warnings = warning_lines(result)
     if warnings:
         lines += [""] + [f"**{w}**" for w in warnings]
