@@ -274,6 +274,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip dp_accounting's RepeatAndSelectDpEvent calibration (the comparison)",
     )
+    cal.add_argument(
+        "--assume",
+        choices=("monotone_score",),
+        help="monotone_score: calibrate [XWW24]'s reduced-game value instead, which holds only "
+        "under its monotone-score assumption (default: the tuning run for any score)",
+    )
     cal.add_argument("--json", action="store_true", help="print one JSON object")
 
     scores = sub.add_parser(
@@ -887,6 +893,7 @@ def _command_calibrate(args) -> int:
         solve_for=args.solve_for,
         rtol=args.rtol,
         baseline=not args.no_baseline,
+        assume=args.assume,
     )
     if args.json:
         print(json.dumps({"name": spec.name, **result.to_dict()}, allow_nan=False))
@@ -911,11 +918,17 @@ def calibration_text(name: str, c) -> str:
             f"range (reported: {c.value:.6g}, eps = {c.epsilon:.4f}, {c.bound}: {c.source})"
         )
     else:
+        which = "assuming a monotone score" if c.assumption else "tightest rigorous bound there"
         answer = (
-            f"  {what:<17} {c.value:.6g}   tightest rigorous bound there: eps = {c.epsilon:.4f} "
+            f"  {what:<17} {c.value:.6g}   {which}: eps = {c.epsilon:.4f} "
             f"({c.bound}: {c.source})"
         )
     lines = [head, answer]
+    if c.assumption is not None:
+        lines.append(
+            "  ASSUMED: a monotone score ([XWW24]'s reduced game); not the tuning run's epsilon "
+            "for any score (drop --assume for that)"
+        )
     if c.baseline_value is None:
         lines.append(f"  dp_accounting     n/a ({c.baseline_note})")
     else:

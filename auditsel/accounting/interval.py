@@ -200,9 +200,7 @@ def tightest_of(values: Mapping[str, tuple[float | None, str | None]]) -> Tighte
     return Tightest(eps, key, None if key is None else values[key][1])
 
 
-def tightest_bound(
-    pair, law: RoundsLaw, delta: float, *, assume: str | None = None
-) -> Tightest:
+def tightest_bound(pair, law: RoundsLaw, delta: float, *, assume: str | None = None) -> Tightest:
     """The tightest rigorous bound (the interval's upper end, module docstring); inf (key None)
     where no rigorous bound applies or all are vacuous. `assume="monotone_score"`: also the
     reduced game's values (module docstring)."""

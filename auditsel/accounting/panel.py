@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from auditsel.accounting.attack import AttackValue, attack, attack_applies
+from auditsel.accounting.attack import AttackValue, attack_applies
 from auditsel.accounting.interval import (
     Interval,
     allowed_rigours,
@@ -315,9 +315,7 @@ def panel(
     hit: AttackValue | None = None if pending is None else pending.result()
     attack_info = _attack_info(hit, no_attack, extra)
     lower = (
-        (0.0, f"eps >= 0 ({no_attack})")
-        if hit is None
-        else (hit.epsilons[0], attack_source(hit))
+        (0.0, f"eps >= 0 ({no_attack})") if hit is None else (hit.epsilons[0], attack_source(hit))
     )
     rigours = allowed_rigours(assume)
     ends = {

@@ -315,17 +315,20 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> st
     heuristic = set(heuristic_upper_keys(result))
     contradicted = contradictions(result)
     reduced = "exact" in (result.get("reduced_game") or {})
+    monotone = set(result.get("monotone_score") or {}) - {"assumption"}
     fig, ax = plt.subplots(figsize=(6, 4))
     if delta is not None:  # None: no exact winner law for this base (a dp_accounting event)
         positive = delta > 0
         ax.semilogy(
             eps[positive],
             delta[positive],
-            "--" if "exact" in heuristic else "-",
+            "--" if "exact" in heuristic or "exact" in monotone else "-",
             color="k",
             lw=1.8,
             label=legend_label(
-                "reduced game, mu of eq. 19" if reduced else "exact (released winner)",
+                "reduced game, mu of eq. 19"
+                if reduced
+                else "reduced game, exact (monotone score assumed)",
                 "exact",
                 heuristic,
                 contradicted,
@@ -359,9 +362,10 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> st
             label=f"interval [{iv['lower']:.3f}, {iv['upper']:.3f}]",
         )
     curves = dict(result.get("upper_curves") or {})
-    for key, values in (result.get("reduced_game_curves") or {}).items():
-        if key != "delta":
-            curves[key] = values
+    for section in ("reduced_game_curves", "monotone_score_curves"):
+        for key, values in (result.get(section) or {}).items():
+            if key != "delta":
+                curves[key] = values
     styles = {
         "generic_rdp": ("C0", "generic RDP"),
         "profile": ("C1", "profile"),
@@ -375,11 +379,17 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> st
             ax.semilogy(
                 [p[0] for p in pairs],
                 [p[1] for p in pairs],
-                "o--" if key in heuristic else "o-",
+                "o--" if key in heuristic or key in monotone else "o-",
                 color=color,
                 ms=3,
                 lw=1,
-                label=legend_label(f"{label} (eps at each delta)", key, heuristic, contradicted),
+                label=legend_label(
+                    f"{label} (eps at each delta)"
+                    + (", monotone score assumed" if key in monotone else ""),
+                    key,
+                    heuristic,
+                    contradicted,
+                ),
             )
     low = result.get("lower")
     if low:
@@ -550,7 +560,9 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
         exact_fp, exact_fn = tradeoff_curve(artefacts["winner"])
         heuristic = "exact" in heuristic_upper_keys(result)
         name = legend_label(
-            "reduced game" if "exact" in (result.get("reduced_game") or {}) else "exact",
+            "reduced game"
+            if "exact" in (result.get("reduced_game") or {})
+            else "exact, monotone score",
             "exact",
             heuristic_upper_keys(result),
             contradictions(result),

@@ -234,10 +234,12 @@ def header() -> list[str]:
         f"(`game.kind: dpsgd_worst_case`, split rule, Clopper-Pearson), {GAMES:,} games per cell "
         f"({CLOSE_GAMES:,} where eps_L is within {CLOSE:.0%} below a claim and E[K] N <= {CLOSE_MAX_COST}). "
         f"eps_L_best is the optimistic best-threshold value (no confidence statement).",
-        "attack: the attack value, the exact epsilon of one attack on the worst-case pair (release "
-        "the run with the largest or smallest privacy-loss label; `auditsel.accounting.attack`): a "
-        "lower bound with no sampling error. interval: [max(attack, eps_L), the tightest rigorous "
-        "bound of auditsel's panel (generic_rdp, profile; exact at tau = 1)]; width = its length.",
+        "attack: the attack value, the exact epsilon of the strongest attack over score functions "
+        "that auditsel computes on the worst-case pair (`auditsel.accounting.attack`): a lower "
+        "bound for the tuning run (any score) with no sampling error. interval: [max(attack, "
+        "eps_L), the tightest rigorous bound of auditsel's panel for any score (generic_rdp, "
+        "profile)]; width = its length. The reduced game's values (xww24_uo, xww24_reduced) hold "
+        "only under [XWW24]'s monotone-score assumption, at tau = 1 too: never the interval's end.",
         "A claim is refuted when eps_L > claim, and wrong with certainty when attack > claim "
         f"(by more than a relative {ATTACK_MARGIN:g}, the root finders' accuracy; marked "
         "'(< attack)'). reduced_mu, xww24_uo and xww24_reduced use "
