@@ -920,8 +920,7 @@ def calibration_text(name: str, c) -> str:
     else:
         which = "assuming a monotone score" if c.assumption else "tightest rigorous bound there"
         answer = (
-            f"  {what:<17} {c.value:.6g}   {which}: eps = {c.epsilon:.4f} "
-            f"({c.bound}: {c.source})"
+            f"  {what:<17} {c.value:.6g}   {which}: eps = {c.epsilon:.4f} ({c.bound}: {c.source})"
         )
     lines = [head, answer]
     if c.assumption is not None:
