@@ -225,6 +225,13 @@ class ResultLabels:
 def _block(result, section, assumption, values, lows) -> AssumedValues:
     rigour = result.get("upper_rigour") or {}
     below = []
+    eps_b = (result.get("base") or {}).get("epsilon")
+    if (
+        section == "reduced_game"
+        and eps_b is not None
+        and not (result.get("rounds") or {}).get("p_zero")
+    ):  # as `contradictions`: a heuristic below one run's epsilon is contradicted too
+        lows = (*lows, (float(eps_b), f"eps_B = {eps_b:.4f} of one run"))
     for low, why in lows:
         keys = [k for k, v in values.items() if v is not None and v < low]
         if keys:
