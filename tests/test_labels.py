@@ -213,3 +213,80 @@ def test_calibrate_answers_for_any_score_unless_asked():
     assert attack_epsilon(GaussianBase(1 / mono.value), law, 1e-5) >= mono.epsilon - TOL
     assert tightest_bound(GaussianBase(1 / mono.value), law, 1e-5).epsilon > 3.0
     assert math.isclose(mono.epsilon, 3.0, rel_tol=2e-3) or mono.epsilon <= 3.0
+
+
+def test_the_findings_page_shows_the_committed_any_score_rows():
+    """docs/findings/any-score.md quotes results/papers/any-score (`auditsel reproduce
+    any-score`): every row's numbers, and the reproduction's findings lines, as committed."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    rows = json.loads((root / "results" / "papers" / "any-score" / "rows.json").read_text())
+    table = (root / "results" / "papers" / "any-score" / "table.md").read_text()
+    page = (root / "docs" / "findings" / "any-score.md").read_text()
+    for r in rows:
+        head = f"| {r['setting']} | {r['K']} | {r['delta']:g} |"
+        line = next(x for x in page.splitlines() if x.startswith(head))
+        for key in ("attack", "generic_rdp", "profile", "interval_upper"):
+            assert f"{r[key]:.4f}" in line, (key, line)
+        assert r["monotone"] is None or f"{r['monotone']:.4f}" in line
+        assert (
+            r["interval_upper"] >= r["attack"] - TOL and r["attack"] >= r["monotone_attack"] - TOL
+        )
+    for finding in (x for x in table.splitlines() if x.startswith("- ")):
+        assert finding in page
+
+
+def test_the_widths_page_and_readme_show_the_committed_widths():
+    """docs/findings/interval-widths.md quotes the summary of results/papers/interval-widths
+    (`auditsel reproduce interval-widths`) as committed, and its rows are consistent: the lower
+    end is the attack for any score, at least the monotone attack, below the upper end."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    folder = root / "results" / "papers" / "interval-widths"
+    rows = json.loads((folder / "rows.json").read_text())
+    assert {r["group"] for r in rows} == {"accountants", "realistic"} and len(rows) == 19
+    for r in rows:
+        assert r["monotone_attack"] - TOL <= r["attack"] <= r["interval_upper"] + TOL
+        assert r["upper_source"] in ("generic_rdp", "profile")
+        assert r["width_pct"] == pytest.approx(100 * r["width"] / r["interval_upper"])
+    page = (root / "docs" / "findings" / "interval-widths.md").read_text()
+    for line in (x for x in (folder / "table.md").read_text().splitlines() if x.startswith("- ")):
+        assert line in page
+
+
+def test_cli_answers_for_any_score_and_prints_the_assumed_value_on_request(tmp_path, capsys):
+    import yaml
+
+    from auditsel.cli import main
+
+    config = tmp_path / "g.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "name": "g",
+                "delta": 1e-5,
+                "base": {"kind": "gaussian", "mu": 1.0},
+                "rounds": {"kind": "poisson", "mean": 10},
+            }
+        )
+    )
+    assert main(["run", str(config), "--out", str(tmp_path / "a"), "--no-progress"]) == 0
+    plain = capsys.readouterr().out
+    assert "for any score; report" in plain and "monotone-score assumption, in" not in plain
+    argv = ["run", str(config), "--out", str(tmp_path / "b"), "--assume", "monotone_score"]
+    assert main([*argv, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    exact = exact_epsilon(winner_law(GaussianBase(1.0), Poisson(10)), 1e-5)
+    assumed = next(x for x in out.splitlines() if "monotone-score assumption, in" in x)
+    assert f"eps <= {exact:.4f}" in assumed and "not the tuning run's eps for any score" in assumed
+    cal = ["calibrate", str(config), "--target-eps", "3", "--no-baseline"]
+    assert main([*cal, "--assume", "monotone_score"]) == 0
+    assert "ASSUMED: a monotone score" in capsys.readouterr().out
+    assert main(cal) == 0
+    assert "ASSUMED" not in capsys.readouterr().out
+    assert main([*cal, "--assume", "monotone"]) == 2
+    assert "--assume" in capsys.readouterr().err
