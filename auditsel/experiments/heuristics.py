@@ -206,7 +206,8 @@ class ResultLabels:
 
     `upper` {key: (eps or None, rigour, theorem)}: the keys of `upper` that are not under an
     assumption (bounds for any score); `assumed`: the blocks under an assumption;
-    `heuristic`: dotted paths of every heuristic number; `contradicted` {key: reason};
+    `heuristic`: dotted paths of every heuristic number, `heuristic_keys` their registry keys
+    (`heuristic_upper_keys`); `contradicted` {key: reason};
     `lower_values`: the valid lower values ((eps, phrase)); `interval`: result.json's
     interval (None before one is computed)."""
 
@@ -216,6 +217,8 @@ class ResultLabels:
     contradicted: Mapping[str, str]
     lower_values: tuple[tuple[float, str], ...]
     interval: Mapping[str, Any] | None
+    heuristic_keys: tuple[str, ...] = ()
+    monotone_keys: tuple[str, ...] = ()
 
     def block(self, section: str) -> AssumedValues | None:
         """The block of this result.json section, or None."""
@@ -265,4 +268,6 @@ def result_labels(result: dict) -> ResultLabels:
         contradicted=contradictions(result),
         lower_values=lows,
         interval=result.get("interval"),
+        heuristic_keys=tuple(heuristic_upper_keys(result)),
+        monotone_keys=tuple(monotone),
     )

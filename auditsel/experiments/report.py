@@ -25,7 +25,7 @@ import numpy as np
 
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.lower import SortedScores
-from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys, result_labels
+from auditsel.experiments.heuristics import ResultLabels, result_labels
 from auditsel.files import atomic_write_text
 
 __all__ = [
@@ -42,8 +42,16 @@ def _fmt(x, digits=4):
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
-def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
-    """(quantity, value, rigour, source) rows, lower bound first, then the base and upper bounds."""
+def _labels(result: dict, labels: ResultLabels | None) -> ResultLabels:
+    """The result's labels: the ones given (computed once by the caller), else computed here."""
+    return result_labels(result) if labels is None else labels
+
+
+def summary_rows(
+    result: dict, labels: ResultLabels | None = None
+) -> list[tuple[str, str, str, str]]:
+    """(quantity, value, rigour, source) rows, lower bound first, then the base and the bounds
+    for any score (`labels`: the result's `ResultLabels`, computed here when not given)."""
     rows = []
     low = result.get("lower")
     if low:
@@ -126,7 +134,7 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
         rows.append(
             ("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism")
         )
-    labels = result_labels(result)
+    labels = _labels(result, labels)
     for key, (value, rigour, source) in labels.upper.items():
         if key in labels.contradicted:
             rigour = "heuristic, CONTRADICTED"
@@ -145,11 +153,11 @@ BLOCK_TITLES = {
 }
 
 
-def assumption_lines(result: dict) -> list[str]:
+def assumption_lines(result: dict, labels: ResultLabels | None = None) -> list[str]:
     """One line per block of values under an assumption (`heuristics.ResultLabels.assumed`):
     the values, and the valid lower values for any score they sit below (for a heuristic
     block: CONTRADICTED)."""
-    labels = result_labels(result)
+    labels = _labels(result, labels)
     lines = []
     for block in labels.assumed:
         values = ", ".join(f"{k} {_fmt(v)}" for k, v in block.values.items() if v is not None)
@@ -176,10 +184,10 @@ def interval_lines(result: dict) -> list[str]:
     ]
 
 
-def warning_lines(result: dict) -> list[str]:
+def warning_lines(result: dict, labels: ResultLabels | None = None) -> list[str]:
     """One line per contradicted heuristic that no assumption line already names (empty when
     none): printed under every table."""
-    labels = result_labels(result)
+    labels = _labels(result, labels)
     named = {k for b in labels.assumed for k in b.values}
     return [f"WARNING: {why}." for k, why in labels.contradicted.items() if k not in named]
 
@@ -193,22 +201,24 @@ def _setting(result: dict) -> str:
     return f"{low.get('game', 'game')} audit, score {low.get('proxy', 'n/a')}"
 
 
-def text_table(result: dict) -> str:
-    rows = summary_rows(result)
+def text_table(result: dict, labels: ResultLabels | None = None) -> str:
+    """The terminal table: the rows, the interval, one line per assumption."""
+    labels = _labels(result, labels)
+    rows = summary_rows(result, labels)
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     w2 = max(len(r[2]) for r in rows)
     head = f"{result['name']}: delta = {result['delta']:g}, {_setting(result)}"
     lines = [head, "-" * len(head)]
     lines += [f"{a:<{w0}}  {b:>{w1}}  {c:<{w2}}  {d}".rstrip() for a, b, c, d in rows]
-    tail = interval_lines(result) + assumption_lines(result) + warning_lines(result)
+    tail = interval_lines(result) + assumption_lines(result, labels) + warning_lines(result, labels)
     return "\n".join(lines + tail)
 
 
-def assumed_tables(result: dict) -> list[str]:
+def assumed_tables(result: dict, labels: ResultLabels | None = None) -> list[str]:
     """report.md's block of each assumption: its one-line statement and a table of its values
     (empty when the result has none)."""
-    labels = result_labels(result)
+    labels = _labels(result, labels)
     sources = result.get("upper_sources") or {}
     lines: list[str] = []
     for block in labels.assumed:
@@ -231,7 +241,9 @@ def assumed_tables(result: dict) -> list[str]:
     return lines
 
 
-def markdown_report(result: dict, plots: list[str]) -> str:
+def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None = None) -> str:
+    """report.md: the setting, the table, the interval, the blocks under an assumption."""
+    labels = _labels(result, labels)
     rounds, base = result.get("rounds"), result.get("base")
     if rounds and base:
         params = ", ".join(f"{k} = {v}" for k, v in rounds.items() if k not in ("kind", "mean"))
@@ -250,12 +262,12 @@ def markdown_report(result: dict, plots: list[str]) -> str:
         "| quantity | epsilon | rigour | source |",
         "|---|---:|---|---|",
     ]
-    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(result)]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(result, labels)]
     iv = interval_lines(result)
     if iv:
         lines += ["", f"**{iv[0]}**", "", *[f"- {line.strip()}" for line in iv[1:]]]
-    lines += assumed_tables(result)
-    warnings = warning_lines(result)
+    lines += assumed_tables(result, labels)
+    warnings = warning_lines(result, labels)
     if warnings:
         lines += [""] + [f"**{w}**" for w in warnings]
     if result.get("notes"):
@@ -293,7 +305,9 @@ def prefetch_plotting() -> None:
     ).start()
 
 
-def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
+def write_plots(
+    result: dict, artefacts: dict, out_dir: Path, labels: ResultLabels | None = None
+) -> list[str]:
     """privacy_curve.png (the winner's delta(eps): exact, or the heuristic reduced game with the
     attack's certified lower curve; the bounds; the interval at delta) where the pair and the law
     of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
@@ -303,19 +317,19 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
 
     names = []
     if "curve" in artefacts:
-        names.append(_plot_privacy_curve(result, artefacts, out_dir, plt))
+        names.append(_plot_privacy_curve(result, artefacts, out_dir, plt, _labels(result, labels)))
     record = artefacts.get("record")
     if record is not None and result.get("lower") is not None:  # a played game has its bound
-        names += _plot_game(result, artefacts, record, out_dir, plt)
+        names += _plot_game(result, artefacts, record, out_dir, plt, _labels(result, labels))
     return names
 
 
-def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> str:
+def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt, labels) -> str:
     eps, delta = artefacts["curve"]
-    heuristic = set(heuristic_upper_keys(result))
-    contradicted = contradictions(result)
+    heuristic = set(labels.heuristic_keys)
+    contradicted = labels.contradicted
     reduced = "exact" in (result.get("reduced_game") or {})
-    monotone = set(result.get("monotone_score") or {}) - {"assumption"}
+    monotone = set(labels.monotone_keys)
     fig, ax = plt.subplots(figsize=(6, 4))
     if delta is not None:  # None: no exact winner law for this base (a dp_accounting event)
         positive = delta > 0
@@ -414,7 +428,7 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> st
     return "privacy_curve.png"
 
 
-def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt) -> list[str]:
+def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt, labels) -> list[str]:
     names = []
     low = result["lower"]  # a played game has its lower bound
     by_coin = artefacts.get("by_coin") or sorted_scores(record.scores, record.member)
@@ -459,7 +473,7 @@ def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt) -> lis
     fig.savefig(out_dir / "scores.png", dpi=110)
     plt.close(fig)
     names.append("scores.png")
-    names.append(_plot_tradeoff(result, artefacts, by_coin, out_dir, plt))
+    names.append(_plot_tradeoff(result, artefacts, by_coin, out_dir, plt, labels))
     return names
 
 
@@ -529,8 +543,9 @@ def write_outputs(out_dir: Path, result: dict, artefacts: dict) -> list[Path]:
     """Write result.json, report.md and plots to a staging folder, then move them in place."""
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
     try:
-        plots = write_plots(result, artefacts, staging)
-        (staging / "report.md").write_text(markdown_report(result, plots))
+        labels = result_labels(result)  # once: every writer below reads it
+        plots = write_plots(result, artefacts, staging, labels)
+        (staging / "report.md").write_text(markdown_report(result, plots, labels))
         (staging / "result.json").write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
         names = plots + ["report.md", "result.json"]  # result.json last: its presence means done
         for name in names:
@@ -540,7 +555,7 @@ def write_outputs(out_dir: Path, result: dict, artefacts: dict) -> list[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
+def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt, labels) -> str:
     """ROC on log axes (true-positive rate 1 - FN against FP, as in membership-inference
     audits): the game's exact (FP, TP) at a few thousand thresholds spread over every decade
     (`roc_points`), against the exact trade-off curve of the pair (when the pair is known) and
@@ -558,14 +573,14 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
     references = []  # (name, x = FP, y = TP of "guess X'", dashed, colour)
     if artefacts.get("winner") is not None:
         exact_fp, exact_fn = tradeoff_curve(artefacts["winner"])
-        heuristic = "exact" in heuristic_upper_keys(result)
+        heuristic = "exact" in labels.heuristic_keys
         name = legend_label(
             "reduced game"
             if "exact" in (result.get("reduced_game") or {})
             else "exact, monotone score",
             "exact",
-            heuristic_upper_keys(result),
-            contradictions(result),
+            labels.heuristic_keys,
+            labels.contradicted,
         )
         references.append((f"{name} (likelihood ratio)", exact_fp, exact_fn, heuristic, "k"))
     claim = result.get("claim")
