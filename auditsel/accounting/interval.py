@@ -90,10 +90,7 @@ def interval_attack(pair, law: RoundsLaw, deltas, assume: str | None = None):
     or under `assume="monotone_score"` the attack on a monotone score."""
     if check_assume(assume) is None:
         return attack(pair, law, deltas)
-    try:
-        return attack(pair, law, deltas, scores="monotone")
-    except TypeError:  # an attack without the keyword: it is the monotone-score one
-        return attack(pair, law, deltas)
+    return attack(pair, law, deltas, scores="monotone")
 
 
 @dataclass(frozen=True)
@@ -209,11 +206,14 @@ def tightest_bound(pair, law: RoundsLaw, delta: float, *, assume: str | None = N
 
 def attack_source(value) -> str:
     """One line saying which attack an `attack.AttackValue` is (and the score it plays)."""
-    score = getattr(value, "score", None)
-    if score is not None and getattr(score, "shape", "monotone") != "monotone":
-        return f"attack: the worst score found, {score.describe()}, {value.direction}"
     if value.method == "exact":
-        return "attack: exact winner curve of the pair under a monotone score"
+        return "attack: exact winner curve of the pair under a monotone score (the largest output wins)"
+    if value.method == "score_search":
+        return (
+            f"attack: worst score found ({value.shape}: the score's lower sets are "
+            f"{'intervals' if value.shape == 'extremes' else 'complements of intervals'} of the "
+            f"privacy-loss label), {value.direction}, {value.resolution} merged label buckets"
+        )
     return (
         f"attack: release the run with the {value.strategy} label, {value.direction} "
         f"(worst-case pair, label step {value.label_step:g})"

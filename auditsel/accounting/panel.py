@@ -209,7 +209,7 @@ def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list) ->
         info: dict[str, Any] = dict.fromkeys(ATTACK_KEYS)
         info["source"] = no_attack
     else:
-        score = getattr(hit, "score", None)
+        score = None if hit.method != "score_search" else hit.score
         info = {
             "epsilon": _finite_or_none(hit.epsilons[0]),
             "source": attack_source(hit),
