@@ -290,3 +290,23 @@ def test_cli_answers_for_any_score_and_prints_the_assumed_value_on_request(tmp_p
     assert "ASSUMED" not in capsys.readouterr().out
     assert main([*cal, "--assume", "monotone"]) == 2
     assert "--assume" in capsys.readouterr().err
+
+
+def test_the_readme_quotes_the_committed_gaussian_row():
+    """The README's "What it found" numbers for Gaussian mu = 1, Poisson(10), delta 1e-5 are the
+    first row of results/papers/any-score; the attack for any score exceeds the reduced game's
+    exact value there and stays below [PS22]'s bound."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    first = json.loads((root / "results" / "papers" / "any-score" / "rows.json").read_text())[0]
+    assert (first["setting"], first["K"], first["delta"]) == (
+        "gaussian mu=1",
+        "poisson(mean=10)",
+        1e-5,
+    )
+    readme = " ".join((root / "README.md").read_text().split())
+    for key in ("monotone", "attack", "generic_rdp"):
+        assert f"{first[key]:.4f}" in readme, key
+    assert first["monotone"] < first["attack"] <= first["generic_rdp"]

@@ -12,9 +12,9 @@ Gaussians", Figure 5) assumes a continuous one-to-one, hence monotone, score of 
 * `monotone_attack`: the attack on a monotone score (`attack(..., scores="monotone")`; the exact
   winner curve where the reduction is exact);
 * `attack`: the attack value over score functions (`accounting.attack`, a lower bound on the
-  tuning run's epsilon for any score, with no sampling error) and the score it found (`score`:
-  its shape and cuts, in the base's label or output units; empty where the attack plays a
-  monotone score);
+  tuning run's epsilon for any score, with no sampling error) and the score it found (`score`,
+  `score_summary`: its shape and where it cuts, in the base's output units for a Gaussian base,
+  else in label units; "monotone" where a monotone score is the best found);
 * `generic_rdp` [PS22], `profile` [KRW24]: rigorous upper bounds for any score;
 * the interval [attack, tightest rigorous bound] (`interval_lower`, `interval_upper`, `width`,
   `width_pct` = width / upper) and `below_pct` = (attack - monotone) / attack: how far the
@@ -36,7 +36,7 @@ from auditsel.events import LaplaceBase, as_pair
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import Poisson, TruncatedNegativeBinomial
 
-__all__ = ["SETTINGS", "rows", "summary"]
+__all__ = ["SETTINGS", "rows", "summary", "score_summary"]
 
 
 def _composed_gaussian():
@@ -69,6 +69,29 @@ def _law_name(law) -> str:
     return f"{law.kind}({', '.join(f'{k}={v:g}' for k, v in law.params().items())})"
 
 
+def _bucket(score, which) -> str:
+    """The bucket of `score` (a `selection.BucketScore`) with the lowest (which=min) or the
+    highest (which=max) rank, as an interval of its unit."""
+    ranks = list(score.ranks)
+    i = ranks.index(which(ranks))
+    edges = [float("-inf"), *score.edges, float("inf")]
+    return f"({edges[i]:.3g}, {edges[i + 1]:.3g}]"
+
+
+def score_summary(value) -> str:
+    """The score an attack value found, in words: its shape and where it cuts (the bucket whose
+    runs lose, for "extremes"; the bucket whose runs win, for "middle"), in the base's output
+    units where known (Gaussian bases), else in label units; "monotone" for a monotone score."""
+    if getattr(value, "shape", "monotone") == "monotone" or value.score is None:
+        return "monotone"
+    score = value.output_score if value.output_score is not None else value.score
+    if value.shape == "extremes":
+        where = f"runs in {_bucket(score, min)} lose, the farthest from it win"
+    else:
+        where = f"runs in {_bucket(score, max)} win, the middle"
+    return f"{value.shape}: {where} ({score.unit} units, {len(score.ranks)} buckets)"
+
+
 def _row(name: str, pair, law, delta: float) -> dict:
     start = time.perf_counter()
     pair = as_pair(pair)
@@ -81,7 +104,6 @@ def _row(name: str, pair, law, delta: float) -> dict:
         monotone, label = None, None
     hit = p.attack_value
     mono_attack = interval_attack(pair, law, [delta], "monotone_score")
-    score = getattr(hit, "score", None)
     attack = p.attack["epsilon"]
     iv = p.interval
     return {
@@ -93,8 +115,8 @@ def _row(name: str, pair, law, delta: float) -> dict:
         "monotone_label": label,
         "monotone_attack": mono_attack.epsilon,
         "attack": attack,
-        "score": "" if score is None else score.describe(),
-        "score_shape": None if score is None else score.shape,
+        "score": "" if hit is None else score_summary(hit),
+        "score_shape": None if hit is None else hit.shape,
         "generic_rdp": p.upper["generic_rdp"],
         "profile": p.upper["profile"],
         "interval_lower": iv.lower,
