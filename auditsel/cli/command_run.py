@@ -59,6 +59,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="write result.json and report.md only (no matplotlib: about a second less)",
     )
+    run.add_argument(
+        "--assume",
+        choices=("monotone_score",),
+        help="monotone_score: also print [XWW24]'s reduced-game epsilon, which holds only under "
+        "its monotone-score assumption (the table's interval holds for any score)",
+    )
     return run
 
 
@@ -95,6 +101,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{config_path}: {err}") from None
     if args.scheduler and args.backend != "dask":
         raise UsageError("--scheduler: only used with --backend dask; add --backend dask")
+    if getattr(args, "assume", None) and points is not None:
+        raise UsageError(
+            "--assume: prints one setting's epsilon, not a sweep's (sweep.csv has the "
+            "<key>_monotone_score columns); drop the option"
+        )
     # resolved, refused when it escapes (.., the current folder), locked against a second
     # run; on failure only what this run created goes (auditsel.files)
     out = args.out if args.out is not None else Path("results") / name
@@ -146,5 +157,10 @@ def _run_into(
     written = write_outputs(out_dir, result, artefacts, plots=not args.no_plots)
     if not args.quiet:
         print(text_table(result))
+        if getattr(args, "assume", None):
+            # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+            from auditsel.accounting.interval import tuning_epsilon
+
+            print(tuning_epsilon(spec.base, spec.rounds, spec.delta, assume=args.assume))
         print(f"wrote {', '.join(str(p) for p in written)}")
     return 0
