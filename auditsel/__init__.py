@@ -26,7 +26,8 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
     your pipeline      audit_pipeline(tune, score, *, data, canary, games, delta, ...),
                        PipelineAudit, Pipeline, InputCanary, GradientCanary,
                        from_opacus(privacy_engine, *, optimizer, data_loader, delta), OpacusRun,
-                       plan_pipeline(tune, score, *, data, canary, delta, ...), PipelinePlan
+                       plan_pipeline(tune, score, *, data, canary, delta, ...), PipelinePlan;
+                       their options AuditOptions, ExecutionOptions, ReportOptions
     experiments        run_config(config, out_dir=None, ...) -> RunResult, load_config, parse_config
     regression tests   assert_not_refuted(claimed_eps, delta, protocol, ...), worst_case_tuning,
                        RefutedClaim
@@ -78,6 +79,7 @@ _PUBLIC = {
     "auditsel.auditing.rules": ("Split", "BonferroniGrid", "BonferroniAll", "MultiSplit"),
     "auditsel.auditing.estimators": ("estimator_panel",),
     "auditsel.pipelines.own_protocol": ("audit_protocol",),
+    "auditsel.pipelines.audit_options": ("AuditOptions", "ExecutionOptions", "ReportOptions"),
     "auditsel.pipelines.pipeline": ("audit_pipeline", "Pipeline", "PipelineAudit"),
     "auditsel.pipelines.canaries": ("InputCanary", "GradientCanary"),
     "auditsel.pipelines.opacus": ("from_opacus", "OpacusRun"),
@@ -92,6 +94,7 @@ _WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
 __all__ = [
     "__version__",
     "AttackValue",
+    "AuditOptions",
     "BOUNDS",
     "Binomial",
     "Calibration",
@@ -100,6 +103,7 @@ __all__ = [
     "ConfigError",
     "DpsgdBase",
     "EventBase",
+    "ExecutionOptions",
     "FiniteOutputBase",
     "FinitePmf",
     "GaussianBase",
@@ -115,6 +119,7 @@ __all__ = [
     "Pipeline",
     "PipelineAudit",
     "PipelinePlan",
+    "ReportOptions",
     "Point",
     "Poisson",
     "RefutedClaim",
@@ -185,6 +190,7 @@ if (
         gaussian_epsilon,
         gaussian_mu,
     )
+    from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
     from auditsel.pipelines.canaries import GradientCanary, InputCanary
     from auditsel.pipelines.opacus import OpacusRun, from_opacus
     from auditsel.pipelines.own_protocol import audit_protocol

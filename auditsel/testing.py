@@ -29,6 +29,7 @@ from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
+from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions
 from auditsel.pipelines.pipeline import Pipeline
 from auditsel.rounds import Point
 from auditsel.selection import GaussianWinner
@@ -84,7 +85,10 @@ def audit(
         if proxy is not None:
             raise ConfigError("proxy", "a Pipeline brings its own score: set Pipeline(score=...)")
         played = protocol.audit(
-            games=trials, delta=delta, confidence=confidence, seed=seed, rule=rule, jobs=jobs
+            games=trials,
+            delta=delta,
+            statistics=AuditOptions(confidence=confidence, seed=seed, rule=rule),
+            execution=ExecutionOptions(jobs=jobs),
         )
         return played.bound
     if not hasattr(protocol, "release"):

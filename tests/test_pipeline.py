@@ -11,10 +11,13 @@ import pytest
 from scipy import stats
 
 from auditsel import (
+    AuditOptions,
+    ExecutionOptions,
     GradientCanary,
     InputCanary,
     Pipeline,
     Point,
+    ReportOptions,
     assert_not_refuted,
     audit_pipeline,
     plan_pipeline,
@@ -484,3 +487,62 @@ def test_gradient_canary_reads_the_initial_weights_from_the_release():
     final, start = [np.array([0.0, 1.0]), np.array([5.0])], [np.zeros(2), np.array([7.5])]
     assert canary.score(final) == 10.0 - 5.0  # the canary's own initial value
     assert canary.score({"model": final, "initial": start}) == 7.5 - 5.0  # the release's
+
+
+# --- narrow signatures: statistics, execution and report as frozen keyword-only options -------
+
+
+def test_options_objects_give_the_numbers_of_the_old_keywords(tmp_path):
+    """audit_pipeline(statistics=, execution=, report=) is the old call with the keywords
+    sorted into three objects: the same games and bound; the old keywords still work for one
+    release and warn; each option is honoured (another seed plays other games)."""
+    kw = dict(data=None, canary=GradientCanary(coordinate=0), games=120, delta=1e-5)
+    new = audit_pipeline(
+        dpsgd_no_data,
+        standardised,
+        **kw,
+        statistics=AuditOptions(confidence=0.9, seed=3, rule="bonferroni_all"),
+        execution=ExecutionOptions(chunk_size=50, checkpoint_dir=tmp_path / "new"),
+        report=ReportOptions(panel=False, name="options"),
+    )
+    assert (new.confidence, new.seed, new.rule, new.estimators) == (0.9, 3, "bonferroni_all", None)
+    assert len(list((tmp_path / "new").glob("chunk*"))) == 3  # 120 games in chunks of 50
+    with pytest.warns(DeprecationWarning, match=r"statistics=AuditOptions.*execution="):
+        old = audit_pipeline(
+            dpsgd_no_data, standardised, **kw, confidence=0.9, seed=3, rule="bonferroni_all",
+            chunk_size=50, checkpoint_dir=tmp_path / "old", panel=False, name="options",
+        )  # fmt: skip
+    assert old.bound == new.bound and np.array_equal(old.scores, new.scores)
+    other = audit_pipeline(dpsgd_no_data, standardised, **kw, report=ReportOptions(panel=False))
+    assert not np.array_equal(other.scores, new.scores)  # seed 0, not 3
+    with pytest.raises(TypeError, match="not beside it"):
+        audit_pipeline(dpsgd_no_data, **kw, statistics=AuditOptions(), seed=2)
+    with pytest.raises(TypeError, match="unexpected keyword arguments: job"):
+        audit_pipeline(dpsgd_no_data, **kw, job=2)
+    for cls in (AuditOptions, ExecutionOptions, ReportOptions):
+        with pytest.raises(TypeError):
+            cls(1)  # keyword-only
+        with pytest.raises(AttributeError):
+            cls().progress = True  # type: ignore[misc]  # frozen
+
+
+def test_plan_pipeline_plays_its_pilot_at_the_audits_seed_plus_one():
+    """plan_pipeline(statistics=AuditOptions(seed=s)) plans the audit at seed s from a pilot at
+    s + 1: the plan of the old call with the pilot's own seed=s + 1 (which warns)."""
+    kw = dict(data=EMPTY, canary=ROW_CANARY, delta=0.0, pilot=200, target_eps=0.5, games=500)
+    new = plan_pipeline(randomized_response, release_itself, **kw, statistics=AuditOptions(seed=6))
+    with pytest.warns(DeprecationWarning, match=r"plan_pipeline\(seed=...\) is deprecated"):
+        old = plan_pipeline(randomized_response, release_itself, **kw, seed=7)
+    assert (new.curve_eps, new.games_for_target, new.expected_eps) == (
+        old.curve_eps,
+        old.games_for_target,
+        old.expected_eps,
+    )
+    other = plan_pipeline(
+        randomized_response, release_itself, **kw, statistics=AuditOptions(seed=7)
+    )
+    assert other.curve_eps != new.curve_eps or other.expected_eps != new.expected_eps
+    with pytest.raises(ConfigError, match=r"^execution.scheduler: "):
+        plan_pipeline(
+            randomized_response, release_itself, **kw, execution=ExecutionOptions(scheduler="x")
+        )

@@ -70,24 +70,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Audit the pipeline `args.target` names; 0, or EXIT_REFUTED when --claim is refuted."""
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.pipelines.load import PIPELINE_KEYS
+    from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
 
     spec = load_pipeline_spec(args)
-    settings = dict(spec.settings)
-    options = {
-        k: settings.get(k, DEFAULTS.get(k)) for k in PIPELINE_KEYS if k in settings or k in DEFAULTS
-    }
+    settings = {**DEFAULTS, **spec.settings}  # the command line's, then the YAML's, then these
     tune_name = getattr(spec.pipeline.tune, "__name__", "pipeline")
     out = args.out if args.out is not None else Path("results") / tune_name
     check_output_path(out, "--out")  # audit_pipeline claims it (locked; cleaned on failure)
     progress = not args.no_progress and sys.stderr.isatty()
     audit = spec.pipeline.audit(
-        jobs=args.jobs,
-        backend=args.backend,
-        scheduler=args.scheduler,
-        out_dir=out,
-        progress=progress,
-        **options,
+        games=settings["games"],
+        delta=settings["delta"],
+        claimed_epsilon=settings.get("claimed_epsilon"),
+        statistics=AuditOptions(
+            confidence=settings["confidence"], rule=settings["rule"], seed=settings["seed"]
+        ),
+        execution=ExecutionOptions(
+            jobs=args.jobs, backend=args.backend, scheduler=args.scheduler, progress=progress
+        ),
+        report=ReportOptions(out_dir=out, name=settings.get("name")),
     )
     out_dir = Path(out)
     if audit.resumed_games:

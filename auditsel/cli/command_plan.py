@@ -71,6 +71,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _run_pipeline(args: argparse.Namespace) -> int:
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions
     from auditsel.pipelines.pipeline_plan import plan_pipeline
 
     spec = load_pipeline_spec(args)
@@ -92,11 +93,13 @@ def _run_pipeline(args: argparse.Namespace) -> int:
         claimed_epsilon=settings.get("claimed_epsilon"),
         games=args.games,
         power=args.power,
-        confidence=settings.get("confidence", 0.95),
-        rule=settings.get("rule", "split"),
-        seed=args.seed if args.seed is not None else settings.get("seed", 0) + 1,  # not the audit's
-        jobs=args.jobs,
-        progress=sys.stderr.isatty(),
+        # the audit planned (--seed: its seed); the pilot plays at seed + 1, not the audit's
+        statistics=AuditOptions(
+            confidence=settings.get("confidence", 0.95),
+            rule=settings.get("rule", "split"),
+            seed=settings.get("seed", 0),
+        ),
+        execution=ExecutionOptions(jobs=args.jobs, progress=sys.stderr.isatty()),
     )
     print(json.dumps(plan.to_dict(), allow_nan=False) if args.json else plan.summary())
     return 0

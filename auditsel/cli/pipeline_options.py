@@ -50,7 +50,7 @@ def add_pipeline_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seed",
         type=int_option("--seed", *SEED_RANGE),
-        help="seed of the games (plan: of the pilot)",
+        help="seed of the games (plan: of the audit planned; its pilot plays at seed + 1)",
     )
     parser.add_argument(
         "--jobs", type=jobs_option, default=1, help="worker processes (-1 = all cores)"

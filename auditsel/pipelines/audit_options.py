@@ -2,10 +2,13 @@
 
 Contract: an options object only carries settings; none changes a number an audit reports
 (the same seed gives the same eps_L for any `ExecutionOptions`: each chunk of games is seeded
-by its index, `auditsel.games.engine`). `ExecutionOptions` says where and how the games play
-(workers, backend, chunks, checkpoints, progress); the functions that take it
-(`audit_protocol`, `audit_pipeline`, `plan_pipeline`) check each field where it is used and
-raise `ConfigError` naming it. `legacy_options` maps the keyword arguments these functions took
+by its index, `auditsel.games.engine`). `AuditOptions` holds the statistics of an audit (confidence, threshold rule, seed: these
+do change eps_L, as documented by `auditsel.auditing.rules`), `ExecutionOptions` where and how
+the games play (workers, backend, chunks, checkpoints, memory, progress: the same numbers
+whatever they are), `ReportOptions` what is written beside the result (the output folder, its
+name, the tuning bounds of a mechanism pair and a law of K, the estimator panel). The functions
+that take them (`audit_protocol`, `audit_pipeline`, `plan_pipeline`) check each field where it
+is used and raise `ConfigError` naming it. `legacy_options` maps the keyword arguments these functions took
 before (jobs=, checkpoint_dir=, ...) onto an options object, for one release, with a
 DeprecationWarning.
 """
@@ -18,7 +21,40 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["ExecutionOptions", "legacy_options"]
+__all__ = [
+    "AuditOptions",
+    "ExecutionOptions",
+    "ReportOptions",
+    "grouped_options",
+    "legacy_options",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditOptions:
+    """The statistics of an audit: eps_L is valid at `confidence` under the threshold `rule`
+    (a name of `auditsel.auditing.rules.THRESHOLD_RULES` or a rule object; a name gets the
+    audit's seed for its split), the games are seeded by `seed` (`plan_pipeline` plays its
+    pilot at seed + 1, never the audit's games)."""
+
+    confidence: float = 0.95
+    rule: Any = "split"
+    seed: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportOptions:
+    """What an audit writes and shows beside eps_L: `out_dir` (result.json, report.md and the
+    plots of `auditsel run`, the checkpoints under out_dir/checkpoints), `name` (the report's
+    title), `base` and `rounds` (a mechanism pair and a law of K, given together: the tuning
+    bounds and the interval beside eps_L), `panel` (the estimator panel: True, False or "auto",
+    up to 200,000 games)."""
+
+    out_dir: str | Path | None = None
+    name: str | None = None
+    base: Any = None
+    rounds: Any = None
+    panel: bool | str = "auto"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,13 +65,15 @@ class ExecutionOptions:
     dask (None: the function's default); `scheduler`: a dask scheduler address (backend dask);
     `chunk_size`: games per chunk, the unit of work and of checkpoints (None: the function's
     default); `checkpoint_dir`: finished chunks are kept there and an interrupted audit resumes
-    from them; `progress`: a progress bar on stderr."""
+    from them; `stream`: audit chunk by chunk from disk, in bounded memory (True, False or
+    "auto": above 2^20 games with a checkpoint folder); `progress`: a progress bar on stderr."""
 
     jobs: int = 1
     backend: str | None = None
     scheduler: str | None = None
     chunk_size: int | None = None
     checkpoint_dir: str | Path | None = None
+    stream: bool | str = "auto"
     progress: bool = False
 
 
@@ -75,3 +113,37 @@ def legacy_options(
         stacklevel=3,
     )
     return replace(base, **old)  # type: ignore[type-var]
+
+
+def grouped_options(
+    groups: Mapping[str, tuple[type, Any]], old: Mapping[str, Any], *, caller: str
+) -> dict[str, Any]:
+    """Each group's options object (argument name -> (class, given)), the old keyword
+    arguments `old` sorted into the groups whose fields they are (one DeprecationWarning for
+    the call, as `legacy_options`); a keyword of no group is a TypeError."""
+    owner = {f.name: arg for arg, (cls, _) in groups.items() for f in fields(cls)}
+    unknown = set(old) - set(owner)
+    if unknown:
+        raise TypeError(
+            f"{caller}() got unexpected keyword arguments: {', '.join(sorted(unknown))}"
+        )
+    out = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for arg, (cls, given) in groups.items():
+            mine = {k: v for k, v in old.items() if owner[k] == arg}
+            out[arg] = legacy_options(cls, given, mine, caller=caller, argument=arg)
+    if caught:
+        args = ", ".join(
+            f"{arg}={cls.__name__}(...)"
+            for arg, (cls, _) in groups.items()
+            if any(owner[k] == arg for k in old)
+        )
+        warnings.warn(
+            f"{caller}({', '.join(f'{k}=...' for k in sorted(old))}) is deprecated; pass "
+            f"{args} (auditsel.pipelines.audit_options); the old keywords are accepted for "
+            f"one release",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    return out

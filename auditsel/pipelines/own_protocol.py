@@ -99,6 +99,8 @@ def audit_protocol(
         raise ConfigError(
             "execution.scheduler", "audit_protocol plays in joblib workers; use audit_pipeline"
         )
+    if ex.stream is True:
+        raise ConfigError("execution.stream", "audit_protocol keeps its games in memory")
     if trials < 2:
         raise ConfigError("trials", f"must be an integer >= 2, got {trials}")
     chunk_size = ex.chunk_size if ex.chunk_size is not None else PROTOCOL_CHUNK_SIZE

@@ -58,6 +58,12 @@ from auditsel.games.backends import execution_backend
 from auditsel.games.engine import CheckpointError, GameRecord, run_game
 from auditsel.games.fingerprint import package_digest, source_digest
 from auditsel.games.worker_pool import game_threads, limited_threads
+from auditsel.pipelines.audit_options import (
+    AuditOptions,
+    ExecutionOptions,
+    ReportOptions,
+    grouped_options,
+)
 from auditsel.pipelines.canaries import Canary, default_score
 from auditsel.pipelines.game import (
     CHUNK_SIZE,
@@ -151,7 +157,8 @@ class Pipeline:
     canary: Canary | None = None
 
     def audit(self, *, games: int, delta: float, **options: Any) -> PipelineAudit:
-        """`audit_pipeline` of this pipeline, with `games`, `delta` and the other options."""
+        """`audit_pipeline` of this pipeline, with `games`, `delta` and the other arguments
+        (claimed_epsilon, statistics, execution, report)."""
         if self.canary is None:
             raise ConfigError("canary", "required: Pipeline(tune, score, data=..., canary=...)")
         return audit_pipeline(
@@ -280,6 +287,73 @@ def audit_pipeline(
     games: int,
     delta: float,
     claimed_epsilon: float | None = None,
+    statistics: AuditOptions | None = None,
+    execution: ExecutionOptions | None = None,
+    report: ReportOptions | None = None,
+    **old_options: Any,
+) -> PipelineAudit:
+    """Audit your tuning pipeline: play `games` games around `tune` and bound eps from below.
+
+    tune(data, seed, canary) -> release runs your whole tuning (draws K, trains, selects) and
+    returns only what it publishes; score(release, canary) -> float is the attack (higher: the
+    canary looks in; None: the canary's default score). `data` is your training set; `canary`
+    an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`). Returns a
+    PipelineAudit: eps (the valid eps_L), refuted (eps > claimed_epsilon), the estimator panel,
+    the scores and coins, CPU seconds. The options (`auditsel.pipelines.audit_options`, frozen,
+    keyword-only): `statistics=AuditOptions(confidence, rule, seed)`;
+    `execution=ExecutionOptions(jobs, backend, scheduler, chunk_size, checkpoint_dir, stream,
+    progress)`, which never changes the numbers; `report=ReportOptions(out_dir, name, base,
+    rounds, panel)`: `out_dir` writes result.json, report.md and the plots of `auditsel run`
+    there (and keeps the checkpoints under out_dir/checkpoints); `base` and `rounds` (a
+    mechanism pair and a law of K) add the tuning bounds beside eps_L. Bad input and exceptions
+    raised by your functions are ConfigErrors (`PipelineError`). The old keywords (confidence=,
+    seed=, jobs=, out_dir=, ...) are accepted for one release with a DeprecationWarning.
+    """
+    given = grouped_options(
+        {
+            "statistics": (AuditOptions, statistics),
+            "execution": (ExecutionOptions, execution),
+            "report": (ReportOptions, report),
+        },
+        old_options,
+        caller="audit_pipeline",
+    )
+    st, ex, rep = given["statistics"], given["execution"], given["report"]
+    return _audit_pipeline(
+        tune,
+        score,
+        data=data,
+        canary=canary,
+        games=games,
+        delta=delta,
+        claimed_epsilon=claimed_epsilon,
+        confidence=st.confidence,
+        seed=st.seed,
+        rule=st.rule,
+        jobs=ex.jobs,
+        backend=ex.backend,
+        scheduler=ex.scheduler,
+        chunk_size=ex.chunk_size if ex.chunk_size is not None else CHUNK_SIZE,
+        checkpoint_dir=ex.checkpoint_dir,
+        stream=ex.stream,
+        progress=ex.progress,
+        out_dir=rep.out_dir,
+        name=rep.name,
+        base=rep.base,
+        rounds=rep.rounds,
+        panel=rep.panel,
+    )
+
+
+def _audit_pipeline(
+    tune: Callable,
+    score: Callable | None = None,
+    *,
+    data: Any,
+    canary: Canary,
+    games: int,
+    delta: float,
+    claimed_epsilon: float | None = None,
     confidence: float = 0.95,
     seed: int = 0,
     jobs: int = 1,
@@ -296,20 +370,7 @@ def audit_pipeline(
     stream: bool | str = "auto",
     progress: bool = False,
 ) -> PipelineAudit:
-    """Audit your tuning pipeline: play `games` games around `tune` and bound eps from below.
-
-    tune(data, seed, canary) -> release runs your whole tuning (draws K, trains, selects) and
-    returns only what it publishes; score(release, canary) -> float is the attack (higher: the
-    canary looks in; None: the canary's default score). `data` is your training set; `canary`
-    an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`). Returns a
-    PipelineAudit: eps (the valid eps_L at `confidence`), refuted (eps > claimed_epsilon), the
-    estimator panel, the scores and coins, CPU seconds. `jobs` > 1 plays chunks of `chunk_size`
-    games in worker processes (`backend`: loky by default, threading, or dask with `scheduler`);
-    the numbers do not depend on it. `out_dir` writes result.json, report.md and the plots of
-    `auditsel run` there (and keeps the checkpoints under out_dir/checkpoints); `base` and
-    `rounds` (a mechanism pair and a law of K) add the tuning bounds beside eps_L. Bad input
-    and exceptions raised by your functions are ConfigErrors (`PipelineError`).
-    """
+    """`audit_pipeline` with every option as a keyword (its options objects unpacked)."""
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
     if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
         rule = threshold_rule(rule, seed=seed)

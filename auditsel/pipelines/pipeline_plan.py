@@ -35,6 +35,7 @@ from auditsel.auditing.planning import (
     prob_for_games,
 )
 from auditsel.errors import ConfigError, choice, integer, number
+from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, grouped_options
 from auditsel.pipelines.canaries import Canary, default_score
 from auditsel.pipelines.pipeline import PipelineGame, _check, play_games
 
@@ -115,6 +116,59 @@ def plan_pipeline(
     claimed_epsilon: float | None = None,
     games: int | None = None,
     power: float = 0.9,
+    statistics: AuditOptions | None = None,
+    execution: ExecutionOptions | None = None,
+    **old_options: Any,
+) -> PipelinePlan:
+    """Size an audit of your pipeline from `pilot` games.
+
+    `statistics` (an `AuditOptions`) describes the audit to plan, as `audit_pipeline` takes it:
+    its confidence and rule; the pilot plays at its seed + 1, never the audit's games.
+    `execution` (an `ExecutionOptions`: jobs, backend, progress) never changes the numbers.
+    The old keywords (confidence=, rule=, jobs=, backend=, progress=, and seed=, the pilot's
+    own seed) are accepted for one release with a DeprecationWarning."""
+    given = grouped_options(
+        {"statistics": (AuditOptions, statistics), "execution": (ExecutionOptions, execution)},
+        old_options,
+        caller="plan_pipeline",
+    )
+    st, ex = given["statistics"], given["execution"]
+    for unused in ("scheduler", "checkpoint_dir", "chunk_size"):
+        if getattr(ex, unused) is not None:
+            raise ConfigError(f"execution.{unused}", "not used by plan_pipeline's pilot")
+    pilot_seed = old_options["seed"] if "seed" in old_options else integer(st.seed, "seed", 0) + 1
+    return _plan_pipeline(
+        tune,
+        score,
+        data=data,
+        canary=canary,
+        delta=delta,
+        pilot=pilot,
+        target_eps=target_eps,
+        claimed_epsilon=claimed_epsilon,
+        games=games,
+        power=power,
+        confidence=st.confidence,
+        rule=st.rule,
+        seed=pilot_seed,
+        jobs=ex.jobs,
+        backend=ex.backend,
+        progress=ex.progress,
+    )
+
+
+def _plan_pipeline(
+    tune: Callable,
+    score: Callable | None = None,
+    *,
+    data: Any,
+    canary: Canary,
+    delta: float,
+    pilot: int = 200,
+    target_eps: float | None = None,
+    claimed_epsilon: float | None = None,
+    games: int | None = None,
+    power: float = 0.9,
     confidence: float = 0.95,
     rule: str = "split",
     seed: int = 1,
@@ -122,7 +176,7 @@ def plan_pipeline(
     backend: str | None = None,
     progress: bool = False,
 ) -> PipelinePlan:
-    """Size an audit of your pipeline from `pilot` games (seed `seed`: not the audit's)."""
+    """`plan_pipeline` with every option as a keyword (the pilot's own seed `seed`)."""
     pilot = integer(pilot, "pilot", 20)
     _check(tune, score, canary, pilot, delta, claimed_epsilon, confidence, seed, rule, jobs)
     choice(rule, "rule", THRESHOLD_RULES)

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from auditsel.experiments.report import atomic_write_text
+from auditsel.pipelines.audit_options import ExecutionOptions
 from auditsel.pipelines.canaries import InputCanary
 from auditsel.pipelines.pipeline import audit_pipeline
 from auditsel.reproductions import REGISTRY, to_markdown
@@ -121,7 +122,13 @@ def curve_rows(runs: int = RUNS) -> list[dict]:
 def audit_rows(games: int = GAMES, jobs: int = 1) -> dict:
     """The tuning run audited with audit_pipeline: eps_L at 95%, games, CPU seconds."""
     result = audit_pipeline(
-        tune, score, data=DATA, canary=OUTLIERS, games=games, delta=DELTA, jobs=jobs
+        tune,
+        score,
+        data=DATA,
+        canary=OUTLIERS,
+        games=games,
+        delta=DELTA,
+        execution=ExecutionOptions(jobs=jobs),
     )
     assert result.scores is not None and result.member is not None  # played in memory
     scores, member = result.scores, result.member == 1
