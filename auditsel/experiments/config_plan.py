@@ -14,6 +14,7 @@ from auditsel.auditing.estimators import winner_tradeoff
 from auditsel.auditing.planning import (
     Curve,
     Plan,
+    curve_epsilon,
     empirical_curve,
     expected_for_games,
     games_needed,
@@ -21,7 +22,7 @@ from auditsel.auditing.planning import (
 )
 from auditsel.experiments.experiment import protocol_and_proxy
 from auditsel.games.engine import run_game
-from auditsel.selection import FiniteWinner, GaussianWinner
+from auditsel.selection import BucketScore, FiniteWinner, GaussianWinner, ScoredGaussianWinner
 
 __all__ = ["curve_for_spec", "plan_spec"]
 
@@ -37,6 +38,11 @@ def curve_for_spec(spec, pilot: int = 4000, seed: int = 1) -> Curve:
     """The spec's trade-off curve: exact for reduced and finite games, simulated otherwise."""
     protocol, proxy = protocol_and_proxy(spec)
     proxy_name = spec.game.proxy
+    if isinstance(protocol, ScoredGaussianWinner) and proxy_name in ("score", "likelihood_ratio"):
+        if proxy_name == "score" or not isinstance(protocol.score, BucketScore):
+            # the adversary's statistic under the tuner's score (a bucket guess or the LLR)
+            fp, fn = protocol.tradeoff()
+            return Curve(np.asarray(fp), np.asarray(fn), protocol.tradeoff_source)
     if isinstance(protocol, (GaussianWinner, FiniteWinner)):
         if proxy_name == "sample" and isinstance(protocol, GaussianWinner):
             fp, fn = _value_curve(protocol)
@@ -86,4 +92,7 @@ def plan_spec(
         games,
         expected,
         prob,
+        game_eps=curve_epsilon(curve, spec.delta)
+        if not curve.source.startswith("simulated")
+        else None,
     )

@@ -32,6 +32,13 @@ NOT known to be the worst case for tau < 1; another score could in principle lea
 audit of this game is a valid lower bound for THIS protocol, not a proof of tightness of the
 tuning bounds.
 
+Scores. `score` (a `selection.TuningScore` over the run's label, default: the largest label
+wins, as above) is how the tuner ranks its runs: `MonotoneScore` (largest or smallest label) or
+a `BucketScore` in label units (the run of the highest-ranked label bucket wins, ties broken by
+the larger label), e.g. the score the worst-score attack found (`games.played_score`). The
+release is the winner's label; the adversary reads `statistic(release)`: the label itself for a
+monotone score, the bucket's `guess` for a bucket score (0 for the fixed output of K = 0).
+
 Cost: one trial draws K runs of N steps (N normals and N uniforms per run, no trial loop in
 Python), i.e. linear in E[K] * N; runs are processed in blocks of at most `block` steps so memory
 stays bounded whatever K is (no inverse-cdf trick exists for the max of K sums of N terms: the
@@ -48,6 +55,7 @@ import numpy as np
 
 from auditsel.errors import ConfigError, shown
 from auditsel.rounds import RoundsLaw
+from auditsel.selection import BucketScore, MonotoneScore, TuningScore
 
 __all__ = ["DpsgdWorstCase", "step_log_likelihood_ratio", "DEFAULT_BLOCK"]
 
@@ -90,7 +98,8 @@ PILOT_SEED = 0x5EED_0B0E
 
 @dataclass(frozen=True)
 class DpsgdWorstCase:
-    """K ~ law runs of the worst-case N-step DP-SGD run; the highest-LLR run is released."""
+    """K ~ law runs of the worst-case N-step DP-SGD run; the best-scored run is released (by
+    default the one of highest LLR, the label)."""
 
     #: joblib hint: the release is vectorised numpy, which frees the GIL, so threads run the
     #: chunks in parallel without the start-up of worker processes (`auditsel.games.engine.run_game`)
@@ -101,8 +110,20 @@ class DpsgdWorstCase:
     sample_rate: float
     law: RoundsLaw
     block: int = DEFAULT_BLOCK
+    score: TuningScore = MonotoneScore("largest", "label")
 
     def __post_init__(self):
+        score = self.score
+        if not isinstance(score, (MonotoneScore, BucketScore)):
+            raise ConfigError(
+                "game.score",
+                "the DP-SGD game plays monotone, worst or a bucket score of the run's label "
+                f"(a farthest score needs game.kind: reduced), got {score!r}",
+            )
+        if isinstance(score, BucketScore) and (score.unit != "label" or score.guess is None):
+            raise ConfigError(
+                "game.score", "a bucket score of the DP-SGD game needs label units and a guess"
+            )
         if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier > 0):
             raise ConfigError(
                 "base.noise_multiplier",
@@ -116,9 +137,36 @@ class DpsgdWorstCase:
             )
 
     @classmethod
-    def from_base(cls, base, law: RoundsLaw) -> DpsgdWorstCase:
-        """From a `mechanisms.DpsgdBase` (sigma, N, tau) and the law of K."""
-        return cls(base.noise_multiplier, base.steps, base.sample_rate, law)
+    def from_base(cls, base, law: RoundsLaw, score: TuningScore | None = None) -> DpsgdWorstCase:
+        """From a `mechanisms.DpsgdBase` (sigma, N, tau), the law of K and the tuner's score."""
+        extra = {} if score is None else {"score": score}
+        return cls(base.noise_multiplier, base.steps, base.sample_rate, law, **extra)
+
+    def statistic(self, released) -> np.ndarray:
+        """The adversary's statistic of released labels (see the module docstring)."""
+        released = np.asarray(released, dtype=float)
+        score = self.score
+        if isinstance(score, BucketScore):
+            assert score.guess is not None  # checked in __post_init__
+            return np.where(np.isfinite(released), score.adversary_statistic(released), 0.0)
+        return released
+
+    def _winners(self, scores: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """The released label of each trial: the best of its runs (`counts` runs each, in order)
+        under the score (highest rank, ties broken by the larger label)."""
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        score = self.score
+        if isinstance(score, MonotoneScore):
+            if score.direction == "largest":
+                return np.maximum.reduceat(scores, starts)
+            return np.minimum.reduceat(scores, starts)
+        order = np.lexsort((np.arange(len(score.ranks)), np.asarray(score.ranks, dtype=float)))
+        position = np.empty(len(order), dtype=np.int64)
+        position[order] = np.arange(len(order))
+        pos = position[score.bucket(scores)]
+        best = np.maximum.reduceat(pos, starts)
+        kept = np.where(pos == np.repeat(best, counts), scores, -np.inf)
+        return np.maximum.reduceat(kept, starts)
 
     def steps_of_runs(self, runs: int, member: int, rng: np.random.Generator) -> np.ndarray:
         """The released steps x (runs x N, float32) of `runs` runs, all on X (member 0) or X'."""
@@ -162,8 +210,7 @@ class DpsgdWorstCase:
                 last = max(int(np.searchsorted(ends, done + budget, side="right")), first + 1)
                 counts = counts_all[first:last]
                 scores = self.run_scores(int(counts.sum()), b, rng)
-                starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-                out[played[first:last]] = np.maximum.reduceat(scores, starts)
+                out[played[first:last]] = self._winners(scores, counts)
                 first = last
         return out
 
