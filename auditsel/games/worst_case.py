@@ -48,12 +48,14 @@ cdf of s has no closed form, and a numerical one would make the sampler approxim
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, replace
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from auditsel.errors import ConfigError, shown
+from auditsel.games.played_score import resolve_score
+from auditsel.mechanisms import DpsgdBase
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import BucketScore, MonotoneScore, TuningScore
 
@@ -110,10 +112,13 @@ class DpsgdWorstCase:
     sample_rate: float
     law: RoundsLaw
     block: int = DEFAULT_BLOCK
-    score: TuningScore = MonotoneScore("largest", "label")
+    #: how the tuner ranks its runs; "worst" is resolved per delta by `resolved(delta)`
+    score: TuningScore | Literal["worst"] = MonotoneScore("largest", "label")
 
     def __post_init__(self):
         score = self.score
+        if score == "worst":
+            return
         if not isinstance(score, (MonotoneScore, BucketScore)):
             raise ConfigError(
                 "game.score",
@@ -142,6 +147,21 @@ class DpsgdWorstCase:
         extra = {} if score is None else {"score": score}
         return cls(base.noise_multiplier, base.steps, base.sample_rate, law, **extra)
 
+    def resolved(self, delta: float) -> DpsgdWorstCase:
+        """The game with score "worst" replaced by the score the worst-score attack finds at
+        `delta` (`games.played_score.resolve_score`); with one run (K = 1 always) nothing is
+        selected and the run's label, a sufficient statistic, is played. Other games: self."""
+        if self.score != "worst":
+            return self
+        one_run = self.law.p_zero == 0 and self.law.mean == 1
+        pair = DpsgdBase(self.noise_multiplier, self.steps, self.sample_rate)
+        score = (
+            MonotoneScore("largest", "label")
+            if one_run
+            else resolve_score("worst", pair, self.law, delta)
+        )
+        return replace(self, score=score)
+
     def statistic(self, released) -> np.ndarray:
         """The adversary's statistic of released labels (see the module docstring)."""
         released = np.asarray(released, dtype=float)
@@ -160,6 +180,7 @@ class DpsgdWorstCase:
             if score.direction == "largest":
                 return np.maximum.reduceat(scores, starts)
             return np.minimum.reduceat(scores, starts)
+        assert isinstance(score, BucketScore)  # "worst" is resolved before any release
         order = np.lexsort((np.arange(len(score.ranks)), np.asarray(score.ranks, dtype=float)))
         position = np.empty(len(order), dtype=np.int64)
         position[order] = np.arange(len(order))
@@ -196,6 +217,12 @@ class DpsgdWorstCase:
 
         Trials with b = 0 and with b = 1 are played in two groups (all runs of one trial share
         its coin), each in blocks of whole trials holding about `block` steps."""
+        if self.score == "worst":
+            raise ConfigError(
+                "score",
+                "'worst' depends on delta: play game.resolved(delta) (auditsel.testing.audit "
+                "does so)",
+            )
         member = np.asarray(member)
         k = self.law.sample(len(member), rng).astype(np.int64)
         out = np.full(len(member), -np.inf)
