@@ -824,10 +824,7 @@ def _command_plan(args) -> int:
     from auditsel.experiments.config_plan import plan_spec
 
     exact = None
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.selection import MonotoneScore
-
-    monotone = spec.game.score == MonotoneScore()
+    monotone = spec.game.score == "monotone"
     if spec.game.kind in ("reduced", "discrete") and spec.delta > 0 and monotone:
         # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
         from auditsel.accounting.exact import exact_epsilon

@@ -98,9 +98,9 @@ class GameSpec:
     panel: Any = (
         "auto"  # estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false
     )
-    #: how the tuner ranks its runs (`selection.tuning_score_from_spec`): a TuningScore, or
-    #: "worst" (the attack's score for the setting, `games.played_score.resolve_score`)
-    score: Any = MonotoneScore()
+    #: how the tuner ranks its runs: "monotone" (today's game), "worst" (the attack's score for
+    #: the setting, `games.played_score.resolve_score`) or a FarthestScore
+    score: Any = "monotone"
 
     def rule(self, grid=None) -> ThresholdRule:
         """The threshold rule of `threshold` with this game's options (`grid`: a bonferroni
@@ -338,14 +338,14 @@ def _parse_game(raw, base) -> GameSpec:
     proxies = {"dpsgd": DPSGD_PROXIES, "dpsgd_worst_case": ("sample", "score")}.get(kind, PROXIES)
     d = GameSpec()
     score = _parse_score(game.get("score"), kind)
-    if game.get("one_run") is not None and score != MonotoneScore():
+    if game.get("one_run") is not None and score != "monotone":
         raise ConfigError(
             "game.score", "one-run audits (game.one_run) play the monotone score only"
         )
     default_proxy = {
         "dpsgd": proxies[0],
-        "dpsgd_worst_case": "sample" if score == MonotoneScore() else "score",
-    }.get(kind, d.proxy if score == MonotoneScore() else "score")
+        "dpsgd_worst_case": "sample" if score == "monotone" else "score",
+    }.get(kind, d.proxy if score == "monotone" else "score")
     return GameSpec(
         kind=kind,
         trials=_integer(game.get("trials", d.trials), "game.trials", *LIMITS["game.trials"]),
@@ -388,7 +388,7 @@ def _parse_score(raw, kind: str):
     worst, over the run's label; the others monotone only)."""
     score = tuning_score_from_spec(raw)
     if score == MonotoneScore():
-        return score
+        return "monotone"
     if kind in ("discrete", "dpsgd"):
         raise ConfigError(
             "game.score", f"game.kind {kind} plays the monotone score only (reduced: any score)"

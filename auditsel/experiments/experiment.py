@@ -96,7 +96,7 @@ def game_score(spec: ExperimentSpec) -> TuningScore:
     `games.played_score.resolve_score`; "worst" runs the attack once per setting)."""
     choice = _game(spec).score
     if choice != "worst":
-        return choice
+        return resolve_score(choice, spec.base, spec.rounds, spec.delta)
     key = repr((spec.base, spec.rounds, spec.delta))
     if key not in _SCORES:
         _SCORES[key] = resolve_score("worst", spec.base, spec.rounds, spec.delta)
@@ -465,7 +465,7 @@ def run_experiment(
         result["lower"] = lower_fields(
             bound, spec.game.kind, spec.game.proxy, spec.game.seed, streamed
         )
-        if spec.game.kind in ("reduced", "dpsgd_worst_case"):
+        if spec.game.kind in ("reduced", "dpsgd_worst_case") and spec.game.score != "monotone":
             result["lower"]["score"] = score_fields(game_score(spec), spec.game.score)
         artefacts["record"] = record
         if ss is not None:

@@ -34,11 +34,11 @@ __all__ = ["resolve_score", "scored_winner", "is_monotone_largest"]
 
 
 def resolve_score(
-    choice: TuningScore | Literal["worst"] | None, pair, law: RoundsLaw, delta: float
+    choice: TuningScore | Literal["worst", "monotone"] | None, pair, law: RoundsLaw, delta: float
 ) -> TuningScore:
     """The score to play (see the module docstring); a ConfigError naming game.score when the
     attack finds none for this setting."""
-    if choice is None:
+    if choice is None or choice == "monotone":
         return MonotoneScore()
     if choice != "worst":
         if not isinstance(choice, (MonotoneScore, FarthestScore, BucketScore)):
