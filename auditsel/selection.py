@@ -9,9 +9,14 @@ Exact winner laws, with G the pgf of xi ([XWW24] Theorem 2 / eq. 7, [PS22] Lemma
 * Gaussian base (the reduced game of [XWW24] Figure 5): cdf G(F(x - s)) and density
   G'(F(x - s)) phi(x - s), with s = 0 on X and s = mu on X' (F, phi: standard normal).
 
-Sampling the winner costs O(1) per trial whatever K is: the max of k iid draws with cdf F has
-cdf F^k, so it is F^-1(U^(1/k)) with U uniform; we evaluate 1 - U^(1/k) = -expm1(log(U)/k)
-so that k up to 10^12 keeps full precision in the upper tail.
+Sampling the winner costs one uniform per trial whatever K is (`winner_tail`, random streams
+version `WINNER_STREAMS` = 2): the winner's tail W = 1 - F(winner) satisfies
+P[W > w] = G(1 - w) (K = 0 included: W = 1, the fixed output), so W = C^-1(U) with
+C(w) = 1 - G(1 - w) and U uniform on (0, 1], U > C(1) = 1 - G(0) meaning K = 0
+(`RoundsLaw.pgf_complement_inverse`: closed forms for TNB, Poisson, binomial and point laws,
+Newton in log space for a pmf), then the winner is F^-1(1 - W), evaluated from W so that the
+upper tail keeps full precision. Version 1 drew K and then 1 - max(U_1..U_K) =
+-expm1(log(U)/K) (`max_uniform_complement`, kept for the one-run games).
 
 Tuning scores (`MonotoneScore`, `FarthestScore`, `BucketScore`) are data too: how H ranks its
 runs before it releases the best one.
@@ -47,7 +52,7 @@ from scipy.special import log_ndtr, ndtri
 
 from auditsel.errors import ConfigError, shown
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
-from auditsel.numerics import bisect
+from auditsel.numerics import bisect, newton_bracketed
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 
@@ -60,6 +65,8 @@ __all__ = [
     "GaussianWinner",
     "FiniteWinner",
     "max_uniform_complement",
+    "winner_tail",
+    "WINNER_STREAMS",
     "winner_law",
     "winner_pmf",
     "log_difference",
@@ -69,6 +76,27 @@ __all__ = [
 ]
 
 LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
+
+
+#: version of the reduced and finite games' random streams (`winner_tail`); checkpoints record
+#: it (`games.fingerprint.code_identity`), so a chunk of another version is refused
+WINNER_STREAMS = 2
+
+
+def winner_tail(
+    law: RoundsLaw, size: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(W, played) for `size` tuning runs from one uniform each: W = 1 - F(winner) in the
+    one-run cdf F of the selection order (P[W > w] = G(1 - w)), and played = K >= 1 (W = 1
+    where K = 0). See the module docstring."""
+    u = rng.random(int(size))
+    np.subtract(1.0, u, out=u)  # uniform on (0, 1]
+    if law.p_zero == 0:  # every game plays
+        return law.pgf_complement_inverse(u), np.ones(len(u), dtype=bool)
+    played = u <= law.pgf_complement(1.0)
+    w = np.ones(len(u))
+    w[played] = law.pgf_complement_inverse(u[played])
+    return w, played
 
 
 def max_uniform_complement(k: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -150,11 +178,10 @@ class GaussianWinner:
 
     def release(self, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Run H for each coin in `member`: K ~ xi, the max of K draws of N(member * mu, 1)."""
-        k = self.law.sample(len(member), rng)
-        w = max_uniform_complement(k, rng)
+        w, played = winner_tail(self.law, len(member), rng)
         with np.errstate(divide="ignore"):
             x = -ndtri(w)
-        return np.where(k > 0, x + self.base.shift(member), -np.inf)
+        return np.where(played, x + self.base.shift(member), -np.inf)
 
     def quantile_range(self, tail: float = 1e-6) -> tuple[float, float]:
         """[lo, hi]: the tail-quantile of the winner on X and the (1 - tail)-quantile on X'.
@@ -213,8 +240,7 @@ class FiniteWinner:
 
     def release(self, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Run H for each coin; release the index of the best of K draws (-1 for the fixed output when K = 0)."""
-        k = self.law.sample(len(member), rng)
-        w = max_uniform_complement(k, rng)  # max of k uniforms is 1 - w
+        w, played = winner_tail(self.law, len(member), rng)  # the max of K uniforms is 1 - w
         tails = [np.cumsum(self.base.law(b)[::-1])[::-1] for b in (0, 1)]  # P[out >= y]
         # the max is y where tail(y+1) <= w < tail(y), i.e. the last y with tail(y) > w
         out = np.empty(len(member), dtype=np.int64)
@@ -222,7 +248,7 @@ class FiniteWinner:
             sel = member == b
             t = tails[b][::-1]  # increasing: P[out >= m-1], ..., P[out >= 0] = 1
             out[sel] = len(t) - 1 - np.searchsorted(t, w[sel], side="right")
-        return np.where(k > 0, np.clip(out, 0, None), -1)
+        return np.where(played, np.clip(out, 0, None), -1)
 
 
 def winner_pmf(probs: np.ndarray, law: RoundsLaw) -> np.ndarray:
@@ -393,8 +419,8 @@ class ScoredGaussianWinner:
     winner's bucket log likelihood ratio when the score carries none); for any other score it
     is LLR(x). The fixed output's statistic is 0 (the same mass on both sides).
 
-    Release. W = 1 - (max of K uniforms) (`max_uniform_complement`, O(1) per game whatever K
-    is) is the winner's tail T_b(x), so x = T_b^-1(W): for buckets, the bucket from the tail
+    Release. W = 1 - (max of K uniforms) (`winner_tail`: one uniform per game whatever K is)
+    is the winner's tail T_b(x), so x = T_b^-1(W): for buckets, the bucket from the tail
     masses above it, then the normal quantile inside the bucket; for the farthest score, the
     radius r with P_b[|X - c| > r] = W (safeguarded Newton in log space on the bracket
     [isf(W) + |c - s_b|, isf(W / 2) + |c - s_b|]) and the side c + r with probability
@@ -523,14 +549,13 @@ class ScoredGaussianWinner:
     def release(self, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Run H for each coin: K ~ xi, the winner's output under the score (-inf when K = 0)."""
         member = np.asarray(member)
-        k = self.law.sample(len(member), rng)
-        w = max_uniform_complement(k, rng)
+        w, played = winner_tail(self.law, len(member), rng)
         side = rng.random(len(member)) if isinstance(self.score, FarthestScore) else None
         x = np.empty(len(member))
         for b in (0, 1):
             sel = member == b
             x[sel] = self.invert_tail(w[sel], b, None if side is None else side[sel])
-        return np.where(k > 0, x, -np.inf)
+        return np.where(played, x, -np.inf)
 
     def invert_tail(self, w, member: int, side=None) -> np.ndarray:
         """x with T_b(x) = w (w in (0, 1]); `side` (uniforms) picks the farthest score's side."""
@@ -625,26 +650,19 @@ def farthest_radius(w, c, iterations: int = 60) -> np.ndarray:
     """r >= 0 with P[|Z - c| > r] = sf(c + r) + sf(r - c) = w for Z ~ N(0, 1) (w in (0, 1]).
 
     Bracket: sf(r - |c|) <= P <= 2 sf(r - |c|), so r lies in [isf(w) + |c|, isf(w/2) + |c|]
-    (clipped at 0); safeguarded Newton on log P (a bisection step wherever Newton leaves the
-    bracket) until the bracket is below 1e-12 or `iterations` steps."""
+    (clipped at 0); Newton on log P - log w inside it (`numerics.newton_bracketed`)."""
     w = np.asarray(w, dtype=float)
     c = abs(float(c))
     log_w = np.log(w)
     with np.errstate(divide="ignore"):
         lo = np.maximum(-ndtri(w) + c, 0.0)
         hi = np.maximum(-ndtri(0.5 * w) + c, 0.0)
-    r = lo.copy()
-    for _ in range(iterations):
+
+    def fun(r):
         log_p = np.logaddexp(log_ndtr(-(r + c)), log_ndtr(-(r - c)))
-        f = log_p - log_w
-        lo = np.where(f > 0, r, lo)  # P(r) > w: the root is above r
-        hi = np.where(f <= 0, r, hi)
         # d/dr log P = -(phi(r + c) + phi(r - c)) / P
         log_dens = np.logaddexp(-0.5 * (r + c) ** 2, -0.5 * (r - c) ** 2) - LOG_SQRT_2PI
-        step = f * np.exp(log_p - log_dens)
-        nxt = r + step
-        bad = ~((nxt >= lo) & (nxt <= hi)) | ~np.isfinite(nxt)
-        r = np.where(bad, 0.5 * (lo + hi), nxt)
-        if np.all(hi - lo <= 1e-12 * np.maximum(1.0, hi)) or np.all(np.abs(step) < 1e-13):
-            break
+        return log_p - log_w, -np.exp(log_dens - log_p)
+
+    r = newton_bracketed(fun, lo, hi, increasing=False, iterations=iterations)
     return np.where(w >= 1, 0.0, r)

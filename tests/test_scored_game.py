@@ -288,3 +288,49 @@ def test_a_scored_run_records_its_score_and_fingerprint():
     fp, fn = ScoredGaussianWinner(GaussianBase(1.0), Poisson(10), FarthestScore(-1.0)).tradeoff()
     # a valid eps_L: below the game's own eps (up to the curve's quadrature)
     assert 0 < low["eps"] <= float(np.max(epsilon_from_rates(fp, fn, 1e-2))) + 1e-3
+
+
+# --- the winner from one uniform per game (issue 29 item 1) ---------------------------------
+
+LAWS = [
+    Poisson(10),
+    Poisson(0.7),
+    TruncatedNegativeBinomial(0.0, 0.01),
+    TruncatedNegativeBinomial(1.0, 0.05),
+    TruncatedNegativeBinomial(-0.5, 1e-3),
+    TruncatedNegativeBinomial(3.0, 0.2),
+    FinitePmf({0: 0.1, 1: 0.5, 3: 0.4}),
+]
+
+
+@pytest.mark.parametrize("law", LAWS, ids=lambda law: f"{law.kind}{sorted(law.params().items())}")
+def test_pgf_complement_inverse_inverts_in_log_space(law):
+    from auditsel.rounds import RoundsLaw
+
+    top = float(law.pgf_complement(1.0))
+    u = top * np.array([1e-300, 1e-100, 1e-20, 1e-8, 1e-3, 0.1, 0.5, 0.9, 1.0])
+    w = law.pgf_complement_inverse(u)
+    assert np.all((w > 0) & (w <= 1))
+    assert np.max(np.abs(law.log_pgf_complement(np.log(w)) - np.log(u))) < 1e-9
+    # the closed form equals the generic Newton inverse
+    generic = RoundsLaw.pgf_complement_inverse(law, u)
+    assert np.max(np.abs(np.log(generic) - np.log(w))) < 1e-9
+
+
+@pytest.mark.parametrize("law", LAWS, ids=lambda law: f"{law.kind}{sorted(law.params().items())}")
+def test_the_one_uniform_winner_has_the_exact_cdf(law):
+    """KS of the released winner against G(F(x - s)) (the K = 0 atom at -inf counted apart)."""
+    game = GaussianWinner(GaussianBase(1.2), law)
+    rng = np.random.default_rng(8)
+    n = 100_000
+    for member in (0, 1):
+        x = game.release(np.full(n, member), rng)
+        zero = ~np.isfinite(x)
+        assert stats.binomtest(int(zero.sum()), n, law.p_zero).pvalue > P_MIN
+        c = lambda t: (game.cdf(t, member) - law.p_zero) / (1 - law.p_zero)
+        assert stats.kstest(x[~zero], c).pvalue > P_MIN
+    # power: another law of K is rejected
+    other = GaussianWinner(GaussianBase(1.2), Poisson(law.mean * 1.3 + 0.5))
+    y = other.release(np.zeros(n, int), rng)
+    c0 = lambda t: (game.cdf(t, 0) - law.p_zero) / (1 - law.p_zero)
+    assert stats.kstest(y[np.isfinite(y)], c0).pvalue < 1e-6
