@@ -73,6 +73,7 @@ __all__ = [
     "ScoredGaussianWinner",
     "normal_mass",
     "farthest_radius",
+    "statistic_tradeoff",
 ]
 
 LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
@@ -614,12 +615,7 @@ class ScoredGaussianWinner:
                 masses.append(np.append(d * (1 - self.atom) / d.sum(), self.atom))
             p0, p1 = masses
             stat = np.append(self.log_likelihood_ratio(mid), 0.0)
-        values, inverse = np.unique(-stat, return_inverse=True)  # highest statistic first
-        a0 = np.bincount(inverse, weights=p0, minlength=len(values))
-        a1 = np.bincount(inverse, weights=p1, minlength=len(values))
-        fp = np.concatenate([[0.0], np.cumsum(a0)])  # guess 1 on the first g groups
-        fn = np.concatenate([np.cumsum(a1[::-1])[::-1], [0.0]])
-        return np.clip(fp, 0, 1), np.clip(fn, 0, 1)
+        return statistic_tradeoff(stat, p0, p1)
 
     @property
     def tradeoff_source(self) -> str:
@@ -644,6 +640,19 @@ class ScoredGaussianWinner:
         values = self.statistic(np.linspace(lo, 40.0 + max(0.0, self.mu), 4001))
         values = values[np.isfinite(values)]
         return np.linspace(values.min(), values.max(), size)
+
+
+def statistic_tradeoff(statistic, p0, p1) -> tuple[np.ndarray, np.ndarray]:
+    """(FP, FN) of every threshold test "guess X' when the statistic is at least t" on a
+    discrete release whose outcomes have the given statistic and masses p0 (on X), p1 (on X'):
+    outcomes of equal statistic are never split (a threshold cannot), from t = +inf (FP = 0,
+    FN = 1) down to t = -inf."""
+    values, inverse = np.unique(-np.asarray(statistic, dtype=float), return_inverse=True)
+    a0 = np.bincount(inverse, weights=np.asarray(p0, dtype=float), minlength=len(values))
+    a1 = np.bincount(inverse, weights=np.asarray(p1, dtype=float), minlength=len(values))
+    fp = np.concatenate([[0.0], np.cumsum(a0)])  # guess X' on the first g groups
+    fn = np.concatenate([np.cumsum(a1[::-1])[::-1], [0.0]])
+    return np.clip(fp, 0, 1), np.clip(fn, 0, 1)
 
 
 def farthest_radius(w, c, iterations: int = 60) -> np.ndarray:

@@ -40,11 +40,12 @@ from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
+from auditsel.games.played_score import resolve_score, scored_winner
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
 from auditsel.pipelines.pipeline import Pipeline
 from auditsel.rounds import Point
-from auditsel.selection import GaussianWinner, TuningScore
+from auditsel.selection import GaussianWinner, ScoredGaussianWinner, TuningScore
 
 __all__ = ["assert_not_refuted", "audit", "worst_case_tuning", "worst_case_dpsgd", "RefutedClaim"]
 
@@ -57,10 +58,19 @@ class RefutedClaim(AssertionError):
         self.bound = bound
 
 
-def worst_case_tuning(base_epsilon: float, delta: float, rounds) -> GaussianWinner:
-    """The reduced game of [XWW24] Sec. 5: the worst case of tuning a Gaussian-DP base
-    (eps_B at delta), with the number of runs K ~ rounds."""
-    return GaussianWinner(GaussianBase.from_epsilon(base_epsilon, delta), rounds)
+def worst_case_tuning(
+    base_epsilon: float,
+    delta: float,
+    rounds,
+    *,
+    score: TuningScore | Literal["worst", "monotone"] = "monotone",
+) -> GaussianWinner | ScoredGaussianWinner:
+    """The reduced game of [XWW24] Sec. 5 on a Gaussian-DP base (eps_B at delta), K ~ rounds
+    runs, the best under `score` released: "monotone" (the largest draw wins, [XWW24]'s
+    assumption: its exact epsilon is `exact_epsilon(game, delta)`), "worst" (the worst-score
+    attack's score at `delta`) or any `TuningScore`."""
+    base = GaussianBase.from_epsilon(base_epsilon, delta)
+    return scored_winner(base, rounds, resolve_score(score, base, rounds, delta))
 
 
 def worst_case_dpsgd(
