@@ -36,7 +36,14 @@ from auditsel.games.fingerprint import code_identity, package_digest
 from auditsel.games.played_score import is_monotone_largest, resolve_score, scored_winner
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
-from auditsel.selection import BucketScore, ScoredGaussianWinner, TuningScore, winner_law
+from auditsel.selection import (
+    BucketScore,
+    FiniteWinner,
+    GaussianWinner,
+    ScoredGaussianWinner,
+    TuningScore,
+    winner_law,
+)
 from auditsel.version import __version__, source_commit
 
 __all__ = [
@@ -229,6 +236,7 @@ def protocol_and_proxy(spec: ExperimentSpec):
             spec.base, spec.rounds, None if is_monotone_largest(score) else score
         )
         return game, make_proxy(g.proxy, game)
+    winner: GaussianWinner | FiniteWinner | ScoredGaussianWinner
     if g.kind == "reduced":
         winner = scored_winner(spec.base, spec.rounds, game_score(spec))
     else:

@@ -144,8 +144,8 @@ class DpsgdWorstCase:
     @classmethod
     def from_base(cls, base, law: RoundsLaw, score: TuningScore | None = None) -> DpsgdWorstCase:
         """From a `mechanisms.DpsgdBase` (sigma, N, tau), the law of K and the tuner's score."""
-        extra = {} if score is None else {"score": score}
-        return cls(base.noise_multiplier, base.steps, base.sample_rate, law, **extra)
+        game = cls(base.noise_multiplier, base.steps, base.sample_rate, law)
+        return game if score is None else replace(game, score=score)
 
     def resolved(self, delta: float) -> DpsgdWorstCase:
         """The game with score "worst" replaced by the score the worst-score attack finds at
