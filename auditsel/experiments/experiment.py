@@ -112,15 +112,16 @@ def game_score(spec: ExperimentSpec) -> TuningScore:
 
 def score_fields(score: TuningScore, choice) -> dict:
     """result.json's `lower.score`: what the tuner's score was (`describe`), as configured
-    (`choice`) and as played (the score's fields; infinite guesses as the strings "inf",
-    "-inf")."""
+    (`choice`: "worst", "farthest", ...) and as played (the score's fields; infinite guesses as
+    the strings "inf", "-inf")."""
     shown = lambda v: v if np.isfinite(v) else ("inf" if v > 0 else "-inf")
     fields: dict = {"kind": type(score).__name__, "describe": score.describe()}
     for name, value in vars(score).items():
         if isinstance(value, tuple):
             value = [shown(float(v)) for v in value]
         fields[name] = value
-    fields["configured"] = choice if isinstance(choice, str) else "as played"
+    kinds = {"FarthestScore": "farthest", "BucketScore": "bucket", "MonotoneScore": "monotone"}
+    fields["configured"] = choice if isinstance(choice, str) else kinds[type(choice).__name__]
     return fields
 
 
