@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.registry import bound
 from auditsel.auditing.lower import epsilon_from_rates
 from auditsel.errors import ConfigError
@@ -28,6 +29,7 @@ from auditsel.selection import (
     MonotoneScore,
     ScoredGaussianWinner,
     farthest_radius,
+    winner_law,
 )
 
 
@@ -334,3 +336,22 @@ def test_the_one_uniform_winner_has_the_exact_cdf(law):
     y = other.release(np.zeros(n, int), rng)
     c0 = lambda t: (game.cdf(t, 0) - law.p_zero) / (1 - law.p_zero)
     assert stats.kstest(y[np.isfinite(y)], c0).pvalue < 1e-6
+
+
+def test_plan_knows_the_score():
+    """`plan` plans on the curve of the statistic the adversary thresholds under the score: its
+    best test (game_eps) is the game's eps (above the monotone game's exact value here), and
+    a target between the two is reachable."""
+    from auditsel.experiments.config_plan import plan_spec
+
+    spec = parse_config(CONFIG)
+    exact = exact_epsilon(winner_law(GaussianBase(1.0), Poisson(10)), 1e-2)
+    plan = plan_spec(spec, exact + 0.1)
+    fp, fn = ScoredGaussianWinner(GaussianBase(1.0), Poisson(10), FarthestScore(-1.0)).tradeoff()
+    assert plan.curve == "numerical (quadrature)"
+    assert plan.game_eps == pytest.approx(float(np.max(epsilon_from_rates(fp, fn, 1e-2))))
+    assert plan.game_eps > exact + 1.0
+    assert plan.games is not None
+    assert plan_spec(spec, exact + 0.3).games > plan.games  # more certainty costs more games
+    monotone = plan_spec(parse_config(_with_game(score="monotone")), exact - 0.1)
+    assert monotone.game_eps <= exact + 1e-9  # no test of a game beats the game's exact eps
