@@ -355,3 +355,89 @@ def test_plan_knows_the_score():
     assert plan_spec(spec, exact + 0.3).games > plan.games  # more certainty costs more games
     monotone = plan_spec(parse_config(_with_game(score="monotone")), exact - 0.1)
     assert monotone.game_eps <= exact + 1e-9  # no test of a game beats the game's exact eps
+
+
+# --- the worst score (the attack's, accounting.attack) --------------------------------------
+
+
+@lru_cache
+def _worst(pair, law, delta):
+    from auditsel.games.played_score import resolve_score
+
+    return resolve_score("worst", pair, law, delta)
+
+
+def _chi_square_p(counts, expected):
+    """Chi-square p-value with buckets of expected count < 20 pooled (left to right)."""
+    expected = np.asarray(expected, dtype=float) * np.sum(counts) / np.sum(expected)
+    groups, acc_c, acc_e = [], 0.0, 0.0
+    for c, e in zip(counts, expected):
+        acc_c, acc_e = acc_c + c, acc_e + e
+        if acc_e >= 20:
+            groups.append((acc_c, acc_e))
+            acc_c, acc_e = 0.0, 0.0
+    if groups and acc_e > 0:
+        c, e = groups.pop()
+        groups.append((c + acc_c, e + acc_e))
+    c, e = np.array(groups).T
+    return stats.chisquare(c, e * c.sum() / e.sum()).pvalue
+
+
+def test_the_worst_score_game_has_the_attack_value_as_its_epsilon():
+    """Two computations of one number: the attack's value, and the eps of the best threshold on
+    the exact curve of the game that plays the attack's score (this module's bucket pmfs)."""
+    from auditsel.accounting.attack import attack
+
+    pair, law, delta = GaussianBase(1.0), Poisson(10), 1e-2
+    score = _worst(pair, law, delta)
+    assert isinstance(score, BucketScore) and score.guess is not None
+    fp, fn = ScoredGaussianWinner(pair, law, score).tradeoff()
+    eps = float(np.max(epsilon_from_rates(fp, fn, delta)))
+    assert eps == pytest.approx(attack(pair, law, delta).epsilon, abs=1e-4)
+
+
+def test_worst_score_counts_follow_the_attacks_sampling_free_law():
+    """Monte Carlo of the found score against `winner_bucket_laws` (chi-square, buckets of
+    expected count < 20 pooled): the reduced game and the DP-SGD game (tau < 1)."""
+    from auditsel.accounting.attack import winner_bucket_laws
+    from auditsel.mechanisms import DpsgdBase
+
+    rng = np.random.default_rng(21)
+    pair, law = GaussianBase(1.0), Poisson(10)
+    score = _worst(pair, law, 1e-2)
+    game = ScoredGaussianWinner(pair, law, score)
+    laws = winner_bucket_laws(pair, law, score)
+    for member in (0, 1):
+        x = game.release(np.full(200_000, member), rng)
+        counts = np.bincount(
+            score.bucket(game.label(x[np.isfinite(x)])), minlength=len(score.ranks)
+        )
+        assert _chi_square_p(counts, laws[member]) > P_MIN
+    # power: the monotone game's counts are rejected
+    mono = GaussianWinner(pair, law).release(np.zeros(200_000, int), rng)
+    counts = np.bincount(
+        score.bucket(game.label(mono[np.isfinite(mono)])), minlength=len(score.ranks)
+    )
+    assert _chi_square_p(counts, laws[0]) < 1e-6
+    dpsgd, small = DpsgdBase(1.0, 10, 0.2), Poisson(5)
+    score = _worst(dpsgd, small, 1e-2)
+    game = DpsgdWorstCase(1.0, 10, 0.2, small, score=score)
+    laws = winner_bucket_laws(dpsgd, small, score)
+    for member in (0, 1):
+        y = game.release(np.full(40_000, member, dtype=np.int8), rng)
+        counts = np.bincount(score.bucket(y[np.isfinite(y)]), minlength=len(score.ranks))
+        assert _chi_square_p(counts, laws[member]) > P_MIN
+
+
+def test_a_worst_score_run_certifies_more_than_the_monotone_exact_value():
+    """`score: worst` at the games `plan` asks for: a valid eps_L above the exact epsilon of
+    [XWW24]'s monotone-score game (mu = 1, Poisson(10), delta 1e-2)."""
+    from auditsel.experiments.config_plan import plan_spec
+
+    spec = parse_config({**CONFIG, "game": {"score": "worst", "panel": False}})
+    exact = exact_epsilon(winner_law(GaussianBase(1.0), Poisson(10)), 1e-2)
+    games = plan_spec(spec, exact + 0.1).games
+    assert games is not None and games <= 200_000
+    result, _ = run_experiment(spec.with_game(trials=games), progress=False)
+    assert result["lower"]["eps"] > exact
+    assert result["lower"]["score"]["configured"] == "worst"
