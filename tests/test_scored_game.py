@@ -6,8 +6,10 @@ with H from scipy.stats, the bucket pmf against Monte Carlo counts (chi-square),
 tail T_b(x) against its exact law (KS), the farthest score's value against the issue's
 independent computation, and every game's eps against a rigorous bound."""
 
+import json
 import math
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -441,3 +443,44 @@ def test_a_worst_score_run_certifies_more_than_the_monotone_exact_value():
     result, _ = run_experiment(spec.with_game(trials=games), progress=False)
     assert result["lower"]["eps"] > exact
     assert result["lower"]["score"]["configured"] == "worst"
+
+
+# --- the committed runs (issue 25 item 3) ---------------------------------------------------
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def _reduced_game_value(result: dict, key: str) -> float | None:
+    """A value of [XWW24]'s monotone-score reduced game, wherever result.json keeps it."""
+    for section in ("monotone_score", "reduced_game", "upper"):
+        value = (result.get(section) or {}).get(key)
+        if isinstance(value, dict):
+            value = value.get("epsilon")
+        if value is not None:
+            return float(value)
+    return None
+
+
+@pytest.mark.parametrize(
+    "name,key",
+    [
+        ("any_score_farthest", "exact"),
+        ("any_score_gaussian", "exact"),
+        ("any_score_dpsgd_full_batch", "improved_rdp"),
+        ("any_score_dpsgd_subsampled", "improved_rdp"),
+    ],
+)
+def test_committed_runs_certify_more_than_the_monotone_score_values(name, key):
+    """Each committed any-score run: a valid eps_L (split rule) above the monotone-score game's
+    value it is committed to exceed, with the games its config asks for; never above the
+    rigorous upper end nor, for a bucket score, above the game's own eps (the attack value)."""
+    result = json.loads((RESULTS / name / "result.json").read_text())
+    low = result["lower"]
+    assert low["valid"] and low["threshold_rule"] == "split"
+    assert low["eps"] > _reduced_game_value(result, key)
+    assert low["score"]["configured"] in ("worst", "farthest")
+    if low["score"]["configured"] == "worst":
+        assert low["eps"] <= result["attack"]["epsilon"]
+    assert low["eps"] <= min(
+        v for k, v in result["upper"].items() if k in ("generic_rdp", "profile")
+    )

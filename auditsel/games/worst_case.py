@@ -27,10 +27,10 @@ data set, and the run with the highest score s is released (K = 0 releases a fix
 -inf). The released run y has density G'(F_b(s(y))) p_b(y), with G the pgf of K and F_b the cdf
 of s under b, so its likelihood ratio depends on y only through s(y): the winner's score is a
 sufficient statistic of the release, and it is what `release` returns (proxy `sample`).
-For K > 1 the tuner's score is a choice of the protocol: selecting by the LLR is natural but is
-NOT known to be the worst case for tau < 1; another score could in principle leak more, so an
-audit of this game is a valid lower bound for THIS protocol, not a proof of tightness of the
-tuning bounds.
+For K > 1 the tuner's score is a choice of the protocol: selecting by the largest LLR is natural
+but not the worst case; a score whose lower sets are intervals of the label leaks more (`score`
+below, e.g. the worst-score attack's). An audit of this game is a valid lower bound for the
+protocol it plays, not a proof of tightness of the tuning bounds.
 
 Scores. `score` (a `selection.TuningScore` over the run's label, default: the largest label
 wins, as above) is how the tuner ranks its runs: `MonotoneScore` (largest or smallest label) or
