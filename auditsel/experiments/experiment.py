@@ -100,13 +100,15 @@ _SCORES: dict[str, TuningScore] = {}
 
 def game_score(spec: ExperimentSpec) -> TuningScore:
     """The score the spec's game plays (`game.score` resolved for the setting by
-    `games.played_score.resolve_score`; "worst" runs the attack once per setting)."""
-    choice = _game(spec).score
-    if choice != "worst":
-        return resolve_score(choice, spec.base, spec.rounds, spec.delta)
-    key = repr((spec.base, spec.rounds, spec.delta))
+    `games.played_score.resolve_score`; "worst" runs the attack once per setting, on the pair
+    the game plays: the reduced Gaussian pair for the reduced game)."""
+    g = _game(spec)
+    pair = spec.base.reduced() if g.kind == "reduced" else spec.base
+    if g.score != "worst":
+        return resolve_score(g.score, pair, spec.rounds, spec.delta)
+    key = repr((pair, spec.rounds, spec.delta))
     if key not in _SCORES:
-        _SCORES[key] = resolve_score("worst", spec.base, spec.rounds, spec.delta)
+        _SCORES[key] = resolve_score("worst", pair, spec.rounds, spec.delta)
     return _SCORES[key]
 
 
