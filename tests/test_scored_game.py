@@ -484,3 +484,17 @@ def test_committed_runs_certify_more_than_the_monotone_score_values(name, key):
     assert low["eps"] <= min(
         v for k, v in result["upper"].items() if k in ("generic_rdp", "profile")
     )
+
+
+def test_run_config_takes_a_score_object():
+    """The Python API: run_config(..., score=BucketScore(...)) plays it, the adversary reading
+    its statistic (the winner's bucket LLR when the score carries no guess)."""
+    from auditsel.experiments.experiment import run_config
+
+    result = run_config(_with_game(score="monotone", trials=4000, panel=False), score=EXTREMES)
+    assert result.lower["proxy"] == "score"
+    assert result.lower["score"]["kind"] == "BucketScore"
+    assert result.lower["score"]["configured"] == "bucket"
+    with pytest.raises(ConfigError) as err:
+        run_config(CONFIG, score="best")
+    assert err.value.field == "game.score"

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -45,7 +45,7 @@ from auditsel.errors import (
 from auditsel.events import LaplaceBase
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import RoundsLaw, law_from_dict
-from auditsel.selection import FarthestScore, MonotoneScore, tuning_score_from_spec
+from auditsel.selection import BucketScore, FarthestScore, MonotoneScore, tuning_score_from_spec
 
 __all__ = [
     "ConfigError",
@@ -140,6 +140,13 @@ class ExperimentSpec:
         for key in ("trials", "seed"):
             if key in changes:
                 changes[key] = _integer(changes[key], f"game.{key}", *LIMITS[f"game.{key}"])
+        if "score" in changes:  # the adversary reads the new score's statistic
+            changes["score"] = _parse_score(changes["score"], self.game.kind)
+            if self.game.one_run is not None and changes["score"] != "monotone":
+                raise ConfigError(
+                    "game.score", "one-run audits (game.one_run) play the monotone score only"
+                )
+            changes.setdefault("proxy", "score" if self.game.kind != "dpsgd" else self.game.proxy)
         return replace(self, game=replace(self.game, **changes))
 
 
@@ -383,10 +390,16 @@ def _parse_game(raw, base) -> GameSpec:
 
 
 def _parse_score(raw, kind: str):
-    """`game.score`: monotone (default) | worst | {kind: farthest, center: C}; which games
-    play which (the reduced game plays all three; the worst-case DP-SGD game monotone and
+    """`game.score`: monotone (default) | worst | {kind: farthest, center: C} (or, from Python,
+    a `selection` score object); which games play which (the reduced game plays all three; the worst-case DP-SGD game monotone and
     worst, over the run's label; the others monotone only)."""
-    score = tuning_score_from_spec(raw)
+    score: MonotoneScore | FarthestScore | BucketScore | Literal["worst"]
+    if isinstance(raw, (MonotoneScore, FarthestScore, BucketScore)):  # the Python API's form
+        score = raw
+        if isinstance(raw, MonotoneScore) and raw.direction == "largest":
+            return "monotone"
+    else:
+        score = tuning_score_from_spec(raw)
     if score == MonotoneScore():
         return "monotone"
     if kind in ("discrete", "dpsgd"):

@@ -514,13 +514,16 @@ def run_config(
     jobs: int = 1,
     trials: int | None = None,
     seed: int | None = None,
+    score=None,
     progress: bool = False,
 ) -> RunResult:
     """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed
     ExperimentSpec) and return its result (`RunResult`: result.json's sections as attributes,
     `to_dict()` for the document); with `out_dir`, also write result.json,
     report.md and the plots there (and keep the game's checkpoints, so a rerun resumes).
-    `trials` and `seed` override game.trials and game.seed (range-checked as in the config).
+    `trials` and `seed` override game.trials and game.seed (range-checked as in the config);
+    `score` overrides game.score: "monotone", "worst" or a `selection` score (`MonotoneScore`,
+    `FarthestScore`, `BucketScore`; the adversary then reads its statistic, proxy `score`).
     Bad input is a ConfigError, also for an `out_dir` that escapes (the working folder or one
     of its parents) or is in use by another run (`auditsel.files.claim_folder`)."""
     if isinstance(config, ExperimentSpec):
@@ -529,7 +532,9 @@ def run_config(
         spec = load_config(config)
     else:
         spec = parse_config(config)
-    overrides = {k: v for k, v in (("trials", trials), ("seed", seed)) if v is not None}
+    overrides = {
+        k: v for k, v in (("trials", trials), ("seed", seed), ("score", score)) if v is not None
+    }
     if overrides:
         spec = spec.with_game(**overrides)
     if out_dir is None:
