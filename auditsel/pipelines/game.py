@@ -69,11 +69,12 @@ USER_MODULES: dict[str, str] = {}
 
 def import_by_path(name: str, path: str) -> Any:
     """Import the file `path` as the module `name` (once per process)."""
+    USER_MODULES[name] = path
     if name in sys.modules:
         return sys.modules[name]
     folder = str(Path(path).parent)
     if folder not in sys.path:
-        sys.path.insert(0, folder)
+        sys.path.append(folder)  # last: a json.py there never shadows the standard library
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
@@ -120,9 +121,14 @@ class PipelineError(ConfigError):
 
 
 def function_name(fn: Any) -> str:
-    """module.qualname of a function (or of a callable object's class)."""
+    """module.qualname of a function (or of a callable object's class); FILE.py:qualname for
+    one of a file imported by path (as the user named it)."""
     target = fn if hasattr(fn, "__qualname__") else type(fn)
-    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(fn))}"
+    module = getattr(target, "__module__", "?")
+    name = getattr(target, "__qualname__", repr(fn))
+    if module in USER_MODULES:
+        return f"{Path(USER_MODULES[module]).name}:{name}"
+    return f"{module}.{name}"
 
 
 def score_label(score: Callable | None, canary: Canary) -> str:

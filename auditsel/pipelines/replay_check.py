@@ -4,19 +4,20 @@ Contract. An audit's numbers are a function of (seed, game) only if `tune` and `
 game's release must depend on its data, its seed and its canary and on nothing else. Before the
 games, `check_replay` tests that on the audit's own pipeline:
 
-1. In this process, game 0 is played twice, and game 1 once, each from its seed exactly as the
-   audit plays it (`PipelineGame.release_and_score`). The two plays of game 0 must give the same
-   score and the same release (compared by `content_digest`; a release that cannot be
-   digested is compared by its score). Between plays the content digests of `data` and of the
-   canary must not change. Whether `tune` drew from a global generator (Python's `random`,
+1. In this process, two games are played twice each (the first game whose coin puts the
+   canary in and the first that leaves it out: `replay_games`), each from its seed exactly as
+   the audit plays it (`PipelineGame.release_and_score`). The two plays of a game must give the
+   same score and the same release (compared by `content_digest`; a release that cannot be
+   digested is compared by its score). The content digests of `data` and of the canary must
+   not change. Whether `tune` drew from a global generator (Python's `random`,
    NumPy's legacy `np.random`, torch's default generator) is read off the generators' states.
-2. With more than one worker (`jobs` != 1), games 0 and 1 are played once more through the
+2. With more than one worker (`jobs` != 1), the two games are played once more through the
    audit's backend (two workers at once: loky processes, threads, or the dask cluster) and
    must give the scores of step 1.
 
 Each difference is a hazard, named with its usual cause and fix:
 
-* `unseeded randomness`: the two plays of game 0 differ (a generator made without the seed
+* `unseeded randomness`: the two plays of a game differ (a generator made without the seed
   `tune` receives, the clock, a process id, a dict of ids...);
 * `in-place mutation`: `data` or the canary changed during a game (the next game would see
   other data);
@@ -32,7 +33,7 @@ the hazards and that they were accepted. After the games, `check_unchanged` comp
 digests of `data` and of the canary with those taken before (a mutation during the audit, in
 this process or in its threads).
 
-Cost: three games in this process and, with workers, two more in the backend: about five games
+Cost: four games in this process and, with workers, two more in the backend: about six games
 and the digests of data and canary, whatever the audit's size (the measurement is in
 docs/benchmarks/).
 """
@@ -50,7 +51,7 @@ import numpy as np
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
 from auditsel.pipelines.content_digest import content_digest
-from auditsel.pipelines.game import PipelineGame, function_name, game_seed, seed_globals
+from auditsel.pipelines.game import PipelineGame, game_seed, seed_globals
 
 __all__ = [
     "ReplayReport",
@@ -61,30 +62,18 @@ __all__ = [
 ]
 
 ACCEPT_HINT = (
-    "to audit it anyway, knowingly, pass --accept-nondeterministic "
-    "(audit_pipeline(accept_nondeterminism=True)); result.json records it"
+    "to audit it anyway, knowingly: --accept-nondeterministic (accept_nondeterminism=True), "
+    "recorded in result.json"
 )
 FIXES = {
-    "unseeded randomness": (
-        "derive every random draw from the seed tune receives (np.random.default_rng(seed), "
-        "torch.Generator().manual_seed(seed)), and read no clock, process id or object address"
-    ),
-    "in-place mutation": (
-        "do not change `data` or the canary in tune: copy them first (np.array(x), "
-        "tensor.clone(), copy.deepcopy)"
-    ),
-    "global generators under threads": (
-        "draw from a generator seeded with `seed` instead of np.random / random / torch's "
-        "global one, or run the games in processes (--backend loky, the default)"
-    ),
-    "thread races": (
-        "make tune thread-safe (no shared mutable state, no global generators), or run the "
-        "games in processes (--backend loky, the default)"
-    ),
-    "worker state": (
-        "make tune depend on its arguments only, not on state of the process that runs it "
-        "(module-level caches, environment variables, files written by earlier games)"
-    ),
+    "unseeded randomness": "draw only from generators seeded with `seed` "
+    "(np.random.default_rng(seed)); read no clock or process id",
+    "in-place mutation": "copy `data` or the canary before changing them",
+    "global generators under threads": "draw from np.random.default_rng(seed), not np.random/"
+    "random/torch's global generator, or use processes (--backend loky)",
+    "thread races": "share no mutable state between games, or use processes (--backend loky)",
+    "worker state": "make tune depend on its arguments only (no module caches, files or "
+    "environment left by earlier games)",
 }
 
 
@@ -154,12 +143,21 @@ def _hazard(name: str, detail: str) -> str:
     return f"{name}: {detail}; fix: {FIXES[name]}"
 
 
-def _in_process(game: PipelineGame, seed: int, digests: tuple[str, str]):
-    """The hazards of two plays of game 0, whether they drew from a global generator, and
-    game 0's score."""
-    hazards = []
-    first = _play(game, seed, 0)
-    changed = [
+def replay_games(seed: int, count: int = 64) -> tuple[int, ...]:
+    """The games the check replays: the first whose coin puts the canary in and the first
+    whose coin leaves it out (game 0 and 1 when among the first `count` there is one coin
+    only)."""
+    coins = [
+        int(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(g,))).integers(0, 2))
+        for g in range(count)
+    ]
+    if 0 in coins and 1 in coins:
+        return tuple(sorted((coins.index(1), coins.index(0))))
+    return (0, 1)
+
+
+def _changed(game: PipelineGame, digests: tuple[str, str]) -> list[str]:
+    return [
         what
         for what, before, value in (
             ("data", digests[0], game.data),
@@ -167,25 +165,34 @@ def _in_process(game: PipelineGame, seed: int, digests: tuple[str, str]):
         )
         if content_digest(value, what) != before
     ]
-    if changed:
-        hazards.append(
-            _hazard("in-place mutation", f"{' and '.join(changed)} changed during game 0")
-        )
-    second = _play(game, seed, 0)
-    if (first.score, first.release) != (second.score, second.release):
-        what = (
-            f"scores {first.score!r} then {second.score!r}"
-            if first.score != second.score
-            else "the same score but different releases"
-        )
-        hazards.append(
-            _hazard(
-                "unseeded randomness",
-                f"game 0 (seed {game_seed(seed, 0)}) played twice by {function_name(game.tune)} "
-                f"gave {what}",
+
+
+def _in_process(game: PipelineGame, seed: int, digests: tuple[str, str], games: tuple[int, ...]):
+    """The hazards of two plays of each game in `games`, whether a play drew from a global
+    generator, and the games' scores."""
+    hazards, scores, global_draws = [], [], False
+    for index in games:
+        first, second = _play(game, seed, index), _play(game, seed, index)
+        global_draws = global_draws or first.global_draws or second.global_draws
+        scores.append(first.score)
+        if (first.score, first.release) != (second.score, second.release) and not hazards:
+            what = (
+                f"scores {first.score!r} then {second.score!r}"
+                if first.score != second.score
+                else "one score but two different releases"
             )
+            hazards.append(
+                _hazard(
+                    "unseeded randomness",
+                    f"game {index} (seed {game_seed(seed, index)}) played twice gave {what}",
+                )
+            )
+    changed = _changed(game, digests)
+    if changed:
+        hazards.insert(
+            0, _hazard("in-place mutation", f"{' and '.join(changed)} changed during a game")
         )
-    return hazards, first.global_draws or second.global_draws, first.score
+    return hazards, global_draws, tuple(scores)
 
 
 def check_replay(
@@ -200,26 +207,25 @@ def check_replay(
     hazard unless `accept`. Step 2 is `check_backend`, inside the audit's backend."""
     start = time.perf_counter()
     digests = (content_digest(game.data, "data"), content_digest(game.canary, "canary"))
-    hazards, global_draws, score0 = _in_process(game, seed, digests)
-    score1 = _play(game, seed, 1).score
+    games = replay_games(seed)
+    hazards, global_draws, scores = _in_process(game, seed, digests, games)
     if jobs != 1 and global_draws and backend == "threading":
         hazards.append(
             _hazard(
                 "global generators under threads",
-                f"{function_name(game.tune)} draws from a global generator (random, np.random "
-                f"or torch) while several threads play games at once (--jobs {jobs})",
+                f"tune draws from a global generator while {jobs} threads play games at once",
             )
         )
     report = ReplayReport(
-        games=(0, 1),
-        plays=3,
+        games=games,
+        plays=2 * len(games),
         hazards=tuple(hazards),
         accepted=bool(accept and hazards),
         global_generators=global_draws,
         seconds=time.perf_counter() - start,
         data_digest=digests[0],
         canary_digest=digests[1],
-        scores=(score0, score1),
+        scores=scores,
     )
     _refuse_unless(report, accept)
     return report
@@ -241,20 +247,29 @@ def check_backend(
         return report
     start = time.perf_counter()
     one = replace(game, chunk_size=1)
+    # the replayed games, one per chunk, on two workers at once
     record = run_game(
-        one, one.score, 2, seed, chunk_size=1, jobs=2, backend=backend, progress=False, unit="game"
+        _Subset(one, report.games),
+        one.score,
+        len(report.games),
+        seed,
+        chunk_size=1,
+        jobs=2,
+        backend=backend,
+        progress=False,
+        unit="game",
     )
     assert record.scores is not None
     got = tuple(float(v) for v in record.scores[:, 0])
     hazards = list(report.hazards)
     if got != report.scores:
         name = "thread races" if backend == "threading" else "worker state"
-        where = {"threading": "two threads"}.get(str(backend), f"two {backend or 'loky'} workers")
+        where = "two threads" if backend == "threading" else f"two {backend or 'loky'} workers"
         hazards.append(
             _hazard(
                 name,
-                f"games 0 and 1 gave scores {list(report.scores)} in this process "
-                f"and {list(got)} on {where}",
+                f"games {list(report.games)} scored {list(report.scores)} here and "
+                f"{list(got)} on {where}",
             )
         )
     report = replace(
@@ -268,13 +283,26 @@ def check_backend(
     return report
 
 
+@dataclass(frozen=True, eq=False)
+class _Subset:
+    """The games `games` of a pipeline game, played as chunks 0, 1, ... of one game each."""
+
+    game: PipelineGame
+    games: tuple[int, ...]
+
+    def play(self, seed: int, index: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+        member, value, cpu = self.game.play_one(seed, self.games[index])
+        return np.array([[value, cpu]]), np.array([member], dtype=np.int8)
+
+    def release(self, member: np.ndarray, rng: np.random.Generator, /) -> Any:
+        raise NotImplementedError("plays whole chunks: see play()")
+
+
 def _refuse_unless(report: ReplayReport, accept: bool) -> None:
     if report.hazards and not accept:
+        more = f" (and {len(report.hazards) - 1} more)" if len(report.hazards) > 1 else ""
         raise ReproducibilityError(
-            "tune",
-            "not reproducible, so the audit would not be a function of its seed: "
-            + " | ".join(report.hazards)
-            + f"; {ACCEPT_HINT}",
+            "tune", f"not reproducible: {report.hazards[0]}{more}; {ACCEPT_HINT}"
         )
 
 

@@ -6,8 +6,9 @@ Contract.
 * `import_file(path, field)` imports a Python file under a module name of its own,
   `auditsel_user_<12 hex digits of the resolved path and the content>_<stem>`: two files with the same stem in
   two folders are two modules, and a file named like a standard module (`json.py`) never
-  shadows it nor is shadowed by it. Its folder is put in front of sys.path, as `python FILE`
-  does, so that it imports the modules beside it. A game sent to a worker process (loky, dask)
+  shadows it nor is shadowed by it. Its folder is put at the end of sys.path, so that it imports
+  the modules beside it while a `json.py` there never shadows the standard library's (in this
+  process or in a worker). A game sent to a worker process (loky, dask)
   carries the names and paths of these files, and the worker imports them the same way before
   it unpickles the functions that live in them (`auditsel.pipelines.game.USER_MODULES`).
 * `call_user(field, what, fn, *args)` calls a function of the user's (importing a module,
