@@ -283,6 +283,14 @@ def _append(data: Any, x: Any, y: Any, kind: str, copies: int = 1) -> Any:
 
 def _rows(value: Any, shape: tuple, copies: int) -> Any:
     """`copies` rows of `value` (a numpy array or torch tensor) reshaped to `shape`."""
+    size = math.prod(shape)
+    if math.prod(tuple(value.shape)) != size:  # the canary does not fit the data's rows
+        what = "x" if shape else "y"
+        raise ConfigError(
+            f"canary.{what}",
+            f"has {math.prod(tuple(value.shape))} values but a row of the data has shape "
+            f"{tuple(shape)} ({size} values); give the canary the data's row shape",
+        )
     row = value.reshape(1, *shape)
     return (
         np.repeat(row, copies, axis=0)
