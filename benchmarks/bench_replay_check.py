@@ -1,15 +1,17 @@
-"""Cost of the replay check of a pipeline audit (issue 26): its seconds against the whole audit.
+"""Cost of the replay check of a pipeline audit (issue 26), against the same audit without it.
 
     python benchmarks/bench_replay_check.py                       # tutorial pipeline, 1,000 games
-    python benchmarks/bench_replay_check.py --games 1000 --jobs 2 --pipeline numpy
+    python benchmarks/bench_replay_check.py --games 1000 --jobs 2 --pipeline numpy --repeats 3
 
 The tutorial's Opacus pipeline (docs/tutorials/audit-your-pipeline.md, saved as tuning.py from
-the page's blocks) or a tiny numpy pipeline is audited through the CLI
-(`auditsel audit-pipeline ... --games N --jobs J`) into a fresh folder; result.json records the
-seconds of the replay check (`pipeline.reproducibility.seconds`: the digests of data and canary,
-four games in the CLI's process and, with J > 1, two on the backend, whose start-up the games
-then reuse) and of the whole audit (`seconds`). Prints both, their ratio and the load average.
-Then the same command again into the same folder: it must resume every game.
+the page's blocks) or a cheap numpy pipeline is audited with `audit_pipeline` (the file imported
+by path as the CLI does, `out_dir` written: checkpoints, panel, report, plots), each run in a
+fresh process: with the replay check, and with the check replaced by a stub (the harness does
+this; there is no option to skip the check). Prints the seconds the check itself took
+(`pipeline.reproducibility.seconds`: the digests of data and canary, four games in this process
+and, with J > 1, two on the backend, whose start-up the games then reuse), the audits' wall
+seconds (the least of --repeats runs each), the difference and its share of the audit, and the
+load average. Then the CLI reruns the audit into a folder it wrote: it must resume every game.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,34 +65,73 @@ COMMANDS = {
 }
 
 
+RUNNER = """
+import json, sys, time
+from auditsel import GradientCanary, InputCanary, audit_pipeline
+from auditsel.pipelines import pipeline
+from auditsel.pipelines.load import load_canary
+from auditsel.pipelines.replay_check import ReplayReport
+from auditsel.pipelines.user_code import import_file
+
+games, jobs, data_name, canary_text, check = sys.argv[1:6]
+if check == "off":  # the harness's stub: the audit without the replay check
+    stub = ReplayReport((), 0, (), False, False, 0.0, "", "")
+    pipeline.check_replay = lambda *a, **k: stub
+    pipeline.check_backend = lambda game, seed, report, **k: report
+    pipeline.check_unchanged = lambda game, report: []
+module = import_file("tuning.py", "tune")
+start = time.perf_counter()
+audit = audit_pipeline(module.tune, module.score, data=getattr(module, data_name),
+                       canary=load_canary(canary_text), games=int(games), delta=1e-5,
+                       jobs=int(jobs), out_dir="out-" + check)
+wall = time.perf_counter() - start
+print(json.dumps({"wall": wall, "check": audit.result["pipeline"]["reproducibility"]["seconds"],
+                  "eps": audit.eps}))
+"""
+
+
+def _run(folder: Path, env: dict, args, check: str) -> dict:
+    command = COMMANDS[args.pipeline]
+    argv = [sys.executable, "-c", RUNNER, str(args.games), str(args.jobs)]
+    argv += [command[4].split(":")[1], command[6], check]
+    shutil.rmtree(folder / f"out-{check}", ignore_errors=True)
+    done = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--games", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--pipeline", choices=sorted(COMMANDS), default="opacus")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-replay-"))
     source = tutorial_module() if args.pipeline == "opacus" else NUMPY
     (folder / "tuning.py").write_text(source)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    argv = [sys.executable, "-m", "auditsel", "audit-pipeline", *COMMANDS[args.pipeline]]
-    argv += ["--games", str(args.games), "--jobs", str(args.jobs), "--out", "out", "--quiet"]
     before = os.getloadavg()
-    start = time.perf_counter()
-    subprocess.run([*argv, "--no-progress"], cwd=folder, env=env, check=True)
-    wall = time.perf_counter() - start
+    runs: dict[str, list[dict]] = {"on": [], "off": []}
+    for _ in range(args.repeats):
+        for check in ("on", "off"):  # interleaved: both see the same load
+            runs[check].append(_run(folder, env, args, check))
     after = os.getloadavg()
-    result = json.loads((folder / "out" / "result.json").read_text())
-    check = result["pipeline"]["reproducibility"]
+    on = min(r["wall"] for r in runs["on"])
+    off = min(r["wall"] for r in runs["off"])
+    check = min(r["check"] for r in runs["on"])
+    assert runs["on"][0]["eps"] == runs["off"][0]["eps"]  # the check changes no number
     print(
-        f"{args.pipeline} pipeline, {args.games:,} games, --jobs {args.jobs}: audit "
-        f"{result['seconds']:.2f} s (command {wall:.2f} s wall), replay check "
-        f"{check['seconds']:.3f} s ({check['plays']} plays) = "
-        f"{check['seconds'] / result['seconds']:.2%} of the audit; eps_L "
-        f"{result['lower']['eps']:.4f}; load average {before[0]:.2f} -> {after[0]:.2f}"
+        f"{args.pipeline} pipeline, {args.games:,} games, jobs={args.jobs}, least of "
+        f"{args.repeats}: audit {on:.2f} s with the check, {off:.2f} s without "
+        f"(difference {on - off:+.2f} s = {(on - off) / off:+.1%}); the check itself "
+        f"{check:.3f} s = {check / on:.2%} of the audit; eps_L {runs['on'][0]['eps']:.4f}; "
+        f"load average {before[0]:.2f} -> {after[0]:.2f}"
     )
+    argv = [sys.executable, "-m", "auditsel", "audit-pipeline", *COMMANDS[args.pipeline]]
+    argv += ["--games", str(args.games), "--jobs", str(args.jobs), "--out", "cli", "--quiet"]
+    subprocess.run([*argv, "--no-progress"], cwd=folder, env=env, check=True)
     again = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, check=True)
-    print("rerun into the same --out:", again.stderr.strip().splitlines()[-1])
+    print("CLI rerun into the same --out:", again.stderr.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

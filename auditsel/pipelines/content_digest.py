@@ -8,7 +8,8 @@ Contract. `content_digest(value, field)` is the sha256 (hex) of a canonical walk
 * NumPy arrays and scalars: dtype, shape and the bytes in C order (object arrays element by
   element); torch tensors the same way (detached, moved to the CPU, read as raw bytes whatever
   their dtype; `joblib.hash` of a tensor is not stable across processes, this is); a torch
-  module by its class and `state_dict`;
+  module (any subclass: an Opacus `GradSampleModule` too) by its class and `state_dict`, not
+  by its hooks or per-sample gradients;
 * lists, tuples, dicts (in their order), sets and frozensets (in the order of their elements'
   digests), dataclasses (their fields);
 * functions and classes by their qualified name; any other object, e.g. a torch
@@ -68,12 +69,11 @@ class _Walker:
             return
         self.seen[id(value)] = len(self.seen)
         self.keep.append(value)
-        module = kind.__module__ or ""
         if isinstance(value, np.ndarray):
             self._array(value, path)
         elif isinstance(value, np.generic):
             self._array(np.asarray(value), path)
-        elif module.startswith("torch") and "torch" in sys.modules and self._torch(value, path):
+        elif "torch" in sys.modules and self._torch(value, path):  # opacus's modules too
             pass
         elif kind in (list, tuple):
             self.put(b"list" if kind is list else b"tuple", struct.pack("<Q", len(value)))

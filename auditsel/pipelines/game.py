@@ -324,7 +324,7 @@ class PipelineGame:
                 f"{function_name(self.score)} returned {what} in game {game} (seed "
                 f"{user_seed}); a score must be one real number (+-inf allowed)",
             )
-        value = float(raw)
+        value = float(raw.item() if hasattr(raw, "item") else raw)  # an array of one number
         if math.isnan(value):
             raise PipelineError(
                 "score",

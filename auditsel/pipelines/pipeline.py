@@ -79,7 +79,6 @@ from auditsel.pipelines.game import (
 )
 from auditsel.pipelines.replay_check import (
     ReproducibilityError,
-    check_backend,
     check_replay,
     check_unchanged,
 )
@@ -371,17 +370,14 @@ def audit_pipeline(
         start_wall, start_cpu = time.perf_counter(), time.process_time()
         game = PipelineGame(tune, score_fn, data, canary, chunk_size)
         accept = accept_nondeterminism
-        # first: the replay loads what tune imports lazily, so that the fingerprint covers it
-        replay = [check_replay(game, seed, jobs=jobs, backend=backend, accept=accept)]
         components = _components(tune, score_fn, data, canary, seed, chunk_size)
         fingerprint = _digest(components)
         if checkpoint_dir is not None:
             fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
+        replay: list = []
 
-        def on_backend(where):
-            replay[0] = check_backend(
-                game, seed, replay[0], jobs=jobs, backend=where, accept=accept
-            )
+        def on_backend(where):  # the replay check, on the audit's own backend
+            replay.append(check_replay(game, seed, jobs=jobs, backend=where, accept=accept))
 
         record, inline_cpu = play_games(
             game,

@@ -4,16 +4,17 @@ Contract. An audit's numbers are a function of (seed, game) only if `tune` and `
 game's release must depend on its data, its seed and its canary and on nothing else. Before the
 games, `check_replay` tests that on the audit's own pipeline:
 
-1. In this process, two games are played twice each (the first game whose coin puts the
-   canary in and the first that leaves it out: `replay_games`), each from its seed exactly as
-   the audit plays it (`PipelineGame.release_and_score`). The two plays of a game must give the
-   same score and the same release (compared by `content_digest`; a release that cannot be
-   digested is compared by its score). The content digests of `data` and of the canary must
-   not change. Whether `tune` drew from a global generator (Python's `random`,
+1. Two games (the first whose coin puts the canary in and the first that leaves it out:
+   `replay_games`) are played twice each, from their seeds exactly as the audit plays them
+   (`PipelineGame.release_and_score`), where the audit's games run: in this process with one
+   job or threads, on a worker with worker processes (loky, dask). The two plays of a game
+   must give the same score and the same release (compared by `content_digest`; a release that
+   cannot be digested is compared by its score). The content digests of `data` and of the
+   canary must not change. Whether `tune` drew from a global generator (Python's `random`,
    NumPy's legacy `np.random`, torch's default generator) is read off the generators' states.
-2. With more than one worker (`jobs` != 1), the two games are played once more through the
-   audit's backend (two workers at once: loky processes, threads, or the dask cluster) and
-   must give the scores of step 1.
+2. With more than one worker (`jobs` != 1), the two games are played once more elsewhere at
+   the same time (on a second worker process; on two threads, one game each) and must give
+   the scores of step 1.
 
 Each difference is a hazard, named with its usual cause and fix:
 
@@ -33,9 +34,10 @@ the hazards and that they were accepted. After the games, `check_unchanged` comp
 digests of `data` and of the canary with those taken before (a mutation during the audit, in
 this process or in its threads).
 
-Cost: four games in this process and, with workers, two more in the backend: about six games
-and the digests of data and canary, whatever the audit's size (the measurement is in
-docs/benchmarks/).
+Cost: four plays and, with workers, two more at the same time on a second worker, plus the
+digests of data and canary, whatever the audit's size; the workers' start-up is the audit's
+own (its games reuse them). Measured by `benchmarks/bench_replay_check.py`
+(docs/benchmarks/pipeline-audit.md).
 """
 
 from __future__ import annotations
@@ -43,20 +45,19 @@ from __future__ import annotations
 import random
 import sys
 import time
-from dataclasses import dataclass, replace
+from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from auditsel.errors import ConfigError
-from auditsel.games.engine import run_game
 from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import PipelineGame, game_seed, seed_globals
 
 __all__ = [
     "ReplayReport",
     "ReproducibilityError",
-    "check_backend",
     "check_replay",
     "check_unchanged",
 ]
@@ -195,6 +196,27 @@ def _in_process(game: PipelineGame, seed: int, digests: tuple[str, str], games: 
     return hazards, global_draws, tuple(scores)
 
 
+def _serial(game: PipelineGame, seed: int, games: tuple[int, ...], digests: tuple[str, str]):
+    """Step 1, in whichever process runs it (this one, or a worker)."""
+    return _in_process(game, seed, digests, games)
+
+
+def _once(game: PipelineGame, seed: int, games: tuple[int, ...]) -> tuple[float, ...]:
+    """The scores of `games`, each played once (step 2)."""
+    return tuple(game.release_and_score(seed, g)[2] for g in games)
+
+
+def _on_workers(tasks: list, backend: str | None) -> list:
+    """The tasks on two workers of the backend at once (what the engine's chunks run on)."""
+    # deferred: joblib (0.14 s with loky) loads only for parallel runs
+    from joblib import Parallel, delayed, parallel_config
+
+    prefer = "threads" if backend == "threading" else None
+    with parallel_config(backend=backend) if backend else nullcontext():
+        parallel = Parallel(n_jobs=-1 if backend == "dask" else 2, prefer=prefer)
+        return parallel(delayed(f)(*args) for f, *args in tasks)
+
+
 def check_replay(
     game: PipelineGame,
     seed: int,
@@ -203,12 +225,34 @@ def check_replay(
     backend: str | None = None,
     accept: bool = False,
 ) -> ReplayReport:
-    """Step 1 of the module docstring (in this process); raises ReproducibilityError on a
-    hazard unless `accept`. Step 2 is `check_backend`, inside the audit's backend."""
+    """The replay check of the module docstring; raises ReproducibilityError on a hazard
+    unless `accept`. `backend` is what `auditsel.games.backends.execution_backend` yields.
+
+    With one job, or threads, step 1 runs in this process (where the games run); with worker
+    processes (loky, dask) it runs on a worker while a second worker plays the games once
+    (step 2), so that this process never pays a pipeline's first-game start-up that only the
+    workers need."""
     start = time.perf_counter()
     digests = (content_digest(game.data, "data"), content_digest(game.canary, "canary"))
     games = replay_games(seed)
-    hazards, global_draws, scores = _in_process(game, seed, digests, games)
+    other: tuple[float, ...] | None = None
+    if jobs == 1 or backend == "threading":
+        hazards, global_draws, scores = _serial(game, seed, games, digests)
+        if jobs != 1:  # two threads at once, one game each
+            parts = _on_workers([(_once, game, seed, (g,)) for g in games], backend)
+            other = tuple(v for part in parts for v in part)
+    else:
+        first, other = _on_workers(
+            [(_serial, game, seed, games, digests), (_once, game, seed, games)], backend
+        )
+        hazards, global_draws, scores = first
+    hazards = list(hazards)
+    if other is not None and other != scores:
+        name = "thread races" if backend == "threading" else "worker state"
+        where = "two threads" if backend == "threading" else f"two {backend or 'loky'} workers"
+        hazards.append(
+            _hazard(name, f"games {list(games)} scored {list(scores)} and {list(other)} on {where}")
+        )
     if jobs != 1 and global_draws and backend == "threading":
         hazards.append(
             _hazard(
@@ -218,7 +262,7 @@ def check_replay(
         )
     report = ReplayReport(
         games=games,
-        plays=2 * len(games),
+        plays=2 * len(games) + (len(games) if other is not None else 0),
         hazards=tuple(hazards),
         accepted=bool(accept and hazards),
         global_generators=global_draws,
@@ -227,83 +271,10 @@ def check_replay(
         canary_digest=digests[1],
         scores=scores,
     )
-    _refuse_unless(report, accept)
+    if hazards and not accept:
+        more = f" (and {len(hazards) - 1} more)" if len(hazards) > 1 else ""
+        raise ReproducibilityError("tune", f"not reproducible: {hazards[0]}{more}; {ACCEPT_HINT}")
     return report
-
-
-def check_backend(
-    game: PipelineGame,
-    seed: int,
-    report: ReplayReport,
-    *,
-    jobs: int,
-    backend: str | None,
-    accept: bool = False,
-) -> ReplayReport:
-    """Step 2 of the module docstring: games 0 and 1 on two workers of the audit's backend
-    (`backend`: what `auditsel.games.backends.execution_backend` yields), compared with this
-    process's plays. Nothing to do with one worker."""
-    if jobs == 1:
-        return report
-    start = time.perf_counter()
-    one = replace(game, chunk_size=1)
-    # the replayed games, one per chunk, on two workers at once
-    record = run_game(
-        _Subset(one, report.games),
-        one.score,
-        len(report.games),
-        seed,
-        chunk_size=1,
-        jobs=2,
-        backend=backend,
-        progress=False,
-        unit="game",
-    )
-    assert record.scores is not None
-    got = tuple(float(v) for v in record.scores[:, 0])
-    hazards = list(report.hazards)
-    if got != report.scores:
-        name = "thread races" if backend == "threading" else "worker state"
-        where = "two threads" if backend == "threading" else f"two {backend or 'loky'} workers"
-        hazards.append(
-            _hazard(
-                name,
-                f"games {list(report.games)} scored {list(report.scores)} here and "
-                f"{list(got)} on {where}",
-            )
-        )
-    report = replace(
-        report,
-        plays=report.plays + 2,
-        hazards=tuple(hazards),
-        accepted=bool(accept and hazards),
-        seconds=report.seconds + time.perf_counter() - start,
-    )
-    _refuse_unless(report, accept)
-    return report
-
-
-@dataclass(frozen=True, eq=False)
-class _Subset:
-    """The games `games` of a pipeline game, played as chunks 0, 1, ... of one game each."""
-
-    game: PipelineGame
-    games: tuple[int, ...]
-
-    def play(self, seed: int, index: int, size: int) -> tuple[np.ndarray, np.ndarray]:
-        member, value, cpu = self.game.play_one(seed, self.games[index])
-        return np.array([[value, cpu]]), np.array([member], dtype=np.int8)
-
-    def release(self, member: np.ndarray, rng: np.random.Generator, /) -> Any:
-        raise NotImplementedError("plays whole chunks: see play()")
-
-
-def _refuse_unless(report: ReplayReport, accept: bool) -> None:
-    if report.hazards and not accept:
-        more = f" (and {len(report.hazards) - 1} more)" if len(report.hazards) > 1 else ""
-        raise ReproducibilityError(
-            "tune", f"not reproducible: {report.hazards[0]}{more}; {ACCEPT_HINT}"
-        )
 
 
 def check_unchanged(game: PipelineGame, report: ReplayReport) -> list[str]:

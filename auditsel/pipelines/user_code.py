@@ -19,9 +19,10 @@ Contract.
   at import sees none, not auditsel's).
 * `user_files(*objects)` is what the user's code runs from: the source files of the modules of
   the objects given (functions, classes, instances: their class), of every module their
-  globals refer to, transitively, and of every module loaded from the folders of those files
-  (a lazy import inside a function), keeping only files that are not part of an installed
-  package (the standard library, site-packages, the interpreter's prefixes) nor of auditsel.
+  globals refer to, transitively, and every other `.py` file in the folders of those files (a
+  lazy import inside a function, also one that only a worker process makes), keeping only
+  files that are not part of an installed package (the standard library, site-packages, the
+  interpreter's prefixes) nor of auditsel.
   It returns path -> sha256 of the file's bytes; `describe_changes(old, new)` names the files
   that changed, appeared or went.
 """
@@ -148,20 +149,29 @@ def _user_modules(objects: tuple, installed: tuple[str, ...]) -> dict[str, types
             other = _module_of(value)
             if other is not None and other is not module:
                 queue.append(other)
-    folders = {os.path.dirname(p) + os.sep for p in found}
-    for module in list(sys.modules.values()):  # lazy imports from the user's folders
-        path = _file_of(module) if isinstance(module, types.ModuleType) else None
-        if path and path not in found and path.startswith(tuple(folders)):
-            if not path.startswith(installed):
-                found[path] = module
     return found
+
+
+def _folder_files(paths: list[str]) -> list[str]:
+    """The .py files directly in the folders of `paths` (what a lazy import in a worker can
+    load without this process ever importing it)."""
+    out: list[str] = []
+    for folder in sorted({os.path.dirname(p) for p in paths}):
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        out += [os.path.join(folder, n) for n in names if n.endswith(".py")]
+    return [p for p in out if os.path.isfile(p)][:MAX_USER_FILES]
 
 
 def user_files(*objects: Any) -> dict[str, str]:
     """path -> sha256 of each source file the user's code runs from (module docstring)."""
     installed = _installed_roots()
+    modules = list(_user_modules(objects, installed))
+    paths = set(modules) | {p for p in _folder_files(modules) if not p.startswith(installed)}
     digests = {}
-    for path in sorted(_user_modules(objects, installed)):
+    for path in sorted(paths):
         try:
             digests[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
         except OSError:
