@@ -7,9 +7,11 @@ The tutorial's Opacus pipeline (docs/tutorials/audit-your-pipeline.md, saved as 
 the page's blocks) or a cheap numpy pipeline is audited with `audit_pipeline` (the file imported
 by path as the CLI does, `out_dir` written: checkpoints, panel, report, plots), each run in a
 fresh process: with the replay check, and with the check replaced by a stub (the harness does
-this; there is no option to skip the check). Prints the seconds the check itself took
-(`pipeline.reproducibility.seconds`: the digests of data and canary, four games in this process
-and, with J > 1, two on the backend, whose start-up the games then reuse), the audits' wall
+this; there is no option to skip the check). Prints the wall seconds the check itself took
+(`pipeline.reproducibility.seconds`: the digests of data and canary, four plays and, with
+J > 1, two more on a second worker, the workers' start-up included, which the games then
+reuse), the CPU seconds of its plays against the games' (`play_cpu_seconds`, no start-up),
+the audits' wall
 seconds (the least of --repeats runs each), the difference and its share of the audit, and the
 load average. Then the CLI reruns the audit into a folder it wrote: it must resume every game.
 """
@@ -85,8 +87,10 @@ audit = audit_pipeline(module.tune, module.score, data=getattr(module, data_name
                        canary=load_canary(canary_text), games=int(games), delta=1e-5,
                        jobs=int(jobs), out_dir="out-" + check)
 wall = time.perf_counter() - start
-print(json.dumps({"wall": wall, "check": audit.result["pipeline"]["reproducibility"]["seconds"],
-                  "eps": audit.eps}))
+record = audit.result["pipeline"]
+print(json.dumps({"wall": wall, "check": record["reproducibility"]["seconds"],
+                  "check_cpu": record["reproducibility"]["play_cpu_seconds"],
+                  "game_cpu": record["game_cpu_seconds"], "eps": audit.eps}))
 """
 
 
@@ -119,12 +123,16 @@ def main() -> None:
     on = min(r["wall"] for r in runs["on"])
     off = min(r["wall"] for r in runs["off"])
     check = min(r["check"] for r in runs["on"])
+    check_cpu = min(r["check_cpu"] for r in runs["on"])
+    game_cpu = min(r["game_cpu"] for r in runs["on"])
     assert runs["on"][0]["eps"] == runs["off"][0]["eps"]  # the check changes no number
     print(
         f"{args.pipeline} pipeline, {args.games:,} games, jobs={args.jobs}, least of "
         f"{args.repeats}: audit {on:.2f} s with the check, {off:.2f} s without "
         f"(difference {on - off:+.2f} s = {(on - off) / off:+.1%}); the check itself "
-        f"{check:.3f} s = {check / on:.2%} of the audit; eps_L {runs['on'][0]['eps']:.4f}; "
+        f"{check:.3f} s wall = {check / on:.2%} of the audit (workers' start-up included), its "
+        f"plays {check_cpu:.3f} CPU s = {check_cpu / game_cpu:.2%} of the games' "
+        f"{game_cpu:.2f} CPU s; eps_L {runs['on'][0]['eps']:.4f}; "
         f"load average {before[0]:.2f} -> {after[0]:.2f}"
     )
     argv = [sys.executable, "-m", "auditsel", "audit-pipeline", *COMMANDS[args.pipeline]]

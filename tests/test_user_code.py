@@ -460,3 +460,30 @@ def test_a_full_disk_while_writing_plots_names_the_file(tmp_path, monkeypatch):
     assert err.value.filename.startswith(str(tmp_path / "out")) and err.value.filename.endswith(
         ".png"
     )
+
+
+# --- the tutorial's Opacus pipeline (TensorDataset data) resumes; an edited module is refused ---
+
+
+@pytest.mark.slow
+def test_the_tutorials_opacus_pipeline_resumes_and_refuses_an_edited_module(tmp_path):
+    pytest.importorskip("opacus")
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_docs_pipeline import tutorial_module
+
+    (tmp_path / "helpers.py").write_text("PADDING = 30\n")
+    (tmp_path / "tuning.py").write_text("import helpers\n" + tutorial_module())
+    argv = [sys.executable, "-m", "auditsel", "audit-pipeline", "tuning.py:tune"]
+    argv += ["--score", "tuning.py:score", "--data", "tuning.py:train_data"]
+    argv += ["--canary", "{kind: gradient, coordinate: 30}", "--games", "8", "--out", "out"]
+    run = lambda: subprocess.run(argv, cwd=tmp_path, env=_env(), capture_output=True, text=True)
+    first = run()
+    assert first.returncode == 0, first.stderr
+    again = run()
+    assert again.returncode == 0 and "resumed 8 of 8 games" in again.stderr, again.stderr
+    (tmp_path / "helpers.py").write_text("PADDING = 29\n")
+    edited = run()
+    assert edited.returncode == 2
+    assert f"{tmp_path / 'helpers.py'} changed" in edited.stderr and "nothing was reused" in (
+        edited.stderr
+    )

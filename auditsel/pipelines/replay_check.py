@@ -92,10 +92,11 @@ class ReplayReport:
     hazards: tuple[str, ...]  # one line per hazard found ('' none)
     accepted: bool  # hazards were accepted by the caller
     global_generators: bool  # tune drew from a global generator
-    seconds: float
+    seconds: float  # wall, start-up of the workers included (the games reuse them)
     data_digest: str
     canary_digest: str
-    scores: tuple[float, ...] = ()  # games 0 and 1, played in this process
+    scores: tuple[float, ...] = ()  # the replayed games' scores (step 1)
+    play_cpu_seconds: float = 0.0  # CPU of the replay's plays (where they ran; no start-up)
 
     def to_dict(self) -> dict:
         return {
@@ -106,6 +107,7 @@ class ReplayReport:
             "accepted_nondeterminism": self.accepted,
             "uses_global_generators": self.global_generators,
             "seconds": round(self.seconds, 3),
+            "play_cpu_seconds": round(self.play_cpu_seconds, 3),
         }
 
 
@@ -197,13 +199,17 @@ def _in_process(game: PipelineGame, seed: int, digests: tuple[str, str], games: 
 
 
 def _serial(game: PipelineGame, seed: int, games: tuple[int, ...], digests: tuple[str, str]):
-    """Step 1, in whichever process runs it (this one, or a worker)."""
-    return _in_process(game, seed, digests, games)
+    """Step 1, in whichever process runs it (this one, or a worker), and its CPU seconds."""
+    start = time.process_time()
+    hazards, global_draws, scores = _in_process(game, seed, digests, games)
+    return hazards, global_draws, scores, time.process_time() - start
 
 
-def _once(game: PipelineGame, seed: int, games: tuple[int, ...]) -> tuple[float, ...]:
-    """The scores of `games`, each played once (step 2)."""
-    return tuple(game.release_and_score(seed, g)[2] for g in games)
+def _once(game: PipelineGame, seed: int, games: tuple[int, ...]) -> tuple[tuple, float]:
+    """The scores of `games`, each played once (step 2), and the CPU seconds."""
+    start = time.process_time()
+    scores = tuple(game.release_and_score(seed, g)[2] for g in games)
+    return scores, time.process_time() - start
 
 
 def _on_workers(tasks: list, backend: str | None) -> list:
@@ -237,15 +243,16 @@ def check_replay(
     games = replay_games(seed)
     other: tuple[float, ...] | None = None
     if jobs == 1 or backend == "threading":
-        hazards, global_draws, scores = _serial(game, seed, games, digests)
-        if jobs != 1:  # two threads at once, one game each
+        hazards, global_draws, scores, cpu = _serial(game, seed, games, digests)
+        if jobs != 1:  # two threads at once, one game each (CPU: this process's, above)
             parts = _on_workers([(_once, game, seed, (g,)) for g in games], backend)
-            other = tuple(v for part in parts for v in part)
+            other = tuple(v for part, _ in parts for v in part)
     else:
-        first, other = _on_workers(
+        first, (other, other_cpu) = _on_workers(
             [(_serial, game, seed, games, digests), (_once, game, seed, games)], backend
         )
-        hazards, global_draws, scores = first
+        hazards, global_draws, scores, cpu = first
+        cpu += other_cpu
     hazards = list(hazards)
     if other is not None and other != scores:
         name = "thread races" if backend == "threading" else "worker state"
@@ -270,6 +277,7 @@ def check_replay(
         data_digest=digests[0],
         canary_digest=digests[1],
         scores=scores,
+        play_cpu_seconds=cpu,
     )
     if hazards and not accept:
         more = f" (and {len(hazards) - 1} more)" if len(hazards) > 1 else ""
