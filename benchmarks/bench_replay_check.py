@@ -109,6 +109,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--pipeline", choices=sorted(COMMANDS), default="opacus")
+    parser.add_argument("--no-cli", action="store_true", help="skip the CLI resume check")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-replay-"))
     source = tutorial_module() if args.pipeline == "opacus" else NUMPY
@@ -125,6 +126,12 @@ def main() -> None:
     check = min(r["check"] for r in runs["on"])
     check_cpu = min(r["check_cpu"] for r in runs["on"])
     game_cpu = min(r["game_cpu"] for r in runs["on"])
+    # a worker's first game pays the pipeline's start-up (imports, first calls): with the
+    # check, the check pays it; the CPU it adds is what the audit with it spends beyond the
+    # audit without it
+    added = min(r["game_cpu"] + r["check_cpu"] for r in runs["on"]) - min(
+        r["game_cpu"] for r in runs["off"]
+    )
     assert runs["on"][0]["eps"] == runs["off"][0]["eps"]  # the check changes no number
     print(
         f"{args.pipeline} pipeline, {args.games:,} games, jobs={args.jobs}, least of "
@@ -132,9 +139,12 @@ def main() -> None:
         f"(difference {on - off:+.2f} s = {(on - off) / off:+.1%}); the check itself "
         f"{check:.3f} s wall = {check / on:.2%} of the audit (workers' start-up included), its "
         f"plays {check_cpu:.3f} CPU s = {check_cpu / game_cpu:.2%} of the games' "
-        f"{game_cpu:.2f} CPU s; eps_L {runs['on'][0]['eps']:.4f}; "
+        f"{game_cpu:.2f} CPU s; CPU added by the check (games + check, with it, minus games "
+        f"without it) {added:+.3f} s = {added / game_cpu:+.2%}; eps_L {runs['on'][0]['eps']:.4f}; "
         f"load average {before[0]:.2f} -> {after[0]:.2f}"
     )
+    if args.no_cli:
+        return
     argv = [sys.executable, "-m", "auditsel", "audit-pipeline", *COMMANDS[args.pipeline]]
     argv += ["--games", str(args.games), "--jobs", str(args.jobs), "--out", "cli", "--quiet"]
     subprocess.run([*argv, "--no-progress"], cwd=folder, env=env, check=True)
