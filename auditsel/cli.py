@@ -176,6 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     run.add_argument("--quiet", action="store_true", help="do not print the table")
+    run.add_argument(
+        "--no-plots",
+        action="store_true",
+        help="write result.json and report.md only (no matplotlib: about a second less)",
+    )
 
     rep = sub.add_parser("reproduce", help="recompute a paper's table under results/papers/NAME/")
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
@@ -506,7 +511,8 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
                 f"and {len(points)} point folders"
             )
         return 0
-    prefetch_plotting()
+    if not args.no_plots:
+        prefetch_plotting()
     with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
         result, artefacts = run_experiment(
             spec, out_dir, jobs=args.jobs, progress=progress, backend=backend
@@ -519,7 +525,7 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
             f"{out_dir / 'checkpoints'}",
             file=sys.stderr,
         )
-    written = write_outputs(out_dir, result, artefacts)
+    written = write_outputs(out_dir, result, artefacts, plots=not args.no_plots)
     if not args.quiet:
         print(text_table(result))
         print(f"wrote {', '.join(str(p) for p in written)}")

@@ -8,9 +8,11 @@ the lower bounds and returns the result dict of docs/reference/result-json.md
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -281,14 +283,39 @@ def _game_error(err: ConfigError) -> ConfigError:
     return ConfigError(field or f"game.{err.field}", err.message)
 
 
+_UPPER: dict = {}  # (base, rounds, delta, with_curves) -> upper_panel's value, per process
+_UPPER_LOCK = threading.Lock()
+
+
 def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=None):
     """(the bound `Panel` of `auditsel.accounting.panel`, with the curves at CURVE_DELTAS when
     with_curves; (eps grid, delta of the released winner's curve, the attack's certified lower
     curve or None)). The winner's curve is exact where the base's reduction is, else the
-    heuristic reduced game's; None for a base with no reduced game (a dp_accounting event)."""
+    heuristic reduced game's; None for a base with no reduced game (a dp_accounting event).
+
+    Cached per setting (the pair and the law of K are frozen data; the bounds and the attack
+    are functions of them and delta alone): a sweep over game fields, or a second run in the
+    same process, computes them once. Each call gets its own deep copy."""
     reduced = base.reduced()
     if winner is None and reduced is not None:
         winner = winner_law(reduced, rounds)
+    try:
+        key: tuple | None = (base, rounds, float(delta), bool(with_curves), winner)
+        hash(key)
+    except TypeError:  # a pair or law that is not hashable: computed afresh
+        key = None
+    got = None if key is None else _UPPER.get(key)
+    if got is None:
+        got = _upper_panel(base, rounds, delta, with_curves, winner)
+        if key is not None:
+            with _UPPER_LOCK:
+                if len(_UPPER) >= 64:
+                    _UPPER.clear()
+                _UPPER[key] = got
+    return copy.deepcopy(got)
+
+
+def _upper_panel(base, rounds, delta: float, with_curves: bool, winner):
     bounds = panel(base, rounds, delta, curve_deltas=CURVE_DELTAS if with_curves else None)
     eps_max = max(
         v
@@ -297,8 +324,11 @@ def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=Non
     )
     eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
     attack_curve = None
-    if bounds.attack_value is not None and bounds.attack_value.method == "labelled":
-        attack_curve = bounds.attack_value.delta(eps_grid)
+    if bounds.attack_value is not None and bounds.attack_value.method != "exact":
+        try:
+            attack_curve = bounds.attack_value.delta(eps_grid)
+        except ValueError:  # an attack value that keeps no certified curve
+            attack_curve = None
     winner_delta = None if winner is None else privacy_curve(winner, eps_grid)
     return bounds, (eps_grid, winner_delta, attack_curve)
 

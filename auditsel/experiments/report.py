@@ -476,14 +476,17 @@ def legend_label(label: str, key: str, heuristic, contradicted) -> str:
     return f"{label}, heuristic" + (", CONTRADICTED" if key in contradicted else "")
 
 
-def write_outputs(out_dir: Path, result: dict, artefacts: dict) -> list[Path]:
-    """Write result.json, report.md and plots to a staging folder, then move them in place."""
+def write_outputs(
+    out_dir: Path, result: dict, artefacts: dict, *, plots: bool = True
+) -> list[Path]:
+    """Write result.json, report.md and (unless `plots` is false: no matplotlib at all) the
+    plots to a staging folder, then move them in place."""
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
     try:
-        plots = write_plots(result, artefacts, staging)
-        (staging / "report.md").write_text(markdown_report(result, plots))
+        drawn = write_plots(result, artefacts, staging) if plots else []
+        (staging / "report.md").write_text(markdown_report(result, drawn))
         (staging / "result.json").write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
-        names = plots + ["report.md", "result.json"]  # result.json last: its presence means done
+        names = drawn + ["report.md", "result.json"]  # result.json last: its presence means done
         for name in names:
             os.replace(staging / name, out_dir / name)
         return [out_dir / n for n in names]

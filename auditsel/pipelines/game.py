@@ -22,7 +22,8 @@ user's traceback (`user_traceback`, which survives pickling from a worker). A sc
 real number: a bool, an int, a float, or a NumPy/torch scalar (an array of one element); None,
 a string, a longer array and NaN are refused by name (+-inf allowed).
 
-This module is what a worker process imports to play: numpy and the canaries only.
+This module is what a worker process imports to play: numpy, the canaries and the thread
+limits (`auditsel.games.worker_pool`) only.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from auditsel.errors import ConfigError
+from auditsel.games.worker_pool import in_game_thread
 from auditsel.pipelines.canaries import Canary
 
 __all__ = [
@@ -279,6 +281,7 @@ class PipelineGame:
     canary: Canary
     chunk_size: int = CHUNK_SIZE
     parallel_prefer = None  # joblib's default: loky processes (user code holds the GIL)
+    fork_workers = True  # default backend on Linux: warm workers (auditsel.games.worker_pool)
 
     def __reduce__(self):  # to a worker: the user's files are imported there first
         fields = (self.tune, self.score, self.data, self.canary, self.chunk_size)
@@ -343,6 +346,7 @@ class PipelineGame:
         out = np.empty((size, 2), dtype=np.float64)
         member = np.empty(size, dtype=np.int8)
         start = index * self.chunk_size
+        in_game_thread()  # this thread's OpenMP and torch threads within the audit's limit
         for j in range(size):
             member[j], out[j, 0], out[j, 1] = self.play_one(seed, start + j)
         return out, member

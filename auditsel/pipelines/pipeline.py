@@ -67,6 +67,7 @@ from auditsel.files import atomic_write_text, claim_folder, read_regular
 from auditsel.games.backends import execution_backend
 from auditsel.games.engine import CheckpointError, GameRecord, run_game
 from auditsel.games.fingerprint import package_digest, source_digest
+from auditsel.games.worker_pool import game_threads, limited_threads
 from auditsel.pipelines.canaries import Canary, default_score
 from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import (
@@ -281,7 +282,11 @@ def play_games(
     the CPU seconds of the games played in this process. `before(backend)` runs first, inside
     the backend (the replay check's games on the workers)."""
     start = LOCAL_CPU.seconds
-    with execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where:
+    threads = limited_threads(game_threads(jobs))  # BLAS/OpenMP/torch: this process's share
+    with (
+        threads,
+        execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where,
+    ):
         if before is not None:
             before(where)
         record = run_game(

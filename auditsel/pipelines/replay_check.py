@@ -7,14 +7,15 @@ games, `check_replay` tests that on the audit's own pipeline:
 1. Two games (the first whose coin puts the canary in and the first that leaves it out:
    `replay_games`) are played twice each, from their seeds exactly as the audit plays them
    (`PipelineGame.release_and_score`), where the audit's games run: in this process with one
-   job or threads, on a worker with worker processes (loky, dask). The two plays of a game
+   job, threads or the default forked workers (which start from this process), on a worker
+   with loky or dask workers. The two plays of a game
    must give the same score and the same release (compared by `content_digest`; a release that
    cannot be digested is compared by its score). The content digests of `data` and of the
    canary must not change. Whether `tune` drew from a global generator (Python's `random`,
    NumPy's legacy `np.random`, torch's default generator) is read off the generators' states.
 2. With more than one worker (`jobs` != 1), the two games are played once more elsewhere at
-   the same time (on a second worker process; on two threads, one game each) and must give
-   the scores of step 1.
+   the same time (on two forked workers or two threads, one game each; on a second loky or
+   dask worker) and must give the scores of step 1.
 
 Each difference is a hazard, named with its usual cause and fix:
 
@@ -52,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from auditsel.errors import ConfigError
+from auditsel.games.worker_pool import fork_available, forked_chunks, game_threads
 from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import PipelineGame, game_seed, seed_globals
 
@@ -234,17 +236,25 @@ def check_replay(
     """The replay check of the module docstring; raises ReproducibilityError on a hazard
     unless `accept`. `backend` is what `auditsel.games.backends.execution_backend` yields.
 
-    With one job, or threads, step 1 runs in this process (where the games run); with worker
-    processes (loky, dask) it runs on a worker while a second worker plays the games once
-    (step 2), so that this process never pays a pipeline's first-game start-up that only the
-    workers need."""
+    With one job, threads, or the default workers forked from this process, step 1 runs in
+    this process (where the games run, or what the forked workers inherit warm) and step 2 on
+    two threads or two forked workers; with loky or dask workers step 1 runs on a worker while
+    a second worker plays the games once (step 2), so that this process never pays a
+    pipeline's first-game start-up that only the workers need."""
     start = time.perf_counter()
     digests = (content_digest(game.data, "data"), content_digest(game.canary, "canary"))
     games = replay_games(seed)
     other: tuple[float, ...] | None = None
-    if jobs == 1 or backend == "threading":
+    forked = (
+        backend is None and jobs != 1 and getattr(game, "fork_workers", False) and fork_available()
+    )
+    if jobs == 1 or backend == "threading" or forked:
         hazards, global_draws, scores, cpu = _serial(game, seed, games, digests)
-        if jobs != 1:  # two threads at once, one game each (CPU: this process's, above)
+        if forked:  # the default: workers forked from this (now warm) process, as the games
+            play = lambda i: (i, _once(game, seed, (games[i],))[0][0])
+            found = dict(forked_chunks(play, range(len(games)), 2, game_threads(jobs)))
+            other = tuple(found[i] for i in range(len(games)))
+        elif jobs != 1:  # two threads at once, one game each (CPU: this process's, above)
             parts = _on_workers([(_once, game, seed, (g,)) for g in games], backend)
             other = tuple(v for part, _ in parts for v in part)
     else:
