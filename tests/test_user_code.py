@@ -393,7 +393,7 @@ def _abiding(data, seed, canary):
 
 @pytest.mark.parametrize(
     "jobs, backend",
-    [(2, "loky"), (2, "threading"), (1, "threading"), (2, "dask")],
+    [(2, None), (2, "loky"), (2, "threading"), (1, "threading"), (2, "dask")],
 )
 def test_one_pipeline_gives_the_same_numbers_in_every_backend(jobs, backend):
     if backend == "dask":

@@ -53,7 +53,12 @@ from typing import Any
 import numpy as np
 
 from auditsel.errors import ConfigError
-from auditsel.games.worker_pool import fork_available, forked_chunks, game_threads
+from auditsel.games.worker_pool import (
+    fork_available,
+    forked_chunks,
+    game_threads,
+    in_game_thread,
+)
 from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import PipelineGame, game_seed, seed_globals
 
@@ -202,6 +207,7 @@ def _in_process(game: PipelineGame, seed: int, digests: tuple[str, str], games: 
 
 def _serial(game: PipelineGame, seed: int, games: tuple[int, ...], digests: tuple[str, str]):
     """Step 1, in whichever process runs it (this one, or a worker), and its CPU seconds."""
+    in_game_thread()  # the threads the games get (auditsel.games.worker_pool)
     start = time.process_time()
     hazards, global_draws, scores = _in_process(game, seed, digests, games)
     return hazards, global_draws, scores, time.process_time() - start
@@ -209,6 +215,7 @@ def _serial(game: PipelineGame, seed: int, games: tuple[int, ...], digests: tupl
 
 def _once(game: PipelineGame, seed: int, games: tuple[int, ...]) -> tuple[tuple, float]:
     """The scores of `games`, each played once (step 2), and the CPU seconds."""
+    in_game_thread()
     start = time.process_time()
     scores = tuple(game.release_and_score(seed, g)[2] for g in games)
     return scores, time.process_time() - start
