@@ -25,6 +25,7 @@ from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.interval import interval_from
 from auditsel.accounting.panel import panel
+from auditsel.accounting.registry import ASSUMPTION
 from auditsel.auditing.estimators import estimator_panel, panel_dict
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.errors import ConfigError
@@ -334,10 +335,13 @@ def _upper_panel(base, rounds, delta: float, with_curves: bool, winner):
 
 
 def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
-    """result.json's fields of the upper side: base, rounds, upper (and their rigour, sources,
-    notes), lower (None: filled by the game), reduced_game (heuristic values of a base whose
-    reduction is not exact), attack, exact_curve (or reduced_game_curve), attack_curve and,
-    when computed, upper_curves."""
+    """result.json's fields of the upper side: base, rounds, upper (bounds for any score, with
+    every key's rigour, sources, notes), lower (None: filled by the game), monotone_score (the
+    reduced game's values where the reduction is exact, under [XWW24]'s monotone-score
+    assumption, stated in its `assumption` line), reduced_game (heuristic values of a base
+    whose reduction is not exact), attack, exact_curve (the reduced game's exact curve, also
+    under the assumption; or reduced_game_curve), attack_curve and, when computed,
+    upper_curves, monotone_score_curves."""
     fields: dict = {
         "base": {"kind": kind, **bounds.base},
         "rounds": rounds.describe(),
@@ -347,6 +351,8 @@ def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
         "upper_sources": bounds.sources,
         "notes": list(bounds.notes),
     }
+    if bounds.monotone_score:  # the reduced game's values: a monotone score assumed
+        fields["monotone_score"] = {**bounds.monotone_score, "assumption": ASSUMPTION}
     if bounds.reduced_game:  # heuristic values of a base whose reduction is not exact
         fields["reduced_game"] = bounds.reduced_game
     fields["attack"] = {k: v for k, v in bounds.attack.items() if k != "curve"}
@@ -367,6 +373,8 @@ def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
         fields["upper_curves"] = bounds.curves
         if bounds.reduced_game_curves and len(bounds.reduced_game_curves) > 1:
             fields["reduced_game_curves"] = bounds.reduced_game_curves
+        if bounds.monotone_score_curves and len(bounds.monotone_score_curves) > 1:
+            fields["monotone_score_curves"] = bounds.monotone_score_curves
         fields["attack"]["curve"] = {"delta": list(CURVE_DELTAS), "eps": bounds.attack["curve"]}
     return fields
 
