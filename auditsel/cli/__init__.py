@@ -21,8 +21,13 @@ the docs' CLI reference reads) and turns every outcome into an exit code (docs/r
   stated confidence); everything was written as for 0.
 * 130 interrupted (Ctrl-C): the checkpoints stay, rerunning the command resumes.
 
-An exception raised inside the user's own pipeline (tune, score, data, canary) is the user's
-input, not ours: exit 2, one line naming the function, the line and the game.
+Anything raised inside the user's own pipeline (importing it, tune, score, data, canary;
+SystemExit and argparse's exit included) is the user's input, not ours: exit 2, one line
+naming the function, the exception, the line and the game, and the file the user's traceback
+was written to (`auditsel-user-traceback-*.txt` in the temporary folder). While the pipeline
+runs, sys.argv is the pipeline's file alone (a script that parses its own command line sees
+none of auditsel's options). stdout that fails (closed: 141; full: 74) fails every command the
+same way, `--help` and `--version` included.
 
 Only the exception types in `exit_status.bad_input_types()` mean exit 2; a plain ValueError
 raised deep in the numerics is an internal error. Heavy modules (numpy, scipy, matplotlib,
@@ -52,6 +57,7 @@ from auditsel.cli.exit_status import (
     EXIT_ENVIRONMENT,
     EXIT_PIPE,
     EXIT_REFUTED,
+    StdoutFailed,
     UsageError,
     bad_input_types,
     one_line,
@@ -109,13 +115,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run `auditsel ARGV` (sys.argv[1:] by default); the exit code (module docstring)."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as done:  # --help, --version: the text must reach stdout
+            _flush_stdout()
+            return done.code if isinstance(done.code, int) else 0 if done.code is None else 2
         if args.command is None:
             parser.print_help()
+            _flush_stdout()
             return 2
         run = {command.NAME: command.run for command in COMMANDS}[args.command]
         code = run(args)
-        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        _flush_stdout()  # a closed pipe or a full stdout shows here, not at exit
         return code
     except UsageError as err:
         print(f"auditsel: error: {one_line(err)}", file=sys.stderr)
@@ -128,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return _closed_pipe()
+    except StdoutFailed as err:
+        _closed_pipe()  # no second error when Python flushes at exit
+        print(f"auditsel: error: cannot write to standard output ({err})", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     except MemoryError as err:
         print(
             f"auditsel: error: out of memory ({one_line(err, 120) or 'MemoryError'}): the "
@@ -140,13 +155,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _failure(err)
 
 
+def _flush_stdout() -> None:
+    """Flush stdout: a closed reader is BrokenPipeError (141), anything else StdoutFailed
+    (74)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        raise StdoutFailed(err.strerror or type(err).__name__) from None
+
+
 def _failure(err: Exception) -> int:
-    """Exit 2 for bad input, 74 for the environment, else 1 with the traceback in a file."""
+    """Exit 2 for bad input (with the user's traceback in a file, for their code's errors),
+    74 for the environment, 1 with a traceback file for a bug."""
     if isinstance(err, bad_input_types()):
-        print(f"auditsel: error: {one_line(err)}", file=sys.stderr)
+        user = getattr(err, "user_traceback", "")
+        where = f"; your traceback: {_write_traceback(err, user)}" if user else ""
+        print(f"auditsel: error: {one_line(err)}{where}", file=sys.stderr)
         return 2
     environment = _environment_failure(err)
     if environment is not None:
+        _quiet_stdout_if_broken()
         print(f"auditsel: error: {environment}", file=sys.stderr)
         return EXIT_ENVIRONMENT
     if os.environ.get("AUDITSEL_DEBUG"):
@@ -158,6 +188,15 @@ def _failure(err: Exception) -> int:
         file=sys.stderr,
     )
     return 1
+
+
+def _quiet_stdout_if_broken() -> None:
+    """After a failure: when stdout itself cannot be flushed (full, gone), point it at
+    /dev/null so that Python's flush at exit adds no second error and no exit code 120."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        _closed_pipe()
 
 
 def _environment_failure(err: BaseException) -> str | None:
@@ -187,11 +226,14 @@ def _closed_pipe() -> int:
     return EXIT_PIPE
 
 
-def _write_traceback(err: BaseException) -> str:
-    """The full traceback in a new file under the temp directory (never inside --out)."""
+def _write_traceback(err: BaseException, user: str = "") -> str:
+    """The full traceback in a new file under the temp directory (never inside --out): ours
+    (auditsel-traceback-*), or the one of an exception raised in the user's code (`user`:
+    auditsel-user-traceback-*)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    fd, path = tempfile.mkstemp(prefix=f"auditsel-traceback-{stamp}-", suffix=".txt")
+    kind = "user-traceback" if user else "traceback"
+    fd, path = tempfile.mkstemp(prefix=f"auditsel-{kind}-{stamp}-", suffix=".txt")
     with os.fdopen(fd, "w") as handle:
         handle.write(f"auditsel {__version__}, argv: {sys.argv!r}\n")
-        handle.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))
+        handle.write(user or "".join(traceback.format_exception(type(err), err, err.__traceback__)))
     return path

@@ -17,7 +17,8 @@ from typing import Any
 
 from auditsel.cli.exit_status import EXIT_REFUTED
 from auditsel.cli.option_types import int_option, unit_interval
-from auditsel.cli.pipeline_options import add_pipeline_options, load_pipeline_spec
+from auditsel.cli.pipeline_options import add_pipeline_options, load_pipeline_spec, user_argv
+from auditsel.errors import ConfigError
 from auditsel.files import check_output_path
 from auditsel.games.backends import BACKENDS
 
@@ -64,6 +65,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     pipe.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     pipe.add_argument("--quiet", action="store_true", help="do not print the table")
+    pipe.add_argument(
+        "--accept-nondeterministic",
+        action="store_true",
+        help="audit a pipeline that the replay check found not reproducible (unseeded "
+        "randomness, in-place mutation, global generators under threads, thread races), "
+        "knowingly: the hazards are recorded in result.json",
+    )
     return pipe
 
 
@@ -78,18 +86,28 @@ def run(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else Path("results") / tune_name
     check_output_path(out, "--out")  # audit_pipeline claims it (locked; cleaned on failure)
     progress = not args.no_progress and sys.stderr.isatty()
-    audit = spec.pipeline.audit(
-        games=settings["games"],
-        delta=settings["delta"],
-        claimed_epsilon=settings.get("claimed_epsilon"),
-        statistics=AuditOptions(
-            confidence=settings["confidence"], rule=settings["rule"], seed=settings["seed"]
-        ),
-        execution=ExecutionOptions(
-            jobs=args.jobs, backend=args.backend, scheduler=args.scheduler, progress=progress
-        ),
-        report=ReportOptions(out_dir=out, name=settings.get("name")),
-    )
+    try:
+        with user_argv(args.target):
+            audit = spec.pipeline.audit(
+                games=settings["games"],
+                delta=settings["delta"],
+                claimed_epsilon=settings.get("claimed_epsilon"),
+                statistics=AuditOptions(
+                    confidence=settings["confidence"], rule=settings["rule"], seed=settings["seed"]
+                ),
+                execution=ExecutionOptions(
+                    jobs=args.jobs,
+                    backend=args.backend,
+                    scheduler=args.scheduler,
+                    progress=progress,
+                ),
+                report=ReportOptions(out_dir=out, name=settings.get("name")),
+                accept_nondeterminism=args.accept_nondeterministic,
+            )
+    except ConfigError as err:
+        if err.field == "out_dir":  # the option the user typed
+            raise ConfigError("--out", err.message) from None
+        raise
     out_dir = Path(out)
     if audit.resumed_games:
         print(

@@ -50,7 +50,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Declare `auditsel audit-scores` and its options on `subparsers`."""
     scores = subparsers.add_parser(NAME, help="eps lower bounds from scores your pipeline produced")
     scores.add_argument(
-        "file", help="CSV with header and columns score, member (1 = canary in), or .npz"
+        "file",
+        help="CSV with header and columns score, member (1 = canary in), or .npz (a file: "
+        "standard input, '-', is not read)",
     )
     scores.add_argument(
         "--delta",
@@ -139,6 +141,11 @@ def run(args: argparse.Namespace) -> int:
     if args.threshold not in THRESHOLD_RULES:
         raise UsageError(
             f"--threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {args.threshold!r}"
+        )
+    if args.file == "-":
+        raise UsageError(
+            "FILE: '-' (standard input) is not read: save the scores to a .csv or .npz file "
+            "and pass its path"
         )
     score, member = read_scores(args.file)
     if args.one_run:

@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from auditsel.cli.exit_status import UsageError
 from auditsel.cli.option_types import int_option, positive_float, unit_interval
-from auditsel.cli.pipeline_options import add_pipeline_options, is_pipeline, load_pipeline_spec
+from auditsel.cli.pipeline_options import (
+    add_pipeline_options,
+    is_pipeline,
+    load_pipeline_spec,
+    user_argv,
+)
 from auditsel.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -82,25 +87,26 @@ def _run_pipeline(args: argparse.Namespace) -> int:
         )
     p = spec.pipeline
     assert p.canary is not None  # load_pipeline refuses a pipeline without one
-    plan = plan_pipeline(
-        p.tune,
-        p.score,
-        data=p.data,
-        canary=p.canary,
-        delta=settings.get("delta", 1e-5),
-        pilot=args.pilot or 200,
-        target_eps=args.target_eps,
-        claimed_epsilon=settings.get("claimed_epsilon"),
-        games=args.games,
-        power=args.power,
-        # the audit planned (--seed: its seed); the pilot plays at seed + 1, not the audit's
-        statistics=AuditOptions(
-            confidence=settings.get("confidence", 0.95),
-            rule=settings.get("rule", "split"),
-            seed=settings.get("seed", 0),
-        ),
-        execution=ExecutionOptions(jobs=args.jobs, progress=sys.stderr.isatty()),
-    )
+    with user_argv(args.config):
+        plan = plan_pipeline(
+            p.tune,
+            p.score,
+            data=p.data,
+            canary=p.canary,
+            delta=settings.get("delta", 1e-5),
+            pilot=args.pilot or 200,
+            target_eps=args.target_eps,
+            claimed_epsilon=settings.get("claimed_epsilon"),
+            games=args.games,
+            power=args.power,
+            # the audit planned (--seed: its seed); the pilot plays at seed + 1, not the audit's
+            statistics=AuditOptions(
+                confidence=settings.get("confidence", 0.95),
+                rule=settings.get("rule", "split"),
+                seed=settings.get("seed", 0),
+            ),
+            execution=ExecutionOptions(jobs=args.jobs, progress=sys.stderr.isatty()),
+        )
     print(json.dumps(plan.to_dict(), allow_nan=False) if args.json else plan.summary())
     return 0
 

@@ -16,6 +16,7 @@ __all__ = [
     "EXIT_ENVIRONMENT",
     "EXIT_PIPE",
     "EXIT_REFUTED",
+    "StdoutFailed",
     "UsageError",
     "bad_input_types",
     "one_line",
@@ -28,6 +29,10 @@ EXIT_REFUTED = 3  # audit-pipeline --claim: the audit ran and refuted the claim
 
 class UsageError(Exception):
     """A user-fixable problem found by the CLI itself: printed as one line, exit code 2."""
+
+
+class StdoutFailed(Exception):
+    """stdout could not take what a command printed (a full disk, an I/O error): exit 74."""
 
 
 def bad_input_types() -> tuple[type[Exception], ...]:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from auditsel.cli.exit_status import UsageError
+from auditsel.cli.exit_status import StdoutFailed, UsageError
 from auditsel.errors import MAX_JOBS
 
 __all__ = [
@@ -53,6 +54,16 @@ class CliParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """One line, exit 2 (argparse would print the usage block too)."""
         raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """argparse swallows a failed write: not here (a full stdout is exit 74)."""
+        if message:
+            try:
+                (file or sys.stderr).write(message)
+            except BrokenPipeError:
+                raise
+            except OSError as err:
+                raise StdoutFailed(err.strerror or type(err).__name__) from None
 
 
 def integer_text(text: str) -> int | None:

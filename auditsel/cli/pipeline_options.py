@@ -9,6 +9,9 @@ target with the command line's values over the YAML's (`auditsel.pipelines.load`
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +26,7 @@ from auditsel.cli.option_types import (
 if TYPE_CHECKING:
     from auditsel.pipelines.load import PipelineSpec
 
-__all__ = ["add_pipeline_options", "is_pipeline", "load_pipeline_spec"]
+__all__ = ["add_pipeline_options", "is_pipeline", "load_pipeline_spec", "user_argv"]
 
 
 def add_pipeline_options(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +58,18 @@ def add_pipeline_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--jobs", type=jobs_option, default=1, help="worker processes (-1 = all cores)"
     )
+
+
+@contextmanager
+def user_argv(target: str) -> Iterator[None]:
+    """sys.argv as the user's script would see it run with no arguments: the pipeline's file
+    alone (a script that parses its own command line sees none of auditsel's options)."""
+    saved = sys.argv
+    sys.argv = [target.rpartition(":")[0] or target]
+    try:
+        yield
+    finally:
+        sys.argv = saved
 
 
 def is_pipeline(target: str) -> bool:

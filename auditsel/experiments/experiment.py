@@ -29,6 +29,7 @@ from auditsel.accounting.registry import ASSUMPTION
 from auditsel.auditing.estimators import PanelOptions, estimator_panel, panel_dict
 from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
 from auditsel.errors import ConfigError
+from auditsel.errors import jobs as check_jobs
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
 from auditsel.experiments.heuristics import honesty_fields, valid_lower
 from auditsel.experiments.report import write_outputs
@@ -563,6 +564,7 @@ def run_config(
     `FarthestScore`, `BucketScore`; the adversary then reads its statistic, proxy `score`).
     Bad input is a ConfigError, also for an `out_dir` that escapes (the working folder or one
     of its parents) or is in use by another run (`auditsel.files.claim_folder`)."""
+    jobs = check_jobs(jobs)  # as the CLI's --jobs: jobs=0 or "2" is a ConfigError
     if isinstance(config, ExperimentSpec):
         spec = config
     elif isinstance(config, (str, Path)):

@@ -15,11 +15,21 @@ claim is refuted with probability at most 1 - confidence. With a mechanism pair 
 (`base`, `rounds`, e.g. from `from_opacus`), the tuning bounds of `auditsel.accounting.panel`
 and the exact curve of the reduced game stand beside it.
 
+Reproducibility is checked before the games (`auditsel.pipelines.replay_check`): games 0 and
+1 are replayed in this process (game 0 twice) and, with workers, on the audit's backend; a
+difference (unseeded randomness, in-place mutation of `data` or the canary, global generators
+under threads, thread races, worker state) is refused, naming the hazard and its fix, unless
+`accept_nondeterminism=True` (recorded in result.json's `pipeline.reproducibility`).
+
 Checkpoints (`checkpoint_dir`, or `out_dir/checkpoints`): finished chunks of games, with a
 fingerprint over the code of `tune` and `score` (`auditsel.games.fingerprint.source_digest`),
-the canary, the data (`joblib.hash`), the installed auditsel (`package_digest`), the seed and
-the chunk size. A rerun with the same fingerprint resumes; one made by other code or data is
-refused, naming what changed, and nothing is reused.
+every source file of the user's that they run from (`auditsel.pipelines.user_code.user_files`:
+the modules they import that are not installed packages, lazy imports included), the canary
+and the data by content (`auditsel.pipelines.content_digest`: arrays, tensors, datasets,
+nested containers; stable across processes), the installed auditsel (`package_digest`), the
+seed and the chunk size. A rerun with the same fingerprint resumes; one made by other code or
+data is refused, naming what changed (the file, for an edited helper module), and nothing is
+reused.
 
 Errors. An exception raised by `tune` or `score` is the user's: `PipelineError` (a ConfigError:
 the CLI exits 2) names the function, where it raised, the game, its seed and coin, so that
@@ -48,12 +58,12 @@ from auditsel.auditing.lower import (
     audit_scores,
 )
 from auditsel.auditing.rules import ThresholdRule, threshold_rule
-from auditsel.errors import ConfigError, choice, integer, number
+from auditsel.errors import ConfigError, choice, integer, number, shown
 from auditsel.errors import jobs as check_jobs
 from auditsel.experiments.experiment import lower_fields, upper_fields, upper_panel
 from auditsel.experiments.heuristics import honesty_fields
 from auditsel.experiments.report import text_table, write_outputs
-from auditsel.files import atomic_write_text, claim_folder
+from auditsel.files import atomic_write_text, claim_folder, read_regular
 from auditsel.games.backends import execution_backend
 from auditsel.games.engine import CheckpointError, GameRecord, run_game
 from auditsel.games.fingerprint import package_digest, source_digest
@@ -65,6 +75,7 @@ from auditsel.pipelines.audit_options import (
     grouped_options,
 )
 from auditsel.pipelines.canaries import Canary, default_score
+from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import (
     CHUNK_SIZE,
     LOCAL_CPU,
@@ -73,6 +84,12 @@ from auditsel.pipelines.game import (
     function_name,
     score_label,
 )
+from auditsel.pipelines.replay_check import (
+    ReproducibilityError,
+    check_replay,
+    check_unchanged,
+)
+from auditsel.pipelines.user_code import describe_changes, user_files
 from auditsel.selection import winner_law
 from auditsel.version import __version__, source_commit
 
@@ -88,7 +105,9 @@ PANEL_ABOVE = 200_000  # panel="auto": the estimator panel up to this many games
 STREAM_ABOVE = 1 << 20  # stream="auto": audit chunk by chunk from disk above this many games
 PLOT_GAMES = 1 << 18  # the plots of a streamed audit: its first ~260,000 games
 SEED_MAX = 2**63
+MAX_GAMES = 10**9  # the CLI's --games range
 FINGERPRINT_FILE = "pipeline.json"
+MAX_FINGERPRINT_BYTES = 1 << 20  # pipeline.json is read at most this far
 
 
 @dataclass(frozen=True)
@@ -183,7 +202,7 @@ def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed,
             f"must be an auditsel canary (InputCanary, GradientCanary or a subclass of "
             f"auditsel.pipelines.canaries.Canary), got {type(canary).__name__}",
         )
-    integer(games, "games", 4)
+    integer(games, "games", 4, MAX_GAMES)
     number(delta, "delta", 0, 1, hi_open=True)
     if claimed_epsilon is not None:
         number(claimed_epsilon, "claimed_epsilon", 0)
@@ -194,16 +213,21 @@ def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed,
         choice(rule, "rule", THRESHOLD_RULES)
 
 
+def _auto_or_bool(value: Any, field: str) -> bool | str:
+    """True, False or "auto" (the strings "true"/"false" are refused, as the CLI refuses them)."""
+    if value is True or value is False or value == "auto" and isinstance(value, str):
+        return value
+    raise ConfigError(field, f"must be true, false or 'auto', got {shown(value)}")
+
+
 def _components(tune, score, data, canary, seed: int, chunk_size: int) -> dict:
     """What determines the games' numbers, digested one by one (for the refusal message)."""
-    # deferred: joblib (0.14 s) for its hash of the data and the canary
-    import joblib
-
     return {
         "tune": source_digest(tune),
         "score": source_digest(score),
-        "canary": joblib.hash(canary) + source_digest(type(canary)),
-        "data": joblib.hash(data),
+        "canary": content_digest(canary, "canary") + source_digest(type(canary)),
+        "data": content_digest(data, "data"),
+        "modules": user_files(tune, score, canary, data),
         "auditsel": package_digest(),
         "seed": seed,
         "chunk_size": chunk_size,
@@ -219,8 +243,10 @@ def _open_checkpoints(directory: Path, components: dict) -> str:
     fingerprint = _digest(components)
     path = directory / FINGERPRINT_FILE
     if path.exists():
-        try:
-            found = json.loads(path.read_text())
+        try:  # bounded, and never a FIFO or a device
+            found = json.loads(read_regular(path, "checkpoints", MAX_FINGERPRINT_BYTES))
+            if not isinstance(found, dict):
+                raise ValueError("not a JSON object")
         except (OSError, ValueError) as err:
             raise CheckpointError(
                 f"{path} is unreadable ({err}); delete {directory} to start over"
@@ -228,7 +254,12 @@ def _open_checkpoints(directory: Path, components: dict) -> str:
         changed = [k for k in components if found.get(k) != components[k]]
         if changed:
             what = ", ".join(
-                f"`{k}` (its code changed)" if k in ("tune", "score") else f"`{k}`" for k in changed
+                f"`{k}` (its code changed)"
+                if k in ("tune", "score")
+                else f"the code it runs ({describe_changes(found.get(k), components[k])})"
+                if k == "modules"
+                else f"`{k}`"
+                for k in changed
             )
             raise CheckpointError(
                 f"checkpoints in {directory} were made by another pipeline: {what} differs; "
@@ -252,15 +283,19 @@ def play_games(
     fingerprint: str = "",
     progress: bool = False,
     stream: bool = False,
+    before: Callable[[str | None], Any] | None = None,
 ) -> tuple[GameRecord, float]:
     """Play the games with the engine (chunks, workers, checkpoints); returns the record and
-    the CPU seconds of the games played in this process."""
-    before = LOCAL_CPU.seconds
+    the CPU seconds of the games played in this process. `before(backend)` runs first, inside
+    the backend (the replay check's games on the workers)."""
+    start = LOCAL_CPU.seconds
     threads = limited_threads(game_threads(jobs))  # BLAS/OpenMP/torch: this process's share
     with (
         threads,
         execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where,
     ):
+        if before is not None:
+            before(where)
         record = run_game(
             game,
             game.score,  # unused: the game plays its chunks itself (PipelineGame.play)
@@ -275,7 +310,7 @@ def play_games(
             in_memory=not stream,
             unit="game",
         )
-    return record, LOCAL_CPU.seconds - before
+    return record, LOCAL_CPU.seconds - start
 
 
 def audit_pipeline(
@@ -290,6 +325,7 @@ def audit_pipeline(
     statistics: AuditOptions | None = None,
     execution: ExecutionOptions | None = None,
     report: ReportOptions | None = None,
+    accept_nondeterminism: bool = False,
     **old_options: Any,
 ) -> PipelineAudit:
     """Audit your tuning pipeline: play `games` games around `tune` and bound eps from below.
@@ -306,8 +342,10 @@ def audit_pipeline(
     rounds, panel)`: `out_dir` writes result.json, report.md and the plots of `auditsel run`
     there (and keeps the checkpoints under out_dir/checkpoints); `base` and `rounds` (a
     mechanism pair and a law of K) add the tuning bounds beside eps_L. Bad input and exceptions
-    raised by your functions are ConfigErrors (`PipelineError`). The old keywords (confidence=,
-    seed=, jobs=, out_dir=, ...) are accepted for one release with a DeprecationWarning.
+    raised by your functions are ConfigErrors (`PipelineError`). Before the games, a replay
+    check refuses a pipeline that is not reproducible (a `ReproducibilityError` naming the
+    hazard) unless `accept_nondeterminism=True`. The old keywords (confidence=, seed=, jobs=,
+    out_dir=, ...) are accepted for one release with a DeprecationWarning.
     """
     given = grouped_options(
         {
@@ -342,6 +380,7 @@ def audit_pipeline(
         base=rep.base,
         rounds=rep.rounds,
         panel=rep.panel,
+        accept_nondeterminism=accept_nondeterminism,
     )
 
 
@@ -369,9 +408,15 @@ def _audit_pipeline(
     panel: bool | str = "auto",
     stream: bool | str = "auto",
     progress: bool = False,
+    accept_nondeterminism: bool = False,
 ) -> PipelineAudit:
     """`audit_pipeline` with every option as a keyword (its options objects unpacked)."""
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
+    panel, stream = _auto_or_bool(panel, "panel"), _auto_or_bool(stream, "stream")
+    if not isinstance(accept_nondeterminism, bool):
+        raise ConfigError(
+            "accept_nondeterminism", f"must be true or false, got {shown(accept_nondeterminism)}"
+        )
     if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
         rule = threshold_rule(rule, seed=seed)
     chunk_size = integer(chunk_size, "chunk_size", 1)
@@ -391,11 +436,17 @@ def _audit_pipeline(
         if stream and checkpoint_dir is None:
             raise ConfigError("stream", "a streamed audit needs checkpoint_dir (or out_dir)")
         start_wall, start_cpu = time.perf_counter(), time.process_time()
+        game = PipelineGame(tune, score_fn, data, canary, chunk_size)
+        accept = accept_nondeterminism
         components = _components(tune, score_fn, data, canary, seed, chunk_size)
         fingerprint = _digest(components)
         if checkpoint_dir is not None:
             fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
-        game = PipelineGame(tune, score_fn, data, canary, chunk_size)
+        replay: list = []
+
+        def on_backend(where):  # the replay check, on the audit's own backend
+            replay.append(check_replay(game, seed, jobs=jobs, backend=where, accept=accept))
+
         record, inline_cpu = play_games(
             game,
             games,
@@ -407,7 +458,17 @@ def _audit_pipeline(
             fingerprint=fingerprint,
             progress=progress,
             stream=stream,
+            before=on_backend,
         )
+        hazards = check_unchanged(game, replay[0])
+        if hazards and not accept:
+            raise ReproducibilityError(
+                "tune",
+                hazards[0] + f"; the games of this run saw changing data: delete "
+                f"{checkpoint_dir or 'the checkpoints'} before you rerun",
+            )
+        reproducibility = replay[0].to_dict()
+        reproducibility["hazards"] += hazards
         return _analyse(
             record,
             stream=stream,
@@ -429,6 +490,7 @@ def _audit_pipeline(
             out=out,
             chunk_size=chunk_size,
             inline_cpu=inline_cpu,
+            reproducibility=reproducibility,
         )
 
 
@@ -454,6 +516,7 @@ def _analyse(
     out,
     chunk_size,
     inline_cpu,
+    reproducibility=None,
 ) -> PipelineAudit:
     """eps_L, the panel, the bounds and the report from the played games."""
     artefacts: dict[str, Any] = {}
@@ -521,6 +584,8 @@ def _analyse(
         "cpu_seconds": round(cpu, 3),
         "fingerprint": fingerprint,
     }
+    if reproducibility is not None:
+        result["pipeline"]["reproducibility"] = reproducibility
     result["seconds"] = round(wall, 3)
     files: tuple[Path, ...] = ()
     if out is not None:

@@ -42,6 +42,8 @@ from auditsel.pipelines.pipeline import PipelineGame, _check, play_games
 __all__ = ["PipelinePlan", "plan_pipeline"]
 
 SHRINK = 0.5
+MAX_PILOT = 10**7  # the CLI's --pilot range
+MAX_PLANNED_GAMES = 10**12  # the CLI's plan --games range
 
 
 @dataclass(frozen=True)
@@ -177,14 +179,14 @@ def _plan_pipeline(
     progress: bool = False,
 ) -> PipelinePlan:
     """`plan_pipeline` with every option as a keyword (the pilot's own seed `seed`)."""
-    pilot = integer(pilot, "pilot", 20)
+    pilot = integer(pilot, "pilot", 20, MAX_PILOT)
     _check(tune, score, canary, pilot, delta, claimed_epsilon, confidence, seed, rule, jobs)
     choice(rule, "rule", THRESHOLD_RULES)
     power = number(power, "power", 0.5, 1, hi_open=True)
     if target_eps is not None:
         target_eps = number(target_eps, "target_eps", 0, math.inf, lo_open=True)
     if games is not None:
-        games = integer(games, "games", 4)
+        games = integer(games, "games", 4, MAX_PLANNED_GAMES)
     if target_eps is None and claimed_epsilon is None and games is None:
         raise ConfigError(
             "target_eps", "give target_eps, claimed_epsilon or games: what to plan for"
