@@ -217,11 +217,11 @@ class InputCanary(Canary):
 def _forward(model: Any, x: Any):
     """model(x[None]) without gradients, x converted to the model's tensor type and dtype."""
     parameters = getattr(model, "parameters", None)
-    if callable(parameters):  # a torch module
+    first = next(iter(parameters()), None) if callable(parameters) else None
+    if callable(parameters) and (first is None or hasattr(first, "detach")):  # a torch module
         # deferred: torch is an optional extra (the dpsgd extra, 1.9 s)
         import torch
 
-        first = next(iter(parameters()), None)
         dtype = first.dtype if first is not None else torch.get_default_dtype()
         batch = torch.as_tensor(_to_numpy(x), dtype=dtype).unsqueeze(0)
         with torch.no_grad():

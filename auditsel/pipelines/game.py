@@ -19,7 +19,6 @@ This module is what a worker process imports to play: numpy and the canaries onl
 
 from __future__ import annotations
 
-import math
 import random
 import sys
 import threading
@@ -42,6 +41,7 @@ __all__ = [
     "PipelineGame",
     "function_name",
     "game_seed",
+    "field_columns",
     "score_label",
 ]
 
@@ -136,10 +136,17 @@ class PipelineGame:
     data: Any
     canary: Canary
     chunk_size: int = CHUNK_SIZE
+    fields: tuple[str, ...] = ()  # score() returns one number per field (release_scores)
     parallel_prefer = None  # joblib's default: loky processes (user code holds the GIL)
 
-    def play_one(self, seed: int, game: int) -> tuple[int, float, float]:
-        """(coin, score, CPU seconds) of one game."""
+    @property
+    def columns(self) -> int:
+        """Columns of a chunk's scores: the (first) score, the CPU seconds, the other fields."""
+        return 2 + max(len(self.fields) - 1, 0)
+
+    def play_one(self, seed: int, game: int) -> tuple[int, Any, float]:
+        """(coin, score, CPU seconds) of one game (the score: an array, one entry per field,
+        when the game scores fields)."""
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(game,)))
         member = int(rng.integers(0, 2))
         user_seed = game_seed(seed, game)
@@ -152,11 +159,12 @@ class PipelineGame:
         except Exception as err:
             raise _user_error("tune", self.tune, game, user_seed, member, err) from None
         try:
-            value = float(self.score(release, self.canary))
+            raw = self.score(release, self.canary)
+            value = np.asarray(raw, dtype=np.float64) if self.fields else float(raw)
         except Exception as err:
             raise _user_error("score", self.score, game, user_seed, member, err) from None
         del release
-        if math.isnan(value):
+        if np.any(np.isnan(value)):
             raise PipelineError(
                 "score",
                 f"{function_name(self.score)} returned NaN in game {game} (seed {user_seed}); "
@@ -173,9 +181,19 @@ class PipelineGame:
     def play(self, seed: int, index: int, size: int) -> tuple[np.ndarray, np.ndarray]:
         """Games index * chunk_size, ... of one chunk: scores (size, 2): the score and the CPU
         seconds of each game, and the coins."""
-        out = np.empty((size, 2), dtype=np.float64)
+        out = np.empty((size, self.columns), dtype=np.float64)
         member = np.empty(size, dtype=np.int8)
         start = index * self.chunk_size
         for j in range(size):
-            member[j], out[j, 0], out[j, 1] = self.play_one(seed, start + j)
+            member[j], value, out[j, 1] = self.play_one(seed, start + j)
+            if self.fields:
+                out[j, 0], out[j, 2:] = value[0], value[1:]
+            else:
+                out[j, 0] = value
         return out, member
+
+
+def field_columns(scores: np.ndarray) -> np.ndarray:
+    """The field scores of a chunk table (games, columns): column 0, then columns 2.. (column
+    1 holds the CPU seconds)."""
+    return np.concatenate([scores[:, :1], scores[:, 2:]], axis=1)

@@ -21,6 +21,13 @@ the canary, the data (`joblib.hash`), the installed auditsel (`package_digest`),
 the chunk size. A rerun with the same fingerprint resumes; one made by other code or data is
 refused, naming what changed, and nothing is reused.
 
+Every released field. With `score=None` and a release that publishes more than what the
+canary's score reads (a mapping with other fields: the learning rate, a clipping norm, a
+history), every field is scored (`auditsel.pipelines.release_scores`, the fields fixed by one
+probe run before the games), each field's eps_L is computed at confidence 1 - (1 - confidence)
+/ fields, and `eps` is the largest (Bonferroni: valid at `confidence` whichever field leaks;
+result.json's pipeline.fields lists each). `score=default_score` scores the canary alone.
+
 Errors. An exception raised by `tune` or `score` is the user's: `PipelineError` (a ConfigError:
 the CLI exits 2) names the function, where it raised, the game, its seed and coin, so that
 `tune(data, seed, canary)` can be rerun by hand.
@@ -63,8 +70,15 @@ from auditsel.pipelines.game import (
     LOCAL_CPU,
     PipelineError,
     PipelineGame,
+    field_columns,
     function_name,
     score_label,
+)
+from auditsel.pipelines.release_scores import (
+    CANARY_FIELD,
+    PROBE_SEED,
+    FieldScores,
+    probe_fields,
 )
 from auditsel.selection import winner_law
 from auditsel.version import __version__, source_commit
@@ -86,9 +100,11 @@ FINGERPRINT_FILE = "pipeline.json"
 
 @dataclass(frozen=True)
 class _ScoreColumn:
-    """A streamed chunk source read as (score, member): column 0 of the pipeline's chunks."""
+    """A streamed chunk source read as (score, member): one column of the pipeline's chunks
+    (field `field` of `field_columns`: column 0, or column field + 1)."""
 
     source: Any
+    field: int = 0
 
     def __len__(self) -> int:
         return len(self.source)
@@ -99,7 +115,7 @@ class _ScoreColumn:
 
     def load(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         scores, member = self.source.load(index)
-        return scores[:, 0], member
+        return scores[:, 0 if self.field == 0 else self.field + 1], member
 
 
 @dataclass(frozen=True, eq=False)
@@ -271,7 +287,7 @@ def audit_pipeline(
     score: Callable | None = None,
     *,
     data: Any,
-    canary: Canary,
+    canary: Canary | tuple[Canary, ...],
     games: int,
     delta: float,
     claimed_epsilon: float | None = None,
@@ -300,18 +316,31 @@ def audit_pipeline(
     PipelineAudit: eps (the valid eps_L at `confidence`), refuted (eps > claimed_epsilon), the
     estimator panel, the scores and coins, CPU seconds. `jobs` > 1 plays chunks of `chunk_size`
     games in worker processes (`backend`: loky by default, threading, or dask with `scheduler`);
-    the numbers do not depend on it. `out_dir` writes result.json, report.md and the plots of
+    the numbers do not depend on it. A tuple of canaries (e.g. `(InputCanary(x, y),
+    GradientCanary(coordinate=i))`: the data pipeline's bugs and the optimizer's) plays `games`
+    games for each, at Bonferroni-corrected confidence; eps is the largest. `out_dir` writes result.json, report.md and the plots of
     `auditsel run` there (and keeps the checkpoints under out_dir/checkpoints); `base` and
     `rounds` (a mechanism pair and a law of K) add the tuning bounds beside eps_L. Bad input
     and exceptions raised by your functions are ConfigErrors (`PipelineError`).
     """
+    if isinstance(canary, (tuple, list)):  # several canaries: each its games, Bonferroni
+        options = dict(
+            games=games, delta=delta, claimed_epsilon=claimed_epsilon, confidence=confidence,
+            seed=seed, jobs=jobs, rule=rule, checkpoint_dir=checkpoint_dir, out_dir=out_dir,
+            name=name, base=base, rounds=rounds, backend=backend, scheduler=scheduler,
+            chunk_size=chunk_size, panel=panel, stream=stream, progress=progress,
+        )  # fmt: skip
+        return _audit_each_canary(tune, score, data, tuple(canary), options)
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
     if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
         rule = threshold_rule(rule, seed=seed)
     chunk_size = integer(chunk_size, "chunk_size", 1)
     if (base is None) != (rounds is None):
         raise ConfigError("rounds", "give base and rounds together (or neither)")
-    score_fn = score if score is not None else default_score
+    # score None: the canary's score, and every other field of a mapping release
+    # (auditsel.pipelines.release_scores), each at a Bonferroni share of the confidence
+    fields = _default_fields(tune, data, canary) if score is None else ()
+    score_fn = score if score is not None else (FieldScores(fields) if fields else default_score)
     # an output folder is resolved, refused when it escapes, locked, and on failure only what
     # this audit created there is removed (auditsel.files)
     claim = nullcontext() if out_dir is None else claim_folder(out_dir, field="out_dir")
@@ -326,10 +355,12 @@ def audit_pipeline(
             raise ConfigError("stream", "a streamed audit needs checkpoint_dir (or out_dir)")
         start_wall, start_cpu = time.perf_counter(), time.process_time()
         components = _components(tune, score_fn, data, canary, seed, chunk_size)
+        if fields:
+            components["fields"] = list(fields)
         fingerprint = _digest(components)
         if checkpoint_dir is not None:
             fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
-        game = PipelineGame(tune, score_fn, data, canary, chunk_size)
+        game = PipelineGame(tune, score_fn, data, canary, chunk_size, fields)
         record, inline_cpu = play_games(
             game,
             games,
@@ -363,7 +394,89 @@ def audit_pipeline(
             out=out,
             chunk_size=chunk_size,
             inline_cpu=inline_cpu,
+            fields=fields,
         )
+
+
+def _audit_each_canary(tune, score, data, canaries: tuple, options: dict) -> PipelineAudit:
+    """One audit per canary, `games` games each, at confidence 1 - (1 - confidence) / m
+    (Bonferroni over the m canaries: the largest eps_L holds at `confidence`); the audit of
+    the largest eps_L, with `canaries` in result.json listing each. Folders: a subfolder per
+    canary (`canary-<i>-<kind>`) of out_dir and checkpoint_dir."""
+    if len(canaries) < 1:
+        raise ConfigError("canary", "give a canary, or a tuple of canaries to audit each")
+    confidence = number(options["confidence"], "confidence", 0.5, 1, hi_open=True)
+    level = 1 - (1 - confidence) / len(canaries)
+    audits = []
+    for i, canary in enumerate(canaries):
+        kind = canary.describe().get("kind", "canary") if isinstance(canary, Canary) else "?"
+        sub = {
+            k: (None if options[k] is None else Path(options[k]) / f"canary-{i}-{kind}")
+            for k in ("checkpoint_dir", "out_dir")
+        }
+        audits.append(
+            audit_pipeline(
+                tune, score, data=data, canary=canary, **{**options, **sub, "confidence": level}
+            )
+        )
+    best = max(audits, key=lambda a: a.eps)
+    claim = options["claimed_epsilon"]
+    refuted = None if claim is None else any(bool(a.refuted) for a in audits)
+    result = dict(best.result)
+    result["canaries"] = [
+        {
+            "canary": a.result["pipeline"]["canary"],
+            "eps": a.eps,
+            "refuted": a.refuted,
+            "confidence": level,
+            "games": a.games,
+        }
+        for a in audits
+    ]
+    if claim is not None:
+        result["claim"] = {"epsilon": float(claim), "refuted": refuted}
+    return replace(
+        best,
+        refuted=refuted,
+        confidence=confidence,
+        games=sum(a.games for a in audits),
+        cpu_seconds=sum(a.cpu_seconds for a in audits),
+        wall_seconds=sum(a.wall_seconds for a in audits),
+        files=tuple(f for a in audits for f in a.files),
+        result=result,
+    )
+
+
+def _default_fields(tune, data, canary) -> tuple[str, ...]:
+    """The fields the default score reads: () when the release is the canary's alone (its
+    score, unchanged), else every field of the probe run's release."""
+    try:
+        fields = probe_fields(tune, data, canary)
+    except Exception as err:
+        raise PipelineError(
+            "tune",
+            f"{function_name(tune)} raised {type(err).__name__} in the probe run that reads the "
+            f"release's fields (seed {PROBE_SEED}, canary out): {err}",
+        ) from None
+    return () if fields in ((), (CANARY_FIELD,)) else fields
+
+
+def _field_bounds(record, fields, stream, delta, confidence, rule):
+    """eps_L of every field's column at confidence 1 - (1 - confidence) / fields: {field:
+    LowerBound}, and the scores of each field (None when streamed)."""
+    level = 1 - (1 - confidence) / len(fields)
+    bounds, columns = {}, None
+    if stream:
+        for j, name in enumerate(fields):
+            column = _ScoreColumn(record.chunks, j)
+            bounds[name] = audit_chunks(column, delta, confidence=level, rule=rule)
+    else:
+        columns = field_columns(record.scores)
+        for j, name in enumerate(fields):
+            bounds[name] = audit_scores(
+                columns[:, j], record.member, delta, confidence=level, rule=rule
+            )
+    return bounds, columns
 
 
 def _analyse(
@@ -388,15 +501,29 @@ def _analyse(
     out,
     chunk_size,
     inline_cpu,
+    fields=(),
 ) -> PipelineAudit:
     """eps_L, the panel, the bounds and the report from the played games."""
     artefacts: dict[str, Any] = {}
     estimators = None
+    by_field, best = {}, 0
+    if fields:  # every field at its Bonferroni share; eps_L is the largest (module docstring)
+        by_field, columns = _field_bounds(record, fields, stream, delta, confidence, rule)
+        best = int(np.argmax([b.eps for b in by_field.values()]))
+        names = (names[0], f"every released field ({len(fields)}; largest: {fields[best]})")
+        if columns is not None:  # the best field's scores stand for the games below
+            record = GameRecord(
+                np.column_stack([columns[:, best], record.scores[:, 1]]), record.member
+            )
     if stream:
         chunks = record.chunks
         assert chunks is not None  # a streamed record reads its chunks back from disk
-        source = _ScoreColumn(chunks)
-        bound = audit_chunks(source, delta, confidence=confidence, rule=rule)
+        source = _ScoreColumn(chunks, best)
+        bound = (
+            by_field[fields[best]]
+            if fields
+            else audit_chunks(source, delta, confidence=confidence, rule=rule)
+        )
         game_cpu = float(sum(chunks.load(i)[0][:, 1].sum() for i in range(len(chunks))))
         if out is not None:  # the plots of a streamed audit show its first games
             head_scores, head_member = chunks.head(PLOT_GAMES)
@@ -407,8 +534,12 @@ def _analyse(
         scores, member = record.scores[:, 0].copy(), record.member
         game_cpu = float(record.scores[:, 1].sum())
         ss = SortedScores(scores, member)
-        bound = audit_scores(
-            scores, member, delta, confidence=confidence, rule=rule, sorted_scores=ss
+        bound = (
+            by_field[fields[best]]
+            if fields
+            else audit_scores(
+                scores, member, delta, confidence=confidence, rule=rule, sorted_scores=ss
+            )
         )
         if panel is True or (panel == "auto" and games <= PANEL_ABOVE):
             try:
@@ -455,6 +586,12 @@ def _analyse(
         "cpu_seconds": round(cpu, 3),
         "fingerprint": fingerprint,
     }
+    if fields:
+        result["pipeline"]["fields"] = {
+            "confidence_each": 1 - (1 - confidence) / len(fields),
+            "eps": {k: float(b.eps) for k, b in by_field.items()},
+            "best": fields[best],
+        }
     result["seconds"] = round(wall, 3)
     files: tuple[Path, ...] = ()
     if out is not None:

@@ -32,9 +32,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+import numpy as np
+from scipy import stats
 
 from auditsel.auditing.lower import THRESHOLD_RULES, epsilon_from_rates
 from auditsel.auditing.planning import (
@@ -47,11 +50,14 @@ from auditsel.auditing.planning import (
 )
 from auditsel.errors import ConfigError, choice, integer, number
 from auditsel.pipelines.canaries import Canary, default_score
-from auditsel.pipelines.pipeline import PipelineGame, _check, play_games
+from auditsel.pipelines.game import field_columns
+from auditsel.pipelines.pipeline import PipelineGame, _check, _default_fields, play_games
+from auditsel.pipelines.release_scores import FieldScores
 
 __all__ = ["PipelinePlan", "plan_pipeline"]
 
 SHRINK = 0.5
+FLAG_LEVEL = 0.05  # a field is flagged at this level, Bonferroni over the fields
 PILOT_CONFIDENCE = 0.8  # measured: docs/findings/plan-calibration.md
 
 
@@ -80,6 +86,9 @@ class PipelinePlan:
     prob_refute: float | None = None  # P(eps_L > claimed_epsilon) with `games` games
     point_expected_eps: float | None = None  # E[eps_L] on the point estimate (optimistic: the
     #                                        planner before the pessimistic curve; descriptive)
+    fields: Mapping[str, float] = field(default_factory=dict)  # score=None: each released
+    #                                 field's planned eps (its pessimistic curve's largest)
+    flagged: tuple[str, ...] = ()  # fields whose values differ with and without the canary
 
     def to_dict(self) -> dict:
         return {
@@ -119,6 +128,12 @@ class PipelinePlan:
             if self.prob_refute is not None:
                 extra += f", P(refuted) = {self.prob_refute:.3f}"
             lines.append(f"  {self.games:,} games: E[eps_L] = {self.expected_eps:.4f}{extra}")
+        if self.fields:
+            lines.append(
+                f"  {len(self.fields)} released fields scored, each at confidence "
+                f"1 - {1 - self.confidence:g}/{len(self.fields)}; they differ with and without "
+                f"the canary: {', '.join(self.flagged) or 'none seen'}"
+            )
         lines.append(
             f"  what the pilot cannot see: a leak that shows in fewer than {self.blind_rate:.2%} "
             f"of games (about 3 / {self.pilot_games:,}); a larger pilot sees rarer ones"
@@ -129,6 +144,22 @@ class PipelinePlan:
             "less)"
         )
         return "\n".join(lines)
+
+
+def _differing(columns: np.ndarray, member: np.ndarray, fields: tuple[str, ...]):
+    """The fields whose pilot values differ between the games with and without the canary:
+    a two-sided Mann-Whitney test at 0.05 / fields (Bonferroni), or values that never overlap
+    (every game of one coin above every game of the other)."""
+    flagged = []
+    for j, name in enumerate(fields):
+        a, b = columns[member == 1, j], columns[member == 0, j]
+        if np.ptp(columns[:, j]) == 0:
+            continue  # the same value in every game: nothing to read
+        apart = a.min() > b.max() or b.min() > a.max()
+        p = stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
+        if apart or p < FLAG_LEVEL / len(fields):
+            flagged.append(name)
+    return tuple(flagged)
 
 
 def _curve_eps(curve, delta: float) -> float:
@@ -172,20 +203,31 @@ def plan_pipeline(
         raise ConfigError(
             "target_eps", "give target_eps, claimed_epsilon or games: what to plan for"
         )
-    game = PipelineGame(tune, score if score is not None else default_score, data, canary)
+    fields = _default_fields(tune, data, canary) if score is None else ()
+    score_fn = score if score is not None else (FieldScores(fields) if fields else default_score)
+    game = PipelineGame(tune, score_fn, data, canary, fields=fields)
     start = time.process_time()
     record, inline = play_games(game, pilot, seed, jobs=jobs, backend=backend, progress=progress)
     assert record.scores is not None and record.member is not None  # played in memory
     cpu = (time.process_time() - start) - inline + float(record.scores[:, 1].sum())
-    scores, member = record.scores[:, 0], record.member
+    member = record.member
     if member.min() == member.max():
         raise ConfigError("pilot", f"{pilot} games drew one coin only; use a larger pilot")
     source = f"pilot ({pilot:,} games)"
-    tests = pilot_tests(scores, member, source, seed=seed)
-    curve = tests.pessimistic(pilot_confidence)
-    curve_eps = _curve_eps(curve, delta)
+    columns = field_columns(record.scores) if fields else record.scores[:, :1]
+    k = columns.shape[1]  # the audit tests each field at a 1/k share (pipeline docstring)
+    confidence_each = 1 - (1 - confidence) / k
+    curves = [
+        pilot_tests(columns[:, j], member, source, seed=seed).pessimistic(
+            1 - (1 - pilot_confidence) / k
+        )
+        for j in range(k)
+    ]
+    field_eps = [_curve_eps(c, delta) for c in curves]
+    best = int(np.argmax(field_eps))
+    curve, curve_eps, scores = curves[best], field_eps[best], columns[:, best]
     point_curve = empirical_curve(scores, member, source, shrink=SHRINK)
-    plan = dict(rule=rule, confidence=confidence, delta=delta, spec_grid=False)
+    plan = dict(rule=rule, confidence=confidence_each, delta=delta, spec_grid=False)
 
     def needed(target):
         return None if target >= curve_eps else games_needed(curve, target, power=power, **plan)
@@ -207,6 +249,8 @@ def plan_pipeline(
         claimed_epsilon=claimed_epsilon,
         games_to_refute=None if refute_at is None else needed(refute_at),
         games=games,
+        fields=dict(zip(fields, field_eps)),
+        flagged=_differing(columns, member, fields),
     )
     if games is not None:
         at = lambda target: prob_for_games(curve, target, games, **plan)
