@@ -20,8 +20,14 @@ import math
 import numpy as np
 import pytest
 
-from auditsel import DpsgdBase, GaussianBase, GradientCanary, InputCanary, audit_pipeline
-from auditsel import plan_pipeline
+from auditsel import (
+    DpsgdBase,
+    GaussianBase,
+    GradientCanary,
+    InputCanary,
+    audit_pipeline,
+    plan_pipeline,
+)
 from auditsel.pipelines.canaries import default_score
 from auditsel.pipelines.release_scores import FieldScores, release_fields
 
