@@ -35,6 +35,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -213,6 +214,42 @@ def build_parser() -> argparse.ArgumentParser:
     pipe.add_argument(
         "--scheduler",
         help="dask scheduler address (default: a LocalCluster on loopback with --jobs workers)",
+    )
+    pipe.add_argument(
+        "--rounds",
+        metavar="LAW",
+        help="the law of K as a YAML mapping, e.g. '{kind: poisson, mean: 3}': with --base or "
+        "--opacus, the tuning bounds and the interval stand beside eps_L",
+    )
+    pipe.add_argument(
+        "--base",
+        metavar="BASE",
+        help="one run as a YAML mapping, as a config's base section, e.g. '{kind: dpsgd, "
+        "noise_multiplier: 1.0, steps: 100, sample_rate: 0.01}'",
+    )
+    pipe.add_argument(
+        "--opacus",
+        metavar="MODULE:NAME",
+        help="a function of your module returning (privacy_engine, optimizer, data_loader) of "
+        "one Opacus run: the base is read from it, and the claim (unless --claim) is the "
+        "epsilon Opacus reports for it",
+    )
+    pipe.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over: delete the checkpoints of --out first (nothing is resumed)",
+    )
+    pipe.add_argument(
+        "--early-stop",
+        action="store_true",
+        help="with a claim: audit at --looks looks (geometric schedule), each at confidence "
+        "1 - (1 - confidence) / looks, and stop at the first that refutes the claim",
+    )
+    pipe.add_argument(
+        "--looks",
+        type=_int_option("--looks", 1, 64),
+        default=4,
+        help="looks of --early-stop (default 4)",
     )
     pipe.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     pipe.add_argument("--quiet", action="store_true", help="do not print the table")
@@ -748,20 +785,29 @@ def _command_audit_pipeline(args) -> int:
     options = {
         k: settings.get(k, defaults.get(k)) for k in PIPELINE_KEYS if k in settings or k in defaults
     }
+    options.update(_claim_options(args, options))
     tune_name = getattr(spec.pipeline.tune, "__name__", "pipeline")
     out = args.out if args.out is not None else Path(DEFAULT_OUT) / tune_name
     check_output_path(out, "--out")  # audit_pipeline claims it (locked; cleaned on failure)
+    if args.fresh:
+        _start_over(Path(out))
+    if args.early_stop and options.get("claimed_epsilon") is None:
+        raise UsageError("--early-stop: stops when the claim is refuted; give --claim or --opacus")
     progress = not args.no_progress and sys.stderr.isatty()
-    audit = spec.pipeline.audit(
-        jobs=args.jobs,
-        backend=args.backend,
-        scheduler=args.scheduler,
-        out_dir=out,
-        progress=progress,
-        **options,
-    )
+    run = dict(jobs=args.jobs, backend=args.backend, scheduler=args.scheduler, progress=progress)
+    if args.early_stop:
+        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+        from auditsel.pipelines.sequential import audit_until_refuted
+
+        p = spec.pipeline
+        audit = audit_until_refuted(
+            p.tune, p.score, data=p.data, canary=p.canary, looks=args.looks, out_dir=out,
+            **run, **options,
+        )  # fmt: skip
+    else:
+        audit = spec.pipeline.audit(out_dir=out, **run, **options)
     out_dir = Path(out)
-    if audit.resumed_games:
+    if audit.resumed_games and not args.early_stop:
         print(
             f"auditsel: resumed {audit.resumed_games:,} of {audit.games:,} games from "
             f"{out_dir / 'checkpoints'}",
@@ -769,11 +815,70 @@ def _command_audit_pipeline(args) -> int:
         )
     if not args.quiet:
         print(audit.summary())
+        if audit.result.get("sequential"):
+            # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+            from auditsel.pipelines.sequential import looks_text
+
+            print(looks_text(audit.result))
         print(
             f"{audit.games:,} games, {audit.cpu_seconds:.1f} CPU s, {audit.wall_seconds:.1f} s "
             f"wall; wrote {', '.join(str(p) for p in audit.files)}"
         )
     return EXIT_REFUTED if audit.refuted else 0
+
+
+def _claim_options(args, options: dict) -> dict:
+    """base, rounds and the claim from --base, --rounds, --opacus (and --claim)."""
+    if args.base and args.opacus:
+        raise UsageError("--base: give --base or --opacus (the base of the Opacus run), not both")
+    if (args.base or args.opacus) and not args.rounds:
+        raise UsageError(
+            f"--rounds: the law of K, e.g. '{{kind: poisson, mean: 3}}', goes with "
+            f"{'--base' if args.base else '--opacus'} (the tuning bounds need both)"
+        )
+    if args.rounds and not (args.base or args.opacus):
+        raise UsageError("--rounds: give --base or --opacus too (the base of one run)")
+    if not args.rounds:
+        return {}
+    rounds = _parse_rounds_option(args.rounds)
+    delta = options["delta"]
+    if args.opacus:
+        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+        from auditsel.pipelines.load import load_object
+        from auditsel.pipelines.opacus import from_opacus
+
+        made = load_object(args.opacus, "--opacus", call=True)
+        try:
+            engine, optimizer, loader = made
+        except (TypeError, ValueError):
+            raise UsageError(
+                f"--opacus: {args.opacus} must return (privacy_engine, optimizer, "
+                f"data_loader), got {type(made).__name__}"
+            ) from None
+        run = from_opacus(engine, optimizer=optimizer, data_loader=loader, delta=delta)
+        claim = options.get("claimed_epsilon")
+        return {
+            "base": run.base,
+            "rounds": rounds,
+            "claimed_epsilon": run.claimed_epsilon if claim is None else claim,
+        }
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.config import load_yaml_text, parse_base
+
+    raw = load_yaml_text(args.base, "--base", "the --base mapping")
+    try:
+        base = parse_base(raw, delta)
+    except ConfigError as err:
+        raise UsageError(f"--base: {err}") from None
+    return {"base": base, "rounds": rounds}
+
+
+def _start_over(out: Path) -> None:
+    """--fresh: the checkpoints of `out` (and the fingerprint beside them) are deleted."""
+    checkpoints = out / "checkpoints"
+    if checkpoints.is_dir():
+        shutil.rmtree(checkpoints)
+        print(f"auditsel: --fresh: deleted {checkpoints}", file=sys.stderr)
 
 
 def _command_plan_pipeline(args) -> int:

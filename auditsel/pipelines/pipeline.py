@@ -57,7 +57,12 @@ from auditsel.auditing.lower import (
 from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.errors import ConfigError, choice, integer, number
 from auditsel.errors import jobs as check_jobs
-from auditsel.experiments.experiment import lower_fields, upper_fields, upper_panel
+from auditsel.experiments.experiment import (
+    lower_fields,
+    result_interval,
+    upper_fields,
+    upper_panel,
+)
 from auditsel.experiments.heuristics import honesty_fields
 from auditsel.experiments.report import text_table, write_outputs
 from auditsel.files import atomic_write_text, claim_folder
@@ -567,6 +572,8 @@ def _analyse(
         version=__version__, git_commit=commit, git_dirty=dirty, code_digest=package_digest()
     )
     result["lower"] = lower_fields(bound, "pipeline", names[1], seed, stream)
+    if base is not None:  # [max(attack value, valid eps_L), the tightest rigorous bound]
+        result["interval"] = result_interval(result, bounds)
     refuted = None if claimed_epsilon is None else bool(bound.eps > claimed_epsilon)
     if claimed_epsilon is not None:
         result["claim"] = {"epsilon": float(claimed_epsilon), "refuted": refuted}
