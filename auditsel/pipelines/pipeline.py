@@ -517,6 +517,7 @@ def _analyse(
         best = int(np.argmax([b.eps for b in by_field.values()]))
         names = (names[0], f"every released field ({len(fields)}; largest: {fields[best]})")
         if columns is not None:  # the best field's scores stand for the games below
+            assert record.scores is not None  # played in memory
             record = GameRecord(
                 np.column_stack([columns[:, best], record.scores[:, 1]]), record.member
             )

@@ -42,7 +42,7 @@ def look_schedule(games: int, looks: int, chunk_size: int = CHUNK_SIZE) -> list[
     """The looks' sample sizes: games / 2^(looks - j), j = 1..looks, rounded up to whole chunks
     (the last: `games`), without repeats."""
     games, looks = integer(games, "games", 4), integer(looks, "looks", 1, 64)
-    sizes = []
+    sizes: list[int] = []
     for j in range(1, looks + 1):
         n = games if j == looks else math.ceil(games / 2 ** (looks - j) / chunk_size) * chunk_size
         n = max(min(n, games), 4)
@@ -82,7 +82,7 @@ def audit_until_refuted(
     if checkpoint_dir is None:
         checkpoint_dir = Path(out_dir) / "checkpoints"  # type: ignore[arg-type]
     try:
-        seen = []
+        seen: list[dict] = []
         for j, n in enumerate(schedule):
             last = j == len(schedule) - 1
             audit = audit_pipeline(
@@ -101,7 +101,7 @@ def audit_until_refuted(
             audit = audit_pipeline(
                 tune,
                 score,
-                games=seen[-1]["games"],
+                games=int(seen[-1]["games"]),
                 claimed_epsilon=claimed_epsilon,
                 confidence=level,
                 checkpoint_dir=checkpoint_dir,
