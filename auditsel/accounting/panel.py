@@ -49,6 +49,7 @@ from auditsel.accounting.interval import Interval, attack_source, interval_from,
 from auditsel.accounting.profile import base_profile
 from auditsel.accounting.registry import BOUND_KEYS, BOUNDS
 from auditsel.events import as_pair
+from auditsel.mechanisms import DpsgdBase
 from auditsel.numerics import check_deltas
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
@@ -101,7 +102,7 @@ def base_info(base, delta: float) -> dict:
     bounds on one run's epsilon) eps_B is the tightest of them, and `accountant` names it."""
     base = as_pair(base)
     info = {"epsilon": _finite_or_none(base.epsilon(delta)), "mu": base.mu, "mu_gdp": base.mu_gdp}
-    if getattr(base, "accountant", None) in BASE_ACCOUNTANTS:
+    if isinstance(base, DpsgdBase):
         by = {a: float(base.epsilon(delta, accountant=a)) for a in BASE_ACCOUNTANTS}
         best = min(by, key=by.__getitem__)
         info.update(epsilon=_finite_or_none(by[best]), accountant=best)

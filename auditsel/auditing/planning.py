@@ -56,6 +56,7 @@ __all__ = [
 ]
 
 BINS = 600
+ROBUST = 2  # pilot_tests: tests chosen by their eps at the limits
 CANDIDATES = 48
 MAX_GAMES = 10**12
 
@@ -126,11 +127,15 @@ class PilotTests:
         )
 
 
-def pilot_tests(scores, member, source: str, seed: int = 0, tests: int = 4) -> PilotTests:
+def pilot_tests(
+    scores, member, source: str, seed: int = 0, tests: int = 4, confidence: float = 0.8
+) -> PilotTests:
     """Threshold tests of a pilot, chosen on a seeded half of each coin and counted on the rest.
 
-    On the first half, up to `tests` threshold tests (both directions) are chosen: spread over
-    its (shrunk) curve, and the one of largest eq. 4 eps. The second half, independent of that
+    On the first half, up to `tests` + ROBUST threshold tests (both directions) are chosen:
+    `tests` spread over its (shrunk) curve, and the ROBUST of largest eq. 4 eps at their
+    Clopper-Pearson upper limits at `confidence` (the tests that stay good at the limits the
+    plan will put on them). The second half, independent of that
     choice, counts each test's false positives and negatives: so that the pilot's luckiest
     threshold does not look better than it is (the winner's curse of a curve read off the same
     games that chose it)."""
@@ -153,8 +158,16 @@ def pilot_tests(scores, member, source: str, seed: int = 0, tests: int = 4) -> P
     pick = _spread(fp, fn, tests)
     if len(pick) == 0:
         return none
-    best = int(np.argmax(epsilon_from_rates(fp, fn, 0.0)))
-    pick = np.unique(np.append(pick, best))
+    # and the tests that stay best at the limits the second half will put on them: what the
+    # plan will use (an extreme test of tiny counts looks best shrunk, and collapses there)
+    a0 = np.concatenate([c.fp, c.n0 - c.fp])
+    a1 = np.concatenate([c.fn, c.n1 - c.fn])
+    level = 2 * (1 - confidence) / (2 * (tests + ROBUST))
+    robust = epsilon_from_rates(
+        clopper_pearson_upper(a0, c.n0, level), clopper_pearson_upper(a1, c.n1, level), 0.0
+    )
+    top = np.argsort(-robust)[:ROBUST]
+    pick = np.unique(np.concatenate([pick, top]))
     above0 = len(s0) - np.searchsorted(s0, t[pick], side="right")  # coin 0, score > t
     above1 = len(s1) - np.searchsorted(s1, t[pick], side="right")
     return PilotTests(

@@ -218,9 +218,9 @@ def plan_pipeline(
     k = columns.shape[1]  # the audit tests each field at a 1/k share (pipeline docstring)
     confidence_each = 1 - (1 - confidence) / k
     curves = [
-        pilot_tests(columns[:, j], member, source, seed=seed).pessimistic(
-            1 - (1 - pilot_confidence) / k
-        )
+        pilot_tests(
+            columns[:, j], member, source, seed=seed, confidence=1 - (1 - pilot_confidence) / k
+        ).pessimistic(1 - (1 - pilot_confidence) / k)
         for j in range(k)
     ]
     field_eps = [_curve_eps(c, delta) for c in curves]
