@@ -207,7 +207,7 @@ def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed,
         choice(rule, "rule", THRESHOLD_RULES)
 
 
-def _components(tune, score, data, canary, seed: int, chunk_size: int) -> dict:
+def _components(tune, score, data, canary, seed: int, chunk_size: int, fields=()) -> dict:
     """What determines the games' numbers, digested one by one (for the refusal message)."""
     # deferred: joblib (0.14 s) for its hash of the data and the canary
     import joblib
@@ -220,6 +220,7 @@ def _components(tune, score, data, canary, seed: int, chunk_size: int) -> dict:
         "auditsel": package_digest(),
         "seed": seed,
         "chunk_size": chunk_size,
+        **({"fields": list(fields)} if fields else {}),  # keys of older audits unchanged
     }
 
 
@@ -314,38 +315,25 @@ def audit_pipeline(
 ) -> PipelineAudit:
     """Audit your tuning pipeline: play `games` games around `tune` and bound eps from below.
 
-    tune(data, seed, canary) -> release runs your whole tuning (draws K, trains, selects) and
-    returns only what it publishes; score(release, canary) -> float is the attack (higher: the
-    canary looks in; None: the canary's default score). `data` is your training set; `canary`
-    an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`). Returns a
-    PipelineAudit: eps (the valid eps_L at `confidence`), refuted (eps > claimed_epsilon), the
-    estimator panel, the scores and coins, CPU seconds. `jobs` > 1 plays chunks of `chunk_size`
-    games in worker processes (`backend`: loky by default, threading, or dask with `scheduler`);
-    the numbers do not depend on it. A tuple of canaries (e.g. `(InputCanary(x, y),
-    GradientCanary(coordinate=i))`: the data pipeline's bugs and the optimizer's) plays `games`
-    games for each, at Bonferroni-corrected confidence; eps is the largest. `out_dir` writes result.json, report.md and the plots of
-    `auditsel run` there (and keeps the checkpoints under out_dir/checkpoints); `base` and
-    `rounds` (a mechanism pair and a law of K) add the tuning bounds beside eps_L. Bad input
-    and exceptions raised by your functions are ConfigErrors (`PipelineError`).
+    tune(data, seed, canary) -> release runs your whole tuning and returns what it publishes;
+    score(release, canary) -> float is the attack (higher: the canary looks in; None: the
+    canary's score and every other released field). `canary`: a canary, or a tuple of them
+    (each plays `games` games, Bonferroni; eps is the largest). Returns a PipelineAudit: eps (at
+    `confidence`), refuted (eps > claimed_epsilon), the estimator panel, scores, coins, CPU
+    seconds. `jobs` > 1: worker processes (`backend`: loky, threading, dask with `scheduler`),
+    the same numbers. `out_dir`: the report of `auditsel run` (checkpoints in it); `base` and
+    `rounds` add the tuning bounds and the interval. Bad input: ConfigError (`PipelineError`).
     """
     if isinstance(canary, (tuple, list)):  # several canaries: each its games, Bonferroni
-        options = dict(
-            games=games, delta=delta, claimed_epsilon=claimed_epsilon, confidence=confidence,
-            seed=seed, jobs=jobs, rule=rule, checkpoint_dir=checkpoint_dir, out_dir=out_dir,
-            name=name, base=base, rounds=rounds, backend=backend, scheduler=scheduler,
-            chunk_size=chunk_size, panel=panel, stream=stream, progress=progress,
-        )  # fmt: skip
-        return _audit_each_canary(tune, score, data, tuple(canary), options)
+        options = {k: v for k, v in locals().items() if k not in ("tune", "score", "data")}
+        return _audit_each_canary(tune, score, data, tuple(options.pop("canary")), options)
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
     if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
         rule = threshold_rule(rule, seed=seed)
     chunk_size = integer(chunk_size, "chunk_size", 1)
     if (base is None) != (rounds is None):
         raise ConfigError("rounds", "give base and rounds together (or neither)")
-    # score None: the canary's score, and every other field of a mapping release
-    # (auditsel.pipelines.release_scores), each at a Bonferroni share of the confidence
-    fields = _default_fields(tune, data, canary) if score is None else ()
-    score_fn = score if score is not None else (FieldScores(fields) if fields else default_score)
+    fields, score_fn = scoring(tune, score, data, canary)  # score None: every released field
     # an output folder is resolved, refused when it escapes, locked, and on failure only what
     # this audit created there is removed (auditsel.files)
     claim = nullcontext() if out_dir is None else claim_folder(out_dir, field="out_dir")
@@ -359,9 +347,7 @@ def audit_pipeline(
         if stream and checkpoint_dir is None:
             raise ConfigError("stream", "a streamed audit needs checkpoint_dir (or out_dir)")
         start_wall, start_cpu = time.perf_counter(), time.process_time()
-        components = _components(tune, score_fn, data, canary, seed, chunk_size)
-        if fields:
-            components["fields"] = list(fields)
+        components = _components(tune, score_fn, data, canary, seed, chunk_size, fields)
         fingerprint = _digest(components)
         if checkpoint_dir is not None:
             fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
@@ -452,6 +438,15 @@ def _audit_each_canary(tune, score, data, canaries: tuple, options: dict) -> Pip
     )
 
 
+def scoring(tune, score, data, canary) -> tuple[tuple[str, ...], Callable]:
+    """(fields, score function) of an audit: with `score` None, the canary's own score, or
+    every field of a mapping release (`release_scores`: fixed by one probe run); else ()."""
+    if score is not None:
+        return (), score
+    fields = _default_fields(tune, data, canary)
+    return fields, FieldScores(fields) if fields else default_score
+
+
 def _default_fields(tune, data, canary) -> tuple[str, ...]:
     """The fields the default score reads: () when the release is the canary's alone (its
     score, unchanged), else every field of the probe run's release."""
@@ -467,21 +462,32 @@ def _default_fields(tune, data, canary) -> tuple[str, ...]:
 
 
 def _field_bounds(record, fields, stream, delta, confidence, rule):
-    """eps_L of every field's column at confidence 1 - (1 - confidence) / fields: {field:
-    LowerBound}, and the scores of each field (None when streamed)."""
+    """eps_L of every field's column at confidence 1 - (1 - confidence) / fields: the record
+    with the best field's scores in column 0 (in memory), {field: LowerBound} and the best."""
     level = 1 - (1 - confidence) / len(fields)
-    bounds, columns = {}, None
+    bounds = {}
     if stream:
         for j, name in enumerate(fields):
             column = _ScoreColumn(record.chunks, j)
             bounds[name] = audit_chunks(column, delta, confidence=level, rule=rule)
-    else:
-        columns = field_columns(record.scores)
-        for j, name in enumerate(fields):
-            bounds[name] = audit_scores(
-                columns[:, j], record.member, delta, confidence=level, rule=rule
-            )
-    return bounds, columns
+        return record, bounds, int(np.argmax([b.eps for b in bounds.values()]))
+    columns = field_columns(record.scores)
+    for j, name in enumerate(fields):
+        bounds[name] = audit_scores(
+            columns[:, j], record.member, delta, confidence=level, rule=rule
+        )
+    best = int(np.argmax([b.eps for b in bounds.values()]))
+    scores = np.column_stack([columns[:, best], record.scores[:, 1]])
+    return GameRecord(scores, record.member), bounds, best
+
+
+def _fields_entry(by_field: dict, best: str, confidence: float) -> dict:
+    """result.json's pipeline.fields: each field's eps_L, their confidence, the largest."""
+    return {
+        "confidence_each": 1 - (1 - confidence) / len(by_field),
+        "eps": {k: float(b.eps) for k, b in by_field.items()},
+        "best": best,
+    }
 
 
 def _analyse(
@@ -513,23 +519,15 @@ def _analyse(
     estimators = None
     by_field, best = {}, 0
     if fields:  # every field at its Bonferroni share; eps_L is the largest (module docstring)
-        by_field, columns = _field_bounds(record, fields, stream, delta, confidence, rule)
-        best = int(np.argmax([b.eps for b in by_field.values()]))
+        record, by_field, best = _field_bounds(record, fields, stream, delta, confidence, rule)
         names = (names[0], f"every released field ({len(fields)}; largest: {fields[best]})")
-        if columns is not None:  # the best field's scores stand for the games below
-            assert record.scores is not None  # played in memory
-            record = GameRecord(
-                np.column_stack([columns[:, best], record.scores[:, 1]]), record.member
-            )
     if stream:
         chunks = record.chunks
         assert chunks is not None  # a streamed record reads its chunks back from disk
         source = _ScoreColumn(chunks, best)
-        bound = (
-            by_field[fields[best]]
-            if fields
-            else audit_chunks(source, delta, confidence=confidence, rule=rule)
-        )
+        if not fields:
+            by_field = {"": audit_chunks(source, delta, confidence=confidence, rule=rule)}
+        bound = list(by_field.values())[best]
         game_cpu = float(sum(chunks.load(i)[0][:, 1].sum() for i in range(len(chunks))))
         if out is not None:  # the plots of a streamed audit show its first games
             head_scores, head_member = chunks.head(PLOT_GAMES)
@@ -540,13 +538,13 @@ def _analyse(
         scores, member = record.scores[:, 0].copy(), record.member
         game_cpu = float(record.scores[:, 1].sum())
         ss = SortedScores(scores, member)
-        bound = (
-            by_field[fields[best]]
-            if fields
-            else audit_scores(
-                scores, member, delta, confidence=confidence, rule=rule, sorted_scores=ss
-            )
-        )
+        if not fields:
+            by_field = {
+                "": audit_scores(
+                    scores, member, delta, confidence=confidence, rule=rule, sorted_scores=ss
+                )
+            }
+        bound = list(by_field.values())[best]
         if panel is True or (panel == "auto" and games <= PANEL_ABOVE):
             try:
                 estimators = estimator_panel(
@@ -595,11 +593,7 @@ def _analyse(
         "fingerprint": fingerprint,
     }
     if fields:
-        result["pipeline"]["fields"] = {
-            "confidence_each": 1 - (1 - confidence) / len(fields),
-            "eps": {k: float(b.eps) for k, b in by_field.items()},
-            "best": fields[best],
-        }
+        result["pipeline"]["fields"] = _fields_entry(by_field, fields[best], confidence)
     result["seconds"] = round(wall, 3)
     files: tuple[Path, ...] = ()
     if out is not None:

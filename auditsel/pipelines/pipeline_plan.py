@@ -49,10 +49,9 @@ from auditsel.auditing.planning import (
     prob_for_games,
 )
 from auditsel.errors import ConfigError, choice, integer, number
-from auditsel.pipelines.canaries import Canary, default_score
+from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.game import field_columns
-from auditsel.pipelines.pipeline import PipelineGame, _check, _default_fields, play_games
-from auditsel.pipelines.release_scores import FieldScores
+from auditsel.pipelines.pipeline import PipelineGame, _check, play_games, scoring
 
 __all__ = ["PipelinePlan", "plan_pipeline"]
 
@@ -203,8 +202,7 @@ def plan_pipeline(
         raise ConfigError(
             "target_eps", "give target_eps, claimed_epsilon or games: what to plan for"
         )
-    fields = _default_fields(tune, data, canary) if score is None else ()
-    score_fn = score if score is not None else (FieldScores(fields) if fields else default_score)
+    fields, score_fn = scoring(tune, score, data, canary)
     game = PipelineGame(tune, score_fn, data, canary, fields=fields)
     start = time.process_time()
     record, inline = play_games(game, pilot, seed, jobs=jobs, backend=backend, progress=progress)
