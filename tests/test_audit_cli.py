@@ -212,3 +212,12 @@ def test_an_opacus_pipeline_from_command_to_verdict(folder, capsys):
     for word in ("claimed eps", "eps_L", "generic_rdp", "interval:"):
         assert word in out, word
     assert ("not refuted" in out) == (code == 0)
+
+
+def test_run_writes_outside_the_committed_results_by_default(tmp_path, monkeypatch):
+    """`auditsel run` without --out writes auditsel-results/<name>/, never results/<name>/ (the
+    committed results of a checkout); `--out results/...` is the explicit way to regenerate."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--trials", "200", "--quiet", "--no-progress"]) == 0
+    assert (tmp_path / "auditsel-results" / "quickstart" / "result.json").is_file()
+    assert not (tmp_path / "results").exists()
