@@ -14,7 +14,8 @@ the game engine (`auditsel.games.engine`) and returns their scores, CPU seconds 
 An exception raised by `tune` or `score` becomes a `PipelineError` (a ConfigError) naming the
 function, the line where it raised, the game, its seed and its coin.
 
-This module is what a worker process imports to play: numpy and the canaries only.
+This module is what a worker process imports to play: numpy, the canaries and the thread
+limits (`auditsel.games.worker_pool`) only.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from auditsel.errors import ConfigError
+from auditsel.games.worker_pool import in_game_thread
 from auditsel.pipelines.canaries import Canary
 
 __all__ = [
@@ -138,6 +140,7 @@ class PipelineGame:
     chunk_size: int = CHUNK_SIZE
     fields: tuple[str, ...] = ()  # score() returns one number per field (release_scores)
     parallel_prefer = None  # joblib's default: loky processes (user code holds the GIL)
+    fork_workers = True  # default backend on Linux: warm workers (auditsel.games.worker_pool)
 
     @property
     def columns(self) -> int:
@@ -184,6 +187,7 @@ class PipelineGame:
         out = np.empty((size, self.columns), dtype=np.float64)
         member = np.empty(size, dtype=np.int8)
         start = index * self.chunk_size
+        in_game_thread()  # this thread's OpenMP and torch threads within the audit's limit
         for j in range(size):
             member[j], value, out[j, 1] = self.play_one(seed, start + j)
             if self.fields:
