@@ -111,8 +111,9 @@ def test_the_base_and_the_law_of_k_put_the_bounds_and_the_interval_in_the_report
     for word in ("claimed eps", "exact", "interval: the tuning run's epsilon lies in", "eps_L"):
         assert word in out, word
     result = json.loads((folder / "a" / "result.json").read_text())
-    assert result["upper"]["exact"] > result["base"]["epsilon"] > 0
-    assert result["interval"]["lower"] > 0 and result["interval"]["upper"] is not None
+    assert result["monotone_score"]["exact"] > result["base"]["epsilon"] > 0
+    assert result["upper"]["profile"] >= result["interval"]["upper"]
+    assert result["interval"]["upper"] >= result["interval"]["lower"] > 0
     assert "interval" in (folder / "a" / "report.md").read_text()
     assert main([*ARGS, "--out", "b", "--rounds", "{kind: poisson, mean: 3}"]) == 2
     assert "give --base or --opacus" in capsys.readouterr().err
