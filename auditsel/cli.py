@@ -19,8 +19,13 @@ Exit codes (docs/reference/exit-codes.md):
   stated confidence); everything was written as for 0.
 * 130 interrupted (Ctrl-C): the checkpoints stay, rerunning the command resumes.
 
-An exception raised inside the user's own pipeline (tune, score, data, canary) is the user's
-input, not ours: exit 2, one line naming the function, the line and the game.
+Anything raised inside the user's own pipeline (importing it, tune, score, data, canary;
+SystemExit and argparse's exit included) is the user's input, not ours: exit 2, one line
+naming the function, the exception, the line and the game, and the file the user's traceback
+was written to (`auditsel-user-traceback-*.txt` in the temporary folder). While the pipeline
+runs, sys.argv is the pipeline's file alone (a script that parses its own command line sees
+none of auditsel's options). stdout that fails (closed: 141; full: 74) fails every command the
+same way, `--help` and `--version` included.
 
 Only the exception types in `_bad_input_types` mean exit 2; a plain ValueError raised deep in
 the numerics is an internal error. Heavy modules (numpy, scipy, matplotlib, torch, ...) are
@@ -40,6 +45,7 @@ import sys
 import tempfile
 import time
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 
 from auditsel.errors import MAX_JOBS, ConfigError
@@ -80,6 +86,15 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):  # one line, exit 2 (argparse would print the usage block too)
         raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+    def _print_message(self, message, file=None):  # argparse swallows a failed write: not here
+        if message:
+            try:
+                (file or sys.stderr).write(message)
+            except BrokenPipeError:
+                raise
+            except OSError as err:
+                raise _StdoutFailed(err.strerror or type(err).__name__) from None
 
 
 def _integer_text(text: str) -> int | None:
@@ -264,6 +279,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pipe.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     pipe.add_argument("--quiet", action="store_true", help="do not print the table")
+    pipe.add_argument(
+        "--accept-nondeterministic",
+        action="store_true",
+        help="audit a pipeline that the replay check found not reproducible (unseeded "
+        "randomness, in-place mutation, global generators under threads, thread races), "
+        "knowingly: the hazards are recorded in result.json",
+    )
 
     plan = sub.add_parser("plan", help="games a valid audit of CONFIG (or of your pipeline) needs")
     plan.add_argument(
@@ -340,7 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
         "audit-scores", help="eps lower bounds from scores your pipeline produced"
     )
     scores.add_argument(
-        "file", help="CSV with header and columns score, member (1 = canary in), or .npz"
+        "file",
+        help="CSV with header and columns score, member (1 = canary in), or .npz (a file: "
+        "standard input, '-', is not read)",
     )
     scores.add_argument(
         "--delta",
@@ -614,6 +638,11 @@ def _command_audit_scores(args) -> int:
         raise UsageError(
             f"--threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {args.threshold!r}"
         )
+    if args.file == "-":
+        raise UsageError(
+            "FILE: '-' (standard input) is not read: save the scores to a .csv or .npz file "
+            "and pass its path"
+        )
     score, member = read_scores(args.file)
     if args.one_run:
         return _audit_one_run(args, score, member)
@@ -778,6 +807,17 @@ def _is_pipeline(target: str) -> bool:
     return False
 
 
+@contextmanager
+def _user_argv(target: str):
+    """sys.argv as the user's script would see it run with no arguments (module docstring)."""
+    saved = sys.argv
+    sys.argv = [target.rpartition(":")[0] or target]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
 def _load_pipeline(args):
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.pipelines.load import load_pipeline
@@ -822,18 +862,30 @@ def _command_audit_pipeline(args) -> int:
     if args.early_stop and options.get("claimed_epsilon") is None:
         raise UsageError("--early-stop: stops when the claim is refuted; give --claim or --opacus")
     progress = not args.no_progress and sys.stderr.isatty()
-    run = dict(jobs=args.jobs, backend=args.backend, scheduler=args.scheduler, progress=progress)
-    if args.early_stop:
-        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-        from auditsel.pipelines.sequential import audit_until_refuted
+    run = dict(
+        jobs=args.jobs,
+        backend=args.backend,
+        scheduler=args.scheduler,
+        progress=progress,
+        accept_nondeterminism=args.accept_nondeterministic,
+    )
+    try:
+        with _user_argv(args.target):
+            if args.early_stop:
+                # deferred: the subcommand's modules load when it runs (`auditsel --help` fast)
+                from auditsel.pipelines.sequential import audit_until_refuted
 
-        p = spec.pipeline
-        audit = audit_until_refuted(
-            p.tune, p.score, data=p.data, canary=p.canary, looks=args.looks, out_dir=out,
-            **run, **options,
-        )  # fmt: skip
-    else:
-        audit = spec.pipeline.audit(out_dir=out, **run, **options)
+                p = spec.pipeline
+                audit = audit_until_refuted(
+                    p.tune, p.score, data=p.data, canary=p.canary, looks=args.looks,
+                    out_dir=out, **run, **options,
+                )  # fmt: skip
+            else:
+                audit = spec.pipeline.audit(out_dir=out, **run, **options)
+    except ConfigError as err:
+        if err.field == "out_dir":  # the option the user typed
+            raise ConfigError("--out", err.message) from None
+        raise
     out_dir = Path(out)
     if audit.resumed_games and not args.early_stop:
         print(
@@ -920,7 +972,14 @@ def _command_plan_pipeline(args) -> int:
             "plan: give --target-eps X, --claim EPS (games to refute it) and/or --games N"
         )
     p = spec.pipeline
-    plan = plan_pipeline(
+    with _user_argv(args.config):
+        plan = _plan(p, settings, args, plan_pipeline)
+    print(json.dumps(plan.to_dict(), allow_nan=False) if args.json else plan.summary())
+    return 0
+
+
+def _plan(p, settings, args, plan_pipeline):
+    return plan_pipeline(
         p.tune,
         p.score,
         data=p.data,
@@ -937,8 +996,6 @@ def _command_plan_pipeline(args) -> int:
         jobs=args.jobs,
         progress=sys.stderr.isatty(),
     )
-    print(json.dumps(plan.to_dict(), allow_nan=False) if args.json else plan.summary())
-    return 0
 
 
 def _command_plan(args) -> int:
@@ -963,7 +1020,8 @@ def _command_plan(args) -> int:
     from auditsel.experiments.config_plan import plan_spec
 
     exact = None
-    if spec.game.kind in ("reduced", "discrete") and spec.delta > 0:
+    monotone = spec.game.score == "monotone"
+    if spec.game.kind in ("reduced", "discrete") and spec.delta > 0 and monotone:
         # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
         from auditsel.accounting.exact import exact_epsilon
         from auditsel.selection import winner_law
@@ -990,6 +1048,12 @@ def _command_plan(args) -> int:
         f"{spec.name}: valid {g.threshold} audit at {g.confidence:.0%} confidence, delta = {spec.delta:g}, "
         f"trade-off curve {plan.curve}" + (f", exact eps {exact:.4f}" if exact is not None else "")
     )
+    if not monotone:
+        # deferred: as above
+        from auditsel.experiments.experiment import game_score
+
+        best = "" if plan.game_eps is None else f"; its best test's eps {plan.game_eps:.4f}"
+        print(f"  score played: {game_score(spec).describe()}{best}")
     if args.target_eps is not None:
         games = f"{plan.games:,}" if plan.games is not None else "more than 10^12"
         print(f"  games for P(eps_L >= {args.target_eps:g}) >= {args.power:g}: {games}")
@@ -1117,9 +1181,14 @@ def _audit_one_run(args, score, member) -> int:
 def main(argv=None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as done:  # --help, --version: the text must reach stdout
+            _flush_stdout()
+            return done.code if isinstance(done.code, int) else 0 if done.code is None else 2
         if args.command is None:
             parser.print_help()
+            _flush_stdout()
             return 2
         command = {
             "audit-scores": _command_audit_scores,
@@ -1129,7 +1198,7 @@ def main(argv=None) -> int:
             "audit-pipeline": _command_audit_pipeline,
         }.get(args.command, _command_run)
         code = command(args)
-        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        _flush_stdout()  # a closed pipe or a full stdout shows here, not at exit
         return code
     except UsageError as err:
         print(f"auditsel: error: {_one_line(err)}", file=sys.stderr)
@@ -1142,6 +1211,10 @@ def main(argv=None) -> int:
         return 130
     except BrokenPipeError:
         return _closed_pipe()
+    except _StdoutFailed as err:
+        _closed_pipe()  # no second error when Python flushes at exit
+        print(f"auditsel: error: cannot write to standard output ({err})", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     except MemoryError as err:
         print(
             f"auditsel: error: out of memory ({_one_line(err, 120) or 'MemoryError'}): the "
@@ -1151,22 +1224,55 @@ def main(argv=None) -> int:
         )
         return 2
     except Exception as err:
-        if isinstance(err, _bad_input_types()):
-            print(f"auditsel: error: {_one_line(err)}", file=sys.stderr)
-            return 2
-        environment = _environment_failure(err)
-        if environment is not None:
-            print(f"auditsel: error: {environment}", file=sys.stderr)
-            return EXIT_ENVIRONMENT
-        if os.environ.get("AUDITSEL_DEBUG"):
-            raise
-        where = _write_traceback(err)
-        print(
-            f"auditsel: internal error (a bug, not your input): {type(err).__name__}: "
-            f"{_one_line(err, 200)}; traceback written to {where}",
-            file=sys.stderr,
-        )
-        return 1
+        return _other_failure(err)
+
+
+class _StdoutFailed(Exception):
+    """stdout could not take what a command printed (a full disk, an I/O error)."""
+
+
+def _flush_stdout() -> None:
+    """Flush stdout: a closed reader is BrokenPipeError (141), anything else _StdoutFailed
+    (74)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        raise _StdoutFailed(err.strerror or type(err).__name__) from None
+
+
+def _other_failure(err: Exception) -> int:
+    """Exit 2 for bad input (with the user's traceback in a file, for their code's errors),
+    74 for the environment, 1 with a traceback file for a bug."""
+    if isinstance(err, _bad_input_types()):
+        user = getattr(err, "user_traceback", "")
+        where = f"; your traceback: {_write_traceback(err, user)}" if user else ""
+        print(f"auditsel: error: {_one_line(err)}{where}", file=sys.stderr)
+        return 2
+    environment = _environment_failure(err)
+    if environment is not None:
+        _quiet_stdout_if_broken()
+        print(f"auditsel: error: {environment}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    if os.environ.get("AUDITSEL_DEBUG"):
+        raise err
+    where = _write_traceback(err)
+    print(
+        f"auditsel: internal error (a bug, not your input): {type(err).__name__}: "
+        f"{_one_line(err, 200)}; traceback written to {where}",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def _quiet_stdout_if_broken() -> None:
+    """After a failure: when stdout itself cannot be flushed (full, gone), point it at
+    /dev/null so that Python's flush at exit adds no second error and no exit code 120."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        _closed_pipe()
 
 
 def _environment_failure(err: BaseException) -> str | None:
@@ -1201,13 +1307,16 @@ def _one_line(err: BaseException, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _write_traceback(err: BaseException) -> str:
-    """The full traceback in a new file under the temp directory (never inside --out)."""
+def _write_traceback(err: BaseException, user: str = "") -> str:
+    """The full traceback in a new file under the temp directory (never inside --out): ours
+    (auditsel-traceback-*), or the one of an exception raised in the user's code (`user`:
+    auditsel-user-traceback-*)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    fd, path = tempfile.mkstemp(prefix=f"auditsel-traceback-{stamp}-", suffix=".txt")
+    kind = "user-traceback" if user else "traceback"
+    fd, path = tempfile.mkstemp(prefix=f"auditsel-{kind}-{stamp}-", suffix=".txt")
     with os.fdopen(fd, "w") as handle:
         handle.write(f"auditsel {__version__}, argv: {sys.argv!r}\n")
-        handle.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))
+        handle.write(user or "".join(traceback.format_exception(type(err), err, err.__traceback__)))
     return path
 
 

@@ -281,6 +281,12 @@ def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None 
             f"{low['fp_upper']:.4g}), FN = {low['fn']:.4g} (upper limit {low['fn_upper']:.4g}), "
             f"on {low['evaluated_trials']:,} of {low['trials']:,} trials; seed {low['seed']}.",
         ]
+        if low.get("score"):
+            lines += [
+                "",
+                f"The tuner's score: {low['score']['describe']} (game.score: "
+                f"{low['score']['configured']}); the adversary thresholds its statistic.",
+            ]
     lines += ["", f"Wall time: {result['seconds']:.2f} s.", ""]
     lines += [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
@@ -554,8 +560,19 @@ def write_outputs(
         for name in names:
             os.replace(staging / name, out_dir / name)
         return [out_dir / n for n in names]
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        # a full disk inside matplotlib or a write: name the file that was being written
+        raise OSError(err.errno, err.strerror, str(out_dir / _newest(staging))) from err
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _newest(folder: Path) -> str:
+    """The name of the file written last in `folder` ('' when there is none)."""
+    files = [p for p in folder.iterdir() if p.is_file()]
+    return max(files, key=lambda p: p.stat().st_mtime_ns).name if files else ""
 
 
 def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt, labels) -> str:

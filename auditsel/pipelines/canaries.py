@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from auditsel.errors import ConfigError, integer, number
+from auditsel.errors import ConfigError, integer, number, shown
 
 __all__ = ["Canary", "InputCanary", "GradientCanary", "default_score", "flat_parameters"]
 
@@ -175,9 +175,17 @@ class InputCanary(Canary):
     copies: int = 1
 
     def __post_init__(self):
-        x = _to_numpy(self.x)
-        if x.size == 0 or not np.all(np.isfinite(x)):
-            raise ConfigError("x", "must be a non-empty array of finite numbers")
+        for name in ("x", "y"):
+            try:  # a string, a ragged list, None: refused by name, not as an internal error
+                value = _to_numpy(getattr(self, name))
+            except (TypeError, ValueError):
+                value = None
+            if value is None or value.size == 0 or not np.all(np.isfinite(value)):
+                raise ConfigError(
+                    name,
+                    f"must be a non-empty array of finite numbers (a rectangular list), got "
+                    f"{shown(getattr(self, name))}",
+                )
         object.__setattr__(self, "copies", integer(self.copies, "copies", 1))
 
     def prepare(self, data: Any) -> Any:
@@ -284,6 +292,14 @@ def _append(data: Any, x: Any, y: Any, kind: str, copies: int = 1) -> Any:
 
 def _rows(value: Any, shape: tuple, copies: int) -> Any:
     """`copies` rows of `value` (a numpy array or torch tensor) reshaped to `shape`."""
+    size = math.prod(shape)
+    if math.prod(tuple(value.shape)) != size:  # the canary does not fit the data's rows
+        what = "x" if shape else "y"
+        raise ConfigError(
+            f"canary.{what}",
+            f"has {math.prod(tuple(value.shape))} values but a row of the data has shape "
+            f"{tuple(shape)} ({size} values); give the canary the data's row shape",
+        )
     row = value.reshape(1, *shape)
     return (
         np.repeat(row, copies, axis=0)

@@ -15,11 +15,21 @@ claim is refuted with probability at most 1 - confidence. With a mechanism pair 
 (`base`, `rounds`, e.g. from `from_opacus`), the tuning bounds of `auditsel.accounting.panel`
 and the exact curve of the reduced game stand beside it.
 
+Reproducibility is checked before the games (`auditsel.pipelines.replay_check`): games 0 and
+1 are replayed in this process (game 0 twice) and, with workers, on the audit's backend; a
+difference (unseeded randomness, in-place mutation of `data` or the canary, global generators
+under threads, thread races, worker state) is refused, naming the hazard and its fix, unless
+`accept_nondeterminism=True` (recorded in result.json's `pipeline.reproducibility`).
+
 Checkpoints (`checkpoint_dir`, or `out_dir/checkpoints`): finished chunks of games, with a
 fingerprint over the code of `tune` and `score` (`auditsel.games.fingerprint.source_digest`),
-the canary, the data (`joblib.hash`), the installed auditsel (`package_digest`), the seed and
-the chunk size. A rerun with the same fingerprint resumes; one made by other code or data is
-refused, naming what changed, and nothing is reused.
+every source file of the user's that they run from (`auditsel.pipelines.user_code.user_files`:
+the modules they import that are not installed packages, lazy imports included), the canary
+and the data by content (`auditsel.pipelines.content_digest`: arrays, tensors, datasets,
+nested containers; stable across processes), the installed auditsel (`package_digest`), the
+seed and the chunk size. A rerun with the same fingerprint resumes; one made by other code or
+data is refused, naming what changed (the file, for an edited helper module), and nothing is
+reused.
 
 Every released field. With `score=None` and a release that publishes more than what the
 canary's score reads (a mapping with other fields: the learning rate, a clipping norm, a
@@ -55,7 +65,7 @@ from auditsel.auditing.lower import (
     audit_scores,
 )
 from auditsel.auditing.rules import ThresholdRule, threshold_rule
-from auditsel.errors import ConfigError, choice, integer, number
+from auditsel.errors import ConfigError, choice, integer, number, shown
 from auditsel.errors import jobs as check_jobs
 from auditsel.experiments.experiment import (
     lower_fields,
@@ -65,12 +75,13 @@ from auditsel.experiments.experiment import (
 )
 from auditsel.experiments.heuristics import honesty_fields
 from auditsel.experiments.report import text_table, write_outputs
-from auditsel.files import atomic_write_text, claim_folder
+from auditsel.files import atomic_write_text, claim_folder, read_regular
 from auditsel.games.backends import execution_backend
 from auditsel.games.engine import CheckpointError, GameRecord, run_game
 from auditsel.games.fingerprint import package_digest, source_digest
 from auditsel.games.worker_pool import game_threads, limited_threads
 from auditsel.pipelines.canaries import Canary, default_score
+from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import (
     CHUNK_SIZE,
     LOCAL_CPU,
@@ -86,6 +97,12 @@ from auditsel.pipelines.release_scores import (
     FieldScores,
     probe_fields,
 )
+from auditsel.pipelines.replay_check import (
+    ReproducibilityError,
+    check_replay,
+    check_unchanged,
+)
+from auditsel.pipelines.user_code import describe_changes, user_files
 from auditsel.selection import winner_law
 from auditsel.version import __version__, source_commit
 
@@ -101,7 +118,9 @@ PANEL_ABOVE = 200_000  # panel="auto": the estimator panel up to this many games
 STREAM_ABOVE = 1 << 20  # stream="auto": audit chunk by chunk from disk above this many games
 PLOT_GAMES = 1 << 18  # the plots of a streamed audit: its first ~260,000 games
 SEED_MAX = 2**63
+MAX_GAMES = 10**9  # the CLI's --games range
 FINGERPRINT_FILE = "pipeline.json"
+MAX_FINGERPRINT_BYTES = 1 << 20  # pipeline.json is read at most this far
 
 
 @dataclass(frozen=True)
@@ -197,7 +216,7 @@ def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed,
             f"must be an auditsel canary (InputCanary, GradientCanary or a subclass of "
             f"auditsel.pipelines.canaries.Canary), got {type(canary).__name__}",
         )
-    integer(games, "games", 4)
+    integer(games, "games", 4, MAX_GAMES)
     number(delta, "delta", 0, 1, hi_open=True)
     if claimed_epsilon is not None:
         number(claimed_epsilon, "claimed_epsilon", 0)
@@ -208,16 +227,21 @@ def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed,
         choice(rule, "rule", THRESHOLD_RULES)
 
 
+def _auto_or_bool(value: Any, field: str) -> bool | str:
+    """True, False or "auto" (the strings "true"/"false" are refused, as the CLI refuses them)."""
+    if value is True or value is False or value == "auto" and isinstance(value, str):
+        return value
+    raise ConfigError(field, f"must be true, false or 'auto', got {shown(value)}")
+
+
 def _components(tune, score, data, canary, seed: int, chunk_size: int, fields=()) -> dict:
     """What determines the games' numbers, digested one by one (for the refusal message)."""
-    # deferred: joblib (0.14 s) for its hash of the data and the canary
-    import joblib
-
     return {
         "tune": source_digest(tune),
         "score": source_digest(score),
-        "canary": joblib.hash(canary) + source_digest(type(canary)),
-        "data": joblib.hash(data),
+        "canary": content_digest(canary, "canary") + source_digest(type(canary)),
+        "data": content_digest(data, "data"),
+        "modules": user_files(tune, score, canary, data),
         "auditsel": package_digest(),
         "seed": seed,
         "chunk_size": chunk_size,
@@ -234,8 +258,10 @@ def _open_checkpoints(directory: Path, components: dict) -> str:
     fingerprint = _digest(components)
     path = directory / FINGERPRINT_FILE
     if path.exists():
-        try:
-            found = json.loads(path.read_text())
+        try:  # bounded, and never a FIFO or a device
+            found = json.loads(read_regular(path, "checkpoints", MAX_FINGERPRINT_BYTES))
+            if not isinstance(found, dict):
+                raise ValueError("not a JSON object")
         except (OSError, ValueError) as err:
             raise CheckpointError(
                 f"{path} is unreadable ({err}); delete {directory} to start over"
@@ -243,7 +269,12 @@ def _open_checkpoints(directory: Path, components: dict) -> str:
         changed = [k for k in components if found.get(k) != components[k]]
         if changed:
             what = ", ".join(
-                f"`{k}` (its code changed)" if k in ("tune", "score") else f"`{k}`" for k in changed
+                f"`{k}` (its code changed)"
+                if k in ("tune", "score")
+                else f"the code it runs ({describe_changes(found.get(k), components[k])})"
+                if k == "modules"
+                else f"`{k}`"
+                for k in changed
             )
             raise CheckpointError(
                 f"checkpoints in {directory} were made by another pipeline: {what} differs; "
@@ -267,15 +298,19 @@ def play_games(
     fingerprint: str = "",
     progress: bool = False,
     stream: bool = False,
+    before: Callable[[str | None], Any] | None = None,
 ) -> tuple[GameRecord, float]:
     """Play the games with the engine (chunks, workers, checkpoints); returns the record and
-    the CPU seconds of the games played in this process."""
-    before = LOCAL_CPU.seconds
+    the CPU seconds of the games played in this process. `before(backend)` runs first, inside
+    the backend (the replay check's games on the workers)."""
+    start = LOCAL_CPU.seconds
     threads = limited_threads(game_threads(jobs))  # BLAS/OpenMP/torch: this process's share
     with (
         threads,
         execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where,
     ):
+        if before is not None:
+            before(where)
         record = run_game(
             game,
             game.score,  # unused: the game plays its chunks itself (PipelineGame.play)
@@ -290,7 +325,7 @@ def play_games(
             in_memory=not stream,
             unit="game",
         )
-    return record, LOCAL_CPU.seconds - before
+    return record, LOCAL_CPU.seconds - start
 
 
 def audit_pipeline(
@@ -317,6 +352,7 @@ def audit_pipeline(
     panel: bool | str = "auto",
     stream: bool | str = "auto",
     progress: bool = False,
+    accept_nondeterminism: bool = False,
 ) -> PipelineAudit:
     """Audit your tuning pipeline: play `games` games around `tune` and bound eps from below.
 
@@ -328,11 +364,18 @@ def audit_pipeline(
     seconds. `jobs` > 1: worker processes (`backend`: loky, threading, dask with `scheduler`),
     the same numbers. `out_dir`: the report of `auditsel run` (checkpoints in it); `base` and
     `rounds` add the tuning bounds and the interval. Bad input: ConfigError (`PipelineError`).
+    A replay check first refuses a pipeline that is not reproducible (`ReproducibilityError`)
+    unless `accept_nondeterminism=True`.
     """
     if isinstance(canary, (tuple, list)):  # several canaries: each its games, Bonferroni
         options = {k: v for k, v in locals().items() if k not in ("tune", "score", "data")}
         return _audit_each_canary(tune, score, data, tuple(options.pop("canary")), options)
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
+    panel, stream = _auto_or_bool(panel, "panel"), _auto_or_bool(stream, "stream")
+    if not isinstance(accept_nondeterminism, bool):
+        raise ConfigError(
+            "accept_nondeterminism", f"must be true or false, got {shown(accept_nondeterminism)}"
+        )
     if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
         rule = threshold_rule(rule, seed=seed)
     chunk_size = integer(chunk_size, "chunk_size", 1)
@@ -352,11 +395,17 @@ def audit_pipeline(
         if stream and checkpoint_dir is None:
             raise ConfigError("stream", "a streamed audit needs checkpoint_dir (or out_dir)")
         start_wall, start_cpu = time.perf_counter(), time.process_time()
+        game = PipelineGame(tune, score_fn, data, canary, chunk_size, fields)
+        accept = accept_nondeterminism
         components = _components(tune, score_fn, data, canary, seed, chunk_size, fields)
         fingerprint = _digest(components)
         if checkpoint_dir is not None:
             fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
-        game = PipelineGame(tune, score_fn, data, canary, chunk_size, fields)
+        replay: list = []
+
+        def on_backend(where):  # the replay check, on the audit's own backend
+            replay.append(check_replay(game, seed, jobs=jobs, backend=where, accept=accept))
+
         record, inline_cpu = play_games(
             game,
             games,
@@ -368,7 +417,17 @@ def audit_pipeline(
             fingerprint=fingerprint,
             progress=progress,
             stream=stream,
+            before=on_backend,
         )
+        hazards = check_unchanged(game, replay[0])
+        if hazards and not accept:
+            raise ReproducibilityError(
+                "tune",
+                hazards[0] + f"; the games of this run saw changing data: delete "
+                f"{checkpoint_dir or 'the checkpoints'} before you rerun",
+            )
+        reproducibility = replay[0].to_dict()
+        reproducibility["hazards"] += hazards
         return _analyse(
             record,
             stream=stream,
@@ -391,6 +450,7 @@ def audit_pipeline(
             chunk_size=chunk_size,
             inline_cpu=inline_cpu,
             fields=fields,
+            reproducibility=reproducibility,
         )
 
 
@@ -518,6 +578,7 @@ def _analyse(
     chunk_size,
     inline_cpu,
     fields=(),
+    reproducibility=None,
 ) -> PipelineAudit:
     """eps_L, the panel, the bounds and the report from the played games."""
     artefacts: dict[str, Any] = {}
@@ -599,6 +660,8 @@ def _analyse(
     }
     if fields:
         result["pipeline"]["fields"] = _fields_entry(by_field, fields[best], confidence)
+    if reproducibility is not None:
+        result["pipeline"]["reproducibility"] = reproducibility
     result["seconds"] = round(wall, 3)
     files: tuple[Path, ...] = ()
     if out is not None:

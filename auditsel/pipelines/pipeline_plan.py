@@ -58,6 +58,8 @@ __all__ = ["PipelinePlan", "plan_pipeline"]
 SHRINK = 0.5
 FLAG_LEVEL = 0.05  # a field is flagged at this level, Bonferroni over the fields
 PILOT_CONFIDENCE = 0.8  # measured: docs/findings/plan-calibration.md
+MAX_PILOT = 10**7  # the CLI's --pilot range
+MAX_PLANNED_GAMES = 10**12  # the CLI's plan --games range
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,7 @@ def plan_pipeline(
 ) -> PipelinePlan:
     """Size an audit of your pipeline from `pilot` games (seed `seed`: not the audit's), on
     the pilot's curve at its `pilot_confidence` limits (module docstring)."""
-    pilot = integer(pilot, "pilot", 20)
+    pilot = integer(pilot, "pilot", 20, MAX_PILOT)
     pilot_confidence = number(pilot_confidence, "pilot_confidence", 0.5, 1, hi_open=True)
     _check(tune, score, canary, pilot, delta, claimed_epsilon, confidence, seed, rule, jobs)
     choice(rule, "rule", THRESHOLD_RULES)
@@ -197,7 +199,7 @@ def plan_pipeline(
     if target_eps is not None:
         target_eps = number(target_eps, "target_eps", 0, math.inf, lo_open=True)
     if games is not None:
-        games = integer(games, "games", 4)
+        games = integer(games, "games", 4, MAX_PLANNED_GAMES)
     if target_eps is None and claimed_epsilon is None and games is None:
         raise ConfigError(
             "target_eps", "give target_eps, claimed_epsilon or games: what to plan for"
