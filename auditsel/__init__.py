@@ -26,8 +26,10 @@ algorithms). Every name is imported on first use (`import auditsel` stays fast):
     your pipeline      audit_pipeline(tune, score, *, data, canary, games, delta, ...),
                        PipelineAudit, Pipeline, InputCanary, GradientCanary,
                        from_opacus(privacy_engine, *, optimizer, data_loader, delta), OpacusRun,
-                       plan_pipeline(tune, score, *, data, canary, delta, ...), PipelinePlan;
-                       their options AuditOptions, ExecutionOptions, ReportOptions
+                       plan_pipeline(tune, score, *, data, canary, delta, ...), PipelinePlan,
+                       audit_until_refuted(...) (early stop), audit_pipeline_one_run(tune,
+                       score, *, data, canaries, delta, ...), CanarySet; their options
+                       AuditOptions, ExecutionOptions, ReportOptions
     experiments        run_config(config, out_dir=None, ...) -> RunResult, load_config, parse_config
     regression tests   assert_not_refuted(claimed_eps, delta, protocol, ...), worst_case_tuning,
                        RefutedClaim
@@ -84,6 +86,8 @@ _PUBLIC = {
     "auditsel.pipelines.canaries": ("InputCanary", "GradientCanary"),
     "auditsel.pipelines.opacus": ("from_opacus", "OpacusRun"),
     "auditsel.pipelines.pipeline_plan": ("plan_pipeline", "PipelinePlan"),
+    "auditsel.pipelines.sequential": ("audit_until_refuted",),
+    "auditsel.pipelines.one_run_pipeline": ("audit_pipeline_one_run", "CanarySet"),
     "auditsel.experiments.experiment": ("run_config",),
     "auditsel.experiments.result": ("RunResult",),
     "auditsel.experiments.config": ("load_config", "parse_config"),
@@ -100,6 +104,7 @@ __all__ = [
     "Calibration",
     "BonferroniAll",
     "BonferroniGrid",
+    "CanarySet",
     "ConfigError",
     "DpsgdBase",
     "EventBase",
@@ -133,8 +138,10 @@ __all__ = [
     "attack",
     "attack_epsilon",
     "audit_pipeline",
+    "audit_pipeline_one_run",
     "audit_protocol",
     "audit_scores",
+    "audit_until_refuted",
     "as_pair",
     "bound",
     "calibrate",
@@ -192,10 +199,12 @@ if (
     )
     from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
     from auditsel.pipelines.canaries import GradientCanary, InputCanary
+    from auditsel.pipelines.one_run_pipeline import CanarySet, audit_pipeline_one_run
     from auditsel.pipelines.opacus import OpacusRun, from_opacus
     from auditsel.pipelines.own_protocol import audit_protocol
     from auditsel.pipelines.pipeline import Pipeline, PipelineAudit, audit_pipeline
     from auditsel.pipelines.pipeline_plan import PipelinePlan, plan_pipeline
+    from auditsel.pipelines.sequential import audit_until_refuted
     from auditsel.rounds import (
         Binomial,
         FinitePmf,

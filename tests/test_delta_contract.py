@@ -102,6 +102,7 @@ def _cases() -> dict[str, Case]:
     from auditsel.games.one_run_reduced import OneRunReducedGame, TuningFamily
     from auditsel.mechanisms import gaussian_epsilon, gaussian_mu
     from auditsel.pipelines.canaries import InputCanary
+    from auditsel.pipelines.one_run_pipeline import audit_pipeline_one_run
     from auditsel.pipelines.opacus import from_opacus
     from auditsel.pipelines.own_protocol import audit_protocol
     from auditsel.pipelines.pipeline import Pipeline, audit_pipeline
@@ -245,6 +246,14 @@ def _cases() -> dict[str, Case]:
             lambda d: (
                 audit_pipeline(
                     _rr_tune, _release_itself, data=empty, canary=row, games=200, delta=d
+                ).eps
+            ),
+            at_zero=None,
+        ),
+        "auditsel.pipelines.one_run_pipeline.audit_pipeline_one_run": Case(
+            lambda d: (
+                audit_pipeline_one_run(
+                    _rr_tune, _release_itself, data=empty, canaries=[row, row], delta=d
                 ).eps
             ),
             at_zero=None,
@@ -400,6 +409,9 @@ EXEMPT = {
     "auditsel.accounting.panel.Panel.__init__": "a result record",
     "auditsel.pipelines.opacus.OpacusRun.__init__": "a result record",
     "auditsel.pipelines.pipeline.PipelineAudit.__init__": "a result record",
+    "auditsel.pipelines.one_run_pipeline.OneRunPipelineAudit.__init__": "a result record",
+    "auditsel.experiments.config.parse_base": "the config's delta, checked where it is read "
+    "(parse_config, the --delta option); it only calibrates base.epsilon",
     "auditsel.pipelines.pipeline_plan.PipelinePlan.__init__": "a result record",
     "auditsel.experiments.result.RunResult.__init__": "a result record",
     "auditsel.reproductions.accountant_claims.Setting.__init__": "a paper's setting, as data",

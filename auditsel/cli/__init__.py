@@ -63,6 +63,7 @@ from auditsel.cli.exit_status import (
     one_line,
 )
 from auditsel.cli.option_types import (
+    DEFAULT_OUT,
     MAX_JOBS,
     MAX_SPLITS,
     SEED_RANGE,
@@ -75,6 +76,7 @@ from auditsel.version import __version__
 
 __all__ = [
     "COMMANDS",
+    "DEFAULT_OUT",
     "EXIT_ENVIRONMENT",
     "EXIT_PIPE",
     "EXIT_REFUTED",

@@ -11,16 +11,20 @@ user's own code is the user's input: one line naming the function, the line and 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from auditsel.cli.exit_status import EXIT_REFUTED
-from auditsel.cli.option_types import int_option, unit_interval
+from auditsel.cli.exit_status import EXIT_REFUTED, UsageError
+from auditsel.cli.option_types import DEFAULT_OUT, int_option, parse_rounds_option, unit_interval
 from auditsel.cli.pipeline_options import add_pipeline_options, load_pipeline_spec, user_argv
 from auditsel.errors import ConfigError
 from auditsel.files import check_output_path
 from auditsel.games.backends import BACKENDS
+
+if TYPE_CHECKING:
+    from auditsel.pipelines.pipeline import Pipeline, PipelineAudit
 
 __all__ = ["NAME", "add_parser", "run"]
 
@@ -53,7 +57,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="valid threshold rule: split (default), bonferroni, bonferroni_all, multisplit",
     )
     pipe.add_argument("--name", help="name of the report (default: pipeline MODULE.FUNCTION)")
-    pipe.add_argument("--out", help="output directory (default: results/<FUNCTION>/)")
+    pipe.add_argument("--out", help=f"output directory (default: {DEFAULT_OUT}/<FUNCTION>/)")
     pipe.add_argument(
         "--backend",
         choices=BACKENDS,
@@ -63,6 +67,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--scheduler",
         help="dask scheduler address (default: a LocalCluster on loopback with --jobs workers)",
     )
+    _claim_and_stop_options(pipe)
     pipe.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     pipe.add_argument("--quiet", action="store_true", help="do not print the table")
     pipe.add_argument(
@@ -75,41 +80,67 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return pipe
 
 
+def _claim_and_stop_options(pipe: argparse.ArgumentParser) -> None:
+    """--rounds, --base, --opacus (the tuning bounds and the claim), --fresh, --early-stop."""
+    pipe.add_argument(
+        "--rounds",
+        metavar="LAW",
+        help="the law of K as a YAML mapping, e.g. '{kind: poisson, mean: 3}': with --base or "
+        "--opacus, the tuning bounds and the interval stand beside eps_L",
+    )
+    pipe.add_argument(
+        "--base",
+        metavar="BASE",
+        help="one run as a YAML mapping, as a config's base section, e.g. '{kind: dpsgd, "
+        "noise_multiplier: 1.0, steps: 100, sample_rate: 0.01}'",
+    )
+    pipe.add_argument(
+        "--opacus",
+        metavar="MODULE:NAME",
+        help="a function of your module returning (privacy_engine, optimizer, data_loader) of "
+        "one Opacus run: the base is read from it, and the claim (unless --claim) is the "
+        "epsilon Opacus reports for it",
+    )
+    pipe.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over: delete the checkpoints of --out first (nothing is resumed)",
+    )
+    pipe.add_argument(
+        "--early-stop",
+        action="store_true",
+        help="with a claim: audit at --looks looks (geometric schedule), each at confidence "
+        "1 - (1 - confidence) / looks, and stop at the first that refutes the claim",
+    )
+    pipe.add_argument(
+        "--looks",
+        type=int_option("--looks", 1, 64),
+        default=4,
+        help="looks of --early-stop (default 4)",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Audit the pipeline `args.target` names; 0, or EXIT_REFUTED when --claim is refuted."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
-
     spec = load_pipeline_spec(args)
-    settings = {**DEFAULTS, **spec.settings}  # the command line's, then the YAML's, then these
+    options = {**DEFAULTS, **spec.settings}  # the command line's, then the YAML's, then these
+    options.update(_claim_options(args, options))
     tune_name = getattr(spec.pipeline.tune, "__name__", "pipeline")
-    out = args.out if args.out is not None else Path("results") / tune_name
+    out = args.out if args.out is not None else Path(DEFAULT_OUT) / tune_name
     check_output_path(out, "--out")  # audit_pipeline claims it (locked; cleaned on failure)
-    progress = not args.no_progress and sys.stderr.isatty()
+    if args.fresh:
+        _start_over(Path(out))
+    if args.early_stop and options.get("claimed_epsilon") is None:
+        raise UsageError("--early-stop: stops when the claim is refuted; give --claim or --opacus")
     try:
         with user_argv(args.target):
-            audit = spec.pipeline.audit(
-                games=settings["games"],
-                delta=settings["delta"],
-                claimed_epsilon=settings.get("claimed_epsilon"),
-                statistics=AuditOptions(
-                    confidence=settings["confidence"], rule=settings["rule"], seed=settings["seed"]
-                ),
-                execution=ExecutionOptions(
-                    jobs=args.jobs,
-                    backend=args.backend,
-                    scheduler=args.scheduler,
-                    progress=progress,
-                ),
-                report=ReportOptions(out_dir=out, name=settings.get("name")),
-                accept_nondeterminism=args.accept_nondeterministic,
-            )
+            audit = _audit(args, spec.pipeline, options, out)
     except ConfigError as err:
         if err.field == "out_dir":  # the option the user typed
             raise ConfigError("--out", err.message) from None
         raise
     out_dir = Path(out)
-    if audit.resumed_games:
+    if audit.resumed_games and not args.early_stop:
         print(
             f"auditsel: resumed {audit.resumed_games:,} of {audit.games:,} games from "
             f"{out_dir / 'checkpoints'}",
@@ -117,8 +148,105 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.quiet:
         print(audit.summary())
+        if audit.result.get("sequential"):
+            # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+            from auditsel.pipelines.sequential import looks_text
+
+            print(looks_text(audit.result))
         print(
             f"{audit.games:,} games, {audit.cpu_seconds:.1f} CPU s, {audit.wall_seconds:.1f} s "
             f"wall; wrote {', '.join(str(p) for p in audit.files)}"
         )
     return EXIT_REFUTED if audit.refuted else 0
+
+
+def _audit(
+    args: argparse.Namespace, pipeline: Pipeline, options: dict[str, Any], out: str | Path
+) -> PipelineAudit:
+    """The audit itself: one (`Pipeline.audit`), or looks until the claim is refuted
+    (--early-stop)."""
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
+
+    progress = not args.no_progress and sys.stderr.isatty()
+    run = dict(jobs=args.jobs, backend=args.backend, scheduler=args.scheduler, progress=progress)
+    accept = args.accept_nondeterministic
+    if args.early_stop:
+        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+        from auditsel.pipelines.sequential import audit_until_refuted
+
+        p = pipeline
+        return audit_until_refuted(
+            p.tune, p.score, data=p.data, canary=p.canary, looks=args.looks, out_dir=out,
+            accept_nondeterminism=accept, **run, **options,
+        )  # fmt: skip
+    return pipeline.audit(
+        games=options["games"],
+        delta=options["delta"],
+        claimed_epsilon=options.get("claimed_epsilon"),
+        statistics=AuditOptions(
+            confidence=options["confidence"], rule=options["rule"], seed=options["seed"]
+        ),
+        execution=ExecutionOptions(**run),
+        report=ReportOptions(
+            out_dir=out,
+            name=options.get("name"),
+            base=options.get("base"),
+            rounds=options.get("rounds"),
+        ),
+        accept_nondeterminism=accept,
+    )
+
+
+def _claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
+    """base, rounds and the claim from --base, --rounds, --opacus (and --claim)."""
+    if args.base and args.opacus:
+        raise UsageError("--base: give --base or --opacus (the base of the Opacus run), not both")
+    if (args.base or args.opacus) and not args.rounds:
+        raise UsageError(
+            f"--rounds: the law of K, e.g. '{{kind: poisson, mean: 3}}', goes with "
+            f"{'--base' if args.base else '--opacus'} (the tuning bounds need both)"
+        )
+    if args.rounds and not (args.base or args.opacus):
+        raise UsageError("--rounds: give --base or --opacus too (the base of one run)")
+    if not args.rounds:
+        return {}
+    rounds = parse_rounds_option(args.rounds)
+    delta = options["delta"]
+    if args.opacus:
+        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+        from auditsel.pipelines.load import load_object
+        from auditsel.pipelines.opacus import from_opacus
+
+        made = load_object(args.opacus, "--opacus", call=True)
+        try:
+            engine, optimizer, loader = made
+        except (TypeError, ValueError):
+            raise UsageError(
+                f"--opacus: {args.opacus} must return (privacy_engine, optimizer, "
+                f"data_loader), got {type(made).__name__}"
+            ) from None
+        run = from_opacus(engine, optimizer=optimizer, data_loader=loader, delta=delta)
+        claim = options.get("claimed_epsilon")
+        return {
+            "base": run.base,
+            "rounds": rounds,
+            "claimed_epsilon": run.claimed_epsilon if claim is None else claim,
+        }
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.config import load_yaml_text, parse_base
+
+    raw = load_yaml_text(args.base, "--base", "the --base mapping")
+    try:
+        base = parse_base(raw, delta)
+    except ConfigError as err:
+        raise UsageError(f"--base: {err}") from None
+    return {"base": base, "rounds": rounds}
+
+
+def _start_over(out: Path) -> None:
+    """--fresh: the checkpoints of `out` (and the fingerprint beside them) are deleted."""
+    checkpoints = out / "checkpoints"
+    if checkpoints.is_dir():
+        shutil.rmtree(checkpoints)
+        print(f"auditsel: --fresh: deleted {checkpoints}", file=sys.stderr)

@@ -16,13 +16,14 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from auditsel.cli.exit_status import UsageError, one_line
+from auditsel.cli.exit_status import UsageError
 from auditsel.cli.option_types import (
     MAX_SPLITS,
     SEED_RANGE,
     THRESHOLDS_RANGE,
     finite_float,
     int_option,
+    parse_rounds_option,
     unit_interval,
 )
 from auditsel.errors import ConfigError
@@ -156,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         if not lo < hi:
             raise UsageError(f"--threshold-range: LO must be below HI, got {lo:g} {hi:g}")
         grid = np.linspace(lo, hi, args.thresholds)
-    law = _parse_rounds_option(args.rounds) if args.rounds else None
+    law = parse_rounds_option(args.rounds) if args.rounds else None
     seed = fresh_seed() if args.seed is None else args.seed  # one seed for every split
     bounds, panel, skipped = _audit(args, score, member, grid, law, seed)
     if args.json:
@@ -330,23 +331,6 @@ def panel_text(panel: dict[str, Estimate]) -> str:
         what = "eps" if e.label != "descriptive" else name.split("_")[0].upper()
         lines.append(f"  {name:<18} {what:>5} {e.value:8.4f}   {label:<24} {e.source}{extra}")
     return "\n".join(lines)
-
-
-def _parse_rounds_option(text: str) -> RoundsLaw:
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.experiments.config import load_yaml_text
-    from auditsel.rounds import law_from_dict
-
-    try:
-        spec = load_yaml_text(text, "--rounds", "the --rounds mapping")
-        if not isinstance(spec, dict):
-            raise UsageError(
-                f"--rounds: not a YAML mapping ({one_line(repr(text), 60)}); "
-                f"write e.g. '{{kind: poisson, mean: 10}}'"
-            )
-        return law_from_dict(spec)
-    except ConfigError as err:
-        raise UsageError(str(err) if err.field == "--rounds" else f"--rounds: {err}") from None
 
 
 def _audit_one_run(args: argparse.Namespace, score: np.ndarray, member: np.ndarray) -> int:

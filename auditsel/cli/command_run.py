@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditsel.cli.exit_status import UsageError
-from auditsel.cli.option_types import SEED_RANGE, TRIALS_RANGE, int_option, jobs_option
+from auditsel.cli.option_types import (
+    DEFAULT_OUT,
+    SEED_RANGE,
+    TRIALS_RANGE,
+    int_option,
+    jobs_option,
+)
 from auditsel.errors import ConfigError
 from auditsel.files import claim_folder
 from auditsel.games.backends import BACKENDS
@@ -35,7 +41,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         NAME, help="run one experiment (the embedded quickstart by default)"
     )
     run.add_argument("config", nargs="?", help="YAML config (default: the embedded quickstart)")
-    run.add_argument("--out", help="output directory (default: results/<name>/)")
+    run.add_argument(
+        "--out",
+        help=f"output directory (default: {DEFAULT_OUT}/<name>/, never the tracked results/)",
+    )
     run.add_argument(
         "--trials", type=int_option("--trials", *TRIALS_RANGE), help="override game.trials"
     )
@@ -108,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         )
     # resolved, refused when it escapes (.., the current folder), locked against a second
     # run; on failure only what this run created goes (auditsel.files)
-    out = args.out if args.out is not None else Path("results") / name
+    out = args.out if args.out is not None else Path(DEFAULT_OUT) / name
     with claim_folder(out, field="--out") as folder:
         progress = not args.no_progress and sys.stderr.isatty()
         return _run_into(args, folder.path, spec, points, progress)

@@ -55,6 +55,7 @@ __all__ = [
     "load_config",
     "read_yaml",
     "parse_config",
+    "parse_base",
     "default_config_path",
     "load_yaml_text",
     "LIMITS",
@@ -202,6 +203,12 @@ def _parse_base(raw, delta: float):
         return FiniteOutputBase(tuple(base["p"]), tuple(base["q"]))
     except ConfigError as err:
         raise err.within("base") from None
+
+
+def parse_base(raw, delta: float):
+    """The mechanism pair of a config's `base` section (a mapping: kind gaussian, discrete,
+    dpsgd or laplace, as in a config file); a ConfigError names the field."""
+    return _parse_base(raw, delta)
 
 
 def _parse_dpsgd_base(base: Mapping, delta: float):

@@ -56,6 +56,7 @@ __all__ = [
     "function_name",
     "describe_exception",
     "game_seed",
+    "field_columns",
     "is_real_score",
     "score_label",
     "seed_globals",
@@ -280,15 +281,22 @@ class PipelineGame:
     data: Any
     canary: Canary
     chunk_size: int = CHUNK_SIZE
+    fields: tuple[str, ...] = ()  # score() returns one number per field (release_scores)
     parallel_prefer = None  # joblib's default: loky processes (user code holds the GIL)
     fork_workers = True  # default backend on Linux: warm workers (auditsel.games.worker_pool)
 
+    @property
+    def columns(self) -> int:
+        """Columns of a chunk's scores: the (first) score, the CPU seconds, the other fields."""
+        return 2 + max(len(self.fields) - 1, 0)
+
     def __reduce__(self):  # to a worker: the user's files are imported there first
-        fields = (self.tune, self.score, self.data, self.canary, self.chunk_size)
+        fields = (self.tune, self.score, self.data, self.canary, self.chunk_size, self.fields)
         return (_rebuild_game, (_ImportFiles(tuple(USER_MODULES.items())), *fields))
 
-    def play_one(self, seed: int, game: int) -> tuple[int, float, float]:
-        """(coin, score, CPU seconds) of one game."""
+    def play_one(self, seed: int, game: int) -> tuple[int, Any, float]:
+        """(coin, score, CPU seconds) of one game (the score: an array, one entry per field,
+        when the game scores fields)."""
         start = time.process_time()
         member, release, value = self.release_and_score(seed, game)
         del release
@@ -296,7 +304,7 @@ class PipelineGame:
         LOCAL_CPU.add(cpu)
         return member, value, cpu
 
-    def release_and_score(self, seed: int, game: int) -> tuple[int, Any, float]:
+    def release_and_score(self, seed: int, game: int) -> tuple[int, Any, Any]:
         """The coin, the release and the score of game `game` (what `play_one` plays; the
         replay check compares releases and scores)."""
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(game,)))
@@ -313,13 +321,23 @@ class PipelineGame:
             raise _user_error("tune", self.tune, game, user_seed, member, err) from None
         return member, release, self._score(release, game, user_seed, member)
 
-    def _score(self, release: Any, game: int, user_seed: int, member: int) -> float:
+    def _score(self, release: Any, game: int, user_seed: int, member: int) -> Any:
         try:
             raw = self.score(release, self.canary)
         except KeyboardInterrupt:
             raise
         except BaseException as err:
             raise _user_error("score", self.score, game, user_seed, member, err) from None
+        if self.fields:  # one number per released field (release_scores.FieldScores)
+            value = np.asarray(raw, dtype=np.float64)
+            if np.any(np.isnan(value)):
+                bad = self.fields[int(np.flatnonzero(np.isnan(value))[0])]
+                raise PipelineError(
+                    "score",
+                    f"the released field {bad!r} is NaN in game {game} (seed {user_seed}); "
+                    f"a field scored by default must be a number (or pass your own score)",
+                )
+            return value
         what = is_real_score(raw)
         if what:
             raise PipelineError(
@@ -343,10 +361,20 @@ class PipelineGame:
     def play(self, seed: int, index: int, size: int) -> tuple[np.ndarray, np.ndarray]:
         """Games index * chunk_size, ... of one chunk: scores (size, 2): the score and the CPU
         seconds of each game, and the coins."""
-        out = np.empty((size, 2), dtype=np.float64)
+        out = np.empty((size, self.columns), dtype=np.float64)
         member = np.empty(size, dtype=np.int8)
         start = index * self.chunk_size
         in_game_thread()  # this thread's OpenMP and torch threads within the audit's limit
         for j in range(size):
-            member[j], out[j, 0], out[j, 1] = self.play_one(seed, start + j)
+            member[j], value, out[j, 1] = self.play_one(seed, start + j)
+            if self.fields:
+                out[j, 0], out[j, 2:] = value[0], value[1:]
+            else:
+                out[j, 0] = value
         return out, member
+
+
+def field_columns(scores: np.ndarray) -> np.ndarray:
+    """The field scores of a chunk table (games, columns): column 0, then columns 2.. (column
+    1 holds the CPU seconds)."""
+    return np.concatenate([scores[:, :1], scores[:, 2:]], axis=1)

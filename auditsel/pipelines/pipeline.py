@@ -31,6 +31,13 @@ seed and the chunk size. A rerun with the same fingerprint resumes; one made by 
 data is refused, naming what changed (the file, for an edited helper module), and nothing is
 reused.
 
+Every released field. With `score=None` and a release that publishes more than what the
+canary's score reads (a mapping with other fields: the learning rate, a clipping norm, a
+history), every field is scored (`auditsel.pipelines.release_scores`, the fields fixed by one
+probe run before the games), each field's eps_L is computed at confidence 1 - (1 - confidence)
+/ fields, and `eps` is the largest (Bonferroni: valid at `confidence` whichever field leaks;
+result.json's pipeline.fields lists each). `score=default_score` scores the canary alone.
+
 Errors. An exception raised by `tune` or `score` is the user's: `PipelineError` (a ConfigError:
 the CLI exits 2) names the function, where it raised, the game, its seed and coin, so that
 `tune(data, seed, canary)` can be rerun by hand.
@@ -60,7 +67,12 @@ from auditsel.auditing.lower import (
 from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.errors import ConfigError, choice, integer, number, shown
 from auditsel.errors import jobs as check_jobs
-from auditsel.experiments.experiment import lower_fields, upper_fields, upper_panel
+from auditsel.experiments.experiment import (
+    lower_fields,
+    result_interval,
+    upper_fields,
+    upper_panel,
+)
 from auditsel.experiments.heuristics import honesty_fields
 from auditsel.experiments.report import text_table, write_outputs
 from auditsel.files import atomic_write_text, claim_folder, read_regular
@@ -81,8 +93,15 @@ from auditsel.pipelines.game import (
     LOCAL_CPU,
     PipelineError,
     PipelineGame,
+    field_columns,
     function_name,
     score_label,
+)
+from auditsel.pipelines.release_scores import (
+    CANARY_FIELD,
+    PROBE_SEED,
+    FieldScores,
+    probe_fields,
 )
 from auditsel.pipelines.replay_check import (
     ReproducibilityError,
@@ -112,9 +131,11 @@ MAX_FINGERPRINT_BYTES = 1 << 20  # pipeline.json is read at most this far
 
 @dataclass(frozen=True)
 class _ScoreColumn:
-    """A streamed chunk source read as (score, member): column 0 of the pipeline's chunks."""
+    """A streamed chunk source read as (score, member): one column of the pipeline's chunks
+    (field `field` of `field_columns`: column 0, or column field + 1)."""
 
     source: Any
+    field: int = 0
 
     def __len__(self) -> int:
         return len(self.source)
@@ -125,7 +146,7 @@ class _ScoreColumn:
 
     def load(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         scores, member = self.source.load(index)
-        return scores[:, 0], member
+        return scores[:, 0 if self.field == 0 else self.field + 1], member
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,7 +241,7 @@ def _auto_or_bool(value: Any, field: str) -> bool | str:
     raise ConfigError(field, f"must be true, false or 'auto', got {shown(value)}")
 
 
-def _components(tune, score, data, canary, seed: int, chunk_size: int) -> dict:
+def _components(tune, score, data, canary, seed: int, chunk_size: int, fields=()) -> dict:
     """What determines the games' numbers, digested one by one (for the refusal message)."""
     return {
         "tune": source_digest(tune),
@@ -231,6 +252,7 @@ def _components(tune, score, data, canary, seed: int, chunk_size: int) -> dict:
         "auditsel": package_digest(),
         "seed": seed,
         "chunk_size": chunk_size,
+        **({"fields": list(fields)} if fields else {}),  # keys of older audits unchanged
     }
 
 
@@ -318,7 +340,7 @@ def audit_pipeline(
     score: Callable | None = None,
     *,
     data: Any,
-    canary: Canary,
+    canary: Canary | tuple[Canary, ...],
     games: int,
     delta: float,
     claimed_epsilon: float | None = None,
@@ -332,8 +354,9 @@ def audit_pipeline(
 
     tune(data, seed, canary) -> release runs your whole tuning (draws K, trains, selects) and
     returns only what it publishes; score(release, canary) -> float is the attack (higher: the
-    canary looks in; None: the canary's default score). `data` is your training set; `canary`
-    an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`). Returns a
+    canary looks in; None: the canary's score and every other released field). `data` is your
+    training set; `canary` an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`),
+    or a tuple of them (each plays `games` games, Bonferroni; eps is the largest). Returns a
     PipelineAudit: eps (the valid eps_L), refuted (eps > claimed_epsilon), the estimator panel,
     the scores and coins, CPU seconds. The options (`auditsel.pipelines.audit_options`, frozen,
     keyword-only): `statistics=AuditOptions(confidence, rule, seed)`;
@@ -411,6 +434,9 @@ def _audit_pipeline(
     accept_nondeterminism: bool = False,
 ) -> PipelineAudit:
     """`audit_pipeline` with every option as a keyword (its options objects unpacked)."""
+    if isinstance(canary, (tuple, list)):  # several canaries: each its games, Bonferroni
+        options = {k: v for k, v in locals().items() if k not in ("tune", "score", "data")}
+        return _audit_each_canary(tune, score, data, tuple(options.pop("canary")), options)
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
     panel, stream = _auto_or_bool(panel, "panel"), _auto_or_bool(stream, "stream")
     if not isinstance(accept_nondeterminism, bool):
@@ -422,7 +448,7 @@ def _audit_pipeline(
     chunk_size = integer(chunk_size, "chunk_size", 1)
     if (base is None) != (rounds is None):
         raise ConfigError("rounds", "give base and rounds together (or neither)")
-    score_fn = score if score is not None else default_score
+    fields, score_fn = scoring(tune, score, data, canary)  # score None: every released field
     # an output folder is resolved, refused when it escapes, locked, and on failure only what
     # this audit created there is removed (auditsel.files)
     claim = nullcontext() if out_dir is None else claim_folder(out_dir, field="out_dir")
@@ -436,9 +462,9 @@ def _audit_pipeline(
         if stream and checkpoint_dir is None:
             raise ConfigError("stream", "a streamed audit needs checkpoint_dir (or out_dir)")
         start_wall, start_cpu = time.perf_counter(), time.process_time()
-        game = PipelineGame(tune, score_fn, data, canary, chunk_size)
+        game = PipelineGame(tune, score_fn, data, canary, chunk_size, fields)
         accept = accept_nondeterminism
-        components = _components(tune, score_fn, data, canary, seed, chunk_size)
+        components = _components(tune, score_fn, data, canary, seed, chunk_size, fields)
         fingerprint = _digest(components)
         if checkpoint_dir is not None:
             fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
@@ -490,8 +516,110 @@ def _audit_pipeline(
             out=out,
             chunk_size=chunk_size,
             inline_cpu=inline_cpu,
+            fields=fields,
             reproducibility=reproducibility,
         )
+
+
+def _audit_each_canary(tune, score, data, canaries: tuple, options: dict) -> PipelineAudit:
+    """One audit per canary, `games` games each, at confidence 1 - (1 - confidence) / m
+    (Bonferroni over the m canaries: the largest eps_L holds at `confidence`); the audit of
+    the largest eps_L, with `canaries` in result.json listing each. Folders: a subfolder per
+    canary (`canary-<i>-<kind>`) of out_dir and checkpoint_dir."""
+    if len(canaries) < 1:
+        raise ConfigError("canary", "give a canary, or a tuple of canaries to audit each")
+    confidence = number(options["confidence"], "confidence", 0.5, 1, hi_open=True)
+    level = 1 - (1 - confidence) / len(canaries)
+    audits = []
+    for i, canary in enumerate(canaries):
+        kind = canary.describe().get("kind", "canary") if isinstance(canary, Canary) else "?"
+        sub = {
+            k: (None if options[k] is None else Path(options[k]) / f"canary-{i}-{kind}")
+            for k in ("checkpoint_dir", "out_dir")
+        }
+        audits.append(
+            _audit_pipeline(
+                tune, score, data=data, canary=canary, **{**options, **sub, "confidence": level}
+            )
+        )
+    best = max(audits, key=lambda a: a.eps)
+    claim = options["claimed_epsilon"]
+    refuted = None if claim is None else any(bool(a.refuted) for a in audits)
+    result = dict(best.result)
+    result["canaries"] = [
+        {
+            "canary": a.result["pipeline"]["canary"],
+            "eps": a.eps,
+            "refuted": a.refuted,
+            "confidence": level,
+            "games": a.games,
+        }
+        for a in audits
+    ]
+    if claim is not None:
+        result["claim"] = {"epsilon": float(claim), "refuted": refuted}
+    return replace(
+        best,
+        refuted=refuted,
+        confidence=confidence,
+        games=sum(a.games for a in audits),
+        cpu_seconds=sum(a.cpu_seconds for a in audits),
+        wall_seconds=sum(a.wall_seconds for a in audits),
+        files=tuple(f for a in audits for f in a.files),
+        result=result,
+    )
+
+
+def scoring(tune, score, data, canary) -> tuple[tuple[str, ...], Callable]:
+    """(fields, score function) of an audit: with `score` None, the canary's own score, or
+    every field of a mapping release (`release_scores`: fixed by one probe run); else ()."""
+    if score is not None:
+        return (), score
+    fields = _default_fields(tune, data, canary)
+    return fields, FieldScores(fields) if fields else default_score
+
+
+def _default_fields(tune, data, canary) -> tuple[str, ...]:
+    """The fields the default score reads: () when the release is the canary's alone (its
+    score, unchanged), else every field of the probe run's release."""
+    try:
+        fields = probe_fields(tune, data, canary)
+    except Exception as err:
+        raise PipelineError(
+            "tune",
+            f"{function_name(tune)} raised {type(err).__name__} in the probe run that reads the "
+            f"release's fields (seed {PROBE_SEED}, canary out): {err}",
+        ) from None
+    return () if fields in ((), (CANARY_FIELD,)) else fields
+
+
+def _field_bounds(record, fields, stream, delta, confidence, rule):
+    """eps_L of every field's column at confidence 1 - (1 - confidence) / fields: the record
+    with the best field's scores in column 0 (in memory), {field: LowerBound} and the best."""
+    level = 1 - (1 - confidence) / len(fields)
+    bounds = {}
+    if stream:
+        for j, name in enumerate(fields):
+            column = _ScoreColumn(record.chunks, j)
+            bounds[name] = audit_chunks(column, delta, confidence=level, rule=rule)
+        return record, bounds, int(np.argmax([b.eps for b in bounds.values()]))
+    columns = field_columns(record.scores)
+    for j, name in enumerate(fields):
+        bounds[name] = audit_scores(
+            columns[:, j], record.member, delta, confidence=level, rule=rule
+        )
+    best = int(np.argmax([b.eps for b in bounds.values()]))
+    scores = np.column_stack([columns[:, best], record.scores[:, 1]])
+    return GameRecord(scores, record.member), bounds, best
+
+
+def _fields_entry(by_field: dict, best: str, confidence: float) -> dict:
+    """result.json's pipeline.fields: each field's eps_L, their confidence, the largest."""
+    return {
+        "confidence_each": 1 - (1 - confidence) / len(by_field),
+        "eps": {k: float(b.eps) for k, b in by_field.items()},
+        "best": best,
+    }
 
 
 def _analyse(
@@ -516,16 +644,23 @@ def _analyse(
     out,
     chunk_size,
     inline_cpu,
+    fields=(),
     reproducibility=None,
 ) -> PipelineAudit:
     """eps_L, the panel, the bounds and the report from the played games."""
     artefacts: dict[str, Any] = {}
     estimators = None
+    by_field, best = {}, 0
+    if fields:  # every field at its Bonferroni share; eps_L is the largest (module docstring)
+        record, by_field, best = _field_bounds(record, fields, stream, delta, confidence, rule)
+        names = (names[0], f"every released field ({len(fields)}; largest: {fields[best]})")
     if stream:
         chunks = record.chunks
         assert chunks is not None  # a streamed record reads its chunks back from disk
-        source = _ScoreColumn(chunks)
-        bound = audit_chunks(source, delta, confidence=confidence, rule=rule)
+        source = _ScoreColumn(chunks, best)
+        if not fields:
+            by_field = {"": audit_chunks(source, delta, confidence=confidence, rule=rule)}
+        bound = list(by_field.values())[best]
         game_cpu = float(sum(chunks.load(i)[0][:, 1].sum() for i in range(len(chunks))))
         if out is not None:  # the plots of a streamed audit show its first games
             head_scores, head_member = chunks.head(PLOT_GAMES)
@@ -536,9 +671,13 @@ def _analyse(
         scores, member = record.scores[:, 0].copy(), record.member
         game_cpu = float(record.scores[:, 1].sum())
         ss = SortedScores(scores, member)
-        bound = audit_scores(
-            scores, member, delta, confidence=confidence, rule=rule, sorted_scores=ss
-        )
+        if not fields:
+            by_field = {
+                "": audit_scores(
+                    scores, member, delta, confidence=confidence, rule=rule, sorted_scores=ss
+                )
+            }
+        bound = list(by_field.values())[best]
         if panel is True or (panel == "auto" and games <= PANEL_ABOVE):
             try:
                 estimators = estimator_panel(
@@ -565,6 +704,8 @@ def _analyse(
         version=__version__, git_commit=commit, git_dirty=dirty, code_digest=package_digest()
     )
     result["lower"] = lower_fields(bound, "pipeline", names[1], seed, stream)
+    if base is not None:  # [max(attack value, valid eps_L), the tightest rigorous bound]
+        result["interval"] = result_interval(result, bounds)
     refuted = None if claimed_epsilon is None else bool(bound.eps > claimed_epsilon)
     if claimed_epsilon is not None:
         result["claim"] = {"epsilon": float(claimed_epsilon), "refuted": refuted}
@@ -584,6 +725,8 @@ def _analyse(
         "cpu_seconds": round(cpu, 3),
         "fingerprint": fingerprint,
     }
+    if fields:
+        result["pipeline"]["fields"] = _fields_entry(by_field, fields[best], confidence)
     if reproducibility is not None:
         result["pipeline"]["reproducibility"] = reproducibility
     result["seconds"] = round(wall, 3)

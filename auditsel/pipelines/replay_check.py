@@ -134,7 +134,7 @@ def _release_digest(release: Any) -> str | None:
 
 @dataclass(frozen=True)
 class _Play:
-    score: float
+    score: Any  # a float, or a tuple of floats (one per released field)
     release: str | None
     global_draws: bool
 
@@ -146,6 +146,8 @@ def _play(game: PipelineGame, seed: int, index: int) -> _Play:
     # the states right after seeding: replay the seeding alone (no draws between)
     seed_globals(game_seed(seed, index))
     fresh = _global_states()
+    if isinstance(value, np.ndarray):  # one score per released field: compared as a tuple
+        value = tuple(value.tolist())
     return _Play(value, _release_digest(release), after != fresh)
 
 
