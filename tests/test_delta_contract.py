@@ -100,6 +100,8 @@ def _cases() -> dict[str, Case]:
     from auditsel.dpsgd import trainer
     from auditsel.experiments.experiment import upper_panel
     from auditsel.games.one_run_reduced import OneRunReducedGame, TuningFamily
+    from auditsel.games.played_score import resolve_score
+    from auditsel.games.worst_case import DpsgdWorstCase
     from auditsel.mechanisms import gaussian_epsilon, gaussian_mu
     from auditsel.pipelines.canaries import InputCanary
     from auditsel.pipelines.one_run_pipeline import audit_pipeline_one_run
@@ -337,6 +339,16 @@ def _cases() -> dict[str, Case]:
         ),
         "auditsel.auditing.planning.expected_eps": Case(
             lambda d: planning.expected_eps(0.1, 0.2, 1000, 0.05, d), at_zero=None
+        ),
+        "auditsel.auditing.planning.curve_epsilon": Case(
+            lambda d: planning.curve_epsilon(curve, d), at_zero=None
+        ),
+        "auditsel.games.played_score.resolve_score": Case(
+            lambda d: resolve_score("worst", GaussianBase(1.0), Poisson(10.0), d), at_zero=None
+        ),
+        "auditsel.games.worst_case.DpsgdWorstCase.resolved": Case(
+            lambda d: DpsgdWorstCase(1.0, 4, 0.2, Poisson(5.0), score="worst").resolved(d),
+            at_zero=None,
         ),
         "auditsel.auditing.planning.games_needed": Case(
             lambda d: planning.games_needed(curve, 0.5, "split", 0.95, d), at_zero=None
