@@ -412,7 +412,7 @@ def _audit_pipeline(
     score: Callable | None = None,
     *,
     data: Any,
-    canary: Canary,
+    canary: Canary | tuple[Canary, ...],
     games: int,
     delta: float,
     claimed_epsilon: float | None = None,
