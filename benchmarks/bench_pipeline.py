@@ -177,7 +177,7 @@ def numpy_pipeline(data, seed, canary):
 def threads_check(args) -> None:
     import statistics
 
-    from auditsel import GradientCanary, audit_pipeline
+    from auditsel import GradientCanary, ReportOptions, audit_pipeline
 
     print(f"machine: {os.cpu_count()} cores; before: {load()}")
     rows = {"1 (default)": "", f"{os.cpu_count()} (every core)": str(os.cpu_count())}
@@ -190,7 +190,7 @@ def threads_check(args) -> None:
             wall, cpu = time.perf_counter(), time.process_time()
             audit_pipeline(
                 numpy_pipeline, data=None, canary=GradientCanary(coordinate=0),
-                games=args.games, delta=1e-5, panel=False,
+                games=args.games, delta=1e-5, report=ReportOptions(panel=False),
             )  # fmt: skip
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             times[name].append((wall / args.games, cpu / args.games))
@@ -242,7 +242,7 @@ def memory_child(games: int, folder: str) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_pipeline import noise_pipeline
 
-    from auditsel import GradientCanary, audit_pipeline
+    from auditsel import ExecutionOptions, GradientCanary, audit_pipeline
 
     start = time.perf_counter()
     audit = audit_pipeline(
@@ -251,9 +251,7 @@ def memory_child(games: int, folder: str) -> None:
         canary=GradientCanary(coordinate=0),
         games=games,
         delta=1e-5,
-        stream=True,
-        chunk_size=8192,
-        checkpoint_dir=folder,
+        execution=ExecutionOptions(stream=True, chunk_size=8192, checkpoint_dir=folder),
     )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(

@@ -69,7 +69,13 @@ COMMANDS = {
 
 RUNNER = """
 import json, sys, time
-from auditsel import GradientCanary, InputCanary, audit_pipeline
+from auditsel import (
+    ExecutionOptions,
+    GradientCanary,
+    InputCanary,
+    ReportOptions,
+    audit_pipeline,
+)
 from auditsel.pipelines import pipeline
 from auditsel.pipelines.load import load_canary
 from auditsel.pipelines.replay_check import ReplayReport
@@ -85,7 +91,8 @@ module = import_file("tuning.py", "tune")
 start = time.perf_counter()
 audit = audit_pipeline(module.tune, module.score, data=getattr(module, data_name),
                        canary=load_canary(canary_text), games=int(games), delta=1e-5,
-                       jobs=int(jobs), out_dir="out-" + check)
+                       execution=ExecutionOptions(jobs=int(jobs)),
+                       report=ReportOptions(out_dir="out-" + check))
 wall = time.perf_counter() - start
 record = audit.result["pipeline"]
 print(json.dumps({"wall": wall, "check": record["reproducibility"]["seconds"],

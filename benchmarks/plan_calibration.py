@@ -108,9 +108,18 @@ def tutorial_pipeline():
 def one_audit(name, tune, score, data, canary, claim, delta, pilot, seed, games) -> dict:
     start = time.process_time()
     common = dict(data=data, canary=canary, delta=delta, claimed_epsilon=claim)
-    plan = auditsel.plan_pipeline(tune, score, pilot=pilot, seed=seed, games=games, **common)
+    # the pilot plays at `seed` (>= 1): plan_pipeline's pilot is its AuditOptions seed + 1
+    planned = auditsel.AuditOptions(seed=seed - 1)
+    plan = auditsel.plan_pipeline(
+        tune, score, pilot=pilot, statistics=planned, games=games, **common
+    )
     audit = auditsel.audit_pipeline(
-        tune, score, games=games, seed=1000 + seed, panel=False, **common
+        tune,
+        score,
+        games=games,
+        statistics=auditsel.AuditOptions(seed=1000 + seed),
+        report=auditsel.ReportOptions(panel=False),
+        **common,
     )
     return {
         "pipeline": name,
