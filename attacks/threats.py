@@ -65,6 +65,8 @@ class ThreatModel:
                 )
             return ValidationLoss(validation, reduction=self.validation_reduction)
         if isinstance(canary, GradientCanary):
+            if not isinstance(canary.coordinate, int):  # several Dirac canaries: one-run games
+                raise ConfigError("game.canary", "a threat's score reads one coordinate")
             return FirstCoordinateShift(canary.coordinate)
         if isinstance(canary, ExampleCanary):
             return CanaryLoss(canary)

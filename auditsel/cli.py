@@ -1027,7 +1027,7 @@ def main(argv=None) -> int:
 def _environment_failure(err: BaseException) -> str | None:
     """The one line for a failure of the environment (a full disk, an I/O error), else None.
     joblib hands a worker's OSError over as itself; a chained cause is looked at too."""
-    seen = err
+    seen: BaseException | None = err
     while seen is not None and not isinstance(seen, OSError):
         seen = seen.__cause__
     if not isinstance(seen, OSError) or seen.errno not in (*DISK_FULL, errno.EIO):

@@ -298,11 +298,11 @@ class BucketScore:
     def __post_init__(self) -> None:
         edges = np.asarray(self.edges, dtype=float)
         if edges.ndim != 1 or (edges.size and not np.all(np.diff(edges) > 0)):
-            raise ConfigError("score.edges: a strictly increasing list of numbers")
+            raise ConfigError("score.edges", "a strictly increasing list of numbers")
         if len(self.ranks) != len(self.edges) + 1:
-            raise ConfigError("score.ranks: one rank per bucket (len(edges) + 1)")
+            raise ConfigError("score.ranks", "one rank per bucket (len(edges) + 1)")
         if self.guess is not None and len(self.guess) != len(self.ranks):
-            raise ConfigError("score.guess: one value per bucket (len(edges) + 1)")
+            raise ConfigError("score.guess", "one value per bucket (len(edges) + 1)")
 
     def bucket(self, values: np.ndarray) -> np.ndarray:
         """The bucket index of each value (0 .. len(edges))."""
@@ -336,11 +336,11 @@ def tuning_score_from_spec(spec: object) -> TuningScore | Literal["worst"]:
     if isinstance(spec, dict) and spec.get("kind") == "farthest":
         extra = set(spec) - {"kind", "center"}
         if extra:
-            raise ConfigError(f"game.score: unknown key {sorted(extra)[0]!r} (kind, center)")
+            raise ConfigError("game.score", f"unknown key {sorted(extra)[0]!r} (kind, center)")
         center = spec.get("center")
         if isinstance(center, bool) or not isinstance(center, (int, float)):
-            raise ConfigError("game.score.center: a finite number (output units)")
+            raise ConfigError("game.score.center", "a finite number (output units)")
         if not np.isfinite(center):
-            raise ConfigError("game.score.center: a finite number (output units)")
+            raise ConfigError("game.score.center", "a finite number (output units)")
         return FarthestScore(float(center))
-    raise ConfigError("game.score: monotone | worst | {kind: farthest, center: C}")
+    raise ConfigError("game.score", "monotone | worst | {kind: farthest, center: C}")

@@ -124,7 +124,7 @@ def test_a_second_claim_is_refused_and_the_lock_goes_with_its_holder(tmp_path):
             sys.executable,
             "-c",
             "import sys, time; from auditsel.files import claim_folder; "
-            f"claim_folder({str(tmp_path / 'k')!r}); print('held', flush=True); time.sleep(600)",
+            f"held = claim_folder({str(tmp_path / 'k')!r}); print('held', flush=True); time.sleep(600)",
         ],
         env=env(),
         stdout=subprocess.PIPE,

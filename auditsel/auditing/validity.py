@@ -93,7 +93,7 @@ def overclaim_rates(
     valid = [r for r in rules if r not in ("best", "point")]
     if not valid:
         valid = ["split"]
-    eps = {rule: [] for rule in rules}
+    eps: dict[str, list[float]] = {rule: [] for rule in rules}
     for r in range(reps):
         with tempfile.TemporaryDirectory(prefix="auditsel-cov-") as tmp:
             stream = path == "stream"
@@ -110,6 +110,7 @@ def overclaim_rates(
             )
             values = _audit_once(record, valid, delta, confidence, threshold_grid, path, seed + r)
             if stream and ("best" in rules or "point" in rules):
+                assert record.chunks is not None  # a checkpointed game reads back its chunks
                 s, m = record.chunks.head(trials)
                 bound = audit_scores(s, m, delta, confidence=confidence, rule=Split(seed=seed + r))
                 values["best"], values["point"] = bound.eps_best_threshold, bound.eps_point_best

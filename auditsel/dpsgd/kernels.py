@@ -57,6 +57,7 @@ __all__ = [
 _LOCK = threading.Lock()
 _CPU: SimpleNamespace | None = None
 _POOL: ThreadPoolExecutor | None = None
+_POOL_SIZE = 0  # the workers _POOL was made with (the executor keeps it private)
 
 
 def _cpu() -> SimpleNamespace:
@@ -86,13 +87,14 @@ def _split(fn, R: int) -> None:
     """fn(r0, r1) over [0, R) in torch.get_num_threads() parts, the first on the calling
     thread and the others on a pool (the compiled calls release the GIL); every part writes
     its own rows, so the split cannot change a value."""
-    global _POOL
+    global _POOL, _POOL_SIZE
     workers = min(torch.get_num_threads(), R)
     if workers < 2:
         fn(0, R)
         return
-    if _POOL is None or _POOL._max_workers < workers - 1:
+    if _POOL is None or _POOL_SIZE < workers - 1:
         _POOL = ThreadPoolExecutor(workers - 1, thread_name_prefix="auditsel-kernels")
+        _POOL_SIZE = workers - 1
     bounds = np.linspace(0, R, workers + 1).astype(int)
     rest = [_POOL.submit(fn, int(bounds[k]), int(bounds[k + 1])) for k in range(1, workers)]
     fn(int(bounds[0]), int(bounds[1]))

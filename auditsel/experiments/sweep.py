@@ -382,7 +382,7 @@ def _plot(path: Path, name: str, points, rows) -> None:
             ax.set_title(", ".join(f"{f}={_format(v)}" for f, v in zip(others, key)), fontsize=9)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    handles = {}
+    handles: dict[str, Any] = {}
     for ax in list(axes.flat)[:n]:  # one legend with every series drawn in any panel
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)

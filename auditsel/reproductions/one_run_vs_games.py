@@ -24,6 +24,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -42,7 +43,20 @@ from auditsel.selection import GaussianWinner
 
 __all__ = ["SETTING", "rows", "tightness_rows", "summary", "plot", "write"]
 
-SETTING = {
+
+class Setting(TypedDict):
+    """The one setting of the comparison: (epsilon, delta) of the base run, its steps, learning
+    rate and clip, and the law of the number of rounds (`law_from_dict`'s form)."""
+
+    epsilon: float
+    delta: float
+    steps: int
+    lr: float
+    clip: float
+    rounds: dict[str, Any]
+
+
+SETTING: Setting = {
     "epsilon": 4.0,
     "delta": 1e-5,
     "steps": 20,
