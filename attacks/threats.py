@@ -115,7 +115,7 @@ def tuning_game(
     **settings,
 ) -> DpsgdTuningProtocol:
     """The protocol H the trainer runs under ``threat`` with canary z (settings: steps,
-    noise_multiplier, sample_rate, clip, lr, device, dtype, max_batch_runs, method)."""
+    noise_multiplier, sample_rate, clip, lr, execution)."""
     threat = get_threat(threat)
     return DpsgdTuningProtocol(
         model,

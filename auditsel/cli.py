@@ -534,9 +534,10 @@ def _command_audit_scores(args) -> int:
     import numpy as np
 
     from auditsel.auditing.estimators import estimator_panel, panel_dict
-    from auditsel.auditing.lower import SortedScores, audit_scores
+    from auditsel.auditing.lower import audit_scores
     from auditsel.auditing.rules import THRESHOLD_RULES, fresh_seed, threshold_rule
     from auditsel.auditing.scores import read_scores
+    from auditsel.auditing.sorted_scores import SortedScores
     from auditsel.errors import ConfigError
 
     if args.threshold not in THRESHOLD_RULES:

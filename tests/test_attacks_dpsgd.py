@@ -11,7 +11,7 @@ from attacks import dpsgd_canaries, threats
 from attacks.dpsgd_proxies import LambdaA, LambdaB, make_dpsgd_proxy
 from auditsel.dpsgd.datasets import Dataset, load_split
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import ExampleCanary, train_runs
+from auditsel.dpsgd.trainer import ExampleCanary, Execution, train_runs
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TRAIN, VAL = load_split("digits")
@@ -67,8 +67,7 @@ def test_dirac_canary_writes_c_to_coordinate_zero_only():
         seeds=[0],
         canary=dpsgd_canaries.dirac(),
         include_canary=[True],
-        device="cpu",
-        dtype=torch.float64,
+        execution=Execution(device="cpu", dtype=torch.float64),
     )
     delta = (res.w0 - res.wN)[0].numpy()
     assert delta[0] == pytest.approx(3 * 0.7) and np.all(delta[1:] == 0)
@@ -146,7 +145,7 @@ def _release(member, seed=0, threat="etcv"):
         grid=[{"lr": 0.1}, {"lr": 0.2, "steps": 3}],
         steps=2,
         noise_multiplier=1.0,
-        device="cpu",
+        execution=Execution(device="cpu"),
     )
     return proto.release(np.asarray(member, np.int8), np.random.default_rng(seed))
 

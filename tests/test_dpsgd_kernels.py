@@ -20,7 +20,7 @@ from scipy import stats
 from auditsel.dpsgd import RANDOM_STREAMS, kernels, kernels_cpu, kernels_torch
 from auditsel.dpsgd.datasets import load_dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary, train_runs
+from auditsel.dpsgd.trainer import ExampleCanary, Execution, GradientCanary, train_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,7 +121,7 @@ def stream_digests() -> dict:
             seeds=[3, 4, 5, 2**40 + 1],
             canary=zc,
             include_canary=[1, 0, 1, 1],
-            device="cpu",
+            execution=Execution(device="cpu"),
         )
         out[f"train-{kind}-{canary}-{rate}"] = _h(res.w0, res.wN, res.canary_dots)
     return out
@@ -279,7 +279,7 @@ def test_training_runs_are_the_same_with_the_torch_kernels(monkeypatch, kind, ca
         seeds=[3, 4, 5],
         canary=z,
         include_canary=[1, 0, 1],
-        device="cpu",
+        execution=Execution(device="cpu"),
     )
     compiled = train_runs(model, data, **kw)
     monkeypatch.setattr(kernels, "_numba_serves", lambda device: False)

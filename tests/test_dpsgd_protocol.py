@@ -8,7 +8,7 @@ from attacks import dpsgd_canaries, threats
 from attacks.dpsgd_proxies import make_dpsgd_proxy
 from auditsel.dpsgd.datasets import load_split
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import train_runs
+from auditsel.dpsgd.trainer import Execution, train_runs
 from auditsel.dpsgd.tuning_protocol import (
     CanaryLoss,
     DpsgdTuningProtocol,
@@ -35,7 +35,7 @@ def etcv_dirac(rounds, steps, sigma, lrs=(0.1,), **kw):
         steps=steps,
         noise_multiplier=sigma,
         sample_rate=1.0,
-        device="cpu",
+        execution=Execution(device="cpu"),
         **kw,
     )
 
@@ -81,8 +81,7 @@ def test_release_is_the_best_scored_run_of_each_trial():
         grid=[{"lr": 0.01}, {"lr": 0.05}, {"lr": 0.2, "clip": 0.5}],
         steps=3,
         noise_multiplier=0.8,
-        device="cpu",
-        max_batch_runs=4,
+        execution=Execution(device="cpu", max_batch_runs=4),
     )
     member = np.array([0, 1, 1, 0, 1, 0, 0, 1], np.int8)
     obs = proto.release(member, np.random.default_rng(5))
@@ -100,7 +99,7 @@ def test_release_is_the_best_scored_run_of_each_trial():
         seeds=seeds,
         canary=dpsgd_canaries.dirac(),
         include_canary=member[trial] == 1,
-        device="cpu",
+        execution=Execution(device="cpu"),
     )
     assert isinstance(proto.score, ValidationLoss)
     g = evaluate_score(proto.score, LOGREG, res.w0, res.wN).numpy()
@@ -126,7 +125,7 @@ def test_release_is_deterministic_given_rng_and_has_one_row_per_trial():
         steps=4,
         noise_multiplier=1.0,
         sample_rate=0.5,
-        device="cpu",
+        execution=Execution(device="cpu"),
     )
     member = np.array([1, 0, 1, 1, 0], np.int8)
     a = proto.release(member, np.random.default_rng(9))

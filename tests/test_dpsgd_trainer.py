@@ -1,5 +1,7 @@
 """DP-SGD of [XWW24] eq. 1: clipping, noise, Poisson subsampling, batching and seeding."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -9,6 +11,7 @@ from auditsel.dpsgd.datasets import Dataset, load_dataset
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import (
     ExampleCanary,
+    Execution,
     GradientCanary,
     calibrate_noise_multiplier,
     clip_factors,
@@ -16,7 +19,8 @@ from auditsel.dpsgd.trainer import (
     train_runs,
 )
 
-F64 = dict(dtype=torch.float64, device="cpu")
+F64_RUN = Execution(dtype=torch.float64, device="cpu")
+F64 = dict(execution=F64_RUN)
 
 
 def tiny(n=3, features=2, classes=2, seed=0):
@@ -213,7 +217,12 @@ def test_sparse_poisson_batches_gathered_or_not_give_the_same_runs(kind):
     )
     torch.testing.assert_close(sparse.wN, mixed.wN[:3], rtol=1e-9, atol=1e-11)
     via_vmap = train_runs(
-        model, data, sample_rate=0.2, seeds=[1, 2, 3], include_canary=[1, 0, 1], method="vmap", **kw
+        model,
+        data,
+        sample_rate=0.2,
+        seeds=[1, 2, 3],
+        include_canary=[1, 0, 1],
+        **{**kw, "execution": replace(F64_RUN, method="vmap")},
     )
     torch.testing.assert_close(sparse.wN, via_vmap.wN, rtol=1e-9, atol=1e-11)
 
@@ -234,8 +243,8 @@ def test_ghost_norm_path_equals_torch_func_per_example_gradients(kind):
         include_canary=[0, 1, 0, 1, 1],
         **F64,
     )
-    a = train_runs(model, data, method="ghost", **kw)
-    b = train_runs(model, data, method="vmap", **kw)
+    a = train_runs(model, data, **{**kw, "execution": replace(F64_RUN, method="ghost")})
+    b = train_runs(model, data, **{**kw, "execution": replace(F64_RUN, method="vmap")})
     torch.testing.assert_close(a.wN, b.wN, rtol=1e-9, atol=1e-11)
     torch.testing.assert_close(a.canary_dot, b.canary_dot, rtol=1e-9, atol=1e-9)
 
@@ -310,7 +319,7 @@ def test_per_run_streams_are_philox_keyed_by_seed_sequence():
         noise_multiplier=1.0,
         sample_rate=1.0,
         seeds=seeds[:3],
-        device="cpu",
+        execution=Execution(device="cpu"),
     )
     u = kernels.draw(key, INIT, 0, 1, model.num_params, False)[:, 0]
     assert torch.equal(res.w0, model.init_from_uniform(u))
@@ -324,8 +333,7 @@ def test_per_run_streams_are_philox_keyed_by_seed_sequence():
         noise_multiplier=2.0,
         sample_rate=1.0,
         seeds=seeds[:3],
-        device="cpu",
-        dtype=torch.float64,
+        execution=F64_RUN,
     )
     noise = kernels.draw(key, NOISE, 0, 3, model.num_params, True).double() * 2.0
     torch.testing.assert_close(noisy.w0 - noisy.wN, noise.sum(1), rtol=0, atol=1e-12)
@@ -381,10 +389,9 @@ def test_memory_budget_groups_steps_without_changing_a_run(monkeypatch, steps):
         seeds=[5, 6, 7],
         canary=GradientCanary(),
         include_canary=[1, 0, 1],
-        device="cpu",
     )
-    whole = train_runs(model, data, **kw)
-    small = train_runs(model, data, memory_budget=1, **kw)
+    whole = train_runs(model, data, execution=Execution(device="cpu"), **kw)
+    small = train_runs(model, data, execution=Execution(device="cpu", memory_budget=1), **kw)
     assert torch.equal(whole.wN, small.wN) and torch.equal(whole.canary_dots, small.canary_dots)
 
 

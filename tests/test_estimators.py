@@ -10,8 +10,9 @@ from scipy import stats
 
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.estimators import LABELS, estimator_panel, winner_tradeoff
-from auditsel.auditing.lower import SortedScores, apply_rule, audit_scores
+from auditsel.auditing.lower import apply_rule, audit_scores
 from auditsel.auditing.rules import threshold_rule
+from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.rounds import FinitePmf, Point
 from auditsel.selection import GaussianWinner
@@ -164,10 +165,10 @@ def test_valid_estimators_are_at_least_as_strong_as_jax_privacy():
     ss = SortedScores(s, m)
     aud = auditing.CanaryScoreAuditor(s[m == 1], s[m == 0])
     # one threshold fixed in advance (no score equals it): the same Clopper-Pearson numbers
-    from auditsel.auditing.lower import _evaluate
+    from auditsel.auditing.lower import evaluate_at
 
     for t in (0.5, 1.7, 2.9):
-        ours = _evaluate(ss.counts(), t, False, alpha, DELTA)["eps"]
+        ours = evaluate_at(ss.counts(), t, False, alpha, DELTA)["eps"]
         theirs = aud.epsilon_clopper_pearson(
             alpha, DELTA, one_sided=False, threshold_strategy=auditing.Explicit(t)
         )
@@ -215,7 +216,7 @@ def test_one_gdp_estimate_everywhere():
     d = bound.to_dict()
     assert d["eps_gdp"] == d["gdp_fit"] and d["mu_gdp"] == d["gdp_fit_mu"]
     # stronger than the fit at one split threshold, and below the truth (the model holds here)
-    from auditsel.auditing.lower import gdp_mu
+    from auditsel.auditing.gdp_fitting import gdp_mu
 
     at_split = gdp_mu(bound.fp_upper, bound.fn_upper)
     assert at_split < bound.gdp_fit_mu <= 1.5

@@ -11,23 +11,23 @@ from scipy import stats
 
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.auditing.lower import (
-    _best_coins,
-    _eq4,
-    _limits,
-    _minus_mu,
-    _mu,
-    _pair_bounds,
-    _Rows,
-    _search,
-    audit_scores,
+from auditsel.auditing.clopper_pearson import (
     clopper_pearson_lower,
     clopper_pearson_upper,
-    epsilon_from_rates,
-    gdp_mu,
-    threshold_table,
+    cp_limits,
+    pair_limit_bounds,
 )
+from auditsel.auditing.gdp_fitting import gdp_fit, gdp_mu, minus_mu_objective, mu_objective
+from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split, threshold_rule
+from auditsel.auditing.sorted_scores import SortedScores, threshold_table
+from auditsel.auditing.threshold_search import (
+    CandidateRows,
+    best_on_coins,
+    epsilon_from_rates,
+    eq4_objective,
+    search_rows,
+)
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
@@ -190,13 +190,11 @@ def test_split_rule_coverage_on_the_gaussian_base():
 def test_pruned_search_is_the_exhaustive_maximum(pairs, alpha, delta):
     # the block-pruned search returns exactly the brute-force max of eq. 4 with CP limits over
     # every threshold and both directions (small blocks force many block bounds)
-    import auditsel.auditing.lower as lower
-
     scores = np.array([p[0] for p in pairs], dtype=float)
     member = np.array([p[1] for p in pairs], dtype=np.int8)
     if member.min() == member.max():
         return
-    c = lower.SortedScores(scores, member).counts()
+    c = SortedScores(scores, member).counts()
     brute = max(
         epsilon_from_rates(
             clopper_pearson_upper(c.fp, c.n0, alpha),
@@ -209,16 +207,16 @@ def test_pruned_search_is_the_exhaustive_maximum(pairs, alpha, delta):
             delta,
         ).max(),
     )
-    rows = _Rows.table(c.t, c.fp, c.fn)
+    rows = CandidateRows.table(c.t, c.fp, c.fn)
     for fanout, leaf in ((2, 1), (3, 2), (32, 32)):
         best = max(
-            _search(
+            search_rows(
                 rows,
                 c.n0,
                 c.n1,
-                _limits(c.n0, alpha),
-                _limits(c.n1, alpha),
-                _eq4(delta),
+                cp_limits(c.n0, alpha),
+                cp_limits(c.n1, alpha),
+                eq4_objective(delta),
                 flip=flip,
                 fanout=fanout,
                 leaf=leaf,
@@ -227,8 +225,8 @@ def test_pruned_search_is_the_exhaustive_maximum(pairs, alpha, delta):
         )
         assert best == pytest.approx(brute, rel=1e-12, abs=1e-15)
     # the candidates of the search over one sort (b = 0 scores for '>', b = 1 for '<=')
-    s0, s1 = lower.SortedScores(scores, member).by_coin()
-    assert _best_coins(s0, s1, alpha, delta)["eps"] == pytest.approx(brute, rel=1e-12, abs=1e-15)
+    s0, s1 = SortedScores(scores, member).by_coin()
+    assert best_on_coins(s0, s1, alpha, delta)["eps"] == pytest.approx(brute, rel=1e-12, abs=1e-15)
 
 
 # --- the Python API checks its input as the CLI does (one family of checks) -----------------
@@ -331,25 +329,23 @@ def test_every_rule_is_the_same_in_any_row_order(rule):
 def test_gdp_searches_are_the_exhaustive_max_and_min(pairs, alpha):
     # mu_L's maximum (upper limits) and the goodness-of-fit minimum of mu_hi (lower limits) over
     # one sort's candidates equal the brute force over every threshold and direction
-    import auditsel.auditing.lower as lower
-
     scores = np.array([p[0] for p in pairs], dtype=float)
     member = np.array([p[1] for p in pairs], dtype=np.int8)
     if member.min() == member.max():
         return
-    ss = lower.SortedScores(scores, member)
+    ss = SortedScores(scores, member)
     c = ss.counts()
     a = alpha / (2 * len(scores))
     up = [
-        _mu(clopper_pearson_upper(f, c.n0, a), clopper_pearson_upper(g, c.n1, a))
+        mu_objective(clopper_pearson_upper(f, c.n0, a), clopper_pearson_upper(g, c.n1, a))
         for f, g in ((c.fp, c.fn), (c.n0 - c.fp, c.n1 - c.fn))
     ]
-    fit = lower.gdp_fit(ss, alpha, 0.0)
+    fit = gdp_fit(ss, alpha, 0.0)
     lo = max(u.max() for u in up)
     assert fit.mu_interval_max_low == pytest.approx(lo, rel=1e-12, abs=1e-12)
     flip = int(up[1].max() > up[0].max())
     f, g = ((c.fp, c.fn), (c.n0 - c.fp, c.n1 - c.fn))[flip]
-    hi = -_minus_mu(clopper_pearson_lower(f, c.n0, a), clopper_pearson_lower(g, c.n1, a))
+    hi = -minus_mu_objective(clopper_pearson_lower(f, c.n0, a), clopper_pearson_lower(g, c.n1, a))
     # rejected exactly when some threshold's mu_hi is below mu_L, and then it names one
     assert fit.ok == bool(hi.min() >= lo)
     if fit.ok:
@@ -369,13 +365,13 @@ def test_cheap_limit_bounds_never_beat_the_exact_limits(nobs, frac, a):
     # Zubkov and Serov's binomial inequality: the search's cheap bounds are at most the upper
     # and at least the lower Clopper-Pearson limit, and within a few counts of them
     k = np.unique(np.r_[0, 1, round(frac * nobs), max(nobs - 1, 0), nobs])
-    up, low = _limits(nobs, a, True), _limits(nobs, a, False)
+    up, low = cp_limits(nobs, a, True), cp_limits(nobs, a, False)
     assert np.all(up.bound(k) <= up.exact(k))
     assert np.all(low.bound(k) >= low.exact(k))
     assert np.all((up.exact(k) - up.bound(k)) * nobs <= 4)
     # both limits of a search in one pass: the same numbers
-    other = _limits(nobs + 3, a, True)
-    pair = _pair_bounds(up, k, other, k + 1)
+    other = cp_limits(nobs + 3, a, True)
+    pair = pair_limit_bounds(up, k, other, k + 1)
     assert np.array_equal(pair[0], up.bound(k)) and np.array_equal(pair[1], other.bound(k + 1))
 
 
@@ -387,37 +383,37 @@ def test_cheap_limit_bounds_never_beat_the_exact_limits(nobs, frac, a):
 def test_a_pilot_bitset_answers_as_its_copied_out_scores(values, seed):
     # a split's pilot is kept as a bitset over the sorted scores: its order statistics, counts
     # and grid quantiles are those of the subset copied out and sorted
-    from auditsel.auditing.lower import _kth_smallest, _Part, _pilot_grid, _uniform_subset
+    from auditsel.auditing.sorted_scores import SortedPart, kth_smallest, pilot_grid, uniform_subset
 
     s = np.sort(np.array(values))
     rng = np.random.default_rng(seed)
     k = int(rng.integers(0, len(s) + 1))
-    mask = _uniform_subset(len(s), k, rng)
+    mask = uniform_subset(len(s), k, rng)
     assert mask.sum() == k
-    part, copy = _Part(s, mask), s[mask]
+    part, copy = SortedPart(s, mask), s[mask]
     assert part.n == k
     assert np.array_equal(part.value(np.arange(k)), copy)
     t = np.array([-np.inf, -1.0, 0.25, 2.0, np.inf])
     assert np.array_equal(part.count_le(t), np.searchsorted(copy, t, side="right"))
     assert np.array_equal(part.rank(np.arange(len(s) + 1)), np.r_[0, np.cumsum(mask)])
-    other = _Part(s[: len(s) // 2])
+    other = SortedPart(s[: len(s) // 2])
     finite = np.sort(np.r_[copy, s[: len(s) // 2]])
     finite = finite[np.isfinite(finite)]
     if len(finite):
         ks = np.arange(len(finite))
-        assert np.array_equal(_kth_smallest([part, other], ks), finite)
+        assert np.array_equal(kth_smallest([part, other], ks), finite)
         idx = np.unique(np.round(np.linspace(0, len(finite) - 1, 7)).astype(int))
-        assert np.array_equal(_pilot_grid((part, other), 7), np.unique(finite[idx]))
+        assert np.array_equal(pilot_grid((part, other), 7), np.unique(finite[idx]))
 
 
 def test_uniform_subsets_are_uniform():
     # every 2-subset of 5 positions equally often (chi-square, 10 cells)
     from itertools import combinations
 
-    from auditsel.auditing.lower import _uniform_subset
+    from auditsel.auditing.sorted_scores import uniform_subset
 
     rng = np.random.default_rng(0)
     cells = {c: 0 for c in combinations(range(5), 2)}
     for _ in range(20_000):
-        cells[tuple(np.flatnonzero(_uniform_subset(5, 2, rng)))] += 1
+        cells[tuple(np.flatnonzero(uniform_subset(5, 2, rng)))] += 1
     assert stats.chisquare(list(cells.values())).pvalue > 1e-3

@@ -7,12 +7,8 @@ import pytest
 import yaml
 from scipy import stats
 
-from auditsel.auditing.lower import (
-    SortedScores,
-    apply_rule,
-    clopper_pearson_upper,
-    epsilon_from_rates,
-)
+from auditsel.auditing.clopper_pearson import clopper_pearson_upper
+from auditsel.auditing.lower import apply_rule
 from auditsel.auditing.planning import (
     Curve,
     expected_eps,
@@ -20,6 +16,8 @@ from auditsel.auditing.planning import (
     prob_at_least,
     prob_for_games,
 )
+from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.cli import main
 
 DELTA = 1e-5

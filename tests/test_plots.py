@@ -8,7 +8,7 @@ import pytest
 matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
-from auditsel.auditing.lower import threshold_table
+from auditsel.auditing.sorted_scores import threshold_table
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.experiment import run_experiment
 from auditsel.experiments.report import roc_points, sorted_scores, write_plots

@@ -8,8 +8,9 @@ import yaml
 
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.auditing.lower import audit_chunks, audit_scores
+from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import BonferroniGrid, Split, threshold_rule
+from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.cli import main
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase

@@ -15,8 +15,9 @@ from scipy import stats
 
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.auditing.lower import THRESHOLD_RULES, SortedScores, audit_scores
-from auditsel.auditing.rules import threshold_rule
+from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.rules import THRESHOLD_RULES, threshold_rule
+from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.validity import overclaim_rates
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, TruncatedNegativeBinomial

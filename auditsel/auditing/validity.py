@@ -7,7 +7,7 @@ optimistic `best` rule and the point estimate (no confidence interval) carry no 
 
 Paths: `path="memory"` audits the scores in memory (`auditsel.auditing.lower.audit_scores`),
 `path="stream"` writes the chunks to a temporary folder and audits them one chunk at a time
-(`auditsel.auditing.lower.audit_chunks`), as `auditsel run` does above `game.stream`'s threshold.
+(`auditsel.auditing.streamed_audit.audit_chunks`), as `auditsel run` does above `game.stream`'s threshold.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
+from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split, threshold_rule
+from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
 from auditsel.numerics import check_deltas

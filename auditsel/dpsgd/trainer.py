@@ -65,6 +65,7 @@ __all__ = [
     "GradientCanary",
     "Canary",
     "TrainResult",
+    "Execution",
     "train_runs",
     "clip_factors",
     "check_settings",
@@ -103,6 +104,25 @@ class GradientCanary:
 
 
 Canary = ExampleCanary | GradientCanary
+
+
+@dataclass(frozen=True, kw_only=True)
+class Execution:
+    """How DP-SGD runs are computed, never what they compute (the same numbers on any of
+    them, up to float rounding across devices and dtypes): the device (None: the default
+    device), the dtype of the weights, the clipping method ('auto', 'ghost' or 'vmap'), the
+    number of floats a group of steps may hold (`memory_budget`) and, in a tuning protocol, the
+    runs trained together (`max_batch_runs`)."""
+
+    device: str | torch.device | None = None
+    dtype: torch.dtype = torch.float32
+    method: str = "auto"
+    memory_budget: int = 1 << 24
+    max_batch_runs: int = 256
+
+    def __post_init__(self) -> None:
+        if self.max_batch_runs < 1:
+            raise ConfigError("game.max_batch_runs", f"must be >= 1, got {self.max_batch_runs}")
 
 
 @dataclass
@@ -529,17 +549,17 @@ def train_runs(
     seeds: ArrayLike,
     canary: Canary | None = None,
     include_canary: ArrayLike | None = None,
-    device: str | torch.device | None = None,
-    dtype: torch.dtype = torch.float32,
-    method: str = "auto",
-    memory_budget: int = 1 << 24,
+    execution: Execution | None = None,
 ) -> TrainResult:
     """Train R = len(seeds) independent DP-SGD runs of eq. 1 together.
 
     lr, clip, noise_multiplier, sample_rate: scalars or arrays of length R. include_canary (R,)
-    bool: run r trains on X u {z} (needs ``canary``). Returns w_0, w_N and, with a canary, the
-    statistic sum_i <p_i^z, p_i> (float64).
+    bool: run r trains on X u {z} (needs ``canary``). `execution`: the device, dtype, clipping
+    method and memory budget (`Execution`; default: the default device, float32). Returns w_0,
+    w_N and, with a canary, the statistic sum_i <p_i^z, p_i> (float64).
     """
+    run = execution if execution is not None else Execution()
+    dtype, memory_budget = run.dtype, run.memory_budget
     seeds = np.asarray(seeds, dtype=np.uint64).reshape(-1)
     R = len(seeds)
     steps = int(steps)
@@ -555,8 +575,8 @@ def train_runs(
     ).reshape(-1)
     if len(include) != R:
         raise ValueError("include_canary must have one entry per run")
-    method = _check_runs(model, train, canary, method, include)
-    device = resolve_device(device)
+    method = _check_runs(model, train, canary, run.method, include)
+    device = resolve_device(run.device)
     d = model.num_params
     if R == 0:  # no runs: nothing to train (the shapes are those of R runs)
         empty = torch.empty(0, d, dtype=dtype, device=device)

@@ -24,7 +24,9 @@ from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.interval import interval_from
 from auditsel.accounting.panel import panel
 from auditsel.auditing.estimators import estimator_panel, panel_dict
-from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
+from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
 from auditsel.experiments.heuristics import honesty_fields, valid_lower

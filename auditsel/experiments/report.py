@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from auditsel.accounting.exact import tradeoff_curve
-from auditsel.auditing.lower import SortedScores
+from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys
 from auditsel.files import atomic_write_text
 
@@ -433,7 +433,7 @@ def _margins(fig):
 
 def sorted_scores(scores, member) -> tuple[np.ndarray, np.ndarray]:
     """The scores of the b = 0 and the b = 1 games, each sorted: the audit's own per-coin sort
-    (`auditsel.auditing.lower.SortedScores.by_coin`), for plots of games audited without it (streamed)."""
+    (`auditsel.auditing.sorted_scores.SortedScores.by_coin`), for plots of games audited without it (streamed)."""
     return SortedScores(scores, member).by_coin()
 
 

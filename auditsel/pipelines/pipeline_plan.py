@@ -27,13 +27,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from auditsel.auditing.lower import THRESHOLD_RULES, epsilon_from_rates
 from auditsel.auditing.planning import (
     empirical_curve,
     expected_for_games,
     games_needed,
     prob_for_games,
 )
+from auditsel.auditing.rules import THRESHOLD_RULES
+from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError, choice, integer, number
 from auditsel.pipelines.canaries import Canary, default_score
 from auditsel.pipelines.pipeline import PipelineGame, _check, play_games
