@@ -263,7 +263,7 @@ QUICKSTART_ROWS = {  # the table's label -> its number in results/quickstart/res
 def test_quickstart_table_is_the_committed_result(page):
     """The table the first tutorial shows is `auditsel run`'s output: each row
     with a known label agrees to its printed digits with results/quickstart/result.json (which
-    tests/test_results.py recomputes)."""
+    tests/reproductions/test_results.py recomputes)."""
     result = json.loads((ROOT / "results" / "quickstart" / "result.json").read_text())
     table = next(b.code for b in blocks(page) if b.code.startswith("quickstart: delta"))
     checked = 0

@@ -29,7 +29,7 @@ Implementations, one per device:
 
 Both are the same fixed sequence of IEEE single-precision operations (no fused multiply-add),
 so they agree bit for bit, and with the C kernels of earlier versions (pinned in
-``benchmarks/baselines/kernels_c``); ``tests/test_dpsgd_kernels.py`` checks the Random123 known
+``benchmarks/baselines/kernels_c``); ``tests/dpsgd/test_dpsgd_kernels.py`` checks the Random123 known
 answers, the two implementations against each other and digests of the streams.
 """
 

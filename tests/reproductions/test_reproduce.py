@@ -11,7 +11,7 @@ from auditsel import reproductions
 from auditsel.cli import main
 from auditsel.reproductions import figure6, paper_bounds
 
-FINDINGS = (Path(__file__).resolve().parents[1] / "docs" / "findings" / "papers.md").read_text()
+FINDINGS = (Path(__file__).resolve().parents[2] / "docs" / "findings" / "papers.md").read_text()
 
 
 def test_registry_names_say_what_they_reproduce_and_the_cli_reads_them(capsys):
@@ -112,7 +112,7 @@ def test_committed_interval_reproduction_holds_its_invariants_and_recomputes():
     recomputed to its printed digits."""
     from auditsel.reproductions import interval_settings
 
-    path = Path(__file__).resolve().parents[1] / "results" / "papers" / "interval" / "rows.json"
+    path = Path(__file__).resolve().parents[2] / "results" / "papers" / "interval" / "rows.json"
     rows = json.loads(path.read_text())
     assert len(rows) == len(interval_settings.SETTINGS)
     for r in rows:

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHUNK = re.compile(r"^chunk_\d+\.npz$")  # finished chunks (not the .tmp.npz being written)
 TRIALS = 1_000_000
 CHUNK_SIZE = 20_000  # 50 chunks of a few ms each

@@ -9,7 +9,7 @@ import pytest
 
 from auditsel.experiments.config import load_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REAL, REDUCED = ROOT / "configs" / "dpsgd_leak.yaml", ROOT / "configs" / "dpsgd_leak_reduced.yaml"
 
 

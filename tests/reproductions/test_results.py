@@ -2,9 +2,9 @@
 the attack value and the interval), recomputed by today's code, equal the committed numbers to
 their printed digits (4 decimals, as the report prints them).
 
-    python tests/test_results.py [SUBSTRING ...]   # one line per result (those whose path
+    python tests/reproductions/test_results.py [SUBSTRING ...]   # one line per result (those whose path
                                                    # contains a SUBSTRING) and the largest change
-    python -m pytest -m slow tests/test_results.py
+    python -m pytest -m slow tests/reproductions/test_results.py
 """
 
 import json
@@ -19,7 +19,7 @@ from auditsel.experiments.experiment import result_interval
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import Poisson, law_from_dict
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = sorted((ROOT / "results").rglob("result.json"))
 DIGITS = 4
 

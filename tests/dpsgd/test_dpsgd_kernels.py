@@ -22,7 +22,7 @@ from auditsel.dpsgd.datasets import load_dataset
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import ExampleCanary, Execution, GradientCanary, train_runs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Random123 tests/kat_vectors, "philox4x32 10" lines: counter, key, expected output words
 KAT = [

@@ -8,7 +8,7 @@ from auditsel.accounting.improved import finite_improved_epsilon, improved_epsil
 from auditsel.accounting.rdp import gaussian_rdp, rdp_to_epsilon_continuous
 from auditsel.mechanisms import FiniteOutputBase
 from auditsel.rounds import Point, Poisson, TruncatedNegativeBinomial, TwoPoint
-from tests import oracles
+import oracles
 
 
 @pytest.mark.parametrize("mu", [0.2, 1.0, 2.5])

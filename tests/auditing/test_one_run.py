@@ -308,7 +308,7 @@ def test_committed_one_run_dpsgd_config_runs_small():
     from auditsel.experiments.config import OneRunSpec, load_config
     from auditsel.experiments.one_run_experiment import play_one_run
 
-    spec = load_config(Path(__file__).resolve().parents[1] / "configs" / "one_run_dpsgd.yaml")
+    spec = load_config(Path(__file__).resolve().parents[2] / "configs" / "one_run_dpsgd.yaml")
     assert spec.game.one_run == OneRunSpec(canaries=650, repeats=10, family="tuning")
     spec = spec.with_game(one_run=replace(spec.game.one_run, canaries=60, repeats=1, family="gdp"))
     out = play_one_run(spec)

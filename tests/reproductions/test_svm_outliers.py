@@ -15,7 +15,7 @@ from auditsel.cli import main
 from auditsel.errors import ConfigError
 from auditsel.reproductions import REGISTRY, svm_outliers
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = "docs/tutorials/a-hyperparameter-that-leaks.md"
 COMMITTED = ROOT / "results" / "papers" / "ps22-svm" / "rows.json"
 

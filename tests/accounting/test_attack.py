@@ -31,7 +31,7 @@ from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import Binomial, Point, Poisson, TruncatedNegativeBinomial, TwoPoint
 from auditsel.selection import winner_law
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: the rows of issue 19 (sigma, N, tau, law) and the attack values measured there
 ISSUE_ROWS = [

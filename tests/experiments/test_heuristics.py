@@ -279,7 +279,7 @@ def test_committed_figure6_sweep_says_which_heuristics_are_contradicted():
     exact lies below eps_B, and the table says so instead of showing it as a bound."""
     from pathlib import Path
 
-    table = Path(__file__).resolve().parents[1] / "results" / "figure6" / "sweep.csv"
+    table = Path(__file__).resolve().parents[2] / "results" / "figure6" / "sweep.csv"
     rows = list(csv.DictReader(table.open()))
     assert len(rows) == 24
     for row in rows:
@@ -310,7 +310,7 @@ def test_reproduce_figure6_plot_draws_heuristics_dashed(tmp_path, monkeypatch):
 
     rows = json.loads(
         (
-            Path(__file__).resolve().parents[1] / "results" / "papers" / "figure6" / "rows.json"
+            Path(__file__).resolve().parents[2] / "results" / "papers" / "figure6" / "rows.json"
         ).read_text()
     )
     # the table's bound columns hold only bounds: at tau < 1 exact and UO sit in *_heuristic columns

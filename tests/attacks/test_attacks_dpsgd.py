@@ -13,7 +13,7 @@ from auditsel.dpsgd.datasets import Dataset, load_split
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import ExampleCanary, Execution, train_runs
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 TRAIN, VAL = load_split("digits")
 
 

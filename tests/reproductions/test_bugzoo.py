@@ -2,7 +2,7 @@
 refutes the claim, or the exact leak of what runs exceeds the claim), the correct pipelines
 are not refuted over several seeds, and the registry and docs name the command.
 
-The committed results/bugzoo/rows.json is checked by tests/test_results.py (schema and
+The committed results/bugzoo/rows.json is checked by tests/reproductions/test_results.py (schema and
 consistency; its regeneration is a slow test there)."""
 
 import re
@@ -18,7 +18,7 @@ from auditsel import reproductions
 from auditsel.reproductions import bugzoo
 from auditsel.reproductions.bugzoo import author_claims
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DELTA = bugzoo.DELTA
 
 

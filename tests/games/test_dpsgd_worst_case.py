@@ -227,7 +227,7 @@ def test_regression_example_fails_for_opacus_gdp_and_passes_for_opacus_prv():
     from auditsel.testing import RefutedClaim
 
     pytest.importorskip("opacus")
-    page = Path(__file__).resolve().parents[1] / "docs" / "tutorials" / "regression-tests.md"
+    page = Path(__file__).resolve().parents[2] / "docs" / "tutorials" / "regression-tests.md"
     blocks = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
     block = next(b for b in blocks if "opacus" in b)
     namespace = {}

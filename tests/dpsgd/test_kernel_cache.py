@@ -6,7 +6,7 @@ there never runs; the numbers stay right either way.
 The fast tests use a small numba function in a module of their own (compiled in well under a
 second); the slow ones do the same to the DP-SGD kernels in fresh processes:
 
-    python -m pytest -m slow tests/test_kernel_cache.py
+    python -m pytest -m slow tests/dpsgd/test_kernel_cache.py
 """
 
 import importlib.util
@@ -26,7 +26,7 @@ import pytest
 
 from auditsel.dpsgd import kernel_cache
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 POSIX = hasattr(os, "getuid")
 posix_only = pytest.mark.skipif(not POSIX, reason="owners and mode bits: POSIX only")
 
