@@ -2,13 +2,13 @@
 
 import mpmath as mp
 import numpy as np
+import oracles
 import pytest
 
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon, winner_renyi
 from auditsel.accounting.rdp import gaussian_rdp, rdp_to_epsilon_continuous
 from auditsel.mechanisms import FiniteOutputBase
 from auditsel.rounds import Point, Poisson, TruncatedNegativeBinomial, TwoPoint
-import oracles
 
 
 @pytest.mark.parametrize("mu", [0.2, 1.0, 2.5])
