@@ -11,6 +11,7 @@ from scipy import stats
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.estimators import LABELS, estimator_panel, winner_tradeoff
 from auditsel.auditing.lower import apply_rule, audit_scores
+from auditsel.auditing.planning import Curve, expected_for_games
 from auditsel.auditing.rules import threshold_rule
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
@@ -143,7 +144,7 @@ def test_bayesian_is_a_posterior_quantile():
 def test_no_valid_or_bayesian_entry_exceeds_the_exact_eps_across_seeds():
     w = GaussianWinner(GaussianBase(2.0), one_plus_poisson(3))
     truth = exact_epsilon(w, 1e-3)
-    over = {}
+    over, values = {}, {}
     for seed in range(20):
         rng = np.random.default_rng(seed)
         m = rng.integers(0, 2, 3000).astype(np.int8)
@@ -151,8 +152,22 @@ def test_no_valid_or_bayesian_entry_exceeds_the_exact_eps_across_seeds():
         for name, e in estimator_panel(s, m, 1e-3, splits=5, seed=seed).items():
             if e.label in ("valid", "bayesian"):
                 over[name] = over.get(name, 0) + (e.value > truth)
+                values.setdefault(name, []).append(e.value)
     # at 95%, 20 audits: more than 4 over-claims has probability < 2%
     assert all(v <= 4 for v in over.values()), over
+    # and the valid entries have power (a zero estimator passes the line above, not this one):
+    # their mean is within a fifth of what the planner's oracle test expects at 3000 games
+    # (auditsel.auditing.planning, exact trade-off curve of the winner)
+    curve = Curve(*(np.asarray(x) for x in winner_tradeoff(w.mu, w.law)), "exact")
+    rules = {
+        "cp_split": ("split", {}),
+        "cp_multisplit": ("multisplit", {}),
+        "cp_bonferroni": ("bonferroni", {"spec_grid": False}),
+        "cp_bonferroni_all": ("bonferroni_all", {}),
+    }
+    for name, (rule, design) in rules.items():
+        planned = expected_for_games(curve, 3000, rule, 0.95, 1e-3, **design)
+        assert 0.8 * planned <= np.mean(values[name]) <= truth, (name, planned, values[name])
 
 
 # --- jax_privacy (optional test dependency) -----------------------------------------------

@@ -17,8 +17,10 @@ from auditsel.auditing.clopper_pearson import (
     cp_limits,
     pair_limit_bounds,
 )
+from auditsel.auditing.estimators import winner_tradeoff
 from auditsel.auditing.gdp_fitting import gdp_fit, gdp_mu, minus_mu_objective, mu_objective
 from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.planning import Curve, expected_for_games
 from auditsel.auditing.rules import Split, threshold_rule
 from auditsel.auditing.sorted_scores import SortedScores, threshold_table
 from auditsel.auditing.threshold_search import (
@@ -158,10 +160,21 @@ def test_lower_bound_never_exceeds_exact_on_reduced_game(seed):
     w = GaussianWinner(GaussianBase.from_epsilon(2.0, 1e-5), TruncatedNegativeBinomial(0.0, 0.01))
     exact = exact_epsilon(w, 1e-5)
     rec = run_game(w, make_proxy("likelihood_ratio", w), 200_000, seed, progress=False)
+    # what the planner's oracle test expects of each rule at 200,000 games (the exact trade-off
+    # curve of the winner, auditsel.auditing.planning): a rule that finds its threshold in the
+    # data reaches at least half of it (a zero estimator would pass `<= exact` alone; the seeded
+    # splits make the numbers repeatable)
+    curve = Curve(*(np.asarray(x) for x in winner_tradeoff(w.mu, w.law)), "exact")
     for rule in ("split", "bonferroni", "bonferroni_all", "multisplit"):
         for grid in (np.linspace(-3, 6, 50), None):
-            lb = audit_scores(rec.scores, rec.member, 1e-5, rule=threshold_rule(rule, grid=grid))
+            chosen = threshold_rule(rule, grid=grid, seed=seed)
+            lb = audit_scores(rec.scores, rec.member, 1e-5, rule=chosen)
             assert lb.valid and lb.eps <= exact
+            design = {"thresholds": 50} if grid is not None else {"spec_grid": False}
+            planned = expected_for_games(
+                curve, 200_000, rule, 0.95, 1e-5, **(design if rule == "bonferroni" else {})
+            )
+            assert lb.eps >= 0.5 * planned, (rule, grid is None, lb.eps, planned)
             # the optimistic max over all thresholds is reported, and is at least the valid ones
             assert lb.eps_best_threshold >= lb.eps - 1e-12
 
