@@ -221,7 +221,26 @@ def _runnable(page: Path) -> bool:
     )
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if _runnable(p)], ids=rel)
+#: pages whose runs take over 15 s on the 2-core machine: in the slow tier (the bug-zoo page
+#: replays every pipeline audit, which tests/reproductions/test_results.py regenerates again there)
+SLOW_PAGES = {
+    "docs/findings/bugzoo.md",
+    "docs/howto/resume-and-checkpoints.md",
+    "docs/howto/reproduce-papers.md",
+    "docs/howto/sweeps.md",
+    "docs/howto/one-run-audits.md",
+}
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(p, marks=pytest.mark.slow) if rel(p) in SLOW_PAGES else p
+        for p in PAGES
+        if _runnable(p)
+    ],
+    ids=rel,
+)
 def test_page_runs(page, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _fixtures(tmp_path)

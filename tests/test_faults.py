@@ -465,6 +465,7 @@ def _pid_in_result(monkeypatch):
     monkeypatch.setattr(sweep, "_run_point", with_pid)
 
 
+@pytest.mark.slow  # sweeps on process backends
 def test_sweeps_run_their_points_on_the_named_backend(tmp_path, _pid_in_result):
     """`run_sweep(..., backend=...)`: the points run where the backend puts them (threads in
     this process for threading, loky worker processes by default with jobs=2)."""

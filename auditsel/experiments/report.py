@@ -21,6 +21,7 @@ import numpy as np
 
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.experiments.figures import save_figure
 from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys
 from auditsel.files import atomic_write_text
 
@@ -360,7 +361,7 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> st
     ax.set_title(f"{result['name']}: privacy curves")
     ax.legend(fontsize=7, loc="lower left")
     _margins(fig)
-    fig.savefig(out_dir / "privacy_curve.png", dpi=110)
+    save_figure(fig, out_dir / "privacy_curve.png")
     plt.close(fig)
     return "privacy_curve.png"
 
@@ -407,7 +408,7 @@ def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt) -> lis
     ax.set_title(f"{result['name']}: scores of the distinguishing game")
     ax.legend(loc="upper right")
     _margins(fig)
-    fig.savefig(out_dir / "scores.png", dpi=110)
+    save_figure(fig, out_dir / "scores.png")
     plt.close(fig)
     names.append("scores.png")
     names.append(_plot_tradeoff(result, artefacts, by_coin, out_dir, plt))
@@ -561,6 +562,6 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
     ax.set_title(f"{result['name']}: trade-off (ROC, log scale)")
     ax.legend(fontsize=7, loc="lower right")
     _margins(fig)
-    fig.savefig(out_dir / "tradeoff.png", dpi=110)
+    save_figure(fig, out_dir / "tradeoff.png")
     plt.close(fig)
     return "tradeoff.png"

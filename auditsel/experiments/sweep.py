@@ -38,6 +38,7 @@ from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s
 
 from auditsel.experiments.config import ConfigError, ExperimentSpec, parse_config
 from auditsel.experiments.experiment import run_experiment
+from auditsel.experiments.figures import save_figure
 from auditsel.experiments.heuristics import contradictions, heuristic_values
 from auditsel.experiments.report import write_outputs
 from auditsel.files import atomic_write_text
@@ -397,5 +398,5 @@ def _plot(path: Path, name: str, points: list, rows: list[dict]) -> None:
     axes.flat[0].legend(list(handles.values()), list(handles), fontsize=7)
     fig.suptitle(f"{name}: bounds per sweep point")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)

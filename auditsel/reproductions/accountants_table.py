@@ -28,6 +28,7 @@ from auditsel.accounting.attack import attack_epsilon
 from auditsel.accounting.interval import tuning_interval
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split
+from auditsel.experiments.figures import save_figure
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.reproductions.accountant_claims import (
@@ -359,7 +360,7 @@ def plot(rows, path: Path) -> None:
         fontsize=10,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path)
     plt.close(fig)
 
 

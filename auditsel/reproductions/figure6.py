@@ -13,6 +13,7 @@ from pathlib import Path
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split
+from auditsel.experiments.figures import save_figure
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.reproductions.paper_bounds import contradicted_columns, figure6_rows
@@ -112,6 +113,6 @@ def plot(rows, out: Path) -> list:
     fig.suptitle("[XWW24] Figure 6 setting: bounds and the audited lower bound")
     fig.tight_layout()
     path = Path(out) / "figure6.png"
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path)
     plt.close(fig)
     return [path]

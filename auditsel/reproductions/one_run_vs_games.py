@@ -34,6 +34,7 @@ from auditsel.auditing.one_run_analysis import audit_one_run
 from auditsel.auditing.rules import Split
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.experiment import protocol_and_proxy
+from auditsel.experiments.figures import save_figure
 from auditsel.games.engine import run_game
 from auditsel.games.one_run_dpsgd import OneRunDpsgd
 from auditsel.games.one_run_reduced import OneRunReducedGame
@@ -357,7 +358,7 @@ def plot(table: list, out_dir) -> list:
     fig.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="lower center", ncol=2)
     fig.tight_layout(rect=(0, 0.22, 1, 1))
     path = Path(out_dir) / "comparison.png"
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
     plt.close(fig)
     return [path]
 

@@ -179,6 +179,7 @@ def test_lower_bound_never_exceeds_exact_on_reduced_game(seed):
             assert lb.eps_best_threshold >= lb.eps - 1e-12
 
 
+@pytest.mark.slow  # a statistical run (200 audits)
 def test_split_rule_coverage_on_the_gaussian_base():
     # k = 1: the exact eps is the Gaussian one; over 200 repetitions the valid rule must exceed it
     # in at most ~(1 - confidence) of them (binomial noise allowed).

@@ -150,6 +150,7 @@ def _coverage(game, reps, seed, family=None):
     return over
 
 
+@pytest.mark.slow  # a statistical run
 def test_coverage_on_the_gaussian_one_run_game():
     # 200 one-run audits of K = 1 (the Gaussian mechanism, exact eps, the GDP family exact);
     # eps_L may exceed the truth in at most 5% of them: P[Bin(200, 0.05) > 19] < 0.003
@@ -281,6 +282,7 @@ def gaussian_mu_for(eps):
     return gaussian_mu(eps, 1e-5)
 
 
+@pytest.mark.slow  # a regeneration of results/one_run's table (small budget)
 def test_comparison_rows_on_a_tiny_budget(tmp_path):
     # the committed results/one_run table, at a budget a test can afford: every number is
     # recomputed by an independent route (exact curves) or bounded by its target

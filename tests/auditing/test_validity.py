@@ -66,7 +66,16 @@ def test_every_rule_is_covered_here():
     assert set(VALID) == set(THRESHOLD_RULES)
 
 
-@pytest.mark.parametrize("name", ["gaussian-k1", "reduced-tnb", "example1"])
+# the default tier keeps the finite game (seconds); the Gaussian settings are statistical runs
+# of half a minute each, in the slow tier
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("gaussian-k1", marks=pytest.mark.slow),
+        pytest.param("reduced-tnb", marks=pytest.mark.slow),
+        "example1",
+    ],
+)
 @pytest.mark.parametrize("grid", ["spec", "pilot"])
 def test_valid_rules_cover_fast(name, grid):
     check(
@@ -74,6 +83,7 @@ def test_valid_rules_cover_fast(name, grid):
     )
 
 
+@pytest.mark.slow  # statistical runs (tests/games/test_game.py checks streamed = in memory)
 @pytest.mark.parametrize("name", ["gaussian-k1", "reduced-tnb"])
 @pytest.mark.parametrize("grid", ["spec", "pilot"])
 def test_valid_rules_cover_streamed(name, grid):
@@ -154,6 +164,7 @@ def dpsgd_check(games, reps, sigma):
     return over, point
 
 
+@pytest.mark.slow  # a statistical run over DP-SGD games
 def test_valid_rules_cover_dpsgd_fast():
     over, point = dpsgd_check(games=60, reps=200, sigma=0.5)
     assert point > ceiling(200)  # the check has power: the point estimate over-claims

@@ -55,6 +55,7 @@ def test_every_point_is_validated_before_work(sweep, field):
     assert err.value.field == field
 
 
+@pytest.mark.slow  # a whole sweep; tests/experiments/test_heuristics.py draws a sweep's tables and plot by default
 def test_sweep_run_writes_points_and_combined_table(tmp_path, capsys):
     path = tmp_path / "s.yaml"
     path.write_text(
@@ -94,6 +95,7 @@ def test_bad_sweep_in_cli_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow  # plans every point of the papers' grids
 def test_paper_sweep_configs_expand_to_the_papers_grids():
     from auditsel.experiments.config import default_config_path, read_yaml
 

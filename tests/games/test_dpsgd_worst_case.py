@@ -258,6 +258,7 @@ def _reproduce(tmp_path, grid, games):
     return rows, out
 
 
+@pytest.mark.slow  # a regeneration (one cell of the accountants table)
 def test_reproduce_accountants_on_one_cell(tmp_path):
     """The reproduction's rows, findings and files on one cell (the full grid: the command)."""
     (single,), out = _reproduce(tmp_path, [Setting(0.8, 3, 0.2)], 1_000_000)

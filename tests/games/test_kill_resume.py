@@ -144,6 +144,7 @@ def check_resumed_equals_uninterrupted(tmp_path, kill_points):
             )
 
 
+@pytest.mark.slow  # a real run killed and resumed (the corrupted-chunk tests stay by default)
 def test_sigkill_mid_run_then_resume_gives_the_uninterrupted_result(tmp_path):
     check_resumed_equals_uninterrupted(tmp_path, kill_points=[17])
 

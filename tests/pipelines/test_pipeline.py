@@ -233,6 +233,7 @@ def test_gradient_canary_outside_a_game_is_a_no_op_and_checks_its_coordinate():
 # --- validity: coverage over many seeds ---------------------------------------------------------
 
 
+@pytest.mark.slow  # a statistical run (200 audits)
 def test_coverage_of_a_correct_pipeline_over_200_seeds():
     """Randomised response is exactly EPS_RR-DP: over 200 audits (seeds 0..199, 400 games each)
     the valid eps_L exceeds it in at most the stated 5% (with binomial slack: P(Bin(200, 0.05)

@@ -112,6 +112,7 @@ def test_the_correct_hand_written_pipeline_is_not_refuted(seed):
     assert result.refuted is False
 
 
+@pytest.mark.slow  # an audit of an Opacus pipeline
 def test_the_correct_opacus_pipeline_is_not_refuted():
     pytest.importorskip("opacus")
     for seed in (0, 1):

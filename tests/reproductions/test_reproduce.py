@@ -49,6 +49,7 @@ def test_table4_cell_beside_the_paper():
     assert ours == pytest.approx(paper_uo, abs=0.1)  # agreement to a few tenths, not digits
 
 
+@pytest.mark.slow  # regenerations through the CLI
 def test_example1_and_koskela_gaussian_through_the_cli(tmp_path, capsys):
     assert main(["reproduce", "example1", "--out", str(tmp_path)]) == 0
     assert main(["reproduce", "koskela-gaussian", "--out", str(tmp_path)]) == 0

@@ -31,6 +31,7 @@ import shutil
 import time
 from pathlib import Path
 
+from auditsel.experiments.figures import save_figure
 from auditsel.experiments.report import atomic_write_text
 from auditsel.pipelines.pipeline import audit_pipeline
 from auditsel.pipelines.pipeline_plan import plan_pipeline
@@ -222,7 +223,7 @@ def plot(rows: list[dict], path: Path) -> Path:
         fontsize=10,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 
