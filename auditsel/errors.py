@@ -25,6 +25,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any, SupportsFloat, SupportsInt, TypeGuard, TypeVar, cast
 
 __all__ = [
+    "LIMITS",
+    "MAX_TRIALS",
+    "MAX_SEED",
+    "MAX_GRID",
     "ConfigError",
     "number",
     "integer",
@@ -36,6 +40,19 @@ __all__ = [
 ]
 
 SHOWN_CHARS = 80
+
+#: The ranges of the fields that a config and a command-line option both set, declared once
+#: here at the bottom layer: auditsel.experiments.config checks the config's fields with them,
+#: the threshold rules (auditsel.auditing.rules) their seeds and grids, and auditsel.cli its
+#: options (which cannot import the config module: `auditsel --help` stays light).
+MAX_TRIALS = 10**10
+MAX_SEED = 2**63 - 1
+MAX_GRID = 100_000
+LIMITS: dict[str, tuple[int, int]] = {
+    "game.trials": (2, MAX_TRIALS),
+    "game.seed": (0, MAX_SEED),
+    "game.thresholds": (1, MAX_GRID),
+}
 T = TypeVar("T")
 
 

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from auditsel.errors import ConfigError, integer, number
+from auditsel.errors import MAX_GRID, MAX_SEED, ConfigError, integer, number
 
 __all__ = [
     "ThresholdRule",
@@ -52,15 +52,12 @@ __all__ = [
     "THRESHOLD_RULES",
     "OPTIMISTIC_RULES",
     "MULTISPLITS",
-    "MAX_GRID",
     "threshold_rule",
     "with_seed",
     "fresh_seed",
 ]
 
 MULTISPLITS = 21  # odd, so the median is one of the bounds
-MAX_GRID = 100_000  # the config's bound on game.thresholds
-MAX_SEED = 2**63 - 1
 OPTIMISTIC_RULES = ("best",)
 
 
