@@ -84,3 +84,25 @@ def test_mypy_rejects_wrong_types_and_unknown_keywords(tmp_path):
     assert any(":2: error:" in e and '"nope"' in e for e in errors), out
     assert any(":4: error:" in e and '"mean_"' in e for e in errors), out
     assert not any(":3: error:" in e for e in errors), out
+
+
+def strict_modules() -> list[str]:
+    """The modules .ci/run checks with `mypy --strict` (the list only grows)."""
+    text = (ROOT / ".ci" / "run").read_text()
+    line = re.search(r"mypy --strict --follow-imports=silent (.*?)\n(?!\s)", text, flags=re.S)
+    return line.group(1).replace("\\", " ").split()
+
+
+def test_the_strict_list_names_api_modules_that_exist():
+    strict = strict_modules()
+    assert "auditsel/__init__.py" in strict
+    for path in strict:
+        assert (ROOT / path).exists(), path
+    assert set(api_modules()) & set(strict) >= {"auditsel/__init__.py", "auditsel/errors.py"}
+
+
+@pytest.mark.slow  # a whole mypy --strict run (CI's mypy stage runs it too)
+def test_the_strict_modules_are_clean_under_strict():
+    api = pytest.importorskip("mypy.api")
+    out, _, status = api.run(["--strict", "--follow-imports=silent", *strict_modules()])
+    assert status == 0, out

@@ -77,11 +77,11 @@ class ThresholdRule:
         return out
 
 
-def _fraction(value) -> float:
+def _fraction(value: object) -> float:
     return number(value, "split_fraction", 0, 1, lo_open=True, hi_open=True)
 
 
-def _seed(value) -> int | None:
+def _seed(value: object) -> int | None:
     return None if value is None else integer(value, "seed", 0, MAX_SEED)
 
 
@@ -106,7 +106,7 @@ class Split(ThresholdRule):
     seed: int | None = None
     name: ClassVar[str] = "split"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "split_fraction", _fraction(self.split_fraction))
         object.__setattr__(self, "seed", _seed(self.seed))
 
@@ -122,7 +122,7 @@ class BonferroniGrid(ThresholdRule):
     seed: int | None = None
     name: ClassVar[str] = "bonferroni"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.grid is not None:
             object.__setattr__(self, "grid", _grid(self.grid))
         object.__setattr__(self, "grid_size", integer(self.grid_size, "grid_size", 1, MAX_GRID))
@@ -152,7 +152,7 @@ class MultiSplit(ThresholdRule):
     seed: int | None = None
     name: ClassVar[str] = "multisplit"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "splits", integer(self.splits, "splits", 1, 10_001))
         object.__setattr__(self, "split_fraction", _fraction(self.split_fraction))
         object.__setattr__(self, "seed", _seed(self.seed))
