@@ -24,6 +24,7 @@ import pytest
 
 import auditsel
 from auditsel.accounting.registry import BOUNDS
+from auditsel.accounting.score_search import ScoreSearch
 from auditsel.errors import ConfigError
 from auditsel.events import LaplaceBase, as_pair
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
@@ -135,6 +136,7 @@ def _cases() -> dict[str, Case]:
     empty = (np.zeros((0, 1)), np.zeros(0))
     pipe = Pipeline(_rr_tune, _release_itself, data=empty, canary=row)
     step = attack.dpsgd_step(2.0, 0.1, 1e-2)
+    search = ScoreSearch(attack.gaussian_label_laws(1.0, 32), tnb)
     return {
         "auditsel.mechanisms.gaussian_epsilon": Case(lambda d: gaussian_epsilon(0.8, d)),
         "auditsel.mechanisms.gaussian_mu": Case(lambda d: gaussian_mu(1.0, d), at_zero=RAISES),
@@ -220,6 +222,11 @@ def _cases() -> dict[str, Case]:
         ),
         "auditsel.accounting.attack.attack_epsilon": Case(
             lambda d: attack.attack_epsilon(g, tnb, d)
+        ),
+        "auditsel.accounting.score_search.ScoreSearch.best": Case(
+            lambda d: search.best(d)[0].epsilon,
+            field="deltas",
+            at_zero=None,  # a lower bound: any value up to the truth (inf) is right
         ),
         "auditsel.accounting.attack.labelled_attack": Case(
             lambda d: attack.labelled_attack(step, 5, tnb, d).epsilon,
@@ -386,6 +393,8 @@ EXEMPT = {
     "auditsel.auditing.one_run_analysis.OneRunBound.__init__": "a result record",
     "auditsel.accounting.calibrate.Calibration.__init__": "a result record",
     "auditsel.accounting.attack.AttackValue.__init__": "a result record",
+    "auditsel.accounting.score_search.pieces_epsilons": "one score's pieces; its callers check",
+    "auditsel.accounting.score_search.ScoreSearch._evaluate": "private: best's checked deltas",
     "auditsel.accounting.interval.TuningEpsilon.__init__": "a result record",
     "auditsel.accounting.panel.Panel.__init__": "a result record",
     "auditsel.pipelines.opacus.OpacusRun.__init__": "a result record",

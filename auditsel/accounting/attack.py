@@ -1,25 +1,44 @@
 """The attack value: the exact epsilon of one concrete attack on the worst-case pair, a valid
-LOWER bound on the tuning run's epsilon with no Monte Carlo error.
+LOWER bound on the tuning run's epsilon with no Monte Carlo error; by default the worst score
+found (the strongest attack over tuning scores whose lower sets are intervals of the
+privacy-loss-label order, `accounting.score_search`).
 
 Contract. For a mechanism pair (`auditsel.mechanisms`, a Laplace base of `auditsel.events`, or a
 dp_accounting DpEvent that is one of them), a law of K (`auditsel.rounds`) and delta in [0, 1),
 `attack_epsilon(pair, law, delta)` returns eps_att with
 
-    eps_att <= eps_T(delta) := inf{eps >= 0 : delta_T(eps) <= delta},
+    eps_att <= eps_T,s(delta) := inf{eps >= 0 : delta_T,s(eps) <= delta},
 
-where delta_T is the privacy curve (max over both directions) of the tuning run T of [XWW24]
-Algorithm 2 on the pair: K ~ law runs of the base, the best-scored run released, a fixed output
-when K = 0. Every rigorous upper bound of `accounting.bounds` is therefore >= eps_att, and so is
-any epsilon an accountant may claim for the tuning run (the claim covers every score function
-and every pair of neighbouring data sets, this one included).
+where delta_T,s is the privacy curve (max over both directions) of the tuning run T of
+[XWW24] Algorithm 2 on the pair that plays the score s returned with the value
+(`AttackValue.score`): K ~ law runs of the base, the best-scored run released, a fixed output
+when K = 0. A guarantee for the tuning run holds for every score function and every pair of
+neighbouring data sets, so every rigorous upper bound of `accounting.registry` ([PS22],
+[KRW24]) is >= eps_att, and so is any epsilon an accountant may claim for the tuning run.
 
-Which attack.
+Which scores (`scores`).
+
+* "any" (the default): the best of the monotone attack below and every score whose lower sets
+  are intervals of the run's label order (the runs far out on either side win, "extremes") or
+  complements of intervals (the middle wins, "middle"), over `resolution` merged buckets of
+  the label, both directions: an exact dynamic program over intervals of buckets
+  (`accounting.score_search`, whose docstring has the argument: the buckets, the score and the
+  test are fixed in advance from public quantities, and the winner's bucket is a
+  post-processing of the release; merging buckets is one more). The label laws it searches:
+  a Gaussian base (and a DP-SGD base with tau = 1 or a Gaussian DpEvent: one Gaussian of
+  mu = sqrt(N)/sigma, whose sum is sufficient) bucketed in its output x (label mu x - mu^2/2,
+  masses as in A1 below, one step composed once for the error bounds); a finite-output base
+  output by output (`finite_step`); DP-SGD and Laplace bases the labelled run below.
+* "monotone": the largest (or smallest) label wins, [XWW24]'s assumption; the value the
+  interval had before the search (the reduced game's value is exact only under it):
+
+Which monotone attack.
 
 * Gaussian and finite-output bases, and DP-SGD with tau = 1 (the pairs with
   `reduction_is_exact`): the pair comes with its score (the Gaussian's output, the finite
   outputs' order; N full-batch steps are one Gaussian of mu = sqrt(N)/sigma whose sum is
-  sufficient), and the value is the exact epsilon of the released winner,
-  `exact.exact_epsilon(winner_law(pair.reduced(), law), delta)`: eps_att = eps_T.
+  sufficient), and the value is the exact epsilon of the released winner under that score,
+  `exact.exact_epsilon(winner_law(pair.reduced(), law), delta)`.
 * DP-SGD with Poisson subsampling (tau < 1): the worst-case run of `games.worst_case` (an empty
   data set against one Dirac canary; each step releases x = b B + sigma Z, B ~ Bernoulli(tau):
   the tight dominating pair of the subsampled Gaussian under add/remove neighbours). The tuning
@@ -119,7 +138,12 @@ tests compare them with mpmath and with direct convolution.
 How tight. The label loses information by rounding each step's loss to h (`LABEL_STEP`,
 1e-3): the value converges to the epsilon of the likelihood-ratio attack (selection by the run's
 exact privacy loss) as h -> 0; at tau = 1 the labelled value is within 1e-2 of the exact one at
-delta = 1e-5 (tests). The round-off charged (`AttackValue.slack`, in delta units) is below 1e-9
+delta = 1e-5 (tests). The score search
+loses only what merging the labels into `resolution` buckets loses (equal label widths between
+the 1e-20 quantiles); a merge whose cuts contain a coarser one's can only raise the value
+(every score of the coarser merge is one of the finer), and no value passes a rigorous bound
+(tests). The round-off
+charged (`AttackValue.slack`, in delta units) is below 1e-9
 on the DP-SGD settings of the accountants table (at most 4.6e-10): it matters only for deltas
 near or below it.
 """
@@ -132,15 +156,30 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.fft as sfft
-from scipy.special import log_ndtr, logsumexp
+from scipy.special import log_ndtr, logsumexp, ndtri
 
 from auditsel.accounting.exact import exact_epsilon, privacy_curve
-from auditsel.errors import ConfigError, choice, number
+from auditsel.accounting.score_search import (
+    DEFAULT_RESOLUTION,
+    LAW_REL,
+    TAIL,
+    U64,
+    ULD,
+    LabelLaws,
+    ScoreSearch,
+    SearchResult,
+    merge_buckets,
+    order_winner_laws,
+)
+from auditsel.accounting.score_search import direction_pieces as _direction_pieces
+from auditsel.accounting.score_search import pieces_deltas as _deltas_at
+from auditsel.accounting.score_search import pieces_epsilons as _epsilons
+from auditsel.errors import ConfigError, choice, integer, number
 from auditsel.events import as_pair, laplace_steps
-from auditsel.mechanisms import DpsgdBase
+from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.numerics import check_deltas
 from auditsel.rounds import RoundsLaw
-from auditsel.selection import winner_law
+from auditsel.selection import BucketScore, FiniteWinner, winner_law
 
 __all__ = [
     "AttackValue",
@@ -155,19 +194,19 @@ __all__ = [
     "finite_step",
     "compose",
     "labelled_attack",
+    "label_laws",
+    "gaussian_label_laws",
+    "run_labels",
+    "winner_bucket_laws",
     "STRATEGIES",
     "METHODS",
     "LABEL_STEP",
 ]
 
-U64 = float(np.finfo(np.float64).eps) / 2
-ULD = float(np.finfo(np.longdouble).eps) / 2
 #: A1: relative error of one bucket's mass (quadrature or log-cdf difference), with margin
 STEP_REL = 1024 * U64
 #: A1: masses below this may underflow (to 0 or a subnormal)
 FLOOR = 1e-290
-#: A3: relative error of a law's pgf, pgf_complement and pgf_derivative in float64
-LAW_REL = 4096 * U64
 #: A2: c_F = FFT_SAFETY u log2(L), the relative 2-norm error of one (inverse) real FFT
 FFT_SAFETY = 32.0
 #: the window holds all but this much of either law (Chernoff); only the tails wrap around
@@ -630,46 +669,99 @@ def _true_winner_upper(r_hi: np.ndarray, cdfs, l1: float, law: RoundsLaw) -> np.
     return np.where(np.isfinite(out), out, 1.0)
 
 
-def _direction_pieces(a_lo, b_star, b_true, c_a: float, c_b: float, floor: float = 0.0, by=None):
-    """(U_k, V_k) of the module docstring for the direction A over B: prefix sums over the
-    labels sorted by a_lo / b_hi, rounded down / up. a_lo bounds the r* winner (its L1 slack
-    c_a is charged); B(S) is bounded by the smaller of b_true(S) (b_true bounds the true winner
-    entry by entry: no slack) and min(b_star, b_true)(S) + c_b (b_star bounds the r* winner).
-    Labels with a_lo <= floor (the round-off noise of the FFT) are left out of every S."""
-    keep = a_lo > floor
-    a, bs, bt = a_lo[keep], b_star[keep], b_true[keep]
-    b = np.minimum(bs, bt)
-    with np.errstate(divide="ignore"):
-        ratio = np.log(a) - np.log(b if by is None else by[keep])  # +inf where it is 0
-    order = np.argsort(-ratio, kind="stable")
-    n = len(a) + 1
-    up = 1 + n * U64
-    U = np.concatenate([[0.0], np.cumsum(a[order])]) * (1 - n * U64) - c_a
-    V_true = np.concatenate([[0.0], np.cumsum(bt[order])]) * up
-    V_mixed = np.concatenate([[0.0], np.cumsum(b[order])]) * up + c_b
-    return U, np.minimum(V_true, V_mixed)
+# --- the run's label, for the score search ---------------------------------------------------
+def _label_laws(run: RunLaws, cuts: np.ndarray, output_cuts=None) -> LabelLaws:
+    """A `LabelLaws` of a composed run (positions as `run.laws`, the atoms dropped where they
+    hold nothing on either side: the true atom is then 0 as well), with its cut points."""
+    upper = _true_upper(run)
+    keep = np.ones(len(run.laws[0]), dtype=bool)
+    for end in (0, -1):
+        if run.laws[0][end] == 0 and run.laws[1][end] == 0:
+            keep[end] = False
+    inner = keep[1:] & keep[:-1]  # a cut between two kept positions
+    return LabelLaws(
+        (run.laws[0][keep], run.laws[1][keep]),
+        (upper[0][keep], upper[1][keep]),
+        (float(run.error[0]), float(run.error[1])),
+        (float(run.noise[0]), float(run.noise[1])),
+        np.asarray(cuts, dtype=float)[inner],
+        None if output_cuts is None else np.asarray(output_cuts, dtype=float)[inner],
+    )
 
 
-def _epsilons(U: np.ndarray, V: np.ndarray, deltas: np.ndarray) -> np.ndarray:
-    """max(0, max_k log((U_k - delta) / V_k)) for each delta (inf where U_k > delta, V_k = 0)."""
-    out = np.zeros(len(deltas))
-    for i, d in enumerate(deltas):
-        live = U > d
-        if not np.any(live):
-            continue
-        if np.any(V[live] <= 0):
-            out[i] = math.inf
-            continue
-        out[i] = max(0.0, float(np.max(np.log(U[live] - d) - np.log(V[live]))))
-    return out
+def _grid_cuts(run: RunLaws) -> np.ndarray:
+    """Cut points between the positions of a labelled run: -inf after the -inf atom, half a
+    label step above each finite label (the last one before the +inf atom included)."""
+    labels = run.labels()
+    return np.concatenate([[-np.inf], labels[1:-1] + 0.5 * run.step])
 
 
-def _deltas_at(U: np.ndarray, V: np.ndarray, eps: np.ndarray) -> np.ndarray:
-    """delta_low(eps) = max(0, max_k (U_k - e^eps V_k))."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        vals = U[None, :] - np.exp(np.asarray(eps, dtype=float))[:, None] * V[None, :]
-    vals = np.where(np.isnan(vals), -np.inf, vals)
-    return np.maximum(np.max(vals, axis=1), 0.0)
+def gaussian_label_laws(mu: float, resolution: int, cuts=None) -> LabelLaws:
+    """The Gaussian base's label l = mu x - mu^2 / 2 in buckets of x: `cuts` (output units), by
+    default `resolution` - 1 equal steps over the range where either law holds all but `TAIL`
+    (masses by Gauss-Legendre quadrature or log-cdf differences, A1; one step composed once
+    for its error bounds)."""
+    if cuts is None:
+        z = float(-ndtri(TAIL))
+        cuts = np.linspace(-z, mu + z, max(int(resolution) - 1, 1))
+    x = np.concatenate([[-np.inf], np.asarray(cuts, dtype=float), [np.inf]])
+    a, b = x[:-1].astype(np.longdouble), x[1:].astype(np.longdouble)
+    p = _normal_masses(a, b)
+    q = _normal_masses(a - np.longdouble(mu), b - np.longdouble(mu))
+    step = StepLaws(0, 0.0, p, q, 0.0, 0.0, STEP_REL, (math.inf, math.inf), (1.0, 1.0), x)
+    inner = x[1:-1]
+    out_cuts = np.concatenate([[-np.inf], inner, [np.inf]])
+    label_cuts = mu * out_cuts - 0.5 * mu * mu
+    return _label_laws(compose(step, 1), label_cuts, out_cuts)
+
+
+def _pair_run(pair, label_step: float | None):
+    """(StepLaws, N) of the labelled run of a DP-SGD or Laplace pair, or of a finite base."""
+    h = LABEL_STEP if label_step is None else number(label_step, "label_step", 0, 1, lo_open=True)
+    laplace = laplace_steps(pair)
+    if laplace is not None:
+        scale, steps, rate = laplace
+        return laplace_step(scale, rate, h), steps
+    if isinstance(pair, DpsgdBase):
+        return dpsgd_step(pair.noise_multiplier, pair.sample_rate, h), pair.steps
+    red = pair.reduced()
+    return finite_step(red.law(0), red.law(1), h), 1
+
+
+def run_labels(pair, outputs, *, label_step: float | None = None) -> np.ndarray:
+    """The label the attack gives each run of a DP-SGD or Laplace pair's worst-case game: each
+    step's output x (the last axis of `outputs`: one row per run, one column per step) put in
+    its step bucket (`dpsgd_step` / `laplace_step`: the loss rounded to the label step h, the
+    outputs beyond the cap in the top bucket), the bucket indices summed, times h. These are
+    the values `AttackValue.score` (label units) ranks and `winner_bucket_laws` buckets, so a
+    game that labels its runs this way plays exactly the attack's score."""
+    pair = as_pair(pair, "pair")
+    if not isinstance(pair, DpsgdBase) and laplace_steps(pair) is None:
+        raise ConfigError("pair", "run labels are defined for DP-SGD and Laplace bases")
+    step, steps = _pair_run(pair, label_step)
+    x = np.asarray(outputs, dtype=float)
+    if x.ndim == 0 or x.shape[-1] != steps:
+        raise ConfigError("outputs", f"one column per step: last axis of length {steps}")
+    assert step.edges is not None
+    idx = np.searchsorted(step.edges, x, side="left") - 1  # bucket j holds (edges[j], edges[j+1]]
+    idx = np.clip(idx, 0, len(step.p) - 1)
+    return (np.sum(idx, axis=-1) + steps * step.start) * step.step
+
+
+def label_laws(pair, *, label_step: float | None = None, resolution: int | None = None):
+    """The law of one run's label on X and X' (unmerged; Gaussian bases at `resolution`
+    buckets of x), for the score search (`accounting.score_search`) and `winner_bucket_laws`."""
+    pair = as_pair(pair, "pair")
+    why = attack_applies(pair)
+    if why is not None:
+        raise ConfigError("pair", why)
+    m = DEFAULT_RESOLUTION if resolution is None else resolution
+    red = pair.reduced() if pair.reduction_is_exact else None
+    if isinstance(red, GaussianBase):
+        return gaussian_label_laws(red.mu, m)
+    step, steps = _pair_run(pair, label_step)
+    run = compose(step, steps)
+    return _label_laws(run, _grid_cuts(run))
 
 
 # --- the attack value --------------------------------------------------------------------------
@@ -677,13 +769,20 @@ def _deltas_at(U: np.ndarray, V: np.ndarray, eps: np.ndarray) -> np.ndarray:
 class AttackValue:
     """The attack value at one or more deltas (module docstring).
 
-    `epsilon` is a float for one delta, a tuple for several; `strategy` says which attack gave
-    the value at the first delta ("score": the pair's own score, exact; "largest" / "smallest":
-    the run with the largest / smallest label); `direction` "X' over X" or "X over X'";
-    `method` "exact" (the pair's exact winner curve) or "labelled" (the bucketed run, label step
-    `label_step`); `slack` the round-off budget: the L1 distance (in delta units) between the
-    computed and the true winner laws, E[K] e_r of the module docstring, at most charged once
-    per side (the tails are bounded entry by entry instead)."""
+    `epsilon` is a float for one delta, a tuple for several. `scores` says which scores were
+    searched: "any" (the worst-score attack: every interval-shaped score of the merged label
+    buckets, and the monotone attack) or "monotone" (the largest / smallest label wins: the
+    reduced game's exact value where the pair's reduction is exact). At the first delta:
+    `strategy` says which attack gave the value ("score": the pair's own monotone score, exact;
+    "largest" / "smallest": the run with the largest / smallest label; "extremes" / "middle":
+    the interval-shaped score the search found), `shape` the score's shape ("monotone",
+    "extremes", "middle"), `score` the score itself as data (`selection.BucketScore`: its
+    buckets, ranks and the adversary's statistic; a game plays it) and `output_score` the same
+    score in the base's output units (Gaussian bases), `direction` "X' over X" or "X over X'";
+    `method` "exact" (the pair's exact winner curve), "labelled" (the bucketed run, label step
+    `label_step`) or "score_search" (the dynamic program over `resolution` merged buckets);
+    `slack` the round-off budget in delta units (E[K] e_r: the L1 distance between the computed
+    and the true winner laws, charged once per side)."""
 
     deltas: tuple[float, ...]
     epsilons: tuple[float, ...]
@@ -695,20 +794,70 @@ class AttackValue:
     fft_length: int = 0
     seconds: float = 0.0
     _pieces: tuple = field(default=(), repr=False, compare=False)
+    score: BucketScore | None = field(default=None, compare=False)
+    shape: str = "monotone"
+    scores: str = "monotone"
+    resolution: int | None = None
+    output_score: BucketScore | None = field(default=None, repr=False, compare=False)
+    monotone: tuple[float, ...] | None = None
+    _search: ScoreSearch | None = field(default=None, repr=False, compare=False)
 
     @property
     def epsilon(self) -> float:
         return self.epsilons[0]
 
     def delta(self, eps) -> np.ndarray:
-        """The certified lower privacy curve delta_low(eps) of the attack (labelled method)."""
-        if not self._pieces:
-            raise ValueError("delta(eps) is kept for the labelled method only")
+        """The certified lower privacy curve delta_low(eps) of the attack: the best of the
+        monotone attack's curve (labelled method) and the score search's."""
         e = np.atleast_1d(np.asarray(eps, dtype=float))
-        return np.max([_deltas_at(U, V, e) for U, V in self._pieces], axis=0)
+        curves = [_deltas_at(U, V, e) for U, V in self._pieces]
+        if self._search is not None:
+            curves.append(self._search.deltas_at(e))
+        if not curves:
+            raise ValueError("delta(eps) is kept for the labelled method and the score search")
+        return np.max(curves, axis=0)
+
+    def describe(self) -> str:
+        """The value and the score that achieves it, in words a user can act on."""
+        lines = [
+            f"attack value eps >= {self.epsilon:.4f} at delta = {self.deltas[0]:g} "
+            f"({'any score' if self.scores == 'any' else 'monotone scores only'}; a valid lower "
+            "bound: a post-processing of the true pair, round-off charged)"
+        ]
+        if self.monotone is not None and self.scores == "any":
+            lines.append(
+                f"  the monotone score (largest/smallest label wins) gives {self.monotone[0]:.4f}"
+            )
+        how = {
+            "extremes": "the runs far out on either side of the label win (every lower set of "
+            "the score is an interval of the label)",
+            "middle": "the runs in the middle of the label win (every lower set is the "
+            "complement of an interval)",
+            "monotone": "the run with the largest (or smallest) label wins",
+        }
+        lines.append(
+            f"  score: {self.shape}: {how.get(self.shape, self.shape)}; test {self.direction}"
+        )
+        for s in (self.score, self.output_score):
+            if s is not None:
+                ranks = np.asarray(s.ranks)
+                top = np.argsort(-ranks)[:3]
+                lines.append(f"  {s.describe()}; the top-ranked buckets: {_buckets(s, top)}")
+                if self.shape == "extremes":
+                    lines.append(
+                        f"    the lowest-ranked bucket (runs near it lose): "
+                        f"{_buckets(s, [int(np.argmin(ranks))])}"
+                    )
+        return "\n".join(lines)
+
+
+def _buckets(score: BucketScore, idx) -> str:
+    e = (-math.inf, *score.edges, math.inf)
+    return ", ".join(f"({e[i]:.4g}, {e[i + 1]:.4g}]" for i in idx)
 
 
 METHODS = ("auto", "exact", "labelled")
+SCORES = ("any", "monotone")
 
 
 def attack_applies(pair) -> str | None:
@@ -732,53 +881,131 @@ def attack(
     *,
     method: str = "auto",
     label_step: float | None = None,
+    scores: str = "any",
+    resolution: int | None = None,
 ) -> AttackValue:
-    """The attack value at each delta (module docstring), with how it was obtained.
+    """The attack value at each delta (module docstring), with how it was obtained and the
+    score that achieves it.
 
     `pair`: a mechanism pair or a dp_accounting DpEvent that is one (`events.as_pair`); an
-    event base without a known pair is a ConfigError (`attack_applies`). `method`: "auto"
-    (exact where the pair's reduction is exact, else labelled), "exact" (only for such pairs)
-    or "labelled" (DP-SGD, tau = 1 included: the independent check of the exact value; Laplace
-    bases); `label_step`: the label grid h of the labelled method (`LABEL_STEP`)."""
+    event base without a known pair is a ConfigError (`attack_applies`). `scores`: "any" (the
+    worst-score attack: the best of the monotone attack and every interval-shaped score of the
+    merged label buckets, `accounting.score_search`) or "monotone" (the largest / smallest
+    label wins; the reduced game's exact value where the pair's reduction is exact).
+    `method` (the monotone attack): "auto" (exact where the pair's reduction is exact, else
+    labelled), "exact" (only for such pairs) or "labelled" (DP-SGD, tau = 1 included: the
+    independent check of the exact value; Laplace bases); `label_step`: the label grid h of the
+    labelled run (`LABEL_STEP`); `resolution`: the number M of merged buckets of the score
+    search (`score_search.DEFAULT_RESOLUTION`; the DP costs O(M^2) per step)."""
     start = time.perf_counter()
     pair = as_pair(pair, "pair")
     d = check_deltas(deltas, "deltas")
     choice(method, "method", METHODS)
+    choice(scores, "scores", SCORES)
+    m = DEFAULT_RESOLUTION if resolution is None else integer(resolution, "resolution", 2, 4096)
     why = attack_applies(pair)
     if why is not None:
         raise ConfigError("pair", why)
     labelled = method == "labelled" or (method == "auto" and not pair.reduction_is_exact)
-    if not labelled:
-        if not pair.reduction_is_exact:
-            raise ConfigError("method", "exact needs a pair whose reduction is exact")
-        eps = np.atleast_1d(exact_epsilon(winner_law(pair.reduced(), law), d))
-        return AttackValue(
-            tuple(d.tolist()),
-            tuple(float(e) for e in eps),
-            "score",
-            None,
-            "exact",
-            seconds=time.perf_counter() - start,
-        )
-    laplace = laplace_steps(pair)
-    if not isinstance(pair, DpsgdBase) and laplace is None:
+    if not labelled and not pair.reduction_is_exact:
+        raise ConfigError("method", "exact needs a pair whose reduction is exact")
+    if labelled and not isinstance(pair, DpsgdBase) and laplace_steps(pair) is None:
         raise ConfigError("method", "labelled needs a DP-SGD pair (DpsgdBase) or a Laplace base")
-    h = LABEL_STEP if label_step is None else number(label_step, "label_step", 0, 1, lo_open=True)
-    if laplace is not None:
-        scale, steps, rate = laplace
-        return labelled_attack(laplace_step(scale, rate, h), steps, law, d, start=start)
-    step = dpsgd_step(pair.noise_multiplier, pair.sample_rate, h)
-    return labelled_attack(step, pair.steps, law, d, start=start)
+    red = pair.reduced() if pair.reduction_is_exact else None
+    if labelled or not isinstance(red, GaussianBase):
+        step, steps = _pair_run(pair, label_step)
+        run = compose(step, steps)
+        laws = _label_laws(run, _grid_cuts(run))
+    else:
+        laws = gaussian_label_laws(red.mu, m)
+    if labelled:
+        mono = labelled_attack(step, steps, law, d, start=start, run=run)
+    else:
+        assert red is not None  # the pair's reduction is exact here
+        eps = np.atleast_1d(exact_epsilon(winner_law(red, law), d))
+        mono = AttackValue(tuple(d.tolist()), tuple(float(e) for e in eps), "score", None, "exact")
+    search = ScoreSearch(merge_buckets(laws, m), law)
+    if scores == "monotone":
+        found = [SearchResult(e, "monotone", mono.direction or "", (), ()) for e in mono.epsilons]
+    else:
+        found = search.best(d, start=np.array(mono.epsilons))
+    return _assemble(mono, found, search, scores, m, pair, law, start)
+
+
+def _monotone_score(mono: AttackValue, search: ScoreSearch, pair, law) -> BucketScore:
+    """The monotone attack's score as a `BucketScore`: the merged label buckets ranked in label
+    order (the run with the largest label wins; with ties broken by the larger label, a bucket
+    score with increasing ranks releases exactly that run), reversed for "smallest"; a finite
+    base's own score (the output's index) in output units."""
+    red = pair.reduced() if pair.reduction_is_exact else None
+    if mono.method == "exact" and isinstance(red, FiniteOutputBase):
+        w = FiniteWinner(red, law)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            guess = np.log(w.pmf(1)) - np.log(w.pmf(0))
+        n = len(guess)
+        guess = np.where(np.isnan(guess), 0.0, guess)
+        edges = tuple(float(i) + 0.5 for i in range(n - 1))
+        return BucketScore(edges, tuple(range(n)), "output", "monotone", tuple(guess.tolist()))
+    order = range(search.m) if mono.strategy != "smallest" else range(search.m - 1, -1, -1)
+    result = SearchResult(mono.epsilon, "monotone", mono.direction or "", tuple(order), ())
+    return search.score(result)
+
+
+def _assemble(mono, found, search, scores, m, pair, law, start) -> AttackValue:
+    """The AttackValue of the best of the monotone attack and the score search."""
+    eps = [max(a, r.epsilon) for a, r in zip(mono.epsilons, found)]
+    first = found[0]
+    searched = scores == "any" and first.order and first.epsilon > mono.epsilons[0]
+    if searched:
+        score = search.score(first)
+        shape, strategy, direction = score.shape, first.shape, first.direction
+        if shape == "monotone":
+            strategy = "largest" if first.order[-1] > first.order[0] else "smallest"
+        output = search.score(first, "output") if search.laws.output_cuts is not None else None
+        method = "score_search"
+    else:
+        score = _monotone_score(mono, search, pair, law)
+        shape, strategy, direction, method = "monotone", mono.strategy, mono.direction, mono.method
+        output = None
+        if search.laws.output_cuts is not None and mono.strategy in ("score", "largest"):
+            output = search.score(SearchResult(mono.epsilon, "monotone", "", (), ()), "output")
+    pieces = tuple(mono._pieces) + tuple(r.pieces for r in found if r.order and len(r.pieces))
+    return AttackValue(
+        mono.deltas,
+        tuple(float(e) for e in eps),
+        strategy,
+        direction,
+        method,
+        mono.label_step,
+        max(mono.slack, max(search.slack)) if searched else mono.slack,
+        mono.fft_length,
+        time.perf_counter() - start,
+        pieces,
+        score,
+        shape,
+        scores,
+        m,
+        output,
+        mono.epsilons,
+        search if scores == "any" else None,
+    )
 
 
 def labelled_attack(
-    step: StepLaws, steps: int, law: RoundsLaw, deltas, *, start: float | None = None
+    step: StepLaws,
+    steps: int,
+    law: RoundsLaw,
+    deltas,
+    *,
+    start: float | None = None,
+    run: RunLaws | None = None,
 ) -> AttackValue:
     """The labelled attack on N = `steps` independent copies of a labelled step (any step pair:
-    `dpsgd_step`, `finite_step`), at each delta (module docstring)."""
+    `dpsgd_step`, `finite_step`), at each delta (module docstring): the run with the largest or
+    smallest label wins (monotone scores). `run`: the composed run when already computed."""
     start = time.perf_counter() if start is None else start
     d = check_deltas(deltas, "deltas")
-    run = compose(step, steps)
+    run = compose(step, steps) if run is None else run
     mean = float(law.mean)
     slack = (mean * run.error[0], mean * run.error[1])
     true_hi = _true_upper(run)
@@ -819,23 +1046,70 @@ def labelled_attack(
     )
 
 
-def attack_epsilon(pair, law: RoundsLaw, delta):
-    """The attack value (module docstring): a float for a scalar delta, an array for an array."""
+def attack_epsilon(
+    pair, law: RoundsLaw, delta, *, scores: str = "any", resolution: int | None = None
+):
+    """The attack value (module docstring): a float for a scalar delta, an array for an array.
+    `scores`: "any" (the worst-score attack) or "monotone"; `resolution`: the merged buckets
+    of the score search (`attack`)."""
     check_deltas(delta)
-    value = attack(pair, law, delta)
+    value = attack(pair, law, delta, scores=scores, resolution=resolution)
     return np.array(value.epsilons) if np.ndim(delta) else value.epsilons[0]
 
 
-def attack_delta(pair, law: RoundsLaw, eps):
-    """The attack's certified lower privacy curve delta_low(eps) <= delta_T(eps) (DP-SGD with
-    tau < 1 and Laplace bases: the labelled attack; otherwise the exact winner curve)."""
+def attack_delta(pair, law: RoundsLaw, eps, *, scores: str = "any"):
+    """The attack's certified lower privacy curve delta_low(eps) <= delta_T(eps): the best of
+    the monotone attack's (the exact winner curve where the pair's reduction is exact, else the
+    labelled attack's) and, for `scores="any"`, the score search's."""
     pair = as_pair(pair, "pair")
     why = attack_applies(pair)
     if why is not None:
         raise ConfigError("pair", why)
     e = np.atleast_1d(np.asarray(eps, dtype=float))
+    value = attack(pair, law, [0.5], scores=scores)
+    curves = []
     if pair.reduction_is_exact:
-        out = privacy_curve(winner_law(pair.reduced(), law), e)
-    else:
-        out = attack(pair, law, [0.5]).delta(e)
+        curves.append(privacy_curve(winner_law(pair.reduced(), law), e))
+    if value._pieces or value._search is not None:
+        curves.append(value.delta(e))
+    out = np.max(curves, axis=0)
     return out if np.ndim(eps) else float(out[0])
+
+
+def winner_bucket_laws(pair, law: RoundsLaw, score: BucketScore, *, label_step=None):
+    """The exact law of the winner's bucket when the tuning run plays `score` (K ~ `law` runs of
+    the base, the run of the highest rank released; ties by the larger value, which does not
+    change the winner's bucket): (pmf on X, pmf on X'), one entry per bucket of `score`, each
+    summing to 1 - P[K = 0] (the fixed output of K = 0 is in no bucket). Sampling-free: a game
+    compares its Monte Carlo counts with it. Gaussian bases: label or output units, masses on
+    the score's own buckets; other bases: the labelled run (label units, `label_step`)."""
+    pair = as_pair(pair, "pair")
+    why = attack_applies(pair)
+    if why is not None:
+        raise ConfigError("pair", why)
+    if not isinstance(score, BucketScore):
+        raise ConfigError("score", "must be a BucketScore (AttackValue.score)")
+    edges = np.asarray(score.edges, dtype=float)
+    red = pair.reduced() if pair.reduction_is_exact else None
+    if isinstance(red, GaussianBase):
+        x = edges if score.unit == "output" else (edges + 0.5 * red.mu**2) / red.mu
+        if not np.all(np.diff(x) > 0) or not np.all(np.isfinite(x)):
+            raise ConfigError("score.edges", "finite cut points, distinct in output units")
+        masses: tuple[np.ndarray, ...] = gaussian_label_laws(red.mu, len(edges) + 1, x).laws
+    elif isinstance(red, FiniteOutputBase) and score.unit == "output":
+        buckets = score.bucket(np.arange(len(red.law(0))))
+        masses = tuple(
+            np.bincount(buckets, np.asarray(red.law(b), float), len(score.ranks)) for b in (0, 1)
+        )
+    else:
+        if score.unit != "label":
+            raise ConfigError("score.unit", "label for this base (its runs are labelled)")
+        step, steps = _pair_run(pair, label_step)
+        run = compose(step, steps)
+        buckets = score.bucket(run.labels())
+        masses = tuple(
+            np.bincount(buckets, run.laws[b].astype(float), len(score.ranks)) for b in (0, 1)
+        )
+    n = len(score.ranks)
+    order = np.lexsort((np.arange(n), np.asarray(score.ranks, dtype=float)))
+    return order_winner_laws(masses, order, law)

@@ -159,7 +159,15 @@ def tightest_bound(pair, law: RoundsLaw, delta: float) -> Tightest:
 def attack_source(value) -> str:
     """One line saying which attack an `attack.AttackValue` is."""
     if value.method == "exact":
-        return "attack: exact winner curve of the pair (the tuning run's own epsilon)"
+        return (
+            "attack: exact winner curve of the pair (the monotone score: the largest output wins)"
+        )
+    if value.method == "score_search":
+        return (
+            f"attack: worst score found ({value.shape}: the score's lower sets are "
+            f"{'intervals' if value.shape == 'extremes' else 'complements of intervals'} of the "
+            f"privacy-loss label), {value.direction}, {value.resolution} merged label buckets"
+        )
     return (
         f"attack: release the run with the {value.strategy} label, {value.direction} "
         f"(worst-case pair, label step {value.label_step:g})"

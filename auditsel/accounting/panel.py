@@ -181,8 +181,9 @@ def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=Non
 
     pending = None
     no_attack = attack_applies(base)
-    if no_attack is None and not base.reduction_is_exact:
-        # the labelled attack is numpy/FFT work that frees the GIL: it runs in a thread while
+    if no_attack is None:
+        # the attack (the labelled run and the score search) is numpy/FFT work that mostly
+        # frees the GIL: it runs in a thread while
         # the bounds (mostly Python and dp_accounting) are computed
         pool = ThreadPoolExecutor(1, thread_name_prefix="auditsel-attack")
         pending = pool.submit(lambda: timed("attack", lambda: attack(base, law, deltas)))
@@ -227,10 +228,6 @@ def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=Non
     hit: AttackValue | None
     if no_attack is not None:
         hit = None
-    elif base.reduction_is_exact and values["exact"] is not None:
-        # the attack IS the exact winner curve here: reuse it (exact at delta, then the curve)
-        exact_all = [values["exact"]] + [math.inf if v is None else v for v in curves["exact"]]
-        hit = AttackValue(tuple(deltas.tolist()), tuple(exact_all), "score", None, "exact")
     elif pending is not None:
         hit = pending.result()
     else:

@@ -298,8 +298,11 @@ def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=Non
     )
     eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
     attack_curve = None
-    if bounds.attack_value is not None and bounds.attack_value.method == "labelled":
-        attack_curve = bounds.attack_value.delta(eps_grid)
+    if bounds.attack_value is not None and bounds.attack_value.method != "exact":
+        try:
+            attack_curve = bounds.attack_value.delta(eps_grid)
+        except ValueError:  # an attack value that keeps no certified curve
+            attack_curve = None
     winner_delta = None if winner is None else privacy_curve(winner, eps_grid)
     return bounds, (eps_grid, winner_delta, attack_curve)
 

@@ -1,0 +1,595 @@
+"""The worst-score search: the strongest attack over tuning scores whose lower sets are intervals
+of the privacy-loss-label order (or their complements), by an exact dynamic program over merged
+label buckets, every number a rigorous enclosure.
+
+Contract. Given the law of one run's label on X and on X' (`LabelLaws`: computed laws r*, each
+within L1 distance e_r of the true law r, and entry-wise upper bounds on r), a law of K with pgf
+G and delta, `ScoreSearch.best(deltas)` returns, for each delta, a score s (a `BucketScore`), a
+direction and eps_s with
+
+    eps_s <= eps_T(delta),
+
+the epsilon of the tuning run T ([XWW24] Algorithm 2) that plays the score s: eps_s is the exact
+epsilon (up to rounding charged in its favour) of one concrete test on the winner's bucket,
+and eps_s = max over the scores searched, to the resolution of the merge (below).
+
+Why a score chosen from the pair is a valid attack. The attack is fixed before the tuning run:
+the merged buckets, the score (a rank per bucket), and the adversary's test (a set of buckets
+of the winner) are functions of the public pair (p, q), the law of K and delta only, never of
+the release. T with score s releases the run of the highest rank (ties: any rule); the
+adversary reads the winner's bucket, a deterministic function of the released run (or the fixed
+output when K = 0, the same on X and X'). So (winner's bucket on X, on X') is a post-processing
+of (T(X), T(X')) and its hockey-stick divergence lower-bounds T's at every eps (data
+processing): a lower bound on delta_T(eps) for the tuning run that plays s, hence for "every
+score" guarantees. Merging labels into coarser buckets is one more post-processing (the score
+is constant on each merged bucket), so any merge keeps the value valid; it only costs
+tightness.
+
+Winner's law. With buckets processed in increasing score, L the buckets of lower score and F
+the run-label cdf on a side (X or X'), the winner falls in bucket j with probability
+
+    A_j = G(F(L u {j})) - G(F(L))       ([XWW24] Theorem 2 / eq. 7),
+
+on each side (A on X', B on X for the direction "X' over X"; swapped for "X over X'"). For a
+fixed eps, the best test given the winner's law takes the buckets with A_j > e^eps B_j:
+
+    delta_s(eps) = sum_j max(0, A_j - e^eps B_j),                      (*)
+
+a sum along the score's order of terms that depend only on L and j.
+
+Dynamic program. "extremes": every lower set {s <= t} is an interval [a, b] of buckets (the
+runs far out on either side win); the next bucket is a - 1 or b + 1. "middle": every lower set
+is the complement of an interval [a, b] (the middle wins); the next bucket is a or b. Monotone
+orders (the largest or smallest label wins, today's attack) are special cases of both. By (*)
+the best completion from lower set L depends on L alone:
+
+    V[a, b] = max(gain(a - 1 | [a, b]) + V[a - 1, b], gain(b + 1 | [a, b]) + V[a, b + 1])
+
+(extremes; the mirror for middle), V[whole] = 0: O(M^2) per eps for M buckets, vectorised by
+diagonals (interval lengths). delta(eps) := max over scores of (*) is non-increasing in eps;
+eps(delta) is found by improving the score: start from a score, compute its exact eps_s, run
+the DP at eps_s; if it finds a score with (*) > delta there, that score's eps is larger; repeat
+(a finite number of scores, each step strictly better). At the end no searched score has
+delta_s(eps_s) > delta, so eps_s is the max over the searched scores (the loop stops after
+`MAX_ROUNDS` rounds at the latest: the value is then still valid, only perhaps not the max).
+
+Round-off (the value is a lower bound in floating point too; items as in `accounting.attack`).
+The merged masses x_j and every lower-set mass F(L) and 1 - F(L) are sums of nonnegative
+longdouble terms (prefix + suffix sums, or running sums along a diagonal: no cancellation), each
+within relative error rho = 2 (n + M + 4) u_ld + 2 u of the r* value (n positions). Each
+winner mass under r* is enclosed as in `accounting.attack` (A3): G(F') - G(F) (or
+Gc(W) - Gc(W') with W = 1 - F, Gc(w) = 1 - G(1 - w), when F' > 1/2) plus or minus its error,
+intersected with the mean-value bracket x [G'(F), G'(F')] (G' non-decreasing). The true
+winner's mass on the denominator side is also bounded directly: B_j <= r_hi_j G'(F'(1 + rho)
++ e_r) (r_hi the entry-wise true upper bounds summed over the bucket). With a_lo the lower
+bounds on the numerator side under r*, b* the upper bounds under r*, b_t those on the true
+law, c_A = E[K] e_r(num), c_B = E[K] e_r(den) (the winner of K draws under r* is within L1
+distance E[K] e_r of the one under r, for every score), every set S of buckets gives
+
+    H_{e^eps}(A || B) >= a_lo(S) - c_A - e^eps min(b_t(S), min(b*, b_t)(S) + c_B),
+
+and the reported eps_s is the smallest eps at which the best such S has this <= delta.
+Buckets whose a_lo is below the FFT's noise (the run law's entries there are round-off) are
+left out of S (any S is valid).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from auditsel.numerics import check_deltas
+from auditsel.rounds import RoundsLaw
+from auditsel.selection import BucketScore
+
+__all__ = [
+    "LabelLaws",
+    "ScoreSearch",
+    "SearchResult",
+    "SHAPES",
+    "DEFAULT_RESOLUTION",
+    "merge_buckets",
+    "enclose_winner",
+    "true_winner_upper",
+    "order_winner_laws",
+    "direction_pieces",
+    "pieces_epsilons",
+    "pieces_deltas",
+]
+
+U64 = float(np.finfo(np.float64).eps) / 2
+ULD = float(np.finfo(np.longdouble).eps) / 2
+#: A3: relative error of a law's pgf, pgf_complement and pgf_derivative in float64
+LAW_REL = 4096 * U64
+#: the score shapes searched (module docstring)
+SHAPES = ("extremes", "middle")
+#: the default number of merged buckets M (the attack's resolution)
+DEFAULT_RESOLUTION = 256
+#: labels beyond the quantiles TAIL (either side) are lumped into the end buckets
+TAIL = 1e-20
+#: at most this many improvement steps per delta (each strictly improves the score)
+MAX_ROUNDS = 30
+
+
+# --- the run's label ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LabelLaws:
+    """One run's label on X (index 0) and X' (index 1), on positions in increasing label order.
+
+    `laws[b]`: the computed law r* (longdouble, normalised); `upper[b]`: entry-wise upper
+    bounds on the TRUE law; `error[b]`: ||r* - r||_1; `noise[b]`: the per-entry round-off of the
+    FFT (entries below it carry no information); `cuts`: len - 1 cut points in label units
+    (position i holds the labels in (cuts[i-1], cuts[i]], -inf allowed for an atom at -inf);
+    `output_cuts`: the same cuts in the base's output units where the label is a function of a
+    one-dimensional output (Gaussian bases); `count`: how many original label positions each
+    position merges."""
+
+    laws: tuple[np.ndarray, np.ndarray]
+    upper: tuple[np.ndarray, np.ndarray]
+    error: tuple[float, float]
+    noise: tuple[float, float]
+    cuts: np.ndarray
+    output_cuts: np.ndarray | None = None
+    count: np.ndarray | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.laws[0])
+
+    @property
+    def positions(self) -> int:
+        """The number of original (unmerged) label positions."""
+        return int(np.sum(self.counts()))
+
+    def counts(self) -> np.ndarray:
+        return np.ones(len(self), dtype=np.int64) if self.count is None else self.count
+
+
+def _group(values: np.ndarray, starts: np.ndarray, dtype) -> np.ndarray:
+    return np.add.reduceat(np.asarray(values, dtype=dtype), starts)
+
+
+def merge_buckets(laws: LabelLaws, resolution: int, tail: float = TAIL) -> LabelLaws:
+    """Merge consecutive positions into at most `resolution` buckets (a post-processing: module
+    docstring): atoms at -inf / +inf stay apart, labels outside the `tail` quantiles of both
+    laws are lumped into the end buckets, and the labels in between are cut at equal label
+    widths (empty buckets dropped). Masses are summed in longdouble; the upper bounds rounded
+    up."""
+    n = len(laws)
+    if n <= resolution:
+        return laws
+    cuts = np.asarray(laws.cuts, dtype=float)
+    finite = np.isfinite(cuts)
+    # position i's label interval is (cuts[i-1], cuts[i]]; atoms: a -inf cut first, +inf never
+    lo_atom = int(n > 1 and cuts[0] == -np.inf)
+    cdf = np.maximum(*[np.cumsum(v.astype(float)) for v in laws.laws])
+    sf = np.maximum(*[np.cumsum(v.astype(float)[::-1])[::-1] for v in laws.laws])
+    first = max(lo_atom, int(np.searchsorted(cdf, tail, side="left")))
+    last = min(n - 1, int(np.nonzero(sf >= tail)[0][-1]) if np.any(sf >= tail) else n - 1)
+    last = max(last, first)
+    inner = max(resolution - 2 - lo_atom, 1)
+    starts: list[int] = [0] if lo_atom else []
+    if first > lo_atom:
+        starts.append(lo_atom)
+    if last > first and finite[first:last].all():
+        start = cuts[first - 1] if first > 0 and finite[first - 1] else cuts[first]
+        grid = np.linspace(start, cuts[last - 1], inner)
+        idx = np.searchsorted(cuts[first:last], grid[1:-1], side="left") + first + 1
+        starts += [first, *idx.tolist()]
+    else:
+        starts.append(first)
+    if last + 1 < n:
+        starts.append(last + 1)
+    first_of = np.unique(np.asarray(starts, dtype=np.int64))
+    count = np.diff(np.concatenate([first_of, [n]]))
+    merged = tuple(_group(v, first_of, np.longdouble) for v in laws.laws)
+    upper = tuple(_group(v, first_of, float) * (1 + (count.max() + 1) * U64) for v in laws.upper)
+    ends = first_of[1:] - 1  # the last position of each bucket but the final one
+    out = None if laws.output_cuts is None else np.asarray(laws.output_cuts)[ends]
+    old = laws.counts()
+    return LabelLaws(
+        (merged[0], merged[1]),
+        (upper[0], upper[1]),
+        laws.error,
+        laws.noise,
+        cuts[ends],
+        out,
+        np.add.reduceat(old, first_of),
+    )
+
+
+# --- winner masses, enclosed -------------------------------------------------------------------
+def enclose_winner(x, f_prev, f_next, w_prev, w_next, rho: float, law: RoundsLaw):
+    """Entry-wise (lower, upper) bounds on G(F') - G(F) where F = f_prev, F' = f_next = F + x,
+    W = 1 - F = w_prev, W' = w_next, every input within relative error `rho` of its r* value
+    (module docstring): the difference of G (F' <= 1/2) or of Gc = 1 - G(1 - .) (F' > 1/2)
+    plus or minus its error, intersected with the mean-value bracket x [G'(F), G'(F')]."""
+    x, f, fp, w, wn = (np.asarray(v, dtype=float) for v in (x, f_next, f_prev, w_prev, w_next))
+    lo = np.zeros(np.broadcast(x, f).shape)
+    hi = np.zeros_like(lo)
+    low_half = f <= 0.5
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if np.any(low_half):
+            ff, ffp, xx = f[low_half], fp[low_half], x[low_half]
+            gf, gfp = law.pgf(ff), law.pgf(ffp)
+            diff = gf - gfp
+            top = np.minimum(ff * (1 + rho), 1.0)
+            bot = ffp * (1 - rho)
+            slope_top = law.pgf_derivative(top, 1.0 - top)
+            slope_bot = law.pgf_derivative(bot, 1.0 - bot)
+            err = LAW_REL * (gf + gfp) + slope_top * rho * (ff + ffp) + U64 * np.abs(diff)
+            lo[low_half] = np.maximum(diff - err, xx * (1 - rho) * slope_bot * (1 - LAW_REL))
+            hi[low_half] = np.minimum(diff + err, xx * (1 + rho) * slope_top * (1 + LAW_REL))
+        up = ~low_half
+        if np.any(up):
+            t, tn, xx = w[up], wn[up], x[up]
+            ct, ctn = law.pgf_complement(t), law.pgf_complement(tn)
+            diff = ct - ctn
+            w_top = np.minimum(t * (1 + rho), 1.0)
+            w_bot = tn * (1 - rho)
+            slope_bot = law.pgf_derivative(1.0 - w_top, w_top)
+            slope_top = law.pgf_derivative(1.0 - w_bot, w_bot)
+            err = LAW_REL * (ct + ctn) + slope_top * rho * (t + tn) + U64 * np.abs(diff)
+            lo[up] = np.maximum(diff - err, xx * (1 - rho) * slope_bot * (1 - LAW_REL))
+            hi[up] = np.minimum(diff + err, xx * (1 + rho) * slope_top * (1 + LAW_REL))
+    lo = np.where(np.isfinite(lo), np.maximum(lo, 0.0), 0.0)
+    hi = np.where(np.isfinite(hi), np.maximum(hi, lo), 1.0)
+    return lo, hi
+
+
+def true_winner_upper(r_hi, f_next, w_next, rho: float, l1: float, law: RoundsLaw):
+    """Upper bounds on the TRUE winner's mass of a bucket: r_j G'(F(L u {j})) with r_j <= r_hi
+    and the true F within l1 of F* (G' non-decreasing; module docstring)."""
+    f, wn = np.asarray(f_next, dtype=float), np.asarray(w_next, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        w = np.where(f <= 0.5, 1.0 - np.minimum(f * (1 + rho) + l1, 1.0), wn * (1 - rho) - l1)
+        w = np.clip(w, 0.0, 1.0)
+        slope = law.pgf_derivative(1.0 - w, w) * (1 + LAW_REL)
+    out = np.asarray(r_hi, dtype=float) * slope
+    return np.where(np.isfinite(out), out, 1.0)
+
+
+# --- one score's hockey stick -------------------------------------------------------------------
+def direction_pieces(a_lo, b_star, b_true, c_a: float, c_b: float, floor=0.0, by=None):
+    """(U_k, V_k) for the direction A over B: prefix sums over the buckets sorted by
+    a_lo / b_hi, rounded down / up (`accounting.attack` module docstring, "The hockey stick").
+    a_lo bounds the r* winner (its L1 slack c_a is charged); B(S) is bounded by the smaller of
+    b_true(S) and min(b_star, b_true)(S) + c_b. Entries with a_lo <= floor are left out."""
+    keep = a_lo > floor
+    a, bs, bt = a_lo[keep], b_star[keep], b_true[keep]
+    b = np.minimum(bs, bt)
+    with np.errstate(divide="ignore"):
+        ratio = np.log(a) - np.log(b if by is None else np.asarray(by)[keep])
+    order = np.argsort(-ratio, kind="stable")
+    n = len(a) + 1
+    up = 1 + n * U64
+    U = np.concatenate([[0.0], np.cumsum(a[order])]) * (1 - n * U64) - c_a
+    V_true = np.concatenate([[0.0], np.cumsum(bt[order])]) * up
+    V_mixed = np.concatenate([[0.0], np.cumsum(b[order])]) * up + c_b
+    return U, np.minimum(V_true, V_mixed)
+
+
+def pieces_epsilons(U: np.ndarray, V: np.ndarray, deltas: np.ndarray) -> np.ndarray:
+    """max(0, max_k log((U_k - delta) / V_k)) for each delta (inf where U_k > delta, V_k = 0)."""
+    out = np.zeros(len(deltas))
+    for i, d in enumerate(deltas):
+        live = U > d
+        if not np.any(live):
+            continue
+        if np.any(V[live] <= 0):
+            out[i] = math.inf
+            continue
+        out[i] = max(0.0, float(np.max(np.log(U[live] - d) - np.log(V[live]))))
+    return out
+
+
+def pieces_deltas(U: np.ndarray, V: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    """delta_low(eps) = max(0, max_k (U_k - e^eps V_k))."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        vals = U[None, :] - np.exp(np.asarray(eps, dtype=float))[:, None] * V[None, :]
+    vals = np.where(np.isnan(vals), -np.inf, vals)
+    return np.maximum(np.max(vals, axis=1), 0.0)
+
+
+def order_winner_laws(masses: tuple[np.ndarray, ...], order, law: RoundsLaw):
+    """The winner's bucket law on X and X' (float64 point values, the K = 0 output left out)
+    when the buckets win in `order` (lowest score first): G(F(L u {j})) - G(F(L)) per bucket,
+    evaluated as `enclose_winner` does (differences of G below 1/2, of Gc above)."""
+    order = np.asarray(order, dtype=np.int64)
+    out = []
+    for r in masses:
+        x = np.asarray(r, dtype=np.longdouble)[order]
+        before = np.concatenate([[np.longdouble(0)], np.cumsum(x)[:-1]])
+        after_w = np.concatenate([np.cumsum(x[::-1])[::-1][1:], [np.longdouble(0)]])
+        before_w = after_w + x
+        f, fp = (before + x).astype(float), before.astype(float)
+        w, wn = before_w.astype(float), after_w.astype(float)
+        with np.errstate(invalid="ignore"):
+            val = np.where(
+                f <= 0.5,
+                law.pgf(f) - law.pgf(fp),
+                law.pgf_complement(w) - law.pgf_complement(wn),
+            )
+        pmf = np.zeros(len(order))
+        pmf[order] = np.maximum(val, 0.0)
+        out.append(pmf)
+    return out[0], out[1]
+
+
+# --- the dynamic program -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class SearchResult:
+    """The best score found at one delta: `epsilon` (its exact, certified value), the score's
+    `shape` ("extremes", "middle", or "monotone" when the order found is monotone), the
+    hockey stick's `direction`, `order` (the buckets from the lowest score to the highest: the
+    last one wins over all) and `pieces` (U_k, V_k) of its certified curve."""
+
+    epsilon: float
+    shape: str
+    direction: str
+    order: tuple[int, ...]
+    pieces: tuple[np.ndarray, ...] = field(repr=False, compare=False)
+
+
+DIRECTIONS = ((1, "X' over X"), (0, "X over X'"))
+
+
+def _sums(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """IN[d, a] = x[a] + ... + x[a + d - 1] and OUT[d, a] = the rest (a <= M - d, else 0):
+    sums of nonnegative longdouble terms (running sums along d; prefix + suffix), in float64."""
+    m = len(x)
+    grid_in = np.zeros((m + 1, m + 1), dtype=np.longdouble)
+    for d in range(1, m + 1):
+        grid_in[d, : m - d + 1] = grid_in[d - 1, : m - d + 1] + x[d - 1 :]
+    prefix = np.concatenate([[np.longdouble(0)], np.cumsum(x)])
+    suffix = np.concatenate([np.cumsum(x[::-1])[::-1], [np.longdouble(0)]])
+    rows, cols = np.indices((m + 1, m + 1))
+    live = cols <= m - rows
+    grid_out = np.where(live, prefix[np.minimum(cols, m)] + suffix[np.minimum(cols + rows, m)], 0)
+    return grid_in.astype(float), grid_out.astype(float)
+
+
+class ScoreSearch:
+    """The exact DP over interval-shaped scores of merged label buckets (module docstring),
+    with every winner mass enclosed. Built once per (label laws, law of K): the enclosures do
+    not depend on eps; `best(deltas)` and `deltas_at(eps)` run the DP."""
+
+    def __init__(self, laws: LabelLaws, law: RoundsLaw) -> None:
+        m = len(laws)
+        self.laws, self.law, self.m = laws, law, m
+        mean = float(law.mean)
+        self.slack = (mean * laws.error[0], mean * laws.error[1])
+        self._moves: dict[str, dict[str, dict]] | None = None
+        self._rows: dict[tuple, tuple] = {}
+
+    @property
+    def moves(self) -> dict[str, dict[str, dict]]:
+        """Per shape and move ("left" / "right"), the allowed states, the bucket added and the
+        enclosures (lo, hi, true upper) of its winner mass on each side, over the (d, a) grid
+        (computed on first use: O(M^2) law evaluations)."""
+        if self._moves is None:
+            self._moves = self._enclosures()
+        return self._moves
+
+    def _enclosures(self) -> dict[str, dict[str, dict]]:
+        laws, law, m = self.laws, self.law, self.m
+        mean = float(law.mean)
+        rho = 2.0 * (laws.positions + m + 4) * ULD + 2 * U64
+        x = [np.asarray(v, dtype=np.longdouble) for v in laws.laws]
+        sums = [_sums(v) for v in x]
+        floors = [4 * mean * laws.noise[b] * laws.counts() for b in (0, 1)]
+        d, a = np.indices((m + 1, m + 1))
+        # moves per shape: (valid, bucket j, (d, a) of the state after the move)
+        ext = {
+            "left": ((a >= 1) & (d >= 1) & (d <= m - 1) & (a <= m - d), a - 1, d + 1, a - 1),
+            "right": ((a + d <= m - 1) & (d <= m - 1), a + d, d + 1, a),
+        }
+        mid = {
+            "left": ((d >= 1) & (a <= m - d), a, d - 1, a + 1),
+            "right": ((d >= 1) & (a <= m - d), a + d - 1, d - 1, a),
+        }
+        out: dict[str, dict[str, dict]] = {}
+        for shape, moves in (("extremes", ext), ("middle", mid)):
+            out[shape] = {}
+            for name, (valid, j, d2, a2) in moves.items():
+                j = np.where(valid, j, 0)
+                dv, av, jv = d[valid], a[valid], j[valid]
+                d2v, a2v = d2[valid], a2[valid]
+                side = []
+                for b in (0, 1):
+                    g_in, g_out = sums[b]
+                    # extremes: the lower set is IN; middle: the lower set is OUT
+                    lower, upper = (g_in, g_out) if shape == "extremes" else (g_out, g_in)
+                    fp, wp = lower[dv, av], upper[dv, av]
+                    fn, wn = lower[d2v, a2v], upper[d2v, a2v]
+                    mass = x[b][jv].astype(float)
+                    lo, hi = enclose_winner(mass, fp, fn, wp, wn, rho, law)
+                    tu = true_winner_upper(laws.upper[b][jv], fn, wn, rho, laws.error[b], law)
+                    lo = np.where(lo > floors[b][jv], lo, 0.0)
+                    full = [np.zeros((m + 1, m + 1)) for _ in range(3)]
+                    for grid, v in zip(full, (lo, hi, tu)):
+                        grid[valid] = v
+                    side.append(tuple(full))
+                out[shape][name] = {"valid": valid, "j": j, "side": side}
+        return out
+
+    def _gain_rows(self, shape: str, num: int, mixed: bool) -> tuple:
+        """Per move, per state row d: (a_lo, b, penalty) as contiguous arrays (penalty -inf
+        where the move is not allowed), cached: the DP's gain is max(0, a - e b) + penalty."""
+        key = (shape, num, mixed)
+        if key not in self._rows:
+            m, den, out = self.m, 1 - num, []
+            for name in ("left", "right"):
+                mv = self.moves[shape][name]
+                a_lo = mv["side"][num][0]
+                b = mv["side"][den][2]
+                b = np.minimum(mv["side"][den][1], b) if mixed else b
+                pen = np.where(mv["valid"], 0.0, -np.inf)
+                a_lo, b = np.where(mv["valid"], a_lo, 0.0), np.where(mv["valid"], b, 0.0)
+                rows = [
+                    tuple(np.ascontiguousarray(v[dd, : m - dd + 1]) for v in (a_lo, b, pen))
+                    for dd in range(m + 1)
+                ]
+                out.append(rows)
+            self._rows[key] = tuple(out)
+        return self._rows[key]
+
+    # the DP at a vector of eps --------------------------------------------------------------
+    def _dp(self, shape: str, num: int, eps: np.ndarray, back: bool, mixed: bool = True):
+        """max over scores of sum_j max(0, a_j - e^eps b_j) for each eps (b the mixed bound
+        min(b*, b_t), or with `mixed` False the true-law bound b_t alone); with `back`, also the
+        choices (True: the "left" move) per state row."""
+        m = self.m
+        e = np.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))[:, None]
+        rows_left, rows_right = self._gain_rows(shape, num, mixed)
+
+        def gain(rows, d: int) -> np.ndarray:
+            a_lo, b, pen = rows[d]
+            return np.maximum(a_lo - e * b, 0.0) + pen
+
+        choices: dict[int, np.ndarray] = {}
+        buf = np.full((len(e), m + 3), -np.inf)  # V in buf[:, 1:], -inf around it
+        if shape == "extremes":
+            buf[:, 1] = 0.0  # V[M] = 0: the lower set is everything
+            for d in range(m - 1, -1, -1):
+                n = m - d + 1  # states a = 0 .. m - d; V[d + 1] has n - 1 of them
+                buf[:, n] = -np.inf
+                left = gain(rows_left, d) + buf[:, 0:n]  # a - 1
+                right = gain(rows_right, d) + buf[:, 1 : n + 1]  # a
+                if back:
+                    choices[d] = left > right
+                buf[:, 1 : n + 1] = np.maximum(left, right)
+            value = buf[:, 1 : m + 2]
+            best = np.max(value, axis=1)
+            start = np.argmax(value, axis=1)
+        else:
+            buf[:, 1 : m + 2] = 0.0  # V[0] = 0: nothing left to add
+            for d in range(1, m + 1):
+                n = m - d + 1  # states a = 0 .. m - d; V[d - 1] has n + 1 of them
+                left = gain(rows_left, d) + buf[:, 2 : n + 2]  # a + 1
+                right = gain(rows_right, d) + buf[:, 1 : n + 1]  # a
+                if back:
+                    choices[d] = left > right
+                buf[:, 1 : n + 1] = np.maximum(left, right)
+            best = buf[:, 1].copy()
+            start = np.zeros(len(e), dtype=np.int64)
+        return best, choices, start
+
+    def _path(self, shape: str, choices: dict, start: int, row: int) -> list[tuple[str, int, int]]:
+        """The moves (name, d, a) of the score chosen by the DP for eps number `row`."""
+        m, path = self.m, []
+        if shape == "extremes":
+            d, a = 0, int(start)
+            while d < m:
+                name = "left" if choices[d][row, a] else "right"
+                path.append((name, d, a))
+                a = a - 1 if name == "left" else a
+                d += 1
+        else:
+            d, a = m, 0
+            while d > 0:
+                name = "left" if choices[d][row, a] else "right"
+                path.append((name, d, a))
+                a = a + 1 if name == "left" else a
+                d -= 1
+        return path
+
+    def _evaluate(self, shape: str, num: int, path, deltas: np.ndarray):
+        """The certified eps of one score (a path of moves) at each delta, and its pieces."""
+        den = 1 - num
+        rows: list[list[float]] = [[], [], []]
+        order = []
+        for name, d, a in path:
+            mv = self.moves[shape][name]
+            for k, (b, which) in enumerate(((num, 0), (den, 1), (den, 2))):
+                rows[k].append(float(mv["side"][b][which][d, a]))
+            order.append(int(mv["j"][d, a]))
+        a_lo, b_star, b_true = (np.array(v) for v in rows)
+        best, pieces = np.zeros(len(deltas)), None
+        for by in (None, b_true):
+            U, V = direction_pieces(a_lo, b_star, b_true, self.slack[num], self.slack[den], 0.0, by)
+            eps = pieces_epsilons(U, V, deltas)
+            if pieces is None or np.any(eps > best):
+                pieces = (U, V)
+            best = np.maximum(best, eps)
+        return best, tuple(order), pieces
+
+    def best(self, deltas, start=None) -> list[SearchResult]:
+        """The best interval-shaped score at each delta (module docstring: improve the score
+        until the DP at its eps finds none better). `start`: eps to start from (a lower bound
+        already known, e.g. the monotone attack's)."""
+        d = check_deltas(deltas, "deltas")
+        cur = np.zeros(len(d)) if start is None else np.array(start, dtype=float)
+        found: list[SearchResult | None] = [None] * len(d)
+        for _ in range(MAX_ROUNDS):
+            improved = False
+            live = np.isfinite(cur)
+            for shape, (num, name), mixed in itertools.product(SHAPES, DIRECTIONS, (True, False)):
+                idx = np.nonzero(live)[0]
+                if len(idx):
+                    value, choices, starts = self._dp(shape, num, cur[idx], True, mixed)
+                    e = np.exp(np.minimum(cur[idx], 700.0))
+                    need = d[idx] + self.slack[num] + e * (self.slack[1 - num] if mixed else 0.0)
+                    for row in np.nonzero(value > need)[0]:
+                        i = idx[row]
+                        path = self._path(shape, choices, int(starts[row]), int(row))
+                        eps, order, pieces = self._evaluate(shape, num, path, d[i : i + 1])
+                        if eps[0] > cur[i] or found[i] is None and eps[0] >= cur[i]:
+                            improved |= eps[0] > cur[i]
+                            cur[i] = eps[0]
+                            found[i] = SearchResult(
+                                float(eps[0]), _shape_of(order, shape), name, order, pieces
+                            )
+            if not improved:
+                break
+        return [
+            f if f is not None else SearchResult(float(c), "none", "", (), (np.zeros(1),) * 2)
+            for f, c in zip(found, cur)
+        ]
+
+    def deltas_at(self, eps) -> np.ndarray:
+        """delta_low(eps): the largest certified hockey stick over the interval-shaped scores
+        (max over shapes, directions and the two bounds on B(S) of the DP value, L1 slacks
+        charged), >= 0."""
+        e = np.atleast_1d(np.asarray(eps, dtype=float))
+        out = np.zeros(len(e))
+        for shape in SHAPES:
+            for num, _ in DIRECTIONS:
+                for mixed in (True, False):
+                    value, _, _ = self._dp(shape, num, e, back=False, mixed=mixed)
+                    c_b = self.slack[1 - num] if mixed else 0.0
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        val = value - self.slack[num] - np.exp(e) * c_b
+                    out = np.maximum(out, np.where(np.isnan(val), 0.0, val))
+        return out
+
+    def score(self, result: SearchResult, unit: str = "label") -> BucketScore:
+        """The score of `result` as data: the merged buckets' cuts (label units, or the base's
+        output units where `laws.output_cuts` is known), the rank of each bucket (its place in
+        the order: the highest wins), the shape, and the adversary's statistic per bucket, the
+        log ratio of the winner's bucket masses X' over X (+-inf where one is 0)."""
+        cuts = self.laws.cuts if unit == "label" else self.laws.output_cuts
+        if cuts is None:
+            raise ValueError(f"no {unit} cuts for this base")
+        order = result.order or tuple(range(self.m))
+        ranks = np.empty(self.m)
+        ranks[np.asarray(order)] = np.arange(len(order), dtype=float)
+        p0, p1 = order_winner_laws(self.laws.laws, order, self.law)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            guess = np.where((p0 > 0) | (p1 > 0), np.log(p1) - np.log(p0), 0.0)
+        shape = result.shape if result.shape in SHAPES or result.shape == "monotone" else "other"
+        return BucketScore(
+            tuple(float(c) for c in cuts),
+            tuple(float(r) for r in ranks),
+            unit,  # type: ignore[arg-type]
+            shape,  # type: ignore[arg-type]
+            tuple(float(g) for g in guess),
+        )
+
+
+def _shape_of(order, shape: str) -> str:
+    """ "monotone" when the order is increasing or decreasing, else the DP's shape."""
+    steps = np.diff(np.asarray(order))
+    return "monotone" if len(steps) and (np.all(steps > 0) or np.all(steps < 0)) else shape
