@@ -1235,8 +1235,8 @@ def test_cli_option_ranges_are_the_config_ranges():
     assert cli.TRIALS_RANGE is LIMITS["game.trials"] and config.LIMITS is LIMITS
     assert cli.SEED_RANGE is LIMITS["game.seed"]
     assert cli.THRESHOLDS_RANGE is LIMITS["game.thresholds"]
-    for field, (lo, hi) in LIMITS.items():
-        key = field.split(".")[1]
+    for name, (lo, hi) in LIMITS.items():
+        key = name.split(".")[1]
         doc = {
             "name": "x",
             "delta": 1e-5,
@@ -1244,7 +1244,7 @@ def test_cli_option_ranges_are_the_config_ranges():
             "rounds": {"kind": "poisson", "mean": 3},
         }
         doc["game"] = {key: hi + 1}
-        with pytest.raises(ConfigError, match=rf"{field}: must be an integer in \[{lo}, {hi}\]"):
+        with pytest.raises(ConfigError, match=rf"{name}: must be an integer in \[{lo}, {hi}\]"):
             config.parse_config(doc)
 
 
