@@ -15,33 +15,34 @@ import math
 from functools import lru_cache
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.special import betainccinv, betaincinv, ndtri, xlogy
 
 #: the user-facing names (the other functions are building blocks of the audits)
 __all__ = ["clopper_pearson_upper", "clopper_pearson_lower"]
 
 
-def clopper_pearson_upper(count, nobs, alpha: float):
+def clopper_pearson_upper(count: ArrayLike, nobs: int, alpha: float) -> NDArray[np.float64]:
     """Upper limit of the two-sided Clopper-Pearson interval at level alpha: the (1 - alpha/2)
     quantile of Beta(count + 1, nobs - count), as statsmodels' `proportion_confint(method="beta")`
     computes it (called here through scipy.special without its per-call overhead); vectorised."""
-    count = np.asarray(count)
-    if np.size(count) == 0:
-        return np.zeros(np.shape(count))
-    full = count >= nobs
-    c = np.where(full, nobs - 1, count).astype(float)
+    counts = np.asarray(count)
+    if np.size(counts) == 0:
+        return np.zeros(np.shape(counts))
+    full = counts >= nobs
+    c = np.where(full, nobs - 1, counts).astype(float)
     upper = betainccinv(c + 1, nobs - c, alpha / 2)
     return np.where(full, 1.0, upper)
 
 
-def clopper_pearson_lower(count, nobs, alpha: float):
+def clopper_pearson_lower(count: ArrayLike, nobs: int, alpha: float) -> NDArray[np.float64]:
     """Lower limit of the two-sided Clopper-Pearson interval at level alpha: the alpha/2
     quantile of Beta(count, nobs - count + 1); vectorised."""
-    count = np.asarray(count)
-    if np.size(count) == 0:
-        return np.zeros(np.shape(count))
-    empty = count <= 0
-    c = np.where(empty, 1, count).astype(float)
+    counts = np.asarray(count)
+    if np.size(counts) == 0:
+        return np.zeros(np.shape(counts))
+    empty = counts <= 0
+    c = np.where(empty, 1, counts).astype(float)
     lower = betaincinv(c, nobs - c + 1, alpha / 2)
     return np.where(empty, 0.0, lower)
 

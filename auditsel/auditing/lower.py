@@ -55,6 +55,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from auditsel.auditing.clopper_pearson import clopper_pearson_upper
 from auditsel.auditing.gdp_fitting import GdpFit, gdp_fit
@@ -281,8 +282,8 @@ def lower_bound(
 
 
 def audit_scores(
-    scores,
-    member,
+    scores: ArrayLike,
+    member: ArrayLike,
     delta: float,
     *,
     confidence: float = 0.95,

@@ -12,12 +12,13 @@ binary search, without copying the subset. Nothing here depends on the order of 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from auditsel.errors import ConfigError
 
@@ -92,7 +93,7 @@ class Counts:
     n1: int
 
     @classmethod
-    def from_sorted(cls, s, b) -> Counts:
+    def from_sorted(cls, s: NDArray[np.float64], b: ArrayLike) -> Counts:
         """From scores already sorted ascending and their coins (no sort here)."""
         b = np.asarray(b, dtype=bool)
         n = len(b)
@@ -114,7 +115,7 @@ class Counts:
         np.subtract(n0 - rank, -ones, out=fp[1:])  # n0 - #(b = 0 among the first rank)
         return cls(t, fp, fn, n0, n1)
 
-    def at(self, thresholds):
+    def at(self, thresholds: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """(fp, fn) counts at arbitrary thresholds (largest table threshold <= each one)."""
         idx = np.searchsorted(self.t, np.asarray(thresholds, dtype=float), side="right") - 1
         return self.fp[idx], self.fn[idx]
@@ -168,7 +169,7 @@ class SortedScores:
     which every count and every split is read. Results computed on it (a rule's bound, a split's
     pilot) are kept, so that the CLI's rules and the estimator panel share them."""
 
-    def __init__(self, scores, member):
+    def __init__(self, scores: ArrayLike, member: ArrayLike) -> None:
         self.scores = np.asarray(scores, dtype=float)
         self.member = np.asarray(member).astype(bool)
         self.n = len(self.scores)
@@ -176,7 +177,7 @@ class SortedScores:
         self._coins: tuple[np.ndarray, np.ndarray] | None = None
         self._memo: dict = {}
 
-    def by_coin(self, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    def by_coin(self, mask: NDArray[np.bool_] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(sorted scores of the b = 0 trials, of the b = 1 trials) among `mask` (all if None)."""
         if mask is None and self._coins is not None:
             return self._coins
@@ -188,7 +189,7 @@ class SortedScores:
             self._coins = coins
         return coins
 
-    def counts(self, mask=None) -> Counts:
+    def counts(self, mask: NDArray[np.bool_] | None = None) -> Counts:
         """Counts at every distinct threshold of the trials selected by `mask`; all when None."""
         if mask is None:
             if self._all is None:
@@ -196,12 +197,12 @@ class SortedScores:
             return self._all
         return counts_from_coins(*self.by_coin(mask))
 
-    def counts_at(self, mask, thresholds) -> Counts:
+    def counts_at(self, mask: NDArray[np.bool_] | None, thresholds: ArrayLike) -> Counts:
         """Counts of the trials selected by `mask` (None: all) at the given thresholds only, as
         a table whose `at` answers exactly at those thresholds."""
         return counts_at_thresholds(*self.by_coin(mask), thresholds)
 
-    def memo(self, key, compute: Callable[[], Any]):
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """compute(), once per key on this sort."""
         if key not in self._memo:
             self._memo[key] = compute()
@@ -238,7 +239,7 @@ class SortedScores:
             return draw()
         return self.memo(("pilot", split_fraction, seed), draw)
 
-    def rest_at(self, pilot, thresholds) -> Counts:
+    def rest_at(self, pilot: tuple[SortedPart, SortedPart], thresholds: ArrayLike) -> Counts:
         """Counts of the evaluation part (all games but the `pilot`'s) at the thresholds: the
         counts of all games less the pilot's (no second split of the arrays)."""
         every = self.counts_at(None, thresholds)
@@ -277,7 +278,9 @@ def counts_from_coins(s0: np.ndarray, s1: np.ndarray) -> Counts:
     return Counts.from_sorted(merged, is1)
 
 
-def threshold_table(scores, member):
+def threshold_table(
+    scores: ArrayLike, member: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64], int, int]:
     """All distinct thresholds with counts for direction '>' (guess 1 when score > t).
 
     Returns (t, fp_count, fn_count, n0, n1); t[0] = -inf (everything guessed 1).

@@ -9,9 +9,10 @@ pilot). Every rule it offers is valid at `confidence`, as in `auditsel.auditing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from auditsel.auditing.gdp_fitting import gdp_over_rows
 from auditsel.auditing.lower import LowerBound, check_levels, evaluate_at, legacy_rule, lower_bound
@@ -19,6 +20,19 @@ from auditsel.auditing.rules import BonferroniGrid, MultiSplit, Split, Threshold
 from auditsel.auditing.sorted_scores import Counts, SortedScores, pilot_grid, search_counts
 from auditsel.auditing.threshold_search import CandidateRows, best_on_table
 from auditsel.errors import ConfigError
+
+
+class ChunkReader(Protocol):
+    """What a streamed audit reads: the number of chunks, the trials in all of them, and one
+    chunk's (scores, coins) at a time (auditsel.games.engine.ChunkSource is one)."""
+
+    @property
+    def trials(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+    def load(self, index: int) -> tuple[NDArray[Any], NDArray[Any]]: ...
+
 
 #: the user-facing names (the other functions are building blocks of the audits)
 __all__ = ["audit_chunks"]
@@ -48,7 +62,7 @@ def _stream_counts(source, indices, thresholds):
 
 
 def audit_chunks(
-    source,
+    source: ChunkReader,
     delta: float,
     *,
     confidence: float = 0.95,

@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from auditsel.auditing.clopper_pearson import CpLimits, cp_limits, pair_limit_bounds
 from auditsel.auditing.sorted_scores import Counts, SortedPart, SortedScores
@@ -43,7 +44,7 @@ LEAF = 32  # and evaluates the candidates of a block of at most this many
 ROOT_BLOCKS = 4096  # blocks bounded at once at the start (one vectorised pass)
 
 
-def epsilon_from_rates(fp, fn, delta: float):
+def epsilon_from_rates(fp: ArrayLike, fn: ArrayLike, delta: float) -> NDArray[np.float64]:
     """Eq. 4 of [XWW24], vectorised; rates may be 0 (then that term is +inf unless the other
     rate makes its numerator non-positive)."""
     delta = float(check_deltas(delta)[0])

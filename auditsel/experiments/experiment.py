@@ -234,11 +234,12 @@ def _play(
     rule = g.rule(spec_grid if g.threshold == "bonferroni" else None)
     try:
         if stream:
-            bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=rule)
             assert record.chunks is not None  # a streamed record reads its chunks from disk
+            bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=rule)
             scores, member = record.chunks.head(PLOT_TRIALS)
             record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
         else:
+            assert record.scores is not None and record.member is not None  # played in memory
             ss = SortedScores(record.scores, record.member)
             bound = audit_scores(
                 record.scores,

@@ -110,6 +110,7 @@ def run_cell(
         checkpoint_dir=checkpoint_dir,
         fingerprint=f"accountants/{cell_id(setting)}/{seed}",
     )
+    assert record.scores is not None and record.member is not None  # played in memory
     bound = audit_scores(  # the split's seed: the game's (independent streams of it)
         record.scores, record.member, setting.delta, confidence=CONFIDENCE, rule=Split(seed=seed)
     )

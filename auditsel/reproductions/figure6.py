@@ -35,6 +35,7 @@ def rows(trials: int = TRIALS, jobs: int = 1, cells=None) -> list[dict]:
         record = run_game(
             winner, make_proxy("sample", winner), trials, 0, jobs=jobs, progress=False
         )
+        assert record.scores is not None and record.member is not None  # played in memory
         bound = audit_scores(record.scores, record.member, 1e-5, rule=Split(seed=0))
         row["eps_L"] = bound.eps
         row["eps_L_best"] = bound.eps_best_threshold

@@ -118,6 +118,7 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
             jobs=1,
             progress=False,
         )
+        assert record.scores is not None and record.member is not None  # played in memory
         eps.append(
             audit_scores(
                 record.scores, record.member, spec.delta, confidence=0.95, rule=Split(seed=seed + r)
