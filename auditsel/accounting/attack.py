@@ -748,7 +748,9 @@ def run_labels(pair, outputs, *, label_step: float | None = None) -> np.ndarray:
     return (np.sum(idx, axis=-1) + steps * step.start) * step.step
 
 
-def label_laws(pair, *, label_step: float | None = None, resolution: int | None = None):
+def label_laws(
+    pair, *, label_step: float | None = None, resolution: int | None = None
+) -> LabelLaws:
     """The law of one run's label on X and X' (unmerged; Gaussian bases at `resolution`
     buckets of x), for the score search (`accounting.score_search`) and `winner_bucket_laws`."""
     pair = as_pair(pair, "pair")
@@ -1076,7 +1078,9 @@ def attack_delta(pair, law: RoundsLaw, eps, *, scores: str = "any"):
     return out if np.ndim(eps) else float(out[0])
 
 
-def winner_bucket_laws(pair, law: RoundsLaw, score: BucketScore, *, label_step=None):
+def winner_bucket_laws(
+    pair, law: RoundsLaw, score: BucketScore, *, label_step: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The exact law of the winner's bucket when the tuning run plays `score` (K ~ `law` runs of
     the base, the run of the highest rank released; ties by the larger value, which does not
     change the winner's bucket): (pmf on X, pmf on X'), one entry per bucket of `score`, each

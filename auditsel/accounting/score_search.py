@@ -201,7 +201,9 @@ def merge_buckets(laws: LabelLaws, resolution: int, tail: float = TAIL) -> Label
 
 
 # --- winner masses, enclosed -------------------------------------------------------------------
-def enclose_winner(x, f_prev, f_next, w_prev, w_next, rho: float, law: RoundsLaw):
+def enclose_winner(
+    x, f_prev, f_next, w_prev, w_next, rho: float, law: RoundsLaw
+) -> tuple[np.ndarray, np.ndarray]:
     """Entry-wise (lower, upper) bounds on G(F') - G(F) where F = f_prev, F' = f_next = F + x,
     W = 1 - F = w_prev, W' = w_next, every input within relative error `rho` of its r* value
     (module docstring): the difference of G (F' <= 1/2) or of Gc = 1 - G(1 - .) (F' > 1/2)
@@ -239,7 +241,7 @@ def enclose_winner(x, f_prev, f_next, w_prev, w_next, rho: float, law: RoundsLaw
     return lo, hi
 
 
-def true_winner_upper(r_hi, f_next, w_next, rho: float, l1: float, law: RoundsLaw):
+def true_winner_upper(r_hi, f_next, w_next, rho: float, l1: float, law: RoundsLaw) -> np.ndarray:
     """Upper bounds on the TRUE winner's mass of a bucket: r_j G'(F(L u {j})) with r_j <= r_hi
     and the true F within l1 of F* (G' non-decreasing; module docstring)."""
     f, wn = np.asarray(f_next, dtype=float), np.asarray(w_next, dtype=float)
@@ -252,7 +254,9 @@ def true_winner_upper(r_hi, f_next, w_next, rho: float, l1: float, law: RoundsLa
 
 
 # --- one score's hockey stick -------------------------------------------------------------------
-def direction_pieces(a_lo, b_star, b_true, c_a: float, c_b: float, floor=0.0, by=None):
+def direction_pieces(
+    a_lo, b_star, b_true, c_a: float, c_b: float, floor=0.0, by=None
+) -> tuple[np.ndarray, np.ndarray]:
     """(U_k, V_k) for the direction A over B: prefix sums over the buckets sorted by
     a_lo / b_hi, rounded down / up (`accounting.attack` module docstring, "The hockey stick").
     a_lo bounds the r* winner (its L1 slack c_a is charged); B(S) is bounded by the smaller of
@@ -293,7 +297,9 @@ def pieces_deltas(U: np.ndarray, V: np.ndarray, eps: np.ndarray) -> np.ndarray:
     return np.maximum(np.max(vals, axis=1), 0.0)
 
 
-def order_winner_laws(masses: tuple[np.ndarray, ...], order, law: RoundsLaw):
+def order_winner_laws(
+    masses: tuple[np.ndarray, ...], order, law: RoundsLaw
+) -> tuple[np.ndarray, np.ndarray]:
     """The winner's bucket law on X and X' (float64 point values, the K = 0 output left out)
     when the buckets win in `order` (lowest score first): G(F(L u {j})) - G(F(L)) per bucket,
     evaluated as `enclose_winner` does (differences of G below 1/2, of Gc above)."""
