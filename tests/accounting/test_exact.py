@@ -55,9 +55,9 @@ def test_one_run_reduces_to_the_gaussian_profile(mu):
     "mu, eta, nu, eps",
     [
         (0.5, 0.0, 0.01, [0.5, 1.5]),
-        (2.0, 1.0, 1e-3, [1.0, 4.0]),
+        pytest.param(2.0, 1.0, 1e-3, [1.0, 4.0], marks=pytest.mark.slow),  # 15 s of mpmath
         (1.0, -0.5, 0.05, [0.8]),
-        (10.0, 1.0, 1e-6, [20.0, 40.0]),  # E[K] = 10^6, mu = 10
+        pytest.param(10.0, 1.0, 1e-6, [20.0, 40.0], marks=pytest.mark.slow),  # E[K] = 10^6, mu = 10
     ],
 )
 def test_reduced_game_curve_matches_high_precision_integration(mu, eta, nu, eps):

@@ -54,6 +54,7 @@ def test_fixed_output_scores_minus_infinity_and_unknown_proxy_errors():
         make_dpsgd_proxy("loss")
 
 
+@pytest.mark.slow  # DP-SGD training runs (tests/dpsgd/test_dpsgd_trainer.py checks the Dirac canary's sum by default)
 def test_dirac_canary_writes_c_to_coordinate_zero_only():
     model = ModelSpec("mlp", TRAIN.shape, 10)
     res = train_runs(

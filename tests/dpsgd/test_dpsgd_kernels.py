@@ -300,6 +300,7 @@ def test_both_ways_of_the_torch_products_give_the_known_answers(monkeypatch, wra
     assert torch.equal(a, torch_draw(k, 2, 0, 3, 100, True))
 
 
+@pytest.mark.slow  # inspects every compiled kernel's machine code
 def test_the_compiled_code_has_no_fused_multiply_add():
     """numba compiles without fast-math flags: no LLVM instruction may be contracted, and on
     x86-64 no FMA instruction appears in the machine code (an FMA rounds once where the

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 matplotlib.use("Agg")
-from matplotlib.figure import Figure
+
+from figure_records import record_saved_figures
 
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.experiment import run_experiment
@@ -158,9 +159,7 @@ def drawn_lines(monkeypatch, draw, file_name=None):
     figures saved as `file_name` if given)."""
     lines = []
 
-    save = Figure.savefig
-
-    def record(fig, path, *args, **kwargs):
+    def record(fig, path):
         if file_name is None or str(path).endswith(file_name):
             for ax in fig.axes:
                 lines.extend(
@@ -168,9 +167,8 @@ def drawn_lines(monkeypatch, draw, file_name=None):
                     for ln in ax.get_lines()
                     if not ln.get_label().startswith("_")
                 )
-        return save(fig, path, *args, **kwargs)
 
-    monkeypatch.setattr(Figure, "savefig", record)
+    record_saved_figures(monkeypatch, record)
     draw()
     return lines
 

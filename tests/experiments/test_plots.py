@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 matplotlib.use("Agg")
-from matplotlib.figure import Figure
+
+from figure_records import record_saved_figures
 
 from auditsel.auditing.sorted_scores import threshold_table
 from auditsel.experiments.config import parse_config
@@ -51,15 +52,13 @@ def test_plots_of_a_large_game_draw_a_few_thousand_points(tmp_path, monkeypatch)
     )
     result, artefacts = run_experiment(spec, None, progress=False, curves=False)
     drawn = {}
-    save = Figure.savefig
 
-    def record(fig, path, *args, **kwargs):
+    def record(fig, path):
         drawn[str(path).rsplit("/", 1)[-1]] = sum(
             len(line.get_xdata()) for ax in fig.axes for line in ax.get_lines()
         )
-        return save(fig, path, *args, **kwargs)
 
-    monkeypatch.setattr(Figure, "savefig", record)
+    record_saved_figures(monkeypatch, record)
     names = write_plots(result, artefacts, tmp_path)
     assert set(names) == {"privacy_curve.png", "scores.png", "tradeoff.png"} == set(drawn)
     assert all(0 < count <= 15_000 for count in drawn.values()), drawn

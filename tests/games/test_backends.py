@@ -8,6 +8,7 @@ from auditsel.cli import main
 from auditsel.games.backends import BackendError, execution_backend
 
 
+@pytest.mark.slow  # starts a dask cluster
 def test_dask_local_cluster_gives_the_same_numbers(tmp_path):
     pytest.importorskip("distributed")
     local, dask = tmp_path / "local", tmp_path / "dask"

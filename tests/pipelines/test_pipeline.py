@@ -471,6 +471,7 @@ def test_a_streamed_audit_gives_the_bound_of_the_chunks(tmp_path):
         audit_pipeline(dpsgd_no_data, standardised, stream=True, **kw)
 
 
+@pytest.mark.slow  # starts a dask cluster
 def test_a_dask_cluster_gives_the_same_numbers():
     pytest.importorskip("distributed")
     kw = dict(data=None, canary=DIRAC, games=96, delta=1e-5, seed=5)

@@ -73,6 +73,7 @@ def inclusions(release, canary):
     return canary.score(release) * (N_EXAMPLES * (1 / (N_EXAMPLES // BATCH))) / (LR * CLIP)
 
 
+@pytest.mark.slow  # Opacus training runs
 def test_gradient_canary_enters_the_opacus_sum_at_the_accountants_sample_rate():
     """Noise 0 and a padding coordinate: the move counts the steps that took the canary,
     each one clipped gradient added to the sum before Opacus scales it by the expected batch:

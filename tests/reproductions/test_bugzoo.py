@@ -49,6 +49,7 @@ def test_the_zoo_has_six_bugs_and_two_correct_pipelines_each_a_module():
         bugzoo.module("no_such_pipeline")
 
 
+@pytest.mark.slow  # pipeline audits (the bug zoo's regeneration runs them at length)
 @pytest.mark.parametrize(
     "name, games", [("noise_for_mean", 400), ("batch_clipping", 400), ("train_selection", 800)]
 )

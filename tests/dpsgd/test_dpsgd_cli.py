@@ -35,6 +35,7 @@ def write(tmp_path, config):
     return path
 
 
+@pytest.mark.slow  # a DP-SGD game through the CLI, killed and resumed
 def test_dpsgd_game_runs_resumes_and_is_seeded(tmp_path):
     path = write(tmp_path, CONFIG)
     out = tmp_path / "o"
