@@ -160,6 +160,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     run.add_argument("--quiet", action="store_true", help="do not print the table")
+    run.add_argument(
+        "--no-plots",
+        action="store_true",
+        help="write result.json and report.md only (no matplotlib: about a second less)",
+    )
+    run.add_argument(
+        "--assume",
+        choices=("monotone_score",),
+        help="monotone_score: also print [XWW24]'s reduced-game epsilon, which holds only under "
+        "its monotone-score assumption (the table's interval holds for any score)",
+    )
 
     rep = sub.add_parser("reproduce", help="recompute a paper's table under results/papers/NAME/")
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
@@ -272,6 +283,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-baseline",
         action="store_true",
         help="skip dp_accounting's RepeatAndSelectDpEvent calibration (the comparison)",
+    )
+    cal.add_argument(
+        "--assume",
+        choices=("monotone_score",),
+        help="monotone_score: calibrate [XWW24]'s reduced-game value instead, which holds only "
+        "under its monotone-score assumption (default: the tuning run for any score)",
     )
     cal.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -455,6 +472,11 @@ def _command_run(args) -> int:
         raise UsageError(f"{config_path}: {err}") from None
     if args.scheduler and args.backend != "dask":
         raise UsageError("--scheduler: only used with --backend dask; add --backend dask")
+    if getattr(args, "assume", None) and points is not None:
+        raise UsageError(
+            "--assume: prints one setting's epsilon, not a sweep's (sweep.csv has the "
+            "<key>_monotone_score columns); drop the option"
+        )
     # resolved, refused when it escapes (.., the current folder), locked against a second
     # run; on failure only what this run created goes (auditsel.files)
     out = args.out if args.out is not None else Path("results") / name
@@ -481,7 +503,8 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
                 f"and {len(points)} point folders"
             )
         return 0
-    prefetch_plotting()
+    if not args.no_plots:
+        prefetch_plotting()
     with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
         result, artefacts = run_experiment(
             spec, out_dir, jobs=args.jobs, progress=progress, backend=backend
@@ -494,9 +517,14 @@ def _run_into(args, out_dir, spec, points, progress) -> int:
             f"{out_dir / 'checkpoints'}",
             file=sys.stderr,
         )
-    written = write_outputs(out_dir, result, artefacts)
+    written = write_outputs(out_dir, result, artefacts, plots=not args.no_plots)
     if not args.quiet:
         print(text_table(result))
+        if getattr(args, "assume", None):
+            # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+            from auditsel.accounting.interval import tuning_epsilon
+
+            print(tuning_epsilon(spec.base, spec.rounds, spec.delta, assume=args.assume))
         print(f"wrote {', '.join(str(p) for p in written)}")
     return 0
 
@@ -887,6 +915,7 @@ def _command_calibrate(args) -> int:
         solve_for=args.solve_for,
         rtol=args.rtol,
         baseline=not args.no_baseline,
+        assume=args.assume,
     )
     if args.json:
         print(json.dumps({"name": spec.name, **result.to_dict()}, allow_nan=False))
@@ -911,11 +940,16 @@ def calibration_text(name: str, c) -> str:
             f"range (reported: {c.value:.6g}, eps = {c.epsilon:.4f}, {c.bound}: {c.source})"
         )
     else:
+        which = "assuming a monotone score" if c.assumption else "tightest rigorous bound there"
         answer = (
-            f"  {what:<17} {c.value:.6g}   tightest rigorous bound there: eps = {c.epsilon:.4f} "
-            f"({c.bound}: {c.source})"
+            f"  {what:<17} {c.value:.6g}   {which}: eps = {c.epsilon:.4f} ({c.bound}: {c.source})"
         )
     lines = [head, answer]
+    if c.assumption is not None:
+        lines.append(
+            "  ASSUMED: a monotone score ([XWW24]'s reduced game); not the tuning run's epsilon "
+            "for any score (drop --assume for that)"
+        )
     if c.baseline_value is None:
         lines.append(f"  dp_accounting     n/a ({c.baseline_note})")
     else:

@@ -5,14 +5,17 @@
 Writes n Gaussian scores (class 0 ~ N(0, 1), class 1 ~ N(mu, 1), coins fair) as a CSV and as
 an .npz in a temporary folder, then in this one process:
 
-1. baseline: `np.sort` of the same n scores (the one sort no audit can avoid), best of 3;
+1. baselines: `np.sort` of the same n scores (the one sort no audit can avoid), best of 3; and
+   for the CSV, the plain NumPy audit of it: `np.loadtxt` (numpy's C reader) + a sort + one
+   scan of the counts above every threshold + one Clopper-Pearson limit at the best threshold;
 2. for each file: the command `auditsel audit-scores FILE --json` in a fresh interpreter,
    wall-clock (start-up, imports, reading, the four rules, the estimator panel, printing: what
    the user waits for), and the child's peak memory (ru_maxrss);
 3. phases, in this process: reading the file (`read_scores`), the four rules
    (`audit_scores`, one sort shared), the estimator panel (`estimator_panel` on that sort).
 
-It prints each time and its ratio to the baseline. `--mu 0` audits scores with no signal (every
+It prints each time and its ratio to the baselines (for the CSV: the command, and reading +
+rules + panel in this process, over the plain NumPy audit). `--mu 0` audits scores with no signal (every
 eps_L 0: the searches must prove that no threshold certifies anything).
 
 Numbers depend on the machine and its load: compare the ratios, measured in one process, not
@@ -75,6 +78,21 @@ def command(path: Path) -> tuple[float, dict, float]:
     return seconds, json.loads(out.stdout), peak
 
 
+def numpy_audit(path: Path) -> float:
+    """The plain NumPy audit of a CSV: load, sort, scan, one Clopper-Pearson limit; eps."""
+    from scipy.stats import beta
+
+    table = np.loadtxt(path, delimiter=",", skiprows=1)
+    score, member = table[:, 0], table[:, 1]
+    m = member[np.argsort(score, kind="stable")]
+    ones = np.cumsum(m[::-1])[::-1]  # members at or above each threshold
+    zeros = np.arange(len(m), 0, -1) - ones
+    i = int(np.argmax(ones / ones[0] - zeros / zeros[0]))
+    tpr = beta.ppf(0.025, ones[i], ones[0] - ones[i] + 1) if ones[i] > 0 else 0.0
+    fpr = beta.ppf(0.975, zeros[i] + 1, zeros[0] - zeros[i]) if zeros[i] < zeros[0] else 1.0
+    return float(np.log(max(tpr, 1e-300) / fpr))
+
+
 def phases(path: Path) -> dict[str, float]:
     from auditsel.auditing.estimators import estimator_panel
     from auditsel.auditing.lower import audit_scores
@@ -106,13 +124,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-audit-scores-") as tmp:
         score, csv, npz = write_files(Path(tmp), args.games, args.mu)
         base = best_of(lambda: np.sort(score), 3)
-        print(f"{args.games:,} games, mu = {args.mu:g}; baseline np.sort: {base:.2f} s")
+        plain = best_of(lambda: numpy_audit(csv), 1)
+        print(
+            f"{args.games:,} games, mu = {args.mu:g}; baselines: np.sort {base:.2f} s, "
+            f"np.loadtxt + sort + scan + one CP of the CSV {plain:.2f} s"
+        )
         for path in (npz, csv):
             for _ in range(args.repeat):
                 seconds, payload, peak = command(path)
+                vs_plain = f"  {seconds / plain:4.2f} x loadtxt+sort+scan" if path == csv else ""
                 print(
                     f"  auditsel audit-scores {path.name:<11} {seconds:7.2f} s  "
-                    f"{seconds / base:6.1f} x np.sort   peak memory {peak:.2f} GiB   "
+                    f"{seconds / base:6.1f} x np.sort{vs_plain}   peak memory {peak:.2f} GiB   "
                     f"eps_L {payload['eps']:.4f}, gdp_fit {payload['gdp_fit']:.4f}"
                 )
         for path in (npz, csv):
@@ -121,6 +144,13 @@ def main() -> None:
                 f"  phases ({path.name}): "
                 + ", ".join(f"{k} {v:.2f} s ({v / base:.1f} x)" for k, v in t.items())
             )
+            if path == csv:
+                total = sum(t.values())
+                print(
+                    f"  CSV in this process: read + rules + panel {total:.2f} s = "
+                    f"{total / plain:.2f} x np.loadtxt + sort + scan + one CP ({plain:.2f} s); "
+                    f"reading alone {t['read'] / best_of(lambda: np.loadtxt(csv, delimiter=',', skiprows=1), 1):.2f} x np.loadtxt"
+                )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """`auditsel run` end to end, as a user meets it, with the time of each phase.
 
-    python benchmarks/bench_cli.py [--trials 10000000] [--jobs 2] [--repeat 1]
+    python benchmarks/bench_cli.py [--trials 10000000] [--jobs 2] [--repeat 1] [--no-plots]
 
 The config: (reduced game, base {kind: gaussian, mu: 0.5}, TNB(0, 0.01)).
 Two measurements, each in a fresh interpreter:
@@ -11,9 +11,11 @@ Two measurements, each in a fresh interpreter:
    what it calls: imports (every module the run loads, matplotlib included), bounds (the upper
    panel, the bound curves and the exact privacy curve; computed in a thread while the game
    and the audit run, so only the part that outlasts them adds to the total), game
-   (auditsel.games.engine.run_game), audit (the lower bounds from the scores), plots
+   (auditsel.games.engine.run_game), audit (the lower bounds from the scores), estimator
+   panel (run by default up to 200,000 games), plots
    (auditsel.experiments.report.write_plots), rest (config, report.md, result.json, printing). It prints
-   each phase, the total, and the ratio of the total to the game alone (the target is about 2).
+   each phase, the total, the ratio of the total to the game alone, and the fixed cost (the
+   total less the game: what a user pays whatever the number of games).
 
 Numbers depend on the machine and its load: compare ratios measured in one process, not
 absolute times from different runs.
@@ -43,12 +45,13 @@ PHASES = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import auditsel.cli, auditsel.experiments.experiment, auditsel.experiments.report, auditsel.experiments.config, auditsel.auditing.lower, attacks.proxies
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot
+if "--no-plots" not in sys.argv:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
 imports = time.perf_counter() - t0
 import auditsel.experiments.experiment as ex, auditsel.experiments.report as rp
-seconds = {"bounds": 0.0, "game": 0.0, "audit": 0.0, "plots": 0.0}
+seconds = {"bounds": 0.0, "game": 0.0, "audit": 0.0, "panel": 0.0, "plots": 0.0}
 depth = dict.fromkeys(seconds, 0)
 
 def timed(module, name, phase):
@@ -65,7 +68,8 @@ def timed(module, name, phase):
     setattr(module, name, wrapper)
 
 for name, phase in (("panel", "bounds"), ("bound_curves", "bounds"), ("privacy_curve", "bounds"),
-                    ("run_game", "game"), ("audit_scores", "audit"), ("audit_chunks", "audit")):
+                    ("run_game", "game"), ("audit_scores", "audit"), ("audit_chunks", "audit"),
+                    ("estimator_panel", "panel")):
     if hasattr(ex, name):
         timed(ex, name, phase)
 timed(rp, "write_plots", "plots")
@@ -98,12 +102,14 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=10_000_000)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=1, help="repetitions; the fastest is shown")
+    ap.add_argument("--no-plots", action="store_true", help="pass --no-plots to auditsel run")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "bench_cli.yaml"
         config.write_text(CONFIG % args.trials)
         help_s = min(wall([sys.executable, "-m", "auditsel", "--help"]) for _ in range(3))
         argv = ["run", str(config), "--jobs", str(args.jobs), "--quiet", "--no-progress"]
+        argv += ["--no-plots"] if args.no_plots else []
         plain, phased = [], []
         for i in range(args.repeat):
             plain.append(
@@ -126,23 +132,29 @@ def main() -> None:
     best = min(phased, key=lambda p: p["total"])
     # the bounds run in a thread beside the game and the audit: only what outlasts them adds
     beside = best["game"] + best["audit"]
-    known = best["imports"] + beside + max(0.0, best["bounds"] - beside) + best["plots"]
+    known = (
+        best["imports"] + beside + max(0.0, best["bounds"] - beside) + best["panel"] + best["plots"]
+    )
     rows = [
         ("imports", best["imports"]),
         ("bounds (beside game and audit)", best["bounds"]),
         ("game", best["game"]),
         ("audit", best["audit"]),
+        ("estimator panel", best["panel"]),
         ("plots", best["plots"]),
         ("rest (start-up, config, report, json)", best["total"] - known),
         ("total", best["total"]),
     ]
     print(
         f"auditsel run: {args.trials:,} reduced games, mu = 0.5, TNB(0, 0.01), --jobs {args.jobs}"
+        + (" --no-plots" if args.no_plots else "")
+        + f"; load average {os.getloadavg()[0]:.1f}"
     )
     print(f"{'phase':<40} {'seconds':>8}")
     for name, value in rows:
         print(f"{name:<40} {value:8.2f}")
     print(f"{'total / game alone':<40} {best['total'] / best['game']:8.2f}")
+    print(f"{'fixed cost (total - game)':<40} {best['total'] - best['game']:8.2f}")
     print(f"{'plain `auditsel run` (wall-clock)':<40} {min(plain):8.2f}")
     print(f"{'`auditsel --help` (wall-clock)':<40} {help_s:8.2f}")
 

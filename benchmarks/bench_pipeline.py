@@ -5,6 +5,10 @@
     python benchmarks/bench_pipeline.py --docs          # the tutorial page as written, its
                                                         # printouts and plots (docs/tutorials/img)
     python benchmarks/bench_pipeline.py --memory        # peak memory, 10^5 vs 10^6 games
+    python benchmarks/bench_pipeline.py --compare-jobs --games 200 --repeat 3
+    python benchmarks/bench_pipeline.py --threads-check --games 100
+                                                        # a NumPy pipeline: BLAS threads
+                                                        # --jobs 2 against --jobs 1: CPU, wall
 
 Default: the pipeline of docs/tutorials/audit-your-pipeline.md (saved as tuning.py, exactly
 the page's blocks) audited end to end through the CLI (`auditsel audit-pipeline ... --jobs J`,
@@ -12,6 +16,15 @@ worker start-up, checkpoints, estimator panel, report and plots included), again
 pipeline in a plain Python loop in this process (`tune` then `score`, one game after another,
 nothing else). Prints games/s of both and their ratio, and the load average before and after:
 on a shared machine the wall-clock numbers move with the load, the ratio less so.
+
+--compare-jobs: the CLI audit with --jobs 1 and --jobs 2, alternately, `--repeat` times: the
+CPU of the whole process tree and the wall time of each, and their ratios (jobs 2 / jobs 1),
+the median and the range.
+
+--threads-check: a hand-written NumPy pipeline (full-batch DP-SGD of a linear autoencoder on 512
+examples of 64 features, 20 steps, two 512 x 64 x 64 matrix products each) audited in this process with
+jobs = 1, BLAS threads limited to one (the default) and to every core (AUDITSEL_GAME_THREADS),
+alternately: wall and CPU seconds per game, and the ratio.
 
 --memory: a cheap numpy pipeline, 10^5 then 10^6 games streamed to checkpoints (each in a fresh
 process): peak resident memory should not grow with the number of games.
@@ -119,6 +132,76 @@ def speed(args) -> None:
         )
 
 
+def compare_jobs(args) -> None:
+    import statistics
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "tuning.py").write_text(tutorial_module())
+        print(f"machine: {os.cpu_count()} cores; before: {load()}")
+        cpu_ratio, wall_ratio = [], []
+        for _ in range(args.repeat):
+            w1, c1, r1 = cli_audit(folder, args.games, 1)
+            w2, c2, r2 = cli_audit(folder, args.games, 2)
+            assert r1["lower"]["eps"] == r2["lower"]["eps"]  # the same games, the same numbers
+            cpu_ratio.append(c2 / c1)
+            wall_ratio.append(w2 / w1)
+            print(
+                f"  {args.games} games: --jobs 1 {w1:6.1f} s wall {c1:6.1f} s CPU; "
+                f"--jobs 2 {w2:6.1f} s wall {c2:6.1f} s CPU; {load()}"
+            )
+        for name, r in (("CPU", cpu_ratio), ("wall", wall_ratio)):
+            print(
+                f"--jobs 2 / --jobs 1, {name}: {statistics.median(r):.2f}x "
+                f"[{min(r):.2f}, {max(r):.2f}] ({len(r)} repeats)"
+            )
+
+
+_X = np.random.default_rng(1).normal(size=(512, 64))
+
+
+def numpy_pipeline(data, seed, canary):
+    """Full-batch DP-SGD of a linear autoencoder (64 x 64 weights) on 512 examples, by hand in
+    NumPy: two matrix products (GEMMs, 512 x 64 x 64) per step, 20 steps."""
+    rng = np.random.default_rng(seed)
+    w = np.eye(64) * 0.5
+    for _ in range(20):
+        residual = _X @ w - _X  # (512, 64)
+        grad = _X.T @ residual / 512  # (64, 64)
+        grads = [grad.ravel() / max(np.linalg.norm(grad), 1.0)]
+        canary.step(grads, sample_rate=1.0, max_grad_norm=1.0)
+        w -= 0.1 * (grads[0] + rng.normal(0.0, 1.0, 64 * 64)).reshape(64, 64)
+    return w.ravel()
+
+
+def threads_check(args) -> None:
+    import statistics
+
+    from auditsel import GradientCanary, audit_pipeline
+
+    print(f"machine: {os.cpu_count()} cores; before: {load()}")
+    rows = {"1 (default)": "", f"{os.cpu_count()} (every core)": str(os.cpu_count())}
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in rows}
+    for _ in range(args.repeat):
+        for name, value in rows.items():
+            os.environ["AUDITSEL_GAME_THREADS"] = value
+            if not value:
+                del os.environ["AUDITSEL_GAME_THREADS"]
+            wall, cpu = time.perf_counter(), time.process_time()
+            audit_pipeline(
+                numpy_pipeline, data=None, canary=GradientCanary(coordinate=0),
+                games=args.games, delta=1e-5, panel=False,
+            )  # fmt: skip
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            times[name].append((wall / args.games, cpu / args.games))
+    for name, t in times.items():
+        w = statistics.median(x[0] for x in t)
+        c = statistics.median(x[1] for x in t)
+        print(f"BLAS threads {name:>16}: {w * 1e3:8.2f} ms wall, {c * 1e3:8.2f} ms CPU per game")
+    (one, every) = (statistics.median(x[0] for x in t) for t in times.values())
+    print(f"every core / one thread, wall: {every / one:.2f}x; after: {load()}")
+
+
 def docs(args) -> None:
     """Run the tutorial page as written in a temporary folder; print its output and copy its
     plots next to the page."""
@@ -196,11 +279,18 @@ def main() -> None:
     parser.add_argument("--loop", type=int, default=100, help="games of the plain loop")
     parser.add_argument("--docs", action="store_true")
     parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--compare-jobs", action="store_true")
+    parser.add_argument("--threads-check", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     if args.docs:
         docs(args)
     elif args.memory:
         memory(args)
+    elif args.compare_jobs:
+        compare_jobs(args)
+    elif args.threads_check:
+        threads_check(args)
     else:
         speed(args)
 

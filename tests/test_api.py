@@ -72,16 +72,20 @@ def test_run_config_returns_a_frozen_result_with_deprecated_dict_access():
     assert isinstance(result, auditsel.RunResult)
     doc = result.to_dict()
     json.dumps(doc, allow_nan=False)  # the result.json document
-    assert result.eps_lower == doc["lower"]["eps"] and result.eps_exact == doc["upper"]["exact"]
+    # the reduced game's exact value assumes a monotone score: under monotone_score, not upper
+    assert result.eps_lower == doc["lower"]["eps"]
+    assert result.eps_exact == doc["monotone_score"]["exact"] and doc["upper"]["exact"] is None
+    assert result.monotone_score == doc["monotone_score"]
     assert result.upper == doc["upper"] and result.rounds["mean"] == 3.0
-    assert result.eps_lower <= result.eps_exact
-    # the interval (a Gaussian base: the attack value is the exact epsilon, width 0)
+    assert result.eps_lower <= result.eps_exact  # the game plays a monotone score
+    # the interval for any score: [the attack value, the tightest rigorous bound]
     assert result.interval == doc["interval"] and result.attack == doc["attack"]
-    assert result.interval["lower"] == result.attack["epsilon"] == result.eps_exact
-    assert result.interval["width"] == 0.0 and result.reduced_game is None
+    assert result.interval["lower"] == result.attack["epsilon"] >= result.eps_exact - 1e-9
+    assert result.interval["upper"] == min(v for v in result.upper.values() if v is not None)
+    assert result.reduced_game is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.lower = None  # type: ignore[misc]
-    doc["upper"]["exact"] = -1.0  # a copy: the result does not change
+    doc["monotone_score"]["exact"] = -1.0  # a copy: the result does not change
     assert result.eps_exact > 0
     with pytest.warns(DeprecationWarning, match="to_dict"):
         assert result["lower"]["eps"] == result.eps_lower

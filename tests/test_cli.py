@@ -71,8 +71,9 @@ def test_quickstart_writes_the_result_contract(tmp_path):
         "trials",
     }
     assert result["base"]["epsilon"] == pytest.approx(1.0, abs=1e-9)  # calibrated eps_B
-    assert result["lower"]["eps"] <= result["upper"]["exact"]
-    assert result["lower"]["trials"] == 20000
+    # the game plays a monotone score: eps_L stays below the reduced game's exact value
+    assert result["lower"]["eps"] <= result["monotone_score"]["exact"]
+    assert result["upper"]["exact"] is None and result["lower"]["trials"] == 20000
     assert (out / "report.md").exists() and (out / "privacy_curve.png").exists()
 
 
@@ -211,7 +212,8 @@ def test_every_game_proxy_and_rule_runs_and_stays_below_exact(tmp_path, config, 
     result = json.loads((tmp_path / "o" / "result.json").read_text())
     low = result["lower"]
     assert low["threshold_rule"] == rule and low["proxy"] == proxy and low["valid"]
-    assert 0 <= low["eps"] <= result["upper"]["exact"]
+    exact = (result.get("monotone_score") or result.get("reduced_game"))["exact"]
+    assert 0 <= low["eps"] <= exact
 
 
 def test_best_is_refused_as_the_reported_rule(tmp_path, capsys):
@@ -236,11 +238,13 @@ def test_dpsgd_base_fills_the_whole_panel(tmp_path):
     path.write_text(yaml.safe_dump(dict(DPSGD, game={"kind": "reduced", "trials": 20000})))
     assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
     r = json.loads((tmp_path / "o" / "result.json").read_text())
-    up = r["upper"]
-    assert all(up[k] is not None for k in up)
-    assert r["lower"]["eps"] <= up["exact"] <= up["improved_rdp"] <= up["generic_rdp"]
+    up, mono = r["upper"], r["monotone_score"]
+    assert all(mono[k] is not None for k in ("exact", "improved_rdp", "improved_rdp_gdp"))
+    assert all(up[k] is not None for k in ("generic_rdp", "profile"))
+    assert r["lower"]["eps"] <= mono["exact"] <= mono["improved_rdp"] <= up["generic_rdp"]
     assert r["base"]["mu"] == pytest.approx(500**0.5 / 20.0)
-    assert r["upper_rigour"]["exact"] == "rigorous"  # tau = 1: eq. 19 is exact
+    # tau = 1: eq. 19 is exact, for a monotone score
+    assert r["upper_rigour"]["exact"] == "monotone_score" and "monotone" in mono["assumption"]
 
 
 @pytest.mark.parametrize(

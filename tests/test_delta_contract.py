@@ -117,6 +117,7 @@ def _cases() -> dict[str, Case]:
     from auditsel.pipelines.pipeline import Pipeline, audit_pipeline
     from auditsel.pipelines.pipeline_plan import plan_pipeline
     from auditsel.reproductions import paper_bounds as repro
+    from auditsel.reproductions import table3
     from auditsel.reproductions.bugzoo import author_claims as zoo
     from auditsel.selection import winner_law
     from auditsel.testing import assert_not_refuted, audit, worst_case_tuning
@@ -217,6 +218,15 @@ def _cases() -> dict[str, Case]:
         "auditsel.accounting.interval.tuning_interval": Case(
             lambda d: interval.tuning_interval(g, tnb, d).upper
         ),
+        "auditsel.accounting.interval.tuning_epsilon[monotone_score]": Case(
+            lambda d: interval.tuning_epsilon(g, tnb, d, assume="monotone_score").epsilon
+        ),
+        "auditsel.reproductions.table3.table_bounds": Case(
+            lambda d: table3.table_bounds(g, tnb, d)["exact_monotone_score"], at_zero=None
+        ),
+        "auditsel.accounting.interval.interval_attack": Case(
+            lambda d: interval.interval_attack(g, tnb, d).epsilon, field="deltas"
+        ),
         "auditsel.accounting.attack.attack": Case(
             lambda d: attack.attack(g, tnb, d).epsilon, field="deltas"
         ),
@@ -234,7 +244,8 @@ def _cases() -> dict[str, Case]:
             at_zero=None,  # a lower bound: any value up to the truth (inf) is right
         ),
         "auditsel.experiments.experiment.upper_panel": Case(
-            lambda d: upper_panel(g, tnb, d, with_curves=False)[0].upper["exact"], at_zero=None
+            lambda d: upper_panel(g, tnb, d, with_curves=False)[0].monotone_score["exact"],
+            at_zero=None,
         ),
         "auditsel.pipelines.opacus.from_opacus": Case(
             lambda d: from_opacus(_NoEngine(), optimizer=None, data_loader=None, delta=d),
@@ -269,10 +280,10 @@ def _cases() -> dict[str, Case]:
             lambda d: max(pld.dpsgd_epsilon_interval(2.0, 5, 0.1, d, step=1e-2))
         ),
         "auditsel.accounting.panel.panel": Case(
-            lambda d: panel.panel(g, tnb, d).upper["exact"], at_zero=None
+            lambda d: panel.panel(g, tnb, d).monotone_score["exact"], at_zero=None
         ),
         "auditsel.accounting.panel.panel[curve_deltas]": Case(
-            lambda d: panel.panel(g, tnb, 1e-5, curve_deltas=[d]).curves["exact"][0],
+            lambda d: panel.panel(g, tnb, 1e-5, curve_deltas=[d]).monotone_score_curves["exact"][0],
             field="curve_deltas",
             at_zero=None,  # None: the panel's "no finite value" (inf)
         ),

@@ -57,6 +57,7 @@ def test_gaussian_event_gets_the_exact_curve():
     from_event, from_pair = panel(event, law, 1e-5), panel(pair, law, 1e-5)
     assert from_event.upper == from_pair.upper
     assert from_event.attack == from_pair.attack and from_event.interval == from_pair.interval
+    assert from_event.monotone_score == from_pair.monotone_score  # the reduced game's values
     # the attack plays the worst score found: at least the reduced game's exact (monotone) value
     monotone = exact_epsilon(winner_law(pair, law), 1e-5)
     assert from_event.attack["epsilon"] >= monotone

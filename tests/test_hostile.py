@@ -830,6 +830,36 @@ AUDIT_SCORES = [
     ),
     scores_case("scores-json-ok", ["--json"], "", code=0),
     scores_case("scores-text-ok", ["--delta", "0"], "", code=0),
+    # ragged rows (issue 26): a row with another number of columns than the header is refused,
+    # naming its line; before, a long and a short row balanced out and shifted every column
+    scores_case(
+        "scores-ragged-balanced",
+        [],
+        r"r\.csv: line 3 has 3 columns where the header has 2 \(a ragged row\)",
+        files={"r.csv": "score,member\n1,0\n2,1,0\n1\n4,0\n5,1\n"},
+        file="r.csv",
+    ),
+    scores_case(
+        "scores-ragged-short",
+        [],
+        r"r\.csv: line 5 has 1 columns where the header has 2",
+        files={"r.csv": "score,member\n1,0\n2,1\n3,0\n4\n5,1\n"},
+        file="r.csv",
+    ),
+    scores_case(
+        "scores-ragged-trailing-comma",
+        [],
+        r"r\.csv: line 2 has 3 columns where the header has 2",
+        files={"r.csv": "score,member\n1,0,\n2,1,\n3,0,\n4,1,\n"},
+        file="r.csv",
+    ),
+    scores_case(
+        "scores-ragged-wide-file",
+        [],
+        r"r\.csv: line 4 has 3 columns where the header has 4",
+        files={"r.csv": "id,score,member,x\n0,1,0,a\n1,2,1,b\n2,3,0\n3,4,1,d\n"},
+        file="r.csv",
+    ),
 ]
 
 PLAN_CFG = {"config.yaml": config()}

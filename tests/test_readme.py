@@ -83,9 +83,14 @@ def test_readme_shows_the_committed_bug_zoo_and_interval_widths():
     committed = (ROOT / "results" / "bugzoo" / "table.md").read_text()
     table = re.search(r"\| pipeline \|.*?\n\n", committed, flags=re.S).group(0)
     assert table.strip() in text
-    findings = (ROOT / "results" / "accountants" / "table.md").read_text()
-    m = re.search(r"9 tuning cells: width ([\d.]+) to ([\d.]+) \(median ([\d.]+)\)", findings)
-    assert f"is {m.group(1)} to {m.group(2)} wide (median {m.group(3)})" in text
+    widths = (ROOT / "results" / "papers" / "interval-widths" / "table.md").read_text()
+    m = re.search(
+        r"- all \(\d+ settings\): (width median [\d.]+, max [\d.]+); "
+        r"(as a share of the upper end median [\d.]+%, max [\d.]+%)",
+        widths,
+    )
+    flat = " ".join(text.split())
+    assert f"{m.group(1)}; {m.group(2)}" in flat
 
 
 def test_readme_first_screen_prints_what_it_shows():

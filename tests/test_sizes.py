@@ -10,9 +10,10 @@ MAX_LINES = 100
 LONGER = {
     ("auditsel/cli.py", "build_parser"),
     ("auditsel/cli.py", "_command_audit_scores"),
-    ("auditsel/accounting/panel.py", "panel"),
     ("auditsel/pipelines/pipeline.py", "_analyse"),
-    ("auditsel/experiments/report.py", "summary_rows"),
+    # grown past 100 lines on main while this list was made (issues 25 and 29): to shorten
+    ("auditsel/pipelines/opacus.py", "from_opacus"),
+    ("auditsel/experiments/report.py", "_plot_privacy_curve"),
 }
 
 

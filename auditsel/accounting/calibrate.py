@@ -4,8 +4,8 @@ tuning run's epsilon equals a target, against dp_accounting's RepeatAndSelectDpE
 Contract. For a mechanism pair (or a dp_accounting event, `events.as_pair`), a law of K and delta,
 T(x) = min over the registered bounds that are rigorous for the pair of their eps at delta
 (`accounting.interval.tightest_bound`: the upper end of the interval, the same set of bounds and
-the same code as the panel's and `tuning_interval`'s), as a function of one parameter x of the
-tuning run:
+the same code as the panel's and `tuning_interval`'s; bounds that hold for any score the tuning
+run ranks its runs by), as a function of one parameter x of the tuning run:
 
 * solve_for="noise": the noise multiplier of the base, the law fixed (`DpsgdBase` and
   `LaplaceBase`: noise_multiplier; `GaussianBase`: 1/mu, a sensitivity-1 Gaussian query's noise;
@@ -17,9 +17,11 @@ tuning run:
 
 `calibrate` returns x on the private side of the target: T(x) <= target, checked by computing T
 at the returned x (the value reported as `epsilon`), and within `rtol` of the crossing (Brent's
-method on log T against log x inside a bracket whose ends have been evaluated). Where the exact
-curve is rigorous for the pair (Gaussian and finite bases, DP-SGD with sample rate 1), it is the
-tuning run's true epsilon and T is its value (every other bound is above it, up to round-off).
+method on log T against log x inside a bracket whose ends have been evaluated). The reduced
+game's values (`exact`, `improved_rdp`) hold only under [XWW24]'s monotone-score assumption and
+count in T only on request, `assume="monotone_score"` (the result then carries the assumption:
+`Calibration.assumption`); by default they do not (Gaussian mu: a Gaussian calibrated to eps 3
+under the assumption has a tuning run whose eps for some score is far above 3).
 
 The comparison (`baseline_*`): dp_accounting's own calibration for the same budget,
 `mechanism_calibration.calibrate_dp_mechanism` with `RdpAccountant()` (its default orders) and
@@ -40,7 +42,8 @@ from typing import Any
 
 from scipy.optimize import brentq
 
-from auditsel.accounting.interval import Tightest, tightest_bound
+from auditsel.accounting.interval import Tightest, check_assume, tightest_bound
+from auditsel.accounting.registry import ASSUMPTION
 from auditsel.errors import ConfigError, choice, number
 from auditsel.events import LaplaceBase, as_pair, is_pair
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase, quiet_absl
@@ -82,6 +85,7 @@ class Calibration:
     seconds: float
     baseline_seconds: float | None
     at_range_end: bool = False  # the whole range is private: `value` is the range's end
+    assumption: str | None = None  # None: any score; "monotone_score": [XWW24]'s assumption
 
     def to_dict(self) -> dict:
         fin = lambda x: None if x is None or not math.isfinite(x) else float(x)
@@ -103,6 +107,7 @@ class Calibration:
             },
             "gain": fin(self.gain),
             "at_range_end": self.at_range_end,
+            "assumption": None if self.assumption is None else ASSUMPTION,
             "evaluations": self.evaluations,
             "seconds": round(self.seconds, 3),
             "baseline_seconds": None
@@ -290,6 +295,7 @@ def calibrate(
     noise: Callable[[float], Any] | None = None,
     rtol: float = 1e-3,
     baseline: bool = True,
+    assume: str | None = None,
 ) -> Calibration:
     """The noise multiplier (solve_for="noise") or E[K] (solve_for="mean") at which the tightest
     rigorous bound on the tuning run's epsilon at `delta` equals `target_epsilon`, with
@@ -297,12 +303,14 @@ def calibrate(
 
     `base`: a mechanism pair or a dp_accounting DpEvent (its noise multiplier is the starting
     point); `noise`: a callable x -> pair or DpEvent for bases without a noise multiplier of
-    their own. A target no parameter value reaches is a ConfigError naming `target_epsilon`."""
+    their own. A target no parameter value reaches is a ConfigError naming `target_epsilon`.
+    `assume="monotone_score"`: calibrate [XWW24]'s reduced-game value instead (module docstring)."""
     start = time.perf_counter()
     target = number(target_epsilon, "target_epsilon", 0, math.inf, lo_open=True)
     delta = float(check_deltas(delta)[0])
     choice(solve_for, "solve_for", SOLVE_FOR)
     rtol = number(rtol, "rtol", 1e-9, 0.1)
+    assume = check_assume(assume)
     family = _noise_family(base, law, noise) if solve_for == "noise" else _mean_family(base, law)
     if delta == 0 and not math.isfinite(family.make(family.start)[0].pure_epsilon):
         raise ConfigError(
@@ -316,7 +324,7 @@ def calibrate(
             x = float(round(x))
         if x not in cache:
             pair, law_x = family.make(x)
-            cache[x] = tightest_bound(pair, law_x, delta)
+            cache[x] = tightest_bound(pair, law_x, delta, assume=assume)
         return cache[x]
 
     base_value: float | None = None
@@ -351,6 +359,7 @@ def calibrate(
         seconds=time.perf_counter() - start,
         baseline_seconds=base_seconds,
         at_range_end=at_end,
+        assumption=assume,
     )
 
 

@@ -6,9 +6,19 @@ tuning run ([XWW24] Algorithm 2; `accounting.attack`) satisfies
     lower <= eps_T(delta) <= upper,
 
     lower = max(the attack value, a valid eps_L of a game when one is given),
-    upper = min over the registered bounds that are rigorous for the pair (`accounting.bounds`),
+    upper = min over the registered bounds that are rigorous for the pair (`accounting.registry`),
 
-and `width = upper - lower`. The lower end holds with certainty when it is the attack value
+and `width = upper - lower`. The tuning run's epsilon is taken over EVERY score function the run
+may rank its runs by: the attack value is the worst-score attack (`accounting.attack`), and the
+reduced game's values (`exact`, `improved_rdp`, `improved_rdp_gdp`), which hold only under
+[XWW24]'s monotone-score assumption (`registry.ASSUMPTION`), are never an end.
+
+On request, `assume="monotone_score"` (every function here that returns an epsilon takes it)
+answers for the reduced game instead: the upper end also reads the values labelled
+"monotone_score" for the pair (the exact curve where the reduction is exact), the lower end is
+the attack on a monotone score (`attack(..., scores="monotone")`), and the result carries the
+assumption (`Interval.assumption`, printed with it). That value is NOT the tuning run's epsilon
+for any score; it is [XWW24]'s. The lower end holds with certainty when it is the attack value
 (`accounting.attack`: a post-processing of the true pair, round-off charged) and at the game's
 stated confidence when it is eps_L; the upper end holds by the bounds' theorems. A heuristic
 (the reduced game of [XWW24] eq. 19 for DP-SGD with tau < 1, the Gaussian-DP central limit) is
@@ -20,12 +30,11 @@ returns exactly that: a `TuningEpsilon` with `epsilon` = the interval's upper en
 theorem it comes from, and the interval itself.
 
 One implementation of the upper end. `rigorous_values` is the registry loop (a bound counts
-where it supports the pair and law, is labelled rigorous for the pair and applies at delta);
+where it supports the pair and law, is labelled rigorous for the pair, or "monotone_score"
+under that assumption, and applies at delta);
 `tightest_of` takes the smallest finite value (the registry's order breaks ties). The panel's
 interval, `tuning_interval`, `tightest_bound` and `accounting.calibrate` all read the upper end
-through them, so a bound that is rigorous for the interval is rigorous for calibration too. Where
-the pair's reduction is exact, the exact curve is rigorous and is the truth: the smallest value
-is then the exact one (other bounds are above it up to round-off).
+through them, so a bound that is rigorous for the interval is rigorous for calibration too.
 
 Event bases. `pair` may be a dp_accounting DpEvent (`events.as_pair`). Where the event is a
 known pair (Gaussian compositions, DP-SGD, N Poisson-sampled Laplace steps), everything above
@@ -41,8 +50,8 @@ from dataclasses import dataclass
 
 from auditsel.accounting.attack import attack, attack_applies
 from auditsel.accounting.profile import BaseProfile, base_profile
-from auditsel.accounting.registry import BOUNDS
-from auditsel.errors import ConfigError
+from auditsel.accounting.registry import ASSUMPTION, ASSUMPTIONS, BOUNDS, MONOTONE_SCORE
+from auditsel.errors import ConfigError, choice
 from auditsel.events import as_pair
 from auditsel.numerics import check_deltas
 from auditsel.rounds import RoundsLaw
@@ -58,7 +67,30 @@ __all__ = [
     "rigorous_values",
     "attack_source",
     "interval_from",
+    "check_assume",
+    "allowed_rigours",
+    "interval_attack",
 ]
+
+
+def check_assume(assume: str | None) -> str | None:
+    """None (any score, the default) or "monotone_score"; anything else is a ConfigError
+    naming `assume`."""
+    return None if assume is None else choice(assume, "assume", ASSUMPTIONS)
+
+
+def allowed_rigours(assume: str | None) -> tuple[str, ...]:
+    """The rigour labels whose values may be the upper end: "rigorous", and "monotone_score"
+    too under that assumption."""
+    return ("rigorous",) if check_assume(assume) is None else ("rigorous", MONOTONE_SCORE)
+
+
+def interval_attack(pair, law: RoundsLaw, deltas, assume: str | None = None):
+    """The attack value that is the interval's lower end: the worst-score attack (any score),
+    or under `assume="monotone_score"` the attack on a monotone score."""
+    if check_assume(assume) is None:
+        return attack(pair, law, deltas)
+    return attack(pair, law, deltas, scores="monotone")
 
 
 @dataclass(frozen=True)
@@ -71,6 +103,8 @@ class Interval:
     upper: float
     upper_source: str | None
     width: float
+    #: None: the interval holds for any score; "monotone_score": only under [XWW24]'s assumption
+    assumption: str | None = None
 
     def contains(self, eps: float, tol: float = 0.0) -> bool:
         return self.lower - tol <= eps <= self.upper + tol
@@ -78,27 +112,33 @@ class Interval:
     def to_dict(self) -> dict:
         """result.json's `interval` (non-finite numbers as null)."""
         fin = lambda x: float(x) if math.isfinite(x) else None
-        return {
+        out = {
             "lower": fin(self.lower),
             "lower_source": self.lower_source,
             "upper": fin(self.upper),
             "upper_source": self.upper_source,
             "width": fin(self.width),
         }
+        if self.assumption is not None:
+            out["assumption"] = ASSUMPTION
+        return out
 
 
 def interval_from(
-    lowers: Iterable[tuple[float | None, str]], uppers: Iterable[tuple[float | None, str]]
+    lowers: Iterable[tuple[float | None, str]],
+    uppers: Iterable[tuple[float | None, str]],
+    assumption: str | None = None,
 ) -> Interval:
     """The interval from candidate ends, each (value, source): the largest lower value and the
-    smallest upper one (None and nan are skipped; no lower value gives 0, "eps >= 0")."""
+    smallest upper one (None and nan are skipped; no lower value gives 0, "eps >= 0");
+    `assumption`: what the ends assume (None: any score)."""
     low = [(float(v), s) for v, s in lowers if v is not None and not math.isnan(v)]
     up = [(float(v), s) for v, s in uppers if v is not None and not math.isnan(v)]
     lower, lower_source = max(low, key=lambda t: t[0], default=(0.0, "eps >= 0"))
     lower = max(lower, 0.0)
     upper, upper_source = _smallest(up)
     width = upper - lower if math.isfinite(upper) else math.inf
-    return Interval(lower, lower_source, upper, upper_source, width)
+    return Interval(lower, lower_source, upper, upper_source, width, check_assume(assumption))
 
 
 def _smallest(values: Iterable[tuple[float, str | None]]) -> tuple[float, str | None]:
@@ -122,18 +162,25 @@ class Tightest:
 
 
 def rigorous_values(
-    pair, law: RoundsLaw, delta: float, *, profile: BaseProfile | None = None
+    pair,
+    law: RoundsLaw,
+    delta: float,
+    *,
+    profile: BaseProfile | None = None,
+    assume: str | None = None,
 ) -> dict[str, tuple[float, str | None]]:
     """{key: (eps at delta, theorem)} of every registered bound that supports the pair and law,
-    is rigorous for the pair and applies at delta (module docstring); one base profile serves
+    is rigorous for the pair (for any score; with `assume="monotone_score"` also the reduced
+    game's values labelled so) and applies at delta (module docstring); one base profile serves
     them all (`profile`, when the caller has it)."""
     pair = as_pair(pair)
     d = float(check_deltas(delta)[0])
+    rigours = allowed_rigours(assume)
     usable = [
         b
         for b in BOUNDS
         if b.supports(pair, law)
-        and b.rigour(pair) == "rigorous"
+        and b.rigour(pair) in rigours
         and not b.not_applicable(pair, law, d)
     ]
     if profile is None and any(b.key in ("profile", "generic_rdp") for b in usable):
@@ -150,18 +197,17 @@ def tightest_of(values: Mapping[str, tuple[float | None, str | None]]) -> Tighte
     return Tightest(eps, key, None if key is None else values[key][1])
 
 
-def tightest_bound(pair, law: RoundsLaw, delta: float) -> Tightest:
+def tightest_bound(pair, law: RoundsLaw, delta: float, *, assume: str | None = None) -> Tightest:
     """The tightest rigorous bound (the interval's upper end, module docstring); inf (key None)
-    where no rigorous bound applies or all are vacuous."""
-    return tightest_of(rigorous_values(pair, law, delta))
+    where no rigorous bound applies or all are vacuous. `assume="monotone_score"`: also the
+    reduced game's values (module docstring)."""
+    return tightest_of(rigorous_values(pair, law, delta, assume=assume))
 
 
 def attack_source(value) -> str:
-    """One line saying which attack an `attack.AttackValue` is."""
+    """One line saying which attack an `attack.AttackValue` is (and the score it plays)."""
     if value.method == "exact":
-        return (
-            "attack: exact winner curve of the pair (the monotone score: the largest output wins)"
-        )
+        return "attack: exact winner curve of the pair under a monotone score (the largest output wins)"
     if value.method == "score_search":
         return (
             f"attack: worst score found ({value.shape}: the score's lower sets are "
@@ -183,29 +229,32 @@ def tuning_interval(
     eps_l_source: str = "valid eps_L of a game",
     upper: Mapping[str, float | None] | None = None,
     sources: Mapping[str, str | None] | None = None,
+    assume: str | None = None,
 ) -> Interval:
     """The interval for one setting (module docstring). `pair`: a mechanism pair or a
     dp_accounting DpEvent; `eps_l`: a valid lower bound from a game (its confidence is the
     caller's to state in `eps_l_source`); `upper` / `sources`: the registry's values and
     theorems when already computed (`accounting.panel`; only the keys rigorous for the pair
-    count), else computed here (`rigorous_values`)."""
+    count), else computed here (`rigorous_values`); `assume`: None (any score) or
+    "monotone_score" ([XWW24]'s reduced game, module docstring)."""
     pair = as_pair(pair)
     d = float(check_deltas(delta)[0])
+    rigours = allowed_rigours(assume)
     why = attack_applies(pair)
     if why is None:
-        value = attack(pair, law, d)
+        value = interval_attack(pair, law, d, assume)
         lowers: list[tuple[float | None, str]] = [(value.epsilon, attack_source(value))]
     else:
         lowers = [(0.0, f"eps >= 0 ({why})")]
     lowers.append((eps_l, eps_l_source))
     values: Mapping[str, tuple[float | None, str | None]]
     if upper is None:
-        values = rigorous_values(pair, law, d)
+        values = rigorous_values(pair, law, d, assume=assume)
     else:
-        rigorous = {b.key for b in BOUNDS if b.rigour(pair) == "rigorous"}
-        values = {k: (v, (sources or {}).get(k)) for k, v in upper.items() if k in rigorous}
+        allowed = {b.key for b in BOUNDS if b.rigour(pair) in rigours}
+        values = {k: (v, (sources or {}).get(k)) for k, v in upper.items() if k in allowed}
     best = tightest_of(values)
-    return interval_from(lowers, [(best.epsilon, best.name or "")])
+    return interval_from(lowers, [(best.epsilon, best.name or "")], assume)
 
 
 def _upper_name(key: str, source: str | None) -> str:
@@ -224,28 +273,40 @@ class TuningEpsilon:
     source: str | None
     delta: float
     interval: Interval
+    #: None: for any score; "monotone_score": only under [XWW24]'s assumption (printed)
+    assumption: str | None = None
 
     def __str__(self) -> str:
         iv = self.interval
         if self.bound is None:
             return f"eps = inf at delta = {self.delta:g}: no rigorous bound applies"
+        if self.assumption is not None:
+            return (
+                f"eps <= {self.epsilon:.4f} at delta = {self.delta:g} ({self.bound}: "
+                f"{self.source}) under [XWW24]'s monotone-score assumption, in "
+                f"[{iv.lower:.4f}, {iv.upper:.4f}] under it; not the tuning run's eps for any score"
+            )
         return (
             f"eps <= {self.epsilon:.4f} at delta = {self.delta:g} ({self.bound}: {self.source}); "
-            f"the tuning run's eps is in [{iv.lower:.4f}, {iv.upper:.4f}]"
+            f"the tuning run's eps is in [{iv.lower:.4f}, {iv.upper:.4f}] (any score)"
         )
 
     def to_dict(self) -> dict:
-        """JSON-ready (non-finite numbers as null; `interval` as result.json writes it)."""
+        """JSON-ready (non-finite numbers as null; `interval` as result.json writes it;
+        `assumption`: the one-line assumption, or None for any score)."""
         return {
             "epsilon": float(self.epsilon) if math.isfinite(self.epsilon) else None,
             "bound": self.bound,
             "source": self.source,
             "delta": self.delta,
             "interval": self.interval.to_dict(),
+            "assumption": None if self.assumption is None else ASSUMPTION,
         }
 
 
-def tuning_epsilon(pair, law: RoundsLaw, delta: float) -> TuningEpsilon:
+def tuning_epsilon(
+    pair, law: RoundsLaw, delta: float, *, assume: str | None = None
+) -> TuningEpsilon:
     """The epsilon to report for a tuning run: K ~ `law` runs of the base `pair`, the best one
     released ([XWW24] Algorithm 2). Returns the tightest rigorous bound at `delta` with the bound
     and theorem it comes from and the interval [attack value, that bound] (module docstring).
@@ -253,13 +314,16 @@ def tuning_epsilon(pair, law: RoundsLaw, delta: float) -> TuningEpsilon:
     `pair`: a mechanism pair (`GaussianBase`, `FiniteOutputBase`, `DpsgdBase`, `LaplaceBase`,
     `EventBase`) or a dp_accounting DpEvent (`events.as_pair`); `law`: a law of K
     (`auditsel.Poisson(10)`, `auditsel.TruncatedNegativeBinomial(eta, nu)`, ...); `delta` in
-    [0, 1) (0: the pure-DP value where the base is pure DP, else inf). Heuristics (the reduced
-    game of a DP-SGD base with sample rate below 1) are never the answer."""
+    [0, 1) (0: the pure-DP value where the base is pure DP, else inf). The answer holds for any
+    score the tuning run ranks its runs by; `assume="monotone_score"` gives [XWW24]'s
+    reduced-game value instead, labelled with that assumption (module docstring). Heuristics (the
+    reduced game of a DP-SGD base with sample rate below 1, the GDP limit) are never the answer."""
     pair = as_pair(pair, "pair")
     if not isinstance(law, RoundsLaw):
         raise ConfigError("law", f"must be a law of K (auditsel.Poisson(10), ...), got {law!r}")
     d = float(check_deltas(delta)[0])
-    values = rigorous_values(pair, law, d)
+    assume = check_assume(assume)
+    values = rigorous_values(pair, law, d, assume=assume)
     best = tightest_of(values)
     interval = tuning_interval(
         pair,
@@ -267,5 +331,6 @@ def tuning_epsilon(pair, law: RoundsLaw, delta: float) -> TuningEpsilon:
         d,
         upper={k: v for k, (v, _) in values.items()},
         sources={k: s for k, (_, s) in values.items()},
+        assume=assume,
     )
-    return TuningEpsilon(best.epsilon, best.key, best.source, d, interval)
+    return TuningEpsilon(best.epsilon, best.key, best.source, d, interval, assume)

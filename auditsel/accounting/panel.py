@@ -4,20 +4,30 @@ interval they bracket (`accounting.interval`).
 
     panel(base, law, delta, curve_deltas=None) -> Panel
         .base       {"epsilon": eps_B, "mu": mu or None, "mu_gdp": ... or None}
-        .upper      {key: eps or None}: bounds only; a key whose value rests on the eq. 19
-                    reduction of a pair whose reduction is not exact (DP-SGD with tau < 1) is
-                    None here and its value is in .reduced_game
-        .reduced_game  {key: eps or None}: those heuristic values (labelled comparisons with
-                    [XWW24]; empty when the reduction is exact)
-        .labels     {key: "rigorous" | "heuristic"} for this pair; .sources {key: theorem}
+        .upper      {key: eps or None}: upper bounds on the tuning run's epsilon for ANY score
+                    (generic_rdp, profile); the reduced game's keys (`exact`, `improved_rdp`,
+                    `improved_rdp_gdp`) are None here for every pair: they hold only under
+                    [XWW24]'s monotone-score assumption (`registry.ASSUMPTION`)
+        .monotone_score  {key: eps or None}: the reduced game's values where the pair's
+                    reduction is exact (Gaussian, finite-output, DP-SGD with tau = 1): exact and
+                    proven under the monotone-score assumption, not for the tuning run (empty
+                    otherwise)
+        .reduced_game  {key: eps or None}: the reduced game's values of a pair whose reduction is
+                    not exact (DP-SGD with tau < 1: mu of [XWW24] eq. 19, heuristic, and the
+                    monotone score assumed too; empty otherwise)
+        .labels     {key: "rigorous" | "monotone_score" | "heuristic"} for this pair (the
+                    tuning run's rigour, `accounting.registry`); .sources {key: theorem}
         .attack     {"epsilon", "source", "method", "strategy", "direction", "label_step",
-                    "slack", and with curve_deltas "curve": eps at each of them}: the attack
-                    value, a valid lower bound (`accounting.attack`); .attack_value the
-                    AttackValue itself (its certified lower curve: .attack_value.delta(eps))
-        .interval   accounting.interval.Interval: [attack value, tightest rigorous bound]
+                    "slack", "score", and with curve_deltas "curve": eps at each of them}: the
+                    attack value over score functions, a valid lower bound for any score
+                    (`accounting.attack`; "score": the score it found, in words); .attack_value
+                    the AttackValue itself
+        .interval   accounting.interval.Interval: [attack value, tightest rigorous bound], for
+                    any score; with assume="monotone_score", [XWW24]'s interval under that
+                    assumption instead (`accounting.interval`, labelled: .interval.assumption)
         .notes, .seconds
         .curves     with curve_deltas: {"delta": [...], key: [...] per bound}
-        .reduced_game_curves   the same for the heuristic values
+        .reduced_game_curves, .monotone_score_curves   the same for those values
     panel_curves(base, law, deltas) -> panel(...).curves
     upper_bounds(base, law, delta)  -> panel(...).upper
     base_info(base, delta)          -> the .base dict
@@ -25,7 +35,7 @@ interval they bracket (`accounting.interval`).
 `base` is any mechanism pair of `auditsel.mechanisms` (Gaussian, finite-output, DP-SGD) or
 `auditsel.events` (LaplaceBase, EventBase), or a dp_accounting DpEvent (`events.as_pair`); what
 a bound needs from it, it asks the pair (docs/explanation/architecture.md). Keys, results,
-rigour and citations: `accounting.bounds` (stated there once). Where the attack does not apply
+rigour and citations: `accounting.registry` (stated there once). Where the attack does not apply
 (`attack.attack_applies`: an event base whose worst-case pair is not known), `.attack` says why with
 epsilon None and the interval's lower end is 0 ("eps >= 0"). `Panel` answers `p["upper"]` and
 the other keys of the dict it replaces for one release (with a DeprecationWarning);
@@ -43,10 +53,18 @@ from typing import Any
 
 import numpy as np
 
-from auditsel.accounting.attack import AttackValue, attack, attack_applies
-from auditsel.accounting.interval import Interval, attack_source, interval_from, tightest_of
+from auditsel.accounting.attack import AttackValue, attack_applies
+from auditsel.accounting.interval import (
+    Interval,
+    allowed_rigours,
+    attack_source,
+    check_assume,
+    interval_attack,
+    interval_from,
+    tightest_of,
+)
 from auditsel.accounting.profile import base_profile
-from auditsel.accounting.registry import BOUND_KEYS, BOUNDS
+from auditsel.accounting.registry import BOUND_KEYS, BOUNDS, MONOTONE_SCORE_KEYS
 from auditsel.events import as_pair
 from auditsel.numerics import check_deltas
 from auditsel.roles import MechanismPair
@@ -63,22 +81,40 @@ __all__ = [
     "panel_curves",
 ]
 
-#: key -> {"rigour": the default rigour, "citation": the result it implements} (from the registry)
+#: key -> {"rigour": the default rigour (a pair whose reduction is exact), "citation": the result
+#: it implements} (from the registry)
 BOUND_LABELS = {b.key: {"rigour": b.rigour_default, "citation": b.citation} for b in BOUNDS}
 
 #: the keys of `Panel.attack` (all None, `source` saying why, where the attack does not apply)
-ATTACK_KEYS = ("epsilon", "source", "method", "strategy", "direction", "label_step", "slack")
+ATTACK_KEYS = (
+    "epsilon",
+    "source",
+    "method",
+    "strategy",
+    "direction",
+    "label_step",
+    "slack",
+    "score",
+)
 
 #: why a reduced-game value leaves `upper` (result.json notes)
 REDUCED_NOTE = (
     "exact, improved_rdp and improved_rdp_gdp use mu = tau sqrt(N)/sigma ([XWW24] eq. 19) or "
     "mu_GDP, a large-N approximation when tau < 1: heuristic, not bounds; their values are "
-    "under reduced_game (a comparison with the paper), not under upper"
+    "under reduced_game (a comparison with the paper; a monotone score assumed too), not under "
+    "upper"
+)
+
+#: why the reduced game's values leave `upper` where the reduction is exact (result.json notes)
+MONOTONE_NOTE = (
+    "exact, improved_rdp and improved_rdp_gdp are the reduced game's values ([XWW24] Figure 5): "
+    "they hold only under [XWW24]'s monotone-score assumption and sit under monotone_score, "
+    "not under upper; the tuning run's epsilon for any score lies in the interval"
 )
 
 
 def bound_labels(base) -> dict:
-    """Per-key rigour for this pair ('rigorous' or 'heuristic')."""
+    """Per-key rigour for this pair ('rigorous', 'monotone_score' or 'heuristic')."""
     base = as_pair(base)
     return {b.key: b.rigour(base) for b in BOUNDS}
 
@@ -114,17 +150,22 @@ class Panel:
     curves: dict | None = None
     reduced_game_curves: dict | None = None
     attack_value: AttackValue | None = field(default=None, repr=False, compare=False)
+    monotone_score: dict = field(default_factory=dict)
+    monotone_score_curves: dict | None = None
 
     def value(self, key: str) -> float | None:
-        """The registered computation's value, bound or heuristic (see `labels[key]`)."""
-        v = self.upper.get(key)
-        return self.reduced_game.get(key) if v is None else v
+        """The registered computation's value, whatever its label (see `labels[key]`)."""
+        for section in (self.upper, self.monotone_score, self.reduced_game):
+            if section.get(key) is not None:
+                return section[key]
+        return None
 
     def to_dict(self) -> dict:
         """The dict `panel` returned before this type (plus the new keys)."""
         out: dict[str, object] = {
             "base": self.base,
             "upper": self.upper,
+            "monotone_score": self.monotone_score,
             "reduced_game": self.reduced_game,
             "labels": self.labels,
             "sources": self.sources,
@@ -136,6 +177,7 @@ class Panel:
         if self.curves is not None:
             out["curves"] = self.curves
             out["reduced_game_curves"] = self.reduced_game_curves
+            out["monotone_score_curves"] = self.monotone_score_curves
         return out
 
     # --- dict access, kept for one release ----------------------------------------------------
@@ -161,40 +203,36 @@ class Panel:
         return self.to_dict().get(key, default)
 
 
-def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=None) -> Panel:
-    """All bounds for one setting, with base info, per-pair labels, sources, the attack value,
-    the interval and timings; with `curve_deltas`, also each bound's (and the attack's) eps at
-    those deltas, from the same single computation per bound as the value at `delta`."""
-    base = as_pair(base)
-    delta = float(check_deltas(delta)[0])
-    extra = [] if curve_deltas is None else check_deltas(curve_deltas, "curve_deltas").tolist()
-    deltas = np.array([delta] + extra)
-    notes: list[str] = []
-    seconds: dict[str, float] = {}
+def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list) -> dict[str, Any]:
+    """The panel's `.attack` dict (ATTACK_KEYS, and "curve" with curve deltas)."""
+    if hit is None:
+        info: dict[str, Any] = dict.fromkeys(ATTACK_KEYS)
+        info["source"] = no_attack
+    else:
+        score = None if hit.method != "score_search" else hit.score
+        info = {
+            "epsilon": _finite_or_none(hit.epsilons[0]),
+            "source": attack_source(hit),
+            "method": hit.method,
+            "strategy": hit.strategy,
+            "direction": hit.direction,
+            "label_step": hit.label_step,
+            "slack": hit.slack,
+            "score": None if score is None else score.describe(),
+        }
+    if extra:
+        info["curve"] = (
+            [None] * len(extra) if hit is None else [_finite_or_none(e) for e in hit.epsilons[1:]]
+        )
+    return info
 
-    def timed(key, fn):
-        t = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            seconds[key] = time.perf_counter() - t
 
-    pending = None
-    no_attack = attack_applies(base)
-    if no_attack is None:
-        # the attack (the labelled run and the score search) is numpy/FFT work that mostly
-        # frees the GIL: it runs in a thread while
-        # the bounds (mostly Python and dp_accounting) are computed
-        pool = ThreadPoolExecutor(1, thread_name_prefix="auditsel-attack")
-        pending = pool.submit(lambda: timed("attack", lambda: attack(base, law, deltas)))
-        pool.shutdown(wait=False)
-    info = timed("base", lambda: base_info(base, delta))
-    prof = timed("base_profile", lambda: base_profile(base))
-    labels = bound_labels(base)
-    moved = {b.key for b in BOUNDS if labels[b.key] == "heuristic" and not base.reduction_is_exact}
+def _bound_values(base, law, delta, deltas, extra, prof, timed):
+    """({key: value at delta}, {key: theorem}, {key: curve at extra}, notes) of every bound."""
     values: dict[str, float | None] = {}
     sources: dict[str, str | None] = {}
     curves: dict[str, list] = {"delta": extra}
+    notes: list[str] = []
     for b in BOUNDS:
         if not b.supports(base, law):
             values[b.key], sources[b.key], curves[b.key] = None, None, [None] * len(extra)
@@ -211,6 +249,53 @@ def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=Non
             continue
         values[b.key] = float(out[0])
         sources[b.key] = b.source(base, law, delta)
+    return values, sources, curves, notes
+
+
+def panel(
+    base: MechanismPair,
+    law: RoundsLaw,
+    delta: float,
+    *,
+    curve_deltas=None,
+    assume: str | None = None,
+) -> Panel:
+    """All bounds for one setting, with base info, per-pair labels, sources, the attack value,
+    the interval and timings; with `curve_deltas`, also each bound's (and the attack's) eps at
+    those deltas, from the same single computation per bound as the value at `delta`.
+    `assume="monotone_score"`: `.interval` is [XWW24]'s under that assumption (labelled)."""
+    base = as_pair(base)
+    delta = float(check_deltas(delta)[0])
+    assume = check_assume(assume)
+    extra = [] if curve_deltas is None else check_deltas(curve_deltas, "curve_deltas").tolist()
+    deltas = np.array([delta] + extra)
+    seconds: dict[str, float] = {}
+
+    def timed(key, fn):
+        t = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            seconds[key] = time.perf_counter() - t
+
+    pending = None
+    no_attack = attack_applies(base)
+    if no_attack is None:
+        # the attack is numpy/FFT work that frees the GIL: it runs in a thread while the bounds
+        # (mostly Python and dp_accounting) are computed
+        pool = ThreadPoolExecutor(1, thread_name_prefix="auditsel-attack")
+        pending = pool.submit(
+            lambda: timed("attack", lambda: interval_attack(base, law, deltas, assume))
+        )
+        pool.shutdown(wait=False)
+    info = timed("base", lambda: base_info(base, delta))
+    prof = timed("base_profile", lambda: base_profile(base))
+    labels = bound_labels(base)
+    values, sources, curves, notes = _bound_values(base, law, delta, deltas, extra, prof, timed)
+    # the reduced game's values leave `upper` for every pair: under the monotone-score
+    # assumption where the reduction is exact, heuristic (eq. 19) where it is not
+    monotone = set(MONOTONE_SCORE_KEYS) if base.reduction_is_exact else set()
+    moved = {b.key for b in BOUNDS if labels[b.key] == "heuristic" and not base.reduction_is_exact}
     if base.reduced() is None:
         notes.append(
             "exact and improved_rdp: no reduced game for this base (a dp_accounting event): "
@@ -218,59 +303,40 @@ def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=Non
         )
     if moved:
         notes.append(REDUCED_NOTE)
+    if monotone and any(values[k] is not None for k in monotone):
+        notes.append(MONOTONE_NOTE)
     for k in BOUND_KEYS:
         v = values[k]
         if v is not None and not math.isfinite(v):
             notes.append(f"{k}: the bound is vacuous (infinite) for this setting")
         values[k] = _finite_or_none(v)
-    upper = {k: (None if k in moved else values[k]) for k in BOUND_KEYS}
-    reduced = {k: values[k] for k in BOUND_KEYS if k in moved}
-    hit: AttackValue | None
-    if no_attack is not None:
-        hit = None
-    elif pending is not None:
-        hit = pending.result()
-    else:
-        hit = timed("attack", lambda: attack(base, law, deltas))
-    attack_info: dict[str, Any]
-    lower: tuple[float, str]
-    if hit is None:
-        attack_info = dict.fromkeys(ATTACK_KEYS)
-        attack_info["source"] = no_attack
-        lower = (0.0, f"eps >= 0 ({no_attack})")
-    else:
-        attack_info = {
-            "epsilon": _finite_or_none(hit.epsilons[0]),
-            "source": attack_source(hit),
-            "method": hit.method,
-            "strategy": hit.strategy,
-            "direction": hit.direction,
-            "label_step": hit.label_step,
-            "slack": hit.slack,
-        }
-        lower = (hit.epsilons[0], attack_source(hit))
-    if curve_deltas is not None:
-        attack_info["curve"] = (
-            [None] * len(extra) if hit is None else [_finite_or_none(e) for e in hit.epsilons[1:]]
-        )
-    rigorous = {
-        k: (upper[k], sources[k])
+    apart = moved | monotone
+    upper = {k: (None if k in apart else values[k]) for k in BOUND_KEYS}
+    hit: AttackValue | None = None if pending is None else pending.result()
+    attack_info = _attack_info(hit, no_attack, extra)
+    lower = (
+        (0.0, f"eps >= 0 ({no_attack})") if hit is None else (hit.epsilons[0], attack_source(hit))
+    )
+    rigours = allowed_rigours(assume)
+    ends = {
+        k: (values[k], sources[k])
         for k in BOUND_KEYS
-        if labels[k] == "rigorous" and upper[k] is not None
+        if labels[k] in rigours and values[k] is not None and (k not in moved)
     }
-    best = tightest_of(rigorous)  # the same upper end as tuning_interval and calibrate
-    interval = interval_from([lower], [(best.epsilon, best.name or "")])
-    bound_curves = reduced_curves = None
+    best = tightest_of(ends)  # the same upper end as tuning_interval and calibrate
+    interval = interval_from([lower], [(best.epsilon, best.name or "")], assume)
+    bound_curves = reduced_curves = monotone_curves = None
     if curve_deltas is not None:
         bound_curves = {"delta": extra}
         for k in BOUND_KEYS:
-            bound_curves[k] = [None] * len(extra) if k in moved else curves[k]
+            bound_curves[k] = [None] * len(extra) if k in apart else curves[k]
         reduced_curves = {"delta": extra, **{k: curves[k] for k in BOUND_KEYS if k in moved}}
+        monotone_curves = {"delta": extra, **{k: curves[k] for k in BOUND_KEYS if k in monotone}}
     return Panel(
         delta,
         info,
         upper,
-        reduced,
+        {k: values[k] for k in BOUND_KEYS if k in moved},
         labels,
         sources,
         attack_info,
@@ -280,6 +346,8 @@ def panel(base: MechanismPair, law: RoundsLaw, delta: float, *, curve_deltas=Non
         bound_curves,
         reduced_curves,
         hit,
+        {k: values[k] for k in BOUND_KEYS if k in monotone},
+        monotone_curves,
     )
 
 
@@ -293,6 +361,6 @@ def panel_curves(base, law: RoundsLaw, deltas) -> dict:
 
 
 def upper_bounds(base, law: RoundsLaw, delta: float) -> dict:
-    """The five keys of result.json `upper` (None where not applicable, vacuous or, for a pair
-    whose reduction is not exact, heuristic: see `Panel.reduced_game`)."""
+    """The five keys of result.json `upper` (None where not applicable, vacuous, or the reduced
+    game's: see `Panel.monotone_score` and `Panel.reduced_game`)."""
     return panel(base, law, delta).upper

@@ -34,10 +34,24 @@ Every citation of the panel lives in this module. The bounds (keys of result.jso
 * exact             exact eps of the released winner ([XWW24] Theorem 2 / eq. 7 and the reduced
                     game of Figure 5; `accounting.exact`) of the pair's reduced pair.
 
-Rigour: "rigorous" is a proven upper bound for the stated pair (numerical quadrature and grids
-aside, all of which err on the safe side except the Renyi integrals of Algorithm 3 and the root
-finding of the exact curve, accurate far beyond the digits reported). "heuristic" marks values
-resting on the eq. 19 reduction with tau < 1 or on the GDP central-limit approximation.
+Rigour, for the TUNING RUN (a guarantee must hold for every score function the tuning run may
+rank its runs by; docs/findings/any-score.md):
+
+* "rigorous": a proven upper bound on the tuning run's epsilon for every score (numerical
+  quadrature and grids aside, all of which err on the safe side): generic_rdp and profile.
+* "monotone_score": a proven value of the reduced game ("release the max of K Gaussians",
+  [XWW24] Figure 5), which is the tuning run only under [XWW24]'s assumption that the score is a
+  continuous one-to-one, hence monotone, function of the reduced draw (Sec. 5.2, Theorem 1,
+  Proposition 3; for a finite-output base: the listed score order): exact and improved_rdp where
+  the pair's reduction is exact (Gaussian, finite-output, DP-SGD with tau = 1; the Renyi
+  integrals of Algorithm 3 and the root finding of the exact curve are accurate far beyond the
+  digits reported). A score that is not monotone leaks more (Gaussian mu = 1, K ~ Poisson(10),
+  delta 1e-5: exact 4.89, the worst-score attack above 8), so these are never the tuning run's
+  upper end; `ASSUMPTION` says so in one line wherever they are shown.
+* "heuristic": values resting on the eq. 19 reduction with tau < 1 or on the GDP central-limit
+  approximation (improved_rdp_gdp); they too assume a monotone score.
+
+`MONOTONE_SCORE_KEYS` are the reduced game's keys (the assumption holds for all three).
 """
 
 from __future__ import annotations
@@ -59,6 +73,11 @@ from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 from auditsel.selection import winner_law
 
 __all__ = [
+    "ASSUMPTION",
+    "ASSUMPTIONS",
+    "MONOTONE_SCORE",
+    "MONOTONE_SCORE_KEYS",
+    "RIGOURS",
     "Bound",
     "GenericRdp",
     "ProfileBound",
@@ -68,6 +87,21 @@ __all__ = [
     "BOUND_KEYS",
     "bound",
 ]
+
+
+#: the one assumption a value may rest on (the keyword `assume=` of `accounting.interval`)
+MONOTONE_SCORE = "monotone_score"
+ASSUMPTIONS = (MONOTONE_SCORE,)
+#: the rigour labels, for the tuning run (module docstring)
+RIGOURS = ("rigorous", MONOTONE_SCORE, "heuristic")
+#: the reduced game's values: they hold only under [XWW24]'s monotone-score assumption
+MONOTONE_SCORE_KEYS = ("exact", "improved_rdp", "improved_rdp_gdp")
+#: the assumption in one line, printed wherever a value under it is shown
+ASSUMPTION = (
+    "[XWW24]'s monotone-score assumption: the tuning run ranks its runs by a continuous "
+    "one-to-one (hence monotone) function of the reduced Gaussian draw (Sec. 5.2, Thm 1, "
+    "Prop. 3); not the tuning run's epsilon for any score (a non-monotone score leaks more)"
+)
 
 
 @dataclass(frozen=True)
@@ -83,13 +117,20 @@ class Bound:
         return as_pair(pair) is not None
 
     def rigour(self, pair) -> str:
-        """'rigorous' or 'heuristic' for this pair."""
+        """'rigorous', 'monotone_score' or 'heuristic' for this pair (module docstring)."""
         return self.rigour_default
+
+    @property
+    def assumes_monotone_score(self) -> bool:
+        """Whether the value is the reduced game's (holds only under [XWW24]'s assumption)."""
+        return self.key in MONOTONE_SCORE_KEYS
 
     @property
     def rigour_default(self) -> str:
         """The rigour for a pair whose reduction is exact (Gaussian, finite, DP-SGD with tau = 1)."""
-        return "heuristic" if self.heuristic_always else "rigorous"
+        if self.heuristic_always:
+            return "heuristic"
+        return MONOTONE_SCORE if self.assumes_monotone_score else "rigorous"
 
     def source(self, pair, law: RoundsLaw, delta: float) -> str | None:
         raise NotImplementedError
@@ -198,7 +239,7 @@ class ImprovedRdp(Bound):
         return (
             "heuristic"
             if pair.reduced() is not None and not pair.reduction_is_exact
-            else "rigorous"
+            else MONOTONE_SCORE
         )
 
     def source(self, pair, law, delta):
@@ -233,7 +274,7 @@ class ExactBound(Bound):
     def rigour(self, pair):
         pair = as_pair(pair)
         approximate = pair.reduced() is not None and not pair.reduction_is_exact
-        return "heuristic" if self.heuristic_always or approximate else "rigorous"
+        return "heuristic" if self.heuristic_always or approximate else MONOTONE_SCORE
 
     def source(self, pair, law, delta):
         pair = as_pair(pair)
@@ -265,18 +306,19 @@ BOUNDS = (
     ImprovedRdp(
         "improved_rdp",
         "Xiang, Wang & Wang 2024 [XWW24] Algorithm 3 with mu of eq. 19 (eps_UO); "
-        "heuristic for DP-SGD with tau < 1",
+        "monotone score assumed; heuristic for DP-SGD with tau < 1",
     ),
     ImprovedRdp(
         "improved_rdp_gdp",
-        "[XWW24] Algorithm 3 with mu_GDP of Appendix A.4 (eps_UG; Dong et al. CLT)",
+        "[XWW24] Algorithm 3 with mu_GDP of Appendix A.4 (eps_UG; Dong et al. CLT); "
+        "monotone score assumed",
         heuristic_always=True,
         gdp=True,
     ),
     ExactBound(
         "exact",
         "[XWW24] Theorem 2 / eq. 7 and the reduced game (Figure 5): exact privacy "
-        "curve of the winner; heuristic for DP-SGD with tau < 1",
+        "curve of the winner under a monotone score; heuristic for DP-SGD with tau < 1",
     ),
 )
 

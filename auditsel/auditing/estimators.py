@@ -49,7 +49,11 @@ import numpy as np
 from scipy.special import ndtri
 
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.auditing.clopper_pearson import clopper_pearson_lower, clopper_pearson_upper
+from auditsel.auditing.clopper_pearson import (
+    CpLimits,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+)
 from auditsel.auditing.gdp_fitting import gdp_fit
 from auditsel.auditing.lower import apply_rule
 from auditsel.auditing.roc import (
@@ -152,23 +156,42 @@ def _directions(c):
     return ((False, c.fp, c.fn), (True, c.n0 - c.fp, c.n1 - c.fn))
 
 
-def winner_tradeoff(mu: float, law, cells: int = 8_000):
+def winner_tradeoff(mu: float, law, cells: int = 8_000) -> tuple[np.ndarray, np.ndarray]:
     """The Neyman-Pearson trade-off (FP ascending, FN descending) of the winner of K ~ law runs
     of N(0, 1) vs N(mu, 1), on `cells` cells of the real line plus the K = 0 atom (a test on the
-    cells: its curve lies on or just above the exact one)."""
+    cells: its curve lies on or just above the exact one). Cached per (mu, law, cells): the
+    arrays returned are read-only."""
+    try:
+        key: tuple = (float(mu), law, int(cells))
+        hash(key)
+    except TypeError:  # a law that cannot be hashed (a pmf table): keyed by its fields
+        key = (float(mu), type(law), repr(law), int(cells))
+    got = _TRADEOFFS.get(key)
+    if got is None:
+        if len(_TRADEOFFS) >= 512:
+            _TRADEOFFS.clear()
+        got = _TRADEOFFS[key] = _winner_tradeoff(float(mu), law, int(cells))
+    return got
+
+
+_TRADEOFFS: dict = {}
+
+
+def _winner_tradeoff(mu: float, law, cells: int) -> tuple[np.ndarray, np.ndarray]:
     w = GaussianWinner(GaussianBase(mu), law)
     lo, hi = w.quantile_range(1e-12)
     edges = np.linspace(lo, hi, cells + 1)
     edges[0], edges[-1] = -np.inf, np.inf
-    p0 = np.append(w.mass(edges[:-1], edges[1:], 0), w.atom)
-    p1 = np.append(w.mass(edges[:-1], edges[1:], 1), w.atom)
+    p0 = np.append(w.cell_masses(edges, 0), w.atom)
+    p1 = np.append(w.cell_masses(edges, 1), w.atom)
     with np.errstate(divide="ignore", invalid="ignore"):
         llr = np.log(p1) - np.log(p0)
     llr = np.nan_to_num(llr, nan=0.0, posinf=np.inf, neginf=-np.inf)
     order = np.argsort(-llr, kind="stable")
-    fp = np.concatenate([[0.0], np.cumsum(p0[order])])
-    fn = 1 - np.concatenate([[0.0], np.cumsum(p1[order])])
-    return np.clip(fp, 0, 1), np.clip(fn, 0, 1)
+    fp = np.clip(np.concatenate([[0.0], np.cumsum(p0[order])]), 0, 1)
+    fn = np.clip(1 - np.concatenate([[0.0], np.cumsum(p1[order])]), 0, 1)
+    fp.flags.writeable = fn.flags.writeable = False
+    return fp, fn
 
 
 def selection_fit_mu(fp_u, fn_u, law, mu_max: float = 30.0, steps: int = 32) -> float:
@@ -193,8 +216,9 @@ def selection_fit_mu(fp_u, fn_u, law, mu_max: float = 30.0, steps: int = 32) -> 
 
 def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
     """mu_L over every threshold: a coarse pass, then the thresholds whose optimistic point
-    (empirical rates; never above the CP point) lies below the fitted curve are evaluated
-    exactly and the fit repeated, until no unevaluated threshold could raise it."""
+    (never above the CP point: the empirical rates, then, for those that pass, Zubkov and
+    Serov's bound within about one count of the CP limit) lies below the fitted curve are
+    evaluated exactly and the fit repeated, until no unevaluated threshold could raise it."""
     a = alpha / n  # upper limits at every threshold, both directions: 2 n events
     m = len(c.t)
     fs = [f for _, f, _ in _directions(c)]
@@ -202,6 +226,17 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
     opt_f = np.concatenate([_rate_low(f, c.n0, a) for f in fs])
     opt_g = np.concatenate([_rate_low(g, c.n1, a) for g in gs])
     all_f, all_g = np.concatenate(fs), np.concatenate(gs)
+    tight = np.zeros(2 * m, bool)  # opt_f, opt_g hold the Zubkov-Serov bounds there
+    lim0, lim1 = CpLimits(c.n0, a, upper=True), CpLimits(c.n1, a, upper=True)
+
+    def below(idx, fp, fn):
+        """The thresholds of idx whose optimistic point lies below the curve (fp, fn)."""
+        idx = idx[opt_g[idx] < np.interp(opt_f[idx], fp, fn) - 1e-12]
+        need = idx[~tight[idx]]
+        opt_f[need], opt_g[need] = lim0.bound(all_f[need]), lim1.bound(all_g[need])
+        tight[need] = True
+        return idx[opt_g[idx] < np.interp(opt_f[idx], fp, fn) - 1e-12]
+
     done = np.zeros(2 * m, bool)
     start = np.unique(np.round(np.linspace(0, 2 * m - 1, min(2 * m, 2000))).astype(int))
     pts_f, pts_g = np.empty(0), np.empty(0)
@@ -213,8 +248,7 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
         keep = (pts_f < 1) & (pts_g < 1)
         mu = selection_fit_mu(pts_f[keep], pts_g[keep], law) if keep.any() else 0.0
         fp, fn = winner_tradeoff(max(mu, 1e-6), law)
-        could = (opt_g < np.interp(opt_f, fp, fn) - 1e-12) & ~done
-        new = np.nonzero(could)[0]
+        new = below(np.nonzero(~done)[0], fp, fn)
         if not len(new):
             break
         new = new[:50_000]

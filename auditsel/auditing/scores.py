@@ -14,11 +14,13 @@ headers) at most MAX_ROWS rows; a CSV stops at MAX_ROWS rows. Every problem is a
 `ScoreFileError` (a `ConfigError`, exit 2 in the CLI) whose field is the path:
 `scores.csv: column member must be 0 or 1 (1 = the canary was in), got 3 in row 2`.
 
-CSV reading is a chunked reader: blocks of whole lines are decoded, split on commas and the two
-columns converted with Python's `float` (exactly what the csv module and `float` give line by
-line);
-a block with quotes, blank lines, a ragged row or text that is not a number is re-read with the
-csv module, which names the line. Memory stays bounded by one block plus the two arrays.
+CSV reading is a chunked reader: blocks of whole lines are parsed by numpy's C reader
+(`np.loadtxt`, every column as float64, correctly rounded like Python's `float`), which refuses a
+block whose rows do not all have the same number of columns; a block it refuses (quotes, text
+that is not a number, a ragged row, a number only Python's `float` reads, such as ``1_000``) is
+re-read with the csv module and `float` line by line, which names the line. A row whose number
+of columns differs from the header's (a ragged row) is refused, naming its line, never read
+with its columns shifted. Memory stays bounded by one block plus the two arrays.
 """
 
 from __future__ import annotations
@@ -281,44 +283,42 @@ def _read_csv(path: Path, handle) -> tuple[np.ndarray, np.ndarray]:
 def _csv_block(path: Path, data: bytes, columns, line: int):
     """(scores, members, number of lines) of a block of whole lines starting at `line`."""
     si, mi, width = columns
-    text = data.decode("utf-8")  # UnicodeDecodeError: the file is not a text CSV
-    text = text[:-1] if text.endswith("\n") else text
-    lines = text.count("\n") + 1
-    if '"' not in text and "\x00" not in text:
-        parts = text.replace("\n", ",").split(",")
-        if len(parts) == lines * width:
-            try:
-                s = np.fromiter(map(float, parts[si::width]), dtype=float, count=lines)
-                m = _members(parts[mi::width], lines)
-                return s, m, lines
-            except ValueError:
-                pass  # text that is not a number: the csv module names the line
+    lines = data.count(b"\n") + (not data.endswith(b"\n"))
+    if not data.strip():  # blank lines only (skipped, as csv.DictReader does)
+        return np.empty(0), np.empty(0), lines
+    if b'"' not in data and b"\x00" not in data:
+        try:
+            table = np.loadtxt(
+                io.BytesIO(data), delimiter=",", comments=None, ndmin=2, encoding="utf-8"
+            )
+        except ValueError:
+            pass  # quotes, text that is not a number, a ragged row: the csv module names it
+        else:
+            if table.shape[1] == width:
+                return table[:, si].copy(), table[:, mi].copy(), lines
     return (*_csv_block_slow(path, data, columns, line), lines)
-
-
-def _members(cells: list[str], count: int) -> np.ndarray:
-    arr = np.array(cells)
-    if arr.dtype.itemsize == 4:  # every cell one character: the usual 0 / 1
-        codes = arr.view(np.uint32)
-        if np.all((codes == 48) | (codes == 49)):
-            return (codes - 48).astype(np.int8)
-    return np.fromiter(map(float, cells), dtype=float, count=count)
 
 
 def _csv_block_slow(path: Path, data: bytes, columns, line: int):
     """The csv module's reading of a block (quotes, blank lines), naming a bad line."""
-    si, mi, _ = columns
+    si, mi, width = columns
     scores, members = [], []
     reader = csv.reader(io.StringIO(data.decode("utf-8"), newline=""))
     for row in reader:
         if not row:  # a blank line (as csv.DictReader skips them)
             continue
         at = line + reader.line_num - 1
-        cells = (row[si] if si < len(row) else None, row[mi] if mi < len(row) else None)
+        if len(row) != width:
+            raise ScoreFileError(
+                path,
+                f"line {at:,} has {len(row)} columns where the header has {width} (a ragged "
+                f"row); write one value per header column on every line",
+            )
+        cells = (row[si], row[mi])
         try:
-            scores.append(float(cells[0]))  # type: ignore[arg-type]
-            members.append(float(cells[1]))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+            scores.append(float(cells[0]))
+            members.append(float(cells[1]))
+        except ValueError:
             raise ScoreFileError(
                 path, f"line {at:,} is not numeric (score={cells[0]!r}, member={cells[1]!r})"
             ) from None

@@ -24,7 +24,8 @@ Implementations, one per device:
 
 * CPU: ``kernels_cpu``, loops compiled by numba (no C compiler needed) into numba's cache,
   checked before it is read (``kernel_cache``: digests, and no folder another user can write);
-  the runs are split over torch's threads (the compiled calls release the GIL).
+  the runs are split into pieces taken by the calling thread and torch's other threads in
+  turn (the compiled calls release the GIL; `_split`).
 * any other device (a GPU): ``kernels_torch``, the same arithmetic as torch operations.
 
 Both are the same fixed sequence of IEEE single-precision operations (no fused multiply-add),
@@ -36,6 +37,7 @@ answers, the two implementations against each other and digests of the streams.
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
@@ -83,23 +85,115 @@ def backend(device: str | torch.device = "cpu") -> str:
     return "numba" if _numba_serves(torch.device(device)) else "torch"
 
 
-def _split(fn, R: int) -> None:
-    """fn(r0, r1) over [0, R) in torch.get_num_threads() parts, the first on the calling
-    thread and the others on a pool (the compiled calls release the GIL); every part writes
-    its own rows, so the split cannot change a value."""
-    global _POOL, _POOL_SIZE
+class _Chooser:
+    """Whether a kernel's calls are split over threads, chosen by measuring both ways.
+
+    Splitting pays on idle cores; on a loaded machine every hand-off waits for the scheduler
+    (measured under a load of 10 on 2 cores: a 1.8 ms softmax pass took 17 ms split over two
+    threads, and the C kernels' OpenMP pass 28 ms), which no fixed rule foresees. So each kernel
+    keeps a running mean of seconds per row for each way, takes the cheaper one, and tries the
+    other every PROBE-th call. A split cannot change a value, so neither can the choice."""
+
+    PROBE = 16
+    DECAY = 0.25  # weight of the newest timing in the running mean
+
+    def __init__(self):
+        self.cost = {False: 0.0, True: 0.0}  # seconds per row; 0: not measured yet
+        self.calls = 0
+
+    def split(self) -> bool:
+        self.calls += 1
+        if not self.cost[True] or not self.cost[False]:
+            return not self.cost[True]  # measure the split first, then one thread
+        best = self.cost[True] <= self.cost[False]
+        return (not best) if self.calls % self.PROBE == 0 else best
+
+    def record(self, split: bool, seconds: float, rows: int) -> None:
+        per_row = seconds / max(rows, 1)
+        old = self.cost[split]
+        self.cost[split] = per_row if not old else old + self.DECAY * (per_row - old)
+
+
+_CHOOSERS: dict[str, _Chooser] = {}
+
+
+def _split(fn, R: int, kernel: str = "") -> None:
+    """fn(r0, r1) over [0, R): on the calling thread alone, or (when `_Chooser` finds it
+    cheaper) in pieces shared by the calling thread and up to torch.get_num_threads() - 1 pool
+    threads (the compiled calls release the GIL): every thread takes the next piece until none
+    is left, and the caller waits only for pieces already taken. Every piece writes its own
+    rows, so the split cannot change a value."""
     workers = min(torch.get_num_threads(), R)
     if workers < 2:
         fn(0, R)
         return
+    chooser = _CHOOSERS.setdefault(kernel, _Chooser())
+    split = chooser.split()
+    start = time.perf_counter()
+    if split:
+        _split_pieces(fn, R, workers)
+    else:
+        fn(0, R)
+    chooser.record(split, time.perf_counter() - start, R)
+
+
+def _split_pieces(fn, R: int, workers: int) -> None:
+    global _POOL, _POOL_SIZE
     if _POOL is None or _POOL_SIZE < workers - 1:
         _POOL = ThreadPoolExecutor(workers - 1, thread_name_prefix="auditsel-kernels")
         _POOL_SIZE = workers - 1
-    bounds = np.linspace(0, R, workers + 1).astype(int)
-    rest = [_POOL.submit(fn, int(bounds[k]), int(bounds[k + 1])) for k in range(1, workers)]
-    fn(int(bounds[0]), int(bounds[1]))
-    for f in rest:
-        f.result()
+    pieces = min(R, PIECES_PER_THREAD * workers)
+    bounds = np.linspace(0, R, pieces + 1).astype(int).tolist()
+    state = _Pieces(pieces)
+
+    def drain() -> None:
+        while (k := state.take()) is not None:
+            try:
+                fn(bounds[k], bounds[k + 1])
+            except BaseException as err:
+                state.fail(err)
+                return
+            state.finish()
+
+    for _ in range(workers - 1):
+        _POOL.submit(drain)
+    drain()
+    state.wait()
+
+
+PIECES_PER_THREAD = 4
+
+
+class _Pieces:
+    """The pieces of one `_split`: handed out in order, counted when done."""
+
+    def __init__(self, pieces: int):
+        self.pieces, self.next, self.done = pieces, 0, 0
+        self.error: BaseException | None = None
+        self.lock, self.finished = threading.Lock(), threading.Event()
+
+    def take(self) -> int | None:
+        with self.lock:
+            if self.next >= self.pieces or self.error is not None:
+                return None
+            self.next += 1
+            return self.next - 1
+
+    def finish(self) -> None:
+        with self.lock:
+            self.done += 1
+            if self.done == self.pieces:
+                self.finished.set()
+
+    def fail(self, err: BaseException) -> None:
+        with self.lock:
+            self.error = err
+            self.finished.set()
+
+    def wait(self) -> None:
+        self.finished.wait()
+        if self.error is not None:
+            raise self.error
 
 
 def keys_of(states: np.ndarray) -> np.ndarray:
@@ -158,7 +252,11 @@ def draw(
     if not (out.is_contiguous() and out.dtype == torch.float32 and out.shape == (R, steps, width)):
         raise ValueError("out: must be a contiguous float32 tensor of shape (R, steps, width)")
     fill, view = _cpu().philox_fill, out.numpy()
-    _split(lambda r0, r1: fill(keys, r0, r1, int(stream), int(step0), bool(normal), view), R)
+    _split(
+        lambda r0, r1: fill(keys, r0, r1, int(stream), int(step0), bool(normal), view),
+        R,
+        f"draw:{int(bool(normal))}:{steps * width}",
+    )
     return out
 
 
@@ -194,7 +292,9 @@ def softmax_grad_(
         w = a if weight is None else np.ascontiguousarray(weight.to(torch.float32).numpy())
     run, zv, sv = _cpu().softmax_grad, z.numpy(), sq.numpy()
     clipped, weighted = clip is not None, weight is not None
-    _split(lambda r0, r1: run(zv, lab, sv, r0, r1, c, a, w, clipped, weighted), R)
+    _split(
+        lambda r0, r1: run(zv, lab, sv, r0, r1, c, a, w, clipped, weighted), R, f"softmax:{K * n}"
+    )
     return sq
 
 

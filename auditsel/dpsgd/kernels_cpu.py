@@ -26,7 +26,6 @@ LANES = 16  # numbers come in chunks of 4 LANES: one Philox block per lane and w
 CH = 256  # examples per chunk of the softmax pass (all classes of a chunk stay in cache)
 
 _MASK = np.uint64(0xFFFFFFFF)
-_ZERO_U32 = np.uint32(0)
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _W0, _W1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
 _S8, _S16, _S23, _S32 = np.uint64(8), np.uint64(16), np.uint64(23), np.uint64(32)
@@ -64,7 +63,7 @@ _EXP_P = (
     _F(1.6666665459e-1),
     _F(5.0000001201e-1),
 )
-_N_MIN, _N_MAX, _BIAS = _F(-127.0), _F(128.0), np.int64(127)
+_N_MIN, _N_MAX = _F(-127.0), _F(128.0)
 
 
 @intrinsic
@@ -91,12 +90,34 @@ def _from_bits(typingctx, b):
     return types.float32(types.uint32), codegen
 
 
-@register_jitable(inline="always")
-def _select(c, a, b):
-    """c ? a : b for float32 a, b, without a branch (a bit mask): the helpers below are inlined
-    into the loops and must be straight-line code for those to vectorise."""
-    mask = _ZERO_U32 - np.uint32(c)
-    return _from_bits(np.uint32((np.uint64(_bits(a)) & mask) | (np.uint64(_bits(b)) & ~mask)))
+@intrinsic
+def _select(typingctx, c, a, b):
+    """c ? a : b for float32 a, b, without a branch: LLVM's `select` (a blend in vector code),
+    so the helpers below, inlined into the loops, stay straight-line code that vectorises in
+    32-bit lanes."""
+    if c != types.boolean or a != types.float32 or b != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.select(args[0], args[1], args[2])
+
+    return types.float32(types.boolean, types.float32, types.float32), codegen
+
+
+@intrinsic
+def _pow2(typingctx, n):
+    """2^n as a float32 from its bits, for a float32 n holding an integer in [-127, 128]:
+    ((int32) n + 127) << 23, in 32-bit integers (as C's (uint32_t)(int32_t) n)."""
+    if n != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        k = builder.fptosi(args[0], i32)
+        k = builder.shl(builder.add(k, ir.Constant(i32, 127)), ir.Constant(i32, 23))
+        return builder.bitcast(k, ir.FloatType())
+
+    return types.float32(types.float32), codegen
 
 
 @register_jitable(inline="always")
@@ -146,9 +167,8 @@ def _sincos_2pi(u):
     c = (((c * z) * z) - _HALF * z) + _ONE
     sa = _select(hi, c, s)
     ca = _select(hi, s, c)
-    qi = np.int64(q)
-    sn = _select(qi == 0, sa, _select(qi == 1, ca, _select(qi == 2, -sa, -ca)))
-    cs = _select(qi == 0, ca, _select(qi == 1, -sa, _select(qi == 2, -ca, sa)))
+    sn = _select(q == _ZERO, sa, _select(q == _ONE, ca, _select(q == _TWO, -sa, -ca)))
+    cs = _select(q == _ZERO, ca, _select(q == _ONE, -sa, _select(q == _TWO, -ca, sa)))
     return sn, cs
 
 
@@ -169,7 +189,7 @@ def _exp(x):
     # 2^fx from its bits; fx is clamped (NaN to the low end) only where the result is not used
     n = _select(fx > _N_MIN, fx, _N_MIN)
     n = _select(n < _N_MAX, n, _N_MAX)
-    scale = _from_bits(np.uint32((np.int64(n) + _BIAS) << 23))
+    scale = _pow2(n)
     return _select(x < -_EXP_MIN, _ZERO, y * scale)
 
 

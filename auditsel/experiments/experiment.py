@@ -8,9 +8,11 @@ the lower bounds and returns the result dict of docs/reference/result-json.md
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -23,6 +25,7 @@ from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.interval import interval_from
 from auditsel.accounting.panel import panel
+from auditsel.accounting.registry import ASSUMPTION
 from auditsel.auditing.estimators import estimator_panel, panel_dict
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.sorted_scores import SortedScores
@@ -283,14 +286,39 @@ def _game_error(err: ConfigError) -> ConfigError:
     return ConfigError(field or f"game.{err.field}", err.message)
 
 
+_UPPER: dict = {}  # (base, rounds, delta, with_curves) -> upper_panel's value, per process
+_UPPER_LOCK = threading.Lock()
+
+
 def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=None):
     """(the bound `Panel` of `auditsel.accounting.panel`, with the curves at CURVE_DELTAS when
     with_curves; (eps grid, delta of the released winner's curve, the attack's certified lower
     curve or None)). The winner's curve is exact where the base's reduction is, else the
-    heuristic reduced game's; None for a base with no reduced game (a dp_accounting event)."""
+    heuristic reduced game's; None for a base with no reduced game (a dp_accounting event).
+
+    Cached per setting (the pair and the law of K are frozen data; the bounds and the attack
+    are functions of them and delta alone): a sweep over game fields, or a second run in the
+    same process, computes them once. Each call gets its own deep copy."""
     reduced = base.reduced()
     if winner is None and reduced is not None:
         winner = winner_law(reduced, rounds)
+    try:
+        key: tuple | None = (base, rounds, float(delta), bool(with_curves), winner)
+        hash(key)
+    except TypeError:  # a pair or law that is not hashable: computed afresh
+        key = None
+    got = None if key is None else _UPPER.get(key)
+    if got is None:
+        got = _upper_panel(base, rounds, delta, with_curves, winner)
+        if key is not None:
+            with _UPPER_LOCK:
+                if len(_UPPER) >= 64:
+                    _UPPER.clear()
+                _UPPER[key] = got
+    return copy.deepcopy(got)
+
+
+def _upper_panel(base, rounds, delta: float, with_curves: bool, winner):
     bounds = panel(base, rounds, delta, curve_deltas=CURVE_DELTAS if with_curves else None)
     eps_max = max(
         v
@@ -309,10 +337,13 @@ def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=Non
 
 
 def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
-    """result.json's fields of the upper side: base, rounds, upper (and their rigour, sources,
-    notes), lower (None: filled by the game), reduced_game (heuristic values of a base whose
-    reduction is not exact), attack, exact_curve (or reduced_game_curve), attack_curve and,
-    when computed, upper_curves."""
+    """result.json's fields of the upper side: base, rounds, upper (bounds for any score, with
+    every key's rigour, sources, notes), lower (None: filled by the game), monotone_score (the
+    reduced game's values where the reduction is exact, under [XWW24]'s monotone-score
+    assumption, stated in its `assumption` line), reduced_game (heuristic values of a base
+    whose reduction is not exact), attack, exact_curve (the reduced game's exact curve, also
+    under the assumption; or reduced_game_curve), attack_curve and, when computed,
+    upper_curves, monotone_score_curves."""
     fields: dict = {
         "base": {"kind": kind, **bounds.base},
         "rounds": rounds.describe(),
@@ -322,6 +353,8 @@ def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
         "upper_sources": bounds.sources,
         "notes": list(bounds.notes),
     }
+    if bounds.monotone_score:  # the reduced game's values: a monotone score assumed
+        fields["monotone_score"] = {**bounds.monotone_score, "assumption": ASSUMPTION}
     if bounds.reduced_game:  # heuristic values of a base whose reduction is not exact
         fields["reduced_game"] = bounds.reduced_game
     fields["attack"] = {k: v for k, v in bounds.attack.items() if k != "curve"}
@@ -342,6 +375,8 @@ def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
         fields["upper_curves"] = bounds.curves
         if bounds.reduced_game_curves and len(bounds.reduced_game_curves) > 1:
             fields["reduced_game_curves"] = bounds.reduced_game_curves
+        if bounds.monotone_score_curves and len(bounds.monotone_score_curves) > 1:
+            fields["monotone_score_curves"] = bounds.monotone_score_curves
         fields["attack"]["curve"] = {"delta": list(CURVE_DELTAS), "eps": bounds.attack["curve"]}
     return fields
 

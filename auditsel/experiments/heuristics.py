@@ -1,14 +1,23 @@
-"""Heuristic numbers in a result, the valid lower values, and the heuristics they contradict.
+"""The labels of a result, computed once: the values under an assumption, the heuristic numbers,
+the valid lower values, the heuristics they contradict, and the interval (`ResultLabels`).
 
-Contract. A value is *heuristic* when no theorem makes it a bound for the stated setting:
+Contract. The tuning run's epsilon is taken over every score function ([XWW24] Algorithm 2 with
+any score; docs/findings/any-score.md). A value *assumes a monotone score* when it is the
+reduced game's ([XWW24] Figure 5): `monotone_score.K` (`exact`, `improved_rdp`,
+`improved_rdp_gdp`, where the base's reduction is exact) holds only under [XWW24]'s
+monotone-score assumption, stated in `monotone_score.assumption`; such a value is proven for the
+reduced game and is no bound for the tuning run, so it is shown in its own block, one line,
+never as the interval's end and never flagged CONTRADICTED (a valid lower value for any score
+above it says how much a non-monotone score leaks, not that the value is wrong for the reduced
+game). A value is *heuristic* when no theorem makes it a bound even for its own setting:
 
 * `reduced_game.K`: for a base whose reduction is not exact (DP-SGD with sample rate tau < 1),
   the values that rest on the reduced game with mu = tau sqrt(N)/sigma ([XWW24] eq. 19, a
   large-N approximation) or mu_GDP: `exact`, `improved_rdp`, `improved_rdp_gdp`. They are not in
   `upper` (result.json keeps them under `reduced_game`, a labelled comparison with the paper);
-* `upper.K` whose `upper_rigour[K]` is "heuristic" and whose value is still in `upper`:
-  `improved_rdp_gdp` for DP-SGD with tau = 1 (the Gaussian-DP central limit of [DRS22],
-  [XWW24] Appendix A.4);
+* `monotone_score.K` or `upper.K` whose `upper_rigour[K]` is "heuristic": `improved_rdp_gdp`
+  for DP-SGD with tau = 1 (the Gaussian-DP central limit of [DRS22], [XWW24] Appendix A.4; a
+  monotone score assumed too, so it is not checked against lower values for any score);
 * `lower.gdp_fit`, the Gaussian-DP fit of [NHSBTJCT23] over every threshold (a lower value that
   holds if the Gaussian trade-off model does), and its alias of earlier releases
   `lower.eps_gdp` (kept for one release).
@@ -24,15 +33,23 @@ at 0: a tuning run that trains at least once is then reported cheaper than one o
 (eps_B is an accountant's number, so this reason is a warning, the two above are proofs).
 
 A heuristic value u is *contradicted* when u is below one of these lower values. Every output
-(terminal table, report.md, result.json, sweep tables, plots) reads these functions, so a
-heuristic is never shown as if it were a bound, and a contradicted one says so.
+(terminal table, report.md, result.json, sweep tables, plots) reads `result_labels` (or these
+functions, which it is made of), so a heuristic is never shown as if it were a bound, a value
+under an assumption always names it, and a contradicted one says so.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
+    "AssumedValues",
+    "ResultLabels",
+    "result_labels",
+    "REDUCED_GAME_ASSUMPTION",
     "VALID_RULES",
     "heuristic_upper_keys",
     "heuristic_values",
@@ -46,26 +63,45 @@ __all__ = [
 
 VALID_RULES = ("split", "bonferroni")
 
+#: the reduced game of a base whose reduction is not exact, in one line
+REDUCED_GAME_ASSUMPTION = (
+    "[XWW24]'s reduced game with mu of eq. 19 (a large-N approximation for sample rate < 1: "
+    "heuristic) and a monotone score: not bounds"
+)
+
+
+def _monotone(result: dict) -> dict[str, Any]:
+    """The `monotone_score` values of the result (without its `assumption` line)."""
+    return {k: v for k, v in (result.get("monotone_score") or {}).items() if k != "assumption"}
+
 
 def heuristic_values(result: dict) -> dict[str, float | None]:
-    """{key: value} of every heuristic upper value of the result (registry keys, in registry
-    order): the `reduced_game` values and the `upper` values labelled heuristic."""
+    """{key: value} of every heuristic upper value of the result that a lower value for any
+    score may contradict (registry keys, in registry order): the `reduced_game` values and the
+    `upper` values labelled heuristic (module docstring)."""
     rigour = result.get("upper_rigour") or {}
     out = {k: v for k, v in (result.get("reduced_game") or {}).items()}
     for k, v in (result.get("upper") or {}).items():
-        if rigour.get(k) == "heuristic" and k not in out:
+        if rigour.get(k) == "heuristic" and k not in out and k not in _monotone(result):
             out[k] = v
     order = list(result.get("upper") or {})
     return dict(sorted(out.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99))
 
 
 def heuristic_upper_keys(result: dict) -> list[str]:
-    """Registry keys whose value is heuristic for this base (in the order of `upper`)."""
-    return list(heuristic_values(result))
+    """Registry keys whose value is heuristic for this base (in the order of `upper`), those
+    under the monotone-score assumption included."""
+    rigour = result.get("upper_rigour") or {}
+    keys = list(heuristic_values(result))
+    keys += [k for k in _monotone(result) if rigour.get(k) == "heuristic" and k not in keys]
+    order = list(result.get("upper") or {})
+    return sorted(keys, key=lambda k: order.index(k) if k in order else 99)
 
 
 def _path(result: dict, key: str) -> str:
-    return f"reduced_game.{key}" if key in (result.get("reduced_game") or {}) else f"upper.{key}"
+    if key in (result.get("reduced_game") or {}):
+        return f"reduced_game.{key}"
+    return f"monotone_score.{key}" if key in _monotone(result) else f"upper.{key}"
 
 
 def heuristic_fields(result: dict) -> list[str]:
@@ -143,4 +179,95 @@ def contradictions(result: dict) -> dict[str, str]:
 
 def honesty_fields(result: dict) -> dict:
     """What result.json adds: `heuristic` (dotted paths) and `contradicted` ({key: reason})."""
-    return {"heuristic": heuristic_fields(result), "contradicted": contradictions(result)}
+    labels = result_labels(result)
+    return {"heuristic": list(labels.heuristic), "contradicted": dict(labels.contradicted)}
+
+
+@dataclass(frozen=True)
+class AssumedValues:
+    """Values that hold only under an assumption: one block, one line in every table.
+
+    `section`: result.json's section ("monotone_score" or "reduced_game"); `assumption`: the
+    assumption in one line; `values` {key: eps or None}; `rigour` {key: label}; `below`: the
+    valid lower values for any score that some value of the block sits below (one phrase
+    each; for `reduced_game` those values are also `ResultLabels.contradicted`)."""
+
+    section: str
+    assumption: str
+    values: Mapping[str, float | None]
+    rigour: Mapping[str, str]
+    below: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ResultLabels:
+    """Every label of a result, computed once (`result_labels`); the writers (terminal table,
+    report.md, result.json's `heuristic` and `contradicted`, sweep tables, plots) only read it.
+
+    `upper` {key: (eps or None, rigour, theorem)}: the keys of `upper` that are not under an
+    assumption (bounds for any score); `assumed`: the blocks under an assumption;
+    `heuristic`: dotted paths of every heuristic number, `heuristic_keys` their registry keys
+    (`heuristic_upper_keys`); `contradicted` {key: reason};
+    `lower_values`: the valid lower values ((eps, phrase)); `interval`: result.json's
+    interval (None before one is computed)."""
+
+    upper: Mapping[str, tuple[float | None, str, str]]
+    assumed: tuple[AssumedValues, ...]
+    heuristic: tuple[str, ...]
+    contradicted: Mapping[str, str]
+    lower_values: tuple[tuple[float, str], ...]
+    interval: Mapping[str, Any] | None
+    heuristic_keys: tuple[str, ...] = ()
+    monotone_keys: tuple[str, ...] = ()
+
+    def block(self, section: str) -> AssumedValues | None:
+        """The block of this result.json section, or None."""
+        return next((b for b in self.assumed if b.section == section), None)
+
+
+def _block(result, section, assumption, values, lows) -> AssumedValues:
+    rigour = result.get("upper_rigour") or {}
+    below = []
+    eps_b = (result.get("base") or {}).get("epsilon")
+    if (
+        section == "reduced_game"
+        and eps_b is not None
+        and not (result.get("rounds") or {}).get("p_zero")
+    ):  # as `contradictions`: a heuristic below one run's epsilon is contradicted too
+        lows = (*lows, (float(eps_b), f"eps_B = {eps_b:.4f} of one run"))
+    for low, why in lows:
+        keys = [k for k, v in values.items() if v is not None and v < low]
+        if keys:
+            below.append(f"{', '.join(keys)} below {why}")
+    labels = {k: rigour.get(k, "unlabelled") for k in values}
+    return AssumedValues(section, assumption, dict(values), labels, tuple(below))
+
+
+def result_labels(result: dict) -> ResultLabels:
+    """The labels of a result document (module docstring; `ResultLabels`)."""
+    rigour = result.get("upper_rigour") or {}
+    sources = result.get("upper_sources") or {}
+    lows = tuple(lower_values(result))
+    monotone = _monotone(result)
+    reduced = result.get("reduced_game") or {}
+    assumed = []
+    if monotone:
+        line = (result.get("monotone_score") or {}).get("assumption") or "a monotone score"
+        assumed.append(_block(result, "monotone_score", line, monotone, lows))
+    if reduced:
+        assumed.append(_block(result, "reduced_game", REDUCED_GAME_ASSUMPTION, reduced, lows))
+    upper = {
+        k: (v, rigour.get(k, "unlabelled"), sources.get(k) or "")
+        for k, v in (result.get("upper") or {}).items()
+        if k not in monotone and k not in reduced
+    }
+    return ResultLabels(
+        upper=upper,
+        assumed=tuple(assumed),
+        heuristic=tuple(heuristic_fields(result)),
+        contradicted=contradictions(result),
+        lower_values=lows,
+        interval=result.get("interval"),
+        heuristic_keys=tuple(heuristic_upper_keys(result)),
+        monotone_keys=tuple(monotone),
+    )

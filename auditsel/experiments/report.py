@@ -1,11 +1,15 @@
 """Tables and plots of a result: the terminal table, report.md and PNG figures.
 
-Everything shown is read from the result dict (the same numbers as result.json). A heuristic
-value (`auditsel.experiments.heuristics`) carries the word "heuristic" in every table row and
-plot legend, is drawn dashed, never as a solid bound line, and one that the result contradicts
-(below the attack value, a valid eps_L or eps_B of one run) is flagged "CONTRADICTED" with the
-reason. Every table ends with the interval (`accounting.interval`): the tuning run's epsilon
-lies in [lower, upper], the number to report is the upper end.
+Everything shown is read from the result dict (the same numbers as result.json) through its
+labels, computed once (`auditsel.experiments.heuristics.result_labels`). The bounds for any
+score are the table's rows; the interval follows (`accounting.interval`): the tuning run's
+epsilon lies in [lower, upper] for any score, the number to report is the upper end. Values
+under an assumption (the reduced game's, [XWW24]'s monotone score; the eq. 19 heuristic for
+tau < 1) come after it, one line per assumption in the terminal and one small table each in
+report.md, naming the assumption and the valid lower values they sit below. A heuristic value
+carries the word "heuristic" in every row and plot legend, is drawn dashed, never as a solid
+bound line, and one that the result contradicts (below the attack value, a valid eps_L or eps_B
+of one run) is flagged "CONTRADICTED" with the reason.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import numpy as np
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.experiments.figures import save_figure
-from auditsel.experiments.heuristics import contradictions, heuristic_upper_keys
+from auditsel.experiments.heuristics import ResultLabels, result_labels
 from auditsel.files import atomic_write_text
 
 __all__ = [
@@ -39,8 +43,16 @@ def _fmt(x, digits=4):
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
-def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
-    """(quantity, value, rigour, source) rows, lower bound first, then the base and upper bounds."""
+def _labels(result: dict, labels: ResultLabels | None) -> ResultLabels:
+    """The result's labels: the ones given (computed once by the caller), else computed here."""
+    return result_labels(result) if labels is None else labels
+
+
+def summary_rows(
+    result: dict, labels: ResultLabels | None = None
+) -> list[tuple[str, str, str, str]]:
+    """(quantity, value, rigour, source) rows, lower bound first, then the base and the bounds
+    for any score (`labels`: the result's `ResultLabels`, computed here when not given)."""
     rows = []
     low = result.get("lower")
     if low:
@@ -123,35 +135,39 @@ def summary_rows(result: dict) -> list[tuple[str, str, str, str]]:
         rows.append(
             ("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism")
         )
-    heuristic = heuristic_upper_keys(result)
-    contradicted = contradictions(result)
-    reduced = result.get("reduced_game") or {}
-    for key, value in (result.get("upper") or {}).items():
-        if key in reduced:
-            continue  # a heuristic of this base: listed below under its reduced-game name
-        rigour = (
-            "heuristic"
-            if key in heuristic
-            else (result.get("upper_rigour") or {}).get(key, "unlabelled")
-        )
-        if key in contradicted:
+    labels = _labels(result, labels)
+    for key, (value, rigour, source) in labels.upper.items():
+        if key in labels.contradicted:
             rigour = "heuristic, CONTRADICTED"
-        source = (result.get("upper_sources") or {}).get(key) or (
-            "does not apply to this base" if value is None else ""
-        )
-        rows.append((key, _fmt(value), rigour, source))
-    for key, value in reduced.items():
-        rigour = "heuristic, CONTRADICTED" if key in contradicted else "heuristic"
-        source = (result.get("upper_sources") or {}).get(key) or ""
-        rows.append(
-            (
-                f"reduced_game.{key}",
-                _fmt(value),
-                rigour,
-                f"{source}; mu of [XWW24] eq. 19: not a bound for tau < 1".lstrip("; "),
-            )
-        )
+        rows.append((key, _fmt(value), rigour, source or _absent(value)))
     return rows
+
+
+def _absent(value) -> str:
+    return "does not apply to this base" if value is None else ""
+
+
+#: the short name of each block under an assumption (its line in the terminal table)
+BLOCK_TITLES = {
+    "monotone_score": "assuming a monotone score ([XWW24]; not the tuning run's eps)",
+    "reduced_game": "heuristic ([XWW24] eq. 19, tau < 1, monotone score; not bounds)",
+}
+
+
+def assumption_lines(result: dict, labels: ResultLabels | None = None) -> list[str]:
+    """One line per block of values under an assumption (`heuristics.ResultLabels.assumed`):
+    the values, and the valid lower values for any score they sit below (for a heuristic
+    block: CONTRADICTED)."""
+    labels = _labels(result, labels)
+    lines = []
+    for block in labels.assumed:
+        values = ", ".join(f"{k} {_fmt(v)}" for k, v in block.values.items() if v is not None)
+        line = f"{BLOCK_TITLES.get(block.section, block.section)}: {values or 'n/a'}"
+        if block.below:
+            flag = "CONTRADICTED: " if block.section == "reduced_game" else ""
+            line += f"; {flag}{'; '.join(block.below)}"
+        lines.append(line)
+    return lines
 
 
 def interval_lines(result: dict) -> list[str]:
@@ -163,15 +179,18 @@ def interval_lines(result: dict) -> list[str]:
     width = "inf" if iv["width"] is None else _fmt(iv["width"])
     return [
         f"interval: the tuning run's epsilon lies in [{_fmt(iv['lower'])}, {upper}] "
-        f"(width {width}); report {upper}.",
+        f"(width {width}) for any score; report {upper}.",
         f"  lower: {iv['lower_source']}",
         f"  upper: {iv['upper_source'] or 'none'}",
     ]
 
 
-def warning_lines(result: dict) -> list[str]:
-    """One line per contradicted heuristic (empty when none): printed under every table."""
-    return [f"WARNING: {reason}." for reason in contradictions(result).values()]
+def warning_lines(result: dict, labels: ResultLabels | None = None) -> list[str]:
+    """One line per contradicted heuristic that no assumption line already names (empty when
+    none): printed under every table."""
+    labels = _labels(result, labels)
+    named = {k for b in labels.assumed for k in b.values}
+    return [f"WARNING: {why}." for k, why in labels.contradicted.items() if k not in named]
 
 
 def _setting(result: dict) -> str:
@@ -183,18 +202,49 @@ def _setting(result: dict) -> str:
     return f"{low.get('game', 'game')} audit, score {low.get('proxy', 'n/a')}"
 
 
-def text_table(result: dict) -> str:
-    rows = summary_rows(result)
+def text_table(result: dict, labels: ResultLabels | None = None) -> str:
+    """The terminal table: the rows, the interval, one line per assumption."""
+    labels = _labels(result, labels)
+    rows = summary_rows(result, labels)
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     w2 = max(len(r[2]) for r in rows)
     head = f"{result['name']}: delta = {result['delta']:g}, {_setting(result)}"
     lines = [head, "-" * len(head)]
     lines += [f"{a:<{w0}}  {b:>{w1}}  {c:<{w2}}  {d}".rstrip() for a, b, c, d in rows]
-    return "\n".join(lines + interval_lines(result) + warning_lines(result))
+    tail = interval_lines(result) + assumption_lines(result, labels) + warning_lines(result, labels)
+    return "\n".join(lines + tail)
 
 
-def markdown_report(result: dict, plots: list[str]) -> str:
+def assumed_tables(result: dict, labels: ResultLabels | None = None) -> list[str]:
+    """report.md's block of each assumption: its one-line statement and a table of its values
+    (empty when the result has none)."""
+    labels = _labels(result, labels)
+    sources = result.get("upper_sources") or {}
+    lines: list[str] = []
+    for block in labels.assumed:
+        lines += [
+            "",
+            f"**{BLOCK_TITLES.get(block.section, block.section)}** (`{block.section}` in "
+            f"result.json): {block.assumption}.",
+            "",
+            "| quantity | epsilon | rigour | source |",
+            "|---|---:|---|---|",
+        ]
+        lines += [
+            f"| {block.section}.{k} | {_fmt(v)} | {block.rigour[k]}"
+            f"{', CONTRADICTED' if k in labels.contradicted else ''} | "
+            f"{sources.get(k) or _absent(v)} |"
+            for k, v in block.values.items()
+        ]
+        if block.below:
+            lines += ["", f"For any score: {'; '.join(block.below)}."]
+    return lines
+
+
+def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None = None) -> str:
+    """report.md: the setting, the table, the interval, the blocks under an assumption."""
+    labels = _labels(result, labels)
     rounds, base = result.get("rounds"), result.get("base")
     if rounds and base:
         params = ", ".join(f"{k} = {v}" for k, v in rounds.items() if k not in ("kind", "mean"))
@@ -213,11 +263,12 @@ def markdown_report(result: dict, plots: list[str]) -> str:
         "| quantity | epsilon | rigour | source |",
         "|---|---:|---|---|",
     ]
-    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(result)]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(result, labels)]
     iv = interval_lines(result)
     if iv:
         lines += ["", f"**{iv[0]}**", "", *[f"- {line.strip()}" for line in iv[1:]]]
-    warnings = warning_lines(result)
+    lines += assumed_tables(result, labels)
+    warnings = warning_lines(result, labels)
     if warnings:
         lines += [""] + [f"**{w}**" for w in warnings]
     if result.get("notes"):
@@ -255,7 +306,9 @@ def prefetch_plotting() -> None:
     ).start()
 
 
-def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
+def write_plots(
+    result: dict, artefacts: dict, out_dir: Path, labels: ResultLabels | None = None
+) -> list[str]:
     """privacy_curve.png (the winner's delta(eps): exact, or the heuristic reduced game with the
     attack's certified lower curve; the bounds; the interval at delta) where the pair and the law
     of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
@@ -265,29 +318,32 @@ def write_plots(result: dict, artefacts: dict, out_dir: Path) -> list[str]:
 
     names = []
     if "curve" in artefacts:
-        names.append(_plot_privacy_curve(result, artefacts, out_dir, plt))
+        names.append(_plot_privacy_curve(result, artefacts, out_dir, plt, _labels(result, labels)))
     record = artefacts.get("record")
     if record is not None and result.get("lower") is not None:  # a played game has its bound
-        names += _plot_game(result, artefacts, record, out_dir, plt)
+        names += _plot_game(result, artefacts, record, out_dir, plt, _labels(result, labels))
     return names
 
 
-def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> str:
+def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt, labels) -> str:
     eps, delta = artefacts["curve"]
-    heuristic = set(heuristic_upper_keys(result))
-    contradicted = contradictions(result)
+    heuristic = set(labels.heuristic_keys)
+    contradicted = labels.contradicted
     reduced = "exact" in (result.get("reduced_game") or {})
+    monotone = set(labels.monotone_keys)
     fig, ax = plt.subplots(figsize=(6, 4))
     if delta is not None:  # None: no exact winner law for this base (a dp_accounting event)
         positive = delta > 0
         ax.semilogy(
             eps[positive],
             delta[positive],
-            "--" if "exact" in heuristic else "-",
+            "--" if "exact" in heuristic or "exact" in monotone else "-",
             color="k",
             lw=1.8,
             label=legend_label(
-                "reduced game, mu of eq. 19" if reduced else "exact (released winner)",
+                "reduced game, mu of eq. 19"
+                if reduced
+                else "reduced game, exact (monotone score assumed)",
                 "exact",
                 heuristic,
                 contradicted,
@@ -321,9 +377,10 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> st
             label=f"interval [{iv['lower']:.3f}, {iv['upper']:.3f}]",
         )
     curves = dict(result.get("upper_curves") or {})
-    for key, values in (result.get("reduced_game_curves") or {}).items():
-        if key != "delta":
-            curves[key] = values
+    for section in ("reduced_game_curves", "monotone_score_curves"):
+        for key, values in (result.get(section) or {}).items():
+            if key != "delta":
+                curves[key] = values
     styles = {
         "generic_rdp": ("C0", "generic RDP"),
         "profile": ("C1", "profile"),
@@ -337,11 +394,17 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> st
             ax.semilogy(
                 [p[0] for p in pairs],
                 [p[1] for p in pairs],
-                "o--" if key in heuristic else "o-",
+                "o--" if key in heuristic or key in monotone else "o-",
                 color=color,
                 ms=3,
                 lw=1,
-                label=legend_label(f"{label} (eps at each delta)", key, heuristic, contradicted),
+                label=legend_label(
+                    f"{label} (eps at each delta)"
+                    + (", monotone score assumed" if key in monotone else ""),
+                    key,
+                    heuristic,
+                    contradicted,
+                ),
             )
     low = result.get("lower")
     if low:
@@ -366,7 +429,7 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt) -> st
     return "privacy_curve.png"
 
 
-def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt) -> list[str]:
+def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt, labels) -> list[str]:
     names = []
     low = result["lower"]  # a played game has its lower bound
     by_coin = artefacts.get("by_coin") or sorted_scores(record.scores, record.member)
@@ -411,7 +474,7 @@ def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt) -> lis
     save_figure(fig, out_dir / "scores.png")
     plt.close(fig)
     names.append("scores.png")
-    names.append(_plot_tradeoff(result, artefacts, by_coin, out_dir, plt))
+    names.append(_plot_tradeoff(result, artefacts, by_coin, out_dir, plt, labels))
     return names
 
 
@@ -477,14 +540,18 @@ def legend_label(label: str, key: str, heuristic, contradicted) -> str:
     return f"{label}, heuristic" + (", CONTRADICTED" if key in contradicted else "")
 
 
-def write_outputs(out_dir: Path, result: dict, artefacts: dict) -> list[Path]:
-    """Write result.json, report.md and plots to a staging folder, then move them in place."""
+def write_outputs(
+    out_dir: Path, result: dict, artefacts: dict, *, plots: bool = True
+) -> list[Path]:
+    """Write result.json, report.md and (unless `plots` is false: no matplotlib at all) the
+    plots to a staging folder, then move them in place."""
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
     try:
-        plots = write_plots(result, artefacts, staging)
-        (staging / "report.md").write_text(markdown_report(result, plots))
+        labels = result_labels(result)  # once: every writer below reads it
+        drawn = write_plots(result, artefacts, staging, labels) if plots else []
+        (staging / "report.md").write_text(markdown_report(result, drawn, labels))
         (staging / "result.json").write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
-        names = plots + ["report.md", "result.json"]  # result.json last: its presence means done
+        names = drawn + ["report.md", "result.json"]  # result.json last: its presence means done
         for name in names:
             os.replace(staging / name, out_dir / name)
         return [out_dir / n for n in names]
@@ -492,7 +559,7 @@ def write_outputs(out_dir: Path, result: dict, artefacts: dict) -> list[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
+def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt, labels) -> str:
     """ROC on log axes (true-positive rate 1 - FN against FP, as in membership-inference
     audits): the game's exact (FP, TP) at a few thousand thresholds spread over every decade
     (`roc_points`), against the exact trade-off curve of the pair (when the pair is known) and
@@ -510,12 +577,14 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt) -> str:
     references = []  # (name, x = FP, y = TP of "guess X'", dashed, colour)
     if artefacts.get("winner") is not None:
         exact_fp, exact_fn = tradeoff_curve(artefacts["winner"])
-        heuristic = "exact" in heuristic_upper_keys(result)
+        heuristic = "exact" in labels.heuristic_keys
         name = legend_label(
-            "reduced game" if "exact" in (result.get("reduced_game") or {}) else "exact",
+            "reduced game"
+            if "exact" in (result.get("reduced_game") or {})
+            else "exact, monotone score",
             "exact",
-            heuristic_upper_keys(result),
-            contradictions(result),
+            labels.heuristic_keys,
+            labels.contradicted,
         )
         references.append((f"{name} (likelihood ratio)", exact_fp, exact_fn, heuristic, "k"))
     claim = result.get("claim")

@@ -31,8 +31,10 @@ class RunResult(Mapping[str, Any]):
     delta: float
     base: Mapping[str, Any]  # kind, epsilon (eps_B at delta), mu, the pair's parameters
     rounds: Mapping[str, Any]  # kind, mean (E[K]), the law's parameters
-    upper: Mapping[str, float | None]  # one value per registered bound (None: not applicable)
-    upper_rigour: Mapping[str, str]  # bound -> "rigorous" | "heuristic" for this pair
+    #: one value per registered bound (None: not applicable, or under an assumption: the
+    #: reduced game's keys are in `monotone_score` / `reduced_game`)
+    upper: Mapping[str, float | None]
+    upper_rigour: Mapping[str, str]  # bound -> "rigorous" | "monotone_score" | "heuristic"
     lower: Mapping[str, Any] | None  # eps_L and its audit (None without a game)
     one_run: Mapping[str, Any] | None  # game.one_run: the one-run audits (None otherwise)
     notes: Mapping[str, str]  # why a bound is None or heuristic
@@ -44,6 +46,9 @@ class RunResult(Mapping[str, Any]):
     interval: Mapping[str, Any] | None = None
     attack: Mapping[str, Any] | None = None  # the attack value (a lower bound) and its source
     reduced_game: Mapping[str, float | None] | None = None  # tau < 1: the heuristic values
+    #: the reduced game's values under [XWW24]'s monotone-score assumption (its `assumption`
+    #: line included); None where the reduction is not exact
+    monotone_score: Mapping[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, result: Mapping[str, Any]) -> RunResult:
@@ -64,6 +69,7 @@ class RunResult(Mapping[str, Any]):
             interval=result.get("interval"),
             attack=result.get("attack"),
             reduced_game=result.get("reduced_game"),
+            monotone_score=result.get("monotone_score"),
         )
 
     @property
@@ -73,8 +79,12 @@ class RunResult(Mapping[str, Any]):
 
     @property
     def eps_exact(self) -> float | None:
-        """The exact epsilon of the released winner at delta (None where it does not apply)."""
-        return self.upper.get("exact")
+        """The exact epsilon of the reduced game's released winner at delta, under [XWW24]'s
+        monotone-score assumption (None where it does not apply): not the tuning run's epsilon
+        for any score (that lies in `interval`)."""
+        if self.monotone_score is not None:
+            return self.monotone_score.get("exact")
+        return self.upper.get("exact")  # result.json documents written before 0.2
 
     def to_dict(self) -> dict[str, Any]:
         """result.json's content (a deep copy: the result stays frozen)."""

@@ -14,7 +14,10 @@ Heuristic values (`auditsel.experiments.heuristics`) have their own columns, `<k
 `eps_L_gdp_heuristic`), so a column named after a bound holds only values that are bounds; the
 `contradicted` column names the heuristic values below the attack value, a valid eps_L or eps_B
 of one run, and sweep.png draws heuristics dashed with "heuristic" in the legend and marks
-contradicted points. Every row carries the interval (`interval_lower`, `interval_upper`,
+contradicted points. The reduced game's values where the reduction is exact hold only under
+[XWW24]'s monotone-score assumption: their columns are `<key>_monotone_score` (result.json
+`monotone_score`), drawn dash-dot with "monotone score assumed" in the legend; a bound column
+holds only bounds on the tuning run's epsilon for any score. Every row carries the interval (`interval_lower`, `interval_upper`,
 `width`, their sources in sweep.json) and the attack value (`attack`, a lower bound); sweep.png
 shades the interval.
 """
@@ -39,7 +42,7 @@ from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s
 from auditsel.experiments.config import ConfigError, ExperimentSpec, parse_config
 from auditsel.experiments.experiment import run_experiment
 from auditsel.experiments.figures import save_figure
-from auditsel.experiments.heuristics import contradictions, heuristic_values
+from auditsel.experiments.heuristics import result_labels
 from auditsel.experiments.report import write_outputs
 from auditsel.files import atomic_write_text
 
@@ -189,12 +192,18 @@ UPPER_KEYS = ("generic_rdp", "profile", "improved_rdp", "improved_rdp_gdp", "exa
 
 
 def sweep_rows(points: list[SweepPoint], results: list[dict]) -> list[dict[str, Any]]:
-    """One row per point. A bound column (`exact`, ...) holds a value only where it is rigorous;
-    a heuristic value goes to `<key>_heuristic`; bound columns empty in every row are dropped."""
+    """One row per point. A bound column (`generic_rdp`, ...) holds a value only where it is a
+    rigorous bound for any score; a reduced-game value under the monotone-score assumption goes
+    to `<key>_monotone_score`, a heuristic one to `<key>_heuristic`; columns empty in every row
+    are dropped."""
     rows = []
     for point, result in zip(points, results):
         low = result.get("lower") or {}
-        heuristic = heuristic_values(result)
+        labels = result_labels(result)
+        monotone = labels.block("monotone_score")
+        reduced = labels.block("reduced_game")
+        monotone_values = {} if monotone is None else monotone.values
+        heuristic = {} if reduced is None else dict(reduced.values)
         interval = result.get("interval") or {}
         row = {
             **point.assignments,
@@ -207,11 +216,13 @@ def sweep_rows(points: list[SweepPoint], results: list[dict]) -> list[dict[str, 
             "width": interval.get("width"),
         }
         for key in UPPER_KEYS:
-            row[key] = None if key in heuristic else result["upper"].get(key)
+            bound = labels.upper.get(key)
+            row[key] = None if bound is None or bound[1] != "rigorous" else bound[0]
+            row[f"{key}_monotone_score"] = monotone_values.get(key)
             row[f"{key}_heuristic"] = heuristic.get(key)
         row.update(
             {
-                "contradicted": " ".join(f"{k}_heuristic" for k in contradictions(result)),
+                "contradicted": " ".join(f"{k}_heuristic" for k in labels.contradicted),
                 "eps_L": low.get("eps"),
                 "eps_L_point": low.get("eps_point"),
                 "eps_L_best": low.get("eps_best_threshold"),
@@ -221,7 +232,11 @@ def sweep_rows(points: list[SweepPoint], results: list[dict]) -> list[dict[str, 
             }
         )
         rows.append(row)
-    bound_columns = [*UPPER_KEYS, *(f"{k}_heuristic" for k in UPPER_KEYS)]
+    bound_columns = [
+        *UPPER_KEYS,
+        *(f"{k}_monotone_score" for k in UPPER_KEYS),
+        *(f"{k}_heuristic" for k in UPPER_KEYS),
+    ]
     empty = [c for c in bound_columns if all(r[c] is None for r in rows)]
     return [{k: v for k, v in r.items() if k not in empty} for r in rows]
 
@@ -245,6 +260,8 @@ def _write_combined(out_dir: Path, points, rows, results=None) -> None:
     lines += ["| " + " | ".join(_cell(r[c]) for c in columns) + " |" for r in rows]
     name = points[0].spec.name
     legend = (
+        "Columns ending in `_monotone_score` hold the reduced game's values, which hold only "
+        "under [XWW24]'s monotone-score assumption: they are not the tuning run's epsilon. "
         "Columns ending in `_heuristic` hold heuristic values: they are not bounds. "
         "`contradicted` names the heuristic values below the attack value, a valid eps_L or "
         "eps_B of one run. The tuning run's epsilon lies in [`interval_lower`, "
@@ -307,6 +324,7 @@ def _plot_bounds(ax: Any, xs: list, rows: list[dict], idx: list[int]) -> None:
     for col, label, style in _SERIES:
         for suffix, line, legend in (
             ("", style, label),
+            ("_monotone_score", style[:2] + "-.", f"{label}, monotone score assumed"),
             ("_heuristic", style[:2] + "--", f"{label}, heuristic"),
         ):
             ys = [rows[i].get(col + suffix) for i in idx]

@@ -42,6 +42,7 @@ from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s
 from auditsel.errors import ConfigError
 from auditsel.files import atomic_write_bytes, folder_lock, temporary_beside
 from auditsel.games.fingerprint import code_identity, describe_change
+from auditsel.games.worker_pool import fork_available, forked_chunks, game_threads
 from auditsel.roles import GameProtocol, Proxy
 
 __all__ = [
@@ -362,6 +363,14 @@ def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
     prefer = getattr(protocol, "parallel_prefer", None)
     if backend is None and prefer == "threads":
         yield from _threaded(protocol, proxy, seed, pending, sizes, _workers(jobs))
+        return
+    if backend is None and getattr(protocol, "fork_workers", False) and fork_available():
+        # warm workers (auditsel.games.worker_pool): this process plays the first chunk (the
+        # user's imports and first calls), then forks the workers, which inherit all of it
+        first, rest = pending[0], pending[1:]
+        yield play_chunk(protocol, proxy, seed, first, sizes[first])
+        play = lambda i: play_chunk(protocol, proxy, seed, i, sizes[i])
+        yield from forked_chunks(play, rest, min(_workers(jobs), len(rest)), game_threads(jobs))
         return
     # deferred: joblib (0.14 s with loky) loads only for parallel runs
     from joblib import Parallel, delayed, parallel_config

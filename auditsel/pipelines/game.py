@@ -14,7 +14,8 @@ the game engine (`auditsel.games.engine`) and returns their scores, CPU seconds 
 An exception raised by `tune` or `score` becomes a `PipelineError` (a ConfigError) naming the
 function, the line where it raised, the game, its seed and its coin.
 
-This module is what a worker process imports to play: numpy and the canaries only.
+This module is what a worker process imports to play: numpy, the canaries and the thread
+limits (`auditsel.games.worker_pool`) only.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from auditsel.errors import ConfigError
+from auditsel.games.worker_pool import in_game_thread
 from auditsel.pipelines.canaries import Canary
 
 __all__ = [
@@ -137,6 +139,7 @@ class PipelineGame:
     canary: Canary
     chunk_size: int = CHUNK_SIZE
     parallel_prefer = None  # joblib's default: loky processes (user code holds the GIL)
+    fork_workers = True  # default backend on Linux: warm workers (auditsel.games.worker_pool)
 
     def play_one(self, seed: int, game: int) -> tuple[int, float, float]:
         """(coin, score, CPU seconds) of one game."""
@@ -176,6 +179,7 @@ class PipelineGame:
         out = np.empty((size, 2), dtype=np.float64)
         member = np.empty(size, dtype=np.int8)
         start = index * self.chunk_size
+        in_game_thread()  # this thread's OpenMP and torch threads within the audit's limit
         for j in range(size):
             member[j], out[j, 0], out[j, 1] = self.play_one(seed, start + j)
         return out, member

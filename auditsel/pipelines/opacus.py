@@ -13,11 +13,14 @@ and its `DPDataLoader`), `from_opacus` returns
   numerical accountants of the same subsampled Gaussian: `base.epsilon(delta)` agrees with the
   claim to the accountants' discretisation, see `base_epsilon`), RDP to RDP;
 * with `rounds` (the user's law of K), the tuning bounds of `auditsel.accounting.panel` for
-  that base and law at `delta` (`tuning`, each with its rigour and source; for a sample rate
-  below 1 the reduced game's heuristic values are not bounds and sit apart in
-  `reduced_game`), the interval of the tuning run's epsilon (`interval`: the attack value on
-  the worst-case pair below, the tightest rigorous bound above) and `tuning_epsilon`, its upper
-  end: the smallest bound labelled rigorous.
+  that base and law at `delta` (`tuning`, each with its rigour and source: the bounds that hold
+  for any score the tuning run ranks its runs by), the interval of the tuning run's epsilon
+  (`interval`: the worst-score attack value on the worst-case pair below, the tightest rigorous
+  bound above) and `tuning_epsilon`, its upper end: the smallest bound labelled rigorous. The
+  reduced game's values sit apart: `monotone_score` (sample rate 1: they hold only under
+  [XWW24]'s monotone-score assumption) and `reduced_game` (sample rate below 1: heuristic).
+  With `assume="monotone_score"`, `interval` and `tuning_epsilon` are [XWW24]'s under that
+  assumption instead (the interval says so: `interval.assumption`).
 
 Nothing here imports Opacus: the engine, optimizer and loader are read through their public
 attributes (`accountant.history`, `accountant.mechanism()`, `get_epsilon`,
@@ -31,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from auditsel.accounting.interval import Interval
+from auditsel.accounting.interval import Interval, check_assume
 from auditsel.accounting.panel import panel
 from auditsel.errors import ConfigError, integer, number
 from auditsel.mechanisms import DpsgdBase
@@ -58,17 +61,17 @@ class OpacusRun:
     reduced_game: Mapping[str, float | None] = field(default_factory=dict)  # heuristic, tau < 1
     interval: Interval | None = None  # [attack value, tightest rigorous bound] with rounds
     notes: tuple[str, ...] = ()
+    #: tau = 1: the reduced game's values, under [XWW24]'s monotone-score assumption
+    monotone_score: Mapping[str, float | None] = field(default_factory=dict)
 
     @property
     def tuning_epsilon(self) -> float | None:
-        """The smallest rigorous tuning bound for `rounds` (None without rounds or when none
-        applies): an honest epsilon for the whole tuning run."""
-        values = [
-            v
-            for k, v in self.tuning.items()
-            if v is not None and self.tuning_rigour.get(k) == "rigorous"
-        ]
-        return min(values) if values else None
+        """The interval's upper end for `rounds` (None without rounds or when no bound
+        applies): the smallest rigorous tuning bound, an honest epsilon for the whole tuning run
+        and any score (under `assume="monotone_score"`: [XWW24]'s value, see `interval`)."""
+        if self.interval is None or not math.isfinite(self.interval.upper):
+            return None
+        return float(self.interval.upper)
 
     def to_dict(self) -> dict:
         return {
@@ -83,6 +86,7 @@ class OpacusRun:
             "tuning_sources": dict(self.tuning_sources),
             "tuning_epsilon": self.tuning_epsilon,
             "reduced_game": dict(self.reduced_game),
+            "monotone_score": dict(self.monotone_score),
             "interval": None if self.interval is None else self.interval.to_dict(),
             "notes": list(self.notes),
         }
@@ -106,11 +110,14 @@ def from_opacus(
     delta: float,
     rounds: RoundsLaw | None = None,
     steps: int | None = None,
+    assume: str | None = None,
 ) -> OpacusRun:
     """The DpsgdBase and claimed epsilon of an Opacus run, and the tuning bounds of `rounds`.
 
     Call it after training (the steps the engine's accountant recorded), or before with `steps`
-    (the steps one run will take)."""
+    (the steps one run will take). The interval holds for any score; `assume="monotone_score"`
+    gives [XWW24]'s under that assumption (module docstring)."""
+    assume = check_assume(assume)
     delta = number(delta, "delta", 0, 1, lo_open=True, hi_open=True)
     accountant = getattr(privacy_engine, "accountant", None)
     if accountant is None or not hasattr(privacy_engine, "get_epsilon"):
@@ -173,14 +180,20 @@ def from_opacus(
     rigour: dict = {}
     sources: dict = {}
     reduced: dict = {}
+    monotone: dict = {}
     interval = None
     if rounds is not None:
         if not isinstance(rounds, RoundsLaw):
             raise ConfigError("rounds", "must be a law of K (auditsel.Poisson(3), ...)")
-        bounds = panel(base, rounds, delta)
-        tuning = {k: v for k, v in bounds.upper.items() if k not in bounds.reduced_game}
+        bounds = panel(base, rounds, delta, assume=assume)
+        tuning = {
+            k: v
+            for k, v in bounds.upper.items()
+            if k not in bounds.reduced_game and k not in bounds.monotone_score
+        }
         rigour, sources = bounds.labels, bounds.sources
         reduced, interval = dict(bounds.reduced_game), bounds.interval
+        monotone = dict(bounds.monotone_score)
         notes += bounds.notes
     return OpacusRun(
         base=base,
@@ -195,4 +208,5 @@ def from_opacus(
         reduced_game=reduced,
         interval=interval,
         notes=tuple(notes),
+        monotone_score=monotone,
     )

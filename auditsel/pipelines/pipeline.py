@@ -54,6 +54,7 @@ from auditsel.files import atomic_write_text, claim_folder
 from auditsel.games.backends import execution_backend
 from auditsel.games.engine import CheckpointError, GameRecord, run_game
 from auditsel.games.fingerprint import package_digest, source_digest
+from auditsel.games.worker_pool import game_threads, limited_threads
 from auditsel.pipelines.canaries import Canary, default_score
 from auditsel.pipelines.game import (
     CHUNK_SIZE,
@@ -245,7 +246,11 @@ def play_games(
     """Play the games with the engine (chunks, workers, checkpoints); returns the record and
     the CPU seconds of the games played in this process."""
     before = LOCAL_CPU.seconds
-    with execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where:
+    threads = limited_threads(game_threads(jobs))  # BLAS/OpenMP/torch: this process's share
+    with (
+        threads,
+        execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where,
+    ):
         record = run_game(
             game,
             game.score,  # unused: the game plays its chunks itself (PipelineGame.play)

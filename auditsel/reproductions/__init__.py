@@ -22,6 +22,8 @@ where ``rows(jobs: int = 1) -> list[dict]``. The modules of this package:
 * ``bugzoo``   tuning pipelines with realistic bugs (Opacus and hand-written PyTorch), audited
                with `audit_pipeline`; one module per pipeline.
 * ``interval`` the interval [attack value, tightest rigorous bound] on DP-SGD settings.
+* ``any_score``  [XWW24]'s monotone-score values against the attack for any score.
+* ``interval_widths``  the interval's width over the accountants table and a realistic grid.
 """
 
 from __future__ import annotations
@@ -155,6 +157,20 @@ register(
     "rigorous bounds, the width; the reduced game's heuristic values beside them",
     "auditsel.reproductions.interval_settings:rows",
     summary="auditsel.reproductions.interval_settings:summary",
+)
+register(
+    "any-score",
+    "Any score: [XWW24]'s monotone-score values against the attack value over score "
+    "functions (a lower bound for any score) and the generic and profile bounds",
+    "auditsel.reproductions.any_score:rows",
+    summary="auditsel.reproductions.any_score:summary",
+)
+register(
+    "interval-widths",
+    "Interval widths for any score (attack value, tightest rigorous bound) over the "
+    "accountants table's tuning cells and a realistic DP-SGD grid",
+    "auditsel.reproductions.interval_widths:rows",
+    summary="auditsel.reproductions.interval_widths:summary",
 )
 register(
     "dpsgd-factor",

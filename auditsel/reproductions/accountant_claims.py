@@ -29,7 +29,9 @@ Tuning claims (K ~ xi):
                      laws only);
 * xww24_uo           [XWW24] Algorithm 3 (eps_UO) with mu = tau sqrt(N)/sigma;
 * xww24_reduced      the exact curve of the reduced game ([XWW24] Figure 5) with the same mu;
-* profile, generic_rdp  auditsel's rigorous tuning bounds ([KRW24], [PS22]; `accounting.panel`).
+                     both hold only under [XWW24]'s monotone-score assumption (even at tau = 1):
+                     as claims for the tuning run (any score) they can be below the attack value;
+* profile, generic_rdp  auditsel's rigorous tuning bounds ([KRW24], [PS22]; `accounting.registry`).
 
 Lower estimates of one run's true epsilon (not claims, printed beside them):
 dp_accounting's optimistic PLD (`pessimistic_estimate=False`) and the optimistic PLD of
@@ -49,8 +51,8 @@ from importlib import metadata
 
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.improved import improved_epsilon
-from auditsel.accounting.panel import panel
 from auditsel.accounting.pld import dpsgd_epsilon_interval
+from auditsel.accounting.registry import bound
 from auditsel.mechanisms import DpsgdBase, GaussianBase, gaussian_epsilon, quiet_absl
 from auditsel.rounds import Point, Poisson, RoundsLaw, TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner
@@ -241,8 +243,15 @@ def _xww24_reduced(s: Setting) -> float:
 
 
 def _panel_bound(key: str) -> Callable[[Setting], float | None]:
+    """The registered bound's value (the panel's, without the panel's attack): None where it
+    does not apply or is vacuous."""
+
     def compute(s: Setting):
-        return panel(s.base, s.law, s.delta).value(key)
+        b = bound(key)
+        if not b.supports(s.base, s.law) or b.not_applicable(s.base, s.law, s.delta):
+            return None
+        value = b.epsilon(s.base, s.law, s.delta)
+        return value if math.isfinite(value) else None
 
     return compute
 
@@ -320,15 +329,16 @@ CLAIMS = {
         ),
         Claim(
             "xww24_uo",
-            "[XWW24] Algorithm 3 eps_UO with mu = tau sqrt(N)/sigma",
-            ADD_REMOVE + " (heuristic for tau < 1)",
+            "[XWW24] Algorithm 3 eps_UO with mu = tau sqrt(N)/sigma (monotone score assumed)",
+            ADD_REMOVE + " ([XWW24]'s monotone-score assumption; heuristic for tau < 1)",
             _xww24_uo,
             True,
         ),
         Claim(
             "xww24_reduced",
-            "[XWW24] reduced game, exact curve with mu = tau sqrt(N)/sigma",
-            ADD_REMOVE + " (heuristic for tau < 1)",
+            "[XWW24] reduced game, exact curve with mu = tau sqrt(N)/sigma (monotone score "
+            "assumed)",
+            ADD_REMOVE + " ([XWW24]'s monotone-score assumption; heuristic for tau < 1)",
             _xww24_reduced,
             True,
         ),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from auditsel.accounting.registry import ASSUMPTION
 from auditsel.files import atomic_write_text
 from auditsel.reproductions import REGISTRY, _csv, to_markdown
 from auditsel.reproductions import accountants_table as at
@@ -32,6 +33,12 @@ def render(rows: list[dict], seconds: float, out: Path) -> Path:
         *at.header(),
         "",
         to_markdown(at.summary_columns(rows), digits=3),
+        "",
+        "[XWW24]'s reduced-game values for the tuning cells (`xww24_uo`, `xww24_reduced`): "
+        f"{ASSUMPTION}; heuristic for tau < 1 (mu of eq. 19). As claims for the tuning run they "
+        "are marked against eps_L and the attack value like the others.",
+        "",
+        to_markdown(at.monotone_columns(rows), digits=3),
         "",
         "Findings (every number computed from rows.json):",
         "",

@@ -236,10 +236,12 @@ def header() -> list[str]:
         f"(`game.kind: dpsgd_worst_case`, split rule, Clopper-Pearson), {GAMES:,} games per cell "
         f"({CLOSE_GAMES:,} where eps_L is within {CLOSE:.0%} below a claim and E[K] N <= {CLOSE_MAX_COST}). "
         f"eps_L_best is the optimistic best-threshold value (no confidence statement).",
-        "attack: the attack value, the exact epsilon of one attack on the worst-case pair (release "
-        "the run with the largest or smallest privacy-loss label; `auditsel.accounting.attack`): a "
-        "lower bound with no sampling error. interval: [max(attack, eps_L), the tightest rigorous "
-        "bound of auditsel's panel (generic_rdp, profile; exact at tau = 1)]; width = its length.",
+        "attack: the attack value, the exact epsilon of the strongest attack over score functions "
+        "that auditsel computes on the worst-case pair (`auditsel.accounting.attack`): a lower "
+        "bound for the tuning run (any score) with no sampling error. interval: [max(attack, "
+        "eps_L), the tightest rigorous bound of auditsel's panel for any score (generic_rdp, "
+        "profile)]; width = its length. The reduced game's values (xww24_uo, xww24_reduced) hold "
+        "only under [XWW24]'s monotone-score assumption, at tau = 1 too: never the interval's end.",
         "A claim is refuted when eps_L > claim, and wrong with certainty when attack > claim "
         f"(by more than a relative {ATTACK_MARGIN:g}, the root finders' accuracy; marked "
         "'(< attack)'). reduced_mu, xww24_uo and xww24_reduced use "
@@ -365,8 +367,14 @@ def plot(rows, path: Path) -> None:
     plt.close(fig)
 
 
-def summary_columns(rows) -> list[dict]:
-    """The markdown table's columns: setting, eps_L, claims (refuted ones starred)."""
+#: the claims that rest on [XWW24]'s reduced game: they assume a monotone score (their own block)
+MONOTONE_SCORE_CLAIMS = ("xww24_uo", "xww24_reduced")
+
+
+def summary_columns(rows, claims=None) -> list[dict]:
+    """The markdown table's columns: setting, eps_L, claims (refuted ones starred); `claims`:
+    which claims (default: all but `MONOTONE_SCORE_CLAIMS`, which `monotone_columns` shows)."""
+    names = [n for n in CLAIMS if n not in MONOTONE_SCORE_CLAIMS] if claims is None else claims
     out = []
     for r in rows:
         row = {
@@ -384,7 +392,7 @@ def summary_columns(rows) -> list[dict]:
             ),
             "width": r.get("width"),
         }
-        for name in CLAIMS:
+        for name in names:
             v = r.get("claim_" + name)
             mark = " (< attack)" if name in _below(r) else ""
             row[name] = (
@@ -392,7 +400,17 @@ def summary_columns(rows) -> list[dict]:
                 if v is None
                 else (f"**{v:.3f}** refuted{mark}" if name in r["refuted"] else f"{v:.3f}{mark}")
             )
-        if "dp_accounting_pld_optimistic" in r:
+        if "dp_accounting_pld_optimistic" in r and claims is None:
             row["pld_optimistic"] = r["dp_accounting_pld_optimistic"]
         out.append(row)
     return out
+
+
+def monotone_columns(rows) -> list[dict]:
+    """The block of [XWW24]'s reduced-game claims (monotone score assumed), tuning cells only."""
+    tuned = [r for r in rows if r["law"] != "point(k=1)"]
+    keep = ("sigma", "N", "tau", "K", "eps_L", "attack", "interval", *MONOTONE_SCORE_CLAIMS)
+    return [
+        {k: v for k, v in row.items() if k in keep}
+        for row in summary_columns(tuned, list(MONOTONE_SCORE_CLAIMS))
+    ]

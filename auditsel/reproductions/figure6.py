@@ -1,7 +1,9 @@
 """[XWW24] Figure 6 as a table with an audited lower bound per cell, and its plot.
 
 Rows: `bounds.figure6_rows()` (TNB grid, N = 500, delta = 1e-5, eps_B in {1, 2, 4, 8}: generic,
-profile, improved and exact), plus eps_L of a `TRIALS`-game audit of the reduced game at the
+profile (bounds for any score), improved and exact ([XWW24]'s values: columns
+`*_monotone_score` at tau = 1, under its monotone-score assumption, `*_heuristic` at tau < 1),
+the attack value and the interval for any score), plus eps_L of a `TRIALS`-game audit of the reduced game at the
 cell's mu (sample proxy, split rule, 95% Clopper-Pearson, seed 0) and its best-threshold value.
 """
 
@@ -81,10 +83,14 @@ def plot(rows, out: Path) -> list:
         heuristic = {"improved_rdp_gdp"} | ({"exact", "improved_rdp"} if tau < 1 else set())
         marked = False
         for key, label, style in series:
-            ys = [r.get(key, r.get(f"{key}_heuristic")) for r in sel]
+            ys = [
+                r.get(key, r.get(f"{key}_monotone_score", r.get(f"{key}_heuristic"))) for r in sel
+            ]
             if any(y is not None for y in ys):
                 if key in heuristic:
                     style, label = style[:2] + "--", f"{label}, heuristic"
+                elif any(f"{key}_monotone_score" in r for r in sel):
+                    style, label = style[:2] + "-.", f"{label}, monotone score assumed"
                 ax.plot(xs, [math.nan if y is None else y for y in ys], style, label=label, ms=4)
                 bad = [
                     (r["eps_B"], y)

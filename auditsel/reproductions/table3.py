@@ -10,8 +10,10 @@ For each cell (threat in NTNV/NTCV/ETCV, canary Z_D or an input-space canary, ep
              proxy on the same releases (one training per game for all proxies)
     eps_L    per proxy: the split rule (valid at the confidence), the optimistic max over
              thresholds (as the paper reports it) and the GDP fit (heuristic)
-    upper    eps_B, the generic bound, the improved bound and the exact reduced-game value at
-             the same (sigma, N, tau, xi) (``auditsel.accounting.panel.upper_bounds``)
+    upper    the generic and profile bounds (for any score) and [XWW24]'s improved bound and
+             exact reduced-game value at the same (sigma, N, tau, xi), columns
+             ``upper_<key>_monotone_score`` (tau = 1: under [XWW24]'s monotone-score
+             assumption) or ``upper_<key>_heuristic`` (tau < 1) (``table_bounds``)
 
 ``Table3Grid`` is the grid (data): a ``DpsgdGameSpec`` for everything the cells share, the
 DP-SGD base settings, the law of K and the axes. Cell i plays seed ``seed + i`` with
@@ -27,14 +29,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from attacks.dpsgd_game import DpsgdGameSpec, build_protocol, load_data, make_scorer
-from auditsel.accounting.panel import upper_bounds as panel_upper_bounds
+from auditsel.accounting.panel import panel
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import DpsgdBase
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 
-__all__ = ["Table3Grid", "TRIALS", "run_cell", "run_grid", "rows", "findings"]
+__all__ = ["Table3Grid", "TRIALS", "run_cell", "run_grid", "rows", "findings", "table_bounds"]
 
 TRIALS = 1000
 
@@ -95,6 +97,13 @@ def run_cell(
     return base, record, time.perf_counter() - start
 
 
+def table_bounds(base, rounds: RoundsLaw, delta: float) -> dict:
+    """Every registered value of the panel, each in a column that says what it is: the key of a
+    bound for any score, `<key>_monotone_score` or `<key>_heuristic` for the reduced game's."""
+    p = panel(base, rounds, delta)
+    return {(k if p.labels[k] == "rigorous" else f"{k}_{p.labels[k]}"): p.value(k) for k in p.upper}
+
+
 def run_grid(
     grid: Table3Grid = Table3Grid(),
     *,
@@ -105,8 +114,8 @@ def run_grid(
 ) -> list:
     """One row per (threat, canary, eps_B, proxy): see the module docstring. The rows carry
     the upper bounds flattened as upper_<name>: ``upper_bounds(base, rounds, delta) -> dict``,
-    by default the whole panel (``auditsel.accounting.panel.upper_bounds``)."""
-    upper_bounds = upper_bounds or panel_upper_bounds
+    by default the whole panel, labelled (``table_bounds``)."""
+    upper_bounds = upper_bounds or table_bounds
     data = load_data(grid.game)
     out, upper = [], {}
     for index, (threat, canary, eps) in enumerate(cells or grid.cells()):

@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from auditsel.accounting.panel import BOUND_KEYS, BOUND_LABELS, bound_labels, panel, upper_bounds
+from auditsel.accounting.registry import BOUNDS, MONOTONE_SCORE_KEYS, RIGOURS
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import Poisson, TruncatedNegativeBinomial, TwoPoint
 
@@ -12,27 +13,35 @@ SETTINGS = settings(max_examples=6, deadline=None, derandomize=True)
 TOL = 1e-6
 
 
+def values(base, law, delta) -> dict:
+    """Every registered computation's value, whatever its label (the reduced game's values are
+    under `monotone_score`, not `upper`: their orderings are properties of the computations)."""
+    return {b.key: b.epsilon(base, law, delta) for b in BOUNDS}
+
+
 def test_keys_and_labels():
     out = upper_bounds(GaussianBase(0.5), TruncatedNegativeBinomial(0, 0.01), 1e-5)
     assert tuple(out) == BOUND_KEYS
     assert set(BOUND_LABELS) == set(BOUND_KEYS)
-    assert all(
-        v["rigour"] in ("rigorous", "heuristic") and v["citation"] for v in BOUND_LABELS.values()
-    )
-    assert out["improved_rdp_gdp"] is None  # no mu_GDP for a plain Gaussian base
+    assert all(v["rigour"] in RIGOURS and v["citation"] for v in BOUND_LABELS.values())
+    # the reduced game's values are never in upper: they assume a monotone score
+    assert all(out[k] is None for k in MONOTONE_SCORE_KEYS)
+    assert out["generic_rdp"] is not None and out["profile"] is not None
     assert bound_labels(DpsgdBase(2.0, 10, 0.5))["exact"] == "heuristic"
-    assert bound_labels(DpsgdBase(2.0, 10, 1.0))["exact"] == "rigorous"
+    assert bound_labels(DpsgdBase(2.0, 10, 1.0))["exact"] == "monotone_score"
+    assert bound_labels(DpsgdBase(2.0, 10, 1.0))["profile"] == "rigorous"
 
 
 def test_example1_panel_reproduces_the_paper():
     base, law = FiniteOutputBase.example1(), TruncatedNegativeBinomial(1.0, 1e-3)
     pure = panel(base, law, 0.0)
-    assert pure.upper["exact"] == pytest.approx(2.96, abs=0.01)
+    assert pure.monotone_score["exact"] == pytest.approx(2.96, abs=0.01)  # the listed order
     assert pure.upper["generic_rdp"] == pytest.approx(3.0)
-    assert pure.upper["profile"] is None
-    approx = panel(base, law, 1e-5).upper
-    assert approx["exact"] == pytest.approx(2.92, abs=0.01)
-    assert approx["exact"] <= approx["improved_rdp"] <= approx["generic_rdp"] < 3.11
+    assert pure.upper["profile"] is None and pure.upper["exact"] is None
+    approx = panel(base, law, 1e-5)
+    mono, up = approx.monotone_score, approx.upper
+    assert mono["exact"] == pytest.approx(2.92, abs=0.01)
+    assert mono["exact"] <= mono["improved_rdp"] <= up["generic_rdp"] < 3.11
 
 
 def test_dpsgd_panel_has_base_info():
@@ -45,6 +54,7 @@ def test_dpsgd_panel_has_base_info():
             assert out.upper[k] is None and out.reduced_game[k] is not None
         else:
             assert out.upper[k] >= out.base["epsilon"] * (1 - 1e-3)
+    assert out.monotone_score == {}  # tau < 1: no exact reduction
 
 
 mus = st.floats(0.1, 2.0)
@@ -54,7 +64,7 @@ tnbs = st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.0]), st.floats(1e-3, 0.2))
 @SETTINGS
 @given(mu=mus, law=tnbs)
 def test_exact_le_improved_le_generic_and_exact_le_profile(mu, law):
-    out = upper_bounds(GaussianBase(mu), TruncatedNegativeBinomial(*law), 1e-5)
+    out = values(GaussianBase(mu), TruncatedNegativeBinomial(*law), 1e-5)
     assert out["exact"] <= out["improved_rdp"] + TOL
     assert out["improved_rdp"] <= out["generic_rdp"] + TOL
     assert out["exact"] <= out["profile"] + TOL
@@ -70,18 +80,18 @@ def test_exact_le_improved_le_generic_and_exact_le_profile(mu, law):
 )
 def test_every_bound_at_least_one_run(mu, law):
     base = GaussianBase(mu)
-    out = panel(base, law, 1e-5)
-    eps_b = out.base["epsilon"]
+    out = values(base, law, 1e-5)
+    eps_b = base.epsilon(1e-5)
     for k in ("generic_rdp", "profile", "improved_rdp", "exact"):
-        assert out.upper[k] >= eps_b - TOL, k
+        assert out[k] >= eps_b - TOL, k
 
 
 @SETTINGS
 @given(mu=st.floats(0.1, 1.5), factor=st.floats(1.1, 2.0), law=tnbs)
 def test_monotone_in_mu(mu, factor, law):
     law = TruncatedNegativeBinomial(*law)
-    lo = upper_bounds(GaussianBase(mu), law, 1e-5)
-    hi = upper_bounds(GaussianBase(mu * factor), law, 1e-5)
+    lo = values(GaussianBase(mu), law, 1e-5)
+    hi = values(GaussianBase(mu * factor), law, 1e-5)
     for k in ("generic_rdp", "profile", "improved_rdp", "exact"):
         assert lo[k] <= hi[k] + TOL, k
 
@@ -96,15 +106,15 @@ def test_monotone_in_mu(mu, factor, law):
 def test_monotone_in_expected_runs(mu, eta, nu, shrink):
     small, large = TruncatedNegativeBinomial(eta, nu), TruncatedNegativeBinomial(eta, nu * shrink)
     assert small.mean < large.mean
-    lo = upper_bounds(GaussianBase(mu), small, 1e-5)
-    hi = upper_bounds(GaussianBase(mu), large, 1e-5)
+    lo = values(GaussianBase(mu), small, 1e-5)
+    hi = values(GaussianBase(mu), large, 1e-5)
     for k in ("generic_rdp", "profile", "improved_rdp", "exact"):
         assert lo[k] <= hi[k] + TOL, k
 
 
 def test_poisson_monotone_in_mean():
-    a = upper_bounds(GaussianBase(0.5), Poisson(3.0), 1e-5)
-    b = upper_bounds(GaussianBase(0.5), Poisson(30.0), 1e-5)
+    a = values(GaussianBase(0.5), Poisson(3.0), 1e-5)
+    b = values(GaussianBase(0.5), Poisson(30.0), 1e-5)
     for k in ("generic_rdp", "profile", "improved_rdp", "exact"):
         assert a[k] <= b[k] + TOL
 
@@ -124,9 +134,16 @@ def test_panel_is_a_frozen_typed_result_with_dict_access_for_one_release():
         p["nope"]
     d = p.to_dict()
     assert {"base", "upper", "labels", "sources", "notes", "seconds", "curves"} <= set(d)
-    assert {"attack", "interval", "reduced_game"} <= set(d) and "curves" in p
+    assert {"attack", "interval", "reduced_game", "monotone_score"} <= set(d) and "curves" in p
     json.dumps(d)
-    # a Gaussian base: the attack value is the exact epsilon, the interval has width 0
-    assert p.attack["epsilon"] == p.upper["exact"] and p.interval.width == 0.0
-    assert p.attack["curve"] == p.curves["exact"]
-    assert p.value("exact") == p.upper["exact"]
+    # a Gaussian base: the reduced game's exact value assumes a monotone score; the attack for
+    # any score is at least it (a monotone score is one of the scores), the interval's upper
+    # end is a bound for any score, never the monotone value
+    exact = p.monotone_score["exact"]
+    assert p.upper["exact"] is None and p.value("exact") == exact
+    assert p.attack["epsilon"] >= exact - TOL and p.interval.upper >= p.attack["epsilon"] - TOL
+    assert p.interval.upper_source.split(" ")[0] in ("generic_rdp", "profile")
+    assert all(v is None for v in p.curves["exact"])
+    assert p.monotone_score_curves["exact"][0] == pytest.approx(
+        values(GaussianBase(0.5), TruncatedNegativeBinomial(0, 0.01), 1e-3)["exact"]
+    )

@@ -382,10 +382,20 @@ def test_bad_input_is_a_config_error():
 
 
 def test_interval_ends_and_sources():
-    gauss_law = TruncatedNegativeBinomial(0.0, 0.01)
-    gauss = tuning_interval(GaussianBase(0.8), gauss_law, 1e-5)
+    # a Gaussian base: the interval holds for any score, its upper end is generic or profile;
+    # under [XWW24]'s monotone-score assumption (on request) the exact curve closes it
+    gauss = tuning_interval(GaussianBase(0.8), TruncatedNegativeBinomial(0.0, 0.01), 1e-5)
+    assert gauss.upper_source.split(" ")[0] in ("generic_rdp", "profile")
+    assert gauss.upper >= gauss.lower and gauss.assumption is None
+    mono = tuning_interval(
+        GaussianBase(0.8), TruncatedNegativeBinomial(0.0, 0.01), 1e-5, assume="monotone_score"
+    )
+    assert mono.width == pytest.approx(0.0, abs=1e-12) and mono.upper_source.startswith("exact")
+    assert mono.assumption == "monotone_score" and mono.upper <= gauss.lower + 1e-9
     # the lower end is the worst-score attack: above the reduced game's exact value
-    assert gauss.lower > attack_epsilon(GaussianBase(0.8), gauss_law, 1e-5, scores="monotone")
+    assert gauss.lower > attack_epsilon(
+        GaussianBase(0.8), TruncatedNegativeBinomial(0.0, 0.01), 1e-5, scores="monotone"
+    )
     assert "worst score found" in gauss.lower_source
     pair, law = DpsgdBase(1.0, 10, 0.1), Poisson(10.0)
     iv = tuning_interval(pair, law, 1e-5)

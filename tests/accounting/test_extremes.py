@@ -17,10 +17,18 @@ from oracles import hockey_stick as oracle_hockey_stick
 from oracles import tnb_density
 
 from auditsel.accounting.exact import exact_epsilon, hockey_stick, privacy_curve
-from auditsel.accounting.panel import upper_bounds
+from auditsel.accounting.panel import panel
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import Binomial, Point, Poisson, TruncatedNegativeBinomial, TwoPoint
 from auditsel.selection import GaussianWinner
+
+
+def all_values(base, law, delta) -> dict:
+    """Every registered value of the panel, the reduced game's (under [XWW24]'s monotone-score
+    assumption, `monotone_score`) included: their orderings are properties of the computations."""
+    p = panel(base, law, delta)
+    return {k: p.value(k) for k in p.upper}
+
 
 PROPS = settings(
     max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
@@ -165,7 +173,7 @@ def test_exact_epsilon_at_tiny_delta_matches_mpmath():
 def test_eps_b_near_zero_gives_finite_bounds_near_zero():
     base = GaussianBase.from_epsilon(1e-3, 1e-5)
     assert base.epsilon(1e-5) == pytest.approx(1e-3, abs=1e-9)
-    out = upper_bounds(base, TruncatedNegativeBinomial(1.0, 0.1), 1e-5)
+    out = all_values(base, TruncatedNegativeBinomial(1.0, 0.1), 1e-5)
     for k in ("generic_rdp", "profile", "improved_rdp", "exact"):
         assert out[k] is not None and math.isfinite(out[k]) and out[k] >= 1e-3 - 1e-6, k
     assert out["exact"] <= out["improved_rdp"] + 1e-6 <= out["generic_rdp"] + 2e-6
@@ -184,7 +192,7 @@ def test_eps_b_near_zero_gives_finite_bounds_near_zero():
     ids=["tiny-mu", "mu10-nu1e-9", "poisson1e6"],
 )
 def test_upper_bounds_finite_and_ordered_at_extremes(mu, law, delta):
-    out = upper_bounds(GaussianBase(mu), law, delta)
+    out = all_values(GaussianBase(mu), law, delta)
     eps_b = GaussianBase(mu).epsilon(delta)
     for k in ("generic_rdp", "profile", "improved_rdp", "exact"):
         assert out[k] is not None and math.isfinite(out[k]), (k, out)
@@ -311,7 +319,7 @@ def test_more_runs_can_be_more_private_oracle_confirmed():
     delta=st.sampled_from([1e-12, 1e-5, 1e-2]),
 )
 def test_bound_ordering_at_extremes(mu, eta, nu, delta):
-    out = upper_bounds(GaussianBase(mu), TruncatedNegativeBinomial(eta, nu), delta)
+    out = all_values(GaussianBase(mu), TruncatedNegativeBinomial(eta, nu), delta)
     assert all(
         out[k] is not None and math.isfinite(out[k])
         for k in ("generic_rdp", "profile", "improved_rdp", "exact")

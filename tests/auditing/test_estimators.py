@@ -362,3 +362,86 @@ def test_roc_hull_is_the_exhaustive_upper_hull():
         assert auroc(s, m, hull=True) == pytest.approx(area, abs=1e-12)
 
     check()
+
+
+# --- the selection fit's fixed costs: quantiles found once per law, tradeoffs cached, exact
+# Clopper-Pearson limits only where a threshold can still raise the fit ---------------------
+
+
+def _scalar_quantile_range(w, tail):
+    """The old `GaussianWinner.quantile_range`: two scalar bisections per call, in x."""
+    from auditsel.numerics import bisect
+
+    lower = lambda x: float(w.cdf(x, 0)) - tail
+    upper = lambda x: float(w.mass(x, np.inf, 1)) - tail
+    a, b = -40.0, w.mu + 40.0
+    lo = bisect(lower, a, b) if lower(a) < 0 < lower(b) else a
+    hi = bisect(upper, a, b) if upper(a) > 0 > upper(b) else b
+    return lo, hi
+
+
+@pytest.mark.parametrize(
+    "law",
+    [
+        Point(1),
+        one_plus_poisson(9),
+        FinitePmf({0: 0.3, 2: 0.3, 40: 0.4}),  # an atom at K = 0
+        FinitePmf({0: 1 - 1e-7, 3: 1e-7}),  # the atom holds almost everything: no lower root
+    ],
+)
+def test_quantile_range_once_per_law_is_the_scalar_bisection(law):
+    from auditsel.rounds import TruncatedNegativeBinomial
+
+    for lw in (law, TruncatedNegativeBinomial(eta=0.0, nu=0.01)):
+        for mu in (1e-6, 0.4, 2.0, 30.0):
+            for tail in (1e-12, 1e-6, 0.2):
+                w = GaussianWinner(GaussianBase(mu), lw)
+                new, old = w.quantile_range(tail), _scalar_quantile_range(w, tail)
+                for a, b in zip(new, old):  # within the old bisection's own tolerance
+                    assert abs(a - b) <= 1e-12 + 1e-12 * abs(b), (lw, mu, tail, new, old)
+
+
+def test_winner_tradeoff_cache_returns_identical_read_only_arrays():
+    from auditsel.auditing import estimators
+
+    law = one_plus_poisson(9)
+    first = winner_tradeoff(0.7, law)
+    estimators._TRADEOFFS.clear()
+    fresh = winner_tradeoff(0.7, law)
+    again = winner_tradeoff(0.7, law)
+    assert again[0] is fresh[0]  # from the cache
+    for a, b in zip(first, fresh):
+        assert np.array_equal(a, b) and not a.flags.writeable
+    with pytest.raises(ValueError):
+        again[1][0] = 0.5
+
+
+def test_selection_fit_equals_the_fit_over_every_threshold_evaluated_exactly():
+    from auditsel.auditing.clopper_pearson import clopper_pearson_upper
+    from auditsel.auditing.estimators import _directions, _selection_fit, selection_fit_mu
+
+    s, m, w = selection_release(20_000, 4)
+    c = SortedScores(s, m).counts()
+    a = 0.05 / len(s)
+    fit = _selection_fit(c, len(s), 0.05, DELTA, w.law)
+    f = np.concatenate([d[1] for d in _directions(c)])
+    g = np.concatenate([d[2] for d in _directions(c)])
+    pf, pg = clopper_pearson_upper(f, c.n0, a), clopper_pearson_upper(g, c.n1, a)
+    keep = (pf < 1) & (pg < 1)
+    every = selection_fit_mu(pf[keep], pg[keep], w.law)
+    assert fit.detail["thresholds_evaluated"] < len(f) / 4  # most were never evaluated exactly
+    assert fit.detail["mu"] == every > 0
+
+
+def test_cell_masses_are_mass_between_consecutive_edges_bit_for_bit():
+    from auditsel.rounds import TruncatedNegativeBinomial
+
+    for law in (one_plus_poisson(9), TruncatedNegativeBinomial(eta=0.0, nu=0.01), Point(1)):
+        w = GaussianWinner(GaussianBase(0.8), law)
+        lo, hi = w.quantile_range(1e-12)
+        edges = np.linspace(lo, hi, 2001)
+        edges[0], edges[-1] = -np.inf, np.inf
+        for member in (0, 1):
+            assert np.array_equal(
+                w.cell_masses(edges, member), w.mass(edges[:-1], edges[1:], member)
+            )

@@ -108,39 +108,52 @@ def test_figure6_point_is_flagged_in_result_json(fig6):
     json.dumps(result, allow_nan=False)
 
 
-def test_sample_rate_one_is_rigorous_and_flags_nothing():
+def test_sample_rate_one_is_exact_under_the_assumption_and_flags_nothing():
     spec = parse_config({**copy.deepcopy(FIG6), "base": {**FIG6["base"], "sample_rate": 1.0}})
     result, _ = run_experiment(spec, None, progress=False, curves=False)
     assert heuristic_upper_keys(result) == ["improved_rdp_gdp"]
+    assert result["heuristic"][0] == "monotone_score.improved_rdp_gdp"
     assert result["contradicted"] == {}
-    assert result["upper"]["exact"] >= result["base"]["epsilon"]
+    # the reduction is exact: the reduced game's values are exact for a monotone score, and
+    # stated with that assumption, not in upper
+    mono = result["monotone_score"]
+    assert result["upper"]["exact"] is None and mono["exact"] >= result["base"]["epsilon"]
+    assert "monotone" in mono["assumption"]
     assert "reduced_game" not in result and result["exact_curve"]["delta"]
-    # the reduction is exact: the attack value is the exact epsilon, the interval has width 0
-    assert result["attack"]["epsilon"] == pytest.approx(result["upper"]["exact"], abs=1e-12)
-    assert result["interval"]["width"] == pytest.approx(0.0, abs=1e-12)
+    # the interval holds for any score: the attack value is at least the monotone score's
+    # exact epsilon (one of the scores), the upper end a rigorous bound above it
+    assert result["attack"]["epsilon"] >= mono["exact"] - 1e-9
+    assert result["interval"]["upper"] >= result["attack"]["epsilon"]
+    assert result["interval"]["upper_source"].split(" ")[0] in ("generic_rdp", "profile")
 
 
 @pytest.mark.parametrize(
     "render", [text_table, lambda r: markdown_report(r, [])], ids=["terminal", "report.md"]
 )
 def test_tables_label_every_heuristic_row_and_the_contradiction(fig6, render):
+    """The heuristic values are one block under their assumption: one line in the terminal
+    (issue 27: no row and no WARNING per value), a table in report.md whose rows say heuristic
+    and CONTRADICTED; every contradicted key and why is named."""
     result, _ = fig6
     text = render(result)
-    for key in heuristic_upper_keys(result):
-        name = f"reduced_game.{key}"
-        row = next(
-            line
-            for line in text.splitlines()
-            if line.strip("| ").startswith(name + " ") or line.startswith(f"| {name} |")
-        )
-        assert "heuristic" in row, row
-        assert ("CONTRADICTED" in row) == (key in result["contradicted"]), row
+    lines = text.splitlines()
+    if render is text_table:
+        block = [line for line in lines if line.startswith("heuristic (")]
+        assert len(block) == 1 and "WARNING" not in text
+        for key in heuristic_upper_keys(result):
+            assert f"{key} {result['reduced_game'][key]:.4f}" in block[0]
+        contradicted = block[0].split("CONTRADICTED: ", 1)[1]
+        for key in result["contradicted"]:
+            assert key in contradicted
+    else:
+        for key in heuristic_upper_keys(result):
+            row = next(line for line in lines if line.startswith(f"| reduced_game.{key} |"))
+            assert "heuristic" in row, row
+            assert ("CONTRADICTED" in row) == (key in result["contradicted"]), row
+    assert "below the attack value" in text
     # no row is named after a reduced-game key alone (exact, improved_rdp, ...) at tau < 1
-    assert not any(line.strip("| ").startswith("exact") for line in text.splitlines())
-    for key in result["contradicted"]:
-        assert f"heuristic reduced_game.{key} = " in text
-        assert "contradicted: below the attack value" in text
-    rigorous = next(line for line in text.splitlines() if "profile" in line and "[KRW24]" in line)
+    assert not any(line.strip("| ").startswith("exact") for line in lines)
+    rigorous = next(line for line in lines if "profile" in line and "[KRW24]" in line)
     assert "heuristic" not in rigorous
     iv = result["interval"]
     assert f"lies in [{iv['lower']:.4f}, {iv['upper']:.4f}]" in text
@@ -213,6 +226,10 @@ def test_privacy_curve_and_tradeoff_draw_heuristics_dashed(fig6, tmp_path, monke
     assert tradeoff and all("heuristic" in lab and st == "--" for lab, st in tradeoff)
 
 
+def md_text(out) -> str:
+    return (out / "sweep.md").read_text()
+
+
 def test_sweep_tables_and_plot_separate_heuristics(tmp_path, monkeypatch, capsys):
     from auditsel.cli import main
 
@@ -233,24 +250,26 @@ def test_sweep_tables_and_plot_separate_heuristics(tmp_path, monkeypatch, capsys
     for rate, row in rows.items():
         point = json.loads((out / f"base.sample_rate={rate:g}" / "result.json").read_text())
         for key in ("exact", "improved_rdp", "improved_rdp_gdp"):
-            heuristic = key in heuristic_upper_keys(point)
-            # a bound column never holds a heuristic value; the heuristic one holds it
-            if heuristic:
-                assert row.get(key, "") == ""
-            elif point["upper"][key] is not None:
-                assert float(row[key]) == pytest.approx(point["upper"][key])
-            assert bool(row.get(f"{key}_heuristic")) == heuristic
-            if heuristic:
-                value = (point.get("reduced_game") or point["upper"])[key]
-                assert float(row[f"{key}_heuristic"]) == pytest.approx(value)
+            # a bound column never holds a reduced-game value: at tau = 1 it is under its
+            # assumption (`<key>_monotone_score`), at tau < 1 a heuristic (`<key>_heuristic`)
+            assert row.get(key, "") == "" and point["upper"][key] is None
+            reduced = (point.get("reduced_game") or {}).get(key)
+            mono = (point.get("monotone_score") or {}).get(key)
+            assert bool(row.get(f"{key}_heuristic")) == (reduced is not None)
+            assert bool(row.get(f"{key}_monotone_score")) == (mono is not None)
+            if reduced is not None:
+                assert float(row[f"{key}_heuristic"]) == pytest.approx(reduced)
+            if mono is not None:
+                assert float(row[f"{key}_monotone_score"]) == pytest.approx(mono)
         assert set(row["contradicted"].split()) == {f"{k}_heuristic" for k in point["contradicted"]}
         iv = point["interval"]
         assert float(row["interval_lower"]) == pytest.approx(iv["lower"])
         assert float(row["interval_upper"]) == pytest.approx(iv["upper"])
         assert float(row["width"]) == pytest.approx(iv["width"])
         assert float(row["attack"]) == pytest.approx(point["attack"]["epsilon"])
-    assert float(rows[1.0]["exact"]) >= float(rows[1.0]["eps_B"])
-    assert rows[0.1]["exact"] == "" and set(rows[0.1]["contradicted"].split()) >= {
+    assert float(rows[1.0]["exact_monotone_score"]) >= float(rows[1.0]["eps_B"])
+    assert "monotone-score assumption" in md_text(out) and rows[1.0]["contradicted"] == ""
+    assert rows[0.1].get("exact", "") == "" and set(rows[0.1]["contradicted"].split()) >= {
         "exact_heuristic",
         "improved_rdp_heuristic",
     }
@@ -269,6 +288,7 @@ def test_sweep_tables_and_plot_separate_heuristics(tmp_path, monkeypatch, capsys
         rows[0.1]["contradicted"],
     ]
     assert any("exact, heuristic" in lab and st == "--" for lab, st in sweep_lines)
+    assert any("exact, monotone score assumed" in lab and st == "-." for lab, st in sweep_lines)
     assert any(lab.startswith("attack") and st == "-" for lab, st in sweep_lines)
     assert any("CONTRADICTED" in lab for lab, _ in sweep_lines)
     assert all("heuristic" not in lab for lab, st in sweep_lines if st == "-")
@@ -282,12 +302,17 @@ def test_committed_figure6_sweep_says_which_heuristics_are_contradicted():
     table = Path(__file__).resolve().parents[2] / "results" / "figure6" / "sweep.csv"
     rows = list(csv.DictReader(table.open()))
     assert len(rows) == 24
+    # since 0.2.0 the reduced game's exact value at tau = 1 has its own column, under [XWW24]'s
+    # monotone-score assumption; a table written before (no such column) kept it in `exact`
+    labelled = "exact_monotone_score" in rows[0]
     for row in rows:
         heuristic_exact = row["exact_heuristic"] != ""
-        assert (
-            heuristic_exact == (float(row["base.sample_rate"]) < 1)
-            and (row["exact"] == "") == heuristic_exact
-        )
+        assert heuristic_exact == (float(row["base.sample_rate"]) < 1)
+        if labelled:
+            assert row.get("exact", "") == ""
+            assert (row["exact_monotone_score"] == "") == heuristic_exact
+        else:
+            assert (row["exact"] == "") == heuristic_exact
         floor = max(float(row["eps_B"]), float(row["attack"]))
         below = heuristic_exact and float(row["exact_heuristic"]) < floor
         assert below == ("exact_heuristic" in row["contradicted"].split()), row

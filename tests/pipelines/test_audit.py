@@ -1,9 +1,12 @@
 """Auditing your own pipeline: score files, a user protocol, and accountant regression tests."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.scores import read_scores
@@ -275,3 +278,68 @@ def test_csv_layouts_read_the_same_numbers(tmp_path, text):
     path.write_bytes(body.encode("utf-8"))
     got_score, got_member = read_scores(path)
     assert np.array_equal(got_score, score) and np.array_equal(got_member, member)
+
+
+# --- the CSV reader: numpy's C parser where it agrees, the csv module where it does not -------
+
+CELLS = st.one_of(
+    st.floats(allow_nan=False).map(repr),
+    st.sampled_from(["inf", "-Infinity", "1_000", "1e500", " 2 ", "x", "", "0x1", ".5", "+3."]),
+    st.text(alphabet="0123456789.e-+ _", max_size=6),
+)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    rows=st.lists(
+        st.tuples(CELLS, st.sampled_from(["0", "1", " 1", "1.0", "2", "a"])),
+        min_size=1,
+        max_size=20,
+    ),
+    ragged=st.sampled_from([None, "short", ",9", ",9,9"]),
+    at=st.integers(0, 19),
+)
+def test_csv_fast_path_reads_what_the_csv_module_reads(rows, ragged, at):
+    """Every block numpy's reader accepts gives the numbers the csv module and `float` give
+    line by line; every block one of them refuses, the other refuses too (same message)."""
+    from auditsel.auditing import scores
+
+    lines = [f"{s},{m}" for s, m in rows]
+    if ragged is not None:  # one line with another number of columns than the header's two
+        i = at % len(lines)
+        lines[i] = rows[i][0] if ragged == "short" else lines[i] + ragged
+    data = ("\n".join(lines) + "\n").encode()
+
+    def outcome(read):
+        try:
+            return read()
+        except scores.ScoreFileError as err:
+            return str(err)
+
+    fast = outcome(lambda: scores._csv_block(Path("f.csv"), data, (0, 1, 2), 2)[:2])
+    slow = outcome(lambda: scores._csv_block_slow(Path("f.csv"), data, (0, 1, 2), 2))
+    if isinstance(slow, str):
+        assert fast == slow
+        if ragged is not None:
+            assert "ragged" in slow or "not numeric" in slow
+    else:
+        assert not isinstance(fast, str), fast
+        assert ragged is None
+        for a, b in zip(fast, slow):
+            assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+
+
+def test_ragged_row_in_a_later_block_is_named_by_its_line(tmp_path, monkeypatch):
+    from auditsel.auditing import scores
+
+    monkeypatch.setattr(scores, "CSV_BLOCK", 64)  # many blocks, the ragged line in a late one
+    body = [f"{i / 7!r},{i % 2}" for i in range(200)]
+    body[150] += ",5"
+    path = tmp_path / "s.csv"
+    path.write_text("score,member\n" + "\n".join(body) + "\n")
+    with pytest.raises(scores.ScoreFileError, match=r"line 152 has 3 columns .* has 2"):
+        read_scores(path)
+    del body[150]
+    path.write_text("score,member\n" + "\n".join(body) + "\n")
+    score, member = read_scores(path)
+    assert score.tolist() == [float(b.split(",")[0]) for b in body]

@@ -385,7 +385,8 @@ def test_claim_verdict_report_and_result_json(tmp_path):
     result = json.loads((tmp_path / "out" / "result.json").read_text())
     assert result["lower"]["eps"] == audit.eps and result["claim"]["refuted"] is True
     assert result["pipeline"]["games"] == 2000 and result["pipeline"]["cpu_seconds"] > 0
-    assert result["upper"]["exact"] == pytest.approx(GaussianBase(1 / SIGMA).epsilon(1e-5))
+    exact = result["monotone_score"]["exact"]  # K = 1: the reduced game is the base itself
+    assert exact == pytest.approx(GaussianBase(1 / SIGMA).epsilon(1e-5))
     assert set(audit.estimators) >= {"cp_split", "gdp_fit", "selection_fit", "auroc"}
     report = (tmp_path / "out" / "report.md").read_text()
     assert "claim, REFUTED" in report and "![tradeoff.png](tradeoff.png)" in report

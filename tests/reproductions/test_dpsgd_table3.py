@@ -48,8 +48,8 @@ def test_every_proxy_column_is_that_proxy_on_the_same_engine_trials():
 
 
 def test_sigma_is_calibrated_to_each_cells_eps_b_and_rows_carry_the_panel():
-    from auditsel.accounting.panel import upper_bounds
     from auditsel.dpsgd.trainer import dpsgd_epsilon
+    from auditsel.reproductions.table3 import table_bounds
 
     rows = table3.run_grid(replace(TINY, trials=20), cells=[("etcv", "dirac", 2.0)])
     assert [(r["eps_B"], r["proxy"]) for r in rows] == [(2.0, "lambda_a"), (2.0, "lambda_b")]
@@ -57,9 +57,12 @@ def test_sigma_is_calibrated_to_each_cells_eps_b_and_rows_carry_the_panel():
         assert dpsgd_epsilon(r["sigma"], TINY.steps, 1.0, TINY.delta) == pytest.approx(
             r["eps_B"], rel=1e-3
         )
-        up = upper_bounds(TINY.base(r["eps_B"]), TINY.rounds, TINY.delta)
+        up = table_bounds(TINY.base(r["eps_B"]), TINY.rounds, TINY.delta)
         assert {f"upper_{k}" for k in up} <= set(r)
-        assert r["upper_exact"] == pytest.approx(up["exact"]) and r["upper_exact"] > 0
+        # tau = 1: the reduced game's exact value, labelled with its assumption
+        exact = r["upper_exact_monotone_score"]
+        assert exact == pytest.approx(up["exact_monotone_score"]) and exact > 0
+        assert "upper_exact" not in r and r["upper_generic_rdp"] >= exact
     text = "\n".join(table3.findings(rows, TINY))
     assert (
         f"{rows[0]['eps_best']:.2f} (lambda_a, eps_B = 2)" in text and "20 games per cell" in text

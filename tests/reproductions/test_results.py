@@ -72,11 +72,23 @@ def compared(result: dict, out) -> list[tuple[str, float | None, float | None]]:
         (f"reduced_game.{k}", v, out.reduced_game.get(k))
         for k, v in (result.get("reduced_game") or {}).items()
     ]
+    pairs += [
+        (f"monotone_score.{k}", v, out.monotone_score.get(k))
+        for k, v in (result.get("monotone_score") or {}).items()
+        if k != "assumption"
+    ]
     for k, values in (result.get("upper_curves") or {}).items():
         if k != "delta":
             pairs += [
                 (f"{k}@{d:g}", v, w)
                 for d, v, w in zip(result["upper_curves"]["delta"], values, out.curves[k])
+            ]
+    for k, values in (result.get("monotone_score_curves") or {}).items():
+        if k != "delta":
+            now = (out.monotone_score_curves or {}).get(k, [None] * len(values))
+            pairs += [
+                (f"monotone_score.{k}@{d:g}", v, w)
+                for d, v, w in zip(result["monotone_score_curves"]["delta"], values, now)
             ]
     if "attack" in result:
         pairs.append(("attack", result["attack"]["epsilon"], out.attack["epsilon"]))

@@ -2,10 +2,13 @@
 
 * `tuning_epsilon(base, rounds, delta)`: the claim of an author who accounts one run with
   `base` (a DpsgdBase, `OpacusRun.base`, or a GaussianBase) and the tuning run with the law of
-  K they state: the smallest bound of auditsel's panel (`auditsel.accounting.panel`) labelled
-  rigorous, as `OpacusRun.tuning_epsilon` does for an Opacus run. A valid claim exactly when
-  the pipeline does what the accounting assumes. At sample rate 1 the smallest is [XWW24]'s
-  exact reduced game, the worst case over selection scores.
+  K they state, following [XWW24]: the tightest value of auditsel's interval under [XWW24]'s
+  monotone-score assumption (`auditsel.accounting.interval.tuning_epsilon(...,
+  assume="monotone_score")`). At sample rate 1 that is [XWW24]'s exact reduced game, which
+  holds only when the pipeline's selection score is a monotone function of the reduced draw; for
+  any score the tuning run's epsilon can be larger (docs/findings/any-score.md), so an audit
+  that does not refute such a claim does not make it a guarantee for any score. At sample rate
+  below 1 it is the tightest rigorous bound (the reduced game is no bound there).
 * `released_runs_epsilon(mu, rounds, delta)`: the exact epsilon of releasing *every* one of
   K ~ rounds runs, each a Gaussian mechanism N(0, 1) vs N(mu, 1) (K is seen, and does not
   depend on the data): delta(eps) = sum_k P[K = k] delta_{mu sqrt(k)}(eps), the k-fold
@@ -18,7 +21,7 @@ import math
 
 import numpy as np
 
-from auditsel.accounting.panel import panel
+from auditsel.accounting.interval import tuning_epsilon as interval_tuning_epsilon
 from auditsel.mechanisms import gaussian_delta
 from auditsel.numerics import bisect, check_deltas
 from auditsel.rounds import RoundsLaw
@@ -27,9 +30,9 @@ __all__ = ["tuning_epsilon", "released_runs_epsilon"]
 
 
 def tuning_epsilon(base, rounds: RoundsLaw, delta: float) -> float:
-    """The smallest rigorous tuning bound of the panel for (base, rounds) at delta: the upper
-    end of its interval (`auditsel.accounting.interval`)."""
-    return panel(base, rounds, delta).interval.upper
+    """The author's claim for (base, rounds) at delta: the upper end of the interval under
+    [XWW24]'s monotone-score assumption (module docstring)."""
+    return interval_tuning_epsilon(base, rounds, delta, assume="monotone_score").epsilon
 
 
 def released_runs_epsilon(mu: float, rounds: RoundsLaw, delta: float, tail: float = 1e-16) -> float:

@@ -1,0 +1,177 @@
+"""Game workers that pay off: each game-playing process limited to its share of the cores'
+threads, and pipeline workers forked from the warm audit process instead of started cold.
+
+Contract.
+
+* Threads. While games play, the BLAS and OpenMP pools that threadpoolctl finds (OpenBLAS, MKL,
+  BLIS, libgomp/libomp: numpy's, scipy's, torch's) and torch's intra-op pool are limited to
+  `game_threads(jobs)` threads: one per process with ``jobs = 1``, ``cores // jobs`` (at least
+  one) per worker with ``jobs > 1``; ``AUDITSEL_GAME_THREADS=N`` sets N instead. Libraries
+  loaded during the games (a `tune` that imports torch lazily) start with that many threads
+  (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS are set while the limit holds, where
+  unset). The limit is process-wide and nested uses share it; OpenMP's and torch's settings
+  are per thread, so each thread that plays games applies them when it starts a chunk
+  (`in_game_thread`). When the last use ends, the pools and variables of the thread that began
+  it are as they were (a library first loaded during the games keeps its size; a pool thread
+  of the threading backend ends with the audit). Why: a tuning run's steps are small products, where a second BLAS thread gains little
+  on an idle machine and, on a loaded one, spins waiting for a descheduled partner (a hand-
+  written NumPy pipeline ran ~30x slower in an audit; a 200 x 200 matmul 20x slower with
+  two OpenBLAS threads than with one under a load of 8 on 2 cores).
+* Warm workers. `forked_chunks(play, indices, workers)` plays chunks in `workers` processes
+  forked from this one (POSIX, the "fork" start method) after it has played a chunk itself,
+  so each worker starts with the user's modules imported and their first-call costs paid
+  (torch, Opacus: seconds of CPU per worker when started cold by loky), reads the game from
+  memory (nothing pickled per chunk but the index and the scores), and plays chunks until
+  none are left. A chunk's numbers depend on (seed, index) only, so they equal any other
+  backend's.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from typing import Any
+
+from threadpoolctl import ThreadpoolController
+
+from auditsel.errors import ConfigError
+
+__all__ = ["game_threads", "limited_threads", "in_game_thread", "fork_available", "forked_chunks"]
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+_LOCK = threading.Lock()
+_DEPTH = 0
+_ACTIVE = 0  # the active limit (threads), 0 when none
+_GENERATION = 0  # counts the limits begun: a thread limited under an older one is redone
+_THREAD = threading.local()
+_SAVED: list[Callable[[], None]] = []  # how to undo the active limit, in order
+
+
+def game_threads(jobs: int) -> int:
+    """Threads per game-playing process: ``AUDITSEL_GAME_THREADS`` if set (a positive integer),
+    else 1 for ``jobs = 1`` and ``cores // jobs`` (at least 1) for more jobs."""
+    raw = os.environ.get("AUDITSEL_GAME_THREADS", "").strip()
+    if raw:
+        if raw.isdigit() and int(raw) > 0:
+            return int(raw)
+        raise ConfigError("AUDITSEL_GAME_THREADS", f"must be a positive integer, got {raw!r}")
+    cores = os.cpu_count() or 1
+    return 1 if abs(jobs) <= 1 else max(1, cores // abs(jobs))
+
+
+def _unset(name: str) -> None:
+    os.environ.pop(name, None)
+
+
+def _apply(threads: int) -> list[Callable[[], None]]:
+    """Limit every pool to `threads`; returns the undo steps."""
+    undo: list[Callable[[], None]] = []
+    for name in THREAD_VARIABLES:
+        if name not in os.environ:
+            os.environ[name] = str(threads)
+            undo.append(functools.partial(_unset, name))
+    limiter = ThreadpoolController().limit(limits=threads)
+    undo.append(limiter.restore_original_limits)
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "get_num_threads"):
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        undo.append(lambda: torch.set_num_threads(before))
+    return undo
+
+
+def in_game_thread() -> None:
+    """Called where games start, in whichever thread plays them: under a limit, this thread's
+    OpenMP setting (per thread in OpenMP: a pool thread starts with the library's default)
+    and torch's pool (per thread as well, and possibly loaded since the limit began: a lazy
+    import in `tune`) get the limit's size. Cheap when nothing changed."""
+    if not _ACTIVE or getattr(_THREAD, "generation", None) == _GENERATION:
+        torch = sys.modules.get("torch")
+        if _ACTIVE and torch is not None and hasattr(torch, "get_num_threads"):
+            if torch.get_num_threads() != _ACTIVE:
+                torch.set_num_threads(_ACTIVE)
+        return
+    ThreadpoolController().limit(limits=_ACTIVE, user_api="openmp")  # this thread's ICV
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "get_num_threads"):
+        torch.set_num_threads(_ACTIVE)
+    _THREAD.generation = _GENERATION
+
+
+@contextmanager
+def limited_threads(threads: int) -> Iterator[int]:
+    """BLAS, OpenMP and torch threads limited to `threads` in this process while the context
+    lasts (module docstring); nested and concurrent uses share one limit, the first one's."""
+    global _DEPTH, _SAVED, _ACTIVE, _GENERATION
+    with _LOCK:
+        if _DEPTH == 0:
+            _SAVED, _ACTIVE = _apply(threads), threads
+            _GENERATION += 1
+            _THREAD.generation = _GENERATION
+        _DEPTH += 1
+    try:
+        in_game_thread()
+        yield _ACTIVE
+    finally:
+        with _LOCK:
+            _DEPTH -= 1
+            if _DEPTH == 0:
+                for step in reversed(_SAVED):
+                    step()
+                _SAVED, _ACTIVE = [], 0
+
+
+def fork_available() -> bool:
+    """Whether warm workers can be forked here (Linux and other POSIX systems with "fork";
+    macOS is left out: its system libraries are not safe to use in a forked child)."""
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+_PLAYERS: dict[int, Callable[[int], Any]] = {}  # the chunk players forked workers inherit
+_NEXT_PLAYER = iter(range(1, 2**62))  # keys: two audits in two threads never share one
+
+
+def _worker_start(threads: int) -> None:
+    global _DEPTH, _SAVED, _ACTIVE
+    _DEPTH, _SAVED, _ACTIVE = 1, _apply(threads), threads  # held for the worker's life
+
+
+def _play(player: int, index: int) -> Any:
+    return _PLAYERS[player](index)  # KeyError: a worker not forked from the audit's process
+
+
+def forked_chunks(
+    play: Callable[[int], Any], indices: Iterable[int], workers: int, threads: int
+) -> Iterator[Any]:
+    """play(i) for every i, in `workers` processes forked from this one (each limited to
+    `threads` threads), at most two chunks per worker in flight; results in completion order."""
+    todo = iter(indices)
+    key = next(_NEXT_PLAYER)
+    _PLAYERS[key] = play  # registered before the fork: the workers find it under its key
+    context = multiprocessing.get_context("fork")
+    try:
+        with ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_worker_start, initargs=(threads,)
+        ) as pool:
+            running = {pool.submit(_play, key, i) for _, i in zip(range(2 * workers), todo)}
+            try:
+                while running:
+                    done, running = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        yield future.result()
+                        nxt = next(todo, None)
+                        if nxt is not None:
+                            running.add(pool.submit(_play, key, nxt))
+            except BaseException:
+                for future in running:
+                    future.cancel()
+                raise
+    finally:
+        del _PLAYERS[key]
