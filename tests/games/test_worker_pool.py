@@ -98,7 +98,7 @@ def test_games_run_within_their_share_of_threads(jobs, backend, monkeypatch):
 
 
 def test_warm_workers_give_the_numbers_of_every_other_backend():
-    from test_pipeline import dpsgd_no_data, standardised
+    from pipelines.test_pipeline import dpsgd_no_data, standardised
 
     kw = dict(data=None, canary=DIRAC, games=200, delta=1e-5, seed=5, chunk_size=16)
     audits = [
@@ -115,7 +115,7 @@ def test_warm_workers_give_the_numbers_of_every_other_backend():
 def test_two_audits_in_two_threads_each_fork_their_own_game():
     from concurrent.futures import ThreadPoolExecutor
 
-    from test_pipeline import dpsgd_best_of_three, dpsgd_no_data, standardised
+    from pipelines.test_pipeline import dpsgd_best_of_three, dpsgd_no_data, standardised
 
     if not fork_available():
         pytest.skip("no fork here")
