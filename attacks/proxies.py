@@ -16,7 +16,7 @@ import numpy as np
 from auditsel.errors import ConfigError
 from auditsel.roles import Winner
 
-__all__ = ["SampleProxy", "LikelihoodRatioProxy", "PROXIES", "make_proxy"]
+__all__ = ["SampleProxy", "LikelihoodRatioProxy", "ScoreProxy", "PROXIES", "make_proxy"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,17 @@ class LikelihoodRatioProxy:
         return np.asarray(self.public_law.log_likelihood_ratio(observations), dtype=float)
 
 
-PROXIES = ("sample", "likelihood_ratio")
+@dataclass(frozen=True)
+class ScoreProxy:
+    public_game: object  # a game with statistic(observations): public, no coins
+
+    def __call__(self, observations) -> np.ndarray:
+        statistic = getattr(self.public_game, "statistic", None)
+        values = observations if statistic is None else statistic(observations)
+        return np.asarray(values, dtype=float)
+
+
+PROXIES = ("sample", "likelihood_ratio", "score")
 
 
 def make_proxy(name: str, public_law):
@@ -41,4 +51,6 @@ def make_proxy(name: str, public_law):
         return SampleProxy()
     if name == "likelihood_ratio":
         return LikelihoodRatioProxy(public_law)
+    if name == "score":
+        return ScoreProxy(public_law)
     raise ConfigError("game.proxy", f"must be one of {', '.join(PROXIES)}, got {name!r}")

@@ -852,7 +852,8 @@ def _command_plan(args) -> int:
     from auditsel.experiments.config_plan import plan_spec
 
     exact = None
-    if spec.game.kind in ("reduced", "discrete") and spec.delta > 0:
+    monotone = spec.game.score == "monotone"
+    if spec.game.kind in ("reduced", "discrete") and spec.delta > 0 and monotone:
         # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
         from auditsel.accounting.exact import exact_epsilon
         from auditsel.selection import winner_law
@@ -879,6 +880,12 @@ def _command_plan(args) -> int:
         f"{spec.name}: valid {g.threshold} audit at {g.confidence:.0%} confidence, delta = {spec.delta:g}, "
         f"trade-off curve {plan.curve}" + (f", exact eps {exact:.4f}" if exact is not None else "")
     )
+    if not monotone:
+        # deferred: as above
+        from auditsel.experiments.experiment import game_score
+
+        best = "" if plan.game_eps is None else f"; its best test's eps {plan.game_eps:.4f}"
+        print(f"  score played: {game_score(spec).describe()}{best}")
     if args.target_eps is not None:
         games = f"{plan.games:,}" if plan.games is not None else "more than 10^12"
         print(f"  games for P(eps_L >= {args.target_eps:g}) >= {args.power:g}: {games}")

@@ -17,6 +17,10 @@ Every law is plain, frozen data with the scipy.stats-like surface the bounds nee
                            of 1 or of 0
     mean                   E[K]
     sample(size, rng)      vectorised, seeded draws of K
+    pgf_complement_inverse(u)  the w in (0, 1] with 1 - G(1 - w) = u, for u in (0, 1 - G(0)]:
+                           the winner's tail from one uniform (`selection.winner_tail`); closed
+                           forms for TNB (logarithmic and geometric included), Poisson,
+                           binomial and point laws, safeguarded Newton in log space for a pmf
 
 Laws ([XWW24] Sec. 2 and eq. 21, [PS22] Sec. 3, [KRW24] Sec. 5):
 
@@ -46,7 +50,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from auditsel.errors import ConfigError, integer, number, require, shown
-from auditsel.numerics import logsumexp
+from auditsel.numerics import logsumexp, newton_bracketed
 
 # Parameter ranges where every law stays representable in double precision (issue 6 sec. 3/4).
 MIN_NU = 1e-15  # TNB: 1 - nu must keep nu's digits
@@ -111,6 +115,25 @@ class RoundsLaw:
 
     def log_pgf_complement(self, log_w):
         raise NotImplementedError
+
+    def pgf_complement_inverse(self, u):
+        """w in (0, 1] with 1 - G(1 - w) = u (u in (0, 1 - G(0)]): Newton on log(1 - G(1 - w))
+        - log u in log w (`numerics.newton_bracketed`) inside the bracket
+        [u / E[K], u / (1 - G(0))] (1 - G(1 - w) is concave in w, from 0 with slope E[K], and
+        at least (1 - G(0)) w); the laws with a closed form override it."""
+        u = np.asarray(u, dtype=float)
+        log_u = np.log(u)
+        lo = np.minimum(log_u - math.log(self.mean), 0.0)
+        hi = np.minimum(log_u - math.log1p(-self.p_zero), 0.0)
+
+        def fun(log_w):
+            w = np.exp(log_w)
+            log_c = self.log_pgf_complement(log_w)
+            # d log C / d log w = w G'(1 - w) / C
+            slope = np.exp(log_w + self.log_pgf_derivative(-np.expm1(log_w), w) - log_c)
+            return log_c - log_u, slope
+
+        return np.exp(newton_bracketed(fun, lo, hi, increasing=True))
 
     @property
     def p_zero(self) -> float:
@@ -207,6 +230,19 @@ class TruncatedNegativeBinomial(RoundsLaw):
             * _expm1_ratio(-self.eta * lg)
             / _expm1_ratio(-self.eta * self._log_inv_nu)
         )
+
+    def pgf_complement_inverse(self, u):
+        # 1 - G(1 - w) = expm1(-eta lg) / expm1(-eta L), lg = log1p((1-nu) w / nu), L = log 1/nu
+        # (lg = u L at eta = 0), so w = expm1(lg) nu / (1 - nu)
+        u = np.asarray(u, dtype=float)
+        if self._one:
+            return u
+        L = self._log_inv_nu
+        if self.eta == 0:
+            lg = u * L
+        else:
+            lg = -np.log1p(u * math.expm1(-self.eta * L)) / self.eta
+        return np.minimum(np.expm1(lg) * (self.nu / (1 - self.nu)), 1.0)
 
     def log_pgf_above_zero(self, log_z):
         # no mass at 0: log G(z) = log(-b/L) + log r(-eta b) - log r(eta L), b = log(1-(1-nu) z)
@@ -391,6 +427,10 @@ class Poisson(RoundsLaw):
     def pgf_complement(self, w):
         return -np.expm1(-self.mean * np.asarray(w, dtype=float))
 
+    def pgf_complement_inverse(self, u):
+        # 1 - e^(-m w) = u
+        return np.minimum(-np.log1p(-np.asarray(u, dtype=float)) / self.mean, 1.0)
+
     def log_pgf_derivative(self, z, w=None, log_z=None):
         z, w = _as_w(z, w)
         return math.log(self.mean) - self.mean * w
@@ -458,6 +498,12 @@ class Binomial(RoundsLaw):
     def pgf_complement(self, w):
         with np.errstate(divide="ignore"):  # p w = 1: log1p(-1) = -inf, and the value is 1
             return -np.expm1(self.n * np.log1p(-self.p * np.asarray(w, dtype=float)))
+
+    def pgf_complement_inverse(self, u):
+        # 1 - (1 - p w)^n = u
+        with np.errstate(divide="ignore"):
+            w = -np.expm1(np.log1p(-np.asarray(u, dtype=float)) / self.n) / self.p
+        return np.minimum(w, 1.0)
 
     def log_pgf_derivative(self, z, w=None, log_z=None):
         z, w = _as_w(z, w)
@@ -620,6 +666,11 @@ class Point(FinitePmf):
 
     def sample(self, size, rng):
         return np.full(int(size), self.k, dtype=np.int64)
+
+    def pgf_complement_inverse(self, u):
+        # 1 - (1 - w)^k = u
+        with np.errstate(divide="ignore"):
+            return np.minimum(-np.expm1(np.log1p(-np.asarray(u, dtype=float)) / self.k), 1.0)
 
     def params(self) -> dict:
         return {"k": self.k}

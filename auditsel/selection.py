@@ -9,9 +9,14 @@ Exact winner laws, with G the pgf of xi ([XWW24] Theorem 2 / eq. 7, [PS22] Lemma
 * Gaussian base (the reduced game of [XWW24] Figure 5): cdf G(F(x - s)) and density
   G'(F(x - s)) phi(x - s), with s = 0 on X and s = mu on X' (F, phi: standard normal).
 
-Sampling the winner costs O(1) per trial whatever K is: the max of k iid draws with cdf F has
-cdf F^k, so it is F^-1(U^(1/k)) with U uniform; we evaluate 1 - U^(1/k) = -expm1(log(U)/k)
-so that k up to 10^12 keeps full precision in the upper tail.
+Sampling the winner costs one uniform per trial whatever K is (`winner_tail`, random streams
+version `WINNER_STREAMS` = 2): the winner's tail W = 1 - F(winner) satisfies
+P[W > w] = G(1 - w) (K = 0 included: W = 1, the fixed output), so W = C^-1(U) with
+C(w) = 1 - G(1 - w) and U uniform on (0, 1], U > C(1) = 1 - G(0) meaning K = 0
+(`RoundsLaw.pgf_complement_inverse`: closed forms for TNB, Poisson, binomial and point laws,
+Newton in log space for a pmf), then the winner is F^-1(1 - W), evaluated from W so that the
+upper tail keeps full precision. Version 1 drew K and then 1 - max(U_1..U_K) =
+-expm1(log(U)/K) (`max_uniform_complement`, kept for the one-run games).
 
 Tuning scores (`MonotoneScore`, `FarthestScore`, `BucketScore`) are data too: how H ranks its
 runs before it releases the best one.
@@ -45,9 +50,9 @@ from typing import ClassVar, Literal
 import numpy as np
 from scipy.special import log_ndtr, ndtri
 
-from auditsel.errors import ConfigError
+from auditsel.errors import ConfigError, shown
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
-from auditsel.numerics import bisect
+from auditsel.numerics import bisect, newton_bracketed
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 
@@ -60,11 +65,39 @@ __all__ = [
     "GaussianWinner",
     "FiniteWinner",
     "max_uniform_complement",
+    "winner_tail",
+    "WINNER_STREAMS",
     "winner_law",
+    "winner_pmf",
     "log_difference",
+    "ScoredGaussianWinner",
+    "normal_mass",
+    "farthest_radius",
+    "statistic_tradeoff",
 ]
 
 LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
+
+
+#: version of the reduced and finite games' random streams (`winner_tail`); checkpoints record
+#: it (`games.fingerprint.code_identity`), so a chunk of another version is refused
+WINNER_STREAMS = 2
+
+
+def winner_tail(
+    law: RoundsLaw, size: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(W, played) for `size` tuning runs from one uniform each: W = 1 - F(winner) in the
+    one-run cdf F of the selection order (P[W > w] = G(1 - w)), and played = K >= 1 (W = 1
+    where K = 0). See the module docstring."""
+    u = rng.random(int(size))
+    np.subtract(1.0, u, out=u)  # uniform on (0, 1]
+    if law.p_zero == 0:  # every game plays
+        return law.pgf_complement_inverse(u), np.ones(len(u), dtype=bool)
+    played = u <= law.pgf_complement(1.0)
+    w = np.ones(len(u))
+    w[played] = law.pgf_complement_inverse(u[played])
+    return w, played
 
 
 def max_uniform_complement(k: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -158,11 +191,10 @@ class GaussianWinner:
 
     def release(self, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Run H for each coin in `member`: K ~ xi, the max of K draws of N(member * mu, 1)."""
-        k = self.law.sample(len(member), rng)
-        w = max_uniform_complement(k, rng)
+        w, played = winner_tail(self.law, len(member), rng)
         with np.errstate(divide="ignore"):
             x = -ndtri(w)
-        return np.where(k > 0, x + self.base.shift(member), -np.inf)
+        return np.where(played, x + self.base.shift(member), -np.inf)
 
     def quantile_range(self, tail: float = 1e-6) -> tuple[float, float]:
         """[lo, hi]: the tail-quantile of the winner on X and the (1 - tail)-quantile on X'.
@@ -249,13 +281,7 @@ class FiniteWinner:
 
     def pmf(self, member: int) -> np.ndarray:
         """A(y) = G(C(<=y)) - G(C(<y)) for y = 0..m-1 (the K = 0 mass excluded)."""
-        probs = self.base.law(member)
-        below = np.concatenate([[0.0], np.cumsum(probs)[:-1]])  # C(<y)
-        at_or_above = np.cumsum(probs[::-1])[::-1]  # 1 - C(<y)
-        above = np.concatenate([at_or_above[1:], [0.0]])  # 1 - C(<=y)
-        via_cdf = self.law.pgf_above_zero(below + probs) - self.law.pgf_above_zero(below)
-        via_tail = self.law.pgf_complement(at_or_above) - self.law.pgf_complement(above)
-        return np.maximum(np.where(below > 0.5, via_tail, via_cdf), 0.0)
+        return winner_pmf(self.base.law(member), self.law)
 
     def log_likelihood_ratio(self, y):
         y = np.asarray(y)
@@ -265,8 +291,7 @@ class FiniteWinner:
 
     def release(self, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Run H for each coin; release the index of the best of K draws (-1 for the fixed output when K = 0)."""
-        k = self.law.sample(len(member), rng)
-        w = max_uniform_complement(k, rng)  # max of k uniforms is 1 - w
+        w, played = winner_tail(self.law, len(member), rng)  # the max of K uniforms is 1 - w
         tails = [np.cumsum(self.base.law(b)[::-1])[::-1] for b in (0, 1)]  # P[out >= y]
         # the max is y where tail(y+1) <= w < tail(y), i.e. the last y with tail(y) > w
         out = np.empty(len(member), dtype=np.int64)
@@ -274,7 +299,20 @@ class FiniteWinner:
             sel = member == b
             t = tails[b][::-1]  # increasing: P[out >= m-1], ..., P[out >= 0] = 1
             out[sel] = len(t) - 1 - np.searchsorted(t, w[sel], side="right")
-        return np.where(k > 0, np.clip(out, 0, None), -1)
+        return np.where(played, np.clip(out, 0, None), -1)
+
+
+def winner_pmf(probs: np.ndarray, law: RoundsLaw) -> np.ndarray:
+    """The winner's pmf over outcomes listed in selection order (lowest first) with one-run
+    masses `probs`: A(y) = G(C(<=y)) - G(C(<y)) ([XWW24] eq. 7), the K = 0 mass excluded;
+    tails from the complements 1 - G(1 - w) so that small masses keep their digits."""
+    probs = np.asarray(probs, dtype=float)
+    below = np.concatenate([[0.0], np.cumsum(probs)[:-1]])  # C(<y)
+    at_or_above = np.cumsum(probs[::-1])[::-1]  # 1 - C(<y)
+    above = np.concatenate([at_or_above[1:], [0.0]])  # 1 - C(<=y)
+    via_cdf = law.pgf_above_zero(below + probs) - law.pgf_above_zero(below)
+    via_tail = law.pgf_complement(at_or_above) - law.pgf_complement(above)
+    return np.maximum(np.where(below > 0.5, via_tail, via_cdf), 0.0)
 
 
 def winner_law(base: MechanismPair, law: RoundsLaw) -> GaussianWinner | FiniteWinner:
@@ -386,11 +424,304 @@ def tuning_score_from_spec(spec: object) -> TuningScore | Literal["worst"]:
     if isinstance(spec, dict) and spec.get("kind") == "farthest":
         extra = set(spec) - {"kind", "center"}
         if extra:
-            raise ConfigError("game.score", f"unknown key {sorted(extra)[0]!r} (kind, center)")
+            raise ConfigError(
+                f"game.score.{sorted(map(str, extra))[0]}", "unknown key; allowed: center, kind"
+            )
         center = spec.get("center")
         if isinstance(center, bool) or not isinstance(center, (int, float)):
-            raise ConfigError("game.score.center", "a finite number (output units)")
+            raise ConfigError("game.score.center", "must be a finite number (output units)")
         if not np.isfinite(center):
-            raise ConfigError("game.score.center", "a finite number (output units)")
+            raise ConfigError("game.score.center", "must be a finite number (output units)")
         return FarthestScore(float(center))
-    raise ConfigError("game.score", "monotone | worst | {kind: farthest, center: C}")
+    raise ConfigError(
+        "game.score", f"must be monotone, worst or {{kind: farthest, center: C}}, got {shown(spec)}"
+    )
+
+
+# --- the reduced game under any tuning score ----------------------------------------------
+
+
+def normal_mass(a, b):
+    """P[a < Z <= b] for Z ~ N(0, 1), accurate in both tails (a <= b, +-inf allowed)."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    with np.errstate(invalid="ignore"):
+        upper = log_difference(log_ndtr(-a), log_ndtr(-b))  # sf(a) - sf(b)
+        lower = log_difference(log_ndtr(b), log_ndtr(a))  # cdf(b) - cdf(a)
+    return np.exp(np.where(a > 0, upper, lower))
+
+
+@dataclass(frozen=True)
+class ScoredGaussianWinner:
+    """Winner of H over the Gaussian base when H ranks its runs by `score` (a `TuningScore`).
+
+    Contract. One run draws X ~ N(s_b, 1) (s_b = b mu); its key is (score(X), X): the run of
+    highest score wins, ties broken by the larger value. With H_b(x) = P_b[key(X) <= key(x)] and
+    T_b(x) = 1 - H_b(x) the one-run laws of the key (both computed directly, never as 1 minus
+    the other), the max of K keys has cdf G(H_b) (G the pgf of K), so the released winner has
+    density G'(H_b(x)) phi(x - s_b) on the real line and the fixed output (-inf) has mass G(0)
+    on both sides; its log likelihood ratio is
+
+        LLR(x) = label(x) + log G'(H_1(x)) - log G'(H_0(x)),   label(x) = mu x - mu^2 / 2.
+
+    For a `BucketScore` (edges in label or output units) the winner's bucket has the exact pmf
+    `winner_pmf` of the buckets' one-run masses in selection order (by rank, then by index), and
+    the adversary's statistic is the score's `guess` of the released value's bucket (the
+    winner's bucket log likelihood ratio when the score carries none); for any other score it
+    is LLR(x). The fixed output's statistic is 0 (the same mass on both sides).
+
+    Release. W = 1 - (max of K uniforms) (`winner_tail`: one uniform per game whatever K is)
+    is the winner's tail T_b(x), so x = T_b^-1(W): for buckets, the bucket from the tail
+    masses above it, then the normal quantile inside the bucket; for the farthest score, the
+    radius r with P_b[|X - c| > r] = W (safeguarded Newton in log space on the bracket
+    [isf(W) + |c - s_b|, isf(W / 2) + |c - s_b|]) and the side c + r with probability
+    phi(c + r - s_b) / (phi(c + r - s_b) + phi(c - r - s_b)).
+    """
+
+    #: joblib hint: vectorised numpy releases the GIL (see `GaussianWinner`)
+    parallel_prefer: ClassVar[str] = "threads"
+
+    base: GaussianBase
+    law: RoundsLaw
+    score: TuningScore
+
+    @property
+    def mu(self) -> float:
+        return self.base.mu
+
+    @property
+    def atom(self) -> float:
+        return self.law.p_zero
+
+    def label(self, x):
+        """The privacy-loss label of an output: log q/p = mu x - mu^2 / 2."""
+        return self.mu * np.asarray(x, dtype=float) - 0.5 * self.mu**2
+
+    def _to_output(self, v):
+        """Label units -> output units (label is increasing in x)."""
+        return (np.asarray(v, dtype=float) + 0.5 * self.mu**2) / self.mu
+
+    # --- buckets ---------------------------------------------------------------------------
+
+    def output_edges(self) -> np.ndarray:
+        """The bucket edges of a BucketScore in output units."""
+        score = self.score
+        if not isinstance(score, BucketScore):
+            raise TypeError("output_edges: the score is not a BucketScore")
+        edges = np.asarray(score.edges, dtype=float)
+        return self._to_output(edges) if score.unit == "label" else edges
+
+    def bucket_order(self) -> np.ndarray:
+        """Bucket indices in selection order, lowest first (by rank, then by index)."""
+        score = self.score
+        if not isinstance(score, BucketScore):
+            raise TypeError("bucket_order: the score is not a BucketScore")
+        ranks = np.asarray(score.ranks, dtype=float)
+        return np.lexsort((np.arange(len(ranks)), ranks))
+
+    def bucket_masses(self, member: int) -> np.ndarray:
+        """One run's mass in each bucket (index order) on X (member 0) or X'."""
+        edges = np.concatenate([[-np.inf], self.output_edges(), [np.inf]]) - member * self.mu
+        return normal_mass(edges[:-1], edges[1:])
+
+    def bucket_pmf(self, member: int) -> np.ndarray:
+        """The winner's bucket pmf (index order; the K = 0 mass G(0) excluded)."""
+        order = self.bucket_order()
+        out = np.empty(len(order))
+        out[order] = winner_pmf(self.bucket_masses(member)[order], self.law)
+        return out
+
+    def bucket_guess(self) -> np.ndarray:
+        """log A'(i) / A(i): the winner's bucket log likelihood ratio (+-inf where one is 0)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(self.bucket_pmf(1)) - np.log(self.bucket_pmf(0))
+
+    def _bucket_parts(self, member: int):
+        """(edges in shifted output units, masses, tail above each bucket, mass below each
+        bucket) in index order, for member b."""
+        order = self.bucket_order()
+        masses = self.bucket_masses(member)
+        ordered = masses[order]
+        above = np.concatenate([np.cumsum(ordered[::-1])[::-1][1:], [0.0]])
+        below = np.concatenate([[0.0], np.cumsum(ordered)[:-1]])
+        tail, head = np.empty_like(masses), np.empty_like(masses)
+        tail[order], head[order] = above, below
+        edges = np.concatenate([[-np.inf], self.output_edges(), [np.inf]]) - member * self.mu
+        return edges, masses, tail, head
+
+    # --- the key's one-run law -------------------------------------------------------------
+
+    def key_laws(self, x, member: int) -> tuple[np.ndarray, np.ndarray]:
+        """(H_b(x), T_b(x)) for finite x: P_b[key(X) <= key(x)] and its complement."""
+        t = np.asarray(x, dtype=float) - member * self.mu
+        score = self.score
+        if isinstance(score, BucketScore):
+            edges, masses, tail, head = self._bucket_parts(member)
+            i = np.searchsorted(edges[1:-1], t, side="left")
+            return head[i] + normal_mass(edges[i], t), tail[i] + normal_mass(t, edges[i + 1])
+        if isinstance(score, FarthestScore):
+            c = self._center() - member * self.mu
+            r = np.abs(t - c)
+            return normal_mass(c - r, c + r), normal_mass(c + r, np.inf) + normal_mass(
+                -np.inf, c - r
+            )
+        below, above = normal_mass(-np.inf, t), normal_mass(t, np.inf)
+        return (below, above) if score.direction == "largest" else (above, below)
+
+    def _center(self) -> float:
+        score = self.score
+        assert isinstance(score, FarthestScore)
+        return float(self._to_output(score.center)) if score.unit == "label" else score.center
+
+    def log_likelihood_ratio(self, x):
+        """log p_X'(x) / p_X(x) of the released winner (0 at the fixed output)."""
+        x = np.asarray(x, dtype=float)
+        finite = np.isfinite(x)
+        xf = np.where(finite, x, 0.0)
+        out = self.label(xf)
+        for member, sign in ((1, 1.0), (0, -1.0)):
+            h, t = self.key_laws(xf, member)
+            with np.errstate(divide="ignore"):
+                out = out + sign * self.law.log_pgf_derivative(h, t, log_z=np.log(h))
+        return np.where(finite, out, 0.0)
+
+    def statistic(self, x):
+        """The adversary's statistic of released values (higher = "the canary is in")."""
+        x = np.asarray(x, dtype=float)
+        score = self.score
+        if not isinstance(score, BucketScore):
+            return self.log_likelihood_ratio(x)
+        guess = np.asarray(score.guess if score.guess is not None else self.bucket_guess())
+        i = np.searchsorted(self.output_edges(), x, side="left")
+        return np.where(np.isfinite(x), guess[i], 0.0)
+
+    # --- release ---------------------------------------------------------------------------
+
+    def release(self, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Run H for each coin: K ~ xi, the winner's output under the score (-inf when K = 0)."""
+        member = np.asarray(member)
+        w, played = winner_tail(self.law, len(member), rng)
+        side = rng.random(len(member)) if isinstance(self.score, FarthestScore) else None
+        x = np.empty(len(member))
+        for b in (0, 1):
+            sel = member == b
+            x[sel] = self.invert_tail(w[sel], b, None if side is None else side[sel])
+        return np.where(played, x, -np.inf)
+
+    def invert_tail(self, w, member: int, side=None) -> np.ndarray:
+        """x with T_b(x) = w (w in (0, 1]); `side` (uniforms) picks the farthest score's side."""
+        w = np.asarray(w, dtype=float)
+        s = member * self.mu
+        score = self.score
+        if isinstance(score, BucketScore):
+            return self._invert_buckets(w, member) + s
+        if isinstance(score, FarthestScore):
+            c = self._center() - s
+            r = farthest_radius(w, c)
+            right = np.asarray(side) < 0.5 * (1 - np.tanh(c * r))  # expit(-2 c r)
+            return np.where(right, c + r, c - r) + s
+        with np.errstate(divide="ignore"):
+            q = ndtri(w)
+        return (-q if score.direction == "largest" else q) + s
+
+    def _invert_buckets(self, w: np.ndarray, member: int) -> np.ndarray:
+        edges, masses, tail, _ = self._bucket_parts(member)
+        order = self.bucket_order()
+        top_first = order[::-1]
+        tails = tail[top_first]  # increasing from 0 (the top bucket)
+        j = top_first[np.clip(np.searchsorted(tails, w, side="right") - 1, 0, len(order) - 1)]
+        m = masses[j]
+        r = np.clip(w - tail[j], 0.0, m)  # the bucket's mass above x
+        a, b = edges[j], edges[j + 1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            upper = -ndtri(np.minimum(_sf(b) + r, 1.0))
+            lower = ndtri(np.minimum(_cdf(a) + (m - r), 1.0))
+        return np.clip(np.where(a >= 0, upper, lower), a, b)
+
+    # --- the adversary's trade-off ---------------------------------------------------------
+
+    def tradeoff(self, points: int = 40_000) -> tuple[np.ndarray, np.ndarray]:
+        """(FP, FN) of every threshold on the adversary's statistic (the fixed output included
+        at statistic 0). Exact for a BucketScore (the bucket pmfs); for other scores the
+        statistic (the LLR) is thresholded on `points` bins of the output over
+        [-15 + min(0, c, mu), 15 + max(0, c, mu)] (c: a farthest score's center), each bin's
+        winner mass by the midpoint rule on the density G'(H_b(x)) phi(x - s_b), the masses
+        rescaled to sum to 1 - G(0): a numerical curve (`tradeoff_source` says which)."""
+        if isinstance(self.score, BucketScore):
+            stat = np.append(self.statistic(self._bucket_points()), 0.0)
+            p0 = np.append(self.bucket_pmf(0), self.atom)
+            p1 = np.append(self.bucket_pmf(1), self.atom)
+        else:
+            c = self._center() if isinstance(self.score, FarthestScore) else 0.0
+            lo, hi = -15.0 + min(0.0, c, self.mu), 15.0 + max(0.0, c, self.mu)
+            x = np.linspace(lo, hi, points + 1)
+            mid = (x[:-1] + x[1:]) / 2
+            masses = []
+            for b in (0, 1):
+                h, t = self.key_laws(mid, b)
+                with np.errstate(divide="ignore"):
+                    log_d = self.law.log_pgf_derivative(h, t, log_z=np.log(h))
+                d = np.exp(log_d - 0.5 * (mid - b * self.mu) ** 2 - LOG_SQRT_2PI) * (x[1] - x[0])
+                masses.append(np.append(d * (1 - self.atom) / d.sum(), self.atom))
+            p0, p1 = masses
+            stat = np.append(self.log_likelihood_ratio(mid), 0.0)
+        return statistic_tradeoff(stat, p0, p1)
+
+    @property
+    def tradeoff_source(self) -> str:
+        return "exact" if isinstance(self.score, BucketScore) else "numerical (quadrature)"
+
+    def _bucket_points(self) -> np.ndarray:
+        """One output inside each bucket (index order)."""
+        e = self.output_edges()
+        if len(e) == 0:
+            return np.zeros(1)
+        inner = (e[:-1] + e[1:]) / 2
+        return np.concatenate([[e[0] - 1.0], inner, [e[-1] + 1.0]])
+
+    def statistic_grid(self, size: int) -> np.ndarray:
+        """Bonferroni thresholds fixed by the spec alone: midpoints between the statistic's
+        distinct values (buckets), or `size` points over its range (other scores)."""
+        if isinstance(self.score, BucketScore):
+            values = np.unique(np.append(self.statistic(self._bucket_points()), 0.0))
+            values = values[np.isfinite(values)]
+            return (values[:-1] + values[1:]) / 2 if len(values) > 1 else values
+        lo = -40.0 + min(0.0, self.mu)
+        values = self.statistic(np.linspace(lo, 40.0 + max(0.0, self.mu), 4001))
+        values = values[np.isfinite(values)]
+        return np.linspace(values.min(), values.max(), size)
+
+
+def statistic_tradeoff(statistic, p0, p1) -> tuple[np.ndarray, np.ndarray]:
+    """(FP, FN) of every threshold test "guess X' when the statistic is at least t" on a
+    discrete release whose outcomes have the given statistic and masses p0 (on X), p1 (on X'):
+    outcomes of equal statistic are never split (a threshold cannot), from t = +inf (FP = 0,
+    FN = 1) down to t = -inf."""
+    values, inverse = np.unique(-np.asarray(statistic, dtype=float), return_inverse=True)
+    a0 = np.bincount(inverse, weights=np.asarray(p0, dtype=float), minlength=len(values))
+    a1 = np.bincount(inverse, weights=np.asarray(p1, dtype=float), minlength=len(values))
+    fp = np.concatenate([[0.0], np.cumsum(a0)])  # guess X' on the first g groups
+    fn = np.concatenate([np.cumsum(a1[::-1])[::-1], [0.0]])
+    return np.clip(fp, 0, 1), np.clip(fn, 0, 1)
+
+
+def farthest_radius(w, c, iterations: int = 60) -> np.ndarray:
+    """r >= 0 with P[|Z - c| > r] = sf(c + r) + sf(r - c) = w for Z ~ N(0, 1) (w in (0, 1]).
+
+    Bracket: sf(r - |c|) <= P <= 2 sf(r - |c|), so r lies in [isf(w) + |c|, isf(w/2) + |c|]
+    (clipped at 0); Newton on log P - log w inside it (`numerics.newton_bracketed`)."""
+    w = np.asarray(w, dtype=float)
+    c = abs(float(c))
+    log_w = np.log(w)
+    with np.errstate(divide="ignore"):
+        lo = np.maximum(-ndtri(w) + c, 0.0)
+        hi = np.maximum(-ndtri(0.5 * w) + c, 0.0)
+
+    def fun(r):
+        log_p = np.logaddexp(log_ndtr(-(r + c)), log_ndtr(-(r - c)))
+        # d/dr log P = -(phi(r + c) + phi(r - c)) / P
+        log_dens = np.logaddexp(-0.5 * (r + c) ** 2, -0.5 * (r - c) ** 2) - LOG_SQRT_2PI
+        return log_p - log_w, -np.exp(log_dens - log_p)
+
+    r = newton_bracketed(fun, lo, hi, increasing=False, iterations=iterations)
+    return np.where(w >= 1, 0.0, r)

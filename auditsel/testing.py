@@ -9,10 +9,21 @@
     game = worst_case_dpsgd(noise_multiplier=0.8, steps=3, sample_rate=0.2)   # K = 1: one run
     assert_not_refuted(opacus_epsilon, 1e-5, game, trials=1_000_000)
 
+    # tuning: K ~ rounds runs, the tuner plays the worst score the attack finds at delta
+    game = worst_case_dpsgd(1.0, 10, 0.1, rounds=Poisson(10))
+    assert_not_refuted(tuning_epsilon, 1e-5, game, trials=...)   # `auditsel plan` says how many
+
     # your own tuning pipeline (auditsel.pipelines): trials are games of your code
     from auditsel import Pipeline, GradientCanary
     pipeline = Pipeline(tune, data=data, canary=GradientCanary(coordinate=0))
     assert_not_refuted(claimed_epsilon, 1e-5, pipeline, trials=2_000, jobs=2)
+
+The tuner's score. An epsilon claimed for a tuning run must hold for every score the tuner may
+rank its runs by, so the DP-SGD game plays the worst score by default (`score="worst"`: the
+interval-shaped score of the run's privacy-loss label that the worst-score attack of
+`accounting.attack` finds for the setting at the audit's delta; the adversary thresholds its
+bucket statistic). `score=MonotoneScore("largest", "label")` plays [XWW24]'s monotone-score game
+(the run of the largest label wins), which checks a claim only under that assumption.
 
 The audit plays the distinguishing game ([XWW24] Algorithm 1) and computes eps_L with the
 valid `split` rule (Clopper-Pearson, [XWW24] eq. 4). If eps_L > claimed epsilon, the claim is
@@ -22,16 +33,19 @@ probability at most 1 - confidence (fix the seed to make the test deterministic)
 
 from __future__ import annotations
 
+from typing import Literal
+
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
+from auditsel.games.played_score import resolve_score, scored_winner
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
 from auditsel.pipelines.pipeline import Pipeline
 from auditsel.rounds import Point
-from auditsel.selection import GaussianWinner
+from auditsel.selection import GaussianWinner, ScoredGaussianWinner, TuningScore
 
 __all__ = ["assert_not_refuted", "audit", "worst_case_tuning", "worst_case_dpsgd", "RefutedClaim"]
 
@@ -44,27 +58,46 @@ class RefutedClaim(AssertionError):
         self.bound = bound
 
 
-def worst_case_tuning(base_epsilon: float, delta: float, rounds) -> GaussianWinner:
-    """The reduced game of [XWW24] Sec. 5: the worst case of tuning a Gaussian-DP base
-    (eps_B at delta), with the number of runs K ~ rounds."""
-    return GaussianWinner(GaussianBase.from_epsilon(base_epsilon, delta), rounds)
+def worst_case_tuning(
+    base_epsilon: float,
+    delta: float,
+    rounds,
+    *,
+    score: TuningScore | Literal["worst", "monotone"] = "monotone",
+) -> GaussianWinner | ScoredGaussianWinner:
+    """The reduced game of [XWW24] Sec. 5 on a Gaussian-DP base (eps_B at delta), K ~ rounds
+    runs, the best under `score` released: "monotone" (the largest draw wins, [XWW24]'s
+    assumption: its exact epsilon is `exact_epsilon(game, delta)`), "worst" (the worst-score
+    attack's score at `delta`) or any `TuningScore`."""
+    base = GaussianBase.from_epsilon(base_epsilon, delta)
+    return scored_winner(base, rounds, resolve_score(score, base, rounds, delta))
 
 
-def worst_case_dpsgd(noise_multiplier: float, steps: int, sample_rate: float, rounds=None):
+def worst_case_dpsgd(
+    noise_multiplier: float,
+    steps: int,
+    sample_rate: float,
+    rounds=None,
+    *,
+    score: TuningScore | Literal["worst"] = "worst",
+) -> DpsgdWorstCase:
     """The worst-case DP-SGD game with Poisson subsampling (`auditsel.games.worst_case`): one run
-    (rounds None) or K ~ rounds runs with the highest-LLR run released; add/remove neighbours."""
+    (rounds None) or K ~ rounds runs, the best run under `score` released (default "worst": the
+    worst-score attack's score at the audit's delta, see the module docstring); add/remove
+    neighbours."""
     return DpsgdWorstCase(
         float(noise_multiplier),
         int(steps),
         float(sample_rate),
         rounds if rounds is not None else Point(1),
+        score=score,
     )
 
 
 def _default_proxy(protocol):
-    return make_proxy(
-        "likelihood_ratio" if hasattr(protocol, "log_likelihood_ratio") else "sample", protocol
-    )
+    if hasattr(protocol, "log_likelihood_ratio"):
+        return make_proxy("likelihood_ratio", protocol)
+    return make_proxy("score" if hasattr(protocol, "statistic") else "sample", protocol)
 
 
 def audit(
@@ -94,6 +127,9 @@ def audit(
             f"auditsel.Pipeline(tune, score, data=..., canary=...); got "
             f"{type(protocol).__name__}: wrap your tuning function in a Pipeline",
         )
+    resolve = getattr(protocol, "resolved", None)
+    if resolve is not None:  # a score that depends on delta ("worst")
+        protocol = resolve(delta)
     proxy = proxy if proxy is not None else _default_proxy(protocol)
     record = run_game(protocol, proxy, trials, seed, jobs=jobs, progress=False)
     if isinstance(rule, str):  # the split's seed: the game's (independent streams of it)

@@ -495,6 +495,14 @@ def fresh_results() -> list[dict]:
             "rounds": {"kind": "point", "k": 2},
             "game": {"one_run": {"canaries": 20, "repeats": 2}},
         },
+        # a tuner's score other than monotone: lower.score
+        {
+            "name": "farthest",
+            "delta": 1e-2,
+            "base": {"kind": "gaussian", "mu": 1.0},
+            "rounds": {"kind": "poisson", "mean": 3},
+            "game": {"trials": 2000, "panel": False, "score": {"kind": "farthest", "center": -1}},
+        },
         # DP-SGD with tau < 1, bounds only: reduced_game, its curves, the attack's curve
         {
             "name": "subsampled",

@@ -530,7 +530,8 @@ def compose(step: StepLaws, n: int) -> RunLaws:
         np.add.at(vec, fold, finite)
         atom = atom / total
         run, e_2, e_fft = _convolve(vec, n, lo, c_f)
-        atom_run = -math.expm1(n * math.log1p(-atom)) if atom > 0 else 0.0
+        # P(some step of the run is at the atom); atom = 1 (disjoint supports) gives 1
+        atom_run = -math.expm1(n * math.log1p(-atom)) if 0 < atom < 1 else float(atom >= 1)
         full = np.concatenate(
             [
                 np.array([atom_run if b == 0 else 0.0], dtype=np.longdouble),
@@ -554,7 +555,7 @@ def compose(step: StepLaws, n: int) -> RunLaws:
         weights = np.where(finite > 0, np.exp(log_w - shift), 0)
         z = np.sum(weights)
         tvec = np.zeros(length, dtype=np.longdouble)
-        np.add.at(tvec, fold, weights / z)
+        np.add.at(tvec, fold, weights / z if z > 0 else weights)  # z = 0: no finite outputs
         trun, t_2, _ = _convolve(tvec, n, lo, c_f)
         with np.errstate(divide="ignore", over="ignore"):
             log_bound = (

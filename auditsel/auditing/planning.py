@@ -49,6 +49,7 @@ __all__ = [
     "prob_at_least",
     "expected_eps",
     "games_needed",
+    "curve_epsilon",
 ]
 
 BINS = 600
@@ -101,6 +102,9 @@ class Plan:
     games_given: int | None = None
     expected_eps: float | None = None
     prob_at_games: float | None = None
+    #: the eps of the curve's best threshold test at delta: the most a valid audit of this
+    #: game can certify (exact where the curve is)
+    game_eps: float | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -199,6 +203,15 @@ def expected_eps(fp: float, fn: float, evaluated: int, level: float, delta: floa
     eps = epsilon_from_rates(u0[:, None], u1[None, :], delta)
     eps = np.minimum(eps, 1e3)
     return float(w0 @ eps @ w1 / (w0.sum() * w1.sum()))
+
+
+def curve_epsilon(curve: Curve, delta: float) -> float:
+    """max over the curve's tests of eq. 4 with the true rates (no sampling error)."""
+    delta = float(check_deltas(delta)[0])
+    fp, fn = np.asarray(curve.fp, float), np.asarray(curve.fn, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eps = epsilon_from_rates(fp, fn, delta)
+    return float(np.max(eps, initial=0.0))
 
 
 def _best(curve: Curve, fn_of, points=None):

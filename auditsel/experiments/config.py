@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -44,6 +44,7 @@ from auditsel.errors import (
 from auditsel.events import LaplaceBase
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import RoundsLaw, law_from_dict
+from auditsel.selection import BucketScore, FarthestScore, MonotoneScore, tuning_score_from_spec
 
 __all__ = [
     "ConfigError",
@@ -89,6 +90,9 @@ class GameSpec:
     panel: Any = (
         "auto"  # estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false
     )
+    #: how the tuner ranks its runs: "monotone" (today's game), "worst" (the attack's score for
+    #: the setting, `games.played_score.resolve_score`) or a FarthestScore
+    score: Any = "monotone"
 
     def rule(self, grid=None) -> ThresholdRule:
         """The threshold rule of `threshold` with this game's options (`grid`: a bonferroni
@@ -128,6 +132,13 @@ class ExperimentSpec:
         for key in ("trials", "seed"):
             if key in changes:
                 changes[key] = _integer(changes[key], f"game.{key}", *LIMITS[f"game.{key}"])
+        if "score" in changes:  # the adversary reads the new score's statistic
+            changes["score"] = _parse_score(changes["score"], self.game.kind)
+            if self.game.one_run is not None and changes["score"] != "monotone":
+                raise ConfigError(
+                    "game.score", "one-run audits (game.one_run) play the monotone score only"
+                )
+            changes.setdefault("proxy", "score" if self.game.kind != "dpsgd" else self.game.proxy)
         return replace(self, game=replace(self.game, **changes))
 
 
@@ -323,8 +334,17 @@ def _parse_game(raw, base) -> GameSpec:
         }[kind]
         raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
 
-    proxies = {"dpsgd": DPSGD_PROXIES, "dpsgd_worst_case": ("sample",)}.get(kind, PROXIES)
+    proxies = {"dpsgd": DPSGD_PROXIES, "dpsgd_worst_case": ("sample", "score")}.get(kind, PROXIES)
     d = GameSpec()
+    score = _parse_score(game.get("score"), kind)
+    if game.get("one_run") is not None and score != "monotone":
+        raise ConfigError(
+            "game.score", "one-run audits (game.one_run) play the monotone score only"
+        )
+    default_proxy = {
+        "dpsgd": proxies[0],
+        "dpsgd_worst_case": "sample" if score == "monotone" else "score",
+    }.get(kind, d.proxy if score == "monotone" else "score")
     return GameSpec(
         kind=kind,
         trials=_integer(game.get("trials", d.trials), "game.trials", *LIMITS["game.trials"]),
@@ -333,9 +353,7 @@ def _parse_game(raw, base) -> GameSpec:
             game.get("confidence", d.confidence), "game.confidence", 0.5, 1, hi_open=True
         ),
         threshold=_choice(game.get("threshold", d.threshold), "game.threshold", THRESHOLD_RULES),
-        proxy=_choice(
-            game.get("proxy", proxies[0] if kind == "dpsgd" else d.proxy), "game.proxy", proxies
-        ),
+        proxy=_choice(game.get("proxy", default_proxy), "game.proxy", proxies),
         split_fraction=_number(
             game.get("split_fraction", d.split_fraction),
             "game.split_fraction",
@@ -359,7 +377,34 @@ def _parse_game(raw, base) -> GameSpec:
         if game.get("one_run") is None
         else _parse_one_run(game["one_run"], kind, base),
         panel=_choice(game.get("panel", d.panel), "game.panel", ("auto", True, False)),
+        score=score,
     )
+
+
+def _parse_score(raw, kind: str):
+    """`game.score`: monotone (default) | worst | {kind: farthest, center: C} (or, from Python,
+    a `selection` score object); which games play which (the reduced game plays all three; the worst-case DP-SGD game monotone and
+    worst, over the run's label; the others monotone only)."""
+    score: MonotoneScore | FarthestScore | BucketScore | Literal["worst"]
+    if isinstance(raw, (MonotoneScore, FarthestScore, BucketScore)):  # the Python API's form
+        score = raw
+        if isinstance(raw, MonotoneScore) and raw.direction == "largest":
+            return "monotone"
+    else:
+        score = tuning_score_from_spec(raw)
+    if score == MonotoneScore():
+        return "monotone"
+    if kind in ("discrete", "dpsgd"):
+        raise ConfigError(
+            "game.score", f"game.kind {kind} plays the monotone score only (reduced: any score)"
+        )
+    if kind == "dpsgd_worst_case" and isinstance(score, FarthestScore):
+        raise ConfigError(
+            "game.score",
+            "game.kind dpsgd_worst_case plays monotone or worst (a farthest score needs "
+            "game.kind: reduced)",
+        )
+    return score
 
 
 def _parse_one_run(raw, kind: str, base) -> OneRunSpec:

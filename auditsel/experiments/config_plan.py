@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from auditsel.accounting.attack import winner_bucket_laws
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.estimators import winner_tradeoff
 from auditsel.auditing.planning import (
     Curve,
     Plan,
+    curve_epsilon,
     empirical_curve,
     expected_for_games,
     games_needed,
@@ -21,7 +23,14 @@ from auditsel.auditing.planning import (
 )
 from auditsel.experiments.experiment import protocol_and_proxy
 from auditsel.games.engine import run_game
-from auditsel.selection import FiniteWinner, GaussianWinner
+from auditsel.games.worst_case import DpsgdWorstCase
+from auditsel.selection import (
+    BucketScore,
+    FiniteWinner,
+    GaussianWinner,
+    ScoredGaussianWinner,
+    statistic_tradeoff,
+)
 
 __all__ = ["curve_for_spec", "plan_spec"]
 
@@ -33,10 +42,38 @@ def _value_curve(winner):
     return 1 - winner.cdf(t, 0), winner.cdf(t, 1)
 
 
+def _bucket_curve(pair, law, score: BucketScore) -> Curve:
+    """The trade-off of a bucket score's statistic (its guess per bucket; the K = 0 output at
+    0) from the sampling-free laws of the winner's bucket (`accounting.attack.winner_bucket_laws`:
+    the run's label bucketed at the attack's label step, so the curve is that of the labelled
+    run, within the label step of the game's exact label)."""
+    assert score.guess is not None  # a bucket score played by a game carries its statistic
+    p0, p1 = winner_bucket_laws(pair, law, score)
+    fp, fn = statistic_tradeoff(
+        np.append(np.asarray(score.guess, dtype=float), 0.0),
+        np.append(p0, law.p_zero),
+        np.append(p1, law.p_zero),
+    )
+    return Curve(fp, fn, "exact (the labelled run's bucket laws)")
+
+
 def curve_for_spec(spec, pilot: int = 4000, seed: int = 1) -> Curve:
-    """The spec's trade-off curve: exact for reduced and finite games, simulated otherwise."""
+    """The spec's trade-off curve: exact for reduced and finite games and for the worst-case
+    DP-SGD game under a bucket score, by quadrature for a farthest score, simulated
+    otherwise."""
     protocol, proxy = protocol_and_proxy(spec)
     proxy_name = spec.game.proxy
+    if isinstance(protocol, ScoredGaussianWinner) and proxy_name in ("score", "likelihood_ratio"):
+        if proxy_name == "score" or not isinstance(protocol.score, BucketScore):
+            # the adversary's statistic under the tuner's score (a bucket guess or the LLR)
+            fp, fn = protocol.tradeoff()
+            return Curve(np.asarray(fp), np.asarray(fn), protocol.tradeoff_source)
+    if (
+        isinstance(protocol, DpsgdWorstCase)
+        and isinstance(protocol.score, BucketScore)
+        and proxy_name == "score"
+    ):
+        return _bucket_curve(spec.base, spec.rounds, protocol.score)
     if isinstance(protocol, (GaussianWinner, FiniteWinner)):
         if proxy_name == "sample" and isinstance(protocol, GaussianWinner):
             fp, fn = _value_curve(protocol)
@@ -86,4 +123,7 @@ def plan_spec(
         games,
         expected,
         prob,
+        game_eps=curve_epsilon(curve, spec.delta)
+        if not curve.source.startswith("simulated")
+        else None,
     )

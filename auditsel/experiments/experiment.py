@@ -38,9 +38,17 @@ from auditsel.experiments.result import RunResult
 from auditsel.files import claim_folder
 from auditsel.games.engine import GameRecord, run_game
 from auditsel.games.fingerprint import code_identity, package_digest
+from auditsel.games.played_score import is_monotone_largest, resolve_score, scored_winner
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
-from auditsel.selection import winner_law
+from auditsel.selection import (
+    BucketScore,
+    FiniteWinner,
+    GaussianWinner,
+    ScoredGaussianWinner,
+    TuningScore,
+    winner_law,
+)
 from auditsel.version import __version__, source_commit
 
 __all__ = [
@@ -92,8 +100,41 @@ def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
     return (values[:-1] + values[1:]) / 2 if len(values) > 1 else values
 
 
+_SCORES: dict[str, TuningScore] = {}
+
+
+def game_score(spec: ExperimentSpec) -> TuningScore:
+    """The score the spec's game plays (`game.score` resolved for the setting by
+    `games.played_score.resolve_score`; "worst" runs the attack once per setting, on the pair
+    the game plays: the reduced Gaussian pair for the reduced game)."""
+    g = _game(spec)
+    pair = spec.base.reduced() if g.kind == "reduced" else spec.base
+    if g.score != "worst":
+        return resolve_score(g.score, pair, spec.rounds, spec.delta)
+    key = repr((pair, spec.rounds, spec.delta))
+    if key not in _SCORES:
+        _SCORES[key] = resolve_score("worst", pair, spec.rounds, spec.delta)
+    return _SCORES[key]
+
+
+def score_fields(score: TuningScore, choice) -> dict:
+    """result.json's `lower.score`: what the tuner's score was (`describe`), as configured
+    (`choice`: "worst", "farthest", ...) and as played (the score's fields; infinite guesses as
+    the strings "inf", "-inf")."""
+    shown = lambda v: v if np.isfinite(v) else ("inf" if v > 0 else "-inf")
+    fields: dict = {"kind": type(score).__name__, "describe": score.describe()}
+    for name, value in vars(score).items():
+        if isinstance(value, tuple):
+            value = [shown(float(v)) for v in value]
+        fields[name] = value
+    kinds = {"FarthestScore": "farthest", "BucketScore": "bucket", "MonotoneScore": "monotone"}
+    fields["configured"] = choice if isinstance(choice, str) else kinds[type(choice).__name__]
+    return fields
+
+
 def fingerprint(spec: ExperimentSpec) -> str:
-    """What determines the trial scores: base, law, protocol, proxy, seed, chunk size."""
+    """What determines the trial scores: base, law, protocol, proxy, seed, chunk size, and the
+    tuner's score when it is not today's monotone one."""
     g = _game(spec)
     payload = {
         "base": spec.base_config,
@@ -107,6 +148,8 @@ def fingerprint(spec: ExperimentSpec) -> str:
         "chunk_size": g.chunk_size,
         "delta": spec.delta if "epsilon" in spec.base_config else None,
     }
+    if g.kind in ("reduced", "dpsgd_worst_case") and not is_monotone_largest(game_score(spec)):
+        payload["score"] = repr(game_score(spec))
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[
         :32
     ]
@@ -196,9 +239,37 @@ def protocol_and_proxy(spec: ExperimentSpec):
         )
 
     if g.kind == "dpsgd_worst_case":
-        return DpsgdWorstCase.from_base(spec.base, spec.rounds), make_proxy("sample", None)
-    winner = winner_law(spec.base.reduced(), spec.rounds)
+        score = game_score(spec)
+        game = DpsgdWorstCase.from_base(
+            spec.base, spec.rounds, None if is_monotone_largest(score) else score
+        )
+        return game, make_proxy(g.proxy, game)
+    winner: GaussianWinner | FiniteWinner | ScoredGaussianWinner
+    if g.kind == "reduced":
+        winner = scored_winner(spec.base, spec.rounds, game_score(spec))
+    else:
+        winner = winner_law(spec.base.reduced(), spec.rounds)
     return winner, make_proxy(g.proxy, winner)
+
+
+def _statistic_grid(protocol, proxy_name: str, size: int) -> np.ndarray | None:
+    """A Bonferroni grid for the statistic of a scored game, fixed by the spec (None: not a
+    scored game's statistic)."""
+    if isinstance(protocol, ScoredGaussianWinner):
+        if proxy_name == "score":
+            return protocol.statistic_grid(size)
+        if proxy_name == "likelihood_ratio":
+            values = protocol.log_likelihood_ratio(np.linspace(-40.0, 40.0 + protocol.mu, 4001))
+            values = values[np.isfinite(values)]
+            return np.linspace(values.min(), values.max(), size)
+        return None
+    score = getattr(protocol, "score", None)
+    if isinstance(score, BucketScore) and proxy_name == "score":
+        assert score.guess is not None
+        values = np.unique(np.append(np.asarray(score.guess, dtype=float), 0.0))
+        values = values[np.isfinite(values)]
+        return (values[:-1] + values[1:]) / 2 if len(values) > 1 else values
+    return None
 
 
 def _play(
@@ -229,7 +300,10 @@ def _play(
     # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
     # pilot grid from a seeded split_fraction of each class, left out of the bound
     spec_grid, ss = None, None
-    if g.kind == "dpsgd_worst_case":
+    scored = _statistic_grid(protocol, g.proxy, g.thresholds)
+    if scored is not None:
+        spec_grid = scored
+    elif g.kind == "dpsgd_worst_case":
         lo, hi = protocol.score_range()
         spec_grid = np.linspace(lo, hi, g.thresholds)
     elif g.kind != "dpsgd":
@@ -261,7 +335,8 @@ def _play(
                 record.member,
                 spec.delta,
                 g.confidence,
-                law=spec.rounds,
+                # the selection-aware fit models today's monotone game only
+                law=spec.rounds if is_monotone_largest(game_score(spec)) else None,
                 threshold_grid=spec_grid,
                 grid_size=g.thresholds,
                 split_fraction=g.split_fraction,
@@ -442,6 +517,8 @@ def run_experiment(
         result["lower"] = lower_fields(
             bound, spec.game.kind, spec.game.proxy, spec.game.seed, streamed
         )
+        if spec.game.kind in ("reduced", "dpsgd_worst_case") and spec.game.score != "monotone":
+            result["lower"]["score"] = score_fields(game_score(spec), spec.game.score)
         artefacts["record"] = record
         if ss is not None:
             artefacts["by_coin"] = ss.by_coin()  # the audit's sort serves the plots
@@ -475,13 +552,16 @@ def run_config(
     jobs: int = 1,
     trials: int | None = None,
     seed: int | None = None,
+    score=None,
     progress: bool = False,
 ) -> RunResult:
     """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed
     ExperimentSpec) and return its result (`RunResult`: result.json's sections as attributes,
     `to_dict()` for the document); with `out_dir`, also write result.json,
     report.md and the plots there (and keep the game's checkpoints, so a rerun resumes).
-    `trials` and `seed` override game.trials and game.seed (range-checked as in the config).
+    `trials` and `seed` override game.trials and game.seed (range-checked as in the config);
+    `score` overrides game.score: "monotone", "worst" or a `selection` score (`MonotoneScore`,
+    `FarthestScore`, `BucketScore`; the adversary then reads its statistic, proxy `score`).
     Bad input is a ConfigError, also for an `out_dir` that escapes (the working folder or one
     of its parents) or is in use by another run (`auditsel.files.claim_folder`)."""
     if isinstance(config, ExperimentSpec):
@@ -490,7 +570,9 @@ def run_config(
         spec = load_config(config)
     else:
         spec = parse_config(config)
-    overrides = {k: v for k, v in (("trials", trials), ("seed", seed)) if v is not None}
+    overrides = {
+        k: v for k, v in (("trials", trials), ("seed", seed), ("score", score)) if v is not None
+    }
     if overrides:
         spec = spec.with_game(**overrides)
     if out_dir is None:

@@ -282,6 +282,12 @@ def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None 
             f"{low['fp_upper']:.4g}), FN = {low['fn']:.4g} (upper limit {low['fn_upper']:.4g}), "
             f"on {low['evaluated_trials']:,} of {low['trials']:,} trials; seed {low['seed']}.",
         ]
+        if low.get("score"):
+            lines += [
+                "",
+                f"The tuner's score: {low['score']['describe']} (game.score: "
+                f"{low['score']['configured']}); the adversary thresholds its statistic.",
+            ]
     lines += ["", f"Wall time: {result['seconds']:.2f} s.", ""]
     lines += [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"

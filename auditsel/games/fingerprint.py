@@ -17,7 +17,8 @@ checkable:
 * `code_identity(*functions, **extra)`: what, besides the config, determines a game's numbers,
   as a small mapping written into checkpoint manifests: the auditsel version, the package
   digest, numpy's version (the seeded generators), the trainer's random-stream version
-  (`auditsel.dpsgd.RANDOM_STREAMS`), the digest of the user's functions when given, and any
+  (`auditsel.dpsgd.RANDOM_STREAMS`), the reduced and finite games' random-stream version
+  (`auditsel.selection.WINNER_STREAMS`: 2 draws the winner from one uniform), the digest of the user's functions when given, and any
   `extra` entry (e.g. torch's version for DP-SGD games). `describe_change(old, new)` says in
   words what differs between two of them.
 """
@@ -37,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from auditsel.dpsgd import RANDOM_STREAMS
+from auditsel.selection import WINNER_STREAMS
 from auditsel.version import __version__
 
 __all__ = ["package_digest", "source_digest", "code_identity", "describe_change"]
@@ -126,6 +128,7 @@ def code_identity(*functions: object, **extra: str) -> dict[str, str]:
         "package": package_digest(),
         "numpy": np.__version__,
         "random_streams": str(RANDOM_STREAMS),
+        "winner_streams": str(WINNER_STREAMS),
     }
     if functions:
         identity["functions"] = source_digest(*functions)
@@ -139,6 +142,7 @@ _WHAT = {
     "numpy": "numpy {old}, now {new}",
     "torch": "torch {old}, now {new}",
     "random_streams": "random streams version {old}, now {new}",
+    "winner_streams": "the reduced games' random streams version {old}, now {new}",
     "functions": "the code of your release/score functions changed",
 }
 

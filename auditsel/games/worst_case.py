@@ -27,10 +27,17 @@ data set, and the run with the highest score s is released (K = 0 releases a fix
 -inf). The released run y has density G'(F_b(s(y))) p_b(y), with G the pgf of K and F_b the cdf
 of s under b, so its likelihood ratio depends on y only through s(y): the winner's score is a
 sufficient statistic of the release, and it is what `release` returns (proxy `sample`).
-For K > 1 the tuner's score is a choice of the protocol: selecting by the LLR is natural but is
-NOT known to be the worst case for tau < 1; another score could in principle leak more, so an
-audit of this game is a valid lower bound for THIS protocol, not a proof of tightness of the
-tuning bounds.
+For K > 1 the tuner's score is a choice of the protocol: selecting by the largest LLR is natural
+but not the worst case; a score whose lower sets are intervals of the label leaks more (`score`
+below, e.g. the worst-score attack's). An audit of this game is a valid lower bound for the
+protocol it plays, not a proof of tightness of the tuning bounds.
+
+Scores. `score` (a `selection.TuningScore` over the run's label, default: the largest label
+wins, as above) is how the tuner ranks its runs: `MonotoneScore` (largest or smallest label) or
+a `BucketScore` in label units (the run of the highest-ranked label bucket wins, ties broken by
+the larger label), e.g. the score the worst-score attack found (`games.played_score`). The
+release is the winner's label; the adversary reads `statistic(release)`: the label itself for a
+monotone score, the bucket's `guess` for a bucket score (0 for the fixed output of K = 0).
 
 Cost: one trial draws K runs of N steps (N normals and N uniforms per run, no trial loop in
 Python), i.e. linear in E[K] * N; runs are processed in blocks of at most `block` steps so memory
@@ -41,13 +48,16 @@ cdf of s has no closed form, and a numerical one would make the sampler approxim
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, replace
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from auditsel.errors import ConfigError, shown
+from auditsel.games.played_score import resolve_score
+from auditsel.mechanisms import DpsgdBase
 from auditsel.rounds import RoundsLaw
+from auditsel.selection import BucketScore, MonotoneScore, TuningScore
 
 __all__ = ["DpsgdWorstCase", "step_log_likelihood_ratio", "DEFAULT_BLOCK"]
 
@@ -90,7 +100,8 @@ PILOT_SEED = 0x5EED_0B0E
 
 @dataclass(frozen=True)
 class DpsgdWorstCase:
-    """K ~ law runs of the worst-case N-step DP-SGD run; the highest-LLR run is released."""
+    """K ~ law runs of the worst-case N-step DP-SGD run; the best-scored run is released (by
+    default the one of highest LLR, the label)."""
 
     #: joblib hint: the release is vectorised numpy, which frees the GIL, so threads run the
     #: chunks in parallel without the start-up of worker processes (`auditsel.games.engine.run_game`)
@@ -101,8 +112,23 @@ class DpsgdWorstCase:
     sample_rate: float
     law: RoundsLaw
     block: int = DEFAULT_BLOCK
+    #: how the tuner ranks its runs; "worst" is resolved per delta by `resolved(delta)`
+    score: TuningScore | Literal["worst"] = MonotoneScore("largest", "label")
 
     def __post_init__(self):
+        score = self.score
+        if score == "worst":
+            return
+        if not isinstance(score, (MonotoneScore, BucketScore)):
+            raise ConfigError(
+                "game.score",
+                "the DP-SGD game plays monotone, worst or a bucket score of the run's label "
+                f"(a farthest score needs game.kind: reduced), got {score!r}",
+            )
+        if isinstance(score, BucketScore) and (score.unit != "label" or score.guess is None):
+            raise ConfigError(
+                "game.score", "a bucket score of the DP-SGD game needs label units and a guess"
+            )
         if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier > 0):
             raise ConfigError(
                 "base.noise_multiplier",
@@ -116,9 +142,52 @@ class DpsgdWorstCase:
             )
 
     @classmethod
-    def from_base(cls, base, law: RoundsLaw) -> DpsgdWorstCase:
-        """From a `mechanisms.DpsgdBase` (sigma, N, tau) and the law of K."""
-        return cls(base.noise_multiplier, base.steps, base.sample_rate, law)
+    def from_base(cls, base, law: RoundsLaw, score: TuningScore | None = None) -> DpsgdWorstCase:
+        """From a `mechanisms.DpsgdBase` (sigma, N, tau), the law of K and the tuner's score."""
+        game = cls(base.noise_multiplier, base.steps, base.sample_rate, law)
+        return game if score is None else replace(game, score=score)
+
+    def resolved(self, delta: float) -> DpsgdWorstCase:
+        """The game with score "worst" replaced by the score the worst-score attack finds at
+        `delta` (`games.played_score.resolve_score`); with one run (K = 1 always) nothing is
+        selected and the run's label, a sufficient statistic, is played. Other games: self."""
+        if self.score != "worst":
+            return self
+        one_run = self.law.p_zero == 0 and self.law.mean == 1
+        pair = DpsgdBase(self.noise_multiplier, self.steps, self.sample_rate)
+        score = (
+            MonotoneScore("largest", "label")
+            if one_run
+            else resolve_score("worst", pair, self.law, delta)
+        )
+        return replace(self, score=score)
+
+    def statistic(self, released) -> np.ndarray:
+        """The adversary's statistic of released labels (see the module docstring)."""
+        released = np.asarray(released, dtype=float)
+        score = self.score
+        if isinstance(score, BucketScore):
+            assert score.guess is not None  # checked in __post_init__
+            return np.where(np.isfinite(released), score.adversary_statistic(released), 0.0)
+        return released
+
+    def _winners(self, scores: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """The released label of each trial: the best of its runs (`counts` runs each, in order)
+        under the score (highest rank, ties broken by the larger label)."""
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        score = self.score
+        if isinstance(score, MonotoneScore):
+            if score.direction == "largest":
+                return np.maximum.reduceat(scores, starts)
+            return np.minimum.reduceat(scores, starts)
+        assert isinstance(score, BucketScore)  # "worst" is resolved before any release
+        order = np.lexsort((np.arange(len(score.ranks)), np.asarray(score.ranks, dtype=float)))
+        position = np.empty(len(order), dtype=np.int64)
+        position[order] = np.arange(len(order))
+        pos = position[score.bucket(scores)]
+        best = np.maximum.reduceat(pos, starts)
+        kept = np.where(pos == np.repeat(best, counts), scores, -np.inf)
+        return np.maximum.reduceat(kept, starts)
 
     def steps_of_runs(self, runs: int, member: int, rng: np.random.Generator) -> np.ndarray:
         """The released steps x (runs x N, float32) of `runs` runs, all on X (member 0) or X'."""
@@ -148,6 +217,12 @@ class DpsgdWorstCase:
 
         Trials with b = 0 and with b = 1 are played in two groups (all runs of one trial share
         its coin), each in blocks of whole trials holding about `block` steps."""
+        if self.score == "worst":
+            raise ConfigError(
+                "score",
+                "'worst' depends on delta: play game.resolved(delta) (auditsel.testing.audit "
+                "does so)",
+            )
         member = np.asarray(member)
         k = self.law.sample(len(member), rng).astype(np.int64)
         out = np.full(len(member), -np.inf)
@@ -162,8 +237,7 @@ class DpsgdWorstCase:
                 last = max(int(np.searchsorted(ends, done + budget, side="right")), first + 1)
                 counts = counts_all[first:last]
                 scores = self.run_scores(int(counts.sum()), b, rng)
-                starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-                out[played[first:last]] = np.maximum.reduceat(scores, starts)
+                out[played[first:last]] = self._winners(scores, counts)
                 first = last
         return out
 

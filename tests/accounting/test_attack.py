@@ -524,3 +524,14 @@ def test_laplace_step_masses_against_mpmath():
         q = (1 - tau) * p + tau * (cdf(x[i + 1], 1) - cdf(x[i], 1))
         for got, want in ((step.p[i], p), (step.q[i], q)):
             assert abs(mpmath.mpf(float(got)) - want) <= A.STEP_REL * want + 1e-300, i
+
+
+@pytest.mark.parametrize("law", [Poisson(3.0), Point(2)], ids=str)
+def test_disjoint_supports_give_the_closed_form(law):
+    """p = [1, 0], q = [0, 1]: any run tells X from X', so the winner is told apart exactly when
+    K >= 1: delta_T(eps) = P(K >= 1) for every eps, hence eps_T = inf below it and 0 above."""
+    pair = FiniteOutputBase((1.0, 0.0), (0.0, 1.0))
+    told_apart = 1.0 - float(law.pgf(0.0))
+    assert attack(pair, law, 0.5 * told_apart).epsilon == math.inf
+    if told_apart < 1:
+        assert attack(pair, law, min(1 - 1e-9, told_apart + 0.01)).epsilon == 0.0

@@ -44,7 +44,11 @@ def pair_and_law(result: dict):
     else:
         raw = base if "p" in base else _config_base(result["name"])
         pair = FiniteOutputBase(tuple(raw["p"]), tuple(raw["q"]))
-    rounds = {k: v for k, v in result["rounds"].items() if k != "mean"}
+    # result.json's rounds: the law's parameters plus E[K] ("mean", Poisson's own parameter)
+    # and, for a law with mass at 0, "p_zero"
+    kind = result["rounds"]["kind"]
+    dropped = {"p_zero"} | (set() if kind == "poisson" else {"mean"})
+    rounds = {k: v for k, v in result["rounds"].items() if k not in dropped}
     return pair, law_from_dict(rounds)
 
 
