@@ -229,6 +229,8 @@ SLOW_PAGES = {
     "docs/howto/reproduce-papers.md",
     "docs/howto/sweeps.md",
     "docs/howto/one-run-audits.md",
+    "docs/howto/audit-scores.md",
+    "docs/howto/audit-a-hand-written-dpsgd-loop.md",
 }
 
 

@@ -332,6 +332,7 @@ def _can_mount_tmpfs(tmp_path) -> bool:
     return proc.returncode == 0
 
 
+@pytest.mark.slow  # mounts a tmpfs and fills it (the simulated full disk stays by default)
 def test_a_full_disk_on_a_small_tmpfs_exits_74_and_resumes(tmp_path):
     """--out on a 400 KiB tmpfs: the run stops with exit 74 and one line saying the disk is
     full (not exit 1, "internal error"); no temporary file is left; after the file system is
