@@ -86,6 +86,8 @@ _SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("auditsel.pipelines.canaries", "InputCanary* GradientCanary*"),
             ("auditsel.pipelines.opacus", "from_opacus OpacusRun*"),
             ("auditsel.pipelines.pipeline_plan", "plan_pipeline PipelinePlan*"),
+            ("auditsel.pipelines.sequential", "audit_until_refuted"),
+            ("auditsel.pipelines.one_run_pipeline", "audit_pipeline_one_run CanarySet*"),
         ),
     ),
     (
@@ -162,6 +164,8 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers
     from auditsel.mechanisms import gaussian_mu as gaussian_mu
     from auditsel.pipelines.canaries import GradientCanary as GradientCanary
     from auditsel.pipelines.canaries import InputCanary as InputCanary
+    from auditsel.pipelines.one_run_pipeline import CanarySet as CanarySet
+    from auditsel.pipelines.one_run_pipeline import audit_pipeline_one_run as audit_pipeline_one_run
     from auditsel.pipelines.opacus import OpacusRun as OpacusRun
     from auditsel.pipelines.opacus import from_opacus as from_opacus
     from auditsel.pipelines.own_protocol import audit_protocol as audit_protocol
@@ -170,6 +174,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers
     from auditsel.pipelines.pipeline import audit_pipeline as audit_pipeline
     from auditsel.pipelines.pipeline_plan import PipelinePlan as PipelinePlan
     from auditsel.pipelines.pipeline_plan import plan_pipeline as plan_pipeline
+    from auditsel.pipelines.sequential import audit_until_refuted as audit_until_refuted
     from auditsel.rounds import Binomial as Binomial
     from auditsel.rounds import FinitePmf as FinitePmf
     from auditsel.rounds import Point as Point

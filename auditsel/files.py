@@ -22,12 +22,20 @@ Contract.
   temporary file with a unique name beside the target and rename it into place, so readers (and
   a resumed run, and concurrent writers) never see half a file; `temporary_beside(path)` is the
   same for a writer that needs a file handle (numpy.savez).
+* `open_regular(path, field)` opens a file the user (or a checkpoint folder) hands over for
+  reading, without ever blocking: `os.stat` first and the open itself non-blocking, so a FIFO,
+  a device (`/dev/zero`), a socket or a folder is refused with a ConfigError naming `field`,
+  not read; `read_regular(path, field, limit)` reads at most `limit` bytes of it (a larger
+  file is refused, never read to its end).
+* `check_output_path` also refuses a folder name longer than NAME_MAX (255 bytes) in one
+  component, or a path longer than PATH_MAX (4096 bytes), before the file system is asked.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,6 +55,8 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "temporary_beside",
+    "open_regular",
+    "read_regular",
     "check_output_path",
 ]
 
@@ -61,6 +71,7 @@ def check_output_path(path: str | Path, field: str) -> Path:
     text = os.fspath(path)
     if not text or "\0" in text:
         raise ConfigError(field, f"must name a folder, got {text!r}")
+    _check_path_length(text, field)
     try:
         here = Path.cwd().resolve()
     except OSError:  # the working folder was deleted: resolve against nothing
@@ -306,3 +317,74 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write `text` (UTF-8) to `path` through a temporary file and an atomic rename."""
     atomic_write_bytes(path, text.encode())
+
+
+NAME_MAX = 255  # bytes in one component of a path (Linux, macOS)
+PATH_MAX = 4096  # bytes in a whole path
+
+
+def _check_path_length(text: str, field: str) -> None:
+    """A ConfigError naming `field` for a path the file system would refuse as too long."""
+    encoded = os.fsencode(text)
+    absolute = os.fsencode(os.path.abspath(text))
+    if len(absolute) >= PATH_MAX:
+        raise ConfigError(
+            field, f"the path is {len(absolute):,} bytes long; at most {PATH_MAX - 1:,} allowed"
+        )
+    longest = max(encoded.split(os.fsencode(os.sep)), key=len)
+    if len(longest) > NAME_MAX:
+        raise ConfigError(
+            field,
+            f"a folder name of {len(longest):,} bytes ({os.fsdecode(longest[:40])}...); "
+            f"at most {NAME_MAX} bytes per name",
+        )
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: str | os.PathLike, field: str):
+    """A binary handle on the regular file `path`, opened without blocking; a ConfigError
+    naming `field` for a FIFO, device, socket or folder (never opened for reading). Missing
+    files raise FileNotFoundError, as open() does."""
+    st = os.stat(path)
+    if not _is_regular(st.st_mode):
+        raise ConfigError(field, f"{os.fspath(path)} is {_kind(st.st_mode)}; pass a regular file")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)  # it may have been swapped between the stat and the open
+        if not _is_regular(st.st_mode):
+            raise ConfigError(
+                field, f"{os.fspath(path)} is {_kind(st.st_mode)}; pass a regular file"
+            )
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _is_regular(mode: int) -> bool:
+    return stat.S_ISREG(mode)
+
+
+def read_regular(path: str | os.PathLike, field: str, limit: int) -> bytes:
+    """At most `limit` bytes of the regular file `path` (see `open_regular`); a ConfigError
+    naming `field` when the file is larger."""
+    with open_regular(path, field) as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ConfigError(
+            field, f"{os.fspath(path)} is larger than {limit:,} bytes; it is not what was expected"
+        )
+    return data

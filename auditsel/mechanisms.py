@@ -131,6 +131,8 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
     while gaussian_delta(hi, epsilon) < delta:
         hi *= 2
     f = lambda m: math.log(max(gaussian_delta(m, epsilon), 1e-320)) - math.log(delta)
+    if delta < 1e-300:  # subnormal deltas (5e-324 is in range): log delta without underflow
+        f = lambda m: float(gaussian_log_delta(m, epsilon)) - math.log(delta)
     return bisect(f, lo, hi, xtol=1e-14, rtol=1e-13)
 
 

@@ -110,8 +110,11 @@ def _cases() -> dict[str, Case]:
     from auditsel.dpsgd import trainer
     from auditsel.experiments.experiment import upper_panel
     from auditsel.games.one_run_reduced import OneRunReducedGame, TuningFamily
+    from auditsel.games.played_score import resolve_score
+    from auditsel.games.worst_case import DpsgdWorstCase
     from auditsel.mechanisms import gaussian_epsilon, gaussian_mu
     from auditsel.pipelines.canaries import InputCanary
+    from auditsel.pipelines.one_run_pipeline import audit_pipeline_one_run
     from auditsel.pipelines.opacus import from_opacus
     from auditsel.pipelines.own_protocol import audit_protocol
     from auditsel.pipelines.pipeline import Pipeline, audit_pipeline
@@ -259,6 +262,14 @@ def _cases() -> dict[str, Case]:
             ),
             at_zero=None,
         ),
+        "auditsel.pipelines.one_run_pipeline.audit_pipeline_one_run": Case(
+            lambda d: (
+                audit_pipeline_one_run(
+                    _rr_tune, _release_itself, data=empty, canaries=[row, row], delta=d
+                ).eps
+            ),
+            at_zero=None,
+        ),
         "auditsel.pipelines.pipeline.Pipeline.audit": Case(
             lambda d: pipe.audit(games=200, delta=d).eps, at_zero=None
         ),
@@ -339,6 +350,16 @@ def _cases() -> dict[str, Case]:
         "auditsel.auditing.planning.expected_eps": Case(
             lambda d: planning.expected_eps(0.1, 0.2, 1000, 0.05, d), at_zero=None
         ),
+        "auditsel.auditing.planning.curve_epsilon": Case(
+            lambda d: planning.curve_epsilon(curve, d), at_zero=None
+        ),
+        "auditsel.games.played_score.resolve_score": Case(
+            lambda d: resolve_score("worst", GaussianBase(1.0), Poisson(10.0), d), at_zero=None
+        ),
+        "auditsel.games.worst_case.DpsgdWorstCase.resolved": Case(
+            lambda d: DpsgdWorstCase(1.0, 4, 0.2, Poisson(5.0), score="worst").resolved(d),
+            at_zero=None,
+        ),
         "auditsel.auditing.planning.games_needed": Case(
             lambda d: planning.games_needed(curve, 0.5, "split", 0.95, d), at_zero=None
         ),
@@ -410,6 +431,9 @@ EXEMPT = {
     "auditsel.accounting.panel.Panel.__init__": "a result record",
     "auditsel.pipelines.opacus.OpacusRun.__init__": "a result record",
     "auditsel.pipelines.pipeline.PipelineAudit.__init__": "a result record",
+    "auditsel.pipelines.one_run_pipeline.OneRunPipelineAudit.__init__": "a result record",
+    "auditsel.experiments.config.parse_base": "the config's delta, checked where it is read "
+    "(parse_config, the --delta option); it only calibrates base.epsilon",
     "auditsel.pipelines.pipeline_plan.PipelinePlan.__init__": "a result record",
     "auditsel.experiments.result.RunResult.__init__": "a result record",
     "auditsel.reproductions.accountant_claims.Setting.__init__": "a paper's setting, as data",

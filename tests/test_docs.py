@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib.util
 import json
@@ -609,3 +610,13 @@ def test_relative_links_point_at_files():
             if not path.exists() and rel(path) not in PENDING_PAGES:
                 broken.append(f"{rel(page)}: {target}")
     assert not broken
+
+
+def test_cli_md_names_every_command_and_counts_them():
+    """The opening of cli.md counts the parser's subcommands and names each one."""
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    names = list(sub.choices)
+    words = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+    head = (DOCS / "reference" / "cli.md").read_text().split("## ", 1)[0]
+    assert f"has {words[len(names)]} commands" in head
+    assert [n for n in names if f"`{n}`" not in head] == []

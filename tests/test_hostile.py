@@ -19,6 +19,7 @@ import hashlib
 import os
 import pickle
 import re
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -102,6 +103,8 @@ def snapshot(root: Path, exclude: Path | None) -> dict:
                 out[rel] = ("link", os.readlink(path))
             elif path.is_dir():
                 out[rel] = ("dir",)
+            elif not path.is_file():  # a FIFO or a socket: never opened (it would block)
+                out[rel] = ("special", path.lstat().st_mode, path.lstat().st_mtime_ns)
             else:
                 st = path.stat()
                 digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -393,7 +396,12 @@ YAML = [
         r"config: config\.yaml is larger than 1024 KiB",
         files={"config.yaml": config() + "#" + "x" * (2 << 20) + "\n"},
     ),
-    Case("run-yaml-dev-zero", ("run", "/dev/zero", "--out", "out"), 2, r"/dev/zero is larger than"),
+    Case(
+        "run-yaml-dev-zero",
+        ("run", "/dev/zero", "--out", "out"),
+        2,
+        r"config: /dev/zero is a character device; pass a regular file",
+    ),
     Case(
         "run-yaml-binary",
         RUN,
@@ -420,7 +428,7 @@ YAML = [
         "run-yaml-a-folder",
         ("run", "folder", "--out", "out"),
         2,
-        r"config: cannot read folder",
+        r"config: folder is a folder; pass a regular file",
         files={"folder/x": "x"},
     ),
     Case("run-yaml-missing", RUN, 2, r"config: file config\.yaml not found"),
@@ -1179,14 +1187,17 @@ def _audit_pipeline(**kwargs):
         def tune(data, seed, canary):
             return float(np.random.default_rng(seed).normal() + 2.0 * (len(data[0]) > 4))
 
+        given = dict(kwargs)
+        tune = given.pop("tune", tune)
+        score = given.pop("score", lambda release, canary: release)
         options = {
             "data": (np.zeros((4, 2)), np.zeros(4)),
             "canary": InputCanary(np.ones(2), 1),
             "games": 200,
             "delta": 1e-5,
-            **kwargs,
+            **given,
         }
-        audit_pipeline(tune, lambda release, canary: release, **options)
+        audit_pipeline(tune, score, **options)
 
     return call
 
@@ -1204,6 +1215,376 @@ PIPELINE_API = [
     api("api-pipe-out-escapes", _audit_pipeline(out_dir=".."), r"out_dir"),
 ]
 
+# --- issue 26: user code is hostile by default -----------------------------------------------
+
+USER = """import sys
+import threading
+
+import numpy as np
+
+DATA = (np.zeros((4, 2)), np.zeros(4))
+LOCKED = (np.zeros((4, 2)), np.zeros(4), threading.Lock())
+
+
+def tune(data, seed, canary):
+    return float(np.random.default_rng(seed).normal() + 2.0 * (len(data[0]) > 4))
+
+
+def score(release, canary):
+    return release
+
+
+def exit0(data, seed, canary):
+    sys.exit(0)
+
+
+def exit3(data, seed, canary):
+    sys.exit(3)
+
+
+def score_none(release, canary):
+    return None
+
+
+def score_text(release, canary):
+    return "high"
+
+
+def score_array(release, canary):
+    return np.array([release, release])
+
+
+def score_nan(release, canary):
+    return float("nan")
+
+
+def unseeded(data, seed, canary):
+    return float(np.random.default_rng().normal())
+
+
+def in_place(data, seed, canary):
+    data[0][0, 0] += 1.0
+    return float(np.random.default_rng(seed).normal())
+
+
+def global_numpy(data, seed, canary):
+    return float(np.random.normal() + 2.0 * (len(data[0]) > 4))
+"""
+UP = ("audit-pipeline", "user.py:tune", "--score", "user.py:score", "--data", "user.py:DATA")
+
+
+def user_case(id, extra, pattern, code=2, files=None, tune=None, score=None, data=None):
+    argv = list(UP)
+    for position, value in ((1, tune), (3, score), (5, data)):
+        if value is not None:
+            argv[position] = f"user.py:{value}"
+    argv += ["--canary", CANARY, "--out", "out", "--no-progress", "--quiet", "--games", "40"]
+    return Case(id, tuple(argv + list(extra)), code, pattern, {"user.py": USER, **(files or {})})
+
+
+def _mkfifo(name: str):
+    def make(world: Path) -> None:
+        (world / name).parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(world / name)
+
+    return make
+
+
+def _no_fifo() -> str:
+    return "" if hasattr(os, "mkfifo") else "no FIFOs here"
+
+
+def _no_dev_zero() -> str:
+    return "" if os.path.exists("/dev/zero") else "no /dev/zero here"
+
+
+def _after_a_run(member: str, replace: str):
+    """An audit of user.py into out/ (40 games), then its checkpoint `member` replaced by a
+    FIFO ('fifo') or a link to /dev/zero ('zero')."""
+
+    def make(world: Path) -> None:
+        (world / "user.py").write_text(USER)
+        here = os.getcwd()
+        os.chdir(world)
+        try:
+            argv = [*UP, "--canary", CANARY, "--out", "out", "--no-progress", "--quiet"]
+            assert main([*argv, "--games", "40"]) == 0
+        finally:
+            os.chdir(here)
+        path = world / "out" / "checkpoints" / member
+        path.unlink()
+        if replace == "fifo":
+            os.mkfifo(path)
+        else:
+            os.symlink("/dev/zero", path)
+
+    return make
+
+
+DUPLICATE_GAME = yaml.safe_dump({k: v for k, v in BASE.items() if k != "game"}) + (
+    "game: {kind: reduced, trials: 2000}\ngame: {kind: reduced, trials: 4000}\n"
+)
+PIPELINE_YAML_TWICE = (
+    "tune: user.py:tune\nscore: user.py:score\ndata: user.py:DATA\n"
+    f"canary: '{CANARY}'\ngames: 40\ngames: 4000\n"
+)
+
+
+def _plan_pipeline(**kwargs):
+    def call(world):
+        from auditsel import InputCanary
+        from auditsel.pipelines.pipeline_plan import plan_pipeline
+
+        plan_pipeline(
+            lambda data, seed, canary: float(seed % 7),
+            lambda release, canary: release,
+            data=None,
+            canary=InputCanary(np.ones(2), 1),
+            delta=1e-5,
+            target_eps=1.0,
+            **kwargs,
+        )
+
+    return call
+
+
+def _tune_unseeded(data, seed, canary):
+    return float(np.random.default_rng().normal())
+
+
+def _tune_in_place(data, seed, canary):
+    data[0][0, 0] += 1.0
+    return float(np.random.default_rng(seed).normal())
+
+
+def _tune_global(data, seed, canary):
+    return float(np.random.normal())  # noqa: NPY002 (the hazard under test)
+
+
+def _tune_exits(data, seed, canary):
+    raise SystemExit(0)
+
+
+USER_CODE = [
+    user_case(
+        "user-sys-exit-0",
+        [],
+        r"tune: user\.py:exit0 raised SystemExit\(0\).*your traceback: ",
+        tune="exit0",
+    ),
+    user_case("user-sys-exit-3", [], r"tune: user\.py:exit3 raised SystemExit\(3\)", tune="exit3"),
+    user_case(
+        "user-score-none", [], r"score: user\.py:score_none returned None", score="score_none"
+    ),
+    user_case(
+        "user-score-text", [], r"score: user\.py:score_text returned a str", score="score_text"
+    ),
+    user_case("user-score-array", [], r"returned an array of shape \(2,\)", score="score_array"),
+    user_case("user-score-nan", [], r"score: user\.py:score_nan returned NaN", score="score_nan"),
+    user_case(
+        "user-unseeded",
+        [],
+        r"tune: not reproducible: unseeded randomness: game \d+",
+        tune="unseeded",
+    ),
+    user_case(
+        "user-in-place",
+        [],
+        r"tune: not reproducible: in-place mutation: data changed",
+        tune="in_place",
+    ),
+    user_case(
+        "user-global-threads",
+        ["--backend", "threading", "--jobs", "2"],
+        r"tune: not reproducible: global generators under threads.*--accept-nondeterministic",
+        tune="global_numpy",
+    ),
+    user_case(
+        "user-global-accepted",
+        ["--backend", "threading", "--jobs", "2", "--accept-nondeterministic"],
+        "",
+        code=0,
+        tune="global_numpy",
+    ),
+    user_case(
+        "user-unpicklable-data",
+        [],
+        r"data: data\[2\] \(lock\) cannot be fingerprinted or pickled",
+        data="LOCKED",
+    ),
+    user_case(
+        "user-unpicklable-data-jobs2",
+        ["--jobs", "2"],
+        r"data: data\[2\] \(lock\) cannot be",
+        data="LOCKED",
+    ),
+    user_case(
+        "user-canary-x-text",
+        ["--canary", "{kind: input, x: abc, y: 1}"],
+        r"canary\.x: must be a non-empty array of finite numbers",
+    ),
+    user_case(
+        "user-canary-x-ragged",
+        ["--canary", "{kind: input, x: [[1, 2], [3]], y: 1}"],
+        r"canary\.x: must be a non-empty array",
+    ),
+    user_case(
+        "user-canary-y-text",
+        ["--canary", "{kind: input, x: [1.0, 1.0], y: abc}"],
+        r"canary\.y: must be a non-empty array",
+    ),
+    user_case(
+        "user-canary-key-twice",
+        ["--canary", "{kind: input, kind: gradient}"],
+        r"canary\.kind: written twice",
+    ),
+    user_case("user-delta-subnormal", ["--delta", "5e-324"], "", code=0),
+    user_case(
+        "user-out-name-long",
+        ["--out", "a" * 300],
+        r"--out: a folder name of 300 bytes .*at most 255",
+    ),
+    user_case(
+        "user-out-path-long",
+        ["--out", "/".join(["abcdefgh"] * 500)],
+        r"--out: the path is [\d,]+ bytes long; at most 4,095",
+    ),
+    user_case(
+        "user-out-in-use",
+        [],
+        r"--out: .*out is in use by another auditsel run",
+        files={"out": _lock_out},
+    ),
+    Case(
+        "user-yaml-fifo",
+        ("audit-pipeline", "p.yaml", "--out", "out"),
+        2,
+        r"config: p\.yaml is a FIFO \(named pipe\); pass a regular file",
+        files={"p.yaml": _mkfifo("p.yaml")},
+        skip=_no_fifo,
+    ),
+    Case(
+        "user-yaml-key-twice",
+        ("audit-pipeline", "p.yaml", "--out", "out", "--quiet"),
+        2,
+        r"games: written twice in p\.yaml \(the second at line 6\)",
+        files={"user.py": USER, "p.yaml": PIPELINE_YAML_TWICE},
+    ),
+    Case(
+        "run-yaml-fifo",
+        ("run", "c.yaml", "--out", "out"),
+        2,
+        r"config: c\.yaml is a FIFO",
+        files={"c.yaml": _mkfifo("c.yaml")},
+        skip=_no_fifo,
+    ),
+    Case(
+        "run-yaml-delta-twice",
+        RUN,
+        2,
+        r"delta: written twice in config\.yaml \(the second at line \d+\)",
+        files={"config.yaml": config() + "delta: 1.0e-3\n"},
+    ),
+    Case(
+        "run-yaml-game-twice",
+        RUN,
+        2,
+        r"game: written twice in config\.yaml",
+        files={"config.yaml": DUPLICATE_GAME},
+    ),
+    Case("run-delta-subnormal", RUN, 0, "", files={"config.yaml": config({"delta": 5e-324})}),
+    Case(
+        "run-out-name-long",
+        ("run", "config.yaml", "--out", "b" * 256),
+        2,
+        r"--out: a folder name of 256 bytes",
+        files={"config.yaml": config()},
+    ),
+    user_case(
+        "user-checkpoint-chunk-fifo",
+        [],
+        r"checkpoint .*chunk_0000000\.npz cannot be read .*is a FIFO",
+        files={"out": _after_a_run("chunk_0000000.npz", "fifo")},
+    ),
+    user_case(
+        "user-checkpoint-manifest-zero",
+        [],
+        r"checkpoint manifest .*manifest\.json is unreadable",
+        files={"out": _after_a_run("manifest.json", "zero")},
+    ),
+    user_case(
+        "user-checkpoint-pipeline-zero",
+        [],
+        r"pipeline\.json is unreadable",
+        files={"out": _after_a_run("pipeline.json", "zero")},
+    ),
+    Case("scores-stdin", ("audit-scores", "-"), 2, r"FILE: '-' \(standard input\) is not read"),
+    api(
+        "api-pipe-stream-text",
+        _audit_pipeline(stream="false"),
+        r"stream: must be true, false or 'auto', got 'false'",
+    ),
+    api(
+        "api-pipe-panel-text",
+        _audit_pipeline(panel="yes"),
+        r"panel: must be true, false or 'auto', got 'yes'",
+    ),
+    api(
+        "api-pipe-games-huge",
+        _audit_pipeline(games=10**12),
+        r"games: must be an integer in \[4, 1000000000\]",
+    ),
+    api("api-pipe-jobs-text", _audit_pipeline(jobs="2"), r"jobs: must be an integer"),
+    api(
+        "api-pipe-accept-text",
+        _audit_pipeline(accept_nondeterminism="yes"),
+        r"accept_nondeterminism: must be true or false",
+    ),
+    api(
+        "api-pipe-unpicklable",
+        _audit_pipeline(data=[1, threading.Lock()]),
+        r"data: data\[1\] \(lock\) cannot be fingerprinted",
+    ),
+    api(
+        "api-pipe-unseeded",
+        _audit_pipeline(tune=_tune_unseeded),
+        r"tune: not reproducible: unseeded randomness",
+    ),
+    api(
+        "api-pipe-in-place",
+        _audit_pipeline(tune=_tune_in_place),
+        r"tune: not reproducible: in-place mutation",
+    ),
+    api(
+        "api-pipe-global-threads",
+        _audit_pipeline(tune=_tune_global, jobs=2, backend="threading"),
+        r"global generators under threads",
+    ),
+    api("api-pipe-global-processes", _audit_pipeline(tune=_tune_global, jobs=2), "", code=0),
+    api(
+        "api-pipe-exits",
+        _audit_pipeline(tune=_tune_exits),
+        r"tune: .*_tune_exits raised SystemExit\(0\)",
+    ),
+    api(
+        "api-pipe-score-none",
+        _audit_pipeline(score=lambda release, canary: None),
+        r"score: .* returned None",
+    ),
+    api(
+        "api-plan-pilot-huge",
+        _plan_pipeline(pilot=10**12),
+        r"pilot: must be an integer in \[20, 10000000\]",
+    ),
+    api(
+        "api-plan-games-huge",
+        _plan_pipeline(games=10**13),
+        r"games: must be an integer in \[4, 1000000000000\]",
+    ),
+    api("api-run_config-jobs-0", _run_config(jobs=0), r"jobs: must be a non-zero integer"),
+    api("api-run_config-jobs-text", _run_config(jobs="2"), r"jobs: must be an integer"),
+]
+
 CASES: list[Case] = [
     *CONFIG_FIELDS,
     *DPSGD_FIELDS,
@@ -1217,6 +1598,7 @@ CASES: list[Case] = [
     *API,
     *PIPELINE_CLI,
     *PIPELINE_API,
+    *USER_CODE,
 ]
 
 

@@ -3,7 +3,8 @@ setting, as a loop over the registry, with the attack value (`accounting.attack`
 interval they bracket (`accounting.interval`).
 
     panel(base, law, delta, curve_deltas=None) -> Panel
-        .base       {"epsilon": eps_B, "mu": mu or None, "mu_gdp": ... or None}
+        .base       {"epsilon": eps_B, "mu": mu or None, "mu_gdp": ... or None; a DP-SGD
+                    base adds "accountant": eps_B is the tighter of its RDP and PLD values}
         .upper      {key: eps or None}: upper bounds on the tuning run's epsilon for ANY score
                     (generic_rdp, profile); the reduced game's keys (`exact`, `improved_rdp`,
                     `improved_rdp_gdp`) are None here for every pair: they hold only under
@@ -66,6 +67,7 @@ from auditsel.accounting.interval import (
 from auditsel.accounting.profile import base_profile
 from auditsel.accounting.registry import BOUND_KEYS, BOUNDS, MONOTONE_SCORE_KEYS
 from auditsel.events import as_pair
+from auditsel.mechanisms import DpsgdBase
 from auditsel.numerics import check_deltas
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
@@ -126,10 +128,21 @@ def _finite_or_none(x):
     return x if math.isfinite(x) else None
 
 
+BASE_ACCOUNTANTS = ("rdp", "pld")  # a DP-SGD base's eps_B: the smaller of the two
+
+
 def base_info(base, delta: float) -> dict:
-    """eps_B of one run at delta, mu (reduced game) and mu_GDP where they exist."""
+    """eps_B of one run at delta, mu (reduced game) and mu_GDP where they exist.
+
+    For a base with a choice of accountants (DpsgdBase: RDP and the pessimistic PLD, both upper
+    bounds on one run's epsilon) eps_B is the tightest of them, and `accountant` names it."""
     base = as_pair(base)
-    return {"epsilon": _finite_or_none(base.epsilon(delta)), "mu": base.mu, "mu_gdp": base.mu_gdp}
+    info = {"epsilon": _finite_or_none(base.epsilon(delta)), "mu": base.mu, "mu_gdp": base.mu_gdp}
+    if isinstance(base, DpsgdBase):
+        by = {a: float(base.epsilon(delta, accountant=a)) for a in BASE_ACCOUNTANTS}
+        best = min(by, key=by.__getitem__)
+        info.update(epsilon=_finite_or_none(by[best]), accountant=best)
+    return info
 
 
 @dataclass(frozen=True)

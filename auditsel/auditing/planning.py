@@ -9,7 +9,10 @@ trade-off curve (FP(t), FN(t)) over the thresholds the proxy can use:
 * exact, where the winner laws are known (reduced and finite games; `likelihood_ratio` proxy
   and finite games: the Neyman-Pearson tests of the exact winner laws; `sample` proxy of a
   Gaussian winner: thresholds on the released value, from the winner's cdfs);
-* estimated from `pilot` simulated games otherwise (real DP-SGD games): the empirical curve;
+* estimated from `pilot` simulated games otherwise (real DP-SGD games): the empirical curve,
+  or (`pessimistic_curve`, what the pipeline planner uses) a curve that the true one dominates
+  with probability >= a stated confidence, so that the pilot's own sampling error and its
+  luckiest threshold never make the plan promise more than the pipeline gives;
 
 and the threshold on that curve that a rule could at best find (an oracle), with the rule's
 evaluation games and level:
@@ -30,7 +33,7 @@ worse, so for them the planner is an optimistic estimate (the tests check both).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
@@ -45,6 +48,9 @@ __all__ = [
     "Curve",
     "Plan",
     "empirical_curve",
+    "PilotTests",
+    "pilot_tests",
+    "blind_rate",
     "rule_design",
     "prob_at_least",
     "expected_eps",
@@ -53,6 +59,7 @@ __all__ = [
 ]
 
 BINS = 600
+ROBUST = 2  # pilot_tests: tests chosen by their eps at the limits
 CANDIDATES = 48
 MAX_GAMES = 10**12
 
@@ -68,15 +75,21 @@ class Curve:
     def candidates(self, k: int = CANDIDATES):
         """k tests spread over the curve (log-spaced in FP and FN), both eq. 4 directions kept."""
         fp, fn = np.asarray(self.fp, float), np.asarray(self.fn, float)
-        ok = (fp < 1) & (fn < 1) & (fp + fn < 1)
-        fp, fn = fp[ok], fn[ok]
-        if len(fp) <= k:
-            return fp, fn
-        keys = np.concatenate([np.log(np.maximum(fp, 1e-300)), np.log(np.maximum(fn, 1e-300))])
-        order = np.argsort(keys)
-        pick = order[np.round(np.linspace(0, len(order) - 1, k)).astype(int)] % len(fp)
-        pick = np.unique(pick)
+        pick = _spread(fp, fn, k)
         return fp[pick], fn[pick]
+
+
+def _spread(fp: np.ndarray, fn: np.ndarray, k: int) -> np.ndarray:
+    """Indices of up to k informative tests (FP + FN < 1) spread over the curve (log-spaced in
+    FP and FN)."""
+    ok = np.flatnonzero((fp < 1) & (fn < 1) & (fp + fn < 1))
+    if len(ok) <= k:
+        return ok
+    a, b = fp[ok], fn[ok]
+    keys = np.concatenate([np.log(np.maximum(a, 1e-300)), np.log(np.maximum(b, 1e-300))])
+    order = np.argsort(keys)
+    pick = order[np.round(np.linspace(0, len(order) - 1, k)).astype(int)] % len(ok)
+    return ok[np.unique(pick)]
 
 
 def empirical_curve(scores, member, source: str, shrink: float = 0.0) -> Curve:
@@ -88,6 +101,94 @@ def empirical_curve(scores, member, source: str, shrink: float = 0.0) -> Curve:
     fp = (c.fp + shrink) / (c.n0 + 2 * shrink)
     fn = (c.fn + shrink) / (c.n1 + 2 * shrink)
     return Curve(np.concatenate([fp, 1 - fp]), np.concatenate([fn, 1 - fn]), source)
+
+
+@dataclass(frozen=True)
+class PilotTests:
+    """A few threshold tests chosen on one half of a pilot and counted on the other half: the
+    pilot's evidence about the pipeline's curve, free of the choice (`pilot_tests`)."""
+
+    fp: np.ndarray  # FP counts of the tests among the n0 coin-0 games of the second half
+    fn: np.ndarray  # FN counts among its n1 coin-1 games
+    n0: int
+    n1: int
+    source: str
+    t: np.ndarray = field(default_factory=lambda: np.zeros(0))  # each test's threshold
+    up: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # "in" iff score > t
+
+    def pessimistic(self, confidence: float) -> Curve:
+        """The tests at the one-sided Clopper-Pearson upper limits of their FP and FN rates,
+        Bonferroni-corrected over all of them: with probability >= confidence every test's true
+        rates are below them at once."""
+        if len(self.fp) == 0:
+            return Curve(np.ones(0), np.ones(0), self.source)
+        alpha = 2 * (1 - confidence) / (2 * len(self.fp))  # one-sided (1 - confidence) / limits
+        return Curve(
+            clopper_pearson_upper(self.fp, self.n0, alpha),
+            clopper_pearson_upper(self.fn, self.n1, alpha),
+            self.source,
+        )
+
+
+def pilot_tests(
+    scores, member, source: str, seed: int = 0, tests: int = 4, confidence: float = 0.8
+) -> PilotTests:
+    """Threshold tests of a pilot, chosen on a seeded half of each coin and counted on the rest.
+
+    On the first half, up to `tests` + ROBUST threshold tests (both directions) are chosen:
+    `tests` spread over its (shrunk) curve, and the ROBUST of largest eq. 4 eps at their
+    Clopper-Pearson upper limits at `confidence` (the tests that stay good at the limits the
+    plan will put on them). The second half, independent of that
+    choice, counts each test's false positives and negatives: so that the pilot's luckiest
+    threshold does not look better than it is (the winner's curse of a curve read off the same
+    games that chose it)."""
+    scores = np.asarray(scores, dtype=float)
+    member = np.asarray(member).astype(bool)
+    rng = np.random.default_rng(seed)
+    first = np.zeros(len(scores), dtype=bool)
+    for coin in (False, True):
+        where = np.flatnonzero(member == coin)
+        first[rng.permutation(where)[: len(where) // 2]] = True
+    s0, s1 = np.sort(scores[~first & ~member]), np.sort(scores[~first & member])
+    none = PilotTests(np.zeros(0, int), np.zeros(0, int), len(s0), len(s1), source)
+    if min(np.sum(first & member), np.sum(first & ~member), len(s0), len(s1)) == 0:
+        return none
+    c = SortedScores(scores[first], member[first]).counts()
+    t = np.concatenate([c.t, c.t])
+    up = np.repeat([True, False], len(c.t))  # '>' tests (score > t: in), then '<=' tests
+    fp = (np.concatenate([c.fp, c.n0 - c.fp]) + 0.5) / (c.n0 + 1)
+    fn = (np.concatenate([c.fn, c.n1 - c.fn]) + 0.5) / (c.n1 + 1)
+    pick = _spread(fp, fn, tests)
+    if len(pick) == 0:
+        return none
+    # and the tests that stay best at the limits the second half will put on them: what the
+    # plan will use (an extreme test of tiny counts looks best shrunk, and collapses there)
+    a0 = np.concatenate([c.fp, c.n0 - c.fp])
+    a1 = np.concatenate([c.fn, c.n1 - c.fn])
+    level = 2 * (1 - confidence) / (2 * (tests + ROBUST))
+    robust = epsilon_from_rates(
+        clopper_pearson_upper(a0, c.n0, level), clopper_pearson_upper(a1, c.n1, level), 0.0
+    )
+    top = np.argsort(-robust)[:ROBUST]
+    pick = np.unique(np.concatenate([pick, top]))
+    above0 = len(s0) - np.searchsorted(s0, t[pick], side="right")  # coin 0, score > t
+    above1 = len(s1) - np.searchsorted(s1, t[pick], side="right")
+    return PilotTests(
+        np.where(up[pick], above0, len(s0) - above0),
+        np.where(up[pick], len(s1) - above1, above1),
+        len(s0),
+        len(s1),
+        source,
+        t[pick],
+        up[pick],
+    )
+
+
+def blind_rate(games: int, confidence: float = 0.95) -> float:
+    """The smallest rate of an event (e.g. the games in which a leak shows) that `games` pilot
+    games see at least once with probability >= confidence: 1 - (1 - confidence)^(1/games)
+    (about 3 / games at 95%). A leak rarer than this is invisible to the pilot."""
+    return float(-math.expm1(math.log1p(-confidence) / games))
 
 
 @dataclass(frozen=True)
@@ -216,6 +317,8 @@ def curve_epsilon(curve: Curve, delta: float) -> float:
 
 def _best(curve: Curve, fn_of, points=None):
     fps, fns = curve.candidates() if points is None else points
+    if len(fps) == 0:  # no informative test (FP + FN >= 1 everywhere): eps_L = 0 surely
+        return 0.0, (1.0, 1.0), np.zeros(0)
     values = [fn_of(a, b) for a, b in zip(fps, fns)]
     i = int(np.argmax(values))
     return values[i], (float(fps[i]), float(fns[i])), np.asarray(values)
@@ -248,6 +351,8 @@ def games_needed(
     the 8 tests that were most likely at the first n that reached it."""
     delta = float(check_deltas(delta)[0])
     fps, fns = curve.candidates()
+    if len(fps) == 0:
+        return None
 
     def probs(n, pts):
         evaluated, level = rule_design(rule, n, confidence, **design)

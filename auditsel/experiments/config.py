@@ -42,6 +42,7 @@ from auditsel.errors import (
     number as _number,
 )
 from auditsel.events import LaplaceBase
+from auditsel.files import open_regular
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import RoundsLaw, law_from_dict
 from auditsel.selection import BucketScore, FarthestScore, MonotoneScore, tuning_score_from_spec
@@ -53,6 +54,7 @@ __all__ = [
     "load_config",
     "read_yaml",
     "parse_config",
+    "parse_base",
     "default_config_path",
     "load_yaml_text",
     "LIMITS",
@@ -193,6 +195,12 @@ def _parse_base(raw, delta: float):
         return FiniteOutputBase(tuple(base["p"]), tuple(base["q"]))
     except ConfigError as err:
         raise err.within("base") from None
+
+
+def parse_base(raw, delta: float):
+    """The mechanism pair of a config's `base` section (a mapping: kind gaussian, discrete,
+    dpsgd or laplace, as in a config file); a ConfigError names the field."""
+    return _parse_base(raw, delta)
 
 
 def _parse_dpsgd_base(base: Mapping, delta: float):
@@ -465,9 +473,34 @@ def load_config(path: str | Path) -> ExperimentSpec:
     return parse_config(read_yaml(path))
 
 
+class DuplicateKey(yaml.YAMLError):
+    """A mapping that names one key twice (YAML would silently keep the last)."""
+
+    def __init__(self, key: str, line: int):
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
 class _SafeLoader(yaml.SafeLoader):
     """yaml.SafeLoader that also reads `1e-5` as a float: YAML 1.1 (PyYAML) wants a dot
-    (`1.0e-5`) and would otherwise hand `delta: 1e-5` over as the string '1e-5'."""
+    (`1.0e-5`) and would otherwise hand `delta: 1e-5` over as the string '1e-5'; and refuses a
+    key written twice in one mapping (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: set = set()
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                    continue
+                key = self.construct_object(key_node, deep=False)
+                try:
+                    duplicate = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: construct_mapping names it
+                    continue
+                if duplicate:
+                    raise DuplicateKey(str(key), key_node.start_mark.line + 1)
+        return super().construct_mapping(node, deep=deep)
 
 
 _SafeLoader.add_implicit_resolver(
@@ -483,7 +516,7 @@ def read_yaml(path: str | Path):
     the end)."""
     path = Path(path)
     try:
-        with path.open("rb") as handle:
+        with open_regular(path, "config") as handle:  # a FIFO or device: refused, not read
             data = handle.read(MAX_CONFIG_BYTES + 1)
         if len(data) > MAX_CONFIG_BYTES:
             raise ConfigError(
@@ -522,6 +555,11 @@ def load_yaml_text(text: str, field: str = "config", source: str = "the YAML tex
     except RecursionError:  # e.g. 5000 nested brackets: a bad file, not an internal error
         raise ConfigError(
             field, f"{source} is nested too deeply; see configs/quickstart.yaml for the format"
+        ) from None
+    except DuplicateKey as err:
+        raise ConfigError(
+            err.key,
+            f"written twice in {source} (the second at line {err.line}); keep one",
         ) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)

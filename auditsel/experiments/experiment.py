@@ -31,6 +31,7 @@ from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
+from auditsel.errors import jobs as check_jobs
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
 from auditsel.experiments.heuristics import honesty_fields, valid_lower
 from auditsel.experiments.report import write_outputs
@@ -564,6 +565,7 @@ def run_config(
     `FarthestScore`, `BucketScore`; the adversary then reads its statistic, proxy `score`).
     Bad input is a ConfigError, also for an `out_dir` that escapes (the working folder or one
     of its parents) or is in use by another run (`auditsel.files.claim_folder`)."""
+    jobs = check_jobs(jobs)  # as the CLI's --jobs: jobs=0 or "2" is a ConfigError
     if isinstance(config, ExperimentSpec):
         spec = config
     elif isinstance(config, (str, Path)):

@@ -561,8 +561,19 @@ def write_outputs(
         for name in names:
             os.replace(staging / name, out_dir / name)
         return [out_dir / n for n in names]
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        # a full disk inside matplotlib or a write: name the file that was being written
+        raise OSError(err.errno, err.strerror, str(out_dir / _newest(staging))) from err
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _newest(folder: Path) -> str:
+    """The name of the file written last in `folder` ('' when there is none)."""
+    files = [p for p in folder.iterdir() if p.is_file()]
+    return max(files, key=lambda p: p.stat().st_mtime_ns).name if files else ""
 
 
 def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt, labels) -> str:

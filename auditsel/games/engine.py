@@ -40,7 +40,13 @@ import numpy as np
 from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
 from auditsel.errors import ConfigError
-from auditsel.files import atomic_write_bytes, folder_lock, temporary_beside
+from auditsel.files import (
+    atomic_write_bytes,
+    folder_lock,
+    open_regular,
+    read_regular,
+    temporary_beside,
+)
 from auditsel.games.fingerprint import code_identity, describe_change
 from auditsel.games.worker_pool import fork_available, forked_chunks, game_threads
 from auditsel.roles import GameProtocol, Proxy
@@ -56,6 +62,7 @@ __all__ = [
 
 DEFAULT_CHUNK_SIZE = 1 << 18  # 262,144 trials: ~2.4 MB of scores and coins per chunk
 MANIFEST = "manifest.json"
+MAX_MANIFEST_BYTES = 1 << 20  # a manifest is read at most this far (never /dev/zero to its end)
 PAUSE_ENV = "AUDITSEL_PAUSE_AFTER_CHUNKS"
 
 
@@ -189,8 +196,8 @@ class Checkpoints:
         }
         if not manifest.exists():
             _create_exclusive(manifest, json.dumps(expected, sort_keys=True).encode())
-        try:
-            found = json.loads(manifest.read_text())
+        try:  # bounded, and never a FIFO or a device (a ConfigError is a ValueError)
+            found = json.loads(read_regular(manifest, "checkpoints", MAX_MANIFEST_BYTES))
             if not isinstance(found, dict):
                 raise ValueError("not a JSON object")
         except (OSError, ValueError) as err:
@@ -223,7 +230,13 @@ class Checkpoints:
         if not path.exists():
             return None
         try:
-            with np.load(path, allow_pickle=False) as data:
+            handle = open_regular(path, "checkpoints")  # a FIFO named chunk_*.npz: refused
+        except (OSError, ConfigError) as err:
+            raise CheckpointError(
+                f"checkpoint {path} cannot be read ({err}); delete it to recompute that chunk"
+            ) from None
+        try:
+            with handle, np.load(handle, allow_pickle=False) as data:
                 scores, member = data["scores"], data["member"]
                 fingerprint = str(data["fingerprint"])
                 stored_index = int(data["index"])

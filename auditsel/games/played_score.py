@@ -19,6 +19,7 @@ from typing import Literal
 from auditsel.accounting.attack import attack
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import GaussianBase
+from auditsel.numerics import check_deltas
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import (
     BucketScore,
@@ -38,6 +39,7 @@ def resolve_score(
 ) -> TuningScore:
     """The score to play (see the module docstring); a ConfigError naming game.score when the
     attack finds none for this setting."""
+    delta = float(check_deltas(delta, "delta")[0])
     if choice is None or choice == "monotone":
         return MonotoneScore()
     if choice != "worst":

@@ -11,4 +11,11 @@
 * `load`: MODULE:NAME references and pipeline YAML files (the CLI's `audit-pipeline`).
 * `protocol`: `audit_protocol(release, score, ...)`, a per-game release function audited with
   the game engine and the lower bounds of `auditsel.auditing`.
+* `user_code`: the boundary around your code (your exceptions, SystemExit included, are exit
+  2 with your traceback), your files imported by path under names of their own, and the
+  source files your code runs from (the checkpoints' fingerprint).
+* `content_digest`: fingerprints of data and canaries by content (arrays, tensors, datasets,
+  nested containers), stable across processes.
+* `replay_check`: reproducibility checked before the games (unseeded randomness, in-place
+  mutation, global generators under threads, thread races), refused unless accepted.
 """

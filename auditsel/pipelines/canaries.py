@@ -15,7 +15,9 @@ both worlds and runs unchanged outside an audit.
   privacy.
 * `GradientCanary(coordinate=i)`: a Dirac gradient of norm C (the clipping norm) on coordinate
   i of the flattened parameters, in the order of the optimizer's parameters (`model.parameters()`
-  when the optimizer was built from it): the worst-case canary of [NHSBTJCT23] and [XWW24]
+  when the optimizer was built from it), or addressed by name, `GradientCanary(parameter=
+  "fc1.weight", index=(3, 0))` (`attach(optimizer, model=model)`, `step(..., names=...)`: the
+  names of `model.named_parameters()`): the worst-case canary of [NHSBTJCT23] and [XWW24]
   Sec. 5. It enters the clipped sum of a DP-SGD step before the noise, on the steps where
   Poisson sampling takes it (probability = the step's sample rate), exactly as a real example
   whose clipped gradient is C e_i would:
@@ -46,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from auditsel.errors import ConfigError, integer, number
+from auditsel.errors import ConfigError, integer, number, shown
 
 __all__ = ["Canary", "InputCanary", "GradientCanary", "default_score", "flat_parameters"]
 
@@ -74,12 +76,19 @@ class Canary:
         is in."""
         return data
 
-    def attach(self, optimizer: Any, *, sample_rate: float | None = None) -> Any:
+    def attach(self, optimizer: Any, *, sample_rate: float | None = None, model: Any = None) -> Any:
         """Inject the canary into an Opacus DPOptimizer (a no-op for canaries that do not act
         on gradients); returns the optimizer."""
         return optimizer
 
-    def step(self, grads: Sequence[Any], *, sample_rate: float, max_grad_norm: Any) -> bool:
+    def step(
+        self,
+        grads: Sequence[Any],
+        *,
+        sample_rate: float,
+        max_grad_norm: Any,
+        names: Sequence[str] | None = None,
+    ) -> bool:
         """One step of a hand-written DP-SGD loop (a no-op for canaries that do not act on
         gradients); returns whether the canary's gradient was added."""
         return False
@@ -166,9 +175,17 @@ class InputCanary(Canary):
     copies: int = 1
 
     def __post_init__(self):
-        x = _to_numpy(self.x)
-        if x.size == 0 or not np.all(np.isfinite(x)):
-            raise ConfigError("x", "must be a non-empty array of finite numbers")
+        for name in ("x", "y"):
+            try:  # a string, a ragged list, None: refused by name, not as an internal error
+                value = _to_numpy(getattr(self, name))
+            except (TypeError, ValueError):
+                value = None
+            if value is None or value.size == 0 or not np.all(np.isfinite(value)):
+                raise ConfigError(
+                    name,
+                    f"must be a non-empty array of finite numbers (a rectangular list), got "
+                    f"{shown(getattr(self, name))}",
+                )
         object.__setattr__(self, "copies", integer(self.copies, "copies", 1))
 
     def prepare(self, data: Any) -> Any:
@@ -208,11 +225,11 @@ class InputCanary(Canary):
 def _forward(model: Any, x: Any):
     """model(x[None]) without gradients, x converted to the model's tensor type and dtype."""
     parameters = getattr(model, "parameters", None)
-    if callable(parameters):  # a torch module
+    first = next(iter(parameters()), None) if callable(parameters) else None
+    if callable(parameters) and (first is None or hasattr(first, "detach")):  # a torch module
         # deferred: torch is an optional extra (the dpsgd extra, 1.9 s)
         import torch
 
-        first = next(iter(parameters()), None)
         dtype = first.dtype if first is not None else torch.get_default_dtype()
         batch = torch.as_tensor(_to_numpy(x), dtype=dtype).unsqueeze(0)
         with torch.no_grad():
@@ -275,6 +292,14 @@ def _append(data: Any, x: Any, y: Any, kind: str, copies: int = 1) -> Any:
 
 def _rows(value: Any, shape: tuple, copies: int) -> Any:
     """`copies` rows of `value` (a numpy array or torch tensor) reshaped to `shape`."""
+    size = math.prod(shape)
+    if math.prod(tuple(value.shape)) != size:  # the canary does not fit the data's rows
+        what = "x" if shape else "y"
+        raise ConfigError(
+            f"canary.{what}",
+            f"has {math.prod(tuple(value.shape))} values but a row of the data has shape "
+            f"{tuple(shape)} ({size} values); give the canary the data's row shape",
+        )
     row = value.reshape(1, *shape)
     return (
         np.repeat(row, copies, axis=0)
@@ -285,25 +310,77 @@ def _rows(value: Any, shape: tuple, copies: int) -> Any:
 
 @dataclass(frozen=True, eq=False)
 class GradientCanary(Canary):
-    """A Dirac gradient of norm C on one coordinate of the flattened parameters."""
+    """A Dirac gradient of norm C on one coordinate of the parameters: `coordinate=i` of the
+    flattened parameters, or `parameter="fc1.weight", index=(3, 0)` by name (a name of
+    `model.named_parameters()`; Opacus's `_module.` prefix is ignored)."""
 
-    coordinate: int
+    coordinate: int | None = None
     norm: float | None = None  # None: the clipping norm C of the step
     initial: float = 0.0  # the coordinate's initial value, for the default score
+    parameter: str | None = None
+    index: Any = None  # an int or a tuple of ints inside `parameter`
 
     def __post_init__(self):
-        object.__setattr__(self, "coordinate", integer(self.coordinate, "coordinate", 0))
+        if (self.coordinate is None) == (self.parameter is None):
+            raise ConfigError(
+                "coordinate",
+                "give coordinate=i (of the flattened parameters) or parameter='name' with "
+                "index=(...) (one of the two)",
+            )
+        if self.coordinate is not None:
+            object.__setattr__(self, "coordinate", integer(self.coordinate, "coordinate", 0))
+            if self.index is not None:
+                raise ConfigError("index", "goes with parameter='name', not with coordinate")
+        else:
+            if not isinstance(self.parameter, str) or not self.parameter:
+                raise ConfigError("parameter", "must be a parameter's name, e.g. 'fc1.weight'")
+            index = self.index if isinstance(self.index, (tuple, list)) else (self.index,)
+            if self.index is None or not all(isinstance(i, (int, np.integer)) for i in index):
+                raise ConfigError("index", "must be an int or a tuple of ints, e.g. (3, 0)")
+            object.__setattr__(self, "index", tuple(int(i) for i in index))
         if self.norm is not None:
             object.__setattr__(self, "norm", number(self.norm, "norm", 0, math.inf, lo_open=True))
         object.__setattr__(self, "initial", number(self.initial, "initial"))
 
-    def step(self, grads: Sequence[Any], *, sample_rate: float, max_grad_norm: Any) -> bool:
+    def _where(self, shapes: Sequence[tuple], names: Sequence[str] | None) -> tuple[int, tuple]:
+        """(parameter index, index tuple inside it) of the canary's coordinate."""
+        if self.coordinate is not None:
+            return _locate(shapes, self.coordinate)
+        if names is None:
+            raise ConfigError(
+                "parameter",
+                f"GradientCanary(parameter={self.parameter!r}) needs the parameters' names: "
+                f"attach(optimizer, model=model), or step(grads, ..., names=[n for n, _ in "
+                f"model.named_parameters()])",
+            )
+        plain = [n.removeprefix("_module.") for n in names]
+        if self.parameter not in plain:
+            raise ConfigError(
+                "parameter", f"no parameter {self.parameter!r}; the names are {', '.join(plain)}"
+            )
+        i = plain.index(self.parameter)
+        shape = tuple(shapes[i])
+        if len(self.index) != len(shape) or not all(0 <= j < d for j, d in zip(self.index, shape)):
+            raise ConfigError(
+                "index", f"must index {self.parameter} of shape {shape}, got {self.index}"
+            )
+        return i, self.index
+
+    def step(
+        self,
+        grads: Sequence[Any],
+        *,
+        sample_rate: float,
+        max_grad_norm: Any,
+        names: Sequence[str] | None = None,
+    ) -> bool:
         """Add the canary's clipped gradient to the summed clipped gradients `grads` (one tensor
         or array per parameter, in parameter order; changed in place) with probability
         `sample_rate`, when the canary is in. Call it after clipping and summing the batch's
-        gradients and before adding the noise."""
+        gradients and before adding the noise. `names`: the parameters' names, in the same
+        order (needed when the canary is addressed by `parameter`)."""
         rate = number(sample_rate, "sample_rate", 0, 1, lo_open=True)
-        index, where = _locate([_shape(g) for g in grads], self.coordinate)
+        index, where = self._where([_shape(g) for g in grads], names)
         norm = self._norm(max_grad_norm, index)
         if not self._member or self._rng is None:
             return False
@@ -319,11 +396,12 @@ class GradientCanary(Canary):
             max_grad_norm = max_grad_norm[index]
         return number(max_grad_norm, "max_grad_norm", 0, math.inf, lo_open=True)
 
-    def attach(self, optimizer: Any, *, sample_rate: float | None = None) -> Any:
+    def attach(self, optimizer: Any, *, sample_rate: float | None = None, model: Any = None) -> Any:
         """Inject the canary into an Opacus `DPOptimizer`: on every noised step, before the
         noise, it is added to the clipped sum with probability equal to the step's sample rate
         (by default the rate that the privacy engine's accountant charges for this optimizer).
-        Out of the game the optimizer is left untouched."""
+        `model` (whose parameters the optimizer holds, in order) names the parameters, for a
+        canary addressed by `parameter`. Out of the game the optimizer is left untouched."""
         for attribute in ("add_noise", "params", "max_grad_norm"):
             if not hasattr(optimizer, attribute):
                 raise ConfigError(
@@ -334,7 +412,8 @@ class GradientCanary(Canary):
                 )
         rate = _sample_rate(optimizer) if sample_rate is None else sample_rate
         rate = number(rate, "sample_rate", 0, 1, lo_open=True)
-        _locate([_shape(p) for p in optimizer.params], self.coordinate)
+        names = None if model is None else [n for n, _ in model.named_parameters()]
+        self._where([_shape(p) for p in optimizer.params], names)
         if not self._member:
             return optimizer
         noise = optimizer.add_noise  # the bound method of the optimizer's class
@@ -345,6 +424,7 @@ class GradientCanary(Canary):
                 grads,
                 sample_rate=min(rate * optimizer.accumulated_iterations, 1.0),
                 max_grad_norm=optimizer.max_grad_norm,
+                names=names,
             )
             return noise()
 
@@ -361,16 +441,28 @@ class GradientCanary(Canary):
 
     def _coordinate_of(self, parameters: Any) -> float:
         found = _parameter_list(parameters)
-        index, where = _locate([_to_numpy(p).shape for p in found], self.coordinate)
+        index, where = self._where([_to_numpy(p).shape for p in found], _names(parameters))
         return float(_to_numpy(found[index])[where])
 
     def describe(self) -> dict:
-        return {
-            "kind": "gradient",
-            "coordinate": self.coordinate,
-            "norm": self.norm,
-            "initial": self.initial,
-        }
+        where = (
+            {"coordinate": self.coordinate}
+            if self.coordinate is not None
+            else {"parameter": self.parameter, "index": list(self.index)}
+        )
+        return {"kind": "gradient", **where, "norm": self.norm, "initial": self.initial}
+
+
+def _names(release: Any) -> list[str] | None:
+    """The parameters' names of a release (a torch module's `named_parameters()`, a state
+    dict's keys), in `_parameter_list` order; None when it has none."""
+    model = _model_of(release)
+    named = getattr(model, "named_parameters", None)
+    if callable(named):
+        return [n for n, _ in named()]
+    if isinstance(model, Mapping):
+        return [str(k) for k in model]
+    return None
 
 
 def _sample_rate(optimizer: Any) -> float:

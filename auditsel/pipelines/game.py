@@ -4,15 +4,23 @@ Contract. Game g of an audit with seed `seed` draws everything from its own stre
 rng_g = Generator(SeedSequence(seed, spawn_key=(g,))): first its coin b (member = 1: the canary
 is in), then the canary's own draws. `tune` gets the seed s_g = game_seed(seed, g), distinct
 for every game of an audit (< 2^32, so that any library accepts it), and the global generators
-of Python, NumPy and torch (when loaded) are seeded with s_g first. One game is
+of Python, NumPy and torch are seeded with s_g first: torch when it is loaded, and, when `tune`
+imports it during the game (a lazy import), as soon as the import finishes (an import hook),
+so that no game draws from an unseeded torch. Under threads the global generators are shared
+by the games that run at once: `auditsel.pipelines.replay_check` refuses a `tune` that draws
+from them there. One game is
 
     release = tune(canary.prepare(data), s_g, canary.for_game(b, rng_g))
     score_g = score(release, canary)        # the unbound canary: the attack never sees b
 
 `PipelineGame.play(seed, index, size)` plays the games index * chunk_size, ... of one chunk of
 the game engine (`auditsel.games.engine`) and returns their scores, CPU seconds and coins.
-An exception raised by `tune` or `score` becomes a `PipelineError` (a ConfigError) naming the
-function, the line where it raised, the game, its seed and its coin.
+Anything raised by `tune` or `score` (any exception, SystemExit and argparse's exit included;
+only KeyboardInterrupt passes) becomes a `PipelineError` (a ConfigError) naming the function,
+the exception, the line where it raised, the game, its seed and its coin, and carrying the
+user's traceback (`user_traceback`, which survives pickling from a worker). A score must be a
+real number: a bool, an int, a float, or a NumPy/torch scalar (an array of one element); None,
+a string, a longer array and NaN are refused by name (+-inf allowed).
 
 This module is what a worker process imports to play: numpy, the canaries and the thread
 limits (`auditsel.games.worker_pool`) only.
@@ -20,6 +28,9 @@ limits (`auditsel.games.worker_pool`) only.
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import math
 import random
 import sys
@@ -43,22 +54,84 @@ __all__ = [
     "PipelineError",
     "PipelineGame",
     "function_name",
+    "describe_exception",
     "game_seed",
+    "field_columns",
+    "is_real_score",
     "score_label",
+    "seed_globals",
+    "user_traceback",
 ]
 
 CHUNK_SIZE = 32  # games per checkpoint file and per task sent to a worker
+#: module name -> file of the user's files imported by path (auditsel.pipelines.user_code),
+#: under names a worker process cannot import by itself: a PipelineGame sent to a worker
+#: carries them, and unpickling imports them there before the functions that live in them
+USER_MODULES: dict[str, str] = {}
+
+
+def import_by_path(name: str, path: str) -> Any:
+    """Import the file `path` as the module `name` (once per process)."""
+    USER_MODULES[name] = path
+    if name in sys.modules:
+        return sys.modules[name]
+    folder = str(Path(path).parent)
+    if folder not in sys.path:
+        sys.path.append(folder)  # last: a json.py there never shadows the standard library
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _import_files(pairs: tuple) -> None:
+    for name, path in pairs:
+        import_by_path(name, path)
+
+
+class _ImportFiles:
+    """Unpickled before the game's functions: imports the user's files in the worker."""
+
+    def __init__(self, pairs: tuple):
+        self.pairs = pairs
+
+    def __reduce__(self):
+        return (_import_files, (self.pairs,))
+
+
+def _rebuild_game(_imported: Any, *fields: Any) -> PipelineGame:
+    return PipelineGame(*fields)
 
 
 class PipelineError(ConfigError):
     """An exception raised by the user's `tune` or `score` (or a score that is not a number):
-    the user's error, not auditsel's; the message names the function, the line and the game."""
+    the user's error, not auditsel's; the message names the function, the line and the game,
+    and `user_traceback` holds the traceback of the user's exception ('' when there is none)."""
+
+    def __init__(self, field: str, message: str, user_traceback: str = ""):
+        super().__init__(field, message)
+        self.user_traceback = user_traceback
+
+    def __reduce__(self):  # the traceback travels back from a worker process too
+        return (type(self), (self.field, self.message, self.user_traceback))
 
 
 def function_name(fn: Any) -> str:
-    """module.qualname of a function (or of a callable object's class)."""
+    """module.qualname of a function (or of a callable object's class); FILE.py:qualname for
+    one of a file imported by path (as the user named it)."""
     target = fn if hasattr(fn, "__qualname__") else type(fn)
-    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(fn))}"
+    module = getattr(target, "__module__", "?")
+    name = getattr(target, "__qualname__", repr(fn))
+    if module in USER_MODULES:
+        return f"{Path(USER_MODULES[module]).name}:{name}"
+    return f"{module}.{name}"
 
 
 def score_label(score: Callable | None, canary: Canary) -> str:
@@ -72,15 +145,69 @@ def game_seed(seed: int, game: int) -> int:
     return (start + game) % 2**32
 
 
-def _seed_globals(seed: int) -> None:
+_GAME_SEED = [0]  # the seed of the game this process plays now (for the import hook)
+
+
+def _seed_torch(torch: Any, seed: int) -> None:
+    # the CPU generator directly: torch.manual_seed also visits every device type (0.3 ms)
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
+
+
+class _SeedTorchOnImport(importlib.abc.MetaPathFinder):
+    """Seeds torch's generators with the current game's seed as soon as `import torch` ends
+    (a `tune` that imports torch lazily draws from seeded generators in its first game too)."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "torch" or "torch" in sys.modules:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return None
+        run = loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _seed_torch(module, _GAME_SEED[0])
+
+        loader.exec_module = exec_module
+        return spec
+
+
+_TORCH_HOOK = _SeedTorchOnImport()
+
+
+def seed_globals(seed: int) -> None:
+    """Seed the global generators of Python, NumPy and torch (loaded now, or when it is)."""
+    _GAME_SEED[0] = seed
     random.seed(seed)
     np.random.seed(seed)  # noqa: NPY002 (the legacy global generator user code may draw from)
-    torch = sys.modules.get("torch")  # seeded only when the pipeline has loaded it
+    torch = sys.modules.get("torch")
     if torch is not None:
-        # the CPU generator directly: torch.manual_seed also visits every device type (0.3 ms)
-        torch.default_generator.manual_seed(seed)
-        if torch.cuda.is_initialized():
-            torch.cuda.manual_seed_all(seed)
+        _seed_torch(torch, seed)
+    elif _TORCH_HOOK not in sys.meta_path:
+        sys.meta_path.insert(0, _TORCH_HOOK)
+
+
+def is_real_score(value: Any) -> str:
+    """'' when `value` is a real number a score may be (see the module docstring), else what
+    it is instead ('None', 'a str', 'an array of shape (3,)')."""
+    if isinstance(value, (bool, int, float, np.integer, np.floating, np.bool_)):
+        return ""
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "dtype"):
+        size = int(np.prod(tuple(shape))) if len(shape) else 1
+        kind = str(value.dtype)
+        if size != 1:
+            return f"an array of shape {tuple(shape)}"
+        if "complex" in kind or not any(t in kind for t in ("float", "int", "bool")):
+            return f"an array of dtype {kind}"
+        return ""
+    if value is None:
+        return "None"
+    return f"a {type(value).__name__}"
 
 
 def _where(err: BaseException) -> str:
@@ -102,13 +229,29 @@ def _where(err: BaseException) -> str:
     return f"{Path(frame.filename).name}:{frame.lineno} in {frame.name}"
 
 
-def _user_error(role: str, fn: Any, game: int, seed: int, member: int, err: BaseException):
+def describe_exception(err: BaseException) -> str:
+    """The exception as one short line: `SystemExit(3)` says it exited, with its code."""
+    if isinstance(err, SystemExit):
+        return (
+            f"SystemExit({err.code!r}) (it called sys.exit or exit(), e.g. through argparse "
+            f"parsing auditsel's command line: a function to audit must return, not exit)"
+        )
     text = " ".join(str(err).split())
     text = text if len(text) <= 300 else text[:297] + "..."
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def user_traceback(err: BaseException) -> str:
+    """The traceback of an exception raised in the user's code, as text."""
+    return "".join(traceback.format_exception(type(err), err, err.__traceback__))
+
+
+def _user_error(role: str, fn: Any, game: int, seed: int, member: int, err: BaseException):
     return PipelineError(
         role,
-        f"{function_name(fn)} raised {type(err).__name__} at {_where(err)} in game {game} "
-        f"(seed {seed}, canary {'in' if member else 'out'}): {text}",
+        f"{function_name(fn)} raised {describe_exception(err)} at {_where(err)} in game "
+        f"{game} (seed {seed}, canary {'in' if member else 'out'})",
+        user_traceback(err),
     )
 
 
@@ -138,36 +281,78 @@ class PipelineGame:
     data: Any
     canary: Canary
     chunk_size: int = CHUNK_SIZE
+    fields: tuple[str, ...] = ()  # score() returns one number per field (release_scores)
     parallel_prefer = None  # joblib's default: loky processes (user code holds the GIL)
     fork_workers = True  # default backend on Linux: warm workers (auditsel.games.worker_pool)
 
-    def play_one(self, seed: int, game: int) -> tuple[int, float, float]:
-        """(coin, score, CPU seconds) of one game."""
+    @property
+    def columns(self) -> int:
+        """Columns of a chunk's scores: the (first) score, the CPU seconds, the other fields."""
+        return 2 + max(len(self.fields) - 1, 0)
+
+    def __reduce__(self):  # to a worker: the user's files are imported there first
+        fields = (self.tune, self.score, self.data, self.canary, self.chunk_size, self.fields)
+        return (_rebuild_game, (_ImportFiles(tuple(USER_MODULES.items())), *fields))
+
+    def play_one(self, seed: int, game: int) -> tuple[int, Any, float]:
+        """(coin, score, CPU seconds) of one game (the score: an array, one entry per field,
+        when the game scores fields)."""
+        start = time.process_time()
+        member, release, value = self.release_and_score(seed, game)
+        del release
+        cpu = time.process_time() - start
+        LOCAL_CPU.add(cpu)
+        return member, value, cpu
+
+    def release_and_score(self, seed: int, game: int) -> tuple[int, Any, Any]:
+        """The coin, the release and the score of game `game` (what `play_one` plays; the
+        replay check compares releases and scores)."""
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(game,)))
         member = int(rng.integers(0, 2))
         user_seed = game_seed(seed, game)
         bound = self.canary.for_game(member == 1, rng)
         data = bound.prepare(self.data)
-        _seed_globals(user_seed)
-        start = time.process_time()
+        seed_globals(user_seed)
         try:
             release = self.tune(data, user_seed, bound)
-        except Exception as err:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:  # SystemExit too: the user's, never auditsel's exit
             raise _user_error("tune", self.tune, game, user_seed, member, err) from None
+        return member, release, self._score(release, game, user_seed, member)
+
+    def _score(self, release: Any, game: int, user_seed: int, member: int) -> Any:
         try:
-            value = float(self.score(release, self.canary))
-        except Exception as err:
+            raw = self.score(release, self.canary)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:
             raise _user_error("score", self.score, game, user_seed, member, err) from None
-        del release
+        if self.fields:  # one number per released field (release_scores.FieldScores)
+            array = np.asarray(raw, dtype=np.float64)
+            if np.any(np.isnan(array)):
+                bad = self.fields[int(np.flatnonzero(np.isnan(array))[0])]
+                raise PipelineError(
+                    "score",
+                    f"the released field {bad!r} is NaN in game {game} (seed {user_seed}); "
+                    f"a field scored by default must be a number (or pass your own score)",
+                )
+            return array
+        what = is_real_score(raw)
+        if what:
+            raise PipelineError(
+                "score",
+                f"{function_name(self.score)} returned {what} in game {game} (seed "
+                f"{user_seed}); a score must be one real number (+-inf allowed)",
+            )
+        value = float(raw.item() if hasattr(raw, "item") else raw)  # an array of one number
         if math.isnan(value):
             raise PipelineError(
                 "score",
                 f"{function_name(self.score)} returned NaN in game {game} (seed {user_seed}); "
                 f"a score must be a number (+-inf allowed)",
             )
-        cpu = time.process_time() - start
-        LOCAL_CPU.add(cpu)
-        return member, value, cpu
+        return value
 
     def release(self, member: np.ndarray, rng: np.random.Generator, /) -> Any:
         """Not used: the engine calls `play`, so that each game draws its own coin."""
@@ -176,10 +361,20 @@ class PipelineGame:
     def play(self, seed: int, index: int, size: int) -> tuple[np.ndarray, np.ndarray]:
         """Games index * chunk_size, ... of one chunk: scores (size, 2): the score and the CPU
         seconds of each game, and the coins."""
-        out = np.empty((size, 2), dtype=np.float64)
+        out = np.empty((size, self.columns), dtype=np.float64)
         member = np.empty(size, dtype=np.int8)
         start = index * self.chunk_size
         in_game_thread()  # this thread's OpenMP and torch threads within the audit's limit
         for j in range(size):
-            member[j], out[j, 0], out[j, 1] = self.play_one(seed, start + j)
+            member[j], value, out[j, 1] = self.play_one(seed, start + j)
+            if self.fields:
+                out[j, 0], out[j, 2:] = value[0], value[1:]
+            else:
+                out[j, 0] = value
         return out, member
+
+
+def field_columns(scores: np.ndarray) -> np.ndarray:
+    """The field scores of a chunk table (games, columns): column 0, then columns 2.. (column
+    1 holds the CPU seconds)."""
+    return np.concatenate([scores[:, :1], scores[:, 2:]], axis=1)

@@ -2,33 +2,36 @@
 
 Contract. A reference `MODULE:NAME` names an attribute of a module: `MODULE` is a dotted module
 name importable from the current directory (`mypkg.tuning`) or the path of a Python file
-(`pipelines/tuning.py`, imported under its file name, its folder put on sys.path so that worker
-processes can import it too). For `data` and `canary`, an attribute that is a function is
+(`pipelines/tuning.py`, imported by path under a module name of its own,
+`auditsel.pipelines.user_code.import_file`: two files with one stem, or a file named like a
+standard module, never clash). For `data` and `canary`, an attribute that is a function is
 called with no arguments when it takes none (a data loader, a canary factory). A canary may also be written as a
 YAML mapping: `{kind: gradient, coordinate: 30}` or `{kind: input, x: [...], y: 1}`.
 
 A pipeline YAML file (read with safe_load) has the keys of `PIPELINE_KEYS`; `tune` is
 required, unknown keys are errors, and command-line options override the file. Importing the
-user's module, or calling their data or canary function, may raise: that is the user's error
-(`PipelineError`, exit 2), named with the reference.
+user's module, or calling their data or canary function, may raise (anything, SystemExit
+included): that is the user's error (`PipelineError`, exit 2), named with the reference and
+carrying the user's traceback. Duplicate keys in a pipeline YAML or a canary mapping are
+refused, naming the key.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from auditsel.errors import ConfigError, mapping
-from auditsel.experiments.config import read_yaml
+from auditsel.experiments.config import load_yaml_text, read_yaml
 from auditsel.pipelines.canaries import Canary, GradientCanary, InputCanary
 from auditsel.pipelines.pipeline import Pipeline, PipelineError
+from auditsel.pipelines.user_code import call_user, import_file
 
 __all__ = ["PIPELINE_KEYS", "PipelineSpec", "load_object", "load_pipeline", "is_reference"]
 
@@ -64,27 +67,19 @@ def is_reference(text: str) -> bool:
 
 def _import(module: str, field_name: str):
     if module.endswith(".py") or "/" in module or "\\" in module:
-        path = Path(module).resolve()
-        if not path.is_file():
-            raise ConfigError(field_name, f"no such file: {module}")
-        folder = str(path.parent)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        module = path.stem
-    elif "" not in sys.path and str(Path.cwd()) not in sys.path:
+        return import_file(module, field_name)  # a unique name: no clash of stems or stdlib
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # as `python -m` does: the current directory
     try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as err:
-        if err.name and module.startswith(err.name):
-            raise ConfigError(field_name, f"cannot import module {module!r} ({err})") from None
-        raise PipelineError(
-            field_name, f"importing {module!r} failed: {type(err).__name__}: {err}"
-        ) from None
-    except Exception as err:  # the user's module raised while importing
-        raise PipelineError(
-            field_name, f"importing {module!r} failed: {type(err).__name__}: {err}"
-        ) from None
+        return call_user(field_name, f"importing {module!r}", importlib.import_module, module)
+    except PipelineError as err:
+        cause = err.user_traceback.rstrip().rsplit("\n", 1)[-1]
+        missing = re.match(r"ModuleNotFoundError: No module named '([^']+)'", cause)
+        if missing and module.startswith(missing.group(1)):
+            raise ConfigError(
+                field_name, f"cannot import module {module!r} ({cause.split(': ', 1)[1]})"
+            ) from None
+        raise
 
 
 def _takes_no_arguments(fn: Any) -> bool:
@@ -106,12 +101,7 @@ def load_object(reference: str, field_name: str, call: bool = False) -> Any:
         raise ConfigError(field_name, f"module {module_name!r} has no attribute {name!r}")
     value = getattr(module, name)
     if call and inspect.isfunction(value) and _takes_no_arguments(value):
-        try:
-            value = value()
-        except Exception as err:
-            raise PipelineError(
-                field_name, f"{reference}() raised {type(err).__name__}: {err}"
-            ) from None
+        value = call_user(field_name, f"{reference}()", value)
     return value
 
 
@@ -119,8 +109,10 @@ def load_canary(value: Any, field_name: str = "canary") -> Canary:
     """A canary from MODULE:NAME or a mapping {kind: gradient | input, ...}."""
     if isinstance(value, str) and not is_reference(value):
         try:
-            value = yaml.safe_load(value)
-        except yaml.YAMLError:
+            value = load_yaml_text(value, field_name, f"the {field_name} mapping")
+        except ConfigError as err:
+            if "written twice" in err.message:
+                raise err.within(field_name) from None
             raise ConfigError(
                 field_name, f"must be MODULE:NAME or a YAML mapping, got {value!r}"
             ) from None
@@ -134,6 +126,10 @@ def load_canary(value: Any, field_name: str = "canary") -> Canary:
         try:
             return CANARY_KINDS[kind](**spec)
         except TypeError as err:
+            raise ConfigError(field_name, f"{kind} canary: {err}") from None
+        except ValueError as err:  # e.g. x: abc, or a ragged x (ConfigError is caught below)
+            if isinstance(err, ConfigError):
+                raise err.within(field_name) from None
             raise ConfigError(field_name, f"{kind} canary: {err}") from None
         except ConfigError as err:
             raise err.within(field_name) from None

@@ -15,11 +15,28 @@ claim is refuted with probability at most 1 - confidence. With a mechanism pair 
 (`base`, `rounds`, e.g. from `from_opacus`), the tuning bounds of `auditsel.accounting.panel`
 and the exact curve of the reduced game stand beside it.
 
+Reproducibility is checked before the games (`auditsel.pipelines.replay_check`): games 0 and
+1 are replayed in this process (game 0 twice) and, with workers, on the audit's backend; a
+difference (unseeded randomness, in-place mutation of `data` or the canary, global generators
+under threads, thread races, worker state) is refused, naming the hazard and its fix, unless
+`accept_nondeterminism=True` (recorded in result.json's `pipeline.reproducibility`).
+
 Checkpoints (`checkpoint_dir`, or `out_dir/checkpoints`): finished chunks of games, with a
 fingerprint over the code of `tune` and `score` (`auditsel.games.fingerprint.source_digest`),
-the canary, the data (`joblib.hash`), the installed auditsel (`package_digest`), the seed and
-the chunk size. A rerun with the same fingerprint resumes; one made by other code or data is
-refused, naming what changed, and nothing is reused.
+every source file of the user's that they run from (`auditsel.pipelines.user_code.user_files`:
+the modules they import that are not installed packages, lazy imports included), the canary
+and the data by content (`auditsel.pipelines.content_digest`: arrays, tensors, datasets,
+nested containers; stable across processes), the installed auditsel (`package_digest`), the
+seed and the chunk size. A rerun with the same fingerprint resumes; one made by other code or
+data is refused, naming what changed (the file, for an edited helper module), and nothing is
+reused.
+
+Every released field. With `score=None` and a release that publishes more than what the
+canary's score reads (a mapping with other fields: the learning rate, a clipping norm, a
+history), every field is scored (`auditsel.pipelines.release_scores`, the fields fixed by one
+probe run before the games), each field's eps_L is computed at confidence 1 - (1 - confidence)
+/ fields, and `eps` is the largest (Bonferroni: valid at `confidence` whichever field leaks;
+result.json's pipeline.fields lists each). `score=default_score` scores the canary alone.
 
 Errors. An exception raised by `tune` or `score` is the user's: `PipelineError` (a ConfigError:
 the CLI exits 2) names the function, where it raised, the game, its seed and coin, so that
@@ -45,25 +62,44 @@ from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import THRESHOLD_RULES, ThresholdRule, threshold_rule
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
-from auditsel.errors import ConfigError, choice, integer, number
+from auditsel.errors import ConfigError, choice, integer, number, shown
 from auditsel.errors import jobs as check_jobs
-from auditsel.experiments.experiment import lower_fields, upper_fields, upper_panel
+from auditsel.experiments.experiment import (
+    lower_fields,
+    result_interval,
+    upper_fields,
+    upper_panel,
+)
 from auditsel.experiments.heuristics import honesty_fields
 from auditsel.experiments.report import text_table, write_outputs
-from auditsel.files import atomic_write_text, claim_folder
+from auditsel.files import atomic_write_text, claim_folder, read_regular
 from auditsel.games.backends import execution_backend
 from auditsel.games.engine import CheckpointError, GameRecord, run_game
 from auditsel.games.fingerprint import package_digest, source_digest
 from auditsel.games.worker_pool import game_threads, limited_threads
 from auditsel.pipelines.canaries import Canary, default_score
+from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import (
     CHUNK_SIZE,
     LOCAL_CPU,
     PipelineError,
     PipelineGame,
+    field_columns,
     function_name,
     score_label,
 )
+from auditsel.pipelines.release_scores import (
+    CANARY_FIELD,
+    PROBE_SEED,
+    FieldScores,
+    probe_fields,
+)
+from auditsel.pipelines.replay_check import (
+    ReproducibilityError,
+    check_replay,
+    check_unchanged,
+)
+from auditsel.pipelines.user_code import describe_changes, user_files
 from auditsel.selection import winner_law
 from auditsel.version import __version__, source_commit
 
@@ -79,14 +115,18 @@ PANEL_ABOVE = 200_000  # panel="auto": the estimator panel up to this many games
 STREAM_ABOVE = 1 << 20  # stream="auto": audit chunk by chunk from disk above this many games
 PLOT_GAMES = 1 << 18  # the plots of a streamed audit: its first ~260,000 games
 SEED_MAX = 2**63
+MAX_GAMES = 10**9  # the CLI's --games range
 FINGERPRINT_FILE = "pipeline.json"
+MAX_FINGERPRINT_BYTES = 1 << 20  # pipeline.json is read at most this far
 
 
 @dataclass(frozen=True)
 class _ScoreColumn:
-    """A streamed chunk source read as (score, member): column 0 of the pipeline's chunks."""
+    """A streamed chunk source read as (score, member): one column of the pipeline's chunks
+    (field `field` of `field_columns`: column 0, or column field + 1)."""
 
     source: Any
+    field: int = 0
 
     def __len__(self) -> int:
         return len(self.source)
@@ -97,7 +137,7 @@ class _ScoreColumn:
 
     def load(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         scores, member = self.source.load(index)
-        return scores[:, 0], member
+        return scores[:, 0 if self.field == 0 else self.field + 1], member
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,7 +213,7 @@ def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed,
             f"must be an auditsel canary (InputCanary, GradientCanary or a subclass of "
             f"auditsel.pipelines.canaries.Canary), got {type(canary).__name__}",
         )
-    integer(games, "games", 4)
+    integer(games, "games", 4, MAX_GAMES)
     number(delta, "delta", 0, 1, hi_open=True)
     if claimed_epsilon is not None:
         number(claimed_epsilon, "claimed_epsilon", 0)
@@ -184,19 +224,25 @@ def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed,
         choice(rule, "rule", THRESHOLD_RULES)
 
 
-def _components(tune, score, data, canary, seed: int, chunk_size: int) -> dict:
-    """What determines the games' numbers, digested one by one (for the refusal message)."""
-    # deferred: joblib (0.14 s) for its hash of the data and the canary
-    import joblib
+def _auto_or_bool(value: Any, field: str) -> bool | str:
+    """True, False or "auto" (the strings "true"/"false" are refused, as the CLI refuses them)."""
+    if value is True or value is False or value == "auto" and isinstance(value, str):
+        return value
+    raise ConfigError(field, f"must be true, false or 'auto', got {shown(value)}")
 
+
+def _components(tune, score, data, canary, seed: int, chunk_size: int, fields=()) -> dict:
+    """What determines the games' numbers, digested one by one (for the refusal message)."""
     return {
         "tune": source_digest(tune),
         "score": source_digest(score),
-        "canary": joblib.hash(canary) + source_digest(type(canary)),
-        "data": joblib.hash(data),
+        "canary": content_digest(canary, "canary") + source_digest(type(canary)),
+        "data": content_digest(data, "data"),
+        "modules": user_files(tune, score, canary, data),
         "auditsel": package_digest(),
         "seed": seed,
         "chunk_size": chunk_size,
+        **({"fields": list(fields)} if fields else {}),  # keys of older audits unchanged
     }
 
 
@@ -209,8 +255,10 @@ def _open_checkpoints(directory: Path, components: dict) -> str:
     fingerprint = _digest(components)
     path = directory / FINGERPRINT_FILE
     if path.exists():
-        try:
-            found = json.loads(path.read_text())
+        try:  # bounded, and never a FIFO or a device
+            found = json.loads(read_regular(path, "checkpoints", MAX_FINGERPRINT_BYTES))
+            if not isinstance(found, dict):
+                raise ValueError("not a JSON object")
         except (OSError, ValueError) as err:
             raise CheckpointError(
                 f"{path} is unreadable ({err}); delete {directory} to start over"
@@ -218,7 +266,12 @@ def _open_checkpoints(directory: Path, components: dict) -> str:
         changed = [k for k in components if found.get(k) != components[k]]
         if changed:
             what = ", ".join(
-                f"`{k}` (its code changed)" if k in ("tune", "score") else f"`{k}`" for k in changed
+                f"`{k}` (its code changed)"
+                if k in ("tune", "score")
+                else f"the code it runs ({describe_changes(found.get(k), components[k])})"
+                if k == "modules"
+                else f"`{k}`"
+                for k in changed
             )
             raise CheckpointError(
                 f"checkpoints in {directory} were made by another pipeline: {what} differs; "
@@ -242,15 +295,19 @@ def play_games(
     fingerprint: str = "",
     progress: bool = False,
     stream: bool = False,
+    before: Callable[[str | None], Any] | None = None,
 ) -> tuple[GameRecord, float]:
     """Play the games with the engine (chunks, workers, checkpoints); returns the record and
-    the CPU seconds of the games played in this process."""
-    before = LOCAL_CPU.seconds
+    the CPU seconds of the games played in this process. `before(backend)` runs first, inside
+    the backend (the replay check's games on the workers)."""
+    start = LOCAL_CPU.seconds
     threads = limited_threads(game_threads(jobs))  # BLAS/OpenMP/torch: this process's share
     with (
         threads,
         execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where,
     ):
+        if before is not None:
+            before(where)
         record = run_game(
             game,
             game.score,  # unused: the game plays its chunks itself (PipelineGame.play)
@@ -265,7 +322,7 @@ def play_games(
             in_memory=not stream,
             unit="game",
         )
-    return record, LOCAL_CPU.seconds - before
+    return record, LOCAL_CPU.seconds - start
 
 
 def audit_pipeline(
@@ -273,7 +330,7 @@ def audit_pipeline(
     score: Callable | None = None,
     *,
     data: Any,
-    canary: Canary,
+    canary: Canary | tuple[Canary, ...],
     games: int,
     delta: float,
     claimed_epsilon: float | None = None,
@@ -292,28 +349,36 @@ def audit_pipeline(
     panel: bool | str = "auto",
     stream: bool | str = "auto",
     progress: bool = False,
+    accept_nondeterminism: bool = False,
 ) -> PipelineAudit:
     """Audit your tuning pipeline: play `games` games around `tune` and bound eps from below.
 
-    tune(data, seed, canary) -> release runs your whole tuning (draws K, trains, selects) and
-    returns only what it publishes; score(release, canary) -> float is the attack (higher: the
-    canary looks in; None: the canary's default score). `data` is your training set; `canary`
-    an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`). Returns a
-    PipelineAudit: eps (the valid eps_L at `confidence`), refuted (eps > claimed_epsilon), the
-    estimator panel, the scores and coins, CPU seconds. `jobs` > 1 plays chunks of `chunk_size`
-    games in worker processes (`backend`: loky by default, threading, or dask with `scheduler`);
-    the numbers do not depend on it. `out_dir` writes result.json, report.md and the plots of
-    `auditsel run` there (and keeps the checkpoints under out_dir/checkpoints); `base` and
-    `rounds` (a mechanism pair and a law of K) add the tuning bounds beside eps_L. Bad input
-    and exceptions raised by your functions are ConfigErrors (`PipelineError`).
+    tune(data, seed, canary) -> release runs your whole tuning and returns what it publishes;
+    score(release, canary) -> float is the attack (higher: the canary looks in; None: the
+    canary's score and every other released field). `canary`: a canary, or a tuple of them
+    (each plays `games` games, Bonferroni; eps is the largest). Returns a PipelineAudit: eps (at
+    `confidence`), refuted (eps > claimed_epsilon), the estimator panel, scores, coins, CPU
+    seconds. `jobs` > 1: worker processes (`backend`: loky, threading, dask with `scheduler`),
+    the same numbers. `out_dir`: the report of `auditsel run` (checkpoints in it); `base` and
+    `rounds` add the tuning bounds and the interval. Bad input: ConfigError (`PipelineError`).
+    A replay check first refuses a pipeline that is not reproducible (`ReproducibilityError`)
+    unless `accept_nondeterminism=True`.
     """
+    if isinstance(canary, (tuple, list)):  # several canaries: each its games, Bonferroni
+        options = {k: v for k, v in locals().items() if k not in ("tune", "score", "data")}
+        return _audit_each_canary(tune, score, data, tuple(options.pop("canary")), options)
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
+    panel, stream = _auto_or_bool(panel, "panel"), _auto_or_bool(stream, "stream")
+    if not isinstance(accept_nondeterminism, bool):
+        raise ConfigError(
+            "accept_nondeterminism", f"must be true or false, got {shown(accept_nondeterminism)}"
+        )
     if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
         rule = threshold_rule(rule, seed=seed)
     chunk_size = integer(chunk_size, "chunk_size", 1)
     if (base is None) != (rounds is None):
         raise ConfigError("rounds", "give base and rounds together (or neither)")
-    score_fn = score if score is not None else default_score
+    fields, score_fn = scoring(tune, score, data, canary)  # score None: every released field
     # an output folder is resolved, refused when it escapes, locked, and on failure only what
     # this audit created there is removed (auditsel.files)
     claim = nullcontext() if out_dir is None else claim_folder(out_dir, field="out_dir")
@@ -327,11 +392,17 @@ def audit_pipeline(
         if stream and checkpoint_dir is None:
             raise ConfigError("stream", "a streamed audit needs checkpoint_dir (or out_dir)")
         start_wall, start_cpu = time.perf_counter(), time.process_time()
-        components = _components(tune, score_fn, data, canary, seed, chunk_size)
+        game = PipelineGame(tune, score_fn, data, canary, chunk_size, fields)
+        accept = accept_nondeterminism
+        components = _components(tune, score_fn, data, canary, seed, chunk_size, fields)
         fingerprint = _digest(components)
         if checkpoint_dir is not None:
             fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
-        game = PipelineGame(tune, score_fn, data, canary, chunk_size)
+        replay: list = []
+
+        def on_backend(where):  # the replay check, on the audit's own backend
+            replay.append(check_replay(game, seed, jobs=jobs, backend=where, accept=accept))
+
         record, inline_cpu = play_games(
             game,
             games,
@@ -343,7 +414,17 @@ def audit_pipeline(
             fingerprint=fingerprint,
             progress=progress,
             stream=stream,
+            before=on_backend,
         )
+        hazards = check_unchanged(game, replay[0])
+        if hazards and not accept:
+            raise ReproducibilityError(
+                "tune",
+                hazards[0] + f"; the games of this run saw changing data: delete "
+                f"{checkpoint_dir or 'the checkpoints'} before you rerun",
+            )
+        reproducibility = replay[0].to_dict()
+        reproducibility["hazards"] += hazards
         return _analyse(
             record,
             stream=stream,
@@ -365,7 +446,110 @@ def audit_pipeline(
             out=out,
             chunk_size=chunk_size,
             inline_cpu=inline_cpu,
+            fields=fields,
+            reproducibility=reproducibility,
         )
+
+
+def _audit_each_canary(tune, score, data, canaries: tuple, options: dict) -> PipelineAudit:
+    """One audit per canary, `games` games each, at confidence 1 - (1 - confidence) / m
+    (Bonferroni over the m canaries: the largest eps_L holds at `confidence`); the audit of
+    the largest eps_L, with `canaries` in result.json listing each. Folders: a subfolder per
+    canary (`canary-<i>-<kind>`) of out_dir and checkpoint_dir."""
+    if len(canaries) < 1:
+        raise ConfigError("canary", "give a canary, or a tuple of canaries to audit each")
+    confidence = number(options["confidence"], "confidence", 0.5, 1, hi_open=True)
+    level = 1 - (1 - confidence) / len(canaries)
+    audits = []
+    for i, canary in enumerate(canaries):
+        kind = canary.describe().get("kind", "canary") if isinstance(canary, Canary) else "?"
+        sub = {
+            k: (None if options[k] is None else Path(options[k]) / f"canary-{i}-{kind}")
+            for k in ("checkpoint_dir", "out_dir")
+        }
+        audits.append(
+            audit_pipeline(
+                tune, score, data=data, canary=canary, **{**options, **sub, "confidence": level}
+            )
+        )
+    best = max(audits, key=lambda a: a.eps)
+    claim = options["claimed_epsilon"]
+    refuted = None if claim is None else any(bool(a.refuted) for a in audits)
+    result = dict(best.result)
+    result["canaries"] = [
+        {
+            "canary": a.result["pipeline"]["canary"],
+            "eps": a.eps,
+            "refuted": a.refuted,
+            "confidence": level,
+            "games": a.games,
+        }
+        for a in audits
+    ]
+    if claim is not None:
+        result["claim"] = {"epsilon": float(claim), "refuted": refuted}
+    return replace(
+        best,
+        refuted=refuted,
+        confidence=confidence,
+        games=sum(a.games for a in audits),
+        cpu_seconds=sum(a.cpu_seconds for a in audits),
+        wall_seconds=sum(a.wall_seconds for a in audits),
+        files=tuple(f for a in audits for f in a.files),
+        result=result,
+    )
+
+
+def scoring(tune, score, data, canary) -> tuple[tuple[str, ...], Callable]:
+    """(fields, score function) of an audit: with `score` None, the canary's own score, or
+    every field of a mapping release (`release_scores`: fixed by one probe run); else ()."""
+    if score is not None:
+        return (), score
+    fields = _default_fields(tune, data, canary)
+    return fields, FieldScores(fields) if fields else default_score
+
+
+def _default_fields(tune, data, canary) -> tuple[str, ...]:
+    """The fields the default score reads: () when the release is the canary's alone (its
+    score, unchanged), else every field of the probe run's release."""
+    try:
+        fields = probe_fields(tune, data, canary)
+    except Exception as err:
+        raise PipelineError(
+            "tune",
+            f"{function_name(tune)} raised {type(err).__name__} in the probe run that reads the "
+            f"release's fields (seed {PROBE_SEED}, canary out): {err}",
+        ) from None
+    return () if fields in ((), (CANARY_FIELD,)) else fields
+
+
+def _field_bounds(record, fields, stream, delta, confidence, rule):
+    """eps_L of every field's column at confidence 1 - (1 - confidence) / fields: the record
+    with the best field's scores in column 0 (in memory), {field: LowerBound} and the best."""
+    level = 1 - (1 - confidence) / len(fields)
+    bounds = {}
+    if stream:
+        for j, name in enumerate(fields):
+            column = _ScoreColumn(record.chunks, j)
+            bounds[name] = audit_chunks(column, delta, confidence=level, rule=rule)
+        return record, bounds, int(np.argmax([b.eps for b in bounds.values()]))
+    columns = field_columns(record.scores)
+    for j, name in enumerate(fields):
+        bounds[name] = audit_scores(
+            columns[:, j], record.member, delta, confidence=level, rule=rule
+        )
+    best = int(np.argmax([b.eps for b in bounds.values()]))
+    scores = np.column_stack([columns[:, best], record.scores[:, 1]])
+    return GameRecord(scores, record.member), bounds, best
+
+
+def _fields_entry(by_field: dict, best: str, confidence: float) -> dict:
+    """result.json's pipeline.fields: each field's eps_L, their confidence, the largest."""
+    return {
+        "confidence_each": 1 - (1 - confidence) / len(by_field),
+        "eps": {k: float(b.eps) for k, b in by_field.items()},
+        "best": best,
+    }
 
 
 def _analyse(
@@ -390,15 +574,23 @@ def _analyse(
     out,
     chunk_size,
     inline_cpu,
+    fields=(),
+    reproducibility=None,
 ) -> PipelineAudit:
     """eps_L, the panel, the bounds and the report from the played games."""
     artefacts: dict[str, Any] = {}
     estimators = None
+    by_field, best = {}, 0
+    if fields:  # every field at its Bonferroni share; eps_L is the largest (module docstring)
+        record, by_field, best = _field_bounds(record, fields, stream, delta, confidence, rule)
+        names = (names[0], f"every released field ({len(fields)}; largest: {fields[best]})")
     if stream:
         chunks = record.chunks
         assert chunks is not None  # a streamed record reads its chunks back from disk
-        source = _ScoreColumn(chunks)
-        bound = audit_chunks(source, delta, confidence=confidence, rule=rule)
+        source = _ScoreColumn(chunks, best)
+        if not fields:
+            by_field = {"": audit_chunks(source, delta, confidence=confidence, rule=rule)}
+        bound = list(by_field.values())[best]
         game_cpu = float(sum(chunks.load(i)[0][:, 1].sum() for i in range(len(chunks))))
         if out is not None:  # the plots of a streamed audit show its first games
             head_scores, head_member = chunks.head(PLOT_GAMES)
@@ -409,9 +601,13 @@ def _analyse(
         scores, member = record.scores[:, 0].copy(), record.member
         game_cpu = float(record.scores[:, 1].sum())
         ss = SortedScores(scores, member)
-        bound = audit_scores(
-            scores, member, delta, confidence=confidence, rule=rule, sorted_scores=ss
-        )
+        if not fields:
+            by_field = {
+                "": audit_scores(
+                    scores, member, delta, confidence=confidence, rule=rule, sorted_scores=ss
+                )
+            }
+        bound = list(by_field.values())[best]
         if panel is True or (panel == "auto" and games <= PANEL_ABOVE):
             try:
                 estimators = estimator_panel(
@@ -438,6 +634,8 @@ def _analyse(
         version=__version__, git_commit=commit, git_dirty=dirty, code_digest=package_digest()
     )
     result["lower"] = lower_fields(bound, "pipeline", names[1], seed, stream)
+    if base is not None:  # [max(attack value, valid eps_L), the tightest rigorous bound]
+        result["interval"] = result_interval(result, bounds)
     refuted = None if claimed_epsilon is None else bool(bound.eps > claimed_epsilon)
     if claimed_epsilon is not None:
         result["claim"] = {"epsilon": float(claimed_epsilon), "refuted": refuted}
@@ -457,6 +655,10 @@ def _analyse(
         "cpu_seconds": round(cpu, 3),
         "fingerprint": fingerprint,
     }
+    if fields:
+        result["pipeline"]["fields"] = _fields_entry(by_field, fields[best], confidence)
+    if reproducibility is not None:
+        result["pipeline"]["reproducibility"] = reproducibility
     result["seconds"] = round(wall, 3)
     files: tuple[Path, ...] = ()
     if out is not None:

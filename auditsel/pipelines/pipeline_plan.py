@@ -1,11 +1,16 @@
 """How many games an audit of your pipeline needs: `plan_pipeline`, sized from a pilot.
 
 Contract. A pilot of `pilot` games (the audit's own game, with the pilot's seed: keep it
-different from the audit's, so that the audit's games are fresh) gives the pipeline's empirical
-trade-off curve: (FP, FN) of every threshold on the pilot's scores, each rate shrunk to
-(count + 1/2) / (n + 1) so that no test of a small pilot looks perfect
-(`auditsel.auditing.planning.empirical_curve`). On that curve the planning arithmetic of
-`auditsel.auditing.planning` gives
+different from the audit's, so that the audit's games are fresh) gives the pipeline's trade-off
+curve. The plan is computed on a pessimistic curve
+(`auditsel.auditing.planning.pessimistic_curve`): a few threshold tests chosen on one half of
+the pilot, each at the Clopper-Pearson upper limits of its FP and FN rates on the other half,
+simultaneous at `pilot_confidence`. With probability >= pilot_confidence over the pilot, the
+pipeline's tests are at least as good as the planned ones, so that the pilot's own sampling
+error and its luckiest threshold never make the plan promise more than the pipeline gives: a
+pipeline whose every test stays within its claim gets no planned refutation (at any pilot
+size, with that probability). On that curve
+the planning arithmetic of `auditsel.auditing.planning` gives
 
 * `games_for_target`: the least number of games with P(eps_L >= target_eps) >= power;
 * `games_to_refute`: the least number with P(eps_L > claimed_epsilon) >= power (None when the
@@ -14,34 +19,48 @@ trade-off curve: (FP, FN) of every threshold on the pilot's scores, each rate sh
 * at a given number of games: E[eps_L] and the probabilities of both events (the power);
 * the CPU seconds per game of the pilot, to turn games into time.
 
-The planner takes the best threshold of the curve as a threshold fixed in advance would be:
-rules that choose it from the data (split) certify somewhat less, and a small pilot's curve is
-itself an estimate, so the numbers are estimates (`auditsel.auditing.planning`).
+What a pilot cannot see: a leak that shows only in rare games. A pilot of n games sees an
+event of rate r at least once with probability 1 - (1 - r)^n; below `blind_rate` (about 3 / n)
+a leak is invisible to it, and "none" then means "not seen in the pilot", not "absent". A
+planted bug that fires in 1 game of 1000 needs a pilot of thousands of games, or an audit sized
+on other grounds. The planner takes the best threshold of the curve as a threshold fixed in
+advance would be; a split audit chooses it from half of its games and certifies somewhat less
+(the calibration of docs/findings/plan-calibration.md measures predicted against certified).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import numpy as np
+from scipy import stats
+
 from auditsel.auditing.planning import (
+    blind_rate,
     empirical_curve,
     expected_for_games,
     games_needed,
+    pilot_tests,
     prob_for_games,
 )
 from auditsel.auditing.rules import THRESHOLD_RULES
 from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError, choice, integer, number
-from auditsel.pipelines.canaries import Canary, default_score
-from auditsel.pipelines.pipeline import PipelineGame, _check, play_games
+from auditsel.pipelines.canaries import Canary
+from auditsel.pipelines.game import field_columns
+from auditsel.pipelines.pipeline import PipelineGame, _check, play_games, scoring
 
 __all__ = ["PipelinePlan", "plan_pipeline"]
 
 SHRINK = 0.5
+FLAG_LEVEL = 0.05  # a field is flagged at this level, Bonferroni over the fields
+PILOT_CONFIDENCE = 0.8  # measured: docs/findings/plan-calibration.md
+MAX_PILOT = 10**7  # the CLI's --pilot range
+MAX_PLANNED_GAMES = 10**12  # the CLI's plan --games range
 
 
 @dataclass(frozen=True)
@@ -53,9 +72,12 @@ class PipelinePlan:
     confidence: float
     rule: str
     power: float
-    curve_eps: float  # the largest eq. 4 eps on the pilot's (shrunk) curve: no audit of this
+    curve_eps: float  # the largest eq. 4 eps on the pessimistic curve: no audit of this
     #                   pipeline is planned to certify more
     cpu_seconds_per_game: float
+    pilot_confidence: float = 0.8  # P(the pipeline's tests are at least the planned ones)
+    point_eps: float = 0.0  # the pilot's point estimate (shrunk rates; optimistic, descriptive)
+    blind_rate: float = 1.0  # leaks in a smaller fraction of games are invisible to the pilot
     target_eps: float | None = None
     games_for_target: int | None = None
     claimed_epsilon: float | None = None
@@ -64,6 +86,11 @@ class PipelinePlan:
     expected_eps: float | None = None
     prob_target: float | None = None  # P(eps_L >= target_eps) with `games` games
     prob_refute: float | None = None  # P(eps_L > claimed_epsilon) with `games` games
+    point_expected_eps: float | None = None  # E[eps_L] on the point estimate (optimistic: the
+    #                                        planner before the pessimistic curve; descriptive)
+    fields: Mapping[str, float] = field(default_factory=dict)  # score=None: each released
+    #                                 field's planned eps (its pessimistic curve's largest)
+    flagged: tuple[str, ...] = ()  # fields whose values differ with and without the canary
 
     def to_dict(self) -> dict:
         return {
@@ -74,8 +101,10 @@ class PipelinePlan:
     def summary(self) -> str:
         lines = [
             f"plan from {self.pilot_games:,} pilot games: valid {self.rule} audit at "
-            f"{self.confidence:.0%} confidence, delta = {self.delta:g}; the pilot's curve "
-            f"reaches eps {self.curve_eps:.4f}; {self.cpu_seconds_per_game:.3g} CPU s per game"
+            f"{self.confidence:.0%} confidence, delta = {self.delta:g}; planned on the pilot's "
+            f"curve at its {self.pilot_confidence:.0%} limits, which reach eps "
+            f"{self.curve_eps:.4f} (point estimate {self.point_eps:.4f}); "
+            f"{self.cpu_seconds_per_game:.3g} CPU s per game"
         ]
         if self.target_eps is not None:
             n = self.games_for_target
@@ -88,7 +117,11 @@ class PipelinePlan:
             lines.append(
                 f"  games to refute the claim {self.claimed_epsilon:g} with probability "
                 f">= {self.power:g}: "
-                + (f"{n:,}" if n is not None else "none (the pilot sees no leak above the claim)")
+                + (
+                    f"{n:,}"
+                    if n is not None
+                    else "none seen (no leak above the claim in the pilot)"
+                )
             )
         if self.games is not None:
             extra = ""
@@ -97,11 +130,44 @@ class PipelinePlan:
             if self.prob_refute is not None:
                 extra += f", P(refuted) = {self.prob_refute:.3f}"
             lines.append(f"  {self.games:,} games: E[eps_L] = {self.expected_eps:.4f}{extra}")
+        if self.fields:
+            lines.append(
+                f"  {len(self.fields)} released fields scored, each at confidence "
+                f"1 - {1 - self.confidence:g}/{len(self.fields)}; they differ with and without "
+                f"the canary: {', '.join(self.flagged) or 'none seen'}"
+            )
         lines.append(
-            "  (estimates: the best threshold of the pilot's curve, as if fixed in advance; "
-            "a split audit certifies somewhat less)"
+            f"  what the pilot cannot see: a leak that shows in fewer than {self.blind_rate:.2%} "
+            f"of games (about 3 / {self.pilot_games:,}); a larger pilot sees rarer ones"
+        )
+        lines.append(
+            f"  (with probability >= {self.pilot_confidence:.0%} over the pilot these are not "
+            "over-stated for a threshold fixed at the plan's; a split audit certifies somewhat "
+            "less)"
         )
         return "\n".join(lines)
+
+
+def _differing(columns: np.ndarray, member: np.ndarray, fields: tuple[str, ...]):
+    """The fields whose pilot values differ between the games with and without the canary:
+    a two-sided Mann-Whitney test at 0.05 / fields (Bonferroni), or values that never overlap
+    (every game of one coin above every game of the other)."""
+    flagged = []
+    for j, name in enumerate(fields):
+        a, b = columns[member == 1, j], columns[member == 0, j]
+        if np.ptp(columns[:, j]) == 0:
+            continue  # the same value in every game: nothing to read
+        apart = a.min() > b.max() or b.min() > a.max()
+        p = stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
+        if apart or p < FLAG_LEVEL / len(fields):
+            flagged.append(name)
+    return tuple(flagged)
+
+
+def _curve_eps(curve, delta: float) -> float:
+    """The largest eq. 4 eps of the curve's tests (0 when none is informative)."""
+    fps, fns = curve.candidates(10**6)
+    return float(max(epsilon_from_rates(fps, fns, delta).max(), 0.0)) if len(fps) else 0.0
 
 
 def plan_pipeline(
@@ -122,37 +188,50 @@ def plan_pipeline(
     jobs: int = 1,
     backend: str | None = None,
     progress: bool = False,
+    pilot_confidence: float = PILOT_CONFIDENCE,
 ) -> PipelinePlan:
-    """Size an audit of your pipeline from `pilot` games (seed `seed`: not the audit's)."""
-    pilot = integer(pilot, "pilot", 20)
+    """Size an audit of your pipeline from `pilot` games (seed `seed`: not the audit's), on
+    the pilot's curve at its `pilot_confidence` limits (module docstring)."""
+    pilot = integer(pilot, "pilot", 20, MAX_PILOT)
+    pilot_confidence = number(pilot_confidence, "pilot_confidence", 0.5, 1, hi_open=True)
     _check(tune, score, canary, pilot, delta, claimed_epsilon, confidence, seed, rule, jobs)
     choice(rule, "rule", THRESHOLD_RULES)
     power = number(power, "power", 0.5, 1, hi_open=True)
     if target_eps is not None:
         target_eps = number(target_eps, "target_eps", 0, math.inf, lo_open=True)
     if games is not None:
-        games = integer(games, "games", 4)
+        games = integer(games, "games", 4, MAX_PLANNED_GAMES)
     if target_eps is None and claimed_epsilon is None and games is None:
         raise ConfigError(
             "target_eps", "give target_eps, claimed_epsilon or games: what to plan for"
         )
-    game = PipelineGame(tune, score if score is not None else default_score, data, canary)
+    fields, score_fn = scoring(tune, score, data, canary)
+    game = PipelineGame(tune, score_fn, data, canary, fields=fields)
     start = time.process_time()
     record, inline = play_games(game, pilot, seed, jobs=jobs, backend=backend, progress=progress)
     assert record.scores is not None and record.member is not None  # played in memory
     cpu = (time.process_time() - start) - inline + float(record.scores[:, 1].sum())
-    scores, member = record.scores[:, 0], record.member
+    member = record.member
     if member.min() == member.max():
         raise ConfigError("pilot", f"{pilot} games drew one coin only; use a larger pilot")
-    curve = empirical_curve(scores, member, f"pilot ({pilot:,} games)", shrink=SHRINK)
-    fps, fns = curve.candidates(10**6)
-    curve_eps = float(epsilon_from_rates(fps, fns, delta).max()) if len(fps) else 0.0
-    plan = dict(rule=rule, confidence=confidence, delta=delta, spec_grid=False)
+    source = f"pilot ({pilot:,} games)"
+    columns = field_columns(record.scores) if fields else record.scores[:, :1]
+    k = columns.shape[1]  # the audit tests each field at a 1/k share (pipeline docstring)
+    confidence_each = 1 - (1 - confidence) / k
+    curves = [
+        pilot_tests(
+            columns[:, j], member, source, seed=seed, confidence=1 - (1 - pilot_confidence) / k
+        ).pessimistic(1 - (1 - pilot_confidence) / k)
+        for j in range(k)
+    ]
+    field_eps = [_curve_eps(c, delta) for c in curves]
+    best = int(np.argmax(field_eps))
+    curve, curve_eps, scores = curves[best], field_eps[best], columns[:, best]
+    point_curve = empirical_curve(scores, member, source, shrink=SHRINK)
+    plan = dict(rule=rule, confidence=confidence_each, delta=delta, spec_grid=False)
 
     def needed(target):
-        if target >= curve_eps:
-            return None
-        return games_needed(curve, target, power=power, **plan)
+        return None if target >= curve_eps else games_needed(curve, target, power=power, **plan)
 
     refute_at = None if claimed_epsilon is None else math.nextafter(claimed_epsilon, math.inf)
     out = PipelinePlan(
@@ -163,20 +242,24 @@ def plan_pipeline(
         power=power,
         curve_eps=curve_eps,
         cpu_seconds_per_game=cpu / pilot,
+        pilot_confidence=pilot_confidence,
+        point_eps=_curve_eps(point_curve, delta),
+        blind_rate=blind_rate(pilot),
         target_eps=target_eps,
         games_for_target=None if target_eps is None else needed(target_eps),
         claimed_epsilon=claimed_epsilon,
         games_to_refute=None if refute_at is None else needed(refute_at),
         games=games,
+        fields=dict(zip(fields, field_eps)),
+        flagged=_differing(columns, member, fields),
     )
     if games is not None:
         at = lambda target: prob_for_games(curve, target, games, **plan)
-        out = PipelinePlan(
-            **{
-                **asdict(out),
-                "expected_eps": expected_for_games(curve, games, **plan),
-                "prob_target": None if target_eps is None else at(target_eps),
-                "prob_refute": None if refute_at is None else at(refute_at),
-            }
+        out = replace(
+            out,
+            expected_eps=expected_for_games(curve, games, **plan),
+            point_expected_eps=expected_for_games(point_curve, games, **plan),
+            prob_target=None if target_eps is None else at(target_eps),
+            prob_refute=None if refute_at is None else at(refute_at),
         )
     return out

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from auditsel.accounting import panel as panel_module
 from auditsel.accounting.panel import BOUND_KEYS, BOUND_LABELS, bound_labels, panel, upper_bounds
 from auditsel.accounting.registry import BOUNDS, MONOTONE_SCORE_KEYS, RIGOURS
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
@@ -147,3 +148,18 @@ def test_panel_is_a_frozen_typed_result_with_dict_access_for_one_release():
     assert p.monotone_score_curves["exact"][0] == pytest.approx(
         values(GaussianBase(0.5), TruncatedNegativeBinomial(0, 0.01), 1e-3)["exact"]
     )
+
+
+def test_dpsgd_eps_b_is_the_tightest_accountant():
+    """eps_B shown for a DP-SGD base is the smaller of its two valid accountants (RDP and the
+    pessimistic PLD), whichever the base names; a Gaussian base keeps its closed form."""
+    for accountant in ("rdp", "pld"):
+        base = DpsgdBase(1.0, 200, 0.05, accountant)
+        info = panel_module.base_info(base, 1e-5)
+        by = {a: base.epsilon(1e-5, accountant=a) for a in ("rdp", "pld")}
+        assert info["epsilon"] == pytest.approx(min(by.values()), rel=1e-12)
+        assert info["accountant"] == min(by, key=by.__getitem__)
+    assert by["pld"] < by["rdp"]  # here the PLD is tighter: it is the one shown with rdp named
+    gauss = panel_module.base_info(GaussianBase(1.0), 1e-5)
+    assert "accountant" not in gauss
+    assert gauss["epsilon"] == pytest.approx(GaussianBase(1.0).epsilon(1e-5))

@@ -72,8 +72,23 @@ def _h(*arrays) -> str:
     return d.hexdigest()[:32]
 
 
+TRAINING_RUNS = [
+    ("logreg", "dirac", 1.0),
+    ("logreg", "input", 0.3),
+    ("mlp", "input", 1.0),
+    ("mlp", "dirac", 0.5),
+]
+# the arrays (w0, wN, canary_dots) of those four training runs as the 0.1 C kernels made them:
+# their digests are the "train-..." entries of STREAMS_0_1 (checked below), so the file is 0.1's
+TRAINING_0_1 = ROOT / "tests" / "data" / "training_runs_0_1.npz"
+# Trained weights are compared with a tolerance: the matmuls of a training run go through the
+# BLAS of torch, whose sums are ordered by the machine's vector unit (AVX2, AVX-512), so their
+# last bits are not ours to fix; the random streams and the softmax pass are (compared exactly).
+TRAINING_RTOL, TRAINING_ATOL = 1e-4, 1e-5
+
+
 def stream_digests() -> dict:
-    """Digests of draws, softmax passes and whole training runs (seeds past 2^32 included)."""
+    """Digests of draws and softmax passes (seeds past 2^32 included): the streams, bit for bit."""
     out = {}
     k = kernels.keys_of(np.random.default_rng(7).integers(0, 2**63, 300, dtype=np.int64))
     for normal in (True, False):
@@ -101,13 +116,14 @@ def stream_digests() -> dict:
             x = z.clone()
             sq = kernels.softmax_grad_(x, label, **kw)
             out[f"softmax-{R}-{K}-{n}-{name}"] = _h(x, sq)
+    return out
+
+
+def training_runs() -> dict:
+    """(w0, wN, canary_dots) of four short training runs (seeds past 2^32 included)."""
+    out = {}
     data = load_dataset("digits", n=200)
-    for kind, canary, rate in [
-        ("logreg", "dirac", 1.0),
-        ("logreg", "input", 0.3),
-        ("mlp", "input", 1.0),
-        ("mlp", "dirac", 0.5),
-    ]:
+    for kind, canary, rate in TRAINING_RUNS:
         model = ModelSpec(kind, data.shape, 10, hidden=(16,))
         zc = GradientCanary() if canary == "dirac" else ExampleCanary(1 - data.x[0], 3)
         res = train_runs(
@@ -123,7 +139,10 @@ def stream_digests() -> dict:
             include_canary=[1, 0, 1, 1],
             execution=Execution(device="cpu"),
         )
-        out[f"train-{kind}-{canary}-{rate}"] = _h(res.w0, res.wN, res.canary_dots)
+        out[f"train-{kind}-{canary}-{rate}"] = tuple(
+            np.asarray(a.numpy() if isinstance(a, torch.Tensor) else a)
+            for a in (res.w0, res.wN, res.canary_dots)
+        )
     return out
 
 
@@ -145,7 +164,38 @@ def test_streams_are_those_of_the_c_kernels_of_auditsel_0_1():
     assert RANDOM_STREAMS == 2  # the version these digests belong to
     got = stream_digests()
     assert {k: v for k, v in got.items() if STREAMS_0_1[k] != v} == {}
-    assert set(got) == set(STREAMS_0_1)
+    assert set(got) | {k for k in STREAMS_0_1 if k.startswith("train-")} == set(STREAMS_0_1)
+
+
+def _reference_runs() -> dict:
+    with np.load(TRAINING_0_1) as f:
+        return {
+            name: tuple(f[f"{name}/{part}"] for part in ("w0", "wN", "canary_dots"))
+            for name in (f"train-{k}-{c}-{r}" for k, c, r in TRAINING_RUNS)
+        }
+
+
+def test_the_reference_training_runs_are_those_of_auditsel_0_1():
+    """The stored arrays are the 0.1 C kernels' own: their digests are 0.1's, bit for bit."""
+    ref = _reference_runs()
+    assert {k: _h(*v) for k, v in ref.items()} == {
+        k: v for k, v in STREAMS_0_1.items() if k.startswith("train-")
+    }
+
+
+def test_training_runs_are_those_of_auditsel_0_1_to_rounding():
+    """Same seeds, same draws, same steps: the trained weights and the canary's dot products
+    equal 0.1's up to the BLAS's summation order (the initial weights exactly: drawn, not
+    computed). A changed stream, step or canary moves them by far more than the tolerance."""
+    ref = _reference_runs()
+    got = training_runs()
+    for name, (w0, wn, dots) in ref.items():
+        g0, gn, gd = got[name]
+        assert np.array_equal(g0, w0), name
+        np.testing.assert_allclose(gn, wn, rtol=TRAINING_RTOL, atol=TRAINING_ATOL, err_msg=name)
+        np.testing.assert_allclose(gd, dots, rtol=TRAINING_RTOL, atol=TRAINING_ATOL, err_msg=name)
+        # the tolerance is tight: one step's noise moves the weights by far more
+        assert np.abs(wn - w0).max() > 100 * TRAINING_ATOL
 
 
 @pytest.mark.parametrize("normal", [True, False])

@@ -486,3 +486,38 @@ def test_gradient_canary_reads_the_initial_weights_from_the_release():
     final, start = [np.array([0.0, 1.0]), np.array([5.0])], [np.zeros(2), np.array([7.5])]
     assert canary.score(final) == 10.0 - 5.0  # the canary's own initial value
     assert canary.score({"model": final, "initial": start}) == 7.5 - 5.0  # the release's
+
+
+def test_gradient_canary_addressed_by_parameter_name_and_index():
+    """GradientCanary(parameter="fc1.weight", index=(3, 0)) is the flattened coordinate of that
+    entry: the same step, the same score, on a torch module, a state dict and by hand."""
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential()
+    model.add_module("fc1", torch.nn.Linear(2, 5))
+    model.add_module("fc2", torch.nn.Linear(5, 1))
+    names = [n for n, _ in model.named_parameters()]
+    by_name = GradientCanary(parameter="fc1.weight", index=(3, 0))
+    flat = GradientCanary(coordinate=3 * 2 + 0)  # fc1.weight is first, shape (5, 2)
+    for canary in (by_name, flat):
+        grads = [torch.zeros_like(p) for p in model.parameters()]
+        bound = canary.for_game(True, np.random.default_rng(0))
+        assert bound.step(grads, sample_rate=1.0, max_grad_norm=2.0, names=names)
+        assert grads[0][3, 0] == 2.0 and sum(float(g.abs().sum()) for g in grads) == 2.0
+    assert by_name.score(model) == flat.score(model) == -model.fc1.weight[3, 0].item()
+    assert by_name.score(model.state_dict()) == flat.score(model)
+    two = GradientCanary(parameter="fc2.bias", index=0)  # an int index of a 1-d parameter
+    assert two.score(model) == -model.fc2.bias[0].item()
+    assert by_name.describe() == {
+        "kind": "gradient", "parameter": "fc1.weight", "index": [3, 0], "norm": None,
+        "initial": 0.0,
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match="names"):
+        by_name.step([torch.zeros(5, 2)], sample_rate=1.0, max_grad_norm=1.0)
+    with pytest.raises(ConfigError, match="no parameter 'fc3.weight'"):
+        GradientCanary(parameter="fc3.weight", index=(0, 0)).score(model)
+    with pytest.raises(ConfigError, match=r"index: must index fc1.weight of shape \(5, 2\)"):
+        GradientCanary(parameter="fc1.weight", index=(5, 0)).score(model)
+    with pytest.raises(ConfigError, match="one of the two"):
+        GradientCanary()
+    with pytest.raises(ConfigError, match="one of the two"):
+        GradientCanary(coordinate=1, parameter="fc1.weight", index=(0, 0))

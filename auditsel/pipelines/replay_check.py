@@ -1,0 +1,322 @@
+"""Reproducibility is checked, not assumed: a few games replayed before an audit.
+
+Contract. An audit's numbers are a function of (seed, game) only if `tune` and `score` are: a
+game's release must depend on its data, its seed and its canary and on nothing else. Before the
+games, `check_replay` tests that on the audit's own pipeline:
+
+1. Two games (the first whose coin puts the canary in and the first that leaves it out:
+   `replay_games`) are played twice each, from their seeds exactly as the audit plays them
+   (`PipelineGame.release_and_score`), where the audit's games run: in this process with one
+   job, threads or the default forked workers (which start from this process), on a worker
+   with loky or dask workers. The two plays of a game
+   must give the same score and the same release (compared by `content_digest`; a release that
+   cannot be digested is compared by its score). The content digests of `data` and of the
+   canary must not change. Whether `tune` drew from a global generator (Python's `random`,
+   NumPy's legacy `np.random`, torch's default generator) is read off the generators' states.
+2. With more than one worker (`jobs` != 1), the two games are played once more elsewhere at
+   the same time (on two forked workers or two threads, one game each; on a second loky or
+   dask worker) and must give the scores of step 1.
+
+Each difference is a hazard, named with its usual cause and fix:
+
+* `unseeded randomness`: the two plays of a game differ (a generator made without the seed
+  `tune` receives, the clock, a process id, a dict of ids...);
+* `in-place mutation`: `data` or the canary changed during a game (the next game would see
+  other data);
+* `global generators under threads`: `tune` draws from a global generator and the games run on
+  threads at once: the generators are shared, so per-game seeding cannot hold (processes are
+  fine: each has its own);
+* `thread races` / `worker state`: the backend's plays differ from this process's.
+
+A hazard is refused (`ReproducibilityError`, a ConfigError: exit 2) unless the caller accepts
+non-determinism knowingly (`accept=True`; the CLI's `--accept-nondeterministic`); then the
+audit runs, and `ReplayReport.to_dict()` (result.json's `pipeline.reproducibility`) records
+the hazards and that they were accepted. After the games, `check_unchanged` compares the
+digests of `data` and of the canary with those taken before (a mutation during the audit, in
+this process or in its threads).
+
+Cost: four plays and, with workers, two more at the same time on a second worker, plus the
+digests of data and canary, whatever the audit's size; the workers' start-up is the audit's
+own (its games reuse them). Measured by `benchmarks/bench_replay_check.py`
+(docs/benchmarks/pipeline-audit.md).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from auditsel.errors import ConfigError
+from auditsel.games.worker_pool import (
+    fork_available,
+    forked_chunks,
+    game_threads,
+    in_game_thread,
+)
+from auditsel.pipelines.content_digest import content_digest
+from auditsel.pipelines.game import PipelineGame, game_seed, seed_globals
+
+__all__ = [
+    "ReplayReport",
+    "ReproducibilityError",
+    "check_replay",
+    "check_unchanged",
+]
+
+ACCEPT_HINT = (
+    "to audit it anyway, knowingly: --accept-nondeterministic (accept_nondeterminism=True), "
+    "recorded in result.json"
+)
+FIXES = {
+    "unseeded randomness": "draw only from generators seeded with `seed` "
+    "(np.random.default_rng(seed)); read no clock or process id",
+    "in-place mutation": "copy `data` or the canary before changing them",
+    "global generators under threads": "draw from np.random.default_rng(seed), not np.random/"
+    "random/torch's global generator, or use processes (--backend loky)",
+    "thread races": "share no mutable state between games, or use processes (--backend loky)",
+    "worker state": "make tune depend on its arguments only (no module caches, files or "
+    "environment left by earlier games)",
+}
+
+
+class ReproducibilityError(ConfigError):
+    """The pipeline gave different numbers for the same game: the audit would not be a
+    function of its seed. The message names the hazard and the fix."""
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """What `check_replay` found (result.json's `pipeline.reproducibility`)."""
+
+    games: tuple[int, ...]
+    plays: int  # games played by the check (in this process and in the backend)
+    hazards: tuple[str, ...]  # one line per hazard found ('' none)
+    accepted: bool  # hazards were accepted by the caller
+    global_generators: bool  # tune drew from a global generator
+    seconds: float  # wall, start-up of the workers included (the games reuse them)
+    data_digest: str
+    canary_digest: str
+    scores: tuple[float, ...] = ()  # the replayed games' scores (step 1)
+    play_cpu_seconds: float = 0.0  # CPU of the replay's plays (where they ran; no start-up)
+
+    def to_dict(self) -> dict:
+        return {
+            "checked": True,
+            "games_replayed": list(self.games),
+            "plays": self.plays,
+            "hazards": list(self.hazards),
+            "accepted_nondeterminism": self.accepted,
+            "uses_global_generators": self.global_generators,
+            "seconds": round(self.seconds, 3),
+            "play_cpu_seconds": round(self.play_cpu_seconds, 3),
+        }
+
+
+def _global_states() -> tuple:
+    torch = sys.modules.get("torch")
+    torch_state = bytes(torch.default_generator.get_state().numpy()) if torch else b""
+    state: Any = np.random.get_state()  # noqa: NPY002 (the legacy global generator is the question)
+    return random.getstate(), (state[1].tobytes(), state[2:]), torch_state
+
+
+def _release_digest(release: Any) -> str | None:
+    try:
+        return content_digest(release, "release")
+    except ConfigError:
+        return None  # compared by its score only
+
+
+@dataclass(frozen=True)
+class _Play:
+    score: Any  # a float, or a tuple of floats (one per released field)
+    release: str | None
+    global_draws: bool
+
+
+def _play(game: PipelineGame, seed: int, index: int) -> _Play:
+    """One game, as the audit plays it, and whether it drew from a global generator."""
+    _, release, value = game.release_and_score(seed, index)
+    after = _global_states()
+    # the states right after seeding: replay the seeding alone (no draws between)
+    seed_globals(game_seed(seed, index))
+    fresh = _global_states()
+    if isinstance(value, np.ndarray):  # one score per released field: compared as a tuple
+        value = tuple(value.tolist())
+    return _Play(value, _release_digest(release), after != fresh)
+
+
+def _hazard(name: str, detail: str) -> str:
+    return f"{name}: {detail}; fix: {FIXES[name]}"
+
+
+def replay_games(seed: int, count: int = 64) -> tuple[int, ...]:
+    """The games the check replays: the first whose coin puts the canary in and the first
+    whose coin leaves it out (game 0 and 1 when among the first `count` there is one coin
+    only)."""
+    coins = [
+        int(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(g,))).integers(0, 2))
+        for g in range(count)
+    ]
+    if 0 in coins and 1 in coins:
+        return tuple(sorted((coins.index(1), coins.index(0))))
+    return (0, 1)
+
+
+def _changed(game: PipelineGame, digests: tuple[str, str]) -> list[str]:
+    return [
+        what
+        for what, before, value in (
+            ("data", digests[0], game.data),
+            ("canary", digests[1], game.canary),
+        )
+        if content_digest(value, what) != before
+    ]
+
+
+def _in_process(game: PipelineGame, seed: int, digests: tuple[str, str], games: tuple[int, ...]):
+    """The hazards of two plays of each game in `games`, whether a play drew from a global
+    generator, and the games' scores."""
+    hazards: list[Any] = []
+    scores: list[Any] = []
+    global_draws = False
+    for index in games:
+        first, second = _play(game, seed, index), _play(game, seed, index)
+        global_draws = global_draws or first.global_draws or second.global_draws
+        scores.append(first.score)
+        if (first.score, first.release) != (second.score, second.release) and not hazards:
+            what = (
+                f"scores {first.score!r} then {second.score!r}"
+                if first.score != second.score
+                else "one score but two different releases"
+            )
+            hazards.append(
+                _hazard(
+                    "unseeded randomness",
+                    f"game {index} (seed {game_seed(seed, index)}) played twice gave {what}",
+                )
+            )
+    changed = _changed(game, digests)
+    if changed:
+        hazards.insert(
+            0, _hazard("in-place mutation", f"{' and '.join(changed)} changed during a game")
+        )
+    return hazards, global_draws, tuple(scores)
+
+
+def _serial(game: PipelineGame, seed: int, games: tuple[int, ...], digests: tuple[str, str]):
+    """Step 1, in whichever process runs it (this one, or a worker), and its CPU seconds."""
+    in_game_thread()  # the threads the games get (auditsel.games.worker_pool)
+    start = time.process_time()
+    hazards, global_draws, scores = _in_process(game, seed, digests, games)
+    return hazards, global_draws, scores, time.process_time() - start
+
+
+def _once(game: PipelineGame, seed: int, games: tuple[int, ...]) -> tuple[tuple, float]:
+    """The scores of `games`, each played once (step 2), and the CPU seconds."""
+    in_game_thread()
+    start = time.process_time()
+    scores = tuple(game.release_and_score(seed, g)[2] for g in games)
+    return scores, time.process_time() - start
+
+
+def _on_workers(tasks: list, backend: str | None) -> list:
+    """The tasks on two workers of the backend at once (what the engine's chunks run on)."""
+    # deferred: joblib (0.14 s with loky) loads only for parallel runs
+    from joblib import Parallel, delayed, parallel_config
+
+    prefer = "threads" if backend == "threading" else None
+    with parallel_config(backend=backend) if backend else nullcontext():
+        parallel = Parallel(n_jobs=-1 if backend == "dask" else 2, prefer=prefer)
+        return parallel(delayed(f)(*args) for f, *args in tasks)
+
+
+def check_replay(
+    game: PipelineGame,
+    seed: int,
+    *,
+    jobs: int = 1,
+    backend: str | None = None,
+    accept: bool = False,
+) -> ReplayReport:
+    """The replay check of the module docstring; raises ReproducibilityError on a hazard
+    unless `accept`. `backend` is what `auditsel.games.backends.execution_backend` yields.
+
+    With one job, threads, or the default workers forked from this process, step 1 runs in
+    this process (where the games run, or what the forked workers inherit warm) and step 2 on
+    two threads or two forked workers; with loky or dask workers step 1 runs on a worker while
+    a second worker plays the games once (step 2), so that this process never pays a
+    pipeline's first-game start-up that only the workers need."""
+    start = time.perf_counter()
+    digests = (content_digest(game.data, "data"), content_digest(game.canary, "canary"))
+    games = replay_games(seed)
+    other: tuple[float, ...] | None = None
+    forked = (
+        backend is None and jobs != 1 and getattr(game, "fork_workers", False) and fork_available()
+    )
+    if jobs == 1 or backend == "threading" or forked:
+        hazards, global_draws, scores, cpu = _serial(game, seed, games, digests)
+        if forked:  # the default: workers forked from this (now warm) process, as the games
+            play = lambda i: (i, _once(game, seed, (games[i],))[0][0])
+            found = dict(forked_chunks(play, range(len(games)), 2, game_threads(jobs)))
+            other = tuple(found[i] for i in range(len(games)))
+        elif jobs != 1:  # two threads at once, one game each (CPU: this process's, above)
+            parts = _on_workers([(_once, game, seed, (g,)) for g in games], backend)
+            other = tuple(v for part, _ in parts for v in part)
+    else:
+        first, (other, other_cpu) = _on_workers(
+            [(_serial, game, seed, games, digests), (_once, game, seed, games)], backend
+        )
+        hazards, global_draws, scores, cpu = first
+        cpu += other_cpu
+    hazards = list(hazards)
+    if other is not None and other != scores:
+        name = "thread races" if backend == "threading" else "worker state"
+        where = "two threads" if backend == "threading" else f"two {backend or 'loky'} workers"
+        hazards.append(
+            _hazard(name, f"games {list(games)} scored {list(scores)} and {list(other)} on {where}")
+        )
+    if jobs != 1 and global_draws and backend == "threading":
+        hazards.append(
+            _hazard(
+                "global generators under threads",
+                f"tune draws from a global generator while {jobs} threads play games at once",
+            )
+        )
+    report = ReplayReport(
+        games=games,
+        plays=2 * len(games) + (len(games) if other is not None else 0),
+        hazards=tuple(hazards),
+        accepted=bool(accept and hazards),
+        global_generators=global_draws,
+        seconds=time.perf_counter() - start,
+        data_digest=digests[0],
+        canary_digest=digests[1],
+        scores=scores,
+        play_cpu_seconds=cpu,
+    )
+    if hazards and not accept:
+        more = f" (and {len(hazards) - 1} more)" if len(hazards) > 1 else ""
+        raise ReproducibilityError("tune", f"not reproducible: {hazards[0]}{more}; {ACCEPT_HINT}")
+    return report
+
+
+def check_unchanged(game: PipelineGame, report: ReplayReport) -> list[str]:
+    """The hazards of a `data` or canary changed during the audit (compared with the digests
+    taken before the games)."""
+    changed = [
+        what
+        for what, before, value in (
+            ("data", report.data_digest, game.data),
+            ("canary", report.canary_digest, game.canary),
+        )
+        if content_digest(value, what) != before
+    ]
+    if not changed:
+        return []
+    return [_hazard("in-place mutation", f"{' and '.join(changed)} changed during the audit")]

@@ -1,0 +1,189 @@
+"""The boundary around the user's code: importing it by path, calling it, and naming the files
+it runs from.
+
+Contract.
+
+* `import_file(path, field)` imports a Python file under a module name of its own,
+  `auditsel_user_<12 hex digits of the resolved path and the content>_<stem>`: two files with the same stem in
+  two folders are two modules, and a file named like a standard module (`json.py`) never
+  shadows it nor is shadowed by it. Its folder is put at the end of sys.path, so that it imports
+  the modules beside it while a `json.py` there never shadows the standard library's (in this
+  process or in a worker). A game sent to a worker process (loky, dask)
+  carries the names and paths of these files, and the worker imports them the same way before
+  it unpickles the functions that live in them (`auditsel.pipelines.game.USER_MODULES`).
+* `call_user(field, what, fn, *args)` calls a function of the user's (importing a module,
+  calling a data loader or a canary factory): anything it raises but KeyboardInterrupt
+  (SystemExit and argparse's exit included) becomes a `PipelineError` naming `field`, `what`
+  and the exception, carrying the user's traceback; while it runs, sys.argv is the file alone,
+  as when the user's script runs with no arguments (so a script that parses its command line
+  at import sees none, not auditsel's).
+* `user_files(*objects)` is what the user's code runs from: the source files of the modules of
+  the objects given (functions, classes, instances: their class), of every module their
+  globals refer to, transitively, and every other `.py` file in the folders of those files (a
+  lazy import inside a function, also one that only a worker process makes), keeping only
+  files that are not part of an installed package (the standard library, site-packages, the
+  interpreter's prefixes) nor of auditsel.
+  It returns path -> sha256 of the file's bytes; `describe_changes(old, new)` names the files
+  that changed, appeared or went.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import sysconfig
+import types
+from collections.abc import Callable, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from auditsel.errors import ConfigError
+from auditsel.pipelines.game import (
+    USER_MODULES,
+    PipelineError,
+    describe_exception,
+    import_by_path,
+    user_traceback,
+)
+
+__all__ = ["call_user", "describe_changes", "import_file", "user_files"]
+
+MAX_USER_FILES = 2000  # files fingerprinted (a folder with more is a sign of a wrong guess)
+
+
+def module_name(path: Path) -> str:
+    """The unique module name of a file (module docstring): by its path and its content, so
+    that an edited file is imported afresh, also by a worker that imported the old one."""
+    h = hashlib.sha256(str(path).encode("utf-8", "surrogatepass") + b"\0")
+    try:
+        h.update(path.read_bytes())
+    except OSError:
+        pass
+    digest = h.hexdigest()[:12]
+    stem = "".join(c if c.isalnum() or c == "_" else "_" for c in path.stem)
+    return f"auditsel_user_{digest}_{stem}"
+
+
+@contextmanager
+def _argv(path: Path | None):
+    saved = sys.argv
+    sys.argv = [str(path) if path is not None else saved[0] if saved else ""]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def call_user(field: str, what: str, fn: Callable, *args: Any, path: Path | None = None) -> Any:
+    """fn(*args), with anything it raises (but Ctrl-C) made the user's PipelineError."""
+    try:
+        with _argv(path):
+            return fn(*args)
+    except KeyboardInterrupt:
+        raise
+    except ConfigError:
+        raise
+    except BaseException as err:
+        raise PipelineError(
+            field, f"{what} raised {describe_exception(err)}", user_traceback(err)
+        ) from None
+
+
+def import_file(path: str | Path, field: str) -> types.ModuleType:
+    """The module of the Python file `path`, imported once under its unique name."""
+    resolved = Path(path).resolve()
+    if not resolved.is_file():
+        raise ConfigError(field, f"no such file: {path}")
+    name = module_name(resolved)
+    if name in sys.modules:
+        return sys.modules[name]
+    text = str(resolved)
+    USER_MODULES[name] = text  # a worker imports it under the same name (pipelines.game)
+    try:
+        module = call_user(field, f"importing {path}", import_by_path, name, text, path=resolved)
+    except BaseException:
+        USER_MODULES.pop(name, None)
+        raise
+    return module
+
+
+def _installed_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots |= {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    here = Path(__file__).resolve().parents[1]  # auditsel/
+    roots |= {str(here), str(here.parent / "attacks")}
+    return tuple(sorted(os.path.realpath(r) + os.sep for r in roots if r))
+
+
+def _file_of(module: types.ModuleType) -> str | None:
+    path = getattr(module, "__file__", None)
+    if not path or not path.endswith(".py"):
+        return None
+    real = os.path.realpath(path)
+    return real if os.path.isfile(real) else None
+
+
+def _module_of(value: Any) -> types.ModuleType | None:
+    if isinstance(value, types.ModuleType):
+        return value
+    name = getattr(value, "__module__", None)
+    if not isinstance(name, str):
+        name = getattr(type(value), "__module__", None)
+    return sys.modules.get(name) if isinstance(name, str) else None
+
+
+def _user_modules(objects: tuple, installed: tuple[str, ...]) -> dict[str, types.ModuleType]:
+    """file -> module of the user's modules reachable from the objects (module docstring)."""
+    found: dict[str, types.ModuleType] = {}
+    queue = [m for m in map(_module_of, objects) if m is not None]
+    while queue and len(found) < MAX_USER_FILES:
+        module = queue.pop()
+        path = _file_of(module)
+        if path is None or path in found or path.startswith(installed):
+            continue
+        found[path] = module
+        for value in list(vars(module).values()):
+            other = _module_of(value)
+            if other is not None and other is not module:
+                queue.append(other)
+    return found
+
+
+def _folder_files(paths: list[str]) -> list[str]:
+    """The .py files directly in the folders of `paths` (what a lazy import in a worker can
+    load without this process ever importing it)."""
+    out: list[str] = []
+    for folder in sorted({os.path.dirname(p) for p in paths}):
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        out += [os.path.join(folder, n) for n in names if n.endswith(".py")]
+    return [p for p in out if os.path.isfile(p)][:MAX_USER_FILES]
+
+
+def user_files(*objects: Any) -> dict[str, str]:
+    """path -> sha256 of each source file the user's code runs from (module docstring)."""
+    installed = _installed_roots()
+    modules = list(_user_modules(objects, installed))
+    paths = set(modules) | {p for p in _folder_files(modules) if not p.startswith(installed)}
+    digests = {}
+    for path in sorted(paths):
+        try:
+            digests[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError:
+            digests[path] = "unreadable"
+    return digests
+
+
+def describe_changes(old: Any, new: Mapping[str, str]) -> str:
+    """The files that differ between two `user_files` results, in words."""
+    if not isinstance(old, Mapping):
+        return "the files your code runs from were not recorded"
+    parts = [f"{p} changed" for p in new if p in old and old[p] != new[p]]
+    parts += [f"{p} is new" for p in new if p not in old]
+    parts += [f"{p} is no longer used" for p in old if p not in new]
+    return "; ".join(parts[:5]) + (f" (and {len(parts) - 5} more)" if len(parts) > 5 else "")

@@ -1,0 +1,210 @@
+"""The pipeline planner's calibration: predicted against certified eps_L over many audits.
+
+    python benchmarks/plan_calibration.py [--games 1000] [--quick] [--no-torch] [--write]
+
+Each audit plans from a pilot (`auditsel.plan_pipeline`, pilot seed s) and then plays `--games`
+games with `auditsel.audit_pipeline` (seed 1000 + s, split rule, 95% Clopper-Pearson): the row
+holds the plan's E[eps_L] at that many games (on the pilot's curve at its 95% limits, what the
+planner promises), the pilot's point estimate of it (the planner before issue 27: optimistic),
+the certified eps_L, the claim and both verdicts (planned refutation, refuted). Pipelines:
+
+* four numpy pipelines with known epsilon, three pilots each (50, 100, 200): randomised response
+  (eps = 1, delta = 0, claim exact), the Gaussian mechanism (mu = 1, claim exact), a planted bug
+  (mu = 3 claimed as mu = 1) and a rare leak (the canary's bit released in 2% of games, the
+  claim mu = 1: a leak a small pilot cannot see);
+* four pipelines of the bug zoo (`auditsel.reproductions.bugzoo`: correct DP-GD, the noise of
+  the mean, every run released, a fixed grid; torch), pilot 100;
+* the pipeline tutorial's Opacus pipeline (docs/tutorials/audit-your-pipeline.md, read from the
+  page; opacus), pilot 100.
+
+`--write` puts the table into docs/findings/plan-calibration.md (between its table markers).
+Predictions may err on the conservative side: the summary line counts the audits whose
+certified eps_L is below the plan's E[eps_L] (single audits scatter around their mean; the
+means per pipeline are what must not fall below the plan).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import auditsel
+from auditsel.mechanisms import GaussianBase
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "findings" / "plan-calibration.md"
+TUTORIAL = ROOT / "docs" / "tutorials" / "audit-your-pipeline.md"
+DELTA = 1e-5
+EMPTY = (np.zeros((4, 1)), np.zeros(4))
+CANARY = auditsel.InputCanary(x=[1.0], y=1)
+P_RR = math.exp(1.0) / (1 + math.exp(1.0))
+RARE = 0.02
+
+
+def _present(data) -> bool:
+    return bool(np.asarray(data[0])[:, 0].sum() >= 1)
+
+
+def randomized_response(data, seed, canary):
+    rng = np.random.default_rng(seed)
+    return float(rng.random() < (P_RR if _present(data) else 1 - P_RR))
+
+
+def gaussian(data, seed, canary, mu=1.0):
+    return float(np.random.default_rng(seed).normal(mu * _present(data), 1.0))
+
+
+def gaussian_too_little_noise(data, seed, canary):
+    return gaussian(data, seed, canary, mu=3.0)
+
+
+def rare_leak(data, seed, canary):
+    rng = np.random.default_rng(seed)
+    if rng.random() < RARE:  # the bug: a debugging branch releases the bit itself
+        return 1e6 * _present(data)
+    return float(rng.normal(_present(data), 1.0))
+
+
+def itself(release, canary):
+    return float(release)
+
+
+GAUSS_CLAIM = GaussianBase(1.0).epsilon(DELTA)
+NUMPY = {  # name: (tune, claim, delta, what)
+    "randomized_response": (randomized_response, 1.0, 0.0, "correct, claim exact"),
+    "gaussian": (gaussian, GAUSS_CLAIM, DELTA, "correct, claim exact"),
+    "too_little_noise": (gaussian_too_little_noise, GAUSS_CLAIM, DELTA, "bug: mu 3 claimed as 1"),
+    "rare_leak": (rare_leak, GAUSS_CLAIM, DELTA, f"bug in {RARE:.0%} of games"),
+}
+ZOO = ("correct_dpgd", "noise_for_mean", "release_all", "fixed_grid")
+
+
+def tutorial_pipeline():
+    """(tune, score, data, canary, claim) of the pipeline tutorial, its tuning.py read from the
+    page."""
+    blocks = re.findall(r"```python\n(.*?)```", TUTORIAL.read_text(), flags=re.S)
+    source = "\n".join(b for b in blocks if "tuning.py" in b.split("\n")[1])
+    folder = Path(tempfile.mkdtemp(prefix="auditsel-calibration-"))
+    (folder / "tuning_tutorial.py").write_text(source)
+    sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location("tuning_tutorial", folder / "tuning_tutorial.py")
+    m = importlib.util.module_from_spec(spec)
+    sys.modules["tuning_tutorial"] = m
+    spec.loader.exec_module(m)
+    canary = auditsel.GradientCanary(coordinate=30)
+    _, engine, optimizer, loader = m.train_one(m.train_data, 0.1, canary)
+    claim = auditsel.from_opacus(engine, optimizer=optimizer, data_loader=loader, delta=DELTA)
+    return m.tune, m.score, m.train_data, canary, claim.claimed_epsilon
+
+
+def one_audit(name, tune, score, data, canary, claim, delta, pilot, seed, games) -> dict:
+    start = time.process_time()
+    common = dict(data=data, canary=canary, delta=delta, claimed_epsilon=claim)
+    plan = auditsel.plan_pipeline(tune, score, pilot=pilot, seed=seed, games=games, **common)
+    audit = auditsel.audit_pipeline(
+        tune, score, games=games, seed=1000 + seed, panel=False, **common
+    )
+    return {
+        "pipeline": name,
+        "pilot": pilot,
+        "seed": seed,
+        "games": games,
+        "claim": claim,
+        "predicted": plan.expected_eps,
+        "point_predicted": plan.point_expected_eps,
+        "certified": audit.eps,
+        "planned_refutation": plan.games_to_refute is not None,
+        "refuted": bool(audit.refuted),
+        "cpu_seconds": round(time.process_time() - start, 1),
+    }
+
+
+def rows(games: int, quick: bool, torch: bool) -> list[dict]:
+    out = []
+    pilots = (50, 100, 200)
+    for name, (tune, claim, delta, _) in NUMPY.items():
+        for s, pilot in enumerate(pilots[:1] if quick else pilots, start=1):
+            out.append(one_audit(name, tune, itself, EMPTY, CANARY, claim, delta, pilot, s, games))
+            print(_line(out[-1]), flush=True)
+    if not torch:
+        return out
+    from auditsel.reproductions import bugzoo
+
+    for name in ZOO[:1] if quick else ZOO:
+        m = bugzoo.module(name)
+        out.append(
+            one_audit(
+                name, m.tune, m.score, m.TRAIN, m.CANARY, m.claim(DELTA), DELTA, 100, 1, games
+            )
+        )
+        print(_line(out[-1]), flush=True)
+    if not quick and importlib.util.find_spec("opacus") is not None:
+        tune, score, data, canary, claim = tutorial_pipeline()
+        out.append(
+            one_audit("tutorial (Opacus)", tune, score, data, canary, claim, DELTA, 100, 1, games)
+        )
+        print(_line(out[-1]), flush=True)
+    return out
+
+
+def _line(r: dict) -> str:
+    return (
+        f"| {r['pipeline']} | {r['pilot']} | {r['games']:,} | {r['claim']:.3f} | "
+        f"{r['predicted']:.3f} | {r['point_predicted']:.3f} | {r['certified']:.3f} | "
+        f"{'yes' if r['planned_refutation'] else 'no'} | {'yes' if r['refuted'] else 'no'} |"
+    )
+
+
+def table(out: list[dict]) -> str:
+    head = (
+        "| pipeline | pilot | games | claim | planned E[eps_L] | point estimate (old) | "
+        "certified eps_L | planned refutation | refuted |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---|---|"
+    )
+    below = sum(r["certified"] < r["predicted"] for r in out)
+    old_below = sum(r["certified"] < r["point_predicted"] for r in out)
+    means = {}
+    for r in out:
+        means.setdefault(r["pipeline"], []).append(r)
+    short = [
+        n
+        for n, rs in means.items()
+        if np.mean([r["certified"] for r in rs]) < np.mean([r["predicted"] for r in rs])
+    ]
+    false_plans = [r["pipeline"] for r in out if r["planned_refutation"] and not r["refuted"]]
+    summary = (
+        f"\n\n{len(out)} audits. Certified below the plan's E[eps_L]: {below} of {len(out)} "
+        f"(the point estimate, the planner before: {old_below} of {len(out)}). Pipelines whose "
+        f"mean certified eps_L is below the mean plan: {', '.join(short) or 'none'}. Planned "
+        f"refutations that the audit did not make: {', '.join(false_plans) or 'none'}."
+    )
+    return head + "\n" + "\n".join(_line(r) for r in out) + summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--games", type=int, default=1000)
+    parser.add_argument("--quick", action="store_true", help="one pilot per pipeline, one zoo")
+    parser.add_argument("--no-torch", action="store_true", help="the numpy pipelines only")
+    parser.add_argument("--write", action="store_true", help=f"write the table into {PAGE}")
+    args = parser.parse_args()
+    out = rows(args.games, args.quick, not args.no_torch)
+    text = table(out)
+    print(text)
+    if args.write:
+        page = PAGE.read_text()
+        begin, end = "<!-- table: benchmarks/plan_calibration.py -->", "<!-- end of table -->"
+        head, rest = page.split(begin, 1)
+        PAGE.write_text(head + begin + "\n" + text + "\n" + end + rest.split(end, 1)[1])
+
+
+if __name__ == "__main__":
+    main()

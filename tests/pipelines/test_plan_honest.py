@@ -1,0 +1,125 @@
+"""Honest plans (issue 27): the pipeline planner accounts for its pilot's sampling error.
+
+* `pilot_tests(...).pessimistic(c)`: with probability >= c over the pilot, every planned test's
+  true FP and FN rates are below the planned ones (checked over 300 pilots of randomised
+  response, whose rates are known exactly);
+* a pipeline whose claim is exact gets no planned refutation at pilots 50, 100 and 200;
+* a planted bug visible in every game is planned refuted from a pilot of 200, and its audit
+  of the planned size refutes it;
+* the plan says what a pilot cannot see (a leak in fewer than ~3 / pilot of games).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from auditsel import GaussianBase, InputCanary, audit_pipeline, plan_pipeline
+from auditsel.auditing.planning import blind_rate, pilot_tests
+
+EMPTY = (np.zeros((4, 1)), np.zeros(4))
+CANARY = InputCanary(x=[1.0], y=1)
+EPS_RR = 1.0
+P_RR = math.exp(EPS_RR) / (1 + math.exp(EPS_RR))
+DELTA = 1e-5
+
+
+def _present(data) -> bool:
+    return bool(np.asarray(data[0])[:, 0].sum() >= 1)
+
+
+def randomized_response(data, seed, canary):
+    """exactly EPS_RR-DP (delta = 0): the claim EPS_RR is exact"""
+    rng = np.random.default_rng(seed)
+    return float(rng.random() < (P_RR if _present(data) else 1 - P_RR))
+
+
+def gaussian(data, seed, canary):
+    """N(1, 1) with the canary, N(0, 1) without: exactly GaussianBase(1)"""
+    return float(np.random.default_rng(seed).normal(float(_present(data)), 1.0))
+
+
+def too_little_noise(data, seed, canary):
+    """the bug: N(3, 1) vs N(0, 1), claimed as a smaller mu"""
+    return float(np.random.default_rng(seed).normal(3.0 * _present(data), 1.0))
+
+
+def itself(release, canary):
+    return float(release)
+
+
+def test_pessimistic_tests_are_below_the_true_rates_at_their_confidence():
+    """Randomised response: a test "in iff score > t" has FP = 1 - P_RR and FN = 1 - P_RR for
+    t in [0, 1), (1, 0) for t < 0 and (0, 1) for t >= 1; the reversed test the complements."""
+    rng = np.random.default_rng(5)
+    confidence, pilots, held = 0.8, 300, 0
+    for k in range(pilots):
+        member = rng.integers(0, 2, 100)
+        scores = (rng.random(100) < np.where(member == 1, P_RR, 1 - P_RR)).astype(float)
+        tests = pilot_tests(scores, member, "pilot", seed=k)
+        curve = tests.pessimistic(confidence)
+        q = 1 - P_RR
+        fp = np.where(tests.t < 0, 1.0, np.where(tests.t < 1, q, 0.0))
+        fn = np.where(tests.t < 0, 0.0, np.where(tests.t < 1, q, 1.0))
+        fp, fn = np.where(tests.up, fp, 1 - fp), np.where(tests.up, fn, 1 - fn)
+        held += bool(np.all(curve.fp >= fp) and np.all(curve.fn >= fn))
+    assert held / pilots >= confidence
+
+
+@pytest.mark.parametrize("pilot", [50, 100, 200])
+@pytest.mark.parametrize(
+    "tune,claim,delta",
+    [
+        (randomized_response, EPS_RR, 0.0),
+        (gaussian, GaussianBase(1.0).epsilon(DELTA), DELTA),
+    ],
+    ids=["randomized_response", "gaussian"],
+)
+def test_an_exact_claim_gets_no_planned_refutation(tune, claim, delta, pilot):
+    for seed in (1, 2, 3):
+        plan = plan_pipeline(
+            tune, itself, data=EMPTY, canary=CANARY, delta=delta, pilot=pilot,
+            claimed_epsilon=claim, games=2000, seed=seed,
+        )  # fmt: skip
+        assert plan.games_to_refute is None, (pilot, seed, plan.summary())
+        assert plan.curve_eps <= claim and plan.prob_refute <= 0.05
+        # what the plan promises is at most what the pipeline can give
+        assert plan.expected_eps <= claim
+
+
+def test_a_visible_bug_is_planned_refuted_and_the_planned_audit_refutes_it():
+    claim = GaussianBase(0.5).epsilon(1e-2)  # mu = 3 run, claimed as mu = 0.5 (0.96 at 0.01)
+    kw = dict(data=EMPTY, canary=CANARY, delta=1e-2, claimed_epsilon=claim)
+    plan = plan_pipeline(too_little_noise, itself, pilot=200, seed=1, **kw)
+    assert plan.games_to_refute is not None, plan.summary()
+    audit = audit_pipeline(
+        too_little_noise, itself, games=plan.games_to_refute, seed=7, panel=False, **kw
+    )
+    assert audit.refuted
+
+
+def test_the_plan_says_what_a_pilot_cannot_see():
+    assert blind_rate(100) == pytest.approx(1 - 0.05 ** (1 / 100))
+    assert 2.9 / 100 < blind_rate(100) < 3.1 / 100  # about 3 / pilot
+    plan = plan_pipeline(
+        gaussian, itself, data=EMPTY, canary=CANARY, delta=DELTA, pilot=100, target_eps=0.5
+    )
+    text = plan.summary()
+    assert "cannot see" in text and f"{blind_rate(100):.2%}" in text
+    assert plan.point_eps > plan.curve_eps  # the pessimistic curve is below the point estimate
+
+
+@pytest.mark.slow  # 20 audits of the planned size: about 90 s
+def test_planned_games_reach_the_target_at_least_as_often_as_stated():
+    """Randomised response: the games planned for P(eps_L >= 0.5) >= 0.8 reach 0.5 in at least
+    80% of 20 audits, up to two binomial standard deviations (13 of 20)."""
+    kw = dict(data=EMPTY, canary=CANARY, delta=0.0)
+    plan = plan_pipeline(randomized_response, itself, target_eps=0.5, power=0.8, pilot=200, **kw)
+    n = plan.games_for_target
+    assert n is not None
+    hits = sum(
+        audit_pipeline(randomized_response, itself, games=n, seed=100 + s, panel=False, **kw).eps
+        >= 0.5
+        for s in range(20)
+    )
+    assert hits >= 13, (n, hits)
