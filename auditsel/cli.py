@@ -48,7 +48,7 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-from auditsel.errors import MAX_JOBS, ConfigError
+from auditsel.errors import LIMITS, MAX_JOBS, ConfigError
 from auditsel.files import DISK_FULL, check_output_path, claim_folder
 from auditsel.games.backends import BACKENDS
 from auditsel.version import __version__
@@ -124,11 +124,10 @@ def _int_option(name: str, lo: int, hi: int, allowed: str | None = None):
     return parse
 
 
-# ranges of the config fields the options override (auditsel.experiments.config.LIMITS; a
-# test checks they agree: the config module is too heavy to import for `auditsel --help`)
-TRIALS_RANGE = (2, 10**10)
-SEED_RANGE = (0, 2**63 - 1)
-THRESHOLDS_RANGE = (1, 100_000)
+# ranges of the config fields the options override: one source, auditsel.errors.LIMITS
+TRIALS_RANGE = LIMITS["game.trials"]
+SEED_RANGE = LIMITS["game.seed"]
+THRESHOLDS_RANGE = LIMITS["game.thresholds"]
 MAX_SPLITS = 1000
 
 
@@ -629,9 +628,10 @@ def _command_audit_scores(args) -> int:
     import numpy as np
 
     from auditsel.auditing.estimators import estimator_panel, panel_dict
-    from auditsel.auditing.lower import SortedScores, audit_scores
+    from auditsel.auditing.lower import audit_scores
     from auditsel.auditing.rules import THRESHOLD_RULES, fresh_seed, threshold_rule
     from auditsel.auditing.scores import read_scores
+    from auditsel.auditing.sorted_scores import SortedScores
     from auditsel.errors import ConfigError
 
     if args.threshold not in THRESHOLD_RULES:
@@ -1278,7 +1278,7 @@ def _quiet_stdout_if_broken() -> None:
 def _environment_failure(err: BaseException) -> str | None:
     """The one line for a failure of the environment (a full disk, an I/O error), else None.
     joblib hands a worker's OSError over as itself; a chained cause is looked at too."""
-    seen = err
+    seen: BaseException | None = err
     while seen is not None and not isinstance(seen, OSError):
         seen = seen.__cause__
     if not isinstance(seen, OSError) or seen.errno not in (*DISK_FULL, errno.EIO):

@@ -100,6 +100,7 @@ def audit_protocol(
         progress=progress,
         code=code_identity(release, score),  # an edited release or score refuses old chunks
     )
+    assert record.scores is not None and record.member is not None  # played in memory
     return audit_scores(
         record.scores,
         record.member,
