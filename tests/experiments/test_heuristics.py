@@ -338,21 +338,25 @@ def test_reproduce_figure6_plot_draws_heuristics_dashed(tmp_path, monkeypatch):
             Path(__file__).resolve().parents[2] / "results" / "papers" / "figure6" / "rows.json"
         ).read_text()
     )
-    # the table's bound columns hold only bounds: at tau < 1 exact and UO sit in *_heuristic columns
-    assert all(("exact" in r) == (r["tau"] == 1) for r in rows)
+    # the table's bound columns hold only bounds: at tau = 1 exact and UO sit in *_monotone_score
+    # columns (values under [XWW24]'s assumption), at tau < 1 in *_heuristic columns
+    assert all(("exact_monotone_score" in r) == (r["tau"] == 1) for r in rows)
+    assert all(("exact_heuristic" in r) == (r["tau"] < 1) for r in rows)
+    assert all("exact" not in r and "improved_rdp" not in r for r in rows)
     assert all("improved_rdp_gdp" not in r and "improved_rdp_gdp_heuristic" in r for r in rows)
-    low = [r for r in rows if r["tau"] < 1 and r["exact_heuristic"] < r["eps_B"]]
+    low = [r for r in rows if r["tau"] < 1 and r["exact_heuristic"] < r["attack"]]
     assert low and all("exact_heuristic" in r["contradicted"].split() for r in low)
     lines = drawn_lines(monkeypatch, lambda: plot(rows, tmp_path))
     for label, style in lines:
         if label.startswith(("exact", "improved U")):
             assert ("heuristic" in label) == (style == "--"), (label, style)
+            assert ("monotone score assumed" in label) == (style == "-."), (label, style)
         if label.startswith("improved UG"):
             assert "heuristic" in label
-    assert any(lab == "exact, heuristic" for lab, _ in lines) and any(
-        lab == "exact" for lab, _ in lines
-    )
-    assert any("CONTRADICTED" in lab for lab, _ in lines)
+    labels = [lab for lab, _ in lines]
+    assert any(lab.startswith("exact, heuristic") for lab in labels)
+    assert any(lab.startswith("exact, monotone score assumed") for lab in labels)
+    assert any("CONTRADICTED" in lab for lab in labels)
 
 
 def test_a_reduced_game_on_a_subsampled_base_is_no_lower_value_for_it():
