@@ -91,6 +91,7 @@ def build_protocol(spec: DpsgdGameSpec, base, rounds, data=None):
     # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
     from attacks.threats import tuning_game
     from auditsel.dpsgd.models import ModelSpec
+    from auditsel.dpsgd.trainer import Execution
 
     train, validation = data if data is not None else load_data(spec)
     model = ModelSpec(spec.model, train.shape, train.num_classes, hidden=tuple(spec.hidden))
@@ -106,8 +107,7 @@ def build_protocol(spec: DpsgdGameSpec, base, rounds, data=None):
         noise_multiplier=base.noise_multiplier,
         sample_rate=base.sample_rate,
         clip=spec.clip,
-        device=spec.device,
-        max_batch_runs=spec.max_batch_runs,
+        execution=Execution(device=spec.device, max_batch_runs=spec.max_batch_runs),
     )
 
 

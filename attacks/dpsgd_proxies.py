@@ -88,7 +88,7 @@ class LambdaB:
 class WinnerLikelihoodRatio:
     """log A'(s)/A(s) of the reduced game's winner at s = lambda_a sqrt(N)/sigma (see above)."""
 
-    winner: object  # auditsel.selection.GaussianWinner: public laws, no coins
+    winner: GaussianWinner  # public laws, no coins
     scale: float  # sqrt(N) / sigma
 
     def __call__(self, obs) -> np.ndarray:

@@ -65,6 +65,8 @@ class ThreatModel:
                 )
             return ValidationLoss(validation, reduction=self.validation_reduction)
         if isinstance(canary, GradientCanary):
+            if not isinstance(canary.coordinate, int):  # several Dirac canaries: one-run games
+                raise ConfigError("game.canary", "a threat's score reads one coordinate")
             return FirstCoordinateShift(canary.coordinate)
         if isinstance(canary, ExampleCanary):
             return CanaryLoss(canary)
@@ -113,7 +115,7 @@ def tuning_game(
     **settings,
 ) -> DpsgdTuningProtocol:
     """The protocol H the trainer runs under ``threat`` with canary z (settings: steps,
-    noise_multiplier, sample_rate, clip, lr, device, dtype, max_batch_runs, method)."""
+    noise_multiplier, sample_rate, clip, lr, execution)."""
     threat = get_threat(threat)
     return DpsgdTuningProtocol(
         model,

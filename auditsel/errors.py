@@ -21,9 +21,14 @@ the plain number, `1.1` and not `np.float64(1.1)`), cut to 80 characters.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any, SupportsFloat, SupportsInt, TypeGuard, TypeVar, cast
 
 __all__ = [
+    "LIMITS",
+    "MAX_TRIALS",
+    "MAX_SEED",
+    "MAX_GRID",
     "ConfigError",
     "number",
     "integer",
@@ -36,11 +41,25 @@ __all__ = [
 
 SHOWN_CHARS = 80
 
+#: The ranges of the fields that a config and a command-line option both set, declared once
+#: here at the bottom layer: auditsel.experiments.config checks the config's fields with them,
+#: the threshold rules (auditsel.auditing.rules) their seeds and grids, and auditsel.cli its
+#: options (which cannot import the config module: `auditsel --help` stays light).
+MAX_TRIALS = 10**10
+MAX_SEED = 2**63 - 1
+MAX_GRID = 100_000
+LIMITS: dict[str, tuple[int, int]] = {
+    "game.trials": (2, MAX_TRIALS),
+    "game.seed": (0, MAX_SEED),
+    "game.thresholds": (1, MAX_GRID),
+}
+T = TypeVar("T")
+
 
 class ConfigError(ValueError):
     """Bad user input: `field` is the (dotted) parameter name, `message` says what is allowed."""
 
-    def __init__(self, field: str, message: str):
+    def __init__(self, field: str, message: str) -> None:
         self.field = field
         self.message = message
         super().__init__(f"{field}: {message}" if field else message)
@@ -49,20 +68,24 @@ class ConfigError(ValueError):
         """The same error with `prefix.` in front of its field (the config layer's path)."""
         return ConfigError(f"{prefix}.{self.field}" if self.field else prefix, self.message)
 
-    def __reduce__(self):  # picklable (joblib workers) also for subclasses with other __init__s
+    def __reduce__(
+        self,
+    ) -> tuple[
+        Any, tuple[type[ConfigError], str, str]
+    ]:  # picklable (joblib workers) also for subclasses with other __init__s
         return (_rebuild, (type(self), self.field, self.message))
 
 
-def _rebuild(cls, field: str, message: str) -> ConfigError:
-    err = cls.__new__(cls)
+def _rebuild(cls: type[ConfigError], field: str, message: str) -> ConfigError:
+    err: ConfigError = cls.__new__(cls)
     ConfigError.__init__(err, field, message)
     return err
 
 
-def shown(value) -> str:
+def shown(value: object) -> str:
     """A value as messages show it: repr, numpy scalars as plain numbers, at most SHOWN_CHARS."""
     if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
-        value = value.item()  # np.float64(1.1) -> 1.1, np.int64(3) -> 3
+        value = cast(Any, value).item()  # np.float64(1.1) -> 1.1, np.int64(3) -> 3
     text = repr(value)
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
@@ -79,7 +102,7 @@ def require(condition: bool, field: str, message: str) -> None:
         raise ConfigError(field, message)
 
 
-def _is_real(value) -> bool:
+def _is_real(value: object) -> TypeGuard[SupportsFloat]:
     if isinstance(value, bool):
         return False
     if isinstance(value, (int, float)):
@@ -93,7 +116,7 @@ def _is_real(value) -> bool:
 
 
 def number(
-    value,
+    value: object,
     field: str,
     lo: float = -math.inf,
     hi: float = math.inf,
@@ -114,7 +137,7 @@ def number(
 MAX_JOBS = 1024
 
 
-def jobs(value, field: str = "jobs") -> int:
+def jobs(value: object, field: str = "jobs") -> int:
     """A number of workers: a non-zero integer in [-MAX_JOBS, MAX_JOBS] (-1 = all cores), as
     joblib reads it."""
     n = integer(value, field, -MAX_JOBS, MAX_JOBS)
@@ -126,12 +149,12 @@ def jobs(value, field: str = "jobs") -> int:
     return n
 
 
-def integer(value, field: str, lo: int, hi: int | None = None) -> int:
+def integer(value: object, field: str, lo: int, hi: int | None = None) -> int:
     """An integer in [lo, hi] (an integral float such as 1e3 is accepted); returned as an int."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     elif _is_real(value) and not isinstance(value, (int, float)) and float(value).is_integer():
-        value = int(value)
+        value = int(cast(SupportsInt, value))  # a numpy scalar: exact, also above 2^53
     if (
         isinstance(value, bool)
         or not isinstance(value, int)
@@ -143,7 +166,7 @@ def integer(value, field: str, lo: int, hi: int | None = None) -> int:
     return value
 
 
-def choice(value, field: str, allowed):
+def choice(value: T, field: str, allowed: Iterable[object]) -> T:
     """One of `allowed` (compared by type and value, so True is not 1)."""
     if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
         names = ", ".join(str(a).lower() if isinstance(a, bool) else str(a) for a in allowed)
@@ -151,7 +174,7 @@ def choice(value, field: str, allowed):
     return value
 
 
-def mapping(value, field: str) -> Mapping:
+def mapping(value: object, field: str) -> Mapping[str, Any]:
     """A mapping of keys to values (a config section)."""
     if not isinstance(value, Mapping):
         raise ConfigError(field, f"must be a mapping of keys to values, got {type(value).__name__}")

@@ -8,7 +8,8 @@ Contract.
   of its parents (`--out ..`, `--out x/../..`), the home directory, or an existing file. It
   creates the missing folders one by one (remembering which), locks the folder and returns an
   `OutputFolder`.
-* The lock is `fcntl.flock` on `DIR/.auditsel.lock` (holding the holder's pid): a second
+* The lock is filelock's operating-system lock (`flock` on POSIX) on `DIR/.auditsel.lock`
+  (holding the holder's pid): a second
   claim of the same folder, by any process, is refused at once with a ConfigError
   ("... is in use by another auditsel run (pid N)"). The kernel releases it when the holder
   exits, also when it is killed, so there are no stale locks; a released lock file is removed.
@@ -40,19 +41,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import filelock
+
 from auditsel.errors import ConfigError
-
-try:  # POSIX; elsewhere the lock is advisory only through the pid file
-    import fcntl
-
-    def _flock(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-
-except ImportError:  # pragma: no cover - Windows
-
-    def _flock(fd: int) -> None:
-        pass
-
 
 __all__ = [
     "LOCK_NAME",
@@ -234,63 +225,53 @@ def _check_writable(folder: Path) -> None:
 class FolderLock:
     """A held folder lock (`folder_lock`); `close()` releases it (also as a context manager)."""
 
-    def __init__(self, fd: int, path: Path):
-        self.fd, self.path = fd, path
+    def __init__(self, lock: filelock.BaseFileLock, path: Path):
+        self._lock: filelock.BaseFileLock | None = lock
+        self.path = path
 
     def close(self) -> None:
-        if self.fd < 0:
+        if self._lock is None:
             return
-        try:  # remove the file while holding the lock; a waiter re-checks the inode
-            if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
-                os.unlink(self.path)
+        try:  # remove the file while holding the lock (filelock may already do so)
+            os.unlink(self.path)
         except OSError:
             pass
-        os.close(self.fd)
-        self.fd = -1
+        self._lock.release(force=True)
+        self._lock = None
 
     def __enter__(self) -> FolderLock:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
 def folder_lock(folder: str | Path, field: str) -> FolderLock:
-    """Lock an existing folder (`DIR/.auditsel.lock`, flock) for this process, or raise a
-    ConfigError naming `field` when another process (or another claim here) holds it."""
+    """Lock an existing folder (`DIR/.auditsel.lock`, filelock's OS lock) for this process, or
+    raise a ConfigError naming `field` when another process (or another claim here) holds it.
+    The holder writes its pid into the lock file, for the message."""
     folder = Path(folder)
     path = folder / LOCK_NAME
-    for _ in range(100):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            _flock(fd)
-        except BlockingIOError:
-            holder = _read_pid(fd)
-            os.close(fd)
-            raise ConfigError(
-                field,
-                f"{folder} is in use by another auditsel run{holder}; wait for it to finish "
-                f"or choose another folder",
-            ) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
-            same = os.stat(path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            same = False
-        if not same:  # the holder removed the file as we opened it: lock the new one
-            os.close(fd)
-            continue
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        return FolderLock(fd, path)
-    raise ConfigError(field, f"cannot lock {folder}; another run keeps replacing its lock file")
-
-
-def _read_pid(fd: int) -> str:
+    lock = filelock.FileLock(path, timeout=0, thread_local=False)
     try:
-        text = os.pread(fd, 32, 0).decode().strip()
+        lock.acquire()
+    except filelock.Timeout:
+        raise ConfigError(
+            field,
+            f"{folder} is in use by another auditsel run{_read_pid(path)}; wait for it to "
+            f"finish or choose another folder",
+        ) from None
+    try:
+        path.write_text(str(os.getpid()))
+    except BaseException:
+        lock.release(force=True)
+        raise
+    return FolderLock(lock, path)
+
+
+def _read_pid(path: Path) -> str:
+    try:
+        text = path.read_text()[:32].strip()
     except (OSError, UnicodeDecodeError):
         return ""
     return f" (pid {text})" if text.isdigit() else ""

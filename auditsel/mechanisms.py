@@ -551,7 +551,7 @@ def _dense_pmfs(pld) -> list[tuple[np.ndarray, np.ndarray, float]]:
     (`get_delta_for_epsilon`), so this is the one place that reads its private attributes
     (seven: `_pmf_remove`, `_pmf_add`, `_symmetric` of the PLD, `_probs`, `_lower_loss`,
     `_discretization`, `_infinity_mass` of its dense PMF). pyproject bounds dp-accounting to
-    the versions the tests cover, and tests/test_accounting_base.py pins the behaviour: the
+    the versions the tests cover, and tests/accounting/test_accounting_base.py pins the behaviour: the
     profile computed from these arrays equals dp_accounting's public query, for a symmetric
     and an asymmetric PLD."""
     pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]

@@ -117,8 +117,8 @@ class RoundsLaw:
         raise NotImplementedError
 
     def pgf_complement_inverse(self, u):
-        """w in (0, 1] with 1 - G(1 - w) = u (u in (0, 1 - G(0)]): Newton on log(1 - G(1 - w))
-        - log u in log w (`numerics.newton_bracketed`) inside the bracket
+        """w in (0, 1] with 1 - G(1 - w) = u (u in (0, 1 - G(0)]): Newton on
+        log(1 - G(1 - w)) minus log u in log w (`numerics.newton_bracketed`) inside the bracket
         [u / E[K], u / (1 - G(0))] (1 - G(1 - w) is concave in w, from 0 with slope E[K], and
         at least (1 - G(0)) w); the laws with a closed form override it."""
         u = np.asarray(u, dtype=float)

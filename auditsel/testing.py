@@ -138,6 +138,7 @@ def audit(
     record = run_game(protocol, proxy, trials, seed, jobs=jobs, progress=False)
     if isinstance(rule, str):  # the split's seed: the game's (independent streams of it)
         rule = threshold_rule(rule, seed=seed)
+    assert record.scores is not None and record.member is not None  # played in memory
     return audit_scores(record.scores, record.member, delta, confidence=confidence, rule=rule)
 
 

@@ -25,8 +25,9 @@ import time
 import numpy as np
 from baselines.lower_per_rule_sort import lower as before
 
-from auditsel.auditing.lower import SortedScores, audit_scores
+from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import BonferroniAll, BonferroniGrid, Split
+from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.experiments.config import default_config_path, load_config
 from auditsel.experiments.experiment import protocol_and_proxy
 from auditsel.games.engine import run_game

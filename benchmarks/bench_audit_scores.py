@@ -95,9 +95,10 @@ def numpy_audit(path: Path) -> float:
 
 def phases(path: Path) -> dict[str, float]:
     from auditsel.auditing.estimators import estimator_panel
-    from auditsel.auditing.lower import SortedScores, audit_scores
+    from auditsel.auditing.lower import audit_scores
     from auditsel.auditing.rules import THRESHOLD_RULES
     from auditsel.auditing.scores import read_scores
+    from auditsel.auditing.sorted_scores import SortedScores
 
     t = {}
     start = time.perf_counter()

@@ -25,6 +25,28 @@ def test_type_checkers_see_exactly_the_lazy_names():
     assert sorted(auditsel.__all__) == sorted(["__version__", *eager])
 
 
+def test_the_derived_files_are_generated_from_the_one_table():
+    """The TYPE_CHECKING block and docs/reference/api.md are what docs/generate.py writes from
+    `auditsel._SECTIONS` (regenerated here and compared)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "generate", INIT.parents[1] / "docs" / "generate.py"
+    )
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    for path, text in generate.outputs().items():
+        assert path.read_text() == text, f"{path} is stale: run python docs/generate.py"
+    names = [
+        n.rstrip("*") for _, homes in auditsel._SECTIONS for _, ns in homes for n in ns.split()
+    ]
+    assert len(names) == len(set(names)), "a public name is declared twice"
+    assert auditsel.__all__ == ["__version__", *names]
+    assert all(
+        f"\n        {name}" in auditsel.__doc__ or f", {name}" in auditsel.__doc__ for name in names
+    )
+
+
 def test_every_public_name_resolves_to_the_object_of_its_module():
     import importlib
 

@@ -200,9 +200,27 @@ def test_foreign_checkpoint_is_a_usage_error(tmp_path, capsys):
     assert "another experiment" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("config", ["quickstart.yaml", "example1.yaml"])
-@pytest.mark.parametrize("proxy", ["sample", "likelihood_ratio"])
-@pytest.mark.parametrize("rule", ["split", "bonferroni", "bonferroni_all"])
+#: each rule, each proxy and each game at least once by default; the whole matrix (12 runs) in
+#: the slow tier
+FAST_CASES = {
+    ("quickstart.yaml", "sample", "split"),
+    ("example1.yaml", "likelihood_ratio", "bonferroni"),
+    ("quickstart.yaml", "likelihood_ratio", "bonferroni_all"),
+}
+
+
+@pytest.mark.parametrize(
+    "config, proxy, rule",
+    [
+        pytest.param(*case, marks=() if case in FAST_CASES else pytest.mark.slow)
+        for case in (
+            (c, p, r)
+            for c in ("quickstart.yaml", "example1.yaml")
+            for p in ("sample", "likelihood_ratio")
+            for r in ("split", "bonferroni", "bonferroni_all")
+        )
+    ],
+)
 def test_every_game_proxy_and_rule_runs_and_stays_below_exact(tmp_path, config, proxy, rule):
     raw = yaml.safe_load((ROOT / "configs" / config).read_text())
     raw["game"].update(proxy=proxy, threshold=rule, trials=40_000)

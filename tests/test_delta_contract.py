@@ -96,7 +96,17 @@ def _cases() -> dict[str, Case]:
         profile,
         rdp,
     )
-    from auditsel.auditing import estimators, lower, one_run_analysis, planning, validity
+    from auditsel.auditing import (
+        estimators,
+        gdp_fitting,
+        lower,
+        one_run_analysis,
+        planning,
+        streamed_audit,
+        threshold_search,
+        validity,
+    )
+    from auditsel.auditing.sorted_scores import SortedScores
     from auditsel.dpsgd import trainer
     from auditsel.experiments.experiment import upper_panel
     from auditsel.games.one_run_reduced import OneRunReducedGame, TuningFamily
@@ -297,22 +307,22 @@ def _cases() -> dict[str, Case]:
         "auditsel.accounting.panel.base_info": Case(
             lambda d: panel.base_info(g, d)["epsilon"], at_zero=None
         ),
-        "auditsel.auditing.lower.epsilon_from_rates": Case(
-            lambda d: float(lower.epsilon_from_rates(0.1, 0.2, d)),
+        "auditsel.auditing.threshold_search.epsilon_from_rates": Case(
+            lambda d: float(threshold_search.epsilon_from_rates(0.1, 0.2, d)),
             at_zero=math.log(0.8 / 0.1),  # [XWW24] eq. 4: max(log(0.9/0.2), log(0.8/0.1))
         ),
-        "auditsel.auditing.lower.gdp_fit": Case(
-            lambda d: lower.gdp_fit(lower.SortedScores(scores, member), 0.05, d), at_zero=None
+        "auditsel.auditing.gdp_fitting.gdp_fit": Case(
+            lambda d: gdp_fitting.gdp_fit(SortedScores(scores, member), 0.05, d), at_zero=None
         ),
         "auditsel.auditing.lower.apply_rule": Case(
-            lambda d: lower.apply_rule(lower.SortedScores(scores, member), "split", 0.05, d),
+            lambda d: lower.apply_rule(SortedScores(scores, member), "split", 0.05, d),
             at_zero=None,
         ),
         "auditsel.auditing.lower.audit_scores": Case(
             lambda d: lower.audit_scores(scores, member, d).eps, at_zero=None
         ),
-        "auditsel.auditing.lower.audit_chunks": Case(
-            lambda d: lower.audit_chunks(_Chunks(scores, member), d).eps,
+        "auditsel.auditing.streamed_audit.audit_chunks": Case(
+            lambda d: streamed_audit.audit_chunks(_Chunks(scores, member), d).eps,
             at_zero=None,
         ),
         "auditsel.auditing.estimators.estimator_panel": Case(

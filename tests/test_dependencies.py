@@ -23,14 +23,14 @@ def requirements() -> list[Requirement]:
     return [Requirement(r) for r in re.findall(r'"([^"]+)"', deps + extras)]
 
 
-def tested() -> dict[str, str]:
+def pinned_versions() -> dict[str, str]:
     lines = (ROOT / ".ci" / "tested-versions.txt").read_text().splitlines()
     pins = [line.split("==") for line in lines if line and not line.startswith("#")]
     return {canonicalize_name(name): v for name, v in pins}
 
 
 def test_every_dependency_has_a_range_and_the_tested_versions_lie_in_it():
-    pins = tested()
+    pins = pinned_versions()
     text = (ROOT / "pyproject.toml").read_text()
     untested = set()
     for extra in ("crosscheck", "docs"):  # jax-privacy; the docs build (CI's docs stage)

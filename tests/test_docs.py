@@ -222,7 +222,28 @@ def _runnable(page: Path) -> bool:
     )
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if _runnable(p)], ids=rel)
+#: pages whose runs take over 15 s on the 2-core machine: in the slow tier (the bug-zoo page
+#: replays every pipeline audit, which tests/reproductions/test_results.py regenerates again there)
+SLOW_PAGES = {
+    "docs/findings/bugzoo.md",
+    "docs/howto/resume-and-checkpoints.md",
+    "docs/howto/reproduce-papers.md",
+    "docs/howto/sweeps.md",
+    "docs/howto/one-run-audits.md",
+    "docs/howto/audit-scores.md",
+    "docs/howto/audit-a-hand-written-dpsgd-loop.md",
+}
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(p, marks=pytest.mark.slow) if rel(p) in SLOW_PAGES else p
+        for p in PAGES
+        if _runnable(p)
+    ],
+    ids=rel,
+)
 def test_page_runs(page, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _fixtures(tmp_path)
@@ -267,7 +288,7 @@ def monotone_values(result: dict) -> dict:
 def test_quickstart_table_is_the_committed_result(page):
     """The table the first tutorial shows is `auditsel run`'s output: each row
     with a known label agrees to its printed digits with results/quickstart/result.json (which
-    tests/test_results.py recomputes)."""
+    tests/reproductions/test_results.py recomputes)."""
     result = json.loads((ROOT / "results" / "quickstart" / "result.json").read_text())
     if "monotone_score" not in result:
         pytest.skip(

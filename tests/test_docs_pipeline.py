@@ -43,6 +43,7 @@ def tutorial_module() -> str:
     )
 
 
+@pytest.mark.slow  # a page run (the pipeline tutorial)
 def test_tutorial_runs_end_to_end_with_fewer_games(tmp_path, monkeypatch):
     pytest.importorskip("opacus")
     monkeypatch.chdir(tmp_path)

@@ -125,7 +125,7 @@ def test_a_second_claim_is_refused_and_the_lock_goes_with_its_holder(tmp_path):
             sys.executable,
             "-c",
             "import sys, time; from auditsel.files import claim_folder; "
-            f"claim_folder({str(tmp_path / 'k')!r}); print('held', flush=True); time.sleep(600)",
+            f"held = claim_folder({str(tmp_path / 'k')!r}); print('held', flush=True); time.sleep(600)",
         ],
         env=env(),
         stdout=subprocess.PIPE,
@@ -335,6 +335,7 @@ def _can_mount_tmpfs(tmp_path) -> bool:
     return proc.returncode == 0
 
 
+@pytest.mark.slow  # mounts a tmpfs and fills it (the simulated full disk stays by default)
 def test_a_full_disk_on_a_small_tmpfs_exits_74_and_resumes(tmp_path):
     """--out on a 400 KiB tmpfs: the run stops with exit 74 and one line saying the disk is
     full (not exit 1, "internal error"); no temporary file is left; after the file system is
@@ -468,6 +469,7 @@ def _pid_in_result(monkeypatch):
     monkeypatch.setattr(sweep, "_run_point", with_pid)
 
 
+@pytest.mark.slow  # sweeps on process backends
 def test_sweeps_run_their_points_on_the_named_backend(tmp_path, _pid_in_result):
     """`run_sweep(..., backend=...)`: the points run where the backend puts them (threads in
     this process for threading, loky worker processes by default with jobs=2)."""

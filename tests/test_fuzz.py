@@ -32,7 +32,7 @@ _HEALTH = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthChec
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=_HEALTH)
 # a config that parses costs a full run (~2.5 s: bounds, game, plots), so the default run keeps
 # few of those; the slow variants fuzz them at length
-FUZZ_RUN = settings(FUZZ, max_examples=12)
+FUZZ_RUN = settings(FUZZ, max_examples=4)  # each example is a run; 200 in the slow tier
 FUZZ_RUN_SLOW = settings(FUZZ, max_examples=200, derandomize=False)
 
 

@@ -1640,14 +1640,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_cli_option_ranges_are_the_config_ranges():
-    """The CLI keeps its own copy of the ranges (importing the config module would slow down
-    `auditsel --help`): the copies must equal the config's."""
+    """One source: the CLI's options and the config's fields read auditsel.errors.LIMITS (the
+    bottom layer, light enough for `auditsel --help`); a config field out of it is refused with
+    the range the option states."""
     from auditsel import cli
-    from auditsel.experiments.config import LIMITS
+    from auditsel.errors import LIMITS
+    from auditsel.experiments import config
 
-    assert cli.TRIALS_RANGE == LIMITS["game.trials"]
-    assert cli.SEED_RANGE == LIMITS["game.seed"]
-    assert cli.THRESHOLDS_RANGE == LIMITS["game.thresholds"]
+    assert cli.TRIALS_RANGE is LIMITS["game.trials"] and config.LIMITS is LIMITS
+    assert cli.SEED_RANGE is LIMITS["game.seed"]
+    assert cli.THRESHOLDS_RANGE is LIMITS["game.thresholds"]
+    for name, (lo, hi) in LIMITS.items():
+        key = name.split(".")[1]
+        doc = {
+            "name": "x",
+            "delta": 1e-5,
+            "base": {"kind": "gaussian", "mu": 1.0},
+            "rounds": {"kind": "poisson", "mean": 3},
+        }
+        doc["game"] = {key: hi + 1}
+        with pytest.raises(ConfigError, match=rf"{name}: must be an integer in \[{lo}, {hi}\]"):
+            config.parse_config(doc)
 
 
 def test_the_exit_codes_page_states_the_codes_and_limits_of_the_code():

@@ -116,6 +116,7 @@ def test_the_check_catches_an_upward_import(tmp_path, bad, layer):
 HEAVY = {
     "torch": "the dpsgd extra; 1.9 s",
     "matplotlib": "plots only; 0.56 s for pyplot",
+    "PIL": "plots only (matplotlib's image library, when a PNG is written)",
     "opacus": "optional extra",
     "dp_accounting": "DP-SGD pairs only; 0.19 s",
     "dask": "the dask extra",

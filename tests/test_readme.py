@@ -7,6 +7,7 @@ import io
 import re
 from pathlib import Path
 
+import pytest
 from test_docs import _missing, blocks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +48,7 @@ def test_readme_is_a_front_page():
 FEWER = {"games=1000": "games=48", "pilot=100": "pilot=24"}  # the pipelines' blocks, small
 
 
+@pytest.mark.slow  # a page run (the README's code blocks)
 def test_readme_code_runs(tmp_path, monkeypatch):
     """Every python block of the README, in order in one namespace, with fewer games (each
     replaced string must occur): the SVM audit, then the Opacus pipeline end to end (skipped

@@ -14,9 +14,13 @@ from auditsel.roles import GameProtocol, MechanismPair, Proxy, Winner
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def mypy_files() -> list[str]:
+def mypy_config() -> str:
     text = (ROOT / "pyproject.toml").read_text()
-    block = re.search(r"\[tool\.mypy\].*?\nfiles = \[(.*?)\]", text, flags=re.S).group(1)
+    return re.search(r"\n\[tool\.mypy\]\n(.*?)\n\[\[", text, flags=re.S).group(1)
+
+
+def mypy_files() -> list[str]:
+    block = re.search(r"\nfiles = \[(.*?)\]", mypy_config(), flags=re.S).group(1)
     return re.findall(r'"([^"]+)"', block)
 
 
@@ -27,16 +31,21 @@ def test_the_packages_say_they_are_typed():
     assert '"py.typed"' in text.split("[tool.setuptools.package-data]")[1].split("\n[")[0]
 
 
-def test_mypy_checks_every_public_module_and_the_typing_examples():
-    files = set(mypy_files())
-    public = {"auditsel/__init__.py"} | {
+def test_mypy_checks_both_packages_whole_and_the_typing_examples():
+    """`mypy` (no arguments) reads both packages as folders: every module, none left out."""
+    assert set(mypy_files()) == {"auditsel", "attacks", "tests/typing/*.py"}
+    config = (ROOT / "pyproject.toml").read_text().split("[tool.mypy]")[1]
+    assert "exclude" not in config and "ignore_errors" not in config
+    overrides = re.findall(r"module = \[(.*?)\]", config, flags=re.S)
+    ours = [m for block in overrides for m in re.findall(r'"([^"]+)"', block)]
+    assert not [m for m in ours if m.split(".")[0] in ("auditsel", "attacks")], ours
+
+
+def api_modules() -> list[str]:
+    """The modules that define the public API: auditsel/__init__.py and its names' homes."""
+    return ["auditsel/__init__.py"] + sorted(
         m.replace(".", "/") + ".py" for m in auditsel._PUBLIC if not m.endswith("__init__")
-    }
-    missing = sorted(f for f in public if f not in files)
-    assert not missing, f"add to [tool.mypy] files in pyproject.toml: {missing}"
-    assert "tests/typing/*.py" in files
-    for f in files:
-        assert list(ROOT.glob(f)), f"[tool.mypy] files names {f}, which does not exist"
+    )
 
 
 def test_the_package_objects_play_their_roles():
@@ -75,3 +84,25 @@ def test_mypy_rejects_wrong_types_and_unknown_keywords(tmp_path):
     assert any(":2: error:" in e and '"nope"' in e for e in errors), out
     assert any(":4: error:" in e and '"mean_"' in e for e in errors), out
     assert not any(":3: error:" in e for e in errors), out
+
+
+def strict_modules() -> list[str]:
+    """The modules .ci/run checks with `mypy --strict` (the list only grows)."""
+    text = (ROOT / ".ci" / "run").read_text()
+    line = re.search(r"mypy --strict --follow-imports=silent (.*?)\n(?!\s)", text, flags=re.S)
+    return line.group(1).replace("\\", " ").split()
+
+
+def test_the_strict_list_names_api_modules_that_exist():
+    strict = strict_modules()
+    assert "auditsel/__init__.py" in strict
+    for path in strict:
+        assert (ROOT / path).exists(), path
+    assert set(api_modules()) & set(strict) >= {"auditsel/__init__.py", "auditsel/errors.py"}
+
+
+@pytest.mark.slow  # a whole mypy --strict run (CI's mypy stage runs it too)
+def test_the_strict_modules_are_clean_under_strict():
+    api = pytest.importorskip("mypy.api")
+    out, _, status = api.run(["--strict", "--follow-imports=silent", *strict_modules()])
+    assert status == 0, out

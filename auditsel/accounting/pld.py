@@ -31,9 +31,11 @@ the right), and `dpsgd_epsilon_interval` returns (optimistic, pessimistic) eps_B
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import ndtr
 
 from auditsel.mechanisms import gaussian_delta
@@ -55,11 +57,11 @@ __all__ = [
 class Curve:
     """h(alpha) and h'(alpha) of one pair, vectorised, for alpha > 0."""
 
-    h: object
-    dh: object
+    h: Callable[[np.ndarray], np.ndarray]
+    dh: Callable[[np.ndarray], np.ndarray]
     name: str = ""
 
-    def at_eps(self, eps):
+    def at_eps(self, eps: ArrayLike) -> np.ndarray:
         return self.h(np.exp(np.asarray(eps, dtype=float)))
 
 
@@ -265,6 +267,7 @@ def dpsgd_epsilon_interval(
 
     tau = 1 is the Gaussian with mu = 1/sigma per step."""
     delta = float(check_deltas(delta)[0])
+    curves: tuple[Curve, ...]
     if sample_rate >= 1:
         curves = (gaussian_curve(1.0 / noise_multiplier),)
     else:

@@ -15,7 +15,7 @@ KL = D_1 <= D_alpha <= r(alpha) for every alpha > 1 (dp_accounting's `compute_ep
 same shortcut). The order grid `ORDERS` used throughout the panel is stated here: the union of
 `GRID`, 1 + 10^u for u on a uniform grid of 160 points in [-2, log10(1023)] (1.01 <= alpha <=
 1024, geometric in alpha - 1), and `DP_ACCOUNTING_ORDERS`, dp_accounting's default orders (1.1 to
-10.9 by 0.1, 11 to 63, 128, 256, 512, 1024; `tests/test_edges.py` checks them against
+10.9 by 0.1, 11 to 63, 128, 256, 512, 1024; `tests/accounting/test_edges.py` checks them against
 dp_accounting itself). Every RDP conversion and every RDP bound over `ORDERS` is therefore never
 looser than the same computation over dp_accounting's default orders. Closed-form curves
 (Gaussian, pure DP) can be minimised continuously with `rdp_to_epsilon_continuous`

@@ -1,7 +1,7 @@
 """The estimator panel: every estimator the field uses, on one game's scores, each labelled.
 
 Input: scores (higher = "member") and the coins b of n games; one sort
-(`auditsel.auditing.lower.SortedScores`) serves every entry. Labels:
+(`auditsel.auditing.sorted_scores.SortedScores`) serves every entry. Labels:
 
 * valid (frequentist, at `confidence`): Clopper-Pearson eq. 4 of [XWW24] under the threshold
   rules of `auditsel.auditing.lower` (split, multisplit, bonferroni on a grid fixed in advance or from
@@ -18,7 +18,7 @@ Input: scores (higher = "member") and the coins b of n games; one sort
     under a mu-GDP trade-off, every threshold's interval [mu_lo(t), mu_hi(t)] (mu_hi from the
     lower limits) contains mu, so `gdp_fit_ok` is false, and the number is printed as rejected,
     when max_t mu_lo(t) > min_t mu_hi(t) (the model is rejected at level alpha). It is the
-    audit's one GDP number (`auditsel.auditing.lower.gdp_fit`; `LowerBound.gdp_fit`).
+    audit's one GDP number (`auditsel.auditing.gdp_fitting.gdp_fit`; `LowerBound.gdp_fit`).
   - `selection_fit` (the law of K known): the family "winner of K Gaussian runs N(0, 1) vs
     N(mu, 1)" ([XWW24] Figure 5). mu_L is the largest mu whose exact trade-off curve has some
     (FP_u, FN_u) point strictly below it (impossible for that mu), converted with the exact
@@ -52,16 +52,13 @@ import numpy as np
 from scipy.special import ndtri
 
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.auditing.lower import (
-    SortedScores,
-    _Limits,
-    apply_rule,
-    best_threshold,
+from auditsel.auditing.clopper_pearson import (
+    CpLimits,
     clopper_pearson_lower,
     clopper_pearson_upper,
-    epsilon_from_rates,
-    gdp_fit,
 )
+from auditsel.auditing.gdp_fitting import gdp_fit
+from auditsel.auditing.lower import apply_rule
 from auditsel.auditing.roc import (
     auroc_hull_sorted,
     auroc_with_se,
@@ -80,6 +77,8 @@ from auditsel.auditing.rules import (
     fresh_seed,
 )
 from auditsel.auditing.scores import check_scores
+from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.auditing.threshold_search import best_threshold, epsilon_from_rates
 from auditsel.errors import ConfigError, number
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import GaussianWinner
@@ -238,7 +237,7 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
     opt_g = np.concatenate([_rate_low(g, c.n1, a) for g in gs])
     all_f, all_g = np.concatenate(fs), np.concatenate(gs)
     tight = np.zeros(2 * m, bool)  # opt_f, opt_g hold the Zubkov-Serov bounds there
-    lim0, lim1 = _Limits(c.n0, a, upper=True), _Limits(c.n1, a, upper=True)
+    lim0, lim1 = CpLimits(c.n0, a, upper=True), CpLimits(c.n1, a, upper=True)
 
     def below(idx, fp, fn):
         """The thresholds of idx whose optimistic point lies below the curve (fp, fn)."""

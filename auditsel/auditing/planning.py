@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from auditsel.auditing.lower import SortedScores, clopper_pearson_upper, epsilon_from_rates
+from auditsel.auditing.clopper_pearson import clopper_pearson_upper
+from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError
 from auditsel.numerics import check_deltas
 

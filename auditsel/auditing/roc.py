@@ -16,7 +16,7 @@ conventions, each with its own names:
   curve is concave), and it is at least the diagonal (AUROC >= 1/2).
 
 At FPR 1 both give TPR 1 (guess "member" always). Counts come from each class's sorted scores
-(`auditsel.auditing.lower.SortedScores`): O(n) after the sort. The hull's vertices are among the
+(`auditsel.auditing.sorted_scores.SortedScores`): O(n) after the sort. The hull's vertices are among the
 corners where the staircase turns from vertical to horizontal; they are found by removing every
 corner on or below the chord of its neighbours until none is (jax_privacy's `_pareto_frontier`,
 in exact integer arithmetic).

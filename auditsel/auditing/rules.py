@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from auditsel.errors import ConfigError, integer, number
+from auditsel.errors import MAX_GRID, MAX_SEED, ConfigError, integer, number
 
 __all__ = [
     "ThresholdRule",
@@ -52,15 +52,12 @@ __all__ = [
     "THRESHOLD_RULES",
     "OPTIMISTIC_RULES",
     "MULTISPLITS",
-    "MAX_GRID",
     "threshold_rule",
     "with_seed",
     "fresh_seed",
 ]
 
 MULTISPLITS = 21  # odd, so the median is one of the bounds
-MAX_GRID = 100_000  # the config's bound on game.thresholds
-MAX_SEED = 2**63 - 1
 OPTIMISTIC_RULES = ("best",)
 
 
@@ -80,11 +77,11 @@ class ThresholdRule:
         return out
 
 
-def _fraction(value) -> float:
+def _fraction(value: object) -> float:
     return number(value, "split_fraction", 0, 1, lo_open=True, hi_open=True)
 
 
-def _seed(value) -> int | None:
+def _seed(value: object) -> int | None:
     return None if value is None else integer(value, "seed", 0, MAX_SEED)
 
 
@@ -109,7 +106,7 @@ class Split(ThresholdRule):
     seed: int | None = None
     name: ClassVar[str] = "split"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "split_fraction", _fraction(self.split_fraction))
         object.__setattr__(self, "seed", _seed(self.seed))
 
@@ -125,7 +122,7 @@ class BonferroniGrid(ThresholdRule):
     seed: int | None = None
     name: ClassVar[str] = "bonferroni"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.grid is not None:
             object.__setattr__(self, "grid", _grid(self.grid))
         object.__setattr__(self, "grid_size", integer(self.grid_size, "grid_size", 1, MAX_GRID))
@@ -155,7 +152,7 @@ class MultiSplit(ThresholdRule):
     seed: int | None = None
     name: ClassVar[str] = "multisplit"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "splits", integer(self.splits, "splits", 1, 10_001))
         object.__setattr__(self, "split_fraction", _fraction(self.split_fraction))
         object.__setattr__(self, "seed", _seed(self.seed))

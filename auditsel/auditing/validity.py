@@ -7,7 +7,7 @@ optimistic `best` rule and the point estimate (no confidence interval) carry no 
 
 Paths: `path="memory"` audits the scores in memory (`auditsel.auditing.lower.audit_scores`),
 `path="stream"` writes the chunks to a temporary folder and audits them one chunk at a time
-(`auditsel.auditing.lower.audit_chunks`), as `auditsel run` does above `game.stream`'s threshold.
+(`auditsel.auditing.streamed_audit.audit_chunks`), as `auditsel run` does above `game.stream`'s threshold.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
+from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split, threshold_rule
+from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
 from auditsel.numerics import check_deltas
@@ -93,7 +95,7 @@ def overclaim_rates(
     valid = [r for r in rules if r not in ("best", "point")]
     if not valid:
         valid = ["split"]
-    eps = {rule: [] for rule in rules}
+    eps: dict[str, list[float]] = {rule: [] for rule in rules}
     for r in range(reps):
         with tempfile.TemporaryDirectory(prefix="auditsel-cov-") as tmp:
             stream = path == "stream"
@@ -110,6 +112,7 @@ def overclaim_rates(
             )
             values = _audit_once(record, valid, delta, confidence, threshold_grid, path, seed + r)
             if stream and ("best" in rules or "point" in rules):
+                assert record.chunks is not None  # a checkpointed game reads back its chunks
                 s, m = record.chunks.head(trials)
                 bound = audit_scores(s, m, delta, confidence=confidence, rule=Split(seed=seed + r))
                 values["best"], values["point"] = bound.eps_best_threshold, bound.eps_point_best

@@ -179,8 +179,9 @@ def _audit(
     reason) and the estimator panel, all from one seed."""
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.auditing.estimators import PanelOptions, estimator_panel
-    from auditsel.auditing.lower import SortedScores, audit_scores
+    from auditsel.auditing.lower import audit_scores
     from auditsel.auditing.rules import THRESHOLD_RULES, threshold_rule
+    from auditsel.auditing.sorted_scores import SortedScores
 
     options = dict(
         split_fraction=SPLIT_FRACTION, grid_size=args.thresholds, grid=grid, splits=args.splits,

@@ -30,6 +30,7 @@ import gzip
 import os
 import pickle
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -134,14 +135,16 @@ def _latin1(text, encoding="latin1"):
     return text.encode("latin1")
 
 
-_reconstruct = (np._core if hasattr(np, "_core") else np.core).multiarray._reconstruct
-_CIFAR_GLOBALS = {
-    ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
-    ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
-    ("numpy", "ndarray"): np.ndarray,
-    ("numpy", "dtype"): np.dtype,
-    ("_codecs", "encode"): _latin1,
-}
+#: what a CIFAR-10 batch pickle may name: numpy's array rebuilder under its numpy 1 and 2 module
+#: names (resolved by pickle itself, as named in the file), ndarray, dtype, and latin-1 bytes
+_CIFAR_GLOBALS = frozenset(
+    {
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+    }
+)
 
 
 class _ArraysOnly(pickle.Unpickler):
@@ -149,11 +152,12 @@ class _ArraysOnly(pickle.Unpickler):
     a pickle in the data folder that names any other callable (os.system, ...) is refused
     before it is called, so reading data never runs code from it."""
 
-    def find_class(self, module, name):
-        try:
-            return _CIFAR_GLOBALS[(module, name)]
-        except KeyError:
-            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a data file") from None
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("_codecs", "encode"):
+            return _latin1
+        if (module, name) in _CIFAR_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a data file")
 
 
 MAX_CIFAR_BATCH = 1 << 27  # a CIFAR-10 batch is 31 MB; refuse files over 128 MiB unread

@@ -30,7 +30,7 @@ Implementations, one per device:
 
 Both are the same fixed sequence of IEEE single-precision operations (no fused multiply-add),
 so they agree bit for bit, and with the C kernels of earlier versions (pinned in
-``benchmarks/baselines/kernels_c``); ``tests/test_dpsgd_kernels.py`` checks the Random123 known
+``benchmarks/baselines/kernels_c``); ``tests/dpsgd/test_dpsgd_kernels.py`` checks the Random123 known
 answers, the two implementations against each other and digests of the streams.
 """
 
@@ -59,6 +59,7 @@ __all__ = [
 _LOCK = threading.Lock()
 _CPU: SimpleNamespace | None = None
 _POOL: ThreadPoolExecutor | None = None
+_POOL_SIZE = 0  # the workers _POOL was made with (the executor keeps it private)
 
 
 def _cpu() -> SimpleNamespace:
@@ -137,9 +138,10 @@ def _split(fn, R: int, kernel: str = "") -> None:
 
 
 def _split_pieces(fn, R: int, workers: int) -> None:
-    global _POOL
-    if _POOL is None or _POOL._max_workers < workers - 1:
+    global _POOL, _POOL_SIZE
+    if _POOL is None or _POOL_SIZE < workers - 1:
         _POOL = ThreadPoolExecutor(workers - 1, thread_name_prefix="auditsel-kernels")
+        _POOL_SIZE = workers - 1
     pieces = min(R, PIECES_PER_THREAD * workers)
     bounds = np.linspace(0, R, pieces + 1).astype(int).tolist()
     state = _Pieces(pieces)

@@ -5,7 +5,7 @@ Bit-exactness: numba compiles without fast-math flags (no ``fastmath``), so LLVM
 reassociates nor contracts a product and a sum into a fused multiply-add (LLVM fuses only
 operations flagged ``contract``); float32 values stay float32 because every constant is a
 ``np.float32`` and every operation has float32 operands (a Python float would promote to
-float64). ``tests/test_dpsgd_kernels.py`` checks the Random123 known answers, the torch
+float64). ``tests/dpsgd/test_dpsgd_kernels.py`` checks the Random123 known answers, the torch
 implementation bit for bit, and digests of today's streams; ``benchmarks/bench_kernels.py``
 compares with the pinned C kernels of earlier versions.
 

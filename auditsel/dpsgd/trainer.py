@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from auditsel.dpsgd import kernels
 from auditsel.dpsgd.datasets import Dataset
@@ -64,6 +65,7 @@ __all__ = [
     "GradientCanary",
     "Canary",
     "TrainResult",
+    "Execution",
     "train_runs",
     "clip_factors",
     "check_settings",
@@ -102,6 +104,25 @@ class GradientCanary:
 
 
 Canary = ExampleCanary | GradientCanary
+
+
+@dataclass(frozen=True, kw_only=True)
+class Execution:
+    """How DP-SGD runs are computed, never what they compute (the same numbers on any of
+    them, up to float rounding across devices and dtypes): the device (None: the default
+    device), the dtype of the weights, the clipping method ('auto', 'ghost' or 'vmap'), the
+    number of floats a group of steps may hold (`memory_budget`) and, in a tuning protocol, the
+    runs trained together (`max_batch_runs`)."""
+
+    device: str | torch.device | None = None
+    dtype: torch.dtype = torch.float32
+    method: str = "auto"
+    memory_budget: int = 1 << 24
+    max_batch_runs: int = 256
+
+    def __post_init__(self) -> None:
+        if self.max_batch_runs < 1:
+            raise ConfigError("game.max_batch_runs", f"must be >= 1, got {self.max_batch_runs}")
 
 
 @dataclass
@@ -304,6 +325,7 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight, prep=None):
                 a0_sq if l == 0 else (a * a).sum(-2) + 1.0
             )
             sq = part if sq is None else sq + part
+        assert sq is not None  # two layers or more
         factors = clip_factors(torch.sqrt(sq), clip[:, None])  # (R, n)
         if weight is not None:
             factors *= weight
@@ -375,39 +397,27 @@ def _as_runs(value, R, dtype, device, field):
     return torch.as_tensor(arr, dtype=dtype, device=device)
 
 
-def train_runs(
-    model: ModelSpec,
-    train: Dataset,
-    *,
-    steps: int,
-    lr,
-    clip,
-    noise_multiplier,
-    sample_rate,
-    seeds,
-    canary: Canary | None = None,
-    include_canary=None,
-    device=None,
-    dtype=torch.float32,
-    method: str = "auto",
-    memory_budget: int = 1 << 24,
-) -> TrainResult:
-    """Train R = len(seeds) independent DP-SGD runs of eq. 1 together.
+@dataclass(frozen=True)
+class _Examples:
+    """What every step of `train_runs` reads: the training set and the canary as tensors."""
 
-    lr, clip, noise_multiplier, sample_rate: scalars or arrays of length R. include_canary (R,)
-    bool: run r trains on X u {z} (needs ``canary``). Returns w_0, w_N and, with a canary, the
-    statistic sum_i <p_i^z, p_i> (float64).
-    """
-    seeds = np.asarray(seeds, dtype=np.uint64).reshape(-1)
-    R = len(seeds)
-    steps = int(steps)
-    check_settings(
-        steps=np.int64(steps),
-        lr=lr,
-        clip=clip,
-        noise_multiplier=noise_multiplier,
-        sample_rate=sample_rate,
-    )
+    x: torch.Tensor
+    y: torch.Tensor
+    n: int
+    canary: Canary | None
+    xz: torch.Tensor | None  # the canary example (ExampleCanary), else None
+    yz: torch.Tensor | None
+    cz: list[int] | slice | None  # the Dirac canary's coordinates (GradientCanary), else None
+    prep: tuple | None  # `_ghost_prep` of the set and of the canary (ghost clipping)
+    prep_z: tuple | None
+    method: str
+    memory_budget: int
+
+
+def _check_runs(
+    model: ModelSpec, train: Dataset, canary: Canary | None, method: str, include: np.ndarray
+) -> str:
+    """The clipping method `train_runs` uses ('auto' resolved), or a ConfigError."""
     if method == "auto":
         method = "ghost" if model.has_dense_path else "vmap"
     if method not in ("ghost", "vmap"):
@@ -418,7 +428,6 @@ def train_runs(
         raise ConfigError(
             "game.model", f"expects examples of shape {model.input_shape}, got {train.shape}"
         )
-    device = resolve_device(device)
     d = model.num_params
     if isinstance(canary, GradientCanary) and not (
         all(0 <= c < d for c in canary.coordinates)
@@ -427,14 +436,148 @@ def train_runs(
         raise ConfigError(
             "game.canary", f"coordinates must be distinct and in [0, {d}), got {canary.coordinate}"
         )
-    if include_canary is None:
-        include_canary = np.zeros(R, dtype=bool)
-    include = np.asarray(include_canary, dtype=bool).reshape(-1)
-    if len(include) != R:
-        raise ValueError("include_canary must have one entry per run")
     if include.any() and canary is None:
         raise ConfigError("game.canary", "runs on X' = X u {z} need a canary")
+    return method
 
+
+def _examples(
+    model: ModelSpec,
+    train: Dataset,
+    canary: Canary | None,
+    method: str,
+    memory_budget: int,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> _Examples:
+    x = torch.as_tensor(train.x, dtype=dtype, device=device)
+    y = torch.as_tensor(train.y, dtype=torch.long, device=device)
+    xz = yz = None
+    cz: list[int] | slice | None = None
+    if isinstance(canary, ExampleCanary):
+        xz = torch.as_tensor(np.asarray(canary.x, dtype=np.float32), dtype=dtype, device=device)
+        if tuple(xz.shape) != model.input_shape:
+            raise ConfigError(
+                "game.canary",
+                f"example of shape {tuple(xz.shape)}, the model expects {model.input_shape}",
+            )
+        yz = torch.as_tensor(int(canary.y), dtype=torch.long, device=device)
+    elif isinstance(canary, GradientCanary):
+        # the canary's coordinates as a slice when they are contiguous (a view)
+        cz = canary.coordinates
+        c0 = cz[0]
+        cz = slice(c0, c0 + len(cz)) if cz == list(range(c0, c0 + len(cz))) else cz
+    ghost = method == "ghost"
+    return _Examples(
+        x=x,
+        y=y,
+        n=len(train),
+        canary=canary,
+        xz=xz,
+        yz=yz,
+        cz=cz,
+        prep=_ghost_prep(x, y) if ghost and len(train) else None,
+        prep_z=_ghost_prep(xz[None], yz[None])
+        if ghost and xz is not None and yz is not None
+        else None,
+        method=method,
+        memory_budget=memory_budget,
+    )
+
+
+def _add_canary(
+    ex: _Examples,
+    model: ModelSpec,
+    w: torch.Tensor,
+    clip_t: torch.Tensor,
+    p: torch.Tensor,
+    z_in: torch.Tensor,
+) -> torch.Tensor | None:
+    """Add the canary's clipped gradient to p where it is in (z_in); p^z (None: Dirac or none).
+    Z_D adds C at its coordinate(s) only."""
+    if ex.cz is not None:
+        p[:, ex.cz] += (clip_t * z_in)[:, None]
+        return None
+    if ex.canary is not None:
+        pz = _canary_gradient(model, ex.canary, w, clip_t, ex.xz, ex.yz, ex.prep_z)
+        p += pz * z_in[:, None]
+        return pz
+    return None
+
+
+def _step(
+    ex: _Examples,
+    model: ModelSpec,
+    w: torch.Tensor,
+    clip_t: torch.Tensor,
+    mask: torch.Tensor,
+    z_in: torch.Tensor,
+    noise: torch.Tensor,
+    full_batch: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(p_i, p^z) of one step: the clipped sum (+ the canary's clipped gradient when it is in)
+    + noise, in this order of additions."""
+    if not ex.n:
+        p = noise
+        return p, _add_canary(ex, model, w, clip_t, p, z_in)
+    p = _clipped_sum(
+        model,
+        w,
+        ex.x,
+        ex.y,
+        clip_t,
+        mask[:, : ex.n],
+        ex.method,
+        ex.memory_budget,
+        full_batch=full_batch,
+        prep=ex.prep,
+    )
+    pz = _add_canary(ex, model, w, clip_t, p, z_in)
+    p += noise
+    return p, pz
+
+
+def train_runs(
+    model: ModelSpec,
+    train: Dataset,
+    *,
+    steps: int,
+    lr: ArrayLike,
+    clip: ArrayLike,
+    noise_multiplier: ArrayLike,
+    sample_rate: ArrayLike,
+    seeds: ArrayLike,
+    canary: Canary | None = None,
+    include_canary: ArrayLike | None = None,
+    execution: Execution | None = None,
+) -> TrainResult:
+    """Train R = len(seeds) independent DP-SGD runs of eq. 1 together.
+
+    lr, clip, noise_multiplier, sample_rate: scalars or arrays of length R. include_canary (R,)
+    bool: run r trains on X u {z} (needs ``canary``). `execution`: the device, dtype, clipping
+    method and memory budget (`Execution`; default: the default device, float32). Returns w_0,
+    w_N and, with a canary, the statistic sum_i <p_i^z, p_i> (float64).
+    """
+    run = execution if execution is not None else Execution()
+    dtype, memory_budget = run.dtype, run.memory_budget
+    seeds = np.asarray(seeds, dtype=np.uint64).reshape(-1)
+    R = len(seeds)
+    steps = int(steps)
+    check_settings(
+        steps=np.int64(steps),
+        lr=lr,
+        clip=clip,
+        noise_multiplier=noise_multiplier,
+        sample_rate=sample_rate,
+    )
+    include = np.asarray(
+        np.zeros(R, dtype=bool) if include_canary is None else include_canary, dtype=bool
+    ).reshape(-1)
+    if len(include) != R:
+        raise ValueError("include_canary must have one entry per run")
+    method = _check_runs(model, train, canary, run.method, include)
+    device = resolve_device(run.device)
+    d = model.num_params
     if R == 0:  # no runs: nothing to train (the shapes are those of R runs)
         empty = torch.empty(0, d, dtype=dtype, device=device)
         return TrainResult(
@@ -448,21 +591,10 @@ def train_runs(
     rate = np.broadcast_to(np.asarray(sample_rate, dtype=float), (R,))
     rate_t = torch.as_tensor(np.array(rate), dtype=dtype, device=device)
     subsampled = rate < 1
+    keep_all = torch.as_tensor(~subsampled, device=device)
     inc_t = torch.as_tensor(include, dtype=dtype, device=device)
-
-    x = torch.as_tensor(train.x, dtype=dtype, device=device)
-    y = torch.as_tensor(train.y, dtype=torch.long, device=device)
-    n = len(train)
-    if isinstance(canary, ExampleCanary):
-        xz = torch.as_tensor(np.asarray(canary.x, dtype=np.float32), dtype=dtype, device=device)
-        if tuple(xz.shape) != model.input_shape:
-            raise ConfigError(
-                "game.canary",
-                f"example of shape {tuple(xz.shape)}, the model expects {model.input_shape}",
-            )
-        yz = torch.as_tensor(int(canary.y), dtype=torch.long, device=device)
-    else:
-        xz = yz = None
+    ex = _examples(model, train, canary, method, memory_budget, dtype, device)
+    n = ex.n
 
     # per-run counter-based streams (`kernels.draw`): 0 = w_0, 1 = Poisson masks, 2 = noise;
     # every number is a function of (seed, stream, step, index), so grouping steps (as many as fit
@@ -470,72 +602,31 @@ def train_runs(
     keys = kernels.seed_keys(seeds)
     sub = bool(subsampled.any())
     group = max(1, min(steps, memory_budget // max(1, R * (d + (n + 1) * sub))))
-
-    def draws(first: int, count: int):
-        noise = kernels.draw(keys, NOISE, first, count, d, True, device)
-        u = kernels.draw(keys, MASKS, first, count, n + 1, False, device) if sub else None
-        if sub:  # tau = 1 runs keep every example (u < 1 always)
-            u[torch.as_tensor(~subsampled, device=device)] = 0.0
-        return noise.to(dtype), u
-
     dots = torch.zeros(R, steps, dtype=torch.float64, device=device)
     ones = torch.ones(R, n + 1, dtype=dtype, device=device)
-    prep = _ghost_prep(x, y) if method == "ghost" and n else None
-    prep_z = _ghost_prep(xz[None], yz[None]) if method == "ghost" and xz is not None else None
-    dirac = isinstance(canary, GradientCanary)
-    if dirac:
-        cz = canary.coordinates
-        clip64 = clip_t.double()
-
+    clip64 = clip_t.double()
     with torch.no_grad():
         w = model.init_from_uniform(
             kernels.draw(keys, INIT, 0, 1, d, False, device)[:, 0].to(dtype)
         )
         w0 = w.clone()
-        if dirac:  # the canary's coordinates as a slice when they are contiguous (a view)
-            c0 = cz[0]
-            cz = slice(c0, c0 + len(cz)) if cz == list(range(c0, c0 + len(cz))) else cz
         for first in range(0, steps, group):
             count = min(group, steps - first)
-            noise, u = draws(first, count)
+            noise = kernels.draw(keys, NOISE, first, count, d, True, device).to(dtype)
             noise *= noise_t[:, None, None]  # R_i = sigma C N(0, I), per run
+            masks = None
             if sub:
+                u = kernels.draw(keys, MASKS, first, count, n + 1, False, device)
+                u[keep_all] = 0.0  # tau = 1 runs keep every example (u < 1 always)
                 masks = (u < rate_t[:, None, None]).to(dtype)  # (R, count, n + 1)
             for j in range(count):
                 i = first + j
-                mask = masks[:, j] if sub else ones
-                z_in = inc_t * mask[:, n] if sub else inc_t  # the canary's coin, if sampled
-                # p_i = clipped sum (+ the canary's clipped gradient when it is in) + noise, in
-                # this order of additions; Z_D adds C at its coordinate(s) only
-                if n:
-                    p = _clipped_sum(
-                        model,
-                        w,
-                        x,
-                        y,
-                        clip_t,
-                        mask[:, :n],
-                        method,
-                        memory_budget,
-                        full_batch=not sub,
-                        prep=prep,
-                    )
-                    if dirac:
-                        p[:, cz] += (clip_t * z_in)[:, None]
-                    elif canary is not None:
-                        pz = _canary_gradient(model, canary, w, clip_t, xz, yz, prep_z)
-                        p += pz * z_in[:, None]
-                    p += noise[:, j]
-                else:
-                    p = noise[:, j]
-                    if dirac:
-                        p[:, cz] += (clip_t * z_in)[:, None]
-                    elif canary is not None:
-                        pz = _canary_gradient(model, canary, w, clip_t, xz, yz, prep_z)
-                        p += pz * z_in[:, None]
-                if dirac:  # <p^z, p_i> = C sum_c p_i[c] over the canary's coordinates
-                    dots[:, i] = (clip64[:, None] * p[:, cz].double()).sum(1)
-                elif canary is not None:
+                mask = ones if masks is None else masks[:, j]
+                z_in = inc_t if masks is None else inc_t * mask[:, n]  # the canary's coin
+                p, pz = _step(ex, model, w, clip_t, mask, z_in, noise[:, j], not sub)
+                if ex.cz is not None:  # <p^z, p_i> = C sum_c p_i[c] over the coordinates
+                    dots[:, i] = (clip64[:, None] * p[:, ex.cz].double()).sum(1)
+                elif pz is not None:
                     dots[:, i] = (pz.double() * p.double()).sum(1)
                 w -= lr_t[:, None] * p
     return TrainResult(w0=w0, wN=w, canary_dots=dots)

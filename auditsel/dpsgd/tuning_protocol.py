@@ -40,7 +40,7 @@ from these fields only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -48,7 +48,14 @@ import torch.nn.functional as F
 
 from auditsel.dpsgd.datasets import Dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import Canary, ExampleCanary, check_settings, resolve_device, train_runs
+from auditsel.dpsgd.trainer import (
+    Canary,
+    ExampleCanary,
+    Execution,
+    check_settings,
+    resolve_device,
+    train_runs,
+)
 from auditsel.errors import ConfigError
 from auditsel.rounds import RoundsLaw
 
@@ -160,12 +167,8 @@ class DpsgdTuningProtocol:
         sample_rate: float = 1.0,
         clip: float = 1.0,
         lr: float | None = None,
-        device=None,
-        dtype=torch.float32,
-        max_batch_runs: int = 256,
-        method: str = "auto",
-        memory_budget: int = 1 << 24,
-    ):
+        execution: Execution | None = None,
+    ) -> None:
         if canary is None:
             raise ConfigError("game.canary", "must be dirac or an input canary, got None")
         if isinstance(score, CanaryLoss) and not isinstance(canary, ExampleCanary):
@@ -210,13 +213,12 @@ class DpsgdTuningProtocol:
             configs.append(full)
         if not isinstance(rounds, RoundsLaw):
             raise ConfigError("rounds", f"must be a number-of-runs law, got {rounds!r}")
-        if max_batch_runs < 1:
-            raise ConfigError("game.max_batch_runs", f"must be >= 1, got {max_batch_runs}")
         self.model, self.train, self.score, self.canary = model, train, score, canary
         self.rounds, self.configs = rounds, configs
-        self.device = resolve_device(device)
-        self.dtype, self.max_batch_runs = dtype, int(max_batch_runs)
-        self.method, self.memory_budget = method, int(memory_budget)
+        run = execution if execution is not None else Execution()
+        self.device = resolve_device(run.device)
+        self.execution = replace(run, device=self.device)
+        self.dtype, self.max_batch_runs = run.dtype, int(run.max_batch_runs)
 
     def memory_bytes(self, trials: int) -> int:
         """A lower estimate of the memory `release` needs for `trials` trials: w_0 and w_N of
@@ -285,10 +287,7 @@ class DpsgdTuningProtocol:
                     seeds=seeds[idx],
                     canary=self.canary,
                     include_canary=member[trial[idx]] == 1,
-                    device=self.device,
-                    dtype=self.dtype,
-                    method=self.method,
-                    memory_budget=self.memory_budget,
+                    execution=self.execution,
                 )
                 g = evaluate_score(self.score, self.model, res.w0, res.wN).cpu().numpy()
                 g = np.where(np.isnan(g), -np.inf, g)  # a diverged run never wins

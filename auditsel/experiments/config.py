@@ -20,13 +20,12 @@ import yaml
 from attacks.dpsgd_game import DPSGD_PROXIES, DpsgdGameSpec
 from attacks.proxies import PROXIES
 from auditsel.auditing.rules import (
-    MAX_GRID,
-    MAX_SEED,
     THRESHOLD_RULES,
     ThresholdRule,
     threshold_rule,
 )
 from auditsel.errors import (
+    LIMITS,
     ConfigError,
     shown,
 )
@@ -64,13 +63,6 @@ __all__ = [
 GAME_KINDS = ("reduced", "discrete", "dpsgd", "dpsgd_worst_case")
 DPSGD_DATASETS = ("digits", "breast_cancer", "mnist", "fashion_mnist", "cifar10", "svhn")
 LOCAL_DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")
-MAX_TRIALS = 10**10
-#: (lo, hi) of the fields that command-line options also set: one range for both
-LIMITS = {
-    "game.trials": (2, MAX_TRIALS),
-    "game.seed": (0, MAX_SEED),  # the rules' seeds (auditsel.auditing.rules) have this range
-    "game.thresholds": (1, MAX_GRID),  # and the rules' grids this one
-}
 MAX_CONFIG_BYTES = 1 << 20  # a config file (or a --rounds mapping) is at most 1 MiB
 MAX_YAML_NODES = 100_000  # values, lists and mappings, an alias counted as a copy
 MAX_YAML_CHARS = 1 << 20  # characters of all values, an alias counted as a copy

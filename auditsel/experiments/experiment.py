@@ -27,7 +27,9 @@ from auditsel.accounting.interval import interval_from
 from auditsel.accounting.panel import panel
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.auditing.estimators import PanelOptions, estimator_panel, panel_dict
-from auditsel.auditing.lower import SortedScores, audit_chunks, audit_scores
+from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
 from auditsel.errors import jobs as check_jobs
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
@@ -310,11 +312,12 @@ def _play(
     rule = g.rule(spec_grid if g.threshold == "bonferroni" else None)
     try:
         if stream:
-            bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=rule)
             assert record.chunks is not None  # a streamed record reads its chunks from disk
+            bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=rule)
             scores, member = record.chunks.head(PLOT_TRIALS)
             record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
         else:
+            assert record.scores is not None and record.member is not None  # played in memory
             ss = SortedScores(record.scores, record.member)
             bound = audit_scores(
                 record.scores,

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from auditsel.accounting.exact import tradeoff_curve
-from auditsel.auditing.lower import SortedScores
+from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.experiments.figures import save_figure
 from auditsel.experiments.heuristics import ResultLabels, result_labels
 from auditsel.files import atomic_write_text
 
@@ -429,7 +430,7 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt, label
     ax.set_title(f"{result['name']}: privacy curves")
     ax.legend(fontsize=7, loc="lower left")
     _margins(fig)
-    fig.savefig(out_dir / "privacy_curve.png", dpi=110)
+    save_figure(fig, out_dir / "privacy_curve.png")
     plt.close(fig)
     return "privacy_curve.png"
 
@@ -476,7 +477,7 @@ def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt, labels
     ax.set_title(f"{result['name']}: scores of the distinguishing game")
     ax.legend(loc="upper right")
     _margins(fig)
-    fig.savefig(out_dir / "scores.png", dpi=110)
+    save_figure(fig, out_dir / "scores.png")
     plt.close(fig)
     names.append("scores.png")
     names.append(_plot_tradeoff(result, artefacts, by_coin, out_dir, plt, labels))
@@ -502,7 +503,7 @@ def _margins(fig):
 
 def sorted_scores(scores, member) -> tuple[np.ndarray, np.ndarray]:
     """The scores of the b = 0 and the b = 1 games, each sorted: the audit's own per-coin sort
-    (`auditsel.auditing.lower.SortedScores.by_coin`), for plots of games audited without it (streamed)."""
+    (`auditsel.auditing.sorted_scores.SortedScores.by_coin`), for plots of games audited without it (streamed)."""
     return SortedScores(scores, member).by_coin()
 
 
@@ -647,6 +648,6 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt, labels) -> st
     ax.set_title(f"{result['name']}: trade-off (ROC, log scale)")
     ax.legend(fontsize=7, loc="lower right")
     _margins(fig)
-    fig.savefig(out_dir / "tradeoff.png", dpi=110)
+    save_figure(fig, out_dir / "tradeoff.png")
     plt.close(fig)
     return "tradeoff.png"

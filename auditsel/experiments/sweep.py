@@ -41,6 +41,7 @@ from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s
 
 from auditsel.experiments.config import ConfigError, ExperimentSpec, parse_config
 from auditsel.experiments.experiment import run_experiment
+from auditsel.experiments.figures import save_figure
 from auditsel.experiments.heuristics import result_labels
 from auditsel.experiments.report import write_outputs
 from auditsel.files import atomic_write_text
@@ -307,7 +308,76 @@ def _write_combined(out_dir: Path, points, rows, results=None) -> None:
     _plot(out_dir / "sweep.png", name, points, rows)
 
 
-def _plot(path: Path, name: str, points, rows) -> None:
+_SERIES = (
+    ("eps_B", "eps_B (one run)", "k:"),
+    ("attack", "attack (lower bound)", "C9-"),
+    ("generic_rdp", "generic RDP", "C0-"),
+    ("profile", "profile", "C1-"),
+    ("improved_rdp", "improved (UO)", "C2-"),
+    ("improved_rdp_gdp", "improved (UG)", "C5-"),
+    ("exact", "exact", "C3-"),
+)
+
+
+def _plot_bounds(ax: Any, xs: list, rows: list[dict], idx: list[int]) -> None:
+    """One panel's upper bounds (heuristic ones dashed) and the contradicted heuristics."""
+    for col, label, style in _SERIES:
+        for suffix, line, legend in (
+            ("", style, label),
+            ("_monotone_score", style[:2] + "-.", f"{label}, monotone score assumed"),
+            ("_heuristic", style[:2] + "--", f"{label}, heuristic"),
+        ):
+            ys = [rows[i].get(col + suffix) for i in idx]
+            if col in ("eps_B", "attack") and suffix:
+                continue
+            if any(y is not None for y in ys):
+                ax.plot(
+                    xs, [math.nan if y is None else y for y in ys], line, marker=".", label=legend
+                )
+    bad = [
+        (x, rows[i][f"{k}_heuristic"])
+        for x, i in zip(xs, idx)
+        for k in rows[i].get("contradicted", "").replace("_heuristic", "").split()
+        if k
+    ]
+    if bad:
+        ax.plot(
+            [b[0] for b in bad],
+            [b[1] for b in bad],
+            "rx",
+            ms=8,
+            mew=1.5,
+            ls="none",
+            label="heuristic, CONTRADICTED (below eps_B or eps_L)",
+        )
+
+
+def _plot_lower(ax: Any, xs: list, rows: list[dict], idx: list[int]) -> None:
+    """One panel's interval (shaded) and eps_L with a bar up to its point estimate."""
+    lows = [rows[i].get("interval_lower") for i in idx]
+    ups = [rows[i].get("interval_upper") for i in idx]
+    if all(v is not None for v in lows + ups):
+        ax.fill_between(xs, lows, ups, color="C8", alpha=0.2, label="interval (report the top)")
+    low = [rows[i]["eps_L"] for i in idx]
+    if any(v is not None for v in low):
+        point = [rows[i]["eps_L_point"] for i in idx]
+        lo = [0 if v is None else v for v in low]
+        up = [
+            max((p if p is not None and math.isfinite(p) else v or 0) - (v or 0), 0)
+            for p, v in zip(point, low)
+        ]
+        ax.errorbar(
+            xs,
+            lo,
+            yerr=[[0] * len(lo), up],
+            fmt="o",
+            color="C4",
+            capsize=3,
+            label="eps_L (bar: point estimate)",
+        )
+
+
+def _plot(path: Path, name: str, points: list, rows: list[dict]) -> None:
     """epsilon against the first swept field, one line per bound, eps_L with its point estimate."""
     # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib
@@ -326,86 +396,25 @@ def _plot(path: Path, name: str, points, rows) -> None:
     cols = min(n, 3)
     nrows = math.ceil(n / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.6 * nrows), squeeze=False)
-    series = [
-        ("eps_B", "eps_B (one run)", "k:"),
-        ("attack", "attack (lower bound)", "C9-"),
-        ("generic_rdp", "generic RDP", "C0-"),
-        ("profile", "profile", "C1-"),
-        ("improved_rdp", "improved (UO)", "C2-"),
-        ("improved_rdp_gdp", "improved (UG)", "C5-"),
-        ("exact", "exact", "C3-"),
-    ]
     for ax, (key, idx) in zip(axes.flat, groups.items()):
         xs = [rows[i][x_field] if x_field else i for i in idx]
         order = sorted(range(len(idx)), key=lambda j: xs[j])
         xs = [xs[j] for j in order]
         idx = [idx[j] for j in order]
-        for col, label, style in series:
-            for suffix, line, legend in (
-                ("", style, label),
-                ("_monotone_score", style[:2] + "-.", f"{label}, monotone score assumed"),
-                ("_heuristic", style[:2] + "--", f"{label}, heuristic"),
-            ):
-                ys = [rows[i].get(col + suffix) for i in idx]
-                if col in ("eps_B", "attack") and suffix:
-                    continue
-                if any(y is not None for y in ys):
-                    ax.plot(
-                        xs,
-                        [math.nan if y is None else y for y in ys],
-                        line,
-                        marker=".",
-                        label=legend,
-                    )
-        bad = [
-            (x, rows[i][f"{k}_heuristic"])
-            for x, i in zip(xs, idx)
-            for k in rows[i].get("contradicted", "").replace("_heuristic", "").split()
-            if k
-        ]
-        if bad:
-            ax.plot(
-                [b[0] for b in bad],
-                [b[1] for b in bad],
-                "rx",
-                ms=8,
-                mew=1.5,
-                ls="none",
-                label="heuristic, CONTRADICTED (below eps_B or eps_L)",
-            )
-        lows = [rows[i].get("interval_lower") for i in idx]
-        ups = [rows[i].get("interval_upper") for i in idx]
-        if all(v is not None for v in lows + ups):
-            ax.fill_between(xs, lows, ups, color="C8", alpha=0.2, label="interval (report the top)")
-        low = [rows[i]["eps_L"] for i in idx]
-        if any(v is not None for v in low):
-            point = [rows[i]["eps_L_point"] for i in idx]
-            lo = [0 if v is None else v for v in low]
-            up = [
-                max((p if p is not None and math.isfinite(p) else v or 0) - (v or 0), 0)
-                for p, v in zip(point, low)
-            ]
-            ax.errorbar(
-                xs,
-                lo,
-                yerr=[[0] * len(lo), up],
-                fmt="o",
-                color="C4",
-                capsize=3,
-                label="eps_L (bar: point estimate)",
-            )
+        _plot_bounds(ax, xs, rows, idx)
+        _plot_lower(ax, xs, rows, idx)
         ax.set_xlabel(x_field or "point")
         ax.set_ylabel("epsilon")
         if others:
             ax.set_title(", ".join(f"{f}={_format(v)}" for f, v in zip(others, key)), fontsize=9)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    handles = {}
+    handles: dict[str, Any] = {}
     for ax in list(axes.flat)[:n]:  # one legend with every series drawn in any panel
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
     axes.flat[0].legend(list(handles.values()), list(handles), fontsize=7)
     fig.suptitle(f"{name}: bounds per sweep point")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)

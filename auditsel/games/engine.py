@@ -21,7 +21,7 @@ an error (`CheckpointError`, exit 2), and so is a second run on a folder in use 
 
 Test hook: with the environment variable AUDITSEL_PAUSE_AFTER_CHUNKS=n, a call that has saved
 n new chunks writes `checkpoint_dir/paused` and sleeps, so that a test can kill the process at
-a known point mid-run (tests/test_kill_resume.py).
+a known point mid-run (tests/games/test_kill_resume.py).
 """
 
 from __future__ import annotations
@@ -282,7 +282,7 @@ def _create_exclusive(path: Path, data: bytes) -> None:
 
 
 def _pause(directory: Path):
-    """The kill point of tests/test_kill_resume.py: announce it, then wait to be killed."""
+    """The kill point of tests/games/test_kill_resume.py: announce it, then wait to be killed."""
     atomic_write_bytes(directory / "paused", str(os.getpid()).encode())
     while True:
         time.sleep(60)

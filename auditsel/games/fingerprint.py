@@ -33,6 +33,7 @@ import sys
 import types
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,7 @@ def package_digest() -> str:
     h = hashlib.sha256()
     for name in _PACKAGES:
         module = sys.modules.get(name) or __import__(name)
-        root = Path(module.__file__).resolve().parent
+        root = Path(str(module.__file__)).resolve().parent
         for path in sorted(p for p in root.rglob("*") if p.suffix in _SUFFIXES and p.is_file()):
             rel = f"{name}/{path.relative_to(root).as_posix()}"
             h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -92,7 +93,7 @@ def _unwrap(obj: object) -> tuple[object, bytes]:
     return obj, bound
 
 
-def _module_source(obj: object) -> bytes:
+def _module_source(obj: Any) -> bytes:
     module = inspect.getmodule(obj)
     try:
         path = inspect.getsourcefile(module) if module is not None else None

@@ -86,7 +86,9 @@ class OneRunDpsgd:
     def play(self, rng: np.random.Generator, setup=None):
         """One tuning run: (scores, inclusion bits) of the m canaries."""
         # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
-        from auditsel.dpsgd.trainer import GradientCanary, train_runs
+        import torch
+
+        from auditsel.dpsgd.trainer import Execution, GradientCanary, train_runs
 
         model, train = setup if setup is not None else self.setup()
         m = self.canaries
@@ -111,8 +113,7 @@ class OneRunDpsgd:
             seeds=seeds,
             canary=canary,
             include_canary=np.full(k, bool(included)),
-            device=self.device,
-            dtype=__import__("torch").float64,
+            execution=Execution(device=self.device, dtype=torch.float64),
         )
         shift = (out.w0 - out.wN).double().cpu().numpy()[:, :m] / lrs[:, None]
         winner = int(np.argmax(shift.sum(axis=1)))  # ties: the earliest run

@@ -68,7 +68,7 @@ class OneRunReducedGame:
         if not (self.mu > 0 and math.isfinite(self.mu)):
             raise ConfigError("mu", f"must be in (0, inf), got {self.mu}")
 
-    def play(self, rng: np.random.Generator):
+    def play(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """One tuning run: (scores, inclusion bits) of the m canaries."""
         m = self.canaries
         member = rng.integers(0, 2, m)
@@ -82,7 +82,7 @@ class OneRunReducedGame:
         noise = noise - noise.mean() + x / math.sqrt(m)
         return self.mu * member + noise, member
 
-    def play_direct(self, rng: np.random.Generator):
+    def play_direct(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """The same game by brute force (K runs of m coordinates, argmax of the sums): for tests."""
         m = self.canaries
         member = rng.integers(0, 2, m)

@@ -28,6 +28,7 @@ Contract.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import sys
@@ -65,13 +66,17 @@ def game_threads(jobs: int) -> int:
     return 1 if abs(jobs) <= 1 else max(1, cores // abs(jobs))
 
 
+def _unset(name: str) -> None:
+    os.environ.pop(name, None)
+
+
 def _apply(threads: int) -> list[Callable[[], None]]:
     """Limit every pool to `threads`; returns the undo steps."""
     undo: list[Callable[[], None]] = []
     for name in THREAD_VARIABLES:
         if name not in os.environ:
             os.environ[name] = str(threads)
-            undo.append(lambda name=name: os.environ.pop(name, None))
+            undo.append(functools.partial(_unset, name))
     limiter = ThreadpoolController().limit(limits=threads)
     undo.append(limiter.restore_original_limits)
     torch = sys.modules.get("torch")

@@ -113,7 +113,7 @@ class _Walker:
             for i, item in enumerate(array.ravel(order="C")):
                 self.walk(item, f"{path}.flat[{i}]")
         else:
-            self.h.update(np.ascontiguousarray(array).view(np.uint8).ravel())
+            self.h.update(np.ascontiguousarray(array).view(np.uint8).ravel().tobytes())
 
     def _torch(self, value: Any, path: str) -> bool:
         torch = sys.modules["torch"]
@@ -156,7 +156,7 @@ class _Walker:
             return
         self.put(b"object", _qualname(type(value)).encode())
         constructor, args = reduced[0], reduced[1]
-        if constructor is copyreg.__newobj__ and args:  # cls.__new__(cls, *rest): skip cls
+        if constructor is copyreg.__newobj__ and args:  # type: ignore[attr-defined]  # cls.__new__(cls, *rest): skip cls
             args = args[1:]
         self.put(b"constructor", _callable_name(constructor).encode())
         self.walk(tuple(args or ()), f"{path}")

@@ -329,15 +329,15 @@ class PipelineGame:
         except BaseException as err:
             raise _user_error("score", self.score, game, user_seed, member, err) from None
         if self.fields:  # one number per released field (release_scores.FieldScores)
-            value = np.asarray(raw, dtype=np.float64)
-            if np.any(np.isnan(value)):
-                bad = self.fields[int(np.flatnonzero(np.isnan(value))[0])]
+            array = np.asarray(raw, dtype=np.float64)
+            if np.any(np.isnan(array)):
+                bad = self.fields[int(np.flatnonzero(np.isnan(array))[0])]
                 raise PipelineError(
                     "score",
                     f"the released field {bad!r} is NaN in game {game} (seed {user_seed}); "
                     f"a field scored by default must be a number (or pass your own score)",
                 )
-            return value
+            return array
         what = is_real_score(raw)
         if what:
             raise PipelineError(

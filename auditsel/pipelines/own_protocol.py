@@ -119,6 +119,7 @@ def audit_protocol(
         backend=ex.backend,
         code=code_identity(release, score),  # an edited release or score refuses old chunks
     )
+    assert record.scores is not None and record.member is not None  # played in memory
     return audit_scores(
         record.scores,
         record.member,

@@ -58,13 +58,10 @@ import numpy as np
 
 from auditsel.auditing import lower
 from auditsel.auditing.estimators import Estimate, estimator_panel, panel_dict
-from auditsel.auditing.lower import (
-    THRESHOLD_RULES,
-    SortedScores,
-    audit_chunks,
-    audit_scores,
-)
-from auditsel.auditing.rules import ThresholdRule, threshold_rule
+from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.rules import THRESHOLD_RULES, ThresholdRule, threshold_rule
+from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError, choice, integer, number, shown
 from auditsel.errors import jobs as check_jobs
 from auditsel.experiments.experiment import (

@@ -39,7 +39,6 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from auditsel.auditing.lower import THRESHOLD_RULES, epsilon_from_rates
 from auditsel.auditing.planning import (
     blind_rate,
     empirical_curve,
@@ -48,6 +47,8 @@ from auditsel.auditing.planning import (
     pilot_tests,
     prob_for_games,
 )
+from auditsel.auditing.rules import THRESHOLD_RULES
+from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError, choice, integer, number
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, grouped_options
 from auditsel.pipelines.canaries import Canary

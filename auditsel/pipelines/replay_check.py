@@ -121,7 +121,7 @@ class ReplayReport:
 def _global_states() -> tuple:
     torch = sys.modules.get("torch")
     torch_state = bytes(torch.default_generator.get_state().numpy()) if torch else b""
-    state = np.random.get_state()  # noqa: NPY002 (the legacy global generator is the question)
+    state: Any = np.random.get_state()  # noqa: NPY002 (the legacy global generator is the question)
     return random.getstate(), (state[1].tobytes(), state[2:]), torch_state
 
 
@@ -182,7 +182,9 @@ def _changed(game: PipelineGame, digests: tuple[str, str]) -> list[str]:
 def _in_process(game: PipelineGame, seed: int, digests: tuple[str, str], games: tuple[int, ...]):
     """The hazards of two plays of each game in `games`, whether a play drew from a global
     generator, and the games' scores."""
-    hazards, scores, global_draws = [], [], False
+    hazards: list[Any] = []
+    scores: list[Any] = []
+    global_draws = False
     for index in games:
         first, second = _play(game, seed, index), _play(game, seed, index)
         global_draws = global_draws or first.global_draws or second.global_draws

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -131,7 +131,7 @@ def audit_until_refuted(
     return replace(audit, confidence=confidence, result=result)
 
 
-def looks_text(result: dict) -> str:
+def looks_text(result: Mapping[str, Any]) -> str:
     """One line: the looks, each one's confidence, where the audit stopped and its verdict."""
     seq = result["sequential"]
     refuted = (result.get("claim") or {}).get("refuted")

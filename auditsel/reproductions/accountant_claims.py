@@ -381,7 +381,7 @@ def lower_estimates(setting: Setting) -> dict:
 
 
 def library_versions() -> dict:
-    out = {}
+    out: dict[str, str | None] = {}
     for package in ("dp-accounting", "opacus", "prv-accountant"):
         try:
             out[package] = metadata.version(package)

@@ -28,6 +28,7 @@ from auditsel.accounting.attack import attack_epsilon
 from auditsel.accounting.interval import tuning_interval
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split
+from auditsel.experiments.figures import save_figure
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.reproductions.accountant_claims import (
@@ -109,6 +110,7 @@ def run_cell(
         checkpoint_dir=checkpoint_dir,
         fingerprint=f"accountants/{cell_id(setting)}/{seed}",
     )
+    assert record.scores is not None and record.member is not None  # played in memory
     bound = audit_scores(  # the split's seed: the game's (independent streams of it)
         record.scores, record.member, setting.delta, confidence=CONFIDENCE, rule=Split(seed=seed)
     )
@@ -361,7 +363,7 @@ def plot(rows, path: Path) -> None:
         fontsize=10,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path)
     plt.close(fig)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split
+from auditsel.experiments.figures import save_figure
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.reproductions.paper_bounds import contradicted_columns, figure6_rows
@@ -36,6 +37,7 @@ def rows(trials: int = TRIALS, jobs: int = 1, cells=None) -> list[dict]:
         record = run_game(
             winner, make_proxy("sample", winner), trials, 0, jobs=jobs, progress=False
         )
+        assert record.scores is not None and record.member is not None  # played in memory
         bound = audit_scores(record.scores, record.member, 1e-5, rule=Split(seed=0))
         row["eps_L"] = bound.eps
         row["eps_L_best"] = bound.eps_best_threshold
@@ -118,6 +120,6 @@ def plot(rows, out: Path) -> list:
     fig.suptitle("[XWW24] Figure 6 setting: bounds and the audited lower bound")
     fig.tight_layout()
     path = Path(out) / "figure6.png"
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path)
     plt.close(fig)
     return [path]

@@ -30,7 +30,7 @@ import time
 from auditsel.accounting.interval import interval_attack, tuning_interval
 from auditsel.mechanisms import DpsgdBase
 from auditsel.reproductions.accountants_table import GRID
-from auditsel.rounds import Point, Poisson
+from auditsel.rounds import Point, Poisson, RoundsLaw
 
 __all__ = ["DELTA", "REALISTIC", "rows", "summary"]
 
@@ -55,7 +55,7 @@ def _law_name(law) -> str:
     return f"{law.kind}({', '.join(f'{k}={v:g}' for k, v in law.params().items())})"
 
 
-def settings() -> list[tuple[str, DpsgdBase, object]]:
+def settings() -> list[tuple[str, DpsgdBase, RoundsLaw]]:
     """(group, base, law) of every row, in order."""
     out = [
         ("accountants", DpsgdBase(s.noise_multiplier, s.steps, s.sample_rate, "pld"), s.law)

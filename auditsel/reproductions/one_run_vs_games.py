@@ -24,6 +24,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from auditsel.auditing.one_run_analysis import audit_one_run
 from auditsel.auditing.rules import Split
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.experiment import protocol_and_proxy
+from auditsel.experiments.figures import save_figure
 from auditsel.games.engine import run_game
 from auditsel.games.one_run_dpsgd import OneRunDpsgd
 from auditsel.games.one_run_reduced import OneRunReducedGame
@@ -42,7 +44,20 @@ from auditsel.selection import GaussianWinner
 
 __all__ = ["SETTING", "rows", "tightness_rows", "summary", "plot", "write"]
 
-SETTING = {
+
+class Setting(TypedDict):
+    """The one setting of the comparison: (epsilon, delta) of the base run, its steps, learning
+    rate and clip, and the law of the number of rounds (`law_from_dict`'s form)."""
+
+    epsilon: float
+    delta: float
+    steps: int
+    lr: float
+    clip: float
+    rounds: dict[str, Any]
+
+
+SETTING: Setting = {
     "epsilon": 4.0,
     "delta": 1e-5,
     "steps": 20,
@@ -103,6 +118,7 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
             jobs=1,
             progress=False,
         )
+        assert record.scores is not None and record.member is not None  # played in memory
         eps.append(
             audit_scores(
                 record.scores, record.member, spec.delta, confidence=0.95, rule=Split(seed=seed + r)
@@ -343,7 +359,7 @@ def plot(table: list, out_dir) -> list:
     fig.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="lower center", ncol=2)
     fig.tight_layout(rect=(0, 0.22, 1, 1))
     path = Path(out_dir) / "comparison.png"
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
     plt.close(fig)
     return [path]
 

@@ -305,14 +305,14 @@ def koskela_gaussian_rows(sigma: float = 4.0, delta: float = 1e-6) -> list[dict]
         }
     )
     for n in (20, 50, 100, 1000):
-        law = Binomial(n, 10.0 / n)
+        binomial = Binomial(n, 10.0 / n)
         rows.append(
             {
                 "setting": f"Bin({n}, 10/{n})",
-                "profile": profile_epsilon(base, law, delta, prof),
-                "generic_rdp": generic_epsilon(ORDERS, r, law, delta, prof),
-                "exact_monotone_score": exact_epsilon(GaussianWinner(base, law), delta),
-                "attack": attack_epsilon(base, law, delta),
+                "profile": profile_epsilon(base, binomial, delta, prof),
+                "generic_rdp": generic_epsilon(ORDERS, r, binomial, delta, prof),
+                "exact_monotone_score": exact_epsilon(GaussianWinner(base, binomial), delta),
+                "attack": attack_epsilon(base, binomial, delta),
             }
         )
     for m in (10, 100, 1000):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from auditsel.experiments.figures import save_figure
 from auditsel.experiments.report import atomic_write_text
 from auditsel.pipelines.audit_options import ExecutionOptions
 from auditsel.pipelines.canaries import InputCanary
@@ -165,7 +166,7 @@ def plot(curve: list[dict], path: Path) -> Path:
     ax.set_ylabel(f"training accuracy (mean of {RUNS} SGD runs)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 

@@ -157,6 +157,12 @@ def rows(jobs: int = 1) -> list:
     return run_grid(Table3Grid(), jobs=jobs)
 
 
+def _law_text(law: RoundsLaw) -> str:
+    if isinstance(law, TruncatedNegativeBinomial):
+        return f"TNB({law.eta:g}, {law.nu:g})"
+    return repr(law)
+
+
 def findings(rows, grid: Table3Grid = Table3Grid()) -> list[str]:
     """The paper's Table 3 findings, checked on our grid (every number computed from rows)."""
     practical = [r for r in rows if r["threat"] in ("ntnv", "ntcv")]
@@ -175,7 +181,7 @@ def findings(rows, grid: Table3Grid = Table3Grid()) -> list[str]:
     return [
         f"Settings: {g.dataset}, {g.model}, {g.train_size} training examples, N = {grid.steps} steps at "
         f"tau = {grid.sample_rate:g}, C = {g.clip:g}, learning rates {list(g.learning_rates)}, "
-        f"xi = TNB({grid.rounds.eta:g}, {grid.rounds.nu:g}), sigma calibrated by dp_accounting's RDP "
+        f"xi = {_law_text(grid.rounds)}, sigma calibrated by dp_accounting's RDP "
         f"accountant, delta = {grid.delta:g}, {rows[0]['trials']:,} games per cell (lambda_a and "
         f"lambda_b on the same games).",
         "",

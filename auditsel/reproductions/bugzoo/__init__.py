@@ -31,6 +31,7 @@ import shutil
 import time
 from pathlib import Path
 
+from auditsel.experiments.figures import save_figure
 from auditsel.experiments.report import atomic_write_text
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
 from auditsel.pipelines.pipeline import audit_pipeline
@@ -180,9 +181,9 @@ def findings(rows: list[dict]) -> list[str]:
             f"(+ {slowest['pilot_games']} pilot games), {slowest['cpu_seconds']:.0f} CPU s."
         )
     for r in missed:
-        correct = r["correct_epsilon_how"]
+        how = r["correct_epsilon_how"]
         if r["correct_epsilon"] is not None:
-            correct = f"{r['correct_epsilon']:.3g} ({correct})"
+            how = f"{r['correct_epsilon']:.3g} ({how})"
         plan = (
             "the pilot plans no refutation (its curve reaches "
             f"{r['pilot_curve_eps']:.2f} < claim {r['claimed_epsilon']:.2f})"
@@ -191,7 +192,7 @@ def findings(rows: list[dict]) -> list[str]:
         )
         lines.append(
             f"- Not refuted: `{r['pipeline']}`, eps_L {r['eps']:.3f} against the claim "
-            f"{r['claimed_epsilon']:.3f}; correct accounting: {correct}; {plan}."
+            f"{r['claimed_epsilon']:.3f}; correct accounting: {how}; {plan}."
         )
     total = sum(r["cpu_seconds"] for r in rows)
     lines.append(f"- CPU seconds, all pipelines (pilots and audits): {total:.0f}.")
@@ -225,7 +226,7 @@ def plot(rows: list[dict], path: Path) -> Path:
         fontsize=10,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 

@@ -103,7 +103,10 @@ def claim(delta: float, poisson_sampling: bool = POISSON_SAMPLING) -> float:
         delta=delta,
         rounds=Poisson(MEAN_RUNS),
     )
-    return run.tuning_epsilon
+    epsilon = run.tuning_epsilon
+    if epsilon is None:  # from_opacus with rounds always has a rigorous bound
+        raise RuntimeError("from_opacus returned no rigorous tuning bound")
+    return epsilon
 
 
 def correct_epsilon(delta: float) -> tuple[float | None, str]:

@@ -1,0 +1,149 @@
+"""Streamed audits: audit_scores for trials read back chunk by chunk, in bounded memory.
+
+Contract. `audit_chunks(source, delta, rule=...)` holds one chunk and the threshold counts in
+memory whatever the number of trials; chunks [0, cut) are the pilot of a split (the games are
+independent draws in chunk order), candidate thresholds are quantiles of chunk 0 (a part of the
+pilot). Every rule it offers is valid at `confidence`, as in `auditsel.auditing.lower`
+(multisplit needs the scores in memory and is refused with a ConfigError).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from auditsel.auditing.gdp_fitting import gdp_over_rows
+from auditsel.auditing.lower import LowerBound, check_levels, evaluate_at, legacy_rule, lower_bound
+from auditsel.auditing.rules import BonferroniGrid, MultiSplit, Split, ThresholdRule
+from auditsel.auditing.sorted_scores import Counts, SortedScores, pilot_grid, search_counts
+from auditsel.auditing.threshold_search import CandidateRows, best_on_table
+from auditsel.errors import ConfigError
+
+
+class ChunkReader(Protocol):
+    """What a streamed audit reads: the number of chunks, the trials in all of them, and one
+    chunk's (scores, coins) at a time (auditsel.games.engine.ChunkSource is one)."""
+
+    @property
+    def trials(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+    def load(self, index: int) -> tuple[NDArray[Any], NDArray[Any]]: ...
+
+
+#: the user-facing names (the other functions are building blocks of the audits)
+__all__ = ["audit_chunks"]
+
+
+STREAM_CANDIDATES = 4096
+
+
+def _chunk_counts(scores, member, thresholds):
+    """fp (b = 0, score > t) and fn (b = 1, score <= t) counts of one chunk at each threshold."""
+    s0, s1 = SortedScores(scores, member).by_coin()
+    return (*search_counts(s0, s1, thresholds), len(s0), len(s1))
+
+
+def _stream_counts(source, indices, thresholds):
+    fp = np.zeros(len(thresholds), dtype=np.int64)
+    fn = np.zeros(len(thresholds), dtype=np.int64)
+    n0 = n1 = 0
+    for i in indices:
+        scores, member = source.load(i)
+        a, b, c0, c1 = _chunk_counts(scores, member, thresholds)
+        fp += a
+        fn += b
+        n0 += c0
+        n1 += c1
+    return Counts(np.asarray(thresholds, dtype=float), fp, fn, n0, n1)
+
+
+def audit_chunks(
+    source: ChunkReader,
+    delta: float,
+    *,
+    confidence: float = 0.95,
+    rule: ThresholdRule | str = "split",
+    candidates: int = STREAM_CANDIDATES,
+    **old_options: Any,
+) -> LowerBound:
+    """audit_scores for trials streamed chunk by chunk from `source`
+    (auditsel.games.engine.ChunkSource).
+
+    Memory is bounded by one chunk plus the threshold counts. Chunks [0, cut) with
+    cut = round(chunks * split_fraction) are the selection part (the pilot), the others the
+    evaluation part: the games are independent draws in chunk order, so the chunks themselves
+    are the seeded split (a rule's `seed` is not used here). Candidate thresholds are
+    `candidates` quantiles of chunk 0's scores, a part of the pilot, so:
+    * split picks (t, direction) on the pilot chunks and bounds on the others (valid);
+    * bonferroni uses the rule's grid on all chunks, or `grid_size` quantiles of chunk 0 (the
+      pilot) on the evaluation chunks only (valid);
+    * bonferroni_all takes the max over the candidates on all chunks at alpha / n: valid
+      whatever the candidates, since its limits hold at every threshold at once;
+    * multisplit needs the trials in memory (refused here);
+    * eps_best_threshold is the max over the candidates at alpha (optimistic), and the GDP fit
+      is taken over the candidates (its limits hold at every threshold at once).
+    """
+    rule = legacy_rule(rule, old_options, "audit_chunks")
+    confidence, delta = check_levels(confidence, delta)
+    if isinstance(rule, MultiSplit):
+        raise ConfigError(
+            "rule",
+            "multisplit needs the scores in memory; a streamed audit "
+            "offers split, bonferroni and bonferroni_all (or set game.stream: false)",
+        )
+    alpha = 1 - confidence
+    n_chunks = len(source)
+    fraction = getattr(rule, "split_fraction", 0.5)
+    cut = int(round(n_chunks * fraction))
+    spec_grid = isinstance(rule, BonferroniGrid) and rule.grid is not None
+    if isinstance(rule, (Split, BonferroniGrid)) and not 0 < cut < n_chunks and not spec_grid:
+        raise ConfigError(
+            "split_fraction",
+            f"with {n_chunks} chunks the split leaves a part "
+            f"empty; use more trials or a smaller game.chunk_size",
+        )
+    first, _ = source.load(0)
+    finite = np.sort(first[np.isfinite(first)])
+    quantiles = pilot_grid((finite, finite[:0]), candidates)
+    grid = np.unique(np.concatenate([[-np.inf], quantiles]))
+    head = _stream_counts(source, range(min(max(cut, 1), n_chunks)), grid)
+    tail = _stream_counts(source, range(min(max(cut, 1), n_chunks), n_chunks), grid)
+    total = Counts(grid, head.fp + tail.fp, head.fn + tail.fn, head.n0 + tail.n0, head.n1 + tail.n1)
+    if total.n0 == 0 or total.n1 == 0:
+        raise ConfigError("member", "needs trials with both member = 0 and member = 1")
+    n = total.n0 + total.n1
+    best = best_on_table(total, alpha, delta)
+    grid_source = ""
+    if isinstance(rule, Split):
+        _need_both(head), _need_both(tail)
+        pick = best_on_table(head, alpha, delta)
+        ev = _stream_counts(source, range(cut, n_chunks), np.array([pick["threshold"]]))
+        chosen = evaluate_at(ev, pick["threshold"], pick["flip"], alpha, delta)
+    elif isinstance(rule, BonferroniGrid) and rule.grid is not None:
+        fixed = np.unique(np.asarray(rule.grid, dtype=float))
+        c = _stream_counts(source, range(n_chunks), fixed)
+        chosen = {**best_on_table(c, alpha / (2 * len(fixed)), delta), "n": n}
+        grid_source = "spec"
+    elif isinstance(rule, BonferroniGrid):
+        _need_both(tail)
+        pilot = pilot_grid((finite, finite[:0]), rule.grid_size)
+        c = _stream_counts(source, range(cut, n_chunks), pilot)
+        chosen = {**best_on_table(c, alpha / (2 * len(pilot)), delta), "n": c.n0 + c.n1}
+        grid_source = "pilot"
+    else:  # bonferroni_all
+        chosen = {**best_on_table(total, alpha / n, delta), "n": n}
+        grid_source = "all"
+    rows = CandidateRows.table(total.t, total.fp, total.fn)
+    gdp = gdp_over_rows(rows, rows, rows, rows, total.n0, total.n1, n, alpha, delta)
+    return lower_bound(chosen, best, rule, confidence, delta, source.trials, grid_source, gdp)
+
+
+def _need_both(c: Counts):
+    if c.n0 == 0 or c.n1 == 0:
+        raise ConfigError(
+            "split_fraction", "leaves a part of the chunks without both coins; use more trials"
+        )

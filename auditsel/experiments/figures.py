@@ -1,0 +1,91 @@
+"""Figures written light: every committed plot is a small palette PNG.
+
+Contract. A plot is a picture of numbers that result.json, rows.json or the tables hold; its
+pixels are not data. `save_figure(fig, path)` renders a matplotlib figure at `FIGURE_DPI` dots
+per inch, reduces it to an adaptive (octree) palette of at most `PALETTE_COLOURS` colours (no dithering:
+lines and text stay sharp) and writes it optimised, atomically (`auditsel.files`), so that the
+PNGs under results/ stay a small share of the repository. `shrink_png(path)` applies the same
+standard to a PNG already written (resampled from the resolution recorded in the file), and
+`python -m auditsel.experiments.figures FOLDER...` does so for every PNG below the folders: it
+re-renders the committed plots without replaying a game (a PNG already at the standard is left
+as it is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+from auditsel.files import atomic_write_bytes
+
+__all__ = ["FIGURE_DPI", "PALETTE_COLOURS", "save_figure", "shrink_png"]
+
+FIGURE_DPI = 72
+PALETTE_COLOURS = 64
+
+
+def _palette_png(image: Any) -> bytes:
+    # deferred: pillow (matplotlib's image library) loads only when a plot is written
+    from PIL import Image
+
+    rgb = image.convert("RGB")
+    small = rgb.quantize(
+        colors=PALETTE_COLOURS, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE
+    )
+    out = io.BytesIO()
+    small.save(out, format="PNG", optimize=True, dpi=(FIGURE_DPI, FIGURE_DPI))
+    return out.getvalue()
+
+
+def save_figure(fig: Any, path: str | Path) -> Path:
+    """Write `fig` to `path` as a palette PNG at FIGURE_DPI (see the module docstring)."""
+    # deferred: pillow (matplotlib's image library) loads only when a plot is written
+    from PIL import Image
+
+    raw = io.BytesIO()
+    fig.savefig(raw, format="png", dpi=FIGURE_DPI)
+    raw.seek(0)
+    with Image.open(raw) as image:
+        data = _palette_png(image)
+    atomic_write_bytes(path, data)
+    return Path(path)
+
+
+def shrink_png(path: str | Path) -> bool:
+    """Bring one PNG to the standard (FIGURE_DPI, a palette); False when it already was."""
+    # deferred: pillow (matplotlib's image library) loads only when a plot is written
+    from PIL import Image
+
+    with Image.open(path) as image:
+        dpi = float(image.info.get("dpi", (FIGURE_DPI, FIGURE_DPI))[0])
+        if image.mode == "P" and round(dpi) <= FIGURE_DPI:
+            return False
+        scale = min(FIGURE_DPI / dpi, 1.0) if dpi > 0 else 1.0
+        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+        resized = image.convert("RGB").resize(size, Image.Resampling.LANCZOS)
+        data = _palette_png(resized)
+    atomic_write_bytes(path, data)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m auditsel.experiments.figures",
+        description="Re-render every PNG below the folders at the house standard (no game is "
+        "replayed).",
+    )
+    parser.add_argument("folders", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    changed = 0
+    for folder in args.folders:
+        for path in sorted(folder.rglob("*.png")):
+            changed += shrink_png(path)
+    print(f"{changed} PNG(s) re-rendered")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,406 @@
+"""The trainer's kernels: Philox4x32-10 against the Random123 known answers, today's streams
+against digests taken from the C kernels of auditsel 0.1 (the streams every committed DP-SGD
+result was made with), the numba and torch implementations bit for bit, the draws' laws, the
+softmax pass against float64, and no fused multiply-add in the compiled code."""
+
+import hashlib
+import math
+import platform
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import numba
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from auditsel.dpsgd import RANDOM_STREAMS, kernels, kernels_cpu, kernels_torch
+from auditsel.dpsgd.datasets import load_dataset
+from auditsel.dpsgd.models import ModelSpec
+from auditsel.dpsgd.trainer import ExampleCanary, Execution, GradientCanary, train_runs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Random123 tests/kat_vectors, "philox4x32 10" lines: counter, key, expected output words
+KAT = [
+    ([0, 0, 0, 0], [0, 0], [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]),
+    ([0xFFFFFFFF] * 4, [0xFFFFFFFF] * 2, [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]),
+    (
+        [0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344],
+        [0xA4093822, 0x299F31D0],
+        [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1],
+    ),
+]
+
+# sha256 (first 32 hex digits) of the arrays of `stream_digests`, computed with the C kernels
+# and the trainer of auditsel 0.1 (commit c97d10a, kernels.c built with gcc 12): the numbers
+# of every committed DP-SGD result: version 2 of the streams (auditsel.dpsgd.RANDOM_STREAMS).
+# A change here is a change of the streams: it needs a new version (checkpoint fingerprints).
+STREAMS_0_1 = {
+    "draw-0-1-5-0-0": "f31662efe99bb76c132583d89265c599",
+    "draw-0-1000-40-123-1": "1b7e8962d065a6a325fc789dbc0035fd",
+    "draw-0-65-3-1-2": "8685c1328af89c373c610acb589f9e82",
+    "draw-0-650-7-3-2": "367e86db05adf9e0bf07e4d2f144410a",
+    "draw-1-1-5-0-0": "57446eb0f719bbd2ac3499d6fed9dd10",
+    "draw-1-1000-40-123-1": "290dd61a26e2322e3b692d95ec06e38e",
+    "draw-1-65-3-1-2": "8181055f995506807a3ec81eada28ab3",
+    "draw-1-650-7-3-2": "3b010e5b2c1302010b8e16990f5a814f",
+    "softmax-300-10-300-clip": "918bea847b2a386d968b07b6afc55ba6",
+    "softmax-300-10-300-plain": "48588f324dfcdca5552cbbe165413e0f",
+    "softmax-300-10-300-weight": "53e269dad1a32deae9e9bf524f022a9d",
+    "softmax-37-10-500-clip": "a27bf659c9bc0fdf4c642df34d98e57d",
+    "softmax-37-10-500-plain": "77b7105254b2eac85d00fa4f8ec03c4b",
+    "softmax-37-10-500-weight": "a82f1bebed21e6b7fd7e2929e450161a",
+    "softmax-5-3-13-clip": "ad80c1f3b1ecc5af44c4d6894ce88e38",
+    "softmax-5-3-13-plain": "8ff9255473810c3f4cb9897ff6b1ab0b",
+    "softmax-5-3-13-weight": "a6b0b5b2728d4def3f26ece0d9ecdbbb",
+    "train-logreg-dirac-1.0": "117ac73f1838b04da2a98d774f9cdf4b",
+    "train-logreg-input-0.3": "4b5155a0ac5bac238c640f069aae04e8",
+    "train-mlp-dirac-0.5": "6d033af4d5909d032675cb99950c8e46",
+    "train-mlp-input-1.0": "be4894eee276b061572682bf067627cf",
+}
+
+
+def _h(*arrays) -> str:
+    d = hashlib.sha256()
+    for a in arrays:
+        a = a.numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+        d.update(np.ascontiguousarray(a).tobytes())
+    return d.hexdigest()[:32]
+
+
+TRAINING_RUNS = [
+    ("logreg", "dirac", 1.0),
+    ("logreg", "input", 0.3),
+    ("mlp", "input", 1.0),
+    ("mlp", "dirac", 0.5),
+]
+# the arrays (w0, wN, canary_dots) of those four training runs as the 0.1 C kernels made them:
+# their digests are the "train-..." entries of STREAMS_0_1 (checked below), so the file is 0.1's
+TRAINING_0_1 = ROOT / "tests" / "data" / "training_runs_0_1.npz"
+# Trained weights are compared with a tolerance: the matmuls of a training run go through the
+# BLAS of torch, whose sums are ordered by the machine's vector unit (AVX2, AVX-512), so their
+# last bits are not ours to fix; the random streams and the softmax pass are (compared exactly).
+TRAINING_RTOL, TRAINING_ATOL = 1e-4, 1e-5
+
+
+def stream_digests() -> dict:
+    """Digests of draws and softmax passes (seeds past 2^32 included): the streams, bit for bit."""
+    out = {}
+    k = kernels.keys_of(np.random.default_rng(7).integers(0, 2**63, 300, dtype=np.int64))
+    for normal in (True, False):
+        for width, steps, step0, stream in [
+            (650, 7, 3, 2),
+            (1, 5, 0, 0),
+            (65, 3, 1, 2),
+            (1000, 40, 123, 1),
+        ]:
+            out[f"draw-{int(normal)}-{width}-{steps}-{step0}-{stream}"] = _h(
+                kernels.draw(k, stream, step0, steps, width, normal)
+            )
+    g = torch.Generator().manual_seed(0)
+    for R, K, n in [(37, 10, 500), (5, 3, 13), (300, 10, 300)]:
+        z = torch.randn(R, K, n, generator=g) * 5
+        label = torch.randint(0, K, (n,), generator=g)
+        clip = torch.rand(R, generator=g) + 0.5
+        a_sq = torch.rand(n, generator=g) * 60 + 1
+        weight = (torch.rand(R, n, generator=g) < 0.5).float()
+        for name, kw in (
+            ("plain", {}),
+            ("clip", dict(clip=clip, a_sq=a_sq)),
+            ("weight", dict(clip=clip, a_sq=a_sq, weight=weight)),
+        ):
+            x = z.clone()
+            sq = kernels.softmax_grad_(x, label, **kw)
+            out[f"softmax-{R}-{K}-{n}-{name}"] = _h(x, sq)
+    return out
+
+
+def training_runs() -> dict:
+    """(w0, wN, canary_dots) of four short training runs (seeds past 2^32 included)."""
+    out = {}
+    data = load_dataset("digits", n=200)
+    for kind, canary, rate in TRAINING_RUNS:
+        model = ModelSpec(kind, data.shape, 10, hidden=(16,))
+        zc = GradientCanary() if canary == "dirac" else ExampleCanary(1 - data.x[0], 3)
+        res = train_runs(
+            model,
+            data,
+            steps=12,
+            lr=[0.05, 0.1, 0.02, 0.2],
+            clip=1.0,
+            noise_multiplier=0.8,
+            sample_rate=rate,
+            seeds=[3, 4, 5, 2**40 + 1],
+            canary=zc,
+            include_canary=[1, 0, 1, 1],
+            execution=Execution(device="cpu"),
+        )
+        out[f"train-{kind}-{canary}-{rate}"] = tuple(
+            np.asarray(a.numpy() if isinstance(a, torch.Tensor) else a)
+            for a in (res.w0, res.wN, res.canary_dots)
+        )
+    return out
+
+
+def keys(R, seed=0):
+    return kernels.keys_of(np.random.default_rng(seed).integers(0, 2**63, R, dtype=np.int64))
+
+
+def torch_draw(k, *args):
+    return kernels_torch.draw(torch.as_tensor(k.astype(np.int64)), *args)
+
+
+@pytest.mark.parametrize("implementation", ["cpu", "torch"])
+@pytest.mark.parametrize("counter,key,want", KAT)
+def test_philox_matches_the_random123_known_answers(implementation, counter, key, want):
+    assert kernels.philox_block(counter, key, implementation) == want
+
+
+def test_streams_are_those_of_the_c_kernels_of_auditsel_0_1():
+    assert RANDOM_STREAMS == 2  # the version these digests belong to
+    got = stream_digests()
+    assert {k: v for k, v in got.items() if STREAMS_0_1[k] != v} == {}
+    assert set(got) | {k for k in STREAMS_0_1 if k.startswith("train-")} == set(STREAMS_0_1)
+
+
+def _reference_runs() -> dict:
+    with np.load(TRAINING_0_1) as f:
+        return {
+            name: tuple(f[f"{name}/{part}"] for part in ("w0", "wN", "canary_dots"))
+            for name in (f"train-{k}-{c}-{r}" for k, c, r in TRAINING_RUNS)
+        }
+
+
+def test_the_reference_training_runs_are_those_of_auditsel_0_1():
+    """The stored arrays are the 0.1 C kernels' own: their digests are 0.1's, bit for bit."""
+    ref = _reference_runs()
+    assert {k: _h(*v) for k, v in ref.items()} == {
+        k: v for k, v in STREAMS_0_1.items() if k.startswith("train-")
+    }
+
+
+def test_training_runs_are_those_of_auditsel_0_1_to_rounding():
+    """Same seeds, same draws, same steps: the trained weights and the canary's dot products
+    equal 0.1's up to the BLAS's summation order (the initial weights exactly: drawn, not
+    computed). A changed stream, step or canary moves them by far more than the tolerance."""
+    ref = _reference_runs()
+    got = training_runs()
+    for name, (w0, wn, dots) in ref.items():
+        g0, gn, gd = got[name]
+        assert np.array_equal(g0, w0), name
+        np.testing.assert_allclose(gn, wn, rtol=TRAINING_RTOL, atol=TRAINING_ATOL, err_msg=name)
+        np.testing.assert_allclose(gd, dots, rtol=TRAINING_RTOL, atol=TRAINING_ATOL, err_msg=name)
+        # the tolerance is tight: one step's noise moves the weights by far more
+        assert np.abs(wn - w0).max() > 100 * TRAINING_ATOL
+
+
+@pytest.mark.parametrize("normal", [True, False])
+@pytest.mark.parametrize(
+    "width,steps,step0,stream",
+    [(650, 7, 3, 2), (1, 5, 0, 0), (64, 2, 9, 1), (65, 3, 1, 2), (501, 4, 19, 1)],
+)
+def test_cpu_draws_equal_the_torch_draws_bit_for_bit(normal, width, steps, step0, stream):
+    k = keys(37, width)
+    a = kernels.draw(k, stream, step0, steps, width, normal)
+    assert torch.equal(a, torch_draw(k, stream, step0, steps, width, normal))
+
+
+def test_draws_are_counter_based_and_split_free(monkeypatch):
+    """A number depends on (key, stream, step, index) only: steps drawn in two groups, runs
+    drawn alone, a narrower width and another number of threads give the same numbers."""
+    k = keys(9, 1)
+    whole = kernels.draw(k, 2, 0, 10, 300, True)
+    parts = torch.cat([kernels.draw(k, 2, 0, 4, 300, True), kernels.draw(k, 2, 4, 6, 300, True)], 1)
+    assert torch.equal(whole, parts)
+    assert torch.equal(whole[3:4], kernels.draw(k[3:4], 2, 0, 10, 300, True))
+    assert torch.equal(whole[:, :, :77], kernels.draw(k, 2, 0, 10, 77, True))
+    assert not torch.equal(whole, kernels.draw(k, 1, 0, 10, 300, True))  # streams differ
+    for threads in (1, 3, 9):
+        monkeypatch.setattr(torch, "get_num_threads", lambda t=threads: t)
+        assert torch.equal(whole, kernels.draw(k, 2, 0, 10, 300, True))
+
+
+def test_normals_and_uniforms_have_their_laws():
+    k = keys(64, 2)
+    z = kernels.draw(k, 2, 0, 50, 400, True).double().flatten().numpy()  # 1.28e6 normals
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+    assert abs(z.mean()) < 5 / math.sqrt(z.size) and abs(z.var() - 1) < 5 * math.sqrt(2 / z.size)
+    # pairs (cos, sin) of one block are independent: their correlation is ~ 0
+    pairs = kernels.draw(k, 2, 0, 50, 64, True).reshape(-1, 4, 16).double().numpy()
+    assert abs(np.corrcoef(pairs[:, 0].ravel(), pairs[:, 1].ravel())[0, 1]) < 5 / math.sqrt(
+        pairs[:, 0].size
+    )
+    u = kernels.draw(k, 1, 0, 50, 400, False).double().flatten().numpy()
+    assert u.min() >= 0 and u.max() < 1 and np.all(u * 2**24 == np.floor(u * 2**24))
+    assert stats.kstest(u, "uniform").pvalue > 1e-3
+
+
+def test_single_precision_polynomials_are_accurate():
+    x = torch.linspace(-87.3, 0, 200001)
+    rel = (kernels_torch.exp(x).double() - torch.exp(x.double())) / torch.exp(x.double())
+    assert rel.abs().max() < 3e-7
+    assert kernels_torch.exp(torch.tensor([-100.0, float("-inf")])).tolist() == [0.0, 0.0]
+    assert math.isnan(kernels_torch.exp(torch.tensor([float("nan")])).item())
+    u = torch.arange(1, 2**24 + 1, 97, dtype=torch.float64) / 2**24
+    assert (kernels_torch.log(u.float()).double() - torch.log(u)).abs().max() < 1e-6
+    t = torch.arange(0, 2**24, 89, dtype=torch.float64) / 2**24
+    s, c = kernels_torch.sincos_2pi(t.float())
+    assert (s.double() - torch.sin(2 * math.pi * t)).abs().max() < 2e-7
+    assert (c.double() - torch.cos(2 * math.pi * t)).abs().max() < 2e-7
+
+
+def test_cpu_exp_is_the_torch_exp_at_the_edges():
+    """The softmax pass at logits gaps down to -inf and NaN (exp's clamp and its 0 below
+    ln 2^-126): the compiled CPU pass and the torch one agree bit for bit."""
+    gaps = torch.tensor([0.0, -1e-30, -87.0, -87.33654, -87.3366, -88.0, -1e4, -float("inf")])
+    z = torch.zeros(1, 2, len(gaps) + 1)
+    z[0, 1, : len(gaps)] = gaps
+    z[0, 0, -1], z[0, 1, -1] = float("nan"), 0.0
+    a, b = z.clone(), z.clone()
+    sq_a = kernels.softmax_grad_(a, torch.zeros(z.shape[2], dtype=torch.int64))
+    sq_b = torch.empty_like(sq_a)
+    kernels_torch.softmax_grad(b, torch.zeros(z.shape[2], dtype=torch.int64), sq_b)
+    assert torch.equal(a[..., :-1], b[..., :-1]) and torch.equal(sq_a[:, :-1], sq_b[:, :-1])
+    assert a[..., -1].isnan().all() and b[..., -1].isnan().all()
+
+
+def softmax_cases():
+    g = torch.Generator().manual_seed(0)
+    for R, K, n in [(37, 10, 500), (5, 3, 13), (8, 10, 1), (3, 10, 300)]:
+        z = torch.randn(R, K, n, generator=g) * 5
+        for per_run in (False, True):
+            label = torch.randint(0, K, (R, n) if per_run else (n,), generator=g)
+            clip = torch.rand(R, generator=g) + 0.5
+            a_sq = torch.rand(R, n, generator=g) * 60 + 1
+            weight = (torch.rand(R, n, generator=g) < 0.5).float()
+            yield z, label, {}
+            yield z, label, dict(clip=clip, a_sq=a_sq if per_run else a_sq[0])
+            yield z, label, dict(clip=clip, a_sq=a_sq[0], weight=weight)
+
+
+def test_softmax_pass_is_the_clipped_output_gradient():
+    for z, label, kw in softmax_cases():
+        got = z.clone()
+        sq = kernels.softmax_grad_(got, label, **kw)
+        # float64, written out: softmax - onehot, its squared norm, the clip factor
+        p = (
+            torch.softmax(z.double(), 1)
+            - torch.nn.functional.one_hot(label.expand(z.shape[0], -1), z.shape[1])
+            .permute(0, 2, 1)
+            .double()
+        )
+        want_sq = (p * p).sum(1)
+        if "clip" in kw:
+            c = kw["clip"].double()[:, None]
+            p = p * (c / torch.maximum(torch.sqrt(want_sq * kw["a_sq"].double()), c))[:, None]
+            if "weight" in kw:
+                p = p * kw["weight"].double()[:, None]
+        assert (got.double() - p).abs().max() < 1e-6
+        assert (sq.double() - want_sq).abs().max() < 1e-6 * want_sq.abs().max()
+
+
+def test_cpu_softmax_pass_equals_the_torch_one_bit_for_bit():
+    for z, label, kw in softmax_cases():
+        a, b = z.clone(), z.clone()
+        sq_a = kernels.softmax_grad_(a, label, **kw)
+        sq_b = torch.empty_like(sq_a)
+        kernels_torch.softmax_grad(b, label, sq_b, kw.get("clip"), kw.get("a_sq"), kw.get("weight"))
+        assert torch.equal(a, b) and torch.equal(sq_a, sq_b)
+
+
+@pytest.mark.parametrize(
+    "kind,canary", [("logreg", "dirac"), ("logreg", "input"), ("mlp", "input")]
+)
+def test_training_runs_are_the_same_with_the_torch_kernels(monkeypatch, kind, canary):
+    """What a GPU runs (the torch kernels), here on CPU tensors, trains the same runs."""
+    data = load_dataset("digits", n=60)
+    model = ModelSpec(kind, data.shape, 10, hidden=(8,))
+    z = GradientCanary() if canary == "dirac" else ExampleCanary(1 - data.x[0], 3)
+    kw = dict(
+        steps=6,
+        lr=[0.05, 0.1, 0.02],
+        clip=1.0,
+        noise_multiplier=0.8,
+        sample_rate=[1.0, 0.4, 1.0],
+        seeds=[3, 4, 5],
+        canary=z,
+        include_canary=[1, 0, 1],
+        execution=Execution(device="cpu"),
+    )
+    compiled = train_runs(model, data, **kw)
+    monkeypatch.setattr(kernels, "_numba_serves", lambda device: False)
+    assert kernels.backend("cpu") == "torch"
+    plain = train_runs(model, data, **kw)
+    assert torch.equal(compiled.w0, plain.w0) and torch.equal(compiled.wN, plain.wN)
+    assert torch.equal(compiled.canary_dots, plain.canary_dots)
+
+
+@pytest.mark.parametrize("wraps", [True, False])
+def test_both_ways_of_the_torch_products_give_the_known_answers(monkeypatch, wraps):
+    monkeypatch.setattr(kernels_torch, "_WRAPS", {"cpu": wraps})
+    for counter, key, want in KAT:
+        assert kernels.philox_block(counter, key, "torch") == want
+    k = keys(5, 3)
+    a = torch_draw(k, 2, 0, 3, 100, True)
+    monkeypatch.setattr(kernels_torch, "_WRAPS", {"cpu": not wraps})
+    assert torch.equal(a, torch_draw(k, 2, 0, 3, 100, True))
+
+
+@pytest.mark.slow  # inspects every compiled kernel's machine code
+def test_the_compiled_code_has_no_fused_multiply_add():
+    """numba compiles without fast-math flags: no LLVM instruction may be contracted, and on
+    x86-64 no FMA instruction appears in the machine code (an FMA rounds once where the
+    streams round twice). Compiled afresh here: numba does not show cached code."""
+    for py_func, sigs in kernels_cpu.SIGNATURES[:2]:
+        fn = numba.njit(sigs, nogil=True)(py_func)
+        llvm = "\n".join(fn.inspect_llvm().values())
+        assert not re.search(r"\b(fast|contract|reassoc|afn)\b", llvm)
+        assert "fmuladd" not in llvm and "llvm.fma" not in llvm
+        if platform.machine() in ("x86_64", "AMD64"):
+            asm = "\n".join(fn.inspect_asm().values())
+            assert not re.search(r"\bv?fn?m(add|sub)\d", asm)
+            assert re.search(r"\bv?mulps\b", asm)  # vectorised (so the search above can see it)
+
+
+def test_seed_keys_are_numpys_seed_sequence():
+    seeds = [0, 1, 2**32 - 1, 2**32, 2**63 - 1, 123456789]
+    want = [np.random.SeedSequence(s).generate_state(2, np.uint32) for s in seeds]
+    assert kernels.seed_keys(seeds).tolist() == [list(map(int, w)) for w in want]
+    with pytest.raises(ValueError, match="implementation"):
+        kernels.philox_block([0] * 4, [0, 0], "c")
+
+
+needs_cc = pytest.mark.skipif(
+    shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler here"
+)
+
+
+@needs_cc
+def test_cpu_kernels_equal_the_pinned_c_kernels_on_many_numbers():
+    """4.8e6 normals, 1.2e6 uniforms and a softmax pass of 3e5 logits: the numba kernels and
+    the C kernels of auditsel 0.1 (benchmarks/baselines/kernels_c, built here) agree."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from baselines import kernels_c
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    if not kernels_c.available():
+        pytest.skip("the C compiler here cannot build the baseline")
+    k = keys(300, 11)
+    for normal, width in ((True, 1000), (False, 250)):
+        a = kernels.draw(k, 2, 5, 16, width, normal)
+        assert torch.equal(a, kernels_c.draw(k, 2, 5, 16, width, normal))
+    z = torch.randn(100, 10, 300, generator=torch.Generator().manual_seed(1)) * 8
+    label = torch.randint(0, 10, (300,), generator=torch.Generator().manual_seed(2))
+    a, b = z.clone(), z.clone()
+    kw = dict(clip=torch.full((100,), 0.7), a_sq=torch.rand(300) * 30 + 1)
+    assert torch.equal(
+        kernels.softmax_grad_(a, label, **kw), kernels_c.softmax_grad_(b, label, **kw)
+    )
+    assert torch.equal(a, b)
+    s = np.random.default_rng(3).integers(0, 2**63, 500).astype(np.uint64)
+    assert np.array_equal(kernels.seed_states(s, 3), kernels_c.seed_states(s, 3))

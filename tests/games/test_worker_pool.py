@@ -1,0 +1,129 @@
+"""Pipeline workers: BLAS, OpenMP and torch threads limited to each process's share while the
+games play (in this process, in forked warm workers, in loky's), and given back afterwards;
+the same numbers from warm workers as from every other backend (issue 26 item 5, issue 29)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info
+
+from auditsel import GradientCanary, audit_pipeline
+from auditsel.errors import ConfigError
+from auditsel.games import worker_pool
+from auditsel.games.worker_pool import fork_available, game_threads, limited_threads
+
+DIRAC = GradientCanary(coordinate=0)
+
+
+def blas_threads() -> set[int]:
+    return {pool["num_threads"] for pool in threadpool_info()}
+
+
+def thread_census(data, seed, canary):
+    """A pipeline whose release is the thread counts it runs under."""
+    import torch
+
+    rng = np.random.default_rng(seed)
+    grads = [np.zeros(2)]
+    canary.step(grads, sample_rate=1.0, max_grad_norm=1.0)
+    return {
+        "blas": blas_threads(),
+        "torch": torch.get_num_threads(),
+        "theta": grads[0] + rng.normal(size=2),
+    }
+
+
+def census_score(release, canary):
+    """The one thread count every pool agreed on, else -1 (and the canary's score is unused)."""
+    counts = release["blas"] | {release["torch"]}
+    return float(counts.pop()) if len(counts) == 1 else -1.0
+
+
+def test_game_threads_is_the_share_of_the_cores(monkeypatch):
+    monkeypatch.delenv("AUDITSEL_GAME_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert [game_threads(j) for j in (1, 2, 3, 16, 32, -1)] == [1, 8, 5, 1, 1, 1]
+    monkeypatch.setenv("AUDITSEL_GAME_THREADS", "3")
+    assert game_threads(1) == game_threads(8) == 3
+    monkeypatch.setenv("AUDITSEL_GAME_THREADS", "zero")
+    with pytest.raises(ConfigError, match="AUDITSEL_GAME_THREADS: must be a positive integer"):
+        game_threads(1)
+
+
+def test_limit_applies_to_every_pool_and_is_given_back():
+    import torch
+
+    before_blas, before_torch = blas_threads(), torch.get_num_threads()
+    env_before = {k: os.environ.get(k) for k in worker_pool.THREAD_VARIABLES}
+    with limited_threads(1) as n:
+        assert n == 1 and blas_threads() == {1} and torch.get_num_threads() == 1
+        assert all(os.environ.get(k) is not None for k in worker_pool.THREAD_VARIABLES)
+        seen = []
+
+        def nested():
+            with limited_threads(3) as m:
+                seen.append((m, blas_threads()))
+
+        inner = threading.Thread(target=nested)
+        inner.start()
+        inner.join()
+        assert seen == [(1, {1})]  # a nested use shares the first limit ...
+        assert blas_threads() == {1}  # ... and its end does not lift it
+    assert blas_threads() == before_blas and torch.get_num_threads() == before_torch
+    assert {k: os.environ.get(k) for k in worker_pool.THREAD_VARIABLES} == env_before
+
+
+@pytest.mark.parametrize("jobs, backend", [(1, None), (2, None), (2, "loky"), (2, "threading")])
+def test_games_run_within_their_share_of_threads(jobs, backend, monkeypatch):
+    if backend is None and jobs > 1 and not fork_available():
+        pytest.skip("no fork here: the default workers are loky's")
+    monkeypatch.delenv("AUDITSEL_GAME_THREADS", raising=False)
+    audit = audit_pipeline(
+        thread_census,
+        census_score,
+        data=None,
+        canary=DIRAC,
+        games=96,
+        delta=0.0,
+        jobs=jobs,
+        backend=backend,
+        chunk_size=16,
+        panel=False,
+    )
+    assert set(np.asarray(audit.scores).tolist()) == {float(game_threads(jobs))}
+
+
+def test_warm_workers_give_the_numbers_of_every_other_backend():
+    from pipelines.test_pipeline import dpsgd_no_data, standardised
+
+    kw = dict(data=None, canary=DIRAC, games=200, delta=1e-5, seed=5, chunk_size=16)
+    audits = [
+        audit_pipeline(dpsgd_no_data, standardised, jobs=1, **kw),
+        audit_pipeline(dpsgd_no_data, standardised, jobs=2, **kw),  # forked, warm
+        audit_pipeline(dpsgd_no_data, standardised, jobs=2, backend="loky", **kw),
+        audit_pipeline(dpsgd_no_data, standardised, jobs=2, backend="threading", **kw),
+    ]
+    for other in audits[1:]:
+        assert np.array_equal(audits[0].scores, other.scores)
+        assert np.array_equal(audits[0].member, other.member) and audits[0].eps == other.eps
+
+
+def test_two_audits_in_two_threads_each_fork_their_own_game():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pipelines.test_pipeline import dpsgd_best_of_three, dpsgd_no_data, standardised
+
+    if not fork_available():
+        pytest.skip("no fork here")
+    kw = dict(data=None, canary=DIRAC, games=160, delta=1e-5, seed=9, chunk_size=16)
+    tunes = (dpsgd_no_data, dpsgd_best_of_three)
+    alone = [audit_pipeline(t, standardised, jobs=1, **kw) for t in tunes]
+    with ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(lambda t: audit_pipeline(t, standardised, jobs=2, **kw), tunes))
+    for a, b in zip(alone, together):
+        assert np.array_equal(a.scores, b.scores) and np.array_equal(a.member, b.member)
+    assert not np.array_equal(alone[0].scores, alone[1].scores)
