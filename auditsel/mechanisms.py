@@ -547,20 +547,31 @@ def _dense_pmfs(pld) -> list[tuple[np.ndarray, np.ndarray, float]]:
     """(losses, probabilities, infinity mass) of each direction of a dp_accounting PLD (remove;
     add when the PLD is not symmetric).
 
-    dp_accounting has no public getter for the PMF of a PLD, only the Python-loop queries
-    (`get_delta_for_epsilon`), so this is the one place that reads its private attributes
-    (seven: `_pmf_remove`, `_pmf_add`, `_symmetric` of the PLD, `_probs`, `_lower_loss`,
-    `_discretization`, `_infinity_mass` of its dense PMF). pyproject bounds dp-accounting to
-    the versions the tests cover, and tests/accounting/test_accounting_base.py pins the behaviour: the
-    profile computed from these arrays equals dp_accounting's public query, for a symmetric
+    dp_accounting (0.6) has no public getter for the PMF of a PLD: its public queries
+    (`get_delta_for_epsilon`, vectorised as a Python loop over the whole PMF, about 500 times
+    slower here) and constructors return objects that keep the arrays private, and rebuilding
+    the connect-the-dots PMF from the public `privacy_loss_mechanism` classes would copy
+    dp_accounting's discretisation and composition code rather than use it. So this is the one
+    place that reads its private attributes (seven: `_pmf_remove`, `_pmf_add`, `_symmetric` of
+    the PLD, `_probs`, `_lower_loss`, `_discretization`, `_infinity_mass` of its dense PMF).
+    pyproject bounds dp-accounting to the versions the tests cover; a version that renames them
+    fails here with a RuntimeError saying so, and tests/test_dependencies.py pins the meaning:
+    the profile computed from these arrays equals dp_accounting's public query, for a symmetric
     and an asymmetric PLD."""
-    pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
-    out = []
-    for pmf in pmfs:
-        dense = pmf.to_dense_pmf()  # public
-        probs = np.asarray(dense._probs, dtype=float)
-        losses = (np.arange(len(probs)) + dense._lower_loss) * dense._discretization
-        out.append((losses, probs, float(dense._infinity_mass)))
+    try:
+        pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
+        out = []
+        for pmf in pmfs:
+            dense = pmf.to_dense_pmf()  # public
+            probs = np.asarray(dense._probs, dtype=float)
+            losses = (np.arange(len(probs)) + dense._lower_loss) * dense._discretization
+            out.append((losses, probs, float(dense._infinity_mass)))
+    except AttributeError as err:
+        raise RuntimeError(
+            f"dp_accounting's PLD no longer has the private attribute auditsel reads ({err}); "
+            f"install dp-accounting within the range auditsel declares (pyproject.toml) or "
+            f"update auditsel.mechanisms._dense_pmfs"
+        ) from err
     return out
 
 

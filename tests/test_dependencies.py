@@ -68,6 +68,17 @@ def test_the_private_pld_arrays_give_dp_accountings_own_profile(tau):
     assert np.allclose(pair.delta(eps), theirs, rtol=1e-9, atol=1e-15)
 
 
+def test_a_dp_accounting_without_the_private_attributes_fails_loudly():
+    """A dp_accounting whose PLD lost an attribute auditsel reads is named as the cause, with
+    the version range to install, not an AttributeError deep in a bound."""
+
+    class Renamed:  # a PLD whose private fields have other names
+        pmf_remove = None
+
+    with pytest.raises(RuntimeError, match=r"dp-accounting within the range auditsel declares"):
+        _dense_pmfs(Renamed())
+
+
 def test_the_rdp_curve_comes_from_the_public_getter():
     pair = DpsgdBase(noise_multiplier=2.0, steps=10, sample_rate=1.0)
     orders = np.array([2.0, 4.0, 8.0])

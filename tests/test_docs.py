@@ -428,6 +428,71 @@ def test_config_page_defaults_are_the_parsers():
     assert checked >= 25
 
 
+LAWS = {
+    "tnb": {"eta": 0.0, "nu": 0.5},
+    "poisson": {"mean": 2.0},
+    "binomial": {"n": 3, "p": 0.5},
+    "two_point": {"L": 3, "s": 0.5},
+    "point": {"k": 2},
+}
+ONE_OF = ("mu", "epsilon", "noise_multiplier")  # a base takes one of these
+
+
+def _config_with(section: str, row, value) -> dict:
+    """A minimal config that sets `section`.`row.key` to `value` (a list entry for `each`)."""
+    raw = json.loads(json.dumps(MINIMAL))
+    value = [value] if row.range.each else value
+    kind = row.kinds[0]
+    if section == "":
+        raw[row.key] = value
+    elif section == "base":
+        base = {k: v for k, v in BASES[kind].items() if row.key not in ONE_OF or k not in ONE_OF}
+        if row.key == "p":  # the probabilities of a discrete base sum to 1
+            value = [value[0], 1 - value[0]]
+            base["q"] = [0.5, 0.5]
+        raw["base"] = {**base, row.key: value}
+    elif section == "rounds":
+        raw["rounds"] = {"kind": kind, **LAWS[kind], row.key: value}
+    elif section == "game":
+        base, game = ("dpsgd", "dpsgd") if kind == "dpsgd" else ("gaussian", "reduced")
+        raw["base"], raw["game"] = BASES[base], {"kind": game, row.key: value}
+    else:
+        raw["game"] = {"one_run": {row.key: value}}
+    return raw
+
+
+def test_config_page_ranges_are_the_parsers():
+    """Every range of the config page (auditsel.experiments.config_schema.SCHEMA) is the
+    parser's: a closed end is accepted, an open end and the values just beyond either end are
+    refused with a ConfigError naming the field."""
+    import math
+
+    from auditsel.experiments.config_schema import SCHEMA
+
+    checked = 0
+    for section in SCHEMA:
+        for row in section.rows:
+            r = row.range
+            if r is None:
+                continue
+            field_name = ".".join(p for p in (section.path, row.key) if p)
+            if r.integer:
+                below, above, lo, hi = int(r.lo) - 1, int(r.hi) + 1, int(r.lo), int(r.hi)
+            else:
+                below, above = math.nextafter(r.lo, -math.inf), math.nextafter(r.hi, math.inf)
+                lo, hi = r.lo, r.hi
+            refused = [below, above] + [lo] * r.lo_open + [hi] * r.hi_open
+            accepted = [lo] * (not r.lo_open) + [hi] * (not r.hi_open)
+            for value in refused:
+                with pytest.raises(ConfigError) as err:
+                    parse_config(_config_with(section.path, row, value))
+                assert err.value.field.startswith(field_name), (field_name, value, err.value)
+            for value in accepted:
+                parse_config(_config_with(section.path, row, value))
+            checked += 1
+    assert checked >= 25
+
+
 # --- the result.json schema --------------------------------------------------------------------
 
 RESULT_PAGE = DOCS / "reference" / "result-json.md"

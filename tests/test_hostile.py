@@ -31,7 +31,7 @@ import yaml
 
 from auditsel.cli import main
 from auditsel.errors import ConfigError
-from auditsel.pipelines.audit_options import ExecutionOptions
+from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
 
 # --- the folder a case runs in --------------------------------------------------------------
 
@@ -1211,11 +1211,19 @@ PIPELINE_API = [
     api("api-pipe-games-float", _audit_pipeline(games=2.5), r"games"),
     api("api-pipe-delta", _audit_pipeline(delta=1.0), r"delta"),
     api("api-pipe-delta-text", _audit_pipeline(delta="tiny"), r"delta"),
-    api("api-pipe-confidence", _audit_pipeline(confidence=0.2), r"confidence"),
+    api(
+        "api-pipe-confidence",
+        _audit_pipeline(statistics=AuditOptions(confidence=0.2)),
+        r"confidence",
+    ),
     api("api-pipe-canary-none", _audit_pipeline(canary=None), r"canary"),
     api("api-pipe-claim-nan", _audit_pipeline(claimed_epsilon=float("nan")), r"claimed_epsilon"),
-    api("api-pipe-jobs", _audit_pipeline(jobs=0), r"jobs: must be a non-zero integer"),
-    api("api-pipe-out-escapes", _audit_pipeline(out_dir=".."), r"out_dir"),
+    api(
+        "api-pipe-jobs",
+        _audit_pipeline(execution=ExecutionOptions(jobs=0)),
+        r"jobs: must be a non-zero integer",
+    ),
+    api("api-pipe-out-escapes", _audit_pipeline(report=ReportOptions(out_dir="..")), r"out_dir"),
 ]
 
 # --- issue 26: user code is hostile by default -----------------------------------------------
@@ -1524,12 +1532,12 @@ USER_CODE = [
     Case("scores-stdin", ("audit-scores", "-"), 2, r"FILE: '-' \(standard input\) is not read"),
     api(
         "api-pipe-stream-text",
-        _audit_pipeline(stream="false"),
+        _audit_pipeline(execution=ExecutionOptions(stream="false")),
         r"stream: must be true, false or 'auto', got 'false'",
     ),
     api(
         "api-pipe-panel-text",
-        _audit_pipeline(panel="yes"),
+        _audit_pipeline(report=ReportOptions(panel="yes")),
         r"panel: must be true, false or 'auto', got 'yes'",
     ),
     api(
@@ -1537,7 +1545,11 @@ USER_CODE = [
         _audit_pipeline(games=10**12),
         r"games: must be an integer in \[4, 1000000000\]",
     ),
-    api("api-pipe-jobs-text", _audit_pipeline(jobs="2"), r"jobs: must be an integer"),
+    api(
+        "api-pipe-jobs-text",
+        _audit_pipeline(execution=ExecutionOptions(jobs="2")),
+        r"jobs: must be an integer",
+    ),
     api(
         "api-pipe-accept-text",
         _audit_pipeline(accept_nondeterminism="yes"),
@@ -1560,10 +1572,15 @@ USER_CODE = [
     ),
     api(
         "api-pipe-global-threads",
-        _audit_pipeline(tune=_tune_global, jobs=2, backend="threading"),
+        _audit_pipeline(tune=_tune_global, execution=ExecutionOptions(jobs=2, backend="threading")),
         r"global generators under threads",
     ),
-    api("api-pipe-global-processes", _audit_pipeline(tune=_tune_global, jobs=2), "", code=0),
+    api(
+        "api-pipe-global-processes",
+        _audit_pipeline(tune=_tune_global, execution=ExecutionOptions(jobs=2)),
+        "",
+        code=0,
+    ),
     api(
         "api-pipe-exits",
         _audit_pipeline(tune=_tune_exits),

@@ -66,6 +66,7 @@ from auditsel.accounting.interval import (
 )
 from auditsel.accounting.profile import base_profile
 from auditsel.accounting.registry import BOUND_KEYS, BOUNDS, MONOTONE_SCORE_KEYS
+from auditsel.errors import AuditselDeprecationWarning
 from auditsel.events import as_pair
 from auditsel.mechanisms import DpsgdBase
 from auditsel.numerics import check_deltas
@@ -197,7 +198,7 @@ class Panel:
     def __getitem__(self, key: str):
         warnings.warn(
             f"panel(...)[{key!r}] is deprecated: use the attribute panel(...).{key}",
-            DeprecationWarning,
+            AuditselDeprecationWarning,
             stacklevel=2,
         )
         if key == "interval":

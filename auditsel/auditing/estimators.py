@@ -79,7 +79,7 @@ from auditsel.auditing.rules import (
 from auditsel.auditing.scores import check_scores
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.threshold_search import best_threshold, epsilon_from_rates
-from auditsel.errors import ConfigError, number
+from auditsel.errors import AuditselDeprecationWarning, ConfigError, number
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import GaussianWinner
 
@@ -456,7 +456,7 @@ def panel_options(
         f"{caller}({', '.join(f'{k}=...' for k in sorted(old_options))}) is deprecated; pass "
         f"options=PanelOptions(...) (auditsel.auditing.estimators); the old keywords are "
         f"accepted for one release",
-        DeprecationWarning,
+        AuditselDeprecationWarning,
         stacklevel=3,
     )
     return PanelOptions(**old_options)

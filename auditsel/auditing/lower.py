@@ -77,7 +77,7 @@ from auditsel.auditing.threshold_search import (
     best_threshold,
     epsilon_from_rates,
 )
-from auditsel.errors import ConfigError, number
+from auditsel.errors import AuditselDeprecationWarning, ConfigError, number
 from auditsel.numerics import check_deltas
 
 __all__ = ["LowerBound", "audit_scores", "apply_rule"]
@@ -182,7 +182,7 @@ def legacy_rule(rule, options: Mapping[str, Any], caller: str, warn: bool = True
             f"{caller}({', '.join(f'{k}=...' for k in sorted(options))}) is deprecated; pass "
             f"rule={cls}(...) with the options on the rule (auditsel.auditing.rules); the old "
             f"keywords are accepted for one release",
-            DeprecationWarning,
+            AuditselDeprecationWarning,
             stacklevel=3,
         )
     opts = dict(options)

@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 import yaml
 
-from attacks.dpsgd_game import DPSGD_PROXIES, DpsgdGameSpec
+from attacks.dpsgd_game import DpsgdGameSpec
+from attacks.names import CANARY_NAMES, DPSGD_PROXIES, INPUT_CANARIES, MODEL_NAMES, THREAT_NAMES
 from attacks.proxies import PROXIES
 from auditsel.auditing.rules import (
     THRESHOLD_RULES,
@@ -295,16 +296,16 @@ def _parse_dpsgd_game(game: Mapping) -> DpsgdGameSpec:
         return None if value is None else _integer(value, f"game.{key}", 1, 10**8)
 
     return DpsgdGameSpec(
-        threat=_choice(game.get("threat", d.threat), "game.threat", ("ntnv", "ntcv", "etcv")),
-        canary=_choice(game.get("canary", d.canary), "game.canary", ("dirac", "input")),
+        threat=_choice(game.get("threat", d.threat), "game.threat", THREAT_NAMES),
+        canary=_choice(game.get("canary", d.canary), "game.canary", CANARY_NAMES),
         input_canary=_choice(
             game.get("input_canary", d.input_canary),
             "game.input_canary",
-            ("inverted", "constant", "noise", "checkerboard", "mislabelled"),
+            INPUT_CANARIES,
         ),
         dataset=dataset,
         data_dir=data_dir,
-        model=_choice(game.get("model", d.model), "game.model", ("logreg", "mlp", "cnn")),
+        model=_choice(game.get("model", d.model), "game.model", MODEL_NAMES),
         hidden=tuple(_integer(h, f"game.hidden[{i}]", 1, 1 << 16) for i, h in enumerate(hidden)),
         train_size=optional_size("train_size"),
         validation_size=optional_size("validation_size"),

@@ -15,6 +15,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from auditsel.errors import AuditselDeprecationWarning
+
 __all__ = ["RunResult"]
 
 _DICT_ACCESS = (
@@ -92,7 +94,7 @@ class RunResult(Mapping[str, Any]):
 
     # --- dict access, deprecated (kept for one release) ----------------------------------
     def __getitem__(self, key: str) -> Any:
-        warnings.warn(_DICT_ACCESS, DeprecationWarning, stacklevel=2)
+        warnings.warn(_DICT_ACCESS, AuditselDeprecationWarning, stacklevel=2)
         return self.document[key]
 
     def __iter__(self) -> Iterator[str]:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from auditsel.errors import AuditselDeprecationWarning
+
 __all__ = [
     "AuditOptions",
     "ExecutionOptions",
@@ -109,7 +111,7 @@ def legacy_options(
         f"{caller}({', '.join(f'{k}=...' for k in sorted(old))}) is deprecated; pass "
         f"{argument}={cls.__name__}(...) (auditsel.pipelines.audit_options); the old keywords "
         f"are accepted for one release",
-        DeprecationWarning,
+        AuditselDeprecationWarning,
         stacklevel=3,
     )
     return replace(base, **old)  # type: ignore[type-var]
@@ -143,7 +145,7 @@ def grouped_options(
             f"{caller}({', '.join(f'{k}=...' for k in sorted(old))}) is deprecated; pass "
             f"{args} (auditsel.pipelines.audit_options); the old keywords are accepted for "
             f"one release",
-            DeprecationWarning,
+            AuditselDeprecationWarning,
             stacklevel=3,
         )
     return out

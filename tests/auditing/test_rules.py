@@ -119,3 +119,21 @@ def test_old_call_forms_still_work_for_one_release():
         assert before == audit_scores(s, m, 1e-5, rule=new)
     with pytest.raises(TypeError):
         audit_scores(s, m, 1e-5, rule=Split(), split_fraction=0.4)  # one or the other
+    # a bad old keyword is refused naming the argument the caller wrote (threshold_grid)
+    for old, field in [
+        (dict(threshold_grid=[]), "threshold_grid"),
+        (dict(threshold_grid=[0.0, np.nan]), "threshold_grid"),
+        (dict(threshold_grid=np.zeros((2, 2))), "threshold_grid"),
+        (dict(grid_size=0), "grid_size"),
+    ]:
+        with pytest.warns(DeprecationWarning), pytest.raises(ConfigError) as err:
+            audit_scores(s, m, 1e-5, rule="bonferroni", **old)
+        assert err.value.field == field and len(str(err.value).splitlines()) == 1
+    for old, field in [
+        (dict(rule="multisplit", splits=0), "splits"),
+        (dict(rule="split", split_fraction=1.0), "split_fraction"),
+        (dict(rule="split", seed=-1), "seed"),
+    ]:
+        with pytest.warns(DeprecationWarning), pytest.raises(ConfigError) as err:
+            audit_scores(s, m, 1e-5, **old)
+        assert err.value.field == field

@@ -14,6 +14,7 @@ from auditsel.accounting.panel import upper_bounds
 from auditsel.auditing.lower import audit_scores
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase, step_log_likelihood_ratio
+from auditsel.mechanisms import _dense_pmfs
 from auditsel.reproductions.accountant_claims import (
     Setting,
     claim_epsilon,
@@ -51,12 +52,8 @@ def _pld_means(sigma, tau, steps):
         use_connect_dots=False,
         pessimistic_estimate=True,
     )
-    means = []
-    for pmf in (pld._pmf_remove, pld._pmf_add):
-        dense = pmf.to_dense_pmf() if hasattr(pmf, "to_dense_pmf") else pmf
-        losses = (dense._lower_loss + np.arange(len(dense._probs))) * dense._discretization
-        means.append(steps * float(np.dot(dense._probs, losses)))
-    return means
+    # the arrays as auditsel reads them (the one place that reads dp_accounting's private PLD)
+    return [steps * float(np.dot(probs, losses)) for losses, probs, _ in _dense_pmfs(pld)]
 
 
 @pytest.mark.parametrize("sigma,tau,steps", [(0.8, 0.2, 3), (1.0, 0.1, 10)])

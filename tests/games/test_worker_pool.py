@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info
 
-from auditsel import GradientCanary, audit_pipeline
+from auditsel import AuditOptions, ExecutionOptions, GradientCanary, ReportOptions, audit_pipeline
 from auditsel.errors import ConfigError
 from auditsel.games import worker_pool
 from auditsel.games.worker_pool import fork_available, game_threads, limited_threads
@@ -89,10 +89,8 @@ def test_games_run_within_their_share_of_threads(jobs, backend, monkeypatch):
         canary=DIRAC,
         games=96,
         delta=0.0,
-        jobs=jobs,
-        backend=backend,
-        chunk_size=16,
-        panel=False,
+        execution=ExecutionOptions(jobs=jobs, backend=backend, chunk_size=16),
+        report=ReportOptions(panel=False),
     )
     assert set(np.asarray(audit.scores).tolist()) == {float(game_threads(jobs))}
 
@@ -100,12 +98,15 @@ def test_games_run_within_their_share_of_threads(jobs, backend, monkeypatch):
 def test_warm_workers_give_the_numbers_of_every_other_backend():
     from pipelines.test_pipeline import dpsgd_no_data, standardised
 
-    kw = dict(data=None, canary=DIRAC, games=200, delta=1e-5, seed=5, chunk_size=16)
+    kw = dict(data=None, canary=DIRAC, games=200, delta=1e-5, statistics=AuditOptions(seed=5))
+    run = lambda **ex: audit_pipeline(
+        dpsgd_no_data, standardised, execution=ExecutionOptions(chunk_size=16, **ex), **kw
+    )
     audits = [
-        audit_pipeline(dpsgd_no_data, standardised, jobs=1, **kw),
-        audit_pipeline(dpsgd_no_data, standardised, jobs=2, **kw),  # forked, warm
-        audit_pipeline(dpsgd_no_data, standardised, jobs=2, backend="loky", **kw),
-        audit_pipeline(dpsgd_no_data, standardised, jobs=2, backend="threading", **kw),
+        run(jobs=1),
+        run(jobs=2),  # forked, warm
+        run(jobs=2, backend="loky"),
+        run(jobs=2, backend="threading"),
     ]
     for other in audits[1:]:
         assert np.array_equal(audits[0].scores, other.scores)
@@ -119,11 +120,14 @@ def test_two_audits_in_two_threads_each_fork_their_own_game():
 
     if not fork_available():
         pytest.skip("no fork here")
-    kw = dict(data=None, canary=DIRAC, games=160, delta=1e-5, seed=9, chunk_size=16)
+    kw = dict(data=None, canary=DIRAC, games=160, delta=1e-5, statistics=AuditOptions(seed=9))
+    ex = lambda jobs: ExecutionOptions(jobs=jobs, chunk_size=16)
     tunes = (dpsgd_no_data, dpsgd_best_of_three)
-    alone = [audit_pipeline(t, standardised, jobs=1, **kw) for t in tunes]
+    alone = [audit_pipeline(t, standardised, execution=ex(1), **kw) for t in tunes]
     with ThreadPoolExecutor(2) as pool:
-        together = list(pool.map(lambda t: audit_pipeline(t, standardised, jobs=2, **kw), tunes))
+        together = list(
+            pool.map(lambda t: audit_pipeline(t, standardised, execution=ex(2), **kw), tunes)
+        )
     for a, b in zip(alone, together):
         assert np.array_equal(a.scores, b.scores) and np.array_equal(a.member, b.member)
     assert not np.array_equal(alone[0].scores, alone[1].scores)

@@ -133,7 +133,13 @@ def test_gradient_canary_with_no_data_audits_like_the_reduced_gaussian_game():
     """tau = 1, no data: the standardised move is N(0,1) without the canary and
     N(sqrt(N)/sigma, 1) with it ([XWW24] eq. 19); a wrong mean is rejected by the same test."""
     audit = audit_pipeline(
-        dpsgd_no_data, standardised, data=None, canary=DIRAC, games=4000, delta=1e-5, seed=3
+        dpsgd_no_data,
+        standardised,
+        data=None,
+        canary=DIRAC,
+        games=4000,
+        delta=1e-5,
+        statistics=AuditOptions(seed=3),
     )
     out, inn = _by_coin(audit)
     assert stats.kstest(out, "norm").pvalue > 1e-3
@@ -171,7 +177,13 @@ def test_gradient_canary_is_taken_at_the_sample_rate_and_only_when_in():
 
 def test_input_canary_is_appended_when_in_and_audits_like_its_gaussian_shift():
     audit = audit_pipeline(
-        gaussian_sum, theta_score, data=EMPTY, canary=ROW_CANARY, games=3000, delta=1e-5, seed=4
+        gaussian_sum,
+        theta_score,
+        data=EMPTY,
+        canary=ROW_CANARY,
+        games=3000,
+        delta=1e-5,
+        statistics=AuditOptions(seed=4),
     )
     out, inn = _by_coin(audit)
     assert stats.kstest(out / SIGMA, "norm").pvalue > 1e-3
@@ -189,8 +201,9 @@ def test_input_canary_is_appended_when_in_and_audits_like_its_gaussian_shift():
 def test_default_scores_are_increasing_in_the_canary_signal(tune, score, canary, data):
     """Each canary's default score is a strictly increasing function of the signal, so a
     threshold audit on it is the audit on the signal, to the last digit."""
-    own = audit_pipeline(tune, score, data=data, canary=canary, games=1500, delta=1e-5, seed=9)
-    default = audit_pipeline(tune, data=data, canary=canary, games=1500, delta=1e-5, seed=9)
+    kw = dict(data=data, canary=canary, games=1500, delta=1e-5, statistics=AuditOptions(seed=9))
+    own = audit_pipeline(tune, score, **kw)
+    default = audit_pipeline(tune, **kw)
     assert np.array_equal(own.member, default.member)
     assert np.all(np.diff(default.scores[np.argsort(own.scores)]) > 0)
     assert default.eps == own.eps
@@ -253,8 +266,8 @@ def test_coverage_of_a_correct_pipeline_over_200_seeds():
             canary=ROW_CANARY,
             games=400,
             delta=0.0,
-            seed=seed,
-            panel=False,
+            statistics=AuditOptions(seed=seed),
+            report=ReportOptions(panel=False),
         )
         above += audit.eps > EPS_RR
         point_above += audit.bound.eps_point > EPS_RR
@@ -266,11 +279,12 @@ def test_coverage_of_a_correct_pipeline_over_200_seeds():
 
 
 def test_same_numbers_for_any_jobs_chunk_size_and_backend():
-    kw = dict(data=None, canary=DIRAC, games=300, delta=1e-5, seed=11)
-    one = audit_pipeline(dpsgd_no_data, standardised, jobs=1, **kw)
-    two = audit_pipeline(dpsgd_no_data, standardised, jobs=2, **kw)
-    small = audit_pipeline(dpsgd_no_data, standardised, jobs=2, chunk_size=7, **kw)
-    threads = audit_pipeline(dpsgd_no_data, standardised, jobs=2, backend="threading", **kw)
+    kw = dict(data=None, canary=DIRAC, games=300, delta=1e-5, statistics=AuditOptions(seed=11))
+    run = lambda **ex: audit_pipeline(
+        dpsgd_no_data, standardised, execution=ExecutionOptions(**ex), **kw
+    )
+    one, two = run(jobs=1), run(jobs=2)
+    small, threads = run(jobs=2, chunk_size=7), run(jobs=2, backend="threading")
     for other in (two, small, threads):
         assert np.array_equal(one.scores, other.scores)
         assert np.array_equal(one.member, other.member)
@@ -310,21 +324,24 @@ def test_checkpoints_resume_and_an_edited_function_is_refused(tmp_path):
     ck = tmp_path / "ck"
     m = _module(tmp_path, "pipe_fp", PIPE.format(scale=1.0))
     kw = dict(data=None, canary=GradientCanary(coordinate=0), games=100, delta=1e-5)
-    first = audit_pipeline(m.tune, m.score, checkpoint_dir=ck, **kw)
-    again = audit_pipeline(m.tune, m.score, checkpoint_dir=ck, **kw)
+    at = ExecutionOptions(checkpoint_dir=ck)
+    first = audit_pipeline(m.tune, m.score, execution=at, **kw)
+    again = audit_pipeline(m.tune, m.score, execution=at, **kw)
     assert again.resumed_games == 100 and first.resumed_games == 0
     assert np.array_equal(first.scores, again.scores) and first.eps == again.eps
     edited = _module(tmp_path, "pipe_fp", PIPE.format(scale=2.0))
     with pytest.raises(CheckpointError, match="`score` \\(its code changed\\)"):
-        audit_pipeline(edited.tune, edited.score, checkpoint_dir=ck, **kw)
+        audit_pipeline(edited.tune, edited.score, execution=at, **kw)
     with pytest.raises(CheckpointError, match="`data`"):
-        audit_pipeline(m.tune, m.score, checkpoint_dir=ck, **{**kw, "data": [1]})
+        audit_pipeline(m.tune, m.score, execution=at, **{**kw, "data": [1]})
     with pytest.raises(CheckpointError, match="`canary`"):
         audit_pipeline(
-            m.tune, m.score, checkpoint_dir=ck, **{**kw, "canary": GradientCanary(coordinate=1)}
+            m.tune, m.score, execution=at, **{**kw, "canary": GradientCanary(coordinate=1)}
         )
     # the edited code in a fresh folder recomputes: every score doubled, the same coins
-    fresh = audit_pipeline(edited.tune, edited.score, checkpoint_dir=tmp_path / "new", **kw)
+    fresh = audit_pipeline(
+        edited.tune, edited.score, execution=ExecutionOptions(checkpoint_dir=tmp_path / "new"), **kw
+    )
     assert np.array_equal(fresh.scores, 2 * first.scores)
     assert np.array_equal(fresh.member, first.member)
 
@@ -338,8 +355,8 @@ def test_an_exception_in_the_users_pipeline_names_the_function_and_the_game():
     for jobs in (1, 2):
         with pytest.raises(PipelineError) as err:
             audit_pipeline(
-                blows_up, release_itself, data=None, canary=DIRAC, games=40, delta=0, jobs=jobs,
-                chunk_size=40,
+                blows_up, release_itself, data=None, canary=DIRAC, games=40, delta=0,
+                execution=ExecutionOptions(jobs=jobs, chunk_size=40),
             )  # fmt: skip
         text = str(err.value)
         assert (
@@ -358,8 +375,8 @@ def test_bad_arguments_are_config_errors():
         (dict(delta=1.0), "delta"),
         (dict(canary="dirac"), "canary"),
         (dict(claimed_epsilon=-1.0), "claimed_epsilon"),
-        (dict(rule="best"), "rule"),
-        (dict(base=GaussianBase(1.0)), "rounds"),
+        (dict(statistics=AuditOptions(rule="best")), "rule"),
+        (dict(report=ReportOptions(base=GaussianBase(1.0))), "rounds"),
     ]:
         with pytest.raises(ConfigError) as err:
             audit_pipeline(dpsgd_no_data, **{**kw, **bad})
@@ -380,9 +397,9 @@ def test_claim_verdict_report_and_result_json(tmp_path):
         games=2000,
         delta=1e-5,
         claimed_epsilon=0.2,
-        base=GaussianBase(1 / SIGMA),
-        rounds=Point(1),
-        out_dir=tmp_path / "out",
+        report=ReportOptions(
+            base=GaussianBase(1 / SIGMA), rounds=Point(1), out_dir=tmp_path / "out"
+        ),
     )
     assert audit.refuted is True and audit.eps > 0.2
     names = sorted(p.name for p in audit.files)
@@ -398,7 +415,7 @@ def test_claim_verdict_report_and_result_json(tmp_path):
     # without a pair and a law: no privacy curve, the game's plots only
     plain = audit_pipeline(
         gaussian_sum, theta_score, data=EMPTY, canary=ROW_CANARY, games=400, delta=1e-5,
-        out_dir=tmp_path / "plain",
+        report=ReportOptions(out_dir=tmp_path / "plain"),
     )  # fmt: skip
     assert sorted(p.name for p in plain.files) == [
         "report.md",
@@ -437,7 +454,7 @@ def test_plan_sizes_an_audit_from_a_pilot():
     hits = sum(
         audit_pipeline(
             randomized_response, release_itself, data=EMPTY, canary=ROW_CANARY, games=n,
-            delta=0.0, seed=100 + s, panel=False,
+            delta=0.0, statistics=AuditOptions(seed=100 + s), report=ReportOptions(panel=False),
         ).eps >= 0.5
         for s in range(20)
     )  # fmt: skip
@@ -461,28 +478,38 @@ def test_progress_counts_games(monkeypatch):
 
     monkeypatch.setattr(engine, "tqdm", Bar)
     audit_pipeline(
-        dpsgd_no_data, standardised, data=None, canary=DIRAC, games=70, delta=0, progress=True
-    )
+        dpsgd_no_data, standardised, data=None, canary=DIRAC, games=70, delta=0,
+        execution=ExecutionOptions(progress=True),
+    )  # fmt: skip
     assert seen == {"total": 70, "unit": "game", "done": 70}
 
 
 def test_a_streamed_audit_gives_the_bound_of_the_chunks(tmp_path):
-    kw = dict(data=None, canary=DIRAC, games=640, delta=1e-5, seed=2, chunk_size=32)
+    kw = dict(data=None, canary=DIRAC, games=640, delta=1e-5, statistics=AuditOptions(seed=2))
     streamed = audit_pipeline(
-        dpsgd_no_data, standardised, stream=True, checkpoint_dir=tmp_path / "ck", **kw
+        dpsgd_no_data,
+        standardised,
+        execution=ExecutionOptions(stream=True, chunk_size=32, checkpoint_dir=tmp_path / "ck"),
+        **kw,
     )
     assert streamed.scores is None and streamed.result["lower"]["streamed"] is True
     assert 0 < streamed.eps <= GaussianBase(MU).epsilon(1e-5)
     with pytest.raises(ConfigError, match="stream"):
-        audit_pipeline(dpsgd_no_data, standardised, stream=True, **kw)
+        audit_pipeline(
+            dpsgd_no_data,
+            standardised,
+            execution=ExecutionOptions(stream=True, chunk_size=32),
+            **kw,
+        )
 
 
 @pytest.mark.slow  # starts a dask cluster
 def test_a_dask_cluster_gives_the_same_numbers():
     pytest.importorskip("distributed")
-    kw = dict(data=None, canary=DIRAC, games=96, delta=1e-5, seed=5)
+    kw = dict(data=None, canary=DIRAC, games=96, delta=1e-5, statistics=AuditOptions(seed=5))
     here = audit_pipeline(dpsgd_no_data, standardised, **kw)
-    cluster = audit_pipeline(dpsgd_no_data, standardised, jobs=2, backend="dask", **kw)
+    dask = ExecutionOptions(jobs=2, backend="dask")
+    cluster = audit_pipeline(dpsgd_no_data, standardised, execution=dask, **kw)
     assert np.array_equal(here.scores, cluster.scores) and here.eps == cluster.eps
 
 

@@ -14,6 +14,7 @@ from auditsel import (
     GradientCanary,
     InputCanary,
     Poisson,
+    ReportOptions,
     audit_pipeline,
     from_opacus,
     panel,
@@ -109,7 +110,12 @@ def test_attach_is_checked_in_both_worlds_and_reads_an_explicit_rate():
 def test_input_canary_in_an_opacus_pipeline_with_its_default_score():
     canary = InputCanary(x=[0.0, 0.0, 0.0], y=1)
     audit = audit_pipeline(
-        tune_without_noise, data=DATA, canary=canary, games=40, delta=1e-5, panel=False
+        tune_without_noise,
+        data=DATA,
+        canary=canary,
+        games=40,
+        delta=1e-5,
+        report=ReportOptions(panel=False),
     )
     assert np.all(np.isfinite(audit.scores)) and audit.score == "InputCanary default score"
 

@@ -25,6 +25,7 @@ from auditsel import (
     GaussianBase,
     GradientCanary,
     InputCanary,
+    ReportOptions,
     audit_pipeline,
     plan_pipeline,
 )
@@ -32,6 +33,7 @@ from auditsel.pipelines.canaries import default_score
 from auditsel.pipelines.release_scores import FieldScores, release_fields
 
 DELTA = 1e-5
+NO_PANEL = ReportOptions(panel=False)
 
 
 class Linear:
@@ -154,18 +156,18 @@ def test_the_clipping_norm_leak_is_refuted_by_the_default_score_and_flagged_by_t
     assert set(plan.fields) == {"canary", "clip", "lr"}
     assert "clip" in plan.flagged and "lr" not in plan.flagged  # (the canary's own may be)
     assert plan.games_to_refute is not None
-    audit = audit_pipeline(clip_leak, games=400, panel=False, **kw)
+    audit = audit_pipeline(clip_leak, games=400, report=NO_PANEL, **kw)
     fields = audit.result["pipeline"]["fields"]
     assert audit.refuted and fields["best"] == "clip" and audit.eps == fields["eps"]["clip"]
     assert fields["confidence_each"] == pytest.approx(1 - 0.05 / 3)
     # the model alone (the canary's score) does not see it
-    alone = audit_pipeline(clip_leak, default_score, games=400, panel=False, **kw)
+    alone = audit_pipeline(clip_leak, default_score, games=400, report=NO_PANEL, **kw)
     assert not alone.refuted and alone.eps < fields["eps"]["clip"]
 
 
 def test_a_correct_dict_release_keeps_its_claim_field_by_field():
     kw = dict(data=DATA, canary=INPUT, delta=DELTA, claimed_epsilon=CLIP_CLAIM)
-    audit = audit_pipeline(clip_fixed, games=400, panel=False, **kw)
+    audit = audit_pipeline(clip_fixed, games=400, report=NO_PANEL, **kw)
     eps = audit.result["pipeline"]["fields"]["eps"]
     assert set(eps) == {"canary", "clip", "history"} and eps["clip"] == 0.0
     assert not audit.refuted and audit.eps <= CLIP_CLAIM
@@ -173,7 +175,7 @@ def test_a_correct_dict_release_keeps_its_claim_field_by_field():
 
 
 def test_augmented_rows_counted_as_people_are_refuted_by_the_input_canary_only():
-    kw = dict(data=DATA, delta=DELTA, claimed_epsilon=AUGMENTED_CLAIM, games=1500, panel=False)
+    kw = dict(data=DATA, delta=DELTA, claimed_epsilon=AUGMENTED_CLAIM, games=1500, report=NO_PANEL)
     gradient = audit_pipeline(augmented, canary=GRADIENT, **kw)
     assert not gradient.refuted  # it takes the sample rate and one row = one person as given
     both = audit_pipeline(augmented, canary=(INPUT, GRADIENT), **kw)

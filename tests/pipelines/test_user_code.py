@@ -16,7 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from auditsel import GradientCanary, InputCanary, audit_pipeline
+from auditsel import (
+    ExecutionOptions,
+    GradientCanary,
+    InputCanary,
+    ReportOptions,
+    audit_pipeline,
+)
 from auditsel.cli import main
 from auditsel.errors import ConfigError
 from auditsel.pipelines.content_digest import content_digest
@@ -26,6 +32,7 @@ from auditsel.pipelines.replay_check import ReproducibilityError, check_replay, 
 from auditsel.pipelines.user_code import describe_changes, import_file, user_files
 
 ROOT = Path(__file__).resolve().parents[2]
+NO_PANEL = ReportOptions(panel=False)
 CANARY = "{kind: input, x: [1.0, 1.0], y: 1}"
 PIPE = """import numpy as np
 
@@ -68,7 +75,7 @@ def test_same_stem_in_two_folders_and_a_stdlib_name(tmp_path, monkeypatch):
     assert p.score(1.5, None) == -1.5 and p.tune.__module__ != p.score.__module__
     mine = import_file(tmp_path / "a" / "json.py", "tune")
     assert mine.MARK == "the user" and json.loads("[1]") == [1]  # both work
-    audit = p.audit(games=64, delta=1e-5, panel=False)
+    audit = p.audit(games=64, delta=1e-5, report=NO_PANEL)
     a_score = import_file(tmp_path / "a" / "pipe.py", "score").score
     ours = audit_pipeline(p.tune, a_score, data=p.data, canary=p.canary, games=64, delta=1e-5)
     assert np.array_equal(audit.scores, -ours.scores)  # b's score: minus a's
@@ -163,9 +170,7 @@ def test_exceptions_in_workers_come_back_as_the_users(backend):
             canary=GradientCanary(coordinate=0),
             games=200,
             delta=1e-5,
-            jobs=2,
-            backend=backend,
-            chunk_size=8,
+            execution=ExecutionOptions(jobs=2, backend=backend, chunk_size=8),
         )
     assert err.value.field == "tune" and "raised SystemExit(5)" in err.value.message
     assert "SystemExit: 5" in err.value.user_traceback  # the traceback survived the worker
@@ -205,7 +210,7 @@ def test_real_scalars_of_every_kind_are_scores():
             canary=GradientCanary(coordinate=0),
             games=40,
             delta=1e-5,
-            panel=False,
+            report=NO_PANEL,
         )
         assert np.all(audit.scores == np.asarray(value, dtype=float).item())
 
@@ -271,16 +276,21 @@ def test_an_edited_helper_module_is_refused_on_resume_naming_the_file(tmp_path, 
     monkeypatch.chdir(tmp_path)
     module = import_file(tmp_path / "pipe.py", "tune")
     options = dict(
-        data=module.DATA, canary=InputCanary(np.ones(2), 1), games=64, delta=1e-5, panel=False
+        data=module.DATA,
+        canary=InputCanary(np.ones(2), 1),
+        games=64,
+        delta=1e-5,
+        execution=ExecutionOptions(checkpoint_dir=tmp_path / "ck"),
+        report=NO_PANEL,
     )
-    first = audit_pipeline(module.tune, module.score, checkpoint_dir=tmp_path / "ck", **options)
-    again = audit_pipeline(module.tune, module.score, checkpoint_dir=tmp_path / "ck", **options)
+    first = audit_pipeline(module.tune, module.score, **options)
+    again = audit_pipeline(module.tune, module.score, **options)
     assert again.resumed_games == 64 and np.array_equal(first.scores, again.scores)
     files = user_files(module.tune, module.score)
     assert sorted(Path(p).name for p in files) == ["helper.py", "lazy_helper.py", "pipe.py"]
     (tmp_path / "helper.py").write_text("SHIFT = 0.0\n")
     with pytest.raises(ConfigError, match=r"helper\.py changed.*nothing was reused"):
-        audit_pipeline(module.tune, module.score, checkpoint_dir=tmp_path / "ck", **options)
+        audit_pipeline(module.tune, module.score, **options)
     assert (
         describe_changes({"a.py": "1"}, {"a.py": "2", "b.py": "3"}) == "a.py changed; b.py is new"
     )
@@ -339,11 +349,9 @@ def test_accepted_nondeterminism_is_recorded_in_result_json(tmp_path):
         canary=GradientCanary(coordinate=0),
         games=64,
         delta=1e-5,
-        jobs=2,
-        backend="threading",
+        execution=ExecutionOptions(jobs=2, backend="threading"),
+        report=ReportOptions(out_dir=tmp_path / "out", panel=False),
         accept_nondeterminism=True,
-        out_dir=tmp_path / "out",
-        panel=False,
     )
     record = json.loads((tmp_path / "out" / "result.json").read_text())["pipeline"]
     assert record["reproducibility"]["accepted_nondeterminism"] is True
@@ -354,7 +362,7 @@ def test_accepted_nondeterminism_is_recorded_in_result_json(tmp_path):
 LAZY = """
 import sys
 import numpy as np
-from auditsel import GradientCanary, audit_pipeline
+from auditsel import GradientCanary, ReportOptions, audit_pipeline
 
 def tune(data, seed, canary):
     import torch  # a lazy import: game 0 used to draw from an unseeded torch
@@ -363,7 +371,7 @@ def tune(data, seed, canary):
 if sys.argv[1] == "early":
     import torch
 audit = audit_pipeline(tune, lambda r, c: r, data=None, canary=GradientCanary(coordinate=0),
-                       games=8, delta=1e-5, panel=False)
+                       games=8, delta=1e-5, report=ReportOptions(panel=False))
 print(list(audit.scores))
 """
 
@@ -403,11 +411,12 @@ def test_one_pipeline_gives_the_same_numbers_in_every_backend(jobs, backend):
         canary=InputCanary(np.ones(2), 1),
         games=96,
         delta=1e-5,
-        chunk_size=16,
-        panel=False,
+        report=NO_PANEL,
     )
-    serial = audit_pipeline(_abiding, lambda r, c: r, jobs=1, **options)
-    other = audit_pipeline(_abiding, lambda r, c: r, jobs=jobs, backend=backend, **options)
+    run = lambda **ex: audit_pipeline(
+        _abiding, lambda r, c: r, execution=ExecutionOptions(chunk_size=16, **ex), **options
+    )
+    serial, other = run(jobs=1), run(jobs=jobs, backend=backend)
     assert np.array_equal(serial.scores, other.scores)
     assert np.array_equal(serial.member, other.member) and serial.eps == other.eps
     assert other.result["pipeline"]["reproducibility"]["hazards"] == []
@@ -456,8 +465,7 @@ def test_a_full_disk_while_writing_plots_names_the_file(tmp_path, monkeypatch):
             canary=GradientCanary(coordinate=0),
             games=40,
             delta=1e-5,
-            panel=False,
-            out_dir=tmp_path / "out",
+            report=ReportOptions(panel=False, out_dir=tmp_path / "out"),
         )
     assert err.value.errno == errno.ENOSPC
     assert err.value.filename.startswith(str(tmp_path / "out")) and err.value.filename.endswith(

@@ -32,8 +32,8 @@ def small_audit(name: str, games: int, seed: int = 0):
         games=games,
         delta=DELTA,
         claimed_epsilon=m.claim(DELTA),
-        seed=seed,
-        panel=False,
+        statistics=auditsel.AuditOptions(seed=seed),
+        report=auditsel.ReportOptions(panel=False),
     )
 
 

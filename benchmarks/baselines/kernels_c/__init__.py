@@ -31,6 +31,7 @@ SOURCE = Path(__file__).with_name("kernels.c")
 FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math", "-shared", "-fPIC"]
 _LIB = None
 _POOL = None
+_POOL_SIZE = 0  # the workers of _POOL (ThreadPoolExecutor keeps its own count private)
 
 
 def build(folder: str | Path) -> Path | None:
@@ -89,14 +90,14 @@ def available() -> bool:
 
 
 def _split(fn, R: int):
-    global _POOL
+    global _POOL, _POOL_SIZE
     lib = library()
     workers = 1 if lib.openmp else min(torch.get_num_threads(), R)
     if workers < 2:
         fn(0, R)
         return
-    if _POOL is None or _POOL._max_workers < workers - 1:
-        _POOL = ThreadPoolExecutor(workers - 1)
+    if _POOL is None or _POOL_SIZE < workers - 1:
+        _POOL, _POOL_SIZE = ThreadPoolExecutor(workers - 1), workers - 1
     bounds = np.linspace(0, R, workers + 1).astype(int)
     rest = [_POOL.submit(fn, int(bounds[k]), int(bounds[k + 1])) for k in range(1, workers)]
     fn(int(bounds[0]), int(bounds[1]))
