@@ -71,6 +71,7 @@ def numbers(out: Path) -> dict:
 # --- several runs on one --out --------------------------------------------------------------
 
 
+@pytest.mark.slow  # concurrent CLI processes (9 CPU s); the lock itself: tests/test_hostile.py's in-use cases
 def test_concurrent_runs_on_one_out_never_mix_or_delete(tmp_path):
     """Six processes on one --out, started together (each waits for a go file after importing
     the CLI, so their chunks coincide): each either finishes (0) or is refused with the one-line

@@ -243,6 +243,7 @@ not_configs = st.one_of(
 
 @FUZZ
 @given(text=not_configs)
+@pytest.mark.slow  # a statistical run: random documents (tests/test_hostile.py keeps the listed ones by default)
 def test_documents_that_are_not_configs_exit_2(text, capsys):
     rc, err, caught, out, tmp = run_text(text, capsys)
     expect(rc, err, caught, 2, out)
@@ -342,6 +343,7 @@ def valid_configs(draw):
         },
     }
 )
+@pytest.mark.slow  # a statistical run: random configs (tests/test_hostile.py keeps the listed hostile inputs by default)
 def test_valid_configs_exit_0(raw, capsys):
     """(The example: Brent's step in the [KRW24] shift scan met an infeasible, inf-valued eps1 and
     warned 'invalid value in scalar subtract'; found by this test in CI.)"""
@@ -458,6 +460,7 @@ def parser_verdict(text):
         "rounds": {"kind": "pmf", "pmf": {100000000000000000000000: 1.0}},
     }
 )
+@pytest.mark.slow  # a statistical run: random mutations of the configs
 def test_mutated_configs_exit_as_the_parser_says(raw, capsys):
     text = dump(raw)
     code, field = parser_verdict(text)
@@ -554,6 +557,7 @@ def good_score_files(draw):
 
 @FUZZ
 @given(spec=good_score_files(), extra=RULE_OPTIONS)
+@pytest.mark.slow  # a statistical run: random score files
 def test_good_score_files_exit_0(spec, extra, capsys):
     import json
 

@@ -61,6 +61,7 @@ def test_the_package_objects_play_their_roles():
     assert not isinstance(Poisson(mean=3.0), MechanismPair)
 
 
+@pytest.mark.slow  # runs mypy (5 CPU s); CI's `mypy` stage checks tests/typing with warn_unused_ignores by default
 def test_mypy_rejects_wrong_types_and_unknown_keywords(tmp_path):
     """`GaussianBase(mu="x", nope=1)` is two errors for mypy (it was `Any` behind the lazy
     loader); the run uses the project's config and cache (fast after CI's mypy stage)."""

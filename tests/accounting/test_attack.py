@@ -317,6 +317,7 @@ def test_one_run_attack_brackets_dp_accountings_pld():
         assert pld - 2e-3 <= got <= pld + 1e-9, (sigma, steps, tau, got, pld)
 
 
+@pytest.mark.slow  # recomputes the attack value of every committed worst-case game (a regeneration check)
 def test_committed_worst_case_games_never_exceed_the_attack_value():
     """The accountants table's worst-case games (10^7 games per cell, results/accountants): every
     valid 95% eps_L lies below the attack value of its cell."""

@@ -144,6 +144,7 @@ def test_tuning_audit_never_exceeds_the_rigorous_tuning_bounds(law):
     assert bound.eps_best_threshold > 0
 
 
+@pytest.mark.slow  # a statistical run (200 seeds)
 def test_eps_l_covers_the_true_epsilon_over_200_seeds():
     """eps_L > true eps in at most a few percent of audits (valid rule, 95% confidence). The true
     eps is bracketed by the optimistic and pessimistic PLDs; we count against the optimistic one."""

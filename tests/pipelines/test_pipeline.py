@@ -436,6 +436,7 @@ def test_assert_not_refuted_accepts_a_pipeline():
         assert_not_refuted(1.0, 0.0, randomized_response, trials=100)
 
 
+@pytest.mark.slow  # a statistical run: 20 audits of the planned size (tests/pipelines/test_plan_honest.py plans by default)
 def test_plan_sizes_an_audit_from_a_pilot():
     kw = dict(data=EMPTY, canary=ROW_CANARY, delta=0.0, pilot=400, power=0.8)
     plan = plan_pipeline(randomized_response, release_itself, target_eps=0.5, games=3000, **kw)

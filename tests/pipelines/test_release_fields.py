@@ -174,6 +174,7 @@ def test_a_correct_dict_release_keeps_its_claim_field_by_field():
     assert plan_pipeline(clip_fixed, pilot=100, games=400, **kw).flagged in ((), ("history",))
 
 
+@pytest.mark.slow  # a statistical run: two refuting audits of 1500 games
 def test_augmented_rows_counted_as_people_are_refuted_by_the_input_canary_only():
     kw = dict(data=DATA, delta=DELTA, claimed_epsilon=AUGMENTED_CLAIM, games=1500, report=NO_PANEL)
     gradient = audit_pipeline(augmented, canary=GRADIENT, **kw)
