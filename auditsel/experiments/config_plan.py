@@ -21,6 +21,7 @@ from auditsel.auditing.planning import (
     games_needed,
     prob_for_games,
 )
+from auditsel.experiments.config import ExperimentSpec
 from auditsel.experiments.experiment import protocol_and_proxy
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
@@ -57,7 +58,7 @@ def _bucket_curve(pair, law, score: BucketScore) -> Curve:
     return Curve(fp, fn, "exact (the labelled run's bucket laws)")
 
 
-def curve_for_spec(spec, pilot: int = 4000, seed: int = 1) -> Curve:
+def curve_for_spec(spec: ExperimentSpec, pilot: int = 4000, seed: int = 1) -> Curve:
     """The spec's trade-off curve: exact for reduced and finite games and for the worst-case
     DP-SGD game under a bucket score, by quadrature for a farthest score, simulated
     otherwise."""
@@ -88,7 +89,7 @@ def curve_for_spec(spec, pilot: int = 4000, seed: int = 1) -> Curve:
 
 
 def plan_spec(
-    spec,
+    spec: ExperimentSpec,
     target_eps: float | None,
     games: int | None = None,
     power: float = 0.9,

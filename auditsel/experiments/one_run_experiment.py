@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -26,10 +27,15 @@ from auditsel.games.engine import Checkpoints
 from auditsel.games.one_run_dpsgd import OneRunDpsgd
 from auditsel.games.one_run_reduced import OneRunReducedGame
 
+if TYPE_CHECKING:
+    from auditsel.experiments.config import ExperimentSpec
+
 __all__ = ["play_one_run", "one_run_game"]
 
 
-def one_run_game(spec):
+def one_run_game(
+    spec: ExperimentSpec,
+) -> tuple[OneRunDpsgd | OneRunReducedGame, Literal["rigorous", "heuristic"]]:
     """The one-run game of the spec: (game with .play(rng) and .reduced, exact rigour label)."""
     g = spec.game
     m = g.one_run.canaries
@@ -56,12 +62,12 @@ def one_run_game(spec):
 
 
 def play_one_run(
-    spec,
+    spec: ExperimentSpec,
     out_dir: Path | None = None,
     *,
     fingerprint: str | None = None,
     code: Mapping[str, str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The r one-run audits of the spec. With `out_dir`, each audit's canary scores and
     inclusion bits are kept in out_dir/checkpoints/one_run (`auditsel.games.engine.Checkpoints`)
     under `fingerprint` (what determines the scores: `auditsel.experiments.experiment.fingerprint`
