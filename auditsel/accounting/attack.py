@@ -152,9 +152,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias, cast
+from typing import TypeAlias, cast, overload
 
 import numpy as np
 import scipy.fft as sfft
@@ -1076,6 +1076,24 @@ def labelled_attack(
     )
 
 
+@overload
+def attack_epsilon(
+    pair: MechanismPair,
+    law: RoundsLaw,
+    delta: float,
+    *,
+    scores: str = "any",
+    resolution: int | None = None,
+) -> float: ...
+@overload
+def attack_epsilon(
+    pair: MechanismPair,
+    law: RoundsLaw,
+    delta: np.ndarray | Sequence[float],
+    *,
+    scores: str = "any",
+    resolution: int | None = None,
+) -> FloatArray: ...
 def attack_epsilon(
     pair: MechanismPair,
     law: RoundsLaw,

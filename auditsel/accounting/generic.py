@@ -62,7 +62,8 @@ the orders given (the panel uses `rdp.ORDERS`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import overload
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -185,6 +186,22 @@ def generic_rdp_curve(
     return lemma7_rdp(orders, rdp, law, profile)
 
 
+@overload
+def generic_epsilon(
+    orders: ArrayLike,
+    rdp: ArrayLike,
+    law: RoundsLaw,
+    delta: float,
+    profile: BaseProfile | None = None,
+) -> float: ...
+@overload
+def generic_epsilon(
+    orders: ArrayLike,
+    rdp: ArrayLike,
+    law: RoundsLaw,
+    delta: np.ndarray | Sequence[float],
+    profile: BaseProfile | None = None,
+) -> FloatArray: ...
 def generic_epsilon(
     orders: ArrayLike,
     rdp: ArrayLike,

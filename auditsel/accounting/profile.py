@@ -41,8 +41,9 @@ eps'(alpha) = 2 alpha/sigma^2 + log(m)/(alpha - 1), converted.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -313,6 +314,24 @@ def profile_shift(profile: BaseProfile, law: RoundsLaw) -> float:
     return general_shift(profile, law)
 
 
+@overload
+def profile_epsilon(
+    base: AccountedPair,
+    law: RoundsLaw,
+    delta: float,
+    profile: BaseProfile | None = None,
+    *,
+    shift: Callable[[BaseProfile, RoundsLaw], float] | None = None,
+) -> float: ...
+@overload
+def profile_epsilon(
+    base: AccountedPair,
+    law: RoundsLaw,
+    delta: np.ndarray | Sequence[float],
+    profile: BaseProfile | None = None,
+    *,
+    shift: Callable[[BaseProfile, RoundsLaw], float] | None = None,
+) -> FloatArray: ...
 def profile_epsilon(
     base: AccountedPair,
     law: RoundsLaw,

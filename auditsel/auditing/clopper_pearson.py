@@ -78,7 +78,10 @@ class CpLimits:
 
 
 def _limit_bounds(
-    upper: bool, x: NDArray[np.float64], c: ArrayLike, edge: ArrayLike
+    upper: bool,
+    x: NDArray[np.float64],
+    c: float | NDArray[np.float64],
+    edge: float | NDArray[np.float64],
 ) -> NDArray[np.float64]:
     """`CpLimits.bound` at rates x (c and edge: scalars or arrays like x)."""
     if upper:  # exact at 0 (1 - (a/2)^(1/n)) and at nobs (1)

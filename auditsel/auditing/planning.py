@@ -345,7 +345,7 @@ def prob_for_games(
     rule: str,
     confidence: float,
     delta: float,
-    points: int | None = None,
+    points: tuple[FloatArray, FloatArray] | None = None,
     **design: Any,
 ) -> float:
     evaluated, level = rule_design(rule, games, confidence, **design)

@@ -130,7 +130,7 @@ def search_counts(
 
 
 def counts_at_thresholds(
-    s0: SortedPart | ArrayLike, s1: SortedPart | ArrayLike, thresholds: ArrayLike
+    s0: SortedPart | np.ndarray, s1: SortedPart | np.ndarray, thresholds: ArrayLike
 ) -> Counts:
     """A table of the trials with sorted scores s0, s1 (arrays or `SortedPart`s) at the given
     thresholds only (with the row t = -inf first), whose `at` answers exactly there."""
@@ -325,7 +325,7 @@ def kth_smallest(parts: list[SortedPart], ks: np.ndarray) -> np.ndarray:
 
 
 def pilot_grid(
-    pilot: tuple[SortedPart | ArrayLike, SortedPart | ArrayLike], grid_size: int
+    pilot: tuple[SortedPart | np.ndarray, SortedPart | np.ndarray], grid_size: int
 ) -> np.ndarray:
     """`grid_size` quantiles of the pilot's finite scores (the pilot being excluded from
     evaluation afterwards): the values at ranks round(linspace(0, N - 1, grid_size))."""

@@ -238,7 +238,7 @@ def best_rows(
 
 
 def best_on_coins(
-    s0: SortedPart | ArrayLike, s1: SortedPart | ArrayLike, a: float, delta: float
+    s0: SortedPart | np.ndarray, s1: SortedPart | np.ndarray, a: float, delta: float
 ) -> ThresholdTest:
     """best_rows over every threshold of the trials whose sorted scores are s0 (b = 0) and s1
     (b = 1), arrays or `SortedPart`s: '>' at -inf or a b = 0 score, '<=' at -inf or a b = 1 score
