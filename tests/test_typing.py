@@ -221,7 +221,7 @@ def test_every_public_function_is_annotated():
         checked += 1
         for line, name, what in missing_annotations((ROOT / path).read_text()):
             missing.append(f"{path}:{line} {name}: {', '.join(what)}")
-    assert checked >= 60, checked
+    assert checked >= 40, checked  # the core modules at least (49 when this was written)
     assert not missing, f"{len(missing)} public functions not fully annotated:\n" + "\n".join(
         missing
     )
