@@ -82,6 +82,7 @@ from auditsel.auditing.threshold_search import best_threshold, epsilon_from_rate
 from auditsel.errors import ConfigError, number
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import GaussianWinner
+from auditsel.version import REMOVED_IN
 
 __all__ = [
     "Estimate",
@@ -438,7 +439,7 @@ PANEL_OPTIONS = frozenset(PanelOptions.__dataclass_fields__)
 def panel_options(
     options: PanelOptions | None, old_options: Mapping[str, Any], caller: str = "estimator_panel"
 ) -> PanelOptions:
-    """The PanelOptions of a call: `options`, or (for one release, with a DeprecationWarning)
+    """The PanelOptions of a call: `options`, or (until auditsel 0.3.0, with a DeprecationWarning)
     the old keyword arguments (threshold_grid=, grid_size=, ...) it replaces."""
     unknown = set(old_options) - PANEL_OPTIONS
     if unknown:
@@ -455,7 +456,7 @@ def panel_options(
     warnings.warn(
         f"{caller}({', '.join(f'{k}=...' for k in sorted(old_options))}) is deprecated; pass "
         f"options=PanelOptions(...) (auditsel.auditing.estimators); the old keywords are "
-        f"accepted for one release",
+        f"accepted until auditsel {REMOVED_IN}, which removes them",
         DeprecationWarning,
         stacklevel=3,
     )
@@ -480,7 +481,7 @@ def estimator_panel(
     each valid entry's detail) seeds every split; `options` (a `PanelOptions`) sets the rules'
     grid and splits, the FPRs and the posterior draws. The input is checked as `audit_scores`
     checks it. The old keywords (`threshold_grid`, `grid_size`, `split_fraction`, `splits`,
-    `fpr`, `posterior_draws`) are accepted for one release with a DeprecationWarning."""
+    `fpr`, `posterior_draws`) are accepted until auditsel 0.3.0 with a DeprecationWarning."""
     opts = panel_options(options, old_options)
     confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
     delta = number(delta, "delta", 0, 1, hi_open=True)

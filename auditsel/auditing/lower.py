@@ -79,6 +79,7 @@ from auditsel.auditing.threshold_search import (
 )
 from auditsel.errors import ConfigError, number
 from auditsel.numerics import check_deltas
+from auditsel.version import REMOVED_IN
 
 __all__ = ["LowerBound", "audit_scores", "apply_rule"]
 
@@ -115,12 +116,14 @@ class LowerBound:
 
     @property
     def eps_gdp(self) -> float:
-        """Deprecated alias of `gdp_fit` (kept for one release)."""
+        """Deprecated alias of `gdp_fit` (auditsel 0.3.0 removes it)."""
+        _alias_warning("eps_gdp", "gdp_fit")
         return self.gdp_fit
 
     @property
     def mu_gdp(self) -> float:
-        """Deprecated alias of `gdp_fit_mu` (kept for one release)."""
+        """Deprecated alias of `gdp_fit_mu` (auditsel 0.3.0 removes it)."""
+        _alias_warning("mu_gdp", "gdp_fit_mu")
         return self.gdp_fit_mu
 
     def to_dict(self) -> dict:
@@ -130,9 +133,18 @@ class LowerBound:
                 out[key] = None
         if out["estimators"] is None:
             del out["estimators"]
-        # the keys of earlier releases, as aliases of the same numbers (kept for one release)
+        # the keys of earlier releases, as aliases of the same numbers (until REMOVED_IN)
         out["eps_gdp"], out["mu_gdp"] = out["gdp_fit"], out["gdp_fit_mu"]
         return out
+
+
+def _alias_warning(old: str, new: str) -> None:
+    warnings.warn(
+        f"LowerBound.{old} is deprecated: use LowerBound.{new} (the same number); auditsel "
+        f"{REMOVED_IN} removes the alias",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def evaluate_at(c: Counts, threshold, flip, alpha, delta):
@@ -164,7 +176,7 @@ def _split(ss: SortedScores, pilot, alpha, delta) -> dict:
 
 
 def legacy_rule(rule, options: Mapping[str, Any], caller: str, warn: bool = True) -> ThresholdRule:
-    """The rule object of the old call forms (a name and keyword options) for one release."""
+    """The rule object of the old call forms (a name and keyword options) until auditsel 0.3.0."""
     unknown = set(options) - LEGACY_OPTIONS
     if unknown:
         raise TypeError(
@@ -181,7 +193,7 @@ def legacy_rule(rule, options: Mapping[str, Any], caller: str, warn: bool = True
         warnings.warn(
             f"{caller}({', '.join(f'{k}=...' for k in sorted(options))}) is deprecated; pass "
             f"rule={cls}(...) with the options on the rule (auditsel.auditing.rules); the old "
-            f"keywords are accepted for one release",
+            f"keywords are accepted until auditsel {REMOVED_IN}, which removes them",
             DeprecationWarning,
             stacklevel=3,
         )
@@ -299,7 +311,7 @@ def audit_scores(
     rule's seed, never on the order of the rows; a rule without a seed gets a fresh one, which
     the result records in `threshold_options`. Pass `sorted_scores` (a `SortedScores` of the same scores) to reuse a
     sort. The old keyword options (`split_fraction`, `grid_size`, `threshold_grid`, `splits`,
-    `seed`) are accepted for one release with a DeprecationWarning.
+    `seed`) are accepted until auditsel 0.3.0 with a DeprecationWarning.
     """
     rule = with_seed(legacy_rule(rule, old_options, "audit_scores"))
     confidence, delta = check_levels(confidence, delta)

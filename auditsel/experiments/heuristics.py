@@ -20,7 +20,7 @@ game). A value is *heuristic* when no theorem makes it a bound even for its own 
   monotone score assumed too, so it is not checked against lower values for any score);
 * `lower.gdp_fit`, the Gaussian-DP fit of [NHSBTJCT23] over every threshold (a lower value that
   holds if the Gaussian trade-off model does), and its alias of earlier releases
-  `lower.eps_gdp` (kept for one release).
+  `lower.eps_gdp` (until auditsel 0.3.0).
 
 A *valid lower value* is a number the tuning run's epsilon is known to be at least, at the
 same delta: the attack value (`attack.epsilon`, certain, every law of K, mass at K = 0

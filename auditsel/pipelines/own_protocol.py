@@ -85,8 +85,8 @@ def audit_protocol(
     checkpoints also record the code of `release` and `score` and of auditsel
     (`auditsel.games.fingerprint.code_identity`): after an edit to either, the old checkpoints
     are refused (a CheckpointError saying what changed and to delete the folder), never mixed
-    in. The old keywords (jobs=, checkpoint_dir=, chunk_size=, progress=) are accepted for one
-    release with a DeprecationWarning.
+    in. The old keywords (jobs=, checkpoint_dir=, chunk_size=, progress=) are accepted until
+    auditsel 0.3.0 removes them, with a DeprecationWarning.
     """
     ex = legacy_options(
         ExecutionOptions,

@@ -365,7 +365,7 @@ def audit_pipeline(
     raised by your functions are ConfigErrors (`PipelineError`). Before the games, a replay
     check refuses a pipeline that is not reproducible (a `ReproducibilityError` naming the
     hazard) unless `accept_nondeterminism=True`. The old keywords (confidence=, seed=, jobs=,
-    out_dir=, ...) are accepted for one release with a DeprecationWarning.
+    out_dir=, ...) are accepted until auditsel 0.3.0 with a DeprecationWarning.
     """
     given = grouped_options(
         {

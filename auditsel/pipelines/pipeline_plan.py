@@ -203,7 +203,7 @@ def plan_pipeline(
     its confidence and rule; the pilot plays at its seed + 1, never the audit's games.
     `execution` (an `ExecutionOptions`: jobs, backend, progress) never changes the numbers.
     The old keywords (confidence=, rule=, jobs=, backend=, progress=, and seed=, the pilot's
-    own seed) are accepted for one release with a DeprecationWarning."""
+    own seed) are accepted until auditsel 0.3.0 with a DeprecationWarning."""
     given = grouped_options(
         {"statistics": (AuditOptions, statistics), "execution": (ExecutionOptions, execution)},
         old_options,
