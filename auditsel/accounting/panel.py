@@ -194,7 +194,7 @@ class Panel:
             out["monotone_score_curves"] = self.monotone_score_curves
         return out
 
-    # --- dict access, until auditsel 0.3.0 (auditsel.version.REMOVED_IN) ------------------------
+    # --- dict access, until auditsel 0.3.0 (auditsel.version.REMOVED_IN) ---------------------
     def __getitem__(self, key: str):
         warnings.warn(
             f"panel(...)[{key!r}] is deprecated: use the attribute panel(...).{key} (auditsel "
