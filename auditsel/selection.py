@@ -6,6 +6,7 @@ binomial, pmf laws) releases a fixed, data-independent output, which we place at
 Exact winner laws, with G the pgf of xi ([XWW24] Theorem 2 / eq. 7, [PS22] Lemma 7 proof):
 
 * finite-output base with cdf C in score order:  A(y) = G(C(<=y)) - G(C(<y));
+
 * Gaussian base (the reduced game of [XWW24] Figure 5): cdf G(F(x - s)) and density
   G'(F(x - s)) phi(x - s), with s = 0 on X and s = mu on X' (F, phi: standard normal).
 
@@ -460,7 +461,7 @@ class ScoredGaussianWinner:
     T_b(x) = 1 - H_b(x) the one-run laws of the key (both computed directly, never as 1 minus
     the other), the max of K keys has cdf G(H_b) (G the pgf of K), so the released winner has
     density G'(H_b(x)) phi(x - s_b) on the real line and the fixed output (-inf) has mass G(0)
-    on both sides; its log likelihood ratio is
+    on both sides; its log likelihood ratio is ::
 
         LLR(x) = label(x) + log G'(H_1(x)) - log G'(H_0(x)),   label(x) = mu x - mu^2 / 2.
 

@@ -1,6 +1,6 @@
 """Exact privacy curve of the released winner (rigorous: it is the true curve of the pair).
 
-For the winner laws A (on X) and A' (on X') of `auditsel.selection`, the privacy curve is
+For the winner laws A (on X) and A' (on X') of `auditsel.selection`, the privacy curve is ::
 
     delta(eps) = max{ H_{e^eps}(A || A'), H_{e^eps}(A' || A) },
     H_{e^eps}(P || Q) = sum_y [P(y) - e^eps Q(y)]_+        ([KRW24] Definitions; [DGKKM22] eq. 1)

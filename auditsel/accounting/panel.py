@@ -1,6 +1,6 @@
 """The upper-bound panel: every registered upper bound (`accounting.bounds.BOUNDS`) for one
 setting, as a loop over the registry, with the attack value (`accounting.attack`) and the
-interval they bracket (`accounting.interval`).
+interval they bracket (`accounting.interval`). ::
 
     panel(base, law, delta, curve_deltas=None) -> Panel
         .base       {"epsilon": eps_B, "mu": mu or None, "mu_gdp": ... or None; a DP-SGD

@@ -6,7 +6,9 @@ layer by layer, the weight matrix (out, in) row-major, then the bias. Coordinate
 Dirac canary of [XWW24] Sec. 4.1 writes to) is the first weight of the first layer.
 
 * ``logreg``: multinomial logistic regression, logits = W x + b on the flattened input.
+
 * ``mlp``:    dense layers with ReLU between them (``hidden`` sizes, default one layer of 32).
+
 * ``cnn``:    conv 3x3 (``channels`` filters, padding 1) -> ReLU -> 2x2 average pool -> dense.
 
 ``logits(w, x)`` is the single-run function (w: (d,), x: (n, *shape)) that torch.func transforms

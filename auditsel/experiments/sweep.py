@@ -1,4 +1,4 @@
-"""Sweeps: one config, a grid over any of its fields, one result per point plus a combined table.
+"""Sweeps: one config, a grid over any of its fields, one result per point plus a combined table. ::
 
     sweep:
       base.epsilon: [1, 2, 4]              # one field: its values

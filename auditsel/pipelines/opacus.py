@@ -7,11 +7,13 @@ and its `DPDataLoader`), `from_opacus` returns
   engine's own `get_epsilon(delta)` over the steps its accountant recorded (or, with `steps`
   given, a fresh accountant of the same kind over that many steps of the run's noise multiplier
   and sample rate);
+
 * `base`: the run as a `DpsgdBase` (noise multiplier, steps taken, sample rate, accountant):
   the sample rate is the one Opacus's accountant charges, 1 / len(data_loader) (times the
   accumulated iterations per step); Opacus's PRV accountant maps to dp_accounting's PLD (both
   numerical accountants of the same subsampled Gaussian: `base.epsilon(delta)` agrees with the
   claim to the accountants' discretisation, see `base_epsilon`), RDP to RDP;
+
 * with `rounds` (the user's law of K), the tuning bounds of `auditsel.accounting.panel` for
   that base and law at `delta` (`tuning`, each with its rigour and source: the bounds that hold
   for any score the tuning run ranks its runs by), the interval of the tuning run's epsilon
@@ -115,8 +117,26 @@ def from_opacus(
     """The DpsgdBase and claimed epsilon of an Opacus run, and the tuning bounds of `rounds`.
 
     Call it after training (the steps the engine's accountant recorded), or before with `steps`
-    (the steps one run will take). The interval holds for any score; `assume="monotone_score"`
-    gives [XWW24]'s under that assumption (module docstring)."""
+    (the steps one run will take).
+
+    Args:
+        privacy_engine: the `opacus.PrivacyEngine` that made the run private.
+        optimizer: the `DPOptimizer` that `make_private` returned (its noise multiplier).
+        data_loader: the `DPDataLoader` that `make_private` returned (its sample rate).
+        delta: in (0, 1).
+        rounds: the law of K of the tuning run (None: the run alone, no tuning bounds).
+        steps: the steps one run takes (None: the steps the engine's accountant recorded).
+        assume: None (the interval holds for any score), or "monotone_score": [XWW24]'s
+            interval under that assumption (module docstring).
+
+    Returns:
+        An `OpacusRun`: the claim, the run as a `DpsgdBase`, and with `rounds` the tuning
+        bounds, the interval and `tuning_epsilon`.
+
+    Raises:
+        ConfigError: an object that is not the run's engine, optimizer or loader, a run whose
+            noise or sample rate changed, no step recorded and no `steps`, or a bad `delta`.
+    """
     assume = check_assume(assume)
     delta = number(delta, "delta", 0, 1, lo_open=True, hi_open=True)
     accountant = getattr(privacy_engine, "accountant", None)

@@ -349,23 +349,39 @@ def audit_pipeline(
 ) -> PipelineAudit:
     """Audit your tuning pipeline: play `games` games around `tune` and bound eps from below.
 
-    tune(data, seed, canary) -> release runs your whole tuning (draws K, trains, selects) and
-    returns only what it publishes; score(release, canary) -> float is the attack (higher: the
-    canary looks in; None: the canary's score and every other released field). `data` is your
-    training set; `canary` an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`),
-    or a tuple of them (each plays `games` games, Bonferroni; eps is the largest). Returns a
-    PipelineAudit: eps (the valid eps_L), refuted (eps > claimed_epsilon), the estimator panel,
-    the scores and coins, CPU seconds. The options (`auditsel.pipelines.audit_options`, frozen,
-    keyword-only): `statistics=AuditOptions(confidence, rule, seed)`;
-    `execution=ExecutionOptions(jobs, backend, scheduler, chunk_size, checkpoint_dir, stream,
-    progress)`, which never changes the numbers; `report=ReportOptions(out_dir, name, base,
-    rounds, panel)`: `out_dir` writes result.json, report.md and the plots of `auditsel run`
-    there (and keeps the checkpoints under out_dir/checkpoints); `base` and `rounds` (a
-    mechanism pair and a law of K) add the tuning bounds beside eps_L. Bad input and exceptions
-    raised by your functions are ConfigErrors (`PipelineError`). Before the games, a replay
-    check refuses a pipeline that is not reproducible (a `ReproducibilityError` naming the
-    hazard) unless `accept_nondeterminism=True`. The old keywords (confidence=, seed=, jobs=,
+    Before the games, a replay check refuses a pipeline that is not reproducible (a
+    `ReproducibilityError` naming the hazard). The old keywords (confidence=, seed=, jobs=,
     out_dir=, ...) are accepted until auditsel 0.3.0 with a DeprecationWarning.
+
+    Args:
+        tune: `tune(data, seed, canary) -> release` runs your whole tuning (draws K, trains,
+            selects) and returns only what it publishes.
+        score: `score(release, canary) -> float` is the attack (higher: the canary looks in);
+            None: the canary's score and every other released field.
+        data: your training set.
+        canary: an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`), or a
+            tuple of them (each plays `games` games, Bonferroni; eps is the largest).
+        games: the number of games.
+        delta: in [0, 1).
+        claimed_epsilon: the claim to test (None: no claim).
+        statistics: `AuditOptions(confidence, rule, seed)`.
+        execution: `ExecutionOptions(jobs, backend, scheduler, chunk_size, checkpoint_dir,
+            stream, progress)`, which never changes the numbers.
+        report: `ReportOptions(out_dir, name, base, rounds, panel)`: `out_dir` writes
+            result.json, report.md and the plots of `auditsel run` there (and keeps the
+            checkpoints under out_dir/checkpoints); `base` and `rounds` (a mechanism pair and
+            a law of K) add the tuning bounds beside eps_L.
+        accept_nondeterminism: run a pipeline that does not replay (recorded in result.json).
+        **old_options: the old keywords, until auditsel 0.3.0.
+
+    Returns:
+        A `PipelineAudit`: eps (the valid eps_L), refuted (eps > claimed_epsilon), the
+        estimator panel, the scores and coins, CPU seconds.
+
+    Raises:
+        ConfigError: bad input, and exceptions raised by your functions (`PipelineError`).
+        ReproducibilityError: the pipeline does not replay and `accept_nondeterminism` is
+            false.
     """
     given = grouped_options(
         {

@@ -13,10 +13,13 @@ size, with that probability). On that curve
 the planning arithmetic of `auditsel.auditing.planning` gives
 
 * `games_for_target`: the least number of games with P(eps_L >= target_eps) >= power;
+
 * `games_to_refute`: the least number with P(eps_L > claimed_epsilon) >= power (None when the
   pilot's curve cannot reach the claim: a pipeline that keeps its claim is never refuted, and
   a pilot that sees no leak above it plans no refutation);
+
 * at a given number of games: E[eps_L] and the probabilities of both events (the power);
+
 * the CPU seconds per game of the pilot, to turn games into time.
 
 What a pilot cannot see: a leak that shows only in rare games. A pilot of n games sees an
