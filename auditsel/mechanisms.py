@@ -290,7 +290,7 @@ class FiniteOutputBase:
 
     @property
     def pure_epsilon(self) -> float:
-        """max |log p(y)/q(y)| (inf when the supports differ)."""
+        """max `|log p(y)/q(y)|` (inf when the supports differ)."""
         p, q = self.law(0), self.law(1)
         if np.any((p > 0) != (q > 0)):
             return math.inf

@@ -54,7 +54,7 @@ Which monotone attack.
   Lap(0, b) + tau Lap(1, b), the dominating pair of the subsampled Laplace mechanism of
   sensitivity 1 under add/remove neighbours (the pair dp_accounting's PLD accountant uses),
   realised by a sum query on an empty data set against one record of value 1. Its loss
-  l(x) = log(1 - tau + tau e^((|x| - |x - 1|)/b)) is non-decreasing, constant below 0 and above
+  `l(x) = log(1 - tau + tau e^((|x| - |x - 1|)/b))` is non-decreasing, constant below 0 and above
   1, and bounded: no atoms at +-inf and no bucket with an unbounded loss. Bucket masses are
   differences of the Laplace cdf written as sums of nonnegative terms on each side of 0,
   0.5 e^(-a/b) (-expm1(-(c - a)/b)) on [a, c] above 0 and its mirror below, a few ulps each

@@ -327,8 +327,8 @@ def tuning_epsilon(
         interval [attack value, that bound] (module docstring).
 
     Raises:
-        ConfigError: `pair` is no mechanism pair, `law` no law of K, `delta` outside [0, 1)
-            or `assume` unknown.
+        auditsel.errors.ConfigError: `pair` is no mechanism pair, `law` no law of K, `delta`
+            outside [0, 1) or `assume` unknown.
     """
     pair = as_pair(pair, "pair")
     if not isinstance(law, RoundsLaw):

@@ -327,8 +327,8 @@ def audit_scores(
         estimates and the GDP fit.
 
     Raises:
-        ConfigError: member values other than 0/1, arrays that are not 1-D or differ in
-            length, fewer than 4 games, or `delta`/`confidence` out of range.
+        auditsel.errors.ConfigError: member values other than 0/1, arrays that are not 1-D or
+            differ in length, fewer than 4 games, or `delta`/`confidence` out of range.
     """
     rule = with_seed(legacy_rule(rule, old_options, "audit_scores"))
     confidence, delta = check_levels(confidence, delta)

@@ -53,7 +53,7 @@ _DOWNLOAD_HINT = {
 
 @dataclass(frozen=True)
 class Dataset:
-    """Examples ``x`` (float32, (n, *shape)) with labels ``y`` (int64, (n,)) in 0..num_classes-1."""
+    """Examples ``x`` (float32, `(n, *shape)`) with labels ``y`` (int64, (n,)) in 0..num_classes-1."""
 
     name: str
     x: np.ndarray

@@ -10,7 +10,7 @@ Contract (what every implementation computes, bit for bit):
   torch's float uniforms); normals come in pairs from
   words (0, 1) and (2, 3) by Box-Muller: u1 = ((x0 >> 8) + 1) 2^-24 in (0, 1],
   u2 = (x1 >> 8) 2^-24, (sqrt(-2 log u1) cos 2 pi u2, sqrt(-2 log u1) sin 2 pi u2), with the
-  Cephes single-precision log and sin/cos polynomials (|z| <= sqrt(2 ln 2^24) = 5.77, as for
+  Cephes single-precision log and sin/cos polynomials (`|z| <= sqrt(2 ln 2^24) = 5.77`, as for
   any 24-bit Box-Muller, torch's CPU normals included). Counter-based: any number is a function
   of (seed, stream, step, index) alone, so how runs are batched, how steps are grouped and how
   the work is split over threads cannot change a value.

@@ -76,7 +76,7 @@ RELEASE_FIELDS = ("score", "canary_dots", "config", "w0", "wN", "released") + GR
 
 @dataclass(frozen=True)
 class ValidationLoss:
-    """g(y) = - sum_v l(w_N; v) over a validation set (Table 2, NTNV); ``mean`` divides by |V|."""
+    """g(y) = - sum_v l(w_N; v) over a validation set (Table 2, NTNV); ``mean`` divides by `|V|`."""
 
     data: Dataset
     reduction: str = "sum"

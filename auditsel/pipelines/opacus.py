@@ -134,8 +134,9 @@ def from_opacus(
         bounds, the interval and `tuning_epsilon`.
 
     Raises:
-        ConfigError: an object that is not the run's engine, optimizer or loader, a run whose
-            noise or sample rate changed, no step recorded and no `steps`, or a bad `delta`.
+        auditsel.errors.ConfigError: an object that is not the run's engine, optimizer or
+            loader, a run whose noise or sample rate changed, no step recorded and no
+            `steps`, or a bad `delta`.
     """
     assume = check_assume(assume)
     delta = number(delta, "delta", 0, 1, lo_open=True, hi_open=True)

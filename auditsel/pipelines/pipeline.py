@@ -379,7 +379,8 @@ def audit_pipeline(
         estimator panel, the scores and coins, CPU seconds.
 
     Raises:
-        ConfigError: bad input, and exceptions raised by your functions (`PipelineError`).
+        auditsel.errors.ConfigError: bad input, and exceptions raised by your functions
+            (`PipelineError`).
         ReproducibilityError: the pipeline does not replay and `accept_nondeterminism` is
             false.
     """

@@ -79,7 +79,7 @@ def _argv(path: Path | None):
 
 
 def call_user(field: str, what: str, fn: Callable, *args: Any, path: Path | None = None) -> Any:
-    """fn(*args), with anything it raises (but Ctrl-C) made the user's PipelineError."""
+    """`fn(*args)`, with anything it raises (but Ctrl-C) made the user's PipelineError."""
     try:
         with _argv(path):
             return fn(*args)
