@@ -52,7 +52,7 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -97,11 +97,14 @@ __all__ = [
     "PanelOptions",
     "estimator_panel",
     "LABELS",
+    "EstimateLabel",
     "winner_tradeoff",
     "selection_fit_mu",
 ]
 
-LABELS = ("valid", "bayesian", "heuristic", "optimistic", "descriptive")
+#: what an estimate is (module docstring)
+EstimateLabel = Literal["valid", "bayesian", "heuristic", "optimistic", "descriptive"]
+LABELS: tuple[EstimateLabel, ...] = ("valid", "bayesian", "heuristic", "optimistic", "descriptive")
 POSTERIOR_DRAWS = 20_000
 DEFAULT_FPR = (0.001, 0.01, 0.1)
 
@@ -110,7 +113,7 @@ DEFAULT_FPR = (0.001, 0.01, 0.1)
 class Estimate:
     name: str
     value: float  # eps, or the AUROC / TPR for the descriptive entries
-    label: str  # one of LABELS
+    label: EstimateLabel
     level: float | None  # confidence (valid, descriptive) or credible level (bayesian)
     source: str  # method and citation
     detail: dict[str, Any] = field(default_factory=dict)
