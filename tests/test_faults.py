@@ -237,7 +237,7 @@ SAYS = {
 @pytest.mark.parametrize(
     "edit",
     [
-        "random-streams",
+        pytest.param("random-streams", marks=pytest.mark.slow),  # processes killed, resumed
         pytest.param("version", marks=pytest.mark.slow),
         pytest.param("engine-source", marks=pytest.mark.slow),
     ],

@@ -108,6 +108,7 @@ def test_gdp_fit_is_rejected_where_the_trade_off_is_not_gaussian():
     assert gdp.detail["gdp_fit_ok"] is False and "rejected" in gdp.detail["note"]
 
 
+@pytest.mark.slow  # a statistical run (40,000 games)
 def test_selection_fit_is_below_the_truth_where_the_gdp_fit_over_claims():
     # the winner of K ~ 1 + Poisson(9) Gaussian runs with shift 0.6: true eps 2.76 at 1e-5
     s, m, w = selection_release(40_000, 2)

@@ -91,6 +91,7 @@ def test_valid_rules_cover_streamed(name, grid):
     )
 
 
+@pytest.mark.slow  # a statistical run (200 audits), the power of the slow coverage runs above
 def test_the_check_has_power_where_the_setting_is_tight():
     # the point estimate (no confidence interval) over-claims often on a tight setting:
     # the coverage test above could fail

@@ -95,6 +95,7 @@ def test_games_run_within_their_share_of_threads(jobs, backend, monkeypatch):
     assert set(np.asarray(audit.scores).tolist()) == {float(game_threads(jobs))}
 
 
+@pytest.mark.slow  # worker processes of three backends (2 CPU s); the same numbers in every backend: tests/pipelines/test_user_code.py and test_pipeline.py by default
 def test_warm_workers_give_the_numbers_of_every_other_backend():
     from pipelines.test_pipeline import dpsgd_no_data, standardised
 

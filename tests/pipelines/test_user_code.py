@@ -229,6 +229,7 @@ print(content_digest([ds, {"a": np.arange(4.0), "b": (1, "x", None)}, torch.nn.L
 """
 
 
+@pytest.mark.slow  # fresh interpreters (3 CPU s); the digests' content rules run by default in this file
 def test_content_digests_are_stable_across_processes_and_see_every_change():
     """joblib.hash of a torch tensor differs from process to process; the content digest of a
     TensorDataset, nested containers and a torch module does not."""
@@ -376,6 +377,7 @@ print(list(audit.scores))
 """
 
 
+@pytest.mark.slow  # two fresh interpreters importing torch (5 CPU s)
 def test_a_lazy_torch_import_draws_from_the_games_seed():
     pytest.importorskip("torch")
     run = lambda when: (
@@ -401,7 +403,13 @@ def _abiding(data, seed, canary):
 
 @pytest.mark.parametrize(
     "jobs, backend",
-    [(2, None), (2, "loky"), (2, "threading"), (1, "threading"), (2, "dask")],
+    [
+        (2, None),
+        (2, "loky"),
+        (2, "threading"),
+        (1, "threading"),
+        pytest.param(2, "dask", marks=pytest.mark.slow),  # starts a dask cluster (3 CPU s)
+    ],
 )
 def test_one_pipeline_gives_the_same_numbers_in_every_backend(jobs, backend):
     if backend == "dask":

@@ -58,6 +58,7 @@ def test_visible_bugs_are_refuted_by_a_small_audit(name, games):
     assert result.refuted and result.eps > result.claimed_epsilon
 
 
+@pytest.mark.slow  # a statistical run (a planned audit)
 def test_releasing_every_run_leaks_the_composition_the_audit_sees_above_the_claim():
     m = bugzoo.module("release_all")
     truth, how = m.correct_epsilon(DELTA)
@@ -81,6 +82,7 @@ def test_releasing_every_run_leaks_the_composition_the_audit_sees_above_the_clai
     assert plan.point_eps > m.claim(DELTA) and plan.curve_eps <= plan.point_eps
 
 
+@pytest.mark.slow  # a statistical run (an audit of 300 games)
 def test_the_fixed_grid_leaks_more_than_its_claim_only_in_the_tails():
     """K = 5 fixed: the worst case (the reduced game, exact at sample rate 1) is far above the
     Poisson(5) claim; the Poisson(5) game itself is below it (the claim is right for a random K)

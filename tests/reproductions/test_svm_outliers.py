@@ -65,6 +65,7 @@ def test_without_outliers_tuning_keeps_the_smallest_alpha_and_with_them_a_larger
     assert np.mean(larger) >= 0.8
 
 
+@pytest.mark.slow  # a regeneration of Figure 1's rows and an audit
 def test_figure1_rows_and_a_small_audit():
     rows = svm_outliers.curve_rows(runs=20)
     assert [r["alpha"] for r in rows] == list(svm_outliers.ALPHAS)
