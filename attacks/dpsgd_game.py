@@ -23,12 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attacks.names import CANARY_NAMES, DPSGD_PROXIES, INPUT_CANARIES, MODEL_NAMES, THREAT_NAMES
-from auditsel.dpsgd.datasets import load_split
+from auditsel.dpsgd.datasets import Dataset, load_split
 from auditsel.errors import ConfigError
+
+if TYPE_CHECKING:
+    from attacks.dpsgd_proxies import LambdaA, LambdaB, WinnerLikelihoodRatio
+    from auditsel.dpsgd.tuning_protocol import DpsgdTuningProtocol
+    from auditsel.mechanisms import DpsgdBase
+    from auditsel.rounds import RoundsLaw
 
 __all__ = [
     "DpsgdGameSpec",
@@ -64,7 +71,7 @@ class DpsgdGameSpec:
     max_batch_runs: int = 256
 
 
-def load_data(spec: DpsgdGameSpec):
+def load_data(spec: DpsgdGameSpec) -> tuple[Dataset, Dataset]:
     """(train, validation) of the spec's data set, cut to train_size / validation_size."""
     train, validation = load_split(spec.dataset, spec.data_dir)
     return train.take(spec.train_size), validation.take(spec.validation_size)
@@ -83,7 +90,12 @@ def _canary(spec: DpsgdGameSpec, train, validation):
     return dpsgd_canaries.out_of_distribution(train, spec.input_canary)
 
 
-def build_protocol(spec: DpsgdGameSpec, base, rounds, data=None):
+def build_protocol(
+    spec: DpsgdGameSpec,
+    base: DpsgdBase,
+    rounds: RoundsLaw,
+    data: tuple[Dataset, Dataset] | None = None,
+) -> DpsgdTuningProtocol:
     """The tuning protocol H of one game: spec's threat, canary, data, model and grid over a
     DP-SGD base (``noise_multiplier``, ``steps``, ``sample_rate``: e.g.
     auditsel.mechanisms.DpsgdBase) with K ~ rounds. ``data``: a preloaded
@@ -124,7 +136,12 @@ class Scorer:
         )
 
 
-def make_scorer(spec: DpsgdGameSpec, proxies: Sequence[str] | str, base=None, rounds=None):
+def make_scorer(
+    spec: DpsgdGameSpec,
+    proxies: Sequence[str] | str,
+    base: DpsgdBase | None = None,
+    rounds: RoundsLaw | None = None,
+) -> Scorer | LambdaA | LambdaB | WinnerLikelihoodRatio:
     """One proxy by name (returns that proxy) or a Scorer over several names (same releases)."""
     # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
     from attacks.dpsgd_proxies import make_dpsgd_proxy

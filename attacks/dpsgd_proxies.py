@@ -27,15 +27,22 @@ mass under both coins).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attacks.names import DPSGD_PROXIES
 from attacks.threats import ThreatModel, get_threat
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import GaussianWinner
+
+if TYPE_CHECKING:
+    from auditsel.mechanisms import DpsgdBase
+    from auditsel.rounds import RoundsLaw
 
 __all__ = [
     "LambdaA",
@@ -47,7 +54,7 @@ __all__ = [
 ]
 
 
-def canary_dot(obs) -> np.ndarray:
+def canary_dot(obs: Mapping[str, ArrayLike]) -> np.ndarray:
     """sum_i <p_i^z, p_i> of each released run, summed step by step (float64)."""
     dots = np.asarray(obs["canary_dots"], dtype=np.float64)
     total = np.zeros(dots.shape[0])
@@ -97,7 +104,13 @@ class WinnerLikelihoodRatio:
         return np.asarray(self.winner.log_likelihood_ratio(s), dtype=float)
 
 
-def make_dpsgd_proxy(name: str, threat=None, *, base=None, rounds=None):
+def make_dpsgd_proxy(
+    name: str,
+    threat: str | ThreatModel | None = None,
+    *,
+    base: DpsgdBase | None = None,
+    rounds: RoundsLaw | None = None,
+) -> LambdaA | LambdaB | WinnerLikelihoodRatio:
     """lambda_a, or lambda_b under ``threat`` (a ThreatModel or its name). ``base`` (the public
     DP-SGD settings) and ``rounds`` (the public law of K) are for proxies that use them."""
     if name == "lambda_a":

@@ -10,11 +10,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from auditsel.errors import ConfigError
-from auditsel.roles import Winner
+from auditsel.roles import GameProtocol, Winner
 
 __all__ = ["SampleProxy", "LikelihoodRatioProxy", "ScoreProxy", "PROXIES", "make_proxy"]
 
@@ -46,11 +47,15 @@ class ScoreProxy:
 PROXIES = ("sample", "likelihood_ratio", "score")
 
 
-def make_proxy(name: str, public_law):
+def make_proxy(
+    name: str, public_law: GameProtocol
+) -> SampleProxy | LikelihoodRatioProxy | ScoreProxy:
+    """The proxy called `name` (one of PROXIES) for the game `public_law`, whose laws are
+    public (for "likelihood_ratio": a Winner, with exact winner laws)."""
     if name == "sample":
         return SampleProxy()
     if name == "likelihood_ratio":
-        return LikelihoodRatioProxy(public_law)
+        return LikelihoodRatioProxy(cast(Winner, public_law))
     if name == "score":
         return ScoreProxy(public_law)
     raise ConfigError("game.proxy", f"must be one of {', '.join(PROXIES)}, got {name!r}")

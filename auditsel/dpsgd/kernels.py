@@ -38,11 +38,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from auditsel.dpsgd import kernel_cache, kernels_cpu, kernels_torch
 
@@ -204,7 +206,7 @@ def keys_of(states: np.ndarray) -> np.ndarray:
     )
 
 
-def seed_states(seeds, words: int = 1) -> np.ndarray:
+def seed_states(seeds: Sequence[int] | NDArray[np.integer], words: int = 1) -> np.ndarray:
     """(R, words) uint64: ``SeedSequence(int(s)).generate_state(words, np.uint64)`` for each
     seed s (numpy's hash of its seed)."""
     return np.array(
@@ -213,7 +215,7 @@ def seed_states(seeds, words: int = 1) -> np.ndarray:
     ).reshape(len(seeds), words)
 
 
-def seed_keys(seeds) -> np.ndarray:
+def seed_keys(seeds: Sequence[int] | NDArray[np.integer]) -> np.ndarray:
     """(R, 2) uint32 Philox keys of the runs with these seeds: the first 64-bit word of
     numpy's ``SeedSequence(s)``."""
     return keys_of(seed_states(seeds)[:, 0])
@@ -312,7 +314,11 @@ def _softmax_grad_reference(z, label, sq, clip=None, a_sq=None, weight=None):
         z *= (c if weight is None else c * weight)[:, None, :]
 
 
-def philox_block(counter, key, implementation: str = "cpu") -> list[int]:
+def philox_block(
+    counter: Sequence[int] | NDArray[np.uint32],
+    key: Sequence[int] | NDArray[np.uint32],
+    implementation: str = "cpu",
+) -> list[int]:
     """One Philox4x32-10 block (4 uint32 words) of `counter` (4 words) under `key` (2 words),
     by the CPU kernels ("cpu") or the torch operations ("torch")."""
     if implementation == "cpu":

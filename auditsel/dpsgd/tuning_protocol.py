@@ -41,10 +41,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from numpy.typing import NDArray
 
 from auditsel.dpsgd.datasets import Dataset
 from auditsel.dpsgd.models import ModelSpec
@@ -231,7 +233,9 @@ class DpsgdTuningProtocol:
         return d * (2 * int(trials) * 4 + 4 * runs * item)
 
     @classmethod
-    def from_learning_rates(cls, learning_rates: Sequence[float], **kwargs):
+    def from_learning_rates(
+        cls, learning_rates: Sequence[float], **kwargs: Any
+    ) -> DpsgdTuningProtocol:
         """Omega = one configuration per learning rate (the paper's grid)."""
         return cls(grid=[{"lr": float(v)} for v in (learning_rates or [])], **kwargs)
 
@@ -242,7 +246,9 @@ class DpsgdTuningProtocol:
             for k in GRID_KEYS
         }
 
-    def plan(self, trials: int, rng: np.random.Generator):
+    def plan(
+        self, trials: int, rng: np.random.Generator
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
         """The data-independent randomness of ``trials`` trials, drawn from rng in this order:
         k (trials,), then for the sum(k) runs (trial by trial) the configuration index and the
         run seed. Runs of trial t are the k[t] consecutive entries starting at sum(k[:t])."""

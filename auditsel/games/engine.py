@@ -123,7 +123,9 @@ def _chunk_sizes(trials: int, chunk_size: int) -> list[int]:
     return [chunk_size] * full + ([rest] if rest else [])
 
 
-def play_chunk(protocol: GameProtocol, proxy: Proxy, seed: int, index: int, size: int):
+def play_chunk(
+    protocol: GameProtocol, proxy: Proxy, seed: int, index: int, size: int
+) -> tuple[int, np.ndarray, np.ndarray]:
     """One chunk of trials: coins, releases, scores (runs inside a worker).
 
     A protocol with a `play(seed, index, size) -> (scores, member)` method plays the chunk
@@ -171,7 +173,7 @@ class Checkpoints:
         ).hexdigest()[:32]
         self._lock = None
 
-    def open(self):
+    def open(self) -> None:
         """Create (or check) the folder and its manifest, and lock it until `close()`."""
         self.dir.mkdir(parents=True, exist_ok=True)
         if self._lock is None:
@@ -182,7 +184,7 @@ class Checkpoints:
             self.close()
             raise
 
-    def close(self):
+    def close(self) -> None:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
@@ -225,7 +227,7 @@ class Checkpoints:
     def path(self, index: int) -> Path:
         return self.dir / f"chunk_{index:07d}.npz"
 
-    def load(self, index: int, size: int):
+    def load(self, index: int, size: int) -> tuple[np.ndarray, np.ndarray] | None:
         path = self.path(index)
         if not path.exists():
             return None
@@ -254,7 +256,7 @@ class Checkpoints:
             return None  # the last, partial chunk of a run with another trial count: recompute
         return scores, member
 
-    def save(self, index: int, scores, member):
+    def save(self, index: int, scores: np.ndarray, member: np.ndarray) -> None:
         # a unique temporary name (two writers never share one), then an atomic rename
         with temporary_beside(self.path(index)) as (handle, _):
             np.savez(

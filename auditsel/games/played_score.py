@@ -20,6 +20,7 @@ from auditsel.accounting.attack import attack
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import GaussianBase
 from auditsel.numerics import check_deltas
+from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import (
     BucketScore,
@@ -35,7 +36,10 @@ __all__ = ["resolve_score", "scored_winner", "is_monotone_largest"]
 
 
 def resolve_score(
-    choice: TuningScore | Literal["worst", "monotone"] | None, pair, law: RoundsLaw, delta: float
+    choice: TuningScore | Literal["worst", "monotone"] | None,
+    pair: MechanismPair,
+    law: RoundsLaw,
+    delta: float,
 ) -> TuningScore:
     """The score to play (see the module docstring); a ConfigError naming game.score when the
     attack finds none for this setting."""
@@ -62,7 +66,7 @@ def is_monotone_largest(score: TuningScore) -> bool:
 
 
 def scored_winner(
-    pair, law: RoundsLaw, score: TuningScore
+    pair: MechanismPair, law: RoundsLaw, score: TuningScore
 ) -> GaussianWinner | ScoredGaussianWinner:
     """The reduced game of `pair` (a Gaussian base, or a base whose `reduced()` is one) with
     H ranking its runs by `score`."""

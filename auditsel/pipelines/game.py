@@ -53,6 +53,8 @@ __all__ = [
     "LOCAL_CPU",
     "PipelineError",
     "PipelineGame",
+    "ScoreFn",
+    "TuneFn",
     "function_name",
     "describe_exception",
     "game_seed",
@@ -64,6 +66,10 @@ __all__ = [
 ]
 
 CHUNK_SIZE = 32  # games per checkpoint file and per task sent to a worker
+#: tune(data, seed, canary) -> release: the user's whole tuning run, returning what it publishes
+TuneFn = Callable[[Any, int, Canary], Any]
+#: score(release, canary) -> a real number (a float, or a NumPy/torch scalar: `is_real_score`)
+ScoreFn = Callable[[Any, Canary], Any]
 #: module name -> file of the user's files imported by path (auditsel.pipelines.user_code),
 #: under names a worker process cannot import by itself: a PipelineGame sent to a worker
 #: carries them, and unpickling imports them there before the functions that live in them
@@ -134,7 +140,7 @@ def function_name(fn: Any) -> str:
     return f"{module}.{name}"
 
 
-def score_label(score: Callable | None, canary: Canary) -> str:
+def score_label(score: ScoreFn | None, canary: Canary) -> str:
     """How reports name the attack: the user's function, or the canary's default score."""
     return function_name(score) if score is not None else f"{type(canary).__name__} default score"
 
@@ -276,8 +282,8 @@ class PipelineGame:
     """The distinguishing game around a user pipeline, as a protocol of the game engine: it
     plays whole chunks itself (`play`), one stream per game (module docstring)."""
 
-    tune: Callable
-    score: Callable
+    tune: TuneFn
+    score: ScoreFn
     data: Any
     canary: Canary
     chunk_size: int = CHUNK_SIZE

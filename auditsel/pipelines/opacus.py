@@ -73,7 +73,7 @@ class OpacusRun:
             return None
         return float(self.interval.upper)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "base": self.base.describe(),
             "claimed_epsilon": self.claimed_epsilon,
@@ -176,12 +176,12 @@ def from_opacus(
             "Opacus's gdp accountant is a central-limit approximation, not a bound: the claim "
             "is heuristic; auditsel's DpsgdBase uses dp_accounting's PLD accountant"
         )
-    tuning: dict = {}
-    rigour: dict = {}
-    sources: dict = {}
-    reduced: dict = {}
-    monotone: dict = {}
-    interval = None
+    tuning: Mapping[str, float | None] = {}
+    rigour: Mapping[str, str] = {}
+    sources: Mapping[str, str | None] = {}
+    reduced: Mapping[str, float | None] = {}
+    monotone: Mapping[str, float | None] = {}
+    interval: Interval | None = None
     if rounds is not None:
         if not isinstance(rounds, RoundsLaw):
             raise ConfigError("rounds", "must be a law of K (auditsel.Poisson(3), ...)")

@@ -52,7 +52,7 @@ from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -90,9 +90,18 @@ from auditsel.pipelines.game import (
     LOCAL_CPU,
     PipelineError,
     PipelineGame,
+    ScoreFn,
+    TuneFn,
     field_columns,
     function_name,
     score_label,
+)
+from auditsel.pipelines.pipeline_result import (
+    CanaryEntry,
+    FieldsEntry,
+    PipelineEntry,
+    PipelineResult,
+    ReproducibilityEntry,
 )
 from auditsel.pipelines.release_scores import (
     CANARY_FIELD,
@@ -106,6 +115,8 @@ from auditsel.pipelines.replay_check import (
     check_unchanged,
 )
 from auditsel.pipelines.user_code import describe_changes, user_files
+from auditsel.roles import MechanismPair
+from auditsel.rounds import RoundsLaw
 from auditsel.selection import winner_law
 from auditsel.version import __version__, source_commit
 
@@ -169,15 +180,16 @@ class PipelineAudit:
     score: str
     fingerprint: str
     files: tuple[Path, ...] = ()
-    result: Mapping = field(default_factory=dict, repr=False)
+    #: result.json's content, typed (`auditsel.pipelines.pipeline_result`)
+    result: PipelineResult = field(default_factory=lambda: PipelineResult(), repr=False)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> PipelineResult:
         """result.json's content (the `auditsel run` contract, plus `claim` and `pipeline`)."""
-        return json.loads(json.dumps(self.result))
+        return cast(PipelineResult, json.loads(json.dumps(self.result)))
 
     def summary(self) -> str:
         """The terminal table of `auditsel run`, with the claim's verdict."""
-        return text_table(self.to_dict())
+        return text_table(dict(self.to_dict()))
 
     def __str__(self) -> str:
         return self.summary()
@@ -188,10 +200,10 @@ class Pipeline:
     """A tuning pipeline to audit: `tune(data, seed, canary) -> release`, the attack
     `score(release, canary) -> float` (None: the canary's default), the data and the canary."""
 
-    tune: Callable
-    score: Callable | None = None
+    tune: TuneFn
+    score: ScoreFn | None = None
     data: Any = None
-    canary: Canary | None = None
+    canary: Canary | tuple[Canary, ...] | None = None
 
     def audit(self, *, games: int, delta: float, **options: Any) -> PipelineAudit:
         """`audit_pipeline` of this pipeline, with `games`, `delta` and the other arguments
@@ -209,7 +221,18 @@ class Pipeline:
         )
 
 
-def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, n_jobs=1):
+def _check(
+    tune: object,
+    score: object,
+    canary: object,
+    games: int,
+    delta: float,
+    claimed_epsilon: float | None,
+    confidence: float,
+    seed: int,
+    rule: ThresholdRule | str,
+    n_jobs: int = 1,
+) -> None:
     if not callable(tune):
         raise ConfigError("tune", "must be a function tune(data, seed, canary) -> release")
     if score is not None and not callable(score):
@@ -238,7 +261,15 @@ def _auto_or_bool(value: Any, field: str) -> bool | str:
     raise ConfigError(field, f"must be true, false or 'auto', got {shown(value)}")
 
 
-def _components(tune, score, data, canary, seed: int, chunk_size: int, fields=()) -> dict:
+def _components(
+    tune: TuneFn,
+    score: ScoreFn,
+    data: Any,
+    canary: Canary,
+    seed: int,
+    chunk_size: int,
+    fields: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """What determines the games' numbers, digested one by one (for the refusal message)."""
     return {
         "tune": source_digest(tune),
@@ -253,11 +284,11 @@ def _components(tune, score, data, canary, seed: int, chunk_size: int, fields=()
     }
 
 
-def _digest(components: dict) -> str:
+def _digest(components: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _open_checkpoints(directory: Path, components: dict) -> str:
+def _open_checkpoints(directory: Path, components: Mapping[str, Any]) -> str:
     """The fingerprint; refuses a folder whose games were made by other code, data or seed."""
     fingerprint = _digest(components)
     path = directory / FINGERPRINT_FILE
@@ -333,8 +364,8 @@ def play_games(
 
 
 def audit_pipeline(
-    tune: Callable,
-    score: Callable | None = None,
+    tune: TuneFn,
+    score: ScoreFn | None = None,
     *,
     data: Any,
     canary: Canary | tuple[Canary, ...],
@@ -405,8 +436,8 @@ def audit_pipeline(
 
 
 def _audit_pipeline(
-    tune: Callable,
-    score: Callable | None = None,
+    tune: TuneFn,
+    score: ScoreFn | None = None,
     *,
     data: Any,
     canary: Canary | tuple[Canary, ...],
@@ -420,8 +451,8 @@ def _audit_pipeline(
     checkpoint_dir: str | Path | None = None,
     out_dir: str | Path | None = None,
     name: str | None = None,
-    base: Any = None,
-    rounds: Any = None,
+    base: MechanismPair | None = None,
+    rounds: RoundsLaw | None = None,
     backend: str | None = None,
     scheduler: str | None = None,
     chunk_size: int = CHUNK_SIZE,
@@ -518,7 +549,13 @@ def _audit_pipeline(
         )
 
 
-def _audit_each_canary(tune, score, data, canaries: tuple, options: dict) -> PipelineAudit:
+def _audit_each_canary(
+    tune: TuneFn,
+    score: ScoreFn | None,
+    data: Any,
+    canaries: tuple[Canary, ...],
+    options: dict[str, Any],
+) -> PipelineAudit:
     """One audit per canary, `games` games each, at confidence 1 - (1 - confidence) / m
     (Bonferroni over the m canaries: the largest eps_L holds at `confidence`); the audit of
     the largest eps_L, with `canaries` in result.json listing each. Folders: a subfolder per
@@ -542,15 +579,15 @@ def _audit_each_canary(tune, score, data, canaries: tuple, options: dict) -> Pip
     best = max(audits, key=lambda a: a.eps)
     claim = options["claimed_epsilon"]
     refuted = None if claim is None else any(bool(a.refuted) for a in audits)
-    result = dict(best.result)
+    result = best.result.copy()
     result["canaries"] = [
-        {
-            "canary": a.result["pipeline"]["canary"],
-            "eps": a.eps,
-            "refuted": a.refuted,
-            "confidence": level,
-            "games": a.games,
-        }
+        CanaryEntry(
+            canary=a.result["pipeline"]["canary"],
+            eps=a.eps,
+            refuted=a.refuted,
+            confidence=level,
+            games=a.games,
+        )
         for a in audits
     ]
     if claim is not None:
@@ -567,7 +604,9 @@ def _audit_each_canary(tune, score, data, canaries: tuple, options: dict) -> Pip
     )
 
 
-def scoring(tune, score, data, canary) -> tuple[tuple[str, ...], Callable]:
+def scoring(
+    tune: TuneFn, score: ScoreFn | None, data: Any, canary: Canary
+) -> tuple[tuple[str, ...], ScoreFn]:
     """(fields, score function) of an audit: with `score` None, the canary's own score, or
     every field of a mapping release (`release_scores`: fixed by one probe run); else ()."""
     if score is not None:
@@ -576,7 +615,7 @@ def scoring(tune, score, data, canary) -> tuple[tuple[str, ...], Callable]:
     return fields, FieldScores(fields) if fields else default_score
 
 
-def _default_fields(tune, data, canary) -> tuple[str, ...]:
+def _default_fields(tune: TuneFn, data: Any, canary: Canary) -> tuple[str, ...]:
     """The fields the default score reads: () when the release is the canary's alone (its
     score, unchanged), else every field of the probe run's release."""
     try:
@@ -590,7 +629,14 @@ def _default_fields(tune, data, canary) -> tuple[str, ...]:
     return () if fields in ((), (CANARY_FIELD,)) else fields
 
 
-def _field_bounds(record, fields, stream, delta, confidence, rule):
+def _field_bounds(
+    record: GameRecord,
+    fields: tuple[str, ...],
+    stream: bool,
+    delta: float,
+    confidence: float,
+    rule: ThresholdRule,
+) -> tuple[GameRecord, dict[str, lower.LowerBound], int]:
     """eps_L of every field's column at confidence 1 - (1 - confidence) / fields: the record
     with the best field's scores in column 0 (in memory), {field: LowerBound} and the best."""
     level = 1 - (1 - confidence) / len(fields)
@@ -610,39 +656,41 @@ def _field_bounds(record, fields, stream, delta, confidence, rule):
     return GameRecord(scores, record.member), bounds, best
 
 
-def _fields_entry(by_field: dict, best: str, confidence: float) -> dict:
+def _fields_entry(
+    by_field: Mapping[str, lower.LowerBound], best: str, confidence: float
+) -> FieldsEntry:
     """result.json's pipeline.fields: each field's eps_L, their confidence, the largest."""
-    return {
-        "confidence_each": 1 - (1 - confidence) / len(by_field),
-        "eps": {k: float(b.eps) for k, b in by_field.items()},
-        "best": best,
-    }
+    return FieldsEntry(
+        confidence_each=1 - (1 - confidence) / len(by_field),
+        eps={k: float(b.eps) for k, b in by_field.items()},
+        best=best,
+    )
 
 
 def _analyse(
     record: GameRecord,
     *,
-    stream,
-    games,
-    delta,
-    claimed_epsilon,
-    confidence,
-    seed,
-    rule,
-    panel,
-    base,
-    rounds,
-    name,
-    names,
-    canary,
-    fingerprint,
-    resumed,
-    clocks,
-    out,
-    chunk_size,
-    inline_cpu,
-    fields=(),
-    reproducibility=None,
+    stream: bool,
+    games: int,
+    delta: float,
+    claimed_epsilon: float | None,
+    confidence: float,
+    seed: int,
+    rule: ThresholdRule,
+    panel: bool | str,
+    base: MechanismPair | None,
+    rounds: RoundsLaw | None,
+    name: str,
+    names: tuple[str, str],
+    canary: Canary,
+    fingerprint: str,
+    resumed: int,
+    clocks: tuple[float, float],
+    out: Path | None,
+    chunk_size: int,
+    inline_cpu: float,
+    fields: tuple[str, ...] = (),
+    reproducibility: ReproducibilityEntry | None = None,
 ) -> PipelineAudit:
     """eps_L, the panel, the bounds and the report from the played games."""
     artefacts: dict[str, Any] = {}
@@ -711,7 +759,7 @@ def _analyse(
     # this process's CPU (the analysis, and the games it played itself), plus the games played
     # elsewhere: in worker processes, or in earlier runs (resumed from checkpoints)
     cpu = (time.process_time() - clocks[1]) + max(game_cpu - inline_cpu, 0.0)
-    result["pipeline"] = {
+    entry: PipelineEntry = {
         "tune": names[0],
         "score": names[1],
         "canary": canary.describe(),
@@ -723,9 +771,10 @@ def _analyse(
         "fingerprint": fingerprint,
     }
     if fields:
-        result["pipeline"]["fields"] = _fields_entry(by_field, fields[best], confidence)
+        entry["fields"] = _fields_entry(by_field, fields[best], confidence)
     if reproducibility is not None:
-        result["pipeline"]["reproducibility"] = reproducibility
+        entry["reproducibility"] = reproducibility
+    result["pipeline"] = entry
     result["seconds"] = round(wall, 3)
     files: tuple[Path, ...] = ()
     if out is not None:
@@ -750,5 +799,5 @@ def _analyse(
         score=names[1],
         fingerprint=fingerprint,
         files=files,
-        result=result,
+        result=cast(PipelineResult, result),
     )

@@ -32,14 +32,16 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy import stats
 
 from auditsel.auditing.planning import (
+    Curve,
     blind_rate,
     empirical_curve,
     expected_for_games,
@@ -52,7 +54,7 @@ from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError, choice, integer, number
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, grouped_options
 from auditsel.pipelines.canaries import Canary
-from auditsel.pipelines.game import field_columns
+from auditsel.pipelines.game import ScoreFn, TuneFn, field_columns
 from auditsel.pipelines.pipeline import PipelineGame, _check, play_games, scoring
 
 __all__ = ["PilotOptions", "PipelinePlan", "plan_pipeline"]
@@ -93,7 +95,7 @@ class PipelinePlan:
     #                                 field's planned eps (its pessimistic curve's largest)
     flagged: tuple[str, ...] = ()  # fields whose values differ with and without the canary
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             k: (None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in asdict(self).items()
@@ -149,7 +151,9 @@ class PipelinePlan:
         return "\n".join(lines)
 
 
-def _differing(columns: np.ndarray, member: np.ndarray, fields: tuple[str, ...]):
+def _differing(
+    columns: NDArray[np.float64], member: NDArray[np.int8], fields: tuple[str, ...]
+) -> tuple[str, ...]:
     """The fields whose pilot values differ between the games with and without the canary:
     a two-sided Mann-Whitney test at 0.05 / fields (Bonferroni), or values that never overlap
     (every game of one coin above every game of the other)."""
@@ -165,7 +169,7 @@ def _differing(columns: np.ndarray, member: np.ndarray, fields: tuple[str, ...])
     return tuple(flagged)
 
 
-def _curve_eps(curve, delta: float) -> float:
+def _curve_eps(curve: Curve, delta: float) -> float:
     """The largest eq. 4 eps of the curve's tests (0 when none is informative)."""
     fps, fns = curve.candidates(10**6)
     return float(max(epsilon_from_rates(fps, fns, delta).max(), 0.0)) if len(fps) else 0.0
@@ -181,8 +185,8 @@ class PilotOptions:
 
 
 def plan_pipeline(
-    tune: Callable,
-    score: Callable | None = None,
+    tune: TuneFn,
+    score: ScoreFn | None = None,
     *,
     data: Any,
     canary: Canary,
@@ -238,8 +242,8 @@ def plan_pipeline(
 
 
 def _plan_pipeline(
-    tune: Callable,
-    score: Callable | None = None,
+    tune: TuneFn,
+    score: ScoreFn | None = None,
     *,
     data: Any,
     canary: Canary,
@@ -297,7 +301,7 @@ def _plan_pipeline(
     point_curve = empirical_curve(scores, member, source, shrink=SHRINK)
     plan = dict(rule=rule, confidence=confidence_each, delta=delta, spec_grid=False)
 
-    def needed(target):
+    def needed(target: float) -> int | None:
         return None if target >= curve_eps else games_needed(curve, target, power=power, **plan)
 
     refute_at = None if claimed_epsilon is None else math.nextafter(claimed_epsilon, math.inf)

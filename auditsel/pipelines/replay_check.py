@@ -61,6 +61,7 @@ from auditsel.games.worker_pool import (
 )
 from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import PipelineGame, game_seed, seed_globals
+from auditsel.pipelines.pipeline_result import ReproducibilityEntry
 
 __all__ = [
     "ReplayReport",
@@ -105,17 +106,18 @@ class ReplayReport:
     scores: tuple[float, ...] = ()  # the replayed games' scores (step 1)
     play_cpu_seconds: float = 0.0  # CPU of the replay's plays (where they ran; no start-up)
 
-    def to_dict(self) -> dict:
-        return {
-            "checked": True,
-            "games_replayed": list(self.games),
-            "plays": self.plays,
-            "hazards": list(self.hazards),
-            "accepted_nondeterminism": self.accepted,
-            "uses_global_generators": self.global_generators,
-            "seconds": round(self.seconds, 3),
-            "play_cpu_seconds": round(self.play_cpu_seconds, 3),
-        }
+    def to_dict(self) -> ReproducibilityEntry:
+        """result.json's `pipeline.reproducibility`."""
+        return ReproducibilityEntry(
+            checked=True,
+            games_replayed=list(self.games),
+            plays=self.plays,
+            hazards=list(self.hazards),
+            accepted_nondeterminism=self.accepted,
+            uses_global_generators=self.global_generators,
+            seconds=round(self.seconds, 3),
+            play_cpu_seconds=round(self.play_cpu_seconds, 3),
+        )
 
 
 def _global_states() -> tuple:

@@ -23,15 +23,15 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from auditsel.errors import ConfigError, integer, number
 from auditsel.files import atomic_write_text
-from auditsel.pipelines.game import CHUNK_SIZE
+from auditsel.pipelines.game import CHUNK_SIZE, ScoreFn, TuneFn
 from auditsel.pipelines.pipeline import PipelineAudit, _audit_pipeline
+from auditsel.pipelines.pipeline_result import LookEntry, PipelineResult, SequentialEntry
 
 __all__ = ["LOOKS", "audit_until_refuted", "look_schedule", "looks_text"]
 
@@ -52,8 +52,8 @@ def look_schedule(games: int, looks: int, chunk_size: int = CHUNK_SIZE) -> list[
 
 
 def audit_until_refuted(
-    tune: Callable,
-    score: Callable | None = None,
+    tune: TuneFn,
+    score: ScoreFn | None = None,
     *,
     games: int,
     claimed_epsilon: float,
@@ -83,7 +83,7 @@ def audit_until_refuted(
     if checkpoint_dir is None:
         checkpoint_dir = Path(out_dir) / "checkpoints"  # type: ignore[arg-type]
     try:
-        seen: list[dict] = []
+        seen: list[LookEntry] = []
         for j, n in enumerate(schedule):
             last = j == len(schedule) - 1
             audit = _audit_pipeline(
@@ -95,7 +95,7 @@ def audit_until_refuted(
                 checkpoint_dir=checkpoint_dir,
                 **options,
             )
-            seen.append({"games": n, "eps": audit.eps, "refuted": bool(audit.refuted)})
+            seen.append(LookEntry(games=n, eps=audit.eps, refuted=bool(audit.refuted)))
             if audit.refuted or last:
                 break
         if out_dir is not None:  # the report of the look that stood, written once
@@ -112,15 +112,15 @@ def audit_until_refuted(
     finally:
         if temporary is not None:
             temporary.cleanup()
-    result = dict(audit.result)
-    result["sequential"] = {
-        "looks": schedule,
-        "confidence": confidence,
-        "confidence_each": level,
-        "seen": seen,
-        "stopped_at": seen[-1]["games"],
-        "stopped_early": seen[-1]["games"] < schedule[-1],
-    }
+    result = audit.result.copy()
+    result["sequential"] = SequentialEntry(
+        looks=schedule,
+        confidence=confidence,
+        confidence_each=level,
+        seen=seen,
+        stopped_at=seen[-1]["games"],
+        stopped_early=seen[-1]["games"] < schedule[-1],
+    )
     if out_dir is not None:  # result.json and report.md say how the audit stopped
         folder = Path(out_dir)
         atomic_write_text(
@@ -131,7 +131,7 @@ def audit_until_refuted(
     return replace(audit, confidence=confidence, result=result)
 
 
-def looks_text(result: Mapping[str, Any]) -> str:
+def looks_text(result: PipelineResult) -> str:
     """One line: the looks, each one's confidence, where the audit stopped and its verdict."""
     seq = result["sequential"]
     refuted = (result.get("claim") or {}).get("refuted")
