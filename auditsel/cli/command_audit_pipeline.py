@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
             # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
             from auditsel.pipelines.sequential import looks_text
 
-            print(looks_text(dict(audit.result)))
+            print(looks_text(audit.result))
         print(
             f"{audit.games:,} games, {audit.cpu_seconds:.1f} CPU s, {audit.wall_seconds:.1f} s "
             f"wall; wrote {', '.join(str(p) for p in audit.files)}"

@@ -194,6 +194,7 @@ def softmax_grad(
         q = q + z[:, k] * z[:, k]
     sq.copy_(q)
     if clip is not None:
+        assert a_sq is not None  # given with clip (kernels.softmax_grad_ checks)
         cr = clip[:, None]
         norm = torch.sqrt((q * a_sq).double()).float()  # correctly rounded, as C's sqrtf
         c = cr / torch.where(norm > cr, norm, cr)

@@ -41,6 +41,7 @@ from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s
 
 from auditsel.errors import ConfigError
 from auditsel.files import (
+    FolderLock,
     atomic_write_bytes,
     folder_lock,
     open_regular,
@@ -171,7 +172,7 @@ class Checkpoints:
         self.stamp = hashlib.sha256(
             json.dumps([fingerprint, self.code], sort_keys=True).encode()
         ).hexdigest()[:32]
-        self._lock = None
+        self._lock: FolderLock | None = None
 
     def open(self) -> None:
         """Create (or check) the folder and its manifest, and lock it until `close()`."""

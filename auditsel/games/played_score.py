@@ -71,6 +71,8 @@ def scored_winner(
     """The reduced game of `pair` (a Gaussian base, or a base whose `reduced()` is one) with
     H ranking its runs by `score`."""
     reduced = pair.reduced() if hasattr(pair, "reduced") else pair
+    if reduced is None:
+        raise ConfigError("base", f"{type(pair).__name__} has no reduced game to play")
     if is_monotone_largest(score):
         winner = winner_law(reduced, law)
         assert isinstance(winner, GaussianWinner) or not isinstance(reduced, GaussianBase)

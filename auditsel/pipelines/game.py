@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from auditsel.errors import ConfigError
 from auditsel.games.worker_pool import in_game_thread
@@ -60,6 +61,7 @@ __all__ = [
     "game_seed",
     "field_columns",
     "is_real_score",
+    "no_proxy",
     "score_label",
     "seed_globals",
     "user_traceback",
@@ -138,6 +140,12 @@ def function_name(fn: Any) -> str:
     if module in USER_MODULES:
         return f"{Path(USER_MODULES[module]).name}:{name}"
     return f"{module}.{name}"
+
+
+def no_proxy(observations: Any, /) -> NDArray[np.float64]:
+    """The engine's proxy for a `PipelineGame`: never called (the game plays and scores its
+    chunks itself, `PipelineGame.play`; `auditsel.games.engine.play_chunk`)."""
+    raise NotImplementedError("a PipelineGame scores its own games: see PipelineGame.play")
 
 
 def score_label(score: ScoreFn | None, canary: Canary) -> str:

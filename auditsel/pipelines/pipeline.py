@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from auditsel.auditing import lower
 from auditsel.auditing.estimators import Estimate, estimator_panel, panel_dict
@@ -74,7 +75,7 @@ from auditsel.experiments.heuristics import honesty_fields
 from auditsel.experiments.report import text_table, write_outputs
 from auditsel.files import atomic_write_text, claim_folder, read_regular
 from auditsel.games.backends import execution_backend
-from auditsel.games.engine import CheckpointError, GameRecord, run_game
+from auditsel.games.engine import CheckpointError, ChunkSource, GameRecord, run_game
 from auditsel.games.fingerprint import package_digest, source_digest
 from auditsel.games.worker_pool import game_threads, limited_threads
 from auditsel.pipelines.audit_options import (
@@ -94,6 +95,7 @@ from auditsel.pipelines.game import (
     TuneFn,
     field_columns,
     function_name,
+    no_proxy,
     score_label,
 )
 from auditsel.pipelines.pipeline_result import (
@@ -110,6 +112,7 @@ from auditsel.pipelines.release_scores import (
     probe_fields,
 )
 from auditsel.pipelines.replay_check import (
+    ReplayReport,
     ReproducibilityError,
     check_replay,
     check_unchanged,
@@ -142,7 +145,7 @@ class _ScoreColumn:
     """A streamed chunk source read as (score, member): one column of the pipeline's chunks
     (field `field` of `field_columns`: column 0, or column field + 1)."""
 
-    source: Any
+    source: ChunkSource
     field: int = 0
 
     def __len__(self) -> int:
@@ -152,7 +155,7 @@ class _ScoreColumn:
     def trials(self) -> int:
         return self.source.trials
 
-    def load(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+    def load(self, index: int) -> tuple[NDArray[np.float64], NDArray[np.int8]]:
         scores, member = self.source.load(index)
         return scores[:, 0 if self.field == 0 else self.field + 1], member
 
@@ -171,8 +174,8 @@ class PipelineAudit:
     seed: int
     bound: lower.LowerBound  # every number of the threshold rule (module-qualified for the docs)
     estimators: Mapping[str, Estimate] | None  # the estimator panel, each entry labelled
-    scores: np.ndarray | None  # one per game, in game order (None when streamed)
-    member: np.ndarray | None  # the coins (1: the canary was in)
+    scores: NDArray[np.float64] | None  # one per game, in game order (None when streamed)
+    member: NDArray[np.int8] | None  # the coins (1: the canary was in)
     cpu_seconds: float  # CPU seconds of the games (all workers) and of the analysis
     wall_seconds: float
     resumed_games: int  # games read back from checkpoints
@@ -203,7 +206,7 @@ class Pipeline:
     tune: TuneFn
     score: ScoreFn | None = None
     data: Any = None
-    canary: Canary | tuple[Canary, ...] | None = None
+    canary: Canary | None = None
 
     def audit(self, *, games: int, delta: float, **options: Any) -> PipelineAudit:
         """`audit_pipeline` of this pipeline, with `games`, `delta` and the other arguments
@@ -348,7 +351,7 @@ def play_games(
             before(where)
         record = run_game(
             game,
-            game.score,  # unused: the game plays its chunks itself (PipelineGame.play)
+            no_proxy,  # unused: the game plays and scores its chunks itself (PipelineGame.play)
             games,
             seed,
             chunk_size=game.chunk_size,
@@ -496,9 +499,9 @@ def _audit_pipeline(
         fingerprint = _digest(components)
         if checkpoint_dir is not None:
             fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
-        replay: list = []
+        replay: list[ReplayReport] = []
 
-        def on_backend(where):  # the replay check, on the audit's own backend
+        def on_backend(where: str | None) -> None:  # the replay check, on the audit's backend
             replay.append(check_replay(game, seed, jobs=jobs, backend=where, accept=accept))
 
         record, inline_cpu = play_games(
@@ -640,12 +643,15 @@ def _field_bounds(
     """eps_L of every field's column at confidence 1 - (1 - confidence) / fields: the record
     with the best field's scores in column 0 (in memory), {field: LowerBound} and the best."""
     level = 1 - (1 - confidence) / len(fields)
-    bounds = {}
+    bounds: dict[str, lower.LowerBound] = {}
     if stream:
+        chunks = record.chunks
+        assert chunks is not None  # a streamed record reads its chunks back from disk
         for j, name in enumerate(fields):
-            column = _ScoreColumn(record.chunks, j)
+            column = _ScoreColumn(chunks, j)
             bounds[name] = audit_chunks(column, delta, confidence=level, rule=rule)
         return record, bounds, int(np.argmax([b.eps for b in bounds.values()]))
+    assert record.scores is not None and record.member is not None  # played in memory
     columns = field_columns(record.scores)
     for j, name in enumerate(fields):
         bounds[name] = audit_scores(
@@ -695,7 +701,8 @@ def _analyse(
     """eps_L, the panel, the bounds and the report from the played games."""
     artefacts: dict[str, Any] = {}
     estimators = None
-    by_field, best = {}, 0
+    by_field: dict[str, lower.LowerBound] = {}
+    best = 0
     if fields:  # every field at its Bonferroni share; eps_L is the largest (module docstring)
         record, by_field, best = _field_bounds(record, fields, stream, delta, confidence, rule)
         names = (names[0], f"every released field ({len(fields)}; largest: {fields[best]})")
@@ -737,10 +744,14 @@ def _analyse(
         artefacts["by_coin"] = ss.by_coin()
     result: dict[str, Any] = {"name": name, "delta": delta}
     if base is not None:
+        assert rounds is not None  # given together with base (_audit_pipeline checks)
         bounds, curve = upper_panel(base, rounds, delta, with_curves=delta > 0)
         result.update(upper_fields(base, rounds, bounds, curve))
+        reduced = base.reduced()  # None: no exact winner law (a dp_accounting event)
         artefacts.update(
-            curve=curve[:2], attack_curve=curve[2], winner=winner_law(base.reduced(), rounds)
+            curve=curve[:2],
+            attack_curve=curve[2],
+            winner=None if reduced is None else winner_law(reduced, rounds),
         )
     else:
         result.update(base=None, rounds=None, upper={}, notes=[])

@@ -54,8 +54,8 @@ from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError, choice, integer, number
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, grouped_options
 from auditsel.pipelines.canaries import Canary
-from auditsel.pipelines.game import ScoreFn, TuneFn, field_columns
-from auditsel.pipelines.pipeline import PipelineGame, _check, play_games, scoring
+from auditsel.pipelines.game import PipelineGame, ScoreFn, TuneFn, field_columns
+from auditsel.pipelines.pipeline import _check, play_games, scoring
 
 __all__ = ["PilotOptions", "PipelinePlan", "plan_pipeline"]
 
@@ -325,7 +325,10 @@ def _plan_pipeline(
         flagged=_differing(columns, member, fields),
     )
     if games is not None:
-        at = lambda target: prob_for_games(curve, target, games, **plan)
+
+        def at(target: float) -> float:
+            return prob_for_games(curve, target, games, **plan)
+
         out = replace(
             out,
             expected_eps=expected_for_games(curve, games, **plan),

@@ -25,6 +25,7 @@ from typing import Any, TypedDict
 __all__ = [
     "CanaryEntry",
     "ClaimEntry",
+    "CurveEntry",
     "FieldsEntry",
     "LookEntry",
     "PipelineEntry",
@@ -113,9 +114,17 @@ class SequentialEntry(TypedDict):
     stopped_early: bool
 
 
+class CurveEntry(TypedDict):
+    """A privacy curve as result.json holds it: delta at each eps."""
+
+    eps: list[float]
+    delta: list[float]
+
+
 class PipelineResult(TypedDict, total=False):
     """result.json of an audit of your pipeline: `auditsel run`'s sections (their contents in
-    docs/reference/result-json.md) and the sections of the module docstring."""
+    docs/reference/result-json.md; the upper side only with `base` and `rounds`) and the
+    sections of the module docstring."""
 
     name: str
     delta: float
@@ -125,6 +134,15 @@ class PipelineResult(TypedDict, total=False):
     upper_rigour: dict[str, str]
     upper_sources: dict[str, str | None]
     notes: list[str]
+    monotone_score: dict[str, Any]  # under [XWW24]'s monotone-score assumption (stated)
+    reduced_game: dict[str, float | None]  # heuristic values (sample rate below 1)
+    attack: dict[str, Any]  # the attack value: a lower bound with no sampling error
+    exact_curve: CurveEntry | None
+    reduced_game_curve: CurveEntry  # heuristic: the reduced game's curve, not named exact
+    attack_curve: CurveEntry
+    upper_curves: dict[str, Any]
+    reduced_game_curves: dict[str, Any]
+    monotone_score_curves: dict[str, Any]
     lower: dict[str, Any]  # eps_L and its threshold rule (auditsel.auditing.lower)
     interval: dict[str, Any]  # with base and rounds: [lower, upper] of the tuning epsilon
     version: str

@@ -134,7 +134,8 @@ def audit_until_refuted(
 def looks_text(result: PipelineResult) -> str:
     """One line: the looks, each one's confidence, where the audit stopped and its verdict."""
     seq = result["sequential"]
-    refuted = (result.get("claim") or {}).get("refuted")
+    claim = result.get("claim")
+    refuted = None if claim is None else claim["refuted"]
     return (
         f"early stop: looks at {', '.join(f'{n:,}' for n in seq['looks'])} games, each at "
         f"confidence {seq['confidence_each']:.4g} (Bonferroni over the looks); stopped at "

@@ -76,7 +76,9 @@ def _argv(path: Path | None):
         sys.argv = saved
 
 
-def call_user(field: str, what: str, fn: Callable, *args: Any, path: Path | None = None) -> Any:
+def call_user(
+    field: str, what: str, fn: Callable[..., Any], *args: Any, path: Path | None = None
+) -> Any:
     """fn(*args), with anything it raises (but Ctrl-C) made the user's PipelineError."""
     try:
         with _argv(path):

@@ -138,7 +138,7 @@ def cell_rows(
     close_games: int = CLOSE_GAMES,
     jobs: int = 1,
     work_dir: Path | None = None,
-    log: Callable[[str], object] = print,
+    log: Callable[[str], object] | None = print,
 ) -> list[dict[str, Any]]:
     rows = []
     for index, setting in enumerate(grid):
@@ -221,7 +221,7 @@ def below_attack(claims: dict, attack_value: float) -> list[str]:
     ]
 
 
-def _below(r: dict) -> list[str]:
+def _below(r: Mapping[str, Any]) -> list[str]:
     """A row's claims below its attack value (recomputed from the row's numbers)."""
     claims = {n: r.get("claim_" + n) for n in CLAIMS}
     return below_attack(claims, r["attack"]) if r.get("attack") is not None else []

@@ -276,7 +276,7 @@ def tightness_rows(
     return out
 
 
-def summary(table: list) -> list:
+def summary(table: Sequence[Mapping[str, Any]]) -> list[str]:
     game = [r for r in table if r["canaries"] == 1]
     one = [r for r in table if r["canaries"] > 1]
     lines = [

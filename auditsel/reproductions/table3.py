@@ -122,6 +122,7 @@ def run_grid(
     out, upper = [], {}
     for index, (threat, canary, eps) in enumerate(cells or grid.cells()):
         base, record, seconds = run_cell(grid, threat, canary, eps, index, data, jobs)
+        assert record.scores is not None and record.member is not None  # played in memory
         if eps not in upper:
             upper[eps] = upper_bounds(base, grid.rounds, grid.delta)
         for j, proxy in enumerate(grid.proxies):

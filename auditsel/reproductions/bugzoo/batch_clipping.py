@@ -55,8 +55,9 @@ def train(
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)  # "clip the gradients"
         with torch.no_grad():
             for p in model.parameters():
+                assert p.grad is not None  # backward() gave every parameter its gradient
                 noise = torch.normal(0.0, NOISE * CLIP / BATCH, p.shape, generator=generator)
-                p -= lr * (p.grad + noise)
+                p.sub_(lr * (p.grad + noise))  # in place, as `p -= ...`
     return [model.weight.detach().reshape(-1), model.bias.detach()]
 
 

@@ -87,7 +87,7 @@ def random_search(
     train_data: TrainData, seed: int, canary: Canary, poisson_sampling: bool = POISSON_SAMPLING
 ) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
-    best = {"model": zero_model(), "lr": 0.0, "accuracy": -1.0}  # K = 0: the initial model
+    best: dict[str, Any] = {"model": zero_model(), "lr": 0.0, "accuracy": -1.0}  # K = 0
     for _ in range(rng.poisson(MEAN_RUNS)):
         lr = float(rng.choice(LEARNING_RATES))
         model = train(train_data, lr, canary, poisson_sampling)[0]

@@ -49,7 +49,7 @@ MU = math.sqrt(STEPS) / NOISE  # one run's shift along the canary, in units of i
 def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
-    runs = []
+    runs: list[dict[str, Any]] = []
     for _ in range(rng.poisson(MEAN_RUNS)):
         lr = float(rng.choice(LEARNING_RATES))
         model = train(train_data, lr, generator, canary)
