@@ -27,12 +27,10 @@ mass under both coins).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from attacks.names import DPSGD_PROXIES
 from attacks.threats import ThreatModel, get_threat
@@ -41,6 +39,7 @@ from auditsel.mechanisms import GaussianBase
 from auditsel.selection import GaussianWinner
 
 if TYPE_CHECKING:
+    from auditsel.dpsgd.tuning_protocol import DpsgdRelease
     from auditsel.mechanisms import DpsgdBase
     from auditsel.rounds import RoundsLaw
 
@@ -54,7 +53,7 @@ __all__ = [
 ]
 
 
-def canary_dot(obs: Mapping[str, ArrayLike]) -> np.ndarray:
+def canary_dot(obs: DpsgdRelease) -> np.ndarray:
     """sum_i <p_i^z, p_i> of each released run, summed step by step (float64)."""
     dots = np.asarray(obs["canary_dots"], dtype=np.float64)
     total = np.zeros(dots.shape[0])
@@ -63,7 +62,7 @@ def canary_dot(obs: Mapping[str, ArrayLike]) -> np.ndarray:
     return total
 
 
-def _lambda_a(obs) -> np.ndarray:
+def _lambda_a(obs: DpsgdRelease) -> np.ndarray:
     released = np.asarray(obs["released"], dtype=bool)
     steps = np.where(released, obs["steps"], 1).astype(float)
     clip = np.where(released, obs["clip"], 1.0).astype(float)
@@ -74,7 +73,7 @@ def _lambda_a(obs) -> np.ndarray:
 class LambdaA:
     """lambda_a of eq. 10."""
 
-    def __call__(self, obs) -> np.ndarray:
+    def __call__(self, obs: DpsgdRelease) -> np.ndarray:
         return _lambda_a(obs)
 
 
@@ -84,7 +83,7 @@ class LambdaB:
 
     threat: ThreatModel
 
-    def __call__(self, obs) -> np.ndarray:
+    def __call__(self, obs: DpsgdRelease) -> np.ndarray:
         a = _lambda_a(obs)
         released = np.asarray(obs["released"], dtype=bool)
         g = np.where(released, np.asarray(obs["score"], dtype=float), 0.0)
@@ -98,7 +97,7 @@ class WinnerLikelihoodRatio:
     winner: GaussianWinner  # public laws, no coins
     scale: float  # sqrt(N) / sigma
 
-    def __call__(self, obs) -> np.ndarray:
+    def __call__(self, obs: DpsgdRelease) -> np.ndarray:
         released = np.asarray(obs["released"], dtype=bool)
         s = np.where(released, _lambda_a(obs) * self.scale, -np.inf)
         return np.asarray(self.winner.log_likelihood_ratio(s), dtype=float)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -68,12 +68,33 @@ __all__ = [
     "Score",
     "evaluate_score",
     "DpsgdTuningProtocol",
+    "DpsgdRelease",
     "GRID_KEYS",
     "RELEASE_FIELDS",
 ]
 
 GRID_KEYS = ("lr", "clip", "steps", "noise_multiplier", "sample_rate")
-RELEASE_FIELDS = ("score", "canary_dots", "config", "w0", "wN", "released") + GRID_KEYS
+
+
+class DpsgdRelease(TypedDict):
+    """The observation of T trials (`DpsgdTuningProtocol.release`): one row per trial, the
+    fields of the module docstring (`RELEASE_FIELDS`), all the adversary reads."""
+
+    score: NDArray[np.float64]  # g of the released run (0 where nothing is released)
+    canary_dots: NDArray[np.float64]  # (T, N_max): <p_i^z, p_i> step by step
+    config: NDArray[np.int64]  # the released run's index in Omega (-1: k = 0)
+    w0: NDArray[np.float32]  # (T, d): the released run's first iterate
+    wN: NDArray[np.float32]  # (T, d): its last iterate
+    released: NDArray[np.bool_]  # False where k = 0 (the fixed output)
+    lr: NDArray[np.float64]
+    clip: NDArray[np.float64]
+    steps: NDArray[np.int64]
+    noise_multiplier: NDArray[np.float64]
+    sample_rate: NDArray[np.float64]
+
+
+#: the release's fields, in order: its configuration fields are GRID_KEYS
+RELEASE_FIELDS: tuple[str, ...] = tuple(DpsgdRelease.__annotations__)
 
 
 @dataclass(frozen=True)
@@ -258,7 +279,7 @@ class DpsgdTuningProtocol:
         seeds = rng.integers(0, np.iinfo(np.int64).max, size=R, dtype=np.int64)
         return k, config, seeds
 
-    def release(self, member: np.ndarray, rng: np.random.Generator) -> dict:
+    def release(self, member: np.ndarray, rng: np.random.Generator) -> DpsgdRelease:
         """Run len(member) independent trials of H (member[t] = 1: X'); see module docstring."""
         member = np.asarray(member).reshape(-1)
         if member.size and not np.all((member == 0) | (member == 1)):
@@ -301,17 +322,23 @@ class DpsgdTuningProtocol:
 
         released = k > 0
         picked = config[np.maximum(best_run, 0)] if R else np.zeros(T, dtype=np.int64)
-        obs = {
-            "score": np.where(released, best_score, 0.0),
-            "canary_dots": best_dots,
-            "config": np.where(released, picked, -1),
-            "w0": w0,
-            "wN": wN,
-            "released": released,
+        grid = {
+            key: np.where(released, cols[key][picked], 0).astype(cols[key].dtype)
+            for key in GRID_KEYS
         }
-        for key in GRID_KEYS:
-            obs[key] = np.where(released, cols[key][picked], 0).astype(cols[key].dtype)
-        return obs
+        return DpsgdRelease(
+            score=np.where(released, best_score, 0.0),
+            canary_dots=best_dots,
+            config=np.where(released, picked, -1),
+            w0=w0,
+            wN=wN,
+            released=released,
+            lr=grid["lr"],
+            clip=grid["clip"],
+            steps=grid["steps"],
+            noise_multiplier=grid["noise_multiplier"],
+            sample_rate=grid["sample_rate"],
+        )
 
     @staticmethod
     def _update(idx, trials, g, res, best_score, best_run, best_dots, w0, wN):
