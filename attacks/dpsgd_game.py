@@ -30,10 +30,12 @@ import numpy as np
 from attacks.names import CANARY_NAMES, DPSGD_PROXIES, INPUT_CANARIES, MODEL_NAMES, THREAT_NAMES
 from auditsel.dpsgd.datasets import Dataset, load_split
 from auditsel.errors import ConfigError
+from auditsel.roles import Proxy
 
 if TYPE_CHECKING:
     from attacks.dpsgd_proxies import LambdaA, LambdaB, WinnerLikelihoodRatio
-    from auditsel.dpsgd.tuning_protocol import DpsgdTuningProtocol
+    from auditsel.dpsgd.trainer import Canary
+    from auditsel.dpsgd.tuning_protocol import DpsgdRelease, DpsgdTuningProtocol
     from auditsel.mechanisms import DpsgdBase
     from auditsel.rounds import RoundsLaw
 
@@ -62,10 +64,10 @@ class DpsgdGameSpec:
     dataset: str = "digits"
     data_dir: str | None = None
     model: str = "logreg"  # logreg | mlp | cnn
-    hidden: tuple = (32,)
+    hidden: tuple[int, ...] = (32,)
     train_size: int | None = 500
     validation_size: int | None = None
-    learning_rates: tuple = (0.001, 0.003, 0.01, 0.03)
+    learning_rates: tuple[float, ...] = (0.001, 0.003, 0.01, 0.03)
     clip: float = 1.0
     device: str | None = None
     max_batch_runs: int = 256
@@ -77,7 +79,7 @@ def load_data(spec: DpsgdGameSpec) -> tuple[Dataset, Dataset]:
     return train.take(spec.train_size), validation.take(spec.validation_size)
 
 
-def _canary(spec: DpsgdGameSpec, train, validation):
+def _canary(spec: DpsgdGameSpec, train: Dataset, validation: Dataset) -> Canary:
     # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
     from attacks import dpsgd_canaries
 
@@ -127,10 +129,10 @@ def build_protocol(
 class Scorer:
     """Several proxies on the same releases: observations -> scores (n, P), column j = names[j]."""
 
-    names: tuple
-    proxies: tuple
+    names: tuple[str, ...]
+    proxies: tuple[Proxy, ...]
 
-    def __call__(self, observations) -> np.ndarray:
+    def __call__(self, observations: DpsgdRelease) -> np.ndarray:
         return np.stack(
             [np.asarray(p(observations), dtype=np.float64) for p in self.proxies], axis=1
         )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from auditsel.errors import ConfigError
 from auditsel.roles import GameProtocol, Winner
@@ -22,7 +23,7 @@ __all__ = ["SampleProxy", "LikelihoodRatioProxy", "ScoreProxy", "PROXIES", "make
 
 @dataclass(frozen=True)
 class SampleProxy:
-    def __call__(self, observations) -> np.ndarray:
+    def __call__(self, observations: ArrayLike) -> np.ndarray:
         return np.asarray(observations, dtype=float)
 
 
@@ -30,7 +31,7 @@ class SampleProxy:
 class LikelihoodRatioProxy:
     public_law: Winner  # GaussianWinner or FiniteWinner: exact laws, no coins
 
-    def __call__(self, observations) -> np.ndarray:
+    def __call__(self, observations: ArrayLike) -> np.ndarray:
         return np.asarray(self.public_law.log_likelihood_ratio(observations), dtype=float)
 
 
@@ -38,7 +39,7 @@ class LikelihoodRatioProxy:
 class ScoreProxy:
     public_game: object  # a game with statistic(observations): public, no coins
 
-    def __call__(self, observations) -> np.ndarray:
+    def __call__(self, observations: ArrayLike) -> np.ndarray:
         statistic = getattr(self.public_game, "statistic", None)
         values = observations if statistic is None else statistic(observations)
         return np.asarray(values, dtype=float)

@@ -47,7 +47,7 @@ class OneRunDpsgd:
     noise_multiplier: float
     steps: int
     law: RoundsLaw
-    learning_rates: tuple = (0.01,)
+    learning_rates: tuple[float, ...] = (0.01,)
     clip: float = 1.0
     threat: str = "etcv"
     dataset: str = "digits"
@@ -55,7 +55,7 @@ class OneRunDpsgd:
     train_size: int = 500
     device: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.threat not in ("etcv", "ntcv"):
             raise ConfigError(
                 "game.threat", f"one-run DP-SGD audits support etcv and ntcv, got {self.threat!r}"
