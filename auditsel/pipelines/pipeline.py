@@ -777,11 +777,10 @@ def _analyse(
         claimed_epsilon,
         played.artefacts,
     )
-    game_cpu = played.game_cpu
     wall = time.perf_counter() - clocks[0]
     # this process's CPU (the analysis, and the games it played itself), plus the games played
     # elsewhere: in worker processes, or in earlier runs (resumed from checkpoints)
-    cpu = (time.process_time() - clocks[1]) + max(game_cpu - inline_cpu, 0.0)
+    cpu = (time.process_time() - clocks[1]) + max(played.game_cpu - inline_cpu, 0.0)
     entry: PipelineEntry = {
         "tune": names[0],
         "score": names[1],
@@ -789,7 +788,7 @@ def _analyse(
         "games": games,
         "chunk_size": chunk_size,
         "resumed_games": resumed,
-        "game_cpu_seconds": round(game_cpu, 3),
+        "game_cpu_seconds": round(played.game_cpu, 3),
         "cpu_seconds": round(cpu, 3),
         "fingerprint": fingerprint,
     }
