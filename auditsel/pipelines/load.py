@@ -22,6 +22,7 @@ import importlib
 import inspect
 import re
 import sys
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +49,7 @@ PIPELINE_KEYS = (
     "seed",
     "rule",
 )
-CANARY_KINDS = {"gradient": GradientCanary, "input": InputCanary}
+CANARY_KINDS: dict[str, type[Canary]] = {"gradient": GradientCanary, "input": InputCanary}
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,16 @@ def is_reference(text: str) -> bool:
     return bool(sep and module and name.isidentifier() and not text.endswith((".yaml", ".yml")))
 
 
-def _import(module: str, field_name: str):
+def _import(module: str, field_name: str) -> types.ModuleType:
     if module.endswith(".py") or "/" in module or "\\" in module:
         return import_file(module, field_name)  # a unique name: no clash of stems or stdlib
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # as `python -m` does: the current directory
     try:
-        return call_user(field_name, f"importing {module!r}", importlib.import_module, module)
+        imported: types.ModuleType = call_user(
+            field_name, f"importing {module!r}", importlib.import_module, module
+        )
+        return imported
     except PipelineError as err:
         cause = err.user_traceback.rstrip().rsplit("\n", 1)[-1]
         missing = re.match(r"ModuleNotFoundError: No module named '([^']+)'", cause)
