@@ -32,11 +32,12 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
@@ -89,7 +90,7 @@ class ChunkSource:
     """Finished chunks on disk, in trial order: what a streamed (bounded-memory) audit reads."""
 
     store: Checkpoints
-    sizes: tuple
+    sizes: tuple[int, ...]
 
     def __len__(self) -> int:
         return len(self.sizes)
@@ -192,7 +193,7 @@ class Checkpoints:
             self._lock.close()
             self._lock = None
 
-    def _check_manifest(self):
+    def _check_manifest(self) -> None:
         manifest = self.dir / MANIFEST
         expected = {
             "fingerprint": self.fingerprint,
@@ -286,7 +287,7 @@ def _create_exclusive(path: Path, data: bytes) -> None:
             os.unlink(link)
 
 
-def _pause(directory: Path):
+def _pause(directory: Path) -> NoReturn:
     """The kill point of tests/games/test_kill_resume.py: announce it, then wait to be killed."""
     atomic_write_bytes(directory / "paused", str(os.getpid()).encode())
     while True:
@@ -371,7 +372,15 @@ def run_game(
     return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
 
 
-def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
+def _execute(
+    protocol: GameProtocol,
+    proxy: Proxy,
+    seed: int,
+    pending: list[int],
+    sizes: Sequence[int],
+    jobs: int,
+    backend: str | None,
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     if backend is None and (jobs == 1 or len(pending) <= 1):
         for index in pending:
             yield play_chunk(protocol, proxy, seed, index, sizes[index])
@@ -387,7 +396,10 @@ def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
         # user's imports and first calls), then forks the workers, which inherit all of it
         first, rest = pending[0], pending[1:]
         yield play_chunk(protocol, proxy, seed, first, sizes[first])
-        play = lambda i: play_chunk(protocol, proxy, seed, i, sizes[i])
+
+        def play(i: int) -> tuple[int, np.ndarray, np.ndarray]:
+            return play_chunk(protocol, proxy, seed, i, sizes[i])
+
         yield from forked_chunks(play, rest, min(_workers(jobs), len(rest)), game_threads(jobs))
         return
     # deferred: joblib (0.14 s with loky) loads only for parallel runs
@@ -407,14 +419,24 @@ def _workers(jobs: int) -> int:
     return max(1, jobs if jobs > 0 else (os.cpu_count() or 1) + 1 + jobs)
 
 
-def _threaded(protocol, proxy, seed, pending, sizes, workers: int):
+def _threaded(
+    protocol: GameProtocol,
+    proxy: Proxy,
+    seed: int,
+    pending: list[int],
+    sizes: Sequence[int],
+    workers: int,
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """The chunks on a standard-library thread pool, at most 2 per thread in flight (finished
     chunks are handed over at once, so a streamed run keeps its memory bound); the same
     numbers as joblib's threads or processes (each chunk is seeded by its index), without
     importing joblib and loky (a tenth of a second of every run)."""
     todo = iter(pending)
     with ThreadPoolExecutor(workers, thread_name_prefix="auditsel-chunks") as pool:
-        submit = lambda i: pool.submit(play_chunk, protocol, proxy, seed, i, sizes[i])
+
+        def submit(i: int) -> Future[tuple[int, np.ndarray, np.ndarray]]:
+            return pool.submit(play_chunk, protocol, proxy, seed, i, sizes[i])
+
         running = {submit(i) for _, i in zip(range(2 * workers), todo)}
         while running:
             done, running = wait(running, return_when=FIRST_COMPLETED)

@@ -75,7 +75,7 @@ def step_log_likelihood_ratio(
     return np.logaddexp(math.log1p(-sample_rate), math.log(sample_rate) + a)
 
 
-def _step_terms(x, noise_multiplier: float, sample_rate: float) -> np.ndarray:
+def _step_terms(x: np.ndarray, noise_multiplier: float, sample_rate: float) -> np.ndarray:
     """The same in float32, in place on x (the sampler's hot path). Where a > CAP, exp is
     capped at e^CAP and the excess added back: exact to float32 precision, as (1 - tau) e^-CAP
     is negligible beside tau."""
@@ -118,7 +118,7 @@ class DpsgdWorstCase:
     #: how the tuner ranks its runs; "worst" is resolved per delta by `resolved(delta)`
     score: TuningScore | Literal["worst"] = MonotoneScore("largest", "label")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         score = self.score
         if score == "worst":
             return
