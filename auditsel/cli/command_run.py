@@ -37,7 +37,7 @@ NAME = "run"
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Declare `auditsel run` and its options on `subparsers`."""
-    run = subparsers.add_parser(
+    run: argparse.ArgumentParser = subparsers.add_parser(
         NAME, help="run one experiment (the embedded quickstart by default)"
     )
     run.add_argument("config", nargs="?", help="YAML config (default: the embedded quickstart)")
