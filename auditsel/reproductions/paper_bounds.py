@@ -48,6 +48,7 @@ import json
 import math
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -118,7 +119,7 @@ def example1_rows() -> list[dict]:
     law = TruncatedNegativeBinomial(1.0, 1e-3)
     winner = FiniteWinner(base, law)
     integer = np.arange(2.0, 200.0)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "quantity": "exact eps, delta = 0 (listed score order: monotone score assumed)",
             "ours": exact_epsilon(winner, 0.0),
