@@ -32,6 +32,7 @@ import json
 import math
 import shutil
 import time
+import types
 from pathlib import Path
 
 from auditsel.experiments.figures import save_figure
@@ -65,7 +66,7 @@ AUDIT_SEED = 0  # the pilot plays at AUDIT_SEED + 1 (plan_pipeline): never the a
 SCALE = 20.0  # the plot shows correct accountings up to this eps
 
 
-def module(name: str):
+def module(name: str) -> types.ModuleType:
     """The pipeline module `name` (imports torch, and opacus for the Opacus pipelines)."""
     if name not in PIPELINES:
         raise KeyError(f"no pipeline {name!r} in the zoo; one of {', '.join(PIPELINES)}")
