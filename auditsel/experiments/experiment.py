@@ -14,7 +14,7 @@ import json
 import math
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,6 +40,7 @@ from auditsel.files import claim_folder
 from auditsel.games.engine import GameRecord, run_game
 from auditsel.games.fingerprint import code_identity, package_digest
 from auditsel.games.played_score import is_monotone_largest, resolve_score, scored_winner
+from auditsel.games.worker_pool import Beside
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import (
@@ -329,27 +330,47 @@ def _play(
             )
     except ConfigError as err:  # a rule's option that the games cannot satisfy: game.<option>
         raise _game_error(err) from None
+    estimators = None
     if not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE)):
-        try:
-            panel = estimator_panel(
-                record.scores,
-                record.member,
-                spec.delta,
-                g.confidence,
-                # the selection-aware fit models today's monotone game only
-                law=spec.rounds if is_monotone_largest(game_score(spec)) else None,
-                seed=g.seed,
-                options=PanelOptions(
-                    threshold_grid=spec_grid,
-                    grid_size=g.thresholds,
-                    split_fraction=g.split_fraction,
-                ),
-                sorted_scores=ss,
-            )
-            bound = replace(bound, estimators=panel_dict(panel))
-        except ConfigError as err:  # e.g. too few games for the panel's split entries
-            bound = replace(bound, estimators={"skipped": f"estimator panel not computed: {err}"})
-    return record, bound, stream, (None if stream else ss)
+        law = spec.rounds if is_monotone_largest(game_score(spec)) else None
+        estimators = lambda: _estimators(spec, record, spec_grid, ss, law)
+    return record, bound, stream, (None if stream else ss), estimators
+
+
+def _estimators(spec: ExperimentSpec, record, spec_grid, ss, law) -> dict:
+    """result.json's lower.estimators: the estimator panel of the game's scores (`law`: the
+    selection-aware fit's law of K, None where it does not model the game), or why not."""
+    g = _game(spec)
+    try:
+        panel = estimator_panel(
+            record.scores,
+            record.member,
+            spec.delta,
+            g.confidence,
+            law=law,  # the selection-aware fit models today's monotone game only
+            seed=g.seed,
+            options=PanelOptions(
+                threshold_grid=spec_grid, grid_size=g.thresholds, split_fraction=g.split_fraction
+            ),
+            sorted_scores=ss,
+        )
+        return panel_dict(panel)
+    except ConfigError as err:  # e.g. too few games for the panel's split entries
+        return {"skipped": f"estimator panel not computed: {err}"}
+
+
+def _play_and_panel(spec, out_dir, jobs, progress, backend, settled):
+    """(the played game as `_play` returns it less its panel, the estimator panel as a
+    `Beside` or None): the panel is computed beside the rest of the run (the wait for the
+    bounds, the plots) in a forked process where that is safe (`settled`, when given, first
+    waits for the CLI's matplotlib import thread: no fork while a thread runs), else when its
+    value is asked for."""
+    *played, estimators = _play(spec, out_dir, jobs, progress, backend)
+    if estimators is None:
+        return tuple(played), None
+    if settled is not None:
+        settled()
+    return tuple(played), Beside(estimators, thread=False)
 
 
 def _game_error(err: ConfigError) -> ConfigError:
@@ -377,23 +398,32 @@ def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=Non
     Cached per setting (the pair and the law of K are frozen data; the bounds and the attack
     are functions of them and delta alone): a sweep over game fields, or a second run in the
     same process, computes them once. Each call gets its own deep copy."""
-    reduced = base.reduced()
-    if winner is None and reduced is not None:
-        winner = winner_law(reduced, rounds)
-    try:
-        key: tuple | None = (base, rounds, float(delta), bool(with_curves), winner)
-        hash(key)
-    except TypeError:  # a pair or law that is not hashable: computed afresh
-        key = None
+    if winner is None and base.reduced() is not None:
+        winner = winner_law(base.reduced(), rounds)
+    key = _upper_key(base, rounds, delta, with_curves, winner)
     got = None if key is None else _UPPER.get(key)
     if got is None:
-        got = _upper_panel(base, rounds, delta, with_curves, winner)
-        if key is not None:
-            with _UPPER_LOCK:
-                if len(_UPPER) >= 64:
-                    _UPPER.clear()
-                _UPPER[key] = got
+        got = _remember(key, _upper_panel(base, rounds, delta, with_curves, winner))
     return copy.deepcopy(got)
+
+
+def _upper_key(base, rounds, delta: float, with_curves: bool, winner) -> tuple | None:
+    """upper_panel's cache key, or None for a pair or law that is not hashable."""
+    try:
+        key = (base, rounds, float(delta), bool(with_curves), winner)
+        hash(key)
+    except TypeError:  # a pair or law that is not hashable: computed afresh
+        return None
+    return key
+
+
+def _remember(key: tuple | None, value):
+    if key is not None:
+        with _UPPER_LOCK:
+            if len(_UPPER) >= 64:
+                _UPPER.clear()
+            _UPPER[key] = value
+    return value
 
 
 def _upper_panel(base, rounds, delta: float, with_curves: bool, winner):
@@ -477,25 +507,41 @@ def run_experiment(
     progress: bool = True,
     backend: str | None = None,
     curves: bool = True,
+    prefetch: Callable[[], Callable[[], None]] | None = None,
+    defer_panel: bool = False,
 ) -> tuple[dict, dict]:
-    """Returns (result, artefacts): result.json content and in-memory data for the report."""
+    """Returns (result, artefacts): result.json content and in-memory data for the report.
+    `prefetch` (the CLI's import of matplotlib in a thread) is started once the bounds are
+    under way; it returns a function that waits for it to end. `defer_panel`: the estimator
+    panel (computed beside the rest where a fork is safe) is left in artefacts["estimators"]
+    and `report.write_outputs` puts it in result["lower"]["estimators"] after the plots."""
     start = time.perf_counter()
     with_curves = curves and spec.delta > 0
     reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
     winner = None if reduced is None else winner_law(reduced, spec.rounds)
 
     upper_side = lambda: upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
+    key = _upper_key(spec.base, spec.rounds, spec.delta, with_curves, winner)
 
-    played = None
-    if spec.game is not None and spec.game.one_run is None:
-        # the bounds are computed in a thread while the game plays (the game's numpy work and
-        # the bounds' Python work share the cores); an error in either surfaces here
-
-        with ThreadPoolExecutor(1, thread_name_prefix="auditsel-bounds") as pool:
-            upper = pool.submit(upper_side)
-            played = _play(spec, out_dir, jobs, progress, backend)
-            bounds, curve = upper.result()
+    played = panel = None
+    if spec.game is not None and spec.game.one_run is None and _UPPER.get(key) is None:
+        # the bounds are computed beside the game (`worker_pool.Beside`: a forked process,
+        # with its own core and GIL, where that is safe); an error in either surfaces here
+        upper = Beside(
+            lambda: _upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
+        )
+        # after the fork: a forked child never inherits a thread mid-import
+        settled = prefetch() if prefetch is not None else None
+        try:
+            played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, settled)
+        except BaseException:
+            upper.cancel()
+            raise
+        bounds, curve = copy.deepcopy(_remember(key, upper.result()))
     else:
+        settled = prefetch() if prefetch is not None else None
+        if spec.game is not None and spec.game.one_run is None:
+            played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, settled)
         bounds, curve = upper_side()
     commit, dirty = source_commit()
     result = {
@@ -517,6 +563,11 @@ def run_experiment(
         )
     elif spec.game is not None and played is not None:
         record, bound, streamed, ss = played
+        if panel is not None and defer_panel:  # filled in by write_outputs (its place kept)
+            bound = replace(bound, estimators={})
+            artefacts["estimators"] = panel
+        elif panel is not None:
+            bound = replace(bound, estimators=panel.result())
         result["lower"] = lower_fields(
             bound, spec.game.kind, spec.game.proxy, spec.game.seed, streamed
         )
