@@ -48,7 +48,6 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from auditsel.accounting.attack import attack, attack_applies
 from auditsel.accounting.profile import BaseProfile, base_profile
 from auditsel.accounting.registry import ASSUMPTION, ASSUMPTIONS, BOUNDS, MONOTONE_SCORE
 from auditsel.errors import ConfigError, choice
@@ -88,6 +87,10 @@ def allowed_rigours(assume: str | None) -> tuple[str, ...]:
 def interval_attack(pair, law: RoundsLaw, deltas, assume: str | None = None):
     """The attack value that is the interval's lower end: the worst-score attack (any score),
     or under `assume="monotone_score"` the attack on a monotone score."""
+    # deferred: the attack (scipy.fft, the score search) loads where an attack is computed;
+    # `auditsel run` computes it in a forked process beside the game
+    from auditsel.accounting.attack import attack
+
     if check_assume(assume) is None:
         return attack(pair, law, deltas)
     return attack(pair, law, deltas, scores="monotone")
@@ -240,6 +243,9 @@ def tuning_interval(
     pair = as_pair(pair)
     d = float(check_deltas(delta)[0])
     rigours = allowed_rigours(assume)
+    # deferred: the attack (scipy.fft, the score search) loads where an attack is computed
+    from auditsel.accounting.attack import attack_applies
+
     why = attack_applies(pair)
     if why is None:
         value = interval_attack(pair, law, d, assume)

@@ -24,7 +24,6 @@ from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.interval import interval_from
-from auditsel.accounting.panel import panel
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.auditing.estimators import PanelOptions, estimator_panel, panel_dict
 from auditsel.auditing.lower import audit_scores
@@ -427,6 +426,10 @@ def _remember(key: tuple | None, value):
 
 
 def _upper_panel(base, rounds, delta: float, with_curves: bool, winner):
+    # deferred: the bounds' modules (the attack's scipy.fft and score search, the registry)
+    # load where the bounds are computed: in `auditsel run`, a forked process beside the game
+    from auditsel.accounting.panel import panel
+
     bounds = panel(base, rounds, delta, curve_deltas=CURVE_DELTAS if with_curves else None)
     eps_max = max(
         v
