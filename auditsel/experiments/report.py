@@ -350,7 +350,12 @@ def write_plots(
     )
     names = []
     if "curve" in artefacts:
-        names.append(_plot_privacy_curve(result, artefacts, out_dir, plt, labels))
+        try:
+            names.append(_plot_privacy_curve(result, artefacts, out_dir, plt, labels))
+        except BaseException:
+            if side is not None:
+                side.cancel()
+            raise
     if side is not None:
         names += side.result()
     elif game:
@@ -581,12 +586,13 @@ def write_outputs(
     computed (artefacts["estimators"], `run_experiment(defer_panel=True)`) is waited for after
     the plots and put in result["lower"]["estimators"]."""
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
+    pending = artefacts.pop("estimators", None)  # the panel, computed beside the plots
     try:
         labels = result_labels(result)  # once: every writer below reads it
         drawn = write_plots(result, artefacts, staging, labels) if plots else []
-        pending = artefacts.pop("estimators", None)  # the panel, computed beside the plots
         if pending is not None:
             result["lower"]["estimators"] = pending.result()
+            pending = None
         (staging / "report.md").write_text(markdown_report(result, drawn, labels))
         (staging / "result.json").write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
         names = drawn + ["report.md", "result.json"]  # result.json last: its presence means done
@@ -599,6 +605,8 @@ def write_outputs(
         # a full disk inside matplotlib or a write: name the file that was being written
         raise OSError(err.errno, err.strerror, str(out_dir / _newest(staging))) from err
     finally:
+        if pending is not None:  # the plots failed: the panel is not waited for
+            pending.cancel()
         shutil.rmtree(staging, ignore_errors=True)
 
 
