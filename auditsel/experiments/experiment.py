@@ -330,7 +330,7 @@ def _play(
     except ConfigError as err:  # a rule's option that the games cannot satisfy: game.<option>
         raise _game_error(err) from None
     estimators = None
-    if not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE)):
+    if _panel_planned(spec):
         law = spec.rounds if is_monotone_largest(game_score(spec)) else None
         estimators = lambda: _estimators(spec, record, spec_grid, ss, law)
     return record, bound, stream, (None if stream else ss), estimators
@@ -358,18 +358,28 @@ def _estimators(spec: ExperimentSpec, record, spec_grid, ss, law) -> dict:
         return {"skipped": f"estimator panel not computed: {err}"}
 
 
-def _play_and_panel(spec, out_dir, jobs, progress, backend, settled):
+def _panel_planned(spec: ExperimentSpec) -> bool:
+    """Whether the game's audit adds the estimator panel (game.panel; "auto": up to
+    PANEL_ABOVE games played in memory)."""
+    g = _game(spec)
+    stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
+    return not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE))
+
+
+def _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch):
     """(the played game as `_play` returns it less its panel, the estimator panel as a
     `Beside` or None): the panel is computed beside the rest of the run (the wait for the
-    bounds, the plots) in a forked process where that is safe (`settled`, when given, first
-    waits for the CLI's matplotlib import thread: no fork while a thread runs), else when its
-    value is asked for."""
+    bounds, the plots) in a forked process where that is safe, else when its value is asked
+    for. `prefetch` (the CLI's matplotlib import in a thread) starts while the game plays when
+    there is no panel, else once the panel is forked (no fork while a thread runs)."""
+    planned = _panel_planned(spec)
+    if prefetch is not None and not planned:
+        prefetch()
     *played, estimators = _play(spec, out_dir, jobs, progress, backend)
-    if estimators is None:
-        return tuple(played), None
-    if settled is not None:
-        settled()
-    return tuple(played), Beside(estimators, thread=False)
+    panel = None if estimators is None else Beside(estimators, thread=False)
+    if prefetch is not None and planned:
+        prefetch()
+    return tuple(played), panel
 
 
 def _game_error(err: ConfigError) -> ConfigError:
@@ -510,12 +520,12 @@ def run_experiment(
     progress: bool = True,
     backend: str | None = None,
     curves: bool = True,
-    prefetch: Callable[[], Callable[[], None]] | None = None,
+    prefetch: Callable[[], object] | None = None,
     defer_panel: bool = False,
 ) -> tuple[dict, dict]:
     """Returns (result, artefacts): result.json content and in-memory data for the report.
     `prefetch` (the CLI's import of matplotlib in a thread) is started once the bounds are
-    under way; it returns a function that waits for it to end. `defer_panel`: the estimator
+    under way (and the estimator panel, when there is one). `defer_panel`: the estimator
     panel (computed beside the rest where a fork is safe) is left in artefacts["estimators"]
     and `report.write_outputs` puts it in result["lower"]["estimators"] after the plots."""
     start = time.perf_counter()
@@ -533,18 +543,17 @@ def run_experiment(
         upper = Beside(
             lambda: _upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
         )
-        # after the fork: a forked child never inherits a thread mid-import
-        settled = prefetch() if prefetch is not None else None
-        try:
-            played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, settled)
+        try:  # the matplotlib import starts after the fork: a child never inherits a thread
+            played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch)
         except BaseException:
             upper.cancel()
             raise
         bounds, curve = copy.deepcopy(_remember(key, upper.result()))
     else:
-        settled = prefetch() if prefetch is not None else None
         if spec.game is not None and spec.game.one_run is None:
-            played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, settled)
+            played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch)
+        elif prefetch is not None:
+            prefetch()
         bounds, curve = upper_side()
     commit, dirty = source_commit()
     result = {

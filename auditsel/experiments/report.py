@@ -19,7 +19,6 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -308,17 +307,16 @@ def _import_plotting():
 _PREFETCH: list[threading.Thread] = []  # the import started by prefetch_plotting
 
 
-def prefetch_plotting() -> Callable[[], None]:
+def prefetch_plotting() -> None:
     """Import matplotlib in a background thread (a third of a second), so that it is loaded by
-    the time the plots are drawn; the game and the bounds run meanwhile. Returns a function
-    that waits for that thread to end; `write_plots` calls it too (rather than importing
-    twice, and so that no thread is left running when it forks)."""
+    the time the plots are drawn; the game and the bounds run meanwhile. `write_plots` waits
+    for that thread to end (rather than importing twice, and so that no thread is left
+    running when it forks)."""
     thread = threading.Thread(
         target=_import_plotting, name="auditsel-import-matplotlib", daemon=True
     )
     _PREFETCH.append(thread)
     thread.start()
-    return _settle_plotting
 
 
 def _settle_plotting() -> None:
