@@ -81,7 +81,7 @@ def test_work_beside_the_run_changes_nothing(tmp_path, monkeypatch):
         m.setattr(worker_pool.Beside, "__init__", counted)
         assert main([*argv, "--out", str(tmp_path / "beside")]) == 0
     if worker_pool.fork_available() and alone:  # bounds, panel, the game's figures: forked
-        assert forked == [True, True, True]
+        assert forked == [True, True, True]  # (a thread left by the game would stop them)
     experiment._UPPER.clear()
     with monkeypatch.context() as m:
         m.setattr(worker_pool, "fork_available", lambda: False)
