@@ -416,6 +416,15 @@ def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=Non
     return copy.deepcopy(got)
 
 
+def _sendable(value):
+    """upper_panel's value without the attack's `AttackValue` (`Panel.attack_value` None):
+    its score search keeps tables of tens of MB (28 MB for the quickstart) that a run reads
+    only to draw the attack's curve, which the value already holds; sent back from a forked
+    process, they cost more to pickle than they are worth."""
+    bounds, curve = value
+    return replace(bounds, attack_value=None), curve
+
+
 def _upper_key(base, rounds, delta: float, with_curves: bool, winner) -> tuple | None:
     """upper_panel's cache key, or None for a pair or law that is not hashable."""
     try:
@@ -541,7 +550,7 @@ def run_experiment(
         # the bounds are computed beside the game (`worker_pool.Beside`: a forked process,
         # with its own core and GIL, where that is safe); an error in either surfaces here
         upper = Beside(
-            lambda: _upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
+            lambda: _sendable(_upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner))
         )
         try:  # the matplotlib import starts after the fork: a child never inherits a thread
             played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch)

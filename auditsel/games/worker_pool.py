@@ -37,6 +37,7 @@ Contract.
 from __future__ import annotations
 
 import functools
+import gc
 import multiprocessing
 import os
 import pickle
@@ -222,6 +223,9 @@ class Beside:
             self._thread.start()
 
     def _child(self, write: int) -> None:
+        # the inherited objects leave the garbage collector's view: its passes would touch
+        # every one of them and copy their pages from the parent (copy-on-write) for nothing
+        gc.freeze()
         status = 1
         try:
             start = time.perf_counter()
