@@ -26,8 +26,8 @@ Contract.
   backend's.
 * Work beside. `Beside(fn)` computes fn() while the caller goes on: in a process forked from
   this one where that is safe (`fork_available()` and no other Python thread running, since a
-  forked child of a threaded process may block forever on a lock another thread held), else in
-  a thread. `result()` is fn's value, or raises its exception. A forked fn runs on its own
+  forked child of a threaded process may block forever on a lock another thread held) and
+  pays (`spare_core()`: the load average leaves a core free), else in a thread. `result()` is fn's value, or raises its exception. A forked fn runs on its own
   core with its own GIL (a thread would contend with the caller's Python for one GIL); its
   value comes back pickled, and where it does not (the child died, an object that does not
   pickle) fn() is called again in this process: the same function of the same inputs, so
@@ -61,6 +61,7 @@ __all__ = [
     "fork_available",
     "forked_chunks",
     "Beside",
+    "spare_core",
 ]
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -196,6 +197,18 @@ def forked_chunks(
         del _PLAYERS[key]
 
 
+def spare_core() -> bool:
+    """Whether a core is free for work beside the caller: the 1-minute load average is below
+    the number of cores less one. On a loaded machine a forked process gains no core, and its
+    copied pages and second set of warm caches cost CPU (about a tenth more for a 10^5-game
+    `auditsel run` under a load of 9 on 2 cores), so `Beside` computes in a thread then."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average here: assume a free core
+        return True
+    return load < (os.cpu_count() or 1) - 1 + 0.5
+
+
 class Beside:
     """fn() computed beside the caller (module docstring): in a forked process where that is
     safe, else in a thread, or with `thread=False` (fn is not thread-safe: matplotlib's pyplot)
@@ -209,7 +222,7 @@ class Beside:
         self._value: Any = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        self.forked = fork_available() and threading.active_count() == 1
+        self.forked = fork_available() and threading.active_count() == 1 and spare_core()
         if self.forked:
             read, write = os.pipe()
             pid = os.fork()

@@ -137,7 +137,23 @@ def _child_pid_and_square(x: int):
     return os.getpid(), x * x
 
 
-def test_beside_returns_the_value_computed_in_a_forked_process():
+@pytest.fixture
+def spare(monkeypatch):
+    """A free core, whatever the machine's load (the load decides only where work runs)."""
+    monkeypatch.setattr(worker_pool, "spare_core", lambda: True)
+
+
+def test_spare_core_reads_the_load_average(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.4, 0.0, 0.0))
+    assert worker_pool.spare_core()
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 0.0, 0.0))
+    assert not worker_pool.spare_core()
+    monkeypatch.setattr(worker_pool, "spare_core", lambda: False)
+    assert not worker_pool.Beside(lambda: 1).forked  # loaded: a thread, not a fork
+
+
+def test_beside_returns_the_value_computed_in_a_forked_process(spare):
     parent = os.getpid()
     job = worker_pool.Beside(lambda: _child_pid_and_square(7))
     assert job.forked == (fork_available() and threading.active_count() == 1)
@@ -147,7 +163,7 @@ def test_beside_returns_the_value_computed_in_a_forked_process():
     assert job.seconds >= 0.0
 
 
-def test_beside_raises_the_error_of_the_call_with_its_field():
+def test_beside_raises_the_error_of_the_call_with_its_field(spare):
     def bad():
         raise ConfigError("game.trials", "must be at least 2")
 
@@ -157,7 +173,7 @@ def test_beside_raises_the_error_of_the_call_with_its_field():
     assert err.value.field == "game.trials" and err.value.message == "must be at least 2"
 
 
-def test_beside_computes_here_a_value_that_does_not_pickle():
+def test_beside_computes_here_a_value_that_does_not_pickle(spare):
     calls = []
 
     def unpicklable():
@@ -184,7 +200,7 @@ def test_beside_without_threads_runs_in_the_caller_when_it_cannot_fork():
         other.join()
 
 
-def test_beside_cancel_stops_and_reaps_the_child():
+def test_beside_cancel_stops_and_reaps_the_child(spare):
     job = worker_pool.Beside(lambda: __import__("time").sleep(60))
     if not job.forked:
         pytest.skip("no fork here")
