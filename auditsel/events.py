@@ -5,12 +5,14 @@ pair (the shape of `auditsel.mechanisms`), so that every bound, the panel, `tuni
 `calibrate` accept a dp_accounting `DpEvent` wherever they accept a pair:
 
 * a pair is returned as it is;
+
 * an event whose pair is known exactly becomes that pair, so that the exact curve of the
   released winner and every bound of the pair apply: `GaussianDpEvent(sigma)` and its
   compositions (self-composed, composed) are one Gaussian, `GaussianBase(sqrt(sum n_i /
   sigma_i^2))` (N(0, 1) vs N(mu, 1) with the composed mu: a sensitivity-1 Gaussian query at
   noise sigma is N(0, sigma^2) vs N(1, sigma^2)); `SelfComposedDpEvent(PoissonSampledDpEvent(q,
   GaussianDpEvent(sigma)), N)` is one DP-SGD run, `DpsgdBase(sigma, N, q, "pld")`;
+
 * any other event becomes an `EventBase`: its RDP curve is dp_accounting's `RdpAccountant` for
   the event, its privacy profile delta(eps) the pessimistic (connect-the-dots) PLD of
   `PLDAccountant` (value discretization `PLD_DISCRETIZATION`), both through their public API,

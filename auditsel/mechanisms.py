@@ -1,7 +1,7 @@
 """Mechanism pairs: one base run M on a pair of neighbouring data sets X, X', as frozen data.
 
 Every pair is plain, validated data (a `ConfigError` names a bad parameter) and owns what the
-bounds need to know about it, as methods (docs/explanation/architecture.md, "Pairs"):
+bounds need to know about it, as methods (docs/explanation/architecture.md, "Pairs")::
 
     neighbouring          the neighbouring relation, a `Neighbouring` member
     delta(eps)            privacy profile, max over both directions, vectorised in eps
@@ -22,15 +22,17 @@ The pairs:
 * GaussianBase(mu): one draw from N(0, 1) on X and N(mu, 1) on X' (a sensitivity-1 output
   with unit Gaussian noise; one DP-SGD run after the reduction of [XWW24] Sec. 5, eq. 18-19:
   mu = tau sqrt(N) / sigma). Its privacy profile (Balle & Wang 2018; [KRW24] "Base profiles")
-  is, for every real eps, the same in both directions:
+  is, for every real eps, the same in both directions::
 
       delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)          (`gaussian_delta`)
 
   and its RDP curve alpha mu^2 / 2 (Mironov 2017, Prop. 7). `GaussianBase.from_epsilon(eps_B,
   delta)` calibrates mu so that delta(eps_B) = delta.
+
 * FiniteOutputBase(p, q): outputs 0..m-1 listed from the lowest to the highest score, with
   probabilities p on X and q on X' ([XWW24] Example 1); its profile is the finite hockey-stick
   divergence sum_y [p(y) - e^eps q(y)]_+ (max over both directions).
+
 * DpsgdBase(noise_multiplier, steps, sample_rate, accountant): one DP-SGD run, N
   Poisson-subsampled Gaussian steps under add/remove neighbours (sensitivity 1 after clipping),
   i.e. dp_accounting's SelfComposedDpEvent(PoissonSampledDpEvent(tau, GaussianDpEvent(sigma)), N).
@@ -288,7 +290,7 @@ class FiniteOutputBase:
 
     @property
     def pure_epsilon(self) -> float:
-        """max |log p(y)/q(y)| (inf when the supports differ)."""
+        """max `|log p(y)/q(y)|` (inf when the supports differ)."""
         p, q = self.law(0), self.law(1)
         if np.any((p > 0) != (q > 0)):
             return math.inf

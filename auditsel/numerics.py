@@ -58,7 +58,7 @@ def bisect(
 ) -> float:
     """A root of the scalar function f in [lo, hi], f(lo) and f(hi) of opposite signs (or 0).
 
-    Bisection until the bracket is below xtol + rtol |x| (scipy's brentq criterion): ~50
+    Bisection until the bracket is below xtol + rtol `|x|` (scipy's brentq criterion): ~50
     evaluations, no smoothness assumed, and no scipy.optimize import (a third of a second of
     start-up, which the command line pays on every run).
     """
@@ -109,7 +109,7 @@ def newton_bracketed(
 
     Each step keeps the bracket (lo moves up to x where f(x) is on the side of f(lo)) and takes the
     Newton step where it lands inside the bracket, else the bracket's midpoint; it stops when
-    every bracket or every step is below xtol (1 + |x|), or after `iterations` steps."""
+    every bracket or every step is below `xtol (1 + |x|)`, or after `iterations` steps."""
     lo = np.array(lo, dtype=float)
     hi = np.array(hi, dtype=float)
     x = lo.copy()

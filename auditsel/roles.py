@@ -7,12 +7,15 @@ own mechanism pair, tuning protocol or attack), and a type checker checks it:
   GaussianBase, FiniteOutputBase, DpsgdBase; `auditsel.events`: LaplaceBase, EventBase). Its
   privacy profile delta(eps), the inverse, eps_B, the RDP curve, the scan grid of the profile
   bounds, and `reduced()`: the pair whose winner law is exact (None where none is known).
+
 * `Winner`: the exact law of the released winner of the tuning protocol over a pair
   (`auditsel.selection`: GaussianWinner, FiniteWinner): the reduced game, which is also a
   `GameProtocol`.
+
 * `GameProtocol`: what the game engine plays (`auditsel.games.engine.run_game`, [XWW24]
   Algorithm 1): `release(member, rng)` runs the protocol for a vector of coins (b = 1: X') and
   returns the observations (trainer side).
+
 * `Proxy`: the adversary's score (`attacks`): observations -> one float per trial, shape (n,),
   or one row of P scores per trial, shape (n, P); it never sees the coins.
 

@@ -1,6 +1,6 @@
 """Number-of-runs laws xi: the random number K of base runs in private tuning.
 
-Every law is plain, frozen data with the scipy.stats-like surface the bounds need:
+Every law is plain, frozen data with the scipy.stats-like surface the bounds need::
 
     pmf(k)                 P[K = k]
     pgf(z)                 G(z) = E[z^K]                 ([PS22] Lemma 7, [KRW24] Sec. 2)
@@ -25,17 +25,24 @@ Every law is plain, frozen data with the scipy.stats-like surface the bounds nee
 Laws ([XWW24] Sec. 2 and eq. 21, [PS22] Sec. 3, [KRW24] Sec. 5):
 
 * TNB(eta, nu), eta in (-1, inf), nu in (0, 1], support {1, 2, ...} (nu = 1: K = 1, the limit
-  nu -> 1 of every formula below, as dp_accounting's gamma in (0, 1]):
+  nu -> 1 of every formula below, as dp_accounting's gamma in (0, 1])::
+
       P[K=k] = (1-nu)^k / (nu^-eta - 1) * prod_{l<k} (l+eta)/(l+1)      (eta != 0)
       P[K=k] = (1-nu)^k / (k log(1/nu))                                  (eta == 0, logarithmic)
       G(z)  = ((1-(1-nu) z)^-eta - 1) / (nu^-eta - 1),  G(z) = log(1-(1-nu) z)/log(nu) at eta = 0
       G'(z) = (1-(1-nu) z)^(-eta-1) nu^(eta+1) E[K]
       E[K]  = eta (1-nu) / (nu (1 - nu^eta)),  (1/nu - 1)/log(1/nu) at eta = 0
+
   eta = 1 is the geometric law P[K=k] = nu (1-nu)^(k-1).
+
 * Poisson(mean): G(z) = exp(mean (z - 1)); K = 0 releases a fixed, data-independent output.
+
 * Binomial(n, p): G(z) = (1 - p + p z)^n (K = 0 as for Poisson).
+
 * TwoPoint(L, s): P[K=1] = s, P[K=L] = 1 - s ([XWW24] eq. 21).
+
 * Point(k): K = k always, G(z) = z^k.
+
 * FinitePmf({k: P[K=k]}): any law on finitely many non-negative integers.
 """
 

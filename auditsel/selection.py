@@ -6,6 +6,7 @@ binomial, pmf laws) releases a fixed, data-independent output, which we place at
 Exact winner laws, with G the pgf of xi ([XWW24] Theorem 2 / eq. 7, [PS22] Lemma 7 proof):
 
 * finite-output base with cdf C in score order:  A(y) = G(C(<=y)) - G(C(<y));
+
 * Gaussian base (the reduced game of [XWW24] Figure 5): cdf G(F(x - s)) and density
   G'(F(x - s)) phi(x - s), with s = 0 on X and s = mu on X' (F, phi: standard normal).
 
@@ -352,7 +353,7 @@ class MonotoneScore:
 
 @dataclass(frozen=True)
 class FarthestScore:
-    """The run farthest from `center` wins: s(y) = |y - center| (not one-to-one)."""
+    """The run farthest from `center` wins: `s(y) = |y - center|` (not one-to-one)."""
 
     center: float
     unit: Unit = "output"
@@ -460,7 +461,7 @@ class ScoredGaussianWinner:
     T_b(x) = 1 - H_b(x) the one-run laws of the key (both computed directly, never as 1 minus
     the other), the max of K keys has cdf G(H_b) (G the pgf of K), so the released winner has
     density G'(H_b(x)) phi(x - s_b) on the real line and the fixed output (-inf) has mass G(0)
-    on both sides; its log likelihood ratio is
+    on both sides; its log likelihood ratio is ::
 
         LLR(x) = label(x) + log G'(H_1(x)) - log G'(H_0(x)),   label(x) = mu x - mu^2 / 2.
 
@@ -473,8 +474,8 @@ class ScoredGaussianWinner:
     Release. W = 1 - (max of K uniforms) (`winner_tail`: one uniform per game whatever K is)
     is the winner's tail T_b(x), so x = T_b^-1(W): for buckets, the bucket from the tail
     masses above it, then the normal quantile inside the bucket; for the farthest score, the
-    radius r with P_b[|X - c| > r] = W (safeguarded Newton in log space on the bracket
-    [isf(W) + |c - s_b|, isf(W / 2) + |c - s_b|]) and the side c + r with probability
+    radius r with `P_b[|X - c| > r] = W` (safeguarded Newton in log space on the bracket
+    `[isf(W) + |c - s_b|, isf(W / 2) + |c - s_b|]`) and the side c + r with probability
     phi(c + r - s_b) / (phi(c + r - s_b) + phi(c - r - s_b)).
     """
 
@@ -706,9 +707,9 @@ def statistic_tradeoff(statistic, p0, p1) -> tuple[np.ndarray, np.ndarray]:
 
 
 def farthest_radius(w, c, iterations: int = 60) -> np.ndarray:
-    """r >= 0 with P[|Z - c| > r] = sf(c + r) + sf(r - c) = w for Z ~ N(0, 1) (w in (0, 1]).
+    """r >= 0 with `P[|Z - c| > r] = sf(c + r) + sf(r - c) = w` for Z ~ N(0, 1) (w in (0, 1]).
 
-    Bracket: sf(r - |c|) <= P <= 2 sf(r - |c|), so r lies in [isf(w) + |c|, isf(w/2) + |c|]
+    Bracket: `sf(r - |c|) <= P <= 2 sf(r - |c|)`, so r lies in `[isf(w) + |c|, isf(w/2) + |c|]`
     (clipped at 0); Newton on log P - log w inside it (`numerics.newton_bracketed`)."""
     w = np.asarray(w, dtype=float)
     c = abs(float(c))

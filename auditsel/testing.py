@@ -1,4 +1,4 @@
-"""Regression tests for accountants: assert that a claimed epsilon is not refuted by an audit.
+"""Regression tests for accountants: assert that a claimed epsilon is not refuted by an audit. ::
 
     from auditsel.testing import assert_not_refuted, worst_case_tuning
     game = worst_case_tuning(base_epsilon=1.0, delta=1e-5, rounds=TruncatedNegativeBinomial(1, 1e-3))

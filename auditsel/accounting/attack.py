@@ -5,7 +5,7 @@ privacy-loss-label order, `accounting.score_search`).
 
 Contract. For a mechanism pair (`auditsel.mechanisms`, a Laplace base of `auditsel.events`, or a
 dp_accounting DpEvent that is one of them), a law of K (`auditsel.rounds`) and delta in [0, 1),
-`attack_epsilon(pair, law, delta)` returns eps_att with
+`attack_epsilon(pair, law, delta)` returns eps_att with ::
 
     eps_att <= eps_T,s(delta) := inf{eps >= 0 : delta_T,s(eps) <= delta},
 
@@ -29,6 +29,7 @@ Which scores (`scores`).
   mu = sqrt(N)/sigma, whose sum is sufficient) bucketed in its output x (label mu x - mu^2/2,
   masses as in A1 below, one step composed once for the error bounds); a finite-output base
   output by output (`finite_step`); DP-SGD and Laplace bases the labelled run below.
+
 * "monotone": the largest (or smallest) label wins, [XWW24]'s assumption; the value the
   interval had before the search (the reduced game's value is exact only under it):
 
@@ -39,23 +40,26 @@ Which monotone attack.
   outputs' order; N full-batch steps are one Gaussian of mu = sqrt(N)/sigma whose sum is
   sufficient), and the value is the exact epsilon of the released winner under that score,
   `exact.exact_epsilon(winner_law(pair.reduced(), law), delta)`.
+
 * DP-SGD with Poisson subsampling (tau < 1): the worst-case run of `games.worst_case` (an empty
   data set against one Dirac canary; each step releases x = b B + sigma Z, B ~ Bernoulli(tau):
   the tight dominating pair of the subsampled Gaussian under add/remove neighbours). The tuning
   run scores each run by a label of its N outputs and releases the run with the largest label
   ("largest") or the smallest ("smallest"); the adversary reads the winner's label. The value is
   the largest of the four epsilons (two strategies, both directions of the hockey stick).
+
 * Laplace bases (`events.LaplaceBase`, and the DpEvents that are N Poisson-sampled Laplace
   steps, `events.laplace_steps`): the same attack on the worst-case run of N steps x = B + L,
   L ~ Laplace(0, b), B ~ Bernoulli(tau) (B = 1 when tau = 1): p = Lap(0, b), q = (1 - tau)
   Lap(0, b) + tau Lap(1, b), the dominating pair of the subsampled Laplace mechanism of
   sensitivity 1 under add/remove neighbours (the pair dp_accounting's PLD accountant uses),
   realised by a sum query on an empty data set against one record of value 1. Its loss
-  l(x) = log(1 - tau + tau e^((|x| - |x - 1|)/b)) is non-decreasing, constant below 0 and above
+  `l(x) = log(1 - tau + tau e^((|x| - |x - 1|)/b))` is non-decreasing, constant below 0 and above
   1, and bounded: no atoms at +-inf and no bucket with an unbounded loss. Bucket masses are
   differences of the Laplace cdf written as sums of nonnegative terms on each side of 0,
   0.5 e^(-a/b) (-expm1(-(c - a)/b)) on [a, c] above 0 and its mirror below, a few ulps each
   (A1 holds with `STEP_REL`). Everything below applies unchanged.
+
 * Other event bases (`events.EventBase`): no worst-case pair is known; `attack_applies` says so
   and there is no value (the interval's lower end is then 0, `accounting.interval`).
 
@@ -64,7 +68,7 @@ The label. A step's output x has the privacy loss l(x) = log(1 - tau + tau e^((2
 bucket also holds everything above the cap of `dpsgd_step`); the run's label is the sum of its
 steps' bucket indices, reduced modulo the FFT length L into a window [lo, lo + L) that holds all
 but about 1e-30 of either law (so only far tails wrap around). The label is a deterministic
-function of the run's outputs, the same on X and X', so
+function of the run's outputs, the same on X and X', so ::
 
     (law of the winner's label on X, on X')  is a post-processing of  (T(X), T(X'))
 
@@ -82,15 +86,20 @@ Round-off. The value is a lower bound in floating point too: every error is boun
    log-cdf differences on wide ones) have relative error at most rho = `STEP_REL`, or are below
    `FLOOR` (underflow). So the normalised computed step law p' and the true p satisfy
    p' <= k1 p and p <= k1 (p' + FLOOR), k1 = (1 + rho) / (1 - rho - M FLOOR) (M buckets), and the
-   N-fold convolutions r' (computed steps) and r (true) satisfy, entry by entry,
+   N-fold convolutions r' (computed steps) and r (true) satisfy, entry by entry, ::
+
        r' <= k r,   r <= k (r' + N FLOOR'),   k = k1^N     (nonnegative terms only),
+
    hence ||r' - r||_1 <= e_s := 2 k (k - 1) + k N FLOOR' L.
+
 2. Convolution (A2). One FFT, an N-th power by repeated squaring and one inverse FFT in extended
    precision (numpy longdouble, unit round-off u). With c_F = `FFT_SAFETY` u log2(L) the relative
    2-norm error of one transform (Higham 2002, Theorem 24.2: about 6 u log2 L for radix-2
-   Cooley-Tukey) and 8 N u the relative error of the power, the computed r~ satisfies
+   Cooley-Tukey) and 8 N u the relative error of the power, the computed r~ satisfies ::
+
        ||r~ - r'||_2 <= e_2 := f + c_F (1 + f),  f = g (N c_F ||p'||_2 + 8 N u),
        g = exp(N c_F sqrt(L) ||p'||_2),   and ||r~ - r'||_1 <= e_F := sqrt(L) e_2.
+
    Negative entries are set to 0 (each entry moves towards the nonnegative r') and the vector is
    normalised by its sum S: the run law used, r*, has ||r* - r||_1 <= e_r := e_s + 2 e_F, and
    entry by entry r <= k (S r* + e_2 + N FLOOR') (the "true upper bound" r_hi).
@@ -106,6 +115,7 @@ Round-off. The value is a lower bound in floating point too: every error is boun
    tilted law sits where the other law has its mass, so P's far tail, which the hockey stick
    multiplies by e^eps, is known to the FFT's relative precision there, not only to its
    absolute round-off. Each entry takes the smallest of the three bounds.
+
 3. Winner (A3). K runs are K independent draws, so the winner's law under r* is within L1
    distance c = E[K] e_r of the one under r (the K = 0 output is the same under both). The
    winner's masses under r* are enclosed entry by entry: cumulative sums in extended precision
@@ -116,7 +126,7 @@ Round-off. The value is a lower bound in floating point too: every error is boun
    kept. The true winner's masses are also bounded directly: A_j <= r_hi_j G'(min(1, F*_j + e_r)).
 
 The hockey stick. For the direction "A over B", with a_lo the lower bounds of the r* winner A*,
-b* the upper bounds of the r* winner B* and b_t those of the true winner B, every set S gives
+b* the upper bounds of the r* winner B* and b_t those of the true winner B, every set S gives ::
 
     H_{e^eps}(A || B) >= A(S) - e^eps B(S),   A(S) >= a_lo(S) - c_A,
     B(S) <= min(b_t(S), min(b*, b_t)(S) + c_B).
@@ -124,7 +134,7 @@ b* the upper bounds of the r* winner B* and b_t those of the true winner B, ever
 With S_k the k labels of largest a_lo / min(b*, b_t) (labels whose a_lo is below the FFT's noise
 are left out; any choice of sets is valid), U_k = a_lo(S_k) - c_A and V_k the bound on B(S_k)
 (prefix sums rounded down / up), delta_low(eps) = max(0, max_k (U_k - e^eps V_k)) <= delta_T(eps),
-and
+and ::
 
     eps_att(delta) = max(0, max_k log((U_k - delta) / V_k))     (over k with U_k > delta)
 

@@ -11,6 +11,7 @@ run ranks its runs by), as a function of one parameter x of the tuning run:
   `LaplaceBase`: noise_multiplier; `GaussianBase`: 1/mu, a sensitivity-1 Gaussian query's noise;
   any other base through `noise=callable`, x -> pair or DpEvent, as dp_accounting's
   `make_event_from_param`). T decreases in x; the answer is the smallest x with T(x) <= target.
+
 * solve_for="mean": E[K], the base fixed (Poisson: the mean; TNB(eta, nu): nu at fixed eta;
   Binomial(n, p): p at fixed n; Point(k): k, an integer). T increases with E[K]; the answer is the
   largest E[K] with T <= target.

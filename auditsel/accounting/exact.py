@@ -1,6 +1,6 @@
 """Exact privacy curve of the released winner (rigorous: it is the true curve of the pair).
 
-For the winner laws A (on X) and A' (on X') of `auditsel.selection`, the privacy curve is
+For the winner laws A (on X) and A' (on X') of `auditsel.selection`, the privacy curve is ::
 
     delta(eps) = max{ H_{e^eps}(A || A'), H_{e^eps}(A' || A) },
     H_{e^eps}(P || Q) = sum_y [P(y) - e^eps Q(y)]_+        ([KRW24] Definitions; [DGKKM22] eq. 1)
@@ -194,12 +194,23 @@ def exact_epsilon(
 ) -> float | np.ndarray:
     """Smallest eps >= 0 with privacy_curve(winner, eps) <= delta (inf if none, or above 1e4).
 
-    `delta`: a float (returns a float) or an array (returns an array, one root search for all:
-    a Gaussian winner's deltas share one scan and one batched Newton iteration); a ConfigError
-    outside [0, 1). At delta = 0: the pure eps of a finite winner (inf when the supports
-    differ); inf for a Gaussian winner, whose privacy loss is unbounded (as x -> inf both G'
-    factors of the densities tend to E[K] while phi(x - mu)/phi(x) = e^(mu x - mu^2/2) grows
-    without bound). Every delta > 0 a double holds is answered in log space (1e-300 included).
+    Every delta > 0 a double holds is answered in log space (1e-300 included).
+
+    Args:
+        winner: an exact winner law (`selection.winner_law`: `GaussianWinner`, `FiniteWinner`).
+        delta: a float, or an array (one root search for all: a Gaussian winner's deltas
+            share one scan and one batched Newton iteration), in [0, 1). At delta = 0: the
+            pure eps of a finite winner (inf when the supports differ); inf for a Gaussian
+            winner, whose privacy loss is unbounded (as x -> inf both G' factors of the
+            densities tend to E[K] while `phi(x - mu)/phi(x) = e^(mu x - mu^2/2)` grows
+            without bound).
+        tol: the root's tolerance.
+
+    Returns:
+        A float for a float `delta`, an array for an array.
+
+    Raises:
+        auditsel.errors.ConfigError: a delta outside [0, 1).
     """
     deltas = check_deltas(delta)
     out = np.full(len(deltas), math.inf)

@@ -3,31 +3,43 @@
 Base Q with RDP curve r(alpha) (symmetric: it bounds both D_alpha(Q||Q') and D_alpha(Q'||Q));
 K ~ xi with pgf G, m = E[K]. The tuned mechanism A (best of K runs) is (alpha, r_A(alpha))-RDP with:
 
-* TNB(eta, nu), [PS22] Theorem 2 (every eta > -1):
+* TNB(eta, nu), [PS22] Theorem 2 (every eta > -1)::
+
       r_A(alpha) = r(alpha) + (1+eta) min_{alpha_hat >= 1} [ (1 - 1/alpha_hat) r(alpha_hat)
                    + log(1/nu)/alpha_hat ] + log(m)/(alpha - 1);
+
   alpha_hat does not interact with alpha, so the min is taken once over the same order grid plus
   alpha_hat = 1 (where the bracket is log(1/nu)).
-* Poisson(m), [PS22] Theorem 6 sharpened (below): with eps_hat = log(alpha/(alpha-1)),
+
+* Poisson(m), [PS22] Theorem 6 sharpened (below): with eps_hat = log(alpha/(alpha-1)), ::
+
       r_A(alpha) = 1/(alpha-1) log( 1 + m exp((alpha-1) m delta_hat) (exp((alpha-1) r(alpha)) - 1) ),
+
   delta_hat = delta_Q(eps_hat), the smaller of the base's privacy profile (exact Gaussian, exact
   finite, dp_accounting's PLD for DP-SGD) and the value implied by the RDP curve itself (the
   choice of dp_accounting's RepeatAndSelectDpEvent; `poisson_rdp(..., delta_hat=None)` uses only
   the latter). It is never above Theorem 6's  r(alpha) + m delta_hat + log(m)/(alpha-1)  when
   m >= 1, is >= 0, and holds for every m > 0 (Theorem 6 as stated goes negative for m < 1).
-* Any other law, [PS22] Lemma 7:
+
+* Any other law, [PS22] Lemma 7::
+
       r_A(alpha) = r(alpha) + 1/(alpha-1) sup log( G'(q)^alpha G'(q')^(1-alpha) ),
+
   the sup over the probabilities (q, q') of one post-processing of (Q, Q'). We bound it two ways
   and keep the smaller:
+
   (a) over the exact post-processing region of the base's privacy profile (the same region as the
       Theorem 4.1 recipe in `profile.py`, cell-by-cell rigorous);
+
   (b) for finite laws, by joint convexity of (x, y) -> x^alpha y^(1-alpha) and
       q^alpha q'^(1-alpha) <= exp((alpha-1) D_alpha(Bern q || Bern q')) <= exp((alpha-1) r(alpha)):
       G'(q)^alpha G'(q')^(1-alpha) <= G'(exp((alpha-1) r(alpha)))  -- for a point mass k this is
       PS22's k r(alpha) + log(k)/(alpha-1) (Appendix, "Point Mass").
 
-  For a law with P[K = 0] = G(0) > 0 the fixed output adds G(0) to the Renyi sum (below):
+  For a law with P[K = 0] = G(0) > 0 the fixed output adds G(0) to the Renyi sum (below)::
+
       r_A(alpha) = 1/(alpha-1) log( exp((alpha-1)(r(alpha) + term)) + G(0) ).
+
 * Pure DP, [PS22] Corollary 3: Q eps-DP => A is ((2+eta) eps)-DP for TNB (eta = 1: Liu & Talwar);
   TNB with nu = 1 is K = 1, where A = Q is eps-DP.
 
@@ -40,14 +52,18 @@ y in Y, A(y) = G(Q(<=y)) - G(Q(<y)) (the K = 0 terms cancel), so the proof of Le
 verbatim, by exp((alpha-1)(D_alpha(Q || Q') + term)); adding G(0) gives the form above.
 For Poisson(m) we bound S more tightly. Couple the two uniform variables of Lemma 7's proof and
 parametrise by u in [0, 1], the Q-mass above the point, with L(u) = dQ'/dQ there and a'(u) the
-Q'-mass above it. Then, after the lemma's Jensen step, with G'(z) = m exp(m (z - 1)),
+Q'-mass above it. Then, after the lemma's Jensen step, with G'(z) = m exp(m (z - 1)), ::
+
       S <= m int_0^1 L(u)^(1-alpha) exp(phi(u)) du,   phi(u) = m ((alpha-1) a'(u) - alpha u).
+
 The event "above the point" is a post-processing, so a'(u) <= e^eps_hat u + delta_hat, hence
 phi <= B := (alpha-1) m delta_hat, and phi(0) = 0, phi(1) = -m. With C = int L^(1-alpha) du =
 exp((alpha-1) D_alpha(Q || Q')) and the tangent bound L^(1-alpha) >= alpha - (alpha-1) L =
--phi_ac'(u)/m (phi_ac: the absolutely continuous part of phi), since 1 - e^(phi-B) >= 0,
+-phi_ac'(u)/m (phi_ac: the absolutely continuous part of phi), since 1 - e^(phi-B) >= 0, ::
+
       int L^(1-alpha) (1 - e^(phi-B)) du >= -(1/m) int phi_ac' h(phi) du,   h(s) = 1 - e^(s-B),
       = (1/m) (H(phi(0)) - H(phi(1)) + sum of the jumps of H(phi)),   H(s) = s - e^(s-B),
+
 and the jumps (Q'-mass where Q has none) only raise phi, where H is non-decreasing (s <= B). So
 m int L^(1-alpha) e^phi du <= m e^B C - (m e^B + e^-m - 1), and S + G(0) = S + e^-m <=
 1 + m e^B (C - 1): the form above, with C <= exp((alpha-1) r(alpha)). It is >= 0 since C >= 1,

@@ -2,12 +2,12 @@
 
 After the reduction of [XWW24] Sec. 5, one DP-SGD run is one draw from N(0,1) (on X) or N(mu,1)
 (on X'), and tuning releases the best of K ~ xi draws. The winner's densities (Algorithm 3,
-lines 3-4; `selection.GaussianWinner`) are
+lines 3-4; `selection.GaussianWinner`) are ::
 
     N_xi(x)  = E_k[ k F(x)^(k-1) f(x) ]      = G'(F(x)) f(x),
     N'_xi(x) = E_k[ k F(x-mu)^(k-1) f(x-mu) ] = G'(F(x-mu)) f(x-mu),
 
-plus, for laws with P[K=0] > 0, a fixed output of mass G(0) on both sides. Line 5:
+plus, for laws with P[K=0] > 0, a fixed output of mass G(0) on both sides. Line 5::
 
     gamma(alpha) = max{ D_alpha(N_xi || N'_xi), D_alpha(N'_xi || N_xi) },
     D_alpha(P || Q) = 1/(alpha-1) log( integral p^alpha q^(1-alpha) dx + G(0) ),
@@ -17,7 +17,7 @@ the trapezoid rule with step `STEP` over a window around the integrand's mass, f
 of `rdp.GRID` (the panel's orders without dp_accounting's defaults: the Renyi integrals cost
 one quadrature per order) with alpha <= 1 + 20/mu (larger orders never give the minimum of the conversion
 at any delta >= 1e-40 for a curve at least the Gaussian's; leaving orders out only loosens the
-bound). Conversion ([XWW24] Appendix A.2, = Canonne et al.):
+bound). Conversion ([XWW24] Appendix A.2, = Canonne et al.)::
 
     eps = gamma(alpha) + log((alpha-1)/alpha) - (log(delta) + log(alpha))/(alpha-1), minimised over alpha,
 

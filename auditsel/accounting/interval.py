@@ -1,7 +1,7 @@
 """The honest interval: where the tuning run's epsilon lies, with both ends guaranteed.
 
 Contract. For a mechanism pair, a law of K and delta in [0, 1), the epsilon eps_T(delta) of the
-tuning run ([XWW24] Algorithm 2; `accounting.attack`) satisfies
+tuning run ([XWW24] Algorithm 2; `accounting.attack`) satisfies ::
 
     lower <= eps_T(delta) <= upper,
 
@@ -314,16 +314,28 @@ def tuning_epsilon(
     pair, law: RoundsLaw, delta: float, *, assume: str | None = None
 ) -> TuningEpsilon:
     """The epsilon to report for a tuning run: K ~ `law` runs of the base `pair`, the best one
-    released ([XWW24] Algorithm 2). Returns the tightest rigorous bound at `delta` with the bound
-    and theorem it comes from and the interval [attack value, that bound] (module docstring).
+    released ([XWW24] Algorithm 2).
 
-    `pair`: a mechanism pair (`GaussianBase`, `FiniteOutputBase`, `DpsgdBase`, `LaplaceBase`,
-    `EventBase`) or a dp_accounting DpEvent (`events.as_pair`); `law`: a law of K
-    (`auditsel.Poisson(10)`, `auditsel.TruncatedNegativeBinomial(eta, nu)`, ...); `delta` in
-    [0, 1) (0: the pure-DP value where the base is pure DP, else inf). The answer holds for any
-    score the tuning run ranks its runs by; `assume="monotone_score"` gives [XWW24]'s
-    reduced-game value instead, labelled with that assumption (module docstring). Heuristics (the
-    reduced game of a DP-SGD base with sample rate below 1, the GDP limit) are never the answer."""
+    The answer holds for any score the tuning run ranks its runs by. Heuristics (the reduced
+    game of a DP-SGD base with sample rate below 1, the GDP limit) are never the answer.
+
+    Args:
+        pair: a mechanism pair (`GaussianBase`, `FiniteOutputBase`, `DpsgdBase`,
+            `LaplaceBase`, `EventBase`) or a dp_accounting DpEvent (`events.as_pair`).
+        law: a law of K (`auditsel.Poisson(10)`,
+            `auditsel.TruncatedNegativeBinomial(eta, nu)`, ...).
+        delta: in [0, 1) (0: the pure-DP value where the base is pure DP, else inf).
+        assume: None (any score), or "monotone_score": [XWW24]'s reduced-game value instead,
+            labelled with that assumption (module docstring).
+
+    Returns:
+        The tightest rigorous bound at `delta`, the bound and theorem it comes from, and the
+        interval [attack value, that bound] (module docstring).
+
+    Raises:
+        auditsel.errors.ConfigError: `pair` is no mechanism pair, `law` no law of K, `delta`
+            outside [0, 1) or `assume` unknown.
+    """
     pair = as_pair(pair, "pair")
     if not isinstance(law, RoundsLaw):
         raise ConfigError("law", f"must be a law of K (auditsel.Poisson(10), ...), got {law!r}")

@@ -1,6 +1,6 @@
 """The upper-bound panel: every registered upper bound (`accounting.bounds.BOUNDS`) for one
 setting, as a loop over the registry, with the attack value (`accounting.attack`) and the
-interval they bracket (`accounting.interval`).
+interval they bracket (`accounting.interval`). ::
 
     panel(base, law, delta, curve_deltas=None) -> Panel
         .base       {"epsilon": eps_B, "mu": mu or None, "mu_gdp": ... or None; a DP-SGD
@@ -39,7 +39,7 @@ a bound needs from it, it asks the pair (docs/explanation/architecture.md). Keys
 rigour and citations: `accounting.registry` (stated there once). Where the attack does not apply
 (`attack.attack_applies`: an event base whose worst-case pair is not known), `.attack` says why with
 epsilon None and the interval's lower end is 0 ("eps >= 0"). `Panel` answers `p["upper"]` and
-the other keys of the dict it replaces for one release (with a DeprecationWarning);
+the other keys of the dict it replaces until auditsel 0.3.0 (with a DeprecationWarning);
 `Panel.to_dict()` is that dict.
 """
 
@@ -71,6 +71,7 @@ from auditsel.mechanisms import DpsgdBase
 from auditsel.numerics import check_deltas
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
+from auditsel.version import REMOVED_IN
 
 __all__ = [
     "BOUND_KEYS",
@@ -148,7 +149,7 @@ def base_info(base, delta: float) -> dict:
 @dataclass(frozen=True)
 class Panel:
     """Every registered bound, the attack value and the interval for one setting (module
-    docstring). Read it by attribute; `p["upper"]` still works for one release."""
+    docstring). Read it by attribute; `p["upper"]` still works until auditsel 0.3.0."""
 
     delta: float
     base: dict
@@ -193,10 +194,11 @@ class Panel:
             out["monotone_score_curves"] = self.monotone_score_curves
         return out
 
-    # --- dict access, kept for one release ----------------------------------------------------
+    # --- dict access, until auditsel 0.3.0 (auditsel.version.REMOVED_IN) ---------------------
     def __getitem__(self, key: str):
         warnings.warn(
-            f"panel(...)[{key!r}] is deprecated: use the attribute panel(...).{key}",
+            f"panel(...)[{key!r}] is deprecated: use the attribute panel(...).{key} (auditsel "
+            f"{REMOVED_IN} removes the dict access)",
             DeprecationWarning,
             stacklevel=2,
         )

@@ -4,7 +4,7 @@ Renyi divergence of order alpha > 1:  D_alpha(P || Q) = 1/(alpha-1) log sum_y P(
 A mechanism is (alpha, r(alpha))-RDP when D_alpha <= r(alpha) in both directions for every pair of
 neighbours; `r` on a grid of orders is an "RDP curve".
 
-Conversion (Canonne, Kamath, Steinke 2020 Prop. 12 = [PS22] Lemma 14 = [XWW24] Appendix A.2):
+Conversion (Canonne, Kamath, Steinke 2020 Prop. 12 = [PS22] Lemma 14 = [XWW24] Appendix A.2)::
 
     eps(delta) = min_alpha  r(alpha) + log(1 - 1/alpha) - (log(delta) + log(alpha)) / (alpha - 1),
 
@@ -26,10 +26,13 @@ orders cannot certify pure DP).
 Curves (all tight, i.e. equal to the true divergence, maximised over both directions):
 
 * `gaussian_rdp(mu, alpha)`        = alpha mu^2 / 2          (Mironov 2017, Prop. 7)
+
 * `finite_rdp(p, q, alpha)`        = max{D_alpha(p||q), D_alpha(q||p)} for a finite-output pair
+
 * `pure_dp_rdp(eps, alpha)`        the RDP curve of binary randomized response with parameter eps,
   the largest RDP curve of any eps-DP mechanism (Mironov 2017 Prop. 10 and its tightness;
-  [PS22] Prop. 17 uses the same pair), used when only a pure-DP eps of the base is known:
+  [PS22] Prop. 17 uses the same pair), used when only a pure-DP eps of the base is known::
+
       p = e^eps/(1+e^eps),  D_alpha = 1/(alpha-1) log( p^alpha (1-p)^(1-alpha) + (1-p)^alpha p^(1-alpha) ).
 """
 

@@ -2,7 +2,7 @@
 
 In the manner of dp_accounting (events are data, accountants are algorithms): the mechanism
 pair (`auditsel.mechanisms`) and the law of K (`auditsel.rounds`) are data; a bound is an
-algorithm with
+algorithm with ::
 
     supports(pair, law)          whether it applies to this pair and law at all
     curve(pair, law, deltas)     its whole privacy curve read as eps at each delta, from ONE
@@ -17,21 +17,29 @@ algorithm with
 
 Every citation of the panel lives in this module. The bounds (keys of result.json `upper`):
 
-* generic_rdp       [PS22] Theorem 2 (TNB), Theorem 6 sharpened (Poisson, any mean > 0), Lemma 7
+* generic_rdp       [PS22] Theorem 2 (TNB), Theorem 6 sharpened (Poisson, any mean > 0), Lemma 7 ::
+
                     (other laws), the fixed output of K = 0 counted (proofs in
                     `accounting.generic`), Corollary 3 when delta = 0 (pure-DP base, TNB law);
                     base RDP curve from the pair (exact for Gaussian and finite pairs,
                     dp_accounting for DP-SGD and event bases); Canonne-Kamath-Steinke conversion
                     over `rdp.ORDERS`, a superset of dp_accounting's default orders (DP-SGD: the
                     pair's `RDP_ORDERS`, also a superset).
-* profile           [KRW24] Theorem 5.2 or the Theorem 4.1 recipe, whichever shift is smaller
+
+* profile           [KRW24] Theorem 5.2 or the Theorem 4.1 recipe, whichever shift is smaller ::
+
                     (TNB), Theorem 5.7 (binomial), Corollary 5.8 (Poisson), Theorem 4.1 recipe
                     (other laws); the pair's privacy profile (exact, or dp_accounting's
                     pessimistic PLD for DP-SGD and event bases).
-* improved_rdp      [XWW24] Algorithm 3 with mu (eps_UO) on the pair's reduced Gaussian; for a
+
+* improved_rdp      [XWW24] Algorithm 3 with mu (eps_UO) on the pair's reduced Gaussian; for a ::
+
                     finite pair the same recipe on the exact winner laws.
+
 * improved_rdp_gdp  [XWW24] Algorithm 3 with mu_GDP (eps_UG, [XWW24] Appendix A.4); DP-SGD only.
-* exact             exact eps of the released winner ([XWW24] Theorem 2 / eq. 7 and the reduced
+
+* exact             exact eps of the released winner ([XWW24] Theorem 2 / eq. 7 and the reduced ::
+
                     game of Figure 5; `accounting.exact`) of the pair's reduced pair.
 
 Rigour, for the TUNING RUN (a guarantee must hold for every score function the tuning run may
@@ -39,6 +47,7 @@ rank its runs by; docs/findings/any-score.md):
 
 * "rigorous": a proven upper bound on the tuning run's epsilon for every score (numerical
   quadrature and grids aside, all of which err on the safe side): generic_rdp and profile.
+
 * "monotone_score": a proven value of the reduced game ("release the max of K Gaussians",
   [XWW24] Figure 5), which is the tuning run only under [XWW24]'s assumption that the score is a
   continuous one-to-one, hence monotone, function of the reduced draw (Sec. 5.2, Theorem 1,
@@ -48,6 +57,7 @@ rank its runs by; docs/findings/any-score.md):
   digits reported). A score that is not monotone leaks more (Gaussian mu = 1, K ~ Poisson(10),
   delta 1e-5: exact 4.89, the worst-score attack above 8), so these are never the tuning run's
   upper end; `ASSUMPTION` says so in one line wherever they are shown.
+
 * "heuristic": values resting on the eq. 19 reduction with tau < 1 or on the GDP central-limit
   approximation (improved_rdp_gdp); they too assume a monotone score.
 

@@ -5,7 +5,7 @@ label buckets, every number a rigorous enclosure.
 Contract. Given the law of one run's label on X and on X' (`LabelLaws`: computed laws r*, each
 within L1 distance e_r of the true law r, and entry-wise upper bounds on r), a law of K with pgf
 G and delta, `ScoreSearch.best(deltas)` returns, for each delta, a score s (a `BucketScore`), a
-direction and eps_s with
+direction and eps_s with ::
 
     eps_s <= eps_T(delta),
 
@@ -26,12 +26,12 @@ is constant on each merged bucket), so any merge keeps the value valid; it only 
 tightness.
 
 Winner's law. With buckets processed in increasing score, L the buckets of lower score and F
-the run-label cdf on a side (X or X'), the winner falls in bucket j with probability
+the run-label cdf on a side (X or X'), the winner falls in bucket j with probability ::
 
     A_j = G(F(L u {j})) - G(F(L))       ([XWW24] Theorem 2 / eq. 7),
 
 on each side (A on X', B on X for the direction "X' over X"; swapped for "X over X'"). For a
-fixed eps, the best test given the winner's law takes the buckets with A_j > e^eps B_j:
+fixed eps, the best test given the winner's law takes the buckets with A_j > e^eps B_j::
 
     delta_s(eps) = sum_j max(0, A_j - e^eps B_j),                      (*)
 
@@ -41,7 +41,7 @@ Dynamic program. "extremes": every lower set {s <= t} is an interval [a, b] of b
 runs far out on either side win); the next bucket is a - 1 or b + 1. "middle": every lower set
 is the complement of an interval [a, b] (the middle wins); the next bucket is a or b. Monotone
 orders (the largest or smallest label wins, today's attack) are special cases of both. By (*)
-the best completion from lower set L depends on L alone:
+the best completion from lower set L depends on L alone::
 
     V[a, b] = max(gain(a - 1 | [a, b]) + V[a - 1, b], gain(b + 1 | [a, b]) + V[a, b + 1])
 
@@ -64,7 +64,7 @@ winner's mass on the denominator side is also bounded directly: B_j <= r_hi_j G'
 + e_r) (r_hi the entry-wise true upper bounds summed over the bucket). With a_lo the lower
 bounds on the numerator side under r*, b* the upper bounds under r*, b_t those on the true
 law, c_A = E[K] e_r(num), c_B = E[K] e_r(den) (the winner of K draws under r* is within L1
-distance E[K] e_r of the one under r, for every score), every set S of buckets gives
+distance E[K] e_r of the one under r, for every score), every set S of buckets gives ::
 
     H_{e^eps}(A || B) >= a_lo(S) - c_A - e^eps min(b_t(S), min(b*, b_t)(S) + c_B),
 

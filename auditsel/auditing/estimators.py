@@ -6,11 +6,14 @@ Input: scores (higher = "member") and the coins b of n games; one sort
 * valid (frequentist, at `confidence`): Clopper-Pearson eq. 4 of [XWW24] under the threshold
   rules of `auditsel.auditing.lower` (split, multisplit, bonferroni on a grid fixed in advance or from
   a left-out pilot, bonferroni_all over every threshold);
+
 * bayesian (credible level `confidence`): [ZB+23]'s posterior of eps from the joint posterior
   of (FP, FN): independent Jeffreys Beta(1/2, 1/2) priors, the counts of the evaluation part
   at the threshold the split rule chose on the selection part, eps = eq. 4 of each posterior
   draw; the reported value is the (1 - confidence) quantile (a credible lower bound);
+
 * heuristic: a model fit whose number holds only if the model does.
+
   - `gdp_fit`: the Gaussian-DP fit ([NHSBTJCT23]; [DRS22] Corollary 2.13 for eps) maximised
     over thresholds: mu_L = max_t Phi^-1(1 - FP_u(t)) - Phi^-1(FN_u(t)), with limits that hold
     at every threshold at once (two-sided level alpha / (2 n): 4 n one-sided events of the
@@ -19,13 +22,16 @@ Input: scores (higher = "member") and the coins b of n games; one sort
     lower limits) contains mu, so `gdp_fit_ok` is false, and the number is printed as rejected,
     when max_t mu_lo(t) > min_t mu_hi(t) (the model is rejected at level alpha). It is the
     audit's one GDP number (`auditsel.auditing.gdp_fitting.gdp_fit`; `LowerBound.gdp_fit`).
+
   - `selection_fit` (the law of K known): the family "winner of K Gaussian runs N(0, 1) vs
     N(mu, 1)" ([XWW24] Figure 5). mu_L is the largest mu whose exact trade-off curve has some
     (FP_u, FN_u) point strictly below it (impossible for that mu), converted with the exact
     privacy curve of that winner (`auditsel.accounting.exact`). It is the selection-aware
     analogue of the GDP fit: heuristic (it holds when the released score behaves like that
     family), and on a tuning release it does not over-claim as the GDP fit does.
+
 * optimistic: `best_threshold`, the max over all thresholds at alpha each (no confidence).
+
 * descriptive (`auditsel.auditing.roc`): `auroc`, the area under the empirical ROC curve (the
   Mann-Whitney statistic) with a DeLong (asymptotic normal) interval; `tpr_at_fpr`, that
   curve's TPR at fixed FPRs (the randomised test between neighbouring thresholds) with a
@@ -82,6 +88,7 @@ from auditsel.auditing.threshold_search import best_threshold, epsilon_from_rate
 from auditsel.errors import ConfigError, number
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import GaussianWinner
+from auditsel.version import REMOVED_IN
 
 __all__ = [
     "Estimate",
@@ -438,7 +445,7 @@ PANEL_OPTIONS = frozenset(PanelOptions.__dataclass_fields__)
 def panel_options(
     options: PanelOptions | None, old_options: Mapping[str, Any], caller: str = "estimator_panel"
 ) -> PanelOptions:
-    """The PanelOptions of a call: `options`, or (for one release, with a DeprecationWarning)
+    """The PanelOptions of a call: `options`, or (until auditsel 0.3.0, with a DeprecationWarning)
     the old keyword arguments (threshold_grid=, grid_size=, ...) it replaces."""
     unknown = set(old_options) - PANEL_OPTIONS
     if unknown:
@@ -455,7 +462,7 @@ def panel_options(
     warnings.warn(
         f"{caller}({', '.join(f'{k}=...' for k in sorted(old_options))}) is deprecated; pass "
         f"options=PanelOptions(...) (auditsel.auditing.estimators); the old keywords are "
-        f"accepted for one release",
+        f"accepted until auditsel {REMOVED_IN}, which removes them",
         DeprecationWarning,
         stacklevel=3,
     )
@@ -480,7 +487,7 @@ def estimator_panel(
     each valid entry's detail) seeds every split; `options` (a `PanelOptions`) sets the rules'
     grid and splits, the FPRs and the posterior draws. The input is checked as `audit_scores`
     checks it. The old keywords (`threshold_grid`, `grid_size`, `split_fraction`, `splits`,
-    `fpr`, `posterior_draws`) are accepted for one release with a DeprecationWarning."""
+    `fpr`, `posterior_draws`) are accepted until auditsel 0.3.0 with a DeprecationWarning."""
     opts = panel_options(options, old_options)
     confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
     delta = number(delta, "delta", 0, 1, hi_open=True)

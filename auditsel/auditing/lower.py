@@ -5,7 +5,7 @@ Scores in, epsilons out; the threshold rule (`auditsel.auditing.rules`) is an ex
 A test "guess member = 1 when score > t" (direction '>') or "when score <= t" (direction '<=')
 has false-positive rate FP (guess 1 when b = 0) and false-negative rate FN (guess 0 when
 b = 1). Any (eps, delta)-DP protocol satisfies FP + e^eps FN >= 1 - delta and
-FN + e^eps FP >= 1 - delta, hence (eq. 4)
+FN + e^eps FP >= 1 - delta, hence (eq. 4) ::
 
     eps_L = max{ log((1 - delta - FP)/FN), log((1 - delta - FN)/FP), 0 }.
 
@@ -20,10 +20,12 @@ confidence 1 - alpha on every path, conditionally on the coins) are:
   chosen independently of the scores is a uniform random subset of the games whatever the
   bijection between games and sorted positions, so pilot and rest are independent samples
   (as a split of the rows would give), and the answer depends on the scores, not their order.
+
 * bonferroni (`BonferroniGrid`): a grid of m thresholds, both directions, each pair at
   a = alpha / (2 m). The grid is either fixed before any score is seen (`grid`, grid_source
   "spec"), or it is `grid_size` quantiles of a pilot drawn as split draws it, which is then
   excluded from evaluation (grid_source "pilot").
+
 * bonferroni_all (`BonferroniAll`): every threshold on the real line and both directions at
   a = alpha / n (n = number of trials; jax_privacy's `Bonferroni()` strategy, with a divisor
   this module can prove). Proof: given the coins, take the n0 scores of class 0 with order
@@ -34,6 +36,7 @@ confidence 1 - alpha on every path, conditionally on the coins) are:
   of probability a/2 for *every* t of its interval at once. Direction '<=' adds n0 more, class 1
   2 n1 more: 2 n events of probability a/2, total n a = alpha. So the limits hold
   simultaneously at every threshold, data-chosen ones included (streamed candidates too).
+
 * multisplit (`MultiSplit`): `splits` independent seeded splits, split's bound at alpha / 2 on
   each, and the lower median reported ([MMB09] Theorem 3.1: twice the median p-value is a valid
   p-value; jax_privacy's `MultiSplit`).
@@ -79,6 +82,7 @@ from auditsel.auditing.threshold_search import (
 )
 from auditsel.errors import ConfigError, number
 from auditsel.numerics import check_deltas
+from auditsel.version import REMOVED_IN
 
 __all__ = ["LowerBound", "audit_scores", "apply_rule"]
 
@@ -115,12 +119,14 @@ class LowerBound:
 
     @property
     def eps_gdp(self) -> float:
-        """Deprecated alias of `gdp_fit` (kept for one release)."""
+        """Deprecated alias of `gdp_fit` (auditsel 0.3.0 removes it)."""
+        _alias_warning("eps_gdp", "gdp_fit")
         return self.gdp_fit
 
     @property
     def mu_gdp(self) -> float:
-        """Deprecated alias of `gdp_fit_mu` (kept for one release)."""
+        """Deprecated alias of `gdp_fit_mu` (auditsel 0.3.0 removes it)."""
+        _alias_warning("mu_gdp", "gdp_fit_mu")
         return self.gdp_fit_mu
 
     def to_dict(self) -> dict:
@@ -130,9 +136,18 @@ class LowerBound:
                 out[key] = None
         if out["estimators"] is None:
             del out["estimators"]
-        # the keys of earlier releases, as aliases of the same numbers (kept for one release)
+        # the keys of earlier releases, as aliases of the same numbers (until REMOVED_IN)
         out["eps_gdp"], out["mu_gdp"] = out["gdp_fit"], out["gdp_fit_mu"]
         return out
+
+
+def _alias_warning(old: str, new: str) -> None:
+    warnings.warn(
+        f"LowerBound.{old} is deprecated: use LowerBound.{new} (the same number); auditsel "
+        f"{REMOVED_IN} removes the alias",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def evaluate_at(c: Counts, threshold, flip, alpha, delta):
@@ -164,7 +179,7 @@ def _split(ss: SortedScores, pilot, alpha, delta) -> dict:
 
 
 def legacy_rule(rule, options: Mapping[str, Any], caller: str, warn: bool = True) -> ThresholdRule:
-    """The rule object of the old call forms (a name and keyword options) for one release."""
+    """The rule object of the old call forms (a name and keyword options) until auditsel 0.3.0."""
     unknown = set(options) - LEGACY_OPTIONS
     if unknown:
         raise TypeError(
@@ -181,7 +196,7 @@ def legacy_rule(rule, options: Mapping[str, Any], caller: str, warn: bool = True
         warnings.warn(
             f"{caller}({', '.join(f'{k}=...' for k in sorted(options))}) is deprecated; pass "
             f"rule={cls}(...) with the options on the rule (auditsel.auditing.rules); the old "
-            f"keywords are accepted for one release",
+            f"keywords are accepted until auditsel {REMOVED_IN}, which removes them",
             DeprecationWarning,
             stacklevel=3,
         )
@@ -293,13 +308,27 @@ def audit_scores(
 ) -> LowerBound:
     """eps lower bound from game scores (higher = guess member) under a threshold rule.
 
-    `member` holds the true coins b (0 or 1). `rule` is a rule of `auditsel.auditing.rules`
-    (`Split()`, `BonferroniGrid(...)`, `BonferroniAll()`, `MultiSplit(...)`) or its name; every
-    rule is valid at `confidence`. The answer depends on the scores of each class and the
-    rule's seed, never on the order of the rows; a rule without a seed gets a fresh one, which
-    the result records in `threshold_options`. Pass `sorted_scores` (a `SortedScores` of the same scores) to reuse a
-    sort. The old keyword options (`split_fraction`, `grid_size`, `threshold_grid`, `splits`,
-    `seed`) are accepted for one release with a DeprecationWarning.
+    The answer depends on the scores of each class and the rule's seed, never on the order of
+    the rows. The old keyword options (`split_fraction`, `grid_size`, `threshold_grid`,
+    `splits`, `seed`) are accepted until auditsel 0.3.0 with a DeprecationWarning.
+
+    Args:
+        scores: one score per game (higher: guess that the canary was in).
+        member: the true coins b of the games (0 or 1).
+        delta: in [0, 1).
+        confidence: in [0.5, 1): the rule's eps_L holds with this probability.
+        rule: a rule of `auditsel.auditing.rules` (`Split()`, `BonferroniGrid(...)`,
+            `BonferroniAll()`, `MultiSplit(...)`) or its name; a rule without a seed gets a
+            fresh one, which the result records in `threshold_options`.
+        sorted_scores: a `SortedScores` of the same scores, to reuse a sort.
+
+    Returns:
+        A `LowerBound`: eps (valid at `confidence`), the threshold and its rates, the point
+        estimates and the GDP fit.
+
+    Raises:
+        auditsel.errors.ConfigError: member values other than 0/1, arrays that are not 1-D or
+            differ in length, fewer than 4 games, or `delta`/`confidence` out of range.
     """
     rule = with_seed(legacy_rule(rule, old_options, "audit_scores"))
     confidence, delta = check_levels(confidence, delta)

@@ -8,10 +8,13 @@ lowest, abstains on the rest, and counts the v correct guesses among r = k+ + k-
 Analyses (each rejects a privacy claim for the mechanism w.r.t. every single canary's
 inclusion, the other canaries arbitrary; add/remove neighbours):
 
-* [SNJ23] Theorem 5.2: if the mechanism is (eps, delta)-DP,
+* [SNJ23] Theorem 5.2: if the mechanism is (eps, delta)-DP, ::
+
       P[W >= v] <= P[Bin(r, q) >= v] + 2 m delta max_{i=1..v} P[v - i <= Bin(r, q) < v] / i,
+
   q = e^eps / (1 + e^eps); with delta = 0 this is the binomial tail of [SNJ23] Theorem 3.1.
   eps_L is the largest eps whose p-value is below the significance.
+
 * [MMC24] Theorem 9 / Algorithm 3 (the recursion "audit_rh_with_cap", as in the public
   jax_privacy implementation): if the mechanism is f-DP, c correct among k guesses has
   probability below tau whenever r_0 + h_0 > k / m, where r_c = tau c / m, h_c = tau (k - c) / m

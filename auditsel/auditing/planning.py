@@ -9,13 +9,14 @@ trade-off curve (FP(t), FN(t)) over the thresholds the proxy can use:
 * exact, where the winner laws are known (reduced and finite games; `likelihood_ratio` proxy
   and finite games: the Neyman-Pearson tests of the exact winner laws; `sample` proxy of a
   Gaussian winner: thresholds on the released value, from the winner's cdfs);
+
 * estimated from `pilot` simulated games otherwise (real DP-SGD games): the empirical curve,
   or (`pessimistic_curve`, what the pipeline planner uses) a curve that the true one dominates
   with probability >= a stated confidence, so that the pilot's own sampling error and its
   luckiest threshold never make the plan promise more than the pipeline gives;
 
 and the threshold on that curve that a rule could at best find (an oracle), with the rule's
-evaluation games and level:
+evaluation games and level::
 
     split:          n (1 - split_fraction) games at alpha
     multisplit:     n (1 - split_fraction) games at alpha / 2 (one split at the median's level)

@@ -9,6 +9,7 @@ conventions, each with its own names:
   test between two neighbouring thresholds): `auroc` is its area, the Mann-Whitney statistic
   P(S1 > S0) + P(S1 = S0) / 2 (sklearn's `roc_auc_score`), reported with DeLong's interval;
   `tpr_at_fpr(f)` is its height at FPR f (the largest TPR where the curve is vertical at f);
+
 * its upper convex hull, the best randomised tests between any two thresholds, as jax_privacy
   computes it (`CanaryScoreAuditor.attack_auroc` and `tpr_at_given_fpr`, from
   `_get_tn_fn_counts`' Pareto frontier): `auroc_hull` and `tpr_at_fpr_hull`. The hull is never

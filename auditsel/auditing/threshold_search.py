@@ -218,7 +218,7 @@ def best_rows(
 
 def best_on_coins(s0, s1, a: float, delta: float) -> dict:
     """best_rows over every threshold of the trials whose sorted scores are s0 (b = 0) and s1
-    (b = 1), arrays or `SortedPart`s: '>' at -inf or a b = 0 score, '<=' at -inf or a b = 1 score
+    (b = 1), arrays or `SortedPart` objects: '>' at -inf or a b = 0 score, '<=' at -inf or a b = 1 score
     (module docstring)."""
     p0, p1 = (x if isinstance(x, SortedPart) else SortedPart(x) for x in (s0, s1))
     return best_rows(

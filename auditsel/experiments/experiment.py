@@ -631,14 +631,28 @@ def run_config(
     progress: bool = False,
 ) -> RunResult:
     """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed
-    ExperimentSpec) and return its result (`RunResult`: result.json's sections as attributes,
-    `to_dict()` for the document); with `out_dir`, also write result.json,
-    report.md and the plots there (and keep the game's checkpoints, so a rerun resumes).
-    `trials` and `seed` override game.trials and game.seed (range-checked as in the config);
-    `score` overrides game.score: "monotone", "worst" or a `selection` score (`MonotoneScore`,
-    `FarthestScore`, `BucketScore`; the adversary then reads its statistic, proxy `score`).
-    Bad input is a ConfigError, also for an `out_dir` that escapes (the working folder or one
-    of its parents) or is in use by another run (`auditsel.files.claim_folder`)."""
+    ExperimentSpec) and return its result.
+
+    Args:
+        config: a YAML path, a mapping as in the YAML, or an `ExperimentSpec`.
+        out_dir: also write result.json, report.md and the plots there (and keep the game's
+            checkpoints, so a rerun resumes); None: write nothing.
+        jobs: joblib workers for the game (the numbers do not depend on it).
+        trials: overrides game.trials (range-checked as in the config).
+        seed: overrides game.seed (range-checked as in the config).
+        score: overrides game.score: "monotone", "worst" or a `selection` score
+            (`MonotoneScore`, `FarthestScore`, `BucketScore`; the adversary then reads its
+            statistic, proxy `score`).
+        progress: show a progress bar.
+
+    Returns:
+        A `RunResult`: result.json's sections as attributes, `to_dict()` for the document.
+
+    Raises:
+        auditsel.errors.ConfigError: bad input, also an `out_dir` that escapes (the working
+            folder or one of its parents) or is in use by another run
+            (`auditsel.files.claim_folder`).
+    """
     jobs = check_jobs(jobs)  # as the CLI's --jobs: jobs=0 or "2" is a ConfigError
     if isinstance(config, ExperimentSpec):
         spec = config

@@ -412,6 +412,22 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt, label
             solid_capstyle="butt",
             label=f"interval [{iv['lower']:.3f}, {iv['upper']:.3f}]",
         )
+    curves = _plot_upper_curves(ax, result, heuristic, monotone, contradicted)
+    _plot_eps_marks(ax, result)
+    ax.set_ylim(max(min(curves.get("delta", [1e-10])), 1e-12) / 3, 1.0)
+    ax.set_xlabel("epsilon")
+    ax.set_ylabel("delta(epsilon)")
+    ax.set_title(f"{result['name']}: privacy curves")
+    ax.legend(fontsize=7, loc="lower left")
+    _margins(fig)
+    save_figure(fig, out_dir / "privacy_curve.png")
+    plt.close(fig)
+    return "privacy_curve.png"
+
+
+def _plot_upper_curves(ax, result: dict, heuristic: set, monotone: set, contradicted) -> dict:
+    """The bounds' eps at each delta (the tuning bounds, the reduced game's values; dashed
+    where heuristic or under the monotone-score assumption); returns the curves drawn."""
     curves = dict(result.get("upper_curves") or {})
     for section in ("reduced_game_curves", "monotone_score_curves"):
         for key, values in (result.get(section) or {}).items():
@@ -442,6 +458,11 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt, label
                     contradicted,
                 ),
             )
+    return curves
+
+
+def _plot_eps_marks(ax, result: dict) -> None:
+    """Vertical lines at the valid eps_L and the claimed epsilon, where the result has them."""
     low = result.get("lower")
     if low:
         ax.axvline(low["eps"], color="C3", ls="-.", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
@@ -454,15 +475,6 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt, label
             lw=0.8,
             label=f"claimed eps = {claim['epsilon']:.3f}",
         )
-    ax.set_ylim(max(min(curves.get("delta", [1e-10])), 1e-12) / 3, 1.0)
-    ax.set_xlabel("epsilon")
-    ax.set_ylabel("delta(epsilon)")
-    ax.set_title(f"{result['name']}: privacy curves")
-    ax.legend(fontsize=7, loc="lower left")
-    _margins(fig)
-    save_figure(fig, out_dir / "privacy_curve.png")
-    plt.close(fig)
-    return "privacy_curve.png"
 
 
 def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt, labels) -> list[str]:

@@ -3,8 +3,8 @@
 `RunResult` holds the sections of the result.json contract (docs/reference/result-json.md) as attributes
 (`result.upper["exact"]`, `result.lower["eps"]`, `result.eps_lower`), and the whole document as
 `to_dict()` (what `auditsel run` writes, keys only ever added). Reading it as a mapping
-(`result["upper"]`), as `run_config` returned a dict before 0.2, still works for this release
-and warns (DeprecationWarning).
+(`result["upper"]`), as `run_config` returned a dict before 0.2, still works until auditsel
+0.3.0 removes it, and warns (DeprecationWarning).
 """
 
 from __future__ import annotations
@@ -15,11 +15,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from auditsel.version import REMOVED_IN
+
 __all__ = ["RunResult"]
 
 _DICT_ACCESS = (
-    "RunResult: reading the result as a dict (result[key]) is deprecated and goes in the next "
-    "release; use its attributes (result.upper, result.lower, ...) or result.to_dict()"
+    f"RunResult: reading the result as a dict (result[key]) is deprecated and auditsel "
+    f"{REMOVED_IN} removes it; use its attributes (result.upper, result.lower, ...) or "
+    f"result.to_dict()"
 )
 
 
@@ -90,7 +93,7 @@ class RunResult(Mapping[str, Any]):
         """result.json's content (a deep copy: the result stays frozen)."""
         return copy.deepcopy(dict(self.document))
 
-    # --- dict access, deprecated (kept for one release) ----------------------------------
+    # --- dict access, deprecated (until auditsel 0.3.0) ----------------------------------
     def __getitem__(self, key: str) -> Any:
         warnings.warn(_DICT_ACCESS, DeprecationWarning, stacklevel=2)
         return self.document[key]
