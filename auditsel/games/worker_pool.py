@@ -199,15 +199,29 @@ def forked_chunks(
 
 
 def spare_core() -> bool:
-    """Whether a core is free for work beside the caller: the 1-minute load average is below
-    the number of cores less one. On a loaded machine a forked process gains no core, and its
-    copied pages and second set of warm caches cost CPU (about a tenth more for a 10^5-game
-    `auditsel run` under a load of 9 on 2 cores), so `Beside` computes in a thread then."""
+    """Whether a core is free for work beside the caller: fewer than the number of cores less
+    a half are busy by the 1-minute load average or, where Linux tells it, by the processes
+    runnable right now other than this one (the average remembers a run that just ended, a
+    benchmark's previous repeat say). On a loaded machine a forked process gains no core, and
+    its copied pages and second set of warm caches cost CPU (about a tenth more for a
+    10^5-game `auditsel run` under a load of 9 on 2 cores), so `Beside` computes in a thread
+    then."""
     try:
-        load = os.getloadavg()[0]
+        busy = os.getloadavg()[0]
     except OSError:  # no load average here: assume a free core
         return True
-    return load < (os.cpu_count() or 1) - 1 + 0.5
+    busy = min(busy, _runnable_others())
+    return busy < (os.cpu_count() or 1) - 0.5
+
+
+def _runnable_others() -> float:
+    """Processes runnable now other than this one (/proc/loadavg's fourth field, Linux), or
+    infinity where that cannot be read."""
+    try:
+        with open("/proc/loadavg") as f:
+            return max(int(f.read().split()[3].split("/")[0]) - 1, 0)
+    except (OSError, ValueError, IndexError):
+        return float("inf")
 
 
 class Beside:

@@ -145,9 +145,15 @@ def spare(monkeypatch):
 
 def test_spare_core_reads_the_load_average(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(worker_pool, "_runnable_others", lambda: float("inf"))
     monkeypatch.setattr(os, "getloadavg", lambda: (1.4, 0.0, 0.0))
     assert worker_pool.spare_core()
     monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 0.0, 0.0))
+    assert not worker_pool.spare_core()
+    # the average remembers a run that just ended; nothing else runnable now: a free core
+    monkeypatch.setattr(worker_pool, "_runnable_others", lambda: 0)
+    assert worker_pool.spare_core()
+    monkeypatch.setattr(worker_pool, "_runnable_others", lambda: 3)
     assert not worker_pool.spare_core()
     monkeypatch.setattr(worker_pool, "spare_core", lambda: False)
     assert not worker_pool.Beside(lambda: 1).forked  # loaded: a thread, not a fork
