@@ -45,6 +45,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import filelock
 
@@ -358,7 +359,7 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def open_regular(path: str | os.PathLike, field: str):
+def open_regular(path: str | os.PathLike[str], field: str) -> BinaryIO:
     """A binary handle on the regular file `path`, opened without blocking; a ConfigError
     naming `field` for a FIFO, device, socket or folder (never opened for reading). Missing
     files raise FileNotFoundError, as open() does."""

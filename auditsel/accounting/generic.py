@@ -78,11 +78,15 @@ the orders given (the panel uses `rdp.ORDERS`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from auditsel.accounting.profile import region_sup
+from auditsel.accounting.profile import BaseProfile, region_sup
 from auditsel.accounting.rdp import monotone_envelope, rdp_to_delta, rdp_to_epsilon
+from auditsel.numerics import FloatArray
 from auditsel.rounds import Binomial, FinitePmf, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
 __all__ = [
@@ -95,7 +99,9 @@ __all__ = [
 ]
 
 
-def tnb_rdp(orders, rdp, eta: float, nu: float, mean: float | None = None) -> np.ndarray:
+def tnb_rdp(
+    orders: ArrayLike, rdp: ArrayLike, eta: float, nu: float, mean: float | None = None
+) -> FloatArray:
     """[PS22] Theorem 2 on the grid `orders` (alpha_hat optimised over the same grid and 1)."""
     orders = np.asarray(orders, dtype=float)
     rdp = np.asarray(rdp, dtype=float)
@@ -111,7 +117,12 @@ def tnb_rdp(orders, rdp, eta: float, nu: float, mean: float | None = None) -> np
     return monotone_envelope(orders, out)
 
 
-def poisson_rdp(orders, rdp, mean: float, delta_hat=None) -> np.ndarray:
+def poisson_rdp(
+    orders: ArrayLike,
+    rdp: ArrayLike,
+    mean: float,
+    delta_hat: Callable[[FloatArray], ArrayLike] | None = None,
+) -> FloatArray:
     """[PS22] Theorem 6 sharpened (the module docstring), valid for every mean > 0.
 
     delta_hat(eps_hat) is the smaller of `delta_hat` (a privacy profile, asked once for the
@@ -136,7 +147,7 @@ def poisson_rdp(orders, rdp, mean: float, delta_hat=None) -> np.ndarray:
     return monotone_envelope(orders, out)
 
 
-def _with_atom(orders, rdp_a, p_zero: float) -> np.ndarray:
+def _with_atom(orders: FloatArray, rdp_a: FloatArray, p_zero: float) -> FloatArray:
     """1/(alpha-1) log(exp((alpha-1) r_A) + G(0)): the fixed output of K = 0 counted."""
     if p_zero <= 0:
         return rdp_a
@@ -145,7 +156,7 @@ def _with_atom(orders, rdp_a, p_zero: float) -> np.ndarray:
     return np.where(np.isfinite(rdp_a), out, rdp_a)
 
 
-def _bernoulli_term(law: RoundsLaw, orders, rdp) -> np.ndarray:
+def _bernoulli_term(law: RoundsLaw, orders: FloatArray, rdp: FloatArray) -> FloatArray:
     """(b) of the module docstring: log G'(exp((alpha-1) r(alpha))) / (alpha-1), finite laws."""
     if not isinstance(law, (FinitePmf, Binomial)):
         return np.full(np.shape(orders), np.inf)
@@ -156,7 +167,9 @@ def _bernoulli_term(law: RoundsLaw, orders, rdp) -> np.ndarray:
     return np.asarray(val, dtype=float) / (orders - 1)
 
 
-def lemma7_rdp(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
+def lemma7_rdp(
+    orders: ArrayLike, rdp: ArrayLike, law: RoundsLaw, profile: BaseProfile | None = None
+) -> FloatArray:
     """[PS22] Lemma 7 with the sup bounded over the profile's region and/or by (b), and the
     fixed output of K = 0 counted (the module docstring)."""
     orders = np.asarray(orders, dtype=float)
@@ -177,7 +190,9 @@ def lemma7_rdp(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
     return monotone_envelope(orders, _with_atom(orders, out, law.p_zero))
 
 
-def generic_rdp_curve(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
+def generic_rdp_curve(
+    orders: ArrayLike, rdp: ArrayLike, law: RoundsLaw, profile: BaseProfile | None = None
+) -> FloatArray:
     """The PS22 RDP curve of A for this law: Theorem 2 (TNB), Theorem 6 (Poisson), Lemma 7."""
     if isinstance(law, TruncatedNegativeBinomial):
         return tnb_rdp(orders, rdp, law.eta, law.nu, law.mean)
@@ -187,7 +202,29 @@ def generic_rdp_curve(orders, rdp, law: RoundsLaw, profile=None) -> np.ndarray:
     return lemma7_rdp(orders, rdp, law, profile)
 
 
-def generic_epsilon(orders, rdp, law: RoundsLaw, delta, profile=None):
+@overload
+def generic_epsilon(
+    orders: ArrayLike,
+    rdp: ArrayLike,
+    law: RoundsLaw,
+    delta: float,
+    profile: BaseProfile | None = None,
+) -> float: ...
+@overload
+def generic_epsilon(
+    orders: ArrayLike,
+    rdp: ArrayLike,
+    law: RoundsLaw,
+    delta: np.ndarray | Sequence[float],
+    profile: BaseProfile | None = None,
+) -> FloatArray: ...
+def generic_epsilon(
+    orders: ArrayLike,
+    rdp: ArrayLike,
+    law: RoundsLaw,
+    delta: ArrayLike,
+    profile: BaseProfile | None = None,
+) -> FloatArray | float:
     """PS22 bound converted to (eps, delta) (Canonne-Kamath-Steinke over `orders`): a float for
     one delta, an array for an array of deltas (the RDP curve of A is computed once)."""
     return rdp_to_epsilon(orders, generic_rdp_curve(orders, rdp, law, profile), delta)

@@ -47,13 +47,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from numpy.typing import ArrayLike
 
 from auditsel.accounting.profile import BaseProfile, base_profile
 from auditsel.accounting.registry import ASSUMPTION, ASSUMPTIONS, BOUNDS, MONOTONE_SCORE
 from auditsel.errors import ConfigError, choice
 from auditsel.events import as_pair
 from auditsel.numerics import check_deltas
+from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
+
+if TYPE_CHECKING:  # the attack's modules load where an attack is computed (functions below)
+    from auditsel.accounting.attack import AttackValue
 
 __all__ = [
     "Interval",
@@ -69,7 +76,24 @@ __all__ = [
     "check_assume",
     "allowed_rigours",
     "interval_attack",
+    "IntervalRecord",
 ]
+
+
+class _IntervalRecord(TypedDict):
+    lower: float | None
+    lower_source: str
+    upper: float | None
+    upper_source: str | None
+    width: float | None
+
+
+class IntervalRecord(_IntervalRecord, total=False):
+    """`Interval.to_dict()`, result.json's `interval`: the ends and their sources (non-finite
+    numbers as None); `assumption` (the one line of `registry.ASSUMPTION`) only where the ends
+    hold under [XWW24]'s monotone-score assumption."""
+
+    assumption: str
 
 
 def check_assume(assume: str | None) -> str | None:
@@ -84,7 +108,9 @@ def allowed_rigours(assume: str | None) -> tuple[str, ...]:
     return ("rigorous",) if check_assume(assume) is None else ("rigorous", MONOTONE_SCORE)
 
 
-def interval_attack(pair, law: RoundsLaw, deltas, assume: str | None = None):
+def interval_attack(
+    pair: MechanismPair, law: RoundsLaw, deltas: ArrayLike, assume: str | None = None
+) -> AttackValue:
     """The attack value that is the interval's lower end: the worst-score attack (any score),
     or under `assume="monotone_score"` the attack on a monotone score."""
     # deferred: the attack (scipy.fft, the score search) loads where an attack is computed;
@@ -112,16 +138,19 @@ class Interval:
     def contains(self, eps: float, tol: float = 0.0) -> bool:
         return self.lower - tol <= eps <= self.upper + tol
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> IntervalRecord:
         """result.json's `interval` (non-finite numbers as null)."""
-        fin = lambda x: float(x) if math.isfinite(x) else None
-        out = {
-            "lower": fin(self.lower),
-            "lower_source": self.lower_source,
-            "upper": fin(self.upper),
-            "upper_source": self.upper_source,
-            "width": fin(self.width),
-        }
+
+        def fin(x: float) -> float | None:
+            return float(x) if math.isfinite(x) else None
+
+        out = IntervalRecord(
+            lower=fin(self.lower),
+            lower_source=self.lower_source,
+            upper=fin(self.upper),
+            upper_source=self.upper_source,
+            width=fin(self.width),
+        )
         if self.assumption is not None:
             out["assumption"] = ASSUMPTION
         return out
@@ -129,7 +158,7 @@ class Interval:
 
 def interval_from(
     lowers: Iterable[tuple[float | None, str]],
-    uppers: Iterable[tuple[float | None, str]],
+    uppers: Iterable[tuple[float | None, str | None]],
     assumption: str | None = None,
 ) -> Interval:
     """The interval from candidate ends, each (value, source): the largest lower value and the
@@ -165,7 +194,7 @@ class Tightest:
 
 
 def rigorous_values(
-    pair,
+    pair: MechanismPair,
     law: RoundsLaw,
     delta: float,
     *,
@@ -200,14 +229,16 @@ def tightest_of(values: Mapping[str, tuple[float | None, str | None]]) -> Tighte
     return Tightest(eps, key, None if key is None else values[key][1])
 
 
-def tightest_bound(pair, law: RoundsLaw, delta: float, *, assume: str | None = None) -> Tightest:
+def tightest_bound(
+    pair: MechanismPair, law: RoundsLaw, delta: float, *, assume: str | None = None
+) -> Tightest:
     """The tightest rigorous bound (the interval's upper end, module docstring); inf (key None)
     where no rigorous bound applies or all are vacuous. `assume="monotone_score"`: also the
     reduced game's values (module docstring)."""
     return tightest_of(rigorous_values(pair, law, delta, assume=assume))
 
 
-def attack_source(value) -> str:
+def attack_source(value: AttackValue) -> str:
     """One line saying which attack an `attack.AttackValue` is (and the score it plays)."""
     if value.method == "exact":
         return "attack: exact winner curve of the pair under a monotone score (the largest output wins)"
@@ -224,7 +255,7 @@ def attack_source(value) -> str:
 
 
 def tuning_interval(
-    pair,
+    pair: MechanismPair,
     law: RoundsLaw,
     delta: float,
     *,
@@ -297,7 +328,7 @@ class TuningEpsilon:
             f"the tuning run's eps is in [{iv.lower:.4f}, {iv.upper:.4f}] (any score)"
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready (non-finite numbers as null; `interval` as result.json writes it;
         `assumption`: the one-line assumption, or None for any score)."""
         return {
@@ -311,7 +342,7 @@ class TuningEpsilon:
 
 
 def tuning_epsilon(
-    pair, law: RoundsLaw, delta: float, *, assume: str | None = None
+    pair: MechanismPair, law: RoundsLaw, delta: float, *, assume: str | None = None
 ) -> TuningEpsilon:
     """The epsilon to report for a tuning run: K ~ `law` runs of the base `pair`, the best one
     released ([XWW24] Algorithm 2).

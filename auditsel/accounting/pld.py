@@ -46,7 +46,7 @@ from numpy.typing import ArrayLike
 from scipy.special import ndtr
 
 from auditsel.mechanisms import gaussian_delta
-from auditsel.numerics import check_deltas
+from auditsel.numerics import FloatArray, check_deltas
 
 __all__ = [
     "Curve",
@@ -147,7 +147,7 @@ class DiscretePld:
     def losses(self) -> np.ndarray:
         return (self.offset + np.arange(len(self.pmf))) * self.step
 
-    def delta(self, eps):
+    def delta(self, eps: ArrayLike) -> FloatArray | float:
         """m_inf + sum_(l_j > eps) (1 - e^(eps - l_j)) p_j  ([DGKKM22] Lemma 2.6), vectorised."""
         eps_arr = np.atleast_1d(np.asarray(eps, dtype=float))
         l = self.losses

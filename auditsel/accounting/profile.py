@@ -48,13 +48,16 @@ eps'(alpha) = 2 alpha/sigma^2 + log(m)/(alpha - 1), converted.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from auditsel.accounting.rdp import rdp_to_epsilon_continuous
-from auditsel.numerics import check_deltas, golden_min
+from auditsel.numerics import FloatArray, check_deltas, golden_min
+from auditsel.roles import AccountedPair
 from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
 __all__ = [
@@ -158,7 +161,7 @@ class BaseProfile:
         return np.maximum(w_max, w), np.minimum(q_min, q)
 
 
-def base_profile(base) -> BaseProfile:
+def base_profile(base: AccountedPair) -> BaseProfile:
     """The privacy profile of a mechanism pair, from the pair's own methods (`mechanisms`):
     delta(eps), its inverse, the scan grid and the exact region where the pair has one."""
     return BaseProfile(
@@ -248,8 +251,13 @@ def _refine_cells(lo_w, hi_w, lo_q, hi_q, pieces: int = 16):
 
 
 def region_sup(
-    profile: BaseProfile, law: RoundsLaw, a=1.0, b=1.0, tol=1e-6, max_rounds: int = 12
-) -> np.ndarray:
+    profile: BaseProfile,
+    law: RoundsLaw,
+    a: ArrayLike = 1.0,
+    b: ArrayLike = 1.0,
+    tol: ArrayLike = 1e-6,
+    max_rounds: int = 12,
+) -> FloatArray:
     """Rigorous upper bound on sup over the region of  a log G'(q) - b log G'(q')  (a, b >= 0,
     broadcast as arrays over orders), by cell bounds on an adaptively refined grid; the grid is
     refined until each row's bound is within `tol` (per row) of its best grid point, or for
@@ -313,14 +321,32 @@ def profile_shift(profile: BaseProfile, law: RoundsLaw) -> float:
     return general_shift(profile, law)
 
 
+@overload
 def profile_epsilon(
-    base,
+    base: AccountedPair,
     law: RoundsLaw,
-    delta,
+    delta: float,
     profile: BaseProfile | None = None,
     *,
     shift: Callable[[BaseProfile, RoundsLaw], float] | None = None,
-):
+) -> float: ...
+@overload
+def profile_epsilon(
+    base: AccountedPair,
+    law: RoundsLaw,
+    delta: np.ndarray | Sequence[float],
+    profile: BaseProfile | None = None,
+    *,
+    shift: Callable[[BaseProfile, RoundsLaw], float] | None = None,
+) -> FloatArray: ...
+def profile_epsilon(
+    base: AccountedPair,
+    law: RoundsLaw,
+    delta: ArrayLike,
+    profile: BaseProfile | None = None,
+    *,
+    shift: Callable[[BaseProfile, RoundsLaw], float] | None = None,
+) -> FloatArray | float:
     """eps_A(delta) = eps_Q(delta/m) + c  ([KRW24], see the module docstring), for one delta
     (a float) or an array of deltas (an array; the shift c is computed once). inf at delta = 0
     (a profile bound needs delta > 0); a delta outside [0, 1) is a ConfigError. `shift`: the

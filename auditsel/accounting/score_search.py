@@ -80,8 +80,9 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from auditsel.numerics import check_deltas
+from auditsel.numerics import FloatArray, check_deltas
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import BucketScore
 
@@ -202,8 +203,14 @@ def merge_buckets(laws: LabelLaws, resolution: int, tail: float = TAIL) -> Label
 
 # --- winner masses, enclosed -------------------------------------------------------------------
 def enclose_winner(
-    x, f_prev, f_next, w_prev, w_next, rho: float, law: RoundsLaw
-) -> tuple[np.ndarray, np.ndarray]:
+    x: FloatArray,
+    f_prev: FloatArray,
+    f_next: FloatArray,
+    w_prev: FloatArray,
+    w_next: FloatArray,
+    rho: float,
+    law: RoundsLaw,
+) -> tuple[FloatArray, FloatArray]:
     """Entry-wise (lower, upper) bounds on G(F') - G(F) where F = f_prev, F' = f_next = F + x,
     W = 1 - F = w_prev, W' = w_next, every input within relative error `rho` of its r* value
     (module docstring): the difference of G (F' <= 1/2) or of Gc = 1 - G(1 - .) (F' > 1/2)
@@ -241,7 +248,9 @@ def enclose_winner(
     return lo, hi
 
 
-def true_winner_upper(r_hi, f_next, w_next, rho: float, l1: float, law: RoundsLaw) -> np.ndarray:
+def true_winner_upper(
+    r_hi: FloatArray, f_next: FloatArray, w_next: FloatArray, rho: float, l1: float, law: RoundsLaw
+) -> FloatArray:
     """Upper bounds on the TRUE winner's mass of a bucket: r_j G'(F(L u {j})) with r_j <= r_hi
     and the true F within l1 of F* (G' non-decreasing; module docstring)."""
     f, wn = np.asarray(f_next, dtype=float), np.asarray(w_next, dtype=float)
@@ -255,8 +264,14 @@ def true_winner_upper(r_hi, f_next, w_next, rho: float, l1: float, law: RoundsLa
 
 # --- one score's hockey stick -------------------------------------------------------------------
 def direction_pieces(
-    a_lo, b_star, b_true, c_a: float, c_b: float, floor=0.0, by=None
-) -> tuple[np.ndarray, np.ndarray]:
+    a_lo: FloatArray,
+    b_star: FloatArray,
+    b_true: FloatArray,
+    c_a: float,
+    c_b: float,
+    floor: float = 0.0,
+    by: ArrayLike | None = None,
+) -> tuple[FloatArray, FloatArray]:
     """(U_k, V_k) for the direction A over B: prefix sums over the buckets sorted by
     a_lo / b_hi, rounded down / up (`accounting.attack` module docstring, "The hockey stick").
     a_lo bounds the r* winner (its L1 slack c_a is charged); B(S) is bounded by the smaller of
@@ -298,8 +313,8 @@ def pieces_deltas(U: np.ndarray, V: np.ndarray, eps: np.ndarray) -> np.ndarray:
 
 
 def order_winner_laws(
-    masses: tuple[np.ndarray, ...], order, law: RoundsLaw
-) -> tuple[np.ndarray, np.ndarray]:
+    masses: tuple[FloatArray, ...], order: ArrayLike, law: RoundsLaw
+) -> tuple[FloatArray, FloatArray]:
     """The winner's bucket law on X and X' (float64 point values, the K = 0 output left out)
     when the buckets win in `order` (lowest score first): G(F(L u {j})) - G(F(L)) per bucket,
     evaluated as `enclose_winner` does (differences of G below 1/2, of Gc above)."""
@@ -522,7 +537,7 @@ class ScoreSearch:
             best = np.maximum(best, eps)
         return best, tuple(order), pieces
 
-    def best(self, deltas, start=None) -> list[SearchResult]:
+    def best(self, deltas: ArrayLike, start: ArrayLike | None = None) -> list[SearchResult]:
         """The best interval-shaped score at each delta (module docstring: improve the score
         until the DP at its eps finds none better). `start`: eps to start from (a lower bound
         already known, e.g. the monotone attack's)."""
@@ -555,7 +570,7 @@ class ScoreSearch:
             for f, c in zip(found, cur)
         ]
 
-    def deltas_at(self, eps) -> np.ndarray:
+    def deltas_at(self, eps: ArrayLike) -> FloatArray:
         """delta_low(eps): the largest certified hockey stick over the interval-shaped scores
         (max over shapes, directions and the two bounds on B(S) of the DP value, L1 slacks
         charged), >= 0."""

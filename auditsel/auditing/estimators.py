@@ -52,9 +52,10 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import ndtri
 
 from auditsel.accounting.exact import exact_epsilon
@@ -83,10 +84,11 @@ from auditsel.auditing.rules import (
     fresh_seed,
 )
 from auditsel.auditing.scores import check_scores
-from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.auditing.sorted_scores import Counts, SortedScores
 from auditsel.auditing.threshold_search import best_threshold, epsilon_from_rates
 from auditsel.errors import ConfigError, number
 from auditsel.mechanisms import GaussianBase
+from auditsel.rounds import RoundsLaw
 from auditsel.selection import GaussianWinner
 from auditsel.version import REMOVED_IN
 
@@ -95,11 +97,14 @@ __all__ = [
     "PanelOptions",
     "estimator_panel",
     "LABELS",
+    "EstimateLabel",
     "winner_tradeoff",
     "selection_fit_mu",
 ]
 
-LABELS = ("valid", "bayesian", "heuristic", "optimistic", "descriptive")
+#: what an estimate is (module docstring)
+EstimateLabel = Literal["valid", "bayesian", "heuristic", "optimistic", "descriptive"]
+LABELS: tuple[EstimateLabel, ...] = ("valid", "bayesian", "heuristic", "optimistic", "descriptive")
 POSTERIOR_DRAWS = 20_000
 DEFAULT_FPR = (0.001, 0.01, 0.1)
 
@@ -108,12 +113,12 @@ DEFAULT_FPR = (0.001, 0.01, 0.1)
 class Estimate:
     name: str
     value: float  # eps, or the AUROC / TPR for the descriptive entries
-    label: str  # one of LABELS
+    label: EstimateLabel
     level: float | None  # confidence (valid, descriptive) or credible level (bayesian)
     source: str  # method and citation
-    detail: dict = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["value"] = _finite(self.value)
         out["detail"] = {
@@ -122,11 +127,13 @@ class Estimate:
         return out
 
 
-def _finite(x):
+def _finite(x: object) -> object:
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
-def _rule_estimate(ss, name, rule: ThresholdRule, alpha, delta, source) -> Estimate:
+def _rule_estimate(
+    ss: SortedScores, name: str, rule: ThresholdRule, alpha: float, delta: float, source: str
+) -> Estimate:
     chosen = apply_rule(ss, rule, alpha, delta)
     detail = {
         "threshold": float(chosen["threshold"]),
@@ -141,7 +148,7 @@ def _rule_estimate(ss, name, rule: ThresholdRule, alpha, delta, source) -> Estim
     return Estimate(name, float(chosen["eps"]), "valid", 1 - alpha, source, detail)
 
 
-def _gdp_fit(ss: SortedScores, alpha, delta) -> Estimate:
+def _gdp_fit(ss: SortedScores, alpha: float, delta: float) -> Estimate:
     fit = gdp_fit(ss, alpha, delta)
     return Estimate(
         "gdp_fit",
@@ -164,22 +171,22 @@ def _gdp_fit(ss: SortedScores, alpha, delta) -> Estimate:
     )
 
 
-def _rate_low(count, nobs, a):
+def _rate_low(count: np.ndarray, nobs: int, a: float) -> np.ndarray:
     """A value <= the CP upper limit at level a: the empirical rate, the exact limit at count 0."""
     return np.where(count == 0, 1 - (a / 2) ** (1 / max(nobs, 1)), count / max(nobs, 1))
 
 
-def _directions(c):
+def _directions(c: Counts) -> tuple[tuple[bool, np.ndarray, np.ndarray], ...]:
     return ((False, c.fp, c.fn), (True, c.n0 - c.fp, c.n1 - c.fn))
 
 
-def winner_tradeoff(mu: float, law, cells: int = 8_000) -> tuple[np.ndarray, np.ndarray]:
+def winner_tradeoff(mu: float, law: RoundsLaw, cells: int = 8_000) -> tuple[np.ndarray, np.ndarray]:
     """The Neyman-Pearson trade-off (FP ascending, FN descending) of the winner of K ~ law runs
     of N(0, 1) vs N(mu, 1), on `cells` cells of the real line plus the K = 0 atom (a test on the
     cells: its curve lies on or just above the exact one). Cached per (mu, law, cells): the
     arrays returned are read-only."""
     try:
-        key: tuple = (float(mu), law, int(cells))
+        key: tuple[object, ...] = (float(mu), law, int(cells))
         hash(key)
     except TypeError:  # a law that cannot be hashed (a pmf table): keyed by its fields
         key = (float(mu), type(law), repr(law), int(cells))
@@ -191,10 +198,10 @@ def winner_tradeoff(mu: float, law, cells: int = 8_000) -> tuple[np.ndarray, np.
     return got
 
 
-_TRADEOFFS: dict = {}
+_TRADEOFFS: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}
 
 
-def _winner_tradeoff(mu: float, law, cells: int) -> tuple[np.ndarray, np.ndarray]:
+def _winner_tradeoff(mu: float, law: RoundsLaw, cells: int) -> tuple[np.ndarray, np.ndarray]:
     w = GaussianWinner(GaussianBase(mu), law)
     lo, hi = w.quantile_range(1e-12)
     edges = np.linspace(lo, hi, cells + 1)
@@ -211,12 +218,14 @@ def _winner_tradeoff(mu: float, law, cells: int) -> tuple[np.ndarray, np.ndarray
     return fp, fn
 
 
-def selection_fit_mu(fp_u, fn_u, law, mu_max: float = 30.0, steps: int = 32) -> float:
+def selection_fit_mu(
+    fp_u: ArrayLike, fn_u: ArrayLike, law: RoundsLaw, mu_max: float = 30.0, steps: int = 32
+) -> float:
     """Largest mu (bisection) such that some point (fp_u, fn_u) lies strictly below the winner
     family's trade-off curve at mu (impossible for that mu); 0 if none lies below at mu ~ 0."""
     fp_u, fn_u = np.asarray(fp_u, float), np.asarray(fn_u, float)
 
-    def below(mu):
+    def below(mu: float) -> bool:
         fp, fn = winner_tradeoff(mu, law)
         return bool(np.any(fn_u < np.interp(fp_u, fp, fn) - 1e-12))
 
@@ -231,7 +240,9 @@ def selection_fit_mu(fp_u, fn_u, law, mu_max: float = 30.0, steps: int = 32) -> 
     return lo
 
 
-def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
+def _selection_fit(
+    c: Counts, n: int, alpha: float, delta: float, law: RoundsLaw, rounds: int = 6
+) -> Estimate:
     """mu_L over every threshold: a coarse pass, then the thresholds whose optimistic point
     (never above the CP point: the empirical rates, then, for those that pass, Zubkov and
     Serov's bound within about one count of the CP limit) lies below the fitted curve are
@@ -246,13 +257,13 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
     tight = np.zeros(2 * m, bool)  # opt_f, opt_g hold the Zubkov-Serov bounds there
     lim0, lim1 = CpLimits(c.n0, a, upper=True), CpLimits(c.n1, a, upper=True)
 
-    def below(idx, fp, fn):
+    def below(idx: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
         """The thresholds of idx whose optimistic point lies below the curve (fp, fn)."""
         idx = idx[opt_g[idx] < np.interp(opt_f[idx], fp, fn) - 1e-12]
         need = idx[~tight[idx]]
         opt_f[need], opt_g[need] = lim0.bound(all_f[need]), lim1.bound(all_g[need])
         tight[need] = True
-        return idx[opt_g[idx] < np.interp(opt_f[idx], fp, fn) - 1e-12]
+        return cast("np.ndarray", idx[opt_g[idx] < np.interp(opt_f[idx], fp, fn) - 1e-12])
 
     done = np.zeros(2 * m, bool)
     start = np.unique(np.round(np.linspace(0, 2 * m - 1, min(2 * m, 2000))).astype(int))
@@ -285,7 +296,9 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
     )
 
 
-def _bayesian(ss: SortedScores, split: Split, alpha, delta, seed, draws) -> Estimate:
+def _bayesian(
+    ss: SortedScores, split: Split, alpha: float, delta: float, seed: int, draws: int
+) -> Estimate:
     """[ZB+23]'s posterior at the threshold the split rule chose on its pilot, from the counts
     of the evaluation part (the same split as `cp_split`)."""
     p = apply_rule(ss, split, alpha, delta)
@@ -316,7 +329,7 @@ def _bayesian(ss: SortedScores, split: Split, alpha, delta, seed, draws) -> Esti
     )
 
 
-def _auroc(ss: SortedScores, alpha) -> Estimate:
+def _auroc(ss: SortedScores, alpha: float) -> Estimate:
     """AUROC = P(S1 > S0) + P(S1 = S0)/2 with DeLong's variance."""
     auc, se = auroc_with_se(*ss.by_coin(), _placements(ss))
     z = float(-ndtri(alpha / 2))
@@ -330,12 +343,18 @@ def _auroc(ss: SortedScores, alpha) -> Estimate:
     )
 
 
-def _placements(ss: SortedScores):
-    return ss.memo("placements", lambda: placements(*ss.by_coin()))
+def _placements(ss: SortedScores) -> tuple[np.ndarray, np.ndarray]:
+    return cast(
+        "tuple[np.ndarray, np.ndarray]",
+        ss.memo("placements", lambda: placements(*ss.by_coin())),
+    )
 
 
-def _vertices(ss: SortedScores):
-    return ss.memo("roc_hull", lambda: hull_sorted(*ss.by_coin(), _placements(ss)))
+def _vertices(ss: SortedScores) -> tuple[np.ndarray, np.ndarray]:
+    return cast(
+        "tuple[np.ndarray, np.ndarray]",
+        ss.memo("roc_hull", lambda: hull_sorted(*ss.by_coin(), _placements(ss))),
+    )
 
 
 def _auroc_hull(ss: SortedScores) -> Estimate:
@@ -349,7 +368,7 @@ def _auroc_hull(ss: SortedScores) -> Estimate:
     )
 
 
-def _tpr_at_fpr(ss: SortedScores, alpha, targets, hull: bool) -> Estimate:
+def _tpr_at_fpr(ss: SortedScores, alpha: float, targets: tuple[float, ...], hull: bool) -> Estimate:
     s0, s1 = ss.by_coin()
     n1 = len(s1)
     vertices = _vertices(ss) if hull else None
@@ -381,7 +400,7 @@ def _tpr_at_fpr(ss: SortedScores, alpha, targets, hull: bool) -> Estimate:
 
 def panel_rules(
     *,
-    threshold_grid=None,
+    threshold_grid: Sequence[float] | np.ndarray | None = None,
     grid_size: int = 100,
     split_fraction: float = 0.5,
     splits: int = MULTISPLITS,
@@ -395,7 +414,7 @@ def panel_rules(
             grid=None, grid_size=grid_size, split_fraction=split_fraction, seed=seed
         )
         if threshold_grid is None
-        else BonferroniGrid(grid=threshold_grid),
+        else BonferroniGrid(grid=tuple(threshold_grid)),
         "cp_bonferroni_all": BonferroniAll(),
     }
 
@@ -529,5 +548,5 @@ def estimator_panel(
     return out
 
 
-def panel_dict(panel: dict[str, Estimate]) -> dict:
+def panel_dict(panel: dict[str, Estimate]) -> dict[str, Any]:
     return {name: est.to_dict() for name, est in panel.items()}

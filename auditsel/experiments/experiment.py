@@ -14,19 +14,20 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 
 from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
-from auditsel.accounting.interval import interval_from
+from auditsel.accounting.interval import IntervalRecord, interval_from
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.auditing.estimators import PanelOptions, estimator_panel, panel_dict
-from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
@@ -41,7 +42,9 @@ from auditsel.games.fingerprint import code_identity, package_digest
 from auditsel.games.played_score import is_monotone_largest, resolve_score, scored_winner
 from auditsel.games.worker_pool import Beside
 from auditsel.games.worst_case import DpsgdWorstCase
-from auditsel.mechanisms import GaussianBase
+from auditsel.numerics import FloatArray
+from auditsel.roles import GameProtocol, MechanismPair, Proxy, Winner
+from auditsel.rounds import RoundsLaw
 from auditsel.selection import (
     BucketScore,
     FiniteWinner,
@@ -51,6 +54,13 @@ from auditsel.selection import (
     winner_law,
 )
 from auditsel.version import __version__, source_commit
+
+if TYPE_CHECKING:  # the bounds' modules load where the bounds are computed (_upper_panel)
+    from auditsel.accounting.panel import Panel
+
+#: (eps grid, delta of the released winner's curve there, the attack's certified lower curve
+#: there): `upper_panel`'s second part (None where there is no such curve)
+UpperCurve: TypeAlias = tuple[FloatArray, FloatArray | None, FloatArray | None]
 
 __all__ = [
     "run_config",
@@ -70,7 +80,7 @@ PLOT_TRIALS = 1 << 20  # a streamed run's plots use its first ~10^6 trials
 CURVE_DELTAS = (1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2)
 
 
-def _finite_or_none(x):
+def _finite_or_none(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
@@ -88,14 +98,16 @@ def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
     winner laws (mapped through the proxy); finite base: one threshold between each pair of
     consecutive proxy values.
     """
-    winner = winner_law(spec.base.reduced(), spec.rounds)
-    if isinstance(winner.base, GaussianBase):
+    # a game's base has a reduced pair (parse_config: Gaussian, finite-output or DP-SGD)
+    winner = winner_law(cast(MechanismPair, spec.base.reduced()), spec.rounds)
+    values: np.ndarray
+    if isinstance(winner, GaussianWinner):
         lo, hi = winner.quantile_range()
         if proxy_name == "sample":
             return np.linspace(lo, hi, _game(spec).thresholds)
         values = winner.log_likelihood_ratio(np.linspace(lo, hi, 4001))
         return np.linspace(values.min(), values.max(), _game(spec).thresholds)
-    outputs = np.arange(len(spec.base.p))
+    outputs = np.arange(len(winner.base.p))
     values = outputs if proxy_name == "sample" else winner.log_likelihood_ratio(outputs)
     values = np.unique(values[np.isfinite(values)])
     return (values[:-1] + values[1:]) / 2 if len(values) > 1 else values
@@ -118,12 +130,14 @@ def game_score(spec: ExperimentSpec) -> TuningScore:
     return _SCORES[key]
 
 
-def score_fields(score: TuningScore, choice) -> dict:
+def score_fields(score: TuningScore, choice: TuningScore | str) -> dict[str, Any]:
     """result.json's `lower.score`: what the tuner's score was (`describe`), as configured
     (`choice`: "worst", "farthest", ...) and as played (the score's fields; infinite guesses as
     the strings "inf", "-inf")."""
-    shown = lambda v: v if np.isfinite(v) else ("inf" if v > 0 else "-inf")
-    fields: dict = {"kind": type(score).__name__, "describe": score.describe()}
+    shown: Callable[[float], float | str] = lambda v: (
+        v if np.isfinite(v) else ("inf" if v > 0 else "-inf")
+    )
+    fields: dict[str, Any] = {"kind": type(score).__name__, "describe": score.describe()}
     for name, value in vars(score).items():
         if isinstance(value, tuple):
             value = [shown(float(v)) for v in value]
@@ -197,7 +211,7 @@ def _gib(n: float) -> str:
 BYTES_PER_TRIAL = 24  # kept in memory: score and coin, their concatenation, the sorted scores
 
 
-def check_memory(spec: ExperimentSpec, protocol, stream: bool) -> None:
+def check_memory(spec: ExperimentSpec, protocol: GameProtocol, stream: bool) -> None:
     """Refuse, before any work, a game whose memory (a lower estimate) exceeds what the
     machine has available (`available_memory`): the scores of an in-memory
     game, and one chunk of a DP-SGD game (`memory_bytes` of its protocol). A ConfigError
@@ -223,13 +237,13 @@ def check_memory(spec: ExperimentSpec, protocol, stream: bool) -> None:
         raise ConfigError(
             field,
             f"a chunk of {min(g.chunk_size, g.trials):,} games trains a model of "
-            f"{protocol.model.num_params:,} parameters and needs at least {_gib(need)} of memory; "
+            f"{cast(Any, protocol).model.num_params:,} parameters and needs at least {_gib(need)} of memory; "
             f"{_gib(available)} is available: use smaller layers (game.hidden), fewer runs "
             f"at once (game.max_batch_runs) or smaller chunks (game.chunk_size)",
         )
 
 
-def protocol_and_proxy(spec: ExperimentSpec):
+def protocol_and_proxy(spec: ExperimentSpec) -> tuple[GameProtocol, Proxy]:
     """The trainer's protocol and the adversary's proxy for the spec's game."""
     g = _game(spec)
     if g.kind == "dpsgd":
@@ -249,11 +263,11 @@ def protocol_and_proxy(spec: ExperimentSpec):
     if g.kind == "reduced":
         winner = scored_winner(spec.base, spec.rounds, game_score(spec))
     else:
-        winner = winner_law(spec.base.reduced(), spec.rounds)
+        winner = winner_law(cast(MechanismPair, spec.base.reduced()), spec.rounds)
     return winner, make_proxy(g.proxy, winner)
 
 
-def _statistic_grid(protocol, proxy_name: str, size: int) -> np.ndarray | None:
+def _statistic_grid(protocol: GameProtocol, proxy_name: str, size: int) -> np.ndarray | None:
     """A Bonferroni grid for the statistic of a scored game, fixed by the spec (None: not a
     scored game's statistic)."""
     if isinstance(protocol, ScoredGaussianWinner):
@@ -275,7 +289,7 @@ def _statistic_grid(protocol, proxy_name: str, size: int) -> np.ndarray | None:
 
 def _play(
     spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool, backend: str | None
-):
+) -> tuple[GameRecord, LowerBound, bool, SortedScores | None, Callable[[], dict[str, Any]] | None]:
     g = _game(spec)
     protocol, proxy = protocol_and_proxy(spec)
     stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
@@ -305,6 +319,7 @@ def _play(
     if scored is not None:
         spec_grid = scored
     elif g.kind == "dpsgd_worst_case":
+        assert isinstance(protocol, DpsgdWorstCase)
         lo, hi = protocol.score_range()
         spec_grid = np.linspace(lo, hi, g.thresholds)
     elif g.kind != "dpsgd":
@@ -336,7 +351,13 @@ def _play(
     return record, bound, stream, (None if stream else ss), estimators
 
 
-def _estimators(spec: ExperimentSpec, record, spec_grid, ss, law) -> dict:
+def _estimators(
+    spec: ExperimentSpec,
+    record: GameRecord,
+    spec_grid: FloatArray | None,
+    ss: SortedScores | None,
+    law: RoundsLaw | None,
+) -> dict[str, Any]:
     """result.json's lower.estimators: the estimator panel of the game's scores (`law`: the
     selection-aware fit's law of K, None where it does not model the game), or why not."""
     g = _game(spec)
@@ -366,7 +387,14 @@ def _panel_planned(spec: ExperimentSpec) -> bool:
     return not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE))
 
 
-def _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch):
+def _play_and_panel(
+    spec: ExperimentSpec,
+    out_dir: Path | None,
+    jobs: int,
+    progress: bool,
+    backend: str | None,
+    prefetch: Callable[[], object] | None,
+) -> tuple[tuple[GameRecord, LowerBound, bool, SortedScores | None], Beside | None]:
     """(the played game as `_play` returns it less its panel, the estimator panel as a
     `Beside` or None): the panel is computed beside the rest of the run (the wait for the
     bounds, the plots) in a forked process where that is safe, else when its value is asked
@@ -375,11 +403,11 @@ def _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch):
     planned = _panel_planned(spec)
     if prefetch is not None and not planned:
         prefetch()
-    *played, estimators = _play(spec, out_dir, jobs, progress, backend)
+    record, bound, stream, ss, estimators = _play(spec, out_dir, jobs, progress, backend)
     panel = None if estimators is None else Beside(estimators, thread=False)
     if prefetch is not None and planned:
         prefetch()
-    return tuple(played), panel
+    return (record, bound, stream, ss), panel
 
 
 def _game_error(err: ConfigError) -> ConfigError:
@@ -394,11 +422,19 @@ def _game_error(err: ConfigError) -> ConfigError:
     return ConfigError(field or f"game.{err.field}", err.message)
 
 
-_UPPER: dict = {}  # (base, rounds, delta, with_curves) -> upper_panel's value, per process
+_UPPER: dict[
+    tuple[object, ...], tuple[Panel, UpperCurve]
+] = {}  # (base, rounds, delta, with_curves) -> upper_panel's value, per process
 _UPPER_LOCK = threading.Lock()
 
 
-def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=None):
+def upper_panel(
+    base: MechanismPair,
+    rounds: RoundsLaw,
+    delta: float,
+    with_curves: bool = True,
+    winner: Winner | None = None,
+) -> tuple[Panel, UpperCurve]:
     """(the bound `Panel` of `auditsel.accounting.panel`, with the curves at CURVE_DELTAS when
     with_curves; (eps grid, delta of the released winner's curve, the attack's certified lower
     curve or None)). The winner's curve is exact where the base's reduction is, else the
@@ -407,8 +443,9 @@ def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=Non
     Cached per setting (the pair and the law of K are frozen data; the bounds and the attack
     are functions of them and delta alone): a sweep over game fields, or a second run in the
     same process, computes them once. Each call gets its own deep copy."""
-    if winner is None and base.reduced() is not None:
-        winner = winner_law(base.reduced(), rounds)
+    reduced = base.reduced()
+    if winner is None and reduced is not None:
+        winner = winner_law(reduced, rounds)
     key = _upper_key(base, rounds, delta, with_curves, winner)
     got = None if key is None else _UPPER.get(key)
     if got is None:
@@ -416,7 +453,7 @@ def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=Non
     return copy.deepcopy(got)
 
 
-def _sendable(value):
+def _sendable(value: tuple[Panel, UpperCurve]) -> tuple[Panel, UpperCurve]:
     """upper_panel's value without the attack's `AttackValue` (`Panel.attack_value` None):
     its score search keeps tables of tens of MB (28 MB for the quickstart) that a run reads
     only to draw the attack's curve, which the value already holds; sent back from a forked
@@ -425,7 +462,9 @@ def _sendable(value):
     return replace(bounds, attack_value=None), curve
 
 
-def _upper_key(base, rounds, delta: float, with_curves: bool, winner) -> tuple | None:
+def _upper_key(
+    base: MechanismPair, rounds: RoundsLaw, delta: float, with_curves: bool, winner: Winner | None
+) -> tuple[object, ...] | None:
     """upper_panel's cache key, or None for a pair or law that is not hashable."""
     try:
         key = (base, rounds, float(delta), bool(with_curves), winner)
@@ -435,7 +474,9 @@ def _upper_key(base, rounds, delta: float, with_curves: bool, winner) -> tuple |
     return key
 
 
-def _remember(key: tuple | None, value):
+def _remember(
+    key: tuple[object, ...] | None, value: tuple[Panel, UpperCurve]
+) -> tuple[Panel, UpperCurve]:
     if key is not None:
         with _UPPER_LOCK:
             if len(_UPPER) >= 64:
@@ -444,7 +485,9 @@ def _remember(key: tuple | None, value):
     return value
 
 
-def _upper_panel(base, rounds, delta: float, with_curves: bool, winner):
+def _upper_panel(
+    base: MechanismPair, rounds: RoundsLaw, delta: float, with_curves: bool, winner: Winner | None
+) -> tuple[Panel, UpperCurve]:
     # deferred: the bounds' modules (the attack's scipy.fft and score search, the registry)
     # load where the bounds are computed: in `auditsel run`, a forked process beside the game
     from auditsel.accounting.panel import panel
@@ -466,7 +509,13 @@ def _upper_panel(base, rounds, delta: float, with_curves: bool, winner):
     return bounds, (eps_grid, winner_delta, attack_curve)
 
 
-def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
+def upper_fields(
+    base: MechanismPair,
+    rounds: RoundsLaw,
+    bounds: Panel,
+    curve: UpperCurve,
+    kind: str | None = None,
+) -> dict[str, Any]:
     """result.json's fields of the upper side: base, rounds, upper (bounds for any score, with
     every key's rigour, sources, notes), lower (None: filled by the game), monotone_score (the
     reduced game's values where the reduction is exact, under [XWW24]'s monotone-score
@@ -474,7 +523,7 @@ def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
     whose reduction is not exact), attack, exact_curve (the reduced game's exact curve, also
     under the assumption; or reduced_game_curve), attack_curve and, when computed,
     upper_curves, monotone_score_curves."""
-    fields: dict = {
+    fields: dict[str, Any] = {
         "base": {"kind": kind, **bounds.base},
         "rounds": rounds.describe(),
         "upper": bounds.upper,
@@ -511,7 +560,9 @@ def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
     return fields
 
 
-def lower_fields(bound, game: str, proxy: str, seed: int, streamed: bool) -> dict:
+def lower_fields(
+    bound: LowerBound, game: str, proxy: str, seed: int, streamed: bool
+) -> dict[str, Any]:
     """result.json's `lower`: the audit's LowerBound and what was played."""
     return {
         **bound.to_dict(),
@@ -531,7 +582,7 @@ def run_experiment(
     curves: bool = True,
     prefetch: Callable[[], object] | None = None,
     defer_panel: bool = False,
-) -> tuple[dict, dict]:
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns (result, artefacts): result.json content and in-memory data for the report.
     `prefetch` (the CLI's import of matplotlib in a thread) is started once the bounds are
     under way (and the estimator panel, when there is one). `defer_panel`: the estimator
@@ -542,11 +593,14 @@ def run_experiment(
     reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
     winner = None if reduced is None else winner_law(reduced, spec.rounds)
 
-    upper_side = lambda: upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
+    upper_side: Callable[[], tuple[Panel, UpperCurve]] = lambda: upper_panel(
+        spec.base, spec.rounds, spec.delta, with_curves, winner
+    )
     key = _upper_key(spec.base, spec.rounds, spec.delta, with_curves, winner)
 
     played = panel = None
-    if spec.game is not None and spec.game.one_run is None and _UPPER.get(key) is None:
+    cached = key is not None and key in _UPPER
+    if spec.game is not None and spec.game.one_run is None and not cached:
         # the bounds are computed beside the game (`worker_pool.Beside`: a forked process,
         # with its own core and GIL, where that is safe); an error in either surfaces here
         upper = Beside(
@@ -574,7 +628,7 @@ def run_experiment(
         "git_dirty": dirty,
         "code_digest": package_digest(),
     }
-    artefacts = {"winner": winner, "curve": curve[:2], "attack_curve": curve[2]}
+    artefacts: dict[str, Any] = {"winner": winner, "curve": curve[:2], "attack_curve": curve[2]}
     if spec.game is not None and spec.game.one_run is not None:
         # deferred: scipy.stats and scipy.optimize load only for one-run audits
         from auditsel.experiments.one_run_experiment import play_one_run
@@ -603,10 +657,11 @@ def run_experiment(
     return result, artefacts
 
 
-def result_interval(result: dict, bounds) -> dict:
+def result_interval(result: dict[str, Any], bounds: Panel) -> IntervalRecord:
     """result.json's `interval`: [the attack value or a valid eps_L, the tightest rigorous
     bound] (`accounting.interval`)."""
-    lows = [(bounds.interval.lower, bounds.interval.lower_source)]  # the attack value, or 0
+    # the attack value, or 0
+    lows: list[tuple[float | None, str]] = [(bounds.interval.lower, bounds.interval.lower_source)]
     eps_l = valid_lower(result)
     if eps_l is not None:
         low = result["lower"]
@@ -621,13 +676,13 @@ def result_interval(result: dict, bounds) -> dict:
 
 
 def run_config(
-    config,
+    config: str | Path | Mapping[str, Any] | ExperimentSpec,
     out_dir: str | Path | None = None,
     *,
     jobs: int = 1,
     trials: int | None = None,
     seed: int | None = None,
-    score=None,
+    score: TuningScore | str | None = None,
     progress: bool = False,
 ) -> RunResult:
     """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed

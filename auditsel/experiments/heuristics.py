@@ -179,7 +179,7 @@ def contradictions(result: dict) -> dict[str, str]:
     return found
 
 
-def honesty_fields(result: dict) -> dict:
+def honesty_fields(result: dict) -> dict[str, Any]:
     """What result.json adds: `heuristic` (dotted paths) and `contradicted` ({key: reason})."""
     labels = result_labels(result)
     return {"heuristic": list(labels.heuristic), "contradicted": dict(labels.contradicted)}

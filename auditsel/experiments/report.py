@@ -19,9 +19,11 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.sorted_scores import SortedScores
@@ -543,7 +545,7 @@ def _margins(fig):
     )
 
 
-def sorted_scores(scores, member) -> tuple[np.ndarray, np.ndarray]:
+def sorted_scores(scores: ArrayLike, member: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """The scores of the b = 0 and the b = 1 games, each sorted: the audit's own per-coin sort
     (`auditsel.auditing.sorted_scores.SortedScores.by_coin`), for plots of games audited without it (streamed)."""
     return SortedScores(scores, member).by_coin()
@@ -564,7 +566,9 @@ def _distinct(sorted_parts, limit: int):
     return merged if len(merged) <= limit else None
 
 
-def roc_points(s0: np.ndarray, s1: np.ndarray, points: int = 1500):
+def roc_points(
+    s0: np.ndarray, s1: np.ndarray, points: int = 1500
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact (FP count, FN count) of "guess 1 when score > t" at a few thousand thresholds t:
     order statistics at ranks log-spaced from each end of both coins' sorted scores, so that
     every decade of FP and FN down to one game is drawn. Counts by binary search: O(points log n).
@@ -581,7 +585,9 @@ def roc_points(s0: np.ndarray, s1: np.ndarray, points: int = 1500):
     return t, fp, fn
 
 
-def legend_label(label: str, key: str, heuristic, contradicted) -> str:
+def legend_label(
+    label: str, key: str, heuristic: Collection[str], contradicted: Collection[str]
+) -> str:
     """A plot legend entry: "heuristic" (and "CONTRADICTED") where the value is no bound."""
     if key not in heuristic:
         return label

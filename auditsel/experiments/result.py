@@ -13,7 +13,10 @@ import copy
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from auditsel.accounting.interval import IntervalRecord
 
 from auditsel.version import REMOVED_IN
 
@@ -46,7 +49,7 @@ class RunResult(Mapping[str, Any]):
     document: Mapping[str, Any] = field(repr=False)  # the whole result.json content
     #: lower, lower_source, upper, upper_source, width: the tuning run's epsilon lies in
     #: [lower, upper] (accounting.interval); None in result.json documents written before it
-    interval: Mapping[str, Any] | None = None
+    interval: IntervalRecord | None = None
     attack: Mapping[str, Any] | None = None  # the attack value (a lower bound) and its source
     reduced_game: Mapping[str, float | None] | None = None  # tau < 1: the heuristic values
     #: the reduced game's values under [XWW24]'s monotone-score assumption (its `assumption`

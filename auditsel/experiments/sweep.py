@@ -154,7 +154,7 @@ def expand_sweep(raw: dict, overrides: dict | None = None) -> list[SweepPoint]:
     return points
 
 
-def _run_point(point: SweepPoint, out_dir: Path, plots: bool = False) -> dict:
+def _run_point(point: SweepPoint, out_dir: Path, plots: bool = False) -> dict[str, Any]:
     directory = out_dir / point.label
     directory.mkdir(parents=True, exist_ok=True)
     result, artefacts = run_experiment(point.spec, directory, jobs=1, progress=False, curves=False)

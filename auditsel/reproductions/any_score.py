@@ -128,7 +128,9 @@ def _row(name: str, pair, law, delta: float) -> dict:
         "upper_source": (iv.upper_source or "").split(" ")[0],
         "width": iv.width,
         "width_pct": 100 * iv.width / iv.upper,
-        "below_pct": None if monotone is None else 100 * (attack - monotone) / attack,
+        "below_pct": None
+        if monotone is None or attack is None
+        else 100 * (attack - monotone) / attack,
         "seconds": round(time.perf_counter() - start, 2),
     }
 

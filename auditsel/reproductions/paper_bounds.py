@@ -47,6 +47,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from typing import Any
 
 import numpy as np
 
@@ -117,7 +118,7 @@ def example1_rows() -> list[dict]:
     law = TruncatedNegativeBinomial(1.0, 1e-3)
     winner = FiniteWinner(base, law)
     integer = np.arange(2.0, 200.0)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "quantity": "exact eps, delta = 0 (listed score order: monotone score assumed)",
             "ours": exact_epsilon(winner, 0.0),
