@@ -85,6 +85,7 @@ from auditsel.pipelines.audit_options import (
 )
 from auditsel.pipelines.canaries import Canary, default_score
 from auditsel.pipelines.content_digest import content_digest
+from auditsel.pipelines.default_canaries import resolve_canary
 from auditsel.pipelines.game import (
     CHUNK_SIZE,
     LOCAL_CPU,
@@ -191,7 +192,7 @@ class Pipeline:
     tune: Callable
     score: Callable | None = None
     data: Any = None
-    canary: Canary | None = None
+    canary: Canary | tuple[Canary, ...] | str | None = None  # str: "both"
 
     def audit(self, *, games: int, delta: float, **options: Any) -> PipelineAudit:
         """`audit_pipeline` of this pipeline, with `games`, `delta` and the other arguments
@@ -337,7 +338,7 @@ def audit_pipeline(
     score: Callable | None = None,
     *,
     data: Any,
-    canary: Canary | tuple[Canary, ...],
+    canary: Canary | tuple[Canary, ...] | str,
     games: int,
     delta: float,
     claimed_epsilon: float | None = None,
@@ -353,7 +354,9 @@ def audit_pipeline(
     returns only what it publishes; score(release, canary) -> float is the attack (higher: the
     canary looks in; None: the canary's score and every other released field). `data` is your
     training set; `canary` an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`),
-    or a tuple of them (each plays `games` games, Bonferroni; eps is the largest). Returns a
+    or a tuple of them (each plays `games` games, Bonferroni; eps is the largest), or "both"
+    (an InputCanary and a GradientCanary chosen from the data and a probe run:
+    `auditsel.pipelines.default_canaries`). Returns a
     PipelineAudit: eps (the valid eps_L), refuted (eps > claimed_epsilon), the estimator panel,
     the scores and coins, CPU seconds. The options (`auditsel.pipelines.audit_options`, frozen,
     keyword-only): `statistics=AuditOptions(confidence, rule, seed)`;
@@ -409,7 +412,7 @@ def _audit_pipeline(
     score: Callable | None = None,
     *,
     data: Any,
-    canary: Canary | tuple[Canary, ...],
+    canary: Canary | tuple[Canary, ...] | str,
     games: int,
     delta: float,
     claimed_epsilon: float | None = None,
@@ -431,7 +434,8 @@ def _audit_pipeline(
     accept_nondeterminism: bool = False,
 ) -> PipelineAudit:
     """`audit_pipeline` with every option as a keyword (its options objects unpacked)."""
-    if isinstance(canary, (tuple, list)):  # several canaries: each its games, Bonferroni
+    canary = resolve_canary(canary, tune, data)  # "both": (InputCanary, GradientCanary)
+    if isinstance(canary, tuple):  # several canaries: each its games, Bonferroni
         options = {k: v for k, v in locals().items() if k not in ("tune", "score", "data")}
         return _audit_each_canary(tune, score, data, tuple(options.pop("canary")), options)
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
