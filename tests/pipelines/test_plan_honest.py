@@ -20,7 +20,7 @@ import pytest
 
 from auditsel import GaussianBase, InputCanary, audit_pipeline, plan_pipeline
 from auditsel.auditing.planning import blind_rate, pilot_tests
-from auditsel.pipelines.audit_options import AuditOptions
+from auditsel.pipelines.audit_options import AuditOptions, ReportOptions
 from auditsel.pipelines.default_canaries import default_canaries
 from auditsel.pipelines.pipeline_plan import PilotOptions
 
@@ -132,6 +132,9 @@ def test_planned_games_reach_the_target_at_least_as_often_as_stated():
     assert hits >= 13, (n, hits)
 
 
+NO_PANEL = ReportOptions(panel=False)
+
+
 # --- several canaries: planned as audit_pipeline audits them (each its games, Bonferroni) -------
 
 
@@ -147,7 +150,7 @@ def test_planned_games_reach_the_target_at_least_as_often_as_stated():
 def test_an_exact_claim_gets_no_planned_refutation_with_both_canaries(tune, claim, delta, pilot):
     plan = plan_pipeline(
         tune, itself, data=EMPTY, canary="both", delta=delta, pilot=pilot,
-        claimed_epsilon=claim, games=2000, seed=1,
+        claimed_epsilon=claim, games=2000,
     )  # fmt: skip
     assert len(plan.canaries) == 2 and not any(p.canaries for p in plan.canaries)
     assert plan.games_to_refute is None, (pilot, plan.summary())
@@ -161,7 +164,7 @@ def test_both_canaries_plan_a_refutation_that_the_audit_of_both_certifies():
     assert plan.games_to_refute is not None, plan.summary()
     assert plan.games_to_refute == min(p.games_to_refute or math.inf for p in plan.canaries)
     audit = audit_pipeline(  # the audit's games: seed 0
-        too_little_noise, itself, games=plan.games_to_refute, panel=False, **kw
+        too_little_noise, itself, games=plan.games_to_refute, report=NO_PANEL, **kw
     )
     assert audit.refuted and audit.games == 2 * plan.games_to_refute  # doubled, not split
     entries = audit.result["canaries"]

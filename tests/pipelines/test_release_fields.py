@@ -30,6 +30,7 @@ from auditsel import (
     audit_pipeline,
     plan_pipeline,
 )
+from auditsel.pipelines.audit_options import ReportOptions
 from auditsel.pipelines.canaries import default_score
 from auditsel.pipelines.default_canaries import default_canaries
 from auditsel.pipelines.release_scores import FieldScores, release_fields
@@ -194,7 +195,7 @@ def test_the_documented_default_route_refutes_both_bugs_of_the_issue():
     hand; the correct dict release is not."""
     person, gradient = default_canaries(augmented, DATA)
     assert np.argmax(np.abs(np.asarray(person.x) - X.mean(axis=0))) == D - 1  # the empty feature
-    kw = dict(data=DATA, canary="both", delta=DELTA, panel=False)
+    kw = dict(data=DATA, canary="both", delta=DELTA, report=ReportOptions(panel=False))
     clip = audit_pipeline(clip_leak, games=400, claimed_epsilon=CLIP_CLAIM, **kw)
     by_kind = {c["canary"]["kind"]: c for c in clip.result["canaries"]}
     assert clip.refuted and by_kind["input"]["refuted"] and not by_kind["gradient"]["refuted"]
