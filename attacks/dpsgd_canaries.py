@@ -3,12 +3,16 @@
 * ``dirac()``: the gradient canary Z_D of [NHSBTJCT23] / [XWW24]: its gradient is
   [C, 0, ..., 0] at every step (already of norm C, so clipping leaves it as is). The worst case:
   by Sec. 5.1 every adversary-chosen z is equivalent to it up to a rotation.
+
 * input-space canaries, real examples from another distribution than X (the practical case):
+
   - ``from_dataset(source, index, like)``: example ``index`` of another data set (the paper's
     MNIST image in FASHION, SVHN image in CIFAR10, ...), resized / re-channelled to X's shape;
+
   - ``out_of_distribution(like, kind)``: a synthetic input no training example resembles
     (``inverted``: 1 - x of an example, ``constant``: all ones, ``noise``: uniform noise from a
     fixed seed, ``checkerboard``);
+
   - ``mislabelled(data, index)``: a real example with a wrong label (y + shift mod classes);
     take it from the validation split so that it is not already in X.
 

@@ -9,7 +9,9 @@ data and never sees this module.
 * ``DpsgdGameSpec``  the one settings type of a DP-SGD game (frozen data): threat, canary, data,
   model, grid of learning rates, clip, device. The DP-SGD base (sigma, N steps, tau) and the law
   xi of the number of runs come from the experiment (``base`` and ``rounds`` of a config).
+
 * ``build_protocol(spec, base, rounds)``  the trainer's protocol H for one game.
+
 * ``make_scorer(spec, proxies, base, rounds)``  the adversary's score: one proxy (scores of
   shape (n,)) or several evaluated on the same releases (``Scorer``, scores (n, P), one column
   per proxy), so that one training per game serves every proxy (the engine,

@@ -1,7 +1,7 @@
 """Proxies of the DP-SGD game ([XWW24] eq. 10): observation -> real score, higher = "z was in".
 
 With p_i the released private gradient of step i and p_i^z the canary's clipped gradient at
-w_{i-1} (C e_0 for the Dirac canary):
+w_{i-1} (C e_0 for the Dirac canary)::
 
     lambda_a = (1/N) sum_{i=1}^N <p_i^z, p_i> / C^2
     lambda_b = lambda_a - g(y)   under NTNV      lambda_b = lambda_a + g(y)   under NTCV, ETCV
@@ -11,7 +11,7 @@ A proxy reads only the observation released by auditsel.dpsgd.tuning_protocol (f
 ``released``; see ``auditsel.dpsgd.tuning_protocol.RELEASE_FIELDS``): never the coin, k or a losing
 run. lambda_a is computed here, from those released numbers.
 The fixed output of k = 0 scores -inf. For ETCV with the Dirac canary, tau = 1 and one run,
-lambda_a ~ N(b, sigma^2 / N) exactly ([XWW24] Sec. 5.1).
+lambda_a ~ N(b, sigma^2 / N) exactly ([XWW24] Sec. 5.1). ::
 
     likelihood_ratio = log A'(s) / A(s),  s = lambda_a sqrt(N) / sigma
 

@@ -2,6 +2,7 @@
 
 * SampleProxy: the released winner itself ([XWW24] Sec. 5: "the released sample itself is the
   proxy"); the fixed output of K = 0 sits at -inf.
+
 * LikelihoodRatioProxy: log A'(y) / A(y) from the exact winner laws, which are public (the
   spec is known to the adversary). By Neyman-Pearson, thresholding it gives the most powerful
   test at every false-positive rate, i.e. the exact trade-off curve of the pair.

@@ -1,7 +1,7 @@
 """The threat models of [XWW24] Table 2: which training set X, which score g.
 
 The adversary sets up the game ([XWW24] Sec. 4.1, "Interaction"): it picks the pair
-X, X' = X u {z} and, when it controls validation, the score function g of the tuning protocol.
+X, X' = X u {z} and, when it controls validation, the score function g of the tuning protocol. ::
 
     NTNV  normal training, normal validation:  X = a real training set,
           g(y) = - mean_v l(w_N; v) over the untampered validation set;  lambda_b = lambda_a - g

@@ -6,9 +6,11 @@ Contract (docs/explanation/architecture.md, "Errors"):
   parameter, a config field, a command-line option or a file the user passed. The CLI prints
   it as one line and exits with code 2, writing nothing. Every other exception is an internal
   failure (exit 1).
+
 * A domain object names its own parameter (`GaussianPair(mu=0)` raises `mu: must be in
   (0, inf), got 0`); the config layer, which knows where the value was written, adds the
   field path with `err.within("base")` (`base.mu: must be in (0, inf), got 0`).
+
 * `str(err)` is `"<field>: <message>"` (just the message when `field` is empty); `err.field`
   is the dotted path and `err.message` what is allowed.
 

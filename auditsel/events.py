@@ -5,12 +5,14 @@ pair (the shape of `auditsel.mechanisms`), so that every bound, the panel, `tuni
 `calibrate` accept a dp_accounting `DpEvent` wherever they accept a pair:
 
 * a pair is returned as it is;
+
 * an event whose pair is known exactly becomes that pair, so that the exact curve of the
   released winner and every bound of the pair apply: `GaussianDpEvent(sigma)` and its
   compositions (self-composed, composed) are one Gaussian, `GaussianBase(sqrt(sum n_i /
   sigma_i^2))` (N(0, 1) vs N(mu, 1) with the composed mu: a sensitivity-1 Gaussian query at
   noise sigma is N(0, sigma^2) vs N(1, sigma^2)); `SelfComposedDpEvent(PoissonSampledDpEvent(q,
   GaussianDpEvent(sigma)), N)` is one DP-SGD run, `DpsgdBase(sigma, N, q, "pld")`;
+
 * any other event becomes an `EventBase`: its RDP curve is dp_accounting's `RdpAccountant` for
   the event, its privacy profile delta(eps) the pessimistic (connect-the-dots) PLD of
   `PLDAccountant` (value discretization `PLD_DISCRETIZATION`), both through their public API,
@@ -32,10 +34,12 @@ LaplaceDpEvent(b)), N). dp_accounting is imported when an event is built or aske
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from auditsel.errors import ConfigError, choice, number
 from auditsel.mechanisms import (
@@ -47,8 +51,11 @@ from auditsel.mechanisms import (
     check_steps,
     quiet_absl,
 )
-from auditsel.numerics import check_deltas
-from auditsel.roles import MechanismPair
+from auditsel.numerics import FloatArray, check_deltas
+from auditsel.roles import AccountedPair, MechanismPair
+
+if TYPE_CHECKING:
+    from dp_accounting import DpEvent
 
 __all__ = [
     "EventBase",
@@ -62,12 +69,12 @@ __all__ = [
 _ACCOUNTANTS = ("pld", "rdp")
 
 
-def is_pair(obj) -> bool:
+def is_pair(obj: object) -> bool:
     """Whether `obj` is a mechanism pair (`auditsel.roles.MechanismPair`)."""
     return isinstance(obj, MechanismPair)
 
 
-def _is_event(obj) -> bool:
+def _is_event(obj: object) -> bool:
     try:
         from dp_accounting import dp_event  # deferred: dp_accounting is heavy to import
     except ImportError:  # pragma: no cover - dp-accounting is a dependency
@@ -75,12 +82,12 @@ def _is_event(obj) -> bool:
     return isinstance(obj, dp_event.DpEvent)
 
 
-def as_pair(base: Any, field_name: str = "base"):
+def as_pair(base: object, field_name: str = "base") -> AccountedPair:
     """A mechanism pair for `base`: a pair as it is, a dp_accounting DpEvent as the exact pair
     where one is known (Gaussian compositions, DP-SGD), else as an `EventBase`; anything else
     is a ConfigError naming `field_name`."""
     if is_pair(base):
-        return base
+        return cast("AccountedPair", base)  # the built-in pairs are; the bounds read the rest
     if not _is_event(base):
         raise ConfigError(
             field_name,
@@ -97,11 +104,11 @@ def as_pair(base: Any, field_name: str = "base"):
     return EventBase(base)
 
 
-def _gaussian_mu(event) -> float | None:
+def _gaussian_mu(event: DpEvent) -> float | None:
     """mu of the one Gaussian an all-Gaussian composition is (None if it is not one)."""
     from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
 
-    def inverse_variance(e) -> float | None:
+    def inverse_variance(e: DpEvent) -> float | None:
         if isinstance(e, ev.GaussianDpEvent):
             return None if e.noise_multiplier <= 0 else 1.0 / e.noise_multiplier**2
         if isinstance(e, ev.SelfComposedDpEvent):
@@ -117,7 +124,7 @@ def _gaussian_mu(event) -> float | None:
     return None if total is None or total <= 0 else math.sqrt(total)
 
 
-def _dpsgd_parameters(event) -> tuple[float, int, float] | None:
+def _dpsgd_parameters(event: DpEvent) -> tuple[float, int, float] | None:
     """(sigma, steps, q) of N Poisson-sampled Gaussian steps (None for any other event)."""
     from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
 
@@ -135,7 +142,7 @@ def _dpsgd_parameters(event) -> tuple[float, int, float] | None:
     return None
 
 
-def laplace_steps(pair) -> tuple[float, int, float] | None:
+def laplace_steps(pair: object) -> tuple[float, int, float] | None:
     """(b, N, q) where the base is N (Poisson-subsampled at rate q) Laplace steps of noise b and
     sensitivity 1, its worst-case pair being known (`accounting.attack.laplace_step`): a
     `LaplaceBase`, or an `EventBase` whose event is LaplaceDpEvent(b), PoissonSampledDpEvent(q,
@@ -161,7 +168,7 @@ def laplace_steps(pair) -> tuple[float, int, float] | None:
     return None
 
 
-def pure_epsilon_of_event(event) -> float:
+def pure_epsilon_of_event(event: DpEvent) -> float:
     """The pure-DP eps of an event from its structure (module docstring); inf if not pure."""
     from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
 
@@ -190,13 +197,13 @@ class _EventPair:
     docstring); subclasses provide `event`, `accountant` and `describe`."""
 
     neighbouring: ClassVar[Neighbouring] = Neighbouring.ADD_REMOVE
-    rdp_orders: ClassVar[tuple] = RDP_ORDERS
+    rdp_orders: ClassVar[tuple[float, ...]] = RDP_ORDERS
     profile_is_exact: ClassVar[bool] = False  # pessimistic PLD: an upper bound
     reduction_is_exact: ClassVar[bool] = False
     region: ClassVar[None] = None
     mu: ClassVar[None] = None
     mu_gdp: ClassVar[None] = None
-    event: Any
+    event: DpEvent
     accountant: str
 
     def _key(self) -> str:
@@ -218,14 +225,14 @@ class _EventPair:
     def supports_pld(self) -> bool:
         return _supports(self._key(), self.event)[1]
 
-    def rdp(self, orders) -> np.ndarray:
+    def rdp(self, orders: ArrayLike) -> FloatArray:
         """RDP of one run at each order (dp_accounting's RdpAccountant; inf if unsupported)."""
         orders = np.asarray(orders, dtype=float)
         if not self.supports_rdp:
             return np.full(orders.shape, np.inf)
-        return _rdp(self._key(), self.event, tuple(orders.tolist())).copy()
+        return cast("FloatArray", _rdp(self._key(), self.event, tuple(orders.tolist())).copy())
 
-    def delta(self, eps):
+    def delta(self, eps: ArrayLike) -> FloatArray | float:
         """delta(eps) from the pessimistic PLD (max over add/remove), vectorised: the PLD's own
         values on `profile_grid()` (one query), joined by chords in alpha = e^eps in between.
         The PLD's delta is convex in alpha (a sum of [p (1 - alpha e^-l)]_+ terms), so a chord
@@ -272,21 +279,21 @@ class _EventPair:
             acc = dpa.rdp.RdpAccountant(list(RDP_ORDERS)).compose(self.event)
             return float(acc.get_epsilon(delta))
 
-    def profile_grid(self) -> np.ndarray:
+    def profile_grid(self) -> FloatArray:
         """eps where the bounds scan the profile: every 4th point of the table of `delta`."""
         if not self.supports_pld:
             return np.linspace(0.0, 1.0, 11)
-        return _profile_table(self._key(), self.event)[0][::4].copy()
+        return cast("FloatArray", _profile_table(self._key(), self.event)[0][::4].copy())
 
 
 @dataclass(frozen=True)
 class EventBase(_EventPair):
     """One base run described by a dp_accounting DpEvent (module docstring)."""
 
-    event: Any
+    event: DpEvent
     accountant: str = "pld"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not _is_event(self.event):
             raise ConfigError(
                 "event", f"must be a dp_accounting DpEvent, got {type(self.event).__name__}"
@@ -303,7 +310,7 @@ class EventBase(_EventPair):
                 f"dp_accounting's RDP and PLD accountants (add/remove) both refuse {self.event}",
             )
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"kind": "event", "event": repr(self.event), "accountant": self.accountant}
 
 
@@ -317,9 +324,9 @@ class LaplaceBase(_EventPair):
     steps: int = 1
     sample_rate: float = 1.0
     accountant: str = "pld"
-    event: Any = field(init=False, compare=False, repr=False)
+    event: DpEvent = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_steps(self)
         import dp_accounting as dpa  # deferred: heavy
 
@@ -342,7 +349,7 @@ class LaplaceBase(_EventPair):
         inv_b = math.log1p(math.expm1(per_step) / q) if per_step < 700 else per_step - math.log(q)
         return cls(1.0 / inv_b, probe.steps, q, accountant)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "kind": "laplace",
             "noise_multiplier": self.noise_multiplier,
@@ -353,7 +360,7 @@ class LaplaceBase(_EventPair):
         }
 
 
-def _contains(event, kind) -> bool:
+def _contains(event: DpEvent, kind: type[Any]) -> bool:
     from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
 
     if isinstance(event, kind):
@@ -367,11 +374,15 @@ def _contains(event, kind) -> bool:
 # --- dp_accounting, cached by the event's repr (events with lists are not hashable) ---------
 
 
-def _cached(fn):
-    """lru_cache keyed on (key, extra) only: the event itself rides along uncompared."""
-    store: dict = {}
+_T = TypeVar("_T")
 
-    def wrapper(key, event, *extra):
+
+def _cached(fn: Callable[..., _T]) -> Callable[..., _T]:
+    """lru_cache keyed on (key, extra) only: the event itself rides along uncompared: the
+    wrapped function is called as f(key, event, *extra)."""
+    store: dict[tuple[object, ...], _T] = {}
+
+    def wrapper(key: str, event: DpEvent, *extra: object) -> _T:
         k = (key, *extra)
         if k not in store:
             if len(store) >= 64:
@@ -383,7 +394,7 @@ def _cached(fn):
 
 
 @_cached
-def _supports(event) -> tuple[bool, bool]:
+def _supports(event: DpEvent) -> tuple[bool, bool]:
     import dp_accounting as dpa  # deferred: dp_accounting is heavy to import
 
     with quiet_absl():
@@ -394,7 +405,7 @@ def _supports(event) -> tuple[bool, bool]:
 
 
 @_cached
-def _rdp(event, orders: tuple) -> np.ndarray:
+def _rdp(event: DpEvent, orders: tuple[float, ...]) -> FloatArray:
     import dp_accounting as dpa  # deferred: dp_accounting is heavy to import
 
     with quiet_absl():
@@ -402,7 +413,7 @@ def _rdp(event, orders: tuple) -> np.ndarray:
     return np.asarray(acc.rdp, dtype=float)
 
 
-def _chords(grid: np.ndarray, values: np.ndarray, eps: np.ndarray) -> np.ndarray:
+def _chords(grid: FloatArray, values: FloatArray, eps: FloatArray) -> FloatArray:
     """Linear interpolation in alpha = e^eps between the table's points (exact at them); the
     last value beyond the table (delta is non-increasing); callers handle eps < 0."""
     i = np.clip(np.searchsorted(grid, eps, side="right") - 1, 0, len(grid) - 2)
@@ -410,7 +421,7 @@ def _chords(grid: np.ndarray, values: np.ndarray, eps: np.ndarray) -> np.ndarray
     with np.errstate(over="ignore", invalid="ignore"):
         t = np.clip((np.exp(np.minimum(eps, grid[-1])) - a0) / (a1 - a0), 0.0, 1.0)
     out = values[i] + t * (values[i + 1] - values[i])
-    return np.where(eps >= grid[-1], values[-1], out)
+    return cast("FloatArray", np.where(eps >= grid[-1], values[-1], out))
 
 
 #: points of the tabulated profile (one vectorised PLD query; the chords between them)
@@ -418,7 +429,7 @@ PROFILE_POINTS = 6001
 
 
 @_cached
-def _profile_table(event) -> tuple[np.ndarray, np.ndarray]:
+def _profile_table(event: DpEvent) -> tuple[FloatArray, FloatArray]:
     """(eps grid, the PLD's delta there): from 0 to 1.5 times eps at delta = 1e-12 (at most
     the pure eps, beyond which only the PLD's truncation mass is left)."""
     pld = _pld(repr(event), event)
@@ -432,7 +443,7 @@ def _profile_table(event) -> tuple[np.ndarray, np.ndarray]:
 
 
 @_cached
-def _pld(event):
+def _pld(event: DpEvent) -> Any:  # a dp_accounting PLDAccountant
     import dp_accounting as dpa  # deferred: dp_accounting is heavy to import
 
     return dpa.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION).compose(event)

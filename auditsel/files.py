@@ -8,25 +8,30 @@ Contract.
   of its parents (`--out ..`, `--out x/../..`), the home directory, or an existing file. It
   creates the missing folders one by one (remembering which), locks the folder and returns an
   `OutputFolder`.
+
 * The lock is filelock's operating-system lock (`flock` on POSIX) on `DIR/.auditsel.lock`
   (holding the holder's pid): a second
   claim of the same folder, by any process, is refused at once with a ConfigError
   ("... is in use by another auditsel run (pid N)"). The kernel releases it when the holder
   exits, also when it is killed, so there are no stale locks; a released lock file is removed.
+
 * `OutputFolder.discard()` (a failed run) removes exactly what this run created: every path
   under the folder that was not there when it was claimed, then the folder itself and the
   parents it created, if they are empty. A path that existed before is never removed.
   `OutputFolder.release()` (success, interruption, a full disk) keeps everything, including
   checkpoints to resume from, and removes only an empty folder this run created.
+
 * `atomic_write_bytes(path, data)` / `atomic_write_text(path, text)` write through a
   temporary file with a unique name beside the target and rename it into place, so readers (and
   a resumed run, and concurrent writers) never see half a file; `temporary_beside(path)` is the
   same for a writer that needs a file handle (numpy.savez).
+
 * `open_regular(path, field)` opens a file the user (or a checkpoint folder) hands over for
   reading, without ever blocking: `os.stat` first and the open itself non-blocking, so a FIFO,
   a device (`/dev/zero`), a socket or a folder is refused with a ConfigError naming `field`,
   not read; `read_regular(path, field, limit)` reads at most `limit` bytes of it (a larger
   file is refused, never read to its end).
+
 * `check_output_path` also refuses a folder name longer than NAME_MAX (255 bytes) in one
   component, or a path longer than PATH_MAX (4096 bytes), before the file system is asked.
 """
@@ -40,6 +45,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import filelock
 
@@ -353,7 +359,7 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def open_regular(path: str | os.PathLike, field: str):
+def open_regular(path: str | os.PathLike[str], field: str) -> BinaryIO:
     """A binary handle on the regular file `path`, opened without blocking; a ConfigError
     naming `field` for a FIFO, device, socket or folder (never opened for reading). Missing
     files raise FileNotFoundError, as open() does."""

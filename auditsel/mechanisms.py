@@ -1,7 +1,7 @@
 """Mechanism pairs: one base run M on a pair of neighbouring data sets X, X', as frozen data.
 
 Every pair is plain, validated data (a `ConfigError` names a bad parameter) and owns what the
-bounds need to know about it, as methods (docs/explanation/architecture.md, "Pairs"):
+bounds need to know about it, as methods (docs/explanation/architecture.md, "Pairs")::
 
     neighbouring          the neighbouring relation, a `Neighbouring` member
     delta(eps)            privacy profile, max over both directions, vectorised in eps
@@ -22,15 +22,17 @@ The pairs:
 * GaussianBase(mu): one draw from N(0, 1) on X and N(mu, 1) on X' (a sensitivity-1 output
   with unit Gaussian noise; one DP-SGD run after the reduction of [XWW24] Sec. 5, eq. 18-19:
   mu = tau sqrt(N) / sigma). Its privacy profile (Balle & Wang 2018; [KRW24] "Base profiles")
-  is, for every real eps, the same in both directions:
+  is, for every real eps, the same in both directions::
 
       delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)          (`gaussian_delta`)
 
   and its RDP curve alpha mu^2 / 2 (Mironov 2017, Prop. 7). `GaussianBase.from_epsilon(eps_B,
   delta)` calibrates mu so that delta(eps_B) = delta.
+
 * FiniteOutputBase(p, q): outputs 0..m-1 listed from the lowest to the highest score, with
   probabilities p on X and q on X' ([XWW24] Example 1); its profile is the finite hockey-stick
   divergence sum_y [p(y) - e^eps q(y)]_+ (max over both directions).
+
 * DpsgdBase(noise_multiplier, steps, sample_rate, accountant): one DP-SGD run, N
   Poisson-subsampled Gaussian steps under add/remove neighbours (sensitivity 1 after clipping),
   i.e. dp_accounting's SelfComposedDpEvent(PoissonSampledDpEvent(tau, GaussianDpEvent(sigma)), N).
@@ -49,15 +51,21 @@ import contextlib
 import enum
 import logging
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, ndtr, ndtri
 
 from auditsel.errors import ConfigError, choice, integer, number, shown
-from auditsel.numerics import bisect, check_deltas, logsumexp
+from auditsel.numerics import FloatArray, bisect, check_deltas, logsumexp
+
+if TYPE_CHECKING:
+    from dp_accounting import DpEvent
+    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
 __all__ = [
     "Neighbouring",
@@ -86,24 +94,24 @@ class Neighbouring(enum.Enum):
 # --- Gaussian -------------------------------------------------------------------------------
 
 
-def gaussian_delta(mu: float, eps):
+def gaussian_delta(mu: float, eps: ArrayLike) -> FloatArray:
     """Hockey-stick divergence H_{e^eps}(N(0,1) || N(mu,1)) in log space (exact, any real eps)."""
     eps = np.asarray(eps, dtype=float)
     if mu <= 0:
-        return np.maximum(-np.expm1(eps), 0.0)
+        return cast("FloatArray", np.maximum(-np.expm1(eps), 0.0))
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         out = np.exp(gaussian_log_delta(mu, eps))
     return np.maximum(out, 0.0)
 
 
-def gaussian_log_delta(mu: float, eps):
+def gaussian_log_delta(mu: float, eps: ArrayLike) -> FloatArray:
     """log of `gaussian_delta` for mu > 0, accurate where delta underflows (log_ndtr): down to
     delta = 1e-300 and far below (-inf where delta is exactly 0)."""
     eps = np.asarray(eps, dtype=float)
     log_a = log_ndtr(mu / 2 - eps / mu)
     log_b = eps + log_ndtr(-mu / 2 - eps / mu)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return log_a + np.log(-np.expm1(np.minimum(log_b - log_a, 0.0)))
+        return cast("FloatArray", log_a + np.log(-np.expm1(np.minimum(log_b - log_a, 0.0))))
 
 
 def gaussian_epsilon(mu: float, delta: float) -> float:
@@ -116,7 +124,7 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
     if mu <= 0 or gaussian_delta(mu, 0.0) <= delta:
         return 0.0
     log_delta = math.log(delta)
-    at = lambda e: float(gaussian_log_delta(mu, e))
+    at: Callable[[float], float] = lambda e: float(gaussian_log_delta(mu, e))
     hi = max(1.0, mu * mu)
     while at(hi) > log_delta:
         hi *= 2
@@ -130,7 +138,9 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
     lo, hi = 1e-12, 1.0
     while gaussian_delta(hi, epsilon) < delta:
         hi *= 2
-    f = lambda m: math.log(max(gaussian_delta(m, epsilon), 1e-320)) - math.log(delta)
+    f: Callable[[float], float] = lambda m: (
+        math.log(max(float(gaussian_delta(m, epsilon)), 1e-320)) - math.log(delta)
+    )
     if delta < 1e-300:  # subnormal deltas (5e-324 is in range): log delta without underflow
         f = lambda m: float(gaussian_log_delta(m, epsilon)) - math.log(delta)
     return bisect(f, lo, hi, xtol=1e-14, rtol=1e-13)
@@ -147,14 +157,14 @@ class GaussianBase:
     reduction_is_exact: ClassVar[bool] = True
     mu_gdp: ClassVar[None] = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "mu", number(self.mu, "mu", 0, math.inf, lo_open=True))
 
     @classmethod
     def from_epsilon(cls, epsilon: float, delta: float) -> GaussianBase:
         return cls(gaussian_mu(epsilon, delta))
 
-    def delta(self, eps):
+    def delta(self, eps: ArrayLike) -> FloatArray:
         return gaussian_delta(self.mu, eps)
 
     def profile_epsilon(self, delta: float) -> float:
@@ -167,15 +177,15 @@ class GaussianBase:
     def pure_epsilon(self) -> float:
         return math.inf
 
-    def rdp(self, orders) -> np.ndarray:
+    def rdp(self, orders: ArrayLike) -> FloatArray:
         """alpha mu^2 / 2: RDP of N(0,1) vs N(mu,1), exact and symmetric."""
         return np.asarray(orders, dtype=float) * self.mu * self.mu / 2.0
 
-    def profile_grid(self) -> np.ndarray:
+    def profile_grid(self) -> FloatArray:
         hi = gaussian_epsilon(self.mu, 1e-300) if self.mu < 30 else self.mu * self.mu
         return np.linspace(0.0, hi, 4001)
 
-    def region(self, w, q):
+    def region(self, w: FloatArray, q: FloatArray) -> tuple[FloatArray, FloatArray]:
         """The most powerful test {x <= t} with P(x <= t) = q under N(0,1) has q' = Phi(t - mu):
         (largest w' = 1 - q', smallest q') for each (w, q = 1 - w)."""
         with np.errstate(divide="ignore"):
@@ -187,18 +197,18 @@ class GaussianBase:
     def reduced(self) -> GaussianBase:
         return self
 
-    def shift(self, member) -> np.ndarray:
+    def shift(self, member: ArrayLike) -> FloatArray:
         """Mean of the draw: 0 on X (member = 0), mu on X' (member = 1)."""
         return np.asarray(member, dtype=float) * self.mu
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"kind": "gaussian", "mu": self.mu}
 
 
 # --- finite outputs -------------------------------------------------------------------------
 
 
-def hockey_stick_finite(p, q, eps):
+def hockey_stick_finite(p: ArrayLike, q: ArrayLike, eps: ArrayLike) -> FloatArray:
     """sum_y [p(y) - e^eps q(y)]_+ for each eps (vectorised over eps)."""
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
@@ -208,10 +218,10 @@ def hockey_stick_finite(p, q, eps):
     # where q = 0 the term is p whatever eps: e^eps overflows to inf above eps ~ 709.8 and
     # inf * 0 = nan would drop it (a disjoint-support pair then looked (710, 0)-DP, not inf)
     terms = np.where(q > 0, terms, p)
-    return np.sum(np.where(terms > 0, terms, 0.0), axis=-1)
+    return cast("FloatArray", np.sum(np.where(terms > 0, terms, 0.0), axis=-1))
 
 
-def _renyi_finite(p, q, orders) -> np.ndarray:
+def _renyi_finite(p: FloatArray, q: FloatArray, orders: ArrayLike) -> FloatArray:
     a = np.asarray(orders, dtype=float)[..., None]
     if np.any((p > 0) & (q == 0)):
         return np.full(np.shape(orders), np.inf)
@@ -224,8 +234,8 @@ def _renyi_finite(p, q, orders) -> np.ndarray:
 class FiniteOutputBase:
     """Outputs 0..m-1 in increasing score order; p on X, q on X'."""
 
-    p: tuple
-    q: tuple
+    p: tuple[float, ...]
+    q: tuple[float, ...]
     neighbouring: ClassVar[Neighbouring] = Neighbouring.GIVEN_LAWS
     rdp_orders: ClassVar[None] = None
     profile_is_exact: ClassVar[bool] = True
@@ -234,7 +244,7 @@ class FiniteOutputBase:
     mu: ClassVar[None] = None
     mu_gdp: ClassVar[None] = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         p = np.asarray(self.p, dtype=float)
         q = np.asarray(self.q, dtype=float)
         for name, v in (("p", p), ("q", q)):
@@ -251,10 +261,10 @@ class FiniteOutputBase:
         object.__setattr__(self, "p", tuple((p / p.sum()).tolist()))
         object.__setattr__(self, "q", tuple((q / q.sum()).tolist()))
 
-    def law(self, member: int) -> np.ndarray:
+    def law(self, member: int) -> FloatArray:
         return np.asarray(self.q if member else self.p, dtype=float)
 
-    def delta(self, eps):
+    def delta(self, eps: ArrayLike) -> FloatArray:
         """max over directions of sum_y [P(y) - e^eps Q(y)]_+."""
         p, q = self.law(0), self.law(1)
         return np.maximum(hockey_stick_finite(p, q, eps), hockey_stick_finite(q, p, eps))
@@ -272,7 +282,7 @@ class FiniteOutputBase:
         if delta == 0:
             return self.pure_epsilon
         hi = self._top() * 1.01 + 1.0
-        at = lambda e: float(self.delta(np.array([e]))[0])
+        at: Callable[[float], float] = lambda e: float(self.delta(np.array([e]))[0])
         if at(0.0) <= delta:
             return 0.0
         if at(hi) > delta:
@@ -288,7 +298,7 @@ class FiniteOutputBase:
 
     @property
     def pure_epsilon(self) -> float:
-        """max |log p(y)/q(y)| (inf when the supports differ)."""
+        """max `|log p(y)/q(y)|` (inf when the supports differ)."""
         p, q = self.law(0), self.law(1)
         if np.any((p > 0) != (q > 0)):
             return math.inf
@@ -298,11 +308,11 @@ class FiniteOutputBase:
     def epsilon(self, delta: float) -> float:
         return float(self.profile_epsilon(delta))
 
-    def rdp(self, orders) -> np.ndarray:
+    def rdp(self, orders: ArrayLike) -> FloatArray:
         p, q = self.law(0), self.law(1)
         return np.maximum(_renyi_finite(p, q, orders), _renyi_finite(q, p, orders))
 
-    def profile_grid(self) -> np.ndarray:
+    def profile_grid(self) -> FloatArray:
         p, q = self.law(0), self.law(1)
         both = (p > 0) & (q > 0)
         llr = np.abs(np.log(p[both]) - np.log(q[both]))
@@ -312,7 +322,7 @@ class FiniteOutputBase:
     def reduced(self) -> FiniteOutputBase:
         return self
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"kind": "discrete", "p": list(self.p), "q": list(self.q)}
 
     @classmethod
@@ -343,7 +353,20 @@ PLD_DISCRETIZATION = 1e-3
 _ACCOUNTANTS = ("rdp", "pld")
 
 
-def check_steps(base) -> None:
+class _StepsBase(Protocol):
+    """A base made of `steps` noisy steps at `sample_rate` (DpsgdBase, events.LaplaceBase)."""
+
+    @property
+    def noise_multiplier(self) -> float: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def sample_rate(self) -> float: ...
+    @property
+    def accountant(self) -> str: ...
+
+
+def check_steps(base: _StepsBase) -> None:
     """Check (in place, on a frozen dataclass) the fields of a base made of `steps` noisy steps at
     `sample_rate`: noise_multiplier > 0, steps >= 1, sample_rate in (0, 1], accountant one of
     "rdp", "pld" (ConfigError naming the field otherwise)."""
@@ -360,7 +383,7 @@ def check_steps(base) -> None:
 
 
 @contextlib.contextmanager
-def quiet_absl():
+def quiet_absl() -> Iterator[None]:
     """Silence dp_accounting's per-order convergence warnings (orders it drops are +inf)."""
     logger = logging.getLogger("absl")
     level = logger.level
@@ -388,16 +411,16 @@ class DpsgdBase:
     sample_rate: float = 1.0
     accountant: str = "rdp"
     neighbouring: ClassVar[Neighbouring] = Neighbouring.ADD_REMOVE
-    rdp_orders: ClassVar[tuple] = RDP_ORDERS
+    rdp_orders: ClassVar[tuple[float, ...]] = RDP_ORDERS
     profile_is_exact: ClassVar[bool] = False  # pessimistic PLD: an upper bound
     region: ClassVar[None] = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_steps(self)
 
     # --- dp_accounting -------------------------------------------------------------------
     @property
-    def event(self):
+    def event(self) -> DpEvent:
         return _event(self.noise_multiplier, self.steps, self.sample_rate)
 
     def epsilon(self, delta: float, accountant: str | None = None) -> float:
@@ -417,18 +440,18 @@ class DpsgdBase:
                 )
         return float(self.pld().get_epsilon_for_delta(delta))
 
-    def rdp(self, orders) -> np.ndarray:
+    def rdp(self, orders: ArrayLike) -> FloatArray:
         """RDP of one run at each order (dp_accounting, Poisson-subsampled Gaussian)."""
         orders = np.asarray(orders, dtype=float)
         return _rdp_curve(
             self.noise_multiplier, self.steps, self.sample_rate, tuple(orders.tolist())
         )
 
-    def pld(self):
+    def pld(self) -> PrivacyLossDistribution:
         """Pessimistic (connect-the-dots) PLD of one run, add/remove (dp_accounting)."""
         return _pld(self.noise_multiplier, self.steps, self.sample_rate)
 
-    def delta(self, eps):
+    def delta(self, eps: ArrayLike) -> FloatArray | float:
         """delta(eps) of one run from the pessimistic PLD (max over add/remove), vectorised."""
         e = np.asarray(eps, dtype=float)
         flat = np.atleast_1d(e).ravel()
@@ -443,7 +466,7 @@ class DpsgdBase:
     def pure_epsilon(self) -> float:
         return math.inf
 
-    def profile_grid(self, delta_for_grid: float = 1e-12) -> np.ndarray:
+    def profile_grid(self, delta_for_grid: float = 1e-12) -> FloatArray:
         delta_for_grid = float(check_deltas(delta_for_grid, "delta_for_grid")[0])
         if delta_for_grid == 0:
             raise ConfigError("delta_for_grid", "must be in (0, 1): the grid ends where delta is")
@@ -486,7 +509,7 @@ class DpsgdBase:
         sigma = _calibrate(float(epsilon), float(delta), probe.steps, probe.sample_rate, accountant)
         return cls(sigma, probe.steps, probe.sample_rate, accountant)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "kind": "dpsgd",
             "noise_multiplier": self.noise_multiplier,
@@ -497,7 +520,7 @@ class DpsgdBase:
 
 
 @lru_cache(maxsize=256)
-def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple) -> np.ndarray:
+def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple[float, ...]) -> FloatArray:
     # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
 
@@ -508,7 +531,7 @@ def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple) -> np.ndarra
 
 
 @lru_cache(maxsize=64)
-def _pld(sigma: float, steps: int, tau: float):
+def _pld(sigma: float, steps: int, tau: float) -> PrivacyLossDistribution:
     # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
@@ -531,7 +554,9 @@ def _pld(sigma: float, steps: int, tau: float):
 
 
 @lru_cache(maxsize=64)
-def _pld_tails(sigma: float, steps: int, tau: float) -> tuple:
+def _pld_tails(
+    sigma: float, steps: int, tau: float
+) -> tuple[tuple[FloatArray, FloatArray, FloatArray, float], ...]:
     """Per direction (remove, add): the losses of the dense PMF of `_pld` and the running sums
     dp_accounting's vectorised hockey stick accumulates from the top loss down,
     upper_k = inf_mass + sum of the top k probs, lower_k = sum of the top k probs e^-loss."""
@@ -543,7 +568,7 @@ def _pld_tails(sigma: float, steps: int, tau: float) -> tuple:
     return tuple(out)
 
 
-def _dense_pmfs(pld) -> list[tuple[np.ndarray, np.ndarray, float]]:
+def _dense_pmfs(pld: PrivacyLossDistribution) -> list[tuple[FloatArray, FloatArray, float]]:
     """(losses, probabilities, infinity mass) of each direction of a dp_accounting PLD (remove;
     add when the PLD is not symmetric).
 
@@ -564,7 +589,7 @@ def _dense_pmfs(pld) -> list[tuple[np.ndarray, np.ndarray, float]]:
     return out
 
 
-def _pld_delta(sigma: float, steps: int, tau: float, eps: np.ndarray) -> np.ndarray:
+def _pld_delta(sigma: float, steps: int, tau: float, eps: FloatArray) -> FloatArray:
     """delta(eps) of the pessimistic PLD, max over add/remove: the sum of dp_accounting's
     `get_delta_for_epsilon` (the same running sums, in the same order), with a binary search
     per eps instead of a Python loop over the whole PMF (about 1 s per call at 1000 steps)."""
@@ -579,7 +604,7 @@ def _pld_delta(sigma: float, steps: int, tau: float, eps: np.ndarray) -> np.ndar
     return best
 
 
-def _event(sigma: float, steps: int, tau: float):
+def _event(sigma: float, steps: int, tau: float) -> DpEvent:
     # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     import dp_accounting as dpa
 
@@ -614,8 +639,12 @@ def _calibrate(epsilon: float, delta: float, steps: int, tau: float, accountant:
         )
     if accountant == "rdp":
         return sigma_rdp
-    make_pld = lambda: dpa.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
-    pld_eps = lambda s: make_pld().compose(_event(s, steps, tau)).get_epsilon(delta)
+    make_pld: Callable[[], Any] = lambda: dpa.pld.PLDAccountant(
+        value_discretization_interval=PLD_DISCRETIZATION
+    )
+    pld_eps: Callable[[float], float] = lambda s: (
+        make_pld().compose(_event(s, steps, tau)).get_epsilon(delta)
+    )
     lo = sigma_rdp / 2
     while pld_eps(lo) <= epsilon and lo > sigma_rdp / 16:
         lo /= 2

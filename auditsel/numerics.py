@@ -19,15 +19,32 @@ bounds call it thousands of times on small arrays (a Renyi integral per order).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TypeAlias
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from auditsel.errors import ConfigError, shown
 
-__all__ = ["logsumexp", "bisect", "golden_min", "check_deltas", "newton_bracketed"]
+__all__ = [
+    "logsumexp",
+    "bisect",
+    "golden_min",
+    "check_deltas",
+    "newton_bracketed",
+    "FloatArray",
+    "IntArray",
+]
+
+#: a float array: what the vectorised functions return (numpy hands back a numpy scalar, which
+#: behaves as a 0-d array, where the input was a scalar)
+FloatArray: TypeAlias = NDArray[np.float64]
+#: an integer array (draws of K, counts)
+IntArray: TypeAlias = NDArray[np.int64]
 
 
-def check_deltas(delta, field: str = "delta") -> np.ndarray:
+def check_deltas(delta: object, field: str = "delta") -> FloatArray:
     """delta (scalar or array) as a 1-D float array, each in [0, 1), else a ConfigError naming
     `field` (nan, inf, strings and bools included)."""
     if isinstance(delta, (bool, str, bytes)) or delta is None:
@@ -42,7 +59,7 @@ def check_deltas(delta, field: str = "delta") -> np.ndarray:
     return deltas
 
 
-def logsumexp(a) -> np.ndarray | float:
+def logsumexp(a: ArrayLike) -> FloatArray | float:
     """log(sum(exp(a), axis=-1)); -inf for a row of -inf values, +inf if any entry is +inf."""
     a = np.asarray(a, dtype=float)
     top = np.max(a, axis=-1, keepdims=True)
@@ -54,11 +71,16 @@ def logsumexp(a) -> np.ndarray | float:
 
 
 def bisect(
-    f, lo: float, hi: float, xtol: float = 1e-12, rtol: float = 1e-12, maxiter: int = 400
+    f: Callable[[float], float],
+    lo: float,
+    hi: float,
+    xtol: float = 1e-12,
+    rtol: float = 1e-12,
+    maxiter: int = 400,
 ) -> float:
     """A root of the scalar function f in [lo, hi], f(lo) and f(hi) of opposite signs (or 0).
 
-    Bisection until the bracket is below xtol + rtol |x| (scipy's brentq criterion): ~50
+    Bisection until the bracket is below xtol + rtol `|x|` (scipy's brentq criterion): ~50
     evaluations, no smoothness assumed, and no scipy.optimize import (a third of a second of
     start-up, which the command line pays on every run).
     """
@@ -83,7 +105,9 @@ def bisect(
     return 0.5 * (lo + hi)
 
 
-def golden_min(f, left: float, right: float, steps: int = 60) -> tuple[float, float]:
+def golden_min(
+    f: Callable[[float], float], left: float, right: float, steps: int = 60
+) -> tuple[float, float]:
     """(x, f(x)): golden-section search for a minimum of the scalar f on [left, right], `steps`
     shrinks of the bracket by 0.618 each (60 steps: a bracket 3e-13 of the original)."""
     g = (math.sqrt(5) - 1) / 2
@@ -102,14 +126,20 @@ def golden_min(f, left: float, right: float, steps: int = 60) -> tuple[float, fl
 
 
 def newton_bracketed(
-    fun, lo, hi, *, increasing: bool, iterations: int = 60, xtol: float = 1e-13
-) -> np.ndarray:
+    fun: Callable[[FloatArray], tuple[FloatArray, FloatArray]],
+    lo: ArrayLike,
+    hi: ArrayLike,
+    *,
+    increasing: bool,
+    iterations: int = 60,
+    xtol: float = 1e-13,
+) -> FloatArray:
     """x in [lo, hi] (arrays) with f(x) = 0, entry by entry, where `fun(x) -> (f, df)` gives f
     and its derivative, f monotone (`increasing` or decreasing) with its root in [lo, hi].
 
     Each step keeps the bracket (lo moves up to x where f(x) is on the side of f(lo)) and takes the
     Newton step where it lands inside the bracket, else the bracket's midpoint; it stops when
-    every bracket or every step is below xtol (1 + |x|), or after `iterations` steps."""
+    every bracket or every step is below `xtol (1 + |x|)`, or after `iterations` steps."""
     lo = np.array(lo, dtype=float)
     hi = np.array(hi, dtype=float)
     x = lo.copy()

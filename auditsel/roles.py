@@ -7,12 +7,15 @@ own mechanism pair, tuning protocol or attack), and a type checker checks it:
   GaussianBase, FiniteOutputBase, DpsgdBase; `auditsel.events`: LaplaceBase, EventBase). Its
   privacy profile delta(eps), the inverse, eps_B, the RDP curve, the scan grid of the profile
   bounds, and `reduced()`: the pair whose winner law is exact (None where none is known).
+
 * `Winner`: the exact law of the released winner of the tuning protocol over a pair
   (`auditsel.selection`: GaussianWinner, FiniteWinner): the reduced game, which is also a
   `GameProtocol`.
+
 * `GameProtocol`: what the game engine plays (`auditsel.games.engine.run_game`, [XWW24]
   Algorithm 1): `release(member, rng)` runs the protocol for a vector of coins (b = 1: X') and
   returns the observations (trainer side).
+
 * `Proxy`: the adversary's score (`attacks`): observations -> one float per trial, shape (n,),
   or one row of P scores per trial, shape (n, P); it never sees the coins.
 
@@ -28,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["MechanismPair", "Winner", "GameProtocol", "Proxy"]
+__all__ = ["MechanismPair", "AccountedPair", "Winner", "GameProtocol", "Proxy"]
 
 
 @runtime_checkable
@@ -77,6 +80,37 @@ class MechanismPair(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """The pair's parameters, as written to result.json."""
+        ...
+
+
+class AccountedPair(MechanismPair, Protocol):
+    """A mechanism pair as the bounds read it (`auditsel.accounting`): the pairs of
+    `auditsel.mechanisms` and `auditsel.events` add these class-level facts (None where a pair
+    has none); `events.as_pair` hands every pair to the bounds as one."""
+
+    @property
+    def mu(self) -> float | None:
+        """The Gaussian shift of the reduced game ([XWW24] eq. 19), None without one."""
+        ...
+
+    @property
+    def mu_gdp(self) -> float | None:
+        """The central-limit GDP parameter ([XWW24] Appendix A.4), None without one."""
+        ...
+
+    @property
+    def rdp_orders(self) -> tuple[float, ...] | None:
+        """The RDP orders of its accountant, None for the default orders."""
+        ...
+
+    @property
+    def profile_is_exact(self) -> bool:
+        """Whether `delta(eps)` is the exact profile (else an upper bound on it)."""
+        ...
+
+    @property
+    def region(self) -> Any:
+        """(w, q) -> the most powerful tests' error pair, or None (`accounting.profile`)."""
         ...
 
 

@@ -1,6 +1,6 @@
 """Number-of-runs laws xi: the random number K of base runs in private tuning.
 
-Every law is plain, frozen data with the scipy.stats-like surface the bounds need:
+Every law is plain, frozen data with the scipy.stats-like surface the bounds need::
 
     pmf(k)                 P[K = k]
     pgf(z)                 G(z) = E[z^K]                 ([PS22] Lemma 7, [KRW24] Sec. 2)
@@ -25,32 +25,40 @@ Every law is plain, frozen data with the scipy.stats-like surface the bounds nee
 Laws ([XWW24] Sec. 2 and eq. 21, [PS22] Sec. 3, [KRW24] Sec. 5):
 
 * TNB(eta, nu), eta in (-1, inf), nu in (0, 1], support {1, 2, ...} (nu = 1: K = 1, the limit
-  nu -> 1 of every formula below, as dp_accounting's gamma in (0, 1]):
+  nu -> 1 of every formula below, as dp_accounting's gamma in (0, 1])::
+
       P[K=k] = (1-nu)^k / (nu^-eta - 1) * prod_{l<k} (l+eta)/(l+1)      (eta != 0)
       P[K=k] = (1-nu)^k / (k log(1/nu))                                  (eta == 0, logarithmic)
       G(z)  = ((1-(1-nu) z)^-eta - 1) / (nu^-eta - 1),  G(z) = log(1-(1-nu) z)/log(nu) at eta = 0
       G'(z) = (1-(1-nu) z)^(-eta-1) nu^(eta+1) E[K]
       E[K]  = eta (1-nu) / (nu (1 - nu^eta)),  (1/nu - 1)/log(1/nu) at eta = 0
+
   eta = 1 is the geometric law P[K=k] = nu (1-nu)^(k-1).
+
 * Poisson(mean): G(z) = exp(mean (z - 1)); K = 0 releases a fixed, data-independent output.
+
 * Binomial(n, p): G(z) = (1 - p + p z)^n (K = 0 as for Poisson).
+
 * TwoPoint(L, s): P[K=1] = s, P[K=L] = 1 - s ([XWW24] eq. 21).
+
 * Point(k): K = k always, G(z) = z^k.
+
 * FinitePmf({k: P[K=k]}): any law on finitely many non-negative integers.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import gammaln
 
 from auditsel.errors import ConfigError, integer, number, require, shown
-from auditsel.numerics import logsumexp, newton_bracketed
+from auditsel.numerics import FloatArray, IntArray, logsumexp, newton_bracketed
 
 # Parameter ranges where every law stays representable in double precision (issue 6 sec. 3/4).
 MIN_NU = 1e-15  # TNB: 1 - nu must keep nu's digits
@@ -76,16 +84,18 @@ class RoundsLaw:
     kind: str = "abstract"
 
     # --- subclasses implement -------------------------------------------------------------
-    def log_pmf(self, k):
+    def log_pmf(self, k: ArrayLike) -> FloatArray:
         raise NotImplementedError
 
-    def pgf(self, z):
+    def pgf(self, z: ArrayLike) -> FloatArray:
         raise NotImplementedError
 
-    def pgf_complement(self, w):
+    def pgf_complement(self, w: ArrayLike) -> FloatArray:
         raise NotImplementedError
 
-    def log_pgf_derivative(self, z, w=None, log_z=None):
+    def log_pgf_derivative(
+        self, z: ArrayLike, w: ArrayLike | None = None, log_z: ArrayLike | None = None
+    ) -> FloatArray:
         raise NotImplementedError
 
     if TYPE_CHECKING:  # E[K]: a property of each law (a field of Poisson, whose parameter it is)
@@ -93,30 +103,30 @@ class RoundsLaw:
         @property
         def mean(self) -> float: ...
 
-    def sample(self, size, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, size: int, rng: np.random.Generator) -> IntArray:
         raise NotImplementedError
 
-    def params(self) -> dict:
+    def params(self) -> dict[str, Any]:
         raise NotImplementedError
 
     # --- shared ---------------------------------------------------------------------------
-    def pmf(self, k):
+    def pmf(self, k: ArrayLike) -> FloatArray:
         return np.exp(self.log_pmf(k))
 
-    def pgf_derivative(self, z, w=None):
+    def pgf_derivative(self, z: ArrayLike, w: ArrayLike | None = None) -> FloatArray:
         return np.exp(self.log_pgf_derivative(z, w))
 
-    def pgf_above_zero(self, z):
+    def pgf_above_zero(self, z: ArrayLike) -> FloatArray:
         """G(z) - G(0): the laws with mass at K = 0 override it without the cancellation."""
         return self.pgf(z) - self.p_zero
 
-    def log_pgf_above_zero(self, log_z):
+    def log_pgf_above_zero(self, log_z: ArrayLike) -> FloatArray:
         raise NotImplementedError
 
-    def log_pgf_complement(self, log_w):
+    def log_pgf_complement(self, log_w: ArrayLike) -> FloatArray:
         raise NotImplementedError
 
-    def pgf_complement_inverse(self, u):
+    def pgf_complement_inverse(self, u: ArrayLike) -> FloatArray:
         """w in (0, 1] with 1 - G(1 - w) = u (u in (0, 1 - G(0)]): Newton on
         log(1 - G(1 - w)) minus log u in log w (`numerics.newton_bracketed`) inside the bracket
         [u / E[K], u / (1 - G(0))] (1 - G(1 - w) is concave in w, from 0 with slope E[K], and
@@ -126,7 +136,7 @@ class RoundsLaw:
         lo = np.minimum(log_u - math.log(self.mean), 0.0)
         hi = np.minimum(log_u - math.log1p(-self.p_zero), 0.0)
 
-        def fun(log_w):
+        def fun(log_w: FloatArray) -> tuple[FloatArray, FloatArray]:
             w = np.exp(log_w)
             log_c = self.log_pgf_complement(log_w)
             # d log C / d log w = w G'(1 - w) / C
@@ -140,11 +150,11 @@ class RoundsLaw:
         """P[K = 0]: the mass released as the fixed, data-independent output."""
         return float(self.pgf(0.0))
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "mean": self.mean, **self.params()}
 
 
-def _as_w(z, w):
+def _as_w(z: ArrayLike, w: ArrayLike | None) -> tuple[FloatArray, FloatArray]:
     z = np.asarray(z, dtype=float)
     return z, (1.0 - z) if w is None else np.asarray(w, dtype=float)
 
@@ -157,7 +167,7 @@ class TruncatedNegativeBinomial(RoundsLaw):
     nu: float
     kind: str = field(default="tnb", init=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "eta", number(self.eta, "eta", -1, MAX_ETA, lo_open=True))
         # Below ~1e-15, 1 - nu rounds to 1 (or loses most digits of nu) and the law degenerates
         # (pgf(1) = log1p(-1)/log(nu) = nan); E[K] is then ~1e13, far beyond any tuning run.
@@ -174,10 +184,10 @@ class TruncatedNegativeBinomial(RoundsLaw):
         """nu = 1: the point mass K = 1."""
         return self.nu == 1
 
-    def log_pmf(self, k):
+    def log_pmf(self, k: ArrayLike) -> FloatArray:
         if self._one:
             with np.errstate(divide="ignore"):
-                return np.log(np.asarray(k, dtype=float) == 1)
+                return cast("FloatArray", np.log(np.asarray(k, dtype=float) == 1))
         # P[K=k] = (1-nu)^k Gamma(k+eta) / (Gamma(1+eta) k!) / (log(1/nu) r(eta log(1/nu))),
         # with r(x) = expm1(x)/x: one formula for every eta, eta -> 0 included.
         k = np.asarray(k, dtype=float)
@@ -194,7 +204,7 @@ class TruncatedNegativeBinomial(RoundsLaw):
         ok = (k >= 1) & (k == np.floor(k))
         return np.where(ok, out, -np.inf)
 
-    def pgf(self, z):
+    def pgf(self, z: ArrayLike) -> FloatArray:
         # G(z) = expm1(-eta b) / expm1(eta log(1/nu)) with b = log(1 - (1-nu) z) <= 0
         z = np.asarray(z, dtype=float)
         if self._one:
@@ -209,29 +219,37 @@ class TruncatedNegativeBinomial(RoundsLaw):
             )
         L = self._log_inv_nu
         if self.eta <= 0:
-            return (b / -L) * _expm1_ratio(-self.eta * b) / _expm1_ratio(self.eta * L)
+            return cast(
+                "FloatArray", (b / -L) * _expm1_ratio(-self.eta * b) / _expm1_ratio(self.eta * L)
+            )
         # eta > 0: expm1(eta L) overflows once eta L > 709 (e.g. eta = 50, nu = 1e-9). Rewrite
         # G = e^(-eta (b + L)) (b / -L) r(eta b) / r(-eta L), every factor bounded (b + L >= 0).
         lg = b + L
-        return (
-            np.exp(-self.eta * lg)
-            * (b / -L)
-            * _expm1_ratio(self.eta * b)
-            / _expm1_ratio(-self.eta * L)
+        return cast(
+            "FloatArray",
+            (
+                np.exp(-self.eta * lg)
+                * (b / -L)
+                * _expm1_ratio(self.eta * b)
+                / _expm1_ratio(-self.eta * L)
+            ),
         )
 
-    def pgf_complement(self, w):
+    def pgf_complement(self, w: ArrayLike) -> FloatArray:
         # 1 - (1-nu) z = nu (1 + (1-nu) w / nu); 1 - G = -expm1(-eta l) / -expm1(-eta log(1/nu))
         if self._one:
             return np.asarray(w, dtype=float)
         lg = np.log1p((1 - self.nu) * np.asarray(w, dtype=float) / self.nu)
-        return (
-            (lg / self._log_inv_nu)
-            * _expm1_ratio(-self.eta * lg)
-            / _expm1_ratio(-self.eta * self._log_inv_nu)
+        return cast(
+            "FloatArray",
+            (
+                (lg / self._log_inv_nu)
+                * _expm1_ratio(-self.eta * lg)
+                / _expm1_ratio(-self.eta * self._log_inv_nu)
+            ),
         )
 
-    def pgf_complement_inverse(self, u):
+    def pgf_complement_inverse(self, u: ArrayLike) -> FloatArray:
         # 1 - G(1 - w) = expm1(-eta lg) / expm1(-eta L), lg = log1p((1-nu) w / nu), L = log 1/nu
         # (lg = u L at eta = 0), so w = expm1(lg) nu / (1 - nu)
         u = np.asarray(u, dtype=float)
@@ -244,7 +262,7 @@ class TruncatedNegativeBinomial(RoundsLaw):
             lg = -np.log1p(u * math.expm1(-self.eta * L)) / self.eta
         return np.minimum(np.expm1(lg) * (self.nu / (1 - self.nu)), 1.0)
 
-    def log_pgf_above_zero(self, log_z):
+    def log_pgf_above_zero(self, log_z: ArrayLike) -> FloatArray:
         # no mass at 0: log G(z) = log(-b/L) + log r(-eta b) - log r(eta L), b = log(1-(1-nu) z)
         log_z = np.asarray(log_z, dtype=float)
         if self._one:
@@ -265,7 +283,7 @@ class TruncatedNegativeBinomial(RoundsLaw):
             - _log_expm1_ratio(self.eta * L)
         )
 
-    def log_pgf_complement(self, log_w):
+    def log_pgf_complement(self, log_w: ArrayLike) -> FloatArray:
         # 1 - G = (lg / L) r(-eta lg) / r(-eta L), lg = log1p((1-nu) w / nu)
         log_w = np.asarray(log_w, dtype=float)
         if self._one:
@@ -280,7 +298,9 @@ class TruncatedNegativeBinomial(RoundsLaw):
             - _log_expm1_ratio(-self.eta * L)
         )
 
-    def log_pgf_derivative(self, z, w=None, log_z=None):
+    def log_pgf_derivative(
+        self, z: ArrayLike, w: ArrayLike | None = None, log_z: ArrayLike | None = None
+    ) -> FloatArray:
         z, w = _as_w(z, w)
         eta, nu = self.eta, self.nu
         if self._one:
@@ -293,13 +313,16 @@ class TruncatedNegativeBinomial(RoundsLaw):
         # eta (1-nu) / (nu (1 - nu^eta)) = ((1-nu)/nu) / (log(1/nu) r(-eta log(1/nu)))
         if self._one:
             return 1.0
-        return (
-            (1 - self.nu)
-            / self.nu
-            / (self._log_inv_nu * _expm1_ratio(-self.eta * self._log_inv_nu))
+        return cast(
+            "float",
+            (
+                (1 - self.nu)
+                / self.nu
+                / (self._log_inv_nu * _expm1_ratio(-self.eta * self._log_inv_nu))
+            ),
         )
 
-    def sample(self, size, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, size: int, rng: np.random.Generator) -> IntArray:
         """Exact samplers: logarithmic (eta = 0), geometric (eta = 1), zero-truncated NB(eta, nu)
         by rejection (eta > 0 with acceptance 1 - nu^eta >= 0.05), and otherwise rejection from
         the logarithmic law, whose pmf ratio to TNB is q_k = Gamma(k+eta)/(Gamma(1+eta)Gamma(k))
@@ -316,26 +339,29 @@ class TruncatedNegativeBinomial(RoundsLaw):
         acceptance = -math.expm1(eta * math.log(nu))
         if eta > 0 and acceptance >= 0.05:
 
-            def propose_nb(n):
+            def propose_nb(n: int) -> IntArray:
                 k = rng.negative_binomial(eta, nu, n)
                 return k[k >= 1]
 
             return _rejection_fill(propose_nb, size, acceptance)
-        log_q = lambda k: gammaln(k + eta) - gammaln(1 + eta) - gammaln(k)
+
+        def log_q(k: IntArray | int) -> FloatArray:
+            return cast("FloatArray", gammaln(k + eta) - gammaln(1 + eta) - gammaln(k))
+
         log_bound = 0.0 if eta < 0 else float(log_q(math.ceil(50 / nu)))
 
-        def propose(n):
+        def propose(n: int) -> IntArray:
             k = rng.logseries(1 - nu, n)
             accept = np.log(rng.random(n)) < log_q(k) - log_bound
             return k[accept]
 
         return _rejection_fill(propose, size, None)
 
-    def params(self) -> dict:
+    def params(self) -> dict[str, Any]:
         return {"eta": self.eta, "nu": self.nu}
 
 
-def _expm1_ratio(x):
+def _expm1_ratio(x: ArrayLike) -> Any:
     """expm1(x) / x, equal to 1 at x = 0 and accurate near it."""
     x = np.asarray(x, dtype=float)
     small = np.abs(x) < 1e-8
@@ -351,25 +377,25 @@ def _log_expm1_ratio(x: float) -> float:
     return math.log(_expm1_ratio(x))
 
 
-def _log_expm1_ratio_array(x):
+def _log_expm1_ratio_array(x: ArrayLike) -> FloatArray:
     """log(expm1(x) / x), vectorised: x/2 near 0, no overflow for large x."""
     x = np.asarray(x, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         big = x + np.log(-np.expm1(-np.maximum(x, 50.0))) - np.log(np.maximum(x, 50.0))
         mid = np.log(np.asarray(_expm1_ratio(np.clip(x, -745.0, 50.0)), dtype=float))
-    return np.where(x > 50, big, mid)
+    return cast("FloatArray", np.where(x > 50, big, mid))
 
 
-def log1mexp_of_log(t):
+def log1mexp_of_log(t: ArrayLike) -> FloatArray:
     """log(1 - exp(-x)) for x = exp(t) > 0, from t = log x: accurate for x far below the
     smallest double (log x - x/2, the error x^2/24) and for large x (-> 0)."""
     t = np.asarray(t, dtype=float)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         x = np.exp(t)
-        return np.where(t < -20, t - x / 2, np.log(-np.expm1(-x)))
+        return cast("FloatArray", np.where(t < -20, t - x / 2, np.log(-np.expm1(-x))))
 
 
-def _log_of_log1p_small(log_x, scale: float = 1.0):
+def _log_of_log1p_small(log_x: ArrayLike, scale: float = 1.0) -> FloatArray:
     """log(log1p(scale x)) for x = exp(log_x) >= 0, with log(scale) + log_x when x underflows."""
     log_x = np.asarray(log_x, dtype=float)
     x = np.exp(np.minimum(log_x, 700.0))
@@ -377,7 +403,9 @@ def _log_of_log1p_small(log_x, scale: float = 1.0):
         return np.where(log_x < -600, math.log(scale) + log_x, np.log(np.log1p(scale * x)))
 
 
-def _rejection_fill(propose, size: int, acceptance: float | None) -> np.ndarray:
+def _rejection_fill(
+    propose: Callable[[int], IntArray], size: int, acceptance: float | None
+) -> IntArray:
     out = np.empty(size, dtype=np.int64)
     filled = 0
     rate = acceptance if acceptance else 0.5
@@ -397,48 +425,52 @@ class Poisson(RoundsLaw):
     mean: float
     kind: str = field(default="poisson", init=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(
             self, "mean", number(self.mean, "mean", 0, MAX_POISSON_MEAN, lo_open=True)
         )
 
-    def log_pmf(self, k):
+    def log_pmf(self, k: ArrayLike) -> FloatArray:
         k = np.asarray(k, dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
             out = k * math.log(self.mean) - self.mean - gammaln(k + 1)
         return np.where((k >= 0) & (k == np.floor(k)), out, -np.inf)
 
-    def pgf(self, z):
+    def pgf(self, z: ArrayLike) -> FloatArray:
         return np.exp(self.mean * (np.asarray(z, dtype=float) - 1))
 
-    def pgf_above_zero(self, z):
+    def pgf_above_zero(self, z: ArrayLike) -> FloatArray:
         # e^(m (z-1)) - e^-m = e^(m (z-1)) (1 - e^(-m z)): no overflow for a large mean
         z = np.asarray(z, dtype=float)
         return self.pgf(z) * -np.expm1(-self.mean * z)
 
-    def log_pgf_above_zero(self, log_z):
+    def log_pgf_above_zero(self, log_z: ArrayLike) -> FloatArray:
         log_z = np.asarray(log_z, dtype=float)
         m = self.mean
-        return m * np.expm1(log_z) + log1mexp_of_log(math.log(m) + log_z)
+        return cast("FloatArray", m * np.expm1(log_z) + log1mexp_of_log(math.log(m) + log_z))
 
-    def log_pgf_complement(self, log_w):
+    def log_pgf_complement(self, log_w: ArrayLike) -> FloatArray:
         return log1mexp_of_log(math.log(self.mean) + np.asarray(log_w, dtype=float))
 
-    def pgf_complement(self, w):
+    def pgf_complement(self, w: ArrayLike) -> FloatArray:
         return -np.expm1(-self.mean * np.asarray(w, dtype=float))
 
-    def pgf_complement_inverse(self, u):
+    def pgf_complement_inverse(self, u: ArrayLike) -> FloatArray:
         # 1 - e^(-m w) = u
-        return np.minimum(-np.log1p(-np.asarray(u, dtype=float)) / self.mean, 1.0)
+        return cast(
+            "FloatArray", np.minimum(-np.log1p(-np.asarray(u, dtype=float)) / self.mean, 1.0)
+        )
 
-    def log_pgf_derivative(self, z, w=None, log_z=None):
+    def log_pgf_derivative(
+        self, z: ArrayLike, w: ArrayLike | None = None, log_z: ArrayLike | None = None
+    ) -> FloatArray:
         z, w = _as_w(z, w)
         return math.log(self.mean) - self.mean * w
 
-    def sample(self, size, rng):
+    def sample(self, size: int, rng: np.random.Generator) -> IntArray:
         return rng.poisson(self.mean, int(size)).astype(np.int64)
 
-    def params(self) -> dict:
+    def params(self) -> dict[str, Any]:
         return {"mean": self.mean}
 
 
@@ -450,11 +482,11 @@ class Binomial(RoundsLaw):
     p: float
     kind: str = field(default="binomial", init=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "n", integer(self.n, "n", 1, MAX_K))
         object.__setattr__(self, "p", number(self.p, "p", 0, 1, lo_open=True))
 
-    def log_pmf(self, k):
+    def log_pmf(self, k: ArrayLike) -> FloatArray:
         k = np.asarray(k, dtype=float)
         n, p = self.n, self.p
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -467,17 +499,19 @@ class Binomial(RoundsLaw):
             )
         return np.where((k >= 0) & (k <= n) & (k == np.floor(k)), out, -np.inf)
 
-    def pgf(self, z):
+    def pgf(self, z: ArrayLike) -> FloatArray:
         return (1 - self.p + self.p * np.asarray(z, dtype=float)) ** self.n
 
-    def pgf_above_zero(self, z):
+    def pgf_above_zero(self, z: ArrayLike) -> FloatArray:
         z = np.asarray(z, dtype=float)
         if self.p == 1:
             return self.pgf(z)
         # G(z) (1 - ((1-p)/(1-p+pz))^n): no cancellation, no overflow for a large n
-        return self.pgf(z) * -np.expm1(-self.n * np.log1p(self.p / (1 - self.p) * z))
+        return cast(
+            "FloatArray", self.pgf(z) * -np.expm1(-self.n * np.log1p(self.p / (1 - self.p) * z))
+        )
 
-    def log_pgf_above_zero(self, log_z):
+    def log_pgf_above_zero(self, log_z: ArrayLike) -> FloatArray:
         log_z = np.asarray(log_z, dtype=float)
         n, p = self.n, self.p
         if p == 1:
@@ -485,9 +519,12 @@ class Binomial(RoundsLaw):
         z = np.exp(log_z)
         with np.errstate(divide="ignore"):
             log_g = n * np.log1p(-p * (1 - z))
-        return log_g + log1mexp_of_log(math.log(n) + _log_of_log1p_small(log_z, p / (1 - p)))
+        return cast(
+            "FloatArray",
+            log_g + log1mexp_of_log(math.log(n) + _log_of_log1p_small(log_z, p / (1 - p))),
+        )
 
-    def log_pgf_complement(self, log_w):
+    def log_pgf_complement(self, log_w: ArrayLike) -> FloatArray:
         # 1 - (1 - p w)^n = 1 - exp(-n (-log1p(-p w)))
         log_w = np.asarray(log_w, dtype=float)
         w = np.exp(log_w)
@@ -495,17 +532,21 @@ class Binomial(RoundsLaw):
             inner = np.where(log_w < -600, math.log(self.p) + log_w, np.log(-np.log1p(-self.p * w)))
         return log1mexp_of_log(math.log(self.n) + inner)
 
-    def pgf_complement(self, w):
+    def pgf_complement(self, w: ArrayLike) -> FloatArray:
         with np.errstate(divide="ignore"):  # p w = 1: log1p(-1) = -inf, and the value is 1
-            return -np.expm1(self.n * np.log1p(-self.p * np.asarray(w, dtype=float)))
+            return cast(
+                "FloatArray", -np.expm1(self.n * np.log1p(-self.p * np.asarray(w, dtype=float)))
+            )
 
-    def pgf_complement_inverse(self, u):
+    def pgf_complement_inverse(self, u: ArrayLike) -> FloatArray:
         # 1 - (1 - p w)^n = u
         with np.errstate(divide="ignore"):
             w = -np.expm1(np.log1p(-np.asarray(u, dtype=float)) / self.n) / self.p
-        return np.minimum(w, 1.0)
+        return cast("FloatArray", np.minimum(w, 1.0))
 
-    def log_pgf_derivative(self, z, w=None, log_z=None):
+    def log_pgf_derivative(
+        self, z: ArrayLike, w: ArrayLike | None = None, log_z: ArrayLike | None = None
+    ) -> FloatArray:
         z, w = _as_w(z, w)
         with np.errstate(divide="ignore"):
             return math.log(self.n * self.p) + (self.n - 1) * np.log1p(-self.p * w)
@@ -514,10 +555,10 @@ class Binomial(RoundsLaw):
     def mean(self) -> float:
         return self.n * self.p
 
-    def sample(self, size, rng):
+    def sample(self, size: int, rng: np.random.Generator) -> IntArray:
         return rng.binomial(self.n, self.p, int(size)).astype(np.int64)
 
-    def params(self) -> dict:
+    def params(self) -> dict[str, Any]:
         return {"n": self.n, "p": self.p}
 
 
@@ -530,10 +571,10 @@ class FinitePmf(RoundsLaw):
     _ks: np.ndarray = field(init=False, repr=False, compare=False)  # the support, ascending
     _ps: np.ndarray = field(init=False, repr=False, compare=False)  # its probabilities
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.table, Mapping) or not self.table:
             raise ConfigError("table", "must be a non-empty table {k: probability}")
-        clean = {}
+        clean: dict[int, float] = {}
         for key, prob in self.table.items():
             try:
                 k = int(key)
@@ -563,7 +604,7 @@ class FinitePmf(RoundsLaw):
         object.__setattr__(self, "_ks", ks)
         object.__setattr__(self, "_ps", ps)
 
-    def log_pmf(self, k):
+    def log_pmf(self, k: ArrayLike) -> FloatArray:
         k = np.asarray(k)
         idx = np.searchsorted(self._ks, k)
         idx_c = np.clip(idx, 0, len(self._ks) - 1)
@@ -572,29 +613,31 @@ class FinitePmf(RoundsLaw):
             return np.where(hit, np.log(self._ps[idx_c]), -np.inf)
 
     @staticmethod
-    def _log_z(z, w):
+    def _log_z(z: FloatArray, w: FloatArray) -> FloatArray:
         """log z, through log1p(-w) near z = 1 so that tiny w = 1 - z is not lost."""
         with np.errstate(divide="ignore"):
             return np.where(w < 0.5, np.log1p(-np.minimum(w, 0.5)), np.log(np.maximum(z, 0)))
 
-    def pgf(self, z):
+    def pgf(self, z: ArrayLike) -> FloatArray:
         z = np.asarray(z, dtype=float)
-        return np.sum(self._ps * np.power(z[..., None], self._ks), axis=-1)
+        return cast("FloatArray", np.sum(self._ps * np.power(z[..., None], self._ks), axis=-1))
 
-    def pgf_above_zero(self, z):
+    def pgf_above_zero(self, z: ArrayLike) -> FloatArray:
         z = np.asarray(z, dtype=float)
         pos = self._ks > 0
-        return np.sum(self._ps[pos] * np.power(z[..., None], self._ks[pos]), axis=-1)
+        return cast(
+            "FloatArray", np.sum(self._ps[pos] * np.power(z[..., None], self._ks[pos]), axis=-1)
+        )
 
-    def log_pgf_above_zero(self, log_z):
+    def log_pgf_above_zero(self, log_z: ArrayLike) -> FloatArray:
         log_z = np.asarray(log_z, dtype=float)
         pos = self._ks > 0
         ks, ps = self._ks[pos], self._ps[pos]
         with np.errstate(invalid="ignore"):
             terms = np.log(ps) + ks * log_z[..., None]
-        return logsumexp(np.where(np.isnan(terms), -np.inf, terms))
+        return cast("FloatArray", logsumexp(np.where(np.isnan(terms), -np.inf, terms)))
 
-    def log_pgf_complement(self, log_w):
+    def log_pgf_complement(self, log_w: ArrayLike) -> FloatArray:
         # sum_k p_k (1 - (1-w)^k), each term log1mexp of k (-log1p(-w))
         log_w = np.asarray(log_w, dtype=float)
         pos = self._ks > 0
@@ -603,32 +646,34 @@ class FinitePmf(RoundsLaw):
         with np.errstate(divide="ignore"):
             inner = np.where(log_w < -600, log_w, np.log(-np.log1p(-w)))
         terms = np.log(ps) + log1mexp_of_log(np.log(ks) + inner[..., None])
-        return logsumexp(terms)
+        return cast("FloatArray", logsumexp(terms))
 
-    def pgf_complement(self, w):
+    def pgf_complement(self, w: ArrayLike) -> FloatArray:
         w = np.asarray(w, dtype=float)
         # 1 - (1-w)^k = -expm1(k log1p(-w))
         with np.errstate(divide="ignore", invalid="ignore"):
             terms = -np.expm1(self._ks * np.log1p(-w)[..., None])
-        return np.sum(self._ps * np.where(self._ks > 0, terms, 0.0), axis=-1)
+        return cast("FloatArray", np.sum(self._ps * np.where(self._ks > 0, terms, 0.0), axis=-1))
 
-    def log_pgf_derivative(self, z, w=None, log_z=None):
+    def log_pgf_derivative(
+        self, z: ArrayLike, w: ArrayLike | None = None, log_z: ArrayLike | None = None
+    ) -> FloatArray:
         z, w = _as_w(z, w)
         log_z = self._log_z(z, w) if log_z is None else np.asarray(log_z, dtype=float)
         pos = self._ks >= 1
         ks, ps = self._ks[pos], self._ps[pos]
         with np.errstate(invalid="ignore"):
             terms = np.log(ks * ps) + np.where(ks - 1 > 0, (ks - 1) * log_z[..., None], 0.0)
-        return logsumexp(terms)
+        return cast("FloatArray", logsumexp(terms))
 
     @property
     def mean(self) -> float:
         return float(np.sum(self._ks * self._ps))
 
-    def sample(self, size, rng):
+    def sample(self, size: int, rng: np.random.Generator) -> IntArray:
         return rng.choice(self._ks, size=int(size), p=self._ps).astype(np.int64)
 
-    def params(self) -> dict:
+    def params(self) -> dict[str, Any]:
         return {"pmf": {int(k): float(p) for k, p in self.table.items()}}
 
 
@@ -638,7 +683,7 @@ class TwoPoint(FinitePmf):
     L: int
     s: float
 
-    def __init__(self, L: int, s: float):
+    def __init__(self, L: int, s: float) -> None:
         L = integer(L, "L", 1, MAX_K)
         s = number(s, "s", 0, 1)
         object.__setattr__(self, "L", L)
@@ -649,7 +694,7 @@ class TwoPoint(FinitePmf):
         super().__init__({k: p for k, p in table.items()})
         object.__setattr__(self, "kind", "two_point")
 
-    def params(self) -> dict:
+    def params(self) -> dict[str, Any]:
         return {"L": self.L, "s": self.s}
 
 
@@ -658,25 +703,28 @@ class Point(FinitePmf):
 
     k: int
 
-    def __init__(self, k: int):
+    def __init__(self, k: int) -> None:
         k = integer(k, "k", 1, MAX_K)
         object.__setattr__(self, "k", k)
         super().__init__({k: 1.0})
         object.__setattr__(self, "kind", "point")
 
-    def sample(self, size, rng):
+    def sample(self, size: int, rng: np.random.Generator) -> IntArray:
         return np.full(int(size), self.k, dtype=np.int64)
 
-    def pgf_complement_inverse(self, u):
+    def pgf_complement_inverse(self, u: ArrayLike) -> FloatArray:
         # 1 - (1 - w)^k = u
         with np.errstate(divide="ignore"):
-            return np.minimum(-np.expm1(np.log1p(-np.asarray(u, dtype=float)) / self.k), 1.0)
+            return cast(
+                "FloatArray",
+                np.minimum(-np.expm1(np.log1p(-np.asarray(u, dtype=float)) / self.k), 1.0),
+            )
 
-    def params(self) -> dict:
+    def params(self) -> dict[str, Any]:
         return {"k": self.k}
 
 
-_LAW_FIELDS = {
+_LAW_FIELDS: dict[str, tuple[set[str], Callable[[Mapping[str, Any]], RoundsLaw]]] = {
     "tnb": ({"eta", "nu"}, lambda d: TruncatedNegativeBinomial(d["eta"], d["nu"])),
     "geometric": ({"nu"}, lambda d: TruncatedNegativeBinomial(1.0, d["nu"])),
     "logarithmic": ({"nu"}, lambda d: TruncatedNegativeBinomial(0.0, d["nu"])),
@@ -688,7 +736,7 @@ _LAW_FIELDS = {
 }
 
 
-def law_from_dict(spec: Mapping, *, path: str = "rounds") -> RoundsLaw:
+def law_from_dict(spec: Mapping[str, Any], *, path: str = "rounds") -> RoundsLaw:
     """Build a law from its config section, e.g. {"kind": "tnb", "eta": 0, "nu": 0.01}; a
     ConfigError names the field under `path` (`rounds.nu: must be in (0, 1), got 1.0`)."""
     try:

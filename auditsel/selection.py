@@ -6,6 +6,7 @@ binomial, pmf laws) releases a fixed, data-independent output, which we place at
 Exact winner laws, with G the pgf of xi ([XWW24] Theorem 2 / eq. 7, [PS22] Lemma 7 proof):
 
 * finite-output base with cdf C in score order:  A(y) = G(C(<=y)) - G(C(<y));
+
 * Gaussian base (the reduced game of [XWW24] Figure 5): cdf G(F(x - s)) and density
   G'(F(x - s)) phi(x - s), with s = 0 on X and s = mu on X' (F, phi: standard normal).
 
@@ -44,15 +45,17 @@ Each score maps an array of values (one per run) to an array of scores, higher w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, ndtri
 
 from auditsel.errors import ConfigError, shown
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
-from auditsel.numerics import bisect, newton_bracketed
+from auditsel.numerics import FloatArray, bisect, newton_bracketed
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 
@@ -104,7 +107,7 @@ def max_uniform_complement(k: np.ndarray, rng: np.random.Generator) -> np.ndarra
     """1 - max(U_1..U_k) for k iid uniforms, drawn in O(1) each (0 where... k = 0 gives 1)."""
     u = rng.random(len(k))
     with np.errstate(divide="ignore"):
-        return -np.expm1(np.log(u) / np.maximum(k, 1)) * (k > 0) + (k == 0)
+        return cast("np.ndarray", -np.expm1(np.log(u) / np.maximum(k, 1)) * (k > 0) + (k == 0))
 
 
 @dataclass(frozen=True)
@@ -127,24 +130,27 @@ class GaussianWinner:
         """Mass of the fixed output (K = 0), the same on X and X'."""
         return self.law.p_zero
 
-    def log_density(self, x, member: int):
+    def log_density(self, x: ArrayLike, member: int) -> FloatArray:
         """log of G'(F(x - s)) phi(x - s) (continuous part), s = member * mu."""
         t = np.asarray(x, dtype=float) - member * self.mu
         log_z, log_w = log_ndtr(t), log_ndtr(-t)
-        return (
-            self.law.log_pgf_derivative(np.exp(log_z), np.exp(log_w), log_z=log_z)
-            - 0.5 * t * t
-            - LOG_SQRT_2PI
+        return cast(
+            "FloatArray",
+            (
+                self.law.log_pgf_derivative(np.exp(log_z), np.exp(log_w), log_z=log_z)
+                - 0.5 * t * t
+                - LOG_SQRT_2PI
+            ),
         )
 
-    def log_likelihood_ratio(self, x):
+    def log_likelihood_ratio(self, x: ArrayLike) -> FloatArray:
         """log p_X'(x) / p_X(x): the Neyman-Pearson statistic (0 at the fixed output)."""
         x = np.asarray(x, dtype=float)
         finite = np.isfinite(x)
         xf = np.where(finite, x, 0.0)
         return np.where(finite, self.log_density(xf, 1) - self.log_density(xf, 0), 0.0)
 
-    def mass(self, a, b, member: int):
+    def mass(self, a: ArrayLike, b: ArrayLike, member: int) -> FloatArray:
         """P[a < winner <= b] on the real line (the fixed output excluded), accurate in the tails."""
         s = member * self.mu
         u = np.asarray(a, dtype=float) - s
@@ -156,7 +162,7 @@ class GaussianWinner:
             via_cdf = law.pgf_above_zero(_cdf(v)) - law.pgf_above_zero(_cdf(u))
         return np.maximum(np.where(upper, via_tail, via_cdf), 0.0)
 
-    def cell_masses(self, edges, member: int):
+    def cell_masses(self, edges: ArrayLike, member: int) -> FloatArray:
         """`mass(edges[:-1], edges[1:], member)` for ascending edges, each edge's pgf terms
         computed once instead of twice: the same numbers, half the work."""
         t = np.asarray(edges, dtype=float) - member * self.mu
@@ -168,7 +174,7 @@ class GaussianWinner:
         via_cdf = head[1:] - head[:-1]
         return np.maximum(np.where(t[:-1] > 0, via_tail, via_cdf), 0.0)
 
-    def log_mass(self, a, b, member: int):
+    def log_mass(self, a: ArrayLike, b: ArrayLike, member: int) -> FloatArray:
         """log P[a < winner <= b] (the fixed output excluded), from the laws' log-space pgf
         forms: full relative precision for masses far below the smallest double."""
         s = member * self.mu
@@ -185,7 +191,7 @@ class GaussianWinner:
             )
         return log_difference(hi, lo)
 
-    def cdf(self, x, member: int):
+    def cdf(self, x: ArrayLike, member: int) -> FloatArray:
         """P[winner <= x], the fixed output (at -inf) included."""
         return self.law.pgf(_cdf(np.asarray(x, dtype=float) - member * self.mu))
 
@@ -213,15 +219,17 @@ def _standard_winner_quantiles(law: RoundsLaw, tail: float) -> tuple[float, floa
     """(x0, x1): G(F(x0)) = tail and P[x1 < winner] = tail for the winner of K ~ law standard
     normals (F their cdf, G the pgf of K), bisected on [-40, 40] to a few ulps (it runs once
     per law and tail); -40 (resp. 40) where the K = 0 atom or the tail leaves no root there."""
-    lower = lambda x: float(law.pgf(_cdf(np.float64(x)))) - tail
-    upper = lambda x: _mass_above(law, x) - tail
+    lower: Callable[[float], float] = lambda x: float(law.pgf(_cdf(np.float64(x)))) - tail
+    upper: Callable[[float], float] = lambda x: _mass_above(law, x) - tail
     a, b = -40.0, 40.0
     lo = bisect(lower, a, b, xtol=1e-15, rtol=1e-15) if lower(a) < 0 < lower(b) else a
     hi = bisect(upper, a, b, xtol=1e-15, rtol=1e-15) if upper(a) > 0 > upper(b) else b
     return float(lo), float(hi)
 
 
-_QUANTILES: dict = {}  # (law key, tail) -> quantiles; laws are frozen data
+_QUANTILES: dict[
+    object, tuple[float, float]
+] = {}  # (law key, tail) -> quantiles; laws are frozen data
 
 
 def standard_winner_quantiles(law: RoundsLaw, tail: float) -> tuple[float, float]:
@@ -244,11 +252,11 @@ def _mass_above(law: RoundsLaw, u: float) -> float:
     """P[u < winner < inf] of the winner of K standard normals, as `GaussianWinner.mass`."""
     with np.errstate(invalid="ignore"):
         if u > 0:
-            return float(max(law.pgf_complement(_sf(u)) - law.pgf_complement(0.0), 0.0))
-        return float(max(law.pgf_above_zero(1.0) - law.pgf_above_zero(_cdf(u)), 0.0))
+            return max(float(law.pgf_complement(_sf(u)) - law.pgf_complement(0.0)), 0.0)
+        return max(float(law.pgf_above_zero(1.0) - law.pgf_above_zero(_cdf(u))), 0.0)
 
 
-def log_difference(hi, lo):
+def log_difference(hi: ArrayLike, lo: ArrayLike) -> FloatArray:
     """log(e^hi - e^lo), -inf where lo >= hi (vectorised)."""
     hi, lo = np.broadcast_arrays(np.asarray(hi, dtype=float), np.asarray(lo, dtype=float))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -256,12 +264,12 @@ def log_difference(hi, lo):
     return np.where((lo < hi) & np.isfinite(hi), out, np.where(np.isposinf(hi), np.inf, -np.inf))
 
 
-def _cdf(t):
-    return np.exp(log_ndtr(t))
+def _cdf(t: ArrayLike) -> FloatArray:
+    return cast("FloatArray", np.exp(log_ndtr(t)))
 
 
-def _sf(t):
-    return np.exp(log_ndtr(-t))
+def _sf(t: ArrayLike) -> FloatArray:
+    return cast("FloatArray", np.exp(log_ndtr(-np.asarray(t, dtype=float))))
 
 
 @dataclass(frozen=True)
@@ -283,7 +291,7 @@ class FiniteWinner:
         """A(y) = G(C(<=y)) - G(C(<y)) for y = 0..m-1 (the K = 0 mass excluded)."""
         return winner_pmf(self.base.law(member), self.law)
 
-    def log_likelihood_ratio(self, y):
+    def log_likelihood_ratio(self, y: ArrayLike) -> FloatArray:
         y = np.asarray(y)
         with np.errstate(divide="ignore"):
             llr = np.log(self.pmf(1)) - np.log(self.pmf(0))
@@ -352,7 +360,7 @@ class MonotoneScore:
 
 @dataclass(frozen=True)
 class FarthestScore:
-    """The run farthest from `center` wins: s(y) = |y - center| (not one-to-one)."""
+    """The run farthest from `center` wins: `s(y) = |y - center|` (not one-to-one)."""
 
     center: float
     unit: Unit = "output"
@@ -397,13 +405,13 @@ class BucketScore:
         return np.searchsorted(np.asarray(self.edges, dtype=float), values, side="left")
 
     def score(self, values: np.ndarray) -> np.ndarray:
-        return np.asarray(self.ranks, dtype=float)[self.bucket(values)]
+        return cast("np.ndarray", np.asarray(self.ranks, dtype=float)[self.bucket(values)])
 
     def adversary_statistic(self, values: np.ndarray) -> np.ndarray:
         """The adversary's statistic of released values (their buckets' `guess`)."""
         if self.guess is None:
             raise ValueError("this BucketScore carries no adversary statistic (guess)")
-        return np.asarray(self.guess, dtype=float)[self.bucket(values)]
+        return cast("np.ndarray", np.asarray(self.guess, dtype=float)[self.bucket(values)])
 
     def describe(self) -> str:
         cuts = ", ".join(f"{e:.4g}" for e in self.edges[:6])
@@ -441,7 +449,7 @@ def tuning_score_from_spec(spec: object) -> TuningScore | Literal["worst"]:
 # --- the reduced game under any tuning score ----------------------------------------------
 
 
-def normal_mass(a, b):
+def normal_mass(a: ArrayLike, b: ArrayLike) -> FloatArray:
     """P[a < Z <= b] for Z ~ N(0, 1), accurate in both tails (a <= b, +-inf allowed)."""
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
@@ -460,7 +468,7 @@ class ScoredGaussianWinner:
     T_b(x) = 1 - H_b(x) the one-run laws of the key (both computed directly, never as 1 minus
     the other), the max of K keys has cdf G(H_b) (G the pgf of K), so the released winner has
     density G'(H_b(x)) phi(x - s_b) on the real line and the fixed output (-inf) has mass G(0)
-    on both sides; its log likelihood ratio is
+    on both sides; its log likelihood ratio is ::
 
         LLR(x) = label(x) + log G'(H_1(x)) - log G'(H_0(x)),   label(x) = mu x - mu^2 / 2.
 
@@ -473,8 +481,8 @@ class ScoredGaussianWinner:
     Release. W = 1 - (max of K uniforms) (`winner_tail`: one uniform per game whatever K is)
     is the winner's tail T_b(x), so x = T_b^-1(W): for buckets, the bucket from the tail
     masses above it, then the normal quantile inside the bucket; for the farthest score, the
-    radius r with P_b[|X - c| > r] = W (safeguarded Newton in log space on the bracket
-    [isf(W) + |c - s_b|, isf(W / 2) + |c - s_b|]) and the side c + r with probability
+    radius r with `P_b[|X - c| > r] = W` (safeguarded Newton in log space on the bracket
+    `[isf(W) + |c - s_b|, isf(W / 2) + |c - s_b|]`) and the side c + r with probability
     phi(c + r - s_b) / (phi(c + r - s_b) + phi(c - r - s_b)).
     """
 
@@ -493,11 +501,11 @@ class ScoredGaussianWinner:
     def atom(self) -> float:
         return self.law.p_zero
 
-    def label(self, x):
+    def label(self, x: ArrayLike) -> FloatArray:
         """The privacy-loss label of an output: log q/p = mu x - mu^2 / 2."""
         return self.mu * np.asarray(x, dtype=float) - 0.5 * self.mu**2
 
-    def _to_output(self, v):
+    def _to_output(self, v: ArrayLike) -> FloatArray:
         """Label units -> output units (label is increasing in x)."""
         return (np.asarray(v, dtype=float) + 0.5 * self.mu**2) / self.mu
 
@@ -534,9 +542,9 @@ class ScoredGaussianWinner:
     def bucket_guess(self) -> np.ndarray:
         """log A'(i) / A(i): the winner's bucket log likelihood ratio (+-inf where one is 0)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.log(self.bucket_pmf(1)) - np.log(self.bucket_pmf(0))
+            return cast("np.ndarray", np.log(self.bucket_pmf(1)) - np.log(self.bucket_pmf(0)))
 
-    def _bucket_parts(self, member: int):
+    def _bucket_parts(self, member: int) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         """(edges in shifted output units, masses, tail above each bucket, mass below each
         bucket) in index order, for member b."""
         order = self.bucket_order()
@@ -551,7 +559,7 @@ class ScoredGaussianWinner:
 
     # --- the key's one-run law -------------------------------------------------------------
 
-    def key_laws(self, x, member: int) -> tuple[np.ndarray, np.ndarray]:
+    def key_laws(self, x: ArrayLike, member: int) -> tuple[FloatArray, FloatArray]:
         """(H_b(x), T_b(x)) for finite x: P_b[key(X) <= key(x)] and its complement."""
         t = np.asarray(x, dtype=float) - member * self.mu
         score = self.score
@@ -573,7 +581,7 @@ class ScoredGaussianWinner:
         assert isinstance(score, FarthestScore)
         return float(self._to_output(score.center)) if score.unit == "label" else score.center
 
-    def log_likelihood_ratio(self, x):
+    def log_likelihood_ratio(self, x: ArrayLike) -> FloatArray:
         """log p_X'(x) / p_X(x) of the released winner (0 at the fixed output)."""
         x = np.asarray(x, dtype=float)
         finite = np.isfinite(x)
@@ -585,7 +593,7 @@ class ScoredGaussianWinner:
                 out = out + sign * self.law.log_pgf_derivative(h, t, log_z=np.log(h))
         return np.where(finite, out, 0.0)
 
-    def statistic(self, x):
+    def statistic(self, x: ArrayLike) -> FloatArray:
         """The adversary's statistic of released values (higher = "the canary is in")."""
         x = np.asarray(x, dtype=float)
         score = self.score
@@ -608,7 +616,7 @@ class ScoredGaussianWinner:
             x[sel] = self.invert_tail(w[sel], b, None if side is None else side[sel])
         return np.where(played, x, -np.inf)
 
-    def invert_tail(self, w, member: int, side=None) -> np.ndarray:
+    def invert_tail(self, w: ArrayLike, member: int, side: ArrayLike | None = None) -> FloatArray:
         """x with T_b(x) = w (w in (0, 1]); `side` (uniforms) picks the farthest score's side."""
         w = np.asarray(w, dtype=float)
         s = member * self.mu
@@ -622,7 +630,7 @@ class ScoredGaussianWinner:
             return np.where(right, c + r, c - r) + s
         with np.errstate(divide="ignore"):
             q = ndtri(w)
-        return (-q if score.direction == "largest" else q) + s
+        return cast("FloatArray", (-q if score.direction == "largest" else q) + s)
 
     def _invert_buckets(self, w: np.ndarray, member: int) -> np.ndarray:
         edges, masses, tail, _ = self._bucket_parts(member)
@@ -636,7 +644,7 @@ class ScoredGaussianWinner:
         with np.errstate(divide="ignore", invalid="ignore"):
             upper = -ndtri(np.minimum(_sf(b) + r, 1.0))
             lower = ndtri(np.minimum(_cdf(a) + (m - r), 1.0))
-        return np.clip(np.where(a >= 0, upper, lower), a, b)
+        return cast("np.ndarray", np.clip(np.where(a >= 0, upper, lower), a, b))
 
     # --- the adversary's trade-off ---------------------------------------------------------
 
@@ -685,14 +693,16 @@ class ScoredGaussianWinner:
         if isinstance(self.score, BucketScore):
             values = np.unique(np.append(self.statistic(self._bucket_points()), 0.0))
             values = values[np.isfinite(values)]
-            return (values[:-1] + values[1:]) / 2 if len(values) > 1 else values
+            return cast("np.ndarray", (values[:-1] + values[1:]) / 2 if len(values) > 1 else values)
         lo = -40.0 + min(0.0, self.mu)
         values = self.statistic(np.linspace(lo, 40.0 + max(0.0, self.mu), 4001))
         values = values[np.isfinite(values)]
         return np.linspace(values.min(), values.max(), size)
 
 
-def statistic_tradeoff(statistic, p0, p1) -> tuple[np.ndarray, np.ndarray]:
+def statistic_tradeoff(
+    statistic: ArrayLike, p0: ArrayLike, p1: ArrayLike
+) -> tuple[FloatArray, FloatArray]:
     """(FP, FN) of every threshold test "guess X' when the statistic is at least t" on a
     discrete release whose outcomes have the given statistic and masses p0 (on X), p1 (on X'):
     outcomes of equal statistic are never split (a threshold cannot), from t = +inf (FP = 0,
@@ -705,10 +715,10 @@ def statistic_tradeoff(statistic, p0, p1) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(fp, 0, 1), np.clip(fn, 0, 1)
 
 
-def farthest_radius(w, c, iterations: int = 60) -> np.ndarray:
-    """r >= 0 with P[|Z - c| > r] = sf(c + r) + sf(r - c) = w for Z ~ N(0, 1) (w in (0, 1]).
+def farthest_radius(w: ArrayLike, c: float, iterations: int = 60) -> FloatArray:
+    """r >= 0 with `P[|Z - c| > r] = sf(c + r) + sf(r - c) = w` for Z ~ N(0, 1) (w in (0, 1]).
 
-    Bracket: sf(r - |c|) <= P <= 2 sf(r - |c|), so r lies in [isf(w) + |c|, isf(w/2) + |c|]
+    Bracket: `sf(r - |c|) <= P <= 2 sf(r - |c|)`, so r lies in `[isf(w) + |c|, isf(w/2) + |c|]`
     (clipped at 0); Newton on log P - log w inside it (`numerics.newton_bracketed`)."""
     w = np.asarray(w, dtype=float)
     c = abs(float(c))
@@ -717,7 +727,7 @@ def farthest_radius(w, c, iterations: int = 60) -> np.ndarray:
         lo = np.maximum(-ndtri(w) + c, 0.0)
         hi = np.maximum(-ndtri(0.5 * w) + c, 0.0)
 
-    def fun(r):
+    def fun(r: FloatArray) -> tuple[FloatArray, FloatArray]:
         log_p = np.logaddexp(log_ndtr(-(r + c)), log_ndtr(-(r - c)))
         # d/dr log P = -(phi(r + c) + phi(r - c)) / P
         log_dens = np.logaddexp(-0.5 * (r + c) ** 2, -0.5 * (r - c) ** 2) - LOG_SQRT_2PI

@@ -1,4 +1,4 @@
-"""Regression tests for accountants: assert that a claimed epsilon is not refuted by an audit.
+"""Regression tests for accountants: assert that a claimed epsilon is not refuted by an audit. ::
 
     from auditsel.testing import assert_not_refuted, worst_case_tuning
     game = worst_case_tuning(base_epsilon=1.0, delta=1e-5, rounds=TruncatedNegativeBinomial(1, 1e-3))
@@ -33,7 +33,7 @@ probability at most 1 - confidence (fix the seed to make the test deterministic)
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, cast
 
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import LowerBound, audit_scores
@@ -45,7 +45,8 @@ from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions
 from auditsel.pipelines.pipeline import Pipeline
-from auditsel.rounds import Point
+from auditsel.roles import GameProtocol, Proxy
+from auditsel.rounds import Point, RoundsLaw
 from auditsel.selection import GaussianWinner, ScoredGaussianWinner, TuningScore
 
 __all__ = ["assert_not_refuted", "audit", "worst_case_tuning", "worst_case_dpsgd", "RefutedClaim"]
@@ -54,7 +55,7 @@ __all__ = ["assert_not_refuted", "audit", "worst_case_tuning", "worst_case_dpsgd
 class RefutedClaim(AssertionError):
     """The audited lower bound exceeds the claimed epsilon."""
 
-    def __init__(self, message: str, bound: LowerBound):
+    def __init__(self, message: str, bound: LowerBound) -> None:
         super().__init__(message)
         self.bound = bound
 
@@ -62,7 +63,7 @@ class RefutedClaim(AssertionError):
 def worst_case_tuning(
     base_epsilon: float,
     delta: float,
-    rounds,
+    rounds: RoundsLaw,
     *,
     score: TuningScore | Literal["worst", "monotone"] = "monotone",
 ) -> GaussianWinner | ScoredGaussianWinner:
@@ -78,7 +79,7 @@ def worst_case_dpsgd(
     noise_multiplier: float,
     steps: int,
     sample_rate: float,
-    rounds=None,
+    rounds: RoundsLaw | None = None,
     *,
     score: TuningScore | Literal["worst"] = "worst",
 ) -> DpsgdWorstCase:
@@ -95,16 +96,18 @@ def worst_case_dpsgd(
     )
 
 
-def _default_proxy(protocol):
-    if hasattr(protocol, "log_likelihood_ratio"):
-        return make_proxy("likelihood_ratio", protocol)
-    return make_proxy("score" if hasattr(protocol, "statistic") else "sample", protocol)
+def _default_proxy(protocol: GameProtocol) -> Proxy:
+    name = "likelihood_ratio" if hasattr(protocol, "log_likelihood_ratio") else None
+    if name is None:
+        name = "score" if hasattr(protocol, "statistic") else "sample"
+    proxy: Proxy = make_proxy(name, protocol)
+    return proxy
 
 
 def audit(
-    protocol,
+    protocol: GameProtocol | Pipeline,
     delta: float,
-    proxy=None,
+    proxy: Proxy | None = None,
     *,
     trials: int = 200_000,
     confidence: float = 0.95,
@@ -134,8 +137,9 @@ def audit(
     resolve = getattr(protocol, "resolved", None)
     if resolve is not None:  # a score that depends on delta ("worst")
         protocol = resolve(delta)
-    proxy = proxy if proxy is not None else _default_proxy(protocol)
-    record = run_game(protocol, proxy, trials, seed, jobs=jobs, progress=False)
+    game = cast(GameProtocol, protocol)  # not a Pipeline: it has release()
+    proxy = proxy if proxy is not None else _default_proxy(game)
+    record = run_game(game, proxy, trials, seed, jobs=jobs, progress=False)
     if isinstance(rule, str):  # the split's seed: the game's (independent streams of it)
         rule = threshold_rule(rule, seed=seed)
     assert record.scores is not None and record.member is not None  # played in memory
@@ -145,8 +149,8 @@ def audit(
 def assert_not_refuted(
     claimed_epsilon: float,
     delta: float,
-    protocol,
-    proxy=None,
+    protocol: GameProtocol | Pipeline,
+    proxy: Proxy | None = None,
     *,
     trials: int = 200_000,
     confidence: float = 0.95,

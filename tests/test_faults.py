@@ -28,6 +28,7 @@ from auditsel.errors import ConfigError
 from auditsel.files import LOCK_NAME, claim_folder
 from auditsel.games.engine import CheckpointError
 from auditsel.pipelines.audit_options import ExecutionOptions
+from auditsel.version import __version__
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("auditsel", "attacks")
@@ -219,13 +220,14 @@ def kill_after(cmd, environment, out: Path, chunks: int) -> None:
     proc.wait()
 
 
+NEXT = f"{__version__}.1"  # a version other than this one
 EDITS = {
-    "version": ("auditsel/version.py", '__version__ = "0.1.0"', '__version__ = "0.1.1"'),
+    "version": ("auditsel/version.py", f'__version__ = "{__version__}"', f'__version__ = "{NEXT}"'),
     "random-streams": ("auditsel/dpsgd/__init__.py", "RANDOM_STREAMS = 2", "RANDOM_STREAMS = 3"),
     "engine-source": ("auditsel/games/engine.py", "import hashlib\n", "import hashlib  # x\n"),
 }
 SAYS = {
-    "version": "auditsel 0.1.0, now 0.1.1",
+    "version": f"auditsel {__version__}, now {NEXT}",
     "random-streams": "random streams version 2, now 3",
     "engine-source": "the auditsel source code changed",
 }

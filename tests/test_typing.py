@@ -1,7 +1,10 @@
-"""The public API as type checkers see it: py.typed, the modules mypy checks in CI, and mypy
-catching misuse of the public names (tests/typing/check_public_api.py)."""
+"""The public API as type checkers see it: py.typed, the modules mypy checks in CI, mypy
+catching misuse of the public names (tests/typing/check_public_api.py), every public function
+annotated (read with `ast`), and the --strict list covering the modules that define the API."""
 
+import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,21 @@ from auditsel import DpsgdBase, FiniteOutputBase, GaussianBase, Poisson, winner_
 from auditsel.roles import GameProtocol, MechanismPair, Proxy, Winner
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: path prefixes (from the repository root) whose functions are still being annotated on another
+#: branch: skipped by the annotation check and the --strict coverage check until it is merged
+NOT_YET = {
+    "auditsel/pipelines",
+    "auditsel/dpsgd",
+    "auditsel/cli",
+    "auditsel/reproductions",
+    "auditsel/games",
+    "attacks",
+}
+
+
+def not_yet(path: str) -> bool:
+    return any(path == p or path.startswith(p + "/") or path == p + ".py" for p in NOT_YET)
 
 
 def mypy_config() -> str:
@@ -106,3 +124,111 @@ def test_the_strict_modules_are_clean_under_strict():
     api = pytest.importorskip("mypy.api")
     out, _, status = api.run(["--strict", "--follow-imports=silent", *strict_modules()])
     assert status == 0, out
+
+
+def _private(name: str) -> bool:
+    """A leading underscore that is not a dunder (`_x`, not `__init__`)."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _unannotated(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> list[str]:
+    """The parameters of `fn` without an annotation (self/cls of a method excepted), and
+    "return" when the return is not annotated."""
+    a = fn.args
+    params = [*a.posonlyargs, *a.args]
+    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
+    if method and not static and params and params[0].arg in ("self", "cls", "mcs"):
+        params = params[1:]
+    params += a.kwonlyargs
+    missing = [p.arg for p in params if p.annotation is None]
+    missing += [f"*{v.arg}" for v in (a.vararg, a.kwarg) if v is not None and v.annotation is None]
+    if fn.returns is None:
+        missing.append("return")
+    return missing
+
+
+def missing_annotations(source: str) -> Iterator[tuple[int, str, list[str]]]:
+    """(line, qualified name, what is missing) of every public function and method of a
+    module's source (top level and public classes, nested classes too; functions defined inside
+    functions are not public) with a parameter or the return not annotated."""
+
+    def walk(body: list[ast.stmt], prefix: str, method: bool) -> Iterator[tuple]:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.name.startswith("_"):
+                    continue
+                missing = _unannotated(node, method)
+                if missing:
+                    yield node.lineno, prefix + node.name, missing
+            elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                yield from walk(node.body, f"{prefix}{node.name}.", True)
+            elif isinstance(node, ast.If):  # e.g. a TYPE_CHECKING or version block
+                yield from walk(node.body + node.orelse, prefix, method)
+
+    yield from walk(ast.parse(source).body, "", False)
+
+
+def public_modules() -> list[str]:
+    """Every module of auditsel and attacks whose path has no private part (`_x`)."""
+    paths = sorted(
+        p.relative_to(ROOT).as_posix()
+        for package in ("auditsel", "attacks")
+        for p in (ROOT / package).rglob("*.py")
+    )
+    return [
+        p for p in paths if not any(_private(part.removesuffix(".py")) for part in p.split("/"))
+    ]
+
+
+def test_the_annotation_check_finds_what_is_missing():
+    source = (
+        "def f(a: int, b, *args, c: int = 1, **kw: int) -> int: ...\n"
+        "def g(a: int) -> None: ...\n"
+        "def h(a: int): ...\n"
+        "def _private(a): ...\n"
+        "class C:\n"
+        "    def m(self, x) -> None: ...\n"
+        "    @classmethod\n"
+        "    def n(cls) -> None: ...\n"
+        "    @staticmethod\n"
+        "    def s(self) -> None: ...\n"
+        "    def __eq__(self, other): ...\n"
+        "    class D:\n"
+        "        def k(self): ...\n"
+        "class _E:\n"
+        "    def m(self, x): ...\n"
+        "def outer() -> None:\n"
+        "    def inner(x): ...\n"
+    )
+    assert list(missing_annotations(source)) == [
+        (1, "f", ["b", "*args"]),
+        (3, "h", ["return"]),
+        (6, "C.m", ["x"]),
+        (10, "C.s", ["self"]),
+        (13, "C.D.k", ["return"]),
+    ]
+
+
+def test_every_public_function_is_annotated():
+    """Every public function and method (no leading underscore, in a module with no private
+    part) of auditsel and attacks annotates each parameter but self/cls, and its return."""
+    modules = public_modules()
+    assert "auditsel/accounting/panel.py" in modules and "auditsel/version.py" in modules
+    checked, missing = 0, []
+    for path in modules:
+        if not_yet(path):
+            continue
+        checked += 1
+        for line, name, what in missing_annotations((ROOT / path).read_text()):
+            missing.append(f"{path}:{line} {name}: {', '.join(what)}")
+    assert checked >= 40, checked  # the core modules at least (49 when this was written)
+    assert not missing, f"{len(missing)} public functions not fully annotated:\n" + "\n".join(
+        missing
+    )
+
+
+def test_the_strict_list_covers_the_api_modules():
+    """Every module that defines the public API (but those still annotated on another branch)
+    is in .ci/run's --strict list, which the slow test below runs."""
+    left_out = [m for m in api_modules() if not not_yet(m) and m not in strict_modules()]
+    assert not left_out, left_out

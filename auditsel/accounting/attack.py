@@ -5,7 +5,7 @@ privacy-loss-label order, `accounting.score_search`).
 
 Contract. For a mechanism pair (`auditsel.mechanisms`, a Laplace base of `auditsel.events`, or a
 dp_accounting DpEvent that is one of them), a law of K (`auditsel.rounds`) and delta in [0, 1),
-`attack_epsilon(pair, law, delta)` returns eps_att with
+`attack_epsilon(pair, law, delta)` returns eps_att with ::
 
     eps_att <= eps_T,s(delta) := inf{eps >= 0 : delta_T,s(eps) <= delta},
 
@@ -29,6 +29,7 @@ Which scores (`scores`).
   mu = sqrt(N)/sigma, whose sum is sufficient) bucketed in its output x (label mu x - mu^2/2,
   masses as in A1 below, one step composed once for the error bounds); a finite-output base
   output by output (`finite_step`); DP-SGD and Laplace bases the labelled run below.
+
 * "monotone": the largest (or smallest) label wins, [XWW24]'s assumption; the value the
   interval had before the search (the reduced game's value is exact only under it):
 
@@ -39,23 +40,26 @@ Which monotone attack.
   outputs' order; N full-batch steps are one Gaussian of mu = sqrt(N)/sigma whose sum is
   sufficient), and the value is the exact epsilon of the released winner under that score,
   `exact.exact_epsilon(winner_law(pair.reduced(), law), delta)`.
+
 * DP-SGD with Poisson subsampling (tau < 1): the worst-case run of `games.worst_case` (an empty
   data set against one Dirac canary; each step releases x = b B + sigma Z, B ~ Bernoulli(tau):
   the tight dominating pair of the subsampled Gaussian under add/remove neighbours). The tuning
   run scores each run by a label of its N outputs and releases the run with the largest label
   ("largest") or the smallest ("smallest"); the adversary reads the winner's label. The value is
   the largest of the four epsilons (two strategies, both directions of the hockey stick).
+
 * Laplace bases (`events.LaplaceBase`, and the DpEvents that are N Poisson-sampled Laplace
   steps, `events.laplace_steps`): the same attack on the worst-case run of N steps x = B + L,
   L ~ Laplace(0, b), B ~ Bernoulli(tau) (B = 1 when tau = 1): p = Lap(0, b), q = (1 - tau)
   Lap(0, b) + tau Lap(1, b), the dominating pair of the subsampled Laplace mechanism of
   sensitivity 1 under add/remove neighbours (the pair dp_accounting's PLD accountant uses),
   realised by a sum query on an empty data set against one record of value 1. Its loss
-  l(x) = log(1 - tau + tau e^((|x| - |x - 1|)/b)) is non-decreasing, constant below 0 and above
+  `l(x) = log(1 - tau + tau e^((|x| - |x - 1|)/b))` is non-decreasing, constant below 0 and above
   1, and bounded: no atoms at +-inf and no bucket with an unbounded loss. Bucket masses are
   differences of the Laplace cdf written as sums of nonnegative terms on each side of 0,
   0.5 e^(-a/b) (-expm1(-(c - a)/b)) on [a, c] above 0 and its mirror below, a few ulps each
   (A1 holds with `STEP_REL`). Everything below applies unchanged.
+
 * Other event bases (`events.EventBase`): no worst-case pair is known; `attack_applies` says so
   and there is no value (the interval's lower end is then 0, `accounting.interval`).
 
@@ -64,7 +68,7 @@ The label. A step's output x has the privacy loss l(x) = log(1 - tau + tau e^((2
 bucket also holds everything above the cap of `dpsgd_step`); the run's label is the sum of its
 steps' bucket indices, reduced modulo the FFT length L into a window [lo, lo + L) that holds all
 but about 1e-30 of either law (so only far tails wrap around). The label is a deterministic
-function of the run's outputs, the same on X and X', so
+function of the run's outputs, the same on X and X', so ::
 
     (law of the winner's label on X, on X')  is a post-processing of  (T(X), T(X'))
 
@@ -82,15 +86,20 @@ Round-off. The value is a lower bound in floating point too: every error is boun
    log-cdf differences on wide ones) have relative error at most rho = `STEP_REL`, or are below
    `FLOOR` (underflow). So the normalised computed step law p' and the true p satisfy
    p' <= k1 p and p <= k1 (p' + FLOOR), k1 = (1 + rho) / (1 - rho - M FLOOR) (M buckets), and the
-   N-fold convolutions r' (computed steps) and r (true) satisfy, entry by entry,
+   N-fold convolutions r' (computed steps) and r (true) satisfy, entry by entry, ::
+
        r' <= k r,   r <= k (r' + N FLOOR'),   k = k1^N     (nonnegative terms only),
+
    hence ||r' - r||_1 <= e_s := 2 k (k - 1) + k N FLOOR' L.
+
 2. Convolution (A2). One FFT, an N-th power by repeated squaring and one inverse FFT in extended
    precision (numpy longdouble, unit round-off u). With c_F = `FFT_SAFETY` u log2(L) the relative
    2-norm error of one transform (Higham 2002, Theorem 24.2: about 6 u log2 L for radix-2
-   Cooley-Tukey) and 8 N u the relative error of the power, the computed r~ satisfies
+   Cooley-Tukey) and 8 N u the relative error of the power, the computed r~ satisfies ::
+
        ||r~ - r'||_2 <= e_2 := f + c_F (1 + f),  f = g (N c_F ||p'||_2 + 8 N u),
        g = exp(N c_F sqrt(L) ||p'||_2),   and ||r~ - r'||_1 <= e_F := sqrt(L) e_2.
+
    Negative entries are set to 0 (each entry moves towards the nonnegative r') and the vector is
    normalised by its sum S: the run law used, r*, has ||r* - r||_1 <= e_r := e_s + 2 e_F, and
    entry by entry r <= k (S r* + e_2 + N FLOOR') (the "true upper bound" r_hi).
@@ -106,6 +115,7 @@ Round-off. The value is a lower bound in floating point too: every error is boun
    tilted law sits where the other law has its mass, so P's far tail, which the hockey stick
    multiplies by e^eps, is known to the FFT's relative precision there, not only to its
    absolute round-off. Each entry takes the smallest of the three bounds.
+
 3. Winner (A3). K runs are K independent draws, so the winner's law under r* is within L1
    distance c = E[K] e_r of the one under r (the K = 0 output is the same under both). The
    winner's masses under r* are enclosed entry by entry: cumulative sums in extended precision
@@ -116,7 +126,7 @@ Round-off. The value is a lower bound in floating point too: every error is boun
    kept. The true winner's masses are also bounded directly: A_j <= r_hi_j G'(min(1, F*_j + e_r)).
 
 The hockey stick. For the direction "A over B", with a_lo the lower bounds of the r* winner A*,
-b* the upper bounds of the r* winner B* and b_t those of the true winner B, every set S gives
+b* the upper bounds of the r* winner B* and b_t those of the true winner B, every set S gives ::
 
     H_{e^eps}(A || B) >= A(S) - e^eps B(S),   A(S) >= a_lo(S) - c_A,
     B(S) <= min(b_t(S), min(b*, b_t)(S) + c_B).
@@ -124,7 +134,7 @@ b* the upper bounds of the r* winner B* and b_t those of the true winner B, ever
 With S_k the k labels of largest a_lo / min(b*, b_t) (labels whose a_lo is below the FFT's noise
 are left out; any choice of sets is valid), U_k = a_lo(S_k) - c_A and V_k the bound on B(S_k)
 (prefix sums rounded down / up), delta_low(eps) = max(0, max_k (U_k - e^eps V_k)) <= delta_T(eps),
-and
+and ::
 
     eps_att(delta) = max(0, max_k log((U_k - delta) / V_k))     (over k with U_k > delta)
 
@@ -152,10 +162,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias, cast, overload
 
 import numpy as np
 import scipy.fft as sfft
+from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, logsumexp, ndtri
 
 from auditsel.accounting.exact import exact_epsilon, privacy_curve
@@ -177,7 +190,8 @@ from auditsel.accounting.score_search import pieces_epsilons as _epsilons
 from auditsel.errors import ConfigError, choice, integer, number
 from auditsel.events import as_pair, laplace_steps
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
-from auditsel.numerics import check_deltas
+from auditsel.numerics import FloatArray, check_deltas
+from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import BucketScore, FiniteWinner, winner_law
 
@@ -286,6 +300,9 @@ def _normal_masses(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 #: the default label step h (module docstring, "How tight")
 LABEL_STEP = 1e-3
 
+#: F_j, F_j-1, T_j, T_j+1 of a law (float64) and their relative error bound (`_cdfs`)
+Cdfs: TypeAlias = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]
+
 
 def dpsgd_step(noise_multiplier: float, sample_rate: float, label_step: float) -> StepLaws:
     """The bucketed step of the worst-case DP-SGD run (module docstring): p = N(0, sigma^2),
@@ -360,7 +377,9 @@ def laplace_step(noise_multiplier: float, sample_rate: float, label_step: float)
 
     def loss(x: np.ndarray) -> np.ndarray:
         z = (np.abs(x) - np.abs(x - 1.0)) / b  # (2x - 1)/b on [0, 1], -+1/b beyond
-        return z if tau >= 1 else np.logaddexp(math.log1p(-tau), math.log(tau) + z)
+        return cast(
+            "np.ndarray", z if tau >= 1 else np.logaddexp(math.log1p(-tau), math.log(tau) + z)
+        )
 
     l_lo, l_hi = float(loss(np.array(0.0))), float(loss(np.array(1.0)))
     i_lo, i_hi = math.floor(l_lo / h + 0.5), math.floor(l_hi / h + 0.5)
@@ -387,7 +406,7 @@ def laplace_step(noise_multiplier: float, sample_rate: float, label_step: float)
     )
 
 
-def finite_step(p, q, label_step: float) -> StepLaws:
+def finite_step(p: ArrayLike, q: ArrayLike, label_step: float) -> StepLaws:
     """A finite-output step (outputs y with masses p(y) on X, q(y) on X') labelled by its rounded
     loss log q(y)/p(y); outputs with p = 0 or q = 0 are the +inf / -inf atoms."""
     p = np.asarray(p, dtype=float)
@@ -436,7 +455,7 @@ class RunLaws:
     #: per law, the 2-norm of the FFT's round-off (entries below it are noise)
     noise: tuple[float, float] = (0.0, 0.0)
     #: per law, upper bounds on the true finite-label masses from the tilted convolution
-    tilted: tuple | None = None
+    tilted: tuple[np.ndarray, ...] | None = None
 
     def labels(self) -> np.ndarray:
         """Label values of the positions (-inf and +inf at the ends)."""
@@ -488,7 +507,7 @@ def _window(step: StepLaws, n: int) -> tuple[int, int]:
     return lo, max(hi, lo)
 
 
-def _convolve(vec: np.ndarray, n: int, lo: int, c_f: float):
+def _convolve(vec: np.ndarray, n: int, lo: int, c_f: float) -> tuple[np.ndarray, float, float]:
     """The n-fold circular convolution of `vec` (longdouble, length L) by one FFT, a power and
     one inverse FFT, rolled so that position t holds the sums lo + t (mod L), negatives set to
     0; with its 2-norm and L1 error bounds (module docstring, item 2)."""
@@ -608,7 +627,7 @@ def _true_upper(run: RunLaws) -> tuple[np.ndarray, np.ndarray]:
 
 
 # --- the winner --------------------------------------------------------------------------------
-def _cdfs(r: np.ndarray):
+def _cdfs(r: np.ndarray) -> Cdfs:
     """F_j, F_j-1, T_j = sum_{i>=j}, T_j+1 (float64) of a longdouble law, and their relative
     error bound rho (nonnegative summands in extended precision, then rounding to float64)."""
     m = len(r)
@@ -620,7 +639,9 @@ def _cdfs(r: np.ndarray):
     return F.astype(float), Fp, T.astype(float), Tn, rho
 
 
-def _winner_bounds(r: np.ndarray, law: RoundsLaw, cdfs=None) -> tuple[np.ndarray, np.ndarray]:
+def _winner_bounds(
+    r: np.ndarray, law: RoundsLaw, cdfs: Cdfs | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Entry-wise (lower, upper) bounds on the winner's law G(F_j) - G(F_j-1) of the law `r`
     (longdouble, positions in increasing score order; the K = 0 output left out)."""
     F, Fp, T, Tn, rho = cdfs or _cdfs(r)
@@ -657,7 +678,7 @@ def _winner_bounds(r: np.ndarray, law: RoundsLaw, cdfs=None) -> tuple[np.ndarray
     return lo, hi
 
 
-def _true_winner_upper(r_hi: np.ndarray, cdfs, l1: float, law: RoundsLaw) -> np.ndarray:
+def _true_winner_upper(r_hi: np.ndarray, cdfs: Cdfs, l1: float, law: RoundsLaw) -> np.ndarray:
     """Entry-wise upper bounds on the TRUE winner's law: A_j = integral of G' over
     [F_j-1, F_j] <= r_j G'(F_j), with r_j <= r_hi and the true F_j <= F*_j + l1 (G' is
     non-decreasing); no L1 slack is charged for these."""
@@ -671,7 +692,7 @@ def _true_winner_upper(r_hi: np.ndarray, cdfs, l1: float, law: RoundsLaw) -> np.
 
 
 # --- the run's label, for the score search ---------------------------------------------------
-def _label_laws(run: RunLaws, cuts: np.ndarray, output_cuts=None) -> LabelLaws:
+def _label_laws(run: RunLaws, cuts: np.ndarray, output_cuts: np.ndarray | None = None) -> LabelLaws:
     """A `LabelLaws` of a composed run (positions as `run.laws`, the atoms dropped where they
     hold nothing on either side: the true atom is then 0 as well), with its cut points."""
     upper = _true_upper(run)
@@ -697,7 +718,7 @@ def _grid_cuts(run: RunLaws) -> np.ndarray:
     return np.concatenate([[-np.inf], labels[1:-1] + 0.5 * run.step])
 
 
-def gaussian_label_laws(mu: float, resolution: int, cuts=None) -> LabelLaws:
+def gaussian_label_laws(mu: float, resolution: int, cuts: ArrayLike | None = None) -> LabelLaws:
     """The Gaussian base's label l = mu x - mu^2 / 2 in buckets of x: `cuts` (output units), by
     default `resolution` - 1 equal steps over the range where either law holds all but `TAIL`
     (masses by Gauss-Legendre quadrature or log-cdf differences, A1; one step composed once
@@ -716,7 +737,7 @@ def gaussian_label_laws(mu: float, resolution: int, cuts=None) -> LabelLaws:
     return _label_laws(compose(step, 1), label_cuts, out_cuts)
 
 
-def _pair_run(pair, label_step: float | None):
+def _pair_run(pair: MechanismPair, label_step: float | None) -> tuple[StepLaws, int]:
     """(StepLaws, N) of the labelled run of a DP-SGD or Laplace pair, or of a finite base."""
     h = LABEL_STEP if label_step is None else number(label_step, "label_step", 0, 1, lo_open=True)
     laplace = laplace_steps(pair)
@@ -725,11 +746,13 @@ def _pair_run(pair, label_step: float | None):
         return laplace_step(scale, rate, h), steps
     if isinstance(pair, DpsgdBase):
         return dpsgd_step(pair.noise_multiplier, pair.sample_rate, h), pair.steps
-    red = pair.reduced()
+    red = cast(FiniteOutputBase, pair.reduced())  # `attack_applies`: a finite base here
     return finite_step(red.law(0), red.law(1), h), 1
 
 
-def run_labels(pair, outputs, *, label_step: float | None = None) -> np.ndarray:
+def run_labels(
+    pair: MechanismPair, outputs: ArrayLike, *, label_step: float | None = None
+) -> np.ndarray:
     """The label the attack gives each run of a DP-SGD or Laplace pair's worst-case game: each
     step's output x (the last axis of `outputs`: one row per run, one column per step) put in
     its step bucket (`dpsgd_step` / `laplace_step`: the loss rounded to the label step h, the
@@ -746,11 +769,11 @@ def run_labels(pair, outputs, *, label_step: float | None = None) -> np.ndarray:
     assert step.edges is not None
     idx = np.searchsorted(step.edges, x, side="left") - 1  # bucket j holds (edges[j], edges[j+1]]
     idx = np.clip(idx, 0, len(step.p) - 1)
-    return (np.sum(idx, axis=-1) + steps * step.start) * step.step
+    return cast("np.ndarray", (np.sum(idx, axis=-1) + steps * step.start) * step.step)
 
 
 def label_laws(
-    pair, *, label_step: float | None = None, resolution: int | None = None
+    pair: MechanismPair, *, label_step: float | None = None, resolution: int | None = None
 ) -> LabelLaws:
     """The law of one run's label on X and X' (unmerged; Gaussian bases at `resolution`
     buckets of x), for the score search (`accounting.score_search`) and `winner_bucket_laws`."""
@@ -796,7 +819,7 @@ class AttackValue:
     slack: float = 0.0
     fft_length: int = 0
     seconds: float = 0.0
-    _pieces: tuple = field(default=(), repr=False, compare=False)
+    _pieces: tuple[tuple[np.ndarray, ...], ...] = field(default=(), repr=False, compare=False)
     score: BucketScore | None = field(default=None, compare=False)
     shape: str = "monotone"
     scores: str = "monotone"
@@ -809,7 +832,7 @@ class AttackValue:
     def epsilon(self) -> float:
         return self.epsilons[0]
 
-    def delta(self, eps) -> np.ndarray:
+    def delta(self, eps: ArrayLike) -> np.ndarray:
         """The certified lower privacy curve delta_low(eps) of the attack: the best of the
         monotone attack's curve (labelled method) and the score search's."""
         e = np.atleast_1d(np.asarray(eps, dtype=float))
@@ -818,7 +841,7 @@ class AttackValue:
             curves.append(self._search.deltas_at(e))
         if not curves:
             raise ValueError("delta(eps) is kept for the labelled method and the score search")
-        return np.max(curves, axis=0)
+        return cast("np.ndarray", np.max(curves, axis=0))
 
     def describe(self) -> str:
         """The value and the score that achieves it, in words a user can act on."""
@@ -854,7 +877,7 @@ class AttackValue:
         return "\n".join(lines)
 
 
-def _buckets(score: BucketScore, idx) -> str:
+def _buckets(score: BucketScore, idx: Iterable[int]) -> str:
     e = (-math.inf, *score.edges, math.inf)
     return ", ".join(f"({e[i]:.4g}, {e[i + 1]:.4g}]" for i in idx)
 
@@ -863,7 +886,7 @@ METHODS = ("auto", "exact", "labelled")
 SCORES = ("any", "monotone")
 
 
-def attack_applies(pair) -> str | None:
+def attack_applies(pair: MechanismPair) -> str | None:
     """None where `attack` has a value for the pair (a pair whose reduction is exact, a DP-SGD
     pair, a Laplace base), else why not: a dp_accounting event base whose worst-case pair is
     not known here has no attack value; its interval starts at eps >= 0 (`accounting.interval`)."""
@@ -878,9 +901,9 @@ def attack_applies(pair) -> str | None:
 
 
 def attack(
-    pair,
+    pair: MechanismPair,
     law: RoundsLaw,
-    deltas,
+    deltas: ArrayLike,
     *,
     method: str = "auto",
     label_step: float | None = None,
@@ -935,7 +958,9 @@ def attack(
     return _assemble(mono, found, search, scores, m, pair, law, start)
 
 
-def _monotone_score(mono: AttackValue, search: ScoreSearch, pair, law) -> BucketScore:
+def _monotone_score(
+    mono: AttackValue, search: ScoreSearch, pair: MechanismPair, law: RoundsLaw
+) -> BucketScore:
     """The monotone attack's score as a `BucketScore`: the merged label buckets ranked in label
     order (the run with the largest label wins; with ties broken by the larger label, a bucket
     score with increasing ranks releases exactly that run), reversed for "smallest"; a finite
@@ -954,11 +979,21 @@ def _monotone_score(mono: AttackValue, search: ScoreSearch, pair, law) -> Bucket
     return search.score(result)
 
 
-def _assemble(mono, found, search, scores, m, pair, law, start) -> AttackValue:
+def _assemble(
+    mono: AttackValue,
+    found: list[SearchResult],
+    search: ScoreSearch,
+    scores: str,
+    m: int | None,
+    pair: MechanismPair,
+    law: RoundsLaw,
+    start: float,
+) -> AttackValue:
     """The AttackValue of the best of the monotone attack and the score search."""
     eps = [max(a, r.epsilon) for a, r in zip(mono.epsilons, found)]
     first = found[0]
     searched = scores == "any" and first.order and first.epsilon > mono.epsilons[0]
+    direction: str | None
     if searched:
         score = search.score(first)
         shape, strategy, direction = score.shape, first.shape, first.direction
@@ -998,7 +1033,7 @@ def labelled_attack(
     step: StepLaws,
     steps: int,
     law: RoundsLaw,
-    deltas,
+    deltas: ArrayLike,
     *,
     start: float | None = None,
     run: RunLaws | None = None,
@@ -1016,7 +1051,9 @@ def labelled_attack(
     which = [("", "", 0.0)] * len(d)
     pieces = []
     for strategy in STRATEGIES:
-        flip = (lambda v: v) if strategy == "largest" else (lambda v: v[::-1])
+        flip: Callable[[np.ndarray], np.ndarray] = (
+            (lambda v: v) if strategy == "largest" else (lambda v: v[::-1])
+        )
         laws = tuple(flip(v) for v in run.laws)
         cdfs = [_cdfs(v) for v in laws]
         star = [_winner_bounds(v, law, c) for v, c in zip(laws, cdfs)]
@@ -1049,9 +1086,32 @@ def labelled_attack(
     )
 
 
+@overload
 def attack_epsilon(
-    pair, law: RoundsLaw, delta, *, scores: str = "any", resolution: int | None = None
-):
+    pair: MechanismPair,
+    law: RoundsLaw,
+    delta: float,
+    *,
+    scores: str = "any",
+    resolution: int | None = None,
+) -> float: ...
+@overload
+def attack_epsilon(
+    pair: MechanismPair,
+    law: RoundsLaw,
+    delta: np.ndarray | Sequence[float],
+    *,
+    scores: str = "any",
+    resolution: int | None = None,
+) -> FloatArray: ...
+def attack_epsilon(
+    pair: MechanismPair,
+    law: RoundsLaw,
+    delta: ArrayLike,
+    *,
+    scores: str = "any",
+    resolution: int | None = None,
+) -> FloatArray | float:
     """The attack value (module docstring): a float for a scalar delta, an array for an array.
     `scores`: "any" (the worst-score attack) or "monotone"; `resolution`: the merged buckets
     of the score search (`attack`)."""
@@ -1060,7 +1120,9 @@ def attack_epsilon(
     return np.array(value.epsilons) if np.ndim(delta) else value.epsilons[0]
 
 
-def attack_delta(pair, law: RoundsLaw, eps, *, scores: str = "any"):
+def attack_delta(
+    pair: MechanismPair, law: RoundsLaw, eps: ArrayLike, *, scores: str = "any"
+) -> FloatArray | float:
     """The attack's certified lower privacy curve delta_low(eps) <= delta_T(eps): the best of
     the monotone attack's (the exact winner curve where the pair's reduction is exact, else the
     labelled attack's) and, for `scores="any"`, the score search's."""
@@ -1072,7 +1134,7 @@ def attack_delta(pair, law: RoundsLaw, eps, *, scores: str = "any"):
     value = attack(pair, law, [0.5], scores=scores)
     curves = []
     if pair.reduction_is_exact:
-        curves.append(privacy_curve(winner_law(pair.reduced(), law), e))
+        curves.append(privacy_curve(winner_law(cast(MechanismPair, pair.reduced()), law), e))
     if value._pieces or value._search is not None:
         curves.append(value.delta(e))
     out = np.max(curves, axis=0)
@@ -1080,7 +1142,7 @@ def attack_delta(pair, law: RoundsLaw, eps, *, scores: str = "any"):
 
 
 def winner_bucket_laws(
-    pair, law: RoundsLaw, score: BucketScore, *, label_step: float | None = None
+    pair: MechanismPair, law: RoundsLaw, score: BucketScore, *, label_step: float | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The exact law of the winner's bucket when the tuning run plays `score` (K ~ `law` runs of
     the base, the run of the highest rank released; ties by the larger value, which does not

@@ -11,6 +11,7 @@ run ranks its runs by), as a function of one parameter x of the tuning run:
   `LaplaceBase`: noise_multiplier; `GaussianBase`: 1/mu, a sensitivity-1 Gaussian query's noise;
   any other base through `noise=callable`, x -> pair or DpEvent, as dp_accounting's
   `make_event_from_param`). T decreases in x; the answer is the smallest x with T(x) <= target.
+
 * solve_for="mean": E[K], the base fixed (Poisson: the mean; TNB(eta, nu): nu at fixed eta;
   Binomial(n, p): p at fixed n; Point(k): k, an integer). T increases with E[K]; the answer is the
   largest E[K] with T <= target.
@@ -48,6 +49,7 @@ from auditsel.errors import ConfigError, choice, number
 from auditsel.events import LaplaceBase, as_pair, is_pair
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase, quiet_absl
 from auditsel.numerics import bisect, check_deltas
+from auditsel.roles import MechanismPair
 from auditsel.rounds import (
     MIN_NU,
     Binomial,
@@ -87,8 +89,10 @@ class Calibration:
     at_range_end: bool = False  # the whole range is private: `value` is the range's end
     assumption: str | None = None  # None: any score; "monotone_score": [XWW24]'s assumption
 
-    def to_dict(self) -> dict:
-        fin = lambda x: None if x is None or not math.isfinite(x) else float(x)
+    def to_dict(self) -> dict[str, Any]:
+        fin: Callable[[float | None], float | None] = lambda x: (
+            None if x is None or not math.isfinite(x) else float(x)
+        )
         return {
             "parameter": self.parameter,
             "value": fin(self.value),
@@ -132,13 +136,13 @@ class _Family:
     law_at: Callable[[float], RoundsLaw] | None = None
 
 
-def _noise_family(base, law: RoundsLaw, noise: Callable | None) -> _Family:
+def _noise_family(base: object, law: RoundsLaw, noise: Callable[[float], Any] | None) -> _Family:
     if noise is not None:
         if not callable(noise):
             raise ConfigError("noise", "must be a callable: noise multiplier -> pair or DpEvent")
         start = _noise_of(as_pair(base)) if base is not None else 1.0
 
-        def event_of(x):
+        def event_of(x: float) -> Any:
             return _event_of(noise(x))
 
         return _Family(
@@ -163,7 +167,9 @@ def _noise_family(base, law: RoundsLaw, noise: Callable | None) -> _Family:
             event=lambda x: replace(pair, noise_multiplier=x).event,
         )
     if isinstance(pair, LaplaceBase):
-        make_l = lambda x: LaplaceBase(x, pair.steps, pair.sample_rate, pair.accountant)
+        make_l: Callable[[float], LaplaceBase] = lambda x: LaplaceBase(
+            x, pair.steps, pair.sample_rate, pair.accountant
+        )
         return _Family(
             "noise_multiplier",
             pair.noise_multiplier,
@@ -191,7 +197,7 @@ def _noise_family(base, law: RoundsLaw, noise: Callable | None) -> _Family:
     )
 
 
-def _event_of(made) -> Any:
+def _event_of(made: object) -> Any:
     """The DpEvent of what a noise callable made (None for a pair without one)."""
     if not is_pair(made):
         return made
@@ -200,13 +206,13 @@ def _event_of(made) -> Any:
     return getattr(made, "event", None)
 
 
-def _gaussian_event(x: float):
+def _gaussian_event(x: float) -> Any:
     import dp_accounting as dpa  # deferred: dp_accounting is heavy to import
 
     return dpa.GaussianDpEvent(x)
 
 
-def _noise_of(pair) -> float:
+def _noise_of(pair: MechanismPair) -> float:
     if isinstance(pair, (DpsgdBase, LaplaceBase)):
         return pair.noise_multiplier
     if isinstance(pair, GaussianBase):
@@ -218,7 +224,7 @@ def _tnb_nu_for_mean(eta: float, mean: float) -> float:
     """nu of TNB(eta, nu) with the given mean (>= 1): the mean decreases in nu."""
     if mean <= 1.0:
         return 1.0
-    f = lambda log_nu: (
+    f: Callable[[float], float] = lambda log_nu: (
         math.log(TruncatedNegativeBinomial(eta, math.exp(log_nu)).mean) - math.log(mean)
     )
     lo = math.log(MIN_NU)
@@ -227,12 +233,12 @@ def _tnb_nu_for_mean(eta: float, mean: float) -> float:
     return math.exp(bisect(f, lo, 0.0, xtol=1e-13, rtol=1e-13))
 
 
-def _mean_family(base, law: RoundsLaw) -> _Family:
+def _mean_family(base: object, law: RoundsLaw) -> _Family:
     pair = as_pair(base)
     event = getattr(pair, "event", None)
     if isinstance(pair, GaussianBase):
         event = _gaussian_event(1.0 / pair.mu)
-    make_event = None if event is None else (lambda x, e=event: e)
+    make_event: Callable[[float], Any] | None = None if event is None else (lambda x, e=event: e)
     if isinstance(law, Poisson):
         return _Family(
             "mean",
@@ -246,12 +252,14 @@ def _mean_family(base, law: RoundsLaw) -> _Family:
             Poisson,
         )
     if isinstance(law, TruncatedNegativeBinomial):
-        at = lambda x: TruncatedNegativeBinomial(law.eta, _tnb_nu_for_mean(law.eta, x))
+        at: Callable[[float], RoundsLaw] = lambda x: TruncatedNegativeBinomial(
+            law.eta, _tnb_nu_for_mean(law.eta, x)
+        )
         return _Family(
             "mean", law.mean, lambda x: (pair, at(x)), False, 1.0, 1e12, False, make_event, at
         )
     if isinstance(law, Binomial):
-        at_b = lambda x: Binomial(law.n, x / law.n)
+        at_b: Callable[[float], RoundsLaw] = lambda x: Binomial(law.n, x / law.n)
         return _Family(
             "mean",
             law.mean,
@@ -264,7 +272,7 @@ def _mean_family(base, law: RoundsLaw) -> _Family:
             at_b,
         )
     if isinstance(law, Point):
-        at_p = lambda x: Point(int(round(x)))
+        at_p: Callable[[float], RoundsLaw] = lambda x: Point(int(round(x)))
         return _Family(
             "mean",
             float(law.k),
@@ -286,7 +294,7 @@ def _mean_family(base, law: RoundsLaw) -> _Family:
 
 
 def calibrate(
-    base,
+    base: object,
     law: RoundsLaw,
     *,
     target_epsilon: float,
@@ -364,11 +372,15 @@ def calibrate(
 
 
 def _solve(
-    family: _Family, tight, target: float, rtol: float, hint: float | None
+    family: _Family,
+    tight: Callable[[float], Tightest],
+    target: float,
+    rtol: float,
+    hint: float | None,
 ) -> tuple[float, bool]:
     """(x, at_range_end): x on the private side of the target, within rtol of the crossing
     (module docstring), or the end of the parameter's range when all of it is private."""
-    private = lambda x: tight(x).epsilon <= target
+    private: Callable[[float], bool] = lambda x: tight(x).epsilon <= target
     # a feasible end (private) and an infeasible one, moving by factors of 2 (of 4 first)
     x0 = hint if hint is not None else family.start
     x0 = min(max(x0, family.lo), family.hi)
@@ -407,7 +419,9 @@ def _solve(
             else:
                 hi_i = mid
         return float(lo_i if private(float(lo_i)) else hi_i), False
-    g = lambda u: math.log(max(tight(math.exp(u)).epsilon, 1e-300)) - math.log(target)
+    g: Callable[[float], float] = lambda u: (
+        math.log(max(tight(math.exp(u)).epsilon, 1e-300)) - math.log(target)
+    )
     u = brentq(g, math.log(feasible), math.log(other), xtol=rtol / 2, rtol=1e-12)
     # the private side: brentq's answer if it is private, else a step of the tolerance
     for cand in (math.exp(u), math.exp(u) * (1 + rtol / 2) ** (1 if family.decreasing else -1)):
@@ -429,7 +443,7 @@ def _baseline(
     import dp_accounting as dpa  # deferred: dp_accounting is heavy to import
     from dp_accounting import mechanism_calibration as mc  # deferred: as above
 
-    def shape_of(law_x: RoundsLaw):
+    def shape_of(law_x: RoundsLaw) -> float | None:
         if isinstance(law_x, Poisson) and law_x.mean >= 1:
             return math.inf
         if isinstance(law_x, TruncatedNegativeBinomial) and law_x.eta >= 0 and law_x.mean >= 1:
@@ -441,15 +455,21 @@ def _baseline(
             "RepeatAndSelectDpEvent covers Poisson and TNB laws with eta >= 0 and E[K] >= 1 only"
         )
     event_of = family.event
+    assert event_of is not None  # checked above
     if family.decreasing:
-        make = lambda x: dpa.dp_event.RepeatAndSelectDpEvent(event_of(x), law.mean, shape_of(law))
+        make: Callable[[float], Any] = lambda x: dpa.dp_event.RepeatAndSelectDpEvent(
+            event_of(x), law.mean, shape_of(law)
+        )
         lower = family.lo  # little noise: above the target; the search walks up from here
     else:
         law_at = family.law_at
+        assert law_at is not None  # the mean family sets it
 
-        def make(x):
+        def make_at(x: float) -> Any:
             law_x = law_at(max(x, 1.0))
             return dpa.dp_event.RepeatAndSelectDpEvent(event_of(x), law_x.mean, shape_of(law_x))
+
+        make = make_at
 
         lower = 1.0
         at_one = dpa.rdp.RdpAccountant().compose(make(1.0)).get_epsilon(delta)

@@ -1,6 +1,6 @@
 """Exact privacy curve of the released winner (rigorous: it is the true curve of the pair).
 
-For the winner laws A (on X) and A' (on X') of `auditsel.selection`, the privacy curve is
+For the winner laws A (on X) and A' (on X') of `auditsel.selection`, the privacy curve is ::
 
     delta(eps) = max{ H_{e^eps}(A || A'), H_{e^eps}(A' || A) },
     H_{e^eps}(P || Q) = sum_y [P(y) - e^eps Q(y)]_+        ([KRW24] Definitions; [DGKKM22] eq. 1)
@@ -23,13 +23,18 @@ output of K = 0 carries the same mass on both sides and adds [atom (1 - e^eps)]_
 from __future__ import annotations
 
 import math
-from typing import overload
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from auditsel.mechanisms import hockey_stick_finite
-from auditsel.numerics import bisect, check_deltas
+from auditsel.numerics import FloatArray, bisect, check_deltas
 from auditsel.roles import Winner
+
+if TYPE_CHECKING:
+    from auditsel.selection import FiniteWinner, GaussianWinner
 
 __all__ = [
     "hockey_stick_finite",
@@ -48,14 +53,20 @@ NEWTON_STEPS = 200
 LEVEL_BLOCK = 1 << 24  # grid points x levels compared at once (16 MB of booleans)
 
 
-def _llr_grid(winner, direction: int):
+def _llr_grid(winner: GaussianWinner, direction: int) -> tuple[FloatArray, FloatArray]:
     """The log-likelihood ratio log p_dir / p_other on the scan grid (computed once per winner)."""
     sign = 1.0 if direction == 1 else -1.0
     grid = np.arange(-GRID_MARGIN, winner.mu + GRID_MARGIN + GRID_STEP, GRID_STEP)
     return grid, sign * winner.log_likelihood_ratio(grid)
 
 
-def likelihood_ratio_region_masses(winner, levels, direction: int = 1, scan=None, log=False):
+def likelihood_ratio_region_masses(
+    winner: GaussianWinner,
+    levels: ArrayLike,
+    direction: int = 1,
+    scan: tuple[FloatArray, FloatArray] | None = None,
+    log: bool = False,
+) -> tuple[FloatArray, FloatArray]:
     """For each level c: (P_dir(S_c), P_other(S_c)) with S_c = {x : log p_dir(x)/p_other(x) > c}
     (their logs with log=True, exact far below the smallest double).
 
@@ -111,7 +122,7 @@ def likelihood_ratio_region_masses(winner, levels, direction: int = 1, scan=None
     return np.exp(log_p), np.exp(log_q)
 
 
-def _segment_logsumexp(values: np.ndarray, segment: np.ndarray, n: int) -> np.ndarray:
+def _segment_logsumexp(values: FloatArray, segment: np.ndarray, n: int) -> FloatArray:
     """log sum exp of `values` per segment index (0..n-1); -inf for an empty segment."""
     top = np.full(n, -np.inf)
     np.maximum.at(top, segment, values)
@@ -123,7 +134,12 @@ def _segment_logsumexp(values: np.ndarray, segment: np.ndarray, n: int) -> np.nd
     return np.where(np.isposinf(top), np.inf, np.where(np.isneginf(top), -np.inf, out))
 
 
-def _gaussian_log_hockey_stick(winner, eps: np.ndarray, direction: int, scan=None):
+def _gaussian_log_hockey_stick(
+    winner: GaussianWinner,
+    eps: FloatArray,
+    direction: int,
+    scan: tuple[FloatArray, FloatArray] | None = None,
+) -> tuple[FloatArray, FloatArray]:
     """(log H, d log H / d eps), H = P(S_eps) - e^eps Q(S_eps) on the real line (the K = 0
     atom left out: it adds nothing for eps >= 0). S_eps maximises P - e^eps Q, so
     dH/d eps = -e^eps Q(S_eps) (only the explicit dependence counts)."""
@@ -135,7 +151,12 @@ def _gaussian_log_hockey_stick(winner, eps: np.ndarray, direction: int, scan=Non
     return log_h, slope
 
 
-def _gaussian_hockey_stick(winner, eps: np.ndarray, direction: int, scan=None):
+def _gaussian_hockey_stick(
+    winner: GaussianWinner,
+    eps: FloatArray,
+    direction: int,
+    scan: tuple[FloatArray, FloatArray] | None = None,
+) -> FloatArray:
     """H_{e^eps}(A_direction || A_other): P(S) - e^eps Q(S) on the real line (any eps), plus
     the K = 0 atom's [atom (1 - e^eps)]_+ (positive for eps < 0 only)."""
     eps = np.asarray(eps, dtype=float)
@@ -144,7 +165,7 @@ def _gaussian_hockey_stick(winner, eps: np.ndarray, direction: int, scan=None):
     return np.exp(log_h) + np.maximum(winner.atom * -np.expm1(np.minimum(eps, 0.0)), 0.0)
 
 
-def tradeoff_curve(winner, points: int = 200):
+def tradeoff_curve(winner: Winner, points: int = 200) -> tuple[FloatArray, FloatArray]:
     """The exact trade-off curve (FP, FN) of the Neyman-Pearson tests "guess X' when
     log A'(y)/A(y) > c" over a range of c ([DRS22]'s f-DP curve of the pair).
 
@@ -157,14 +178,20 @@ def tradeoff_curve(winner, points: int = 200):
         fp = np.concatenate([[0.0], np.cumsum(a[order])])
         fn = 1 - np.concatenate([[0.0], np.cumsum(b[order])])
         return np.clip(fp, 0, 1), np.clip(fn, 0, 1)
-    lo, hi = winner.quantile_range(1e-9)
+    gaussian = cast("GaussianWinner", winner)  # a winner without `pmf`: on the real line
+    lo, hi = gaussian.quantile_range(1e-9)
     values = winner.log_likelihood_ratio(np.linspace(lo, hi, 2001))
     levels = np.linspace(values.min(), values.max(), points)
-    p1, p0 = likelihood_ratio_region_masses(winner, levels, direction=1)
+    p1, p0 = likelihood_ratio_region_masses(gaussian, levels, direction=1)
     return np.clip(p0, 0, 1), np.clip(1 - p1, 0, 1)  # the K = 0 output is guessed X
 
 
-def hockey_stick(winner, eps, direction: int = 0, scan=None):
+def hockey_stick(
+    winner: Winner,
+    eps: ArrayLike,
+    direction: int = 0,
+    scan: tuple[FloatArray, FloatArray] | None = None,
+) -> FloatArray | float:
     """H_{e^eps}(A || A') (direction 0) or H_{e^eps}(A' || A) (direction 1), vectorised in eps.
 
     `scan`: a precomputed `_llr_grid(winner, direction)`, to share across calls."""
@@ -174,11 +201,19 @@ def hockey_stick(winner, eps, direction: int = 0, scan=None):
         atom = winner.atom
         out = hockey_stick_finite(np.append(a, atom), np.append(b, atom), eps_arr)
     else:
-        out = _gaussian_hockey_stick(winner, eps_arr, direction, scan)
+        out = _gaussian_hockey_stick(cast("GaussianWinner", winner), eps_arr, direction, scan)
     return out if np.ndim(eps) else float(out[0])
 
 
-def privacy_curve(winner, eps, *, scans=(None, None)):
+def privacy_curve(
+    winner: Winner,
+    eps: ArrayLike,
+    *,
+    scans: tuple[tuple[FloatArray, FloatArray] | None, tuple[FloatArray, FloatArray] | None] = (
+        None,
+        None,
+    ),
+) -> FloatArray:
     """delta(eps) = max over both directions (vectorised in eps)."""
     return np.maximum(
         hockey_stick(winner, eps, 0, scans[0]), hockey_stick(winner, eps, 1, scans[1])
@@ -194,28 +229,39 @@ def exact_epsilon(
 ) -> float | np.ndarray:
     """Smallest eps >= 0 with privacy_curve(winner, eps) <= delta (inf if none, or above 1e4).
 
-    `delta`: a float (returns a float) or an array (returns an array, one root search for all:
-    a Gaussian winner's deltas share one scan and one batched Newton iteration); a ConfigError
-    outside [0, 1). At delta = 0: the pure eps of a finite winner (inf when the supports
-    differ); inf for a Gaussian winner, whose privacy loss is unbounded (as x -> inf both G'
-    factors of the densities tend to E[K] while phi(x - mu)/phi(x) = e^(mu x - mu^2/2) grows
-    without bound). Every delta > 0 a double holds is answered in log space (1e-300 included).
+    Every delta > 0 a double holds is answered in log space (1e-300 included).
+
+    Args:
+        winner: an exact winner law (`selection.winner_law`: `GaussianWinner`, `FiniteWinner`).
+        delta: a float, or an array (one root search for all: a Gaussian winner's deltas
+            share one scan and one batched Newton iteration), in [0, 1). At delta = 0: the
+            pure eps of a finite winner (inf when the supports differ); inf for a Gaussian
+            winner, whose privacy loss is unbounded (as x -> inf both G' factors of the
+            densities tend to E[K] while `phi(x - mu)/phi(x) = e^(mu x - mu^2/2)` grows
+            without bound).
+        tol: the root's tolerance.
+
+    Returns:
+        A float for a float `delta`, an array for an array.
+
+    Raises:
+        auditsel.errors.ConfigError: a delta outside [0, 1).
     """
     deltas = check_deltas(delta)
     out = np.full(len(deltas), math.inf)
     if hasattr(winner, "pmf"):
         for i, d in enumerate(deltas):
-            out[i] = _finite_epsilon(winner, float(d), tol)
+            out[i] = _finite_epsilon(cast("FiniteWinner", winner), float(d), tol)
     else:
         ok = deltas > 0
         if ok.any():
-            out[ok] = _gaussian_epsilons(winner, deltas[ok], tol)
+            out[ok] = _gaussian_epsilons(cast("GaussianWinner", winner), deltas[ok], tol)
     return out if np.ndim(delta) else float(out[0])
 
 
-def _finite_epsilon(winner, delta: float, tol: float) -> float:
+def _finite_epsilon(winner: FiniteWinner, delta: float, tol: float) -> float:
     """One delta of a finite winner by bisection on log delta(eps); the pure eps at 0."""
-    curve = lambda e: float(privacy_curve(winner, np.array([e]))[0])
+    curve: Callable[[float], float] = lambda e: float(privacy_curve(winner, np.array([e]))[0])
     if curve(0.0) <= delta:
         return 0.0
     if delta == 0:
@@ -225,17 +271,23 @@ def _finite_epsilon(winner, delta: float, tol: float) -> float:
         hi *= 2
         if hi > EPS_CAP:
             return math.inf
-    f = lambda e: (math.log(curve(e)) if curve(e) > 0 else -math.inf) - math.log(delta)
+    f: Callable[[float], float] = lambda e: (
+        (math.log(curve(e)) if curve(e) > 0 else -math.inf) - math.log(delta)
+    )
     return bisect(f, 0.0, hi, xtol=tol, rtol=1e-12)
 
 
-def _log_curve_and_slope(winner, eps: np.ndarray, scans):
+def _log_curve_and_slope(
+    winner: GaussianWinner,
+    eps: FloatArray,
+    scans: tuple[tuple[FloatArray, FloatArray], tuple[FloatArray, FloatArray]],
+) -> tuple[FloatArray, FloatArray]:
     """log delta(eps) (the larger direction's hockey stick) and its derivative, for eps >= 0."""
     (v0, d0), (v1, d1) = (_gaussian_log_hockey_stick(winner, eps, k, scans[k]) for k in (0, 1))
     return np.maximum(v0, v1), np.where(v1 > v0, d1, d0)
 
 
-def _gaussian_epsilons(winner, deltas: np.ndarray, tol: float) -> np.ndarray:
+def _gaussian_epsilons(winner: GaussianWinner, deltas: FloatArray, tol: float) -> FloatArray:
     """exact_epsilon at several deltas > 0 for a Gaussian winner, all at once.
 
     Bracket: eps = 0 and the doubling points 1, 2, 4, ..., 8192 (above 1e4 the answer is inf).
@@ -286,7 +338,7 @@ def _gaussian_epsilons(winner, deltas: np.ndarray, tol: float) -> np.ndarray:
     return out
 
 
-def _pure_epsilon(winner) -> float:
+def _pure_epsilon(winner: FiniteWinner) -> float:
     """max |log A(y)/A'(y)| for a finite winner (inf when the supports differ)."""
     a, b = winner.pmf(0), winner.pmf(1)
     both = (a > 0) & (b > 0)

@@ -2,12 +2,12 @@
 
 After the reduction of [XWW24] Sec. 5, one DP-SGD run is one draw from N(0,1) (on X) or N(mu,1)
 (on X'), and tuning releases the best of K ~ xi draws. The winner's densities (Algorithm 3,
-lines 3-4; `selection.GaussianWinner`) are
+lines 3-4; `selection.GaussianWinner`) are ::
 
     N_xi(x)  = E_k[ k F(x)^(k-1) f(x) ]      = G'(F(x)) f(x),
     N'_xi(x) = E_k[ k F(x-mu)^(k-1) f(x-mu) ] = G'(F(x-mu)) f(x-mu),
 
-plus, for laws with P[K=0] > 0, a fixed output of mass G(0) on both sides. Line 5:
+plus, for laws with P[K=0] > 0, a fixed output of mass G(0) on both sides. Line 5::
 
     gamma(alpha) = max{ D_alpha(N_xi || N'_xi), D_alpha(N'_xi || N_xi) },
     D_alpha(P || Q) = 1/(alpha-1) log( integral p^alpha q^(1-alpha) dx + G(0) ),
@@ -17,7 +17,7 @@ the trapezoid rule with step `STEP` over a window around the integrand's mass, f
 of `rdp.GRID` (the panel's orders without dp_accounting's defaults: the Renyi integrals cost
 one quadrature per order) with alpha <= 1 + 20/mu (larger orders never give the minimum of the conversion
 at any delta >= 1e-40 for a curve at least the Gaussian's; leaving orders out only loosens the
-bound). Conversion ([XWW24] Appendix A.2, = Canonne et al.):
+bound). Conversion ([XWW24] Appendix A.2, = Canonne et al.)::
 
     eps = gamma(alpha) + log((alpha-1)/alpha) - (log(delta) + log(alpha))/(alpha-1), minimised over alpha,
 
@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from auditsel.accounting.rdp import (
     GRID,
@@ -47,7 +48,7 @@ from auditsel.accounting.rdp import (
     rdp_to_epsilon_continuous,
 )
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
-from auditsel.numerics import logsumexp
+from auditsel.numerics import FloatArray, logsumexp
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import FiniteWinner, GaussianWinner
 
@@ -64,14 +65,14 @@ STEP = 0.01
 _PAD = 40.0
 
 
-def _orders_for(mu: float) -> np.ndarray:
+def _orders_for(mu: float) -> FloatArray:
     return GRID[GRID <= 1.0 + 20.0 / mu]
 
 
 class _Integrand:
     """Log-densities of the reduced game on one grid covering every order's window."""
 
-    def __init__(self, mu: float, law: RoundsLaw, alpha_max: float):
+    def __init__(self, mu: float, law: RoundsLaw, alpha_max: float) -> None:
         self.mu = mu
         self.winner = GaussianWinner(GaussianBase(mu), law)
         lo = min(0.0, (1.0 - alpha_max) * mu) - _PAD
@@ -82,7 +83,7 @@ class _Integrand:
             self.lq = self.winner.log_density(self.x, 1)
         self.log_atom = math.log(self.winner.atom) if self.winner.atom > 0 else -math.inf
 
-    def divergence(self, alpha: np.ndarray, direction: int) -> np.ndarray:
+    def divergence(self, alpha: FloatArray, direction: int) -> FloatArray:
         """D_alpha(N_xi || N'_xi) (direction 0) or D_alpha(N'_xi || N_xi) (direction 1)."""
         la, lb = (self.lp, self.lq) if direction == 0 else (self.lq, self.lp)
         mu = self.mu
@@ -100,20 +101,20 @@ class _Integrand:
         return out
 
 
-def winner_renyi(mu: float, law: RoundsLaw, orders) -> np.ndarray:
+def winner_renyi(mu: float, law: RoundsLaw, orders: ArrayLike) -> FloatArray:
     """gamma(alpha) of Algorithm 3 line 5 at each order."""
     orders = np.asarray(orders, dtype=float)
     integ = _Integrand(mu, law, float(np.max(orders)))
     return np.maximum(integ.divergence(orders, 0), integ.divergence(orders, 1))
 
 
-def improved_rdp_curve(mu: float, law: RoundsLaw) -> tuple[np.ndarray, np.ndarray]:
+def improved_rdp_curve(mu: float, law: RoundsLaw) -> tuple[FloatArray, FloatArray]:
     """(orders, gamma(orders)) on the panel's grid restricted to alpha <= 1 + 20/mu."""
     orders = _orders_for(mu)
     return orders, winner_renyi(mu, law, orders)
 
 
-def improved_epsilon(mu: float, law: RoundsLaw, delta):
+def improved_epsilon(mu: float, law: RoundsLaw, delta: ArrayLike) -> FloatArray | float:
     """Algorithm 3 converted to (eps, delta): eps_UO (mu of eq. 19) or eps_UG (mu_GDP). A float
     for one delta, an array for an array of deltas (the Renyi curve gamma is computed once;
     each delta refines its own best order). inf at delta = 0; outside [0, 1) a ConfigError."""
@@ -142,7 +143,9 @@ def improved_epsilon(mu: float, law: RoundsLaw, delta):
     return out if np.ndim(delta) else float(out[0])
 
 
-def finite_improved_epsilon(base: FiniteOutputBase, law: RoundsLaw, delta, orders=ORDERS):
+def finite_improved_epsilon(
+    base: FiniteOutputBase, law: RoundsLaw, delta: ArrayLike, orders: ArrayLike = ORDERS
+) -> FloatArray | float:
     """The exact Renyi divergence of the finite winner laws, converted (Algorithm 3's recipe);
     a float for one delta, an array for an array of deltas."""
     w = FiniteWinner(base, law)

@@ -1,7 +1,7 @@
 """The honest interval: where the tuning run's epsilon lies, with both ends guaranteed.
 
 Contract. For a mechanism pair, a law of K and delta in [0, 1), the epsilon eps_T(delta) of the
-tuning run ([XWW24] Algorithm 2; `accounting.attack`) satisfies
+tuning run ([XWW24] Algorithm 2; `accounting.attack`) satisfies ::
 
     lower <= eps_T(delta) <= upper,
 
@@ -47,13 +47,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypedDict
 
-from auditsel.accounting.attack import attack, attack_applies
+from numpy.typing import ArrayLike
+
+from auditsel.accounting.attack import AttackValue, attack, attack_applies
 from auditsel.accounting.profile import BaseProfile, base_profile
 from auditsel.accounting.registry import ASSUMPTION, ASSUMPTIONS, BOUNDS, MONOTONE_SCORE
 from auditsel.errors import ConfigError, choice
 from auditsel.events import as_pair
 from auditsel.numerics import check_deltas
+from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 
 __all__ = [
@@ -70,7 +74,24 @@ __all__ = [
     "check_assume",
     "allowed_rigours",
     "interval_attack",
+    "IntervalRecord",
 ]
+
+
+class _IntervalRecord(TypedDict):
+    lower: float | None
+    lower_source: str
+    upper: float | None
+    upper_source: str | None
+    width: float | None
+
+
+class IntervalRecord(_IntervalRecord, total=False):
+    """`Interval.to_dict()`, result.json's `interval`: the ends and their sources (non-finite
+    numbers as None); `assumption` (the one line of `registry.ASSUMPTION`) only where the ends
+    hold under [XWW24]'s monotone-score assumption."""
+
+    assumption: str
 
 
 def check_assume(assume: str | None) -> str | None:
@@ -85,7 +106,9 @@ def allowed_rigours(assume: str | None) -> tuple[str, ...]:
     return ("rigorous",) if check_assume(assume) is None else ("rigorous", MONOTONE_SCORE)
 
 
-def interval_attack(pair, law: RoundsLaw, deltas, assume: str | None = None):
+def interval_attack(
+    pair: MechanismPair, law: RoundsLaw, deltas: ArrayLike, assume: str | None = None
+) -> AttackValue:
     """The attack value that is the interval's lower end: the worst-score attack (any score),
     or under `assume="monotone_score"` the attack on a monotone score."""
     if check_assume(assume) is None:
@@ -109,16 +132,19 @@ class Interval:
     def contains(self, eps: float, tol: float = 0.0) -> bool:
         return self.lower - tol <= eps <= self.upper + tol
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> IntervalRecord:
         """result.json's `interval` (non-finite numbers as null)."""
-        fin = lambda x: float(x) if math.isfinite(x) else None
-        out = {
-            "lower": fin(self.lower),
-            "lower_source": self.lower_source,
-            "upper": fin(self.upper),
-            "upper_source": self.upper_source,
-            "width": fin(self.width),
-        }
+
+        def fin(x: float) -> float | None:
+            return float(x) if math.isfinite(x) else None
+
+        out = IntervalRecord(
+            lower=fin(self.lower),
+            lower_source=self.lower_source,
+            upper=fin(self.upper),
+            upper_source=self.upper_source,
+            width=fin(self.width),
+        )
         if self.assumption is not None:
             out["assumption"] = ASSUMPTION
         return out
@@ -126,7 +152,7 @@ class Interval:
 
 def interval_from(
     lowers: Iterable[tuple[float | None, str]],
-    uppers: Iterable[tuple[float | None, str]],
+    uppers: Iterable[tuple[float | None, str | None]],
     assumption: str | None = None,
 ) -> Interval:
     """The interval from candidate ends, each (value, source): the largest lower value and the
@@ -162,7 +188,7 @@ class Tightest:
 
 
 def rigorous_values(
-    pair,
+    pair: MechanismPair,
     law: RoundsLaw,
     delta: float,
     *,
@@ -197,14 +223,16 @@ def tightest_of(values: Mapping[str, tuple[float | None, str | None]]) -> Tighte
     return Tightest(eps, key, None if key is None else values[key][1])
 
 
-def tightest_bound(pair, law: RoundsLaw, delta: float, *, assume: str | None = None) -> Tightest:
+def tightest_bound(
+    pair: MechanismPair, law: RoundsLaw, delta: float, *, assume: str | None = None
+) -> Tightest:
     """The tightest rigorous bound (the interval's upper end, module docstring); inf (key None)
     where no rigorous bound applies or all are vacuous. `assume="monotone_score"`: also the
     reduced game's values (module docstring)."""
     return tightest_of(rigorous_values(pair, law, delta, assume=assume))
 
 
-def attack_source(value) -> str:
+def attack_source(value: AttackValue) -> str:
     """One line saying which attack an `attack.AttackValue` is (and the score it plays)."""
     if value.method == "exact":
         return "attack: exact winner curve of the pair under a monotone score (the largest output wins)"
@@ -221,7 +249,7 @@ def attack_source(value) -> str:
 
 
 def tuning_interval(
-    pair,
+    pair: MechanismPair,
     law: RoundsLaw,
     delta: float,
     *,
@@ -291,7 +319,7 @@ class TuningEpsilon:
             f"the tuning run's eps is in [{iv.lower:.4f}, {iv.upper:.4f}] (any score)"
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready (non-finite numbers as null; `interval` as result.json writes it;
         `assumption`: the one-line assumption, or None for any score)."""
         return {
@@ -305,19 +333,31 @@ class TuningEpsilon:
 
 
 def tuning_epsilon(
-    pair, law: RoundsLaw, delta: float, *, assume: str | None = None
+    pair: MechanismPair, law: RoundsLaw, delta: float, *, assume: str | None = None
 ) -> TuningEpsilon:
     """The epsilon to report for a tuning run: K ~ `law` runs of the base `pair`, the best one
-    released ([XWW24] Algorithm 2). Returns the tightest rigorous bound at `delta` with the bound
-    and theorem it comes from and the interval [attack value, that bound] (module docstring).
+    released ([XWW24] Algorithm 2).
 
-    `pair`: a mechanism pair (`GaussianBase`, `FiniteOutputBase`, `DpsgdBase`, `LaplaceBase`,
-    `EventBase`) or a dp_accounting DpEvent (`events.as_pair`); `law`: a law of K
-    (`auditsel.Poisson(10)`, `auditsel.TruncatedNegativeBinomial(eta, nu)`, ...); `delta` in
-    [0, 1) (0: the pure-DP value where the base is pure DP, else inf). The answer holds for any
-    score the tuning run ranks its runs by; `assume="monotone_score"` gives [XWW24]'s
-    reduced-game value instead, labelled with that assumption (module docstring). Heuristics (the
-    reduced game of a DP-SGD base with sample rate below 1, the GDP limit) are never the answer."""
+    The answer holds for any score the tuning run ranks its runs by. Heuristics (the reduced
+    game of a DP-SGD base with sample rate below 1, the GDP limit) are never the answer.
+
+    Args:
+        pair: a mechanism pair (`GaussianBase`, `FiniteOutputBase`, `DpsgdBase`,
+            `LaplaceBase`, `EventBase`) or a dp_accounting DpEvent (`events.as_pair`).
+        law: a law of K (`auditsel.Poisson(10)`,
+            `auditsel.TruncatedNegativeBinomial(eta, nu)`, ...).
+        delta: in [0, 1) (0: the pure-DP value where the base is pure DP, else inf).
+        assume: None (any score), or "monotone_score": [XWW24]'s reduced-game value instead,
+            labelled with that assumption (module docstring).
+
+    Returns:
+        The tightest rigorous bound at `delta`, the bound and theorem it comes from, and the
+        interval [attack value, that bound] (module docstring).
+
+    Raises:
+        auditsel.errors.ConfigError: `pair` is no mechanism pair, `law` no law of K, `delta`
+            outside [0, 1) or `assume` unknown.
+    """
     pair = as_pair(pair, "pair")
     if not isinstance(law, RoundsLaw):
         raise ConfigError("law", f"must be a law of K (auditsel.Poisson(10), ...), got {law!r}")

@@ -1,13 +1,13 @@
 """The upper-bound panel: every registered upper bound (`accounting.bounds.BOUNDS`) for one
 setting, as a loop over the registry, with the attack value (`accounting.attack`) and the
-interval they bracket (`accounting.interval`).
+interval they bracket (`accounting.interval`). ::
 
     panel(base, law, delta, curve_deltas=None) -> Panel
-        .base       {"epsilon": eps_B, "mu": mu or None, "mu_gdp": ... or None; a DP-SGD
-                    base adds "accountant": eps_B is the tighter of its RDP and PLD values}
-        .upper      {key: eps or None}: upper bounds on the tuning run's epsilon for ANY score
-                    (generic_rdp, profile); the reduced game's keys (`exact`, `improved_rdp`,
-                    `improved_rdp_gdp`) are None here for every pair: they hold only under
+        .base       `BaseInfo` {"epsilon": eps_B, "mu": mu or None, "mu_gdp": ... or None; a
+                    DP-SGD base adds "accountant": eps_B is the tighter of its RDP and PLD values}
+        .upper      `BoundValues` {key: eps or None}: upper bounds on the tuning run's epsilon
+                    for ANY score (generic_rdp, profile); the reduced game's keys (`exact`,
+                    `improved_rdp`, `improved_rdp_gdp`) are None here for every pair: they hold only under
                     [XWW24]'s monotone-score assumption (`registry.ASSUMPTION`)
         .monotone_score  {key: eps or None}: the reduced game's values where the pair's
                     reduction is exact (Gaussian, finite-output, DP-SGD with tau = 1): exact and
@@ -18,8 +18,8 @@ interval they bracket (`accounting.interval`).
                     monotone score assumed too; empty otherwise)
         .labels     {key: "rigorous" | "monotone_score" | "heuristic"} for this pair (the
                     tuning run's rigour, `accounting.registry`); .sources {key: theorem}
-        .attack     {"epsilon", "source", "method", "strategy", "direction", "label_step",
-                    "slack", "score", and with curve_deltas "curve": eps at each of them}: the
+        .attack     `AttackInfo` {"epsilon", "source", "method", "strategy", "direction",
+                    "label_step", "slack", "score", and with curve_deltas "curve": eps at each}: the
                     attack value over score functions, a valid lower bound for any score
                     (`accounting.attack`; "score": the score it found, in words); .attack_value
                     the AttackValue itself
@@ -27,7 +27,7 @@ interval they bracket (`accounting.interval`).
                     any score; with assume="monotone_score", [XWW24]'s interval under that
                     assumption instead (`accounting.interval`, labelled: .interval.assumption)
         .notes, .seconds
-        .curves     with curve_deltas: {"delta": [...], key: [...] per bound}
+        .curves     with curve_deltas, `Curves`: {"delta": [...], key: [...] per bound}
         .reduced_game_curves, .monotone_score_curves   the same for those values
     panel_curves(base, law, deltas) -> panel(...).curves
     upper_bounds(base, law, delta)  -> panel(...).upper
@@ -39,8 +39,10 @@ a bound needs from it, it asks the pair (docs/explanation/architecture.md). Keys
 rigour and citations: `accounting.registry` (stated there once). Where the attack does not apply
 (`attack.attack_applies`: an event base whose worst-case pair is not known), `.attack` says why with
 epsilon None and the interval's lower end is 0 ("eps >= 0"). `Panel` answers `p["upper"]` and
-the other keys of the dict it replaces for one release (with a DeprecationWarning);
-`Panel.to_dict()` is that dict.
+the other keys of the dict it replaces until auditsel 0.3.0 (with a DeprecationWarning);
+`Panel.to_dict()` is that dict. Its sections are typed: `BaseInfo` and `AttackInfo` are
+TypedDicts (records with fixed keys, read as `p.base["epsilon"]`), `BoundValues`, `Curves`,
+`labels` (`registry.Rigour`) and `sources` are mappings keyed by the registry's bound keys.
 """
 
 from __future__ import annotations
@@ -48,11 +50,14 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, Protocol, TypedDict, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from auditsel.accounting.attack import AttackValue, attack_applies
 from auditsel.accounting.interval import (
@@ -64,24 +69,70 @@ from auditsel.accounting.interval import (
     interval_from,
     tightest_of,
 )
-from auditsel.accounting.profile import base_profile
-from auditsel.accounting.registry import BOUND_KEYS, BOUNDS, MONOTONE_SCORE_KEYS
+from auditsel.accounting.profile import BaseProfile, base_profile
+from auditsel.accounting.registry import BOUND_KEYS, BOUNDS, MONOTONE_SCORE_KEYS, Rigour
 from auditsel.events import as_pair
 from auditsel.mechanisms import DpsgdBase
 from auditsel.numerics import check_deltas
-from auditsel.roles import MechanismPair
+from auditsel.roles import AccountedPair, MechanismPair
 from auditsel.rounds import RoundsLaw
+from auditsel.version import REMOVED_IN
 
 __all__ = [
     "BOUND_KEYS",
     "BOUND_LABELS",
     "Panel",
+    "BaseInfo",
+    "AttackInfo",
+    "BoundValues",
+    "Curves",
     "upper_bounds",
     "base_info",
     "bound_labels",
     "panel",
     "panel_curves",
 ]
+
+#: {bound key: eps or None}: `Panel.upper`, `.monotone_score`, `.reduced_game` (keys of
+#: `registry.BOUND_KEYS`; a section holds the keys whose values belong to it)
+BoundValues = dict[str, float | None]
+#: {"delta": [delta, ...], bound key: [eps or None at each delta]}: `Panel.curves` and its kin
+Curves = dict[str, list[float | None]]
+
+
+class _BaseInfo(TypedDict):
+    epsilon: float | None
+    mu: float | None
+    mu_gdp: float | None
+
+
+class BaseInfo(_BaseInfo, total=False):
+    """`Panel.base`: eps_B of one run at delta (None where infinite), `mu` of the reduced game
+    and `mu_gdp` where they exist; a base with a choice of accountants (DP-SGD) adds
+    `accountant`, the one whose eps_B is the tighter."""
+
+    accountant: str
+
+
+class _AttackInfo(TypedDict):
+    epsilon: float | None
+    source: str | None
+    method: str | None
+    strategy: str | None
+    direction: str | None
+    label_step: float | None
+    slack: float | None
+    score: str | None
+
+
+class AttackInfo(_AttackInfo, total=False):
+    """`Panel.attack`: the attack value at delta (`epsilon`, None where the attack does not
+    apply, `source` then saying why) and how it was found (`accounting.attack.AttackValue`:
+    method, strategy, direction, label_step, slack; `score` the score it found, in words);
+    with curve deltas, `curve`: its eps at each of them."""
+
+    curve: list[float | None]
+
 
 #: key -> {"rigour": the default rigour (a pair whose reduction is exact), "citation": the result
 #: it implements} (from the registry)
@@ -115,13 +166,13 @@ MONOTONE_NOTE = (
 )
 
 
-def bound_labels(base) -> dict:
+def bound_labels(base: MechanismPair) -> dict[str, Rigour]:
     """Per-key rigour for this pair ('rigorous', 'monotone_score' or 'heuristic')."""
     base = as_pair(base)
     return {b.key: b.rigour(base) for b in BOUNDS}
 
 
-def _finite_or_none(x):
+def _finite_or_none(x: float | None) -> float | None:
     if x is None:
         return None
     x = float(x)
@@ -129,42 +180,50 @@ def _finite_or_none(x):
 
 
 BASE_ACCOUNTANTS = ("rdp", "pld")  # a DP-SGD base's eps_B: the smaller of the two
+_T = TypeVar("_T")
 
 
-def base_info(base, delta: float) -> dict:
+class _Timed(Protocol):
+    """`fn()`, its seconds recorded under `key`."""
+
+    def __call__(self, key: str, fn: Callable[[], _T]) -> _T: ...
+
+
+def base_info(base: MechanismPair, delta: float) -> BaseInfo:
     """eps_B of one run at delta, mu (reduced game) and mu_GDP where they exist.
 
     For a base with a choice of accountants (DpsgdBase: RDP and the pessimistic PLD, both upper
     bounds on one run's epsilon) eps_B is the tightest of them, and `accountant` names it."""
     base = as_pair(base)
-    info = {"epsilon": _finite_or_none(base.epsilon(delta)), "mu": base.mu, "mu_gdp": base.mu_gdp}
+    info = BaseInfo(epsilon=_finite_or_none(base.epsilon(delta)), mu=base.mu, mu_gdp=base.mu_gdp)
     if isinstance(base, DpsgdBase):
         by = {a: float(base.epsilon(delta, accountant=a)) for a in BASE_ACCOUNTANTS}
         best = min(by, key=by.__getitem__)
-        info.update(epsilon=_finite_or_none(by[best]), accountant=best)
+        info["epsilon"] = _finite_or_none(by[best])
+        info["accountant"] = best
     return info
 
 
 @dataclass(frozen=True)
 class Panel:
     """Every registered bound, the attack value and the interval for one setting (module
-    docstring). Read it by attribute; `p["upper"]` still works for one release."""
+    docstring). Read it by attribute; `p["upper"]` still works until auditsel 0.3.0."""
 
     delta: float
-    base: dict
-    upper: dict
-    reduced_game: dict
-    labels: dict
-    sources: dict
-    attack: dict
+    base: BaseInfo
+    upper: BoundValues
+    reduced_game: BoundValues
+    labels: dict[str, Rigour]
+    sources: dict[str, str | None]
+    attack: AttackInfo
     interval: Interval
     notes: tuple[str, ...] = ()
-    seconds: dict = field(default_factory=dict)
-    curves: dict | None = None
-    reduced_game_curves: dict | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    curves: Curves | None = None
+    reduced_game_curves: Curves | None = None
     attack_value: AttackValue | None = field(default=None, repr=False, compare=False)
-    monotone_score: dict = field(default_factory=dict)
-    monotone_score_curves: dict | None = None
+    monotone_score: BoundValues = field(default_factory=dict)
+    monotone_score_curves: Curves | None = None
 
     def value(self, key: str) -> float | None:
         """The registered computation's value, whatever its label (see `labels[key]`)."""
@@ -173,7 +232,7 @@ class Panel:
                 return section[key]
         return None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The dict `panel` returned before this type (plus the new keys)."""
         out: dict[str, object] = {
             "base": self.base,
@@ -193,10 +252,11 @@ class Panel:
             out["monotone_score_curves"] = self.monotone_score_curves
         return out
 
-    # --- dict access, kept for one release ----------------------------------------------------
-    def __getitem__(self, key: str):
+    # --- dict access, until auditsel 0.3.0 (auditsel.version.REMOVED_IN) ---------------------
+    def __getitem__(self, key: str) -> Any:
         warnings.warn(
-            f"panel(...)[{key!r}] is deprecated: use the attribute panel(...).{key}",
+            f"panel(...)[{key!r}] is deprecated: use the attribute panel(...).{key} (auditsel "
+            f"{REMOVED_IN} removes the dict access)",
             DeprecationWarning,
             stacklevel=2,
         )
@@ -212,27 +272,35 @@ class Panel:
     def __contains__(self, key: str) -> bool:
         return key in self.to_dict()
 
-    def get(self, key: str, default=None):
+    def get(self, key: str, default: Any = None) -> Any:
         return self.to_dict().get(key, default)
 
 
-def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list) -> dict[str, Any]:
+def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list[float]) -> AttackInfo:
     """The panel's `.attack` dict (ATTACK_KEYS, and "curve" with curve deltas)."""
     if hit is None:
-        info: dict[str, Any] = dict.fromkeys(ATTACK_KEYS)
-        info["source"] = no_attack
+        info = AttackInfo(
+            epsilon=None,
+            source=no_attack,
+            method=None,
+            strategy=None,
+            direction=None,
+            label_step=None,
+            slack=None,
+            score=None,
+        )
     else:
         score = None if hit.method != "score_search" else hit.score
-        info = {
-            "epsilon": _finite_or_none(hit.epsilons[0]),
-            "source": attack_source(hit),
-            "method": hit.method,
-            "strategy": hit.strategy,
-            "direction": hit.direction,
-            "label_step": hit.label_step,
-            "slack": hit.slack,
-            "score": None if score is None else score.describe(),
-        }
+        info = AttackInfo(
+            epsilon=_finite_or_none(hit.epsilons[0]),
+            source=attack_source(hit),
+            method=hit.method,
+            strategy=hit.strategy,
+            direction=hit.direction,
+            label_step=hit.label_step,
+            slack=hit.slack,
+            score=None if score is None else score.describe(),
+        )
     if extra:
         info["curve"] = (
             [None] * len(extra) if hit is None else [_finite_or_none(e) for e in hit.epsilons[1:]]
@@ -240,17 +308,25 @@ def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list) ->
     return info
 
 
-def _bound_values(base, law, delta, deltas, extra, prof, timed):
+def _bound_values(
+    base: AccountedPair,
+    law: RoundsLaw,
+    delta: float,
+    deltas: np.ndarray,
+    extra: list[float],
+    prof: BaseProfile,
+    timed: _Timed,
+) -> tuple[BoundValues, dict[str, str | None], Curves, list[str]]:
     """({key: value at delta}, {key: theorem}, {key: curve at extra}, notes) of every bound."""
-    values: dict[str, float | None] = {}
+    values: BoundValues = {}
     sources: dict[str, str | None] = {}
-    curves: dict[str, list] = {"delta": extra}
+    curves: Curves = {"delta": list(extra)}
     notes: list[str] = []
     for b in BOUNDS:
         if not b.supports(base, law):
             values[b.key], sources[b.key], curves[b.key] = None, None, [None] * len(extra)
             continue
-        out = timed(b.key, lambda b=b: b.curve(base, law, deltas, prof))
+        out = timed(b.key, partial(b.curve, base, law, deltas, prof))
         curves[b.key] = [
             None if b.not_applicable(base, law, d) else _finite_or_none(v)
             for d, v in zip(extra, out[1:])
@@ -270,7 +346,7 @@ def panel(
     law: RoundsLaw,
     delta: float,
     *,
-    curve_deltas=None,
+    curve_deltas: ArrayLike | None = None,
     assume: str | None = None,
 ) -> Panel:
     """All bounds for one setting, with base info, per-pair labels, sources, the attack value,
@@ -284,7 +360,7 @@ def panel(
     deltas = np.array([delta] + extra)
     seconds: dict[str, float] = {}
 
-    def timed(key, fn):
+    def timed(key: str, fn: Callable[[], _T]) -> _T:
         t = time.perf_counter()
         try:
             return fn()
@@ -364,16 +440,16 @@ def panel(
     )
 
 
-def panel_curves(base, law: RoundsLaw, deltas) -> dict:
+def panel_curves(base: MechanismPair, law: RoundsLaw, deltas: ArrayLike) -> Curves:
     """{"delta": deltas, key: eps of each bound at each delta}: one curve computation per bound
     (None where the bound does not apply or is vacuous)."""
-    deltas = check_deltas(deltas, "deltas").tolist()
-    curves = panel(base, law, deltas[0], curve_deltas=deltas).curves
+    ds: list[float] = check_deltas(deltas, "deltas").tolist()
+    curves = panel(base, law, ds[0], curve_deltas=ds).curves
     assert curves is not None
     return curves
 
 
-def upper_bounds(base, law: RoundsLaw, delta: float) -> dict:
+def upper_bounds(base: MechanismPair, law: RoundsLaw, delta: float) -> BoundValues:
     """The five keys of result.json `upper` (None where not applicable, vacuous, or the reduced
     game's: see `Panel.monotone_score` and `Panel.reduced_game`)."""
     return panel(base, law, delta).upper

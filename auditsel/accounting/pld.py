@@ -6,17 +6,24 @@ A pair (P, Q) is described by its hockey-stick curve h(alpha) = D_alpha(P || Q) 
 alpha_0 = 0 < alpha_1 < ... < alpha_(k-1) < alpha_k = inf, with alpha_i = e^(eps_i), eps_i uniform
 with step `step` and 0 on the grid:
 
-* Algorithm 1 (DiscretizePLD) turns curve values f(alpha_1..alpha_(k-1)) into a pair on k+1 points:
+* Algorithm 1 (DiscretizePLD) turns curve values f(alpha_1..alpha_(k-1)) into a pair on k+1 points::
+
       Q(alpha_i) = (f_(i-1) - f_i)/(alpha_i - alpha_(i-1)) - (f_i - f_(i+1))/(alpha_(i+1) - alpha_i)
       (second term 0 for i = k-1),  P(alpha_i) = alpha_i Q(alpha_i),  P(alpha_k) = f_k,
+
   whose privacy-loss distribution puts mass P(alpha_i) on loss eps_i and f_k on +inf.
+
 * Pessimistic (connect the dots, Lemma 4.1): f = h at the grid points, and f_k = h(alpha_(k-1))
   (the mass beyond the grid goes to +inf, as [DGKKM22] leave it implicit). Exact at the grid
   points, above h in between.
-* Optimistic (Algorithm 2, Theorem 5.4): tangents of h from the left of alpha = 1 and from the right,
+
+* Optimistic (Algorithm 2, Theorem 5.4): tangents of h from the left of alpha = 1 and from the right, ::
+
       fR[i+1] = h(alpha_i) + (alpha_(i+1) - alpha_i) h'(alpha_i)    (i < i*),  fR[0] = 1,
       fL[i-1] = h(alpha_i) - (alpha_i - alpha_(i-1)) h'(alpha_i)    (i > i*),  fL[k-1] = 0,
+
   f = the lower convex hull of those points, f_k = 0. The resulting pair is dominated by (P, Q).
+
 * Composition: PLDs add; the finite parts are convolved (one FFT for all N steps), and the
   +inf masses combine as 1 - prod(1 - m_i). delta(eps) = m_inf + sum_(l_j > eps) (1 - e^(eps - l_j)) p_j
   (Lemma 2.6). Composition preserves domination, so optimistic <= true <= pessimistic after N steps.
@@ -39,7 +46,7 @@ from numpy.typing import ArrayLike
 from scipy.special import ndtr
 
 from auditsel.mechanisms import gaussian_delta
-from auditsel.numerics import check_deltas
+from auditsel.numerics import FloatArray, check_deltas
 
 __all__ = [
     "Curve",
@@ -140,7 +147,7 @@ class DiscretePld:
     def losses(self) -> np.ndarray:
         return (self.offset + np.arange(len(self.pmf))) * self.step
 
-    def delta(self, eps):
+    def delta(self, eps: ArrayLike) -> FloatArray | float:
         """m_inf + sum_(l_j > eps) (1 - e^(eps - l_j)) p_j  ([DGKKM22] Lemma 2.6), vectorised."""
         eps_arr = np.atleast_1d(np.asarray(eps, dtype=float))
         l = self.losses

@@ -2,24 +2,31 @@
 
 Notation: Q the base mechanism with privacy profile delta_Q(eps) (max over both directions),
 eps_Q(d) = inf{e >= 0 : delta_Q(e) <= d}; K ~ xi with pgf G and m = E[K] = G'(1); A the tuned
-mechanism (best of K runs). All results below have the form
+mechanism (best of K runs). All results below have the form ::
 
     delta_A(eps) <= m * delta_Q(eps - c)   for every eps,   hence   eps_A(delta) = eps_Q(delta/m) + c,
 
 with a shift c >= 0 that does not depend on eps, minimised once:
 
-* TNB(eta, nu), Theorem 5.2, read with the shift minimised once (it does not depend on eps):
+* TNB(eta, nu), Theorem 5.2, read with the shift minimised once (it does not depend on eps)::
+
       c = (eta + 1) L*,   L* = min_{eps1 >= 0} log( e^eps1 + ((1-nu)/nu) delta_Q(eps1) ),
+
   or the Theorem 4.1 recipe below where it is smaller (Theorem 5.2 is a relaxation of it: its
   proof bounds the same ratio of G' on the same region; both shifts are valid, hence their
   minimum).
+
 * Binomial(n, p), Theorem 5.7: c = min over feasible eps1 of (n-1) log(1 + p(e^eps1 - 1) + p delta_Q(eps1)),
   feasible: eps1 >= log(1 + (p/(1-p)) delta_Q(eps1)). (No feasible eps1, or p = 1: general recipe.)
+
 * Poisson(m), Corollary 5.8: c = min_{eps1 >= 0} m (e^eps1 - 1) + m delta_Q(eps1).
+
 * Any other law, Theorem 4.1 as a recipe (if log(G'(q)/G'(q')) <= c on the region below, then
   delta_A(eps) <= m delta_Q(eps - c)): c = sup log(G'(q)/G'(q')) over the
-  pairs (q, q') = probabilities of one event under Q(X), Q(X'), i.e. over the region
+  pairs (q, q') = probabilities of one event under Q(X), Q(X'), i.e. over the region ::
+
       q <= e^e q' + delta_Q(e),  1 - q' <= e^e (1 - q) + delta_Q(e)   for every e >= 0.
+
   We maximise on a grid of w = 1 - q (log-spaced towards 0 and towards 1) and bound every cell
   rigorously, using that G' is non-decreasing and that the largest feasible w' = 1 - q' is
   non-decreasing in w: on [w_i, w_(i+1)] the ratio is at most G'(1 - w_i) / G'(1 - w'max(w_(i+1))).
@@ -41,13 +48,16 @@ eps'(alpha) = 2 alpha/sigma^2 + log(m)/(alpha - 1), converted.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from auditsel.accounting.rdp import rdp_to_epsilon_continuous
-from auditsel.numerics import check_deltas, golden_min
+from auditsel.numerics import FloatArray, check_deltas, golden_min
+from auditsel.roles import AccountedPair
 from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
 __all__ = [
@@ -116,7 +126,7 @@ class BaseProfile:
     _lines: dict = field(default_factory=dict, compare=False, repr=False)
 
     def region(self, w: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Largest w' = 1 - q' (and smallest q') over the post-processings with 1 - q = w:
+        """Largest w' = 1 - q' (and smallest q') over the post-processings with 1 - q = w::
 
             w'max = min over e of min(e^e w + d(e), 1 - e^-e (q - d(e))),
             q'min = max over e of max((q - d(e)) e^-e, 1 - d(e) - e^e w),
@@ -151,7 +161,7 @@ class BaseProfile:
         return np.maximum(w_max, w), np.minimum(q_min, q)
 
 
-def base_profile(base) -> BaseProfile:
+def base_profile(base: AccountedPair) -> BaseProfile:
     """The privacy profile of a mechanism pair, from the pair's own methods (`mechanisms`):
     delta(eps), its inverse, the scan grid and the exact region where the pair has one."""
     return BaseProfile(
@@ -241,8 +251,13 @@ def _refine_cells(lo_w, hi_w, lo_q, hi_q, pieces: int = 16):
 
 
 def region_sup(
-    profile: BaseProfile, law: RoundsLaw, a=1.0, b=1.0, tol=1e-6, max_rounds: int = 12
-) -> np.ndarray:
+    profile: BaseProfile,
+    law: RoundsLaw,
+    a: ArrayLike = 1.0,
+    b: ArrayLike = 1.0,
+    tol: ArrayLike = 1e-6,
+    max_rounds: int = 12,
+) -> FloatArray:
     """Rigorous upper bound on sup over the region of  a log G'(q) - b log G'(q')  (a, b >= 0,
     broadcast as arrays over orders), by cell bounds on an adaptively refined grid; the grid is
     refined until each row's bound is within `tol` (per row) of its best grid point, or for
@@ -306,14 +321,32 @@ def profile_shift(profile: BaseProfile, law: RoundsLaw) -> float:
     return general_shift(profile, law)
 
 
+@overload
 def profile_epsilon(
-    base,
+    base: AccountedPair,
     law: RoundsLaw,
-    delta,
+    delta: float,
     profile: BaseProfile | None = None,
     *,
     shift: Callable[[BaseProfile, RoundsLaw], float] | None = None,
-):
+) -> float: ...
+@overload
+def profile_epsilon(
+    base: AccountedPair,
+    law: RoundsLaw,
+    delta: np.ndarray | Sequence[float],
+    profile: BaseProfile | None = None,
+    *,
+    shift: Callable[[BaseProfile, RoundsLaw], float] | None = None,
+) -> FloatArray: ...
+def profile_epsilon(
+    base: AccountedPair,
+    law: RoundsLaw,
+    delta: ArrayLike,
+    profile: BaseProfile | None = None,
+    *,
+    shift: Callable[[BaseProfile, RoundsLaw], float] | None = None,
+) -> FloatArray | float:
     """eps_A(delta) = eps_Q(delta/m) + c  ([KRW24], see the module docstring), for one delta
     (a float) or an array of deltas (an array; the shift c is computed once). inf at delta = 0
     (a profile bound needs delta > 0); a delta outside [0, 1) is a ConfigError. `shift`: the

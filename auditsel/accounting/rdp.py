@@ -4,7 +4,7 @@ Renyi divergence of order alpha > 1:  D_alpha(P || Q) = 1/(alpha-1) log sum_y P(
 A mechanism is (alpha, r(alpha))-RDP when D_alpha <= r(alpha) in both directions for every pair of
 neighbours; `r` on a grid of orders is an "RDP curve".
 
-Conversion (Canonne, Kamath, Steinke 2020 Prop. 12 = [PS22] Lemma 14 = [XWW24] Appendix A.2):
+Conversion (Canonne, Kamath, Steinke 2020 Prop. 12 = [PS22] Lemma 14 = [XWW24] Appendix A.2)::
 
     eps(delta) = min_alpha  r(alpha) + log(1 - 1/alpha) - (log(delta) + log(alpha)) / (alpha - 1),
 
@@ -26,20 +26,25 @@ orders cannot certify pure DP).
 Curves (all tight, i.e. equal to the true divergence, maximised over both directions):
 
 * `gaussian_rdp(mu, alpha)`        = alpha mu^2 / 2          (Mironov 2017, Prop. 7)
+
 * `finite_rdp(p, q, alpha)`        = max{D_alpha(p||q), D_alpha(q||p)} for a finite-output pair
+
 * `pure_dp_rdp(eps, alpha)`        the RDP curve of binary randomized response with parameter eps,
   the largest RDP curve of any eps-DP mechanism (Mironov 2017 Prop. 10 and its tightness;
-  [PS22] Prop. 17 uses the same pair), used when only a pure-DP eps of the base is known:
+  [PS22] Prop. 17 uses the same pair), used when only a pure-DP eps of the base is known::
+
       p = e^eps/(1+e^eps),  D_alpha = 1/(alpha-1) log( p^alpha (1-p)^(1-alpha) + (1-p)^alpha p^(1-alpha) ).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from auditsel.numerics import check_deltas, golden_min, logsumexp
+from auditsel.numerics import FloatArray, check_deltas, golden_min, logsumexp
 
 __all__ = [
     "ORDERS",
@@ -68,12 +73,12 @@ DP_ACCOUNTING_ORDERS = np.array(
 ORDERS = np.union1d(GRID, DP_ACCOUNTING_ORDERS)
 
 
-def _conversion_terms(orders: np.ndarray, delta: float) -> np.ndarray:
+def _conversion_terms(orders: FloatArray, delta: float) -> FloatArray:
     a = orders
     return np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1.0)
 
 
-def rdp_to_epsilon(orders, rdp, delta):
+def rdp_to_epsilon(orders: ArrayLike, rdp: ArrayLike, delta: ArrayLike) -> FloatArray | float:
     """eps at delta: Canonne-Kamath-Steinke conversion minimised over the given orders.
 
     `delta` may be an array (one conversion per delta, the curve read once); the result is a
@@ -103,7 +108,11 @@ def rdp_to_epsilon(orders, rdp, delta):
 
 
 def rdp_to_epsilon_continuous(
-    curve, delta: float, lo: float = 1e-3, hi: float = 1e4, grid=None
+    curve: Callable[[FloatArray], ArrayLike],
+    delta: float,
+    lo: float = 1e-3,
+    hi: float = 1e4,
+    grid: ArrayLike | None = None,
 ) -> float:
     """eps at delta: the conversion minimised over alpha in (1 + lo, 1 + hi) for a vectorised
     curve(alpha) (inf at delta = 0; a ConfigError outside [0, 1)).
@@ -131,7 +140,7 @@ def rdp_to_epsilon_continuous(
     return max(min(best, float(vals[i])), 0.0)
 
 
-def rdp_to_delta(orders, rdp, epsilon):
+def rdp_to_delta(orders: ArrayLike, rdp: ArrayLike, epsilon: ArrayLike) -> FloatArray | float:
     """delta(eps) implied by an RDP curve: the inverse form of the same conversion.
 
     delta = min_alpha exp((alpha-1)(r(alpha) - eps + log(1 - 1/alpha)) - log(alpha)), and also
@@ -153,12 +162,12 @@ def rdp_to_delta(orders, rdp, epsilon):
     return out if np.ndim(epsilon) else float(out[0])
 
 
-def gaussian_rdp(mu: float, orders) -> np.ndarray:
+def gaussian_rdp(mu: float, orders: ArrayLike) -> FloatArray:
     """alpha mu^2 / 2: RDP of N(0,1) vs N(mu,1), exact and symmetric (`GaussianBase.rdp`)."""
     return np.asarray(orders, dtype=float) * mu * mu / 2.0
 
 
-def renyi_divergence_finite(p, q, orders) -> np.ndarray:
+def renyi_divergence_finite(p: ArrayLike, q: ArrayLike, orders: ArrayLike) -> FloatArray:
     """D_alpha(p || q) for finite laws (inf where supp p is not inside supp q)."""
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
@@ -170,13 +179,13 @@ def renyi_divergence_finite(p, q, orders) -> np.ndarray:
     return logsumexp(a * lp + (1 - a) * lq) / (a[..., 0] - 1)
 
 
-def finite_rdp(p, q, orders) -> np.ndarray:
+def finite_rdp(p: ArrayLike, q: ArrayLike, orders: ArrayLike) -> FloatArray:
     """max over both directions of the Renyi divergence of two finite laws (p, q may carry an
     extra atom, so they need not be a `FiniteOutputBase`)."""
     return np.maximum(renyi_divergence_finite(p, q, orders), renyi_divergence_finite(q, p, orders))
 
 
-def pure_dp_rdp(eps: float, orders) -> np.ndarray:
+def pure_dp_rdp(eps: float, orders: ArrayLike) -> FloatArray:
     """The RDP curve of randomized response with parameter eps (tight for eps-DP)."""
     a = np.asarray(orders, dtype=float)
     if eps == 0:
@@ -188,7 +197,7 @@ def pure_dp_rdp(eps: float, orders) -> np.ndarray:
     return np.minimum(np.logaddexp(t1, t2) / (a - 1), eps)
 
 
-def monotone_envelope(orders, rdp) -> np.ndarray:
+def monotone_envelope(orders: ArrayLike, rdp: ArrayLike) -> FloatArray:
     """r'(alpha_i) = min_{alpha_j >= alpha_i} r(alpha_j): RDP is non-decreasing in alpha."""
     orders = np.asarray(orders, dtype=float)
     rdp = np.asarray(rdp, dtype=float)

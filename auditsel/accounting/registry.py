@@ -2,7 +2,7 @@
 
 In the manner of dp_accounting (events are data, accountants are algorithms): the mechanism
 pair (`auditsel.mechanisms`) and the law of K (`auditsel.rounds`) are data; a bound is an
-algorithm with
+algorithm with ::
 
     supports(pair, law)          whether it applies to this pair and law at all
     curve(pair, law, deltas)     its whole privacy curve read as eps at each delta, from ONE
@@ -17,21 +17,29 @@ algorithm with
 
 Every citation of the panel lives in this module. The bounds (keys of result.json `upper`):
 
-* generic_rdp       [PS22] Theorem 2 (TNB), Theorem 6 sharpened (Poisson, any mean > 0), Lemma 7
+* generic_rdp       [PS22] Theorem 2 (TNB), Theorem 6 sharpened (Poisson, any mean > 0), Lemma 7 ::
+
                     (other laws), the fixed output of K = 0 counted (proofs in
                     `accounting.generic`), Corollary 3 when delta = 0 (pure-DP base, TNB law);
                     base RDP curve from the pair (exact for Gaussian and finite pairs,
                     dp_accounting for DP-SGD and event bases); Canonne-Kamath-Steinke conversion
                     over `rdp.ORDERS`, a superset of dp_accounting's default orders (DP-SGD: the
                     pair's `RDP_ORDERS`, also a superset).
-* profile           [KRW24] Theorem 5.2 or the Theorem 4.1 recipe, whichever shift is smaller
+
+* profile           [KRW24] Theorem 5.2 or the Theorem 4.1 recipe, whichever shift is smaller ::
+
                     (TNB), Theorem 5.7 (binomial), Corollary 5.8 (Poisson), Theorem 4.1 recipe
                     (other laws); the pair's privacy profile (exact, or dp_accounting's
                     pessimistic PLD for DP-SGD and event bases).
-* improved_rdp      [XWW24] Algorithm 3 with mu (eps_UO) on the pair's reduced Gaussian; for a
+
+* improved_rdp      [XWW24] Algorithm 3 with mu (eps_UO) on the pair's reduced Gaussian; for a ::
+
                     finite pair the same recipe on the exact winner laws.
+
 * improved_rdp_gdp  [XWW24] Algorithm 3 with mu_GDP (eps_UG, [XWW24] Appendix A.4); DP-SGD only.
-* exact             exact eps of the released winner ([XWW24] Theorem 2 / eq. 7 and the reduced
+
+* exact             exact eps of the released winner ([XWW24] Theorem 2 / eq. 7 and the reduced ::
+
                     game of Figure 5; `accounting.exact`) of the pair's reduced pair.
 
 Rigour, for the TUNING RUN (a guarantee must hold for every score function the tuning run may
@@ -39,6 +47,7 @@ rank its runs by; docs/findings/any-score.md):
 
 * "rigorous": a proven upper bound on the tuning run's epsilon for every score (numerical
   quadrature and grids aside, all of which err on the safe side): generic_rdp and profile.
+
 * "monotone_score": a proven value of the reduced game ("release the max of K Gaussians",
   [XWW24] Figure 5), which is the tuning run only under [XWW24]'s assumption that the score is a
   continuous one-to-one, hence monotone, function of the reduced draw (Sec. 5.2, Theorem 1,
@@ -48,6 +57,7 @@ rank its runs by; docs/findings/any-score.md):
   digits reported). A score that is not monotone leaks more (Gaussian mu = 1, K ~ Poisson(10),
   delta 1e-5: exact 4.89, the worst-score attack above 8), so these are never the tuning run's
   upper end; `ASSUMPTION` says so in one line wherever they are shown.
+
 * "heuristic": values resting on the eq. 19 reduction with tau < 1 or on the GDP central-limit
   approximation (improved_rdp_gdp); they too assume a monotone score.
 
@@ -58,8 +68,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Final, Literal, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon
@@ -68,7 +80,9 @@ from auditsel.accounting.profile import BaseProfile, base_profile, profile_epsil
 from auditsel.accounting.rdp import ORDERS, pure_dp_rdp
 from auditsel.errors import choice
 from auditsel.events import as_pair
-from auditsel.numerics import check_deltas
+from auditsel.mechanisms import FiniteOutputBase
+from auditsel.numerics import FloatArray, check_deltas
+from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 from auditsel.selection import winner_law
 
@@ -78,6 +92,7 @@ __all__ = [
     "MONOTONE_SCORE",
     "MONOTONE_SCORE_KEYS",
     "RIGOURS",
+    "Rigour",
     "Bound",
     "GenericRdp",
     "ProfileBound",
@@ -90,10 +105,11 @@ __all__ = [
 
 
 #: the one assumption a value may rest on (the keyword `assume=` of `accounting.interval`)
-MONOTONE_SCORE = "monotone_score"
+MONOTONE_SCORE: Final = "monotone_score"
 ASSUMPTIONS = (MONOTONE_SCORE,)
 #: the rigour labels, for the tuning run (module docstring)
 RIGOURS = ("rigorous", MONOTONE_SCORE, "heuristic")
+Rigour = Literal["rigorous", "monotone_score", "heuristic"]
 #: the reduced game's values: they hold only under [XWW24]'s monotone-score assumption
 MONOTONE_SCORE_KEYS = ("exact", "improved_rdp", "improved_rdp_gdp")
 #: the assumption in one line, printed wherever a value under it is shown
@@ -112,11 +128,11 @@ class Bound:
     citation: str
     heuristic_always: bool = False
 
-    def supports(self, pair, law: RoundsLaw) -> bool:
+    def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
         """Whether the bound applies to this pair (or dp_accounting event) and law at all."""
         return as_pair(pair) is not None
 
-    def rigour(self, pair) -> str:
+    def rigour(self, pair: MechanismPair) -> Rigour:
         """'rigorous', 'monotone_score' or 'heuristic' for this pair (module docstring)."""
         return self.rigour_default
 
@@ -126,33 +142,39 @@ class Bound:
         return self.key in MONOTONE_SCORE_KEYS
 
     @property
-    def rigour_default(self) -> str:
+    def rigour_default(self) -> Rigour:
         """The rigour for a pair whose reduction is exact (Gaussian, finite, DP-SGD with tau = 1)."""
         if self.heuristic_always:
             return "heuristic"
         return MONOTONE_SCORE if self.assumes_monotone_score else "rigorous"
 
-    def source(self, pair, law: RoundsLaw, delta: float) -> str | None:
+    def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         raise NotImplementedError
 
-    def curve(self, pair, law: RoundsLaw, deltas, profile: BaseProfile | None = None) -> np.ndarray:
+    def curve(
+        self,
+        pair: MechanismPair,
+        law: RoundsLaw,
+        deltas: ArrayLike,
+        profile: BaseProfile | None = None,
+    ) -> FloatArray:
         raise NotImplementedError
 
-    def not_applicable(self, pair, law: RoundsLaw, delta: float) -> str | None:
+    def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         """Why the bound has no value here (a note for result.json), or None."""
         return None
 
-    def epsilon(self, pair, law: RoundsLaw, delta: float) -> float:
+    def epsilon(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> float:
         """eps at one delta (inf where vacuous, nan where it does not apply)."""
         return float(self.curve(pair, law, check_deltas(delta))[0])
 
 
 class GenericRdp(Bound):
-    def supports(self, pair, law):
+    def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
         pair = as_pair(pair)
         return getattr(pair, "supports_rdp", True) or math.isfinite(pair.pure_epsilon)
 
-    def source(self, pair, law, delta):
+    def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         pair = as_pair(pair)
         if delta == 0:
             return "[PS22] Corollary 3" if self._pure_ok(pair, law) else None
@@ -164,16 +186,22 @@ class GenericRdp(Bound):
         return "[PS22] Lemma 7" + (" (K = 0 counted)" if law.p_zero > 0 else "")
 
     @staticmethod
-    def _pure_ok(pair, law) -> bool:
+    def _pure_ok(pair: MechanismPair, law: RoundsLaw) -> bool:
         return law.kind == "tnb" and math.isfinite(pair.pure_epsilon)
 
-    def not_applicable(self, pair, law, delta):
+    def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         pair = as_pair(pair)
         if delta == 0 and not self._pure_ok(pair, law):
             return "generic_rdp: delta = 0 needs a pure-DP base and a TNB law (Cor. 3)"
         return None
 
-    def curve(self, pair, law, deltas, profile=None):
+    def curve(
+        self,
+        pair: MechanismPair,
+        law: RoundsLaw,
+        deltas: ArrayLike,
+        profile: BaseProfile | None = None,
+    ) -> FloatArray:
         """The RDP bound converted at every delta > 0; for a pure-DP base and a TNB law,
         Corollary 3's pure (2 + eta) eps where smaller (pure DP holds at every delta)."""
         pair = as_pair(pair)
@@ -196,10 +224,10 @@ class GenericRdp(Bound):
 
 
 class ProfileBound(Bound):
-    def supports(self, pair, law):
+    def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
         return getattr(as_pair(pair), "supports_pld", True)
 
-    def source(self, pair, law, delta):
+    def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         pair = as_pair(pair)
         if delta == 0:
             return None
@@ -209,10 +237,16 @@ class ProfileBound(Bound):
             "binomial": "[KRW24] Theorem 5.7 (Theorem 4.1 recipe if infeasible)",
         }.get(law.kind, "[KRW24] Theorem 4.1 recipe")
 
-    def not_applicable(self, pair, law, delta):
+    def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         return "profile: needs delta > 0" if delta == 0 else None
 
-    def curve(self, pair, law, deltas, profile=None):
+    def curve(
+        self,
+        pair: MechanismPair,
+        law: RoundsLaw,
+        deltas: ArrayLike,
+        profile: BaseProfile | None = None,
+    ) -> FloatArray:
         pair = as_pair(pair)
         deltas = check_deltas(deltas, "deltas")
         if not self.supports(pair, law):
@@ -228,11 +262,11 @@ class ProfileBound(Bound):
 class ImprovedRdp(Bound):
     gdp: bool = False
 
-    def supports(self, pair, law):
+    def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
         pair = as_pair(pair)
         return pair.mu_gdp is not None if self.gdp else pair.reduced() is not None
 
-    def rigour(self, pair):
+    def rigour(self, pair: MechanismPair) -> Rigour:
         pair = as_pair(pair)
         if self.gdp:
             return "heuristic"
@@ -242,7 +276,7 @@ class ImprovedRdp(Bound):
             else MONOTONE_SCORE
         )
 
-    def source(self, pair, law, delta):
+    def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         pair = as_pair(pair)
         if delta == 0 or not self.supports(pair, law):
             return None
@@ -252,42 +286,55 @@ class ImprovedRdp(Bound):
             return "[XWW24] Algorithm 3 recipe on the exact finite winner"
         return "[XWW24] Algorithm 3 (mu)"
 
-    def curve(self, pair, law, deltas, profile=None):
+    def curve(
+        self,
+        pair: MechanismPair,
+        law: RoundsLaw,
+        deltas: ArrayLike,
+        profile: BaseProfile | None = None,
+    ) -> FloatArray:
         pair = as_pair(pair)
         deltas = check_deltas(deltas, "deltas")
         out = np.full(deltas.shape, np.inf if self.supports(pair, law) else np.nan)
         pos = deltas > 0
         if np.any(pos) and self.supports(pair, law):
             if self.gdp:
-                out[pos] = improved_epsilon(pair.mu_gdp, law, deltas[pos])
+                out[pos] = improved_epsilon(cast(float, pair.mu_gdp), law, deltas[pos])
             elif pair.mu is None:
-                out[pos] = finite_improved_epsilon(pair, law, deltas[pos])
+                # no mu: the finite-output pair (`supports`: a reduced pair exists)
+                out[pos] = finite_improved_epsilon(cast(FiniteOutputBase, pair), law, deltas[pos])
             else:
                 out[pos] = improved_epsilon(pair.mu, law, deltas[pos])
         return out
 
 
 class ExactBound(Bound):
-    def supports(self, pair, law):
+    def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
         return as_pair(pair).reduced() is not None
 
-    def rigour(self, pair):
+    def rigour(self, pair: MechanismPair) -> Rigour:
         pair = as_pair(pair)
         approximate = pair.reduced() is not None and not pair.reduction_is_exact
         return "heuristic" if self.heuristic_always or approximate else MONOTONE_SCORE
 
-    def source(self, pair, law, delta):
+    def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         pair = as_pair(pair)
         if pair.mu is None:
             return "[XWW24] eq. 7 (finite winner)"
         return "reduced game ([XWW24] Figure 5), exact privacy curve"
 
-    def curve(self, pair, law, deltas, profile=None):
+    def curve(
+        self,
+        pair: MechanismPair,
+        law: RoundsLaw,
+        deltas: ArrayLike,
+        profile: BaseProfile | None = None,
+    ) -> FloatArray:
         pair = as_pair(pair)
         deltas = check_deltas(deltas, "deltas")
         if not self.supports(pair, law):
             return np.full(deltas.shape, np.nan)
-        winner = winner_law(pair.reduced(), law)
+        winner = winner_law(cast(MechanismPair, pair.reduced()), law)  # supports(): not None
         return np.asarray(exact_epsilon(winner, deltas), dtype=float)
 
 

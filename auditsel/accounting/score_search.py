@@ -5,7 +5,7 @@ label buckets, every number a rigorous enclosure.
 Contract. Given the law of one run's label on X and on X' (`LabelLaws`: computed laws r*, each
 within L1 distance e_r of the true law r, and entry-wise upper bounds on r), a law of K with pgf
 G and delta, `ScoreSearch.best(deltas)` returns, for each delta, a score s (a `BucketScore`), a
-direction and eps_s with
+direction and eps_s with ::
 
     eps_s <= eps_T(delta),
 
@@ -26,12 +26,12 @@ is constant on each merged bucket), so any merge keeps the value valid; it only 
 tightness.
 
 Winner's law. With buckets processed in increasing score, L the buckets of lower score and F
-the run-label cdf on a side (X or X'), the winner falls in bucket j with probability
+the run-label cdf on a side (X or X'), the winner falls in bucket j with probability ::
 
     A_j = G(F(L u {j})) - G(F(L))       ([XWW24] Theorem 2 / eq. 7),
 
 on each side (A on X', B on X for the direction "X' over X"; swapped for "X over X'"). For a
-fixed eps, the best test given the winner's law takes the buckets with A_j > e^eps B_j:
+fixed eps, the best test given the winner's law takes the buckets with A_j > e^eps B_j::
 
     delta_s(eps) = sum_j max(0, A_j - e^eps B_j),                      (*)
 
@@ -41,7 +41,7 @@ Dynamic program. "extremes": every lower set {s <= t} is an interval [a, b] of b
 runs far out on either side win); the next bucket is a - 1 or b + 1. "middle": every lower set
 is the complement of an interval [a, b] (the middle wins); the next bucket is a or b. Monotone
 orders (the largest or smallest label wins, today's attack) are special cases of both. By (*)
-the best completion from lower set L depends on L alone:
+the best completion from lower set L depends on L alone::
 
     V[a, b] = max(gain(a - 1 | [a, b]) + V[a - 1, b], gain(b + 1 | [a, b]) + V[a, b + 1])
 
@@ -64,7 +64,7 @@ winner's mass on the denominator side is also bounded directly: B_j <= r_hi_j G'
 + e_r) (r_hi the entry-wise true upper bounds summed over the bucket). With a_lo the lower
 bounds on the numerator side under r*, b* the upper bounds under r*, b_t those on the true
 law, c_A = E[K] e_r(num), c_B = E[K] e_r(den) (the winner of K draws under r* is within L1
-distance E[K] e_r of the one under r, for every score), every set S of buckets gives
+distance E[K] e_r of the one under r, for every score), every set S of buckets gives ::
 
     H_{e^eps}(A || B) >= a_lo(S) - c_A - e^eps min(b_t(S), min(b*, b_t)(S) + c_B),
 
@@ -80,8 +80,9 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from auditsel.numerics import check_deltas
+from auditsel.numerics import FloatArray, check_deltas
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import BucketScore
 
@@ -202,8 +203,14 @@ def merge_buckets(laws: LabelLaws, resolution: int, tail: float = TAIL) -> Label
 
 # --- winner masses, enclosed -------------------------------------------------------------------
 def enclose_winner(
-    x, f_prev, f_next, w_prev, w_next, rho: float, law: RoundsLaw
-) -> tuple[np.ndarray, np.ndarray]:
+    x: FloatArray,
+    f_prev: FloatArray,
+    f_next: FloatArray,
+    w_prev: FloatArray,
+    w_next: FloatArray,
+    rho: float,
+    law: RoundsLaw,
+) -> tuple[FloatArray, FloatArray]:
     """Entry-wise (lower, upper) bounds on G(F') - G(F) where F = f_prev, F' = f_next = F + x,
     W = 1 - F = w_prev, W' = w_next, every input within relative error `rho` of its r* value
     (module docstring): the difference of G (F' <= 1/2) or of Gc = 1 - G(1 - .) (F' > 1/2)
@@ -241,7 +248,9 @@ def enclose_winner(
     return lo, hi
 
 
-def true_winner_upper(r_hi, f_next, w_next, rho: float, l1: float, law: RoundsLaw) -> np.ndarray:
+def true_winner_upper(
+    r_hi: FloatArray, f_next: FloatArray, w_next: FloatArray, rho: float, l1: float, law: RoundsLaw
+) -> FloatArray:
     """Upper bounds on the TRUE winner's mass of a bucket: r_j G'(F(L u {j})) with r_j <= r_hi
     and the true F within l1 of F* (G' non-decreasing; module docstring)."""
     f, wn = np.asarray(f_next, dtype=float), np.asarray(w_next, dtype=float)
@@ -255,8 +264,14 @@ def true_winner_upper(r_hi, f_next, w_next, rho: float, l1: float, law: RoundsLa
 
 # --- one score's hockey stick -------------------------------------------------------------------
 def direction_pieces(
-    a_lo, b_star, b_true, c_a: float, c_b: float, floor=0.0, by=None
-) -> tuple[np.ndarray, np.ndarray]:
+    a_lo: FloatArray,
+    b_star: FloatArray,
+    b_true: FloatArray,
+    c_a: float,
+    c_b: float,
+    floor: float = 0.0,
+    by: ArrayLike | None = None,
+) -> tuple[FloatArray, FloatArray]:
     """(U_k, V_k) for the direction A over B: prefix sums over the buckets sorted by
     a_lo / b_hi, rounded down / up (`accounting.attack` module docstring, "The hockey stick").
     a_lo bounds the r* winner (its L1 slack c_a is charged); B(S) is bounded by the smaller of
@@ -298,8 +313,8 @@ def pieces_deltas(U: np.ndarray, V: np.ndarray, eps: np.ndarray) -> np.ndarray:
 
 
 def order_winner_laws(
-    masses: tuple[np.ndarray, ...], order, law: RoundsLaw
-) -> tuple[np.ndarray, np.ndarray]:
+    masses: tuple[FloatArray, ...], order: ArrayLike, law: RoundsLaw
+) -> tuple[FloatArray, FloatArray]:
     """The winner's bucket law on X and X' (float64 point values, the K = 0 output left out)
     when the buckets win in `order` (lowest score first): G(F(L u {j})) - G(F(L)) per bucket,
     evaluated as `enclose_winner` does (differences of G below 1/2, of Gc above)."""
@@ -522,7 +537,7 @@ class ScoreSearch:
             best = np.maximum(best, eps)
         return best, tuple(order), pieces
 
-    def best(self, deltas, start=None) -> list[SearchResult]:
+    def best(self, deltas: ArrayLike, start: ArrayLike | None = None) -> list[SearchResult]:
         """The best interval-shaped score at each delta (module docstring: improve the score
         until the DP at its eps finds none better). `start`: eps to start from (a lower bound
         already known, e.g. the monotone attack's)."""
@@ -555,7 +570,7 @@ class ScoreSearch:
             for f, c in zip(found, cur)
         ]
 
-    def deltas_at(self, eps) -> np.ndarray:
+    def deltas_at(self, eps: ArrayLike) -> FloatArray:
         """delta_low(eps): the largest certified hockey stick over the interval-shaped scores
         (max over shapes, directions and the two bounds on B(S) of the DP value, L1 slacks
         charged), >= 0."""

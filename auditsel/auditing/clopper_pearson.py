@@ -59,25 +59,30 @@ class CpLimits:
     root above k/n of H(k/n, .) = z^2 / (2 n); likewise the lower limit is at most the root below
     k/n. The roots are bracketed from the safe side (`_kl_root_below`)."""
 
-    def __init__(self, nobs: int, a: float, upper: bool):
+    def __init__(self, nobs: int, a: float, upper: bool) -> None:
         self.nobs, self.a, self.upper = nobs, a, upper
         z = -float(ndtri(a / 2))  # Phi^-1(1 - a/2), accurate for tiny a
         self.c = z * z / (2 * max(nobs, 1))
         self.edge = -math.expm1(math.log(a / 2) / max(nobs, 1))  # exact limit at count 0
 
-    def exact(self, count):
+    def exact(self, count: ArrayLike) -> NDArray[np.float64]:
         if self.upper:
             return clopper_pearson_upper(count, self.nobs, self.a)
         return clopper_pearson_lower(count, self.nobs, self.a)
 
-    def bound(self, count):
+    def bound(self, count: ArrayLike) -> NDArray[np.float64]:
         """A limit never better than the exact one at `count`: lower for upper limits, higher
         for lower limits."""
         x = np.asarray(count, dtype=float) / max(self.nobs, 1)
         return _limit_bounds(self.upper, x, self.c, self.edge)
 
 
-def _limit_bounds(upper: bool, x, c, edge):
+def _limit_bounds(
+    upper: bool,
+    x: NDArray[np.float64],
+    c: float | NDArray[np.float64],
+    edge: float | NDArray[np.float64],
+) -> NDArray[np.float64]:
     """`CpLimits.bound` at rates x (c and edge: scalars or arrays like x)."""
     if upper:  # exact at 0 (1 - (a/2)^(1/n)) and at nobs (1)
         return np.where(x >= 1, 1.0, np.where(x <= 0, edge, _kl_root_below(x, c)))
@@ -85,7 +90,9 @@ def _limit_bounds(upper: bool, x, c, edge):
     return np.where(x <= 0, 0.0, np.where(x >= 1, 1 - edge + 1e-15, np.minimum(below, x + 1e-15)))
 
 
-def pair_limit_bounds(lim0: CpLimits, f, lim1: CpLimits, g):
+def pair_limit_bounds(
+    lim0: CpLimits, f: ArrayLike, lim1: CpLimits, g: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(lim0.bound(f), lim1.bound(g)) in one pass (both upper or both lower limits)."""
     f, g = np.asarray(f, dtype=float), np.asarray(g, dtype=float)
     if lim0.upper != lim1.upper:

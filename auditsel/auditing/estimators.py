@@ -6,11 +6,14 @@ Input: scores (higher = "member") and the coins b of n games; one sort
 * valid (frequentist, at `confidence`): Clopper-Pearson eq. 4 of [XWW24] under the threshold
   rules of `auditsel.auditing.lower` (split, multisplit, bonferroni on a grid fixed in advance or from
   a left-out pilot, bonferroni_all over every threshold);
+
 * bayesian (credible level `confidence`): [ZB+23]'s posterior of eps from the joint posterior
   of (FP, FN): independent Jeffreys Beta(1/2, 1/2) priors, the counts of the evaluation part
   at the threshold the split rule chose on the selection part, eps = eq. 4 of each posterior
   draw; the reported value is the (1 - confidence) quantile (a credible lower bound);
+
 * heuristic: a model fit whose number holds only if the model does.
+
   - `gdp_fit`: the Gaussian-DP fit ([NHSBTJCT23]; [DRS22] Corollary 2.13 for eps) maximised
     over thresholds: mu_L = max_t Phi^-1(1 - FP_u(t)) - Phi^-1(FN_u(t)), with limits that hold
     at every threshold at once (two-sided level alpha / (2 n): 4 n one-sided events of the
@@ -19,13 +22,16 @@ Input: scores (higher = "member") and the coins b of n games; one sort
     lower limits) contains mu, so `gdp_fit_ok` is false, and the number is printed as rejected,
     when max_t mu_lo(t) > min_t mu_hi(t) (the model is rejected at level alpha). It is the
     audit's one GDP number (`auditsel.auditing.gdp_fitting.gdp_fit`; `LowerBound.gdp_fit`).
+
   - `selection_fit` (the law of K known): the family "winner of K Gaussian runs N(0, 1) vs
     N(mu, 1)" ([XWW24] Figure 5). mu_L is the largest mu whose exact trade-off curve has some
     (FP_u, FN_u) point strictly below it (impossible for that mu), converted with the exact
     privacy curve of that winner (`auditsel.accounting.exact`). It is the selection-aware
     analogue of the GDP fit: heuristic (it holds when the released score behaves like that
     family), and on a tuning release it does not over-claim as the GDP fit does.
+
 * optimistic: `best_threshold`, the max over all thresholds at alpha each (no confidence).
+
 * descriptive (`auditsel.auditing.roc`): `auroc`, the area under the empirical ROC curve (the
   Mann-Whitney statistic) with a DeLong (asymptotic normal) interval; `tpr_at_fpr`, that
   curve's TPR at fixed FPRs (the randomised test between neighbouring thresholds) with a
@@ -46,9 +52,10 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import ndtri
 
 from auditsel.accounting.exact import exact_epsilon
@@ -77,22 +84,27 @@ from auditsel.auditing.rules import (
     fresh_seed,
 )
 from auditsel.auditing.scores import check_scores
-from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.auditing.sorted_scores import Counts, SortedScores
 from auditsel.auditing.threshold_search import best_threshold, epsilon_from_rates
 from auditsel.errors import ConfigError, number
 from auditsel.mechanisms import GaussianBase
+from auditsel.rounds import RoundsLaw
 from auditsel.selection import GaussianWinner
+from auditsel.version import REMOVED_IN
 
 __all__ = [
     "Estimate",
     "PanelOptions",
     "estimator_panel",
     "LABELS",
+    "EstimateLabel",
     "winner_tradeoff",
     "selection_fit_mu",
 ]
 
-LABELS = ("valid", "bayesian", "heuristic", "optimistic", "descriptive")
+#: what an estimate is (module docstring)
+EstimateLabel = Literal["valid", "bayesian", "heuristic", "optimistic", "descriptive"]
+LABELS: tuple[EstimateLabel, ...] = ("valid", "bayesian", "heuristic", "optimistic", "descriptive")
 POSTERIOR_DRAWS = 20_000
 DEFAULT_FPR = (0.001, 0.01, 0.1)
 
@@ -101,12 +113,12 @@ DEFAULT_FPR = (0.001, 0.01, 0.1)
 class Estimate:
     name: str
     value: float  # eps, or the AUROC / TPR for the descriptive entries
-    label: str  # one of LABELS
+    label: EstimateLabel
     level: float | None  # confidence (valid, descriptive) or credible level (bayesian)
     source: str  # method and citation
-    detail: dict = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["value"] = _finite(self.value)
         out["detail"] = {
@@ -115,11 +127,13 @@ class Estimate:
         return out
 
 
-def _finite(x):
+def _finite(x: object) -> object:
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
-def _rule_estimate(ss, name, rule: ThresholdRule, alpha, delta, source) -> Estimate:
+def _rule_estimate(
+    ss: SortedScores, name: str, rule: ThresholdRule, alpha: float, delta: float, source: str
+) -> Estimate:
     chosen = apply_rule(ss, rule, alpha, delta)
     detail = {
         "threshold": float(chosen["threshold"]),
@@ -134,7 +148,7 @@ def _rule_estimate(ss, name, rule: ThresholdRule, alpha, delta, source) -> Estim
     return Estimate(name, float(chosen["eps"]), "valid", 1 - alpha, source, detail)
 
 
-def _gdp_fit(ss: SortedScores, alpha, delta) -> Estimate:
+def _gdp_fit(ss: SortedScores, alpha: float, delta: float) -> Estimate:
     fit = gdp_fit(ss, alpha, delta)
     return Estimate(
         "gdp_fit",
@@ -157,22 +171,22 @@ def _gdp_fit(ss: SortedScores, alpha, delta) -> Estimate:
     )
 
 
-def _rate_low(count, nobs, a):
+def _rate_low(count: np.ndarray, nobs: int, a: float) -> np.ndarray:
     """A value <= the CP upper limit at level a: the empirical rate, the exact limit at count 0."""
     return np.where(count == 0, 1 - (a / 2) ** (1 / max(nobs, 1)), count / max(nobs, 1))
 
 
-def _directions(c):
+def _directions(c: Counts) -> tuple[tuple[bool, np.ndarray, np.ndarray], ...]:
     return ((False, c.fp, c.fn), (True, c.n0 - c.fp, c.n1 - c.fn))
 
 
-def winner_tradeoff(mu: float, law, cells: int = 8_000) -> tuple[np.ndarray, np.ndarray]:
+def winner_tradeoff(mu: float, law: RoundsLaw, cells: int = 8_000) -> tuple[np.ndarray, np.ndarray]:
     """The Neyman-Pearson trade-off (FP ascending, FN descending) of the winner of K ~ law runs
     of N(0, 1) vs N(mu, 1), on `cells` cells of the real line plus the K = 0 atom (a test on the
     cells: its curve lies on or just above the exact one). Cached per (mu, law, cells): the
     arrays returned are read-only."""
     try:
-        key: tuple = (float(mu), law, int(cells))
+        key: tuple[object, ...] = (float(mu), law, int(cells))
         hash(key)
     except TypeError:  # a law that cannot be hashed (a pmf table): keyed by its fields
         key = (float(mu), type(law), repr(law), int(cells))
@@ -184,10 +198,10 @@ def winner_tradeoff(mu: float, law, cells: int = 8_000) -> tuple[np.ndarray, np.
     return got
 
 
-_TRADEOFFS: dict = {}
+_TRADEOFFS: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}
 
 
-def _winner_tradeoff(mu: float, law, cells: int) -> tuple[np.ndarray, np.ndarray]:
+def _winner_tradeoff(mu: float, law: RoundsLaw, cells: int) -> tuple[np.ndarray, np.ndarray]:
     w = GaussianWinner(GaussianBase(mu), law)
     lo, hi = w.quantile_range(1e-12)
     edges = np.linspace(lo, hi, cells + 1)
@@ -204,12 +218,14 @@ def _winner_tradeoff(mu: float, law, cells: int) -> tuple[np.ndarray, np.ndarray
     return fp, fn
 
 
-def selection_fit_mu(fp_u, fn_u, law, mu_max: float = 30.0, steps: int = 32) -> float:
+def selection_fit_mu(
+    fp_u: ArrayLike, fn_u: ArrayLike, law: RoundsLaw, mu_max: float = 30.0, steps: int = 32
+) -> float:
     """Largest mu (bisection) such that some point (fp_u, fn_u) lies strictly below the winner
     family's trade-off curve at mu (impossible for that mu); 0 if none lies below at mu ~ 0."""
     fp_u, fn_u = np.asarray(fp_u, float), np.asarray(fn_u, float)
 
-    def below(mu):
+    def below(mu: float) -> bool:
         fp, fn = winner_tradeoff(mu, law)
         return bool(np.any(fn_u < np.interp(fp_u, fp, fn) - 1e-12))
 
@@ -224,7 +240,9 @@ def selection_fit_mu(fp_u, fn_u, law, mu_max: float = 30.0, steps: int = 32) -> 
     return lo
 
 
-def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
+def _selection_fit(
+    c: Counts, n: int, alpha: float, delta: float, law: RoundsLaw, rounds: int = 6
+) -> Estimate:
     """mu_L over every threshold: a coarse pass, then the thresholds whose optimistic point
     (never above the CP point: the empirical rates, then, for those that pass, Zubkov and
     Serov's bound within about one count of the CP limit) lies below the fitted curve are
@@ -239,13 +257,13 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
     tight = np.zeros(2 * m, bool)  # opt_f, opt_g hold the Zubkov-Serov bounds there
     lim0, lim1 = CpLimits(c.n0, a, upper=True), CpLimits(c.n1, a, upper=True)
 
-    def below(idx, fp, fn):
+    def below(idx: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
         """The thresholds of idx whose optimistic point lies below the curve (fp, fn)."""
         idx = idx[opt_g[idx] < np.interp(opt_f[idx], fp, fn) - 1e-12]
         need = idx[~tight[idx]]
         opt_f[need], opt_g[need] = lim0.bound(all_f[need]), lim1.bound(all_g[need])
         tight[need] = True
-        return idx[opt_g[idx] < np.interp(opt_f[idx], fp, fn) - 1e-12]
+        return cast("np.ndarray", idx[opt_g[idx] < np.interp(opt_f[idx], fp, fn) - 1e-12])
 
     done = np.zeros(2 * m, bool)
     start = np.unique(np.round(np.linspace(0, 2 * m - 1, min(2 * m, 2000))).astype(int))
@@ -278,7 +296,9 @@ def _selection_fit(c, n, alpha, delta, law, rounds: int = 6) -> Estimate:
     )
 
 
-def _bayesian(ss: SortedScores, split: Split, alpha, delta, seed, draws) -> Estimate:
+def _bayesian(
+    ss: SortedScores, split: Split, alpha: float, delta: float, seed: int, draws: int
+) -> Estimate:
     """[ZB+23]'s posterior at the threshold the split rule chose on its pilot, from the counts
     of the evaluation part (the same split as `cp_split`)."""
     p = apply_rule(ss, split, alpha, delta)
@@ -309,7 +329,7 @@ def _bayesian(ss: SortedScores, split: Split, alpha, delta, seed, draws) -> Esti
     )
 
 
-def _auroc(ss: SortedScores, alpha) -> Estimate:
+def _auroc(ss: SortedScores, alpha: float) -> Estimate:
     """AUROC = P(S1 > S0) + P(S1 = S0)/2 with DeLong's variance."""
     auc, se = auroc_with_se(*ss.by_coin(), _placements(ss))
     z = float(-ndtri(alpha / 2))
@@ -323,12 +343,18 @@ def _auroc(ss: SortedScores, alpha) -> Estimate:
     )
 
 
-def _placements(ss: SortedScores):
-    return ss.memo("placements", lambda: placements(*ss.by_coin()))
+def _placements(ss: SortedScores) -> tuple[np.ndarray, np.ndarray]:
+    return cast(
+        "tuple[np.ndarray, np.ndarray]",
+        ss.memo("placements", lambda: placements(*ss.by_coin())),
+    )
 
 
-def _vertices(ss: SortedScores):
-    return ss.memo("roc_hull", lambda: hull_sorted(*ss.by_coin(), _placements(ss)))
+def _vertices(ss: SortedScores) -> tuple[np.ndarray, np.ndarray]:
+    return cast(
+        "tuple[np.ndarray, np.ndarray]",
+        ss.memo("roc_hull", lambda: hull_sorted(*ss.by_coin(), _placements(ss))),
+    )
 
 
 def _auroc_hull(ss: SortedScores) -> Estimate:
@@ -342,7 +368,7 @@ def _auroc_hull(ss: SortedScores) -> Estimate:
     )
 
 
-def _tpr_at_fpr(ss: SortedScores, alpha, targets, hull: bool) -> Estimate:
+def _tpr_at_fpr(ss: SortedScores, alpha: float, targets: tuple[float, ...], hull: bool) -> Estimate:
     s0, s1 = ss.by_coin()
     n1 = len(s1)
     vertices = _vertices(ss) if hull else None
@@ -374,7 +400,7 @@ def _tpr_at_fpr(ss: SortedScores, alpha, targets, hull: bool) -> Estimate:
 
 def panel_rules(
     *,
-    threshold_grid=None,
+    threshold_grid: Sequence[float] | np.ndarray | None = None,
     grid_size: int = 100,
     split_fraction: float = 0.5,
     splits: int = MULTISPLITS,
@@ -388,7 +414,7 @@ def panel_rules(
             grid=None, grid_size=grid_size, split_fraction=split_fraction, seed=seed
         )
         if threshold_grid is None
-        else BonferroniGrid(grid=threshold_grid),
+        else BonferroniGrid(grid=tuple(threshold_grid)),
         "cp_bonferroni_all": BonferroniAll(),
     }
 
@@ -438,7 +464,7 @@ PANEL_OPTIONS = frozenset(PanelOptions.__dataclass_fields__)
 def panel_options(
     options: PanelOptions | None, old_options: Mapping[str, Any], caller: str = "estimator_panel"
 ) -> PanelOptions:
-    """The PanelOptions of a call: `options`, or (for one release, with a DeprecationWarning)
+    """The PanelOptions of a call: `options`, or (until auditsel 0.3.0, with a DeprecationWarning)
     the old keyword arguments (threshold_grid=, grid_size=, ...) it replaces."""
     unknown = set(old_options) - PANEL_OPTIONS
     if unknown:
@@ -455,7 +481,7 @@ def panel_options(
     warnings.warn(
         f"{caller}({', '.join(f'{k}=...' for k in sorted(old_options))}) is deprecated; pass "
         f"options=PanelOptions(...) (auditsel.auditing.estimators); the old keywords are "
-        f"accepted for one release",
+        f"accepted until auditsel {REMOVED_IN}, which removes them",
         DeprecationWarning,
         stacklevel=3,
     )
@@ -480,7 +506,7 @@ def estimator_panel(
     each valid entry's detail) seeds every split; `options` (a `PanelOptions`) sets the rules'
     grid and splits, the FPRs and the posterior draws. The input is checked as `audit_scores`
     checks it. The old keywords (`threshold_grid`, `grid_size`, `split_fraction`, `splits`,
-    `fpr`, `posterior_draws`) are accepted for one release with a DeprecationWarning."""
+    `fpr`, `posterior_draws`) are accepted until auditsel 0.3.0 with a DeprecationWarning."""
     opts = panel_options(options, old_options)
     confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
     delta = number(delta, "delta", 0, 1, hi_open=True)
@@ -522,5 +548,5 @@ def estimator_panel(
     return out
 
 
-def panel_dict(panel: dict[str, Estimate]) -> dict:
+def panel_dict(panel: dict[str, Estimate]) -> dict[str, Any]:
     return {name: est.to_dict() for name, est in panel.items()}

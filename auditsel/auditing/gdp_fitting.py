@@ -18,26 +18,27 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import ndtri
 
 from auditsel.auditing.clopper_pearson import cp_limits
 from auditsel.auditing.sorted_scores import SortedPart, SortedScores
 from auditsel.auditing.threshold_search import CandidateRows, search_rows
 from auditsel.mechanisms import gaussian_epsilon
-from auditsel.numerics import check_deltas
+from auditsel.numerics import FloatArray, check_deltas
 
 #: the user-facing names (the other functions are building blocks of the audits)
 __all__ = ["gdp_mu", "GdpFit", "gdp_fit"]
 
 
-def mu_objective(fp_u, fn_u):
+def mu_objective(fp_u: ArrayLike, fn_u: ArrayLike) -> FloatArray:
     """Phi^-1(1 - FP) - Phi^-1(FN): decreasing in both (-inf where FP = 1)."""
     with np.errstate(invalid="ignore"):
         mu = ndtri(1 - np.asarray(fp_u, dtype=float)) - ndtri(np.asarray(fn_u, dtype=float))
     return np.where(np.isnan(mu), -np.inf, mu)
 
 
-def minus_mu_objective(fp_l, fn_l):
+def minus_mu_objective(fp_l: ArrayLike, fn_l: ArrayLike) -> FloatArray:
     """-(Phi^-1(1 - FP) - Phi^-1(FN)) at lower limits: increasing in both (no information,
     -inf, where the interval is unbounded)."""
     with np.errstate(invalid="ignore"):
@@ -79,11 +80,11 @@ def gdp_over_rows(
     below: CandidateRows,
     up: CandidateRows,
     down: CandidateRows,
-    n0,
-    n1,
-    n,
-    alpha,
-    delta,
+    n0: int,
+    n1: int,
+    n: int,
+    alpha: float,
+    delta: float,
 ) -> GdpFit:
     """gdp_fit over candidate rows: mu_L's maximum in '>' over `above` and '<=' over `below`;
     the goodness-of-fit minimum of mu_hi (increasing in the counts) over `up` ('>') or `down`

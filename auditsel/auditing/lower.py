@@ -5,7 +5,7 @@ Scores in, epsilons out; the threshold rule (`auditsel.auditing.rules`) is an ex
 A test "guess member = 1 when score > t" (direction '>') or "when score <= t" (direction '<=')
 has false-positive rate FP (guess 1 when b = 0) and false-negative rate FN (guess 0 when
 b = 1). Any (eps, delta)-DP protocol satisfies FP + e^eps FN >= 1 - delta and
-FN + e^eps FP >= 1 - delta, hence (eq. 4)
+FN + e^eps FP >= 1 - delta, hence (eq. 4) ::
 
     eps_L = max{ log((1 - delta - FP)/FN), log((1 - delta - FN)/FP), 0 }.
 
@@ -20,10 +20,12 @@ confidence 1 - alpha on every path, conditionally on the coins) are:
   chosen independently of the scores is a uniform random subset of the games whatever the
   bijection between games and sorted positions, so pilot and rest are independent samples
   (as a split of the rows would give), and the answer depends on the scores, not their order.
+
 * bonferroni (`BonferroniGrid`): a grid of m thresholds, both directions, each pair at
   a = alpha / (2 m). The grid is either fixed before any score is seen (`grid`, grid_source
   "spec"), or it is `grid_size` quantiles of a pilot drawn as split draws it, which is then
   excluded from evaluation (grid_source "pilot").
+
 * bonferroni_all (`BonferroniAll`): every threshold on the real line and both directions at
   a = alpha / n (n = number of trials; jax_privacy's `Bonferroni()` strategy, with a divisor
   this module can prove). Proof: given the coins, take the n0 scores of class 0 with order
@@ -34,6 +36,7 @@ confidence 1 - alpha on every path, conditionally on the coins) are:
   of probability a/2 for *every* t of its interval at once. Direction '<=' adds n0 more, class 1
   2 n1 more: 2 n events of probability a/2, total n a = alpha. So the limits hold
   simultaneously at every threshold, data-chosen ones included (streamed candidates too).
+
 * multisplit (`MultiSplit`): `splits` independent seeded splits, split's bound at alpha / 2 on
   each, and the lower median reported ([MMB09] Theorem 3.1: twice the median p-value is a valid
   p-value; jax_privacy's `MultiSplit`).
@@ -52,7 +55,7 @@ import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -70,8 +73,9 @@ from auditsel.auditing.rules import (
     with_seed,
 )
 from auditsel.auditing.scores import check_scores
-from auditsel.auditing.sorted_scores import Counts, SortedScores, pilot_grid
+from auditsel.auditing.sorted_scores import Counts, SortedPart, SortedScores, pilot_grid
 from auditsel.auditing.threshold_search import (
+    ThresholdTest,
     best_on_coins,
     best_on_table,
     best_threshold,
@@ -79,8 +83,28 @@ from auditsel.auditing.threshold_search import (
 )
 from auditsel.errors import ConfigError, number
 from auditsel.numerics import check_deltas
+from auditsel.version import REMOVED_IN
 
-__all__ = ["LowerBound", "audit_scores", "apply_rule"]
+__all__ = ["LowerBound", "audit_scores", "apply_rule", "EvaluatedTest", "RuleChoice"]
+
+
+class EvaluatedTest(ThresholdTest):
+    """A test bounded on `n` games (the evaluated part of a split, or every game)."""
+
+    n: int
+
+
+class _RuleChoice(EvaluatedTest):
+    grid_source: str
+
+
+class RuleChoice(_RuleChoice, total=False):
+    """What `apply_rule` returns: the chosen test (`ThresholdTest`'s keys: threshold, flip,
+    eps, fp_u, fn_u, fp, fn), `n` the games it was bounded on, `grid_source` ("spec" or
+    "pilot" for a Bonferroni grid, "all" for bonferroni_all, "" otherwise) and, for multisplit,
+    `splits`: every split's eps, ascending (the reported eps is their lower median)."""
+
+    splits: list[float]
 
 
 LEGACY_OPTIONS = {"split_fraction", "grid_size", "threshold_grid", "splits", "seed"}
@@ -110,39 +134,54 @@ class LowerBound:
     valid: bool = True  # eps holds at `confidence` (every rule of THRESHOLD_RULES)
     grid_source: str = ""  # bonferroni: "spec" (fixed in advance) or "pilot" (excluded)
     eps_point_best: float = math.nan  # eq. 4 at the empirical rates of the best threshold
-    threshold_options: dict = field(default_factory=dict)  # the rule's options (seed, ...)
-    estimators: dict | None = field(default=None, compare=False)
+    threshold_options: dict[str, Any] = field(
+        default_factory=dict
+    )  # the rule's options (seed, ...)
+    estimators: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def eps_gdp(self) -> float:
-        """Deprecated alias of `gdp_fit` (kept for one release)."""
+        """Deprecated alias of `gdp_fit` (auditsel 0.3.0 removes it)."""
+        _alias_warning("eps_gdp", "gdp_fit")
         return self.gdp_fit
 
     @property
     def mu_gdp(self) -> float:
-        """Deprecated alias of `gdp_fit_mu` (kept for one release)."""
+        """Deprecated alias of `gdp_fit_mu` (auditsel 0.3.0 removes it)."""
+        _alias_warning("mu_gdp", "gdp_fit_mu")
         return self.gdp_fit_mu
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         for key, value in out.items():
             if isinstance(value, float) and not math.isfinite(value):
                 out[key] = None
         if out["estimators"] is None:
             del out["estimators"]
-        # the keys of earlier releases, as aliases of the same numbers (kept for one release)
+        # the keys of earlier releases, as aliases of the same numbers (until REMOVED_IN)
         out["eps_gdp"], out["mu_gdp"] = out["gdp_fit"], out["gdp_fit_mu"]
         return out
 
 
-def evaluate_at(c: Counts, threshold, flip, alpha, delta):
+def _alias_warning(old: str, new: str) -> None:
+    warnings.warn(
+        f"LowerBound.{old} is deprecated: use LowerBound.{new} (the same number); auditsel "
+        f"{REMOVED_IN} removes the alias",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+def evaluate_at(
+    c: Counts, threshold: float, flip: bool, alpha: float, delta: float
+) -> EvaluatedTest:
     """eq. 4 with CP limits at one (threshold, direction) on the trials of table `c`."""
     fp, fn = c.at(np.array([threshold]))
     n0, n1 = c.n0, c.n1
     fp, fn = (n0 - fp, n1 - fn) if flip else (fp, fn)
     fp_u = float(clopper_pearson_upper(fp, n0, alpha)[0])
     fn_u = float(clopper_pearson_upper(fn, n1, alpha)[0])
-    return dict(
+    return EvaluatedTest(
         threshold=threshold,
         flip=flip,
         eps=float(epsilon_from_rates(fp_u, fn_u, delta)),
@@ -154,7 +193,9 @@ def evaluate_at(c: Counts, threshold, flip, alpha, delta):
     )
 
 
-def _split(ss: SortedScores, pilot, alpha, delta) -> dict:
+def _split(
+    ss: SortedScores, pilot: tuple[SortedPart, SortedPart], alpha: float, delta: float
+) -> EvaluatedTest:
     """Pick (threshold, direction) on the pilot (each coin's sorted scores) and bound it by
     eq. 4 with CP limits on the rest, both at level alpha."""
     p0, p1 = pilot
@@ -163,8 +204,10 @@ def _split(ss: SortedScores, pilot, alpha, delta) -> dict:
     return evaluate_at(ev, pick["threshold"], pick["flip"], alpha, delta)
 
 
-def legacy_rule(rule, options: Mapping[str, Any], caller: str, warn: bool = True) -> ThresholdRule:
-    """The rule object of the old call forms (a name and keyword options) for one release."""
+def legacy_rule(
+    rule: ThresholdRule | str, options: Mapping[str, Any], caller: str, warn: bool = True
+) -> ThresholdRule:
+    """The rule object of the old call forms (a name and keyword options) until auditsel 0.3.0."""
     unknown = set(options) - LEGACY_OPTIONS
     if unknown:
         raise TypeError(
@@ -181,7 +224,7 @@ def legacy_rule(rule, options: Mapping[str, Any], caller: str, warn: bool = True
         warnings.warn(
             f"{caller}({', '.join(f'{k}=...' for k in sorted(options))}) is deprecated; pass "
             f"rule={cls}(...) with the options on the rule (auditsel.auditing.rules); the old "
-            f"keywords are accepted for one release",
+            f"keywords are accepted until auditsel {REMOVED_IN}, which removes them",
             DeprecationWarning,
             stacklevel=3,
         )
@@ -196,7 +239,7 @@ def legacy_rule(rule, options: Mapping[str, Any], caller: str, warn: bool = True
         raise
 
 
-def check_levels(confidence, delta) -> tuple[float, float]:
+def check_levels(confidence: object, delta: object) -> tuple[float, float]:
     confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
     delta = number(delta, "delta", 0, 1, hi_open=True)
     return confidence, delta
@@ -208,40 +251,55 @@ def apply_rule(
     alpha: float,
     delta: float,
     **options: Any,
-) -> dict:
+) -> RuleChoice:
     """One threshold rule at significance alpha on one sort; returns the chosen threshold's
-    numbers (threshold, flip, eps, fp_u, fn_u, fp, fn, n evaluated, grid_source). A rule's name
+    numbers (a `RuleChoice`: threshold, flip, eps, fp_u, fn_u, fp, fn, n evaluated,
+    grid_source, and splits for multisplit). A rule's name
     with keyword options is the old call form (no warning: this is the engine's entry)."""
     delta = float(check_deltas(delta)[0])
     rule = with_seed(legacy_rule(rule, options, "apply_rule", warn=False))
     ss = sorted_scores
-    return ss.memo(("rule", rule, alpha, delta), lambda: _apply(ss, rule, alpha, delta))
+    return cast(
+        RuleChoice, ss.memo(("rule", rule, alpha, delta), lambda: _apply(ss, rule, alpha, delta))
+    )
 
 
-def _apply(ss: SortedScores, rule: ThresholdRule, alpha: float, delta: float) -> dict:
+def _choice(test: ThresholdTest, n: int, grid_source: str) -> RuleChoice:
+    """The RuleChoice of a test bounded on n games."""
+    return RuleChoice(
+        threshold=test["threshold"],
+        flip=test["flip"],
+        eps=test["eps"],
+        fp_u=test["fp_u"],
+        fn_u=test["fn_u"],
+        fp=test["fp"],
+        fn=test["fn"],
+        n=n,
+        grid_source=grid_source,
+    )
+
+
+def _apply(ss: SortedScores, rule: ThresholdRule, alpha: float, delta: float) -> RuleChoice:
     n = ss.n
     if isinstance(rule, Split):
         pilot = ss.pilot(rule.split_fraction, rule.seed)
-        return {**_split(ss, pilot, alpha, delta), "grid_source": ""}
+        split = _split(ss, pilot, alpha, delta)
+        return _choice(split, split["n"], "")
     if isinstance(rule, BonferroniGrid) and rule.grid is None:
         pilot = ss.pilot(rule.split_fraction, rule.seed)
         grid = pilot_grid(pilot, rule.grid_size)
         ev = ss.rest_at(pilot, grid)
         fp, fn = ev.at(grid)
         chosen = best_on_table(Counts(grid, fp, fn, ev.n0, ev.n1), alpha / (2 * len(grid)), delta)
-        return {**chosen, "n": ev.n0 + ev.n1, "grid_source": "pilot"}
+        return _choice(chosen, ev.n0 + ev.n1, "pilot")
     if isinstance(rule, BonferroniGrid):
         grid = np.unique(np.asarray(rule.grid, dtype=float))
         c = ss.counts_at(None, grid)
         fp, fn = c.at(grid)
         chosen = best_on_table(Counts(grid, fp, fn, c.n0, c.n1), alpha / (2 * len(grid)), delta)
-        return {**chosen, "n": n, "grid_source": "spec"}
+        return _choice(chosen, n, "spec")
     if isinstance(rule, BonferroniAll):
-        return {
-            **best_on_coins(*ss.by_coin(), alpha / max(n, 1), delta),
-            "n": n,
-            "grid_source": "all",
-        }
+        return _choice(best_on_coins(*ss.by_coin(), alpha / max(n, 1), delta), n, "all")
     if isinstance(rule, MultiSplit):
         runs = [
             _split(ss, ss.pilot(rule.split_fraction, rule.seed, index=i), alpha / 2, delta)
@@ -249,13 +307,23 @@ def _apply(ss: SortedScores, rule: ThresholdRule, alpha: float, delta: float) ->
         ]
         runs.sort(key=lambda r: r["eps"])
         median = runs[(len(runs) - 1) // 2]  # the lower median: conservative for even counts
-        return {**median, "grid_source": "", "splits": [r["eps"] for r in runs]}
+        out = _choice(median, median["n"], "")
+        out["splits"] = [r["eps"] for r in runs]
+        return out
     raise ConfigError("rule", f"must be one of {', '.join(THRESHOLD_RULES)}, got {rule!r}")
 
 
 def lower_bound(
-    chosen, best, rule, confidence, delta, trials, grid_source, gdp: GdpFit, estimators=None
-):
+    chosen: EvaluatedTest,
+    best: ThresholdTest,
+    rule: ThresholdRule,
+    confidence: float,
+    delta: float,
+    trials: int,
+    grid_source: str,
+    gdp: GdpFit,
+    estimators: dict[str, Any] | None = None,
+) -> LowerBound:
     return LowerBound(
         eps=chosen["eps"],
         eps_best_threshold=best["eps"],
@@ -293,13 +361,27 @@ def audit_scores(
 ) -> LowerBound:
     """eps lower bound from game scores (higher = guess member) under a threshold rule.
 
-    `member` holds the true coins b (0 or 1). `rule` is a rule of `auditsel.auditing.rules`
-    (`Split()`, `BonferroniGrid(...)`, `BonferroniAll()`, `MultiSplit(...)`) or its name; every
-    rule is valid at `confidence`. The answer depends on the scores of each class and the
-    rule's seed, never on the order of the rows; a rule without a seed gets a fresh one, which
-    the result records in `threshold_options`. Pass `sorted_scores` (a `SortedScores` of the same scores) to reuse a
-    sort. The old keyword options (`split_fraction`, `grid_size`, `threshold_grid`, `splits`,
-    `seed`) are accepted for one release with a DeprecationWarning.
+    The answer depends on the scores of each class and the rule's seed, never on the order of
+    the rows. The old keyword options (`split_fraction`, `grid_size`, `threshold_grid`,
+    `splits`, `seed`) are accepted until auditsel 0.3.0 with a DeprecationWarning.
+
+    Args:
+        scores: one score per game (higher: guess that the canary was in).
+        member: the true coins b of the games (0 or 1).
+        delta: in [0, 1).
+        confidence: in [0.5, 1): the rule's eps_L holds with this probability.
+        rule: a rule of `auditsel.auditing.rules` (`Split()`, `BonferroniGrid(...)`,
+            `BonferroniAll()`, `MultiSplit(...)`) or its name; a rule without a seed gets a
+            fresh one, which the result records in `threshold_options`.
+        sorted_scores: a `SortedScores` of the same scores, to reuse a sort.
+
+    Returns:
+        A `LowerBound`: eps (valid at `confidence`), the threshold and its rates, the point
+        estimates and the GDP fit.
+
+    Raises:
+        auditsel.errors.ConfigError: member values other than 0/1, arrays that are not 1-D or
+            differ in length, fewer than 4 games, or `delta`/`confidence` out of range.
     """
     rule = with_seed(legacy_rule(rule, old_options, "audit_scores"))
     confidence, delta = check_levels(confidence, delta)

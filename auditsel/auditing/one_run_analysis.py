@@ -8,10 +8,13 @@ lowest, abstains on the rest, and counts the v correct guesses among r = k+ + k-
 Analyses (each rejects a privacy claim for the mechanism w.r.t. every single canary's
 inclusion, the other canaries arbitrary; add/remove neighbours):
 
-* [SNJ23] Theorem 5.2: if the mechanism is (eps, delta)-DP,
+* [SNJ23] Theorem 5.2: if the mechanism is (eps, delta)-DP, ::
+
       P[W >= v] <= P[Bin(r, q) >= v] + 2 m delta max_{i=1..v} P[v - i <= Bin(r, q) < v] / i,
+
   q = e^eps / (1 + e^eps); with delta = 0 this is the binomial tail of [SNJ23] Theorem 3.1.
   eps_L is the largest eps whose p-value is below the significance.
+
 * [MMC24] Theorem 9 / Algorithm 3 (the recursion "audit_rh_with_cap", as in the public
   jax_privacy implementation): if the mechanism is f-DP, c correct among k guesses has
   probability below tau whenever r_0 + h_0 > k / m, where r_c = tau c / m, h_c = tau (k - c) / m
@@ -30,16 +33,19 @@ validity: eps_L holds at the stated confidence on every code path.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import expit, log_ndtr, logit, ndtri
 from scipy.stats import beta as beta_dist
 from scipy.stats import binom
 
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import gaussian_epsilon
-from auditsel.numerics import check_deltas
+from auditsel.numerics import FloatArray, IntArray, check_deltas
 
 __all__ = [
     "snj23_p_value",
@@ -105,7 +111,9 @@ def snj23_epsilon(m: int, r: int, v: int, significance: float, delta: float) -> 
 # --- [MMC24] -------------------------------------------------------------------------------
 
 
-def mmc24_rejects(fbar_inv, m: int, k, c, tau) -> np.ndarray:
+def mmc24_rejects(
+    fbar_inv: Callable[[FloatArray], FloatArray], m: int, k: ArrayLike, c: ArrayLike, tau: float
+) -> np.ndarray:
     """[MMC24]'s test, vectorised over guess counts: True where "c correct of k guesses" has
     probability below tau under every f-DP mechanism (f given by fbar_inv(r) = f^-1(1 - r))."""
     k = np.atleast_1d(np.asarray(k, dtype=float))
@@ -124,13 +132,26 @@ def mmc24_rejects(fbar_inv, m: int, k, c, tau) -> np.ndarray:
     return r + h > k / m
 
 
+class TradeoffFamily(Protocol):
+    """A family of trade-off curves f_theta for [MMC24]'s test: `fbar_inverse(theta)` is
+    r -> f_theta^-1(1 - r), `epsilon(theta, delta)` converts theta (`GdpFamily`, `PureDpFamily`;
+    the reduced one-run game supplies its own)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def fbar_inverse(self, theta: float) -> Callable[[FloatArray], FloatArray]: ...
+
+    def epsilon(self, theta: float, delta: float) -> float: ...
+
+
 @dataclass(frozen=True)
 class GdpFamily:
     """mu-GDP ([DRS22]): fbar^-1(r) = Phi(Phi^-1(r) - mu); eps at delta by the GDP conversion."""
 
     name: str = "gdp"
 
-    def fbar_inverse(self, theta: float):
+    def fbar_inverse(self, theta: float) -> Callable[[FloatArray], FloatArray]:
         return lambda r: np.exp(log_ndtr(ndtri(np.clip(r, 0.0, 1.0)) - theta))
 
     def epsilon(self, theta: float, delta: float) -> float:
@@ -147,7 +168,7 @@ class PureDpFamily:
 
     name: str = "pure_dp (delta = 0)"
 
-    def fbar_inverse(self, theta: float):
+    def fbar_inverse(self, theta: float) -> Callable[[FloatArray], FloatArray]:
         # fbar(x) = min(1, e^eps x, 1 - e^-eps (1 - x)); its inverse at r:
         return lambda r: np.clip(
             np.maximum(r * np.exp(-theta), 1 - (1 - r) * np.exp(theta)), 0.0, 1.0
@@ -193,7 +214,12 @@ def guess_grid(m: int) -> np.ndarray:
     return np.array(pairs, dtype=np.int64).reshape(-1, 2)
 
 
-def guess_counts(scores, members, grid, rng=None):
+def guess_counts(
+    scores: ArrayLike,
+    members: ArrayLike,
+    grid: IntArray,
+    rng: np.random.Generator | None = None,
+) -> tuple[IntArray, IntArray]:
     """(r, v) for each (k+, k-): guesses "in" on the k+ highest scores, "out" on the k- lowest.
 
     Ties are broken by a random permutation (`rng`; the order of the input when None), so the
@@ -225,7 +251,7 @@ class OneRunBound:
     grid_size: int
     notes: tuple = field(default_factory=tuple)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         kp, km, r, v = self.guesses_snj23
         return {
             "eps_snj23": self.eps_snj23,
@@ -249,7 +275,13 @@ class OneRunBound:
 
 
 def audit_one_run(
-    scores, members, delta: float, confidence: float = 0.95, family=None, grid=None, seed: int = 0
+    scores: ArrayLike,
+    members: ArrayLike,
+    delta: float,
+    confidence: float = 0.95,
+    family: TradeoffFamily | None = None,
+    grid: IntArray | None = None,
+    seed: int = 0,
 ) -> OneRunBound:
     """eps_L of one run from per-canary scores (higher = "included") and inclusion bits.
 

@@ -9,13 +9,14 @@ trade-off curve (FP(t), FN(t)) over the thresholds the proxy can use:
 * exact, where the winner laws are known (reduced and finite games; `likelihood_ratio` proxy
   and finite games: the Neyman-Pearson tests of the exact winner laws; `sample` proxy of a
   Gaussian winner: thresholds on the released value, from the winner's cdfs);
+
 * estimated from `pilot` simulated games otherwise (real DP-SGD games): the empirical curve,
   or (`pessimistic_curve`, what the pipeline planner uses) a curve that the true one dominates
   with probability >= a stated confidence, so that the pilot's own sampling error and its
   luckiest threshold never make the plan promise more than the pipeline gives;
 
 and the threshold on that curve that a rule could at best find (an oracle), with the rule's
-evaluation games and level:
+evaluation games and level::
 
     split:          n (1 - split_fraction) games at alpha
     multisplit:     n (1 - split_fraction) games at alpha / 2 (one split at the median's level)
@@ -33,16 +34,19 @@ worse, so for them the planner is an optimistic estimate (the tests check both).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from auditsel.auditing.clopper_pearson import clopper_pearson_upper
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError
-from auditsel.numerics import check_deltas
+from auditsel.numerics import FloatArray, check_deltas
 
 __all__ = [
     "Curve",
@@ -72,7 +76,7 @@ class Curve:
     fn: np.ndarray
     source: str  # "exact" or "simulated (N pilot games)"
 
-    def candidates(self, k: int = CANDIDATES):
+    def candidates(self, k: int = CANDIDATES) -> tuple[FloatArray, FloatArray]:
         """k tests spread over the curve (log-spaced in FP and FN), both eq. 4 directions kept."""
         fp, fn = np.asarray(self.fp, float), np.asarray(self.fn, float)
         pick = _spread(fp, fn, k)
@@ -92,7 +96,9 @@ def _spread(fp: np.ndarray, fn: np.ndarray, k: int) -> np.ndarray:
     return ok[np.unique(pick)]
 
 
-def empirical_curve(scores, member, source: str, shrink: float = 0.0) -> Curve:
+def empirical_curve(
+    scores: ArrayLike, member: ArrayLike, source: str, shrink: float = 0.0
+) -> Curve:
     """The trade-off curve of pilot games: (FP, FN) of every threshold test, both directions.
 
     With shrink = a > 0 each rate is (count + a) / (n + 2a), so that no test of a small pilot
@@ -131,7 +137,12 @@ class PilotTests:
 
 
 def pilot_tests(
-    scores, member, source: str, seed: int = 0, tests: int = 4, confidence: float = 0.8
+    scores: ArrayLike,
+    member: ArrayLike,
+    source: str,
+    seed: int = 0,
+    tests: int = 4,
+    confidence: float = 0.8,
 ) -> PilotTests:
     """Threshold tests of a pilot, chosen on a seeded half of each coin and counted on the rest.
 
@@ -207,7 +218,7 @@ class Plan:
     #: game can certify (exact where the curve is)
     game_eps: float | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             k: (None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in self.__dict__.items()
@@ -315,7 +326,11 @@ def curve_epsilon(curve: Curve, delta: float) -> float:
     return float(np.max(eps, initial=0.0))
 
 
-def _best(curve: Curve, fn_of, points=None):
+def _best(
+    curve: Curve,
+    fn_of: Callable[[float, float], float],
+    points: tuple[FloatArray, FloatArray] | None = None,
+) -> tuple[float, tuple[float, float], FloatArray]:
     fps, fns = curve.candidates() if points is None else points
     if len(fps) == 0:  # no informative test (FP + FN >= 1 everywhere): eps_L = 0 surely
         return 0.0, (1.0, 1.0), np.zeros(0)
@@ -324,14 +339,25 @@ def _best(curve: Curve, fn_of, points=None):
     return values[i], (float(fps[i]), float(fns[i])), np.asarray(values)
 
 
-def prob_for_games(curve, target, games, rule, confidence, delta, points=None, **design) -> float:
+def prob_for_games(
+    curve: Curve,
+    target: float,
+    games: int,
+    rule: str,
+    confidence: float,
+    delta: float,
+    points: tuple[FloatArray, FloatArray] | None = None,
+    **design: Any,
+) -> float:
     evaluated, level = rule_design(rule, games, confidence, **design)
     return _best(curve, lambda a, b: prob_at_least(target, a, b, evaluated, level, delta), points)[
         0
     ]
 
 
-def expected_for_games(curve, games, rule, confidence, delta, **design) -> float:
+def expected_for_games(
+    curve: Curve, games: int, rule: str, confidence: float, delta: float, **design: Any
+) -> float:
     evaluated, level = rule_design(rule, games, confidence, **design)
     return _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, delta))[0]
 
@@ -343,7 +369,7 @@ def games_needed(
     confidence: float,
     delta: float,
     power: float = 0.9,
-    **design,
+    **design: Any,
 ) -> int | None:
     """Least n with P(eps_L >= target) >= power (None when no n up to MAX_GAMES reaches it).
 

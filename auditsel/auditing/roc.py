@@ -9,6 +9,7 @@ conventions, each with its own names:
   test between two neighbouring thresholds): `auroc` is its area, the Mann-Whitney statistic
   P(S1 > S0) + P(S1 = S0) / 2 (sklearn's `roc_auc_score`), reported with DeLong's interval;
   `tpr_at_fpr(f)` is its height at FPR f (the largest TPR where the curve is vertical at f);
+
 * its upper convex hull, the best randomised tests between any two thresholds, as jax_privacy
   computes it (`CanaryScoreAuditor.attack_auroc` and `tpr_at_given_fpr`, from
   `_get_tn_fn_counts`' Pareto frontier): `auroc_hull` and `tpr_at_fpr_hull`. The hull is never
@@ -27,6 +28,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from auditsel.auditing.scores import check_scores
 from auditsel.errors import ConfigError
@@ -65,7 +67,9 @@ def _at_or_below(below: np.ndarray, n0: int) -> np.ndarray:
     return np.cumsum(np.bincount(below, minlength=n0 + 1))[:n0]
 
 
-def _corners(s0: np.ndarray, s1: np.ndarray, place=None) -> tuple[np.ndarray, np.ndarray]:
+def _corners(
+    s0: np.ndarray, s1: np.ndarray, place: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(FP, TP) counts, FP ascending, of (0, 0), the staircase's corners at each distinct
     class-0 score v (t = v: FP = #{s0 > v}, TP = #{s1 > v}) and (n0, n1)."""
     n0, n1 = len(s0), len(s1)
@@ -92,7 +96,9 @@ def _frontier(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return idx
 
 
-def hull_sorted(s0: np.ndarray, s1: np.ndarray, place=None) -> tuple[np.ndarray, np.ndarray]:
+def hull_sorted(
+    s0: np.ndarray, s1: np.ndarray, place: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(FP, TP) counts of the hull's vertices from sorted class scores s0 (b = 0), s1 (b = 1)
     (`place`: their `placements`, if already computed)."""
     fp, tp = _corners(s0, s1, place)
@@ -100,7 +106,14 @@ def hull_sorted(s0: np.ndarray, s1: np.ndarray, place=None) -> tuple[np.ndarray,
     return fp[keep], tp[keep]
 
 
-def tp_counts_sorted(s0: np.ndarray, s1: np.ndarray, fpr, *, hull: bool = False, vertices=None):
+def tp_counts_sorted(
+    s0: np.ndarray,
+    s1: np.ndarray,
+    fpr: ArrayLike,
+    *,
+    hull: bool = False,
+    vertices: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64]]:
     """(TP, TP of the point before, TP of the point after) on either curve at each FPR, as
     counts (the first a float: interpolated), from sorted class scores s0 (b = 0), s1 (b = 1);
     `vertices`: the hull's, if already computed (`hull_sorted`)."""
@@ -128,7 +141,7 @@ def tp_counts_sorted(s0: np.ndarray, s1: np.ndarray, fpr, *, hull: bool = False,
     return left + q * (right - left), left, right
 
 
-def check_fpr(fpr) -> np.ndarray:
+def check_fpr(fpr: ArrayLike) -> np.ndarray:
     """FPRs as a 1-D float array, each in [0, 1]."""
     try:
         arr = np.atleast_1d(np.asarray(fpr, dtype=float))
@@ -139,7 +152,9 @@ def check_fpr(fpr) -> np.ndarray:
     return arr
 
 
-def tpr_at_fpr(scores, member, fpr, *, hull: bool = False) -> np.ndarray:
+def tpr_at_fpr(
+    scores: ArrayLike, member: ArrayLike, fpr: ArrayLike, *, hull: bool = False
+) -> np.ndarray:
     """TPR of the attack "member when score > t" at each FPR in `fpr`, on the empirical ROC
     curve (randomised between neighbouring thresholds) or, with `hull`, on its convex hull
     (randomised between any two thresholds: jax_privacy's `tpr_at_given_fpr`)."""
@@ -148,20 +163,22 @@ def tpr_at_fpr(scores, member, fpr, *, hull: bool = False) -> np.ndarray:
     return tp_counts_sorted(s0, s1, f, hull=hull)[0] / len(s1)
 
 
-def roc_hull(scores, member) -> tuple[np.ndarray, np.ndarray]:
+def roc_hull(scores: ArrayLike, member: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """(FP counts, TP counts) of the vertices of the ROC curve's upper convex hull, FP
     ascending, from (0, 0) to (n0, n1): jax_privacy's frontier (as FP = n0 - TN, TP = n1 - FN)."""
     return hull_sorted(*_coins(scores, member))
 
 
-def auroc(scores, member, *, hull: bool = False) -> float:
+def auroc(scores: ArrayLike, member: ArrayLike, *, hull: bool = False) -> float:
     """Area under the empirical ROC curve (the Mann-Whitney statistic, ties counted 1/2) or,
     with `hull`, under its convex hull (jax_privacy's `attack_auroc`)."""
     s0, s1 = _coins(scores, member)
     return auroc_hull_sorted(s0, s1) if hull else auroc_with_se(s0, s1)[0]
 
 
-def auroc_hull_sorted(s0: np.ndarray, s1: np.ndarray, *, vertices=None) -> float:
+def auroc_hull_sorted(
+    s0: np.ndarray, s1: np.ndarray, *, vertices: tuple[np.ndarray, np.ndarray] | None = None
+) -> float:
     """Area under the convex hull of the ROC curve of sorted class scores s0, s1 (`vertices`:
     the hull's, if already computed)."""
     x, y = vertices if vertices is not None else hull_sorted(s0, s1)
@@ -169,7 +186,9 @@ def auroc_hull_sorted(s0: np.ndarray, s1: np.ndarray, *, vertices=None) -> float
     return float(area / (len(s0) * len(s1)))
 
 
-def auroc_with_se(s0: np.ndarray, s1: np.ndarray, place=None) -> tuple[float, float]:
+def auroc_with_se(
+    s0: np.ndarray, s1: np.ndarray, place: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[float, float]:
     """(AUROC, DeLong's standard error) of sorted class scores s0 (b = 0) and s1 (b = 1), from
     the placements of each score among the other class, in O(n) after one binary search
     (`place`: the `placements`, if already computed)."""

@@ -77,8 +77,8 @@ def _as_array(values, name: str) -> np.ndarray:
 
 
 def check_scores(
-    scores,
-    member,
+    scores: object,
+    member: object,
     *,
     names: tuple[str, str] = ("scores", "member"),
     where: Callable[[int], str] = lambda i: f"at index {i}",

@@ -48,7 +48,7 @@ class SortedPart:
         self.prefix = np.concatenate([[0], np.cumsum(per_word)])
         self.n = int(self.prefix[-1])
 
-    def rank(self, pos) -> np.ndarray:
+    def rank(self, pos: ArrayLike) -> np.ndarray:
         """Members among the first `pos` positions of s."""
         pos = np.asarray(pos, dtype=np.int64)
         if self.words is None:
@@ -60,14 +60,14 @@ class SortedPart:
         partial = _POPCOUNT[low.view(np.uint8).reshape(-1, 8)].sum(axis=-1)
         return (self.prefix[w] + np.where(w < len(self.words), partial, 0)).reshape(pos.shape)
 
-    def count_le(self, t) -> np.ndarray:
+    def count_le(self, t: ArrayLike) -> np.ndarray:
         """Members <= each t."""
         return self.rank(np.searchsorted(self.s, t, side="right"))
 
-    def count_lt(self, t) -> np.ndarray:
+    def count_lt(self, t: ArrayLike) -> np.ndarray:
         return self.rank(np.searchsorted(self.s, t, side="left"))
 
-    def value(self, i) -> np.ndarray:
+    def value(self, i: ArrayLike) -> np.ndarray:
         """The i-th smallest member (0-based)."""
         i = np.asarray(i, dtype=np.int64)
         if self.words is None:
@@ -121,13 +121,17 @@ class Counts:
         return self.fp[idx], self.fn[idx]
 
 
-def search_counts(s0: np.ndarray, s1: np.ndarray, t):
+def search_counts(
+    s0: np.ndarray, s1: np.ndarray, t: ArrayLike
+) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     """'>' counts at thresholds t from each coin's sorted scores: fp = #(b = 0, score > t),
     fn = #(b = 1, score <= t), by binary search."""
     return len(s0) - np.searchsorted(s0, t, side="right"), np.searchsorted(s1, t, side="right")
 
 
-def counts_at_thresholds(s0, s1, thresholds) -> Counts:
+def counts_at_thresholds(
+    s0: SortedPart | np.ndarray, s1: SortedPart | np.ndarray, thresholds: ArrayLike
+) -> Counts:
     """A table of the trials with sorted scores s0, s1 (arrays or `SortedPart`s) at the given
     thresholds only (with the row t = -inf first), whose `at` answers exactly there."""
     t = np.unique(np.asarray(thresholds, dtype=float))
@@ -320,7 +324,9 @@ def kth_smallest(parts: list[SortedPart], ks: np.ndarray) -> np.ndarray:
     return np.minimum(first_reaching(a, ar, b, br), first_reaching(b, br, a, ar))
 
 
-def pilot_grid(pilot, grid_size: int) -> np.ndarray:
+def pilot_grid(
+    pilot: tuple[SortedPart | np.ndarray, SortedPart | np.ndarray], grid_size: int
+) -> np.ndarray:
     """`grid_size` quantiles of the pilot's finite scores (the pilot being excluded from
     evaluation afterwards): the values at ranks round(linspace(0, N - 1, grid_size))."""
     parts = [x if isinstance(x, SortedPart) else SortedPart(x) for x in pilot]

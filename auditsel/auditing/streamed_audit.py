@@ -78,12 +78,17 @@ def audit_chunks(
     evaluation part: the games are independent draws in chunk order, so the chunks themselves
     are the seeded split (a rule's `seed` is not used here). Candidate thresholds are
     `candidates` quantiles of chunk 0's scores, a part of the pilot, so:
+
     * split picks (t, direction) on the pilot chunks and bounds on the others (valid);
+
     * bonferroni uses the rule's grid on all chunks, or `grid_size` quantiles of chunk 0 (the
       pilot) on the evaluation chunks only (valid);
+
     * bonferroni_all takes the max over the candidates on all chunks at alpha / n: valid
       whatever the candidates, since its limits hold at every threshold at once;
+
     * multisplit needs the trials in memory (refused here);
+
     * eps_best_threshold is the max over the candidates at alpha (optimistic), and the GDP fit
       is taken over the candidates (its limits hold at every threshold at once).
     """

@@ -25,16 +25,31 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
+from typing import TypedDict
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from auditsel.auditing.clopper_pearson import CpLimits, cp_limits, pair_limit_bounds
 from auditsel.auditing.sorted_scores import Counts, SortedPart, SortedScores
-from auditsel.numerics import check_deltas
+from auditsel.numerics import FloatArray, IntArray, check_deltas
 
 #: the user-facing names (the other functions are building blocks of the audits)
-__all__ = ["epsilon_from_rates"]
+__all__ = ["epsilon_from_rates", "ThresholdTest"]
+
+
+class ThresholdTest(TypedDict):
+    """One test "guess member when score > threshold" (`flip` False) or "<= threshold" (`flip`
+    True) and its eq. 4 bound: `eps` from the Clopper-Pearson upper limits `fp_u`, `fn_u` of its
+    error rates, whose empirical values are `fp`, `fn`."""
+
+    threshold: float
+    flip: bool
+    eps: float
+    fp_u: float
+    fn_u: float
+    fp: float
+    fn: float
 
 
 FANOUT = 64  # the search splits a block of candidates this many ways
@@ -63,11 +78,17 @@ class CandidateRows:
     non-increasing) and fn (b = 1, score <= t, non-decreasing), each a function of an index
     array, so that a table of n rows is never built when few rows are read."""
 
-    def __init__(self, m: int, threshold, fp, fn):
+    def __init__(
+        self,
+        m: int,
+        threshold: Callable[[IntArray], FloatArray],
+        fp: Callable[[IntArray], NDArray[np.integer]],
+        fn: Callable[[IntArray], NDArray[np.integer]],
+    ) -> None:
         self.m, self.threshold, self.fp, self.fn = m, threshold, fp, fn
 
     @classmethod
-    def table(cls, t, fp, fn) -> CandidateRows:
+    def table(cls, t: ArrayLike, fp: ArrayLike, fn: ArrayLike) -> CandidateRows:
         t, fp, fn = np.asarray(t, dtype=float), np.asarray(fp), np.asarray(fn)
         return cls(len(t), t.__getitem__, fp.__getitem__, fn.__getitem__)
 
@@ -98,7 +119,7 @@ def search_rows(
     n1: int,
     lim0: CpLimits,
     lim1: CpLimits,
-    objective: Callable,
+    objective: Callable[[FloatArray, FloatArray], FloatArray],
     *,
     flip: bool,
     increasing: bool = False,
@@ -176,7 +197,7 @@ def search_rows(
     return best
 
 
-def eq4_objective(delta: float) -> Callable:
+def eq4_objective(delta: float) -> Callable[[FloatArray, FloatArray], FloatArray]:
     return lambda fp_u, fn_u: epsilon_from_rates(fp_u, fn_u, delta)
 
 
@@ -187,8 +208,8 @@ def best_rows(
     n1: int,
     a: float,
     delta: float,
-    directions=(True, True),
-) -> dict:
+    directions: tuple[bool, bool] = (True, True),
+) -> ThresholdTest:
     """The best (threshold, direction) by eq. 4 with CP limits at level a: '>' over the rows
     `above`, '<=' over `below`; with the numbers a rule reports."""
     lim0, lim1 = cp_limits(n0, a), cp_limits(n1, a)
@@ -205,7 +226,7 @@ def best_rows(
     idx = np.array([i])
     f, g = int(rows.fp(idx)[0]), int(rows.fn(idx)[0])
     f, g = (n0 - f, n1 - g) if flip else (f, g)
-    return dict(
+    return ThresholdTest(
         threshold=float(rows.threshold(idx)[0]),
         flip=bool(flip),
         eps=eps,
@@ -216,9 +237,11 @@ def best_rows(
     )
 
 
-def best_on_coins(s0, s1, a: float, delta: float) -> dict:
+def best_on_coins(
+    s0: SortedPart | np.ndarray, s1: SortedPart | np.ndarray, a: float, delta: float
+) -> ThresholdTest:
     """best_rows over every threshold of the trials whose sorted scores are s0 (b = 0) and s1
-    (b = 1), arrays or `SortedPart`s: '>' at -inf or a b = 0 score, '<=' at -inf or a b = 1 score
+    (b = 1), arrays or `SortedPart` objects: '>' at -inf or a b = 0 score, '<=' at -inf or a b = 1 score
     (module docstring)."""
     p0, p1 = (x if isinstance(x, SortedPart) else SortedPart(x) for x in (s0, s1))
     return best_rows(
@@ -226,12 +249,12 @@ def best_on_coins(s0, s1, a: float, delta: float) -> dict:
     )
 
 
-def best_on_table(c: Counts, a: float, delta: float) -> dict:
+def best_on_table(c: Counts, a: float, delta: float) -> ThresholdTest:
     rows = CandidateRows.table(c.t, c.fp, c.fn)
     return best_rows(rows, rows, c.n0, c.n1, a, delta)
 
 
-def best_threshold(sorted_scores: SortedScores, alpha: float, delta: float) -> dict:
+def best_threshold(sorted_scores: SortedScores, alpha: float, delta: float) -> ThresholdTest:
     """The optimistic max of eq. 4 over every threshold at level alpha each (no confidence)."""
     ss = sorted_scores
     return ss.memo(("best", alpha, delta), lambda: best_on_coins(*ss.by_coin(), alpha, delta))

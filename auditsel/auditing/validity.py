@@ -13,6 +13,7 @@ Paths: `path="memory"` audits the scores in memory (`auditsel.auditing.lower.aud
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,7 @@ from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
 from auditsel.games.engine import run_game
 from auditsel.numerics import check_deltas
+from auditsel.roles import GameProtocol, Proxy
 
 __all__ = ["Coverage", "overclaim_rates"]
 
@@ -72,17 +74,17 @@ def _audit_once(record, rules, delta, confidence, threshold_grid, path, seed):
 
 
 def overclaim_rates(
-    protocol,
-    proxy,
+    protocol: GameProtocol,
+    proxy: Proxy,
     true_epsilon: float,
     delta: float,
     *,
     reps: int,
     trials: int,
-    rules=("split", "bonferroni", "best", "point"),
+    rules: Sequence[str] = ("split", "bonferroni", "best", "point"),
     confidence: float = 0.95,
     seed: int = 0,
-    threshold_grid=None,
+    threshold_grid: Sequence[float] | None = None,
     path: str = "memory",
     chunk_size: int = 1000,
 ) -> dict[str, Coverage]:

@@ -338,7 +338,7 @@ def _audit_one_run(args: argparse.Namespace, score: np.ndarray, member: np.ndarr
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.auditing.one_run_analysis import GdpFamily, PureDpFamily, audit_one_run
 
-    family = {"gdp": GdpFamily, "pure_dp": PureDpFamily}[args.family]()
+    family = GdpFamily() if args.family == "gdp" else PureDpFamily()  # argparse's choices
     try:
         bound = audit_one_run(score, member, args.delta, confidence=args.confidence, family=family)
     except ConfigError as err:  # bad input only: any other failure is an internal error (exit 1)

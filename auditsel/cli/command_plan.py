@@ -140,7 +140,9 @@ def run(args: argparse.Namespace) -> int:
         from auditsel.accounting.exact import exact_epsilon
         from auditsel.selection import winner_law
 
-        exact = exact_epsilon(winner_law(spec.base.reduced(), spec.rounds), spec.delta)
+        reduced = spec.base.reduced()  # a reduced or discrete game's base has one
+        assert reduced is not None
+        exact = exact_epsilon(winner_law(reduced, spec.rounds), spec.delta)
         if args.target_eps is not None and args.target_eps >= exact:
             raise UsageError(
                 f"--target-eps: must be below the exact eps {exact:.4f} of {args.config} at "

@@ -69,6 +69,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="write result.json and report.md only (no matplotlib: about a second less)",
     )
     run.add_argument(
+        "--point-plots",
+        action="store_true",
+        help="sweeps: also draw each point's plots (privacy_curve.png, scores.png, "
+        "tradeoff.png); by default a point gets result.json and report.md, the sweep sweep.png",
+    )
+    run.add_argument(
         "--assume",
         choices=("monotone_score",),
         help="monotone_score: also print [XWW24]'s reduced-game epsilon, which holds only under "
@@ -139,7 +145,14 @@ def _run_into(
     workers = abs(args.jobs) if args.jobs != -1 else 2
     if points is not None:
         with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
-            run_sweep(points, out_dir, jobs=args.jobs, progress=progress, backend=backend)
+            run_sweep(
+                points,
+                out_dir,
+                jobs=args.jobs,
+                progress=progress,
+                backend=backend,
+                point_plots=args.point_plots,
+            )
         if not args.quiet:
             print((out_dir / "sweep.md").read_text())
             print(

@@ -3,8 +3,9 @@
 * ``digits`` and ``breast_cancer`` come bundled with scikit-learn (offline). Digits are 8x8
   grey images with values 0..16, scaled to [0, 1] and shaped (n, 1, 8, 8); breast-cancer
   features are standardised (mean 0, std 1 over the whole set, a fixed public transform).
+
 * ``mnist``, ``fashion_mnist``, ``cifar10`` and ``svhn`` are read from a directory the user names
-  (``data_dir``); nothing is downloaded. Accepted layouts, tried in this order:
+  (``data_dir``); nothing is downloaded. Accepted layouts, tried in this order::
 
       <data_dir>/<name>.npz                         keys x_train, y_train, x_test, y_test
                                                     (the Keras ``mnist.npz`` layout)
@@ -52,7 +53,7 @@ _DOWNLOAD_HINT = {
 
 @dataclass(frozen=True)
 class Dataset:
-    """Examples ``x`` (float32, (n, *shape)) with labels ``y`` (int64, (n,)) in 0..num_classes-1."""
+    """Examples ``x`` (float32, `(n, *shape)`) with labels ``y`` (int64, (n,)) in 0..num_classes-1."""
 
     name: str
     x: np.ndarray

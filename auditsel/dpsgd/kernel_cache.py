@@ -9,9 +9,11 @@ them, ``compile_cached``:
    a folder above them (without the sticky bit) writable by group or others, or owned by
    another user than the caller or root. The kernels are then compiled in memory for this
    process only (a few seconds), with one warning that names the folder and the fix.
+
 2. checks every cache file of the kernels against the SHA-256 digests that the process which
    built them wrote beside them (``MANIFEST``); a file that is damaged, truncated, unknown or
    without a manifest is deleted with a warning, and numba rebuilds it.
+
 3. after a build, writes the digests of the files numba saved (atomically).
 
 A damaged file is thus rebuilt, never loaded (no crash, no silent change), and a planted one

@@ -10,12 +10,14 @@ Contract (what every implementation computes, bit for bit):
   torch's float uniforms); normals come in pairs from
   words (0, 1) and (2, 3) by Box-Muller: u1 = ((x0 >> 8) + 1) 2^-24 in (0, 1],
   u2 = (x1 >> 8) 2^-24, (sqrt(-2 log u1) cos 2 pi u2, sqrt(-2 log u1) sin 2 pi u2), with the
-  Cephes single-precision log and sin/cos polynomials (|z| <= sqrt(2 ln 2^24) = 5.77, as for
+  Cephes single-precision log and sin/cos polynomials (`|z| <= sqrt(2 ln 2^24) = 5.77`, as for
   any 24-bit Box-Muller, torch's CPU normals included). Counter-based: any number is a function
   of (seed, stream, step, index) alone, so how runs are batched, how steps are grouped and how
   the work is split over threads cannot change a value.
+
 * ``seed_keys(seeds)``: the key of the run with seed s is the first 64-bit word of numpy's
   ``SeedSequence(s).generate_state`` (low word k0, high word k1).
+
 * ``softmax_grad_(z, label, sq)``: z (R, K, n) logits, in place e = softmax over K - onehot(y),
   and sq (R, n) = sum_k e_k^2 summed in class order, with the Cephes expf polynomial
   (0 below ln 2^-126).
@@ -26,6 +28,7 @@ Implementations, one per device:
   checked before it is read (``kernel_cache``: digests, and no folder another user can write);
   the runs are split into pieces taken by the calling thread and torch's other threads in
   turn (the compiled calls release the GIL; `_split`).
+
 * any other device (a GPU): ``kernels_torch``, the same arithmetic as torch operations.
 
 Both are the same fixed sequence of IEEE single-precision operations (no fused multiply-add),

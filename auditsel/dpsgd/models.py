@@ -6,10 +6,12 @@ layer by layer, the weight matrix (out, in) row-major, then the bias. Coordinate
 Dirac canary of [XWW24] Sec. 4.1 writes to) is the first weight of the first layer.
 
 * ``logreg``: multinomial logistic regression, logits = W x + b on the flattened input.
+
 * ``mlp``:    dense layers with ReLU between them (``hidden`` sizes, default one layer of 32).
+
 * ``cnn``:    conv 3x3 (``channels`` filters, padding 1) -> ReLU -> 2x2 average pool -> dense.
 
-``logits(w, x)`` is the single-run function (w: (d,), x: (n, *shape)) that torch.func transforms
+``logits(w, x)`` is the single-run function (w: `(d,)`, x: `(n, *shape)`) that torch.func transforms
 (vmap over runs and examples, grad); ``dense_forward`` is the explicit batched forward of the
 dense models that the trainer's ghost-norm path differentiates (``has_dense_path``).
 The loss is the cross-entropy of the logits, per example.
@@ -106,7 +108,7 @@ class ModelSpec:
         return self.kind in ("logreg", "mlp")
 
     def unflatten(self, w: torch.Tensor) -> list:
-        """Views of w (..., d) as the parameter tensors (..., *shape), in flat order."""
+        """Views of w `(..., d)` as the parameter tensors `(..., *shape)`, in flat order."""
         views, start = [], 0
         lead = w.shape[:-1]
         for _, shape, _ in self.param_shapes:
@@ -146,7 +148,7 @@ class ModelSpec:
 
     # ---- single-run function (for torch.func) -------------------------------------------------
     def logits(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Logits (n, classes) of one run with flat parameters w (d,) on examples x (n, *shape)."""
+        """Logits (n, classes) of one run with flat parameters w (d,) on examples x `(n, *shape)`."""
         params = self.unflatten(w)
         if self.kind == "cnn":
             cw, cb = params[0], params[1]
@@ -163,11 +165,11 @@ class ModelSpec:
         return h
 
     def loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Cross-entropy of one example (x: (*shape), y: ()) under one run's parameters w (d,)."""
+        """Cross-entropy of one example (x: `(*shape)`, y: `()`) under one run's parameters w (d,)."""
         return F.cross_entropy(self.logits(w, x.unsqueeze(0)), y.unsqueeze(0))
 
     def batched_logits(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Logits (R, n, classes) of R runs w (R, d) on shared examples x (n, *shape)."""
+        """Logits (R, n, classes) of R runs w (R, d) on shared examples x `(n, *shape)`."""
         if self.has_dense_path:
             return self.dense_forward_t(w, x.reshape(x.shape[0], -1).T)[-1][1].transpose(1, 2)
         return torch.func.vmap(self.logits, in_dims=(0, None))(w, x)

@@ -1,6 +1,6 @@
 """DP-SGD exactly as [XWW24] eq. 1, for many independent runs at once.
 
-One run, from w_0, for i = 1..N:
+One run, from w_0, for i = 1..N::
 
     B_i  = Poisson sample of X' (each example, the canary included, kept with prob. tau)
     p_i  = sum_{(x,y) in B_i} CLP_C(grad_w l(w_{i-1}; x, y)) + R_i,   R_i ~ N(0, C^2 sigma^2 I_d)

@@ -1,6 +1,6 @@
 """The tuning protocol H ([XWW24] Algorithm 2) over real DP-SGD runs, as a game protocol.
 
-One trial of H on X (coin b = 0) or X' = X u {z} (b = 1):
+One trial of H on X (coin b = 0) or X' = X u {z} (b = 1)::
 
     k ~ xi;  for j = 1..k: pick a configuration uniformly from Omega, train one DP-SGD run
     (trainer.train_runs, eq. 1) on X or X', score it with g;  release the best-scored run
@@ -9,7 +9,7 @@ One trial of H on X (coin b = 0) or X' = X u {z} (b = 1):
 
 Omega is a list of configurations: mappings that override any of the trainer's settings
 ``lr``, ``clip``, ``steps``, ``noise_multiplier``, ``sample_rate`` (the paper tunes the learning
-rate). The score g (Table 2) is plain data read by this module:
+rate). The score g (Table 2) is plain data read by this module::
 
     ValidationLoss(V):       g(y) = - sum_{v in V} l(w_N; v)        (NTNV: untampered validation;
                                                                      reduction="mean" divides by |V|)
@@ -18,7 +18,7 @@ rate). The score g (Table 2) is plain data read by this module:
 
 ``DpsgdTuningProtocol.release(member, rng)`` runs len(member) independent trials, all their
 runs batched along the run dimension, deterministically given rng (every run's seed is drawn
-from rng). It returns the observation of each trial, a dict of arrays with one row per trial:
+from rng). It returns the observation of each trial, a dict of arrays with one row per trial::
 
     score        g of the released run                                  float64
     canary_dots  <p_i^z, p_i> for i = 1..N of the released run (T, N_max): float64
@@ -76,7 +76,7 @@ RELEASE_FIELDS = ("score", "canary_dots", "config", "w0", "wN", "released") + GR
 
 @dataclass(frozen=True)
 class ValidationLoss:
-    """g(y) = - sum_v l(w_N; v) over a validation set (Table 2, NTNV); ``mean`` divides by |V|."""
+    """g(y) = - sum_v l(w_N; v) over a validation set (Table 2, NTNV); ``mean`` divides by `|V|`."""
 
     data: Dataset
     reduction: str = "sum"

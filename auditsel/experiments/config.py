@@ -10,11 +10,12 @@ one line and exits 2. Unknown keys are errors. YAML is read with safe_load only
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
+import numpy as np
 import yaml
 
 from attacks.dpsgd_game import DPSGD_PROXIES, DpsgdGameSpec
@@ -45,7 +46,13 @@ from auditsel.events import LaplaceBase
 from auditsel.files import open_regular
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import RoundsLaw, law_from_dict
-from auditsel.selection import BucketScore, FarthestScore, MonotoneScore, tuning_score_from_spec
+from auditsel.selection import (
+    BucketScore,
+    FarthestScore,
+    MonotoneScore,
+    TuningScore,
+    tuning_score_from_spec,
+)
 
 __all__ = [
     "ConfigError",
@@ -73,6 +80,10 @@ def default_config_path() -> Path:
     return Path(__file__).parents[1] / "configs" / "quickstart.yaml"
 
 
+#: the mechanism pairs a config's `base` section describes
+ConfigBase: TypeAlias = GaussianBase | FiniteOutputBase | DpsgdBase | LaplaceBase
+
+
 @dataclass(frozen=True)
 class GameSpec:
     kind: str = "reduced"
@@ -84,19 +95,21 @@ class GameSpec:
     split_fraction: float = 0.5
     thresholds: int = 100  # bonferroni grid size
     chunk_size: int = 1 << 18
-    stream: Any = "auto"  # auto (stream above STREAM_ABOVE trials) | true | false
+    stream: bool | Literal["auto"] = (
+        "auto"  # auto (stream above STREAM_ABOVE trials) | true | false
+    )
     dpsgd: DpsgdGameSpec | None = None
     one_run: OneRunSpec | None = (
         None  # one-run audits instead of games (auditsel.experiments.one_run_experiment)
     )
-    panel: Any = (
+    panel: bool | Literal["auto"] = (
         "auto"  # estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false
     )
     #: how the tuner ranks its runs: "monotone" (today's game), "worst" (the attack's score for
     #: the setting, `games.played_score.resolve_score`) or a FarthestScore
-    score: Any = "monotone"
+    score: TuningScore | Literal["monotone", "worst"] = "monotone"
 
-    def rule(self, grid=None) -> ThresholdRule:
+    def rule(self, grid: Sequence[float] | np.ndarray | None = None) -> ThresholdRule:
         """The threshold rule of `threshold` with this game's options (`grid`: a bonferroni
         grid fixed in advance; the split's seed is the game's seed)."""
         return threshold_rule(
@@ -121,12 +134,12 @@ class OneRunSpec:
 class ExperimentSpec:
     name: str
     delta: float
-    base: Any  # a mechanism pair: GaussianBase | FiniteOutputBase | DpsgdBase | LaplaceBase
+    base: ConfigBase
     rounds: RoundsLaw
     game: GameSpec | None
-    base_config: dict = field(default_factory=dict)  # as written, for the report
+    base_config: dict[str, Any] = field(default_factory=dict)  # as written, for the report
 
-    def with_game(self, **changes) -> ExperimentSpec:
+    def with_game(self, **changes: Any) -> ExperimentSpec:
         """The spec with game fields changed; `trials` and `seed` are range-checked as in the
         config (a ConfigError naming game.trials / game.seed)."""
         if self.game is None:
@@ -147,7 +160,7 @@ class ExperimentSpec:
 # --- field checkers (auditsel.errors) -------------------------------------------------------
 
 
-def _no_unknown(section: Mapping, name: str, allowed) -> None:
+def _no_unknown(section: Mapping[str, Any], name: str, allowed: Collection[str]) -> None:
     for key in section:
         if key not in allowed:
             prefix = f"{name}." if name else ""
@@ -162,7 +175,7 @@ def _no_unknown(section: Mapping, name: str, allowed) -> None:
 BASE_KINDS = ("gaussian", "discrete", "dpsgd", "laplace")
 
 
-def _parse_base(raw, delta: float):
+def _parse_base(raw: object, delta: float) -> ConfigBase:
     base = _mapping(raw, "base")
     kind = _choice(base.get("kind"), "base.kind", BASE_KINDS)
     if kind == "dpsgd":
@@ -197,13 +210,13 @@ def _parse_base(raw, delta: float):
         raise err.within("base") from None
 
 
-def parse_base(raw, delta: float):
+def parse_base(raw: object, delta: float) -> ConfigBase:
     """The mechanism pair of a config's `base` section (a mapping: kind gaussian, discrete,
     dpsgd or laplace, as in a config file); a ConfigError names the field."""
     return _parse_base(raw, delta)
 
 
-def _parse_dpsgd_base(base: Mapping, delta: float):
+def _parse_dpsgd_base(base: Mapping[str, Any], delta: float) -> DpsgdBase:
     """One DP-SGD run ([XWW24] eq. 1): sigma given, or calibrated to eps_B at delta."""
     _no_unknown(
         base, "base", {"kind", "noise_multiplier", "epsilon", "steps", "sample_rate", "accountant"}
@@ -235,7 +248,7 @@ def _parse_dpsgd_base(base: Mapping, delta: float):
         raise (err if err.field.startswith(("base.", "delta")) else err.within("base")) from None
 
 
-def _parse_laplace_base(base: Mapping):
+def _parse_laplace_base(base: Mapping[str, Any]) -> LaplaceBase:
     """N (Poisson-subsampled) Laplace steps (`auditsel.events.LaplaceBase`): the noise
     multiplier b given, or calibrated to a pure eps of one run."""
     _no_unknown(
@@ -263,7 +276,7 @@ def _parse_laplace_base(base: Mapping):
 DPSGD_DEFAULT_CHUNK = 64
 
 
-def _parse_dpsgd_game(game: Mapping) -> DpsgdGameSpec:
+def _parse_dpsgd_game(game: Mapping[str, Any]) -> DpsgdGameSpec:
     d = DpsgdGameSpec()
     dataset = _choice(game.get("dataset", d.dataset), "game.dataset", DPSGD_DATASETS)
     data_dir = game.get("data_dir", d.data_dir)
@@ -290,7 +303,7 @@ def _parse_dpsgd_game(game: Mapping) -> DpsgdGameSpec:
             "game.learning_rates", "must be a non-empty list of learning rates in (0, inf)"
         )
 
-    def optional_size(key):
+    def optional_size(key: str) -> int | None:
         value = game.get(key, getattr(d, key))
         return None if value is None else _integer(value, f"game.{key}", 1, 10**8)
 
@@ -320,7 +333,7 @@ def _parse_dpsgd_game(game: Mapping) -> DpsgdGameSpec:
     )
 
 
-def _parse_game(raw, base) -> GameSpec:
+def _parse_game(raw: object, base: ConfigBase) -> GameSpec:
     game = _mapping(raw, "game")
     kind = _choice(game.get("kind", "reduced"), "game.kind", GAME_KINDS)
     allowed = set(GameSpec.__dataclass_fields__) - {"dpsgd"}
@@ -389,7 +402,7 @@ def _parse_game(raw, base) -> GameSpec:
     )
 
 
-def _parse_score(raw, kind: str):
+def _parse_score(raw: object, kind: str) -> TuningScore | Literal["monotone", "worst"]:
     """`game.score`: monotone (default) | worst | {kind: farthest, center: C} (or, from Python,
     a `selection` score object); which games play which (the reduced game plays all three; the worst-case DP-SGD game monotone and
     worst, over the run's label; the others monotone only)."""
@@ -415,7 +428,7 @@ def _parse_score(raw, kind: str):
     return score
 
 
-def _parse_one_run(raw, kind: str, base) -> OneRunSpec:
+def _parse_one_run(raw: object, kind: str, base: ConfigBase) -> OneRunSpec:
     one = _mapping(raw, "game.one_run")
     _no_unknown(one, "game.one_run", set(OneRunSpec.__dataclass_fields__))
     if kind == "discrete":
@@ -436,7 +449,7 @@ def _parse_one_run(raw, kind: str, base) -> OneRunSpec:
     )
 
 
-def parse_config(raw) -> ExperimentSpec:
+def parse_config(raw: object) -> ExperimentSpec:
     top = _mapping(raw, "config")
     if "sweep" in top:
         raise ConfigError(
@@ -473,22 +486,22 @@ def load_config(path: str | Path) -> ExperimentSpec:
     return parse_config(read_yaml(path))
 
 
-class DuplicateKey(yaml.YAMLError):
+class DuplicateKey(yaml.YAMLError):  # type: ignore[misc, unused-ignore]  # yaml: no stubs
     """A mapping that names one key twice (YAML would silently keep the last)."""
 
-    def __init__(self, key: str, line: int):
+    def __init__(self, key: str, line: int) -> None:
         super().__init__(key)
         self.key, self.line = key, line
 
 
-class _SafeLoader(yaml.SafeLoader):
+class _SafeLoader(yaml.SafeLoader):  # type: ignore[misc, unused-ignore]  # yaml: no stubs
     """yaml.SafeLoader that also reads `1e-5` as a float: YAML 1.1 (PyYAML) wants a dot
     (`1.0e-5`) and would otherwise hand `delta: 1e-5` over as the string '1e-5'; and refuses a
     key written twice in one mapping (PyYAML keeps the last one silently)."""
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
-            seen: set = set()
+            seen: set[object] = set()
             for key_node, _ in node.value:
                 if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
                     continue
@@ -510,7 +523,7 @@ _SafeLoader.add_implicit_resolver(
 )
 
 
-def read_yaml(path: str | Path):
+def read_yaml(path: str | Path) -> Any:
     """The raw config mapping from a YAML file (safe, bounded: see `load_yaml_text`), or a
     ConfigError. At most MAX_CONFIG_BYTES are read (a FIFO or /dev/zero is refused, not read to
     the end)."""
@@ -537,7 +550,7 @@ def read_yaml(path: str | Path):
     return raw
 
 
-def load_yaml_text(text: str, field: str = "config", source: str = "the YAML text"):
+def load_yaml_text(text: str, field: str = "config", source: str = "the YAML text") -> Any:
     """YAML text -> Python values, safely: no object construction from tags (safe_load), and
     bounded before any value is built: at most MAX_CONFIG_BYTES of text and, counting every
     alias as a copy of what it names, MAX_YAML_NODES values and MAX_YAML_CHARS characters (a

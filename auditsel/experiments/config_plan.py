@@ -7,6 +7,8 @@ finite games (from the winner laws), estimated from pilot games otherwise.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from auditsel.accounting.attack import winner_bucket_laws
@@ -21,6 +23,7 @@ from auditsel.auditing.planning import (
     games_needed,
     prob_for_games,
 )
+from auditsel.experiments.config import ExperimentSpec
 from auditsel.experiments.experiment import protocol_and_proxy
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
@@ -57,12 +60,14 @@ def _bucket_curve(pair, law, score: BucketScore) -> Curve:
     return Curve(fp, fn, "exact (the labelled run's bucket laws)")
 
 
-def curve_for_spec(spec, pilot: int = 4000, seed: int = 1) -> Curve:
+def curve_for_spec(spec: ExperimentSpec, pilot: int = 4000, seed: int = 1) -> Curve:
     """The spec's trade-off curve: exact for reduced and finite games and for the worst-case
     DP-SGD game under a bucket score, by quadrature for a farthest score, simulated
     otherwise."""
+    g = spec.game
+    assert g is not None  # a spec with a game (the plan's callers check it)
     protocol, proxy = protocol_and_proxy(spec)
-    proxy_name = spec.game.proxy
+    proxy_name = g.proxy
     if isinstance(protocol, ScoredGaussianWinner) and proxy_name in ("score", "likelihood_ratio"):
         if proxy_name == "score" or not isinstance(protocol.score, BucketScore):
             # the adversary's statistic under the tuner's score (a bucket guess or the LLR)
@@ -83,12 +88,13 @@ def curve_for_spec(spec, pilot: int = 4000, seed: int = 1) -> Curve:
             fp, fn = tradeoff_curve(protocol)
         return Curve(np.asarray(fp), np.asarray(fn), "exact")
 
-    rec = run_game(protocol, proxy, pilot, seed, chunk_size=spec.game.chunk_size, progress=False)
+    rec = run_game(protocol, proxy, pilot, seed, chunk_size=g.chunk_size, progress=False)
+    assert rec.scores is not None and rec.member is not None  # played in memory
     return empirical_curve(rec.scores, rec.member, f"simulated ({pilot:,} pilot games)")
 
 
 def plan_spec(
-    spec,
+    spec: ExperimentSpec,
     target_eps: float | None,
     games: int | None = None,
     power: float = 0.9,
@@ -96,8 +102,9 @@ def plan_spec(
     exact_eps: float | None = None,
 ) -> Plan:
     g = spec.game
+    assert g is not None  # a spec with a game (the plan's callers check it)
     curve = curve_for_spec(spec, pilot=pilot)
-    design = dict(
+    design: dict[str, Any] = dict(
         split_fraction=g.split_fraction, thresholds=g.thresholds, spec_grid=g.kind != "dpsgd"
     )
     need = None

@@ -14,20 +14,22 @@ import json
 import math
 import threading
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, TypeAlias, cast
 
 import numpy as np
 
 from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
-from auditsel.accounting.interval import interval_from
-from auditsel.accounting.panel import panel
+from auditsel.accounting.interval import IntervalRecord, interval_from
+from auditsel.accounting.panel import Panel, panel
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.auditing.estimators import PanelOptions, estimator_panel, panel_dict
-from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
@@ -41,7 +43,9 @@ from auditsel.games.engine import GameRecord, run_game
 from auditsel.games.fingerprint import code_identity, package_digest
 from auditsel.games.played_score import is_monotone_largest, resolve_score, scored_winner
 from auditsel.games.worst_case import DpsgdWorstCase
-from auditsel.mechanisms import GaussianBase
+from auditsel.numerics import FloatArray
+from auditsel.roles import GameProtocol, MechanismPair, Proxy, Winner
+from auditsel.rounds import RoundsLaw
 from auditsel.selection import (
     BucketScore,
     FiniteWinner,
@@ -51,6 +55,10 @@ from auditsel.selection import (
     winner_law,
 )
 from auditsel.version import __version__, source_commit
+
+#: (eps grid, delta of the released winner's curve there, the attack's certified lower curve
+#: there): `upper_panel`'s second part (None where there is no such curve)
+UpperCurve: TypeAlias = tuple[FloatArray, FloatArray | None, FloatArray | None]
 
 __all__ = [
     "run_config",
@@ -70,7 +78,7 @@ PLOT_TRIALS = 1 << 20  # a streamed run's plots use its first ~10^6 trials
 CURVE_DELTAS = (1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2)
 
 
-def _finite_or_none(x):
+def _finite_or_none(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
@@ -88,14 +96,16 @@ def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
     winner laws (mapped through the proxy); finite base: one threshold between each pair of
     consecutive proxy values.
     """
-    winner = winner_law(spec.base.reduced(), spec.rounds)
-    if isinstance(winner.base, GaussianBase):
+    # a game's base has a reduced pair (parse_config: Gaussian, finite-output or DP-SGD)
+    winner = winner_law(cast(MechanismPair, spec.base.reduced()), spec.rounds)
+    values: np.ndarray
+    if isinstance(winner, GaussianWinner):
         lo, hi = winner.quantile_range()
         if proxy_name == "sample":
             return np.linspace(lo, hi, _game(spec).thresholds)
         values = winner.log_likelihood_ratio(np.linspace(lo, hi, 4001))
         return np.linspace(values.min(), values.max(), _game(spec).thresholds)
-    outputs = np.arange(len(spec.base.p))
+    outputs = np.arange(len(winner.base.p))
     values = outputs if proxy_name == "sample" else winner.log_likelihood_ratio(outputs)
     values = np.unique(values[np.isfinite(values)])
     return (values[:-1] + values[1:]) / 2 if len(values) > 1 else values
@@ -118,12 +128,14 @@ def game_score(spec: ExperimentSpec) -> TuningScore:
     return _SCORES[key]
 
 
-def score_fields(score: TuningScore, choice) -> dict:
+def score_fields(score: TuningScore, choice: TuningScore | str) -> dict[str, Any]:
     """result.json's `lower.score`: what the tuner's score was (`describe`), as configured
     (`choice`: "worst", "farthest", ...) and as played (the score's fields; infinite guesses as
     the strings "inf", "-inf")."""
-    shown = lambda v: v if np.isfinite(v) else ("inf" if v > 0 else "-inf")
-    fields: dict = {"kind": type(score).__name__, "describe": score.describe()}
+    shown: Callable[[float], float | str] = lambda v: (
+        v if np.isfinite(v) else ("inf" if v > 0 else "-inf")
+    )
+    fields: dict[str, Any] = {"kind": type(score).__name__, "describe": score.describe()}
     for name, value in vars(score).items():
         if isinstance(value, tuple):
             value = [shown(float(v)) for v in value]
@@ -197,7 +209,7 @@ def _gib(n: float) -> str:
 BYTES_PER_TRIAL = 24  # kept in memory: score and coin, their concatenation, the sorted scores
 
 
-def check_memory(spec: ExperimentSpec, protocol, stream: bool) -> None:
+def check_memory(spec: ExperimentSpec, protocol: GameProtocol, stream: bool) -> None:
     """Refuse, before any work, a game whose memory (a lower estimate) exceeds what the
     machine has available (`available_memory`): the scores of an in-memory
     game, and one chunk of a DP-SGD game (`memory_bytes` of its protocol). A ConfigError
@@ -223,13 +235,13 @@ def check_memory(spec: ExperimentSpec, protocol, stream: bool) -> None:
         raise ConfigError(
             field,
             f"a chunk of {min(g.chunk_size, g.trials):,} games trains a model of "
-            f"{protocol.model.num_params:,} parameters and needs at least {_gib(need)} of memory; "
+            f"{cast(Any, protocol).model.num_params:,} parameters and needs at least {_gib(need)} of memory; "
             f"{_gib(available)} is available: use smaller layers (game.hidden), fewer runs "
             f"at once (game.max_batch_runs) or smaller chunks (game.chunk_size)",
         )
 
 
-def protocol_and_proxy(spec: ExperimentSpec):
+def protocol_and_proxy(spec: ExperimentSpec) -> tuple[GameProtocol, Proxy]:
     """The trainer's protocol and the adversary's proxy for the spec's game."""
     g = _game(spec)
     if g.kind == "dpsgd":
@@ -249,11 +261,11 @@ def protocol_and_proxy(spec: ExperimentSpec):
     if g.kind == "reduced":
         winner = scored_winner(spec.base, spec.rounds, game_score(spec))
     else:
-        winner = winner_law(spec.base.reduced(), spec.rounds)
+        winner = winner_law(cast(MechanismPair, spec.base.reduced()), spec.rounds)
     return winner, make_proxy(g.proxy, winner)
 
 
-def _statistic_grid(protocol, proxy_name: str, size: int) -> np.ndarray | None:
+def _statistic_grid(protocol: GameProtocol, proxy_name: str, size: int) -> np.ndarray | None:
     """A Bonferroni grid for the statistic of a scored game, fixed by the spec (None: not a
     scored game's statistic)."""
     if isinstance(protocol, ScoredGaussianWinner):
@@ -275,7 +287,7 @@ def _statistic_grid(protocol, proxy_name: str, size: int) -> np.ndarray | None:
 
 def _play(
     spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool, backend: str | None
-):
+) -> tuple[GameRecord, LowerBound, bool, SortedScores | None]:
     g = _game(spec)
     protocol, proxy = protocol_and_proxy(spec)
     stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
@@ -305,6 +317,7 @@ def _play(
     if scored is not None:
         spec_grid = scored
     elif g.kind == "dpsgd_worst_case":
+        assert isinstance(protocol, DpsgdWorstCase)
         lo, hi = protocol.score_range()
         spec_grid = np.linspace(lo, hi, g.thresholds)
     elif g.kind != "dpsgd":
@@ -364,11 +377,19 @@ def _game_error(err: ConfigError) -> ConfigError:
     return ConfigError(field or f"game.{err.field}", err.message)
 
 
-_UPPER: dict = {}  # (base, rounds, delta, with_curves) -> upper_panel's value, per process
+_UPPER: dict[
+    tuple[object, ...], tuple[Panel, UpperCurve]
+] = {}  # (base, rounds, delta, with_curves) -> upper_panel's value, per process
 _UPPER_LOCK = threading.Lock()
 
 
-def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=None):
+def upper_panel(
+    base: MechanismPair,
+    rounds: RoundsLaw,
+    delta: float,
+    with_curves: bool = True,
+    winner: Winner | None = None,
+) -> tuple[Panel, UpperCurve]:
     """(the bound `Panel` of `auditsel.accounting.panel`, with the curves at CURVE_DELTAS when
     with_curves; (eps grid, delta of the released winner's curve, the attack's certified lower
     curve or None)). The winner's curve is exact where the base's reduction is, else the
@@ -381,7 +402,7 @@ def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=Non
     if winner is None and reduced is not None:
         winner = winner_law(reduced, rounds)
     try:
-        key: tuple | None = (base, rounds, float(delta), bool(with_curves), winner)
+        key: tuple[object, ...] | None = (base, rounds, float(delta), bool(with_curves), winner)
         hash(key)
     except TypeError:  # a pair or law that is not hashable: computed afresh
         key = None
@@ -396,7 +417,9 @@ def upper_panel(base, rounds, delta: float, with_curves: bool = True, winner=Non
     return copy.deepcopy(got)
 
 
-def _upper_panel(base, rounds, delta: float, with_curves: bool, winner):
+def _upper_panel(
+    base: MechanismPair, rounds: RoundsLaw, delta: float, with_curves: bool, winner: Winner | None
+) -> tuple[Panel, UpperCurve]:
     bounds = panel(base, rounds, delta, curve_deltas=CURVE_DELTAS if with_curves else None)
     eps_max = max(
         v
@@ -414,7 +437,13 @@ def _upper_panel(base, rounds, delta: float, with_curves: bool, winner):
     return bounds, (eps_grid, winner_delta, attack_curve)
 
 
-def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
+def upper_fields(
+    base: MechanismPair,
+    rounds: RoundsLaw,
+    bounds: Panel,
+    curve: UpperCurve,
+    kind: str | None = None,
+) -> dict[str, Any]:
     """result.json's fields of the upper side: base, rounds, upper (bounds for any score, with
     every key's rigour, sources, notes), lower (None: filled by the game), monotone_score (the
     reduced game's values where the reduction is exact, under [XWW24]'s monotone-score
@@ -422,7 +451,7 @@ def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
     whose reduction is not exact), attack, exact_curve (the reduced game's exact curve, also
     under the assumption; or reduced_game_curve), attack_curve and, when computed,
     upper_curves, monotone_score_curves."""
-    fields: dict = {
+    fields: dict[str, Any] = {
         "base": {"kind": kind, **bounds.base},
         "rounds": rounds.describe(),
         "upper": bounds.upper,
@@ -459,7 +488,9 @@ def upper_fields(base, rounds, bounds, curve, kind: str | None = None) -> dict:
     return fields
 
 
-def lower_fields(bound, game: str, proxy: str, seed: int, streamed: bool) -> dict:
+def lower_fields(
+    bound: LowerBound, game: str, proxy: str, seed: int, streamed: bool
+) -> dict[str, Any]:
     """result.json's `lower`: the audit's LowerBound and what was played."""
     return {
         **bound.to_dict(),
@@ -477,14 +508,16 @@ def run_experiment(
     progress: bool = True,
     backend: str | None = None,
     curves: bool = True,
-) -> tuple[dict, dict]:
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns (result, artefacts): result.json content and in-memory data for the report."""
     start = time.perf_counter()
     with_curves = curves and spec.delta > 0
     reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
     winner = None if reduced is None else winner_law(reduced, spec.rounds)
 
-    upper_side = lambda: upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
+    upper_side: Callable[[], tuple[Panel, UpperCurve]] = lambda: upper_panel(
+        spec.base, spec.rounds, spec.delta, with_curves, winner
+    )
 
     played = None
     if spec.game is not None and spec.game.one_run is None:
@@ -507,7 +540,7 @@ def run_experiment(
         "git_dirty": dirty,
         "code_digest": package_digest(),
     }
-    artefacts = {"winner": winner, "curve": curve[:2], "attack_curve": curve[2]}
+    artefacts: dict[str, Any] = {"winner": winner, "curve": curve[:2], "attack_curve": curve[2]}
     if spec.game is not None and spec.game.one_run is not None:
         # deferred: scipy.stats and scipy.optimize load only for one-run audits
         from auditsel.experiments.one_run_experiment import play_one_run
@@ -531,10 +564,11 @@ def run_experiment(
     return result, artefacts
 
 
-def result_interval(result: dict, bounds) -> dict:
+def result_interval(result: dict[str, Any], bounds: Panel) -> IntervalRecord:
     """result.json's `interval`: [the attack value or a valid eps_L, the tightest rigorous
     bound] (`accounting.interval`)."""
-    lows = [(bounds.interval.lower, bounds.interval.lower_source)]  # the attack value, or 0
+    # the attack value, or 0
+    lows: list[tuple[float | None, str]] = [(bounds.interval.lower, bounds.interval.lower_source)]
     eps_l = valid_lower(result)
     if eps_l is not None:
         low = result["lower"]
@@ -549,24 +583,38 @@ def result_interval(result: dict, bounds) -> dict:
 
 
 def run_config(
-    config,
+    config: str | Path | Mapping[str, Any] | ExperimentSpec,
     out_dir: str | Path | None = None,
     *,
     jobs: int = 1,
     trials: int | None = None,
     seed: int | None = None,
-    score=None,
+    score: TuningScore | str | None = None,
     progress: bool = False,
 ) -> RunResult:
     """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed
-    ExperimentSpec) and return its result (`RunResult`: result.json's sections as attributes,
-    `to_dict()` for the document); with `out_dir`, also write result.json,
-    report.md and the plots there (and keep the game's checkpoints, so a rerun resumes).
-    `trials` and `seed` override game.trials and game.seed (range-checked as in the config);
-    `score` overrides game.score: "monotone", "worst" or a `selection` score (`MonotoneScore`,
-    `FarthestScore`, `BucketScore`; the adversary then reads its statistic, proxy `score`).
-    Bad input is a ConfigError, also for an `out_dir` that escapes (the working folder or one
-    of its parents) or is in use by another run (`auditsel.files.claim_folder`)."""
+    ExperimentSpec) and return its result.
+
+    Args:
+        config: a YAML path, a mapping as in the YAML, or an `ExperimentSpec`.
+        out_dir: also write result.json, report.md and the plots there (and keep the game's
+            checkpoints, so a rerun resumes); None: write nothing.
+        jobs: joblib workers for the game (the numbers do not depend on it).
+        trials: overrides game.trials (range-checked as in the config).
+        seed: overrides game.seed (range-checked as in the config).
+        score: overrides game.score: "monotone", "worst" or a `selection` score
+            (`MonotoneScore`, `FarthestScore`, `BucketScore`; the adversary then reads its
+            statistic, proxy `score`).
+        progress: show a progress bar.
+
+    Returns:
+        A `RunResult`: result.json's sections as attributes, `to_dict()` for the document.
+
+    Raises:
+        auditsel.errors.ConfigError: bad input, also an `out_dir` that escapes (the working
+            folder or one of its parents) or is in use by another run
+            (`auditsel.files.claim_folder`).
+    """
     jobs = check_jobs(jobs)  # as the CLI's --jobs: jobs=0 or "2" is a ConfigError
     if isinstance(config, ExperimentSpec):
         spec = config

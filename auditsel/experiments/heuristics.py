@@ -15,12 +15,14 @@ game). A value is *heuristic* when no theorem makes it a bound even for its own 
   the values that rest on the reduced game with mu = tau sqrt(N)/sigma ([XWW24] eq. 19, a
   large-N approximation) or mu_GDP: `exact`, `improved_rdp`, `improved_rdp_gdp`. They are not in
   `upper` (result.json keeps them under `reduced_game`, a labelled comparison with the paper);
+
 * `monotone_score.K` or `upper.K` whose `upper_rigour[K]` is "heuristic": `improved_rdp_gdp`
   for DP-SGD with tau = 1 (the Gaussian-DP central limit of [DRS22], [XWW24] Appendix A.4; a
   monotone score assumed too, so it is not checked against lower values for any score);
+
 * `lower.gdp_fit`, the Gaussian-DP fit of [NHSBTJCT23] over every threshold (a lower value that
   holds if the Gaussian trade-off model does), and its alias of earlier releases
-  `lower.eps_gdp` (kept for one release).
+  `lower.eps_gdp` (until auditsel 0.3.0).
 
 A *valid lower value* is a number the tuning run's epsilon is known to be at least, at the
 same delta: the attack value (`attack.epsilon`, certain, every law of K, mass at K = 0
@@ -177,7 +179,7 @@ def contradictions(result: dict) -> dict[str, str]:
     return found
 
 
-def honesty_fields(result: dict) -> dict:
+def honesty_fields(result: dict) -> dict[str, Any]:
     """What result.json adds: `heuristic` (dotted paths) and `contradicted` ({key: reason})."""
     labels = result_labels(result)
     return {"heuristic": list(labels.heuristic), "contradicted": dict(labels.contradicted)}

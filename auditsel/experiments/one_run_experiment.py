@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -25,22 +26,30 @@ from auditsel.errors import ConfigError
 from auditsel.games.engine import Checkpoints
 from auditsel.games.one_run_dpsgd import OneRunDpsgd
 from auditsel.games.one_run_reduced import OneRunReducedGame
+from auditsel.mechanisms import DpsgdBase, GaussianBase
+
+if TYPE_CHECKING:
+    from auditsel.experiments.config import ExperimentSpec
 
 __all__ = ["play_one_run", "one_run_game"]
 
 
-def one_run_game(spec):
+def one_run_game(
+    spec: ExperimentSpec,
+) -> tuple[OneRunDpsgd | OneRunReducedGame, Literal["rigorous", "heuristic"]]:
     """The one-run game of the spec: (game with .play(rng) and .reduced, exact rigour label)."""
     g = spec.game
+    assert g is not None and g.one_run is not None  # a one-run spec (parse_config)
     m = g.one_run.canaries
     if g.kind == "dpsgd":
-        d = g.dpsgd
+        d, base = g.dpsgd, spec.base
+        assert d is not None and isinstance(base, DpsgdBase)  # parse_config: a DP-SGD game
         if d.canary != "dirac":
             raise ConfigError("game.canary", "one-run DP-SGD audits use Dirac canaries (dirac)")
         game = OneRunDpsgd(
             canaries=m,
-            noise_multiplier=spec.base.noise_multiplier,
-            steps=spec.base.steps,
+            noise_multiplier=base.noise_multiplier,
+            steps=base.steps,
             law=spec.rounds,
             learning_rates=tuple(d.learning_rates),
             clip=d.clip,
@@ -51,17 +60,18 @@ def one_run_game(spec):
             device=d.device,
         )
         return game, ("rigorous" if d.threat == "etcv" else "heuristic")
-    game = OneRunReducedGame(spec.base.reduced().mu, spec.rounds, m)
-    return game, "rigorous"
+    reduced = spec.base.reduced()  # a reduced game's base: Gaussian (parse_config)
+    assert isinstance(reduced, GaussianBase)
+    return OneRunReducedGame(reduced.mu, spec.rounds, m), "rigorous"
 
 
 def play_one_run(
-    spec,
+    spec: ExperimentSpec,
     out_dir: Path | None = None,
     *,
     fingerprint: str | None = None,
     code: Mapping[str, str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The r one-run audits of the spec. With `out_dir`, each audit's canary scores and
     inclusion bits are kept in out_dir/checkpoints/one_run (`auditsel.games.engine.Checkpoints`)
     under `fingerprint` (what determines the scores: `auditsel.experiments.experiment.fingerprint`
@@ -71,24 +81,27 @@ def play_one_run(
     if out_dir is not None and not fingerprint:
         raise ValueError("play_one_run: checkpoints in out_dir need the spec's fingerprint")
     g = spec.game
-    game, rigour = one_run_game(spec)
+    assert g is not None and g.one_run is not None  # a one-run spec (parse_config)
+    one = g.one_run
+    played, rigour = one_run_game(spec)
+    game: Any = played  # .play(rng) or, with a setup, .play(rng, setup) (OneRunDpsgd)
     reduced = game if not hasattr(game, "reduced") else game.reduced
-    family = reduced.family if g.one_run.family == "tuning" else GdpFamily()
+    family = reduced.family if one.family == "tuning" else GdpFamily()
     setup = None
     store = None
     if out_dir is not None:
         store = Checkpoints(
             Path(out_dir) / "checkpoints" / "one_run",
-            f"{fingerprint}-one-run-{g.one_run.canaries}",
-            g.one_run.canaries,
+            f"{fingerprint}-one-run-{one.canaries}",
+            one.canaries,
             code,
         )
         store.open()
     start = time.perf_counter()
     try:
         snj, mmc, runs = [], [], []
-        for r in range(g.one_run.repeats):
-            kept = store.load(r, g.one_run.canaries) if store is not None else None
+        for r in range(one.repeats):
+            kept = store.load(r, one.canaries) if store is not None else None
             if kept is not None:
                 scores, members = kept
             else:
@@ -109,8 +122,8 @@ def play_one_run(
             store.close()
     exact = reduced.epsilon(spec.delta)
     return {
-        "canaries": g.one_run.canaries,
-        "repeats": g.one_run.repeats,
+        "canaries": one.canaries,
+        "repeats": one.repeats,
         "family": family.name,
         "confidence": g.confidence,
         "seed": g.seed,

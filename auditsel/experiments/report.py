@@ -19,9 +19,11 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.sorted_scores import SortedScores
@@ -382,6 +384,22 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt, label
             solid_capstyle="butt",
             label=f"interval [{iv['lower']:.3f}, {iv['upper']:.3f}]",
         )
+    curves = _plot_upper_curves(ax, result, heuristic, monotone, contradicted)
+    _plot_eps_marks(ax, result)
+    ax.set_ylim(max(min(curves.get("delta", [1e-10])), 1e-12) / 3, 1.0)
+    ax.set_xlabel("epsilon")
+    ax.set_ylabel("delta(epsilon)")
+    ax.set_title(f"{result['name']}: privacy curves")
+    ax.legend(fontsize=7, loc="lower left")
+    _margins(fig)
+    save_figure(fig, out_dir / "privacy_curve.png")
+    plt.close(fig)
+    return "privacy_curve.png"
+
+
+def _plot_upper_curves(ax, result: dict, heuristic: set, monotone: set, contradicted) -> dict:
+    """The bounds' eps at each delta (the tuning bounds, the reduced game's values; dashed
+    where heuristic or under the monotone-score assumption); returns the curves drawn."""
     curves = dict(result.get("upper_curves") or {})
     for section in ("reduced_game_curves", "monotone_score_curves"):
         for key, values in (result.get(section) or {}).items():
@@ -412,6 +430,11 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt, label
                     contradicted,
                 ),
             )
+    return curves
+
+
+def _plot_eps_marks(ax, result: dict) -> None:
+    """Vertical lines at the valid eps_L and the claimed epsilon, where the result has them."""
     low = result.get("lower")
     if low:
         ax.axvline(low["eps"], color="C3", ls="-.", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
@@ -424,15 +447,6 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt, label
             lw=0.8,
             label=f"claimed eps = {claim['epsilon']:.3f}",
         )
-    ax.set_ylim(max(min(curves.get("delta", [1e-10])), 1e-12) / 3, 1.0)
-    ax.set_xlabel("epsilon")
-    ax.set_ylabel("delta(epsilon)")
-    ax.set_title(f"{result['name']}: privacy curves")
-    ax.legend(fontsize=7, loc="lower left")
-    _margins(fig)
-    save_figure(fig, out_dir / "privacy_curve.png")
-    plt.close(fig)
-    return "privacy_curve.png"
 
 
 def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt, labels) -> list[str]:
@@ -501,7 +515,7 @@ def _margins(fig):
     )
 
 
-def sorted_scores(scores, member) -> tuple[np.ndarray, np.ndarray]:
+def sorted_scores(scores: ArrayLike, member: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """The scores of the b = 0 and the b = 1 games, each sorted: the audit's own per-coin sort
     (`auditsel.auditing.sorted_scores.SortedScores.by_coin`), for plots of games audited without it (streamed)."""
     return SortedScores(scores, member).by_coin()
@@ -522,7 +536,9 @@ def _distinct(sorted_parts, limit: int):
     return merged if len(merged) <= limit else None
 
 
-def roc_points(s0: np.ndarray, s1: np.ndarray, points: int = 1500):
+def roc_points(
+    s0: np.ndarray, s1: np.ndarray, points: int = 1500
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact (FP count, FN count) of "guess 1 when score > t" at a few thousand thresholds t:
     order statistics at ranks log-spaced from each end of both coins' sorted scores, so that
     every decade of FP and FN down to one game is drawn. Counts by binary search: O(points log n).
@@ -539,7 +555,9 @@ def roc_points(s0: np.ndarray, s1: np.ndarray, points: int = 1500):
     return t, fp, fn
 
 
-def legend_label(label: str, key: str, heuristic, contradicted) -> str:
+def legend_label(
+    label: str, key: str, heuristic: Collection[str], contradicted: Collection[str]
+) -> str:
     """A plot legend entry: "heuristic" (and "CONTRADICTED") where the value is no bound."""
     if key not in heuristic:
         return label

@@ -3,8 +3,8 @@
 `RunResult` holds the sections of the result.json contract (docs/reference/result-json.md) as attributes
 (`result.upper["exact"]`, `result.lower["eps"]`, `result.eps_lower`), and the whole document as
 `to_dict()` (what `auditsel run` writes, keys only ever added). Reading it as a mapping
-(`result["upper"]`), as `run_config` returned a dict before 0.2, still works for this release
-and warns (DeprecationWarning).
+(`result["upper"]`), as `run_config` returned a dict before 0.2, still works until auditsel
+0.3.0 removes it, and warns (DeprecationWarning).
 """
 
 from __future__ import annotations
@@ -13,13 +13,19 @@ import copy
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from auditsel.accounting.interval import IntervalRecord
+
+from auditsel.version import REMOVED_IN
 
 __all__ = ["RunResult"]
 
 _DICT_ACCESS = (
-    "RunResult: reading the result as a dict (result[key]) is deprecated and goes in the next "
-    "release; use its attributes (result.upper, result.lower, ...) or result.to_dict()"
+    f"RunResult: reading the result as a dict (result[key]) is deprecated and auditsel "
+    f"{REMOVED_IN} removes it; use its attributes (result.upper, result.lower, ...) or "
+    f"result.to_dict()"
 )
 
 
@@ -43,7 +49,7 @@ class RunResult(Mapping[str, Any]):
     document: Mapping[str, Any] = field(repr=False)  # the whole result.json content
     #: lower, lower_source, upper, upper_source, width: the tuning run's epsilon lies in
     #: [lower, upper] (accounting.interval); None in result.json documents written before it
-    interval: Mapping[str, Any] | None = None
+    interval: IntervalRecord | None = None
     attack: Mapping[str, Any] | None = None  # the attack value (a lower bound) and its source
     reduced_game: Mapping[str, float | None] | None = None  # tau < 1: the heuristic values
     #: the reduced game's values under [XWW24]'s monotone-score assumption (its `assumption`
@@ -90,7 +96,7 @@ class RunResult(Mapping[str, Any]):
         """result.json's content (a deep copy: the result stays frozen)."""
         return copy.deepcopy(dict(self.document))
 
-    # --- dict access, deprecated (kept for one release) ----------------------------------
+    # --- dict access, deprecated (until auditsel 0.3.0) ----------------------------------
     def __getitem__(self, key: str) -> Any:
         warnings.warn(_DICT_ACCESS, DeprecationWarning, stacklevel=2)
         return self.document[key]

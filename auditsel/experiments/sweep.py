@@ -1,4 +1,4 @@
-"""Sweeps: one config, a grid over any of its fields, one result per point plus a combined table.
+"""Sweeps: one config, a grid over any of its fields, one result per point plus a combined table. ::
 
     sweep:
       base.epsilon: [1, 2, 4]              # one field: its values
@@ -7,8 +7,10 @@
 The grid is the product over the keys (zipped within a comma-joined key). Every point is
 validated before any work starts; points run in parallel through joblib, each point's game
 with its own seeded chunks, so the numbers do not depend on the number of jobs. Outputs:
-DIR/<point>/ (result.json, report.md, plots, as `auditsel run`), DIR/sweep.csv, DIR/sweep.md,
-DIR/sweep.json and DIR/sweep.png.
+DIR/<point>/ (result.json and report.md, as `auditsel run`; the point's plots only with
+`point_plots=True`, the CLI's `--point-plots`: a sweep's points are read through its table and
+sweep.png, and a plot per point would make a sweep's folder mostly PNGs), DIR/sweep.csv,
+DIR/sweep.md, DIR/sweep.json and DIR/sweep.png.
 
 Heuristic values (`auditsel.experiments.heuristics`) have their own columns, `<key>_heuristic` (and
 `eps_L_gdp_heuristic`), so a column named after a bound holds only values that are bounds; the
@@ -152,11 +154,11 @@ def expand_sweep(raw: dict, overrides: dict | None = None) -> list[SweepPoint]:
     return points
 
 
-def _run_point(point: SweepPoint, out_dir: Path) -> dict:
+def _run_point(point: SweepPoint, out_dir: Path, plots: bool = False) -> dict[str, Any]:
     directory = out_dir / point.label
     directory.mkdir(parents=True, exist_ok=True)
     result, artefacts = run_experiment(point.spec, directory, jobs=1, progress=False, curves=False)
-    write_outputs(directory, result, artefacts)
+    write_outputs(directory, result, artefacts, plots=plots)
     return result
 
 
@@ -166,9 +168,12 @@ def run_sweep(
     jobs: int = 1,
     progress: bool = True,
     backend: str | None = None,
+    point_plots: bool = False,
 ) -> list[dict]:
     """Run every point (joblib over points, on `backend`: loky, threading or dask as set up by
-    `auditsel.games.backends.execution_backend`) and write the combined table and plot."""
+    `auditsel.games.backends.execution_backend`) and write the combined table and plot.
+    `point_plots`: also draw each point's plots (privacy_curve.png, scores.png, tradeoff.png)
+    beside its result.json and report.md; the numbers are the same either way."""
     # deferred: joblib (0.14 s with loky) loads only for parallel runs
     from joblib import Parallel, delayed, parallel_config
 
@@ -178,13 +183,13 @@ def run_sweep(
         parallel_config(backend=backend) if backend else nullcontext(),
     ):
         gen = Parallel(n_jobs=-1 if backend == "dask" else jobs, return_as="generator")(
-            delayed(_run_point)(p, out_dir) for p in points
+            delayed(_run_point)(p, out_dir, point_plots) for p in points
         )
         for result in gen:
             results.append(result)
             bar.update(1)
     rows = sweep_rows(points, results)
-    _write_combined(out_dir, points, rows, results)
+    _write_combined(out_dir, points, rows, results, point_plots)
     return results
 
 
@@ -249,7 +254,7 @@ def _cell(value) -> str:
     return str(value)
 
 
-def _write_combined(out_dir: Path, points, rows, results=None) -> None:
+def _write_combined(out_dir: Path, points, rows, results=None, point_plots=False) -> None:
     columns = list(rows[0])
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns)
@@ -276,7 +281,8 @@ def _write_combined(out_dir: Path, points, rows, results=None) -> None:
     md = [
         f"# Sweep {name}",
         "",
-        f"{len(rows)} points; each has its own folder (named field=value__...) with result.json, report.md and plots.",
+        f"{len(rows)} points; each has its own folder (named field=value__...) with result.json "
+        f"and report.md{' and plots' if point_plots else ''}.",
         "",
         legend,
         "",

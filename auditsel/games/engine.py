@@ -5,7 +5,9 @@ releases an observation y; the adversary maps y to a real score (higher = "b = 1
 only records (score, b); turning those into epsilon is `auditsel.auditing.lower`'s job.
 
 Contracts:
+
 * protocol.release(member, rng) -> observations for a vector of coins (trainer side);
+
 * proxy(observations) -> float scores (adversary side: it never sees the coins): one per trial
   (n,), or one row per trial of P proxies evaluated on the same releases (n, P).
 

@@ -6,6 +6,7 @@ checkable:
 * `package_digest()`: sha256 over the source of every module of `auditsel` and `attacks` (the
   `.py` files and the C or other kernel sources shipped beside them), by relative path, computed
   once per process. Any edit to the installed package changes it.
+
 * `source_digest(*objects)`: sha256 over the code each object runs from its own module: for a
   function, class, bound method, callable instance or `functools.partial`, the full text of the
   source file of the module that defines it (so an edit to a helper it calls in the same file
@@ -14,6 +15,7 @@ checkable:
   bound arguments. Two objects with the same code and the same bound arguments have the same
   digest; an edited function never has the digest of the old one, except when the edit is in
   another module that it imports (cover such modules by passing them, or an object of theirs).
+
 * `code_identity(*functions, **extra)`: what, besides the config, determines a game's numbers,
   as a small mapping written into checkpoint manifests: the auditsel version, the package
   digest, numpy's version (the seeded generators), the trainer's random-stream version

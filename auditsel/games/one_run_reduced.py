@@ -19,9 +19,11 @@ the Gaussian mechanism mu (mu_T^2 + mu_Y^2 = mu^2), and as m grows the selection
 vanishes (each canary moves the selected sum by 1/sqrt(m) of its noise).
 
 delta(eps) of the composition is one integral over T (the Y-part in closed form: for fixed T
-the log-likelihood ratio A(T) + mu_Y z - mu_Y^2/2 is linear in the standardised residual z):
+the log-likelihood ratio A(T) + mu_Y z - mu_Y^2/2 is linear in the standardised residual z)::
+
   H_{e^eps}(P||Q) = int [p_P(t) Phi(mu_Y - u(t)) - e^eps p_Q(t) Phi(-u(t))] dt,
   u(t) = (eps - A(t)) / mu_Y + mu_Y / 2,  A = log p_P(t) / p_Q(t),
+
 with p_b the reduced-game winner densities G'(F(t - b mu_T)) phi(t - b mu_T) (G: pgf of xi).
 The integral is a trapezoid sum on a 20,001-point grid between the 1e-12 quantiles; tests check
 it against the closed forms at m = 1 ([XWW24]'s exact curve) and K = 1 (the Gaussian).

@@ -17,6 +17,7 @@ Contract.
   on an idle machine and, on a loaded one, spins waiting for a descheduled partner (a hand-
   written NumPy pipeline ran ~30x slower in an audit; a 200 x 200 matmul 20x slower with
   two OpenBLAS threads than with one under a load of 8 on 2 cores).
+
 * Warm workers. `forked_chunks(play, indices, workers)` plays chunks in `workers` processes
   forked from this one (POSIX, the "fork" start method) after it has played a chunk itself,
   so each worker starts with the user's modules imported and their first-call costs paid

@@ -2,7 +2,7 @@
 
 One run is the one-dimensional worst case of [XWW24] Section 5 without the tau = 1 restriction:
 an empty training set X = {} and X' = {z} with a Dirac canary z whose clipped gradient is C at
-every step. In units of the clip norm C, step i of DP-SGD releases
+every step. In units of the clip norm C, step i of DP-SGD releases ::
 
     x_i = b * B_i + sigma * Z_i,     B_i ~ Bernoulli(tau),  Z_i ~ N(0, 1),  i = 1..N,
 
@@ -15,7 +15,7 @@ dominating pairs dominates the adaptive composition, so the run (x_1..x_N) is th
 one DP-SGD run: no audit of one run can certify more than its privacy curve, which is what
 dp_accounting's PLD accountant computes (pessimistically) for the same add/remove relation.
 
-The run's log-likelihood ratio (X' against X) is
+The run's log-likelihood ratio (X' against X) is ::
 
     s(x) = sum_i log(1 - tau + tau exp((2 x_i - 1) / (2 sigma^2))),
 

@@ -9,8 +9,8 @@ whatever they are), `ReportOptions` what is written beside the result (the outpu
 name, the tuning bounds of a mechanism pair and a law of K, the estimator panel). The functions
 that take them (`audit_protocol`, `audit_pipeline`, `plan_pipeline`) check each field where it
 is used and raise `ConfigError` naming it. `legacy_options` maps the keyword arguments these functions took
-before (jobs=, checkpoint_dir=, ...) onto an options object, for one release, with a
-DeprecationWarning.
+before (jobs=, checkpoint_dir=, ...) onto an options object until auditsel 0.3.0 removes them
+(`auditsel.version.REMOVED_IN`), with a DeprecationWarning.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
+
+from auditsel.version import REMOVED_IN
 
 __all__ = [
     "AuditOptions",
@@ -89,7 +91,7 @@ def legacy_options(
     argument: str,
 ) -> Options:
     """`given`, or the default `cls()`, with the old keyword arguments `old` (fields of `cls`)
-    applied for one release with a DeprecationWarning; a keyword that is no field is a
+    applied until auditsel 0.3.0 with a DeprecationWarning; a keyword that is no field is a
     TypeError, as Python's own."""
     names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
     unknown = set(old) - names
@@ -108,7 +110,7 @@ def legacy_options(
     warnings.warn(
         f"{caller}({', '.join(f'{k}=...' for k in sorted(old))}) is deprecated; pass "
         f"{argument}={cls.__name__}(...) (auditsel.pipelines.audit_options); the old keywords "
-        f"are accepted for one release",
+        f"are accepted until auditsel {REMOVED_IN}, which removes them",
         DeprecationWarning,
         stacklevel=3,
     )
@@ -141,8 +143,8 @@ def grouped_options(
         )
         warnings.warn(
             f"{caller}({', '.join(f'{k}=...' for k in sorted(old))}) is deprecated; pass "
-            f"{args} (auditsel.pipelines.audit_options); the old keywords are accepted for "
-            f"one release",
+            f"{args} (auditsel.pipelines.audit_options); the old keywords are accepted until "
+            f"auditsel {REMOVED_IN}, which removes them",
             DeprecationWarning,
             stacklevel=3,
         )

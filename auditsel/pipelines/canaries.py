@@ -13,6 +13,7 @@ both worlds and runs unchanged outside an audit.
   appends k copies (a group of k identical examples, as [PS22] Section 2's outliers): the
   audit's eps_L then bounds the epsilon of that group, which DP bounds only through group
   privacy.
+
 * `GradientCanary(coordinate=i)`: a Dirac gradient of norm C (the clipping norm) on coordinate
   i of the flattened parameters, in the order of the optimizer's parameters (`model.parameters()`
   when the optimizer was built from it), or addressed by name, `GradientCanary(parameter=
@@ -20,13 +21,15 @@ both worlds and runs unchanged outside an audit.
   names of `model.named_parameters()`): the worst-case canary of [NHSBTJCT23] and [XWW24]
   Sec. 5. It enters the clipped sum of a DP-SGD step before the noise, on the steps where
   Poisson sampling takes it (probability = the step's sample rate), exactly as a real example
-  whose clipped gradient is C e_i would:
+  whose clipped gradient is C e_i would::
+
     - Opacus: `canary.attach(optimizer)` on the `DPOptimizer` of `PrivacyEngine.make_private`
       (the canary is added to `p.summed_grad` in `add_noise`, at the sample rate that the
       engine's accountant charges for that optimizer, times its accumulated iterations);
     - a hand-written loop: `canary.step(grads, sample_rate=q, max_grad_norm=C)` on the list of
       summed clipped gradients (torch tensors or numpy arrays, in parameter order), after
       clipping and summing, before adding the noise.
+
   Default score: the released model's move along the canary coordinate, `initial - theta_i`
   (gradient descent moves theta_i down when the canary is in), with `initial` read from the
   release when it holds the initial weights (a mapping with "model" and "initial"), else the

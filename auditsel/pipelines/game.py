@@ -8,7 +8,7 @@ of Python, NumPy and torch are seeded with s_g first: torch when it is loaded, a
 imports it during the game (a lazy import), as soon as the import finishes (an import hook),
 so that no game draws from an unseeded torch. Under threads the global generators are shared
 by the games that run at once: `auditsel.pipelines.replay_check` refuses a `tune` that draws
-from them there. One game is
+from them there. One game is ::
 
     release = tune(canary.prepare(data), s_g, canary.for_game(b, rng_g))
     score_g = score(release, canary)        # the unbound canary: the attack never sees b

@@ -7,11 +7,13 @@ and its `DPDataLoader`), `from_opacus` returns
   engine's own `get_epsilon(delta)` over the steps its accountant recorded (or, with `steps`
   given, a fresh accountant of the same kind over that many steps of the run's noise multiplier
   and sample rate);
+
 * `base`: the run as a `DpsgdBase` (noise multiplier, steps taken, sample rate, accountant):
   the sample rate is the one Opacus's accountant charges, 1 / len(data_loader) (times the
   accumulated iterations per step); Opacus's PRV accountant maps to dp_accounting's PLD (both
   numerical accountants of the same subsampled Gaussian: `base.epsilon(delta)` agrees with the
   claim to the accountants' discretisation, see `base_epsilon`), RDP to RDP;
+
 * with `rounds` (the user's law of K), the tuning bounds of `auditsel.accounting.panel` for
   that base and law at `delta` (`tuning`, each with its rigour and source: the bounds that hold
   for any score the tuning run ranks its runs by), the interval of the tuning run's epsilon
@@ -115,8 +117,27 @@ def from_opacus(
     """The DpsgdBase and claimed epsilon of an Opacus run, and the tuning bounds of `rounds`.
 
     Call it after training (the steps the engine's accountant recorded), or before with `steps`
-    (the steps one run will take). The interval holds for any score; `assume="monotone_score"`
-    gives [XWW24]'s under that assumption (module docstring)."""
+    (the steps one run will take).
+
+    Args:
+        privacy_engine: the `opacus.PrivacyEngine` that made the run private.
+        optimizer: the `DPOptimizer` that `make_private` returned (its noise multiplier).
+        data_loader: the `DPDataLoader` that `make_private` returned (its sample rate).
+        delta: in (0, 1).
+        rounds: the law of K of the tuning run (None: the run alone, no tuning bounds).
+        steps: the steps one run takes (None: the steps the engine's accountant recorded).
+        assume: None (the interval holds for any score), or "monotone_score": [XWW24]'s
+            interval under that assumption (module docstring).
+
+    Returns:
+        An `OpacusRun`: the claim, the run as a `DpsgdBase`, and with `rounds` the tuning
+        bounds, the interval and `tuning_epsilon`.
+
+    Raises:
+        auditsel.errors.ConfigError: an object that is not the run's engine, optimizer or
+            loader, a run whose noise or sample rate changed, no step recorded and no
+            `steps`, or a bad `delta`.
+    """
     assume = check_assume(assume)
     delta = number(delta, "delta", 0, 1, lo_open=True, hi_open=True)
     accountant = getattr(privacy_engine, "accountant", None)
@@ -130,34 +151,9 @@ def from_opacus(
         loader_rate = 1 / len(data_loader)  # what make_private charges for any loader
     history = _history(accountant)
     mechanism = str(accountant.mechanism())
-    if steps is not None:
-        steps = integer(steps, "steps", 1)
-        rate = history[-1][1] if history else float(loader_rate)
-        planned = type(accountant)()
-        planned.history = [(sigma, rate, steps)]
-        claimed = float(planned.get_epsilon(delta))
-    else:
-        if not history:
-            raise ConfigError(
-                "steps",
-                "the engine's accountant has recorded no step yet: train first, or pass "
-                "steps=N (the steps one run takes)",
-            )
-        if len({(s, q) for s, q, _ in history}) > 1:
-            raise ConfigError(
-                "privacy_engine",
-                f"the run changed its noise multiplier or sample rate during training "
-                f"({history}); a DpsgdBase has one of each",
-            )
-        sigma_run, rate, _ = history[0]
-        if not math.isclose(sigma_run, sigma, rel_tol=1e-12):
-            raise ConfigError(
-                "optimizer",
-                f"noise multiplier {sigma:g} differs from the {sigma_run:g} the engine's "
-                f"accountant recorded: pass the optimizer of this engine",
-            )
-        steps = sum(n for _, _, n in history)
-        claimed = float(privacy_engine.get_epsilon(delta))
+    claimed, steps, rate = _claim(
+        privacy_engine, accountant, history, sigma, loader_rate, delta, steps
+    )
     if not math.isclose(rate, loader_rate, rel_tol=1e-12) and rate < loader_rate:
         raise ConfigError(
             "data_loader",
@@ -165,36 +161,8 @@ def from_opacus(
             f"charges: pass the data loader of this engine",
         )
     base = DpsgdBase(sigma, steps, min(rate, 1.0), _ACCOUNTANT.get(mechanism, "pld"))
-    notes = []
-    if mechanism == "prv":
-        notes.append(
-            "Opacus's PRV accountant; auditsel's DpsgdBase uses dp_accounting's PLD accountant "
-            "for the same run (base_epsilon)"
-        )
-    elif mechanism == "gdp":
-        notes.append(
-            "Opacus's gdp accountant is a central-limit approximation, not a bound: the claim "
-            "is heuristic; auditsel's DpsgdBase uses dp_accounting's PLD accountant"
-        )
-    tuning: dict = {}
-    rigour: dict = {}
-    sources: dict = {}
-    reduced: dict = {}
-    monotone: dict = {}
-    interval = None
-    if rounds is not None:
-        if not isinstance(rounds, RoundsLaw):
-            raise ConfigError("rounds", "must be a law of K (auditsel.Poisson(3), ...)")
-        bounds = panel(base, rounds, delta, assume=assume)
-        tuning = {
-            k: v
-            for k, v in bounds.upper.items()
-            if k not in bounds.reduced_game and k not in bounds.monotone_score
-        }
-        rigour, sources = bounds.labels, bounds.sources
-        reduced, interval = dict(bounds.reduced_game), bounds.interval
-        monotone = dict(bounds.monotone_score)
-        notes += bounds.notes
+    notes = list(_NOTES.get(mechanism, ()))
+    tuning = _tuning_fields(base, rounds, delta, assume)
     return OpacusRun(
         base=base,
         claimed_epsilon=claimed,
@@ -202,11 +170,100 @@ def from_opacus(
         opacus_accountant=mechanism,
         base_epsilon=float(base.epsilon(delta)),
         rounds=rounds,
-        tuning=tuning,
-        tuning_rigour=rigour,
-        tuning_sources=sources,
-        reduced_game=reduced,
-        interval=interval,
-        notes=tuple(notes),
-        monotone_score=monotone,
+        tuning=tuning["tuning"],
+        tuning_rigour=tuning["tuning_rigour"],
+        tuning_sources=tuning["tuning_sources"],
+        reduced_game=tuning["reduced_game"],
+        interval=tuning["interval"],
+        notes=tuple(notes + tuning["notes"]),
+        monotone_score=tuning["monotone_score"],
     )
+
+
+def _claim(
+    privacy_engine: Any,
+    accountant: Any,
+    history: list[tuple[float, float, int]],
+    sigma: float,
+    loader_rate: float,
+    delta: float,
+    steps: int | None,
+) -> tuple[float, int, float]:
+    """(claimed epsilon, steps, sample rate) of the run: the engine's own `get_epsilon` over
+    the steps its accountant recorded, or with `steps` a fresh accountant of the same kind over
+    that many steps (refusing a run whose noise or rate changed, or another optimizer's)."""
+    if steps is not None:
+        steps = integer(steps, "steps", 1)
+        rate = history[-1][1] if history else float(loader_rate)
+        planned = type(accountant)()
+        planned.history = [(sigma, rate, steps)]
+        return float(planned.get_epsilon(delta)), steps, rate
+    if not history:
+        raise ConfigError(
+            "steps",
+            "the engine's accountant has recorded no step yet: train first, or pass "
+            "steps=N (the steps one run takes)",
+        )
+    if len({(s, q) for s, q, _ in history}) > 1:
+        raise ConfigError(
+            "privacy_engine",
+            f"the run changed its noise multiplier or sample rate during training "
+            f"({history}); a DpsgdBase has one of each",
+        )
+    sigma_run, rate, _ = history[0]
+    if not math.isclose(sigma_run, sigma, rel_tol=1e-12):
+        raise ConfigError(
+            "optimizer",
+            f"noise multiplier {sigma:g} differs from the {sigma_run:g} the engine's "
+            f"accountant recorded: pass the optimizer of this engine",
+        )
+    steps = sum(n for _, _, n in history)
+    return float(privacy_engine.get_epsilon(delta)), steps, rate
+
+
+_NOTES = {
+    "prv": (
+        "Opacus's PRV accountant; auditsel's DpsgdBase uses dp_accounting's PLD accountant "
+        "for the same run (base_epsilon)",
+    ),
+    "gdp": (
+        "Opacus's gdp accountant is a central-limit approximation, not a bound: the claim "
+        "is heuristic; auditsel's DpsgdBase uses dp_accounting's PLD accountant",
+    ),
+}
+
+
+def _tuning_fields(
+    base: DpsgdBase, rounds: Any, delta: float, assume: str | None
+) -> dict[str, Any]:
+    """OpacusRun's tuning fields for the law `rounds` (empty without one): the bounds of
+    `auditsel.accounting.panel` for any score, their rigour and sources, the reduced game's
+    values (heuristic, or under the monotone-score assumption), the interval, the notes."""
+    fields: dict[str, Any] = {
+        "tuning": {},
+        "tuning_rigour": {},
+        "tuning_sources": {},
+        "reduced_game": {},
+        "monotone_score": {},
+        "interval": None,
+        "notes": [],
+    }
+    if rounds is None:
+        return fields
+    if not isinstance(rounds, RoundsLaw):
+        raise ConfigError("rounds", "must be a law of K (auditsel.Poisson(3), ...)")
+    bounds = panel(base, rounds, delta, assume=assume)
+    fields["tuning"] = {
+        k: v
+        for k, v in bounds.upper.items()
+        if k not in bounds.reduced_game and k not in bounds.monotone_score
+    }
+    fields.update(
+        tuning_rigour=bounds.labels,
+        tuning_sources=bounds.sources,
+        reduced_game=dict(bounds.reduced_game),
+        monotone_score=dict(bounds.monotone_score),
+        interval=bounds.interval,
+        notes=list(bounds.notes),
+    )
+    return fields

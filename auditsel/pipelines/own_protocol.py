@@ -76,17 +76,38 @@ def audit_protocol(
 ) -> LowerBound:
     """eps lower bound for your own protocol.
 
-    release(member, rng) -> observation for one trial (or, with vectorized=True, for an array
-    of coins); score(observation) -> float (vectorized: observations -> array). `execution`
-    (an `ExecutionOptions`: jobs, backend, chunk_size (default 1000), checkpoint_dir, progress)
-    never changes the numbers. Functions must be importable (module level) when jobs != 1. Give
-    `checkpoint_dir` to resume an interrupted audit; `fingerprint` (default: the functions'
-    names, seed and chunk size) guards against mixing checkpoints of different audits, and the
-    checkpoints also record the code of `release` and `score` and of auditsel
-    (`auditsel.games.fingerprint.code_identity`): after an edit to either, the old checkpoints
-    are refused (a CheckpointError saying what changed and to delete the folder), never mixed
-    in. The old keywords (jobs=, checkpoint_dir=, chunk_size=, progress=) are accepted for one
-    release with a DeprecationWarning.
+    Functions must be importable (module level) when jobs != 1. The checkpoints record the
+    code of `release` and `score` and of auditsel (`auditsel.games.fingerprint.code_identity`):
+    after an edit to either, the old checkpoints are refused (a CheckpointError saying what
+    changed and to delete the folder), never mixed in. The old keywords (jobs=,
+    checkpoint_dir=, chunk_size=, progress=) are accepted until auditsel 0.3.0 removes them,
+    with a DeprecationWarning.
+
+    Args:
+        release: `release(member, rng) -> observation` for one trial (or, with
+            `vectorized=True`, for an array of coins).
+        score: `score(observation) -> float` (vectorized: observations -> array).
+        delta: in [0, 1).
+        trials: the number of trials (games).
+        seed: the seed of the trials (and of the split of a rule given by name).
+        confidence: in [0.5, 1): eps_L holds with this probability.
+        rule: a threshold rule of `auditsel.auditing.rules`, or its name.
+        threshold_grid: with `rule` given by name, the thresholds its grid tries (None: the
+            rule's own).
+        vectorized: `release` and `score` take and return arrays.
+        fingerprint: guards against mixing checkpoints of different audits (None: the
+            functions' names, seed and chunk size).
+        execution: an `ExecutionOptions` (jobs, backend, chunk_size (default 1000),
+            checkpoint_dir to resume an interrupted audit, progress); never changes the
+            numbers.
+        **old_options: the old keywords, until auditsel 0.3.0.
+
+    Returns:
+        A `LowerBound` (`auditsel.auditing.lower`).
+
+    Raises:
+        auditsel.errors.ConfigError: bad input; a `CheckpointError` for checkpoints of other
+            code or another audit.
     """
     ex = legacy_options(
         ExecutionOptions,

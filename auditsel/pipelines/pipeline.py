@@ -350,25 +350,42 @@ def audit_pipeline(
 ) -> PipelineAudit:
     """Audit your tuning pipeline: play `games` games around `tune` and bound eps from below.
 
-    tune(data, seed, canary) -> release runs your whole tuning (draws K, trains, selects) and
-    returns only what it publishes; score(release, canary) -> float is the attack (higher: the
-    canary looks in; None: the canary's score and every other released field). `data` is your
-    training set; `canary` an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`),
-    or a tuple of them (each plays `games` games, Bonferroni; eps is the largest), or "both"
-    (an InputCanary and a GradientCanary chosen from the data and a probe run:
-    `auditsel.pipelines.default_canaries`). Returns a
-    PipelineAudit: eps (the valid eps_L), refuted (eps > claimed_epsilon), the estimator panel,
-    the scores and coins, CPU seconds. The options (`auditsel.pipelines.audit_options`, frozen,
-    keyword-only): `statistics=AuditOptions(confidence, rule, seed)`;
-    `execution=ExecutionOptions(jobs, backend, scheduler, chunk_size, checkpoint_dir, stream,
-    progress)`, which never changes the numbers; `report=ReportOptions(out_dir, name, base,
-    rounds, panel)`: `out_dir` writes result.json, report.md and the plots of `auditsel run`
-    there (and keeps the checkpoints under out_dir/checkpoints); `base` and `rounds` (a
-    mechanism pair and a law of K) add the tuning bounds beside eps_L. Bad input and exceptions
-    raised by your functions are ConfigErrors (`PipelineError`). Before the games, a replay
-    check refuses a pipeline that is not reproducible (a `ReproducibilityError` naming the
-    hazard) unless `accept_nondeterminism=True`. The old keywords (confidence=, seed=, jobs=,
-    out_dir=, ...) are accepted for one release with a DeprecationWarning.
+    Before the games, a replay check refuses a pipeline that is not reproducible (a
+    `ReproducibilityError` naming the hazard). The old keywords (confidence=, seed=, jobs=,
+    out_dir=, ...) are accepted until auditsel 0.3.0 with a DeprecationWarning.
+
+    Args:
+        tune: `tune(data, seed, canary) -> release` runs your whole tuning (draws K, trains,
+            selects) and returns only what it publishes.
+        score: `score(release, canary) -> float` is the attack (higher: the canary looks in);
+            None: the canary's score and every other released field.
+        data: your training set.
+        canary: an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`), or a
+            tuple of them (each plays `games` games, Bonferroni; eps is the largest), or
+            "both" (an InputCanary and a GradientCanary chosen from the data and a probe run:
+            `auditsel.pipelines.default_canaries`).
+        games: the number of games.
+        delta: in [0, 1).
+        claimed_epsilon: the claim to test (None: no claim).
+        statistics: `AuditOptions(confidence, rule, seed)`.
+        execution: `ExecutionOptions(jobs, backend, scheduler, chunk_size, checkpoint_dir,
+            stream, progress)`, which never changes the numbers.
+        report: `ReportOptions(out_dir, name, base, rounds, panel)`: `out_dir` writes
+            result.json, report.md and the plots of `auditsel run` there (and keeps the
+            checkpoints under out_dir/checkpoints); `base` and `rounds` (a mechanism pair and
+            a law of K) add the tuning bounds beside eps_L.
+        accept_nondeterminism: run a pipeline that does not replay (recorded in result.json).
+        **old_options: the old keywords, until auditsel 0.3.0.
+
+    Returns:
+        A `PipelineAudit`: eps (the valid eps_L), refuted (eps > claimed_epsilon), the
+        estimator panel, the scores and coins, CPU seconds.
+
+    Raises:
+        auditsel.errors.ConfigError: bad input, and exceptions raised by your functions
+            (`PipelineError`).
+        ReproducibilityError: the pipeline does not replay and `accept_nondeterminism` is
+            false.
     """
     given = grouped_options(
         {
@@ -464,17 +481,11 @@ def _audit_pipeline(
             raise ConfigError("stream", "a streamed audit needs checkpoint_dir (or out_dir)")
         start_wall, start_cpu = time.perf_counter(), time.process_time()
         game = PipelineGame(tune, score_fn, data, canary, chunk_size, fields)
-        accept = accept_nondeterminism
         components = _components(tune, score_fn, data, canary, seed, chunk_size, fields)
         fingerprint = _digest(components)
         if checkpoint_dir is not None:
             fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
-        replay: list = []
-
-        def on_backend(where):  # the replay check, on the audit's own backend
-            replay.append(check_replay(game, seed, jobs=jobs, backend=where, accept=accept))
-
-        record, inline_cpu = play_games(
+        record, inline_cpu, reproducibility = _play_checked(
             game,
             games,
             seed,
@@ -485,17 +496,8 @@ def _audit_pipeline(
             fingerprint=fingerprint,
             progress=progress,
             stream=stream,
-            before=on_backend,
+            accept=accept_nondeterminism,
         )
-        hazards = check_unchanged(game, replay[0])
-        if hazards and not accept:
-            raise ReproducibilityError(
-                "tune",
-                hazards[0] + f"; the games of this run saw changing data: delete "
-                f"{checkpoint_dir or 'the checkpoints'} before you rerun",
-            )
-        reproducibility = replay[0].to_dict()
-        reproducibility["hazards"] += hazards
         return _analyse(
             record,
             stream=stream,
@@ -520,6 +522,53 @@ def _audit_pipeline(
             fields=fields,
             reproducibility=reproducibility,
         )
+
+
+def _play_checked(
+    game: PipelineGame,
+    games: int,
+    seed: int,
+    *,
+    jobs: int,
+    backend: str | None,
+    scheduler: str | None,
+    checkpoint_dir: str | Path | None,
+    fingerprint: str,
+    progress: bool,
+    stream: bool,
+    accept: bool,
+) -> tuple[GameRecord, float, dict[str, Any]]:
+    """`play_games` with the replay check on the audit's own backend before the games and the
+    unchanged-data check after them: (record, CPU seconds in this process, result.json's
+    pipeline.reproducibility). A hazard is refused unless `accept`."""
+    replay: list = []
+
+    def on_backend(where):  # the replay check, on the audit's own backend
+        replay.append(check_replay(game, seed, jobs=jobs, backend=where, accept=accept))
+
+    record, inline_cpu = play_games(
+        game,
+        games,
+        seed,
+        jobs=jobs,
+        backend=backend,
+        scheduler=scheduler,
+        checkpoint_dir=checkpoint_dir,
+        fingerprint=fingerprint,
+        progress=progress,
+        stream=stream,
+        before=on_backend,
+    )
+    hazards = check_unchanged(game, replay[0])
+    if hazards and not accept:
+        raise ReproducibilityError(
+            "tune",
+            hazards[0] + f"; the games of this run saw changing data: delete "
+            f"{checkpoint_dir or 'the checkpoints'} before you rerun",
+        )
+    reproducibility = replay[0].to_dict()
+    reproducibility["hazards"] += hazards
+    return record, inline_cpu, reproducibility
 
 
 def _audit_each_canary(tune, score, data, canaries: tuple, options: dict) -> PipelineAudit:
@@ -649,68 +698,35 @@ def _analyse(
     reproducibility=None,
 ) -> PipelineAudit:
     """eps_L, the panel, the bounds and the report from the played games."""
-    artefacts: dict[str, Any] = {}
-    estimators = None
-    by_field, best = {}, 0
-    if fields:  # every field at its Bonferroni share; eps_L is the largest (module docstring)
-        record, by_field, best = _field_bounds(record, fields, stream, delta, confidence, rule)
-        names = (names[0], f"every released field ({len(fields)}; largest: {fields[best]})")
-    if stream:
-        chunks = record.chunks
-        assert chunks is not None  # a streamed record reads its chunks back from disk
-        source = _ScoreColumn(chunks, best)
-        if not fields:
-            by_field = {"": audit_chunks(source, delta, confidence=confidence, rule=rule)}
-        bound = list(by_field.values())[best]
-        game_cpu = float(sum(chunks.load(i)[0][:, 1].sum() for i in range(len(chunks))))
-        if out is not None:  # the plots of a streamed audit show its first games
-            head_scores, head_member = chunks.head(PLOT_GAMES)
-            artefacts["record"] = GameRecord(head_scores[:, 0], head_member)
-        scores = member = None
-    else:
-        assert record.scores is not None and record.member is not None  # played in memory
-        scores, member = record.scores[:, 0].copy(), record.member
-        game_cpu = float(record.scores[:, 1].sum())
-        ss = SortedScores(scores, member)
-        if not fields:
-            by_field = {
-                "": audit_scores(
-                    scores, member, delta, confidence=confidence, rule=rule, sorted_scores=ss
-                )
-            }
-        bound = list(by_field.values())[best]
-        if panel is True or (panel == "auto" and games <= PANEL_ABOVE):
-            try:
-                estimators = estimator_panel(
-                    scores, member, delta, confidence, law=rounds, seed=seed, sorted_scores=ss
-                )
-                bound = replace(bound, estimators=panel_dict(estimators))
-            except ConfigError as err:  # e.g. too few games for the panel's split entries
-                bound = replace(
-                    bound, estimators={"skipped": f"estimator panel not computed: {err}"}
-                )
-        artefacts["record"] = GameRecord(scores, member)
-        artefacts["by_coin"] = ss.by_coin()
-    result: dict[str, Any] = {"name": name, "delta": delta}
-    if base is not None:
-        bounds, curve = upper_panel(base, rounds, delta, with_curves=delta > 0)
-        result.update(upper_fields(base, rounds, bounds, curve))
-        artefacts.update(
-            curve=curve[:2], attack_curve=curve[2], winner=winner_law(base.reduced(), rounds)
-        )
-    else:
-        result.update(base=None, rounds=None, upper={}, notes=[])
-    commit, dirty = source_commit()
-    result.update(
-        version=__version__, git_commit=commit, git_dirty=dirty, code_digest=package_digest()
+    played = _bound_games(
+        record,
+        fields=fields,
+        stream=stream,
+        delta=delta,
+        confidence=confidence,
+        rule=rule,
+        panel=panel,
+        games=games,
+        law=rounds,
+        seed=seed,
+        plots=out is not None,
     )
-    result["lower"] = lower_fields(bound, "pipeline", names[1], seed, stream)
-    if base is not None:  # [max(attack value, valid eps_L), the tightest rigorous bound]
-        result["interval"] = result_interval(result, bounds)
-    refuted = None if claimed_epsilon is None else bool(bound.eps > claimed_epsilon)
-    if claimed_epsilon is not None:
-        result["claim"] = {"epsilon": float(claimed_epsilon), "refuted": refuted}
-    result.update(honesty_fields(result))
+    bound, by_field, best = played.bound, played.by_field, played.best
+    if fields:  # every field at its Bonferroni share; eps_L is the largest (module docstring)
+        names = (names[0], f"every released field ({len(fields)}; largest: {fields[best]})")
+    result, refuted = _result_fields(
+        name,
+        delta,
+        base,
+        rounds,
+        bound,
+        names[1],
+        seed,
+        stream,
+        claimed_epsilon,
+        played.artefacts,
+    )
+    game_cpu = played.game_cpu
     wall = time.perf_counter() - clocks[0]
     # this process's CPU (the analysis, and the games it played itself), plus the games played
     # elsewhere: in worker processes, or in earlier runs (resumed from checkpoints)
@@ -725,15 +741,13 @@ def _analyse(
         "game_cpu_seconds": round(game_cpu, 3),
         "cpu_seconds": round(cpu, 3),
         "fingerprint": fingerprint,
+        **({"fields": _fields_entry(by_field, fields[best], confidence)} if fields else {}),
+        **({} if reproducibility is None else {"reproducibility": reproducibility}),
     }
-    if fields:
-        result["pipeline"]["fields"] = _fields_entry(by_field, fields[best], confidence)
-    if reproducibility is not None:
-        result["pipeline"]["reproducibility"] = reproducibility
     result["seconds"] = round(wall, 3)
     files: tuple[Path, ...] = ()
     if out is not None:
-        files = tuple(write_outputs(out, result, artefacts))
+        files = tuple(write_outputs(out, result, played.artefacts))
     return PipelineAudit(
         eps=float(bound.eps),
         refuted=refuted,
@@ -744,9 +758,9 @@ def _analyse(
         games=int(games),
         seed=int(seed),
         bound=bound,
-        estimators=estimators,
-        scores=scores,
-        member=member,
+        estimators=played.estimators,
+        scores=played.scores,
+        member=played.member,
         cpu_seconds=float(cpu),
         wall_seconds=float(wall),
         resumed_games=resumed,
@@ -756,3 +770,114 @@ def _analyse(
         files=files,
         result=result,
     )
+
+
+@dataclass(frozen=True, eq=False)
+class _PlayedBound:
+    """What the analysis reads off the played games: eps_L (`bound`: the best field's, with
+    the estimator panel in memory), each field's bound, the scores and coins (None when
+    streamed), the games' CPU seconds and the plots' inputs."""
+
+    bound: lower.LowerBound
+    by_field: dict[str, lower.LowerBound]
+    best: int
+    estimators: Mapping[str, Estimate] | None
+    scores: np.ndarray | None
+    member: np.ndarray | None
+    game_cpu: float
+    artefacts: dict[str, Any]
+
+
+def _bound_games(
+    record: GameRecord,
+    *,
+    fields: tuple[str, ...],
+    stream: bool,
+    delta: float,
+    confidence: float,
+    rule: ThresholdRule,
+    panel: bool | str,
+    games: int,
+    law: Any,
+    seed: int,
+    plots: bool,
+) -> _PlayedBound:
+    """eps_L of the played games (every field at its Bonferroni share), streamed from the
+    checkpoints or in memory (with the estimator panel when `panel` allows it)."""
+    artefacts: dict[str, Any] = {}
+    estimators = None
+    by_field, best = {}, 0
+    if fields:
+        record, by_field, best = _field_bounds(record, fields, stream, delta, confidence, rule)
+    if stream:
+        chunks = record.chunks
+        assert chunks is not None  # a streamed record reads its chunks back from disk
+        if not fields:
+            source = _ScoreColumn(chunks, best)
+            by_field = {"": audit_chunks(source, delta, confidence=confidence, rule=rule)}
+        bound = list(by_field.values())[best]
+        game_cpu = float(sum(chunks.load(i)[0][:, 1].sum() for i in range(len(chunks))))
+        if plots:  # the plots of a streamed audit show its first games
+            head_scores, head_member = chunks.head(PLOT_GAMES)
+            artefacts["record"] = GameRecord(head_scores[:, 0], head_member)
+        return _PlayedBound(bound, by_field, best, None, None, None, game_cpu, artefacts)
+    assert record.scores is not None and record.member is not None  # played in memory
+    scores, member = record.scores[:, 0].copy(), record.member
+    game_cpu = float(record.scores[:, 1].sum())
+    ss = SortedScores(scores, member)
+    if not fields:
+        by_field = {
+            "": audit_scores(
+                scores, member, delta, confidence=confidence, rule=rule, sorted_scores=ss
+            )
+        }
+    bound = list(by_field.values())[best]
+    if panel is True or (panel == "auto" and games <= PANEL_ABOVE):
+        try:
+            estimators = estimator_panel(
+                scores, member, delta, confidence, law=law, seed=seed, sorted_scores=ss
+            )
+            bound = replace(bound, estimators=panel_dict(estimators))
+        except ConfigError as err:  # e.g. too few games for the panel's split entries
+            bound = replace(bound, estimators={"skipped": f"estimator panel not computed: {err}"})
+    artefacts["record"] = GameRecord(scores, member)
+    artefacts["by_coin"] = ss.by_coin()
+    return _PlayedBound(bound, by_field, best, estimators, scores, member, game_cpu, artefacts)
+
+
+def _result_fields(
+    name: str,
+    delta: float,
+    base: Any,
+    rounds: Any,
+    bound: lower.LowerBound,
+    score_name: str,
+    seed: int,
+    stream: bool,
+    claimed_epsilon: float | None,
+    artefacts: dict[str, Any],
+) -> tuple[dict[str, Any], bool | None]:
+    """result.json's fields but `pipeline` and `seconds` (the tuning bounds and the interval
+    with `base`, adding their curves to `artefacts`; eps_L; the claim's verdict; the labels)
+    and whether the claim is refuted (None without one)."""
+    result: dict[str, Any] = {"name": name, "delta": delta}
+    if base is not None:
+        bounds, curve = upper_panel(base, rounds, delta, with_curves=delta > 0)
+        result.update(upper_fields(base, rounds, bounds, curve))
+        artefacts.update(
+            curve=curve[:2], attack_curve=curve[2], winner=winner_law(base.reduced(), rounds)
+        )
+    else:
+        result.update(base=None, rounds=None, upper={}, notes=[])
+    commit, dirty = source_commit()
+    result.update(
+        version=__version__, git_commit=commit, git_dirty=dirty, code_digest=package_digest()
+    )
+    result["lower"] = lower_fields(bound, "pipeline", score_name, seed, stream)
+    if base is not None:  # [max(attack value, valid eps_L), the tightest rigorous bound]
+        result["interval"] = result_interval(result, bounds)
+    refuted = None if claimed_epsilon is None else bool(bound.eps > claimed_epsilon)
+    if claimed_epsilon is not None:
+        result["claim"] = {"epsilon": float(claimed_epsilon), "refuted": refuted}
+    result.update(honesty_fields(result))
+    return result, refuted

@@ -13,10 +13,13 @@ size, with that probability). On that curve
 the planning arithmetic of `auditsel.auditing.planning` gives
 
 * `games_for_target`: the least number of games with P(eps_L >= target_eps) >= power;
+
 * `games_to_refute`: the least number with P(eps_L > claimed_epsilon) >= power (None when the
   pilot's curve cannot reach the claim: a pipeline that keeps its claim is never refuted, and
   a pilot that sees no leak above it plans no refutation);
+
 * at a given number of games: E[eps_L] and the probabilities of both events (the power);
+
 * the CPU seconds per game of the pilot, to turn games into time.
 
 Several canaries (`canary=(InputCanary(...), GradientCanary(...))`, or "both": the pair of
@@ -292,15 +295,32 @@ def plan_pipeline(
     """Size an audit of your pipeline from `pilot` games (an int, or a `PilotOptions` with
     the games and the confidence of the pilot curve's limits, default 80%).
 
-    `statistics` (an `AuditOptions`) describes the audit to plan, as `audit_pipeline` takes it:
-    its confidence and rule; the pilot plays at its seed + 1, never the audit's games.
-    `execution` (an `ExecutionOptions`: jobs, backend, progress) never changes the numbers.
     The old keywords (confidence=, rule=, jobs=, backend=, progress=, and seed=, the pilot's
-    own seed) are accepted for one release with a DeprecationWarning.
+    own seed) are accepted until auditsel 0.3.0 with a DeprecationWarning.
 
-    `canary`: one canary, a tuple of them or "both" (planned as `audit_pipeline` audits them:
-    each canary its own pilot and games, at confidence 1 - (1 - confidence) / m; the games
-    planned are per canary: module docstring)."""
+    Args:
+        tune: your tuning run, as `audit_pipeline` takes it.
+        score: the attack, as `audit_pipeline` takes it (None: every released field).
+        data: your training set.
+        canary: the canary of the audit to plan, a tuple of canaries or "both" (planned as
+            `audit_pipeline` audits them: each canary its own pilot and games, at
+            confidence 1 - (1 - confidence) / m; the games planned are per canary: module
+            docstring).
+        delta: in [0, 1).
+        pilot: the pilot's games (an int), or a `PilotOptions`.
+        target_eps: plan the games with P(eps_L >= target_eps) >= power.
+        claimed_epsilon: plan the games with P(eps_L > claimed_epsilon) >= power.
+        games: a number of games to evaluate: the plan gives E[eps_L] and the power there.
+        power: the probability the plan aims for.
+        statistics: an `AuditOptions` describing the audit to plan, as `audit_pipeline` takes
+            it: its confidence and rule; the pilot plays at its seed + 1, never the audit's
+            games.
+        execution: an `ExecutionOptions` (jobs, backend, progress); never changes the numbers.
+        **old_options: the old keywords, until auditsel 0.3.0.
+
+    Returns:
+        A `PipelinePlan` (the module docstring says what each field holds).
+    """
     given = grouped_options(
         {"statistics": (AuditOptions, statistics), "execution": (ExecutionOptions, execution)},
         old_options,

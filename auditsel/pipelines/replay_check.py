@@ -13,6 +13,7 @@ games, `check_replay` tests that on the audit's own pipeline:
    cannot be digested is compared by its score). The content digests of `data` and of the
    canary must not change. Whether `tune` drew from a global generator (Python's `random`,
    NumPy's legacy `np.random`, torch's default generator) is read off the generators' states.
+
 2. With more than one worker (`jobs` != 1), the two games are played once more elsewhere at
    the same time (on two forked workers or two threads, one game each; on a second loky or
    dask worker) and must give the scores of step 1.
@@ -21,11 +22,14 @@ Each difference is a hazard, named with its usual cause and fix:
 
 * `unseeded randomness`: the two plays of a game differ (a generator made without the seed
   `tune` receives, the clock, a process id, a dict of ids...);
+
 * `in-place mutation`: `data` or the canary changed during a game (the next game would see
   other data);
+
 * `global generators under threads`: `tune` draws from a global generator and the games run on
   threads at once: the generators are shared, so per-game seeding cannot hold (processes are
   fine: each has its own);
+
 * `thread races` / `worker state`: the backend's plays differ from this process's.
 
 A hazard is refused (`ReproducibilityError`, a ConfigError: exit 2) unless the caller accepts

@@ -2,7 +2,7 @@
 
 Contract. `audit_until_refuted(tune, score, *, games, looks, claimed_epsilon, confidence, ...)`
 audits the same sequence of games (game g's numbers depend on (seed, g) only:
-`auditsel.pipelines.pipeline`) at `looks` sample sizes
+`auditsel.pipelines.pipeline`) at `looks` sample sizes ::
 
     n_j = ceil(games / 2^(looks - j)) rounded up to a multiple of the chunk size, j = 1..looks
     (the last look: all `games`),

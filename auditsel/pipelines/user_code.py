@@ -11,12 +11,14 @@ Contract.
   process or in a worker). A game sent to a worker process (loky, dask)
   carries the names and paths of these files, and the worker imports them the same way before
   it unpickles the functions that live in them (`auditsel.pipelines.game.USER_MODULES`).
+
 * `call_user(field, what, fn, *args)` calls a function of the user's (importing a module,
   calling a data loader or a canary factory): anything it raises but KeyboardInterrupt
   (SystemExit and argparse's exit included) becomes a `PipelineError` naming `field`, `what`
   and the exception, carrying the user's traceback; while it runs, sys.argv is the file alone,
   as when the user's script runs with no arguments (so a script that parses its command line
   at import sees none, not auditsel's).
+
 * `user_files(*objects)` is what the user's code runs from: the source files of the modules of
   the objects given (functions, classes, instances: their class), of every module their
   globals refer to, transitively, and every other `.py` file in the folders of those files (a
@@ -77,7 +79,7 @@ def _argv(path: Path | None):
 
 
 def call_user(field: str, what: str, fn: Callable, *args: Any, path: Path | None = None) -> Any:
-    """fn(*args), with anything it raises (but Ctrl-C) made the user's PipelineError."""
+    """`fn(*args)`, with anything it raises (but Ctrl-C) made the user's PipelineError."""
     try:
         with _argv(path):
             return fn(*args)

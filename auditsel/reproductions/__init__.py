@@ -7,7 +7,7 @@ ROOT/NAME/table.md (with the provenance of every column and any summary lines), 
 rows.json and the entry's plots. The paper's own values appear only in columns named paper_*.
 
 To add a reproduction, register it here with one line (the module is imported only when the
-reproduction runs, so `auditsel --help` stays light):
+reproduction runs, so `auditsel --help` stays light)::
 
     register("my-name", "[KEY] what it reproduces", "auditsel.reproductions.mymodule:rows",
              summary="auditsel.reproductions.mymodule:summary",   # optional: rows -> [lines]
@@ -16,13 +16,21 @@ reproduction runs, so `auditsel --help` stays light):
 where ``rows(jobs: int = 1) -> list[dict]``. The modules of this package:
 
 * ``bounds``   [XWW24] Example 1, Table 4, Figure 6 and [KRW24]'s settings: upper bounds only.
+
 * ``figure6``  the Figure 6 table with a reduced-game audit per cell, and its plot.
+
 * ``table3``   the [XWW24] Table-3-style grid on real DP-SGD, through the game engine.
+
 * ``svm_outliers``  [PS22] Section 2: non-private tuning of an SVM leaks 8 outliers.
-* ``bugzoo``   tuning pipelines with realistic bugs (Opacus and hand-written PyTorch), audited
+
+* ``bugzoo``   tuning pipelines with realistic bugs (Opacus and hand-written PyTorch), audited ::
+
                with `audit_pipeline`; one module per pipeline.
+
 * ``interval`` the interval [attack value, tightest rigorous bound] on DP-SGD settings.
+
 * ``any_score``  [XWW24]'s monotone-score values against the attack for any score.
+
 * ``interval_widths``  the interval's width over the accountants table and a realistic grid.
 """
 

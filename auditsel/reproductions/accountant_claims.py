@@ -11,26 +11,44 @@ quoting where the library documents it. Every call goes through the library's pu
 library formula is re-implemented here.
 
 Single-run claims:
-* opacus_rdp         Opacus RDPAccountant (sampled Gaussian RDP of Mironov, Talwar & Zhang 2019,
+
+* opacus_rdp         Opacus RDPAccountant (sampled Gaussian RDP of Mironov, Talwar & Zhang 2019, ::
+
                      Opacus's default orders and conversion);
-* opacus_gdp         Opacus GaussianAccountant (Gaussian-DP central limit theorem of [DRS22],
+
+* opacus_gdp         Opacus GaussianAccountant (Gaussian-DP central limit theorem of [DRS22], ::
+
                      documented by Opacus as "experimental and can underestimate");
-* opacus_prv         Opacus PRVAccountant (Gopi, Lee & Wutschitz 2021; Opacus returns the
+
+* opacus_prv         Opacus PRVAccountant (Gopi, Lee & Wutschitz 2021; Opacus returns the ::
+
                      upper end of the PRV error interval);
+
 * prv_accountant     Microsoft's prv_accountant (the same method; upper end eps_up);
+
 * dp_accounting_rdp  Google dp_accounting RdpAccountant (default orders);
+
 * dp_accounting_pld  Google dp_accounting PLDAccountant (pessimistic, default discretisation);
-* reduced_mu         the reduced game of [XWW24] eq. 19 for one run: the Gaussian epsilon of
+
+* reduced_mu         the reduced game of [XWW24] eq. 19 for one run: the Gaussian epsilon of ::
+
                      mu = tau sqrt(N) / sigma (exact for tau = 1, a large-N heuristic for tau < 1).
 
 Tuning claims (K ~ xi):
+
 * naive              "tuning costs one run's eps": dp_accounting's pessimistic PLD epsilon of one run;
-* repeat_and_select  dp_accounting RdpAccountant on RepeatAndSelectDpEvent ([PS22]; TNB and Poisson
+
+* repeat_and_select  dp_accounting RdpAccountant on RepeatAndSelectDpEvent ([PS22]; TNB and Poisson ::
+
                      laws only);
+
 * xww24_uo           [XWW24] Algorithm 3 (eps_UO) with mu = tau sqrt(N)/sigma;
-* xww24_reduced      the exact curve of the reduced game ([XWW24] Figure 5) with the same mu;
+
+* xww24_reduced      the exact curve of the reduced game ([XWW24] Figure 5) with the same mu; ::
+
                      both hold only under [XWW24]'s monotone-score assumption (even at tau = 1):
                      as claims for the tuning run (any score) they can be below the attack value;
+
 * profile, generic_rdp  auditsel's rigorous tuning bounds ([KRW24], [PS22]; `accounting.registry`).
 
 Lower estimates of one run's true epsilon (not claims, printed beside them):

@@ -9,13 +9,17 @@ Gaussians", Figure 5) assumes a continuous one-to-one, hence monotone, score of 
 * `monotone`: the reduced game's exact epsilon (`exact`; under the assumption where the pair's
   reduction is exact, `monotone_label` "monotone_score"; for DP-SGD with tau < 1 the eq. 19
   heuristic, "heuristic"; none for a Laplace base, which has no reduced game);
+
 * `monotone_attack`: the attack on a monotone score (`attack(..., scores="monotone")`; the exact
   winner curve where the reduction is exact);
+
 * `attack`: the attack value over score functions (`accounting.attack`, a lower bound on the
   tuning run's epsilon for any score, with no sampling error) and the score it found (`score`,
   `score_summary`: its shape and where it cuts, in the base's output units for a Gaussian base,
   else in label units; "monotone" where a monotone score is the best found);
+
 * `generic_rdp` [PS22], `profile` [KRW24]: rigorous upper bounds for any score;
+
 * the interval [attack, tightest rigorous bound] (`interval_lower`, `interval_upper`, `width`,
   `width_pct` = width / upper) and `below_pct` = (attack - monotone) / attack: how far the
   monotone value sits below a valid lower bound for any score (positive: the monotone value is
@@ -124,7 +128,9 @@ def _row(name: str, pair, law, delta: float) -> dict:
         "upper_source": (iv.upper_source or "").split(" ")[0],
         "width": iv.width,
         "width_pct": 100 * iv.width / iv.upper,
-        "below_pct": None if monotone is None else 100 * (attack - monotone) / attack,
+        "below_pct": None
+        if monotone is None or attack is None
+        else 100 * (attack - monotone) / attack,
         "seconds": round(time.perf_counter() - start, 2),
     }
 

@@ -40,6 +40,9 @@ def rows() -> list[dict]:
     for sigma, steps, tau, spec in SETTINGS:
         pair, law = DpsgdBase(sigma, steps, tau, "pld"), _law(spec)
         p = panel(pair, law, DELTA)
+        profile, generic = p.upper["profile"], p.upper["generic_rdp"]
+        attack = p.attack["epsilon"]
+        assert profile is not None and generic is not None and attack is not None  # DP-SGD
         row = {
             "sigma": sigma,
             "N": steps,
@@ -61,10 +64,10 @@ def rows() -> list[dict]:
             m = law.mean
             old = float(prof.epsilon(DELTA / m)) + c52
             assert math.isclose(
-                float(profile_epsilon(pair, law, DELTA, prof)) - p.upper["profile"], 0, abs_tol=1e-9
+                float(profile_epsilon(pair, law, DELTA, prof)) - profile, 0, abs_tol=1e-9
             )
             row["profile_thm52"] = old
-            row["width_thm52"] = min(old, p.upper["generic_rdp"]) - p.attack["epsilon"]
+            row["width_thm52"] = min(old, generic) - attack
         out.append(row)
     return out
 

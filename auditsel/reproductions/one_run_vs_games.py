@@ -8,6 +8,7 @@ calibrated to eps_B = 4 at delta = 1e-5 (dp_accounting RDP), xi = TNB(0, 0.01) (
   each a whole tuning run; proxy lambda_a; split rule, 95% Clopper-Pearson; repeated with
   `game_repeats` seeds for the spread. Its target is the
   exact epsilon of the tuning run w.r.t. one example: [XWW24]'s reduced game at mu = sqrt(N)/sigma.
+
 * One-run (`auditsel.games.one_run_dpsgd`): m canaries in ONE tuning run, [SNJ23] and [MMC24] (the
   exact per-canary family), 95%, Bonferroni over the (k+, k-) grid; repeated r times for the
   spread. Its target is the exact per-canary epsilon of the m-canary run

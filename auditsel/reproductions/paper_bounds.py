@@ -8,22 +8,31 @@ names eps_UG / eps_UO, documented here), beside the tuning run's interval for an
 (`attack`: the attack value over score functions, a lower bound; `interval_upper`: the
 tightest rigorous bound, generic or profile).
 
-* `example1_rows()`      [XWW24] Example 1: exact (2.96, 0) / (2.92, 1e-5) of the released winner
+* `example1_rows()`      [XWW24] Example 1: exact (2.96, 0) / (2.92, 1e-5) of the released winner ::
+
                          under the listed score order (the paper's monotone score)
                          against the generic (2 + eta) eps = 3 ([PS22] Cor. 3) and the generic
                          RDP bound at delta = 1e-5 (paper: 3.11), with the order grid that explains
                          the difference.
-* `table4_rows()`        [XWW24] Table 4: two-point xi (eq. 21), N = 500, delta = 1e-5,
+
+* `table4_rows()`        [XWW24] Table 4: two-point xi (eq. 21), N = 500, delta = 1e-5, ::
+
                          tau in {1, 0.5, 0.1}, eps_B in {1, 2, 4}: our eps_UG, eps_UO (Algorithm 3)
                          and optionally the exact eps of the reduced game, beside the paper's
                          values (typed in from the paper, columns `paper_*`, for comparison only).
-* `figure6_rows()`       [XWW24] Figure 6 as a table: TNB grid, N = 500, delta = 1e-5,
+
+* `figure6_rows()`       [XWW24] Figure 6 as a table: TNB grid, N = 500, delta = 1e-5, ::
+
                          eps_B in {1, 2, 4, 8}: generic, profile, improved (UG, UO) and exact. The
                          figure's (eta, nu) panels are not given in the text; we use
                          `FIGURE6_LAWS`. (The lower-bound column is added by the CLI.)
-* `koskela_gaussian_rows()`       [KRW24]'s Gaussian settings (sigma = 4, delta = 1e-6): geometric K with
+
+* `koskela_gaussian_rows()`       [KRW24]'s Gaussian settings (sigma = 4, delta = 1e-6): geometric K with ::
+
                          m in {30, 300, 3000}; Bin(n, 10/n) against Poisson(10); Report Noisy Max.
-* `dpsgd_factor_rows()`  [KRW24] Fig. 7 (q = 16384/50000, sigma = 21.1, T = 250): how many more
+
+* `dpsgd_factor_rows()`  [KRW24] Fig. 7 (q = 16384/50000, sigma = 21.1, T = 250): how many more ::
+
                          models (E[K]) the profile bound (Thm 5.2) allows than the RDP bound
                          (PS22 Thm 2) at the same (eps, delta), measured.
 
@@ -38,6 +47,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from typing import Any
 
 import numpy as np
 
@@ -108,7 +118,7 @@ def example1_rows() -> list[dict]:
     law = TruncatedNegativeBinomial(1.0, 1e-3)
     winner = FiniteWinner(base, law)
     integer = np.arange(2.0, 200.0)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "quantity": "exact eps, delta = 0 (listed score order: monotone score assumed)",
             "ours": exact_epsilon(winner, 0.0),

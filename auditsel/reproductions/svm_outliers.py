@@ -9,6 +9,7 @@ b = 0. Tuning: the training accuracy of every alpha of ALPHAS, the first best al
 
 * `curve_rows(runs)`: Figure 1 as a table: per alpha the mean training accuracy over `runs`
   seeds on D and on D', and how often tuning releases that alpha on each.
+
 * `audit_rows(games)`: the tuning run audited as a pipeline (`auditsel.audit_pipeline`):
   `tune(data, seed, canary)` above, the canary `InputCanary(outlier, -1, copies=8)` (the 8
   outliers, appended when in), the score the released alpha. Nothing in the tuning is private,

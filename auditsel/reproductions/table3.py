@@ -1,6 +1,6 @@
 """A [XWW24] Table-3-style grid on real DP-SGD: threat model x canary x eps_B, several proxies.
 
-For each cell (threat in NTNV/NTCV/ETCV, canary Z_D or an input-space canary, eps_B):
+For each cell (threat in NTNV/NTCV/ETCV, canary Z_D or an input-space canary, eps_B)::
 
     sigma    calibrated so that one run (N steps, sampling rate tau) is (eps_B, delta)-DP
              (``DpsgdBase.from_epsilon``, dp_accounting's RDP accountant by default)

@@ -1,12 +1,24 @@
 """The upper-bound panel: contract, labels, Example 1, and the invariants of issue 3 section 6."""
 
+import typing
+
+import dp_accounting as dpa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from auditsel.accounting import panel as panel_module
-from auditsel.accounting.panel import BOUND_KEYS, BOUND_LABELS, bound_labels, panel, upper_bounds
-from auditsel.accounting.registry import BOUNDS, MONOTONE_SCORE_KEYS, RIGOURS
+from auditsel.accounting.panel import (
+    BOUND_KEYS,
+    BOUND_LABELS,
+    AttackInfo,
+    BaseInfo,
+    bound_labels,
+    panel,
+    upper_bounds,
+)
+from auditsel.accounting.registry import BOUNDS, MONOTONE_SCORE_KEYS, RIGOURS, Rigour
+from auditsel.events import EventBase
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import Poisson, TruncatedNegativeBinomial, TwoPoint
 
@@ -148,6 +160,51 @@ def test_panel_is_a_frozen_typed_result_with_dict_access_for_one_release():
     assert p.monotone_score_curves["exact"][0] == pytest.approx(
         values(GaussianBase(0.5), TruncatedNegativeBinomial(0, 0.01), 1e-3)["exact"]
     )
+
+
+def keys_of(typed_dict) -> tuple[frozenset, frozenset]:
+    return typed_dict.__required_keys__, typed_dict.__optional_keys__
+
+
+@pytest.mark.parametrize(
+    "base, curve_deltas",
+    [
+        (GaussianBase(0.5), None),
+        (DpsgdBase(2.0, 10, 0.5), [1e-3]),  # adds base["accountant"] and attack["curve"]
+        # no known worst-case pair: no attack, its keys all there (None, `source` says why)
+        (EventBase(dpa.ComposedDpEvent([dpa.LaplaceDpEvent(2.0), dpa.GaussianDpEvent(3.0)])), None),
+    ],
+)
+def test_the_typed_sections_hold_exactly_their_declared_keys(base, curve_deltas):
+    """Panel.base is a BaseInfo and Panel.attack an AttackInfo: every required key present,
+    nothing outside the declared keys, with the declared value types; the bound sections are
+    keyed by the registry's keys, their labels are Rigour values."""
+    p = panel(base, Poisson(3.0), 1e-5, curve_deltas=curve_deltas)
+    for section, typed in ((p.base, BaseInfo), (p.attack, AttackInfo)):
+        required, optional = keys_of(typed)
+        assert required <= set(section) <= required | optional, (set(section), typed)
+        hints = typing.get_type_hints(typed)
+        for key, value in section.items():
+            assert _is_instance(value, hints[key]), (key, value, hints[key])
+    assert ("accountant" in p.base) == isinstance(base, DpsgdBase)
+    assert ("curve" in p.attack) == (curve_deltas is not None)
+    assert tuple(p.upper) == BOUND_KEYS and tuple(p.labels) == BOUND_KEYS
+    assert set(p.labels.values()) <= set(typing.get_args(Rigour))
+    assert set(p.monotone_score) | set(p.reduced_game) <= set(BOUND_KEYS)
+    if curve_deltas is not None:
+        assert set(p.curves) == {"delta", *BOUND_KEYS} and p.curves["delta"] == curve_deltas
+
+
+def _is_instance(value, hint) -> bool:
+    """isinstance against a hint of the TypedDicts: X | None, list[X] (ints count as floats)."""
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is list:
+        return isinstance(value, list) and all(_is_instance(v, args[0]) for v in value)
+    if args:  # a union
+        return any(_is_instance(value, a) for a in args)
+    return isinstance(value, hint)
 
 
 def test_dpsgd_eps_b_is_the_tightest_accountant():

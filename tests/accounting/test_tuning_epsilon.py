@@ -22,6 +22,7 @@ from auditsel import (
     panel,
     tuning_epsilon,
 )
+from auditsel.accounting.interval import IntervalRecord
 from auditsel.accounting.registry import BOUNDS
 from auditsel.errors import ConfigError
 from auditsel.events import as_pair
@@ -161,3 +162,18 @@ def test_result_type_is_frozen_and_json_ready():
     assert doc["epsilon"] == out.epsilon and doc["interval"]["upper"] == out.interval.upper
     assert doc["bound"] == out.bound and f"{out.epsilon:.4f}" in str(out)
     assert tuning_epsilon(GaussianBase(1.0), Poisson(3.0), 0.0).to_dict()["epsilon"] is None
+
+
+@pytest.mark.parametrize("assume", [None, "monotone_score"])
+def test_the_interval_record_has_its_declared_keys(assume):
+    """`Interval.to_dict()` is an IntervalRecord: the required keys always, `assumption` exactly
+    when the ends rest on the monotone-score assumption; non-finite ends as None."""
+    iv = tuning_epsilon(GaussianBase(1.0), Poisson(3.0), 1e-5, assume=assume).interval
+    record = iv.to_dict()
+    required, optional = IntervalRecord.__required_keys__, IntervalRecord.__optional_keys__
+    assert required <= set(record) <= required | optional
+    assert ("assumption" in record) == (assume is not None)
+    assert record["lower"] == iv.lower and record["upper"] == iv.upper
+    assert record["width"] == pytest.approx(iv.upper - iv.lower)
+    zero = tuning_epsilon(GaussianBase(1.0), Poisson(3.0), 0.0).interval.to_dict()
+    assert zero["upper"] is None and zero["width"] is None and zero["upper_source"] is None

@@ -1,6 +1,7 @@
 """Epsilon lower bounds: eq. 4, Clopper-Pearson limits, threshold rules, validity."""
 
 import math
+import typing
 import warnings
 
 import numpy as np
@@ -19,12 +20,13 @@ from auditsel.auditing.clopper_pearson import (
 )
 from auditsel.auditing.estimators import winner_tradeoff
 from auditsel.auditing.gdp_fitting import gdp_fit, gdp_mu, minus_mu_objective, mu_objective
-from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.lower import RuleChoice, apply_rule, audit_scores
 from auditsel.auditing.planning import Curve, expected_for_games
-from auditsel.auditing.rules import Split, threshold_rule
+from auditsel.auditing.rules import BonferroniAll, BonferroniGrid, MultiSplit, Split, threshold_rule
 from auditsel.auditing.sorted_scores import SortedScores, threshold_table
 from auditsel.auditing.threshold_search import (
     CandidateRows,
+    ThresholdTest,
     best_on_coins,
     epsilon_from_rates,
     eq4_objective,
@@ -125,6 +127,38 @@ def test_best_rule_equals_exhaustive_maximum():
     assert lb.eps_best_threshold == pytest.approx(brute(0.05), rel=1e-12)
     assert lb.eps == pytest.approx(brute(0.05 / n), rel=1e-12)  # bonferroni_all: a = alpha / n
     assert lb.eps < lb.eps_best_threshold
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        Split(seed=3),
+        BonferroniGrid(seed=3),
+        BonferroniGrid(grid=(-1.0, 0.0, 0.5, 1.0, 2.0)),
+        BonferroniAll(),
+        MultiSplit(splits=5, seed=3),
+    ],
+)
+def test_apply_rule_returns_its_typed_choice(rule):
+    """`apply_rule` returns a RuleChoice: every required key, nothing undeclared, the declared
+    types; its eps is eq. 4 at its own limits, and multisplit's is the lower median of its
+    splits."""
+    rng = np.random.default_rng(5)
+    member = rng.integers(0, 2, 2000).astype(np.int8)
+    scores = rng.normal(member * 1.0, 1.0)
+    got = apply_rule(SortedScores(scores, member), rule, 0.05, 1e-5)
+    required, optional = RuleChoice.__required_keys__, RuleChoice.__optional_keys__
+    assert required <= set(got) <= required | optional
+    assert ("splits" in got) == isinstance(rule, MultiSplit)
+    assert set(ThresholdTest.__required_keys__) <= required
+    for key, hint in typing.get_type_hints(RuleChoice).items():
+        if key in got and key != "splits":
+            assert isinstance(got[key], hint) and not (hint is int and isinstance(got[key], bool))
+    assert got["eps"] == pytest.approx(float(epsilon_from_rates(got["fp_u"], got["fn_u"], 1e-5)))
+    assert 0 < got["n"] <= len(scores)
+    if isinstance(rule, MultiSplit):
+        assert got["splits"] == sorted(got["splits"]) and len(got["splits"]) == 5
+        assert got["eps"] == got["splits"][2]
 
 
 def test_best_is_never_a_rule():

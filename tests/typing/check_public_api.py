@@ -20,12 +20,20 @@ from auditsel import (
     run_config,
     winner_law,
 )
-from auditsel.roles import GameProtocol, MechanismPair, Proxy, Winner
+from auditsel.events import LaplaceBase
+from auditsel.roles import AccountedPair, GameProtocol, MechanismPair, Proxy, Winner
 
 # --- what type checks -------------------------------------------------------------------------
 pair: MechanismPair = GaussianBase(mu=1.0)
 finite: MechanismPair = FiniteOutputBase(p=(0.5, 0.5), q=(0.4, 0.6))
 dpsgd: MechanismPair = DpsgdBase(noise_multiplier=1.0, steps=100, sample_rate=0.01)
+# the pairs as the bounds read them (roles.AccountedPair: mu, mu_gdp, rdp_orders, ...)
+accounted: tuple[AccountedPair, ...] = (
+    GaussianBase(mu=1.0),
+    FiniteOutputBase(p=(0.5, 0.5), q=(0.4, 0.6)),
+    DpsgdBase(noise_multiplier=1.0, steps=100, sample_rate=0.01),
+    LaplaceBase(noise_multiplier=1.0),
+)
 law = Poisson(mean=10.0)  # the config's name for the parameter
 tnb = TruncatedNegativeBinomial(eta=0.5, nu=0.01)
 winner: Winner = winner_law(GaussianBase(mu=1.0), law)

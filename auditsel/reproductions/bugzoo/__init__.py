@@ -5,10 +5,13 @@ package holding what an author and an auditor would write:
 
 * `tune(data, seed, canary) -> release`: the author's whole tuning run (PyTorch DP-GD by hand,
   or Opacus, on scikit-learn's breast-cancer data, `data`), with one bug or none (`BUG`);
+
 * `claim(delta)`: the epsilon the author claims for the tuning run, computed by the pipeline's
   own accounting (`auditsel.from_opacus`, or `auditsel.DpsgdBase`) and the tuning bound of the
   law of K the author states (`claims.tuning_epsilon`);
+
 * `CANARY` and `score(release, canary)`: the auditor's canary and attack;
+
 * `correct_epsilon(delta) -> (value or None, how)`: what a correct accounting of the pipeline
   as written gives (exact, or a rigorous bound: `how` says which), None where no theorem
   covers what it does.

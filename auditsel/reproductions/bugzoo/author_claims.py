@@ -9,6 +9,7 @@
   any score the tuning run's epsilon can be larger (docs/findings/any-score.md), so an audit
   that does not refute such a claim does not make it a guarantee for any score. At sample rate
   below 1 it is the tightest rigorous bound (the reduced game is no bound there).
+
 * `released_runs_epsilon(mu, rounds, delta)`: the exact epsilon of releasing *every* one of
   K ~ rounds runs, each a Gaussian mechanism N(0, 1) vs N(mu, 1) (K is seen, and does not
   depend on the data): delta(eps) = sum_k P[K = k] delta_{mu sqrt(k)}(eps), the k-fold
