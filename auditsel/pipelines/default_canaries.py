@@ -32,6 +32,7 @@ import numpy as np
 
 from auditsel.errors import ConfigError
 from auditsel.pipelines.canaries import (
+    Canary,
     GradientCanary,
     InputCanary,
     _to_numpy,
@@ -46,7 +47,7 @@ BOTH = "both"
 OUTLIER = 4.0  # the outlier's feature: this many standard deviations above its mean
 
 
-def resolve_canary(canary: Any, tune: Callable, data: Any) -> Any:
+def resolve_canary(canary: Any, tune: Callable, data: Any) -> Canary | tuple[Canary, ...]:
     """`canary`, with "both" replaced by `default_canaries(tune, data)` and a list by a tuple
     (module docstring); anything else is returned as given, for the caller to check."""
     if isinstance(canary, str):
