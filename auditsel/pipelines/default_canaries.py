@@ -14,7 +14,7 @@ The choice is a heuristic for power, never for validity (any canary gives a vali
   such) set `OUTLIER` standard deviations of the most variable feature above its mean; its label
   the least frequent one of y (the first on ties);
 * the GradientCanary's coordinate is the coordinate of the released parameters that moved least
-  in one probe run (seed `PROBE_SEED`, the canary out): |theta_i - initial_i| smallest, with the
+  in one probe run (seed `PROBE_SEED`, the canary out): abs(theta_i - initial_i) smallest, with the
   initial weights from `release["initial"]` when the release holds them, else 0 (the
   coordinate the data pushes least, where the canary stands out most). The probe needs a
   release whose parameters `flat_parameters` reads (a torch module, a mapping with "model").
