@@ -53,6 +53,15 @@ from auditsel.games.fingerprint import code_identity, describe_change
 from auditsel.games.worker_pool import fork_available, forked_chunks, game_threads
 from auditsel.roles import GameProtocol, Proxy
 
+
+class _Bar(tqdm):
+    """tqdm's bar without its monitor thread (which outlives the bar, disabled ones too): a
+    run's process with no thread left after the game can fork the work it does beside the
+    rest (`auditsel.games.worker_pool.Beside`). The bar is updated at every chunk."""
+
+    monitor_interval = 0
+
+
 __all__ = [
     "GameRecord",
     "ChunkSource",
@@ -333,7 +342,7 @@ def run_game(
     resumed = len(results)
     pending = [i for i in range(len(sizes)) if i not in results]
 
-    bar = tqdm(
+    bar = _Bar(
         total=int(trials),
         initial=sum(sizes[i] for i in results),
         unit=unit,
