@@ -16,6 +16,7 @@ from auditsel.roles import GameProtocol, MechanismPair, Proxy, Winner
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
 def mypy_config() -> str:
     text = (ROOT / "pyproject.toml").read_text()
     return re.search(r"\n\[tool\.mypy\]\n(.*?)\n\[\[", text, flags=re.S).group(1)
@@ -210,7 +211,7 @@ def test_every_public_function_is_annotated():
 
 
 def test_the_strict_list_covers_the_api_modules():
-    """Every module that defines the public API 
+    """Every module that defines the public API
     is in .ci/run's --strict list, which the slow test below runs."""
     left_out = [m for m in api_modules() if m not in strict_modules()]
     assert not left_out, left_out

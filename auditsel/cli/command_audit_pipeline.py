@@ -148,6 +148,12 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.quiet:
         print(audit.summary())
+        for i, entry in enumerate(audit.result.get("canaries", ())):  # several canaries
+            print(
+                f"canary {i} ({entry['canary']['kind']}): eps_L {entry['eps']:.4f} at "
+                f"confidence {entry['confidence']:.4g}, {entry['games']:,} games"
+                + ("" if entry["refuted"] is None else f", refuted: {entry['refuted']}")
+            )
         if audit.result.get("sequential"):
             # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
             from auditsel.pipelines.sequential import looks_text

@@ -86,6 +86,7 @@ from auditsel.pipelines.audit_options import (
 )
 from auditsel.pipelines.canaries import Canary, default_score
 from auditsel.pipelines.content_digest import content_digest
+from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
 from auditsel.pipelines.game import (
     CHUNK_SIZE,
     LOCAL_CPU,
@@ -207,7 +208,7 @@ class Pipeline:
     tune: TuneFn
     score: ScoreFn | None = None
     data: Any = None
-    canary: Canary | None = None
+    canary: CanaryChoice | None = None
 
     def audit(self, *, games: int, delta: float, **options: Any) -> PipelineAudit:
         """`audit_pipeline` of this pipeline, with `games`, `delta` and the other arguments
@@ -372,7 +373,7 @@ def audit_pipeline(
     score: ScoreFn | None = None,
     *,
     data: Any,
-    canary: Canary | tuple[Canary, ...],
+    canary: CanaryChoice,
     games: int,
     delta: float,
     claimed_epsilon: float | None = None,
@@ -395,7 +396,9 @@ def audit_pipeline(
             None: the canary's score and every other released field.
         data: your training set.
         canary: an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`), or a
-            tuple of them (each plays `games` games, Bonferroni; eps is the largest).
+            tuple of them (each plays `games` games, Bonferroni; eps is the largest), or
+            "both" (an InputCanary and a GradientCanary chosen from the data and a probe run:
+            `auditsel.pipelines.default_canaries`).
         games: the number of games.
         delta: in [0, 1).
         claimed_epsilon: the claim to test (None: no claim).
@@ -461,7 +464,7 @@ def _audit_pipeline(
     score: ScoreFn | None = None,
     *,
     data: Any,
-    canary: Canary | tuple[Canary, ...],
+    canary: CanaryChoice,
     games: int,
     delta: float,
     claimed_epsilon: float | None = None,
@@ -483,7 +486,8 @@ def _audit_pipeline(
     accept_nondeterminism: bool = False,
 ) -> PipelineAudit:
     """`audit_pipeline` with every option as a keyword (its options objects unpacked)."""
-    if isinstance(canary, (tuple, list)):  # several canaries: each its games, Bonferroni
+    canary = resolve_canary(canary, tune, data)  # "both": (InputCanary, GradientCanary)
+    if isinstance(canary, tuple):  # several canaries: each its games, Bonferroni
         options = {k: v for k, v in locals().items() if k not in ("tune", "score", "data")}
         return _audit_each_canary(tune, score, data, tuple(options.pop("canary")), options)
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)

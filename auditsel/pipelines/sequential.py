@@ -14,7 +14,9 @@ probability at most (1 - confidence) / looks, so the probability that any look d
 1 - confidence, however the looks depend on one another: the verdict "refuted" holds at
 `confidence`, as one audit's does. Without a refutation the last look's eps_L stands (valid at
 its own, corrected, confidence: a little below a single audit's of all games: the price of
-looking early). The games of a look are kept (checkpoints: `checkpoint_dir`, out_dir's, or a
+looking early). Several canaries (a tuple, or "both") are audited at every look as
+`audit_pipeline` audits them, each at confidence 1 - (1 - confidence) / (looks m): the union
+bound over the looks and the m canaries. The games of a look are kept (checkpoints: `checkpoint_dir`, out_dir's, or a
 temporary folder) and reused by the next, so stopping at look j costs n_j games, not more.
 """
 
@@ -27,8 +29,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from auditsel.errors import ConfigError, integer, number
+from auditsel.errors import integer, number
+from auditsel.experiments.report import text_table
 from auditsel.files import atomic_write_text
+from auditsel.pipelines.default_canaries import resolve_canary
 from auditsel.pipelines.game import CHUNK_SIZE, ScoreFn, TuneFn
 from auditsel.pipelines.pipeline import PipelineAudit, _audit_pipeline
 from auditsel.pipelines.pipeline_result import LookEntry, PipelineResult, SequentialEntry
@@ -74,8 +78,8 @@ def audit_until_refuted(
     chunk_size = options.get("chunk_size", CHUNK_SIZE)
     schedule = look_schedule(games, looks, chunk_size)
     level = 1 - (1 - confidence) / len(schedule)
-    if isinstance(options.get("canary"), (tuple, list)):
-        raise ConfigError("canary", "stopping early takes one canary (run one audit per canary)")
+    if "canary" in options:  # "both" resolved once: every look audits the same canaries
+        options["canary"] = resolve_canary(options["canary"], tune, options.get("data"))
     temporary = None
     if checkpoint_dir is None and out_dir is None:
         temporary = tempfile.TemporaryDirectory(prefix="auditsel-looks-")
@@ -126,8 +130,9 @@ def audit_until_refuted(
         atomic_write_text(
             folder / "result.json", json.dumps(result, indent=2, allow_nan=False) + "\n"
         )
-        report = folder / "report.md"
-        atomic_write_text(report, report.read_text() + "\n" + looks_text(result) + "\n")
+        report = folder / "report.md"  # several canaries: their reports are in subfolders
+        head = report.read_text() if report.exists() else text_table(dict(result))
+        atomic_write_text(report, head + "\n" + looks_text(result) + "\n")
     return replace(audit, confidence=confidence, result=result)
 
 
