@@ -108,7 +108,8 @@ def summary_rows(
                 f"exact, one canary of {one['canaries']:,}",
                 _fmt(one["exact_per_canary"]),
                 one["exact_rigour"],
-                "reduced one-run game (auditsel.games.one_run_reduced)",
+                "reduced one-run game (auditsel.games.one_run_reduced): "
+                + one.get("exact_scope", "exact for this game's own score"),
             )
         )
     claim = result.get("claim")
