@@ -12,6 +12,7 @@ import pytest
 
 from auditsel import InputCanary, audit_pipeline
 from auditsel.cli import main
+from auditsel.pipelines.audit_options import AuditOptions, ReportOptions
 from auditsel.pipelines.sequential import audit_until_refuted, look_schedule
 
 MODULE = """
@@ -190,7 +191,11 @@ def test_each_look_is_an_audit_at_the_corrected_confidence():
     single audit of its games at confidence 1 - 0.05 / 4; a true claim runs every look."""
     early = audit_until_refuted(rr, itself, games=1024, seed=0, **{**KW, "claimed_epsilon": 0.0})
     assert early.refuted and early.result["sequential"]["stopped_at"] == 128
-    single = audit_pipeline(rr, itself, games=128, seed=0, confidence=1 - 0.05 / 4, **KW)
+    plain = {k: v for k, v in KW.items() if k != "panel"}
+    statistics = AuditOptions(seed=0, confidence=1 - 0.05 / 4)
+    single = audit_pipeline(
+        rr, itself, games=128, statistics=statistics, report=ReportOptions(panel=False), **plain
+    )
     assert early.result["sequential"]["seen"][0]["eps"] == single.eps
     kept = audit_until_refuted(rr, itself, games=512, looks=3, seed=1, **KW)
     assert not kept.refuted and kept.result["sequential"]["stopped_at"] == 512

@@ -86,7 +86,7 @@ def test_an_exact_claim_gets_no_planned_refutation(tune, claim, delta, pilot):
     for seed in (1, 2, 3):
         plan = plan_pipeline(
             tune, itself, data=EMPTY, canary=CANARY, delta=delta, pilot=pilot,
-            claimed_epsilon=claim, games=2000, seed=seed,
+            claimed_epsilon=claim, games=2000, statistics=AuditOptions(seed=seed),
         )  # fmt: skip
         assert plan.games_to_refute is None, (pilot, seed, plan.summary())
         assert plan.curve_eps <= claim and plan.prob_refute <= 0.05
@@ -97,10 +97,15 @@ def test_an_exact_claim_gets_no_planned_refutation(tune, claim, delta, pilot):
 def test_a_visible_bug_is_planned_refuted_and_the_planned_audit_refutes_it():
     claim = GaussianBase(0.5).epsilon(1e-2)  # mu = 3 run, claimed as mu = 0.5 (0.96 at 0.01)
     kw = dict(data=EMPTY, canary=CANARY, delta=1e-2, claimed_epsilon=claim)
-    plan = plan_pipeline(too_little_noise, itself, pilot=200, seed=1, **kw)
+    plan = plan_pipeline(too_little_noise, itself, pilot=200, statistics=AuditOptions(seed=1), **kw)
     assert plan.games_to_refute is not None, plan.summary()
     audit = audit_pipeline(
-        too_little_noise, itself, games=plan.games_to_refute, seed=7, panel=False, **kw
+        too_little_noise,
+        itself,
+        games=plan.games_to_refute,
+        statistics=AuditOptions(seed=7),
+        report=NO_PANEL,
+        **kw,
     )
     assert audit.refuted
 
@@ -125,7 +130,14 @@ def test_planned_games_reach_the_target_at_least_as_often_as_stated():
     n = plan.games_for_target
     assert n is not None
     hits = sum(
-        audit_pipeline(randomized_response, itself, games=n, seed=100 + s, panel=False, **kw).eps
+        audit_pipeline(
+            randomized_response,
+            itself,
+            games=n,
+            statistics=AuditOptions(seed=100 + s),
+            report=NO_PANEL,
+            **kw,
+        ).eps
         >= 0.5
         for s in range(20)
     )
