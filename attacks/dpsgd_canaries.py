@@ -45,7 +45,7 @@ def dirac(coordinate: int = 0) -> GradientCanary:
     return GradientCanary(coordinate=int(coordinate))
 
 
-def _resize(x: np.ndarray, shape: tuple) -> np.ndarray:
+def _resize(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Fit one example to ``shape``: channels (mean / repeat) and area resampling of images."""
     x = np.asarray(x, dtype=np.float32)
     if x.shape == tuple(shape):
@@ -68,7 +68,7 @@ def _resize(x: np.ndarray, shape: tuple) -> np.ndarray:
     )
 
 
-def _check_index(data: Dataset, index) -> int:
+def _check_index(data: Dataset, index: object) -> int:
     if (
         isinstance(index, bool)
         or not isinstance(index, (int, np.integer))

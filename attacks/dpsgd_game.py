@@ -25,12 +25,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attacks.names import CANARY_NAMES, DPSGD_PROXIES, INPUT_CANARIES, MODEL_NAMES, THREAT_NAMES
-from auditsel.dpsgd.datasets import load_split
+from auditsel.dpsgd.datasets import Dataset, load_split
 from auditsel.errors import ConfigError
+from auditsel.roles import Proxy
+
+if TYPE_CHECKING:
+    from attacks.dpsgd_proxies import LambdaA, LambdaB, WinnerLikelihoodRatio
+    from auditsel.dpsgd.trainer import Canary
+    from auditsel.dpsgd.tuning_protocol import DpsgdRelease, DpsgdTuningProtocol
+    from auditsel.mechanisms import DpsgdBase
+    from auditsel.rounds import RoundsLaw
 
 __all__ = [
     "DpsgdGameSpec",
@@ -57,22 +66,22 @@ class DpsgdGameSpec:
     dataset: str = "digits"
     data_dir: str | None = None
     model: str = "logreg"  # logreg | mlp | cnn
-    hidden: tuple = (32,)
+    hidden: tuple[int, ...] = (32,)
     train_size: int | None = 500
     validation_size: int | None = None
-    learning_rates: tuple = (0.001, 0.003, 0.01, 0.03)
+    learning_rates: tuple[float, ...] = (0.001, 0.003, 0.01, 0.03)
     clip: float = 1.0
     device: str | None = None
     max_batch_runs: int = 256
 
 
-def load_data(spec: DpsgdGameSpec):
+def load_data(spec: DpsgdGameSpec) -> tuple[Dataset, Dataset]:
     """(train, validation) of the spec's data set, cut to train_size / validation_size."""
     train, validation = load_split(spec.dataset, spec.data_dir)
     return train.take(spec.train_size), validation.take(spec.validation_size)
 
 
-def _canary(spec: DpsgdGameSpec, train, validation):
+def _canary(spec: DpsgdGameSpec, train: Dataset, validation: Dataset) -> Canary:
     # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
     from attacks import dpsgd_canaries
 
@@ -85,7 +94,12 @@ def _canary(spec: DpsgdGameSpec, train, validation):
     return dpsgd_canaries.out_of_distribution(train, spec.input_canary)
 
 
-def build_protocol(spec: DpsgdGameSpec, base, rounds, data=None):
+def build_protocol(
+    spec: DpsgdGameSpec,
+    base: DpsgdBase,
+    rounds: RoundsLaw,
+    data: tuple[Dataset, Dataset] | None = None,
+) -> DpsgdTuningProtocol:
     """The tuning protocol H of one game: spec's threat, canary, data, model and grid over a
     DP-SGD base (``noise_multiplier``, ``steps``, ``sample_rate``: e.g.
     auditsel.mechanisms.DpsgdBase) with K ~ rounds. ``data``: a preloaded
@@ -117,16 +131,21 @@ def build_protocol(spec: DpsgdGameSpec, base, rounds, data=None):
 class Scorer:
     """Several proxies on the same releases: observations -> scores (n, P), column j = names[j]."""
 
-    names: tuple
-    proxies: tuple
+    names: tuple[str, ...]
+    proxies: tuple[Proxy, ...]
 
-    def __call__(self, observations) -> np.ndarray:
+    def __call__(self, observations: DpsgdRelease) -> np.ndarray:
         return np.stack(
             [np.asarray(p(observations), dtype=np.float64) for p in self.proxies], axis=1
         )
 
 
-def make_scorer(spec: DpsgdGameSpec, proxies: Sequence[str] | str, base=None, rounds=None):
+def make_scorer(
+    spec: DpsgdGameSpec,
+    proxies: Sequence[str] | str,
+    base: DpsgdBase | None = None,
+    rounds: RoundsLaw | None = None,
+) -> Scorer | LambdaA | LambdaB | WinnerLikelihoodRatio:
     """One proxy by name (returns that proxy) or a Scorer over several names (same releases)."""
     # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
     from attacks.dpsgd_proxies import make_dpsgd_proxy

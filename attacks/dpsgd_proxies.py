@@ -28,6 +28,7 @@ mass under both coins).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,6 +37,11 @@ from attacks.threats import ThreatModel, get_threat
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import GaussianBase
 from auditsel.selection import GaussianWinner
+
+if TYPE_CHECKING:
+    from auditsel.dpsgd.tuning_protocol import DpsgdRelease
+    from auditsel.mechanisms import DpsgdBase
+    from auditsel.rounds import RoundsLaw
 
 __all__ = [
     "LambdaA",
@@ -47,7 +53,7 @@ __all__ = [
 ]
 
 
-def canary_dot(obs) -> np.ndarray:
+def canary_dot(obs: DpsgdRelease) -> np.ndarray:
     """sum_i <p_i^z, p_i> of each released run, summed step by step (float64)."""
     dots = np.asarray(obs["canary_dots"], dtype=np.float64)
     total = np.zeros(dots.shape[0])
@@ -56,7 +62,7 @@ def canary_dot(obs) -> np.ndarray:
     return total
 
 
-def _lambda_a(obs) -> np.ndarray:
+def _lambda_a(obs: DpsgdRelease) -> np.ndarray:
     released = np.asarray(obs["released"], dtype=bool)
     steps = np.where(released, obs["steps"], 1).astype(float)
     clip = np.where(released, obs["clip"], 1.0).astype(float)
@@ -67,7 +73,7 @@ def _lambda_a(obs) -> np.ndarray:
 class LambdaA:
     """lambda_a of eq. 10."""
 
-    def __call__(self, obs) -> np.ndarray:
+    def __call__(self, obs: DpsgdRelease) -> np.ndarray:
         return _lambda_a(obs)
 
 
@@ -77,7 +83,7 @@ class LambdaB:
 
     threat: ThreatModel
 
-    def __call__(self, obs) -> np.ndarray:
+    def __call__(self, obs: DpsgdRelease) -> np.ndarray:
         a = _lambda_a(obs)
         released = np.asarray(obs["released"], dtype=bool)
         g = np.where(released, np.asarray(obs["score"], dtype=float), 0.0)
@@ -91,13 +97,19 @@ class WinnerLikelihoodRatio:
     winner: GaussianWinner  # public laws, no coins
     scale: float  # sqrt(N) / sigma
 
-    def __call__(self, obs) -> np.ndarray:
+    def __call__(self, obs: DpsgdRelease) -> np.ndarray:
         released = np.asarray(obs["released"], dtype=bool)
         s = np.where(released, _lambda_a(obs) * self.scale, -np.inf)
         return np.asarray(self.winner.log_likelihood_ratio(s), dtype=float)
 
 
-def make_dpsgd_proxy(name: str, threat=None, *, base=None, rounds=None):
+def make_dpsgd_proxy(
+    name: str,
+    threat: str | ThreatModel | None = None,
+    *,
+    base: DpsgdBase | None = None,
+    rounds: RoundsLaw | None = None,
+) -> LambdaA | LambdaB | WinnerLikelihoodRatio:
     """lambda_a, or lambda_b under ``threat`` (a ThreatModel or its name). ``base`` (the public
     DP-SGD settings) and ``rounds`` (the public law of K) are for proxies that use them."""
     if name == "lambda_a":

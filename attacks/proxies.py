@@ -11,18 +11,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from auditsel.errors import ConfigError
-from auditsel.roles import Winner
+from auditsel.roles import GameProtocol, Winner
 
 __all__ = ["SampleProxy", "LikelihoodRatioProxy", "ScoreProxy", "PROXIES", "make_proxy"]
 
 
 @dataclass(frozen=True)
 class SampleProxy:
-    def __call__(self, observations) -> np.ndarray:
+    def __call__(self, observations: ArrayLike) -> np.ndarray:
         return np.asarray(observations, dtype=float)
 
 
@@ -30,7 +32,7 @@ class SampleProxy:
 class LikelihoodRatioProxy:
     public_law: Winner  # GaussianWinner or FiniteWinner: exact laws, no coins
 
-    def __call__(self, observations) -> np.ndarray:
+    def __call__(self, observations: ArrayLike) -> np.ndarray:
         return np.asarray(self.public_law.log_likelihood_ratio(observations), dtype=float)
 
 
@@ -38,7 +40,7 @@ class LikelihoodRatioProxy:
 class ScoreProxy:
     public_game: object  # a game with statistic(observations): public, no coins
 
-    def __call__(self, observations) -> np.ndarray:
+    def __call__(self, observations: ArrayLike) -> np.ndarray:
         statistic = getattr(self.public_game, "statistic", None)
         values = observations if statistic is None else statistic(observations)
         return np.asarray(values, dtype=float)
@@ -47,11 +49,15 @@ class ScoreProxy:
 PROXIES = ("sample", "likelihood_ratio", "score")
 
 
-def make_proxy(name: str, public_law):
+def make_proxy(
+    name: str, public_law: GameProtocol
+) -> SampleProxy | LikelihoodRatioProxy | ScoreProxy:
+    """The proxy called `name` (one of PROXIES) for the game `public_law`, whose laws are
+    public (for "likelihood_ratio": a Winner, with exact winner laws)."""
     if name == "sample":
         return SampleProxy()
     if name == "likelihood_ratio":
-        return LikelihoodRatioProxy(public_law)
+        return LikelihoodRatioProxy(cast(Winner, public_law))
     if name == "score":
         return ScoreProxy(public_law)
     raise ConfigError("game.proxy", f"must be one of {', '.join(PROXIES)}, got {name!r}")

@@ -19,18 +19,22 @@ then sees only plain data (the data sets, z, g), never this module.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from auditsel.dpsgd.datasets import Dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary
+from auditsel.dpsgd.trainer import Canary, ExampleCanary, GradientCanary
 from auditsel.dpsgd.tuning_protocol import (
     CanaryLoss,
     DpsgdTuningProtocol,
     FirstCoordinateShift,
+    Score,
     ValidationLoss,
 )
 from auditsel.errors import ConfigError
+from auditsel.rounds import RoundsLaw
 
 __all__ = ["ThreatModel", "NTNV", "NTCV", "ETCV", "THREATS", "get_threat", "tuning_game"]
 
@@ -54,7 +58,7 @@ class ThreatModel:
         """X: the real training set, or the empty set for ETCV."""
         return Dataset.empty_like(train) if self.empty_training else train
 
-    def score(self, canary, validation: Dataset | None = None):
+    def score(self, canary: Canary, validation: Dataset | None = None) -> Score:
         """The score g the protocol uses under this threat model (Table 2)."""
         if not self.controlled_validation:
             if validation is None or len(validation) == 0:
@@ -94,7 +98,7 @@ ETCV = ThreatModel(
 THREATS = {t.name: t for t in (NTNV, NTCV, ETCV)}
 
 
-def get_threat(name) -> ThreatModel:
+def get_threat(name: str | ThreatModel) -> ThreatModel:
     if isinstance(name, ThreatModel):
         return name
     key = str(name).lower()
@@ -104,15 +108,15 @@ def get_threat(name) -> ThreatModel:
 
 
 def tuning_game(
-    threat,
-    canary,
+    threat: str | ThreatModel,
+    canary: Canary,
     *,
     model: ModelSpec,
     train: Dataset,
     validation: Dataset | None,
-    rounds,
-    grid,
-    **settings,
+    rounds: RoundsLaw,
+    grid: Sequence[Mapping[str, float]],
+    **settings: Any,
 ) -> DpsgdTuningProtocol:
     """The protocol H the trainer runs under ``threat`` with canary z (settings: steps,
     noise_multiplier, sample_rate, clip, lr, execution)."""

@@ -1,17 +1,19 @@
 """What a run pays whatever its number of games (issue 29): the bounds and the attack cached per
-setting (identical values, a fresh copy each call), and `--no-plots` (no figure, no matplotlib,
-the same numbers)."""
+setting (identical values, a fresh copy each call), `--no-plots` (no figure, no matplotlib,
+the same numbers), and the work done beside the run (the same numbers and figures)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import threading
 
 from auditsel.cli import main
 from auditsel.experiments import experiment
 from auditsel.experiments.config import default_config_path, load_config
-from auditsel.experiments.experiment import upper_fields, upper_panel
+from auditsel.experiments.experiment import run_config, upper_fields, upper_panel
+from auditsel.games import worker_pool
 
 
 def test_upper_panel_is_cached_per_setting_and_each_call_gets_its_own_copy():
@@ -51,3 +53,49 @@ def test_no_plots_never_imports_matplotlib(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "False"], out.stderr
+
+
+def _run_folder(folder):
+    result = json.loads((folder / "result.json").read_text())
+    result.pop("seconds")  # wall time
+    pngs = {p.name: p.read_bytes() for p in sorted(folder.glob("*.png"))}
+    return result, pngs
+
+
+def test_work_beside_the_run_changes_nothing(tmp_path, monkeypatch):
+    """The bounds, the estimator panel and the game's figures computed beside the run (forked
+    processes, `worker_pool.Beside`) give the result.json and the figures, byte for byte, of
+    the run with every part computed in this process; the panel's place in result.json is the
+    one `run_config` gives it."""
+    argv = ["run", "--trials", "4000", "--quiet", "--no-progress"]
+    experiment._UPPER.clear()
+    forked = []
+    init = worker_pool.Beside.__init__
+
+    def counted(self, fn, **kw):
+        init(self, fn, **kw)
+        forked.append(self.forked)
+
+    alone = threading.active_count() == 1  # other tests may leave threads: then no fork
+    with monkeypatch.context() as m:
+        m.setattr(worker_pool.Beside, "__init__", counted)
+        m.setattr(worker_pool, "spare_core", lambda: True)  # forked whatever the load
+        assert main([*argv, "--out", str(tmp_path / "beside")]) == 0
+    if worker_pool.fork_available() and alone:  # bounds, panel, the game's figures: forked
+        assert forked == [True, True, True]  # (a thread left by the game would stop them)
+    experiment._UPPER.clear()
+    with monkeypatch.context() as m:
+        m.setattr(worker_pool, "fork_available", lambda: False)
+        assert main([*argv, "--out", str(tmp_path / "here")]) == 0
+    beside, here = _run_folder(tmp_path / "beside"), _run_folder(tmp_path / "here")
+    assert beside[0] == here[0]
+    assert set(beside[1]) == {"privacy_curve.png", "scores.png", "tradeoff.png"}
+    assert beside[1] == here[1]
+    assert (
+        "estimators" in beside[0]["lower"] and "selection_fit" in beside[0]["lower"]["estimators"]
+    )
+    experiment._UPPER.clear()
+    run_config(default_config_path(), tmp_path / "api", trials=4000)
+    api = _run_folder(tmp_path / "api")[0]
+    assert list(api["lower"]) == list(beside[0]["lower"])  # the same keys in the same order
+    assert api["lower"] == beside[0]["lower"]

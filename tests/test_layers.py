@@ -129,6 +129,8 @@ HEAVY = {
     "scipy.stats": "the estimator panel and the one-run analyses only; 0.8 s beyond scipy.special",
     "scipy.optimize": "the one-run games only; about a third of scipy.stats",
     "scipy.io": "SVHN's .mat files only; 0.06 s beyond scipy.special",
+    "scipy.fft": "the attack's FFTs only (`auditsel run` computes them in a forked process "
+    "beside the game); 0.05 s with the attack's modules",
 }
 
 

@@ -47,11 +47,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from numpy.typing import ArrayLike
 
-from auditsel.accounting.attack import AttackValue, attack, attack_applies
 from auditsel.accounting.profile import BaseProfile, base_profile
 from auditsel.accounting.registry import ASSUMPTION, ASSUMPTIONS, BOUNDS, MONOTONE_SCORE
 from auditsel.errors import ConfigError, choice
@@ -59,6 +58,9 @@ from auditsel.events import as_pair
 from auditsel.numerics import check_deltas
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
+
+if TYPE_CHECKING:  # the attack's modules load where an attack is computed (functions below)
+    from auditsel.accounting.attack import AttackValue
 
 __all__ = [
     "Interval",
@@ -111,6 +113,10 @@ def interval_attack(
 ) -> AttackValue:
     """The attack value that is the interval's lower end: the worst-score attack (any score),
     or under `assume="monotone_score"` the attack on a monotone score."""
+    # deferred: the attack (scipy.fft, the score search) loads where an attack is computed;
+    # `auditsel run` computes it in a forked process beside the game
+    from auditsel.accounting.attack import attack
+
     if check_assume(assume) is None:
         return attack(pair, law, deltas)
     return attack(pair, law, deltas, scores="monotone")
@@ -268,6 +274,9 @@ def tuning_interval(
     pair = as_pair(pair)
     d = float(check_deltas(delta)[0])
     rigours = allowed_rigours(assume)
+    # deferred: the attack (scipy.fft, the score search) loads where an attack is computed
+    from auditsel.accounting.attack import attack_applies
+
     why = attack_applies(pair)
     if why is None:
         value = interval_attack(pair, law, d, assume)

@@ -256,17 +256,15 @@ class SortedScores:
 
 THREADED_SORT_ABOVE = 1 << 20  # each coin's sort in its own thread from here (numpy frees the GIL)
 
-_SORT_POOL: ThreadPoolExecutor | None = None
-
 
 def _sorted_parts(s: np.ndarray, masks) -> tuple:
-    """np.sort(s[m]) for each mask; the parts in parallel threads when s is large."""
-    global _SORT_POOL
+    """np.sort(s[m]) for each mask; the parts in parallel threads when s is large (threads that
+    end with the sorts: no idle pool is left behind, so the process can still fork safely,
+    `auditsel.games.worker_pool.Beside`)."""
     if len(s) < THREADED_SORT_ABOVE:
         return tuple(np.sort(s[m]) for m in masks)
-    if _SORT_POOL is None:
-        _SORT_POOL = ThreadPoolExecutor(2, thread_name_prefix="auditsel-sort")
-    return tuple(_SORT_POOL.map(lambda m: np.sort(s[m]), masks))
+    with ThreadPoolExecutor(len(masks), thread_name_prefix="auditsel-sort") as pool:
+        return tuple(pool.map(lambda m: np.sort(s[m]), masks))
 
 
 def counts_from_coins(s0: np.ndarray, s1: np.ndarray) -> Counts:

@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _flush_stdout()
             return 2
         run = {command.NAME: command.run for command in COMMANDS}[args.command]
-        code = run(args)
+        code: int = run(args)
         _flush_stdout()  # a closed pipe or a full stdout shows here, not at exit
         return code
     except UsageError as err:

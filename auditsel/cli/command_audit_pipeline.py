@@ -34,7 +34,7 @@ DEFAULTS = {"games": 1000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "rule":
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Declare `auditsel audit-pipeline` and its options on `subparsers`."""
-    pipe = subparsers.add_parser(
+    pipe: argparse.ArgumentParser = subparsers.add_parser(
         NAME, help="audit your own tuning pipeline: play the game around MODULE:FUNCTION"
     )
     pipe.add_argument(
@@ -148,11 +148,17 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.quiet:
         print(audit.summary())
+        for i, entry in enumerate(audit.result.get("canaries", ())):  # several canaries
+            print(
+                f"canary {i} ({entry['canary']['kind']}): eps_L {entry['eps']:.4f} at "
+                f"confidence {entry['confidence']:.4g}, {entry['games']:,} games"
+                + ("" if entry["refuted"] is None else f", refuted: {entry['refuted']}")
+            )
         if audit.result.get("sequential"):
             # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
             from auditsel.pipelines.sequential import looks_text
 
-            print(looks_text(dict(audit.result)))
+            print(looks_text(audit.result))
         print(
             f"{audit.games:,} games, {audit.cpu_seconds:.1f} CPU s, {audit.wall_seconds:.1f} s "
             f"wall; wrote {', '.join(str(p) for p in audit.files)}"

@@ -49,7 +49,9 @@ SPLIT_FRACTION = 0.5  # audit-scores' pilot: half of each class
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Declare `auditsel audit-scores` and its options on `subparsers`."""
-    scores = subparsers.add_parser(NAME, help="eps lower bounds from scores your pipeline produced")
+    scores: argparse.ArgumentParser = subparsers.add_parser(
+        NAME, help="eps lower bounds from scores your pipeline produced"
+    )
     scores.add_argument(
         "file",
         help="CSV with header and columns score, member (1 = canary in), or .npz (a file: "

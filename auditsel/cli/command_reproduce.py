@@ -23,7 +23,9 @@ NAME = "reproduce"
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Declare `auditsel reproduce` and its options on `subparsers`."""
-    rep = subparsers.add_parser(NAME, help="recompute a paper's table under results/papers/NAME/")
+    rep: argparse.ArgumentParser = subparsers.add_parser(
+        NAME, help="recompute a paper's table under results/papers/NAME/"
+    )
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.reproductions import names as reproduction_names
 

@@ -37,7 +37,7 @@ NAME = "run"
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Declare `auditsel run` and its options on `subparsers`."""
-    run = subparsers.add_parser(
+    run: argparse.ArgumentParser = subparsers.add_parser(
         NAME, help="run one experiment (the embedded quickstart by default)"
     )
     run.add_argument("config", nargs="?", help="YAML config (default: the embedded quickstart)")
@@ -161,11 +161,15 @@ def _run_into(
             )
         return 0
     assert spec is not None  # a config without a sweep
-    if not args.no_plots:
-        prefetch_plotting()
     with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
         result, artefacts = run_experiment(
-            spec, out_dir, jobs=args.jobs, progress=progress, backend=backend
+            spec,
+            out_dir,
+            jobs=args.jobs,
+            progress=progress,
+            backend=backend,
+            prefetch=None if args.no_plots else prefetch_plotting,
+            defer_panel=True,
         )
     record = artefacts.get("record")
     if record is not None and record.resumed_chunks:

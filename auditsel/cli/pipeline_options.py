@@ -36,8 +36,9 @@ def add_pipeline_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--canary",
-        help="MODULE:NAME of an InputCanary/GradientCanary (or a function returning one), or a "
-        "YAML mapping such as '{kind: gradient, coordinate: 30}'",
+        help="MODULE:NAME of an InputCanary/GradientCanary (or a function returning one), a "
+        "YAML mapping such as '{kind: gradient, coordinate: 30}', a YAML list of them (each "
+        "audited, Bonferroni), or 'both' (an input and a gradient canary chosen for you)",
     )
     parser.add_argument(
         "--data", help="MODULE:NAME of the training set (a function is called with no arguments)"

@@ -258,7 +258,9 @@ def _local(name: str, data_dir: str | None):
     return (Dataset(name, prep(xtr), ytr, 10), Dataset(name, prep(xte), yte, 10))
 
 
-def load_split(name: str, data_dir: str | None = None, split_seed: int = 0):
+def load_split(
+    name: str, data_dir: str | None = None, split_seed: int = 0
+) -> tuple[Dataset, Dataset]:
     """(train, validation) Datasets of ``name``; see the module docstring for sources."""
     if name not in DATASETS:
         raise ConfigError("game.dataset", f"must be one of {', '.join(DATASETS)}, got {name!r}")

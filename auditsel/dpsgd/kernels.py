@@ -41,11 +41,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from auditsel.dpsgd import kernel_cache, kernels_cpu, kernels_torch
 
@@ -94,27 +96,59 @@ class _Chooser:
     Splitting pays on idle cores; on a loaded machine every hand-off waits for the scheduler
     (measured under a load of 10 on 2 cores: a 1.8 ms softmax pass took 17 ms split over two
     threads, and the C kernels' OpenMP pass 28 ms), which no fixed rule foresees. So each kernel
-    keeps a running mean of seconds per row for each way, takes the cheaper one, and tries the
-    other every PROBE-th call. A split cannot change a value, so neither can the choice."""
+    keeps a running mean of seconds per row for the way it takes (the first timing of each way,
+    which pays one-time costs, left out), takes the cheaper one, and tries the other after
+    PROBE calls, whose timing then stands for that way; a probe that confirms the choice
+    doubles the wait before the next one (up to MAX_PROBE calls: under load a probe of the
+    split can cost ten calls), one that changes it resets the wait. A split cannot change a
+    value, so neither can the choice."""
 
     PROBE = 16
+    MAX_PROBE = 128
     DECAY = 0.25  # weight of the newest timing in the running mean
 
     def __init__(self):
         self.cost = {False: 0.0, True: 0.0}  # seconds per row; 0: not measured yet
+        self.seen = {False: 0, True: 0}  # timings of each way, the first (a warm-up) dropped
         self.calls = 0
+        self.interval = self.PROBE  # calls from one probe to the next
+        self.next_probe = self.PROBE
+        self.probing: bool | None = None  # the choice a probe under way is testing
+
+    def best(self) -> bool:
+        """The cheaper way by the running means (True: split)."""
+        return self.cost[True] <= self.cost[False]
 
     def split(self) -> bool:
         self.calls += 1
         if not self.cost[True] or not self.cost[False]:
             return not self.cost[True]  # measure the split first, then one thread
-        best = self.cost[True] <= self.cost[False]
-        return (not best) if self.calls % self.PROBE == 0 else best
+        best = self.best()
+        if self.calls >= self.next_probe:
+            self.next_probe = self.calls + self.interval
+            self.probing = best
+            return not best
+        return best
 
     def record(self, split: bool, seconds: float, rows: int) -> None:
+        self.seen[split] += 1
+        if self.seen[split] == 1:
+            # the first call each way pays one-time costs (the pool's threads start on the
+            # first split; cold caches): counted, it made the split look slow on idle cores,
+            # and the running mean kept one thread for dozens of calls
+            return
         per_row = seconds / max(rows, 1)
         old = self.cost[split]
-        self.cost[split] = per_row if not old else old + self.DECAY * (per_row - old)
+        probe = self.probing is not None and split != self.probing
+        # a probe's timing replaces the other way's mean (old and rarely measured): the load
+        # may have changed since; a choice it wrongly changes is corrected within a few calls,
+        # since the chosen way's mean gets every call's timing
+        self.cost[split] = per_row if (probe or not old) else old + self.DECAY * (per_row - old)
+        if probe:
+            confirmed = self.best() == self.probing
+            self.interval = min(2 * self.interval, self.MAX_PROBE) if confirmed else self.PROBE
+            self.next_probe = self.calls + self.interval
+            self.probing = None
 
 
 _CHOOSERS: dict[str, _Chooser] = {}
@@ -207,7 +241,7 @@ def keys_of(states: np.ndarray) -> np.ndarray:
     )
 
 
-def seed_states(seeds, words: int = 1) -> np.ndarray:
+def seed_states(seeds: Sequence[int] | NDArray[np.integer], words: int = 1) -> np.ndarray:
     """(R, words) uint64: ``SeedSequence(int(s)).generate_state(words, np.uint64)`` for each
     seed s (numpy's hash of its seed)."""
     return np.array(
@@ -216,7 +250,7 @@ def seed_states(seeds, words: int = 1) -> np.ndarray:
     ).reshape(len(seeds), words)
 
 
-def seed_keys(seeds) -> np.ndarray:
+def seed_keys(seeds: Sequence[int] | NDArray[np.integer]) -> np.ndarray:
     """(R, 2) uint32 Philox keys of the runs with these seeds: the first 64-bit word of
     numpy's ``SeedSequence(s)``."""
     return keys_of(seed_states(seeds)[:, 0])
@@ -315,7 +349,11 @@ def _softmax_grad_reference(z, label, sq, clip=None, a_sq=None, weight=None):
         z *= (c if weight is None else c * weight)[:, None, :]
 
 
-def philox_block(counter, key, implementation: str = "cpu") -> list[int]:
+def philox_block(
+    counter: Sequence[int] | NDArray[np.uint32],
+    key: Sequence[int] | NDArray[np.uint32],
+    implementation: str = "cpu",
+) -> list[int]:
     """One Philox4x32-10 block (4 uint32 words) of `counter` (4 words) under `key` (2 words),
     by the CPU kernels ("cpu") or the torch operations ("torch")."""
     if implementation == "cpu":

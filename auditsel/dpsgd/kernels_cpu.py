@@ -21,6 +21,7 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, register_jitable
+from numpy.typing import NDArray
 
 LANES = 16  # numbers come in chunks of 4 LANES: one Philox block per lane and word
 CH = 256  # examples per chunk of the softmax pass (all classes of a chunk stay in cache)
@@ -227,7 +228,9 @@ def _philox(x0, x1, x2, x3, ks):
     return _round(x0, x1, x2, x3, ks[9, 0], ks[9, 1])
 
 
-def philox_block(counter, key, out):
+def philox_block(
+    counter: NDArray[np.uint32], key: NDArray[np.uint32], out: NDArray[np.uint32]
+) -> None:
     """One Philox4x32-10 block: out (4,) uint32 from counter (4,) and key (2,) uint32."""
     ks = np.empty((10, 2), np.uint64)
     _round_keys(np.uint64(key[0]), np.uint64(key[1]), ks)
@@ -242,7 +245,15 @@ def philox_block(counter, key, out):
         out[w] = np.uint32(x[w])
 
 
-def philox_fill(keys, r0, r1, stream, step0, normal, out):
+def philox_fill(
+    keys: NDArray[np.uint32],
+    r0: int,
+    r1: int,
+    stream: int,
+    step0: int,
+    normal: bool,
+    out: NDArray[np.float32],
+) -> None:
     """out[r, i, j] for r0 <= r < r1 (out (R, steps, width) float32): number j of step
     step0 + i of `stream` of run r (keys (R, 2) uint32); number j = 4 LANES c + LANES w + l is
     word w of the block with counter (LANES c + l, step0 + i, stream, 0), or the Box-Muller
@@ -292,7 +303,18 @@ def philox_fill(keys, r0, r1, stream, step0, normal, out):
                                 row[j0 + w * LANES + l] = v[w, l]
 
 
-def softmax_grad(z, label, sq, r0, r1, clip, a_sq, weight, clipped, weighted):
+def softmax_grad(
+    z: NDArray[np.float32],
+    label: NDArray[np.int64],
+    sq: NDArray[np.float32],
+    r0: int,
+    r1: int,
+    clip: NDArray[np.float32],
+    a_sq: NDArray[np.float32],
+    weight: NDArray[np.float32],
+    clipped: bool,
+    weighted: bool,
+) -> None:
     """z (R, K, n) float32 logits of runs r0..r1, in place -> e = softmax - onehot (p_k =
     exp(z_k - max) * (1 / sum), then p_y - 1), sq (R, n) = sum_k e_k^2 (k in order); label
     (R or 1, n) int64 (one row: shared by all runs). ``clipped``: also scale e by

@@ -52,7 +52,14 @@ def _mulhilo(a: int, b: torch.Tensor):
     return (_mulhilo_wrap if _WRAPS[key] else _mulhilo_split)(a, b)
 
 
-def philox(c0, c1, c2, c3, k0, k1):
+def philox(
+    c0: torch.Tensor,
+    c1: torch.Tensor,
+    c2: torch.Tensor,
+    c3: torch.Tensor,
+    k0: torch.Tensor | int,
+    k1: torch.Tensor | int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Philox4x32-10 on int64 tensors holding uint32 words (broadcasting)."""
     for _ in range(10):
         hi0, lo0 = _mulhilo(M0, c0)
@@ -63,7 +70,7 @@ def philox(c0, c1, c2, c3, k0, k1):
     return c0, c1, c2, c3
 
 
-def log(x):
+def log(x: torch.Tensor) -> torch.Tensor:
     b = x.view(torch.int32).to(torch.int64)
     e = ((b >> 23) & 0xFF) - 126
     m = ((b & 0x007FFFFF) | 0x3F000000).to(torch.int32).view(torch.float32)
@@ -90,7 +97,7 @@ def log(x):
     return t + _f(0.693359375, t) * fe
 
 
-def sincos_2pi(u):
+def sincos_2pi(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     t = u * _f(4.0, u)
     q = torch.floor(t)
     f = t - q
@@ -113,7 +120,7 @@ def sincos_2pi(u):
     return sn, cs
 
 
-def exp(x):
+def exp(x: torch.Tensor) -> torch.Tensor:
     fx = torch.floor(x * _f(1.44269504088896341, x) + _f(0.5, x))
     r = x - fx * _f(0.693359375, x)
     r = r - fx * _f(-2.12194440e-4, x)
@@ -127,7 +134,9 @@ def exp(x):
     return torch.where(x < _f(-87.33654475, x), _f(0.0, x), y * scale)
 
 
-def draw(keys: torch.Tensor, stream, step0, steps, width, normal):
+def draw(
+    keys: torch.Tensor, stream: int, step0: int, steps: int, width: int, normal: bool
+) -> torch.Tensor:
     device = keys.device
     chunks = -(-width // (4 * LANES))
     k0 = keys[:, 0].to(torch.int64)[:, None, None]
@@ -156,7 +165,14 @@ def draw(keys: torch.Tensor, stream, step0, steps, width, normal):
     return numbers.reshape(keys.shape[0], steps, chunks * 4 * LANES)[:, :, :width]
 
 
-def softmax_grad(z, label, sq, clip=None, a_sq=None, weight=None):
+def softmax_grad(
+    z: torch.Tensor,
+    label: torch.Tensor,
+    sq: torch.Tensor,
+    clip: torch.Tensor | None = None,
+    a_sq: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
+) -> None:
     """Elementwise over the whole (R, K, n) tensor, sums over K in class order (as kernels_cpu)."""
     K = z.shape[1]
     m = z[:, 0].clone()
@@ -178,6 +194,7 @@ def softmax_grad(z, label, sq, clip=None, a_sq=None, weight=None):
         q = q + z[:, k] * z[:, k]
     sq.copy_(q)
     if clip is not None:
+        assert a_sq is not None  # given with clip (kernels.softmax_grad_ checks)
         cr = clip[:, None]
         norm = torch.sqrt((q * a_sq).double()).float()  # correctly rounded, as C's sqrtf
         c = cr / torch.where(norm > cr, norm, cr)

@@ -118,7 +118,12 @@ class ModelSpec:
         return views
 
     # ---- init ---------------------------------------------------------------------------------
-    def init(self, generator: torch.Generator, dtype=torch.float32, device="cpu") -> torch.Tensor:
+    def init(
+        self,
+        generator: torch.Generator,
+        dtype: torch.dtype = torch.float32,
+        device: str | torch.device = "cpu",
+    ) -> torch.Tensor:
         """w_0 of one run: U(-s/sqrt(fan_in), s/sqrt(fan_in)) per parameter (PyTorch's default
         for Linear/Conv2d with s = init_scale), drawn from the run's own generator (one draw
         of d uniforms, layer after layer: the same numbers as one draw per layer)."""

@@ -150,7 +150,7 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def resolve_device(device) -> torch.device:
+def resolve_device(device: str | torch.device | None) -> torch.device:
     """The device to train on: `device` (a name or torch.device) or `default_device()`; a CUDA
     device this torch build or machine cannot use is a ConfigError naming game.device."""
     if device is None:
@@ -182,7 +182,14 @@ def _number(value, field: str) -> np.ndarray:
     return arr
 
 
-def check_settings(*, steps=None, lr=None, clip=None, noise_multiplier=None, sample_rate=None):
+def check_settings(
+    *,
+    steps: ArrayLike | None = None,
+    lr: ArrayLike | None = None,
+    clip: ArrayLike | None = None,
+    noise_multiplier: ArrayLike | None = None,
+    sample_rate: ArrayLike | None = None,
+) -> None:
     """Range checks of the trainer's settings; each failure is one ValueError line
     ``<field>: must be ..., got ...`` naming the config field."""
     if steps is not None:

@@ -41,10 +41,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from numpy.typing import NDArray
 
 from auditsel.dpsgd.datasets import Dataset
 from auditsel.dpsgd.models import ModelSpec
@@ -66,12 +68,33 @@ __all__ = [
     "Score",
     "evaluate_score",
     "DpsgdTuningProtocol",
+    "DpsgdRelease",
     "GRID_KEYS",
     "RELEASE_FIELDS",
 ]
 
 GRID_KEYS = ("lr", "clip", "steps", "noise_multiplier", "sample_rate")
-RELEASE_FIELDS = ("score", "canary_dots", "config", "w0", "wN", "released") + GRID_KEYS
+
+
+class DpsgdRelease(TypedDict):
+    """The observation of T trials (`DpsgdTuningProtocol.release`): one row per trial, the
+    fields of the module docstring (`RELEASE_FIELDS`), all the adversary reads."""
+
+    score: NDArray[np.float64]  # g of the released run (0 where nothing is released)
+    canary_dots: NDArray[np.float64]  # (T, N_max): <p_i^z, p_i> step by step
+    config: NDArray[np.int64]  # the released run's index in Omega (-1: k = 0)
+    w0: NDArray[np.float32]  # (T, d): the released run's first iterate
+    wN: NDArray[np.float32]  # (T, d): its last iterate
+    released: NDArray[np.bool_]  # False where k = 0 (the fixed output)
+    lr: NDArray[np.float64]
+    clip: NDArray[np.float64]
+    steps: NDArray[np.int64]
+    noise_multiplier: NDArray[np.float64]
+    sample_rate: NDArray[np.float64]
+
+
+#: the release's fields, in order: its configuration fields are GRID_KEYS
+RELEASE_FIELDS: tuple[str, ...] = tuple(DpsgdRelease.__annotations__)
 
 
 @dataclass(frozen=True)
@@ -231,7 +254,9 @@ class DpsgdTuningProtocol:
         return d * (2 * int(trials) * 4 + 4 * runs * item)
 
     @classmethod
-    def from_learning_rates(cls, learning_rates: Sequence[float], **kwargs):
+    def from_learning_rates(
+        cls, learning_rates: Sequence[float], **kwargs: Any
+    ) -> DpsgdTuningProtocol:
         """Omega = one configuration per learning rate (the paper's grid)."""
         return cls(grid=[{"lr": float(v)} for v in (learning_rates or [])], **kwargs)
 
@@ -242,7 +267,9 @@ class DpsgdTuningProtocol:
             for k in GRID_KEYS
         }
 
-    def plan(self, trials: int, rng: np.random.Generator):
+    def plan(
+        self, trials: int, rng: np.random.Generator
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
         """The data-independent randomness of ``trials`` trials, drawn from rng in this order:
         k (trials,), then for the sum(k) runs (trial by trial) the configuration index and the
         run seed. Runs of trial t are the k[t] consecutive entries starting at sum(k[:t])."""
@@ -252,7 +279,7 @@ class DpsgdTuningProtocol:
         seeds = rng.integers(0, np.iinfo(np.int64).max, size=R, dtype=np.int64)
         return k, config, seeds
 
-    def release(self, member: np.ndarray, rng: np.random.Generator) -> dict:
+    def release(self, member: np.ndarray, rng: np.random.Generator) -> DpsgdRelease:
         """Run len(member) independent trials of H (member[t] = 1: X'); see module docstring."""
         member = np.asarray(member).reshape(-1)
         if member.size and not np.all((member == 0) | (member == 1)):
@@ -295,17 +322,23 @@ class DpsgdTuningProtocol:
 
         released = k > 0
         picked = config[np.maximum(best_run, 0)] if R else np.zeros(T, dtype=np.int64)
-        obs = {
-            "score": np.where(released, best_score, 0.0),
-            "canary_dots": best_dots,
-            "config": np.where(released, picked, -1),
-            "w0": w0,
-            "wN": wN,
-            "released": released,
+        grid = {
+            key: np.where(released, cols[key][picked], 0).astype(cols[key].dtype)
+            for key in GRID_KEYS
         }
-        for key in GRID_KEYS:
-            obs[key] = np.where(released, cols[key][picked], 0).astype(cols[key].dtype)
-        return obs
+        return DpsgdRelease(
+            score=np.where(released, best_score, 0.0),
+            canary_dots=best_dots,
+            config=np.where(released, picked, -1),
+            w0=w0,
+            wN=wN,
+            released=released,
+            lr=grid["lr"],
+            clip=grid["clip"],
+            steps=grid["steps"],
+            noise_multiplier=grid["noise_multiplier"],
+            sample_rate=grid["sample_rate"],
+        )
 
     @staticmethod
     def _update(idx, trials, g, res, best_score, best_run, best_dots, w0, wN):

@@ -15,10 +15,9 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 
@@ -26,7 +25,6 @@ from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.interval import IntervalRecord, interval_from
-from auditsel.accounting.panel import Panel, panel
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.auditing.estimators import PanelOptions, estimator_panel, panel_dict
 from auditsel.auditing.lower import LowerBound, audit_scores
@@ -42,7 +40,9 @@ from auditsel.files import claim_folder
 from auditsel.games.engine import GameRecord, run_game
 from auditsel.games.fingerprint import code_identity, package_digest
 from auditsel.games.played_score import is_monotone_largest, resolve_score, scored_winner
+from auditsel.games.worker_pool import Beside
 from auditsel.games.worst_case import DpsgdWorstCase
+from auditsel.mechanisms import DpsgdBase
 from auditsel.numerics import FloatArray
 from auditsel.roles import GameProtocol, MechanismPair, Proxy, Winner
 from auditsel.rounds import RoundsLaw
@@ -55,6 +55,9 @@ from auditsel.selection import (
     winner_law,
 )
 from auditsel.version import __version__, source_commit
+
+if TYPE_CHECKING:  # the bounds' modules load where the bounds are computed (_upper_panel)
+    from auditsel.accounting.panel import Panel
 
 #: (eps grid, delta of the released winner's curve there, the attack's certified lower curve
 #: there): `upper_panel`'s second part (None where there is no such curve)
@@ -120,6 +123,8 @@ def game_score(spec: ExperimentSpec) -> TuningScore:
     the game plays: the reduced Gaussian pair for the reduced game)."""
     g = _game(spec)
     pair = spec.base.reduced() if g.kind == "reduced" else spec.base
+    if pair is None:  # an event base has no reduced game (parse_config refuses the pair)
+        raise ConfigError("game.kind", f"{type(spec.base).__name__} has no reduced game")
     if g.score != "worst":
         return resolve_score(g.score, pair, spec.rounds, spec.delta)
     key = repr((pair, spec.rounds, spec.delta))
@@ -241,20 +246,28 @@ def check_memory(spec: ExperimentSpec, protocol: GameProtocol, stream: bool) -> 
         )
 
 
+def _dpsgd_base(spec: ExperimentSpec, kind: str) -> DpsgdBase:
+    """The spec's base, which a DP-SGD game reads as one (parse_config pairs them)."""
+    if not isinstance(spec.base, DpsgdBase):
+        raise ConfigError("base", f"a {kind} game needs a DP-SGD base, got {spec.base!r}")
+    return spec.base
+
+
 def protocol_and_proxy(spec: ExperimentSpec) -> tuple[GameProtocol, Proxy]:
     """The trainer's protocol and the adversary's proxy for the spec's game."""
     g = _game(spec)
     if g.kind == "dpsgd":
         assert g.dpsgd is not None  # parse_config sets it for every DP-SGD game
+        base = _dpsgd_base(spec, g.kind)
         return (
-            build_protocol(g.dpsgd, spec.base, spec.rounds),
-            make_scorer(g.dpsgd, g.proxy, spec.base, spec.rounds),
+            build_protocol(g.dpsgd, base, spec.rounds),
+            make_scorer(g.dpsgd, g.proxy, base, spec.rounds),
         )
 
     if g.kind == "dpsgd_worst_case":
         score = game_score(spec)
         game = DpsgdWorstCase.from_base(
-            spec.base, spec.rounds, None if is_monotone_largest(score) else score
+            _dpsgd_base(spec, g.kind), spec.rounds, None if is_monotone_largest(score) else score
         )
         return game, make_proxy(g.proxy, game)
     winner: GaussianWinner | FiniteWinner | ScoredGaussianWinner
@@ -287,7 +300,7 @@ def _statistic_grid(protocol: GameProtocol, proxy_name: str, size: int) -> np.nd
 
 def _play(
     spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool, backend: str | None
-) -> tuple[GameRecord, LowerBound, bool, SortedScores | None]:
+) -> tuple[GameRecord, LowerBound, bool, SortedScores | None, Callable[[], dict[str, Any]] | None]:
     g = _game(spec)
     protocol, proxy = protocol_and_proxy(spec)
     stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
@@ -342,27 +355,70 @@ def _play(
             )
     except ConfigError as err:  # a rule's option that the games cannot satisfy: game.<option>
         raise _game_error(err) from None
-    if not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE)):
-        try:
-            panel = estimator_panel(
-                record.scores,
-                record.member,
-                spec.delta,
-                g.confidence,
-                # the selection-aware fit models today's monotone game only
-                law=spec.rounds if is_monotone_largest(game_score(spec)) else None,
-                seed=g.seed,
-                options=PanelOptions(
-                    threshold_grid=spec_grid,
-                    grid_size=g.thresholds,
-                    split_fraction=g.split_fraction,
-                ),
-                sorted_scores=ss,
-            )
-            bound = replace(bound, estimators=panel_dict(panel))
-        except ConfigError as err:  # e.g. too few games for the panel's split entries
-            bound = replace(bound, estimators={"skipped": f"estimator panel not computed: {err}"})
-    return record, bound, stream, (None if stream else ss)
+    estimators = None
+    if _panel_planned(spec):
+        law = spec.rounds if is_monotone_largest(game_score(spec)) else None
+        estimators = lambda: _estimators(spec, record, spec_grid, ss, law)
+    return record, bound, stream, (None if stream else ss), estimators
+
+
+def _estimators(
+    spec: ExperimentSpec,
+    record: GameRecord,
+    spec_grid: FloatArray | None,
+    ss: SortedScores | None,
+    law: RoundsLaw | None,
+) -> dict[str, Any]:
+    """result.json's lower.estimators: the estimator panel of the game's scores (`law`: the
+    selection-aware fit's law of K, None where it does not model the game), or why not."""
+    g = _game(spec)
+    try:
+        panel = estimator_panel(
+            record.scores,
+            record.member,
+            spec.delta,
+            g.confidence,
+            law=law,  # the selection-aware fit models today's monotone game only
+            seed=g.seed,
+            options=PanelOptions(
+                threshold_grid=spec_grid, grid_size=g.thresholds, split_fraction=g.split_fraction
+            ),
+            sorted_scores=ss,
+        )
+        return panel_dict(panel)
+    except ConfigError as err:  # e.g. too few games for the panel's split entries
+        return {"skipped": f"estimator panel not computed: {err}"}
+
+
+def _panel_planned(spec: ExperimentSpec) -> bool:
+    """Whether the game's audit adds the estimator panel (game.panel; "auto": up to
+    PANEL_ABOVE games played in memory)."""
+    g = _game(spec)
+    stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
+    return not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE))
+
+
+def _play_and_panel(
+    spec: ExperimentSpec,
+    out_dir: Path | None,
+    jobs: int,
+    progress: bool,
+    backend: str | None,
+    prefetch: Callable[[], object] | None,
+) -> tuple[tuple[GameRecord, LowerBound, bool, SortedScores | None], Beside | None]:
+    """(the played game as `_play` returns it less its panel, the estimator panel as a
+    `Beside` or None): the panel is computed beside the rest of the run (the wait for the
+    bounds, the plots) in a forked process where that is safe, else when its value is asked
+    for. `prefetch` (the CLI's matplotlib import in a thread) starts while the game plays when
+    there is no panel, else once the panel is forked (no fork while a thread runs)."""
+    planned = _panel_planned(spec)
+    if prefetch is not None and not planned:
+        prefetch()
+    record, bound, stream, ss, estimators = _play(spec, out_dir, jobs, progress, backend)
+    panel = None if estimators is None else Beside(estimators, thread=False)
+    if prefetch is not None and planned:
+        prefetch()
+    return (record, bound, stream, ss), panel
 
 
 def _game_error(err: ConfigError) -> ConfigError:
@@ -401,25 +457,52 @@ def upper_panel(
     reduced = base.reduced()
     if winner is None and reduced is not None:
         winner = winner_law(reduced, rounds)
-    try:
-        key: tuple[object, ...] | None = (base, rounds, float(delta), bool(with_curves), winner)
-        hash(key)
-    except TypeError:  # a pair or law that is not hashable: computed afresh
-        key = None
+    key = _upper_key(base, rounds, delta, with_curves, winner)
     got = None if key is None else _UPPER.get(key)
     if got is None:
-        got = _upper_panel(base, rounds, delta, with_curves, winner)
-        if key is not None:
-            with _UPPER_LOCK:
-                if len(_UPPER) >= 64:
-                    _UPPER.clear()
-                _UPPER[key] = got
+        got = _remember(key, _upper_panel(base, rounds, delta, with_curves, winner))
     return copy.deepcopy(got)
+
+
+def _sendable(value: tuple[Panel, UpperCurve]) -> tuple[Panel, UpperCurve]:
+    """upper_panel's value without the attack's `AttackValue` (`Panel.attack_value` None):
+    its score search keeps tables of tens of MB (28 MB for the quickstart) that a run reads
+    only to draw the attack's curve, which the value already holds; sent back from a forked
+    process, they cost more to pickle than they are worth."""
+    bounds, curve = value
+    return replace(bounds, attack_value=None), curve
+
+
+def _upper_key(
+    base: MechanismPair, rounds: RoundsLaw, delta: float, with_curves: bool, winner: Winner | None
+) -> tuple[object, ...] | None:
+    """upper_panel's cache key, or None for a pair or law that is not hashable."""
+    try:
+        key = (base, rounds, float(delta), bool(with_curves), winner)
+        hash(key)
+    except TypeError:  # a pair or law that is not hashable: computed afresh
+        return None
+    return key
+
+
+def _remember(
+    key: tuple[object, ...] | None, value: tuple[Panel, UpperCurve]
+) -> tuple[Panel, UpperCurve]:
+    if key is not None:
+        with _UPPER_LOCK:
+            if len(_UPPER) >= 64:
+                _UPPER.clear()
+            _UPPER[key] = value
+    return value
 
 
 def _upper_panel(
     base: MechanismPair, rounds: RoundsLaw, delta: float, with_curves: bool, winner: Winner | None
 ) -> tuple[Panel, UpperCurve]:
+    # deferred: the bounds' modules (the attack's scipy.fft and score search, the registry)
+    # load where the bounds are computed: in `auditsel run`, a forked process beside the game
+    from auditsel.accounting.panel import panel
+
     bounds = panel(base, rounds, delta, curve_deltas=CURVE_DELTAS if with_curves else None)
     eps_max = max(
         v
@@ -508,8 +591,14 @@ def run_experiment(
     progress: bool = True,
     backend: str | None = None,
     curves: bool = True,
+    prefetch: Callable[[], object] | None = None,
+    defer_panel: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Returns (result, artefacts): result.json content and in-memory data for the report."""
+    """Returns (result, artefacts): result.json content and in-memory data for the report.
+    `prefetch` (the CLI's import of matplotlib in a thread) is started once the bounds are
+    under way (and the estimator panel, when there is one). `defer_panel`: the estimator
+    panel (computed beside the rest where a fork is safe) is left in artefacts["estimators"]
+    and `report.write_outputs` puts it in result["lower"]["estimators"] after the plots."""
     start = time.perf_counter()
     with_curves = curves and spec.delta > 0
     reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
@@ -518,17 +607,27 @@ def run_experiment(
     upper_side: Callable[[], tuple[Panel, UpperCurve]] = lambda: upper_panel(
         spec.base, spec.rounds, spec.delta, with_curves, winner
     )
+    key = _upper_key(spec.base, spec.rounds, spec.delta, with_curves, winner)
 
-    played = None
-    if spec.game is not None and spec.game.one_run is None:
-        # the bounds are computed in a thread while the game plays (the game's numpy work and
-        # the bounds' Python work share the cores); an error in either surfaces here
-
-        with ThreadPoolExecutor(1, thread_name_prefix="auditsel-bounds") as pool:
-            upper = pool.submit(upper_side)
-            played = _play(spec, out_dir, jobs, progress, backend)
-            bounds, curve = upper.result()
+    played = panel = None
+    cached = key is not None and key in _UPPER
+    if spec.game is not None and spec.game.one_run is None and not cached:
+        # the bounds are computed beside the game (`worker_pool.Beside`: a forked process,
+        # with its own core and GIL, where that is safe); an error in either surfaces here
+        upper = Beside(
+            lambda: _sendable(_upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner))
+        )
+        try:  # the matplotlib import starts after the fork: a child never inherits a thread
+            played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch)
+        except BaseException:
+            upper.cancel()
+            raise
+        bounds, curve = copy.deepcopy(_remember(key, upper.result()))
     else:
+        if spec.game is not None and spec.game.one_run is None:
+            played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch)
+        elif prefetch is not None:
+            prefetch()
         bounds, curve = upper_side()
     commit, dirty = source_commit()
     result = {
@@ -550,6 +649,11 @@ def run_experiment(
         )
     elif spec.game is not None and played is not None:
         record, bound, streamed, ss = played
+        if panel is not None and defer_panel:  # filled in by write_outputs (its place kept)
+            bound = replace(bound, estimators={})
+            artefacts["estimators"] = panel
+        elif panel is not None:
+            bound = replace(bound, estimators=panel.result())
         result["lower"] = lower_fields(
             bound, spec.game.kind, spec.game.proxy, spec.game.seed, streamed
         )

@@ -45,11 +45,17 @@ def save_figure(fig: Any, path: str | Path) -> Path:
     # deferred: pillow (matplotlib's image library) loads only when a plot is written
     from PIL import Image
 
-    raw = io.BytesIO()
-    fig.savefig(raw, format="png", dpi=FIGURE_DPI)
-    raw.seek(0)
-    with Image.open(raw) as image:
+    # the canvas's pixels at FIGURE_DPI, as savefig renders them, taken without the round
+    # trip through a compressed PNG that savefig would write and Image.open decode
+    dpi = fig.get_dpi()
+    fig.set_dpi(FIGURE_DPI)
+    try:
+        fig.canvas.draw()
+        width, height = fig.canvas.get_width_height(physical=True)
+        image = Image.frombuffer("RGBA", (width, height), fig.canvas.buffer_rgba(), "raw")
         data = _palette_png(image)
+    finally:
+        fig.set_dpi(dpi)
     atomic_write_bytes(path, data)
     return Path(path)
 

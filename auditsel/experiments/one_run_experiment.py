@@ -31,7 +31,15 @@ from auditsel.mechanisms import DpsgdBase, GaussianBase
 if TYPE_CHECKING:
     from auditsel.experiments.config import ExperimentSpec
 
-__all__ = ["play_one_run", "one_run_game"]
+__all__ = ["EXACT_SCOPE", "play_one_run", "one_run_game"]
+
+#: what `exact_per_canary` is exact for: the one-run game as defined, whose tuner selects by one
+#: fixed score, not the epsilon of a tuning run for every score function (the any-score attack
+#: of `auditsel.accounting.score_search` bounds that one)
+EXACT_SCOPE = (
+    "this one-run game's own exact eps (its tuner selects the run with the largest sum over the "
+    "canaries); not a tuning run's epsilon for every score function"
+)
 
 
 def one_run_game(
@@ -135,6 +143,7 @@ def play_one_run(
         "eps_mmc24_runs": mmc,
         "exact_per_canary": None if not math.isfinite(exact) else exact,
         "exact_rigour": rigour,
+        "exact_scope": EXACT_SCOPE,
         "seconds": round(time.perf_counter() - start, 3),
         "audits": runs,
         "rigour": "empirical, each audit valid at the confidence ([SNJ23]; [MMC24] when the "

@@ -30,6 +30,7 @@ from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.experiments.figures import save_figure
 from auditsel.experiments.heuristics import ResultLabels, result_labels
 from auditsel.files import atomic_write_text
+from auditsel.games.worker_pool import Beside
 
 __all__ = [
     "summary_rows",
@@ -107,7 +108,8 @@ def summary_rows(
                 f"exact, one canary of {one['canaries']:,}",
                 _fmt(one["exact_per_canary"]),
                 one["exact_rigour"],
-                "reduced one-run game (auditsel.games.one_run_reduced)",
+                "reduced one-run game (auditsel.games.one_run_reduced): "
+                + one.get("exact_scope", "exact for this game's own score"),
             )
         )
     claim = result.get("claim")
@@ -305,13 +307,25 @@ def _import_plotting():
     import matplotlib.ticker
 
 
+_PREFETCH: list[threading.Thread] = []  # the import started by prefetch_plotting
+
+
 def prefetch_plotting() -> None:
     """Import matplotlib in a background thread (a third of a second), so that it is loaded by
-    the time the plots are drawn; the game and the bounds run meanwhile. An import under way
-    holds its module lock: `write_plots` waits for it rather than importing twice."""
-    threading.Thread(
+    the time the plots are drawn; the game and the bounds run meanwhile. `write_plots` waits
+    for that thread to end (rather than importing twice, and so that no thread is left
+    running when it forks)."""
+    thread = threading.Thread(
         target=_import_plotting, name="auditsel-import-matplotlib", daemon=True
-    ).start()
+    )
+    _PREFETCH.append(thread)
+    thread.start()
+
+
+def _settle_plotting() -> None:
+    """Wait for the imports `prefetch_plotting` started."""
+    while _PREFETCH:
+        _PREFETCH.pop().join()
 
 
 def write_plots(
@@ -320,16 +334,33 @@ def write_plots(
     """privacy_curve.png (the winner's delta(eps): exact, or the heuristic reduced game with the
     attack's certified lower curve; the bounds; the interval at delta) where the pair and the law
     of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
+    _settle_plotting()
     _import_plotting()
     # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib.pyplot as plt
 
+    labels = _labels(result, labels)
+    record = artefacts.get("record")
+    game = record is not None and result.get("lower") is not None  # a played game has its bound
+    # the game's two figures are drawn beside the privacy curve, in a forked process where
+    # that is safe (never in a second thread: pyplot is not thread-safe)
+    side = (
+        Beside(lambda: _plot_game(result, artefacts, record, out_dir, plt, labels), thread=False)
+        if game and "curve" in artefacts
+        else None
+    )
     names = []
     if "curve" in artefacts:
-        names.append(_plot_privacy_curve(result, artefacts, out_dir, plt, _labels(result, labels)))
-    record = artefacts.get("record")
-    if record is not None and result.get("lower") is not None:  # a played game has its bound
-        names += _plot_game(result, artefacts, record, out_dir, plt, _labels(result, labels))
+        try:
+            names.append(_plot_privacy_curve(result, artefacts, out_dir, plt, labels))
+        except BaseException:
+            if side is not None:
+                side.cancel()
+            raise
+    if side is not None:
+        names += side.result()
+    elif game:
+        names += _plot_game(result, artefacts, record, out_dir, plt, labels)
     return names
 
 
@@ -568,11 +599,17 @@ def write_outputs(
     out_dir: Path, result: dict, artefacts: dict, *, plots: bool = True
 ) -> list[Path]:
     """Write result.json, report.md and (unless `plots` is false: no matplotlib at all) the
-    plots to a staging folder, then move them in place."""
+    plots to a staging folder, then move them in place. An estimator panel still being
+    computed (artefacts["estimators"], `run_experiment(defer_panel=True)`) is waited for after
+    the plots and put in result["lower"]["estimators"]."""
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
+    pending = artefacts.pop("estimators", None)  # the panel, computed beside the plots
     try:
         labels = result_labels(result)  # once: every writer below reads it
         drawn = write_plots(result, artefacts, staging, labels) if plots else []
+        if pending is not None:
+            result["lower"]["estimators"] = pending.result()
+            pending = None
         (staging / "report.md").write_text(markdown_report(result, drawn, labels))
         (staging / "result.json").write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
         names = drawn + ["report.md", "result.json"]  # result.json last: its presence means done
@@ -585,6 +622,8 @@ def write_outputs(
         # a full disk inside matplotlib or a write: name the file that was being written
         raise OSError(err.errno, err.strerror, str(out_dir / _newest(staging))) from err
     finally:
+        if pending is not None:  # the plots failed: the panel is not waited for
+            pending.cancel()
         shutil.rmtree(staging, ignore_errors=True)
 
 

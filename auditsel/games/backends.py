@@ -8,6 +8,7 @@ started for the run. Dask is an optional extra: pip install "auditsel[dask]".
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from auditsel.errors import ConfigError
@@ -25,7 +26,9 @@ class BackendError(ConfigError):
 
 
 @contextmanager
-def execution_backend(name: str | None, scheduler: str | None = None, workers: int = 2):
+def execution_backend(
+    name: str | None, scheduler: str | None = None, workers: int = 2
+) -> Iterator[str | None]:
     """Yields the joblib backend name to pass to auditsel.games.engine.run_game (None = default)."""
     if name in (None, "loky", "threading"):
         if scheduler:

@@ -32,17 +32,19 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
 from auditsel.errors import ConfigError
 from auditsel.files import (
+    FolderLock,
     atomic_write_bytes,
     folder_lock,
     open_regular,
@@ -52,6 +54,15 @@ from auditsel.files import (
 from auditsel.games.fingerprint import code_identity, describe_change
 from auditsel.games.worker_pool import fork_available, forked_chunks, game_threads
 from auditsel.roles import GameProtocol, Proxy
+
+
+class _Bar(tqdm):
+    """tqdm's bar without its monitor thread (which outlives the bar, disabled ones too): a
+    run's process with no thread left after the game can fork the work it does beside the
+    rest (`auditsel.games.worker_pool.Beside`). The bar is updated at every chunk."""
+
+    monitor_interval = 0
+
 
 __all__ = [
     "GameRecord",
@@ -88,7 +99,7 @@ class ChunkSource:
     """Finished chunks on disk, in trial order: what a streamed (bounded-memory) audit reads."""
 
     store: Checkpoints
-    sizes: tuple
+    sizes: tuple[int, ...]
 
     def __len__(self) -> int:
         return len(self.sizes)
@@ -125,7 +136,9 @@ def _chunk_sizes(trials: int, chunk_size: int) -> list[int]:
     return [chunk_size] * full + ([rest] if rest else [])
 
 
-def play_chunk(protocol: GameProtocol, proxy: Proxy, seed: int, index: int, size: int):
+def play_chunk(
+    protocol: GameProtocol, proxy: Proxy, seed: int, index: int, size: int
+) -> tuple[int, np.ndarray, np.ndarray]:
     """One chunk of trials: coins, releases, scores (runs inside a worker).
 
     A protocol with a `play(seed, index, size) -> (scores, member)` method plays the chunk
@@ -171,9 +184,9 @@ class Checkpoints:
         self.stamp = hashlib.sha256(
             json.dumps([fingerprint, self.code], sort_keys=True).encode()
         ).hexdigest()[:32]
-        self._lock = None
+        self._lock: FolderLock | None = None
 
-    def open(self):
+    def open(self) -> None:
         """Create (or check) the folder and its manifest, and lock it until `close()`."""
         self.dir.mkdir(parents=True, exist_ok=True)
         if self._lock is None:
@@ -184,12 +197,12 @@ class Checkpoints:
             self.close()
             raise
 
-    def close(self):
+    def close(self) -> None:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
 
-    def _check_manifest(self):
+    def _check_manifest(self) -> None:
         manifest = self.dir / MANIFEST
         expected = {
             "fingerprint": self.fingerprint,
@@ -227,7 +240,7 @@ class Checkpoints:
     def path(self, index: int) -> Path:
         return self.dir / f"chunk_{index:07d}.npz"
 
-    def load(self, index: int, size: int):
+    def load(self, index: int, size: int) -> tuple[np.ndarray, np.ndarray] | None:
         path = self.path(index)
         if not path.exists():
             return None
@@ -256,7 +269,7 @@ class Checkpoints:
             return None  # the last, partial chunk of a run with another trial count: recompute
         return scores, member
 
-    def save(self, index: int, scores, member):
+    def save(self, index: int, scores: np.ndarray, member: np.ndarray) -> None:
         # a unique temporary name (two writers never share one), then an atomic rename
         with temporary_beside(self.path(index)) as (handle, _):
             np.savez(
@@ -283,7 +296,7 @@ def _create_exclusive(path: Path, data: bytes) -> None:
             os.unlink(link)
 
 
-def _pause(directory: Path):
+def _pause(directory: Path) -> NoReturn:
     """The kill point of tests/games/test_kill_resume.py: announce it, then wait to be killed."""
     atomic_write_bytes(directory / "paused", str(os.getpid()).encode())
     while True:
@@ -333,7 +346,7 @@ def run_game(
     resumed = len(results)
     pending = [i for i in range(len(sizes)) if i not in results]
 
-    bar = tqdm(
+    bar = _Bar(
         total=int(trials),
         initial=sum(sizes[i] for i in results),
         unit=unit,
@@ -368,7 +381,15 @@ def run_game(
     return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
 
 
-def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
+def _execute(
+    protocol: GameProtocol,
+    proxy: Proxy,
+    seed: int,
+    pending: list[int],
+    sizes: Sequence[int],
+    jobs: int,
+    backend: str | None,
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     if backend is None and (jobs == 1 or len(pending) <= 1):
         for index in pending:
             yield play_chunk(protocol, proxy, seed, index, sizes[index])
@@ -384,7 +405,10 @@ def _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
         # user's imports and first calls), then forks the workers, which inherit all of it
         first, rest = pending[0], pending[1:]
         yield play_chunk(protocol, proxy, seed, first, sizes[first])
-        play = lambda i: play_chunk(protocol, proxy, seed, i, sizes[i])
+
+        def play(i: int) -> tuple[int, np.ndarray, np.ndarray]:
+            return play_chunk(protocol, proxy, seed, i, sizes[i])
+
         yield from forked_chunks(play, rest, min(_workers(jobs), len(rest)), game_threads(jobs))
         return
     # deferred: joblib (0.14 s with loky) loads only for parallel runs
@@ -404,14 +428,24 @@ def _workers(jobs: int) -> int:
     return max(1, jobs if jobs > 0 else (os.cpu_count() or 1) + 1 + jobs)
 
 
-def _threaded(protocol, proxy, seed, pending, sizes, workers: int):
+def _threaded(
+    protocol: GameProtocol,
+    proxy: Proxy,
+    seed: int,
+    pending: list[int],
+    sizes: Sequence[int],
+    workers: int,
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """The chunks on a standard-library thread pool, at most 2 per thread in flight (finished
     chunks are handed over at once, so a streamed run keeps its memory bound); the same
     numbers as joblib's threads or processes (each chunk is seeded by its index), without
     importing joblib and loky (a tenth of a second of every run)."""
     todo = iter(pending)
     with ThreadPoolExecutor(workers, thread_name_prefix="auditsel-chunks") as pool:
-        submit = lambda i: pool.submit(play_chunk, protocol, proxy, seed, i, sizes[i])
+
+        def submit(i: int) -> Future[tuple[int, np.ndarray, np.ndarray]]:
+            return pool.submit(play_chunk, protocol, proxy, seed, i, sizes[i])
+
         running = {submit(i) for _, i in zip(range(2 * workers), todo)}
         while running:
             done, running = wait(running, return_when=FIRST_COMPLETED)

@@ -149,7 +149,7 @@ _WHAT = {
 }
 
 
-def describe_change(old: Mapping | None, new: Mapping) -> str:
+def describe_change(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:
     """What differs between two code identities, in words ('' when nothing does)."""
     if not isinstance(old, Mapping):
         return "written by an auditsel that did not record its code"

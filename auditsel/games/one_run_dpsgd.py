@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from auditsel.dpsgd.datasets import Dataset, load_split
 from auditsel.errors import ConfigError
 from auditsel.games.one_run_reduced import OneRunReducedGame
 from auditsel.rounds import RoundsLaw
+
+if TYPE_CHECKING:
+    from auditsel.dpsgd.models import ModelSpec
 
 __all__ = ["OneRunDpsgd"]
 
@@ -43,7 +47,7 @@ class OneRunDpsgd:
     noise_multiplier: float
     steps: int
     law: RoundsLaw
-    learning_rates: tuple = (0.01,)
+    learning_rates: tuple[float, ...] = (0.01,)
     clip: float = 1.0
     threat: str = "etcv"
     dataset: str = "digits"
@@ -51,7 +55,7 @@ class OneRunDpsgd:
     train_size: int = 500
     device: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.threat not in ("etcv", "ntcv"):
             raise ConfigError(
                 "game.threat", f"one-run DP-SGD audits support etcv and ntcv, got {self.threat!r}"
@@ -68,7 +72,7 @@ class OneRunDpsgd:
         """The reduced one-run game of the same setting (exact for ETCV)."""
         return OneRunReducedGame(self.mu, self.law, self.canaries)
 
-    def setup(self):
+    def setup(self) -> tuple[ModelSpec, Dataset]:
         # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
         from auditsel.dpsgd.models import ModelSpec
 
@@ -83,7 +87,9 @@ class OneRunDpsgd:
             )
         return model, train
 
-    def play(self, rng: np.random.Generator, setup=None):
+    def play(
+        self, rng: np.random.Generator, setup: tuple[ModelSpec, Dataset] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """One tuning run: (scores, inclusion bits) of the m canaries."""
         # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
         import torch

@@ -37,9 +37,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtri
 
@@ -211,10 +213,10 @@ class TuningFamily:
     canaries: int
     name: str = "tuning"
 
-    def fbar_inverse(self, theta: float):
+    def fbar_inverse(self, theta: float) -> Callable[[ArrayLike], np.ndarray]:
         a, b = _fbar_lines(round(theta, 12), self.law, self.canaries)
 
-        def inverse(r):
+        def inverse(r: ArrayLike) -> np.ndarray:
             y = 1.0 - np.asarray(r, dtype=float)
             x = np.max(a[None, :] + b[None, :] * y[..., None], axis=-1)
             return np.where(y <= 0, 1.0, np.clip(x, 0.0, 1.0))

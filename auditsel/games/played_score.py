@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from auditsel.accounting.attack import attack
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import GaussianBase
 from auditsel.numerics import check_deltas
+from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import (
     BucketScore,
@@ -35,7 +35,10 @@ __all__ = ["resolve_score", "scored_winner", "is_monotone_largest"]
 
 
 def resolve_score(
-    choice: TuningScore | Literal["worst", "monotone"] | None, pair, law: RoundsLaw, delta: float
+    choice: TuningScore | Literal["worst", "monotone"] | None,
+    pair: MechanismPair,
+    law: RoundsLaw,
+    delta: float,
 ) -> TuningScore:
     """The score to play (see the module docstring); a ConfigError naming game.score when the
     attack finds none for this setting."""
@@ -46,6 +49,9 @@ def resolve_score(
         if not isinstance(choice, (MonotoneScore, FarthestScore, BucketScore)):
             raise ConfigError("game.score", f"must be a TuningScore or 'worst', got {choice!r}")
         return choice
+    # deferred: the attack (scipy.fft, the score search) loads only for game.score: worst
+    from auditsel.accounting.attack import attack
+
     found = getattr(attack(pair, law, delta), "score", None)
     if not isinstance(found, (MonotoneScore, BucketScore)):
         raise ConfigError(
@@ -62,11 +68,13 @@ def is_monotone_largest(score: TuningScore) -> bool:
 
 
 def scored_winner(
-    pair, law: RoundsLaw, score: TuningScore
+    pair: MechanismPair, law: RoundsLaw, score: TuningScore
 ) -> GaussianWinner | ScoredGaussianWinner:
     """The reduced game of `pair` (a Gaussian base, or a base whose `reduced()` is one) with
     H ranking its runs by `score`."""
     reduced = pair.reduced() if hasattr(pair, "reduced") else pair
+    if reduced is None:
+        raise ConfigError("base", f"{type(pair).__name__} has no reduced game to play")
     if is_monotone_largest(score):
         winner = winner_law(reduced, law)
         assert isinstance(winner, GaussianWinner) or not isinstance(reduced, GaussianBase)

@@ -25,25 +25,45 @@ Contract.
   memory (nothing pickled per chunk but the index and the scores), and plays chunks until
   none are left. A chunk's numbers depend on (seed, index) only, so they equal any other
   backend's.
+* Work beside. `Beside(fn)` computes fn() while the caller goes on: in a process forked from
+  this one where that is safe (`fork_available()` and no other Python thread running, since a
+  forked child of a threaded process may block forever on a lock another thread held) and
+  pays (`spare_core()`: the load average leaves a core free), else in a thread. `result()` is fn's value, or raises its exception. A forked fn runs on its own
+  core with its own GIL (a thread would contend with the caller's Python for one GIL); its
+  value comes back pickled, and where it does not (the child died, an object that does not
+  pickle) fn() is called again in this process: the same function of the same inputs, so
+  the same value.
 """
 
 from __future__ import annotations
 
 import functools
+import gc
 import multiprocessing
 import os
+import pickle
+import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from threadpoolctl import ThreadpoolController
 
 from auditsel.errors import ConfigError
 
-__all__ = ["game_threads", "limited_threads", "in_game_thread", "fork_available", "forked_chunks"]
+__all__ = [
+    "game_threads",
+    "limited_threads",
+    "in_game_thread",
+    "fork_available",
+    "forked_chunks",
+    "Beside",
+    "spare_core",
+]
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -176,3 +196,124 @@ def forked_chunks(
                 raise
     finally:
         del _PLAYERS[key]
+
+
+def spare_core() -> bool:
+    """Whether a core is free for work beside the caller: fewer than the number of cores less
+    a half are busy by the 1-minute load average or, where Linux tells it, by the processes
+    runnable right now other than this one (the average remembers a run that just ended, a
+    benchmark's previous repeat say). On a loaded machine a forked process gains no core, and
+    its copied pages and second set of warm caches cost CPU (about a tenth more for a
+    10^5-game `auditsel run` under a load of 9 on 2 cores), so `Beside` computes in a thread
+    then."""
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:  # no load average here: assume a free core
+        return True
+    busy = min(busy, _runnable_others())
+    return busy < (os.cpu_count() or 1) - 0.5
+
+
+def _runnable_others() -> float:
+    """Processes runnable now other than this one (/proc/loadavg's fourth field, Linux), or
+    infinity where that cannot be read."""
+    try:
+        with open("/proc/loadavg") as f:
+            return max(int(f.read().split()[3].split("/")[0]) - 1, 0)
+    except (OSError, ValueError, IndexError):
+        return float("inf")
+
+
+class Beside:
+    """fn() computed beside the caller (module docstring): in a forked process where that is
+    safe, else in a thread, or with `thread=False` (fn is not thread-safe: matplotlib's pyplot)
+    in the caller's thread when `result()` is called. `seconds` is fn's own time once
+    `result()` has returned; `forked` says where it ran."""
+
+    def __init__(self, fn: Callable[[], Any], *, thread: bool = True) -> None:
+        self._fn = fn
+        self.seconds = 0.0
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self.forked = fork_available() and threading.active_count() == 1 and spare_core()
+        if self.forked:
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: compute, send, and leave without any cleanup of the parent's
+                os.close(read)
+                self._child(write)
+            os.close(write)
+            self._pid, self._read = pid, read
+        elif thread:
+            self._thread = threading.Thread(target=self._run, name="auditsel-beside", daemon=True)
+            self._thread.start()
+
+    def _child(self, write: int) -> None:
+        # the inherited objects leave the garbage collector's view: its passes would touch
+        # every one of them and copy their pages from the parent (copy-on-write) for nothing
+        gc.freeze()
+        status = 1
+        try:
+            start = time.perf_counter()
+            try:
+                payload = (True, self._fn(), time.perf_counter() - start)
+            except BaseException as err:  # sent to the parent, which raises it
+                payload = (False, err, time.perf_counter() - start)
+            data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+            with os.fdopen(write, "wb") as pipe:
+                pipe.write(data)
+            status = 0
+        finally:
+            os._exit(status)
+
+    def _run(self) -> None:
+        start = time.perf_counter()
+        try:
+            self._value = self._fn()
+        except BaseException as err:  # raised by result()
+            self._error = err
+        self.seconds = time.perf_counter() - start
+
+    def _receive(self) -> None:
+        with os.fdopen(self._read, "rb") as pipe:
+            data = pipe.read()
+        _, status = os.waitpid(self._pid, 0)
+        try:
+            if status != 0 or not data:
+                raise EOFError("no value from the forked process")
+            ok, value, self.seconds = pickle.loads(data)
+        except Exception:  # died, or a value that does not pickle: the same call, here
+            self._run()
+            return
+        if ok:
+            self._value = value
+        else:
+            self._error = value
+
+    def cancel(self) -> None:
+        """Give up on the value (the caller failed): a forked process is stopped and reaped, a
+        thread is left to finish on its own (a daemon)."""
+        if self.forked and not self._done:
+            self._done = True
+            with suppress(OSError):
+                os.kill(self._pid, signal.SIGKILL)
+            with suppress(OSError):
+                os.close(self._read)
+            with suppress(ChildProcessError):
+                os.waitpid(self._pid, 0)
+
+    def result(self) -> Any:
+        """fn's value (waiting for it), or its exception raised here."""
+        if not self._done:
+            if self.forked:
+                self._receive()
+            elif self._thread is not None:
+                self._thread.join()
+            else:  # thread=False and no fork: computed now, in the caller's thread
+                self._run()
+            self._done = True
+        if self._error is not None:
+            raise self._error
+        return self._value

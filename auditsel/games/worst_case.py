@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from auditsel.errors import ConfigError, shown
 from auditsel.games.played_score import resolve_score
@@ -64,7 +65,9 @@ __all__ = ["DpsgdWorstCase", "step_log_likelihood_ratio", "DEFAULT_BLOCK"]
 DEFAULT_BLOCK = 1 << 21  # steps per vectorised block (16 MiB of float64 per array)
 
 
-def step_log_likelihood_ratio(x, noise_multiplier: float, sample_rate: float) -> np.ndarray:
+def step_log_likelihood_ratio(
+    x: ArrayLike, noise_multiplier: float, sample_rate: float
+) -> np.ndarray:
     """log((1 - tau) + tau exp((2x - 1) / (2 sigma^2))) per step, overflow-safe (float64)."""
     a = (2.0 * np.asarray(x, dtype=float) - 1.0) / (2.0 * noise_multiplier**2)
     if sample_rate >= 1.0:
@@ -72,7 +75,7 @@ def step_log_likelihood_ratio(x, noise_multiplier: float, sample_rate: float) ->
     return np.logaddexp(math.log1p(-sample_rate), math.log(sample_rate) + a)
 
 
-def _step_terms(x, noise_multiplier: float, sample_rate: float) -> np.ndarray:
+def _step_terms(x: np.ndarray, noise_multiplier: float, sample_rate: float) -> np.ndarray:
     """The same in float32, in place on x (the sampler's hot path). Where a > CAP, exp is
     capped at e^CAP and the excess added back: exact to float32 precision, as (1 - tau) e^-CAP
     is negligible beside tau."""
@@ -115,7 +118,7 @@ class DpsgdWorstCase:
     #: how the tuner ranks its runs; "worst" is resolved per delta by `resolved(delta)`
     score: TuningScore | Literal["worst"] = MonotoneScore("largest", "label")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         score = self.score
         if score == "worst":
             return
@@ -142,7 +145,9 @@ class DpsgdWorstCase:
             )
 
     @classmethod
-    def from_base(cls, base, law: RoundsLaw, score: TuningScore | None = None) -> DpsgdWorstCase:
+    def from_base(
+        cls, base: DpsgdBase, law: RoundsLaw, score: TuningScore | None = None
+    ) -> DpsgdWorstCase:
         """From a `mechanisms.DpsgdBase` (sigma, N, tau), the law of K and the tuner's score."""
         game = cls(base.noise_multiplier, base.steps, base.sample_rate, law)
         return game if score is None else replace(game, score=score)
@@ -162,7 +167,7 @@ class DpsgdWorstCase:
         )
         return replace(self, score=score)
 
-    def statistic(self, released) -> np.ndarray:
+    def statistic(self, released: ArrayLike) -> np.ndarray:
         """The adversary's statistic of released labels (see the module docstring)."""
         released = np.asarray(released, dtype=float)
         score = self.score

@@ -5,6 +5,8 @@
   checkpoints fingerprinted by your code; `Pipeline` bundles tune, score, data and canary.
 * `canaries`: `InputCanary(x, y)` and `GradientCanary(coordinate=i)` (Opacus `attach`, or
   `step` in a hand-written DP-SGD loop), each with a default score that reads the release.
+* `default_canaries`: `canary="both"`, an InputCanary and a GradientCanary chosen from the
+  data and a probe run (audited and planned together, Bonferroni).
 * `opacus`: `from_opacus(privacy_engine, ...)`, the run's DpsgdBase and Opacus's own claimed
   epsilon, with the tuning bounds of your law of K.
 * `plan`: `plan_pipeline(...)`, the games an audit needs, from a pilot.

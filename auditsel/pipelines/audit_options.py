@@ -19,7 +19,12 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # annotations only: an options object imports nothing heavy
+    from auditsel.auditing.rules import ThresholdRule
+    from auditsel.roles import MechanismPair
+    from auditsel.rounds import RoundsLaw
 
 from auditsel.errors import AuditselDeprecationWarning
 from auditsel.version import REMOVED_IN
@@ -41,7 +46,7 @@ class AuditOptions:
     pilot at seed + 1, never the audit's games)."""
 
     confidence: float = 0.95
-    rule: Any = "split"
+    rule: ThresholdRule | str = "split"
     seed: int = 0
 
 
@@ -55,8 +60,8 @@ class ReportOptions:
 
     out_dir: str | Path | None = None
     name: str | None = None
-    base: Any = None
-    rounds: Any = None
+    base: MechanismPair | None = None
+    rounds: RoundsLaw | None = None
     panel: bool | str = "auto"
 
 

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from auditsel.errors import ConfigError, integer, number, shown
 
@@ -100,7 +101,7 @@ class Canary:
         """The default attack: a real number, higher when the canary looks in."""
         raise NotImplementedError
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """What result.json records of the canary."""
         return {"kind": type(self).__name__}
 
@@ -119,14 +120,14 @@ def _model_of(release: Any) -> Any:
     return release
 
 
-def _to_numpy(value: Any) -> np.ndarray:
+def _to_numpy(value: Any) -> NDArray[np.float64]:
     detach = getattr(value, "detach", None)
     if detach is not None:  # a torch tensor
         value = detach().cpu().numpy()
     return np.asarray(value, dtype=np.float64)
 
 
-def _parameter_list(release: Any) -> list:
+def _parameter_list(release: Any) -> list[Any]:
     """The parameter tensors (or arrays) of a release, in `model.parameters()` order."""
     model = _model_of(release)
     parameters = getattr(model, "parameters", None)
@@ -139,7 +140,7 @@ def _parameter_list(release: Any) -> list:
     return [model]
 
 
-def flat_parameters(release: Any) -> np.ndarray:
+def flat_parameters(release: Any) -> NDArray[np.float64]:
     """The release's parameters as one float64 vector: a torch module (its `parameters()`), a
     mapping of name -> tensor (a state dict), a sequence of tensors or arrays, or one array; a
     mapping with a "model" key is read through it."""
@@ -147,7 +148,7 @@ def flat_parameters(release: Any) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0)
 
 
-def _locate(shapes: Sequence[tuple], coordinate: int) -> tuple[int, tuple]:
+def _locate(shapes: Sequence[tuple[int, ...]], coordinate: int) -> tuple[int, tuple[int, ...]]:
     """(parameter index, index tuple inside it) of a coordinate of the flattened parameters."""
     offset = coordinate
     for i, shape in enumerate(shapes):
@@ -161,7 +162,7 @@ def _locate(shapes: Sequence[tuple], coordinate: int) -> tuple[int, tuple]:
     )
 
 
-def _shape(x: Any) -> tuple:
+def _shape(x: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in x.shape)
 
 
@@ -177,7 +178,7 @@ class InputCanary(Canary):
     y: Any
     copies: int = 1
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("x", "y"):
             try:  # a string, a ragged list, None: refused by name, not as an internal error
                 value = _to_numpy(getattr(self, name))
@@ -216,7 +217,7 @@ class InputCanary(Canary):
             raise ConfigError("y", f"must be a class index below {logits.size}, got {label}")
         return -float(np.logaddexp.reduce(logits) - logits[label])
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "kind": "input",
             "x_shape": list(_to_numpy(self.x).shape),
@@ -225,7 +226,7 @@ class InputCanary(Canary):
         }
 
 
-def _forward(model: Any, x: Any):
+def _forward(model: Any, x: Any) -> Any:
     """model(x[None]) without gradients, x converted to the model's tensor type and dtype."""
     parameters = getattr(model, "parameters", None)
     first = next(iter(parameters()), None) if callable(parameters) else None
@@ -293,7 +294,7 @@ def _append(data: Any, x: Any, y: Any, kind: str, copies: int = 1) -> Any:
     return tud.ConcatDataset([data, extra])
 
 
-def _rows(value: Any, shape: tuple, copies: int) -> Any:
+def _rows(value: Any, shape: tuple[int, ...], copies: int) -> Any:
     """`copies` rows of `value` (a numpy array or torch tensor) reshaped to `shape`."""
     size = math.prod(shape)
     if math.prod(tuple(value.shape)) != size:  # the canary does not fit the data's rows
@@ -323,7 +324,7 @@ class GradientCanary(Canary):
     parameter: str | None = None
     index: Any = None  # an int or a tuple of ints inside `parameter`
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if (self.coordinate is None) == (self.parameter is None):
             raise ConfigError(
                 "coordinate",
@@ -345,7 +346,9 @@ class GradientCanary(Canary):
             object.__setattr__(self, "norm", number(self.norm, "norm", 0, math.inf, lo_open=True))
         object.__setattr__(self, "initial", number(self.initial, "initial"))
 
-    def _where(self, shapes: Sequence[tuple], names: Sequence[str] | None) -> tuple[int, tuple]:
+    def _where(
+        self, shapes: Sequence[tuple[int, ...]], names: Sequence[str] | None
+    ) -> tuple[int, tuple[int, ...]]:
         """(parameter index, index tuple inside it) of the canary's coordinate."""
         if self.coordinate is not None:
             return _locate(shapes, self.coordinate)
@@ -421,7 +424,7 @@ class GradientCanary(Canary):
             return optimizer
         noise = optimizer.add_noise  # the bound method of the optimizer's class
 
-        def add_noise():
+        def add_noise() -> Any:
             grads = [p.summed_grad for p in optimizer.params]
             self.step(
                 grads,
@@ -447,7 +450,7 @@ class GradientCanary(Canary):
         index, where = self._where([_to_numpy(p).shape for p in found], _names(parameters))
         return float(_to_numpy(found[index])[where])
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         where = (
             {"coordinate": self.coordinate}
             if self.coordinate is not None

@@ -134,7 +134,7 @@ class _Walker:
             return True
         return False
 
-    def _mapping(self, value: Mapping, path: str) -> None:
+    def _mapping(self, value: Mapping[Any, Any], path: str) -> None:
         self.put(b"dict", struct.pack("<Q", len(value)))
         for key, item in value.items():
             self.walk(key, f"{path} key")
@@ -175,7 +175,7 @@ def _qualname(kind: type) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-def _callable_name(fn: Callable) -> str:
+def _callable_name(fn: Callable[..., Any]) -> str:
     owner = getattr(fn, "__self__", None)
     prefix = _qualname(owner) + "." if isinstance(owner, type) else ""
     return prefix + f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"

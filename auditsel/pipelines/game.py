@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from auditsel.errors import ConfigError
 from auditsel.games.worker_pool import in_game_thread
@@ -53,17 +54,24 @@ __all__ = [
     "LOCAL_CPU",
     "PipelineError",
     "PipelineGame",
+    "ScoreFn",
+    "TuneFn",
     "function_name",
     "describe_exception",
     "game_seed",
     "field_columns",
     "is_real_score",
+    "no_proxy",
     "score_label",
     "seed_globals",
     "user_traceback",
 ]
 
 CHUNK_SIZE = 32  # games per checkpoint file and per task sent to a worker
+#: tune(data, seed, canary) -> release: the user's whole tuning run, returning what it publishes
+TuneFn = Callable[[Any, int, Canary], Any]
+#: score(release, canary) -> a real number (a float, or a NumPy/torch scalar: `is_real_score`)
+ScoreFn = Callable[[Any, Canary], Any]
 #: module name -> file of the user's files imported by path (auditsel.pipelines.user_code),
 #: under names a worker process cannot import by itself: a PipelineGame sent to a worker
 #: carries them, and unpickling imports them there before the functions that live in them
@@ -91,7 +99,7 @@ def import_by_path(name: str, path: str) -> Any:
     return module
 
 
-def _import_files(pairs: tuple) -> None:
+def _import_files(pairs: tuple[tuple[str, str], ...]) -> None:
     for name, path in pairs:
         import_by_path(name, path)
 
@@ -99,10 +107,10 @@ def _import_files(pairs: tuple) -> None:
 class _ImportFiles:
     """Unpickled before the game's functions: imports the user's files in the worker."""
 
-    def __init__(self, pairs: tuple):
+    def __init__(self, pairs: tuple[tuple[str, str], ...]) -> None:
         self.pairs = pairs
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (_import_files, (self.pairs,))
 
 
@@ -119,7 +127,7 @@ class PipelineError(ConfigError):
         super().__init__(field, message)
         self.user_traceback = user_traceback
 
-    def __reduce__(self):  # the traceback travels back from a worker process too
+    def __reduce__(self) -> tuple[Any, ...]:  # the traceback travels back from a worker too
         return (type(self), (self.field, self.message, self.user_traceback))
 
 
@@ -134,7 +142,13 @@ def function_name(fn: Any) -> str:
     return f"{module}.{name}"
 
 
-def score_label(score: Callable | None, canary: Canary) -> str:
+def no_proxy(observations: Any, /) -> NDArray[np.float64]:
+    """The engine's proxy for a `PipelineGame`: never called (the game plays and scores its
+    chunks itself, `PipelineGame.play`; `auditsel.games.engine.play_chunk`)."""
+    raise NotImplementedError("a PipelineGame scores its own games: see PipelineGame.play")
+
+
+def score_label(score: ScoreFn | None, canary: Canary) -> str:
     """How reports name the attack: the user's function, or the canary's default score."""
     return function_name(score) if score is not None else f"{type(canary).__name__} default score"
 
@@ -159,7 +173,9 @@ class _SeedTorchOnImport(importlib.abc.MetaPathFinder):
     """Seeds torch's generators with the current game's seed as soon as `import torch` ends
     (a `tune` that imports torch lazily draws from seeded generators in its first game too)."""
 
-    def find_spec(self, fullname, path, target=None):
+    def find_spec(
+        self, fullname: str, path: Any, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname != "torch" or "torch" in sys.modules:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
@@ -168,7 +184,7 @@ class _SeedTorchOnImport(importlib.abc.MetaPathFinder):
             return None
         run = loader.exec_module
 
-        def exec_module(module):
+        def exec_module(module: Any) -> None:
             run(module)
             _seed_torch(module, _GAME_SEED[0])
 
@@ -246,7 +262,9 @@ def user_traceback(err: BaseException) -> str:
     return "".join(traceback.format_exception(type(err), err, err.__traceback__))
 
 
-def _user_error(role: str, fn: Any, game: int, seed: int, member: int, err: BaseException):
+def _user_error(
+    role: str, fn: Any, game: int, seed: int, member: int, err: BaseException
+) -> PipelineError:
     return PipelineError(
         role,
         f"{function_name(fn)} raised {describe_exception(err)} at {_where(err)} in game "
@@ -259,7 +277,7 @@ class _Clock:
     """CPU seconds of the games played in this process (the audit's own process, or a worker):
     so that the audit counts each game's CPU once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seconds = 0.0
         self._lock = threading.Lock()
 
@@ -276,8 +294,8 @@ class PipelineGame:
     """The distinguishing game around a user pipeline, as a protocol of the game engine: it
     plays whole chunks itself (`play`), one stream per game (module docstring)."""
 
-    tune: Callable
-    score: Callable
+    tune: TuneFn
+    score: ScoreFn
     data: Any
     canary: Canary
     chunk_size: int = CHUNK_SIZE
@@ -290,7 +308,7 @@ class PipelineGame:
         """Columns of a chunk's scores: the (first) score, the CPU seconds, the other fields."""
         return 2 + max(len(self.fields) - 1, 0)
 
-    def __reduce__(self):  # to a worker: the user's files are imported there first
+    def __reduce__(self) -> tuple[Any, ...]:  # to a worker: the user's files are imported first
         fields = (self.tune, self.score, self.data, self.canary, self.chunk_size, self.fields)
         return (_rebuild_game, (_ImportFiles(tuple(USER_MODULES.items())), *fields))
 

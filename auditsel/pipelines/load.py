@@ -6,7 +6,9 @@ name importable from the current directory (`mypkg.tuning`) or the path of a Pyt
 `auditsel.pipelines.user_code.import_file`: two files with one stem, or a file named like a
 standard module, never clash). For `data` and `canary`, an attribute that is a function is
 called with no arguments when it takes none (a data loader, a canary factory). A canary may also be written as a
-YAML mapping: `{kind: gradient, coordinate: 30}` or `{kind: input, x: [...], y: 1}`.
+YAML mapping: `{kind: gradient, coordinate: 30}` or `{kind: input, x: [...], y: 1}`; several
+as a YAML list of them (each audited, Bonferroni), or `both` (an InputCanary and a
+GradientCanary chosen for you: `auditsel.pipelines.default_canaries`).
 
 A pipeline YAML file (read with safe_load) has the keys of `PIPELINE_KEYS`; `tune` is
 required, unknown keys are errors, and command-line options override the file. Importing the
@@ -22,6 +24,7 @@ import importlib
 import inspect
 import re
 import sys
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +33,7 @@ from typing import Any
 from auditsel.errors import ConfigError, mapping
 from auditsel.experiments.config import load_yaml_text, read_yaml
 from auditsel.pipelines.canaries import Canary, GradientCanary, InputCanary
+from auditsel.pipelines.default_canaries import BOTH, CanaryChoice
 from auditsel.pipelines.pipeline import Pipeline, PipelineError
 from auditsel.pipelines.user_code import call_user, import_file
 
@@ -48,7 +52,7 @@ PIPELINE_KEYS = (
     "seed",
     "rule",
 )
-CANARY_KINDS = {"gradient": GradientCanary, "input": InputCanary}
+CANARY_KINDS: dict[str, type[Canary]] = {"gradient": GradientCanary, "input": InputCanary}
 
 
 @dataclass(frozen=True)
@@ -65,13 +69,16 @@ def is_reference(text: str) -> bool:
     return bool(sep and module and name.isidentifier() and not text.endswith((".yaml", ".yml")))
 
 
-def _import(module: str, field_name: str):
+def _import(module: str, field_name: str) -> types.ModuleType:
     if module.endswith(".py") or "/" in module or "\\" in module:
         return import_file(module, field_name)  # a unique name: no clash of stems or stdlib
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # as `python -m` does: the current directory
     try:
-        return call_user(field_name, f"importing {module!r}", importlib.import_module, module)
+        imported: types.ModuleType = call_user(
+            field_name, f"importing {module!r}", importlib.import_module, module
+        )
+        return imported
     except PipelineError as err:
         cause = err.user_traceback.rstrip().rsplit("\n", 1)[-1]
         missing = re.match(r"ModuleNotFoundError: No module named '([^']+)'", cause)
@@ -105,8 +112,27 @@ def load_object(reference: str, field_name: str, call: bool = False) -> Any:
     return value
 
 
-def load_canary(value: Any, field_name: str = "canary") -> Canary:
-    """A canary from MODULE:NAME or a mapping {kind: gradient | input, ...}."""
+def _canary_list(value: list[Any], field_name: str) -> tuple[Canary, ...]:
+    """A tuple of canaries from a list of canary references or mappings."""
+    if not value:
+        raise ConfigError(field_name, "must list at least one canary, got []")
+    found = tuple(load_canary(v, f"{field_name}[{i}]") for i, v in enumerate(value))
+    for i, one in enumerate(found):
+        if not isinstance(one, Canary):
+            raise ConfigError(f"{field_name}[{i}]", "must be one canary, not a list or 'both'")
+    return found  # type: ignore[return-value]
+
+
+def load_canary(value: Any, field_name: str = "canary") -> CanaryChoice:
+    """A canary from MODULE:NAME or a mapping {kind: gradient | input, ...}; a list of them
+    (a tuple of canaries, each audited: Bonferroni), or "both" (kept: the audit chooses the
+    pair, `auditsel.pipelines.default_canaries`)."""
+    if value == BOTH:
+        return BOTH
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        value = load_yaml_text(value, field_name, f"the {field_name} list")
+    if isinstance(value, list):
+        return _canary_list(value, field_name)
     if isinstance(value, str) and not is_reference(value):
         try:
             value = load_yaml_text(value, field_name, f"the {field_name} mapping")

@@ -31,18 +31,34 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from auditsel.auditing.one_run_analysis import OneRunBound, audit_one_run
 from auditsel.errors import ConfigError, integer, number
 from auditsel.pipelines.canaries import Canary, default_score
-from auditsel.pipelines.game import PipelineError, function_name, game_seed
+from auditsel.pipelines.game import PipelineError, ScoreFn, TuneFn, function_name, game_seed
 
-__all__ = ["CanarySet", "OneRunPipelineAudit", "audit_pipeline_one_run"]
+__all__ = ["CanarySet", "OneRunPipelineAudit", "TradeoffFamily", "audit_pipeline_one_run"]
+
+
+class TradeoffFamily(Protocol):
+    """A hypothesised trade-off family of [MMC24] Theorem 9, indexed by theta
+    (`auditsel.auditing.one_run_analysis.GdpFamily`: mu-GDP, the default; `PureDpFamily`;
+    `auditsel.games.one_run_reduced.TuningFamily`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def fbar_inverse(self, theta: float, /) -> Callable[[Any], Any]: ...
+
+    def epsilon(self, theta: float, delta: float, /) -> float: ...
+
+    def theta_grid(self) -> NDArray[np.float64]: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,7 +69,7 @@ class CanarySet(Canary):
     canaries: tuple[Canary, ...] = ()
     _bound: tuple[Canary, ...] = field(default=(), repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         canaries = tuple(self.canaries)
         if len(canaries) < 2 or not all(isinstance(c, Canary) for c in canaries):
             raise ConfigError("canaries", "must be at least 2 auditsel canaries")
@@ -61,7 +77,9 @@ class CanarySet(Canary):
             raise ConfigError("canaries", "a CanarySet holds canaries, not other sets")
         object.__setattr__(self, "canaries", canaries)
 
-    def for_run(self, bits: Sequence[int] | np.ndarray, rng: np.random.Generator) -> CanarySet:
+    def for_run(
+        self, bits: Sequence[int] | NDArray[np.integer], rng: np.random.Generator
+    ) -> CanarySet:
         """This set bound to one run: canary i is in when bits[i] = 1."""
         bound = copy.copy(self)
         object.__setattr__(
@@ -74,7 +92,7 @@ class CanarySet(Canary):
     def _each(self) -> tuple[Canary, ...]:
         return self._bound or tuple(c.for_game(False, np.random.default_rng(0)) for c in self)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Canary]:
         return iter(self.canaries)
 
     def __len__(self) -> int:
@@ -107,7 +125,7 @@ class CanarySet(Canary):
     def score(self, release: Any) -> float:
         raise ConfigError("score", "a CanarySet is scored canary by canary (one score each)")
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         kinds = sorted({c.describe().get("kind", "?") for c in self.canaries})
         return {"kind": "set", "canaries": len(self.canaries), "kinds": kinds}
 
@@ -124,12 +142,12 @@ class OneRunPipelineAudit:
     confidence: float
     seed: int
     bound: OneRunBound
-    scores: np.ndarray  # one per canary
-    members: np.ndarray  # the inclusion bits
+    scores: NDArray[np.float64]  # one per canary
+    members: NDArray[np.int8]  # the inclusion bits
     cpu_seconds: float
     tune: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "one_run": self.bound.to_dict(),
             "eps": self.eps,
@@ -162,8 +180,8 @@ class OneRunPipelineAudit:
 
 
 def audit_pipeline_one_run(
-    tune: Callable,
-    score: Callable | None = None,
+    tune: TuneFn,
+    score: ScoreFn | None = None,
     *,
     data: Any,
     canaries: Sequence[Canary] | CanarySet,
@@ -171,7 +189,7 @@ def audit_pipeline_one_run(
     claimed_epsilon: float | None = None,
     confidence: float = 0.95,
     seed: int = 0,
-    family: Any = None,
+    family: TradeoffFamily | None = None,
 ) -> OneRunPipelineAudit:
     """One run of `tune` with m canaries, each in with probability 1/2 (seeded by `seed`), and
     the one-run analyses of its per-canary scores (module docstring)."""

@@ -75,7 +75,7 @@ class OpacusRun:
             return None
         return float(self.interval.upper)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "base": self.base.describe(),
             "claimed_epsilon": self.claimed_epsilon,

@@ -12,11 +12,12 @@ Score files (`auditsel audit-scores`) are read by `auditsel.auditing.scores`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.rules import ThresholdRule, threshold_rule
@@ -34,7 +35,7 @@ class FunctionProtocol:
 
     release_one: Callable[[int, np.random.Generator], Any]
 
-    def release(self, member, rng):
+    def release(self, member: NDArray[np.int8], rng: np.random.Generator) -> list[Any]:
         return [self.release_one(int(b), rng) for b in member]
 
 
@@ -44,11 +45,13 @@ class FunctionProxy:
 
     score_one: Callable[[Any], float]
 
-    def __call__(self, observations):
+    def __call__(self, observations: Iterable[Any]) -> NDArray[np.float64]:
         return np.array([float(self.score_one(y)) for y in observations], dtype=float)
 
 
-def _default_fingerprint(release, score, seed, chunk_size) -> str:
+def _default_fingerprint(
+    release: Callable[..., Any], score: Callable[..., Any], seed: int, chunk_size: int
+) -> str:
     names = [
         f"{getattr(f, '__module__', None)}.{getattr(f, '__qualname__', repr(f))}"
         for f in (release, score)
@@ -60,15 +63,15 @@ PROTOCOL_CHUNK_SIZE = 1000
 
 
 def audit_protocol(
-    release: Callable,
-    score: Callable,
+    release: Callable[[Any, np.random.Generator], Any],
+    score: Callable[[Any], Any],
     *,
     delta: float,
     trials: int,
     seed: int = 0,
     confidence: float = 0.95,
     rule: ThresholdRule | str = "split",
-    threshold_grid: Any = None,
+    threshold_grid: Sequence[float] | NDArray[np.float64] | None = None,
     vectorized: bool = False,
     fingerprint: str | None = None,
     execution: ExecutionOptions | None = None,
@@ -155,7 +158,7 @@ def audit_protocol(
 
 @dataclass(frozen=True)
 class _VectorProtocol:
-    release_many: Callable
+    release_many: Callable[[NDArray[np.int8], np.random.Generator], Any]
 
-    def release(self, member, rng):
+    def release(self, member: NDArray[np.int8], rng: np.random.Generator) -> Any:
         return self.release_many(member, rng)

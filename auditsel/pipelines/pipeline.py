@@ -52,9 +52,10 @@ from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from auditsel.auditing import lower
 from auditsel.auditing.estimators import Estimate, estimator_panel, panel_dict
@@ -74,7 +75,7 @@ from auditsel.experiments.heuristics import honesty_fields
 from auditsel.experiments.report import text_table, write_outputs
 from auditsel.files import atomic_write_text, claim_folder, read_regular
 from auditsel.games.backends import execution_backend
-from auditsel.games.engine import CheckpointError, GameRecord, run_game
+from auditsel.games.engine import CheckpointError, ChunkSource, GameRecord, run_game
 from auditsel.games.fingerprint import package_digest, source_digest
 from auditsel.games.worker_pool import game_threads, limited_threads
 from auditsel.pipelines.audit_options import (
@@ -85,14 +86,26 @@ from auditsel.pipelines.audit_options import (
 )
 from auditsel.pipelines.canaries import Canary, default_score
 from auditsel.pipelines.content_digest import content_digest
+from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
 from auditsel.pipelines.game import (
     CHUNK_SIZE,
     LOCAL_CPU,
     PipelineError,
     PipelineGame,
+    ScoreFn,
+    TuneFn,
     field_columns,
     function_name,
+    no_proxy,
     score_label,
+)
+from auditsel.pipelines.pipeline_result import (
+    CanaryEntry,
+    ClaimEntry,
+    FieldsEntry,
+    PipelineEntry,
+    PipelineResult,
+    ReproducibilityEntry,
 )
 from auditsel.pipelines.release_scores import (
     CANARY_FIELD,
@@ -101,11 +114,14 @@ from auditsel.pipelines.release_scores import (
     probe_fields,
 )
 from auditsel.pipelines.replay_check import (
+    ReplayReport,
     ReproducibilityError,
     check_replay,
     check_unchanged,
 )
 from auditsel.pipelines.user_code import describe_changes, user_files
+from auditsel.roles import MechanismPair
+from auditsel.rounds import RoundsLaw
 from auditsel.selection import winner_law
 from auditsel.version import __version__, source_commit
 
@@ -131,7 +147,7 @@ class _ScoreColumn:
     """A streamed chunk source read as (score, member): one column of the pipeline's chunks
     (field `field` of `field_columns`: column 0, or column field + 1)."""
 
-    source: Any
+    source: ChunkSource
     field: int = 0
 
     def __len__(self) -> int:
@@ -141,7 +157,7 @@ class _ScoreColumn:
     def trials(self) -> int:
         return self.source.trials
 
-    def load(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+    def load(self, index: int) -> tuple[NDArray[np.float64], NDArray[np.int8]]:
         scores, member = self.source.load(index)
         return scores[:, 0 if self.field == 0 else self.field + 1], member
 
@@ -160,8 +176,8 @@ class PipelineAudit:
     seed: int
     bound: lower.LowerBound  # every number of the threshold rule (module-qualified for the docs)
     estimators: Mapping[str, Estimate] | None  # the estimator panel, each entry labelled
-    scores: np.ndarray | None  # one per game, in game order (None when streamed)
-    member: np.ndarray | None  # the coins (1: the canary was in)
+    scores: NDArray[np.float64] | None  # one per game, in game order (None when streamed)
+    member: NDArray[np.int8] | None  # the coins (1: the canary was in)
     cpu_seconds: float  # CPU seconds of the games (all workers) and of the analysis
     wall_seconds: float
     resumed_games: int  # games read back from checkpoints
@@ -169,15 +185,16 @@ class PipelineAudit:
     score: str
     fingerprint: str
     files: tuple[Path, ...] = ()
-    result: Mapping = field(default_factory=dict, repr=False)
+    #: result.json's content, typed (`auditsel.pipelines.pipeline_result`)
+    result: PipelineResult = field(default_factory=lambda: PipelineResult(), repr=False)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> PipelineResult:
         """result.json's content (the `auditsel run` contract, plus `claim` and `pipeline`)."""
-        return json.loads(json.dumps(self.result))
+        return cast(PipelineResult, json.loads(json.dumps(self.result)))
 
     def summary(self) -> str:
         """The terminal table of `auditsel run`, with the claim's verdict."""
-        return text_table(self.to_dict())
+        return text_table(dict(self.to_dict()))
 
     def __str__(self) -> str:
         return self.summary()
@@ -188,10 +205,10 @@ class Pipeline:
     """A tuning pipeline to audit: `tune(data, seed, canary) -> release`, the attack
     `score(release, canary) -> float` (None: the canary's default), the data and the canary."""
 
-    tune: Callable
-    score: Callable | None = None
+    tune: TuneFn
+    score: ScoreFn | None = None
     data: Any = None
-    canary: Canary | None = None
+    canary: CanaryChoice | None = None
 
     def audit(self, *, games: int, delta: float, **options: Any) -> PipelineAudit:
         """`audit_pipeline` of this pipeline, with `games`, `delta` and the other arguments
@@ -209,7 +226,18 @@ class Pipeline:
         )
 
 
-def _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, n_jobs=1):
+def _check(
+    tune: object,
+    score: object,
+    canary: object,
+    games: int,
+    delta: float,
+    claimed_epsilon: float | None,
+    confidence: float,
+    seed: int,
+    rule: ThresholdRule | str,
+    n_jobs: int = 1,
+) -> None:
     if not callable(tune):
         raise ConfigError("tune", "must be a function tune(data, seed, canary) -> release")
     if score is not None and not callable(score):
@@ -238,7 +266,15 @@ def _auto_or_bool(value: Any, field: str) -> bool | str:
     raise ConfigError(field, f"must be true, false or 'auto', got {shown(value)}")
 
 
-def _components(tune, score, data, canary, seed: int, chunk_size: int, fields=()) -> dict:
+def _components(
+    tune: TuneFn,
+    score: ScoreFn,
+    data: Any,
+    canary: Canary,
+    seed: int,
+    chunk_size: int,
+    fields: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """What determines the games' numbers, digested one by one (for the refusal message)."""
     return {
         "tune": source_digest(tune),
@@ -253,11 +289,11 @@ def _components(tune, score, data, canary, seed: int, chunk_size: int, fields=()
     }
 
 
-def _digest(components: dict) -> str:
+def _digest(components: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _open_checkpoints(directory: Path, components: dict) -> str:
+def _open_checkpoints(directory: Path, components: Mapping[str, Any]) -> str:
     """The fingerprint; refuses a folder whose games were made by other code, data or seed."""
     fingerprint = _digest(components)
     path = directory / FINGERPRINT_FILE
@@ -317,7 +353,7 @@ def play_games(
             before(where)
         record = run_game(
             game,
-            game.score,  # unused: the game plays its chunks itself (PipelineGame.play)
+            no_proxy,  # unused: the game plays and scores its chunks itself (PipelineGame.play)
             games,
             seed,
             chunk_size=game.chunk_size,
@@ -333,11 +369,11 @@ def play_games(
 
 
 def audit_pipeline(
-    tune: Callable,
-    score: Callable | None = None,
+    tune: TuneFn,
+    score: ScoreFn | None = None,
     *,
     data: Any,
-    canary: Canary | tuple[Canary, ...],
+    canary: CanaryChoice,
     games: int,
     delta: float,
     claimed_epsilon: float | None = None,
@@ -360,7 +396,9 @@ def audit_pipeline(
             None: the canary's score and every other released field.
         data: your training set.
         canary: an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`), or a
-            tuple of them (each plays `games` games, Bonferroni; eps is the largest).
+            tuple of them (each plays `games` games, Bonferroni; eps is the largest), or
+            "both" (an InputCanary and a GradientCanary chosen from the data and a probe run:
+            `auditsel.pipelines.default_canaries`).
         games: the number of games.
         delta: in [0, 1).
         claimed_epsilon: the claim to test (None: no claim).
@@ -422,11 +460,11 @@ def audit_pipeline(
 
 
 def _audit_pipeline(
-    tune: Callable,
-    score: Callable | None = None,
+    tune: TuneFn,
+    score: ScoreFn | None = None,
     *,
     data: Any,
-    canary: Canary | tuple[Canary, ...],
+    canary: CanaryChoice,
     games: int,
     delta: float,
     claimed_epsilon: float | None = None,
@@ -437,8 +475,8 @@ def _audit_pipeline(
     checkpoint_dir: str | Path | None = None,
     out_dir: str | Path | None = None,
     name: str | None = None,
-    base: Any = None,
-    rounds: Any = None,
+    base: MechanismPair | None = None,
+    rounds: RoundsLaw | None = None,
     backend: str | None = None,
     scheduler: str | None = None,
     chunk_size: int = CHUNK_SIZE,
@@ -448,7 +486,8 @@ def _audit_pipeline(
     accept_nondeterminism: bool = False,
 ) -> PipelineAudit:
     """`audit_pipeline` with every option as a keyword (its options objects unpacked)."""
-    if isinstance(canary, (tuple, list)):  # several canaries: each its games, Bonferroni
+    canary = resolve_canary(canary, tune, data)  # "both": (InputCanary, GradientCanary)
+    if isinstance(canary, tuple):  # several canaries: each its games, Bonferroni
         options = {k: v for k, v in locals().items() if k not in ("tune", "score", "data")}
         return _audit_each_canary(tune, score, data, tuple(options.pop("canary")), options)
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
@@ -533,13 +572,13 @@ def _play_checked(
     progress: bool,
     stream: bool,
     accept: bool,
-) -> tuple[GameRecord, float, dict[str, Any]]:
+) -> tuple[GameRecord, float, ReproducibilityEntry]:
     """`play_games` with the replay check on the audit's own backend before the games and the
     unchanged-data check after them: (record, CPU seconds in this process, result.json's
     pipeline.reproducibility). A hazard is refused unless `accept`."""
-    replay: list = []
+    replay: list[ReplayReport] = []
 
-    def on_backend(where):  # the replay check, on the audit's own backend
+    def on_backend(where: str | None) -> None:  # the replay check, on the audit's backend
         replay.append(check_replay(game, seed, jobs=jobs, backend=where, accept=accept))
 
     record, inline_cpu = play_games(
@@ -567,7 +606,13 @@ def _play_checked(
     return record, inline_cpu, reproducibility
 
 
-def _audit_each_canary(tune, score, data, canaries: tuple, options: dict) -> PipelineAudit:
+def _audit_each_canary(
+    tune: TuneFn,
+    score: ScoreFn | None,
+    data: Any,
+    canaries: tuple[Canary, ...],
+    options: dict[str, Any],
+) -> PipelineAudit:
     """One audit per canary, `games` games each, at confidence 1 - (1 - confidence) / m
     (Bonferroni over the m canaries: the largest eps_L holds at `confidence`); the audit of
     the largest eps_L, with `canaries` in result.json listing each. Folders: a subfolder per
@@ -591,15 +636,15 @@ def _audit_each_canary(tune, score, data, canaries: tuple, options: dict) -> Pip
     best = max(audits, key=lambda a: a.eps)
     claim = options["claimed_epsilon"]
     refuted = None if claim is None else any(bool(a.refuted) for a in audits)
-    result = dict(best.result)
+    result = best.result.copy()
     result["canaries"] = [
-        {
-            "canary": a.result["pipeline"]["canary"],
-            "eps": a.eps,
-            "refuted": a.refuted,
-            "confidence": level,
-            "games": a.games,
-        }
+        CanaryEntry(
+            canary=a.result["pipeline"]["canary"],
+            eps=a.eps,
+            refuted=a.refuted,
+            confidence=level,
+            games=a.games,
+        )
         for a in audits
     ]
     if claim is not None:
@@ -616,7 +661,9 @@ def _audit_each_canary(tune, score, data, canaries: tuple, options: dict) -> Pip
     )
 
 
-def scoring(tune, score, data, canary) -> tuple[tuple[str, ...], Callable]:
+def scoring(
+    tune: TuneFn, score: ScoreFn | None, data: Any, canary: Canary
+) -> tuple[tuple[str, ...], ScoreFn]:
     """(fields, score function) of an audit: with `score` None, the canary's own score, or
     every field of a mapping release (`release_scores`: fixed by one probe run); else ()."""
     if score is not None:
@@ -625,7 +672,7 @@ def scoring(tune, score, data, canary) -> tuple[tuple[str, ...], Callable]:
     return fields, FieldScores(fields) if fields else default_score
 
 
-def _default_fields(tune, data, canary) -> tuple[str, ...]:
+def _default_fields(tune: TuneFn, data: Any, canary: Canary) -> tuple[str, ...]:
     """The fields the default score reads: () when the release is the canary's alone (its
     score, unchanged), else every field of the probe run's release."""
     try:
@@ -639,16 +686,26 @@ def _default_fields(tune, data, canary) -> tuple[str, ...]:
     return () if fields in ((), (CANARY_FIELD,)) else fields
 
 
-def _field_bounds(record, fields, stream, delta, confidence, rule):
+def _field_bounds(
+    record: GameRecord,
+    fields: tuple[str, ...],
+    stream: bool,
+    delta: float,
+    confidence: float,
+    rule: ThresholdRule,
+) -> tuple[GameRecord, dict[str, lower.LowerBound], int]:
     """eps_L of every field's column at confidence 1 - (1 - confidence) / fields: the record
     with the best field's scores in column 0 (in memory), {field: LowerBound} and the best."""
     level = 1 - (1 - confidence) / len(fields)
-    bounds = {}
+    bounds: dict[str, lower.LowerBound] = {}
     if stream:
+        chunks = record.chunks
+        assert chunks is not None  # a streamed record reads its chunks back from disk
         for j, name in enumerate(fields):
-            column = _ScoreColumn(record.chunks, j)
+            column = _ScoreColumn(chunks, j)
             bounds[name] = audit_chunks(column, delta, confidence=level, rule=rule)
         return record, bounds, int(np.argmax([b.eps for b in bounds.values()]))
+    assert record.scores is not None and record.member is not None  # played in memory
     columns = field_columns(record.scores)
     for j, name in enumerate(fields):
         bounds[name] = audit_scores(
@@ -659,39 +716,41 @@ def _field_bounds(record, fields, stream, delta, confidence, rule):
     return GameRecord(scores, record.member), bounds, best
 
 
-def _fields_entry(by_field: dict, best: str, confidence: float) -> dict:
+def _fields_entry(
+    by_field: Mapping[str, lower.LowerBound], best: str, confidence: float
+) -> FieldsEntry:
     """result.json's pipeline.fields: each field's eps_L, their confidence, the largest."""
-    return {
-        "confidence_each": 1 - (1 - confidence) / len(by_field),
-        "eps": {k: float(b.eps) for k, b in by_field.items()},
-        "best": best,
-    }
+    return FieldsEntry(
+        confidence_each=1 - (1 - confidence) / len(by_field),
+        eps={k: float(b.eps) for k, b in by_field.items()},
+        best=best,
+    )
 
 
 def _analyse(
     record: GameRecord,
     *,
-    stream,
-    games,
-    delta,
-    claimed_epsilon,
-    confidence,
-    seed,
-    rule,
-    panel,
-    base,
-    rounds,
-    name,
-    names,
-    canary,
-    fingerprint,
-    resumed,
-    clocks,
-    out,
-    chunk_size,
-    inline_cpu,
-    fields=(),
-    reproducibility=None,
+    stream: bool,
+    games: int,
+    delta: float,
+    claimed_epsilon: float | None,
+    confidence: float,
+    seed: int,
+    rule: ThresholdRule,
+    panel: bool | str,
+    base: MechanismPair | None,
+    rounds: RoundsLaw | None,
+    name: str,
+    names: tuple[str, str],
+    canary: Canary,
+    fingerprint: str,
+    resumed: int,
+    clocks: tuple[float, float],
+    out: Path | None,
+    chunk_size: int,
+    inline_cpu: float,
+    fields: tuple[str, ...] = (),
+    reproducibility: ReproducibilityEntry | None = None,
 ) -> PipelineAudit:
     """eps_L, the panel, the bounds and the report from the played games."""
     played = _bound_games(
@@ -722,24 +781,26 @@ def _analyse(
         claimed_epsilon,
         played.artefacts,
     )
-    game_cpu = played.game_cpu
     wall = time.perf_counter() - clocks[0]
     # this process's CPU (the analysis, and the games it played itself), plus the games played
     # elsewhere: in worker processes, or in earlier runs (resumed from checkpoints)
-    cpu = (time.process_time() - clocks[1]) + max(game_cpu - inline_cpu, 0.0)
-    result["pipeline"] = {
+    cpu = (time.process_time() - clocks[1]) + max(played.game_cpu - inline_cpu, 0.0)
+    entry: PipelineEntry = {
         "tune": names[0],
         "score": names[1],
         "canary": canary.describe(),
         "games": games,
         "chunk_size": chunk_size,
         "resumed_games": resumed,
-        "game_cpu_seconds": round(game_cpu, 3),
+        "game_cpu_seconds": round(played.game_cpu, 3),
         "cpu_seconds": round(cpu, 3),
         "fingerprint": fingerprint,
-        **({"fields": _fields_entry(by_field, fields[best], confidence)} if fields else {}),
-        **({} if reproducibility is None else {"reproducibility": reproducibility}),
     }
+    if fields:
+        entry["fields"] = _fields_entry(by_field, fields[best], confidence)
+    if reproducibility is not None:
+        entry["reproducibility"] = reproducibility
+    result["pipeline"] = entry
     result["seconds"] = round(wall, 3)
     files: tuple[Path, ...] = ()
     if out is not None:
@@ -764,7 +825,7 @@ def _analyse(
         score=names[1],
         fingerprint=fingerprint,
         files=files,
-        result=result,
+        result=cast(PipelineResult, result),
     )
 
 
@@ -794,7 +855,7 @@ def _bound_games(
     rule: ThresholdRule,
     panel: bool | str,
     games: int,
-    law: Any,
+    law: RoundsLaw | None,
     seed: int,
     plots: bool,
 ) -> _PlayedBound:
@@ -802,7 +863,8 @@ def _bound_games(
     checkpoints or in memory (with the estimator panel when `panel` allows it)."""
     artefacts: dict[str, Any] = {}
     estimators = None
-    by_field, best = {}, 0
+    by_field: dict[str, lower.LowerBound] = {}
+    best = 0
     if fields:
         record, by_field, best = _field_bounds(record, fields, stream, delta, confidence, rule)
     if stream:
@@ -844,8 +906,8 @@ def _bound_games(
 def _result_fields(
     name: str,
     delta: float,
-    base: Any,
-    rounds: Any,
+    base: MechanismPair | None,
+    rounds: RoundsLaw | None,
     bound: lower.LowerBound,
     score_name: str,
     seed: int,
@@ -858,10 +920,14 @@ def _result_fields(
     and whether the claim is refuted (None without one)."""
     result: dict[str, Any] = {"name": name, "delta": delta}
     if base is not None:
+        assert rounds is not None  # given together with base (_audit_pipeline checks)
         bounds, curve = upper_panel(base, rounds, delta, with_curves=delta > 0)
         result.update(upper_fields(base, rounds, bounds, curve))
+        reduced = base.reduced()  # None: no exact winner law (a dp_accounting event)
         artefacts.update(
-            curve=curve[:2], attack_curve=curve[2], winner=winner_law(base.reduced(), rounds)
+            curve=curve[:2],
+            attack_curve=curve[2],
+            winner=None if reduced is None else winner_law(reduced, rounds),
         )
     else:
         result.update(base=None, rounds=None, upper={}, notes=[])
@@ -874,6 +940,6 @@ def _result_fields(
         result["interval"] = result_interval(result, bounds)
     refuted = None if claimed_epsilon is None else bool(bound.eps > claimed_epsilon)
     if claimed_epsilon is not None:
-        result["claim"] = {"epsilon": float(claimed_epsilon), "refuted": refuted}
+        result["claim"] = ClaimEntry(epsilon=float(claimed_epsilon), refuted=refuted)
     result.update(honesty_fields(result))
     return result, refuted

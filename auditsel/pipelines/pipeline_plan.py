@@ -22,6 +22,20 @@ the planning arithmetic of `auditsel.auditing.planning` gives
 
 * the CPU seconds per game of the pilot, to turn games into time.
 
+Several canaries (`canary=(InputCanary(...), GradientCanary(...))`, or "both": the pair of
+`auditsel.pipelines.default_canaries`) are planned as `audit_pipeline` audits them: each canary
+plays its own pilot of `pilot` games and, in the audit, its own `games` games (the games are
+doubled, not split: every number of games in the plan is per canary, and the audit plays m
+times as many), each certified at confidence 1 - (1 - confidence) / m (Bonferroni over the m
+canaries, the audit's own correction; within a canary, each released field at its share of
+that). Each canary's plan is computed at that level, on its pilot's curve at confidence
+1 - (1 - pilot_confidence) / m (so that all m curves hold at once with probability >=
+pilot_confidence), and the plan of the audit is their combination: the audit refutes when any
+canary does, so the games to refute (or to reach a target) are the fewest over the canaries,
+and P(refuted), P(eps_L >= target) and E[eps_L] at `games` are the largest over the canaries
+(each a lower bound on the audit's, which takes the largest eps_L of its canaries).
+`PipelinePlan.canaries` holds each canary's plan.
+
 What a pilot cannot see: a leak that shows only in rare games. A pilot of n games sees an
 event of rate r at least once with probability 1 - (1 - r)^n; below `blind_rate` (about 3 / n)
 a leak is invisible to it, and "none" then means "not seen in the pilot", not "absent". A
@@ -35,14 +49,16 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy import stats
 
 from auditsel.auditing.planning import (
+    Curve,
     blind_rate,
     empirical_curve,
     expected_for_games,
@@ -55,8 +71,9 @@ from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError, choice, integer, number
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, grouped_options
 from auditsel.pipelines.canaries import Canary
-from auditsel.pipelines.game import field_columns
-from auditsel.pipelines.pipeline import PipelineGame, _check, play_games, scoring
+from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
+from auditsel.pipelines.game import PipelineGame, ScoreFn, TuneFn, field_columns
+from auditsel.pipelines.pipeline import _check, play_games, scoring
 
 __all__ = ["PilotOptions", "PipelinePlan", "plan_pipeline"]
 
@@ -95,14 +112,21 @@ class PipelinePlan:
     fields: Mapping[str, float] = field(default_factory=dict)  # score=None: each released
     #                                 field's planned eps (its pessimistic curve's largest)
     flagged: tuple[str, ...] = ()  # fields whose values differ with and without the canary
+    canaries: tuple[PipelinePlan, ...] = ()  # several canaries: each one's plan (at its
+    #                                          Bonferroni share, as the audit certifies it)
 
-    def to_dict(self) -> dict:
-        return {
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as JSON-ready values (non-finite numbers as None; each canary's plan)."""
+        out = {
             k: (None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in asdict(self).items()
         }
+        out["canaries"] = [plan.to_dict() for plan in self.canaries]
+        return out
 
     def summary(self) -> str:
+        if self.canaries:
+            return self._combined_summary()
         lines = [
             f"plan from {self.pilot_games:,} pilot games: valid {self.rule} audit at "
             f"{self.confidence:.0%} confidence, delta = {self.delta:g}; planned on the pilot's "
@@ -151,8 +175,81 @@ class PipelinePlan:
         )
         return "\n".join(lines)
 
+    def _combined_summary(self) -> str:
+        """The summary of a plan of several canaries: the audit's lines, then each canary's."""
+        m = len(self.canaries)
+        lines = [
+            f"plan for {m} canaries (each plays its own {self.pilot_games:,} pilot games and the "
+            f"audit's games: the audit plays {m} x the games below), each certified at "
+            f"confidence 1 - {1 - self.confidence:g}/{m} = {self.canaries[0].confidence:.4g} "
+            f"(Bonferroni: the audit's verdict holds at {self.confidence:.0%}); "
+            f"{self.cpu_seconds_per_game:.3g} CPU s per game of all {m}"
+        ]
+        if self.target_eps is not None:
+            n = self.games_for_target
+            lines.append(
+                f"  games per canary for P(eps_L >= {self.target_eps:g}) >= {self.power:g}: "
+                + (f"{n:,}" if n is not None else "none (no canary's curve reaches it)")
+            )
+        if self.claimed_epsilon is not None:
+            n = self.games_to_refute
+            lines.append(
+                f"  games per canary to refute the claim {self.claimed_epsilon:g} with "
+                f"probability >= {self.power:g}: "
+                + (f"{n:,}" if n is not None else "none seen (no canary's pilot sees a leak)")
+            )
+        if self.games is not None:
+            extra = ""
+            if self.prob_target is not None:
+                extra += f", P(eps_L >= {self.target_eps:g}) >= {self.prob_target:.3f}"
+            if self.prob_refute is not None:
+                extra += f", P(refuted) >= {self.prob_refute:.3f}"
+            lines.append(
+                f"  {self.games:,} games per canary: E[eps_L] >= {self.expected_eps:.4f}{extra}"
+            )
+        for i, plan in enumerate(self.canaries):
+            lines.append(f"  canary {i}: " + plan.summary().replace("\n", "\n    "))
+        return "\n".join(lines)
 
-def _differing(columns: np.ndarray, member: np.ndarray, fields: tuple[str, ...]):
+
+def _combined(
+    plans: list[PipelinePlan], confidence: float, pilot_confidence: float
+) -> PipelinePlan:
+    """The plan of one audit of several canaries (module docstring): fewest games, largest
+    probabilities and expectations over the canaries' plans."""
+
+    def fewest(key: str) -> Any:
+        found = [getattr(p, key) for p in plans if getattr(p, key) is not None]
+        return min(found) if found else None
+
+    def largest(key: str) -> Any:
+        found = [getattr(p, key) for p in plans if getattr(p, key) is not None]
+        return max(found) if found else None
+
+    first = plans[0]
+    return replace(
+        first,
+        confidence=confidence,
+        pilot_confidence=pilot_confidence,
+        curve_eps=max(p.curve_eps for p in plans),
+        point_eps=max(p.point_eps for p in plans),
+        cpu_seconds_per_game=sum(p.cpu_seconds_per_game for p in plans),
+        blind_rate=max(p.blind_rate for p in plans),
+        games_for_target=fewest("games_for_target"),
+        games_to_refute=fewest("games_to_refute"),
+        expected_eps=largest("expected_eps"),
+        prob_target=largest("prob_target"),
+        prob_refute=largest("prob_refute"),
+        point_expected_eps=largest("point_expected_eps"),
+        fields={f"{i}.{k}": v for i, p in enumerate(plans) for k, v in p.fields.items()},
+        flagged=tuple(f"{i}.{k}" for i, p in enumerate(plans) for k in p.flagged),
+        canaries=tuple(plans),
+    )
+
+
+def _differing(
+    columns: NDArray[np.float64], member: NDArray[np.int8], fields: tuple[str, ...]
+) -> tuple[str, ...]:
     """The fields whose pilot values differ between the games with and without the canary:
     a two-sided Mann-Whitney test at 0.05 / fields (Bonferroni), or values that never overlap
     (every game of one coin above every game of the other)."""
@@ -168,7 +265,7 @@ def _differing(columns: np.ndarray, member: np.ndarray, fields: tuple[str, ...])
     return tuple(flagged)
 
 
-def _curve_eps(curve, delta: float) -> float:
+def _curve_eps(curve: Curve, delta: float) -> float:
     """The largest eq. 4 eps of the curve's tests (0 when none is informative)."""
     fps, fns = curve.candidates(10**6)
     return float(max(epsilon_from_rates(fps, fns, delta).max(), 0.0)) if len(fps) else 0.0
@@ -184,11 +281,11 @@ class PilotOptions:
 
 
 def plan_pipeline(
-    tune: Callable,
-    score: Callable | None = None,
+    tune: TuneFn,
+    score: ScoreFn | None = None,
     *,
     data: Any,
-    canary: Canary,
+    canary: CanaryChoice,
     delta: float,
     pilot: int | PilotOptions = 200,
     target_eps: float | None = None,
@@ -209,7 +306,10 @@ def plan_pipeline(
         tune: your tuning run, as `audit_pipeline` takes it.
         score: the attack, as `audit_pipeline` takes it (None: every released field).
         data: your training set.
-        canary: the canary of the audit to plan.
+        canary: the canary of the audit to plan, a tuple of canaries or "both" (planned as
+            `audit_pipeline` audits them: each canary its own pilot and games, at
+            confidence 1 - (1 - confidence) / m; the games planned are per canary: module
+            docstring).
         delta: in [0, 1).
         pilot: the pilot's games (an int), or a `PilotOptions`.
         target_eps: plan the games with P(eps_L >= target_eps) >= power.
@@ -235,32 +335,51 @@ def plan_pipeline(
         if getattr(ex, unused) is not None:
             raise ConfigError(f"execution.{unused}", "not used by plan_pipeline's pilot")
     pilot_seed = old_options["seed"] if "seed" in old_options else integer(st.seed, "seed", 0) + 1
-    return _plan_pipeline(
-        tune,
-        score,
-        data=data,
-        canary=canary,
-        delta=delta,
-        pilot=pilot.games if isinstance(pilot, PilotOptions) else pilot,
-        target_eps=target_eps,
-        claimed_epsilon=claimed_epsilon,
-        games=games,
-        power=power,
-        confidence=st.confidence,
-        rule=st.rule,
-        seed=pilot_seed,
-        jobs=ex.jobs,
-        backend=ex.backend,
-        progress=ex.progress,
-        pilot_confidence=(
-            pilot.confidence if isinstance(pilot, PilotOptions) else PILOT_CONFIDENCE
-        ),
+    canary = resolve_canary(canary, tune, data)  # "both": (InputCanary, GradientCanary)
+    canaries = canary if isinstance(canary, tuple) else (canary,)
+    if not canaries:
+        raise ConfigError("canary", "give a canary, or a tuple of canaries to plan each")
+    confidence = number(st.confidence, "confidence", 0.5, 1, hi_open=True)
+    pilot_confidence = number(
+        pilot.confidence if isinstance(pilot, PilotOptions) else PILOT_CONFIDENCE,
+        "pilot_confidence",
+        0.5,
+        1,
+        hi_open=True,
+    )
+    m = len(canaries)  # the audit's Bonferroni split over its canaries (module docstring)
+    plans = [
+        _plan_pipeline(
+            tune,
+            score,
+            data=data,
+            canary=one,
+            delta=delta,
+            pilot=pilot.games if isinstance(pilot, PilotOptions) else pilot,
+            target_eps=target_eps,
+            claimed_epsilon=claimed_epsilon,
+            games=games,
+            power=power,
+            confidence=1 - (1 - confidence) / m,
+            rule=st.rule,
+            seed=pilot_seed,
+            jobs=ex.jobs,
+            backend=ex.backend,
+            progress=ex.progress,
+            pilot_confidence=1 - (1 - pilot_confidence) / m,
+        )
+        for one in canaries
+    ]
+    return (
+        plans[0]
+        if not isinstance(canary, tuple)
+        else _combined(plans, confidence, pilot_confidence)
     )
 
 
 def _plan_pipeline(
-    tune: Callable,
-    score: Callable | None = None,
+    tune: TuneFn,
+    score: ScoreFn | None = None,
     *,
     data: Any,
     canary: Canary,
@@ -318,7 +437,7 @@ def _plan_pipeline(
     point_curve = empirical_curve(scores, member, source, shrink=SHRINK)
     plan = dict(rule=rule, confidence=confidence_each, delta=delta, spec_grid=False)
 
-    def needed(target):
+    def needed(target: float) -> int | None:
         return None if target >= curve_eps else games_needed(curve, target, power=power, **plan)
 
     refute_at = None if claimed_epsilon is None else math.nextafter(claimed_epsilon, math.inf)
@@ -342,7 +461,10 @@ def _plan_pipeline(
         flagged=_differing(columns, member, fields),
     )
     if games is not None:
-        at = lambda target: prob_for_games(curve, target, games, **plan)
+
+        def at(target: float) -> float:
+            return prob_for_games(curve, target, games, **plan)
+
         out = replace(
             out,
             expected_eps=expected_for_games(curve, games, **plan),

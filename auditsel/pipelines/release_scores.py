@@ -94,7 +94,9 @@ def release_fields(release: Any, canary: Canary) -> dict[str, float]:
     return out
 
 
-def probe_fields(tune: Callable, data: Any, canary: Canary) -> tuple[str, ...]:
+def probe_fields(
+    tune: Callable[[Any, int, Canary], Any], data: Any, canary: Canary
+) -> tuple[str, ...]:
     """The fields of the release of one run outside the audit (seed PROBE_SEED, canary out):
     what every game of the audit will score. An exception of `tune` propagates."""
     bound = canary.for_game(False, np.random.default_rng(PROBE_SEED))

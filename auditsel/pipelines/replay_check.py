@@ -65,6 +65,7 @@ from auditsel.games.worker_pool import (
 )
 from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import PipelineGame, game_seed, seed_globals
+from auditsel.pipelines.pipeline_result import ReproducibilityEntry
 
 __all__ = [
     "ReplayReport",
@@ -109,20 +110,21 @@ class ReplayReport:
     scores: tuple[float, ...] = ()  # the replayed games' scores (step 1)
     play_cpu_seconds: float = 0.0  # CPU of the replay's plays (where they ran; no start-up)
 
-    def to_dict(self) -> dict:
-        return {
-            "checked": True,
-            "games_replayed": list(self.games),
-            "plays": self.plays,
-            "hazards": list(self.hazards),
-            "accepted_nondeterminism": self.accepted,
-            "uses_global_generators": self.global_generators,
-            "seconds": round(self.seconds, 3),
-            "play_cpu_seconds": round(self.play_cpu_seconds, 3),
-        }
+    def to_dict(self) -> ReproducibilityEntry:
+        """result.json's `pipeline.reproducibility`."""
+        return ReproducibilityEntry(
+            checked=True,
+            games_replayed=list(self.games),
+            plays=self.plays,
+            hazards=list(self.hazards),
+            accepted_nondeterminism=self.accepted,
+            uses_global_generators=self.global_generators,
+            seconds=round(self.seconds, 3),
+            play_cpu_seconds=round(self.play_cpu_seconds, 3),
+        )
 
 
-def _global_states() -> tuple:
+def _global_states() -> tuple[Any, ...]:
     torch = sys.modules.get("torch")
     torch_state = bytes(torch.default_generator.get_state().numpy()) if torch else b""
     state: Any = np.random.get_state()  # noqa: NPY002 (the legacy global generator is the question)
@@ -183,10 +185,12 @@ def _changed(game: PipelineGame, digests: tuple[str, str]) -> list[str]:
     ]
 
 
-def _in_process(game: PipelineGame, seed: int, digests: tuple[str, str], games: tuple[int, ...]):
+def _in_process(
+    game: PipelineGame, seed: int, digests: tuple[str, str], games: tuple[int, ...]
+) -> tuple[list[str], bool, tuple[Any, ...]]:
     """The hazards of two plays of each game in `games`, whether a play drew from a global
     generator, and the games' scores."""
-    hazards: list[Any] = []
+    hazards: list[str] = []
     scores: list[Any] = []
     global_draws = False
     for index in games:
@@ -213,7 +217,9 @@ def _in_process(game: PipelineGame, seed: int, digests: tuple[str, str], games: 
     return hazards, global_draws, tuple(scores)
 
 
-def _serial(game: PipelineGame, seed: int, games: tuple[int, ...], digests: tuple[str, str]):
+def _serial(
+    game: PipelineGame, seed: int, games: tuple[int, ...], digests: tuple[str, str]
+) -> tuple[list[str], bool, tuple[Any, ...], float]:
     """Step 1, in whichever process runs it (this one, or a worker), and its CPU seconds."""
     in_game_thread()  # the threads the games get (auditsel.games.worker_pool)
     start = time.process_time()
@@ -221,7 +227,7 @@ def _serial(game: PipelineGame, seed: int, games: tuple[int, ...], digests: tupl
     return hazards, global_draws, scores, time.process_time() - start
 
 
-def _once(game: PipelineGame, seed: int, games: tuple[int, ...]) -> tuple[tuple, float]:
+def _once(game: PipelineGame, seed: int, games: tuple[int, ...]) -> tuple[tuple[Any, ...], float]:
     """The scores of `games`, each played once (step 2), and the CPU seconds."""
     in_game_thread()
     start = time.process_time()
@@ -229,7 +235,7 @@ def _once(game: PipelineGame, seed: int, games: tuple[int, ...]) -> tuple[tuple,
     return scores, time.process_time() - start
 
 
-def _on_workers(tasks: list, backend: str | None) -> list:
+def _on_workers(tasks: list[tuple[Any, ...]], backend: str | None) -> list[Any]:
     """The tasks on two workers of the backend at once (what the engine's chunks run on)."""
     # deferred: joblib (0.14 s with loky) loads only for parallel runs
     from joblib import Parallel, delayed, parallel_config
@@ -237,7 +243,7 @@ def _on_workers(tasks: list, backend: str | None) -> list:
     prefer = "threads" if backend == "threading" else None
     with parallel_config(backend=backend) if backend else nullcontext():
         parallel = Parallel(n_jobs=-1 if backend == "dask" else 2, prefer=prefer)
-        return parallel(delayed(f)(*args) for f, *args in tasks)
+        return list(parallel(delayed(f)(*args) for f, *args in tasks))
 
 
 def check_replay(

@@ -14,7 +14,9 @@ probability at most (1 - confidence) / looks, so the probability that any look d
 1 - confidence, however the looks depend on one another: the verdict "refuted" holds at
 `confidence`, as one audit's does. Without a refutation the last look's eps_L stands (valid at
 its own, corrected, confidence: a little below a single audit's of all games: the price of
-looking early). The games of a look are kept (checkpoints: `checkpoint_dir`, out_dir's, or a
+looking early). Several canaries (a tuple, or "both") are audited at every look as
+`audit_pipeline` audits them, each at confidence 1 - (1 - confidence) / (looks m): the union
+bound over the looks and the m canaries. The games of a look are kept (checkpoints: `checkpoint_dir`, out_dir's, or a
 temporary folder) and reused by the next, so stopping at look j costs n_j games, not more.
 """
 
@@ -23,15 +25,17 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from auditsel.errors import ConfigError, integer, number
+from auditsel.errors import integer, number
+from auditsel.experiments.report import text_table
 from auditsel.files import atomic_write_text
-from auditsel.pipelines.game import CHUNK_SIZE
+from auditsel.pipelines.default_canaries import resolve_canary
+from auditsel.pipelines.game import CHUNK_SIZE, ScoreFn, TuneFn
 from auditsel.pipelines.pipeline import PipelineAudit, _audit_pipeline
+from auditsel.pipelines.pipeline_result import LookEntry, PipelineResult, SequentialEntry
 
 __all__ = ["LOOKS", "audit_until_refuted", "look_schedule", "looks_text"]
 
@@ -52,8 +56,8 @@ def look_schedule(games: int, looks: int, chunk_size: int = CHUNK_SIZE) -> list[
 
 
 def audit_until_refuted(
-    tune: Callable,
-    score: Callable | None = None,
+    tune: TuneFn,
+    score: ScoreFn | None = None,
     *,
     games: int,
     claimed_epsilon: float,
@@ -74,8 +78,8 @@ def audit_until_refuted(
     chunk_size = options.get("chunk_size", CHUNK_SIZE)
     schedule = look_schedule(games, looks, chunk_size)
     level = 1 - (1 - confidence) / len(schedule)
-    if isinstance(options.get("canary"), (tuple, list)):
-        raise ConfigError("canary", "stopping early takes one canary (run one audit per canary)")
+    if "canary" in options:  # "both" resolved once: every look audits the same canaries
+        options["canary"] = resolve_canary(options["canary"], tune, options.get("data"))
     temporary = None
     if checkpoint_dir is None and out_dir is None:
         temporary = tempfile.TemporaryDirectory(prefix="auditsel-looks-")
@@ -83,7 +87,7 @@ def audit_until_refuted(
     if checkpoint_dir is None:
         checkpoint_dir = Path(out_dir) / "checkpoints"  # type: ignore[arg-type]
     try:
-        seen: list[dict] = []
+        seen: list[LookEntry] = []
         for j, n in enumerate(schedule):
             last = j == len(schedule) - 1
             audit = _audit_pipeline(
@@ -95,7 +99,7 @@ def audit_until_refuted(
                 checkpoint_dir=checkpoint_dir,
                 **options,
             )
-            seen.append({"games": n, "eps": audit.eps, "refuted": bool(audit.refuted)})
+            seen.append(LookEntry(games=n, eps=audit.eps, refuted=bool(audit.refuted)))
             if audit.refuted or last:
                 break
         if out_dir is not None:  # the report of the look that stood, written once
@@ -112,29 +116,31 @@ def audit_until_refuted(
     finally:
         if temporary is not None:
             temporary.cleanup()
-    result = dict(audit.result)
-    result["sequential"] = {
-        "looks": schedule,
-        "confidence": confidence,
-        "confidence_each": level,
-        "seen": seen,
-        "stopped_at": seen[-1]["games"],
-        "stopped_early": seen[-1]["games"] < schedule[-1],
-    }
+    result = audit.result.copy()
+    result["sequential"] = SequentialEntry(
+        looks=schedule,
+        confidence=confidence,
+        confidence_each=level,
+        seen=seen,
+        stopped_at=seen[-1]["games"],
+        stopped_early=seen[-1]["games"] < schedule[-1],
+    )
     if out_dir is not None:  # result.json and report.md say how the audit stopped
         folder = Path(out_dir)
         atomic_write_text(
             folder / "result.json", json.dumps(result, indent=2, allow_nan=False) + "\n"
         )
-        report = folder / "report.md"
-        atomic_write_text(report, report.read_text() + "\n" + looks_text(result) + "\n")
+        report = folder / "report.md"  # several canaries: their reports are in subfolders
+        head = report.read_text() if report.exists() else text_table(dict(result))
+        atomic_write_text(report, head + "\n" + looks_text(result) + "\n")
     return replace(audit, confidence=confidence, result=result)
 
 
-def looks_text(result: Mapping[str, Any]) -> str:
+def looks_text(result: PipelineResult) -> str:
     """One line: the looks, each one's confidence, where the audit stopped and its verdict."""
     seq = result["sequential"]
-    refuted = (result.get("claim") or {}).get("refuted")
+    claim = result.get("claim")
+    refuted = None if claim is None else claim["refuted"]
     return (
         f"early stop: looks at {', '.join(f'{n:,}' for n in seq['looks'])} games, each at "
         f"confidence {seq['confidence_each']:.4g} (Bonferroni over the looks); stopped at "

@@ -36,7 +36,7 @@ import os
 import sys
 import sysconfig
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -69,7 +69,7 @@ def module_name(path: Path) -> str:
 
 
 @contextmanager
-def _argv(path: Path | None):
+def _argv(path: Path | None) -> Iterator[None]:
     saved = sys.argv
     sys.argv = [str(path) if path is not None else saved[0] if saved else ""]
     try:
@@ -78,7 +78,9 @@ def _argv(path: Path | None):
         sys.argv = saved
 
 
-def call_user(field: str, what: str, fn: Callable, *args: Any, path: Path | None = None) -> Any:
+def call_user(
+    field: str, what: str, fn: Callable[..., Any], *args: Any, path: Path | None = None
+) -> Any:
     """`fn(*args)`, with anything it raises (but Ctrl-C) made the user's PipelineError."""
     try:
         with _argv(path):
@@ -104,7 +106,9 @@ def import_file(path: str | Path, field: str) -> types.ModuleType:
     text = str(resolved)
     USER_MODULES[name] = text  # a worker imports it under the same name (pipelines.game)
     try:
-        module = call_user(field, f"importing {path}", import_by_path, name, text, path=resolved)
+        module: types.ModuleType = call_user(
+            field, f"importing {path}", import_by_path, name, text, path=resolved
+        )
     except BaseException:
         USER_MODULES.pop(name, None)
         raise
@@ -137,7 +141,9 @@ def _module_of(value: Any) -> types.ModuleType | None:
     return sys.modules.get(name) if isinstance(name, str) else None
 
 
-def _user_modules(objects: tuple, installed: tuple[str, ...]) -> dict[str, types.ModuleType]:
+def _user_modules(
+    objects: tuple[Any, ...], installed: tuple[str, ...]
+) -> dict[str, types.ModuleType]:
     """file -> module of the user's modules reachable from the objects (module docstring)."""
     found: dict[str, types.ModuleType] = {}
     queue = [m for m in map(_module_of, objects) if m is not None]

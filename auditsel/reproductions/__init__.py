@@ -43,7 +43,7 @@ import io
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,7 +189,7 @@ register(
 
 
 # --- output -----------------------------------------------------------------------------------
-def to_markdown(rows: list[dict], columns=None, digits: int = 3) -> str:
+def to_markdown(rows: list[dict], columns: Sequence[str] | None = None, digits: int = 3) -> str:
     """A GitHub markdown table of the rows (floats rounded to `digits`)."""
     if not rows:
         return ""

@@ -119,7 +119,7 @@ class Setting:
         return self.sample_rate * math.sqrt(self.steps) / self.noise_multiplier
 
     @property
-    def base(self):
+    def base(self) -> DpsgdBase:
         return DpsgdBase(self.noise_multiplier, self.steps, self.sample_rate)
 
 

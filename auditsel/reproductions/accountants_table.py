@@ -21,12 +21,14 @@ from __future__ import annotations
 import math
 import shutil
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from attacks.proxies import SampleProxy
 from auditsel.accounting.attack import attack_epsilon
 from auditsel.accounting.interval import tuning_interval
-from auditsel.auditing.lower import audit_scores
+from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.rules import Split
 from auditsel.experiments.figures import save_figure
 from auditsel.games.engine import run_game
@@ -96,7 +98,7 @@ def cell_id(setting: Setting) -> str:
 
 def run_cell(
     setting: Setting, games: int, seed: int, jobs: int = 1, checkpoint_dir: Path | None = None
-):
+) -> tuple[LowerBound, float]:
     """Play the worst-case game for one cell; returns the LowerBound and the seconds it took."""
     game = DpsgdWorstCase(setting.noise_multiplier, setting.steps, setting.sample_rate, setting.law)
     start = time.perf_counter()
@@ -131,13 +133,13 @@ def _claims(setting: Setting) -> tuple[dict, dict]:
 
 
 def cell_rows(
-    grid=GRID,
+    grid: Sequence[Setting] = GRID,
     games: int = GAMES,
     close_games: int = CLOSE_GAMES,
     jobs: int = 1,
     work_dir: Path | None = None,
-    log=print,
-) -> list[dict]:
+    log: Callable[[str], object] | None = print,
+) -> list[dict[str, Any]]:
     rows = []
     for index, setting in enumerate(grid):
         t0 = time.perf_counter()
@@ -219,7 +221,7 @@ def below_attack(claims: dict, attack_value: float) -> list[str]:
     ]
 
 
-def _below(r: dict) -> list[str]:
+def _below(r: Mapping[str, Any]) -> list[str]:
     """A row's claims below its attack value (recomputed from the row's numbers)."""
     claims = {n: r.get("claim_" + n) for n in CLAIMS}
     return below_attack(claims, r["attack"]) if r.get("attack") is not None else []
@@ -250,7 +252,7 @@ def header() -> list[str]:
     ]
 
 
-def findings(rows) -> list[str]:
+def findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per refuted claim, every number from the rows."""
     lines = []
     for r in rows:
@@ -312,7 +314,7 @@ def findings(rows) -> list[str]:
     return lines
 
 
-def plot(rows, path: Path) -> None:
+def plot(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     """Claimed eps per accountant (x) against auditsel's eps_L (y), refuted claims marked."""
     # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib
@@ -371,7 +373,9 @@ def plot(rows, path: Path) -> None:
 MONOTONE_SCORE_CLAIMS = ("xww24_uo", "xww24_reduced")
 
 
-def summary_columns(rows, claims=None) -> list[dict]:
+def summary_columns(
+    rows: Sequence[Mapping[str, Any]], claims: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
     """The markdown table's columns: setting, eps_L, claims (refuted ones starred); `claims`:
     which claims (default: all but `MONOTONE_SCORE_CLAIMS`, which `monotone_columns` shows)."""
     names = [n for n in CLAIMS if n not in MONOTONE_SCORE_CLAIMS] if claims is None else claims
@@ -406,7 +410,7 @@ def summary_columns(rows, claims=None) -> list[dict]:
     return out
 
 
-def monotone_columns(rows) -> list[dict]:
+def monotone_columns(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The block of [XWW24]'s reduced-game claims (monotone score assumed), tuning cells only."""
     tuned = [r for r in rows if r["law"] != "point(k=1)"]
     keep = ("sigma", "N", "tau", "K", "eps_L", "attack", "interval", *MONOTONE_SCORE_CLAIMS)

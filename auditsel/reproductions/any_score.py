@@ -34,6 +34,7 @@ import time
 
 from dp_accounting import dp_event
 
+from auditsel.accounting.attack import AttackValue
 from auditsel.accounting.interval import interval_attack
 from auditsel.accounting.panel import panel
 from auditsel.events import LaplaceBase, as_pair
@@ -82,7 +83,7 @@ def _bucket(score, which) -> str:
     return f"({edges[i]:.3g}, {edges[i + 1]:.3g}]"
 
 
-def score_summary(value) -> str:
+def score_summary(value: AttackValue) -> str:
     """The score an attack value found, in words: its shape and where it cuts (the bucket whose
     runs lose, for "extremes"; the bucket whose runs win, for "middle"), in the base's output
     units where known (Gaussian bases), else in label units; "monotone" for a monotone score."""

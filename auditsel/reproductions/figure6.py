@@ -10,7 +10,9 @@ cell's mu (sample proxy, split rule, 95% Clopper-Pearson, seed 0) and its best-t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import audit_scores
@@ -27,7 +29,9 @@ __all__ = ["TRIALS", "rows", "plot"]
 TRIALS = 1_000_000
 
 
-def rows(trials: int = TRIALS, jobs: int = 1, cells=None) -> list[dict]:
+def rows(
+    trials: int = TRIALS, jobs: int = 1, cells: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """Figure 6 rows with the audited eps_L (cells: rows of bounds.figure6_rows, for a subset)."""
     out = figure6_rows() if cells is None else cells
     for row in out:
@@ -49,7 +53,7 @@ def rows(trials: int = TRIALS, jobs: int = 1, cells=None) -> list[dict]:
     return out
 
 
-def plot(rows, out: Path) -> list:
+def plot(rows: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     """figure6.png in out: every bound and eps_L against eps_B, one panel per (law, tau)."""
     # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib

@@ -24,6 +24,7 @@ import io
 import json
 import math
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -203,12 +204,12 @@ def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float) -> dict:
 
 def rows(
     jobs: int = 1,
-    games=GAMES,
-    canaries=CANARIES,
+    games: Sequence[int] = GAMES,
+    canaries: Sequence[int] = CANARIES,
     repeats: int = REPEATS,
     seed: int = 0,
     game_repeats: int = GAME_REPEATS,
-) -> list:
+) -> list[dict[str, Any]]:
     """The comparison table (one row per game budget and per canary count); game-based rows
     repeat their audit `game_repeats` times, one-run rows `repeats` times."""
     # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
@@ -236,8 +237,11 @@ TIGHTNESS_REPEATS = 3
 
 
 def tightness_rows(
-    eps_b=TIGHTNESS_EPS, canaries=TIGHTNESS_CANARIES, repeats=TIGHTNESS_REPEATS, seed: int = 0
-) -> list:
+    eps_b: Sequence[float] = TIGHTNESS_EPS,
+    canaries: Sequence[int] = TIGHTNESS_CANARIES,
+    repeats: int = TIGHTNESS_REPEATS,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
     """The reduced one-run game (`auditsel.games.one_run_reduced`, TNB(0, 0.01), delta = 1e-5): eps_L of
     one-run audits against the exact per-canary epsilon, for a Gaussian base of eps_B and m canaries."""
     out = []
@@ -273,7 +277,7 @@ def tightness_rows(
     return out
 
 
-def summary(table: list) -> list:
+def summary(table: Sequence[Mapping[str, Any]]) -> list[str]:
     game = [r for r in table if r["canaries"] == 1]
     one = [r for r in table if r["canaries"] > 1]
     lines = [
@@ -294,7 +298,7 @@ def summary(table: list) -> list:
     return lines
 
 
-def plot(table: list, out_dir) -> list:
+def plot(table: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
     # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib
 
@@ -390,7 +394,12 @@ def _cell(v):
     return "" if v is None else str(v)
 
 
-def write(table: list, out_dir, seconds: float, tightness: list | None = None) -> list:
+def write(
+    table: Sequence[Mapping[str, Any]],
+    out_dir: str | Path,
+    seconds: float,
+    tightness: Sequence[Mapping[str, Any]] | None = None,
+) -> list[Path]:
     """table.md, table.csv, rows.json and comparison.png under out_dir."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -231,9 +232,9 @@ def table4_rows(with_exact: bool = False, delta: float = 1e-5) -> list[dict]:
 
 
 def figure6_rows(
-    eps_bs=(1, 2, 4, 8),
-    taus=(1.0, 0.5, 0.1),
-    laws=FIGURE6_LAWS,
+    eps_bs: Sequence[float] = (1, 2, 4, 8),
+    taus: Sequence[float] = (1.0, 0.5, 0.1),
+    laws: Sequence[tuple[float, float]] = FIGURE6_LAWS,
     delta: float = 1e-5,
     steps: int = 500,
 ) -> list[dict]:
@@ -353,7 +354,7 @@ def _max_mean(bound, target: float, lo: float = 1.0, hi: float = 1e7) -> float:
     return math.exp(a)
 
 
-def dpsgd_factor_rows(delta: float = 1e-5, means=(10, 100, 1000)) -> list[dict]:
+def dpsgd_factor_rows(delta: float = 1e-5, means: Sequence[int] = (10, 100, 1000)) -> list[dict]:
     """[KRW24] Fig. 7: E[K] allowed by Thm 5.2 over E[K] allowed by PS22 Thm 2 at equal eps;
     beside it the same with auditsel's profile bound (the Theorem 4.1 recipe's shift where it
     is smaller, `accounting.profile.profile_shift`)."""

@@ -21,14 +21,16 @@ b = 0. Tuning: the training accuracy of every alpha of ALPHAS, the first best al
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import NDArray
 
 from auditsel.experiments.figures import save_figure
 from auditsel.experiments.report import atomic_write_text
 from auditsel.pipelines.audit_options import ExecutionOptions
-from auditsel.pipelines.canaries import InputCanary
+from auditsel.pipelines.canaries import Canary, InputCanary
 from auditsel.pipelines.pipeline import audit_pipeline
 from auditsel.reproductions import REGISTRY, to_markdown
 
@@ -70,7 +72,9 @@ DATA = sample_data()
 OUTLIERS = InputCanary(np.array(OUTLIER), -1.0, copies=8)
 
 
-def training_accuracy(data, seed: int) -> np.ndarray:
+def training_accuracy(
+    data: tuple[NDArray[np.float64], NDArray[np.float64]], seed: int
+) -> np.ndarray:
     """The training accuracy of the SVM trained by SGD with every alpha of ALPHAS (one run
     each, all with the same order of examples)."""
     X, y = data
@@ -89,12 +93,14 @@ def training_accuracy(data, seed: int) -> np.ndarray:
     return (np.sign(w @ X.T + b[:, None]) == y).mean(axis=1)
 
 
-def tune(data, seed, canary):
+def tune(
+    data: tuple[NDArray[np.float64], NDArray[np.float64]], seed: int, canary: Canary
+) -> dict[str, float]:
     """Non-private tuning: the alpha with the best training accuracy (the first, on ties)."""
     return {"alpha": ALPHAS[int(np.argmax(training_accuracy(data, seed)))]}
 
 
-def score(release, canary):
+def score(release: Mapping[str, float], canary: Canary) -> float:
     """The released alpha: large when the outliers were in."""
     return release["alpha"]
 

@@ -23,8 +23,9 @@ DP-SGD base settings, the law of K and the axes. Cell i plays seed ``seed + i`` 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,8 @@ from attacks.dpsgd_game import DpsgdGameSpec, build_protocol, load_data, make_sc
 from auditsel.accounting.panel import panel
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split
-from auditsel.games.engine import run_game
+from auditsel.dpsgd.datasets import Dataset
+from auditsel.games.engine import GameRecord, run_game
 from auditsel.mechanisms import DpsgdBase
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 
@@ -64,7 +66,7 @@ class Table3Grid:
         """(threat, canary, eps_B) in the committed order: eps_B, then threat, then canary."""
         return [(t, c, e) for e in self.epsilons for t in self.threats for c in self.canaries]
 
-    def base(self, epsilon: float):
+    def base(self, epsilon: float) -> DpsgdBase:
         return DpsgdBase.from_epsilon(
             epsilon, self.delta, self.steps, self.sample_rate, self.accountant
         )
@@ -76,9 +78,9 @@ def run_cell(
     canary: str,
     epsilon: float,
     index: int = 0,
-    data=None,
+    data: tuple[Dataset, Dataset] | None = None,
     jobs: int = 1,
-):
+) -> tuple[DpsgdBase, GameRecord, float]:
     """Play one cell through the engine: (base, GameRecord with scores (trials, P), seconds)."""
     base = grid.base(epsilon)
     spec = replace(grid.game, threat=threat, canary=canary)
@@ -97,7 +99,7 @@ def run_cell(
     return base, record, time.perf_counter() - start
 
 
-def table_bounds(base, rounds: RoundsLaw, delta: float) -> dict:
+def table_bounds(base: DpsgdBase, rounds: RoundsLaw, delta: float) -> dict[str, float | None]:
     """Every registered value of the panel, each in a column that says what it is: the key of a
     bound for any score, `<key>_monotone_score` or `<key>_heuristic` for the reduced game's."""
     p = panel(base, rounds, delta)
@@ -120,6 +122,7 @@ def run_grid(
     out, upper = [], {}
     for index, (threat, canary, eps) in enumerate(cells or grid.cells()):
         base, record, seconds = run_cell(grid, threat, canary, eps, index, data, jobs)
+        assert record.scores is not None and record.member is not None  # played in memory
         if eps not in upper:
             upper[eps] = upper_bounds(base, grid.rounds, grid.delta)
         for j, proxy in enumerate(grid.proxies):
@@ -163,7 +166,7 @@ def _law_text(law: RoundsLaw) -> str:
     return repr(law)
 
 
-def findings(rows, grid: Table3Grid = Table3Grid()) -> list[str]:
+def findings(rows: Sequence[Mapping[str, Any]], grid: Table3Grid = Table3Grid()) -> list[str]:
     """The paper's Table 3 findings, checked on our grid (every number computed from rows)."""
     practical = [r for r in rows if r["threat"] in ("ntnv", "ntcv")]
     below = sum(r["eps_best"] < r["eps_B"] for r in practical)

@@ -2,6 +2,7 @@
 
 import ast
 import pathlib
+import typing
 
 import numpy as np
 import pytest
@@ -152,10 +153,15 @@ def _release(member, seed=0, threat="etcv"):
 
 
 def test_release_holds_exactly_the_documented_fields_and_no_coin():
-    from auditsel.dpsgd.tuning_protocol import RELEASE_FIELDS
+    from auditsel.dpsgd.tuning_protocol import GRID_KEYS, RELEASE_FIELDS, DpsgdRelease
 
     o = _release([0, 1, 1, 0])
-    assert set(o) == set(RELEASE_FIELDS)
+    assert list(o) == list(RELEASE_FIELDS) and set(GRID_KEYS) < set(RELEASE_FIELDS)
+    assert RELEASE_FIELDS == ("score", "canary_dots", "config", "w0", "wN", "released", *GRID_KEYS)
+    # each field has the dtype its type (DpsgdRelease) declares
+    for key, hint in typing.get_type_hints(DpsgdRelease).items():
+        (dtype,) = typing.get_args(typing.get_args(hint)[1])
+        assert o[key].dtype == dtype and len(o[key]) == 4, (key, o[key].dtype, dtype)
     assert not set(RELEASE_FIELDS) & {"member", "coin", "b", "k", "runs", "seeds", "losing"}
     assert o["canary_dots"].shape == (4, 3)  # N_max = 3 steps; 2-step runs end in a 0
     # the release of a trial is the same function of the randomness whatever the coins of

@@ -315,6 +315,7 @@ def test_committed_one_run_dpsgd_config_runs_small():
     spec = spec.with_game(one_run=replace(spec.game.one_run, canaries=60, repeats=1, family="gdp"))
     out = play_one_run(spec)
     assert out["exact_rigour"] == "rigorous" and 0 <= out["eps_snj23"] <= out["exact_per_canary"]
+    assert "not a tuning run's epsilon for every score" in out["exact_scope"]
 
 
 def test_neyman_pearson_tests_reproduce_the_hockey_stick():

@@ -13,16 +13,43 @@ from auditsel.dpsgd import kernels
 def test_chooser_measures_both_ways_then_keeps_the_cheaper_and_probes_the_other():
     c = kernels._Chooser()
     assert c.split() is True  # nothing measured: the split first
+    c.record(True, 1.0, 100)  # the first timing of each way is a warm-up: dropped
+    assert c.split() is True
     c.record(True, 0.010, 100)
-    assert c.split() is False  # then one thread
+    assert c.split() is False  # then one thread, its first timing dropped too
+    c.record(False, 5.0, 100)
+    assert c.split() is False
     c.record(False, 0.002, 100)
-    picks = [c.split() for _ in range(3 * c.PROBE)]
+    assert c.cost == {True: 0.010 / 100, False: 0.002 / 100}
+    picks = [c.split() for _ in range(3 * c.PROBE)]  # no timings recorded: a probe each PROBE
     probes = [i for i, p in enumerate(picks) if p]
-    assert len(probes) == 3 and all((i + 3) % c.PROBE == 0 for i in probes)
+    assert len(probes) == 3 and all((i + 5) % c.PROBE == 0 for i in probes)
     for _ in range(40):  # the split becomes the cheaper way: the running mean follows
         c.record(True, 0.0005, 100)
     assert c.cost[True] < c.cost[False]
     assert sum(c.split() for _ in range(c.PROBE)) == c.PROBE - 1
+
+
+def play(c: kernels._Chooser, calls: int, cost: dict) -> list[bool]:
+    """`calls` calls through the chooser, each way taking cost[way] seconds per 100 rows."""
+    picks = []
+    for _ in range(calls):
+        way = c.split()
+        c.record(way, cost[way], 100)
+        picks.append(way)
+    return picks
+
+
+def test_probes_that_confirm_the_choice_come_less_often_and_a_change_is_followed():
+    c = kernels._Chooser()
+    slow_split = {True: 0.020, False: 0.002}  # a loaded machine: the split waits
+    picks = play(c, 600, slow_split)
+    probes = [i for i, p in enumerate(picks) if p][2:]  # after the two warm-up splits
+    gaps = np.diff(probes)
+    assert list(gaps[:4]) == [32, 64, 128, 128]  # each confirming probe doubles the wait
+    assert len(probes) <= 8  # 600 calls: at most 8 calls paid the slow way
+    picks = play(c, 300, {True: 0.001, False: 0.002})  # the load is gone: the split is cheaper
+    assert picks[-100:].count(False) <= 2  # followed: one thread only at the (rarer) probes
 
 
 @pytest.fixture

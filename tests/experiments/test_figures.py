@@ -50,3 +50,27 @@ def test_shrink_png_brings_a_png_to_the_standard_once(tmp_path):
     assert shrink_png(tmp_path / "b.png") is False  # already at the standard: left as it is
     with Image.open(tmp_path / "b.png") as again:
         assert np.array_equal(np.asarray(again.convert("RGB")), pixels)
+
+
+def test_save_figure_takes_the_pixels_savefig_would_write(tmp_path):
+    """The canvas's pixels (no PNG written and decoded again) give the PNG of the savefig
+    route byte for byte, on a figure with text, a log axis and a legend; the figure's own dpi
+    is left as it was."""
+    import io
+
+    from auditsel.experiments.figures import _palette_png
+
+    fig = _figure()
+    ax = fig.axes[0]
+    ax.set_yscale("log")
+    ax.set_title("trade-off, 10^-5")
+    ax.legend(["a line"])
+    dpi = fig.get_dpi()
+    path = save_figure(fig, tmp_path / "canvas.png")
+    assert fig.get_dpi() == dpi
+    raw = io.BytesIO()
+    fig.savefig(raw, format="png", dpi=FIGURE_DPI)
+    raw.seek(0)
+    with Image.open(raw) as image:
+        assert path.read_bytes() == _palette_png(image)
+    plt.close(fig)

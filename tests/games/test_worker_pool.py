@@ -132,3 +132,89 @@ def test_two_audits_in_two_threads_each_fork_their_own_game():
     for a, b in zip(alone, together):
         assert np.array_equal(a.scores, b.scores) and np.array_equal(a.member, b.member)
     assert not np.array_equal(alone[0].scores, alone[1].scores)
+
+
+# Beside: work computed beside the caller (issue 29: the bounds and the estimator panel of
+# `auditsel run` in a forked process, with their own core and GIL)
+
+
+def _child_pid_and_square(x: int):
+    return os.getpid(), x * x
+
+
+@pytest.fixture
+def spare(monkeypatch):
+    """A free core, whatever the machine's load (the load decides only where work runs)."""
+    monkeypatch.setattr(worker_pool, "spare_core", lambda: True)
+
+
+def test_spare_core_reads_the_load_average(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(worker_pool, "_runnable_others", lambda: float("inf"))
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.4, 0.0, 0.0))
+    assert worker_pool.spare_core()
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 0.0, 0.0))
+    assert not worker_pool.spare_core()
+    # the average remembers a run that just ended; nothing else runnable now: a free core
+    monkeypatch.setattr(worker_pool, "_runnable_others", lambda: 0)
+    assert worker_pool.spare_core()
+    monkeypatch.setattr(worker_pool, "_runnable_others", lambda: 3)
+    assert not worker_pool.spare_core()
+    monkeypatch.setattr(worker_pool, "spare_core", lambda: False)
+    assert not worker_pool.Beside(lambda: 1).forked  # loaded: a thread, not a fork
+
+
+def test_beside_returns_the_value_computed_in_a_forked_process(spare):
+    parent = os.getpid()
+    job = worker_pool.Beside(lambda: _child_pid_and_square(7))
+    assert job.forked == (fork_available() and threading.active_count() == 1)
+    pid, value = job.result()
+    assert value == 49 and job.result() == (pid, 49)  # asked twice: the same value
+    assert (pid != parent) == job.forked  # forked: computed in another process
+    assert job.seconds >= 0.0
+
+
+def test_beside_raises_the_error_of_the_call_with_its_field(spare):
+    def bad():
+        raise ConfigError("game.trials", "must be at least 2")
+
+    job = worker_pool.Beside(bad)
+    with pytest.raises(ConfigError) as err:
+        job.result()
+    assert err.value.field == "game.trials" and err.value.message == "must be at least 2"
+
+
+def test_beside_computes_here_a_value_that_does_not_pickle(spare):
+    calls = []
+
+    def unpicklable():
+        calls.append(os.getpid())
+        return lambda: 3  # a lambda does not pickle: the parent calls fn itself
+
+    job = worker_pool.Beside(unpicklable)
+    assert job.result()() == 3
+    assert calls[-1] == os.getpid()  # the value in hand was computed in this process
+
+
+def test_beside_without_threads_runs_in_the_caller_when_it_cannot_fork():
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)  # a running thread: no fork
+    other.start()
+    try:
+        job = worker_pool.Beside(lambda: threading.get_ident(), thread=False)
+        assert not job.forked
+        assert job.result() == threading.get_ident()  # computed at result(), in this thread
+        threaded = worker_pool.Beside(lambda: threading.get_ident())
+        assert threaded.result() != threading.get_ident()  # the default: another thread
+    finally:
+        release.set()
+        other.join()
+
+
+def test_beside_cancel_stops_and_reaps_the_child(spare):
+    job = worker_pool.Beside(lambda: __import__("time").sleep(60))
+    if not job.forked:
+        pytest.skip("no fork here")
+    job.cancel()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(job._pid, os.WNOHANG)  # already reaped: no such child any more

@@ -10,8 +10,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from auditsel import AuditOptions, InputCanary, ReportOptions, audit_pipeline
+from auditsel import InputCanary, audit_pipeline
 from auditsel.cli import main
+from auditsel.pipelines.audit_options import AuditOptions, ReportOptions
 from auditsel.pipelines.sequential import audit_until_refuted, look_schedule
 
 MODULE = """
@@ -190,13 +191,10 @@ def test_each_look_is_an_audit_at_the_corrected_confidence():
     single audit of its games at confidence 1 - 0.05 / 4; a true claim runs every look."""
     early = audit_until_refuted(rr, itself, games=1024, seed=0, **{**KW, "claimed_epsilon": 0.0})
     assert early.refuted and early.result["sequential"]["stopped_at"] == 128
+    plain = {k: v for k, v in KW.items() if k != "panel"}
+    statistics = AuditOptions(seed=0, confidence=1 - 0.05 / 4)
     single = audit_pipeline(
-        rr,
-        itself,
-        games=128,
-        statistics=AuditOptions(seed=0, confidence=1 - 0.05 / 4),
-        report=ReportOptions(panel=False),
-        **{k: v for k, v in KW.items() if k != "panel"},
+        rr, itself, games=128, statistics=statistics, report=ReportOptions(panel=False), **plain
     )
     assert early.result["sequential"]["seen"][0]["eps"] == single.eps
     kept = audit_until_refuted(rr, itself, games=512, looks=3, seed=1, **KW)
@@ -229,3 +227,54 @@ def test_run_writes_outside_the_committed_results_by_default(tmp_path, monkeypat
     assert main(["run", "--trials", "200", "--quiet", "--no-progress"]) == 0
     assert (tmp_path / "auditsel-results" / "quickstart" / "result.json").is_file()
     assert not (tmp_path / "results").exists()
+
+
+BOTH = """
+import numpy as np
+
+X = np.concatenate([np.random.default_rng(0).normal(0, 1, (20, 1)), np.zeros((20, 1))], axis=1)
+DATA = (X, (X[:, 0] > 0).astype(float))
+
+
+def tune(data, seed, canary):
+    '''the clipped rows summed, plus N(0, 0.5^2): sensitivity 1 for a person or a gradient'''
+    X, _ = canary.prepare(data)
+    grads = [(X / np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))).sum(axis=0)]
+    canary.step(grads, sample_rate=1.0, max_grad_norm=1.0)
+    return [grads[0] + np.random.default_rng(seed).normal(0.0, 0.5, 2)]
+
+
+def score(release, canary):
+    return float(release[0][1])  # the feature no row has: where both canaries push
+"""
+BOTH_ARGS = ["both_pipe:tune", "--score", "both_pipe:score", "--data", "both_pipe:DATA"]
+
+
+@pytest.fixture()
+def both_folder(folder):
+    (folder / "both_pipe.py").write_text(textwrap.dedent(BOTH))
+    sys.modules.pop("both_pipe", None)
+    return folder
+
+
+def test_canary_both_plans_and_audits_from_the_command_line(both_folder, capsys):
+    args = [*BOTH_ARGS, "--canary", "both", "--claim", "0.05"]
+    assert main(["plan", *args, "--pilot", "100", "--games", "256", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert len(plan["canaries"]) == 2 and plan["games_to_refute"] is not None
+    assert [p["confidence"] for p in plan["canaries"]] == [1 - 0.05 / 2] * 2
+    code = main(["audit-pipeline", *args, "--games", "256", "--out", "b"])
+    out = capsys.readouterr().out
+    assert code == 3 and "canary 0 (input)" in out and "canary 1 (gradient)" in out
+    result = json.loads((both_folder / "b" / "canary-0-input" / "result.json").read_text())
+    assert result["claim"]["refuted"] and result["pipeline"]["canary"]["kind"] == "input"
+    early = main(["audit-pipeline", *args, "--games", "512", "--out", "e", "--early-stop"])
+    assert early == 3
+    seq = json.loads((both_folder / "e" / "result.json").read_text())
+    assert seq["sequential"]["stopped_early"] and len(seq["canaries"]) == 2
+    assert seq["canaries"][0]["confidence"] == pytest.approx(1 - 0.05 / 4 / 2)
+    assert "early stop" in (both_folder / "e" / "report.md").read_text()
+    listed = "[{kind: input, x: [0, 4], y: 1}, {kind: gradient, coordinate: 1}]"
+    code = main(["audit-pipeline", *BOTH_ARGS, "--canary", listed, "--games", "64", "--out", "l"])
+    assert code in (0, 3) and "canary 1 (gradient)" in capsys.readouterr().out
+    assert main(["audit-pipeline", *BOTH_ARGS, "--canary", "[]", "--out", "x"]) == 2

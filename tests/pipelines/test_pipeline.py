@@ -477,7 +477,7 @@ def test_progress_counts_games(monkeypatch):
         def close(self):
             pass
 
-    monkeypatch.setattr(engine, "tqdm", Bar)
+    monkeypatch.setattr(engine, "_Bar", Bar)  # the engine's bar (tqdm without its monitor)
     audit_pipeline(
         dpsgd_no_data, standardised, data=None, canary=DIRAC, games=70, delta=0,
         execution=ExecutionOptions(progress=True),

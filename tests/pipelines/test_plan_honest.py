@@ -6,25 +6,23 @@
 * a pipeline whose claim is exact gets no planned refutation at pilots 50, 100 and 200;
 * a planted bug visible in every game is planned refuted from a pilot of 200, and its audit
   of the planned size refutes it;
-* the plan says what a pilot cannot see (a leak in fewer than ~3 / pilot of games).
+* the plan says what a pilot cannot see (a leak in fewer than ~3 / pilot of games);
+* several canaries (`canary="both"`) are planned as the audit certifies them: each canary's
+  plan at the audit's Bonferroni share, the games per canary; an exact claim gets no planned
+  refutation with both, and a planted bug's planned refutation is certified by the audit.
 """
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from auditsel import (
-    AuditOptions,
-    GaussianBase,
-    InputCanary,
-    ReportOptions,
-    audit_pipeline,
-    plan_pipeline,
-)
-
-NO_PANEL = ReportOptions(panel=False)
+from auditsel import GaussianBase, InputCanary, audit_pipeline, plan_pipeline
 from auditsel.auditing.planning import blind_rate, pilot_tests
+from auditsel.pipelines.audit_options import AuditOptions, ReportOptions
+from auditsel.pipelines.default_canaries import default_canaries
+from auditsel.pipelines.pipeline_plan import PilotOptions
 
 EMPTY = (np.zeros((4, 1)), np.zeros(4))
 CANARY = InputCanary(x=[1.0], y=1)
@@ -85,7 +83,7 @@ def test_pessimistic_tests_are_below_the_true_rates_at_their_confidence():
     ids=["randomized_response", "gaussian"],
 )
 def test_an_exact_claim_gets_no_planned_refutation(tune, claim, delta, pilot):
-    for seed in (0, 1, 2):  # the pilots play at seeds 1, 2, 3
+    for seed in (1, 2, 3):
         plan = plan_pipeline(
             tune, itself, data=EMPTY, canary=CANARY, delta=delta, pilot=pilot,
             claimed_epsilon=claim, games=2000, statistics=AuditOptions(seed=seed),
@@ -99,7 +97,7 @@ def test_an_exact_claim_gets_no_planned_refutation(tune, claim, delta, pilot):
 def test_a_visible_bug_is_planned_refuted_and_the_planned_audit_refutes_it():
     claim = GaussianBase(0.5).epsilon(1e-2)  # mu = 3 run, claimed as mu = 0.5 (0.96 at 0.01)
     kw = dict(data=EMPTY, canary=CANARY, delta=1e-2, claimed_epsilon=claim)
-    plan = plan_pipeline(too_little_noise, itself, pilot=200, **kw)  # the pilot at seed 1
+    plan = plan_pipeline(too_little_noise, itself, pilot=200, statistics=AuditOptions(seed=1), **kw)
     assert plan.games_to_refute is not None, plan.summary()
     audit = audit_pipeline(
         too_little_noise,
@@ -144,3 +142,67 @@ def test_planned_games_reach_the_target_at_least_as_often_as_stated():
         for s in range(20)
     )
     assert hits >= 13, (n, hits)
+
+
+NO_PANEL = ReportOptions(panel=False)
+
+
+# --- several canaries: planned as audit_pipeline audits them (each its games, Bonferroni) -------
+
+
+@pytest.mark.parametrize("pilot", [50, 100, 200])
+@pytest.mark.parametrize(
+    "tune,claim,delta",
+    [
+        (randomized_response, EPS_RR, 0.0),
+        (gaussian, GaussianBase(1.0).epsilon(DELTA), DELTA),
+    ],
+    ids=["randomized_response", "gaussian"],
+)
+def test_an_exact_claim_gets_no_planned_refutation_with_both_canaries(tune, claim, delta, pilot):
+    plan = plan_pipeline(
+        tune, itself, data=EMPTY, canary="both", delta=delta, pilot=pilot,
+        claimed_epsilon=claim, games=2000,
+    )  # fmt: skip
+    assert len(plan.canaries) == 2 and not any(p.canaries for p in plan.canaries)
+    assert plan.games_to_refute is None, (pilot, plan.summary())
+    assert plan.curve_eps <= claim and plan.prob_refute <= 0.05 and plan.expected_eps <= claim
+
+
+def test_both_canaries_plan_a_refutation_that_the_audit_of_both_certifies():
+    claim = GaussianBase(0.5).epsilon(1e-2)  # mu = 3 run, claimed as mu = 0.5
+    kw = dict(data=EMPTY, canary="both", delta=1e-2, claimed_epsilon=claim)
+    plan = plan_pipeline(too_little_noise, itself, pilot=200, **kw)  # pilot at seed 1
+    assert plan.games_to_refute is not None, plan.summary()
+    assert plan.games_to_refute == min(p.games_to_refute or math.inf for p in plan.canaries)
+    audit = audit_pipeline(  # the audit's games: seed 0
+        too_little_noise, itself, games=plan.games_to_refute, report=NO_PANEL, **kw
+    )
+    assert audit.refuted and audit.games == 2 * plan.games_to_refute  # doubled, not split
+    entries = audit.result["canaries"]
+    assert [e["canary"]["kind"] for e in entries] == ["input", "gradient"]
+    # the plan's correction is the audit's: each canary at 1 - 0.05 / 2
+    for sub, entry in zip(plan.canaries, entries, strict=True):
+        assert sub.confidence == entry["confidence"] == pytest.approx(1 - 0.05 / 2)
+        assert sub.pilot_confidence == pytest.approx(1 - (1 - 0.8) / 2)
+    assert plan.confidence == audit.confidence == 0.95
+    text = plan.summary()
+    assert "2 canaries" in text and "1 - 0.05/2" in text and "games per canary" in text
+
+
+def test_each_canarys_plan_is_the_single_canary_plan_at_its_bonferroni_share():
+    input_canary, gradient = default_canaries(too_little_noise, EMPTY)
+    kw = dict(data=EMPTY, delta=1e-2, claimed_epsilon=1.0, games=500)
+    both = plan_pipeline(too_little_noise, itself, canary=(input_canary, gradient), **kw)
+    alone = plan_pipeline(
+        too_little_noise, itself, canary=input_canary,
+        statistics=AuditOptions(confidence=1 - 0.05 / 2),
+        pilot=PilotOptions(games=200, confidence=1 - 0.2 / 2), **kw,
+    )  # fmt: skip
+    timeless = lambda plan: replace(plan, cpu_seconds_per_game=0.0)
+    assert timeless(both.canaries[0]) == timeless(alone)
+    assert both.prob_refute == max(p.prob_refute for p in both.canaries)
+    assert both.expected_eps == max(p.expected_eps for p in both.canaries)
+    assert both.cpu_seconds_per_game == pytest.approx(
+        sum(p.cpu_seconds_per_game for p in both.canaries)
+    )

@@ -13,6 +13,8 @@ Two small numpy pipelines with the bugs of issue 27:
   (`canary=(InputCanary, GradientCanary)`, Bonferroni) refute it too.
 
 A correct pipeline that releases more than its model keeps its claim under the same route.
+The route the tutorial teaches, `canary="both"` with the default score, refutes both bugs with
+no canary chosen by hand.
 """
 
 import math
@@ -30,6 +32,7 @@ from auditsel import (
     plan_pipeline,
 )
 from auditsel.pipelines.canaries import default_score
+from auditsel.pipelines.default_canaries import default_canaries
 from auditsel.pipelines.release_scores import FieldScores, release_fields
 
 DELTA = 1e-5
@@ -185,3 +188,24 @@ def test_augmented_rows_counted_as_people_are_refuted_by_the_input_canary_only()
     assert by_kind["input"]["refuted"] and not by_kind["gradient"]["refuted"]
     assert by_kind["input"]["confidence"] == pytest.approx(0.975)
     assert both.eps == by_kind["input"]["eps"] > AUGMENTED_CLAIM
+
+
+def test_the_documented_default_route_refutes_both_bugs_of_the_issue():
+    """The tutorial's route: canary="both" (an InputCanary and a GradientCanary chosen from
+    the data and a probe run), the default score (every released field), plan then audit:
+    the clipping-norm leak and the augmented rows are both refuted, with no canary chosen by
+    hand; the correct dict release is not."""
+    person, gradient = default_canaries(augmented, DATA)
+    assert np.argmax(np.abs(np.asarray(person.x) - X.mean(axis=0))) == D - 1  # the empty feature
+    kw = dict(data=DATA, canary="both", delta=DELTA, report=ReportOptions(panel=False))
+    clip = audit_pipeline(clip_leak, games=400, claimed_epsilon=CLIP_CLAIM, **kw)
+    by_kind = {c["canary"]["kind"]: c for c in clip.result["canaries"]}
+    assert clip.refuted and by_kind["input"]["refuted"] and not by_kind["gradient"]["refuted"]
+    rows = audit_pipeline(augmented, games=1500, claimed_epsilon=AUGMENTED_CLAIM, **kw)
+    assert rows.refuted and rows.games == 3000 and rows.confidence == 0.95
+    fixed = audit_pipeline(clip_fixed, games=400, claimed_epsilon=CLIP_CLAIM, **kw)
+    assert not fixed.refuted
+    plan = plan_pipeline(
+        clip_leak, data=DATA, canary="both", delta=DELTA, claimed_epsilon=CLIP_CLAIM, pilot=300
+    )
+    assert "0.clip" in plan.flagged and plan.games_to_refute is not None

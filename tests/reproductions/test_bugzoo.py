@@ -133,12 +133,23 @@ def test_the_correct_pipelines_claim_is_exactly_their_reduced_game():
     assert m.claim(DELTA) == pytest.approx(auditsel.exact_epsilon(winner, DELTA), rel=1e-9)
 
 
-def test_planned_games_follow_the_pilot():
-    assert bugzoo.planned_games(None) == bugzoo.MIN_GAMES
+def test_the_budget_follows_the_honest_plan_or_is_the_stated_one():
+    assert bugzoo.SAFETY == 1  # the honest plan is not inflated
+    assert bugzoo.planned_games(None) == bugzoo.BUDGET  # no refutation planned: the budget
     assert bugzoo.planned_games(100) == bugzoo.MIN_GAMES
-    planned = bugzoo.planned_games(1561)  # SAFETY x the planner's estimate, in steps of 500
+    planned = bugzoo.planned_games(1561)  # the planner's games, in steps of 500
     assert planned % 500 == 0 and planned >= bugzoo.SAFETY * 1561 > planned - 500
-    assert bugzoo.planned_games(10**7) == bugzoo.MAX_GAMES
+    assert bugzoo.planned_games(10**7) == bugzoo.BUDGET
+    # planned at the confidence of each look: the last look is the audit the plan sized
+    assert bugzoo.LOOK_CONFIDENCE == pytest.approx(1 - (1 - bugzoo.CONFIDENCE) / bugzoo.LOOKS)
+
+
+def test_a_zoo_audit_stops_at_the_first_look_that_refutes():
+    """The zoo's route on a visible bug at small size: the early-stopping audit refutes at a
+    look before its budget, its verdict valid at 95% over the looks."""
+    row = bugzoo.audit("noise_for_mean", pilot=60, games=1024)
+    assert row["refuted"] and row["games"] < row["budget"] == 1024
+    assert row["looks"] == [128, 256, 512, 1024] and row["games"] in row["looks"]
 
 
 def test_render_writes_the_table_and_the_findings(tmp_path):
@@ -150,6 +161,8 @@ def test_render_writes_the_table_and_the_findings(tmp_path):
             "eps": 0.1,
             "refuted": False,
             "games": 1000,
+            "budget": 1000,
+            "looks": [128, 256, 512, 1000],
             "cpu_seconds": 7.0,
             "pilot_games": 200,
             "pilot_curve_eps": 1.0,
@@ -165,6 +178,8 @@ def test_render_writes_the_table_and_the_findings(tmp_path):
             "eps": 0.09,
             "refuted": False,
             "games": 1000,
+            "budget": 1000,
+            "looks": [128, 256, 512, 1000],
             "cpu_seconds": 4.0,
             "pilot_games": 200,
             "pilot_curve_eps": 1.46,
@@ -176,7 +191,7 @@ def test_render_writes_the_table_and_the_findings(tmp_path):
     ]
     bugzoo.render(rows, 12.0, tmp_path)
     md = (tmp_path / "table.md").read_text()
-    assert "| correct_dpgd | none (correct) | 2.250 | 0.100 | not refuted |" in md
+    assert "| correct_dpgd | none (correct) | 2.250 | 0.100 | not refuted | 1000 | 1000 |" in md
     assert "0 of 1 buggy pipelines refuted; 1 of 1 correct pipelines not refuted" in md
     assert "Not refuted: `fixed_grid`" in md and "correct accounting: 4.29" in md
     assert (tmp_path / "bugzoo.png").stat().st_size > 0 and (tmp_path / "rows.json").exists()

@@ -17,6 +17,7 @@ import yaml
 from auditsel.accounting.panel import panel
 from auditsel.experiments.experiment import result_interval
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
+from auditsel.pipelines.sequential import look_schedule
 from auditsel.rounds import Poisson, law_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,6 +131,8 @@ BUGZOO_KEYS = {  # the issue's schema, then what the zoo adds
     "eps": float,
     "refuted": bool,
     "games": int,
+    "budget": int,
+    "looks": list,
     "cpu_seconds": float,
     "pilot_games": int,
     "pilot_curve_eps": float,
@@ -160,8 +163,13 @@ def test_bugzoo_rows_schema_and_consistency():
             assert isinstance(row[key], kind), (row["pipeline"], key)
         assert row["refuted"] == (row["eps"] > row["claimed_epsilon"])
         assert (row["bug"] is None) == row["pipeline"].startswith("correct")
-        assert 0 <= row["eps"] and row["games"] >= bugzoo.MIN_GAMES
-        assert row["games"] == bugzoo.planned_games(row["planned_games_to_refute"])
+        # the early-stopping audit: its budget from the plan, stopped at a look, the last
+        # one unless refuted (docs/findings/bugzoo.md)
+        assert 0 <= row["eps"] and row["budget"] >= bugzoo.MIN_GAMES
+        assert row["budget"] == bugzoo.planned_games(row["planned_games_to_refute"])
+        assert row["looks"] == look_schedule(row["budget"], bugzoo.LOOKS)
+        assert row["games"] in row["looks"]
+        assert row["refuted"] or row["games"] == row["budget"]
         if row["refuted"]:
             assert row["cpu_seconds"] < 600
         if row["bug"] is None:
@@ -180,7 +188,8 @@ def test_bugzoo_rows_schema_and_consistency():
         verdict = "refuted" if row["refuted"] else "not refuted"
         assert (
             f"| {row['pipeline']} | {row['bug'] or 'none (correct)'} | "
-            f"{row['claimed_epsilon']:.3f} | {row['eps']:.3f} | {verdict} | {row['games']} |"
+            f"{row['claimed_epsilon']:.3f} | {row['eps']:.3f} | {verdict} | {row['games']} | "
+            f"{row['budget']} |"
         ) in table
 
 
@@ -194,7 +203,7 @@ def test_bugzoo_regenerates(tmp_path):
     assert main(["reproduce", "bugzoo", "--jobs", "2", "--out", str(tmp_path)]) == 0
     fresh = json.loads((tmp_path / "bugzoo" / "rows.json").read_text())
     for new, old in zip(fresh, bugzoo_rows(), strict=True):
-        for key in ("pipeline", "bug", "refuted", "games", "planned_games_to_refute"):
+        for key in ("pipeline", "bug", "refuted", "games", "budget", "planned_games_to_refute"):
             assert new[key] == old[key], (old["pipeline"], key)
         for key in ("claimed_epsilon", "eps", "correct_epsilon"):
             assert same_printed(new[key], old[key]), (old["pipeline"], key)

@@ -16,13 +16,23 @@ package holding what an author and an auditor would write:
   as written gives (exact, or a rigorous bound: `how` says which), None where no theorem
   covers what it does.
 
-For each pipeline `audit(name)` plans the audit from a pilot of `PILOT` games (seed 1,
-`auditsel.plan_pipeline`: the games that refute the claim with probability POWER on the
-pilot's trade-off curve), plays `SAFETY` times as many games (at least `MIN_GAMES`, rounded up
-to a multiple of 500; `MIN_GAMES` when the pilot plans no refutation) with `audit_pipeline`
-(seed 0, split rule, 95% Clopper-Pearson), and returns one row: the claim, the valid eps_L, the
-verdict (refuted: eps_L > claim), the games, the CPU seconds of pilot and audit, the plan, and
-the correct accounting. A correct pipeline's claim is refuted with probability at most 5%.
+For each pipeline `audit(name)` follows the route a user would (docs/findings/bugzoo.md):
+
+1. plan from a pilot of `PILOT` games (seed 1, `auditsel.plan_pipeline`, honest: on the
+   pilot's pessimistic curve) the games that refute the claim with probability POWER, for an
+   audit at the per-look confidence 1 - (1 - CONFIDENCE) / LOOKS (the last look of step 2);
+2. audit with early stopping (`auditsel.audit_until_refuted`: LOOKS looks at a geometric
+   schedule up to the budget, each at confidence 1 - (1 - CONFIDENCE) / LOOKS, stopping at the
+   first that refutes), the budget being the planned games (SAFETY = 1: the honest plan is
+   not inflated; at least `MIN_GAMES`, rounded up to a multiple of 500) or, when the pilot
+   plans no refutation or more than `BUDGET` games, the stated game budget `BUDGET`.
+
+Validity: the pilot plays other games (seed 1) and only sizes the audit; the looks are a union
+bound (alpha spending, equal shares), so "refuted" holds at CONFIDENCE over all the looks, and
+a correct pipeline's claim is refuted with probability at most 1 - CONFIDENCE = 5%. Each row:
+the claim, the valid eps_L (of the look that stood), the verdict (refuted: eps_L > claim), the
+games played and the budget, the CPU seconds of pilot and audit, the plan, and the correct
+accounting.
 """
 
 from __future__ import annotations
@@ -32,13 +42,14 @@ import json
 import math
 import shutil
 import time
+import types
 from pathlib import Path
 
 from auditsel.experiments.figures import save_figure
 from auditsel.experiments.report import atomic_write_text
-from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
-from auditsel.pipelines.pipeline import audit_pipeline
+from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions
 from auditsel.pipelines.pipeline_plan import plan_pipeline
+from auditsel.pipelines.sequential import audit_until_refuted
 from auditsel.reproductions import REGISTRY, _csv, to_markdown
 from auditsel.reproductions.accountant_claims import MissingExtra
 
@@ -58,14 +69,16 @@ DELTA = 1e-5
 CONFIDENCE = 0.95
 PILOT = 200
 POWER = 0.9
-SAFETY = 4  # measured: the planner was ~4x optimistic for release_all (docs/findings/bugzoo.md)
+SAFETY = 1  # the honest plan, as planned (docs/findings/plan-calibration.md: conservative)
+LOOKS = 4  # the early-stopping audit's looks (auditsel.pipelines.sequential)
 MIN_GAMES = 1000
-MAX_GAMES = 20_000
+BUDGET = 8_000  # the stated game budget when the pilot plans no refutation within it
+LOOK_CONFIDENCE = 1 - (1 - CONFIDENCE) / LOOKS  # each look's, and the plan's, confidence
 AUDIT_SEED = 0  # the pilot plays at AUDIT_SEED + 1 (plan_pipeline): never the audit's games
 SCALE = 20.0  # the plot shows correct accountings up to this eps
 
 
-def module(name: str):
+def module(name: str) -> types.ModuleType:
     """The pipeline module `name` (imports torch, and opacus for the Opacus pipelines)."""
     if name not in PIPELINES:
         raise KeyError(f"no pipeline {name!r} in the zoo; one of {', '.join(PIPELINES)}")
@@ -73,11 +86,13 @@ def module(name: str):
 
 
 def planned_games(games_to_refute: int | None) -> int:
-    """The audit's size from the planner's estimate (see the module docstring)."""
+    """The early-stopping audit's budget from the plan (see the module docstring): the planned
+    games (times SAFETY, at least MIN_GAMES, in steps of 500), or BUDGET when none is planned
+    within it."""
     if games_to_refute is None:
-        return MIN_GAMES
+        return BUDGET
     games = max(MIN_GAMES, 500 * math.ceil(SAFETY * games_to_refute / 500))
-    return min(games, MAX_GAMES)
+    return min(games, BUDGET)
 
 
 def audit(
@@ -88,32 +103,35 @@ def audit(
     games: int | None = None,
     checkpoint_dir: Path | None = None,
 ) -> dict:
-    """Plan and audit one pipeline of the zoo: its row (`games` fixes the size, skipping the
-    planner's choice but not the pilot)."""
+    """Plan and audit one pipeline of the zoo: its row (`games` fixes the budget, skipping
+    the planner's choice but not the pilot)."""
     m = module(name)
     claimed = float(m.claim(DELTA))
     start = time.perf_counter()
     common = dict(data=m.TRAIN, canary=m.CANARY, delta=DELTA, claimed_epsilon=claimed)
-    statistics = AuditOptions(confidence=CONFIDENCE, seed=AUDIT_SEED)
-    plan = plan_pipeline(
+    plan = plan_pipeline(  # planned for the last look: LOOK_CONFIDENCE
         m.tune,
         m.score,
         pilot=pilot,
         power=POWER,
-        statistics=statistics,
+        statistics=AuditOptions(confidence=LOOK_CONFIDENCE, seed=AUDIT_SEED),
         execution=ExecutionOptions(jobs=jobs),
         **common,
     )
     n = planned_games(plan.games_to_refute) if games is None else games
-    result = audit_pipeline(
+    result = audit_until_refuted(
         m.tune,
         m.score,
         games=n,
-        statistics=statistics,
-        execution=ExecutionOptions(jobs=jobs, checkpoint_dir=checkpoint_dir),
-        report=ReportOptions(panel=False),
+        looks=LOOKS,
+        confidence=CONFIDENCE,
+        seed=AUDIT_SEED,
+        jobs=jobs,
+        checkpoint_dir=checkpoint_dir,
+        panel=False,
         **common,
     )
+    sequential = result.result["sequential"]
     truth, how = m.correct_epsilon(DELTA)
     return {
         "pipeline": name,
@@ -121,7 +139,9 @@ def audit(
         "claimed_epsilon": claimed,
         "eps": result.eps,
         "refuted": bool(result.refuted),
-        "games": n,
+        "games": int(sequential["stopped_at"]),
+        "budget": n,
+        "looks": [int(k) for k in sequential["looks"]],
         "cpu_seconds": round(plan.cpu_seconds_per_game * pilot + result.cpu_seconds, 2),
         "pilot_games": pilot,
         "pilot_curve_eps": plan.curve_eps,
@@ -159,6 +179,7 @@ def table_rows(rows: list[dict]) -> list[dict]:
             "eps_L (95%)": r["eps"],
             "verdict": _verdict(r),
             "games": r["games"],
+            "budget": r["budget"],
             "CPU s": r["cpu_seconds"],
             "correct eps": r["correct_epsilon"],
         }
@@ -183,13 +204,23 @@ def findings(rows: list[dict]) -> list[str]:
             f"- The costliest refutation: `{slowest['pipeline']}`, {slowest['games']:,} games "
             f"(+ {slowest['pilot_games']} pilot games), {slowest['cpu_seconds']:.0f} CPU s."
         )
+        early = [r for r in refuted if r["games"] < r["budget"]]
+        if early:
+            lines.append(
+                "- Stopped early (refuted at a look before the budget): "
+                + ", ".join(
+                    f"`{r['pipeline']}` at {r['games']:,} of {r['budget']:,} games" for r in early
+                )
+                + "."
+            )
     for r in missed:
         how = r["correct_epsilon_how"]
         if r["correct_epsilon"] is not None:
             how = f"{r['correct_epsilon']:.3g} ({how})"
         plan = (
             "the pilot plans no refutation (its curve reaches "
-            f"{r['pilot_curve_eps']:.2f} < claim {r['claimed_epsilon']:.2f})"
+            f"{r['pilot_curve_eps']:.2f} < claim {r['claimed_epsilon']:.2f}), so the audit "
+            f"played the budget of {r['budget']:,} games"
             if r["planned_games_to_refute"] is None
             else f"the pilot planned {r['planned_games_to_refute']:,} games"
         )
@@ -241,9 +272,12 @@ def render(rows: list[dict], seconds: float, out: Path) -> Path:
     md = [
         f"# {REGISTRY['bugzoo'].title}",
         "",
-        f"delta = {DELTA:g}; eps_L: split rule, {CONFIDENCE:.0%} Clopper-Pearson; each audit "
-        f"sized by `auditsel.plan_pipeline` on a {PILOT}-game pilot (see "
-        "`auditsel.reproductions.bugzoo`). CPU s: pilot and audit, all workers.",
+        f"delta = {DELTA:g}; eps_L: split rule, Clopper-Pearson; each audit stops early "
+        f"(`auditsel.audit_until_refuted`: {LOOKS} looks up to its budget, each at confidence "
+        f"{LOOK_CONFIDENCE:g}, the verdict valid at {CONFIDENCE:.0%} over all looks); budget: "
+        f"the games `auditsel.plan_pipeline` plans from a {PILOT}-game pilot, or {BUDGET:,} "
+        "when it plans no refutation (see `auditsel.reproductions.bugzoo`). games: played. "
+        "CPU s: pilot and audit, all workers.",
         "",
         to_markdown(table_rows(rows), digits=3),
         "",

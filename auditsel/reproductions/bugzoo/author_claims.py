@@ -25,12 +25,13 @@ import numpy as np
 from auditsel.accounting.interval import tuning_epsilon as interval_tuning_epsilon
 from auditsel.mechanisms import gaussian_delta
 from auditsel.numerics import bisect, check_deltas
+from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 
 __all__ = ["tuning_epsilon", "released_runs_epsilon"]
 
 
-def tuning_epsilon(base, rounds: RoundsLaw, delta: float) -> float:
+def tuning_epsilon(base: MechanismPair, rounds: RoundsLaw, delta: float) -> float:
     """The author's claim for (base, rounds) at delta: the upper end of the interval under
     [XWW24]'s monotone-score assumption (module docstring)."""
     return interval_tuning_epsilon(base, rounds, delta, assume="monotone_score").epsilon

@@ -15,11 +15,13 @@ misclassified. The score is the released padding weight per unit learning rate.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
 from auditsel.mechanisms import GaussianBase
-from auditsel.pipelines.canaries import InputCanary
+from auditsel.pipelines.canaries import Canary, InputCanary
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
 from auditsel.reproductions.bugzoo import zoo_data
 from auditsel.reproductions.bugzoo.author_claims import tuning_epsilon
@@ -30,6 +32,7 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     NOISE,
     STEPS,
 )
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.rounds import Poisson
 
 BUG = "the canary's gradient not clipped (the batch's gradient clipped instead of each example's)"
@@ -38,7 +41,9 @@ TRAIN, claim = reference.TRAIN, reference.claim
 CANARY = InputCanary(zoo_data.spike(1e4), 1.0)
 
 
-def train(train_data, lr, generator, canary):
+def train(
+    train_data: TrainData, lr: float, generator: torch.Generator, canary: Canary
+) -> list[torch.Tensor]:
     X, y = train_data
     model = torch.nn.Linear(X.shape[1], 1)
     torch.nn.init.zeros_(model.weight)
@@ -50,16 +55,17 @@ def train(train_data, lr, generator, canary):
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)  # "clip the gradients"
         with torch.no_grad():
             for p in model.parameters():
+                assert p.grad is not None  # backward() gave every parameter its gradient
                 noise = torch.normal(0.0, NOISE * CLIP / BATCH, p.shape, generator=generator)
-                p -= lr * (p.grad + noise)
+                p.sub_(lr * (p.grad + noise))  # in place, as `p -= ...`
     return [model.weight.detach().reshape(-1), model.bias.detach()]
 
 
-def tune(train_data, seed, canary):
+def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
     return reference.random_search(train_data, seed, canary, train)
 
 
-def score(release, canary):
+def score(release: Mapping[str, Any], canary: Canary) -> float:
     return zoo_data.padding_weight(release)
 
 

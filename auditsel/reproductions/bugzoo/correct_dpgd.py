@@ -17,13 +17,17 @@ The audit: a GradientCanary on the padding weight, added to the clipped sum by
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
 import numpy as np
 import torch
 
 from auditsel.mechanisms import DpsgdBase
-from auditsel.pipelines.canaries import GradientCanary
+from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.reproductions.bugzoo import zoo_data
 from auditsel.reproductions.bugzoo.author_claims import tuning_epsilon
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.rounds import Poisson
 
 BUG = None
@@ -36,7 +40,9 @@ TRAIN, VALIDATION = zoo_data.load()
 CANARY = GradientCanary(coordinate=zoo_data.PAD)
 
 
-def clipped_sum(X, y, w, b) -> list[torch.Tensor]:
+def clipped_sum(
+    X: torch.Tensor, y: torch.Tensor, w: torch.Tensor, b: torch.Tensor
+) -> list[torch.Tensor]:
     """The sum over the examples of their logistic-loss gradients, each clipped to CLIP."""
     residual = torch.sigmoid(X @ w + b) - y  # d loss / d logit, one per example
     grad_w, grad_b = residual[:, None] * X, residual[:, None]
@@ -45,7 +51,9 @@ def clipped_sum(X, y, w, b) -> list[torch.Tensor]:
     return [(grad_w * factor).sum(0), (grad_b * factor).sum(0)]
 
 
-def train(train_data, lr, generator, canary):
+def train(
+    train_data: TrainData, lr: float, generator: torch.Generator, canary: Canary
+) -> list[torch.Tensor]:
     """One DP-GD run: [weight, bias]."""
     X, y = train_data
     w, b = torch.zeros(X.shape[1]), torch.zeros(1)
@@ -57,17 +65,22 @@ def train(train_data, lr, generator, canary):
     return [w, b]
 
 
-def validation_accuracy(model) -> float:
+def validation_accuracy(model: Sequence[torch.Tensor]) -> float:
     X, y = VALIDATION
     w, b = model
     return float(((X @ w + b > 0) == (y > 0.5)).float().mean())
 
 
-def initial_release() -> dict:
+def initial_release() -> dict[str, Any]:
     return {"model": [torch.zeros(zoo_data.PAD + 1), torch.zeros(1)], "lr": 0.0, "accuracy": -1.0}
 
 
-def random_search(train_data, seed, canary, train_one=train):
+def random_search(
+    train_data: TrainData,
+    seed: int,
+    canary: Canary,
+    train_one: Callable[[TrainData, float, torch.Generator, Canary], list[torch.Tensor]] = train,
+) -> dict[str, Any]:
     """K ~ Poisson(MEAN_RUNS) runs of `train_one`, the best on the validation set released."""
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
@@ -80,11 +93,11 @@ def random_search(train_data, seed, canary, train_one=train):
     return best
 
 
-def tune(train_data, seed, canary):
+def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
     return random_search(train_data, seed, canary)
 
 
-def score(release, canary):
+def score(release: Mapping[str, Any], canary: Canary) -> float:
     return canary.score(release) / release["lr"] if release["lr"] else 0.0
 
 

@@ -17,14 +17,16 @@ along it per unit learning rate.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import torch
 from opacus import PrivacyEngine
 
-from auditsel.pipelines.canaries import GradientCanary
+from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.pipelines.opacus import from_opacus
 from auditsel.reproductions.bugzoo import correct_dpgd, zoo_data
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.rounds import Poisson
 
 BUG = None
@@ -40,14 +42,16 @@ TRAIN = (X_TRAIN, Y_TRAIN)
 CANARY = GradientCanary(coordinate=zoo_data.PAD)
 
 
-def zero_model():
+def zero_model() -> torch.nn.Linear:
     model = torch.nn.Linear(X_TRAIN.shape[1], 1)
     torch.nn.init.zeros_(model.weight)
     torch.nn.init.zeros_(model.bias)
     return model
 
 
-def train(train_data, lr, canary, poisson_sampling=POISSON_SAMPLING):
+def train(
+    train_data: TrainData, lr: float, canary: Canary, poisson_sampling: bool = POISSON_SAMPLING
+) -> tuple[torch.nn.Module, PrivacyEngine, Any, Any]:
     warnings.filterwarnings("ignore", message="Secure RNG turned off")  # fine for tuning
     warnings.filterwarnings("ignore", message="Full backward hook")  # Opacus's hooks
     warnings.filterwarnings("ignore", message="Optimal order is the")  # RDP's order range
@@ -74,14 +78,16 @@ def train(train_data, lr, canary, poisson_sampling=POISSON_SAMPLING):
     return model, engine, optimizer, loader
 
 
-def validation_accuracy(model) -> float:
+def validation_accuracy(model: torch.nn.Module) -> float:
     with torch.no_grad():
         return float(((model(X_VAL).squeeze(-1) > 0) == (Y_VAL > 0.5)).float().mean())
 
 
-def random_search(train_data, seed, canary, poisson_sampling=POISSON_SAMPLING):
+def random_search(
+    train_data: TrainData, seed: int, canary: Canary, poisson_sampling: bool = POISSON_SAMPLING
+) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
-    best = {"model": zero_model(), "lr": 0.0, "accuracy": -1.0}  # K = 0: the initial model
+    best: dict[str, Any] = {"model": zero_model(), "lr": 0.0, "accuracy": -1.0}  # K = 0
     for _ in range(rng.poisson(MEAN_RUNS)):
         lr = float(rng.choice(LEARNING_RATES))
         model = train(train_data, lr, canary, poisson_sampling)[0]
@@ -90,7 +96,7 @@ def random_search(train_data, seed, canary, poisson_sampling=POISSON_SAMPLING):
     return best
 
 
-def tune(train_data, seed, canary):
+def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
     return random_search(train_data, seed, canary)
 
 

@@ -11,10 +11,13 @@ The audit: `correct_dpgd`'s gradient canary and score.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.mechanisms import DpsgdBase
+from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_dpgd
 from auditsel.reproductions.bugzoo.author_claims import tuning_epsilon
 from auditsel.reproductions.bugzoo.correct_dpgd import (
@@ -25,6 +28,7 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     train,
     validation_accuracy,
 )
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.rounds import Point, Poisson
 from auditsel.selection import winner_law
 
@@ -37,7 +41,7 @@ CANARY, TRAIN, score = (
 )
 
 
-def tune(train_data, seed, canary):
+def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
     generator = torch.Generator().manual_seed(seed)
     best = initial_release()
     for lr in LEARNING_RATES:

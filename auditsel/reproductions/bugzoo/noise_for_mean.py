@@ -11,10 +11,12 @@ Everything else is `correct_dpgd` (the same claim, canary and score).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
 from auditsel.mechanisms import GaussianBase
+from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
 from auditsel.reproductions.bugzoo.author_claims import tuning_epsilon
 from auditsel.reproductions.bugzoo.correct_dpgd import (
@@ -25,6 +27,7 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     STEPS,
     clipped_sum,
 )
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.rounds import Poisson
 
 BUG = "noise scaled for the mean instead of the sum"
@@ -37,7 +40,9 @@ CANARY, TRAIN, claim, score = (
 )
 
 
-def train(train_data, lr, generator, canary):
+def train(
+    train_data: TrainData, lr: float, generator: torch.Generator, canary: Canary
+) -> list[torch.Tensor]:
     X, y = train_data
     w, b = torch.zeros(X.shape[1]), torch.zeros(1)
     for _ in range(STEPS):
@@ -49,7 +54,7 @@ def train(train_data, lr, generator, canary):
     return [w, b]
 
 
-def tune(train_data, seed, canary):
+def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
     return reference.random_search(train_data, seed, canary, train)
 
 

@@ -14,10 +14,13 @@ sqrt(STEPS) / NOISE; the log-likelihood ratio of the K runs is mu * sum(z_i) - K
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
+from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_dpgd
 from auditsel.reproductions.bugzoo.author_claims import released_runs_epsilon
 from auditsel.reproductions.bugzoo.correct_dpgd import (
@@ -30,6 +33,7 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     train,
     validation_accuracy,
 )
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.rounds import Poisson
 
 BUG = "every candidate's model released, not only the winner"
@@ -42,10 +46,10 @@ CANARY, TRAIN, claim = (
 MU = math.sqrt(STEPS) / NOISE  # one run's shift along the canary, in units of its noise
 
 
-def tune(train_data, seed, canary):
+def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
-    runs = []
+    runs: list[dict[str, Any]] = []
     for _ in range(rng.poisson(MEAN_RUNS)):
         lr = float(rng.choice(LEARNING_RATES))
         model = train(train_data, lr, generator, canary)
@@ -54,7 +58,7 @@ def tune(train_data, seed, canary):
     return {"runs": runs, "best": best}
 
 
-def score(release, canary):
+def score(release: Mapping[str, Any], canary: Canary) -> float:
     unit = NOISE * CLIP * math.sqrt(STEPS) / BATCH
     z = [canary.score(run) / run["lr"] / unit for run in release["runs"]]
     return MU * sum(z) - len(z) * MU**2 / 2

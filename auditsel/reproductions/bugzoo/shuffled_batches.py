@@ -15,17 +15,20 @@ score is the released padding weight per unit learning rate.
 from __future__ import annotations
 
 import math
+from typing import Any
 
+from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import batch_clipping
 from auditsel.reproductions.bugzoo import correct_opacus as reference
 from auditsel.reproductions.bugzoo.correct_opacus import BATCH, EPOCHS, NOISE, TRAIN
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
 
 BUG = "Poisson sampling claimed while batches are shuffled (each example once per epoch)"
 # the same as in batch_clipping:
 CANARY, score = batch_clipping.CANARY, batch_clipping.score
 
 
-def tune(train_data, seed, canary):
+def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
     return reference.random_search(train_data, seed, canary, poisson_sampling=False)
 
 

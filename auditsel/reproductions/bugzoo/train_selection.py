@@ -15,9 +15,13 @@ the canary. The score is the released w per unit learning rate.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import torch
 
+from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import batch_clipping, correct_dpgd
 from auditsel.reproductions.bugzoo.correct_dpgd import (
     LEARNING_RATES,
@@ -25,6 +29,7 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     initial_release,
     train,
 )
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
 
 BUG = "selection score computed on the private training data"
 # the same as in batch_clipping:
@@ -33,13 +38,13 @@ CANARY, score = batch_clipping.CANARY, batch_clipping.score
 TRAIN, claim = correct_dpgd.TRAIN, correct_dpgd.claim
 
 
-def training_loss(train_data, model) -> float:
+def training_loss(train_data: TrainData, model: Sequence[torch.Tensor]) -> float:
     X, y = train_data
     w, b = model
     return float(torch.nn.functional.binary_cross_entropy_with_logits(X @ w + b, y))
 
 
-def tune(train_data, seed, canary):
+def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
     best, best_loss = initial_release(), np.inf

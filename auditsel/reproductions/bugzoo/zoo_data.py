@@ -10,6 +10,9 @@ that order, so that flat coordinate PAD is the padding feature's weight.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import torch
 from sklearn.datasets import load_breast_cancer
@@ -18,11 +21,12 @@ from auditsel.pipelines.canaries import flat_parameters
 
 PAD = 30
 TRAIN_SIZE = 400
+TrainData = tuple[torch.Tensor, torch.Tensor]  # (X, y): float32 rows and labels in {0, 1}
 
 torch.set_num_threads(1)  # tiny models: threads only cost (and fix the float sums' order)
 
 
-def load() -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+def load() -> tuple[TrainData, TrainData]:
     """((X_train, y_train), (X_val, y_val)): 400 and 169 rows, 31 features, labels in {0, 1}."""
     X, y = load_breast_cancer(return_X_y=True)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
@@ -39,7 +43,7 @@ def spike(height: float) -> np.ndarray:
     return x
 
 
-def padding_weight(release) -> float:
+def padding_weight(release: Mapping[str, Any]) -> float:
     """The released model's padding weight per unit of its learning rate (0 for K = 0): the
     score of the example canaries `spike(h)` with label 1, which push it up."""
     return float(flat_parameters(release)[PAD]) / release["lr"] if release["lr"] else 0.0
