@@ -438,6 +438,8 @@ EXEMPT = {
     "auditsel.experiments.result.RunResult.__init__": "a result record",
     "auditsel.reproductions.accountant_claims.Setting.__init__": "a paper's setting, as data",
     "auditsel.reproductions.table3.Table3Grid.__init__": "a paper's grid, as data",
+    "auditsel.pipelines.one_run_pipeline.TradeoffFamily.epsilon": "a typing Protocol (no code): "
+    "the families it describes are checked where they are defined",
 }
 
 
