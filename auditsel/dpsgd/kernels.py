@@ -111,7 +111,7 @@ class _Chooser:
     MAX_PROBE = 128
     WINDOW = 3  # timings per way whose median stands for it
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.times: dict[bool, list[float]] = {False: [], True: []}  # newest last
         self.seen = {False: 0, True: 0}  # timings of each way, the first (a warm-up) dropped
         self.calls = 0
@@ -129,6 +129,7 @@ class _Chooser:
         return self.cost(True) <= self.cost(False)
 
     def split(self) -> bool:
+        """The way of the next call (True: split), probes included."""
         self.calls += 1
         n_split, n_one = self.seen[True], self.seen[False]
         if min(n_split, n_one) <= self.WINDOW:  # warm-up, then both ways alternately
