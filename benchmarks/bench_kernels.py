@@ -20,6 +20,7 @@ numba kernels are compiled there from scratch without one.
     python benchmarks/bench_kernels.py --repeat 9 --games 200 --cells ntnv:dirac:1 etcv:dirac:1
     python benchmarks/bench_kernels.py --threads 1 --skip-games --repeat 9   # one thread each
     python benchmarks/bench_kernels.py --threads 1 --cpu-time --skip-games   # CPU time, loaded
+    python benchmarks/bench_kernels.py --skip-games --trace   # the split chooser, call by call
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -112,10 +114,50 @@ def kernel_cases():
     ]
 
 
-def bench_kernels(repeat: int, twin: bool) -> None:
+class Trace:
+    """--trace: log every call of the split chooser (way, milliseconds) and, for each split
+    call, the share of its pieces that the pool threads ran (0: the calling thread did all)."""
+
+    def __init__(self):
+        self.calls: list[str] = []
+        self.pieces: list[bool] = []
+        self.saved = (kernels._Chooser.record, kernels._split_pieces)
+
+    def __enter__(self):
+        record, split_pieces = self.saved
+        main = threading.get_ident()
+
+        def traced_record(chooser, split, seconds, rows):
+            share = f"/{sum(self.pieces) / max(len(self.pieces), 1):.2f}" if split else ""
+            self.calls.append(f"{'S' if split else '1'}{seconds * 1e3:.2f}{share}")
+            self.pieces.clear()
+            record(chooser, split, seconds, rows)
+
+        def traced_pieces(fn, R, workers):
+            def piece(r0, r1):
+                self.pieces.append(threading.get_ident() != main)
+                fn(r0, r1)
+
+            split_pieces(piece, R, workers)
+
+        kernels._Chooser.record, kernels._split_pieces = traced_record, traced_pieces
+        return self
+
+    def __exit__(self, *exc):
+        kernels._Chooser.record, kernels._split_pieces = self.saved
+
+    def report(self) -> str:
+        return "    calls (S: split, 1: one thread; ms/pool share): " + " ".join(self.calls)
+
+
+def bench_kernels(repeat: int, twin: bool, trace: bool = False) -> None:
     print("kernels (numba speed / C speed; > 1: numba faster)")
     for name, case in kernel_cases():
         new, old = case(kernels), case(BASELINE)
+        kernels._CHOOSERS.clear()  # each kernel's choice made afresh in this benchmark
+        tracer = Trace()
+        if trace:
+            tracer.__enter__()
         new(), old()  # compiled, warm
         ratios, twin_ratios = [], []
         for _ in range(repeat):
@@ -125,6 +167,9 @@ def bench_kernels(repeat: int, twin: bool) -> None:
                 with TorchOnCpu():
                     twin_ratios.append(t_old / best_of(new, 2))
         print(f"  {name:44} numba {spread(ratios)}")
+        if trace:
+            tracer.__exit__()
+            print(tracer.report())
         if twin:
             print(f"  {'':44} torch {spread(twin_ratios)}")
 
@@ -216,6 +261,11 @@ def main(argv=None) -> int:
         help="time the kernels by the CPU time of the calling thread (needs --threads 1): on a "
         "loaded machine, the work itself, not the wait for a core",
     )
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="print every kernel call's way (split or one thread), time and pool share",
+    )
     ap.add_argument("--skip-kernels", action="store_true")
     ap.add_argument("--skip-games", action="store_true")
     args = ap.parse_args(argv)
@@ -245,7 +295,7 @@ def main(argv=None) -> int:
         print("the C baseline could not be built here", file=sys.stderr)
         return 1
     if not args.skip_kernels:
-        bench_kernels(args.repeat, args.torch_twin)
+        bench_kernels(args.repeat, args.torch_twin, args.trace)
     if not args.skip_games:
         bench_games(args.cells, args.games, args.repeat, args.torch_twin)
     return 0

@@ -96,33 +96,44 @@ class _Chooser:
     Splitting pays on idle cores; on a loaded machine every hand-off waits for the scheduler
     (measured under a load of 10 on 2 cores: a 1.8 ms softmax pass took 17 ms split over two
     threads, and the C kernels' OpenMP pass 28 ms), which no fixed rule foresees. So each kernel
-    keeps a running mean of seconds per row for the way it takes (the first timing of each way,
-    which pays one-time costs, left out), takes the cheaper one, and tries the other after
-    PROBE calls, whose timing then stands for that way; a probe that confirms the choice
-    doubles the wait before the next one (up to MAX_PROBE calls: under load a probe of the
-    split can cost ten calls), one that changes it resets the wait. A split cannot change a
-    value, so neither can the choice."""
+    keeps the last WINDOW timings (seconds per row) of each way, the first timing of each way
+    (which pays one-time costs) left out, and takes the way with the lower median: a median,
+    not a mean, because single timings on a shared machine have a heavy tail (a 0.7 ms split
+    softmax pass that once took 6 ms pulled a running mean past the one-thread cost, and the
+    pass stayed on one thread at half the C's speed on nearly idle cores). Both ways are timed
+    alternately until each has WINDOW timings; then the other way is tried after PROBE calls.
+    A probe that beats the way in use is repeated at the next call (a change needs two timings
+    in three, so one lucky timing cannot switch); one that confirms the choice doubles the wait
+    before the next (up to MAX_PROBE calls: under load a probe of the split can cost ten
+    calls). A split cannot change a value, so neither can the choice."""
 
     PROBE = 16
     MAX_PROBE = 128
-    DECAY = 0.25  # weight of the newest timing in the running mean
+    WINDOW = 3  # timings per way whose median stands for it
 
-    def __init__(self):
-        self.cost = {False: 0.0, True: 0.0}  # seconds per row; 0: not measured yet
+    def __init__(self) -> None:
+        self.times: dict[bool, list[float]] = {False: [], True: []}  # newest last
         self.seen = {False: 0, True: 0}  # timings of each way, the first (a warm-up) dropped
         self.calls = 0
         self.interval = self.PROBE  # calls from one probe to the next
         self.next_probe = self.PROBE
         self.probing: bool | None = None  # the choice a probe under way is testing
 
+    def cost(self, split: bool) -> float:
+        """Median seconds per row of the last WINDOW timings of a way (inf: none yet)."""
+        t = self.times[split]
+        return float(np.median(t)) if t else float("inf")
+
     def best(self) -> bool:
-        """The cheaper way by the running means (True: split)."""
-        return self.cost[True] <= self.cost[False]
+        """The cheaper way by the medians (True: split)."""
+        return self.cost(True) <= self.cost(False)
 
     def split(self) -> bool:
+        """The way of the next call (True: split), probes included."""
         self.calls += 1
-        if not self.cost[True] or not self.cost[False]:
-            return not self.cost[True]  # measure the split first, then one thread
+        n_split, n_one = self.seen[True], self.seen[False]
+        if min(n_split, n_one) <= self.WINDOW:  # warm-up, then both ways alternately
+            return n_split <= n_one
         best = self.best()
         if self.calls >= self.next_probe:
             self.next_probe = self.calls + self.interval
@@ -134,21 +145,23 @@ class _Chooser:
         self.seen[split] += 1
         if self.seen[split] == 1:
             # the first call each way pays one-time costs (the pool's threads start on the
-            # first split; cold caches): counted, it made the split look slow on idle cores,
-            # and the running mean kept one thread for dozens of calls
+            # first split; cold caches)
             return
-        per_row = seconds / max(rows, 1)
-        old = self.cost[split]
+        t = self.times[split]
+        t.append(seconds / max(rows, 1))
+        del t[: -self.WINDOW]
         probe = self.probing is not None and split != self.probing
-        # a probe's timing replaces the other way's mean (old and rarely measured): the load
-        # may have changed since; a choice it wrongly changes is corrected within a few calls,
-        # since the chosen way's mean gets every call's timing
-        self.cost[split] = per_row if (probe or not old) else old + self.DECAY * (per_row - old)
         if probe:
-            confirmed = self.best() == self.probing
-            self.interval = min(2 * self.interval, self.MAX_PROBE) if confirmed else self.PROBE
-            self.next_probe = self.calls + self.interval
             self.probing = None
+            if self.best() == split:  # switched: the new way is timed at every call
+                self.interval = self.PROBE
+                self.next_probe = self.calls + self.interval
+            elif t[-1] < self.cost(not split):  # looks cheaper: timed again at once
+                self.interval = self.PROBE
+                self.next_probe = self.calls + 1
+            else:  # confirmed the choice: probe less often
+                self.interval = min(2 * self.interval, self.MAX_PROBE)
+                self.next_probe = self.calls + self.interval
 
 
 _CHOOSERS: dict[str, _Chooser] = {}

@@ -324,7 +324,7 @@ def softmax_grad(
     m = np.empty(CH, np.float32)
     s = np.empty(CH, np.float32)
     q = np.empty(CH, np.float32)
-    y = np.empty(CH, np.int64)
+    y = np.empty(CH, np.int32)  # 32-bit lanes, as the C (labels are class indices < K)
     for r in range(r0, r1):
         for j0 in range(0, n, CH):
             w = min(CH, n - j0)
@@ -349,13 +349,14 @@ def softmax_grad(
             lab = label[r if label.shape[0] > 1 else 0, j0 : j0 + w]
             for j in range(w):
                 s[j] = _ONE / s[j]
-                y[j] = lab[j]
+                y[j] = np.int32(lab[j])
             # p_k = e_k * (1 / sum), minus 1 at the label, and q = sum_k p_k^2: one pass
             for k in range(K):
                 b = z[r, k, j0 : j0 + w]
+                kk = np.int32(k)
                 for j in range(w):
                     p = b[j] * s[j]
-                    p = p - _ONE if y[j] == k else p
+                    p = p - _ONE if y[j] == kk else p
                     b[j] = p
                     q[j] = p * p if k == 0 else q[j] + p * p
             sqr = sq[r, j0 : j0 + w]
