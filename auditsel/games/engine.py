@@ -317,7 +317,6 @@ def run_game(
     backend: str | None = None,
     in_memory: bool = True,
     code: Mapping[str, str] | None = None,
-    unit: str = "trial",
 ) -> GameRecord:
     """Play `trials` games; returns scores and coins in trial order (deterministic in seed).
 
@@ -325,7 +324,8 @@ def run_game(
     and the record's `chunks` reads them back one at a time, so memory is bounded by a chunk.
     `code` (default `code_identity()`): the code the numbers depend on, recorded with the
     checkpoints; checkpoints of other code are refused (`CheckpointError`). The progress bar
-    counts trials (named `unit`), advancing as each chunk finishes.
+    counts trials, named by the protocol's `progress_unit` ("trial" where it has none; a
+    pipeline's games say "game"), advancing as each chunk finishes.
     """
     sizes = _chunk_sizes(int(trials), int(chunk_size))
     results: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
@@ -349,7 +349,7 @@ def run_game(
     bar = _Bar(
         total=int(trials),
         initial=sum(sizes[i] for i in results),
-        unit=unit,
+        unit=getattr(protocol, "progress_unit", "trial"),
         unit_scale=True,
         delay=2.0,
         disable=not progress,

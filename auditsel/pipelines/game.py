@@ -302,6 +302,7 @@ class PipelineGame:
     fields: tuple[str, ...] = ()  # score() returns one number per field (release_scores)
     parallel_prefer = None  # joblib's default: loky processes (user code holds the GIL)
     fork_workers = True  # default backend on Linux: warm workers (auditsel.games.worker_pool)
+    progress_unit = "game"  # what the engine's progress bar counts
 
     @property
     def columns(self) -> int:

@@ -363,7 +363,6 @@ def play_games(
             progress=progress,
             backend=where,
             in_memory=not stream,
-            unit="game",
         )
     return record, LOCAL_CPU.seconds - start
 
