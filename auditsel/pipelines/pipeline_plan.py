@@ -134,30 +134,12 @@ class PipelinePlan:
             f"{self.curve_eps:.4f} (point estimate {self.point_eps:.4f}); "
             f"{self.cpu_seconds_per_game:.3g} CPU s per game"
         ]
-        if self.target_eps is not None:
-            n = self.games_for_target
-            lines.append(
-                f"  games for P(eps_L >= {self.target_eps:g}) >= {self.power:g}: "
-                + (f"{n:,}" if n is not None else "none (the pilot's curve does not reach it)")
-            )
-        if self.claimed_epsilon is not None:
-            n = self.games_to_refute
-            lines.append(
-                f"  games to refute the claim {self.claimed_epsilon:g} with probability "
-                f">= {self.power:g}: "
-                + (
-                    f"{n:,}"
-                    if n is not None
-                    else "none seen (no leak above the claim in the pilot)"
-                )
-            )
-        if self.games is not None:
-            extra = ""
-            if self.prob_target is not None:
-                extra += f", P(eps_L >= {self.target_eps:g}) = {self.prob_target:.3f}"
-            if self.prob_refute is not None:
-                extra += f", P(refuted) = {self.prob_refute:.3f}"
-            lines.append(f"  {self.games:,} games: E[eps_L] = {self.expected_eps:.4f}{extra}")
+        lines += self._games_lines(
+            per="",
+            relation="=",
+            no_target="none (the pilot's curve does not reach it)",
+            no_refute="none seen (no leak above the claim in the pilot)",
+        )
         if self.fields:
             lines.append(
                 f"  {len(self.fields)} released fields scored, each at confidence "
@@ -175,6 +157,34 @@ class PipelinePlan:
         )
         return "\n".join(lines)
 
+    def _games_lines(self, *, per: str, relation: str, no_target: str, no_refute: str) -> list[str]:
+        """The summary's lines on games: for the target, to refute the claim, and what the
+        planned games give (`relation` "=" for one canary's prediction, ">=" for the lower
+        bounds of a plan of several; `per` " per canary" there)."""
+        lines = []
+        if self.target_eps is not None:
+            n = self.games_for_target
+            lines.append(
+                f"  games{per} for P(eps_L >= {self.target_eps:g}) >= {self.power:g}: "
+                + (f"{n:,}" if n is not None else no_target)
+            )
+        if self.claimed_epsilon is not None:
+            n = self.games_to_refute
+            lines.append(
+                f"  games{per} to refute the claim {self.claimed_epsilon:g} with probability "
+                f">= {self.power:g}: " + (f"{n:,}" if n is not None else no_refute)
+            )
+        if self.games is not None:
+            extra = ""
+            if self.prob_target is not None:
+                extra += f", P(eps_L >= {self.target_eps:g}) {relation} {self.prob_target:.3f}"
+            if self.prob_refute is not None:
+                extra += f", P(refuted) {relation} {self.prob_refute:.3f}"
+            lines.append(
+                f"  {self.games:,} games{per}: E[eps_L] {relation} {self.expected_eps:.4f}{extra}"
+            )
+        return lines
+
     def _combined_summary(self) -> str:
         """The summary of a plan of several canaries: the audit's lines, then each canary's."""
         m = len(self.canaries)
@@ -185,28 +195,12 @@ class PipelinePlan:
             f"(Bonferroni: the audit's verdict holds at {self.confidence:.0%}); "
             f"{self.cpu_seconds_per_game:.3g} CPU s per game of all {m}"
         ]
-        if self.target_eps is not None:
-            n = self.games_for_target
-            lines.append(
-                f"  games per canary for P(eps_L >= {self.target_eps:g}) >= {self.power:g}: "
-                + (f"{n:,}" if n is not None else "none (no canary's curve reaches it)")
-            )
-        if self.claimed_epsilon is not None:
-            n = self.games_to_refute
-            lines.append(
-                f"  games per canary to refute the claim {self.claimed_epsilon:g} with "
-                f"probability >= {self.power:g}: "
-                + (f"{n:,}" if n is not None else "none seen (no canary's pilot sees a leak)")
-            )
-        if self.games is not None:
-            extra = ""
-            if self.prob_target is not None:
-                extra += f", P(eps_L >= {self.target_eps:g}) >= {self.prob_target:.3f}"
-            if self.prob_refute is not None:
-                extra += f", P(refuted) >= {self.prob_refute:.3f}"
-            lines.append(
-                f"  {self.games:,} games per canary: E[eps_L] >= {self.expected_eps:.4f}{extra}"
-            )
+        lines += self._games_lines(
+            per=" per canary",
+            relation=">=",
+            no_target="none (no canary's curve reaches it)",
+            no_refute="none seen (no canary's pilot sees a leak)",
+        )
         for i, plan in enumerate(self.canaries):
             lines.append(f"  canary {i}: " + plan.summary().replace("\n", "\n    "))
         return "\n".join(lines)
