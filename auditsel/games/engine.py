@@ -33,7 +33,7 @@ import json
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +52,7 @@ from auditsel.files import (
     temporary_beside,
 )
 from auditsel.games.fingerprint import code_identity, describe_change
-from auditsel.games.worker_pool import fork_available, forked_chunks, game_threads
+from auditsel.games.worker_pool import bounded, fork_available, forked_chunks, game_threads
 from auditsel.roles import GameProtocol, Proxy
 
 
@@ -446,11 +446,4 @@ def _threaded(
         def submit(i: int) -> Future[tuple[int, np.ndarray, np.ndarray]]:
             return pool.submit(play_chunk, protocol, proxy, seed, i, sizes[i])
 
-        running = {submit(i) for _, i in zip(range(2 * workers), todo)}
-        while running:
-            done, running = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                yield future.result()
-                nxt = next(todo, None)
-                if nxt is not None:
-                    running.add(submit(nxt))
+        yield from bounded(submit, todo, 2 * workers)

@@ -47,9 +47,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, TypeVar
 
 from threadpoolctl import ThreadpoolController
 
@@ -61,9 +61,12 @@ __all__ = [
     "in_game_thread",
     "fork_available",
     "forked_chunks",
+    "bounded",
     "Beside",
     "spare_core",
 ]
+
+T = TypeVar("T")
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -168,6 +171,26 @@ def _play(player: int, index: int) -> Any:
     return _PLAYERS[player](index)  # KeyError: a worker not forked from the audit's process
 
 
+def bounded(submit: Callable[[int], Future[T]], todo: Iterator[int], limit: int) -> Iterator[T]:
+    """submit(i) for each i of `todo`, at most `limit` futures pending at once; their results
+    in completion order, each handed over as it finishes (so a streamed run keeps its memory
+    bound). If a result raises or the consumer stops, the futures not yet started are cancelled.
+    The thread pool of `auditsel.games.engine` and the forked workers below both deal chunks so."""
+    running = {submit(i) for _, i in zip(range(limit), todo)}
+    try:
+        while running:
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield future.result()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    running.add(submit(nxt))
+    except BaseException:
+        for future in running:
+            future.cancel()
+        raise
+
+
 def forked_chunks(
     play: Callable[[int], Any], indices: Iterable[int], workers: int, threads: int
 ) -> Iterator[Any]:
@@ -181,19 +204,11 @@ def forked_chunks(
         with ProcessPoolExecutor(
             workers, mp_context=context, initializer=_worker_start, initargs=(threads,)
         ) as pool:
-            running = {pool.submit(_play, key, i) for _, i in zip(range(2 * workers), todo)}
-            try:
-                while running:
-                    done, running = wait(running, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        yield future.result()
-                        nxt = next(todo, None)
-                        if nxt is not None:
-                            running.add(pool.submit(_play, key, nxt))
-            except BaseException:
-                for future in running:
-                    future.cancel()
-                raise
+
+            def submit(i: int) -> Future[Any]:
+                return pool.submit(_play, key, i)
+
+            yield from bounded(submit, todo, 2 * workers)
     finally:
         del _PLAYERS[key]
 
