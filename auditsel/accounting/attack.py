@@ -181,6 +181,7 @@ from auditsel.accounting.score_search import (
     LabelLaws,
     ScoreSearch,
     SearchResult,
+    enclose_winner,
     merge_buckets,
     order_winner_laws,
 )
@@ -643,39 +644,11 @@ def _winner_bounds(
     r: np.ndarray, law: RoundsLaw, cdfs: Cdfs | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Entry-wise (lower, upper) bounds on the winner's law G(F_j) - G(F_j-1) of the law `r`
-    (longdouble, positions in increasing score order; the K = 0 output left out)."""
+    (longdouble, positions in increasing score order; the K = 0 output left out): differences
+    of G on the cdf in the lower half, of 1 - G(1 - w) on the upper tail
+    (`score_search.enclose_winner`, which the score search's buckets use too)."""
     F, Fp, T, Tn, rho = cdfs or _cdfs(r)
-    rr = r.astype(float)
-    m = len(r)
-    low_half = F <= 0.5
-    lo = np.zeros(m)
-    hi = np.zeros(m)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if np.any(low_half):  # lower half: differences of G on the cdf
-            f, fp, x = F[low_half], Fp[low_half], rr[low_half]
-            gf, gfp = law.pgf(f), law.pgf(fp)
-            diff = gf - gfp
-            top = np.minimum(f * (1 + rho), 1.0)
-            slope_top = law.pgf_derivative(top, 1.0 - top)
-            slope_bot = law.pgf_derivative(fp * (1 - rho), 1.0 - fp * (1 - rho))
-            err = LAW_REL * (gf + gfp) + slope_top * rho * (f + fp) + U64 * np.abs(diff)
-            lo[low_half] = np.maximum(diff - err, x * (1 - rho) * slope_bot * (1 - LAW_REL))
-            hi[low_half] = np.minimum(diff + err, x * (1 + rho) * slope_top * (1 + LAW_REL))
-        up = ~low_half
-        if np.any(up):  # upper half: differences of 1 - G(1 - w) on the upper tail
-            t, tn, x = T[up], Tn[up], rr[up]
-            ct, ctn = law.pgf_complement(t), law.pgf_complement(tn)
-            diff = ct - ctn
-            w_top = np.minimum(t * (1 + rho), 1.0)  # F_j-1 = 1 - T_j, rounded down
-            w_bot = tn * (1 - rho)  # F_j = 1 - T_j+1, rounded up
-            slope_bot = law.pgf_derivative(1.0 - w_top, w_top)
-            slope_top = law.pgf_derivative(1.0 - w_bot, w_bot)
-            err = LAW_REL * (ct + ctn) + slope_top * rho * (t + tn) + U64 * np.abs(diff)
-            lo[up] = np.maximum(diff - err, x * (1 - rho) * slope_bot * (1 - LAW_REL))
-            hi[up] = np.minimum(diff + err, x * (1 + rho) * slope_top * (1 + LAW_REL))
-    lo = np.where(np.isfinite(lo), np.maximum(lo, 0.0), 0.0)
-    hi = np.where(np.isfinite(hi), np.maximum(hi, lo), 1.0)
-    return lo, hi
+    return enclose_winner(r.astype(float), Fp, F, T, Tn, rho, law)
 
 
 def _true_winner_upper(r_hi: np.ndarray, cdfs: Cdfs, l1: float, law: RoundsLaw) -> np.ndarray:
