@@ -52,7 +52,14 @@ from auditsel.files import (
     temporary_beside,
 )
 from auditsel.games.fingerprint import code_identity, describe_change
-from auditsel.games.worker_pool import bounded, fork_available, forked_chunks, game_threads
+from auditsel.games.worker_pool import (
+    WarmWorkers,
+    bounded,
+    fork_available,
+    game_threads,
+    warm_workers_for,
+    workers_that_pay,
+)
 from auditsel.roles import GameProtocol, Proxy
 
 
@@ -70,6 +77,8 @@ __all__ = [
     "CheckpointError",
     "run_game",
     "chunk_rng",
+    "forks_workers",
+    "most_workers",
     "DEFAULT_CHUNK_SIZE",
 ]
 
@@ -400,16 +409,8 @@ def _execute(
     if backend is None and prefer == "threads":
         yield from _threaded(protocol, proxy, seed, pending, sizes, _workers(jobs))
         return
-    if backend is None and getattr(protocol, "fork_workers", False) and fork_available():
-        # warm workers (auditsel.games.worker_pool): this process plays the first chunk (the
-        # user's imports and first calls), then forks the workers, which inherit all of it
-        first, rest = pending[0], pending[1:]
-        yield play_chunk(protocol, proxy, seed, first, sizes[first])
-
-        def play(i: int) -> tuple[int, np.ndarray, np.ndarray]:
-            return play_chunk(protocol, proxy, seed, i, sizes[i])
-
-        yield from forked_chunks(play, rest, min(_workers(jobs), len(rest)), game_threads(jobs))
+    if forks_workers(protocol, jobs, backend):
+        yield from _warm(protocol, proxy, seed, pending, sizes, jobs)
         return
     # deferred: joblib (0.14 s with loky) loads only for parallel runs
     from joblib import Parallel, delayed, parallel_config
@@ -421,6 +422,46 @@ def _execute(
         yield from parallel(
             delayed(play_chunk)(protocol, proxy, seed, i, sizes[i]) for i in pending
         )
+
+
+def forks_workers(protocol: GameProtocol, jobs: int, backend: str | None) -> bool:
+    """Whether `run_game` plays on warm workers forked from this process (the default backend
+    of a protocol that asks for them, `fork_workers`, where fork is available)."""
+    return (
+        backend is None
+        and jobs != 1
+        and bool(getattr(protocol, "fork_workers", False))
+        and fork_available()
+    )
+
+
+def most_workers(jobs: int) -> int:
+    """The workers forked beside this process for `jobs` (joblib's convention): it plays too."""
+    return _workers(jobs) - 1
+
+
+def _warm(
+    protocol: GameProtocol,
+    proxy: Proxy,
+    seed: int,
+    pending: list[int],
+    sizes: Sequence[int],
+    jobs: int,
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """The chunks on warm workers (`auditsel.games.worker_pool.WarmWorkers`) and in this
+    process at once: the pool the caller opened for this protocol (started, or sized here),
+    else one of our own; unstarted, it is sized after this process's first chunk from its
+    CPU seconds and the chunks left (`workers_that_pay`). The proxy is pickled to the workers
+    (the protocol is not): a module-level function."""
+    pool = warm_workers_for(protocol)
+    own = WarmWorkers(protocol, threads=game_threads(jobs)) if pool is None else None
+    with own if own is not None else nullcontext(pool) as warm:
+        assert warm is not None  # the caller's pool, or ours
+
+        def size(seconds: float, left: int) -> int:
+            return workers_that_pay(most_workers(jobs), left, seconds)
+
+        yield from warm.deal(pending, play_chunk, lambda i: (proxy, seed, i, sizes[i]), size=size)
 
 
 def _workers(jobs: int) -> int:

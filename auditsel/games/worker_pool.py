@@ -18,13 +18,18 @@ Contract.
   written NumPy pipeline ran ~30x slower in an audit; a 200 x 200 matmul 20x slower with
   two OpenBLAS threads than with one under a load of 8 on 2 cores).
 
-* Warm workers. `forked_chunks(play, indices, workers)` plays chunks in `workers` processes
-  forked from this one (POSIX, the "fork" start method) after it has played a chunk itself,
-  so each worker starts with the user's modules imported and their first-call costs paid
-  (torch, Opacus: seconds of CPU per worker when started cold by loky), reads the game from
-  memory (nothing pickled per chunk but the index and the scores), and plays chunks until
-  none are left. A chunk's numbers depend on (seed, index) only, so they equal any other
-  backend's.
+* Warm workers. `WarmWorkers(target, threads=...)` forks its workers from this process when
+  `start(n)` is called (POSIX, the "fork" start method): where this process is warm (the
+  user's modules imported, their first-call costs paid: torch, Opacus), so the workers need
+  neither (loky's cold workers paid seconds of CPU each), and each reads `target` (the game)
+  from memory: nothing is pickled per task but a function's name, an index and the result.
+  `deal(indices, fn, args)` plays fn(target, *args(i)) once for every index: each worker one
+  task at a time, and this process plays the next index itself meanwhile (with n workers,
+  n + 1 processes play). A task's numbers depend on its arguments only (a chunk's on (seed,
+  index)), so they equal any other backend's, whichever process played it.
+  `workers_that_pay(most, tasks, seconds)` sizes the pool from the work left and its measured
+  cost per task: a worker only where every process gets at least `FORK_PAYS` CPU seconds of
+  work, so that a fork's own cost stays a small share of what it saves.
 * Work beside. `Beside(fn)` computes fn() while the caller goes on: in a process forked from
   this one where that is safe (`fork_available()` and no other Python thread running, since a
   forked child of a threaded process may block forever on a lock another thread held) and
@@ -39,14 +44,16 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
 import multiprocessing
 import os
 import pickle
+import queue
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
@@ -60,7 +67,9 @@ __all__ = [
     "limited_threads",
     "in_game_thread",
     "fork_available",
-    "forked_chunks",
+    "WarmWorkers",
+    "warm_workers_for",
+    "workers_that_pay",
     "bounded",
     "Beside",
     "spare_core",
@@ -158,8 +167,15 @@ def fork_available() -> bool:
     return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
-_PLAYERS: dict[int, Callable[[int], Any]] = {}  # the chunk players forked workers inherit
-_NEXT_PLAYER = iter(range(1, 2**62))  # keys: two audits in two threads never share one
+_TARGETS: dict[int, Any] = {}  # what forked workers inherit, by key (registered before the fork)
+_NEXT_KEY = itertools.count(1)  # keys: two audits in two threads never share one
+_OPEN: dict[int, WarmWorkers] = {}  # id(target) -> its open pool (`warm_workers_for`)
+_OPEN_LOCK = threading.Lock()
+#: CPU seconds of work each process (this one and every forked worker) must have at least for a
+#: worker to be forked: a fork, its copied pages and its result transfers cost about 0.05 CPU s
+#: for the tutorial's torch pipeline (docs/benchmarks/pipeline-audit.md), so a worker is at
+#: most ~1/20 of its own share in overhead
+FORK_PAYS = 1.0
 
 
 def _worker_start(threads: int) -> None:
@@ -167,15 +183,19 @@ def _worker_start(threads: int) -> None:
     _DEPTH, _SAVED, _ACTIVE = 1, _apply(threads), threads  # held for the worker's life
 
 
-def _play(player: int, index: int) -> Any:
-    return _PLAYERS[player](index)  # KeyError: a worker not forked from the audit's process
+def _call(key: int, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    return fn(_TARGETS[key], *args)  # KeyError: a worker not forked from the pool's process
+
+
+def _ready(_target: object) -> None:
+    """The task that forks the workers (the fork context starts them all at the first task)."""
 
 
 def bounded(submit: Callable[[int], Future[T]], todo: Iterator[int], limit: int) -> Iterator[T]:
     """submit(i) for each i of `todo`, at most `limit` futures pending at once; their results
     in completion order, each handed over as it finishes (so a streamed run keeps its memory
     bound). If a result raises or the consumer stops, the futures not yet started are cancelled.
-    The thread pool of `auditsel.games.engine` and the forked workers below both deal chunks so."""
+    The engine's thread pool (`auditsel.games.engine`) deals chunks so."""
     running = {submit(i) for _, i in zip(range(limit), todo)}
     try:
         while running:
@@ -191,26 +211,191 @@ def bounded(submit: Callable[[int], Future[T]], todo: Iterator[int], limit: int)
         raise
 
 
-def forked_chunks(
-    play: Callable[[int], Any], indices: Iterable[int], workers: int, threads: int
-) -> Iterator[Any]:
-    """play(i) for every i, in `workers` processes forked from this one (each limited to
-    `threads` threads), at most two chunks per worker in flight; results in completion order."""
-    todo = iter(indices)
-    key = next(_NEXT_PLAYER)
-    _PLAYERS[key] = play  # registered before the fork: the workers find it under its key
-    context = multiprocessing.get_context("fork")
-    try:
-        with ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_worker_start, initargs=(threads,)
-        ) as pool:
+def workers_that_pay(most: int, tasks: int, seconds_per_task: float) -> int:
+    """Workers worth forking beside this process (which plays tasks too) for `tasks` tasks of
+    about `seconds_per_task` CPU seconds each: as many as leave every process at least
+    `FORK_PAYS` seconds of work, at most `most` and `tasks - 1` (0: play them all here)."""
+    if most < 1 or tasks < 2:
+        return 0
+    if FORK_PAYS <= 0:  # every worker pays (a test's setting)
+        return min(most, tasks - 1)
+    by_work = int(tasks * max(seconds_per_task, 0.0) / FORK_PAYS) - 1
+    return max(0, min(most, tasks - 1, by_work))
 
-            def submit(i: int) -> Future[Any]:
-                return pool.submit(_play, key, i)
 
-            yield from bounded(submit, todo, 2 * workers)
-    finally:
-        del _PLAYERS[key]
+def warm_workers_for(target: object) -> WarmWorkers | None:
+    """The open `WarmWorkers` holding `target` (opened as a context in this process), or None."""
+    with _OPEN_LOCK:
+        return _OPEN.get(id(target))
+
+
+class WarmWorkers:
+    """Worker processes forked from this one by `start`, each holding `target` as this process
+    held it then (never pickled): `submit(fn, *args)` runs fn(target, *args) in one of them, and
+    `deal` plays indexed tasks there and here at once. Opened as a context, the pool is found
+    by `warm_workers_for(target)` until it closes; closing waits for the tasks in flight."""
+
+    def __init__(
+        self, target: object, *, threads: int, idle: Callable[[], object] | None = None
+    ) -> None:
+        self.target = target
+        self.threads = threads  # each worker's BLAS, OpenMP and torch threads
+        self.idle = idle  # called once by `deal` when this process has nothing left to play
+        self.workers = 0
+        self.decided = False  # `start` was called (with 0 workers: every task plays here)
+        self._key = next(_NEXT_KEY)
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> WarmWorkers:
+        with _OPEN_LOCK:
+            _OPEN[id(self.target)] = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with _OPEN_LOCK:
+            if _OPEN.get(id(self.target)) is self:
+                del _OPEN[id(self.target)]
+        self.close()
+
+    def start(self, workers: int) -> int:
+        """Fork `workers` processes now, from the calling thread (once: later calls keep the
+        first size); returns the pool's size. Call it where this process is warm and no other
+        thread holds a lock the children would need."""
+        if not self.decided:
+            self.decided = True
+            if workers >= 1 and fork_available():
+                _TARGETS[self._key] = self.target  # before the fork: the workers inherit it
+                self._pool = ProcessPoolExecutor(
+                    workers,
+                    mp_context=multiprocessing.get_context("fork"),
+                    initializer=_worker_start,
+                    initargs=(self.threads,),
+                )
+                self._pool.submit(_call, self._key, _ready, ())  # forks them all, now
+                self.workers = workers
+        return self.workers
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """fn(target, *args) in a worker (fn and args are pickled: a module-level function)."""
+        if self._pool is None:
+            raise RuntimeError("WarmWorkers.submit: no worker started")
+        return self._pool.submit(_call, self._key, fn, args)
+
+    def close(self) -> None:
+        """Wait for the tasks in flight, then end the workers."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        _TARGETS.pop(self._key, None)
+
+    def deal(
+        self,
+        indices: Sequence[int],
+        fn: Callable[..., T],
+        args: Callable[[int], tuple[Any, ...]],
+        *,
+        size: Callable[[float, int], int] | None = None,
+    ) -> Iterator[T]:
+        """fn(target, *args(i)) once for every i, in completion order: each worker plays one
+        task at a time (a thread of this process per worker hands it the next index as it
+        finishes), and this process plays the next index itself meanwhile. If the pool was not
+        started, this process plays the first task alone and `size(its CPU seconds, tasks
+        left)` says how many workers to start for the rest. Once this process has nothing
+        left to play, `idle` is called while the workers finish. The first exception raised
+        (here or in a worker) stops the dealing and is raised here once the tasks in flight
+        have finished."""
+        dealer = _Dealer(self, list(indices), fn, args)
+        try:
+            dealer.launch()
+            while (i := dealer.take(here=True)) is not None:
+                start = time.process_time()
+                value = fn(self.target, *args(i))
+                if size is not None and not self.decided:
+                    self.start(size(time.process_time() - start, dealer.left()))
+                    dealer.launch()
+                yield value
+                yield from dealer.finished(wait=False)
+            if self.idle is not None and dealer.pending() and not dealer.stopped():
+                self.idle()
+            yield from dealer.finished(wait=True)
+        finally:
+            dealer.stop()
+
+
+class _Dealer:
+    """The indices of one `WarmWorkers.deal`, shared by this process's thread and one thread
+    per worker; the workers' results (or the first exception) queued for the caller."""
+
+    def __init__(
+        self,
+        pool: WarmWorkers,
+        todo: list[int],
+        fn: Callable[..., Any],
+        args: Callable[[int], tuple[Any, ...]],
+    ) -> None:
+        self.pool, self.fn, self.args = pool, fn, args
+        self._todo = iter(todo)
+        self._left = len(todo)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._results: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+        self._sent = self._received = 0
+        self._threads: list[threading.Thread] = []
+
+    def take(self, here: bool = False) -> int | None:
+        with self._lock:
+            if self._stop.is_set():
+                return None
+            i = next(self._todo, None)
+            if i is not None:
+                self._left -= 1
+                self._sent += not here
+            return i
+
+    def left(self) -> int:
+        with self._lock:
+            return self._left
+
+    def pending(self) -> bool:
+        return self._sent > self._received
+
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def launch(self) -> None:
+        """One thread per worker not yet served (the pool may have started since)."""
+        while len(self._threads) < self.pool.workers:
+            thread = threading.Thread(target=self._serve, name="auditsel-deal", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self) -> None:
+        while (i := self.take()) is not None:
+            try:
+                value = self.pool.submit(self.fn, *self.args(i)).result()
+            except BaseException as err:  # raised in the caller's thread (`finished`)
+                self._stop.set()
+                self._results.put((False, err))
+                return
+            self._results.put((True, value))
+
+    def finished(self, *, wait: bool) -> Iterator[Any]:
+        """The workers' results received so far (wait: all of them), in completion order."""
+        while self.pending():
+            try:
+                ok, value = self._results.get(block=wait)
+            except queue.Empty:
+                return
+            self._received += 1
+            if not ok:
+                raise value
+            yield value
+
+    def stop(self) -> None:
+        """No more tasks dealt; the tasks in flight finish (their threads end)."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
 
 
 def spare_core() -> bool:

@@ -72,12 +72,24 @@ from auditsel.experiments.experiment import (
     upper_panel,
 )
 from auditsel.experiments.heuristics import honesty_fields
-from auditsel.experiments.report import text_table, write_outputs
+from auditsel.experiments.report import import_plotting, text_table, write_outputs
 from auditsel.files import atomic_write_text, claim_folder, read_regular
 from auditsel.games.backends import execution_backend
-from auditsel.games.engine import CheckpointError, ChunkSource, GameRecord, run_game
+from auditsel.games.engine import (
+    CheckpointError,
+    ChunkSource,
+    GameRecord,
+    forks_workers,
+    most_workers,
+    run_game,
+)
 from auditsel.games.fingerprint import package_digest, source_digest
-from auditsel.games.worker_pool import game_threads, limited_threads
+from auditsel.games.worker_pool import (
+    WarmWorkers,
+    game_threads,
+    limited_threads,
+    workers_that_pay,
+)
 from auditsel.pipelines.audit_options import (
     AuditOptions,
     ExecutionOptions,
@@ -139,6 +151,8 @@ PLOT_GAMES = 1 << 18  # the plots of a streamed audit: its first ~260,000 games
 SEED_MAX = 2**63
 MAX_GAMES = 10**9  # the CLI's --games range
 FINGERPRINT_FILE = "pipeline.json"
+#: workers(CPU seconds of a warm game) -> the audit's forked workers, started (`play_games`)
+WorkersFor = Callable[[float], WarmWorkers | None]
 MAX_FINGERPRINT_BYTES = 1 << 20  # pipeline.json is read at most this far
 
 
@@ -338,19 +352,36 @@ def play_games(
     fingerprint: str = "",
     progress: bool = False,
     stream: bool = False,
-    before: Callable[[str | None], Any] | None = None,
+    before: Callable[[str | None, WorkersFor], Any] | None = None,
+    idle: Callable[[], object] | None = None,
 ) -> tuple[GameRecord, float]:
     """Play the games with the engine (chunks, workers, checkpoints); returns the record and
-    the CPU seconds of the games played in this process. `before(backend)` runs first, inside
-    the backend (the replay check's games on the workers)."""
+    the CPU seconds of the games played in this process.
+
+    `before(backend, workers)` runs first, inside the backend (the replay check's games on
+    the workers); on the default forked workers, `workers(CPU seconds of a warm game)` starts
+    them there, as many as pay for the games (`worker_pool.workers_that_pay`; None where none
+    do), and the games reuse them; else the engine sizes them after this process's first
+    chunk. `idle()` is called once this process has played its share while workers finish."""
     start = LOCAL_CPU.seconds
     threads = limited_threads(game_threads(jobs))  # BLAS/OpenMP/torch: this process's share
+    forked = forks_workers(game, jobs, backend)
+    pool = WarmWorkers(game, threads=game_threads(jobs), idle=idle) if forked else None
+    chunks = -(-games // game.chunk_size)
+
+    def workers(seconds_per_game: float) -> WarmWorkers | None:
+        if pool is None:
+            return None
+        pool.start(workers_that_pay(most_workers(jobs), chunks, seconds_per_game * game.chunk_size))
+        return pool if pool.workers else None
+
     with (
         threads,
         execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where,
+        pool if pool is not None else nullcontext(),
     ):
         if before is not None:
-            before(where)
+            before(where, workers)
         record = run_game(
             game,
             no_proxy,  # unused: the game plays and scores its chunks itself (PipelineGame.play)
@@ -531,6 +562,7 @@ def _audit_pipeline(
             progress=progress,
             stream=stream,
             accept=accept_nondeterminism,
+            plots=out is not None,
         )
         return _analyse(
             record,
@@ -571,14 +603,18 @@ def _play_checked(
     progress: bool,
     stream: bool,
     accept: bool,
+    plots: bool = False,
 ) -> tuple[GameRecord, float, ReproducibilityEntry]:
     """`play_games` with the replay check on the audit's own backend before the games and the
     unchanged-data check after them: (record, CPU seconds in this process, result.json's
-    pipeline.reproducibility). A hazard is refused unless `accept`."""
+    pipeline.reproducibility). A hazard is refused unless `accept`. With `plots`, matplotlib
+    is imported while forked workers finish their last games (a core this process had free)."""
     replay: list[ReplayReport] = []
 
-    def on_backend(where: str | None) -> None:  # the replay check, on the audit's backend
-        replay.append(check_replay(game, seed, jobs=jobs, backend=where, accept=accept))
+    def on_backend(where: str | None, workers: WorkersFor) -> None:  # on the audit's backend
+        replay.append(
+            check_replay(game, seed, jobs=jobs, backend=where, accept=accept, workers=workers)
+        )
 
     record, inline_cpu = play_games(
         game,
@@ -592,6 +628,7 @@ def _play_checked(
         progress=progress,
         stream=stream,
         before=on_backend,
+        idle=import_plotting if plots else None,
     )
     hazards = check_unchanged(game, replay[0])
     if hazards and not accept:

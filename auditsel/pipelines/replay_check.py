@@ -50,6 +50,7 @@ from __future__ import annotations
 import random
 import sys
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -57,12 +58,8 @@ from typing import Any
 import numpy as np
 
 from auditsel.errors import ConfigError
-from auditsel.games.worker_pool import (
-    fork_available,
-    forked_chunks,
-    game_threads,
-    in_game_thread,
-)
+from auditsel.games.engine import forks_workers
+from auditsel.games.worker_pool import WarmWorkers, game_threads, in_game_thread
 from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import PipelineGame, game_seed, seed_globals
 from auditsel.pipelines.pipeline_result import ReproducibilityEntry
@@ -187,14 +184,19 @@ def _changed(game: PipelineGame, digests: tuple[str, str]) -> list[str]:
 
 def _in_process(
     game: PipelineGame, seed: int, digests: tuple[str, str], games: tuple[int, ...]
-) -> tuple[list[str], bool, tuple[Any, ...]]:
+) -> tuple[list[str], bool, tuple[Any, ...], float]:
     """The hazards of two plays of each game in `games`, whether a play drew from a global
-    generator, and the games' scores."""
+    generator, the games' scores, and the CPU seconds of a warm play (the second plays': the
+    first ones pay the pipeline's first-call costs)."""
     hazards: list[str] = []
     scores: list[Any] = []
     global_draws = False
+    warm = 0.0
     for index in games:
-        first, second = _play(game, seed, index), _play(game, seed, index)
+        first = _play(game, seed, index)
+        start = time.process_time()
+        second = _play(game, seed, index)
+        warm += time.process_time() - start
         global_draws = global_draws or first.global_draws or second.global_draws
         scores.append(first.score)
         if (first.score, first.release) != (second.score, second.release) and not hazards:
@@ -214,17 +216,18 @@ def _in_process(
         hazards.insert(
             0, _hazard("in-place mutation", f"{' and '.join(changed)} changed during a game")
         )
-    return hazards, global_draws, tuple(scores)
+    return hazards, global_draws, tuple(scores), warm / max(len(games), 1)
 
 
 def _serial(
     game: PipelineGame, seed: int, games: tuple[int, ...], digests: tuple[str, str]
-) -> tuple[list[str], bool, tuple[Any, ...], float]:
-    """Step 1, in whichever process runs it (this one, or a worker), and its CPU seconds."""
+) -> tuple[list[str], bool, tuple[Any, ...], float, float]:
+    """Step 1, in whichever process runs it (this one, or a worker): `_in_process`'s hazards,
+    global draws and scores, its CPU seconds, and the CPU seconds of a warm play."""
     in_game_thread()  # the threads the games get (auditsel.games.worker_pool)
     start = time.process_time()
-    hazards, global_draws, scores = _in_process(game, seed, digests, games)
-    return hazards, global_draws, scores, time.process_time() - start
+    hazards, global_draws, scores, warm = _in_process(game, seed, digests, games)
+    return hazards, global_draws, scores, time.process_time() - start, warm
 
 
 def _once(game: PipelineGame, seed: int, games: tuple[int, ...]) -> tuple[tuple[Any, ...], float]:
@@ -233,6 +236,25 @@ def _once(game: PipelineGame, seed: int, games: tuple[int, ...]) -> tuple[tuple[
     start = time.process_time()
     scores = tuple(game.release_and_score(seed, g)[2] for g in games)
     return scores, time.process_time() - start
+
+
+def _on_warm_workers(
+    game: PipelineGame, seed: int, games: tuple[int, ...], pool: WarmWorkers | None, jobs: int
+) -> tuple[Any, ...] | None:
+    """Step 2 on the audit's forked workers (`pool`: each game on the next worker, at once),
+    or, with None, on two workers forked for the check alone; None where the pool is empty."""
+    own = None if pool is not None else WarmWorkers(game, threads=game_threads(jobs))
+    try:
+        if own is not None:
+            own.start(2)
+        warm = pool if pool is not None else own
+        if warm is None or warm.workers == 0:
+            return None  # no worker: the games play in this process, where step 1 ran
+        futures = [warm.submit(_once, seed, (g,)) for g in games]
+        return tuple(f.result()[0][0] for f in futures)
+    finally:
+        if own is not None:
+            own.close()
 
 
 def _on_workers(tasks: list[tuple[Any, ...]], backend: str | None) -> list[Any]:
@@ -253,28 +275,31 @@ def check_replay(
     jobs: int = 1,
     backend: str | None = None,
     accept: bool = False,
+    workers: Callable[[float], WarmWorkers | None] | None = None,
 ) -> ReplayReport:
     """The replay check of the module docstring; raises ReproducibilityError on a hazard
     unless `accept`. `backend` is what `auditsel.games.backends.execution_backend` yields.
 
     With one job, threads, or the default workers forked from this process, step 1 runs in
     this process (where the games run, or what the forked workers inherit warm) and step 2 on
-    two threads or two forked workers; with loky or dask workers step 1 runs on a worker while
-    a second worker plays the games once (step 2), so that this process never pays a
-    pipeline's first-game start-up that only the workers need."""
+    two threads or on the forked workers; with loky or dask workers step 1 runs on a worker
+    while a second worker plays the games once (step 2), so that this process never pays a
+    pipeline's first-game start-up that only the workers need. `workers(CPU seconds of a warm
+    play)` gives the audit's forked workers, started now that this process is warm (None where
+    none pay: the games then all play here, and step 2 has nowhere else to run); without it,
+    two workers are forked for step 2 alone."""
     start = time.perf_counter()
     digests = (content_digest(game.data, "data"), content_digest(game.canary, "canary"))
     games = replay_games(seed)
     other: tuple[float, ...] | None = None
-    forked = (
-        backend is None and jobs != 1 and getattr(game, "fork_workers", False) and fork_available()
-    )
+    forked = forks_workers(game, jobs, backend)
     if jobs == 1 or backend == "threading" or forked:
-        hazards, global_draws, scores, cpu = _serial(game, seed, games, digests)
+        hazards, global_draws, scores, cpu, warm = _serial(game, seed, games, digests)
         if forked:  # the default: workers forked from this (now warm) process, as the games
-            play = lambda i: (i, _once(game, seed, (games[i],))[0][0])
-            found = dict(forked_chunks(play, range(len(games)), 2, game_threads(jobs)))
-            other = tuple(found[i] for i in range(len(games)))
+            if workers is None:  # no audit's pool: two workers forked for step 2 alone
+                other = _on_warm_workers(game, seed, games, None, jobs)
+            elif (pool := workers(warm)) is not None:
+                other = _on_warm_workers(game, seed, games, pool, jobs)
         elif jobs != 1:  # two threads at once, one game each (CPU: this process's, above)
             parts = _on_workers([(_once, game, seed, (g,)) for g in games], backend)
             other = tuple(v for part, _ in parts for v in part)
@@ -282,7 +307,7 @@ def check_replay(
         first, (other, other_cpu) = _on_workers(
             [(_serial, game, seed, games, digests), (_once, game, seed, games)], backend
         )
-        hazards, global_draws, scores, cpu = first
+        hazards, global_draws, scores, cpu, _ = first
         cpu += other_cpu
     hazards = list(hazards)
     if other is not None and other != scores:

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from threadpoolctl import threadpool_info
 
 from auditsel import AuditOptions, ExecutionOptions, GradientCanary, ReportOptions, audit_pipeline
 from auditsel.errors import ConfigError
 from auditsel.games import worker_pool
 from auditsel.games.worker_pool import fork_available, game_threads, limited_threads
+from auditsel.pipelines.game import game_seed
+from auditsel.pipelines.replay_check import ReproducibilityError, replay_games
 
 DIRAC = GradientCanary(coordinate=0)
 
@@ -77,8 +82,14 @@ def test_limit_applies_to_every_pool_and_is_given_back():
     assert {k: os.environ.get(k) for k in worker_pool.THREAD_VARIABLES} == env_before
 
 
+@pytest.fixture
+def always_fork(monkeypatch):
+    """Every worker pays (`workers_that_pay`): the forked path runs however cheap the games."""
+    monkeypatch.setattr(worker_pool, "FORK_PAYS", 0.0)
+
+
 @pytest.mark.parametrize("jobs, backend", [(1, None), (2, None), (2, "loky"), (2, "threading")])
-def test_games_run_within_their_share_of_threads(jobs, backend, monkeypatch):
+def test_games_run_within_their_share_of_threads(jobs, backend, monkeypatch, always_fork):
     if backend is None and jobs > 1 and not fork_available():
         pytest.skip("no fork here: the default workers are loky's")
     monkeypatch.delenv("AUDITSEL_GAME_THREADS", raising=False)
@@ -96,7 +107,7 @@ def test_games_run_within_their_share_of_threads(jobs, backend, monkeypatch):
 
 
 @pytest.mark.slow  # worker processes of three backends (2 CPU s); the same numbers in every backend: tests/pipelines/test_user_code.py and test_pipeline.py by default
-def test_warm_workers_give_the_numbers_of_every_other_backend():
+def test_warm_workers_give_the_numbers_of_every_other_backend(always_fork):
     from pipelines.test_pipeline import dpsgd_no_data, standardised
 
     kw = dict(data=None, canary=DIRAC, games=200, delta=1e-5, statistics=AuditOptions(seed=5))
@@ -114,7 +125,7 @@ def test_warm_workers_give_the_numbers_of_every_other_backend():
         assert np.array_equal(audits[0].member, other.member) and audits[0].eps == other.eps
 
 
-def test_two_audits_in_two_threads_each_fork_their_own_game():
+def test_two_audits_in_two_threads_each_fork_their_own_game(always_fork):
     from concurrent.futures import ThreadPoolExecutor
 
     from pipelines.test_pipeline import dpsgd_best_of_three, dpsgd_no_data, standardised
@@ -132,6 +143,192 @@ def test_two_audits_in_two_threads_each_fork_their_own_game():
     for a, b in zip(alone, together):
         assert np.array_equal(a.scores, b.scores) and np.array_equal(a.member, b.member)
     assert not np.array_equal(alone[0].scores, alone[1].scores)
+
+
+# Warm workers: forked once this process is warm, sized by the work that pays for them, and
+# playing beside this process, which plays too (issue 29 item 3)
+
+
+@given(
+    most=st.integers(-2, 16),
+    tasks=st.integers(0, 500),
+    seconds=st.floats(0.0, 100.0),
+    pays=st.floats(0.01, 10.0),
+)
+def test_workers_that_pay_leave_each_process_its_share(most, tasks, seconds, pays):
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(worker_pool, "FORK_PAYS", pays)
+        workers = worker_pool.workers_that_pay(most, tasks, seconds)
+        more = worker_pool.workers_that_pay(most, tasks, 2 * seconds + 1.0)
+    assert 0 <= workers <= max(min(most, tasks - 1), 0)
+    work = tasks * seconds
+    if workers:  # each of the workers + 1 processes gets at least its share of the work
+        assert work / (workers + 1) >= pays * (1 - 1e-12)
+    if workers < min(most, tasks - 1):  # and one more would leave a process less than that
+        assert work / (workers + 2) < pays * (1 + 1e-12)
+    assert more >= workers  # costlier tasks never get fewer workers
+
+
+def _square_where(target: int, i: int, pause: float = 0.01):
+    time.sleep(pause)  # frees the GIL: the dealing threads take their tasks meanwhile
+    return i, os.getpid(), target * i * i
+
+
+def _raise_at(target: int, i: int):
+    if i == target:
+        raise ValueError(f"task {i} failed")
+    return _square_where(0, i)
+
+
+def _until(path: str) -> bool:
+    for _ in range(300):  # 30 s at most
+        if os.path.exists(path):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _wait_for_file(path: str, i: int):
+    if os.getpid() == int(path.rsplit("-", 1)[1]):  # this process's tasks wait until a
+        return i, "here" if _until(path + ".taken") else "no worker"  # worker holds one
+    open(path + ".taken", "w").close()
+    return i, "after idle" if _until(path) else "no idle"  # a worker's: until `idle` ran
+
+
+needs_fork = pytest.mark.skipif(not fork_available(), reason="no fork here")
+
+
+@needs_fork
+def test_deal_plays_every_index_once_here_and_on_the_workers():
+    with worker_pool.WarmWorkers(3, threads=1) as pool:
+        assert worker_pool.warm_workers_for(3) is pool
+        assert pool.start(2) == 2 and pool.start(5) == 2  # sized once
+        out = list(pool.deal(range(40), _square_where, lambda i: (i,)))
+    assert worker_pool.warm_workers_for(3) is None  # closed with its context
+    assert sorted(i for i, _, _ in out) == list(range(40))
+    assert all(value == 3 * i * i for i, _, value in out)  # fn(target, *args): target inherited
+    pids = {pid for _, pid, _ in out}
+    assert os.getpid() in pids and len(pids) >= 2  # this process and a worker both played
+
+
+@needs_fork
+def test_an_unstarted_pool_is_sized_by_the_first_task_played_here():
+    asked = []
+
+    def size(seconds, left):
+        asked.append((seconds, left))
+        return 1
+
+    with worker_pool.WarmWorkers(1, threads=1) as pool:
+        out = list(pool.deal(range(12), _square_where, lambda i: (i,), size=size))
+        assert pool.workers == 1
+    assert len(asked) == 1 and asked[0][1] == 11 and asked[0][0] >= 0  # after task 0, 11 left
+    first = next(pid for i, pid, _ in out if i == 0)
+    assert first == os.getpid()  # the first task, played here before any fork
+    assert sorted(i for i, _, _ in out) == list(range(12))
+
+
+@needs_fork
+@pytest.mark.parametrize("failing", [0, 7])
+def test_the_first_error_stops_the_dealing_and_is_raised_here(failing):
+    with worker_pool.WarmWorkers(failing, threads=1) as pool:
+        pool.start(1)
+        with pytest.raises(ValueError, match=f"task {failing} failed"):
+            list(pool.deal(range(40), _raise_at, lambda i: (i,)))
+        # the pool still plays after a failed deal (the task in flight finished)
+        assert sorted(i for i, _, _ in pool.deal(range(3), _square_where, lambda i: (i,))) == [
+            0,
+            1,
+            2,
+        ]
+
+
+@needs_fork
+def test_idle_runs_while_the_workers_finish(tmp_path):
+    path = str(tmp_path / f"idle-{os.getpid()}")
+    called = []
+
+    def idle():
+        called.append(True)
+        open(path, "w").close()  # what the workers wait for
+
+    with worker_pool.WarmWorkers(path, threads=1, idle=idle) as pool:
+        pool.start(1)
+        out = dict(pool.deal(range(6), _wait_for_file, lambda i: (i,)))
+    assert called == [True]
+    assert set(out.values()) == {"here", "after idle"}
+
+
+PARENT = os.getpid()  # the process that imported this module (pytest's)
+
+
+def logged_tune(data, seed, canary):
+    """Appends its game to a file named by its process (`data`: the folder), then a DP-SGD
+    step; sleeps 20 ms (the GIL freed) so that chunks take long enough to be dealt at once."""
+    game = (seed - game_seed(3, 0)) % 2**32
+    with open(os.path.join(data, str(os.getpid())), "a") as log:
+        log.write(f"{game}\n")
+    time.sleep(0.02)
+    grads = [np.zeros(2)]
+    canary.step(grads, sample_rate=1.0, max_grad_norm=1.0)
+    return grads[0] + np.random.default_rng(seed).normal(size=2)
+
+
+def pid_tune(data, seed, canary):
+    """A release that depends on the process playing it: worker state."""
+    return float(os.getpid() == PARENT) + np.random.default_rng(seed).normal()
+
+
+def _plays(folder) -> dict[int, list[int]]:
+    return {int(f.name): [int(x) for x in f.read_text().split()] for f in folder.iterdir()}
+
+
+@needs_fork
+def test_the_workers_fork_after_the_replay_and_play_from_the_first_chunk(tmp_path, always_fork):
+    at_fork = []
+    start = worker_pool.WarmWorkers.start
+
+    def logged_start(self, workers):
+        at_fork.append(sorted(_plays(tmp_path).get(os.getpid(), [])))
+        return start(self, workers)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(worker_pool.WarmWorkers, "start", logged_start)
+        audit = audit_pipeline(
+            logged_tune,
+            lambda r, c: c.score([r]),
+            data=str(tmp_path),
+            canary=DIRAC,
+            games=64,
+            delta=1e-5,
+            statistics=AuditOptions(seed=3),
+            execution=ExecutionOptions(jobs=2, chunk_size=8),
+            report=ReportOptions(panel=False),
+        )
+    replayed = list(replay_games(3))
+    assert at_fork == [sorted(replayed * 2)]  # forked once, right after the replay's step 1
+    plays = _plays(tmp_path)
+    assert set(plays) - {os.getpid()} and len(plays) == 2  # this process and one worker
+    worker = next(pid for pid in plays if pid != os.getpid())
+    assert sorted(plays[worker][:2]) == sorted(replayed)  # the worker replayed them first (step 2)
+    played = sorted(g for games in plays.values() for g in games)
+    assert played == sorted(list(range(64)) + replayed * 3)  # every game once, the replays
+    by = {g: pid for pid, games in plays.items() for g in games if g not in replayed}
+    first, second = {by[g] for g in range(8) if g in by}, {by[g] for g in range(8, 16)}
+    assert len(first) == len(second) == 1 and first != second  # both played from the start
+    assert audit.result["pipeline"]["reproducibility"]["plays"] == 6
+
+
+def test_worker_state_is_refused_where_workers_play(monkeypatch):
+    kw = dict(data=None, canary=DIRAC, games=64, delta=1e-5)
+    ex = ExecutionOptions(jobs=2, chunk_size=8)
+    here = audit_pipeline(pid_tune, lambda r, c: r, execution=ex, **kw)
+    assert here.result["pipeline"]["reproducibility"]["plays"] == 4  # no worker paid: none ran
+    if not fork_available():
+        return
+    monkeypatch.setattr(worker_pool, "FORK_PAYS", 0.0)
+    with pytest.raises(ReproducibilityError, match="worker state"):
+        audit_pipeline(pid_tune, lambda r, c: r, execution=ex, **kw)
 
 
 # Beside: work computed beside the caller (issue 29: the bounds and the estimator panel of

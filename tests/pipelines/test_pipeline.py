@@ -25,7 +25,9 @@ from auditsel import (
 )
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.errors import ConfigError
+from auditsel.games import worker_pool
 from auditsel.games.engine import CheckpointError
+from auditsel.games.worker_pool import fork_available
 from auditsel.mechanisms import GaussianBase
 from auditsel.pipelines.game import PipelineError, game_seed
 from auditsel.pipelines.pipeline_plan import PilotOptions
@@ -278,17 +280,21 @@ def test_coverage_of_a_correct_pipeline_over_200_seeds():
 # --- the same numbers however the games are run -------------------------------------------------
 
 
-def test_same_numbers_for_any_jobs_chunk_size_and_backend():
+def test_same_numbers_for_any_jobs_chunk_size_and_backend(monkeypatch):
     kw = dict(data=None, canary=DIRAC, games=300, delta=1e-5, statistics=AuditOptions(seed=11))
     run = lambda **ex: audit_pipeline(
         dpsgd_no_data, standardised, execution=ExecutionOptions(**ex), **kw
     )
-    one, two = run(jobs=1), run(jobs=2)
+    one, two = run(jobs=1), run(jobs=2)  # games of microseconds: no worker pays, all here
     small, threads = run(jobs=2, chunk_size=7), run(jobs=2, backend="threading")
-    for other in (two, small, threads):
+    monkeypatch.setattr(worker_pool, "FORK_PAYS", 0.0)  # every worker pays: forked, warm
+    forked, three = run(jobs=2), run(jobs=3, chunk_size=7)
+    for other in (two, small, threads, forked, three):
         assert np.array_equal(one.scores, other.scores)
         assert np.array_equal(one.member, other.member)
         assert one.eps == other.eps
+    plays = lambda audit: audit.result["pipeline"]["reproducibility"]["plays"]
+    assert plays(two) == 4 and plays(forked) == plays(three) == 6 - 2 * (not fork_available())
     # each game has its own seed and coin stream: the seeds of an audit are distinct
     assert len({game_seed(11, g) for g in range(300)}) == 300
 

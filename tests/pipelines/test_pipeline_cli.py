@@ -31,6 +31,14 @@ def raises(data, seed, canary):
     return np.zeros(2)
 
 
+def fails_late(data, seed, canary):
+    from auditsel.pipelines.game import game_seed
+
+    if 40 <= (seed - game_seed(0, 0)) % 2**32 < 50:  # games 40 to 49: after the replay check
+        return {}["missing key"]
+    return np.zeros(2)
+
+
 def nan(release, canary):
     return math.nan
 
@@ -100,6 +108,19 @@ def test_an_exception_in_the_users_pipeline_is_exit_2_naming_it(folder, jobs):
     assert len(lines) == 1 and "internal error" not in proc.stderr
     assert lines[0].startswith("auditsel: error: tune: cli_pipe.raises raised KeyError")
     assert "at cli_pipe.py:" in lines[0] and "in game " in lines[0] and "(seed " in lines[0]
+    assert not (folder / "x").exists()  # nothing half-written
+
+
+def test_an_exception_on_a_warm_worker_is_exit_2_naming_it(folder, capsys, monkeypatch):
+    from auditsel.games import worker_pool
+
+    monkeypatch.setattr(worker_pool, "FORK_PAYS", 0.0)  # a worker forked for two chunks
+    args = ["audit-pipeline", "cli_pipe:fails_late", "--canary", "cli_pipe:CANARY"]
+    assert main([*args, "--games", "50", "--out", "x", "--jobs", "2"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "internal error" not in lines[0]
+    assert lines[0].startswith("auditsel: error: tune: cli_pipe.fails_late raised KeyError")
+    assert "at cli_pipe.py:" in lines[0] and "in game 4" in lines[0]  # game 40 to 49
     assert not (folder / "x").exists()  # nothing half-written
 
 
