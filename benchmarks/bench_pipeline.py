@@ -6,6 +6,8 @@
                                                         # printouts and plots (docs/tutorials/img)
     python benchmarks/bench_pipeline.py --memory        # peak memory, 10^5 vs 10^6 games
     python benchmarks/bench_pipeline.py --compare-jobs --games 200 --repeat 3
+    python benchmarks/bench_pipeline.py --fork-cost --chunks 4 --repeat 5
+                                                        # what a forked warm worker costs
     python benchmarks/bench_pipeline.py --threads-check --games 100
                                                         # a NumPy pipeline: BLAS threads
                                                         # --jobs 2 against --jobs 1: CPU, wall
@@ -18,8 +20,12 @@ nothing else). Prints games/s of both and their ratio, and the load average befo
 on a shared machine the wall-clock numbers move with the load, the ratio less so.
 
 --compare-jobs: the CLI audit with --jobs 1 and --jobs 2, alternately, `--repeat` times: the
-CPU of the whole process tree and the wall time of each, and their ratios (jobs 2 / jobs 1),
-the median and the range.
+CPU of the whole process tree and the wall time of each, their ratios (jobs 2 / jobs 1) with
+the load average around each pair, then the median and the range of the ratios.
+
+--fork-cost: in this process, warm, chunks of the tutorial pipeline played here and on a
+worker forked for them, alternately: the CPU a forked worker adds (what sizes
+`auditsel.games.worker_pool.FORK_PAYS`).
 
 --threads-check: a hand-written NumPy pipeline (full-batch DP-SGD of a linear autoencoder on 512
 examples of 64 features, 20 steps, two 512 x 64 x 64 matrix products each) audited in this process with
@@ -141,20 +147,78 @@ def compare_jobs(args) -> None:
         print(f"machine: {os.cpu_count()} cores; before: {load()}")
         cpu_ratio, wall_ratio = [], []
         for _ in range(args.repeat):
+            before = load()
             w1, c1, r1 = cli_audit(folder, args.games, 1)
             w2, c2, r2 = cli_audit(folder, args.games, 2)
             assert r1["lower"]["eps"] == r2["lower"]["eps"]  # the same games, the same numbers
             cpu_ratio.append(c2 / c1)
             wall_ratio.append(w2 / w1)
+            # the replay check plays 6 games where workers were forked, 4 where none paid
+            plays = r2["pipeline"]["reproducibility"]["plays"]
             print(
                 f"  {args.games} games: --jobs 1 {w1:6.1f} s wall {c1:6.1f} s CPU; "
-                f"--jobs 2 {w2:6.1f} s wall {c2:6.1f} s CPU; {load()}"
+                f"--jobs 2 {w2:6.1f} s wall {c2:6.1f} s CPU ({'forked' if plays > 4 else 'no'} "
+                f"worker); 2/1: CPU {c2 / c1:.2f}x, wall {w2 / w1:.2f}x; {before}, after: {load()}"
             )
         for name, r in (("CPU", cpu_ratio), ("wall", wall_ratio)):
             print(
                 f"--jobs 2 / --jobs 1, {name}: {statistics.median(r):.2f}x "
                 f"[{min(r):.2f}, {max(r):.2f}] ({len(r)} repeats)"
             )
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def fork_cost(args) -> None:
+    """The CPU a forked warm worker adds (`worker_pool.FORK_PAYS` is sized by it): in one
+    process, warm, the tutorial's pipeline plays `--chunks` chunks of 32 games here, then the
+    same chunks on one worker forked for them (fork, copied pages, transfers, its end),
+    alternately, `--repeat` times; the difference is the worker's cost."""
+    import statistics
+
+    from auditsel import GradientCanary
+    from auditsel.games import worker_pool
+    from auditsel.games.engine import play_chunk
+    from auditsel.pipelines.game import PipelineGame, no_proxy
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "tuning.py").write_text(tutorial_module())
+        sys.path.insert(0, tmp)
+        import tuning
+
+        game = PipelineGame(
+            tuning.tune, tuning.score, tuning.train_data, GradientCanary(coordinate=30)
+        )
+        for g in range(4):  # warm, as after the replay check
+            game.play_one(0, g)
+        print(f"machine: {os.cpu_count()} cores; before: {load()}")
+        chunks = range(10, 10 + args.chunks)
+        extra = []
+        for _ in range(args.repeat):
+            cpu = time.process_time()
+            for i in chunks:
+                play_chunk(game, no_proxy, 0, i, 32)
+            here = time.process_time() - cpu
+            cpu, kids = time.process_time(), _children_cpu()
+            with worker_pool.WarmWorkers(game, threads=1) as pool:
+                pool.start(1)
+                for future in [pool.submit(play_chunk, no_proxy, 0, i, 32) for i in chunks]:
+                    future.result()
+            there = time.process_time() - cpu + _children_cpu() - kids
+            extra.append(there - here)
+            print(
+                f"  {args.chunks} chunks here {here:.3f} CPU s, on a forked worker {there:.3f} "
+                f"(this process's included): +{there - here:.3f} s; {load()}"
+            )
+        cost = statistics.median(extra)
+        print(
+            f"a forked worker costs {cost:.3f} CPU s (median) [{min(extra):.3f}, "
+            f"{max(extra):.3f}]: {cost / worker_pool.FORK_PAYS:.1%} of FORK_PAYS = "
+            f"{worker_pool.FORK_PAYS} s, the least work a worker is forked for"
+        )
 
 
 _X = np.random.default_rng(1).normal(size=(512, 64))
@@ -279,6 +343,8 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true")
     parser.add_argument("--compare-jobs", action="store_true")
     parser.add_argument("--threads-check", action="store_true")
+    parser.add_argument("--fork-cost", action="store_true")
+    parser.add_argument("--chunks", type=int, default=4, help="chunks of --fork-cost")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     if args.docs:
@@ -289,6 +355,8 @@ def main() -> None:
         compare_jobs(args)
     elif args.threads_check:
         threads_check(args)
+    elif args.fork_cost:
+        fork_cost(args)
     else:
         speed(args)
 

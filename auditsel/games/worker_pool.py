@@ -23,7 +23,7 @@ Contract.
   user's modules imported, their first-call costs paid: torch, Opacus), so the workers need
   neither (loky's cold workers paid seconds of CPU each), and each reads `target` (the game)
   from memory: nothing is pickled per task but a function's name, an index and the result.
-  `deal(indices, fn, args)` plays fn(target, *args(i)) once for every index: each worker one
+  `deal(indices, fn, args)` plays `fn(target, *args(i))` once for every index: each worker one
   task at a time, and this process plays the next index itself meanwhile (with n workers,
   n + 1 processes play). A task's numbers depend on its arguments only (a chunk's on (seed,
   index)), so they equal any other backend's, whichever process played it.
@@ -231,7 +231,7 @@ def warm_workers_for(target: object) -> WarmWorkers | None:
 
 class WarmWorkers:
     """Worker processes forked from this one by `start`, each holding `target` as this process
-    held it then (never pickled): `submit(fn, *args)` runs fn(target, *args) in one of them, and
+    held it then (never pickled): `submit(fn, *args)` runs `fn(target, *args)` in one of them, and
     `deal` plays indexed tasks there and here at once. Opened as a context, the pool is found
     by `warm_workers_for(target)` until it closes; closing waits for the tasks in flight."""
 
@@ -276,7 +276,7 @@ class WarmWorkers:
         return self.workers
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
-        """fn(target, *args) in a worker (fn and args are pickled: a module-level function)."""
+        """`fn(target, *args)` in a worker (fn and args are pickled: a module-level function)."""
         if self._pool is None:
             raise RuntimeError("WarmWorkers.submit: no worker started")
         return self._pool.submit(_call, self._key, fn, args)
@@ -296,7 +296,7 @@ class WarmWorkers:
         *,
         size: Callable[[float, int], int] | None = None,
     ) -> Iterator[T]:
-        """fn(target, *args(i)) once for every i, in completion order: each worker plays one
+        """`fn(target, *args(i))` once for every i, in completion order: each worker plays one
         task at a time (a thread of this process per worker hands it the next index as it
         finishes), and this process plays the next index itself meanwhile. If the pool was not
         started, this process plays the first task alone and `size(its CPU seconds, tasks
