@@ -8,6 +8,8 @@
     python benchmarks/bench_pipeline.py --compare-jobs --games 200 --repeat 3
     python benchmarks/bench_pipeline.py --fork-cost --chunks 4 --repeat 5
                                                         # what a forked warm worker costs
+    python benchmarks/bench_pipeline.py --exit-cost --games 200 --jobs 1 --repeat 3
+                                                        # the CLI's exit with/without gc.freeze
     python benchmarks/bench_pipeline.py --threads-check --games 100
                                                         # a NumPy pipeline: BLAS threads
                                                         # --jobs 2 against --jobs 1: CPU, wall
@@ -69,6 +71,10 @@ CLI = [
 ]
 
 
+# the CLI without the exit's gc.freeze (auditsel.cli.main runs _main, then freezes)
+NO_FREEZE = "import sys; from auditsel.cli import _main; sys.exit(_main(sys.argv[1:]))"
+
+
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
@@ -92,13 +98,17 @@ def plain_loop(folder: Path, games: int) -> tuple[float, float]:
     return games / wall, cpu / games
 
 
-def cli_audit(folder: Path, games: int, jobs: int) -> tuple[float, float, dict]:
+def cli_audit(
+    folder: Path, games: int, jobs: int, freeze: bool = True
+) -> tuple[float, float, dict]:
     """Wall seconds, CPU seconds of the whole process tree (the CLI and its workers: start-up,
-    imports and task transfer included) and result.json of one CLI audit."""
+    imports and task transfer included) and result.json of one CLI audit (`freeze=False`:
+    without the exit's `gc.freeze`, `auditsel.cli.main`)."""
     out = folder / "audit"
     shutil.rmtree(out, ignore_errors=True)
+    program = ["-m", "auditsel"] if freeze else ["-c", NO_FREEZE]
     command = [
-        sys.executable, "-m", "auditsel", "audit-pipeline", "tuning.py:tune", *CLI,
+        sys.executable, *program, "audit-pipeline", "tuning.py:tune", *CLI,
         "--games", str(games), "--jobs", str(jobs), "--out", str(out), "--no-progress", "--quiet",
     ]  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -164,6 +174,32 @@ def compare_jobs(args) -> None:
             print(
                 f"--jobs 2 / --jobs 1, {name}: {statistics.median(r):.2f}x "
                 f"[{min(r):.2f}, {max(r):.2f}] ({len(r)} repeats)"
+            )
+
+
+def exit_cost(args) -> None:
+    """The CLI audit with and without the exit's `gc.freeze`, alternately: wall and CPU."""
+    import statistics
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "tuning.py").write_text(tutorial_module())
+        print(f"machine: {os.cpu_count()} cores; before: {load()}")
+        saved = {"wall": [], "CPU": []}
+        for _ in range(args.repeat):
+            w0, c0, r0 = cli_audit(folder, args.games, args.jobs, freeze=False)
+            w1, c1, r1 = cli_audit(folder, args.games, args.jobs)
+            assert r0["lower"]["eps"] == r1["lower"]["eps"]
+            saved["wall"].append(w0 - w1)
+            saved["CPU"].append(c0 - c1)
+            print(
+                f"  without the freeze {w0:5.2f} s wall {c0:5.2f} s CPU; with it {w1:5.2f} s "
+                f"wall {c1:5.2f} s CPU; {load()}"
+            )
+        for name, d in saved.items():
+            print(
+                f"saved by the exit's gc.freeze, {name}: {statistics.median(d):.2f} s "
+                f"[{min(d):.2f}, {max(d):.2f}] ({len(d)} repeats)"
             )
 
 
@@ -344,6 +380,7 @@ def main() -> None:
     parser.add_argument("--compare-jobs", action="store_true")
     parser.add_argument("--threads-check", action="store_true")
     parser.add_argument("--fork-cost", action="store_true")
+    parser.add_argument("--exit-cost", action="store_true")
     parser.add_argument("--chunks", type=int, default=4, help="chunks of --fork-cost")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
@@ -357,6 +394,8 @@ def main() -> None:
         threads_check(args)
     elif args.fork_cost:
         fork_cost(args)
+    elif args.exit_cost:
+        exit_cost(args)
     else:
         speed(args)
 

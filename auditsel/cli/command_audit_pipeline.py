@@ -61,7 +61,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     pipe.add_argument(
         "--backend",
         choices=BACKENDS,
-        help="joblib backend for the games (default: loky processes; dask needs the dask extra)",
+        help="joblib backend for the games (default: workers forked from the warm audit "
+        "process on Linux, loky processes elsewhere; dask needs the dask extra)",
     )
     pipe.add_argument(
         "--scheduler",

@@ -4,8 +4,9 @@ Contract. `audit_pipeline(tune, score, *, data, canary, games, delta, ...)` play
 distinguishing games ([XWW24] Algorithm 1) around your own tuning run, each from its own
 seeded stream (`auditsel.pipelines.game`: the coin, the canary's draws, the seed handed to
 `tune`), the release dropped once scored. A game's numbers depend on (seed, g) only: not on the
-chunk size, the number of jobs or the backend (joblib's loky processes by default; threads;
-a dask cluster).
+chunk size, the number of jobs or the backend (by default, workers forked from this process
+once it is warm, on Linux, with this process playing too, as many as pay for the games:
+`auditsel.games.worker_pool`; elsewhere joblib's loky processes; threads; a dask cluster).
 
 The scores and coins go to the threshold rules of `auditsel.auditing.lower` (`eps` is the
 valid eps_L of `rule` at `confidence`), the estimator panel of `auditsel.auditing.estimators`
