@@ -249,6 +249,16 @@ def fork_cost(args) -> None:
                 f"  {args.chunks} chunks here {here:.3f} CPU s, on a forked worker {there:.3f} "
                 f"(this process's included): +{there - here:.3f} s; {load()}"
             )
+        bare = []
+        for _ in range(args.repeat):  # a worker forked and ended with no work: its fixed cost
+            cpu, kids = time.process_time(), _children_cpu()
+            with worker_pool.WarmWorkers(game, threads=1) as pool:
+                pool.start(1)
+            bare.append(time.process_time() - cpu + _children_cpu() - kids)
+        print(
+            f"a worker forked and ended with no work: {statistics.median(bare):.3f} CPU s "
+            f"(median) [{min(bare):.3f}, {max(bare):.3f}]"
+        )
         cost = statistics.median(extra)
         print(
             f"a forked worker costs {cost:.3f} CPU s (median) [{min(extra):.3f}, "
