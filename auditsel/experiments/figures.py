@@ -21,7 +21,7 @@ from typing import Any
 
 from auditsel.files import atomic_write_bytes
 
-__all__ = ["FIGURE_DPI", "PALETTE_COLOURS", "save_figure", "shrink_png"]
+__all__ = ["FIGURE_DPI", "PALETTE_COLOURS", "new_figure", "save_figure", "shrink_png"]
 
 FIGURE_DPI = 72
 PALETTE_COLOURS = 64
@@ -38,6 +38,19 @@ def _palette_png(image: Any) -> bytes:
     out = io.BytesIO()
     small.save(out, format="PNG", optimize=True, dpi=(FIGURE_DPI, FIGURE_DPI))
     return out.getvalue()
+
+
+def new_figure(size: tuple[float, float], grid: tuple[int, int] | None = None) -> tuple[Any, Any]:
+    """(figure, axes) of `size` inches on matplotlib's Agg canvas, without pyplot: no global
+    figure manager to close it from (a figure is freed with its last reference) and a tenth of
+    a second less to import. `axes` is one Axes, or for a (rows, cols) `grid` a 2-d array."""
+    # deferred: matplotlib (a third of a second) loads only when a plot is drawn
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots() if grid is None else fig.subplots(*grid, squeeze=False)
 
 
 def save_figure(fig: Any, path: str | Path) -> Path:

@@ -14,6 +14,7 @@ of one run) is flagged "CONTRADICTED" with the reason.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ from numpy.typing import ArrayLike
 
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.sorted_scores import SortedScores
-from auditsel.experiments.figures import save_figure
+from auditsel.experiments.figures import new_figure, save_figure
 from auditsel.experiments.heuristics import ResultLabels, result_labels
 from auditsel.files import atomic_write_text
 from auditsel.games.worker_pool import Beside
@@ -298,13 +299,10 @@ def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None 
 
 
 def _import_plotting():
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib.pyplot
-    import matplotlib.ticker
+    # deferred: matplotlib (a third of a second) loads only when a plot is drawn; the
+    # figures are drawn without pyplot (`figures.new_figure`), which would add a tenth
+    for module in ("matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.ticker"):
+        importlib.import_module(module)
 
 
 _PREFETCH: list[threading.Thread] = []  # the import started by prefetch_plotting
@@ -336,23 +334,20 @@ def write_plots(
     of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
     _settle_plotting()
     _import_plotting()
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib.pyplot as plt
-
     labels = _labels(result, labels)
     record = artefacts.get("record")
     game = record is not None and result.get("lower") is not None  # a played game has its bound
     # the game's two figures are drawn beside the privacy curve, in a forked process where
-    # that is safe (never in a second thread: pyplot is not thread-safe)
+    # that is safe (never in a second thread: matplotlib is not thread-safe)
     side = (
-        Beside(lambda: _plot_game(result, artefacts, record, out_dir, plt, labels), thread=False)
+        Beside(lambda: _plot_game(result, artefacts, record, out_dir, labels), thread=False)
         if game and "curve" in artefacts
         else None
     )
     names = []
     if "curve" in artefacts:
         try:
-            names.append(_plot_privacy_curve(result, artefacts, out_dir, plt, labels))
+            names.append(_plot_privacy_curve(result, artefacts, out_dir, labels))
         except BaseException:
             if side is not None:
                 side.cancel()
@@ -360,17 +355,17 @@ def write_plots(
     if side is not None:
         names += side.result()
     elif game:
-        names += _plot_game(result, artefacts, record, out_dir, plt, labels)
+        names += _plot_game(result, artefacts, record, out_dir, labels)
     return names
 
 
-def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt, labels) -> str:
+def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
     eps, delta = artefacts["curve"]
     heuristic = set(labels.heuristic_keys)
     contradicted = labels.contradicted
     reduced = "exact" in (result.get("reduced_game") or {})
     monotone = set(labels.monotone_keys)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = new_figure((6, 4))
     if delta is not None:  # None: no exact winner law for this base (a dp_accounting event)
         positive = delta > 0
         ax.semilogy(
@@ -424,7 +419,6 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt, label
     ax.legend(fontsize=7, loc="lower left")
     _margins(fig)
     save_figure(fig, out_dir / "privacy_curve.png")
-    plt.close(fig)
     return "privacy_curve.png"
 
 
@@ -480,7 +474,7 @@ def _plot_eps_marks(ax, result: dict) -> None:
         )
 
 
-def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt, labels) -> list[str]:
+def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, labels) -> list[str]:
     names = []
     low = result["lower"]  # a played game has its lower bound
     by_coin = artefacts.get("by_coin") or sorted_scores(record.scores, record.member)
@@ -493,7 +487,7 @@ def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt, labels
     if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
         lo, hi = min(lo, low["threshold"]), max(hi, low["threshold"])
     values = _distinct(finite, limit=50)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = new_figure((6, 4))
     for b, color in ((0, "C0"), (1, "C1")):
         label = f"b = {b} ({'X′' if b else 'X'})"
         if values is not None:  # a finite-output game: frequencies per output, log scale
@@ -523,9 +517,8 @@ def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt, labels
     ax.legend(loc="upper right")
     _margins(fig)
     save_figure(fig, out_dir / "scores.png")
-    plt.close(fig)
     names.append("scores.png")
-    names.append(_plot_tradeoff(result, artefacts, by_coin, out_dir, plt, labels))
+    names.append(_plot_tradeoff(result, artefacts, by_coin, out_dir, labels))
     return names
 
 
@@ -653,7 +646,7 @@ def _newest(folder: Path) -> str:
     return max(files, key=lambda p: p.stat().st_mtime_ns).name if files else ""
 
 
-def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt, labels) -> str:
+def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, labels) -> str:
     """ROC on log axes (true-positive rate 1 - FN against FP, as in membership-inference
     audits): the game's exact (FP, TP) at a few thousand thresholds spread over every decade
     (`roc_points`), against the exact trade-off curve of the pair (when the pair is known) and
@@ -690,7 +683,7 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt, labels) -> st
         )
     once = {name for name, *_ in references if name.startswith("claimed")}  # one legend entry
     floor = 0.5 / max(n0, n1)
-    fig, ax = plt.subplots(figsize=(5, 5))
+    fig, ax = new_figure((5, 5))
     # both kinds of test: "guess X' when the score is high" (x = FP, y = 1 - FN) and, with the
     # roles of X and X' swapped, "guess X when it is low" (x = FN, y = 1 - FP)
     for swapped, x_game, y_game, color, what in (
@@ -726,5 +719,4 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt, labels) -> st
     ax.legend(fontsize=7, loc="lower right")
     _margins(fig)
     save_figure(fig, out_dir / "tradeoff.png")
-    plt.close(fig)
     return "tradeoff.png"
