@@ -54,10 +54,8 @@ PHASES = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import auditsel.cli, auditsel.experiments.experiment, auditsel.experiments.report, auditsel.experiments.config, auditsel.auditing.lower, attacks.proxies
-if "--no-plots" not in sys.argv:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot
+if "--no-plots" not in sys.argv:   # what the run's figures load (no pyplot)
+    import matplotlib.figure, matplotlib.backends.backend_agg, matplotlib.ticker
 imports = time.perf_counter() - t0
 import auditsel.experiments.experiment as ex, auditsel.experiments.report as rp
 seconds = {"bounds": 0.0, "bounds_wait": 0.0, "game": 0.0, "audit": 0.0, "panel": 0.0,
