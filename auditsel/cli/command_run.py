@@ -69,6 +69,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="write result.json and report.md only (no matplotlib: about a second less)",
     )
     run.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compute the bounds afresh and keep nothing (by default they are kept across runs "
+        "in $AUDITSEL_CACHE_DIR, else ~/.cache/auditsel/bounds, and read back by the same "
+        "code only)",
+    )
+    run.add_argument(
         "--point-plots",
         action="store_true",
         help="sweeps: also draw each point's plots (privacy_curve.png, scores.png, "
@@ -137,6 +144,7 @@ def _run_into(
     progress: bool,
 ) -> int:
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.bounds_cache import cache_folder
     from auditsel.experiments.experiment import run_experiment
     from auditsel.experiments.report import prefetch_plotting, text_table, write_outputs
     from auditsel.experiments.sweep import run_sweep
@@ -170,6 +178,7 @@ def _run_into(
             backend=backend,
             prefetch=None if args.no_plots else prefetch_plotting,
             defer_panel=True,
+            bounds_cache=None if args.no_cache else cache_folder(),
         )
     record = artefacts.get("record")
     if record is not None and record.resumed_chunks:
