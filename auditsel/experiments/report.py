@@ -14,7 +14,6 @@ of one run) is flagged "CONTRADICTED" with the reason.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
@@ -28,10 +27,10 @@ from numpy.typing import ArrayLike
 
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.sorted_scores import SortedScores
-from auditsel.experiments.figures import new_figure, save_figure
+from auditsel.experiments.figures import new_figure, prepare_plotting, save_figure
 from auditsel.experiments.heuristics import ResultLabels, result_labels
 from auditsel.files import atomic_write_text
-from auditsel.games.worker_pool import Beside
+from auditsel.games.worker_pool import Beside, Prepared
 
 __all__ = [
     "summary_rows",
@@ -298,13 +297,6 @@ def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None 
     return "\n".join(lines) + "\n"
 
 
-def _import_plotting():
-    # deferred: matplotlib (a third of a second) loads only when a plot is drawn; the
-    # figures are drawn without pyplot (`figures.new_figure`), which would add a tenth
-    for module in ("matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.ticker"):
-        importlib.import_module(module)
-
-
 _PREFETCH: list[threading.Thread] = []  # the import started by prefetch_plotting
 
 
@@ -314,7 +306,7 @@ def prefetch_plotting() -> None:
     for that thread to end (rather than importing twice, and so that no thread is left
     running when it forks)."""
     thread = threading.Thread(
-        target=_import_plotting, name="auditsel-import-matplotlib", daemon=True
+        target=prepare_plotting, name="auditsel-import-matplotlib", daemon=True
     )
     _PREFETCH.append(thread)
     thread.start()
@@ -326,17 +318,38 @@ def _settle_plotting() -> None:
         _PREFETCH.pop().join()
 
 
+#: what the figures read of the artefacts (sent to a `Prepared` process: nothing else)
+PLOT_INPUTS = ("curve", "attack_curve", "winner", "by_coin")
+
+
 def write_plots(
-    result: dict, artefacts: dict, out_dir: Path, labels: ResultLabels | None = None
+    result: dict,
+    artefacts: dict,
+    out_dir: Path,
+    labels: ResultLabels | None = None,
+    *,
+    prepared: Prepared | None = None,
 ) -> list[str]:
     """privacy_curve.png (the winner's delta(eps): exact, or the heuristic reduced game with the
     attack's certified lower curve; the bounds; the interval at delta) where the pair and the law
-    of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
-    _settle_plotting()
-    _import_plotting()
+    of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC).
+    `prepared`: a process that imported matplotlib ahead (`games.worker_pool.Prepared`, with
+    `figures.prepare_plotting`) draws them; the same files."""
     labels = _labels(result, labels)
+    if prepared is not None:
+        inputs = {k: artefacts[k] for k in PLOT_INPUTS if k in artefacts}
+        if "by_coin" not in inputs and artefacts.get("record") is not None:
+            inputs["record"] = artefacts["record"]
+        return prepared.call(_draw_plots, result, inputs, out_dir, labels)
+    return _draw_plots(result, artefacts, out_dir, labels)
+
+
+def _draw_plots(result: dict, artefacts: dict, out_dir: Path, labels: ResultLabels) -> list[str]:
+    _settle_plotting()
+    prepare_plotting()
     record = artefacts.get("record")
-    game = record is not None and result.get("lower") is not None  # a played game has its bound
+    # a played game has its bound, and its scores (sorted by the audit, or the record's)
+    game = result.get("lower") is not None and (record is not None or "by_coin" in artefacts)
     # the game's two figures are drawn beside the privacy curve, in a forked process where
     # that is safe (never in a second thread: matplotlib is not thread-safe)
     side = (
@@ -609,17 +622,22 @@ def legend_label(
 
 
 def write_outputs(
-    out_dir: Path, result: dict, artefacts: dict, *, plots: bool = True
+    out_dir: Path,
+    result: dict,
+    artefacts: dict,
+    *,
+    plots: bool = True,
+    prepared: Prepared | None = None,
 ) -> list[Path]:
     """Write result.json, report.md and (unless `plots` is false: no matplotlib at all) the
     plots to a staging folder, then move them in place. An estimator panel still being
     computed (artefacts["estimators"], `run_experiment(defer_panel=True)`) is waited for after
-    the plots and put in result["lower"]["estimators"]."""
+    the plots and put in result["lower"]["estimators"]. `prepared`: see `write_plots`."""
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
     pending = artefacts.pop("estimators", None)  # the panel, computed beside the plots
     try:
         labels = result_labels(result)  # once: every writer below reads it
-        drawn = write_plots(result, artefacts, staging, labels) if plots else []
+        drawn = write_plots(result, artefacts, staging, labels, prepared=prepared) if plots else []
         if pending is not None:
             result["lower"]["estimators"] = pending.result()
             pending = None
