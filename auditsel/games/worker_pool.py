@@ -437,7 +437,7 @@ class Prepared:
             return fn(*args)
         if not ok:
             raise value
-        return value  # type: ignore[no-any-return]
+        return value
 
     def _release(self) -> None:
         with suppress(OSError):
