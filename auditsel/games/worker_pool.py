@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager, suppress
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from threadpoolctl import ThreadpoolController
 
@@ -437,7 +437,7 @@ class Prepared:
             return fn(*args)
         if not ok:
             raise value
-        return value
+        return cast(T, value)
 
     def _release(self) -> None:
         with suppress(OSError):
