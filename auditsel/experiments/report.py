@@ -21,6 +21,7 @@ import tempfile
 import threading
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -318,8 +319,15 @@ def _settle_plotting() -> None:
         _PREFETCH.pop().join()
 
 
-#: what the figures read of the artefacts (sent to a `Prepared` process: nothing else)
-PLOT_INPUTS = ("curve", "attack_curve", "winner", "by_coin")
+#: what the figures read of the artefacts besides the game's (sent to a `Prepared` process)
+PLOT_INPUTS = ("curve", "attack_curve", "winner")
+
+
+def _played(result: dict, artefacts: dict) -> bool:
+    """A played game: its bound, and its scores (sorted by the audit, the record's, or what the
+    figures draw of them)."""
+    scores = ("record", "by_coin", "game_data")
+    return result.get("lower") is not None and any(artefacts.get(k) is not None for k in scores)
 
 
 def write_plots(
@@ -338,8 +346,8 @@ def write_plots(
     labels = _labels(result, labels)
     if prepared is not None:
         inputs = {k: artefacts[k] for k in PLOT_INPUTS if k in artefacts}
-        if "by_coin" not in inputs and artefacts.get("record") is not None:
-            inputs["record"] = artefacts["record"]
+        if _played(result, artefacts):  # what the game's figures draw, not the scores
+            inputs["game_data"] = _game_data(result, artefacts)
         return prepared.call(_draw_plots, result, inputs, out_dir, labels)
     return _draw_plots(result, artefacts, out_dir, labels)
 
@@ -347,13 +355,11 @@ def write_plots(
 def _draw_plots(result: dict, artefacts: dict, out_dir: Path, labels: ResultLabels) -> list[str]:
     _settle_plotting()
     prepare_plotting()
-    record = artefacts.get("record")
-    # a played game has its bound, and its scores (sorted by the audit, or the record's)
-    game = result.get("lower") is not None and (record is not None or "by_coin" in artefacts)
+    game = _played(result, artefacts)
     # the game's two figures are drawn beside the privacy curve, in a forked process where
     # that is safe (never in a second thread: matplotlib is not thread-safe)
     side = (
-        Beside(lambda: _plot_game(result, artefacts, record, out_dir, labels), thread=False)
+        Beside(lambda: _plot_game(result, artefacts, out_dir, labels), thread=False)
         if game and "curve" in artefacts
         else None
     )
@@ -368,7 +374,7 @@ def _draw_plots(result: dict, artefacts: dict, out_dir: Path, labels: ResultLabe
     if side is not None:
         names += side.result()
     elif game:
-        names += _plot_game(result, artefacts, record, out_dir, labels)
+        names += _plot_game(result, artefacts, out_dir, labels)
     return names
 
 
@@ -487,11 +493,14 @@ def _plot_eps_marks(ax, result: dict) -> None:
         )
 
 
-def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, labels) -> list[str]:
-    names = []
+def game_figure_data(result: dict, by_coin: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
+    """What scores.png and tradeoff.png draw, read from each coin's sorted scores: the
+    histogram bars (frequencies per output of a finite game, else densities on 79 bins between
+    the 0.05% and 99.95% quantiles and the threshold) and the ROC's exact counts
+    (`roc_points`): a few thousand numbers whatever the number of games, sent to the process
+    that draws them instead of the scores."""
     low = result["lower"]  # a played game has its lower bound
-    by_coin = artefacts.get("by_coin") or sorted_scores(record.scores, record.member)
-    finite = [s[np.isfinite(s)] for s in by_coin]
+    finite = [s[np.searchsorted(s, -np.inf, "right") : np.searchsorted(s, np.inf)] for s in by_coin]
     if any(len(f) for f in finite):
         lo = min(_at_quantile(f, 0.0005) for f in finite if len(f))
         hi = max(_at_quantile(f, 0.9995) for f in finite if len(f))
@@ -500,38 +509,61 @@ def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, labels) -> 
     if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
         lo, hi = min(lo, low["threshold"]), max(hi, low["threshold"])
     values = _distinct(finite, limit=50)
-    fig, ax = new_figure((6, 4))
-    for b, color in ((0, "C0"), (1, "C1")):
-        label = f"b = {b} ({'X′' if b else 'X'})"
-        if values is not None:  # a finite-output game: frequencies per output, log scale
+    bars = []
+    for b in (0, 1):
+        if values is not None:  # a finite-output game: frequencies per output
             counts = np.searchsorted(finite[b], values, "right") - np.searchsorted(
                 finite[b], values, "left"
             )
-            freq = counts / max(len(finite[b]), 1)
-            width = 0.4 * (np.min(np.diff(values)) if len(values) > 1 else 1.0)
-            ax.bar(
-                values + (b - 0.5) * width,
-                freq,
-                width=width,
-                color=color,
-                label=label,
-                log=True,
-            )
+            bars.append((values, counts / max(len(finite[b]), 1)))
         else:  # a density histogram from the sorted scores: counts by binary search
             edges = np.linspace(lo, hi, 80)
             counts = np.diff(np.searchsorted(finite[b], edges, "right"))
-            density = counts / max(len(finite[b]), 1) / np.diff(edges)
-            ax.stairs(density, edges, fill=True, alpha=0.5, color=color, label=label)
+            bars.append((edges, counts / max(len(finite[b]), 1) / np.diff(edges)))
+    _, fp, fn = roc_points(*by_coin)
+    return {
+        "finite_outputs": values is not None,
+        "bars": bars,
+        "roc": (fp, fn),
+        "n": (len(by_coin[0]), len(by_coin[1])),
+    }
+
+
+def _game_data(result: dict, artefacts: dict) -> dict[str, Any]:
+    if "game_data" in artefacts:
+        data: dict[str, Any] = artefacts["game_data"]
+        return data
+    by_coin = artefacts.get("by_coin")
+    if by_coin is None:  # a streamed audit kept no sort: the record's scores, sorted here
+        record = artefacts["record"]
+        by_coin = sorted_scores(record.scores, record.member)
+    return game_figure_data(result, by_coin)
+
+
+def _plot_game(result: dict, artefacts: dict, out_dir: Path, labels) -> list[str]:
+    names = []
+    low = result["lower"]  # a played game has its lower bound
+    data = _game_data(result, artefacts)
+    finite_outputs = data["finite_outputs"]
+    fig, ax = new_figure((6, 4))
+    for b, color in ((0, "C0"), (1, "C1")):
+        label = f"b = {b} ({'X′' if b else 'X'})"
+        x, y = data["bars"][b]
+        if finite_outputs:  # frequencies per output, log scale
+            width = 0.4 * (np.min(np.diff(x)) if len(x) > 1 else 1.0)
+            ax.bar(x + (b - 0.5) * width, y, width=width, color=color, label=label, log=True)
+        else:  # densities on the bins with edges x
+            ax.stairs(y, x, fill=True, alpha=0.5, color=color, label=label)
     if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
         ax.axvline(low["threshold"], color="k", ls="--", lw=1, label="threshold")
     ax.set_xlabel(f"proxy score ({low['proxy']})")
-    ax.set_ylabel("frequency" if values is not None else "density")
+    ax.set_ylabel("frequency" if finite_outputs else "density")
     ax.set_title(f"{result['name']}: scores of the distinguishing game")
     ax.legend(loc="upper right")
     _margins(fig)
     save_figure(fig, out_dir / "scores.png")
     names.append("scores.png")
-    names.append(_plot_tradeoff(result, artefacts, by_coin, out_dir, labels))
+    names.append(_plot_tradeoff(result, artefacts, data, out_dir, labels))
     return names
 
 
@@ -664,14 +696,12 @@ def _newest(folder: Path) -> str:
     return max(files, key=lambda p: p.stat().st_mtime_ns).name if files else ""
 
 
-def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, labels) -> str:
+def _plot_tradeoff(result, artefacts, data, out_dir: Path, labels) -> str:
     """ROC on log axes (true-positive rate 1 - FN against FP, as in membership-inference
     audits): the game's exact (FP, TP) at a few thousand thresholds spread over every decade
     (`roc_points`), against the exact trade-off curve of the pair (when the pair is known) and
     the boundary that a claimed (eps, delta) allows (when a claim was audited)."""
-    s0, s1 = by_coin
-    n0, n1 = len(s0), len(s1)
-    _, fp, fn = roc_points(s0, s1)
+    (fp, fn), (n0, n1) = data["roc"], data["n"]
     fp_rate, tp_rate = fp / n0, 1 - fn / n1
     dense = np.logspace(-9, 0, 500)  # the curves are linear between vertices (randomised tests)
 
