@@ -57,6 +57,7 @@ from auditsel.games.worker_pool import (
     bounded,
     fork_available,
     game_threads,
+    usable_cores,
     warm_workers_for,
     workers_that_pay,
 )
@@ -466,7 +467,7 @@ def _warm(
 
 def _workers(jobs: int) -> int:
     """joblib's n_jobs convention: -1 all cores, -2 all but one, ..."""
-    return max(1, jobs if jobs > 0 else (os.cpu_count() or 1) + 1 + jobs)
+    return max(1, jobs if jobs > 0 else usable_cores() + 1 + jobs)
 
 
 def _threaded(

@@ -72,8 +72,9 @@ from auditsel.experiments.experiment import (
     upper_fields,
     upper_panel,
 )
+from auditsel.experiments.figures import prepare_plotting
 from auditsel.experiments.heuristics import honesty_fields
-from auditsel.experiments.report import import_plotting, text_table, write_outputs
+from auditsel.experiments.report import text_table, write_outputs
 from auditsel.files import atomic_write_text, claim_folder, read_regular
 from auditsel.games.backends import execution_backend
 from auditsel.games.engine import (
@@ -629,7 +630,7 @@ def _play_checked(
         progress=progress,
         stream=stream,
         before=on_backend,
-        idle=import_plotting if plots else None,
+        idle=prepare_plotting if plots else None,
     )
     hazards = check_unchanged(game, replay[0])
     if hazards and not accept:
