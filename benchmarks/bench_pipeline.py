@@ -5,7 +5,7 @@
     python benchmarks/bench_pipeline.py --docs          # the tutorial page as written, its
                                                         # printouts and plots (docs/tutorials/img)
     python benchmarks/bench_pipeline.py --memory        # peak memory, 10^5 vs 10^6 games
-    python benchmarks/bench_pipeline.py --compare-jobs --games 200 --repeat 3
+    python benchmarks/bench_pipeline.py --compare-jobs --games 200 --repeat 3 [--baseline COMMIT]
     python benchmarks/bench_pipeline.py --fork-cost --chunks 4 --repeat 5
                                                         # what a forked warm worker costs
     python benchmarks/bench_pipeline.py --exit-cost --games 200 --jobs 1 --repeat 3
@@ -23,7 +23,9 @@ on a shared machine the wall-clock numbers move with the load, the ratio less so
 
 --compare-jobs: the CLI audit with --jobs 1 and --jobs 2, alternately, `--repeat` times: the
 CPU of the whole process tree and the wall time of each, their ratios (jobs 2 / jobs 1) with
-the load average around each pair, then the median and the range of the ratios.
+the load average around each pair, then the median and the range of the ratios; with
+`--baseline COMMIT`, the same pairs with that commit's package too, alternating with this
+tree's (`benchmarks/baselines/commits.py`).
 
 --fork-cost: in this process, warm, chunks of the tutorial pipeline played here and on a
 worker forked for them, alternately: the CPU a forked worker adds (what sizes
@@ -99,11 +101,11 @@ def plain_loop(folder: Path, games: int) -> tuple[float, float]:
 
 
 def cli_audit(
-    folder: Path, games: int, jobs: int, freeze: bool = True
+    folder: Path, games: int, jobs: int, freeze: bool = True, tree: Path = ROOT
 ) -> tuple[float, float, dict]:
     """Wall seconds, CPU seconds of the whole process tree (the CLI and its workers: start-up,
     imports and task transfer included) and result.json of one CLI audit (`freeze=False`:
-    without the exit's `gc.freeze`, `auditsel.cli.main`)."""
+    without the exit's `gc.freeze`, `auditsel.cli.main`; `tree`: whose package runs)."""
     out = folder / "audit"
     shutil.rmtree(out, ignore_errors=True)
     program = ["-m", "auditsel"] if freeze else ["-c", NO_FREEZE]
@@ -111,9 +113,10 @@ def cli_audit(
         sys.executable, *program, "audit-pipeline", "tuning.py:tune", *CLI,
         "--games", str(games), "--jobs", str(jobs), "--out", str(out), "--no-progress", "--quiet",
     ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(command, cwd=folder, check=True)
+    subprocess.run(command, cwd=folder, check=True, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     tree_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
@@ -151,30 +154,39 @@ def speed(args) -> None:
 def compare_jobs(args) -> None:
     import statistics
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         folder = Path(tmp)
         (folder / "tuning.py").write_text(tutorial_module())
+        trees = {"": ROOT}
+        if args.baseline:  # the same pairs with the baseline commit's package, alternating
+            sys.path.insert(0, str(ROOT / "benchmarks"))
+            from baselines.commits import checkout
+
+            trees = {f"{args.baseline}: ": stack.enter_context(checkout(args.baseline)), **trees}
         print(f"machine: {os.cpu_count()} cores; before: {load()}")
-        cpu_ratio, wall_ratio = [], []
+        ratios: dict[str, dict[str, list[float]]] = {t: {"CPU": [], "wall": []} for t in trees}
         for _ in range(args.repeat):
-            before = load()
-            w1, c1, r1 = cli_audit(folder, args.games, 1)
-            w2, c2, r2 = cli_audit(folder, args.games, 2)
-            assert r1["lower"]["eps"] == r2["lower"]["eps"]  # the same games, the same numbers
-            cpu_ratio.append(c2 / c1)
-            wall_ratio.append(w2 / w1)
-            # the replay check plays 6 games where workers were forked, 4 where none paid
-            plays = r2["pipeline"]["reproducibility"]["plays"]
-            print(
-                f"  {args.games} games: --jobs 1 {w1:6.1f} s wall {c1:6.1f} s CPU; "
-                f"--jobs 2 {w2:6.1f} s wall {c2:6.1f} s CPU ({'forked' if plays > 4 else 'no'} "
-                f"worker); 2/1: CPU {c2 / c1:.2f}x, wall {w2 / w1:.2f}x; {before}, after: {load()}"
-            )
-        for name, r in (("CPU", cpu_ratio), ("wall", wall_ratio)):
-            print(
-                f"--jobs 2 / --jobs 1, {name}: {statistics.median(r):.2f}x "
-                f"[{min(r):.2f}, {max(r):.2f}] ({len(r)} repeats)"
-            )
+            for name, tree in trees.items():
+                before = load()
+                w1, c1, r1 = cli_audit(folder, args.games, 1, tree=tree)
+                w2, c2, r2 = cli_audit(folder, args.games, 2, tree=tree)
+                assert r1["lower"]["eps"] == r2["lower"]["eps"]  # the same games, the same numbers
+                ratios[name]["CPU"].append(c2 / c1)
+                ratios[name]["wall"].append(w2 / w1)
+                # the replay check plays 6 games where workers were forked, 4 where none paid
+                plays = r2["pipeline"]["reproducibility"]["plays"]
+                print(
+                    f"  {name}{args.games} games: --jobs 1 {w1:5.1f} s wall {c1:5.1f} s CPU; "
+                    f"--jobs 2 {w2:5.1f} s wall {c2:5.1f} s CPU ({'forked' if plays > 4 else 'no'}"
+                    f" worker); 2/1: CPU {c2 / c1:.2f}x, wall {w2 / w1:.2f}x; {before}, "
+                    f"after: {load()}"
+                )
+        for name, by in ratios.items():
+            for what, r in by.items():
+                print(
+                    f"{name}--jobs 2 / --jobs 1, {what}: {statistics.median(r):.2f}x "
+                    f"[{min(r):.2f}, {max(r):.2f}] ({len(r)} repeats)"
+                )
 
 
 def exit_cost(args) -> None:
@@ -391,6 +403,9 @@ def main() -> None:
     parser.add_argument("--threads-check", action="store_true")
     parser.add_argument("--fork-cost", action="store_true")
     parser.add_argument("--exit-cost", action="store_true")
+    parser.add_argument(
+        "--baseline", help="--compare-jobs: also a baseline commit's package, alternating"
+    )
     parser.add_argument("--chunks", type=int, default=4, help="chunks of --fork-cost")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
