@@ -197,6 +197,9 @@ FORK_PAYS = 0.25
 
 def _worker_start(threads: int) -> None:
     global _DEPTH, _SAVED, _ACTIVE
+    # the inherited objects leave the garbage collector's view (as in `Beside`): a full pass
+    # would write to every one of them and copy the audit process's pages for nothing
+    gc.freeze()
     _DEPTH, _SAVED, _ACTIVE = 1, _apply(threads), threads  # held for the worker's life
 
 
