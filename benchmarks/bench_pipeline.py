@@ -25,7 +25,8 @@ on a shared machine the wall-clock numbers move with the load, the ratio less so
 CPU of the whole process tree and the wall time of each, their ratios (jobs 2 / jobs 1) with
 the load average around each pair, then the median and the range of the ratios; with
 `--baseline COMMIT`, the same pairs with that commit's package too, alternating with this
-tree's (`benchmarks/baselines/commits.py`).
+tree's (`benchmarks/baselines/commits.py`); with `--idle-below L`, each pair waits for a
+1-minute load average under L first (on a shared machine: idle-ish numbers).
 
 --fork-cost: in this process, warm, chunks of the tutorial pipeline played here and on a
 worker forked for them, alternately: the CPU a forked worker adds (what sizes
@@ -75,6 +76,13 @@ CLI = [
 
 # the CLI without the exit's gc.freeze (auditsel.cli.main runs _main, then freezes)
 NO_FREEZE = "import sys; from auditsel.cli import _main; sys.exit(_main(sys.argv[1:]))"
+
+
+def wait_for_idle(below: float | None, most: float = 900.0) -> None:
+    """Wait (at most `most` seconds) until the 1-minute load average is under `below`."""
+    start = time.monotonic()
+    while below is not None and os.getloadavg()[0] >= below and time.monotonic() - start < most:
+        time.sleep(5)
 
 
 def load() -> str:
@@ -167,6 +175,7 @@ def compare_jobs(args) -> None:
         ratios: dict[str, dict[str, list[float]]] = {t: {"CPU": [], "wall": []} for t in trees}
         for _ in range(args.repeat):
             for name, tree in trees.items():
+                wait_for_idle(args.idle_below)
                 before = load()
                 w1, c1, r1 = cli_audit(folder, args.games, 1, tree=tree)
                 w2, c2, r2 = cli_audit(folder, args.games, 2, tree=tree)
@@ -405,6 +414,11 @@ def main() -> None:
     parser.add_argument("--exit-cost", action="store_true")
     parser.add_argument(
         "--baseline", help="--compare-jobs: also a baseline commit's package, alternating"
+    )
+    parser.add_argument(
+        "--idle-below",
+        type=float,
+        help="--compare-jobs: before each pair, wait (up to 15 min) for a load average below it",
     )
     parser.add_argument("--chunks", type=int, default=4, help="chunks of --fork-cost")
     parser.add_argument("--repeat", type=int, default=3)
