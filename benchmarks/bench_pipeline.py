@@ -10,6 +10,8 @@
                                                         # what a forked warm worker costs
     python benchmarks/bench_pipeline.py --exit-cost --games 200 --jobs 1 --repeat 3
                                                         # the CLI's exit with/without gc.freeze
+    python benchmarks/bench_pipeline.py --timeline --games 200 --jobs 2
+                                                        # one audit's phases, by process
     python benchmarks/bench_pipeline.py --threads-check --games 100
                                                         # a NumPy pipeline: BLAS threads
                                                         # --jobs 2 against --jobs 1: CPU, wall
@@ -196,6 +198,58 @@ def compare_jobs(args) -> None:
                     f"{name}--jobs 2 / --jobs 1, {what}: {statistics.median(r):.2f}x "
                     f"[{min(r):.2f}, {max(r):.2f}] ({len(r)} repeats)"
                 )
+
+
+# --timeline: the phases of one CLI audit, each function's start and end in the process that
+# ran it (the parent, or a forked worker: play_chunk), written to stderr by a wrapper
+TIMELINE = """
+import functools, importlib, os, sys, time
+T0 = time.perf_counter()
+def patch(module, name):
+    m = importlib.import_module(module)
+    fn = getattr(m, name)
+    @functools.wraps(fn)
+    def timed(*a, **k):
+        start, cpu = time.perf_counter(), time.process_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            print(f"[{os.getpid()}] {start - T0:6.2f} to {time.perf_counter() - T0:6.2f} s: "
+                  f"{name} ({time.process_time() - cpu:.2f} CPU s)", file=sys.stderr)
+    setattr(m, name, timed)
+for module, name in [
+    ("auditsel.cli.command_audit_pipeline", "load_pipeline_spec"),
+    ("auditsel.pipelines.pipeline", "check_replay"),
+    ("auditsel.pipelines.pipeline", "run_game"),
+    ("auditsel.games.engine", "play_chunk"),
+    ("auditsel.pipelines.pipeline", "estimator_panel"),
+    ("auditsel.pipelines.pipeline", "write_outputs"),
+    ("auditsel.pipelines.pipeline", "prepare_plotting"),
+]:
+    patch(module, name)
+from auditsel.cli import main
+code = main()
+print(f"[{os.getpid()}] {time.perf_counter() - T0:6.2f} s: main returned", file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def timeline(args) -> None:
+    """One CLI audit with each phase's start and end printed, and its total wall time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "tuning.py").write_text(tutorial_module())
+        print(f"machine: {os.cpu_count()} cores; before: {load()}")
+        command = [
+            sys.executable, "-c", TIMELINE, "audit-pipeline", "tuning.py:tune", *CLI,
+            "--games", str(args.games), "--jobs", str(args.jobs), "--out", "audit",
+            "--no-progress", "--quiet",
+        ]  # fmt: skip
+        start = time.perf_counter()
+        done = subprocess.run(command, cwd=tmp, capture_output=True, text=True, check=True)
+        print(done.stderr.strip())
+        print(
+            f"process ended at {time.perf_counter() - start:.2f} s (its start-up included); {load()}"
+        )
 
 
 def exit_cost(args) -> None:
@@ -412,6 +466,7 @@ def main() -> None:
     parser.add_argument("--threads-check", action="store_true")
     parser.add_argument("--fork-cost", action="store_true")
     parser.add_argument("--exit-cost", action="store_true")
+    parser.add_argument("--timeline", action="store_true")
     parser.add_argument(
         "--baseline", help="--compare-jobs: also a baseline commit's package, alternating"
     )
@@ -435,6 +490,8 @@ def main() -> None:
         fork_cost(args)
     elif args.exit_cost:
         exit_cost(args)
+    elif args.timeline:
+        timeline(args)
     else:
         speed(args)
 

@@ -117,10 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `auditsel ARGV` (sys.argv[1:] by default); the exit code (module docstring). Run
     as the program (no `argv`), every object left is then frozen out of the garbage
-    collector (`gc.freeze`): the interpreter's exit skips its collections over them, 0.6 s
-    of CPU after a pipeline audit that loaded torch and Opacus (docs/benchmarks/pipeline-
-    audit.md); objects are still freed by reference count, and every output is already
-    written and closed."""
+    collector (`gc.freeze`): the interpreter's exit skips its collections over them, most of
+    a second of CPU after a pipeline audit that loaded torch and Opacus (docs/benchmarks/
+    pipeline-audit.md); objects are still freed by reference count, and every output is
+    already written and closed."""
     code = _main(argv)
     if argv is None:
         gc.freeze()

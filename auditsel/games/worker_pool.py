@@ -187,11 +187,11 @@ _NEXT_KEY = itertools.count(1)  # keys: two audits in two threads never share on
 _OPEN: dict[int, WarmWorkers] = {}  # id(target) -> its open pool (`warm_workers_for`)
 _OPEN_LOCK = threading.Lock()
 #: CPU seconds of work each process (this one and every forked worker) must have at least for a
-#: worker to be forked. A warm worker's fork, copied pages, transfers and end cost FORK_COST
-#: CPU seconds for the tutorial's torch pipeline (`benchmarks/bench_pipeline.py --fork-cost`,
-#: docs/benchmarks/pipeline-audit.md): at most FORK_SHARE of the least share a worker gets. The
-#: bar is low on purpose: the cost per game comes from two games of the replay check (a law of
-#: K makes them vary), and a worker not forked costs half the games' wall time
+#: worker to be forked. A warm worker forked and ended with no work costs about 0.05 CPU s for
+#: the tutorial's torch pipeline (`benchmarks/bench_pipeline.py --fork-cost`,
+#: docs/benchmarks/pipeline-audit.md): under a fifth of the least share a worker gets. The bar
+#: is low on purpose: the cost per game comes from two games of the replay check (a law of K
+#: makes them vary), and a worker not forked costs half the games' wall time
 FORK_PAYS = 0.25
 
 
