@@ -218,7 +218,7 @@ def _run_split(fn, R: int, workers: int, job: np.ndarray | None) -> None:
     it returns when every thread of the team is done), where torch's OpenMP runtime was found
     (`_openmp`); else fn's pieces on the calling thread and our pool (`_split_pieces`)."""
     parallel = _openmp() if job is not None else None
-    if parallel is None:
+    if parallel is None or job is None:
         _split_pieces(fn, R, workers)
         return
     pieces = min(R, PIECES_PER_THREAD * workers)

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 from numba import carray, types
-from numba.core import cgutils
 from numba.extending import intrinsic, register_jitable
 from numpy.typing import NDArray
 
@@ -392,15 +391,14 @@ def softmax_grad(
 @intrinsic
 def _fetch_add(typingctx, arr, i, v):
     """arr[i] += v as one atomic read-modify-write (sequentially consistent); the old value.
-    For an int64 array."""
-    if not (isinstance(arr, types.Array) and arr.dtype == types.int64):
+    For a contiguous 1-d int64 array (no bounds check)."""
+    ok = isinstance(arr, types.Array) and arr.dtype == types.int64
+    if not (ok and arr.ndim == 1 and arr.layout == "C"):
         return None
 
     def codegen(context, builder, signature, args):
-        aty = signature.args[0]
-        ary = context.make_array(aty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aty, ary, [args[1]])
-        return builder.atomic_rmw("add", ptr, args[2], "seq_cst")
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.atomic_rmw("add", builder.gep(data, [args[1]]), args[2], "seq_cst")
 
     return types.int64(arr, types.int64, types.int64), codegen
 
