@@ -439,10 +439,10 @@ class ScoreSearch:
         return out
 
     def _gain_rows(self, shape: str, combos: tuple[tuple[int, bool], ...]) -> tuple:
-        """Per move ("left", "right"), per state row d: (a_lo, b, penalty), each
-        (len(combos), 1, m - d + 1): one row per (num, mixed) of `combos` (penalty -inf where
-        the move is not allowed, a_lo and b 0 there), cached: the DP's gain is
-        max(0, a_lo - e^eps b) + penalty."""
+        """Per move ("left", "right"), per state row d: (a_lo, b, floor), each
+        (len(combos), 1, m - d + 1): one row per (num, mixed) of `combos`, cached: the DP's
+        gain max(0, a_lo - e^eps b) is max(a_lo - e^eps b, floor) with floor 0 where the move
+        is allowed, and a_lo and floor -inf, b 0 where it is not (the gain is then -inf)."""
         key = (shape, combos)
         if key not in self._rows:
             m, out = self.m, []
@@ -453,10 +453,10 @@ class ScoreSearch:
                 for num, mixed in combos:
                     bound = mv["side"][1 - num][2]
                     bound = np.minimum(mv["side"][1 - num][1], bound) if mixed else bound
-                    a_lo.append(np.where(valid, mv["side"][num][0], 0.0))
+                    a_lo.append(np.where(valid, mv["side"][num][0], -np.inf))
                     b.append(np.where(valid, bound, 0.0))
-                pen = np.where(valid, 0.0, -np.inf)
-                grids = (np.stack(a_lo), np.stack(b), np.stack([pen] * len(combos)))
+                floor = np.where(valid, 0.0, -np.inf)
+                grids = (np.stack(a_lo), np.stack(b), np.stack([floor] * len(combos)))
                 out.append(
                     [
                         tuple(np.ascontiguousarray(v[:, dd, None, : m - dd + 1]) for v in grids)
@@ -484,9 +484,14 @@ class ScoreSearch:
         rows_left, rows_right = self._gain_rows(shape, combos)
         size = len(combos) * e.shape[1]
 
-        def gain(rows, d: int) -> np.ndarray:
-            a_lo, b, pen = rows[d]
-            return (np.maximum(a_lo - e * b, 0.0) + pen).reshape(size, -1)
+        def plus_gain(rows, d: int, value: np.ndarray) -> np.ndarray:
+            """value + the gain of the move at state row d (a new array)."""
+            a_lo, b, floor = rows[d]
+            g = a_lo - e * b
+            np.maximum(g, floor, out=g)
+            g = g.reshape(size, -1)
+            g += value
+            return g
 
         choices: dict[int, np.ndarray] = {}
         buf = np.full((size, m + 3), -np.inf)  # V in buf[:, 1:], -inf around it
@@ -495,11 +500,11 @@ class ScoreSearch:
             for d in range(m - 1, -1, -1):
                 n = m - d + 1  # states a = 0 .. m - d; V[d + 1] has n - 1 of them
                 buf[:, n] = -np.inf
-                left = gain(rows_left, d) + buf[:, 0:n]  # a - 1
-                right = gain(rows_right, d) + buf[:, 1 : n + 1]  # a
+                left = plus_gain(rows_left, d, buf[:, 0:n])  # a - 1
+                right = plus_gain(rows_right, d, buf[:, 1 : n + 1])  # a
                 if back:
                     choices[d] = left > right
-                buf[:, 1 : n + 1] = np.maximum(left, right)
+                np.maximum(left, right, out=buf[:, 1 : n + 1])
             value = buf[:, 1 : m + 2]
             best = np.max(value, axis=1)
             start = np.argmax(value, axis=1)
@@ -507,11 +512,11 @@ class ScoreSearch:
             buf[:, 1 : m + 2] = 0.0  # V[0] = 0: nothing left to add
             for d in range(1, m + 1):
                 n = m - d + 1  # states a = 0 .. m - d; V[d - 1] has n + 1 of them
-                left = gain(rows_left, d) + buf[:, 2 : n + 2]  # a + 1
-                right = gain(rows_right, d) + buf[:, 1 : n + 1]  # a
+                left = plus_gain(rows_left, d, buf[:, 2 : n + 2])  # a + 1
+                right = plus_gain(rows_right, d, buf[:, 1 : n + 1])  # a
                 if back:
                     choices[d] = left > right
-                buf[:, 1 : n + 1] = np.maximum(left, right)
+                np.maximum(left, right, out=buf[:, 1 : n + 1])
             best = buf[:, 1].copy()
             start = np.zeros(size, dtype=np.int64)
         return best, choices, start
