@@ -56,9 +56,14 @@ LEVEL_BLOCK = 1 << 24  # grid points x levels compared at once (16 MB of boolean
 
 
 def _llr_grid(winner: GaussianWinner, direction: int) -> tuple[FloatArray, FloatArray]:
-    """The log-likelihood ratio log p_dir / p_other on the scan grid (computed once per winner:
-    direction 0 is direction 1's negation, exactly; read-only arrays)."""
-    grid, llr = _llr_scan(winner)
+    """The log-likelihood ratio log p_dir / p_other on the scan grid (computed once per
+    hashable winner: direction 0 is direction 1's negation, exactly; read-only arrays)."""
+    try:
+        hash(winner)
+    except TypeError:  # a law of K that is not hashable (a table): computed afresh
+        grid, llr = _llr_scan.__wrapped__(winner)
+    else:
+        grid, llr = _llr_scan(winner)
     if direction == 1:
         return grid, llr
     negated = -llr
@@ -68,7 +73,7 @@ def _llr_grid(winner: GaussianWinner, direction: int) -> tuple[FloatArray, Float
 
 @lru_cache(maxsize=16)
 def _llr_scan(winner: GaussianWinner) -> tuple[FloatArray, FloatArray]:
-    """(grid, log p_1 / p_0 on it), cached per winner (a frozen, hashable law)."""
+    """(grid, log p_1 / p_0 on it), cached per winner."""
     grid = np.arange(-GRID_MARGIN, winner.mu + GRID_MARGIN + GRID_STEP, GRID_STEP)
     llr = winner.log_likelihood_ratio(grid)
     grid.flags.writeable = False
