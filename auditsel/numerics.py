@@ -14,7 +14,7 @@ leaves it): the inverse cdfs of the games' samplers.
 
 `logsumexp(a)`: log(sum(exp(a))) over the last axis, stable for -inf entries and all -inf rows.
 scipy.special.logsumexp computes the same, but costs about 0.2-0.4 ms of overhead a call; the
-bounds call it thousands of times on small arrays (a Renyi integral per order).
+bounds call it on many small arrays (finite Renyi divergences).
 """
 
 from __future__ import annotations

@@ -167,6 +167,7 @@ from dataclasses import dataclass, field
 from typing import TypeAlias, cast, overload
 
 import numpy as np
+import scipy.fft as sfft
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, logsumexp, ndtri
 
@@ -514,8 +515,6 @@ def _convolve(vec: np.ndarray, n: int, lo: int, c_f: float) -> tuple[np.ndarray,
     length = len(vec)
     if n == 1:
         return vec.copy(), 0.0, 0.0
-    import scipy.fft as sfft  # deferred: only DP-SGD and Laplace runs are composed by FFT
-
     u = ULD
     run = sfft.irfft(_power(sfft.rfft(vec), n), length)
     norm2 = float(np.sqrt(np.sum(vec * vec)))
@@ -529,8 +528,6 @@ def compose(step: StepLaws, n: int) -> RunLaws:
     """The label of a run of n independent steps (module docstring): the sum of the step labels
     modulo the FFT length L, read in the window [lo, lo + L); atoms at -inf / +inf; the error
     bounds of items 1 and 2, and the tilted upper bounds of item 2."""
-    import scipy.fft as sfft  # deferred: only DP-SGD and Laplace runs are composed by FFT
-
     n = int(n)
     size = len(step.p)
     lo, hi = _window(step, n) if n > 1 else (0, size - 1)

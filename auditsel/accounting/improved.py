@@ -49,7 +49,7 @@ from auditsel.accounting.rdp import (
     rdp_to_epsilon_continuous,
 )
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
-from auditsel.numerics import FloatArray, logsumexp
+from auditsel.numerics import FloatArray
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import FiniteWinner, GaussianWinner
 
@@ -86,6 +86,7 @@ class _Integrand:
             self.lp = self.winner.log_density(self.x, 0)
             self.lq = self.winner.log_density(self.x, 1)
         self.log_atom = math.log(self.winner.atom) if self.winner.atom > 0 else -math.inf
+        self.finite = bool(np.all(np.isfinite(self.lp)) and np.all(np.isfinite(self.lq)))
 
     def divergence(self, alpha: ArrayLike, direction: int) -> FloatArray:
         """D_alpha(N_xi || N'_xi) (direction 0) or D_alpha(N'_xi || N_xi) (direction 1) at
@@ -109,12 +110,21 @@ class _Integrand:
             )
             cols = np.arange(first, last)
             with np.errstate(invalid="ignore"):
-                terms = a * la[None, first:last] + (1.0 - a) * lb[None, first:last]
+                terms = a * la[None, first:last]
+                terms += (1.0 - a) * lb[None, first:last]
             inside = (cols >= start[b : b + ORDER_BLOCK, None]) & (
                 cols < stop[b : b + ORDER_BLOCK, None]
             )
-            terms = np.where(inside & ~np.isnan(terms), terms, -np.inf)
-            log_int = logsumexp(terms) + math.log(STEP)
+            if not self.finite:  # -inf log-densities: 0 * -inf and inf - inf terms are 0
+                inside &= ~np.isnan(terms)
+            np.copyto(terms, -np.inf, where=~inside)
+            # log of the sum, stable (a row with no finite term sums to 0: log 0 = -inf)
+            top = np.max(terms, axis=1, keepdims=True)
+            top = np.where(np.isfinite(top), top, 0.0)
+            terms -= top
+            np.exp(terms, out=terms)
+            with np.errstate(divide="ignore"):
+                log_int = np.log(np.sum(terms, axis=1)) + top[:, 0] + math.log(STEP)
             out[b : b + ORDER_BLOCK] = np.logaddexp(log_int, self.log_atom) / (a[:, 0] - 1.0)
         return out.reshape(a_all.shape)
 
