@@ -26,8 +26,7 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baselines.commits import ROOT, checkout, run_in  # noqa: E402
+from baselines.commits import ROOT, checkout, run_in
 
 SETTINGS = {
     "quickstart": "{'kind': 'tnb', 'eta': 0.0, 'nu': 0.01}",
