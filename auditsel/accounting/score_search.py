@@ -438,14 +438,14 @@ class ScoreSearch:
                 out[shape][name] = {"valid": valid, "j": j, "side": side}
         return out
 
-    def _gain_rows(self, shape: str, combos: tuple[tuple[int, bool], ...]) -> tuple:
-        """Per move ("left", "right"), per state row d: (a_lo, b, floor), each
-        (len(combos), 1, m - d + 1): one row per (num, mixed) of `combos`, cached: the DP's
-        gain max(0, a_lo - e^eps b) is max(a_lo - e^eps b, floor) with floor 0 where the move
-        is allowed, and a_lo and floor -inf, b 0 where it is not (the gain is then -inf)."""
+    def _gain_rows(self, shape: str, combos: tuple[tuple[int, bool], ...]) -> list:
+        """Per state row d: (a_lo, b, floor), each (2, len(combos), 1, m - d + 1): the moves
+        "left" and "right", one row per (num, mixed) of `combos`, cached. The DP's gain
+        max(0, a_lo - e^eps b) is max(a_lo - e^eps b, floor) with floor 0 where the move is
+        allowed, and a_lo and floor -inf, b 0 where it is not (the gain is then -inf)."""
         key = (shape, combos)
         if key not in self._rows:
-            m, out = self.m, []
+            grids: list[list[np.ndarray]] = [[], [], []]
             for name in ("left", "right"):
                 mv = self.moves[shape][name]
                 valid = mv["valid"]
@@ -456,14 +456,14 @@ class ScoreSearch:
                     a_lo.append(np.where(valid, mv["side"][num][0], -np.inf))
                     b.append(np.where(valid, bound, 0.0))
                 floor = np.where(valid, 0.0, -np.inf)
-                grids = (np.stack(a_lo), np.stack(b), np.stack([floor] * len(combos)))
-                out.append(
-                    [
-                        tuple(np.ascontiguousarray(v[:, dd, None, : m - dd + 1]) for v in grids)
-                        for dd in range(m + 1)
-                    ]
-                )
-            self._rows[key] = tuple(out)
+                for grid, v in zip(grids, (a_lo, b, [floor] * len(combos))):
+                    grid.append(np.stack(v))
+            full = [np.stack(g) for g in grids]  # (2, combos, m + 1, m + 1)
+            m = self.m
+            self._rows[key] = [
+                tuple(np.ascontiguousarray(v[:, :, dd, None, : m - dd + 1]) for v in full)
+                for dd in range(m + 1)
+            ]
         return self._rows[key]
 
     # the DP at a vector of eps --------------------------------------------------------------
@@ -477,49 +477,38 @@ class ScoreSearch:
         """For each (num, mixed) of `combos` and each eps (row c * len(eps) + i: combo c, eps
         i): max over scores of sum_j max(0, a_j - e^eps b_j) (b the mixed bound min(b*, b_t),
         or with `mixed` False the true-law bound b_t alone); with `back`, also the choices (True:
-        the "left" move) per state row. The combos share one recursion (one array operation per
-        step for all of them)."""
+        the "left" move) per state row. The combos and both moves share one recursion (one
+        array operation per step for all of them)."""
         m = self.m
-        e = np.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))[None, :, None]
-        rows_left, rows_right = self._gain_rows(shape, combos)
-        size = len(combos) * e.shape[1]
-
-        def plus_gain(rows, d: int, value: np.ndarray) -> np.ndarray:
-            """value + the gain of the move at state row d (a new array)."""
+        e = np.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))[None, None, :, None]
+        rows = self._gain_rows(shape, combos)
+        size = len(combos) * e.shape[2]
+        # V in buf[:, 1:], -inf around it; the moves read V at offsets (left, right) of a state
+        buf = np.full((size, m + 3), -np.inf)
+        if shape == "extremes":
+            buf[:, 1] = 0.0  # V[M] = 0: the lower set is everything
+            steps, (o_left, o_right) = range(m - 1, -1, -1), (0, 1)  # from a - 1 and from a
+        else:
+            buf[:, 1 : m + 2] = 0.0  # V[0] = 0: nothing left to add
+            steps, (o_left, o_right) = range(1, m + 1), (2, 1)  # from a + 1 and from a
+        choices: dict[int, np.ndarray] = {}
+        for d in steps:
+            n = m - d + 1  # states a = 0 .. m - d
+            if shape == "extremes":
+                buf[:, n] = -np.inf  # V[d + 1] has n - 1 states
             a_lo, b, floor = rows[d]
             g = a_lo - e * b
             np.maximum(g, floor, out=g)
-            g = g.reshape(size, -1)
-            g += value
-            return g
-
-        choices: dict[int, np.ndarray] = {}
-        buf = np.full((size, m + 3), -np.inf)  # V in buf[:, 1:], -inf around it
+            left, right = g.reshape(2, size, n)
+            left += buf[:, o_left : o_left + n]
+            right += buf[:, o_right : o_right + n]
+            if back:
+                choices[d] = left > right
+            np.maximum(left, right, out=buf[:, 1 : n + 1])
         if shape == "extremes":
-            buf[:, 1] = 0.0  # V[M] = 0: the lower set is everything
-            for d in range(m - 1, -1, -1):
-                n = m - d + 1  # states a = 0 .. m - d; V[d + 1] has n - 1 of them
-                buf[:, n] = -np.inf
-                left = plus_gain(rows_left, d, buf[:, 0:n])  # a - 1
-                right = plus_gain(rows_right, d, buf[:, 1 : n + 1])  # a
-                if back:
-                    choices[d] = left > right
-                np.maximum(left, right, out=buf[:, 1 : n + 1])
             value = buf[:, 1 : m + 2]
-            best = np.max(value, axis=1)
-            start = np.argmax(value, axis=1)
-        else:
-            buf[:, 1 : m + 2] = 0.0  # V[0] = 0: nothing left to add
-            for d in range(1, m + 1):
-                n = m - d + 1  # states a = 0 .. m - d; V[d - 1] has n + 1 of them
-                left = plus_gain(rows_left, d, buf[:, 2 : n + 2])  # a + 1
-                right = plus_gain(rows_right, d, buf[:, 1 : n + 1])  # a
-                if back:
-                    choices[d] = left > right
-                np.maximum(left, right, out=buf[:, 1 : n + 1])
-            best = buf[:, 1].copy()
-            start = np.zeros(size, dtype=np.int64)
-        return best, choices, start
+            return np.max(value, axis=1), choices, np.argmax(value, axis=1)
+        return buf[:, 1].copy(), choices, np.zeros(size, dtype=np.int64)
 
     def _path(
         self, shape: str, choices: dict, start: int, row: int
