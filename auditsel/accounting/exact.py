@@ -298,7 +298,8 @@ def _gaussian_epsilons_once(winner: GaussianWinner, deltas: FloatArray, tol: flo
             if len(_EPSILONS) >= 32:
                 _EPSILONS.clear()
             _EPSILONS[key] = _gaussian_epsilons(winner, deltas, tol)
-        return _EPSILONS[key].copy()
+        kept: FloatArray = _EPSILONS[key]
+        return np.array(kept, dtype=float)
 
 
 def _finite_epsilon(winner: FiniteWinner, delta: float, tol: float) -> float:

@@ -400,4 +400,6 @@ def rnm_gaussian_closed_form(sigma: float, m: int, delta: float) -> float:
 
 def rnm_gaussian_rdp(sigma: float, m: int, delta: float) -> float:
     """Zhu & Wang RDP baseline 2 alpha/sigma^2 + log(m)/(alpha - 1), converted (continuous alpha)."""
-    return rdp_to_epsilon_continuous(lambda a: 2 * a / sigma**2 + math.log(m) / (a - 1), delta)
+    return float(
+        rdp_to_epsilon_continuous(lambda a: 2 * a / sigma**2 + math.log(m) / (a - 1), delta)
+    )

@@ -385,7 +385,7 @@ class ScoreSearch:
         mean = float(law.mean)
         self.slack = (mean * laws.error[0], mean * laws.error[1])
         self._moves: dict[str, dict[str, dict]] | None = None
-        self._rows: dict[tuple, tuple] = {}
+        self._rows: dict[tuple, list] = {}
 
     @property
     def moves(self) -> dict[str, dict[str, dict]]:
