@@ -1,7 +1,7 @@
 """`auditsel run` end to end, as a user meets it, with the time of each phase.
 
     python benchmarks/bench_cli.py [--trials 10000000] [--jobs 2] [--repeat 1] [--no-plots]
-                                   [--rounds tnb|geometric]
+                                   [--rounds tnb|geometric] [--cache cold|warm]
 
 The config: (reduced game, base {kind: gaussian, mu: 0.5}, TNB(0, 0.01), E[K] 21.5); with
 `--rounds geometric`, the geometric law nu = 1e-3 (E[K] 1000).
@@ -54,10 +54,8 @@ PHASES = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import auditsel.cli, auditsel.experiments.experiment, auditsel.experiments.report, auditsel.experiments.config, auditsel.auditing.lower, attacks.proxies
-if "--no-plots" not in sys.argv:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot
+if "--no-plots" not in sys.argv:   # what the run's figures load (no pyplot)
+    import matplotlib.figure, matplotlib.backends.backend_agg, matplotlib.ticker
 imports = time.perf_counter() - t0
 import auditsel.experiments.experiment as ex, auditsel.experiments.report as rp
 seconds = {"bounds": 0.0, "bounds_wait": 0.0, "game": 0.0, "audit": 0.0, "panel": 0.0,
@@ -79,7 +77,8 @@ def timed(module, name, phase):
 
 class TimedBeside(ex.Beside):   # the bounds and the estimator panel, computed beside the rest:
     def __init__(self, fn, **kw):   # their own seconds (in a forked process or a thread) and
-        self.phase = "bounds" if "_upper_panel" in fn.__code__.co_names else "panel"
+        names = fn.__code__.co_names   # the bounds: computed, or read back from the cache
+        self.phase = "bounds" if {"_upper_panel", "kept_bounds"} & set(names) else "panel"
         super().__init__(fn, **kw)  # the main thread's wait for them
     def result(self):
         t = time.perf_counter()
@@ -101,10 +100,12 @@ print(json.dumps({"rc": rc, "imports": imports, "run": run, **seconds}))
 """
 
 
-def env():
+def env(cache: str = "off"):
+    """The commands' environment; `cache`: the folder of the bounds kept across runs."""
     return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "AUDITSEL_CACHE_DIR": cache,
     }
 
 
@@ -114,10 +115,10 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def wall(cmd) -> tuple[float, float]:
+def wall(cmd, cache: str = "off") -> tuple[float, float]:
     """(wall seconds, CPU seconds of the whole process tree) of one command."""
     t, cpu = time.perf_counter(), children_cpu()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), cwd=ROOT)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env(cache), cwd=ROOT)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
     return time.perf_counter() - t, children_cpu() - cpu
@@ -137,6 +138,13 @@ def main() -> None:
         default="tnb",
         help="the law of K: tnb (TNB(0, 0.01), E[K] 21.5) or geometric (nu = 1e-3, E[K] 1000)",
     )
+    ap.add_argument(
+        "--cache",
+        choices=("cold", "warm"),
+        default="cold",
+        help="cold (default): every command computes the bounds (an empty cache folder); warm: "
+        "they are read back from the folder a first, untimed run filled (a rerun of a setting)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "bench_cli.yaml"
@@ -145,16 +153,21 @@ def main() -> None:
         argv = ["run", str(config), "--jobs", str(args.jobs), "--quiet", "--no-progress"]
         argv += ["--no-plots"] if args.no_plots else []
         plain, phased = [], []
+        kept = f"{tmp}/cache"
+        if args.cache == "warm":  # the first run of the setting, untimed
+            wall([sys.executable, "-m", "auditsel", *argv, "--out", f"{tmp}/fill"], kept)
         for i in range(args.repeat):
+            cache = kept if args.cache == "warm" else f"{tmp}/cache-plain{i}"
             plain.append(
-                wall([sys.executable, "-m", "auditsel", *argv, "--out", f"{tmp}/plain{i}"])
+                wall([sys.executable, "-m", "auditsel", *argv, "--out", f"{tmp}/plain{i}"], cache)
             )
+            cache = kept if args.cache == "warm" else f"{tmp}/cache-phased{i}"
             t = time.perf_counter()
             proc = subprocess.run(
                 [sys.executable, "-c", PHASES, *argv, "--out", f"{tmp}/phased{i}"],
                 capture_output=True,
                 text=True,
-                env=env(),
+                env=env(cache),
                 cwd=ROOT,
             )
             total = time.perf_counter() - t
@@ -189,6 +202,7 @@ def main() -> None:
         f"auditsel run: {args.trials:,} reduced games, mu = 0.5, {ROUNDS[args.rounds][1]}, "
         f"--jobs {args.jobs}"
         + (" --no-plots" if args.no_plots else "")
+        + f"; bounds {args.cache}"
         + f"; load average {os.getloadavg()[0]:.1f}"
     )
     print(f"{'phase':<40} {'seconds':>8}")

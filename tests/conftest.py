@@ -1,3 +1,10 @@
 """The test tree mirrors the package (tests/accounting, tests/auditing, ...; cross-cutting
 tests at the top). pytest puts this folder on sys.path, so every test imports the shared
 helpers as `import oracles` (and `figure_records`)."""
+
+import os
+
+# `auditsel run` keeps the bounds of a setting across runs (auditsel.experiments.bounds_cache);
+# the tests keep nothing in the user's cache folder and compute every bound afresh (the
+# cache's own tests name a temporary folder)
+os.environ["AUDITSEL_CACHE_DIR"] = "off"

@@ -63,26 +63,33 @@ def _run_folder(folder):
 
 
 def test_work_beside_the_run_changes_nothing(tmp_path, monkeypatch):
-    """The bounds, the estimator panel and the game's figures computed beside the run (forked
-    processes, `worker_pool.Beside`) give the result.json and the figures, byte for byte, of
-    the run with every part computed in this process; the panel's place in result.json is the
-    one `run_config` gives it."""
+    """The bounds, the estimator panel and the figures computed beside the run (forked
+    processes: `worker_pool.Beside`, and the `Prepared` one that imports matplotlib from the
+    start and draws the figures) give the result.json and the figures, byte for byte, of the
+    run with every part computed in this process; the panel's place in result.json is the one
+    `run_config` gives it."""
     argv = ["run", "--trials", "4000", "--quiet", "--no-progress"]
     experiment._UPPER.clear()
-    forked = []
-    init = worker_pool.Beside.__init__
+    forked, prepared = [], []
+    init, prepare = worker_pool.Beside.__init__, worker_pool.Prepared.__init__
 
     def counted(self, fn, **kw):
         init(self, fn, **kw)
         forked.append(self.forked)
 
+    def counted_prepared(self, fn):
+        prepare(self, fn)
+        prepared.append(self.forked)
+
     alone = threading.active_count() == 1  # other tests may leave threads: then no fork
     with monkeypatch.context() as m:
         m.setattr(worker_pool.Beside, "__init__", counted)
+        m.setattr(worker_pool.Prepared, "__init__", counted_prepared)
         m.setattr(worker_pool, "spare_core", lambda: True)  # forked whatever the load
         assert main([*argv, "--out", str(tmp_path / "beside")]) == 0
-    if worker_pool.fork_available() and alone:  # bounds, panel, the game's figures: forked
-        assert forked == [True, True, True]  # (a thread left by the game would stop them)
+    if worker_pool.fork_available() and alone:  # bounds, panel: forked; the figures drawn by
+        assert forked == [True, True]  # the process forked at the start, matplotlib imported
+        assert prepared == [True]  # there (it forks the game's figures from itself)
     experiment._UPPER.clear()
     with monkeypatch.context() as m:
         m.setattr(worker_pool, "fork_available", lambda: False)

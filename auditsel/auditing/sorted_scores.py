@@ -31,15 +31,23 @@ _POPCOUNT = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
 
 class SortedPart:
     """The sorted scores of one class (`s`), or the subset of them at the positions set in
-    `members` (a boolean mask over s), kept as a bitset with per-word prefix counts: the i-th
-    smallest member and the number of members <= t cost a binary search each, and a subset is
-    never copied out of s."""
+    `members` (a boolean mask over s). A subset of a large s (`copy_below` positions or more)
+    is kept as a bitset with per-word prefix counts: the i-th smallest member and the number
+    of members <= t cost a binary search each, and the subset is never copied out of s; a
+    subset of a smaller s is copied out (sorted, as s is), which answers the same with no
+    bitset to read (the estimator panel's 21 multisplits at 10^5 games: 0.29 -> 0.1 s)."""
+
+    #: below this many positions a subset is copied out of s (at most 16 MB)
+    copy_below = 1 << 21
 
     def __init__(self, s: np.ndarray, members: np.ndarray | None = None):
         self.s = s
         self.words: np.ndarray | None = None
+        if members is not None and len(s) < self.copy_below:
+            self.s = s[members]
+            members = None
         if members is None:
-            self.n = len(s)
+            self.n = len(self.s)
             return
         packed = np.packbits(members, bitorder="little")
         packed = np.concatenate([packed, np.zeros(-len(packed) % 8, np.uint8)])

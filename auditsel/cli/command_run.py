@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from auditsel.games.backends import BACKENDS
 
 if TYPE_CHECKING:
     from auditsel.experiments.config import ExperimentSpec
+    from auditsel.games.worker_pool import Prepared
 
 __all__ = ["NAME", "add_parser", "run"]
 
@@ -69,6 +71,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="write result.json and report.md only (no matplotlib: about a second less)",
     )
     run.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compute the bounds afresh and keep nothing (by default they are kept across runs "
+        "in $AUDITSEL_CACHE_DIR, else ~/.cache/auditsel/bounds, and read back by the same "
+        "code only)",
+    )
+    run.add_argument(
         "--point-plots",
         action="store_true",
         help="sweeps: also draw each point's plots (privacy_curve.png, scores.png, "
@@ -91,6 +100,17 @@ def _no_game(overrides: dict[str, int], config_path: Path) -> UsageError:
 
 def run(args: argparse.Namespace) -> int:
     """Run the experiment (or sweep) `args.config` names; 0 on success."""
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.figures import prepare_plotting
+    from auditsel.games.worker_pool import Prepared
+
+    # the figures' imports (a third of a second) start now, in a process of their own where a
+    # core is free, beside this one's own start-up; that process draws the figures at the end
+    with Prepared(prepare_plotting) if not args.no_plots else nullcontext() as prepared:
+        return _run(args, prepared)
+
+
+def _run(args: argparse.Namespace, prepared: Prepared | None) -> int:
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.config import default_config_path, parse_config, read_yaml
     from auditsel.experiments.sweep import expand_sweep
@@ -126,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else Path(DEFAULT_OUT) / name
     with claim_folder(out, field="--out") as folder:
         progress = not args.no_progress and sys.stderr.isatty()
-        return _run_into(args, folder.path, spec, points, progress)
+        return _run_into(args, folder.path, spec, points, progress, prepared)
 
 
 def _run_into(
@@ -135,8 +155,10 @@ def _run_into(
     spec: ExperimentSpec | None,
     points: list[Any] | None,
     progress: bool,
+    prepared: Prepared | None = None,
 ) -> int:
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.bounds_cache import cache_folder
     from auditsel.experiments.experiment import run_experiment
     from auditsel.experiments.report import prefetch_plotting, text_table, write_outputs
     from auditsel.experiments.sweep import run_sweep
@@ -161,6 +183,7 @@ def _run_into(
             )
         return 0
     assert spec is not None  # a config without a sweep
+    ready = prepared if prepared is not None and prepared.forked else None
     with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
         result, artefacts = run_experiment(
             spec,
@@ -168,8 +191,10 @@ def _run_into(
             jobs=args.jobs,
             progress=progress,
             backend=backend,
-            prefetch=None if args.no_plots else prefetch_plotting,
+            # matplotlib is imported by the prepared process, else in a thread meanwhile
+            prefetch=None if args.no_plots or ready else prefetch_plotting,
             defer_panel=True,
+            bounds_cache=None if args.no_cache else cache_folder(),
         )
     record = artefacts.get("record")
     if record is not None and record.resumed_chunks:
@@ -180,7 +205,7 @@ def _run_into(
             f"{out_dir / 'checkpoints'}",
             file=sys.stderr,
         )
-    written = write_outputs(out_dir, result, artefacts, plots=not args.no_plots)
+    written = write_outputs(out_dir, result, artefacts, plots=not args.no_plots, prepared=ready)
     if not args.quiet:
         print(text_table(result))
         if getattr(args, "assume", None):

@@ -32,6 +32,7 @@ from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
 from auditsel.errors import jobs as check_jobs
+from auditsel.experiments import bounds_cache as kept_bounds
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
 from auditsel.experiments.heuristics import honesty_fields, valid_lower
 from auditsel.experiments.report import write_outputs
@@ -593,12 +594,15 @@ def run_experiment(
     curves: bool = True,
     prefetch: Callable[[], object] | None = None,
     defer_panel: bool = False,
+    bounds_cache: Path | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns (result, artefacts): result.json content and in-memory data for the report.
     `prefetch` (the CLI's import of matplotlib in a thread) is started once the bounds are
     under way (and the estimator panel, when there is one). `defer_panel`: the estimator
     panel (computed beside the rest where a fork is safe) is left in artefacts["estimators"]
-    and `report.write_outputs` puts it in result["lower"]["estimators"] after the plots."""
+    and `report.write_outputs` puts it in result["lower"]["estimators"] after the plots.
+    `bounds_cache`: a folder where the bounds of a played setting are kept across runs and
+    read back by the same code (`auditsel.experiments.bounds_cache`); None keeps nothing."""
     start = time.perf_counter()
     with_curves = curves and spec.delta > 0
     reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
@@ -615,7 +619,13 @@ def run_experiment(
         # the bounds are computed beside the game (`worker_pool.Beside`: a forked process,
         # with its own core and GIL, where that is safe); an error in either surfaces here
         upper = Beside(
-            lambda: _sendable(_upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner))
+            lambda: kept_bounds.cached(
+                key,
+                lambda: _sendable(
+                    _upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
+                ),
+                None if key is None else bounds_cache,
+            )
         )
         try:  # the matplotlib import starts after the fork: a child never inherits a thread
             played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch)

@@ -21,16 +21,17 @@ import tempfile
 import threading
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.sorted_scores import SortedScores
-from auditsel.experiments.figures import save_figure
+from auditsel.experiments.figures import new_figure, prepare_plotting, save_figure
 from auditsel.experiments.heuristics import ResultLabels, result_labels
 from auditsel.files import atomic_write_text
-from auditsel.games.worker_pool import Beside
+from auditsel.games.worker_pool import Beside, Prepared
 
 __all__ = [
     "summary_rows",
@@ -297,16 +298,6 @@ def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None 
     return "\n".join(lines) + "\n"
 
 
-def _import_plotting():
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib.pyplot
-    import matplotlib.ticker
-
-
 _PREFETCH: list[threading.Thread] = []  # the import started by prefetch_plotting
 
 
@@ -316,7 +307,7 @@ def prefetch_plotting() -> None:
     for that thread to end (rather than importing twice, and so that no thread is left
     running when it forks)."""
     thread = threading.Thread(
-        target=_import_plotting, name="auditsel-import-matplotlib", daemon=True
+        target=prepare_plotting, name="auditsel-import-matplotlib", daemon=True
     )
     _PREFETCH.append(thread)
     thread.start()
@@ -328,31 +319,54 @@ def _settle_plotting() -> None:
         _PREFETCH.pop().join()
 
 
+#: what the figures read of the artefacts besides the game's (sent to a `Prepared` process)
+PLOT_INPUTS = ("curve", "attack_curve", "winner")
+
+
+def _played(result: dict, artefacts: dict) -> bool:
+    """A played game: its bound, and its scores (sorted by the audit, the record's, or what the
+    figures draw of them)."""
+    scores = ("record", "by_coin", "game_data")
+    return result.get("lower") is not None and any(artefacts.get(k) is not None for k in scores)
+
+
 def write_plots(
-    result: dict, artefacts: dict, out_dir: Path, labels: ResultLabels | None = None
+    result: dict,
+    artefacts: dict,
+    out_dir: Path,
+    labels: ResultLabels | None = None,
+    *,
+    prepared: Prepared | None = None,
 ) -> list[str]:
     """privacy_curve.png (the winner's delta(eps): exact, or the heuristic reduced game with the
     attack's certified lower curve; the bounds; the interval at delta) where the pair and the law
-    of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
-    _settle_plotting()
-    _import_plotting()
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib.pyplot as plt
-
+    of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC).
+    `prepared`: a process that imported matplotlib ahead (`games.worker_pool.Prepared`, with
+    `figures.prepare_plotting`) draws them; the same files."""
     labels = _labels(result, labels)
-    record = artefacts.get("record")
-    game = record is not None and result.get("lower") is not None  # a played game has its bound
+    if prepared is not None:
+        inputs = {k: artefacts[k] for k in PLOT_INPUTS if k in artefacts}
+        if _played(result, artefacts):  # what the game's figures draw, not the scores
+            inputs["game_data"] = _game_data(result, artefacts)
+        return prepared.call(_draw_plots, result, inputs, out_dir, labels)
+    return _draw_plots(result, artefacts, out_dir, labels)
+
+
+def _draw_plots(result: dict, artefacts: dict, out_dir: Path, labels: ResultLabels) -> list[str]:
+    _settle_plotting()
+    prepare_plotting()
+    game = _played(result, artefacts)
     # the game's two figures are drawn beside the privacy curve, in a forked process where
-    # that is safe (never in a second thread: pyplot is not thread-safe)
+    # that is safe (never in a second thread: matplotlib is not thread-safe)
     side = (
-        Beside(lambda: _plot_game(result, artefacts, record, out_dir, plt, labels), thread=False)
+        Beside(lambda: _plot_game(result, artefacts, out_dir, labels), thread=False)
         if game and "curve" in artefacts
         else None
     )
     names = []
     if "curve" in artefacts:
         try:
-            names.append(_plot_privacy_curve(result, artefacts, out_dir, plt, labels))
+            names.append(_plot_privacy_curve(result, artefacts, out_dir, labels))
         except BaseException:
             if side is not None:
                 side.cancel()
@@ -360,17 +374,17 @@ def write_plots(
     if side is not None:
         names += side.result()
     elif game:
-        names += _plot_game(result, artefacts, record, out_dir, plt, labels)
+        names += _plot_game(result, artefacts, out_dir, labels)
     return names
 
 
-def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt, labels) -> str:
+def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
     eps, delta = artefacts["curve"]
     heuristic = set(labels.heuristic_keys)
     contradicted = labels.contradicted
     reduced = "exact" in (result.get("reduced_game") or {})
     monotone = set(labels.monotone_keys)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = new_figure((6, 4))
     if delta is not None:  # None: no exact winner law for this base (a dp_accounting event)
         positive = delta > 0
         ax.semilogy(
@@ -424,7 +438,6 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, plt, label
     ax.legend(fontsize=7, loc="lower left")
     _margins(fig)
     save_figure(fig, out_dir / "privacy_curve.png")
-    plt.close(fig)
     return "privacy_curve.png"
 
 
@@ -480,11 +493,14 @@ def _plot_eps_marks(ax, result: dict) -> None:
         )
 
 
-def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt, labels) -> list[str]:
-    names = []
+def game_figure_data(result: dict, by_coin: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
+    """What scores.png and tradeoff.png draw, read from each coin's sorted scores: the
+    histogram bars (frequencies per output of a finite game, else densities on 79 bins between
+    the 0.05% and 99.95% quantiles and the threshold) and the ROC's exact counts
+    (`roc_points`): a few thousand numbers whatever the number of games, sent to the process
+    that draws them instead of the scores."""
     low = result["lower"]  # a played game has its lower bound
-    by_coin = artefacts.get("by_coin") or sorted_scores(record.scores, record.member)
-    finite = [s[np.isfinite(s)] for s in by_coin]
+    finite = [s[np.searchsorted(s, -np.inf, "right") : np.searchsorted(s, np.inf)] for s in by_coin]
     if any(len(f) for f in finite):
         lo = min(_at_quantile(f, 0.0005) for f in finite if len(f))
         hi = max(_at_quantile(f, 0.9995) for f in finite if len(f))
@@ -493,53 +509,95 @@ def _plot_game(result: dict, artefacts: dict, record, out_dir: Path, plt, labels
     if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
         lo, hi = min(lo, low["threshold"]), max(hi, low["threshold"])
     values = _distinct(finite, limit=50)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for b, color in ((0, "C0"), (1, "C1")):
-        label = f"b = {b} ({'X′' if b else 'X'})"
-        if values is not None:  # a finite-output game: frequencies per output, log scale
+    bars = []
+    for b in (0, 1):
+        if values is not None:  # a finite-output game: frequencies per output
             counts = np.searchsorted(finite[b], values, "right") - np.searchsorted(
                 finite[b], values, "left"
             )
-            freq = counts / max(len(finite[b]), 1)
-            width = 0.4 * (np.min(np.diff(values)) if len(values) > 1 else 1.0)
-            ax.bar(
-                values + (b - 0.5) * width,
-                freq,
-                width=width,
-                color=color,
-                label=label,
-                log=True,
-            )
+            bars.append((values, counts / max(len(finite[b]), 1)))
         else:  # a density histogram from the sorted scores: counts by binary search
             edges = np.linspace(lo, hi, 80)
             counts = np.diff(np.searchsorted(finite[b], edges, "right"))
-            density = counts / max(len(finite[b]), 1) / np.diff(edges)
-            ax.stairs(density, edges, fill=True, alpha=0.5, color=color, label=label)
+            bars.append((edges, counts / max(len(finite[b]), 1) / np.diff(edges)))
+    _, fp, fn = roc_points(*by_coin)
+    return {
+        "finite_outputs": values is not None,
+        "bars": bars,
+        "roc": (fp, fn),
+        "n": (len(by_coin[0]), len(by_coin[1])),
+    }
+
+
+def _game_data(result: dict, artefacts: dict) -> dict[str, Any]:
+    if "game_data" in artefacts:
+        data: dict[str, Any] = artefacts["game_data"]
+        return data
+    by_coin = artefacts.get("by_coin")
+    if by_coin is None:  # a streamed audit kept no sort: the record's scores, sorted here
+        record = artefacts["record"]
+        by_coin = sorted_scores(record.scores, record.member)
+    return game_figure_data(result, by_coin)
+
+
+def _plot_game(result: dict, artefacts: dict, out_dir: Path, labels) -> list[str]:
+    names = []
+    low = result["lower"]  # a played game has its lower bound
+    data = _game_data(result, artefacts)
+    finite_outputs = data["finite_outputs"]
+    fig, ax = new_figure((6, 4))
+    for b, color in ((0, "C0"), (1, "C1")):
+        label = f"b = {b} ({'X′' if b else 'X'})"
+        x, y = data["bars"][b]
+        if finite_outputs:  # frequencies per output, log scale
+            width = 0.4 * (np.min(np.diff(x)) if len(x) > 1 else 1.0)
+            ax.bar(x + (b - 0.5) * width, y, width=width, color=color, label=label, log=True)
+        else:  # densities on the bins with edges x
+            ax.stairs(y, x, fill=True, alpha=0.5, color=color, label=label)
     if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
         ax.axvline(low["threshold"], color="k", ls="--", lw=1, label="threshold")
     ax.set_xlabel(f"proxy score ({low['proxy']})")
-    ax.set_ylabel("frequency" if values is not None else "density")
+    ax.set_ylabel("frequency" if finite_outputs else "density")
     ax.set_title(f"{result['name']}: scores of the distinguishing game")
     ax.legend(loc="upper right")
     _margins(fig)
     save_figure(fig, out_dir / "scores.png")
-    plt.close(fig)
     names.append("scores.png")
-    names.append(_plot_tradeoff(result, artefacts, by_coin, out_dir, plt, labels))
+    names.append(_plot_tradeoff(result, artefacts, data, out_dir, labels))
     return names
+
+
+_SUPERSCRIPT = str.maketrans(
+    "-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
+)
+
+
+def decade_label(value: float, _position: object = None) -> str:
+    """A log axis's tick label as plain text: 1e-5 -> "10⁻⁵" (superscript digits), "" for a
+    value that is not a power of ten. Matplotlib's own labels are mathtext ("$10^{-5}$"), whose
+    parser is built on first use: 0.2 s of CPU in each process that draws a figure."""
+    if not value > 0 or not np.isfinite(value):
+        return ""
+    exponent = float(np.log10(value))
+    decade = round(exponent)
+    if abs(exponent - decade) > 1e-9:
+        return ""
+    return "10" + str(decade).translate(_SUPERSCRIPT)
 
 
 def _margins(fig):
     """Fixed margins that fit the axis labels and log-scale tick labels of these small figures
     (tight_layout measured every text, drawing each figure twice: half the time of the plots).
-    Log axes keep their decade ticks only: minor ticks cost more than the rest of a figure."""
+    Log axes keep their decade ticks only (minor ticks cost more than the rest of a figure),
+    labelled in plain text (`decade_label`: no mathtext parser to build)."""
     # deferred: matplotlib (half a second) loads only when a plot is drawn
-    from matplotlib.ticker import NullLocator
+    from matplotlib.ticker import FuncFormatter, NullLocator
 
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             if axis.get_scale() == "log":
                 axis.set_minor_locator(NullLocator())
+                axis.set_major_formatter(FuncFormatter(decade_label))
     width, height = fig.get_size_inches()
     fig.subplots_adjust(
         left=0.75 / width, right=1 - 0.15 / width, bottom=0.55 / height, top=1 - 0.35 / height
@@ -596,17 +654,22 @@ def legend_label(
 
 
 def write_outputs(
-    out_dir: Path, result: dict, artefacts: dict, *, plots: bool = True
+    out_dir: Path,
+    result: dict,
+    artefacts: dict,
+    *,
+    plots: bool = True,
+    prepared: Prepared | None = None,
 ) -> list[Path]:
     """Write result.json, report.md and (unless `plots` is false: no matplotlib at all) the
     plots to a staging folder, then move them in place. An estimator panel still being
     computed (artefacts["estimators"], `run_experiment(defer_panel=True)`) is waited for after
-    the plots and put in result["lower"]["estimators"]."""
+    the plots and put in result["lower"]["estimators"]. `prepared`: see `write_plots`."""
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
     pending = artefacts.pop("estimators", None)  # the panel, computed beside the plots
     try:
         labels = result_labels(result)  # once: every writer below reads it
-        drawn = write_plots(result, artefacts, staging, labels) if plots else []
+        drawn = write_plots(result, artefacts, staging, labels, prepared=prepared) if plots else []
         if pending is not None:
             result["lower"]["estimators"] = pending.result()
             pending = None
@@ -633,14 +696,12 @@ def _newest(folder: Path) -> str:
     return max(files, key=lambda p: p.stat().st_mtime_ns).name if files else ""
 
 
-def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt, labels) -> str:
+def _plot_tradeoff(result, artefacts, data, out_dir: Path, labels) -> str:
     """ROC on log axes (true-positive rate 1 - FN against FP, as in membership-inference
     audits): the game's exact (FP, TP) at a few thousand thresholds spread over every decade
     (`roc_points`), against the exact trade-off curve of the pair (when the pair is known) and
     the boundary that a claimed (eps, delta) allows (when a claim was audited)."""
-    s0, s1 = by_coin
-    n0, n1 = len(s0), len(s1)
-    _, fp, fn = roc_points(s0, s1)
+    (fp, fn), (n0, n1) = data["roc"], data["n"]
     fp_rate, tp_rate = fp / n0, 1 - fn / n1
     dense = np.logspace(-9, 0, 500)  # the curves are linear between vertices (randomised tests)
 
@@ -670,7 +731,7 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt, labels) -> st
         )
     once = {name for name, *_ in references if name.startswith("claimed")}  # one legend entry
     floor = 0.5 / max(n0, n1)
-    fig, ax = plt.subplots(figsize=(5, 5))
+    fig, ax = new_figure((5, 5))
     # both kinds of test: "guess X' when the score is high" (x = FP, y = 1 - FN) and, with the
     # roles of X and X' swapped, "guess X when it is low" (x = FN, y = 1 - FP)
     for swapped, x_game, y_game, color, what in (
@@ -706,5 +767,4 @@ def _plot_tradeoff(result, artefacts, by_coin, out_dir: Path, plt, labels) -> st
     ax.legend(fontsize=7, loc="lower right")
     _margins(fig)
     save_figure(fig, out_dir / "tradeoff.png")
-    plt.close(fig)
     return "tradeoff.png"

@@ -43,7 +43,7 @@ from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s
 
 from auditsel.experiments.config import ConfigError, ExperimentSpec, parse_config
 from auditsel.experiments.experiment import run_experiment
-from auditsel.experiments.figures import save_figure
+from auditsel.experiments.figures import new_figure, save_figure
 from auditsel.experiments.heuristics import result_labels
 from auditsel.experiments.report import write_outputs
 from auditsel.files import atomic_write_text
@@ -385,13 +385,6 @@ def _plot_lower(ax: Any, xs: list, rows: list[dict], idx: list[int]) -> None:
 
 def _plot(path: Path, name: str, points: list, rows: list[dict]) -> None:
     """epsilon against the first swept field, one line per bound, eps_L with its point estimate."""
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib.pyplot as plt
-
     fields = list(points[0].assignments)
     x_field = next((f for f in fields if all(isinstance(r[f], (int, float)) for r in rows)), None)
     others = [f for f in fields if f != x_field]
@@ -401,7 +394,7 @@ def _plot(path: Path, name: str, points: list, rows: list[dict]) -> None:
     n = len(groups)
     cols = min(n, 3)
     nrows = math.ceil(n / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.6 * nrows), squeeze=False)
+    fig, axes = new_figure((4.6 * cols, 3.6 * nrows), grid=(nrows, cols))
     for ax, (key, idx) in zip(axes.flat, groups.items()):
         xs = [rows[i][x_field] if x_field else i for i in idx]
         order = sorted(range(len(idx)), key=lambda j: xs[j])
@@ -423,4 +416,3 @@ def _plot(path: Path, name: str, points: list, rows: list[dict]) -> None:
     fig.suptitle(f"{name}: bounds per sweep point")
     fig.tight_layout()
     save_figure(fig, path)
-    plt.close(fig)

@@ -52,7 +52,13 @@ from auditsel.files import (
     temporary_beside,
 )
 from auditsel.games.fingerprint import code_identity, describe_change
-from auditsel.games.worker_pool import bounded, fork_available, forked_chunks, game_threads
+from auditsel.games.worker_pool import (
+    bounded,
+    fork_available,
+    forked_chunks,
+    game_threads,
+    usable_cores,
+)
 from auditsel.roles import GameProtocol, Proxy
 
 
@@ -425,7 +431,7 @@ def _execute(
 
 def _workers(jobs: int) -> int:
     """joblib's n_jobs convention: -1 all cores, -2 all but one, ..."""
-    return max(1, jobs if jobs > 0 else (os.cpu_count() or 1) + 1 + jobs)
+    return max(1, jobs if jobs > 0 else usable_cores() + 1 + jobs)
 
 
 def _threaded(

@@ -33,6 +33,10 @@ Contract.
   value comes back pickled, and where it does not (the child died, an object that does not
   pickle) fn() is called again in this process: the same function of the same inputs, so
   the same value.
+* Work prepared ahead. `Prepared(prepare)` forks a process that runs prepare() (an import of
+  matplotlib, say) at once and then waits for one call `call(fn, *args)`, whose arguments and
+  value travel pickled: the preparation runs on a free core beside the caller's own start-up
+  instead of after it. Forked only where `Beside` would fork; else fn runs in the caller.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager, suppress
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from threadpoolctl import ThreadpoolController
 
@@ -63,7 +67,9 @@ __all__ = [
     "forked_chunks",
     "bounded",
     "Beside",
+    "Prepared",
     "spare_core",
+    "usable_cores",
 ]
 
 T = TypeVar("T")
@@ -86,7 +92,7 @@ def game_threads(jobs: int) -> int:
         if raw.isdigit() and int(raw) > 0:
             return int(raw)
         raise ConfigError("AUDITSEL_GAME_THREADS", f"must be a positive integer, got {raw!r}")
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     return 1 if abs(jobs) <= 1 else max(1, cores // abs(jobs))
 
 
@@ -150,6 +156,15 @@ def limited_threads(threads: int) -> Iterator[int]:
                 for step in reversed(_SAVED):
                     step()
                 _SAVED, _ACTIVE = [], 0
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the system tells it (a
+    `taskset`, a container's cpuset), else every core of the machine."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity here (macOS)
+        return os.cpu_count() or 1
 
 
 def fork_available() -> bool:
@@ -226,7 +241,7 @@ def spare_core() -> bool:
     except OSError:  # no load average here: assume a free core
         return True
     busy = min(busy, _runnable_others())
-    return busy < (os.cpu_count() or 1) - 0.5
+    return busy < usable_cores() - 0.5
 
 
 def _runnable_others() -> float:
@@ -332,3 +347,117 @@ class Beside:
         if self._error is not None:
             raise self._error
         return self._value
+
+
+def _write_framed(pipe: Any, data: bytes) -> None:
+    """data, preceded by its length (8 bytes): the reader needs no end of file, which a pipe
+    does not see while a process forked meanwhile still holds a copy of its writing end."""
+    pipe.write(len(data).to_bytes(8, "little") + data)
+    pipe.flush()
+
+
+def _read_framed(pipe: Any) -> bytes:
+    """What `_write_framed` wrote, or b"" where the writer left first."""
+    head = pipe.read(8)
+    if len(head) < 8:
+        return b""
+    data: bytes = pipe.read(int.from_bytes(head, "little"))
+    return data
+
+
+class Prepared:
+    """A process forked now, which runs `prepare()` at once (imports that take a third of a
+    second, say) on its own core while the caller goes on, then waits for one call:
+    `call(fn, *args)` sends a module-level fn and its arguments (pickled), and ``fn(*args)``
+    runs there with whatever `prepare` loaded and comes back pickled. Forked only where `Beside`
+    would fork; elsewhere, or where fn, its arguments or its value do not pickle, or the
+    process died, ``fn(*args)`` runs in the caller: the same function of the same inputs, so the
+    same value. An exception fn raises there is raised here. `close()` (also by a with-block)
+    lets an unused process go; it leaves by itself when the caller ends."""
+
+    def __init__(self, prepare: Callable[[], object]) -> None:
+        self.forked = fork_available() and threading.active_count() == 1 and spare_core()
+        self._open = self.forked
+        if not self.forked:
+            return
+        ask_read, self._ask = os.pipe()
+        self._answer, answer_write = os.pipe()
+        self._pid = os.fork()
+        if self._pid == 0:  # the child: prepare, answer one call, leave without cleanup
+            os.close(self._ask)
+            os.close(self._answer)
+            self._serve(prepare, ask_read, answer_write)
+        os.close(ask_read)
+        os.close(answer_write)
+
+    @staticmethod
+    def _serve(prepare: Callable[[], object], ask: int, answer: int) -> None:
+        gc.freeze()  # as in Beside: the inherited objects stay out of the collector's passes
+        status = 1
+        try:
+            with suppress(Exception):  # a failed preparation only costs the call its head start
+                prepare()
+            with os.fdopen(ask, "rb") as pipe:
+                request = _read_framed(pipe)
+            if request:  # empty: closed unused
+                fn, args = pickle.loads(request)
+                try:
+                    payload = (True, fn(*args))
+                except BaseException as err:  # sent to the caller, which raises it
+                    payload = (False, err)
+                with os.fdopen(answer, "wb") as pipe:
+                    _write_framed(pipe, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+            status = 0
+        finally:  # Ctrl-C included: leave quietly, the caller reports
+            os._exit(status)
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, computed in the prepared process where it was forked (class
+        docstring)."""
+        if not self._open:
+            return fn(*args)
+        self._open = False
+        try:
+            request = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # cannot be sent: computed here
+            self._release()
+            return fn(*args)
+        try:
+            with os.fdopen(self._ask, "wb") as pipe:
+                _write_framed(pipe, request)
+            with os.fdopen(self._answer, "rb") as pipe:
+                data = _read_framed(pipe)
+        except OSError:  # the process died while being asked: the call is made here
+            data = b""
+        finally:
+            with suppress(ChildProcessError):
+                os.waitpid(self._pid, 0)
+        try:
+            ok, value = pickle.loads(data)
+        except Exception:  # died, or a value that does not pickle: the same call, here
+            return fn(*args)
+        if not ok:
+            raise value
+        return cast(T, value)
+
+    def _release(self) -> None:
+        with suppress(OSError):
+            os.kill(self._pid, signal.SIGKILL)  # unused: its preparation need not finish
+        with suppress(OSError):
+            os.close(self._ask)
+        with suppress(OSError):
+            os.close(self._answer)
+        with suppress(ChildProcessError):
+            os.waitpid(self._pid, 0)
+
+    def close(self) -> None:
+        """Let an unused prepared process go (stopped and reaped at once)."""
+        if self._open:
+            self._open = False
+            self._release()
+
+    def __enter__(self) -> Prepared:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

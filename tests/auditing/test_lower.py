@@ -419,11 +419,13 @@ def test_cheap_limit_bounds_never_beat_the_exact_limits(nobs, frac, a):
 @given(
     st.lists(st.sampled_from([-np.inf, -1.0, 0.0, 0.5, 2.0, np.inf]), min_size=1, max_size=300),
     st.integers(0, 2**32 - 1),
+    st.booleans(),
 )
 @settings(max_examples=100, deadline=None)
-def test_a_pilot_bitset_answers_as_its_copied_out_scores(values, seed):
-    # a split's pilot is kept as a bitset over the sorted scores: its order statistics, counts
-    # and grid quantiles are those of the subset copied out and sorted
+def test_a_pilot_bitset_answers_as_its_copied_out_scores(values, seed, bitset):
+    # a split's pilot is kept as a bitset over the sorted scores of a large audit (forced here
+    # with copy_below = 0), or copied out of a small one: either way its order statistics,
+    # counts and grid quantiles are those of the subset copied out and sorted
     from auditsel.auditing.sorted_scores import SortedPart, kth_smallest, pilot_grid, uniform_subset
 
     s = np.sort(np.array(values))
@@ -431,12 +433,22 @@ def test_a_pilot_bitset_answers_as_its_copied_out_scores(values, seed):
     k = int(rng.integers(0, len(s) + 1))
     mask = uniform_subset(len(s), k, rng)
     assert mask.sum() == k
-    part, copy = SortedPart(s, mask), s[mask]
+    default = SortedPart.copy_below
+    SortedPart.copy_below = 0 if bitset else default
+    try:
+        part = SortedPart(s, mask)
+    finally:
+        SortedPart.copy_below = default
+    copy = s[mask]
+    assert (part.words is not None) == bitset
     assert part.n == k
     assert np.array_equal(part.value(np.arange(k)), copy)
     t = np.array([-np.inf, -1.0, 0.25, 2.0, np.inf])
     assert np.array_equal(part.count_le(t), np.searchsorted(copy, t, side="right"))
-    assert np.array_equal(part.rank(np.arange(len(s) + 1)), np.r_[0, np.cumsum(mask)])
+    if bitset:  # positions of s
+        assert np.array_equal(part.rank(np.arange(len(s) + 1)), np.r_[0, np.cumsum(mask)])
+    else:  # positions of the copy
+        assert np.array_equal(part.rank(np.arange(k + 1)), np.arange(k + 1))
     other = SortedPart(s[: len(s) // 2])
     finite = np.sort(np.r_[copy, s[: len(s) // 2]])
     finite = finite[np.isfinite(finite)]

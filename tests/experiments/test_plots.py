@@ -12,7 +12,7 @@ from figure_records import record_saved_figures
 from auditsel.auditing.sorted_scores import threshold_table
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.experiment import run_experiment
-from auditsel.experiments.report import roc_points, sorted_scores, write_plots
+from auditsel.experiments.report import decade_label, roc_points, sorted_scores, write_plots
 
 
 @pytest.mark.parametrize("n, ties", [(1000, False), (200_000, True), (7, True)])
@@ -63,3 +63,88 @@ def test_plots_of_a_large_game_draw_a_few_thousand_points(tmp_path, monkeypatch)
     assert set(names) == {"privacy_curve.png", "scores.png", "tradeoff.png"} == set(drawn)
     assert all(0 < count <= 15_000 for count in drawn.values()), drawn
     assert drawn["tradeoff.png"] < 400_000 / 20
+
+
+def test_decade_labels_are_plain_text_powers_of_ten():
+    back = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
+    for k in range(-307, 309):  # the normal doubles (a subnormal 1e-320 is no exact decade)
+        label = decade_label(10.0**k)
+        assert label.startswith("10") and "$" not in label
+        assert int(label[2:].translate(back)) == k  # read back, the label is the exponent
+    for value in (2e-5, 0.5, 3.0, 0.0, -1.0, np.inf, np.nan):
+        assert decade_label(value) == ""
+
+
+def test_figures_build_no_mathtext(tmp_path, monkeypatch):
+    """Log axes are labelled in plain text: matplotlib's mathtext parser (0.2 s of CPU to
+    build in each process that draws) is never used by the run's figures."""
+    import matplotlib.mathtext
+
+    spec = parse_config(
+        {
+            "name": "text",
+            "delta": 1e-5,
+            "base": {"kind": "gaussian", "mu": 0.5},
+            "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+            "game": {"kind": "reduced", "trials": 20_000, "seed": 0},
+        }
+    )
+    result, artefacts = run_experiment(spec, None, progress=False)
+    parsed = []
+    real_parse = matplotlib.mathtext.MathTextParser.parse
+    monkeypatch.setattr(
+        matplotlib.mathtext.MathTextParser,
+        "parse",
+        lambda self, s, *a, **k: parsed.append(s) or real_parse(self, s, *a, **k),
+    )
+    monkeypatch.setattr("auditsel.games.worker_pool.fork_available", lambda: False)
+    labels = []
+
+    def record(fig, path):
+        fig.canvas.draw()
+        labels.extend(
+            t.get_text()
+            for ax in fig.axes
+            for axis in (ax.xaxis, ax.yaxis)
+            if axis.get_scale() == "log"
+            for t in axis.get_ticklabels()
+        )
+
+    record_saved_figures(monkeypatch, record)
+    assert len(write_plots(result, artefacts, tmp_path)) == 3
+    assert parsed == []
+    assert labels and any(label.startswith("10") for label in labels)
+    assert not any("$" in label for label in labels)
+
+
+def test_the_process_that_draws_is_sent_a_few_thousand_numbers_not_the_scores(tmp_path):
+    """With a prepared process (worker_pool.Prepared), write_plots sends what the figures draw
+    (game_figure_data: bars and exact ROC counts), not the 400,000 scores; drawn from it, the
+    figures are the files drawn from the scores, byte for byte."""
+    import pickle
+
+    spec = parse_config(
+        {
+            "name": "sent",
+            "delta": 1e-5,
+            "base": {"kind": "gaussian", "mu": 0.5},
+            "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+            "game": {"kind": "reduced", "trials": 400_000, "seed": 0},
+        }
+    )
+    result, artefacts = run_experiment(spec, None, progress=False)
+
+    class Here:  # a prepared process that runs the call here, keeping what it was sent
+        sent = None
+
+        def call(self, fn, *args):
+            Here.sent = pickle.dumps(args)
+            return fn(*pickle.loads(Here.sent))
+
+    (tmp_path / "sent").mkdir()
+    (tmp_path / "scores").mkdir()
+    names = write_plots(result, artefacts, tmp_path / "sent", prepared=Here())
+    assert names == write_plots(result, artefacts, tmp_path / "scores")
+    assert len(Here.sent) < 300_000  # bytes; the sorted scores alone are 3.2 MB
+    for name in names:
+        assert (tmp_path / "sent" / name).read_bytes() == (tmp_path / "scores" / name).read_bytes()

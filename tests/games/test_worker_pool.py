@@ -45,7 +45,7 @@ def census_score(release, canary):
 
 def test_game_threads_is_the_share_of_the_cores(monkeypatch):
     monkeypatch.delenv("AUDITSEL_GAME_THREADS", raising=False)
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(worker_pool, "usable_cores", lambda: 16)
     assert [game_threads(j) for j in (1, 2, 3, 16, 32, -1)] == [1, 8, 5, 1, 1, 1]
     monkeypatch.setenv("AUDITSEL_GAME_THREADS", "3")
     assert game_threads(1) == game_threads(8) == 3
@@ -148,8 +148,21 @@ def spare(monkeypatch):
     monkeypatch.setattr(worker_pool, "spare_core", lambda: True)
 
 
+def test_usable_cores_are_the_affinity_not_the_machine(monkeypatch):
+    # a `taskset -c 2,3` on a 16-core machine, or a container's cpuset: two cores to use
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {2, 3}, raising=False)
+    assert worker_pool.usable_cores() == 2
+    monkeypatch.setattr(worker_pool, "_runnable_others", lambda: float("inf"))
+    monkeypatch.setattr(os, "getloadavg", lambda: (8.0, 0.0, 0.0))
+    assert not worker_pool.spare_core()  # a load of 8 on its two cores: none to spare
+    assert game_threads(2) == 1
+    monkeypatch.delattr(os, "sched_getaffinity")  # macOS: the machine's cores
+    assert worker_pool.usable_cores() == 16
+
+
 def test_spare_core_reads_the_load_average(monkeypatch):
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(worker_pool, "usable_cores", lambda: 2)
     monkeypatch.setattr(worker_pool, "_runnable_others", lambda: float("inf"))
     monkeypatch.setattr(os, "getloadavg", lambda: (1.4, 0.0, 0.0))
     assert worker_pool.spare_core()
@@ -218,3 +231,62 @@ def test_beside_cancel_stops_and_reaps_the_child(spare):
     job.cancel()
     with pytest.raises(ChildProcessError):
         os.waitpid(job._pid, os.WNOHANG)  # already reaped: no such child any more
+
+
+_PREPARED = []  # what prepare() did in the process that ran it
+
+
+def _prepare():
+    _PREPARED.append(os.getpid())
+
+
+def _where_prepared(x):
+    return os.getpid(), list(_PREPARED), x * x
+
+
+def _fails(field):
+    raise ConfigError(field, "must be at least 2")
+
+
+def _dies_unless_in(parent):
+    if os.getpid() != parent:
+        os._exit(3)  # the prepared process dies: the call is made again in the caller
+    return "here"
+
+
+def test_prepared_runs_its_preparation_ahead_and_the_call_there(spare):
+    parent = os.getpid()
+    with worker_pool.Prepared(_prepare) as job:
+        assert job.forked == (fork_available() and threading.active_count() == 1)
+        pid, prepared, value = job.call(_where_prepared, 7)
+    assert value == 49
+    if job.forked:  # computed in the process that ran the preparation, not in this one
+        assert pid != parent and prepared == [pid] and _PREPARED == []
+        with pytest.raises(ChildProcessError):
+            os.waitpid(job._pid, os.WNOHANG)  # reaped
+    else:
+        assert pid == parent
+    assert worker_pool.Prepared(_prepare).call(_where_prepared, 3)[2] == 9
+
+
+def test_prepared_raises_the_error_of_the_call_with_its_field(spare):
+    with pytest.raises(ConfigError) as err:
+        worker_pool.Prepared(_prepare).call(_fails, "game.trials")
+    assert err.value.field == "game.trials" and err.value.message == "must be at least 2"
+
+
+def test_prepared_computes_here_what_cannot_travel_or_when_it_died(spare):
+    here = os.getpid()
+    assert worker_pool.Prepared(_prepare).call(lambda x: (os.getpid(), x), 1) == (here, 1)
+    assert worker_pool.Prepared(_prepare).call(_dies_unless_in, here) == "here"
+
+
+def test_prepared_unused_is_stopped_and_reaped_and_a_loaded_machine_never_forks(spare, monkeypatch):
+    job = worker_pool.Prepared(lambda: __import__("time").sleep(60))
+    if job.forked:
+        job.close()  # at once, not after the minute of preparation
+        with pytest.raises(ChildProcessError):
+            os.waitpid(job._pid, os.WNOHANG)
+    monkeypatch.setattr(worker_pool, "spare_core", lambda: False)
+    loaded = worker_pool.Prepared(_prepare)
+    assert not loaded.forked and loaded.call(_where_prepared, 2)[0] == os.getpid()

@@ -1,0 +1,92 @@
+"""The bounds of a setting kept on disk across runs of `auditsel run`.
+
+Contract. `cached(key, compute, folder)` returns compute() and, with a `folder`, keeps it there
+under a name that is the sha256 of the key, of the digest of every source file of the
+installed package (`auditsel.games.fingerprint.package_digest`) and of the versions of
+python, numpy, scipy and dp_accounting: a value is read back only by the code, and the
+libraries, that computed it, for the same setting (the pair, the law of K, delta, whether
+curves are drawn), so it is the value compute() would return (pickled: every float to the
+last bit). A file that cannot be read or unpickled is computed again and rewritten; a folder
+that cannot be written is not an error (the value is computed, not kept). Files are written
+atomically, so concurrent runs never read half a file. A key whose repr is not a pure
+function of its value (an object address in it) is never kept.
+
+`cache_folder()` is where `auditsel run` keeps them: `$AUDITSEL_CACHE_DIR` when set (the
+value `off` keeps nothing), else `$XDG_CACHE_HOME/auditsel/bounds`, else
+`~/.cache/auditsel/bounds`. The CLI's `--no-cache` keeps nothing either; the Python API keeps
+nothing unless it is given a folder. A kept value is small (a few kB to a few hundred kB: the
+attack's score-search tables are not kept). Deleting the folder is always safe. The values are
+pickles, which run code when read: the folder is made readable and writable by its owner only,
+and should not be one that others can write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import platform
+import sys
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import TypeVar
+
+from auditsel.files import atomic_write_bytes
+from auditsel.games.fingerprint import package_digest
+
+__all__ = ["CACHE_ENV", "cache_folder", "cached", "cache_file"]
+
+#: the environment variable naming the folder (or "off")
+CACHE_ENV = "AUDITSEL_CACHE_DIR"
+
+T = TypeVar("T")
+_ADDRESS = " at 0x"  # in a repr: an object's address, not its value
+
+
+def cache_folder() -> Path | None:
+    """The folder `auditsel run` keeps bounds in (module docstring), None when switched off."""
+    named = os.environ.get(CACHE_ENV)
+    if named is not None:
+        return None if named.strip().lower() in ("", "off") else Path(named).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "auditsel" / "bounds"
+
+
+def _versions() -> str:
+    found = [platform.python_version()]
+    for name in ("numpy", "scipy", "dp-accounting"):
+        try:
+            found.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name} absent")
+    return ";".join(found)
+
+
+def cache_file(key: object, folder: Path) -> Path:
+    """The file that keeps the value of `key` (its repr names the setting: frozen dataclasses
+    and floats, whose reprs are exact) for this code and these libraries."""
+    digest = hashlib.sha256(
+        "\0".join((repr(key), package_digest(), _versions(), sys.byteorder)).encode()
+    ).hexdigest()
+    return folder / f"{digest}.pickle"
+
+
+def cached(key: object, compute: Callable[[], T], folder: Path | None) -> T:
+    """compute(), read back from `folder` when this code kept it there for `key` before, else
+    computed and kept (module docstring). folder None: computed, nothing kept."""
+    if folder is None or _ADDRESS in repr(key):
+        return compute()
+    path = cache_file(key, folder)
+    try:
+        value: T = pickle.loads(path.read_bytes())
+        return value
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
+        pass  # not kept yet, or unreadable: computed again below
+    value = compute()
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write_bytes(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except OSError:
+        pass  # a read-only or full disk: the value is computed, not kept
+    return value
