@@ -4,7 +4,8 @@
 in [0, 1), else a ConfigError naming `field` (docs/explanation/architecture.md: "a delta outside [0, 1) is a
 ConfigError in every function").
 
-`bisect` and `golden_min`: a scalar root and a scalar minimum, for the code on the path of
+`bisect` and `golden_min`: a scalar root, and a minimum by golden section (scalar, or a batch
+of searches evaluated together, one array call of f per step), for the code on the path of
 every `auditsel run` (importing scipy.optimize takes a third of a second).
 
 `newton_bracketed(fun, lo, hi)`: vectorised roots of increasing or decreasing functions, one
@@ -13,14 +14,14 @@ leaves it): the inverse cdfs of the games' samplers.
 
 `logsumexp(a)`: log(sum(exp(a))) over the last axis, stable for -inf entries and all -inf rows.
 scipy.special.logsumexp computes the same, but costs about 0.2-0.4 ms of overhead a call; the
-bounds call it thousands of times on small arrays (a Renyi integral per order).
+bounds call it on many small arrays (finite Renyi divergences).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -106,23 +107,50 @@ def bisect(
 
 
 def golden_min(
-    f: Callable[[float], float], left: float, right: float, steps: int = 60
-) -> tuple[float, float]:
-    """(x, f(x)): golden-section search for a minimum of the scalar f on [left, right], `steps`
-    shrinks of the bracket by 0.618 each (60 steps: a bracket 3e-13 of the original)."""
+    f: Callable[[Any], Any],
+    left: ArrayLike,
+    right: ArrayLike,
+    steps: int = 60,
+    xtol: float = 0.0,
+) -> tuple[Any, Any]:
+    """(x, f(x)): golden-section search for a minimum of f on [left, right], `steps` shrinks of
+    the bracket by 0.618 each (60 steps: a bracket 3e-13 of the original), or fewer: it stops
+    once every bracket is at most `xtol` wide (xtol = 0: all `steps`).
+
+    Floats `left`, `right`: f is a scalar function and (x, f(x)) are floats. Arrays: a batch of
+    searches, entry i on [left_i, right_i], and f maps an array of points (entry i's point at i)
+    to their values in one call; each entry follows the same steps as its own scalar search (the
+    same arithmetic: the same x and f(x) bit for bit when f gives the same values). The value
+    returned is a real evaluation of f, never an extrapolation."""
+    if np.ndim(left) == 0 and np.ndim(right) == 0:
+        x, fx = golden_min(
+            lambda t: np.array([f(float(t[0]))], dtype=float),
+            np.array([left], dtype=float),
+            np.array([right], dtype=float),
+            steps,
+            xtol,
+        )
+        return float(x[0]), float(fx[0])
     g = (math.sqrt(5) - 1) / 2
-    c, d = right - g * (right - left), left + g * (right - left)
-    fc, fd = f(c), f(d)
+    lo, hi = np.broadcast_arrays(np.asarray(left, dtype=float), np.asarray(right, dtype=float))
+    lo, hi = lo.copy(), hi.copy()
+    c, d = hi - g * (hi - lo), lo + g * (hi - lo)
+    fc, fd = (np.asarray(f(c), dtype=float), np.asarray(f(d), dtype=float))
     for _ in range(steps):
-        if fc < fd:
-            right, d, fd = d, c, fc
-            c = right - g * (right - left)
-            fc = f(c)
-        else:
-            left, c, fc = c, d, fd
-            d = left + g * (right - left)
-            fd = f(d)
-    return (c, fc) if fc < fd else (d, fd)
+        if xtol > 0 and np.all(hi - lo <= xtol):
+            break
+        down = fc < fd  # the minimum is left of d: [lo, d] is kept, a new c is evaluated
+        hi, lo = np.where(down, d, hi), np.where(down, lo, c)
+        new = np.where(down, hi - g * (hi - lo), lo + g * (hi - lo))
+        f_new = np.asarray(f(new), dtype=float)
+        c, d, fc, fd = (
+            np.where(down, new, d),
+            np.where(down, c, new),
+            np.where(down, f_new, fd),
+            np.where(down, fc, f_new),
+        )
+    take_c = fc < fd
+    return np.where(take_c, c, d), np.where(take_c, fc, fd)
 
 
 def newton_bracketed(

@@ -23,7 +23,9 @@ output of K = 0 carries the same mass on both sides and adds [atom (1 - e^eps)]_
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING, cast, overload
 
 import numpy as np
@@ -54,10 +56,29 @@ LEVEL_BLOCK = 1 << 24  # grid points x levels compared at once (16 MB of boolean
 
 
 def _llr_grid(winner: GaussianWinner, direction: int) -> tuple[FloatArray, FloatArray]:
-    """The log-likelihood ratio log p_dir / p_other on the scan grid (computed once per winner)."""
-    sign = 1.0 if direction == 1 else -1.0
+    """The log-likelihood ratio log p_dir / p_other on the scan grid (computed once per
+    hashable winner: direction 0 is direction 1's negation, exactly; read-only arrays)."""
+    try:
+        hash(winner)
+    except TypeError:  # a law of K that is not hashable (a table): computed afresh
+        grid, llr = _llr_scan.__wrapped__(winner)
+    else:
+        grid, llr = _llr_scan(winner)
+    if direction == 1:
+        return grid, llr
+    negated = -llr
+    negated.flags.writeable = False
+    return grid, negated
+
+
+@lru_cache(maxsize=16)
+def _llr_scan(winner: GaussianWinner) -> tuple[FloatArray, FloatArray]:
+    """(grid, log p_1 / p_0 on it), cached per winner."""
     grid = np.arange(-GRID_MARGIN, winner.mu + GRID_MARGIN + GRID_STEP, GRID_STEP)
-    return grid, sign * winner.log_likelihood_ratio(grid)
+    llr = winner.log_likelihood_ratio(grid)
+    grid.flags.writeable = False
+    llr.flags.writeable = False
+    return grid, llr
 
 
 def likelihood_ratio_region_masses(
@@ -255,8 +276,30 @@ def exact_epsilon(
     else:
         ok = deltas > 0
         if ok.any():
-            out[ok] = _gaussian_epsilons(cast("GaussianWinner", winner), deltas[ok], tol)
+            out[ok] = _gaussian_epsilons_once(cast("GaussianWinner", winner), deltas[ok], tol)
     return out if np.ndim(delta) else float(out[0])
+
+
+_EPSILONS: dict[tuple[object, ...], FloatArray] = {}
+_EPSILONS_LOCK = threading.Lock()
+
+
+def _gaussian_epsilons_once(winner: GaussianWinner, deltas: FloatArray, tol: float) -> FloatArray:
+    """`_gaussian_epsilons`, remembered per (winner, deltas, tol) (the panel's exact bound and
+    the attack's monotone value ask for the same numbers, from two threads: the second waits
+    for the first and gets a copy of the same array). Unhashable winners are computed afresh."""
+    try:
+        key: tuple[object, ...] = (winner, tuple(deltas.tolist()), tol)
+        hash(key)
+    except TypeError:
+        return _gaussian_epsilons(winner, deltas, tol)
+    with _EPSILONS_LOCK:
+        if key not in _EPSILONS:
+            if len(_EPSILONS) >= 32:
+                _EPSILONS.clear()
+            _EPSILONS[key] = _gaussian_epsilons(winner, deltas, tol)
+        kept: FloatArray = _EPSILONS[key]
+        return np.array(kept, dtype=float)
 
 
 def _finite_epsilon(winner: FiniteWinner, delta: float, tol: float) -> float:

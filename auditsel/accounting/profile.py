@@ -250,6 +250,15 @@ def _refine_cells(lo_w, hi_w, lo_q, hi_q, pieces: int = 16):
     return new_w.ravel(), new_q.ravel()
 
 
+def _region_values(
+    profile: BaseProfile, law: RoundsLaw, w: FloatArray, q: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """(log G'(q), log G'(q')) at each point (w, q) of the region's grid, with (w', q') the
+    region's most powerful test there (`BaseProfile.region`)."""
+    w_max, q_min = profile.region(w, q)
+    return _log_gprime(law, q, w), _log_gprime(law, q_min, w_max)
+
+
 def region_sup(
     profile: BaseProfile,
     law: RoundsLaw,
@@ -266,10 +275,8 @@ def region_sup(
     b = np.atleast_1d(np.asarray(b, dtype=float))[:, None]
     tol = np.broadcast_to(np.asarray(tol, dtype=float), (max(len(a), len(b)),))[:, None]
     w, q = region_grid()
+    top, bottom = _region_values(profile, law, w, q)
     for _ in range(max_rounds):
-        w_max, q_min = profile.region(w, q)
-        top = _log_gprime(law, q, w)
-        bottom = _log_gprime(law, q_min, w_max)
         with np.errstate(invalid="ignore"):
             point = a * top[None, :] - b * bottom[None, :]
             cell = a * top[None, :-1] - b * bottom[None, 1:]
@@ -286,10 +293,12 @@ def region_sup(
             worst = np.argsort(np.max(cell[:, idx] - best_point, axis=0))[::-1][:800]
             idx = idx[np.sort(worst)]
         sub_w, sub_q = _refine_cells(w[idx], w[idx + 1], q[idx], q[idx + 1])
-        w_all = np.concatenate([w, sub_w])
-        q_all = np.concatenate([q, sub_q])
-        w, keep = np.unique(w_all, return_index=True)
-        q = q_all[keep]
+        # the region and log G' of the new points only (both are point by point)
+        sub_top, sub_bottom = _region_values(profile, law, sub_w, sub_q)
+        w, keep = np.unique(np.concatenate([w, sub_w]), return_index=True)
+        q = np.concatenate([q, sub_q])[keep]
+        top = np.concatenate([top, sub_top])[keep]
+        bottom = np.concatenate([bottom, sub_bottom])[keep]
     return np.maximum(bound, -np.inf)
 
 
@@ -391,4 +400,6 @@ def rnm_gaussian_closed_form(sigma: float, m: int, delta: float) -> float:
 
 def rnm_gaussian_rdp(sigma: float, m: int, delta: float) -> float:
     """Zhu & Wang RDP baseline 2 alpha/sigma^2 + log(m)/(alpha - 1), converted (continuous alpha)."""
-    return rdp_to_epsilon_continuous(lambda a: 2 * a / sigma**2 + math.log(m) / (a - 1), delta)
+    return float(
+        rdp_to_epsilon_continuous(lambda a: 2 * a / sigma**2 + math.log(m) / (a - 1), delta)
+    )

@@ -19,8 +19,8 @@ same shortcut). The order grid `ORDERS` used throughout the panel is stated here
 dp_accounting itself). Every RDP conversion and every RDP bound over `ORDERS` is therefore never
 looser than the same computation over dp_accounting's default orders. Closed-form curves
 (Gaussian, pure DP) can be minimised continuously with `rdp_to_epsilon_continuous`
-(golden-section over alpha - 1 in log scale, then the grid value is kept if smaller), which
-removes the grid error altogether. With delta = 0 the conversion gives inf (a finite grid of
+(golden-section over alpha - 1 in log scale, then the grid value is kept if smaller; a batch of
+deltas searched together), which removes the grid error altogether. With delta = 0 the conversion gives inf (a finite grid of
 orders cannot certify pure DP).
 
 Curves (all tight, i.e. equal to the true divergence, maximised over both directions):
@@ -73,9 +73,10 @@ DP_ACCOUNTING_ORDERS = np.array(
 ORDERS = np.union1d(GRID, DP_ACCOUNTING_ORDERS)
 
 
-def _conversion_terms(orders: FloatArray, delta: float) -> FloatArray:
+def _conversion_terms(orders: FloatArray, delta: ArrayLike) -> FloatArray:
+    """log(1 - 1/alpha) - (log(delta) + log(alpha)) / (alpha - 1), broadcast over both."""
     a = orders
-    return np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1.0)
+    return np.log1p(-1.0 / a) - (np.log(delta) + np.log(a)) / (a - 1.0)
 
 
 def rdp_to_epsilon(orders: ArrayLike, rdp: ArrayLike, delta: ArrayLike) -> FloatArray | float:
@@ -107,37 +108,57 @@ def rdp_to_epsilon(orders: ArrayLike, rdp: ArrayLike, delta: ArrayLike) -> Float
     return out if np.ndim(delta) else float(out[0])
 
 
+#: the order search stops once its bracket in log(alpha - 1) is this narrow: the conversion is
+#: flat at its minimum (second order), so the value found moves by far less than 1e-13
+ORDER_XTOL = 1e-11
+
+
 def rdp_to_epsilon_continuous(
     curve: Callable[[FloatArray], ArrayLike],
-    delta: float,
+    delta: ArrayLike,
     lo: float = 1e-3,
     hi: float = 1e4,
     grid: ArrayLike | None = None,
-) -> float:
+) -> FloatArray | float:
     """eps at delta: the conversion minimised over alpha in (1 + lo, 1 + hi) for a vectorised
     curve(alpha) (inf at delta = 0; a ConfigError outside [0, 1)).
 
-    A log-spaced scan of 400 points in alpha - 1, then golden-section refinement around the best
-    point. The minimum found is a valid epsilon whatever its accuracy (every alpha gives one).
+    A log-spaced scan of 400 points in alpha - 1 (or the orders of `grid`: one row for every
+    delta, or one row per delta), then golden-section refinement in log(alpha - 1) between the
+    best point's neighbours, stopped once the bracket is ORDER_XTOL wide. `delta` may be an
+    array: the scans and the searches of every delta are evaluated together (`curve` gets an
+    array of orders of any shape). A float for a scalar delta, else an array. The minimum
+    found is a valid epsilon whatever its accuracy (every alpha gives one), and never above
+    the scan's best point.
     """
-    check_deltas(delta)
-    if delta == 0:
-        return math.inf
-    xs = np.logspace(math.log10(lo), math.log10(hi), 400) if grid is None else np.asarray(grid) - 1
-    a = 1.0 + xs
-    vals = np.asarray(curve(a), dtype=float) + _conversion_terms(a, delta)
-    vals = np.where(np.isfinite(vals), vals, np.inf)
-    i = int(np.argmin(vals))
-    if not np.isfinite(vals[i]):
-        return math.inf
-    f = lambda t: float(
-        np.asarray(curve(np.array([1 + math.exp(t)])), dtype=float)[0]
-        + _conversion_terms(np.array([1 + math.exp(t)]), delta)[0]
-    )
-    left = math.log(xs[max(i - 1, 0)])
-    right = math.log(xs[min(i + 1, len(xs) - 1)])
-    _, best = golden_min(f, left, right, steps=60)
-    return max(min(best, float(vals[i])), 0.0)
+    deltas = check_deltas(delta)
+    out = np.full(deltas.shape, math.inf)
+    pos = np.nonzero(deltas > 0)[0]
+    if len(pos):
+        d = deltas[pos][:, None]
+        if grid is None:
+            xs = np.logspace(math.log10(lo), math.log10(hi), 400)
+        else:
+            xs = np.asarray(grid, dtype=float) - 1
+        xs = np.broadcast_to(xs, (len(pos), xs.shape[-1])) if xs.ndim == 1 else xs[pos]
+        a = 1.0 + xs
+        vals = np.asarray(curve(a), dtype=float) + _conversion_terms(a, d)
+        vals = np.where(np.isfinite(vals), vals, np.inf)
+        i = np.argmin(vals, axis=1)
+        rows = np.arange(len(pos))
+        scan = vals[rows, i]
+        last = xs.shape[1] - 1
+        left = np.log(xs[rows, np.maximum(i - 1, 0)])
+        right = np.log(xs[rows, np.minimum(i + 1, last)])
+        f = lambda t: (
+            np.asarray(curve(1 + np.exp(t)), dtype=float)
+            + _conversion_terms(1 + np.exp(t), d[:, 0])
+        )
+        _, best = golden_min(f, left, right, steps=60, xtol=ORDER_XTOL)
+        with np.errstate(invalid="ignore"):
+            found = np.maximum(np.fmin(best, scan), 0.0)
+        out[pos] = np.where(np.isfinite(scan), found, math.inf)
+    return out if np.ndim(delta) else float(out[0])
 
 
 def rdp_to_delta(orders: ArrayLike, rdp: ArrayLike, epsilon: ArrayLike) -> FloatArray | float:

@@ -355,6 +355,8 @@ class SearchResult:
 
 
 DIRECTIONS = ((1, "X' over X"), (0, "X over X'"))
+#: (numerator side, mixed bound) of the four DPs of each shape, in the search's order
+COMBOS = tuple((num, mixed) for (num, _), mixed in itertools.product(DIRECTIONS, (True, False)))
 
 
 def _sums(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -383,7 +385,7 @@ class ScoreSearch:
         mean = float(law.mean)
         self.slack = (mean * laws.error[0], mean * laws.error[1])
         self._moves: dict[str, dict[str, dict]] | None = None
-        self._rows: dict[tuple, tuple] = {}
+        self._rows: dict[tuple, list] = {}
 
     @property
     def moves(self) -> dict[str, dict[str, dict]]:
@@ -436,98 +438,111 @@ class ScoreSearch:
                 out[shape][name] = {"valid": valid, "j": j, "side": side}
         return out
 
-    def _gain_rows(self, shape: str, num: int, mixed: bool) -> tuple:
-        """Per move, per state row d: (a_lo, b, penalty) as contiguous arrays (penalty -inf
-        where the move is not allowed), cached: the DP's gain is max(0, a - e b) + penalty."""
-        key = (shape, num, mixed)
+    def _gain_rows(self, shape: str, combos: tuple[tuple[int, bool], ...]) -> list:
+        """Per state row d: (a_lo, b, floor), each (2, len(combos), 1, m - d + 1): the moves
+        "left" and "right", one row per (num, mixed) of `combos`, cached. The DP's gain
+        max(0, a_lo - e^eps b) is max(a_lo - e^eps b, floor) with floor 0 where the move is
+        allowed, and a_lo and floor -inf, b 0 where it is not (the gain is then -inf)."""
+        key = (shape, combos)
         if key not in self._rows:
-            m, den, out = self.m, 1 - num, []
+            grids: list[list[np.ndarray]] = [[], [], []]
             for name in ("left", "right"):
                 mv = self.moves[shape][name]
-                a_lo = mv["side"][num][0]
-                b = mv["side"][den][2]
-                b = np.minimum(mv["side"][den][1], b) if mixed else b
-                pen = np.where(mv["valid"], 0.0, -np.inf)
-                a_lo, b = np.where(mv["valid"], a_lo, 0.0), np.where(mv["valid"], b, 0.0)
-                rows = [
-                    tuple(np.ascontiguousarray(v[dd, : m - dd + 1]) for v in (a_lo, b, pen))
-                    for dd in range(m + 1)
-                ]
-                out.append(rows)
-            self._rows[key] = tuple(out)
+                valid = mv["valid"]
+                a_lo, b = [], []
+                for num, mixed in combos:
+                    bound = mv["side"][1 - num][2]
+                    bound = np.minimum(mv["side"][1 - num][1], bound) if mixed else bound
+                    a_lo.append(np.where(valid, mv["side"][num][0], -np.inf))
+                    b.append(np.where(valid, bound, 0.0))
+                floor = np.where(valid, 0.0, -np.inf)
+                for grid, v in zip(grids, (a_lo, b, [floor] * len(combos))):
+                    grid.append(np.stack(v))
+            full = [np.stack(g) for g in grids]  # (2, combos, m + 1, m + 1)
+            m = self.m
+            self._rows[key] = [
+                tuple(np.ascontiguousarray(v[:, :, dd, None, : m - dd + 1]) for v in full)
+                for dd in range(m + 1)
+            ]
         return self._rows[key]
 
     # the DP at a vector of eps --------------------------------------------------------------
-    def _dp(self, shape: str, num: int, eps: np.ndarray, back: bool, mixed: bool = True):
-        """max over scores of sum_j max(0, a_j - e^eps b_j) for each eps (b the mixed bound
-        min(b*, b_t), or with `mixed` False the true-law bound b_t alone); with `back`, also the
-        choices (True: the "left" move) per state row."""
+    def _dp(
+        self,
+        shape: str,
+        combos: tuple[tuple[int, bool], ...],
+        eps: np.ndarray,
+        back: bool,
+    ):
+        """For each (num, mixed) of `combos` and each eps (row c * len(eps) + i: combo c, eps
+        i): max over scores of sum_j max(0, a_j - e^eps b_j) (b the mixed bound min(b*, b_t),
+        or with `mixed` False the true-law bound b_t alone); with `back`, also the choices (True:
+        the "left" move) per state row. The combos and both moves share one recursion (one
+        array operation per step for all of them)."""
         m = self.m
-        e = np.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))[:, None]
-        rows_left, rows_right = self._gain_rows(shape, num, mixed)
-
-        def gain(rows, d: int) -> np.ndarray:
-            a_lo, b, pen = rows[d]
-            return np.maximum(a_lo - e * b, 0.0) + pen
-
-        choices: dict[int, np.ndarray] = {}
-        buf = np.full((len(e), m + 3), -np.inf)  # V in buf[:, 1:], -inf around it
+        e = np.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))[None, None, :, None]
+        rows = self._gain_rows(shape, combos)
+        size = len(combos) * e.shape[2]
+        # V in buf[:, 1:], -inf around it; the moves read V at offsets (left, right) of a state
+        buf = np.full((size, m + 3), -np.inf)
         if shape == "extremes":
             buf[:, 1] = 0.0  # V[M] = 0: the lower set is everything
-            for d in range(m - 1, -1, -1):
-                n = m - d + 1  # states a = 0 .. m - d; V[d + 1] has n - 1 of them
-                buf[:, n] = -np.inf
-                left = gain(rows_left, d) + buf[:, 0:n]  # a - 1
-                right = gain(rows_right, d) + buf[:, 1 : n + 1]  # a
-                if back:
-                    choices[d] = left > right
-                buf[:, 1 : n + 1] = np.maximum(left, right)
-            value = buf[:, 1 : m + 2]
-            best = np.max(value, axis=1)
-            start = np.argmax(value, axis=1)
+            steps, (o_left, o_right) = range(m - 1, -1, -1), (0, 1)  # from a - 1 and from a
         else:
             buf[:, 1 : m + 2] = 0.0  # V[0] = 0: nothing left to add
-            for d in range(1, m + 1):
-                n = m - d + 1  # states a = 0 .. m - d; V[d - 1] has n + 1 of them
-                left = gain(rows_left, d) + buf[:, 2 : n + 2]  # a + 1
-                right = gain(rows_right, d) + buf[:, 1 : n + 1]  # a
-                if back:
-                    choices[d] = left > right
-                buf[:, 1 : n + 1] = np.maximum(left, right)
-            best = buf[:, 1].copy()
-            start = np.zeros(len(e), dtype=np.int64)
-        return best, choices, start
-
-    def _path(self, shape: str, choices: dict, start: int, row: int) -> list[tuple[str, int, int]]:
-        """The moves (name, d, a) of the score chosen by the DP for eps number `row`."""
-        m, path = self.m, []
+            steps, (o_left, o_right) = range(1, m + 1), (2, 1)  # from a + 1 and from a
+        choices: dict[int, np.ndarray] = {}
+        for d in steps:
+            n = m - d + 1  # states a = 0 .. m - d
+            if shape == "extremes":
+                buf[:, n] = -np.inf  # V[d + 1] has n - 1 states
+            a_lo, b, floor = rows[d]
+            g = a_lo - e * b
+            np.maximum(g, floor, out=g)
+            left, right = g.reshape(2, size, n)
+            left += buf[:, o_left : o_left + n]
+            right += buf[:, o_right : o_right + n]
+            if back:
+                choices[d] = left > right
+            np.maximum(left, right, out=buf[:, 1 : n + 1])
         if shape == "extremes":
-            d, a = 0, int(start)
-            while d < m:
-                name = "left" if choices[d][row, a] else "right"
-                path.append((name, d, a))
-                a = a - 1 if name == "left" else a
-                d += 1
-        else:
-            d, a = m, 0
-            while d > 0:
-                name = "left" if choices[d][row, a] else "right"
-                path.append((name, d, a))
-                a = a + 1 if name == "left" else a
-                d -= 1
-        return path
+            value = buf[:, 1 : m + 2]
+            return np.max(value, axis=1), choices, np.argmax(value, axis=1)
+        return buf[:, 1].copy(), choices, np.zeros(size, dtype=np.int64)
 
-    def _evaluate(self, shape: str, num: int, path, deltas: np.ndarray):
+    def _path(
+        self, shape: str, choices: dict, start: int, row: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The moves of the score chosen by the DP for row `row`, in order: (left, d, a) arrays
+        (left: the "left" move; (d, a) the state it leaves)."""
+        m = self.m
+        left = np.empty(m, dtype=bool)
+        ds = np.arange(m) if shape == "extremes" else np.arange(m, 0, -1)
+        states = np.empty(m, dtype=np.int64)
+        a = int(start) if shape == "extremes" else 0
+        step = -1 if shape == "extremes" else 1
+        for k, d in enumerate(ds.tolist()):
+            go_left = bool(choices[d][row, a])
+            left[k], states[k] = go_left, a
+            a += step if go_left else 0
+        return left, ds, states
+
+    def _evaluate(
+        self, shape: str, num: int, path: tuple[np.ndarray, np.ndarray, np.ndarray], deltas
+    ):
         """The certified eps of one score (a path of moves) at each delta, and its pieces."""
         den = 1 - num
-        rows: list[list[float]] = [[], [], []]
-        order = []
-        for name, d, a in path:
-            mv = self.moves[shape][name]
-            for k, (b, which) in enumerate(((num, 0), (den, 1), (den, 2))):
-                rows[k].append(float(mv["side"][b][which][d, a]))
-            order.append(int(mv["j"][d, a]))
-        a_lo, b_star, b_true = (np.array(v) for v in rows)
+        left, ds, states = path
+        mv_left, mv_right = self.moves[shape]["left"], self.moves[shape]["right"]
+
+        def gather(grid_left: np.ndarray, grid_right: np.ndarray) -> np.ndarray:
+            return np.where(left, grid_left[ds, states], grid_right[ds, states])
+
+        a_lo, b_star, b_true = (
+            gather(mv_left["side"][b][which], mv_right["side"][b][which])
+            for b, which in ((num, 0), (den, 1), (den, 2))
+        )
+        order = gather(mv_left["j"], mv_right["j"]).tolist()
         best, pieces = np.zeros(len(deltas)), None
         for by in (None, b_true):
             U, V = direction_pieces(a_lo, b_star, b_true, self.slack[num], self.slack[den], 0.0, by)
@@ -544,13 +559,21 @@ class ScoreSearch:
         d = check_deltas(deltas, "deltas")
         cur = np.zeros(len(d)) if start is None else np.array(start, dtype=float)
         found: list[SearchResult | None] = [None] * len(d)
+        # the eps at which each (shape, combo)'s DP last ran for each delta: the DP at the same
+        # eps finds the same score again, which improved nothing then and improves nothing now
+        # (eps only grows), so a DP runs only for the deltas whose eps moved since
+        ran = {key: np.full(len(d), np.nan) for key in itertools.product(SHAPES, COMBOS)}
         for _ in range(MAX_ROUNDS):
             improved = False
             live = np.isfinite(cur)
-            for shape, (num, name), mixed in itertools.product(SHAPES, DIRECTIONS, (True, False)):
-                idx = np.nonzero(live)[0]
+            for shape, ((num, name), mixed) in itertools.product(
+                SHAPES, itertools.product(DIRECTIONS, (True, False))
+            ):
+                last = ran[shape, (num, mixed)]
+                idx = np.nonzero(live & (cur != last))[0]
                 if len(idx):
-                    value, choices, starts = self._dp(shape, num, cur[idx], True, mixed)
+                    last[idx] = cur[idx]
+                    value, choices, starts = self._dp(shape, ((num, mixed),), cur[idx], True)
                     e = np.exp(np.minimum(cur[idx], 700.0))
                     need = d[idx] + self.slack[num] + e * (self.slack[1 - num] if mixed else 0.0)
                     for row in np.nonzero(value > need)[0]:
@@ -577,13 +600,12 @@ class ScoreSearch:
         e = np.atleast_1d(np.asarray(eps, dtype=float))
         out = np.zeros(len(e))
         for shape in SHAPES:
-            for num, _ in DIRECTIONS:
-                for mixed in (True, False):
-                    value, _, _ = self._dp(shape, num, e, back=False, mixed=mixed)
-                    c_b = self.slack[1 - num] if mixed else 0.0
-                    with np.errstate(over="ignore", invalid="ignore"):
-                        val = value - self.slack[num] - np.exp(e) * c_b
-                    out = np.maximum(out, np.where(np.isnan(val), 0.0, val))
+            value, _, _ = self._dp(shape, COMBOS, e, back=False)
+            for c, ((num, _), mixed) in enumerate(itertools.product(DIRECTIONS, (True, False))):
+                c_b = self.slack[1 - num] if mixed else 0.0
+                with np.errstate(over="ignore", invalid="ignore"):
+                    val = value[c * len(e) : (c + 1) * len(e)] - self.slack[num] - np.exp(e) * c_b
+                out = np.maximum(out, np.where(np.isnan(val), 0.0, val))
         return out
 
     def score(self, result: SearchResult, unit: str = "label") -> BucketScore:

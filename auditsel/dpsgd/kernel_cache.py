@@ -115,12 +115,18 @@ def _write_manifest(folder: Path, module: str) -> None:
 
 
 def compile_cached(
-    functions: Iterable[tuple[Any, list[Any]]], *, module: str, nogil: bool = True
+    functions: Iterable[tuple[Any, list[Any]]],
+    *,
+    module: str,
+    nogil: bool = True,
+    cfuncs: Iterable[tuple[Any, Any]] = (),
 ) -> list[Any]:
-    """``numba.njit(signatures, cache=True, nogil=nogil)`` of each (function, signatures), all
-    defined in the module file named `module`, with numba's cache checked first (module
-    docstring); without a safe cache the same functions are compiled in memory."""
-    functions = list(functions)
+    """``numba.njit(signatures, cache=True, nogil=nogil)`` of each (function, signatures), then
+    ``numba.cfunc(signature, cache=True, nogil=nogil)`` of each of `cfuncs` (function,
+    signature: C callbacks, called through their address), all defined in the module file
+    named `module`, with numba's cache checked first (module docstring); without a safe cache
+    the same functions are compiled in memory."""
+    functions, cfuncs = list(functions), list(cfuncs)
     folder = Path()
     try:  # where numba would cache them (creating the dispatcher reads nothing)
         where = numba.njit(cache=True, nogil=nogil)(functions[0][0]).stats.cache_path
@@ -136,7 +142,9 @@ def compile_cached(
             RuntimeWarning,
             stacklevel=3,
         )
-        return [numba.njit(sigs, cache=False, nogil=nogil)(f) for f, sigs in functions]
+        return [numba.njit(sigs, cache=False, nogil=nogil)(f) for f, sigs in functions] + [
+            numba.cfunc(sig, cache=False, nogil=nogil)(f) for f, sig in cfuncs
+        ]
     removed = _verify(folder, module)
     if removed:
         warnings.warn(
@@ -147,6 +155,8 @@ def compile_cached(
             stacklevel=3,
         )
     compiled = [numba.njit(sigs, cache=True, nogil=nogil)(f) for f, sigs in functions]
-    if removed or any(d.stats.cache_misses for d in compiled):
+    callbacks = [numba.cfunc(sig, cache=True, nogil=nogil)(f) for f, sig in cfuncs]
+    missed = any(d.stats.cache_misses for d in compiled) or any(not c.cache_hits for c in callbacks)
+    if removed or missed:
         _write_manifest(folder, module)
-    return compiled
+    return compiled + callbacks

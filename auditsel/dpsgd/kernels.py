@@ -26,8 +26,12 @@ Implementations, one per device:
 
 * CPU: ``kernels_cpu``, loops compiled by numba (no C compiler needed) into numba's cache,
   checked before it is read (``kernel_cache``: digests, and no folder another user can write);
-  the runs are split into pieces taken by the calling thread and torch's other threads in
-  turn (the compiled calls release the GIL; `_split`).
+  the runs are split into pieces taken in turn by the threads of torch's own OpenMP runtime
+  (its ``GOMP_parallel`` runs the compiled ``kernels_cpu.split_body`` on the calling thread and
+  torch's OpenMP threads, which spin-wait for a while after every parallel region, torch's own
+  included, before they sleep), or where torch has no such runtime by the calling thread and a
+  pool of ours (the compiled calls release the GIL); whether to split at all is measured per
+  kernel (`_split`, `_Chooser`).
 
 * any other device (a GPU): ``kernels_torch``, the same arithmetic as torch operations.
 
@@ -39,6 +43,10 @@ answers, the two implementations against each other and digests of the streams.
 
 from __future__ import annotations
 
+import ctypes
+import os
+import re
+import statistics
 import threading
 import time
 from collections.abc import Sequence
@@ -65,6 +73,7 @@ _LOCK = threading.Lock()
 _CPU: SimpleNamespace | None = None
 _POOL: ThreadPoolExecutor | None = None
 _POOL_SIZE = 0  # the workers _POOL was made with (the executor keeps it private)
+_OPENMP: list = []  # [GOMP_parallel of torch's OpenMP runtime, or None], once looked up
 
 
 def _cpu() -> SimpleNamespace:
@@ -73,10 +82,15 @@ def _cpu() -> SimpleNamespace:
     if _CPU is None:
         with _LOCK:
             if _CPU is None:
-                fill, softmax, block = kernel_cache.compile_cached(
-                    kernels_cpu.SIGNATURES, module="kernels_cpu", nogil=True
+                fill, softmax, block, body = kernel_cache.compile_cached(
+                    kernels_cpu.SIGNATURES,
+                    module="kernels_cpu",
+                    nogil=True,
+                    cfuncs=kernels_cpu.CFUNCS,
                 )
-                _CPU = SimpleNamespace(philox_fill=fill, softmax_grad=softmax, philox_block=block)
+                _CPU = SimpleNamespace(
+                    philox_fill=fill, softmax_grad=softmax, philox_block=block, split_body=body
+                )
     return _CPU
 
 
@@ -122,7 +136,8 @@ class _Chooser:
     def cost(self, split: bool) -> float:
         """Median seconds per row of the last WINDOW timings of a way (inf: none yet)."""
         t = self.times[split]
-        return float(np.median(t)) if t else float("inf")
+        # statistics, not numpy: at most WINDOW numbers, on every call (np.median: 11 us each)
+        return float(statistics.median(t)) if t else float("inf")
 
     def best(self) -> bool:
         """The cheaper way by the medians (True: split)."""
@@ -167,12 +182,24 @@ class _Chooser:
 _CHOOSERS: dict[str, _Chooser] = {}
 
 
-def _split(fn, R: int, kernel: str = "") -> None:
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: its pool is made afresh, and it never
+    calls the OpenMP runtime's ``GOMP_parallel`` (libgomp blocks forever in a child forked
+    after the parent ran a parallel region: torch's own operations do too; measured)."""
+    global _POOL, _POOL_SIZE
+    _POOL, _POOL_SIZE = None, 0
+    _OPENMP[:] = [None]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _split(fn, R: int, kernel: str = "", job: np.ndarray | None = None) -> None:
     """fn(r0, r1) over [0, R): on the calling thread alone, or (when `_Chooser` finds it
-    cheaper) in pieces shared by the calling thread and up to torch.get_num_threads() - 1 pool
-    threads (the compiled calls release the GIL): every thread takes the next piece until none
-    is left, and the caller waits only for pieces already taken. Every piece writes its own
-    rows, so the split cannot change a value."""
+    cheaper) in pieces shared by up to torch.get_num_threads() threads (`_run_split`; `job`:
+    the same call as a job of ``kernels_cpu.split_body``). Every piece writes its own rows, so
+    the split cannot change a value."""
     workers = min(torch.get_num_threads(), R)
     if workers < 2:
         fn(0, R)
@@ -181,10 +208,69 @@ def _split(fn, R: int, kernel: str = "") -> None:
     split = chooser.split()
     start = time.perf_counter()
     if split:
-        _split_pieces(fn, R, workers)
+        _run_split(fn, R, workers, job)
     else:
         fn(0, R)
     chooser.record(split, time.perf_counter() - start, R)
+
+
+def _run_split(fn, R: int, workers: int, job: np.ndarray | None) -> None:
+    """The pieces of a split: `job` run by ``kernels_cpu.split_body`` on the calling thread and
+    torch's OpenMP threads (through the runtime's ``GOMP_parallel``, called without the GIL;
+    it returns when every thread of the team is done), where torch's OpenMP runtime was found
+    (`_openmp`); else fn's pieces on the calling thread and our pool (`_split_pieces`)."""
+    parallel = _openmp() if job is not None else None
+    if parallel is None or job is None:
+        _split_pieces(fn, R, workers)
+        return
+    pieces = min(R, PIECES_PER_THREAD * workers)
+    job[[kernels_cpu.JOB_NEXT, kernels_cpu.JOB_DONE, kernels_cpu.JOB_BUSY]] = 0
+    job[kernels_cpu.JOB_PIECES], job[kernels_cpu.JOB_RUNS] = pieces, R
+    parallel(_cpu().split_body.address, job.ctypes.data, workers, 0)
+    if job[kernels_cpu.JOB_DONE] != pieces:  # every piece is run before GOMP_parallel returns
+        raise RuntimeError(f"split: {job[kernels_cpu.JOB_DONE]} of {pieces} pieces ran")
+
+
+def _job(kind: int, *args: int) -> np.ndarray:
+    """A job of ``kernels_cpu.split_body``: the kernel and its arguments (addresses, shapes,
+    flags) in the slots from JOB_ARGS; the pieces are set by `_run_split`."""
+    job = np.zeros(kernels_cpu.JOB_SIZE, np.int64)
+    job[kernels_cpu.JOB_KIND] = kind
+    job[kernels_cpu.JOB_ARGS : kernels_cpu.JOB_ARGS + len(args)] = args
+    return job
+
+
+def _openmp():
+    """``GOMP_parallel(fn, data, num_threads, flags)`` of the OpenMP runtime torch loaded (a
+    ctypes function: it releases the GIL), or None: torch without OpenMP, no
+    ``/proc/self/maps`` (not Linux), no such symbol, or more than one OpenMP runtime loaded and
+    none in torch's folder (we must not start a second team of spinning threads)."""
+    if not _OPENMP:
+        _OPENMP.append(_find_openmp())
+    return _OPENMP[0]
+
+
+def _find_openmp():
+    if not torch.backends.openmp.is_available():
+        return None
+    try:
+        with open("/proc/self/maps") as f:  # address, perms, offset, dev, inode, path
+            mapped = {parts[5].strip() for line in f if len(parts := line.split(maxsplit=5)) == 6}
+    except OSError:
+        return None
+    runtimes = sorted(
+        p for p in mapped if re.match(r"lib(gomp|omp|iomp5)[-.]", os.path.basename(p))
+    )
+    ours = [p for p in runtimes if p.startswith(os.path.dirname(torch.__file__) + os.sep)]
+    if len(ours or runtimes) != 1:
+        return None
+    try:
+        fn = ctypes.CDLL((ours or runtimes)[0]).GOMP_parallel
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
+    fn.restype = None
+    return fn
 
 
 def _split_pieces(fn, R: int, workers: int) -> None:
@@ -302,10 +388,21 @@ def draw(
     if not (out.is_contiguous() and out.dtype == torch.float32 and out.shape == (R, steps, width)):
         raise ValueError("out: must be a contiguous float32 tensor of shape (R, steps, width)")
     fill, view = _cpu().philox_fill, out.numpy()
+    job = _job(
+        kernels_cpu.KIND_FILL,
+        keys.ctypes.data,
+        view.ctypes.data,
+        steps,
+        width,
+        int(stream),
+        int(step0),
+        int(bool(normal)),
+    )
     _split(
         lambda r0, r1: fill(keys, r0, r1, int(stream), int(step0), bool(normal), view),
         R,
         f"draw:{int(bool(normal))}:{steps * width}",
+        job,
     )
     return out
 
@@ -330,7 +427,7 @@ def softmax_grad_(
     if not (_numba_serves(z.device) and z.is_contiguous()):
         kernels_torch.softmax_grad(z, label, sq, clip, a_sq, weight)
         return sq
-    lab = np.ascontiguousarray(label.numpy().reshape(-1, n))  # (1, n): one row for all runs
+    lab = np.ascontiguousarray(label.numpy().reshape(-1, n), np.int64)  # (1, n): for all runs
     if clip is None:
         c = np.ones(R, np.float32)
         a = w = np.ones((1, n), np.float32)
@@ -340,12 +437,39 @@ def softmax_grad_(
         c = np.ascontiguousarray(clip.to(torch.float32).numpy())
         a = np.ascontiguousarray(a_sq.to(torch.float32).numpy().reshape(-1, n))
         w = a if weight is None else np.ascontiguousarray(weight.to(torch.float32).numpy())
+    _check_rows(
+        R,
+        n,
+        label=lab,
+        clip=c.reshape(-1, 1),
+        a_sq=a,
+        **({"weight": w} if weight is not None else {}),
+    )
     run, zv, sv = _cpu().softmax_grad, z.numpy(), sq.numpy()
     clipped, weighted = clip is not None, weight is not None
+    job = _job(
+        kernels_cpu.KIND_SOFTMAX,
+        *(zv.ctypes.data, K, n, lab.ctypes.data, lab.shape[0], sv.ctypes.data, c.ctypes.data),
+        *(a.ctypes.data, a.shape[0], w.ctypes.data, w.shape[0], int(clipped), int(weighted)),
+    )
     _split(
-        lambda r0, r1: run(zv, lab, sv, r0, r1, c, a, w, clipped, weighted), R, f"softmax:{K * n}"
+        lambda r0, r1: run(zv, lab, sv, r0, r1, c, a, w, clipped, weighted),
+        R,
+        f"softmax:{K * n}",
+        job,
     )
     return sq
+
+
+def _check_rows(R: int, n: int, **arrays: np.ndarray) -> None:
+    """The compiled pass reads row r (or row 0 of a one-row array) of each (rows, n) array:
+    clip must have R rows, weight R, label and a_sq 1 or R (and n columns: clip's 1)."""
+    for name, arr in arrays.items():
+        rows = (R,) if name in ("clip", "weight") else (1, R)
+        cols = 1 if name == "clip" else n
+        if arr.ndim != 2 or arr.shape[0] not in rows or arr.shape[1] != cols:
+            want = " or ".join(f"({r}, {cols})" for r in rows)
+            raise ValueError(f"{name}: shape {want} expected for {R} runs, got {arr.shape}")
 
 
 def _softmax_grad_reference(z, label, sq, clip=None, a_sq=None, weight=None):

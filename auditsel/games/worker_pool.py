@@ -558,10 +558,10 @@ def _read_framed(pipe: Any) -> bytes:
 class Prepared:
     """A process forked now, which runs `prepare()` at once (imports that take a third of a
     second, say) on its own core while the caller goes on, then waits for one call:
-    `call(fn, *args)` sends a module-level fn and its arguments (pickled), and `fn(*args)` runs
-    there with whatever `prepare` loaded and comes back pickled. Forked only where `Beside`
+    `call(fn, *args)` sends a module-level fn and its arguments (pickled), and ``fn(*args)``
+    runs there with whatever `prepare` loaded and comes back pickled. Forked only where `Beside`
     would fork; elsewhere, or where fn, its arguments or its value do not pickle, or the
-    process died, `fn(*args)` runs in the caller: the same function of the same inputs, so the
+    process died, ``fn(*args)`` runs in the caller: the same function of the same inputs, so the
     same value. An exception fn raises there is raised here. `close()` (also by a with-block)
     lets an unused process go; it leaves by itself when the caller ends."""
 
@@ -602,7 +602,8 @@ class Prepared:
             os._exit(status)
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(*args)`, computed in the prepared process where it was forked (class docstring)."""
+        """``fn(*args)``, computed in the prepared process where it was forked (class
+        docstring)."""
         if not self._open:
             return fn(*args)
         self._open = False

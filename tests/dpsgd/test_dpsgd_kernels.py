@@ -179,6 +179,24 @@ def test_streams_are_those_of_the_c_kernels_of_auditsel_0_1():
     assert set(got) | {k for k in STREAMS_0_1 if k.startswith("train-")} == set(STREAMS_0_1)
 
 
+@pytest.mark.parametrize("way", ["openmp", "pool", "one thread"])
+def test_the_streams_are_the_same_whichever_way_the_runs_are_split(monkeypatch, way):
+    """The digests above, with every call split over two threads on torch's OpenMP threads
+    (``kernels_cpu.split_body``), split over our Python pool, or on one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        monkeypatch.setattr(kernels._Chooser, "split", lambda self: way != "one thread")
+        if way == "pool":
+            monkeypatch.setattr(kernels, "_OPENMP", [None])
+        elif kernels._openmp() is None:
+            pytest.skip("torch's OpenMP runtime (GOMP_parallel) is not found here")
+        got = stream_digests()
+    finally:
+        torch.set_num_threads(before)
+    assert {k: v for k, v in got.items() if STREAMS_0_1[k] != v} == {}
+
+
 def _reference_runs() -> dict:
     with np.load(TRAINING_0_1) as f:
         return {
@@ -376,6 +394,11 @@ def test_the_compiled_code_has_no_fused_multiply_add():
             asm = "\n".join(fn.inspect_asm().values())
             assert not re.search(r"\bv?fn?m(add|sub)\d", asm)
             assert re.search(r"\bv?mulps\b", asm)  # vectorised (so the search above can see it)
+    for py_func, sig in kernels_cpu.CFUNCS:  # the split's body: the same kernels, inlined
+        llvm = numba.cfunc(sig, nogil=True)(py_func).inspect_llvm()
+        assert not re.search(r"\b(fast|contract|reassoc|afn)\b", llvm)
+        assert "fmuladd" not in llvm and "llvm.fma" not in llvm
+        assert re.search(r"fmul <\d+ x float>", llvm)  # vectorised
 
 
 def test_seed_keys_are_numpys_seed_sequence():

@@ -1,7 +1,12 @@
 """How the CPU kernels use threads (issue 29): the split over threads chosen by measuring both
-ways, pieces shared with the calling thread, and neither changing a single bit."""
+ways, pieces shared with the calling thread (on torch's OpenMP threads, or our pool), neither
+changing a single bit, and threads that sleep when no work comes."""
 
 from __future__ import annotations
+
+import multiprocessing
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -70,22 +75,118 @@ def two_threads():
     torch.set_num_threads(before)
 
 
-@pytest.mark.parametrize("normal", [True, False])
-def test_split_or_not_the_same_bits(two_threads, monkeypatch, normal):
-    keys = kernels.seed_keys(range(37))
+@pytest.fixture(params=["openmp", "pool"])
+def split_way(request, monkeypatch):
+    """A split on torch's OpenMP threads (skipped where that runtime is not found) or on our
+    Python pool."""
+    if request.param == "pool":
+        monkeypatch.setattr(kernels, "_OPENMP", [None])
+    elif kernels._openmp() is None:
+        pytest.skip("torch's OpenMP runtime (GOMP_parallel) is not found here")
+    return request.param
+
+
+def inputs(R=37, n=300, K=5):
     g = torch.Generator().manual_seed(3)
-    z0 = torch.randn(37, 5, 300, generator=g) * 4
-    label = torch.randint(0, 5, (300,), generator=g)
-    clip, a_sq = torch.rand(37) + 0.5, torch.rand(300, generator=g) * 9 + 1
+    z0 = torch.randn(R, K, n, generator=g) * 4
+    label = torch.randint(0, K, (n,), generator=g)
+    clip, a_sq = torch.rand(R, generator=g) + 0.5, torch.rand(n, generator=g) * 9 + 1
+    weight = (torch.rand(R, n, generator=g) < 0.5).float()
+    return kernels.seed_keys(range(R)), z0, label, clip, a_sq, weight
+
+
+def every_kernel(keys, z0, label, clip, a_sq, weight) -> list[torch.Tensor]:
+    """Both draws and the softmax pass plain, clipped and weighted: outputs and sq."""
+    out = [kernels.draw(keys, 3, 5, 4, 333, normal) for normal in (True, False)]
+    for kw in ({}, dict(clip=clip, a_sq=a_sq), dict(clip=clip, a_sq=a_sq, weight=weight)):
+        z = z0.clone()
+        out += [kernels.softmax_grad_(z, label, **kw), z]
+    return out
+
+
+def test_split_or_not_the_same_bits(two_threads, monkeypatch, split_way):
+    args = inputs()
     out = {}
     for split in (True, False):
         monkeypatch.setattr(kernels._Chooser, "split", lambda self, s=split: s)
-        draws = kernels.draw(keys, 3, 5, 4, 333, normal)
-        z = z0.clone()
-        sq = kernels.softmax_grad_(z, label, clip=clip, a_sq=a_sq)
-        out[split] = (draws, z, sq)
-    for a, b in zip(out[True], out[False]):
+        out[split] = every_kernel(*args)
+    for a, b in zip(out[True], out[False], strict=True):
         assert torch.equal(a, b)
+
+
+def test_the_openmp_split_runs_every_piece_once_on_the_team(two_threads, monkeypatch):
+    """Each piece of runs is taken once (a piece that ran twice or never would leave a row
+    not filled, or counted twice), by at most torch.get_num_threads() threads."""
+    if kernels._openmp() is None:
+        pytest.skip("torch's OpenMP runtime (GOMP_parallel) is not found here")
+    from auditsel.dpsgd import kernels_cpu
+
+    jobs = []
+    run_split = kernels._run_split
+    monkeypatch.setattr(kernels._Chooser, "split", lambda self: True)
+    monkeypatch.setattr(
+        kernels, "_run_split", lambda fn, R, w, job: (jobs.append(job), run_split(fn, R, w, job))
+    )
+    keys = kernels.seed_keys(range(50))
+    out = torch.full((50, 3, 70), float("nan"))
+    kernels.draw(keys, 1, 0, 3, 70, False, out=out)
+    assert not out.isnan().any()  # every row written
+    (job,) = jobs
+    pieces = job[kernels_cpu.JOB_PIECES]
+    assert pieces == kernels.PIECES_PER_THREAD * 2
+    assert job[kernels_cpu.JOB_DONE] == pieces and job[kernels_cpu.JOB_NEXT] >= pieces
+    assert 1 <= job[kernels_cpu.JOB_BUSY] <= 2
+
+
+def test_the_team_sleeps_after_its_spin_when_no_work_comes(two_threads, monkeypatch, split_way):
+    """After a split, the other threads spin-wait for the next one only for a bounded time
+    (libgomp's spin count for torch's OpenMP threads), then sleep: over half a second with no
+    work, the whole process uses far less CPU time than one spinning thread would (0.5 s).
+    (Measured on 2 cores at a load of 2: 7.5 ms; with OMP_WAIT_POLICY=active, where libgomp's
+    threads spin for ever, 0.40 to 0.50 s.)"""
+    monkeypatch.setattr(kernels._Chooser, "split", lambda self: True)
+    keys = kernels.seed_keys(range(64))
+    for _ in range(3):
+        kernels.draw(keys, 1, 0, 5, 300, True)
+    cpu = time.process_time()
+    time.sleep(0.5)
+    assert time.process_time() - cpu < 0.15
+
+
+def _draw_in_child(queue, keys):
+    queue.put(kernels.draw(keys, 1, 0, 5, 300, True).numpy())  # numpy: torch.equal would fork
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the fork start method (Linux) is what is checked"
+)
+def test_a_child_forked_after_a_split_splits_on_its_own_pool(two_threads, monkeypatch):
+    """libgomp blocks for ever in a child forked after the parent ran a parallel region (as
+    torch's own operations do): a forked child splits on a pool of its own, same bits."""
+    monkeypatch.setattr(kernels._Chooser, "split", lambda self: True)
+    keys = kernels.seed_keys(range(64))
+    want = kernels.draw(keys, 1, 0, 5, 300, True).numpy()  # on the OpenMP threads, if found
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_draw_in_child, args=(queue, keys))
+    child.start()
+    try:
+        got = queue.get(timeout=60)
+    finally:
+        child.join(5)
+        if child.exitcode is None:
+            child.kill()
+    assert np.array_equal(got, want)
+
+
+def test_softmax_arrays_of_the_wrong_rows_are_refused():
+    z, label = torch.zeros(4, 3, 5), torch.zeros(5, dtype=torch.long)
+    with pytest.raises(ValueError, match="weight: shape \\(4, 5\\)"):
+        kernels.softmax_grad_(z, label, torch.ones(4), torch.ones(5), torch.ones(1, 5))
+    with pytest.raises(ValueError, match="clip"):
+        kernels.softmax_grad_(z, label, torch.ones(3), torch.ones(5))
+    with pytest.raises(ValueError, match="a_sq"):
+        kernels.softmax_grad_(z, label, torch.ones(4), torch.ones(2, 5))
 
 
 def test_a_failing_piece_raises_in_the_caller(two_threads):
