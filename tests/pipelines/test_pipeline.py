@@ -299,6 +299,35 @@ def test_same_numbers_for_any_jobs_chunk_size_and_backend(monkeypatch):
     assert len({game_seed(11, g) for g in range(300)}) == 300
 
 
+def test_a_pilot_on_forked_workers_plans_what_one_process_plans(monkeypatch):
+    """plan_pipeline plays its pilot without a replay check: the engine sizes the workers
+    after the first chunk it plays itself (`WarmWorkers.deal(size=...)`); the same plan."""
+    kw = dict(data=EMPTY, canary=ROW_CANARY, delta=0.0, games=2000, target_eps=0.5)
+    pilot = PilotOptions(games=160)
+    one = plan_pipeline(
+        randomized_response, release_itself, pilot=pilot, execution=ExecutionOptions(jobs=1), **kw
+    )
+    monkeypatch.setattr(worker_pool, "FORK_PAYS", 0.0)  # every worker pays: forked
+    started = []
+    start = worker_pool.WarmWorkers.start
+    monkeypatch.setattr(
+        worker_pool.WarmWorkers, "start", lambda self, n: started.append(n) or start(self, n)
+    )
+    two = plan_pipeline(
+        randomized_response,
+        release_itself,
+        pilot=pilot,
+        execution=ExecutionOptions(jobs=2),
+        **kw,
+    )
+    assert started == ([1] if fork_available() else [])  # sized once, after the first chunk
+    assert (one.curve_eps, one.games_for_target, one.prob_target) == (
+        two.curve_eps,
+        two.games_for_target,
+        two.prob_target,
+    )
+
+
 # --- checkpoints: resume, and refuse what other code made ---------------------------------------
 
 
