@@ -448,10 +448,10 @@ JOB_SIZE = 24
 KIND_FILL, KIND_SOFTMAX = 0, 1
 
 
-def split_body(data):
+def split_body(data: object) -> None:
     """The C callback each OpenMP thread runs: pieces of the job at `data` (void *) until none
     is left (the layout above)."""
-    job = carray(_i64_at(_address(data)), (JOB_SIZE,))
+    job = carray(_i64_at(_address(data)), (JOB_SIZE,))  # type: ignore[call-arg]  # a numba intrinsic: its typing context is numba's
     pieces, R, a = job[JOB_PIECES], job[JOB_RUNS], JOB_ARGS
     mine = 0
     while True:
