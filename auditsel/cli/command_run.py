@@ -101,13 +101,23 @@ def _no_game(overrides: dict[str, int], config_path: Path) -> UsageError:
 def run(args: argparse.Namespace) -> int:
     """Run the experiment (or sweep) `args.config` names; 0 on success."""
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.experiments.figures import prepare_plotting
     from auditsel.games.worker_pool import Prepared
 
-    # the figures' imports (a third of a second) start now, in a process of their own where a
-    # core is free, beside this one's own start-up; that process draws the figures at the end
-    with Prepared(prepare_plotting) if not args.no_plots else nullcontext() as prepared:
+    # the figures' imports (half a second with the module that draws them) start now, in a
+    # process of their own where a core is free, beside this one's own start-up; that process
+    # draws the figures at the end
+    with Prepared(_prepare_figures) if not args.no_plots else nullcontext() as prepared:
         return _run(args, prepared)
+
+
+def _prepare_figures() -> None:
+    """What the process that draws the figures loads ahead: matplotlib and the module that
+    draws them (whose own imports, numpy and scipy among them, this process is making too)."""
+    # deferred: these load in the prepared process, beside this one's start-up
+    from auditsel.experiments.figures import prepare_plotting
+    from auditsel.experiments.report import write_plots  # noqa: F401
+
+    prepare_plotting()
 
 
 def _run(args: argparse.Namespace, prepared: Prepared | None) -> int:
