@@ -5,7 +5,8 @@ import sys
 
 def record_saved_figures(monkeypatch, record):
     """Call record(fig, path) for every figure a plot writer saves (through
-    auditsel.experiments.figures.save_figure, wherever a module imported it), then save it."""
+    auditsel.experiments.figures.save_figure, wherever a module imported it), then save it;
+    every figure drawn in this process."""
     from auditsel.experiments import figures
 
     original = figures.save_figure
@@ -17,3 +18,6 @@ def record_saved_figures(monkeypatch, record):
     for module in list(sys.modules.values()):
         if getattr(module, "save_figure", None) is original:
             monkeypatch.setattr(module, "save_figure", save)
+    # every figure is drawn in this process: one drawn in a forked process (the game's
+    # figures beside the privacy curve, `worker_pool.Beside`) would not be recorded here
+    monkeypatch.setattr("auditsel.games.worker_pool.fork_available", lambda: False)

@@ -112,10 +112,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _prepare_figures() -> None:
     """What the process that draws the figures loads ahead: matplotlib and the module that
-    draws them (whose own imports, numpy and scipy among them, this process is making too)."""
+    draws them (`experiments.plots`: numpy and matplotlib, no scipy)."""
     # deferred: these load in the prepared process, beside this one's start-up
     from auditsel.experiments.figures import prepare_plotting
-    from auditsel.experiments.report import write_plots  # noqa: F401
+    from auditsel.experiments.plots import draw_plots  # noqa: F401
 
     prepare_plotting()
 
@@ -170,7 +170,8 @@ def _run_into(
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.bounds_cache import cache_folder
     from auditsel.experiments.experiment import run_experiment
-    from auditsel.experiments.report import prefetch_plotting, text_table, write_outputs
+    from auditsel.experiments.plots import prefetch_plotting
+    from auditsel.experiments.report import text_table, write_outputs
     from auditsel.experiments.sweep import run_sweep
     from auditsel.games.backends import execution_backend
 

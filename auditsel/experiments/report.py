@@ -18,8 +18,6 @@ import json
 import os
 import shutil
 import tempfile
-import threading
-from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +26,10 @@ from numpy.typing import ArrayLike
 
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.sorted_scores import SortedScores
-from auditsel.experiments.figures import new_figure, prepare_plotting, save_figure
 from auditsel.experiments.heuristics import ResultLabels, result_labels
+from auditsel.experiments.plots import draw_plots
 from auditsel.files import atomic_write_text
-from auditsel.games.worker_pool import Beside, Prepared
+from auditsel.games.worker_pool import Prepared
 
 __all__ = [
     "summary_rows",
@@ -298,35 +296,15 @@ def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None 
     return "\n".join(lines) + "\n"
 
 
-_PREFETCH: list[threading.Thread] = []  # the import started by prefetch_plotting
-
-
-def prefetch_plotting() -> None:
-    """Import matplotlib in a background thread (a third of a second), so that it is loaded by
-    the time the plots are drawn; the game and the bounds run meanwhile. `write_plots` waits
-    for that thread to end (rather than importing twice, and so that no thread is left
-    running when it forks)."""
-    thread = threading.Thread(
-        target=prepare_plotting, name="auditsel-import-matplotlib", daemon=True
-    )
-    _PREFETCH.append(thread)
-    thread.start()
-
-
-def _settle_plotting() -> None:
-    """Wait for the imports `prefetch_plotting` started."""
-    while _PREFETCH:
-        _PREFETCH.pop().join()
-
-
-#: what the figures read of the artefacts besides the game's (sent to a `Prepared` process)
-PLOT_INPUTS = ("curve", "attack_curve", "winner")
+#: what the figures read of the artefacts besides what they draw of the game
+#: (`game_figure_data`); only these travel to a `Prepared` process
+PLOT_INPUTS = ("curve", "attack_curve")
 
 
 def _played(result: dict, artefacts: dict) -> bool:
     """A played game: its bound, and its scores (sorted by the audit, the record's, or what the
     figures draw of them)."""
-    scores = ("record", "by_coin", "game_data")
+    scores = ("record", "by_coin")
     return result.get("lower") is not None and any(artefacts.get(k) is not None for k in scores)
 
 
@@ -344,161 +322,23 @@ def write_plots(
     `prepared`: a process that imported matplotlib ahead (`games.worker_pool.Prepared`, with
     `figures.prepare_plotting`) draws them; the same files."""
     labels = _labels(result, labels)
+    inputs = {k: artefacts[k] for k in PLOT_INPUTS if k in artefacts}
+    if _played(result, artefacts):  # what the game's figures draw, not the scores
+        inputs["game_data"] = _game_data(result, artefacts)
     if prepared is not None:
-        inputs = {k: artefacts[k] for k in PLOT_INPUTS if k in artefacts}
-        if _played(result, artefacts):  # what the game's figures draw, not the scores
-            inputs["game_data"] = _game_data(result, artefacts)
-        return prepared.call(_draw_plots, result, inputs, out_dir, labels)
-    return _draw_plots(result, artefacts, out_dir, labels)
+        return prepared.call(draw_plots, result, inputs, out_dir, labels)
+    return draw_plots(result, inputs, out_dir, labels)
 
 
-def _draw_plots(result: dict, artefacts: dict, out_dir: Path, labels: ResultLabels) -> list[str]:
-    _settle_plotting()
-    prepare_plotting()
-    game = _played(result, artefacts)
-    # the game's two figures are drawn beside the privacy curve, in a forked process where
-    # that is safe (never in a second thread: matplotlib is not thread-safe)
-    side = (
-        Beside(lambda: _plot_game(result, artefacts, out_dir, labels), thread=False)
-        if game and "curve" in artefacts
-        else None
-    )
-    names = []
-    if "curve" in artefacts:
-        try:
-            names.append(_plot_privacy_curve(result, artefacts, out_dir, labels))
-        except BaseException:
-            if side is not None:
-                side.cancel()
-            raise
-    if side is not None:
-        names += side.result()
-    elif game:
-        names += _plot_game(result, artefacts, out_dir, labels)
-    return names
-
-
-def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
-    eps, delta = artefacts["curve"]
-    heuristic = set(labels.heuristic_keys)
-    contradicted = labels.contradicted
-    reduced = "exact" in (result.get("reduced_game") or {})
-    monotone = set(labels.monotone_keys)
-    fig, ax = new_figure((6, 4))
-    if delta is not None:  # None: no exact winner law for this base (a dp_accounting event)
-        positive = delta > 0
-        ax.semilogy(
-            eps[positive],
-            delta[positive],
-            "--" if "exact" in heuristic or "exact" in monotone else "-",
-            color="k",
-            lw=1.8,
-            label=legend_label(
-                "reduced game, mu of eq. 19"
-                if reduced
-                else "reduced game, exact (monotone score assumed)",
-                "exact",
-                heuristic,
-                contradicted,
-            ),
-        )
-    attack_delta = artefacts.get("attack_curve")
-    if attack_delta is not None and np.any(attack_delta > 0):
-        keep = attack_delta > 0
-        ax.semilogy(
-            eps[keep],
-            attack_delta[keep],
-            "-",
-            color="C3",
-            lw=1.8,
-            label="attack (certified lower delta(eps))",
-        )
-    ax.axhline(result["delta"], color="grey", ls=":", label=f"delta = {result['delta']:g}")
-    eps_b = result["base"].get("epsilon")
-    if eps_b is not None:
-        ax.plot([eps_b], [result["delta"]], "kx", ms=7, label=f"eps_B = {eps_b:.3f} (one run)")
-    iv = result.get("interval") or {}
-    if iv.get("lower") is not None and iv.get("upper") is not None:
-        ax.plot(
-            [iv["lower"], iv["upper"]],
-            [result["delta"], result["delta"]],
-            "-",
-            color="C8",
-            lw=5,
-            alpha=0.5,
-            solid_capstyle="butt",
-            label=f"interval [{iv['lower']:.3f}, {iv['upper']:.3f}]",
-        )
-    curves = _plot_upper_curves(ax, result, heuristic, monotone, contradicted)
-    _plot_eps_marks(ax, result)
-    ax.set_ylim(max(min(curves.get("delta", [1e-10])), 1e-12) / 3, 1.0)
-    ax.set_xlabel("epsilon")
-    ax.set_ylabel("delta(epsilon)")
-    ax.set_title(f"{result['name']}: privacy curves")
-    ax.legend(fontsize=7, loc="lower left")
-    _margins(fig)
-    save_figure(fig, out_dir / "privacy_curve.png")
-    return "privacy_curve.png"
-
-
-def _plot_upper_curves(ax, result: dict, heuristic: set, monotone: set, contradicted) -> dict:
-    """The bounds' eps at each delta (the tuning bounds, the reduced game's values; dashed
-    where heuristic or under the monotone-score assumption); returns the curves drawn."""
-    curves = dict(result.get("upper_curves") or {})
-    for section in ("reduced_game_curves", "monotone_score_curves"):
-        for key, values in (result.get(section) or {}).items():
-            if key != "delta":
-                curves[key] = values
-    styles = {
-        "generic_rdp": ("C0", "generic RDP"),
-        "profile": ("C1", "profile"),
-        "improved_rdp": ("C2", "improved (UO)"),
-        "improved_rdp_gdp": ("C4", "improved (UG)"),
-    }
-    for key, (color, label) in styles.items():
-        values = curves.get(key)
-        if values and any(v is not None for v in values):
-            pairs = [(v, d) for v, d in zip(values, curves["delta"]) if v is not None]
-            ax.semilogy(
-                [p[0] for p in pairs],
-                [p[1] for p in pairs],
-                "o--" if key in heuristic or key in monotone else "o-",
-                color=color,
-                ms=3,
-                lw=1,
-                label=legend_label(
-                    f"{label} (eps at each delta)"
-                    + (", monotone score assumed" if key in monotone else ""),
-                    key,
-                    heuristic,
-                    contradicted,
-                ),
-            )
-    return curves
-
-
-def _plot_eps_marks(ax, result: dict) -> None:
-    """Vertical lines at the valid eps_L and the claimed epsilon, where the result has them."""
-    low = result.get("lower")
-    if low:
-        ax.axvline(low["eps"], color="C3", ls="-.", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
-    claim = result.get("claim")
-    if claim:
-        ax.axvline(
-            claim["epsilon"],
-            color="C2",
-            ls="--",
-            lw=0.8,
-            label=f"claimed eps = {claim['epsilon']:.3f}",
-        )
-
-
-def game_figure_data(result: dict, by_coin: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
+def game_figure_data(
+    result: dict, by_coin: tuple[np.ndarray, np.ndarray], winner: Any = None
+) -> dict[str, Any]:
     """What scores.png and tradeoff.png draw, read from each coin's sorted scores: the
     histogram bars (frequencies per output of a finite game, else densities on 79 bins between
     the 0.05% and 99.95% quantiles and the threshold) and the ROC's exact counts
-    (`roc_points`): a few thousand numbers whatever the number of games, sent to the process
-    that draws them instead of the scores."""
+    (`roc_points`), and the exact trade-off curve of the `winner`'s pair where it is known: a
+    few thousand numbers whatever the number of games, sent to the process that draws them
+    (`plots.draw_plots`) instead of the scores."""
     low = result["lower"]  # a played game has its lower bound
     finite = [s[np.searchsorted(s, -np.inf, "right") : np.searchsorted(s, np.inf)] for s in by_coin]
     if any(len(f) for f in finite):
@@ -522,6 +362,7 @@ def game_figure_data(result: dict, by_coin: tuple[np.ndarray, np.ndarray]) -> di
             bars.append((edges, counts / max(len(finite[b]), 1) / np.diff(edges)))
     _, fp, fn = roc_points(*by_coin)
     return {
+        "exact": None if winner is None else tradeoff_curve(winner),
         "finite_outputs": values is not None,
         "bars": bars,
         "roc": (fp, fn),
@@ -530,78 +371,11 @@ def game_figure_data(result: dict, by_coin: tuple[np.ndarray, np.ndarray]) -> di
 
 
 def _game_data(result: dict, artefacts: dict) -> dict[str, Any]:
-    if "game_data" in artefacts:
-        data: dict[str, Any] = artefacts["game_data"]
-        return data
     by_coin = artefacts.get("by_coin")
     if by_coin is None:  # a streamed audit kept no sort: the record's scores, sorted here
         record = artefacts["record"]
         by_coin = sorted_scores(record.scores, record.member)
-    return game_figure_data(result, by_coin)
-
-
-def _plot_game(result: dict, artefacts: dict, out_dir: Path, labels) -> list[str]:
-    names = []
-    low = result["lower"]  # a played game has its lower bound
-    data = _game_data(result, artefacts)
-    finite_outputs = data["finite_outputs"]
-    fig, ax = new_figure((6, 4))
-    for b, color in ((0, "C0"), (1, "C1")):
-        label = f"b = {b} ({'X′' if b else 'X'})"
-        x, y = data["bars"][b]
-        if finite_outputs:  # frequencies per output, log scale
-            width = 0.4 * (np.min(np.diff(x)) if len(x) > 1 else 1.0)
-            ax.bar(x + (b - 0.5) * width, y, width=width, color=color, label=label, log=True)
-        else:  # densities on the bins with edges x
-            ax.stairs(y, x, fill=True, alpha=0.5, color=color, label=label)
-    if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
-        ax.axvline(low["threshold"], color="k", ls="--", lw=1, label="threshold")
-    ax.set_xlabel(f"proxy score ({low['proxy']})")
-    ax.set_ylabel("frequency" if finite_outputs else "density")
-    ax.set_title(f"{result['name']}: scores of the distinguishing game")
-    ax.legend(loc="upper right")
-    _margins(fig)
-    save_figure(fig, out_dir / "scores.png")
-    names.append("scores.png")
-    names.append(_plot_tradeoff(result, artefacts, data, out_dir, labels))
-    return names
-
-
-_SUPERSCRIPT = str.maketrans(
-    "-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
-)
-
-
-def decade_label(value: float, _position: object = None) -> str:
-    """A log axis's tick label as plain text: 1e-5 -> "10⁻⁵" (superscript digits), "" for a
-    value that is not a power of ten. Matplotlib's own labels are mathtext ("$10^{-5}$"), whose
-    parser is built on first use: 0.2 s of CPU in each process that draws a figure."""
-    if not value > 0 or not np.isfinite(value):
-        return ""
-    exponent = float(np.log10(value))
-    decade = round(exponent)
-    if abs(exponent - decade) > 1e-9:
-        return ""
-    return "10" + str(decade).translate(_SUPERSCRIPT)
-
-
-def _margins(fig):
-    """Fixed margins that fit the axis labels and log-scale tick labels of these small figures
-    (tight_layout measured every text, drawing each figure twice: half the time of the plots).
-    Log axes keep their decade ticks only (minor ticks cost more than the rest of a figure),
-    labelled in plain text (`decade_label`: no mathtext parser to build)."""
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    from matplotlib.ticker import FuncFormatter, NullLocator
-
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            if axis.get_scale() == "log":
-                axis.set_minor_locator(NullLocator())
-                axis.set_major_formatter(FuncFormatter(decade_label))
-    width, height = fig.get_size_inches()
-    fig.subplots_adjust(
-        left=0.75 / width, right=1 - 0.15 / width, bottom=0.55 / height, top=1 - 0.35 / height
-    )
+    return game_figure_data(result, by_coin, artefacts.get("winner"))
 
 
 def sorted_scores(scores: ArrayLike, member: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -642,15 +416,6 @@ def roc_points(
     fp = len(s0) - np.searchsorted(s0, t, "right")
     fn = np.searchsorted(s1, t, "right")
     return t, fp, fn
-
-
-def legend_label(
-    label: str, key: str, heuristic: Collection[str], contradicted: Collection[str]
-) -> str:
-    """A plot legend entry: "heuristic" (and "CONTRADICTED") where the value is no bound."""
-    if key not in heuristic:
-        return label
-    return f"{label}, heuristic" + (", CONTRADICTED" if key in contradicted else "")
 
 
 def write_outputs(
@@ -694,77 +459,3 @@ def _newest(folder: Path) -> str:
     """The name of the file written last in `folder` ('' when there is none)."""
     files = [p for p in folder.iterdir() if p.is_file()]
     return max(files, key=lambda p: p.stat().st_mtime_ns).name if files else ""
-
-
-def _plot_tradeoff(result, artefacts, data, out_dir: Path, labels) -> str:
-    """ROC on log axes (true-positive rate 1 - FN against FP, as in membership-inference
-    audits): the game's exact (FP, TP) at a few thousand thresholds spread over every decade
-    (`roc_points`), against the exact trade-off curve of the pair (when the pair is known) and
-    the boundary that a claimed (eps, delta) allows (when a claim was audited)."""
-    (fp, fn), (n0, n1) = data["roc"], data["n"]
-    fp_rate, tp_rate = fp / n0, 1 - fn / n1
-    dense = np.logspace(-9, 0, 500)  # the curves are linear between vertices (randomised tests)
-
-    def branch(x, y):
-        order = np.argsort(x)
-        return dense, np.interp(dense, x[order], y[order])
-
-    references = []  # (name, x = FP, y = TP of "guess X'", dashed, colour)
-    if artefacts.get("winner") is not None:
-        exact_fp, exact_fn = tradeoff_curve(artefacts["winner"])
-        heuristic = "exact" in labels.heuristic_keys
-        name = legend_label(
-            "reduced game"
-            if "exact" in (result.get("reduced_game") or {})
-            else "exact, monotone score",
-            "exact",
-            labels.heuristic_keys,
-            labels.contradicted,
-        )
-        references.append((f"{name} (likelihood ratio)", exact_fp, exact_fn, heuristic, "k"))
-    claim = result.get("claim")
-    if claim:
-        e, d = np.exp(claim["epsilon"]), result["delta"]
-        claim_fn = np.maximum.reduce([np.zeros_like(dense), 1 - d - e * dense, (1 - d - dense) / e])
-        references.append(
-            (f"claimed eps = {claim['epsilon']:.3g}: no test above", dense, claim_fn, True, "C2")
-        )
-    once = {name for name, *_ in references if name.startswith("claimed")}  # one legend entry
-    floor = 0.5 / max(n0, n1)
-    fig, ax = new_figure((5, 5))
-    # both kinds of test: "guess X' when the score is high" (x = FP, y = 1 - FN) and, with the
-    # roles of X and X' swapped, "guess X when it is low" (x = FN, y = 1 - FP)
-    for swapped, x_game, y_game, color, what in (
-        (False, fp_rate, tp_rate, "C3", "guess X'"),
-        (True, 1 - tp_rate, 1 - fp_rate, "C0", "guess X"),
-    ):
-        for name, ref_fp, ref_fn, dashed, ref_color in references:
-            x, y = branch(ref_fn, 1 - ref_fp) if swapped else branch(ref_fp, 1 - ref_fn)
-            ax.loglog(
-                np.maximum(x, 1e-9),
-                np.maximum(y, 1e-9),
-                "--" if dashed else "-",
-                color="grey" if swapped and ref_color == "k" else ref_color,
-                lw=1.5,
-                label=name if name in once else f"{name}, {what}",
-            )
-            if swapped and name in once:
-                ax.lines[-1].set_label("_nolegend_")
-        ax.loglog(
-            np.maximum(x_game, floor),
-            np.maximum(y_game, floor),
-            ".",
-            ms=2,
-            color=color,
-            label=f"game, {what}, proxy {result['lower']['proxy']}",
-        )
-    ax.loglog([floor, 1], [floor, 1], ":", color="grey", lw=1, label="chance")
-    ax.set_xlim(floor, 1.05)
-    ax.set_ylim(floor, 1.05)
-    ax.set_xlabel("false positive rate")
-    ax.set_ylabel("true positive rate")
-    ax.set_title(f"{result['name']}: trade-off (ROC, log scale)")
-    ax.legend(fontsize=7, loc="lower right")
-    _margins(fig)
-    save_figure(fig, out_dir / "tradeoff.png")
-    return "tradeoff.png"

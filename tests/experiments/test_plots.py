@@ -12,7 +12,8 @@ from figure_records import record_saved_figures
 from auditsel.auditing.sorted_scores import threshold_table
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.experiment import run_experiment
-from auditsel.experiments.report import decade_label, roc_points, sorted_scores, write_plots
+from auditsel.experiments.plots import decade_label
+from auditsel.experiments.report import roc_points, sorted_scores, write_plots
 
 
 @pytest.mark.parametrize("n, ties", [(1000, False), (200_000, True), (7, True)])
