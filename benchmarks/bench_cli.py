@@ -10,7 +10,8 @@ Two measurements, each in a fresh interpreter:
 1. plain: the `auditsel run CONFIG --out DIR --jobs J --quiet` command, wall-clock (what the
    user waits for), and `auditsel --help`;
 2. phases: the same `auditsel.cli.main` call in a fresh process with timers wrapped around
-   what it calls: imports (every module the run loads, matplotlib included), bounds (the upper
+   what it calls: imports (every module the run's own process loads: matplotlib is imported
+   by the process it forks to draw the figures, beside them), bounds (the upper
    panel, the bound curves and the exact privacy curve; computed beside the game, the audit
    and the estimator panel, in a forked process where that is safe, so only the wait for them
    adds to the total), game
@@ -54,8 +55,8 @@ PHASES = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import auditsel.cli, auditsel.experiments.experiment, auditsel.experiments.report, auditsel.experiments.config, auditsel.auditing.lower, attacks.proxies
-if "--no-plots" not in sys.argv:   # what the run's figures load (no pyplot)
-    import matplotlib.figure, matplotlib.backends.backend_agg, matplotlib.ticker
+# (matplotlib is not imported here: the run's figures are drawn by a process it forks at its
+# start, which imports matplotlib beside the run's own imports: `worker_pool.Prepared`)
 imports = time.perf_counter() - t0
 import auditsel.experiments.experiment as ex, auditsel.experiments.report as rp
 seconds = {"bounds": 0.0, "bounds_wait": 0.0, "game": 0.0, "audit": 0.0, "panel": 0.0,
