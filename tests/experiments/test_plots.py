@@ -16,6 +16,19 @@ from auditsel.experiments.plots import decade_label
 from auditsel.experiments.report import roc_points, sorted_scores, write_plots
 
 
+def _quickstart_game(name: str, trials: int):
+    """The quickstart's setting (Gaussian mu = 0.5, TNB(0, 0.01)) with a reduced game."""
+    return parse_config(
+        {
+            "name": name,
+            "delta": 1e-5,
+            "base": {"kind": "gaussian", "mu": 0.5},
+            "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+            "game": {"kind": "reduced", "trials": trials, "seed": 0},
+        }
+    )
+
+
 @pytest.mark.parametrize("n, ties", [(1000, False), (200_000, True), (7, True)])
 def test_roc_points_are_exact_counts_over_every_decade(n, ties):
     rng = np.random.default_rng(n)
@@ -42,15 +55,7 @@ def test_roc_points_are_exact_counts_over_every_decade(n, ties):
 
 
 def test_plots_of_a_large_game_draw_a_few_thousand_points(tmp_path, monkeypatch):
-    spec = parse_config(
-        {
-            "name": "big",
-            "delta": 1e-5,
-            "base": {"kind": "gaussian", "mu": 0.5},
-            "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
-            "game": {"kind": "reduced", "trials": 400_000, "seed": 0},
-        }
-    )
+    spec = _quickstart_game("big", 400_000)
     result, artefacts = run_experiment(spec, None, progress=False, curves=False)
     drawn = {}
 
@@ -81,15 +86,7 @@ def test_figures_build_no_mathtext(tmp_path, monkeypatch):
     build in each process that draws) is never used by the run's figures."""
     import matplotlib.mathtext
 
-    spec = parse_config(
-        {
-            "name": "text",
-            "delta": 1e-5,
-            "base": {"kind": "gaussian", "mu": 0.5},
-            "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
-            "game": {"kind": "reduced", "trials": 20_000, "seed": 0},
-        }
-    )
+    spec = _quickstart_game("text", 20_000)
     result, artefacts = run_experiment(spec, None, progress=False)
     parsed = []
     real_parse = matplotlib.mathtext.MathTextParser.parse
@@ -124,15 +121,7 @@ def test_the_process_that_draws_is_sent_a_few_thousand_numbers_not_the_scores(tm
     figures are the files drawn from the scores, byte for byte."""
     import pickle
 
-    spec = parse_config(
-        {
-            "name": "sent",
-            "delta": 1e-5,
-            "base": {"kind": "gaussian", "mu": 0.5},
-            "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
-            "game": {"kind": "reduced", "trials": 400_000, "seed": 0},
-        }
-    )
+    spec = _quickstart_game("sent", 400_000)
     result, artefacts = run_experiment(spec, None, progress=False)
 
     class Here:  # a prepared process that runs the call here, keeping what it was sent
