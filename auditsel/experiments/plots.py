@@ -31,9 +31,10 @@ _PREFETCH: list[threading.Thread] = []  # the import started by prefetch_plottin
 
 def prefetch_plotting() -> None:
     """Import matplotlib in a background thread (a third of a second), so that it is loaded by
-    the time the plots are drawn; the game and the bounds run meanwhile. `write_plots` waits
+    the time the plots are drawn; the game and the bounds run meanwhile. `draw_plots` waits
     for that thread to end (rather than importing twice, and so that no thread is left
-    running when it forks)."""
+    running when it forks). Used where no process draws the figures (`Prepared` did not
+    fork: a loaded machine)."""
     thread = threading.Thread(
         target=prepare_plotting, name="auditsel-import-matplotlib", daemon=True
     )

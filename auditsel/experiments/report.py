@@ -1,4 +1,5 @@
-"""Tables and plots of a result: the terminal table, report.md and PNG figures.
+"""Tables and plots of a result: the terminal table, report.md and PNG figures (drawn by
+`auditsel.experiments.plots` from what `write_plots` hands it: `game_figure_data`).
 
 Everything shown is read from the result dict (the same numbers as result.json) through its
 labels, computed once (`auditsel.experiments.heuristics.result_labels`). The bounds for any
