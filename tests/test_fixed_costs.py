@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from auditsel.cli import main
 from auditsel.experiments import experiment
 from auditsel.experiments.config import default_config_path, load_config
@@ -106,3 +108,21 @@ def test_work_beside_the_run_changes_nothing(tmp_path, monkeypatch):
     api = _run_folder(tmp_path / "api")[0]
     assert list(api["lower"]) == list(beside[0]["lower"])  # the same keys in the same order
     assert api["lower"] == beside[0]["lower"]
+
+
+def test_the_run_process_never_imports_the_attacks_modules(tmp_path):
+    """With the bounds computed beside the game (a forked process), the run's own process
+    reads their Panel back without importing the attack's modules (its score search and
+    scipy.fft: 0.06 s on the path to the figures)."""
+    if not worker_pool.fork_available():
+        pytest.skip("no fork here: the bounds are computed in the run's process")
+    code = (
+        "import sys\nimport auditsel.games.worker_pool as wp\nwp.spare_core = lambda: True\n"
+        "from auditsel.cli import main\n"
+        f"rc = main(['run', '--trials', '2000', '--out', {str(tmp_path / 'o')!r}, '--quiet',"
+        " '--no-progress', '--no-plots'])\n"
+        "print(rc, sorted(m for m in ('auditsel.accounting.attack', "
+        "'auditsel.accounting.score_search', 'scipy.fft') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[-2] == "0 []", out.stdout + out.stderr

@@ -54,12 +54,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from auditsel.accounting.attack import AttackValue, attack_applies
 from auditsel.accounting.interval import (
     Interval,
     allowed_rigours,
@@ -78,6 +77,9 @@ from auditsel.numerics import check_deltas
 from auditsel.roles import AccountedPair, MechanismPair
 from auditsel.rounds import RoundsLaw
 from auditsel.version import REMOVED_IN
+
+if TYPE_CHECKING:
+    from auditsel.accounting.attack import AttackValue
 
 __all__ = [
     "BOUND_KEYS",
@@ -369,6 +371,10 @@ def panel(
             seconds[key] = time.perf_counter() - t
 
     pending = None
+    # deferred: the attack's modules load scipy.fft; a process that only reads a Panel back
+    # (the bounds computed beside `auditsel run`, unpickled) need not import them
+    from auditsel.accounting.attack import attack_applies
+
     no_attack = attack_applies(base)
     if no_attack is None:
         # the attack is numpy/FFT work that frees the GIL: it runs in a thread while the bounds

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import Any, TypeAlias, cast
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import privacy_curve
 from auditsel.accounting.interval import IntervalRecord, interval_from
+from auditsel.accounting.panel import Panel, panel
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.auditing.estimators import PanelOptions, estimator_panel, panel_dict
 from auditsel.auditing.lower import LowerBound, audit_scores
@@ -56,9 +57,6 @@ from auditsel.selection import (
     winner_law,
 )
 from auditsel.version import __version__, source_commit
-
-if TYPE_CHECKING:  # the bounds' modules load where the bounds are computed (_upper_panel)
-    from auditsel.accounting.panel import Panel
 
 #: (eps grid, delta of the released winner's curve there, the attack's certified lower curve
 #: there): `upper_panel`'s second part (None where there is no such curve)
@@ -500,10 +498,8 @@ def _remember(
 def _upper_panel(
     base: MechanismPair, rounds: RoundsLaw, delta: float, with_curves: bool, winner: Winner | None
 ) -> tuple[Panel, UpperCurve]:
-    # deferred: the bounds' modules (the attack's scipy.fft and score search, the registry)
-    # load where the bounds are computed: in `auditsel run`, a forked process beside the game
-    from auditsel.accounting.panel import panel
-
+    # (the attack's modules, scipy.fft and the score search, load where the attack is
+    # computed: in `auditsel run`, the forked process beside the game)
     bounds = panel(base, rounds, delta, curve_deltas=CURVE_DELTAS if with_curves else None)
     eps_max = max(
         v
