@@ -371,8 +371,7 @@ def panel(
             seconds[key] = time.perf_counter() - t
 
     pending = None
-    # deferred: the attack's modules load scipy.fft; a process that only reads a Panel back
-    # (the bounds computed beside `auditsel run`, unpickled) need not import them
+    # deferred: the attack's modules load scipy.fft; a Panel read back need not import them
     from auditsel.accounting.attack import attack_applies
 
     no_attack = attack_applies(base)
