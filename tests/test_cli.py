@@ -300,11 +300,24 @@ def test_bad_dpsgd_base(tmp_path, capsys, base, field):
     assert not (tmp_path / "o").exists()
 
 
-def test_help_imports_nothing_heavy():
-    """`auditsel --help` (and `auditsel run --help`) load no heavy module: they stay instant."""
+def _last_line_printed(code: str, cwd) -> str:
+    """The last line `python -c code` prints in a fresh interpreter (which must succeed)."""
     import subprocess
     import sys
 
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def test_help_imports_nothing_heavy():
+    """`auditsel --help` (and `auditsel run --help`) load no heavy module: they stay instant."""
     heavy = [
         "numpy",
         "scipy",
@@ -324,15 +337,7 @@ def test_help_imports_nothing_heavy():
         "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
         f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    assert _last_line_printed(code, ROOT) == "[]"
 
 
 def test_run_draws_its_figures_without_pyplot_or_mathtext(tmp_path):
@@ -340,9 +345,6 @@ def test_run_draws_its_figures_without_pyplot_or_mathtext(tmp_path):
     pyplot (a tenth of a second) and labels log axes without building the mathtext parser
     (a fifth of a second): by the end of the run (its figures drawn in its own process,
     forking switched off) pyplot is not loaded and the parser was never built."""
-    import subprocess
-    import sys
-
     code = (
         "import sys\nimport auditsel.games.worker_pool as wp\nwp.fork_available = lambda: False\n"
         "from auditsel.cli import main\n"
@@ -352,17 +354,9 @@ def test_run_draws_its_figures_without_pyplot_or_mathtext(tmp_path):
         "print(sorted(m for m in ('matplotlib.pyplot', 'matplotlib.figure') if m in sys.modules),"
         " mt.MathTextParser._parser)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert proc.returncode == 0, proc.stderr
     # matplotlib.figure loaded, pyplot not; the mathtext parser (a class attribute set on the
     # first parse) never built
-    assert proc.stdout.strip().splitlines()[-1] == "['matplotlib.figure'] None"
+    assert _last_line_printed(code, tmp_path) == "['matplotlib.figure'] None"
     assert {p.name for p in (tmp_path / "o").glob("*.png")} == {
         "privacy_curve.png",
         "scores.png",

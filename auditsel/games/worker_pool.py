@@ -444,6 +444,13 @@ def _runnable_others() -> float:
         return float("inf")
 
 
+def fork_pays() -> bool:
+    """Whether work beside the caller goes to a forked process: fork is available, no other
+    Python thread is running (a forked child of a threaded process may block forever on a lock
+    another thread held) and a core is free (`spare_core`)."""
+    return fork_available() and threading.active_count() == 1 and spare_core()
+
+
 class Beside:
     """fn() computed beside the caller (module docstring): in a forked process where that is
     safe, else in a thread, or with `thread=False` (fn is not thread-safe: matplotlib's pyplot)
@@ -457,7 +464,7 @@ class Beside:
         self._value: Any = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        self.forked = fork_available() and threading.active_count() == 1 and spare_core()
+        self.forked = fork_pays()
         if self.forked:
             read, write = os.pipe()
             pid = os.fork()
@@ -566,7 +573,7 @@ class Prepared:
     lets an unused process go; it leaves by itself when the caller ends."""
 
     def __init__(self, prepare: Callable[[], object]) -> None:
-        self.forked = fork_available() and threading.active_count() == 1 and spare_core()
+        self.forked = fork_pays()
         self._open = self.forked
         if not self.forked:
             return
