@@ -134,6 +134,8 @@ def _run(args: argparse.Namespace, prepared: Prepared | None) -> int:
             if overrides and not isinstance(raw.get("game"), dict):
                 raise _no_game(overrides, config_path)
             points = expand_sweep(raw, overrides)
+            if prepared is not None:  # a sweep draws sweep.png here: nothing to prepare
+                prepared.close()
             name = points[0].spec.name
         else:
             spec = parse_config(raw)
