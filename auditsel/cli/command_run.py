@@ -74,7 +74,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--no-cache",
         action="store_true",
         help="compute the bounds afresh and keep nothing (by default they are kept across runs "
-        "in $AUDITSEL_CACHE_DIR, else ~/.cache/auditsel/bounds, and read back by the same "
+        "in OUT/.bounds-cache, or in $AUDITSEL_CACHE_DIR when set, and read back by the same "
         "code only)",
     )
     run.add_argument(
@@ -207,7 +207,7 @@ def _run_into(
             # matplotlib is imported by the prepared process, else in a thread meanwhile
             prefetch=None if args.no_plots or ready else prefetch_plotting,
             defer_panel=True,
-            bounds_cache=None if args.no_cache else cache_folder(),
+            bounds_cache=None if args.no_cache else cache_folder(out_dir),
         )
     record = artefacts.get("record")
     if record is not None and record.resumed_chunks:

@@ -11,9 +11,11 @@ that cannot be written is not an error (the value is computed, not kept). Files 
 atomically, so concurrent runs never read half a file. A key whose repr is not a pure
 function of its value (an object address in it) is never kept.
 
-`cache_folder()` is where `auditsel run` keeps them: `$AUDITSEL_CACHE_DIR` when set (the
-value `off` keeps nothing), else `$XDG_CACHE_HOME/auditsel/bounds`, else
-`~/.cache/auditsel/bounds`. The CLI's `--no-cache` keeps nothing either; the Python API keeps
+`cache_folder(out_dir)` is where `auditsel run` keeps them: `$AUDITSEL_CACHE_DIR` when set (a
+folder the user names, shared by every run; the value `off` keeps nothing), else
+`OUT/.bounds-cache` inside the run's output folder, so that nothing is written outside it
+unless asked for: a rerun into the same folder reads them back. The CLI's `--no-cache` keeps
+nothing either; the Python API keeps
 nothing unless it is given a folder. A kept value is small (a few kB to a few hundred kB: the
 attack's score-search tables are not kept). Deleting the folder is always safe. The values are
 pickles, which run code when read: the folder is made readable and writable by its owner only,
@@ -44,13 +46,13 @@ T = TypeVar("T")
 _ADDRESS = " at 0x"  # in a repr: an object's address, not its value
 
 
-def cache_folder() -> Path | None:
-    """The folder `auditsel run` keeps bounds in (module docstring), None when switched off."""
+def cache_folder(out_dir: Path) -> Path | None:
+    """The folder `auditsel run` into `out_dir` keeps bounds in (module docstring), None when
+    switched off."""
     named = os.environ.get(CACHE_ENV)
     if named is not None:
         return None if named.strip().lower() in ("", "off") else Path(named).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "auditsel" / "bounds"
+    return Path(out_dir) / ".bounds-cache"
 
 
 def _versions() -> str:

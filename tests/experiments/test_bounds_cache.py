@@ -63,13 +63,13 @@ def test_a_broken_or_unwritable_cache_is_computed_around(tmp_path):
 
 
 def test_cache_folder_follows_the_environment(tmp_path, monkeypatch):
+    out = tmp_path / "out"
     monkeypatch.setenv(bc.CACHE_ENV, str(tmp_path / "c"))
-    assert bc.cache_folder() == tmp_path / "c"
+    assert bc.cache_folder(out) == tmp_path / "c"  # a folder the user names
     monkeypatch.setenv(bc.CACHE_ENV, "off")
-    assert bc.cache_folder() is None
+    assert bc.cache_folder(out) is None
     monkeypatch.delenv(bc.CACHE_ENV)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
-    assert bc.cache_folder() == tmp_path / "x" / "auditsel" / "bounds"
+    assert bc.cache_folder(out) == out / ".bounds-cache"  # else inside the output folder
 
 
 @pytest.mark.parametrize("forked", [True, False])
@@ -115,3 +115,10 @@ def test_the_cli_keeps_bounds_where_told_and_nothing_with_no_cache(tmp_path):
     assert first["upper"] and first["interval"]
     for key in set(off) - {"seconds"}:
         assert first[key] == second[key] == off[key], key
+    # no folder named: kept inside the output folder, nothing written outside it
+    del env[bc.CACHE_ENV]
+    before = set(tmp_path.iterdir())
+    inside = run()
+    out = (set(tmp_path.iterdir()) - before).pop()
+    assert len(list((out / ".bounds-cache").glob("*.pickle"))) == 1
+    assert inside["upper"] == off["upper"]
