@@ -23,7 +23,7 @@ import numpy as np
 
 from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
-from auditsel.accounting.exact import privacy_curve
+from auditsel.accounting.exact import privacy_curve, tradeoff_curve
 from auditsel.accounting.interval import IntervalRecord, interval_from
 from auditsel.accounting.panel import Panel, panel
 from auditsel.accounting.registry import ASSUMPTION
@@ -591,6 +591,7 @@ def run_experiment(
     prefetch: Callable[[], object] | None = None,
     defer_panel: bool = False,
     bounds_cache: Path | None = None,
+    figure_data: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns (result, artefacts): result.json content and in-memory data for the report.
     `prefetch` (the CLI's import of matplotlib in a thread) is started once the bounds are
@@ -598,7 +599,11 @@ def run_experiment(
     panel (computed beside the rest where a fork is safe) is left in artefacts["estimators"]
     and `report.write_outputs` puts it in result["lower"]["estimators"] after the plots.
     `bounds_cache`: a folder where the bounds of a played setting are kept across runs and
-    read back by the same code (`auditsel.experiments.bounds_cache`); None keeps nothing."""
+    read back by the same code (`auditsel.experiments.bounds_cache`); None keeps nothing.
+    `figure_data`: the figures will be drawn, so the pair's exact trade-off curve that
+    tradeoff.png draws (`accounting.exact.tradeoff_curve`, a tenth of a second) is computed
+    beside the game with the bounds, off the path to the figures (artefacts["exact_tradeoff"]:
+    the same function of the same winner, so the same numbers)."""
     start = time.perf_counter()
     with_curves = curves and spec.delta > 0
     reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
@@ -609,18 +614,21 @@ def run_experiment(
     )
     key = _upper_key(spec.base, spec.rounds, spec.delta, with_curves, winner)
 
-    played = panel = None
+    played = panel = exact_tradeoff = None
     cached = key is not None and key in _UPPER
     if spec.game is not None and spec.game.one_run is None and not cached:
         # the bounds are computed beside the game (`worker_pool.Beside`: a forked process,
         # with its own core and GIL, where that is safe); an error in either surfaces here
         upper = Beside(
-            lambda: kept_bounds.cached(
-                key,
-                lambda: _sendable(
-                    _upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
+            lambda: (
+                kept_bounds.cached(
+                    key,
+                    lambda: _sendable(
+                        _upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
+                    ),
+                    None if key is None else bounds_cache,
                 ),
-                None if key is None else bounds_cache,
+                None if winner is None or not figure_data else tradeoff_curve(winner),
             )
         )
         try:  # the matplotlib import starts after the fork: a child never inherits a thread
@@ -628,7 +636,8 @@ def run_experiment(
         except BaseException:
             upper.cancel()
             raise
-        bounds, curve = copy.deepcopy(_remember(key, upper.result()))
+        kept, exact_tradeoff = upper.result()
+        bounds, curve = copy.deepcopy(_remember(key, kept))
     else:
         if spec.game is not None and spec.game.one_run is None:
             played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch)
@@ -646,6 +655,8 @@ def run_experiment(
         "code_digest": package_digest(),
     }
     artefacts: dict[str, Any] = {"winner": winner, "curve": curve[:2], "attack_curve": curve[2]}
+    if exact_tradeoff is not None:
+        artefacts["exact_tradeoff"] = exact_tradeoff
     if spec.game is not None and spec.game.one_run is not None:
         # deferred: scipy.stats and scipy.optimize load only for one-run audits
         from auditsel.experiments.one_run_experiment import play_one_run
@@ -742,6 +753,8 @@ def run_config(
     # the folder is resolved, refused when it escapes, locked, and on failure only what this
     # run created there is removed (auditsel.files)
     with claim_folder(out_dir, field="out_dir") as folder:
-        result, artefacts = run_experiment(spec, folder.path, jobs=jobs, progress=progress)
+        result, artefacts = run_experiment(
+            spec, folder.path, jobs=jobs, progress=progress, figure_data=True
+        )
         write_outputs(folder.path, result, artefacts)
     return RunResult.from_dict(result)
