@@ -136,65 +136,175 @@ def search_rows(
 
     Branch and bound: a block of consecutive rows is bounded by the objective at its best
     counts (the counts are monotone along the rows, so those are at its ends) with the cheap
-    limit bounds; blocks are split `fanout` ways in decreasing order of their bound, and the
-    rows of a block of at most `leaf` get exact limits in decreasing order of their own bound,
-    until no bound is above the best value found."""
-    m = rows.m
-    corner = np.maximum if increasing else np.minimum  # the best counts of a block
+    limit bounds; blocks are split `fanout` ways in decreasing order of their bound (ties: the
+    block of smaller rows first), and the rows of a block of at most `leaf` get exact limits in
+    decreasing order of their own bound (ties: the smaller row first), until no bound is above
+    the best value found; a row replaces the best only with a larger value, so ties go to the
+    row found first in that order.
 
-    def counts(i):
-        f, g = rows.fp(i), rows.fn(i)
-        return (n0 - f, n1 - g) if flip else (f, g)
-
-    def bounds(f, g):
-        with np.errstate(invalid="ignore"):
-            return np.nan_to_num(objective(*pair_limit_bounds(lim0, f, lim1, g)), nan=np.inf)
-
-    def children(lo: int, hi: int, ways: int = fanout):
-        """Blocks splitting rows [lo, hi) `ways` ways, as (-bound, lo, hi) entries."""
-        size = max(-(-(hi - lo) // ways), 1)
-        starts = np.arange(lo, hi, size)
-        ends = np.minimum(starts + size, hi)
-        k = len(starts)
-        f, g = counts(np.concatenate([starts, ends - 1]))  # both ends in one pass
-        b = bounds(corner(f[:k], f[k:]), corner(g[:k], g[k:]))
-        return list(zip((-b).tolist(), starts.tolist(), ends.tolist()))
-
+    The walk takes its decisions one block at a time, as a plain best-first search does, but
+    its numbers come in vectorised passes (`_Walk`): the blocks waiting are kept as sorted
+    arrays, one per split, and when the walk opens a block whose split (or leaf) is not yet
+    computed, the next blocks of the same kind of its array that are still above the best value
+    are computed with it, up to `BATCH` (the count doubling from 1 at each pass). Every number
+    is elementwise (numpy and scipy ufuncs), so a number computed ahead is the one the walk
+    would compute alone, and the walk returns the same row, value and limits in far fewer passes
+    where many blocks must be opened (flat objectives, e.g. the GDP mu on Gaussian scores)."""
+    walk = _Walk(rows, n0, n1, lim0, lim1, objective, flip, increasing, fanout, leaf)
     best = (-1, -math.inf, math.nan, math.nan)
 
     def level() -> float:  # what a bound must exceed to matter
         return max(best[1], floor) if best[0] >= 0 else floor
 
-    heap = children(0, m, max(fanout, min(ROOT_BLOCKS, m // max(leaf, 1))))
-    heapq.heapify(heap)
-    while heap:
-        neg, lo, hi = heapq.heappop(heap)
-        if (best[0] >= 0 or floor > -math.inf) and -neg <= level():
+    m = rows.m
+    walk.push(*walk.split([(0, m)], max(fanout, min(ROOT_BLOCKS, m // max(leaf, 1))))[0])
+    while walk.heap:
+        pruning = best[0] >= 0 or floor > -math.inf
+        cut = level() if pruning else -math.inf
+        neg, lo, hi, where = walk.pop()
+        if pruning and -neg <= cut:
             break
         if best[0] >= 0 and best[1] > stop_above:
             break
         if hi - lo > leaf:
-            for entry in children(lo, hi):
-                if (best[0] < 0 and floor == -math.inf) or -entry[0] > level():
-                    heapq.heappush(heap, entry)
+            walk.push(*walk.children(lo, hi, where, cut), above=cut)
             continue
-        idx = np.arange(lo, hi)
-        f, g = counts(idx)
-        opt = bounds(f, g)
-        order = np.argsort(-opt, kind="stable")
-        if best[0] >= 0 or floor > -math.inf:
-            order = order[opt[order] > level()]
+        idx, opt, order, l0, l1, value = walk.leaf_rows(lo, hi, where, cut)
+        if pruning:
+            order = order[opt[order] > cut]
         if not len(order):
             continue
-        l0, l1 = lim0.exact(f[order]), lim1.exact(g[order])
-        with np.errstate(invalid="ignore"):
-            value = objective(l0, l1)
-        value = np.where(np.isnan(value), -np.inf, value)
-        j = int(np.argmax(value))
-        counts_here = value[j] > floor or (floor == -math.inf and best[0] < 0)
-        if counts_here and (best[0] < 0 or value[j] > best[1]):
-            best = (int(idx[order[j]]), float(value[j]), float(l0[j]), float(l1[j]))
+        k = int(order[int(np.argmax(value[order]))])
+        counts_here = value[k] > floor or (floor == -math.inf and best[0] < 0)
+        if counts_here and (best[0] < 0 or value[k] > best[1]):
+            best = (int(idx[k]), float(value[k]), float(l0[k]), float(l1[k]))
     return best
+
+
+BATCH = 512  # at most this many blocks split (or leaves evaluated) in one vectorised pass
+
+
+class _Walk:
+    """The state of `search_rows`' walk: the blocks waiting, as sorted arrays (one per split)
+    with a heap of each array's next block; and the numbers of the blocks, computed ahead in
+    vectorised passes and kept until the walk reads them once: the split of a block into its
+    children with their bounds (`children`), a leaf's rows with their bounds, order and exact
+    limits (`leaf_rows`). Each is a pure function of the block."""
+
+    def __init__(self, rows, n0, n1, lim0, lim1, objective, flip, increasing, fanout, leaf) -> None:
+        self.rows, self.n0, self.n1, self.lim0, self.lim1 = rows, n0, n1, lim0, lim1
+        self.objective, self.flip, self.fanout, self.leaf = objective, flip, fanout, leaf
+        self.corner = np.maximum if increasing else np.minimum  # the best counts of a block
+        self.heap: list[tuple[float, int, int, int]] = []  # (-bound, lo, hi, array)
+        self.arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (-bound, lo, hi)
+        self.cursor: list[int] = []  # each array's next block
+        self.scanned: list[dict[bool, int]] = []  # how far ahead each kind was computed
+        self.done: dict[tuple[int, int], tuple] = {}  # splits and leaves computed, unread
+        self.ahead = {True: 1, False: 1}  # the next pass's count of splits, of leaves
+
+    def push(self, neg: np.ndarray, lo: np.ndarray, hi: np.ndarray, above: float = -math.inf):
+        """Blocks waiting (those with a bound above `above`: the others can never be opened)."""
+        keep = -neg > above
+        neg, lo, hi = neg[keep], lo[keep], hi[keep]
+        if not len(neg):
+            return
+        order = np.lexsort((lo, neg))  # the heap's order: (-bound, lo); lo is unique
+        self.arrays.append((neg[order], lo[order], hi[order]))
+        self.cursor.append(0)
+        self.scanned.append({True: 0, False: 0})
+        self._head(len(self.arrays) - 1)
+
+    def _head(self, a: int) -> None:
+        neg, lo, hi = self.arrays[a]
+        i = self.cursor[a]
+        if i < len(neg):
+            heapq.heappush(self.heap, (float(neg[i]), int(lo[i]), int(hi[i]), a))
+
+    def pop(self) -> tuple[float, int, int, int]:
+        """The waiting block of largest bound (then smallest lo), and its array."""
+        neg, lo, hi, a = heapq.heappop(self.heap)
+        self.cursor[a] += 1
+        self._head(a)
+        return neg, lo, hi, a
+
+    def _batch(self, lo: int, hi: int, a: int, cut: float, splits: bool) -> list:
+        """[lo, hi) and the next blocks of its kind in array a with a bound above `cut`, not
+        yet computed, up to the pass's count (which then doubles)."""
+        n, self.ahead[splits] = self.ahead[splits], min(2 * self.ahead[splits], BATCH)
+        neg, los, his = self.arrays[a]
+        start = max(self.cursor[a], self.scanned[a][splits])
+        kind = (his[start:] - los[start:] > self.leaf) == splits
+        pick = np.flatnonzero(kind & (-neg[start:] > cut))[: n - 1] + start
+        if len(pick):
+            self.scanned[a][splits] = int(pick[-1]) + 1
+        return [(lo, hi)] + list(zip(los[pick].tolist(), his[pick].tolist()))
+
+    def children(self, lo: int, hi: int, a: int, cut: float) -> tuple:
+        if (lo, hi) not in self.done:
+            blocks = self._batch(lo, hi, a, cut, True)
+            self.done.update(zip(blocks, self.split(blocks, self.fanout)))
+        return self.done.pop((lo, hi))
+
+    def leaf_rows(self, lo: int, hi: int, a: int, cut: float) -> tuple:
+        """(rows, bounds, order, limit0, limit1, value) of the leaf [lo, hi): its rows in
+        decreasing order of their bound (stable), and the exact limits and objective of every
+        row whose bound is above `cut` (nan elsewhere)."""
+        if (lo, hi) not in self.done:
+            blocks = self._batch(lo, hi, a, cut, False)
+            self.done.update(zip(blocks, self.evaluate(blocks, cut)))
+        return self.done.pop((lo, hi))
+
+    def counts(self, i: IntArray) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
+        """The counts (c0, c1) of rows i, read in ascending order (binary searches of sorted
+        keys are the fast ones)."""
+        order = np.argsort(i, kind="stable")
+        f, g = self.rows.fp(i[order]), self.rows.fn(i[order])
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        f, g = f[back], g[back]
+        return (self.n0 - f, self.n1 - g) if self.flip else (f, g)
+
+    def bounds(self, f, g) -> FloatArray:
+        with np.errstate(invalid="ignore"):
+            lims = pair_limit_bounds(self.lim0, f, self.lim1, g)
+            return np.nan_to_num(self.objective(*lims), nan=np.inf)
+
+    def split(self, blocks: list[tuple[int, int]], ways: int) -> list[tuple]:
+        """Each block [lo, hi) split `ways` ways, as arrays (-bound, lo, hi), in one pass."""
+        lo, hi = (np.array(x, dtype=np.int64).reshape(-1) for x in zip(*blocks))
+        size = np.maximum(-(-(hi - lo) // ways), 1)
+        k = -(-(hi - lo) // size)
+        owner = np.repeat(np.arange(len(lo)), k)
+        first = np.cumsum(k) - k
+        starts = lo[owner] + size[owner] * (np.arange(int(k.sum())) - first[owner])
+        ends = np.minimum(starts + size[owner], hi[owner])
+        n = len(starts)
+        f, g = self.counts(np.concatenate([starts, ends - 1]))  # both ends in one pass
+        neg = -self.bounds(self.corner(f[:n], f[n:]), self.corner(g[:n], g[n:]))
+        return [
+            (neg[a:b], starts[a:b], ends[a:b]) for a, b in zip(first.tolist(), (first + k).tolist())
+        ]
+
+    def evaluate(self, blocks: list[tuple[int, int]], cut: float) -> list[tuple]:
+        """`leaf_rows` of each block, in one pass."""
+        lo, hi = (np.array(x, dtype=np.int64) for x in zip(*blocks))
+        k = hi - lo
+        owner = np.repeat(np.arange(len(lo)), k)
+        first = np.cumsum(k) - k
+        idx = lo[owner] + np.arange(int(k.sum())) - first[owner]
+        f, g = self.counts(idx)
+        opt = self.bounds(f, g)
+        order = np.lexsort((-opt, owner))  # by block, then by decreasing bound, stably
+        want = opt > cut
+        l0, l1, value = (np.full(len(idx), math.nan) for _ in range(3))
+        l0[want], l1[want] = self.lim0.exact(f[want]), self.lim1.exact(g[want])
+        with np.errstate(invalid="ignore"):
+            got = self.objective(l0[want], l1[want])
+        value[want] = np.where(np.isnan(got), -np.inf, got)
+        return [
+            (idx[a:b], opt[a:b], order[a:b] - a, l0[a:b], l1[a:b], value[a:b])
+            for a, b in zip(first.tolist(), (first + k).tolist())
+        ]
 
 
 def eq4_objective(delta: float) -> Callable[[FloatArray, FloatArray], FloatArray]:
