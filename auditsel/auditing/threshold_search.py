@@ -84,8 +84,14 @@ class CandidateRows:
         threshold: Callable[[IntArray], FloatArray],
         fp: Callable[[IntArray], NDArray[np.integer]],
         fn: Callable[[IntArray], NDArray[np.integer]],
+        both: Callable[[IntArray], tuple[NDArray[np.integer], NDArray[np.integer]]] | None = None,
     ) -> None:
         self.m, self.threshold, self.fp, self.fn = m, threshold, fp, fn
+        self._both = both
+
+    def counts(self, i: IntArray) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
+        """(fp(i), fn(i)) in one pass (the thresholds read once)."""
+        return self._both(i) if self._both is not None else (self.fp(i), self.fn(i))
 
     @classmethod
     def table(cls, t: ArrayLike, fp: ArrayLike, fn: ArrayLike) -> CandidateRows:
@@ -104,13 +110,19 @@ class CandidateRows:
             out[inner] = rows.value(i[inner] - 1)
             return out
 
-        def fp(i):
-            return np.where(i == 0, n0, n0 - p0.count_le(threshold(i)))
+        def fp(i, t=None):
+            t = threshold(i) if t is None else t
+            return np.where(i == 0, n0, n0 - p0.count_le(t))
 
-        def fn(i):
-            return np.where(i == 0, 0, p1.count_le(threshold(i)))
+        def fn(i, t=None):
+            t = threshold(i) if t is None else t
+            return np.where(i == 0, 0, p1.count_le(t))
 
-        return cls(rows.n + 1, threshold, fp, fn)
+        def both(i):
+            t = threshold(i)
+            return fp(i, t), fn(i, t)
+
+        return cls(rows.n + 1, threshold, fp, fn, both)
 
 
 def search_rows(
@@ -200,7 +212,9 @@ class _Walk:
         self.cursor: list[int] = []  # each array's next block
         self.scanned: list[dict[bool, int]] = []  # how far ahead each kind was computed
         self.done: dict[tuple[int, int], tuple] = {}  # splits and leaves computed, unread
-        self.ahead = {True: 1, False: 1}  # the next pass's count of splits, of leaves
+        # the next pass's count of splits (16: a few passes where few blocks are opened) and
+        # of leaves (2: a leaf costs exact limits)
+        self.ahead = {True: min(16, BATCH), False: min(2, BATCH)}
 
     def push(self, neg: np.ndarray, lo: np.ndarray, hi: np.ndarray, above: float = -math.inf):
         """Blocks waiting (those with a bound above `above`: the others can never be opened)."""
@@ -258,7 +272,7 @@ class _Walk:
         """The counts (c0, c1) of rows i, read in ascending order (binary searches of sorted
         keys are the fast ones)."""
         order = np.argsort(i, kind="stable")
-        f, g = self.rows.fp(i[order]), self.rows.fn(i[order])
+        f, g = self.rows.counts(i[order])
         back = np.empty_like(order)
         back[order] = np.arange(len(order))
         f, g = f[back], g[back]
