@@ -158,7 +158,8 @@ def search_rows(
     its numbers come in vectorised passes (`_Walk`): the blocks waiting are kept as sorted
     arrays, one per split, and when the walk opens a block whose split (or leaf) is not yet
     computed, the next blocks of the same kind of its array that are still above the best value
-    are computed with it, up to `BATCH` (the count doubling from 1 at each pass). Every number
+    are computed with it (16 blocks to split, or 2 leaves' worth of rows, doubling at each pass
+    up to `BATCH` blocks). Every number
     is elementwise (numpy and scipy ufuncs), so a number computed ahead is the one the walk
     would compute alone, and the walk returns the same row, value and limits in far fewer passes
     where many blocks must be opened (flat objectives, e.g. the GDP mu on Gaussian scores)."""
@@ -206,15 +207,15 @@ class _Walk:
     def __init__(self, rows, n0, n1, lim0, lim1, objective, flip, increasing, fanout, leaf) -> None:
         self.rows, self.n0, self.n1, self.lim0, self.lim1 = rows, n0, n1, lim0, lim1
         self.objective, self.flip, self.fanout, self.leaf = objective, flip, fanout, leaf
-        self.corner = np.maximum if increasing else np.minimum  # the best counts of a block
+        self.increasing = increasing
         self.heap: list[tuple[float, int, int, int]] = []  # (-bound, lo, hi, array)
         self.arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (-bound, lo, hi)
         self.cursor: list[int] = []  # each array's next block
         self.scanned: list[dict[bool, int]] = []  # how far ahead each kind was computed
         self.done: dict[tuple[int, int], tuple] = {}  # splits and leaves computed, unread
-        # the next pass's count of splits (16: a few passes where few blocks are opened) and
-        # of leaves (2: a leaf costs exact limits)
-        self.ahead = {True: min(16, BATCH), False: min(2, BATCH)}
+        # what the next pass may compute: splits (16 blocks: few passes where few blocks are
+        # opened), rows of leaves (2 leaves' worth: a row costs exact limits); each doubles
+        self.ahead = {True: min(16, BATCH), False: min(2, BATCH) * max(leaf, 1)}
 
     def push(self, neg: np.ndarray, lo: np.ndarray, hi: np.ndarray, above: float = -math.inf):
         """Blocks waiting (those with a bound above `above`: the others can never be opened)."""
@@ -243,15 +244,19 @@ class _Walk:
 
     def _batch(self, lo: int, hi: int, a: int, cut: float, splits: bool) -> list:
         """[lo, hi) and the next blocks of its kind in array a with a bound above `cut`, not
-        yet computed, up to the pass's count (which then doubles)."""
-        n, self.ahead[splits] = self.ahead[splits], min(2 * self.ahead[splits], BATCH)
+        yet computed, up to the pass's budget (blocks to split, rows of leaves), which then
+        doubles up to `BATCH` blocks (`BATCH` leaves of `leaf` rows)."""
+        budget = self.ahead[splits]
+        self.ahead[splits] = min(2 * budget, BATCH * (1 if splits else max(self.leaf, 1)))
         neg, los, his = self.arrays[a]
         start = max(self.cursor[a], self.scanned[a][splits])
         kind = (his[start:] - los[start:] > self.leaf) == splits
-        pick = np.flatnonzero(kind & (-neg[start:] > cut))[: n - 1] + start
+        pick = np.flatnonzero(kind & (-neg[start:] > cut)) + start
+        cost = np.ones(len(pick), np.int64) if splits else his[pick] - los[pick]
+        pick = pick[np.cumsum(cost) <= budget - (1 if splits else hi - lo)]
         if len(pick):
             self.scanned[a][splits] = int(pick[-1]) + 1
-        return [(lo, hi)] + list(zip(los[pick].tolist(), his[pick].tolist()))
+        return sorted([(lo, hi), *zip(los[pick].tolist(), his[pick].tolist())])  # rows ascending
 
     def children(self, lo: int, hi: int, a: int, cut: float) -> tuple:
         if (lo, hi) not in self.done:
@@ -269,13 +274,19 @@ class _Walk:
         return self.done.pop((lo, hi))
 
     def counts(self, i: IntArray) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
-        """The counts (c0, c1) of rows i, read in ascending order (binary searches of sorted
-        keys are the fast ones)."""
-        order = np.argsort(i, kind="stable")
-        f, g = self.rows.counts(i[order])
-        back = np.empty_like(order)
-        back[order] = np.arange(len(order))
-        f, g = f[back], g[back]
+        """The counts (c0, c1) of rows i (ascending: binary searches of sorted keys are the
+        fast ones)."""
+        f, g = self.rows.counts(i)
+        return (self.n0 - f, self.n1 - g) if self.flip else (f, g)
+
+    def corners(self, starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
+        """The best counts (c0, c1) of the blocks [starts, ends): fp does not increase along
+        the rows and fn does not decrease, so each is at one end of a block (c0 = fp is least
+        at the end in '>', c0 = n0 - fp at the start in '<='; `increasing` wants the most)."""
+        c0_at_end = (not self.flip) != self.increasing
+        last = ends - 1
+        f = self.rows.fp(last if c0_at_end else starts)
+        g = self.rows.fn(starts if c0_at_end else last)
         return (self.n0 - f, self.n1 - g) if self.flip else (f, g)
 
     def bounds(self, f, g) -> FloatArray:
@@ -292,9 +303,7 @@ class _Walk:
         first = np.cumsum(k) - k
         starts = lo[owner] + size[owner] * (np.arange(int(k.sum())) - first[owner])
         ends = np.minimum(starts + size[owner], hi[owner])
-        n = len(starts)
-        f, g = self.counts(np.concatenate([starts, ends - 1]))  # both ends in one pass
-        neg = -self.bounds(self.corner(f[:n], f[n:]), self.corner(g[:n], g[n:]))
+        neg = -self.bounds(*self.corners(starts, ends))
         return [
             (neg[a:b], starts[a:b], ends[a:b]) for a, b in zip(first.tolist(), (first + k).tolist())
         ]
