@@ -13,11 +13,13 @@ of n/2 values), and every maximum over thresholds reads counts by binary search 
 objective (eq. 4, or the GDP mu) decreases in each count, so in direction '>' the maximum is at
 t = -inf or at a b = 0 score, in '<=' at -inf or a b = 1 score: those thresholds are the
 candidates, counted on demand. Candidates are bounded in blocks by the objective at the block's
-smallest counts with a cheap bound of the Clopper-Pearson limit (the exact limit at the nearest
-precomputed count below, `_Limits`: the limit increases with the count), blocks are opened in
-decreasing order of that bound, and inside a block exact limits are computed only while a
-candidate's bound can beat the best value found: the exact maximum over every threshold at the
-cost of a few hundred limits.
+smallest counts with a cheap bound of the Clopper-Pearson limit (`CpLimits.bound`, never better
+than the exact limit), blocks are opened in decreasing order of that bound, and inside a block
+exact limits are computed only while a candidate's bound can beat the best value found: the
+exact maximum over every threshold at the cost of a few hundred limits. The walk decides one
+block at a time, but its numbers are computed in vectorised passes over many blocks at once
+(`search_rows`), so that an objective nearly constant over the thresholds (the GDP mu on
+Gaussian scores, where about a thousand blocks are opened at 10^7 scores) costs a few passes.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -76,7 +78,8 @@ def epsilon_from_rates(fp: ArrayLike, fn: ArrayLike, delta: float) -> NDArray[np
 class CandidateRows:
     """Candidate thresholds in ascending order and their '>' counts fp (b = 0, score > t,
     non-increasing) and fn (b = 1, score <= t, non-decreasing), each a function of an index
-    array, so that a table of n rows is never built when few rows are read."""
+    array, so that a table of n rows is never built when few rows are read (`both`: fp and fn
+    together, where they share work)."""
 
     def __init__(
         self,
@@ -101,7 +104,8 @@ class CandidateRows:
     @classmethod
     def on(cls, rows: SortedPart, p0: SortedPart, p1: SortedPart) -> CandidateRows:
         """Rows t = -inf (everything guessed 1), then the scores of `rows` ascending, counted
-        in the sorted scores p0 (b = 0) and p1 (b = 1) by binary search."""
+        in the sorted scores p0 (b = 0) and p1 (b = 1) by binary search (no search in `rows`
+        itself where a score is not tied)."""
         n0 = p0.n
 
         def threshold(i):
@@ -110,13 +114,16 @@ class CandidateRows:
             out[inner] = rows.value(i[inner] - 1)
             return out
 
+        def le(part, i, t):  # part.count_le(threshold(i)) where i > 0
+            if part is rows:
+                return part.count_le_own(np.maximum(i - 1, 0))
+            return part.count_le(threshold(i) if t is None else t)
+
         def fp(i, t=None):
-            t = threshold(i) if t is None else t
-            return np.where(i == 0, n0, n0 - p0.count_le(t))
+            return np.where(i == 0, n0, n0 - le(p0, i, t))
 
         def fn(i, t=None):
-            t = threshold(i) if t is None else t
-            return np.where(i == 0, 0, p1.count_le(t))
+            return np.where(i == 0, 0, le(p1, i, t))
 
         def both(i):
             t = threshold(i)
@@ -154,15 +161,17 @@ def search_rows(
     the best value found; a row replaces the best only with a larger value, so ties go to the
     row found first in that order.
 
-    The walk takes its decisions one block at a time, as a plain best-first search does, but
-    its numbers come in vectorised passes (`_Walk`): the blocks waiting are kept as sorted
-    arrays, one per split, and when the walk opens a block whose split (or leaf) is not yet
-    computed, the next blocks of the same kind of its array that are still above the best value
-    are computed with it (16 blocks to split, or 2 leaves' worth of rows, doubling at each pass
-    up to `BATCH` blocks). Every number
-    is elementwise (numpy and scipy ufuncs), so a number computed ahead is the one the walk
-    would compute alone, and the walk returns the same row, value and limits in far fewer passes
-    where many blocks must be opened (flat objectives, e.g. the GDP mu on Gaussian scores)."""
+    The rows' counts are monotone (`CandidateRows`: fp does not increase along the rows, fn
+    does not decrease). The walk takes its decisions one block at a time, as a plain
+    best-first search does, but its numbers come in vectorised passes (`_Walk`): the blocks
+    waiting are kept as sorted arrays, one per split, and when the walk opens a block whose
+    split (or leaf) is not yet computed, the next blocks of the same kind in its array that are
+    still above the best value are computed with it (16 blocks to split, or 2 leaves' worth of
+    rows, doubling at each pass up to `BATCH` blocks). Every number is elementwise (numpy and
+    scipy ufuncs), so a number computed ahead is the one the walk would compute alone, and the
+    walk returns the same row, value and limits as one pass per block would, in far fewer
+    passes where many blocks are opened (flat objectives, e.g. the GDP mu on Gaussian
+    scores)."""
     walk = _Walk(rows, n0, n1, lim0, lim1, objective, flip, increasing, fanout, leaf)
     best = (-1, -math.inf, math.nan, math.nan)
 
@@ -258,7 +267,7 @@ class _Walk:
             self.scanned[a][splits] = int(pick[-1]) + 1
         return sorted([(lo, hi), *zip(los[pick].tolist(), his[pick].tolist())])  # rows ascending
 
-    def children(self, lo: int, hi: int, a: int, cut: float) -> tuple:
+    def children(self, lo: int, hi: int, a: int, cut: float) -> tuple[Any, Any, Any]:
         if (lo, hi) not in self.done:
             blocks = self._batch(lo, hi, a, cut, True)
             self.done.update(zip(blocks, self.split(blocks, self.fanout)))

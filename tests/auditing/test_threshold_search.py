@@ -232,3 +232,27 @@ def test_the_limit_bounds_are_the_ones_before_bit_for_bit():
     x = np.concatenate([rng.random(10_000), [0.0, 1e-300, 0.5, 1 - 1e-16]])
     for c in (1e-12, 1e-4, 0.3):
         assert np.array_equal(clopper_pearson._kl_root_below(x, c), before._kl_root_below(x, c))
+
+
+@given(
+    st.lists(
+        st.sampled_from([-np.inf, -2.0, -1.0, 0.0, 0.5, 3.0, np.inf]), min_size=1, max_size=60
+    ),
+    st.lists(st.floats(-5, 5), min_size=0, max_size=60),
+)
+@settings(max_examples=100, deadline=None)
+def test_own_counts_are_the_binary_searches(tied, spread):
+    # a part's count <= its own j-th member: j + 1 unless the next member ties (or is NaN)
+    s = np.sort(np.array(tied + spread + [math.nan] * (len(spread) % 3)))
+    for part in (SortedPart(s), SortedPart(s, np.arange(len(s)) % 2 == 0)):
+        j = np.arange(part.n)
+        assert np.array_equal(part.count_le_own(j), part.count_le(part.value(j)))
+
+
+def test_own_counts_of_a_subset_kept_as_a_bitset():
+    rng = np.random.default_rng(5)
+    s = np.sort(np.round(rng.normal(size=SortedPart.copy_below + 10) * 1000))  # many ties
+    part = SortedPart(s, rng.random(len(s)) < 0.3)
+    assert part.words is not None
+    j = np.concatenate([np.arange(0, part.n, 997), [part.n - 1]])
+    assert np.array_equal(part.count_le_own(j), part.count_le(part.value(j)))
