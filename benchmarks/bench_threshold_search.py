@@ -6,8 +6,10 @@ For each n: n Gaussian scores (class 0 ~ N(0, 1), class 1 ~ N(mu, 1), coins fair
 then, alternating the two searches (today's, and the walk of commit bd35971 pinned in
 `baselines.search_sequential`, one vectorised pass per block opened), best of `--repeat`:
 
-1. `audit_scores` on the sorted scores (the four rules' searches and the GDP fit: what the CLI
-   pays after the sort), and the time spent inside `search_rows` alone;
+1. `audit_scores` on the sorted scores (the rule's searches, the best threshold and the GDP
+   fit: what the CLI pays after the sort), the time spent inside `search_rows` alone, and
+   its costliest call (at 10^7 Gaussian scores, the GDP mu_L search in '>', where the
+   walk before opened about a thousand blocks one pass each);
 2. below 200,000 games, `estimator_panel` after it (the panel the CLI runs by default there:
    its multisplits and GDP fit call the searches about 50 times).
 
@@ -49,12 +51,13 @@ class Timed:
     """search_rows of one version, timing each call and keeping its answers."""
 
     def __init__(self, search):
-        self.search, self.seconds, self.answers = search, 0.0, []
+        self.search, self.seconds, self.answers, self.calls = search, 0.0, [], []
 
     def __call__(self, *args, **kwargs):
         start = time.process_time()
         out = self.search(*args, **kwargs)
-        self.seconds += time.process_time() - start
+        self.calls.append(time.process_time() - start)
+        self.seconds += self.calls[-1]
         self.answers.append(out)
         return out
 
@@ -67,7 +70,7 @@ def _run(version: str, scores, member, ss: SortedScores, panel: bool) -> dict:
         start = time.process_time()
         lb = audit_scores(scores, member, 1e-5, rule=Split(seed=3), sorted_scores=ss)
         audit = time.process_time() - start
-        searches = timed.seconds
+        searches, per_call = timed.seconds, list(timed.calls)
         start = time.process_time()
         entries = estimator_panel(scores, member, 1e-5, seed=3, sorted_scores=ss) if panel else {}
         panel_s = time.process_time() - start if panel else math.nan
@@ -80,6 +83,7 @@ def _run(version: str, scores, member, ss: SortedScores, panel: bool) -> dict:
         "searches": searches,
         "panel": panel_s,
         "calls": len(timed.answers),
+        "per_call": per_call,
         "answers": timed.answers,
         "numbers": numbers,
     }
@@ -107,6 +111,8 @@ def bench(n: int, mu: float, repeat: int) -> None:
                 assert _same(got["answers"], best[version]["answers"]), version
                 for key in ("audit", "searches", "panel"):
                     got[key] = min(got[key], best[version][key])
+                old = best[version]["per_call"]
+                got["per_call"] = [min(a, b) for a, b in zip(old, got["per_call"])]
             best[version] = got
     same = _same(best["today"]["answers"], best["before"]["answers"])
     same = same and _same(best["today"]["numbers"], best["before"]["numbers"])
@@ -121,6 +127,9 @@ def bench(n: int, mu: float, repeat: int) -> None:
         t, b = best["today"][key], best["before"][key]
         if not math.isnan(t):
             print(f"| {label} | {t:.4f} | {b:.4f} | {t / b:.2f} |")
+    j = int(np.argmax(best["before"]["per_call"]))  # the audit's costliest call before
+    t, b = best["today"]["per_call"][j], best["before"]["per_call"][j]
+    print(f"| the audit's costliest call (call {j + 1}) | {t:.4f} | {b:.4f} | {t / b:.2f} |")
     if not same:
         raise SystemExit("the two searches disagree")
 

@@ -189,7 +189,7 @@ def search_rows(
         if best[0] >= 0 and best[1] > stop_above:
             break
         if hi - lo > leaf:
-            walk.push(*walk.children(lo, hi, where, cut), above=cut)
+            walk.push(*walk.children(lo, hi, where, cut), above=cut if pruning else None)
             continue
         idx, opt, order, l0, l1, value = walk.leaf_rows(lo, hi, where, cut)
         if pruning:
@@ -220,29 +220,32 @@ class _Walk:
         self.heap: list[tuple[float, int, int, int]] = []  # (-bound, lo, hi, array)
         self.arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (-bound, lo, hi)
         self.cursor: list[int] = []  # each array's next block
-        self.scanned: list[dict[bool, int]] = []  # how far ahead each kind was computed
+        self.scanned: list[list[int]] = []  # how far ahead splits, leaves were computed
         self.done: dict[tuple[int, int], tuple] = {}  # splits and leaves computed, unread
         # what the next pass may compute: splits (16 blocks: few passes where few blocks are
         # opened), rows of leaves (2 leaves' worth: a row costs exact limits); each doubles
         self.ahead = {True: min(16, BATCH), False: min(2, BATCH) * max(leaf, 1)}
 
-    def push(self, neg: np.ndarray, lo: np.ndarray, hi: np.ndarray, above: float = -math.inf):
-        """Blocks waiting (those with a bound above `above`: the others can never be opened)."""
-        keep = -neg > above
-        neg, lo, hi = neg[keep], lo[keep], hi[keep]
+    def push(
+        self, neg: np.ndarray, lo: np.ndarray, hi: np.ndarray, above: float | None = None
+    ) -> None:
+        """Blocks waiting, sorted as the heap pops them (-bound, then lo; `split`'s order);
+        with `above`, only those with a bound above it (the others can never be opened)."""
+        if above is not None:
+            k = int(np.searchsorted(neg, -above, side="left"))  # -neg > above: a prefix
+            neg, lo, hi = neg[:k], lo[:k], hi[:k]
         if not len(neg):
             return
-        order = np.lexsort((lo, neg))  # the heap's order: (-bound, lo); lo is unique
-        self.arrays.append((neg[order], lo[order], hi[order]))
+        self.arrays.append((neg, lo, hi))
         self.cursor.append(0)
-        self.scanned.append({True: 0, False: 0})
+        self.scanned.append([0, 0])
         self._head(len(self.arrays) - 1)
 
     def _head(self, a: int) -> None:
         neg, lo, hi = self.arrays[a]
         i = self.cursor[a]
         if i < len(neg):
-            heapq.heappush(self.heap, (float(neg[i]), int(lo[i]), int(hi[i]), a))
+            heapq.heappush(self.heap, (neg[i].item(), lo[i].item(), hi[i].item(), a))
 
     def pop(self) -> tuple[float, int, int, int]:
         """The waiting block of largest bound (then smallest lo), and its array."""
@@ -304,7 +307,8 @@ class _Walk:
             return np.nan_to_num(self.objective(*lims), nan=np.inf)
 
     def split(self, blocks: list[tuple[int, int]], ways: int) -> list[tuple]:
-        """Each block [lo, hi) split `ways` ways, as arrays (-bound, lo, hi), in one pass."""
+        """Each block [lo, hi) split `ways` ways, as arrays (-bound, lo, hi) sorted by -bound,
+        then lo (the heap's order; lo is unique), in one pass."""
         lo, hi = (np.array(x, dtype=np.int64).reshape(-1) for x in zip(*blocks))
         size = np.maximum(-(-(hi - lo) // ways), 1)
         k = -(-(hi - lo) // size)
@@ -313,6 +317,8 @@ class _Walk:
         starts = lo[owner] + size[owner] * (np.arange(int(k.sum())) - first[owner])
         ends = np.minimum(starts + size[owner], hi[owner])
         neg = -self.bounds(*self.corners(starts, ends))
+        order = np.lexsort((neg, owner))  # each block's children as the heap pops them
+        neg, starts, ends = neg[order], starts[order], ends[order]
         return [
             (neg[a:b], starts[a:b], ends[a:b]) for a, b in zip(first.tolist(), (first + k).tolist())
         ]

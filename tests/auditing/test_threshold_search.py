@@ -34,6 +34,10 @@ def _constant(fp_u, fn_u):  # every row ties
     return np.zeros(np.shape(fp_u))
 
 
+def _minus_infinity(fp_u, fn_u):  # no row has a value: the first row found is returned
+    return np.full(np.shape(fp_u), -np.inf)
+
+
 def _infinite(fp_u, fn_u):  # +inf where FN_u is small: non-increasing in both
     return np.where(np.asarray(fn_u) < 0.2, np.inf, mu_objective(fp_u, fn_u))
 
@@ -44,6 +48,7 @@ OBJECTIVES = {
     "steps": _steps,
     "constant": _constant,
     "infinite": _infinite,
+    "minus infinity": _minus_infinity,
 }
 
 
