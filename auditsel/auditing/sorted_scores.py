@@ -13,13 +13,13 @@ binary search, without copying the subset. Nothing here depends on the order of 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from auditsel.auditing.score_sort import sort_parts
 from auditsel.errors import ConfigError
 
 #: the user-facing names (the other functions are building blocks of the audits)
@@ -210,7 +210,7 @@ class SortedScores:
         s, b = (
             (self.scores, self.member) if mask is None else (self.scores[mask], self.member[mask])
         )
-        coins = _sorted_parts(s, (~b, b))
+        coins = sort_parts(s, (~b, b))
         if mask is None:
             self._coins = coins
         return coins
@@ -274,19 +274,6 @@ class SortedScores:
         return Counts(
             every.t, every.fp - part.fp, every.fn - part.fn, every.n0 - part.n0, every.n1 - part.n1
         )
-
-
-THREADED_SORT_ABOVE = 1 << 20  # each coin's sort in its own thread from here (numpy frees the GIL)
-
-
-def _sorted_parts(s: np.ndarray, masks) -> tuple:
-    """np.sort(s[m]) for each mask; the parts in parallel threads when s is large (threads that
-    end with the sorts: no idle pool is left behind, so the process can still fork safely,
-    `auditsel.games.worker_pool.Beside`)."""
-    if len(s) < THREADED_SORT_ABOVE:
-        return tuple(np.sort(s[m]) for m in masks)
-    with ThreadPoolExecutor(len(masks), thread_name_prefix="auditsel-sort") as pool:
-        return tuple(pool.map(lambda m: np.sort(s[m]), masks))
 
 
 def counts_from_coins(s0: np.ndarray, s1: np.ndarray) -> Counts:
