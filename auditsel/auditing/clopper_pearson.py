@@ -132,10 +132,7 @@ def _kl_root_below(x, c, steps: int = 5):
             h = _kl(x, p, own) - c
             slope = (p - x) / (p * (1 - p))
             step = np.where((h > 0) & (slope > 0) & np.isfinite(h), h / slope, 0.0)
-            moved = np.maximum(p - step, x)
-            if np.array_equal(moved, p):  # a fixed point: the later steps change nothing
-                break
-            p = moved
+            p = np.maximum(p - step, x)
         h = _kl(x, p, own)
         chord = x + c * (p - x) / h
         root = np.where(h > c, chord, p)

@@ -224,8 +224,8 @@ def test_flat_objectives_on_gaussian_scores_in_few_passes(shift, monkeypatch):
 
 
 def test_the_limit_bounds_are_the_ones_before_bit_for_bit():
-    # the bounds order the walk: the same walk needs the same numbers (the hoisted terms of the
-    # divergence and the early end of Newton's steps change none)
+    # the bounds order the walk: the same walk needs the same numbers (the divergence's terms
+    # in x, computed once for every Newton step, change none)
     rng = np.random.default_rng(2)
     for nobs in (7, 1000, 5_000_000):
         counts = np.concatenate([rng.integers(0, nobs + 1, 20_000), [0, 1, nobs - 1, nobs]])
