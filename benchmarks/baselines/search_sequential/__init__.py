@@ -1,10 +1,15 @@
 """`search_rows` as it was before its numbers were computed in batches (commit bd35971):
 one vectorised pass per block the best-first walk opens, with the Clopper-Pearson limit bounds
-of that commit. Copied unchanged from ``auditsel/auditing/threshold_search.py`` and
+of that commit. Copied from ``auditsel/auditing/threshold_search.py`` and
 ``auditsel/auditing/clopper_pearson.py`` (``pair_limit_bounds``, ``_limit_bounds``, ``_kl``,
-``_kl_root_below``); ``git show bd35971:auditsel/auditing/threshold_search.py`` shows the
-original. It reads the limits' numbers (``nobs``, ``c``, ``edge``, ``upper``, ``exact``) from
-today's `CpLimits` and the rows from today's `CandidateRows`, whose contracts are unchanged.
+``_kl_root_below``), reformatted by ruff, with one change: ``pair_limit_bounds`` computes a
+pair of upper and lower limits with this module's ``_limit_bounds`` instead of calling
+today's ``CpLimits.bound`` (the same formula); ``git show
+bd35971:auditsel/auditing/threshold_search.py`` shows the original. It reads the limits'
+numbers (``nobs``, ``c``, ``edge``, ``upper``, ``exact``) from today's `CpLimits` and the rows
+from today's `CandidateRows` (whose counts now skip some binary searches, with the same
+numbers), never imported by the package; the baseline of
+``benchmarks/bench_threshold_search.py`` and of ``tests/auditing/test_threshold_search.py``.
 """
 
 from __future__ import annotations
