@@ -72,6 +72,20 @@ class SortedPart:
         """Members <= each t."""
         return self.rank(np.searchsorted(self.s, t, side="right"))
 
+    def count_le_own(self, j: ArrayLike) -> np.ndarray:
+        """count_le(value(j)): members <= the j-th smallest member, with no binary search where
+        the next member is larger (then it is j + 1)."""
+        j = np.asarray(j, dtype=np.int64)
+        if self.words is not None:
+            return self.count_le(self.value(j))
+        s, n = self.s, len(self.s)
+        out = j + 1
+        nxt = np.minimum(j + 1, n - 1)
+        search = (j + 1 < n) & ~(s[nxt] > s[j])  # ties (and NaN) are searched
+        if search.any():
+            out[search] = np.searchsorted(s, s[j[search]], side="right")
+        return out
+
     def count_lt(self, t: ArrayLike) -> np.ndarray:
         return self.rank(np.searchsorted(self.s, t, side="left"))
 
