@@ -15,9 +15,11 @@ change them afterwards. So on such a CPU (`avx512_sort_is_slow`), the parts of a
 (at least `HELPER_ABOVE` values in all) are sorted by a helper interpreter started with
 NumPy's AVX-512 targets disabled: the parent copies the parts into one anonymous shared
 buffer (`os.memfd_create`), the helper sorts each part in place (one thread each) and
-answers; the parent checks that every part is sorted and returns views of the buffer. The
-helper starts while the parent copies the parts, so its start-up (an interpreter and NumPy,
-about 0.1 s) is mostly hidden.
+answers; the parent checks that every part is sorted and returns views of a private
+copy-on-write mapping of the buffer. A caller that knows a large sort is coming starts the
+helper ahead (`prepare_sort`: `auditsel run` does so before it plays 4M+ games in memory), so
+the helper's start-up (an interpreter and NumPy, about 0.1 s) and the allocation of the
+buffer's pages happen beside the game; otherwise it starts while the parent copies the parts.
 
 Everything else in the process keeps NumPy's AVX-512 code (the helper only sorts), so no
 other number changes. If the helper cannot run (no `memfd_create`, a failed start, a crash,
@@ -39,7 +41,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["sort_parts", "avx512_sort_is_slow"]
+__all__ = ["sort_parts", "prepare_sort", "SortHelper", "avx512_sort_is_slow"]
 
 #: parts of at least this many values in all go to the helper on a CPU whose AVX-512 sort is
 #: slow (below, the helper's start-up costs more than it saves: 2 x 2M values take 0.12 s)
@@ -53,16 +55,23 @@ THREADED_SORT_ABOVE = 1 << 20
 HELPER_TIMEOUT = 30.0
 HELPER_SECONDS_PER_VALUE = 1e-6
 
-# The helper: reads "n1 n2 ...\n" on stdin, sorts the parts of the shared buffer (fd argv[1])
-# in place, one thread each, and answers "sorted\n". It imports numpy from the parent's
-# folder (argv[2]), so both run the same NumPy.
+# The helper: allocates the shared buffer's pages (fd argv[1], argv[3] values) while the
+# parent works, reads "n1 n2 ...\n" on stdin, sorts those parts of the buffer in place, one
+# thread each, and answers "sorted\n". It imports numpy from the parent's folder (argv[2]), so
+# both run the same NumPy.
 _HELPER = r"""
-import mmap, sys, threading
+import mmap, os, sys, threading
 sys.path.insert(0, sys.argv[2])
 import numpy as np
+fd, capacity = int(sys.argv[1]), int(sys.argv[3])
+try:
+    os.posix_fallocate(fd, 0, 8 * capacity)
+except OSError:
+    pass
 sizes = [int(k) for k in sys.stdin.readline().split()]
 if sum(sizes):
-    buf = np.frombuffer(mmap.mmap(int(sys.argv[1]), 8 * sum(sizes)), dtype=np.float64)
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+    buf = np.frombuffer(mmap.mmap(fd, 8 * sum(sizes), flags=flags), dtype=np.float64)
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     parts = [buf[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     threads = [threading.Thread(target=p.sort) for p in parts]
@@ -82,70 +91,119 @@ def _numpy_sort(s: NDArray[np.float64], masks: Sequence[NDArray[np.bool_]]) -> t
         return tuple(pool.map(lambda m: np.sort(s[m]), masks))
 
 
-def sort_parts(s: NDArray[np.float64], masks: Sequence[NDArray[np.bool_]]) -> tuple:
-    """np.sort(s[m]) for each mask m, in the module's fastest way here (module docstring)."""
+def sort_parts(
+    s: NDArray[np.float64],
+    masks: Sequence[NDArray[np.bool_]],
+    helper: SortHelper | None = None,
+) -> tuple:
+    """np.sort(s[m]) for each mask m, in the module's fastest way here (module docstring):
+    by `helper` (a `SortHelper` started ahead, `prepare_sort`; used once) where it is given,
+    else by one started now where that pays, else by np.sort."""
     s = np.asarray(s, dtype=np.float64)
     sizes = [int(np.count_nonzero(m)) for m in masks]
-    if sum(sizes) >= HELPER_ABOVE and avx512_sort_is_slow():
-        parts = sort_in_helper(s, masks, sizes)
+    total = sum(sizes)
+    if helper is None and total >= HELPER_ABOVE and avx512_sort_is_slow():
+        helper = SortHelper(total)
+    if helper is not None:
+        with helper:
+            parts = helper.sort(s, masks, sizes)
         if parts is not None:
             return parts
     return _numpy_sort(s, masks)
 
 
-def sort_in_helper(
-    s: NDArray[np.float64],
-    masks: Sequence[NDArray[np.bool_]],
-    sizes: Sequence[int],
-    disabled: Sequence[str] | None = None,
-) -> tuple | None:
-    """The parts sorted by the helper interpreter (module docstring), or None where it could
-    not: the caller then sorts them itself. The parts returned are views of a private
-    copy-on-write mapping of the sorted buffer: writing to them (here or in a forked child)
-    never reaches the buffer the helper wrote. `disabled`: the NumPy targets the helper turns
-    off (default `avx512_targets()`)."""
-    disabled = avx512_targets() if disabled is None else tuple(disabled)
-    if not hasattr(os, "memfd_create"):
-        return None
-    total = int(sum(sizes))
-    nbytes = 8 * max(total, 1)
-    helper = None
-    try:
-        fd = os.memfd_create("auditsel-sort")
-    except OSError:
-        return None
-    try:
-        helper = subprocess.Popen(
-            [sys.executable, "-c", _HELPER, str(fd), str(Path(np.__file__).parents[1])],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(fd,),
-            env={**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(disabled)},
-        )
-        os.ftruncate(fd, nbytes)
-        with mmap.mmap(fd, nbytes) as shared:  # copied in while the helper starts
-            flat = np.frombuffer(shared, dtype=np.float64)[:total]
-            bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-            for m, a, b in zip(masks, bounds[:-1], bounds[1:]):
-                np.compress(m, s, out=flat[a:b])
-            del flat  # no view may outlive the shared mapping
-        answer, _ = helper.communicate(
-            " ".join(map(str, sizes)).encode() + b"\n",
-            timeout=HELPER_TIMEOUT + HELPER_SECONDS_PER_VALUE * total,
-        )
-        if answer != b"sorted\n":
+def prepare_sort(values: int) -> SortHelper | None:
+    """A `SortHelper` started now for a sort of `values` values to come, where one pays
+    (`avx512_sort_is_slow`, at least `HELPER_ABOVE` values), else None: its start-up and the
+    allocation of its buffer then happen beside the caller's work (the game)."""
+    if values >= HELPER_ABOVE and avx512_sort_is_slow():
+        return SortHelper(values)
+    return None
+
+
+class SortHelper:
+    """A helper interpreter that sorts up to `capacity` values once (module docstring),
+    started at construction; `sort` hands it the parts, `close` (or leaving its context) ends
+    it. `disabled`: the NumPy targets it turns off (default `avx512_targets()`). Where it
+    cannot start (no `memfd_create`, a failed start) `sort` answers None."""
+
+    def __init__(self, capacity: int, disabled: Sequence[str] | None = None) -> None:
+        self.capacity = int(capacity)
+        self._nbytes = 8 * max(self.capacity, 1)
+        self._fd: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        off = avx512_targets() if disabled is None else tuple(disabled)
+        try:
+            self._fd = os.memfd_create("auditsel-sort")
+            os.ftruncate(self._fd, self._nbytes)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-c", _HELPER, str(self._fd), _NUMPY_HOME, str(self.capacity)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(self._fd,),
+                env={**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(off)},
+            )
+        except (AttributeError, OSError, ValueError, subprocess.SubprocessError):
+            self.close()
+
+    def __enter__(self) -> SortHelper:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the helper (killed if still running) and release the buffer's descriptor."""
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._proc.wait()
+            for pipe in (self._proc.stdin, self._proc.stdout):
+                if pipe is not None:
+                    pipe.close()
+            self._proc = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def sort(
+        self, s: NDArray[np.float64], masks: Sequence[NDArray[np.bool_]], sizes: Sequence[int]
+    ) -> tuple | None:
+        """np.sort(s[m]) for each mask m (of `sizes` values), or None where the helper could
+        not sort them: the caller then sorts them itself. The parts are views of a private
+        copy-on-write mapping of the sorted buffer: writing to them (here or in a forked
+        child) never reaches the buffer the helper wrote. Once only: the helper then ends."""
+        total = int(sum(sizes))
+        proc, fd = self._proc, self._fd
+        if proc is None or fd is None or total > self.capacity:
             return None
-        flat = np.frombuffer(mmap.mmap(fd, nbytes, flags=mmap.MAP_PRIVATE), dtype=np.float64)
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return None
-    finally:
-        if helper is not None and helper.poll() is None:
-            helper.kill()
-            helper.wait()
-        os.close(fd)
-    parts = tuple(flat[a:b] for a, b in zip(bounds[:-1], bounds[1:]))
-    return parts if all(_is_sorted(p) for p in parts) else None
+        bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+        try:
+            populate = getattr(mmap, "MAP_POPULATE", 0)
+            with mmap.mmap(fd, self._nbytes, flags=mmap.MAP_SHARED | populate) as shared:
+                flat = np.frombuffer(shared, dtype=np.float64)
+                for m, a, b in zip(masks, bounds[:-1], bounds[1:]):
+                    np.compress(m, s, out=flat[a:b])
+                del flat  # no view may outlive the shared mapping
+            answer, _ = proc.communicate(
+                " ".join(map(str, sizes)).encode() + b"\n",
+                timeout=HELPER_TIMEOUT + HELPER_SECONDS_PER_VALUE * total,
+            )
+            if answer != b"sorted\n":
+                return None
+            private = mmap.mmap(fd, self._nbytes, flags=mmap.MAP_PRIVATE)
+        except (OSError, ValueError, subprocess.SubprocessError):
+            return None
+        finally:
+            self.close()
+        flat = np.frombuffer(private, dtype=np.float64)
+        parts = tuple(flat[a:b] for a, b in zip(bounds[:-1], bounds[1:]))
+        return parts if all(_is_sorted(p) for p in parts) else None
+
+
+#: the folder NumPy was imported from: the helper imports the same NumPy
+_NUMPY_HOME = str(Path(np.__file__).parents[1])
 
 
 def _is_sorted(x: NDArray[np.float64]) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from auditsel.auditing.score_sort import sort_parts
+from auditsel.auditing.score_sort import SortHelper, sort_parts
 from auditsel.errors import ConfigError
 
 #: the user-facing names (the other functions are building blocks of the audits)
@@ -195,7 +195,12 @@ class SortedScores:
     which every count and every split is read. Results computed on it (a rule's bound, a split's
     pilot) are kept, so that the CLI's rules and the estimator panel share them."""
 
-    def __init__(self, scores: ArrayLike, member: ArrayLike) -> None:
+    def __init__(
+        self, scores: ArrayLike, member: ArrayLike, *, sort_helper: SortHelper | None = None
+    ) -> None:
+        """`sort_helper`: a `score_sort.SortHelper` started ahead for the one sort (of every
+        game; `score_sort.prepare_sort`), used by the first `by_coin()`."""
+        self._helper = sort_helper
         self.scores = np.asarray(scores, dtype=float)
         self.member = np.asarray(member).astype(bool)
         self.n = len(self.scores)
@@ -210,7 +215,8 @@ class SortedScores:
         s, b = (
             (self.scores, self.member) if mask is None else (self.scores[mask], self.member[mask])
         )
-        coins = sort_parts(s, (~b, b))
+        helper, self._helper = (self._helper, None) if mask is None else (None, self._helper)
+        coins = sort_parts(s, (~b, b), helper)
         if mask is None:
             self._coins = coins
         return coins

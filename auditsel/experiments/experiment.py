@@ -15,6 +15,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeAlias, cast
@@ -29,6 +30,7 @@ from auditsel.accounting.panel import Panel, panel
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.auditing.estimators import PanelOptions, estimator_panel, panel_dict
 from auditsel.auditing.lower import LowerBound, audit_scores
+from auditsel.auditing.score_sort import SortHelper, prepare_sort
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
@@ -308,20 +310,44 @@ def _play(
             "game.stream", "a streamed audit needs an output directory for its chunks"
         )
     check_memory(spec, protocol, stream)
-    record = run_game(
-        protocol,
-        proxy,
-        g.trials,
-        g.seed,
-        chunk_size=g.chunk_size,
-        jobs=jobs,
-        checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
-        fingerprint=fingerprint(spec),
-        progress=progress,
-        backend=backend,
-        in_memory=not stream,
-        code=code_of(spec),
-    )
+    # where NumPy sorts slowly (score_sort), the audit's sort helper starts beside the game
+    with prepare_sort(0 if stream else g.trials) or nullcontext() as helper:
+        record = run_game(
+            protocol,
+            proxy,
+            g.trials,
+            g.seed,
+            chunk_size=g.chunk_size,
+            jobs=jobs,
+            checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
+            fingerprint=fingerprint(spec),
+            progress=progress,
+            backend=backend,
+            in_memory=not stream,
+            code=code_of(spec),
+        )
+        bound, ss, spec_grid = _audit_record(spec, protocol, record, stream, helper)
+    if stream:  # the figures draw the first games
+        assert record.chunks is not None
+        scores, member = record.chunks.head(PLOT_TRIALS)
+        record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
+    estimators = None
+    if _panel_planned(spec):
+        law = spec.rounds if is_monotone_largest(game_score(spec)) else None
+        estimators = lambda: _estimators(spec, record, spec_grid, ss, law)
+    return record, bound, stream, (None if stream else ss), estimators
+
+
+def _audit_record(
+    spec: ExperimentSpec,
+    protocol: GameProtocol,
+    record: GameRecord,
+    stream: bool,
+    helper: SortHelper | None,
+) -> tuple[LowerBound, SortedScores | None, FloatArray | None]:
+    """(the lower bound, the one sort of an in-memory game, the spec's threshold grid) of the
+    played `record` under the game's rule; `helper`: the sort helper started for it, or None."""
+    g = _game(spec)
     # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
     # pilot grid from a seeded split_fraction of each class, left out of the bound
     spec_grid, ss = None, None
@@ -339,11 +365,9 @@ def _play(
         if stream:
             assert record.chunks is not None  # a streamed record reads its chunks from disk
             bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=rule)
-            scores, member = record.chunks.head(PLOT_TRIALS)
-            record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
         else:
             assert record.scores is not None and record.member is not None  # played in memory
-            ss = SortedScores(record.scores, record.member)
+            ss = SortedScores(record.scores, record.member, sort_helper=helper)
             bound = audit_scores(
                 record.scores,
                 record.member,
@@ -354,11 +378,7 @@ def _play(
             )
     except ConfigError as err:  # a rule's option that the games cannot satisfy: game.<option>
         raise _game_error(err) from None
-    estimators = None
-    if _panel_planned(spec):
-        law = spec.rounds if is_monotone_largest(game_score(spec)) else None
-        estimators = lambda: _estimators(spec, record, spec_grid, ss, law)
-    return record, bound, stream, (None if stream else ss), estimators
+    return bound, ss, spec_grid
 
 
 def _estimators(

@@ -41,7 +41,8 @@ def test_the_helper_sorts_as_numpy_does(disabled):
     s, m = _scores(300_000)
     masks = (~m, m)
     sizes = [int(np.count_nonzero(x)) for x in masks]
-    parts = score_sort.sort_in_helper(s, masks, sizes, disabled=disabled)
+    with score_sort.SortHelper(sum(sizes) + 17, disabled=disabled) as helper:  # room to spare
+        parts = helper.sort(s, masks, sizes)
     assert parts is not None
     assert [len(p) for p in parts] == sizes
     assert _same(parts, s, masks)
@@ -52,7 +53,7 @@ def test_a_part_written_to_leaves_the_others_and_the_scores_alone():
     """The parts are views of one private mapping: a write lands in the part written only."""
     s, m = _scores(50_000, seed=1)
     before = s.copy()
-    parts = score_sort.sort_in_helper(s, (~m, m), [int((~m).sum()), int(m.sum())])
+    parts = score_sort.SortHelper(len(s)).sort(s, (~m, m), [int((~m).sum()), int(m.sum())])
     assert parts is not None
     parts[0][:] = 7.0
     assert np.array_equal(parts[1], np.sort(s[m]), equal_nan=True)
@@ -72,7 +73,8 @@ def test_a_helper_that_fails_falls_back_to_numpy(monkeypatch, helper):
     s, m = _scores(20_000, seed=2)
     masks = (~m, m)
     monkeypatch.setattr(score_sort, "_HELPER", helper)
-    assert score_sort.sort_in_helper(s, masks, [int(x.sum()) for x in masks], disabled=()) is None
+    sizes = [int(x.sum()) for x in masks]
+    assert score_sort.SortHelper(len(s), disabled=()).sort(s, masks, sizes) is None
     monkeypatch.setattr(score_sort, "avx512_sort_is_slow", lambda: True)
     monkeypatch.setattr(score_sort, "HELPER_ABOVE", 1000)
     assert _same(score_sort.sort_parts(s, masks), s, masks)
@@ -80,23 +82,44 @@ def test_a_helper_that_fails_falls_back_to_numpy(monkeypatch, helper):
 
 def test_large_sorts_go_to_the_helper_only_where_numpy_sorts_slowly(monkeypatch):
     s, m = _scores(5_000, seed=3)
-    calls = []
+    started = []
 
-    def spy(s, masks, sizes, disabled=None):
-        calls.append(sum(sizes))
-        return tuple(np.sort(s[x]) for x in masks)
+    class Spy(score_sort.SortHelper):
+        def __init__(self, capacity, disabled=None):
+            started.append(capacity)
+            super().__init__(capacity, disabled=())
 
-    monkeypatch.setattr(score_sort, "sort_in_helper", spy)
+    monkeypatch.setattr(score_sort, "SortHelper", Spy)
     monkeypatch.setattr(score_sort, "HELPER_ABOVE", 4_000)
     monkeypatch.setattr(score_sort, "avx512_sort_is_slow", lambda: False)
     SortedScores(s, m).by_coin()
-    assert calls == []
+    assert score_sort.prepare_sort(5_000) is None
+    assert started == []
     monkeypatch.setattr(score_sort, "avx512_sort_is_slow", lambda: True)
     SortedScores(s[:3_000], m[:3_000]).by_coin()  # too few to pay for a start-up
-    assert calls == []
+    assert score_sort.prepare_sort(3_000) is None
+    assert started == []
     coins = SortedScores(s, m).by_coin()
-    assert calls == [5_000]
+    assert started == [5_000]
     assert _same(coins, s, (~m, m))
+
+
+@needs_memfd
+def test_a_helper_started_ahead_sorts_once_and_a_small_one_is_not_used(monkeypatch):
+    """`prepare_sort` before the game, then the sort: the same values; a helper without
+    room for the parts, or used a second time, answers None (the caller sorts)."""
+    s, m = _scores(40_000, seed=4)
+    masks = (~m, m)
+    sizes = [int(x.sum()) for x in masks]
+    monkeypatch.setattr(score_sort, "HELPER_ABOVE", 1_000)
+    monkeypatch.setattr(score_sort, "avx512_sort_is_slow", lambda: True)
+    helper = score_sort.prepare_sort(len(s))
+    assert helper is not None
+    coins = SortedScores(s, m, sort_helper=helper).by_coin()
+    assert _same(coins, s, masks)
+    assert helper.sort(s, masks, sizes) is None  # used once: ended
+    with score_sort.SortHelper(len(s) - 1, disabled=()) as small:
+        assert small.sort(s, masks, sizes) is None
 
 
 def _cpuinfo(vendor: str, family: int, flags: str) -> str:
