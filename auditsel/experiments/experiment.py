@@ -621,7 +621,7 @@ def run_experiment(
     `bounds_cache`: a folder where the bounds of a played setting are kept across runs and
     read back by the same code (`auditsel.experiments.bounds_cache`); None keeps nothing.
     `figure_data`: the figures will be drawn, so the pair's exact trade-off curve that
-    tradeoff.png draws (`accounting.exact.tradeoff_curve`, a tenth of a second) is computed
+    tradeoff.png draws (`accounting.exact.tradeoff_curve`, 0.02-0.03 CPU s) is computed
     beside the game with the bounds, off the path to the figures (artefacts["exact_tradeoff"]:
     the same function of the same winner, so the same numbers)."""
     start = time.perf_counter()
