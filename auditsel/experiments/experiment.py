@@ -685,24 +685,35 @@ def run_experiment(
             spec, out_dir, fingerprint=fingerprint(spec), code=code_of(spec)
         )
     elif spec.game is not None and played is not None:
-        record, bound, streamed, ss = played
-        if panel is not None and defer_panel:  # filled in by write_outputs (its place kept)
-            bound = replace(bound, estimators={})
-            artefacts["estimators"] = panel
-        elif panel is not None:
-            bound = replace(bound, estimators=panel.result())
-        result["lower"] = lower_fields(
-            bound, spec.game.kind, spec.game.proxy, spec.game.seed, streamed
-        )
-        if spec.game.kind in ("reduced", "dpsgd_worst_case") and spec.game.score != "monotone":
-            result["lower"]["score"] = score_fields(game_score(spec), spec.game.score)
-        artefacts["record"] = record
-        if ss is not None:
-            artefacts["by_coin"] = ss.by_coin()  # the audit's sort serves the plots
+        _add_played(spec, played, panel, defer_panel, result, artefacts)
     result["interval"] = result_interval(result, bounds)
     result.update(honesty_fields(result))  # heuristic values and the contradicted ones
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result, artefacts
+
+
+def _add_played(
+    spec: ExperimentSpec,
+    played: tuple[GameRecord, LowerBound, bool, SortedScores | None],
+    panel: Beside | None,
+    defer_panel: bool,
+    result: dict[str, Any],
+    artefacts: dict[str, Any],
+) -> None:
+    """result["lower"] and the artefacts of a played game (`run_experiment`)."""
+    assert spec.game is not None
+    record, bound, streamed, ss = played
+    if panel is not None and defer_panel:  # filled in by write_outputs (its place kept)
+        bound = replace(bound, estimators={})
+        artefacts["estimators"] = panel
+    elif panel is not None:
+        bound = replace(bound, estimators=panel.result())
+    result["lower"] = lower_fields(bound, spec.game.kind, spec.game.proxy, spec.game.seed, streamed)
+    if spec.game.kind in ("reduced", "dpsgd_worst_case") and spec.game.score != "monotone":
+        result["lower"]["score"] = score_fields(game_score(spec), spec.game.score)
+    artefacts["record"] = record
+    if ss is not None:
+        artefacts["by_coin"] = ss.by_coin()  # the audit's sort serves the plots
 
 
 def result_interval(result: dict[str, Any], bounds: Panel) -> IntervalRecord:
