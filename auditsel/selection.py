@@ -174,7 +174,8 @@ class GaussianWinner:
                 k = int(np.searchsorted(t[:-1], 0.0, side="right"))  # cells k.. via the tail
                 head = law.pgf_above_zero(_cdf(t[: k + 1]))
                 tail = law.pgf_complement(_sf(t[k:]))
-                return np.maximum(np.concatenate([head[1:] - head[:-1], tail[:-1] - tail[1:]]), 0.0)
+                cells = np.concatenate([head[1:] - head[:-1], tail[:-1] - tail[1:]])
+                return cast("FloatArray", np.maximum(cells, 0.0))
             tail = law.pgf_complement(_sf(t))
             head = law.pgf_above_zero(_cdf(t))
         return np.maximum(np.where(t[:-1] > 0, tail[:-1] - tail[1:], head[1:] - head[:-1]), 0.0)

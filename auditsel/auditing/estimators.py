@@ -246,7 +246,8 @@ def _bounds_of(lim: CpLimits, counts: np.ndarray) -> np.ndarray:
     each): the same elementwise computation, so the same numbers, on fewer elements."""
     if len(counts) <= lim.nobs + 1:
         return lim.bound(counts)
-    return lim.bound(np.arange(lim.nobs + 1))[counts]
+    table = lim.bound(np.arange(lim.nobs + 1))
+    return cast("np.ndarray", table[counts])
 
 
 def _selection_fit(

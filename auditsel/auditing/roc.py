@@ -48,7 +48,8 @@ __all__ = [
 
 def _coins(scores, member) -> tuple[np.ndarray, np.ndarray]:
     s, m = check_scores(scores, member)
-    return sort_parts(s, (m == 0, m == 1))
+    s0, s1 = sort_parts(s, (m == 0, m == 1))
+    return s0, s1
 
 
 def placements(s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

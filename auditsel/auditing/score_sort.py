@@ -84,7 +84,9 @@ sys.stdout.flush()
 """
 
 
-def _numpy_sort(s: NDArray[np.float64], masks: Sequence[NDArray[np.bool_]]) -> tuple:
+def _numpy_sort(
+    s: NDArray[np.float64], masks: Sequence[NDArray[np.bool_]]
+) -> tuple[NDArray[np.float64], ...]:
     if len(s) < THREADED_SORT_ABOVE:
         return tuple(np.sort(s[m]) for m in masks)
     with ThreadPoolExecutor(len(masks), thread_name_prefix="auditsel-sort") as pool:
@@ -95,7 +97,7 @@ def sort_parts(
     s: NDArray[np.float64],
     masks: Sequence[NDArray[np.bool_]],
     helper: SortHelper | None = None,
-) -> tuple:
+) -> tuple[NDArray[np.float64], ...]:
     """np.sort(s[m]) for each mask m, in the module's fastest way here (module docstring):
     by `helper` (a `SortHelper` started ahead, `prepare_sort`; used once) where it is given,
     else by one started now where that pays, else by np.sort."""
@@ -169,7 +171,7 @@ class SortHelper:
 
     def sort(
         self, s: NDArray[np.float64], masks: Sequence[NDArray[np.bool_]], sizes: Sequence[int]
-    ) -> tuple | None:
+    ) -> tuple[NDArray[np.float64], ...] | None:
         """np.sort(s[m]) for each mask m (of `sizes` values), or None where the helper could
         not sort them: the caller then sorts them itself. The parts are views of a private
         copy-on-write mapping of the sorted buffer: writing to them (here or in a forked

@@ -216,7 +216,8 @@ class SortedScores:
             (self.scores, self.member) if mask is None else (self.scores[mask], self.member[mask])
         )
         helper, self._helper = (self._helper, None) if mask is None else (None, self._helper)
-        coins = sort_parts(s, (~b, b), helper)
+        s0, s1 = sort_parts(s, (~b, b), helper)
+        coins = (s0, s1)
         if mask is None:
             self._coins = coins
         return coins
