@@ -362,8 +362,12 @@ class TruncatedNegativeBinomial(RoundsLaw):
 
 
 def _expm1_ratio(x: ArrayLike) -> Any:
-    """expm1(x) / x, equal to 1 at x = 0 and accurate near it."""
+    """expm1(x) / x, equal to 1 at x = 0 and accurate near it. All zeros (eta = 0, the
+    logarithmic law, whose pgf terms multiply by this ratio): ones, without the expm1 (the
+    same numbers, 1 + x/2 = 1 at x = +-0)."""
     x = np.asarray(x, dtype=float)
+    if not x.any():
+        return np.ones(x.shape) if x.ndim else 1.0
     small = np.abs(x) < 1e-8
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(small, 1 + x / 2, np.expm1(x) / np.where(small, 1.0, x))
@@ -380,6 +384,8 @@ def _log_expm1_ratio(x: float) -> float:
 def _log_expm1_ratio_array(x: ArrayLike) -> FloatArray:
     """log(expm1(x) / x), vectorised: x/2 near 0, no overflow for large x."""
     x = np.asarray(x, dtype=float)
+    if not x.any():  # eta = 0: log 1 = 0 everywhere (the same numbers, without the logs)
+        return np.zeros(x.shape)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         big = x + np.log(-np.expm1(-np.maximum(x, 50.0))) - np.log(np.maximum(x, 50.0))
         mid = np.log(np.asarray(_expm1_ratio(np.clip(x, -745.0, 50.0)), dtype=float))

@@ -126,3 +126,42 @@ def test_the_run_process_never_imports_the_attacks_modules(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[-2] == "0 []", out.stdout + out.stderr
+
+
+def test_the_trade_off_curve_is_computed_beside_the_game_with_the_same_numbers(
+    tmp_path, monkeypatch
+):
+    """With figure_data, the pair's exact trade-off curve that tradeoff.png draws comes back
+    from the bounds' process, bit for bit `tradeoff_curve(winner)`, and the run's own process
+    never computes it (the report's copy of the function raises); the figures are the bytes of
+    a run that computed it in the run's own process."""
+    import numpy as np
+
+    from auditsel.accounting.exact import tradeoff_curve
+    from auditsel.experiments import report
+
+    spec = load_config(default_config_path()).with_game(trials=2000)
+    experiment._UPPER.clear()
+    with monkeypatch.context() as m:
+        m.setattr(worker_pool, "spare_core", lambda: True)  # forked whatever the load
+        _, artefacts = experiment.run_experiment(spec, None, progress=False, figure_data=True)
+    fp, fn = artefacts["exact_tradeoff"]
+    want_fp, want_fn = tradeoff_curve(artefacts["winner"])
+    assert np.array_equal(fp, want_fp) and np.array_equal(fn, want_fn)
+    experiment._UPPER.clear()
+    _, artefacts = experiment.run_experiment(spec, None, progress=False)
+    assert "exact_tradeoff" not in artefacts  # not asked for: not computed
+
+    def not_here(winner):
+        raise AssertionError("the trade-off curve was computed in the run's own process")
+
+    argv = ["run", "--trials", "2000", "--quiet", "--no-progress"]
+    experiment._UPPER.clear()
+    with monkeypatch.context() as m:
+        m.setattr(report, "tradeoff_curve", not_here)
+        assert main([*argv, "--out", str(tmp_path / "beside")]) == 0
+    experiment._UPPER.clear()
+    with monkeypatch.context() as m:  # the old way: computed by the report, in this process
+        m.setattr(experiment, "tradeoff_curve", lambda winner: None)
+        assert main([*argv, "--out", str(tmp_path / "here")]) == 0
+    assert _run_folder(tmp_path / "beside") == _run_folder(tmp_path / "here")

@@ -172,3 +172,57 @@ def test_invalid_parameters_name_the_field(spec, field):
         law_from_dict(spec)
     assert err.value.field == field
     assert str(err.value).startswith(field)
+
+
+def test_the_ratio_shortcut_at_eta_0_gives_the_same_numbers(monkeypatch):
+    """At eta = 0 (the logarithmic law) every expm1(x)/x factor of the TNB formulas is taken at
+    x = +-0; the helpers return 1 (log: 0) there without computing expm1, and every pgf form
+    gives the bits of the full computation, which is checked here against the helpers as
+    they were (no shortcut)."""
+    from auditsel import rounds
+
+    def ratio(x):
+        x = np.asarray(x, dtype=float)
+        small = np.abs(x) < 1e-8
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.where(small, 1 + x / 2, np.expm1(x) / np.where(small, 1.0, x))
+        return out if out.ndim else float(out)
+
+    def log_ratio(x):
+        x = np.asarray(x, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            big = x + np.log(-np.expm1(-np.maximum(x, 50.0))) - np.log(np.maximum(x, 50.0))
+            mid = np.log(np.asarray(ratio(np.clip(x, -745.0, 50.0)), dtype=float))
+        return np.where(x > 50, big, mid)
+
+    rng = np.random.default_rng(5)
+    z = np.concatenate([[0.0, 0.5, 1.0, 1e-300, 1 - 1e-16], rng.random(500)])
+    w = 1 - z
+    log_z = np.log(np.maximum(z, 1e-300))
+    for x in (np.zeros(4), -np.zeros(4), np.array([0.0, -0.0]), 0.0, -0.0):
+        assert np.array_equal(rounds._expm1_ratio(x), ratio(x))
+        assert np.array_equal(rounds._log_expm1_ratio_array(x), log_ratio(x))
+    for x in (np.array([0.0, 1e-9, -3.0, 60.0, np.nan]), rng.normal(0, 5, 50)):  # no shortcut
+        assert np.array_equal(rounds._expm1_ratio(x), ratio(x), equal_nan=True)
+        assert np.array_equal(rounds._log_expm1_ratio_array(x), log_ratio(x), equal_nan=True)
+
+    def forms(law):
+        return [
+            law.pgf(z),
+            law.pgf_complement(w),
+            law.pgf_above_zero(z),
+            law.log_pgf_above_zero(log_z),
+            law.log_pgf_complement(np.log(np.maximum(w, 1e-300))),
+            law.log_pgf_derivative(z, w),
+            np.array([law.mean, law.p_zero]),
+        ]
+
+    for nu in (0.5, 0.01, 1e-9):
+        law = TruncatedNegativeBinomial(eta=0.0, nu=nu)
+        now = forms(law)
+        with monkeypatch.context() as m:
+            m.setattr(rounds, "_expm1_ratio", ratio)
+            m.setattr(rounds, "_log_expm1_ratio_array", log_ratio)
+            before = forms(law)
+        for a, b in zip(now, before):
+            assert np.array_equal(a, b, equal_nan=True)

@@ -105,9 +105,11 @@ def pair_limit_bounds(
     return out[:k], out[k:]
 
 
-def _kl(x, p):
-    """H(x, p) = KL(Bernoulli(x) || Bernoulli(p))."""
-    return xlogy(x, x) - xlogy(x, p) + xlogy(1 - x, 1 - x) - xlogy(1 - x, 1 - p)
+def _kl(x, p, own=None):
+    """H(x, p) = KL(Bernoulli(x) || Bernoulli(p)); `own` = (xlogy(x, x), 1 - x,
+    xlogy(1 - x, 1 - x)) when computed once for many p (the same numbers, the same sum)."""
+    a, y, b = (xlogy(x, x), 1 - x, xlogy(1 - x, 1 - x)) if own is None else own
+    return a - xlogy(x, p) + b - xlogy(y, 1 - p)
 
 
 def _kl_root_below(x, c, steps: int = 5):
@@ -123,14 +125,15 @@ def _kl_root_below(x, c, steps: int = 5):
         tail = 1 - (1 - x) * np.exp(-c / np.maximum(1 - x, 1e-300) - 1)
         safe = np.minimum(x + np.sqrt(c / 2), tail)
         guess = np.minimum(x + 1.1 * np.sqrt(2 * c * x * (1 - x)) + 2 * c, safe)
-        p = np.where(_kl(x, guess) >= c, guess, safe)
+        own = (xlogy(x, x), 1 - x, xlogy(1 - x, 1 - x))
+        p = np.where(_kl(x, guess, own) >= c, guess, safe)
         p = np.where(p > x, p, np.nextafter(x, 2))
         for _ in range(steps):
-            h = _kl(x, p) - c
+            h = _kl(x, p, own) - c
             slope = (p - x) / (p * (1 - p))
             step = np.where((h > 0) & (slope > 0) & np.isfinite(h), h / slope, 0.0)
             p = np.maximum(p - step, x)
-        h = _kl(x, p)
+        h = _kl(x, p, own)
         chord = x + c * (p - x) / h
         root = np.where(h > c, chord, p)
         root = x + (root - x) * (1 - 1e-9)  # a margin for rounding in H

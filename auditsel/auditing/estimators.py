@@ -240,6 +240,15 @@ def selection_fit_mu(
     return lo
 
 
+def _bounds_of(lim: CpLimits, counts: np.ndarray) -> np.ndarray:
+    """`lim.bound(counts)` (counts in 0..lim.nobs), from a table of the bound at every count
+    where there are more counts than possible values (the fit's first pass asks for about 2 of
+    each): the same elementwise computation, so the same numbers, on fewer elements."""
+    if len(counts) <= lim.nobs + 1:
+        return lim.bound(counts)
+    return lim.bound(np.arange(lim.nobs + 1))[counts]
+
+
 def _selection_fit(
     c: Counts, n: int, alpha: float, delta: float, law: RoundsLaw, rounds: int = 6
 ) -> Estimate:
@@ -261,7 +270,7 @@ def _selection_fit(
         """The thresholds of idx whose optimistic point lies below the curve (fp, fn)."""
         idx = idx[opt_g[idx] < np.interp(opt_f[idx], fp, fn) - 1e-12]
         need = idx[~tight[idx]]
-        opt_f[need], opt_g[need] = lim0.bound(all_f[need]), lim1.bound(all_g[need])
+        opt_f[need], opt_g[need] = _bounds_of(lim0, all_f[need]), _bounds_of(lim1, all_g[need])
         tight[need] = True
         return cast("np.ndarray", idx[opt_g[idx] < np.interp(opt_f[idx], fp, fn) - 1e-12])
 

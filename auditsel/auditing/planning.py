@@ -43,6 +43,7 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 from auditsel.auditing.clopper_pearson import clopper_pearson_upper
+from auditsel.auditing.score_sort import sort_parts
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError
@@ -160,7 +161,7 @@ def pilot_tests(
     for coin in (False, True):
         where = np.flatnonzero(member == coin)
         first[rng.permutation(where)[: len(where) // 2]] = True
-    s0, s1 = np.sort(scores[~first & ~member]), np.sort(scores[~first & member])
+    s0, s1 = sort_parts(scores, (~first & ~member, ~first & member))
     none = PilotTests(np.zeros(0, int), np.zeros(0, int), len(s0), len(s1), source)
     if min(np.sum(first & member), np.sum(first & ~member), len(s0), len(s1)) == 0:
         return none

@@ -30,6 +30,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from auditsel.auditing.score_sort import sort_parts
 from auditsel.auditing.scores import check_scores
 from auditsel.errors import ConfigError
 
@@ -47,7 +48,7 @@ __all__ = [
 
 def _coins(scores, member) -> tuple[np.ndarray, np.ndarray]:
     s, m = check_scores(scores, member)
-    return np.sort(s[m == 0]), np.sort(s[m == 1])
+    return sort_parts(s, (m == 0, m == 1))
 
 
 def placements(s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -13,13 +13,13 @@ binary search, without copying the subset. Nothing here depends on the order of 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from auditsel.auditing.score_sort import SortHelper, sort_parts
 from auditsel.errors import ConfigError
 
 #: the user-facing names (the other functions are building blocks of the audits)
@@ -71,6 +71,20 @@ class SortedPart:
     def count_le(self, t: ArrayLike) -> np.ndarray:
         """Members <= each t."""
         return self.rank(np.searchsorted(self.s, t, side="right"))
+
+    def count_le_own(self, j: ArrayLike) -> np.ndarray:
+        """count_le(value(j)): members <= the j-th smallest member, with no binary search where
+        the next member is larger (then it is j + 1)."""
+        j = np.asarray(j, dtype=np.int64)
+        if self.words is not None:
+            return self.count_le(self.value(j))
+        s, n = self.s, len(self.s)
+        out = j + 1
+        nxt = np.minimum(j + 1, n - 1)
+        search = (j + 1 < n) & ~(s[nxt] > s[j])  # ties (and NaN) are searched
+        if search.any():
+            out[search] = np.searchsorted(s, s[j[search]], side="right")
+        return out
 
     def count_lt(self, t: ArrayLike) -> np.ndarray:
         return self.rank(np.searchsorted(self.s, t, side="left"))
@@ -181,7 +195,12 @@ class SortedScores:
     which every count and every split is read. Results computed on it (a rule's bound, a split's
     pilot) are kept, so that the CLI's rules and the estimator panel share them."""
 
-    def __init__(self, scores: ArrayLike, member: ArrayLike) -> None:
+    def __init__(
+        self, scores: ArrayLike, member: ArrayLike, *, sort_helper: SortHelper | None = None
+    ) -> None:
+        """`sort_helper`: a `score_sort.SortHelper` started ahead for the one sort (of every
+        game; `score_sort.prepare_sort`), used by the first `by_coin()`."""
+        self._helper = sort_helper
         self.scores = np.asarray(scores, dtype=float)
         self.member = np.asarray(member).astype(bool)
         self.n = len(self.scores)
@@ -196,7 +215,8 @@ class SortedScores:
         s, b = (
             (self.scores, self.member) if mask is None else (self.scores[mask], self.member[mask])
         )
-        coins = _sorted_parts(s, (~b, b))
+        helper, self._helper = (self._helper, None) if mask is None else (None, self._helper)
+        coins = sort_parts(s, (~b, b), helper)
         if mask is None:
             self._coins = coins
         return coins
@@ -260,19 +280,6 @@ class SortedScores:
         return Counts(
             every.t, every.fp - part.fp, every.fn - part.fn, every.n0 - part.n0, every.n1 - part.n1
         )
-
-
-THREADED_SORT_ABOVE = 1 << 20  # each coin's sort in its own thread from here (numpy frees the GIL)
-
-
-def _sorted_parts(s: np.ndarray, masks) -> tuple:
-    """np.sort(s[m]) for each mask; the parts in parallel threads when s is large (threads that
-    end with the sorts: no idle pool is left behind, so the process can still fork safely,
-    `auditsel.games.worker_pool.Beside`)."""
-    if len(s) < THREADED_SORT_ABOVE:
-        return tuple(np.sort(s[m]) for m in masks)
-    with ThreadPoolExecutor(len(masks), thread_name_prefix="auditsel-sort") as pool:
-        return tuple(pool.map(lambda m: np.sort(s[m]), masks))
 
 
 def counts_from_coins(s0: np.ndarray, s1: np.ndarray) -> Counts:

@@ -13,11 +13,13 @@ of n/2 values), and every maximum over thresholds reads counts by binary search 
 objective (eq. 4, or the GDP mu) decreases in each count, so in direction '>' the maximum is at
 t = -inf or at a b = 0 score, in '<=' at -inf or a b = 1 score: those thresholds are the
 candidates, counted on demand. Candidates are bounded in blocks by the objective at the block's
-smallest counts with a cheap bound of the Clopper-Pearson limit (the exact limit at the nearest
-precomputed count below, `_Limits`: the limit increases with the count), blocks are opened in
-decreasing order of that bound, and inside a block exact limits are computed only while a
-candidate's bound can beat the best value found: the exact maximum over every threshold at the
-cost of a few hundred limits.
+smallest counts with a cheap bound of the Clopper-Pearson limit (`CpLimits.bound`, never better
+than the exact limit), blocks are opened in decreasing order of that bound, and inside a block
+exact limits are computed only while a candidate's bound can beat the best value found: the
+exact maximum over every threshold at the cost of a few hundred limits. The walk decides one
+block at a time, but its numbers are computed in vectorised passes over many blocks at once
+(`search_rows`), so that an objective nearly constant over the thresholds (the GDP mu on
+Gaussian scores, where about a thousand blocks are opened at 10^7 scores) costs a few passes.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -76,7 +78,8 @@ def epsilon_from_rates(fp: ArrayLike, fn: ArrayLike, delta: float) -> NDArray[np
 class CandidateRows:
     """Candidate thresholds in ascending order and their '>' counts fp (b = 0, score > t,
     non-increasing) and fn (b = 1, score <= t, non-decreasing), each a function of an index
-    array, so that a table of n rows is never built when few rows are read."""
+    array, so that a table of n rows is never built when few rows are read (`both`: fp and fn
+    together, where they share work)."""
 
     def __init__(
         self,
@@ -84,8 +87,14 @@ class CandidateRows:
         threshold: Callable[[IntArray], FloatArray],
         fp: Callable[[IntArray], NDArray[np.integer]],
         fn: Callable[[IntArray], NDArray[np.integer]],
+        both: Callable[[IntArray], tuple[NDArray[np.integer], NDArray[np.integer]]] | None = None,
     ) -> None:
         self.m, self.threshold, self.fp, self.fn = m, threshold, fp, fn
+        self._both = both
+
+    def counts(self, i: IntArray) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
+        """(fp(i), fn(i)) in one pass (the thresholds read once)."""
+        return self._both(i) if self._both is not None else (self.fp(i), self.fn(i))
 
     @classmethod
     def table(cls, t: ArrayLike, fp: ArrayLike, fn: ArrayLike) -> CandidateRows:
@@ -95,7 +104,8 @@ class CandidateRows:
     @classmethod
     def on(cls, rows: SortedPart, p0: SortedPart, p1: SortedPart) -> CandidateRows:
         """Rows t = -inf (everything guessed 1), then the scores of `rows` ascending, counted
-        in the sorted scores p0 (b = 0) and p1 (b = 1) by binary search."""
+        in the sorted scores p0 (b = 0) and p1 (b = 1) by binary search (no search in `rows`
+        itself where a score is not tied)."""
         n0 = p0.n
 
         def threshold(i):
@@ -104,13 +114,22 @@ class CandidateRows:
             out[inner] = rows.value(i[inner] - 1)
             return out
 
-        def fp(i):
-            return np.where(i == 0, n0, n0 - p0.count_le(threshold(i)))
+        def le(part, i, t):  # part.count_le(threshold(i)) where i > 0
+            if part is rows:
+                return part.count_le_own(np.maximum(i - 1, 0))
+            return part.count_le(threshold(i) if t is None else t)
 
-        def fn(i):
-            return np.where(i == 0, 0, p1.count_le(threshold(i)))
+        def fp(i, t=None):
+            return np.where(i == 0, n0, n0 - le(p0, i, t))
 
-        return cls(rows.n + 1, threshold, fp, fn)
+        def fn(i, t=None):
+            return np.where(i == 0, 0, le(p1, i, t))
+
+        def both(i):
+            t = threshold(i)
+            return fp(i, t), fn(i, t)
+
+        return cls(rows.n + 1, threshold, fp, fn, both)
 
 
 def search_rows(
@@ -136,65 +155,194 @@ def search_rows(
 
     Branch and bound: a block of consecutive rows is bounded by the objective at its best
     counts (the counts are monotone along the rows, so those are at its ends) with the cheap
-    limit bounds; blocks are split `fanout` ways in decreasing order of their bound, and the
-    rows of a block of at most `leaf` get exact limits in decreasing order of their own bound,
-    until no bound is above the best value found."""
-    m = rows.m
-    corner = np.maximum if increasing else np.minimum  # the best counts of a block
+    limit bounds; blocks are split `fanout` ways in decreasing order of their bound (ties: the
+    block of smaller rows first), and the rows of a block of at most `leaf` get exact limits in
+    decreasing order of their own bound (ties: the smaller row first), until no bound is above
+    the best value found; a row replaces the best only with a larger value, so ties go to the
+    row found first in that order.
 
-    def counts(i):
-        f, g = rows.fp(i), rows.fn(i)
-        return (n0 - f, n1 - g) if flip else (f, g)
-
-    def bounds(f, g):
-        with np.errstate(invalid="ignore"):
-            return np.nan_to_num(objective(*pair_limit_bounds(lim0, f, lim1, g)), nan=np.inf)
-
-    def children(lo: int, hi: int, ways: int = fanout):
-        """Blocks splitting rows [lo, hi) `ways` ways, as (-bound, lo, hi) entries."""
-        size = max(-(-(hi - lo) // ways), 1)
-        starts = np.arange(lo, hi, size)
-        ends = np.minimum(starts + size, hi)
-        k = len(starts)
-        f, g = counts(np.concatenate([starts, ends - 1]))  # both ends in one pass
-        b = bounds(corner(f[:k], f[k:]), corner(g[:k], g[k:]))
-        return list(zip((-b).tolist(), starts.tolist(), ends.tolist()))
-
+    The rows' counts are monotone (`CandidateRows`: fp does not increase along the rows, fn
+    does not decrease). The walk takes its decisions one block at a time, as a plain
+    best-first search does, but its numbers come in vectorised passes (`_Walk`): the blocks
+    waiting are kept as sorted arrays, one per split, and when the walk opens a block whose
+    split (or leaf) is not yet computed, the next blocks of the same kind in its array that are
+    still above the best value are computed with it (16 blocks to split, or 2 leaves' worth of
+    rows, doubling at each pass up to `BATCH` blocks). Every number is elementwise (numpy and
+    scipy ufuncs), so a number computed ahead is the one the walk would compute alone, and the
+    walk returns the same row, value and limits as one pass per block would, in far fewer
+    passes where many blocks are opened (flat objectives, e.g. the GDP mu on Gaussian
+    scores)."""
+    walk = _Walk(rows, n0, n1, lim0, lim1, objective, flip, increasing, fanout, leaf)
     best = (-1, -math.inf, math.nan, math.nan)
 
     def level() -> float:  # what a bound must exceed to matter
         return max(best[1], floor) if best[0] >= 0 else floor
 
-    heap = children(0, m, max(fanout, min(ROOT_BLOCKS, m // max(leaf, 1))))
-    heapq.heapify(heap)
-    while heap:
-        neg, lo, hi = heapq.heappop(heap)
-        if (best[0] >= 0 or floor > -math.inf) and -neg <= level():
+    m = rows.m
+    walk.push(*walk.split([(0, m)], max(fanout, min(ROOT_BLOCKS, m // max(leaf, 1))))[0])
+    while walk.heap:
+        pruning = best[0] >= 0 or floor > -math.inf
+        cut = level() if pruning else -math.inf
+        neg, lo, hi, where = walk.pop()
+        if pruning and -neg <= cut:
             break
         if best[0] >= 0 and best[1] > stop_above:
             break
         if hi - lo > leaf:
-            for entry in children(lo, hi):
-                if (best[0] < 0 and floor == -math.inf) or -entry[0] > level():
-                    heapq.heappush(heap, entry)
+            walk.push(*walk.children(lo, hi, where, cut), above=cut if pruning else None)
             continue
-        idx = np.arange(lo, hi)
-        f, g = counts(idx)
-        opt = bounds(f, g)
-        order = np.argsort(-opt, kind="stable")
-        if best[0] >= 0 or floor > -math.inf:
-            order = order[opt[order] > level()]
+        idx, opt, order, l0, l1, value = walk.leaf_rows(lo, hi, where, cut)
+        if pruning:
+            order = order[opt[order] > cut]
         if not len(order):
             continue
-        l0, l1 = lim0.exact(f[order]), lim1.exact(g[order])
-        with np.errstate(invalid="ignore"):
-            value = objective(l0, l1)
-        value = np.where(np.isnan(value), -np.inf, value)
-        j = int(np.argmax(value))
-        counts_here = value[j] > floor or (floor == -math.inf and best[0] < 0)
-        if counts_here and (best[0] < 0 or value[j] > best[1]):
-            best = (int(idx[order[j]]), float(value[j]), float(l0[j]), float(l1[j]))
+        k = int(order[int(np.argmax(value[order]))])
+        counts_here = value[k] > floor or (floor == -math.inf and best[0] < 0)
+        if counts_here and (best[0] < 0 or value[k] > best[1]):
+            best = (int(idx[k]), float(value[k]), float(l0[k]), float(l1[k]))
     return best
+
+
+BATCH = 512  # at most this many blocks split (or leaves evaluated) in one vectorised pass
+
+
+class _Walk:
+    """The state of `search_rows`' walk: the blocks waiting, as sorted arrays (one per split)
+    with a heap of each array's next block; and the numbers of the blocks, computed ahead in
+    vectorised passes and kept until the walk reads them once: the split of a block into its
+    children with their bounds (`children`), a leaf's rows with their bounds, order and exact
+    limits (`leaf_rows`). Each is a pure function of the block."""
+
+    def __init__(self, rows, n0, n1, lim0, lim1, objective, flip, increasing, fanout, leaf) -> None:
+        self.rows, self.n0, self.n1, self.lim0, self.lim1 = rows, n0, n1, lim0, lim1
+        self.objective, self.flip, self.fanout, self.leaf = objective, flip, fanout, leaf
+        self.increasing = increasing
+        self.heap: list[tuple[float, int, int, int]] = []  # (-bound, lo, hi, array)
+        self.arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (-bound, lo, hi)
+        self.cursor: list[int] = []  # each array's next block
+        self.scanned: list[list[int]] = []  # how far ahead splits, leaves were computed
+        self.done: dict[tuple[int, int], tuple] = {}  # splits and leaves computed, unread
+        # what the next pass may compute: splits (16 blocks: few passes where few blocks are
+        # opened), rows of leaves (2 leaves' worth: a row costs exact limits); each doubles
+        self.ahead = {True: min(16, BATCH), False: min(2, BATCH) * max(leaf, 1)}
+
+    def push(
+        self, neg: np.ndarray, lo: np.ndarray, hi: np.ndarray, above: float | None = None
+    ) -> None:
+        """Blocks waiting, sorted as the heap pops them (-bound, then lo; `split`'s order);
+        with `above`, only those with a bound above it (the others can never be opened)."""
+        if above is not None:
+            k = int(np.searchsorted(neg, -above, side="left"))  # -neg > above: a prefix
+            neg, lo, hi = neg[:k], lo[:k], hi[:k]
+        if not len(neg):
+            return
+        self.arrays.append((neg, lo, hi))
+        self.cursor.append(0)
+        self.scanned.append([0, 0])
+        self._head(len(self.arrays) - 1)
+
+    def _head(self, a: int) -> None:
+        neg, lo, hi = self.arrays[a]
+        i = self.cursor[a]
+        if i < len(neg):
+            heapq.heappush(self.heap, (neg[i].item(), lo[i].item(), hi[i].item(), a))
+
+    def pop(self) -> tuple[float, int, int, int]:
+        """The waiting block of largest bound (then smallest lo), and its array."""
+        neg, lo, hi, a = heapq.heappop(self.heap)
+        self.cursor[a] += 1
+        self._head(a)
+        return neg, lo, hi, a
+
+    def _batch(self, lo: int, hi: int, a: int, cut: float, splits: bool) -> list:
+        """[lo, hi) and the next blocks of its kind in array a with a bound above `cut`, not
+        yet computed, up to the pass's budget (blocks to split, rows of leaves), which then
+        doubles up to `BATCH` blocks (`BATCH` leaves of `leaf` rows)."""
+        budget = self.ahead[splits]
+        self.ahead[splits] = min(2 * budget, BATCH * (1 if splits else max(self.leaf, 1)))
+        neg, los, his = self.arrays[a]
+        start = max(self.cursor[a], self.scanned[a][splits])
+        kind = (his[start:] - los[start:] > self.leaf) == splits
+        pick = np.flatnonzero(kind & (-neg[start:] > cut)) + start
+        cost = np.ones(len(pick), np.int64) if splits else his[pick] - los[pick]
+        pick = pick[np.cumsum(cost) <= budget - (1 if splits else hi - lo)]
+        if len(pick):
+            self.scanned[a][splits] = int(pick[-1]) + 1
+        return sorted([(lo, hi), *zip(los[pick].tolist(), his[pick].tolist())])  # rows ascending
+
+    def children(self, lo: int, hi: int, a: int, cut: float) -> tuple[Any, Any, Any]:
+        if (lo, hi) not in self.done:
+            blocks = self._batch(lo, hi, a, cut, True)
+            self.done.update(zip(blocks, self.split(blocks, self.fanout)))
+        return self.done.pop((lo, hi))
+
+    def leaf_rows(self, lo: int, hi: int, a: int, cut: float) -> tuple:
+        """(rows, bounds, order, limit0, limit1, value) of the leaf [lo, hi): its rows in
+        decreasing order of their bound (stable), and the exact limits and objective of every
+        row whose bound is above `cut` (nan elsewhere)."""
+        if (lo, hi) not in self.done:
+            blocks = self._batch(lo, hi, a, cut, False)
+            self.done.update(zip(blocks, self.evaluate(blocks, cut)))
+        return self.done.pop((lo, hi))
+
+    def counts(self, i: IntArray) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
+        """The counts (c0, c1) of rows i (ascending: binary searches of sorted keys are the
+        fast ones)."""
+        f, g = self.rows.counts(i)
+        return (self.n0 - f, self.n1 - g) if self.flip else (f, g)
+
+    def corners(self, starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
+        """The best counts (c0, c1) of the blocks [starts, ends): fp does not increase along
+        the rows and fn does not decrease, so each is at one end of a block (c0 = fp is least
+        at the end in '>', c0 = n0 - fp at the start in '<='; `increasing` wants the most)."""
+        c0_at_end = (not self.flip) != self.increasing
+        last = ends - 1
+        f = self.rows.fp(last if c0_at_end else starts)
+        g = self.rows.fn(starts if c0_at_end else last)
+        return (self.n0 - f, self.n1 - g) if self.flip else (f, g)
+
+    def bounds(self, f, g) -> FloatArray:
+        with np.errstate(invalid="ignore"):
+            lims = pair_limit_bounds(self.lim0, f, self.lim1, g)
+            return np.nan_to_num(self.objective(*lims), nan=np.inf)
+
+    def split(self, blocks: list[tuple[int, int]], ways: int) -> list[tuple]:
+        """Each block [lo, hi) split `ways` ways, as arrays (-bound, lo, hi) sorted by -bound,
+        then lo (the heap's order; lo is unique), in one pass."""
+        lo, hi = (np.array(x, dtype=np.int64).reshape(-1) for x in zip(*blocks))
+        size = np.maximum(-(-(hi - lo) // ways), 1)
+        k = -(-(hi - lo) // size)
+        owner = np.repeat(np.arange(len(lo)), k)
+        first = np.cumsum(k) - k
+        starts = lo[owner] + size[owner] * (np.arange(int(k.sum())) - first[owner])
+        ends = np.minimum(starts + size[owner], hi[owner])
+        neg = -self.bounds(*self.corners(starts, ends))
+        order = np.lexsort((neg, owner))  # each block's children as the heap pops them
+        neg, starts, ends = neg[order], starts[order], ends[order]
+        return [
+            (neg[a:b], starts[a:b], ends[a:b]) for a, b in zip(first.tolist(), (first + k).tolist())
+        ]
+
+    def evaluate(self, blocks: list[tuple[int, int]], cut: float) -> list[tuple]:
+        """`leaf_rows` of each block, in one pass."""
+        lo, hi = (np.array(x, dtype=np.int64) for x in zip(*blocks))
+        k = hi - lo
+        owner = np.repeat(np.arange(len(lo)), k)
+        first = np.cumsum(k) - k
+        idx = lo[owner] + np.arange(int(k.sum())) - first[owner]
+        f, g = self.counts(idx)
+        opt = self.bounds(f, g)
+        order = np.lexsort((-opt, owner))  # by block, then by decreasing bound, stably
+        want = opt > cut
+        l0, l1, value = (np.full(len(idx), math.nan) for _ in range(3))
+        l0[want], l1[want] = self.lim0.exact(f[want]), self.lim1.exact(g[want])
+        with np.errstate(invalid="ignore"):
+            got = self.objective(l0[want], l1[want])
+        value[want] = np.where(np.isnan(got), -np.inf, got)
+        return [
+            (idx[a:b], opt[a:b], order[a:b] - a, l0[a:b], l1[a:b], value[a:b])
+            for a, b in zip(first.tolist(), (first + k).tolist())
+        ]
 
 
 def eq4_objective(delta: float) -> Callable[[FloatArray, FloatArray], FloatArray]:

@@ -208,6 +208,7 @@ def _run_into(
             prefetch=None if args.no_plots or ready else prefetch_plotting,
             defer_panel=True,
             bounds_cache=None if args.no_cache else cache_folder(out_dir),
+            figure_data=not args.no_plots,  # the trade-off curve computed beside the game
         )
     record = artefacts.get("record")
     if record is not None and record.resumed_chunks:

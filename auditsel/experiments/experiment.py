@@ -15,6 +15,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeAlias, cast
@@ -23,12 +24,13 @@ import numpy as np
 
 from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
-from auditsel.accounting.exact import privacy_curve
+from auditsel.accounting.exact import privacy_curve, tradeoff_curve
 from auditsel.accounting.interval import IntervalRecord, interval_from
 from auditsel.accounting.panel import Panel, panel
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.auditing.estimators import PanelOptions, estimator_panel, panel_dict
 from auditsel.auditing.lower import LowerBound, audit_scores
+from auditsel.auditing.score_sort import SortHelper, prepare_sort
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
@@ -308,20 +310,44 @@ def _play(
             "game.stream", "a streamed audit needs an output directory for its chunks"
         )
     check_memory(spec, protocol, stream)
-    record = run_game(
-        protocol,
-        proxy,
-        g.trials,
-        g.seed,
-        chunk_size=g.chunk_size,
-        jobs=jobs,
-        checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
-        fingerprint=fingerprint(spec),
-        progress=progress,
-        backend=backend,
-        in_memory=not stream,
-        code=code_of(spec),
-    )
+    # where NumPy sorts slowly (score_sort), the audit's sort helper starts beside the game
+    with prepare_sort(0 if stream else g.trials) or nullcontext() as helper:
+        record = run_game(
+            protocol,
+            proxy,
+            g.trials,
+            g.seed,
+            chunk_size=g.chunk_size,
+            jobs=jobs,
+            checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
+            fingerprint=fingerprint(spec),
+            progress=progress,
+            backend=backend,
+            in_memory=not stream,
+            code=code_of(spec),
+        )
+        bound, ss, spec_grid = _audit_record(spec, protocol, record, stream, helper)
+    if stream:  # the figures draw the first games
+        assert record.chunks is not None
+        scores, member = record.chunks.head(PLOT_TRIALS)
+        record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
+    estimators = None
+    if _panel_planned(spec):
+        law = spec.rounds if is_monotone_largest(game_score(spec)) else None
+        estimators = lambda: _estimators(spec, record, spec_grid, ss, law)
+    return record, bound, stream, (None if stream else ss), estimators
+
+
+def _audit_record(
+    spec: ExperimentSpec,
+    protocol: GameProtocol,
+    record: GameRecord,
+    stream: bool,
+    helper: SortHelper | None,
+) -> tuple[LowerBound, SortedScores | None, FloatArray | None]:
+    """(the lower bound, the one sort of an in-memory game, the spec's threshold grid) of the
+    played `record` under the game's rule; `helper`: the sort helper started for it, or None."""
+    g = _game(spec)
     # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
     # pilot grid from a seeded split_fraction of each class, left out of the bound
     spec_grid, ss = None, None
@@ -339,11 +365,9 @@ def _play(
         if stream:
             assert record.chunks is not None  # a streamed record reads its chunks from disk
             bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=rule)
-            scores, member = record.chunks.head(PLOT_TRIALS)
-            record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
         else:
             assert record.scores is not None and record.member is not None  # played in memory
-            ss = SortedScores(record.scores, record.member)
+            ss = SortedScores(record.scores, record.member, sort_helper=helper)
             bound = audit_scores(
                 record.scores,
                 record.member,
@@ -354,11 +378,7 @@ def _play(
             )
     except ConfigError as err:  # a rule's option that the games cannot satisfy: game.<option>
         raise _game_error(err) from None
-    estimators = None
-    if _panel_planned(spec):
-        law = spec.rounds if is_monotone_largest(game_score(spec)) else None
-        estimators = lambda: _estimators(spec, record, spec_grid, ss, law)
-    return record, bound, stream, (None if stream else ss), estimators
+    return bound, ss, spec_grid
 
 
 def _estimators(
@@ -591,6 +611,7 @@ def run_experiment(
     prefetch: Callable[[], object] | None = None,
     defer_panel: bool = False,
     bounds_cache: Path | None = None,
+    figure_data: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns (result, artefacts): result.json content and in-memory data for the report.
     `prefetch` (the CLI's import of matplotlib in a thread) is started once the bounds are
@@ -598,7 +619,11 @@ def run_experiment(
     panel (computed beside the rest where a fork is safe) is left in artefacts["estimators"]
     and `report.write_outputs` puts it in result["lower"]["estimators"] after the plots.
     `bounds_cache`: a folder where the bounds of a played setting are kept across runs and
-    read back by the same code (`auditsel.experiments.bounds_cache`); None keeps nothing."""
+    read back by the same code (`auditsel.experiments.bounds_cache`); None keeps nothing.
+    `figure_data`: the figures will be drawn, so the pair's exact trade-off curve that
+    tradeoff.png draws (`accounting.exact.tradeoff_curve`, 0.02-0.03 CPU s) is computed
+    beside the game with the bounds, off the path to the figures (artefacts["exact_tradeoff"]:
+    the same function of the same winner, so the same numbers)."""
     start = time.perf_counter()
     with_curves = curves and spec.delta > 0
     reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
@@ -609,18 +634,21 @@ def run_experiment(
     )
     key = _upper_key(spec.base, spec.rounds, spec.delta, with_curves, winner)
 
-    played = panel = None
+    played = panel = exact_tradeoff = None
     cached = key is not None and key in _UPPER
     if spec.game is not None and spec.game.one_run is None and not cached:
         # the bounds are computed beside the game (`worker_pool.Beside`: a forked process,
         # with its own core and GIL, where that is safe); an error in either surfaces here
         upper = Beside(
-            lambda: kept_bounds.cached(
-                key,
-                lambda: _sendable(
-                    _upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
+            lambda: (
+                kept_bounds.cached(
+                    key,
+                    lambda: _sendable(
+                        _upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
+                    ),
+                    None if key is None else bounds_cache,
                 ),
-                None if key is None else bounds_cache,
+                None if winner is None or not figure_data else tradeoff_curve(winner),
             )
         )
         try:  # the matplotlib import starts after the fork: a child never inherits a thread
@@ -628,7 +656,8 @@ def run_experiment(
         except BaseException:
             upper.cancel()
             raise
-        bounds, curve = copy.deepcopy(_remember(key, upper.result()))
+        kept, exact_tradeoff = upper.result()
+        bounds, curve = copy.deepcopy(_remember(key, kept))
     else:
         if spec.game is not None and spec.game.one_run is None:
             played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch)
@@ -646,6 +675,8 @@ def run_experiment(
         "code_digest": package_digest(),
     }
     artefacts: dict[str, Any] = {"winner": winner, "curve": curve[:2], "attack_curve": curve[2]}
+    if exact_tradeoff is not None:
+        artefacts["exact_tradeoff"] = exact_tradeoff
     if spec.game is not None and spec.game.one_run is not None:
         # deferred: scipy.stats and scipy.optimize load only for one-run audits
         from auditsel.experiments.one_run_experiment import play_one_run
@@ -654,24 +685,35 @@ def run_experiment(
             spec, out_dir, fingerprint=fingerprint(spec), code=code_of(spec)
         )
     elif spec.game is not None and played is not None:
-        record, bound, streamed, ss = played
-        if panel is not None and defer_panel:  # filled in by write_outputs (its place kept)
-            bound = replace(bound, estimators={})
-            artefacts["estimators"] = panel
-        elif panel is not None:
-            bound = replace(bound, estimators=panel.result())
-        result["lower"] = lower_fields(
-            bound, spec.game.kind, spec.game.proxy, spec.game.seed, streamed
-        )
-        if spec.game.kind in ("reduced", "dpsgd_worst_case") and spec.game.score != "monotone":
-            result["lower"]["score"] = score_fields(game_score(spec), spec.game.score)
-        artefacts["record"] = record
-        if ss is not None:
-            artefacts["by_coin"] = ss.by_coin()  # the audit's sort serves the plots
+        _add_played(spec, played, panel, defer_panel, result, artefacts)
     result["interval"] = result_interval(result, bounds)
     result.update(honesty_fields(result))  # heuristic values and the contradicted ones
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result, artefacts
+
+
+def _add_played(
+    spec: ExperimentSpec,
+    played: tuple[GameRecord, LowerBound, bool, SortedScores | None],
+    panel: Beside | None,
+    defer_panel: bool,
+    result: dict[str, Any],
+    artefacts: dict[str, Any],
+) -> None:
+    """result["lower"] and the artefacts of a played game (`run_experiment`)."""
+    assert spec.game is not None
+    record, bound, streamed, ss = played
+    if panel is not None and defer_panel:  # filled in by write_outputs (its place kept)
+        bound = replace(bound, estimators={})
+        artefacts["estimators"] = panel
+    elif panel is not None:
+        bound = replace(bound, estimators=panel.result())
+    result["lower"] = lower_fields(bound, spec.game.kind, spec.game.proxy, spec.game.seed, streamed)
+    if spec.game.kind in ("reduced", "dpsgd_worst_case") and spec.game.score != "monotone":
+        result["lower"]["score"] = score_fields(game_score(spec), spec.game.score)
+    artefacts["record"] = record
+    if ss is not None:
+        artefacts["by_coin"] = ss.by_coin()  # the audit's sort serves the plots
 
 
 def result_interval(result: dict[str, Any], bounds: Panel) -> IntervalRecord:
@@ -742,6 +784,8 @@ def run_config(
     # the folder is resolved, refused when it escapes, locked, and on failure only what this
     # run created there is removed (auditsel.files)
     with claim_folder(out_dir, field="out_dir") as folder:
-        result, artefacts = run_experiment(spec, folder.path, jobs=jobs, progress=progress)
+        result, artefacts = run_experiment(
+            spec, folder.path, jobs=jobs, progress=progress, figure_data=True
+        )
         write_outputs(folder.path, result, artefacts)
     return RunResult.from_dict(result)

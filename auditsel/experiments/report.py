@@ -332,14 +332,19 @@ def write_plots(
 
 
 def game_figure_data(
-    result: dict, by_coin: tuple[np.ndarray, np.ndarray], winner: Any = None
+    result: dict,
+    by_coin: tuple[np.ndarray, np.ndarray],
+    winner: Any = None,
+    *,
+    exact: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """What scores.png and tradeoff.png draw, read from each coin's sorted scores: the
     histogram bars (frequencies per output of a finite game, else densities on 79 bins between
     the 0.05% and 99.95% quantiles and the threshold) and the ROC's exact counts
     (`roc_points`), and the exact trade-off curve of the `winner`'s pair where it is known: a
     few thousand numbers whatever the number of games, sent to the process that draws them
-    (`plots.draw_plots`) instead of the scores."""
+    (`plots.draw_plots`) instead of the scores. `exact`: that curve, `tradeoff_curve(winner)`,
+    where it was computed already (beside the game: `run_experiment(figure_data=True)`)."""
     low = result["lower"]  # a played game has its lower bound
     finite = [s[np.searchsorted(s, -np.inf, "right") : np.searchsorted(s, np.inf)] for s in by_coin]
     if any(len(f) for f in finite):
@@ -363,7 +368,7 @@ def game_figure_data(
             bars.append((edges, counts / max(len(finite[b]), 1) / np.diff(edges)))
     _, fp, fn = roc_points(*by_coin)
     return {
-        "exact": None if winner is None else tradeoff_curve(winner),
+        "exact": exact if exact is not None or winner is None else tradeoff_curve(winner),
         "finite_outputs": values is not None,
         "bars": bars,
         "roc": (fp, fn),
@@ -376,7 +381,9 @@ def _game_data(result: dict, artefacts: dict) -> dict[str, Any]:
     if by_coin is None:  # a streamed audit kept no sort: the record's scores, sorted here
         record = artefacts["record"]
         by_coin = sorted_scores(record.scores, record.member)
-    return game_figure_data(result, by_coin, artefacts.get("winner"))
+    return game_figure_data(
+        result, by_coin, artefacts.get("winner"), exact=artefacts.get("exact_tradeoff")
+    )
 
 
 def sorted_scores(scores: ArrayLike, member: ArrayLike) -> tuple[np.ndarray, np.ndarray]:

@@ -440,18 +440,92 @@ def test_selection_fit_equals_the_fit_over_every_threshold_evaluated_exactly():
     assert fit.detail["mu"] == every > 0
 
 
-def test_cell_masses_are_mass_between_consecutive_edges_bit_for_bit():
-    from auditsel.rounds import TruncatedNegativeBinomial
+def _cell_masses_every_edge(w, edges, member):
+    """cell_masses as it was computed before each side was restricted to its own cells: both
+    pgf terms at every edge, the cell's side chosen by np.where (the reference)."""
+    from auditsel.selection import _cdf, _sf
 
-    for law in (one_plus_poisson(9), TruncatedNegativeBinomial(eta=0.0, nu=0.01), Point(1)):
-        w = GaussianWinner(GaussianBase(0.8), law)
-        lo, hi = w.quantile_range(1e-12)
-        edges = np.linspace(lo, hi, 2001)
-        edges[0], edges[-1] = -np.inf, np.inf
-        for member in (0, 1):
-            assert np.array_equal(
-                w.cell_masses(edges, member), w.mass(edges[:-1], edges[1:], member)
-            )
+    t = np.asarray(edges, dtype=float) - member * w.mu
+    with np.errstate(invalid="ignore"):
+        tail = w.law.pgf_complement(_sf(t))
+        head = w.law.pgf_above_zero(_cdf(t))
+    return np.maximum(np.where(t[:-1] > 0, tail[:-1] - tail[1:], head[1:] - head[:-1]), 0.0)
+
+
+def test_cell_masses_are_mass_between_consecutive_edges_bit_for_bit():
+    """cell_masses computes each pgf term only on the edges of the cells that use it: the same
+    bits as mass() of each cell and as the computation at every edge, for every kind of law,
+    shifts that put 0 anywhere among the edges (before, after, on an edge) and random edges."""
+    from auditsel.rounds import Binomial, Poisson, TruncatedNegativeBinomial, TwoPoint
+
+    laws = (
+        one_plus_poisson(9),
+        TruncatedNegativeBinomial(eta=0.0, nu=0.01),  # logarithmic
+        TruncatedNegativeBinomial(eta=1.0, nu=0.05),  # geometric
+        TruncatedNegativeBinomial(eta=0.5, nu=0.001),
+        Poisson(mean=3.0),
+        Binomial(n=12, p=0.3),
+        TwoPoint(L=20, s=0.4),
+        Point(1),
+    )
+    rng = np.random.default_rng(7)
+    for law in laws:
+        for mu in (0.8, 3.0, 0.01):
+            w = GaussianWinner(GaussianBase(mu), law)
+            lo, hi = w.quantile_range(1e-12)
+            grid = np.linspace(lo, hi, 2001)
+            grid[0], grid[-1] = -np.inf, np.inf
+            random = np.sort(rng.normal(0.0, 3.0, 300))
+            on_zero = np.append(np.linspace(-2, 2, 41) + mu, [np.inf])  # an edge at t = 0
+            for edges in (grid, random, on_zero, np.linspace(5, 9, 7), np.linspace(-9, -5, 7)):
+                for member in (0, 1):
+                    got = w.cell_masses(edges, member)
+                    assert np.array_equal(got, _cell_masses_every_edge(w, edges, member))
+                    assert np.array_equal(got, w.mass(edges[:-1], edges[1:], member))
+
+
+def test_selection_fit_is_the_previous_computation_bit_for_bit(monkeypatch):
+    """The selection fit's shortcuts (each cell mass computed on its own side only, the
+    Zubkov-Serov bounds read from a table of every count) give the panel exactly the numbers of
+    the computation without them, on random games of several sizes, shifts and laws."""
+    from auditsel.auditing import estimators
+    from auditsel.auditing.clopper_pearson import CpLimits
+    from auditsel.rounds import TruncatedNegativeBinomial
+    from auditsel.selection import GaussianWinner as Winner
+
+    cases = [
+        (3_000, 0.6, one_plus_poisson(9), 1),
+        (20_000, 1.5, TruncatedNegativeBinomial(eta=0.0, nu=0.01), 2),
+        (8_000, 0.1, Point(1), 3),
+    ]
+    for n, shift, law, seed in cases:
+        rng = np.random.default_rng(seed)
+        member = rng.integers(0, 2, n).astype(np.int8)
+        s = Winner(GaussianBase(shift), law).release(member, rng)
+        c = SortedScores(s, member).counts()
+        estimators._TRADEOFFS.clear()
+        now = estimators._selection_fit(c, n, 0.05, DELTA, law)
+        with monkeypatch.context() as m:
+            m.setattr(estimators, "_bounds_of", CpLimits.bound)
+            m.setattr(Winner, "cell_masses", _cell_masses_every_edge)
+            estimators._TRADEOFFS.clear()
+            before = estimators._selection_fit(c, n, 0.05, DELTA, law)
+        estimators._TRADEOFFS.clear()
+        assert now.to_dict() == before.to_dict()
+        assert now.detail["mu"] > 0 or shift < 0.2
+
+
+def test_bounds_from_the_table_of_every_count_are_the_bounds():
+    from auditsel.auditing.clopper_pearson import CpLimits
+    from auditsel.auditing.estimators import _bounds_of
+
+    rng = np.random.default_rng(11)
+    for nobs in (1, 7, 1000):
+        for upper in (True, False):
+            lim = CpLimits(nobs, 0.05 / 2000, upper=upper)
+            for size in (3, 5 * nobs + 5):  # direct, and from the table
+                counts = rng.integers(0, nobs + 1, size)
+                assert np.array_equal(_bounds_of(lim, counts), lim.bound(counts))
 
 
 # --- the panel's options: one frozen dataclass; the old keywords for one release ------------
