@@ -147,14 +147,15 @@ class Trace:
             self.threads = None
             record(chooser, split, seconds, rows)
 
-        def traced_split(fn, R, workers, job):
+        def traced_split(fn, R, workers, make_job):
             def piece(r0, r1):
                 self.pieces.append(threading.get_ident() != main)
                 fn(r0, r1)
 
-            run_split(piece, R, workers, job)
-            if job is not None and kernels._openmp() is not None:
+            job = run_split(piece, R, workers, make_job)
+            if job is not None:
                 self.threads = int(job[kernels_cpu.JOB_BUSY])
+            return job
 
         kernels._Chooser.record, kernels._run_split = traced_record, traced_split
         return self

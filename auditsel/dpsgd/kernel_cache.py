@@ -32,7 +32,7 @@ import tempfile
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numba
 
@@ -120,12 +120,15 @@ def compile_cached(
     module: str,
     nogil: bool = True,
     cfuncs: Iterable[tuple[Any, Any]] = (),
+    error_model: Literal["python", "numpy"] = "python",
 ) -> list[Any]:
-    """``numba.njit(signatures, cache=True, nogil=nogil)`` of each (function, signatures), then
-    ``numba.cfunc(signature, cache=True, nogil=nogil)`` of each of `cfuncs` (function,
-    signature: C callbacks, called through their address), all defined in the module file
-    named `module`, with numba's cache checked first (module docstring); without a safe cache
-    the same functions are compiled in memory."""
+    """``numba.njit(signatures, cache=True, nogil=nogil, error_model=error_model)`` of each
+    (function, signatures), then ``numba.cfunc(signature, ...)`` with the same options of each
+    of `cfuncs` (function, signature: C callbacks, called through their address), all defined
+    in the module file named `module`, with numba's cache checked first (module docstring);
+    without a safe cache the same functions are compiled in memory. numba keys its cache on
+    the source file, not on these options: set them in that file, so that changing one
+    changes the file."""
     functions, cfuncs = list(functions), list(cfuncs)
     folder = Path()
     try:  # where numba would cache them (creating the dispatcher reads nothing)
@@ -142,8 +145,12 @@ def compile_cached(
             RuntimeWarning,
             stacklevel=3,
         )
-        return [numba.njit(sigs, cache=False, nogil=nogil)(f) for f, sigs in functions] + [
-            numba.cfunc(sig, cache=False, nogil=nogil)(f) for f, sig in cfuncs
+        return [
+            numba.njit(sigs, cache=False, nogil=nogil, error_model=error_model)(f)
+            for f, sigs in functions
+        ] + [
+            numba.cfunc(sig, cache=False, nogil=nogil, error_model=error_model)(f)
+            for f, sig in cfuncs
         ]
     removed = _verify(folder, module)
     if removed:
@@ -154,8 +161,13 @@ def compile_cached(
             RuntimeWarning,
             stacklevel=3,
         )
-    compiled = [numba.njit(sigs, cache=True, nogil=nogil)(f) for f, sigs in functions]
-    callbacks = [numba.cfunc(sig, cache=True, nogil=nogil)(f) for f, sig in cfuncs]
+    compiled = [
+        numba.njit(sigs, cache=True, nogil=nogil, error_model=error_model)(f)
+        for f, sigs in functions
+    ]
+    callbacks = [
+        numba.cfunc(sig, cache=True, nogil=nogil, error_model=error_model)(f) for f, sig in cfuncs
+    ]
     missed = any(d.stats.cache_misses for d in compiled) or any(not c.cache_hits for c in callbacks)
     if removed or missed:
         _write_manifest(folder, module)

@@ -49,7 +49,7 @@ import re
 import statistics
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
@@ -87,6 +87,7 @@ def _cpu() -> SimpleNamespace:
                     module="kernels_cpu",
                     nogil=True,
                     cfuncs=kernels_cpu.CFUNCS,
+                    error_model=kernels_cpu.ERROR_MODEL,
                 )
                 _CPU = SimpleNamespace(
                     philox_fill=fill, softmax_grad=softmax, philox_block=block, split_body=body
@@ -132,12 +133,12 @@ class _Chooser:
         self.interval = self.PROBE  # calls from one probe to the next
         self.next_probe = self.PROBE
         self.probing: bool | None = None  # the choice a probe under way is testing
+        # the median of each way's times, kept as they change (read twice a call)
+        self.medians = {False: float("inf"), True: float("inf")}
 
     def cost(self, split: bool) -> float:
         """Median seconds per row of the last WINDOW timings of a way (inf: none yet)."""
-        t = self.times[split]
-        # statistics, not numpy: at most WINDOW numbers, on every call (np.median: 11 us each)
-        return float(statistics.median(t)) if t else float("inf")
+        return self.medians[split]
 
     def best(self) -> bool:
         """The cheaper way by the medians (True: split)."""
@@ -165,6 +166,8 @@ class _Chooser:
         t = self.times[split]
         t.append(seconds / max(rows, 1))
         del t[: -self.WINDOW]
+        # statistics, not numpy: at most WINDOW numbers (np.median: 11 us a call)
+        self.medians[split] = float(statistics.median(t))
         probe = self.probing is not None and split != self.probing
         if probe:
             self.probing = None
@@ -195,16 +198,18 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _split(fn, R: int, kernel: str = "", job: np.ndarray | None = None) -> None:
+def _split(fn, R: int, kernel: str = "", job: Callable[[], np.ndarray] | None = None) -> None:
     """fn(r0, r1) over [0, R): on the calling thread alone, or (when `_Chooser` finds it
-    cheaper) in pieces shared by up to torch.get_num_threads() threads (`_run_split`; `job`:
-    the same call as a job of ``kernels_cpu.split_body``). Every piece writes its own rows, so
-    the split cannot change a value."""
+    cheaper) in pieces shared by up to torch.get_num_threads() threads (`_run_split`; `job`
+    makes the same call as a job of ``kernels_cpu.split_body``, only for a split). Every piece
+    writes its own rows, so the split cannot change a value."""
     workers = min(torch.get_num_threads(), R)
     if workers < 2:
         fn(0, R)
         return
-    chooser = _CHOOSERS.setdefault(kernel, _Chooser())
+    chooser = _CHOOSERS.get(kernel)
+    if chooser is None:
+        chooser = _CHOOSERS[kernel] = _Chooser()
     split = chooser.split()
     start = time.perf_counter()
     if split:
@@ -214,21 +219,26 @@ def _split(fn, R: int, kernel: str = "", job: np.ndarray | None = None) -> None:
     chooser.record(split, time.perf_counter() - start, R)
 
 
-def _run_split(fn, R: int, workers: int, job: np.ndarray | None) -> None:
-    """The pieces of a split: `job` run by ``kernels_cpu.split_body`` on the calling thread and
-    torch's OpenMP threads (through the runtime's ``GOMP_parallel``, called without the GIL;
-    it returns when every thread of the team is done), where torch's OpenMP runtime was found
-    (`_openmp`); else fn's pieces on the calling thread and our pool (`_split_pieces`)."""
-    parallel = _openmp() if job is not None else None
-    if parallel is None or job is None:
+def _run_split(
+    fn, R: int, workers: int, make_job: Callable[[], np.ndarray] | None
+) -> np.ndarray | None:
+    """The pieces of a split: the job `make_job` makes, run by ``kernels_cpu.split_body`` on
+    the calling thread and torch's OpenMP threads (through the runtime's ``GOMP_parallel``,
+    called without the GIL; it returns when every thread of the team is done), where torch's
+    OpenMP runtime was found (`_openmp`); else fn's pieces on the calling thread and our pool
+    (`_split_pieces`). Returns the job run (its counters filled in), or None."""
+    parallel = _openmp() if make_job is not None else None
+    if parallel is None or make_job is None:
         _split_pieces(fn, R, workers)
-        return
+        return None
+    job = make_job()
     pieces = min(R, PIECES_PER_THREAD * workers)
     job[[kernels_cpu.JOB_NEXT, kernels_cpu.JOB_DONE, kernels_cpu.JOB_BUSY]] = 0
     job[kernels_cpu.JOB_PIECES], job[kernels_cpu.JOB_RUNS] = pieces, R
     parallel(_cpu().split_body.address, job.ctypes.data, workers, 0)
     if job[kernels_cpu.JOB_DONE] != pieces:  # every piece is run before GOMP_parallel returns
         raise RuntimeError(f"split: {job[kernels_cpu.JOB_DONE]} of {pieces} pieces ran")
+    return job
 
 
 def _job(kind: int, *args: int) -> np.ndarray:
@@ -388,21 +398,15 @@ def draw(
     if not (out.is_contiguous() and out.dtype == torch.float32 and out.shape == (R, steps, width)):
         raise ValueError("out: must be a contiguous float32 tensor of shape (R, steps, width)")
     fill, view = _cpu().philox_fill, out.numpy()
-    job = _job(
-        kernels_cpu.KIND_FILL,
-        keys.ctypes.data,
-        view.ctypes.data,
-        steps,
-        width,
-        int(stream),
-        int(step0),
-        int(bool(normal)),
-    )
+    stream, step0, normal = int(stream), int(step0), bool(normal)
     _split(
-        lambda r0, r1: fill(keys, r0, r1, int(stream), int(step0), bool(normal), view),
+        lambda r0, r1: fill(keys, r0, r1, stream, step0, normal, view),
         R,
-        f"draw:{int(bool(normal))}:{steps * width}",
-        job,
+        f"draw:{int(normal)}:{steps * width}",
+        lambda: _job(
+            kernels_cpu.KIND_FILL,
+            *(keys.ctypes.data, view.ctypes.data, steps, width, stream, step0, int(normal)),
+        ),
     )
     return out
 
@@ -427,48 +431,66 @@ def softmax_grad_(
     if not (_numba_serves(z.device) and z.is_contiguous()):
         kernels_torch.softmax_grad(z, label, sq, clip, a_sq, weight)
         return sq
-    lab = np.ascontiguousarray(label.numpy().reshape(-1, n), np.int64)  # (1, n): for all runs
+    lab = _host(label, np.int64).reshape(-1, n)  # (1, n): for all runs
     if clip is None:
-        c = np.ones(R, np.float32)
-        a = w = np.ones((1, n), np.float32)
+        c, a = _ones(1, R).reshape(R), _ones(1, n)
+        w = a
     else:
         if a_sq is None:
             raise ValueError("a_sq: needed with clip (||a||^2 + 1 of each example)")
-        c = np.ascontiguousarray(clip.to(torch.float32).numpy())
-        a = np.ascontiguousarray(a_sq.to(torch.float32).numpy().reshape(-1, n))
-        w = a if weight is None else np.ascontiguousarray(weight.to(torch.float32).numpy())
-    _check_rows(
-        R,
-        n,
-        label=lab,
-        clip=c.reshape(-1, 1),
-        a_sq=a,
-        **({"weight": w} if weight is not None else {}),
-    )
+        c, a = _host(clip, np.float32), _host(a_sq, np.float32).reshape(-1, n)
+        w = a if weight is None else _host(weight, np.float32)
+    _check_rows(R, n, lab, c, a, w if weight is not None else None)
     run, zv, sv = _cpu().softmax_grad, z.numpy(), sq.numpy()
     clipped, weighted = clip is not None, weight is not None
-    job = _job(
-        kernels_cpu.KIND_SOFTMAX,
-        *(zv.ctypes.data, K, n, lab.ctypes.data, lab.shape[0], sv.ctypes.data, c.ctypes.data),
-        *(a.ctypes.data, a.shape[0], w.ctypes.data, w.shape[0], int(clipped), int(weighted)),
-    )
     _split(
         lambda r0, r1: run(zv, lab, sv, r0, r1, c, a, w, clipped, weighted),
         R,
         f"softmax:{K * n}",
-        job,
+        lambda: _job(
+            kernels_cpu.KIND_SOFTMAX,
+            *(zv.ctypes.data, K, n, lab.ctypes.data, lab.shape[0], sv.ctypes.data, c.ctypes.data),
+            *(a.ctypes.data, a.shape[0], w.ctypes.data, w.shape[0], int(clipped), int(weighted)),
+        ),
     )
     return sq
 
 
-def _check_rows(R: int, n: int, **arrays: np.ndarray) -> None:
+def _host(t: torch.Tensor, dtype: type) -> np.ndarray:
+    """A CPU tensor's values as a C-contiguous numpy array of `dtype` (its own memory where it
+    is one already: no copy, no conversion)."""
+    v = t.numpy()
+    if v.dtype != dtype or not v.flags.c_contiguous:
+        v = np.ascontiguousarray(v, dtype)
+    return v
+
+
+_ONES: dict[tuple[int, int], np.ndarray] = {}
+
+
+def _ones(rows: int, cols: int) -> np.ndarray:
+    """A read-only float32 (rows, cols) array of ones (the clip inputs of an unclipped pass),
+    kept per shape: nothing writes it."""
+    v = _ONES.get((rows, cols))
+    if v is None:
+        v = np.ones((rows, cols), np.float32)
+        v.flags.writeable = False
+        v = _ONES.setdefault((rows, cols), v)
+    return v
+
+
+def _check_rows(R: int, n: int, label, clip, a_sq, weight) -> None:
     """The compiled pass reads row r (or row 0 of a one-row array) of each (rows, n) array:
-    clip must have R rows, weight R, label and a_sq 1 or R (and n columns: clip's 1)."""
-    for name, arr in arrays.items():
-        rows = (R,) if name in ("clip", "weight") else (1, R)
-        cols = 1 if name == "clip" else n
-        if arr.ndim != 2 or arr.shape[0] not in rows or arr.shape[1] != cols:
-            want = " or ".join(f"({r}, {cols})" for r in rows)
+    clip must have R entries, weight R rows, label and a_sq 1 or R (and n columns)."""
+    if clip.shape != (R,):
+        raise ValueError(f"clip: shape ({R},) expected for {R} runs, got {clip.shape}")
+    for name, arr, rows in (
+        ("label", label, (1, R)),
+        ("a_sq", a_sq, (1, R)),
+        ("weight", weight, (R,)),
+    ):
+        if arr is not None and (arr.ndim != 2 or arr.shape[0] not in rows or arr.shape[1] != n):
+            want = " or ".join(f"({r}, {n})" for r in rows)
             raise ValueError(f"{name}: shape {want} expected for {R} runs, got {arr.shape}")
 
 

@@ -9,6 +9,13 @@ float64). ``tests/dpsgd/test_dpsgd_kernels.py`` checks the Random123 known answe
 implementation bit for bit, and digests of today's streams; ``benchmarks/bench_kernels.py``
 compares with the pinned C kernels of earlier versions.
 
+Division: the kernels are compiled with numba's ``error_model="numpy"`` (``ERROR_MODEL``): a
+float division is IEEE's (x / 0 is +-inf or NaN, as in C and torch) instead of a check that
+raises ``ZeroDivisionError``. The check is a branch per element that kept the softmax pass's
+loops with a division (1 / sum, the clip factor) scalar; the quotients, where the divisor is
+not 0, are the same correctly rounded values either way. The integer divisions here have
+nonzero divisors.
+
 The functions are plain Python until ``kernels`` compiles them (``compile_cached``), so that
 no cache file is read before ``kernel_cache`` has checked it.
 
@@ -23,7 +30,7 @@ every thread of the team has left the callback).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 from llvmlite import ir
@@ -31,6 +38,9 @@ from numba import carray, types
 from numba.extending import intrinsic, register_jitable
 from numpy.typing import NDArray
 
+# numba's error model of every kernel here (``kernel_cache.compile_cached`` passes it on; kept in
+# this file so that a change of it changes the file numba's cache is keyed on)
+ERROR_MODEL: Final = "numpy"
 LANES = 16  # numbers come in chunks of 4 LANES: one Philox block per lane and word
 CH = 256  # examples per chunk of the softmax pass (all classes of a chunk stay in cache)
 
@@ -72,7 +82,7 @@ _EXP_P = (
     _F(1.6666665459e-1),
     _F(5.0000001201e-1),
 )
-_N_MIN, _N_MAX = _F(-127.0), _F(128.0)
+_MAGIC = _F(12582912.0)  # 1.5 2^23: n + _MAGIC holds an integer n, |n| < 2^22, in its low bits
 
 
 @intrinsic
@@ -114,15 +124,19 @@ def _select(typingctx, c, a, b):
 
 
 @intrinsic
-def _pow2(typingctx, n):
-    """2^n as a float32 from its bits, for a float32 n holding an integer in [-127, 128]:
-    ((int32) n + 127) << 23, in 32-bit integers (as C's (uint32_t)(int32_t) n)."""
-    if n != types.float32:
+def _pow2(typingctx, t):
+    """2^n as a float32 from its bits, for t = n + 1.5 2^23 (float32) with n an integer in
+    [-127, 128]: (bits(t) + 127) << 23 in 32-bit integers. t is exact (|n| < 2^22) and its low
+    23 bits are n + 2^22, so the shift leaves ((n + 127) mod 2^9) << 23, C's
+    ((uint32_t)(int32_t) n + 127) << 23. For any other t (n out of range, inf, NaN) it is some
+    float with a zero mantissa, never a NaN; integer arithmetic, no float-to-int conversion
+    (whose out-of-range results LLVM leaves undefined, which needed a clamp of n before)."""
+    if t != types.float32:
         return None
 
     def codegen(context, builder, signature, args):
         i32 = ir.IntType(32)
-        k = builder.fptosi(args[0], i32)
+        k = builder.bitcast(args[0], i32)
         k = builder.shl(builder.add(k, ir.Constant(i32, 127)), ir.Constant(i32, 23))
         return builder.bitcast(k, ir.FloatType())
 
@@ -183,7 +197,9 @@ def _sincos_2pi(u):
 
 @register_jitable(inline="always")
 def _exp(x):
-    """Cephes expf for x <= 0 (0 below ln 2^-126; NaN stays NaN)."""
+    """Cephes expf for x <= 0 (0 below ln 2^-126; NaN stays NaN). Where the value is used
+    (x >= -87.34: fx in [-126, 0]; x NaN: y is NaN, and y times a non-NaN scale is y's NaN) the
+    scale is exactly 2^fx, as C's; below, the select gives 0 whatever the scale."""
     fx = np.floor(x * _LOG2E + _HALF)
     r = x - fx * _LN2_HI
     r = r - fx * -_LN2_LO
@@ -195,10 +211,7 @@ def _exp(x):
     y = y * r + _EXP_P[4]
     y = y * r + _EXP_P[5]
     y = ((y * z) + r) + _ONE
-    # 2^fx from its bits; fx is clamped (NaN to the low end) only where the result is not used
-    n = _select(fx > _N_MIN, fx, _N_MIN)
-    n = _select(n < _N_MAX, n, _N_MAX)
-    scale = _pow2(n)
+    scale = _pow2(fx + _MAGIC)  # 2^fx from its bits (fx + _MAGIC exact for |fx| < 2^22)
     return _select(x < -_EXP_MIN, _ZERO, y * scale)
 
 

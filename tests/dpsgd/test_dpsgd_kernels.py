@@ -298,6 +298,43 @@ def test_cpu_exp_is_the_torch_exp_at_the_edges():
     assert a[..., -1].isnan().all() and b[..., -1].isnan().all()
 
 
+def _exp_of(x: np.ndarray) -> np.ndarray:
+    """The compiled softmax pass's exp (``kernels_cpu._exp``, inlined into a loop as in the
+    pass, compiled with the kernels' options) of each float32 of x."""
+
+    def loop(x, out):
+        for i in range(x.shape[0]):
+            out[i] = kernels_cpu._exp(x[i])
+
+    fn = numba.njit(nogil=True, error_model=kernels_cpu.ERROR_MODEL)(loop)
+    out = np.empty_like(x)
+    fn(x, out)
+    return out
+
+
+def test_cpu_exp_is_the_torch_exp_on_every_binade():
+    """2^n of the compiled exp is built from n + 1.5 2^23 (no clamp of n): over every 2048th
+    float32 <= 0 (each binade from -0 to -inf: all n from 0 to -126 and the flush to 0), every
+    float32 in [-87.5, -87.25] (the cut at ln 2^-126) and NaN, the same bits as the torch exp
+    (which clamps n and turns NaN into 0 before it converts n to an integer)."""
+    bits = np.concatenate(
+        [
+            np.arange(0x80000000, 0xFF800001, 2048, dtype=np.uint64),  # -0 ... -inf
+            np.arange(
+                np.float32(-87.25).view(np.uint32), np.float32(-87.5).view(np.uint32) + 1
+            ).astype(np.uint64),
+            [0x7FC00000, 0xFFC00000, 0x7F800001],  # NaNs
+        ]
+    ).astype(np.uint32)
+    x = bits.view(np.float32)
+    got = _exp_of(x)
+    want = kernels_torch.exp(torch.from_numpy(x)).numpy()
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan) and nan.sum() == 3
+    assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+    assert got[x < np.float32(-87.33654475)].max() == 0 and got[x == 0].tolist() == [1.0]
+
+
 def softmax_cases():
     g = torch.Generator().manual_seed(0)
     for R, K, n in [(37, 10, 500), (5, 3, 13), (8, 10, 1), (3, 10, 300)]:
@@ -340,6 +377,47 @@ def test_cpu_softmax_pass_equals_the_torch_one_bit_for_bit():
         sq_b = torch.empty_like(sq_a)
         kernels_torch.softmax_grad(b, label, sq_b, kw.get("clip"), kw.get("a_sq"), kw.get("weight"))
         assert torch.equal(a, b) and torch.equal(sq_a, sq_b)
+
+
+def test_a_zero_clip_gives_the_torch_and_c_passes_nan_not_an_exception(monkeypatch):
+    """A clip of 0 with a zero norm is 0 / 0 in the clip factor: NaN, as in the torch pass and
+    the C kernels (the compiled pass raised ZeroDivisionError before it took IEEE division);
+    the other runs are untouched. On one thread and split over two."""
+    z = torch.randn(4, 3, 7, generator=torch.Generator().manual_seed(4))
+    label, a_sq = torch.zeros(7, dtype=torch.int64), torch.zeros(7)
+    clip = torch.tensor([0.0, 1.0, 0.0, 0.5])
+    want, want_sq = z.clone(), torch.empty(4, 7)
+    kernels_torch.softmax_grad(want, label, want_sq, clip, a_sq, None)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for split in (False, True):
+            monkeypatch.setattr(kernels._Chooser, "split", lambda self, s=split: s)
+            got = z.clone()
+            sq = kernels.softmax_grad_(got, label, clip=clip, a_sq=a_sq)
+            assert torch.equal(sq, want_sq)  # before the clip: no NaN
+            assert got[[0, 2]].isnan().all() and want[[0, 2]].isnan().all()
+            assert torch.equal(got[[1, 3]], want[[1, 3]]) and not got[[1, 3]].isnan().any()
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_softmax_pass_takes_other_dtypes_and_strides_to_the_same_bits():
+    """Inputs that are not int64 / float32 or not contiguous are converted (the same values),
+    those that are are used as they are: the same bits either way."""
+    z, label, clip, a_sq, weight = softmax_inputs(6, 10, 40)
+    kw = dict(clip=clip, a_sq=a_sq, weight=weight)
+    want = z.clone()
+    want_sq = kernels.softmax_grad_(want, label, **kw)
+    odd = dict(
+        clip=clip.double(),
+        a_sq=torch.stack([a_sq, a_sq], 1)[:, 0],  # strided
+        weight=weight.t().contiguous().t(),  # column-major
+    )
+    for lab in (label.int(), torch.stack([label, label], 1)[:, 1]):
+        got = z.clone()
+        assert torch.equal(kernels.softmax_grad_(got, lab, **odd), want_sq)
+        assert torch.equal(got, want)
 
 
 @pytest.mark.parametrize(
@@ -385,17 +463,22 @@ def test_the_compiled_code_has_no_fused_multiply_add():
     """numba compiles without fast-math flags: no LLVM instruction may be contracted, and on
     x86-64 no FMA instruction appears in the machine code (an FMA rounds once where the
     streams round twice). Compiled afresh here: numba does not show cached code."""
+    opts = dict(nogil=True, error_model=kernels_cpu.ERROR_MODEL)  # as kernels compiles them
     for py_func, sigs in kernels_cpu.SIGNATURES[:2]:
-        fn = numba.njit(sigs, nogil=True)(py_func)
+        fn = numba.njit(sigs, **opts)(py_func)
         llvm = "\n".join(fn.inspect_llvm().values())
         assert not re.search(r"\b(fast|contract|reassoc|afn)\b", llvm)
         assert "fmuladd" not in llvm and "llvm.fma" not in llvm
+        assert "ZeroDivisionError" not in llvm  # IEEE division: no check, no branch
         if platform.machine() in ("x86_64", "AMD64"):
             asm = "\n".join(fn.inspect_asm().values())
             assert not re.search(r"\bv?fn?m(add|sub)\d", asm)
             assert re.search(r"\bv?mulps\b", asm)  # vectorised (so the search above can see it)
+            if py_func is kernels_cpu.softmax_grad:  # 1 / sum and the clip factor vectorised too
+                assert re.search(r"\bv?divps\b", asm) and re.search(r"\bv?sqrtps\b", asm)
     for py_func, sig in kernels_cpu.CFUNCS:  # the split's body: the same kernels, inlined
-        llvm = numba.cfunc(sig, nogil=True)(py_func).inspect_llvm()
+        llvm = numba.cfunc(sig, **opts)(py_func).inspect_llvm()
+        assert "ZeroDivisionError" not in llvm
         assert not re.search(r"\b(fast|contract|reassoc|afn)\b", llvm)
         assert "fmuladd" not in llvm and "llvm.fma" not in llvm
         assert re.search(r"fmul <\d+ x float>", llvm)  # vectorised

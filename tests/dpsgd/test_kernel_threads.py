@@ -114,6 +114,20 @@ def test_split_or_not_the_same_bits(two_threads, monkeypatch, split_way):
         assert torch.equal(a, b)
 
 
+def test_a_job_is_made_for_a_split_only(two_threads, monkeypatch, split_way):
+    """The split's job (the call's addresses, for ``kernels_cpu.split_body``) is made when a
+    call is split on torch's OpenMP threads, and not for a call on one thread or on the pool
+    (each `.ctypes` address costs the call a microsecond or two)."""
+    made = []
+    job = kernels._job
+    monkeypatch.setattr(kernels, "_job", lambda *a: made.append(a[0]) or job(*a))
+    args = inputs()
+    for split in (False, True):
+        monkeypatch.setattr(kernels._Chooser, "split", lambda self, s=split: s)
+        every_kernel(*args)
+    assert made == ([0, 0, 1, 1, 1] if split_way == "openmp" else [])  # 2 draws, 3 passes
+
+
 def test_the_openmp_split_runs_every_piece_once_on_the_team(two_threads, monkeypatch):
     """Each piece of runs is taken once (a piece that ran twice or never would leave a row
     not filled, or counted twice), by at most torch.get_num_threads() threads."""
@@ -124,8 +138,8 @@ def test_the_openmp_split_runs_every_piece_once_on_the_team(two_threads, monkeyp
     jobs = []
     run_split = kernels._run_split
     monkeypatch.setattr(kernels._Chooser, "split", lambda self: True)
-    monkeypatch.setattr(
-        kernels, "_run_split", lambda fn, R, w, job: (jobs.append(job), run_split(fn, R, w, job))
+    monkeypatch.setattr(  # the job each split ran (made only for a split)
+        kernels, "_run_split", lambda *a: jobs.append(run_split(*a)) or jobs[-1]
     )
     keys = kernels.seed_keys(range(50))
     out = torch.full((50, 3, 70), float("nan"))
