@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -73,6 +74,18 @@ def decade_label(value: float, _position: object = None) -> str:
     if abs(exponent - decade) > 1e-9:
         return ""
     return "10" + str(decade).translate(_SUPERSCRIPT)
+
+
+def _finish(fig, ax, path: Path, titles: tuple[str, str, str], **legend: Any) -> str:
+    """Label `ax` (x label, y label, title), add its legend (`legend`: the legend's options),
+    set the figure's margins, save it to `path`; returns its file name."""
+    ax.set_xlabel(titles[0])
+    ax.set_ylabel(titles[1])
+    ax.set_title(titles[2])
+    ax.legend(**legend)
+    _margins(fig)
+    save_figure(fig, path)
+    return path.name
 
 
 def _margins(fig):
@@ -177,13 +190,8 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, labels) ->
     curves = _plot_upper_curves(ax, result, heuristic, monotone, contradicted)
     _plot_eps_marks(ax, result)
     ax.set_ylim(max(min(curves.get("delta", [1e-10])), 1e-12) / 3, 1.0)
-    ax.set_xlabel("epsilon")
-    ax.set_ylabel("delta(epsilon)")
-    ax.set_title(f"{result['name']}: privacy curves")
-    ax.legend(fontsize=7, loc="lower left")
-    _margins(fig)
-    save_figure(fig, out_dir / "privacy_curve.png")
-    return "privacy_curve.png"
+    titles = ("epsilon", "delta(epsilon)", f"{result['name']}: privacy curves")
+    return _finish(fig, ax, out_dir / "privacy_curve.png", titles, fontsize=7, loc="lower left")
 
 
 def _plot_upper_curves(ax, result: dict, heuristic: set, monotone: set, contradicted) -> dict:
@@ -254,13 +262,12 @@ def _plot_game(result: dict, artefacts: dict, out_dir: Path, labels) -> list[str
             ax.stairs(y, x, fill=True, alpha=0.5, color=color, label=label)
     if low and low.get("threshold") is not None and np.isfinite(low["threshold"]):
         ax.axvline(low["threshold"], color="k", ls="--", lw=1, label="threshold")
-    ax.set_xlabel(f"proxy score ({low['proxy']})")
-    ax.set_ylabel("frequency" if finite_outputs else "density")
-    ax.set_title(f"{result['name']}: scores of the distinguishing game")
-    ax.legend(loc="upper right")
-    _margins(fig)
-    save_figure(fig, out_dir / "scores.png")
-    names.append("scores.png")
+    titles = (
+        f"proxy score ({low['proxy']})",
+        "frequency" if finite_outputs else "density",
+        f"{result['name']}: scores of the distinguishing game",
+    )
+    names.append(_finish(fig, ax, out_dir / "scores.png", titles, loc="upper right"))
     names.append(_plot_tradeoff(result, artefacts, data, out_dir, labels))
     return names
 
@@ -330,10 +337,9 @@ def _plot_tradeoff(result, artefacts, data, out_dir: Path, labels) -> str:
     ax.loglog([floor, 1], [floor, 1], ":", color="grey", lw=1, label="chance")
     ax.set_xlim(floor, 1.05)
     ax.set_ylim(floor, 1.05)
-    ax.set_xlabel("false positive rate")
-    ax.set_ylabel("true positive rate")
-    ax.set_title(f"{result['name']}: trade-off (ROC, log scale)")
-    ax.legend(fontsize=7, loc="lower right")
-    _margins(fig)
-    save_figure(fig, out_dir / "tradeoff.png")
-    return "tradeoff.png"
+    titles = (
+        "false positive rate",
+        "true positive rate",
+        f"{result['name']}: trade-off (ROC, log scale)",
+    )
+    return _finish(fig, ax, out_dir / "tradeoff.png", titles, fontsize=7, loc="lower right")
