@@ -335,7 +335,7 @@ def _play(
     if _panel_planned(spec):
         law = spec.rounds if is_monotone_largest(game_score(spec)) else None
         estimators = lambda: _estimators(spec, record, spec_grid, ss, law)
-    return record, bound, stream, (None if stream else ss), estimators
+    return record, bound, stream, ss, estimators  # ss: None for a streamed audit
 
 
 def _audit_record(
