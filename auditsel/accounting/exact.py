@@ -53,6 +53,7 @@ BISECTION_STEPS = 45  # 2e-3 / 2^45 ~ 6e-17: below double precision of the roots
 EPS_CAP = 1e4  # exact_epsilon answers inf above this
 NEWTON_STEPS = 200
 LEVEL_BLOCK = 1 << 24  # grid points x levels compared at once (16 MB of booleans)
+MAX_PIECES = 64  # monotone pieces of a scan searched piece by piece (`_crossings`)
 
 
 def _llr_grid(winner: GaussianWinner, direction: int) -> tuple[FloatArray, FloatArray]:
@@ -81,6 +82,51 @@ def _llr_scan(winner: GaussianWinner) -> tuple[FloatArray, FloatArray]:
     return grid, llr
 
 
+def _crossings(values: FloatArray, levels: FloatArray) -> tuple[np.ndarray, np.ndarray]:
+    """(lev, pos): every pair of neighbours of the scan on either side of a level, i.e. with
+    (values[pos] > c) != (values[pos + 1] > c), c = levels[lev], sorted by level, then by
+    position (np.nonzero's order over the levels x grid comparisons).
+
+    The scan splits into pieces on which it is monotone (a few for a winner's ratio); a
+    monotone piece crosses a level at most once, found by binary search, so the levels cost
+    O(pieces x log(grid)) each instead of a comparison with every grid point. A scan with more
+    than MAX_PIECES pieces or with non-finite values is compared point by point (the same
+    pairs either way: they are integers)."""
+    step = np.sign(np.diff(values))
+    moving = np.nonzero(step)[0]  # flat pairs never cross a level
+    turns = moving[1:][step[moving[1:]] != step[moving[:-1]]]
+    if len(turns) >= MAX_PIECES or not np.all(np.isfinite(values)):
+        return _crossings_dense(values, levels)
+    bounds = [0, *turns.tolist(), len(values) - 1]  # piece k: values[bounds[k] .. bounds[k+1]]
+    lev_parts, pos_parts = [], []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        up = step[moving[np.searchsorted(moving, lo)]] > 0 if len(moving) else True
+        piece = values[lo : hi + 1]
+        size = len(piece)
+        # on a non-decreasing piece the points above c are a suffix, on a non-increasing piece
+        # a prefix: the crossing is the pair at its edge, if both sides are non-empty
+        at_or_below = np.searchsorted(piece if up else piece[::-1], levels, side="right")
+        before = at_or_below if up else size - at_or_below  # points on the first side
+        hit = np.nonzero((before > 0) & (before < size))[0]
+        lev_parts.append(hit)
+        pos_parts.append(lo + before[hit] - 1)
+    lev, pos = np.concatenate(lev_parts), np.concatenate(pos_parts)
+    order = np.lexsort((pos, lev))
+    return lev[order], pos[order]
+
+
+def _crossings_dense(values: FloatArray, levels: FloatArray) -> tuple[np.ndarray, np.ndarray]:
+    """`_crossings` by comparing every level with every grid point (LEVEL_BLOCK at a time)."""
+    lev_parts, pos_parts = [], []
+    block = max(1, LEVEL_BLOCK // len(values))  # bounded memory: levels x grid booleans
+    for start in range(0, len(levels), block):
+        above = values[None, :] > levels[start : start + block, None]
+        lev, pos = np.nonzero(above[:, 1:] != above[:, :-1])
+        lev_parts.append(lev + start)
+        pos_parts.append(pos)
+    return np.concatenate(lev_parts), np.concatenate(pos_parts)
+
+
 def likelihood_ratio_region_masses(
     winner: GaussianWinner,
     levels: ArrayLike,
@@ -102,17 +148,8 @@ def likelihood_ratio_region_masses(
     n = len(levels)
     if n == 0:
         return (np.full(0, -np.inf),) * 2 if log else (np.zeros(0), np.zeros(0))
-    lev_parts, pos_parts, first = [], [], np.empty(n, bool)
-    block = max(1, LEVEL_BLOCK // len(values))  # bounded memory: levels x grid booleans
-    for start in range(0, n, block):
-        c = levels[start : start + block, None]
-        above = values[None, :] > c
-        first[start : start + block] = above[:, 0]
-        lev, pos = np.nonzero(above[:, 1:] != above[:, :-1])
-        lev_parts.append(lev + start)
-        pos_parts.append(pos)
-    lev = np.concatenate(lev_parts)  # crossings, level by level, left to right
-    pos = np.concatenate(pos_parts)
+    lev, pos = _crossings(values, levels)  # crossings, level by level, left to right
+    first = values[0] > levels
     c = levels[lev]
     lo, hi = grid[pos].copy(), grid[pos + 1].copy()
     lo_above = values[pos] > c

@@ -1,0 +1,230 @@
+"""The upper panel's faster code paths (issue 29, fifth round) give the same numbers, bit for
+bit, as the straightforward computations they replaced (kept here as the references): the
+score search's DP with its gains packed along its steps, the improved bound's Renyi integrals
+with each order's window set directly, and the exact curve's level crossings found on the
+scan's monotone pieces."""
+
+import itertools
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from auditsel.accounting import exact, improved
+from auditsel.accounting.attack import gaussian_label_laws
+from auditsel.accounting.score_search import COMBOS, SHAPES, ScoreSearch, merge_buckets
+from auditsel.rounds import Binomial, Poisson, TruncatedNegativeBinomial, TwoPoint
+
+LAWS = st.sampled_from(
+    [
+        Poisson(10.0),
+        Poisson(0.5),
+        TruncatedNegativeBinomial(eta=0.0, nu=0.01),
+        TruncatedNegativeBinomial(eta=1.0, nu=0.1),
+        TruncatedNegativeBinomial(eta=1.0, nu=0.001),
+        TwoPoint(10, 0.1),
+        Binomial(20, 0.3),
+    ]
+)
+
+
+# --- the score search's DP -----------------------------------------------------------------------
+def _reference_rows(search: ScoreSearch, shape: str, combos) -> list:
+    """The DP's gains per state row d, each (2, len(combos), 1, m - d + 1) (the previous code)."""
+    grids: list[list[np.ndarray]] = [[], [], []]
+    for name in ("left", "right"):
+        mv = search.moves[shape][name]
+        valid = mv["valid"]
+        a_lo, b = [], []
+        for num, mixed in combos:
+            bound = mv["side"][1 - num][2]
+            bound = np.minimum(mv["side"][1 - num][1], bound) if mixed else bound
+            a_lo.append(np.where(valid, mv["side"][num][0], -np.inf))
+            b.append(np.where(valid, bound, 0.0))
+        floor = np.where(valid, 0.0, -np.inf)
+        for grid, v in zip(grids, (a_lo, b, [floor] * len(combos))):
+            grid.append(np.stack(v))
+    full = [np.stack(g) for g in grids]
+    m = search.m
+    return [
+        tuple(np.ascontiguousarray(v[:, :, dd, None, : m - dd + 1]) for v in full)
+        for dd in range(m + 1)
+    ]
+
+
+def _reference_dp(search: ScoreSearch, shape: str, combos, eps: np.ndarray, back: bool):
+    """The DP one step at a time (the previous code of `ScoreSearch._dp`)."""
+    m = search.m
+    e = np.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))[None, None, :, None]
+    rows = _reference_rows(search, shape, combos)
+    size = len(combos) * e.shape[2]
+    buf = np.full((size, m + 3), -np.inf)
+    if shape == "extremes":
+        buf[:, 1] = 0.0
+        steps, (o_left, o_right) = range(m - 1, -1, -1), (0, 1)
+    else:
+        buf[:, 1 : m + 2] = 0.0
+        steps, (o_left, o_right) = range(1, m + 1), (2, 1)
+    choices = {}
+    for d in steps:
+        n = m - d + 1
+        if shape == "extremes":
+            buf[:, n] = -np.inf
+        a_lo, b, floor = rows[d]
+        g = a_lo - e * b
+        np.maximum(g, floor, out=g)
+        left, right = g.reshape(2, size, n)
+        left += buf[:, o_left : o_left + n]
+        right += buf[:, o_right : o_right + n]
+        if back:
+            choices[d] = left > right
+        np.maximum(left, right, out=buf[:, 1 : n + 1])
+    if shape == "extremes":
+        value = buf[:, 1 : m + 2]
+        return np.max(value, axis=1), choices, np.argmax(value, axis=1)
+    return buf[:, 1].copy(), choices, np.zeros(size, dtype=np.int64)
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    mu=st.floats(0.2, 3.0),
+    law=LAWS,
+    m=st.integers(2, 40),
+    eps=st.lists(st.floats(0.0, 6.0), min_size=1, max_size=9),
+    combo_pick=st.integers(0, 15),
+    block=st.sampled_from([1, 64, 1 << 18]),
+)
+def test_the_dp_gives_the_bits_of_one_step_at_a_time(mu, law, m, eps, combo_pick, block):
+    """Values, choices and starts of the packed DP equal the previous step-by-step DP's, for
+    every shape, any subset of the combos, with and without back-tracking, and any block size
+    (a block of one step, of several, of all)."""
+    from auditsel.accounting import score_search
+
+    search = ScoreSearch(merge_buckets(gaussian_label_laws(mu, 4 * m), m), law)
+    combos = tuple(c for k, c in enumerate(COMBOS) if combo_pick >> k & 1) or COMBOS
+    e = np.array(eps)
+    old_block = score_search.GAIN_BLOCK
+    score_search.GAIN_BLOCK = block
+    try:
+        for shape, back in itertools.product(SHAPES, (True, False)):
+            got = search._dp(shape, combos, e, back)
+            want = _reference_dp(search, shape, combos, e, back)
+            assert _same(got[0], want[0]) and _same(got[2], want[2])
+            assert got[1].keys() == want[1].keys()
+            assert all(_same(got[1][d], want[1][d]) for d in want[1])
+    finally:
+        score_search.GAIN_BLOCK = old_block
+
+
+# --- the improved bound's Renyi integrals --------------------------------------------------------
+def _reference_divergence(integ, alpha: np.ndarray, direction: int) -> np.ndarray:
+    """`_Integrand.divergence` as it was (each order's window applied by a mask)."""
+    la, lb = (integ.lp, integ.lq) if direction == 0 else (integ.lq, integ.lp)
+    flat = np.asarray(alpha, dtype=float).ravel()
+    out = np.empty(flat.shape)
+    mu, x0, n, step = integ.mu, integ.x[0], len(integ.x), improved.STEP
+    lo = np.minimum(0.0, (1.0 - flat) * mu) - improved._PAD
+    hi = np.maximum(mu, flat * mu) + improved._PAD
+    start = np.maximum(((lo - x0) / step).astype(np.int64), 0)
+    stop = np.minimum(((hi - x0) / step).astype(np.int64) + 1, n)
+    block = improved.ORDER_BLOCK
+    for b in range(0, len(flat), block):
+        a = flat[b : b + block, None]
+        first, last = int(start[b : b + block].min()), int(stop[b : b + block].max())
+        cols = np.arange(first, last)
+        with np.errstate(invalid="ignore"):
+            terms = a * la[None, first:last]
+            terms += (1.0 - a) * lb[None, first:last]
+        inside = (cols >= start[b : b + block, None]) & (cols < stop[b : b + block, None])
+        if not integ.finite:
+            inside &= ~np.isnan(terms)
+        np.copyto(terms, -np.inf, where=~inside)
+        top = np.max(terms, axis=1, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0)
+        terms -= top
+        np.exp(terms, out=terms)
+        with np.errstate(divide="ignore"):
+            log_int = np.log(np.sum(terms, axis=1)) + top[:, 0] + math.log(step)
+        out[b : b + block] = np.logaddexp(log_int, integ.log_atom) / (a[:, 0] - 1.0)
+    return out.reshape(np.shape(alpha))
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    mu=st.floats(0.1, 4.0),
+    law=LAWS,
+    alpha=st.lists(st.floats(1.001, 60.0), min_size=1, max_size=40),
+)
+def test_renyi_integrals_give_the_bits_of_the_masked_sum(mu, law, alpha):
+    """Each order's divergence, in both directions, equals the previous masked computation bit
+    for bit (blocks of ORDER_BLOCK orders with different windows included)."""
+    a = np.array(alpha)
+    integ = improved._Integrand(mu, law, float(np.max(a)))
+    for direction in (0, 1):
+        assert _same(integ.divergence(a, direction), _reference_divergence(integ, a, direction))
+
+
+def test_renyi_integrals_with_infinite_log_densities_give_the_same_bits():
+    """A law whose density vanishes somewhere (-inf log-densities: the NaN terms are left out)."""
+    integ = improved._Integrand(1.0, Poisson(10.0), 30.0)
+    integ.lp = integ.lp.copy()
+    integ.lp[::97] = -np.inf
+    integ.finite = False
+    a = np.linspace(1.01, 30.0, 70)
+    for direction in (0, 1):
+        assert _same(integ.divergence(a, direction), _reference_divergence(integ, a, direction))
+
+
+# --- the exact curve's level crossings ----------------------------------------------------------
+@st.composite
+def scans(draw):
+    """A scan made of monotone pieces (with flat stretches and repeated values), or noise."""
+    n = draw(st.integers(2, 400))
+    kind = draw(st.sampled_from(["pieces", "noise", "flat"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if kind == "noise":
+        return rng.normal(size=n)
+    if kind == "flat":
+        return np.full(n, draw(st.floats(-3, 3)))
+    steps = rng.integers(-3, 4, size=n - 1).astype(float)  # repeated values: flat pairs
+    pieces = draw(st.integers(1, 8))
+    signs = np.repeat(rng.choice([-1.0, 1.0], size=pieces), math.ceil((n - 1) / pieces))[: n - 1]
+    return np.concatenate([[0.0], np.cumsum(np.abs(steps) * signs)]) * 0.25
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=scans(), levels=st.lists(st.floats(-20, 20), min_size=1, max_size=30), extra=st.booleans())
+def test_crossings_on_monotone_pieces_are_those_of_every_comparison(values, levels, extra):
+    """The same (level, position) pairs in the same order as comparing every level with every
+    grid point, levels on the scan's own values (ties) and off them, +-inf and NaN included."""
+    lev = np.array(levels + (values[::7].tolist() + [np.inf, -np.inf, np.nan] if extra else []))
+    got = exact._crossings(values, lev)
+    want = exact._crossings_dense(values, lev)
+    assert all(_same(g, w) for g, w in zip(got, want))
+
+
+@settings(max_examples=8, deadline=None)
+@given(mu=st.floats(0.1, 3.0), law=LAWS)
+def test_exact_curves_give_the_bits_of_every_comparison(mu, law):
+    """Region masses, privacy curve and trade-off curve of a winner equal those computed with
+    the dense crossings (the previous code), bit for bit."""
+    from auditsel.mechanisms import GaussianBase
+    from auditsel.selection import winner_law
+
+    winner = winner_law(GaussianBase(mu), law)
+    eps = np.linspace(0.0, 4.0, 25)
+    fast = (exact.privacy_curve(winner, eps), exact.tradeoff_curve(winner, 60))
+    saved = exact._crossings
+    exact._crossings = exact._crossings_dense
+    try:
+        slow = (exact.privacy_curve(winner, eps), exact.tradeoff_curve(winner, 60))
+    finally:
+        exact._crossings = saved
+    assert _same(fast[0], slow[0])
+    assert all(_same(f, s) for f, s in zip(fast[1], slow[1]))
