@@ -440,22 +440,24 @@ class ScoreSearch:
             out[shape] = {}
             for name, (valid, j, d2, a2) in moves.items():
                 j = np.where(valid, j, 0)
-                dv, av, jv = d[valid], a[valid], j[valid]
-                d2v, a2v = d2[valid], a2[valid]
+                # the states (d, a) and those after the move, as places in the flat grids
+                here = np.flatnonzero(valid)
+                after = np.take(d2, here) * (m + 1) + np.take(a2, here)
+                jv = np.take(j, here)
                 side = []
                 for b in (0, 1):
                     g_in, g_out = sums[b]
                     # extremes: the lower set is IN; middle: the lower set is OUT
                     lower, upper = (g_in, g_out) if shape == "extremes" else (g_out, g_in)
-                    fp, wp = lower[dv, av], upper[dv, av]
-                    fn, wn = lower[d2v, a2v], upper[d2v, a2v]
+                    fp, wp = np.take(lower, here), np.take(upper, here)
+                    fn, wn = np.take(lower, after), np.take(upper, after)
                     mass = x[b][jv].astype(float)
                     lo, hi = enclose_winner(mass, fp, fn, wp, wn, rho, law)
                     tu = true_winner_upper(laws.upper[b][jv], fn, wn, rho, laws.error[b], law)
                     lo = np.where(lo > floors[b][jv], lo, 0.0)
                     full = [np.zeros((m + 1, m + 1)) for _ in range(3)]
                     for grid, v in zip(full, (lo, hi, tu)):
-                        grid[valid] = v
+                        np.put(grid, here, v)
                     side.append(tuple(full))
                 out[shape][name] = {"valid": valid, "j": j, "side": side}
         return out
@@ -533,11 +535,20 @@ class ScoreSearch:
         per_block = max(GAIN_BLOCK // (2 * size), m + 1)  # columns of gains per block
         # one workspace for every block (fresh arrays per block cost page faults)
         work = np.empty(2 * size * max(per_block, int(np.max(np.diff(offsets)))))
+        # V as the two moves read it, one view: reads[0] = buf[:, o_left:], reads[1] = buf[:,
+        # o_right:] (so that one addition serves both moves)
+        reads = np.lib.stride_tricks.as_strided(
+            buf[:, o_left:],
+            shape=(2, size, m + 3 - max(o_left, o_right)),
+            strides=((o_right - o_left) * buf.itemsize, *buf.strides),
+            writeable=False,
+        )
+        at, ds = offsets.tolist(), steps.tolist()
         k = 0
-        while k < len(steps):
-            first = int(offsets[k])
+        while k < len(ds):
+            first = at[k]
             last = int(offsets[np.searchsorted(offsets, first + per_block, side="right") - 1])
-            last = max(last, int(offsets[k + 1]))
+            last = max(last, at[k + 1])
             # the gains of the steps in columns [first, last), the same operations as one
             # step at a time: max(a_lo - (e * b), floor)
             g = work[: 2 * size * (last - first)].reshape(2, len(combos), -1, last - first)
@@ -545,18 +556,16 @@ class ScoreSearch:
             np.subtract(a_lo[:, :, None, first:last], g, out=g)
             np.maximum(g, floor[:, :, None, first:last], out=g)
             g = g.reshape(2, size, last - first)
-            while k < len(steps) and offsets[k] < last:
-                d = int(steps[k])
+            while k < len(ds) and at[k] < last:
+                d = ds[k]
                 n = m - d + 1  # states a = 0 .. m - d
                 if shape == "extremes":
                     buf[:, n] = -np.inf  # V[d + 1] has n - 1 states
-                col = int(offsets[k]) - first
-                left, right = g[0, :, col : col + n], g[1, :, col : col + n]
-                left += buf[:, o_left : o_left + n]
-                right += buf[:, o_right : o_right + n]
+                moves = g[:, :, at[k] - first : at[k] - first + n]
+                moves += reads[:, :, :n]  # (left, right): gain + V after the move
                 if back:
-                    choices[d] = left > right
-                np.maximum(left, right, out=buf[:, 1 : n + 1])
+                    choices[d] = moves[0] > moves[1]
+                np.maximum(moves[0], moves[1], out=buf[:, 1 : n + 1])
                 k += 1
         if shape == "extremes":
             value = buf[:, 1 : m + 2]
