@@ -143,22 +143,57 @@ def likelihood_ratio_region_masses(
     refined together (one bisection over every boundary of every level).
     """
     levels = np.atleast_1d(np.asarray(levels, dtype=float))
-    grid, values = scan if scan is not None else _llr_grid(winner, direction)
-    sign = 1.0 if direction == 1 else -1.0
-    n = len(levels)
-    if n == 0:
+    if len(levels) == 0:
         return (np.full(0, -np.inf),) * 2 if log else (np.zeros(0), np.zeros(0))
-    lev, pos = _crossings(values, levels)  # crossings, level by level, left to right
-    first = values[0] > levels
-    c = levels[lev]
-    lo, hi = grid[pos].copy(), grid[pos + 1].copy()
-    lo_above = values[pos] > c
+    log_p, log_q = _region_log_masses(winner, [(levels, direction, scan)])[0]
+    if log:
+        return log_p, log_q
+    return np.exp(log_p), np.exp(log_q)
+
+
+def _region_log_masses(
+    winner: GaussianWinner,
+    problems: list[tuple[FloatArray, int, tuple[FloatArray, FloatArray] | None]],
+) -> list[tuple[FloatArray, FloatArray]]:
+    """`likelihood_ratio_region_masses(..., log=True)` of several (levels, direction, scan),
+    each non-empty, with one bisection over the boundaries of all of them and one evaluation
+    of the winner's masses per member: every number is computed by the same elementwise
+    operations as for each problem alone (`tests/accounting/test_same_bits.py`)."""
+    found = []
+    for levels, direction, scan in problems:
+        grid, values = scan if scan is not None else _llr_grid(winner, direction)
+        lev, pos = _crossings(values, levels)  # crossings, level by level, left to right
+        c = levels[lev]
+        found.append((lev, values[0] > levels, c, grid[pos], grid[pos + 1], values[pos] > c))
+    sizes = [len(f[0]) for f in found]
+    c = np.concatenate([f[2] for f in found])
+    lo, hi = np.concatenate([f[3] for f in found]), np.concatenate([f[4] for f in found])
+    lo_above = np.concatenate([f[5] for f in found])
+    sign = np.repeat([1.0 if p[1] == 1 else -1.0 for p in problems], sizes)
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
         move_lo = (sign * winner.log_likelihood_ratio(mid) > c) == lo_above
         lo = np.where(move_lo, mid, lo)
         hi = np.where(move_lo, hi, mid)
-    roots = 0.5 * (lo + hi)
+    roots = np.split(0.5 * (lo + hi), np.cumsum(sizes)[:-1])
+    cells = [_region_cells(f[0], f[1], r) for f, r in zip(found, roots)]
+    counts = np.cumsum([len(cell[0]) for cell in cells])[:-1]
+    a, b = np.concatenate([cell[0] for cell in cells]), np.concatenate([cell[1] for cell in cells])
+    mass = [np.split(winner.log_mass(a, b, member), counts) for member in (0, 1)]
+    return [
+        (
+            _segment_logsumexp(mass[direction][k], cell[2], len(levels)),
+            _segment_logsumexp(mass[1 - direction][k], cell[2], len(levels)),
+        )
+        for k, ((levels, direction, _), cell) in enumerate(zip(problems, cells))
+    ]
+
+
+def _region_cells(
+    lev: np.ndarray, first: np.ndarray, roots: FloatArray
+) -> tuple[FloatArray, FloatArray, np.ndarray]:
+    """(a, b, level) of the intervals (a, b] making up each level's region S_c."""
+    n = len(first)
     # pieces of each level: (-inf, r_1], (r_1, r_2], ..., (r_m, inf); piece 0 is inside S_c when
     # the grid's first point is above c, and each crossing flips the state
     per_level = np.bincount(lev, minlength=n)
@@ -172,12 +207,7 @@ def likelihood_ratio_region_masses(
     a[~is_first] = roots
     b[~is_last] = roots
     inside = first[piece_level] ^ (rank % 2 == 1)
-    a, b, where = a[inside], b[inside], piece_level[inside]
-    log_p = _segment_logsumexp(winner.log_mass(a, b, direction), where, n)
-    log_q = _segment_logsumexp(winner.log_mass(a, b, 1 - direction), where, n)
-    if log:
-        return log_p, log_q
-    return np.exp(log_p), np.exp(log_q)
+    return a[inside], b[inside], piece_level[inside]
 
 
 def _segment_logsumexp(values: FloatArray, segment: np.ndarray, n: int) -> FloatArray:
@@ -202,11 +232,30 @@ def _gaussian_log_hockey_stick(
     atom left out: it adds nothing for eps >= 0). S_eps maximises P - e^eps Q, so
     dH/d eps = -e^eps Q(S_eps) (only the explicit dependence counts)."""
     log_p, log_q = likelihood_ratio_region_masses(winner, eps, direction, scan, log=True)
+    return _log_h_and_slope(eps, log_p, log_q)
+
+
+def _log_h_and_slope(
+    eps: FloatArray, log_p: FloatArray, log_q: FloatArray
+) -> tuple[FloatArray, FloatArray]:
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = eps + log_q - log_p  # log(e^eps Q / P), < 0 where H > 0 (nan: S empty)
         log_h = np.where(ratio < 0, log_p + np.log(-np.expm1(np.minimum(ratio, 0.0))), -np.inf)
         slope = -np.exp(eps + log_q - log_h)
     return log_h, slope
+
+
+def _gaussian_log_hockey_sticks(
+    winner: GaussianWinner,
+    eps: FloatArray,
+    scans: tuple[tuple[FloatArray, FloatArray] | None, tuple[FloatArray, FloatArray] | None],
+) -> list[tuple[FloatArray, FloatArray]]:
+    """`_gaussian_log_hockey_stick` of directions 0 and 1 (one bisection for both)."""
+    eps = np.atleast_1d(np.asarray(eps, dtype=float))
+    if len(eps) == 0:
+        return [_gaussian_log_hockey_stick(winner, eps, k, scans[k]) for k in (0, 1)]
+    masses = _region_log_masses(winner, [(eps, k, scans[k]) for k in (0, 1)])
+    return [_log_h_and_slope(eps, log_p, log_q) for log_p, log_q in masses]
 
 
 def _gaussian_hockey_stick(
@@ -219,6 +268,10 @@ def _gaussian_hockey_stick(
     the K = 0 atom's [atom (1 - e^eps)]_+ (positive for eps < 0 only)."""
     eps = np.asarray(eps, dtype=float)
     log_h, _ = _gaussian_log_hockey_stick(winner, eps, direction, scan)
+    return _with_atom(winner, eps, log_h)
+
+
+def _with_atom(winner: GaussianWinner, eps: FloatArray, log_h: FloatArray) -> FloatArray:
     # clip eps so that expm1 cannot overflow (atom = 0 times -inf was nan)
     return np.exp(log_h) + np.maximum(winner.atom * -np.expm1(np.minimum(eps, 0.0)), 0.0)
 
@@ -273,6 +326,12 @@ def privacy_curve(
     ),
 ) -> FloatArray:
     """delta(eps) = max over both directions (vectorised in eps)."""
+    if not hasattr(winner, "pmf"):  # a Gaussian winner: both directions' bisections as one
+        gaussian = cast("GaussianWinner", winner)
+        eps_arr = np.atleast_1d(np.asarray(eps, dtype=float))
+        (h0, _), (h1, _) = _gaussian_log_hockey_sticks(gaussian, eps_arr, scans)
+        out = np.maximum(_with_atom(gaussian, eps_arr, h0), _with_atom(gaussian, eps_arr, h1))
+        return out if np.ndim(eps) else out[0]
     return np.maximum(
         hockey_stick(winner, eps, 0, scans[0]), hockey_stick(winner, eps, 1, scans[1])
     )
@@ -363,7 +422,7 @@ def _log_curve_and_slope(
     scans: tuple[tuple[FloatArray, FloatArray], tuple[FloatArray, FloatArray]],
 ) -> tuple[FloatArray, FloatArray]:
     """log delta(eps) (the larger direction's hockey stick) and its derivative, for eps >= 0."""
-    (v0, d0), (v1, d1) = (_gaussian_log_hockey_stick(winner, eps, k, scans[k]) for k in (0, 1))
+    (v0, d0), (v1, d1) = _gaussian_log_hockey_sticks(winner, eps, scans)
     return np.maximum(v0, v1), np.where(v1 > v0, d1, d0)
 
 

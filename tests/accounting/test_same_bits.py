@@ -199,7 +199,11 @@ def scans(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(values=scans(), levels=st.lists(st.floats(-20, 20), min_size=1, max_size=30), extra=st.booleans())
+@given(
+    values=scans(),
+    levels=st.lists(st.floats(-20, 20), min_size=1, max_size=30),
+    extra=st.booleans(),
+)
 def test_crossings_on_monotone_pieces_are_those_of_every_comparison(values, levels, extra):
     """The same (level, position) pairs in the same order as comparing every level with every
     grid point, levels on the scan's own values (ties) and off them, +-inf and NaN included."""
@@ -209,22 +213,81 @@ def test_crossings_on_monotone_pieces_are_those_of_every_comparison(values, leve
     assert all(_same(g, w) for g, w in zip(got, want))
 
 
+def _reference_region_masses(winner, levels, direction=1, scan=None, log=False):
+    """`exact.likelihood_ratio_region_masses` as it was: the crossings found by comparing every
+    level with every grid point, one bisection for one direction."""
+    levels = np.atleast_1d(np.asarray(levels, dtype=float))
+    grid, values = scan if scan is not None else exact._llr_grid(winner, direction)
+    sign = 1.0 if direction == 1 else -1.0
+    n = len(levels)
+    above = values[None, :] > levels[:, None]
+    first = above[:, 0]
+    lev, pos = np.nonzero(above[:, 1:] != above[:, :-1])
+    c = levels[lev]
+    lo, hi = grid[pos].copy(), grid[pos + 1].copy()
+    lo_above = values[pos] > c
+    for _ in range(exact.BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        move_lo = (sign * winner.log_likelihood_ratio(mid) > c) == lo_above
+        lo = np.where(move_lo, mid, lo)
+        hi = np.where(move_lo, hi, mid)
+    roots = 0.5 * (lo + hi)
+    per_level = np.bincount(lev, minlength=n)
+    piece_level = np.repeat(np.arange(n), per_level + 1)
+    group_start = np.concatenate([[0], np.cumsum(per_level + 1)[:-1]])
+    rank = np.arange(len(piece_level)) - group_start[piece_level]
+    a = np.full(len(piece_level), -np.inf)
+    b = np.full(len(piece_level), np.inf)
+    a[rank != 0] = roots
+    b[rank != per_level[piece_level]] = roots
+    inside = first[piece_level] ^ (rank % 2 == 1)
+    a, b, where = a[inside], b[inside], piece_level[inside]
+    log_p = exact._segment_logsumexp(winner.log_mass(a, b, direction), where, n)
+    log_q = exact._segment_logsumexp(winner.log_mass(a, b, 1 - direction), where, n)
+    return (log_p, log_q) if log else (np.exp(log_p), np.exp(log_q))
+
+
+def _one_direction_at_a_time(winner, eps, scans):
+    """The hockey sticks as they were computed: each direction with its own bisection."""
+    out = []
+    for k in (0, 1):
+        log_p, log_q = _reference_region_masses(winner, eps, k, scans[k], log=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = eps + log_q - log_p
+            log_h = np.where(ratio < 0, log_p + np.log(-np.expm1(np.minimum(ratio, 0.0))), -np.inf)
+            out.append((log_h, -np.exp(eps + log_q - log_h)))
+    return out
+
+
 @settings(max_examples=8, deadline=None)
-@given(mu=st.floats(0.1, 3.0), law=LAWS)
-def test_exact_curves_give_the_bits_of_every_comparison(mu, law):
-    """Region masses, privacy curve and trade-off curve of a winner equal those computed with
-    the dense crossings (the previous code), bit for bit."""
+@given(
+    mu=st.floats(0.1, 3.0), law=LAWS, deltas=st.lists(st.floats(1e-12, 0.5), min_size=1, max_size=8)
+)
+def test_exact_curves_give_the_bits_of_the_previous_code(mu, law, deltas):
+    """Privacy curve (a scalar eps too), trade-off curve and exact epsilons of a winner equal
+    those computed with the dense crossings and one bisection per direction (the previous
+    code), bit for bit."""
     from auditsel.mechanisms import GaussianBase
     from auditsel.selection import winner_law
 
     winner = winner_law(GaussianBase(mu), law)
-    eps = np.linspace(0.0, 4.0, 25)
-    fast = (exact.privacy_curve(winner, eps), exact.tradeoff_curve(winner, 60))
-    saved = exact._crossings
-    exact._crossings = exact._crossings_dense
+    eps = np.linspace(-0.5, 4.0, 25)
+    d = np.array(deltas)
+
+    def curves():
+        return (
+            exact.privacy_curve(winner, eps),
+            np.atleast_1d(exact.privacy_curve(winner, 0.7)),
+            *exact.tradeoff_curve(winner, 60),
+            exact._gaussian_epsilons(winner, d, 1e-9),
+        )
+
+    fast = curves()
+    saved = exact.likelihood_ratio_region_masses, exact._gaussian_log_hockey_sticks
+    exact.likelihood_ratio_region_masses = _reference_region_masses
+    exact._gaussian_log_hockey_sticks = _one_direction_at_a_time
     try:
-        slow = (exact.privacy_curve(winner, eps), exact.tradeoff_curve(winner, 60))
+        slow = curves()
     finally:
-        exact._crossings = saved
-    assert _same(fast[0], slow[0])
-    assert all(_same(f, s) for f, s in zip(fast[1], slow[1]))
+        exact.likelihood_ratio_region_masses, exact._gaussian_log_hockey_sticks = saved
+    assert all(_same(f, s) for f, s in zip(fast, slow))
