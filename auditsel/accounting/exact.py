@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, cast, overload
 
@@ -400,7 +399,13 @@ def _gaussian_epsilons_once(winner: GaussianWinner, deltas: FloatArray, tol: flo
 
 def _finite_epsilon(winner: FiniteWinner, delta: float, tol: float) -> float:
     """One delta of a finite winner by bisection on log delta(eps); the pure eps at 0."""
-    curve: Callable[[float], float] = lambda e: float(privacy_curve(winner, np.array([e]))[0])
+    # privacy_curve's two hockey sticks, the winner's laws computed once (not at every eps)
+    p, q = (np.append(winner.pmf(k), winner.atom) for k in (0, 1))
+
+    def curve(e: float) -> float:
+        at = np.array([e])
+        return float(np.maximum(hockey_stick_finite(p, q, at), hockey_stick_finite(q, p, at))[0])
+
     if curve(0.0) <= delta:
         return 0.0
     if delta == 0:
@@ -410,9 +415,11 @@ def _finite_epsilon(winner: FiniteWinner, delta: float, tol: float) -> float:
         hi *= 2
         if hi > EPS_CAP:
             return math.inf
-    f: Callable[[float], float] = lambda e: (
-        (math.log(curve(e)) if curve(e) > 0 else -math.inf) - math.log(delta)
-    )
+
+    def f(e: float) -> float:
+        value = curve(e)
+        return (math.log(value) if value > 0 else -math.inf) - math.log(delta)
+
     return bisect(f, 0.0, hi, xtol=tol, rtol=1e-12)
 
 

@@ -291,3 +291,49 @@ def test_exact_curves_give_the_bits_of_the_previous_code(mu, law, deltas):
     finally:
         exact.likelihood_ratio_region_masses, exact._gaussian_log_hockey_sticks = saved
     assert all(_same(f, s) for f, s in zip(fast, slow))
+
+
+def _reference_finite_epsilon(winner, delta: float, tol: float) -> float:
+    """`exact._finite_epsilon` as it was: privacy_curve (both laws recomputed) at every eps."""
+    from auditsel.numerics import bisect
+
+    def curve(e):
+        return float(exact.privacy_curve(winner, np.array([e]))[0])
+
+    if curve(0.0) <= delta:
+        return 0.0
+    if delta == 0:
+        return exact._pure_epsilon(winner)
+    hi = 1.0
+    while curve(hi) > delta:
+        hi *= 2
+        if hi > exact.EPS_CAP:
+            return math.inf
+    return bisect(
+        lambda e: (math.log(curve(e)) if curve(e) > 0 else -math.inf) - math.log(delta),
+        0.0,
+        hi,
+        xtol=tol,
+        rtol=1e-12,
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    pq=st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0)), min_size=2, max_size=6),
+    law=LAWS,
+    delta=st.sampled_from([0.0, 1e-12, 1e-6, 1e-3, 0.05, 0.3]),
+)
+def test_finite_exact_epsilon_gives_the_bits_of_the_previous_code(pq, law, delta):
+    """A finite winner's exact epsilon, its laws read once, equals the previous bisection over
+    privacy_curve bit for bit (disjoint supports and delta = 0 included)."""
+    from hypothesis import assume
+
+    from auditsel.mechanisms import FiniteOutputBase
+    from auditsel.selection import winner_law
+
+    p, q = np.array([x for x, _ in pq]), np.array([y for _, y in pq])
+    assume(p.sum() > 0.1 and q.sum() > 0.1)
+    winner = winner_law(FiniteOutputBase(tuple(p / p.sum()), tuple(q / q.sum())), law)
+    got = exact._finite_epsilon(winner, delta, 1e-9)
+    assert _same(got, _reference_finite_epsilon(winner, delta, 1e-9))
