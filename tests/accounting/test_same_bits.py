@@ -122,6 +122,66 @@ def test_the_dp_gives_the_bits_of_one_step_at_a_time(mu, law, m, eps, combo_pick
         score_search.GAIN_BLOCK = old_block
 
 
+def _reference_best(search: ScoreSearch, d: np.ndarray, start: np.ndarray) -> list:
+    """`ScoreSearch.best` on the previous DP (`_reference_dp`)."""
+    from auditsel.accounting.score_search import DIRECTIONS, MAX_ROUNDS, _shape_of
+
+    cur = np.array(start, dtype=float)
+    found = [None] * len(d)
+    ran = {key: np.full(len(d), np.nan) for key in itertools.product(SHAPES, COMBOS)}
+    for _ in range(MAX_ROUNDS):
+        improved = False
+        live = np.isfinite(cur)
+        for shape, ((num, name), mixed) in itertools.product(
+            SHAPES, itertools.product(DIRECTIONS, (True, False))
+        ):
+            last = ran[shape, (num, mixed)]
+            idx = np.nonzero(live & (cur != last))[0]
+            if len(idx):
+                last[idx] = cur[idx]
+                value, choices, starts = _reference_dp(
+                    search, shape, ((num, mixed),), cur[idx], True
+                )
+                e = np.exp(np.minimum(cur[idx], 700.0))
+                slack = search.slack
+                need = d[idx] + slack[num] + e * (slack[1 - num] if mixed else 0.0)
+                for row in np.nonzero(value > need)[0]:
+                    i = idx[row]
+                    path = search._path(shape, choices, int(starts[row]), int(row))
+                    eps, order, pieces = search._evaluate(shape, num, path, d[i : i + 1])
+                    if eps[0] > cur[i] or found[i] is None and eps[0] >= cur[i]:
+                        improved |= eps[0] > cur[i]
+                        cur[i] = eps[0]
+                        found[i] = (float(eps[0]), _shape_of(order, shape), name, order, pieces)
+        if not improved:
+            break
+    return [f if f is not None else (float(c), "none") for f, c in zip(found, cur)]
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    mu=st.floats(0.2, 3.0),
+    law=LAWS,
+    m=st.integers(2, 48),
+    deltas=st.lists(st.floats(1e-12, 0.3), min_size=1, max_size=8),
+    start=st.floats(0.0, 1.0),
+)
+def test_best_scores_are_those_of_the_step_by_step_dp(mu, law, m, deltas, start):
+    """The improvement loop on the packed DP equals the loop on the previous step-by-step DP:
+    the same eps bits, scores, directions and pieces at every delta."""
+    search = ScoreSearch(merge_buckets(gaussian_label_laws(mu, 4 * m), m), law)
+    d = np.array(deltas)
+    first = np.full(len(d), start) * np.linspace(0.0, 1.0, len(d))  # some at 0, some not
+    got = search.best(d, start=first)
+    want = _reference_best(search, d, first)
+    for g, w in zip(got, want):
+        if w[1] == "none":
+            assert g.shape == "none" and _same(g.epsilon, w[0])
+            continue
+        assert _same(g.epsilon, w[0]) and (g.shape, g.direction, g.order) == w[1:4]
+        assert all(_same(a, b) for a, b in zip(g.pieces, w[4]))
+
+
 # --- the improved bound's Renyi integrals --------------------------------------------------------
 def _reference_divergence(integ, alpha: np.ndarray, direction: int) -> np.ndarray:
     """`_Integrand.divergence` as it was (each order's window applied by a mask)."""
