@@ -1,13 +1,14 @@
 """`auditsel run` end to end, as a user meets it, with the time of each phase.
 
-    python benchmarks/bench_cli.py [--trials 10000000] [--jobs 2] [--repeat 1] [--no-plots]
+    python benchmarks/bench_cli.py [--trials 10000000] [--jobs J] [--repeat 1] [--no-plots]
                                    [--rounds tnb|geometric] [--cache cold|warm]
 
 The config: (reduced game, base {kind: gaussian, mu: 0.5}, TNB(0, 0.01), E[K] 21.5); with
 `--rounds geometric`, the geometric law nu = 1e-3 (E[K] 1000).
 Two measurements, each in a fresh interpreter:
 
-1. plain: the `auditsel run CONFIG --out DIR --jobs J --quiet` command, wall-clock (what the
+1. plain: the `auditsel run CONFIG --out DIR [--jobs J] --quiet` command (no --jobs: the
+   CLI's default, a thread per core for these games), wall-clock (what the
    user waits for), and `auditsel --help`;
 2. phases: the same `auditsel.cli.main` call in a fresh process with timers wrapped around
    what it calls: imports (every module the run's own process loads: matplotlib is imported
@@ -54,7 +55,9 @@ ROUNDS = {
 PHASES = r"""
 import json, sys, time
 t0 = time.perf_counter()
-import auditsel.cli, auditsel.experiments.experiment, auditsel.experiments.report, auditsel.experiments.config, auditsel.auditing.lower, attacks.proxies
+import auditsel.cli
+getattr(auditsel.cli, "_quiet_blas_threads", lambda: None)()  # as `auditsel` does first
+import auditsel.experiments.experiment, auditsel.experiments.report, auditsel.experiments.config, auditsel.auditing.lower, attacks.proxies
 # (matplotlib is not imported here: the run's figures are drawn by a process it forks at its
 # start, which imports matplotlib beside the run's own imports: `worker_pool.Prepared`)
 imports = time.perf_counter() - t0
@@ -130,7 +133,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--trials", type=int, default=10_000_000)
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=int, help="pass --jobs J (default: none, the CLI's default)")
     ap.add_argument("--repeat", type=int, default=1, help="repetitions; the fastest is shown")
     ap.add_argument("--no-plots", action="store_true", help="pass --no-plots to auditsel run")
     ap.add_argument(
@@ -151,7 +154,8 @@ def main() -> None:
         config = Path(tmp) / "bench_cli.yaml"
         config.write_text(CONFIG % (ROUNDS[args.rounds][0], args.trials))
         help_s = min(wall([sys.executable, "-m", "auditsel", "--help"])[0] for _ in range(3))
-        argv = ["run", str(config), "--jobs", str(args.jobs), "--quiet", "--no-progress"]
+        argv = ["run", str(config), "--quiet", "--no-progress"]
+        argv += [] if args.jobs is None else ["--jobs", str(args.jobs)]
         argv += ["--no-plots"] if args.no_plots else []
         plain, phased = [], []
         kept = f"{tmp}/cache"
@@ -200,8 +204,8 @@ def main() -> None:
         ("total", best["total"]),
     ]
     print(
-        f"auditsel run: {args.trials:,} reduced games, mu = 0.5, {ROUNDS[args.rounds][1]}, "
-        f"--jobs {args.jobs}"
+        f"auditsel run: {args.trials:,} reduced games, mu = 0.5, {ROUNDS[args.rounds][1]}"
+        + (f", --jobs {args.jobs}" if args.jobs is not None else ", default --jobs")
         + (" --no-plots" if args.no_plots else "")
         + f"; bounds {args.cache}"
         + f"; load average {os.getloadavg()[0]:.1f}"

@@ -165,3 +165,42 @@ def test_the_trade_off_curve_is_computed_beside_the_game_with_the_same_numbers(
         m.setattr(experiment, "tradeoff_curve", lambda winner: None)
         assert main([*argv, "--out", str(tmp_path / "here")]) == 0
     assert _run_folder(tmp_path / "beside") == _run_folder(tmp_path / "here")
+
+
+def test_git_fields_asked_ahead_equal_the_plain_git_answer(tmp_path):
+    from auditsel import version
+
+    root = version._root()
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    git = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True)
+    commit = git("rev-parse", "HEAD").stdout.strip()
+    dirty = bool(git("status", "--porcelain", "--", "auditsel", "attacks").stdout.strip())
+    version.source_commit.cache_clear()
+    version.start_source_commit()
+    assert len(version._STARTED) == 1
+    assert version.source_commit() == (commit, dirty)
+    assert version._STARTED == {}
+    version.start_source_commit()  # known already: nothing started
+    assert version._STARTED == {}
+    version.source_commit.cache_clear()  # not started ahead: the same answer
+    assert version.source_commit() == (commit, dirty)
+
+
+def test_the_cli_sets_openblas_idle_threads_to_sleep_unless_told_otherwise():
+    probe = (
+        "import os, sys; from auditsel.cli import main; main(['--version']); "
+        "import numpy; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'), file=sys.stderr)"
+    )
+    run = lambda env: subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+    ).stderr.strip()
+    base = {k: v for k, v in __import__("os").environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    assert run(base) == "4"
+    assert run({**base, "OPENBLAS_THREAD_TIMEOUT": "20"}) == "20"  # the user's choice stays
+    # once numpy is loaded the variable would be read too late: left alone
+    late = probe.replace("import os, sys;", "import os, sys, numpy;")
+    late_run = subprocess.run(
+        [sys.executable, "-c", late], capture_output=True, text=True, env=base, check=True
+    )
+    assert late_run.stderr.strip() == "None"

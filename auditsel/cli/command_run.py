@@ -51,7 +51,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--trials", type=int_option("--trials", *TRIALS_RANGE), help="override game.trials"
     )
     run.add_argument("--seed", type=int_option("--seed", *SEED_RANGE), help="override game.seed")
-    run.add_argument("--jobs", type=jobs_option, default=1, help="joblib workers (-1 = all cores)")
+    run.add_argument(
+        "--jobs",
+        type=jobs_option,
+        help="joblib workers (-1 = all cores; default: every core for the games played in "
+        "threads, the numpy games, with no --backend; else 1); the numbers do not depend on it",
+    )
     run.add_argument(
         "--backend",
         choices=BACKENDS,
@@ -177,13 +182,15 @@ def _run_into(
     from auditsel.experiments.sweep import run_sweep
     from auditsel.games.backends import execution_backend
 
-    workers = abs(args.jobs) if args.jobs != -1 else 2
+    # no --jobs: the game's default (`games.engine.default_jobs`); a sweep's points, 1
+    jobs = args.jobs if args.jobs is not None or points is None else 1
+    workers = 2 if jobs == -1 else abs(jobs) if jobs is not None else 1
     if points is not None:
         with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
             run_sweep(
                 points,
                 out_dir,
-                jobs=args.jobs,
+                jobs=1 if jobs is None else jobs,
                 progress=progress,
                 backend=backend,
                 point_plots=args.point_plots,
@@ -201,7 +208,7 @@ def _run_into(
         result, artefacts = run_experiment(
             spec,
             out_dir,
-            jobs=args.jobs,
+            jobs=jobs,
             progress=progress,
             backend=backend,
             # matplotlib is imported by the prepared process, else in a thread meanwhile

@@ -58,7 +58,7 @@ from auditsel.selection import (
     TuningScore,
     winner_law,
 )
-from auditsel.version import __version__, source_commit
+from auditsel.version import __version__, source_commit, start_source_commit
 
 #: (eps grid, delta of the released winner's curve there, the attack's certified lower curve
 #: there): `upper_panel`'s second part (None where there is no such curve)
@@ -300,7 +300,11 @@ def _statistic_grid(protocol: GameProtocol, proxy_name: str, size: int) -> np.nd
 
 
 def _play(
-    spec: ExperimentSpec, out_dir: Path | None, jobs: int, progress: bool, backend: str | None
+    spec: ExperimentSpec,
+    out_dir: Path | None,
+    jobs: int | None,
+    progress: bool,
+    backend: str | None,
 ) -> tuple[GameRecord, LowerBound, bool, SortedScores | None, Callable[[], dict[str, Any]] | None]:
     g = _game(spec)
     protocol, proxy = protocol_and_proxy(spec)
@@ -420,7 +424,7 @@ def _panel_planned(spec: ExperimentSpec) -> bool:
 def _play_and_panel(
     spec: ExperimentSpec,
     out_dir: Path | None,
-    jobs: int,
+    jobs: int | None,
     progress: bool,
     backend: str | None,
     prefetch: Callable[[], object] | None,
@@ -604,7 +608,7 @@ def lower_fields(
 def run_experiment(
     spec: ExperimentSpec,
     out_dir: Path | None = None,
-    jobs: int = 1,
+    jobs: int | None = 1,
     progress: bool = True,
     backend: str | None = None,
     curves: bool = True,
@@ -614,7 +618,8 @@ def run_experiment(
     figure_data: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns (result, artefacts): result.json content and in-memory data for the report.
-    `prefetch` (the CLI's import of matplotlib in a thread) is started once the bounds are
+    `jobs`: the game's, as `games.engine.run_game` reads them (None: every core for a game
+    played in threads, else 1). `prefetch` (the CLI's import of matplotlib in a thread) is started once the bounds are
     under way (and the estimator panel, when there is one). `defer_panel`: the estimator
     panel (computed beside the rest where a fork is safe) is left in artefacts["estimators"]
     and `report.write_outputs` puts it in result["lower"]["estimators"] after the plots.
@@ -625,6 +630,7 @@ def run_experiment(
     beside the game with the bounds, off the path to the figures (artefacts["exact_tradeoff"]:
     the same function of the same winner, so the same numbers)."""
     start = time.perf_counter()
+    start_source_commit()  # result.json's git fields, asked of git beside the run
     with_curves = curves and spec.delta > 0
     reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
     winner = None if reduced is None else winner_law(reduced, spec.rounds)

@@ -78,6 +78,7 @@ __all__ = [
     "CheckpointError",
     "run_game",
     "chunk_rng",
+    "default_jobs",
     "forks_workers",
     "most_workers",
     "DEFAULT_CHUNK_SIZE",
@@ -320,7 +321,7 @@ def run_game(
     seed: int,
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
-    jobs: int = 1,
+    jobs: int | None = 1,
     checkpoint_dir: str | Path | None = None,
     fingerprint: str = "",
     progress: bool = True,
@@ -332,13 +333,17 @@ def run_game(
 
     With in_memory=False (needs checkpoint_dir) nothing is kept: finished chunks stay on disk
     and the record's `chunks` reads them back one at a time, so memory is bounded by a chunk.
-    `code` (default `code_identity()`): the code the numbers depend on, recorded with the
+    `jobs` (joblib's convention, -1 all cores): None is every usable core for a protocol whose
+    release frees the GIL (`parallel_prefer = "threads"`: the numpy games, in threads of this
+    process) with no backend named, else 1 (`default_jobs`); the numbers are the same for
+    any jobs. `code` (default `code_identity()`): the code the numbers depend on, recorded with the
     checkpoints; checkpoints of other code are refused (`CheckpointError`). The progress bar
     counts trials, named by the protocol's `progress_unit` ("trial" where it has none; a
     pipeline's games say "game"), advancing as each chunk finishes.
     """
     sizes = _chunk_sizes(int(trials), int(chunk_size))
-    results: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
+    jobs = default_jobs(protocol, backend) if jobs is None else jobs
+    results = _Gathered(sizes, keep=in_memory)
     store = None
     if checkpoint_dir is not None:
         store = Checkpoints(Path(checkpoint_dir), fingerprint, int(chunk_size), code)
@@ -347,18 +352,18 @@ def run_game(
             for index, size in enumerate(sizes):
                 loaded = store.load(index, size)
                 if loaded is not None:
-                    results[index] = loaded if in_memory else None
+                    results.put(index, *loaded)
         except BaseException:
             store.close()
             raise
     elif not in_memory:
         raise ValueError("run_game: in_memory=False needs a checkpoint_dir to stream chunks from")
-    resumed = len(results)
-    pending = [i for i in range(len(sizes)) if i not in results]
+    resumed = len(results.done)
+    pending = [i for i in range(len(sizes)) if i not in results.done]
 
     bar = _Bar(
         total=int(trials),
-        initial=sum(sizes[i] for i in results),
+        initial=sum(sizes[i] for i in results.done),
         unit=getattr(protocol, "progress_unit", "trial"),
         unit_scale=True,
         delay=2.0,
@@ -374,7 +379,7 @@ def run_game(
                 store.save(index, scores, member)
                 if saved == pause_after:
                     _pause(store.dir)
-            results[index] = (scores, member) if in_memory else None
+            results.put(index, scores, member)
             bar.update(len(scores))
     finally:
         bar.close()
@@ -383,12 +388,42 @@ def run_game(
     source = ChunkSource(store, tuple(sizes)) if store is not None else None
     if not in_memory:
         return GameRecord(scores=None, member=None, resumed_chunks=resumed, chunks=source)
-    parts = [results[i] for i in range(len(sizes))]
-    kept = [p for p in parts if p is not None]
-    assert len(kept) == len(parts)  # in memory: every chunk's (scores, member) is kept
-    scores = np.concatenate([p[0] for p in kept]) if sizes else np.empty(0)
-    member = np.concatenate([p[1] for p in kept]) if sizes else np.empty(0, np.int8)
+    scores, member = results.arrays()
     return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
+
+
+class _Gathered:
+    """The finished chunks' scores and coins, copied into one array each (in trial order) as
+    they arrive: a chunk's own arrays are freed at once and their memory serves the next
+    chunks, so the game touches fresh memory for its result alone (no list of chunks and no
+    concatenation: 90 MB less of fresh pages at 10^7 games). `keep=False` (a streamed game)
+    records which chunks are done and keeps nothing."""
+
+    def __init__(self, sizes: Sequence[int], keep: bool) -> None:
+        self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self.keep = keep
+        self.done: set[int] = set()
+        self.scores: np.ndarray | None = None
+        self.member: np.ndarray | None = None
+
+    def put(self, index: int, scores: np.ndarray, member: np.ndarray) -> None:
+        self.done.add(index)
+        if not self.keep:
+            return
+        if self.scores is None or self.member is None:
+            total = int(self.starts[-1])
+            self.scores = np.empty((total, *np.shape(scores)[1:]), dtype=np.float64)
+            self.member = np.empty(total, dtype=np.int8)
+        a, b = int(self.starts[index]), int(self.starts[index + 1])
+        self.scores[a:b] = scores
+        self.member[a:b] = member
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, member) of every chunk (in memory: each chunk was put)."""
+        assert len(self.done) == len(self.starts) - 1  # in memory: every chunk is kept
+        if self.scores is None or self.member is None:  # no chunk: no trial
+            return np.empty(0), np.empty(0, np.int8)
+        return self.scores, self.member
 
 
 def _execute(
@@ -423,6 +458,15 @@ def _execute(
         yield from parallel(
             delayed(play_chunk)(protocol, proxy, seed, i, sizes[i]) for i in pending
         )
+
+
+def default_jobs(protocol: GameProtocol, backend: str | None = None) -> int:
+    """`run_game`'s jobs when none are given: -1 (every usable core) for a protocol that plays
+    in threads (its release is vectorised numpy, which frees the GIL: no process to start,
+    nothing to pickle) when no backend is named, else 1 (a DP-SGD game's workers are
+    processes, which pay only past some games: `workers_that_pay`)."""
+    threads = backend is None and getattr(protocol, "parallel_prefer", None) == "threads"
+    return -1 if threads else 1
 
 
 def forks_workers(protocol: GameProtocol, jobs: int, backend: str | None) -> bool:

@@ -41,6 +41,39 @@ def test_same_seed_same_scores_for_any_number_of_jobs():
     assert not np.array_equal(one.scores, other.scores)
 
 
+def test_default_jobs_play_the_numpy_games_on_every_core_with_the_same_numbers(monkeypatch):
+    from auditsel.games import engine
+
+    # threads for a protocol that frees the GIL, unless a backend is named; 1 for the others
+    assert engine.default_jobs(WINNER) == -1
+    assert engine.default_jobs(WINNER, "loky") == 1
+    assert engine.default_jobs(Interrupting(WINNER, fail_on=0)) == 1
+    seen = []
+    real = engine._threaded
+    monkeypatch.setattr(engine, "_threaded", lambda *a: seen.append(a[-1]) or real(*a))
+    auto = run_game(WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=None, progress=False)
+    assert seen == [engine._workers(-1)]  # every usable core's thread
+    one = run_game(WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=1, progress=False)
+    assert np.array_equal(auto.scores, one.scores) and np.array_equal(auto.member, one.member)
+
+
+def test_the_record_is_each_chunk_in_trial_order_one_or_several_scores_per_game():
+    from auditsel.games.engine import _chunk_sizes, play_chunk
+
+    two_columns = lambda x: np.stack([x, -x], axis=1)  # a proxy with P = 2 scores per game
+    for proxy, shape in ((PROXY, ()), (two_columns, (2,))):
+        rec = run_game(WINNER, proxy, 10_000, 3, chunk_size=3_000, jobs=2, progress=False)
+        chunks = [
+            play_chunk(WINNER, proxy, 3, i, n)[1:]
+            for i, n in enumerate(_chunk_sizes(10_000, 3_000))
+        ]
+        assert rec.scores.shape == (10_000, *shape) and rec.scores.dtype == np.float64
+        assert np.array_equal(rec.scores, np.concatenate([c[0] for c in chunks]))
+        assert np.array_equal(rec.member, np.concatenate([c[1] for c in chunks]))
+    empty = run_game(WINNER, PROXY, 0, 3, progress=False)
+    assert empty.scores.shape == (0,) and empty.member.dtype == np.int8
+
+
 def test_coins_are_fair_and_scores_follow_the_coin():
     rec = run_game(WINNER, PROXY, 200_000, 1, progress=False)
     assert abs(rec.member.mean() - 0.5) < 0.005
