@@ -11,7 +11,8 @@ Finite outputs: the sum above, term by term.
 
 Gaussian base (the reduced game): H = P(S) - e^eps Q(S) with S = {x : log p(x) - log q(x) > eps}.
 We locate S as a union of intervals (sign changes of the log-likelihood ratio on a fine grid,
-refined by bisection) and take log P(S), log Q(S) from the winner's law in log space
+found by binary search on the grid's monotone pieces, refined by bisection: both directions
+and every level in one bisection) and take log P(S), log Q(S) from the winner's law in log space
 (`GaussianWinner.log_mass`: log_ndtr and the laws' log-space pgf forms), so that
 log H = log P(S) + log(1 - e^(eps + log Q(S) - log P(S))) keeps full relative precision for every
 delta a double holds (1e-300 and below: the two masses there are far below the smallest
