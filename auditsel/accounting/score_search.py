@@ -77,7 +77,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -374,6 +376,9 @@ def _sums(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return grid_in.astype(float), grid_out.astype(float)
 
 
+#: `deltas_at` runs the two shapes' DPs side by side (two threads) from this many numbers per
+#: step and state (combos x eps x M^2; the panel's curve: 4 x 60 x 256^2)
+SIDE_BY_SIDE_WORK = 1 << 22
 #: the DP computes the gains of several steps in one array operation, at most about this many
 #: numbers at a time (bounded memory; a step is never split)
 GAIN_BLOCK = 1 << 16
@@ -661,8 +666,16 @@ class ScoreSearch:
         charged), >= 0."""
         e = np.atleast_1d(np.asarray(eps, dtype=float))
         out = np.zeros(len(e))
-        for shape in SHAPES:
-            value, _, _ = self._dp(shape, COMBOS, e, back=False)
+        runs = [partial(self._dp, shape, COMBOS, e, False) for shape in SHAPES]
+        if len(COMBOS) * len(e) * self.m**2 >= SIDE_BY_SIDE_WORK:
+            # the two shapes' DPs side by side: NumPy frees the GIL in their array operations
+            _ = self.moves  # (the enclosures computed once, before)
+            with ThreadPoolExecutor(1, thread_name_prefix="auditsel-dp") as pool:
+                other = pool.submit(runs[1])
+                values = [runs[0](), other.result()]
+        else:
+            values = [run() for run in runs]
+        for value, _, _ in values:  # in SHAPES' order, as one after the other
             for c, ((num, _), mixed) in enumerate(itertools.product(DIRECTIONS, (True, False))):
                 c_b = self.slack[1 - num] if mixed else 0.0
                 with np.errstate(over="ignore", invalid="ignore"):

@@ -182,6 +182,39 @@ def test_best_scores_are_those_of_the_step_by_step_dp(mu, law, m, deltas, start)
         assert all(_same(a, b) for a, b in zip(g.pieces, w[4]))
 
 
+@settings(max_examples=8, deadline=None)
+@given(
+    mu=st.floats(0.2, 3.0),
+    law=LAWS,
+    m=st.integers(2, 40),
+    eps=st.lists(st.floats(0.0, 6.0), min_size=1, max_size=30),
+)
+def test_the_curve_with_both_shapes_side_by_side_gives_the_same_bits(mu, law, m, eps):
+    """`deltas_at` with the two shapes' DPs in two threads equals one after the other, and the
+    DP's own reference (the previous step-by-step DP, combined as before)."""
+    from auditsel.accounting import score_search
+
+    search = ScoreSearch(merge_buckets(gaussian_label_laws(mu, 4 * m), m), law)
+    e = np.array(eps)
+    saved = score_search.SIDE_BY_SIDE_WORK
+    try:
+        score_search.SIDE_BY_SIDE_WORK = 0
+        side_by_side = search.deltas_at(e)
+        score_search.SIDE_BY_SIDE_WORK = 1 << 62
+        one_after_the_other = search.deltas_at(e)
+    finally:
+        score_search.SIDE_BY_SIDE_WORK = saved
+    want = np.zeros(len(e))
+    for shape in SHAPES:
+        value = _reference_dp(search, shape, COMBOS, e, False)[0]
+        for c, (num, mixed) in enumerate(COMBOS):
+            c_b = search.slack[1 - num] if mixed else 0.0
+            with np.errstate(over="ignore", invalid="ignore"):
+                val = value[c * len(e) : (c + 1) * len(e)] - search.slack[num] - np.exp(e) * c_b
+            want = np.maximum(want, np.where(np.isnan(val), 0.0, val))
+    assert _same(side_by_side, want) and _same(one_after_the_other, want)
+
+
 # --- the improved bound's Renyi integrals --------------------------------------------------------
 def _reference_divergence(integ, alpha: np.ndarray, direction: int) -> np.ndarray:
     """`_Integrand.divergence` as it was (each order's window applied by a mask)."""
