@@ -556,11 +556,11 @@ class ScoreSearch:
             last = max(last, at[k + 1])
             # the gains of the steps in columns [first, last), the same operations as one
             # step at a time: max(a_lo - (e * b), floor)
-            g = work[: 2 * size * (last - first)].reshape(2, len(combos), -1, last - first)
-            np.multiply(e, b[:, :, None, first:last], out=g)
-            np.subtract(a_lo[:, :, None, first:last], g, out=g)
-            np.maximum(g, floor[:, :, None, first:last], out=g)
-            g = g.reshape(2, size, last - first)
+            gains = work[: 2 * size * (last - first)].reshape(2, len(combos), -1, last - first)
+            np.multiply(e, b[:, :, None, first:last], out=gains)
+            np.subtract(a_lo[:, :, None, first:last], gains, out=gains)
+            np.maximum(gains, floor[:, :, None, first:last], out=gains)
+            g = gains.reshape(2, size, last - first)
             while k < len(ds) and at[k] < last:
                 d = ds[k]
                 n = m - d + 1  # states a = 0 .. m - d
