@@ -8,3 +8,8 @@ import os
 # the tests keep nothing in the user's cache folder and compute every bound afresh (the
 # cache's own tests name a temporary folder)
 os.environ["AUDITSEL_CACHE_DIR"] = "off"
+
+# a game writes its chunks once it has played 5 s (auditsel.games.engine.CHECKPOINT_AFTER);
+# the tests of checkpoints and resumes play short games, so here every chunk is written from
+# the first, as in a long run (the default's own tests unset this: tests/games/test_game.py)
+os.environ["AUDITSEL_CHECKPOINT_AFTER"] = "0"

@@ -114,26 +114,23 @@ def draw_plots(result: dict, artefacts: dict, out_dir: Path, labels: ResultLabel
     _settle_plotting()
     prepare_plotting()
     game = result.get("lower") is not None and "game_data" in artefacts
-    # the game's two figures are drawn beside the privacy curve, in a forked process where
-    # that is safe (never in a second thread: matplotlib is not thread-safe)
-    side = (
-        Beside(lambda: _plot_game(result, artefacts, out_dir, labels), thread=False)
-        if game and "curve" in artefacts
-        else None
-    )
-    names = []
-    if "curve" in artefacts:
-        try:
-            names.append(_plot_privacy_curve(result, artefacts, out_dir, labels))
-        except BaseException:
-            if side is not None:
-                side.cancel()
-            raise
-    if side is not None:
-        names += side.result()
-    elif game:
-        names += _plot_game(result, artefacts, out_dir, labels)
-    return names
+    # the game's two figures are drawn beside the privacy curve, each in a forked process
+    # where that pays (`worker_pool.fork_pays`; never in a second thread: matplotlib is not
+    # thread-safe), else here, after it
+    draw = [_plot_privacy_curve] if "curve" in artefacts else []
+    draw += [_plot_tradeoff, _plot_scores] if game else []
+    sides: list[Beside] = []
+    try:
+        for fn in draw[1:]:
+            sides.append(Beside(lambda fn=fn: fn(result, artefacts, out_dir, labels), thread=False))
+        names = [draw[0](result, artefacts, out_dir, labels)] if draw else []
+    except BaseException:
+        for side in sides:
+            side.cancel()
+        raise
+    names += [side.result() for side in sides]
+    order = ["privacy_curve.png", "scores.png", "tradeoff.png"]
+    return sorted(names, key=order.index)
 
 
 def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
@@ -246,8 +243,8 @@ def _plot_eps_marks(ax, result: dict) -> None:
         )
 
 
-def _plot_game(result: dict, artefacts: dict, out_dir: Path, labels) -> list[str]:
-    names = []
+def _plot_scores(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
+    """scores.png: the proxy's histograms per coin, and the threshold."""
     low = result["lower"]  # a played game has its lower bound
     data = artefacts["game_data"]
     finite_outputs = data["finite_outputs"]
@@ -267,16 +264,15 @@ def _plot_game(result: dict, artefacts: dict, out_dir: Path, labels) -> list[str
         "frequency" if finite_outputs else "density",
         f"{result['name']}: scores of the distinguishing game",
     )
-    names.append(_finish(fig, ax, out_dir / "scores.png", titles, loc="upper right"))
-    names.append(_plot_tradeoff(result, artefacts, data, out_dir, labels))
-    return names
+    return _finish(fig, ax, out_dir / "scores.png", titles, loc="upper right")
 
 
-def _plot_tradeoff(result, artefacts, data, out_dir: Path, labels) -> str:
+def _plot_tradeoff(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
     """ROC on log axes (true-positive rate 1 - FN against FP, as in membership-inference
     audits): the game's exact (FP, TP) at a few thousand thresholds spread over every decade
     (`roc_points`), against the exact trade-off curve of the pair (when the pair is known) and
     the boundary that a claimed (eps, delta) allows (when a claim was audited)."""
+    data = artefacts["game_data"]
     (fp, fn), (n0, n1) = data["roc"], data["n"]
     fp_rate, tp_rate = fp / n0, 1 - fn / n1
     dense = np.logspace(-9, 0, 500)  # the curves are linear between vertices (randomised tests)

@@ -14,22 +14,30 @@ Contracts:
 Trials are cut into chunks of `chunk_size`; chunk i draws everything from
 Generator(SeedSequence(seed, spawn_key=(i,))), so the scores do not depend on how chunks are
 spread over joblib workers (or a dask/ray backend). Finished chunks are written atomically
-(unique temporary names, then a rename) to `checkpoint_dir` with the experiment's fingerprint
+(unique temporary names, then a rename) to `checkpoint_dir` once the game has played for
+`CHECKPOINT_AFTER` seconds (5; the environment variable AUDITSEL_CHECKPOINT_AFTER sets it, 0 =
+from the first chunk): then the chunks finished before, and every chunk after. A game shorter
+than that writes none (a 10^7-game reduced game would write 90 MB to replay 0.3 s), so a kill
+loses at most those first seconds; an interrupt (Ctrl-C, KeyboardInterrupt) writes the finished
+chunks first, and a streamed game (`in_memory=False`) writes every chunk. Each chunk records
+the experiment's fingerprint
 and the identity of the code that computed them (`auditsel.games.fingerprint.code_identity`:
 version, source digest, random-stream version); a rerun with the same fingerprint and code
 loads them and runs only the missing ones, so an interrupted run resumes without losing or
 repeating a trial. A chunk of another experiment or other code, or one that cannot be read, is
 an error (`CheckpointError`, exit 2), and so is a second run on a folder in use (locked).
 
-Test hook: with the environment variable AUDITSEL_PAUSE_AFTER_CHUNKS=n, a call that has saved
-n new chunks writes `checkpoint_dir/paused` and sleeps, so that a test can kill the process at
-a known point mid-run (tests/games/test_kill_resume.py).
+Test hook: with the environment variable AUDITSEL_PAUSE_AFTER_CHUNKS=n, a call writes every
+chunk from the first and, once it has saved n new chunks, writes `checkpoint_dir/paused` and
+sleeps, so that a test can kill the process at a known point mid-run
+(tests/games/test_kill_resume.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -88,6 +96,9 @@ DEFAULT_CHUNK_SIZE = 1 << 18  # 262,144 trials: ~2.4 MB of scores and coins per 
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 1 << 20  # a manifest is read at most this far (never /dev/zero to its end)
 PAUSE_ENV = "AUDITSEL_PAUSE_AFTER_CHUNKS"
+#: seconds a game plays before its chunks are written (see the module docstring)
+CHECKPOINT_AFTER = 5.0
+CHECKPOINT_ENV = "AUDITSEL_CHECKPOINT_AFTER"
 
 
 class CheckpointError(ConfigError):
@@ -343,6 +354,7 @@ def run_game(
     """
     sizes = _chunk_sizes(int(trials), int(chunk_size))
     jobs = default_jobs(protocol, backend) if jobs is None else jobs
+    after = checkpoint_after()  # a bad setting is refused before anything is written
     results = _Gathered(sizes, keep=in_memory)
     store = None
     if checkpoint_dir is not None:
@@ -371,25 +383,73 @@ def run_game(
         leave=False,
     )
     pause_after = int(os.environ.get(PAUSE_ENV) or 0) if store is not None else 0
+    after = after if in_memory and not pause_after else 0.0
+    saving = _Saving(store, results, after)
     try:
-        for saved, (index, scores, member) in enumerate(
-            _execute(protocol, proxy, seed, pending, sizes, jobs, backend), start=1
-        ):
-            if store is not None:
-                store.save(index, scores, member)
-                if saved == pause_after:
-                    _pause(store.dir)
+        for index, scores, member in _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
             results.put(index, scores, member)
+            written = saving.finished(index, scores, member)
+            if pause_after and written == pause_after and store is not None:
+                _pause(store.dir)
             bar.update(len(scores))
+    except KeyboardInterrupt:
+        saving.flush()  # an interrupt keeps what finished: the rerun resumes from there
+        raise
     finally:
         bar.close()
         if store is not None:
             store.close()
-    source = ChunkSource(store, tuple(sizes)) if store is not None else None
+    # the chunks on disk (every one, unless a short game held them: then none is read back)
+    source = ChunkSource(store, tuple(sizes)) if store is not None and not saving.held else None
     if not in_memory:
         return GameRecord(scores=None, member=None, resumed_chunks=resumed, chunks=source)
     scores, member = results.arrays()
     return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
+
+
+def checkpoint_after() -> float:
+    """`CHECKPOINT_AFTER`, or the seconds AUDITSEL_CHECKPOINT_AFTER sets (a number >= 0)."""
+    raw = os.environ.get(CHECKPOINT_ENV, "").strip()
+    if not raw:
+        return CHECKPOINT_AFTER
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise ConfigError(CHECKPOINT_ENV, f"must be a number of seconds >= 0, got {raw!r}")
+    return value
+
+
+class _Saving:
+    """When `run_game` writes its finished chunks: held (in `_Gathered`) until the game has
+    played `after` seconds, then written, those held first (see the module docstring)."""
+
+    def __init__(self, store: Checkpoints | None, results: _Gathered, after: float) -> None:
+        self.store, self.results, self.after = store, results, after
+        self.start = time.perf_counter()
+        self.held: list[int] = []
+        self.saved = 0
+
+    def finished(self, index: int, scores: np.ndarray, member: np.ndarray) -> int:
+        """A finished chunk (put in the results): held or written; the chunks written so far."""
+        if self.store is None:
+            return 0
+        if time.perf_counter() - self.start < self.after:
+            self.held.append(index)
+            return self.saved
+        self.flush()
+        self.store.save(index, scores, member)
+        self.saved += 1
+        return self.saved
+
+    def flush(self) -> None:
+        """Write every chunk held."""
+        if self.store is not None:
+            for index in self.held:
+                self.store.save(index, *self.results.chunk(index))
+                self.saved += 1
+        self.held.clear()
 
 
 class _Gathered:
@@ -417,6 +477,12 @@ class _Gathered:
         a, b = int(self.starts[index]), int(self.starts[index + 1])
         self.scores[a:b] = scores
         self.member[a:b] = member
+
+    def chunk(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, member) of a chunk put while keeping (views of the gathered arrays)."""
+        assert self.scores is not None and self.member is not None
+        a, b = int(self.starts[index]), int(self.starts[index + 1])
+        return self.scores[a:b], self.member[a:b]
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(scores, member) of every chunk (in memory: each chunk was put)."""

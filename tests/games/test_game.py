@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from attacks.proxies import make_proxy
+from auditsel.errors import ConfigError
 from auditsel.games.engine import CheckpointError, run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import TruncatedNegativeBinomial
@@ -112,6 +113,55 @@ def test_resume_after_interruption_neither_loses_nor_repeats_trials(tmp_path):
     assert np.array_equal(resumed.scores, full.scores) and np.array_equal(
         resumed.member, full.member
     )
+
+
+class Slow:
+    """Delegates to the real protocol, each chunk taking `seconds` longer (a long game)."""
+
+    def __init__(self, inner, seconds):
+        self.inner, self.seconds = inner, seconds
+
+    def release(self, member, rng):
+        __import__("time").sleep(self.seconds)
+        return self.inner.release(member, rng)
+
+
+def _game(tmp_path, protocol=WINNER, **kw):
+    kw = {"chunk_size": 4_000, "checkpoint_dir": tmp_path, "fingerprint": "f", **kw}
+    return run_game(protocol, PROXY, 30_000, 3, progress=False, **kw)
+
+
+def test_a_short_game_writes_no_chunk_and_a_long_one_writes_every_chunk(tmp_path, monkeypatch):
+    from auditsel.games import engine
+
+    monkeypatch.delenv(engine.CHECKPOINT_ENV)  # the default: chunks written after 5 s
+    assert engine.checkpoint_after() == engine.CHECKPOINT_AFTER == 5.0
+    full = run_game(WINNER, PROXY, 30_000, 3, chunk_size=4_000, progress=False)
+    short = _game(tmp_path / "short")
+    assert list((tmp_path / "short").glob("chunk_*.npz")) == [] and short.chunks is None
+    assert np.array_equal(short.scores, full.scores)
+    # a long game (chunks of 0.05 s, chunks written after 0.12 s): the chunks finished before
+    # are written then, the rest as they finish; a rerun reads every chunk back
+    monkeypatch.setenv(engine.CHECKPOINT_ENV, "0.12")
+    long = _game(tmp_path / "long", Slow(WINNER, 0.05), jobs=1)
+    assert len(list((tmp_path / "long").glob("chunk_*.npz"))) == 8 and long.chunks is not None
+    again = _game(tmp_path / "long", Interrupting(WINNER, fail_on=1))  # would fail if it played
+    assert again.resumed_chunks == 8
+    assert np.array_equal(again.scores, full.scores) and np.array_equal(long.scores, full.scores)
+    # a streamed game keeps nothing in memory: it writes every chunk whatever the setting
+    monkeypatch.setenv(engine.CHECKPOINT_ENV, "1000")
+    _game(tmp_path / "stream", in_memory=False)
+    assert len(list((tmp_path / "stream").glob("chunk_*.npz"))) == 8
+    # an interrupt writes the chunks finished before it: the rerun resumes from them
+    with pytest.raises(KeyboardInterrupt):
+        _game(tmp_path / "stop", Interrupting(WINNER, fail_on=5), jobs=1)
+    assert len(list((tmp_path / "stop").glob("chunk_*.npz"))) == 4
+    assert _game(tmp_path / "stop").resumed_chunks == 4
+    for bad in ("-1", "soon", "nan"):
+        monkeypatch.setenv(engine.CHECKPOINT_ENV, bad)
+        with pytest.raises(ConfigError, match="AUDITSEL_CHECKPOINT_AFTER"):
+            _game(tmp_path / "bad")
+        assert not (tmp_path / "bad").exists()  # refused before anything is written
 
 
 def test_foreign_and_corrupted_checkpoints_are_reported(tmp_path):
