@@ -167,7 +167,6 @@ from dataclasses import dataclass, field
 from typing import TypeAlias, cast, overload
 
 import numpy as np
-import scipy.fft as sfft
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, logsumexp, ndtri
 
@@ -515,6 +514,10 @@ def _convolve(vec: np.ndarray, n: int, lo: int, c_f: float) -> tuple[np.ndarray,
     length = len(vec)
     if n == 1:
         return vec.copy(), 0.0, 0.0
+    # deferred: scipy.fft loads where runs of several steps are composed (DP-SGD and Laplace
+    # bases), not for a Gaussian base's attack (one step: no FFT)
+    import scipy.fft as sfft
+
     u = ULD
     run = sfft.irfft(_power(sfft.rfft(vec), n), length)
     norm2 = float(np.sqrt(np.sum(vec * vec)))
@@ -531,7 +534,12 @@ def compose(step: StepLaws, n: int) -> RunLaws:
     n = int(n)
     size = len(step.p)
     lo, hi = _window(step, n) if n > 1 else (0, size - 1)
-    length = int(sfft.next_fast_len(max(hi - lo + 1, 2), real=True)) if n > 1 else size
+    length = size
+    if n > 1:
+        # deferred: scipy.fft loads where runs of several steps are composed (see _convolve)
+        import scipy.fft as sfft
+
+        length = int(sfft.next_fast_len(max(hi - lo + 1, 2), real=True))
     u = ULD
     c_f = FFT_SAFETY * u * max(1.0, math.log2(length))
     rho = step.rel_error

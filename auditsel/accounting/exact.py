@@ -11,7 +11,8 @@ Finite outputs: the sum above, term by term.
 
 Gaussian base (the reduced game): H = P(S) - e^eps Q(S) with S = {x : log p(x) - log q(x) > eps}.
 We locate S as a union of intervals (sign changes of the log-likelihood ratio on a fine grid,
-refined by bisection) and take log P(S), log Q(S) from the winner's law in log space
+found by binary search on the grid's monotone pieces, refined by bisection: both directions
+and every level in one bisection) and take log P(S), log Q(S) from the winner's law in log space
 (`GaussianWinner.log_mass`: log_ndtr and the laws' log-space pgf forms), so that
 log H = log P(S) + log(1 - e^(eps + log Q(S) - log P(S))) keeps full relative precision for every
 delta a double holds (1e-300 and below: the two masses there are far below the smallest
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, cast, overload
 
@@ -53,6 +53,7 @@ BISECTION_STEPS = 45  # 2e-3 / 2^45 ~ 6e-17: below double precision of the roots
 EPS_CAP = 1e4  # exact_epsilon answers inf above this
 NEWTON_STEPS = 200
 LEVEL_BLOCK = 1 << 24  # grid points x levels compared at once (16 MB of booleans)
+MAX_PIECES = 64  # monotone pieces of a scan searched piece by piece (`_crossings`)
 
 
 def _llr_grid(winner: GaussianWinner, direction: int) -> tuple[FloatArray, FloatArray]:
@@ -81,6 +82,51 @@ def _llr_scan(winner: GaussianWinner) -> tuple[FloatArray, FloatArray]:
     return grid, llr
 
 
+def _crossings(values: FloatArray, levels: FloatArray) -> tuple[np.ndarray, np.ndarray]:
+    """(lev, pos): every pair of neighbours of the scan on either side of a level, i.e. with
+    (values[pos] > c) != (values[pos + 1] > c), c = levels[lev], sorted by level, then by
+    position (np.nonzero's order over the levels x grid comparisons).
+
+    The scan splits into pieces on which it is monotone (a few for a winner's ratio); a
+    monotone piece crosses a level at most once, found by binary search, so the levels cost
+    O(pieces x log(grid)) each instead of a comparison with every grid point. A scan with more
+    than MAX_PIECES pieces or with non-finite values is compared point by point (the same
+    pairs either way: they are integers)."""
+    step = np.sign(np.diff(values))
+    moving = np.nonzero(step)[0]  # flat pairs never cross a level
+    turns = moving[1:][step[moving[1:]] != step[moving[:-1]]]
+    if len(turns) >= MAX_PIECES or not np.all(np.isfinite(values)):
+        return _crossings_dense(values, levels)
+    bounds = [0, *turns.tolist(), len(values) - 1]  # piece k: values[bounds[k] .. bounds[k+1]]
+    lev_parts, pos_parts = [], []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        up = step[moving[np.searchsorted(moving, lo)]] > 0 if len(moving) else True
+        piece = values[lo : hi + 1]
+        size = len(piece)
+        # on a non-decreasing piece the points above c are a suffix, on a non-increasing piece
+        # a prefix: the crossing is the pair at its edge, if both sides are non-empty
+        at_or_below = np.searchsorted(piece if up else piece[::-1], levels, side="right")
+        before = at_or_below if up else size - at_or_below  # points on the first side
+        hit = np.nonzero((before > 0) & (before < size))[0]
+        lev_parts.append(hit)
+        pos_parts.append(lo + before[hit] - 1)
+    lev, pos = np.concatenate(lev_parts), np.concatenate(pos_parts)
+    order = np.lexsort((pos, lev))
+    return lev[order], pos[order]
+
+
+def _crossings_dense(values: FloatArray, levels: FloatArray) -> tuple[np.ndarray, np.ndarray]:
+    """`_crossings` by comparing every level with every grid point (LEVEL_BLOCK at a time)."""
+    lev_parts, pos_parts = [], []
+    block = max(1, LEVEL_BLOCK // len(values))  # bounded memory: levels x grid booleans
+    for start in range(0, len(levels), block):
+        above = values[None, :] > levels[start : start + block, None]
+        lev, pos = np.nonzero(above[:, 1:] != above[:, :-1])
+        lev_parts.append(lev + start)
+        pos_parts.append(pos)
+    return np.concatenate(lev_parts), np.concatenate(pos_parts)
+
+
 def likelihood_ratio_region_masses(
     winner: GaussianWinner,
     levels: ArrayLike,
@@ -97,31 +143,57 @@ def likelihood_ratio_region_masses(
     refined together (one bisection over every boundary of every level).
     """
     levels = np.atleast_1d(np.asarray(levels, dtype=float))
-    grid, values = scan if scan is not None else _llr_grid(winner, direction)
-    sign = 1.0 if direction == 1 else -1.0
-    n = len(levels)
-    if n == 0:
+    if len(levels) == 0:
         return (np.full(0, -np.inf),) * 2 if log else (np.zeros(0), np.zeros(0))
-    lev_parts, pos_parts, first = [], [], np.empty(n, bool)
-    block = max(1, LEVEL_BLOCK // len(values))  # bounded memory: levels x grid booleans
-    for start in range(0, n, block):
-        c = levels[start : start + block, None]
-        above = values[None, :] > c
-        first[start : start + block] = above[:, 0]
-        lev, pos = np.nonzero(above[:, 1:] != above[:, :-1])
-        lev_parts.append(lev + start)
-        pos_parts.append(pos)
-    lev = np.concatenate(lev_parts)  # crossings, level by level, left to right
-    pos = np.concatenate(pos_parts)
-    c = levels[lev]
-    lo, hi = grid[pos].copy(), grid[pos + 1].copy()
-    lo_above = values[pos] > c
+    log_p, log_q = _region_log_masses(winner, [(levels, direction, scan)])[0]
+    if log:
+        return log_p, log_q
+    return np.exp(log_p), np.exp(log_q)
+
+
+def _region_log_masses(
+    winner: GaussianWinner,
+    problems: list[tuple[FloatArray, int, tuple[FloatArray, FloatArray] | None]],
+) -> list[tuple[FloatArray, FloatArray]]:
+    """`likelihood_ratio_region_masses(..., log=True)` of several (levels, direction, scan),
+    each non-empty, with one bisection over the boundaries of all of them and one evaluation
+    of the winner's masses per member: every number is computed by the same elementwise
+    operations as for each problem alone (`tests/accounting/test_same_bits.py`)."""
+    found = []
+    for levels, direction, scan in problems:
+        grid, values = scan if scan is not None else _llr_grid(winner, direction)
+        lev, pos = _crossings(values, levels)  # crossings, level by level, left to right
+        c = levels[lev]
+        found.append((lev, values[0] > levels, c, grid[pos], grid[pos + 1], values[pos] > c))
+    sizes = [len(f[0]) for f in found]
+    c = np.concatenate([f[2] for f in found])
+    lo, hi = np.concatenate([f[3] for f in found]), np.concatenate([f[4] for f in found])
+    lo_above = np.concatenate([f[5] for f in found])
+    sign = np.repeat([1.0 if p[1] == 1 else -1.0 for p in problems], sizes)
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
         move_lo = (sign * winner.log_likelihood_ratio(mid) > c) == lo_above
         lo = np.where(move_lo, mid, lo)
         hi = np.where(move_lo, hi, mid)
-    roots = 0.5 * (lo + hi)
+    roots = np.split(0.5 * (lo + hi), np.cumsum(sizes)[:-1])
+    cells = [_region_cells(f[0], f[1], r) for f, r in zip(found, roots)]
+    counts = np.cumsum([len(cell[0]) for cell in cells])[:-1]
+    a, b = np.concatenate([cell[0] for cell in cells]), np.concatenate([cell[1] for cell in cells])
+    mass = [np.split(winner.log_mass(a, b, member), counts) for member in (0, 1)]
+    return [
+        (
+            _segment_logsumexp(mass[direction][k], cell[2], len(levels)),
+            _segment_logsumexp(mass[1 - direction][k], cell[2], len(levels)),
+        )
+        for k, ((levels, direction, _), cell) in enumerate(zip(problems, cells))
+    ]
+
+
+def _region_cells(
+    lev: np.ndarray, first: np.ndarray, roots: FloatArray
+) -> tuple[FloatArray, FloatArray, np.ndarray]:
+    """(a, b, level) of the intervals (a, b] making up each level's region S_c."""
+    n = len(first)
     # pieces of each level: (-inf, r_1], (r_1, r_2], ..., (r_m, inf); piece 0 is inside S_c when
     # the grid's first point is above c, and each crossing flips the state
     per_level = np.bincount(lev, minlength=n)
@@ -135,12 +207,7 @@ def likelihood_ratio_region_masses(
     a[~is_first] = roots
     b[~is_last] = roots
     inside = first[piece_level] ^ (rank % 2 == 1)
-    a, b, where = a[inside], b[inside], piece_level[inside]
-    log_p = _segment_logsumexp(winner.log_mass(a, b, direction), where, n)
-    log_q = _segment_logsumexp(winner.log_mass(a, b, 1 - direction), where, n)
-    if log:
-        return log_p, log_q
-    return np.exp(log_p), np.exp(log_q)
+    return a[inside], b[inside], piece_level[inside]
 
 
 def _segment_logsumexp(values: FloatArray, segment: np.ndarray, n: int) -> FloatArray:
@@ -165,11 +232,30 @@ def _gaussian_log_hockey_stick(
     atom left out: it adds nothing for eps >= 0). S_eps maximises P - e^eps Q, so
     dH/d eps = -e^eps Q(S_eps) (only the explicit dependence counts)."""
     log_p, log_q = likelihood_ratio_region_masses(winner, eps, direction, scan, log=True)
+    return _log_h_and_slope(eps, log_p, log_q)
+
+
+def _log_h_and_slope(
+    eps: FloatArray, log_p: FloatArray, log_q: FloatArray
+) -> tuple[FloatArray, FloatArray]:
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = eps + log_q - log_p  # log(e^eps Q / P), < 0 where H > 0 (nan: S empty)
         log_h = np.where(ratio < 0, log_p + np.log(-np.expm1(np.minimum(ratio, 0.0))), -np.inf)
         slope = -np.exp(eps + log_q - log_h)
     return log_h, slope
+
+
+def _gaussian_log_hockey_sticks(
+    winner: GaussianWinner,
+    eps: FloatArray,
+    scans: tuple[tuple[FloatArray, FloatArray] | None, tuple[FloatArray, FloatArray] | None],
+) -> list[tuple[FloatArray, FloatArray]]:
+    """`_gaussian_log_hockey_stick` of directions 0 and 1 (one bisection for both)."""
+    eps = np.atleast_1d(np.asarray(eps, dtype=float))
+    if len(eps) == 0:
+        return [_gaussian_log_hockey_stick(winner, eps, k, scans[k]) for k in (0, 1)]
+    masses = _region_log_masses(winner, [(eps, k, scans[k]) for k in (0, 1)])
+    return [_log_h_and_slope(eps, log_p, log_q) for log_p, log_q in masses]
 
 
 def _gaussian_hockey_stick(
@@ -182,6 +268,10 @@ def _gaussian_hockey_stick(
     the K = 0 atom's [atom (1 - e^eps)]_+ (positive for eps < 0 only)."""
     eps = np.asarray(eps, dtype=float)
     log_h, _ = _gaussian_log_hockey_stick(winner, eps, direction, scan)
+    return _with_atom(winner, eps, log_h)
+
+
+def _with_atom(winner: GaussianWinner, eps: FloatArray, log_h: FloatArray) -> FloatArray:
     # clip eps so that expm1 cannot overflow (atom = 0 times -inf was nan)
     return np.exp(log_h) + np.maximum(winner.atom * -np.expm1(np.minimum(eps, 0.0)), 0.0)
 
@@ -236,6 +326,12 @@ def privacy_curve(
     ),
 ) -> FloatArray:
     """delta(eps) = max over both directions (vectorised in eps)."""
+    if not hasattr(winner, "pmf"):  # a Gaussian winner: both directions' bisections as one
+        gaussian = cast("GaussianWinner", winner)
+        eps_arr = np.atleast_1d(np.asarray(eps, dtype=float))
+        (h0, _), (h1, _) = _gaussian_log_hockey_sticks(gaussian, eps_arr, scans)
+        out = np.maximum(_with_atom(gaussian, eps_arr, h0), _with_atom(gaussian, eps_arr, h1))
+        return out if np.ndim(eps) else out[0]
     return np.maximum(
         hockey_stick(winner, eps, 0, scans[0]), hockey_stick(winner, eps, 1, scans[1])
     )
@@ -304,7 +400,13 @@ def _gaussian_epsilons_once(winner: GaussianWinner, deltas: FloatArray, tol: flo
 
 def _finite_epsilon(winner: FiniteWinner, delta: float, tol: float) -> float:
     """One delta of a finite winner by bisection on log delta(eps); the pure eps at 0."""
-    curve: Callable[[float], float] = lambda e: float(privacy_curve(winner, np.array([e]))[0])
+    # privacy_curve's two hockey sticks, the winner's laws computed once (not at every eps)
+    p, q = (np.append(winner.pmf(k), winner.atom) for k in (0, 1))
+
+    def curve(e: float) -> float:
+        at = np.array([e])
+        return float(np.maximum(hockey_stick_finite(p, q, at), hockey_stick_finite(q, p, at))[0])
+
     if curve(0.0) <= delta:
         return 0.0
     if delta == 0:
@@ -314,9 +416,11 @@ def _finite_epsilon(winner: FiniteWinner, delta: float, tol: float) -> float:
         hi *= 2
         if hi > EPS_CAP:
             return math.inf
-    f: Callable[[float], float] = lambda e: (
-        (math.log(curve(e)) if curve(e) > 0 else -math.inf) - math.log(delta)
-    )
+
+    def f(e: float) -> float:
+        value = curve(e)
+        return (math.log(value) if value > 0 else -math.inf) - math.log(delta)
+
     return bisect(f, 0.0, hi, xtol=tol, rtol=1e-12)
 
 
@@ -326,7 +430,7 @@ def _log_curve_and_slope(
     scans: tuple[tuple[FloatArray, FloatArray], tuple[FloatArray, FloatArray]],
 ) -> tuple[FloatArray, FloatArray]:
     """log delta(eps) (the larger direction's hockey stick) and its derivative, for eps >= 0."""
-    (v0, d0), (v1, d1) = (_gaussian_log_hockey_stick(winner, eps, k, scans[k]) for k in (0, 1))
+    (v0, d0), (v1, d1) = _gaussian_log_hockey_sticks(winner, eps, scans)
     return np.maximum(v0, v1), np.where(v1 > v0, d1, d0)
 
 

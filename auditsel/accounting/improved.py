@@ -108,16 +108,16 @@ class _Integrand:
                 int(start[b : b + ORDER_BLOCK].min()),
                 int(stop[b : b + ORDER_BLOCK].max()),
             )
-            cols = np.arange(first, last)
             with np.errstate(invalid="ignore"):
                 terms = a * la[None, first:last]
                 terms += (1.0 - a) * lb[None, first:last]
-            inside = (cols >= start[b : b + ORDER_BLOCK, None]) & (
-                cols < stop[b : b + ORDER_BLOCK, None]
-            )
+            for row, (s0, s1) in enumerate(
+                zip(start[b : b + ORDER_BLOCK] - first, stop[b : b + ORDER_BLOCK] - first)
+            ):  # outside the order's window: left out (exp(-inf) = 0 in the sum below)
+                terms[row, :s0] = -np.inf
+                terms[row, s1:] = -np.inf
             if not self.finite:  # -inf log-densities: 0 * -inf and inf - inf terms are 0
-                inside &= ~np.isnan(terms)
-            np.copyto(terms, -np.inf, where=~inside)
+                np.copyto(terms, -np.inf, where=np.isnan(terms))
             # log of the sum, stable (a row with no finite term sums to 0: log 0 = -inf)
             top = np.max(terms, axis=1, keepdims=True)
             top = np.where(np.isfinite(top), top, 0.0)

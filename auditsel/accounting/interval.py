@@ -113,8 +113,8 @@ def interval_attack(
 ) -> AttackValue:
     """The attack value that is the interval's lower end: the worst-score attack (any score),
     or under `assume="monotone_score"` the attack on a monotone score."""
-    # deferred: the attack (scipy.fft, the score search) loads where an attack is computed;
-    # `auditsel run` computes it in a forked process beside the game
+    # deferred: the attack (its score search; scipy.fft for composed runs) loads where an
+    # attack is computed; `auditsel run` computes it in a forked process beside the game
     from auditsel.accounting.attack import attack
 
     if check_assume(assume) is None:
@@ -274,7 +274,8 @@ def tuning_interval(
     pair = as_pair(pair)
     d = float(check_deltas(delta)[0])
     rigours = allowed_rigours(assume)
-    # deferred: the attack (scipy.fft, the score search) loads where an attack is computed
+    # deferred: the attack (its score search; scipy.fft for composed runs) loads where an
+    # attack is computed
     from auditsel.accounting.attack import attack_applies
 
     why = attack_applies(pair)

@@ -77,7 +77,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -374,6 +376,31 @@ def _sums(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return grid_in.astype(float), grid_out.astype(float)
 
 
+#: `deltas_at` runs the two shapes' DPs side by side (two threads) from this many numbers per
+#: step and state (combos x eps x M^2; the panel's curve: 4 x 60 x 256^2)
+SIDE_BY_SIDE_WORK = 1 << 22
+#: the DP computes the gains of several steps in one array operation, at most about this many
+#: numbers at a time (bounded memory; a step is never split)
+GAIN_BLOCK = 1 << 16
+
+
+def _steps(m: int, shape: str) -> np.ndarray:
+    """The DP's interval lengths d in the order it visits them: extremes from M - 1 down to 0
+    (V[M] = 0 known), middle from 1 up to M (V[0] = 0 known)."""
+    return np.arange(m - 1, -1, -1) if shape == "extremes" else np.arange(1, m + 1)
+
+
+def _triangle(m: int, shape: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(d, a, offsets): the DP's states packed along its steps (`_steps`), step k's states
+    a = 0 .. m - d in positions offsets[k] .. offsets[k + 1] - 1."""
+    steps = _steps(m, shape)
+    n = m - steps + 1
+    offsets = np.concatenate([[0], np.cumsum(n)])
+    d = np.repeat(steps, n)
+    a = np.arange(offsets[-1]) - np.repeat(offsets[:-1], n)
+    return d, a, offsets
+
+
 class ScoreSearch:
     """The exact DP over interval-shaped scores of merged label buckets (module docstring),
     with every winner mass enclosed. Built once per (label laws, law of K): the enclosures do
@@ -385,7 +412,7 @@ class ScoreSearch:
         mean = float(law.mean)
         self.slack = (mean * laws.error[0], mean * laws.error[1])
         self._moves: dict[str, dict[str, dict]] | None = None
-        self._rows: dict[tuple, list] = {}
+        self._rows: dict[object, tuple] = {}
 
     @property
     def moves(self) -> dict[str, dict[str, dict]]:
@@ -418,53 +445,69 @@ class ScoreSearch:
             out[shape] = {}
             for name, (valid, j, d2, a2) in moves.items():
                 j = np.where(valid, j, 0)
-                dv, av, jv = d[valid], a[valid], j[valid]
-                d2v, a2v = d2[valid], a2[valid]
+                # the states (d, a) and those after the move, as places in the flat grids
+                here = np.flatnonzero(valid)
+                after = np.take(d2, here) * (m + 1) + np.take(a2, here)
+                jv = np.take(j, here)
                 side = []
                 for b in (0, 1):
                     g_in, g_out = sums[b]
                     # extremes: the lower set is IN; middle: the lower set is OUT
                     lower, upper = (g_in, g_out) if shape == "extremes" else (g_out, g_in)
-                    fp, wp = lower[dv, av], upper[dv, av]
-                    fn, wn = lower[d2v, a2v], upper[d2v, a2v]
+                    fp, wp = np.take(lower, here), np.take(upper, here)
+                    fn, wn = np.take(lower, after), np.take(upper, after)
                     mass = x[b][jv].astype(float)
                     lo, hi = enclose_winner(mass, fp, fn, wp, wn, rho, law)
                     tu = true_winner_upper(laws.upper[b][jv], fn, wn, rho, laws.error[b], law)
                     lo = np.where(lo > floors[b][jv], lo, 0.0)
                     full = [np.zeros((m + 1, m + 1)) for _ in range(3)]
                     for grid, v in zip(full, (lo, hi, tu)):
-                        grid[valid] = v
+                        np.put(grid, here, v)
                     side.append(tuple(full))
                 out[shape][name] = {"valid": valid, "j": j, "side": side}
         return out
 
-    def _gain_rows(self, shape: str, combos: tuple[tuple[int, bool], ...]) -> list:
-        """Per state row d: (a_lo, b, floor), each (2, len(combos), 1, m - d + 1): the moves
-        "left" and "right", one row per (num, mixed) of `combos`, cached. The DP's gain
-        max(0, a_lo - e^eps b) is max(a_lo - e^eps b, floor) with floor 0 where the move is
-        allowed, and a_lo and floor -inf, b 0 where it is not (the gain is then -inf)."""
+    def _gain_rows(
+        self, shape: str, combos: tuple[tuple[int, bool], ...]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The DP's gains packed along its steps, cached: (a_lo, b, floor, offsets), where
+        a_lo and b are (2, len(combos), T) (the moves "left" and "right", one row per (num,
+        mixed) of `combos`), floor is (2, 1, T), and step k's states a = 0 .. n - 1 (n = m - d
+        + 1, d its interval length: `_steps`) are the columns offsets[k] .. offsets[k + 1] - 1.
+        The DP's gain max(0, a_lo - e^eps b) is max(a_lo - e^eps b, floor) with floor 0 where
+        the move is allowed, and a_lo and floor -inf, b 0 where it is not (the gain is then
+        -inf)."""
         key = (shape, combos)
         if key not in self._rows:
-            grids: list[list[np.ndarray]] = [[], [], []]
-            for name in ("left", "right"):
-                mv = self.moves[shape][name]
-                valid = mv["valid"]
-                a_lo, b = [], []
-                for num, mixed in combos:
-                    bound = mv["side"][1 - num][2]
-                    bound = np.minimum(mv["side"][1 - num][1], bound) if mixed else bound
-                    a_lo.append(np.where(valid, mv["side"][num][0], -np.inf))
-                    b.append(np.where(valid, bound, 0.0))
-                floor = np.where(valid, 0.0, -np.inf)
-                for grid, v in zip(grids, (a_lo, b, [floor] * len(combos))):
-                    grid.append(np.stack(v))
-            full = [np.stack(g) for g in grids]  # (2, combos, m + 1, m + 1)
-            m = self.m
-            self._rows[key] = [
-                tuple(np.ascontiguousarray(v[:, :, dd, None, : m - dd + 1]) for v in full)
-                for dd in range(m + 1)
-            ]
+            if shape not in self._rows:  # every combo's gains, packed once per shape
+                self._rows[shape] = self._pack(shape)
+            a_lo, b, floor, offsets = self._rows[shape]
+            pick = [COMBOS.index(c) for c in combos]
+            self._rows[key] = (a_lo[:, pick], b[:, pick], floor, offsets)
         return self._rows[key]
+
+    def _pack(self, shape: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """`_gain_rows` for every (num, mixed) of COMBOS."""
+        d, a, offsets = _triangle(self.m, shape)
+        at = d * (self.m + 1) + a  # the packed states' places in the (d, a) grids
+        a_lo, b, floor = [], [], []
+        for name in ("left", "right"):
+            mv = self.moves[shape][name]
+            valid = np.take(mv["valid"], at)
+            lo = [np.take(side[0], at) for side in mv["side"]]
+            hi = [np.take(side[1], at) for side in mv["side"]]
+            tu = [np.take(side[2], at) for side in mv["side"]]
+            a_lo.append([np.where(valid, lo[num], -np.inf) for num, _ in COMBOS])
+            b.append(
+                [
+                    np.where(
+                        valid, np.minimum(hi[1 - num], tu[1 - num]) if mixed else tu[1 - num], 0.0
+                    )
+                    for num, mixed in COMBOS
+                ]
+            )
+            floor.append([np.where(valid, 0.0, -np.inf)])
+        return np.array(a_lo), np.array(b), np.array(floor), offsets
 
     # the DP at a vector of eps --------------------------------------------------------------
     def _dp(
@@ -478,33 +521,57 @@ class ScoreSearch:
         i): max over scores of sum_j max(0, a_j - e^eps b_j) (b the mixed bound min(b*, b_t),
         or with `mixed` False the true-law bound b_t alone); with `back`, also the choices (True:
         the "left" move) per state row. The combos and both moves share one recursion (one
-        array operation per step for all of them)."""
+        array operation per step for all of them); the gains of many steps are computed in one
+        array operation before the recursion reads them (`GAIN_BLOCK` numbers at a time)."""
         m = self.m
         e = np.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))[None, None, :, None]
-        rows = self._gain_rows(shape, combos)
+        a_lo, b, floor, offsets = self._gain_rows(shape, combos)
         size = len(combos) * e.shape[2]
         # V in buf[:, 1:], -inf around it; the moves read V at offsets (left, right) of a state
         buf = np.full((size, m + 3), -np.inf)
         if shape == "extremes":
             buf[:, 1] = 0.0  # V[M] = 0: the lower set is everything
-            steps, (o_left, o_right) = range(m - 1, -1, -1), (0, 1)  # from a - 1 and from a
+            o_left, o_right = 0, 1  # from a - 1 and from a
         else:
             buf[:, 1 : m + 2] = 0.0  # V[0] = 0: nothing left to add
-            steps, (o_left, o_right) = range(1, m + 1), (2, 1)  # from a + 1 and from a
+            o_left, o_right = 2, 1  # from a + 1 and from a
+        steps = _steps(m, shape)
         choices: dict[int, np.ndarray] = {}
-        for d in steps:
-            n = m - d + 1  # states a = 0 .. m - d
-            if shape == "extremes":
-                buf[:, n] = -np.inf  # V[d + 1] has n - 1 states
-            a_lo, b, floor = rows[d]
-            g = a_lo - e * b
-            np.maximum(g, floor, out=g)
-            left, right = g.reshape(2, size, n)
-            left += buf[:, o_left : o_left + n]
-            right += buf[:, o_right : o_right + n]
-            if back:
-                choices[d] = left > right
-            np.maximum(left, right, out=buf[:, 1 : n + 1])
+        per_block = max(GAIN_BLOCK // (2 * size), m + 1)  # columns of gains per block
+        # one workspace for every block (fresh arrays per block cost page faults)
+        work = np.empty(2 * size * max(per_block, int(np.max(np.diff(offsets)))))
+        # V as the two moves read it, one view: reads[0] = buf[:, o_left:], reads[1] = buf[:,
+        # o_right:] (so that one addition serves both moves)
+        reads = np.lib.stride_tricks.as_strided(
+            buf[:, o_left:],
+            shape=(2, size, m + 3 - max(o_left, o_right)),
+            strides=((o_right - o_left) * buf.itemsize, *buf.strides),
+            writeable=False,
+        )
+        at, ds = offsets.tolist(), steps.tolist()
+        k = 0
+        while k < len(ds):
+            first = at[k]
+            last = int(offsets[np.searchsorted(offsets, first + per_block, side="right") - 1])
+            last = max(last, at[k + 1])
+            # the gains of the steps in columns [first, last), the same operations as one
+            # step at a time: max(a_lo - (e * b), floor)
+            gains = work[: 2 * size * (last - first)].reshape(2, len(combos), -1, last - first)
+            np.multiply(e, b[:, :, None, first:last], out=gains)
+            np.subtract(a_lo[:, :, None, first:last], gains, out=gains)
+            np.maximum(gains, floor[:, :, None, first:last], out=gains)
+            g = gains.reshape(2, size, last - first)
+            while k < len(ds) and at[k] < last:
+                d = ds[k]
+                n = m - d + 1  # states a = 0 .. m - d
+                if shape == "extremes":
+                    buf[:, n] = -np.inf  # V[d + 1] has n - 1 states
+                moves = g[:, :, at[k] - first : at[k] - first + n]
+                moves += reads[:, :, :n]  # (left, right): gain + V after the move
+                if back:
+                    choices[d] = moves[0] > moves[1]
+                np.maximum(moves[0], moves[1], out=buf[:, 1 : n + 1])
+                k += 1
         if shape == "extremes":
             value = buf[:, 1 : m + 2]
             return np.max(value, axis=1), choices, np.argmax(value, axis=1)
@@ -599,8 +666,16 @@ class ScoreSearch:
         charged), >= 0."""
         e = np.atleast_1d(np.asarray(eps, dtype=float))
         out = np.zeros(len(e))
-        for shape in SHAPES:
-            value, _, _ = self._dp(shape, COMBOS, e, back=False)
+        runs = [partial(self._dp, shape, COMBOS, e, False) for shape in SHAPES]
+        if len(COMBOS) * len(e) * self.m**2 >= SIDE_BY_SIDE_WORK:
+            # the two shapes' DPs side by side: NumPy frees the GIL in their array operations
+            _ = self.moves  # (the enclosures computed once, before)
+            with ThreadPoolExecutor(1, thread_name_prefix="auditsel-dp") as pool:
+                other = pool.submit(runs[1])
+                values = [runs[0](), other.result()]
+        else:
+            values = [run() for run in runs]
+        for value, _, _ in values:  # in SHAPES' order, as one after the other
             for c, ((num, _), mixed) in enumerate(itertools.product(DIRECTIONS, (True, False))):
                 c_b = self.slack[1 - num] if mixed else 0.0
                 with np.errstate(over="ignore", invalid="ignore"):

@@ -49,7 +49,8 @@ def resolve_score(
         if not isinstance(choice, (MonotoneScore, FarthestScore, BucketScore)):
             raise ConfigError("game.score", f"must be a TuningScore or 'worst', got {choice!r}")
         return choice
-    # deferred: the attack (scipy.fft, the score search) loads only for game.score: worst
+    # deferred: the attack (its score search; scipy.fft for composed runs) loads only for
+    # game.score: worst
     from auditsel.accounting.attack import attack
 
     found = getattr(attack(pair, law, delta), "score", None)
