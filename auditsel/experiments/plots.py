@@ -14,6 +14,7 @@ contradicts is flagged "CONTRADICTED". Log axes are labelled in plain text (`dec
 from __future__ import annotations
 
 import threading
+from functools import partial
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,7 @@ def draw_plots(result: dict, artefacts: dict, out_dir: Path, labels: ResultLabel
     sides: list[Beside] = []
     try:
         for fn in draw[1:]:
-            sides.append(Beside(lambda fn=fn: fn(result, artefacts, out_dir, labels), thread=False))
+            sides.append(Beside(partial(fn, result, artefacts, out_dir, labels), thread=False))
         names = [draw[0](result, artefacts, out_dir, labels)] if draw else []
     except BaseException:
         for side in sides:
