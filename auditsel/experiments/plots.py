@@ -14,8 +14,8 @@ contradicts is flagged "CONTRADICTED". Log axes are labelled in plain text (`dec
 from __future__ import annotations
 
 import threading
-from functools import partial
 from collections.abc import Collection
+from functools import partial
 from pathlib import Path
 from typing import Any
 
