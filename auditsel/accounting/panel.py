@@ -371,8 +371,7 @@ def panel(
             seconds[key] = time.perf_counter() - t
 
     pending = None
-    # deferred: the attack's modules (score search; scipy.fft for composed runs): a Panel read
-    # back need not import them
+    # deferred: the attack's modules (score search, FFTs): a Panel read back need not load them
     from auditsel.accounting.attack import attack_applies
 
     no_attack = attack_applies(base)
