@@ -553,9 +553,18 @@ class Binomial(RoundsLaw):
     def log_pgf_derivative(
         self, z: ArrayLike, w: ArrayLike | None = None, log_z: ArrayLike | None = None
     ) -> FloatArray:
+        # log(1 - p w) = log(1 - p + p z): from w where z <= 1 (accurate near z = 1), and in
+        # log space from log z where z > 1 (the Lemma-7 term's z = e^((alpha-1) r) overflows)
         z, w = _as_w(z, w)
-        with np.errstate(divide="ignore"):
-            return math.log(self.n * self.p) + (self.n - 1) * np.log1p(-self.p * w)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            inner = np.log1p(-self.p * w)
+            if log_z is not None:
+                log_z = np.asarray(log_z, dtype=float)
+                above = np.logaddexp(
+                    math.log1p(-self.p) if self.p < 1 else -np.inf, math.log(self.p) + log_z
+                )
+                inner = np.where(log_z > 0, above, inner)
+            return math.log(self.n * self.p) + (self.n - 1) * inner
 
     @property
     def mean(self) -> float:

@@ -161,8 +161,10 @@ def _bernoulli_term(law: RoundsLaw, orders: FloatArray, rdp: FloatArray) -> Floa
     if not isinstance(law, (FinitePmf, Binomial)):
         return np.full(np.shape(orders), np.inf)
     log_z = (orders - 1) * rdp
+    # z = e^((alpha-1) r) may overflow: the laws read log z where z > 1 (never a clipped z,
+    # which made the term saturate at high orders and fall below the truth)
     with np.errstate(over="ignore", invalid="ignore"):
-        z = np.exp(np.minimum(log_z, 700.0))
+        z = np.exp(log_z)
         val = law.log_pgf_derivative(z, 1.0 - z, log_z=log_z)
     return np.asarray(val, dtype=float) / (orders - 1)
 

@@ -160,17 +160,31 @@ def interval_from(
     lowers: Iterable[tuple[float | None, str]],
     uppers: Iterable[tuple[float | None, str | None]],
     assumption: str | None = None,
+    *,
+    setting: object = None,
 ) -> Interval:
     """The interval from candidate ends, each (value, source): the largest lower value and the
     smallest upper one (None and nan are skipped; no lower value gives 0, "eps >= 0");
-    `assumption`: what the ends assume (None: any score)."""
+    `assumption`: what the ends assume (None: any score). `setting` (the pair, law and delta,
+    or any object naming them) marks ends that are both computed, never sampled: their crossing is a
+    bug of auditsel (a bound below the truth or an attack above it) and raises
+    `IntervalCrossedError` naming the setting instead of printing a negative width."""
     low = [(float(v), s) for v, s in lowers if v is not None and not math.isnan(v)]
     up = [(float(v), s) for v, s in uppers if v is not None and not math.isnan(v)]
     lower, lower_source = max(low, key=lambda t: t[0], default=(0.0, "eps >= 0"))
     lower = max(lower, 0.0)
     upper, upper_source = _smallest(up)
     width = upper - lower if math.isfinite(upper) else math.inf
+    if setting is not None and lower > upper + 1e-9 * max(1.0, abs(upper)):
+        raise IntervalCrossedError(
+            f"internal error: the computed interval crosses ({lower_source} {lower!r} above "
+            f"{upper_source} {upper!r}) for {setting}; please report it"
+        )
     return Interval(lower, lower_source, upper, upper_source, width, check_assume(assumption))
+
+
+class IntervalCrossedError(RuntimeError):
+    """A computed lower end above a rigorous upper end: never a user's error (exit 1)."""
 
 
 def _smallest(values: Iterable[tuple[float, str | None]]) -> tuple[float, str | None]:
@@ -191,6 +205,11 @@ class Tightest:
     @property
     def name(self) -> str | None:
         return None if self.key is None else _upper_name(self.key, self.source)
+
+    @property
+    def end(self) -> tuple[float, str]:
+        """(value, name) as an upper end of `interval_from`."""
+        return self.epsilon, self.name or ""
 
 
 def rigorous_values(
@@ -292,7 +311,8 @@ def tuning_interval(
         allowed = {b.key for b in BOUNDS if b.rigour(pair) in rigours}
         values = {k: (v, (sources or {}).get(k)) for k, v in upper.items() if k in allowed}
     best = tightest_of(values)
-    return interval_from(lowers, [(best.epsilon, best.name or "")], assume)
+    setting = None if eps_l is not None else (pair, law, d)
+    return interval_from(lowers, [best.end], assume, setting=setting)
 
 
 def _upper_name(key: str, source: str | None) -> str:

@@ -419,7 +419,7 @@ def panel(
         if labels[k] in rigours and values[k] is not None and (k not in moved)
     }
     best = tightest_of(ends)  # the same upper end as tuning_interval and calibrate
-    interval = interval_from([lower], [(best.epsilon, best.name or "")], assume)
+    interval = interval_from([lower], [best.end], assume, setting=(base, law, delta))
     bound_curves = reduced_curves = monotone_curves = None
     if curve_deltas is not None:
         bound_curves = {"delta": extra}
