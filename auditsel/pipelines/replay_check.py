@@ -142,6 +142,15 @@ class _Play:
     global_draws: bool
 
 
+def _comparable(value: Any) -> Any:
+    """A score as compared between plays: one per released field (an array) as a tuple of
+    floats, so that every step of the check compares like with like (`!=` on arrays is an
+    array, whose truth value is ambiguous)."""
+    if isinstance(value, np.ndarray):
+        return tuple(value.tolist())
+    return value
+
+
 def _play(game: PipelineGame, seed: int, index: int) -> _Play:
     """One game, as the audit plays it, and whether it drew from a global generator."""
     _, release, value = game.release_and_score(seed, index)
@@ -149,9 +158,7 @@ def _play(game: PipelineGame, seed: int, index: int) -> _Play:
     # the states right after seeding: replay the seeding alone (no draws between)
     seed_globals(game_seed(seed, index))
     fresh = _global_states()
-    if isinstance(value, np.ndarray):  # one score per released field: compared as a tuple
-        value = tuple(value.tolist())
-    return _Play(value, _release_digest(release), after != fresh)
+    return _Play(_comparable(value), _release_digest(release), after != fresh)
 
 
 def _hazard(name: str, detail: str) -> str:
@@ -234,7 +241,7 @@ def _once(game: PipelineGame, seed: int, games: tuple[int, ...]) -> tuple[tuple[
     """The scores of `games`, each played once (step 2), and the CPU seconds."""
     in_game_thread()
     start = time.process_time()
-    scores = tuple(game.release_and_score(seed, g)[2] for g in games)
+    scores = tuple(_comparable(game.release_and_score(seed, g)[2]) for g in games)
     return scores, time.process_time() - start
 
 

@@ -278,3 +278,29 @@ def test_canary_both_plans_and_audits_from_the_command_line(both_folder, capsys)
     code = main(["audit-pipeline", *BOTH_ARGS, "--canary", listed, "--games", "64", "--out", "l"])
     assert code in (0, 3) and "canary 1 (gradient)" in capsys.readouterr().out
     assert main(["audit-pipeline", *BOTH_ARGS, "--canary", "[]", "--out", "x"]) == 2
+
+
+BOTH_DICT = (
+    BOTH
+    + '''
+
+def tune_dict(data, seed, canary):
+    """the same release as a dict: the default score reads every field (one score each)"""
+    return {"model": tune(data, seed, canary)[0], "lr": 0.5}
+'''
+)
+
+
+@pytest.mark.parametrize("backend", [None, "threading", "loky"])
+def test_the_tutorial_route_with_two_jobs_plays_on_every_backend(folder, capsys, backend):
+    """The documented route: `--canary both`, the default score on a dict release (one score
+    per field: an array that the replay check compares between processes), `--jobs 2`,
+    `--early-stop`. It crashed in the replay check (an array compared with `!=`)."""
+    (folder / "both_dict.py").write_text(textwrap.dedent(BOTH_DICT))
+    sys.modules.pop("both_dict", None)
+    args = ["both_dict:tune_dict", "--data", "both_dict:DATA", "--canary", "both"]
+    args += ["--claim", "0.05", "--games", "256", "--jobs", "2", "--early-stop", "--out", "t"]
+    code = main(["audit-pipeline", *args, *(["--backend", backend] if backend else [])])
+    assert code == 3, capsys.readouterr().err
+    seq = json.loads((folder / "t" / "result.json").read_text())
+    assert len(seq["canaries"]) == 2 and seq["sequential"]["stopped_early"]
