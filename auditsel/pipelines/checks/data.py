@@ -249,7 +249,8 @@ def data_dependent_state(ctx: Context) -> list[Finding]:
     if not data or data[0].ndim < 2 or len(data[0]) < 2:
         return []
     features = data[0]
-    findings, moved = [], set()
+    findings: list[Finding] = []
+    moved: set[str] = set()
     if ctx.model is not None and hasattr(ctx.model, "named_buffers"):
         findings, moved = _updated_by_forward(ctx, features)
     return findings + _stored_statistics(ctx, features, moved)
