@@ -8,9 +8,9 @@ import pytest
 opacus = pytest.importorskip("opacus")
 torch = pytest.importorskip("torch")
 
-from auditsel import DpsgdBase, check_pipeline, from_opacus  # noqa: E402
-from auditsel.errors import ConfigError  # noqa: E402
-from auditsel.pipelines.checks import BREAKS  # noqa: E402
+from auditsel import DpsgdBase, check_pipeline, from_opacus
+from auditsel.errors import ConfigError
+from auditsel.pipelines.checks import BREAKS
 
 ROWS, FEATURES, BATCH, NOISE, CLIP, DELTA = 64, 3, 16, 1.0, 1.0, 1e-5
 
