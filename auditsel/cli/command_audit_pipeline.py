@@ -274,8 +274,8 @@ def _refuse_broken_claim(args: argparse.Namespace, findings: Sequence[Finding]) 
     if broken and not args.accept:
         raise UsageError(
             f"--opacus: {len(broken)} check(s) before the games find that the run breaks the "
-            f"claim ({broken[0].obj}: {broken[0].message}); fix it ({broken[0].fix}), or pass "
-            f"--accept to audit it anyway (recorded in result.json)"
+            f"claim (the first: {broken[0].obj}, see above); fix the pipeline, or pass --accept "
+            f"to audit it anyway (recorded in result.json)"
         )
 
 

@@ -275,7 +275,7 @@ def duplicates(ctx: Context) -> list[Finding]:
         Finding(
             WARNING,
             "dataset",
-            f"{copies} rows are exact copies of another row (largest group: {m} identical "
+            f"{copies} rows are in groups of identical rows (largest group: {m} identical "
             f"rows): if a person's copies are counted as distinct people, the claim holds for "
             f"one row, not for one person",
             effect,

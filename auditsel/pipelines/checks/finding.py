@@ -130,6 +130,8 @@ class Context:
         accountants always do, a DpsgdBase does (dp_accounting's Poisson-subsampled Gaussian)."""
         if self.history:
             return any(q < 1 for _, q, _ in self.history)
+        if self.mechanism is not None:  # an engine that has recorded no step yet
+            return True
         return self.base is not None and self.base.sample_rate < 1
 
     def claim_epsilon(self, **changes: Any) -> float | None:
