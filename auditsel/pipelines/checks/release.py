@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from auditsel.errors import number
 from auditsel.pipelines.checks.finding import BREAKS, Context, Finding
 
 __all__ = ["release_runs", "released_runs_epsilon"]
@@ -108,7 +109,11 @@ def release_runs(ctx: Context) -> list[Finding]:
 
 def released_runs_epsilon(base: Any, rounds: Any, delta: float) -> float:
     """eps at delta of releasing all K ~ rounds runs of `base` (module docstring): the
-    smallest point of a geometric grid where the mixture's delta is at most `delta`."""
+    smallest point of a geometric grid where the mixture's delta is at most `delta` (inf at
+    delta = 0: a Gaussian release is not pure DP)."""
+    delta = number(delta, "delta", 0, 1, hi_open=True)
+    if delta == 0:
+        return math.inf
     tail_limit = delta / 100
     ks: list[int] = []
     rest = 1.0 - float(rounds.p_zero)
