@@ -114,6 +114,10 @@ def test_a_released_scikit_learn_scaler_is_found():
     scaler = preprocessing.StandardScaler().fit(dataset.tensors[0].numpy())
     (finding,) = check_pipeline(dataset=dataset, release={"scaler": scaler, "lr": 0.5})
     assert finding.check == "data_dependent_state" and "release['scaler'].mean_" in finding.message
+    model = torch.nn.Linear(FEATURES, 1)
+    model.scaler = scaler  # kept inside the released model
+    (inside,) = check_pipeline(model=model, dataset=dataset)
+    assert "model.scaler.mean_ = the data's column mean" in inside.message
     fixed = preprocessing.StandardScaler().fit(np.eye(FEATURES))
     assert check_pipeline(dataset=dataset, release={"scaler": fixed}) == []
 
@@ -132,6 +136,13 @@ def test_duplicate_rows_warn_with_the_group_privacy_epsilon():
     assert (
         claimed.effect == 3 * 1.5 and f"{3 * math.exp(2 * 1.5) * DELTA:.3g}" in claimed.effect_text
     )
+    # from the claim alone, a claim too large for the conversion gives no guarantee
+    (vacuous,) = check_pipeline(dataset=dataset, claim=8.0, delta=DELTA)
+    assert vacuous.effect == math.inf and "no guarantee" in vacuous.effect_text
+    # full batches: 3 rows move the clipped sum by 3 C, the claim at noise sigma / 3
+    full = DpsgdBase(4.0, 8, 1.0, "pld")
+    (grouped,) = check_pipeline(dataset=dataset, base=full, delta=DELTA)
+    assert grouped.effect == pytest.approx(DpsgdBase(4.0 / 3, 8, 1.0, "pld").epsilon(DELTA))
     assert check_pipeline(dataset=data(), base=BASE, delta=DELTA) == []
 
 

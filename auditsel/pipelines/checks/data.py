@@ -16,9 +16,11 @@
   an array equal to such a statistic by chance would be reported; statistics that are all 0 or
   all 1 (data standardised on itself) are not compared.
 * `duplicates`: exact duplicate rows (features and label), which a per-row accountant counts as
-  distinct people: a warning with the group-privacy epsilon for the largest multiplicity m (the
-  claim's (eps, delta) at a smaller delta, made an (m eps, m e^((m-1) eps) delta) guarantee for
-  groups of m rows, stated at the claim's delta).
+  distinct people: a warning with the group-privacy epsilon for the largest multiplicity m (full
+  batches: the claim at noise multiplier sigma / m; otherwise the claim's (eps, delta) at a
+  smaller delta, made an (m eps, m e^((m-1) eps) delta) guarantee for groups of m rows, stated
+  at the claim's delta; from the claimed number alone, that guarantee at its larger delta, or
+  none when that delta reaches 1).
 
 Both read at most `MAX_ROWS` rows of a dataset that is not one array.
 """
@@ -202,6 +204,16 @@ def _fitted(obj: Any, prefix: str, depth: int = 0) -> Iterator[tuple[str, np.nda
             yield from _fitted(value, f"{prefix}.{key}", depth + 1)
 
 
+def _fitted_in_model(model: Any) -> Iterator[tuple[str, np.ndarray]]:
+    """Fitted arrays of the objects each module holds (a scaler kept as an attribute)."""
+    for prefix, module in model.named_modules():
+        for key, value in vars(module).items():
+            if key.startswith("_") or _array(value) is not None or hasattr(value, "detach"):
+                continue
+            name = f"model.{prefix}.{key}" if prefix else f"model.{key}"
+            yield from _fitted(value, name, 1)
+
+
 def _stored_statistics(ctx: Context, features: np.ndarray, moved: set[str]) -> list[Finding]:
     stats = _statistics(features)
     rows_other = np.array(features, dtype=float, copy=True).reshape(len(features), -1)
@@ -211,7 +223,7 @@ def _stored_statistics(ctx: Context, features: np.ndarray, moved: set[str]) -> l
     if ctx.model is not None and hasattr(ctx.model, "named_buffers"):
         candidates += [(f"model.{k}", np.asarray(v, float)) for k, v in _snapshot(ctx.model).items()
                        if k not in moved]  # fmt: skip
-        candidates += list(_fitted(vars(ctx.model).get("_modules", {}), "model"))
+        candidates += list(_fitted_in_model(ctx.model))
     candidates += list(_fitted(ctx.release, "release"))
     found = []
     for name, value in candidates:
@@ -288,11 +300,17 @@ def duplicates(ctx: Context) -> list[Finding]:
 
 
 def group_epsilon(ctx: Context, m: int) -> tuple[float | None, str]:
-    """The claim made a guarantee for groups of m rows, at the claim's delta: with the run's
-    base, eps_m = m eps(delta_1) for a delta_1 with m e^((m-1) eps(delta_1)) delta_1 <= delta
+    """The claim made a guarantee for groups of m rows, at the claim's delta: for full batches
+    (sample rate 1), the claim at noise multiplier sigma / m (m rows move the sum by m C); with
+    another base, eps_m = m eps(delta_1) for a delta_1 with m e^((m-1) eps(delta_1)) delta_1 <= delta
     (group privacy of (eps, delta)-DP); from the claimed number alone, (m eps, m e^((m-1) eps)
     delta)."""
     delta = ctx.delta
+    if ctx.base is not None and delta is not None and ctx.base.sample_rate >= 1:
+        # every row in every step: m rows move the clipped sum by m C, noise sigma C
+        sigma = ctx.base.noise_multiplier / m
+        effect = ctx.claim_epsilon(noise_multiplier=sigma)
+        return effect, f"the claim for {m} rows: full batches at noise multiplier {sigma:.4g}"
     if ctx.base is not None and delta is not None:
         curve = claim_curve(ctx.base, ctx.rounds)
         first = curve(delta / m)
@@ -310,5 +328,10 @@ def group_epsilon(ctx: Context, m: int) -> tuple[float | None, str]:
     if ctx.claim is not None and delta is not None:
         eps = float(ctx.claim)
         group_delta = m * math.exp(min((m - 1) * eps, 700.0)) * delta
+        if group_delta >= 1:
+            return math.inf, (
+                f"group privacy for {m} rows: the claimed ({eps:g}, {delta:g}) alone gives no "
+                f"guarantee (delta {group_delta:.3g} >= 1); pass base= for the run's accounting"
+            )
         return m * eps, f"group privacy for {m} rows, at delta {group_delta:.3g} (not {delta:g})"
     return None, "not computed: no claim or run to scale (pass claim= and delta=)"
