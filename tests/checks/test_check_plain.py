@@ -175,3 +175,25 @@ def test_bad_arguments_name_the_field():
     with pytest.raises(ConfigError, match="claim"):
         check_pipeline(claim=-1)
     assert check_pipeline() == []
+
+
+def test_objects_of_other_kinds_are_read_as_nothing():
+    """Not a model, an optimizer, a loader, a dataset or a release: no finding, no crash."""
+    found = check_pipeline(
+        model=object(), optimizers=[object(), "sgd"], data_loader="abc", dataset="abc",
+        release={"runs": ["a", "b"]}, delta=DELTA,
+    )  # fmt: skip
+    assert found == []
+    assert check_pipeline(dataset=[("a", 1), ("b", 2)]) == []
+
+
+def test_the_probe_reads_rows_of_token_ids():
+    tokens = torch.randint(0, 10, (32, 4), generator=torch.Generator().manual_seed(0))
+    dataset = torch.utils.data.TensorDataset(tokens, torch.zeros(32))
+    model = torch.nn.Sequential(
+        torch.nn.Embedding(10, 2), torch.nn.Flatten(), torch.nn.BatchNorm1d(8)
+    )
+    (finding,) = check_pipeline(model=model, dataset=dataset)
+    assert finding.check == "data_dependent_state" and "2.running_mean" in finding.message
+    plain = torch.nn.Sequential(torch.nn.Embedding(10, 2), torch.nn.Flatten())
+    assert check_pipeline(model=plain, dataset=dataset) == []

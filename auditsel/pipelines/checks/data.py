@@ -3,7 +3,8 @@
 * `data_dependent_state`: model state that is not a trained parameter but changes with the
   data, found by a documented, seeded, bounded probe on two datasets that differ in one row:
   D, the first `PROBE_ROWS` rows of the training set, and D', the same rows with row 0 replaced
-  by row 0 plus seeded Gaussian noise of 10 times each feature's spread (seed `PROBE_SEED`).
+  by row 0 plus seeded Gaussian noise of 10 times each feature's spread plus 1 (seed
+  `PROBE_SEED`; rows of integers, such as token ids, get row 1's values instead).
   (1) The model runs forward in training mode, under `torch.no_grad` and with torch's random
   state saved and restored, over D and over D' in batches of `PROBE_BATCH`, each from the
   model's own state; a buffer or a numeric module attribute that ends differently (BatchNorm's
@@ -81,10 +82,11 @@ def _indexed(dataset: Any) -> list[np.ndarray] | None:
         return None
     items = [item if isinstance(item, (tuple, list)) else (item,) for item in items]
     try:
-        return [np.stack([np.asarray(_array(x) if _array(x) is not None else x) for x in part])
-                for part in zip(*items)]  # fmt: skip
+        parts = [np.stack([np.asarray(_array(x) if _array(x) is not None else x) for x in part])
+                 for part in zip(*items)]  # fmt: skip
     except (TypeError, ValueError):
         return None
+    return parts if all(p.dtype.kind in "fiub" for p in parts) else None  # rows of numbers
 
 
 # --- (1) and (2): state that changes with the data ----------------------------------------------
@@ -137,10 +139,17 @@ def _forward_pass(model: Any, rows: Any, torch: Any) -> dict[str, np.ndarray] | 
 
 
 def _neighbours(features: np.ndarray, torch: Any) -> tuple[Any, Any]:
-    """D (the first PROBE_ROWS rows) and D' (row 0 moved by seeded noise, 10 spreads)."""
-    rows = torch.as_tensor(np.asarray(features[:PROBE_ROWS]), dtype=torch.float32)
+    """D (the first PROBE_ROWS rows) and D' (row 0 moved by seeded noise of 10 spreads; rows of
+    integers, such as token ids, get row 1's values instead)."""
+    head = np.asarray(features[:PROBE_ROWS])
+    if head.dtype.kind != "f":
+        rows = torch.as_tensor(head)
+        other = rows.clone()
+        other[0] = rows[1]
+        return rows, other
+    rows = torch.as_tensor(head, dtype=torch.float32)
     other = rows.clone()
-    spread = rows.std(dim=0) if len(rows) > 1 else torch.ones_like(rows[0])
+    spread = rows.std(dim=0)
     noise = torch.randn(rows[0].shape, generator=torch.Generator().manual_seed(PROBE_SEED))
     other[0] = rows[0] + 10 * (spread + 1) * noise
     return rows, other
