@@ -23,12 +23,15 @@
   at the claim's delta; from the claimed number alone, that guarantee at its larger delta, or
   none when that delta reaches 1).
 
-Both read at most `MAX_ROWS` rows of a dataset that is not one array.
+Both read at most `MAX_ROWS` rows of a dataset that is not arrays (an indexable dataset is read
+item by item); (2) compares statistics only when the features hold at most `MAX_STAT_VALUES`
+numbers (larger sets, such as images, are not compared).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -38,6 +41,7 @@ from auditsel.pipelines.checks.finding import BREAKS, WARNING, Context, Finding,
 
 __all__ = [
     "MAX_ROWS",
+    "MAX_STAT_VALUES",
     "PROBE_BATCH",
     "PROBE_ROWS",
     "PROBE_SEED",
@@ -46,7 +50,8 @@ __all__ = [
 ]
 
 PROBE_ROWS, PROBE_BATCH, PROBE_SEED = 256, 64, 0
-MAX_ROWS = 1_000_000
+MAX_ROWS = 100_000
+MAX_STAT_VALUES = 20_000_000
 _STAT_RTOL, _STAT_ATOL = 1e-4, 1e-6
 
 
@@ -224,6 +229,8 @@ def _fitted_in_model(model: Any) -> Iterator[tuple[str, np.ndarray]]:
 
 
 def _stored_statistics(ctx: Context, features: np.ndarray, moved: set[str]) -> list[Finding]:
+    if features.size > MAX_STAT_VALUES:
+        return []
     stats = _statistics(features)
     rows_other = np.array(features, dtype=float, copy=True).reshape(len(features), -1)
     rows_other[0] += 10 * (rows_other.std(0) + 1)
@@ -264,9 +271,17 @@ def _stored_statistics(ctx: Context, features: np.ndarray, moved: set[str]) -> l
     ]
 
 
+def _columns(ctx: Context) -> list[np.ndarray] | None:
+    """`columns(ctx.dataset)`, read once per check_pipeline call."""
+    if "columns" not in ctx.cache:
+        ctx.cache["columns"] = columns(ctx.dataset)
+    found: list[np.ndarray] | None = ctx.cache["columns"]
+    return found
+
+
 def data_dependent_state(ctx: Context) -> list[Finding]:
     """(1) state updated by a forward pass, (2) stored statistics of the data (docstring)."""
-    data = columns(ctx.dataset)
+    data = _columns(ctx)
     if not data or data[0].ndim < 2 or len(data[0]) < 2:
         return []
     features = data[0]
@@ -282,11 +297,12 @@ def data_dependent_state(ctx: Context) -> list[Finding]:
 
 def duplicates(ctx: Context) -> list[Finding]:
     """Exact duplicate rows: a warning with the group-privacy epsilon of the largest group."""
-    data = columns(ctx.dataset)
+    data = _columns(ctx)
     if not data or any(len(part) != len(data[0]) for part in data) or len(data[0]) < 2:
         return []
-    rows = np.hstack([np.asarray(p, dtype=float).reshape(len(p), -1) for p in data])
-    _, counts = np.unique(rows, axis=0, return_counts=True)
+    parts = [np.ascontiguousarray(p).reshape(len(p), -1) for p in data]
+    seen = Counter(b"".join(p[i].tobytes() for p in parts) for i in range(len(parts[0])))
+    counts = np.array(list(seen.values()))
     m = int(counts.max())
     if m < 2:
         return []

@@ -106,6 +106,7 @@ class Context:
     base: DpsgdBase | None = None
     history: list[tuple[float, float, int]] = field(default_factory=list)
     mechanism: str | None = None
+    cache: dict[str, Any] = field(default_factory=dict)  # what the checks read once
 
     def __post_init__(self) -> None:
         read = None if self.engine is None else read_history(self.engine)
