@@ -86,6 +86,8 @@ _SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("auditsel.pipelines.audit_options", "AuditOptions ExecutionOptions ReportOptions"),
             ("auditsel.pipelines.canaries", "InputCanary* GradientCanary*"),
             ("auditsel.pipelines.opacus", "from_opacus OpacusRun*"),
+            ("auditsel.pipelines.checks.runner", "check_pipeline"),
+            ("auditsel.pipelines.checks.finding", "Finding*"),
             ("auditsel.pipelines.pipeline_plan", "plan_pipeline PipelinePlan*"),
             ("auditsel.pipelines.sequential", "audit_until_refuted"),
             ("auditsel.pipelines.one_run_pipeline", "audit_pipeline_one_run CanarySet*"),
@@ -168,6 +170,8 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers
     from auditsel.pipelines.audit_options import ReportOptions as ReportOptions
     from auditsel.pipelines.canaries import GradientCanary as GradientCanary
     from auditsel.pipelines.canaries import InputCanary as InputCanary
+    from auditsel.pipelines.checks.finding import Finding as Finding
+    from auditsel.pipelines.checks.runner import check_pipeline as check_pipeline
     from auditsel.pipelines.one_run_pipeline import CanarySet as CanarySet
     from auditsel.pipelines.one_run_pipeline import audit_pipeline_one_run as audit_pipeline_one_run
     from auditsel.pipelines.opacus import OpacusRun as OpacusRun

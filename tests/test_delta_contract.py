@@ -114,6 +114,8 @@ def _cases() -> dict[str, Case]:
     from auditsel.games.worst_case import DpsgdWorstCase
     from auditsel.mechanisms import gaussian_epsilon, gaussian_mu
     from auditsel.pipelines.canaries import InputCanary
+    from auditsel.pipelines.checks.release import released_runs_epsilon
+    from auditsel.pipelines.checks.runner import check_pipeline
     from auditsel.pipelines.one_run_pipeline import audit_pipeline_one_run
     from auditsel.pipelines.opacus import from_opacus
     from auditsel.pipelines.own_protocol import audit_protocol
@@ -253,6 +255,13 @@ def _cases() -> dict[str, Case]:
         "auditsel.pipelines.opacus.from_opacus": Case(
             lambda d: from_opacus(_NoEngine(), optimizer=None, data_loader=None, delta=d),
             at_zero=RAISES,  # Opacus's accountants need delta > 0
+        ),
+        "auditsel.pipelines.checks.runner.check_pipeline": Case(
+            lambda d: check_pipeline(delta=d),
+            at_zero=RAISES,  # the claim's delta, in (0, 1)
+        ),
+        "auditsel.pipelines.checks.release.released_runs_epsilon": Case(
+            lambda d: released_runs_epsilon(DpsgdBase(4.0, 4, 1.0), Poisson(3), d)
         ),
         "auditsel.pipelines.pipeline.audit_pipeline": Case(
             lambda d: (
@@ -430,6 +439,7 @@ EXEMPT = {
     "auditsel.accounting.interval.TuningEpsilon.__init__": "a result record",
     "auditsel.accounting.panel.Panel.__init__": "a result record",
     "auditsel.pipelines.opacus.OpacusRun.__init__": "a result record",
+    "auditsel.pipelines.checks.finding.Context.__init__": "built by check_pipeline, which checks",
     "auditsel.pipelines.pipeline.PipelineAudit.__init__": "a result record",
     "auditsel.pipelines.one_run_pipeline.OneRunPipelineAudit.__init__": "a result record",
     "auditsel.experiments.config.parse_base": "the config's delta, checked where it is read "

@@ -240,6 +240,7 @@ SLOW_PAGES = {
     "docs/howto/one-run-audits.md",
     "docs/howto/audit-scores.md",
     "docs/howto/audit-a-hand-written-dpsgd-loop.md",
+    "docs/howto/check-your-pipeline.md",
 }
 
 

@@ -1,6 +1,7 @@
 """Command line: `auditsel run [CONFIG] [--out DIR] [--trials N] [--seed S] [--jobs J]`,
 `auditsel audit-pipeline MODULE:FUNCTION|PIPELINE.yaml [--canary ...] [--games N] [--jobs J]`,
-`auditsel plan CONFIG|MODULE:FUNCTION|PIPELINE.yaml`, `auditsel calibrate CONFIG`,
+`auditsel check MODULE:FUNCTION`, `auditsel plan CONFIG|MODULE:FUNCTION|PIPELINE.yaml`,
+`auditsel calibrate CONFIG`,
 `auditsel reproduce NAME`, `auditsel audit-scores FILE`.
 
 One module per command (`auditsel.cli.command_*`: `add_parser(subparsers)` declares its
@@ -17,8 +18,9 @@ the docs' CLI reference reads) and turns every outcome into an exit code (docs/r
 * 141 stdout was closed by its reader (`auditsel ... | head`): quiet, as Unix tools are;
 * 1 internal failure (a bug, e.g. a root finder that fails inside a bound): one line saying so
   and naming the file the traceback was written to; nothing half-written either.
-* 3 `audit-pipeline --claim EPS` only: the audit ran and refuted the claim (eps_L > EPS at the
-  stated confidence); everything was written as for 0.
+* 3 `audit-pipeline --claim EPS`: the audit ran and refuted the claim (eps_L > EPS at the
+  stated confidence), everything written as for 0; `check`: a check found that the pipeline's
+  objects break the claim.
 * 130 interrupted (Ctrl-C): the checkpoints stay, rerunning the command resumes.
 
 Anything raised inside the user's own pipeline (importing it, tune, score, data, canary;
@@ -50,6 +52,7 @@ from auditsel.cli import (
     command_audit_pipeline,
     command_audit_scores,
     command_calibrate,
+    command_check,
     command_plan,
     command_reproduce,
     command_run,
@@ -96,6 +99,7 @@ COMMANDS = (
     command_run,
     command_reproduce,
     command_audit_pipeline,
+    command_check,
     command_plan,
     command_calibrate,
     command_audit_scores,

@@ -11,8 +11,10 @@ user's own code is the user's input: one line naming the function, the line and 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,10 +22,11 @@ from auditsel.cli.exit_status import EXIT_REFUTED, UsageError
 from auditsel.cli.option_types import DEFAULT_OUT, int_option, parse_rounds_option, unit_interval
 from auditsel.cli.pipeline_options import add_pipeline_options, load_pipeline_spec, user_argv
 from auditsel.errors import ConfigError
-from auditsel.files import check_output_path
+from auditsel.files import atomic_write_text, check_output_path
 from auditsel.games.backends import BACKENDS
 
 if TYPE_CHECKING:
+    from auditsel.pipelines.checks import Finding
     from auditsel.pipelines.pipeline import Pipeline, PipelineAudit
 
 __all__ = ["NAME", "add_parser", "run"]
@@ -103,6 +106,12 @@ def _claim_and_stop_options(pipe: argparse.ArgumentParser) -> None:
         "epsilon Opacus reports for it",
     )
     pipe.add_argument(
+        "--accept",
+        action="store_true",
+        help="with --opacus: audit even when a check before the games finds that the run "
+        "breaks the claim (the findings are recorded in result.json)",
+    )
+    pipe.add_argument(
         "--fresh",
         action="store_true",
         help="start over: delete the checkpoints of --out first (nothing is resumed)",
@@ -126,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
     spec = load_pipeline_spec(args)
     options = {**DEFAULTS, **spec.settings}  # the command line's, then the YAML's, then these
     options.update(_claim_options(args, options))
+    findings = options.pop("findings", None)  # --opacus: the checks before the games
     tune_name = getattr(spec.pipeline.tune, "__name__", "pipeline")
     out = args.out if args.out is not None else Path(DEFAULT_OUT) / tune_name
     check_output_path(out, "--out")  # audit_pipeline claims it (locked; cleaned on failure)
@@ -141,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--out", err.message) from None
         raise
     out_dir = Path(out)
+    if findings is not None:
+        _record_findings(out_dir, findings, accepted=any(f.severity == "breaks" for f in findings))
     if audit.resumed_games and not args.early_stop:
         print(
             f"auditsel: resumed {audit.resumed_games:,} of {audit.games:,} games from "
@@ -234,11 +246,13 @@ def _claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[st
                 f"data_loader), got {type(made).__name__}"
             ) from None
         run = from_opacus(engine, optimizer=optimizer, data_loader=loader, delta=delta)
+        _refuse_broken_claim(args, run.findings)
         claim = options.get("claimed_epsilon")
         return {
             "base": run.base,
             "rounds": rounds,
             "claimed_epsilon": run.claimed_epsilon if claim is None else claim,
+            "findings": run.findings,
         }
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.config import load_yaml_text, parse_base
@@ -249,6 +263,31 @@ def _claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[st
     except ConfigError as err:
         raise UsageError(f"--base: {err}") from None
     return {"base": base, "rounds": rounds}
+
+
+def _refuse_broken_claim(args: argparse.Namespace, findings: Sequence[Finding]) -> None:
+    """Print the checks' findings (before the plan and the games); refuse a claim that one
+    breaks unless --accept (exit 2: fix the pipeline, or accept knowingly)."""
+    for finding in findings:
+        print(finding.line(), file=sys.stderr if args.quiet else sys.stdout)
+    broken = [f for f in findings if f.severity == "breaks"]
+    if broken and not args.accept:
+        raise UsageError(
+            f"--opacus: {len(broken)} check(s) before the games find that the run breaks the "
+            f"claim (the first: {broken[0].obj}, see above); fix the pipeline, or pass --accept "
+            f"to audit it anyway (recorded in result.json)"
+        )
+
+
+def _record_findings(out_dir: Path, findings: Sequence[Finding], accepted: bool) -> None:
+    """result.json's `checks`: the findings of the checks before the games and whether the
+    claim was audited although one breaks it (--accept)."""
+    path = out_dir / "result.json"
+    if not path.is_file():
+        return
+    result = json.loads(path.read_text())
+    result["checks"] = {"findings": [f.to_dict() for f in findings], "accepted": accepted}
+    atomic_write_text(path, json.dumps(result, indent=2, allow_nan=False) + "\n")
 
 
 def _start_over(out: Path) -> None:

@@ -24,6 +24,10 @@ and its `DPDataLoader`), `from_opacus` returns
   With `assume="monotone_score"`, `interval` and `tuning_epsilon` are [XWW24]'s under that
   assumption instead (the interval says so: `interval.assumption`).
 
+* `findings`: what `auditsel.check_pipeline` finds in the engine, optimizer and loader (the
+  checks before games: a shuffled loader under Poisson accounting, per-layer clipping under a
+  flat noise, ...), each with its fix; a finding that breaks the claim is also a note.
+
 Nothing here imports Opacus: the engine, optimizer and loader are read through their public
 attributes (`accountant.history`, `accountant.mechanism()`, `get_epsilon`,
 `optimizer.noise_multiplier`, `data_loader.sample_rate`).
@@ -40,6 +44,7 @@ from auditsel.accounting.interval import Interval, check_assume
 from auditsel.accounting.panel import panel
 from auditsel.errors import ConfigError, integer, number
 from auditsel.mechanisms import DpsgdBase
+from auditsel.pipelines.checks import BREAKS, Finding, check_pipeline
 from auditsel.rounds import RoundsLaw
 
 __all__ = ["OpacusRun", "from_opacus"]
@@ -65,6 +70,8 @@ class OpacusRun:
     notes: tuple[str, ...] = ()
     #: tau = 1: the reduced game's values, under [XWW24]'s monotone-score assumption
     monotone_score: Mapping[str, float | None] = field(default_factory=dict)
+    #: the checks before games on the engine, optimizer and loader (`check_pipeline`)
+    findings: tuple[Finding, ...] = ()
 
     @property
     def tuning_epsilon(self) -> float | None:
@@ -91,6 +98,7 @@ class OpacusRun:
             "monotone_score": dict(self.monotone_score),
             "interval": None if self.interval is None else self.interval.to_dict(),
             "notes": list(self.notes),
+            "findings": [f.to_dict() for f in self.findings],
         }
 
 
@@ -162,6 +170,14 @@ def from_opacus(
         )
     base = DpsgdBase(sigma, steps, min(rate, 1.0), _ACCOUNTANT.get(mechanism, "pld"))
     notes = list(_NOTES.get(mechanism, ()))
+    findings = check_pipeline(
+        optimizers=[optimizer],
+        data_loader=data_loader,
+        engine=privacy_engine,
+        delta=delta,
+        rounds=rounds if isinstance(rounds, RoundsLaw) else None,
+    )
+    notes += [f"breaks the claim: {f.message}" for f in findings if f.severity == BREAKS]
     tuning = _tuning_fields(base, rounds, delta, assume)
     return OpacusRun(
         base=base,
@@ -177,6 +193,7 @@ def from_opacus(
         interval=tuning["interval"],
         notes=tuple(notes + tuning["notes"]),
         monotone_score=tuning["monotone_score"],
+        findings=tuple(findings),
     )
 
 
@@ -215,7 +232,9 @@ def _claim(
         raise ConfigError(
             "optimizer",
             f"noise multiplier {sigma:g} differs from the {sigma_run:g} the engine's "
-            f"accountant recorded: pass the optimizer of this engine",
+            f"accountant recorded: the engine's claim is not for noise {sigma:g}; pass the "
+            f"engine whose make_private returned this optimizer (the accountant of the run "
+            f"that trained), or train with the noise multiplier the claim assumes",
         )
     steps = sum(n for _, _, n in history)
     return float(privacy_engine.get_epsilon(delta)), steps, rate

@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
+
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import batch_clipping
 from auditsel.reproductions.bugzoo import correct_opacus as reference
@@ -48,3 +50,24 @@ def final_model_mu() -> float:
     final model is N(mu, 1) against N(0, 1) along it, mu = EPOCHS / (NOISE sqrt(steps))."""
     steps = EPOCHS * TRAIN[0].shape[0] // BATCH
     return EPOCHS / (NOISE * math.sqrt(steps))
+
+
+def pipeline_objects(seed: int = 0) -> dict[str, Any]:
+    """The objects of one seeded run of this pipeline's training, for `auditsel check` (keys:
+    the keyword arguments of `auditsel.check_pipeline`)."""
+    torch.manual_seed(seed)
+    model, engine, optimizer, loader = reference.train(
+        TRAIN, reference.LEARNING_RATES[0], CANARY, poisson_sampling=False
+    )
+    delta = 1e-5
+    return {
+        "model": model,
+        "optimizers": [optimizer],
+        "data_loader": loader,
+        "engine": engine,
+        "rounds": reference.Poisson(reference.MEAN_RUNS),  # the law correct_opacus claims
+        "delta": delta,
+        "dataset": loader.dataset,
+        "release": None,
+        "claim": None,
+    }

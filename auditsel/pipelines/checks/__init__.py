@@ -1,0 +1,25 @@
+"""Checks before games: the bugs a black-box game cannot see, read from the pipeline's objects.
+
+`check_pipeline(model=..., optimizers=..., data_loader=..., engine=..., rounds=..., delta=...,
+dataset=..., release=..., claim=..., base=...)` reads the objects of one run of your training
+(each optional; keyword-only) and returns a list of `Finding`s, each naming the object that
+contradicts the claim, how, the claim's epsilon as the bug changes it where it can be computed,
+and the fix (docs/howto/check-your-pipeline.md). The checks, in order (`CHECKS`):
+
+* `parameters_outside_dp`, `sampling`, `settings`, `per_layer_clipping`
+  (`auditsel.pipelines.checks.training`: optimizers, loader, accountant);
+* `data_dependent_state`, `duplicates` (`auditsel.pipelines.checks.data`: the one-row probe and
+  the dataset's rows);
+* `release_runs` (`auditsel.pipelines.checks.release`: one release of `tune`).
+
+They read public torch and Opacus attributes only (`param_groups`, `noise_multiplier`,
+`max_grad_norm`, `max_grad_norms`, `sample_rate`, `batch_sampler`, `accountant.history`,
+`get_epsilon`, buffers) and never import Opacus, so a plain torch loop is checked with what it
+has. Nothing is trained: the one model run is the probe of `data_dependent_state`, forward
+passes with the state restored. A correct pipeline gets no finding.
+"""
+
+from auditsel.pipelines.checks.finding import BREAKS, WARNING, Finding
+from auditsel.pipelines.checks.runner import CHECKS, check_pipeline
+
+__all__ = ["BREAKS", "CHECKS", "WARNING", "Finding", "check_pipeline"]

@@ -1,0 +1,87 @@
+"""`check_pipeline`: every check of `auditsel.pipelines.checks` on one run's objects, in order
+(`CHECKS`); the package's docstring and docs/howto/check-your-pipeline.md say what each finds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from auditsel.errors import ConfigError, number
+from auditsel.mechanisms import DpsgdBase
+from auditsel.pipelines.checks.data import data_dependent_state, duplicates
+from auditsel.pipelines.checks.finding import BREAKS, Context, Finding
+from auditsel.pipelines.checks.release import release_runs
+from auditsel.pipelines.checks.training import (
+    parameters_outside_dp,
+    per_layer_clipping,
+    sampling,
+    settings,
+)
+from auditsel.rounds import RoundsLaw
+
+__all__ = ["CHECKS", "check_pipeline"]
+
+#: name -> check, in the order they run
+CHECKS: dict[str, Callable[[Context], list[Finding]]] = {
+    "parameters_outside_dp": parameters_outside_dp,
+    "sampling": sampling,
+    "settings": settings,
+    "per_layer_clipping": per_layer_clipping,
+    "data_dependent_state": data_dependent_state,
+    "duplicates": duplicates,
+    "release_runs": release_runs,
+}
+
+
+def check_pipeline(
+    *,
+    model: Any = None,
+    optimizers: Sequence[Any] | Any = None,
+    data_loader: Any = None,
+    engine: Any = None,
+    rounds: RoundsLaw | None = None,
+    delta: float | None = None,
+    dataset: Any = None,
+    release: Any = None,
+    claim: float | None = None,
+    base: DpsgdBase | None = None,
+) -> list[Finding]:
+    """The findings of every check on the objects of one run of your training.
+
+    Args:
+        model: the trained model (a torch module; Opacus's wrapped module too).
+        optimizers: every optimizer the training used (one, or a list): Opacus's DPOptimizer
+            and any plain one beside it.
+        data_loader: the loader that fed the training.
+        engine: the `opacus.PrivacyEngine` (its accountant's history), or None.
+        rounds: the law of K the claim assumes (None: the claim is for one run).
+        delta: the claim's delta, in (0, 1).
+        dataset: the training rows (a torch Dataset, arrays; default: the loader's dataset).
+        release: one release of your `tune` (what is published).
+        claim: the claimed epsilon.
+        base: one run as a DpsgdBase, when there is no engine to read it from.
+
+    Returns:
+        The findings, "breaks" ones first; empty when no check finds anything.
+
+    Raises:
+        auditsel.errors.ConfigError: a bad `delta`, `claim`, `rounds` or `base`.
+    """
+    if delta is not None:
+        delta = number(delta, "delta", 0, 1, lo_open=True, hi_open=True)
+    if claim is not None:
+        claim = number(claim, "claim", 0, float("inf"))
+    if rounds is not None and not isinstance(rounds, RoundsLaw):
+        raise ConfigError("rounds", "must be a law of K (auditsel.Poisson(3), ...) or None")
+    if base is not None and not isinstance(base, DpsgdBase):
+        raise ConfigError("base", "must be an auditsel.DpsgdBase or None")
+    if optimizers is None:
+        optimizers = []
+    elif not isinstance(optimizers, (list, tuple)):
+        optimizers = [optimizers]
+    ctx = Context(
+        model=model, optimizers=list(optimizers), data_loader=data_loader, engine=engine,
+        rounds=rounds, delta=delta, dataset=dataset, release=release, claim=claim, base=base,
+    )  # fmt: skip
+    findings = [finding for check in CHECKS.values() for finding in check(ctx)]
+    return sorted(findings, key=lambda f: f.severity != BREAKS)
