@@ -142,11 +142,11 @@ is the smallest eps with delta_low(eps) <= delta (inf when some U_k > delta has 
 fixed output of K = 0 has the same mass on both sides and adds nothing for eps >= 0.
 
 Assumptions A1-A3 are the only ones: floating-point accuracy of scipy's log_ndtr, of
-`auditsel.portable`'s exp/log/expm1/log1p (float64 and longdouble) and of pocketfft, each with a
+`accounting.portable`'s exp/log/expm1/log1p (float64 and longdouble) and of pocketfft, each with a
 safety factor; the tests compare them with mpmath and with direct convolution.
 
 The same number on every CPU. Every exp, log, expm1, log1p and logsumexp here and in the score
-search is `auditsel.portable`'s (IEEE basic operations only: the same bits whatever the vector
+search is `accounting.portable`'s (IEEE basic operations only: the same bits whatever the vector
 unit; numpy's own float64 exp and log round differently with AVX-512 and without), the FFT is
 scipy's pocketfft in longdouble on one thread at a length fixed by the step, and sums run in
 numpy's fixed order (pairwise sums and cumulative sums of one thread; no BLAS). The decisions
@@ -182,7 +182,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, ndtri
 
-from auditsel import portable as pm
+from auditsel.accounting import portable as pm
 from auditsel.accounting.exact import exact_epsilon, privacy_curve
 from auditsel.accounting.score_search import (
     DEFAULT_RESOLUTION,

@@ -84,7 +84,7 @@ from functools import partial
 import numpy as np
 from numpy.typing import ArrayLike
 
-from auditsel import portable as pm
+from auditsel.accounting import portable as pm
 from auditsel.numerics import FloatArray, check_deltas
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import BucketScore

@@ -2,7 +2,7 @@
 interval-widths row (DP-SGD noise 1.5, 8,400 steps, rate 0.003, Poisson(19)) and the README's
 example (noise 1, 1,000 steps, rate 0.01, Poisson(10)), recomputed in a fresh interpreter whose
 numpy runs without AVX-512 ("avx2") or without any dispatched SIMD and with the C library's
-non-FMA kernels ("none"), print the same digits as here and as committed; auditsel.portable's
+non-FMA kernels ("none"), print the same digits as here and as committed; auditsel.accounting.portable's
 functions give the same bits. Before the fix the row read 1.9654 with AVX-512 and 1.9049 under
 the avx2 profile (the merge cut its tails from FFT noise, and numpy's exp and log round
 differently with AVX-512).
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from auditsel import portable as pm
+from auditsel.accounting import portable as pm
 from auditsel.accounting.attack import attack_epsilon, label_laws
 from auditsel.accounting.score_search import TAIL, merge_buckets
 from auditsel.mechanisms import DpsgdBase

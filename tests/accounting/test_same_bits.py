@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditsel import portable as pm
 from auditsel.accounting import exact, improved
+from auditsel.accounting import portable as pm
 from auditsel.accounting.attack import gaussian_label_laws
 from auditsel.accounting.score_search import COMBOS, SHAPES, ScoreSearch, merge_buckets
 from auditsel.rounds import Binomial, Poisson, TruncatedNegativeBinomial, TwoPoint

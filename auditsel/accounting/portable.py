@@ -14,7 +14,7 @@ float64 and in numpy's longdouble (x87 extended precision, whose basic operation
 correctly rounded). They cost 10 to 30 times numpy's vectorised exp: meant for the
 attack's arrays (10^4 to 10^5 entries), not for sampling games.
 
-Accuracy (relative, tested against mpmath in tests/test_portable.py): exp and log within 4
+Accuracy (relative, tested against mpmath in tests/accounting/test_portable.py): exp and log within 4
 units in the last place (u) of the working precision, expm1 and log1p within 8, logaddexp and
 logsumexp as their parts; the error budgets that use them (`attack.STEP_REL`, `score_search.LAW_REL`) allow
 hundreds. Range reduction: exp(x) = 2^k exp(r), r = x - k ln 2 with ln 2 in two parts (the

@@ -1,4 +1,4 @@
-"""auditsel.portable: exp, log, expm1, log1p, logaddexp and logsumexp within the accuracy its
+"""auditsel.accounting.portable: exp, log, expm1, log1p, logaddexp and logsumexp within the accuracy its
 docstring states (against mpmath at 200 bits, inputs and results converted exactly), in float64
 and longdouble, with numpy's special values; that they give the same bits on another vector
 unit is tests/accounting/test_cpu_profiles.py's (slow) check."""
@@ -9,7 +9,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from auditsel import portable as pm
+from auditsel.accounting import portable as pm
 
 mpmath.mp.prec = 200
 DTYPES = [np.float64, np.longdouble]
