@@ -193,6 +193,7 @@ from auditsel.accounting.score_search import (
     LabelLaws,
     ScoreSearch,
     SearchResult,
+    enclose_order,
     enclose_winner,
     merge_buckets,
     order_winner_laws,
@@ -225,6 +226,7 @@ __all__ = [
     "gaussian_label_laws",
     "run_labels",
     "winner_bucket_laws",
+    "winner_bucket_bounds",
     "STRATEGIES",
     "METHODS",
     "LABEL_STEP",
@@ -1143,7 +1145,9 @@ def winner_bucket_laws(
     change the winner's bucket): (pmf on X, pmf on X'), one entry per bucket of `score`, each
     summing to 1 - P[K = 0] (the fixed output of K = 0 is in no bucket). Sampling-free: a game
     compares its Monte Carlo counts with it. Gaussian bases: label or output units, masses on
-    the score's own buckets; other bases: the labelled run (label units, `label_step`)."""
+    the score's own buckets; other bases: the labelled run (label units, `label_step`). Point
+    values: a far-tail entry of a composed run can be FFT round-off; `winner_bucket_bounds`
+    encloses every entry."""
     pair = as_pair(pair, "pair")
     why = attack_applies(pair)
     if why is not None:
@@ -1174,3 +1178,67 @@ def winner_bucket_laws(
     n = len(score.ranks)
     order = np.lexsort((np.arange(n), np.asarray(score.ranks, dtype=float)))
     return order_winner_laws(masses, order, law)
+
+
+def _bucket_masses(
+    pair: MechanismPair, score: BucketScore, label_step: float | None
+) -> tuple[tuple[np.ndarray, np.ndarray, float, int], ...]:
+    """Per side (X, X'): the computed masses of the score's buckets (longdouble sums, in
+    order), entry-wise upper bounds on the true ones, and the L1 distance between the two
+    (`winner_bucket_bounds`), with the number of label positions a bucket sums."""
+    edges = np.asarray(score.edges, dtype=float)
+    n = len(score.ranks)
+    red = pair.reduced() if pair.reduction_is_exact else None
+    if isinstance(red, GaussianBase):
+        x = edges if score.unit == "output" else (edges + 0.5 * red.mu**2) / red.mu
+        if not np.all(np.diff(x) > 0) or not np.all(np.isfinite(x)):
+            raise ConfigError("score.edges", "finite cut points, distinct in output units")
+        g = gaussian_label_laws(red.mu, n, x)
+        return tuple((g.laws[b], g.upper[b], g.error[b], 1) for b in (0, 1))
+    if isinstance(red, FiniteOutputBase) and score.unit == "output":
+        buckets = score.bucket(np.arange(len(red.law(0))))
+        out: list[tuple[np.ndarray, np.ndarray, float, int]] = []
+        for b in (0, 1):
+            v = np.asarray(red.law(b), dtype=float)
+            sums = np.zeros(n, dtype=np.longdouble)
+            np.add.at(sums, buckets, v.astype(np.longdouble))
+            out.append((sums, sums.astype(float) * (1 + 4 * U64), 4 * len(v) * U64, len(v)))
+        return tuple(out)
+    if score.unit != "label":
+        raise ConfigError("score.unit", "label for this base (its runs are labelled)")
+    step, steps = _pair_run(pair, label_step)
+    run = compose(step, steps)
+    buckets = score.bucket(run.labels())
+    upper = _true_upper(run)
+    count = int(np.max(np.bincount(buckets, minlength=n)))
+    sides: list[tuple[np.ndarray, np.ndarray, float, int]] = []
+    for b in (0, 1):
+        sums = np.zeros(n, dtype=np.longdouble)
+        np.add.at(sums, buckets, run.laws[b])
+        hi = np.bincount(buckets, upper[b], n) * (1 + (count + 1) * U64)
+        sides.append((sums, hi, float(run.error[b]), count))
+    return tuple(sides)
+
+
+def winner_bucket_bounds(
+    pair: MechanismPair, law: RoundsLaw, score: BucketScore, *, label_step: float | None = None
+) -> tuple[tuple[FloatArray, FloatArray], tuple[FloatArray, FloatArray]]:
+    """Rigorous enclosures of the winner's bucket law that `winner_bucket_laws` gives as point
+    values: ((lower, upper) on X, (lower, upper) on X'), one entry per bucket of `score`, each
+    true mass between its two ends. `winner_bucket_laws`'s far-tail entries of a composed run
+    (DP-SGD, Laplace) can be FFT round-off (say 1e-17 where the truth is 1e-30); here they are
+    [0, a rigorous upper bound]: the computed law's L1 error and the entry-wise true upper
+    bounds of the attack (module docstring, items 2 and 3; `score_search.enclose_order`)."""
+    pair = as_pair(pair, "pair")
+    why = attack_applies(pair)
+    if why is not None:
+        raise ConfigError("pair", why)
+    if not isinstance(score, BucketScore):
+        raise ConfigError("score", "must be a BucketScore (AttackValue.score)")
+    n = len(score.ranks)
+    order = np.lexsort((np.arange(n), np.asarray(score.ranks, dtype=float)))
+    sides = [
+        enclose_order(masses, upper, error, order, law, positions)
+        for masses, upper, error, positions in _bucket_masses(pair, score, label_step)
+    ]
+    return sides[0], sides[1]

@@ -100,6 +100,7 @@ __all__ = [
     "enclose_winner",
     "true_winner_upper",
     "order_winner_laws",
+    "enclose_order",
     "direction_pieces",
     "pieces_epsilons",
     "pieces_deltas",
@@ -357,6 +358,39 @@ def order_winner_laws(
         pmf[order] = np.maximum(val, 0.0)
         out.append(pmf)
     return out[0], out[1]
+
+
+def enclose_order(
+    masses: FloatArray,
+    upper: FloatArray,
+    error: float,
+    order: ArrayLike,
+    law: RoundsLaw,
+    positions: int = 0,
+) -> tuple[FloatArray, FloatArray]:
+    """(lower, upper) bounds on the TRUE winner's bucket masses on one side when the buckets win
+    in `order` (lowest score first; the K = 0 output left out), from the computed bucket masses
+    `masses` (r*, within L1 distance `error` of the true ones), entry-wise upper bounds `upper`
+    on the true ones, and the law of K (module docstring, "Round-off"): the r* winner enclosed
+    by `enclose_winner`, widened by c = E[K] error (the winner of K draws under r* is within L1
+    distance c of the true one), the upper end also capped by `true_winner_upper`. An entry
+    whose computed mass is FFT noise gets the lower bound 0. `positions`: how many label
+    positions each computed bucket mass sums at most (in longdouble, in order)."""
+    order = np.asarray(order, dtype=np.int64)
+    x = np.asarray(masses, dtype=np.longdouble)[order]
+    m = len(x)
+    rho = 2.0 * (max(positions, 1) + m + 4) * ULD + 2 * U64
+    before = np.concatenate([[np.longdouble(0)], np.cumsum(x)[:-1]])
+    after_w = np.concatenate([np.cumsum(x[::-1])[::-1][1:], [np.longdouble(0)]])
+    f, fp = (before + x).astype(float), before.astype(float)
+    w, wn = (after_w + x).astype(float), after_w.astype(float)
+    lo, hi = enclose_winner(x.astype(float), fp, f, w, wn, rho, law)
+    c = float(law.mean) * float(error) * (1 + 4 * U64)
+    cap = true_winner_upper(np.asarray(upper, dtype=float)[order], f, wn, rho, float(error), law)
+    out_lo, out_hi = np.zeros(m), np.zeros(m)
+    out_lo[order] = np.maximum(lo - c, 0.0)
+    out_hi[order] = np.minimum(np.minimum(hi + c, cap), 1.0)
+    return out_lo, np.maximum(out_hi, out_lo)
 
 
 # --- the dynamic program -----------------------------------------------------------------------
