@@ -116,7 +116,7 @@ def committed() -> dict[str, str]:
     return {"interval-widths row": f"{row['attack']:.4f}", "README example": lower}
 
 
-@pytest.mark.slow  # two fresh interpreters, each computing two DP-SGD attack values (about 30 CPU s)
+@pytest.mark.slow  # two fresh interpreters, each computing two DP-SGD attack values (about 10 CPU s)
 @pytest.mark.parametrize("profile", ["avx2", "none"])
 def test_attack_values_print_the_same_digits_on_every_vector_unit(profile):
     mine, other, pinned = measure(), run_profile(profile), committed()
