@@ -175,9 +175,10 @@ def informative_masses(laws: LabelLaws) -> tuple[np.ndarray, np.ndarray]:
 def merge_buckets(laws: LabelLaws, resolution: int, tail: float = TAIL) -> LabelLaws:
     """Merge consecutive positions into at most `resolution` buckets (a post-processing: module
     docstring): atoms at -inf / +inf stay apart, labels outside the `tail` quantiles of both
-    laws are lumped into the end buckets, and the labels in between are cut at equal label
-    widths (empty buckets dropped). Masses are summed in longdouble; the upper bounds rounded
-    up."""
+    laws (read from `informative_masses`: the entries above the FFT's round-off, so that the
+    cut is the same on every CPU) are lumped into the end buckets, and the labels in between
+    are cut at equal label widths (empty buckets dropped). Masses are summed in longdouble; the
+    upper bounds rounded up."""
     n = len(laws)
     if n <= resolution:
         return laws
