@@ -141,9 +141,21 @@ and ::
 is the smallest eps with delta_low(eps) <= delta (inf when some U_k > delta has V_k = 0). The
 fixed output of K = 0 has the same mass on both sides and adds nothing for eps >= 0.
 
-Assumptions A1-A3 are the only ones: floating-point accuracy of scipy's log_ndtr, of numpy's
-exp/log/expm1/log1p (float64 and longdouble) and of pocketfft, each with a safety factor; the
-tests compare them with mpmath and with direct convolution.
+Assumptions A1-A3 are the only ones: floating-point accuracy of scipy's log_ndtr, of
+`accounting.portable`'s exp/log/expm1/log1p (float64 and longdouble) and of pocketfft, each with a
+safety factor; the tests compare them with mpmath and with direct convolution.
+
+The same number on every CPU. Every exp, log, expm1, log1p and logsumexp here and in the score
+search is `accounting.portable`'s (IEEE basic operations only: the same bits whatever the vector
+unit; numpy's own float64 exp and log round differently with AVX-512 and without), the FFT is
+scipy's pocketfft in longdouble on one thread at a length fixed by the step, and sums run in
+numpy's fixed order (pairwise sums and cumulative sums of one thread; no BLAS). The decisions
+the attack takes from its masses (where the merged buckets' tails are cut) read only entries
+above the FFT's round-off (`score_search.informative_masses`): below it an entry is noise. What
+still varies with the CPU is the law of K's pgf (numpy's exp in `auditsel.rounds`, which the
+games sample with), about 1e-12 on the value, far below the 4 printed decimals;
+tests/accounting/test_cpu_profiles.py recomputes the committed values under an AVX2-only and
+a no-SIMD profile of numpy (docs/howto/develop.md, "Tests on other vector units").
 
 How tight. The label loses information by rounding each step's loss to h (`LABEL_STEP`,
 1e-3): the value converges to the epsilon of the likelihood-ratio attack (selection by the run's
@@ -168,8 +180,9 @@ from typing import TypeAlias, cast, overload
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import log_ndtr, logsumexp, ndtri
+from scipy.special import log_ndtr, ndtri
 
+from auditsel.accounting import portable as pm
 from auditsel.accounting.exact import exact_epsilon, privacy_curve
 from auditsel.accounting.score_search import (
     DEFAULT_RESOLUTION,
@@ -180,6 +193,7 @@ from auditsel.accounting.score_search import (
     LabelLaws,
     ScoreSearch,
     SearchResult,
+    enclose_order,
     enclose_winner,
     merge_buckets,
     order_winner_laws,
@@ -212,6 +226,7 @@ __all__ = [
     "gaussian_label_laws",
     "run_labels",
     "winner_bucket_laws",
+    "winner_bucket_bounds",
     "STRATEGIES",
     "METHODS",
     "LABEL_STEP",
@@ -280,10 +295,10 @@ def _normal_masses(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         # per interval, the small second factor in float64 (its argument is below 0.3)
         lo_ld, hi_ld = a_ld[narrow], b_ld[narrow]
         m_ld, h_ld = (lo_ld + hi_ld) / 2, (hi_ld - lo_ld) / 2
-        head = np.exp(-m_ld * m_ld / 2 - np.longdouble(_LOG_SQRT_2PI)) * h_ld
+        head = pm.exp(-m_ld * m_ld / 2 - np.longdouble(_LOG_SQRT_2PI)) * h_ld
         m, h = m_ld.astype(float)[:, None], h_ld.astype(float)[:, None]
         t = _GL_NODES[None, :]
-        tail = np.sum(_GL_WEIGHTS[None, :] * np.exp(-(m * h * t + 0.5 * (h * t) ** 2)), axis=1)
+        tail = np.sum(_GL_WEIGHTS[None, :] * pm.exp(-(m * h * t + 0.5 * (h * t) ** 2)), axis=1)
         out[narrow] = head.astype(float) * tail
     wide = ~narrow
     if np.any(wide):
@@ -293,7 +308,7 @@ def _normal_masses(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         v = np.where(upper, -lo, hi)
         with np.errstate(divide="ignore", invalid="ignore"):
             lv, lu = log_ndtr(v), log_ndtr(u)
-            out[wide] = np.where(lu < lv, np.exp(lv) * -np.expm1(lu - lv), 0.0)
+            out[wide] = np.where(lu < lv, pm.exp(lv) * -pm.expm1(lu - lv), 0.0)
     return np.maximum(out, 0.0)
 
 
@@ -311,7 +326,7 @@ def dpsgd_step(noise_multiplier: float, sample_rate: float, label_step: float) -
     low = math.log1p(-tau) if tau < 1 else -math.inf  # infimum of l
     x_cap = 1.0 + CAP_SIGMAS * s
     a_cap = (2 * x_cap - 1) / (2 * s * s)
-    l_cap = a_cap if tau >= 1 else float(np.logaddexp(math.log1p(-tau), math.log(tau) + a_cap))
+    l_cap = a_cap if tau >= 1 else float(pm.logaddexp(math.log1p(-tau), math.log(tau) + a_cap))
     i_hi = math.ceil(l_cap / h)
     if tau < 1:
         i_lo = math.floor(low / h + 0.5)  # the bucket holding the infimum
@@ -324,7 +339,7 @@ def dpsgd_step(noise_multiplier: float, sample_rate: float, label_step: float) -
     else:
         with np.errstate(divide="ignore", invalid="ignore"):
             # l(x) = v  <=>  x = s^2 (log(expm1(v) + tau) - log(tau)) + 1/2   (v > log(1 - tau))
-            inner = s * s * (np.log(np.expm1(edges) + tau) - math.log(tau)) + 0.5
+            inner = s * s * (pm.log(pm.expm1(edges) + tau) - math.log(tau)) + 0.5
         inner = np.where(edges > low, inner, -np.inf)
     inner = np.maximum.accumulate(inner)
     x = np.concatenate([[-np.inf], inner, [np.inf]])
@@ -340,8 +355,8 @@ def dpsgd_step(noise_multiplier: float, sample_rate: float, label_step: float) -
         if tau >= 1:
             loss_a, loss_b = (2 * a - 1) / (2 * s * s), (2 * b - 1) / (2 * s * s)
         else:
-            loss_a = np.logaddexp(math.log1p(-tau), math.log(tau) + (2 * a - 1) / (2 * s * s))
-            loss_b = np.logaddexp(math.log1p(-tau), math.log(tau) + (2 * b - 1) / (2 * s * s))
+            loss_a = pm.logaddexp(math.log1p(-tau), math.log(tau) + (2 * a - 1) / (2 * s * s))
+            loss_b = pm.logaddexp(math.log1p(-tau), math.log(tau) + (2 * b - 1) / (2 * s * s))
     fuzz = 1e-12 * (1 + np.abs(np.where(np.isfinite(loss_a), loss_a, 0.0)))
     has = (p > 0) | (q > 0)
     below_ok = has & np.isfinite(loss_a)
@@ -365,8 +380,8 @@ def _laplace_masses(a: np.ndarray, c: np.ndarray, scale: float) -> np.ndarray:
     lo_n, hi_n = np.minimum(a, 0.0), np.minimum(c, 0.0)
     lo_p, hi_p = np.maximum(a, 0.0), np.maximum(c, 0.0)
     with np.errstate(over="ignore", invalid="ignore"):
-        neg = 0.5 * np.exp(hi_n / scale) * -np.expm1((lo_n - hi_n) / scale)
-        pos = 0.5 * np.exp(-lo_p / scale) * -np.expm1(-(hi_p - lo_p) / scale)
+        neg = 0.5 * pm.exp(hi_n / scale) * -pm.expm1((lo_n - hi_n) / scale)
+        pos = 0.5 * pm.exp(-lo_p / scale) * -pm.expm1(-(hi_p - lo_p) / scale)
     return np.where(hi_n > lo_n, neg, 0.0) + np.where(hi_p > lo_p, pos, 0.0)
 
 
@@ -378,7 +393,7 @@ def laplace_step(noise_multiplier: float, sample_rate: float, label_step: float)
     def loss(x: np.ndarray) -> np.ndarray:
         z = (np.abs(x) - np.abs(x - 1.0)) / b  # (2x - 1)/b on [0, 1], -+1/b beyond
         return cast(
-            "np.ndarray", z if tau >= 1 else np.logaddexp(math.log1p(-tau), math.log(tau) + z)
+            "np.ndarray", z if tau >= 1 else pm.logaddexp(math.log1p(-tau), math.log(tau) + z)
         )
 
     l_lo, l_hi = float(loss(np.array(0.0))), float(loss(np.array(1.0)))
@@ -387,7 +402,7 @@ def laplace_step(noise_multiplier: float, sample_rate: float, label_step: float)
     if tau >= 1:
         inner = (b * edges + 1.0) / 2
     else:  # l(x) = v  <=>  x = (b (log(expm1(v) + tau) - log(tau)) + 1) / 2, v > l_lo
-        inner = (b * (np.log(np.expm1(edges) + tau) - math.log(tau)) + 1.0) / 2
+        inner = (b * (pm.log(pm.expm1(edges) + tau) - math.log(tau)) + 1.0) / 2
     inner = np.clip(np.maximum.accumulate(inner), 0.0, 1.0)
     x = np.concatenate([[-np.inf], inner, [np.inf]])
     a, c = x[:-1], x[1:]
@@ -413,7 +428,7 @@ def finite_step(p: ArrayLike, q: ArrayLike, label_step: float) -> StepLaws:
     q = np.asarray(q, dtype=float)
     both = (p > 0) & (q > 0)
     idx = np.zeros(len(p), dtype=np.int64)
-    idx[both] = np.floor(np.log(q[both] / p[both]) / label_step + 0.5).astype(np.int64)
+    idx[both] = np.floor(pm.log(q[both] / p[both]) / label_step + 0.5).astype(np.int64)
     start = int(idx[both].min()) if np.any(both) else 0
     size = int(idx[both].max()) - start + 1 if np.any(both) else 1
     pp = np.bincount(idx[both] - start, weights=p[both], minlength=size)
@@ -497,8 +512,8 @@ def _window(step: StepLaws, n: int) -> tuple[int, int]:
         keep = v > 0
         if not np.any(keep):
             continue
-        log_v = np.log(v[keep] / v.sum())
-        log_m = logsumexp(thetas[:, None] * idx[keep][None, :] + log_v[None, :], axis=1)
+        log_v = pm.log(v[keep] / v.sum())
+        log_m = pm.logsumexp(thetas[:, None] * idx[keep][None, :] + log_v[None, :], axis=1)
         bound = (n * log_m + math.log(2.0 / WINDOW_TAIL)) / thetas
         his.append(math.ceil(float(np.min(bound[pos]))))
         los.append(math.floor(float(np.max(bound[~pos]))))
@@ -578,20 +593,20 @@ def compose(step: StepLaws, n: int) -> RunLaws:
         # mass) and -1 on X': P(s) <= Z^n e^(-theta s h) conv^n(w / Z)(s) + wrapped tail
         theta = 1.0 if b == 0 else -1.0
         step_labels = (step.start + np.arange(size)) * step.step
-        log_w = np.log(np.maximum(finite, np.finfo(np.longdouble).tiny)) + theta * step_labels
+        log_w = pm.log(np.maximum(finite, np.finfo(np.longdouble).tiny)) + theta * step_labels
         shift = np.max(log_w[finite > 0]) if np.any(finite > 0) else 0.0
-        weights = np.where(finite > 0, np.exp(log_w - shift), 0)
+        weights = np.where(finite > 0, pm.exp(log_w - shift), 0)
         z = np.sum(weights)
         tvec = np.zeros(length, dtype=np.longdouble)
         np.add.at(tvec, fold, weights / z if z > 0 else weights)  # z = 0: no finite outputs
         trun, t_2, _ = _convolve(tvec, n, lo, c_f)
         with np.errstate(divide="ignore", over="ignore"):
             log_bound = (
-                n * (float(np.log(z)) + float(shift))
+                n * (float(pm.log(z)) + float(shift))
                 - theta * labels
-                + np.log(k * (1 + 1e-12) * (trun.astype(float) * (1 + 4 * U64) + t_2 + floor_n))
+                + pm.log(k * (1 + 1e-12) * (trun.astype(float) * (1 + 4 * U64) + t_2 + floor_n))
             )
-        tilted.append(np.exp(np.minimum(log_bound, 700.0)) + (WINDOW_TAIL if n > 1 else 0.0))
+        tilted.append(pm.exp(np.minimum(log_bound, 700.0)) + (WINDOW_TAIL if n > 1 else 0.0))
     unbounded = (min(1.0, n * step.unbounded[0]), min(1.0, n * step.unbounded[1]))
     return RunLaws(
         run_start,
@@ -622,8 +637,8 @@ def _true_upper(run: RunLaws) -> tuple[np.ndarray, np.ndarray]:
         direct[b][0 if b == 1 else -1] = 0.0  # X' has no -inf atom, X no +inf atom
     s = run.labels()[1:-1]
     with np.errstate(over="ignore"):
-        down = np.exp(np.minimum(-(s - run.margin[0]), 700.0))
-        up = np.exp(np.minimum(s + run.margin[1], 700.0))
+        down = pm.exp(np.minimum(-(s - run.margin[0]), 700.0))
+        up = pm.exp(np.minimum(s + run.margin[1], 700.0))
     p_rel = down * direct[1][1:-1] + run.unbounded[0] + run.tail
     q_rel = up * direct[0][1:-1] + run.unbounded[1] + run.tail
     p_hi, q_hi = direct[0].copy(), direct[1].copy()
@@ -950,7 +965,7 @@ def _monotone_score(
     if mono.method == "exact" and isinstance(red, FiniteOutputBase):
         w = FiniteWinner(red, law)
         with np.errstate(divide="ignore", invalid="ignore"):
-            guess = np.log(w.pmf(1)) - np.log(w.pmf(0))
+            guess = pm.log(w.pmf(1)) - pm.log(w.pmf(0))
         n = len(guess)
         guess = np.where(np.isnan(guess), 0.0, guess)
         edges = tuple(float(i) + 0.5 for i in range(n - 1))
@@ -1130,7 +1145,9 @@ def winner_bucket_laws(
     change the winner's bucket): (pmf on X, pmf on X'), one entry per bucket of `score`, each
     summing to 1 - P[K = 0] (the fixed output of K = 0 is in no bucket). Sampling-free: a game
     compares its Monte Carlo counts with it. Gaussian bases: label or output units, masses on
-    the score's own buckets; other bases: the labelled run (label units, `label_step`)."""
+    the score's own buckets; other bases: the labelled run (label units, `label_step`). Point
+    values: a far-tail entry of a composed run can be FFT round-off; `winner_bucket_bounds`
+    encloses every entry."""
     pair = as_pair(pair, "pair")
     why = attack_applies(pair)
     if why is not None:
@@ -1161,3 +1178,67 @@ def winner_bucket_laws(
     n = len(score.ranks)
     order = np.lexsort((np.arange(n), np.asarray(score.ranks, dtype=float)))
     return order_winner_laws(masses, order, law)
+
+
+def _bucket_masses(
+    pair: MechanismPair, score: BucketScore, label_step: float | None
+) -> tuple[tuple[np.ndarray, np.ndarray, float, int], ...]:
+    """Per side (X, X'): the computed masses of the score's buckets (longdouble sums, in
+    order), entry-wise upper bounds on the true ones, and the L1 distance between the two
+    (`winner_bucket_bounds`), with the number of label positions a bucket sums."""
+    edges = np.asarray(score.edges, dtype=float)
+    n = len(score.ranks)
+    red = pair.reduced() if pair.reduction_is_exact else None
+    if isinstance(red, GaussianBase):
+        x = edges if score.unit == "output" else (edges + 0.5 * red.mu**2) / red.mu
+        if not np.all(np.diff(x) > 0) or not np.all(np.isfinite(x)):
+            raise ConfigError("score.edges", "finite cut points, distinct in output units")
+        g = gaussian_label_laws(red.mu, n, x)
+        return tuple((g.laws[b], g.upper[b], g.error[b], 1) for b in (0, 1))
+    if isinstance(red, FiniteOutputBase) and score.unit == "output":
+        buckets = score.bucket(np.arange(len(red.law(0))))
+        out: list[tuple[np.ndarray, np.ndarray, float, int]] = []
+        for b in (0, 1):
+            v = np.asarray(red.law(b), dtype=float)
+            sums = np.zeros(n, dtype=np.longdouble)
+            np.add.at(sums, buckets, v.astype(np.longdouble))
+            out.append((sums, sums.astype(float) * (1 + 4 * U64), 4 * len(v) * U64, len(v)))
+        return tuple(out)
+    if score.unit != "label":
+        raise ConfigError("score.unit", "label for this base (its runs are labelled)")
+    step, steps = _pair_run(pair, label_step)
+    run = compose(step, steps)
+    buckets = score.bucket(run.labels())
+    upper = _true_upper(run)
+    count = int(np.max(np.bincount(buckets, minlength=n)))
+    sides: list[tuple[np.ndarray, np.ndarray, float, int]] = []
+    for b in (0, 1):
+        sums = np.zeros(n, dtype=np.longdouble)
+        np.add.at(sums, buckets, run.laws[b])
+        hi = np.bincount(buckets, upper[b], n) * (1 + (count + 1) * U64)
+        sides.append((sums, hi, float(run.error[b]), count))
+    return tuple(sides)
+
+
+def winner_bucket_bounds(
+    pair: MechanismPair, law: RoundsLaw, score: BucketScore, *, label_step: float | None = None
+) -> tuple[tuple[FloatArray, FloatArray], tuple[FloatArray, FloatArray]]:
+    """Rigorous enclosures of the winner's bucket law that `winner_bucket_laws` gives as point
+    values: ((lower, upper) on X, (lower, upper) on X'), one entry per bucket of `score`, each
+    true mass between its two ends. `winner_bucket_laws`'s far-tail entries of a composed run
+    (DP-SGD, Laplace) can be FFT round-off (say 1e-17 where the truth is 1e-30); here they are
+    [0, a rigorous upper bound]: the computed law's L1 error and the entry-wise true upper
+    bounds of the attack (module docstring, items 2 and 3; `score_search.enclose_order`)."""
+    pair = as_pair(pair, "pair")
+    why = attack_applies(pair)
+    if why is not None:
+        raise ConfigError("pair", why)
+    if not isinstance(score, BucketScore):
+        raise ConfigError("score", "must be a BucketScore (AttackValue.score)")
+    n = len(score.ranks)
+    order = np.lexsort((np.arange(n), np.asarray(score.ranks, dtype=float)))
+    sides = [
+        enclose_order(masses, upper, error, order, law, positions)
+        for masses, upper, error, positions in _bucket_masses(pair, score, label_step)
+    ]
+    return sides[0], sides[1]

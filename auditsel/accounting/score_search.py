@@ -84,6 +84,7 @@ from functools import partial
 import numpy as np
 from numpy.typing import ArrayLike
 
+from auditsel.accounting import portable as pm
 from auditsel.numerics import FloatArray, check_deltas
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import BucketScore
@@ -95,9 +96,11 @@ __all__ = [
     "SHAPES",
     "DEFAULT_RESOLUTION",
     "merge_buckets",
+    "informative_masses",
     "enclose_winner",
     "true_winner_upper",
     "order_winner_laws",
+    "enclose_order",
     "direction_pieces",
     "pieces_epsilons",
     "pieces_deltas",
@@ -154,12 +157,28 @@ def _group(values: np.ndarray, starts: np.ndarray, dtype) -> np.ndarray:
     return np.add.reduceat(np.asarray(values, dtype=dtype), starts)
 
 
+def informative_masses(laws: LabelLaws) -> tuple[np.ndarray, np.ndarray]:
+    """Each law's entries (float64) with those below its FFT round-off (`LabelLaws.noise`) set
+    to 0: what the computed law says about where the true law has its mass. The entries below
+    the round-off are noise whose bits depend on the machine (the order of the FFT's sums,
+    the vector unit's exp and log), so a decision taken from them (where `merge_buckets` cuts
+    the tails) would move with the CPU; with them out the decision rests on entries known to
+    the FFT's precision. Only decisions read these: every mass the attack uses is the
+    computed law itself, enclosed as the module docstring says."""
+    out = []
+    for b, v in enumerate(laws.laws):
+        x = np.asarray(v, dtype=float)
+        out.append(np.where(x >= laws.noise[b], x, 0.0) if laws.noise[b] > 0 else x)
+    return out[0], out[1]
+
+
 def merge_buckets(laws: LabelLaws, resolution: int, tail: float = TAIL) -> LabelLaws:
     """Merge consecutive positions into at most `resolution` buckets (a post-processing: module
     docstring): atoms at -inf / +inf stay apart, labels outside the `tail` quantiles of both
-    laws are lumped into the end buckets, and the labels in between are cut at equal label
-    widths (empty buckets dropped). Masses are summed in longdouble; the upper bounds rounded
-    up."""
+    laws (read from `informative_masses`: the entries above the FFT's round-off, so that the
+    cut is the same on every CPU) are lumped into the end buckets, and the labels in between
+    are cut at equal label widths (empty buckets dropped). Masses are summed in longdouble; the
+    upper bounds rounded up."""
     n = len(laws)
     if n <= resolution:
         return laws
@@ -167,8 +186,9 @@ def merge_buckets(laws: LabelLaws, resolution: int, tail: float = TAIL) -> Label
     finite = np.isfinite(cuts)
     # position i's label interval is (cuts[i-1], cuts[i]]; atoms: a -inf cut first, +inf never
     lo_atom = int(n > 1 and cuts[0] == -np.inf)
-    cdf = np.maximum(*[np.cumsum(v.astype(float)) for v in laws.laws])
-    sf = np.maximum(*[np.cumsum(v.astype(float)[::-1])[::-1] for v in laws.laws])
+    signal = informative_masses(laws)
+    cdf = np.maximum(*[np.cumsum(v) for v in signal])
+    sf = np.maximum(*[np.cumsum(v[::-1])[::-1] for v in signal])
     first = max(lo_atom, int(np.searchsorted(cdf, tail, side="left")))
     last = min(n - 1, int(np.nonzero(sf >= tail)[0][-1]) if np.any(sf >= tail) else n - 1)
     last = max(last, first)
@@ -282,7 +302,7 @@ def direction_pieces(
     a, bs, bt = a_lo[keep], b_star[keep], b_true[keep]
     b = np.minimum(bs, bt)
     with np.errstate(divide="ignore"):
-        ratio = np.log(a) - np.log(b if by is None else np.asarray(by)[keep])
+        ratio = pm.log(a) - pm.log(b if by is None else np.asarray(by)[keep])
     order = np.argsort(-ratio, kind="stable")
     n = len(a) + 1
     up = 1 + n * U64
@@ -302,14 +322,14 @@ def pieces_epsilons(U: np.ndarray, V: np.ndarray, deltas: np.ndarray) -> np.ndar
         if np.any(V[live] <= 0):
             out[i] = math.inf
             continue
-        out[i] = max(0.0, float(np.max(np.log(U[live] - d) - np.log(V[live]))))
+        out[i] = max(0.0, float(np.max(pm.log(U[live] - d) - pm.log(V[live]))))
     return out
 
 
 def pieces_deltas(U: np.ndarray, V: np.ndarray, eps: np.ndarray) -> np.ndarray:
     """delta_low(eps) = max(0, max_k (U_k - e^eps V_k))."""
     with np.errstate(over="ignore", invalid="ignore"):
-        vals = U[None, :] - np.exp(np.asarray(eps, dtype=float))[:, None] * V[None, :]
+        vals = U[None, :] - pm.exp(np.asarray(eps, dtype=float))[:, None] * V[None, :]
     vals = np.where(np.isnan(vals), -np.inf, vals)
     return np.maximum(np.max(vals, axis=1), 0.0)
 
@@ -339,6 +359,39 @@ def order_winner_laws(
         pmf[order] = np.maximum(val, 0.0)
         out.append(pmf)
     return out[0], out[1]
+
+
+def enclose_order(
+    masses: FloatArray,
+    upper: FloatArray,
+    error: float,
+    order: ArrayLike,
+    law: RoundsLaw,
+    positions: int = 0,
+) -> tuple[FloatArray, FloatArray]:
+    """(lower, upper) bounds on the TRUE winner's bucket masses on one side when the buckets win
+    in `order` (lowest score first; the K = 0 output left out), from the computed bucket masses
+    `masses` (r*, within L1 distance `error` of the true ones), entry-wise upper bounds `upper`
+    on the true ones, and the law of K (module docstring, "Round-off"): the r* winner enclosed
+    by `enclose_winner`, widened by c = E[K] error (the winner of K draws under r* is within L1
+    distance c of the true one), the upper end also capped by `true_winner_upper`. An entry
+    whose computed mass is FFT noise gets the lower bound 0. `positions`: how many label
+    positions each computed bucket mass sums at most (in longdouble, in order)."""
+    order = np.asarray(order, dtype=np.int64)
+    x = np.asarray(masses, dtype=np.longdouble)[order]
+    m = len(x)
+    rho = 2.0 * (max(positions, 1) + m + 4) * ULD + 2 * U64
+    before = np.concatenate([[np.longdouble(0)], np.cumsum(x)[:-1]])
+    after_w = np.concatenate([np.cumsum(x[::-1])[::-1][1:], [np.longdouble(0)]])
+    f, fp = (before + x).astype(float), before.astype(float)
+    w, wn = (after_w + x).astype(float), after_w.astype(float)
+    lo, hi = enclose_winner(x.astype(float), fp, f, w, wn, rho, law)
+    c = float(law.mean) * float(error) * (1 + 4 * U64)
+    cap = true_winner_upper(np.asarray(upper, dtype=float)[order], f, wn, rho, float(error), law)
+    out_lo, out_hi = np.zeros(m), np.zeros(m)
+    out_lo[order] = np.maximum(lo - c, 0.0)
+    out_hi[order] = np.minimum(np.minimum(hi + c, cap), 1.0)
+    return out_lo, np.maximum(out_hi, out_lo)
 
 
 # --- the dynamic program -----------------------------------------------------------------------
@@ -524,7 +577,7 @@ class ScoreSearch:
         array operation per step for all of them); the gains of many steps are computed in one
         array operation before the recursion reads them (`GAIN_BLOCK` numbers at a time)."""
         m = self.m
-        e = np.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))[None, None, :, None]
+        e = pm.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))[None, None, :, None]
         a_lo, b, floor, offsets = self._gain_rows(shape, combos)
         size = len(combos) * e.shape[2]
         # V in buf[:, 1:], -inf around it; the moves read V at offsets (left, right) of a state
@@ -641,7 +694,7 @@ class ScoreSearch:
                 if len(idx):
                     last[idx] = cur[idx]
                     value, choices, starts = self._dp(shape, ((num, mixed),), cur[idx], True)
-                    e = np.exp(np.minimum(cur[idx], 700.0))
+                    e = pm.exp(np.minimum(cur[idx], 700.0))
                     need = d[idx] + self.slack[num] + e * (self.slack[1 - num] if mixed else 0.0)
                     for row in np.nonzero(value > need)[0]:
                         i = idx[row]
@@ -679,7 +732,7 @@ class ScoreSearch:
             for c, ((num, _), mixed) in enumerate(itertools.product(DIRECTIONS, (True, False))):
                 c_b = self.slack[1 - num] if mixed else 0.0
                 with np.errstate(over="ignore", invalid="ignore"):
-                    val = value[c * len(e) : (c + 1) * len(e)] - self.slack[num] - np.exp(e) * c_b
+                    val = value[c * len(e) : (c + 1) * len(e)] - self.slack[num] - pm.exp(e) * c_b
                 out = np.maximum(out, np.where(np.isnan(val), 0.0, val))
         return out
 
@@ -696,7 +749,7 @@ class ScoreSearch:
         ranks[np.asarray(order)] = np.arange(len(order), dtype=float)
         p0, p1 = order_winner_laws(self.laws.laws, order, self.law)
         with np.errstate(divide="ignore", invalid="ignore"):
-            guess = np.where((p0 > 0) | (p1 > 0), np.log(p1) - np.log(p0), 0.0)
+            guess = np.where((p0 > 0) | (p1 > 0), pm.log(p1) - pm.log(p0), 0.0)
         shape = result.shape if result.shape in SHAPES or result.shape == "monotone" else "other"
         return BucketScore(
             tuple(float(c) for c in cuts),

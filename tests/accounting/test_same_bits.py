@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from auditsel.accounting import exact, improved
+from auditsel.accounting import portable as pm
 from auditsel.accounting.attack import gaussian_label_laws
 from auditsel.accounting.score_search import COMBOS, SHAPES, ScoreSearch, merge_buckets
 from auditsel.rounds import Binomial, Poisson, TruncatedNegativeBinomial, TwoPoint
@@ -56,7 +57,7 @@ def _reference_rows(search: ScoreSearch, shape: str, combos) -> list:
 def _reference_dp(search: ScoreSearch, shape: str, combos, eps: np.ndarray, back: bool):
     """The DP one step at a time (the previous code of `ScoreSearch._dp`)."""
     m = search.m
-    e = np.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))[None, None, :, None]
+    e = pm.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))[None, None, :, None]
     rows = _reference_rows(search, shape, combos)
     size = len(combos) * e.shape[2]
     buf = np.full((size, m + 3), -np.inf)
@@ -142,7 +143,7 @@ def _reference_best(search: ScoreSearch, d: np.ndarray, start: np.ndarray) -> li
                 value, choices, starts = _reference_dp(
                     search, shape, ((num, mixed),), cur[idx], True
                 )
-                e = np.exp(np.minimum(cur[idx], 700.0))
+                e = pm.exp(np.minimum(cur[idx], 700.0))
                 slack = search.slack
                 need = d[idx] + slack[num] + e * (slack[1 - num] if mixed else 0.0)
                 for row in np.nonzero(value > need)[0]:
@@ -210,7 +211,7 @@ def test_the_curve_with_both_shapes_side_by_side_gives_the_same_bits(mu, law, m,
         for c, (num, mixed) in enumerate(COMBOS):
             c_b = search.slack[1 - num] if mixed else 0.0
             with np.errstate(over="ignore", invalid="ignore"):
-                val = value[c * len(e) : (c + 1) * len(e)] - search.slack[num] - np.exp(e) * c_b
+                val = value[c * len(e) : (c + 1) * len(e)] - search.slack[num] - pm.exp(e) * c_b
             want = np.maximum(want, np.where(np.isnan(val), 0.0, val))
     assert _same(side_by_side, want) and _same(one_after_the_other, want)
 
