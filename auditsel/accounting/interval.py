@@ -166,11 +166,13 @@ def interval_from(
     """The interval from candidate ends, each (value, source): the largest lower value and the
     smallest upper one (None and nan are skipped; no lower value gives 0, "eps >= 0");
     `assumption`: what the ends assume (None: any score). `setting` (the pair, law and delta,
-    or any object naming them) marks ends that are both computed, never sampled: their crossing is a
-    bug of auditsel (a bound below the truth or an attack above it) and raises
+    or any object naming them) marks ends that are both computed, never sampled: their crossing
+    is a bug of auditsel (a bound below the truth or an attack above it) and raises
     `IntervalCrossedError` naming the setting instead of printing a negative width."""
     low = [(float(v), s) for v, s in lowers if v is not None and not math.isnan(v)]
     up = [(float(v), s) for v, s in uppers if v is not None and not math.isnan(v)]
+    if any(math.isfinite(v) for v, _ in up):  # an infinite lower end beside a finite rigorous
+        low = [t for t in low if math.isfinite(t[0])]  # bound is an overflow, never a value
     lower, lower_source = max(low, key=lambda t: t[0], default=(0.0, "eps >= 0"))
     lower = max(lower, 0.0)
     upper, upper_source = _smallest(up)

@@ -168,3 +168,13 @@ def test_crossed_computed_ends_are_an_internal_error_never_printed():
         )
     sampled = interval_from([(12.1, "eps_L")], [(7.7, "generic_rdp")])
     assert sampled.width < 0
+
+
+def test_an_overflowed_attack_is_no_lower_end():
+    """Gaussian mu = 200: the exact winner curve overflows to inf while [KRW24]'s bound is
+    finite (about 2e4); the interval keeps a finite lower end, never inf above the bound."""
+    from auditsel import GaussianBase
+
+    answer = tuning_epsilon(GaussianBase(200.0), Poisson(10.0), 1e-5)
+    assert math.isfinite(answer.interval.lower)
+    assert answer.interval.lower <= answer.interval.upper
