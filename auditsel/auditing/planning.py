@@ -43,8 +43,7 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 from auditsel.auditing.clopper_pearson import clopper_pearson_upper
-from auditsel.auditing.score_sort import sort_parts
-from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.auditing.sorted_scores import SortedScores, sort_parts
 from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError
 from auditsel.numerics import FloatArray, check_deltas
