@@ -41,7 +41,7 @@ from auditsel.experiments.report import write_outputs
 from auditsel.experiments.result import RunResult
 from auditsel.files import claim_folder
 from auditsel.games.backends import in_background
-from auditsel.games.engine import GameRecord, run_game
+from auditsel.games.engine import Checkpoints, GameRecord, run_game
 from auditsel.games.fingerprint import code_identity, package_digest
 from auditsel.games.played_score import is_monotone_largest, resolve_score, scored_winner
 from auditsel.games.worst_case import DpsgdWorstCase
@@ -321,12 +321,12 @@ def _play(
         g.seed,
         chunk_size=g.chunk_size,
         jobs=jobs,
-        checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
-        fingerprint=fingerprint(spec),
+        checkpoint_dir=None
+        if out_dir is None
+        else Checkpoints(out_dir / "checkpoints", fingerprint(spec), g.chunk_size, code_of(spec)),
         progress=progress,
         backend=backend,
         in_memory=not stream,
-        code=code_of(spec),
         checkpoint_after=checkpoint_after,
     )
     bound, ss, spec_grid = _audit_record(spec, protocol, record, stream)
@@ -744,6 +744,7 @@ def run_config(
     seed: int | None = None,
     score: TuningScore | str | None = None,
     progress: bool = False,
+    checkpoint_after: float | None = None,
 ) -> RunResult:
     """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed
     ExperimentSpec) and return its result.
@@ -759,6 +760,8 @@ def run_config(
             (`MonotoneScore`, `FarthestScore`, `BucketScore`; the adversary then reads its
             statistic, proxy `score`).
         progress: show a progress bar.
+        checkpoint_after: with `out_dir`, the seconds the game plays before its finished
+            chunks are written (None: 5; 0: from the first chunk).
 
     Returns:
         A `RunResult`: result.json's sections as attributes, `to_dict()` for the document.
@@ -786,7 +789,12 @@ def run_config(
     # run created there is removed (auditsel.files)
     with claim_folder(out_dir, field="out_dir") as folder:
         result, artefacts = run_experiment(
-            spec, folder.path, jobs=jobs, progress=progress, figure_data=True
+            spec,
+            folder.path,
+            jobs=jobs,
+            progress=progress,
+            figure_data=True,
+            checkpoint_after=checkpoint_after,
         )
         write_outputs(folder.path, result, artefacts)
     return RunResult.from_dict(result)

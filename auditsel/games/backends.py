@@ -34,6 +34,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
 
+from threadpoolctl import ThreadpoolController
+
 from auditsel.errors import ConfigError
 
 __all__ = [
@@ -240,9 +242,6 @@ def _unset(name: str) -> None:
 
 def _apply(threads: int) -> list[Callable[[], None]]:
     """Limit every pool to `threads`; returns the undo steps."""
-    # deferred: threadpoolctl loads only where games play under a limit
-    from threadpoolctl import ThreadpoolController
-
     undo: list[Callable[[], None]] = []
     for name in THREAD_VARIABLES:
         if name not in os.environ:
@@ -267,9 +266,6 @@ def in_game_thread() -> None:
             if torch.get_num_threads() != _ACTIVE:
                 torch.set_num_threads(_ACTIVE)
         return
-    # deferred: threadpoolctl loads only where games play under a limit
-    from threadpoolctl import ThreadpoolController
-
     ThreadpoolController().limit(limits=_ACTIVE, user_api="openmp")  # this thread's ICV
     if torch is not None and hasattr(torch, "get_num_threads"):
         torch.set_num_threads(_ACTIVE)

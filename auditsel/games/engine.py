@@ -60,6 +60,7 @@ __all__ = [
     "GameRecord",
     "ChunkSource",
     "CheckpointError",
+    "Checkpoints",
     "run_game",
     "chunk_rng",
     "default_jobs",
@@ -290,7 +291,7 @@ def _create_exclusive(path: Path, data: bytes) -> None:
             os.unlink(link)
 
 
-def run_game(  # noqa: PLR0913 (13 keywords: the request's checkpoint_after is the 13th)
+def run_game(
     protocol: GameProtocol,
     proxy: Proxy,
     trials: int,
@@ -298,12 +299,11 @@ def run_game(  # noqa: PLR0913 (13 keywords: the request's checkpoint_after is t
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     jobs: int | None = 1,
-    checkpoint_dir: str | Path | None = None,
+    checkpoint_dir: str | Path | Checkpoints | None = None,
     fingerprint: str = "",
     progress: bool = True,
     backend: str | None = None,
     in_memory: bool = True,
-    code: Mapping[str, str] | None = None,
     checkpoint_after: float | None = None,
 ) -> GameRecord:
     """Play `trials` games; returns scores and coins in trial order (deterministic in seed).
@@ -313,8 +313,9 @@ def run_game(  # noqa: PLR0913 (13 keywords: the request's checkpoint_after is t
     `jobs` (joblib's convention, -1 all cores): None is every usable core for a protocol whose
     release frees the GIL (`parallel_prefer = "threads"`: the numpy games, in threads of this
     process) with no backend named, else 1 (`default_jobs`); the numbers are the same for
-    any jobs. `code` (default `code_identity()`): the code the numbers depend on, recorded with the
-    checkpoints; checkpoints of other code are refused (`CheckpointError`). The progress bar
+    any jobs. `checkpoint_dir`: a folder, whose checkpoints record `fingerprint` and the code
+    the numbers depend on (`code_identity()`), or a `Checkpoints` naming its own fingerprint
+    and code; checkpoints of other code are refused (`CheckpointError`). The progress bar
     counts trials, named by the protocol's `progress_unit` ("trial" where it has none; a
     pipeline's games say "game"), advancing as each chunk finishes. `checkpoint_after`:
     the seconds a game plays before its chunks are written (None: `CHECKPOINT_AFTER`).
@@ -323,9 +324,12 @@ def run_game(  # noqa: PLR0913 (13 keywords: the request's checkpoint_after is t
     jobs = default_jobs(protocol, backend) if jobs is None else jobs
     after = check_checkpoint_after(checkpoint_after)  # refused before anything is written
     results = _Gathered(sizes, keep=in_memory)
-    store = None
-    if checkpoint_dir is not None:
-        store = Checkpoints(Path(checkpoint_dir), fingerprint, int(chunk_size), code)
+    store = checkpoint_dir if isinstance(checkpoint_dir, Checkpoints) else None
+    if isinstance(checkpoint_dir, (str, Path)):
+        store = Checkpoints(Path(checkpoint_dir), fingerprint, int(chunk_size))
+    if store is not None:
+        if store.chunk_size != int(chunk_size):
+            raise ValueError("run_game: the Checkpoints' chunk size is not the game's")
         store.open()
         try:
             for index, size in enumerate(sizes):

@@ -63,7 +63,7 @@ from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import THRESHOLD_RULES, ThresholdRule, threshold_rule
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
-from auditsel.errors import ConfigError, choice, integer, number, shown
+from auditsel.errors import ConfigError, choice, integer, number, require, shown
 from auditsel.errors import jobs as check_jobs
 from auditsel.experiments.experiment import (
     lower_fields,
@@ -339,17 +339,15 @@ def play_games(
     progress: bool = False,
     stream: bool = False,
     before: Callable[[str | None], Any] | None = None,
-    game_threads: int | None = None,
     checkpoint_after: float | None = None,
 ) -> tuple[GameRecord, float]:
     """Play the games with the engine (chunks, workers, checkpoints); returns the record and
     the CPU seconds of the games played in this process. `before(backend)` runs first, inside
-    the backend (the replay check's games on the workers). `game_threads`: the BLAS, OpenMP
-    and torch threads of this process while it plays (None: `backends.game_threads`)."""
-    if game_threads is not None:
-        game_threads = integer(game_threads, "game_threads", 1)
+    the backend (the replay check's games on the workers). While they play, this process's
+    BLAS, OpenMP and torch threads are limited (`backends.limited_threads`: a caller's limit
+    begun before holds)."""
     start = LOCAL_CPU.seconds
-    threads = limited_threads(default_game_threads(jobs, game_threads))
+    threads = limited_threads(default_game_threads(jobs))
     with (
         threads,
         execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where,
@@ -502,10 +500,8 @@ def _audit_pipeline(
         return _audit_each_canary(tune, score, data, tuple(options.pop("canary")), options)
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
     panel, stream = _auto_or_bool(panel, "panel"), _auto_or_bool(stream, "stream")
-    if not isinstance(accept_nondeterminism, bool):
-        raise ConfigError(
-            "accept_nondeterminism", f"must be true or false, got {shown(accept_nondeterminism)}"
-        )
+    accepts = f"must be true or false, got {shown(accept_nondeterminism)}"
+    require(isinstance(accept_nondeterminism, bool), "accept_nondeterminism", accepts)
     if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
         rule = threshold_rule(rule, seed=seed)
     chunk_size = integer(chunk_size, "chunk_size", 1)
@@ -589,27 +585,30 @@ def _play_checked(
 ) -> tuple[GameRecord, float, ReproducibilityEntry]:
     """`play_games` with the replay check on the audit's own backend before the games and the
     unchanged-data check after them: (record, CPU seconds in this process, result.json's
-    pipeline.reproducibility). A hazard is refused unless `accept`."""
+    pipeline.reproducibility). A hazard is refused unless `accept`. `game_threads`: the BLAS,
+    OpenMP and torch threads of this process while it plays (None: `backends.game_threads`)."""
     replay: list[ReplayReport] = []
 
     def on_backend(where: str | None) -> None:  # on the audit's backend
         replay.append(check_replay(game, seed, jobs=jobs, backend=where, accept=accept))
 
-    record, inline_cpu = play_games(
-        game,
-        games,
-        seed,
-        jobs=jobs,
-        backend=backend,
-        scheduler=scheduler,
-        checkpoint_dir=checkpoint_dir,
-        fingerprint=fingerprint,
-        progress=progress,
-        stream=stream,
-        before=on_backend,
-        game_threads=game_threads,
-        checkpoint_after=checkpoint_after,
-    )
+    if game_threads is not None:
+        game_threads = integer(game_threads, "game_threads", 1)
+    with limited_threads(default_game_threads(jobs, game_threads)):  # play_games's limit
+        record, inline_cpu = play_games(
+            game,
+            games,
+            seed,
+            jobs=jobs,
+            backend=backend,
+            scheduler=scheduler,
+            checkpoint_dir=checkpoint_dir,
+            fingerprint=fingerprint,
+            progress=progress,
+            stream=stream,
+            before=on_backend,
+            checkpoint_after=checkpoint_after,
+        )
     hazards = check_unchanged(game, replay[0])
     if hazards and not accept:
         raise ReproducibilityError(
