@@ -20,7 +20,7 @@ from scipy import stats
 from auditsel.dpsgd import RANDOM_STREAMS, kernels, kernels_cpu, kernels_torch
 from auditsel.dpsgd.datasets import load_dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import ExampleCanary, Execution, GradientCanary, train_runs
+from auditsel.dpsgd.trainer import DiracCanary, ExampleCanary, Execution, train_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,7 +137,7 @@ def training_runs() -> dict:
     data = load_dataset("digits", n=200)
     for kind, canary, rate in TRAINING_RUNS:
         model = ModelSpec(kind, data.shape, 10, hidden=(16,))
-        zc = GradientCanary() if canary == "dirac" else ExampleCanary(1 - data.x[0], 3)
+        zc = DiracCanary() if canary == "dirac" else ExampleCanary(1 - data.x[0], 3)
         res = train_runs(
             model,
             data,
@@ -423,7 +423,7 @@ def test_training_runs_are_the_same_with_the_torch_kernels(monkeypatch, kind, ca
     """What a GPU runs (the torch kernels), here on CPU tensors, trains the same runs."""
     data = load_dataset("digits", n=60)
     model = ModelSpec(kind, data.shape, 10, hidden=(8,))
-    z = GradientCanary() if canary == "dirac" else ExampleCanary(1 - data.x[0], 3)
+    z = DiracCanary() if canary == "dirac" else ExampleCanary(1 - data.x[0], 3)
     kw = dict(
         steps=6,
         lr=[0.05, 0.1, 0.02],
