@@ -401,26 +401,22 @@ class _Saving:
         self.store, self.results, self.after = store, results, after
         self.start = time.perf_counter()
         self.held: list[int] = []
-        self.saved = 0
 
-    def finished(self, index: int, scores: np.ndarray, member: np.ndarray) -> int:
-        """A finished chunk (put in the results): held or written; the chunks written so far."""
+    def finished(self, index: int, scores: np.ndarray, member: np.ndarray) -> None:
+        """A finished chunk (put in the results): held or written."""
         if self.store is None:
-            return 0
+            return
         if time.perf_counter() - self.start < self.after:
             self.held.append(index)
-            return self.saved
+            return
         self.flush()
         self.store.save(index, scores, member)
-        self.saved += 1
-        return self.saved
 
     def flush(self) -> None:
         """Write every chunk held."""
         if self.store is not None:
             for index in self.held:
                 self.store.save(index, *self.results.chunk(index))
-                self.saved += 1
         self.held.clear()
 
 
