@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from auditsel.dpsgd.datasets import Dataset
-from auditsel.dpsgd.trainer import ExampleCanary, GradientCanary
+from auditsel.dpsgd.trainer import DiracCanary, ExampleCanary
 from auditsel.errors import ConfigError
 
 __all__ = ["dirac", "from_dataset", "out_of_distribution", "mislabelled", "CANARIES", "OOD_KINDS"]
@@ -34,7 +34,7 @@ CANARIES = ("dirac", "input")
 OOD_KINDS = ("inverted", "constant", "noise", "checkerboard")
 
 
-def dirac(coordinate: int = 0) -> GradientCanary:
+def dirac(coordinate: int = 0) -> DiracCanary:
     """Z_D: clipped gradient C e_coordinate at every step (coordinate 0 in the paper)."""
     if (
         isinstance(coordinate, bool)
@@ -42,7 +42,7 @@ def dirac(coordinate: int = 0) -> GradientCanary:
         or coordinate < 0
     ):
         raise ConfigError("game.canary_coordinate", f"must be an integer >= 0, got {coordinate!r}")
-    return GradientCanary(coordinate=int(coordinate))
+    return DiracCanary(coordinate=int(coordinate))
 
 
 def _resize(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -25,7 +25,7 @@ from typing import Any
 
 from auditsel.dpsgd.datasets import Dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import Canary, ExampleCanary, GradientCanary
+from auditsel.dpsgd.trainer import Canary, DiracCanary, ExampleCanary
 from auditsel.dpsgd.tuning_protocol import (
     CanaryLoss,
     DpsgdTuningProtocol,
@@ -68,7 +68,7 @@ class ThreatModel:
                     "validation loss), got an empty validation set",
                 )
             return ValidationLoss(validation, reduction=self.validation_reduction)
-        if isinstance(canary, GradientCanary):
+        if isinstance(canary, DiracCanary):
             if not isinstance(canary.coordinate, int):  # several Dirac canaries: one-run games
                 raise ConfigError("game.canary", "a threat's score reads one coordinate")
             return FirstCoordinateShift(canary.coordinate)

@@ -11,11 +11,10 @@ Two measurements, each in a fresh interpreter:
    CLI's default, a thread per core for these games), wall-clock (what the
    user waits for), and `auditsel --help`;
 2. phases: the same `auditsel.cli.main` call in a fresh process with timers wrapped around
-   what it calls: imports (every module the run's own process loads: matplotlib is imported
-   by the process it forks to draw the figures, beside them), bounds (the upper
-   panel, the bound curves and the exact privacy curve; computed beside the game, the audit
-   and the estimator panel, in a forked process where that is safe, so only the wait for them
-   adds to the total), game
+   what it calls: imports (every module the run's own process loads before the run:
+   matplotlib is imported in a thread beside the game), bounds (the upper panel, the bound
+   curves and the exact privacy curve; computed in a thread beside the game, the audit and
+   the estimator panel, so only the wait for them adds to the total), game
    (auditsel.games.engine.run_game), audit (the lower bounds from the scores), estimator
    panel (run by default up to 200,000 games), plots
    (auditsel.experiments.report.write_plots), rest (config, report.md, result.json, printing). It prints
@@ -56,10 +55,8 @@ PHASES = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import auditsel.cli
-getattr(auditsel.cli, "_quiet_blas_threads", lambda: None)()  # as `auditsel` does first
 import auditsel.experiments.experiment, auditsel.experiments.report, auditsel.experiments.config, auditsel.auditing.lower, attacks.proxies
-# (matplotlib is not imported here: the run's figures are drawn by a process it forks at its
-# start, which imports matplotlib beside the run's own imports: `worker_pool.Prepared`)
+# (matplotlib is not imported here: the run imports it in a thread beside the game)
 imports = time.perf_counter() - t0
 import auditsel.experiments.experiment as ex, auditsel.experiments.report as rp
 seconds = {"bounds": 0.0, "bounds_wait": 0.0, "game": 0.0, "audit": 0.0, "panel": 0.0,
@@ -79,20 +76,28 @@ def timed(module, name, phase):
                 seconds[phase] += time.perf_counter() - t
     setattr(module, name, wrapper)
 
-class TimedBeside(ex.Beside):   # the bounds and the estimator panel, computed beside the rest:
-    def __init__(self, fn, **kw):   # their own seconds (in a forked process or a thread) and
+background = ex.in_background
+class TimedBackground:   # the bounds and the estimator panel, computed beside the rest: their
+    def __init__(self, fn):   # own seconds (in a thread) and the main thread's wait for them
         names = fn.__code__.co_names   # the bounds: computed, or read back from the cache
         self.phase = "bounds" if {"_upper_panel", "kept_bounds"} & set(names) else "panel"
-        super().__init__(fn, **kw)  # the main thread's wait for them
+        def run():
+            t = time.perf_counter()
+            try:
+                return fn()
+            finally:
+                seconds[self.phase] += time.perf_counter() - t
+        self.future = background(run)
     def result(self):
         t = time.perf_counter()
         try:
-            return super().result()
+            return self.future.result()
         finally:
-            seconds[self.phase] += self.seconds
             seconds[self.phase + "_wait"] += time.perf_counter() - t
+    def cancel(self):
+        return self.future.cancel()
 
-ex.Beside = TimedBeside
+ex.in_background = TimedBackground
 for name, phase in (("run_game", "game"), ("audit_scores", "audit"), ("audit_chunks", "audit")):
     if hasattr(ex, name):
         timed(ex, name, phase)

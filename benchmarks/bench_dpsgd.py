@@ -25,7 +25,7 @@ import torch
 
 from auditsel.dpsgd.datasets import load_dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import Execution, GradientCanary, default_device, train_runs
+from auditsel.dpsgd.trainer import DiracCanary, Execution, default_device, train_runs
 
 
 class PeakMemory:
@@ -158,7 +158,7 @@ def main(argv=None):
             clip=clip,
             noise_multiplier=sigma,
             sample_rate=tau,
-            canary=GradientCanary(),
+            canary=DiracCanary(),
             execution=Execution(device=device),
         )
         train_runs(spec, data, seeds=np.arange(4), **common)  # warm-up

@@ -6,10 +6,6 @@
                                                         # printouts and plots (docs/tutorials/img)
     python benchmarks/bench_pipeline.py --memory        # peak memory, 10^5 vs 10^6 games
     python benchmarks/bench_pipeline.py --compare-jobs --games 200 --repeat 3 [--baseline COMMIT]
-    python benchmarks/bench_pipeline.py --fork-cost --chunks 4 --repeat 5
-                                                        # what a forked warm worker costs
-    python benchmarks/bench_pipeline.py --exit-cost --games 200 --jobs 1 --repeat 3
-                                                        # the CLI's exit with/without gc.freeze
     python benchmarks/bench_pipeline.py --timeline --games 200 --jobs 2
                                                         # one audit's phases, by process
     python benchmarks/bench_pipeline.py --threads-check --games 100
@@ -30,13 +26,9 @@ the load average around each pair, then the median and the range of the ratios; 
 tree's (`benchmarks/baselines/commits.py`); with `--idle-below L`, each pair waits for a
 1-minute load average under L first (on a shared machine: idle-ish numbers).
 
---fork-cost: in this process, warm, chunks of the tutorial pipeline played here and on a
-worker forked for them, alternately: the CPU a forked worker adds (what sizes
-`auditsel.games.worker_pool.FORK_PAYS`).
-
 --threads-check: a hand-written NumPy pipeline (full-batch DP-SGD of a linear autoencoder on 512
 examples of 64 features, 20 steps, two 512 x 64 x 64 matrix products each) audited in this process with
-jobs = 1, BLAS threads limited to one (the default) and to every core (AUDITSEL_GAME_THREADS),
+jobs = 1, BLAS threads limited to one (the default) and to every core (`game_threads`),
 alternately: wall and CPU seconds per game, and the ratio.
 
 --memory: a cheap numpy pipeline, 10^5 then 10^6 games streamed to checkpoints (each in a fresh
@@ -77,7 +69,6 @@ CLI = [
 
 
 # the CLI without the exit's gc.freeze (auditsel.cli.main runs _main, then freezes)
-NO_FREEZE = "import sys; from auditsel.cli import _main; sys.exit(_main(sys.argv[1:]))"
 
 
 def wait_for_idle(below: float | None, most: float = 900.0) -> None:
@@ -110,17 +101,14 @@ def plain_loop(folder: Path, games: int) -> tuple[float, float]:
     return games / wall, cpu / games
 
 
-def cli_audit(
-    folder: Path, games: int, jobs: int, freeze: bool = True, tree: Path = ROOT
-) -> tuple[float, float, dict]:
+def cli_audit(folder: Path, games: int, jobs: int, tree: Path = ROOT) -> tuple[float, float, dict]:
     """Wall seconds, CPU seconds of the whole process tree (the CLI and its workers: start-up,
-    imports and task transfer included) and result.json of one CLI audit (`freeze=False`:
-    without the exit's `gc.freeze`, `auditsel.cli.main`; `tree`: whose package runs)."""
+    imports and task transfer included) and result.json of one CLI audit (`tree`: whose
+    package runs)."""
     out = folder / "audit"
     shutil.rmtree(out, ignore_errors=True)
-    program = ["-m", "auditsel"] if freeze else ["-c", NO_FREEZE]
     command = [
-        sys.executable, *program, "audit-pipeline", "tuning.py:tune", *CLI,
+        sys.executable, "-m", "auditsel", "audit-pipeline", "tuning.py:tune", *CLI,
         "--games", str(games), "--jobs", str(jobs), "--out", str(out), "--no-progress", "--quiet",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -184,13 +172,10 @@ def compare_jobs(args) -> None:
                 assert r1["lower"]["eps"] == r2["lower"]["eps"]  # the same games, the same numbers
                 ratios[name]["CPU"].append(c2 / c1)
                 ratios[name]["wall"].append(w2 / w1)
-                # the replay check plays 6 games where workers were forked, 4 where none paid
-                plays = r2["pipeline"]["reproducibility"]["plays"]
                 print(
                     f"  {name}{args.games} games: --jobs 1 {w1:5.1f} s wall {c1:5.1f} s CPU; "
-                    f"--jobs 2 {w2:5.1f} s wall {c2:5.1f} s CPU ({'forked' if plays > 4 else 'no'}"
-                    f" worker); 2/1: CPU {c2 / c1:.2f}x, wall {w2 / w1:.2f}x; {before}, "
-                    f"after: {load()}"
+                    f"--jobs 2 {w2:5.1f} s wall {c2:5.1f} s CPU; 2/1: CPU {c2 / c1:.2f}x, "
+                    f"wall {w2 / w1:.2f}x; {before}, after: {load()}"
                 )
         for name, by in ratios.items():
             for what, r in by.items():
@@ -201,7 +186,7 @@ def compare_jobs(args) -> None:
 
 
 # --timeline: the phases of one CLI audit, each function's start and end in the process that
-# ran it (the parent, or a forked worker: play_chunk), written to stderr by a wrapper
+# ran it (the parent, or a worker: play_chunk), written to stderr by a wrapper
 TIMELINE = """
 import functools, importlib, os, sys, time
 T0 = time.perf_counter()
@@ -224,7 +209,6 @@ for module, name in [
     ("auditsel.games.engine", "play_chunk"),
     ("auditsel.pipelines.pipeline", "estimator_panel"),
     ("auditsel.pipelines.pipeline", "write_outputs"),
-    ("auditsel.pipelines.pipeline", "prepare_plotting"),
 ]:
     patch(module, name)
 from auditsel.cli import main
@@ -252,96 +236,6 @@ def timeline(args) -> None:
         )
 
 
-def exit_cost(args) -> None:
-    """The CLI audit with and without the exit's `gc.freeze`, alternately: wall and CPU."""
-    import statistics
-
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        (folder / "tuning.py").write_text(tutorial_module())
-        print(f"machine: {os.cpu_count()} cores; before: {load()}")
-        saved = {"wall": [], "CPU": []}
-        for _ in range(args.repeat):
-            w0, c0, r0 = cli_audit(folder, args.games, args.jobs, freeze=False)
-            w1, c1, r1 = cli_audit(folder, args.games, args.jobs)
-            assert r0["lower"]["eps"] == r1["lower"]["eps"]
-            saved["wall"].append(w0 - w1)
-            saved["CPU"].append(c0 - c1)
-            print(
-                f"  without the freeze {w0:5.2f} s wall {c0:5.2f} s CPU; with it {w1:5.2f} s "
-                f"wall {c1:5.2f} s CPU; {load()}"
-            )
-        for name, d in saved.items():
-            print(
-                f"saved by the exit's gc.freeze, {name}: {statistics.median(d):.2f} s "
-                f"[{min(d):.2f}, {max(d):.2f}] ({len(d)} repeats)"
-            )
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def fork_cost(args) -> None:
-    """The CPU a forked warm worker adds (`worker_pool.FORK_PAYS` is sized by it): in one
-    process, warm, the tutorial's pipeline plays `--chunks` chunks of 32 games here, then the
-    same chunks on one worker forked for them (fork, copied pages, transfers, its end),
-    alternately, `--repeat` times; the difference is the worker's cost."""
-    import statistics
-
-    from auditsel import GradientCanary
-    from auditsel.games import worker_pool
-    from auditsel.games.engine import play_chunk
-    from auditsel.pipelines.game import PipelineGame, no_proxy
-
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "tuning.py").write_text(tutorial_module())
-        sys.path.insert(0, tmp)
-        import tuning
-
-        game = PipelineGame(
-            tuning.tune, tuning.score, tuning.train_data, GradientCanary(coordinate=30)
-        )
-        for g in range(4):  # warm, as after the replay check
-            game.play_one(0, g)
-        print(f"machine: {os.cpu_count()} cores; before: {load()}")
-        chunks = range(10, 10 + args.chunks)
-        extra = []
-        for _ in range(args.repeat):
-            cpu = time.process_time()
-            for i in chunks:
-                play_chunk(game, no_proxy, 0, i, 32)
-            here = time.process_time() - cpu
-            cpu, kids = time.process_time(), _children_cpu()
-            with worker_pool.WarmWorkers(game, threads=1) as pool:
-                pool.start(1)
-                for future in [pool.submit(play_chunk, no_proxy, 0, i, 32) for i in chunks]:
-                    future.result()
-            there = time.process_time() - cpu + _children_cpu() - kids
-            extra.append(there - here)
-            print(
-                f"  {args.chunks} chunks here {here:.3f} CPU s, on a forked worker {there:.3f} "
-                f"(this process's included): +{there - here:.3f} s; {load()}"
-            )
-        bare = []
-        for _ in range(args.repeat):  # a worker forked and ended with no work: its fixed cost
-            cpu, kids = time.process_time(), _children_cpu()
-            with worker_pool.WarmWorkers(game, threads=1) as pool:
-                pool.start(1)
-            bare.append(time.process_time() - cpu + _children_cpu() - kids)
-        print(
-            f"a worker forked and ended with no work: {statistics.median(bare):.3f} CPU s "
-            f"(median) [{min(bare):.3f}, {max(bare):.3f}]"
-        )
-        cost = statistics.median(extra)
-        print(
-            f"a forked worker costs {cost:.3f} CPU s (median) [{min(extra):.3f}, "
-            f"{max(extra):.3f}]: {cost / worker_pool.FORK_PAYS:.1%} of FORK_PAYS = "
-            f"{worker_pool.FORK_PAYS} s, the least work a worker is forked for"
-        )
-
-
 _X = np.random.default_rng(1).normal(size=(512, 64))
 
 
@@ -362,20 +256,18 @@ def numpy_pipeline(data, seed, canary):
 def threads_check(args) -> None:
     import statistics
 
-    from auditsel import GradientCanary, ReportOptions, audit_pipeline
+    from auditsel import ExecutionOptions, GradientCanary, ReportOptions, audit_pipeline
 
     print(f"machine: {os.cpu_count()} cores; before: {load()}")
-    rows = {"1 (default)": "", f"{os.cpu_count()} (every core)": str(os.cpu_count())}
+    rows = {"1 (default)": None, f"{os.cpu_count()} (every core)": os.cpu_count()}
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in rows}
     for _ in range(args.repeat):
         for name, value in rows.items():
-            os.environ["AUDITSEL_GAME_THREADS"] = value
-            if not value:
-                del os.environ["AUDITSEL_GAME_THREADS"]
             wall, cpu = time.perf_counter(), time.process_time()
             audit_pipeline(
                 numpy_pipeline, data=None, canary=GradientCanary(coordinate=0),
                 games=args.games, delta=1e-5, report=ReportOptions(panel=False),
+                execution=ExecutionOptions(game_threads=value),
             )  # fmt: skip
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             times[name].append((wall / args.games, cpu / args.games))
@@ -464,8 +356,6 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true")
     parser.add_argument("--compare-jobs", action="store_true")
     parser.add_argument("--threads-check", action="store_true")
-    parser.add_argument("--fork-cost", action="store_true")
-    parser.add_argument("--exit-cost", action="store_true")
     parser.add_argument("--timeline", action="store_true")
     parser.add_argument(
         "--baseline", help="--compare-jobs: also a baseline commit's package, alternating"
@@ -475,7 +365,6 @@ def main() -> None:
         type=float,
         help="--compare-jobs: before each pair, wait (up to 15 min) for a load average below it",
     )
-    parser.add_argument("--chunks", type=int, default=4, help="chunks of --fork-cost")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     if args.docs:
@@ -486,10 +375,6 @@ def main() -> None:
         compare_jobs(args)
     elif args.threads_check:
         threads_check(args)
-    elif args.fork_cost:
-        fork_cost(args)
-    elif args.exit_cost:
-        exit_cost(args)
     elif args.timeline:
         timeline(args)
     else:

@@ -1,6 +1,6 @@
 """Cold cost of the bounds beside a run (issue 29, fixed costs): `experiment._upper_panel` (the
 upper panel with the curves at the six curve deltas, the exact privacy curve and the attack
-value with its curve: what `auditsel run` computes in a forked process beside the game), in
+value with its curve: what `auditsel run` computes in a thread beside the game), in
 this tree against a baseline commit, both cold.
 
     python benchmarks/bench_upper_panel.py                  # against main, best of 3

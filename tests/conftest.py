@@ -9,7 +9,11 @@ import os
 # cache's own tests name a temporary folder)
 os.environ["AUDITSEL_CACHE_DIR"] = "off"
 
-# a game writes its chunks once it has played 5 s (auditsel.games.engine.CHECKPOINT_AFTER);
-# the tests of checkpoints and resumes play short games, so here every chunk is written from
-# the first, as in a long run (the default's own tests unset this: tests/games/test_game.py)
-os.environ["AUDITSEL_CHECKPOINT_AFTER"] = "0"
+# a game writes its chunks once it has played 5 s (auditsel.games.engine.CHECKPOINT_AFTER, the
+# default of run_game's checkpoint_after); the tests of checkpoints and resumes play short games,
+# so here every chunk is written from the first, as in a long run (the default's own test sets
+# it back: tests/games/test_game.py; a test that runs the CLI in a new process passes
+# --checkpoint-after 0)
+from auditsel.games import engine
+
+engine.CHECKPOINT_AFTER = 0.0

@@ -18,6 +18,3 @@ def record_saved_figures(monkeypatch, record):
     for module in list(sys.modules.values()):
         if getattr(module, "save_figure", None) is original:
             monkeypatch.setattr(module, "save_figure", save)
-    # every figure is drawn in this process: one drawn in a forked process (the game's
-    # figures beside the privacy curve, `worker_pool.Beside`) would not be recorded here
-    monkeypatch.setattr("auditsel.games.worker_pool.fork_available", lambda: False)

@@ -343,11 +343,10 @@ def test_help_imports_nothing_heavy():
 def test_run_draws_its_figures_without_pyplot_or_mathtext(tmp_path):
     """`auditsel run` draws its three figures on matplotlib's Agg canvas without importing
     pyplot (a tenth of a second) and labels log axes without building the mathtext parser
-    (a fifth of a second): by the end of the run (its figures drawn in its own process,
-    forking switched off) pyplot is not loaded and the parser was never built."""
+    (a fifth of a second): by the end of the run (its figures drawn in its own process)
+    pyplot is not loaded and the parser was never built."""
     code = (
-        "import sys\nimport auditsel.games.worker_pool as wp\nwp.fork_available = lambda: False\n"
-        "from auditsel.cli import main\n"
+        "import sys\nfrom auditsel.cli import main\n"
         f"main(['run', '--trials', '2000', '--out', {str(tmp_path / 'o')!r}, '--quiet',"
         " '--no-progress'])\n"
         "import matplotlib.mathtext as mt\n"

@@ -134,7 +134,7 @@ def _cases() -> dict[str, Case]:
     rdp_curve = rdp.ORDERS * 0.1
     scores, member = _scores()
     one_scores, one_members = _one_run_scores()
-    curve = planning.Curve(np.array([0.1, 0.3]), np.array([0.3, 0.1]), "exact")
+    curve = planning.PlanCurve(np.array([0.1, 0.3]), np.array([0.3, 0.1]), "exact")
     pure = fin.pure_epsilon
     release = lambda b, rng: rng.normal(b, 1.0)
     score = lambda y: y
@@ -448,7 +448,7 @@ EXEMPT = {
     "auditsel.experiments.result.RunResult.__init__": "a result record",
     "auditsel.reproductions.accountant_claims.Setting.__init__": "a paper's setting, as data",
     "auditsel.reproductions.table3.Table3Grid.__init__": "a paper's grid, as data",
-    "auditsel.pipelines.one_run_pipeline.TradeoffFamily.epsilon": "a typing Protocol (no code): "
+    "auditsel.auditing.one_run_analysis.TradeoffFamily.epsilon": "a typing Protocol (no code): "
     "the families it describes are checked where they are defined",
 }
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from paused_run import paused_command
 
 from auditsel.cli import main
 from auditsel.errors import ConfigError
@@ -52,7 +53,10 @@ def env(pythonpath: Path = ROOT, **extra) -> dict:
 
 
 def command(cfg: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "auditsel", "run", str(cfg), "--out", str(out), "--quiet"]
+    return [
+        *(sys.executable, "-m", "auditsel", "run", str(cfg), "--out", str(out), "--quiet"),
+        *("--checkpoint-after", "0"),
+    ]
 
 
 def leftovers(out: Path) -> list[str]:
@@ -204,10 +208,11 @@ def package_copy(tmp_path: Path) -> Path:
 
 
 def kill_after(cmd, environment, out: Path, chunks: int) -> None:
-    """Run with the engine's pause hook; SIGKILL once `chunks` new chunks are saved."""
+    """Run with the pause hook (`paused_run`); SIGKILL once `chunks` new chunks are saved."""
+    assert cmd[1:3] == ["-m", "auditsel"]
     proc = subprocess.Popen(
-        cmd,
-        env={**environment, "AUDITSEL_PAUSE_AFTER_CHUNKS": str(chunks)},
+        paused_command(cmd[3:], chunks),
+        env=environment,
         cwd=out.parent,  # not the checkout: `python -m` would import the package from there
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -1,21 +1,20 @@
 """What a run pays whatever its number of games (issue 29): the bounds and the attack cached per
 setting (identical values, a fresh copy each call), `--no-plots` (no figure, no matplotlib,
-the same numbers), and the work done beside the run (the same numbers and figures)."""
+the same numbers), and the work done in background threads (the same numbers and figures)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-import threading
+from concurrent.futures import Future
 
 import pytest
 
 from auditsel.cli import main
-from auditsel.experiments import experiment
+from auditsel.experiments import experiment, plots
 from auditsel.experiments.config import default_config_path, load_config
 from auditsel.experiments.experiment import run_config, upper_fields, upper_panel
-from auditsel.games import worker_pool
 
 
 def test_upper_panel_is_cached_per_setting_and_each_call_gets_its_own_copy():
@@ -64,37 +63,25 @@ def _run_folder(folder):
     return result, pngs
 
 
+def _at_once(fn):
+    """`backends.in_background` computed in the caller, before it goes on."""
+    future = Future()
+    future.set_result(fn())
+    return future
+
+
 def test_work_beside_the_run_changes_nothing(tmp_path, monkeypatch):
-    """The bounds, the estimator panel and the figures computed beside the run (forked
-    processes: `worker_pool.Beside`, and the `Prepared` one that imports matplotlib from the
-    start and draws the figures) give the result.json and the figures, byte for byte, of the
-    run with every part computed in this process; the panel's place in result.json is the one
-    `run_config` gives it."""
+    """The bounds, the estimator panel and matplotlib's import computed in background threads
+    (`backends.in_background`) give the result.json and the figures, byte for byte, of the run
+    with every part computed in turn in the caller; the panel's place in result.json is the
+    one `run_config` gives it."""
     argv = ["run", "--trials", "4000", "--quiet", "--no-progress"]
     experiment._UPPER.clear()
-    forked, prepared = [], []
-    init, prepare = worker_pool.Beside.__init__, worker_pool.Prepared.__init__
-
-    def counted(self, fn, **kw):
-        init(self, fn, **kw)
-        forked.append(self.forked)
-
-    def counted_prepared(self, fn):
-        prepare(self, fn)
-        prepared.append(self.forked)
-
-    alone = threading.active_count() == 1  # other tests may leave threads: then no fork
-    with monkeypatch.context() as m:
-        m.setattr(worker_pool.Beside, "__init__", counted)
-        m.setattr(worker_pool.Prepared, "__init__", counted_prepared)
-        m.setattr(worker_pool, "spare_core", lambda: True)  # forked whatever the load
-        assert main([*argv, "--out", str(tmp_path / "beside")]) == 0
-    if worker_pool.fork_available() and alone:  # bounds, panel: forked; the figures drawn by
-        assert forked == [True, True]  # the process forked at the start, matplotlib imported
-        assert prepared == [True]  # there (it forks the game's figures from itself)
+    assert main([*argv, "--out", str(tmp_path / "beside")]) == 0
     experiment._UPPER.clear()
     with monkeypatch.context() as m:
-        m.setattr(worker_pool, "fork_available", lambda: False)
+        m.setattr(experiment, "in_background", _at_once)
+        m.setattr(plots, "in_background", _at_once)
         assert main([*argv, "--out", str(tmp_path / "here")]) == 0
     beside, here = _run_folder(tmp_path / "beside"), _run_folder(tmp_path / "here")
     assert beside[0] == here[0]
@@ -110,31 +97,13 @@ def test_work_beside_the_run_changes_nothing(tmp_path, monkeypatch):
     assert api["lower"] == beside[0]["lower"]
 
 
-def test_the_run_process_never_imports_the_attacks_modules(tmp_path):
-    """With the bounds computed beside the game (a forked process), the run's own process
-    reads their Panel back without importing the attack's modules (its score search and
-    scipy.fft: 0.06 s on the path to the figures)."""
-    if not worker_pool.fork_available():
-        pytest.skip("no fork here: the bounds are computed in the run's process")
-    code = (
-        "import sys\nimport auditsel.games.worker_pool as wp\nwp.spare_core = lambda: True\n"
-        "from auditsel.cli import main\n"
-        f"rc = main(['run', '--trials', '2000', '--out', {str(tmp_path / 'o')!r}, '--quiet',"
-        " '--no-progress', '--no-plots'])\n"
-        "print(rc, sorted(m for m in ('auditsel.accounting.attack', "
-        "'auditsel.accounting.score_search', 'scipy.fft') if m in sys.modules))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split("\n")[-2] == "0 []", out.stdout + out.stderr
-
-
 def test_the_trade_off_curve_is_computed_beside_the_game_with_the_same_numbers(
     tmp_path, monkeypatch
 ):
     """With figure_data, the pair's exact trade-off curve that tradeoff.png draws comes back
-    from the bounds' process, bit for bit `tradeoff_curve(winner)`, and the run's own process
-    never computes it (the report's copy of the function raises); the figures are the bytes of
-    a run that computed it in the run's own process."""
+    with the bounds, bit for bit `tradeoff_curve(winner)`, and the report never computes it
+    (the report's copy of the function raises); the figures are the bytes of a run whose
+    report computed it."""
     import numpy as np
 
     from auditsel.accounting.exact import tradeoff_curve
@@ -142,9 +111,7 @@ def test_the_trade_off_curve_is_computed_beside_the_game_with_the_same_numbers(
 
     spec = load_config(default_config_path()).with_game(trials=2000)
     experiment._UPPER.clear()
-    with monkeypatch.context() as m:
-        m.setattr(worker_pool, "spare_core", lambda: True)  # forked whatever the load
-        _, artefacts = experiment.run_experiment(spec, None, progress=False, figure_data=True)
+    _, artefacts = experiment.run_experiment(spec, None, progress=False, figure_data=True)
     fp, fn = artefacts["exact_tradeoff"]
     want_fp, want_fn = tradeoff_curve(artefacts["winner"])
     assert np.array_equal(fp, want_fp) and np.array_equal(fn, want_fn)
@@ -161,46 +128,22 @@ def test_the_trade_off_curve_is_computed_beside_the_game_with_the_same_numbers(
         m.setattr(report, "tradeoff_curve", not_here)
         assert main([*argv, "--out", str(tmp_path / "beside")]) == 0
     experiment._UPPER.clear()
-    with monkeypatch.context() as m:  # the old way: computed by the report, in this process
+    with monkeypatch.context() as m:  # the other way: computed by the report
         m.setattr(experiment, "tradeoff_curve", lambda winner: None)
         assert main([*argv, "--out", str(tmp_path / "here")]) == 0
     assert _run_folder(tmp_path / "beside") == _run_folder(tmp_path / "here")
 
 
-def test_git_fields_asked_ahead_equal_the_plain_git_answer(tmp_path):
+def test_git_fields_equal_the_plain_git_answer():
+    from pathlib import Path
+
     from auditsel import version
 
-    root = version._root()
+    root = Path(version.__file__).resolve().parent.parent
     if not (root / ".git").exists():
         pytest.skip("not a git checkout")
     git = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True)
     commit = git("rev-parse", "HEAD").stdout.strip()
     dirty = bool(git("status", "--porcelain", "--", "auditsel", "attacks").stdout.strip())
     version.source_commit.cache_clear()
-    version.start_source_commit()
-    assert len(version._STARTED) == 1
     assert version.source_commit() == (commit, dirty)
-    assert version._STARTED == {}
-    version.start_source_commit()  # known already: nothing started
-    assert version._STARTED == {}
-    version.source_commit.cache_clear()  # not started ahead: the same answer
-    assert version.source_commit() == (commit, dirty)
-
-
-def test_the_cli_sets_openblas_idle_threads_to_sleep_unless_told_otherwise():
-    probe = (
-        "import os, sys; from auditsel.cli import main; main(['--version']); "
-        "import numpy; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'), file=sys.stderr)"
-    )
-    run = lambda env: subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
-    ).stderr.strip()
-    base = {k: v for k, v in __import__("os").environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
-    assert run(base) == "4"
-    assert run({**base, "OPENBLAS_THREAD_TIMEOUT": "20"}) == "20"  # the user's choice stays
-    # once numpy is loaded the variable would be read too late: left alone
-    late = probe.replace("import os, sys;", "import os, sys, numpy;")
-    late_run = subprocess.run(
-        [sys.executable, "-c", late], capture_output=True, text=True, env=base, check=True
-    )
-    assert late_run.stderr.strip() == "None"

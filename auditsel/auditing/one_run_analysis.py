@@ -53,6 +53,7 @@ __all__ = [
     "mmc24_rejects",
     "guess_grid",
     "guess_counts",
+    "TradeoffFamily",
     "GdpFamily",
     "PureDpFamily",
     "OneRunBound",
@@ -133,9 +134,10 @@ def mmc24_rejects(
 
 
 class TradeoffFamily(Protocol):
-    """A family of trade-off curves f_theta for [MMC24]'s test: `fbar_inverse(theta)` is
-    r -> f_theta^-1(1 - r), `epsilon(theta, delta)` converts theta (`GdpFamily`, `PureDpFamily`;
-    the reduced one-run game supplies its own)."""
+    """A family of trade-off curves f_theta for [MMC24]'s test (Theorem 9), indexed by theta:
+    `fbar_inverse(theta)` is r -> f_theta^-1(1 - r), `epsilon(theta, delta)` converts theta,
+    `theta_grid()` the thetas searched (`GdpFamily`, mu-GDP, the default; `PureDpFamily`;
+    `auditsel.games.one_run_reduced.TuningFamily`)."""
 
     @property
     def name(self) -> str: ...
@@ -143,6 +145,8 @@ class TradeoffFamily(Protocol):
     def fbar_inverse(self, theta: float) -> Callable[[FloatArray], FloatArray]: ...
 
     def epsilon(self, theta: float, delta: float) -> float: ...
+
+    def theta_grid(self) -> FloatArray: ...
 
 
 @dataclass(frozen=True)

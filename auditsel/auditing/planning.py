@@ -43,14 +43,13 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 from auditsel.auditing.clopper_pearson import clopper_pearson_upper
-from auditsel.auditing.score_sort import sort_parts
-from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.auditing.sorted_scores import SortedScores, sort_parts
 from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError
 from auditsel.numerics import FloatArray, check_deltas
 
 __all__ = [
-    "Curve",
+    "PlanCurve",
     "Plan",
     "empirical_curve",
     "PilotTests",
@@ -70,7 +69,7 @@ MAX_GAMES = 10**12
 
 
 @dataclass(frozen=True)
-class Curve:
+class PlanCurve:
     """A trade-off curve as candidate tests (FP, FN), and how it was obtained."""
 
     fp: np.ndarray
@@ -99,7 +98,7 @@ def _spread(fp: np.ndarray, fn: np.ndarray, k: int) -> np.ndarray:
 
 def empirical_curve(
     scores: ArrayLike, member: ArrayLike, source: str, shrink: float = 0.0
-) -> Curve:
+) -> PlanCurve:
     """The trade-off curve of pilot games: (FP, FN) of every threshold test, both directions.
 
     With shrink = a > 0 each rate is (count + a) / (n + 2a), so that no test of a small pilot
@@ -107,7 +106,7 @@ def empirical_curve(
     c = SortedScores(scores, member).counts()
     fp = (c.fp + shrink) / (c.n0 + 2 * shrink)
     fn = (c.fn + shrink) / (c.n1 + 2 * shrink)
-    return Curve(np.concatenate([fp, 1 - fp]), np.concatenate([fn, 1 - fn]), source)
+    return PlanCurve(np.concatenate([fp, 1 - fp]), np.concatenate([fn, 1 - fn]), source)
 
 
 @dataclass(frozen=True)
@@ -123,14 +122,14 @@ class PilotTests:
     t: np.ndarray = field(default_factory=lambda: np.zeros(0))  # each test's threshold
     up: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # "in" iff score > t
 
-    def pessimistic(self, confidence: float) -> Curve:
+    def pessimistic(self, confidence: float) -> PlanCurve:
         """The tests at the one-sided Clopper-Pearson upper limits of their FP and FN rates,
         Bonferroni-corrected over all of them: with probability >= confidence every test's true
         rates are below them at once."""
         if len(self.fp) == 0:
-            return Curve(np.ones(0), np.ones(0), self.source)
+            return PlanCurve(np.ones(0), np.ones(0), self.source)
         alpha = 2 * (1 - confidence) / (2 * len(self.fp))  # one-sided (1 - confidence) / limits
-        return Curve(
+        return PlanCurve(
             clopper_pearson_upper(self.fp, self.n0, alpha),
             clopper_pearson_upper(self.fn, self.n1, alpha),
             self.source,
@@ -318,7 +317,7 @@ def expected_eps(fp: float, fn: float, evaluated: int, level: float, delta: floa
     return float(w0 @ eps @ w1 / (w0.sum() * w1.sum()))
 
 
-def curve_epsilon(curve: Curve, delta: float) -> float:
+def curve_epsilon(curve: PlanCurve, delta: float) -> float:
     """max over the curve's tests of eq. 4 with the true rates (no sampling error)."""
     delta = float(check_deltas(delta)[0])
     fp, fn = np.asarray(curve.fp, float), np.asarray(curve.fn, float)
@@ -328,7 +327,7 @@ def curve_epsilon(curve: Curve, delta: float) -> float:
 
 
 def _best(
-    curve: Curve,
+    curve: PlanCurve,
     fn_of: Callable[[float, float], float],
     points: tuple[FloatArray, FloatArray] | None = None,
 ) -> tuple[float, tuple[float, float], FloatArray]:
@@ -341,7 +340,7 @@ def _best(
 
 
 def prob_for_games(
-    curve: Curve,
+    curve: PlanCurve,
     target: float,
     games: int,
     rule: str,
@@ -357,14 +356,14 @@ def prob_for_games(
 
 
 def expected_for_games(
-    curve: Curve, games: int, rule: str, confidence: float, delta: float, **design: Any
+    curve: PlanCurve, games: int, rule: str, confidence: float, delta: float, **design: Any
 ) -> float:
     evaluated, level = rule_design(rule, games, confidence, **design)
     return _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, delta))[0]
 
 
 def games_needed(
-    curve: Curve,
+    curve: PlanCurve,
     target: float,
     rule: str,
     confidence: float,

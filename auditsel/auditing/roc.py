@@ -30,8 +30,8 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from auditsel.auditing.score_sort import sort_parts
 from auditsel.auditing.scores import check_scores
+from auditsel.auditing.sorted_scores import sort_parts
 from auditsel.errors import ConfigError
 
 __all__ = [

@@ -12,15 +12,15 @@ binary search, without copying the subset. Nothing here depends on the order of 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from auditsel.auditing.score_sort import SortHelper, sort_parts
 from auditsel.errors import ConfigError
+from auditsel.games.backends import run_ordered
 
 #: the user-facing names (the other functions are building blocks of the audits)
 __all__ = ["SortedScores", "Counts", "counts_from_coins", "threshold_table"]
@@ -189,18 +189,31 @@ SPLIT_STREAM = 0x7370  # the seed's spawn key of a split (rule split, bonferroni
 
 MULTISPLIT_STREAM = 0x6D73  # of multisplit's splits (with the split's index)
 
+#: each part sorted in its own thread from here (numpy's sort frees the GIL)
+THREADED_SORT_ABOVE = 1 << 20
+
+
+def _sorted_part(s: NDArray[np.float64], mask: NDArray[np.bool_]) -> NDArray[np.float64]:
+    return np.sort(s[mask])
+
+
+def sort_parts(
+    s: NDArray[np.float64], masks: Sequence[NDArray[np.bool_]]
+) -> tuple[NDArray[np.float64], ...]:
+    """np.sort(s[m]) for each mask m: in threads (`games.backends`) for a large `s`."""
+    s = np.asarray(s, dtype=np.float64)
+    if len(s) < THREADED_SORT_ABOVE:
+        return tuple(np.sort(s[m]) for m in masks)
+    calls = [(_sorted_part, (s, m)) for m in masks]
+    return tuple(run_ordered(calls, jobs=len(masks), backend="threading"))
+
 
 class SortedScores:
     """The one sort: each coin's scores sorted ascending (two sorts of n/2, no argsort), from
     which every count and every split is read. Results computed on it (a rule's bound, a split's
     pilot) are kept, so that the CLI's rules and the estimator panel share them."""
 
-    def __init__(
-        self, scores: ArrayLike, member: ArrayLike, *, sort_helper: SortHelper | None = None
-    ) -> None:
-        """`sort_helper`: a `score_sort.SortHelper` started ahead for the one sort (of every
-        game; `score_sort.prepare_sort`), used by the first `by_coin()`."""
-        self._helper = sort_helper
+    def __init__(self, scores: ArrayLike, member: ArrayLike) -> None:
         self.scores = np.asarray(scores, dtype=float)
         self.member = np.asarray(member).astype(bool)
         self.n = len(self.scores)
@@ -215,8 +228,7 @@ class SortedScores:
         s, b = (
             (self.scores, self.member) if mask is None else (self.scores[mask], self.member[mask])
         )
-        helper, self._helper = (self._helper, None) if mask is None else (None, self._helper)
-        s0, s1 = sort_parts(s, (~b, b), helper)
+        s0, s1 = sort_parts(s, (~b, b))
         coins = (s0, s1)
         if mask is None:
             self._coins = coins

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import gc
 import os
 import sys
 import tempfile
@@ -119,42 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run `auditsel ARGV` (sys.argv[1:] by default); the exit code (module docstring). Run
-    as the program (no `argv`), every object left is then frozen out of the garbage
-    collector (`gc.freeze`): the interpreter's exit skips its collections over them, most of
-    a second of CPU after a pipeline audit that loaded torch and Opacus (docs/benchmarks/
-    pipeline-audit.md); objects are still freed by reference count, and every output is
-    already written and closed.
-
-    Before numpy loads (a fresh process), OpenBLAS's idle threads are told to sleep at once
-    (`OPENBLAS_THREAD_TIMEOUT`, unless the environment sets it: `_quiet_blas_threads`)."""
-    _quiet_blas_threads()
-    code = _main(argv)
-    if argv is None:
-        gc.freeze()
-    return code
-
-
-#: OpenBLAS's spin before an idle thread sleeps, as a power of two of CPU cycles (its
-#: minimum; OpenBLAS's default is 28: about 70 ms of a core per thread at 4 GHz)
-_BLAS_THREAD_TIMEOUT = "4"
-
-
-def _quiet_blas_threads() -> None:
-    """Set `OPENBLAS_THREAD_TIMEOUT` (unless set) before numpy loads in this process.
-
-    numpy and scipy each load an OpenBLAS whose worker threads, once started and after each
-    call, spin for 2^28 CPU cycles before they sleep: in `auditsel run` four such threads (the
-    run, the process drawing the figures, the sort helper) burn about 0.2 CPU s on the cores
-    the game and the bounds need. The run multiplies few matrices, so its threads sleep at once
-    (2^4 cycles); the number of threads and every result stay the same. No effect once numpy is
-    imported (OpenBLAS reads the variable when it loads); processes started later inherit it."""
-    if "numpy" not in sys.modules:
-        os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", _BLAS_THREAD_TIMEOUT)
-
-
-def _main(argv: Sequence[str] | None) -> int:
-    """`main` less the exit's shortcut."""
+    """Run `auditsel ARGV` (sys.argv[1:] by default); the exit code (module docstring)."""
     parser = build_parser()
     try:
         try:

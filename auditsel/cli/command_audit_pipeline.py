@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditsel.cli.exit_status import EXIT_REFUTED, UsageError
-from auditsel.cli.option_types import DEFAULT_OUT, int_option, parse_rounds_option, unit_interval
+from auditsel.cli.option_types import (
+    DEFAULT_OUT,
+    int_option,
+    nonnegative_float,
+    parse_rounds_option,
+    unit_interval,
+)
 from auditsel.cli.pipeline_options import add_pipeline_options, load_pipeline_spec, user_argv
 from auditsel.errors import ConfigError
 from auditsel.files import atomic_write_text, check_output_path
@@ -128,6 +134,20 @@ def _claim_and_stop_options(pipe: argparse.ArgumentParser) -> None:
         default=4,
         help="looks of --early-stop (default 4)",
     )
+    pipe.add_argument(
+        "--game-threads",
+        type=int_option("--game-threads", 1, 4096),
+        metavar="N",
+        help="BLAS, OpenMP and torch threads of the process playing the games (default: 1 "
+        "with --jobs 1, else cores / jobs)",
+    )
+    pipe.add_argument(
+        "--checkpoint-after",
+        type=nonnegative_float("--checkpoint-after"),
+        metavar="SECONDS",
+        help="write the finished chunks of games once the games have played this long "
+        "(default 5; 0: from the first chunk); an interrupted audit resumes from them",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -189,6 +209,7 @@ def _audit(
 
     progress = not args.no_progress and sys.stderr.isatty()
     run = dict(jobs=args.jobs, backend=args.backend, scheduler=args.scheduler, progress=progress)
+    run.update(game_threads=args.game_threads, checkpoint_after=args.checkpoint_after)
     accept = args.accept_nondeterministic
     if args.early_stop:
         # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from auditsel.cli.option_types import (
     TRIALS_RANGE,
     int_option,
     jobs_option,
+    nonnegative_float,
 )
 from auditsel.errors import ConfigError
 from auditsel.files import claim_folder
@@ -30,7 +30,6 @@ from auditsel.games.backends import BACKENDS
 
 if TYPE_CHECKING:
     from auditsel.experiments.config import ExperimentSpec
-    from auditsel.games.worker_pool import Prepared
 
 __all__ = ["NAME", "add_parser", "run"]
 
@@ -69,6 +68,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="dask scheduler address (default: a LocalCluster on loopback with --jobs workers)",
     )
     run.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    run.add_argument(
+        "--checkpoint-after",
+        type=nonnegative_float("--checkpoint-after"),
+        metavar="SECONDS",
+        help="write the game's finished chunks once it has played this long (default 5; 0: "
+        "from the first chunk); an interrupted run resumes from them",
+    )
     run.add_argument("--quiet", action="store_true", help="do not print the table")
     run.add_argument(
         "--no-plots",
@@ -106,27 +112,6 @@ def _no_game(overrides: dict[str, int], config_path: Path) -> UsageError:
 def run(args: argparse.Namespace) -> int:
     """Run the experiment (or sweep) `args.config` names; 0 on success."""
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.games.worker_pool import Prepared
-
-    # the figures' imports (half a second with the module that draws them) start now, in a
-    # process of their own where a core is free, beside this one's own start-up; that process
-    # draws the figures at the end
-    with Prepared(_prepare_figures) if not args.no_plots else nullcontext() as prepared:
-        return _run(args, prepared)
-
-
-def _prepare_figures() -> None:
-    """What the process that draws the figures loads ahead: matplotlib and the module that
-    draws them (`experiments.plots`: numpy and matplotlib, no scipy)."""
-    # deferred: these load in the prepared process, beside this one's start-up
-    from auditsel.experiments.figures import prepare_plotting
-    from auditsel.experiments.plots import draw_plots  # noqa: F401
-
-    prepare_plotting()
-
-
-def _run(args: argparse.Namespace, prepared: Prepared | None) -> int:
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.config import default_config_path, parse_config, read_yaml
     from auditsel.experiments.sweep import expand_sweep
 
@@ -139,8 +124,6 @@ def _run(args: argparse.Namespace, prepared: Prepared | None) -> int:
             if overrides and not isinstance(raw.get("game"), dict):
                 raise _no_game(overrides, config_path)
             points = expand_sweep(raw, overrides)
-            if prepared is not None:  # a sweep draws sweep.png here: nothing to prepare
-                prepared.close()
             name = points[0].spec.name
         else:
             spec = parse_config(raw)
@@ -163,7 +146,7 @@ def _run(args: argparse.Namespace, prepared: Prepared | None) -> int:
     out = args.out if args.out is not None else Path(DEFAULT_OUT) / name
     with claim_folder(out, field="--out") as folder:
         progress = not args.no_progress and sys.stderr.isatty()
-        return _run_into(args, folder.path, spec, points, progress, prepared)
+        return _run_into(args, folder.path, spec, points, progress)
 
 
 def _run_into(
@@ -172,7 +155,6 @@ def _run_into(
     spec: ExperimentSpec | None,
     points: list[Any] | None,
     progress: bool,
-    prepared: Prepared | None = None,
 ) -> int:
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.bounds_cache import cache_folder
@@ -203,7 +185,6 @@ def _run_into(
             )
         return 0
     assert spec is not None  # a config without a sweep
-    ready = prepared if prepared is not None and prepared.forked else None
     with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
         result, artefacts = run_experiment(
             spec,
@@ -211,11 +192,12 @@ def _run_into(
             jobs=jobs,
             progress=progress,
             backend=backend,
-            # matplotlib is imported by the prepared process, else in a thread meanwhile
-            prefetch=None if args.no_plots or ready else prefetch_plotting,
+            # matplotlib is imported in a thread meanwhile
+            prefetch=None if args.no_plots else prefetch_plotting,
             defer_panel=True,
             bounds_cache=None if args.no_cache else cache_folder(out_dir),
             figure_data=not args.no_plots,  # the trade-off curve computed beside the game
+            checkpoint_after=args.checkpoint_after,
         )
     record = artefacts.get("record")
     if record is not None and record.resumed_chunks:
@@ -226,7 +208,7 @@ def _run_into(
             f"{out_dir / 'checkpoints'}",
             file=sys.stderr,
         )
-    written = write_outputs(out_dir, result, artefacts, plots=not args.no_plots, prepared=ready)
+    written = write_outputs(out_dir, result, artefacts, plots=not args.no_plots)
     if not args.quiet:
         print(text_table(result))
         if getattr(args, "assume", None):

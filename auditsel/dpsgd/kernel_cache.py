@@ -119,17 +119,14 @@ def compile_cached(
     *,
     module: str,
     nogil: bool = True,
-    cfuncs: Iterable[tuple[Any, Any]] = (),
     error_model: Literal["python", "numpy"] = "python",
 ) -> list[Any]:
     """``numba.njit(signatures, cache=True, nogil=nogil, error_model=error_model)`` of each
-    (function, signatures), then ``numba.cfunc(signature, ...)`` with the same options of each
-    of `cfuncs` (function, signature: C callbacks, called through their address), all defined
-    in the module file named `module`, with numba's cache checked first (module docstring);
+    (function, signatures), all defined in the module file named `module`, with numba's cache checked first (module docstring);
     without a safe cache the same functions are compiled in memory. numba keys its cache on
     the source file, not on these options: set them in that file, so that changing one
     changes the file."""
-    functions, cfuncs = list(functions), list(cfuncs)
+    functions = list(functions)
     folder = Path()
     try:  # where numba would cache them (creating the dispatcher reads nothing)
         where = numba.njit(cache=True, nogil=nogil)(functions[0][0]).stats.cache_path
@@ -148,9 +145,6 @@ def compile_cached(
         return [
             numba.njit(sigs, cache=False, nogil=nogil, error_model=error_model)(f)
             for f, sigs in functions
-        ] + [
-            numba.cfunc(sig, cache=False, nogil=nogil, error_model=error_model)(f)
-            for f, sig in cfuncs
         ]
     removed = _verify(folder, module)
     if removed:
@@ -165,10 +159,6 @@ def compile_cached(
         numba.njit(sigs, cache=True, nogil=nogil, error_model=error_model)(f)
         for f, sigs in functions
     ]
-    callbacks = [
-        numba.cfunc(sig, cache=True, nogil=nogil, error_model=error_model)(f) for f, sig in cfuncs
-    ]
-    missed = any(d.stats.cache_misses for d in compiled) or any(not c.cache_hits for c in callbacks)
-    if removed or missed:
+    if removed or any(d.stats.cache_misses for d in compiled):
         _write_manifest(folder, module)
-    return compiled + callbacks
+    return compiled

@@ -26,12 +26,10 @@ Implementations, one per device:
 
 * CPU: ``kernels_cpu``, loops compiled by numba (no C compiler needed) into numba's cache,
   checked before it is read (``kernel_cache``: digests, and no folder another user can write);
-  the runs are split into pieces taken in turn by the threads of torch's own OpenMP runtime
-  (its ``GOMP_parallel`` runs the compiled ``kernels_cpu.split_body`` on the calling thread and
-  torch's OpenMP threads, which spin-wait for a while after every parallel region, torch's own
-  included, before they sleep), or where torch has no such runtime by the calling thread and a
-  pool of ours (the compiled calls release the GIL); whether to split at all is measured per
-  kernel (`_split`, `_Chooser`).
+  the runs are split into pieces taken in turn by the calling thread and a pool of ours (the
+  compiled calls release the GIL) where torch may use several threads and there are at least
+  `PIECES_PER_THREAD` runs per thread (`_split`; a fixed rule: each piece writes its own rows,
+  so the split cannot change a value).
 
 * any other device (a GPU): ``kernels_torch``, the same arithmetic as torch operations.
 
@@ -43,13 +41,8 @@ answers, the two implementations against each other and digests of the streams.
 
 from __future__ import annotations
 
-import ctypes
-import os
-import re
-import statistics
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
@@ -73,7 +66,7 @@ _LOCK = threading.Lock()
 _CPU: SimpleNamespace | None = None
 _POOL: ThreadPoolExecutor | None = None
 _POOL_SIZE = 0  # the workers _POOL was made with (the executor keeps it private)
-_OPENMP: list = []  # [GOMP_parallel of torch's OpenMP runtime, or None], once looked up
+PIECES_PER_THREAD = 4
 
 
 def _cpu() -> SimpleNamespace:
@@ -82,16 +75,13 @@ def _cpu() -> SimpleNamespace:
     if _CPU is None:
         with _LOCK:
             if _CPU is None:
-                fill, softmax, block, body = kernel_cache.compile_cached(
+                fill, softmax, block = kernel_cache.compile_cached(
                     kernels_cpu.SIGNATURES,
                     module="kernels_cpu",
                     nogil=True,
-                    cfuncs=kernels_cpu.CFUNCS,
                     error_model=kernels_cpu.ERROR_MODEL,
                 )
-                _CPU = SimpleNamespace(
-                    philox_fill=fill, softmax_grad=softmax, philox_block=block, split_body=body
-                )
+                _CPU = SimpleNamespace(philox_fill=fill, softmax_grad=softmax, philox_block=block)
     return _CPU
 
 
@@ -105,182 +95,15 @@ def backend(device: str | torch.device = "cpu") -> str:
     return "numba" if _numba_serves(torch.device(device)) else "torch"
 
 
-class _Chooser:
-    """Whether a kernel's calls are split over threads, chosen by measuring both ways.
-
-    Splitting pays on idle cores; on a loaded machine every hand-off waits for the scheduler
-    (measured under a load of 10 on 2 cores: a 1.8 ms softmax pass took 17 ms split over two
-    threads, and the C kernels' OpenMP pass 28 ms), which no fixed rule foresees. So each kernel
-    keeps the last WINDOW timings (seconds per row) of each way, the first timing of each way
-    (which pays one-time costs) left out, and takes the way with the lower median: a median,
-    not a mean, because single timings on a shared machine have a heavy tail (a 0.7 ms split
-    softmax pass that once took 6 ms pulled a running mean past the one-thread cost, and the
-    pass stayed on one thread at half the C's speed on nearly idle cores). Both ways are timed
-    alternately until each has WINDOW timings; then the other way is tried after PROBE calls.
-    A probe that beats the way in use is repeated at the next call (a change needs two timings
-    in three, so one lucky timing cannot switch); one that confirms the choice doubles the wait
-    before the next (up to MAX_PROBE calls: under load a probe of the split can cost ten
-    calls). A split cannot change a value, so neither can the choice."""
-
-    PROBE = 16
-    MAX_PROBE = 128
-    WINDOW = 3  # timings per way whose median stands for it
-
-    def __init__(self) -> None:
-        self.times: dict[bool, list[float]] = {False: [], True: []}  # newest last
-        self.seen = {False: 0, True: 0}  # timings of each way, the first (a warm-up) dropped
-        self.calls = 0
-        self.interval = self.PROBE  # calls from one probe to the next
-        self.next_probe = self.PROBE
-        self.probing: bool | None = None  # the choice a probe under way is testing
-        # the median of each way's times, kept as they change (read twice a call)
-        self.medians = {False: float("inf"), True: float("inf")}
-
-    def cost(self, split: bool) -> float:
-        """Median seconds per row of the last WINDOW timings of a way (inf: none yet)."""
-        return self.medians[split]
-
-    def best(self) -> bool:
-        """The cheaper way by the medians (True: split)."""
-        return self.cost(True) <= self.cost(False)
-
-    def split(self) -> bool:
-        """The way of the next call (True: split), probes included."""
-        self.calls += 1
-        n_split, n_one = self.seen[True], self.seen[False]
-        if min(n_split, n_one) <= self.WINDOW:  # warm-up, then both ways alternately
-            return n_split <= n_one
-        best = self.best()
-        if self.calls >= self.next_probe:
-            self.next_probe = self.calls + self.interval
-            self.probing = best
-            return not best
-        return best
-
-    def record(self, split: bool, seconds: float, rows: int) -> None:
-        self.seen[split] += 1
-        if self.seen[split] == 1:
-            # the first call each way pays one-time costs (the pool's threads start on the
-            # first split; cold caches)
-            return
-        t = self.times[split]
-        t.append(seconds / max(rows, 1))
-        del t[: -self.WINDOW]
-        # statistics, not numpy: at most WINDOW numbers (np.median: 11 us a call)
-        self.medians[split] = float(statistics.median(t))
-        probe = self.probing is not None and split != self.probing
-        if probe:
-            self.probing = None
-            if self.best() == split:  # switched: the new way is timed at every call
-                self.interval = self.PROBE
-                self.next_probe = self.calls + self.interval
-            elif t[-1] < self.cost(not split):  # looks cheaper: timed again at once
-                self.interval = self.PROBE
-                self.next_probe = self.calls + 1
-            else:  # confirmed the choice: probe less often
-                self.interval = min(2 * self.interval, self.MAX_PROBE)
-                self.next_probe = self.calls + self.interval
-
-
-_CHOOSERS: dict[str, _Chooser] = {}
-
-
-def _after_fork_in_child() -> None:
-    """A forked child has none of the parent's threads: its pool is made afresh, and it never
-    calls the OpenMP runtime's ``GOMP_parallel`` (libgomp blocks forever in a child forked
-    after the parent ran a parallel region: torch's own operations do too; measured)."""
-    global _POOL, _POOL_SIZE
-    _POOL, _POOL_SIZE = None, 0
-    _OPENMP[:] = [None]
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _split(fn, R: int, kernel: str = "", job: Callable[[], np.ndarray] | None = None) -> None:
-    """fn(r0, r1) over [0, R): on the calling thread alone, or (when `_Chooser` finds it
-    cheaper) in pieces shared by up to torch.get_num_threads() threads (`_run_split`; `job`
-    makes the same call as a job of ``kernels_cpu.split_body``, only for a split). Every piece
-    writes its own rows, so the split cannot change a value."""
-    workers = min(torch.get_num_threads(), R)
+def _split(fn, R: int) -> None:
+    """fn(r0, r1) over [0, R): on the calling thread alone, or in pieces shared by up to
+    torch.get_num_threads() threads where each gets `PIECES_PER_THREAD` runs or more. Every
+    piece writes its own rows, so the split cannot change a value."""
+    workers = min(torch.get_num_threads(), R // PIECES_PER_THREAD)
     if workers < 2:
         fn(0, R)
-        return
-    chooser = _CHOOSERS.get(kernel)
-    if chooser is None:
-        chooser = _CHOOSERS[kernel] = _Chooser()
-    split = chooser.split()
-    start = time.perf_counter()
-    if split:
-        _run_split(fn, R, workers, job)
     else:
-        fn(0, R)
-    chooser.record(split, time.perf_counter() - start, R)
-
-
-def _run_split(
-    fn, R: int, workers: int, make_job: Callable[[], np.ndarray] | None
-) -> np.ndarray | None:
-    """The pieces of a split: the job `make_job` makes, run by ``kernels_cpu.split_body`` on
-    the calling thread and torch's OpenMP threads (through the runtime's ``GOMP_parallel``,
-    called without the GIL; it returns when every thread of the team is done), where torch's
-    OpenMP runtime was found (`_openmp`); else fn's pieces on the calling thread and our pool
-    (`_split_pieces`). Returns the job run (its counters filled in), or None."""
-    parallel = _openmp() if make_job is not None else None
-    if parallel is None or make_job is None:
         _split_pieces(fn, R, workers)
-        return None
-    job = make_job()
-    pieces = min(R, PIECES_PER_THREAD * workers)
-    job[[kernels_cpu.JOB_NEXT, kernels_cpu.JOB_DONE, kernels_cpu.JOB_BUSY]] = 0
-    job[kernels_cpu.JOB_PIECES], job[kernels_cpu.JOB_RUNS] = pieces, R
-    parallel(_cpu().split_body.address, job.ctypes.data, workers, 0)
-    if job[kernels_cpu.JOB_DONE] != pieces:  # every piece is run before GOMP_parallel returns
-        raise RuntimeError(f"split: {job[kernels_cpu.JOB_DONE]} of {pieces} pieces ran")
-    return job
-
-
-def _job(kind: int, *args: int) -> np.ndarray:
-    """A job of ``kernels_cpu.split_body``: the kernel and its arguments (addresses, shapes,
-    flags) in the slots from JOB_ARGS; the pieces are set by `_run_split`."""
-    job = np.zeros(kernels_cpu.JOB_SIZE, np.int64)
-    job[kernels_cpu.JOB_KIND] = kind
-    job[kernels_cpu.JOB_ARGS : kernels_cpu.JOB_ARGS + len(args)] = args
-    return job
-
-
-def _openmp():
-    """``GOMP_parallel(fn, data, num_threads, flags)`` of the OpenMP runtime torch loaded (a
-    ctypes function: it releases the GIL), or None: torch without OpenMP, no
-    ``/proc/self/maps`` (not Linux), no such symbol, or more than one OpenMP runtime loaded and
-    none in torch's folder (we must not start a second team of spinning threads)."""
-    if not _OPENMP:
-        _OPENMP.append(_find_openmp())
-    return _OPENMP[0]
-
-
-def _find_openmp():
-    if not torch.backends.openmp.is_available():
-        return None
-    try:
-        with open("/proc/self/maps") as f:  # address, perms, offset, dev, inode, path
-            mapped = {parts[5].strip() for line in f if len(parts := line.split(maxsplit=5)) == 6}
-    except OSError:
-        return None
-    runtimes = sorted(
-        p for p in mapped if re.match(r"lib(gomp|omp|iomp5)[-.]", os.path.basename(p))
-    )
-    ours = [p for p in runtimes if p.startswith(os.path.dirname(torch.__file__) + os.sep)]
-    if len(ours or runtimes) != 1:
-        return None
-    try:
-        fn = ctypes.CDLL((ours or runtimes)[0]).GOMP_parallel
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
-    fn.restype = None
-    return fn
 
 
 def _split_pieces(fn, R: int, workers: int) -> None:
@@ -305,9 +128,6 @@ def _split_pieces(fn, R: int, workers: int) -> None:
         _POOL.submit(drain)
     drain()
     state.wait()
-
-
-PIECES_PER_THREAD = 4
 
 
 class _Pieces:
@@ -399,15 +219,7 @@ def draw(
         raise ValueError("out: must be a contiguous float32 tensor of shape (R, steps, width)")
     fill, view = _cpu().philox_fill, out.numpy()
     stream, step0, normal = int(stream), int(step0), bool(normal)
-    _split(
-        lambda r0, r1: fill(keys, r0, r1, stream, step0, normal, view),
-        R,
-        f"draw:{int(normal)}:{steps * width}",
-        lambda: _job(
-            kernels_cpu.KIND_FILL,
-            *(keys.ctypes.data, view.ctypes.data, steps, width, stream, step0, int(normal)),
-        ),
-    )
+    _split(lambda r0, r1: fill(keys, r0, r1, stream, step0, normal, view), R)
     return out
 
 
@@ -443,16 +255,7 @@ def softmax_grad_(
     _check_rows(R, n, lab, c, a, w if weight is not None else None)
     run, zv, sv = _cpu().softmax_grad, z.numpy(), sq.numpy()
     clipped, weighted = clip is not None, weight is not None
-    _split(
-        lambda r0, r1: run(zv, lab, sv, r0, r1, c, a, w, clipped, weighted),
-        R,
-        f"softmax:{K * n}",
-        lambda: _job(
-            kernels_cpu.KIND_SOFTMAX,
-            *(zv.ctypes.data, K, n, lab.ctypes.data, lab.shape[0], sv.ctypes.data, c.ctypes.data),
-            *(a.ctypes.data, a.shape[0], w.ctypes.data, w.shape[0], int(clipped), int(weighted)),
-        ),
-    )
+    _split(lambda r0, r1: run(zv, lab, sv, r0, r1, c, a, w, clipped, weighted), R)
     return sq
 
 

@@ -18,14 +18,6 @@ nonzero divisors.
 
 The functions are plain Python until ``kernels`` compiles them (``compile_cached``), so that
 no cache file is read before ``kernel_cache`` has checked it.
-
-Threads: ``split_body`` is a C callback (``numba.cfunc``) for the OpenMP runtime's
-``GOMP_parallel``: every thread of the team runs it on the same job, an int64 array of JOB_SIZE
-slots (layout below: the kernel's arguments as addresses, shapes and scalars), and takes the
-next piece of runs ``[k R / P, (k + 1) R / P)`` by an atomic fetch-and-add on ``JOB_NEXT``
-until none is left (each piece once, whichever thread: the values cannot depend on it). The
-arrays behind the addresses are the caller's, alive until ``GOMP_parallel`` returns (after
-every thread of the team has left the callback).
 """
 
 from __future__ import annotations
@@ -34,7 +26,7 @@ from typing import Any, Final
 
 import numpy as np
 from llvmlite import ir
-from numba import carray, types
+from numba import types
 from numba.extending import intrinsic, register_jitable
 from numpy.typing import NDArray
 
@@ -401,101 +393,6 @@ def softmax_grad(
                         b[j] = b[j] * s[j]
 
 
-@intrinsic
-def _fetch_add(typingctx, arr, i, v):
-    """arr[i] += v as one atomic read-modify-write (sequentially consistent); the old value.
-    For a contiguous 1-d int64 array (no bounds check)."""
-    ok = isinstance(arr, types.Array) and arr.dtype == types.int64
-    if not (ok and arr.ndim == 1 and arr.layout == "C"):
-        return None
-
-    def codegen(context, builder, signature, args):
-        data = context.make_array(signature.args[0])(context, builder, args[0]).data
-        return builder.atomic_rmw("add", builder.gep(data, [args[1]]), args[2], "seq_cst")
-
-    return types.int64(arr, types.int64, types.int64), codegen
-
-
-def _pointer(nb_type, ll_type):
-    @intrinsic
-    def at(typingctx, address):
-        """The address (an int64) as a typed pointer, for ``numba.carray``."""
-        if address != types.int64:
-            return None
-
-        def codegen(context, builder, signature, args):
-            return builder.inttoptr(args[0], ir.PointerType(ll_type))
-
-        return types.CPointer(nb_type)(types.int64), codegen
-
-    return at
-
-
-_f32_at = _pointer(types.float32, ir.FloatType())
-_i64_at = _pointer(types.int64, ir.IntType(64))
-_u32_at = _pointer(types.uint32, ir.IntType(32))
-
-
-@intrinsic
-def _address(typingctx, p):
-    """A void pointer's address as an int64."""
-    if p != types.voidptr:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.ptrtoint(args[0], ir.IntType(64))
-
-    return types.int64(types.voidptr), codegen
-
-
-# A job of `split_body`: int64 slots. JOB_NEXT: the next piece to take (0 when published),
-# JOB_DONE: pieces finished, JOB_BUSY: threads that ran at least one piece, JOB_PIECES: P,
-# JOB_RUNS: R, JOB_KIND: KIND_FILL or KIND_SOFTMAX, then the kernel's arguments from JOB_ARGS:
-#   fill:    keys address (R, 2) uint32, out address (R, steps, width) float32, steps, width,
-#            stream, step0, normal (0 or 1)
-#   softmax: z address (R, K, n) float32, K, n, label address, label rows (label (rows, n)
-#            int64), sq address (R, n) float32, clip address (R,) float32, a_sq address,
-#            a_sq rows, weight address, weight rows (float32 (rows, n)), clipped, weighted
-JOB_NEXT, JOB_DONE, JOB_BUSY, JOB_PIECES, JOB_RUNS, JOB_KIND, JOB_ARGS = range(7)
-JOB_SIZE = 24
-KIND_FILL, KIND_SOFTMAX = 0, 1
-
-
-def split_body(data: object) -> None:
-    """The C callback each OpenMP thread runs: pieces of the job at `data` (void *) until none
-    is left (the layout above)."""
-    job = carray(_i64_at(_address(data)), (JOB_SIZE,))  # type: ignore[call-arg]  # a numba intrinsic: its typing context is numba's
-    pieces, R, a = job[JOB_PIECES], job[JOB_RUNS], JOB_ARGS
-    mine = 0
-    while True:
-        k = _fetch_add(job, JOB_NEXT, 1)
-        if k >= pieces:
-            break
-        r0, r1 = k * R // pieces, (k + 1) * R // pieces
-        if job[JOB_KIND] == KIND_FILL:
-            keys = carray(_u32_at(job[a]), (R, 2))
-            out = carray(_f32_at(job[a + 1]), (R, job[a + 2], job[a + 3]))
-            philox_fill(keys, r0, r1, job[a + 4], job[a + 5], job[a + 6] != 0, out)
-        else:
-            K, n = job[a + 1], job[a + 2]
-            softmax_grad(
-                carray(_f32_at(job[a]), (R, K, n)),
-                carray(_i64_at(job[a + 3]), (job[a + 4], n)),
-                carray(_f32_at(job[a + 5]), (R, n)),
-                r0,
-                r1,
-                carray(_f32_at(job[a + 6]), (R,)),
-                carray(_f32_at(job[a + 7]), (job[a + 8], n)),
-                carray(_f32_at(job[a + 9]), (job[a + 10], n)),
-                job[a + 11] != 0,
-                job[a + 12] != 0,
-            )
-        mine += 1
-        _fetch_add(job, JOB_DONE, 1)
-    if mine:
-        _fetch_add(job, JOB_BUSY, 1)
-
-
 def _array(dtype, ndim, layout="A", readonly=False):
     return types.Array(dtype, ndim, layout, readonly=readonly)
 
@@ -545,6 +442,3 @@ SIGNATURES: list[tuple[Any, list[Any]]] = [
         ],
     ),
 ]
-
-# the C callbacks (one signature each)
-CFUNCS: list[tuple[Any, Any]] = [(split_body, types.void(types.voidptr))]

@@ -8,7 +8,7 @@ One run, from w_0, for i = 1..N::
 
 tau = 1 is full-batch gradient descent. X' = X u {z} when the run's coin says so; the canary z
 is either an input example (``ExampleCanary``) or the Dirac gradient canary Z_D
-(``GradientCanary``) whose clipped gradient is C e_0 at every step ([XWW24] Sec. 4.1).
+(``DiracCanary``) whose clipped gradient is C e_0 at every step ([XWW24] Sec. 4.1).
 
 Batching: R runs (different seeds, coins and hyperparameters lr, C, sigma, tau) train together;
 parameters are a tensor (R, d) (``models.ModelSpec``). Per-example gradients are taken either
@@ -62,7 +62,7 @@ from auditsel.mechanisms import DpsgdBase
 
 __all__ = [
     "ExampleCanary",
-    "GradientCanary",
+    "DiracCanary",
     "Canary",
     "TrainResult",
     "Execution",
@@ -88,7 +88,7 @@ class ExampleCanary:
 
 
 @dataclass(frozen=True)
-class GradientCanary:
+class DiracCanary:
     """The Dirac gradient canary Z_D: its clipped gradient is C e_coordinate at every step.
 
     ``coordinate`` may also be a tuple of distinct coordinates: several Dirac canaries, one per
@@ -103,7 +103,7 @@ class GradientCanary:
         return list(self.coordinate) if isinstance(self.coordinate, tuple) else [self.coordinate]
 
 
-Canary = ExampleCanary | GradientCanary
+Canary = ExampleCanary | DiracCanary
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -389,7 +389,7 @@ def _canary_gradient(model: ModelSpec, canary: Canary, w, clip, xz, yz, prep=Non
     prep: ``_ghost_prep`` of z for a dense model (the ghost sum over the one example z, the same
     numbers as torch.func's up to float rounding and several times faster); else torch.func."""
     R, d = w.shape
-    if isinstance(canary, GradientCanary):
+    if isinstance(canary, DiracCanary):
         g = torch.zeros_like(w)
         g[:, canary.coordinates] = clip[:, None] if torch.is_tensor(clip) and clip.dim() else clip
         return g
@@ -414,7 +414,7 @@ class _Examples:
     canary: Canary | None
     xz: torch.Tensor | None  # the canary example (ExampleCanary), else None
     yz: torch.Tensor | None
-    cz: list[int] | slice | None  # the Dirac canary's coordinates (GradientCanary), else None
+    cz: list[int] | slice | None  # the Dirac canary's coordinates (DiracCanary), else None
     prep: tuple | None  # `_ghost_prep` of the set and of the canary (ghost clipping)
     prep_z: tuple | None
     method: str
@@ -436,7 +436,7 @@ def _check_runs(
             "game.model", f"expects examples of shape {model.input_shape}, got {train.shape}"
         )
     d = model.num_params
-    if isinstance(canary, GradientCanary) and not (
+    if isinstance(canary, DiracCanary) and not (
         all(0 <= c < d for c in canary.coordinates)
         and len(set(canary.coordinates)) == len(canary.coordinates)
     ):
@@ -469,7 +469,7 @@ def _examples(
                 f"example of shape {tuple(xz.shape)}, the model expects {model.input_shape}",
             )
         yz = torch.as_tensor(int(canary.y), dtype=torch.long, device=device)
-    elif isinstance(canary, GradientCanary):
+    elif isinstance(canary, DiracCanary):
         # the canary's coordinates as a slice when they are contiguous (a view)
         cz = canary.coordinates
         c0 = cz[0]

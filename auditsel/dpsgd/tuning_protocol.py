@@ -171,7 +171,7 @@ class DpsgdTuningProtocol:
     """H of Algorithm 2 over DP-SGD (see the module docstring); a game protocol.
 
     model, train: the architecture and the training set X (empty for ETCV).
-    score: g; canary: z (ExampleCanary or GradientCanary); rounds: the law xi of k.
+    score: g; canary: z (ExampleCanary or DiracCanary); rounds: the law xi of k.
     grid: Omega, a non-empty list of mappings over GRID_KEYS; settings not in a configuration
     come from the keyword defaults (steps, noise_multiplier, sample_rate, clip, lr).
     """

@@ -15,8 +15,8 @@ from auditsel.accounting.attack import winner_bucket_laws
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.estimators import winner_tradeoff
 from auditsel.auditing.planning import (
-    Curve,
     Plan,
+    PlanCurve,
     curve_epsilon,
     empirical_curve,
     expected_for_games,
@@ -45,7 +45,7 @@ def _value_curve(winner):
     return 1 - winner.cdf(t, 0), winner.cdf(t, 1)
 
 
-def _bucket_curve(pair, law, score: BucketScore) -> Curve:
+def _bucket_curve(pair, law, score: BucketScore) -> PlanCurve:
     """The trade-off of a bucket score's statistic (its guess per bucket; the K = 0 output at
     0) from the sampling-free laws of the winner's bucket (`accounting.attack.winner_bucket_laws`:
     the run's label bucketed at the attack's label step, so the curve is that of the labelled
@@ -57,10 +57,10 @@ def _bucket_curve(pair, law, score: BucketScore) -> Curve:
         np.append(p0, law.p_zero),
         np.append(p1, law.p_zero),
     )
-    return Curve(fp, fn, "exact (the labelled run's bucket laws)")
+    return PlanCurve(fp, fn, "exact (the labelled run's bucket laws)")
 
 
-def curve_for_spec(spec: ExperimentSpec, pilot: int = 4000, seed: int = 1) -> Curve:
+def curve_for_spec(spec: ExperimentSpec, pilot: int = 4000, seed: int = 1) -> PlanCurve:
     """The spec's trade-off curve: exact for reduced and finite games and for the worst-case
     DP-SGD game under a bucket score, by quadrature for a farthest score, simulated
     otherwise."""
@@ -72,7 +72,7 @@ def curve_for_spec(spec: ExperimentSpec, pilot: int = 4000, seed: int = 1) -> Cu
         if proxy_name == "score" or not isinstance(protocol.score, BucketScore):
             # the adversary's statistic under the tuner's score (a bucket guess or the LLR)
             fp, fn = protocol.tradeoff()
-            return Curve(np.asarray(fp), np.asarray(fn), protocol.tradeoff_source)
+            return PlanCurve(np.asarray(fp), np.asarray(fn), protocol.tradeoff_source)
     if (
         isinstance(protocol, DpsgdWorstCase)
         and isinstance(protocol.score, BucketScore)
@@ -86,7 +86,7 @@ def curve_for_spec(spec: ExperimentSpec, pilot: int = 4000, seed: int = 1) -> Cu
             fp, fn = winner_tradeoff(protocol.mu, protocol.law)
         else:
             fp, fn = tradeoff_curve(protocol)
-        return Curve(np.asarray(fp), np.asarray(fn), "exact")
+        return PlanCurve(np.asarray(fp), np.asarray(fn), "exact")
 
     rec = run_game(protocol, proxy, pilot, seed, chunk_size=g.chunk_size, progress=False)
     assert rec.scores is not None and rec.member is not None  # played in memory

@@ -1,7 +1,7 @@
 """Config -> spec -> run -> result: the flow behind `auditsel run` (docs/explanation/architecture.md contracts).
 
 run_experiment computes the upper-bound panel (what applies to the base), plays the
-distinguishing game if the spec has one (the panel is computed in a thread meanwhile), derives
+distinguishing game if the spec has one (the bounds are computed in a thread meanwhile), derives
 the lower bounds and returns the result dict of docs/reference/result-json.md
 (a bound that does not apply is null).
 """
@@ -15,7 +15,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from contextlib import nullcontext
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeAlias, cast
@@ -30,7 +30,6 @@ from auditsel.accounting.panel import Panel, panel
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.auditing.estimators import PanelOptions, estimator_panel, panel_dict
 from auditsel.auditing.lower import LowerBound, audit_scores
-from auditsel.auditing.score_sort import SortHelper, prepare_sort
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
@@ -41,10 +40,10 @@ from auditsel.experiments.heuristics import honesty_fields, valid_lower
 from auditsel.experiments.report import write_outputs
 from auditsel.experiments.result import RunResult
 from auditsel.files import claim_folder
-from auditsel.games.engine import GameRecord, run_game
+from auditsel.games.backends import in_background
+from auditsel.games.engine import Checkpoints, GameRecord, run_game
 from auditsel.games.fingerprint import code_identity, package_digest
 from auditsel.games.played_score import is_monotone_largest, resolve_score, scored_winner
-from auditsel.games.worker_pool import Beside
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import DpsgdBase
 from auditsel.numerics import FloatArray
@@ -58,7 +57,7 @@ from auditsel.selection import (
     TuningScore,
     winner_law,
 )
-from auditsel.version import __version__, source_commit, start_source_commit
+from auditsel.version import __version__, source_commit
 
 #: (eps grid, delta of the released winner's curve there, the attack's certified lower curve
 #: there): `upper_panel`'s second part (None where there is no such curve)
@@ -305,6 +304,7 @@ def _play(
     jobs: int | None,
     progress: bool,
     backend: str | None,
+    checkpoint_after: float | None = None,
 ) -> tuple[GameRecord, LowerBound, bool, SortedScores | None, Callable[[], dict[str, Any]] | None]:
     g = _game(spec)
     protocol, proxy = protocol_and_proxy(spec)
@@ -314,23 +314,22 @@ def _play(
             "game.stream", "a streamed audit needs an output directory for its chunks"
         )
     check_memory(spec, protocol, stream)
-    # where NumPy sorts slowly (score_sort), the audit's sort helper starts beside the game
-    with prepare_sort(0 if stream else g.trials) or nullcontext() as helper:
-        record = run_game(
-            protocol,
-            proxy,
-            g.trials,
-            g.seed,
-            chunk_size=g.chunk_size,
-            jobs=jobs,
-            checkpoint_dir=None if out_dir is None else out_dir / "checkpoints",
-            fingerprint=fingerprint(spec),
-            progress=progress,
-            backend=backend,
-            in_memory=not stream,
-            code=code_of(spec),
-        )
-        bound, ss, spec_grid = _audit_record(spec, protocol, record, stream, helper)
+    record = run_game(
+        protocol,
+        proxy,
+        g.trials,
+        g.seed,
+        chunk_size=g.chunk_size,
+        jobs=jobs,
+        checkpoint_dir=None
+        if out_dir is None
+        else Checkpoints(out_dir / "checkpoints", fingerprint(spec), g.chunk_size, code_of(spec)),
+        progress=progress,
+        backend=backend,
+        in_memory=not stream,
+        checkpoint_after=checkpoint_after,
+    )
+    bound, ss, spec_grid = _audit_record(spec, protocol, record, stream)
     if stream:  # the figures draw the first games
         assert record.chunks is not None
         scores, member = record.chunks.head(PLOT_TRIALS)
@@ -347,10 +346,9 @@ def _audit_record(
     protocol: GameProtocol,
     record: GameRecord,
     stream: bool,
-    helper: SortHelper | None,
 ) -> tuple[LowerBound, SortedScores | None, FloatArray | None]:
     """(the lower bound, the one sort of an in-memory game, the spec's threshold grid) of the
-    played `record` under the game's rule; `helper`: the sort helper started for it, or None."""
+    played `record` under the game's rule."""
     g = _game(spec)
     # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
     # pilot grid from a seeded split_fraction of each class, left out of the bound
@@ -371,7 +369,7 @@ def _audit_record(
             bound = audit_chunks(record.chunks, spec.delta, confidence=g.confidence, rule=rule)
         else:
             assert record.scores is not None and record.member is not None  # played in memory
-            ss = SortedScores(record.scores, record.member, sort_helper=helper)
+            ss = SortedScores(record.scores, record.member)
             bound = audit_scores(
                 record.scores,
                 record.member,
@@ -428,19 +426,17 @@ def _play_and_panel(
     progress: bool,
     backend: str | None,
     prefetch: Callable[[], object] | None,
-) -> tuple[tuple[GameRecord, LowerBound, bool, SortedScores | None], Beside | None]:
-    """(the played game as `_play` returns it less its panel, the estimator panel as a
-    `Beside` or None): the panel is computed beside the rest of the run (the wait for the
-    bounds, the plots) in a forked process where that is safe, else when its value is asked
-    for. `prefetch` (the CLI's matplotlib import in a thread) starts while the game plays when
-    there is no panel, else once the panel is forked (no fork while a thread runs)."""
-    planned = _panel_planned(spec)
-    if prefetch is not None and not planned:
+    checkpoint_after: float | None = None,
+) -> tuple[tuple[GameRecord, LowerBound, bool, SortedScores | None], Future[Any] | None]:
+    """(the played game as `_play` returns it less its panel, the estimator panel computed in
+    the background, or None). `prefetch` (the CLI's matplotlib import in a thread) starts
+    while the game plays."""
+    if prefetch is not None:
         prefetch()
-    record, bound, stream, ss, estimators = _play(spec, out_dir, jobs, progress, backend)
-    panel = None if estimators is None else Beside(estimators, thread=False)
-    if prefetch is not None and planned:
-        prefetch()
+    record, bound, stream, ss, estimators = _play(
+        spec, out_dir, jobs, progress, backend, checkpoint_after
+    )
+    panel = None if estimators is None else in_background(estimators)
     return (record, bound, stream, ss), panel
 
 
@@ -490,8 +486,7 @@ def upper_panel(
 def _sendable(value: tuple[Panel, UpperCurve]) -> tuple[Panel, UpperCurve]:
     """upper_panel's value without the attack's `AttackValue` (`Panel.attack_value` None):
     its score search keeps tables of tens of MB (28 MB for the quickstart) that a run reads
-    only to draw the attack's curve, which the value already holds; sent back from a forked
-    process, they cost more to pickle than they are worth."""
+    only to draw the attack's curve, which the value already holds."""
     bounds, curve = value
     return replace(bounds, attack_value=None), curve
 
@@ -616,21 +611,22 @@ def run_experiment(
     defer_panel: bool = False,
     bounds_cache: Path | None = None,
     figure_data: bool = False,
+    checkpoint_after: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns (result, artefacts): result.json content and in-memory data for the report.
     `jobs`: the game's, as `games.engine.run_game` reads them (None: every core for a game
-    played in threads, else 1). `prefetch` (the CLI's import of matplotlib in a thread) is started once the bounds are
-    under way (and the estimator panel, when there is one). `defer_panel`: the estimator
-    panel (computed beside the rest where a fork is safe) is left in artefacts["estimators"]
-    and `report.write_outputs` puts it in result["lower"]["estimators"] after the plots.
+    played in threads, else 1). `prefetch` (the CLI's import of matplotlib in a thread) is
+    started once the bounds are under way. `defer_panel`: the estimator panel (computed in a
+    thread beside the rest) is left in artefacts["estimators"] and `report.write_outputs`
+    puts it in result["lower"]["estimators"] after the plots.
     `bounds_cache`: a folder where the bounds of a played setting are kept across runs and
     read back by the same code (`auditsel.experiments.bounds_cache`); None keeps nothing.
     `figure_data`: the figures will be drawn, so the pair's exact trade-off curve that
     tradeoff.png draws (`accounting.exact.tradeoff_curve`, 0.02-0.03 CPU s) is computed
     beside the game with the bounds, off the path to the figures (artefacts["exact_tradeoff"]:
-    the same function of the same winner, so the same numbers)."""
+    the same function of the same winner, so the same numbers). `checkpoint_after`: seconds
+    the game plays before its chunks are written (`games.engine.run_game`)."""
     start = time.perf_counter()
-    start_source_commit()  # result.json's git fields, asked of git beside the run
     with_curves = curves and spec.delta > 0
     reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
     winner = None if reduced is None else winner_law(reduced, spec.rounds)
@@ -643,9 +639,8 @@ def run_experiment(
     played = panel = exact_tradeoff = None
     cached = key is not None and key in _UPPER
     if spec.game is not None and spec.game.one_run is None and not cached:
-        # the bounds are computed beside the game (`worker_pool.Beside`: a forked process,
-        # with its own core and GIL, where that is safe); an error in either surfaces here
-        upper = Beside(
+        # the bounds are computed in a thread beside the game; an error in either surfaces here
+        upper = in_background(
             lambda: (
                 kept_bounds.cached(
                     key,
@@ -657,16 +652,16 @@ def run_experiment(
                 None if winner is None or not figure_data else tradeoff_curve(winner),
             )
         )
-        try:  # the matplotlib import starts after the fork: a child never inherits a thread
-            played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch)
-        except BaseException:
-            upper.cancel()
-            raise
+        played, panel = _play_and_panel(
+            spec, out_dir, jobs, progress, backend, prefetch, checkpoint_after
+        )
         kept, exact_tradeoff = upper.result()
         bounds, curve = copy.deepcopy(_remember(key, kept))
     else:
         if spec.game is not None and spec.game.one_run is None:
-            played, panel = _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch)
+            played, panel = _play_and_panel(
+                spec, out_dir, jobs, progress, backend, prefetch, checkpoint_after
+            )
         elif prefetch is not None:
             prefetch()
         bounds, curve = upper_side()
@@ -701,7 +696,7 @@ def run_experiment(
 def _add_played(
     spec: ExperimentSpec,
     played: tuple[GameRecord, LowerBound, bool, SortedScores | None],
-    panel: Beside | None,
+    panel: Future[Any] | None,
     defer_panel: bool,
     result: dict[str, Any],
     artefacts: dict[str, Any],
@@ -749,6 +744,7 @@ def run_config(
     seed: int | None = None,
     score: TuningScore | str | None = None,
     progress: bool = False,
+    checkpoint_after: float | None = None,
 ) -> RunResult:
     """Run one experiment from a config (a YAML path, a mapping as in the YAML, or a parsed
     ExperimentSpec) and return its result.
@@ -764,6 +760,8 @@ def run_config(
             (`MonotoneScore`, `FarthestScore`, `BucketScore`; the adversary then reads its
             statistic, proxy `score`).
         progress: show a progress bar.
+        checkpoint_after: with `out_dir`, the seconds the game plays before its finished
+            chunks are written (None: 5; 0: from the first chunk).
 
     Returns:
         A `RunResult`: result.json's sections as attributes, `to_dict()` for the document.
@@ -791,7 +789,12 @@ def run_config(
     # run created there is removed (auditsel.files)
     with claim_folder(out_dir, field="out_dir") as folder:
         result, artefacts = run_experiment(
-            spec, folder.path, jobs=jobs, progress=progress, figure_data=True
+            spec,
+            folder.path,
+            jobs=jobs,
+            progress=progress,
+            figure_data=True,
+            checkpoint_after=checkpoint_after,
         )
         write_outputs(folder.path, result, artefacts)
     return RunResult.from_dict(result)

@@ -5,17 +5,15 @@ numbers of result.json, read through its labels) and from small artefacts: the w
 the attack's curve, and what the game's figures draw of its scores
 (`report.game_figure_data`: histogram bars, the ROC's exact counts and the pair's exact
 trade-off curve). A pixel is never data. It imports numpy, matplotlib (on first use) and the
-figures' file writer only, so a process that draws (`games.worker_pool.Prepared`) loads it
-ahead in a third of a second, scipy not included. A heuristic value carries the word
+figures' file writer only (scipy not included). A heuristic value carries the word
 "heuristic" in its legend and is drawn dashed, never as a solid bound line; one the result
 contradicts is flagged "CONTRADICTED". Log axes are labelled in plain text (`decade_label`).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Collection
-from functools import partial
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -23,31 +21,25 @@ import numpy as np
 
 from auditsel.experiments.figures import new_figure, prepare_plotting, save_figure
 from auditsel.experiments.heuristics import ResultLabels
-from auditsel.games.worker_pool import Beside
+from auditsel.games.backends import in_background
 
 __all__ = ["draw_plots", "decade_label", "legend_label", "prefetch_plotting"]
 
 
-_PREFETCH: list[threading.Thread] = []  # the import started by prefetch_plotting
+_PREFETCH: list[Future[None]] = []  # the import started by prefetch_plotting
 
 
 def prefetch_plotting() -> None:
     """Import matplotlib in a background thread (a third of a second), so that it is loaded by
     the time the plots are drawn; the game and the bounds run meanwhile. `draw_plots` waits
-    for that thread to end (rather than importing twice, and so that no thread is left
-    running when it forks). Used where no process draws the figures (`Prepared` did not
-    fork: a loaded machine)."""
-    thread = threading.Thread(
-        target=prepare_plotting, name="auditsel-import-matplotlib", daemon=True
-    )
-    _PREFETCH.append(thread)
-    thread.start()
+    for it (rather than importing twice)."""
+    _PREFETCH.append(in_background(prepare_plotting))
 
 
 def _settle_plotting() -> None:
     """Wait for the imports `prefetch_plotting` started."""
     while _PREFETCH:
-        _PREFETCH.pop().join()
+        _PREFETCH.pop().result()
 
 
 def legend_label(
@@ -115,21 +107,9 @@ def draw_plots(result: dict, artefacts: dict, out_dir: Path, labels: ResultLabel
     _settle_plotting()
     prepare_plotting()
     game = result.get("lower") is not None and "game_data" in artefacts
-    # the game's two figures are drawn beside the privacy curve, each in a forked process
-    # where that pays (`worker_pool.fork_pays`; never in a second thread: matplotlib is not
-    # thread-safe), else here, after it
     draw = [_plot_privacy_curve] if "curve" in artefacts else []
     draw += [_plot_tradeoff, _plot_scores] if game else []
-    sides: list[Beside] = []
-    try:
-        for fn in draw[1:]:
-            sides.append(Beside(partial(fn, result, artefacts, out_dir, labels), thread=False))
-        names = [draw[0](result, artefacts, out_dir, labels)] if draw else []
-    except BaseException:
-        for side in sides:
-            side.cancel()
-        raise
-    names += [side.result() for side in sides]
+    names = [fn(result, artefacts, out_dir, labels) for fn in draw]
     order = ["privacy_curve.png", "scores.png", "tradeoff.png"]
     return sorted(names, key=order.index)
 

@@ -30,7 +30,6 @@ from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.experiments.heuristics import ResultLabels, result_labels
 from auditsel.experiments.plots import draw_plots
 from auditsel.files import atomic_write_text
-from auditsel.games.worker_pool import Prepared
 
 __all__ = [
     "summary_rows",
@@ -298,7 +297,7 @@ def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None 
 
 
 #: what the figures read of the artefacts besides what they draw of the game
-#: (`game_figure_data`); only these travel to a `Prepared` process
+#: (`game_figure_data`)
 PLOT_INPUTS = ("curve", "attack_curve")
 
 
@@ -314,20 +313,14 @@ def write_plots(
     artefacts: dict,
     out_dir: Path,
     labels: ResultLabels | None = None,
-    *,
-    prepared: Prepared | None = None,
 ) -> list[str]:
     """privacy_curve.png (the winner's delta(eps): exact, or the heuristic reduced game with the
     attack's certified lower curve; the bounds; the interval at delta) where the pair and the law
-    of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC).
-    `prepared`: a process that imported matplotlib ahead (`games.worker_pool.Prepared`, with
-    `figures.prepare_plotting`) draws them; the same files."""
+    of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
     labels = _labels(result, labels)
     inputs = {k: artefacts[k] for k in PLOT_INPUTS if k in artefacts}
     if _played(result, artefacts):  # what the game's figures draw, not the scores
         inputs["game_data"] = _game_data(result, artefacts)
-    if prepared is not None:
-        return prepared.call(draw_plots, result, inputs, out_dir, labels)
     return draw_plots(result, inputs, out_dir, labels)
 
 
@@ -432,17 +425,16 @@ def write_outputs(
     artefacts: dict,
     *,
     plots: bool = True,
-    prepared: Prepared | None = None,
 ) -> list[Path]:
     """Write result.json, report.md and (unless `plots` is false: no matplotlib at all) the
     plots to a staging folder, then move them in place. An estimator panel still being
     computed (artefacts["estimators"], `run_experiment(defer_panel=True)`) is waited for after
-    the plots and put in result["lower"]["estimators"]. `prepared`: see `write_plots`."""
+    the plots and put in result["lower"]["estimators"]."""
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
     pending = artefacts.pop("estimators", None)  # the panel, computed beside the plots
     try:
         labels = result_labels(result)  # once: every writer below reads it
-        drawn = write_plots(result, artefacts, staging, labels, prepared=prepared) if plots else []
+        drawn = write_plots(result, artefacts, staging, labels) if plots else []
         if pending is not None:
             result["lower"]["estimators"] = pending.result()
             pending = None

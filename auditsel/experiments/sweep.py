@@ -34,7 +34,6 @@ import itertools
 import json
 import math
 import re
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from auditsel.experiments.figures import new_figure, save_figure
 from auditsel.experiments.heuristics import result_labels
 from auditsel.experiments.report import write_outputs
 from auditsel.files import atomic_write_text
+from auditsel.games.backends import run_tasks
 
 __all__ = ["SweepPoint", "expand_sweep", "run_sweep", "sweep_rows"]
 
@@ -162,6 +162,10 @@ def _run_point(point: SweepPoint, out_dir: Path, plots: bool = False) -> dict[st
     return result
 
 
+def _numbered_point(i: int, point: SweepPoint, out_dir: Path, plots: bool) -> tuple[int, dict]:
+    return i, _run_point(point, out_dir, plots)
+
+
 def run_sweep(
     points: list[SweepPoint],
     out_dir: Path,
@@ -170,24 +174,17 @@ def run_sweep(
     backend: str | None = None,
     point_plots: bool = False,
 ) -> list[dict]:
-    """Run every point (joblib over points, on `backend`: loky, threading or dask as set up by
+    """Run every point (over points, on `backend`: loky, threading or dask as set up by
     `auditsel.games.backends.execution_backend`) and write the combined table and plot.
     `point_plots`: also draw each point's plots (privacy_curve.png, scores.png, tradeoff.png)
     beside its result.json and report.md; the numbers are the same either way."""
-    # deferred: joblib (0.14 s with loky) loads only for parallel runs
-    from joblib import Parallel, delayed, parallel_config
-
-    results = []
-    with (
-        tqdm(total=len(points), unit="point", disable=not progress, delay=2.0, leave=False) as bar,
-        parallel_config(backend=backend) if backend else nullcontext(),
-    ):
-        gen = Parallel(n_jobs=-1 if backend == "dask" else jobs, return_as="generator")(
-            delayed(_run_point)(p, out_dir, point_plots) for p in points
-        )
-        for result in gen:
-            results.append(result)
+    done: dict[int, dict] = {}
+    tasks = [(i, p, out_dir, point_plots) for i, p in enumerate(points)]
+    with tqdm(total=len(points), unit="point", disable=not progress, delay=2.0, leave=False) as bar:
+        for i, result in run_tasks(_numbered_point, tasks, jobs=jobs, backend=backend):
+            done[i] = result
             bar.update(1)
+    results = [done[i] for i in range(len(points))]
     rows = sweep_rows(points, results)
     _write_combined(out_dir, points, rows, results, point_plots)
     return results

@@ -1,21 +1,62 @@
-"""Execution backends for the game: joblib's own (loky, threading) or a dask cluster.
+"""The executor: every parallel piece of auditsel runs through this module.
 
-Chunks are independent and seeded by (seed, chunk index) (see auditsel.games.engine), so every backend
-gives the same numbers. `dask` runs the chunks on a dask.distributed cluster through joblib's
-dask backend: the one at `scheduler` (e.g. tcp://10.0.0.5:8786), or a LocalCluster on loopback
-started for the run. Dask is an optional extra: pip install "auditsel[dask]".
+Contract. `run_tasks(fn, tasks, jobs=..., backend=...)` computes fn(*task) for each task and
+yields the values in completion order; `run_ordered` the same, in task order. The backend is
+the request's (`--backend`, `ExecutionOptions.backend`): None with `jobs == 1` is serial (this
+thread); "threading" (or None for a caller that prefers threads: the numpy games, whose
+release frees the GIL) is a thread pool of this process; "loky" (None otherwise) is joblib's
+loky processes; "dask" is joblib's dask backend on the cluster `execution_backend` opened.
+Tasks are seeded by their own arguments (a chunk by (seed, index): `auditsel.games.engine`), so
+every backend and every number of jobs gives the same numbers. `in_background(fn)` computes
+fn() in a thread while the caller goes on (the bounds beside the game, matplotlib's import).
+
+Threads. While games play, the BLAS and OpenMP pools that threadpoolctl finds and torch's
+intra-op pool are limited to `game_threads(jobs)` threads in this process (`limited_threads`):
+1 with ``jobs = 1``, ``cores // jobs`` with more jobs, or the request's `game_threads`; each
+thread that plays games applies OpenMP's and torch's per-thread settings when it starts
+(`in_game_thread`). Why: a tuning run's steps are small products, where a second BLAS thread
+gains little on an idle machine and spins waiting for a descheduled partner on a loaded one.
+loky's workers are limited by joblib itself (``cores // jobs`` threads each).
+
+`dask` runs the tasks on a dask.distributed cluster through joblib's dask backend: the one at
+`scheduler` (e.g. tcp://10.0.0.5:8786), or a LocalCluster on loopback started for the run.
+Dask is an optional extra: pip install "auditsel[dask]".
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import functools
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager, nullcontext
+from typing import Any, TypeVar
+
+from threadpoolctl import ThreadpoolController
 
 from auditsel.errors import ConfigError
 
-__all__ = ["BACKENDS", "BackendError", "execution_backend"]
+__all__ = [
+    "BACKENDS",
+    "BackendError",
+    "execution_backend",
+    "run_tasks",
+    "run_ordered",
+    "in_background",
+    "fresh_processes",
+    "game_threads",
+    "limited_threads",
+    "in_game_thread",
+    "usable_cores",
+    "worker_count",
+]
+
+T = TypeVar("T")
 
 BACKENDS = ("loky", "threading", "dask")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 class BackendError(ConfigError):
@@ -23,6 +64,118 @@ class BackendError(ConfigError):
 
     def __init__(self, message: str):
         super().__init__("", message)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the system tells it (a
+    `taskset`, a container's cpuset), else every core of the machine."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity here (macOS)
+        return os.cpu_count() or 1
+
+
+def worker_count(jobs: int) -> int:
+    """joblib's n_jobs convention: -1 all cores, -2 all but one, ..."""
+    return max(1, jobs if jobs > 0 else usable_cores() + 1 + jobs)
+
+
+def run_tasks(
+    fn: Callable[..., T],
+    tasks: Iterable[tuple[Any, ...]],
+    *,
+    jobs: int = 1,
+    backend: str | None = None,
+    prefer: str | None = None,
+) -> Iterator[T]:
+    """fn(*task) for each task, in completion order, on the backend (module docstring). At
+    most two tasks per worker are in flight on threads, so that a caller that drops each value
+    once used keeps its memory bound."""
+    if backend is None and jobs == 1:
+        for task in tasks:
+            yield fn(*task)
+        return
+    if backend == "threading" or (backend is None and prefer == "threads"):
+        yield from _threaded(fn, iter(tasks), worker_count(jobs))
+        return
+    # deferred: joblib (0.14 s with loky) loads only for runs on processes or dask
+    from joblib import Parallel, delayed, parallel_config
+
+    with parallel_config(backend=backend) if backend else nullcontext():
+        parallel = Parallel(
+            n_jobs=-1 if backend == "dask" else jobs, return_as="generator_unordered"
+        )
+        yield from parallel(delayed(fn)(*task) for task in tasks)
+
+
+def _threaded(fn: Callable[..., T], todo: Iterator[tuple[Any, ...]], size: int) -> Iterator[T]:
+    with ThreadPoolExecutor(size, thread_name_prefix="auditsel") as pool:
+        running: set[Future[T]] = {pool.submit(fn, *t) for _, t in zip(range(2 * size), todo)}
+        try:
+            while running:
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield future.result()
+                    nxt = next(todo, None)
+                    if nxt is not None:
+                        running.add(pool.submit(fn, *nxt))
+        except BaseException:
+            for future in running:
+                future.cancel()
+            raise
+
+
+def _numbered(i: int, fn: Callable[..., T], args: tuple[Any, ...]) -> tuple[int, T]:
+    return i, fn(*args)
+
+
+def run_ordered(
+    calls: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]],
+    *,
+    jobs: int = 1,
+    backend: str | None = None,
+) -> list[Any]:
+    """fn(*args) for each (fn, args) of `calls`, on the backend, the values in call order."""
+    tasks = [(i, fn, args) for i, (fn, args) in enumerate(calls)]
+    values = dict(run_tasks(_numbered, tasks, jobs=jobs, backend=backend))
+    return [values[i] for i in range(len(calls))]
+
+
+def in_background(fn: Callable[[], T]) -> Future[T]:
+    """fn() computed in a thread of its own while the caller goes on; `.result()` is its value
+    (or raises its exception)."""
+    future: Future[T] = Future()
+
+    def target() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as err:  # raised by result()
+            future.set_exception(err)
+
+    threading.Thread(target=target, name="auditsel-background", daemon=True).start()
+    return future
+
+
+@contextmanager
+def fresh_processes(backend: str | None) -> Iterator[None]:
+    """loky's reusable worker processes ended before and after the block (where `backend`
+    runs on them): a worker kept from an earlier run holds the modules it imported then (a
+    user's pipeline, since edited or gone), which its next tasks would run."""
+    if backend in (None, "loky"):
+        _end_loky_workers()
+    try:
+        yield
+    finally:
+        if backend in (None, "loky"):
+            _end_loky_workers()
+
+
+def _end_loky_workers() -> None:
+    # joblib's reusable executor, where one was started (reading it starts none)
+    reusable = sys.modules.get("joblib.externals.loky.reusable_executor")
+    executor = getattr(reusable, "_executor", None)
+    if executor is not None:
+        executor.shutdown(wait=True)
 
 
 @contextmanager
@@ -65,3 +218,78 @@ def execution_backend(
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+_LOCK = threading.Lock()
+_DEPTH = 0
+_ACTIVE = 0  # the active limit (threads), 0 when none
+_GENERATION = 0  # counts the limits begun: a thread limited under an older one is redone
+_THREAD = threading.local()
+_SAVED: list[Callable[[], None]] = []  # how to undo the active limit, in order
+
+
+def game_threads(jobs: int, given: int | None = None) -> int:
+    """Threads per game-playing process: `given` (the request's `game_threads`) if set, else 1
+    for ``jobs = 1`` and ``cores // jobs`` (at least 1) for more jobs."""
+    if given is not None:
+        return given
+    return 1 if abs(jobs) <= 1 else max(1, usable_cores() // abs(jobs))
+
+
+def _unset(name: str) -> None:
+    os.environ.pop(name, None)
+
+
+def _apply(threads: int) -> list[Callable[[], None]]:
+    """Limit every pool to `threads`; returns the undo steps."""
+    undo: list[Callable[[], None]] = []
+    for name in THREAD_VARIABLES:
+        if name not in os.environ:
+            os.environ[name] = str(threads)
+            undo.append(functools.partial(_unset, name))
+    undo.append(ThreadpoolController().limit(limits=threads).restore_original_limits)
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "get_num_threads"):
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        undo.append(lambda: torch.set_num_threads(before))
+    return undo
+
+
+def in_game_thread() -> None:
+    """Called where games start, in whichever thread plays them: under a limit, this thread's
+    OpenMP setting (per thread in OpenMP) and torch's pool (per thread as well, and possibly
+    loaded since the limit began) get the limit's size. Cheap when nothing changed."""
+    torch = sys.modules.get("torch")
+    if not _ACTIVE or getattr(_THREAD, "generation", None) == _GENERATION:
+        if _ACTIVE and torch is not None and hasattr(torch, "get_num_threads"):
+            if torch.get_num_threads() != _ACTIVE:
+                torch.set_num_threads(_ACTIVE)
+        return
+    ThreadpoolController().limit(limits=_ACTIVE, user_api="openmp")  # this thread's ICV
+    if torch is not None and hasattr(torch, "get_num_threads"):
+        torch.set_num_threads(_ACTIVE)
+    _THREAD.generation = _GENERATION
+
+
+@contextmanager
+def limited_threads(threads: int) -> Iterator[int]:
+    """BLAS, OpenMP and torch threads limited to `threads` in this process while the context
+    lasts (module docstring); nested and concurrent uses share one limit, the first one's."""
+    global _DEPTH, _SAVED, _ACTIVE, _GENERATION
+    with _LOCK:
+        if _DEPTH == 0:
+            _SAVED, _ACTIVE = _apply(threads), threads
+            _GENERATION += 1
+            _THREAD.generation = _GENERATION
+        _DEPTH += 1
+    try:
+        in_game_thread()
+        yield _ACTIVE
+    finally:
+        with _LOCK:
+            _DEPTH -= 1
+            if _DEPTH == 0:
+                for step in reversed(_SAVED):
+                    step()
+                _SAVED, _ACTIVE = [], 0

@@ -15,8 +15,8 @@ Trials are cut into chunks of `chunk_size`; chunk i draws everything from
 Generator(SeedSequence(seed, spawn_key=(i,))), so the scores do not depend on how chunks are
 spread over joblib workers (or a dask/ray backend). Finished chunks are written atomically
 (unique temporary names, then a rename) to `checkpoint_dir` once the game has played for
-`CHECKPOINT_AFTER` seconds (5; the environment variable AUDITSEL_CHECKPOINT_AFTER sets it, 0 =
-from the first chunk): then the chunks finished before, and every chunk after. A game shorter
+`checkpoint_after` seconds (`run_game`'s argument, default `CHECKPOINT_AFTER` = 5; 0 = from
+the first chunk): then the chunks finished before, and every chunk after. A game shorter
 than that writes none (a 10^7-game reduced game would write 90 MB to replay 0.3 s), so a kill
 loses at most those first seconds; an interrupt (Ctrl-C, KeyboardInterrupt) writes the finished
 chunks first, and a streamed game (`in_memory=False`) writes every chunk. Each chunk records
@@ -26,11 +26,6 @@ version, source digest, random-stream version); a rerun with the same fingerprin
 loads them and runs only the missing ones, so an interrupted run resumes without losing or
 repeating a trial. A chunk of another experiment or other code, or one that cannot be read, is
 an error (`CheckpointError`, exit 2), and so is a second run on a folder in use (locked).
-
-Test hook: with the environment variable AUDITSEL_PAUSE_AFTER_CHUNKS=n, a call writes every
-chunk from the first and, once it has saved n new chunks, writes `checkpoint_dir/paused` and
-sleeps, so that a test can kill the process at a known point mid-run
-(tests/games/test_kill_resume.py).
 """
 
 from __future__ import annotations
@@ -40,12 +35,10 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext, suppress
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 import numpy as np
 from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
@@ -59,46 +52,26 @@ from auditsel.files import (
     read_regular,
     temporary_beside,
 )
+from auditsel.games.backends import run_tasks
 from auditsel.games.fingerprint import code_identity, describe_change
-from auditsel.games.worker_pool import (
-    WarmWorkers,
-    bounded,
-    fork_available,
-    game_threads,
-    usable_cores,
-    warm_workers_for,
-    workers_that_pay,
-)
 from auditsel.roles import GameProtocol, Proxy
-
-
-class _Bar(tqdm):
-    """tqdm's bar without its monitor thread (which outlives the bar, disabled ones too): a
-    run's process with no thread left after the game can fork the work it does beside the
-    rest (`auditsel.games.worker_pool.Beside`). The bar is updated at every chunk."""
-
-    monitor_interval = 0
-
 
 __all__ = [
     "GameRecord",
     "ChunkSource",
     "CheckpointError",
+    "Checkpoints",
     "run_game",
     "chunk_rng",
     "default_jobs",
-    "forks_workers",
-    "most_workers",
     "DEFAULT_CHUNK_SIZE",
 ]
 
 DEFAULT_CHUNK_SIZE = 1 << 18  # 262,144 trials: ~2.4 MB of scores and coins per chunk
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 1 << 20  # a manifest is read at most this far (never /dev/zero to its end)
-PAUSE_ENV = "AUDITSEL_PAUSE_AFTER_CHUNKS"
 #: seconds a game plays before its chunks are written (see the module docstring)
 CHECKPOINT_AFTER = 5.0
-CHECKPOINT_ENV = "AUDITSEL_CHECKPOINT_AFTER"
 
 
 class CheckpointError(ConfigError):
@@ -318,13 +291,6 @@ def _create_exclusive(path: Path, data: bytes) -> None:
             os.unlink(link)
 
 
-def _pause(directory: Path) -> NoReturn:
-    """The kill point of tests/games/test_kill_resume.py: announce it, then wait to be killed."""
-    atomic_write_bytes(directory / "paused", str(os.getpid()).encode())
-    while True:
-        time.sleep(60)
-
-
 def run_game(
     protocol: GameProtocol,
     proxy: Proxy,
@@ -333,12 +299,12 @@ def run_game(
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     jobs: int | None = 1,
-    checkpoint_dir: str | Path | None = None,
+    checkpoint_dir: str | Path | Checkpoints | None = None,
     fingerprint: str = "",
     progress: bool = True,
     backend: str | None = None,
     in_memory: bool = True,
-    code: Mapping[str, str] | None = None,
+    checkpoint_after: float | None = None,
 ) -> GameRecord:
     """Play `trials` games; returns scores and coins in trial order (deterministic in seed).
 
@@ -347,18 +313,23 @@ def run_game(
     `jobs` (joblib's convention, -1 all cores): None is every usable core for a protocol whose
     release frees the GIL (`parallel_prefer = "threads"`: the numpy games, in threads of this
     process) with no backend named, else 1 (`default_jobs`); the numbers are the same for
-    any jobs. `code` (default `code_identity()`): the code the numbers depend on, recorded with the
-    checkpoints; checkpoints of other code are refused (`CheckpointError`). The progress bar
+    any jobs. `checkpoint_dir`: a folder, whose checkpoints record `fingerprint` and the code
+    the numbers depend on (`code_identity()`), or a `Checkpoints` naming its own fingerprint
+    and code; checkpoints of other code are refused (`CheckpointError`). The progress bar
     counts trials, named by the protocol's `progress_unit` ("trial" where it has none; a
-    pipeline's games say "game"), advancing as each chunk finishes.
+    pipeline's games say "game"), advancing as each chunk finishes. `checkpoint_after`:
+    the seconds a game plays before its chunks are written (None: `CHECKPOINT_AFTER`).
     """
     sizes = _chunk_sizes(int(trials), int(chunk_size))
     jobs = default_jobs(protocol, backend) if jobs is None else jobs
-    after = checkpoint_after()  # a bad setting is refused before anything is written
+    after = check_checkpoint_after(checkpoint_after)  # refused before anything is written
     results = _Gathered(sizes, keep=in_memory)
-    store = None
-    if checkpoint_dir is not None:
-        store = Checkpoints(Path(checkpoint_dir), fingerprint, int(chunk_size), code)
+    store = checkpoint_dir if isinstance(checkpoint_dir, Checkpoints) else None
+    if isinstance(checkpoint_dir, (str, Path)):
+        store = Checkpoints(Path(checkpoint_dir), fingerprint, int(chunk_size))
+    if store is not None:
+        if store.chunk_size != int(chunk_size):
+            raise ValueError("run_game: the Checkpoints' chunk size is not the game's")
         store.open()
         try:
             for index, size in enumerate(sizes):
@@ -373,7 +344,7 @@ def run_game(
     resumed = len(results.done)
     pending = [i for i in range(len(sizes)) if i not in results.done]
 
-    bar = _Bar(
+    bar = tqdm(
         total=int(trials),
         initial=sum(sizes[i] for i in results.done),
         unit=getattr(protocol, "progress_unit", "trial"),
@@ -382,15 +353,19 @@ def run_game(
         disable=not progress,
         leave=False,
     )
-    pause_after = int(os.environ.get(PAUSE_ENV) or 0) if store is not None else 0
-    after = after if in_memory and not pause_after else 0.0
-    saving = _Saving(store, results, after)
+    saving = _Saving(store, results, after if in_memory else 0.0)
+    prefer = getattr(protocol, "parallel_prefer", None)
+    tasks = [(protocol, proxy, seed, i, sizes[i]) for i in pending]
     try:
-        for index, scores, member in _execute(protocol, proxy, seed, pending, sizes, jobs, backend):
+        for index, scores, member in run_tasks(
+            play_chunk,
+            tasks,
+            jobs=1 if backend is None and len(tasks) <= 1 else jobs,
+            backend=backend,
+            prefer=prefer,
+        ):
             results.put(index, scores, member)
-            written = saving.finished(index, scores, member)
-            if pause_after and written == pause_after and store is not None:
-                _pause(store.dir)
+            saving.finished(index, scores, member)
             bar.update(len(scores))
     except KeyboardInterrupt:
         saving.flush()  # an interrupt keeps what finished: the rerun resumes from there
@@ -407,18 +382,15 @@ def run_game(
     return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
 
 
-def checkpoint_after() -> float:
-    """`CHECKPOINT_AFTER`, or the seconds AUDITSEL_CHECKPOINT_AFTER sets (a number >= 0)."""
-    raw = os.environ.get(CHECKPOINT_ENV, "").strip()
-    if not raw:
+def check_checkpoint_after(seconds: float | None) -> float:
+    """`CHECKPOINT_AFTER` for None, else `seconds` checked (a number >= 0)."""
+    if seconds is None:
         return CHECKPOINT_AFTER
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise ConfigError(CHECKPOINT_ENV, f"must be a number of seconds >= 0, got {raw!r}")
-    return value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise ConfigError("checkpoint_after", f"must be a number of seconds >= 0, got {seconds!r}")
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ConfigError("checkpoint_after", f"must be a number of seconds >= 0, got {seconds!r}")
+    return float(seconds)
 
 
 class _Saving:
@@ -429,26 +401,22 @@ class _Saving:
         self.store, self.results, self.after = store, results, after
         self.start = time.perf_counter()
         self.held: list[int] = []
-        self.saved = 0
 
-    def finished(self, index: int, scores: np.ndarray, member: np.ndarray) -> int:
-        """A finished chunk (put in the results): held or written; the chunks written so far."""
+    def finished(self, index: int, scores: np.ndarray, member: np.ndarray) -> None:
+        """A finished chunk (put in the results): held or written."""
         if self.store is None:
-            return 0
+            return
         if time.perf_counter() - self.start < self.after:
             self.held.append(index)
-            return self.saved
+            return
         self.flush()
         self.store.save(index, scores, member)
-        self.saved += 1
-        return self.saved
 
     def flush(self) -> None:
         """Write every chunk held."""
         if self.store is not None:
             for index in self.held:
                 self.store.save(index, *self.results.chunk(index))
-                self.saved += 1
         self.held.clear()
 
 
@@ -492,110 +460,10 @@ class _Gathered:
         return self.scores, self.member
 
 
-def _execute(
-    protocol: GameProtocol,
-    proxy: Proxy,
-    seed: int,
-    pending: list[int],
-    sizes: Sequence[int],
-    jobs: int,
-    backend: str | None,
-) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    if backend is None and (jobs == 1 or len(pending) <= 1):
-        for index in pending:
-            yield play_chunk(protocol, proxy, seed, index, sizes[index])
-        return
-    # a protocol whose release frees the GIL (vectorised numpy) asks for threads; a backend
-    # named by the user (processes, dask, ray) overrides the hint
-    prefer = getattr(protocol, "parallel_prefer", None)
-    if backend is None and prefer == "threads":
-        yield from _threaded(protocol, proxy, seed, pending, sizes, _workers(jobs))
-        return
-    if forks_workers(protocol, jobs, backend):
-        yield from _warm(protocol, proxy, seed, pending, sizes, jobs)
-        return
-    # deferred: joblib (0.14 s with loky) loads only for parallel runs
-    from joblib import Parallel, delayed, parallel_config
-
-    with parallel_config(backend=backend) if backend else nullcontext():
-        parallel = Parallel(
-            n_jobs=-1 if backend == "dask" else jobs, return_as="generator_unordered", prefer=prefer
-        )
-        yield from parallel(
-            delayed(play_chunk)(protocol, proxy, seed, i, sizes[i]) for i in pending
-        )
-
-
 def default_jobs(protocol: GameProtocol, backend: str | None = None) -> int:
     """`run_game`'s jobs when none are given: -1 (every usable core) for a protocol that plays
     in threads (its release is vectorised numpy, which frees the GIL: no process to start,
     nothing to pickle) when no backend is named, else 1 (a DP-SGD game's workers are
-    processes, which pay only past some games: `workers_that_pay`)."""
+    processes, which pay only past some games)."""
     threads = backend is None and getattr(protocol, "parallel_prefer", None) == "threads"
     return -1 if threads else 1
-
-
-def forks_workers(protocol: GameProtocol, jobs: int, backend: str | None) -> bool:
-    """Whether `run_game` plays on warm workers forked from this process (the default backend
-    of a protocol that asks for them, `fork_workers`, where fork is available)."""
-    return (
-        backend is None
-        and jobs != 1
-        and bool(getattr(protocol, "fork_workers", False))
-        and fork_available()
-    )
-
-
-def most_workers(jobs: int) -> int:
-    """The workers forked beside this process for `jobs` (joblib's convention): it plays too."""
-    return _workers(jobs) - 1
-
-
-def _warm(
-    protocol: GameProtocol,
-    proxy: Proxy,
-    seed: int,
-    pending: list[int],
-    sizes: Sequence[int],
-    jobs: int,
-) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """The chunks on warm workers (`auditsel.games.worker_pool.WarmWorkers`) and in this
-    process at once: the pool the caller opened for this protocol (started, or sized here),
-    else one of our own; unstarted, it is sized after this process's first chunk from its
-    CPU seconds and the chunks left (`workers_that_pay`). The proxy is pickled to the workers
-    (the protocol is not): a module-level function."""
-    pool = warm_workers_for(protocol)
-    own = WarmWorkers(protocol, threads=game_threads(jobs)) if pool is None else None
-    with own if own is not None else nullcontext(pool) as warm:
-        assert warm is not None  # the caller's pool, or ours
-
-        def size(seconds: float, left: int) -> int:
-            return workers_that_pay(most_workers(jobs), left, seconds)
-
-        yield from warm.deal(pending, play_chunk, lambda i: (proxy, seed, i, sizes[i]), size=size)
-
-
-def _workers(jobs: int) -> int:
-    """joblib's n_jobs convention: -1 all cores, -2 all but one, ..."""
-    return max(1, jobs if jobs > 0 else usable_cores() + 1 + jobs)
-
-
-def _threaded(
-    protocol: GameProtocol,
-    proxy: Proxy,
-    seed: int,
-    pending: list[int],
-    sizes: Sequence[int],
-    workers: int,
-) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """The chunks on a standard-library thread pool, at most 2 per thread in flight (finished
-    chunks are handed over at once, so a streamed run keeps its memory bound); the same
-    numbers as joblib's threads or processes (each chunk is seeded by its index), without
-    importing joblib and loky (a tenth of a second of every run)."""
-    todo = iter(pending)
-    with ThreadPoolExecutor(workers, thread_name_prefix="auditsel-chunks") as pool:
-
-        def submit(i: int) -> Future[tuple[int, np.ndarray, np.ndarray]]:
-            return pool.submit(play_chunk, protocol, proxy, seed, i, sizes[i])
-
-        yield from bounded(submit, todo, 2 * workers)

@@ -94,7 +94,7 @@ class OneRunDpsgd:
         # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
         import torch
 
-        from auditsel.dpsgd.trainer import Execution, GradientCanary, train_runs
+        from auditsel.dpsgd.trainer import DiracCanary, Execution, train_runs
 
         model, train = setup if setup is not None else self.setup()
         m = self.canaries
@@ -107,7 +107,7 @@ class OneRunDpsgd:
         ]
         seeds = rng.integers(0, 2**63, k, dtype=np.uint64)
         included = tuple(int(c) for c in np.flatnonzero(member))
-        canary = GradientCanary(coordinate=included) if included else None
+        canary = DiracCanary(coordinate=included) if included else None
         out = train_runs(
             model,
             train,

@@ -74,7 +74,10 @@ class ExecutionOptions:
     `chunk_size`: games per chunk, the unit of work and of checkpoints (None: the function's
     default); `checkpoint_dir`: finished chunks are kept there and an interrupted audit resumes
     from them; `stream`: audit chunk by chunk from disk, in bounded memory (True, False or
-    "auto": above 2^20 games with a checkpoint folder); `progress`: a progress bar on stderr."""
+    "auto": above 2^20 games with a checkpoint folder); `progress`: a progress bar on stderr;
+    `game_threads`: BLAS, OpenMP and torch threads of the process playing the games (None: 1
+    with one job, else cores // jobs; `auditsel.games.backends`); `checkpoint_after`: seconds a
+    game plays before its chunks are written (None: 5; 0: from the first chunk)."""
 
     jobs: int = 1
     backend: str | None = None
@@ -83,6 +86,8 @@ class ExecutionOptions:
     checkpoint_dir: str | Path | None = None
     stream: bool | str = "auto"
     progress: bool = False
+    game_threads: int | None = None
+    checkpoint_after: float | None = None
 
 
 Options = TypeVar("Options")

@@ -23,7 +23,7 @@ real number: a bool, an int, a float, or a NumPy/torch scalar (an array of one e
 a string, a longer array and NaN are refused by name (+-inf allowed).
 
 This module is what a worker process imports to play: numpy, the canaries and the thread
-limits (`auditsel.games.worker_pool`) only.
+limits (`auditsel.games.backends`) only.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditsel.errors import ConfigError
-from auditsel.games.worker_pool import in_game_thread
+from auditsel.games.backends import in_game_thread
 from auditsel.pipelines.canaries import Canary
 
 __all__ = [
@@ -301,7 +301,6 @@ class PipelineGame:
     chunk_size: int = CHUNK_SIZE
     fields: tuple[str, ...] = ()  # score() returns one number per field (release_scores)
     parallel_prefer = None  # joblib's default: loky processes (user code holds the GIL)
-    fork_workers = True  # default backend on Linux: warm workers (auditsel.games.worker_pool)
     progress_unit = "game"  # what the engine's progress bar counts
 
     @property

@@ -31,34 +31,19 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from auditsel.auditing.one_run_analysis import OneRunBound, audit_one_run
+from auditsel.auditing.one_run_analysis import OneRunBound, TradeoffFamily, audit_one_run
 from auditsel.errors import ConfigError, integer, number
 from auditsel.pipelines.canaries import Canary, default_score
 from auditsel.pipelines.game import PipelineError, ScoreFn, TuneFn, function_name, game_seed
 
-__all__ = ["CanarySet", "OneRunPipelineAudit", "TradeoffFamily", "audit_pipeline_one_run"]
-
-
-class TradeoffFamily(Protocol):
-    """A hypothesised trade-off family of [MMC24] Theorem 9, indexed by theta
-    (`auditsel.auditing.one_run_analysis.GdpFamily`: mu-GDP, the default; `PureDpFamily`;
-    `auditsel.games.one_run_reduced.TuningFamily`)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def fbar_inverse(self, theta: float, /) -> Callable[[Any], Any]: ...
-
-    def epsilon(self, theta: float, delta: float, /) -> float: ...
-
-    def theta_grid(self) -> NDArray[np.float64]: ...
+__all__ = ["CanarySet", "OneRunPipelineAudit", "audit_pipeline_one_run"]
 
 
 @dataclass(frozen=True, eq=False)

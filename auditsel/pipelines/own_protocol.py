@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from numpy.typing import NDArray
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.errors import ConfigError
-from auditsel.games.engine import run_game
+from auditsel.games.engine import Checkpoints, run_game
 from auditsel.games.fingerprint import code_identity
 from auditsel.pipelines.audit_options import ExecutionOptions, legacy_options
 
@@ -137,11 +138,17 @@ def audit_protocol(
         seed,
         chunk_size=chunk_size,
         jobs=ex.jobs,
-        checkpoint_dir=ex.checkpoint_dir,
-        fingerprint=fingerprint or _default_fingerprint(release, score, seed, chunk_size),
+        # the code identity of release and score: an edited one refuses old chunks
+        checkpoint_dir=None
+        if ex.checkpoint_dir is None
+        else Checkpoints(
+            Path(ex.checkpoint_dir),
+            fingerprint or _default_fingerprint(release, score, seed, chunk_size),
+            chunk_size,
+            code_identity(release, score),
+        ),
         progress=ex.progress,
         backend=ex.backend,
-        code=code_identity(release, score),  # an edited release or score refuses old chunks
     )
     assert record.scores is not None and record.member is not None  # played in memory
     return audit_scores(

@@ -4,9 +4,8 @@ Contract. `audit_pipeline(tune, score, *, data, canary, games, delta, ...)` play
 distinguishing games ([XWW24] Algorithm 1) around your own tuning run, each from its own
 seeded stream (`auditsel.pipelines.game`: the coin, the canary's draws, the seed handed to
 `tune`), the release dropped once scored. A game's numbers depend on (seed, g) only: not on the
-chunk size, the number of jobs or the backend (by default, workers forked from this process
-once it is warm, on Linux, with this process playing too, as many as pay for the games:
-`auditsel.games.worker_pool`; elsewhere joblib's loky processes; threads; a dask cluster).
+chunk size, the number of jobs or the backend (`auditsel.games.backends`: joblib's loky
+processes by default, threads, a dask cluster).
 
 The scores and coins go to the threshold rules of `auditsel.auditing.lower` (`eps` is the
 valid eps_L of `rule` at `confidence`), the estimator panel of `auditsel.auditing.estimators`
@@ -17,7 +16,7 @@ claim is refuted with probability at most 1 - confidence. With a mechanism pair 
 and the exact curve of the reduced game stand beside it.
 
 Reproducibility is checked before the games (`auditsel.pipelines.replay_check`): games 0 and
-1 are replayed in this process (game 0 twice) and, with workers, on the audit's backend; a
+1 are replayed (game 0 twice) and, with workers, on the audit's backend; a
 difference (unseeded randomness, in-place mutation of `data` or the canary, global generators
 under threads, thread races, worker state) is refused, naming the hazard and its fix, unless
 `accept_nondeterminism=True` (recorded in result.json's `pipeline.reproducibility`).
@@ -64,7 +63,7 @@ from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import THRESHOLD_RULES, ThresholdRule, threshold_rule
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
-from auditsel.errors import ConfigError, choice, integer, number, shown
+from auditsel.errors import ConfigError, choice, integer, number, require, shown
 from auditsel.errors import jobs as check_jobs
 from auditsel.experiments.experiment import (
     lower_fields,
@@ -72,26 +71,13 @@ from auditsel.experiments.experiment import (
     upper_fields,
     upper_panel,
 )
-from auditsel.experiments.figures import prepare_plotting
 from auditsel.experiments.heuristics import honesty_fields
 from auditsel.experiments.report import text_table, write_outputs
 from auditsel.files import atomic_write_text, claim_folder, read_regular
-from auditsel.games.backends import execution_backend
-from auditsel.games.engine import (
-    CheckpointError,
-    ChunkSource,
-    GameRecord,
-    forks_workers,
-    most_workers,
-    run_game,
-)
+from auditsel.games.backends import execution_backend, fresh_processes, limited_threads
+from auditsel.games.backends import game_threads as default_game_threads
+from auditsel.games.engine import CheckpointError, ChunkSource, GameRecord, run_game
 from auditsel.games.fingerprint import package_digest, source_digest
-from auditsel.games.worker_pool import (
-    WarmWorkers,
-    game_threads,
-    limited_threads,
-    workers_that_pay,
-)
 from auditsel.pipelines.audit_options import (
     AuditOptions,
     ExecutionOptions,
@@ -153,8 +139,6 @@ PLOT_GAMES = 1 << 18  # the plots of a streamed audit: its first ~260,000 games
 SEED_MAX = 2**63
 MAX_GAMES = 10**9  # the CLI's --games range
 FINGERPRINT_FILE = "pipeline.json"
-#: workers(CPU seconds of a warm game) -> the audit's forked workers, started (`play_games`)
-WorkersFor = Callable[[float], WarmWorkers | None]
 MAX_FINGERPRINT_BYTES = 1 << 20  # pipeline.json is read at most this far
 
 
@@ -354,36 +338,23 @@ def play_games(
     fingerprint: str = "",
     progress: bool = False,
     stream: bool = False,
-    before: Callable[[str | None, WorkersFor], Any] | None = None,
-    idle: Callable[[], object] | None = None,
+    before: Callable[[str | None], Any] | None = None,
+    checkpoint_after: float | None = None,
 ) -> tuple[GameRecord, float]:
     """Play the games with the engine (chunks, workers, checkpoints); returns the record and
-    the CPU seconds of the games played in this process.
-
-    `before(backend, workers)` runs first, inside the backend (the replay check's games on
-    the workers); on the default forked workers, `workers(CPU seconds of a warm game)` starts
-    them there, as many as pay for the games (`worker_pool.workers_that_pay`; None where none
-    do), and the games reuse them; else the engine sizes them after this process's first
-    chunk. `idle()` is called once this process has played its share while workers finish."""
+    the CPU seconds of the games played in this process. `before(backend)` runs first, inside
+    the backend (the replay check's games on the workers). While they play, this process's
+    BLAS, OpenMP and torch threads are limited (`backends.limited_threads`: a caller's limit
+    begun before holds)."""
     start = LOCAL_CPU.seconds
-    threads = limited_threads(game_threads(jobs))  # BLAS/OpenMP/torch: this process's share
-    forked = forks_workers(game, jobs, backend)
-    pool = WarmWorkers(game, threads=game_threads(jobs), idle=idle) if forked else None
-    chunks = -(-games // game.chunk_size)
-
-    def workers(seconds_per_game: float) -> WarmWorkers | None:
-        if pool is None:
-            return None
-        pool.start(workers_that_pay(most_workers(jobs), chunks, seconds_per_game * game.chunk_size))
-        return pool if pool.workers else None
-
+    threads = limited_threads(default_game_threads(jobs))
     with (
         threads,
         execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where,
-        pool if pool is not None else nullcontext(),
+        fresh_processes(where if jobs != 1 else "serial"),  # workers that import the user's code
     ):
         if before is not None:
-            before(where, workers)
+            before(where)
         record = run_game(
             game,
             no_proxy,  # unused: the game plays and scores its chunks itself (PipelineGame.play)
@@ -396,6 +367,7 @@ def play_games(
             progress=progress,
             backend=where,
             in_memory=not stream,
+            checkpoint_after=checkpoint_after,
         )
     return record, LOCAL_CPU.seconds - start
 
@@ -482,6 +454,8 @@ def audit_pipeline(
         checkpoint_dir=ex.checkpoint_dir,
         stream=ex.stream,
         progress=ex.progress,
+        game_threads=ex.game_threads,
+        checkpoint_after=ex.checkpoint_after,
         out_dir=rep.out_dir,
         name=rep.name,
         base=rep.base,
@@ -516,6 +490,8 @@ def _audit_pipeline(
     stream: bool | str = "auto",
     progress: bool = False,
     accept_nondeterminism: bool = False,
+    game_threads: int | None = None,
+    checkpoint_after: float | None = None,
 ) -> PipelineAudit:
     """`audit_pipeline` with every option as a keyword (its options objects unpacked)."""
     canary = resolve_canary(canary, tune, data)  # "both": (InputCanary, GradientCanary)
@@ -524,10 +500,8 @@ def _audit_pipeline(
         return _audit_each_canary(tune, score, data, tuple(options.pop("canary")), options)
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
     panel, stream = _auto_or_bool(panel, "panel"), _auto_or_bool(stream, "stream")
-    if not isinstance(accept_nondeterminism, bool):
-        raise ConfigError(
-            "accept_nondeterminism", f"must be true or false, got {shown(accept_nondeterminism)}"
-        )
+    accepts = f"must be true or false, got {shown(accept_nondeterminism)}"
+    require(isinstance(accept_nondeterminism, bool), "accept_nondeterminism", accepts)
     if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
         rule = threshold_rule(rule, seed=seed)
     chunk_size = integer(chunk_size, "chunk_size", 1)
@@ -564,7 +538,8 @@ def _audit_pipeline(
             progress=progress,
             stream=stream,
             accept=accept_nondeterminism,
-            plots=out is not None,
+            game_threads=game_threads,
+            checkpoint_after=checkpoint_after,
         )
         return _analyse(
             record,
@@ -605,33 +580,35 @@ def _play_checked(
     progress: bool,
     stream: bool,
     accept: bool,
-    plots: bool = False,
+    game_threads: int | None = None,
+    checkpoint_after: float | None = None,
 ) -> tuple[GameRecord, float, ReproducibilityEntry]:
     """`play_games` with the replay check on the audit's own backend before the games and the
     unchanged-data check after them: (record, CPU seconds in this process, result.json's
-    pipeline.reproducibility). A hazard is refused unless `accept`. With `plots`, matplotlib
-    is imported while forked workers finish their last games (a core this process had free)."""
+    pipeline.reproducibility). A hazard is refused unless `accept`. `game_threads`: the BLAS,
+    OpenMP and torch threads of this process while it plays (None: `backends.game_threads`)."""
     replay: list[ReplayReport] = []
 
-    def on_backend(where: str | None, workers: WorkersFor) -> None:  # on the audit's backend
-        replay.append(
-            check_replay(game, seed, jobs=jobs, backend=where, accept=accept, workers=workers)
-        )
+    def on_backend(where: str | None) -> None:  # on the audit's backend
+        replay.append(check_replay(game, seed, jobs=jobs, backend=where, accept=accept))
 
-    record, inline_cpu = play_games(
-        game,
-        games,
-        seed,
-        jobs=jobs,
-        backend=backend,
-        scheduler=scheduler,
-        checkpoint_dir=checkpoint_dir,
-        fingerprint=fingerprint,
-        progress=progress,
-        stream=stream,
-        before=on_backend,
-        idle=prepare_plotting if plots else None,
-    )
+    if game_threads is not None:
+        game_threads = integer(game_threads, "game_threads", 1)
+    with limited_threads(default_game_threads(jobs, game_threads)):  # play_games's limit
+        record, inline_cpu = play_games(
+            game,
+            games,
+            seed,
+            jobs=jobs,
+            backend=backend,
+            scheduler=scheduler,
+            checkpoint_dir=checkpoint_dir,
+            fingerprint=fingerprint,
+            progress=progress,
+            stream=stream,
+            before=on_backend,
+            checkpoint_after=checkpoint_after,
+        )
     hazards = check_unchanged(game, replay[0])
     if hazards and not accept:
         raise ReproducibilityError(

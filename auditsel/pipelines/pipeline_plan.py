@@ -58,7 +58,7 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from auditsel.auditing.planning import (
-    Curve,
+    PlanCurve,
     blind_rate,
     empirical_curve,
     expected_for_games,
@@ -259,7 +259,7 @@ def _differing(
     return tuple(flagged)
 
 
-def _curve_eps(curve: Curve, delta: float) -> float:
+def _curve_eps(curve: PlanCurve, delta: float) -> float:
     """The largest eq. 4 eps of the curve's tests (0 when none is informative)."""
     fps, fns = curve.candidates(10**6)
     return float(max(epsilon_from_rates(fps, fns, delta).max(), 0.0)) if len(fps) else 0.0

@@ -7,16 +7,15 @@ games, `check_replay` tests that on the audit's own pipeline:
 1. Two games (the first whose coin puts the canary in and the first that leaves it out:
    `replay_games`) are played twice each, from their seeds exactly as the audit plays them
    (`PipelineGame.release_and_score`), where the audit's games run: in this process with one
-   job, threads or the default forked workers (which start from this process), on a worker
-   with loky or dask workers. The two plays of a game
+   job or threads, on a worker with loky or dask workers. The two plays of a game
    must give the same score and the same release (compared by `content_digest`; a release that
    cannot be digested is compared by its score). The content digests of `data` and of the
    canary must not change. Whether `tune` drew from a global generator (Python's `random`,
    NumPy's legacy `np.random`, torch's default generator) is read off the generators' states.
 
 2. With more than one worker (`jobs` != 1), the two games are played once more elsewhere at
-   the same time (on two forked workers or two threads, one game each; on a second loky or
-   dask worker) and must give the scores of step 1.
+   the same time (on two threads, one game each; on a second loky or dask worker) and must
+   give the scores of step 1.
 
 Each difference is a hazard, named with its usual cause and fix:
 
@@ -40,8 +39,7 @@ digests of `data` and of the canary with those taken before (a mutation during t
 this process or in its threads).
 
 Cost: four plays and, with workers, two more at the same time on a second worker, plus the
-digests of data and canary, whatever the audit's size; the workers' start-up is the audit's
-own (its games reuse them). Measured by `benchmarks/bench_replay_check.py`
+digests of data and canary, whatever the audit's size. Measured by `benchmarks/bench_replay_check.py`
 (docs/benchmarks/pipeline-audit.md).
 """
 
@@ -50,16 +48,13 @@ from __future__ import annotations
 import random
 import sys
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from auditsel.errors import ConfigError
-from auditsel.games.engine import forks_workers
-from auditsel.games.worker_pool import WarmWorkers, game_threads, in_game_thread
+from auditsel.games.backends import in_game_thread, run_ordered
 from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import PipelineGame, game_seed, seed_globals
 from auditsel.pipelines.pipeline_result import ReproducibilityEntry
@@ -231,7 +226,7 @@ def _serial(
 ) -> tuple[list[str], bool, tuple[Any, ...], float, float]:
     """Step 1, in whichever process runs it (this one, or a worker): `_in_process`'s hazards,
     global draws and scores, its CPU seconds, and the CPU seconds of a warm play."""
-    in_game_thread()  # the threads the games get (auditsel.games.worker_pool)
+    in_game_thread()  # the threads the games get (auditsel.games.backends)
     start = time.process_time()
     hazards, global_draws, scores, warm = _in_process(game, seed, digests, games)
     return hazards, global_draws, scores, time.process_time() - start, warm
@@ -245,36 +240,6 @@ def _once(game: PipelineGame, seed: int, games: tuple[int, ...]) -> tuple[tuple[
     return scores, time.process_time() - start
 
 
-def _on_warm_workers(
-    game: PipelineGame, seed: int, games: tuple[int, ...], pool: WarmWorkers | None, jobs: int
-) -> tuple[Any, ...] | None:
-    """Step 2 on the audit's forked workers (`pool`: each game on the next worker, at once),
-    or, with None, on two workers forked for the check alone; None where the pool is empty."""
-    own = None if pool is not None else WarmWorkers(game, threads=game_threads(jobs))
-    try:
-        if own is not None:
-            own.start(2)
-        warm = pool if pool is not None else own
-        if warm is None or warm.workers == 0:
-            return None  # no worker: the games play in this process, where step 1 ran
-        futures = [warm.submit(_once, seed, (g,)) for g in games]
-        return tuple(f.result()[0][0] for f in futures)
-    finally:
-        if own is not None:
-            own.close()
-
-
-def _on_workers(tasks: list[tuple[Any, ...]], backend: str | None) -> list[Any]:
-    """The tasks on two workers of the backend at once (what the engine's chunks run on)."""
-    # deferred: joblib (0.14 s with loky) loads only for parallel runs
-    from joblib import Parallel, delayed, parallel_config
-
-    prefer = "threads" if backend == "threading" else None
-    with parallel_config(backend=backend) if backend else nullcontext():
-        parallel = Parallel(n_jobs=-1 if backend == "dask" else 2, prefer=prefer)
-        return list(parallel(delayed(f)(*args) for f, *args in tasks))
-
-
 def check_replay(
     game: PipelineGame,
     seed: int,
@@ -282,37 +247,30 @@ def check_replay(
     jobs: int = 1,
     backend: str | None = None,
     accept: bool = False,
-    workers: Callable[[float], WarmWorkers | None] | None = None,
 ) -> ReplayReport:
     """The replay check of the module docstring; raises ReproducibilityError on a hazard
     unless `accept`. `backend` is what `auditsel.games.backends.execution_backend` yields.
 
-    With one job, threads, or the default workers forked from this process, step 1 runs in
-    this process (where the games run, or what the forked workers inherit warm) and step 2 on
-    two threads or on the forked workers; with loky or dask workers step 1 runs on a worker
-    while a second worker plays the games once (step 2), so that this process never pays a
-    pipeline's first-game start-up that only the workers need. `workers(CPU seconds of a warm
-    play)` gives the audit's forked workers, started now that this process is warm (None where
-    none pay: the games then all play here, and step 2 has nowhere else to run); without it,
-    two workers are forked for step 2 alone."""
+    With one job or threads, step 1 runs in this process (where the games run) and step 2 on
+    two threads; with loky or dask workers step 1 runs on a worker while a second worker plays
+    the games once (step 2), so that this process never pays a pipeline's first-game start-up
+    that only the workers need."""
     start = time.perf_counter()
     digests = (content_digest(game.data, "data"), content_digest(game.canary, "canary"))
     games = replay_games(seed)
     other: tuple[float, ...] | None = None
-    forked = forks_workers(game, jobs, backend)
-    if jobs == 1 or backend == "threading" or forked:
-        hazards, global_draws, scores, cpu, warm = _serial(game, seed, games, digests)
-        if forked:  # the default: workers forked from this (now warm) process, as the games
-            if workers is None:  # no audit's pool: two workers forked for step 2 alone
-                other = _on_warm_workers(game, seed, games, None, jobs)
-            elif (pool := workers(warm)) is not None:
-                other = _on_warm_workers(game, seed, games, pool, jobs)
-        elif jobs != 1:  # two threads at once, one game each (CPU: this process's, above)
-            parts = _on_workers([(_once, game, seed, (g,)) for g in games], backend)
+    if jobs == 1 or backend == "threading":
+        hazards, global_draws, scores, cpu, _ = _serial(game, seed, games, digests)
+        if jobs != 1:  # two threads at once, one game each (CPU: this process's, above)
+            parts = run_ordered(
+                [(_once, (game, seed, (g,))) for g in games], jobs=2, backend=backend
+            )
             other = tuple(v for part, _ in parts for v in part)
     else:
-        first, (other, other_cpu) = _on_workers(
-            [(_serial, game, seed, games, digests), (_once, game, seed, games)], backend
+        first, (other, other_cpu) = run_ordered(
+            [(_serial, (game, seed, games, digests)), (_once, (game, seed, games))],
+            jobs=2,
+            backend=backend,
         )
         hazards, global_draws, scores, cpu, _ = first
         cpu += other_cpu

@@ -12,7 +12,7 @@ from scipy import stats
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.estimators import LABELS, PanelOptions, estimator_panel, winner_tradeoff
 from auditsel.auditing.lower import apply_rule, audit_scores
-from auditsel.auditing.planning import Curve, expected_for_games
+from auditsel.auditing.planning import PlanCurve, expected_for_games
 from auditsel.auditing.rules import threshold_rule
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.errors import ConfigError
@@ -165,7 +165,7 @@ def test_no_valid_or_bayesian_entry_exceeds_the_exact_eps_across_seeds():
     # and the valid entries have power (a zero estimator passes the line above, not this one):
     # their mean is within a fifth of what the planner's oracle test expects at 3000 games
     # (auditsel.auditing.planning, exact trade-off curve of the winner)
-    curve = Curve(*(np.asarray(x) for x in winner_tradeoff(w.mu, w.law)), "exact")
+    curve = PlanCurve(*(np.asarray(x) for x in winner_tradeoff(w.mu, w.law)), "exact")
     rules = {
         "cp_split": ("split", {}),
         "cp_multisplit": ("multisplit", {}),

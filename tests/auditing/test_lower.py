@@ -20,7 +20,7 @@ from auditsel.auditing.clopper_pearson import (
 from auditsel.auditing.estimators import winner_tradeoff
 from auditsel.auditing.gdp_fitting import gdp_fit, gdp_mu, minus_mu_objective, mu_objective
 from auditsel.auditing.lower import RuleChoice, apply_rule, audit_scores
-from auditsel.auditing.planning import Curve, expected_for_games
+from auditsel.auditing.planning import PlanCurve, expected_for_games
 from auditsel.auditing.rules import BonferroniAll, BonferroniGrid, MultiSplit, Split, threshold_rule
 from auditsel.auditing.sorted_scores import SortedScores, threshold_table
 from auditsel.auditing.threshold_search import (
@@ -199,7 +199,7 @@ def test_lower_bound_never_exceeds_exact_on_reduced_game(seed):
     # curve of the winner, auditsel.auditing.planning): a rule that finds its threshold in the
     # data reaches at least half of it (a zero estimator would pass `<= exact` alone; the seeded
     # splits make the numbers repeatable)
-    curve = Curve(*(np.asarray(x) for x in winner_tradeoff(w.mu, w.law)), "exact")
+    curve = PlanCurve(*(np.asarray(x) for x in winner_tradeoff(w.mu, w.law)), "exact")
     for rule in ("split", "bonferroni", "bonferroni_all", "multisplit"):
         for grid in (np.linspace(-3, 6, 50), None):
             chosen = threshold_rule(rule, grid=grid, seed=seed)

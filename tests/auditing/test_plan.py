@@ -10,7 +10,7 @@ from scipy import stats
 from auditsel.auditing.clopper_pearson import clopper_pearson_upper
 from auditsel.auditing.lower import apply_rule
 from auditsel.auditing.planning import (
-    Curve,
+    PlanCurve,
     expected_eps,
     games_needed,
     prob_at_least,
@@ -53,7 +53,7 @@ def test_probability_and_expectation_match_monte_carlo(fp, fn, n, level, target)
 
 def gaussian_curve(mu):
     t = np.linspace(-6, mu + 6, 3000)
-    return Curve(stats.norm.sf(t), stats.norm.cdf(t - mu), "exact"), t
+    return PlanCurve(stats.norm.sf(t), stats.norm.cdf(t - mu), "exact"), t
 
 
 def test_a_threshold_fixed_in_advance_does_what_the_plan_says():

@@ -22,7 +22,7 @@ from scipy import stats
 from auditsel.dpsgd import RANDOM_STREAMS, kernels, kernels_cpu, kernels_torch
 from auditsel.dpsgd.datasets import load_dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import NOISE, ExampleCanary, Execution, GradientCanary, train_runs
+from auditsel.dpsgd.trainer import NOISE, DiracCanary, ExampleCanary, Execution, train_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -150,7 +150,7 @@ def training_runs() -> dict:
     data = load_dataset("digits", n=200)
     for kind, canary, rate in TRAINING_RUNS:
         model = ModelSpec(kind, data.shape, 10, hidden=(16,))
-        zc = GradientCanary() if canary == "dirac" else ExampleCanary(1 - data.x[0], 3)
+        zc = DiracCanary() if canary == "dirac" else ExampleCanary(1 - data.x[0], 3)
         res = train_runs(
             model,
             data,
@@ -192,18 +192,14 @@ def test_streams_are_those_of_the_c_kernels_of_auditsel_0_1():
     assert set(got) | {k for k in STREAMS_0_1 if k.startswith("train-")} == set(STREAMS_0_1)
 
 
-@pytest.mark.parametrize("way", ["openmp", "pool", "one thread"])
-def test_the_streams_are_the_same_whichever_way_the_runs_are_split(monkeypatch, way):
-    """The digests above, with every call split over two threads on torch's OpenMP threads
-    (``kernels_cpu.split_body``), split over our Python pool, or on one thread."""
+@pytest.mark.parametrize("threads", [2, 1])
+def test_the_streams_are_the_same_whichever_way_the_runs_are_split(monkeypatch, threads):
+    """The digests above, with every call split over two threads (one piece per thread at
+    least), or on one thread."""
     before = torch.get_num_threads()
-    torch.set_num_threads(2)
+    torch.set_num_threads(threads)
+    monkeypatch.setattr(kernels, "PIECES_PER_THREAD", 1)
     try:
-        monkeypatch.setattr(kernels._Chooser, "split", lambda self: way != "one thread")
-        if way == "pool":
-            monkeypatch.setattr(kernels, "_OPENMP", [None])
-        elif kernels._openmp() is None:
-            pytest.skip("torch's OpenMP runtime (GOMP_parallel) is not found here")
         got = stream_digests()
     finally:
         torch.set_num_threads(before)
@@ -469,10 +465,10 @@ def test_a_zero_clip_gives_the_torch_and_c_passes_nan_not_an_exception(monkeypat
     want, want_sq = z.clone(), torch.empty(4, 7)
     kernels_torch.softmax_grad(want, label, want_sq, clip, a_sq, None)
     before = torch.get_num_threads()
-    torch.set_num_threads(2)
+    monkeypatch.setattr(kernels, "PIECES_PER_THREAD", 1)
     try:
-        for split in (False, True):
-            monkeypatch.setattr(kernels._Chooser, "split", lambda self, s=split: s)
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
             got = z.clone()
             sq = kernels.softmax_grad_(got, label, clip=clip, a_sq=a_sq)
             assert torch.equal(sq, want_sq)  # before the clip: no NaN
@@ -507,7 +503,7 @@ def test_training_runs_are_the_same_with_the_torch_kernels(monkeypatch, kind, ca
     """What a GPU runs (the torch kernels), here on CPU tensors, trains the same runs."""
     data = load_dataset("digits", n=60)
     model = ModelSpec(kind, data.shape, 10, hidden=(8,))
-    z = GradientCanary() if canary == "dirac" else ExampleCanary(1 - data.x[0], 3)
+    z = DiracCanary() if canary == "dirac" else ExampleCanary(1 - data.x[0], 3)
     kw = dict(
         steps=6,
         lr=[0.05, 0.1, 0.02],
@@ -556,12 +552,6 @@ def test_the_compiled_code_has_no_fused_multiply_add():
             assert re.search(r"\bv?mulps\b", asm)  # vectorised (so the search above can see it)
             if py_func is kernels_cpu.softmax_grad:  # 1 / sum and the clip factor vectorised too
                 assert re.search(r"\bv?divps\b", asm) and re.search(r"\bv?sqrtps\b", asm)
-    for py_func, sig in kernels_cpu.CFUNCS:  # the split's body: the same kernels, inlined
-        llvm = numba.cfunc(sig, **opts)(py_func).inspect_llvm()
-        assert "ZeroDivisionError" not in llvm
-        assert not re.search(r"\b(fast|contract|reassoc|afn)\b", llvm)
-        assert "fmuladd" not in llvm and "llvm.fma" not in llvm
-        assert re.search(r"fmul <\d+ x float>", llvm)  # vectorised
 
 
 def test_seed_keys_are_numpys_seed_sequence():

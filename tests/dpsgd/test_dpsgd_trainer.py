@@ -10,9 +10,9 @@ from scipy import stats
 from auditsel.dpsgd.datasets import Dataset, load_dataset
 from auditsel.dpsgd.models import ModelSpec
 from auditsel.dpsgd.trainer import (
+    DiracCanary,
     ExampleCanary,
     Execution,
-    GradientCanary,
     calibrate_noise_multiplier,
     clip_factors,
     dpsgd_epsilon,
@@ -128,7 +128,7 @@ def test_dirac_canary_clipped_gradient_is_c_e0_and_counts_sampled_steps():
         noise_multiplier=0.0,
         sample_rate=tau,
         seeds=np.arange(600),
-        canary=GradientCanary(),
+        canary=DiracCanary(),
         include_canary=np.ones(600, bool),
         **F64,
     )
@@ -203,7 +203,7 @@ def test_sparse_poisson_batches_gathered_or_not_give_the_same_runs(kind):
     nothing is gathered) must not change the tau = 0.2 runs."""
     data = load_dataset("digits", n=50)
     model = ModelSpec(kind, data.shape, 10, hidden=(6,))
-    kw = dict(steps=4, lr=0.05, clip=0.5, noise_multiplier=0.5, canary=GradientCanary(), **F64)
+    kw = dict(steps=4, lr=0.05, clip=0.5, noise_multiplier=0.5, canary=DiracCanary(), **F64)
     sparse = train_runs(
         model, data, sample_rate=0.2, seeds=[1, 2, 3], include_canary=[1, 0, 1], **kw
     )
@@ -256,7 +256,7 @@ def test_batched_runs_equal_runs_one_at_a_time(kind):
     seeds = np.array([11, 12, 13, 14])
     lrs, clips, taus = [0.1, 0.02, 0.05, 0.1], [1.0, 0.5, 2.0, 1.0], [1.0, 0.5, 0.3, 1.0]
     inc = [True, False, True, True]
-    kw = dict(steps=MANY_STEPS, noise_multiplier=1.1, canary=GradientCanary(), **F64)
+    kw = dict(steps=MANY_STEPS, noise_multiplier=1.1, canary=DiracCanary(), **F64)
     batch = train_runs(
         model, data, lr=lrs, clip=clips, sample_rate=taus, seeds=seeds, include_canary=inc, **kw
     )
@@ -287,7 +287,7 @@ def test_same_seed_same_run_and_different_seeds_differ():
         clip=1.0,
         noise_multiplier=1.0,
         sample_rate=0.5,
-        canary=GradientCanary(),
+        canary=DiracCanary(),
         include_canary=[1, 1, 0],
     )
     a = train_runs(model, data, seeds=[1, 2, 3], **kw)
@@ -387,7 +387,7 @@ def test_memory_budget_groups_steps_without_changing_a_run(monkeypatch, steps):
         noise_multiplier=1.0,
         sample_rate=[1.0, 0.3, 0.7],
         seeds=[5, 6, 7],
-        canary=GradientCanary(),
+        canary=DiracCanary(),
         include_canary=[1, 0, 1],
     )
     whole = train_runs(model, data, execution=Execution(device="cpu"), **kw)
@@ -407,7 +407,7 @@ def test_no_runs_give_empty_results():
         noise_multiplier=1.0,
         sample_rate=1.0,
         seeds=np.zeros(0, np.int64),
-        canary=GradientCanary(),
+        canary=DiracCanary(),
     )
     assert res.w0.shape == res.wN.shape == (0, model.num_params)
     assert res.canary_dots.shape == (0, 3)

@@ -14,7 +14,6 @@ import pytest
 import auditsel.experiments.bounds_cache as bc
 import auditsel.experiments.experiment as ex
 from auditsel.experiments.config import parse_config
-from auditsel.games import worker_pool
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,10 +71,7 @@ def test_cache_folder_follows_the_environment(tmp_path, monkeypatch):
     assert bc.cache_folder(out) == out / ".bounds-cache"  # else inside the output folder
 
 
-@pytest.mark.parametrize("forked", [True, False])
-def test_a_run_from_kept_bounds_equals_a_run_from_computed_ones(tmp_path, monkeypatch, forked):
-    if not forked:
-        monkeypatch.setattr(worker_pool, "fork_available", lambda: False)
+def test_a_run_from_kept_bounds_equals_a_run_from_computed_ones(tmp_path, monkeypatch):
     spec = parse_config(SPEC)
     ex._UPPER.clear()
     fresh, _ = ex.run_experiment(spec, None, progress=False)

@@ -95,7 +95,6 @@ def test_figures_build_no_mathtext(tmp_path, monkeypatch):
         "parse",
         lambda self, s, *a, **k: parsed.append(s) or real_parse(self, s, *a, **k),
     )
-    monkeypatch.setattr("auditsel.games.worker_pool.fork_available", lambda: False)
     labels = []
 
     def record(fig, path):
@@ -113,28 +112,3 @@ def test_figures_build_no_mathtext(tmp_path, monkeypatch):
     assert parsed == []
     assert labels and any(label.startswith("10") for label in labels)
     assert not any("$" in label for label in labels)
-
-
-def test_the_process_that_draws_is_sent_a_few_thousand_numbers_not_the_scores(tmp_path):
-    """With a prepared process (worker_pool.Prepared), write_plots sends what the figures draw
-    (game_figure_data: bars and exact ROC counts), not the 400,000 scores; drawn from it, the
-    figures are the files drawn from the scores, byte for byte."""
-    import pickle
-
-    spec = _quickstart_game("sent", 400_000)
-    result, artefacts = run_experiment(spec, None, progress=False)
-
-    class Here:  # a prepared process that runs the call here, keeping what it was sent
-        sent = None
-
-        def call(self, fn, *args):
-            Here.sent = pickle.dumps(args)
-            return fn(*pickle.loads(Here.sent))
-
-    (tmp_path / "sent").mkdir()
-    (tmp_path / "scores").mkdir()
-    names = write_plots(result, artefacts, tmp_path / "sent", prepared=Here())
-    assert names == write_plots(result, artefacts, tmp_path / "scores")
-    assert len(Here.sent) < 300_000  # bytes; the sorted scores alone are 3.2 MB
-    for name in names:
-        assert (tmp_path / "sent" / name).read_bytes() == (tmp_path / "scores" / name).read_bytes()

@@ -43,17 +43,17 @@ def test_same_seed_same_scores_for_any_number_of_jobs():
 
 
 def test_default_jobs_play_the_numpy_games_on_every_core_with_the_same_numbers(monkeypatch):
-    from auditsel.games import engine
+    from auditsel.games import backends, engine
 
     # threads for a protocol that frees the GIL, unless a backend is named; 1 for the others
     assert engine.default_jobs(WINNER) == -1
     assert engine.default_jobs(WINNER, "loky") == 1
     assert engine.default_jobs(Interrupting(WINNER, fail_on=0)) == 1
     seen = []
-    real = engine._threaded
-    monkeypatch.setattr(engine, "_threaded", lambda *a: seen.append(a[-1]) or real(*a))
+    real = backends._threaded
+    monkeypatch.setattr(backends, "_threaded", lambda *a: seen.append(a[-1]) or real(*a))
     auto = run_game(WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=None, progress=False)
-    assert seen == [engine._workers(-1)]  # every usable core's thread
+    assert seen == [backends.worker_count(-1)]  # every usable core's thread
     one = run_game(WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=1, progress=False)
     assert np.array_equal(auto.scores, one.scores) and np.array_equal(auto.member, one.member)
 
@@ -134,33 +134,30 @@ def _game(tmp_path, protocol=WINNER, **kw):
 def test_a_short_game_writes_no_chunk_and_a_long_one_writes_every_chunk(tmp_path, monkeypatch):
     from auditsel.games import engine
 
-    monkeypatch.delenv(engine.CHECKPOINT_ENV)  # the default: chunks written after 5 s
-    assert engine.checkpoint_after() == engine.CHECKPOINT_AFTER == 5.0
+    monkeypatch.setattr(engine, "CHECKPOINT_AFTER", 5.0)  # the default (conftest sets 0)
+    assert engine.check_checkpoint_after(None) == 5.0
     full = run_game(WINNER, PROXY, 30_000, 3, chunk_size=4_000, progress=False)
     short = _game(tmp_path / "short")
     assert list((tmp_path / "short").glob("chunk_*.npz")) == [] and short.chunks is None
     assert np.array_equal(short.scores, full.scores)
     # a long game (chunks of 0.05 s, chunks written after 0.12 s): the chunks finished before
     # are written then, the rest as they finish; a rerun reads every chunk back
-    monkeypatch.setenv(engine.CHECKPOINT_ENV, "0.12")
-    long = _game(tmp_path / "long", Slow(WINNER, 0.05), jobs=1)
+    long = _game(tmp_path / "long", Slow(WINNER, 0.05), jobs=1, checkpoint_after=0.12)
     assert len(list((tmp_path / "long").glob("chunk_*.npz"))) == 8 and long.chunks is not None
     again = _game(tmp_path / "long", Interrupting(WINNER, fail_on=1))  # would fail if it played
     assert again.resumed_chunks == 8
     assert np.array_equal(again.scores, full.scores) and np.array_equal(long.scores, full.scores)
     # a streamed game keeps nothing in memory: it writes every chunk whatever the setting
-    monkeypatch.setenv(engine.CHECKPOINT_ENV, "1000")
-    _game(tmp_path / "stream", in_memory=False)
+    _game(tmp_path / "stream", in_memory=False, checkpoint_after=1000)
     assert len(list((tmp_path / "stream").glob("chunk_*.npz"))) == 8
     # an interrupt writes the chunks finished before it: the rerun resumes from them
     with pytest.raises(KeyboardInterrupt):
         _game(tmp_path / "stop", Interrupting(WINNER, fail_on=5), jobs=1)
     assert len(list((tmp_path / "stop").glob("chunk_*.npz"))) == 4
     assert _game(tmp_path / "stop").resumed_chunks == 4
-    for bad in ("-1", "soon", "nan"):
-        monkeypatch.setenv(engine.CHECKPOINT_ENV, bad)
-        with pytest.raises(ConfigError, match="AUDITSEL_CHECKPOINT_AFTER"):
-            _game(tmp_path / "bad")
+    for bad in (-1, "soon", float("nan"), True):
+        with pytest.raises(ConfigError, match="checkpoint_after: must be a number of seconds"):
+            _game(tmp_path / "bad", checkpoint_after=bad)
         assert not (tmp_path / "bad").exists()  # refused before anything is written
 
 

@@ -1,8 +1,8 @@
 """Faults (issue 6 section 2): SIGKILL a long audit mid-run and resume; corrupted and foreign
 checkpoints are reported (exit 2, one line), never mixed in.
 
-The kill lands mid-run by construction: the run is started with AUDITSEL_PAUSE_AFTER_CHUNKS=n
-(auditsel.games.engine), stops after saving its n-th new chunk and is killed there; the resumed run must
+The kill lands mid-run by construction: the run is started by `paused_run.paused_command`,
+stops after saving its n-th new chunk and is killed there; the resumed run must
 say how many chunks it read back and leave those files untouched."""
 
 import json
@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from paused_run import paused_command
 
 ROOT = Path(__file__).resolve().parents[2]
 CHUNK = re.compile(r"^chunk_\d+\.npz$")  # finished chunks (not the .tmp.npz being written)
@@ -50,6 +51,8 @@ def command(cfg, out):
         str(out),
         "--no-progress",
         "--quiet",
+        "--checkpoint-after",
+        "0",
     ]
 
 
@@ -73,14 +76,14 @@ def chunks(out):
 
 
 def kill_at(cfg, out, new_chunks):
-    """Run with the pause hook (auditsel.games.engine.PAUSE_ENV): the run stops right after saving
+    """Run with the pause hook (`paused_run`): the run stops right after saving
     `new_chunks` chunks and announces it; SIGKILL it there. A deterministic mid-run kill."""
     (out / "checkpoints" / "paused").unlink(missing_ok=True)
     proc = subprocess.Popen(
-        command(cfg, out),
+        paused_command(command(cfg, out)[3:], new_chunks),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env={**env(), "AUDITSEL_PAUSE_AFTER_CHUNKS": str(new_chunks)},
+        env=env(),
         cwd=ROOT,
     )
     try:

@@ -25,9 +25,7 @@ from auditsel import (
 )
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.errors import ConfigError
-from auditsel.games import worker_pool
 from auditsel.games.engine import CheckpointError
-from auditsel.games.worker_pool import fork_available
 from auditsel.mechanisms import GaussianBase
 from auditsel.pipelines.game import PipelineError, game_seed
 from auditsel.pipelines.pipeline_plan import PilotOptions
@@ -280,47 +278,39 @@ def test_coverage_of_a_correct_pipeline_over_200_seeds():
 # --- the same numbers however the games are run -------------------------------------------------
 
 
-def test_same_numbers_for_any_jobs_chunk_size_and_backend(monkeypatch):
+def test_same_numbers_for_any_jobs_chunk_size_and_backend():
     kw = dict(data=None, canary=DIRAC, games=300, delta=1e-5, statistics=AuditOptions(seed=11))
     run = lambda **ex: audit_pipeline(
         dpsgd_no_data, standardised, execution=ExecutionOptions(**ex), **kw
     )
-    one, two = run(jobs=1), run(jobs=2)  # games of microseconds: no worker pays, all here
+    one, two = run(jobs=1), run(jobs=2)  # two: loky processes
     small, threads = run(jobs=2, chunk_size=7), run(jobs=2, backend="threading")
-    monkeypatch.setattr(worker_pool, "FORK_PAYS", 0.0)  # every worker pays: forked, warm
-    forked, three = run(jobs=2), run(jobs=3, chunk_size=7)
-    for other in (two, small, threads, forked, three):
+    three = run(jobs=3, chunk_size=7)
+    for other in (two, small, threads, three):
         assert np.array_equal(one.scores, other.scores)
         assert np.array_equal(one.member, other.member)
         assert one.eps == other.eps
     plays = lambda audit: audit.result["pipeline"]["reproducibility"]["plays"]
-    assert plays(two) == 4 and plays(forked) == plays(three) == 6 - 2 * (not fork_available())
+    assert plays(one) == 4 and plays(two) == plays(threads) == plays(three) == 6
     # each game has its own seed and coin stream: the seeds of an audit are distinct
     assert len({game_seed(11, g) for g in range(300)}) == 300
 
 
-def test_a_pilot_on_forked_workers_plans_what_one_process_plans(monkeypatch):
-    """plan_pipeline plays its pilot without a replay check: the engine sizes the workers
-    after the first chunk it plays itself (`WarmWorkers.deal(size=...)`); the same plan."""
+def test_a_pilot_on_workers_plans_what_one_process_plans():
+    """plan_pipeline plays its pilot without a replay check, on the request's workers; the
+    same plan as in one process."""
     kw = dict(data=EMPTY, canary=ROW_CANARY, delta=0.0, games=2000, target_eps=0.5)
     pilot = PilotOptions(games=160)
-    one = plan_pipeline(
-        randomized_response, release_itself, pilot=pilot, execution=ExecutionOptions(jobs=1), **kw
+    one, two = (
+        plan_pipeline(
+            randomized_response,
+            release_itself,
+            pilot=pilot,
+            execution=ExecutionOptions(jobs=jobs),
+            **kw,
+        )
+        for jobs in (1, 2)
     )
-    monkeypatch.setattr(worker_pool, "FORK_PAYS", 0.0)  # every worker pays: forked
-    started = []
-    start = worker_pool.WarmWorkers.start
-    monkeypatch.setattr(
-        worker_pool.WarmWorkers, "start", lambda self, n: started.append(n) or start(self, n)
-    )
-    two = plan_pipeline(
-        randomized_response,
-        release_itself,
-        pilot=pilot,
-        execution=ExecutionOptions(jobs=2),
-        **kw,
-    )
-    assert started == ([1] if fork_available() else [])  # sized once, after the first chunk
     assert (one.curve_eps, one.games_for_target, one.prob_target) == (
         two.curve_eps,
         two.games_for_target,
@@ -512,7 +502,7 @@ def test_progress_counts_games(monkeypatch):
         def close(self):
             pass
 
-    monkeypatch.setattr(engine, "_Bar", Bar)  # the engine's bar (tqdm without its monitor)
+    monkeypatch.setattr(engine, "tqdm", Bar)  # the engine's bar
     audit_pipeline(
         dpsgd_no_data, standardised, data=None, canary=DIRAC, games=70, delta=0,
         execution=ExecutionOptions(progress=True),

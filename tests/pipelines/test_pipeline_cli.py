@@ -111,10 +111,7 @@ def test_an_exception_in_the_users_pipeline_is_exit_2_naming_it(folder, jobs):
     assert not (folder / "x").exists()  # nothing half-written
 
 
-def test_an_exception_on_a_warm_worker_is_exit_2_naming_it(folder, capsys, monkeypatch):
-    from auditsel.games import worker_pool
-
-    monkeypatch.setattr(worker_pool, "FORK_PAYS", 0.0)  # a worker forked for two chunks
+def test_an_exception_on_a_worker_is_exit_2_naming_it(folder, capsys):
     args = ["audit-pipeline", "cli_pipe:fails_late", "--canary", "cli_pipe:CANARY"]
     assert main([*args, "--games", "50", "--out", "x", "--jobs", "2"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
