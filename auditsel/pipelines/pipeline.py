@@ -32,12 +32,16 @@ seed and the chunk size. A rerun with the same fingerprint resumes; one made by 
 data is refused, naming what changed (the file, for an edited helper module), and nothing is
 reused.
 
-Every released field. With `score=None` and a release that publishes more than what the
-canary's score reads (a mapping with other fields: the learning rate, a clipping norm, a
-history), every field is scored (`auditsel.pipelines.release_scores`, the fields fixed by one
-probe run before the games), each field's eps_L is computed at confidence 1 - (1 - confidence)
-/ fields, and `eps` is the largest (Bonferroni: valid at `confidence` whichever field leaks;
-result.json's pipeline.fields lists each). `score=default_score` scores the canary alone.
+The default score. With `score=None` and a release that publishes more than what the
+canary's score reads (a mapping with other fields: the model, the learning rate, a clipping
+norm, a history), the score is learned from a pilot of its own before the games
+(`auditsel.pipelines.learned_scores`: the best of a family of statistics of everything numeric
+the release holds, chosen on half of a pilot at a seed derived from the audit's and never on
+the audit's games, so that eps_L stays valid); result.json's pipeline.score names it. A
+release that is the canary's alone keeps the canary's own score. `score=default_score` scores
+the canary alone; `score=FieldScores(fields)` (`auditsel.pipelines.release_scores`) scores
+every field, each field's eps_L at confidence 1 - (1 - confidence) / fields, `eps` the largest
+(Bonferroni; result.json's pipeline.fields lists each).
 
 Errors. An exception raised by `tune` or `score` is the user's: `PipelineError` (a ConfigError:
 the CLI exits 2) names the function, where it raised, the game, its seed and coin, so that
@@ -113,6 +117,7 @@ from auditsel.pipelines.game import (
     no_proxy,
     score_label,
 )
+from auditsel.pipelines.learned_scores import LEARN_GAMES, Learned, LearnedScore, learn_score
 from auditsel.pipelines.pipeline_result import (
     CanaryEntry,
     ClaimEntry,
@@ -533,7 +538,10 @@ def _audit_pipeline(
     chunk_size = integer(chunk_size, "chunk_size", 1)
     if (base is None) != (rounds is None):
         raise ConfigError("rounds", "give base and rounds together (or neither)")
-    fields, score_fn = scoring(tune, score, data, canary)  # score None: every released field
+    # score None: the canary's own score, or one learned from a pilot of its own
+    fields, score_fn = scoring(
+        tune, score, data, canary, seed=seed, delta=delta, jobs=jobs, backend=backend
+    )
     # an output folder is resolved, refused when it escapes, locked, and on failure only what
     # this audit created there is removed (auditsel.files)
     claim = nullcontext() if out_dir is None else claim_folder(out_dir, field="out_dir")
@@ -579,7 +587,12 @@ def _audit_pipeline(
             base=base,
             rounds=rounds,
             name=name or f"pipeline {getattr(tune, '__name__', 'tune')}",
-            names=(function_name(tune), score_label(score, canary)),
+            names=(
+                function_name(tune),
+                score_fn.words
+                if isinstance(score_fn, LearnedScore)
+                else score_label(score, canary),
+            ),
             canary=canary,
             fingerprint=fingerprint,
             resumed=min(record.resumed_chunks * chunk_size, games),
@@ -700,14 +713,50 @@ def _audit_each_canary(
 
 
 def scoring(
-    tune: TuneFn, score: ScoreFn | None, data: Any, canary: Canary
+    tune: TuneFn,
+    score: ScoreFn | None,
+    data: Any,
+    canary: Canary,
+    *,
+    seed: int = 0,
+    delta: float = 0.0,
+    jobs: int = 1,
+    backend: str | None = None,
 ) -> tuple[tuple[str, ...], ScoreFn]:
-    """(fields, score function) of an audit: with `score` None, the canary's own score, or
-    every field of a mapping release (`release_scores`: fixed by one probe run); else ()."""
+    """(fields, score function) of an audit of seed `seed`: with `score` None, the canary's
+    own score where the release holds nothing else, else the score learned from a pilot
+    (`auditsel.pipelines.learned_scores`); fields are () (one score per game)."""
+    if isinstance(score, FieldScores):  # every field, each at its Bonferroni share
+        return score.fields, score
     if score is not None:
         return (), score
-    fields = _default_fields(tune, data, canary)
-    return fields, FieldScores(fields) if fields else default_score
+    found = learned(tune, data, canary, seed=seed, delta=delta, jobs=jobs, backend=backend)
+    return (), default_score if found is None else found.score
+
+
+def learned(
+    tune: TuneFn,
+    data: Any,
+    canary: Canary,
+    *,
+    seed: int,
+    delta: float,
+    jobs: int = 1,
+    backend: str | None = None,
+    games: int = LEARN_GAMES,
+) -> Learned | None:
+    """The learned default score of an audit of seed `seed` (`learn_score`, its pilot played
+    as the audit's games are), or None where the release is the canary's alone (its own score
+    is the default there)."""
+    if not _default_fields(tune, data, canary):
+        return None
+
+    def play(game: PipelineGame, n: int, pilot_seed: int) -> tuple[np.ndarray, np.ndarray]:
+        record, _ = play_games(game, n, pilot_seed, jobs=jobs, backend=backend)
+        assert record.scores is not None and record.member is not None  # played in memory
+        return record.scores, record.member
+
+    return learn_score(tune, data, canary, seed=seed, delta=delta, play=play, games=games)
 
 
 def _default_fields(tune: TuneFn, data: Any, canary: Canary) -> tuple[str, ...]:
