@@ -22,6 +22,7 @@ reads (a mapping: `{"model": ..., "lr": ..., "clip": ..., "history": [...]}`),
      arrays above; for an `InputCanary`, the column of its largest feature in every weight
      matrix whose rows take the data's features (sum, and displacement's sum and norm), also
      divided as the canary's score is;
+   * a model of arrays (a callable with `parameters()`): each parameter as an array above;
    * any other released object: its public numeric attributes (a scaler's `mean_`), as above.
 
    A statistic that is NaN or missing in a game reads 0 there.
@@ -159,6 +160,10 @@ def _walk(
         _put_array(array, path, out)
     elif _is_module(value):
         _put_module(value, path, out, initial, canary)
+    elif callable(getattr(value, "parameters", None)):  # a model of arrays: its parameters
+        for i, parameter in enumerate(value.parameters()):
+            if (array := _array(parameter)) is not None:
+                _put_array(array, f"{path}.parameters[{i}]", out)
     elif isinstance(value, Mapping):
         for key, item in value.items():
             if not (depth == 0 and key == INITIAL):
@@ -334,6 +339,9 @@ class Learned:
     score: LearnedScore
     held_scores: NDArray[np.float64]
     held_member: NDArray[np.int8]
+    cpu_seconds: float  # of the pilot's games
+    chosen_scores: NDArray[np.float64]  # the half that chose the score, scored by it
+    chosen_member: NDArray[np.int8]
 
 
 def _choose(
@@ -400,6 +408,9 @@ def learn_score(
         LearnedScore(names[j], sign, games, pilot_seed, len(names), chosen, judged),
         held,
         member[half:],
+        float(scores[:, 1].sum()),
+        sign * table[:half, j],
+        member[:half],
     )
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
