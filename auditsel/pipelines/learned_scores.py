@@ -32,8 +32,12 @@ reads (a mapping: `{"model": ..., "lr": ..., "clip": ..., "history": [...]}`),
    audit's), each game scoring the whole family. On its first half every statistic is ranked in
    both directions by the largest eq. 4 eps of [XWW24] at the Clopper-Pearson limits of its
    threshold tests (ties broken by the area under the ROC curve, then by the family's order);
-   the best one is the score. The second half judges it (the same eps, on games that did not
-   choose it: `LearnedScore.judged_eps`), and is what `plan_pipeline` plans on.
+   the best one is the score, and a few threshold tests of it chosen there as
+   `auditsel.auditing.planning.pilot_tests` chooses them are its grid (`LearnedScore.grid`: the
+   audit's thresholds, fixed before its games, under the rule named "split", the default:
+   `auditsel.pipelines.pipeline`). The second half judges it (the same eps, on games that did
+   not choose it: `LearnedScore.judged_eps`), and is what `plan_pipeline` plans on (the grid's
+   tests counted there).
 
 Validity. The audit's games never take part in the choice, so the score is fixed before them,
 as a score written by hand is: eps_L stays valid at its confidence whatever was chosen (a
@@ -53,6 +57,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditsel.auditing.clopper_pearson import clopper_pearson_upper
+from auditsel.auditing.planning import pilot_tests
 from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError
 from auditsel.pipelines.canaries import Canary, InputCanary, _to_numpy
@@ -317,6 +322,7 @@ class LearnedScore:
     candidates: int
     chosen_eps: float  # the statistic's ranking eps on the half that chose it
     judged_eps: float  # the same on the other half (honest: it did not choose)
+    grid: tuple[float, ...] = ()  # thresholds chosen on the pilot: the audit's fixed grid
 
     def __call__(self, release: Any, canary: Canary) -> float:
         return self.sign * statistics(release, canary).get(self.statistic, 0.0)
@@ -340,8 +346,6 @@ class Learned:
     held_scores: NDArray[np.float64]
     held_member: NDArray[np.int8]
     cpu_seconds: float  # of the pilot's games
-    chosen_scores: NDArray[np.float64]  # the half that chose the score, scored by it
-    chosen_member: NDArray[np.int8]
 
 
 def _choose(
@@ -403,14 +407,14 @@ def learn_score(
     half = games // 2
     j, sign, chosen = _choose(table[:half], member[:half], delta)
     held = sign * table[half:, j]
+    picked = pilot_tests(sign * table[:half, j], member[:half], "pilot", seed=pilot_seed)
+    grid = tuple(float(t) for t in np.unique(picked.t) if math.isfinite(t))
     judged = _rank_eps(held, member[half:].astype(bool), delta)
     learned = Learned(
-        LearnedScore(names[j], sign, games, pilot_seed, len(names), chosen, judged),
+        LearnedScore(names[j], sign, games, pilot_seed, len(names), chosen, judged, grid),
         held,
         member[half:],
         float(scores[:, 1].sum()),
-        sign * table[:half, j],
-        member[:half],
     )
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))

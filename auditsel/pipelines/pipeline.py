@@ -41,7 +41,10 @@ the audit's games, so that eps_L stays valid); result.json's pipeline.score name
 release that is the canary's alone keeps the canary's own score. `score=default_score` scores
 the canary alone; `score=FieldScores(fields)` (`auditsel.pipelines.release_scores`) scores
 every field, each field's eps_L at confidence 1 - (1 - confidence) / fields, `eps` the largest
-(Bonferroni; result.json's pipeline.fields lists each).
+(Bonferroni; result.json's pipeline.fields lists each). With a learned score and the rule
+named "split" (the default), the audit tests the thresholds the pilot chose, a grid fixed
+before its games (`BonferroniGrid(grid=...)`: every game evaluated, no half spent choosing a
+threshold); a rule given as an object (`Split()`) is kept.
 
 Errors. An exception raised by `tune` or `score` is the user's: `PipelineError` (a ConfigError:
 the CLI exits 2) names the function, where it raised, the game, its seed and coin, so that
@@ -65,7 +68,12 @@ from numpy.typing import NDArray
 from auditsel.auditing import lower
 from auditsel.auditing.estimators import Estimate, estimator_panel, panel_dict
 from auditsel.auditing.lower import audit_scores
-from auditsel.auditing.rules import THRESHOLD_RULES, ThresholdRule, threshold_rule
+from auditsel.auditing.rules import (
+    THRESHOLD_RULES,
+    BonferroniGrid,
+    ThresholdRule,
+    threshold_rule,
+)
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError, choice, integer, number, shown
@@ -533,6 +541,7 @@ def _audit_pipeline(
         raise ConfigError(
             "accept_nondeterminism", f"must be true or false, got {shown(accept_nondeterminism)}"
         )
+    named_split = rule == "split"  # by name (the default): a learned score's grid replaces it
     if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
         rule = threshold_rule(rule, seed=seed)
     chunk_size = integer(chunk_size, "chunk_size", 1)
@@ -542,6 +551,8 @@ def _audit_pipeline(
     fields, score_fn = scoring(
         tune, score, data, canary, seed=seed, delta=delta, jobs=jobs, backend=backend
     )
+    if named_split and isinstance(score_fn, LearnedScore) and score_fn.grid:
+        rule = BonferroniGrid(grid=score_fn.grid)  # thresholds fixed by the pilot: every game
     # an output folder is resolved, refused when it escapes, locked, and on failure only what
     # this audit created there is removed (auditsel.files)
     claim = nullcontext() if out_dir is None else claim_folder(out_dir, field="out_dir")

@@ -74,7 +74,6 @@ from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, gro
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
 from auditsel.pipelines.game import PipelineGame, ScoreFn, TuneFn, field_columns
-from auditsel.pipelines.learned_scores import learning_seed
 from auditsel.pipelines.pipeline import _check, learned, play_games, scoring
 
 __all__ = ["PilotOptions", "PipelinePlan", "plan_pipeline"]
@@ -444,22 +443,24 @@ def _plan_pipeline(
         execution=(jobs, backend, progress),
     )
     columns, member, fields, source = run.columns, run.member, run.fields, run.source
-    seed = learning_seed(audit_seed) if run.chosen is not None else seed
+    grid = run.grid if rule == "split" else ()  # the audit tests a learned score's grid
     k = columns.shape[1]  # the audit tests each field at a 1/k share (pipeline docstring)
     confidence_each = 1 - (1 - confidence) / k
     curves = [
         pilot_tests(
             columns[:, j], member, source, seed=seed, confidence=1 - (1 - pilot_confidence) / k
         ).pessimistic(1 - (1 - pilot_confidence) / k)
-        if run.chosen is None
-        else _held_out_curve(run.chosen, columns[:, j], member, source, seed, pilot_confidence)
+        if not run.grid
+        else _held_out_curve(run.grid, columns[:, j], member, source, pilot_confidence)
         for j in range(k)
     ]
     field_eps = [_curve_eps(c, delta) for c in curves]
     best = int(np.argmax(field_eps))
     curve, curve_eps, scores = curves[best], field_eps[best], columns[:, best]
     point_curve = empirical_curve(scores, member, source, shrink=SHRINK)
-    plan = dict(rule=rule, confidence=confidence_each, delta=delta, spec_grid=False)
+    plan: dict[str, Any] = dict(rule=rule, confidence=confidence_each, delta=delta, spec_grid=False)
+    if grid:  # a fixed grid of the pilot's thresholds, every game evaluated (pipeline docstring)
+        plan.update(rule="bonferroni", thresholds=len(grid), spec_grid=True)
 
     def needed(target: float) -> int | None:
         return None if target >= curve_eps else games_needed(curve, target, power=power, **plan)
@@ -469,7 +470,7 @@ def _plan_pipeline(
         pilot_games=pilot,
         delta=delta,
         confidence=confidence,
-        rule=rule,
+        rule=plan["rule"],
         power=power,
         curve_eps=curve_eps,
         cpu_seconds_per_game=run.cpu,
@@ -553,8 +554,8 @@ def _pilot(
         source = f"pilot ({len(member):,} held-out games of {pilot:,})"
         if member.min() == member.max():
             raise ConfigError("pilot", f"{pilot} games drew one coin only; use a larger pilot")
-        chosen = (found.chosen_scores, found.chosen_member)
-        return _PilotRun(columns, member, (), cpu, source, found.score.words, chosen)
+        grid = found.score.grid
+        return _PilotRun(columns, member, (), cpu, source, found.score.words, grid)
     fields, score_fn = scoring(tune, score, data, canary)
     game = PipelineGame(tune, score_fn, data, canary, fields=fields)
     start = time.process_time()
@@ -571,8 +572,8 @@ def _pilot(
 @dataclass(frozen=True)
 class _PilotRun:
     """What a plan's pilot gave: the score columns and coins it plans on, the fields, the CPU
-    seconds per game, its source's words, and, for a learned score, its words and the scores
-    and coins of the half that chose it."""
+    seconds per game, its source's words, and, for a learned score, its words and its
+    thresholds (the audit's fixed grid)."""
 
     columns: NDArray[np.float64]
     member: NDArray[np.int8]
@@ -580,32 +581,31 @@ class _PilotRun:
     cpu: float
     source: str
     words: str = ""
-    chosen: tuple[NDArray[np.float64], NDArray[np.int8]] | None = None
+    grid: tuple[float, ...] = ()
 
 
 def _held_out_curve(
-    chosen: tuple[NDArray[np.float64], NDArray[np.int8]],
+    grid: tuple[float, ...],
     scores: NDArray[np.float64],
     member: NDArray[np.int8],
     source: str,
-    seed: int,
     confidence: float,
 ) -> Curve:
-    """The pessimistic curve of a learned score: threshold tests chosen on the half of the
-    pilot that chose the score (as `pilot_tests` chooses them) and counted on all of the other
-    half, which chose neither (twice the games `pilot_tests` would count on)."""
-    picked = pilot_tests(chosen[0], chosen[1], source, seed=seed, confidence=confidence)
+    """The pessimistic curve of a learned score: the tests of its grid (thresholds the half of
+    the pilot that chose the score chose too; both directions, as the audit's fixed grid tests
+    them), counted on all of the other half, which chose neither."""
     coins = member.astype(bool)
     s0, s1 = np.sort(scores[~coins]), np.sort(scores[coins])
-    above0 = len(s0) - np.searchsorted(s0, picked.t, side="right")
-    above1 = len(s1) - np.searchsorted(s1, picked.t, side="right")
+    t = np.asarray(grid, dtype=np.float64)
+    above0 = len(s0) - np.searchsorted(s0, t, side="right")  # coin 0, score > t
+    above1 = len(s1) - np.searchsorted(s1, t, side="right")
     tests = PilotTests(
-        np.where(picked.up, above0, len(s0) - above0),
-        np.where(picked.up, len(s1) - above1, above1),
+        np.concatenate([above0, len(s0) - above0]),
+        np.concatenate([len(s1) - above1, above1]),
         len(s0),
         len(s1),
         source,
-        picked.t,
-        picked.up,
+        np.concatenate([t, t]),
+        np.repeat([True, False], len(t)),
     )
     return tests.pessimistic(confidence)
