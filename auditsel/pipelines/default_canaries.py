@@ -27,12 +27,12 @@ The choice is a heuristic for power, never for validity (any canary gives a vali
   `release["initial"]` when the release holds them, else 0. The probes need a release whose
   parameters `flat_parameters` reads (a torch module, a mapping with "model").
 
-[NHSBTJCT23]'s Dirac canary is strongest where nothing else moves its coordinate; Cebere et al.
-2024's crafted gradient canaries make the same point for a hidden-state release. A pipeline
+[NHSBTJCT23]'s Dirac canary is strongest where nothing else moves its coordinate; [CBP24]'s
+crafted gradient canaries make the same point for a hidden-state release. A pipeline
 whose initial weights are drawn from its seed adds their spread to every coordinate: release
 them (`"initial"`, by name, or as the module) so that the score reads the displacement, or fix
-the initial weights for the audit (the claim does not depend on them; Annamalai and De
-Cristofaro 2024 choose them to make the audit tight).
+the initial weights for the audit (the claim does not depend on them; [AD24] choose them to
+make the audit tight).
 
 Give your own tuple, `canary=(InputCanary(x, y), GradientCanary(coordinate=i))`, to choose
 them; a pipeline whose data or release these rules cannot read is refused by name (ConfigError).

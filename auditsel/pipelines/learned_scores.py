@@ -42,8 +42,9 @@ reads (a mapping: `{"model": ..., "lr": ..., "clip": ..., "history": [...]}`),
 Validity. The audit's games never take part in the choice, so the score is fixed before them,
 as a score written by hand is: eps_L stays valid at its confidence whatever was chosen (a
 choice that overfits the pilot costs power, never validity). The pilot costs `games` games per
-canary, once per process for the same tune, data, canary and seed (cached: an early-stopping
-audit's looks and a plan followed by its audit learn once).
+canary, once per process for the same tune and data (the same objects), canary (by content),
+seed and pilot size (cached: an early-stopping audit's looks, and a plan followed by its audit
+at the plan's default pilot of 200 games, learn once).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from auditsel.auditing.planning import pilot_tests
 from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError
 from auditsel.pipelines.canaries import Canary, InputCanary, _to_numpy
+from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import (
     PipelineError,
     PipelineGame,
@@ -381,7 +383,8 @@ def learn_score(
 ) -> Learned:
     """Learn the score of an audit of seed `seed` from `games` pilot games at
     `learning_seed(seed)` (module docstring): chosen on the first half, judged on the second."""
-    key = (id(tune), id(data), id(canary), int(seed), int(games), float(delta))
+    what = content_digest(canary, "canary") + type(canary).__qualname__  # "both": new objects
+    key = (id(tune), id(data), what, int(seed), int(games), float(delta))
     if key in _CACHE:
         return _CACHE[key][-1]
     pilot_seed = learning_seed(seed)
@@ -418,5 +421,5 @@ def learn_score(
     )
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = (tune, data, canary, learned)  # the objects kept: their ids stay theirs
+    _CACHE[key] = (tune, data, learned)  # the objects kept: their ids stay theirs
     return learned
