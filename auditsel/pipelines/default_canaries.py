@@ -165,7 +165,7 @@ def _unused_weight(release: Any, rows: np.ndarray) -> int | None:
     j = int(unused[1] if len(unused) > 1 else unused[0])
     offset = 0
     for parameter in _parameter_list(release):
-        shape = tuple(int(d) for d in parameter.shape)
+        shape = _to_numpy(parameter).shape
         if len(shape) == 2 and shape[1] == rows.shape[1]:
             return offset + j
         offset += math.prod(shape)
