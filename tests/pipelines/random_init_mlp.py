@@ -109,9 +109,7 @@ def claim() -> Any:
     """`from_opacus` on one run of the correct pipeline: its claim for K ~ ROUNDS."""
     train, _, _ = data()
     _, _, (engine, optimizer, loader) = _train(train, 2.0, 1.0, NOISE, _Out(), 0)
-    return from_opacus(
-        engine, optimizer=optimizer, data_loader=loader, delta=DELTA, rounds=ROUNDS
-    )
+    return from_opacus(engine, optimizer=optimizer, data_loader=loader, delta=DELTA, rounds=ROUNDS)
 
 
 class _Out:

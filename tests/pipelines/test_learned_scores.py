@@ -17,6 +17,7 @@ from auditsel import (
     plan_pipeline,
 )
 from auditsel.pipelines import learned_scores
+from auditsel.pipelines.default_canaries import default_canaries
 from auditsel.pipelines.game import game_seed
 from auditsel.pipelines.learned_scores import LearnedScore, learning_seed, statistics
 
@@ -163,3 +164,39 @@ def test_a_learned_score_is_a_plain_score():
     score = LearnedScore("lr", -1, 200, 7, 3, 1.0, 0.5)
     assert score({"lr": 0.25}, PERSON) == -0.25 and score({}, PERSON) == 0.0
     assert "minus 'lr'" in score.words and "200-game pilot" in score.words
+
+
+class TwoLayer:
+    """A released model of two arrays (a weight matrix over the data's features, a bias)."""
+
+    def __init__(self, weight, bias):
+        self.weight, self.bias = weight, bias
+
+    def __call__(self, batch):
+        return (np.asarray(batch, dtype=float) @ self.weight.T).sum(axis=1)
+
+    def parameters(self):
+        return [self.weight, self.bias]
+
+
+def test_both_puts_its_canaries_where_the_data_do_not_move_the_weights():
+    """An unused feature (0 in every row): the gradient canary on the first weight matrix's
+    entry for it, and the input canary's outlier there, far above the mean row's norm."""
+
+    def tune(data, seed, canary):
+        rng = np.random.default_rng(seed)
+        return {"model": TwoLayer(rng.normal(0, 1, (3, D)), np.zeros(3)), "lr": 0.1}
+
+    person, gradient = default_canaries(tune, DATA)
+    assert gradient.coordinate == D - 1  # row 0, feature D - 1
+    x = np.asarray(person.x)
+    assert int(np.argmax(x)) == D - 1 and x[D - 1] >= 4 * np.linalg.norm(X.mean(axis=0))
+
+    def moves_all_but_one(data, seed, canary):  # no unused feature: the least-moved coordinate
+        rng = np.random.default_rng(seed)
+        theta = rng.normal(0, 1, 5)
+        theta[2] = 1e-9 * rng.normal()
+        return {"model": Linear(theta), "lr": 0.1}
+
+    used = (_rng.normal(0, 1, (N, 5)), np.arange(N) % 2)
+    assert default_canaries(moves_all_but_one, used)[1].coordinate == 2

@@ -8,15 +8,15 @@ import pytest
 pytest.importorskip("opacus")
 pytest.importorskip("sklearn")
 
-import random_init_mlp as mlp  # noqa: E402 (after the skips: it imports opacus and sklearn)
+import random_init_mlp as mlp
 
-from auditsel import (  # noqa: E402
+from auditsel import (
     ExecutionOptions,
     ReportOptions,
     audit_pipeline,
     plan_pipeline,
 )
-from auditsel.pipelines.default_canaries import default_canaries  # noqa: E402
+from auditsel.pipelines.default_canaries import default_canaries
 
 GAMES = 1_000  # per canary: the budget
 NO_PANEL = ReportOptions(panel=False)
