@@ -36,8 +36,9 @@ reads (a mapping: `{"model": ..., "lr": ..., "clip": ..., "history": [...]}`),
    `auditsel.auditing.planning.pilot_tests` chooses them are its grid (`LearnedScore.grid`: the
    audit's thresholds, fixed before its games, under the rule named "split", the default:
    `auditsel.pipelines.pipeline`). The second half judges it (the same eps, on games that did
-   not choose it: `LearnedScore.judged_eps`), and is what `plan_pipeline` plans on (the grid's
-   tests counted there).
+   not choose it: `LearnedScore.judged_eps`, the largest eq. 4 eps of the grid's tests counted
+   there at their Clopper-Pearson limits, simultaneous at 80%: what the pilot vouches for, not
+   the optimistic best threshold), and is what `plan_pipeline` plans on (the same tests).
 
 Validity. The audit's games never take part in the choice, so the score is fixed before them,
 as a score written by hand is: eps_L stays valid at its confidence whatever was chosen (a
@@ -58,7 +59,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditsel.auditing.clopper_pearson import clopper_pearson_upper
-from auditsel.auditing.planning import pilot_tests
+from auditsel.auditing.planning import Curve, PilotTests, pilot_tests
 from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError
 from auditsel.pipelines.canaries import Canary, InputCanary, _to_numpy
@@ -85,6 +86,7 @@ LEARN_GAMES = 200  # the learning pilot: half chooses the score, half judges it
 ENTRIES = 64  # an array of at most this many entries is scored entry by entry too
 MAX_STATISTICS = 4096  # the family is cut there (in its order)
 CHOICE_ALPHA = 0.4  # the Clopper-Pearson level of the ranking (80% one-sided limits)
+JUDGE_CONFIDENCE = 0.8  # the held-out half's limits (Bonferroni over the grid's tests)
 LEARN_TAG = 36  # mixed into the audit's seed: the learning pilot's own stream
 CANARY = "canary score"
 INITIAL = "initial"
@@ -323,7 +325,7 @@ class LearnedScore:
     learning_seed: int
     candidates: int
     chosen_eps: float  # the statistic's ranking eps on the half that chose it
-    judged_eps: float  # the same on the other half (honest: it did not choose)
+    judged_eps: float  # the grid's tests on the other half, at their 80% limits
     grid: tuple[float, ...] = ()  # thresholds chosen on the pilot: the audit's fixed grid
 
     def __call__(self, release: Any, canary: Canary) -> float:
@@ -336,7 +338,8 @@ class LearnedScore:
         return (
             f"{what} (learned: the best of {self.candidates} candidate statistics of the "
             f"release, both directions, on half of a {self.pilot_games}-game pilot at a seed "
-            f"of its own; the other half judges it at eps {self.judged_eps:.3g})"
+            f"of its own; the other half vouches for eps {self.judged_eps:.3g} at its 80% "
+            f"limits)"
         )
 
 
@@ -365,6 +368,33 @@ def _choose(
             if key > best[:2]:
                 best = (*key, j, sign)
     return best[2], best[3], max(best[0], 0.0)
+
+
+def held_out_curve(
+    grid: tuple[float, ...],
+    scores: NDArray[np.float64],
+    member: NDArray[np.int8],
+    source: str,
+    confidence: float,
+) -> Curve:
+    """The pessimistic curve of a learned score: the tests of its grid (thresholds the half of
+    the pilot that chose the score chose too; both directions, as the audit's fixed grid tests
+    them), counted on all of the other half, which chose neither."""
+    coins = member.astype(bool)
+    s0, s1 = np.sort(scores[~coins]), np.sort(scores[coins])
+    t = np.asarray(grid, dtype=np.float64)
+    above0 = len(s0) - np.searchsorted(s0, t, side="right")  # coin 0, score > t
+    above1 = len(s1) - np.searchsorted(s1, t, side="right")
+    tests = PilotTests(
+        np.concatenate([above0, len(s0) - above0]),
+        np.concatenate([len(s1) - above1, above1]),
+        len(s0),
+        len(s1),
+        source,
+        np.concatenate([t, t]),
+        np.repeat([True, False], len(t)),
+    )
+    return tests.pessimistic(confidence)
 
 
 #: play(game, games, seed) -> (scores, coins) of the games, in game order
@@ -412,7 +442,8 @@ def learn_score(
     held = sign * table[half:, j]
     picked = pilot_tests(sign * table[:half, j], member[:half], "pilot", seed=pilot_seed)
     grid = tuple(float(t) for t in np.unique(picked.t) if math.isfinite(t))
-    judged = _rank_eps(held, member[half:].astype(bool), delta)
+    curve = held_out_curve(grid, held, member[half:], "pilot", JUDGE_CONFIDENCE)
+    judged = float(np.max(epsilon_from_rates(curve.fp, curve.fn, delta), initial=0.0))
     learned = Learned(
         LearnedScore(names[j], sign, games, pilot_seed, len(names), chosen, judged, grid),
         held,

@@ -59,7 +59,6 @@ from scipy import stats
 
 from auditsel.auditing.planning import (
     Curve,
-    PilotTests,
     blind_rate,
     empirical_curve,
     expected_for_games,
@@ -74,6 +73,7 @@ from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, gro
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
 from auditsel.pipelines.game import PipelineGame, ScoreFn, TuneFn, field_columns
+from auditsel.pipelines.learned_scores import held_out_curve
 from auditsel.pipelines.pipeline import _check, learned, play_games, scoring
 
 __all__ = ["PilotOptions", "PipelinePlan", "plan_pipeline"]
@@ -451,7 +451,7 @@ def _plan_pipeline(
             columns[:, j], member, source, seed=seed, confidence=1 - (1 - pilot_confidence) / k
         ).pessimistic(1 - (1 - pilot_confidence) / k)
         if not run.grid
-        else _held_out_curve(run.grid, columns[:, j], member, source, pilot_confidence)
+        else held_out_curve(run.grid, columns[:, j], member, source, pilot_confidence)
         for j in range(k)
     ]
     field_eps = [_curve_eps(c, delta) for c in curves]
@@ -582,30 +582,3 @@ class _PilotRun:
     source: str
     words: str = ""
     grid: tuple[float, ...] = ()
-
-
-def _held_out_curve(
-    grid: tuple[float, ...],
-    scores: NDArray[np.float64],
-    member: NDArray[np.int8],
-    source: str,
-    confidence: float,
-) -> Curve:
-    """The pessimistic curve of a learned score: the tests of its grid (thresholds the half of
-    the pilot that chose the score chose too; both directions, as the audit's fixed grid tests
-    them), counted on all of the other half, which chose neither."""
-    coins = member.astype(bool)
-    s0, s1 = np.sort(scores[~coins]), np.sort(scores[coins])
-    t = np.asarray(grid, dtype=np.float64)
-    above0 = len(s0) - np.searchsorted(s0, t, side="right")  # coin 0, score > t
-    above1 = len(s1) - np.searchsorted(s1, t, side="right")
-    tests = PilotTests(
-        np.concatenate([above0, len(s0) - above0]),
-        np.concatenate([len(s1) - above1, above1]),
-        len(s0),
-        len(s1),
-        source,
-        np.concatenate([t, t]),
-        np.repeat([True, False], len(t)),
-    )
-    return tests.pessimistic(confidence)

@@ -163,7 +163,7 @@ def test_learned_scores_keep_the_audits_confidence_on_a_correct_pipeline(monkeyp
 def test_a_learned_score_is_a_plain_score():
     score = LearnedScore("lr", -1, 200, 7, 3, 1.0, 0.5)
     assert score({"lr": 0.25}, PERSON) == -0.25 and score({}, PERSON) == 0.0
-    assert "minus 'lr'" in score.words and "200-game pilot" in score.words
+    assert "minus 'lr'" in score.words and "vouches for eps 0.5" in score.words
 
 
 class TwoLayer:
