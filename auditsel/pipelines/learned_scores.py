@@ -32,10 +32,10 @@ reads (a mapping: `{"model": ..., "lr": ..., "clip": ..., "history": [...]}`),
    audit's), each game scoring the whole family. On its first half every statistic is ranked in
    both directions by the largest eq. 4 eps of [XWW24] at the Clopper-Pearson limits of its
    threshold tests (ties broken by the area under the ROC curve, then by the family's order);
-   the best one is the score, and a few threshold tests of it chosen there as
-   `auditsel.auditing.planning.pilot_tests` chooses them are its grid (`LearnedScore.grid`: the
-   audit's thresholds, fixed before its games, under the rule named "split", the default:
-   `auditsel.pipelines.pipeline`). The second half judges it (the same eps, on games that did
+   the best one is the score, and up to four thresholds of it chosen there are its grid
+   (`LearnedScore.grid`, a heuristic for power: the half's best threshold, and its largest score
+   without the canary plus 0, 1/2 and 1 standard deviation; the audit's thresholds, fixed before
+   its games, under the rule named "split", the default: `auditsel.pipelines.pipeline`). The second half judges it (the same eps, on games that did
    not choose it: `LearnedScore.judged_eps`, the largest eq. 4 eps of the grid's tests counted
    there at their Clopper-Pearson limits, simultaneous at 80%: what the pilot vouches for, not
    the optimistic best threshold), and is what `plan_pipeline` plans on (the same tests).
@@ -59,7 +59,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditsel.auditing.clopper_pearson import clopper_pearson_upper
-from auditsel.auditing.planning import Curve, PilotTests, pilot_tests
+from auditsel.auditing.planning import Curve, PilotTests
 from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError
 from auditsel.pipelines.canaries import Canary, InputCanary, _to_numpy
@@ -397,6 +397,23 @@ def held_out_curve(
     return tests.pessimistic(confidence)
 
 
+def _grid(
+    scores: NDArray[np.float64], member: NDArray[np.bool_], delta: float
+) -> tuple[float, ...]:
+    """The audit's thresholds, chosen on the half of the pilot that chose the score (a
+    heuristic for power): its best threshold (the ranking's), and the largest score of its
+    games without the canary plus 0, 1/2 and 1 standard deviation of those scores (an audit of
+    more games than the pilot certifies most from the tail beyond the pilot's largest)."""
+    out = scores[~member]
+    if len(out) == 0 or not np.any(member):
+        return ()
+    values = np.unique(scores)
+    eps = [_rank_eps(np.where(scores > t, 1.0, 0.0), member, delta) for t in values]
+    top, spread = float(out.max()), float(out.std())
+    found = {float(values[int(np.argmax(eps))]), top, top + spread / 2, top + spread}
+    return tuple(sorted(t for t in found if math.isfinite(t)))
+
+
 #: play(game, games, seed) -> (scores, coins) of the games, in game order
 PlayFn = Callable[[PipelineGame, int, int], tuple[NDArray[np.float64], NDArray[np.int8]]]
 
@@ -440,8 +457,7 @@ def learn_score(
     half = games // 2
     j, sign, chosen = _choose(table[:half], member[:half], delta)
     held = sign * table[half:, j]
-    picked = pilot_tests(sign * table[:half, j], member[:half], "pilot", seed=pilot_seed)
-    grid = tuple(float(t) for t in np.unique(picked.t) if math.isfinite(t))
+    grid = _grid(sign * table[:half, j], member[:half].astype(bool), delta)
     curve = held_out_curve(grid, held, member[half:], "pilot", JUDGE_CONFIDENCE)
     judged = float(np.max(epsilon_from_rates(curve.fp, curve.fn, delta), initial=0.0))
     learned = Learned(
