@@ -77,6 +77,7 @@ __all__ = [
     "LEARN_GAMES",
     "LearnedScore",
     "Learned",
+    "held_out_curve",
     "learn_score",
     "learning_seed",
     "statistics",

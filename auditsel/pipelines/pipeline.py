@@ -541,18 +541,13 @@ def _audit_pipeline(
         raise ConfigError(
             "accept_nondeterminism", f"must be true or false, got {shown(accept_nondeterminism)}"
         )
-    named_split = rule == "split"  # by name (the default): a learned score's grid replaces it
-    if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
-        rule = threshold_rule(rule, seed=seed)
     chunk_size = integer(chunk_size, "chunk_size", 1)
     if (base is None) != (rounds is None):
         raise ConfigError("rounds", "give base and rounds together (or neither)")
-    # score None: the canary's own score, or one learned from a pilot of its own
-    fields, score_fn = scoring(
+    fields, score_fn = scoring(  # score None: the canary's own, or one learned from a pilot
         tune, score, data, canary, seed=seed, delta=delta, jobs=jobs, backend=backend
     )
-    if named_split and isinstance(score_fn, LearnedScore) and score_fn.grid:
-        rule = BonferroniGrid(grid=score_fn.grid)  # thresholds fixed by the pilot: every game
+    rule, label = _rule_and_label(rule, seed, score, score_fn, canary)
     # an output folder is resolved, refused when it escapes, locked, and on failure only what
     # this audit created there is removed (auditsel.files)
     claim = nullcontext() if out_dir is None else claim_folder(out_dir, field="out_dir")
@@ -598,12 +593,7 @@ def _audit_pipeline(
             base=base,
             rounds=rounds,
             name=name or f"pipeline {getattr(tune, '__name__', 'tune')}",
-            names=(
-                function_name(tune),
-                score_fn.words
-                if isinstance(score_fn, LearnedScore)
-                else score_label(score, canary),
-            ),
+            names=(function_name(tune), label),
             canary=canary,
             fingerprint=fingerprint,
             resumed=min(record.resumed_chunks * chunk_size, games),
@@ -614,6 +604,21 @@ def _audit_pipeline(
             fields=fields,
             reproducibility=reproducibility,
         )
+
+
+def _rule_and_label(
+    rule: ThresholdRule | str, seed: int, score: ScoreFn | None, score_fn: ScoreFn, canary: Canary
+) -> tuple[ThresholdRule, str]:
+    """The audit's rule and its score's name: a learned score's grid (thresholds fixed by its
+    pilot: every game evaluated) in place of the rule named "split" (module docstring); a rule
+    named otherwise gets the audit's seed (auditsel.auditing.rules)."""
+    if isinstance(score_fn, LearnedScore) and rule == "split" and score_fn.grid:
+        return BonferroniGrid(grid=score_fn.grid), score_fn.words
+    if isinstance(rule, str):
+        rule = threshold_rule(rule, seed=seed)
+    if isinstance(score_fn, LearnedScore):
+        return rule, score_fn.words
+    return rule, score_label(score, canary)
 
 
 def _play_checked(

@@ -432,15 +432,7 @@ def _plan_pipeline(
         )
     audit_seed = seed - 1 if audit_seed is None else audit_seed
     run = _pilot(
-        tune,
-        score,
-        data,
-        canary,
-        pilot,
-        seed,
-        audit_seed=audit_seed,
-        delta=delta,
-        execution=(jobs, backend, progress),
+        tune, score, data, canary, (pilot, seed, audit_seed), delta, (jobs, backend, progress)
     )
     columns, member, fields, source = run.columns, run.member, run.fields, run.source
     grid = run.grid if rule == "split" else ()  # the audit tests a learned score's grid
@@ -524,10 +516,7 @@ def _pilot(
     score: ScoreFn | None,
     data: Any,
     canary: Canary,
-    pilot: int,
-    seed: int,
-    *,
-    audit_seed: int,
+    sizes: tuple[int, int, int],
     delta: float,
     execution: tuple[int, str | None, bool],
 ) -> _PilotRun:
@@ -535,6 +524,7 @@ def _pilot(
     pilot (`auditsel.pipelines.learned_scores`: the score chosen on its first half, the plan
     made on the second, which did not choose it); else `pilot` games at `seed`, scored by the
     audit's score."""
+    pilot, seed, audit_seed = sizes  # the pilot's games, its seed, the audit's seed
     jobs, backend, progress = execution
     found = None
     if score is None:
