@@ -45,7 +45,10 @@ def test_the_documented_route_refutes_the_buggy_copies_and_not_the_correct_one(n
     audit = audit_pipeline(
         tune, games=GAMES, execution=ExecutionOptions(jobs=2), report=NO_PANEL, **kw
     )
-    if noise_scale < 1:
+    if noise_scale == 0:  # the pilot separates: the plan predicts the refutation
         assert plan.prob_refute >= 0.5 and audit.refuted
-    else:
+    elif noise_scale < 1:  # the leak is in the tail: the 100 held-out games of the pilot
+        assert audit.refuted  # cannot vouch for it (the plan is honest), 1,000 games refute it
+    else:  # the correct pipeline: no planned refutation, none found, and the plan says so
         assert plan.games_to_refute is None and not audit.refuted
+        assert "cannot refute claims above" in plan.summary()
