@@ -10,14 +10,29 @@ at `confidence` whichever canary refutes (`auditsel.pipelines.pipeline`).
 The choice is a heuristic for power, never for validity (any canary gives a valid eps_L):
 
 * the InputCanary is an outlier person built from `data` ((X, y) arrays or tensors, or a
-  TensorDataset of two tensors): the mean row, with the feature of least variance (the first
-  such) set `OUTLIER` standard deviations of the most variable feature above its mean; its label
-  the least frequent one of y (the first on ties);
-* the GradientCanary's coordinate is the coordinate of the released parameters that moved least
-  in one probe run (seed `PROBE_SEED`, the canary out): abs(theta_i - initial_i) smallest, with the
-  initial weights from `release["initial"]` when the release holds them, else 0 (the
-  coordinate the data pushes least, where the canary stands out most). The probe needs a
-  release whose parameters `flat_parameters` reads (a torch module, a mapping with "model").
+  TensorDataset of two tensors) to dominate what a pipeline computes from its rows (its loss,
+  a feature's scale): the mean row, with one feature set `OUTLIER` times the larger of the most
+  variable feature's standard deviation and the mean row's norm above its mean, so that this
+  feature carries most of the canary's gradient; the feature is an unused one (0 in every row:
+  the data never move the weights it feeds) where the data have one, else the least variable
+  (the first such); its label the least frequent one of y (the first on ties);
+* the GradientCanary's coordinate is one where the data do not move the weights: where the data
+  have an unused feature (0 in every row) and the released parameters hold a weight matrix
+  whose rows take the data's features (the first such, in parameter order), that matrix's first
+  row at the unused feature (a second unused feature when there is one, so that the two canaries
+  sit apart): its data gradient is exactly 0 in every step, so the canary's gradient is all that
+  moves it (noise aside). Otherwise the coordinate that moved least over `PROBES` probe runs
+  (seeds `PROBE_SEED`, `PROBE_SEED - 1`, ..., the canary out): the largest of
+  abs(theta_i - initial_i) over the runs smallest, with the initial weights from
+  `release["initial"]` when the release holds them, else 0. The probes need a release whose
+  parameters `flat_parameters` reads (a torch module, a mapping with "model").
+
+[NHSBTJCT23]'s Dirac canary is strongest where nothing else moves its coordinate; [CBP24]'s
+crafted gradient canaries make the same point for a hidden-state release. A pipeline
+whose initial weights are drawn from its seed adds their spread to every coordinate: release
+them (`"initial"`, by name, or as the module) so that the score reads the displacement, or fix
+the initial weights for the audit (the claim does not depend on them; [AD24] choose them to
+make the audit tight).
 
 Give your own tuple, `canary=(InputCanary(x, y), GradientCanary(coordinate=i))`, to choose
 them; a pipeline whose data or release these rules cannot read is refused by name (ConfigError).
@@ -25,6 +40,7 @@ them; a pipeline whose data or release these rules cannot read is refused by nam
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -34,6 +50,7 @@ from auditsel.pipelines.canaries import (
     Canary,
     GradientCanary,
     InputCanary,
+    _parameter_list,
     _to_numpy,
     flat_parameters,
 )
@@ -43,7 +60,8 @@ from auditsel.pipelines.release_scores import PROBE_SEED
 __all__ = ["BOTH", "OUTLIER", "default_canaries", "outlier_example", "resolve_canary"]
 
 BOTH: Literal["both"] = "both"
-OUTLIER = 4.0  # the outlier's feature: this many standard deviations above its mean
+OUTLIER = 4.0  # the outlier's feature: this many times its scale above its mean
+PROBES = 3  # probe runs that choose the gradient canary's coordinate (no unused feature)
 
 
 #: what `audit_pipeline`, `plan_pipeline` and `audit_until_refuted` take as `canary`: one canary,
@@ -85,33 +103,40 @@ def _arrays(data: Any) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
+def _unused(rows: np.ndarray) -> np.ndarray:
+    """The features (columns) that are 0 in every row."""
+    return np.flatnonzero(np.all(rows == 0, axis=0))
+
+
 def outlier_example(data: Any) -> InputCanary:
-    """The InputCanary of "both": the mean row with its least variable feature set OUTLIER
-    standard deviations (of the most variable feature) above its mean, and the least frequent
-    label (module docstring)."""
+    """The InputCanary of "both" (module docstring): the mean row with one feature (an unused
+    one where there is one, else the least variable) set far above its mean, and the least
+    frequent label."""
     X, y = _arrays(data)
     rows = X.reshape(len(X), -1)
     spread = rows.std(axis=0)
     x = rows.mean(axis=0)
-    j = int(np.argmin(spread))
-    x[j] += OUTLIER * (float(spread.max()) or 1.0)
+    unused = _unused(rows)
+    j = int(unused[0]) if len(unused) else int(np.argmin(spread))
+    x[j] += OUTLIER * (max(float(spread.max()), float(np.linalg.norm(x))) or 1.0)
     labels, counts = np.unique(y.reshape(len(y), -1), axis=0, return_counts=True)
     label = labels[int(np.argmin(counts))]
     return InputCanary(x=x.reshape(X.shape[1:]), y=label.reshape(y.shape[1:]))
 
 
-def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCanary]:
-    """(InputCanary, GradientCanary) for `canary="both"` (module docstring): the outlier
-    person of `data`, and the coordinate that moved least in one probe run of `tune`."""
-    person = outlier_example(data)
+def _probe(tune: TuneFn, data: Any, person: InputCanary, seed: int) -> Any:
     try:
-        release = tune(data, PROBE_SEED, person)  # unbound: the canary is out
+        return tune(data, seed, person)  # unbound: the canary is out
     except Exception as err:
         raise PipelineError(
             "tune",
             f"{function_name(tune)} raised {type(err).__name__} in the probe run that chooses "
-            f"the gradient canary of canary='both' (seed {PROBE_SEED}, canary out): {err}",
+            f"the gradient canary of canary='both' (seed {seed}, canary out): {err}",
         ) from None
+
+
+def _moves(release: Any) -> np.ndarray:
+    """abs(theta - initial) of a probe's release (initial 0 where it holds none)."""
     try:
         theta = flat_parameters(release)
         initial = (
@@ -128,4 +153,38 @@ def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCana
             f"and cannot read them from a {type(release).__name__} release: give "
             f"canary=(InputCanary(x, y), GradientCanary(coordinate=i))",
         )
-    return person, GradientCanary(coordinate=int(np.argmin(np.abs(theta - initial))))
+    return np.abs(theta - initial)
+
+
+def _unused_weight(release: Any, rows: np.ndarray) -> int | None:
+    """The coordinate of the first weight matrix taking the data's features, first row, at an
+    unused feature (the second where there are two); None where there is none."""
+    unused = _unused(rows)
+    if not len(unused):
+        return None
+    j = int(unused[1] if len(unused) > 1 else unused[0])
+    offset = 0
+    for parameter in _parameter_list(release):
+        shape = _to_numpy(parameter).shape
+        if len(shape) == 2 and shape[1] == rows.shape[1]:
+            return offset + j
+        offset += math.prod(shape)
+    return None
+
+
+def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCanary]:
+    """(InputCanary, GradientCanary) for `canary="both"` (module docstring): the outlier
+    person of `data`, and a coordinate the data do not move (an unused feature's weight, else
+    the one that moved least over the probe runs)."""
+    person = outlier_example(data)
+    release = _probe(tune, data, person, PROBE_SEED)
+    moves = _moves(release)
+    X, _ = _arrays(data)
+    coordinate = _unused_weight(release, X.reshape(len(X), -1))
+    if coordinate is None:
+        for r in range(1, PROBES):
+            again = _moves(_probe(tune, data, person, PROBE_SEED - r))
+            if again.shape == moves.shape:
+                moves = np.maximum(moves, again)
+        coordinate = int(np.argmin(moves))
+    return person, GradientCanary(coordinate=coordinate)

@@ -31,12 +31,19 @@ seed and the chunk size. A rerun with the same fingerprint resumes; one made by 
 data is refused, naming what changed (the file, for an edited helper module), and nothing is
 reused.
 
-Every released field. With `score=None` and a release that publishes more than what the
-canary's score reads (a mapping with other fields: the learning rate, a clipping norm, a
-history), every field is scored (`auditsel.pipelines.release_scores`, the fields fixed by one
-probe run before the games), each field's eps_L is computed at confidence 1 - (1 - confidence)
-/ fields, and `eps` is the largest (Bonferroni: valid at `confidence` whichever field leaks;
-result.json's pipeline.fields lists each). `score=default_score` scores the canary alone.
+The default score. With `score=None` and a release that publishes more than what the
+canary's score reads (a mapping with other fields: the model, the learning rate, a clipping
+norm, a history), the score is learned from a pilot of its own before the games
+(`auditsel.pipelines.learned_scores`: the best of a family of statistics of everything numeric
+the release holds, chosen on half of a pilot at a seed derived from the audit's and never on
+the audit's games, so that eps_L stays valid); result.json's pipeline.score names it. A
+release that is the canary's alone keeps the canary's own score. `score=default_score` scores
+the canary alone; `score=FieldScores(fields)` (`auditsel.pipelines.release_scores`) scores
+every field, each field's eps_L at confidence 1 - (1 - confidence) / fields, `eps` the largest
+(Bonferroni; result.json's pipeline.fields lists each). With a learned score and the rule
+named "split" (the default), the audit tests the thresholds the pilot chose, a grid fixed
+before its games (`BonferroniGrid(grid=...)`: every game evaluated, no half spent choosing a
+threshold); a rule given as an object (`Split()`) is kept.
 
 Errors. An exception raised by `tune` or `score` is the user's: `PipelineError` (a ConfigError:
 the CLI exits 2) names the function, where it raised, the game, its seed and coin, so that
@@ -60,7 +67,12 @@ from numpy.typing import NDArray
 from auditsel.auditing import lower
 from auditsel.auditing.estimators import Estimate, estimator_panel, panel_dict
 from auditsel.auditing.lower import audit_scores
-from auditsel.auditing.rules import THRESHOLD_RULES, ThresholdRule, threshold_rule
+from auditsel.auditing.rules import (
+    THRESHOLD_RULES,
+    BonferroniGrid,
+    ThresholdRule,
+    threshold_rule,
+)
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError, choice, integer, number, require, shown
@@ -99,6 +111,7 @@ from auditsel.pipelines.game import (
     no_proxy,
     score_label,
 )
+from auditsel.pipelines.learned_scores import LEARN_GAMES, Learned, LearnedScore, learn_score
 from auditsel.pipelines.pipeline_result import (
     CanaryEntry,
     ClaimEntry,
@@ -502,12 +515,13 @@ def _audit_pipeline(
     panel, stream = _auto_or_bool(panel, "panel"), _auto_or_bool(stream, "stream")
     accepts = f"must be true or false, got {shown(accept_nondeterminism)}"
     require(isinstance(accept_nondeterminism, bool), "accept_nondeterminism", accepts)
-    if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
-        rule = threshold_rule(rule, seed=seed)
     chunk_size = integer(chunk_size, "chunk_size", 1)
     if (base is None) != (rounds is None):
         raise ConfigError("rounds", "give base and rounds together (or neither)")
-    fields, score_fn = scoring(tune, score, data, canary)  # score None: every released field
+    fields, score_fn = scoring(  # score None: the canary's own, or one learned from a pilot
+        tune, score, data, canary, seed=seed, delta=delta, jobs=jobs, backend=backend
+    )
+    rule, label = _rule_and_label(rule, seed, score, score_fn, canary)
     # an output folder is resolved, refused when it escapes, locked, and on failure only what
     # this audit created there is removed (auditsel.files)
     claim = nullcontext() if out_dir is None else claim_folder(out_dir, field="out_dir")
@@ -554,7 +568,7 @@ def _audit_pipeline(
             base=base,
             rounds=rounds,
             name=name or f"pipeline {getattr(tune, '__name__', 'tune')}",
-            names=(function_name(tune), score_label(score, canary)),
+            names=(function_name(tune), label),
             canary=canary,
             fingerprint=fingerprint,
             resumed=min(record.resumed_chunks * chunk_size, games),
@@ -565,6 +579,21 @@ def _audit_pipeline(
             fields=fields,
             reproducibility=reproducibility,
         )
+
+
+def _rule_and_label(
+    rule: ThresholdRule | str, seed: int, score: ScoreFn | None, score_fn: ScoreFn, canary: Canary
+) -> tuple[ThresholdRule, str]:
+    """The audit's rule and its score's name: a learned score's grid (thresholds fixed by its
+    pilot: every game evaluated) in place of the rule named "split" (module docstring); a rule
+    named otherwise gets the audit's seed (auditsel.auditing.rules)."""
+    if isinstance(score_fn, LearnedScore) and rule == "split" and score_fn.grid:
+        return BonferroniGrid(grid=score_fn.grid), score_fn.words
+    if isinstance(rule, str):
+        rule = threshold_rule(rule, seed=seed)
+    if isinstance(score_fn, LearnedScore):
+        return rule, score_fn.words
+    return rule, score_label(score, canary)
 
 
 def _play_checked(
@@ -677,14 +706,50 @@ def _audit_each_canary(
 
 
 def scoring(
-    tune: TuneFn, score: ScoreFn | None, data: Any, canary: Canary
+    tune: TuneFn,
+    score: ScoreFn | None,
+    data: Any,
+    canary: Canary,
+    *,
+    seed: int = 0,
+    delta: float = 0.0,
+    jobs: int = 1,
+    backend: str | None = None,
 ) -> tuple[tuple[str, ...], ScoreFn]:
-    """(fields, score function) of an audit: with `score` None, the canary's own score, or
-    every field of a mapping release (`release_scores`: fixed by one probe run); else ()."""
+    """(fields, score function) of an audit of seed `seed`: with `score` None, the canary's
+    own score where the release holds nothing else, else the score learned from a pilot
+    (`auditsel.pipelines.learned_scores`); fields are () (one score per game)."""
+    if isinstance(score, FieldScores):  # every field, each at its Bonferroni share
+        return score.fields, score
     if score is not None:
         return (), score
-    fields = _default_fields(tune, data, canary)
-    return fields, FieldScores(fields) if fields else default_score
+    found = learned(tune, data, canary, seed=seed, delta=delta, jobs=jobs, backend=backend)
+    return (), default_score if found is None else found.score
+
+
+def learned(
+    tune: TuneFn,
+    data: Any,
+    canary: Canary,
+    *,
+    seed: int,
+    delta: float,
+    jobs: int = 1,
+    backend: str | None = None,
+    games: int = LEARN_GAMES,
+) -> Learned | None:
+    """The learned default score of an audit of seed `seed` (`learn_score`, its pilot played
+    as the audit's games are), or None where the release is the canary's alone (its own score
+    is the default there)."""
+    if not _default_fields(tune, data, canary):
+        return None
+
+    def play(game: PipelineGame, n: int, pilot_seed: int) -> tuple[np.ndarray, np.ndarray]:
+        record, _ = play_games(game, n, pilot_seed, jobs=jobs, backend=backend)
+        assert record.scores is not None and record.member is not None  # played in memory
+        return record.scores, record.member
+
+    return learn_score(tune, data, canary, seed=seed, delta=delta, play=play, games=games)
 
 
 def _default_fields(tune: TuneFn, data: Any, canary: Canary) -> tuple[str, ...]:

@@ -73,7 +73,8 @@ from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, gro
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
 from auditsel.pipelines.game import PipelineGame, ScoreFn, TuneFn, field_columns
-from auditsel.pipelines.pipeline import _check, play_games, scoring
+from auditsel.pipelines.learned_scores import held_out_curve
+from auditsel.pipelines.pipeline import _check, learned, play_games, scoring
 
 __all__ = ["PilotOptions", "PipelinePlan", "plan_pipeline"]
 
@@ -114,6 +115,9 @@ class PipelinePlan:
     flagged: tuple[str, ...] = ()  # fields whose values differ with and without the canary
     canaries: tuple[PipelinePlan, ...] = ()  # several canaries: each one's plan (at its
     #                                          Bonferroni share, as the audit certifies it)
+    score: str = ""  # score=None: the learned score (what the audit will play), in words
+    refutable_below: float | None = None  # a claim above this is not refutable at `games`
+    #                                       (a heuristic reading of the pilot's point curve)
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready values (non-finite numbers as None; each canary's plan)."""
@@ -134,12 +138,15 @@ class PipelinePlan:
             f"{self.curve_eps:.4f} (point estimate {self.point_eps:.4f}); "
             f"{self.cpu_seconds_per_game:.3g} CPU s per game"
         ]
+        if self.score:
+            lines.append(f"  score: {self.score}")
         lines += self._games_lines(
             per="",
             relation="=",
             no_target="none (the pilot's curve does not reach it)",
             no_refute="none seen (no leak above the claim in the pilot)",
         )
+        lines += self._blind_lines()
         if self.fields:
             lines.append(
                 f"  {len(self.fields)} released fields scored, each at confidence "
@@ -156,6 +163,18 @@ class PipelinePlan:
             "less)"
         )
         return "\n".join(lines)
+
+    def _blind_lines(self) -> list[str]:
+        """What an unrefuted claim would mean: nothing, above `refutable_below`."""
+        if self.refutable_below is None or self.games_to_refute is not None:
+            return []
+        budget = f"{self.games:,} games" if self.games is not None else "any budget"
+        return [
+            f"  this audit, with these canaries, cannot refute claims above "
+            f"{self.refutable_below:.4g} at {budget} (the pilot's point curve, optimistic, gives "
+            f"P(eps_L >= {self.refutable_below:.4g}) < {1 - self.power:.2g}): 'not refuted' "
+            f"there does not mean 'verified'"
+        ]
 
     def _games_lines(self, *, per: str, relation: str, no_target: str, no_refute: str) -> list[str]:
         """The summary's lines on games: for the target, to refute the claim, and what the
@@ -201,6 +220,7 @@ class PipelinePlan:
             no_target="none (no canary's curve reaches it)",
             no_refute="none seen (no canary's pilot sees a leak)",
         )
+        lines += self._blind_lines()
         for i, plan in enumerate(self.canaries):
             lines.append(f"  canary {i}: " + plan.summary().replace("\n", "\n    "))
         return "\n".join(lines)
@@ -235,6 +255,8 @@ def _combined(
         prob_target=largest("prob_target"),
         prob_refute=largest("prob_refute"),
         point_expected_eps=largest("point_expected_eps"),
+        refutable_below=largest("refutable_below"),
+        score="",
         fields={f"{i}.{k}": v for i, p in enumerate(plans) for k, v in p.fields.items()},
         flagged=tuple(f"{i}.{k}" for i, p in enumerate(plans) for k in p.flagged),
         canaries=tuple(plans),
@@ -357,6 +379,7 @@ def plan_pipeline(
             confidence=1 - (1 - confidence) / m,
             rule=st.rule,
             seed=pilot_seed,
+            audit_seed=integer(st.seed, "seed", 0),
             jobs=ex.jobs,
             backend=ex.backend,
             progress=ex.progress,
@@ -386,6 +409,7 @@ def _plan_pipeline(
     confidence: float = 0.95,
     rule: str = "split",
     seed: int = 1,
+    audit_seed: int | None = None,
     jobs: int = 1,
     backend: str | None = None,
     progress: bool = False,
@@ -406,30 +430,29 @@ def _plan_pipeline(
         raise ConfigError(
             "target_eps", "give target_eps, claimed_epsilon or games: what to plan for"
         )
-    fields, score_fn = scoring(tune, score, data, canary)
-    game = PipelineGame(tune, score_fn, data, canary, fields=fields)
-    start = time.process_time()
-    record, inline = play_games(game, pilot, seed, jobs=jobs, backend=backend, progress=progress)
-    assert record.scores is not None and record.member is not None  # played in memory
-    cpu = (time.process_time() - start) - inline + float(record.scores[:, 1].sum())
-    member = record.member
-    if member.min() == member.max():
-        raise ConfigError("pilot", f"{pilot} games drew one coin only; use a larger pilot")
-    source = f"pilot ({pilot:,} games)"
-    columns = field_columns(record.scores) if fields else record.scores[:, :1]
+    audit_seed = seed - 1 if audit_seed is None else audit_seed
+    run = _pilot(
+        tune, score, data, canary, (pilot, seed, audit_seed), delta, (jobs, backend, progress)
+    )
+    columns, member, fields, source = run.columns, run.member, run.fields, run.source
+    grid = run.grid if rule == "split" else ()  # the audit tests a learned score's grid
     k = columns.shape[1]  # the audit tests each field at a 1/k share (pipeline docstring)
     confidence_each = 1 - (1 - confidence) / k
     curves = [
         pilot_tests(
             columns[:, j], member, source, seed=seed, confidence=1 - (1 - pilot_confidence) / k
         ).pessimistic(1 - (1 - pilot_confidence) / k)
+        if not run.grid
+        else held_out_curve(run.grid, columns[:, j], member, source, pilot_confidence)
         for j in range(k)
     ]
     field_eps = [_curve_eps(c, delta) for c in curves]
     best = int(np.argmax(field_eps))
     curve, curve_eps, scores = curves[best], field_eps[best], columns[:, best]
     point_curve = empirical_curve(scores, member, source, shrink=SHRINK)
-    plan = dict(rule=rule, confidence=confidence_each, delta=delta, spec_grid=False)
+    plan: dict[str, Any] = dict(rule=rule, confidence=confidence_each, delta=delta, spec_grid=False)
+    if grid:  # a fixed grid of the pilot's thresholds, every game evaluated (pipeline docstring)
+        plan.update(rule="bonferroni", thresholds=len(grid), spec_grid=True)
 
     def needed(target: float) -> int | None:
         return None if target >= curve_eps else games_needed(curve, target, power=power, **plan)
@@ -439,10 +462,10 @@ def _plan_pipeline(
         pilot_games=pilot,
         delta=delta,
         confidence=confidence,
-        rule=rule,
+        rule=plan["rule"],
         power=power,
         curve_eps=curve_eps,
-        cpu_seconds_per_game=cpu / pilot,
+        cpu_seconds_per_game=run.cpu,
         pilot_confidence=pilot_confidence,
         point_eps=_curve_eps(point_curve, delta),
         blind_rate=blind_rate(pilot),
@@ -453,6 +476,7 @@ def _plan_pipeline(
         games=games,
         fields=dict(zip(fields, field_eps)),
         flagged=_differing(columns, member, fields),
+        score=run.words,
     )
     if games is not None:
 
@@ -465,5 +489,86 @@ def _plan_pipeline(
             point_expected_eps=expected_for_games(point_curve, games, **plan),
             prob_target=None if target_eps is None else at(target_eps),
             prob_refute=None if refute_at is None else at(refute_at),
+            refutable_below=_refutable_below(point_curve, games, 1 - power, plan),
         )
+    elif out.games_to_refute is None:
+        out = replace(out, refutable_below=out.point_eps)
     return out
+
+
+def _refutable_below(point_curve: Curve, games: int, chance: float, plan: dict[str, Any]) -> float:
+    """The eps above which the pilot's point curve (optimistic) gives an audit of `games`
+    games a chance below `chance` of certifying: claims above it are not refutable there."""
+    lo, hi = 0.0, _curve_eps(point_curve, plan["delta"])
+    if hi == 0.0 or prob_for_games(point_curve, hi, games, **plan) >= chance:
+        return hi
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        if prob_for_games(point_curve, mid, games, **plan) >= chance:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _pilot(
+    tune: TuneFn,
+    score: ScoreFn | None,
+    data: Any,
+    canary: Canary,
+    sizes: tuple[int, int, int],
+    delta: float,
+    execution: tuple[int, str | None, bool],
+) -> _PilotRun:
+    """The plan's pilot: with `score` None and a release of fields, the audit's own learning
+    pilot (`auditsel.pipelines.learned_scores`: the score chosen on its first half, the plan
+    made on the second, which did not choose it); else `pilot` games at `seed`, scored by the
+    audit's score."""
+    pilot, seed, audit_seed = sizes  # the pilot's games, its seed, the audit's seed
+    jobs, backend, progress = execution
+    found = None
+    if score is None:
+        found = learned(
+            tune,
+            data,
+            canary,
+            seed=audit_seed,
+            delta=delta,
+            jobs=jobs,
+            backend=backend,
+            games=pilot,
+        )
+    if found is not None:
+        columns, member = found.held_scores[:, None], found.held_member
+        cpu = found.cpu_seconds / pilot
+        source = f"pilot ({len(member):,} held-out games of {pilot:,})"
+        if member.min() == member.max():
+            raise ConfigError("pilot", f"{pilot} games drew one coin only; use a larger pilot")
+        grid = found.score.grid
+        return _PilotRun(columns, member, (), cpu, source, found.score.words, grid)
+    fields, score_fn = scoring(tune, score, data, canary)
+    game = PipelineGame(tune, score_fn, data, canary, fields=fields)
+    start = time.process_time()
+    record, inline = play_games(game, pilot, seed, jobs=jobs, backend=backend, progress=progress)
+    assert record.scores is not None and record.member is not None  # played in memory
+    cpu = ((time.process_time() - start) - inline + float(record.scores[:, 1].sum())) / pilot
+    member = record.member
+    columns = field_columns(record.scores) if fields else record.scores[:, :1]
+    if member.min() == member.max():
+        raise ConfigError("pilot", f"{pilot} games drew one coin only; use a larger pilot")
+    return _PilotRun(columns, member, fields, cpu, f"pilot ({pilot:,} games)")
+
+
+@dataclass(frozen=True)
+class _PilotRun:
+    """What a plan's pilot gave: the score columns and coins it plans on, the fields, the CPU
+    seconds per game, its source's words, and, for a learned score, its words and its
+    thresholds (the audit's fixed grid)."""
+
+    columns: NDArray[np.float64]
+    member: NDArray[np.int8]
+    fields: tuple[str, ...]
+    cpu: float
+    source: str
+    words: str = ""
+    grid: tuple[float, ...] = ()

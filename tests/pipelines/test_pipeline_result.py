@@ -19,6 +19,7 @@ from auditsel import (
     audit_pipeline,
 )
 from auditsel.pipelines.pipeline_result import PipelineEntry, PipelineResult
+from auditsel.pipelines.release_scores import FieldScores, probe_fields
 from auditsel.pipelines.sequential import audit_until_refuted
 
 DELTA = 1e-5
@@ -90,8 +91,10 @@ def noisy_step(data, seed, canary):
 
 
 def test_a_field_by_field_audit_with_a_claim_and_bounds_writes_what_its_type_declares():
+    every = FieldScores(probe_fields(noisy_step, DATA, GRADIENT))  # field by field
     audit = audit_pipeline(
         noisy_step,
+        every,
         data=DATA,
         canary=GRADIENT,
         games=64,

@@ -4,8 +4,9 @@ Two small numpy pipelines with the bugs of issue 27:
 
 * `clip_leak`: the clipping norm is the 90th percentile of the private gradient norms,
   computed without noise and released with the model. The canary's score reads the model
-  only and sees nothing; the default score (`score=None`: every released field, each at its
-  Bonferroni share) reads `clip` and refutes the claim;
+  only and sees nothing; every released field, each at its Bonferroni share
+  (`score=FieldScores(fields)`), reads `clip` and refutes the claim, and so does the default
+  score (`score=None`: learned from a pilot, `auditsel.pipelines.learned_scores`);
 * `augmented`: every row augmented 8 times, and the augmented rows counted as people (the
   accountant's sample rate is the rate of one augmented row). `GradientCanary` takes the
   sample rate and "one row = one person" from the pipeline and cannot see it; `InputCanary` is
@@ -33,7 +34,7 @@ from auditsel import (
 )
 from auditsel.pipelines.canaries import default_score
 from auditsel.pipelines.default_canaries import default_canaries
-from auditsel.pipelines.release_scores import FieldScores, release_fields
+from auditsel.pipelines.release_scores import FieldScores, probe_fields, release_fields
 
 DELTA = 1e-5
 NO_PANEL = ReportOptions(panel=False)
@@ -153,13 +154,14 @@ def test_release_fields_read_every_number_of_a_release():
     assert FieldScores(("clip", "lr"))(release, INPUT).tolist() == [1.5, 0.1]
 
 
-def test_the_clipping_norm_leak_is_refuted_by_the_default_score_and_flagged_by_the_plan():
+def test_the_clipping_norm_leak_is_refuted_field_by_field_and_flagged_by_the_plan():
+    every = FieldScores(probe_fields(clip_leak, DATA, INPUT))
     kw = dict(data=DATA, canary=INPUT, delta=DELTA, claimed_epsilon=CLIP_CLAIM)
-    plan = plan_pipeline(clip_leak, pilot=300, games=400, **kw)
+    plan = plan_pipeline(clip_leak, every, pilot=300, games=400, **kw)
     assert set(plan.fields) == {"canary", "clip", "lr"}
     assert "clip" in plan.flagged and "lr" not in plan.flagged  # (the canary's own may be)
     assert plan.games_to_refute is not None
-    audit = audit_pipeline(clip_leak, games=400, report=NO_PANEL, **kw)
+    audit = audit_pipeline(clip_leak, every, games=400, report=NO_PANEL, **kw)
     fields = audit.result["pipeline"]["fields"]
     assert audit.refuted and fields["best"] == "clip" and audit.eps == fields["eps"]["clip"]
     assert fields["confidence_each"] == pytest.approx(1 - 0.05 / 3)
@@ -169,12 +171,14 @@ def test_the_clipping_norm_leak_is_refuted_by_the_default_score_and_flagged_by_t
 
 
 def test_a_correct_dict_release_keeps_its_claim_field_by_field():
+    every = FieldScores(probe_fields(clip_fixed, DATA, INPUT))
     kw = dict(data=DATA, canary=INPUT, delta=DELTA, claimed_epsilon=CLIP_CLAIM)
-    audit = audit_pipeline(clip_fixed, games=400, report=NO_PANEL, **kw)
+    audit = audit_pipeline(clip_fixed, every, games=400, report=NO_PANEL, **kw)
     eps = audit.result["pipeline"]["fields"]["eps"]
     assert set(eps) == {"canary", "clip", "history"} and eps["clip"] == 0.0
     assert not audit.refuted and audit.eps <= CLIP_CLAIM
-    assert plan_pipeline(clip_fixed, pilot=100, games=400, **kw).flagged in ((), ("history",))
+    plan = plan_pipeline(clip_fixed, every, pilot=100, games=400, **kw)
+    assert plan.flagged in ((), ("history",))
 
 
 @pytest.mark.slow  # a statistical run: two refuting audits of 1500 games
@@ -192,7 +196,7 @@ def test_augmented_rows_counted_as_people_are_refuted_by_the_input_canary_only()
 
 def test_the_documented_default_route_refutes_both_bugs_of_the_issue():
     """The tutorial's route: canary="both" (an InputCanary and a GradientCanary chosen from
-    the data and a probe run), the default score (every released field), plan then audit:
+    the data and a probe run), the default score (learned from a pilot), plan then audit:
     the clipping-norm leak and the augmented rows are both refuted, with no canary chosen by
     hand; the correct dict release is not."""
     person, gradient = default_canaries(augmented, DATA)
@@ -208,4 +212,4 @@ def test_the_documented_default_route_refutes_both_bugs_of_the_issue():
     plan = plan_pipeline(
         clip_leak, data=DATA, canary="both", delta=DELTA, claimed_epsilon=CLIP_CLAIM, pilot=300
     )
-    assert "0.clip" in plan.flagged and plan.games_to_refute is not None
+    assert "'clip'" in plan.canaries[0].score and plan.games_to_refute is not None

@@ -1,0 +1,473 @@
+"""Scores learned from a pilot, valid by splitting: the default attack on a release of fields.
+
+Contract. With `score=None` and a release that publishes more than what the canary's own score
+reads (a mapping: `{"model": ..., "lr": ..., "clip": ..., "history": [...]}`),
+`audit_pipeline` and `plan_pipeline` learn the score from a pilot before the audit
+(`learn_score`), and the audit then plays its games with that one score, fixed in advance:
+
+1. The family (`statistics(release, canary)`): one number per candidate statistic of
+   everything numeric the release holds, fixed by one probe run outside the audit
+   (`auditsel.pipelines.release_scores.PROBE_SEED`, the canary out):
+
+   * the canary's own score (`canary.score`: a gradient canary's displacement, an input
+     canary's minus loss), and the same divided by each released scalar and by each product of
+     two (e.g. `canary score / (lr x clip)`: a weight's displacement in units of the learning
+     rate times the clipping norm, which the release itself states);
+   * every released number; an array: its sum, and each entry when it has at most `ENTRIES`;
+     a list or tuple: its count, and the sum, max and mean of each of its entries' statistics
+     (so that a list whose length varies with K, a leaderboard, is scored, not refused);
+   * a model (a torch module, at any depth): each parameter's sum and, where the release holds
+     the initial parameters (`"initial"`, by name), its displacement's norm; its buffers and the
+     numeric attributes of its submodules (a scaler's mean and scale stored in the model) as
+     arrays above; for an `InputCanary`, the column of its largest feature in every weight
+     matrix whose rows take the data's features (sum, and displacement's sum and norm), also
+     divided as the canary's score is;
+   * a model of arrays (a callable with `parameters()`): each parameter as an array above;
+   * any other released object: its public numeric attributes (a scaler's `mean_`), as above.
+
+   A statistic that is NaN or missing in a game reads 0 there.
+
+2. The choice: a pilot of `games` games (`LEARN_GAMES` by default) at `learning_seed(seed)`, a
+   seed derived from the audit's and never the audit's own (its games' streams are not the
+   audit's), each game scoring the whole family. On its first half every statistic is ranked in
+   both directions by the largest eq. 4 eps of [XWW24] at the Clopper-Pearson limits of its
+   threshold tests (ties broken by the area under the ROC curve, then by the family's order);
+   the best one is the score, and up to four thresholds of it chosen there are its grid
+   (`LearnedScore.grid`, a heuristic for power: the half's best threshold, and its largest score
+   without the canary plus 0, 1/2 and 1 standard deviation; the audit's thresholds, fixed before
+   its games, under the rule named "split", the default: `auditsel.pipelines.pipeline`). The second half judges it (the same eps, on games that did
+   not choose it: `LearnedScore.judged_eps`, the largest eq. 4 eps of the grid's tests counted
+   there at their Clopper-Pearson limits, simultaneous at 80%: what the pilot vouches for, not
+   the optimistic best threshold), and is what `plan_pipeline` plans on (the same tests).
+
+Validity. The audit's games never take part in the choice, so the score is fixed before them,
+as a score written by hand is: eps_L stays valid at its confidence whatever was chosen (a
+choice that overfits the pilot costs power, never validity). The pilot costs `games` games per
+canary, once per process for the same tune and data (the same objects), canary (by content),
+seed and pilot size (cached: an early-stopping audit's looks, and a plan followed by its audit
+at the plan's default pilot of 200 games, learn once).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from auditsel.auditing.clopper_pearson import clopper_pearson_upper
+from auditsel.auditing.planning import Curve, PilotTests
+from auditsel.auditing.threshold_search import epsilon_from_rates
+from auditsel.errors import ConfigError
+from auditsel.pipelines.canaries import Canary, InputCanary, _to_numpy
+from auditsel.pipelines.content_digest import content_digest
+from auditsel.pipelines.game import (
+    PipelineError,
+    PipelineGame,
+    TuneFn,
+    field_columns,
+    function_name,
+)
+from auditsel.pipelines.release_scores import PROBE_SEED
+
+__all__ = [
+    "LEARN_GAMES",
+    "LearnedScore",
+    "Learned",
+    "held_out_curve",
+    "learn_score",
+    "learning_seed",
+    "statistics",
+]
+
+LEARN_GAMES = 200  # the learning pilot: half chooses the score, half judges it
+ENTRIES = 64  # an array of at most this many entries is scored entry by entry too
+MAX_STATISTICS = 4096  # the family is cut there (in its order)
+CHOICE_ALPHA = 0.4  # the Clopper-Pearson level of the ranking (80% one-sided limits)
+JUDGE_CONFIDENCE = 0.8  # the held-out half's limits (Bonferroni over the grid's tests)
+LEARN_TAG = 36  # mixed into the audit's seed: the learning pilot's own stream
+CANARY = "canary score"
+INITIAL = "initial"
+_CACHE: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_CACHE_SIZE = 16
+
+
+def learning_seed(seed: int) -> int:
+    """The learning pilot's seed for an audit of seed `seed`: derived from it, never it."""
+    words = np.random.SeedSequence([int(seed), LEARN_TAG]).generate_state(2, np.uint32)
+    return (int(words[0]) << 31) ^ int(words[1])  # < 2^63
+
+
+# --- the family -------------------------------------------------------------------------------
+
+
+def _scalar(value: Any) -> float | None:
+    """A number or a one-element array or tensor as a float; None otherwise."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float, np.number)):
+        return float(value)
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        array = _array(value)
+        if array is not None and array.size == 1:
+            return float(array.reshape(-1)[0])
+    return None
+
+
+def _array(value: Any) -> NDArray[np.float64] | None:
+    """A numeric numpy array or torch tensor as float64; None otherwise."""
+    if isinstance(value, np.ndarray) or (hasattr(value, "detach") and hasattr(value, "shape")):
+        try:
+            array = _to_numpy(value)
+        except (TypeError, ValueError):
+            return None
+        return array if array.dtype.kind in "biuf" else None
+    return None
+
+
+def _is_module(value: Any) -> bool:
+    return callable(getattr(value, "named_parameters", None)) and callable(value)
+
+
+def _put_array(array: NDArray[np.float64], path: str, out: dict[str, float]) -> None:
+    out[f"{path}.sum"] = float(array.sum()) if array.size else 0.0
+    if 1 < array.size <= ENTRIES:
+        for i, v in enumerate(array.reshape(-1)):
+            out[f"{path}[{i}]"] = float(v)
+
+
+def _put_list(items: list[Any] | tuple[Any, ...], path: str, out: dict[str, float]) -> None:
+    """A list's count, and the sum, max and mean of each statistic of its entries."""
+    out[f"{path}.count"] = float(len(items))
+    found: dict[str, list[float]] = {}
+    for item in items:
+        one: dict[str, float] = {}
+        _walk(item, "", one, None, None, 1)
+        for key, value in one.items():
+            found.setdefault(key, []).append(value)
+    for key, values in found.items():
+        name = f"{path}[*]{'.' + key if key else ''}"
+        out[f"{name}.sum"] = float(np.sum(values))
+        out[f"{name}.max"] = float(np.max(values))
+        out[f"{name}.mean"] = float(np.mean(values))
+
+
+def _walk(
+    value: Any, path: str, out: dict[str, float], initial: Any, canary: Canary | None, depth: int
+) -> None:
+    """The statistics of one released value (module docstring), named from `path`."""
+    if depth > 6 or len(out) >= MAX_STATISTICS or value is None or isinstance(value, str):
+        return
+    number = _scalar(value)
+    if number is not None:
+        out[path] = number
+        return
+    array = _array(value)
+    if array is not None:
+        _put_array(array, path, out)
+    elif _is_module(value):
+        _put_module(value, path, out, initial, canary)
+    elif callable(getattr(value, "parameters", None)):  # a model of arrays: its parameters
+        for i, parameter in enumerate(value.parameters()):
+            if (array := _array(parameter)) is not None:
+                _put_array(array, f"{path}.parameters[{i}]", out)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if not (depth == 0 and key == INITIAL):
+                _walk(item, f"{path}.{key}" if path else str(key), out, initial, canary, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        _put_list(value, path or "release", out)
+    elif hasattr(value, "__dict__") and not callable(value):  # a released object's attributes
+        for key, item in sorted(vars(value).items()):
+            if not key.startswith("_"):
+                _walk(item, f"{path}.{key}", out, None, None, depth + 1)
+
+
+def _initial_of(initial: Any) -> dict[str, NDArray[np.float64]]:
+    """The initial parameters by name: a state dict, or a module's named parameters."""
+    if _is_module(initial):
+        return {n: _to_numpy(p) for n, p in initial.named_parameters()}
+    if isinstance(initial, Mapping):
+        return {str(k): a for k, v in initial.items() if (a := _array(v)) is not None}
+    return {}
+
+
+def _put_module(
+    model: Any, path: str, out: dict[str, float], initial: Any, canary: Canary | None
+) -> None:
+    """A model's parameters (sum; displacement norm from `initial`), buffers and attributes."""
+    start = _initial_of(initial)
+    column = _canary_column(canary)
+    for name, parameter in model.named_parameters():
+        theta = _to_numpy(parameter)
+        plain = name.removeprefix("_module.")
+        out[f"{path}.{plain}.sum"] = float(theta.sum())
+        moved = theta - start[plain] if start.get(plain, np.empty(0)).shape == theta.shape else None
+        if moved is not None:
+            out[f"{path}.{plain} displacement norm"] = float(np.linalg.norm(moved))
+        if column is not None and theta.ndim == 2 and theta.shape[1] == column[1]:
+            where = f"{path}.{plain}[:, {column[0]}]"
+            out[f"{where}.sum"] = float(theta[:, column[0]].sum())
+            if moved is not None:
+                out[f"{where} displacement sum"] = float(moved[:, column[0]].sum())
+                out[f"{where} displacement norm"] = float(np.linalg.norm(moved[:, column[0]]))
+    for name, buffer in model.named_buffers():
+        if (array := _array(buffer)) is not None:
+            _put_array(array, f"{path}.{name.removeprefix('_module.')}", out)
+    for prefix, module in model.named_modules():
+        for key, item in sorted(vars(module).items()):
+            if key.startswith("_") or key == "training":
+                continue
+            where = f"{path}.{prefix.removeprefix('_module.')}.{key}" if prefix else f"{path}.{key}"
+            if (number := _scalar(item)) is not None:
+                out[where] = number
+            elif (array := _array(item)) is not None:
+                _put_array(array, where, out)
+
+
+def _canary_column(canary: Canary | None) -> tuple[int, int] | None:
+    """(feature j, features d) of an InputCanary: its largest feature (in absolute value)."""
+    if not isinstance(canary, InputCanary):
+        return None
+    x = _to_numpy(canary.x).reshape(-1)
+    return int(np.argmax(np.abs(x))), int(x.size)
+
+
+def _divided(out: dict[str, float], scalars: dict[str, float]) -> None:
+    """Each canary statistic divided by each released scalar and each product of two."""
+    names = list(scalars)
+    pairs = [(a, scalars[a]) for a in names]
+    pairs += [
+        (f"({a} x {b})", scalars[a] * scalars[b])
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    ]
+    own = [k for k in out if k == CANARY or ("]" in k and "displacement" in k)]
+    for key in own:
+        for name, value in pairs:
+            out[f"{key} / {name}"] = out[key] / value if value else 0.0
+
+
+def statistics(release: Any, canary: Canary) -> dict[str, float]:
+    """Every candidate statistic of a release (module docstring), in the family's order; NaN
+    read as 0."""
+    out: dict[str, float] = {}
+    try:
+        out[CANARY] = float(canary.score(release))
+    except (ConfigError, NotImplementedError, TypeError, ValueError, IndexError, KeyError):
+        pass
+    initial = release.get(INITIAL) if isinstance(release, Mapping) else None
+    _walk(release, "", out, initial, canary, 0)
+    scalars = {}
+    if isinstance(release, Mapping):
+        for key, value in release.items():
+            number = _scalar(value)
+            if number is not None and key != INITIAL:
+                scalars[str(key)] = number
+    _divided(out, scalars)
+    items = list(out.items())[:MAX_STATISTICS]
+    return {k: (0.0 if math.isnan(v) else v) for k, v in items}
+
+
+@dataclass(frozen=True)
+class _Family:
+    """score(release, canary) -> the statistics named in `names` (the learning pilot's)."""
+
+    names: tuple[str, ...]
+
+    def __call__(self, release: Any, canary: Canary) -> NDArray[np.float64]:
+        found = statistics(release, canary)
+        return np.array([found.get(n, 0.0) for n in self.names], dtype=np.float64)
+
+
+# --- the choice -------------------------------------------------------------------------------
+
+
+def _rank_eps(scores: NDArray[np.float64], member: NDArray[np.bool_], delta: float) -> float:
+    """The largest eq. 4 eps of the tests 'score > t' at their Clopper-Pearson upper limits."""
+    s0, s1 = np.sort(scores[~member]), np.sort(scores[member])
+    if len(s0) == 0 or len(s1) == 0:
+        return 0.0
+    t = np.concatenate([[-np.inf], np.unique(scores)])
+    fp = len(s0) - np.searchsorted(s0, t, side="right")
+    fn = np.searchsorted(s1, t, side="right")
+    eps = epsilon_from_rates(
+        clopper_pearson_upper(fp, len(s0), CHOICE_ALPHA),
+        clopper_pearson_upper(fn, len(s1), CHOICE_ALPHA),
+        delta,
+    )
+    return float(eps.max())
+
+
+def _auc(scores: NDArray[np.float64], member: NDArray[np.bool_]) -> float:
+    """P(an in game scores above an out game), ties counted half."""
+    order = np.argsort(scores, kind="stable")
+    ranks = np.empty(len(scores))
+    _, inverse, counts = np.unique(scores[order], return_inverse=True, return_counts=True)
+    mid = np.cumsum(counts) - (counts - 1) / 2
+    ranks[order] = mid[inverse]
+    n1, n0 = int(member.sum()), int((~member).sum())
+    if n1 == 0 or n0 == 0:
+        return 0.5
+    return float((ranks[member].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+@dataclass(frozen=True)
+class LearnedScore:
+    """The score a learning pilot chose (module docstring): `sign` x the statistic named
+    `statistic` of `statistics(release, canary)`. Callable as any score."""
+
+    statistic: str
+    sign: int
+    pilot_games: int
+    learning_seed: int
+    candidates: int
+    chosen_eps: float  # the statistic's ranking eps on the half that chose it
+    judged_eps: float  # the grid's tests on the other half, at their 80% limits
+    grid: tuple[float, ...] = ()  # thresholds chosen on the pilot: the audit's fixed grid
+
+    def __call__(self, release: Any, canary: Canary) -> float:
+        return self.sign * statistics(release, canary).get(self.statistic, 0.0)
+
+    @property
+    def words(self) -> str:
+        """What the report says of the score: the statistic, its direction, how it was chosen."""
+        what = ("" if self.sign > 0 else "minus ") + f"'{self.statistic}'"
+        return (
+            f"{what} (learned: the best of {self.candidates} candidate statistics of the "
+            f"release, both directions, on half of a {self.pilot_games}-game pilot at a seed "
+            f"of its own; the other half vouches for eps {self.judged_eps:.3g} at its 80% "
+            f"limits)"
+        )
+
+
+@dataclass(frozen=True)
+class Learned:
+    """A learned score, and the pilot's other half scored by it (what a plan plans on)."""
+
+    score: LearnedScore
+    held_scores: NDArray[np.float64]
+    held_member: NDArray[np.int8]
+    cpu_seconds: float  # of the pilot's games
+
+
+def _choose(
+    table: NDArray[np.float64], member: NDArray[np.int8], delta: float
+) -> tuple[int, int, float]:
+    """(column, sign, ranking eps) of the best statistic on these games (module docstring)."""
+    coins = member.astype(bool)
+    best: tuple[float, float, int, int] = (-1.0, -1.0, 0, 1)
+    for j in range(table.shape[1]):
+        column = table[:, j]
+        if np.ptp(column) == 0:
+            continue
+        for sign in (1, -1):
+            key = (_rank_eps(sign * column, coins, delta), _auc(sign * column, coins))
+            if key > best[:2]:
+                best = (*key, j, sign)
+    return best[2], best[3], max(best[0], 0.0)
+
+
+def held_out_curve(
+    grid: tuple[float, ...],
+    scores: NDArray[np.float64],
+    member: NDArray[np.int8],
+    source: str,
+    confidence: float,
+) -> Curve:
+    """The pessimistic curve of a learned score: the tests of its grid (thresholds the half of
+    the pilot that chose the score chose too; both directions, as the audit's fixed grid tests
+    them), counted on all of the other half, which chose neither."""
+    coins = member.astype(bool)
+    s0, s1 = np.sort(scores[~coins]), np.sort(scores[coins])
+    t = np.asarray(grid, dtype=np.float64)
+    above0 = len(s0) - np.searchsorted(s0, t, side="right")  # coin 0, score > t
+    above1 = len(s1) - np.searchsorted(s1, t, side="right")
+    tests = PilotTests(
+        np.concatenate([above0, len(s0) - above0]),
+        np.concatenate([len(s1) - above1, above1]),
+        len(s0),
+        len(s1),
+        source,
+        np.concatenate([t, t]),
+        np.repeat([True, False], len(t)),
+    )
+    return tests.pessimistic(confidence)
+
+
+def _grid(
+    scores: NDArray[np.float64], member: NDArray[np.bool_], delta: float
+) -> tuple[float, ...]:
+    """The audit's thresholds, chosen on the half of the pilot that chose the score (a
+    heuristic for power): its best threshold (the ranking's), and the largest score of its
+    games without the canary plus 0, 1/2 and 1 standard deviation of those scores (an audit of
+    more games than the pilot certifies most from the tail beyond the pilot's largest)."""
+    out = scores[~member]
+    if len(out) == 0 or not np.any(member):
+        return ()
+    values = np.unique(scores)
+    eps = [_rank_eps(np.where(scores > t, 1.0, 0.0), member, delta) for t in values]
+    top, spread = float(out.max()), float(out.std())
+    found = {float(values[int(np.argmax(eps))]), top, top + spread / 2, top + spread}
+    return tuple(sorted(t for t in found if math.isfinite(t)))
+
+
+#: play(game, games, seed) -> (scores, coins) of the games, in game order
+PlayFn = Callable[[PipelineGame, int, int], tuple[NDArray[np.float64], NDArray[np.int8]]]
+
+
+def learn_score(
+    tune: TuneFn,
+    data: Any,
+    canary: Canary,
+    *,
+    seed: int,
+    delta: float,
+    play: PlayFn,
+    games: int = LEARN_GAMES,
+) -> Learned:
+    """Learn the score of an audit of seed `seed` from `games` pilot games at
+    `learning_seed(seed)` (module docstring): chosen on the first half, judged on the second."""
+    what = content_digest(canary, "canary") + type(canary).__qualname__  # "both": new objects
+    key = (id(tune), id(data), what, int(seed), int(games), float(delta))
+    if key in _CACHE:
+        return _CACHE[key][-1]
+    pilot_seed = learning_seed(seed)
+    bound = canary.for_game(False, np.random.default_rng(PROBE_SEED))
+    try:
+        release = tune(bound.prepare(data), PROBE_SEED, bound)
+    except Exception as err:
+        raise PipelineError(
+            "tune",
+            f"{function_name(tune)} raised {type(err).__name__} in the probe run that fixes the "
+            f"candidate statistics of the learned score (seed {PROBE_SEED}, canary out): {err}",
+        ) from None
+    names = tuple(statistics(release, canary))
+    if not names:
+        raise ConfigError(
+            "score",
+            "the release holds no number to score (no canary score, no numeric field): pass "
+            "your own score(release, canary)",
+        )
+    game = PipelineGame(tune, _Family(names), data, canary, fields=names)
+    scores, member = play(game, games, pilot_seed)
+    table = field_columns(scores) if len(names) > 1 else scores[:, :1]
+    half = games // 2
+    j, sign, chosen = _choose(table[:half], member[:half], delta)
+    held = sign * table[half:, j]
+    grid = _grid(sign * table[:half, j], member[:half].astype(bool), delta)
+    curve = held_out_curve(grid, held, member[half:], "pilot", JUDGE_CONFIDENCE)
+    judged = float(np.max(epsilon_from_rates(curve.fp, curve.fn, delta), initial=0.0))
+    learned = Learned(
+        LearnedScore(names[j], sign, games, pilot_seed, len(names), chosen, judged, grid),
+        held,
+        member[half:],
+        float(scores[:, 1].sum()),
+    )
+    if len(_CACHE) >= _CACHE_SIZE:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = (tune, data, learned)  # the objects kept: their ids stay theirs
+    return learned

@@ -1,0 +1,202 @@
+"""The default score learned from a pilot (issue 36 items 1 and 3): the family of statistics,
+the pilot that never plays the audit's games, the choice that finds a leak in released state,
+and the plan that says what it sees and what "not refuted" means when it sees nothing."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from auditsel import (
+    AuditOptions,
+    GaussianBase,
+    InputCanary,
+    ReportOptions,
+    audit_pipeline,
+    plan_pipeline,
+)
+from auditsel.pipelines import learned_scores
+from auditsel.pipelines.default_canaries import default_canaries
+from auditsel.pipelines.game import game_seed
+from auditsel.pipelines.learned_scores import LearnedScore, learning_seed, statistics
+
+DELTA = 1e-5
+NO_PANEL = ReportOptions(panel=False)
+_rng = np.random.default_rng(0)
+N, D = 40, 4
+X = np.concatenate([_rng.normal(0, 1, (N, D - 1)), np.zeros((N, 1))], axis=1)
+DATA = (X, (X[:, 0] > 0).astype(float))
+PERSON = InputCanary(x=[0.0, 0.0, 0.0, 4.0], y=1)  # only the unused last feature describes it
+SIGMA = 2.0
+CLAIM = GaussianBase(1 / SIGMA).epsilon(DELTA)  # one Gaussian release of sensitivity 1
+
+
+class Linear:
+    def __init__(self, theta):
+        self.theta = np.asarray(theta, dtype=float)
+
+    def __call__(self, batch):
+        return np.asarray(batch, dtype=float) @ self.theta
+
+    def parameters(self):
+        return [self.theta]
+
+
+class Scaler:
+    """A released preprocessing object (as sklearn's StandardScaler keeps it)."""
+
+    def __init__(self, rows):
+        self.mean_ = rows.mean(axis=0)
+        self.n_samples_seen_ = len(rows)
+        self._private = 1.0
+
+
+def noisy_model(data, seed, canary):
+    """A correct release: a model whose weights are the clipped sum plus Gaussian noise, and a
+    leaderboard whose length (K) varies with the seed."""
+    X, _ = data
+    rng = np.random.default_rng(seed)
+    rows = X / np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    theta = rows.sum(axis=0) + rng.normal(0, SIGMA, X.shape[1])
+    k = int(rng.integers(1, 5))
+    return {"model": Linear(theta), "lr": 0.5, "runs": list(rng.random(k))}
+
+
+def scaler_leak(data, seed, canary):
+    """The same model, with the private data's feature means shipped beside it (the bug)."""
+    release = noisy_model(data, seed, canary)
+    release["scaler"] = Scaler(data[0])
+    return release
+
+
+def test_statistics_read_every_number_of_a_release():
+    torch = pytest.importorskip("torch")
+    net = torch.nn.Sequential(torch.nn.Linear(D, 2), torch.nn.BatchNorm1d(2))
+    net[0].scale = np.array([2.0, 3.0])  # a non-parameter array stored on the model
+    net.eval()
+    initial = {n: p.detach().clone() + 1.0 for n, p in net.named_parameters()}
+    release = {
+        "model": net,
+        "initial": initial,
+        "lr": 0.5,
+        "clip": 2.0,
+        "runs": [{"acc": 0.5}, {"acc": 0.7}, {"acc": 0.9}],
+        "history": [1.0, 3.0],
+        "scaler": Scaler(np.arange(8.0).reshape(2, 4)),
+        "note": "text",
+    }
+    got = statistics(release, PERSON)
+    own = got["canary score"]
+    assert got["canary score / (lr x clip)"] == pytest.approx(own / 1.0)
+    assert got["canary score / clip"] == pytest.approx(own / 2.0)
+    assert got["runs.count"] == 3 and got["runs[*].acc.max"] == pytest.approx(0.9)
+    assert got["runs[*].acc.mean"] == pytest.approx(0.7) and got["history[*].sum"] == 4.0
+    assert got["scaler.mean_[3]"] == 5.0 and got["scaler.n_samples_seen_"] == 2.0
+    assert "scaler._private" not in got and not any("note" in k for k in got)
+    norm = math.sqrt(net[0].weight.numel())  # every weight 1 away from its initial value
+    assert got["model.0.weight displacement norm"] == pytest.approx(norm)
+    assert got["model.0.scale[1]"] == 3.0 and got["model.1.running_var[0]"] == 1.0
+    column = got["model.0.weight[:, 3] displacement norm"]  # the canary's unused feature
+    assert column == pytest.approx(math.sqrt(2))
+    assert got["model.0.weight[:, 3] displacement norm / (lr x clip)"] == pytest.approx(column)
+
+
+def test_the_learning_pilot_never_plays_the_audits_games(monkeypatch):
+    """The games that choose the score are not the audit's: no seed handed to `tune` in the
+    pilot is one an audit game gets, and the choice does not depend on the audit's games."""
+    monkeypatch.setattr(learned_scores, "_CACHE", {})
+    seen: list[int] = []
+
+    def recording(data, seed, canary):
+        seen.append(seed)
+        return scaler_leak(data, seed, canary)
+
+    kw = dict(data=DATA, canary=PERSON, delta=DELTA, report=NO_PANEL)
+    audit = audit_pipeline(recording, games=64, **kw)
+    audit_seeds = {game_seed(0, g) for g in range(64)}
+    assert learning_seed(0) != 0 and len(seen) >= 200 + 64
+    pilot = {game_seed(learning_seed(0), g) for g in range(200)}
+    assert pilot <= set(seen) and not pilot & audit_seeds
+    monkeypatch.setattr(learned_scores, "_CACHE", {})
+    again = audit_pipeline(scaler_leak, games=128, **kw)
+    assert again.result["pipeline"]["score"] == audit.result["pipeline"]["score"]
+
+
+def test_a_scaler_shipped_with_the_model_is_found_refuted_and_planned():
+    """The outlier moves the released feature mean and nothing else moves it: the learned
+    score reads that entry, the audit refutes the model's claim, and the plan predicts it."""
+    kw = dict(data=DATA, canary=PERSON, delta=DELTA, claimed_epsilon=CLAIM)
+    plan = plan_pipeline(scaler_leak, games=512, **kw)
+    assert "'scaler.mean_" in plan.score and plan.games_to_refute is not None
+    assert plan.prob_refute is not None and plan.prob_refute >= 0.5
+    assert plan.refutable_below > CLAIM and "cannot refute" not in plan.summary()
+    audit = audit_pipeline(scaler_leak, games=512, report=NO_PANEL, **kw)
+    assert audit.refuted and "'scaler.mean_" in audit.result["pipeline"]["score"]
+
+
+def test_a_correct_pipeline_plans_no_refutation_and_says_what_not_refuted_means():
+    kw = dict(data=DATA, canary=PERSON, delta=DELTA, claimed_epsilon=CLAIM)
+    plan = plan_pipeline(noisy_model, games=256, **kw)
+    assert plan.games_to_refute is None and plan.score
+    assert plan.refutable_below is not None and plan.refutable_below < math.inf
+    assert "cannot refute claims above" in plan.summary()
+    assert "'not refuted' there does not mean 'verified'" in plan.summary()
+    audit = audit_pipeline(noisy_model, games=256, report=NO_PANEL, **kw)
+    assert not audit.refuted
+
+
+@pytest.mark.slow  # a statistical run: 40 audits of a correct pipeline (about 10,000 games)
+def test_learned_scores_keep_the_audits_confidence_on_a_correct_pipeline(monkeypatch):
+    """Chosen from 24 statistics on a pilot, the score never sees the audit's games: over 40
+    audits of a correct pipeline (at its true epsilon), refutations stay within what 95%
+    confidence allows (a binomial upper limit at 1%)."""
+    monkeypatch.setattr(learned_scores, "_CACHE_SIZE", 1)
+    kw = dict(data=DATA, canary=PERSON, delta=DELTA, claimed_epsilon=CLAIM, report=NO_PANEL)
+    refuted = sum(
+        bool(audit_pipeline(noisy_model, games=64, statistics=AuditOptions(seed=s), **kw).refuted)
+        for s in range(40)
+    )
+    assert refuted <= stats.binom.ppf(0.99, 40, 0.05)
+
+
+def test_a_learned_score_is_a_plain_score():
+    score = LearnedScore("lr", -1, 200, 7, 3, 1.0, 0.5)
+    assert score({"lr": 0.25}, PERSON) == -0.25 and score({}, PERSON) == 0.0
+    assert "minus 'lr'" in score.words and "vouches for eps 0.5" in score.words
+
+
+class TwoLayer:
+    """A released model of two arrays (a weight matrix over the data's features, a bias)."""
+
+    def __init__(self, weight, bias):
+        self.weight, self.bias = weight, bias
+
+    def __call__(self, batch):
+        return (np.asarray(batch, dtype=float) @ self.weight.T).sum(axis=1)
+
+    def parameters(self):
+        return [self.weight, self.bias]
+
+
+def test_both_puts_its_canaries_where_the_data_do_not_move_the_weights():
+    """An unused feature (0 in every row): the gradient canary on the first weight matrix's
+    entry for it, and the input canary's outlier there, far above the mean row's norm."""
+
+    def tune(data, seed, canary):
+        rng = np.random.default_rng(seed)
+        return {"model": TwoLayer(rng.normal(0, 1, (3, D)), np.zeros(3)), "lr": 0.1}
+
+    person, gradient = default_canaries(tune, DATA)
+    assert gradient.coordinate == D - 1  # row 0, feature D - 1
+    x = np.asarray(person.x)
+    assert int(np.argmax(x)) == D - 1 and x[D - 1] >= 4 * np.linalg.norm(X.mean(axis=0))
+
+    def moves_all_but_one(data, seed, canary):  # no unused feature: the least-moved coordinate
+        rng = np.random.default_rng(seed)
+        theta = rng.normal(0, 1, 5)
+        theta[2] = 1e-9 * rng.normal()
+        return {"model": Linear(theta), "lr": 0.1}
+
+    used = (_rng.normal(0, 1, (N, 5)), np.arange(N) % 2)
+    assert default_canaries(moves_all_but_one, used)[1].coordinate == 2

@@ -1,0 +1,54 @@
+"""Issue 36's acceptance pipeline: a new user's random-init Opacus MLP tuning run
+(`random_init_mlp`), audited by the documented route with nothing chosen by hand
+(`canary="both"`, the learned default score, the plan on a 200-game pilot), after the one
+change the tutorial asks of a random-init pipeline (release the initial weights)."""
+
+import pytest
+
+pytest.importorskip("opacus")
+pytest.importorskip("sklearn")
+
+import random_init_mlp as mlp
+
+from auditsel import (
+    ExecutionOptions,
+    ReportOptions,
+    audit_pipeline,
+    plan_pipeline,
+)
+from auditsel.pipelines.default_canaries import default_canaries
+
+GAMES = 1_000  # per canary: the issue's budget
+NO_PANEL = ReportOptions(panel=False)
+
+
+def test_both_canaries_sit_where_the_data_do_not_move_the_weights():
+    """The digits have pixels that are 0 in every image: the gradient canary sits on a
+    first-layer weight of one and the input canary's outlier feature on another."""
+    train, _, _ = mlp.data()
+    X = train.tensors[0].numpy()
+    person, gradient = default_canaries(mlp.make_tune(1.0, release_initial=True), train)
+    unused = {int(j) for j in (X == 0).all(axis=0).nonzero()[0]}
+    x = person.x.reshape(-1)
+    assert int(x.argmax()) in unused and x.max() > 4 * X.std(axis=0).max()
+    assert gradient.coordinate in unused and gradient.coordinate < 64  # row 0 of fc1.weight
+
+
+@pytest.mark.slow  # a statistical run: three plans and three audits of 2 x 1,000 Opacus games
+@pytest.mark.parametrize("noise_scale", [0.0, 0.2, 1.0])
+def test_the_documented_route_refutes_the_buggy_copies_and_not_the_correct_one(noise_scale):
+    train, _, _ = mlp.data()
+    claim = mlp.claim().tuning_epsilon
+    tune = mlp.make_tune(noise_scale, release_initial=True)
+    kw = dict(data=train, canary="both", delta=mlp.DELTA, claimed_epsilon=claim)
+    plan = plan_pipeline(tune, games=GAMES, execution=ExecutionOptions(jobs=2), **kw)
+    audit = audit_pipeline(
+        tune, games=GAMES, execution=ExecutionOptions(jobs=2), report=NO_PANEL, **kw
+    )
+    if noise_scale == 0:  # the pilot separates: the plan predicts the refutation
+        assert plan.prob_refute >= 0.5 and audit.refuted
+    elif noise_scale < 1:  # the leak is in the tail: the 100 held-out games of the pilot
+        assert audit.refuted  # cannot vouch for it (the plan is honest), 1,000 games refute it
+    else:  # the correct pipeline: no planned refutation, none found, and the plan says so
+        assert plan.games_to_refute is None and not audit.refuted
+        assert "cannot refute claims above" in plan.summary()
