@@ -59,7 +59,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditsel.auditing.clopper_pearson import clopper_pearson_upper
-from auditsel.auditing.planning import Curve, PilotTests
+from auditsel.auditing.planning import PilotTests, PlanCurve
 from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError
 from auditsel.pipelines.canaries import Canary, InputCanary, _to_numpy
@@ -377,7 +377,7 @@ def held_out_curve(
     member: NDArray[np.int8],
     source: str,
     confidence: float,
-) -> Curve:
+) -> PlanCurve:
     """The pessimistic curve of a learned score: the tests of its grid (thresholds the half of
     the pilot that chose the score chose too; both directions, as the audit's fixed grid tests
     them), counted on all of the other half, which chose neither."""

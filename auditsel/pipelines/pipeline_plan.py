@@ -496,7 +496,9 @@ def _plan_pipeline(
     return out
 
 
-def _refutable_below(point_curve: Curve, games: int, chance: float, plan: dict[str, Any]) -> float:
+def _refutable_below(
+    point_curve: PlanCurve, games: int, chance: float, plan: dict[str, Any]
+) -> float:
     """The eps above which the pilot's point curve (optimistic) gives an audit of `games`
     games a chance below `chance` of certifying: claims above it are not refutable there."""
     lo, hi = 0.0, _curve_eps(point_curve, plan["delta"])
