@@ -648,7 +648,7 @@ class ScoredGaussianWinner:
             with np.errstate(over="ignore"):
                 right = np.asarray(side) < 0.5 * (1 - np.tanh(sign * a * (a + d)))  # expit(-2cr)
             far = right if sign > 0 else ~right  # the far point is c + r for c >= 0
-            return cast("FloatArray", sign * np.where(far, 2 * a + d, -d) + s)
+            return sign * np.where(far, 2 * a + d, -d) + s
         with np.errstate(divide="ignore"):
             q = ndtri(w)
         return cast("FloatArray", (-q if score.direction == "largest" else q) + s)
@@ -744,7 +744,7 @@ def farthest_radius(w: ArrayLike, c: float, iterations: int = 60) -> FloatArray:
     """r >= 0 with `P[|Z - c| > r] = sf(c + r) + sf(r - c) = w` for Z ~ N(0, 1) (w in (0, 1]):
     |c| + `farthest_offset(w, |c|)` (a sum: the offset is the accurate part)."""
     a = abs(float(c))
-    return cast("FloatArray", a + farthest_offset(w, a, iterations))
+    return a + farthest_offset(w, a, iterations)
 
 
 def farthest_offset(w: ArrayLike, a: float, iterations: int = 60) -> FloatArray:
