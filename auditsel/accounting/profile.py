@@ -56,6 +56,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from auditsel.accounting.rdp import rdp_to_epsilon_continuous
+from auditsel.mechanisms import DpsgdBase
 from auditsel.numerics import FloatArray, check_deltas, golden_min
 from auditsel.roles import AccountedPair
 from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
@@ -167,6 +168,14 @@ class BaseProfile:
 def base_profile(base: AccountedPair) -> BaseProfile:
     """The privacy profile of a mechanism pair, from the pair's own methods (`mechanisms`):
     delta(eps), its inverse, the scan grid and the exact region where the pair has one."""
+    if isinstance(base, DpsgdBase):  # its PLD on the finer grid where cheap (`profile_step`)
+        return BaseProfile(
+            lambda e: np.asarray(base.profile_delta(e), dtype=float),
+            base.profile_epsilon_fine,
+            base.profile_grid(),
+            base.region,
+            type(base).__name__,
+        )
     return BaseProfile(
         base.delta, base.profile_epsilon, base.profile_grid(), base.region, type(base).__name__
     )

@@ -19,7 +19,12 @@ from auditsel import (
     TwoPoint,
 )
 from auditsel.accounting.attack import attack_epsilon
-from auditsel.accounting.profile import base_profile, layered_epsilon, profile_epsilon
+from auditsel.accounting.profile import (
+    BaseProfile,
+    base_profile,
+    layered_epsilon,
+    profile_epsilon,
+)
 from auditsel.accounting.registry import bound
 from auditsel.mechanisms import DpsgdBase
 
@@ -87,3 +92,24 @@ def test_narrower_than_krw_and_generic_above_the_attack(pair, law):
     assert layered < krw - 0.1
     assert layered >= attack_epsilon(pair, law, 1e-5)
     assert float(bound("profile").curve(pair, law, np.array([1e-5]))[0]) == layered
+
+
+@pytest.mark.slow  # reason: three PLDs of 6,000 steps, one on a 1e-4 grid (over 2 CPU s)
+def test_the_profile_reads_a_finer_pld_where_the_grid_binds():
+    """At a low sample rate one step's loss is comparable to the 1e-3 grid: the profile reads
+    the PLD on a finer grid too (the smaller of two upper bounds), which stays above the
+    optimistic PLD's curve ([DGKKM22] Algorithm 2, a lower bound) and lowers [KRW24]'s bound."""
+    from auditsel.accounting.pld import optimistic_pld, subsampled_gaussian_curves
+    from auditsel.mechanisms import PLD_DISCRETIZATION, profile_step
+
+    base = DpsgdBase(1.38, 6000, 0.0011, "pld")
+    assert profile_step(1.38, 6000, 0.0011) < PLD_DISCRETIZATION
+    eps = np.array([0.0, 0.1, 0.3])  # deltas above 1e-7: well above both PLDs' FFT round-off
+    fine = np.asarray(base.profile_delta(eps))
+    assert np.all(fine <= np.asarray(base.delta(eps)))
+    curves = subsampled_gaussian_curves(0.0011, 1.38)
+    low = np.max([optimistic_pld(c, 1e-4).compose(6000).delta(eps) for c in curves], axis=0)
+    assert np.all(fine >= low * (1 - 1e-9))
+    law = Poisson(11.2)
+    coarse = BaseProfile(base.delta, base.profile_epsilon, base.profile_grid())
+    assert profile_epsilon(base, law, 1e-5) < profile_epsilon(base, law, 1e-5, coarse) - 0.03
