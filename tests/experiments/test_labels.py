@@ -309,6 +309,6 @@ def test_the_readme_quotes_the_committed_gaussian_row():
         1e-5,
     )
     readme = " ".join((root / "README.md").read_text().split())
-    for key in ("monotone", "attack", "generic_rdp"):
+    for key in ("monotone", "attack", "generic_rdp", "interval_upper"):
         assert f"{first[key]:.4f}" in readme, key
-    assert first["monotone"] < first["attack"] <= first["generic_rdp"]
+    assert first["monotone"] < first["attack"] <= first["interval_upper"] <= first["generic_rdp"]
