@@ -172,7 +172,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, logsumexp, ndtri
 
-from auditsel.accounting.exact import exact_epsilon, privacy_curve
+from auditsel.accounting.exact import EPS_CAP, exact_epsilon, privacy_curve
 from auditsel.accounting.score_search import (
     DEFAULT_RESOLUTION,
     LAW_REL,
@@ -943,7 +943,7 @@ def attack(
         mono = labelled_attack(step, steps, law, d, start=start, run=run)
     else:
         assert red is not None  # the pair's reduction is exact here
-        eps = np.atleast_1d(exact_epsilon(winner_law(red, law), d))
+        eps = _capped(red, d, np.atleast_1d(exact_epsilon(winner_law(red, law), d)))
         mono = AttackValue(tuple(d.tolist()), tuple(float(e) for e in eps), "score", None, "exact")
     search = ScoreSearch(merge_buckets(laws, m, tail), law)
     if scores == "monotone":
@@ -958,6 +958,15 @@ def attack(
     else:
         one = one_run_epsilons(law, d, labelled=(step, steps, run))
     return replace(value, one_run=tuple(float(e) for e in one))
+
+
+def _capped(pair: MechanismPair, deltas: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    """`exact_epsilon` answers inf above `exact.EPS_CAP`; as a lower bound for a Gaussian pair at
+    delta > 0 (whose epsilon is finite and above the cap there) that is EPS_CAP, not inf (an
+    inf lower end crossed the layered profile bound: mu 200, Poisson(10), delta 1e-5)."""
+    if not isinstance(pair, GaussianBase):
+        return eps
+    return np.where(np.isinf(eps) & (deltas > 0), EPS_CAP, eps)
 
 
 def one_run_epsilons(
@@ -997,7 +1006,8 @@ def one_run_epsilons(
     if not np.any(ok):
         return out
     if exact is not None:
-        out[ok] = np.atleast_1d(exact_epsilon(winner_law(exact, Point(1)), dd[ok]))
+        one = np.atleast_1d(exact_epsilon(winner_law(exact, Point(1)), dd[ok]))
+        out[ok] = _capped(exact, dd[ok], one)
     elif labelled is not None:
         step, steps, run = labelled
         out[ok] = labelled_attack(step, steps, Point(1), dd[ok], run=run).epsilons

@@ -113,3 +113,13 @@ def test_the_profile_reads_a_finer_pld_where_the_grid_binds():
     law = Poisson(11.2)
     coarse = BaseProfile(base.delta, base.profile_epsilon, base.profile_grid())
     assert profile_epsilon(base, law, 1e-5) < profile_epsilon(base, law, 1e-5, coarse) - 0.03
+
+
+def test_a_capped_exact_value_is_no_infinite_lower_end():
+    """`exact_epsilon` answers inf above its cap; the attack read that as an infinite lower end,
+    which crossed the (finite) layered bound at mu 200, Poisson(10) (issue 37)."""
+    from auditsel.accounting.exact import EPS_CAP
+    from auditsel.accounting.interval import tuning_interval
+
+    iv = tuning_interval(GaussianBase(200.0), Poisson(10.0), 1e-5)
+    assert iv.lower == EPS_CAP < iv.upper < np.inf
