@@ -76,6 +76,7 @@ __all__ = [
     "ScoredGaussianWinner",
     "normal_mass",
     "farthest_radius",
+    "farthest_offset",
     "statistic_tradeoff",
 ]
 
@@ -487,9 +488,11 @@ class ScoredGaussianWinner:
     Release. W = 1 - (max of K uniforms) (`winner_tail`: one uniform per game whatever K is)
     is the winner's tail T_b(x), so x = T_b^-1(W): for buckets, the bucket from the tail
     masses above it, then the normal quantile inside the bucket; for the farthest score, the
-    radius r with `P_b[|X - c| > r] = W` (safeguarded Newton in log space on the bracket
-    `[isf(W) + |c - s_b|, isf(W / 2) + |c - s_b|]`) and the side c + r with probability
-    phi(c + r - s_b) / (phi(c + r - s_b) + phi(c - r - s_b)).
+    radius r with `P_b[|X - c| > r] = W`, found as its offset d = r - |c - s_b| (safeguarded
+    Newton in log space on the bracket `[isf(W), isf(W / 2)]`, `farthest_offset`), and the side
+    c + r with probability phi(c + r - s_b) / (phi(c + r - s_b) + phi(c - r - s_b)). The near
+    point c - r is written -d (reflected), never as a difference: a center far from the data
+    plays the score it names (at |c| = 1e17, c - r rounded to a multiple of 16).
     """
 
     #: joblib hint: vectorised numpy releases the GIL (see `GaussianWinner`)
@@ -574,10 +577,11 @@ class ScoredGaussianWinner:
             i = np.searchsorted(edges[1:-1], t, side="left")
             return head[i] + normal_mass(edges[i], t), tail[i] + normal_mass(t, edges[i + 1])
         if isinstance(score, FarthestScore):
-            c = self._center() - member * self.mu
-            r = np.abs(t - c)
-            return normal_mass(c - r, c + r), normal_mass(c + r, np.inf) + normal_mass(
-                -np.inf, c - r
+            sign, a = self._farthest_frame(member)
+            u = sign * t  # reflected so that the center is at a = |c| >= 0
+            d = np.where(u <= a, -u, u - 2 * a)  # r - a: never c - r, which cancels
+            return normal_mass(-d, 2 * a + d), normal_mass(2 * a + d, np.inf) + normal_mass(
+                -np.inf, -d
             )
         below, above = normal_mass(-np.inf, t), normal_mass(t, np.inf)
         return (below, above) if score.direction == "largest" else (above, below)
@@ -586,6 +590,15 @@ class ScoredGaussianWinner:
         score = self.score
         assert isinstance(score, FarthestScore)
         return float(self._to_output(score.center)) if score.unit == "label" else score.center
+
+    def _farthest_frame(self, member: int) -> tuple[float, float]:
+        """(sign, a) of the farthest score's center c in member b's shifted units (c - s_b =
+        sign a, a >= 0). Its outputs are written as the near point sign (-d) and the far point
+        sign (2a + d) with d = r - a the offset of the radius r (`farthest_offset`): c - r and
+        c + r are never formed, so a center far from the data (|c| = 1e17, where c - r cancels
+        to the coins themselves) plays the score it names."""
+        c = self._center() - member * self.mu
+        return (1.0 if c >= 0 else -1.0), abs(c)
 
     def log_likelihood_ratio(self, x: ArrayLike) -> FloatArray:
         """log p_X'(x) / p_X(x) of the released winner (0 at the fixed output)."""
@@ -630,10 +643,12 @@ class ScoredGaussianWinner:
         if isinstance(score, BucketScore):
             return self._invert_buckets(w, member) + s
         if isinstance(score, FarthestScore):
-            c = self._center() - s
-            r = farthest_radius(w, c)
-            right = np.asarray(side) < 0.5 * (1 - np.tanh(c * r))  # expit(-2 c r)
-            return np.where(right, c + r, c - r) + s
+            sign, a = self._farthest_frame(member)
+            d = farthest_offset(w, a)
+            with np.errstate(over="ignore"):
+                right = np.asarray(side) < 0.5 * (1 - np.tanh(sign * a * (a + d)))  # expit(-2cr)
+            far = right if sign > 0 else ~right  # the far point is c + r for c >= 0
+            return sign * np.where(far, 2 * a + d, -d) + s
         with np.errstate(divide="ignore"):
             q = ndtri(w)
         return cast("FloatArray", (-q if score.direction == "largest" else q) + s)
@@ -658,7 +673,8 @@ class ScoredGaussianWinner:
         """(FP, FN) of every threshold on the adversary's statistic (the fixed output included
         at statistic 0). Exact for a BucketScore (the bucket pmfs); for other scores the
         statistic (the LLR) is thresholded on `points` bins of the output over
-        [-15 + min(0, c, mu), 15 + max(0, c, mu)] (c: a farthest score's center), each bin's
+        [-15 + min(0, c, mu), 15 + max(0, c, mu)] (c: a farthest score's center, clipped to
+        [-30, 30]), each bin's
         winner mass by the midpoint rule on the density G'(H_b(x)) phi(x - s_b), the masses
         rescaled to sum to 1 - G(0): a numerical curve (`tradeoff_source` says which)."""
         if isinstance(self.score, BucketScore):
@@ -667,6 +683,9 @@ class ScoredGaussianWinner:
             p1 = np.append(self.bucket_pmf(1), self.atom)
         else:
             c = self._center() if isinstance(self.score, FarthestScore) else 0.0
+            # a center beyond +-30 holds its far side below sf(30) < 1e-197 a run: the grid
+            # stays where the winner's mass is
+            c = min(max(c, -30.0), 30.0)
             lo, hi = -15.0 + min(0.0, c, self.mu), 15.0 + max(0.0, c, self.mu)
             x = np.linspace(lo, hi, points + 1)
             mid = (x[:-1] + x[1:]) / 2
@@ -722,22 +741,31 @@ def statistic_tradeoff(
 
 
 def farthest_radius(w: ArrayLike, c: float, iterations: int = 60) -> FloatArray:
-    """r >= 0 with `P[|Z - c| > r] = sf(c + r) + sf(r - c) = w` for Z ~ N(0, 1) (w in (0, 1]).
+    """r >= 0 with `P[|Z - c| > r] = sf(c + r) + sf(r - c) = w` for Z ~ N(0, 1) (w in (0, 1]):
+    |c| + `farthest_offset(w, |c|)` (a sum: the offset is the accurate part)."""
+    a = abs(float(c))
+    return a + farthest_offset(w, a, iterations)
 
-    Bracket: `sf(r - |c|) <= P <= 2 sf(r - |c|)`, so r lies in `[isf(w) + |c|, isf(w/2) + |c|]`
-    (clipped at 0); Newton on log P - log w inside it (`numerics.newton_bracketed`)."""
+
+def farthest_offset(w: ArrayLike, a: float, iterations: int = 60) -> FloatArray:
+    """d = r - a >= -a with `P[|Z - a| > r] = sf(2a + d) + sf(d) = w` for Z ~ N(0, 1), a >= 0
+    (w in (0, 1]): the radius of the farthest score as an offset from the center's distance,
+    with no cancellation however far the center (the near point is a - r = -d).
+
+    Bracket: `sf(d) <= P <= 2 sf(d)`, so d lies in `[isf(w), isf(w/2)]` (clipped at -a); Newton
+    on log P - log w inside it (`numerics.newton_bracketed`)."""
     w = np.asarray(w, dtype=float)
-    c = abs(float(c))
+    a = abs(float(a))
     log_w = np.log(w)
     with np.errstate(divide="ignore"):
-        lo = np.maximum(-ndtri(w) + c, 0.0)
-        hi = np.maximum(-ndtri(0.5 * w) + c, 0.0)
+        lo = np.maximum(-ndtri(w), -a)
+        hi = np.maximum(-ndtri(0.5 * w), -a)
 
-    def fun(r: FloatArray) -> tuple[FloatArray, FloatArray]:
-        log_p = np.logaddexp(log_ndtr(-(r + c)), log_ndtr(-(r - c)))
-        # d/dr log P = -(phi(r + c) + phi(r - c)) / P
-        log_dens = np.logaddexp(-0.5 * (r + c) ** 2, -0.5 * (r - c) ** 2) - LOG_SQRT_2PI
+    def fun(d: FloatArray) -> tuple[FloatArray, FloatArray]:
+        log_p = np.logaddexp(log_ndtr(-(2 * a + d)), log_ndtr(-d))
+        # d/dd log P = -(phi(2a + d) + phi(d)) / P
+        log_dens = np.logaddexp(-0.5 * (2 * a + d) ** 2, -0.5 * d * d) - LOG_SQRT_2PI
         return log_p - log_w, -np.exp(log_dens - log_p)
 
-    r = newton_bracketed(fun, lo, hi, increasing=False, iterations=iterations)
-    return np.where(w >= 1, 0.0, r)
+    d = newton_bracketed(fun, lo, hi, increasing=False, iterations=iterations)
+    return np.where(w >= 1, -a, d)

@@ -1,6 +1,7 @@
 """Regression tests for accountants: assert that a claimed epsilon is not refuted by an audit. ::
 
     from auditsel.testing import assert_not_refuted, worst_case_tuning
+    # the worst score the attack finds at delta (score="monotone": [XWW24]'s assumption)
     game = worst_case_tuning(base_epsilon=1.0, delta=1e-5, rounds=TruncatedNegativeBinomial(1, 1e-3))
     assert_not_refuted(my_accountant_epsilon, 1e-5, game, trials=200_000)
 
@@ -65,12 +66,15 @@ def worst_case_tuning(
     delta: float,
     rounds: RoundsLaw,
     *,
-    score: TuningScore | Literal["worst", "monotone"] = "monotone",
+    score: TuningScore | Literal["worst", "monotone"] = "worst",
 ) -> GaussianWinner | ScoredGaussianWinner:
     """The reduced game of [XWW24] Sec. 5 on a Gaussian-DP base (eps_B at delta), K ~ rounds
-    runs, the best under `score` released: "monotone" (the largest draw wins, [XWW24]'s
-    assumption: its exact epsilon is `exact_epsilon(game, delta)`), "worst" (the worst-score
-    attack's score at `delta`) or any `TuningScore`."""
+    runs, the best under `score` released: "worst" (the default: the worst-score attack's
+    score at `delta`, the game a claim for the tuning run must survive, since it holds for
+    every score; the tuning run's epsilon lies in `auditsel.tuning_epsilon(base, rounds,
+    delta).interval`), "monotone" (the largest draw wins, [XWW24]'s assumption: its exact
+    epsilon `exact_epsilon(game, delta)` is the tuning run's only under that assumption) or any
+    `TuningScore`."""
     base = GaussianBase.from_epsilon(base_epsilon, delta)
     return scored_winner(base, rounds, resolve_score(score, base, rounds, delta))
 

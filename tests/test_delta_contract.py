@@ -157,6 +157,7 @@ def _cases() -> dict[str, Case]:
         ),
         "auditsel.mechanisms.DpsgdBase.epsilon": Case(dp.epsilon),
         "auditsel.mechanisms.DpsgdBase.profile_epsilon": Case(dp.profile_epsilon),
+        "auditsel.mechanisms.DpsgdBase.profile_epsilon_fine": Case(dp.profile_epsilon_fine),
         "auditsel.events.LaplaceBase.epsilon": Case(lap.epsilon, at_zero=2.0),
         "auditsel.events.LaplaceBase.profile_epsilon": Case(lap.profile_epsilon, at_zero=2.0),
         "auditsel.events.EventBase.epsilon": Case(event.epsilon),
@@ -237,6 +238,14 @@ def _cases() -> dict[str, Case]:
         ),
         "auditsel.accounting.attack.attack_epsilon": Case(
             lambda d: attack.attack_epsilon(g, tnb, d)
+        ),
+        "auditsel.accounting.attack.one_run_epsilons": Case(
+            lambda d: attack.one_run_epsilons(tnb, d, exact=g)[0],
+            field="deltas",
+            at_zero=None,  # a lower bound: any value up to the truth (inf) is right
+        ),
+        "auditsel.accounting.profile.layered_epsilon": Case(
+            lambda d: profile.layered_epsilon(g, tnb, d)[0]
         ),
         "auditsel.accounting.score_search.ScoreSearch.best": Case(
             lambda d: search.best(d)[0].epsilon,
@@ -435,6 +444,8 @@ EXEMPT = {
     "auditsel.accounting.calibrate.Calibration.__init__": "a result record",
     "auditsel.accounting.attack.AttackValue.__init__": "a result record",
     "auditsel.accounting.score_search.pieces_epsilons": "one score's pieces; its callers check",
+    "auditsel.accounting.score_search.delta_tail": "a merge parameter from deltas its caller "
+    "(attack) has checked; any value is valid",
     "auditsel.accounting.score_search.ScoreSearch._evaluate": "private: best's checked deltas",
     "auditsel.accounting.interval.TuningEpsilon.__init__": "a result record",
     "auditsel.accounting.panel.Panel.__init__": "a result record",

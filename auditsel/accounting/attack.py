@@ -162,7 +162,9 @@ How tight. The label loses information by rounding each step's loss to h (`LABEL
 exact privacy loss) as h -> 0; at tau = 1 the labelled value is within 1e-2 of the exact one at
 delta = 1e-5 (tests). The score search
 loses only what merging the labels into `resolution` buckets loses (equal label widths between
-the 1e-20 quantiles); a merge whose cuts contain a coarser one's can only raise the value
+the quantiles `score_search.delta_tail` sets for the deltas asked, delta / (1e4 E[K]) clipped to
+[1e-20, 1e-9]; before, always 1e-20, which spread the buckets over labels no test at delta
+reads); a merge whose cuts contain a coarser one's can only raise the value
 (every score of the coarser merge is one of the finer), and no value passes a rigorous bound
 (tests). The round-off
 charged (`AttackValue.slack`, in delta units) is below 1e-9
@@ -175,7 +177,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeAlias, cast, overload
 
 import numpy as np
@@ -184,6 +186,7 @@ from scipy.special import log_ndtr, ndtri
 
 from auditsel.accounting import portable as pm
 from auditsel.accounting.exact import exact_epsilon, privacy_curve
+from auditsel.accounting.exact import EPS_CAP, exact_epsilon, privacy_curve
 from auditsel.accounting.score_search import (
     DEFAULT_RESOLUTION,
     LAW_REL,
@@ -194,6 +197,7 @@ from auditsel.accounting.score_search import (
     ScoreSearch,
     SearchResult,
     enclose_order,
+    delta_tail,
     enclose_winner,
     merge_buckets,
     order_winner_laws,
@@ -206,7 +210,7 @@ from auditsel.events import as_pair, laplace_steps
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.numerics import FloatArray, check_deltas
 from auditsel.roles import MechanismPair
-from auditsel.rounds import RoundsLaw
+from auditsel.rounds import Point, RoundsLaw
 from auditsel.selection import BucketScore, FiniteWinner, winner_law
 
 __all__ = [
@@ -217,6 +221,8 @@ __all__ = [
     "attack",
     "attack_epsilon",
     "attack_delta",
+    "one_run_epsilons",
+    "with_one_run",
     "dpsgd_step",
     "laplace_step",
     "finite_step",
@@ -714,13 +720,15 @@ def _grid_cuts(run: RunLaws) -> np.ndarray:
     return np.concatenate([[-np.inf], labels[1:-1] + 0.5 * run.step])
 
 
-def gaussian_label_laws(mu: float, resolution: int, cuts: ArrayLike | None = None) -> LabelLaws:
+def gaussian_label_laws(
+    mu: float, resolution: int, cuts: ArrayLike | None = None, tail: float = TAIL
+) -> LabelLaws:
     """The Gaussian base's label l = mu x - mu^2 / 2 in buckets of x: `cuts` (output units), by
-    default `resolution` - 1 equal steps over the range where either law holds all but `TAIL`
-    (masses by Gauss-Legendre quadrature or log-cdf differences, A1; one step composed once
-    for its error bounds)."""
+    default `resolution` - 1 equal steps over the range where either law holds all but `tail`
+    (`TAIL`, or `score_search.delta_tail` for an attack at a delta; masses by Gauss-Legendre
+    quadrature or log-cdf differences, A1; one step composed once for its error bounds)."""
     if cuts is None:
-        z = float(-ndtri(TAIL))
+        z = float(-ndtri(tail))
         cuts = np.linspace(-z, mu + z, max(int(resolution) - 1, 1))
     x = np.concatenate([[-np.inf], np.asarray(cuts, dtype=float), [np.inf]])
     a, b = x[:-1].astype(np.longdouble), x[1:].astype(np.longdouble)
@@ -823,6 +831,9 @@ class AttackValue:
     output_score: BucketScore | None = field(default=None, repr=False, compare=False)
     monotone: tuple[float, ...] | None = None
     _search: ScoreSearch | None = field(default=None, repr=False, compare=False)
+    #: one run's epsilon with the K = 0 mass charged, a lower bound of its own
+    #: (`one_run_epsilons`; the interval's lower end takes the larger, `with_one_run`)
+    one_run: tuple[float, ...] | None = None
 
     @property
     def epsilon(self) -> float:
@@ -905,6 +916,7 @@ def attack(
     label_step: float | None = None,
     scores: str = "any",
     resolution: int | None = None,
+    tail: float | None = None,
 ) -> AttackValue:
     """The attack value at each delta (module docstring), with how it was obtained and the
     score that achieves it.
@@ -918,7 +930,9 @@ def attack(
     labelled), "exact" (only for such pairs) or "labelled" (DP-SGD, tau = 1 included: the
     independent check of the exact value; Laplace bases); `label_step`: the label grid h of the
     labelled run (`LABEL_STEP`); `resolution`: the number M of merged buckets of the score
-    search (`score_search.DEFAULT_RESOLUTION`; the DP costs O(M^2) per step)."""
+    search (`score_search.DEFAULT_RESOLUTION`; the DP costs O(M^2) per step); `tail`: the
+    label quantile beyond which the merge lumps labels into the end buckets (default
+    `score_search.delta_tail(deltas, law)`: where the hockey stick at these deltas reads)."""
     start = time.perf_counter()
     pair = as_pair(pair, "pair")
     d = check_deltas(deltas, "deltas")
@@ -934,24 +948,108 @@ def attack(
     if labelled and not isinstance(pair, DpsgdBase) and laplace_steps(pair) is None:
         raise ConfigError("method", "labelled needs a DP-SGD pair (DpsgdBase) or a Laplace base")
     red = pair.reduced() if pair.reduction_is_exact else None
+    tail = delta_tail(d, law) if tail is None else tail
     if labelled or not isinstance(red, GaussianBase):
         step, steps = _pair_run(pair, label_step)
         run = compose(step, steps)
         laws = _label_laws(run, _grid_cuts(run))
     else:
-        laws = gaussian_label_laws(red.mu, m)
+        laws = gaussian_label_laws(red.mu, m, tail=tail)
     if labelled:
         mono = labelled_attack(step, steps, law, d, start=start, run=run)
     else:
         assert red is not None  # the pair's reduction is exact here
-        eps = np.atleast_1d(exact_epsilon(winner_law(red, law), d))
+        eps = _capped(red, d, np.atleast_1d(exact_epsilon(winner_law(red, law), d)))
         mono = AttackValue(tuple(d.tolist()), tuple(float(e) for e in eps), "score", None, "exact")
-    search = ScoreSearch(merge_buckets(laws, m), law)
+    search = ScoreSearch(merge_buckets(laws, m, tail), law)
     if scores == "monotone":
         found = [SearchResult(e, "monotone", mono.direction or "", (), ()) for e in mono.epsilons]
     else:
         found = search.best(d, start=np.array(mono.epsilons))
-    return _assemble(mono, found, search, scores, m, pair, law, start)
+    value = _assemble(mono, found, search, scores, m, pair, law, start)
+    if scores != "any":
+        return value
+    if red is not None:  # the reduction is exact: one run's exact epsilon
+        one = one_run_epsilons(law, d, exact=red)
+    else:
+        one = one_run_epsilons(law, d, labelled=(step, steps, run))
+    return replace(value, one_run=tuple(float(e) for e in one))
+
+
+def _capped(pair: MechanismPair, deltas: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    """`exact_epsilon` answers inf above `exact.EPS_CAP`; as a lower bound for a Gaussian pair at
+    delta > 0 (whose epsilon is finite and above the cap there) that is EPS_CAP, not inf (an
+    inf lower end crossed the layered profile bound: mu 200, Poisson(10), delta 1e-5)."""
+    if not isinstance(pair, GaussianBase):
+        return eps
+    return np.where(np.isinf(eps) & (deltas > 0), EPS_CAP, eps)
+
+
+def one_run_epsilons(
+    law: RoundsLaw,
+    deltas: ArrayLike,
+    *,
+    exact: MechanismPair | None = None,
+    labelled: tuple[StepLaws, int, RunLaws | None] | None = None,
+) -> FloatArray:
+    """A lower bound on the tuning run's epsilon from one run: eps_B,low(delta / (1 - G(0))) at
+    each delta (0 where delta / (1 - G(0)) >= 1), G(0) = P[K = 0].
+
+    Why. Let the tuner's score ignore the runs (a constant score, ties broken uniformly at
+    random, or any rule independent of the outputs): the tuning run T releases one run's output
+    B when K >= 1 and the fixed output when K = 0, on X and on X' alike. For eps >= 0 ::
+
+        H_{e^eps}(T(X') || T(X)) = (1 - G(0)) H_{e^eps}(B(X') || B(X)) + G(0) [1 - e^eps]_+
+                                 = (1 - G(0)) delta_B(eps),
+
+    and the same the other way, so delta_T(eps) >= (1 - G(0)) delta_B,low(eps) for any lower
+    curve delta_B,low of the base, and eps_T(delta) >= eps_B,low(delta / (1 - G(0))). One run's
+    eps alone (delta not divided, the K = 0 mass not charged) is not a lower bound when
+    G(0) > 0: T is then closer to private than B. The base's lower curve: `exact` (a pair whose
+    reduction is exact: its exact epsilon, `exact.exact_epsilon` of one run) or `labelled` (the
+    labelled run of a DP-SGD, Laplace or finite base, (step, N, composed run or None):
+    `labelled_attack` with K = 1, round-off charged). Measured, it beats the searched scores
+    on none of the DP-SGD settings of `reproductions.interval_widths`. At high epsilon one
+    run's epsilon itself (dp_accounting's, an upper bound) can be far above the search's value,
+    but this certified lower bound on it is then held down by the FFT's round-off in the
+    labelled run (noise 0.6, 200 steps, rate 0.5, Poisson(10), delta 1e-6: eps_B 170.8, this
+    58.5, the search 67.5); a closed-form test on one run would be needed there."""
+    d = check_deltas(deltas, "deltas")
+    keep = 1.0 - float(law.p_zero)
+    dd = d / keep if keep > 0 else np.ones_like(d)
+    out = np.zeros(len(d))
+    ok = dd < 1
+    if not np.any(ok):
+        return out
+    if exact is not None:
+        one = np.atleast_1d(exact_epsilon(winner_law(exact, Point(1)), dd[ok]))
+        out[ok] = _capped(exact, dd[ok], one)
+    elif labelled is not None:
+        step, steps, run = labelled
+        out[ok] = labelled_attack(step, steps, Point(1), dd[ok], run=run).epsilons
+    return out
+
+
+def with_one_run(value: AttackValue) -> AttackValue:
+    """`value` with each epsilon the larger of it and `value.one_run` (a lower bound of its own,
+    `one_run_epsilons`); where one run's is larger at the first delta, the value is labelled
+    method "one_run" (the tuner's score ignores the runs: no game of auditsel plays that score,
+    so `score` is None)."""
+    if value.one_run is None:
+        return value
+    eps = tuple(max(a, b) for a, b in zip(value.epsilons, value.one_run))
+    if value.one_run[0] <= value.epsilons[0]:
+        return replace(value, epsilons=eps)
+    return replace(
+        value,
+        epsilons=eps,
+        strategy="one_run",
+        direction=None,
+        method="one_run",
+        score=None,
+        shape="one_run",
+        output_score=None,
+    )
 
 
 def _monotone_score(
@@ -1117,17 +1215,23 @@ def attack_epsilon(
 
 
 def attack_delta(
-    pair: MechanismPair, law: RoundsLaw, eps: ArrayLike, *, scores: str = "any"
+    pair: MechanismPair,
+    law: RoundsLaw,
+    eps: ArrayLike,
+    *,
+    scores: str = "any",
+    tail: float | None = None,
 ) -> FloatArray | float:
     """The attack's certified lower privacy curve delta_low(eps) <= delta_T(eps): the best of
     the monotone attack's (the exact winner curve where the pair's reduction is exact, else the
-    labelled attack's) and, for `scores="any"`, the score search's."""
+    labelled attack's) and, for `scores="any"`, the score search's, its buckets cut at the
+    quantile `tail` (`score_search.TAIL` by default: a curve over every delta)."""
     pair = as_pair(pair, "pair")
     why = attack_applies(pair)
     if why is not None:
         raise ConfigError("pair", why)
     e = np.atleast_1d(np.asarray(eps, dtype=float))
-    value = attack(pair, law, [0.5], scores=scores)
+    value = attack(pair, law, [0.5], scores=scores, tail=TAIL if tail is None else tail)
     curves = []
     if pair.reduction_is_exact:
         curves.append(privacy_curve(winner_law(cast(MechanismPair, pair.reduced()), law), e))

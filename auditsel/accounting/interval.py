@@ -5,7 +5,8 @@ tuning run ([XWW24] Algorithm 2; `accounting.attack`) satisfies ::
 
     lower <= eps_T(delta) <= upper,
 
-    lower = max(the attack value, a valid eps_L of a game when one is given),
+    lower = max(the attack value, one run's epsilon at delta / (1 - P[K = 0]),
+                a valid eps_L of a game when one is given),
     upper = min over the registered bounds that are rigorous for the pair (`accounting.registry`),
 
 and `width = upper - lower`. The tuning run's epsilon is taken over EVERY score function the run
@@ -111,14 +112,15 @@ def allowed_rigours(assume: str | None) -> tuple[str, ...]:
 def interval_attack(
     pair: MechanismPair, law: RoundsLaw, deltas: ArrayLike, assume: str | None = None
 ) -> AttackValue:
-    """The attack value that is the interval's lower end: the worst-score attack (any score),
-    or under `assume="monotone_score"` the attack on a monotone score."""
+    """The attack value that is the interval's lower end: the worst-score attack, or one run's
+    epsilon with the K = 0 mass charged where larger (any score: `attack.one_run_epsilons`), or
+    under `assume="monotone_score"` the attack on a monotone score."""
     # deferred: the attack (its score search; scipy.fft for composed runs) loads where an
     # attack is computed; `auditsel run` computes it in a forked process beside the game
-    from auditsel.accounting.attack import attack
+    from auditsel.accounting.attack import attack, with_one_run
 
     if check_assume(assume) is None:
-        return attack(pair, law, deltas)
+        return with_one_run(attack(pair, law, deltas))
     return attack(pair, law, deltas, scores="monotone")
 
 
@@ -263,6 +265,11 @@ def attack_source(value: AttackValue) -> str:
     """One line saying which attack an `attack.AttackValue` is (and the score it plays)."""
     if value.method == "exact":
         return "attack: exact winner curve of the pair under a monotone score (the largest output wins)"
+    if value.method == "one_run":
+        return (
+            "attack: one run's eps at delta / (1 - P[K = 0]) (the tuner's score ignores the runs, "
+            "ties broken at random: the release is one run, or the fixed output when K = 0)"
+        )
     if value.method == "score_search":
         return (
             f"attack: worst score found ({value.shape}: the score's lower sets are "

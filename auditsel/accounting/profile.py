@@ -56,6 +56,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from auditsel.accounting.rdp import rdp_to_epsilon_continuous
+from auditsel.mechanisms import DpsgdBase
 from auditsel.numerics import FloatArray, check_deltas, golden_min
 from auditsel.roles import AccountedPair
 from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
@@ -69,6 +70,9 @@ __all__ = [
     "poisson_shift",
     "general_shift",
     "region_grid",
+    "layered_epsilon",
+    "layered_delta",
+    "layers",
     "rnm_epsilon",
     "rnm_gaussian_closed_form",
     "rnm_gaussian_rdp",
@@ -164,6 +168,14 @@ class BaseProfile:
 def base_profile(base: AccountedPair) -> BaseProfile:
     """The privacy profile of a mechanism pair, from the pair's own methods (`mechanisms`):
     delta(eps), its inverse, the scan grid and the exact region where the pair has one."""
+    if isinstance(base, DpsgdBase):  # its PLD on the finer grid where cheap (`profile_step`)
+        return BaseProfile(
+            lambda e: np.asarray(base.profile_delta(e), dtype=float),
+            base.profile_epsilon_fine,
+            base.profile_grid(),
+            base.region,
+            type(base).__name__,
+        )
     return BaseProfile(
         base.delta, base.profile_epsilon, base.profile_grid(), base.region, type(base).__name__
     )
@@ -271,6 +283,21 @@ def region_sup(
     broadcast as arrays over orders), by cell bounds on an adaptively refined grid; the grid is
     refined until each row's bound is within `tol` (per row) of its best grid point, or for
     `max_rounds` rounds (the bound is rigorous at every round, only less tight)."""
+    return region_cells(profile, law, a, b, tol, max_rounds)[2]
+
+
+def region_cells(
+    profile: BaseProfile,
+    law: RoundsLaw,
+    a: ArrayLike = 1.0,
+    b: ArrayLike = 1.0,
+    tol: ArrayLike = 1e-6,
+    max_rounds: int = 12,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """`region_sup` with its final grid: (w, cells, bound), w the grid of w = 1 - q (increasing
+    from 0 to 1), cells[r, i] a rigorous upper bound of row r's function over the region's
+    points with w in [w_i, w_(i+1)], bound[r] >= max_i cells[r, i] (equal unless the rounds
+    ran out)."""
     a = np.atleast_1d(np.asarray(a, dtype=float))[:, None]
     b = np.atleast_1d(np.asarray(b, dtype=float))[:, None]
     tol = np.broadcast_to(np.asarray(tol, dtype=float), (max(len(a), len(b)),))[:, None]
@@ -299,7 +326,126 @@ def region_sup(
         q = np.concatenate([q, sub_q])[keep]
         top = np.concatenate([top, sub_top])[keep]
         bottom = np.concatenate([bottom, sub_bottom])[keep]
-    return np.maximum(bound, -np.inf)
+    else:  # the cells of the last refinement's grid (`bound`: the round before, as it was)
+        with np.errstate(invalid="ignore"):
+            cell = a * top[None, :-1] - b * bottom[None, 1:]
+        cell = np.where(np.isnan(cell), np.inf, cell)
+    return w, cell, np.maximum(bound, -np.inf)
+
+
+def _profile_tilde(profile: BaseProfile, e: np.ndarray) -> np.ndarray:
+    """sup_T Q(T) - e^e P(T) for every real e from the profile (max over directions): delta(e)
+    for e >= 0; 1 - e^e + e^e delta(-e) for e < 0 (the complement of T)."""
+    e = np.asarray(e, dtype=float)
+    pos = np.asarray(profile.delta(np.abs(e)), dtype=float)
+    with np.errstate(over="ignore"):
+        neg = -np.expm1(e) + np.exp(np.minimum(e, 0.0)) * pos
+    return np.clip(np.where(e >= 0, pos, neg), 0.0, 1.0)
+
+
+#: at most this many layers in `layered_delta` (merged: a valid, slightly larger bound)
+LAYERS = 400
+
+
+@dataclass(frozen=True)
+class Layers:
+    """The layers of `layered_delta` for one law: G'(0), the increments of G' over the
+    layers and each layer's shift c and Q-mass cap (see `layered_delta`)."""
+
+    g0: float
+    rise: np.ndarray
+    shift: np.ndarray
+    cap: np.ndarray
+
+
+def layers(profile: BaseProfile, law: RoundsLaw) -> Layers:
+    """The layers of `layered_delta` from the Theorem 4.1 recipe's cells (`region_cells`):
+    on the layer s in [q_(i+1), q_i] (q = 1 - w on the cells' grid), the shift c(s) is at most
+    the largest cell bound over w <= w_(i+1) (a running max) and the cap 1 - s at most
+    w_(i+1); G'(q_i) - G'(q_(i+1)) rounded up (`score_search.LAW_REL`)."""
+    w, cells, _ = region_cells(profile, law)
+    cmax = np.maximum.accumulate(np.maximum(cells[0], 0.0))  # c(s) for w <= w_(i+1)
+    q = 1.0 - w
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        g = np.asarray(law.pgf_derivative(q, w), dtype=float)
+    rel = 4096 * float(np.finfo(float).eps)  # the pgf derivative's relative error, with margin
+    hi, lo = g[:-1] * (1 + rel), g[1:] * (1 - rel)
+    rise = np.where(np.isfinite(hi), np.maximum(hi - lo, 0.0), np.inf)
+    g0 = float(law.pgf_derivative(np.array([0.0]), np.array([1.0]))[0]) * (1 + rel)
+    # merged into at most LAYERS groups of about equal rise: a group takes its members' largest
+    # shift and cap (the last member's: both are non-decreasing along w) and their summed rise,
+    # which only enlarges the bound
+    total = float(np.sum(rise))
+    if not math.isfinite(total) or total <= 0 or len(rise) <= LAYERS:
+        return Layers(g0, rise, cmax, w[1:].copy())
+    before = np.concatenate([[0.0], np.cumsum(rise)[:-1]])
+    group = np.minimum((before / total * LAYERS).astype(np.int64), LAYERS - 1)
+    first = np.flatnonzero(np.diff(np.concatenate([[-1], group])))
+    last = np.concatenate([first[1:] - 1, [len(rise) - 1]])
+    summed = np.add.reduceat(rise, first) * (1 + len(rise) * rel)
+    return Layers(g0, summed, cmax[last], w[1:][last])
+
+
+def layered_delta(profile: BaseProfile, lay: Layers, eps: float) -> float:
+    """A rigorous upper bound on the tuning run's delta(eps) for any score (the layered profile
+    bound, docs/explanation/bounds.md)::
+
+        delta_A(eps) <= G'(0) Psi(0) + integral_0^1 G''(s) Psi(s) ds,
+        Psi(s) = min(1 - s, dt(eps - c(s))),   dt(e) = sup_T Q(T) - e^e P(T),
+
+    c(s) the Theorem 4.1 recipe's shift over the region's points with q >= s; each layer takes
+    its largest c and cap (Psi is non-increasing in s)."""
+    psi = np.minimum(lay.cap, _profile_tilde(profile, eps - lay.shift))
+    psi0 = min(1.0, float(_profile_tilde(profile, np.array([eps - lay.shift[-1]]))[0]))
+    with np.errstate(invalid="ignore"):
+        total = lay.g0 * psi0 + float(np.sum(np.where(psi > 0, lay.rise * psi, 0.0)))
+    return total * (1 + 1e-12)
+
+
+def layered_epsilon(
+    base: AccountedPair,
+    law: RoundsLaw,
+    delta: ArrayLike,
+    profile: BaseProfile | None = None,
+    *,
+    start: ArrayLike | None = None,
+) -> FloatArray:
+    """The smallest eps (bisection to 1e-6 relative, the upper end kept) with `layered_delta`
+    <= delta, at each delta; inf at delta = 0 and where no eps up to `start` (an eps known to
+    satisfy it, default [KRW24]'s `profile_epsilon`, or 1e3) or a little above it gets there.
+    One set of layers serves every delta."""
+    deltas = check_deltas(delta)
+    out = np.full(deltas.shape, math.inf)
+    if not np.any(deltas > 0):
+        return out
+    profile = profile or base_profile(base)
+    lay = layers(profile, law)
+    tops = np.broadcast_to(
+        np.asarray(profile_epsilon(base, law, deltas, profile) if start is None else start),
+        deltas.shape,
+    )
+    for i, d in enumerate(deltas.tolist()):
+        if d <= 0:
+            continue
+        top = float(tops[i]) if math.isfinite(float(tops[i])) else 1e3
+        lo, hi = 0.0, top
+        for k in range(40):  # above `start` where the layers' rounding puts it a little higher
+            if layered_delta(profile, lay, hi) <= d:
+                break
+            lo, hi = hi, top + 1e-6 * 2.0**k * max(1.0, top)
+        else:
+            continue
+        if lo == 0.0 and layered_delta(profile, lay, 0.0) <= d:
+            out[i] = 0.0
+            continue
+        while hi - lo > 1e-6 * max(1.0, hi):
+            mid = 0.5 * (lo + hi)
+            if layered_delta(profile, lay, mid) <= d:
+                hi = mid
+            else:
+                lo = mid
+        out[i] = hi
+    return out
 
 
 def general_shift(profile: BaseProfile, law: RoundsLaw) -> float:

@@ -29,8 +29,11 @@ Every citation of the panel lives in this module. The bounds (keys of result.jso
 * profile           [KRW24] Theorem 5.2 or the Theorem 4.1 recipe, whichever shift is smaller ::
 
                     (TNB), Theorem 5.7 (binomial), Corollary 5.8 (Poisson), Theorem 4.1 recipe
-                    (other laws); the pair's privacy profile (exact, or dp_accounting's
-                    pessimistic PLD for DP-SGD and event bases).
+                    (other laws); or, where smaller, the layered profile bound
+                    (`profile.layered_delta`, proof in docs/explanation/bounds.md: the same
+                    recipe's shift read per layer of G' instead of once, no uniform m x TV
+                    shift); both assume only the base's privacy profile (exact, or
+                    dp_accounting's pessimistic PLD for DP-SGD and event bases), for any score.
 
 * improved_rdp      [XWW24] Algorithm 3 with mu (eps_UO) on the pair's reduced Gaussian; for a ::
 
@@ -76,7 +79,12 @@ from numpy.typing import ArrayLike
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
-from auditsel.accounting.profile import BaseProfile, base_profile, profile_epsilon
+from auditsel.accounting.profile import (
+    BaseProfile,
+    base_profile,
+    layered_epsilon,
+    profile_epsilon,
+)
 from auditsel.accounting.rdp import ORDERS, pure_dp_rdp
 from auditsel.errors import choice
 from auditsel.events import as_pair
@@ -231,11 +239,12 @@ class ProfileBound(Bound):
         pair = as_pair(pair)
         if delta == 0:
             return None
-        return {
+        krw = {
             "tnb": "[KRW24] Theorem 5.2 or Theorem 4.1 recipe (the smaller shift)",
             "poisson": "[KRW24] Corollary 5.8",
             "binomial": "[KRW24] Theorem 5.7 (Theorem 4.1 recipe if infeasible)",
         }.get(law.kind, "[KRW24] Theorem 4.1 recipe")
+        return f"{krw} or the layered profile bound, the smaller"
 
     def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         return "profile: needs delta > 0" if delta == 0 else None
@@ -254,7 +263,9 @@ class ProfileBound(Bound):
         out = np.full(deltas.shape, np.inf)
         pos = deltas > 0
         if np.any(pos):
-            out[pos] = profile_epsilon(pair, law, deltas[pos], profile or base_profile(pair))
+            profile = profile or base_profile(pair)
+            krw = profile_epsilon(pair, law, deltas[pos], profile)
+            out[pos] = np.minimum(krw, layered_epsilon(pair, law, deltas[pos], profile, start=krw))
         return out
 
 
@@ -348,7 +359,8 @@ BOUNDS = (
     ProfileBound(
         "profile",
         "Koskela, Redberg & Wang 2024 [KRW24] Thm 5.2 or Thm 4.1 recipe (TNB), Thm 5.7 "
-        "(binomial), Cor 5.8 (Poisson), Thm 4.1 recipe (other laws)",
+        "(binomial), Cor 5.8 (Poisson), Thm 4.1 recipe (other laws); or the layered profile "
+        "bound (docs/explanation/bounds.md), the smaller",
     ),
     ImprovedRdp(
         "improved_rdp",

@@ -18,21 +18,26 @@ Groups: `accountants` are the nine tuning cells of `auditsel reproduce accountan
 tau in {(1, 1, 1), (0.8, 3, 0.2), (1, 10, 0.1)} x K in {TNB(0, 0.1), Poisson(4), two-point(10,
 0.5)}); `realistic` is `REALISTIC`, ten DP-SGD tuning settings with sample rates 0.003 to 0.045,
 1,200 to 8,400 steps, noise multipliers 0.75 to 1.5 and K ~ Poisson(8 to 19) (one run's
-epsilon in the column `eps_B`). The summary reports the median and the max of both widths per
-group and over all rows.
+epsilon in the column `eps_B`); `random` are 16 settings drawn with a seeded generator in the
+same ranges (`random_settings`: sample rates 0.001 to 0.05, 1,000 to 10,000 steps, noise
+multipliers 0.7 to 1.5, K ~ Poisson(5 to 20)). The summary reports the median and the max of
+both widths per group and over all rows.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
+
+import numpy as np
 
 from auditsel.accounting.interval import interval_attack, tuning_interval
 from auditsel.mechanisms import DpsgdBase
 from auditsel.reproductions.accountants_table import GRID
 from auditsel.rounds import Point, Poisson, RoundsLaw
 
-__all__ = ["DELTA", "REALISTIC", "rows", "summary"]
+__all__ = ["DELTA", "REALISTIC", "RANDOM_SEED", "random_settings", "rows", "summary"]
 
 DELTA = 1e-5
 
@@ -51,6 +56,27 @@ REALISTIC = (
 )
 
 
+#: the seed of `RANDOM`: 16 DP-SGD settings drawn uniformly (sample rate log-uniform in
+#: [0.001, 0.05], steps in [1,000, 10,000] (rounded down to hundreds), noise multiplier in
+#: [0.7, 1.5], E[K] in [5, 20] of a Poisson law), issue 37's independent check of the widths
+RANDOM_SEED = 37
+
+
+def random_settings(
+    seed: int = RANDOM_SEED, count: int = 16
+) -> list[tuple[float, int, float, float]]:
+    """(noise multiplier, steps, sample rate, E[K]) of `count` settings drawn with `seed`."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        rate = float(np.round(10 ** rng.uniform(math.log10(0.001), math.log10(0.05)), 4))
+        steps = int(rng.integers(1000, 10001) // 100 * 100)
+        sigma = float(np.round(rng.uniform(0.7, 1.5), 2))
+        mean = float(np.round(rng.uniform(5, 20), 1))
+        out.append((sigma, steps, rate, mean))
+    return out
+
+
 def _law_name(law) -> str:
     return f"{law.kind}({', '.join(f'{k}={v:g}' for k, v in law.params().items())})"
 
@@ -63,6 +89,7 @@ def settings() -> list[tuple[str, DpsgdBase, RoundsLaw]]:
         if not (isinstance(s.law, Point) and s.law.k == 1)
     ]
     out += [("realistic", DpsgdBase(s, n, q, "pld"), Poisson(m)) for s, n, q, m in REALISTIC]
+    out += [("random", DpsgdBase(s, n, q, "pld"), Poisson(m)) for s, n, q, m in random_settings()]
     return out
 
 

@@ -37,6 +37,7 @@ from auditsel.auditing.rules import Split
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.experiment import protocol_and_proxy
 from auditsel.experiments.figures import save_figure
+from auditsel.experiments.one_run_experiment import EXACT_SCOPE
 from auditsel.games.engine import run_game
 from auditsel.games.one_run_dpsgd import OneRunDpsgd
 from auditsel.games.one_run_reduced import OneRunReducedGame
@@ -452,7 +453,7 @@ def write(
             "TNB(0, 0.01), delta = 1e-5, Gaussian base calibrated to eps_B, m canaries in one tuning "
             "run (the tuner selects on the sum of the canary coordinates; auditsel.games.one_run_reduced). "
             "eps_L: mean (min, max) over the repeats of valid 95% bounds; exact_per_canary: the "
-            "exact epsilon w.r.t. one canary.",
+            f"exact epsilon w.r.t. one canary, {EXACT_SCOPE}.",
             "",
             "| " + " | ".join(cols) + " |",
             "|" + "---|" * len(cols),
