@@ -185,7 +185,6 @@ from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, ndtri
 
 from auditsel.accounting import portable as pm
-from auditsel.accounting.exact import exact_epsilon, privacy_curve
 from auditsel.accounting.exact import EPS_CAP, exact_epsilon, privacy_curve
 from auditsel.accounting.score_search import (
     DEFAULT_RESOLUTION,
@@ -196,8 +195,8 @@ from auditsel.accounting.score_search import (
     LabelLaws,
     ScoreSearch,
     SearchResult,
-    enclose_order,
     delta_tail,
+    enclose_order,
     enclose_winner,
     merge_buckets,
     order_winner_laws,
