@@ -32,7 +32,7 @@ from auditsel.reproductions.bugzoo import zoo_data
 from auditsel.reproductions.bugzoo.author_claims import any_score_interval, tuning_epsilon
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
-from auditsel.rounds import Poisson
+from auditsel.rounds import Poisson, RoundsLaw
 
 BUG = None
 NOISE, CLIP, STEPS = 4.0, 1.0, 4
@@ -120,17 +120,24 @@ def hand_objects(
     seed: int,
     train_one: Callable[[TrainData, float, torch.Generator, Canary], list[torch.Tensor]] = train,
     tune_run: Callable[[TrainData, int, Canary], Any] | None = None,
+    *,
+    claimed: Callable[[float], float] | None = None,
+    rounds: RoundsLaw | None = None,
 ) -> dict[str, Any]:
     """`zoo_objects.objects` of a hand-written DP-GD run: no torch module (the weights are bare
-    tensors, in the release), optimizer, loader or engine."""
-    release = (tune_run or (lambda d, s, c: random_search(d, s, c, train_one)))(TRAIN, seed, CANARY)
+    tensors, in the release), optimizer, loader or engine; the claim and the law of K it
+    assumes are this module's unless given."""
+    if tune_run is None:
+        release = random_search(TRAIN, seed, CANARY, train_one)
+    else:
+        release = tune_run(TRAIN, seed, CANARY)
     return objects(
         model=None,
         optimizers=[],
-        rounds=Poisson(MEAN_RUNS),
+        rounds=Poisson(MEAN_RUNS) if rounds is None else rounds,
         dataset=torch.utils.data.TensorDataset(*TRAIN),
         release=release,
-        claim=claim,
+        claim=claim if claimed is None else claimed,
     )
 
 
