@@ -41,7 +41,23 @@ def module(name: str):
     return bugzoo.module(name)
 
 
-@pytest.mark.parametrize("name", NEW)
+ROUTE = [
+    pytest.param(
+        name,
+        marks=pytest.mark.xfail(
+            raises=auditsel.ConfigError,
+            strict=False,
+            reason="the default every-field score refuses a list whose length varies with K "
+            "(issue 36 item 1 aggregates it); results/bugzoo shows the refusal",
+        ),
+    )
+    if name == "leaderboard"
+    else name
+    for name in NEW
+]
+
+
+@pytest.mark.parametrize("name", ROUTE)
 def test_each_new_pipeline_plays_the_documented_route(name):
     """canary="both" and the default score on a few games (each canary's coins, seed 0, give
     both members): the route reads the release, and each canary plays its games (none
