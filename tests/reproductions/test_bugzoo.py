@@ -232,7 +232,7 @@ def test_render_writes_the_table_and_the_findings(tmp_path):
         "E[eps_L] 0.40 | 1000 | 1000 | 0.100 | not refuted |" in md
     )
     assert "| <= 20959.700 | 300 games; P(refuted) 0.97, E[eps_L] 0.40 | 128 | 1000 | 3.900 |" in md
-    assert "| refused: canary: 'both' cannot read the release |" in md
+    assert "| refused (canary) |" in md and "`release_all`: refused: canary: 'both'" in md
     assert "1 of 2 buggy pipelines refuted; 1 of 1 correct pipelines not refuted; 1 refused" in md
     assert "Stopped early (refuted at a look before the budget): `noise_for_mean` at 128" in md
     assert "budget of 1,000 games per canary" in md  # the budget is stated

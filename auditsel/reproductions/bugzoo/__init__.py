@@ -70,7 +70,17 @@ from auditsel.pipelines.sequential import audit_until_refuted
 from auditsel.reproductions import REGISTRY, _clean, _csv, to_markdown
 from auditsel.reproductions.accountant_claims import MissingExtra
 
-__all__ = ["PIPELINES", "DELTA", "audit", "rows", "render", "findings", "plot", "reproduce"]
+__all__ = [
+    "PIPELINES",
+    "DELTA",
+    "audit",
+    "rows",
+    "render",
+    "findings",
+    "plot",
+    "reproduce",
+    "verdict",
+]
 
 PIPELINES = (
     "correct_dpgd",
@@ -293,14 +303,15 @@ def reproduce(
     out_root/bugzoo/, rendered."""
     out = Path(out_root) / "bugzoo"
     out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
     found = rows(jobs, out, budget=budget, pilot=pilot, pipelines=pipelines)
-    return render(found, time.perf_counter() - start, out)
+    return render(found, sum(r["wall_seconds"] for r in found), out)
 
 
-def _verdict(row: dict) -> str:
+def verdict(row: dict) -> str:
+    """The table's verdict: refuted, not refuted, or refused (by which check: the findings
+    give the message)."""
     if row["status"] != "audited":
-        return row["status"]
+        return "refused (" + row["status"].removeprefix("refused: ").split(":")[0] + ")"
     return "refuted" if row["refuted"] else "not refuted"
 
 
@@ -329,7 +340,7 @@ def table_rows(rows: list[dict]) -> list[dict]:
             "games per canary": r["games"],
             "budget": r["budget"],
             "eps_L (95%)": r["eps"] if r["status"] == "audited" else "-",
-            "verdict": _verdict(r),
+            "verdict": verdict(r),
             "CPU s": r["cpu_seconds"],
         }
         for r in rows
@@ -434,7 +445,8 @@ def render(rows: list[dict], seconds: float, out: Path) -> Path:
         "",
         *findings(rows),
         "",
-        f"Computed by `auditsel reproduce bugzoo` in {seconds:.0f} s of wall time.",
+        f"Computed by `auditsel reproduce bugzoo`: {seconds:.0f} s of wall time, summed over "
+        "the rows.",
         "",
         "![claims and eps_L](bugzoo.png)",
         "",
