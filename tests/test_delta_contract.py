@@ -415,6 +415,9 @@ def _cases() -> dict[str, Case]:
         "auditsel.reproductions.bugzoo.author_claims.tuning_epsilon": Case(
             lambda d: zoo.tuning_epsilon(g, tnb, d)
         ),
+        "auditsel.reproductions.bugzoo.author_claims.any_score_interval": Case(
+            lambda d: zoo.any_score_interval(g, tnb, d), at_zero=None
+        ),
         "auditsel.reproductions.bugzoo.author_claims.released_runs_epsilon": Case(
             lambda d: zoo.released_runs_epsilon(1.0, Poisson(3), d)
         ),

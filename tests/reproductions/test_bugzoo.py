@@ -5,6 +5,7 @@ are not refuted over several seeds, and the registry and docs name the command.
 The committed results/bugzoo/rows.json is checked by tests/reproductions/test_results.py (schema and
 consistency; its regeneration is a slow test there)."""
 
+import math
 import re
 from pathlib import Path
 
@@ -37,12 +38,13 @@ def small_audit(name: str, games: int, seed: int = 0):
     )
 
 
-def test_the_zoo_has_six_bugs_and_two_correct_pipelines_each_a_module():
+def test_the_zoo_has_fourteen_bugs_and_three_correct_pipelines_each_a_module():
     pytest.importorskip("opacus")
     bugs = {n: bugzoo.module(n).BUG for n in bugzoo.PIPELINES}
-    assert [n for n, b in bugs.items() if b is None] == ["correct_dpgd", "correct_opacus"]
+    correct = ["correct_dpgd", "correct_opacus", "correct_opacus_mlp"]
+    assert [n for n, b in bugs.items() if b is None] == correct
     found = [b for b in bugs.values() if b is not None]
-    assert len(found) == 6 and len(set(found)) == 6
+    assert len(found) == 14 and len(set(found)) == 14
     for name in bugzoo.PIPELINES:
         assert (ROOT / "auditsel" / "reproductions" / "bugzoo" / f"{name}.py").exists()
     with pytest.raises(KeyError, match="no pipeline"):
@@ -61,8 +63,8 @@ def test_visible_bugs_are_refuted_by_a_small_audit(name, games):
 @pytest.mark.slow  # a statistical run (a planned audit)
 def test_releasing_every_run_leaks_the_composition_the_audit_sees_above_the_claim():
     m = bugzoo.module("release_all")
-    truth, how = m.correct_epsilon(DELTA)
-    assert "exact" in how and truth > 3 * m.claim(DELTA)
+    lower, truth, how = m.correct_interval(DELTA)
+    assert "exact" in how and lower == truth > 3 * m.claim(DELTA)
     # the exact formula against a direct sum for a law with two values of K
     law = auditsel.TwoPoint(4, 0.5)  # K = 1 or 4 (half each)
     eps = author_claims.released_runs_epsilon(0.5, law, DELTA)
@@ -88,8 +90,10 @@ def test_the_fixed_grid_leaks_more_than_its_claim_only_in_the_tails():
     Poisson(5) claim; the Poisson(5) game itself is below it (the claim is right for a random K)
     and the pipeline's own leak is one run's (its selection ignores the canary's weight)."""
     m = bugzoo.module("fixed_grid")
-    truth, _ = m.correct_epsilon(DELTA)
+    truth = m.reduced_game_epsilon(DELTA)
     assert truth > m.claim(DELTA) + 1.5
+    lower, upper, _ = m.correct_interval(DELTA)  # any score: above the monotone-score value
+    assert truth < lower <= upper
     base = auditsel.DpsgdBase(m.NOISE, m.STEPS, 1.0).reduced()
     poisson = auditsel.exact_epsilon(auditsel.winner_law(base, auditsel.Poisson(5)), DELTA)
     assert poisson <= m.claim(DELTA) + 1e-9
@@ -140,61 +144,107 @@ def test_the_budget_follows_the_honest_plan_or_is_the_stated_one():
     planned = bugzoo.planned_games(1561)  # the planner's games, in steps of 500
     assert planned % 500 == 0 and planned >= bugzoo.SAFETY * 1561 > planned - 500
     assert bugzoo.planned_games(10**7) == bugzoo.BUDGET
+    # a stated budget caps the plan, below MIN_GAMES too
+    assert bugzoo.planned_games(1561, budget=1000) == 1000
+    assert bugzoo.planned_games(100, budget=400) == bugzoo.planned_games(None, budget=400) == 400
     # planned at the confidence of each look: the last look is the audit the plan sized
     assert bugzoo.LOOK_CONFIDENCE == pytest.approx(1 - (1 - bugzoo.CONFIDENCE) / bugzoo.LOOKS)
 
 
-def test_a_zoo_audit_stops_at_the_first_look_that_refutes():
-    """The zoo's route on a visible bug at small size: the early-stopping audit refutes at a
-    look before its budget, its verdict valid at 95% over the looks."""
-    row = bugzoo.audit("noise_for_mean", pilot=60, games=1024)
-    assert row["refuted"] and row["games"] < row["budget"] == 1024
-    assert row["looks"] == [128, 256, 512, 1024] and row["games"] in row["looks"]
+@pytest.mark.slow  # the documented route on one pipeline (a pilot, then up to 2,000 games)
+def test_a_zoo_audit_on_the_documented_route_stops_at_the_first_look_that_refutes():
+    """`canary="both"`, the default score, a 200-game pilot and an early-stopping audit on a
+    visible bug: refuted at a look before its budget, its verdict valid at 95% over the looks;
+    the row says which canary and field refuted it."""
+    row = bugzoo.audit("noise_for_mean", budget=1000)
+    assert row["status"] == "audited" and row["budget_cap"] == 1000
+    assert row["refuted"] and row["games"] < row["budget"] == 1000
+    assert row["looks"] == [128, 256, 512, 1000] and row["games"] in row["looks"]
+    assert row["score"].startswith(("gradient: ", "input: "))
+
+
+def test_a_release_the_route_cannot_read_is_a_row_that_says_so():
+    row = bugzoo.audit("release_all", pilot=20, budget=32)
+    assert row["status"].startswith("refused: canary: 'both' chooses the gradient canary")
+    lower, upper, _ = bugzoo.module("release_all").correct_interval(DELTA)
+    assert row["games"] == 0 and not row["refuted"]
+    assert row["correct_eps"] == bugzoo.correct_text(lower, upper)
+
+
+def _row(name: str, bug: str | None, **changes) -> dict:
+    row = {
+        "pipeline": name,
+        "bug": bug,
+        "claimed_epsilon": 2.25,
+        "correct_lower": 3.84,
+        "correct_upper": 3.99,
+        "correct_eps": bugzoo.correct_text(3.84, 3.99),
+        "correct_how": "any score",
+        "budget_cap": 1000,
+        "pilot_games": 200,
+        "status": "audited",
+        "eps": 0.1,
+        "refuted": False,
+        "games": 1000,
+        "budget": 1000,
+        "looks": [128, 256, 512, 1000],
+        "score": "input: every released field (2; largest: canary)",
+        "cpu_seconds": 7.0,
+        "pilot_curve_eps": 1.0,
+        "pilot_point_eps": 1.2,
+        "planned_games_to_refute": None,
+        "planned_p_refuted": 0.0,
+        "planned_expected_eps": 0.4,
+        "wall_seconds": 9.0,
+    }
+    return {**row, **changes}
 
 
 def test_render_writes_the_table_and_the_findings(tmp_path):
     rows = [
-        {
-            "pipeline": "correct_dpgd",
-            "bug": None,
-            "claimed_epsilon": 2.25,
-            "eps": 0.1,
-            "refuted": False,
-            "games": 1000,
-            "budget": 1000,
-            "looks": [128, 256, 512, 1000],
-            "cpu_seconds": 7.0,
-            "pilot_games": 200,
-            "pilot_curve_eps": 1.0,
-            "planned_games_to_refute": None,
-            "correct_epsilon": 2.25,
-            "correct_epsilon_how": "exact",
-            "wall_seconds": 9.0,
-        },
-        {
-            "pipeline": "fixed_grid",
-            "bug": "a fixed number of runs accounted as if it were random",
-            "claimed_epsilon": 2.18,
-            "eps": 0.09,
-            "refuted": False,
-            "games": 1000,
-            "budget": 1000,
-            "looks": [128, 256, 512, 1000],
-            "cpu_seconds": 4.0,
-            "pilot_games": 200,
-            "pilot_curve_eps": 1.46,
-            "planned_games_to_refute": None,
-            "correct_epsilon": 4.29,
-            "correct_epsilon_how": "exact: reduced game, K = 5 fixed",
-            "wall_seconds": 5.0,
-        },
+        _row("correct_dpgd", None),
+        _row(
+            "noise_for_mean",
+            "noise scaled for the mean instead of the sum",
+            correct_lower=None,
+            correct_upper=20959.7,
+            correct_eps=bugzoo.correct_text(None, 20959.7),
+            eps=3.9,
+            refuted=True,
+            games=128,
+            planned_games_to_refute=300,
+            planned_p_refuted=0.97,
+            score="gradient: every released field (2; largest: canary)",
+        ),
+        _row(
+            "release_all",
+            "every candidate's model released",
+            status="refused: canary: 'both' cannot read the release",
+            eps=0.0,
+            games=0,
+            budget=0,
+        ),
     ]
     bugzoo.render(rows, 12.0, tmp_path)
     md = (tmp_path / "table.md").read_text()
-    assert "| correct_dpgd | none (correct) | 2.250 | 0.100 | not refuted | 1000 | 1000 |" in md
-    assert "0 of 1 buggy pipelines refuted; 1 of 1 correct pipelines not refuted" in md
-    assert "Not refuted: `fixed_grid`" in md and "correct accounting: 4.29" in md
+    assert (
+        "| correct_dpgd | none (correct) | 2.250 | [3.840, 3.990] | none; P(refuted) 0.00, "
+        "E[eps_L] 0.40 | 1000 | 1000 | 0.100 | not refuted |" in md
+    )
+    assert "| <= 20959.700 | 300 games; P(refuted) 0.97, E[eps_L] 0.40 | 128 | 1000 | 3.900 |" in md
+    assert "| refused (canary) |" in md and "`release_all`: refused: canary: 'both'" in md
+    assert "1 of 2 buggy pipelines refuted; 1 of 1 correct pipelines not refuted; 1 refused" in md
+    assert "Stopped early (refuted at a look before the budget): `noise_for_mean` at 128" in md
+    assert "budget of 1,000 games per canary" in md  # the budget is stated
     assert (tmp_path / "bugzoo.png").stat().st_size > 0 and (tmp_path / "rows.json").exists()
+
+
+def test_correct_text_names_the_interval_one_end_or_none():
+    assert bugzoo.correct_text(3.8417, 3.9879) == "[3.842, 3.988]"
+    assert bugzoo.correct_text(9.19, 9.19) == "9.190"
+    assert bugzoo.correct_text(None, 17.8) == "<= 17.800"
+    assert bugzoo.correct_text(math.inf, math.inf) == "inf"
+    assert bugzoo.correct_text(None, None) == "-"
 
 
 def test_registered_and_documented():
@@ -216,6 +266,6 @@ def test_fixed_grid_worst_case_config_refutes_the_poisson_claim():
     result = auditsel.run_config(config)
     claim = fixed_grid.claim(bugzoo.DELTA)
     assert result.delta == bugzoo.DELTA
-    correct, _ = fixed_grid.correct_epsilon(bugzoo.DELTA)
+    correct = fixed_grid.reduced_game_epsilon(bugzoo.DELTA)
     assert result.eps_exact == pytest.approx(correct, rel=1e-9)  # the game's monotone score
     assert claim < result.lower["eps"] <= correct

@@ -18,7 +18,7 @@ from auditsel.accounting.panel import panel
 from auditsel.experiments.experiment import result_interval
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.pipelines.sequential import look_schedule
-from auditsel.rounds import Poisson, law_from_dict
+from auditsel.rounds import law_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = sorted((ROOT / "results").rglob("result.json"))
@@ -128,18 +128,26 @@ BUGZOO_KEYS = {  # the issue's schema, then what the zoo adds
     "pipeline": str,
     "bug": (str, type(None)),
     "claimed_epsilon": float,
+    "correct_lower": (float, type(None)),
+    "correct_upper": (float, type(None)),
+    "correct_eps": str,
+    "correct_how": str,
+    "budget_cap": int,
+    "pilot_games": int,
+    "status": str,
     "eps": float,
     "refuted": bool,
     "games": int,
     "budget": int,
     "looks": list,
+    "score": str,
     "cpu_seconds": float,
-    "pilot_games": int,
-    "pilot_curve_eps": float,
+    "pilot_curve_eps": (float, type(None)),
+    "pilot_point_eps": (float, type(None)),
     "planned_games_to_refute": (int, type(None)),
-    "correct_epsilon": (float, type(None)),
-    "correct_epsilon_how": str,
-    "wall_seconds": float,
+    "planned_p_refuted": (float, type(None)),
+    "planned_expected_eps": (float, type(None)),
+    "wall_seconds": (float, int),
 }
 
 
@@ -149,11 +157,10 @@ def bugzoo_rows() -> list[dict]:
 
 def test_bugzoo_rows_schema_and_consistency():
     """One object per pipeline of the zoo, in order, with the issue's keys and types; the
-    verdict is eps_L > claim; the claims are today's code's (the hand-written pipelines': the
-    Opacus ones need an Opacus run, checked in the slow test); every refutation took under
-    10 CPU-minutes; the correct pipelines are not refuted; table.md shows the same numbers."""
+    verdict is eps_L > claim; the claims and correct intervals are today's code's (the
+    hand-written breast-cancer pipelines': the others need an Opacus or digits run, checked in
+    the slow test); the correct pipelines are not refuted; table.md shows the same numbers."""
     from auditsel.reproductions import bugzoo
-    from auditsel.reproductions.bugzoo import author_claims
 
     rows = bugzoo_rows()
     assert [r["pipeline"] for r in rows] == list(bugzoo.PIPELINES)
@@ -161,51 +168,67 @@ def test_bugzoo_rows_schema_and_consistency():
         assert set(row) == set(BUGZOO_KEYS), row["pipeline"]
         for key, kind in BUGZOO_KEYS.items():
             assert isinstance(row[key], kind), (row["pipeline"], key)
-        assert row["refuted"] == (row["eps"] > row["claimed_epsilon"])
         assert (row["bug"] is None) == row["pipeline"].startswith("correct")
-        # the early-stopping audit: its budget from the plan, stopped at a look, the last
-        # one unless refuted (docs/findings/bugzoo.md)
-        assert 0 <= row["eps"] and row["budget"] >= bugzoo.MIN_GAMES
-        assert row["budget"] == bugzoo.planned_games(row["planned_games_to_refute"])
+        ends = (row["correct_lower"], row["correct_upper"])  # inf is written as null
+        assert row["correct_eps"] in (
+            bugzoo.correct_text(*ends),
+            "inf" if ends == (None, None) else "",
+        )
+        if row["status"] != "audited":
+            assert row["status"].startswith("refused: ") and row["games"] == 0
+            continue
+        assert row["refuted"] == (row["eps"] > row["claimed_epsilon"])
+        # the early-stopping audit: its games from the plan capped at the stated budget,
+        # stopped at a look, the last one unless refuted (docs/findings/bugzoo.md)
+        assert row["budget"] == bugzoo.planned_games(
+            row["planned_games_to_refute"], row["budget_cap"]
+        )
         assert row["looks"] == look_schedule(row["budget"], bugzoo.LOOKS)
         assert row["games"] in row["looks"]
         assert row["refuted"] or row["games"] == row["budget"]
-        if row["refuted"]:
-            assert row["cpu_seconds"] < 600
         if row["bug"] is None:
             assert not row["refuted"]
-    hand = [r for r in rows if "opacus" not in r["pipeline"] and "shuffled" not in r["pipeline"]]
-    for row in hand:
+    hand = {"correct_dpgd", "noise_for_mean", "batch_clipping", "release_all", "fixed_grid"}
+    hand |= {"train_selection", "noise_after_lr", "leaderboard", "oversampled_class"}
+    for row in [r for r in rows if r["pipeline"] in hand]:
         module = bugzoo.module(row["pipeline"])
         assert row["bug"] == module.BUG
         assert same_printed(row["claimed_epsilon"], module.claim(bugzoo.DELTA))
-    release_all = next(r for r in rows if r["pipeline"] == "release_all")
-    m = bugzoo.module("release_all")
-    exact = author_claims.released_runs_epsilon(m.MU, Poisson(m.MEAN_RUNS), bugzoo.DELTA)
-    assert same_printed(release_all["correct_epsilon"], exact)
+        lower, upper, how = module.correct_interval(bugzoo.DELTA)
+        assert row["correct_eps"] == bugzoo.correct_text(lower, upper) and row["correct_how"] == how
     table = (BUGZOO.parent / "table.md").read_text()
     for row in rows:
-        verdict = "refuted" if row["refuted"] else "not refuted"
         assert (
             f"| {row['pipeline']} | {row['bug'] or 'none (correct)'} | "
-            f"{row['claimed_epsilon']:.3f} | {row['eps']:.3f} | {verdict} | {row['games']} | "
-            f"{row['budget']} |"
+            f"{row['claimed_epsilon']:.3f} | {row['correct_eps']} |"
         ) in table
+        assert f"| {bugzoo.verdict(row)} |" in table
 
 
 @pytest.mark.slow
 def test_bugzoo_regenerates(tmp_path):
-    """`auditsel reproduce bugzoo --jobs 2` gives the committed claims, eps_L, verdicts and
-    games (the seeds fix them; CPU seconds vary)."""
+    """`auditsel reproduce bugzoo --jobs 2` at each committed row's budget and pilot gives the
+    committed claims, correct intervals, plans, eps_L, verdicts and games (the seeds fix them;
+    CPU seconds vary). Hours at the committed budgets: docs/findings/bugzoo.md."""
     pytest.importorskip("opacus")
     from auditsel.cli import main
 
-    assert main(["reproduce", "bugzoo", "--jobs", "2", "--out", str(tmp_path)]) == 0
+    committed = bugzoo_rows()
+    settings = sorted({(r["budget_cap"], r["pilot_games"]) for r in committed})
+    for budget, pilot in settings:
+        names = [
+            r["pipeline"]
+            for r in committed
+            if (r["budget_cap"], r["pilot_games"]) == (budget, pilot)
+        ]
+        args = ["--budget", str(budget), "--pilot", str(pilot), "--pipelines", ",".join(names)]
+        assert main(["reproduce", "bugzoo", "--jobs", "2", "--out", str(tmp_path), *args]) == 0
     fresh = json.loads((tmp_path / "bugzoo" / "rows.json").read_text())
-    for new, old in zip(fresh, bugzoo_rows(), strict=True):
-        for key in ("pipeline", "bug", "refuted", "games", "budget", "planned_games_to_refute"):
+    for new, old in zip(fresh, committed, strict=True):
+        for key in ("pipeline", "bug", "status", "refuted", "games", "budget", "correct_eps"):
             assert new[key] == old[key], (old["pipeline"], key)
-        for key in ("claimed_epsilon", "eps", "correct_epsilon"):
+        assert new["planned_games_to_refute"] == old["planned_games_to_refute"], old["pipeline"]
+        for key in ("claimed_epsilon", "eps", "pilot_curve_eps", "planned_p_refuted"):
             assert same_printed(new[key], old[key]), (old["pipeline"], key)
 
 

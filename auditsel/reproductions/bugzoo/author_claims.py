@@ -10,6 +10,12 @@
   that does not refute such a claim does not make it a guarantee for any score. At sample rate
   below 1 it is the tightest rigorous bound (the reduced game is no bound there).
 
+* `any_score_interval(base, rounds, delta)`: what the tuning run of K ~ rounds runs of `base`,
+  the best released, really costs for any selection score: auditsel's interval (`tuning_epsilon`,
+  no assumption: [attack value, tightest rigorous bound]), the zoo's "correct eps". Where the
+  attack overflows (a base far from private, e.g. a Gaussian with shift 400) the lower end is
+  None and the upper end the tightest rigorous bound alone.
+
 * `released_runs_epsilon(mu, rounds, delta)`: the exact epsilon of releasing *every* one of
   K ~ rounds runs, each a Gaussian mechanism N(0, 1) vs N(mu, 1) (K is seen, and does not
   depend on the data): delta(eps) = sum_k P[K = k] delta_{mu sqrt(k)}(eps), the k-fold
@@ -22,19 +28,32 @@ import math
 
 import numpy as np
 
+from auditsel.accounting.interval import IntervalCrossedError, rigorous_values, tightest_of
 from auditsel.accounting.interval import tuning_epsilon as interval_tuning_epsilon
 from auditsel.mechanisms import gaussian_delta
 from auditsel.numerics import bisect, check_deltas
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["tuning_epsilon", "released_runs_epsilon"]
+__all__ = ["tuning_epsilon", "any_score_interval", "released_runs_epsilon"]
 
 
 def tuning_epsilon(base: MechanismPair, rounds: RoundsLaw, delta: float) -> float:
     """The author's claim for (base, rounds) at delta: the upper end of the interval under
     [XWW24]'s monotone-score assumption (module docstring)."""
     return interval_tuning_epsilon(base, rounds, delta, assume="monotone_score").epsilon
+
+
+def any_score_interval(
+    base: MechanismPair, rounds: RoundsLaw, delta: float
+) -> tuple[float | None, float]:
+    """(lower, upper): the tuning run's epsilon for any score lies between them (module
+    docstring; lower None where the attack overflows)."""
+    try:
+        interval = interval_tuning_epsilon(base, rounds, delta).interval
+    except IntervalCrossedError:  # the attack overflowed (inf) on a base far from private
+        return None, float(tightest_of(rigorous_values(base, rounds, delta)).epsilon)
+    return float(interval.lower), float(interval.upper)
 
 
 def released_runs_epsilon(mu: float, rounds: RoundsLaw, delta: float, tail: float = 1e-16) -> float:

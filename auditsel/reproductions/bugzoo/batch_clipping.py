@@ -24,7 +24,7 @@ from auditsel.mechanisms import GaussianBase
 from auditsel.pipelines.canaries import Canary, InputCanary
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
 from auditsel.reproductions.bugzoo import zoo_data
-from auditsel.reproductions.bugzoo.author_claims import tuning_epsilon
+from auditsel.reproductions.bugzoo.author_claims import any_score_interval
 from auditsel.reproductions.bugzoo.correct_dpgd import (
     BATCH,
     CLIP,
@@ -33,6 +33,7 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     STEPS,
 )
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_objects import Interval
 from auditsel.rounds import Poisson
 
 BUG = "the canary's gradient not clipped (the batch's gradient clipped instead of each example's)"
@@ -69,10 +70,17 @@ def score(release: Mapping[str, Any], canary: Canary) -> float:
     return zoo_data.padding_weight(release)
 
 
-def correct_epsilon(delta: float) -> tuple[float | None, str]:
+def correct_interval(delta: float) -> Interval:
     """One example moves the clipped mean gradient by up to 2 CLIP (against the CLIP / BATCH
     that the noise NOISE * CLIP / BATCH is for): each step is a Gaussian mechanism with
-    mu = 2 BATCH / NOISE."""
+    mu = 2 BATCH / NOISE (the attack overflows this far from private: the rigorous upper end
+    alone)."""
     mu = 2 * math.sqrt(STEPS) * BATCH / NOISE
-    value = tuning_epsilon(GaussianBase(mu), Poisson(MEAN_RUNS), delta)
-    return value, f"rigorous bound for sensitivity 2 C per step (mu = {mu:g})"
+    lower, upper = any_score_interval(GaussianBase(mu), Poisson(MEAN_RUNS), delta)
+    return lower, upper, f"any score: sensitivity 2 C per step (mu = {mu:g})"
+
+
+def pipeline_objects(seed: int = 0) -> dict[str, Any]:
+    """One seeded run's objects (`zoo_objects.objects`): `clip_grad_norm_` and a hand-written
+    update, no optimizer object."""
+    return reference.hand_objects(seed, train)

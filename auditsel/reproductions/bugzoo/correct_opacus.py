@@ -7,7 +7,8 @@ best on the validation set released with its learning rate.
 
 The author's claim: `auditsel.from_opacus` on one run's engine, optimizer and loader (Opacus's
 own PRV accountant for the run), with the law of K: the smallest rigorous tuning bound
-(`OpacusRun.tuning_epsilon`).
+(`OpacusRun.tuning_epsilon`, for any score), the upper end of the interval that
+`correct_interval` gives (the correct eps).
 
 The audit: a GradientCanary on the padding weight, attached to Opacus's DPOptimizer (added to
 the clipped sum at the sample rate Opacus charges); the score is the released model's move
@@ -24,9 +25,10 @@ import torch
 from opacus import PrivacyEngine
 
 from auditsel.pipelines.canaries import Canary, GradientCanary
-from auditsel.pipelines.opacus import from_opacus
+from auditsel.pipelines.opacus import OpacusRun, from_opacus
 from auditsel.reproductions.bugzoo import correct_dpgd, zoo_data
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
 from auditsel.rounds import Poisson
 
 BUG = None
@@ -49,32 +51,49 @@ def zero_model() -> torch.nn.Linear:
     return model
 
 
-def train(
-    train_data: TrainData, lr: float, canary: Canary, poisson_sampling: bool = POISSON_SAMPLING
-) -> tuple[torch.nn.Module, PrivacyEngine, Any, Any]:
+def quiet() -> None:
     warnings.filterwarnings("ignore", message="Secure RNG turned off")  # fine for tuning
     warnings.filterwarnings("ignore", message="Full backward hook")  # Opacus's hooks
     warnings.filterwarnings("ignore", message="Optimal order is the")  # RDP's order range
-    model = zero_model()
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+
+
+def make_private(
+    net: torch.nn.Module, train_data: TrainData, lr: float, poisson_sampling: bool = True
+) -> tuple[Any, Any, Any, PrivacyEngine]:
+    """(model, optimizer, loader, engine) from `PrivacyEngine.make_private`: SGD at `lr`,
+    batches of BATCH, clipping norm CLIP, noise multiplier NOISE."""
+    optimizer = torch.optim.SGD(net.parameters(), lr=lr)
     dataset = torch.utils.data.TensorDataset(*train_data)
     loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, shuffle=True)
     engine = PrivacyEngine()
     model, optimizer, loader = engine.make_private(
-        module=model,
+        module=net,
         optimizer=optimizer,
         data_loader=loader,
         noise_multiplier=NOISE,
         max_grad_norm=CLIP,
         poisson_sampling=poisson_sampling,
     )
-    canary.attach(optimizer)  # a no-op unless this game's coin put the canary in
+    return model, optimizer, loader, engine
+
+
+def run_epochs(model: torch.nn.Module, optimizer: Any, loader: Any) -> None:
+    """EPOCHS epochs of the logistic loss."""
     loss = torch.nn.BCEWithLogitsLoss()
     for _ in range(EPOCHS):
         for xb, yb in loader:
             optimizer.zero_grad()
             loss(model(xb).squeeze(-1), yb).backward()
             optimizer.step()
+
+
+def train(
+    train_data: TrainData, lr: float, canary: Canary, poisson_sampling: bool = POISSON_SAMPLING
+) -> tuple[torch.nn.Module, PrivacyEngine, Any, Any]:
+    quiet()
+    model, optimizer, loader, engine = make_private(zero_model(), train_data, lr, poisson_sampling)
+    canary.attach(optimizer)  # a no-op unless this game's coin put the canary in
+    run_epochs(model, optimizer, loader)
     return model, engine, optimizer, loader
 
 
@@ -100,20 +119,42 @@ def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
     return random_search(train_data, seed, canary)
 
 
-def claim(delta: float, poisson_sampling: bool = POISSON_SAMPLING) -> float:
+def opacus_run(delta: float, poisson_sampling: bool = POISSON_SAMPLING) -> OpacusRun:
     _, engine, optimizer, loader = train(TRAIN, LEARNING_RATES[0], CANARY, poisson_sampling)
-    run = from_opacus(
+    return from_opacus(
         engine,
         optimizer=optimizer,
         data_loader=loader,
         delta=delta,
         rounds=Poisson(MEAN_RUNS),
     )
-    epsilon = run.tuning_epsilon
+
+
+def claim(delta: float, poisson_sampling: bool = POISSON_SAMPLING) -> float:
+    epsilon = opacus_run(delta, poisson_sampling).tuning_epsilon
     if epsilon is None:  # from_opacus with rounds always has a rigorous bound
         raise RuntimeError("from_opacus returned no rigorous tuning bound")
     return epsilon
 
 
-def correct_epsilon(delta: float) -> tuple[float | None, str]:
-    return claim(delta), "the claim (rigorous: Poisson sampling, as accounted)"
+def correct_interval(delta: float) -> Interval:
+    """The claim's own interval: the run is what Opacus accounts (Poisson sampling)."""
+    run = opacus_run(delta)
+    assert run.interval is not None  # from_opacus with rounds
+    return run.interval.lower, run.interval.upper, "any score: the claim's interval"
+
+
+def pipeline_objects(seed: int = 0) -> dict[str, Any]:
+    """One seeded run's objects (`zoo_objects.objects`)."""
+    torch.manual_seed(seed)
+    model, engine, optimizer, loader = train(TRAIN, LEARNING_RATES[0], CANARY)
+    return objects(
+        model=model,
+        optimizers=[optimizer],
+        data_loader=loader,
+        engine=engine,
+        rounds=Poisson(MEAN_RUNS),
+        dataset=torch.utils.data.TensorDataset(*TRAIN),
+        release=tune(TRAIN, seed, CANARY),
+        claim=claim,
+    )

@@ -18,7 +18,7 @@ import torch
 from auditsel.mechanisms import GaussianBase
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
-from auditsel.reproductions.bugzoo.author_claims import tuning_epsilon
+from auditsel.reproductions.bugzoo.author_claims import any_score_interval
 from auditsel.reproductions.bugzoo.correct_dpgd import (
     BATCH,
     CLIP,
@@ -28,6 +28,7 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     clipped_sum,
 )
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_objects import Interval
 from auditsel.rounds import Poisson
 
 BUG = "noise scaled for the mean instead of the sum"
@@ -58,8 +59,14 @@ def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
     return reference.random_search(train_data, seed, canary, train)
 
 
-def correct_epsilon(delta: float) -> tuple[float | None, str]:
-    """The run is DP-GD with noise multiplier NOISE / BATCH: accounted like the claim."""
+def correct_interval(delta: float) -> Interval:
+    """The run is DP-GD with noise multiplier NOISE / BATCH: the any-score interval of its
+    Gaussian (the attack overflows this far from private: the rigorous upper end alone)."""
     mu = math.sqrt(STEPS) * BATCH / NOISE
-    value = tuning_epsilon(GaussianBase(mu), Poisson(MEAN_RUNS), delta)
-    return value, f"rigorous bound for the noise it adds (mu = {mu:g})"
+    lower, upper = any_score_interval(GaussianBase(mu), Poisson(MEAN_RUNS), delta)
+    return lower, upper, f"any score: the Gaussian of the noise it adds (mu = {mu:g})"
+
+
+def pipeline_objects(seed: int = 0) -> dict[str, Any]:
+    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer."""
+    return reference.hand_objects(seed, train)

@@ -34,6 +34,7 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     validation_accuracy,
 )
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_objects import Interval
 from auditsel.rounds import Poisson
 
 BUG = "every candidate's model released, not only the winner"
@@ -64,5 +65,12 @@ def score(release: Mapping[str, Any], canary: Canary) -> float:
     return MU * sum(z) - len(z) * MU**2 / 2
 
 
-def correct_epsilon(delta: float) -> tuple[float | None, str]:
-    return released_runs_epsilon(MU, Poisson(MEAN_RUNS), delta), "exact: K runs composed"
+def correct_interval(delta: float) -> Interval:
+    """Exact: the release is every run (no selection score enters)."""
+    value = released_runs_epsilon(MU, Poisson(MEAN_RUNS), delta)
+    return value, value, "exact: K runs composed"
+
+
+def pipeline_objects(seed: int = 0) -> dict[str, Any]:
+    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer."""
+    return correct_dpgd.hand_objects(seed, train, tune)

@@ -24,6 +24,7 @@ from auditsel.reproductions.bugzoo import batch_clipping
 from auditsel.reproductions.bugzoo import correct_opacus as reference
 from auditsel.reproductions.bugzoo.correct_opacus import BATCH, EPOCHS, NOISE, TRAIN
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_objects import Interval
 
 BUG = "Poisson sampling claimed while batches are shuffled (each example once per epoch)"
 # the same as in batch_clipping:
@@ -38,10 +39,10 @@ def claim(delta: float) -> float:
     return reference.claim(delta, poisson_sampling=False)
 
 
-def correct_epsilon(delta: float) -> tuple[float | None, str]:
+def correct_interval(delta: float) -> Interval:
     """None: auditsel has no accountant for shuffled batches under add/remove neighbours (adding
     an example shifts every batch after it, and adds one to the last)."""
-    return None, "none here: no accountant for shuffled batches (add/remove)"
+    return None, None, "none here: no accountant for shuffled batches (add/remove)"
 
 
 def final_model_mu() -> float:

@@ -30,6 +30,7 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     train,
 )
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_objects import Interval
 
 BUG = "selection score computed on the private training data"
 # the same as in batch_clipping:
@@ -56,5 +57,10 @@ def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
     return best
 
 
-def correct_epsilon(delta: float) -> tuple[float | None, str]:
-    return None, "none: no tuning theorem covers a selection that reads the private data"
+def correct_interval(delta: float) -> Interval:
+    return None, None, "none: no tuning theorem covers a selection that reads the private data"
+
+
+def pipeline_objects(seed: int = 0) -> dict[str, Any]:
+    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer."""
+    return correct_dpgd.hand_objects(seed, train, tune)

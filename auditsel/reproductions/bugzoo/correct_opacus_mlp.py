@@ -1,0 +1,135 @@
+"""A correct Opacus tuning run as a new user writes it: an MLP with a random init per seed.
+
+scikit-learn's digits (`digits_data`: 1,000 training rows), an MLP 64-8-10 initialised from
+torch's global generator (a new init in every run, drawn from the game's seed), made private by
+`opacus.PrivacyEngine`: Poisson sampling at rate 1 / len(loader) = BATCH / 1,000 = 0.2, noise
+multiplier NOISE, one epoch (STEPS = 5 expected batches). Random search over the grid
+LEARNING_RATES x CLIPS: K ~ TNB(ETA, NU) runs ([PS22]'s truncated negative binomial; here a
+geometric law with E[K] = 2), each with a (learning rate, clipping norm) drawn from the grid;
+the run with the best validation accuracy is released with its learning rate, clipping norm
+and accuracy.
+
+The author's claim: `auditsel.from_opacus` on one run's engine, optimizer and loader, with the
+law of K: the interval's upper end for any score (`OpacusRun.tuning_epsilon`), at the largest
+clipping norm of the grid (the noise is NOISE times each run's own norm, so every run is the
+same DpsgdBase whatever its norm).
+
+Correct eps: the claim's interval (`OpacusRun.interval`: [attack value, tightest rigorous
+bound]), the tuning run's epsilon for any selection score.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+from opacus import PrivacyEngine
+
+from auditsel.pipelines.canaries import Canary, GradientCanary
+from auditsel.pipelines.opacus import OpacusRun, from_opacus
+from auditsel.reproductions.bugzoo import digits_data
+from auditsel.reproductions.bugzoo.digits_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
+from auditsel.rounds import TruncatedNegativeBinomial
+
+BUG = None
+NOISE, BATCH, EPOCHS = 2.0, 200, 1
+LEARNING_RATES = (2.0, 5.0, 10.0)
+CLIPS = (0.5, 1.0, 2.0)
+GRID = tuple(itertools.product(LEARNING_RATES, CLIPS))
+ETA, NU = 1.0, 0.5
+ROUNDS = TruncatedNegativeBinomial(ETA, NU)
+
+TRAIN, VALIDATION = digits_data.load()
+NULL = GradientCanary(coordinate=0)  # unbound: a no-op (the claim's run, outside any game)
+
+
+def quiet() -> None:
+    warnings.filterwarnings("ignore", message="Secure RNG turned off")  # fine for tuning
+    warnings.filterwarnings("ignore", message="Full backward hook")  # Opacus's hooks
+    warnings.filterwarnings("ignore", message="Optimal order is the")  # RDP's order range
+
+
+def make_private(
+    model: torch.nn.Module, train_data: TrainData, lr: float, clip: float, noise: float = NOISE
+) -> tuple[Any, Any, Any, PrivacyEngine]:
+    """(model, optimizer, loader, engine) from `PrivacyEngine.make_private`: SGD at `lr`,
+    Poisson sampling at BATCH / rows, clipping norm `clip`, noise multiplier `noise`."""
+    quiet()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    dataset = torch.utils.data.TensorDataset(*train_data)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH)
+    engine = PrivacyEngine()
+    model, optimizer, loader = engine.make_private(
+        module=model,
+        optimizer=optimizer,
+        data_loader=loader,
+        noise_multiplier=noise,
+        max_grad_norm=clip,
+    )
+    return model, optimizer, loader, engine
+
+
+def train(
+    train_data: TrainData, lr: float, clip: float, canary: Canary
+) -> tuple[torch.nn.Module, Any, Any, PrivacyEngine]:
+    """One private run: (the trained MLP, its optimizer, loader and engine)."""
+    net = digits_data.mlp()  # a random init, from the game's seeded generator
+    model, optimizer, loader, engine = make_private(net, train_data, lr, clip)
+    canary.attach(optimizer)  # a no-op unless this game's coin put the canary in
+    loss = torch.nn.CrossEntropyLoss()
+    for _ in range(EPOCHS):
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            loss(model(xb), yb).backward()
+            optimizer.step()
+    return net, optimizer, loader, engine
+
+
+def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    best: dict[str, Any] = {"accuracy": -1.0}
+    for _ in range(int(ROUNDS.sample(1, rng)[0])):
+        lr, clip = GRID[int(rng.integers(len(GRID)))]
+        model = train(train_data, lr, clip, canary)[0]
+        if (accuracy := digits_data.accuracy(model, VALIDATION)) > best["accuracy"]:
+            best = {"model": model, "lr": lr, "clip": clip, "accuracy": accuracy}
+    return best
+
+
+def opacus_run(delta: float) -> OpacusRun:
+    _, optimizer, loader, engine = train(TRAIN, LEARNING_RATES[0], CLIPS[-1], NULL)
+    return from_opacus(engine, optimizer=optimizer, data_loader=loader, delta=delta, rounds=ROUNDS)
+
+
+def claim(delta: float) -> float:
+    epsilon = opacus_run(delta).tuning_epsilon
+    if epsilon is None:  # from_opacus with rounds always has a rigorous bound
+        raise RuntimeError("from_opacus returned no rigorous tuning bound")
+    return epsilon
+
+
+def correct_interval(delta: float) -> Interval:
+    """The claim's own interval: the run is what Opacus accounts."""
+    interval = opacus_run(delta).interval
+    assert interval is not None  # from_opacus with rounds
+    return interval.lower, interval.upper, "any score: the claim's interval (Poisson sampling)"
+
+
+def pipeline_objects(seed: int = 0) -> dict[str, Any]:
+    """One seeded run's objects (the convention of `zoo_objects.objects`)."""
+    torch.manual_seed(seed)
+    model, optimizer, loader, engine = train(TRAIN, LEARNING_RATES[0], CLIPS[-1], NULL)
+    return objects(
+        model=model,
+        optimizers=[optimizer],
+        data_loader=loader,
+        engine=engine,
+        rounds=ROUNDS,
+        dataset=torch.utils.data.TensorDataset(*TRAIN),
+        release=tune(TRAIN, seed, NULL),
+        claim=claim,
+    )

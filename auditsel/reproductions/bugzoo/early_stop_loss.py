@@ -1,0 +1,103 @@
+"""Bug: early stopping on the raw training loss, and the step it stopped at released.
+
+`correct_opacus` (logistic regression on the zoo's breast-cancer rows, Opacus, Poisson
+sampling at rate BATCH / 400), trained for up to MAX_EPOCHS epochs, but after every step the
+author evaluates the loss on the whole private training set (no clipping, no noise) and stops
+once it has not improved for PATIENCE steps; the release records the step it stopped at
+(`steps`), as a training log does. The claim is `from_opacus` for the most steps a run can take
+(MAX_EPOCHS epochs), and the tuning bound of K ~ Poisson(MEAN_RUNS) (any score).
+
+Correct eps: none bounded: the stopping step is computed from the private rows without noise,
+and no theorem bounds what it releases.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from auditsel.pipelines.canaries import Canary
+from auditsel.pipelines.opacus import from_opacus
+from auditsel.reproductions.bugzoo import correct_opacus as reference
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
+from auditsel.rounds import Poisson
+
+BUG = "early stopping on the raw training loss, the stop step released"
+MAX_EPOCHS, PATIENCE = 2, 2
+MAX_STEPS = MAX_EPOCHS * reference.TRAIN[0].shape[0] // reference.BATCH
+# the same as in correct_opacus:
+TRAIN, NULL, MEAN_RUNS = reference.TRAIN, reference.CANARY, reference.MEAN_RUNS
+
+
+def train(train_data: TrainData, lr: float, canary: Canary) -> tuple[Any, int, Any, Any, Any]:
+    """One private run, stopped early: (model, steps taken, optimizer, loader, engine)."""
+    reference.quiet()
+    model, optimizer, loader, engine = reference.make_private(
+        reference.zero_model(), train_data, lr
+    )
+    canary.attach(optimizer)
+    loss = torch.nn.BCEWithLogitsLoss()
+    X, y = train_data
+    best, since, step = float("inf"), 0, 0
+    for _ in range(MAX_EPOCHS):
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            loss(model(xb).squeeze(-1), yb).backward()
+            optimizer.step()
+            step += 1
+            with torch.no_grad():  # the raw training loss (the bug)
+                current = float(loss(model(X).squeeze(-1), y))
+            best, since = (current, 0) if current < best else (best, since + 1)
+            if since >= PATIENCE:
+                return model, step, optimizer, loader, engine
+    return model, step, optimizer, loader, engine
+
+
+def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    best: dict[str, Any] = {"model": reference.zero_model(), "lr": 0.0, "accuracy": -1.0}
+    best["steps"] = 0
+    for _ in range(rng.poisson(MEAN_RUNS)):
+        lr = float(rng.choice(reference.LEARNING_RATES))
+        model, steps = train(train_data, lr, canary)[:2]
+        if (accuracy := reference.validation_accuracy(model)) > best["accuracy"]:
+            best = {"model": model, "lr": lr, "accuracy": accuracy, "steps": steps}
+    return best
+
+
+def claim(delta: float) -> float:
+    _, _, optimizer, loader, engine = train(TRAIN, reference.LEARNING_RATES[0], NULL)
+    run = from_opacus(
+        engine,
+        optimizer=optimizer,
+        data_loader=loader,
+        delta=delta,
+        rounds=Poisson(MEAN_RUNS),
+        steps=MAX_STEPS,
+    )
+    if run.tuning_epsilon is None:  # from_opacus with rounds always has a rigorous bound
+        raise RuntimeError("from_opacus returned no rigorous tuning bound")
+    return run.tuning_epsilon
+
+
+def correct_interval(delta: float) -> Interval:
+    return None, None, "none bounded: the stop step reads the private rows without noise"
+
+
+def pipeline_objects(seed: int = 0) -> dict[str, Any]:
+    """One seeded run's objects (`zoo_objects.objects`)."""
+    torch.manual_seed(seed)
+    model, _, optimizer, loader, engine = train(TRAIN, reference.LEARNING_RATES[0], NULL)
+    return objects(
+        model=model,
+        optimizers=[optimizer],
+        data_loader=loader,
+        engine=engine,
+        rounds=Poisson(MEAN_RUNS),
+        dataset=torch.utils.data.TensorDataset(*TRAIN),
+        release=tune(TRAIN, seed, NULL),
+        claim=claim,
+    )

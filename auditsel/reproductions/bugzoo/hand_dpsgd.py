@@ -1,0 +1,117 @@
+"""A hand-written DP-SGD tuning run on the digits MLP (`torch.func` per-example gradients): the
+loop the `noise_before_clip` and `per_tensor_clip` authors wrote, with their `privatize` step.
+
+Each run: an MLP (`digits_data.mlp`) with a fixed init (INIT_SEED: the author seeds it for
+reproducibility), STEPS steps of Poisson sampling at RATE (each training row in a step with
+probability RATE), per-example gradients of the cross-entropy, `privatize(grads, clip, canary)`
+(the author's clipping and noise: the sum of the batch's privatised gradients, the canary's
+gradient added by `canary.step` after clipping and before the noise), divided by the expected
+batch RATE * rows, and a step of learning rate lr. Random search over `correct_opacus_mlp`'s
+grid, K ~ TNB(ETA, NU) runs, the best on the validation rows released with its learning rate,
+clipping norm and accuracy.
+
+The author's claim: the run as DP-SGD, `DpsgdBase(NOISE, STEPS, RATE)`, and the tuning interval's
+upper end for K ~ TNB(ETA, NU) (any score).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.func import functional_call, grad, vmap
+
+from auditsel.accounting.interval import tuning_epsilon
+from auditsel.mechanisms import DpsgdBase
+from auditsel.pipelines.canaries import Canary
+from auditsel.reproductions.bugzoo import correct_opacus_mlp, digits_data
+from auditsel.reproductions.bugzoo.digits_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_objects import objects
+
+NOISE, STEPS, RATE = 2.0, 5, 0.2
+INIT_SEED = 0
+# the same as in correct_opacus_mlp:
+GRID, ROUNDS, TRAIN, VALIDATION, NULL = (
+    correct_opacus_mlp.GRID,
+    correct_opacus_mlp.ROUNDS,
+    correct_opacus_mlp.TRAIN,
+    correct_opacus_mlp.VALIDATION,
+    correct_opacus_mlp.NULL,
+)
+
+#: the author's clipping and noise: (per-example gradients, each [batch, *shape], in parameter
+#: order; the clipping norm; the canary) -> the privatised sum, one tensor per parameter
+Privatize = Callable[[list[torch.Tensor], float, Canary], list[torch.Tensor]]
+
+
+def fixed_mlp(hidden: Sequence[int], last_bias: bool) -> torch.nn.Sequential:
+    with torch.random.fork_rng():
+        torch.manual_seed(INIT_SEED)
+        return digits_data.mlp(hidden, last_bias)
+
+
+def per_example_grads(
+    model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor
+) -> list[torch.Tensor]:
+    """Each row's gradient of the cross-entropy, one [rows, *shape] tensor per parameter."""
+    params = {n: p.detach() for n, p in model.named_parameters()}
+
+    def loss(p: dict[str, torch.Tensor], x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        out = functional_call(model, p, (x[None],))
+        return torch.nn.functional.cross_entropy(out, t[None])
+
+    grads = vmap(grad(loss), in_dims=(None, 0, 0))(params, X, y)
+    return [grads[n] for n in params]
+
+
+def train(
+    train_data: TrainData,
+    lr: float,
+    clip: float,
+    canary: Canary,
+    privatize: Privatize,
+    model: torch.nn.Sequential,
+) -> torch.nn.Sequential:
+    """One run of the hand-written loop (module docstring) on `model`, in place."""
+    X, y = train_data
+    for _ in range(STEPS):
+        rows = torch.rand(len(X)) < RATE  # Poisson sampling
+        summed = privatize(per_example_grads(model, X[rows], y[rows]), clip, canary)
+        with torch.no_grad():
+            for p, g in zip(model.parameters(), summed):
+                p.sub_(lr * g / (RATE * len(X)))
+    return model
+
+
+def random_search(
+    train_data: TrainData, seed: int, canary: Canary, privatize: Privatize, **shape: Any
+) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    best: dict[str, Any] = {"accuracy": -1.0}
+    for _ in range(int(ROUNDS.sample(1, rng)[0])):
+        lr, clip = GRID[int(rng.integers(len(GRID)))]
+        model = train(train_data, lr, clip, canary, privatize, fixed_mlp(**shape))
+        if (accuracy := digits_data.accuracy(model, VALIDATION)) > best["accuracy"]:
+            best = {"model": model, "lr": lr, "clip": clip, "accuracy": accuracy}
+    return best
+
+
+def claim(delta: float) -> float:
+    return tuning_epsilon(DpsgdBase(NOISE, STEPS, RATE), ROUNDS, delta).epsilon
+
+
+def hand_objects(seed: int, privatize: Privatize, **shape: Any) -> dict[str, Any]:
+    """`zoo_objects.objects` of a hand-written run: no optimizer, loader or engine."""
+    torch.manual_seed(seed)
+    lr, clip = GRID[0]
+    model = train(TRAIN, lr, clip, NULL, privatize, fixed_mlp(**shape))
+    return objects(
+        model=model,
+        optimizers=[],
+        rounds=ROUNDS,
+        dataset=torch.utils.data.TensorDataset(*TRAIN),
+        release=random_search(TRAIN, seed, NULL, privatize, **shape),
+        claim=claim,
+    )

@@ -1,0 +1,59 @@
+"""Bug: every trial's validation accuracy released (a leaderboard whose length is K).
+
+`correct_dpgd`'s runs (full-batch DP-GD, K ~ Poisson(10) runs over five learning rates), the
+best released with its learning rate and accuracy, and beside it the results table of the
+sweep: every trial's learning rate and validation accuracy, in the order run (`leaderboard`, a
+list of K entries). Each accuracy is a function of its run's DP output, so the release is a
+post-processing of all K runs, composed; the author still claims the tuning bound for the
+winner alone (`correct_dpgd`'s claim).
+
+Correct eps: at most `release_all`'s exact epsilon of releasing every run (K runs composed, a
+rigorous upper end for a post-processing of them); no lower end is computed here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from auditsel.pipelines.canaries import Canary
+from auditsel.reproductions.bugzoo import correct_dpgd as reference
+from auditsel.reproductions.bugzoo import release_all
+from auditsel.reproductions.bugzoo.correct_dpgd import (
+    LEARNING_RATES,
+    MEAN_RUNS,
+    initial_release,
+    train,
+    validation_accuracy,
+)
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_objects import Interval
+
+BUG = "every trial's accuracy released (a leaderboard of K entries)"
+# the same as in correct_dpgd:
+TRAIN, claim = reference.TRAIN, reference.claim
+
+
+def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    generator = torch.Generator().manual_seed(seed)
+    best, board = initial_release(), []
+    for _ in range(rng.poisson(MEAN_RUNS)):
+        lr = float(rng.choice(LEARNING_RATES))
+        model = train(train_data, lr, generator, canary)
+        board.append({"lr": lr, "accuracy": (accuracy := validation_accuracy(model))})
+        if accuracy > best["accuracy"]:
+            best = {"model": model, "lr": lr, "accuracy": accuracy}
+    return {**best, "leaderboard": board}
+
+
+def correct_interval(delta: float) -> Interval:
+    _, upper, _ = release_all.correct_interval(delta)
+    return None, upper, "upper end: every run released, composed (exact for release_all)"
+
+
+def pipeline_objects(seed: int = 0) -> dict[str, Any]:
+    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer."""
+    return reference.hand_objects(seed, train, tune)
