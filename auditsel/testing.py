@@ -38,7 +38,7 @@ from typing import Literal, cast
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.rules import ThresholdRule, threshold_rule
-from auditsel.errors import ConfigError
+from auditsel.errors import ConfigError, percent
 from auditsel.games.engine import run_game
 from auditsel.games.played_score import resolve_score, scored_winner
 from auditsel.games.worst_case import DpsgdWorstCase
@@ -172,7 +172,7 @@ def assert_not_refuted(
     if bound.eps > claimed_epsilon:
         raise RefutedClaim(
             f"claimed epsilon {claimed_epsilon:.4f} at delta {delta:g} is refuted: audited "
-            f"eps_L = {bound.eps:.4f} > claim with {confidence:.0%} confidence "
+            f"eps_L = {bound.eps:.4f} > claim with {percent(confidence)} confidence "
             f"({bound.threshold_rule} rule, {bound.evaluated_trials:,} of {bound.trials:,} games; FP <= "
             f"{bound.fp_upper:.3g}, FN <= {bound.fn_upper:.3g}; optimistic best-threshold "
             f"eps = {bound.eps_best_threshold:.4f})",

@@ -40,11 +40,14 @@ import argparse
 import errno
 import gc
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from auditsel.cli import (
     command_audit_pipeline,
@@ -125,7 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Before numpy loads (a fresh process), OpenBLAS's idle threads are told to sleep at once
     (`OPENBLAS_THREAD_TIMEOUT`, unless the environment sets it: `_quiet_blas_threads`)."""
     _quiet_blas_threads()
-    code = _main(argv)
+    with _sigterm_interrupts():
+        code = _main(argv)
     if argv is None:
         gc.freeze()
     return code
@@ -169,12 +173,15 @@ def _main(argv: Sequence[str] | None) -> int:
     except UsageError as err:
         print(f"auditsel: error: {one_line(err)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        _stop_loky_workers()
+        what = "terminated (SIGTERM)" if isinstance(err, Terminated) else "interrupted"
         print(
-            "auditsel: interrupted; rerun the same command to resume from the checkpoints",
+            f"auditsel: {what}; finished chunks are kept: rerun the same command to resume "
+            f"from the checkpoints",
             file=sys.stderr,
         )
-        return 130
+        return EXIT_TERMINATED if isinstance(err, Terminated) else 130
     except BrokenPipeError:
         return _closed_pipe()
     except StdoutFailed as err:
@@ -191,6 +198,50 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     except Exception as err:
         return _failure(err)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so that it ends as Ctrl-C does (finished chunks
+    written, workers stopped, one line), with exit 143 (128 + SIGTERM)."""
+
+
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """While a command runs (in the main thread), SIGTERM raises `Terminated`; the previous
+    handler is put back after. Forked workers restore the default (`worker_pool`)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pid = os.getpid()
+
+    def terminate(signum: int, frame: object) -> None:
+        if os.getpid() != pid:  # a child forked by the user's code or a pool: end as before
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_loky_workers() -> None:
+    """After an interrupt: stop joblib's reusable loky workers (they would play on, then idle
+    for minutes), if joblib was used at all."""
+    reusable = sys.modules.get("joblib.externals.loky.reusable_executor")
+    executor = getattr(reusable, "_executor", None)  # None: no worker was ever started
+    if executor is None:
+        return
+    try:
+        executor.shutdown(wait=False, kill_workers=True)
+    except Exception:  # best effort: the process exits next anyway
+        pass
 
 
 def _flush_stdout() -> None:

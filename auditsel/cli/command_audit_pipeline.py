@@ -11,8 +11,8 @@ user's own code is the user's input: one line naming the function, the line and 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,7 +105,8 @@ def _claim_and_stop_options(pipe: argparse.ArgumentParser) -> None:
     pipe.add_argument(
         "--fresh",
         action="store_true",
-        help="start over: delete the checkpoints of --out first (nothing is resumed)",
+        help="start over: delete the checkpoints of --out (also each canary's) once the folder "
+        "is locked and the command checked (nothing is resumed)",
     )
     pipe.add_argument(
         "--early-stop",
@@ -126,45 +127,58 @@ def run(args: argparse.Namespace) -> int:
     spec = load_pipeline_spec(args)
     options = {**DEFAULTS, **spec.settings}  # the command line's, then the YAML's, then these
     options.update(_claim_options(args, options))
+    if args.early_stop and options.get("claimed_epsilon") is None:
+        raise UsageError("--early-stop: stops when the claim is refuted; give --claim or --opacus")
     tune_name = getattr(spec.pipeline.tune, "__name__", "pipeline")
     out = args.out if args.out is not None else Path(DEFAULT_OUT) / tune_name
     check_output_path(out, "--out")  # audit_pipeline claims it (locked; cleaned on failure)
-    if args.fresh:
-        _start_over(Path(out))
-    if args.early_stop and options.get("claimed_epsilon") is None:
-        raise UsageError("--early-stop: stops when the claim is refuted; give --claim or --opacus")
     try:
         with user_argv(args.target):
             audit = _audit(args, spec.pipeline, options, out)
     except ConfigError as err:
         if err.field == "out_dir":  # the option the user typed
             raise ConfigError("--out", err.message) from None
+        if err.field == "fresh":
+            raise ConfigError("--fresh", err.message) from None
         raise
-    out_dir = Path(out)
-    if audit.resumed_games and not args.early_stop:
+    if audit.resumed_games:
+        where = Path(out) / ("canary-*" if audit.result.get("canaries") else "")
         print(
             f"auditsel: resumed {audit.resumed_games:,} of {audit.games:,} games from "
-            f"{out_dir / 'checkpoints'}",
+            f"{where / 'checkpoints'}",
             file=sys.stderr,
         )
     if not args.quiet:
-        print(audit.summary())
-        for i, entry in enumerate(audit.result.get("canaries", ())):  # several canaries
-            print(
-                f"canary {i} ({entry['canary']['kind']}): eps_L {entry['eps']:.4f} at "
-                f"confidence {entry['confidence']:.4g}, {entry['games']:,} games"
-                + ("" if entry["refuted"] is None else f", refuted: {entry['refuted']}")
-            )
-        if audit.result.get("sequential"):
-            # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-            from auditsel.pipelines.sequential import looks_text
-
-            print(looks_text(audit.result))
-        print(
-            f"{audit.games:,} games, {audit.cpu_seconds:.1f} CPU s, {audit.wall_seconds:.1f} s "
-            f"wall; wrote {', '.join(str(p) for p in audit.files)}"
-        )
+        _print_audit(audit)
     return EXIT_REFUTED if audit.refuted else 0
+
+
+def _print_audit(audit: PipelineAudit) -> None:
+    """The table, each canary's line, the looks' line, the games, seconds and files."""
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.pipelines.pipeline import canaries_text
+    from auditsel.pipelines.sequential import looks_text
+
+    print(audit.summary())
+    if audit.result.get("canaries"):  # several canaries
+        print(canaries_text(audit.result))
+    if audit.result.get("sequential"):
+        print(looks_text(audit.result))
+    print(
+        f"{audit.games:,} games, {audit.cpu_seconds:.1f} CPU s, {audit.wall_seconds:.1f} s "
+        f"wall; wrote {', '.join(str(p) for p in audit.files)}"
+    )
+
+
+def _print_look(entry: Mapping[str, Any], j: int, level: float) -> None:
+    """--early-stop: each look's eps_L and verdict on stderr as it finishes (a log shows it)."""
+    verdict = "refuted: stopping" if entry["refuted"] else "not refuted"
+    print(
+        f"auditsel: look {j}: {entry['games']:,} games, eps_L {entry['eps']:.4f} at confidence "
+        f"{level:.4g}, {verdict}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _audit(
@@ -175,8 +189,9 @@ def _audit(
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
 
-    progress = not args.no_progress and sys.stderr.isatty()
+    progress = not args.no_progress  # a bar on a terminal, else a line now and then (engine)
     run = dict(jobs=args.jobs, backend=args.backend, scheduler=args.scheduler, progress=progress)
+    run["fresh"] = args.fresh  # deleted once the folder is locked and the options checked
     accept = args.accept_nondeterministic
     if args.early_stop:
         # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
@@ -185,7 +200,7 @@ def _audit(
         p = pipeline
         return audit_until_refuted(
             p.tune, p.score, data=p.data, canary=p.canary, looks=args.looks, out_dir=out,
-            accept_nondeterminism=accept, **run, **options,
+            accept_nondeterminism=accept, on_look=_print_look, **run, **options,
         )  # fmt: skip
     return pipeline.audit(
         games=options["games"],
@@ -249,11 +264,3 @@ def _claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[st
     except ConfigError as err:
         raise UsageError(f"--base: {err}") from None
     return {"base": base, "rounds": rounds}
-
-
-def _start_over(out: Path) -> None:
-    """--fresh: the checkpoints of `out` (and the fingerprint beside them) are deleted."""
-    checkpoints = out / "checkpoints"
-    if checkpoints.is_dir():
-        shutil.rmtree(checkpoints)
-        print(f"auditsel: --fresh: deleted {checkpoints}", file=sys.stderr)

@@ -24,7 +24,7 @@ from auditsel.cli.pipeline_options import (
     load_pipeline_spec,
     user_argv,
 )
-from auditsel.errors import ConfigError
+from auditsel.errors import ConfigError, percent
 
 if TYPE_CHECKING:
     from auditsel.auditing.planning import Plan
@@ -169,7 +169,7 @@ def _plan_text(
     g = spec.game
     assert g is not None  # plan refuses a config without a game section
     lines = [
-        f"{spec.name}: valid {g.threshold} audit at {g.confidence:.0%} confidence, delta = "
+        f"{spec.name}: valid {g.threshold} audit at {percent(g.confidence)} confidence, delta = "
         f"{spec.delta:g}, trade-off curve {plan.curve}"
         + (f", exact eps {exact:.4f}" if exact is not None else "")
     ]

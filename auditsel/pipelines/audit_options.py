@@ -74,7 +74,9 @@ class ExecutionOptions:
     `chunk_size`: games per chunk, the unit of work and of checkpoints (None: the function's
     default); `checkpoint_dir`: finished chunks are kept there and an interrupted audit resumes
     from them; `stream`: audit chunk by chunk from disk, in bounded memory (True, False or
-    "auto": above 2^20 games with a checkpoint folder); `progress`: a progress bar on stderr."""
+    "auto": above 2^20 games with a checkpoint folder); `progress`: a progress bar on stderr
+    (progress lines where stderr is no terminal); `fresh`: start over: delete the checkpoints
+    first (once the output folder is locked and every other option checked), resume nothing."""
 
     jobs: int = 1
     backend: str | None = None
@@ -83,6 +85,7 @@ class ExecutionOptions:
     checkpoint_dir: str | Path | None = None
     stream: bool | str = "auto"
     progress: bool = False
+    fresh: bool = False
 
 
 Options = TypeVar("Options")

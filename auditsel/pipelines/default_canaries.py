@@ -37,7 +37,7 @@ from auditsel.pipelines.canaries import (
     _to_numpy,
     flat_parameters,
 )
-from auditsel.pipelines.game import PipelineError, TuneFn, function_name
+from auditsel.pipelines.game import TuneFn, probe_call
 from auditsel.pipelines.release_scores import PROBE_SEED
 
 __all__ = ["BOTH", "OUTLIER", "default_canaries", "outlier_example", "resolve_canary"]
@@ -104,14 +104,11 @@ def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCana
     """(InputCanary, GradientCanary) for `canary="both"` (module docstring): the outlier
     person of `data`, and the coordinate that moved least in one probe run of `tune`."""
     person = outlier_example(data)
-    try:
-        release = tune(data, PROBE_SEED, person)  # unbound: the canary is out
-    except Exception as err:
-        raise PipelineError(
-            "tune",
-            f"{function_name(tune)} raised {type(err).__name__} in the probe run that chooses "
-            f"the gradient canary of canary='both' (seed {PROBE_SEED}, canary out): {err}",
-        ) from None
+    what = (
+        f"the probe run that chooses the gradient canary of canary='both' (seed {PROBE_SEED}, "
+        f"canary out)"
+    )
+    release = probe_call("tune", tune, what, data, PROBE_SEED, person)  # unbound: out
     try:
         theta = flat_parameters(release)
         initial = (

@@ -68,7 +68,7 @@ from auditsel.auditing.planning import (
 )
 from auditsel.auditing.rules import THRESHOLD_RULES
 from auditsel.auditing.threshold_search import epsilon_from_rates
-from auditsel.errors import ConfigError, choice, integer, number
+from auditsel.errors import ConfigError, choice, integer, number, percent
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, grouped_options
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
@@ -129,8 +129,8 @@ class PipelinePlan:
             return self._combined_summary()
         lines = [
             f"plan from {self.pilot_games:,} pilot games: valid {self.rule} audit at "
-            f"{self.confidence:.0%} confidence, delta = {self.delta:g}; planned on the pilot's "
-            f"curve at its {self.pilot_confidence:.0%} limits, which reach eps "
+            f"{percent(self.confidence)} confidence, delta = {self.delta:g}; planned on the pilot's "
+            f"curve at its {percent(self.pilot_confidence)} limits, which reach eps "
             f"{self.curve_eps:.4f} (point estimate {self.point_eps:.4f}); "
             f"{self.cpu_seconds_per_game:.3g} CPU s per game"
         ]
@@ -151,7 +151,7 @@ class PipelinePlan:
             f"of games (about 3 / {self.pilot_games:,}); a larger pilot sees rarer ones"
         )
         lines.append(
-            f"  (with probability >= {self.pilot_confidence:.0%} over the pilot these are not "
+            f"  (with probability >= {percent(self.pilot_confidence)} over the pilot these are not "
             "over-stated for a threshold fixed at the plan's; a split audit certifies somewhat "
             "less)"
         )
@@ -192,7 +192,7 @@ class PipelinePlan:
             f"plan for {m} canaries (each plays its own {self.pilot_games:,} pilot games and the "
             f"audit's games: the audit plays {m} x the games below), each certified at "
             f"confidence 1 - {1 - self.confidence:g}/{m} = {self.canaries[0].confidence:.4g} "
-            f"(Bonferroni: the audit's verdict holds at {self.confidence:.0%}); "
+            f"(Bonferroni: the audit's verdict holds at {percent(self.confidence)}); "
             f"{self.cpu_seconds_per_game:.3g} CPU s per game of all {m}"
         ]
         lines += self._games_lines(
