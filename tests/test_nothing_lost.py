@@ -416,3 +416,154 @@ def test_sigterm_ends_an_audit_like_ctrl_c_with_its_log(world):
     assert "auditsel: terminated (SIGTERM); finished chunks are kept" in text, text
     assert "Traceback" not in text
     assert list((world / "o" / "checkpoints").glob("chunk_*.npz"))
+
+
+# --- options objects: checked by name before any game -------------------------------------------
+
+
+def _pipeline_call(calls: list, **options):
+    from auditsel import audit_pipeline
+
+    def tune(data, seed, canary):
+        calls.append(seed)
+        return float(np.random.default_rng(seed).normal())
+
+    return audit_pipeline(
+        tune,
+        lambda release, canary: release,
+        data=(np.zeros((4, 2)), np.zeros(4)),
+        canary=InputCanary(np.ones(2), 1),
+        games=40,
+        delta=1e-5,
+        **options,
+    )
+
+
+def _options_cases():
+    from auditsel import Poisson
+    from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
+
+    return [
+        ("statistics-wrong-class", lambda: {"statistics": ExecutionOptions()}, r"^statistics: must be AuditOptions"),
+        ("statistics-dict", lambda: {"statistics": {"seed": 1}}, r"^statistics: must be AuditOptions"),
+        ("execution-wrong-class", lambda: {"execution": AuditOptions()}, r"^execution: must be ExecutionOptions"),
+        ("report-dict", lambda: {"report": {"out_dir": "x"}}, r"^report: must be ReportOptions"),
+        ("seed-float", lambda: {"statistics": AuditOptions(seed=7.0)}, r"^seed: must be an integer"),
+        ("checkpoint_dir-int", lambda: {"execution": ExecutionOptions(checkpoint_dir=5)}, r"^checkpoint_dir: must be a folder"),
+        ("out_dir-int", lambda: {"report": ReportOptions(out_dir=5)}, r"^out_dir: must be a folder"),
+        ("base-dict", lambda: {"report": ReportOptions(base={"kind": "dpsgd"}, rounds=Poisson(3))}, r"^base: must be a mechanism pair"),
+        ("base-object", lambda: {"report": ReportOptions(base=object(), rounds=Poisson(3))}, r"^base: must be a mechanism pair"),
+        ("rounds-text", lambda: {"report": ReportOptions(base=_gaussian(), rounds="poisson")}, r"^rounds: must be a law of K"),
+    ]  # fmt: skip
+
+
+def _gaussian():
+    from auditsel import GaussianBase
+
+    return GaussianBase(1.0)
+
+
+@pytest.mark.parametrize("case", _options_cases(), ids=lambda c: c[0])
+def test_options_objects_are_checked_by_name_before_any_game(case):
+    _, options, pattern = case
+    calls: list = []
+    with pytest.raises(ConfigError, match=pattern):
+        _pipeline_call(calls, **options())
+    assert calls == []
+
+
+def test_a_numpy_integer_seed_is_a_seed():
+    from auditsel.pipelines.audit_options import AuditOptions
+
+    assert (
+        AuditOptions(seed=np.int64(7)).seed == 7
+        and type(AuditOptions(seed=np.int64(7)).seed) is int
+    )
+    a = _pipeline_call([], statistics=AuditOptions(seed=np.int64(7)))
+    b = _pipeline_call([], statistics=AuditOptions(seed=7))
+    assert a.eps == b.eps and a.to_dict()["lower"] == b.to_dict()["lower"]
+
+
+def test_a_forked_child_never_cleans_up_the_parents_folder(tmp_path):
+    folder = claim_folder(tmp_path / "o")
+    (tmp_path / "o" / "made.txt").write_text("the parent's output\n")
+    pid = os.fork()
+    if pid == 0:  # the child: its cleanup must be a no-op
+        folder.discard()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert (tmp_path / "o" / "made.txt").exists()
+    with pytest.raises(ConfigError, match="in use"):  # the lock is still the parent's
+        claim_folder(tmp_path / "o")
+    folder.discard()
+    assert not (tmp_path / "o").exists()
+
+
+OPACUS_RUN = """
+import warnings
+
+import torch
+
+
+def opacus_run():
+    from opacus import PrivacyEngine
+
+    warnings.filterwarnings("ignore")
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    data = torch.utils.data.TensorDataset(torch.randn(16, 2), torch.ones(16))
+    loader = torch.utils.data.DataLoader(data, batch_size=8)
+    engine = PrivacyEngine()
+    model, optimizer, loader = engine.make_private(
+        module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=1.0,
+        max_grad_norm=1.0,
+    )
+    for xb, yb in loader:
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(xb).squeeze(-1), yb).backward()
+        optimizer.step()
+    return engine, optimizer, loader
+"""
+
+
+def test_opacus_with_rounds_and_no_claim_tests_the_tuning_epsilon(world, capsys):
+    pytest.importorskip("opacus")
+    (world / "opacus_run.py").write_text(OPACUS_RUN)
+    rounds = "{kind: poisson, mean: 3}"
+    argv = audit("--games", "8", "--out", "o", "--opacus", "opacus_run.py:opacus_run")
+    assert main([*argv, "--rounds", rounds]) in (0, 3)
+    note = capsys.readouterr().err
+    result = json.loads((world / "o" / "result.json").read_text())
+    from auditsel import Poisson, from_opacus
+    from auditsel.pipelines.load import load_object
+
+    engine, optimizer, loader = load_object("opacus_run.py:opacus_run", "--opacus", call=True)
+    run = from_opacus(
+        engine, optimizer=optimizer, data_loader=loader, delta=1e-5, rounds=Poisson(3)
+    )
+    assert result["claim"]["epsilon"] == pytest.approx(run.tuning_epsilon, rel=1e-12)
+    assert run.tuning_epsilon > run.claimed_epsilon  # K runs: more than one run's epsilon
+    assert f"the claim is the tuning run's epsilon {run.tuning_epsilon:.4g}" in note, note
+
+
+def test_a_full_standard_output_is_named(tmp_path):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    config = Path(__file__).parents[1] / "auditsel" / "configs" / "quickstart.yaml"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    argv = [sys.executable, "-m", "auditsel", "run", str(config), "--trials", "200"]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [*argv, "--out", str(tmp_path / "o"), "--no-progress"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+    assert done.returncode == 74, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "auditsel: error: cannot write to standard output (No space left on device)"
+    ]
+    assert (tmp_path / "o" / "result.json").exists()  # the outputs stay

@@ -48,6 +48,7 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from auditsel.cli import (
     command_audit_pipeline,
@@ -128,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Before numpy loads (a fresh process), OpenBLAS's idle threads are told to sleep at once
     (`OPENBLAS_THREAD_TIMEOUT`, unless the environment sets it: `_quiet_blas_threads`)."""
     _quiet_blas_threads()
-    with _sigterm_interrupts():
+    with _sigterm_interrupts(), _guarded_stdout():
         code = _main(argv)
     if argv is None:
         gc.freeze()
@@ -297,12 +298,58 @@ def _environment_failure(err: BaseException) -> str | None:
     if not isinstance(seen, OSError) or seen.errno not in (*DISK_FULL, errno.EIO):
         return None
     where = f" writing {seen.filename}" if seen.filename else ""
+    if isinstance(seen, StdoutError):  # print() itself failed: name it
+        return f"cannot write to standard output ({seen.strerror})"
     if seen.errno == errno.EIO:
         return f"input/output error{where} ({seen.strerror}); check the disk, then rerun to resume"
     return (
         f"no space left on the device{where} ({seen.strerror}); free some space (or choose "
         f"another --out) and rerun the same command: finished checkpoints are kept and resumed"
     )
+
+
+class StdoutError(OSError):
+    """A write to standard output failed (a full device, an I/O error): the environment,
+    exit 74, named as standard output (an OSError, so that an output folder keeps its files)."""
+
+
+class _GuardedStdout:
+    """Standard output whose failed writes say that they were standard output's
+    (`StdoutError`); a closed reader stays BrokenPipeError (141)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise StdoutError(err.errno, err.strerror) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise StdoutError(err.errno, err.strerror) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def _guarded_stdout() -> Iterator[None]:
+    """While a command runs, `sys.stdout` names itself when a write fails."""
+    stream = sys.stdout
+    sys.stdout = _GuardedStdout(stream)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if isinstance(sys.stdout, _GuardedStdout):
+            sys.stdout = stream
 
 
 def _closed_pipe() -> int:

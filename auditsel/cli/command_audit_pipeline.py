@@ -100,7 +100,7 @@ def _claim_and_stop_options(pipe: argparse.ArgumentParser) -> None:
         metavar="MODULE:NAME",
         help="a function of your module returning (privacy_engine, optimizer, data_loader) of "
         "one Opacus run: the base is read from it, and the claim (unless --claim) is the "
-        "epsilon Opacus reports for it",
+        "tuning run's epsilon for the law of K of --rounds (not Opacus's epsilon of one run)",
     )
     pipe.add_argument(
         "--fresh",
@@ -181,6 +181,23 @@ def _print_look(entry: Mapping[str, Any], j: int, level: float) -> None:
     )
 
 
+def _tuning_claim(run: Any) -> float:
+    """--opacus with --rounds and no --claim: the tuning run's epsilon (`run.tuning_epsilon`,
+    the smallest rigorous bound for K runs), not Opacus's epsilon of one run."""
+    eps = run.tuning_epsilon
+    if eps is None:
+        raise UsageError(
+            "--claim: no rigorous tuning bound applies to this Opacus run and law of K; give "
+            "the claim to test with --claim EPS"
+        )
+    print(
+        f"auditsel: --opacus: the claim is the tuning run's epsilon {eps:.4g} (the law of K of "
+        f"--rounds); Opacus's {run.claimed_epsilon:.4g} is one run's",
+        file=sys.stderr,
+    )
+    return float(eps)
+
+
 def _audit(
     args: argparse.Namespace, pipeline: Pipeline, options: dict[str, Any], out: str | Path
 ) -> PipelineAudit:
@@ -248,12 +265,14 @@ def _claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[st
                 f"--opacus: {args.opacus} must return (privacy_engine, optimizer, "
                 f"data_loader), got {type(made).__name__}"
             ) from None
-        run = from_opacus(engine, optimizer=optimizer, data_loader=loader, delta=delta)
+        run = from_opacus(
+            engine, optimizer=optimizer, data_loader=loader, delta=delta, rounds=rounds
+        )
         claim = options.get("claimed_epsilon")
         return {
             "base": run.base,
             "rounds": rounds,
-            "claimed_epsilon": run.claimed_epsilon if claim is None else claim,
+            "claimed_epsilon": _tuning_claim(run) if claim is None else claim,
         }
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.config import load_yaml_text, parse_base

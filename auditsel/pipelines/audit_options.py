@@ -15,6 +15,8 @@ before (jobs=, checkpoint_dir=, ...) onto an options object until auditsel 0.3.0
 
 from __future__ import annotations
 
+import numbers
+import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -26,7 +28,7 @@ if TYPE_CHECKING:  # annotations only: an options object imports nothing heavy
     from auditsel.roles import MechanismPair
     from auditsel.rounds import RoundsLaw
 
-from auditsel.errors import AuditselDeprecationWarning
+from auditsel.errors import AuditselDeprecationWarning, ConfigError, shown
 from auditsel.version import REMOVED_IN
 
 __all__ = [
@@ -49,6 +51,14 @@ class AuditOptions:
     rule: ThresholdRule | str = "split"
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        seed = self.seed
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise ConfigError(
+                "seed", f"must be an integer (an int or a NumPy integer), got {shown(seed)}"
+            )
+        object.__setattr__(self, "seed", int(seed))  # np.int64(7) -> 7 (JSON, SeedSequence)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ReportOptions:
@@ -63,6 +73,17 @@ class ReportOptions:
     base: MechanismPair | None = None
     rounds: RoundsLaw | None = None
     panel: bool | str = "auto"
+
+    def __post_init__(self) -> None:
+        _folder(self.out_dir, "out_dir")
+        if self.name is not None and not isinstance(self.name, str):
+            raise ConfigError("name", f"must be a string or None, got {shown(self.name)}")
+        if isinstance(self.base, Mapping):  # a config's base section: parse_base makes a pair
+            raise ConfigError(
+                "base",
+                "must be a mechanism pair (auditsel.DpsgdBase(...), GaussianBase(...), ...), "
+                "not a mapping: auditsel.experiments.config.parse_base(mapping, delta) makes one",
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +108,15 @@ class ExecutionOptions:
     progress: bool = False
     fresh: bool = False
 
+    def __post_init__(self) -> None:
+        _folder(self.checkpoint_dir, "checkpoint_dir")
+
+
+def _folder(value: object, field: str) -> None:
+    """A ConfigError naming `field` unless `value` is None or a path (str or os.PathLike)."""
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise ConfigError(field, f"must be a folder (a str or a Path) or None, got {shown(value)}")
+
 
 Options = TypeVar("Options")
 
@@ -108,6 +138,10 @@ def legacy_options(
         raise TypeError(
             f"{caller}() got unexpected keyword arguments: {', '.join(sorted(unknown))}"
         )
+    if given is not None and not isinstance(given, cls):
+        raise ConfigError(
+            argument, f"must be {cls.__name__}(...) or None, got {type(given).__name__}"
+        )  # a dict, or another group's options object: never read by its field names
     base = given if given is not None else cls()
     if not old:
         return base

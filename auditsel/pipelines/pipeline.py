@@ -67,6 +67,7 @@ from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError, choice, integer, number, shown
 from auditsel.errors import jobs as check_jobs
+from auditsel.events import as_pair
 from auditsel.experiments.experiment import (
     lower_fields,
     result_interval,
@@ -539,8 +540,7 @@ def _audit_pipeline(
     if isinstance(rule, str):  # the split's seed: the audit's (auditsel.auditing.rules)
         rule = threshold_rule(rule, seed=seed)
     chunk_size = integer(chunk_size, "chunk_size", 1)
-    if (base is None) != (rounds is None):
-        raise ConfigError("rounds", "give base and rounds together (or neither)")
+    base, seed = _checked_base(base, rounds), integer(seed, "seed", 0, SEED_MAX - 1)
     fields, score_fn = scoring(tune, score, data, canary)  # score None: every released field
     with _claimed(out_dir) as folder:
         out = None if folder is None else folder.path
@@ -597,6 +597,20 @@ def _audit_pipeline(
             fields=fields,
             reproducibility=reproducibility,
         )
+
+
+def _checked_base(base: Any, rounds: Any) -> MechanismPair | None:
+    """The base as a mechanism pair (a DpEvent made one), given with a law of K, or None: a
+    ConfigError naming `base` or `rounds` before any game."""
+    if (base is None) != (rounds is None):
+        raise ConfigError("rounds", "give base and rounds together (or neither)")
+    if base is None:
+        return None
+    if not isinstance(rounds, RoundsLaw):
+        raise ConfigError(
+            "rounds", f"must be a law of K (auditsel.Poisson(3), ...), got {shown(rounds)}"
+        )
+    return as_pair(base, "base")
 
 
 def _claimed(out_dir: str | Path | OutputFolder | None) -> Any:
