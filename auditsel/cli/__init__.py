@@ -344,7 +344,7 @@ class _GuardedStdout:
 def _guarded_stdout() -> Iterator[None]:
     """While a command runs, `sys.stdout` names itself when a write fails."""
     stream = sys.stdout
-    sys.stdout = _GuardedStdout(stream)  # type: ignore[assignment]
+    sys.stdout = _GuardedStdout(stream)
     try:
         yield
     finally:
