@@ -567,3 +567,65 @@ def test_a_full_standard_output_is_named(tmp_path):
         "auditsel: error: cannot write to standard output (No space left on device)"
     ]
     assert (tmp_path / "o" / "result.json").exists()  # the outputs stay
+
+
+# --- documented values: answered, or refused naming the field and the range that computes ----
+
+RANGE_CASES = [
+    ("dpsgd-steps-1e9", {"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10**9, "sample_rate": 0.01}, r"base\.steps: must be an integer in \[1, 10000000\]"),
+    ("dpsgd-sigma-1e-300", {"kind": "dpsgd", "noise_multiplier": 1e-300, "steps": 10, "sample_rate": 0.01}, r"base\.noise_multiplier: must be in \[0\.1, 1e\+06\]"),
+    ("dpsgd-rate-5e-324", {"kind": "dpsgd", "noise_multiplier": 1.0, "steps": 10, "sample_rate": 5e-324}, r"base\.sample_rate: must be in \[1e-09, 1\]"),
+    ("dpsgd-epsilon-100", {"kind": "dpsgd", "epsilon": 100, "steps": 1, "sample_rate": 1.0}, r"base\.epsilon: calibrates to a noise multiplier below 0\.1.* at most [\d.]+ .*got 100"),
+    ("laplace-b-1e-300", {"kind": "laplace", "noise_multiplier": 1e-300}, r"base\.noise_multiplier: must be in \[0\.1,"),
+    ("laplace-steps-1e9", {"kind": "laplace", "noise_multiplier": 1.0, "steps": 10**9}, r"base\.steps: must be an integer in \[1, 10000000\]"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", RANGE_CASES, ids=lambda c: c[0])
+def test_base_values_outside_what_computes_are_refused_by_name(tmp_path, capsys, case):
+    import yaml
+
+    _, base, pattern = case
+    config = {
+        "name": "ranges",
+        "delta": 1e-5,
+        "base": base,
+        "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
+        "game": {"kind": "reduced", "trials": 2000, "seed": 0},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    argv = ["run", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "o"), "--quiet"]
+    assert main([*argv, "--no-progress"]) == 2
+    one_line(capsys.readouterr().err, pattern)
+
+
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        (
+            {"noise_multiplier": 1e300, "steps": 10},
+            r"noise_multiplier: must be in \[0\.1, 1e\+06\]",
+        ),
+        (
+            {"noise_multiplier": 1.0, "steps": 2**70},
+            r"steps: must be an integer in \[1, 10000000\]",
+        ),
+        ({"noise_multiplier": 1.0, "steps": 10, "sample_rate": 5e-324}, r"sample_rate: must be in"),
+    ],
+)
+def test_the_api_refuses_the_same_values(kwargs, pattern):
+    from auditsel import DpsgdBase, LaplaceBase
+
+    with pytest.raises(ConfigError, match=pattern):
+        DpsgdBase(**kwargs)
+    with pytest.raises(ConfigError, match=pattern):
+        LaplaceBase(**kwargs)
+
+
+def test_the_gdp_limit_of_a_tiny_noise_is_infinite():
+    import math
+
+    from auditsel.mechanisms import gdp_mu_dpsgd
+
+    assert gdp_mu_dpsgd(0.01, 10, 0.01) == math.inf
+    assert math.isfinite(gdp_mu_dpsgd(0.1, 10, 0.01))
