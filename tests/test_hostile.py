@@ -1687,7 +1687,7 @@ def test_the_exit_codes_page_states_the_codes_and_limits_of_the_code():
     text = (ROOT / "docs" / "reference" / "exit-codes.md").read_text()
     table = re.findall(r"^\| (\d+) \|", text, flags=re.M)
     assert sorted(int(c) for c in table) == sorted(
-        {0, 1, 2, 130, cli.EXIT_ENVIRONMENT, cli.EXIT_PIPE, cli.EXIT_REFUTED}
+        {0, 1, 2, 130, cli.EXIT_ENVIRONMENT, cli.EXIT_PIPE, cli.EXIT_REFUTED, cli.EXIT_TERMINATED}
     )
     assert (cli.EXIT_ENVIRONMENT, cli.EXIT_PIPE) == (74, 141)
     assert cfg.MAX_CONFIG_BYTES == 1 << 20 and "at most 1 MiB of text" in text

@@ -629,3 +629,25 @@ def test_the_gdp_limit_of_a_tiny_noise_is_infinite():
 
     assert gdp_mu_dpsgd(0.01, 10, 0.01) == math.inf
     assert math.isfinite(gdp_mu_dpsgd(0.1, 10, 0.01))
+
+
+# --- plan ---------------------------------------------------------------------------------------
+
+
+def test_plan_names_each_canary_by_kind(world, capsys):
+    argv = ["plan", "pipe.py:tune", "--score", "pipe.py:score", "--data", "pipe.py:DATA"]
+    assert main([*argv, "--canary", "both", "--target-eps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "canary 0 (input): " in out and "canary 1 (gradient): " in out, out
+
+
+def test_plan_with_base_and_rounds_plans_the_tuning_claim(world, capsys):
+    from auditsel import GaussianBase, Poisson, tuning_epsilon
+
+    argv = ["plan", "pipe.py:tune", "--score", "pipe.py:score", "--data", "pipe.py:DATA"]
+    argv += ["--canary", CANARY, "--base", "{kind: gaussian, mu: 1.0}"]
+    assert main([*argv, "--rounds", "{kind: poisson, mean: 3}", "--json"]) == 0
+    captured = capsys.readouterr()
+    claim = json.loads(captured.out)["claimed_epsilon"]
+    assert claim == tuning_epsilon(GaussianBase(1.0), Poisson(3), 1e-5).epsilon
+    assert "the claim planned is the tuning run's epsilon" in captured.err

@@ -26,7 +26,7 @@ from auditsel.games.backends import BACKENDS
 if TYPE_CHECKING:
     from auditsel.pipelines.pipeline import Pipeline, PipelineAudit
 
-__all__ = ["NAME", "add_parser", "run"]
+__all__ = ["NAME", "add_parser", "add_tuning_options", "claim_options", "run"]
 
 NAME = "audit-pipeline"
 DEFAULTS = {"games": 1000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "rule": "split"}
@@ -83,25 +83,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _claim_and_stop_options(pipe: argparse.ArgumentParser) -> None:
     """--rounds, --base, --opacus (the tuning bounds and the claim), --fresh, --early-stop."""
-    pipe.add_argument(
-        "--rounds",
-        metavar="LAW",
-        help="the law of K as a YAML mapping, e.g. '{kind: poisson, mean: 3}': with --base or "
-        "--opacus, the tuning bounds and the interval stand beside eps_L",
-    )
-    pipe.add_argument(
-        "--base",
-        metavar="BASE",
-        help="one run as a YAML mapping, as a config's base section, e.g. '{kind: dpsgd, "
-        "noise_multiplier: 1.0, steps: 100, sample_rate: 0.01}'",
-    )
-    pipe.add_argument(
-        "--opacus",
-        metavar="MODULE:NAME",
-        help="a function of your module returning (privacy_engine, optimizer, data_loader) of "
-        "one Opacus run: the base is read from it, and the claim (unless --claim) is the "
-        "tuning run's epsilon for the law of K of --rounds (not Opacus's epsilon of one run)",
-    )
+    add_tuning_options(pipe)
     pipe.add_argument(
         "--fresh",
         action="store_true",
@@ -122,11 +104,34 @@ def _claim_and_stop_options(pipe: argparse.ArgumentParser) -> None:
     )
 
 
+def add_tuning_options(pipe: argparse.ArgumentParser) -> None:
+    """--rounds, --base, --opacus: the law of K and one run (audit-pipeline and plan)."""
+    pipe.add_argument(
+        "--rounds",
+        metavar="LAW",
+        help="the law of K as a YAML mapping, e.g. '{kind: poisson, mean: 3}': with --base or "
+        "--opacus, the tuning bounds and the interval stand beside eps_L",
+    )
+    pipe.add_argument(
+        "--base",
+        metavar="BASE",
+        help="one run as a YAML mapping, as a config's base section, e.g. '{kind: dpsgd, "
+        "noise_multiplier: 1.0, steps: 100, sample_rate: 0.01}'",
+    )
+    pipe.add_argument(
+        "--opacus",
+        metavar="MODULE:NAME",
+        help="a function of your module returning (privacy_engine, optimizer, data_loader) of "
+        "one Opacus run: the base is read from it, and the claim (unless --claim) is the "
+        "tuning run's epsilon for the law of K of --rounds (not Opacus's epsilon of one run)",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Audit the pipeline `args.target` names; 0, or EXIT_REFUTED when --claim is refuted."""
     spec = load_pipeline_spec(args)
     options = {**DEFAULTS, **spec.settings}  # the command line's, then the YAML's, then these
-    options.update(_claim_options(args, options))
+    options.update(claim_options(args, options))
     if args.early_stop and options.get("claimed_epsilon") is None:
         raise UsageError("--early-stop: stops when the claim is refuted; give --claim or --opacus")
     tune_name = getattr(spec.pipeline.tune, "__name__", "pipeline")
@@ -237,7 +242,7 @@ def _audit(
     )
 
 
-def _claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
+def claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
     """base, rounds and the claim from --base, --rounds, --opacus (and --claim)."""
     if args.base and args.opacus:
         raise UsageError("--base: give --base or --opacus (the base of the Opacus run), not both")

@@ -114,6 +114,7 @@ class PipelinePlan:
     flagged: tuple[str, ...] = ()  # fields whose values differ with and without the canary
     canaries: tuple[PipelinePlan, ...] = ()  # several canaries: each one's plan (at its
     #                                          Bonferroni share, as the audit certifies it)
+    canary: str = ""  # the kind of the canary planned (input, gradient, ...)
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready values (non-finite numbers as None; each canary's plan)."""
@@ -202,7 +203,8 @@ class PipelinePlan:
             no_refute="none seen (no canary's pilot sees a leak)",
         )
         for i, plan in enumerate(self.canaries):
-            lines.append(f"  canary {i}: " + plan.summary().replace("\n", "\n    "))
+            kind = f" ({plan.canary})" if plan.canary else ""
+            lines.append(f"  canary {i}{kind}: " + plan.summary().replace("\n", "\n    "))
         return "\n".join(lines)
 
 
@@ -453,6 +455,7 @@ def _plan_pipeline(
         games=games,
         fields=dict(zip(fields, field_eps)),
         flagged=_differing(columns, member, fields),
+        canary=str(canary.describe().get("kind", "")),
     )
     if games is not None:
 
