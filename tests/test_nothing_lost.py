@@ -651,3 +651,23 @@ def test_plan_with_base_and_rounds_plans_the_tuning_claim(world, capsys):
     claim = json.loads(captured.out)["claimed_epsilon"]
     assert claim == tuning_epsilon(GaussianBase(1.0), Poisson(3), 1e-5).epsilon
     assert "the claim planned is the tuning run's epsilon" in captured.err
+
+
+def test_planned_games_is_the_plan_of_the_config_and_the_tutorial_uses_it():
+    from auditsel.experiments.config import parse_config
+    from auditsel.experiments.config_plan import plan_spec
+    from auditsel.testing import planned_games
+
+    config = {
+        "name": "planned",
+        "delta": 1e-5,
+        "base": {"kind": "gaussian", "epsilon": 2.0},
+        "rounds": {"kind": "poisson", "mean": 3},
+        "game": {"kind": "reduced", "trials": 2000},
+    }
+    games = planned_games(config, target_eps=1.0)
+    assert games == plan_spec(parse_config(config), 1.0).games and games > 0
+    with pytest.raises(ConfigError, match=r"target_eps: no number of games reaches"):
+        planned_games(config, target_eps=50.0)
+    page = (Path(__file__).parents[1] / "docs" / "tutorials" / "regression-tests.md").read_text()
+    assert "config_plan" not in page and "planned_games(CONFIG" in page
