@@ -295,7 +295,7 @@ DPSGD_FIELDS = [
     bad_field("game.model", "resnet", r"game\.model: must be one of logreg, mlp, cnn", DPSGD),
     bad_field("base.steps", 0, r"base\.steps: must be an integer in \[1,", DPSGD),
     bad_field("base.steps", DELETE, r"base\.steps: required for kind dpsgd", DPSGD),
-    bad_field("base.sample_rate", 0, r"base\.sample_rate: must be in \(0, 1\]", DPSGD),
+    bad_field("base.sample_rate", 0, r"base\.sample_rate: must be in \[1e-09, 1\]", DPSGD),
     bad_field("base.accountant", "moments", r"base\.accountant: must be one of rdp, pld", DPSGD),
 ]
 

@@ -39,6 +39,7 @@ import hashlib
 import os
 import sys
 import sysconfig
+import threading
 import types
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -56,6 +57,7 @@ from auditsel.pipelines.game import (
 
 __all__ = ["call_user", "describe_changes", "import_file", "user_files"]
 
+_PARSING = threading.Lock()  # ast.parse, one thread at a time (two audits in two threads)
 MAX_USER_FILES = 2000  # files fingerprinted (a folder with more is a sign of a wrong guess)
 
 
@@ -177,7 +179,9 @@ def _imported_files(paths: list[str], installed: tuple[str, ...]) -> set[str]:
             continue
         seen.add(path)
         try:
-            tree = ast.parse(Path(path).read_bytes(), filename=path)
+            source = Path(path).read_bytes()
+            with _PARSING:  # CPython 3.11's parser is not safe in two threads at once
+                tree = ast.parse(source, filename=path)
         except (OSError, SyntaxError, ValueError):
             continue
         folder = Path(path).parent
