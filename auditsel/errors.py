@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, SupportsFloat, SupportsInt, TypeGuard, TypeVar, cast
 
 __all__ = [
+    "percent",
     "LIMITS",
     "MAX_TRIALS",
     "MAX_SEED",
@@ -190,3 +191,15 @@ class AuditselDeprecationWarning(DeprecationWarning):
     is of this class, so `warnings.filterwarnings("error", category=AuditselDeprecationWarning)`
     (as the test suite's configuration does) finds each old call without touching the
     DeprecationWarnings of other packages."""
+
+
+def percent(level: float) -> str:
+    """A confidence as a percentage with as many decimals as it needs (at most 4): 0.95 ->
+    "95%", 0.975 -> "97.5%", 0.999 -> "99.9%" (never rounded up to "100%")."""
+    text = f"{100 * level:.4f}"
+    for digits in range(4):
+        shorter = f"{100 * level:.{digits}f}"
+        if abs(float(shorter) - 100 * level) < 1e-9:
+            text = shorter
+            break
+    return f"{text}%"

@@ -19,7 +19,9 @@ Contract.
   under the folder that was not there when it was claimed, then the folder itself and the
   parents it created, if they are empty. A path that existed before is never removed.
   `OutputFolder.release()` (success, interruption, a full disk) keeps everything, including
-  checkpoints to resume from, and removes only an empty folder this run created.
+  checkpoints to resume from, and removes only an empty folder this run created. Both do
+  nothing in any process but the one that claimed the folder (a child forked by the user's
+  code that exits through the audit's stack deletes nothing and keeps the lock).
 
 * `atomic_write_bytes(path, data)` / `atomic_write_text(path, text)` write through a
   temporary file with a unique name beside the target and rename it into place, so readers (and
@@ -82,7 +84,13 @@ def check_output_path(path: str | Path, field: str) -> Path:
         here = Path.cwd().resolve()
     except OSError:  # the working folder was deleted: resolve against nothing
         here = None
-    target = Path(text).resolve()
+    try:
+        target = Path(text).resolve()
+        target.exists()  # a loop past the resolved part raises here (ELOOP)
+    except (RuntimeError, OSError) as err:  # a symbolic link loop, or a path that cannot be
+        loop = isinstance(err, RuntimeError) or getattr(err, "errno", None) == errno.ELOOP
+        reason = "it runs into a symbolic link loop" if loop else getattr(err, "strerror", err)
+        raise ConfigError(field, f"{text} cannot be resolved ({reason}); name a folder") from None
     if here is not None and (target == here or target in here.parents):
         what = "the current folder" if target == here else "a parent of the current folder"
         raise ConfigError(
@@ -109,6 +117,13 @@ class OutputFolder:
         self._created = created  # folders this claim made, outermost first
         self._before = before  # relative paths present at the claim (None: the folder is new)
         self._lock = lock
+        self._pid = os.getpid()  # the process that claimed it: the only one that cleans up
+
+    @property
+    def mine(self) -> bool:
+        """True in the process that claimed the folder; False in a child forked from it (the
+        user's code may fork), which never releases, unlocks or deletes anything."""
+        return os.getpid() == self._pid
 
     @property
     def created(self) -> bool:
@@ -117,11 +132,16 @@ class OutputFolder:
 
     def release(self) -> None:
         """Unlock; keep every file; remove the folders this claim created if they are empty."""
+        if not self.mine:
+            return
         self._unlock()
         self._remove_created_if_empty()
 
     def discard(self) -> None:
-        """Unlock and remove what this run created (and only that); see the module docstring."""
+        """Unlock and remove what this run created (and only that); see the module docstring.
+        Nothing at all in a process other than the one that claimed the folder (`mine`)."""
+        if not self.mine:
+            return
         new = _tree(self.path) - (self._before or set())
         new.discard(LOCK_NAME)
         # deepest first: a folder is empty (of what this run made) when its turn comes
@@ -234,9 +254,12 @@ class FolderLock:
     def __init__(self, lock: filelock.BaseFileLock, path: Path):
         self._lock: filelock.BaseFileLock | None = lock
         self.path = path
+        self._pid = os.getpid()
 
     def close(self) -> None:
-        if self._lock is None:
+        """Release the lock and remove its file; nothing in a forked child (the lock and its
+        file are the parent's)."""
+        if self._lock is None or os.getpid() != self._pid:
             return
         try:  # remove the file while holding the lock (filelock may already do so)
             os.unlink(self.path)

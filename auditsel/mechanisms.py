@@ -366,18 +366,30 @@ class _StepsBase(Protocol):
     def accountant(self) -> str: ...
 
 
+#: The ranges of a base of noisy steps (DpsgdBase, LaplaceBase; a config's base section): what
+#: computes in reasonable time (issue 40). dp_accounting's PLD composes a run by
+#: self-composition, whose support grows with the steps: 10^6 steps take about a minute of an
+#: `auditsel run` (10^7 about 1.5 minutes and 1.3 GB; 10^9 never ends). A noise multiplier
+#: below 0.1 makes the bounds' and attacks' numerics leave float64 (e^(1/sigma^2)), and a
+#: sample rate below 1e-9 underflows the sampled mechanisms' densities.
+STEPS_MAX = 10**7
+NOISE_MIN, NOISE_MAX = 0.1, 1e6
+SAMPLE_RATE_MIN = 1e-9
+
+
 def check_steps(base: _StepsBase) -> None:
     """Check (in place, on a frozen dataclass) the fields of a base made of `steps` noisy steps at
-    `sample_rate`: noise_multiplier > 0, steps >= 1, sample_rate in (0, 1], accountant one of
-    "rdp", "pld" (ConfigError naming the field otherwise)."""
+    `sample_rate`: noise_multiplier in [NOISE_MIN, NOISE_MAX], steps in [1, STEPS_MAX],
+    sample_rate in [SAMPLE_RATE_MIN, 1], accountant one of "rdp", "pld" (ConfigError naming
+    the field otherwise: the ranges that compute, see STEPS_MAX)."""
     object.__setattr__(
         base,
         "noise_multiplier",
-        number(base.noise_multiplier, "noise_multiplier", 0, math.inf, lo_open=True),
+        number(base.noise_multiplier, "noise_multiplier", NOISE_MIN, NOISE_MAX),
     )
-    object.__setattr__(base, "steps", integer(base.steps, "steps", 1))
+    object.__setattr__(base, "steps", integer(base.steps, "steps", 1, STEPS_MAX))
     object.__setattr__(
-        base, "sample_rate", number(base.sample_rate, "sample_rate", 0, 1, lo_open=True)
+        base, "sample_rate", number(base.sample_rate, "sample_rate", SAMPLE_RATE_MIN, 1)
     )
     choice(base.accountant, "accountant", _ACCOUNTANTS)
 
@@ -398,6 +410,8 @@ def gdp_mu_dpsgd(noise_multiplier: float, steps: int, sample_rate: float) -> flo
     """mu_GDP of [XWW24] Appendix A.4 ([DRS22] central limit theorem for DP-SGD)."""
     s = float(noise_multiplier)
     c = sample_rate * math.sqrt(steps)
+    if 1.0 / s**2 > 700.0:  # e^(1/s^2) overflows: the limit is infinite
+        return math.inf
     inner = math.exp(1.0 / s**2) * ndtr(1.5 / s) + 3.0 * ndtr(-0.5 / s) - 2.0
     return math.sqrt(2.0) * c * math.sqrt(max(inner, 0.0))
 

@@ -13,6 +13,7 @@
     # tuning: K ~ rounds runs, the tuner plays the worst score the attack finds at delta
     game = worst_case_dpsgd(1.0, 10, 0.1, rounds=Poisson(10))
     assert_not_refuted(tuning_epsilon, 1e-5, game, trials=...)   # `auditsel plan` says how many
+    trials = planned_games(config, target_eps=claimed_epsilon)  # the same plan, in Python
 
     # your own tuning pipeline (auditsel.pipelines): trials are games of your code
     from auditsel import Pipeline, GradientCanary
@@ -34,12 +35,15 @@ probability at most 1 - confidence (fix the seed to make the test deterministic)
 
 from __future__ import annotations
 
-from typing import Literal, cast
+from collections.abc import Mapping
+from typing import Any, Literal, cast
 
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.rules import ThresholdRule, threshold_rule
-from auditsel.errors import ConfigError
+from auditsel.errors import ConfigError, percent
+from auditsel.experiments.config import parse_config
+from auditsel.experiments.config_plan import plan_spec
 from auditsel.games.engine import run_game
 from auditsel.games.played_score import resolve_score, scored_winner
 from auditsel.games.worst_case import DpsgdWorstCase
@@ -50,7 +54,14 @@ from auditsel.roles import GameProtocol, Proxy
 from auditsel.rounds import Point, RoundsLaw
 from auditsel.selection import GaussianWinner, ScoredGaussianWinner, TuningScore
 
-__all__ = ["assert_not_refuted", "audit", "worst_case_tuning", "worst_case_dpsgd", "RefutedClaim"]
+__all__ = [
+    "assert_not_refuted",
+    "audit",
+    "planned_games",
+    "worst_case_tuning",
+    "worst_case_dpsgd",
+    "RefutedClaim",
+]
 
 
 class RefutedClaim(AssertionError):
@@ -176,10 +187,26 @@ def assert_not_refuted(
     if bound.eps > claimed_epsilon:
         raise RefutedClaim(
             f"claimed epsilon {claimed_epsilon:.4f} at delta {delta:g} is refuted: audited "
-            f"eps_L = {bound.eps:.4f} > claim with {confidence:.0%} confidence "
+            f"eps_L = {bound.eps:.4f} > claim with {percent(confidence)} confidence "
             f"({bound.threshold_rule} rule, {bound.evaluated_trials:,} of {bound.trials:,} games; FP <= "
             f"{bound.fp_upper:.3g}, FN <= {bound.fn_upper:.3g}; optimistic best-threshold "
             f"eps = {bound.eps_best_threshold:.4f})",
             bound,
         )
     return bound
+
+
+def planned_games(config: Mapping[str, Any], target_eps: float, *, power: float = 0.9) -> int:
+    """The games a valid audit of `config` (a config mapping, as `auditsel run` reads it from
+    YAML: its game section's rule and confidence are planned) needs to reach eps_L >=
+    `target_eps` with probability `power`: what `auditsel plan CONFIG --target-eps` prints.
+    A ConfigError when no number of games reaches it."""
+    spec = parse_config(dict(config))
+    if spec.game is None:
+        raise ConfigError("game", "planned_games plans the game of a config with a game section")
+    games = plan_spec(spec, target_eps, power=power).games
+    if games is None:
+        raise ConfigError(
+            "target_eps", f"no number of games reaches eps_L >= {target_eps:g} in this game"
+        )
+    return int(games)

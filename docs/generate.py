@@ -81,11 +81,24 @@ def api_page() -> str:
     out = [intro]
     for title, homes in auditsel._SECTIONS:
         body = []
+        table = ["| name | what it is |", "|---|---|"]  # readable where rST is not (GitHub)
         for _, names in homes:
             for word in names.split():
                 body += _directive(word.rstrip("*"), word.endswith("*"))
-        out.append(f"## {title}\n\n```{{eval-rst}}\n" + "\n".join(body) + "\n```")
+                table.append(f"| `{word.rstrip('*')}` | {_summary(word.rstrip('*'))} |")
+        rst = "```{eval-rst}\n" + "\n".join(body) + "\n```"
+        out.append(f"## {title}\n\n" + "\n".join(table) + "\n\n" + rst)
     return "\n\n".join(out) + "\n"
+
+
+def _summary(name: str) -> str:
+    """The first paragraph of the docstring of `auditsel.<name>` on one line (at most about
+    200 characters), for the page's tables ('' where there is none)."""
+    doc = inspect.getdoc(getattr(auditsel, name)) or ""
+    first = " ".join(doc.split("\n\n", 1)[0].split())
+    if len(first) > 200:
+        first = first[:200].rsplit(" ", 1)[0] + " ..."
+    return first.replace("|", "\\|")
 
 
 def init_text() -> str:

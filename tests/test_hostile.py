@@ -295,7 +295,7 @@ DPSGD_FIELDS = [
     bad_field("game.model", "resnet", r"game\.model: must be one of logreg, mlp, cnn", DPSGD),
     bad_field("base.steps", 0, r"base\.steps: must be an integer in \[1,", DPSGD),
     bad_field("base.steps", DELETE, r"base\.steps: required for kind dpsgd", DPSGD),
-    bad_field("base.sample_rate", 0, r"base\.sample_rate: must be in \(0, 1\]", DPSGD),
+    bad_field("base.sample_rate", 0, r"base\.sample_rate: must be in \[1e-09, 1\]", DPSGD),
     bad_field("base.accountant", "moments", r"base\.accountant: must be one of rdp, pld", DPSGD),
 ]
 
@@ -1687,7 +1687,7 @@ def test_the_exit_codes_page_states_the_codes_and_limits_of_the_code():
     text = (ROOT / "docs" / "reference" / "exit-codes.md").read_text()
     table = re.findall(r"^\| (\d+) \|", text, flags=re.M)
     assert sorted(int(c) for c in table) == sorted(
-        {0, 1, 2, 130, cli.EXIT_ENVIRONMENT, cli.EXIT_PIPE, cli.EXIT_REFUTED}
+        {0, 1, 2, 130, cli.EXIT_ENVIRONMENT, cli.EXIT_PIPE, cli.EXIT_REFUTED, cli.EXIT_TERMINATED}
     )
     assert (cli.EXIT_ENVIRONMENT, cli.EXIT_PIPE) == (74, 141)
     assert cfg.MAX_CONFIG_BYTES == 1 << 20 and "at most 1 MiB of text" in text

@@ -47,7 +47,14 @@ from auditsel.accounting.interval import Tightest, check_assume, tightest_bound
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.errors import ConfigError, choice, number
 from auditsel.events import LaplaceBase, as_pair, is_pair
-from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase, quiet_absl
+from auditsel.mechanisms import (
+    NOISE_MAX,
+    NOISE_MIN,
+    DpsgdBase,
+    FiniteOutputBase,
+    GaussianBase,
+    quiet_absl,
+)
 from auditsel.numerics import bisect, check_deltas
 from auditsel.roles import MechanismPair
 from auditsel.rounds import (
@@ -162,8 +169,8 @@ def _noise_family(base: object, law: RoundsLaw, noise: Callable[[float], Any] | 
             pair.noise_multiplier,
             make,
             True,
-            1e-3,
-            1e6,
+            NOISE_MIN,  # the range a DpsgdBase computes in (auditsel.mechanisms)
+            NOISE_MAX,
             event=lambda x: replace(pair, noise_multiplier=x).event,
         )
     if isinstance(pair, LaplaceBase):
@@ -175,8 +182,8 @@ def _noise_family(base: object, law: RoundsLaw, noise: Callable[[float], Any] | 
             pair.noise_multiplier,
             lambda x: (make_l(x), law),
             True,
-            1e-6,
-            1e6,
+            NOISE_MIN,
+            NOISE_MAX,
             event=lambda x: make_l(x).event,
         )
     if isinstance(pair, GaussianBase):

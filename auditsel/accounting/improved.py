@@ -153,8 +153,8 @@ def improved_epsilon(mu: float, law: RoundsLaw, delta: ArrayLike) -> FloatArray 
     deltas = check_deltas(delta)
     out = np.full(deltas.shape, math.inf)
     pos = deltas > 0
-    if np.any(pos):
-        orders = _orders_for(mu)
+    orders = _orders_for(mu)  # empty for a huge mu: no order of the grid applies (inf)
+    if np.any(pos) and orders.size:
         integ = _Integrand(mu, law, float(np.max(orders)))
         gamma = integ.gamma(orders)
         d = deltas[pos]

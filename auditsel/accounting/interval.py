@@ -400,7 +400,14 @@ def tuning_epsilon(
     pair = as_pair(pair, "pair")
     if not isinstance(law, RoundsLaw):
         raise ConfigError("law", f"must be a law of K (auditsel.Poisson(10), ...), got {law!r}")
-    d = float(check_deltas(delta)[0])
+    deltas = check_deltas(delta)
+    if len(deltas) != 1:
+        raise ConfigError(
+            "delta",
+            f"must be one number in [0, 1), got {len(deltas)} values: call tuning_epsilon once "
+            f"per delta",
+        )
+    d = float(deltas[0])
     assume = check_assume(assume)
     values = rigorous_values(pair, law, d, assume=assume)
     best = tightest_of(values)

@@ -246,6 +246,12 @@ def _read_csv(path: Path, handle) -> tuple[np.ndarray, np.ndarray]:
                 f"has no column {need!r} in its header (found {', '.join(fields) or 'none'}); "
                 f"add a header line 'score,member'",
             )
+        if fields.count(need) > 1:  # which one is meant? never the first silently
+            raise ScoreFileError(
+                path,
+                f"has {fields.count(need)} columns named {need!r} in its header; keep one "
+                f"(rename the others)",
+            )
     columns = (fields.index("score"), fields.index("member"), len(fields))
     scores: list[np.ndarray] = []
     members: list[np.ndarray] = []

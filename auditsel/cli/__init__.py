@@ -41,11 +41,15 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from auditsel.cli import (
     command_audit_pipeline,
@@ -119,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `auditsel ARGV` (sys.argv[1:] by default); the exit code (module docstring)."""
+    with _sigterm_interrupts(), _guarded_stdout():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    """`main` inside its guards (SIGTERM as Ctrl-C, standard output's failures named)."""
     parser = build_parser()
     try:
         try:
@@ -137,12 +147,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         print(f"auditsel: error: {one_line(err)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        _stop_loky_workers()
+        what = "terminated (SIGTERM)" if isinstance(err, Terminated) else "interrupted"
         print(
-            "auditsel: interrupted; rerun the same command to resume from the checkpoints",
+            f"auditsel: {what}; finished chunks are kept: rerun the same command to resume "
+            f"from the checkpoints",
             file=sys.stderr,
         )
-        return 130
+        return EXIT_TERMINATED if isinstance(err, Terminated) else 130
     except BrokenPipeError:
         return _closed_pipe()
     except StdoutFailed as err:
@@ -159,6 +172,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except Exception as err:
         return _failure(err)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so that it ends as Ctrl-C does (finished chunks
+    written, workers stopped, one line), with exit 143 (128 + SIGTERM)."""
+
+
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """While a command runs (in the main thread), SIGTERM raises `Terminated`; the previous
+    handler is put back after. Forked workers restore the default (`worker_pool`)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pid = os.getpid()
+
+    def terminate(signum: int, frame: object) -> None:
+        if os.getpid() != pid:  # a child forked by the user's code or a pool: end as before
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_loky_workers() -> None:
+    """After an interrupt: stop joblib's reusable loky workers (they would play on, then idle
+    for minutes), if joblib was used at all."""
+    reusable = sys.modules.get("joblib.externals.loky.reusable_executor")
+    executor = getattr(reusable, "_executor", None)  # None: no worker was ever started
+    if executor is None:
+        return
+    try:
+        executor.shutdown(wait=False, kill_workers=True)
+    except Exception:  # best effort: the process exits next anyway
+        pass
 
 
 def _flush_stdout() -> None:
@@ -214,12 +271,58 @@ def _environment_failure(err: BaseException) -> str | None:
     if not isinstance(seen, OSError) or seen.errno not in (*DISK_FULL, errno.EIO):
         return None
     where = f" writing {seen.filename}" if seen.filename else ""
+    if isinstance(seen, StdoutError):  # print() itself failed: name it
+        return f"cannot write to standard output ({seen.strerror})"
     if seen.errno == errno.EIO:
         return f"input/output error{where} ({seen.strerror}); check the disk, then rerun to resume"
     return (
         f"no space left on the device{where} ({seen.strerror}); free some space (or choose "
         f"another --out) and rerun the same command: finished checkpoints are kept and resumed"
     )
+
+
+class StdoutError(OSError):
+    """A write to standard output failed (a full device, an I/O error): the environment,
+    exit 74, named as standard output (an OSError, so that an output folder keeps its files)."""
+
+
+class _GuardedStdout:
+    """Standard output whose failed writes say that they were standard output's
+    (`StdoutError`); a closed reader stays BrokenPipeError (141)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise StdoutError(err.errno, err.strerror) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise StdoutError(err.errno, err.strerror) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def _guarded_stdout() -> Iterator[None]:
+    """While a command runs, `sys.stdout` names itself when a write fails."""
+    stream = sys.stdout
+    sys.stdout = _GuardedStdout(stream)
+    try:
+        yield
+    finally:
+        if isinstance(sys.stdout, _GuardedStdout):
+            sys.stdout = stream
 
 
 def _closed_pipe() -> int:

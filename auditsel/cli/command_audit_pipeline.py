@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
     from auditsel.pipelines.checks import Finding
     from auditsel.pipelines.pipeline import Pipeline, PipelineAudit
 
-__all__ = ["NAME", "add_parser", "run"]
+__all__ = ["NAME", "add_parser", "add_tuning_options", "claim_options", "run"]
 
 NAME = "audit-pipeline"
 DEFAULTS = {"games": 1000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "rule": "split"}
@@ -92,35 +91,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _claim_and_stop_options(pipe: argparse.ArgumentParser) -> None:
     """--rounds, --base, --opacus (the tuning bounds and the claim), --fresh, --early-stop."""
-    pipe.add_argument(
-        "--rounds",
-        metavar="LAW",
-        help="the law of K as a YAML mapping, e.g. '{kind: poisson, mean: 3}': with --base or "
-        "--opacus, the tuning bounds and the interval stand beside eps_L",
-    )
-    pipe.add_argument(
-        "--base",
-        metavar="BASE",
-        help="one run as a YAML mapping, as a config's base section, e.g. '{kind: dpsgd, "
-        "noise_multiplier: 1.0, steps: 100, sample_rate: 0.01}'",
-    )
-    pipe.add_argument(
-        "--opacus",
-        metavar="MODULE:NAME",
-        help="a function of your module returning (privacy_engine, optimizer, data_loader) of "
-        "one Opacus run: the base is read from it, and the claim (unless --claim) is the "
-        "epsilon Opacus reports for it",
-    )
-    pipe.add_argument(
-        "--accept",
-        action="store_true",
-        help="with --opacus: audit even when a check before the games finds that the run "
-        "breaks the claim (the findings are recorded in result.json)",
-    )
+    add_tuning_options(pipe)
     pipe.add_argument(
         "--fresh",
         action="store_true",
-        help="start over: delete the checkpoints of --out first (nothing is resumed)",
+        help="start over: delete the checkpoints of --out (also each canary's) once the folder "
+        "is locked and the command checked (nothing is resumed)",
     )
     pipe.add_argument(
         "--early-stop",
@@ -133,6 +109,12 @@ def _claim_and_stop_options(pipe: argparse.ArgumentParser) -> None:
         type=int_option("--looks", 1, 64),
         default=4,
         help="looks of --early-stop (default 4)",
+    )
+    pipe.add_argument(
+        "--accept",
+        action="store_true",
+        help="with --opacus: audit even when a check before the games finds that the run "
+        "breaks the claim (the findings are recorded in result.json)",
     )
     pipe.add_argument(
         "--game-threads",
@@ -150,53 +132,107 @@ def _claim_and_stop_options(pipe: argparse.ArgumentParser) -> None:
     )
 
 
+def add_tuning_options(pipe: argparse.ArgumentParser) -> None:
+    """--rounds, --base, --opacus: the law of K and one run (audit-pipeline and plan)."""
+    pipe.add_argument(
+        "--rounds",
+        metavar="LAW",
+        help="the law of K as a YAML mapping, e.g. '{kind: poisson, mean: 3}': with --base or "
+        "--opacus, the tuning bounds and the interval stand beside eps_L",
+    )
+    pipe.add_argument(
+        "--base",
+        metavar="BASE",
+        help="one run as a YAML mapping, as a config's base section, e.g. '{kind: dpsgd, "
+        "noise_multiplier: 1.0, steps: 100, sample_rate: 0.01}'",
+    )
+    pipe.add_argument(
+        "--opacus",
+        metavar="MODULE:NAME",
+        help="a function of your module returning (privacy_engine, optimizer, data_loader) of "
+        "one Opacus run: the base is read from it, and the claim (unless --claim) is the "
+        "tuning run's epsilon for the law of K of --rounds (not Opacus's epsilon of one run)",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Audit the pipeline `args.target` names; 0, or EXIT_REFUTED when --claim is refuted."""
     spec = load_pipeline_spec(args)
     options = {**DEFAULTS, **spec.settings}  # the command line's, then the YAML's, then these
-    options.update(_claim_options(args, options))
+    options.update(claim_options(args, options))
     findings = options.pop("findings", None)  # --opacus: the checks before the games
+    if args.early_stop and options.get("claimed_epsilon") is None:
+        raise UsageError("--early-stop: stops when the claim is refuted; give --claim or --opacus")
     tune_name = getattr(spec.pipeline.tune, "__name__", "pipeline")
     out = args.out if args.out is not None else Path(DEFAULT_OUT) / tune_name
     check_output_path(out, "--out")  # audit_pipeline claims it (locked; cleaned on failure)
-    if args.fresh:
-        _start_over(Path(out))
-    if args.early_stop and options.get("claimed_epsilon") is None:
-        raise UsageError("--early-stop: stops when the claim is refuted; give --claim or --opacus")
     try:
         with user_argv(args.target):
             audit = _audit(args, spec.pipeline, options, out)
     except ConfigError as err:
         if err.field == "out_dir":  # the option the user typed
             raise ConfigError("--out", err.message) from None
+        if err.field == "fresh":
+            raise ConfigError("--fresh", err.message) from None
         raise
     out_dir = Path(out)
     if findings is not None:
         _record_findings(out_dir, findings, accepted=any(f.severity == "breaks" for f in findings))
     if audit.resumed_games and not args.early_stop:
+        where = out_dir / ("canary-*" if audit.result.get("canaries") else "")
         print(
             f"auditsel: resumed {audit.resumed_games:,} of {audit.games:,} games from "
-            f"{out_dir / 'checkpoints'}",
+            f"{where / 'checkpoints'}",
             file=sys.stderr,
         )
     if not args.quiet:
-        print(audit.summary())
-        for i, entry in enumerate(audit.result.get("canaries", ())):  # several canaries
-            print(
-                f"canary {i} ({entry['canary']['kind']}): eps_L {entry['eps']:.4f} at "
-                f"confidence {entry['confidence']:.4g}, {entry['games']:,} games"
-                + ("" if entry["refuted"] is None else f", refuted: {entry['refuted']}")
-            )
-        if audit.result.get("sequential"):
-            # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-            from auditsel.pipelines.sequential import looks_text
-
-            print(looks_text(audit.result))
-        print(
-            f"{audit.games:,} games, {audit.cpu_seconds:.1f} CPU s, {audit.wall_seconds:.1f} s "
-            f"wall; wrote {', '.join(str(p) for p in audit.files)}"
-        )
+        _print_audit(audit)
     return EXIT_REFUTED if audit.refuted else 0
+
+
+def _print_audit(audit: PipelineAudit) -> None:
+    """The table, each canary's line, the looks' line, the games, seconds and files."""
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.pipelines.pipeline import canaries_text
+    from auditsel.pipelines.sequential import looks_text
+
+    print(audit.summary())
+    if audit.result.get("canaries"):  # several canaries
+        print(canaries_text(audit.result))
+    if audit.result.get("sequential"):
+        print(looks_text(audit.result))
+    print(
+        f"{audit.games:,} games, {audit.cpu_seconds:.1f} CPU s, {audit.wall_seconds:.1f} s "
+        f"wall; wrote {', '.join(str(p) for p in audit.files)}"
+    )
+
+
+def _print_look(entry: Mapping[str, Any], j: int, level: float) -> None:
+    """--early-stop: each look's eps_L and verdict on stderr as it finishes (a log shows it)."""
+    verdict = "refuted: stopping" if entry["refuted"] else "not refuted"
+    print(
+        f"auditsel: look {j}: {entry['games']:,} games, eps_L {entry['eps']:.4f} at confidence "
+        f"{level:.4g}, {verdict}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _tuning_claim(run: Any) -> float:
+    """--opacus with --rounds and no --claim: the tuning run's epsilon (`run.tuning_epsilon`,
+    the smallest rigorous bound for K runs), not Opacus's epsilon of one run."""
+    eps = run.tuning_epsilon
+    if eps is None:
+        raise UsageError(
+            "--claim: no rigorous tuning bound applies to this Opacus run and law of K; give "
+            "the claim to test with --claim EPS"
+        )
+    print(
+        f"auditsel: --opacus: the claim is the tuning run's epsilon {eps:.4g} (the law of K of "
+        f"--rounds); Opacus's {run.claimed_epsilon:.4g} is one run's",
+        file=sys.stderr,
+    )
+    return float(eps)
 
 
 def _audit(
@@ -207,9 +243,10 @@ def _audit(
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
 
-    progress = not args.no_progress and sys.stderr.isatty()
+    progress = not args.no_progress  # a bar on a terminal, else a line now and then (engine)
     run = dict(jobs=args.jobs, backend=args.backend, scheduler=args.scheduler, progress=progress)
     run.update(game_threads=args.game_threads, checkpoint_after=args.checkpoint_after)
+    run["fresh"] = args.fresh  # deleted once the folder is locked and the options checked
     accept = args.accept_nondeterministic
     if args.early_stop:
         # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
@@ -218,7 +255,7 @@ def _audit(
         p = pipeline
         return audit_until_refuted(
             p.tune, p.score, data=p.data, canary=p.canary, looks=args.looks, out_dir=out,
-            accept_nondeterminism=accept, **run, **options,
+            accept_nondeterminism=accept, on_look=_print_look, **run, **options,
         )  # fmt: skip
     return pipeline.audit(
         games=options["games"],
@@ -238,7 +275,7 @@ def _audit(
     )
 
 
-def _claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
+def claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
     """base, rounds and the claim from --base, --rounds, --opacus (and --claim)."""
     if args.base and args.opacus:
         raise UsageError("--base: give --base or --opacus (the base of the Opacus run), not both")
@@ -266,13 +303,15 @@ def _claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[st
                 f"--opacus: {args.opacus} must return (privacy_engine, optimizer, "
                 f"data_loader), got {type(made).__name__}"
             ) from None
-        run = from_opacus(engine, optimizer=optimizer, data_loader=loader, delta=delta)
+        run = from_opacus(
+            engine, optimizer=optimizer, data_loader=loader, delta=delta, rounds=rounds
+        )
         _refuse_broken_claim(args, run.findings)
         claim = options.get("claimed_epsilon")
         return {
             "base": run.base,
             "rounds": rounds,
-            "claimed_epsilon": run.claimed_epsilon if claim is None else claim,
+            "claimed_epsilon": _tuning_claim(run) if claim is None else claim,
             "findings": run.findings,
         }
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
@@ -292,7 +331,7 @@ def _refuse_broken_claim(args: argparse.Namespace, findings: Sequence[Finding]) 
     for finding in findings:
         print(finding.line(), file=sys.stderr if args.quiet else sys.stdout)
     broken = [f for f in findings if f.severity == "breaks"]
-    if broken and not args.accept:
+    if broken and not getattr(args, "accept", False):
         raise UsageError(
             f"--opacus: {len(broken)} check(s) before the games find that the run breaks the "
             f"claim (the first: {broken[0].obj}, see above); fix the pipeline, or pass --accept "
@@ -309,11 +348,3 @@ def _record_findings(out_dir: Path, findings: Sequence[Finding], accepted: bool)
     result = json.loads(path.read_text())
     result["checks"] = {"findings": [f.to_dict() for f in findings], "accepted": accepted}
     atomic_write_text(path, json.dumps(result, indent=2, allow_nan=False) + "\n")
-
-
-def _start_over(out: Path) -> None:
-    """--fresh: the checkpoints of `out` (and the fingerprint beside them) are deleted."""
-    checkpoints = out / "checkpoints"
-    if checkpoints.is_dir():
-        shutil.rmtree(checkpoints)
-        print(f"auditsel: --fresh: deleted {checkpoints}", file=sys.stderr)

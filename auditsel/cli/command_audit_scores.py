@@ -26,7 +26,7 @@ from auditsel.cli.option_types import (
     parse_rounds_option,
     unit_interval,
 )
-from auditsel.errors import ConfigError
+from auditsel.errors import ConfigError, percent
 
 if TYPE_CHECKING:
     import numpy as np
@@ -268,7 +268,7 @@ def _text(
     n1 = int(member.sum())
     lines = [
         f"{args.file}: {len(member):,} games ({n1:,} with the canary), delta = {args.delta:g}, "
-        f"{args.confidence:.0%} Clopper-Pearson, seed {seed}"
+        f"{percent(args.confidence)} Clopper-Pearson, seed {seed}"
         + ("" if args.seed is not None else f" (drawn: --seed {seed} repeats this audit)")
     ]
     source = (
@@ -323,7 +323,9 @@ def panel_text(panel: dict[str, Estimate]) -> str:
     lines = ["estimator panel (every entry labelled; only 'valid' entries are confidence bounds):"]
     for name, e in panel.items():
         level = (
-            f" {e.level:.0%}" if e.level is not None and e.label in ("valid", "bayesian") else ""
+            f" {percent(e.level)}"
+            if e.level is not None and e.label in ("valid", "bayesian")
+            else ""
         )
         label = {"bayesian": "bayesian credible"}.get(e.label, e.label) + level
         extra = _panel_extra(name, e)
@@ -351,7 +353,7 @@ def _audit_one_run(args: argparse.Namespace, score: np.ndarray, member: np.ndarr
     d = bound.to_dict()
     print(
         f"{args.file}: one run, {bound.canaries:,} canaries ({bound.members:,} included), "
-        f"delta = {args.delta:g}, {args.confidence:.0%} confidence split over "
+        f"delta = {args.delta:g}, {percent(args.confidence)} confidence split over "
         f"{bound.grid_size} (k+, k-) pairs"
     )
     print(

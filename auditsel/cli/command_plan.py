@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from auditsel.cli.command_audit_pipeline import add_tuning_options, claim_options
 from auditsel.cli.exit_status import UsageError
 from auditsel.cli.option_types import int_option, positive_float, unit_interval
 from auditsel.cli.pipeline_options import (
@@ -24,7 +25,7 @@ from auditsel.cli.pipeline_options import (
     load_pipeline_spec,
     user_argv,
 )
-from auditsel.errors import ConfigError
+from auditsel.errors import ConfigError, percent
 
 if TYPE_CHECKING:
     from auditsel.auditing.planning import Plan
@@ -68,6 +69,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "4000), or the pilot games of a pipeline (default 200)",
     )
     add_pipeline_options(plan)
+    add_tuning_options(plan)  # --rounds with --opacus or --base: the claim, computed
     plan.add_argument(
         "--json", action="store_true", help="print one JSON object (games, target_eps, ...)"
     )
@@ -80,7 +82,18 @@ def _run_pipeline(args: argparse.Namespace) -> int:
     from auditsel.pipelines.pipeline_plan import plan_pipeline
 
     spec = load_pipeline_spec(args)
-    settings = spec.settings
+    settings = dict(spec.settings)
+    settings.setdefault("delta", 1e-5)
+    tuning = claim_options(args, settings)  # --opacus/--base with --rounds: the tuning claim
+    if (
+        "claimed_epsilon" not in tuning
+        and "base" in tuning
+        and settings.get("claimed_epsilon") is None
+    ):
+        tuning["claimed_epsilon"] = _tuning_epsilon(
+            tuning["base"], tuning["rounds"], settings["delta"]
+        )
+    settings["claimed_epsilon"] = tuning.get("claimed_epsilon", settings.get("claimed_epsilon"))
     if args.target_eps is None and args.games is None and settings.get("claimed_epsilon") is None:
         raise UsageError(
             "plan: give --target-eps X, --claim EPS (games to refute it) and/or --games N"
@@ -109,6 +122,19 @@ def _run_pipeline(args: argparse.Namespace) -> int:
         )
     print(json.dumps(plan.to_dict(), allow_nan=False) if args.json else plan.summary())
     return 0
+
+
+def _tuning_epsilon(base: Any, rounds: Any, delta: float) -> float:
+    """--base with --rounds and no --claim: the claim planned is the tuning run's epsilon."""
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.accounting.interval import tuning_epsilon
+
+    eps = float(tuning_epsilon(base, rounds, delta).epsilon)
+    print(
+        f"auditsel: --base: the claim planned is the tuning run's epsilon {eps:.4g}",
+        file=sys.stderr,
+    )
+    return eps
 
 
 def run(args: argparse.Namespace) -> int:
@@ -169,7 +195,7 @@ def _plan_text(
     g = spec.game
     assert g is not None  # plan refuses a config without a game section
     lines = [
-        f"{spec.name}: valid {g.threshold} audit at {g.confidence:.0%} confidence, delta = "
+        f"{spec.name}: valid {g.threshold} audit at {percent(g.confidence)} confidence, delta = "
         f"{spec.delta:g}, trade-off curve {plan.curve}"
         + (f", exact eps {exact:.4f}" if exact is not None else "")
     ]

@@ -3,7 +3,8 @@
 Contract (docs/reference/exit-codes.md): 0 success; 1 internal failure (a bug, traceback in a
 file); 2 input the user can fix (`UsageError` or `auditsel.errors.ConfigError`, one line naming
 the field and what is allowed); 3 `audit-pipeline --claim` refuted the claim; 74 the
-environment failed (a full disk, an I/O error); 130 interrupted; 141 stdout closed by its reader.
+environment failed (a full disk, an I/O error); 130 interrupted; 141 stdout closed by its reader;
+143 terminated (SIGTERM: ended as Ctrl-C ends it).
 Only the types in `bad_input_types()` mean exit 2: a plain ValueError raised deep in the
 numerics is an internal error.
 """

@@ -45,7 +45,15 @@ from auditsel.errors import (
 )
 from auditsel.events import LaplaceBase
 from auditsel.files import open_regular
-from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
+from auditsel.mechanisms import (
+    NOISE_MAX,
+    NOISE_MIN,
+    SAMPLE_RATE_MIN,
+    STEPS_MAX,
+    DpsgdBase,
+    FiniteOutputBase,
+    GaussianBase,
+)
 from auditsel.rounds import RoundsLaw, law_from_dict
 from auditsel.selection import (
     BucketScore,
@@ -232,19 +240,29 @@ def _parse_dpsgd_base(base: Mapping[str, Any], delta: float) -> DpsgdBase:
         raise ConfigError(
             "base.steps", "required for kind dpsgd: the number of DP-SGD steps N (integer >= 1)"
         )
-    steps = _integer(base["steps"], "base.steps", 1, 10**9)
-    rate = _number(base.get("sample_rate", 1.0), "base.sample_rate", 0, 1, lo_open=True)
+    steps = _integer(base["steps"], "base.steps", 1, STEPS_MAX)
+    rate = _number(base.get("sample_rate", 1.0), "base.sample_rate", SAMPLE_RATE_MIN, 1)
     accountant = _choice(base.get("accountant", "rdp"), "base.accountant", ("rdp", "pld"))
     try:
         if "noise_multiplier" in base:
-            sigma = _number(base["noise_multiplier"], "base.noise_multiplier", 0, 1e6, lo_open=True)
+            sigma = _number(base["noise_multiplier"], "base.noise_multiplier", NOISE_MIN, NOISE_MAX)
             return DpsgdBase(sigma, steps, rate, accountant)
         eps = _number(base["epsilon"], "base.epsilon", 0, 100, lo_open=True)
         if delta <= 0:
             raise ConfigError(
                 "delta", "must be in (0, 1) to calibrate base.epsilon to a noise multiplier"
             )
-        return DpsgdBase.from_epsilon(eps, delta, steps, rate, accountant)
+        try:
+            return DpsgdBase.from_epsilon(eps, delta, steps, rate, accountant)
+        except ConfigError as err:
+            if err.field != "noise_multiplier":
+                raise
+            most = DpsgdBase(NOISE_MIN, steps, rate, accountant).epsilon(delta)
+            raise ConfigError(
+                "base.epsilon",
+                f"calibrates to a noise multiplier below {NOISE_MIN:g}, where the bounds leave "
+                f"float64: at most {most:.4g} for these steps and sample rate, got {eps:g}",
+            ) from None
     except ConfigError as err:
         raise (err if err.field.startswith(("base.", "delta")) else err.within("base")) from None
 
@@ -261,15 +279,25 @@ def _parse_laplace_base(base: Mapping[str, Any]) -> LaplaceBase:
             "give exactly one of base.noise_multiplier (b, in (0, inf)) or base.epsilon "
             "(the pure eps of one run, in (0, 100])",
         )
-    steps = _integer(base.get("steps", 1), "base.steps", 1, 10**9)
-    rate = _number(base.get("sample_rate", 1.0), "base.sample_rate", 0, 1, lo_open=True)
+    steps = _integer(base.get("steps", 1), "base.steps", 1, STEPS_MAX)
+    rate = _number(base.get("sample_rate", 1.0), "base.sample_rate", SAMPLE_RATE_MIN, 1)
     accountant = _choice(base.get("accountant", "pld"), "base.accountant", ("pld", "rdp"))
     try:
         if "noise_multiplier" in base:
-            b = _number(base["noise_multiplier"], "base.noise_multiplier", 0, 1e6, lo_open=True)
+            b = _number(base["noise_multiplier"], "base.noise_multiplier", NOISE_MIN, NOISE_MAX)
             return LaplaceBase(b, steps, rate, accountant)
         eps = _number(base["epsilon"], "base.epsilon", 0, 100, lo_open=True)
-        return LaplaceBase.from_epsilon(eps, steps, rate, accountant)
+        try:
+            return LaplaceBase.from_epsilon(eps, steps, rate, accountant)
+        except ConfigError as err:
+            if err.field != "noise_multiplier":
+                raise
+            most = LaplaceBase(NOISE_MIN, steps, rate, accountant).pure_epsilon
+            raise ConfigError(
+                "base.epsilon",
+                f"calibrates to a noise multiplier below {NOISE_MIN:g}, where the bounds leave "
+                f"float64: at most {most:.4g} for these steps and sample rate, got {eps:g}",
+            ) from None
     except ConfigError as err:
         raise (err if err.field.startswith("base.") else err.within("base")) from None
 

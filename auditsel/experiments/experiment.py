@@ -32,7 +32,7 @@ from auditsel.auditing.estimators import PanelOptions, estimator_panel, panel_di
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
-from auditsel.errors import ConfigError
+from auditsel.errors import ConfigError, percent
 from auditsel.errors import jobs as check_jobs
 from auditsel.experiments import bounds_cache as kept_bounds
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
@@ -728,7 +728,7 @@ def result_interval(result: dict[str, Any], bounds: Panel) -> IntervalRecord:
         lows.append(
             (
                 eps_l,
-                f"valid eps_L ({low['threshold_rule']} rule, {low['confidence']:.0%} "
+                f"valid eps_L ({low['threshold_rule']} rule, {percent(low['confidence'])} "
                 f"Clopper-Pearson, {low['trials']:,} games)",
             )
         )

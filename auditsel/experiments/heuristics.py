@@ -47,6 +47,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from auditsel.errors import percent
+
 __all__ = [
     "AssumedValues",
     "ResultLabels",
@@ -151,7 +153,7 @@ def lower_values(result: dict) -> list[tuple[float, str]]:
         out.append(
             (
                 eps_l,
-                f"the valid eps_L = {eps_l:.4f} ({low['threshold_rule']}, {low['confidence']:.0%})",
+                f"the valid eps_L = {eps_l:.4f} ({low['threshold_rule']}, {percent(low['confidence'])})",
             )
         )
     return out

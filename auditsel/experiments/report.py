@@ -27,6 +27,7 @@ from numpy.typing import ArrayLike
 
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.sorted_scores import SortedScores
+from auditsel.errors import percent
 from auditsel.experiments.heuristics import ResultLabels, result_labels
 from auditsel.experiments.plots import draw_plots
 from auditsel.files import atomic_write_text
@@ -61,7 +62,7 @@ def summary_rows(
         rule = low["threshold_rule"]
         rows.append(
             (
-                f"eps_L ({rule}, {low['confidence']:.0%} CP)",
+                f"eps_L ({rule}, {percent(low['confidence'])} CP)",
                 _fmt(low["eps"]),
                 "empirical" + (" (optimistic)" if rule == "best" else ""),
                 f"{low['trials']:,} games, proxy {low['proxy']}",
@@ -88,7 +89,7 @@ def summary_rows(
         )
         rows.append(
             (
-                f"eps_L one-run ({one['confidence']:.0%}) [SNJ23]",
+                f"eps_L one-run ({percent(one['confidence'])}) [SNJ23]",
                 _fmt(one["eps_snj23"]),
                 "empirical",
                 f"{one['canaries']:,} canaries in one tuning run; {spread(one['eps_snj23_runs'])}",
@@ -119,7 +120,7 @@ def summary_rows(
                 "claimed eps",
                 _fmt(claim["epsilon"]),
                 f"claim, {verdict}",
-                f"{verdict} at {low['confidence']:.0%} (valid eps_L {'>' if claim['refuted'] else '<='} claim)"
+                f"{verdict} at {percent(claim.get('confidence', low['confidence']))} (valid eps_L {'>' if claim['refuted'] else '<='} claim)"
                 if low
                 else claim.get("source", ""),
             )

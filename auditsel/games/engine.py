@@ -34,9 +34,11 @@ import hashlib
 import json
 import math
 import os
+import sys
 import time
-from collections.abc import Mapping, Sequence
-from contextlib import suppress
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +66,8 @@ __all__ = [
     "run_game",
     "chunk_rng",
     "default_jobs",
+    "delete_checkpoints",
+    "saving_every_chunk",
     "DEFAULT_CHUNK_SIZE",
 ]
 
@@ -276,6 +280,44 @@ class Checkpoints:
             )
 
 
+#: what a checkpoint folder holds of auditsel's (`delete_checkpoints` removes these only)
+CHECKPOINT_FILES = ("chunk_*.npz", MANIFEST, MANIFEST + ".new", "pipeline.json", "paused")
+#: the subfolders of several canaries' checkpoints (`auditsel.pipelines.pipeline`)
+CANARY_FOLDERS = "canary-*"
+
+
+def delete_checkpoints(directory: str | Path, field: str = "--fresh") -> list[Path]:
+    """Delete the checkpoints of `directory` (start over): its chunks, manifest and fingerprint
+    files and their temporaries, also in its `canary-*` subfolders, while holding its lock (a
+    folder in use by another run is a ConfigError naming `field`, and nothing is deleted).
+    Only auditsel's own files go: anything else stays, and with it the folder; a folder left
+    empty is removed unless it is a symbolic link (the link and its target folder stay).
+    Returns the files deleted."""
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    folders = [root] + sorted(
+        p for p in root.glob(CANARY_FOLDERS) if p.is_dir() and not p.is_symlink()
+    )
+    deleted: list[Path] = []
+    for folder in folders:
+        with folder_lock(folder, field):
+            for entry in sorted(folder.iterdir()):
+                if entry.is_symlink() or not entry.is_file():
+                    continue
+                name = entry.name
+                if any(entry.match(pattern) for pattern in CHECKPOINT_FILES) or (
+                    name.startswith(".") and name.endswith(".tmp")  # a killed writer's temporary
+                ):
+                    entry.unlink()
+                    deleted.append(entry)
+    for folder in reversed(folders):
+        if not folder.is_symlink():
+            with suppress(OSError):
+                folder.rmdir()  # only when empty
+    return deleted
+
+
 def _create_exclusive(path: Path, data: bytes) -> None:
     """Write path once: the first of several concurrent writers wins, the others read it."""
     link = path.with_name(path.name + ".new")
@@ -318,11 +360,13 @@ def run_game(
     and code; checkpoints of other code are refused (`CheckpointError`). The progress bar
     counts trials, named by the protocol's `progress_unit` ("trial" where it has none; a
     pipeline's games say "game"), advancing as each chunk finishes. `checkpoint_after`:
-    the seconds a game plays before its chunks are written (None: `CHECKPOINT_AFTER`).
+    the seconds a game plays before its chunks are written (None: `CHECKPOINT_AFTER`); inside
+    `saving_every_chunk()`, every finished chunk is written at once.
     """
     sizes = _chunk_sizes(int(trials), int(chunk_size))
     jobs = default_jobs(protocol, backend) if jobs is None else jobs
     after = check_checkpoint_after(checkpoint_after)  # refused before anything is written
+    after = 0.0 if _EVERY_CHUNK.get() else after
     results = _Gathered(sizes, keep=in_memory)
     store = checkpoint_dir if isinstance(checkpoint_dir, Checkpoints) else None
     if isinstance(checkpoint_dir, (str, Path)):
@@ -344,15 +388,7 @@ def run_game(
     resumed = len(results.done)
     pending = [i for i in range(len(sizes)) if i not in results.done]
 
-    bar = tqdm(
-        total=int(trials),
-        initial=sum(sizes[i] for i in results.done),
-        unit=getattr(protocol, "progress_unit", "trial"),
-        unit_scale=True,
-        delay=2.0,
-        disable=not progress,
-        leave=False,
-    )
+    bar = _progress(protocol, int(trials), sum(sizes[i] for i in results.done), progress)
     saving = _Saving(store, results, after if in_memory else 0.0)
     prefer = getattr(protocol, "parallel_prefer", None)
     tasks = [(protocol, proxy, seed, i, sizes[i]) for i in pending]
@@ -380,6 +416,83 @@ def run_game(
         return GameRecord(scores=None, member=None, resumed_chunks=resumed, chunks=source)
     scores, member = results.arrays()
     return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
+
+
+_EVERY_CHUNK: ContextVar[bool] = ContextVar("auditsel_every_chunk", default=False)
+
+
+@contextmanager
+def saving_every_chunk(on: bool = True) -> Iterator[None]:
+    """Within the block (when `on`), `run_game` writes each chunk to its checkpoint folder as
+    soon as it finishes (an early-stopped audit's looks reuse every chunk of the earlier
+    looks), not only once the game has played `CHECKPOINT_AFTER` seconds."""
+    token = _EVERY_CHUNK.set(on)
+    try:
+        yield
+    finally:
+        _EVERY_CHUNK.reset(token)
+
+
+#: seconds between two progress lines where stderr is no terminal (a log file, nohup, CI)
+PROGRESS_EVERY = 30.0
+PROGRESS_FIRST = 2.0  # the first line: after a chunk that ends past this (as the bar's delay)
+
+
+def _progress(protocol: GameProtocol, total: int, done: int, on: bool) -> tqdm | _Lines:
+    """The progress of `run_game`: tqdm's bar on a terminal; elsewhere (a log file, nohup, CI)
+    a plain line at the first chunk past PROGRESS_FIRST seconds, then at most every
+    PROGRESS_EVERY seconds."""
+    unit = getattr(protocol, "progress_unit", "trial")
+    if on and not _is_terminal(sys.stderr):
+        return _Lines(total, done, unit)
+    return tqdm(
+        total=total,
+        initial=done,
+        unit=unit,
+        unit_scale=True,
+        delay=2.0,
+        disable=not on,
+        leave=False,
+    )
+
+
+def _is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):  # closed or replaced
+        return False
+
+
+class _Lines:
+    """Progress as lines on stderr ("auditsel: 96 of 1,000 games, 12 s, about 110 s left"):
+    one at the first chunk that ends PROGRESS_FIRST seconds in, then at most one every
+    PROGRESS_EVERY seconds."""
+
+    def __init__(self, total: int, done: int, unit: str) -> None:
+        self.total, self.done, self.unit = total, done, unit
+        self.start = time.perf_counter()
+        self.last: float | None = None
+        self.played = 0
+
+    def update(self, n: int) -> None:
+        self.done += n
+        self.played += n
+        now = time.perf_counter()
+        since = now - (self.start if self.last is None else self.last)
+        if since < (PROGRESS_FIRST if self.last is None else PROGRESS_EVERY):
+            return
+        self.last = now
+        elapsed = now - self.start
+        left = (self.total - self.done) * elapsed / self.played if self.played else 0.0
+        print(
+            f"auditsel: {self.done:,} of {self.total:,} {self.unit}s, {elapsed:.0f} s, about "
+            f"{left:.0f} s left",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def close(self) -> None:
+        pass
 
 
 def check_checkpoint_after(seconds: float | None) -> float:

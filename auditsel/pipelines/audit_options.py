@@ -15,6 +15,8 @@ before (jobs=, checkpoint_dir=, ...) onto an options object until auditsel 0.3.0
 
 from __future__ import annotations
 
+import numbers
+import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -26,7 +28,7 @@ if TYPE_CHECKING:  # annotations only: an options object imports nothing heavy
     from auditsel.roles import MechanismPair
     from auditsel.rounds import RoundsLaw
 
-from auditsel.errors import AuditselDeprecationWarning
+from auditsel.errors import AuditselDeprecationWarning, ConfigError, shown
 from auditsel.version import REMOVED_IN
 
 __all__ = [
@@ -49,6 +51,14 @@ class AuditOptions:
     rule: ThresholdRule | str = "split"
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        seed = self.seed
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise ConfigError(
+                "seed", f"must be an integer (an int or a NumPy integer), got {shown(seed)}"
+            )
+        object.__setattr__(self, "seed", int(seed))  # np.int64(7) -> 7 (JSON, SeedSequence)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ReportOptions:
@@ -64,6 +74,17 @@ class ReportOptions:
     rounds: RoundsLaw | None = None
     panel: bool | str = "auto"
 
+    def __post_init__(self) -> None:
+        _folder(self.out_dir, "out_dir")
+        if self.name is not None and not isinstance(self.name, str):
+            raise ConfigError("name", f"must be a string or None, got {shown(self.name)}")
+        if isinstance(self.base, Mapping):  # a config's base section: parse_base makes a pair
+            raise ConfigError(
+                "base",
+                "must be a mechanism pair (auditsel.DpsgdBase(...), GaussianBase(...), ...), "
+                "not a mapping: auditsel.experiments.config.parse_base(mapping, delta) makes one",
+            )
+
 
 @dataclass(frozen=True, kw_only=True)
 class ExecutionOptions:
@@ -74,10 +95,12 @@ class ExecutionOptions:
     `chunk_size`: games per chunk, the unit of work and of checkpoints (None: the function's
     default); `checkpoint_dir`: finished chunks are kept there and an interrupted audit resumes
     from them; `stream`: audit chunk by chunk from disk, in bounded memory (True, False or
-    "auto": above 2^20 games with a checkpoint folder); `progress`: a progress bar on stderr;
-    `game_threads`: BLAS, OpenMP and torch threads of the process playing the games (None: 1
-    with one job, else cores // jobs; `auditsel.games.backends`); `checkpoint_after`: seconds a
-    game plays before its chunks are written (None: 5; 0: from the first chunk)."""
+    "auto": above 2^20 games with a checkpoint folder); `progress`: a progress bar on stderr
+    (progress lines where stderr is no terminal); `game_threads`: BLAS, OpenMP and torch
+    threads of the process playing the games (None: 1 with one job, else cores // jobs;
+    `auditsel.games.backends`); `checkpoint_after`: seconds a game plays before its chunks are
+    written (None: 5; 0: from the first chunk); `fresh`: start over: delete the checkpoints
+    first (once the output folder is locked and every other option checked), resume nothing."""
 
     jobs: int = 1
     backend: str | None = None
@@ -88,6 +111,16 @@ class ExecutionOptions:
     progress: bool = False
     game_threads: int | None = None
     checkpoint_after: float | None = None
+    fresh: bool = False
+
+    def __post_init__(self) -> None:
+        _folder(self.checkpoint_dir, "checkpoint_dir")
+
+
+def _folder(value: object, field: str) -> None:
+    """A ConfigError naming `field` unless `value` is None or a path (str or os.PathLike)."""
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise ConfigError(field, f"must be a folder (a str or a Path) or None, got {shown(value)}")
 
 
 Options = TypeVar("Options")
@@ -110,6 +143,10 @@ def legacy_options(
         raise TypeError(
             f"{caller}() got unexpected keyword arguments: {', '.join(sorted(unknown))}"
         )
+    if given is not None and not isinstance(given, cls):
+        raise ConfigError(
+            argument, f"must be {cls.__name__}(...) or None, got {type(given).__name__}"
+        )  # a dict, or another group's options object: never read by its field names
     base = given if given is not None else cls()
     if not old:
         return base

@@ -339,8 +339,13 @@ class GradientCanary(Canary):
             if not isinstance(self.parameter, str) or not self.parameter:
                 raise ConfigError("parameter", "must be a parameter's name, e.g. 'fc1.weight'")
             index = self.index if isinstance(self.index, (tuple, list)) else (self.index,)
-            if self.index is None or not all(isinstance(i, (int, np.integer)) for i in index):
-                raise ConfigError("index", "must be an int or a tuple of ints, e.g. (3, 0)")
+            if self.index is None or not all(
+                isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
+                for i in index
+            ):  # a bool is no index (True would become index 1)
+                raise ConfigError(
+                    "index", f"must be an int or a tuple of ints, e.g. (3, 0), got {self.index!r}"
+                )
             object.__setattr__(self, "index", tuple(int(i) for i in index))
         if self.norm is not None:
             object.__setattr__(self, "norm", number(self.norm, "norm", 0, math.inf, lo_open=True))

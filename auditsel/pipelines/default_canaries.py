@@ -54,7 +54,7 @@ from auditsel.pipelines.canaries import (
     _to_numpy,
     flat_parameters,
 )
-from auditsel.pipelines.game import PipelineError, TuneFn, function_name
+from auditsel.pipelines.game import TuneFn, probe_call
 from auditsel.pipelines.release_scores import PROBE_SEED
 
 __all__ = ["BOTH", "OUTLIER", "default_canaries", "outlier_example", "resolve_canary"]
@@ -125,14 +125,10 @@ def outlier_example(data: Any) -> InputCanary:
 
 
 def _probe(tune: TuneFn, data: Any, person: InputCanary, seed: int) -> Any:
-    try:
-        return tune(data, seed, person)  # unbound: the canary is out
-    except Exception as err:
-        raise PipelineError(
-            "tune",
-            f"{function_name(tune)} raised {type(err).__name__} in the probe run that chooses "
-            f"the gradient canary of canary='both' (seed {seed}, canary out): {err}",
-        ) from None
+    what = (
+        f"the probe run that chooses the gradient canary of canary='both' (seed {seed}, canary out)"
+    )
+    return probe_call("tune", tune, what, data, seed, person)  # unbound: the canary is out
 
 
 def _moves(release: Any) -> np.ndarray:

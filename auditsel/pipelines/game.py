@@ -32,6 +32,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import math
+import os
 import random
 import sys
 import threading
@@ -48,9 +49,11 @@ from numpy.typing import NDArray
 from auditsel.errors import ConfigError
 from auditsel.games.backends import in_game_thread
 from auditsel.pipelines.canaries import Canary
+from auditsel.pipelines.content_digest import content_digest
 
 __all__ = [
     "CHUNK_SIZE",
+    "DataChanged",
     "LOCAL_CPU",
     "PipelineError",
     "PipelineGame",
@@ -65,6 +68,7 @@ __all__ = [
     "score_label",
     "seed_globals",
     "user_traceback",
+    "probe_call",
 ]
 
 CHUNK_SIZE = 32  # games per checkpoint file and per task sent to a worker
@@ -129,6 +133,11 @@ class PipelineError(ConfigError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # the traceback travels back from a worker too
         return (type(self), (self.field, self.message, self.user_traceback))
+
+
+class DataChanged(PipelineError):
+    """`data` or the canary changed during the games (`PipelineGame.digests`): refused as the
+    replay check refuses it (`auditsel.pipelines.pipeline` raises its ReproducibilityError)."""
 
 
 def function_name(fn: Any) -> str:
@@ -226,6 +235,14 @@ def is_real_score(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+def shown_number(value: Any) -> str:
+    """A number as the message shows it: a huge int by its digits' count, not all of them."""
+    if isinstance(value, int) and abs(value) > 10**30:  # str() of 10**5000 itself raises
+        return f"an int of about 10^{math.log10(abs(value)):.0f}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _where(err: BaseException) -> str:
     """file:line (function) of the innermost frame of the traceback in the user's code: outside
     auditsel and outside installed packages; the innermost frame when there is none."""
@@ -260,6 +277,48 @@ def describe_exception(err: BaseException) -> str:
 def user_traceback(err: BaseException) -> str:
     """The traceback of an exception raised in the user's code, as text."""
     return "".join(traceback.format_exception(type(err), err, err.__traceback__))
+
+
+def probe_call(role: str, fn: Callable[..., Any], what: str, *args: Any) -> Any:
+    """`fn(*args)` outside the games (a probe run): anything it raises, SystemExit included
+    (a user's sys.exit is an exception in their code, never auditsel's exit), becomes a
+    PipelineError naming the function, where it raised and `what` the run was; only
+    KeyboardInterrupt passes. A child the function forked that leaves it ends there
+    (`leave_forked_child`)."""
+    pid = os.getpid()
+    try:
+        value = fn(*args)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:
+        leave_forked_child(pid, err)
+        raise PipelineError(
+            role,
+            f"{function_name(fn)} raised {describe_exception(err)} at {_where(err)} in {what}",
+            user_traceback(err),
+        ) from None
+    leave_forked_child(pid, None)
+    return value
+
+
+def leave_forked_child(pid: int, err: BaseException | None) -> None:
+    """In a process the user's code forked (its pid is not `pid`, the caller's), returning or
+    raising out of their function: the child exits here, at once (`os._exit`, with the code of
+    its sys.exit, else 0, or 1 for an exception), so that it never runs the audit's code, its
+    cleanup above all (which would delete the parent's folders)."""
+    if os.getpid() == pid:
+        return
+    code = 0
+    if isinstance(err, SystemExit):
+        code = err.code if isinstance(err.code, int) else (0 if err.code is None else 1)
+    elif err is not None:
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(code)
 
 
 def _user_error(
@@ -300,6 +359,9 @@ class PipelineGame:
     canary: Canary
     chunk_size: int = CHUNK_SIZE
     fields: tuple[str, ...] = ()  # score() returns one number per field (release_scores)
+    #: (data's, canary's) content digests, which every chunk must leave unchanged, wherever it
+    #: plays (a worker's copy too); () checks nothing (accept_nondeterminism)
+    digests: tuple[str, ...] = ()
     parallel_prefer = None  # joblib's default: loky processes (user code holds the GIL)
     progress_unit = "game"  # what the engine's progress bar counts
 
@@ -309,7 +371,15 @@ class PipelineGame:
         return 2 + max(len(self.fields) - 1, 0)
 
     def __reduce__(self) -> tuple[Any, ...]:  # to a worker: the user's files are imported first
-        fields = (self.tune, self.score, self.data, self.canary, self.chunk_size, self.fields)
+        fields = (
+            self.tune,
+            self.score,
+            self.data,
+            self.canary,
+            self.chunk_size,
+            self.fields,
+            self.digests,
+        )
         return (_rebuild_game, (_ImportFiles(tuple(USER_MODULES.items())), *fields))
 
     def play_one(self, seed: int, game: int) -> tuple[int, Any, float]:
@@ -331,23 +401,36 @@ class PipelineGame:
         bound = self.canary.for_game(member == 1, rng)
         data = bound.prepare(self.data)
         seed_globals(user_seed)
+        pid = os.getpid()
         try:
             release = self.tune(data, user_seed, bound)
         except KeyboardInterrupt:
             raise
         except BaseException as err:  # SystemExit too: the user's, never auditsel's exit
+            leave_forked_child(pid, err)
             raise _user_error("tune", self.tune, game, user_seed, member, err) from None
+        leave_forked_child(pid, None)
         return member, release, self._score(release, game, user_seed, member)
 
     def _score(self, release: Any, game: int, user_seed: int, member: int) -> Any:
+        pid = os.getpid()
         try:
             raw = self.score(release, self.canary)
         except KeyboardInterrupt:
             raise
         except BaseException as err:
+            leave_forked_child(pid, err)
             raise _user_error("score", self.score, game, user_seed, member, err) from None
+        leave_forked_child(pid, None)
         if self.fields:  # one number per released field (release_scores.FieldScores)
-            array = np.asarray(raw, dtype=np.float64)
+            try:
+                array = np.asarray(raw, dtype=np.float64)
+            except (OverflowError, TypeError, ValueError) as err:
+                raise PipelineError(
+                    "score",
+                    f"{function_name(self.score)} returned no float64 numbers in game {game} "
+                    f"(seed {user_seed}): {describe_exception(err)}",
+                ) from None
             if np.any(np.isnan(array)):
                 bad = self.fields[int(np.flatnonzero(np.isnan(array))[0])]
                 raise PipelineError(
@@ -363,7 +446,15 @@ class PipelineGame:
                 f"{function_name(self.score)} returned {what} in game {game} (seed "
                 f"{user_seed}); a score must be one real number (+-inf allowed)",
             )
-        value = float(raw.item() if hasattr(raw, "item") else raw)  # an array of one number
+        try:
+            value = float(raw.item() if hasattr(raw, "item") else raw)  # an array of one number
+        except (OverflowError, TypeError, ValueError):  # an int past float64 (10**400)
+            raise PipelineError(
+                "score",
+                f"{function_name(self.score)} returned {shown_number(raw)} in game {game} (seed "
+                f"{user_seed}), beyond float64 (about 1.8e308); a score must be one real "
+                f"number (+-inf allowed)",
+            ) from None
         if math.isnan(value):
             raise PipelineError(
                 "score",
@@ -389,7 +480,28 @@ class PipelineGame:
                 out[j, 0], out[j, 2:] = value[0], value[1:]
             else:
                 out[j, 0] = value
+        self._check_unchanged(start, start + size - 1)
         return out, member
+
+    def _check_unchanged(self, first: int, last: int) -> None:
+        """`DataChanged` when `data` or the canary no longer has its digest after games
+        first..last: a `tune` that changes them in place, caught in whichever process played
+        (a worker changes only its own copy, which the audit's process never sees)."""
+        if not self.digests:
+            return
+        changed = [
+            what
+            for what, before, value in zip(
+                ("data", "canary"), self.digests, (self.data, self.canary)
+            )
+            if content_digest(value, what) != before
+        ]
+        if changed:
+            raise DataChanged(
+                "tune",
+                f"in-place mutation: {' and '.join(changed)} changed during games {first}-{last} "
+                f"of the audit; fix: copy `data` or the canary before changing them",
+            )
 
 
 def field_columns(scores: np.ndarray) -> np.ndarray:

@@ -39,9 +39,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditsel.auditing.one_run_analysis import OneRunBound, TradeoffFamily, audit_one_run
-from auditsel.errors import ConfigError, integer, number
+from auditsel.errors import ConfigError, integer, number, percent
 from auditsel.pipelines.canaries import Canary, default_score
-from auditsel.pipelines.game import PipelineError, ScoreFn, TuneFn, function_name, game_seed
+from auditsel.pipelines.game import (
+    PipelineError,
+    ScoreFn,
+    TuneFn,
+    function_name,
+    game_seed,
+    probe_call,
+)
 
 __all__ = ["CanarySet", "OneRunPipelineAudit", "audit_pipeline_one_run"]
 
@@ -151,7 +158,7 @@ class OneRunPipelineAudit:
         lines = [
             f"one-run audit of {self.tune}: {m:,} canaries ({k:,} in), one run, delta = "
             f"{self.delta:g}",
-            f"  eps_L ([SNJ23], valid at {self.confidence:.0%})       {self.eps:.4f}",
+            f"  eps_L ([SNJ23], valid at {percent(self.confidence)})       {self.eps:.4f}",
             f"  eps_L ([MMC24], if the trade-off is {self.bound.mmc24_family})  "
             f"{self.eps_mmc24:.4f}  (an assumption, not a guarantee)",
         ]
@@ -194,17 +201,13 @@ def audit_pipeline_one_run(
     user_seed = game_seed(seed, 0)
     score_fn = score if score is not None else default_score
     start = time.process_time()
+    release = probe_call("tune", tune, "the one run", bound.prepare(data), user_seed, bound)
+    raw = [probe_call("score", score_fn, "the one run", release, c) for c in canary_set]
     try:
-        release = tune(bound.prepare(data), user_seed, bound)
-    except Exception as err:
+        scores = np.array([float(r) for r in raw], dtype=np.float64)
+    except (OverflowError, TypeError, ValueError) as err:
         raise PipelineError(
-            "tune", f"{function_name(tune)} raised {type(err).__name__} in the one run: {err}"
-        ) from None
-    try:
-        scores = np.array([float(score_fn(release, c)) for c in canary_set], dtype=np.float64)
-    except Exception as err:
-        raise PipelineError(
-            "score", f"{function_name(score_fn)} raised {type(err).__name__}: {err}"
+            "score", f"{function_name(score_fn)} returned no real number: {err}"
         ) from None
     analysis = audit_one_run(scores, bits, delta, confidence=confidence, family=family, seed=seed)
     eps = float(analysis.eps_snj23)

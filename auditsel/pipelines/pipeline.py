@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
@@ -75,8 +76,9 @@ from auditsel.auditing.rules import (
 )
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
-from auditsel.errors import ConfigError, choice, integer, number, require, shown
+from auditsel.errors import ConfigError, choice, integer, number, shown
 from auditsel.errors import jobs as check_jobs
+from auditsel.events import as_pair
 from auditsel.experiments.experiment import (
     lower_fields,
     result_interval,
@@ -85,10 +87,17 @@ from auditsel.experiments.experiment import (
 )
 from auditsel.experiments.heuristics import honesty_fields
 from auditsel.experiments.report import text_table, write_outputs
-from auditsel.files import atomic_write_text, claim_folder, read_regular
+from auditsel.files import OutputFolder, atomic_write_text, claim_folder, read_regular
 from auditsel.games.backends import execution_backend, fresh_processes, limited_threads
 from auditsel.games.backends import game_threads as default_game_threads
-from auditsel.games.engine import CheckpointError, ChunkSource, GameRecord, run_game
+from auditsel.games.engine import (
+    CheckpointError,
+    ChunkSource,
+    GameRecord,
+    delete_checkpoints,
+    run_game,
+    saving_every_chunk,
+)
 from auditsel.games.fingerprint import package_digest, source_digest
 from auditsel.pipelines.audit_options import (
     AuditOptions,
@@ -102,6 +111,7 @@ from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
 from auditsel.pipelines.game import (
     CHUNK_SIZE,
     LOCAL_CPU,
+    DataChanged,
     PipelineError,
     PipelineGame,
     ScoreFn,
@@ -122,7 +132,6 @@ from auditsel.pipelines.pipeline_result import (
 )
 from auditsel.pipelines.release_scores import (
     CANARY_FIELD,
-    PROBE_SEED,
     FieldScores,
     probe_fields,
 )
@@ -143,6 +152,7 @@ __all__ = [
     "PipelineAudit",
     "PipelineError",
     "audit_pipeline",
+    "canaries_text",
     "play_games",
 ]
 
@@ -358,7 +368,8 @@ def play_games(
     the CPU seconds of the games played in this process. `before(backend)` runs first, inside
     the backend (the replay check's games on the workers). While they play, this process's
     BLAS, OpenMP and torch threads are limited (`backends.limited_threads`: a caller's limit
-    begun before holds)."""
+    begun before holds).
+    Inside `engine.saving_every_chunk()` each chunk is written as it finishes."""
     start = LOCAL_CPU.seconds
     threads = limited_threads(default_game_threads(jobs))
     with (
@@ -469,6 +480,7 @@ def audit_pipeline(
         progress=ex.progress,
         game_threads=ex.game_threads,
         checkpoint_after=ex.checkpoint_after,
+        fresh=ex.fresh,
         out_dir=rep.out_dir,
         name=rep.name,
         base=rep.base,
@@ -505,38 +517,39 @@ def _audit_pipeline(
     accept_nondeterminism: bool = False,
     game_threads: int | None = None,
     checkpoint_after: float | None = None,
+    fresh: bool = False,
+    save_every_chunk: bool = False,
 ) -> PipelineAudit:
-    """`audit_pipeline` with every option as a keyword (its options objects unpacked)."""
+    """`audit_pipeline` with every option as a keyword (its options objects unpacked); `out_dir`
+    may be an `OutputFolder` its caller has claimed (and cleans up)."""
     canary = resolve_canary(canary, tune, data)  # "both": (InputCanary, GradientCanary)
     if isinstance(canary, tuple):  # several canaries: each its games, Bonferroni
         options = {k: v for k, v in locals().items() if k not in ("tune", "score", "data")}
         return _audit_each_canary(tune, score, data, tuple(options.pop("canary")), options)
     _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
     panel, stream = _auto_or_bool(panel, "panel"), _auto_or_bool(stream, "stream")
-    accepts = f"must be true or false, got {shown(accept_nondeterminism)}"
-    require(isinstance(accept_nondeterminism, bool), "accept_nondeterminism", accepts)
+    for flag, value in (("accept_nondeterminism", accept_nondeterminism), ("fresh", fresh)):
+        if not isinstance(value, bool):
+            raise ConfigError(flag, f"must be true or false, got {shown(value)}")
     chunk_size = integer(chunk_size, "chunk_size", 1)
-    if (base is None) != (rounds is None):
-        raise ConfigError("rounds", "give base and rounds together (or neither)")
+    base, seed = _checked_base(base, rounds), integer(seed, "seed", 0, SEED_MAX - 1)
     fields, score_fn = scoring(  # score None: the canary's own, or one learned from a pilot
         tune, score, data, canary, seed=seed, delta=delta, jobs=jobs, backend=backend
     )
     rule, label = _rule_and_label(rule, seed, score, score_fn, canary)
-    # an output folder is resolved, refused when it escapes, locked, and on failure only what
-    # this audit created there is removed (auditsel.files)
-    claim = nullcontext() if out_dir is None else claim_folder(out_dir, field="out_dir")
-    with claim as folder:
+    with _claimed(out_dir) as folder:
         out = None if folder is None else folder.path
         if checkpoint_dir is None and out is not None:
             checkpoint_dir = out / "checkpoints"
-        if stream == "auto":  # bounded memory for large audits, where there is a folder for it
-            stream = games > STREAM_ABOVE and checkpoint_dir is not None
-        stream = bool(stream)
-        if stream and checkpoint_dir is None:
-            raise ConfigError("stream", "a streamed audit needs checkpoint_dir (or out_dir)")
+        if fresh and checkpoint_dir is not None:  # the folder is locked, the options checked
+            _start_over(Path(checkpoint_dir))
+        stream = _streamed(stream, games, checkpoint_dir)
         start_wall, start_cpu = time.perf_counter(), time.process_time()
-        game = PipelineGame(tune, score_fn, data, canary, chunk_size, fields)
         components = _components(tune, score_fn, data, canary, seed, chunk_size, fields)
+        digests: tuple[str, ...] = ()  # accepted: nothing checked (the hazards are recorded)
+        if not accept_nondeterminism:
+            digests = (components["data"], content_digest(canary, "canary"))
+        game = PipelineGame(tune, score_fn, data, canary, chunk_size, fields, digests)
         fingerprint = _digest(components)
         if checkpoint_dir is not None:
             fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
@@ -554,6 +567,7 @@ def _audit_pipeline(
             accept=accept_nondeterminism,
             game_threads=game_threads,
             checkpoint_after=checkpoint_after,
+            save_every_chunk=save_every_chunk,
         )
         return _analyse(
             record,
@@ -596,6 +610,39 @@ def _rule_and_label(
     return rule, score_label(score, canary)
 
 
+def _checked_base(base: Any, rounds: Any) -> MechanismPair | None:
+    """The base as a mechanism pair (a DpEvent made one), given with a law of K, or None: a
+    ConfigError naming `base` or `rounds` before any game."""
+    if (base is None) != (rounds is None):
+        raise ConfigError("rounds", "give base and rounds together (or neither)")
+    if base is None:
+        return None
+    if not isinstance(rounds, RoundsLaw):
+        raise ConfigError(
+            "rounds", f"must be a law of K (auditsel.Poisson(3), ...), got {shown(rounds)}"
+        )
+    return as_pair(base, "base")
+
+
+def _claimed(out_dir: str | Path | OutputFolder | None) -> Any:
+    """The output folder as a context: claimed here (resolved, refused when it escapes,
+    locked; on failure only what this audit created there is removed: auditsel.files), or
+    None, or the `OutputFolder` a caller claimed (and cleans up) as it is."""
+    if out_dir is None or isinstance(out_dir, OutputFolder):
+        return nullcontext(out_dir)
+    return claim_folder(out_dir, field="out_dir")
+
+
+def _streamed(stream: bool | str, games: int, checkpoint_dir: str | Path | None) -> bool:
+    """Whether the audit streams its chunks from disk ("auto": above STREAM_ABOVE games, with
+    a checkpoint folder); a ConfigError for a streamed audit without one."""
+    if stream == "auto":  # bounded memory for large audits, where there is a folder for it
+        stream = games > STREAM_ABOVE and checkpoint_dir is not None
+    if stream and checkpoint_dir is None:
+        raise ConfigError("stream", "a streamed audit needs checkpoint_dir (or out_dir)")
+    return bool(stream)
+
+
 def _play_checked(
     game: PipelineGame,
     games: int,
@@ -611,6 +658,7 @@ def _play_checked(
     accept: bool,
     game_threads: int | None = None,
     checkpoint_after: float | None = None,
+    save_every_chunk: bool = False,
 ) -> tuple[GameRecord, float, ReproducibilityEntry]:
     """`play_games` with the replay check on the audit's own backend before the games and the
     unchanged-data check after them: (record, CPU seconds in this process, result.json's
@@ -623,27 +671,35 @@ def _play_checked(
 
     if game_threads is not None:
         game_threads = integer(game_threads, "game_threads", 1)
-    with limited_threads(default_game_threads(jobs, game_threads)):  # play_games's limit
-        record, inline_cpu = play_games(
-            game,
-            games,
-            seed,
-            jobs=jobs,
-            backend=backend,
-            scheduler=scheduler,
-            checkpoint_dir=checkpoint_dir,
-            fingerprint=fingerprint,
-            progress=progress,
-            stream=stream,
-            before=on_backend,
-            checkpoint_after=checkpoint_after,
-        )
+    rerun = f"delete {checkpoint_dir or 'the checkpoints'} before you rerun"
+    try:
+        with (
+            limited_threads(default_game_threads(jobs, game_threads)),  # play_games's limit
+            saving_every_chunk(save_every_chunk),  # early stop: the next look reuses them
+        ):
+            record, inline_cpu = play_games(
+                game,
+                games,
+                seed,
+                jobs=jobs,
+                backend=backend,
+                scheduler=scheduler,
+                checkpoint_dir=checkpoint_dir,
+                fingerprint=fingerprint,
+                progress=progress,
+                stream=stream,
+                before=on_backend,
+                checkpoint_after=checkpoint_after,
+            )
+    except DataChanged as err:  # in any process, on any backend: as the check below
+        raise ReproducibilityError(
+            "tune", f"{err.message}; the games of this run saw changing data: {rerun}"
+        ) from None
     hazards = check_unchanged(game, replay[0])
     if hazards and not accept:
         raise ReproducibilityError(
             "tune",
-            hazards[0] + f"; the games of this run saw changing data: delete "
-            f"{checkpoint_dir or 'the checkpoints'} before you rerun",
+            hazards[0] + f"; the games of this run saw changing data: {rerun}",
         )
     reproducibility = replay[0].to_dict()
     reproducibility["hazards"] += hazards
@@ -660,25 +716,42 @@ def _audit_each_canary(
     """One audit per canary, `games` games each, at confidence 1 - (1 - confidence) / m
     (Bonferroni over the m canaries: the largest eps_L holds at `confidence`); the audit of
     the largest eps_L, with `canaries` in result.json listing each. Folders: a subfolder per
-    canary (`canary-<i>-<kind>`) of out_dir and checkpoint_dir."""
+    canary (`canary-<i>-<kind>`) of out_dir and checkpoint_dir; out_dir (claimed, locked, for
+    the whole audit) also gets the combined result.json and report.md."""
     if len(canaries) < 1:
         raise ConfigError("canary", "give a canary, or a tuple of canaries to audit each")
     confidence = number(options["confidence"], "confidence", 0.5, 1, hi_open=True)
     level = 1 - (1 - confidence) / len(canaries)
-    audits = []
-    for i, canary in enumerate(canaries):
-        kind = canary.describe().get("kind", "canary") if isinstance(canary, Canary) else "?"
-        sub = {
-            k: (None if options[k] is None else Path(options[k]) / f"canary-{i}-{kind}")
-            for k in ("checkpoint_dir", "out_dir")
-        }
-        audits.append(
-            _audit_pipeline(
-                tune, score, data=data, canary=canary, **{**options, **sub, "confidence": level}
+    out_dir = options["out_dir"]
+    with _claimed(out_dir) as folder:
+        top = {"checkpoint_dir": options["checkpoint_dir"], "out_dir": folder and folder.path}
+        audits = []
+        for i, canary in enumerate(canaries):
+            kind = canary.describe().get("kind", "canary") if isinstance(canary, Canary) else "?"
+            sub = {
+                k: (None if v is None else Path(v) / f"canary-{i}-{kind}") for k, v in top.items()
+            }
+            audits.append(
+                _audit_pipeline(
+                    tune, score, data=data, canary=canary, **{**options, **sub, "confidence": level}
+                )
             )
-        )
+        combined = _combined(audits, level, confidence, options["claimed_epsilon"])
+        if folder is not None:  # the combined result.json and report.md, in out_dir itself
+            result = dict(combined.result)
+            written = write_outputs(folder.path, result, {}, plots=False)
+            report = folder.path / "report.md"
+            atomic_write_text(report, report.read_text() + "\n" + canaries_text(result) + "\n")
+            combined = replace(combined, files=(*written, *combined.files))
+    return combined
+
+
+def _combined(
+    audits: list[PipelineAudit], level: float, confidence: float, claim: float | None
+) -> PipelineAudit:
+    """The audit of the largest eps_L, with every canary's entry, the claim's verdict over all
+    of them and the games, seconds and resumed games of all."""
     best = max(audits, key=lambda a: a.eps)
-    claim = options["claimed_epsilon"]
     refuted = None if claim is None else any(bool(a.refuted) for a in audits)
     result = best.result.copy()
     result["canaries"] = [
@@ -692,7 +765,7 @@ def _audit_each_canary(
         for a in audits
     ]
     if claim is not None:
-        result["claim"] = {"epsilon": float(claim), "refuted": refuted}
+        result["claim"] = ClaimEntry(epsilon=float(claim), refuted=refuted, confidence=confidence)
     return replace(
         best,
         refuted=refuted,
@@ -700,9 +773,31 @@ def _audit_each_canary(
         games=sum(a.games for a in audits),
         cpu_seconds=sum(a.cpu_seconds for a in audits),
         wall_seconds=sum(a.wall_seconds for a in audits),
+        resumed_games=sum(a.resumed_games for a in audits),
         files=tuple(f for a in audits for f in a.files),
         result=result,
     )
+
+
+def canaries_text(result: Mapping[str, Any]) -> str:
+    """One line per canary of a several-canary audit's result: its kind, eps_L, confidence,
+    games and verdict ('' for one canary)."""
+    return "\n".join(
+        f"canary {i} ({entry['canary']['kind']}): eps_L {entry['eps']:.4f} at "
+        f"confidence {entry['confidence']:.4g}, {entry['games']:,} games"
+        + ("" if entry["refuted"] is None else f", refuted: {entry['refuted']}")
+        for i, entry in enumerate(result.get("canaries", ()))
+    )
+
+
+def _start_over(checkpoint_dir: Path) -> None:
+    """`fresh`: delete the checkpoints (`engine.delete_checkpoints`), saying so on stderr."""
+    deleted = delete_checkpoints(checkpoint_dir, "fresh")
+    if deleted:
+        print(
+            f"auditsel: --fresh: deleted {len(deleted):,} checkpoint files of {checkpoint_dir}",
+            file=sys.stderr,
+        )
 
 
 def scoring(
@@ -755,14 +850,7 @@ def learned(
 def _default_fields(tune: TuneFn, data: Any, canary: Canary) -> tuple[str, ...]:
     """The fields the default score reads: () when the release is the canary's alone (its
     score, unchanged), else every field of the probe run's release."""
-    try:
-        fields = probe_fields(tune, data, canary)
-    except Exception as err:
-        raise PipelineError(
-            "tune",
-            f"{function_name(tune)} raised {type(err).__name__} in the probe run that reads the "
-            f"release's fields (seed {PROBE_SEED}, canary out): {err}",
-        ) from None
+    fields = probe_fields(tune, data, canary)  # the user's exceptions: a PipelineError
     return () if fields in ((), (CANARY_FIELD,)) else fields
 
 

@@ -68,7 +68,7 @@ from auditsel.auditing.planning import (
 )
 from auditsel.auditing.rules import THRESHOLD_RULES
 from auditsel.auditing.threshold_search import epsilon_from_rates
-from auditsel.errors import ConfigError, choice, integer, number
+from auditsel.errors import ConfigError, choice, integer, number, percent
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, grouped_options
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
@@ -118,6 +118,7 @@ class PipelinePlan:
     score: str = ""  # score=None: the learned score (what the audit will play), in words
     refutable_below: float | None = None  # a claim above this is not refutable at `games`
     #                                       (a heuristic reading of the pilot's point curve)
+    canary: str = ""  # the kind of the canary planned (input, gradient, ...)
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready values (non-finite numbers as None; each canary's plan)."""
@@ -133,8 +134,8 @@ class PipelinePlan:
             return self._combined_summary()
         lines = [
             f"plan from {self.pilot_games:,} pilot games: valid {self.rule} audit at "
-            f"{self.confidence:.0%} confidence, delta = {self.delta:g}; planned on the pilot's "
-            f"curve at its {self.pilot_confidence:.0%} limits, which reach eps "
+            f"{percent(self.confidence)} confidence, delta = {self.delta:g}; planned on the pilot's "
+            f"curve at its {percent(self.pilot_confidence)} limits, which reach eps "
             f"{self.curve_eps:.4f} (point estimate {self.point_eps:.4f}); "
             f"{self.cpu_seconds_per_game:.3g} CPU s per game"
         ]
@@ -158,7 +159,7 @@ class PipelinePlan:
             f"of games (about 3 / {self.pilot_games:,}); a larger pilot sees rarer ones"
         )
         lines.append(
-            f"  (with probability >= {self.pilot_confidence:.0%} over the pilot these are not "
+            f"  (with probability >= {percent(self.pilot_confidence)} over the pilot these are not "
             "over-stated for a threshold fixed at the plan's; a split audit certifies somewhat "
             "less)"
         )
@@ -211,7 +212,7 @@ class PipelinePlan:
             f"plan for {m} canaries (each plays its own {self.pilot_games:,} pilot games and the "
             f"audit's games: the audit plays {m} x the games below), each certified at "
             f"confidence 1 - {1 - self.confidence:g}/{m} = {self.canaries[0].confidence:.4g} "
-            f"(Bonferroni: the audit's verdict holds at {self.confidence:.0%}); "
+            f"(Bonferroni: the audit's verdict holds at {percent(self.confidence)}); "
             f"{self.cpu_seconds_per_game:.3g} CPU s per game of all {m}"
         ]
         lines += self._games_lines(
@@ -222,7 +223,8 @@ class PipelinePlan:
         )
         lines += self._blind_lines()
         for i, plan in enumerate(self.canaries):
-            lines.append(f"  canary {i}: " + plan.summary().replace("\n", "\n    "))
+            kind = f" ({plan.canary})" if plan.canary else ""
+            lines.append(f"  canary {i}{kind}: " + plan.summary().replace("\n", "\n    "))
         return "\n".join(lines)
 
 
@@ -477,6 +479,7 @@ def _plan_pipeline(
         fields=dict(zip(fields, field_eps)),
         flagged=_differing(columns, member, fields),
         score=run.words,
+        canary=str(canary.describe().get("kind", "")),
     )
     if games is not None:
 

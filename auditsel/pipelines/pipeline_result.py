@@ -35,11 +35,17 @@ __all__ = [
 ]
 
 
-class ClaimEntry(TypedDict):
-    """The claim an audit tested: refuted is eps_L > epsilon (valid at the audit's confidence)."""
-
+class _Claim(TypedDict):
     epsilon: float
     refuted: bool | None
+
+
+class ClaimEntry(_Claim, total=False):
+    """The claim an audit tested: refuted is eps_L > epsilon (valid at the audit's confidence:
+    `confidence` where the verdict's differs from `lower.confidence`, which is then one
+    canary's or one look's share: several canaries, early stop)."""
+
+    confidence: float
 
 
 class FieldsEntry(TypedDict):

@@ -37,6 +37,7 @@ import numpy as np
 
 from auditsel.errors import ConfigError
 from auditsel.pipelines.canaries import Canary
+from auditsel.pipelines.game import probe_call
 
 __all__ = ["CANARY_FIELD", "FieldScores", "probe_fields", "release_fields"]
 
@@ -98,9 +99,11 @@ def probe_fields(
     tune: Callable[[Any, int, Canary], Any], data: Any, canary: Canary
 ) -> tuple[str, ...]:
     """The fields of the release of one run outside the audit (seed PROBE_SEED, canary out):
-    what every game of the audit will score. An exception of `tune` propagates."""
+    what every game of the audit will score. Anything `tune` raises, SystemExit included, is a
+    PipelineError naming it (`auditsel.pipelines.game.probe_call`)."""
     bound = canary.for_game(False, np.random.default_rng(PROBE_SEED))
-    release = tune(bound.prepare(data), PROBE_SEED, bound)
+    what = f"the probe run that reads the release's fields (seed {PROBE_SEED}, canary out)"
+    release = probe_call("tune", tune, what, bound.prepare(data), PROBE_SEED, bound)
     return tuple(release_fields(release, canary))
 
 

@@ -24,16 +24,21 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from auditsel.errors import integer, number
+from auditsel.errors import integer, number, percent
 from auditsel.experiments.report import text_table
-from auditsel.files import atomic_write_text
+from auditsel.files import OutputFolder, atomic_write_text, claim_folder
 from auditsel.pipelines.default_canaries import resolve_canary
-from auditsel.pipelines.game import CHUNK_SIZE, ScoreFn, TuneFn
+from auditsel.pipelines.game import CHUNK_SIZE, LOCAL_CPU, ScoreFn, TuneFn
 from auditsel.pipelines.pipeline import PipelineAudit, _audit_pipeline
 from auditsel.pipelines.pipeline_result import LookEntry, PipelineResult, SequentialEntry
 
@@ -65,14 +70,18 @@ def audit_until_refuted(
     confidence: float = 0.95,
     checkpoint_dir: str | Path | None = None,
     out_dir: str | Path | None = None,
+    on_look: Callable[[LookEntry, int, float], object] | None = None,
     **options: Any,
 ) -> PipelineAudit:
     """`audit_pipeline` at the looks of `look_schedule(games, looks)`, each at confidence
     1 - (1 - confidence) / looks, stopping at the first that refutes `claimed_epsilon` (module
     docstring). Returns the last look's audit, with `sequential` in its result.json: the
-    looks, each look's eps_L, the look that stopped. `out_dir` receives the last look's
-    report; the other options are `audit_pipeline`'s, each by its own keyword (data, canary,
-    delta, seed, rule, jobs, base, rounds, ...: the fields of its options objects)."""
+    looks, each look's eps_L, the look that stopped; its CPU and wall seconds are those of the
+    whole sequence. `out_dir` is claimed (locked) for the whole sequence and receives the last
+    look's report; a failure removes what the audit created there, as `audit_pipeline`'s does.
+    `on_look(entry, j, confidence_each)` is called as each look j (from 1) finishes. The other
+    options are `audit_pipeline`'s, each by its own keyword (data, canary, delta, seed, rule,
+    jobs, base, rounds, fresh, ...: the fields of its options objects)."""
     claimed_epsilon = number(claimed_epsilon, "claimed_epsilon", 0)
     confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
     chunk_size = options.get("chunk_size", CHUNK_SIZE)
@@ -80,60 +89,124 @@ def audit_until_refuted(
     level = 1 - (1 - confidence) / len(schedule)
     if "canary" in options:  # "both" resolved once: every look audits the same canaries
         options["canary"] = resolve_canary(options["canary"], tune, options.get("data"))
-    temporary = None
-    if checkpoint_dir is None and out_dir is None:
-        temporary = tempfile.TemporaryDirectory(prefix="auditsel-looks-")
-        checkpoint_dir = temporary.name
-    if checkpoint_dir is None:
-        checkpoint_dir = Path(out_dir) / "checkpoints"  # type: ignore[arg-type]
-    try:
-        seen: list[LookEntry] = []
-        for j, n in enumerate(schedule):
-            last = j == len(schedule) - 1
-            audit = _audit_pipeline(
-                tune,
-                score,
-                games=n,
-                claimed_epsilon=claimed_epsilon,
-                confidence=level,
-                checkpoint_dir=checkpoint_dir,
-                **options,
-            )
-            seen.append(LookEntry(games=n, eps=audit.eps, refuted=bool(audit.refuted)))
-            if audit.refuted or last:
-                break
-        if out_dir is not None:  # the report of the look that stood, written once
-            audit = _audit_pipeline(
-                tune,
-                score,
-                games=int(seen[-1]["games"]),
-                claimed_epsilon=claimed_epsilon,
-                confidence=level,
-                checkpoint_dir=checkpoint_dir,
-                out_dir=out_dir,
-                **options,
-            )
-    finally:
-        if temporary is not None:
-            temporary.cleanup()
-    result = audit.result.copy()
-    result["sequential"] = SequentialEntry(
-        looks=schedule,
-        confidence=confidence,
-        confidence_each=level,
-        seen=seen,
-        stopped_at=seen[-1]["games"],
-        stopped_early=seen[-1]["games"] < schedule[-1],
-    )
-    if out_dir is not None:  # result.json and report.md say how the audit stopped
-        folder = Path(out_dir)
-        atomic_write_text(
-            folder / "result.json", json.dumps(result, indent=2, allow_nan=False) + "\n"
+    fresh = options.pop("fresh", False)
+    clocks = (time.perf_counter(), time.process_time(), LOCAL_CPU.seconds)
+    with _folders(checkpoint_dir, out_dir) as (checkpoints, folder):
+        if fresh:  # once, the folder locked and the options checked: the looks reuse chunks
+            options["fresh"] = True
+        looked = _looks(
+            tune, score, schedule, claimed_epsilon, level, checkpoints, options, on_look
         )
-        report = folder / "report.md"  # several canaries: their reports are in subfolders
-        head = report.read_text() if report.exists() else text_table(dict(result))
-        atomic_write_text(report, head + "\n" + looks_text(result) + "\n")
-    return replace(audit, confidence=confidence, result=result)
+        options.pop("fresh", None)
+        audit, game_cpu, seen = looked
+        if folder is not None:  # the report of the look that stood, written once
+            audit, game_cpu = _timed(
+                tune, score, int(seen[-1]["games"]), claimed_epsilon, level,
+                checkpoints, {**options, "out_dir": folder},
+            )  # fmt: skip
+        result = audit.result.copy()
+        if "claim" in result:  # the verdict holds at `confidence` (each look: at `level`)
+            result["claim"] = {**result["claim"], "confidence": confidence}
+        result["sequential"] = SequentialEntry(
+            looks=schedule,
+            confidence=confidence,
+            confidence_each=level,
+            seen=seen,
+            stopped_at=seen[-1]["games"],
+            stopped_early=seen[-1]["games"] < schedule[-1],
+        )
+        if folder is not None:  # result.json and report.md say how the audit stopped
+            _write_stop(folder.path, result)
+    wall = time.perf_counter() - clocks[0]
+    # this process's CPU over every look, less the games it played, plus every game's CPU
+    # (recorded in the chunks, which the last call read back: `audit.game_cpu`)
+    own = (time.process_time() - clocks[1]) - (LOCAL_CPU.seconds - clocks[2])
+    cpu = own + game_cpu
+    return replace(audit, confidence=confidence, result=result, cpu_seconds=cpu, wall_seconds=wall)
+
+
+@contextmanager
+def _folders(
+    checkpoint_dir: str | Path | None, out_dir: str | Path | None
+) -> Iterator[tuple[Path, OutputFolder | None]]:
+    """(the looks' checkpoint folder, the claimed out_dir or None): `checkpoint_dir`, else
+    out_dir/checkpoints, else a temporary folder (removed after, by this process only)."""
+    claim: Any = nullcontext(None)
+    if out_dir is not None:
+        claim = claim_folder(out_dir, field="out_dir")
+    with claim as folder:
+        if checkpoint_dir is not None:
+            yield Path(checkpoint_dir), folder
+        elif folder is not None:
+            yield folder.path / "checkpoints", folder
+        else:
+            pid = os.getpid()
+            temporary = tempfile.mkdtemp(prefix="auditsel-looks-")
+            try:
+                yield Path(temporary), None
+            finally:
+                if os.getpid() == pid:  # never in a child the user's code forked
+                    shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _looks(
+    tune: TuneFn,
+    score: ScoreFn | None,
+    schedule: list[int],
+    claimed_epsilon: float,
+    level: float,
+    checkpoints: Path,
+    options: dict[str, Any],
+    on_look: Callable[[LookEntry, int, float], object] | None,
+) -> tuple[PipelineAudit, float, list[LookEntry]]:
+    """The looks until one refutes the claim: (the last look's audit, the CPU seconds of its
+    games, each look's entry).
+    Every chunk of a look is written at once (`save_every_chunk`), so the next look replays
+    none of them."""
+    seen: list[LookEntry] = []
+    for j, n in enumerate(schedule):
+        audit, game_cpu = _timed(tune, score, n, claimed_epsilon, level, checkpoints, options)
+        options.pop("fresh", None)  # the first look started over; the others resume it
+        seen.append(LookEntry(games=n, eps=audit.eps, refuted=bool(audit.refuted)))
+        if on_look is not None:
+            on_look(seen[-1], j + 1, level)
+        if audit.refuted:
+            break
+    return audit, game_cpu, seen
+
+
+def _timed(
+    tune: TuneFn,
+    score: ScoreFn | None,
+    games: int,
+    claimed_epsilon: float,
+    level: float,
+    checkpoints: Path,
+    options: dict[str, Any],
+) -> tuple[PipelineAudit, float]:
+    """One look's `_audit_pipeline` and the CPU seconds of its games (every game's, those
+    read back from checkpoints included)."""
+    cpu, local = time.process_time(), LOCAL_CPU.seconds
+    audit = _audit_pipeline(
+        tune,
+        score,
+        games=games,
+        claimed_epsilon=claimed_epsilon,
+        confidence=level,
+        checkpoint_dir=checkpoints,
+        save_every_chunk=True,
+        **options,
+    )
+    own = (time.process_time() - cpu) - (LOCAL_CPU.seconds - local)
+    return audit, max(audit.cpu_seconds - own, 0.0)
+
+
+def _write_stop(folder: Path, result: PipelineResult) -> None:
+    """result.json and report.md of an early-stopped audit: how it stopped."""
+    atomic_write_text(folder / "result.json", json.dumps(result, indent=2, allow_nan=False) + "\n")
+    report = folder / "report.md"
+    head = report.read_text() if report.exists() else text_table(dict(result))
+    atomic_write_text(report, head + "\n" + looks_text(result) + "\n")
 
 
 def looks_text(result: PipelineResult) -> str:
@@ -145,5 +218,5 @@ def looks_text(result: PipelineResult) -> str:
         f"early stop: looks at {', '.join(f'{n:,}' for n in seq['looks'])} games, each at "
         f"confidence {seq['confidence_each']:.4g} (Bonferroni over the looks); stopped at "
         f"{seq['stopped_at']:,} games ({'refuted' if refuted else 'not refuted'} at "
-        f"{seq['confidence']:.0%})"
+        f"{percent(seq['confidence'])})"
     )

@@ -21,20 +21,25 @@ Contract.
 
 * `user_files(*objects)` is what the user's code runs from: the source files of the modules of
   the objects given (functions, classes, instances: their class), of every module their
-  globals refer to, transitively, and every other `.py` file in the folders of those files (a
-  lazy import inside a function, also one that only a worker process makes), keeping only
-  files that are not part of an installed package (the standard library, site-packages, the
-  interpreter's prefixes) nor of auditsel.
+  globals refer to, transitively, and the project-local files those files import (read with
+  `ast`, never run: an import inside a function too, also one that only a worker process
+  makes), keeping only files that are not part of an installed package (the standard
+  library, site-packages, the interpreter's prefixes) nor of auditsel. Another `.py` file in
+  the same folder that nothing imports is not the pipeline's (adding or editing a script
+  beside it never blocks a resume). The data is fingerprinted by its content, whatever file
+  it was read from (`auditsel.pipelines.content_digest`).
   It returns path -> sha256 of the file's bytes; `describe_changes(old, new)` names the files
   that changed, appeared or went.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import sys
 import sysconfig
+import threading
 import types
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -52,6 +57,7 @@ from auditsel.pipelines.game import (
 
 __all__ = ["call_user", "describe_changes", "import_file", "user_files"]
 
+_PARSING = threading.Lock()  # ast.parse, one thread at a time (two audits in two threads)
 MAX_USER_FILES = 2000  # files fingerprinted (a folder with more is a sign of a wrong guess)
 
 
@@ -160,24 +166,68 @@ def _user_modules(
     return found
 
 
-def _folder_files(paths: list[str]) -> list[str]:
-    """The .py files directly in the folders of `paths` (what a lazy import in a worker can
-    load without this process ever importing it)."""
-    out: list[str] = []
-    for folder in sorted({os.path.dirname(p) for p in paths}):
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
+def _imported_files(paths: list[str], installed: tuple[str, ...]) -> set[str]:
+    """The project-local files that the files `paths` import, at the top or inside a function
+    (a lazy import, also one that only a worker process makes), transitively: each `import a.b`
+    and `from a import b` read with `ast` (never run) and looked up beside the importing file
+    (a.py, a/__init__.py, a/b.py); a file of an installed package is none of them."""
+    seen: set[str] = set()
+    queue = list(paths)
+    while queue and len(seen) < MAX_USER_FILES:
+        path = queue.pop()
+        if path in seen:
             continue
-        out += [os.path.join(folder, n) for n in names if n.endswith(".py")]
-    return [p for p in out if os.path.isfile(p)][:MAX_USER_FILES]
+        seen.add(path)
+        try:
+            source = Path(path).read_bytes()
+            with _PARSING:  # CPython 3.11's parser is not safe in two threads at once
+                tree = ast.parse(source, filename=path)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        folder = Path(path).parent
+        for name in _import_names(tree):
+            for found in _local_files(folder, name):
+                if not found.startswith(installed) and found not in seen:
+                    queue.append(found)
+    return seen
+
+
+def _import_names(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(level, dotted name) of every module an `import` or `from ... import` names (a
+    `from a import b` names a.b too: b may be a module)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield 0, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            yield node.level, base
+            for alias in node.names:
+                yield node.level, f"{base}.{alias.name}" if base else alias.name
+
+
+def _local_files(folder: Path, name: tuple[int, str]) -> list[str]:
+    """The files beside `folder` (or above it, for a relative import) that the dotted module
+    name would load: every package __init__.py on the way, and the module itself."""
+    level, dotted = name
+    root = folder
+    for _ in range(max(level - 1, 0)):
+        root = root.parent
+    out: list[str] = []
+    parts = [p for p in dotted.split(".") if p]
+    for i in range(len(parts)):
+        stem = root.joinpath(*parts[: i + 1])
+        for candidate in (stem.with_suffix(".py"), stem / "__init__.py"):
+            if candidate.is_file():
+                out.append(os.path.realpath(candidate))
+    return out
 
 
 def user_files(*objects: Any) -> dict[str, str]:
     """path -> sha256 of each source file the user's code runs from (module docstring)."""
     installed = _installed_roots()
     modules = list(_user_modules(objects, installed))
-    paths = set(modules) | {p for p in _folder_files(modules) if not p.startswith(installed)}
+    paths = set(modules) | _imported_files(modules, installed)
     digests = {}
     for path in sorted(paths):
         try:

@@ -503,6 +503,7 @@ def test_progress_counts_games(monkeypatch):
             pass
 
     monkeypatch.setattr(engine, "tqdm", Bar)  # the engine's bar
+    monkeypatch.setattr(engine, "_is_terminal", lambda stream: True)  # else: lines (a log)
     audit_pipeline(
         dpsgd_no_data, standardised, data=None, canary=DIRAC, games=70, delta=0,
         execution=ExecutionOptions(progress=True),

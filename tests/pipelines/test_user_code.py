@@ -270,10 +270,16 @@ def test_an_edited_helper_module_is_refused_on_resume_naming_the_file(tmp_path, 
     """A helper imported by tune is edited between two runs into one checkpoint folder: the
     second is refused, naming the file (it used to mix 96 old with 104 new games)."""
     write(tmp_path, "helper.py", "SHIFT = 2.0\n")
+    lazy = (
+        "\n\ndef later():\n    import lazy_helper  # imported inside a function: still its code\n"
+    )
     write(
-        tmp_path, "pipe.py", "import helper\nSIGN = 1.0\n" + PIPE.replace("SHIFT", "helper.SHIFT")
+        tmp_path,
+        "pipe.py",
+        "import helper\nSIGN = 1.0\n" + PIPE.replace("SHIFT", "helper.SHIFT") + lazy,
     )
     write(tmp_path, "lazy_helper.py", "VALUE = 1\n")
+    write(tmp_path, "unrelated.py", "print('a script beside it that nothing imports')\n")
     monkeypatch.chdir(tmp_path)
     module = import_file(tmp_path / "pipe.py", "tune")
     options = dict(
@@ -289,6 +295,9 @@ def test_an_edited_helper_module_is_refused_on_resume_naming_the_file(tmp_path, 
     assert again.resumed_games == 64 and np.array_equal(first.scores, again.scores)
     files = user_files(module.tune, module.score)
     assert sorted(Path(p).name for p in files) == ["helper.py", "lazy_helper.py", "pipe.py"]
+    (tmp_path / "unrelated.py").write_text("print('edited, and another one added')\n")
+    write(tmp_path, "another.py", "X = 1\n")
+    assert audit_pipeline(module.tune, module.score, **options).resumed_games == 64
     (tmp_path / "helper.py").write_text("SHIFT = 0.0\n")
     with pytest.raises(ConfigError, match=r"helper\.py changed.*nothing was reused"):
         audit_pipeline(module.tune, module.score, **options)
