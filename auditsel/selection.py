@@ -488,11 +488,11 @@ class ScoredGaussianWinner:
     Release. W = 1 - (max of K uniforms) (`winner_tail`: one uniform per game whatever K is)
     is the winner's tail T_b(x), so x = T_b^-1(W): for buckets, the bucket from the tail
     masses above it, then the normal quantile inside the bucket; for the farthest score, the
-    radius r with `P_b[|X - c| > r] = W`, found as its offset d = r - |c - s_b| (safeguarded
+    radius r with `P_b[|X - c| > r] = W`, found as its offset d = r - abs(c - s_b) (safeguarded
     Newton in log space on the bracket `[isf(W), isf(W / 2)]`, `farthest_offset`), and the side
     c + r with probability phi(c + r - s_b) / (phi(c + r - s_b) + phi(c - r - s_b)). The near
     point c - r is written -d (reflected), never as a difference: a center far from the data
-    plays the score it names (at |c| = 1e17, c - r rounded to a multiple of 16).
+    plays the score it names (at abs(c) = 1e17, c - r rounded to a multiple of 16).
     """
 
     #: joblib hint: vectorised numpy releases the GIL (see `GaussianWinner`)
@@ -595,7 +595,7 @@ class ScoredGaussianWinner:
         """(sign, a) of the farthest score's center c in member b's shifted units (c - s_b =
         sign a, a >= 0). Its outputs are written as the near point sign (-d) and the far point
         sign (2a + d) with d = r - a the offset of the radius r (`farthest_offset`): c - r and
-        c + r are never formed, so a center far from the data (|c| = 1e17, where c - r cancels
+        c + r are never formed, so a center far from the data (abs(c) = 1e17, where c - r cancels
         to the coins themselves) plays the score it names."""
         c = self._center() - member * self.mu
         return (1.0 if c >= 0 else -1.0), abs(c)
@@ -742,7 +742,7 @@ def statistic_tradeoff(
 
 def farthest_radius(w: ArrayLike, c: float, iterations: int = 60) -> FloatArray:
     """r >= 0 with `P[|Z - c| > r] = sf(c + r) + sf(r - c) = w` for Z ~ N(0, 1) (w in (0, 1]):
-    |c| + `farthest_offset(w, |c|)` (a sum: the offset is the accurate part)."""
+    abs(c) + `farthest_offset(w, abs(c))` (a sum: the offset is the accurate part)."""
     a = abs(float(c))
     return a + farthest_offset(w, a, iterations)
 

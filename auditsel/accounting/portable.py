@@ -7,7 +7,7 @@ bit. The attack value (`accounting.attack`) computes its step masses, run laws a
 them, so a committed value recomputed on another machine started from other bits (with a
 decision taken from FFT noise, that moved the interval-widths row's attack from 1.9654 with
 AVX-512 to 1.9049 without; `score_search.informative_masses` removes that decision). These
-functions use only IEEE-754 basic operations (+, -, *, /, each one ufunc call, so no fused
+functions use only IEEE-754 basic operations (``+``, ``-``, ``*``, ``/``, each one ufunc call, so no fused
 multiply-add), exact scalings (`frexp`, `ldexp`) and `rint`, all correctly rounded or exact:
 their result is the same bits whatever the vector unit, the BLAS or the thread count, in
 float64 and in numpy's longdouble (x87 extended precision, whose basic operations are also
@@ -18,7 +18,7 @@ Accuracy (relative, tested against mpmath in tests/accounting/test_portable.py):
 units in the last place (u) of the working precision, expm1 and log1p within 8, logaddexp and
 logsumexp as their parts; the error budgets that use them (`attack.STEP_REL`, `score_search.LAW_REL`) allow
 hundreds. Range reduction: exp(x) = 2^k exp(r), r = x - k ln 2 with ln 2 in two parts (the
-first with 32 significant bits, so k ln2_hi is exact for |k| < 2^21), |r| <= ln 2 / 2, and a
+first with 32 significant bits, so k ln2_hi is exact for abs(k) < 2^21), abs(r) <= ln 2 / 2, and a
 Taylor polynomial whose truncation is below u / 8; log(x) = e ln 2 + log(m), m in [1/sqrt 2,
 sqrt 2), log(1 + f) = f - s (f - R(s^2)), s = f / (2 + f) (fdlibm's form: the correction is
 small against f, so its rounding hardly reaches the result).
@@ -154,7 +154,7 @@ def log(x: ArrayLike) -> FloatArray:
 
 @_quiet
 def expm1(x: ArrayLike) -> FloatArray:
-    """e^x - 1 elementwise, accurate near 0 (the Taylor series on |x| <= ln 2 / 2)."""
+    """e^x - 1 elementwise, accurate near 0 (the Taylor series on abs(x) <= ln 2 / 2)."""
     a, dtype = _prepare(x)
     _, _, _, exp_c, _ = _constants(dtype)
     small = np.abs(a) <= 0.34657359027997264
@@ -184,7 +184,7 @@ def log1p(x: ArrayLike) -> FloatArray:
 
 @_quiet
 def logaddexp(x: ArrayLike, y: ArrayLike) -> FloatArray:
-    """log(e^x + e^y) elementwise: max + log1p(e^-|x - y|), exact at -inf."""
+    """log(e^x + e^y) elementwise: max + log1p(e^-abs(x - y)), exact at -inf."""
     a, dtype = _prepare(x)
     b = np.asarray(y).astype(dtype)
     a, b = np.broadcast_arrays(a, b)

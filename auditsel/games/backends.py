@@ -1,6 +1,6 @@
 """The executor: every parallel piece of auditsel runs through this module.
 
-Contract. `run_tasks(fn, tasks, jobs=..., backend=...)` computes fn(*task) for each task and
+Contract. `run_tasks(fn, tasks, jobs=..., backend=...)` computes ``fn(*task)`` for each task and
 yields the values in completion order; `run_ordered` the same, in task order. The backend is
 the request's (`--backend`, `ExecutionOptions.backend`): None with `jobs == 1` is serial (this
 thread); "threading" (or None for a caller that prefers threads: the numpy games, whose
@@ -88,7 +88,7 @@ def run_tasks(
     backend: str | None = None,
     prefer: str | None = None,
 ) -> Iterator[T]:
-    """fn(*task) for each task, in completion order, on the backend (module docstring). At
+    """``fn(*task)`` for each task, in completion order, on the backend (module docstring). At
     most two tasks per worker are in flight on threads, so that a caller that drops each value
     once used keeps its memory bound."""
     if backend is None and jobs == 1:
@@ -135,7 +135,7 @@ def run_ordered(
     jobs: int = 1,
     backend: str | None = None,
 ) -> list[Any]:
-    """fn(*args) for each (fn, args) of `calls`, on the backend, the values in call order."""
+    """``fn(*args)`` for each (fn, args) of `calls`, on the backend, the values in call order."""
     tasks = [(i, fn, args) for i, (fn, args) in enumerate(calls)]
     values = dict(run_tasks(_numbered, tasks, jobs=jobs, backend=backend))
     return [values[i] for i in range(len(calls))]

@@ -4,7 +4,7 @@
 of the winner alone. A release (one output of `tune`) that holds two or more runs, i.e. a list
 or tuple (at most 4 levels down) of two or more models (torch modules, lists of tensors,
 mappings holding a tensor or a module) or of two or more scores (numbers under a key naming a
-score: "score", "accurac", "loss", "metric", "auc", "f1", "valid", "val_"; or mappings each holding such
+score: "score", "accurac", "loss", "metric", "auc", "f1", "valid", ``"val_"``; or mappings each holding such
 a number), releases each of them. The second form is a heuristic (a list of numbers under such
 a key is read as one score per run). The effect: the epsilon of releasing all K runs composed,
 K drawn from the claim's law (delta(eps) = sum_k P(K = k) delta_k(eps) with each delta_k from
