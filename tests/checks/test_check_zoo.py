@@ -52,3 +52,14 @@ def test_the_correct_opacus_pipeline_gets_no_finding_and_the_shuffled_one_breaks
     assert found == []
     (finding,) = check_pipeline(**shuffled_batches.pipeline_objects())
     assert (finding.check, finding.severity) == ("sampling", BREAKS)
+
+
+def test_the_oversampled_class_is_found_as_duplicated_people():
+    """The zoo's rare class repeated 9 times: the duplicate-rows check finds groups of 9
+    (a warning, with the group-privacy epsilon: inf without a run base to compose)."""
+    from auditsel.reproductions.bugzoo import oversampled_class
+
+    found = [
+        f for f in check_pipeline(**oversampled_class.pipeline_objects()) if f.check == "duplicates"
+    ]
+    assert found and "9" in found[0].message

@@ -70,5 +70,8 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer."""
-    return reference.hand_objects(seed, train)
+    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer;
+    the dataset is the rows the loop trains on (the oversampled ones, as the author has them)."""
+    out = reference.hand_objects(seed, train)
+    out["dataset"] = torch.utils.data.TensorDataset(*oversample(TRAIN))
+    return out
