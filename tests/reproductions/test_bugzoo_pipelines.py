@@ -57,6 +57,7 @@ ROUTE = [
 ]
 
 
+@pytest.mark.slow  # the learned default score plays a 200-game pilot per canary first
 @pytest.mark.parametrize("name", ROUTE)
 def test_each_new_pipeline_plays_the_documented_route(name):
     """canary="both" and the default score on a few games (each canary's coins, seed 0, give
