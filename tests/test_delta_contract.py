@@ -453,6 +453,8 @@ EXEMPT = {
     "auditsel.accounting.interval.TuningEpsilon.__init__": "a result record",
     "auditsel.accounting.panel.Panel.__init__": "a result record",
     "auditsel.pipelines.opacus.OpacusRun.__init__": "a result record",
+    "auditsel.pipelines.learned_scores.learn_score": "the audit's delta, checked by "
+    "audit_pipeline and plan_pipeline before they learn a score",
     "auditsel.pipelines.checks.finding.Context.__init__": "built by check_pipeline, which checks",
     "auditsel.pipelines.pipeline.PipelineAudit.__init__": "a result record",
     "auditsel.pipelines.one_run_pipeline.OneRunPipelineAudit.__init__": "a result record",

@@ -92,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         root = Path(args.out if args.out is not None else REGISTRY[name].root)
         with claim_folder(root / name, field="--out") as folder:
             try:
-                if zoo is not None:  # deferred, as above
+                if zoo is not None:
+                    # deferred: the zoo's modules (torch, Opacus) load where it is reproduced
                     from auditsel.reproductions import bugzoo
 
                     out = bugzoo.reproduce(folder.path.parent, jobs=args.jobs, **zoo)

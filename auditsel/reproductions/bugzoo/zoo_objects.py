@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from auditsel.reproductions.bugzoo import DELTA
 from auditsel.rounds import RoundsLaw
 
 __all__ = ["KEYS", "Interval", "objects"]
@@ -49,8 +50,6 @@ def objects(
     release: Any = None,
 ) -> dict[str, Any]:
     """The dict of `pipeline_objects` (module docstring), its claim computed at the zoo's delta."""
-    from auditsel.reproductions.bugzoo import DELTA  # deferred: the package imports its modules
-
     return {
         "model": model,
         "optimizers": list(optimizers),
