@@ -545,14 +545,8 @@ def _audit_pipeline(
             _start_over(Path(checkpoint_dir))
         stream = _streamed(stream, games, checkpoint_dir)
         start_wall, start_cpu = time.perf_counter(), time.process_time()
-        components = _components(tune, score_fn, data, canary, seed, chunk_size, fields)
-        digests: tuple[str, ...] = ()  # accepted: nothing checked (the hazards are recorded)
-        if not accept_nondeterminism:
-            digests = (components["data"], content_digest(canary, "canary"))
-        game = PipelineGame(tune, score_fn, data, canary, chunk_size, fields, digests)
-        fingerprint = _digest(components)
-        if checkpoint_dir is not None:
-            fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
+        parts = (tune, score_fn, data, canary, seed, chunk_size, fields)
+        game, fingerprint = _game_and_fingerprint(parts, accept_nondeterminism, checkpoint_dir)
         record, inline_cpu, reproducibility = _play_checked(
             game,
             games,
@@ -593,6 +587,27 @@ def _audit_pipeline(
             fields=fields,
             reproducibility=reproducibility,
         )
+
+
+def _game_and_fingerprint(
+    parts: tuple[TuneFn, ScoreFn, Any, Canary, int, int, tuple[str, ...]],
+    accept: bool,
+    checkpoint_dir: str | Path | None,
+) -> tuple[PipelineGame, str]:
+    """The game (with the digests its chunks check, unless `accept`: the hazards are then
+    recorded, nothing checked) and the fingerprint of its code, data and canary; the
+    checkpoint folder opened with it (`parts`: tune, score, data, canary, seed, chunk size,
+    fields)."""
+    tune, score_fn, data, canary, seed, chunk_size, fields = parts
+    components = _components(tune, score_fn, data, canary, seed, chunk_size, fields)
+    digests: tuple[str, ...] = ()
+    if not accept:
+        digests = (components["data"], content_digest(canary, "canary"))
+    game = PipelineGame(tune, score_fn, data, canary, chunk_size, fields, digests)
+    fingerprint = _digest(components)
+    if checkpoint_dir is not None:
+        fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
+    return game, fingerprint
 
 
 def _rule_and_label(

@@ -424,14 +424,7 @@ def _plan_pipeline(
     _check(tune, score, canary, pilot, delta, claimed_epsilon, confidence, seed, rule, jobs)
     choice(rule, "rule", THRESHOLD_RULES)
     power = number(power, "power", 0.5, 1, hi_open=True)
-    if target_eps is not None:
-        target_eps = number(target_eps, "target_eps", 0, math.inf, lo_open=True)
-    if games is not None:
-        games = integer(games, "games", 4, MAX_PLANNED_GAMES)
-    if target_eps is None and claimed_epsilon is None and games is None:
-        raise ConfigError(
-            "target_eps", "give target_eps, claimed_epsilon or games: what to plan for"
-        )
+    target_eps, games = _targets(target_eps, claimed_epsilon, games)
     audit_seed = seed - 1 if audit_seed is None else audit_seed
     run = _pilot(
         tune, score, data, canary, (pilot, seed, audit_seed), delta, (jobs, backend, progress)
@@ -497,6 +490,21 @@ def _plan_pipeline(
     elif out.games_to_refute is None:
         out = replace(out, refutable_below=out.point_eps)
     return out
+
+
+def _targets(
+    target_eps: float | None, claimed_epsilon: float | None, games: int | None
+) -> tuple[float | None, int | None]:
+    """What to plan for, checked: a target eps, a claim to refute and/or a number of games."""
+    if target_eps is not None:
+        target_eps = number(target_eps, "target_eps", 0, math.inf, lo_open=True)
+    if games is not None:
+        games = integer(games, "games", 4, MAX_PLANNED_GAMES)
+    if target_eps is None and claimed_epsilon is None and games is None:
+        raise ConfigError(
+            "target_eps", "give target_eps, claimed_epsilon or games: what to plan for"
+        )
+    return target_eps, games
 
 
 def _refutable_below(
