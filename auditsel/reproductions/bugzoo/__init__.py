@@ -26,7 +26,7 @@ For each pipeline `audit(name)` follows the documented route, with no canary or 
 by hand (docs/findings/bugzoo.md):
 
 1. plan from a pilot of `pilot` games (seed 1, `auditsel.plan_pipeline` with `canary="both"`
-   and the default every-field score, honest: on the pilot's pessimistic curve) the games per
+   and the default score, learned from a pilot of its own (`auditsel.pipelines.learned_scores`), honest: on the pilot's pessimistic curve) the games per
    canary that refute the claim with probability POWER, for an audit at the per-look
    confidence LOOK_CONFIDENCE, and P(refuted) and E[eps_L] at the budget;
 2. audit with early stopping (`auditsel.audit_until_refuted`, `canary="both"`, `score=None`:
@@ -429,7 +429,8 @@ def render(rows: list[dict], seconds: float, out: Path) -> Path:
         "",
         f"delta = {DELTA:g}; the documented route, no canary or score chosen by hand: "
         f'`canary="both"` (an input and a gradient canary chosen by '
-        f"`auditsel.pipelines.default_canaries`), the default every-field score; a plan from a "
+        f"`auditsel.pipelines.default_canaries`), the default score (learned from a pilot of its "
+        f"own: `auditsel.pipelines.learned_scores`); a plan from a "
         f"{' or '.join(map(str, pilots))}-game pilot (`auditsel.plan_pipeline`), then an audit "
         f"that stops early (`auditsel.audit_until_refuted`: {LOOKS} looks, each at confidence "
         f"{LOOK_CONFIDENCE:g}, the verdict valid at {CONFIDENCE:.0%} over all looks) of the "
