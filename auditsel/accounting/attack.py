@@ -30,6 +30,12 @@ Which scores (`scores`).
   masses as in A1 below, one step composed once for the error bounds); a finite-output base
   output by output (`finite_step`); DP-SGD and Laplace bases the labelled run below.
 
+  On atomless bases (Gaussian, DP-SGD, Laplace: `splits_apply`) the same search also runs on
+  the buckets with every heavy one split into equal pieces ranked apart (`split_epsilons`,
+  `score_search.split_buckets`: a cut of the output with equal shares under both laws, by
+  Lyapunov's theorem a deterministic score); its value is kept in `AttackValue.split` and
+  the interval's lower end (`with_one_run`) takes the largest.
+
 * "monotone": the largest (or smallest) label wins, [XWW24]'s assumption; the value the
   interval had before the search (the reduced game's value is exact only under it):
 
@@ -200,6 +206,8 @@ from auditsel.accounting.score_search import (
     enclose_winner,
     merge_buckets,
     order_winner_laws,
+    split_buckets,
+    split_pieces,
 )
 from auditsel.accounting.score_search import direction_pieces as _direction_pieces
 from auditsel.accounting.score_search import pieces_deltas as _deltas_at
@@ -222,6 +230,8 @@ __all__ = [
     "attack_delta",
     "one_run_epsilons",
     "with_one_run",
+    "split_epsilons",
+    "splits_apply",
     "dpsgd_step",
     "laplace_step",
     "finite_step",
@@ -833,6 +843,13 @@ class AttackValue:
     #: one run's epsilon with the K = 0 mass charged, a lower bound of its own
     #: (`one_run_epsilons`; the interval's lower end takes the larger, `with_one_run`)
     one_run: tuple[float, ...] | None = None
+    #: the split search's epsilon (`split_epsilons`: heavy buckets split into equal pieces
+    #: that the score ranks apart; atomless bases only), a lower bound of its own (the
+    #: interval's lower end takes the largest, `with_one_run`); None where nothing was split
+    split: tuple[float, ...] | None = None
+    split_direction: str | None = None
+    split_shape: str | None = None
+    _split_search: ScoreSearch | None = field(default=None, repr=False, compare=False)
 
     @property
     def epsilon(self) -> float:
@@ -843,8 +860,9 @@ class AttackValue:
         monotone attack's curve (labelled method) and the score search's."""
         e = np.atleast_1d(np.asarray(eps, dtype=float))
         curves = [_deltas_at(U, V, e) for U, V in self._pieces]
-        if self._search is not None:
-            curves.append(self._search.deltas_at(e))
+        for search in (self._search, self._split_search):
+            if search is not None:
+                curves.append(search.deltas_at(e))
         if not curves:
             raise ValueError("delta(eps) is kept for the labelled method and the score search")
         return cast("np.ndarray", np.max(curves, axis=0))
@@ -866,6 +884,9 @@ class AttackValue:
             "middle": "the runs in the middle of the label win (every lower set is the "
             "complement of an interval)",
             "monotone": "the run with the largest (or smallest) label wins",
+            "split": "heavy label buckets split into equal pieces the score ranks apart (a "
+            "cut of the output with equal shares under both laws: no game of auditsel plays "
+            "it yet)",
         }
         lines.append(
             f"  score: {self.shape}: {how.get(self.shape, self.shape)}; test {self.direction}"
@@ -972,7 +993,58 @@ def attack(
         one = one_run_epsilons(law, d, exact=red)
     else:
         one = one_run_epsilons(law, d, labelled=(step, steps, run))
-    return replace(value, one_run=tuple(float(e) for e in one))
+    value = replace(value, one_run=tuple(float(e) for e in one))
+    if splits_apply(pair):
+        value = _with_split(value, search, law, d)
+    return value
+
+
+def splits_apply(pair: MechanismPair) -> bool:
+    """Whether the split search runs for `pair`: the label is a function of an atomless output
+    (Gaussian, DP-SGD and Laplace bases, `score_search.split_buckets`: a split is then a
+    deterministic score); not a finite-output base, whose pieces would need a coin."""
+    red = pair.reduced() if pair.reduction_is_exact else None
+    if isinstance(red, FiniteOutputBase) or isinstance(pair, FiniteOutputBase):
+        return False
+    return (
+        isinstance(pair, DpsgdBase | GaussianBase)
+        or laplace_steps(pair) is not None
+        or (isinstance(red, GaussianBase))
+    )
+
+
+def split_epsilons(
+    search: ScoreSearch, law: RoundsLaw, deltas: np.ndarray, start: ArrayLike
+) -> tuple[ScoreSearch, list[SearchResult]] | None:
+    """The split search: the merged buckets of `search` with every heavy bucket split into
+    equal pieces (`score_search.split_pieces`, `split_buckets`), the same DP over interval-
+    shaped scores of the pieces, started from `start` (the values already found); None when no
+    bucket is heavy. Each value is certified exactly as the unsplit search's (the pieces'
+    masses are the buckets' divided by a power of two: no new round-off)."""
+    pieces = split_pieces(search.laws)
+    if not np.any(pieces > 1):
+        return None
+    split = ScoreSearch(split_buckets(search.laws, pieces), law)
+    return split, split.best(deltas, start=start)
+
+
+def _with_split(
+    value: AttackValue, search: ScoreSearch, law: RoundsLaw, deltas: np.ndarray
+) -> AttackValue:
+    """`value` with its split search's epsilons (`split_epsilons`) recorded in `split` where
+    the search found a score (`with_one_run` takes the largest)."""
+    found = split_epsilons(search, law, deltas, value.epsilons)
+    if found is None:
+        return value
+    split, results = found
+    first = results[0]
+    return replace(
+        value,
+        split=tuple(float(r.epsilon) for r in results),
+        split_direction=first.direction or None,
+        split_shape=first.shape,
+        _split_search=split,
+    )
 
 
 def _capped(pair: MechanismPair, deltas: np.ndarray, eps: np.ndarray) -> np.ndarray:
@@ -1030,10 +1102,30 @@ def one_run_epsilons(
 
 
 def with_one_run(value: AttackValue) -> AttackValue:
-    """`value` with each epsilon the larger of it and `value.one_run` (a lower bound of its own,
-    `one_run_epsilons`); where one run's is larger at the first delta, the value is labelled
-    method "one_run" (the tuner's score ignores the runs: no game of auditsel plays that score,
-    so `score` is None)."""
+    """`value` with each epsilon the largest of it, `value.one_run` (a lower bound of its own,
+    `one_run_epsilons`) and `value.split` (the split search's, `split_epsilons`); where one
+    run's is the largest at the first delta, the value is labelled method "one_run" (the
+    tuner's score ignores the runs: no game of auditsel plays that score, so `score` is None);
+    where the split search's is, method "split_search" and shape "split" (its score ranks
+    pieces of a bucket apart, a cut of the output no game of auditsel plays yet: `score` is
+    None)."""
+    split = value.split
+    if split is not None and split[0] > max(value.epsilons[0], (value.one_run or (0.0,))[0]):
+        eps = tuple(max(a, b) for a, b in zip(value.epsilons, split))
+        if value.one_run is not None:
+            eps = tuple(max(a, b) for a, b in zip(eps, value.one_run))
+        return replace(
+            value,
+            epsilons=eps,
+            strategy="split",
+            direction=value.split_direction,
+            method="split_search",
+            score=None,
+            shape="split",
+            output_score=None,
+        )
+    if split is not None:
+        value = replace(value, epsilons=tuple(max(a, b) for a, b in zip(value.epsilons, split)))
     if value.one_run is None:
         return value
     eps = tuple(max(a, b) for a, b in zip(value.epsilons, value.one_run))

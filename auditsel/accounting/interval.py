@@ -270,6 +270,14 @@ def attack_source(value: AttackValue) -> str:
             "attack: one run's eps at delta / (1 - P[K = 0]) (the tuner's score ignores the runs, "
             "ties broken at random: the release is one run, or the fixed output when K = 0)"
         )
+    if value.method == "split_search":
+        shape = value.split_shape or "extremes"
+        return (
+            f"attack: worst split score found ({shape} over {value.resolution} merged label "
+            "buckets, the heavy ones split into equal pieces ranked apart: a cut of the output "
+            f"with equal shares under both laws, which exists on this atomless base), "
+            f"{value.direction}"
+        )
     if value.method == "score_search":
         return (
             f"attack: worst score found ({value.shape}: the score's lower sets are "

@@ -86,7 +86,15 @@ def _bucket(score, which) -> str:
 def score_summary(value: AttackValue) -> str:
     """The score an attack value found, in words: its shape and where it cuts (the bucket whose
     runs lose, for "extremes"; the bucket whose runs win, for "middle"), in the base's output
-    units where known (Gaussian bases), else in label units; "monotone" for a monotone score."""
+    units where known (Gaussian bases), else in label units; "monotone" for a monotone score;
+    for a split score (`attack.split_epsilons`) its shape over the pieces."""
+    if getattr(value, "shape", None) == "split":
+        search = value._split_search
+        pieces = "" if search is None else f", {search.m} pieces"
+        return (
+            f"split: {value.split_shape or 'extremes'} over the label buckets, the heavy ones "
+            f"split into equal pieces ranked apart ({value.resolution} buckets{pieces})"
+        )
     if getattr(value, "shape", "monotone") == "monotone" or value.score is None:
         return "monotone"
     score = value.output_score if value.output_score is not None else value.score

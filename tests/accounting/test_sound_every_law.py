@@ -178,3 +178,21 @@ def test_an_overflowed_attack_is_no_lower_end():
     answer = tuning_epsilon(GaussianBase(200.0), Poisson(10.0), 1e-5)
     assert math.isfinite(answer.interval.lower)
     assert answer.interval.lower <= answer.interval.upper
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("law", LAWS, ids=repr)
+@pytest.mark.parametrize("b", [0.2, 1.0, 2.0])
+def test_the_split_attack_never_exceeds_a_rigorous_bound_for_any_law(law, b):
+    """Every law family x Laplace bases (pure eps 5, 1, 0.5): the interval's attack, the split
+    search included (`attack.split_epsilons`: heavy label buckets split into equal pieces
+    ranked apart, a valid attack on an atomless base), <= every rigorous bound, two deltas."""
+    from auditsel.accounting.interval import interval_attack
+
+    pair = LaplaceBase(b)
+    for delta in (1e-6, 1e-3):
+        value = interval_attack(pair, law, [delta])
+        for bnd in BOUNDS:
+            if bnd.supports(pair, law) and bnd.rigour(pair) == "rigorous":
+                assert bnd.epsilon(pair, law, delta) >= value.epsilon - 1e-9, (bnd.key, delta)
+        assert math.isfinite(value.epsilon)
