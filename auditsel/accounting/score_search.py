@@ -281,7 +281,7 @@ def split_pieces(laws: LabelLaws) -> np.ndarray:
 def split_buckets(laws: LabelLaws, pieces: ArrayLike) -> LabelLaws:
     """The label laws with bucket j replaced by pieces[j] equal pieces, adjacent, in place (a
     power of two each, so each piece's computed mass and upper bound are the bucket's divided
-    exactly: no new round-off; the L1 error of the whole law is unchanged, and the FFT noise
+    exactly, an upper bound whose quotient is subnormal rounded up: no new round-off; the L1 error of the whole law is unchanged, and the FFT noise
     floor of a piece is its bucket's, which only drops more of the piece's mass from a test).
 
     Why a split is a score a tuning run can play. Piece i of bucket j takes the share 1/n_j of
@@ -302,7 +302,12 @@ def split_buckets(laws: LabelLaws, pieces: ArrayLike) -> LabelLaws:
     lw = tuple(
         np.asarray(v, dtype=np.longdouble)[idx] / div.astype(np.longdouble) for v in laws.laws
     )
-    up = tuple(np.asarray(v, dtype=float)[idx] / div.astype(float) for v in laws.upper)
+    up = []
+    for v in laws.upper:
+        whole = np.asarray(v, dtype=float)[idx]
+        piece = whole / div.astype(float)
+        # exact unless the quotient is subnormal: then rounded up, an upper bound still
+        up.append(np.where(piece * div >= whole, piece, np.nextafter(piece, np.inf)))
     # the pieces of a bucket share its label interval: a piece's cut is its bucket's upper cut
     cuts = np.concatenate([np.asarray(laws.cuts, dtype=float), [np.inf]])[idx][:-1]
     return LabelLaws(

@@ -124,3 +124,14 @@ def test_no_split_where_no_bucket_is_heavy():
     value = attack(GaussianBase(1.0), Poisson(10.0), [1e-5])
     assert value.split is None
     assert split_epsilons(value._search, Poisson(10.0), np.array([1e-5]), [0.0]) is None
+
+
+def test_a_subnormal_piece_of_an_upper_bound_is_rounded_up():
+    """Dividing by a power of two is exact unless the quotient is subnormal: the pieces of an
+    upper bound of 3e-310 are rounded up, so n pieces still bound the bucket."""
+    laws = _laws([0.5, 0.5], [0.5, 0.5])
+    laws = LabelLaws(
+        laws.laws, (np.array([3e-310, 0.5]), laws.upper[1]), laws.error, laws.noise, laws.cuts
+    )
+    out = split_buckets(laws, [64, 1])
+    assert np.sum(out.upper[0][:64]) >= 3e-310  # (3e-310 / 64 rounds down)
