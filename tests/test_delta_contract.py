@@ -450,6 +450,8 @@ EXEMPT = {
     "auditsel.accounting.score_search.delta_tail": "a merge parameter from deltas its caller "
     "(attack) has checked; any value is valid",
     "auditsel.accounting.score_search.ScoreSearch._evaluate": "private: best's checked deltas",
+    "auditsel.accounting.attack.split_epsilons": "runs ScoreSearch.best on its deltas, which "
+    "checks them (listed above)",
     "auditsel.accounting.interval.TuningEpsilon.__init__": "a result record",
     "auditsel.accounting.panel.Panel.__init__": "a result record",
     "auditsel.pipelines.opacus.OpacusRun.__init__": "a result record",
