@@ -102,7 +102,7 @@ def test_a_step_the_probe_cannot_measure_is_a_warning_and_no_noise_breaks():
     assert (silent.severity, silent.effect) == (BREAKS, math.inf) and "no noise" in silent.message
     (open_,) = check_pipeline(privatizer=unclipped, model=_mlp(), base=BASE, delta=DELTA)
     assert (open_.severity, open_.effect) == (BREAKS, math.inf)
-    assert "passes unclipped" in open_.message
+    assert "unclipped" in open_.message and "unclipped" in open_.effect_text
 
 
 def test_a_privatizer_that_is_not_a_function_is_bad_input():

@@ -180,18 +180,18 @@ def privatizer_sensitivity(ctx: Context) -> list[Finding]:
             else "not computed: pass base= (the run the claim accounts) and delta="
         )
     how = (
-        "it passes unclipped"
+        ", unclipped"
         if unclipped
-        else f"= sqrt({groups:.3g}) C, as if {round(groups)} tensors or layers were clipped to C "
-        f"each (per-layer or per-tensor clipping)"
+        else f" = sqrt({groups:.3g}) C, as if {round(groups)} tensors or layers were each "
+        f"clipped to C"
     )
     return [
         Finding(
             BREAKS,
             obj,
             f"one example whose gradient has norm {ADVERSARIAL_NORM:g} C in each of its "
-            f"{len(shapes)} tensors moves the privatised sum by {s / c:.4g} C ({how}), while a "
-            f"flat claim (noise calibrated to C) assumes a move of at most C",
+            f"{len(shapes)} tensors moves the privatised sum by {s / c:.4g} C{how}, while a "
+            f"flat claim (noise calibrated to C) assumes at most C",
             effect,
             "clip each example's whole gradient (all tensors together) to C, or calibrate the "
             "noise to the norm of the per-tensor clipping norms (C sqrt(L) for L tensors "
