@@ -62,7 +62,7 @@ def check_pipeline(
         claim: the claimed epsilon.
         base: one run as a DpsgdBase, when there is no engine to read it from.
         privatizer: a hand-written loop's clip-and-noise step, `fn(per_example_grads, clip)
-            -> noisy summed grads` (one [batch, *shape] tensor per parameter in, one summed
+            -> noisy summed grads` (one `[batch, *shape]` tensor per parameter in, one summed
             tensor per parameter out, its noise from torch's default generator): probed for
             its one-example sensitivity (`auditsel.pipelines.checks.privatizer`).
 
