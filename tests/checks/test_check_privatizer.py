@@ -3,6 +3,7 @@ clipping is clean, per-tensor clipping of L tensors breaks a flat claim by sqrt(
 the probe cannot measure says so."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -10,7 +11,7 @@ import torch
 from auditsel import DpsgdBase, check_pipeline
 from auditsel.errors import ConfigError
 from auditsel.pipelines.checks import BREAKS, WARNING
-from auditsel.pipelines.checks.privatizer import RTOL, SHAPES, sensitivity
+from auditsel.pipelines.checks.privatizer import NOISE_SHORTFALL, RTOL, SHAPES, sensitivity
 
 DELTA = 1e-5
 NOISE = 2.0
@@ -99,7 +100,8 @@ def test_a_step_the_probe_cannot_measure_is_a_warning_and_no_noise_breaks():
     (raised,) = check_pipeline(privatizer=broken)
     assert raised.severity == WARNING and "raised RuntimeError: shapes" in raised.message
     (silent,) = check_pipeline(privatizer=no_noise, model=_mlp(), base=BASE, delta=DELTA)
-    assert (silent.severity, silent.effect) == (BREAKS, math.inf) and "no noise" in silent.message
+    assert (silent.check, silent.severity, silent.effect) == ("settings", BREAKS, math.inf)
+    assert "no noise" in silent.message
     (open_,) = check_pipeline(privatizer=unclipped, model=_mlp(), base=BASE, delta=DELTA)
     assert (open_.severity, open_.effect) == (BREAKS, math.inf)
     assert "unclipped" in open_.message and "unclipped" in open_.effect_text
@@ -108,3 +110,35 @@ def test_a_step_the_probe_cannot_measure_is_a_warning_and_no_noise_breaks():
 def test_a_privatizer_that_is_not_a_function_is_bad_input():
     with pytest.raises(ConfigError, match="privatizer"):
         check_pipeline(privatizer=3)
+
+
+def _scaled_noise(factor):
+    def step(grads, clip):
+        return [
+            s + (factor - 1) * (s - c) for s, c in zip(flat(grads, clip), no_noise(grads, clip))
+        ]
+
+    return step
+
+
+def test_less_noise_than_the_claim_breaks_it_and_a_little_less_is_left_to_the_games():
+    """The noise's spread, estimated from seeded differences, against the claim's NOISE x C."""
+    found = sensitivity(flat, [(4, 6), (4,), (3, 4)])
+    assert found["noise_std"] == pytest.approx(NOISE, rel=4 / math.sqrt(2 * found["numbers"]))
+    (short,) = check_pipeline(privatizer=_scaled_noise(0.25), model=_mlp(), base=BASE, delta=DELTA)
+    assert (short.check, short.severity) == ("settings", BREAKS)
+    estimate = float(re.search(r"standard deviation of about ([\d.]+) C", short.message)[1])
+    assert estimate == pytest.approx(NOISE / 4, rel=0.1)
+    # the claim at the estimated noise multiplier (about NOISE / 4 = 0.5)
+    low, high = (DpsgdBase(NOISE / 4 * f, 5, 0.2).epsilon(DELTA) for f in (1.1, 0.9))
+    assert low < short.effect < high
+    # noise 400 times too small: below the accountants' range, no number, said so
+    (tiny,) = check_pipeline(
+        privatizer=_scaled_noise(1 / 400), model=_mlp(), base=BASE, delta=DELTA
+    )
+    assert tiny.effect is None and "below the accountants' range" in tiny.effect_text
+    # 80% of the claim's noise: above NOISE_SHORTFALL, not reported (the games can tell)
+    assert 0.8 > NOISE_SHORTFALL
+    assert check_pipeline(privatizer=_scaled_noise(0.8), model=_mlp(), base=BASE, delta=DELTA) == []
+    # without a base there is no claimed noise to compare
+    assert check_pipeline(privatizer=_scaled_noise(0.25), model=_mlp()) == []

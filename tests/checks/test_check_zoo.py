@@ -2,6 +2,7 @@
 checks can read (a shuffled loader, every run released) break the claim."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,17 @@ def test_the_per_tensor_clip_step_breaks_the_flat_claim_and_the_correct_step_doe
     # noise drawn for each example before clipping: the probe cannot cancel it, and says so
     (cannot,) = check_pipeline(privatizer=noise_before_clip.pipeline_objects()["privatizer"])
     assert cannot.severity == WARNING and "does not cancel" in cannot.message
+
+
+def test_the_noise_for_mean_step_breaks_the_claim_by_its_measured_noise():
+    """The zoo's noise scaled for the mean (NOISE C / 400) but added to the sum: the probe's
+    estimate of the noise is 400 times below the claim's NOISE C."""
+    from auditsel.reproductions.bugzoo import correct_dpgd, noise_for_mean
+
+    (finding,) = check_pipeline(**noise_for_mean.pipeline_objects())
+    assert (finding.check, finding.severity) == ("settings", BREAKS)
+    estimate = float(re.search(r"standard deviation of about ([\d.]+) C", finding.message)[1])
+    assert estimate == pytest.approx(correct_dpgd.NOISE / correct_dpgd.BATCH, rel=0.2)
 
 
 def _committed():

@@ -1,5 +1,6 @@
 """The probe of a hand-written loop's clip-and-noise step (`privatizer=`): its one-example
-sensitivity against the flat clip the claim assumes.
+sensitivity against the flat clip the claim assumes (check `per_layer_clipping`), and its noise
+against the claim's (check `settings`).
 
 A hand-written DP-SGD loop has no optimizer object to read; its privacy is in the step that
 clips the examples' gradients and adds noise. Given that step as
@@ -21,6 +22,11 @@ torch's default generator), `privatizer_sensitivity` runs a documented, seeded, 
   cannot measure (a warning: noise from another generator, or drawn per example);
 * the noise must be there: D under seeds `NOISE_SEED` and `NOISE_SEED + 1` differ (else
   "breaks": the output does not depend on torch's randomness, no noise);
+* with a `base`, the noise must be the claim's: its standard deviation per number, estimated
+  from the differences of D's outputs under `NOISE_PAIRS` pairs of seeds (||difference||^2 / 2
+  per number; a relative error of about 1 / sqrt(2 n) for n numbers), below `NOISE_SHORTFALL`
+  of the claim's noise multiplier x C breaks the claim (noise scaled for the mean but added to
+  the sum, say): effect, the claim at the estimated noise multiplier;
 * the sensitivity S = || privatizer(D + adversarial) - privatizer(D) || (all tensors together).
   Flat clipping gives S = C. S > C (1 + `RTOL`) breaks a flat claim, whose noise sigma C was
   calibrated to sensitivity C: the run is the claim's mechanism at noise multiplier
@@ -29,7 +35,8 @@ torch's default generator), `privatizer_sensitivity` runs a documented, seeded, 
   above C). An adversarial example that passes unclipped (S at least `UNCLIPPED` of its norm)
   has unbounded effect.
 
-`RTOL` = 1e-3 is far above float32 rounding of sums of a few hundred numbers (about 1e-6
+An effective noise multiplier below the accountants' range (`auditsel.mechanisms.NOISE_MIN`)
+has no computed effect (said so). `RTOL` = 1e-3 is far above float32 rounding of sums of a few hundred numbers (about 1e-6
 relative) and far below the smallest per-tensor excess, sqrt(2) - 1.
 """
 
@@ -39,11 +46,14 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from auditsel.mechanisms import NOISE_MIN
 from auditsel.pipelines.checks.finding import BREAKS, WARNING, Context, Finding
 
 __all__ = [
     "ADVERSARIAL_NORM",
+    "NOISE_PAIRS",
     "NOISE_SEED",
+    "NOISE_SHORTFALL",
     "PROBE_CLIP",
     "PROBE_EXAMPLES",
     "PROBE_SEED",
@@ -61,6 +71,8 @@ PROBE_CLIP, PROBE_EXAMPLES, PROBE_SEED, NOISE_SEED = 1.0, 8, 0, 0
 ADVERSARIAL_NORM = 10.0  # each tensor of the adversarial example: this many times C
 RTOL = 1e-3
 UNCLIPPED = 0.99
+NOISE_PAIRS = 8  # pairs of seeds whose outputs' differences estimate the noise's spread
+NOISE_SHORTFALL = 0.5  # a noise below this share of the claim's is reported
 SHAPES: tuple[tuple[int, ...], ...] = ((4, 3), (4,), (2, 4), (2,))  # without a model
 
 
@@ -99,7 +111,9 @@ def sensitivity(privatizer: Privatizer, shapes: list[tuple[int, ...]]) -> dict[s
     """The probe's measurements (module docstring): `repeat` (D twice), `zero_row` (D against D
     with a zero example), `seeds` (D under two seeds) and `sensitivity` (D against D with the
     adversarial example), each the norm of the outputs' difference; `adversarial`, the
-    adversarial example's whole norm."""
+    adversarial example's whole norm; `noise_std`, the noise's standard deviation per number
+    estimated from `numbers` differences of D's outputs under NOISE_PAIRS pairs of seeds
+    (||difference||^2 / 2 per number)."""
     # deferred: torch is optional (a pipeline without a hand-written step has nothing to probe)
     import torch
 
@@ -115,12 +129,20 @@ def sensitivity(privatizer: Privatizer, shapes: list[tuple[int, ...]]) -> dict[s
             )
         return float((other - base).norm())
 
+    squares = 0.0  # the noise's spread: D under seeds NOISE_SEED + 2i + 1 and + 2i + 2
+    for i in range(NOISE_PAIRS):
+        first = _call(privatizer, batch, NOISE_SEED + 2 * i + 1, torch)
+        squares += float(
+            ((_call(privatizer, batch, NOISE_SEED + 2 * i + 2, torch) - first) ** 2).sum()
+        )
     return {
         "repeat": gap(_call(privatizer, batch, NOISE_SEED, torch)),
         "zero_row": gap(_call(privatizer, zero, NOISE_SEED, torch)),
         "seeds": gap(_call(privatizer, batch, NOISE_SEED + 1, torch)),
         "sensitivity": gap(_call(privatizer, plus, NOISE_SEED, torch)),
         "adversarial": float(torch.cat([a.reshape(-1) for a in adversarial]).norm()),
+        "noise_std": math.sqrt(squares / (2 * NOISE_PAIRS * base.numel())),
+        "numbers": float(NOISE_PAIRS * base.numel()),
     }
 
 
@@ -136,7 +158,7 @@ def privatizer_sensitivity(ctx: Context) -> list[Finding]:
         found = sensitivity(privatizer, shapes)
     except Exception as error:  # the user's step raised: the probe says so, and nothing more
         return [_cannot(obj, f"raised {type(error).__name__}: {error}")]
-    c, tol = PROBE_CLIP, RTOL * PROBE_CLIP
+    tol = RTOL * PROBE_CLIP
     if found["repeat"] > tol or found["zero_row"] > tol:
         which = "the same batch twice" if found["repeat"] > tol else "a batch and the same"
         which += "" if found["repeat"] > tol else " batch with an all-zero example added"
@@ -159,26 +181,67 @@ def privatizer_sensitivity(ctx: Context) -> list[Finding]:
                 math.inf,
                 "add Gaussian noise of standard deviation noise_multiplier x C to the clipped "
                 "sum, drawn afresh at every step",
-                check="per_layer_clipping",
+                check="settings",
                 effect_text="no finite epsilon: the clipped sum is released with no noise",
             )
         ]
-    s = found["sensitivity"]
+    return _noise_shortfall(ctx, obj, found) + _sensitivity(ctx, obj, found, len(shapes))
+
+
+def _claim_at(ctx: Context, sigma: float) -> tuple[float | None, str]:
+    """The claim at noise multiplier `sigma` and what it is; None (said why) without a base
+    and a delta, or below the accountants' range of noise multipliers."""
+    if ctx.base is None or ctx.delta is None:
+        return None, "not computed: pass base= (the run the claim accounts) and delta="
+    if sigma < NOISE_MIN:
+        return None, (
+            f"not computed: the effective noise multiplier {sigma:.3g} is below the "
+            f"accountants' range (at least {NOISE_MIN:g}); the run is far from the claim"
+        )
+    return ctx.claim_epsilon(noise_multiplier=sigma), (
+        f"the claim at the effective noise multiplier {sigma:.4g}"
+    )
+
+
+def _noise_shortfall(ctx: Context, obj: str, found: dict[str, float]) -> list[Finding]:
+    """The noise's measured spread below NOISE_SHORTFALL of the claim's noise multiplier x C."""
+    if ctx.base is None:
+        return []
+    claimed, measured = ctx.base.noise_multiplier * PROBE_CLIP, found["noise_std"]
+    if measured >= NOISE_SHORTFALL * claimed:
+        return []
+    effect, text = _claim_at(ctx, measured / PROBE_CLIP)
+    return [
+        Finding(
+            BREAKS,
+            obj,
+            f"its noise has a standard deviation of about {measured:.3g} C (estimated from "
+            f"{found['numbers']:.0f} differences of its outputs under pairs of seeds), while "
+            f"the claim's noise multiplier is {ctx.base.noise_multiplier:g} "
+            f"({claimed:.3g} C): it adds less noise than the claim accounts for",
+            effect,
+            "add noise of standard deviation noise_multiplier x C to the clipped sum (not to "
+            "the mean: scale it before dividing by the batch size), or account for the noise "
+            "it adds",
+            check="settings",
+            effect_text=text + " (an estimate)" if effect is not None else text,
+        )
+    ]
+
+
+def _sensitivity(ctx: Context, obj: str, found: dict[str, float], tensors: int) -> list[Finding]:
+    """One example moving the privatised sum by more than the flat clip C."""
+    c, s = PROBE_CLIP, found["sensitivity"]
     if s <= c * (1 + RTOL):
         return []
     groups = (s / c) ** 2  # L for per-tensor clipping of L tensors
     unclipped = s >= UNCLIPPED * found["adversarial"]
-    sigma = None if ctx.base is None else ctx.base.noise_multiplier * c / s
     if unclipped:
         effect: float | None = math.inf
         text = "no finite epsilon: an example's gradient passes unclipped"
-    else:
-        effect = None if sigma is None else ctx.claim_epsilon(noise_multiplier=sigma)
-        text = (
-            f"the claim at the effective noise multiplier {sigma:.4g}"
-            if effect is not None
-            else "not computed: pass base= (the run the claim accounts) and delta="
-        )
+    else:  # the claim's noise sigma C against a move of s: noise multiplier sigma C / s
+        sigma = math.nan if ctx.base is None else ctx.base.noise_multiplier * c / s
+        effect, text = _claim_at(ctx, sigma)
     how = (
         ", unclipped"
         if unclipped
@@ -190,7 +253,7 @@ def privatizer_sensitivity(ctx: Context) -> list[Finding]:
             BREAKS,
             obj,
             f"one example whose gradient has norm {ADVERSARIAL_NORM:g} C in each of its "
-            f"{len(shapes)} tensors moves the privatised sum by {s / c:.4g} C{how}, while a "
+            f"{tensors} tensors moves the privatised sum by {s / c:.4g} C{how}, while a "
             f"flat claim (noise calibrated to C) assumes at most C",
             effect,
             "clip each example's whole gradient (all tensors together) to C, or calibrate the "
