@@ -24,9 +24,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from auditsel.experiments.report import atomic_write_text
+from auditsel.files import atomic_write_text
+from auditsel.pipelines.checks import check_pipeline
 from auditsel.reproductions import _csv, to_markdown
-from auditsel.reproductions.bugzoo import PIPELINES
+from auditsel.reproductions.bugzoo import PIPELINES, module
 
 __all__ = ["EXPECTED", "TITLE", "render", "row", "rows", "verdict"]
 
@@ -56,16 +57,12 @@ def verdict(findings: list[Any]) -> str:
 
 
 def row(name: str) -> dict[str, Any]:
-    """One pipeline's row (module docstring), through `auditsel check`'s own loading."""
-    # deferred: the checks and the CLI's loader load when the table is computed
-    from auditsel.cli.command_check import load_objects
-    from auditsel.pipelines.checks import check_pipeline
-
-    target = f"auditsel.reproductions.bugzoo.{name}:pipeline_objects"
+    """One pipeline's row (module docstring): the objects `auditsel check
+    auditsel.reproductions.bugzoo.NAME:pipeline_objects` reads, checked as it checks them."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Opacus's notices
         start = time.perf_counter()
-        objects = load_objects(target)
+        objects = module(name).pipeline_objects()
         built = time.perf_counter()
         findings = check_pipeline(**objects)
         done = time.perf_counter()
