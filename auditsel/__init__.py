@@ -97,7 +97,7 @@ _SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         "Experiments",
         (
             ("auditsel.experiments.experiment", "run_config"),
-            ("auditsel.experiments.result", "RunResult*"),
+            ("auditsel.results.result", "RunResult*"),
             ("auditsel.experiments.config", "load_config parse_config"),
         ),
     ),
@@ -157,7 +157,6 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers
     from auditsel.experiments.config import load_config as load_config
     from auditsel.experiments.config import parse_config as parse_config
     from auditsel.experiments.experiment import run_config as run_config
-    from auditsel.experiments.result import RunResult as RunResult
     from auditsel.mechanisms import DpsgdBase as DpsgdBase
     from auditsel.mechanisms import FiniteOutputBase as FiniteOutputBase
     from auditsel.mechanisms import GaussianBase as GaussianBase
@@ -183,6 +182,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers
     from auditsel.pipelines.pipeline_plan import PipelinePlan as PipelinePlan
     from auditsel.pipelines.pipeline_plan import plan_pipeline as plan_pipeline
     from auditsel.pipelines.sequential import audit_until_refuted as audit_until_refuted
+    from auditsel.results.result import RunResult as RunResult
     from auditsel.rounds import Binomial as Binomial
     from auditsel.rounds import FinitePmf as FinitePmf
     from auditsel.rounds import Point as Point

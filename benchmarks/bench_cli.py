@@ -17,7 +17,7 @@ Two measurements, each in a fresh interpreter:
    the estimator panel, so only the wait for them adds to the total), game
    (auditsel.games.engine.run_game), audit (the lower bounds from the scores), estimator
    panel (run by default up to 200,000 games), plots
-   (auditsel.experiments.report.write_plots), rest (config, report.md, result.json, printing). It prints
+   (auditsel.results.report.write_plots), rest (config, report.md, result.json, printing). It prints
    each phase, the total, the ratio of the total to the game alone, and the fixed cost (the
    total less the game: what a user pays whatever the number of games).
 
@@ -55,10 +55,10 @@ PHASES = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import auditsel.cli
-import auditsel.experiments.experiment, auditsel.experiments.report, auditsel.experiments.config, auditsel.auditing.lower, attacks.proxies
+import auditsel.experiments.experiment, auditsel.results.report, auditsel.experiments.config, auditsel.auditing.lower, attacks.proxies
 # (matplotlib is not imported here: the run imports it in a thread beside the game)
 imports = time.perf_counter() - t0
-import auditsel.experiments.experiment as ex, auditsel.experiments.report as rp
+import auditsel.experiments.experiment as ex, auditsel.results.report as rp
 seconds = {"bounds": 0.0, "bounds_wait": 0.0, "game": 0.0, "audit": 0.0, "panel": 0.0,
            "panel_wait": 0.0, "plots": 0.0}
 depth = dict.fromkeys(seconds, 0)

@@ -1,4 +1,4 @@
-"""Cold cost of the bounds beside a run (issue 29, fixed costs): `experiment._upper_panel` (the
+"""Cold cost of the bounds beside a run (issue 29, fixed costs): `results.fields._upper_panel` (the
 upper panel with the curves at the six curve deltas, the exact privacy curve and the attack
 value with its curve: what `auditsel run` computes in a thread beside the game), in
 this tree against a baseline commit, both cold.
@@ -35,7 +35,7 @@ SETTINGS = {
 
 WHOLE = r"""
 import json, sys, time, yaml
-from auditsel.experiments import experiment
+from auditsel.results import fields
 from auditsel.experiments.config import parse_config
 from auditsel.selection import winner_law
 raw = yaml.safe_load(open(sys.argv[1]))
@@ -44,14 +44,14 @@ spec = parse_config(raw)
 winner = winner_law(spec.base.reduced(), spec.rounds)
 import auditsel.accounting.panel  # the imports outside the timing (they load where it runs)
 c, w = time.process_time(), time.perf_counter()
-experiment._upper_panel(spec.base, spec.rounds, spec.delta, True, winner)
+fields._upper_panel(spec.base, spec.rounds, spec.delta, True, winner)
 print(json.dumps({"cpu": time.process_time() - c, "wall": time.perf_counter() - w}))
 """
 
 STAGES = r"""
 import json, sys, time, yaml
 import numpy as np
-from auditsel.experiments import experiment
+from auditsel.results import fields
 from auditsel.experiments.config import parse_config
 from auditsel.selection import winner_law
 from auditsel.accounting.attack import attack
@@ -63,14 +63,14 @@ raw["rounds"] = eval(sys.argv[2])
 spec = parse_config(raw)
 pair, law = spec.base, spec.rounds
 winner = winner_law(pair.reduced(), law)
-deltas = np.array((spec.delta,) + experiment.CURVE_DELTAS)
+deltas = np.array((spec.delta,) + fields.CURVE_DELTAS)
 out, T = {}, time.process_time
 t = T(); prof = base_profile(pair); out["base profile"] = T() - t
 for b in BOUNDS:
     if b.supports(pair, law):
         t = T(); b.curve(pair, law, deltas, prof); out[b.key] = T() - t
 t = T(); hit = attack(pair, law, deltas); out["attack"] = T() - t
-grid = np.linspace(0.0, 1.5 * max(hit.epsilons[0], 1.0), experiment.CURVE_POINTS)
+grid = np.linspace(0.0, 1.5 * max(hit.epsilons[0], 1.0), fields.CURVE_POINTS)
 t = T(); hit.delta(grid); out["attack curve"] = T() - t
 t = T(); privacy_curve(winner, grid); out["exact curve"] = T() - t
 out["stages, summed"] = sum(out.values())

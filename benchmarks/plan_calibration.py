@@ -12,8 +12,9 @@ the certified eps_L, the claim and both verdicts (planned refutation, refuted). 
   (eps = 1, delta = 0, claim exact), the Gaussian mechanism (mu = 1, claim exact), a planted bug
   (mu = 3 claimed as mu = 1) and a rare leak (the canary's bit released in 2% of games, the
   claim mu = 1: a leak a small pilot cannot see);
-* four pipelines of the bug zoo (`auditsel.reproductions.bugzoo`: correct DP-GD, the noise of
-  the mean, every run released, a fixed grid; torch), pilot 100;
+* seven pipelines of the bug zoo (`auditsel.reproductions.bugzoo`: correct DP-GD and six bugs;
+  torch), pilots 100 and 200, on the documented route: `canary="both"` and the score learned
+  from a pilot of its own (`score=None`: `auditsel.pipelines.learned_scores`);
 * the pipeline tutorial's Opacus pipeline (docs/tutorials/audit-your-pipeline.md, read from the
   page; opacus), pilot 100.
 
@@ -84,7 +85,15 @@ NUMPY = {  # name: (tune, claim, delta, what)
     "too_little_noise": (gaussian_too_little_noise, GAUSS_CLAIM, DELTA, "bug: mu 3 claimed as 1"),
     "rare_leak": (rare_leak, GAUSS_CLAIM, DELTA, f"bug in {RARE:.0%} of games"),
 }
-ZOO = ("correct_dpgd", "noise_for_mean", "release_all", "fixed_grid")
+ZOO = (  # releases of fields: the score is learned (score=None), the canaries are "both"
+    "correct_dpgd",
+    "noise_for_mean",
+    "fixed_grid",
+    "batch_clipping",
+    "train_selection",
+    "noise_after_lr",
+    "oversampled_class",
+)
 
 
 def tutorial_pipeline():
@@ -123,6 +132,7 @@ def one_audit(name, tune, score, data, canary, claim, delta, pilot, seed, games)
     )
     return {
         "pipeline": name,
+        "score": "hand" if score is not None else "learned",
         "pilot": pilot,
         "seed": seed,
         "games": games,
@@ -149,12 +159,12 @@ def rows(games: int, quick: bool, torch: bool) -> list[dict]:
 
     for name in ZOO[:1] if quick else ZOO:
         m = bugzoo.module(name)
-        out.append(
-            one_audit(
-                name, m.tune, m.score, m.TRAIN, m.CANARY, m.claim(DELTA), DELTA, 100, 1, games
+        for s, pilot in enumerate((100,) if quick else (100, 200), start=1):
+            row = one_audit(
+                name, m.tune, None, m.TRAIN, "both", m.claim(DELTA), DELTA, pilot, s, games
             )
-        )
-        print(_line(out[-1]), flush=True)
+            out.append(row)
+            print(_line(out[-1]), flush=True)
     if not quick and importlib.util.find_spec("opacus") is not None:
         tune, score, data, canary, claim = tutorial_pipeline()
         out.append(
@@ -166,7 +176,7 @@ def rows(games: int, quick: bool, torch: bool) -> list[dict]:
 
 def _line(r: dict) -> str:
     return (
-        f"| {r['pipeline']} | {r['pilot']} | {r['games']:,} | {r['claim']:.3f} | "
+        f"| {r['pipeline']} | {r['score']} | {r['pilot']} | {r['games']:,} | {r['claim']:.3f} | "
         f"{r['predicted']:.3f} | {r['point_predicted']:.3f} | {r['certified']:.3f} | "
         f"{'yes' if r['planned_refutation'] else 'no'} | {'yes' if r['refuted'] else 'no'} |"
     )
@@ -174,9 +184,9 @@ def _line(r: dict) -> str:
 
 def table(out: list[dict]) -> str:
     head = (
-        "| pipeline | pilot | games | claim | planned E[eps_L] | point estimate (old) | "
+        "| pipeline | score | pilot | games | claim | planned E[eps_L] | point estimate (old) | "
         "certified eps_L | planned refutation | refuted |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---|---|"
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---|"
     )
     below = sum(r["certified"] < r["predicted"] for r in out)
     old_below = sum(r["certified"] < r["point_predicted"] for r in out)
@@ -189,8 +199,11 @@ def table(out: list[dict]) -> str:
         if np.mean([r["certified"] for r in rs]) < np.mean([r["predicted"] for r in rs])
     ]
     false_plans = [r["pipeline"] for r in out if r["planned_refutation"] and not r["refuted"]]
+    learned = [r for r in out if r["score"] == "learned"]
+    learned_below = sum(r["certified"] < r["predicted"] for r in learned)
     summary = (
-        f"\n\n{len(out)} audits. Certified below the plan's E[eps_L]: {below} of {len(out)} "
+        f"\n\n{len(out)} audits ({len(learned)} with a learned score: certified below the "
+        f"plan's E[eps_L] in {learned_below} of them). Certified below the plan's E[eps_L]: {below} of {len(out)} "
         f"(the point estimate, the planner before: {old_below} of {len(out)}). Pipelines whose "
         f"mean certified eps_L is below the mean plan: {', '.join(short) or 'none'}. Planned "
         f"refutations that the audit did not make: {', '.join(false_plans) or 'none'}."

@@ -5,9 +5,9 @@ import sys
 
 def record_saved_figures(monkeypatch, record):
     """Call record(fig, path) for every figure a plot writer saves (through
-    auditsel.experiments.figures.save_figure, wherever a module imported it), then save it;
+    auditsel.results.figures.save_figure, wherever a module imported it), then save it;
     every figure drawn in this process."""
-    from auditsel.experiments import figures
+    from auditsel.results import figures
 
     original = figures.save_figure
 

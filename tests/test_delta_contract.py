@@ -108,7 +108,6 @@ def _cases() -> dict[str, Case]:
     )
     from auditsel.auditing.sorted_scores import SortedScores
     from auditsel.dpsgd import trainer
-    from auditsel.experiments.experiment import upper_panel
     from auditsel.games.one_run_reduced import OneRunReducedGame, TuningFamily
     from auditsel.games.played_score import resolve_score
     from auditsel.games.worst_case import DpsgdWorstCase
@@ -124,6 +123,7 @@ def _cases() -> dict[str, Case]:
     from auditsel.reproductions import paper_bounds as repro
     from auditsel.reproductions import table3
     from auditsel.reproductions.bugzoo import author_claims as zoo
+    from auditsel.results.fields import upper_panel
     from auditsel.selection import winner_law
     from auditsel.testing import assert_not_refuted, audit, worst_case_tuning
 
@@ -257,7 +257,7 @@ def _cases() -> dict[str, Case]:
             field="deltas",
             at_zero=None,  # a lower bound: any value up to the truth (inf) is right
         ),
-        "auditsel.experiments.experiment.upper_panel": Case(
+        "auditsel.results.fields.upper_panel": Case(
             lambda d: upper_panel(g, tnb, d, with_curves=False)[0].monotone_score["exact"],
             at_zero=None,
         ),
@@ -463,7 +463,7 @@ EXEMPT = {
     "auditsel.experiments.config.parse_base": "the config's delta, checked where it is read "
     "(parse_config, the --delta option); it only calibrates base.epsilon",
     "auditsel.pipelines.pipeline_plan.PipelinePlan.__init__": "a result record",
-    "auditsel.experiments.result.RunResult.__init__": "a result record",
+    "auditsel.results.result.RunResult.__init__": "a result record",
     "auditsel.reproductions.accountant_claims.Setting.__init__": "a paper's setting, as data",
     "auditsel.reproductions.table3.Table3Grid.__init__": "a paper's grid, as data",
     "auditsel.auditing.one_run_analysis.TradeoffFamily.epsilon": "a typing Protocol (no code): "

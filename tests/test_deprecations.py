@@ -68,7 +68,7 @@ def test_the_pipeline_functions_old_keywords_name_the_removal():
 def test_dict_access_and_aliases_name_the_removal():
     from auditsel import GaussianBase, Poisson, panel
     from auditsel.auditing.lower import audit_scores
-    from auditsel.experiments.result import RunResult
+    from auditsel.results.result import RunResult
 
     p = panel(GaussianBase(mu=1.0), Poisson(mean=3), 1e-5)
     with pytest.warns(DeprecationWarning, match=removal(REMOVED_IN)):

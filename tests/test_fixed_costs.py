@@ -12,25 +12,27 @@ from concurrent.futures import Future
 import pytest
 
 from auditsel.cli import main
-from auditsel.experiments import experiment, plots
+from auditsel.experiments import experiment
 from auditsel.experiments.config import default_config_path, load_config
-from auditsel.experiments.experiment import run_config, upper_fields, upper_panel
+from auditsel.experiments.experiment import run_config
+from auditsel.results import fields, plots
+from auditsel.results.fields import upper_fields, upper_panel
 
 
 def test_upper_panel_is_cached_per_setting_and_each_call_gets_its_own_copy():
     spec = load_config(default_config_path())
-    experiment._UPPER.clear()
+    fields._UPPER.clear()
     fresh = upper_panel(spec.base, spec.rounds, spec.delta)
-    assert len(experiment._UPPER) == 1
+    assert len(fields._UPPER) == 1
     cached = upper_panel(spec.base, spec.rounds, spec.delta)
-    assert len(experiment._UPPER) == 1  # served from the cache
+    assert len(fields._UPPER) == 1  # served from the cache
     as_json = lambda value: json.dumps(upper_fields(spec.base, spec.rounds, *value))
     assert as_json(cached) == as_json(fresh)
     assert cached[0] is not fresh[0] and cached[1][0] is not fresh[1][0]
     cached[0].upper.clear()  # a caller changing its copy changes nobody else's
     assert as_json(upper_panel(spec.base, spec.rounds, spec.delta)) == as_json(fresh)
     other = upper_panel(spec.base, spec.rounds, 1e-6)  # another setting: computed, not reused
-    assert len(experiment._UPPER) == 2 and other[0].upper != fresh[0].upper
+    assert len(fields._UPPER) == 2 and other[0].upper != fresh[0].upper
 
 
 def test_no_plots_writes_the_same_numbers_without_figures(tmp_path, capsys):
@@ -76,9 +78,9 @@ def test_work_beside_the_run_changes_nothing(tmp_path, monkeypatch):
     with every part computed in turn in the caller; the panel's place in result.json is the
     one `run_config` gives it."""
     argv = ["run", "--trials", "4000", "--quiet", "--no-progress"]
-    experiment._UPPER.clear()
+    fields._UPPER.clear()
     assert main([*argv, "--out", str(tmp_path / "beside")]) == 0
-    experiment._UPPER.clear()
+    fields._UPPER.clear()
     with monkeypatch.context() as m:
         m.setattr(experiment, "in_background", _at_once)
         m.setattr(plots, "in_background", _at_once)
@@ -90,7 +92,7 @@ def test_work_beside_the_run_changes_nothing(tmp_path, monkeypatch):
     assert (
         "estimators" in beside[0]["lower"] and "selection_fit" in beside[0]["lower"]["estimators"]
     )
-    experiment._UPPER.clear()
+    fields._UPPER.clear()
     run_config(default_config_path(), tmp_path / "api", trials=4000)
     api = _run_folder(tmp_path / "api")[0]
     assert list(api["lower"]) == list(beside[0]["lower"])  # the same keys in the same order
@@ -107,15 +109,15 @@ def test_the_trade_off_curve_is_computed_beside_the_game_with_the_same_numbers(
     import numpy as np
 
     from auditsel.accounting.exact import tradeoff_curve
-    from auditsel.experiments import report
+    from auditsel.results import report
 
     spec = load_config(default_config_path()).with_game(trials=2000)
-    experiment._UPPER.clear()
+    fields._UPPER.clear()
     _, artefacts = experiment.run_experiment(spec, None, progress=False, figure_data=True)
     fp, fn = artefacts["exact_tradeoff"]
     want_fp, want_fn = tradeoff_curve(artefacts["winner"])
     assert np.array_equal(fp, want_fp) and np.array_equal(fn, want_fn)
-    experiment._UPPER.clear()
+    fields._UPPER.clear()
     _, artefacts = experiment.run_experiment(spec, None, progress=False)
     assert "exact_tradeoff" not in artefacts  # not asked for: not computed
 
@@ -123,11 +125,11 @@ def test_the_trade_off_curve_is_computed_beside_the_game_with_the_same_numbers(
         raise AssertionError("the trade-off curve was computed in the run's own process")
 
     argv = ["run", "--trials", "2000", "--quiet", "--no-progress"]
-    experiment._UPPER.clear()
+    fields._UPPER.clear()
     with monkeypatch.context() as m:
         m.setattr(report, "tradeoff_curve", not_here)
         assert main([*argv, "--out", str(tmp_path / "beside")]) == 0
-    experiment._UPPER.clear()
+    fields._UPPER.clear()
     with monkeypatch.context() as m:  # the other way: computed by the report
         m.setattr(experiment, "tradeoff_curve", lambda winner: None)
         assert main([*argv, "--out", str(tmp_path / "here")]) == 0

@@ -1682,7 +1682,7 @@ def test_cli_option_ranges_are_the_config_ranges():
 
 def test_the_exit_codes_page_states_the_codes_and_limits_of_the_code():
     from auditsel import cli
-    from auditsel.experiments import config as cfg
+    from auditsel.files import safe_yaml as cfg
 
     text = (ROOT / "docs" / "reference" / "exit-codes.md").read_text()
     table = re.findall(r"^\| (\d+) \|", text, flags=re.M)

@@ -99,7 +99,28 @@ def test_trainer_never_imports_the_adversary_and_the_adversary_sees_only_public_
             assert not hidden, f"{name} imports {hidden}, which an adversary does not see"
 
 
-@pytest.mark.parametrize("bad, layer", [("auditsel.cli", 9), ("auditsel.accounting.panel", 3)])
+def test_the_routes_share_one_result_package_and_pipelines_never_import_experiments():
+    """`auditsel run` (experiments) and `audit_pipeline` (pipelines) are siblings: both write
+    the result document of `auditsel.results`, neither borrows from the other (issue 39)."""
+    known = modules()
+    borrowed = {
+        name: sorted(t for t in imports(path) if t.startswith("auditsel.experiments"))
+        for name, path in known.items()
+        if name.startswith("auditsel.pipelines")
+    }
+    assert not {k: v for k, v in borrowed.items() if v}, borrowed
+    results = [n for n in known if n.startswith("auditsel.results")]
+    assert {"auditsel.results.fields", "auditsel.results.report"} <= set(results)
+    for name in results:
+        upward = [
+            t
+            for t in imports(known[name])
+            if t.startswith(("auditsel.experiments", "auditsel.pipelines"))
+        ]
+        assert not upward, (name, upward)
+
+
+@pytest.mark.parametrize("bad, layer", [("auditsel.cli", 10), ("auditsel.accounting.panel", 3)])
 def test_the_check_catches_an_upward_import(tmp_path, bad, layer):
     """The checker itself: a mechanisms module importing `bad` would be reported."""
     fake = tmp_path / "m.py"

@@ -673,3 +673,27 @@ def test_planned_games_is_the_plan_of_the_config_and_the_tutorial_uses_it():
         planned_games(config, target_eps=50.0)
     page = (Path(__file__).parents[1] / "docs" / "tutorials" / "regression-tests.md").read_text()
     assert "config_plan" not in page and "planned_games(CONFIG" in page
+
+
+@pytest.mark.slow  # two plans of a numerical trade-off curve: about 12 s
+def test_a_far_center_plans_like_a_near_one():
+    """`plan` of a farthest-from-C game: the same mechanism with C = 1000 or C = 8 (both far
+    beyond the outputs) plays the same game up to the floating point of C, and plans alike
+    (issue 40: C = 1000 planned "more than 10^12 games" where C = 8 planned thousands)."""
+    from auditsel.testing import planned_games
+
+    def config(center: float) -> dict:
+        return {
+            "name": "far",
+            "delta": 1e-2,
+            "base": {"kind": "gaussian", "mu": 1.0},
+            "rounds": {"kind": "poisson", "mean": 10},
+            "game": {
+                "kind": "reduced",
+                "trials": 1000,
+                "score": {"kind": "farthest", "center": center},
+            },
+        }
+
+    near, far = planned_games(config(8.0), 3.0), planned_games(config(1000.0), 3.0)
+    assert 0 < near < 10**6 and abs(far - near) <= 0.01 * near, (near, far)

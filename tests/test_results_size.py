@@ -1,6 +1,6 @@
 """The committed results stay light: the files `git ls-files results` lists are under 3 MB
 together (results/ was 97% of the git history). A sweep writes no plot per point unless asked
-(`--point-plots`); plots are palette PNGs (`auditsel.experiments.figures`)."""
+(`--point-plots`); plots are palette PNGs (`auditsel.results.figures`)."""
 
 import os
 import re

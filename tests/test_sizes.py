@@ -26,7 +26,7 @@ def test_the_lengths_are_measured_from_the_decorator_to_the_last_line():
     lengths = function_lengths()
     assert len(lengths) > 500  # every function of both packages, nested ones included
     # a known short function: `_fmt` of the report, two lines of body under its def line
-    assert lengths[("auditsel/experiments/report.py", "_fmt")] == 2
+    assert lengths[("auditsel/results/report.py", "_fmt")] == 2
 
 
 def test_no_function_is_over_100_lines():

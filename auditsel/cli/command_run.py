@@ -159,10 +159,10 @@ def _run_into(
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.bounds_cache import cache_folder
     from auditsel.experiments.experiment import run_experiment
-    from auditsel.experiments.plots import prefetch_plotting
-    from auditsel.experiments.report import text_table, write_outputs
     from auditsel.experiments.sweep import run_sweep
     from auditsel.games.backends import execution_backend
+    from auditsel.results.plots import prefetch_plotting
+    from auditsel.results.report import text_table, write_outputs
 
     # no --jobs: the game's default (`games.engine.default_jobs`); a sweep's points, 1
     jobs = args.jobs if args.jobs is not None or points is None else 1

@@ -82,7 +82,7 @@ def is_pipeline(target: str) -> bool:
         return True
     if target.endswith((".yaml", ".yml")) and Path(target).is_file():
         # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-        from auditsel.experiments.config import read_yaml
+        from auditsel.files.safe_yaml import read_yaml
 
         raw = read_yaml(Path(target))
         return isinstance(raw, dict) and "tune" in raw

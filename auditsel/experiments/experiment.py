@@ -12,33 +12,27 @@ import copy
 import hashlib
 import json
 import math
-import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeAlias, cast
+from typing import Any, cast
 
 import numpy as np
 
 from attacks.dpsgd_game import build_protocol, make_scorer
 from attacks.proxies import make_proxy
-from auditsel.accounting.exact import privacy_curve, tradeoff_curve
-from auditsel.accounting.interval import IntervalRecord, interval_from
-from auditsel.accounting.panel import Panel, panel
-from auditsel.accounting.registry import ASSUMPTION
+from auditsel.accounting.exact import tradeoff_curve
+from auditsel.accounting.panel import Panel
 from auditsel.auditing.estimators import PanelOptions, estimator_panel, panel_dict
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
-from auditsel.errors import ConfigError, percent
+from auditsel.errors import ConfigError
 from auditsel.errors import jobs as check_jobs
 from auditsel.experiments import bounds_cache as kept_bounds
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
-from auditsel.experiments.heuristics import honesty_fields, valid_lower
-from auditsel.experiments.report import write_outputs
-from auditsel.experiments.result import RunResult
 from auditsel.files import claim_folder
 from auditsel.games.backends import in_background
 from auditsel.games.engine import Checkpoints, GameRecord, run_game
@@ -47,7 +41,21 @@ from auditsel.games.played_score import is_monotone_largest, resolve_score, scor
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import DpsgdBase
 from auditsel.numerics import FloatArray
-from auditsel.roles import GameProtocol, MechanismPair, Proxy, Winner
+from auditsel.results.fields import (
+    UpperCurve,
+    computed_upper,
+    is_cached,
+    lower_fields,
+    remember,
+    result_interval,
+    upper_fields,
+    upper_key,
+    upper_panel,
+)
+from auditsel.results.heuristics import honesty_fields
+from auditsel.results.report import write_outputs
+from auditsel.results.result import RunResult
+from auditsel.roles import GameProtocol, MechanismPair, Proxy
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import (
     BucketScore,
@@ -59,26 +67,16 @@ from auditsel.selection import (
 )
 from auditsel.version import __version__, source_commit
 
-#: (eps grid, delta of the released winner's curve there, the attack's certified lower curve
-#: there): `upper_panel`'s second part (None where there is no such curve)
-UpperCurve: TypeAlias = tuple[FloatArray, FloatArray | None, FloatArray | None]
-
 __all__ = [
     "run_config",
     "run_experiment",
     "threshold_grid",
     "fingerprint",
-    "result_interval",
-    "upper_panel",
-    "upper_fields",
-    "lower_fields",
 ]
 
-CURVE_POINTS = 60
 STREAM_ABOVE = 1 << 25  # games above this many trials are audited chunk by chunk from disk
 PANEL_ABOVE = 200_000  # game.panel: auto computes the estimator panel up to this many trials
 PLOT_TRIALS = 1 << 20  # a streamed run's plots use its first ~10^6 trials
-CURVE_DELTAS = (1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2)
 
 
 def _finite_or_none(x: float | None) -> float | None:
@@ -452,154 +450,6 @@ def _game_error(err: ConfigError) -> ConfigError:
     return ConfigError(field or f"game.{err.field}", err.message)
 
 
-_UPPER: dict[
-    tuple[object, ...], tuple[Panel, UpperCurve]
-] = {}  # (base, rounds, delta, with_curves) -> upper_panel's value, per process
-_UPPER_LOCK = threading.Lock()
-
-
-def upper_panel(
-    base: MechanismPair,
-    rounds: RoundsLaw,
-    delta: float,
-    with_curves: bool = True,
-    winner: Winner | None = None,
-) -> tuple[Panel, UpperCurve]:
-    """(the bound `Panel` of `auditsel.accounting.panel`, with the curves at CURVE_DELTAS when
-    with_curves; (eps grid, delta of the released winner's curve, the attack's certified lower
-    curve or None)). The winner's curve is exact where the base's reduction is, else the
-    heuristic reduced game's; None for a base with no reduced game (a dp_accounting event).
-
-    Cached per setting (the pair and the law of K are frozen data; the bounds and the attack
-    are functions of them and delta alone): a sweep over game fields, or a second run in the
-    same process, computes them once. Each call gets its own deep copy."""
-    reduced = base.reduced()
-    if winner is None and reduced is not None:
-        winner = winner_law(reduced, rounds)
-    key = _upper_key(base, rounds, delta, with_curves, winner)
-    got = None if key is None else _UPPER.get(key)
-    if got is None:
-        got = _remember(key, _upper_panel(base, rounds, delta, with_curves, winner))
-    return copy.deepcopy(got)
-
-
-def _sendable(value: tuple[Panel, UpperCurve]) -> tuple[Panel, UpperCurve]:
-    """upper_panel's value without the attack's `AttackValue` (`Panel.attack_value` None):
-    its score search keeps tables of tens of MB (28 MB for the quickstart) that a run reads
-    only to draw the attack's curve, which the value already holds."""
-    bounds, curve = value
-    return replace(bounds, attack_value=None), curve
-
-
-def _upper_key(
-    base: MechanismPair, rounds: RoundsLaw, delta: float, with_curves: bool, winner: Winner | None
-) -> tuple[object, ...] | None:
-    """upper_panel's cache key, or None for a pair or law that is not hashable."""
-    try:
-        key = (base, rounds, float(delta), bool(with_curves), winner)
-        hash(key)
-    except TypeError:  # a pair or law that is not hashable: computed afresh
-        return None
-    return key
-
-
-def _remember(
-    key: tuple[object, ...] | None, value: tuple[Panel, UpperCurve]
-) -> tuple[Panel, UpperCurve]:
-    if key is not None:
-        with _UPPER_LOCK:
-            if len(_UPPER) >= 64:
-                _UPPER.clear()
-            _UPPER[key] = value
-    return value
-
-
-def _upper_panel(
-    base: MechanismPair, rounds: RoundsLaw, delta: float, with_curves: bool, winner: Winner | None
-) -> tuple[Panel, UpperCurve]:
-    # (the attack's modules, its score search and, for composed runs, scipy.fft, load where the
-    # attack is computed: in `auditsel run`, the forked process beside the game)
-    bounds = panel(base, rounds, delta, curve_deltas=CURVE_DELTAS if with_curves else None)
-    eps_max = max(
-        v
-        for v in [bounds.value("exact"), bounds.attack["epsilon"], bounds.base["epsilon"], 1.0]
-        if v is not None
-    )
-    eps_grid = np.linspace(0.0, 1.5 * eps_max, CURVE_POINTS)
-    attack_curve = None
-    if bounds.attack_value is not None and bounds.attack_value.method != "exact":
-        try:
-            attack_curve = bounds.attack_value.delta(eps_grid)
-        except ValueError:  # an attack value that keeps no certified curve
-            attack_curve = None
-    winner_delta = None if winner is None else privacy_curve(winner, eps_grid)
-    return bounds, (eps_grid, winner_delta, attack_curve)
-
-
-def upper_fields(
-    base: MechanismPair,
-    rounds: RoundsLaw,
-    bounds: Panel,
-    curve: UpperCurve,
-    kind: str | None = None,
-) -> dict[str, Any]:
-    """result.json's fields of the upper side: base, rounds, upper (bounds for any score, with
-    every key's rigour, sources, notes), lower (None: filled by the game), monotone_score (the
-    reduced game's values where the reduction is exact, under [XWW24]'s monotone-score
-    assumption, stated in its `assumption` line), reduced_game (heuristic values of a base
-    whose reduction is not exact), attack, exact_curve (the reduced game's exact curve, also
-    under the assumption; or reduced_game_curve), attack_curve and, when computed,
-    upper_curves, monotone_score_curves."""
-    fields: dict[str, Any] = {
-        "base": {"kind": kind, **bounds.base},
-        "rounds": rounds.describe(),
-        "upper": bounds.upper,
-        "lower": None,
-        "upper_rigour": bounds.labels,
-        "upper_sources": bounds.sources,
-        "notes": list(bounds.notes),
-    }
-    if bounds.monotone_score:  # the reduced game's values: a monotone score assumed
-        fields["monotone_score"] = {**bounds.monotone_score, "assumption": ASSUMPTION}
-    if bounds.reduced_game:  # heuristic values of a base whose reduction is not exact
-        fields["reduced_game"] = bounds.reduced_game
-    fields["attack"] = {k: v for k, v in bounds.attack.items() if k != "curve"}
-    if rounds.p_zero > 0:  # K = 0 possible: the release may be the fixed output
-        fields["rounds"]["p_zero"] = rounds.p_zero
-    fields["base"].update(base.describe())  # the pair's parameters (discrete: p, q)
-    winner_curve = (
-        None if curve[1] is None else {"eps": curve[0].tolist(), "delta": curve[1].tolist()}
-    )
-    if base.reduction_is_exact or winner_curve is None:
-        fields["exact_curve"] = winner_curve
-    else:  # the reduced game's curve is a heuristic here: not named exact
-        fields["exact_curve"] = None
-        fields["reduced_game_curve"] = winner_curve
-    if curve[2] is not None:
-        fields["attack_curve"] = {"eps": curve[0].tolist(), "delta": curve[2].tolist()}
-    if bounds.curves is not None:
-        fields["upper_curves"] = bounds.curves
-        if bounds.reduced_game_curves and len(bounds.reduced_game_curves) > 1:
-            fields["reduced_game_curves"] = bounds.reduced_game_curves
-        if bounds.monotone_score_curves and len(bounds.monotone_score_curves) > 1:
-            fields["monotone_score_curves"] = bounds.monotone_score_curves
-        fields["attack"]["curve"] = {"delta": list(CURVE_DELTAS), "eps": bounds.attack["curve"]}
-    return fields
-
-
-def lower_fields(
-    bound: LowerBound, game: str, proxy: str, seed: int, streamed: bool
-) -> dict[str, Any]:
-    """result.json's `lower`: the audit's LowerBound and what was played."""
-    return {
-        **bound.to_dict(),
-        "game": game,
-        "proxy": proxy,
-        "seed": seed,
-        "streamed": bool(streamed),
-    }
-
-
 def run_experiment(
     spec: ExperimentSpec,
     out_dir: Path | None = None,
@@ -634,19 +484,17 @@ def run_experiment(
     upper_side: Callable[[], tuple[Panel, UpperCurve]] = lambda: upper_panel(
         spec.base, spec.rounds, spec.delta, with_curves, winner
     )
-    key = _upper_key(spec.base, spec.rounds, spec.delta, with_curves, winner)
+    key = upper_key(spec.base, spec.rounds, spec.delta, with_curves, winner)
 
     played = panel = exact_tradeoff = None
-    cached = key is not None and key in _UPPER
+    cached = is_cached(key)
     if spec.game is not None and spec.game.one_run is None and not cached:
         # the bounds are computed in a thread beside the game; an error in either surfaces here
         upper = in_background(
             lambda: (
                 kept_bounds.cached(
                     key,
-                    lambda: _sendable(
-                        _upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
-                    ),
+                    lambda: computed_upper(spec.base, spec.rounds, spec.delta, with_curves, winner),
                     None if key is None else bounds_cache,
                 ),
                 None if winner is None or not figure_data else tradeoff_curve(winner),
@@ -656,7 +504,7 @@ def run_experiment(
             spec, out_dir, jobs, progress, backend, prefetch, checkpoint_after
         )
         kept, exact_tradeoff = upper.result()
-        bounds, curve = copy.deepcopy(_remember(key, kept))
+        bounds, curve = copy.deepcopy(remember(key, kept))
     else:
         if spec.game is not None and spec.game.one_run is None:
             played, panel = _play_and_panel(
@@ -715,24 +563,6 @@ def _add_played(
     artefacts["record"] = record
     if ss is not None:
         artefacts["by_coin"] = ss.by_coin()  # the audit's sort serves the plots
-
-
-def result_interval(result: dict[str, Any], bounds: Panel) -> IntervalRecord:
-    """result.json's `interval`: [the attack value or a valid eps_L, the tightest rigorous
-    bound] (`accounting.interval`)."""
-    # the attack value, or 0
-    lows: list[tuple[float | None, str]] = [(bounds.interval.lower, bounds.interval.lower_source)]
-    eps_l = valid_lower(result)
-    if eps_l is not None:
-        low = result["lower"]
-        lows.append(
-            (
-                eps_l,
-                f"valid eps_L ({low['threshold_rule']} rule, {percent(low['confidence'])} "
-                f"Clopper-Pearson, {low['trials']:,} games)",
-            )
-        )
-    return interval_from(lows, [(bounds.interval.upper, bounds.interval.upper_source)]).to_dict()
 
 
 def run_config(

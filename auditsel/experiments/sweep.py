@@ -12,7 +12,7 @@ DIR/<point>/ (result.json and report.md, as `auditsel run`; the point's plots on
 sweep.png, and a plot per point would make a sweep's folder mostly PNGs), DIR/sweep.csv,
 DIR/sweep.md, DIR/sweep.json and DIR/sweep.png.
 
-Heuristic values (`auditsel.experiments.heuristics`) have their own columns, `<key>_heuristic` (and
+Heuristic values (`auditsel.results.heuristics`) have their own columns, `<key>_heuristic` (and
 `eps_L_gdp_heuristic`), so a column named after a bound holds only values that are bounds; the
 `contradicted` column names the heuristic values below the attack value, a valid eps_L or eps_B
 of one run, and sweep.png draws heuristics dashed with "heuristic" in the legend and marks
@@ -42,11 +42,11 @@ from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s
 
 from auditsel.experiments.config import ConfigError, ExperimentSpec, parse_config
 from auditsel.experiments.experiment import run_experiment
-from auditsel.experiments.figures import new_figure, save_figure
-from auditsel.experiments.heuristics import result_labels
-from auditsel.experiments.report import write_outputs
 from auditsel.files import atomic_write_text
 from auditsel.games.backends import run_tasks
+from auditsel.results.figures import new_figure, save_figure
+from auditsel.results.heuristics import result_labels
+from auditsel.results.report import write_outputs
 
 __all__ = ["SweepPoint", "expand_sweep", "run_sweep", "sweep_rows"]
 

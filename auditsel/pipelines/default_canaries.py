@@ -24,8 +24,10 @@ The choice is a heuristic for power, never for validity (any canary gives a vali
   moves it (noise aside). Otherwise the coordinate that moved least over `PROBES` probe runs
   (seeds `PROBE_SEED`, `PROBE_SEED - 1`, ..., the canary out): the largest of
   abs(theta_i - initial_i) over the runs smallest, with the initial weights from
-  `release["initial"]` when the release holds them, else 0. The probes need a release whose
-  parameters `flat_parameters` reads (a torch module, a mapping with "model").
+  `release["initial"]` when the release holds them, else 0. The parameters are read from the
+  release's `parameter_holder`: the release itself where `flat_parameters` reads it (a torch
+  module, a mapping with "model"), else its first part that holds a model (a list of every
+  run's model: the first run's); a probe that released none (K = 0) is skipped.
 
 [NHSBTJCT23]'s Dirac canary is strongest where nothing else moves its coordinate; [CBP24]'s
 crafted gradient canaries make the same point for a hidden-state release. A pipeline
@@ -57,11 +59,19 @@ from auditsel.pipelines.canaries import (
 from auditsel.pipelines.game import TuneFn, probe_call
 from auditsel.pipelines.release_scores import PROBE_SEED
 
-__all__ = ["BOTH", "OUTLIER", "default_canaries", "outlier_example", "resolve_canary"]
+__all__ = [
+    "BOTH",
+    "OUTLIER",
+    "default_canaries",
+    "outlier_example",
+    "parameter_holder",
+    "resolve_canary",
+]
 
 BOTH: Literal["both"] = "both"
 OUTLIER = 4.0  # the outlier's feature: this many times its scale above its mean
 PROBES = 3  # probe runs that choose the gradient canary's coordinate (no unused feature)
+HOLDER_DEPTH = 3  # levels into a release of mappings and lists searched for a model
 
 
 #: what `audit_pipeline`, `plan_pipeline` and `audit_until_refuted` take as `canary`: one canary,
@@ -131,8 +141,9 @@ def _probe(tune: TuneFn, data: Any, person: InputCanary, seed: int) -> Any:
     return probe_call("tune", tune, what, data, seed, person)  # unbound: the canary is out
 
 
-def _moves(release: Any) -> np.ndarray:
-    """abs(theta - initial) of a probe's release (initial 0 where it holds none)."""
+def _read(release: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(theta, initial) of a release that holds its parameters (initial 0 where it holds none);
+    empty arrays where it does not."""
     try:
         theta = flat_parameters(release)
         initial = (
@@ -140,16 +151,52 @@ def _moves(release: Any) -> np.ndarray:
             if isinstance(release, dict) and "initial" in release
             else np.zeros_like(theta)
         )
-    except (TypeError, ValueError, AttributeError):
-        theta = initial = np.empty(0)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+        return np.empty(0), np.empty(0)
     if theta.size == 0 or theta.shape != initial.shape or not np.all(np.isfinite(theta)):
-        raise ConfigError(
-            "canary",
-            f"'both' chooses the gradient canary's coordinate from the released parameters, "
-            f"and cannot read them from a {type(release).__name__} release: give "
-            f"canary=(InputCanary(x, y), GradientCanary(coordinate=i))",
-        )
+        return np.empty(0), np.empty(0)
+    return theta, initial
+
+
+def parameter_holder(release: Any, depth: int = HOLDER_DEPTH) -> Any:
+    """The part of a release that holds one model's parameters: the release itself when
+    `flat_parameters` reads it, else the first part that does, depth first through mappings
+    (their values) and lists (their entries), at most `depth` levels down (a list of every
+    run's model and its learning rate: the first run's); None where no part does."""
+    if _read(release)[0].size:
+        return release
+    if depth <= 0:
+        return None
+    parts: list[Any] = []
+    if isinstance(release, dict):
+        parts = list(release.values())
+    elif isinstance(release, (list, tuple)):
+        parts = list(release)
+    for part in parts:
+        found = parameter_holder(part, depth - 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _moves(release: Any) -> np.ndarray | None:
+    """abs(theta - initial) of a probe's release (initial 0 where it holds none), read from
+    its `parameter_holder`; None where no part of it holds parameters."""
+    holder = parameter_holder(release)
+    if holder is None:
+        return None
+    theta, initial = _read(holder)
     return np.abs(theta - initial)
+
+
+def _unreadable(release: Any) -> ConfigError:
+    return ConfigError(
+        "canary",
+        f"'both' chooses the gradient canary's coordinate from the released parameters, "
+        f"and found none in a {type(release).__name__} release (nor in any part of it, "
+        f"{HOLDER_DEPTH} levels down, over {PROBES} probe runs): give "
+        f"canary=(InputCanary(x, y), GradientCanary(coordinate=i))",
+    )
 
 
 def _unused_weight(release: Any, rows: np.ndarray) -> int | None:
@@ -173,14 +220,21 @@ def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCana
     person of `data`, and a coordinate the data do not move (an unused feature's weight, else
     the one that moved least over the probe runs)."""
     person = outlier_example(data)
-    release = _probe(tune, data, person, PROBE_SEED)
-    moves = _moves(release)
+    seeds = [PROBE_SEED - r for r in range(PROBES)]
+    first = None
+    while seeds and first is None:  # a probe that released no parameters (K = 0) is skipped
+        release = _probe(tune, data, person, seeds.pop(0))
+        moves = _moves(release)
+        first = None if moves is None else (release, moves)
+    if first is None:
+        raise _unreadable(release)
+    release, moves = first
     X, _ = _arrays(data)
-    coordinate = _unused_weight(release, X.reshape(len(X), -1))
+    coordinate = _unused_weight(parameter_holder(release), X.reshape(len(X), -1))
     if coordinate is None:
-        for r in range(1, PROBES):
-            again = _moves(_probe(tune, data, person, PROBE_SEED - r))
-            if again.shape == moves.shape:
+        for seed in seeds:
+            again = _moves(_probe(tune, data, person, seed))
+            if again is not None and again.shape == moves.shape:
                 moves = np.maximum(moves, again)
         coordinate = int(np.argmin(moves))
     return person, GradientCanary(coordinate=coordinate)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from auditsel.errors import ConfigError, mapping
-from auditsel.experiments.config import load_yaml_text, read_yaml
+from auditsel.files.safe_yaml import load_yaml_text, read_yaml
 from auditsel.pipelines.canaries import Canary, GradientCanary, InputCanary
 from auditsel.pipelines.default_canaries import BOTH, CanaryChoice
 from auditsel.pipelines.pipeline import Pipeline, PipelineError

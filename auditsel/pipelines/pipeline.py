@@ -9,7 +9,7 @@ processes by default, threads, a dask cluster).
 
 The scores and coins go to the threshold rules of `auditsel.auditing.lower` (`eps` is the
 valid eps_L of `rule` at `confidence`), the estimator panel of `auditsel.auditing.estimators`
-(each entry labelled) and, with `out_dir`, the report of `auditsel.experiments.report`
+(each entry labelled) and, with `out_dir`, the report of `auditsel.results.report`
 (result.json, report.md, plots). With `claimed_epsilon`, `refuted` is eps_L > claim: a true
 claim is refuted with probability at most 1 - confidence. With a mechanism pair and a law of K
 (`base`, `rounds`, e.g. from `from_opacus`), the tuning bounds of `auditsel.accounting.panel`
@@ -79,14 +79,6 @@ from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError, choice, integer, number, shown
 from auditsel.errors import jobs as check_jobs
 from auditsel.events import as_pair
-from auditsel.experiments.experiment import (
-    lower_fields,
-    result_interval,
-    upper_fields,
-    upper_panel,
-)
-from auditsel.experiments.heuristics import honesty_fields
-from auditsel.experiments.report import text_table, write_outputs
 from auditsel.files import OutputFolder, atomic_write_text, claim_folder, read_regular
 from auditsel.games.backends import execution_backend, fresh_processes, limited_threads
 from auditsel.games.backends import game_threads as default_game_threads
@@ -142,6 +134,14 @@ from auditsel.pipelines.replay_check import (
     check_unchanged,
 )
 from auditsel.pipelines.user_code import describe_changes, user_files
+from auditsel.results.fields import (
+    lower_fields,
+    result_interval,
+    upper_fields,
+    upper_panel,
+)
+from auditsel.results.heuristics import honesty_fields
+from auditsel.results.report import text_table, write_outputs
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import winner_law

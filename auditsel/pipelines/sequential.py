@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from auditsel.errors import integer, number, percent
-from auditsel.experiments.report import text_table
 from auditsel.files import OutputFolder, atomic_write_text, claim_folder
 from auditsel.pipelines.default_canaries import resolve_canary
 from auditsel.pipelines.game import CHUNK_SIZE, LOCAL_CPU, ScoreFn, TuneFn
 from auditsel.pipelines.pipeline import PipelineAudit, _audit_pipeline
 from auditsel.pipelines.pipeline_result import LookEntry, PipelineResult, SequentialEntry
+from auditsel.results.report import text_table
 
 __all__ = ["LOOKS", "audit_until_refuted", "look_schedule", "looks_text"]
 

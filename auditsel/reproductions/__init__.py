@@ -160,6 +160,14 @@ register(
     root="results",
 )
 register(
+    "bugzoo-checks",
+    "The checks before games (`auditsel check`) on every bug-zoo pipeline: findings, "
+    "verdict and seconds",
+    "auditsel.reproductions.bugzoo.zoo_checks:rows",
+    render="auditsel.reproductions.bugzoo.zoo_checks:render",
+    root="results",
+)
+register(
     "interval",
     "The honest interval on issue 19's DP-SGD settings: the attack value (a lower bound), the "
     "rigorous bounds, the width; the reduced game's heuristic values beside them",

@@ -30,7 +30,6 @@ from auditsel.accounting.attack import attack_epsilon
 from auditsel.accounting.interval import tuning_interval
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.rules import Split
-from auditsel.experiments.figures import save_figure
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.reproductions.accountant_claims import (
@@ -41,6 +40,7 @@ from auditsel.reproductions.accountant_claims import (
     library_versions,
     lower_estimates,
 )
+from auditsel.results.figures import save_figure
 from auditsel.rounds import Point, Poisson, TruncatedNegativeBinomial, TwoPoint
 
 __all__ = ["GRID", "GAMES", "CLOSE_GAMES", "cell_rows", "run_cell", "findings"]

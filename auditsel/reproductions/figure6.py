@@ -17,10 +17,10 @@ from typing import Any
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split
-from auditsel.experiments.figures import save_figure
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.reproductions.paper_bounds import contradicted_columns, figure6_rows
+from auditsel.results.figures import save_figure
 from auditsel.rounds import TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner
 
@@ -82,7 +82,7 @@ def plot(rows: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
             key=lambda r: r["eps_B"],
         )
         xs = [r["eps_B"] for r in sel]
-        # heuristic (auditsel.experiments.heuristics): UG always, exact and UO when tau < 1 (mu of eq. 19):
+        # heuristic (auditsel.results.heuristics): UG always, exact and UO when tau < 1 (mu of eq. 19):
         # dashed, "heuristic" in the legend, a red cross where it falls below eps_B of one run
         heuristic = {"improved_rdp_gdp"} | ({"exact", "improved_rdp"} if tau < 1 else set())
         marked = False

@@ -36,12 +36,12 @@ from auditsel.auditing.one_run_analysis import audit_one_run
 from auditsel.auditing.rules import Split
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.experiment import protocol_and_proxy
-from auditsel.experiments.figures import save_figure
 from auditsel.experiments.one_run_experiment import EXACT_SCOPE
 from auditsel.games.engine import run_game
 from auditsel.games.one_run_dpsgd import OneRunDpsgd
 from auditsel.games.one_run_reduced import OneRunReducedGame
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon, gaussian_mu
+from auditsel.results.figures import save_figure
 from auditsel.rounds import law_from_dict
 from auditsel.selection import GaussianWinner
 

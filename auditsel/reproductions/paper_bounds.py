@@ -247,7 +247,7 @@ def figure6_rows(
                 base = _calibrated(eps_b, tau, delta, steps)
                 p = panel(base, law, delta)
                 # a value under an assumption goes to its own column: `<key>_monotone_score`
-                # ([XWW24]'s monotone score) or `<key>_heuristic` (auditsel.experiments.heuristics)
+                # ([XWW24]'s monotone score) or `<key>_heuristic` (auditsel.results.heuristics)
                 up = {_column(k, p.labels.get(k)): p.value(k) for k in p.upper}
                 rows.append(
                     {

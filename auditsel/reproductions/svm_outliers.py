@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from auditsel.experiments.figures import save_figure
-from auditsel.experiments.report import atomic_write_text
 from auditsel.pipelines.audit_options import ExecutionOptions
 from auditsel.pipelines.canaries import Canary, InputCanary
 from auditsel.pipelines.pipeline import audit_pipeline
 from auditsel.reproductions import REGISTRY, to_markdown
+from auditsel.results.figures import save_figure
+from auditsel.results.report import atomic_write_text
 
 __all__ = [
     "ALPHAS",

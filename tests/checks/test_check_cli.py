@@ -132,6 +132,14 @@ def test_the_bug_zoo_shuffled_batches_is_reported_as_breaking_the_claim(capsys):
     assert out.startswith("breaks the claim: data_loader (DataLoader, RandomSampler")
 
 
+def test_the_bug_zoo_per_tensor_clip_hand_loop_is_reported_through_its_privatizer(capsys):
+    target = "auditsel.reproductions.bugzoo.per_tensor_clip:pipeline_objects"
+    assert main(["check", target, "--json"]) == 3
+    (finding,) = json.loads(capsys.readouterr().out)["findings"]
+    assert finding["object"] == "privatizer (per_tensor_clip.privatize)"
+    assert (finding["check"], finding["severity"]) == ("per_layer_clipping", "breaks")
+
+
 def test_audit_pipeline_refuses_a_broken_opacus_run_unless_accepted(folder, capsys):
     pytest.importorskip("opacus")
     args = ["audit-pipeline", "check_pipe:tune", "--canary", "{kind: gradient, coordinate: 0}",

@@ -20,6 +20,7 @@ from plain_pipelines import (
 from auditsel import DpsgdBase, Poisson, check_pipeline
 from auditsel.errors import ConfigError
 from auditsel.pipelines.checks import BREAKS, WARNING
+from auditsel.pipelines.checks.data import MIN_CLASS_ROWS
 from auditsel.pipelines.checks.release import released_runs_epsilon
 from auditsel.reproductions.bugzoo.author_claims import released_runs_epsilon as exact_runs
 
@@ -144,6 +145,39 @@ def test_duplicate_rows_warn_with_the_group_privacy_epsilon():
     (grouped,) = check_pipeline(dataset=dataset, base=full, delta=DELTA)
     assert grouped.effect == pytest.approx(DpsgdBase(4.0 / 3, 8, 1.0, "pld").epsilon(DELTA))
     assert check_pipeline(dataset=data(), base=BASE, delta=DELTA) == []
+
+
+def _oversampled(copies: int, label: float = 1.0):
+    """`data()` with every row of one label repeated `copies` times (balancing by copying)."""
+    X, y = data().tensors
+    repeats = torch.where(y == label, copies, 1)
+    return torch.utils.data.TensorDataset(
+        X.repeat_interleave(repeats, dim=0), y.repeat_interleave(repeats)
+    )
+
+
+def test_a_replicated_class_breaks_the_claim_and_incidental_duplicates_warn():
+    """Systematic duplication (every row of a label at least twice) is certainly one person
+    counted several times: breaks, with the group-privacy epsilon; a few copies warn."""
+    full = DpsgdBase(4.0, 8, 1.0, "pld")
+    (finding,) = check_pipeline(dataset=_oversampled(5), base=full, delta=DELTA)
+    assert (finding.check, finding.severity) == ("duplicates", BREAKS)
+    rare = int((data().tensors[1] == 1).sum())
+    assert f"every one of the {rare} distinct rows with label 1 occurs 5 times" in finding.message
+    assert finding.effect == pytest.approx(DpsgdBase(4.0 / 5, 8, 1.0, "pld").epsilon(DELTA))
+    # the whole dataset copied twice: no label needed
+    X, y = data().tensors
+    twice = torch.utils.data.TensorDataset(torch.cat([X, X]), torch.cat([y, y]))
+    (doubled,) = check_pipeline(dataset=twice, base=full, delta=DELTA)
+    assert doubled.severity == BREAKS and "occurs 2 times" in doubled.message
+    # a few incidental copies, or a replicated label of fewer than MIN_CLASS_ROWS rows: warnings
+    (few,) = check_pipeline(dataset=data(duplicate=4), base=full, delta=DELTA)
+    assert few.severity == WARNING
+    k = MIN_CLASS_ROWS - 1  # a label 7 of k distinct rows, each twice: too few to say
+    sevens = torch.full((2 * k,), 7.0)
+    small = torch.utils.data.TensorDataset(torch.cat([X, X[:k], X[:k]]), torch.cat([y, sevens]))
+    (tiny,) = check_pipeline(dataset=small, base=full, delta=DELTA)
+    assert tiny.severity == WARNING and "largest group: 2" in tiny.message
 
 
 def _weights():

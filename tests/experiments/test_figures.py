@@ -1,4 +1,4 @@
-"""Figures written light (auditsel.experiments.figures): a palette PNG at FIGURE_DPI whose
+"""Figures written light (auditsel.results.figures): a palette PNG at FIGURE_DPI whose
 pixels keep the figure's colours, and a re-render of an existing PNG that is idempotent."""
 
 import matplotlib
@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from PIL import Image
 
-from auditsel.experiments.figures import FIGURE_DPI, PALETTE_COLOURS, save_figure, shrink_png
+from auditsel.results.figures import FIGURE_DPI, PALETTE_COLOURS, save_figure, shrink_png
 
 
 def _figure():
@@ -58,7 +58,7 @@ def test_save_figure_takes_the_pixels_savefig_would_write(tmp_path):
     is left as it was."""
     import io
 
-    from auditsel.experiments.figures import _palette_png
+    from auditsel.results.figures import _palette_png
 
     fig = _figure()
     ax = fig.axes[0]

@@ -21,8 +21,8 @@ from figure_records import record_saved_figures
 
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.experiment import run_experiment
-from auditsel.experiments.heuristics import contradictions, heuristic_fields, heuristic_upper_keys
-from auditsel.experiments.report import markdown_report, text_table, write_plots
+from auditsel.results.heuristics import contradictions, heuristic_fields, heuristic_upper_keys
+from auditsel.results.report import markdown_report, text_table, write_plots
 
 FIG6 = {
     "name": "fig6",
@@ -362,7 +362,7 @@ def test_reproduce_figure6_plot_draws_heuristics_dashed(tmp_path, monkeypatch):
 def test_a_reduced_game_on_a_subsampled_base_is_no_lower_value_for_it():
     """The reduced game at tau < 1 audits the eq. 19 Gaussian, not the DP-SGD run: its eps_L
     neither contradicts a heuristic nor becomes the interval's lower end."""
-    from auditsel.experiments.heuristics import audits_the_base, valid_lower
+    from auditsel.results.heuristics import audits_the_base, valid_lower
 
     low = {"eps": 5.0, "threshold_rule": "split", "confidence": 0.95, "game": "reduced"}
     sub = {"base": {"kind": "dpsgd", "sample_rate": 0.1}, "lower": low}

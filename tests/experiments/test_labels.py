@@ -27,8 +27,8 @@ from auditsel.errors import ConfigError
 from auditsel.events import LaplaceBase
 from auditsel.experiments.config import default_config_path, load_config, parse_config
 from auditsel.experiments.experiment import run_experiment
-from auditsel.experiments.heuristics import result_labels
-from auditsel.experiments.report import markdown_report, text_table
+from auditsel.results.heuristics import result_labels
+from auditsel.results.report import markdown_report, text_table
 from auditsel.rounds import Binomial
 from auditsel.selection import winner_law
 

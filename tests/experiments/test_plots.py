@@ -12,8 +12,8 @@ from figure_records import record_saved_figures
 from auditsel.auditing.sorted_scores import threshold_table
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.experiment import run_experiment
-from auditsel.experiments.plots import decade_label
-from auditsel.experiments.report import roc_points, sorted_scores, write_plots
+from auditsel.results.plots import decade_label
+from auditsel.results.report import roc_points, sorted_scores, write_plots
 
 
 def _quickstart_game(name: str, trials: int):

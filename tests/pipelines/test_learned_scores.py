@@ -16,10 +16,12 @@ from auditsel import (
     audit_pipeline,
     plan_pipeline,
 )
+from auditsel.errors import ConfigError
 from auditsel.pipelines import learned_scores
 from auditsel.pipelines.default_canaries import default_canaries
 from auditsel.pipelines.game import game_seed
 from auditsel.pipelines.learned_scores import LearnedScore, learning_seed, statistics
+from auditsel.pipelines.release_scores import PROBE_SEED
 
 DELTA = 1e-5
 NO_PANEL = ReportOptions(panel=False)
@@ -200,3 +202,24 @@ def test_both_puts_its_canaries_where_the_data_do_not_move_the_weights():
 
     used = (_rng.normal(0, 1, (N, 5)), np.arange(N) % 2)
     assert default_canaries(moves_all_but_one, used)[1].coordinate == 2
+
+
+def test_both_finds_the_model_inside_a_release_of_every_run_and_skips_a_probe_with_none():
+    """A release of every run ({"runs": [{"model", "lr"}, ...]}): the gradient canary is chosen
+    in the first run's model (the zoo's release_all was refused); a probe run with K = 0 (no
+    model anywhere) is skipped, and a pipeline that never releases parameters is refused by
+    name."""
+
+    def every_run(data, seed, canary):
+        rng = np.random.default_rng(seed)
+        k = 0 if seed == PROBE_SEED else 2  # the first probe runs no model
+        runs = [{"model": TwoLayer(rng.normal(0, 1, (3, D)), np.zeros(3)), "lr": 0.1}] * k
+        return {"runs": runs, "best": 0 if k else None}
+
+    assert default_canaries(every_run, DATA)[1].coordinate == D - 1
+
+    def nothing(data, seed, canary):
+        return {"runs": [], "note": "no run"}
+
+    with pytest.raises(ConfigError, match=r"^canary: 'both' .* found none in a dict release"):
+        default_canaries(nothing, DATA)

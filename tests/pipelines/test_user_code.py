@@ -473,7 +473,7 @@ def test_a_full_disk_while_writing_plots_names_the_file(tmp_path, monkeypatch):
             handle.write(data[:10])
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("auditsel.experiments.figures.atomic_write_bytes", full)
+    monkeypatch.setattr("auditsel.results.figures.atomic_write_bytes", full)
     with pytest.raises(OSError) as err:
         audit_pipeline(
             lambda d, s, c: float(s % 5),

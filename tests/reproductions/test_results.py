@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from auditsel.accounting.panel import panel
-from auditsel.experiments.experiment import result_interval
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.pipelines.sequential import look_schedule
+from auditsel.results.fields import result_interval
 from auditsel.rounds import law_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]

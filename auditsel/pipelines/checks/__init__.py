@@ -1,13 +1,14 @@
 """Checks before games: the bugs a black-box game cannot see, read from the pipeline's objects.
 
 `check_pipeline(model=..., optimizers=..., data_loader=..., engine=..., rounds=..., delta=...,
-dataset=..., release=..., claim=..., base=...)` reads the objects of one run of your training
+dataset=..., release=..., claim=..., base=..., privatizer=...)` reads the objects of one run of your training
 (each optional; keyword-only) and returns a list of `Finding`s, each naming the object that
 contradicts the claim, how, the claim's epsilon as the bug changes it where it can be computed,
 and the fix (docs/howto/check-your-pipeline.md). The checks, in order (`CHECKS`):
 
 * `parameters_outside_dp`, `sampling`, `settings`, `per_layer_clipping`
-  (`auditsel.pipelines.checks.training`: optimizers, loader, accountant);
+  (`auditsel.pipelines.checks.training`: optimizers, loader, accountant; and the sensitivity
+  probe of a hand-written loop's clip-and-noise step, `auditsel.pipelines.checks.privatizer`);
 * `data_dependent_state`, `duplicates` (`auditsel.pipelines.checks.data`: the one-row probe and
   the dataset's rows);
 * `release_runs` (`auditsel.pipelines.checks.release`: one release of `tune`).
@@ -16,7 +17,8 @@ They read public torch and Opacus attributes only (`param_groups`, `noise_multip
 `max_grad_norm`, `max_grad_norms`, `sample_rate`, `batch_sampler`, `accountant.history`,
 `get_epsilon`, buffers) and never import Opacus, so a plain torch loop is checked with what it
 has. Nothing is trained: the one model run is the probe of `data_dependent_state`, forward
-passes with the state restored. A correct pipeline gets no finding.
+passes with the state restored, and the one other code run is the privatizer probe's seeded
+calls of the given step on made-up gradients. A correct pipeline gets no finding.
 """
 
 from auditsel.pipelines.checks.finding import BREAKS, WARNING, Finding

@@ -17,7 +17,12 @@
   an array equal to such a statistic by chance would be reported; statistics that are all 0 or
   all 1 (data standardised on itself) are not compared.
 * `duplicates`: exact duplicate rows (features and label), which a per-row accountant counts as
-  distinct people: a warning with the group-privacy epsilon for the largest multiplicity m (full
+  distinct people. "breaks" when the duplication is systematic: every distinct row of one label
+  value (or of the whole dataset), at least `MIN_CLASS_ROWS` of them, occurs at least twice (a
+  class replicated, the signature of oversampling for balance: each person of the class is
+  certainly counted several times), with the group-privacy epsilon for that class's largest
+  multiplicity; otherwise (incidental duplicates, which may be distinct people who look alike)
+  a warning with the group-privacy epsilon for the largest multiplicity m (full
   batches: the claim at noise multiplier sigma / m; otherwise the claim's (eps, delta) at a
   smaller delta, made an (m eps, m e^((m-1) eps) delta) guarantee for groups of m rows, stated
   at the claim's delta; from the claimed number alone, that guarantee at its larger delta, or
@@ -42,6 +47,7 @@ from auditsel.pipelines.checks.finding import BREAKS, WARNING, Context, Finding,
 __all__ = [
     "MAX_ROWS",
     "MAX_STAT_VALUES",
+    "MIN_CLASS_ROWS",
     "PROBE_BATCH",
     "PROBE_ROWS",
     "PROBE_SEED",
@@ -51,6 +57,7 @@ __all__ = [
 
 PROBE_ROWS, PROBE_BATCH, PROBE_SEED = 256, 64, 0
 MAX_ROWS = 100_000
+MIN_CLASS_ROWS = 5  # a replicated class: at least this many distinct rows, each 2+ times
 MAX_STAT_VALUES = 20_000_000
 _STAT_RTOL, _STAT_ATOL = 1e-4, 1e-6
 
@@ -296,17 +303,41 @@ def data_dependent_state(ctx: Context) -> list[Finding]:
 
 
 def duplicates(ctx: Context) -> list[Finding]:
-    """Exact duplicate rows: a warning with the group-privacy epsilon of the largest group."""
+    """Exact duplicate rows: "breaks" for a replicated class (systematic duplication),
+    otherwise a warning, each with the group-privacy epsilon (module docstring)."""
     data = _columns(ctx)
     if not data or any(len(part) != len(data[0]) for part in data) or len(data[0]) < 2:
         return []
     parts = [np.ascontiguousarray(p).reshape(len(p), -1) for p in data]
-    seen = Counter(b"".join(p[i].tobytes() for p in parts) for i in range(len(parts[0])))
+    keys = [b"".join(p[i].tobytes() for p in parts) for i in range(len(parts[0]))]
+    seen = Counter(keys)
     counts = np.array(list(seen.values()))
     m = int(counts.max())
     if m < 2:
         return []
     copies = int((counts[counts > 1]).sum())
+    replicated = replicated_class(parts, keys, seen)
+    if replicated is not None:
+        label, distinct, fewest, most = replicated
+        effect, text = group_epsilon(ctx, most)
+        which = "of the dataset" if label is None else f"with label {label}"
+        times = f"{fewest}" if fewest == most else f"{fewest} to {most}"
+        return [
+            Finding(
+                BREAKS,
+                "dataset",
+                f"every one of the {distinct} distinct rows {which} occurs {times} times: a "
+                f"class replicated (oversampling for balance), so each of its people "
+                f"is counted as up to {most} people, and the claim, for one row, is not one "
+                f"for one person",
+                effect,
+                "balance by weighting the rare class's loss (or by sampling it at a higher "
+                "rate, and accounting for it), not by copying rows; or account for groups of "
+                f"{most} rows (group privacy)",
+                check="duplicates",
+                effect_text=text,
+            )
+        ]
     effect, text = group_epsilon(ctx, m)
     return [
         Finding(
@@ -322,6 +353,28 @@ def duplicates(ctx: Context) -> list[Finding]:
             effect_text=text,
         )
     ]
+
+
+def replicated_class(
+    parts: list[np.ndarray], keys: list[bytes], seen: Counter[bytes]
+) -> tuple[str | None, int, int, int] | None:
+    """A label value (None: the whole dataset) at least MIN_CLASS_ROWS of whose distinct rows
+    all occur at least twice, as (label, distinct rows, fewest copies, most copies), the one
+    with the most copies; None when there is none. The label is the last part when it holds one
+    number per row (a dataset of one part has none)."""
+    groups: dict[str | None, set[bytes]] = {None: set(seen)}
+    labels = parts[-1] if len(parts) >= 2 and parts[-1].shape[1] == 1 else None
+    if labels is not None:
+        for key, value in zip(keys, labels[:, 0]):
+            groups.setdefault(f"{value:g}" if labels.dtype.kind == "f" else str(value), set()).add(
+                key
+            )
+    found = []
+    for label, rows in groups.items():
+        multiplicities = [seen[k] for k in rows]
+        if len(rows) >= MIN_CLASS_ROWS and min(multiplicities) >= 2:
+            found.append((label, len(rows), min(multiplicities), max(multiplicities)))
+    return max(found, key=lambda f: f[3]) if found else None
 
 
 def group_epsilon(ctx: Context, m: int) -> tuple[float | None, str]:

@@ -104,6 +104,7 @@ class Context:
     release: Any = None
     claim: float | None = None
     base: DpsgdBase | None = None
+    privatizer: Callable[[list[Any], float], Any] | None = None
     history: list[tuple[float, float, int]] = field(default_factory=list)
     mechanism: str | None = None
     cache: dict[str, Any] = field(default_factory=dict)  # what the checks read once

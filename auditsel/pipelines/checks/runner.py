@@ -45,6 +45,7 @@ def check_pipeline(
     release: Any = None,
     claim: float | None = None,
     base: DpsgdBase | None = None,
+    privatizer: Callable[[list[Any], float], Any] | None = None,
 ) -> list[Finding]:
     """The findings of every check on the objects of one run of your training.
 
@@ -60,6 +61,10 @@ def check_pipeline(
         release: one release of your `tune` (what is published).
         claim: the claimed epsilon.
         base: one run as a DpsgdBase, when there is no engine to read it from.
+        privatizer: a hand-written loop's clip-and-noise step, `fn(per_example_grads, clip)
+            -> noisy summed grads` (one `[batch, *shape]` tensor per parameter in, one summed
+            tensor per parameter out, its noise from torch's default generator): probed for
+            its one-example sensitivity (`auditsel.pipelines.checks.privatizer`).
 
     Returns:
         The findings, "breaks" ones first; empty when no check finds anything.
@@ -75,6 +80,8 @@ def check_pipeline(
         raise ConfigError("rounds", "must be a law of K (auditsel.Poisson(3), ...) or None")
     if base is not None and not isinstance(base, DpsgdBase):
         raise ConfigError("base", "must be an auditsel.DpsgdBase or None")
+    if privatizer is not None and not callable(privatizer):
+        raise ConfigError("privatizer", "must be a function (per_example_grads, clip) or None")
     if optimizers is None:
         optimizers = []
     elif not isinstance(optimizers, (list, tuple)):
@@ -82,6 +89,7 @@ def check_pipeline(
     ctx = Context(
         model=model, optimizers=list(optimizers), data_loader=data_loader, engine=engine,
         rounds=rounds, delta=delta, dataset=dataset, release=release, claim=claim, base=base,
+        privatizer=privatizer,
     )  # fmt: skip
     findings = [finding for check in CHECKS.values() for finding in check(ctx)]
     return sorted(findings, key=lambda f: f.severity != BREAKS)

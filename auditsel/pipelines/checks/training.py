@@ -9,7 +9,9 @@
   between the DP optimizers, the loader, the accountant and the claim;
 * `per_layer_clipping`: per-layer clipping (Opacus's `max_grad_norms`) whose noise is
   calibrated to less than the norm of the per-layer norms, i.e. to a flat clip that the
-  per-layer clipping does not enforce.
+  per-layer clipping does not enforce; and, for a hand-written loop that hands its
+  clip-and-noise step as `privatizer=`, the probe of `auditsel.pipelines.checks.privatizer`
+  (one example moving the noisy sum by more than the flat clip C).
 
 A DP optimizer is any optimizer with Opacus's public `noise_multiplier` and `max_grad_norm`
 attributes (so a hand-written one that declares them is read too); with none, the optimizer
@@ -22,6 +24,7 @@ import math
 from typing import Any
 
 from auditsel.pipelines.checks.finding import BREAKS, Context, Finding
+from auditsel.pipelines.checks.privatizer import privatizer_sensitivity
 
 __all__ = ["parameters_outside_dp", "per_layer_clipping", "sampling", "settings"]
 
@@ -231,7 +234,8 @@ def _claim_against_accountant(ctx: Context) -> list[Finding]:
 
 
 def per_layer_clipping(ctx: Context) -> list[Finding]:
-    """Per-layer clipping whose noise is calibrated to less than the per-layer norms' norm."""
+    """Per-layer clipping whose noise is calibrated to less than the per-layer norms' norm
+    (Opacus's optimizers), and the sensitivity probe of a hand-written `privatizer`."""
     findings = []
     for i, optimizer in ctx.dp_optimizers:
         norms = getattr(optimizer, "max_grad_norms", None)
@@ -256,4 +260,4 @@ def per_layer_clipping(ctx: Context) -> list[Finding]:
                 effect_text=f"the claim at the effective noise multiplier {sigma:.4g}",
             )
         )
-    return findings
+    return findings + privatizer_sensitivity(ctx)

@@ -61,14 +61,14 @@ from pathlib import Path
 from typing import Any
 
 from auditsel.errors import ConfigError
-from auditsel.experiments.figures import save_figure
-from auditsel.experiments.report import atomic_write_text
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions
 from auditsel.pipelines.game import PipelineError
 from auditsel.pipelines.pipeline_plan import plan_pipeline
 from auditsel.pipelines.sequential import audit_until_refuted
 from auditsel.reproductions import REGISTRY, _clean, _csv, to_markdown
 from auditsel.reproductions.accountant_claims import MissingExtra
+from auditsel.results.figures import save_figure
+from auditsel.results.report import atomic_write_text
 
 __all__ = [
     "PIPELINES",

@@ -50,9 +50,22 @@ def clipped_sum(
     """The sum over the examples of their logistic-loss gradients, each clipped to CLIP."""
     residual = torch.sigmoid(X @ w + b) - y  # d loss / d logit, one per example
     grad_w, grad_b = residual[:, None] * X, residual[:, None]
-    norms = torch.sqrt((grad_w**2).sum(1) + (grad_b**2).sum(1))
-    factor = (CLIP / norms.clamp(min=1e-12)).clamp(max=1.0)[:, None]
-    return [(grad_w * factor).sum(0), (grad_b * factor).sum(0)]
+    return clip_rows([grad_w, grad_b], CLIP)
+
+
+def clip_rows(grads: list[torch.Tensor], clip: float) -> list[torch.Tensor]:
+    """The sum over the examples (dim 0) of their gradients, each example's whole gradient
+    (all tensors together) clipped to `clip`: flat clipping."""
+    norms = torch.sqrt(sum((g.reshape(len(g), -1) ** 2).sum(1) for g in grads))  # type: ignore[arg-type]
+    factor = (clip / norms.clamp(min=1e-12)).clamp(max=1.0)
+    return [(g * factor.reshape(-1, *[1] * (g.dim() - 1))).sum(0) for g in grads]
+
+
+def privatize(grads: list[torch.Tensor], clip: float) -> list[torch.Tensor]:
+    """`train`'s clip-and-noise step as `check_pipeline(privatizer=...)` takes it: the flat
+    clipped sum plus noise NOISE * clip, drawn from torch's default generator (`train` draws
+    the same noise from its own)."""
+    return [s + torch.normal(0.0, NOISE * clip, s.shape) for s in clip_rows(grads, clip)]
 
 
 def train(
@@ -126,7 +139,9 @@ def hand_objects(
 ) -> dict[str, Any]:
     """`zoo_objects.objects` of a hand-written DP-GD run: no torch module (the weights are bare
     tensors, in the release), optimizer, loader or engine; the claim and the law of K it
-    assumes are this module's unless given."""
+    assumes are this module's unless given; the run the claim accounts (`base`: full-batch
+    DP-GD, NOISE, STEPS); `privatize` as the `privatizer` when each run is this module's
+    `train` (the step of another `train_one` is its own)."""
     if tune_run is None:
         release = random_search(TRAIN, seed, CANARY, train_one)
     else:
@@ -138,6 +153,8 @@ def hand_objects(
         dataset=torch.utils.data.TensorDataset(*TRAIN),
         release=release,
         claim=claim if claimed is None else claimed,
+        base=DpsgdBase(NOISE, STEPS, 1.0),
+        privatizer=privatize if train_one is train else None,
     )
 
 

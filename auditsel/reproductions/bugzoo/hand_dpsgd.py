@@ -103,7 +103,9 @@ def claim(delta: float) -> float:
 
 
 def hand_objects(seed: int, privatize: Privatize, **shape: Any) -> dict[str, Any]:
-    """`zoo_objects.objects` of a hand-written run: no optimizer, loader or engine."""
+    """`zoo_objects.objects` of a hand-written run: no optimizer, loader or engine; the run the
+    claim accounts (`base`) and the author's `privatize` step outside an audit (`privatizer`:
+    the canary a no-op), for the checks' sensitivity probe."""
     torch.manual_seed(seed)
     lr, clip = GRID[0]
     model = train(TRAIN, lr, clip, NULL, privatize, fixed_mlp(**shape))
@@ -114,4 +116,17 @@ def hand_objects(seed: int, privatize: Privatize, **shape: Any) -> dict[str, Any
         dataset=torch.utils.data.TensorDataset(*TRAIN),
         release=random_search(TRAIN, seed, NULL, privatize, **shape),
         claim=claim,
+        base=DpsgdBase(NOISE, STEPS, RATE),
+        privatizer=privatizer(privatize),
     )
+
+
+def privatizer(privatize: Privatize) -> Callable[[list[torch.Tensor], float], list[torch.Tensor]]:
+    """The author's step as `check_pipeline(privatizer=...)` takes it: (grads, clip) -> the
+    privatised sum, outside an audit (the canary a no-op)."""
+
+    def step(grads: list[torch.Tensor], clip: float) -> list[torch.Tensor]:
+        return privatize(grads, clip, NULL)
+
+    step.__name__ = getattr(privatize, "__module__", "privatize").rsplit(".", 1)[-1] + ".privatize"
+    return step

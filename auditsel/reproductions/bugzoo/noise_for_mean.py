@@ -67,6 +67,15 @@ def correct_interval(delta: float) -> Interval:
     return lower, upper, f"any score: the Gaussian of the noise it adds (mu = {mu:g})"
 
 
+def privatize(grads: list[torch.Tensor], clip: float) -> list[torch.Tensor]:
+    """`train`'s clip-and-noise step as `check_pipeline(privatizer=...)` takes it: the flat
+    clipped sum plus the mean's noise NOISE * clip / BATCH, drawn from torch's default generator
+    (`train` draws the same noise from its own)."""
+    sigma = NOISE * clip / BATCH  # the noise of the mean gradient, added to the sum
+    return [s + torch.normal(0.0, sigma, s.shape) for s in reference.clip_rows(grads, clip)]
+
+
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer."""
-    return reference.hand_objects(seed, train)
+    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer;
+    its clip-and-noise step as the `privatizer`."""
+    return {**reference.hand_objects(seed, train), "privatizer": privatize}

@@ -5,8 +5,11 @@ shape of a pipeline's correct accounting.
 small run of its training, keyed exactly as the keyword arguments of `auditsel.check_pipeline`
 (`model`, `optimizers`: a list, `data_loader`, `engine`: the Opacus `PrivacyEngine` or None,
 `rounds`: the law of K the claim assumes, `delta`), plus `dataset` (the training rows), `release`
-(one release of `tune`) and `claim` (the claimed epsilon, computed by the module's `claim`).
-Objects a pipeline does not have are None.
+(one release of `tune`), `claim` (the claimed epsilon, computed by the module's `claim`), `base`
+(one run as the claim accounts it, for a hand-written loop with no engine to read it from) and
+`privatizer` (a hand-written loop's clip-and-noise step, `fn(per_example_grads, clip)`, for the
+probe of `auditsel.pipelines.checks.privatizer`). Objects a pipeline does not have are None.
+Building them runs the pipeline's own code with its own seeds: `tune`'s numbers are unchanged.
 
 `Interval`: what `correct_interval(delta)` returns, (lower, upper, how): the tuning run's epsilon
 for any selection score lies in [lower, upper] (docs/findings/any-score.md); lower None where no
@@ -19,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from auditsel.mechanisms import DpsgdBase
 from auditsel.reproductions.bugzoo import DELTA
 from auditsel.rounds import RoundsLaw
 
@@ -35,6 +39,8 @@ KEYS = (
     "dataset",
     "release",
     "claim",
+    "base",
+    "privatizer",
 )
 
 
@@ -48,6 +54,8 @@ def objects(
     engine: Any = None,
     dataset: Any = None,
     release: Any = None,
+    base: DpsgdBase | None = None,
+    privatizer: Callable[[list[Any], float], Any] | None = None,
 ) -> dict[str, Any]:
     """The dict of `pipeline_objects` (module docstring), its claim computed at the zoo's delta."""
     return {
@@ -60,4 +68,6 @@ def objects(
         "dataset": dataset,
         "release": release,
         "claim": float(claim(DELTA)),
+        "base": base,
+        "privatizer": privatizer,
     }

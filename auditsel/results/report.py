@@ -1,8 +1,8 @@
 """Tables and plots of a result: the terminal table, report.md and PNG figures (drawn by
-`auditsel.experiments.plots` from what `write_plots` hands it: `game_figure_data`).
+`auditsel.results.plots` from what `write_plots` hands it: `game_figure_data`).
 
 Everything shown is read from the result dict (the same numbers as result.json) through its
-labels, computed once (`auditsel.experiments.heuristics.result_labels`). The bounds for any
+labels, computed once (`auditsel.results.heuristics.result_labels`). The bounds for any
 score are the table's rows; the interval follows (`accounting.interval`): the tuning run's
 epsilon lies in [lower, upper] for any score, the number to report is the upper end. Values
 under an assumption (the reduced game's, [XWW24]'s monotone score; the eq. 19 heuristic for
@@ -28,9 +28,9 @@ from numpy.typing import ArrayLike
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.errors import percent
-from auditsel.experiments.heuristics import ResultLabels, result_labels
-from auditsel.experiments.plots import draw_plots
 from auditsel.files import atomic_write_text
+from auditsel.results.heuristics import ResultLabels, result_labels
+from auditsel.results.plots import draw_plots
 
 __all__ = [
     "summary_rows",

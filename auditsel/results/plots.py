@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from auditsel.experiments.figures import new_figure, prepare_plotting, save_figure
-from auditsel.experiments.heuristics import ResultLabels
 from auditsel.games.backends import in_background
+from auditsel.results.figures import new_figure, prepare_plotting, save_figure
+from auditsel.results.heuristics import ResultLabels
 
 __all__ = ["draw_plots", "decade_label", "legend_label", "prefetch_plotting"]
 

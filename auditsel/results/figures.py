@@ -6,7 +6,7 @@ per inch, reduces it to an adaptive (octree) palette of at most `PALETTE_COLOURS
 lines and text stay sharp) and writes it optimised, atomically (`auditsel.files`), so that the
 PNGs under results/ stay a small share of the repository. `shrink_png(path)` applies the same
 standard to a PNG already written (resampled from the resolution recorded in the file), and
-`python -m auditsel.experiments.figures FOLDER...` does so for every PNG below the folders: it
+`python -m auditsel.results.figures FOLDER...` does so for every PNG below the folders: it
 re-renders the committed plots without replaying a game (a PNG already at the standard is left
 as it is).
 """
@@ -113,7 +113,7 @@ def shrink_png(path: str | Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m auditsel.experiments.figures",
+        prog="python -m auditsel.results.figures",
         description="Re-render every PNG below the folders at the house standard (no game is "
         "replayed).",
     )
