@@ -464,6 +464,9 @@ EXEMPT = {
     "(parse_config, the --delta option); it only calibrates base.epsilon",
     "auditsel.pipelines.pipeline_plan.PipelinePlan.__init__": "a result record",
     "auditsel.results.result.RunResult.__init__": "a result record",
+    "auditsel.results.fields.upper_key": "a cache key of upper_panel's arguments, which it checks",
+    "auditsel.results.fields.computed_upper": "upper_panel's computation, called by "
+    "run_experiment with the spec's delta, checked by parse_config",
     "auditsel.reproductions.accountant_claims.Setting.__init__": "a paper's setting, as data",
     "auditsel.reproductions.table3.Table3Grid.__init__": "a paper's grid, as data",
     "auditsel.auditing.one_run_analysis.TradeoffFamily.epsilon": "a typing Protocol (no code): "
