@@ -13,7 +13,11 @@ The choice is a heuristic for power, never for validity (any canary gives a vali
   TensorDataset of two tensors) to dominate what a pipeline computes from its rows (its loss,
   a feature's scale): the mean row, with one feature set `OUTLIER` times the larger of the most
   variable feature's standard deviation and the mean row's norm above its mean, so that this
-  feature carries most of the canary's gradient; the feature is an unused one (0 in every row:
+  feature carries most of the canary's gradient. Far out on purpose: a pipeline that clips
+  each example's gradient caps it at C whatever its size, so a large outlier costs a correct
+  pipeline nothing, while one that does not clip (or clips the batch) lets it through at full
+  size (the bug zoo's `batch_clipping`: a 200-game pilot planned E[eps_L] 0 at 1,000 games with
+  4 times the scale, 1.99 with 1000 times; the same beyond). The feature is an unused one (0 in every row:
   the data never move the weights it feeds) where the data have one, else the least variable
   (the first such); its label the least frequent one of y (the first on ties);
 * the GradientCanary's coordinate is one where the data do not move the weights: where the data
@@ -69,7 +73,7 @@ __all__ = [
 ]
 
 BOTH: Literal["both"] = "both"
-OUTLIER = 4.0  # the outlier's feature: this many times its scale above its mean
+OUTLIER = 1000.0  # the outlier's feature: this many times its scale above its mean
 PROBES = 3  # probe runs that choose the gradient canary's coordinate (no unused feature)
 HOLDER_DEPTH = 3  # levels into a release of mappings and lists searched for a model
 
