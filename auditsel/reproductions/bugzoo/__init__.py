@@ -377,6 +377,14 @@ def findings(rows: list[dict]) -> list[str]:
         lines.append(f"- `{r['pipeline']}`: {r['status']}.")
     for r in [r for r in audited if r["refuted"]]:
         lines.append(f"- `{r['pipeline']}` refuted by {r['score']}.")
+    earlier = [r["pipeline"] for r in audited if "every released field" in r["score"]]
+    if earlier:  # rows kept from a run before the learned default score (issue 36)
+        lines.append(
+            "- Kept from an earlier run with the every-field score (before the learned default "
+            "score and the far outlier; not recomputed since): "
+            + ", ".join(f"`{n}`" for n in earlier)
+            + "."
+        )
     total = sum(r["cpu_seconds"] for r in rows)
     lines.append(f"- CPU seconds, all pipelines (pilots and audits): {total:.0f}.")
     return lines
