@@ -248,7 +248,7 @@ def test_render_writes_the_table_and_the_findings(tmp_path):
     assert "budget of 1,000 games per canary" in md  # the budget is stated
     # noise_for_mean's row was played with the every-field score: named as kept from before
     kept = [line for line in md.splitlines() if line.startswith("- Kept from an earlier run")]
-    assert len(kept) == 1 and kept[0].endswith(": `noise_for_mean`."), kept
+    assert len(kept) == 1 and kept[0].endswith(": `correct_dpgd`, `noise_for_mean`."), kept
     assert (tmp_path / "bugzoo.png").stat().st_size > 0 and (tmp_path / "rows.json").exists()
 
 
