@@ -74,7 +74,13 @@ from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
 from auditsel.pipelines.game import PipelineGame, ScoreFn, TuneFn, field_columns
 from auditsel.pipelines.learned_scores import held_out_curve
-from auditsel.pipelines.pipeline import _check, learned, play_games, scoring
+from auditsel.pipelines.pipeline import (
+    _check_functions,
+    _check_numbers,
+    learned,
+    play_games,
+    scoring,
+)
 
 __all__ = ["PilotOptions", "PipelinePlan", "plan_pipeline"]
 
@@ -421,7 +427,8 @@ def _plan_pipeline(
     pilot's curve at its `pilot_confidence` limits (module docstring)."""
     pilot = integer(pilot, "pilot", 20, MAX_PILOT)
     pilot_confidence = number(pilot_confidence, "pilot_confidence", 0.5, 1, hi_open=True)
-    _check(tune, score, canary, pilot, delta, claimed_epsilon, confidence, seed, rule, jobs)
+    _check_functions(tune, score, canary)
+    _check_numbers(pilot, delta, claimed_epsilon, confidence, seed, rule, jobs)
     choice(rule, "rule", THRESHOLD_RULES)
     power = number(power, "power", 0.5, 1, hi_open=True)
     target_eps, games = _targets(target_eps, claimed_epsilon, games)

@@ -39,7 +39,7 @@ from auditsel.experiments.report import text_table
 from auditsel.files import OutputFolder, atomic_write_text, claim_folder
 from auditsel.pipelines.default_canaries import resolve_canary
 from auditsel.pipelines.game import CHUNK_SIZE, LOCAL_CPU, ScoreFn, TuneFn
-from auditsel.pipelines.pipeline import PipelineAudit, _audit_pipeline
+from auditsel.pipelines.pipeline import PipelineAudit, _audit_pipeline, _flat_request
 from auditsel.pipelines.pipeline_result import LookEntry, PipelineResult, SequentialEntry
 
 __all__ = ["LOOKS", "audit_until_refuted", "look_schedule", "looks_text"]
@@ -187,7 +187,7 @@ def _timed(
     """One look's `_audit_pipeline` and the CPU seconds of its games (every game's, those
     read back from checkpoints included)."""
     cpu, local = time.process_time(), LOCAL_CPU.seconds
-    audit = _audit_pipeline(
+    request = _flat_request(
         tune,
         score,
         games=games,
@@ -197,6 +197,7 @@ def _timed(
         save_every_chunk=True,
         **options,
     )
+    audit = _audit_pipeline(request)
     own = (time.process_time() - cpu) - (LOCAL_CPU.seconds - local)
     return audit, max(audit.cpu_seconds - own, 0.0)
 
