@@ -436,12 +436,11 @@ def audit_pipeline(
         delta: in [0, 1).
         claimed_epsilon: the claim to test (None: no claim).
         statistics: `AuditOptions(confidence, rule, seed)`.
-        execution: `ExecutionOptions(jobs, backend, scheduler, chunk_size, checkpoint_dir,
-            stream, progress)`, which never changes the numbers.
-        report: `ReportOptions(out_dir, name, base, rounds, panel)`: `out_dir` writes
-            result.json, report.md and the plots of `auditsel run` there (and keeps the
-            checkpoints under out_dir/checkpoints); `base` and `rounds` (a mechanism pair and
-            a law of K) add the tuning bounds beside eps_L.
+        execution: `ExecutionOptions(jobs, backend, chunk_size, checkpoint_dir, ...)`: where
+            and how the games play, which never changes the numbers.
+        report: `ReportOptions(out_dir, name, base, rounds, panel)`: result.json, report.md
+            and the plots of `auditsel run` in `out_dir` (the checkpoints under
+            out_dir/checkpoints); the tuning bounds of `base` and `rounds` beside eps_L.
         accept_nondeterminism: run a pipeline that does not replay (recorded in result.json).
         **old_options: the old keywords, until auditsel 0.3.0.
 
@@ -452,32 +451,15 @@ def audit_pipeline(
     Raises:
         auditsel.errors.ConfigError: bad input, and exceptions raised by your functions
             (`PipelineError`).
-        ReproducibilityError: the pipeline does not replay and `accept_nondeterminism` is
-            false.
+        ReproducibilityError: the pipeline does not replay (unless `accept_nondeterminism`).
     """
-    given = grouped_options(
-        {
-            "statistics": (AuditOptions, statistics),
-            "execution": (ExecutionOptions, execution),
-            "report": (ReportOptions, report),
-        },
-        old_options,
-        caller="audit_pipeline",
-    )
-    request = _Request(
-        tune=tune,
-        score=score,
-        data=data,
-        canary=canary,
-        games=games,
-        delta=delta,
-        claimed_epsilon=claimed_epsilon,
-        statistics=given["statistics"],
-        execution=given["execution"],
-        report=given["report"],
-        accept_nondeterminism=accept_nondeterminism,
-    )
-    return _audit_pipeline(request)
+    given = {"statistics": statistics, "execution": execution, "report": report}
+    groups = {arg: (_GROUPS[arg], value) for arg, value in given.items()}
+    options = grouped_options(groups, old_options, caller="audit_pipeline")
+    pipeline: dict[str, Any] = {"tune": tune, "score": score, "data": data, "canary": canary}
+    claim: dict[str, Any] = {"claimed_epsilon": claimed_epsilon}
+    claim["accept_nondeterminism"] = accept_nondeterminism
+    return _audit_pipeline(_Request(**pipeline, games=games, delta=delta, **claim, **options))
 
 
 @dataclass(frozen=True, kw_only=True)
