@@ -104,17 +104,7 @@ def audit_until_refuted(
                 tune, score, int(seen[-1]["games"]), claimed_epsilon, level,
                 checkpoints, {**options, "out_dir": folder},
             )  # fmt: skip
-        result = audit.result.copy()
-        if "claim" in result:  # the verdict holds at `confidence` (each look: at `level`)
-            result["claim"] = {**result["claim"], "confidence": confidence}
-        result["sequential"] = SequentialEntry(
-            looks=schedule,
-            confidence=confidence,
-            confidence_each=level,
-            seen=seen,
-            stopped_at=seen[-1]["games"],
-            stopped_early=seen[-1]["games"] < schedule[-1],
-        )
+        result = _sequential_result(audit, schedule, (confidence, level), seen)
         if folder is not None:  # result.json and report.md say how the audit stopped
             _write_stop(folder.path, result)
     wall = time.perf_counter() - clocks[0]
@@ -123,6 +113,30 @@ def audit_until_refuted(
     own = (time.process_time() - clocks[1]) - (LOCAL_CPU.seconds - clocks[2])
     cpu = own + game_cpu
     return replace(audit, confidence=confidence, result=result, cpu_seconds=cpu, wall_seconds=wall)
+
+
+def _sequential_result(
+    audit: PipelineAudit,
+    schedule: list[int],
+    levels: tuple[float, float],
+    seen: list[LookEntry],
+) -> PipelineResult:
+    """The last look's result.json with `sequential` (the looks, each one's eps_L, where the
+    audit stopped) and the claim's verdict at the whole sequence's confidence (`levels`: the
+    sequence's and each look's)."""
+    confidence, level = levels
+    result = audit.result.copy()
+    if "claim" in result:  # the verdict holds at `confidence` (each look: at `level`)
+        result["claim"] = {**result["claim"], "confidence": confidence}
+    result["sequential"] = SequentialEntry(
+        looks=schedule,
+        confidence=confidence,
+        confidence_each=level,
+        seen=seen,
+        stopped_at=seen[-1]["games"],
+        stopped_early=seen[-1]["games"] < schedule[-1],
+    )
+    return result
 
 
 @contextmanager
