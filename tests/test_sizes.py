@@ -40,10 +40,6 @@ LONG = {
         NOT_YET_SPLIT,
         "the batched DP-SGD loop (a kernel) with its set-up; the set-up can leave it",
     ),
-    "auditsel/dpsgd/tuning_protocol.py::DpsgdTuningProtocol.__init__": (
-        NOT_YET_SPLIT,
-        "the grid's checks and defaults",
-    ),
     "auditsel/accounting/panel.py::panel": (NOT_YET_SPLIT, "auditsel/accounting (issue 39)"),
     "auditsel/accounting/attack.py::compose": (NOT_YET_SPLIT, "auditsel/accounting (issue 39)"),
     "auditsel/accounting/attack.py::attack": (NOT_YET_SPLIT, "auditsel/accounting (issue 39)"),

@@ -167,6 +167,31 @@ def evaluate_score(
     raise TypeError(f"unknown score {score!r}")
 
 
+def _checked_config(c: object, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """One configuration of the grid over the keyword defaults, checked (a ConfigError naming
+    the grid or the learning rates), its steps an int."""
+    if not isinstance(c, Mapping):
+        raise ConfigError("game.grid", f"each configuration must be a mapping, got {c!r}")
+    unknown = set(c) - set(GRID_KEYS)
+    if unknown:
+        raise ConfigError(
+            "game.grid",
+            f"unknown setting(s) {sorted(unknown)}; allowed: {', '.join(GRID_KEYS)}",
+        )
+    full = {**defaults, **c}
+    if full["lr"] is None:
+        raise ConfigError("game.learning_rates", "every configuration needs a learning rate")
+    check_settings(
+        steps=np.int64(full["steps"]) if float(full["steps"]).is_integer() else full["steps"],
+        lr=full["lr"],
+        clip=full["clip"],
+        noise_multiplier=full["noise_multiplier"],
+        sample_rate=full["sample_rate"],
+    )
+    full["steps"] = int(full["steps"])
+    return full
+
+
 class DpsgdTuningProtocol:
     """H of Algorithm 2 over DP-SGD (see the module docstring); a game protocol.
 
@@ -208,32 +233,7 @@ class DpsgdTuningProtocol:
             "noise_multiplier": noise_multiplier,
             "sample_rate": sample_rate,
         }
-        configs = []
-        for c in grid:
-            if not isinstance(c, Mapping):
-                raise ConfigError("game.grid", f"each configuration must be a mapping, got {c!r}")
-            unknown = set(c) - set(GRID_KEYS)
-            if unknown:
-                raise ConfigError(
-                    "game.grid",
-                    f"unknown setting(s) {sorted(unknown)}; allowed: {', '.join(GRID_KEYS)}",
-                )
-            full = {**defaults, **c}
-            if full["lr"] is None:
-                raise ConfigError(
-                    "game.learning_rates", "every configuration needs a learning rate"
-                )
-            check_settings(
-                steps=np.int64(full["steps"])
-                if float(full["steps"]).is_integer()
-                else full["steps"],
-                lr=full["lr"],
-                clip=full["clip"],
-                noise_multiplier=full["noise_multiplier"],
-                sample_rate=full["sample_rate"],
-            )
-            full["steps"] = int(full["steps"])
-            configs.append(full)
+        configs = [_checked_config(c, defaults) for c in grid]
         if not isinstance(rounds, RoundsLaw):
             raise ConfigError("rounds", f"must be a number-of-runs law, got {rounds!r}")
         self.model, self.train, self.score, self.canary = model, train, score, canary
