@@ -36,10 +36,6 @@ LONG = {
         KERNEL,
         "the branch-and-bound search over the candidate thresholds: one walk",
     ),
-    "auditsel/dpsgd/trainer.py::train_runs": (
-        NOT_YET_SPLIT,
-        "the batched DP-SGD loop (a kernel) with its set-up; the set-up can leave it",
-    ),
     "auditsel/accounting/panel.py::panel": (NOT_YET_SPLIT, "auditsel/accounting (issue 39)"),
     "auditsel/accounting/attack.py::compose": (NOT_YET_SPLIT, "auditsel/accounting (issue 39)"),
     "auditsel/accounting/attack.py::attack": (NOT_YET_SPLIT, "auditsel/accounting (issue 39)"),
