@@ -529,6 +529,7 @@ def opacus_run():
 """
 
 
+@pytest.mark.slow  # reason: Opacus trains in every game (7 CPU s); --opacus: tests/pipelines
 def test_opacus_with_rounds_and_no_claim_tests_the_tuning_epsilon(world, capsys):
     pytest.importorskip("opacus")
     (world / "opacus_run.py").write_text(OPACUS_RUN)

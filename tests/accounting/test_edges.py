@@ -115,7 +115,11 @@ def test_poisson_below_one_every_rigorous_bound_is_above_exact(mu, mean):
 
 @pytest.mark.parametrize(
     "law, table",
-    [(Poisson(0.05), None), (Binomial(3, 0.1), {0: 0.729, 1: 0.243, 2: 0.027, 3: 0.001})],
+    [
+        # reason: mpmath over a Poisson law (4 CPU s); the binomial one runs by default
+        pytest.param(Poisson(0.05), None, marks=pytest.mark.slow),
+        (Binomial(3, 0.1), {0: 0.729, 1: 0.243, 2: 0.027, 3: 0.001}),
+    ],
 )
 def test_exact_curve_with_mass_at_zero_matches_mpmath_at_large_eps(law, table):
     """The lower tails of the winner were G(F(b)) - G(F(a)) with G(0) = P[K = 0] near 1 in
