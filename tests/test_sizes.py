@@ -84,10 +84,6 @@ WIDE = {
     "auditsel/experiments/experiment.py::run_experiment": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/dpsgd/trainer.py::train_runs": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/dpsgd/tuning_protocol.py::DpsgdTuningProtocol.__init__": (NOT_YET_SPLIT, _PUBLIC),
-    "auditsel/dpsgd/tuning_protocol.py::DpsgdTuningProtocol._update": (
-        NOT_YET_SPLIT,
-        "one training update's tensors",
-    ),
     "auditsel/auditing/validity.py::overclaim_rates": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/auditing/lower.py::lower_bound": (NOT_YET_SPLIT, "a LowerBound's fields"),
     "auditsel/auditing/gdp_fitting.py::gdp_over_rows": (NOT_YET_SPLIT, _PUBLIC),
