@@ -100,6 +100,8 @@ def test_example1_config_is_the_paper_example(tmp_path):
     assert spec.base.q == pytest.approx(FiniteOutputBase.example1().q, rel=1e-15)
 
 
+@pytest.mark.slow  # reason: a run in a fresh interpreter (4 CPU s); the entry point starts in
+# test_help_imports_nothing_heavy and prints the table in the in-process runs below
 def test_entry_point_prints_a_table(tmp_path):
     code, out, err = run_cli(
         "run", "--out", str(tmp_path / "o"), "--trials", "5000", "--no-progress"

@@ -529,6 +529,7 @@ def opacus_run():
 """
 
 
+@pytest.mark.slow  # reason: Opacus trains in every game (7 CPU s); --opacus: tests/pipelines
 def test_opacus_with_rounds_and_no_claim_tests_the_tuning_epsilon(world, capsys):
     pytest.importorskip("opacus")
     (world / "opacus_run.py").write_text(OPACUS_RUN)
@@ -655,6 +656,13 @@ def test_plan_with_base_and_rounds_plans_the_tuning_claim(world, capsys):
     assert "the claim planned is the tuning run's epsilon" in captured.err
 
 
+def test_the_tutorial_plans_with_planned_games():
+    """The fast part of the test below: the tutorial names `planned_games`, not its module."""
+    page = (Path(__file__).parents[1] / "docs" / "tutorials" / "regression-tests.md").read_text()
+    assert "config_plan" not in page and "planned_games(CONFIG" in page
+
+
+@pytest.mark.slow  # reason: three plans of a config (31 CPU s); the tutorial's part: above
 def test_planned_games_is_the_plan_of_the_config_and_the_tutorial_uses_it():
     from auditsel.experiments.config import parse_config
     from auditsel.experiments.config_plan import plan_spec

@@ -15,7 +15,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditsel.auditing.gdp_fitting import gdp_over_rows
-from auditsel.auditing.lower import LowerBound, check_levels, evaluate_at, legacy_rule, lower_bound
+from auditsel.auditing.lower import (
+    EvaluatedTest,
+    LowerBound,
+    check_levels,
+    evaluate_at,
+    legacy_rule,
+    lower_bound,
+)
 from auditsel.auditing.rules import BonferroniGrid, MultiSplit, Split, ThresholdRule
 from auditsel.auditing.sorted_scores import Counts, SortedScores, pilot_grid, search_counts
 from auditsel.auditing.threshold_search import CandidateRows, best_on_table
@@ -94,23 +101,9 @@ def audit_chunks(
     """
     rule = legacy_rule(rule, old_options, "audit_chunks")
     confidence, delta = check_levels(confidence, delta)
-    if isinstance(rule, MultiSplit):
-        raise ConfigError(
-            "rule",
-            "multisplit needs the scores in memory; a streamed audit "
-            "offers split, bonferroni and bonferroni_all (or set game.stream: false)",
-        )
     alpha = 1 - confidence
     n_chunks = len(source)
-    fraction = getattr(rule, "split_fraction", 0.5)
-    cut = int(round(n_chunks * fraction))
-    spec_grid = isinstance(rule, BonferroniGrid) and rule.grid is not None
-    if isinstance(rule, (Split, BonferroniGrid)) and not 0 < cut < n_chunks and not spec_grid:
-        raise ConfigError(
-            "split_fraction",
-            f"with {n_chunks} chunks the split leaves a part "
-            f"empty; use more trials or a smaller game.chunk_size",
-        )
+    cut = _cut(rule, n_chunks)
     first, _ = source.load(0)
     finite = np.sort(first[np.isfinite(first)])
     quantiles = pilot_grid((finite, finite[:0]), candidates)
@@ -122,29 +115,63 @@ def audit_chunks(
         raise ConfigError("member", "needs trials with both member = 0 and member = 1")
     n = total.n0 + total.n1
     best = best_on_table(total, alpha, delta)
-    grid_source = ""
+    chosen, grid_source = _chosen(source, rule, (head, tail, total), finite, cut, alpha, delta)
+    rows = CandidateRows.table(total.t, total.fp, total.fn)
+    gdp = gdp_over_rows(rows, rows, rows, rows, total.n0, total.n1, n, alpha, delta)
+    return lower_bound(chosen, best, rule, confidence, delta, source.trials, grid_source, gdp)
+
+
+def _cut(rule: ThresholdRule, n_chunks: int) -> int:
+    """The chunks of the selection part, [0, cut): a ConfigError for a rule that needs the
+    scores in memory, or a split that leaves a part empty."""
+    if isinstance(rule, MultiSplit):
+        raise ConfigError(
+            "rule",
+            "multisplit needs the scores in memory; a streamed audit "
+            "offers split, bonferroni and bonferroni_all (or set game.stream: false)",
+        )
+    fraction = getattr(rule, "split_fraction", 0.5)
+    cut = int(round(n_chunks * fraction))
+    spec_grid = isinstance(rule, BonferroniGrid) and rule.grid is not None
+    if isinstance(rule, (Split, BonferroniGrid)) and not 0 < cut < n_chunks and not spec_grid:
+        raise ConfigError(
+            "split_fraction",
+            f"with {n_chunks} chunks the split leaves a part "
+            f"empty; use more trials or a smaller game.chunk_size",
+        )
+    return cut
+
+
+def _chosen(
+    source: ChunkReader,
+    rule: ThresholdRule,
+    counts: tuple[Counts, Counts, Counts],
+    finite: NDArray[np.float64],
+    cut: int,
+    alpha: float,
+    delta: float,
+) -> tuple[EvaluatedTest, str]:
+    """The rule's chosen test and where its grid came from ("" for split; "spec", "pilot" or
+    "all" for bonferroni): `counts` are the pilot chunks', the others' and all of them at the
+    candidate thresholds, `finite` chunk 0's sorted finite scores."""
+    head, tail, total = counts
+    n_chunks, n = len(source), total.n0 + total.n1
     if isinstance(rule, Split):
         _need_both(head), _need_both(tail)
         pick = best_on_table(head, alpha, delta)
         ev = _stream_counts(source, range(cut, n_chunks), np.array([pick["threshold"]]))
-        chosen = evaluate_at(ev, pick["threshold"], pick["flip"], alpha, delta)
-    elif isinstance(rule, BonferroniGrid) and rule.grid is not None:
+        return evaluate_at(ev, pick["threshold"], pick["flip"], alpha, delta), ""
+    if isinstance(rule, BonferroniGrid) and rule.grid is not None:
         fixed = np.unique(np.asarray(rule.grid, dtype=float))
         c = _stream_counts(source, range(n_chunks), fixed)
-        chosen = {**best_on_table(c, alpha / (2 * len(fixed)), delta), "n": n}
-        grid_source = "spec"
-    elif isinstance(rule, BonferroniGrid):
+        return {**best_on_table(c, alpha / (2 * len(fixed)), delta), "n": n}, "spec"
+    if isinstance(rule, BonferroniGrid):
         _need_both(tail)
         pilot = pilot_grid((finite, finite[:0]), rule.grid_size)
         c = _stream_counts(source, range(cut, n_chunks), pilot)
-        chosen = {**best_on_table(c, alpha / (2 * len(pilot)), delta), "n": c.n0 + c.n1}
-        grid_source = "pilot"
-    else:  # bonferroni_all
-        chosen = {**best_on_table(total, alpha / n, delta), "n": n}
-        grid_source = "all"
-    rows = CandidateRows.table(total.t, total.fp, total.fn)
-    gdp = gdp_over_rows(rows, rows, rows, rows, total.n0, total.n1, n, alpha, delta)
-    return lower_bound(chosen, best, rule, confidence, delta, source.trials, grid_source, gdp)
+        return {**best_on_table(c, alpha / (2 * len(pilot)), delta), "n": c.n0 + c.n1}, "pilot"
+    # bonferroni_all
+    return {**best_on_table(total, alpha / n, delta), "n": n}, "all"
 
 
 def _need_both(c: Counts):

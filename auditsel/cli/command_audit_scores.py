@@ -69,6 +69,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=0.95,
         help="confidence in [0.5, 1) (default 0.95)",
     )
+    _rule_options(scores)
+    _one_run_options(scores)
+    scores.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (result.json's lower, "
+        "plus one entry per estimator under 'estimators')",
+    )
+    return scores
+
+
+def _rule_options(scores: argparse.ArgumentParser) -> None:
+    """The threshold rule's options: its name, its splits, its grid and its seed."""
     scores.add_argument(
         "--threshold",
         default="split",
@@ -102,14 +115,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="seed of the rules' random splits of each class (default: a fresh one, printed; "
         "pass it to repeat an audit); the row order never matters",
     )
-    _one_run_options(scores)
-    scores.add_argument(
-        "--json",
-        action="store_true",
-        help="print one JSON object (result.json's lower, "
-        "plus one entry per estimator under 'estimators')",
-    )
-    return scores
 
 
 def _one_run_options(scores: argparse.ArgumentParser) -> None:

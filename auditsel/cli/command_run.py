@@ -50,6 +50,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--trials", type=int_option("--trials", *TRIALS_RANGE), help="override game.trials"
     )
     run.add_argument("--seed", type=int_option("--seed", *SEED_RANGE), help="override game.seed")
+    _add_execution_options(run)
+    _add_output_options(run)
+    return run
+
+
+def _add_execution_options(run: argparse.ArgumentParser) -> None:
+    """`auditsel run`'s options of where and how the game plays (never its numbers)."""
     run.add_argument(
         "--jobs",
         type=jobs_option,
@@ -75,6 +82,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="write the game's finished chunks once it has played this long (default 5; 0: "
         "from the first chunk); an interrupted run resumes from them",
     )
+
+
+def _add_output_options(run: argparse.ArgumentParser) -> None:
+    """`auditsel run`'s options of what it writes and prints."""
     run.add_argument("--quiet", action="store_true", help="do not print the table")
     run.add_argument(
         "--no-plots",
@@ -100,7 +111,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="monotone_score: also print [XWW24]'s reduced-game epsilon, which holds only under "
         "its monotone-score assumption (the table's interval holds for any score)",
     )
-    return run
 
 
 def _no_game(overrides: dict[str, int], config_path: Path) -> UsageError:
@@ -149,6 +159,38 @@ def run(args: argparse.Namespace) -> int:
         return _run_into(args, folder.path, spec, points, progress)
 
 
+def _sweep_into(
+    args: argparse.Namespace,
+    out_dir: Path,
+    points: list[Any],
+    jobs: int | None,
+    workers: int,
+    progress: bool,
+) -> int:
+    """Run a sweep's points into `out_dir` (sweep.csv, sweep.md, sweep.png, a folder per
+    point) and print its table unless --quiet; 0."""
+    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.experiments.sweep import run_sweep
+    from auditsel.games.backends import execution_backend
+
+    with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
+        run_sweep(
+            points,
+            out_dir,
+            jobs=1 if jobs is None else jobs,
+            progress=progress,
+            backend=backend,
+            point_plots=args.point_plots,
+        )
+    if not args.quiet:
+        print((out_dir / "sweep.md").read_text())
+        print(
+            f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
+            f"and {len(points)} point folders"
+        )
+    return 0
+
+
 def _run_into(
     args: argparse.Namespace,
     out_dir: Path,
@@ -159,7 +201,6 @@ def _run_into(
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.experiments.bounds_cache import cache_folder
     from auditsel.experiments.experiment import run_experiment
-    from auditsel.experiments.sweep import run_sweep
     from auditsel.games.backends import execution_backend
     from auditsel.results.plots import prefetch_plotting
     from auditsel.results.report import text_table, write_outputs
@@ -168,22 +209,7 @@ def _run_into(
     jobs = args.jobs if args.jobs is not None or points is None else 1
     workers = 2 if jobs == -1 else abs(jobs) if jobs is not None else 1
     if points is not None:
-        with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
-            run_sweep(
-                points,
-                out_dir,
-                jobs=1 if jobs is None else jobs,
-                progress=progress,
-                backend=backend,
-                point_plots=args.point_plots,
-            )
-        if not args.quiet:
-            print((out_dir / "sweep.md").read_text())
-            print(
-                f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
-                f"and {len(points)} point folders"
-            )
-        return 0
+        return _sweep_into(args, out_dir, points, jobs, workers, progress)
     assert spec is not None  # a config without a sweep
     with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
         result, artefacts = run_experiment(

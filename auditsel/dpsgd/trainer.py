@@ -568,8 +568,7 @@ def train_runs(
     run = execution if execution is not None else Execution()
     dtype, memory_budget = run.dtype, run.memory_budget
     seeds = np.asarray(seeds, dtype=np.uint64).reshape(-1)
-    R = len(seeds)
-    steps = int(steps)
+    R, steps = len(seeds), int(steps)
     check_settings(
         steps=np.int64(steps),
         lr=lr,
@@ -587,31 +586,58 @@ def train_runs(
     d = model.num_params
     if R == 0:  # no runs: nothing to train (the shapes are those of R runs)
         empty = torch.empty(0, d, dtype=dtype, device=device)
-        return TrainResult(
-            w0=empty,
-            wN=empty.clone(),
-            canary_dots=torch.zeros(0, steps, dtype=torch.float64, device=device),
-        )
-    lr_t = _as_runs(lr, R, dtype, device, "lr")
+        zeros = torch.zeros(0, steps, dtype=torch.float64, device=device)
+        return TrainResult(w0=empty, wN=empty.clone(), canary_dots=zeros)
     clip_t = _as_runs(clip, R, dtype, device, "clip")
-    noise_t = _as_runs(noise_multiplier, R, dtype, device, "sigma") * clip_t
     rate = np.broadcast_to(np.asarray(sample_rate, dtype=float), (R,))
-    rate_t = torch.as_tensor(np.array(rate), dtype=dtype, device=device)
     subsampled = rate < 1
-    keep_all = torch.as_tensor(~subsampled, device=device)
-    inc_t = torch.as_tensor(include, dtype=dtype, device=device)
+    runs = _RunTensors(
+        lr=_as_runs(lr, R, dtype, device, "lr"),
+        clip=clip_t,
+        noise=_as_runs(noise_multiplier, R, dtype, device, "sigma") * clip_t,
+        rate=torch.as_tensor(np.array(rate), dtype=dtype, device=device),
+        keep_all=torch.as_tensor(~subsampled, device=device),
+        include=torch.as_tensor(include, dtype=dtype, device=device),
+        subsampled=bool(subsampled.any()),
+        dtype=dtype,
+        device=device,
+    )
     ex = _examples(model, train, canary, method, memory_budget, dtype, device)
-    n = ex.n
+    return _train(model, ex, runs, seeds, steps)
 
+
+@dataclass(frozen=True, eq=False)
+class _RunTensors:
+    """The R runs of `train_runs` on the device: learning rates, clipping norms, noise
+    (sigma C), sample rates, whether each run keeps every example (rate 1) and whether it
+    trains on X u {z}; whether any run subsamples; the dtype and the device."""
+
+    lr: torch.Tensor
+    clip: torch.Tensor
+    noise: torch.Tensor
+    rate: torch.Tensor
+    keep_all: torch.Tensor
+    include: torch.Tensor
+    subsampled: bool
+    dtype: torch.dtype
+    device: torch.device
+
+
+def _train(
+    model: ModelSpec, ex: _Examples, runs: _RunTensors, seeds: np.ndarray, steps: int
+) -> TrainResult:
+    """The DP-SGD loop of eq. 1 over the runs, steps grouped as many as fit in the memory
+    budget (`train_runs`)."""
+    R, d, n = len(seeds), model.num_params, ex.n
+    dtype, device, sub = runs.dtype, runs.device, runs.subsampled
     # per-run counter-based streams (`kernels.draw`): 0 = w_0, 1 = Poisson masks, 2 = noise;
     # every number is a function of (seed, stream, step, index), so grouping steps (as many as fit
     # in the memory budget) and batching runs cannot change it
     keys = kernels.seed_keys(seeds)
-    sub = bool(subsampled.any())
-    group = max(1, min(steps, memory_budget // max(1, R * (d + (n + 1) * sub))))
+    group = max(1, min(steps, ex.memory_budget // max(1, R * (d + (n + 1) * sub))))
     dots = torch.zeros(R, steps, dtype=torch.float64, device=device)
     ones = torch.ones(R, n + 1, dtype=dtype, device=device)
-    clip64 = clip_t.double()
+    clip64 = runs.clip.double()
     with torch.no_grad():
         w = model.init_from_uniform(
             kernels.draw(keys, INIT, 0, 1, d, False, device)[:, 0].to(dtype)
@@ -620,20 +646,21 @@ def train_runs(
         for first in range(0, steps, group):
             count = min(group, steps - first)
             noise = kernels.draw(keys, NOISE, first, count, d, True, device).to(dtype)
-            noise *= noise_t[:, None, None]  # R_i = sigma C N(0, I), per run
+            noise *= runs.noise[:, None, None]  # R_i = sigma C N(0, I), per run
             masks = None
             if sub:
                 u = kernels.draw(keys, MASKS, first, count, n + 1, False, device)
-                u[keep_all] = 0.0  # tau = 1 runs keep every example (u < 1 always)
-                masks = (u < rate_t[:, None, None]).to(dtype)  # (R, count, n + 1)
+                u[runs.keep_all] = 0.0  # tau = 1 runs keep every example (u < 1 always)
+                masks = (u < runs.rate[:, None, None]).to(dtype)  # (R, count, n + 1)
             for j in range(count):
                 i = first + j
                 mask = ones if masks is None else masks[:, j]
-                z_in = inc_t if masks is None else inc_t * mask[:, n]  # the canary's coin
-                p, pz = _step(ex, model, w, clip_t, mask, z_in, noise[:, j], not sub)
+                # the canary's coin
+                z_in = runs.include if masks is None else runs.include * mask[:, n]
+                p, pz = _step(ex, model, w, runs.clip, mask, z_in, noise[:, j], not sub)
                 if ex.cz is not None:  # <p^z, p_i> = C sum_c p_i[c] over the coordinates
                     dots[:, i] = (clip64[:, None] * p[:, ex.cz].double()).sum(1)
                 elif pz is not None:
                     dots[:, i] = (pz.double() * p.double()).sum(1)
-                w -= lr_t[:, None] * p
+                w -= runs.lr[:, None] * p
     return TrainResult(w0=w0, wN=w, canary_dots=dots)

@@ -167,6 +167,31 @@ def evaluate_score(
     raise TypeError(f"unknown score {score!r}")
 
 
+def _checked_config(c: object, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """One configuration of the grid over the keyword defaults, checked (a ConfigError naming
+    the grid or the learning rates), its steps an int."""
+    if not isinstance(c, Mapping):
+        raise ConfigError("game.grid", f"each configuration must be a mapping, got {c!r}")
+    unknown = set(c) - set(GRID_KEYS)
+    if unknown:
+        raise ConfigError(
+            "game.grid",
+            f"unknown setting(s) {sorted(unknown)}; allowed: {', '.join(GRID_KEYS)}",
+        )
+    full = {**defaults, **c}
+    if full["lr"] is None:
+        raise ConfigError("game.learning_rates", "every configuration needs a learning rate")
+    check_settings(
+        steps=np.int64(full["steps"]) if float(full["steps"]).is_integer() else full["steps"],
+        lr=full["lr"],
+        clip=full["clip"],
+        noise_multiplier=full["noise_multiplier"],
+        sample_rate=full["sample_rate"],
+    )
+    full["steps"] = int(full["steps"])
+    return full
+
+
 class DpsgdTuningProtocol:
     """H of Algorithm 2 over DP-SGD (see the module docstring); a game protocol.
 
@@ -208,32 +233,7 @@ class DpsgdTuningProtocol:
             "noise_multiplier": noise_multiplier,
             "sample_rate": sample_rate,
         }
-        configs = []
-        for c in grid:
-            if not isinstance(c, Mapping):
-                raise ConfigError("game.grid", f"each configuration must be a mapping, got {c!r}")
-            unknown = set(c) - set(GRID_KEYS)
-            if unknown:
-                raise ConfigError(
-                    "game.grid",
-                    f"unknown setting(s) {sorted(unknown)}; allowed: {', '.join(GRID_KEYS)}",
-                )
-            full = {**defaults, **c}
-            if full["lr"] is None:
-                raise ConfigError(
-                    "game.learning_rates", "every configuration needs a learning rate"
-                )
-            check_settings(
-                steps=np.int64(full["steps"])
-                if float(full["steps"]).is_integer()
-                else full["steps"],
-                lr=full["lr"],
-                clip=full["clip"],
-                noise_multiplier=full["noise_multiplier"],
-                sample_rate=full["sample_rate"],
-            )
-            full["steps"] = int(full["steps"])
-            configs.append(full)
+        configs = [_checked_config(c, defaults) for c in grid]
         if not isinstance(rounds, RoundsLaw):
             raise ConfigError("rounds", f"must be a number-of-runs law, got {rounds!r}")
         self.model, self.train, self.score, self.canary = model, train, score, canary
@@ -291,11 +291,8 @@ class DpsgdTuningProtocol:
         cols = self._columns()
         d = self.model.num_params
 
-        best_score = np.full(T, -np.inf)
-        best_run = np.full(T, -1, dtype=np.int64)
-        best_dots = np.zeros((T, int(cols["steps"].max())))
-        w0 = np.zeros((T, d), dtype=np.float32)
-        wN = np.zeros((T, d), dtype=np.float32)
+        best = self._no_best(T, int(cols["steps"].max()), d)  # updated in place by _update
+        best_score, best_run, best_dots, w0, wN = best
 
         steps_of_run = cols["steps"][config]
         for steps in np.unique(steps_of_run):
@@ -318,7 +315,7 @@ class DpsgdTuningProtocol:
                 )
                 g = evaluate_score(self.score, self.model, res.w0, res.wN).cpu().numpy()
                 g = np.where(np.isnan(g), -np.inf, g)  # a diverged run never wins
-                self._update(idx, trial[idx], g, res, best_score, best_run, best_dots, w0, wN)
+                self._update(idx, trial[idx], g, res, best)
 
         released = k > 0
         picked = config[np.maximum(best_run, 0)] if R else np.zeros(T, dtype=np.int64)
@@ -341,8 +338,22 @@ class DpsgdTuningProtocol:
         )
 
     @staticmethod
-    def _update(idx, trials, g, res, best_score, best_run, best_dots, w0, wN):
-        """Keep, per trial, the best run so far (ties: the lowest run index)."""
+    def _no_best(trials: int, steps: int, d: int) -> tuple[np.ndarray, ...]:
+        """Each trial's best so far before any run: score -inf, run -1, canary statistic (per
+        step) 0, w_0 and w_N 0."""
+        return (
+            np.full(trials, -np.inf),
+            np.full(trials, -1, dtype=np.int64),
+            np.zeros((trials, steps)),
+            np.zeros((trials, d), dtype=np.float32),
+            np.zeros((trials, d), dtype=np.float32),
+        )
+
+    @staticmethod
+    def _update(idx, trials, g, res, best):
+        """Keep, per trial, the best run so far (ties: the lowest run index), in place in
+        `best`: the arrays of each trial's best score, run, canary statistic, w_0 and w_N."""
+        best_score, best_run, best_dots, w0, wN = best
         order = np.lexsort((idx, -g, trials))  # per trial: highest score, then earliest run
         first = np.ones(len(order), dtype=bool)
         first[1:] = trials[order][1:] != trials[order][:-1]

@@ -360,8 +360,8 @@ def _parse_dpsgd_game(game: Mapping[str, Any]) -> DpsgdGameSpec:
     )
 
 
-def _parse_game(raw: object, base: ConfigBase) -> GameSpec:
-    game = _mapping(raw, "game")
+def _game_kind(game: Mapping[str, Any], base: ConfigBase) -> str:
+    """The game's kind, checked: a known kind, only its fields, and a base it can play."""
     kind = _choice(game.get("kind", "reduced"), "game.kind", GAME_KINDS)
     allowed = set(GameSpec.__dataclass_fields__) - {"dpsgd"}
     if kind == "dpsgd":
@@ -381,7 +381,12 @@ def _parse_game(raw: object, base: ConfigBase) -> GameSpec:
             "dpsgd_worst_case": "dpsgd",
         }[kind]
         raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
+    return kind
 
+
+def _parse_game(raw: object, base: ConfigBase) -> GameSpec:
+    game = _mapping(raw, "game")
+    kind = _game_kind(game, base)
     proxies = {"dpsgd": DPSGD_PROXIES, "dpsgd_worst_case": ("sample", "score")}.get(kind, PROXIES)
     d = GameSpec()
     score = _parse_score(game.get("score"), kind)

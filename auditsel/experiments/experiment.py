@@ -481,48 +481,13 @@ def run_experiment(
     reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
     winner = None if reduced is None else winner_law(reduced, spec.rounds)
 
-    upper_side: Callable[[], tuple[Panel, UpperCurve]] = lambda: upper_panel(
-        spec.base, spec.rounds, spec.delta, with_curves, winner
-    )
-    key = upper_key(spec.base, spec.rounds, spec.delta, with_curves, winner)
+    def play() -> tuple[Any, Future[Any] | None]:
+        return _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch, checkpoint_after)
 
-    played = panel = exact_tradeoff = None
-    cached = is_cached(key)
-    if spec.game is not None and spec.game.one_run is None and not cached:
-        # the bounds are computed in a thread beside the game; an error in either surfaces here
-        upper = in_background(
-            lambda: (
-                kept_bounds.cached(
-                    key,
-                    lambda: computed_upper(spec.base, spec.rounds, spec.delta, with_curves, winner),
-                    None if key is None else bounds_cache,
-                ),
-                None if winner is None or not figure_data else tradeoff_curve(winner),
-            )
-        )
-        played, panel = _play_and_panel(
-            spec, out_dir, jobs, progress, backend, prefetch, checkpoint_after
-        )
-        kept, exact_tradeoff = upper.result()
-        bounds, curve = copy.deepcopy(remember(key, kept))
-    else:
-        if spec.game is not None and spec.game.one_run is None:
-            played, panel = _play_and_panel(
-                spec, out_dir, jobs, progress, backend, prefetch, checkpoint_after
-            )
-        elif prefetch is not None:
-            prefetch()
-        bounds, curve = upper_side()
-    commit, dirty = source_commit()
-    result = {
-        "name": spec.name,
-        "delta": spec.delta,
-        **upper_fields(spec.base, spec.rounds, bounds, curve, kind=spec.base_config.get("kind")),
-        "version": __version__,
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "code_digest": package_digest(),
-    }
+    figures = (bounds_cache, figure_data)
+    found = _bounds_and_game(spec, play, prefetch, winner, with_curves, figures)
+    played, panel, bounds, curve, exact_tradeoff = found
+    result = _result_head(spec, bounds, curve)
     artefacts: dict[str, Any] = {"winner": winner, "curve": curve[:2], "attack_curve": curve[2]}
     if exact_tradeoff is not None:
         artefacts["exact_tradeoff"] = exact_tradeoff
@@ -539,6 +504,60 @@ def run_experiment(
     result.update(honesty_fields(result))  # heuristic values and the contradicted ones
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result, artefacts
+
+
+def _bounds_and_game(
+    spec: ExperimentSpec,
+    play: Callable[[], tuple[Any, Future[Any] | None]],
+    prefetch: Callable[[], object] | None,
+    winner: Any,
+    with_curves: bool,
+    figures: tuple[Path | None, bool],
+) -> tuple[Any, Future[Any] | None, Panel, UpperCurve, Any]:
+    """(played, panel, bounds, curve, exact trade-off) of `run_experiment`: the game played by
+    `play` (none for a one-run audit, whose game `play_one_run` plays), with the bounds
+    computed in a thread beside it unless they are remembered (`figures`: the bounds cache
+    folder, and whether the figures' exact trade-off curve is computed beside the bounds)."""
+    bounds_cache, figure_data = figures
+    key = upper_key(spec.base, spec.rounds, spec.delta, with_curves, winner)
+    played = panel = exact_tradeoff = None
+    cached = is_cached(key)
+    if spec.game is not None and spec.game.one_run is None and not cached:
+        # the bounds are computed in a thread beside the game; an error in either surfaces here
+        upper = in_background(
+            lambda: (
+                kept_bounds.cached(
+                    key,
+                    lambda: computed_upper(spec.base, spec.rounds, spec.delta, with_curves, winner),
+                    None if key is None else bounds_cache,
+                ),
+                None if winner is None or not figure_data else tradeoff_curve(winner),
+            )
+        )
+        played, panel = play()
+        kept, exact_tradeoff = upper.result()
+        bounds, curve = copy.deepcopy(remember(key, kept))
+    else:
+        if spec.game is not None and spec.game.one_run is None:
+            played, panel = play()
+        elif prefetch is not None:
+            prefetch()
+        bounds, curve = upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
+    return played, panel, bounds, curve, exact_tradeoff
+
+
+def _result_head(spec: ExperimentSpec, bounds: Panel, curve: UpperCurve) -> dict[str, Any]:
+    """result.json's first fields: the name, delta, the base and its bounds, the code's version."""
+    commit, dirty = source_commit()
+    return {
+        "name": spec.name,
+        "delta": spec.delta,
+        **upper_fields(spec.base, spec.rounds, bounds, curve, kind=spec.base_config.get("kind")),
+        "version": __version__,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "code_digest": package_digest(),
+    }
 
 
 def _add_played(
@@ -602,17 +621,7 @@ def run_config(
             (`auditsel.files.claim_folder`).
     """
     jobs = check_jobs(jobs)  # as the CLI's --jobs: jobs=0 or "2" is a ConfigError
-    if isinstance(config, ExperimentSpec):
-        spec = config
-    elif isinstance(config, (str, Path)):
-        spec = load_config(config)
-    else:
-        spec = parse_config(config)
-    overrides = {
-        k: v for k, v in (("trials", trials), ("seed", seed), ("score", score)) if v is not None
-    }
-    if overrides:
-        spec = spec.with_game(**overrides)
+    spec = _spec_of(config, {"trials": trials, "seed": seed, "score": score})
     if out_dir is None:
         return RunResult.from_dict(run_experiment(spec, None, jobs=jobs, progress=progress)[0])
     # the folder is resolved, refused when it escapes, locked, and on failure only what this
@@ -628,3 +637,18 @@ def run_config(
         )
         write_outputs(folder.path, result, artefacts)
     return RunResult.from_dict(result)
+
+
+def _spec_of(
+    config: str | Path | Mapping[str, Any] | ExperimentSpec, overrides: Mapping[str, Any]
+) -> ExperimentSpec:
+    """The experiment of `run_config`'s config (a YAML path, a mapping or a spec), with the
+    game's fields of `overrides` that are not None in place of the config's."""
+    if isinstance(config, ExperimentSpec):
+        spec = config
+    elif isinstance(config, (str, Path)):
+        spec = load_config(config)
+    else:
+        spec = parse_config(config)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return spec.with_game(**given) if given else spec

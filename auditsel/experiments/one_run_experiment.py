@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from auditsel.auditing.one_run_analysis import GdpFamily, audit_one_run
+from auditsel.auditing.one_run_analysis import GdpFamily, OneRunBound, audit_one_run
 from auditsel.errors import ConfigError
 from auditsel.games.engine import Checkpoints
 from auditsel.games.one_run_dpsgd import OneRunDpsgd
@@ -95,7 +95,6 @@ def play_one_run(
     game: Any = played  # .play(rng) or, with a setup, .play(rng, setup) (OneRunDpsgd)
     reduced = game if not hasattr(game, "reduced") else game.reduced
     family = reduced.family if one.family == "tuning" else GdpFamily()
-    setup = None
     store = None
     if out_dir is not None:
         store = Checkpoints(
@@ -107,27 +106,11 @@ def play_one_run(
         store.open()
     start = time.perf_counter()
     try:
-        snj, mmc, runs = [], [], []
-        for r in range(one.repeats):
-            kept = store.load(r, one.canaries) if store is not None else None
-            if kept is not None:
-                scores, members = kept
-            else:
-                if setup is None and hasattr(game, "setup"):
-                    setup = game.setup()
-                rng = np.random.default_rng(np.random.SeedSequence(g.seed, spawn_key=(r,)))
-                scores, members = game.play(rng, setup) if setup is not None else game.play(rng)
-                if store is not None:
-                    store.save(r, np.asarray(scores, dtype=np.float64), np.asarray(members))
-            bound = audit_one_run(
-                scores, members, spec.delta, confidence=g.confidence, family=family
-            )
-            snj.append(bound.eps_snj23)
-            mmc.append(bound.eps_mmc24)
-            runs.append(bound.to_dict())
+        bounds = _audits(spec, game, family, store)
     finally:
         if store is not None:
             store.close()
+    snj, mmc = [b.eps_snj23 for b in bounds], [b.eps_mmc24 for b in bounds]
     exact = reduced.epsilon(spec.delta)
     return {
         "canaries": one.canaries,
@@ -145,7 +128,34 @@ def play_one_run(
         "exact_rigour": rigour,
         "exact_scope": EXACT_SCOPE,
         "seconds": round(time.perf_counter() - start, 3),
-        "audits": runs,
+        "audits": [b.to_dict() for b in bounds],
         "rigour": "empirical, each audit valid at the confidence ([SNJ23]; [MMC24] when the "
         "trade-off lies in the family); eps_* is audit 0, the mean over audits is a summary, not a bound",
     }
+
+
+def _audits(
+    spec: ExperimentSpec, game: Any, family: Any, store: Checkpoints | None
+) -> list[OneRunBound]:
+    """The one-run audits of the spec, in order: audit r's scores read back from `store` or
+    played at the seed's r-th stream (the game's setup made once, when first needed)."""
+    g = spec.game
+    assert g is not None and g.one_run is not None  # a one-run spec (parse_config)
+    one = g.one_run
+    setup = None
+    bounds = []
+    for r in range(one.repeats):
+        kept = store.load(r, one.canaries) if store is not None else None
+        if kept is not None:
+            scores, members = kept
+        else:
+            if setup is None and hasattr(game, "setup"):
+                setup = game.setup()
+            rng = np.random.default_rng(np.random.SeedSequence(g.seed, spawn_key=(r,)))
+            scores, members = game.play(rng, setup) if setup is not None else game.play(rng)
+            if store is not None:
+                store.save(r, np.asarray(scores, dtype=np.float64), np.asarray(members))
+        bounds.append(
+            audit_one_run(scores, members, spec.delta, confidence=g.confidence, family=family)
+        )
+    return bounds

@@ -41,6 +41,7 @@ from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
@@ -368,22 +369,8 @@ def run_game(
     after = check_checkpoint_after(checkpoint_after)  # refused before anything is written
     after = 0.0 if _EVERY_CHUNK.get() else after
     results = _Gathered(sizes, keep=in_memory)
-    store = checkpoint_dir if isinstance(checkpoint_dir, Checkpoints) else None
-    if isinstance(checkpoint_dir, (str, Path)):
-        store = Checkpoints(Path(checkpoint_dir), fingerprint, int(chunk_size))
-    if store is not None:
-        if store.chunk_size != int(chunk_size):
-            raise ValueError("run_game: the Checkpoints' chunk size is not the game's")
-        store.open()
-        try:
-            for index, size in enumerate(sizes):
-                loaded = store.load(index, size)
-                if loaded is not None:
-                    results.put(index, *loaded)
-        except BaseException:
-            store.close()
-            raise
-    elif not in_memory:
+    store = _resumed(checkpoint_dir, fingerprint, int(chunk_size), sizes, results)
+    if store is None and not in_memory:
         raise ValueError("run_game: in_memory=False needs a checkpoint_dir to stream chunks from")
     resumed = len(results.done)
     pending = [i for i in range(len(sizes)) if i not in results.done]
@@ -392,13 +379,59 @@ def run_game(
     saving = _Saving(store, results, after if in_memory else 0.0)
     prefer = getattr(protocol, "parallel_prefer", None)
     tasks = [(protocol, proxy, seed, i, sizes[i]) for i in pending]
+    jobs = 1 if backend is None and len(tasks) <= 1 else jobs
+    _play(tasks, (jobs, backend, prefer), results, saving, bar, store)
+    # the chunks on disk (every one, unless a short game held them: then none is read back)
+    source = ChunkSource(store, tuple(sizes)) if store is not None and not saving.held else None
+    if not in_memory:
+        return GameRecord(scores=None, member=None, resumed_chunks=resumed, chunks=source)
+    scores, member = results.arrays()
+    return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
+
+
+def _resumed(
+    checkpoint_dir: str | Path | Checkpoints | None,
+    fingerprint: str,
+    chunk_size: int,
+    sizes: list[int],
+    results: _Gathered,
+) -> Checkpoints | None:
+    """The game's checkpoints (a folder's, under `fingerprint`, or the `Checkpoints` given),
+    opened, with the chunks they hold put into `results`; None without a folder."""
+    store = checkpoint_dir if isinstance(checkpoint_dir, Checkpoints) else None
+    if isinstance(checkpoint_dir, (str, Path)):
+        store = Checkpoints(Path(checkpoint_dir), fingerprint, chunk_size)
+    if store is None:
+        return None
+    if store.chunk_size != chunk_size:
+        raise ValueError("run_game: the Checkpoints' chunk size is not the game's")
+    store.open()
+    try:
+        for index, size in enumerate(sizes):
+            loaded = store.load(index, size)
+            if loaded is not None:
+                results.put(index, *loaded)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _play(
+    tasks: list[tuple[Any, ...]],
+    where: tuple[int, str | None, str | None],
+    results: _Gathered,
+    saving: _Saving,
+    bar: tqdm | _Lines,
+    store: Checkpoints | None,
+) -> None:
+    """Play the pending chunks (`where`: jobs, backend, prefer), each put into `results`,
+    saved and counted as it finishes; an interrupt keeps what finished; the bar and the
+    checkpoints are closed after."""
+    jobs, backend, prefer = where
     try:
         for index, scores, member in run_tasks(
-            play_chunk,
-            tasks,
-            jobs=1 if backend is None and len(tasks) <= 1 else jobs,
-            backend=backend,
-            prefer=prefer,
+            play_chunk, tasks, jobs=jobs, backend=backend, prefer=prefer
         ):
             results.put(index, scores, member)
             saving.finished(index, scores, member)
@@ -410,12 +443,6 @@ def run_game(
         bar.close()
         if store is not None:
             store.close()
-    # the chunks on disk (every one, unless a short game held them: then none is read back)
-    source = ChunkSource(store, tuple(sizes)) if store is not None and not saving.held else None
-    if not in_memory:
-        return GameRecord(scores=None, member=None, resumed_chunks=resumed, chunks=source)
-    scores, member = results.arrays()
-    return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
 
 
 _EVERY_CHUNK: ContextVar[bool] = ContextVar("auditsel_every_chunk", default=False)

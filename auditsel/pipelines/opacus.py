@@ -148,6 +148,40 @@ def from_opacus(
     """
     assume = check_assume(assume)
     delta = number(delta, "delta", 0, 1, lo_open=True, hi_open=True)
+    run = _read_run(privacy_engine, optimizer, data_loader, delta, steps, rounds)
+    base, claimed, mechanism, findings = run
+    notes = list(_NOTES.get(mechanism, ()))
+    notes += [f"breaks the claim: {f.message}" for f in findings if f.severity == BREAKS]
+    tuning = _tuning_fields(base, rounds, delta, assume)
+    return OpacusRun(
+        base=base,
+        claimed_epsilon=claimed,
+        delta=delta,
+        opacus_accountant=mechanism,
+        base_epsilon=float(base.epsilon(delta)),
+        rounds=rounds,
+        tuning=tuning["tuning"],
+        tuning_rigour=tuning["tuning_rigour"],
+        tuning_sources=tuning["tuning_sources"],
+        reduced_game=tuning["reduced_game"],
+        interval=tuning["interval"],
+        notes=tuple(notes + tuning["notes"]),
+        monotone_score=tuning["monotone_score"],
+        findings=tuple(findings),
+    )
+
+
+def _read_run(
+    privacy_engine: Any,
+    optimizer: Any,
+    data_loader: Any,
+    delta: float,
+    steps: int | None,
+    rounds: RoundsLaw | None,
+) -> tuple[DpsgdBase, float, str, list[Finding]]:
+    """(the run as a `DpsgdBase`, the engine's claimed epsilon, its accountant's mechanism,
+    the findings of `check_pipeline` on the run): a ConfigError for an object that is not the
+    run's engine, optimizer or loader, or a loader whose sample rate is not the one charged."""
     accountant = getattr(privacy_engine, "accountant", None)
     if accountant is None or not hasattr(privacy_engine, "get_epsilon"):
         raise ConfigError("privacy_engine", "must be an opacus.PrivacyEngine")
@@ -169,7 +203,6 @@ def from_opacus(
             f"charges: pass the data loader of this engine",
         )
     base = DpsgdBase(sigma, steps, min(rate, 1.0), _ACCOUNTANT.get(mechanism, "pld"))
-    notes = list(_NOTES.get(mechanism, ()))
     findings = check_pipeline(
         optimizers=[optimizer],
         data_loader=data_loader,
@@ -177,24 +210,7 @@ def from_opacus(
         delta=delta,
         rounds=rounds if isinstance(rounds, RoundsLaw) else None,
     )
-    notes += [f"breaks the claim: {f.message}" for f in findings if f.severity == BREAKS]
-    tuning = _tuning_fields(base, rounds, delta, assume)
-    return OpacusRun(
-        base=base,
-        claimed_epsilon=claimed,
-        delta=delta,
-        opacus_accountant=mechanism,
-        base_epsilon=float(base.epsilon(delta)),
-        rounds=rounds,
-        tuning=tuning["tuning"],
-        tuning_rigour=tuning["tuning_rigour"],
-        tuning_sources=tuning["tuning_sources"],
-        reduced_game=tuning["reduced_game"],
-        interval=tuning["interval"],
-        notes=tuple(notes + tuning["notes"]),
-        monotone_score=tuning["monotone_score"],
-        findings=tuple(findings),
-    )
+    return base, claimed, mechanism, findings
 
 
 def _claim(

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.errors import ConfigError
-from auditsel.games.engine import Checkpoints, run_game
+from auditsel.games.engine import Checkpoints, GameRecord, run_game
 from auditsel.games.fingerprint import code_identity
 from auditsel.pipelines.audit_options import ExecutionOptions, legacy_options
 
@@ -83,9 +83,8 @@ def audit_protocol(
     Functions must be importable (module level) when jobs != 1. The checkpoints record the
     code of `release` and `score` and of auditsel (`auditsel.games.fingerprint.code_identity`):
     after an edit to either, the old checkpoints are refused (a CheckpointError saying what
-    changed and to delete the folder), never mixed in. The old keywords (jobs=,
-    checkpoint_dir=, chunk_size=, progress=) are accepted until auditsel 0.3.0 removes them,
-    with a DeprecationWarning.
+    changed and to delete the folder), never mixed in. The old keywords (jobs=, checkpoint_dir=,
+    chunk_size=, progress=) are accepted until auditsel 0.3.0, with a DeprecationWarning.
 
     Args:
         release: `release(member, rng) -> observation` for one trial (or, with
@@ -113,13 +112,26 @@ def audit_protocol(
         auditsel.errors.ConfigError: bad input; a `CheckpointError` for checkpoints of other
             code or another audit.
     """
-    ex = legacy_options(
-        ExecutionOptions,
-        execution,
-        old_options,
-        caller="audit_protocol",
-        argument="execution",
-    )
+    where = {"caller": "audit_protocol", "argument": "execution"}
+    ex = legacy_options(ExecutionOptions, execution, old_options, **where)
+    record = _play((release, score), trials, seed, ex, vectorized, fingerprint)
+    assert record.scores is not None and record.member is not None  # played in memory
+    # a rule's name gets the game's seed for its split (independent streams of it)
+    named = threshold_rule(rule, grid=threshold_grid, seed=seed) if isinstance(rule, str) else rule
+    return audit_scores(record.scores, record.member, delta, confidence=confidence, rule=named)
+
+
+def _play(
+    functions: tuple[Callable[..., Any], Callable[..., Any]],
+    trials: int,
+    seed: int,
+    ex: ExecutionOptions,
+    vectorized: bool,
+    fingerprint: str | None,
+) -> GameRecord:
+    """The trials of `audit_protocol` played by the game engine (`functions`: release and
+    score), with its checkpoints; a ConfigError for an execution it does not support."""
+    release, score = functions
     if ex.scheduler is not None:
         raise ConfigError(
             "execution.scheduler", "audit_protocol plays in joblib workers; use audit_pipeline"
@@ -131,7 +143,7 @@ def audit_protocol(
     chunk_size = ex.chunk_size if ex.chunk_size is not None else PROTOCOL_CHUNK_SIZE
     protocol = _VectorProtocol(release) if vectorized else FunctionProtocol(release)
     proxy = score if vectorized else FunctionProxy(score)
-    record = run_game(
+    return run_game(
         protocol,
         proxy,
         trials,
@@ -149,17 +161,6 @@ def audit_protocol(
         ),
         progress=ex.progress,
         backend=ex.backend,
-    )
-    assert record.scores is not None and record.member is not None  # played in memory
-    return audit_scores(
-        record.scores,
-        record.member,
-        delta,
-        confidence=confidence,
-        # a rule's name gets the game's seed for its split (independent streams of it)
-        rule=threshold_rule(rule, grid=threshold_grid, seed=seed)
-        if isinstance(rule, str)
-        else rule,
     )
 
 

@@ -59,6 +59,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any, cast
 
@@ -249,18 +250,9 @@ class Pipeline:
         )
 
 
-def _check(
-    tune: object,
-    score: object,
-    canary: object,
-    games: int,
-    delta: float,
-    claimed_epsilon: float | None,
-    confidence: float,
-    seed: int,
-    rule: ThresholdRule | str,
-    n_jobs: int = 1,
-) -> None:
+def _check_functions(tune: object, score: object, canary: object) -> None:
+    """A ConfigError unless `tune` is a function, `score` a function or None and `canary` an
+    auditsel canary."""
     if not callable(tune):
         raise ConfigError("tune", "must be a function tune(data, seed, canary) -> release")
     if score is not None and not callable(score):
@@ -271,6 +263,19 @@ def _check(
             f"must be an auditsel canary (InputCanary, GradientCanary or a subclass of "
             f"auditsel.pipelines.canaries.Canary), got {type(canary).__name__}",
         )
+
+
+def _check_numbers(
+    games: int,
+    delta: float,
+    claimed_epsilon: float | None,
+    confidence: float,
+    seed: int,
+    rule: ThresholdRule | str,
+    n_jobs: int = 1,
+) -> None:
+    """A ConfigError naming the first of the audit's numbers out of its range (or an unknown
+    rule's name)."""
     integer(games, "games", 4, MAX_GAMES)
     number(delta, "delta", 0, 1, hi_open=True)
     if claimed_epsilon is not None:
@@ -431,12 +436,11 @@ def audit_pipeline(
         delta: in [0, 1).
         claimed_epsilon: the claim to test (None: no claim).
         statistics: `AuditOptions(confidence, rule, seed)`.
-        execution: `ExecutionOptions(jobs, backend, scheduler, chunk_size, checkpoint_dir,
-            stream, progress)`, which never changes the numbers.
-        report: `ReportOptions(out_dir, name, base, rounds, panel)`: `out_dir` writes
-            result.json, report.md and the plots of `auditsel run` there (and keeps the
-            checkpoints under out_dir/checkpoints); `base` and `rounds` (a mechanism pair and
-            a law of K) add the tuning bounds beside eps_L.
+        execution: `ExecutionOptions(jobs, backend, chunk_size, checkpoint_dir, ...)`: where
+            and how the games play, which never changes the numbers.
+        report: `ReportOptions(out_dir, name, base, rounds, panel)`: result.json, report.md
+            and the plots of `auditsel run` in `out_dir` (the checkpoints under
+            out_dir/checkpoints); the tuning bounds of `base` and `rounds` beside eps_L.
         accept_nondeterminism: run a pipeline that does not replay (recorded in result.json).
         **old_options: the old keywords, until auditsel 0.3.0.
 
@@ -447,146 +451,146 @@ def audit_pipeline(
     Raises:
         auditsel.errors.ConfigError: bad input, and exceptions raised by your functions
             (`PipelineError`).
-        ReproducibilityError: the pipeline does not replay and `accept_nondeterminism` is
-            false.
+        ReproducibilityError: the pipeline does not replay (unless `accept_nondeterminism`).
     """
-    given = grouped_options(
-        {
-            "statistics": (AuditOptions, statistics),
-            "execution": (ExecutionOptions, execution),
-            "report": (ReportOptions, report),
-        },
-        old_options,
-        caller="audit_pipeline",
-    )
-    st, ex, rep = given["statistics"], given["execution"], given["report"]
-    return _audit_pipeline(
-        tune,
-        score,
-        data=data,
-        canary=canary,
-        games=games,
-        delta=delta,
-        claimed_epsilon=claimed_epsilon,
-        confidence=st.confidence,
-        seed=st.seed,
-        rule=st.rule,
-        jobs=ex.jobs,
-        backend=ex.backend,
-        scheduler=ex.scheduler,
-        chunk_size=ex.chunk_size if ex.chunk_size is not None else CHUNK_SIZE,
-        checkpoint_dir=ex.checkpoint_dir,
-        stream=ex.stream,
-        progress=ex.progress,
-        game_threads=ex.game_threads,
-        checkpoint_after=ex.checkpoint_after,
-        fresh=ex.fresh,
-        out_dir=rep.out_dir,
-        name=rep.name,
-        base=rep.base,
-        rounds=rep.rounds,
-        panel=rep.panel,
-        accept_nondeterminism=accept_nondeterminism,
-    )
+    given = {"statistics": statistics, "execution": execution, "report": report}
+    groups = {arg: (_GROUPS[arg], value) for arg, value in given.items()}
+    options = grouped_options(groups, old_options, caller="audit_pipeline")
+    pipeline: dict[str, Any] = {"tune": tune, "score": score, "data": data, "canary": canary}
+    claim: dict[str, Any] = {"claimed_epsilon": claimed_epsilon}
+    claim["accept_nondeterminism"] = accept_nondeterminism
+    return _audit_pipeline(_Request(**pipeline, games=games, delta=delta, **claim, **options))
 
 
-def _audit_pipeline(
-    tune: TuneFn,
-    score: ScoreFn | None = None,
-    *,
-    data: Any,
-    canary: CanaryChoice,
-    games: int,
-    delta: float,
-    claimed_epsilon: float | None = None,
-    confidence: float = 0.95,
-    seed: int = 0,
-    jobs: int = 1,
-    rule: ThresholdRule | str = "split",
-    checkpoint_dir: str | Path | None = None,
-    out_dir: str | Path | None = None,
-    name: str | None = None,
-    base: MechanismPair | None = None,
-    rounds: RoundsLaw | None = None,
-    backend: str | None = None,
-    scheduler: str | None = None,
-    chunk_size: int = CHUNK_SIZE,
-    panel: bool | str = "auto",
-    stream: bool | str = "auto",
-    progress: bool = False,
-    accept_nondeterminism: bool = False,
-    game_threads: int | None = None,
-    checkpoint_after: float | None = None,
-    fresh: bool = False,
-    save_every_chunk: bool = False,
-) -> PipelineAudit:
-    """`audit_pipeline` with every option as a keyword (its options objects unpacked); `out_dir`
-    may be an `OutputFolder` its caller has claimed (and cleans up)."""
-    canary = resolve_canary(canary, tune, data)  # "both": (InputCanary, GradientCanary)
-    if isinstance(canary, tuple):  # several canaries: each its games, Bonferroni
-        options = {k: v for k, v in locals().items() if k not in ("tune", "score", "data")}
-        return _audit_each_canary(tune, score, data, tuple(options.pop("canary")), options)
-    _check(tune, score, canary, games, delta, claimed_epsilon, confidence, seed, rule, jobs)
-    panel, stream = _auto_or_bool(panel, "panel"), _auto_or_bool(stream, "stream")
-    for flag, value in (("accept_nondeterminism", accept_nondeterminism), ("fresh", fresh)):
+@dataclass(frozen=True, kw_only=True)
+class _Request:
+    """One audit as asked: `audit_pipeline`'s arguments, its options objects as given (the
+    flat keywords of `audit_until_refuted` sorted into them: `_flat_request`). `folder`: an
+    out_dir its caller claimed (and cleans up), in place of `report.out_dir`;
+    `save_every_chunk`: each chunk written as it finishes (the next look reuses them)."""
+
+    tune: TuneFn
+    score: ScoreFn | None
+    data: Any
+    canary: CanaryChoice
+    games: int
+    delta: float
+    claimed_epsilon: float | None = None
+    statistics: AuditOptions = field(default_factory=AuditOptions)
+    execution: ExecutionOptions = field(default_factory=ExecutionOptions)
+    report: ReportOptions = field(default_factory=ReportOptions)
+    accept_nondeterminism: bool = False
+    save_every_chunk: bool = False
+    folder: OutputFolder | None = None
+
+    @property
+    def out_dir(self) -> str | Path | OutputFolder | None:
+        return self.folder if self.folder is not None else self.report.out_dir
+
+
+_GROUPS: dict[str, Any] = {
+    "statistics": AuditOptions,
+    "execution": ExecutionOptions,
+    "report": ReportOptions,
+}
+
+
+def _flat_request(tune: TuneFn, score: ScoreFn | None, **flat: Any) -> _Request:
+    """The request of `audit_until_refuted`'s flat keywords: each a field of `_Request` or of
+    one of its options objects (an out_dir that is an `OutputFolder` its caller claimed:
+    `folder`); any other keyword is a TypeError."""
+    owner = {f.name: group for group, cls in _GROUPS.items() for f in dataclass_fields(cls)}
+    if isinstance(flat.get("out_dir"), OutputFolder):
+        flat["folder"] = flat.pop("out_dir")
+    grouped: dict[str, dict[str, Any]] = {group: {} for group in _GROUPS}
+    top: dict[str, Any] = {}
+    for key, value in flat.items():
+        (grouped[owner[key]] if key in owner else top)[key] = value
+    options = {group: cls(**grouped[group]) for group, cls in _GROUPS.items()}
+    return _Request(tune=tune, score=score, **top, **options)
+
+
+@dataclass(frozen=True)
+class _Audit:
+    """A request once checked, with what it settles before its games: its one canary, seed,
+    chunk size, panel and stream flags ("auto" kept), mechanism pair, the fields and the score
+    it plays, its threshold rule and its score's name."""
+
+    request: _Request
+    canary: Canary
+    seed: int
+    chunk_size: int
+    panel: bool | str
+    stream: bool | str
+    base: MechanismPair | None
+    fields: tuple[str, ...]
+    score_fn: ScoreFn
+    rule: ThresholdRule
+    label: str
+
+    @property
+    def confidence(self) -> float:
+        return self.request.statistics.confidence
+
+
+def _settle(request: _Request, canary: Canary) -> _Audit:
+    """Every option of a one-canary request checked (a ConfigError naming the first bad one),
+    and the score chosen (score None: the canary's own, or one learned from a pilot)."""
+    r, st, ex, rep = request, request.statistics, request.execution, request.report
+    _check_functions(r.tune, r.score, canary)
+    _check_numbers(r.games, r.delta, r.claimed_epsilon, st.confidence, st.seed, st.rule, ex.jobs)
+    panel, stream = _auto_or_bool(rep.panel, "panel"), _auto_or_bool(ex.stream, "stream")
+    for flag, value in (("accept_nondeterminism", r.accept_nondeterminism), ("fresh", ex.fresh)):
         if not isinstance(value, bool):
             raise ConfigError(flag, f"must be true or false, got {shown(value)}")
-    chunk_size = integer(chunk_size, "chunk_size", 1)
-    base, seed = _checked_base(base, rounds), integer(seed, "seed", 0, SEED_MAX - 1)
-    fields, score_fn = scoring(  # score None: the canary's own, or one learned from a pilot
-        tune, score, data, canary, seed=seed, delta=delta, jobs=jobs, backend=backend
+    chunk_size = integer(CHUNK_SIZE if ex.chunk_size is None else ex.chunk_size, "chunk_size", 1)
+    base, seed = _checked_base(rep.base, rep.rounds), integer(st.seed, "seed", 0, SEED_MAX - 1)
+    fields, score_fn = scoring(
+        r.tune, r.score, r.data, canary, seed=seed, delta=r.delta, jobs=ex.jobs, backend=ex.backend
     )
-    rule, label = _rule_and_label(rule, seed, score, score_fn, canary)
-    with _claimed(out_dir) as folder:
+    rule, label = _rule_and_label(st.rule, seed, r.score, score_fn, canary)
+    return _Audit(r, canary, seed, chunk_size, panel, stream, base, fields, score_fn, rule, label)
+
+
+@dataclass(frozen=True, eq=False)
+class _Run:
+    """The games as played: the record, the CPU seconds of those played in this process,
+    result.json's pipeline.reproducibility, the fingerprint, whether they were streamed, the
+    clocks (wall, CPU) at their start and the output folder (None: nothing written)."""
+
+    record: GameRecord
+    inline_cpu: float
+    reproducibility: ReproducibilityEntry
+    fingerprint: str
+    stream: bool
+    clocks: tuple[float, float]
+    out: Path | None
+
+
+def _audit_pipeline(request: _Request) -> PipelineAudit:
+    """The audit of a request: its canaries resolved (several: `_audit_each_canary`), its
+    options checked, its output folder claimed (unless its caller claimed it: `folder`), its
+    games played and analysed."""
+    canary = resolve_canary(request.canary, request.tune, request.data)  # "both": a tuple
+    if isinstance(canary, tuple):  # several canaries: each its games, Bonferroni
+        return _audit_each_canary(request, canary)
+    audit = _settle(request, canary)
+    ex = request.execution
+    with _claimed(request.out_dir) as folder:
         out = None if folder is None else folder.path
+        checkpoint_dir = ex.checkpoint_dir
         if checkpoint_dir is None and out is not None:
             checkpoint_dir = out / "checkpoints"
-        if fresh and checkpoint_dir is not None:  # the folder is locked, the options checked
+        if ex.fresh and checkpoint_dir is not None:  # the folder is locked, the options checked
             _start_over(Path(checkpoint_dir))
-        stream = _streamed(stream, games, checkpoint_dir)
-        start_wall, start_cpu = time.perf_counter(), time.process_time()
-        parts = (tune, score_fn, data, canary, seed, chunk_size, fields)
-        game, fingerprint = _game_and_fingerprint(parts, accept_nondeterminism, checkpoint_dir)
-        record, inline_cpu, reproducibility = _play_checked(
-            game,
-            games,
-            seed,
-            jobs=jobs,
-            backend=backend,
-            scheduler=scheduler,
-            checkpoint_dir=checkpoint_dir,
-            fingerprint=fingerprint,
-            progress=progress,
-            stream=stream,
-            accept=accept_nondeterminism,
-            game_threads=game_threads,
-            checkpoint_after=checkpoint_after,
-            save_every_chunk=save_every_chunk,
+        stream = _streamed(audit.stream, request.games, checkpoint_dir)
+        clocks = (time.perf_counter(), time.process_time())
+        parts = (request.tune, audit.score_fn, request.data, canary, audit.seed)
+        game, fingerprint = _game_and_fingerprint(
+            (*parts, audit.chunk_size, audit.fields), request.accept_nondeterminism, checkpoint_dir
         )
-        return _analyse(
-            record,
-            stream=stream,
-            games=games,
-            delta=delta,
-            claimed_epsilon=claimed_epsilon,
-            confidence=confidence,
-            seed=seed,
-            rule=rule,
-            panel=panel,
-            base=base,
-            rounds=rounds,
-            name=name or f"pipeline {getattr(tune, '__name__', 'tune')}",
-            names=(function_name(tune), label),
-            canary=canary,
-            fingerprint=fingerprint,
-            resumed=min(record.resumed_chunks * chunk_size, games),
-            clocks=(start_wall, start_cpu),
-            out=out,
-            chunk_size=chunk_size,
-            inline_cpu=inline_cpu,
-            fields=fields,
-            reproducibility=reproducibility,
-        )
+        played = _play_checked(game, audit, checkpoint_dir, fingerprint, stream)
+        return _analyse(audit, _Run(*played, fingerprint, stream, clocks, out))
 
 
 def _game_and_fingerprint(
@@ -660,51 +664,44 @@ def _streamed(stream: bool | str, games: int, checkpoint_dir: str | Path | None)
 
 def _play_checked(
     game: PipelineGame,
-    games: int,
-    seed: int,
-    *,
-    jobs: int,
-    backend: str | None,
-    scheduler: str | None,
+    audit: _Audit,
     checkpoint_dir: str | Path | None,
     fingerprint: str,
-    progress: bool,
     stream: bool,
-    accept: bool,
-    game_threads: int | None = None,
-    checkpoint_after: float | None = None,
-    save_every_chunk: bool = False,
 ) -> tuple[GameRecord, float, ReproducibilityEntry]:
     """`play_games` with the replay check on the audit's own backend before the games and the
     unchanged-data check after them: (record, CPU seconds in this process, result.json's
-    pipeline.reproducibility). A hazard is refused unless `accept`. `game_threads`: the BLAS,
-    OpenMP and torch threads of this process while it plays (None: `backends.game_threads`)."""
+    pipeline.reproducibility). A hazard is refused unless the request accepts
+    nondeterminism. The execution's `game_threads`: the BLAS, OpenMP and torch threads of this
+    process while it plays (None: `backends.game_threads`)."""
+    ex, accept = audit.request.execution, audit.request.accept_nondeterminism
     replay: list[ReplayReport] = []
 
     def on_backend(where: str | None) -> None:  # on the audit's backend
-        replay.append(check_replay(game, seed, jobs=jobs, backend=where, accept=accept))
+        replay.append(check_replay(game, audit.seed, jobs=ex.jobs, backend=where, accept=accept))
 
+    game_threads = ex.game_threads
     if game_threads is not None:
         game_threads = integer(game_threads, "game_threads", 1)
     rerun = f"delete {checkpoint_dir or 'the checkpoints'} before you rerun"
     try:
         with (
-            limited_threads(default_game_threads(jobs, game_threads)),  # play_games's limit
-            saving_every_chunk(save_every_chunk),  # early stop: the next look reuses them
+            limited_threads(default_game_threads(ex.jobs, game_threads)),  # play_games's limit
+            saving_every_chunk(audit.request.save_every_chunk),  # early stop: the next look
         ):
             record, inline_cpu = play_games(
                 game,
-                games,
-                seed,
-                jobs=jobs,
-                backend=backend,
-                scheduler=scheduler,
+                audit.request.games,
+                audit.seed,
+                jobs=ex.jobs,
+                backend=ex.backend,
+                scheduler=ex.scheduler,
                 checkpoint_dir=checkpoint_dir,
                 fingerprint=fingerprint,
-                progress=progress,
+                progress=ex.progress,
                 stream=stream,
                 before=on_backend,
-                checkpoint_after=checkpoint_after,
+                checkpoint_after=ex.checkpoint_after,
             )
     except DataChanged as err:  # in any process, on any backend: as the check below
         raise ReproducibilityError(
@@ -721,13 +718,7 @@ def _play_checked(
     return record, inline_cpu, reproducibility
 
 
-def _audit_each_canary(
-    tune: TuneFn,
-    score: ScoreFn | None,
-    data: Any,
-    canaries: tuple[Canary, ...],
-    options: dict[str, Any],
-) -> PipelineAudit:
+def _audit_each_canary(request: _Request, canaries: tuple[Canary, ...]) -> PipelineAudit:
     """One audit per canary, `games` games each, at confidence 1 - (1 - confidence) / m
     (Bonferroni over the m canaries: the largest eps_L holds at `confidence`); the audit of
     the largest eps_L, with `canaries` in result.json listing each. Folders: a subfolder per
@@ -735,23 +726,30 @@ def _audit_each_canary(
     the whole audit) also gets the combined result.json and report.md."""
     if len(canaries) < 1:
         raise ConfigError("canary", "give a canary, or a tuple of canaries to audit each")
-    confidence = number(options["confidence"], "confidence", 0.5, 1, hi_open=True)
+    confidence = number(request.statistics.confidence, "confidence", 0.5, 1, hi_open=True)
     level = 1 - (1 - confidence) / len(canaries)
-    out_dir = options["out_dir"]
-    with _claimed(out_dir) as folder:
-        top = {"checkpoint_dir": options["checkpoint_dir"], "out_dir": folder and folder.path}
+    statistics = replace(request.statistics, confidence=level)
+    with _claimed(request.out_dir) as folder:
+        top = {
+            "checkpoint_dir": request.execution.checkpoint_dir,
+            "out_dir": folder and folder.path,
+        }
         audits = []
         for i, canary in enumerate(canaries):
             kind = canary.describe().get("kind", "canary") if isinstance(canary, Canary) else "?"
             sub = {
                 k: (None if v is None else Path(v) / f"canary-{i}-{kind}") for k, v in top.items()
             }
-            audits.append(
-                _audit_pipeline(
-                    tune, score, data=data, canary=canary, **{**options, **sub, "confidence": level}
-                )
+            one = replace(
+                request,
+                canary=canary,
+                statistics=statistics,
+                execution=replace(request.execution, checkpoint_dir=sub["checkpoint_dir"]),
+                report=replace(request.report, out_dir=sub["out_dir"]),
+                folder=None,
             )
-        combined = _combined(audits, level, confidence, options["claimed_epsilon"])
+            audits.append(_audit_pipeline(one))
+        combined = _combined(audits, level, confidence, request.claimed_epsilon)
         if folder is not None:  # the combined result.json and report.md, in out_dir itself
             result = dict(combined.result)
             written = write_outputs(folder.path, result, {}, plots=False)
@@ -910,106 +908,76 @@ def _fields_entry(
     )
 
 
-def _analyse(
-    record: GameRecord,
-    *,
-    stream: bool,
-    games: int,
-    delta: float,
-    claimed_epsilon: float | None,
-    confidence: float,
-    seed: int,
-    rule: ThresholdRule,
-    panel: bool | str,
-    base: MechanismPair | None,
-    rounds: RoundsLaw | None,
-    name: str,
-    names: tuple[str, str],
-    canary: Canary,
-    fingerprint: str,
-    resumed: int,
-    clocks: tuple[float, float],
-    out: Path | None,
-    chunk_size: int,
-    inline_cpu: float,
-    fields: tuple[str, ...] = (),
-    reproducibility: ReproducibilityEntry | None = None,
-) -> PipelineAudit:
+def _analyse(audit: _Audit, run: _Run) -> PipelineAudit:
     """eps_L, the panel, the bounds and the report from the played games."""
-    played = _bound_games(
-        record,
-        fields=fields,
-        stream=stream,
-        delta=delta,
-        confidence=confidence,
-        rule=rule,
-        panel=panel,
-        games=games,
-        law=rounds,
-        seed=seed,
-        plots=out is not None,
-    )
-    bound, by_field, best = played.bound, played.by_field, played.best
-    if fields:  # every field at its Bonferroni share; eps_L is the largest (module docstring)
-        names = (names[0], f"every released field ({len(fields)}; largest: {fields[best]})")
-    result, refuted = _result_fields(
-        name,
-        delta,
-        base,
-        rounds,
-        bound,
-        names[1],
-        seed,
-        stream,
-        claimed_epsilon,
-        played.artefacts,
-    )
-    wall = time.perf_counter() - clocks[0]
+    request = audit.request
+    played = _bound_games(run.record, audit, run.stream, plots=run.out is not None)
+    names = (function_name(request.tune), audit.label)
+    if audit.fields:  # every field at its Bonferroni share; eps_L is the largest (module doc)
+        largest = audit.fields[played.best]
+        names = (names[0], f"every released field ({len(audit.fields)}; largest: {largest})")
+    result, refuted = _result_fields(audit, played.bound, names[1], run.stream, played.artefacts)
+    wall = time.perf_counter() - run.clocks[0]
     # this process's CPU (the analysis, and the games it played itself), plus the games played
     # elsewhere: in worker processes, or in earlier runs (resumed from checkpoints)
-    cpu = (time.process_time() - clocks[1]) + max(played.game_cpu - inline_cpu, 0.0)
-    entry: PipelineEntry = {
-        "tune": names[0],
-        "score": names[1],
-        "canary": canary.describe(),
-        "games": games,
-        "chunk_size": chunk_size,
-        "resumed_games": resumed,
-        "game_cpu_seconds": round(played.game_cpu, 3),
-        "cpu_seconds": round(cpu, 3),
-        "fingerprint": fingerprint,
-    }
-    if fields:
-        entry["fields"] = _fields_entry(by_field, fields[best], confidence)
-    if reproducibility is not None:
-        entry["reproducibility"] = reproducibility
-    result["pipeline"] = entry
+    cpu = (time.process_time() - run.clocks[1]) + max(played.game_cpu - run.inline_cpu, 0.0)
+    result["pipeline"] = _pipeline_entry(audit, run, played, names, cpu)
     result["seconds"] = round(wall, 3)
     files: tuple[Path, ...] = ()
-    if out is not None:
-        files = tuple(write_outputs(out, result, played.artefacts))
+    if run.out is not None:
+        files = tuple(write_outputs(run.out, result, played.artefacts))
+    claimed_epsilon = request.claimed_epsilon
     return PipelineAudit(
-        eps=float(bound.eps),
+        eps=float(played.bound.eps),
         refuted=refuted,
         claimed_epsilon=None if claimed_epsilon is None else float(claimed_epsilon),
-        delta=float(delta),
-        confidence=float(confidence),
-        rule=rule.name,
-        games=int(games),
-        seed=int(seed),
-        bound=bound,
+        delta=float(request.delta),
+        confidence=float(audit.confidence),
+        rule=audit.rule.name,
+        games=int(request.games),
+        seed=int(audit.seed),
+        bound=played.bound,
         estimators=played.estimators,
         scores=played.scores,
         member=played.member,
         cpu_seconds=float(cpu),
         wall_seconds=float(wall),
-        resumed_games=resumed,
+        resumed_games=_resumed(audit, run),
         tune=names[0],
         score=names[1],
-        fingerprint=fingerprint,
+        fingerprint=run.fingerprint,
         files=files,
         result=cast(PipelineResult, result),
     )
+
+
+def _resumed(audit: _Audit, run: _Run) -> int:
+    """The games read back from checkpoints (whole chunks, at most the audit's games)."""
+    return min(run.record.resumed_chunks * audit.chunk_size, audit.request.games)
+
+
+def _pipeline_entry(
+    audit: _Audit, run: _Run, played: _PlayedBound, names: tuple[str, str], cpu: float
+) -> PipelineEntry:
+    """result.json's pipeline: the functions' names, the canary, the games (resumed ones
+    among them), their CPU seconds, the fingerprint, each field's eps_L and the replay check."""
+    games = audit.request.games
+    entry: PipelineEntry = {
+        "tune": names[0],
+        "score": names[1],
+        "canary": audit.canary.describe(),
+        "games": games,
+        "chunk_size": audit.chunk_size,
+        "resumed_games": _resumed(audit, run),
+        "game_cpu_seconds": round(played.game_cpu, 3),
+        "cpu_seconds": round(cpu, 3),
+        "fingerprint": run.fingerprint,
+    }
+    if audit.fields:
+        best = audit.fields[played.best]
+        entry["fields"] = _fields_entry(played.by_field, best, audit.confidence)
+    entry["reproducibility"] = run.reproducibility
+    return entry
 
 
 @dataclass(frozen=True, eq=False)
@@ -1028,22 +996,15 @@ class _PlayedBound:
     artefacts: dict[str, Any]
 
 
-def _bound_games(
-    record: GameRecord,
-    *,
-    fields: tuple[str, ...],
-    stream: bool,
-    delta: float,
-    confidence: float,
-    rule: ThresholdRule,
-    panel: bool | str,
-    games: int,
-    law: RoundsLaw | None,
-    seed: int,
-    plots: bool,
-) -> _PlayedBound:
+def _bound_games(record: GameRecord, audit: _Audit, stream: bool, plots: bool) -> _PlayedBound:
     """eps_L of the played games (every field at its Bonferroni share), streamed from the
     checkpoints or in memory (with the estimator panel when `panel` allows it)."""
+    fields, delta, confidence, rule = (
+        audit.fields,
+        audit.request.delta,
+        audit.confidence,
+        audit.rule,
+    )
     artefacts: dict[str, Any] = {}
     estimators = None
     by_field: dict[str, lower.LowerBound] = {}
@@ -1073,10 +1034,11 @@ def _bound_games(
             )
         }
     bound = list(by_field.values())[best]
-    if panel is True or (panel == "auto" and games <= PANEL_ABOVE):
+    panel, law = audit.panel, audit.request.report.rounds
+    if panel is True or (panel == "auto" and audit.request.games <= PANEL_ABOVE):
         try:
             estimators = estimator_panel(
-                scores, member, delta, confidence, law=law, seed=seed, sorted_scores=ss
+                scores, member, delta, confidence, law=law, seed=audit.seed, sorted_scores=ss
             )
             bound = replace(bound, estimators=panel_dict(estimators))
         except ConfigError as err:  # e.g. too few games for the panel's split entries
@@ -1087,23 +1049,21 @@ def _bound_games(
 
 
 def _result_fields(
-    name: str,
-    delta: float,
-    base: MechanismPair | None,
-    rounds: RoundsLaw | None,
+    audit: _Audit,
     bound: lower.LowerBound,
     score_name: str,
-    seed: int,
     stream: bool,
-    claimed_epsilon: float | None,
     artefacts: dict[str, Any],
 ) -> tuple[dict[str, Any], bool | None]:
     """result.json's fields but `pipeline` and `seconds` (the tuning bounds and the interval
     with `base`, adding their curves to `artefacts`; eps_L; the claim's verdict; the labels)
     and whether the claim is refuted (None without one)."""
+    request, base, rounds = audit.request, audit.base, audit.request.report.rounds
+    delta, claimed_epsilon = request.delta, request.claimed_epsilon
+    name = request.report.name or f"pipeline {getattr(request.tune, '__name__', 'tune')}"
     result: dict[str, Any] = {"name": name, "delta": delta}
     if base is not None:
-        assert rounds is not None  # given together with base (_audit_pipeline checks)
+        assert rounds is not None  # given together with base (_settle checks)
         bounds, curve = upper_panel(base, rounds, delta, with_curves=delta > 0)
         result.update(upper_fields(base, rounds, bounds, curve))
         reduced = base.reduced()  # None: no exact winner law (a dp_accounting event)
@@ -1118,7 +1078,7 @@ def _result_fields(
     result.update(
         version=__version__, git_commit=commit, git_dirty=dirty, code_digest=package_digest()
     )
-    result["lower"] = lower_fields(bound, "pipeline", score_name, seed, stream)
+    result["lower"] = lower_fields(bound, "pipeline", score_name, audit.seed, stream)
     if base is not None:  # [max(attack value, valid eps_L), the tightest rigorous bound]
         result["interval"] = result_interval(result, bounds)
     refuted = None if claimed_epsilon is None else bool(bound.eps > claimed_epsilon)

@@ -74,7 +74,13 @@ from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
 from auditsel.pipelines.game import PipelineGame, ScoreFn, TuneFn, field_columns
 from auditsel.pipelines.learned_scores import held_out_curve
-from auditsel.pipelines.pipeline import _check, learned, play_games, scoring
+from auditsel.pipelines.pipeline import (
+    _check_functions,
+    _check_numbers,
+    learned,
+    play_games,
+    scoring,
+)
 
 __all__ = ["PilotOptions", "PipelinePlan", "plan_pipeline"]
 
@@ -343,17 +349,31 @@ def plan_pipeline(
     Returns:
         A `PipelinePlan` (the module docstring says what each field holds).
     """
-    given = grouped_options(
-        {"statistics": (AuditOptions, statistics), "execution": (ExecutionOptions, execution)},
-        old_options,
-        caller="plan_pipeline",
-    )
+    groups = {"statistics": (AuditOptions, statistics), "execution": (ExecutionOptions, execution)}
+    given = grouped_options(groups, old_options, caller="plan_pipeline")
+    pipeline: dict[str, Any] = {"tune": tune, "score": score, "data": data, "canary": canary}
+    targets = (target_eps, claimed_epsilon, games)
+    return _plan_each(pipeline, delta, pilot, targets, power, given, old_options)
+
+
+def _plan_each(
+    pipeline: dict[str, Any],
+    delta: float,
+    pilot: int | PilotOptions,
+    targets: tuple[float | None, float | None, int | None],
+    power: float,
+    given: Mapping[str, Any],
+    old_options: Mapping[str, Any],
+) -> PipelinePlan:
+    """`plan_pipeline` of its options objects (`given`; `old_options`: its old keywords, seed=
+    the pilot's own seed): one plan per canary at its Bonferroni share, combined."""
     st, ex = given["statistics"], given["execution"]
     for unused in ("scheduler", "checkpoint_dir", "chunk_size"):
         if getattr(ex, unused) is not None:
             raise ConfigError(f"execution.{unused}", "not used by plan_pipeline's pilot")
     pilot_seed = old_options["seed"] if "seed" in old_options else integer(st.seed, "seed", 0) + 1
-    canary = resolve_canary(canary, tune, data)  # "both": (InputCanary, GradientCanary)
+    tune, data = pipeline["tune"], pipeline["data"]
+    canary = resolve_canary(pipeline["canary"], tune, data)  # "both": (Input-, GradientCanary)
     canaries = canary if isinstance(canary, tuple) else (canary,)
     if not canaries:
         raise ConfigError("canary", "give a canary, or a tuple of canaries to plan each")
@@ -366,29 +386,19 @@ def plan_pipeline(
         hi_open=True,
     )
     m = len(canaries)  # the audit's Bonferroni split over its canaries (module docstring)
-    plans = [
-        _plan_pipeline(
-            tune,
-            score,
-            data=data,
-            canary=one,
-            delta=delta,
-            pilot=pilot.games if isinstance(pilot, PilotOptions) else pilot,
-            target_eps=target_eps,
-            claimed_epsilon=claimed_epsilon,
-            games=games,
-            power=power,
-            confidence=1 - (1 - confidence) / m,
-            rule=st.rule,
-            seed=pilot_seed,
-            audit_seed=integer(st.seed, "seed", 0),
-            jobs=ex.jobs,
-            backend=ex.backend,
-            progress=ex.progress,
-            pilot_confidence=1 - (1 - pilot_confidence) / m,
-        )
-        for one in canaries
-    ]
+    request = _PlanRequest(
+        **{**pipeline, "canary": canaries[0]},
+        delta=delta,
+        pilot=pilot.games if isinstance(pilot, PilotOptions) else pilot,
+        targets=targets,
+        power=power,
+        statistics=replace(st, confidence=1 - (1 - confidence) / m),
+        seed=pilot_seed,
+        audit_seed=integer(st.seed, "seed", 0),
+        execution=ex,
+        pilot_confidence=1 - (1 - pilot_confidence) / m,
+    )
+    plans = [_plan_pipeline(replace(request, canary=one)) for one in canaries]
     return (
         plans[0]
         if not isinstance(canary, tuple)
@@ -396,43 +406,79 @@ def plan_pipeline(
     )
 
 
-def _plan_pipeline(
-    tune: TuneFn,
-    score: ScoreFn | None = None,
-    *,
-    data: Any,
-    canary: Canary,
-    delta: float,
-    pilot: int = 200,
-    target_eps: float | None = None,
-    claimed_epsilon: float | None = None,
-    games: int | None = None,
-    power: float = 0.9,
-    confidence: float = 0.95,
-    rule: str = "split",
-    seed: int = 1,
-    audit_seed: int | None = None,
-    jobs: int = 1,
-    backend: str | None = None,
-    progress: bool = False,
-    pilot_confidence: float = PILOT_CONFIDENCE,
-) -> PipelinePlan:
-    """`plan_pipeline` with every option as a keyword (the pilot's own seed `seed`), on the
-    pilot's curve at its `pilot_confidence` limits (module docstring)."""
-    pilot = integer(pilot, "pilot", 20, MAX_PILOT)
-    pilot_confidence = number(pilot_confidence, "pilot_confidence", 0.5, 1, hi_open=True)
-    _check(tune, score, canary, pilot, delta, claimed_epsilon, confidence, seed, rule, jobs)
-    choice(rule, "rule", THRESHOLD_RULES)
-    power = number(power, "power", 0.5, 1, hi_open=True)
-    target_eps, games = _targets(target_eps, claimed_epsilon, games)
-    audit_seed = seed - 1 if audit_seed is None else audit_seed
+@dataclass(frozen=True, kw_only=True)
+class _PlanRequest:
+    """One canary's plan as asked: the pipeline, the pilot's games, what to plan for
+    (`targets`: target_eps, claimed_epsilon, games), the power, the audit's statistics (its
+    confidence at the canary's Bonferroni share, its rule), the pilot's own `seed` and the
+    audit's (`audit_seed`, None: the pilot's - 1), the pilot's execution and the confidence of
+    its curve's limits."""
+
+    tune: TuneFn
+    score: ScoreFn | None
+    data: Any
+    canary: Canary
+    delta: float
+    pilot: int = 200
+    targets: tuple[float | None, float | None, int | None] = (None, None, None)
+    power: float = 0.9
+    statistics: AuditOptions = field(default_factory=AuditOptions)
+    seed: int = 1
+    audit_seed: int | None = None
+    execution: ExecutionOptions = field(default_factory=ExecutionOptions)
+    pilot_confidence: float = PILOT_CONFIDENCE
+
+
+def _plan_pipeline(request: _PlanRequest) -> PipelinePlan:
+    """One canary's plan (the pilot's own seed `seed`), on the pilot's curve at its
+    `pilot_confidence` limits (module docstring)."""
+    r = _checked_plan(request)
+    seed, ex = r.seed, r.execution
+    audit_seed = seed - 1 if r.audit_seed is None else r.audit_seed
     run = _pilot(
-        tune, score, data, canary, (pilot, seed, audit_seed), delta, (jobs, backend, progress)
+        r.tune, r.score, r.data, r.canary, (r.pilot, seed, audit_seed), r.delta,
+        (ex.jobs, ex.backend, ex.progress),
+    )  # fmt: skip
+    curves, field_eps = _field_curves(run, seed, r.pilot_confidence, r.delta)
+    best = int(np.argmax(field_eps))
+    curve, scores = curves[best], run.columns[:, best]
+    point_curve = empirical_curve(scores, run.member, run.source, shrink=SHRINK)
+    rule = r.statistics.rule
+    # the audit tests each field at a 1/k share (pipeline docstring)
+    confidence_each = 1 - (1 - r.statistics.confidence) / len(curves)
+    plan: dict[str, Any] = dict(
+        rule=rule, confidence=confidence_each, delta=r.delta, spec_grid=False
     )
-    columns, member, fields, source = run.columns, run.member, run.fields, run.source
-    grid = run.grid if rule == "split" else ()  # the audit tests a learned score's grid
-    k = columns.shape[1]  # the audit tests each field at a 1/k share (pipeline docstring)
-    confidence_each = 1 - (1 - confidence) / k
+    if run.grid and rule == "split":  # a fixed grid of the pilot's thresholds, every game
+        plan.update(rule="bonferroni", thresholds=len(run.grid), spec_grid=True)
+    out = _plan_of(r, run, field_eps, best, curve, point_curve, plan)
+    return _at_games(out, r, curve, point_curve, plan)
+
+
+def _checked_plan(request: _PlanRequest) -> _PlanRequest:
+    """The request with its numbers checked (a ConfigError naming the first out of range)."""
+    r, st = request, request.statistics
+    pilot = integer(r.pilot, "pilot", 20, MAX_PILOT)
+    pilot_confidence = number(r.pilot_confidence, "pilot_confidence", 0.5, 1, hi_open=True)
+    target_eps, claimed_epsilon, games = r.targets
+    _check_functions(r.tune, r.score, r.canary)
+    _check_numbers(
+        pilot, r.delta, claimed_epsilon, st.confidence, r.seed, st.rule, r.execution.jobs
+    )
+    choice(st.rule, "rule", THRESHOLD_RULES)
+    power = number(r.power, "power", 0.5, 1, hi_open=True)
+    target_eps, games = _targets(target_eps, claimed_epsilon, games)
+    targets = (target_eps, claimed_epsilon, games)
+    return replace(r, pilot=pilot, pilot_confidence=pilot_confidence, power=power, targets=targets)
+
+
+def _field_curves(
+    run: _PilotRun, seed: int, pilot_confidence: float, delta: float
+) -> tuple[list[PlanCurve], list[float]]:
+    """Each field's pilot curve at its share of the pilot's confidence (a learned score's: on
+    its held-out games at its grid) and its largest eq. 4 eps."""
+    columns, member, source = run.columns, run.member, run.source
+    k = columns.shape[1]
     curves = [
         pilot_tests(
             columns[:, j], member, source, seed=seed, confidence=1 - (1 - pilot_confidence) / k
@@ -441,54 +487,82 @@ def _plan_pipeline(
         else held_out_curve(run.grid, columns[:, j], member, source, pilot_confidence)
         for j in range(k)
     ]
-    field_eps = [_curve_eps(c, delta) for c in curves]
-    best = int(np.argmax(field_eps))
-    curve, curve_eps, scores = curves[best], field_eps[best], columns[:, best]
-    point_curve = empirical_curve(scores, member, source, shrink=SHRINK)
-    plan: dict[str, Any] = dict(rule=rule, confidence=confidence_each, delta=delta, spec_grid=False)
-    if grid:  # a fixed grid of the pilot's thresholds, every game evaluated (pipeline docstring)
-        plan.update(rule="bonferroni", thresholds=len(grid), spec_grid=True)
+    return curves, [_curve_eps(c, delta) for c in curves]
+
+
+def _refute_at(claimed_epsilon: float | None) -> float | None:
+    """The eps_L that refutes the claim: the next float above it (None without a claim)."""
+    return None if claimed_epsilon is None else math.nextafter(claimed_epsilon, math.inf)
+
+
+def _plan_of(
+    r: _PlanRequest,
+    run: _PilotRun,
+    field_eps: list[float],
+    best: int,
+    curve: PlanCurve,
+    point_curve: PlanCurve,
+    plan: dict[str, Any],
+) -> PipelinePlan:
+    """The plan of the best field's curve: the games for the target and for refuting the
+    claim (None where the curve cannot reach them), the pilot's numbers, each field's eps."""
+    target_eps, claimed_epsilon, games = r.targets
+    curve_eps = field_eps[best]
 
     def needed(target: float) -> int | None:
-        return None if target >= curve_eps else games_needed(curve, target, power=power, **plan)
+        return None if target >= curve_eps else games_needed(curve, target, power=r.power, **plan)
 
-    refute_at = None if claimed_epsilon is None else math.nextafter(claimed_epsilon, math.inf)
-    out = PipelinePlan(
-        pilot_games=pilot,
-        delta=delta,
-        confidence=confidence,
+    refute_at = _refute_at(claimed_epsilon)
+    return PipelinePlan(
+        pilot_games=r.pilot,
+        delta=r.delta,
+        confidence=r.statistics.confidence,
         rule=plan["rule"],
-        power=power,
+        power=r.power,
         curve_eps=curve_eps,
         cpu_seconds_per_game=run.cpu,
-        pilot_confidence=pilot_confidence,
-        point_eps=_curve_eps(point_curve, delta),
-        blind_rate=blind_rate(pilot),
+        pilot_confidence=r.pilot_confidence,
+        point_eps=_curve_eps(point_curve, r.delta),
+        blind_rate=blind_rate(r.pilot),
         target_eps=target_eps,
         games_for_target=None if target_eps is None else needed(target_eps),
         claimed_epsilon=claimed_epsilon,
         games_to_refute=None if refute_at is None else needed(refute_at),
         games=games,
-        fields=dict(zip(fields, field_eps)),
-        flagged=_differing(columns, member, fields),
+        fields=dict(zip(run.fields, field_eps)),
+        flagged=_differing(run.columns, run.member, run.fields),
         score=run.words,
-        canary=str(canary.describe().get("kind", "")),
+        canary=str(r.canary.describe().get("kind", "")),
     )
+
+
+def _at_games(
+    out: PipelinePlan,
+    r: _PlanRequest,
+    curve: PlanCurve,
+    point_curve: PlanCurve,
+    plan: dict[str, Any],
+) -> PipelinePlan:
+    """The plan with, for a number of games, E[eps_L] (on the curve and on the point curve),
+    the power for the target and the claim and the eps refutable there; without one, the
+    refutable eps where the claim cannot be refuted at any number of games."""
+    target_eps, claimed_epsilon, games = r.targets
+    refute_at = _refute_at(claimed_epsilon)
     if games is not None:
 
         def at(target: float) -> float:
             return prob_for_games(curve, target, games, **plan)
 
-        out = replace(
+        return replace(
             out,
             expected_eps=expected_for_games(curve, games, **plan),
             point_expected_eps=expected_for_games(point_curve, games, **plan),
             prob_target=None if target_eps is None else at(target_eps),
             prob_refute=None if refute_at is None else at(refute_at),
-            refutable_below=_refutable_below(point_curve, games, 1 - power, plan),
+            refutable_below=_refutable_below(point_curve, games, 1 - r.power, plan),
         )
-    elif out.games_to_refute is None:
-        out = replace(out, refutable_below=out.point_eps)
+    if out.games_to_refute is None:
+        return replace(out, refutable_below=out.point_eps)
     return out
 
 

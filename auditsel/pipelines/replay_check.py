@@ -274,20 +274,7 @@ def check_replay(
         )
         hazards, global_draws, scores, cpu, _ = first
         cpu += other_cpu
-    hazards = list(hazards)
-    if other is not None and other != scores:
-        name = "thread races" if backend == "threading" else "worker state"
-        where = "two threads" if backend == "threading" else f"two {backend or 'loky'} workers"
-        hazards.append(
-            _hazard(name, f"games {list(games)} scored {list(scores)} and {list(other)} on {where}")
-        )
-    if jobs != 1 and global_draws and backend == "threading":
-        hazards.append(
-            _hazard(
-                "global generators under threads",
-                f"tune draws from a global generator while {jobs} threads play games at once",
-            )
-        )
+    hazards = [*hazards, *_parallel_hazards(games, (scores, other), jobs, backend, global_draws)]
     report = ReplayReport(
         games=games,
         plays=2 * len(games) + (len(games) if other is not None else 0),
@@ -304,6 +291,34 @@ def check_replay(
         more = f" (and {len(hazards) - 1} more)" if len(hazards) > 1 else ""
         raise ReproducibilityError("tune", f"not reproducible: {hazards[0]}{more}; {ACCEPT_HINT}")
     return report
+
+
+def _parallel_hazards(
+    games: tuple[int, ...],
+    plays: tuple[tuple[Any, ...], tuple[Any, ...] | None],
+    jobs: int,
+    backend: str | None,
+    global_draws: bool,
+) -> list[str]:
+    """The hazards of playing in parallel: the games scored otherwise by a second thread or
+    worker (`plays`: the scores of step 1 and of step 2, None when not played), and a global
+    generator drawn from under threads."""
+    scores, other = plays
+    hazards = []
+    if other is not None and other != scores:
+        name = "thread races" if backend == "threading" else "worker state"
+        where = "two threads" if backend == "threading" else f"two {backend or 'loky'} workers"
+        hazards.append(
+            _hazard(name, f"games {list(games)} scored {list(scores)} and {list(other)} on {where}")
+        )
+    if jobs != 1 and global_draws and backend == "threading":
+        hazards.append(
+            _hazard(
+                "global generators under threads",
+                f"tune draws from a global generator while {jobs} threads play games at once",
+            )
+        )
+    return hazards
 
 
 def check_unchanged(game: PipelineGame, report: ReplayReport) -> list[str]:

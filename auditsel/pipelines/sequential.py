@@ -38,7 +38,7 @@ from auditsel.errors import integer, number, percent
 from auditsel.files import OutputFolder, atomic_write_text, claim_folder
 from auditsel.pipelines.default_canaries import resolve_canary
 from auditsel.pipelines.game import CHUNK_SIZE, LOCAL_CPU, ScoreFn, TuneFn
-from auditsel.pipelines.pipeline import PipelineAudit, _audit_pipeline
+from auditsel.pipelines.pipeline import PipelineAudit, _audit_pipeline, _flat_request
 from auditsel.pipelines.pipeline_result import LookEntry, PipelineResult, SequentialEntry
 from auditsel.results.report import text_table
 
@@ -104,17 +104,7 @@ def audit_until_refuted(
                 tune, score, int(seen[-1]["games"]), claimed_epsilon, level,
                 checkpoints, {**options, "out_dir": folder},
             )  # fmt: skip
-        result = audit.result.copy()
-        if "claim" in result:  # the verdict holds at `confidence` (each look: at `level`)
-            result["claim"] = {**result["claim"], "confidence": confidence}
-        result["sequential"] = SequentialEntry(
-            looks=schedule,
-            confidence=confidence,
-            confidence_each=level,
-            seen=seen,
-            stopped_at=seen[-1]["games"],
-            stopped_early=seen[-1]["games"] < schedule[-1],
-        )
+        result = _sequential_result(audit, schedule, (confidence, level), seen)
         if folder is not None:  # result.json and report.md say how the audit stopped
             _write_stop(folder.path, result)
     wall = time.perf_counter() - clocks[0]
@@ -123,6 +113,30 @@ def audit_until_refuted(
     own = (time.process_time() - clocks[1]) - (LOCAL_CPU.seconds - clocks[2])
     cpu = own + game_cpu
     return replace(audit, confidence=confidence, result=result, cpu_seconds=cpu, wall_seconds=wall)
+
+
+def _sequential_result(
+    audit: PipelineAudit,
+    schedule: list[int],
+    levels: tuple[float, float],
+    seen: list[LookEntry],
+) -> PipelineResult:
+    """The last look's result.json with `sequential` (the looks, each one's eps_L, where the
+    audit stopped) and the claim's verdict at the whole sequence's confidence (`levels`: the
+    sequence's and each look's)."""
+    confidence, level = levels
+    result = audit.result.copy()
+    if "claim" in result:  # the verdict holds at `confidence` (each look: at `level`)
+        result["claim"] = {**result["claim"], "confidence": confidence}
+    result["sequential"] = SequentialEntry(
+        looks=schedule,
+        confidence=confidence,
+        confidence_each=level,
+        seen=seen,
+        stopped_at=seen[-1]["games"],
+        stopped_early=seen[-1]["games"] < schedule[-1],
+    )
+    return result
 
 
 @contextmanager
@@ -187,7 +201,7 @@ def _timed(
     """One look's `_audit_pipeline` and the CPU seconds of its games (every game's, those
     read back from checkpoints included)."""
     cpu, local = time.process_time(), LOCAL_CPU.seconds
-    audit = _audit_pipeline(
+    request = _flat_request(
         tune,
         score,
         games=games,
@@ -197,6 +211,7 @@ def _timed(
         save_every_chunk=True,
         **options,
     )
+    audit = _audit_pipeline(request)
     own = (time.process_time() - cpu) - (LOCAL_CPU.seconds - local)
     return audit, max(audit.cpu_seconds - own, 0.0)
 

@@ -142,69 +142,98 @@ def cell_rows(
 ) -> list[dict[str, Any]]:
     rows = []
     for index, setting in enumerate(grid):
-        t0 = time.perf_counter()
-        claims, errors = _claims(setting)
-        claim_seconds = time.perf_counter() - t0
-        lower = lower_estimates(setting) if setting.single_run else {}
-        cost = float(setting.law.mean) * setting.steps
-        ckpt = None if work_dir is None else work_dir / cell_id(setting)
-        bound, seconds = run_cell(setting, games, seed=index, jobs=jobs, checkpoint_dir=ckpt)
-        played = games
-        close = [c for c in claims.values() if c is not None and (1 - CLOSE) * c < bound.eps <= c]
-        if close and cost <= CLOSE_MAX_COST and close_games > games:
-            ckpt = None if work_dir is None else work_dir / (cell_id(setting) + "_close")
-            bound, more = run_cell(
-                setting, close_games, seed=1000 + index, jobs=jobs, checkpoint_dir=ckpt
-            )
-            seconds += more
-            played = close_games
-        t1 = time.perf_counter()
-        interval = tuning_interval(
-            setting.base,
-            setting.law,
-            setting.delta,
-            eps_l=bound.eps,
-            eps_l_source=f"eps_L (worst-case game, {played:,} games, 95%)",
-        )
-        attack_value = attack_epsilon(setting.base, setting.law, setting.delta)
-        attack_seconds = time.perf_counter() - t1
-        row = {
-            "sigma": setting.noise_multiplier,
-            "steps": setting.steps,
-            "sample_rate": setting.sample_rate,
-            "law": _law_name(setting.law),
-            "mean_K": float(setting.law.mean),
-            "delta": setting.delta,
-            "mu": setting.mu,
-            "games": played,
-            "eps_L": bound.eps,
-            "eps_L_best": bound.eps_best_threshold,
-            "attack": attack_value,
-            "interval_lower": interval.lower,
-            "interval_lower_source": interval.lower_source,
-            "interval_upper": interval.upper,
-            "interval_upper_source": interval.upper_source,
-            "width": interval.width,
-            "single_run_pld": claims["naive"],
-            **{f"claim_{k}": v for k, v in claims.items()},
-            **lower,
-            "refuted": [k for k, v in claims.items() if v is not None and bound.eps > v],
-            "below_attack": below_attack(claims, attack_value),
-            "errors": errors,
-            "game_seconds": round(seconds, 2),
-            "claim_seconds": round(claim_seconds, 2),
-            "attack_seconds": round(attack_seconds, 2),
-            "games_per_second": round(played / seconds),
-        }
+        row, message = _cell_row(index, setting, (games, close_games), jobs, work_dir)
         rows.append(row)
         if log:
-            log(
-                f"[{index + 1}/{len(grid)}] {cell_id(setting)}: eps_L = {bound.eps:.3f} ({played:,} games, "
-                f"{seconds:.0f} s; claims {claim_seconds:.0f} s); refuted: {', '.join(row['refuted']) or 'none'}"
-            )
+            log(f"[{index + 1}/{len(grid)}] {message}")
     if work_dir is not None:
         shutil.rmtree(work_dir, ignore_errors=True)
     return rows
+
+
+def _cell_row(
+    index: int,
+    setting: Setting,
+    sizes: tuple[int, int],
+    jobs: int,
+    work_dir: Path | None,
+) -> tuple[dict[str, Any], str]:
+    """One cell's row (its claims, its game's eps_L, the interval and the attack value, the
+    seconds each took) and its log line (`sizes`: the games, and the games of a close cell)."""
+    t0 = time.perf_counter()
+    claims, errors = _claims(setting)
+    claim_seconds = time.perf_counter() - t0
+    lower = lower_estimates(setting) if setting.single_run else {}
+    bound, seconds, played = _played_cell(index, setting, claims, sizes, jobs, work_dir)
+    t1 = time.perf_counter()
+    interval = tuning_interval(
+        setting.base,
+        setting.law,
+        setting.delta,
+        eps_l=bound.eps,
+        eps_l_source=f"eps_L (worst-case game, {played:,} games, 95%)",
+    )
+    attack_value = attack_epsilon(setting.base, setting.law, setting.delta)
+    attack_seconds = time.perf_counter() - t1
+    row = {
+        "sigma": setting.noise_multiplier,
+        "steps": setting.steps,
+        "sample_rate": setting.sample_rate,
+        "law": _law_name(setting.law),
+        "mean_K": float(setting.law.mean),
+        "delta": setting.delta,
+        "mu": setting.mu,
+        "games": played,
+        "eps_L": bound.eps,
+        "eps_L_best": bound.eps_best_threshold,
+        "attack": attack_value,
+        "interval_lower": interval.lower,
+        "interval_lower_source": interval.lower_source,
+        "interval_upper": interval.upper,
+        "interval_upper_source": interval.upper_source,
+        "width": interval.width,
+        "single_run_pld": claims["naive"],
+        **{f"claim_{k}": v for k, v in claims.items()},
+        **lower,
+        "refuted": [k for k, v in claims.items() if v is not None and bound.eps > v],
+        "below_attack": below_attack(claims, attack_value),
+        "errors": errors,
+        "game_seconds": round(seconds, 2),
+        "claim_seconds": round(claim_seconds, 2),
+        "attack_seconds": round(attack_seconds, 2),
+        "games_per_second": round(played / seconds),
+    }
+    message = (
+        f"{cell_id(setting)}: eps_L = {bound.eps:.3f} ({played:,} games, "
+        f"{seconds:.0f} s; claims {claim_seconds:.0f} s); refuted: {', '.join(row['refuted']) or 'none'}"
+    )
+    return row, message
+
+
+def _played_cell(
+    index: int,
+    setting: Setting,
+    claims: dict[str, float | None],
+    sizes: tuple[int, int],
+    jobs: int,
+    work_dir: Path | None,
+) -> tuple[Any, float, int]:
+    """(eps_L's bound, seconds, games) of the cell's worst-case game: `sizes[0]` games, then
+    `sizes[1]` at another seed where eps_L comes close below a claim and the cell is cheap."""
+    games, close_games = sizes
+    cost = float(setting.law.mean) * setting.steps
+    ckpt = None if work_dir is None else work_dir / cell_id(setting)
+    bound, seconds = run_cell(setting, games, seed=index, jobs=jobs, checkpoint_dir=ckpt)
+    played = games
+    close = [c for c in claims.values() if c is not None and (1 - CLOSE) * c < bound.eps <= c]
+    if close and cost <= CLOSE_MAX_COST and close_games > games:
+        ckpt = None if work_dir is None else work_dir / (cell_id(setting) + "_close")
+        bound, more = run_cell(
+            setting, close_games, seed=1000 + index, jobs=jobs, checkpoint_dir=ckpt
+        )
+        seconds += more
+        played = close_games
+    return bound, seconds, played
 
 
 #: the attack value and the claims come from root finders accurate to about 1e-9: a claim counts

@@ -53,6 +53,58 @@ def rows(
     return out
 
 
+#: figure6.png's curves: (row key, legend label, matplotlib style)
+_SERIES = (
+    ("eps_B", "eps_B", "k:"),
+    ("attack", "attack (lower bound)", "C9-"),
+    ("generic_rdp", "generic RDP", "C0-"),
+    ("profile", "profile", "C1-"),
+    ("improved_rdp", "improved UO", "C2-"),
+    ("improved_rdp_gdp", "improved UG", "C5-"),
+    ("exact", "exact", "C3-"),
+    ("eps_L", "eps_L (split)", "C4o"),
+)
+
+
+def _plot_panel(
+    ax: Any, sel: list[Mapping[str, Any]], series: Sequence[tuple[str, str, str]], tau: float
+) -> None:
+    """One panel of figure6.png: each series of the rows `sel` against eps_B, heuristic ones
+    dashed with a red cross where contradicted (the CONTRADICTED legend entry once)."""
+    xs = [r["eps_B"] for r in sel]
+    # heuristic (auditsel.results.heuristics): UG always, exact and UO when tau < 1 (mu of eq. 19):
+    # dashed, "heuristic" in the legend, a red cross where it falls below eps_B of one run
+    heuristic = {"improved_rdp_gdp"} | ({"exact", "improved_rdp"} if tau < 1 else set())
+    marked = False
+    for key, label, style in series:
+        ys = [r.get(key, r.get(f"{key}_monotone_score", r.get(f"{key}_heuristic"))) for r in sel]
+        if any(y is not None for y in ys):
+            if key in heuristic:
+                style, label = style[:2] + "--", f"{label}, heuristic"
+            elif any(f"{key}_monotone_score" in r for r in sel):
+                style, label = style[:2] + "-.", f"{label}, monotone score assumed"
+            ax.plot(xs, [math.nan if y is None else y for y in ys], style, label=label, ms=4)
+            bad = [
+                (r["eps_B"], y)
+                for r, y in zip(sel, ys)
+                if key in heuristic
+                and y is not None
+                and f"{key}_heuristic" in r.get("contradicted", "").split()
+            ]
+            if bad:
+                ax.plot(
+                    *zip(*bad),
+                    "rx",
+                    ms=8,
+                    mew=1.5,
+                    ls="none",
+                    label="_nolegend_"
+                    if marked
+                    else "heuristic, CONTRADICTED (below eps_B or eps_L)",
+                )
+                marked = True
+
+
 def plot(rows: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     """figure6.png in out: every bound and eps_L against eps_B, one panel per (law, tau)."""
     # deferred: matplotlib (half a second) loads only when a plot is drawn
@@ -66,55 +118,12 @@ def plot(rows: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     cols = 3
     n_rows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(n_rows, cols, figsize=(4.4 * cols, 3.4 * n_rows), squeeze=False)
-    series = [
-        ("eps_B", "eps_B", "k:"),
-        ("attack", "attack (lower bound)", "C9-"),
-        ("generic_rdp", "generic RDP", "C0-"),
-        ("profile", "profile", "C1-"),
-        ("improved_rdp", "improved UO", "C2-"),
-        ("improved_rdp_gdp", "improved UG", "C5-"),
-        ("exact", "exact", "C3-"),
-        ("eps_L", "eps_L (split)", "C4o"),
-    ]
     for ax, (eta, nu, tau) in zip(axes.flat, panels):
         sel = sorted(
             (r for r in rows if (r["eta"], r["nu"], r["tau"]) == (eta, nu, tau)),
             key=lambda r: r["eps_B"],
         )
-        xs = [r["eps_B"] for r in sel]
-        # heuristic (auditsel.results.heuristics): UG always, exact and UO when tau < 1 (mu of eq. 19):
-        # dashed, "heuristic" in the legend, a red cross where it falls below eps_B of one run
-        heuristic = {"improved_rdp_gdp"} | ({"exact", "improved_rdp"} if tau < 1 else set())
-        marked = False
-        for key, label, style in series:
-            ys = [
-                r.get(key, r.get(f"{key}_monotone_score", r.get(f"{key}_heuristic"))) for r in sel
-            ]
-            if any(y is not None for y in ys):
-                if key in heuristic:
-                    style, label = style[:2] + "--", f"{label}, heuristic"
-                elif any(f"{key}_monotone_score" in r for r in sel):
-                    style, label = style[:2] + "-.", f"{label}, monotone score assumed"
-                ax.plot(xs, [math.nan if y is None else y for y in ys], style, label=label, ms=4)
-                bad = [
-                    (r["eps_B"], y)
-                    for r, y in zip(sel, ys)
-                    if key in heuristic
-                    and y is not None
-                    and f"{key}_heuristic" in r.get("contradicted", "").split()
-                ]
-                if bad:
-                    ax.plot(
-                        *zip(*bad),
-                        "rx",
-                        ms=8,
-                        mew=1.5,
-                        ls="none",
-                        label="_nolegend_"
-                        if marked
-                        else "heuristic, CONTRADICTED (below eps_B or eps_L)",
-                    )
-                    marked = True
+        _plot_panel(ax, sel, _SERIES, tau)
         ax.set_title(f"TNB(eta={eta:g}, nu={nu:g}), tau={tau:g}", fontsize=9)
         ax.set_xlabel("eps_B")
         ax.set_ylabel("epsilon of the tuning run")

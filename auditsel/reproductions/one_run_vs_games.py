@@ -299,6 +299,31 @@ def summary(table: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def _plot_one_run(ax: Any, one: Sequence[Mapping[str, Any]]) -> None:
+    """comparison.png's one-run rows: [SNJ23]'s and [MMC24]'s eps_L (mean, min-max) at their
+    CPU seconds, and each row's exact per-canary epsilon."""
+    for i, r in enumerate(one):
+        x = r["cpu_seconds"]
+        for key, marker, name in (("eps_L", "s", "[SNJ23]"), ("eps_L_mmc24", "^", "[MMC24]")):
+            lo, hi = r[f"{key}_min"], r[f"{key}_max"]
+            ax.errorbar(
+                [x],
+                [r[key]],
+                yerr=[[r[key] - lo], [hi - r[key]]],
+                fmt=marker,
+                color=f"C{i + 1}",
+                capsize=3,
+                label=f"one-run {name}, m = {r['canaries']} (valid 95%; mean, min-max of {r['repeats']})",
+            )
+        ax.axhline(
+            r["exact"],
+            color=f"C{i + 1}",
+            ls=":",
+            lw=1.5,
+            label=f"exact, one canary of {r['canaries']} ({r['exact']:.3f})",
+        )
+
+
 def plot(table: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
     # deferred: matplotlib (half a second) loads only when a plot is drawn
     import matplotlib
@@ -323,26 +348,7 @@ def plot(table: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
         capsize=3,
         label=f"game-based eps_L (valid 95%, split; mean, min-max of {game[0]['repeats']})",
     )
-    for i, r in enumerate(one):
-        x = r["cpu_seconds"]
-        for key, marker, name in (("eps_L", "s", "[SNJ23]"), ("eps_L_mmc24", "^", "[MMC24]")):
-            lo, hi = r[f"{key}_min"], r[f"{key}_max"]
-            ax.errorbar(
-                [x],
-                [r[key]],
-                yerr=[[r[key] - lo], [hi - r[key]]],
-                fmt=marker,
-                color=f"C{i + 1}",
-                capsize=3,
-                label=f"one-run {name}, m = {r['canaries']} (valid 95%; mean, min-max of {r['repeats']})",
-            )
-        ax.axhline(
-            r["exact"],
-            color=f"C{i + 1}",
-            ls=":",
-            lw=1.5,
-            label=f"exact, one canary of {r['canaries']} ({r['exact']:.3f})",
-        )
+    _plot_one_run(ax, one)
     ax.axhline(
         game[0]["exact"],
         color="C0",
@@ -432,37 +438,43 @@ def write(
     (out / "rows.json").write_text(json.dumps(table, indent=1, allow_nan=False))
     files = [out / "table.md", out / "table.csv", out / "rows.json", *plot(table, out)]
     if tightness:
-        cols = (
-            "eps_B",
-            "canaries",
-            "repeats",
-            "exact_per_canary",
-            "eps_L_snj23",
-            "eps_L_snj23_min",
-            "eps_L_snj23_max",
-            "eps_L_mmc24",
-            "eps_L_mmc24_min",
-            "eps_L_mmc24_max",
-            "snj23_over_exact",
-            "mmc24_over_exact",
-            "cpu_seconds_per_audit",
-        )
-        md = [
-            "# Tightness of one-run audits in the reduced one-run tuning game",
-            "",
-            "TNB(0, 0.01), delta = 1e-5, Gaussian base calibrated to eps_B, m canaries in one tuning "
-            "run (the tuner selects on the sum of the canary coordinates; auditsel.games.one_run_reduced). "
-            "eps_L: mean (min, max) over the repeats of valid 95% bounds; exact_per_canary: the "
-            f"exact epsilon w.r.t. one canary, {EXACT_SCOPE}.",
-            "",
-            "| " + " | ".join(cols) + " |",
-            "|" + "---|" * len(cols),
-        ]
-        md += ["| " + " | ".join(_cell(r.get(c)) for c in cols) + " |" for r in tightness]
-        (out / "tightness.md").write_text("\n".join(md) + "\n")
-        (out / "tightness.json").write_text(json.dumps(tightness, indent=1, allow_nan=False))
-        files += [out / "tightness.md", out / "tightness.json"]
+        files += _write_tightness(out, tightness)
     return files
+
+
+def _write_tightness(out: Path, tightness: Sequence[Mapping[str, Any]]) -> list[Path]:
+    """tightness.md and tightness.json under out: the one-run audits against the exact
+    per-canary epsilon of the reduced one-run game."""
+    cols = (
+        "eps_B",
+        "canaries",
+        "repeats",
+        "exact_per_canary",
+        "eps_L_snj23",
+        "eps_L_snj23_min",
+        "eps_L_snj23_max",
+        "eps_L_mmc24",
+        "eps_L_mmc24_min",
+        "eps_L_mmc24_max",
+        "snj23_over_exact",
+        "mmc24_over_exact",
+        "cpu_seconds_per_audit",
+    )
+    md = [
+        "# Tightness of one-run audits in the reduced one-run tuning game",
+        "",
+        "TNB(0, 0.01), delta = 1e-5, Gaussian base calibrated to eps_B, m canaries in one tuning "
+        "run (the tuner selects on the sum of the canary coordinates; auditsel.games.one_run_reduced). "
+        "eps_L: mean (min, max) over the repeats of valid 95% bounds; exact_per_canary: the "
+        f"exact epsilon w.r.t. one canary, {EXACT_SCOPE}.",
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
+    md += ["| " + " | ".join(_cell(r.get(c)) for c in cols) + " |" for r in tightness]
+    (out / "tightness.md").write_text("\n".join(md) + "\n")
+    (out / "tightness.json").write_text(json.dumps(tightness, indent=1, allow_nan=False))
+    return [out / "tightness.md", out / "tightness.json"]
 
 
 if __name__ == "__main__":

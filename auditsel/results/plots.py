@@ -248,21 +248,11 @@ def _plot_scores(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
     return _finish(fig, ax, out_dir / "scores.png", titles, loc="upper right")
 
 
-def _plot_tradeoff(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
-    """ROC on log axes (true-positive rate 1 - FN against FP, as in membership-inference
-    audits): the game's exact (FP, TP) at a few thousand thresholds spread over every decade
-    (`roc_points`), against the exact trade-off curve of the pair (when the pair is known) and
-    the boundary that a claimed (eps, delta) allows (when a claim was audited)."""
-    data = artefacts["game_data"]
-    (fp, fn), (n0, n1) = data["roc"], data["n"]
-    fp_rate, tp_rate = fp / n0, 1 - fn / n1
-    dense = np.logspace(-9, 0, 500)  # the curves are linear between vertices (randomised tests)
-
-    def branch(x, y):
-        order = np.argsort(x)
-        return dense, np.interp(dense, x[order], y[order])
-
-    references = []  # (name, x = FP, y = TP of "guess X'", dashed, colour)
+def _tradeoff_references(result: dict, data: dict, labels, dense: np.ndarray) -> list[tuple]:
+    """The reference curves of tradeoff.png, each (name, x = FP, y = FN of "guess X'", dashed,
+    colour): the pair's exact trade-off curve (when known) and the boundary a claimed
+    (eps, delta) allows (when a claim was audited), the latter on the `dense` FP grid."""
+    references = []
     if data.get("exact") is not None:  # the pair's exact trade-off curve
         exact_fp, exact_fn = data["exact"]
         heuristic = "exact" in labels.heuristic_keys
@@ -282,6 +272,24 @@ def _plot_tradeoff(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
         references.append(
             (f"claimed eps = {claim['epsilon']:.3g}: no test above", dense, claim_fn, True, "C2")
         )
+    return references
+
+
+def _plot_tradeoff(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
+    """ROC on log axes (true-positive rate 1 - FN against FP, as in membership-inference
+    audits): the game's exact (FP, TP) at a few thousand thresholds spread over every decade
+    (`roc_points`), against the exact trade-off curve of the pair (when the pair is known) and
+    the boundary that a claimed (eps, delta) allows (when a claim was audited)."""
+    data = artefacts["game_data"]
+    (fp, fn), (n0, n1) = data["roc"], data["n"]
+    fp_rate, tp_rate = fp / n0, 1 - fn / n1
+    dense = np.logspace(-9, 0, 500)  # the curves are linear between vertices (randomised tests)
+
+    def branch(x, y):
+        order = np.argsort(x)
+        return dense, np.interp(dense, x[order], y[order])
+
+    references = _tradeoff_references(result, data, labels, dense)
     once = {name for name, *_ in references if name.startswith("claimed")}  # one legend entry
     floor = 0.5 / max(n0, n1)
     fig, ax = new_figure((5, 5))

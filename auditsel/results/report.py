@@ -59,72 +59,13 @@ def summary_rows(
     rows = []
     low = result.get("lower")
     if low:
-        rule = low["threshold_rule"]
-        rows.append(
-            (
-                f"eps_L ({rule}, {percent(low['confidence'])} CP)",
-                _fmt(low["eps"]),
-                "empirical" + (" (optimistic)" if rule == "best" else ""),
-                f"{low['trials']:,} games, proxy {low['proxy']}",
-            )
-        )
-        rows.append(
-            (
-                "eps_L (best threshold)",
-                _fmt(low["eps_best_threshold"]),
-                "empirical (optimistic)",
-                "max over all thresholds",
-            )
-        )
-        gdp = low.get("gdp_fit", low.get("eps_gdp"))  # eps_gdp: result.json of earlier releases
-        fits = {True: "model fits", False: "model REJECTED by the data"}.get(low.get("gdp_fit_ok"))
-        source = "[NHSBTJCT23], every threshold" + (f"; {fits}" if fits else "")
-        rows.append(("eps_L (gdp_fit)", _fmt(gdp), "heuristic", source))
+        rows += _lower_rows(low)
     one = result.get("one_run")
     if one:
-        spread = lambda v: (
-            f"audit 0 of {len(v)}: mean {np.mean(v):.4g}, min {min(v):.4g}, max {max(v):.4g}"
-            if len(v) > 1
-            else "one audit"
-        )
-        rows.append(
-            (
-                f"eps_L one-run ({percent(one['confidence'])}) [SNJ23]",
-                _fmt(one["eps_snj23"]),
-                "empirical",
-                f"{one['canaries']:,} canaries in one tuning run; {spread(one['eps_snj23_runs'])}",
-            )
-        )
-        rows.append(
-            (
-                f"eps_L one-run [MMC24] ({one['family']})",
-                _fmt(one["eps_mmc24"]),
-                "empirical",
-                f"valid if the trade-off is in the family; {spread(one['eps_mmc24_runs'])}",
-            )
-        )
-        rows.append(
-            (
-                f"exact, one canary of {one['canaries']:,}",
-                _fmt(one["exact_per_canary"]),
-                one["exact_rigour"],
-                "reduced one-run game (auditsel.games.one_run_reduced): "
-                + one.get("exact_scope", "exact for this game's own score"),
-            )
-        )
+        rows += _one_run_rows(one)
     claim = result.get("claim")
     if claim:
-        verdict = {True: "REFUTED", False: "not refuted"}[claim["refuted"]]
-        rows.append(
-            (
-                "claimed eps",
-                _fmt(claim["epsilon"]),
-                f"claim, {verdict}",
-                f"{verdict} at {percent(claim.get('confidence', low['confidence']))} (valid eps_L {'>' if claim['refuted'] else '<='} claim)"
-                if low
-                else claim.get("source", ""),
-            )
-        )
+        rows.append(_claim_row(claim, low))
     att = result.get("attack")
     if att:
         rows.append(
@@ -145,6 +86,74 @@ def summary_rows(
             rigour = "heuristic, CONTRADICTED"
         rows.append((key, _fmt(value), rigour, source or _absent(value)))
     return rows
+
+
+def _lower_rows(low: dict) -> list[tuple[str, str, str, str]]:
+    """The rows of result.json's `lower`: the rule's eps_L, the best threshold's, the GDP fit's."""
+    rule = low["threshold_rule"]
+    rows = [
+        (
+            f"eps_L ({rule}, {percent(low['confidence'])} CP)",
+            _fmt(low["eps"]),
+            "empirical" + (" (optimistic)" if rule == "best" else ""),
+            f"{low['trials']:,} games, proxy {low['proxy']}",
+        ),
+        (
+            "eps_L (best threshold)",
+            _fmt(low["eps_best_threshold"]),
+            "empirical (optimistic)",
+            "max over all thresholds",
+        ),
+    ]
+    gdp = low.get("gdp_fit", low.get("eps_gdp"))  # eps_gdp: result.json of earlier releases
+    fit_ok: Any = low.get("gdp_fit_ok")  # True, False or None (no fit)
+    fits = {True: "model fits", False: "model REJECTED by the data"}.get(fit_ok)
+    source = "[NHSBTJCT23], every threshold" + (f"; {fits}" if fits else "")
+    rows.append(("eps_L (gdp_fit)", _fmt(gdp), "heuristic", source))
+    return rows
+
+
+def _one_run_rows(one: dict) -> list[tuple[str, str, str, str]]:
+    """The rows of result.json's `one_run`: [SNJ23]'s and [MMC24]'s eps_L, the exact value."""
+    spread = lambda v: (
+        f"audit 0 of {len(v)}: mean {np.mean(v):.4g}, min {min(v):.4g}, max {max(v):.4g}"
+        if len(v) > 1
+        else "one audit"
+    )
+    return [
+        (
+            f"eps_L one-run ({percent(one['confidence'])}) [SNJ23]",
+            _fmt(one["eps_snj23"]),
+            "empirical",
+            f"{one['canaries']:,} canaries in one tuning run; {spread(one['eps_snj23_runs'])}",
+        ),
+        (
+            f"eps_L one-run [MMC24] ({one['family']})",
+            _fmt(one["eps_mmc24"]),
+            "empirical",
+            f"valid if the trade-off is in the family; {spread(one['eps_mmc24_runs'])}",
+        ),
+        (
+            f"exact, one canary of {one['canaries']:,}",
+            _fmt(one["exact_per_canary"]),
+            one["exact_rigour"],
+            "reduced one-run game (auditsel.games.one_run_reduced): "
+            + one.get("exact_scope", "exact for this game's own score"),
+        ),
+    ]
+
+
+def _claim_row(claim: dict, low: dict | None) -> tuple[str, str, str, str]:
+    """The claim's row: its eps and its verdict against the valid eps_L (`low`)."""
+    verdict = {True: "REFUTED", False: "not refuted"}[claim["refuted"]]
+    return (
+        "claimed eps",
+        _fmt(claim["epsilon"]),
+        f"claim, {verdict}",
+        f"{verdict} at {percent(claim.get('confidence', low['confidence']))} (valid eps_L {'>' if claim['refuted'] else '<='} claim)"
+        if low
+        else claim.get("source", ""),
+    )
 
 
 def _absent(value) -> str:

@@ -285,14 +285,20 @@ def test_law_evaluations_meet_assumption_a3_against_mpmath(law):
                 assert abs(float(got) - true) <= A.LAW_REL / 8 * true, (law, zi, got, true)
 
 
+# the first two by default; the others (about 1.5 CPU s each) in the slow tier
 SETTINGS = [
     (0.8, 3, 0.2, Poisson(5.0)),
     (1.0, 10, 0.1, TruncatedNegativeBinomial(0.0, 0.1)),
-    (0.5, 10, 0.5, Point(1)),
-    (2.0, 100, 0.01, TwoPoint(10, 0.5)),
-    (1.5, 200, 0.05, Binomial(20, 0.4)),
-    (1.0, 1000, 0.01, Poisson(10.0)),
-    (3.0, 500, 0.1, TruncatedNegativeBinomial(1.0, 0.01)),
+    *(
+        pytest.param(*setting, marks=pytest.mark.slow)
+        for setting in [
+            (0.5, 10, 0.5, Point(1)),
+            (2.0, 100, 0.01, TwoPoint(10, 0.5)),
+            (1.5, 200, 0.05, Binomial(20, 0.4)),
+            (1.0, 1000, 0.01, Poisson(10.0)),
+            (3.0, 500, 0.1, TruncatedNegativeBinomial(1.0, 0.01)),
+        ]
+    ),
 ]
 
 
@@ -469,7 +475,15 @@ LAPLACE_LAWS = [
 
 
 @pytest.mark.parametrize("law", LAPLACE_LAWS, ids=lambda law: law.kind)
-@pytest.mark.parametrize("b, steps, q", [(1.0, 1, 1.0), (0.5, 20, 0.1), (2.0, 5, 1.0)])
+@pytest.mark.parametrize(
+    "b, steps, q",
+    [
+        (1.0, 1, 1.0),
+        # reason: the same six laws over two more bases (10 CPU s); one base by default
+        pytest.param(0.5, 20, 0.1, marks=pytest.mark.slow),
+        pytest.param(2.0, 5, 1.0, marks=pytest.mark.slow),
+    ],
+)
 def test_laplace_attack_never_above_a_rigorous_bound(law, b, steps, q):
     """The attack value is a lower bound: at most every rigorous bound, and at most [PS22]
     Corollary 3's (2 + eta) eps for a TNB law (eps: the base's pure epsilon)."""

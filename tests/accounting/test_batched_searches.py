@@ -169,7 +169,15 @@ def _nested_grid_minimum(integ, orders, gamma, d):
     return float(np.min(values))
 
 
-@pytest.mark.parametrize(("mu", "law"), [(0.268, LAWS[0]), (0.05, LAWS[2]), (1.0, LAWS[3])])
+@pytest.mark.parametrize(
+    ("mu", "law"),
+    [
+        # reason: about 2.5 CPU s each; the second setting runs by default
+        pytest.param(0.268, LAWS[0], marks=pytest.mark.slow),
+        (0.05, LAWS[2]),
+        pytest.param(1.0, LAWS[3], marks=pytest.mark.slow),
+    ],
+)
 def test_improved_order_search_batched_is_the_scalar_search(mu, law):
     """The improved RDP bound at seven deltas at once = one scalar search per delta on the
     same curve to 1e-12 relative (the batched search stops once its bracket is ORDER_XTOL

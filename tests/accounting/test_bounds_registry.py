@@ -25,7 +25,8 @@ DELTAS = [1e-8, 1e-5, 1e-3]
         (GaussianBase(0.7), TruncatedNegativeBinomial(1.0, 0.05)),
         (GaussianBase(0.4), Poisson(5.0)),
         (FiniteOutputBase.example1(), TruncatedNegativeBinomial(1.0, 1e-3)),
-        (GaussianBase(0.5), TwoPoint(20, 0.1)),
+        # reason: 4 CPU s (K up to 20); the three other pairs run by default
+        pytest.param(GaussianBase(0.5), TwoPoint(20, 0.1), marks=pytest.mark.slow),
     ],
 )
 def test_curves_equal_the_panel_asked_delta_by_delta(pair, law):

@@ -61,7 +61,14 @@ def test_gaussian_noise_is_where_the_exact_curve_meets_the_target():
     assert same.value == pytest.approx(honest.value, rel=1e-9)
 
 
-@pytest.mark.parametrize("law", [Poisson(5.0), TruncatedNegativeBinomial(1.0, 0.1)])
+@pytest.mark.parametrize(
+    "law",
+    [
+        Poisson(5.0),
+        # reason: a second law of K through the same calibrations (10 CPU s); Poisson by default
+        pytest.param(TruncatedNegativeBinomial(1.0, 0.1), marks=pytest.mark.slow),
+    ],
+)
 def test_dpsgd_noise_and_mean(law):
     base, delta, target = DpsgdBase(1.0, 20, 0.05), 1e-5, 3.0
     shape = math.inf if isinstance(law, Poisson) else law.eta
@@ -85,6 +92,7 @@ def test_dpsgd_noise_and_mean(law):
         assert low.baseline_value is None and "no E[K] >= 1" in low.baseline_note
 
 
+@pytest.mark.slow  # reason: E[K] solved over a point law's integers (8 CPU s)
 def test_point_law_mean_is_an_integer():
     base, delta, target = GaussianBase(0.3), 1e-5, 2.0
     c = calibrate(base, Point(2), target_epsilon=target, delta=delta, solve_for="mean")
@@ -95,6 +103,7 @@ def test_point_law_mean_is_an_integer():
     assert c.baseline_value is None  # dp_accounting's RepeatAndSelectDpEvent has no point law
 
 
+@pytest.mark.slow  # reason: two Laplace calibrations (6 CPU s); the pure-DP bound: test_events
 def test_laplace_mean_is_unbounded_under_corollary3():
     """Geometric K over a 1-DP base: [PS22] Corollary 3 gives 3 eps whatever E[K], so a target
     of 3 allows any number of runs; the answer says so instead of inventing a limit."""
@@ -146,6 +155,37 @@ def test_finite_base_has_no_noise():
     assert err.value.field == "base"
 
 
+def test_cli_calibrate_needs_a_target_and_a_noise(tmp_path, capsys):
+    """The fast part of `test_cli_calibrate`: the refusals, before any calibration."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "name": "cal",
+                "delta": 1e-5,
+                "base": {"kind": "gaussian", "mu": 1.0},
+                "rounds": {"kind": "poisson", "mean": 5},
+            }
+        )
+    )
+    assert main(["calibrate", str(config)]) == 2  # --target-eps is required
+    assert "--target-eps" in capsys.readouterr().err
+    finite = tmp_path / "f.yaml"
+    finite.write_text(
+        yaml.safe_dump(
+            {
+                "name": "fin",
+                "delta": 1e-5,
+                "base": {"kind": "discrete", "p": [0.5, 0.5], "q": [0.4, 0.6]},
+                "rounds": {"kind": "point", "k": 3},
+            }
+        )
+    )
+    assert main(["calibrate", str(finite), "--target-eps", "1"]) == 2  # no noise to calibrate
+    assert "base: a finite-output base has no noise multiplier" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # reason: three calibrations through the CLI (11 CPU s); its refusals: above
 def test_cli_calibrate(tmp_path, capsys):
     config = tmp_path / "c.yaml"
     config.write_text(

@@ -63,7 +63,8 @@ def test_lemma7_as_stated_is_below_the_truth_with_mass_at_zero():
     + [
         Binomial(1, 0.1),
         Binomial(4, 0.3),
-        FinitePmf({0: 0.8, 3: 0.2}),
+        # reason: 8 CPU s for this law alone; the other nine run by default
+        pytest.param(FinitePmf({0: 0.8, 3: 0.2}), marks=pytest.mark.slow),
         FinitePmf({0: 0.5, 1: 0.5}),
     ],
 )
@@ -114,7 +115,11 @@ def test_poisson_below_one_every_rigorous_bound_is_above_exact(mu, mean):
 
 @pytest.mark.parametrize(
     "law, table",
-    [(Poisson(0.05), None), (Binomial(3, 0.1), {0: 0.729, 1: 0.243, 2: 0.027, 3: 0.001})],
+    [
+        # reason: mpmath over a Poisson law (4 CPU s); the binomial one runs by default
+        pytest.param(Poisson(0.05), None, marks=pytest.mark.slow),
+        (Binomial(3, 0.1), {0: 0.729, 1: 0.243, 2: 0.027, 3: 0.001}),
+    ],
 )
 def test_exact_curve_with_mass_at_zero_matches_mpmath_at_large_eps(law, table):
     """The lower tails of the winner were G(F(b)) - G(F(a)) with G(0) = P[K = 0] near 1 in

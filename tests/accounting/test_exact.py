@@ -54,7 +54,7 @@ def test_one_run_reduces_to_the_gaussian_profile(mu):
 @pytest.mark.parametrize(
     "mu, eta, nu, eps",
     [
-        (0.5, 0.0, 0.01, [0.5, 1.5]),
+        pytest.param(0.5, 0.0, 0.01, [0.5, 1.5], marks=pytest.mark.slow),  # 3.5 s of mpmath
         pytest.param(2.0, 1.0, 1e-3, [1.0, 4.0], marks=pytest.mark.slow),  # 15 s of mpmath
         (1.0, -0.5, 0.05, [0.8]),
         pytest.param(10.0, 1.0, 1e-6, [20.0, 40.0], marks=pytest.mark.slow),  # E[K] = 10^6, mu = 10
@@ -70,6 +70,7 @@ def test_reduced_game_curve_matches_high_precision_integration(mu, eta, nu, eps)
             assert ours == pytest.approx(truth, rel=1e-6, abs=1e-300)
 
 
+@pytest.mark.slow  # reason: mpmath's integration (6 CPU s); a TNB law's: the test above
 def test_two_point_curve_matches_high_precision_integration():
     table = {1: 0.01, 100: 0.99}
     w = GaussianWinner(GaussianBase(0.8), TwoPoint(100, 0.01))

@@ -138,7 +138,8 @@ def test_exact_epsilon_finite_at_extremes(mu, law):
 @pytest.mark.parametrize(
     "mu, eta, nu, eps",
     [
-        (1e-3, 1.0, 1e-6, [0.0, 0.002]),  # tiny mu, E[K] = 1e6
+        # tiny mu, E[K] = 1e6 (7 CPU s); delta far below 1e-12 runs by default
+        pytest.param(1e-3, 1.0, 1e-6, [0.0, 0.002], marks=pytest.mark.slow),
         pytest.param(0.05, 0.0, 1e-9, [0.1, 0.5], marks=pytest.mark.slow),  # nu = 1e-9
         (3.0, 0.5, 1e-9, [8.0]),  # delta far below 1e-12
         pytest.param(10.0, 0.0, 1e-9, [30.0], marks=pytest.mark.slow),
@@ -276,6 +277,7 @@ def check_monotone(mu, eta, nu, factor, delta):
         assert e(mu, more_runs, delta) >= base - 1e-7  # in E[K] (empirical)
 
 
+@pytest.mark.slow  # reason: mpmath's oracle (5 CPU s); the same at float precision above
 def test_more_runs_can_be_more_private_oracle_confirmed():
     """TNB(eta = -0.9): nu 1e-9 -> 5e-10 raises E[K] (7.15 -> 7.66), and the second law even
     dominates the first stochastically, yet the exact eps at delta = 1e-12 falls (0.100443 ->

@@ -49,7 +49,12 @@ def _pairs(count: int, seed: int = 1) -> list[FiniteOutputBase]:
     return out
 
 
-@pytest.mark.parametrize("law", LAWS, ids=lambda law: law.kind + str(law.mean)[:4])
+@pytest.mark.parametrize(
+    "law",
+    # the point law (3.5 CPU s) in the slow tier; the six others by default
+    [pytest.param(law, marks=pytest.mark.slow) if law == Point(3) else law for law in LAWS],
+    ids=lambda law: law.kind + str(law.mean)[:4],
+)
 def test_never_below_brute_force_nor_above_krw(law):
     for pair in _pairs(2, seed=int(law.mean * 100)):
         for delta in (1e-2, 1e-5):

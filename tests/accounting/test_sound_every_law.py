@@ -105,7 +105,12 @@ def _rigorous(pair, law, delta: float) -> dict[str, float]:
     }
 
 
-@pytest.mark.parametrize("law", LAWS, ids=lambda law: repr(law))
+@pytest.mark.parametrize(
+    "law",
+    # the point law (5 CPU s a pair) in the slow tier; the nine others by default
+    [pytest.param(law, marks=pytest.mark.slow) if isinstance(law, Point) else law for law in LAWS],
+    ids=lambda law: repr(law),
+)
 @pytest.mark.parametrize("pair", PAIRS, ids=["finite", "rr0.5", "three"])
 def test_no_rigorous_value_below_the_brute_force_truth(pair, law):
     delta = 1e-6

@@ -484,6 +484,7 @@ def test_cell_masses_are_mass_between_consecutive_edges_bit_for_bit():
                     assert np.array_equal(got, w.mass(edges[:-1], edges[1:], member))
 
 
+@pytest.mark.slow  # reason: the previous computation replayed (5.5 CPU s); exactness: above
 def test_selection_fit_is_the_previous_computation_bit_for_bit(monkeypatch):
     """The selection fit's shortcuts (each cell mass computed on its own side only, the
     Zubkov-Serov bounds read from a table of every count) give the panel exactly the numbers of

@@ -249,7 +249,8 @@ def test_ghost_norm_path_equals_torch_func_per_example_gradients(kind):
     torch.testing.assert_close(a.canary_dot, b.canary_dot, rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("kind", ["logreg", "mlp", "cnn"])
+# reason: the CNN's runs (7 CPU s) in the slow tier; the logistic regression and the MLP by default
+@pytest.mark.parametrize("kind", ["logreg", "mlp", pytest.param("cnn", marks=pytest.mark.slow)])
 def test_batched_runs_equal_runs_one_at_a_time(kind):
     data = load_dataset("digits", n=30)
     model = ModelSpec(kind, data.shape, 10, hidden=(8,), channels=2)

@@ -88,6 +88,7 @@ def test_a_run_from_kept_bounds_equals_a_run_from_computed_ones(tmp_path, monkey
     ex._UPPER.clear()
 
 
+@pytest.mark.slow  # reason: CLI runs in fresh interpreters (9 CPU s); the cache's rules: above
 def test_the_cli_keeps_bounds_where_told_and_nothing_with_no_cache(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), bc.CACHE_ENV: str(tmp_path / "cache")}
 

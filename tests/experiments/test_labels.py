@@ -56,7 +56,10 @@ def random_settings(seed: int = 0, n: int = 3):
     return out
 
 
-@pytest.mark.parametrize("index", range(12))
+# the first four settings by default; the others (1 to 3 CPU s each) in the slow tier
+@pytest.mark.parametrize(
+    "index", [*range(4), *(pytest.param(i, marks=pytest.mark.slow) for i in range(4, 12))]
+)
 def test_no_rigorous_value_nor_upper_end_is_below_the_attack(index):
     """Property over random Gaussian, DP-SGD and Laplace settings: every value `upper` holds is
     labelled rigorous and is at least the attack value (a lower bound for ANY score: the

@@ -134,7 +134,14 @@ def test_single_run_audit_is_below_the_pld_epsilon_and_refutes_the_eq19_heuristi
     )  # 1.70: the tau < 1 heuristic is too low
 
 
-@pytest.mark.parametrize("law", [TruncatedNegativeBinomial(0.0, 0.1), TwoPoint(10, 0.5)])
+@pytest.mark.parametrize(
+    "law",
+    [
+        # reason: a statistical run (3 CPU s); the two-point law runs by default
+        pytest.param(TruncatedNegativeBinomial(0.0, 0.1), marks=pytest.mark.slow),
+        TwoPoint(10, 0.5),
+    ],
+)
 def test_tuning_audit_never_exceeds_the_rigorous_tuning_bounds(law):
     setting = Setting(1.0, 3, 0.2, law)
     bound = _audit(DpsgdWorstCase(1.0, 3, 0.2, law), 400_000, seed=1)

@@ -219,7 +219,7 @@ def finished_run(tmp_path, _finished_once):
 @pytest.mark.parametrize(
     "damage",
     [
-        "truncate",
+        pytest.param("truncate", marks=pytest.mark.slow),  # 5 CPU s; "flip" by default
         "flip",
         pytest.param("garbage", marks=pytest.mark.slow),
         pytest.param("empty", marks=pytest.mark.slow),
@@ -242,6 +242,7 @@ def test_corrupted_chunk_is_reported(finished_run, capsys, damage):
     assert_refused(rc, err, out, result)
 
 
+@pytest.mark.slow  # reason: two runs (5 CPU s); a foreign checkpoint by default: tests/test_cli.py
 def test_chunk_from_another_experiment_is_reported(tmp_path, finished_run, capsys):
     cfg, out, result = finished_run
     other_cfg, other = small_config(tmp_path, seed=8, name="other"), tmp_path / "other"

@@ -291,7 +291,16 @@ def tune_dict(data, seed, canary):
 )
 
 
-@pytest.mark.parametrize("backend", [None, "threading", "loky"])
+@pytest.mark.parametrize(
+    "backend",
+    [
+        # reason: fresh worker processes for every look and canary (about 60 CPU s each, issue
+        # 39's measurement); the same route on two threads runs by default
+        pytest.param(None, marks=pytest.mark.slow),
+        "threading",
+        pytest.param("loky", marks=pytest.mark.slow),
+    ],
+)
 def test_the_tutorial_route_with_two_jobs_plays_on_every_backend(folder, capsys, backend):
     """The documented route: `--canary both`, the default score on a dict release (one score
     per field: an array that the replay check compares between processes), `--jobs 2`,

@@ -278,6 +278,8 @@ def test_coverage_of_a_correct_pipeline_over_200_seeds():
 # --- the same numbers however the games are run -------------------------------------------------
 
 
+@pytest.mark.slow  # reason: five audits, three in worker processes (34 CPU s); the same numbers
+# on threads and in one process by default: tests/pipelines/test_user_code.py
 def test_same_numbers_for_any_jobs_chunk_size_and_backend():
     kw = dict(data=None, canary=DIRAC, games=300, delta=1e-5, statistics=AuditOptions(seed=11))
     run = lambda **ex: audit_pipeline(
@@ -296,6 +298,7 @@ def test_same_numbers_for_any_jobs_chunk_size_and_backend():
     assert len({game_seed(11, g) for g in range(300)}) == 300
 
 
+@pytest.mark.slow  # reason: a pilot in worker processes (9 CPU s)
 def test_a_pilot_on_workers_plans_what_one_process_plans():
     """plan_pipeline plays its pilot without a replay check, on the request's workers; the
     same plan as in one process."""

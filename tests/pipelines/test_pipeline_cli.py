@@ -96,7 +96,9 @@ def test_a_rerun_resumes_and_an_edited_tune_is_refused(folder, capsys):
     assert "`tune` (its code changed)" in code.stderr and "nothing was reused" in code.stderr
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
+# reason: "2" starts worker processes (5 CPU s); a worker's exception by default:
+# test_an_exception_on_a_worker_is_exit_2_naming_it
+@pytest.mark.parametrize("jobs", ["1", pytest.param("2", marks=pytest.mark.slow)])
 def test_an_exception_in_the_users_pipeline_is_exit_2_naming_it(folder, jobs):
     proc = subprocess.run(
         [sys.executable, "-m", "auditsel", "audit-pipeline", "cli_pipe:raises", "--canary",

@@ -73,15 +73,32 @@ def test_pessimistic_tests_are_below_the_true_rates_at_their_confidence():
     assert held / pilots >= confidence
 
 
-@pytest.mark.parametrize("pilot", [50, 100, 200])
-@pytest.mark.parametrize(
-    "tune,claim,delta",
-    [
-        (randomized_response, EPS_RR, 0.0),
-        (gaussian, GaussianBase(1.0).epsilon(DELTA), DELTA),
-    ],
-    ids=["randomized_response", "gaussian"],
-)
+def _exact_claims() -> list:
+    """(tune, claim, delta, pilot) of an exact claim at pilots 50, 100 and 200; the Gaussian
+    pipeline's two larger pilots (3 to 4 CPU s each) in the slow tier, its pilot of 50 and
+    randomized response's three by default."""
+    settings = [
+        ("randomized_response", randomized_response, EPS_RR, 0.0),
+        ("gaussian", gaussian, GaussianBase(1.0).epsilon(DELTA), DELTA),
+    ]
+    return [
+        pytest.param(
+            tune,
+            claim,
+            delta,
+            pilot,
+            marks=pytest.mark.slow if name == "gaussian" and pilot > 50 else (),
+            id=f"{name}-{pilot}",
+        )
+        for name, tune, claim, delta in settings
+        for pilot in (50, 100, 200)
+    ]
+
+
+EXACT_CLAIMS = _exact_claims()
+
+
+@pytest.mark.parametrize("tune,claim,delta,pilot", EXACT_CLAIMS)
 def test_an_exact_claim_gets_no_planned_refutation(tune, claim, delta, pilot):
     for seed in (1, 2, 3):
         plan = plan_pipeline(
@@ -150,15 +167,7 @@ NO_PANEL = ReportOptions(panel=False)
 # --- several canaries: planned as audit_pipeline audits them (each its games, Bonferroni) -------
 
 
-@pytest.mark.parametrize("pilot", [50, 100, 200])
-@pytest.mark.parametrize(
-    "tune,claim,delta",
-    [
-        (randomized_response, EPS_RR, 0.0),
-        (gaussian, GaussianBase(1.0).epsilon(DELTA), DELTA),
-    ],
-    ids=["randomized_response", "gaussian"],
-)
+@pytest.mark.parametrize("tune,claim,delta,pilot", EXACT_CLAIMS)
 def test_an_exact_claim_gets_no_planned_refutation_with_both_canaries(tune, claim, delta, pilot):
     plan = plan_pipeline(
         tune, itself, data=EMPTY, canary="both", delta=delta, pilot=pilot,

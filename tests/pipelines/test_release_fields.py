@@ -194,6 +194,7 @@ def test_augmented_rows_counted_as_people_are_refuted_by_the_input_canary_only()
     assert both.eps == by_kind["input"]["eps"] > AUGMENTED_CLAIM
 
 
+@pytest.mark.slow  # reason: two statistical audits of the documented route (10 CPU s)
 def test_the_documented_default_route_refutes_both_bugs_of_the_issue():
     """The tutorial's route: canary="both" (an InputCanary and a GradientCanary chosen from
     the data and a probe run), the default score (learned from a pilot), plan then audit:

@@ -155,7 +155,12 @@ def test_exits_and_argparse_of_the_user_are_exit_2_with_their_traceback(
         os.unlink(path)
 
 
-@pytest.mark.parametrize("backend", ["loky", "threading"])
+@pytest.mark.parametrize(
+    # reason: loky's workers (7 CPU s); on threads by default (and a worker's exception through
+    # the CLI: tests/pipelines/test_pipeline_cli.py)
+    "backend",
+    [pytest.param("loky", marks=pytest.mark.slow), "threading"],
+)
 def test_exceptions_in_workers_come_back_as_the_users(backend):
     def tune(data, seed, canary):
         if seed % 3 == 0:
@@ -413,8 +418,10 @@ def _abiding(data, seed, canary):
 @pytest.mark.parametrize(
     "jobs, backend",
     [
-        (2, None),
-        (2, "loky"),
+        # reason: worker processes importing the user's modules (13 to 20 CPU s each, issue 39's
+        # measurement); on two threads and in one process by default
+        pytest.param(2, None, marks=pytest.mark.slow),
+        pytest.param(2, "loky", marks=pytest.mark.slow),
         (2, "threading"),
         (1, "threading"),
         pytest.param(2, "dask", marks=pytest.mark.slow),  # starts a dask cluster (3 CPU s)

@@ -210,7 +210,14 @@ def test_noise_after_the_step_does_not_scale_with_the_learning_rate():
 OBJECTS = [n for n in bugzoo.PIPELINES if n != "shuffled_batches"]
 
 
-@pytest.mark.parametrize("name", OBJECTS)
+#: the Opacus pipelines over 2 CPU s each (issue 39's measurement) but one, correct_opacus,
+#: in the slow tier: it and the numpy pipelines hold the same keys by default
+SLOW_OBJECTS = {"correct_opacus_mlp", "scaler_in_model", "early_stop_loss", "second_optimizer_head"}
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_OBJECTS else n for n in OBJECTS]
+)
 def test_pipeline_objects_hold_the_checks_keys(name):
     m = module(name)
     objects = m.pipeline_objects(seed=0)

@@ -95,6 +95,7 @@ def _check_factor_row(row):
     assert row["eps (profile, Thm 5.2) at same E[K]"] < target  # tighter at the same E[K]
 
 
+@pytest.mark.slow  # reason: a reproduction at ten models (4.5 CPU s)
 def test_dpsgd_factor_at_ten_models_is_the_findings():
     _check_factor_row(paper_bounds.dpsgd_factor_rows(means=(10,))[0])
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from auditsel.mechanisms import DpsgdBase
 from auditsel.reproductions.bugzoo import DELTA
 from auditsel.rounds import RoundsLaw
 
@@ -44,30 +43,30 @@ KEYS = (
 )
 
 
+#: what `pipeline_objects` may hand over beside the model, optimizers, law of K and claim
+#: (`auditsel.check_pipeline`'s keywords; None where a pipeline has no such object)
+OPTIONAL = ("data_loader", "engine", "dataset", "release", "base", "privatizer")
+
+
 def objects(
     *,
     model: Any,
     optimizers: list[Any],
     rounds: RoundsLaw,
     claim: Callable[[float], float],
-    data_loader: Any = None,
-    engine: Any = None,
-    dataset: Any = None,
-    release: Any = None,
-    base: DpsgdBase | None = None,
-    privatizer: Callable[[list[Any], float], Any] | None = None,
+    **optional: Any,
 ) -> dict[str, Any]:
-    """The dict of `pipeline_objects` (module docstring), its claim computed at the zoo's delta."""
+    """The dict of `pipeline_objects` (module docstring), its claim computed at the zoo's delta;
+    `optional`: any of OPTIONAL (a data loader, the engine, the dataset, one release, the
+    run as a DpsgdBase, a hand-written loop's clip-and-noise step)."""
+    unknown = sorted(set(optional) - set(OPTIONAL))
+    if unknown:
+        raise TypeError(f"objects() got unexpected keyword(s) {unknown}; allowed: {OPTIONAL}")
     return {
         "model": model,
         "optimizers": list(optimizers),
-        "data_loader": data_loader,
-        "engine": engine,
         "rounds": rounds,
         "delta": DELTA,
-        "dataset": dataset,
-        "release": release,
         "claim": float(claim(DELTA)),
-        "base": base,
-        "privatizer": privatizer,
+        **{key: optional.get(key) for key in OPTIONAL},
     }
