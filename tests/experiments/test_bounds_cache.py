@@ -14,6 +14,7 @@ import pytest
 import auditsel.experiments.bounds_cache as bc
 import auditsel.experiments.experiment as ex
 from auditsel.experiments.config import parse_config
+from auditsel.results import fields
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,19 +74,19 @@ def test_cache_folder_follows_the_environment(tmp_path, monkeypatch):
 
 def test_a_run_from_kept_bounds_equals_a_run_from_computed_ones(tmp_path, monkeypatch):
     spec = parse_config(SPEC)
-    ex._UPPER.clear()
+    fields._UPPER.clear()
     fresh, _ = ex.run_experiment(spec, None, progress=False)
-    ex._UPPER.clear()
+    fields._UPPER.clear()
     kept, _ = ex.run_experiment(spec, None, progress=False, bounds_cache=tmp_path)
     assert len(list(tmp_path.glob("*.pickle"))) == 1
-    ex._UPPER.clear()
-    monkeypatch.setattr(ex, "_upper_panel", lambda *a: pytest.fail("computed, not read back"))
+    fields._UPPER.clear()
+    monkeypatch.setattr(fields, "_upper_panel", lambda *a: pytest.fail("computed, not read back"))
     read, _ = ex.run_experiment(spec, None, progress=False, bounds_cache=tmp_path)
     for result in (kept, read):  # every field but the wall time, to the last bit
         assert {k: v for k, v in result.items() if k != "seconds"} == {
             k: v for k, v in fresh.items() if k != "seconds"
         }
-    ex._UPPER.clear()
+    fields._UPPER.clear()
 
 
 @pytest.mark.slow  # reason: CLI runs in fresh interpreters (9 CPU s); the cache's rules: above
