@@ -247,6 +247,11 @@ def test_render_writes_the_table_and_the_findings(tmp_path):
     assert "Stopped early (refuted at a look before the budget): `noise_for_mean` at 128" in md
     assert "budget of 1,000 games per canary" in md  # the budget is stated
     # noise_for_mean's row was played with the every-field score: named as kept from before
+    # noise_for_mean's plan (300 games) is within its budget (1,000)
+    assert (
+        "predicted a refutation within the budget for 1 of 2 audited pipelines: `noise_for_mean`."
+        in md
+    )
     kept = [line for line in md.splitlines() if line.startswith("- Kept from an earlier run")]
     assert len(kept) == 1 and kept[0].endswith(": `correct_dpgd`, `noise_for_mean`."), kept
     assert (tmp_path / "bugzoo.png").stat().st_size > 0 and (tmp_path / "rows.json").exists()
@@ -282,3 +287,12 @@ def test_fixed_grid_worst_case_config_refutes_the_poisson_claim():
     correct = fixed_grid.reduced_game_epsilon(bugzoo.DELTA)
     assert result.eps_exact == pytest.approx(correct, rel=1e-9)  # the game's monotone score
     assert claim < result.lower["eps"] <= correct
+
+
+def test_a_plan_beyond_the_budget_is_not_counted_as_predicted():
+    row = _row("noise_for_mean", "noise scaled for the mean", planned_games_to_refute=5000)
+    lines = bugzoo.findings([row])
+    assert any(
+        "within the budget for 0 of 1" in line and "beyond it for `noise_for_mean` (5,000)" in line
+        for line in lines
+    ), lines

@@ -360,10 +360,18 @@ def findings(rows: list[dict]) -> list[str]:
         f"refuted; {len(refused)} refused by the route.",
     ]
     planned = [r for r in audited if r["planned_games_to_refute"] is not None]
+    within = [r for r in planned if r["planned_games_to_refute"] <= r["budget_cap"]]
+    beyond = [r for r in planned if r not in within]
     lines.append(
-        f"- The plan predicted a refutation for {len(planned)} of {len(audited)} audited "
-        f"pipelines"
-        + (": " + ", ".join(f"`{r['pipeline']}`" for r in planned) if planned else "")
+        f"- The plan predicted a refutation within the budget for {len(within)} of "
+        f"{len(audited)} audited pipelines"
+        + (": " + ", ".join(f"`{r['pipeline']}`" for r in within) if within else "")
+        + (
+            "; beyond it for "
+            + ", ".join(f"`{r['pipeline']}` ({r['planned_games_to_refute']:,})" for r in beyond)
+            if beyond
+            else ""
+        )
         + "."
     )
     early = [r for r in refuted if r["games"] < r["budget"]]
