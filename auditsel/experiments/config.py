@@ -362,7 +362,7 @@ def _parse_dpsgd_game(game: Mapping[str, Any]) -> DpsgdGameSpec:
 
 def _game_kind(game: Mapping[str, Any], base: ConfigBase) -> str:
     """The game's kind, checked: a known kind, only its fields, and a base it can play."""
-    kind = _choice(game.get("kind", "reduced"), "game.kind", GAME_KINDS)
+    kind = str(_choice(game.get("kind", "reduced"), "game.kind", GAME_KINDS))
     allowed = set(GameSpec.__dataclass_fields__) - {"dpsgd"}
     if kind == "dpsgd":
         allowed |= set(DpsgdGameSpec.__dataclass_fields__)
