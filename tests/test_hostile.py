@@ -1693,6 +1693,7 @@ def test_cli_option_ranges_are_the_config_ranges():
 
 def test_the_exit_codes_page_states_the_codes_and_limits_of_the_code():
     from auditsel import cli
+    from auditsel.errors import LIMITS
     from auditsel.files import safe_yaml as cfg
 
     text = (ROOT / "docs" / "reference" / "exit-codes.md").read_text()
@@ -1706,7 +1707,7 @@ def test_the_exit_codes_page_states_the_codes_and_limits_of_the_code():
     assert f"{cfg.MAX_YAML_CHARS:,} characters" in text
     assert f"integer in [1, {cli.MAX_SPLITS:,}]" in text
     assert f"[-{cli.MAX_JOBS}, {cli.MAX_JOBS}]" in text
-    lo, hi = cfg.LIMITS["game.thresholds"]
+    lo, hi = LIMITS["game.thresholds"]
     assert f"integer in [{lo}, {hi:,}]" in text
-    assert cfg.LIMITS["game.trials"] == (2, 10**10) and "[2, 10^10]" in text
-    assert cfg.LIMITS["game.seed"] == (0, 2**63 - 1) and "[0, 2^63 - 1]" in text
+    assert LIMITS["game.trials"] == (2, 10**10) and "[2, 10^10]" in text
+    assert LIMITS["game.seed"] == (0, 2**63 - 1) and "[0, 2^63 - 1]" in text

@@ -62,11 +62,11 @@ def objects(
     unknown = sorted(set(optional) - set(OPTIONAL))
     if unknown:
         raise TypeError(f"objects() got unexpected keyword(s) {unknown}; allowed: {OPTIONAL}")
-    return {
+    named = {
         "model": model,
         "optimizers": list(optimizers),
         "rounds": rounds,
         "delta": DELTA,
         "claim": float(claim(DELTA)),
-        **{key: optional.get(key) for key in OPTIONAL},
     }
+    return {key: named[key] if key in named else optional.get(key) for key in KEYS}
