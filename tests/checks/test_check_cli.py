@@ -157,3 +157,13 @@ def test_audit_pipeline_refuses_a_broken_opacus_run_unless_accepted(folder, caps
     assert out.index("breaks the claim: data_loader") < out.index("eps_L")
     checks = json.loads((folder / "acc" / "result.json").read_text())["checks"]
     assert checks["accepted"] is True and checks["findings"][0]["check"] == "sampling"
+
+
+def test_the_cli_reads_the_keywords_of_check_pipeline():
+    """`auditsel check` lists check_pipeline's keywords without importing it (fast --help)."""
+    import inspect
+
+    from auditsel.cli.command_check import KEYS
+    from auditsel.pipelines.checks import check_pipeline
+
+    assert KEYS == tuple(inspect.signature(check_pipeline).parameters)

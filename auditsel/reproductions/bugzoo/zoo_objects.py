@@ -19,28 +19,19 @@ not DP at all (a value computed without noise from the private data is released)
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
+from auditsel.pipelines.checks import check_pipeline
 from auditsel.reproductions.bugzoo import DELTA
 from auditsel.rounds import RoundsLaw
 
 __all__ = ["KEYS", "Interval", "objects"]
 
 Interval = tuple[float | None, float | None, str]
-KEYS = (
-    "model",
-    "optimizers",
-    "data_loader",
-    "engine",
-    "rounds",
-    "delta",
-    "dataset",
-    "release",
-    "claim",
-    "base",
-    "privatizer",
-)
+#: `auditsel.check_pipeline`'s keywords, in its order: what `auditsel check` reads
+KEYS = tuple(inspect.signature(check_pipeline).parameters)
 
 
 #: what `pipeline_objects` may hand over beside the model, optimizers, law of K and claim
