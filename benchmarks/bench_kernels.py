@@ -10,9 +10,7 @@ numba speed / C speed of every repeat (median, min and max: the spread on a shar
   baseline patched into the trainer (C kernels and the hand-copied seed hash of 0.1); the
   released scores must be the same bit for bit (checked), so only the speed differs.
 
-Splits run on torch's OpenMP threads where that runtime is found (``kernels._openmp``);
-``--pool`` runs them on the package's Python pool instead (the way of earlier versions, and
-of machines without it), to compare the two.
+Kernels split their rows over a fixed rule (``kernels._split``); nothing is chosen online.
 
 ``--torch-twin`` adds the torch kernels on the CPU (what ran without a compiler before numba).
 ``--no-compiler`` builds the C baseline first, then runs the benchmark in a child process with
@@ -24,8 +22,6 @@ numba kernels are compiled there from scratch without one.
     python benchmarks/bench_kernels.py --repeat 9 --games 200 --cells ntnv:dirac:1 etcv:dirac:1
     python benchmarks/bench_kernels.py --threads 1 --skip-games --repeat 9   # one thread each
     python benchmarks/bench_kernels.py --threads 1 --cpu-time --skip-games   # CPU time, loaded
-    python benchmarks/bench_kernels.py --skip-games --trace   # the split chooser, call by call
-    python benchmarks/bench_kernels.py --skip-games --skip-kernels --ways 60   # each way forced
 """
 
 from __future__ import annotations
@@ -37,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -48,7 +43,7 @@ import torch
 from baselines import kernels_c
 
 from attacks.dpsgd_game import build_protocol, load_data, make_scorer
-from auditsel.dpsgd import kernels, kernels_cpu, trainer
+from auditsel.dpsgd import kernels, trainer
 from auditsel.games.engine import run_game
 from auditsel.reproductions.table3 import Table3Grid
 
@@ -119,62 +114,10 @@ def kernel_cases():
     ]
 
 
-class Trace:
-    """--trace: log every call of the split chooser (way, milliseconds) and, for each split
-    call, who ran its pieces: on torch's OpenMP threads, how many threads ran at least one
-    piece (``/2t``: both; ``/1t``: one did them all); on our pool, the share of the pieces the
-    pool threads ran (0: the calling thread did all)."""
-
-    def __init__(self):
-        self.calls: list[str] = []
-        self.pieces: list[bool] = []
-        self.threads: int | None = None
-        self.saved = (kernels._Chooser.record, kernels._run_split)
-
-    def __enter__(self):
-        record, run_split = self.saved
-        main = threading.get_ident()
-
-        def traced_record(chooser, split, seconds, rows):
-            if not split:
-                who = ""
-            elif self.threads is not None:
-                who = f"/{self.threads}t"
-            else:
-                who = f"/{sum(self.pieces) / max(len(self.pieces), 1):.2f}"
-            self.calls.append(f"{'S' if split else '1'}{seconds * 1e3:.2f}{who}")
-            self.pieces.clear()
-            self.threads = None
-            record(chooser, split, seconds, rows)
-
-        def traced_split(fn, R, workers, make_job):
-            def piece(r0, r1):
-                self.pieces.append(threading.get_ident() != main)
-                fn(r0, r1)
-
-            job = run_split(piece, R, workers, make_job)
-            if job is not None:
-                self.threads = int(job[kernels_cpu.JOB_BUSY])
-            return job
-
-        kernels._Chooser.record, kernels._run_split = traced_record, traced_split
-        return self
-
-    def __exit__(self, *exc):
-        kernels._Chooser.record, kernels._run_split = self.saved
-
-    def report(self) -> str:
-        return "    calls (S: split, 1: one thread; ms/who ran the pieces): " + " ".join(self.calls)
-
-
-def bench_kernels(repeat: int, twin: bool, trace: bool = False) -> None:
+def bench_kernels(repeat: int, twin: bool) -> None:
     print("kernels (numba speed / C speed; > 1: numba faster)")
     for name, case in kernel_cases():
         new, old = case(kernels), case(BASELINE)
-        kernels._CHOOSERS.clear()  # each kernel's choice made afresh in this benchmark
-        tracer = Trace()
-        if trace:
-            tracer.__enter__()
         new(), old()  # compiled, warm
         ratios, twin_ratios = [], []
         for _ in range(repeat):
@@ -184,42 +127,8 @@ def bench_kernels(repeat: int, twin: bool, trace: bool = False) -> None:
                 with TorchOnCpu():
                     twin_ratios.append(t_old / best_of(new, 2))
         print(f"  {name:44} numba {spread(ratios)}")
-        if trace:
-            tracer.__exit__()
-            print(tracer.report())
         if twin:
             print(f"  {'':44} torch {spread(twin_ratios)}")
-
-
-def bench_ways(calls: int) -> None:
-    """--ways: each kernel's ways forced (C, numba on one thread, numba split on torch's OpenMP
-    threads, numba split on our pool), `calls` calls each in 4 rounds of blocks of calls / 4
-    (not call by call: the C's OpenMP runtime is another one, whose threads spin after each
-    C call and would take the second core from torch's), the first call of each block dropped:
-    median and fastest milliseconds (a median: the chooser's view; the fastest: best_of's)."""
-    print(f"kernels, each way forced ({calls} calls each, in blocks; ms median / fastest)")
-    saved = kernels._Chooser.split, list(kernels._OPENMP)
-    openmp = kernels._openmp()
-    ways = {"C": None, "one thread": (False, openmp), "split OpenMP": (True, openmp)}
-    ways = {**ways, "split pool": (True, None)} if openmp is not None else ways
-    try:
-        for name, case in kernel_cases():
-            new, old = case(kernels), case(BASELINE)
-            times: dict[str, list[float]] = {w: [] for w in ways}
-            for _ in range(4):
-                for way, how in ways.items():
-                    if how is not None:
-                        kernels._Chooser.split = lambda self, s=how[0]: s
-                        kernels._OPENMP[:] = [how[1]]
-                    fn = old if how is None else new
-                    fn()  # after another way's calls: dropped
-                    times[way] += [best_of(fn, 1) for _ in range(max(calls // 4, 1))]
-            cells = [
-                f"{w} {statistics.median(t) * 1e3:.2f}/{min(t) * 1e3:.2f}" for w, t in times.items()
-            ]
-            print(f"  {name:44} " + "  ".join(cells))
-    finally:
-        kernels._Chooser.split, kernels._OPENMP[:] = saved[0], saved[1]
 
 
 def play(grid, cell, games, seed, impl):
@@ -309,23 +218,6 @@ def main(argv=None) -> int:
         help="time the kernels by the CPU time of the calling thread (needs --threads 1): on a "
         "loaded machine, the work itself, not the wait for a core",
     )
-    ap.add_argument(
-        "--trace",
-        action="store_true",
-        help="print every kernel call's way (split or one thread), time and pool share",
-    )
-    ap.add_argument(
-        "--pool",
-        action="store_true",
-        help="split on the package's Python pool, not on torch's OpenMP threads",
-    )
-    ap.add_argument(
-        "--ways",
-        type=int,
-        default=0,
-        metavar="CALLS",
-        help="also time each way of each kernel forced, CALLS calls each, interleaved",
-    )
     ap.add_argument("--skip-kernels", action="store_true")
     ap.add_argument("--skip-games", action="store_true")
     args = ap.parse_args(argv)
@@ -339,8 +231,6 @@ def main(argv=None) -> int:
     if args.threads:  # before the baseline's OpenMP runtime is loaded
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
         torch.set_num_threads(args.threads)
-    if args.pool:
-        kernels._OPENMP[:] = [None]
     compiler = [c for c in ("cc", "gcc", "clang") if shutil.which(c)]
     t = time.perf_counter()
     kernels._cpu()
@@ -348,8 +238,7 @@ def main(argv=None) -> int:
     how = "loaded from numba's cache" if stats.cache_hits else "compiled"
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads; splits on "
-        f"{'our pool' if kernels._openmp() is None else 'torch OpenMP threads'}; numba kernels {how} in "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; numba kernels {how} in "
         f"{time.perf_counter() - t:.1f} s; C compiler on PATH: {', '.join(compiler) or 'none'}"
         f" (CC={os.environ.get('CC', 'unset')}); C baseline: "
         f"{'prebuilt ' + os.environ['AUDITSEL_BASELINE_LIB'] if os.environ.get('AUDITSEL_BASELINE_LIB') else 'built now'}"
@@ -358,9 +247,7 @@ def main(argv=None) -> int:
         print("the C baseline could not be built here", file=sys.stderr)
         return 1
     if not args.skip_kernels:
-        bench_kernels(args.repeat, args.torch_twin, args.trace)
-    if args.ways:
-        bench_ways(args.ways)
+        bench_kernels(args.repeat, args.torch_twin)
     if not args.skip_games:
         bench_games(args.cells, args.games, args.repeat, args.torch_twin)
     return 0
