@@ -39,10 +39,6 @@ LONG = {
     "auditsel/accounting/panel.py::panel": (NOT_YET_SPLIT, "auditsel/accounting (issue 39)"),
     "auditsel/accounting/attack.py::compose": (NOT_YET_SPLIT, "auditsel/accounting (issue 39)"),
     "auditsel/accounting/attack.py::attack": (NOT_YET_SPLIT, "auditsel/accounting (issue 39)"),
-    "auditsel/accounting/calibrate.py::calibrate": (
-        NOT_YET_SPLIT,
-        "auditsel/accounting (issue 39)",
-    ),
     "auditsel/accounting/score_search.py::ScoreSearch._dp": (
         NOT_YET_SPLIT,
         "auditsel/accounting (issue 39)",

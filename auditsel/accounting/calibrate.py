@@ -35,6 +35,7 @@ setting (`tests/accounting/test_edges.py`), so T(x_dpa) <= target.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -323,33 +324,17 @@ def calibrate(
     start = time.perf_counter()
     target = number(target_epsilon, "target_epsilon", 0, math.inf, lo_open=True)
     delta = float(check_deltas(delta)[0])
-    choice(solve_for, "solve_for", SOLVE_FOR)
+    solve_for = choice(solve_for, "solve_for", SOLVE_FOR)
     rtol = number(rtol, "rtol", 1e-9, 0.1)
     assume = check_assume(assume)
-    family = _noise_family(base, law, noise) if solve_for == "noise" else _mean_family(base, law)
-    if delta == 0 and not math.isfinite(family.make(family.start)[0].pure_epsilon):
-        raise ConfigError(
-            "delta", "must be in (0, 1) for a base that is not pure DP (it is never (eps, 0)-DP)"
-        )
-
+    family = _family(base, law, solve_for, noise, delta)
     cache: dict[float, Tightest] = {}
-
-    def tight(x: float) -> Tightest:
-        if family.integer:
-            x = float(round(x))
-        if x not in cache:
-            pair, law_x = family.make(x)
-            cache[x] = tightest_bound(pair, law_x, delta, assume=assume)
-        return cache[x]
-
-    base_value: float | None = None
-    base_seconds: float | None = None
-    base_note: str | None = "not asked for"
+    tight = functools.partial(_tightest_at, family, delta, assume, cache)
+    base_value, base_note, base_seconds = None, _NOT_ASKED, None
     if baseline:
         t0 = time.perf_counter()
-        base_value, base_note = _baseline(family, law, target, delta, rtol)
-        base_seconds = time.perf_counter() - t0
-
+        base_value, note = _baseline(family, law, target, delta, rtol)
+        base_note, base_seconds = note, time.perf_counter() - t0
     x, at_end = _solve(family, tight, target, rtol, hint=base_value)
     best = tight(x)
     gain = None
@@ -376,6 +361,34 @@ def calibrate(
         at_range_end=at_end,
         assumption=assume,
     )
+
+
+_NOT_ASKED: str | None = "not asked for"
+
+
+def _family(
+    base: object, law: RoundsLaw, solve_for: str, noise: Callable[[float], Any] | None, delta: float
+) -> _Family:
+    """The family of (pair, law) calibrate searches; delta 0 only for a pure-DP base."""
+    family = _noise_family(base, law, noise) if solve_for == "noise" else _mean_family(base, law)
+    if delta == 0 and not math.isfinite(family.make(family.start)[0].pure_epsilon):
+        raise ConfigError(
+            "delta", "must be in (0, 1) for a base that is not pure DP (it is never (eps, 0)-DP)"
+        )
+    return family
+
+
+def _tightest_at(
+    family: _Family, delta: float, assume: str | None, cache: dict[float, Tightest], x: float
+) -> Tightest:
+    """The tightest bound at parameter value x (rounded for an integer family), computed once
+    per value (`cache`)."""
+    if family.integer:
+        x = float(round(x))
+    if x not in cache:
+        pair, law_x = family.make(x)
+        cache[x] = tightest_bound(pair, law_x, delta, assume=assume)
+    return cache[x]
 
 
 def _solve(
