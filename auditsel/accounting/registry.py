@@ -65,6 +65,16 @@ rank its runs by; docs/findings/any-score.md):
   approximation (improved_rdp_gdp); they too assume a monotone score.
 
 `MONOTONE_SCORE_KEYS` are the reduced game's keys (the assumption holds for all three).
+
+Opt-in bounds (`OPT_IN_BOUNDS`, `opt_in_bound(key)`): rigorous for any score but too slow, or
+not tighter, for the default panel; never in result.json unless asked.
+
+* score_dual        the Lagrangian dual of the score-order problem by dynamic programming over
+                    (P-mass, Q-mass) (`accounting.score_dual`; proof in
+                    docs/explanation/bounds.md): assumes nothing beyond the base pair's pmfs
+                    (finite pairs) or dp_accounting's pessimistic PLD (DP-SGD); tens of seconds
+                    per delta, and in the tails not tighter than [PS22] or [KRW24] (its
+                    convexification gap, measured in docs/findings/interval-widths.md).
 """
 
 from __future__ import annotations
@@ -109,6 +119,9 @@ __all__ = [
     "BOUNDS",
     "BOUND_KEYS",
     "bound",
+    "ScoreDualBound",
+    "OPT_IN_BOUNDS",
+    "opt_in_bound",
 ]
 
 
@@ -382,6 +395,68 @@ BOUNDS = (
 )
 
 BOUND_KEYS = tuple(b.key for b in BOUNDS)
+
+
+class ScoreDualBound(Bound):
+    """The score-order dual (`accounting.score_dual`): finite-output and DP-SGD bases."""
+
+    def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
+        from auditsel.mechanisms import DpsgdBase
+
+        return isinstance(as_pair(pair), (FiniteOutputBase, DpsgdBase))
+
+    def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
+        if delta == 0 or not self.supports(pair, law):
+            return None
+        return "Lagrangian dual of the score order (docs/explanation/bounds.md)"
+
+    def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
+        return "score_dual: needs delta > 0" if delta == 0 else None
+
+    def curve(
+        self,
+        pair: MechanismPair,
+        law: RoundsLaw,
+        deltas: ArrayLike,
+        profile: BaseProfile | None = None,
+    ) -> FloatArray:
+        """eps by bisection on [0, 2 x the default rigorous upper end] (inf where the dual does
+        not get below delta there)."""
+        from auditsel.accounting.score_dual import score_dual_epsilon
+
+        pair = as_pair(pair)
+        deltas = check_deltas(deltas, "deltas")
+        if not self.supports(pair, law):
+            return np.full(deltas.shape, np.nan)
+        out = np.full(deltas.shape, np.inf)
+        for i, d in enumerate(deltas.tolist()):
+            if d <= 0:
+                continue
+            known = min(
+                float(b.curve(pair, law, np.array([d]), profile)[0])
+                for b in BOUNDS
+                if b.supports(pair, law) and b.rigour(pair) == "rigorous"
+            )
+            top = 2.0 * known if math.isfinite(known) and known > 0 else 50.0
+            out[i] = float(score_dual_epsilon(pair, law, d, hi=top, steps=12)[0])
+        return out
+
+
+#: rigorous for any score, but not in the default panel (module docstring)
+OPT_IN_BOUNDS = (
+    ScoreDualBound(
+        "score_dual",
+        "Lagrangian dual of the score-order problem, dynamic programming over (P-mass, Q-mass) "
+        "(docs/explanation/bounds.md); assumes only the base pair's pmfs or dp_accounting's "
+        "pessimistic PLD",
+    ),
+)
+
+
+def opt_in_bound(key: str) -> Bound:
+    """The opt-in bound with this key (a ConfigError names the allowed keys)."""
+    keys = tuple(b.key for b in OPT_IN_BOUNDS)
+    return OPT_IN_BOUNDS[keys.index(choice(key, "bound", keys))]
 
 
 def bound(key: str) -> Bound:
