@@ -124,7 +124,7 @@ def pld_classes(
     hi = float(losses[-1])
     edges = np.linspace(lo, hi, buckets + 1)[1:] if hi > lo else np.array([hi])
     idx = np.minimum(np.searchsorted(edges, losses, side="left"), len(edges) - 1)
-    mass = np.bincount(idx, weights=probs, minlength=len(edges))
+    mass = np.asarray(np.bincount(idx, weights=probs, minlength=len(edges)), dtype=float)
     s = np.exp(-edges)
     if inf_mass > 0:
         s, mass = np.concatenate([[0.0], s]), np.concatenate([[inf_mass], mass])
@@ -305,8 +305,10 @@ def score_dual_delta(
         out = max(
             out,
             min(
-                dual_delta(cls, law, eps, fit_multipliers(cls, law, eps, iters, **fit), grid)
-                for fit in ({}, {"nonnegative": True})
+                dual_delta(
+                    cls, law, eps, fit_multipliers(cls, law, eps, iters, nonnegative=sign), grid
+                )
+                for sign in (False, True)
             ),
         )
     return min(out, 1.0)

@@ -63,7 +63,12 @@ def _pairs(count: int, seed: int) -> list[FiniteOutputBase]:
 
 @pytest.mark.parametrize(
     "law",
-    [Poisson(3.0), TruncatedNegativeBinomial(1.0, 0.2), Binomial(9, 0.846)],
+    # 5 to 10 CPU s a law: the TNB and binomial laws in the slow tier
+    [
+        Poisson(3.0),
+        pytest.param(TruncatedNegativeBinomial(1.0, 0.2), marks=pytest.mark.slow),
+        pytest.param(Binomial(9, 0.846), marks=pytest.mark.slow),
+    ],
     ids=lambda law: law.kind,
 )
 def test_never_below_the_brute_force_truth(law):
@@ -145,6 +150,10 @@ def test_dpsgd_above_the_attack():
     attack's game is a post-processing), so the dual's delta there must too."""
     from auditsel.accounting.attack import attack_epsilon
 
-    pair, law, delta = DpsgdBase(noise_multiplier=1.0, steps=10, sample_rate=0.1), Poisson(3.0), 1e-3
+    pair, law, delta = (
+        DpsgdBase(noise_multiplier=1.0, steps=10, sample_rate=0.1),
+        Poisson(3.0),
+        1e-3,
+    )
     hit = attack_epsilon(pair, law, delta)
     assert score_dual_delta(pair, law, 0.98 * hit, grid=COARSE, iters=10) >= delta
