@@ -75,6 +75,12 @@ not tighter, for the default panel; never in result.json unless asked.
                     (finite pairs) or dp_accounting's pessimistic PLD (DP-SGD); tens of seconds
                     per delta, and in the tails not tighter than [PS22] or [KRW24] (its
                     convexification gap, measured in docs/findings/interval-widths.md).
+
+* region_pure       the tuning run's eps at delta = 0 (so at every delta) for a finite pair with
+                    bounded loss: max over directions of L_max + sup_a log G'(a)/G'(bmin(a)), the
+                    direction's own Neyman-Pearson floor (`score_dual.region_pure_epsilon`,
+                    docs/explanation/bounds.md); 0.05 s; on TNB laws below [KRW24]'s profile
+                    bound, on Poisson laws equal to it within 1e-3.
 """
 
 from __future__ import annotations
@@ -120,6 +126,7 @@ __all__ = [
     "BOUND_KEYS",
     "bound",
     "ScoreDualBound",
+    "RegionPureBound",
     "OPT_IN_BOUNDS",
     "opt_in_bound",
 ]
@@ -442,6 +449,34 @@ class ScoreDualBound(Bound):
         return out
 
 
+class RegionPureBound(Bound):
+    """`score_dual.region_pure_epsilon`: finite pairs whose loss is bounded (module docstring)."""
+
+    def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
+        return isinstance(as_pair(pair), FiniteOutputBase)
+
+    def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
+        if not self.supports(pair, law):
+            return None
+        return "pure eps from the Neyman-Pearson floor (docs/explanation/bounds.md)"
+
+    def curve(
+        self,
+        pair: MechanismPair,
+        law: RoundsLaw,
+        deltas: ArrayLike,
+        profile: BaseProfile | None = None,
+    ) -> FloatArray:
+        """One eps for every delta (it holds at delta = 0); inf for an unbounded loss."""
+        from auditsel.accounting.score_dual import region_pure_epsilon
+
+        pair = as_pair(pair)
+        deltas = check_deltas(deltas, "deltas")
+        if not self.supports(pair, law):
+            return np.full(deltas.shape, np.nan)
+        return np.full(deltas.shape, region_pure_epsilon(pair, law))
+
+
 #: rigorous for any score, but not in the default panel (module docstring)
 OPT_IN_BOUNDS = (
     ScoreDualBound(
@@ -449,6 +484,11 @@ OPT_IN_BOUNDS = (
         "Lagrangian dual of the score-order problem, dynamic programming over (P-mass, Q-mass) "
         "(docs/explanation/bounds.md); assumes only the base pair's pmfs or dp_accounting's "
         "pessimistic PLD",
+    ),
+    RegionPureBound(
+        "region_pure",
+        "pure eps of the tuning run from each direction's Neyman-Pearson floor: L_max + sup_a "
+        "log G'(a)/G'(bmin(a)) (docs/explanation/bounds.md); assumes only the finite pair's pmfs",
     ),
 )
 

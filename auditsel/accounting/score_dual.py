@@ -72,6 +72,7 @@ __all__ = [
     "score_dual_delta",
     "score_dual_epsilon",
     "mixture_certificate",
+    "region_pure_epsilon",
 ]
 
 #: the law's relative error on G' (as `profile.layers`), charged at every node
@@ -339,6 +340,32 @@ def score_dual_epsilon(
                 lo = mid
         out[n] = top
     return out
+
+
+def region_pure_epsilon(pair: AccountedPair, law: RoundsLaw, step: float = 1e-4) -> float:
+    """An eps with delta_A(eps) = 0 for every score (so a bound at every delta), for a finite
+    pair whose privacy loss is bounded: the max over both directions of ::
+
+        L_max + sup over a in [0, 1] of  log G'(a) - log G'(bmin(a)),
+
+    L_max the direction's largest loss, bmin its Neyman-Pearson floor (a lower set of P-mass a
+    has Q-mass >= bmin(a)). Every piece of the order, of loss L <= L_max, lies between lower-set
+    points (a, b) with b >= bmin(a), so its gain [G'(a) - e^(eps - L) G'(b)]_+ is 0 at this eps
+    (docs/explanation/bounds.md). The sup is bounded cell by cell on a grid (a rounded up,
+    bmin down: both monotone); inf when some output has P-mass and no Q-mass."""
+    grid = dual_grid(h=step, rho=10 * step, floor=1e-12, refine=1)
+    t, w = grid.t, grid.w
+    log_top = np.asarray(law.log_pgf_derivative(t[1:], w[1:]), dtype=float)
+    out = 0.0
+    for cls in pair_classes(pair):
+        if cls.s[0] <= 0:
+            return math.inf
+        b = cls.floor(t[:-1])
+        with np.errstate(divide="ignore"):
+            log_low = np.asarray(law.log_pgf_derivative(b, 1.0 - b), dtype=float)
+        shift = float(np.max(log_top - log_low))
+        out = max(out, -math.log(float(cls.s[0])) + max(shift, 0.0))
+    return out * (1 + 1e-9) + 1e-12
 
 
 def mixture_certificate(
