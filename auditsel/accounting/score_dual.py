@@ -39,11 +39,12 @@ down at b by 4096 ulps (the law's relative error, as `profile.layers`), and a fi
 What it gives (measured, docs/findings/interval-widths.md): the relaxation is the
 convexification of the path problem (mixtures of relaxed paths whose average class usage is
 P), and in the tails it is far from the truth. On the pair p = (0.5, 0.3, 0.2), q = (0.2, 0.3,
-0.5), Poisson(10) at eps 3.9 (truth below 1e-6: the brute force's eps at 1e-6 is 3.775) the mixture
-0.7 x (class 1 to the floor, then classes 1 and 3 chattering along it) + 0.3 x (class 2 along
-the diagonal) uses every class exactly and has value about 1e-3 (`mixture_certificate`), so no
-multipliers can bring the dual below it: the dual bound is not tighter than [PS22] or [KRW24]
-at the deltas auditsel reports.
+0.5), Poisson(10) at eps 3.9 (truth below 1e-6: the brute force's eps at 1e-6 is 3.775) the
+mixture 0.7 x (class 1 to the floor, then classes 1 and 3 chattering along it) + 0.3 x (class 2
+along the diagonal) uses every class exactly and has value 9.0e-4 (`mixture_certificate`), so
+no multipliers can bring the dual below it; the grid adds a first-order error of several 1e-2.
+It is tighter than [PS22] and [KRW24] only on finite pairs with a TNB law, where
+`region_pure_epsilon` (its delta = 0 case in closed form, 0.05 s) does better still.
 """
 
 from __future__ import annotations
