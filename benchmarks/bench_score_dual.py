@@ -7,7 +7,7 @@ Finite pairs: random (seed 5, 3 to 5 outputs), the brute-force truth's delta at 
 beside it. DP-SGD: the five widest rows of results/papers/interval-widths/rows.json (their
 committed ends; nothing is regenerated).
 
-    PYTHONPATH=$PWD python benchmarks/bench_score_dual.py [--dpsgd] [--finite] [--pure]
+    PYTHONPATH=$PWD python benchmarks/bench_score_dual.py [--dpsgd] [--finite] [--pure] [--two-sided]
 """
 
 import json
@@ -89,6 +89,48 @@ def pure() -> None:
         print(f"{name}: width median {np.median(w):.1f}%, max {np.max(w):.1f}%")
 
 
+def two_sided() -> None:
+    """The two-sided layered bound on every row of results/papers/interval-widths/rows.json:
+    the committed upper end and attack, the new bound, widths as % of the upper end before and
+    after taking the smaller, per group."""
+    from auditsel.accounting.two_sided import two_sided_epsilon
+
+    root = Path(__file__).resolve().parents[1]
+    rows = json.loads((root / "results/papers/interval-widths/rows.json").read_text())
+    laws = {"two_point(L=10, s=0.5)": TwoPoint(10, 0.5)}
+    print("| group | sigma | N | tau | K | attack | upper | two_sided (s) | width before | after |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    widths: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        kind = r["K"]
+        if kind.startswith("tnb"):
+            eta = float(kind.split("eta=")[1].split(",")[0])
+            nu = float(kind.split("nu=")[1].rstrip(")"))
+            law = TruncatedNegativeBinomial(eta, nu)
+        else:
+            law = laws.get(kind) or Poisson(float(kind.split("=")[1].rstrip(")")))
+        pair = DpsgdBase(noise_multiplier=r["sigma"], steps=r["N"], sample_rate=r["tau"])
+        start = time.perf_counter()
+        value = float(two_sided_epsilon(pair, law, r["delta"])[0])
+        took = time.perf_counter() - start
+        upper, hit = r["interval_upper"], r["attack"]
+        new = min(upper, value)
+        pair_w = (100 * (upper - hit) / upper, 100 * (new - hit) / new)
+        for g in (r["group"], "all"):
+            widths.setdefault(g, []).append(pair_w)
+        print(
+            f"| {r['group']} | {r['sigma']} | {r['N']} | {r['tau']} | {kind} | {hit:.4f} | "
+            f"{upper:.4f} | {value:.4f} ({took:.1f}) | {pair_w[0]:.1f}% | {pair_w[1]:.1f}% |",
+            flush=True,
+        )
+    for g, w in widths.items():
+        b, a = np.array(w).T
+        print(
+            f"{g} ({len(w)}): width median {np.median(b):.1f}% -> {np.median(a):.1f}%, "
+            f"max {b.max():.1f}% -> {a.max():.1f}%"
+        )
+
+
 def dpsgd() -> None:
     root = Path(__file__).resolve().parents[1]
     rows = json.loads((root / "results/papers/interval-widths/rows.json").read_text())
@@ -111,7 +153,9 @@ def dpsgd() -> None:
 
 
 if __name__ == "__main__":
-    args = set(sys.argv[1:]) or {"--finite", "--dpsgd", "--pure"}
+    args = set(sys.argv[1:]) or {"--finite", "--dpsgd", "--pure", "--two-sided"}
+    if "--two-sided" in args:
+        two_sided()
     if "--pure" in args:
         pure()
     if "--finite" in args:
