@@ -81,6 +81,13 @@ not tighter, for the default panel; never in result.json unless asked.
                     direction's own Neyman-Pearson floor (`score_dual.region_pure_epsilon`,
                     docs/explanation/bounds.md); 0.05 s; on TNB laws below [KRW24]'s profile
                     bound, on Poisson laws equal to it within 1e-3.
+
+* two_sided         the layered profile bound read per direction: each direction's own privacy
+                    profile and the pair's own region (`accounting.two_sided`; proof in
+                    docs/explanation/bounds.md); assumes only the pair's two directional
+                    profiles (exact for finite pairs, dp_accounting's pessimistic PLD of each
+                    direction for DP-SGD); 1 to 5 s; never above the layered bound, and on
+                    DP-SGD below it (both directions' profiles differ by orders of magnitude).
 """
 
 from __future__ import annotations
@@ -127,6 +134,7 @@ __all__ = [
     "bound",
     "ScoreDualBound",
     "RegionPureBound",
+    "TwoSidedBound",
     "OPT_IN_BOUNDS",
     "opt_in_bound",
 ]
@@ -477,6 +485,38 @@ class RegionPureBound(Bound):
         return np.full(deltas.shape, region_pure_epsilon(pair, law))
 
 
+class TwoSidedBound(Bound):
+    """`two_sided.two_sided_epsilon`: finite-output and DP-SGD bases (module docstring)."""
+
+    def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
+        from auditsel.mechanisms import DpsgdBase
+
+        return isinstance(as_pair(pair), (FiniteOutputBase, DpsgdBase))
+
+    def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
+        if delta == 0 or not self.supports(pair, law):
+            return None
+        return "layered profile bound per direction (docs/explanation/bounds.md)"
+
+    def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
+        return "two_sided: needs delta > 0" if delta == 0 else None
+
+    def curve(
+        self,
+        pair: MechanismPair,
+        law: RoundsLaw,
+        deltas: ArrayLike,
+        profile: BaseProfile | None = None,
+    ) -> FloatArray:
+        from auditsel.accounting.two_sided import two_sided_epsilon
+
+        pair = as_pair(pair)
+        deltas = check_deltas(deltas, "deltas")
+        if not self.supports(pair, law):
+            return np.full(deltas.shape, np.nan)
+        return two_sided_epsilon(pair, law, deltas)
+
+
 #: rigorous for any score, but not in the default panel (module docstring)
 OPT_IN_BOUNDS = (
     ScoreDualBound(
@@ -489,6 +529,13 @@ OPT_IN_BOUNDS = (
         "region_pure",
         "pure eps of the tuning run from each direction's Neyman-Pearson floor: L_max + sup_a "
         "log G'(a)/G'(bmin(a)) (docs/explanation/bounds.md); assumes only the finite pair's pmfs",
+    ),
+    TwoSidedBound(
+        "two_sided",
+        "the layered profile bound per direction: [KRW24] Thm 4.1's region cut by each "
+        "direction's own profile, Psi from the direction's own profile "
+        "(docs/explanation/bounds.md); assumes only the pair's two directional profiles "
+        "(dp_accounting's pessimistic PLD of each direction for DP-SGD)",
     ),
 )
 
