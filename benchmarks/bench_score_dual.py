@@ -59,11 +59,15 @@ def pure() -> None:
     outputs; Poisson(10), Poisson(3), TNB(1, 0.1) in turn; seed 5), widths as % of the upper
     end before and after taking the smaller."""
     from auditsel.accounting.score_dual import region_pure_epsilon
+    from auditsel.accounting.two_sided import two_sided_epsilon
 
     rng = np.random.default_rng(5)
     laws = [Poisson(10.0), Poisson(3.0), TruncatedNegativeBinomial(1.0, 0.1)]
-    print("| pair | K | attack | upper (source) | region_pure (s) | width before | after |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| pair | K | attack | upper (source) | region_pure (s) | two_sided (s) | width before "
+        "| after |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     before, after = [], []
     for n in range(24):
         k = int(rng.integers(3, 7))
@@ -77,12 +81,16 @@ def pure() -> None:
         start = time.perf_counter()
         value = region_pure_epsilon(pair, law)
         took = time.perf_counter() - start
-        new = min(upper, value)
+        start = time.perf_counter()
+        sided = float(two_sided_epsilon(pair, law, DELTA)[0])
+        took_sided = time.perf_counter() - start
+        new = min(upper, value, sided)
         before.append(100 * (upper - hit) / upper)
         after.append(100 * (new - hit) / new)
         print(
             f"| {n} ({k} outputs) | {law.kind}({law.mean:.3g}) | {hit:.4f} | {upper:.4f} "
-            f"({source}) | {value:.4f} ({took:.2f}) | {before[-1]:.1f}% | {after[-1]:.1f}% |",
+            f"({source}) | {value:.4f} ({took:.2f}) | {sided:.4f} ({took_sided:.1f}) | "
+            f"{before[-1]:.1f}% | {after[-1]:.1f}% |",
             flush=True,
         )
     for name, w in (("before", before), ("after", after)):
