@@ -95,6 +95,8 @@ def _cases() -> dict[str, Case]:
         pld,
         profile,
         rdp,
+        score_dual,
+        two_sided,
     )
     from auditsel.auditing import (
         estimators,
@@ -188,6 +190,12 @@ def _cases() -> dict[str, Case]:
         ),
         "auditsel.accounting.profile.rnm_epsilon": Case(
             lambda d: profile.rnm_epsilon(g.profile_epsilon, 10, d)
+        ),
+        "auditsel.accounting.score_dual.score_dual_epsilon": Case(
+            lambda d: float(score_dual.score_dual_epsilon(fin, tnb, d)[0])
+        ),
+        "auditsel.accounting.two_sided.two_sided_epsilon": Case(
+            lambda d: float(two_sided.two_sided_epsilon(fin, tnb, d)[0])
         ),
         "auditsel.accounting.profile.rnm_gaussian_closed_form": Case(
             lambda d: profile.rnm_gaussian_closed_form(2.0, 10, d)

@@ -65,6 +65,29 @@ rank its runs by; docs/findings/any-score.md):
   approximation (improved_rdp_gdp); they too assume a monotone score.
 
 `MONOTONE_SCORE_KEYS` are the reduced game's keys (the assumption holds for all three).
+
+Opt-in bounds (`OPT_IN_BOUNDS`, `opt_in_bound(key)`): rigorous for any score but too slow, or
+not tighter, for the default panel; never in result.json unless asked.
+
+* score_dual        the Lagrangian dual of the score-order problem by dynamic programming over
+                    (P-mass, Q-mass) (`accounting.score_dual`; proof in
+                    docs/explanation/bounds.md): assumes nothing beyond the base pair's pmfs
+                    (finite pairs) or dp_accounting's pessimistic PLD (DP-SGD); tens of seconds
+                    per delta, and in the tails not tighter than [PS22] or [KRW24] (its
+                    convexification gap, measured in docs/findings/interval-widths.md).
+
+* region_pure       the tuning run's eps at delta = 0 (so at every delta) for a finite pair with
+                    bounded loss: max over directions of L_max + sup_a log G'(a)/G'(bmin(a)), the
+                    direction's own Neyman-Pearson floor (`score_dual.region_pure_epsilon`,
+                    docs/explanation/bounds.md); 0.05 s; on TNB laws below [KRW24]'s profile
+                    bound, on Poisson laws equal to it within 1e-3.
+
+* two_sided         the layered profile bound read per direction: each direction's own privacy
+                    profile and the pair's own region (`accounting.two_sided`; proof in
+                    docs/explanation/bounds.md); assumes only the pair's two directional
+                    profiles (exact for finite pairs, dp_accounting's pessimistic PLD of each
+                    direction for DP-SGD); 1 to 5 s; never above the layered bound, and on
+                    DP-SGD below it (both directions' profiles differ by orders of magnitude).
 """
 
 from __future__ import annotations
@@ -109,6 +132,11 @@ __all__ = [
     "BOUNDS",
     "BOUND_KEYS",
     "bound",
+    "ScoreDualBound",
+    "RegionPureBound",
+    "TwoSidedBound",
+    "OPT_IN_BOUNDS",
+    "opt_in_bound",
 ]
 
 
@@ -382,6 +410,140 @@ BOUNDS = (
 )
 
 BOUND_KEYS = tuple(b.key for b in BOUNDS)
+
+
+class ScoreDualBound(Bound):
+    """The score-order dual (`accounting.score_dual`): finite-output and DP-SGD bases."""
+
+    def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
+        from auditsel.mechanisms import DpsgdBase
+
+        return isinstance(as_pair(pair), (FiniteOutputBase, DpsgdBase))
+
+    def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
+        if delta == 0 or not self.supports(pair, law):
+            return None
+        return "Lagrangian dual of the score order (docs/explanation/bounds.md)"
+
+    def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
+        return "score_dual: needs delta > 0" if delta == 0 else None
+
+    def curve(
+        self,
+        pair: MechanismPair,
+        law: RoundsLaw,
+        deltas: ArrayLike,
+        profile: BaseProfile | None = None,
+    ) -> FloatArray:
+        """eps by bisection on [0, 2 x the default rigorous upper end] (inf where the dual does
+        not get below delta there)."""
+        from auditsel.accounting.score_dual import score_dual_epsilon
+
+        pair = as_pair(pair)
+        deltas = check_deltas(deltas, "deltas")
+        if not self.supports(pair, law):
+            return np.full(deltas.shape, np.nan)
+        out = np.full(deltas.shape, np.inf)
+        for i, d in enumerate(deltas.tolist()):
+            if d <= 0:
+                continue
+            known = min(
+                float(b.curve(pair, law, np.array([d]), profile)[0])
+                for b in BOUNDS
+                if b.supports(pair, law) and b.rigour(pair) == "rigorous"
+            )
+            top = 2.0 * known if math.isfinite(known) and known > 0 else 50.0
+            out[i] = float(score_dual_epsilon(pair, law, d, hi=top, steps=12)[0])
+        return out
+
+
+class RegionPureBound(Bound):
+    """`score_dual.region_pure_epsilon`: finite pairs whose loss is bounded (module docstring)."""
+
+    def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
+        return isinstance(as_pair(pair), FiniteOutputBase)
+
+    def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
+        if not self.supports(pair, law):
+            return None
+        return "pure eps from the Neyman-Pearson floor (docs/explanation/bounds.md)"
+
+    def curve(
+        self,
+        pair: MechanismPair,
+        law: RoundsLaw,
+        deltas: ArrayLike,
+        profile: BaseProfile | None = None,
+    ) -> FloatArray:
+        """One eps for every delta (it holds at delta = 0); inf for an unbounded loss."""
+        from auditsel.accounting.score_dual import region_pure_epsilon
+
+        pair = as_pair(pair)
+        deltas = check_deltas(deltas, "deltas")
+        if not self.supports(pair, law):
+            return np.full(deltas.shape, np.nan)
+        return np.full(deltas.shape, region_pure_epsilon(pair, law))
+
+
+class TwoSidedBound(Bound):
+    """`two_sided.two_sided_epsilon`: finite-output and DP-SGD bases (module docstring)."""
+
+    def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
+        from auditsel.mechanisms import DpsgdBase
+
+        return isinstance(as_pair(pair), (FiniteOutputBase, DpsgdBase))
+
+    def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
+        if delta == 0 or not self.supports(pair, law):
+            return None
+        return "layered profile bound per direction (docs/explanation/bounds.md)"
+
+    def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
+        return "two_sided: needs delta > 0" if delta == 0 else None
+
+    def curve(
+        self,
+        pair: MechanismPair,
+        law: RoundsLaw,
+        deltas: ArrayLike,
+        profile: BaseProfile | None = None,
+    ) -> FloatArray:
+        from auditsel.accounting.two_sided import two_sided_epsilon
+
+        pair = as_pair(pair)
+        deltas = check_deltas(deltas, "deltas")
+        if not self.supports(pair, law):
+            return np.full(deltas.shape, np.nan)
+        return two_sided_epsilon(pair, law, deltas)
+
+
+#: rigorous for any score, but not in the default panel (module docstring)
+OPT_IN_BOUNDS = (
+    ScoreDualBound(
+        "score_dual",
+        "Lagrangian dual of the score-order problem, dynamic programming over (P-mass, Q-mass) "
+        "(docs/explanation/bounds.md); assumes only the base pair's pmfs or dp_accounting's "
+        "pessimistic PLD",
+    ),
+    RegionPureBound(
+        "region_pure",
+        "pure eps of the tuning run from each direction's Neyman-Pearson floor: L_max + sup_a "
+        "log G'(a)/G'(bmin(a)) (docs/explanation/bounds.md); assumes only the finite pair's pmfs",
+    ),
+    TwoSidedBound(
+        "two_sided",
+        "the layered profile bound per direction: [KRW24] Thm 4.1's region cut by each "
+        "direction's own profile, Psi from the direction's own profile "
+        "(docs/explanation/bounds.md); assumes only the pair's two directional profiles "
+        "(dp_accounting's pessimistic PLD of each direction for DP-SGD)",
+    ),
+)
+
+
+def opt_in_bound(key: str) -> Bound:
+    """The opt-in bound with this key (a ConfigError names the allowed keys)."""
+    keys = tuple(b.key for b in OPT_IN_BOUNDS)
+    return OPT_IN_BOUNDS[keys.index(choice(key, "bound", keys))]
 
 
 def bound(key: str) -> Bound:

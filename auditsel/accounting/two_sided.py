@@ -1,0 +1,164 @@
+"""The layered profile bound read per direction: each direction's own privacy profile and the
+pair's own post-processing region (issue 37 item 4; docs/explanation/bounds.md, "The two-sided
+layered bound").
+
+Contract. `two_sided_epsilon(pair, law, delta)` is an upper bound on the tuning run's eps at
+delta for any score, assuming only the base pair's two directional privacy profiles: for a
+`DpsgdBase`, dp_accounting's pessimistic (connect-the-dots) PLD of each direction (remove and
+add, each on the finer grid `mechanisms.profile_step` picks where it is cheap, the smaller of
+that and the 1e-3 one); for a `FiniteOutputBase`, the exact hockey sticks.
+
+Why it can be tighter than `profile.layered_epsilon`. The layered bound (docs/explanation/
+bounds.md) reads one profile delta(e) = max over both directions, for Psi and for the region of
+[KRW24] Theorem 4.1. The pair's region is cut by two constraints, q <= e^e q' + delta_QP(e) (a
+set) and 1 - q' <= e^e (1 - q) + delta_PQ(e) (its complement), each with its own direction; the
+tuning run's delta_A (Q over P) needs dt_Q(e) = sup_T Q(T) - e^e P(T): delta_QP(e) for e >= 0,
+and 1 - e^e + e^e delta_PQ(-e) for e < 0 (complements). The proof of the layered theorem uses
+nothing else, so each direction of the tuning run is bounded with the exact directional pieces,
+and delta_A is the larger of the two. On DP-SGD the directions are far apart (sigma 0.79, 1,100
+steps, rate 0.0013: delta_remove(0.5) = 5.1e-6, delta_add(0.5) = 3e-14), so the max-profile
+region is much larger than the pair's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from auditsel.accounting.profile import BaseProfile, Layers, _lines_index, layers
+from auditsel.mechanisms import (
+    PLD_DISCRETIZATION,
+    DpsgdBase,
+    FiniteOutputBase,
+    _pld_tails,
+    hockey_stick_finite,
+    profile_step,
+)
+from auditsel.numerics import FloatArray, check_deltas
+from auditsel.roles import AccountedPair
+from auditsel.rounds import RoundsLaw
+
+__all__ = ["directional_profiles", "two_sided_delta", "two_sided_epsilon"]
+
+Delta = Callable[[np.ndarray], np.ndarray]
+
+
+def _pld_direction(sigma: float, steps: int, tau: float, which: int) -> Delta:
+    """delta(e) of one direction of the pessimistic PLD (0 remove, 1 add), the smaller of the
+    1e-3 grid's and the finer grid's (both upper bounds), e >= 0."""
+    grids = {PLD_DISCRETIZATION, profile_step(sigma, steps, tau)}
+    tails = [_pld_tails(sigma, steps, tau, g) for g in sorted(grids)]
+
+    def delta(e: np.ndarray) -> np.ndarray:
+        e = np.asarray(e, dtype=float)
+        best = np.full(e.shape, np.inf)
+        for tail in tails:
+            losses, upper, lower, inf_mass = tail[min(which, len(tail) - 1)]
+            k = len(losses) - np.searchsorted(losses, e, side="right")
+            with np.errstate(over="ignore", invalid="ignore"):
+                d = upper[k] - np.exp(e) * lower[k]
+            # no finite loss above e (k = 0): the +inf mass alone (e^e * 0 is nan for huge e)
+            best = np.minimum(best, np.where(k == 0, inf_mass, d))
+        return np.clip(best, 0.0, 1.0)
+
+    return delta
+
+
+def directional_profiles(pair: AccountedPair) -> tuple[Delta, Delta, np.ndarray]:
+    """(delta_QP, delta_PQ, eps grid) of the pair: Q over P and P over Q, for e >= 0."""
+    if isinstance(pair, DpsgdBase):
+        args = (pair.noise_multiplier, pair.steps, pair.sample_rate)
+        return _pld_direction(*args, 0), _pld_direction(*args, 1), pair.profile_grid()
+    if isinstance(pair, FiniteOutputBase):
+        p, q = pair.law(0), pair.law(1)
+        return (
+            lambda e: np.asarray(hockey_stick_finite(p, q, e), dtype=float),
+            lambda e: np.asarray(hockey_stick_finite(q, p, e), dtype=float),
+            pair.profile_grid(),
+        )
+    raise TypeError(f"two_sided supports DP-SGD and finite-output bases, not {type(pair)}")
+
+
+def _region(d_set: Delta, d_comp: Delta, grid: np.ndarray):
+    """(w, q) -> (largest w', smallest q') over the pair's region: q <= e^e q' + d_set(e) and
+    w' <= e^e w + d_comp(e) for every e of the grid (a finite grid only enlarges it)."""
+    e = np.asarray(grid, dtype=float)
+    da, db = np.asarray(d_set(e), dtype=float), np.asarray(d_comp(e), dtype=float)
+    up, down = np.exp(e), np.exp(-e)
+    i1 = _lines_index(up, db)  # w' <= e^e w + db
+    i2 = _lines_index(-down, down * da + 1.0)  # w' <= 1 - e^-e (q - da)
+    i3 = _lines_index(-down, down * da)  # q' >= e^-e (q - da)
+    i4 = _lines_index(up, db - 1.0)  # q' >= 1 - db - e^e w
+
+    def region(w: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        j1, j2, j3, j4 = i1(w), i2(q), i3(q), i4(w)
+        w_max = np.minimum(up[j1] * w + db[j1], 1.0 - down[j2] * (q - da[j2]))
+        q_min = np.maximum((q - da[j3]) * down[j3], 1.0 - db[j4] - up[j4] * w)
+        w_max, q_min = np.clip(w_max, 0.0, 1.0), np.clip(q_min, 0.0, 1.0)
+        return np.maximum(w_max, w), np.minimum(q_min, q)
+
+    return region
+
+
+def _tilde(d_this: Delta, d_other: Delta, e: np.ndarray) -> np.ndarray:
+    """sup_T Q(T) - e^e P(T): d_this(e) for e >= 0, 1 - e^e + e^e d_other(-e) for e < 0."""
+    e = np.asarray(e, dtype=float)
+    pos = np.asarray(d_this(np.maximum(e, 0.0)), dtype=float)
+    with np.errstate(over="ignore"):
+        neg = -np.expm1(e) + np.exp(np.minimum(e, 0.0)) * np.asarray(
+            d_other(np.maximum(-e, 0.0)), dtype=float
+        )
+    return np.clip(np.where(e >= 0, pos, neg), 0.0, 1.0)
+
+
+def _one_direction(lay: Layers, d_this: Delta, d_other: Delta, eps: float) -> float:
+    psi = np.minimum(lay.cap, _tilde(d_this, d_other, eps - lay.shift))
+    psi0 = min(1.0, float(_tilde(d_this, d_other, np.array([eps - lay.shift[-1]]))[0]))
+    with np.errstate(invalid="ignore"):
+        total = lay.g0 * psi0 + float(np.sum(np.where(psi > 0, lay.rise * psi, 0.0)))
+    return total * (1 + 1e-12)
+
+
+def _setup(pair: AccountedPair, law: RoundsLaw) -> list[tuple[Layers, Delta, Delta]]:
+    d_qp, d_pq, grid = directional_profiles(pair)
+    out = []
+    for d_this, d_other in ((d_qp, d_pq), (d_pq, d_qp)):
+        profile = BaseProfile(d_this, lambda d: math.inf, grid, _region(d_this, d_other, grid))
+        out.append((layers(profile, law), d_this, d_other))
+    return out
+
+
+def two_sided_delta(pair: AccountedPair, law: RoundsLaw, eps: float) -> float:
+    """The bound on the tuning run's delta(eps), max over both directions."""
+    return max(_one_direction(lay, a, b, eps) for lay, a, b in _setup(pair, law))
+
+
+def two_sided_epsilon(
+    pair: AccountedPair, law: RoundsLaw, delta: ArrayLike, *, hi: float = 1e3
+) -> FloatArray:
+    """The smallest eps (bisection to 1e-6 relative, the upper end kept) with the bound <=
+    delta; inf at delta = 0 and where `hi` does not get there."""
+    deltas = check_deltas(delta)
+    out = np.full(deltas.shape, math.inf)
+    if not np.any(deltas > 0):
+        return out
+    setup = _setup(pair, law)
+    value = lambda e: max(_one_direction(lay, a, b, e) for lay, a, b in setup)
+    for i, d in enumerate(deltas.tolist()):
+        if d <= 0 or value(hi) > d:
+            continue
+        lo, top = 0.0, hi
+        if value(0.0) <= d:
+            out[i] = 0.0
+            continue
+        while top - lo > 1e-6 * max(1.0, top):
+            mid = 0.5 * (lo + top)
+            if value(mid) <= d:
+                top = mid
+            else:
+                lo = mid
+        out[i] = top
+    return out
