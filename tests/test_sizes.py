@@ -37,11 +37,14 @@ LONG = {
         "the branch-and-bound search over the candidate thresholds: one walk",
     ),
     "auditsel/accounting/panel.py::panel": (NOT_YET_SPLIT, "auditsel/accounting (issue 39)"),
-    "auditsel/accounting/attack.py::compose": (NOT_YET_SPLIT, "auditsel/accounting (issue 39)"),
-    "auditsel/accounting/attack.py::attack": (NOT_YET_SPLIT, "auditsel/accounting (issue 39)"),
+    "auditsel/accounting/attack.py::compose": (
+        KERNEL,
+        "the FFT composition of the step labels with its enclosed error bounds (items 1 and 2 "
+        "of attack's module docstring): one derivation, one function",
+    ),
     "auditsel/accounting/score_search.py::ScoreSearch._dp": (
-        NOT_YET_SPLIT,
-        "auditsel/accounting (issue 39)",
+        KERNEL,
+        "the dynamic program over the merged buckets' interval scores: one recursion",
     ),
 }
 

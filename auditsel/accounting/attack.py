@@ -938,11 +938,9 @@ def attack(
     resolution: int | None = None,
     tail: float | None = None,
 ) -> AttackValue:
-    """The attack value at each delta (module docstring), with how it was obtained and the
-    score that achieves it.
-
-    `pair`: a mechanism pair or a dp_accounting DpEvent that is one (`events.as_pair`); an
-    event base without a known pair is a ConfigError (`attack_applies`). `scores`: "any" (the
+    """The attack value at each delta (module docstring), how it was obtained and the score
+    that achieves it. `pair`: a mechanism pair or a dp_accounting DpEvent that is one
+    (`events.as_pair`); an event base without a known pair is a ConfigError. `scores`: "any" (the
     worst-score attack: the best of the monotone attack and every interval-shaped score of the
     merged label buckets, `accounting.score_search`) or "monotone" (the largest / smallest
     label wins; the reduced game's exact value where the pair's reduction is exact).
@@ -959,14 +957,7 @@ def attack(
     choice(method, "method", METHODS)
     choice(scores, "scores", SCORES)
     m = DEFAULT_RESOLUTION if resolution is None else integer(resolution, "resolution", 2, 4096)
-    why = attack_applies(pair)
-    if why is not None:
-        raise ConfigError("pair", why)
-    labelled = method == "labelled" or (method == "auto" and not pair.reduction_is_exact)
-    if not labelled and not pair.reduction_is_exact:
-        raise ConfigError("method", "exact needs a pair whose reduction is exact")
-    if labelled and not isinstance(pair, DpsgdBase) and laplace_steps(pair) is None:
-        raise ConfigError("method", "labelled needs a DP-SGD pair (DpsgdBase) or a Laplace base")
+    labelled = _labelled(pair, method)
     red = pair.reduced() if pair.reduction_is_exact else None
     tail = delta_tail(d, law) if tail is None else tail
     if labelled or not isinstance(red, GaussianBase):
@@ -989,14 +980,26 @@ def attack(
     value = _assemble(mono, found, search, scores, m, pair, law, start)
     if scores != "any":
         return value
-    if red is not None:  # the reduction is exact: one run's exact epsilon
-        one = one_run_epsilons(law, d, exact=red)
-    else:
-        one = one_run_epsilons(law, d, labelled=(step, steps, run))
+    labels = None if red is not None else (step, steps, run)  # exact: one run's exact eps
+    one = one_run_epsilons(law, d, exact=red, labelled=labels)
     value = replace(value, one_run=tuple(float(e) for e in one))
     if splits_apply(pair):
         value = _with_split(value, search, law, d)
     return value
+
+
+def _labelled(pair: MechanismPair, method: str) -> bool:
+    """Whether the monotone attack runs on the label grid (else on the pair's exact reduction);
+    a pair or method it cannot serve is a ConfigError naming the field."""
+    why = attack_applies(pair)
+    if why is not None:
+        raise ConfigError("pair", why)
+    labelled = method == "labelled" or (method == "auto" and not pair.reduction_is_exact)
+    if not labelled and not pair.reduction_is_exact:
+        raise ConfigError("method", "exact needs a pair whose reduction is exact")
+    if labelled and not isinstance(pair, DpsgdBase) and laplace_steps(pair) is None:
+        raise ConfigError("method", "labelled needs a DP-SGD pair (DpsgdBase) or a Laplace base")
+    return labelled
 
 
 def splits_apply(pair: MechanismPair) -> bool:

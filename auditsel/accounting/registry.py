@@ -109,9 +109,11 @@ from auditsel.accounting.profile import (
     profile_epsilon,
 )
 from auditsel.accounting.rdp import ORDERS, pure_dp_rdp
+from auditsel.accounting.score_dual import region_pure_epsilon, score_dual_epsilon
+from auditsel.accounting.two_sided import two_sided_epsilon
 from auditsel.errors import choice
 from auditsel.events import as_pair
-from auditsel.mechanisms import FiniteOutputBase
+from auditsel.mechanisms import DpsgdBase, FiniteOutputBase
 from auditsel.numerics import FloatArray, check_deltas
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
@@ -416,8 +418,6 @@ class ScoreDualBound(Bound):
     """The score-order dual (`accounting.score_dual`): finite-output and DP-SGD bases."""
 
     def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
-        from auditsel.mechanisms import DpsgdBase
-
         return isinstance(as_pair(pair), (FiniteOutputBase, DpsgdBase))
 
     def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
@@ -437,8 +437,6 @@ class ScoreDualBound(Bound):
     ) -> FloatArray:
         """eps by bisection on [0, 2 x the default rigorous upper end] (inf where the dual does
         not get below delta there)."""
-        from auditsel.accounting.score_dual import score_dual_epsilon
-
         pair = as_pair(pair)
         deltas = check_deltas(deltas, "deltas")
         if not self.supports(pair, law):
@@ -476,8 +474,6 @@ class RegionPureBound(Bound):
         profile: BaseProfile | None = None,
     ) -> FloatArray:
         """One eps for every delta (it holds at delta = 0); inf for an unbounded loss."""
-        from auditsel.accounting.score_dual import region_pure_epsilon
-
         pair = as_pair(pair)
         deltas = check_deltas(deltas, "deltas")
         if not self.supports(pair, law):
@@ -489,8 +485,6 @@ class TwoSidedBound(Bound):
     """`two_sided.two_sided_epsilon`: finite-output and DP-SGD bases (module docstring)."""
 
     def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
-        from auditsel.mechanisms import DpsgdBase
-
         return isinstance(as_pair(pair), (FiniteOutputBase, DpsgdBase))
 
     def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
@@ -508,8 +502,6 @@ class TwoSidedBound(Bound):
         deltas: ArrayLike,
         profile: BaseProfile | None = None,
     ) -> FloatArray:
-        from auditsel.accounting.two_sided import two_sided_epsilon
-
         pair = as_pair(pair)
         deltas = check_deltas(deltas, "deltas")
         if not self.supports(pair, law):
