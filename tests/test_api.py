@@ -54,10 +54,9 @@ def test_every_public_name_resolves_to_the_object_of_its_module():
         assert getattr(auditsel, name) is getattr(importlib.import_module(module), name)
 
 
-def test_run_config_returns_a_frozen_result_with_deprecated_dict_access():
+def test_run_config_returns_a_frozen_result_read_by_attribute():
     import dataclasses
     import json
-    import warnings
 
     import pytest
 
@@ -87,11 +86,8 @@ def test_run_config_returns_a_frozen_result_with_deprecated_dict_access():
         result.lower = None  # type: ignore[misc]
     doc["monotone_score"]["exact"] = -1.0  # a copy: the result does not change
     assert result.eps_exact > 0
-    with pytest.warns(DeprecationWarning, match="to_dict"):
-        assert result["lower"]["eps"] == result.eps_lower
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert set(result) == set(doc) and len(result) == len(doc)  # iterating does not warn
+    with pytest.raises(TypeError, match="not subscriptable"):
+        result["lower"]  # the dict access of 0.2 is gone: read the attributes or to_dict()
 
 
 def test_errors_name_the_python_argument_and_the_config_adds_its_path():

@@ -61,7 +61,7 @@ def test_quickstart_writes_the_result_contract(tmp_path):
     assert set(result["lower"]) >= {
         "eps",
         "method",
-        "eps_gdp",
+        "gdp_fit",
         "eps_best_threshold",
         "confidence",
         "threshold_rule",
