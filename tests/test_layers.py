@@ -147,8 +147,10 @@ HEAVY = {
     "jax": "optional extra",
     "jax_privacy": "optional extra",
     "joblib": "parallel runs only; 0.14 s",
-    "scipy.stats": "the estimator panel and the one-run analyses only; 0.8 s beyond scipy.special",
-    "scipy.optimize": "the one-run games only; about a third of scipy.stats",
+    "yaml": "config and pipeline files only (`import auditsel` loads none); 0.09 s",
+    "scipy.stats": "the estimator panel, planning and the one-run analyses only (`import auditsel` "
+    "loads none); 0.8 s beyond scipy.special",
+    "scipy.optimize": "calibration and the one-run games only; about a third of scipy.stats",
     "scipy.io": "SVHN's .mat files only; 0.06 s beyond scipy.special",
     "scipy.fft": "the attack's FFTs of composed runs only (DP-SGD and Laplace bases; `auditsel "
     "run` computes them in a forked process "
@@ -244,7 +246,9 @@ def loads(name: str, known) -> set[str]:
             continue
         seen.add(mod)
         parts = mod.split(".")
-        todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent packages run too
+        # parent packages run too, but not auditsel/__init__.py (which imports the public API):
+        # a module that defers an import has run it already, it is the same for every module
+        todo += [".".join(parts[:i]) for i in range(1, len(parts)) if parts[:i] != ["auditsel"]]
         if mod not in known:
             continue
         for node, in_function in runtime_imports(known[mod]):

@@ -315,7 +315,8 @@ def claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str
             "findings": run.findings,
         }
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.experiments.config import load_yaml_text, parse_base
+    from auditsel.experiments.config import parse_base
+    from auditsel.files.safe_yaml import load_yaml_text
 
     raw = load_yaml_text(args.base, "--base", "the --base mapping")
     try:

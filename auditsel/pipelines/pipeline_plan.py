@@ -55,7 +55,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 from auditsel.auditing.planning import (
     PlanCurve,
@@ -277,13 +276,15 @@ def _differing(
     """The fields whose pilot values differ between the games with and without the canary:
     a two-sided Mann-Whitney test at 0.05 / fields (Bonferroni), or values that never overlap
     (every game of one coin above every game of the other)."""
+    from scipy.stats import mannwhitneyu  # deferred: scipy.stats, only when a pipeline is planned
+
     flagged = []
     for j, name in enumerate(fields):
         a, b = columns[member == 1, j], columns[member == 0, j]
         if np.ptp(columns[:, j]) == 0:
             continue  # the same value in every game: nothing to read
         apart = a.min() > b.max() or b.min() > a.max()
-        p = stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
+        p = mannwhitneyu(a, b, alternative="two-sided").pvalue
         if apart or p < FLAG_LEVEL / len(fields):
             flagged.append(name)
     return tuple(flagged)
