@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from auditsel.pipelines.checks import Finding
     from auditsel.pipelines.pipeline import Pipeline, PipelineAudit
 
-__all__ = ["NAME", "add_parser", "add_tuning_options", "claim_options", "run"]
-
 NAME = "audit-pipeline"
 DEFAULTS = {"games": 1000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "rule": "split"}
 

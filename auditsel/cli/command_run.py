@@ -31,8 +31,6 @@ from auditsel.games.backends import BACKENDS
 if TYPE_CHECKING:
     from auditsel.experiments.config import ExperimentSpec
 
-__all__ = ["NAME", "add_parser", "run"]
-
 NAME = "run"
 
 
