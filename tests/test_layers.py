@@ -165,12 +165,6 @@ def is_heavy(module: str) -> bool:
 
 # Modules whose function-local imports load a subcommand only when it runs (`auditsel --help`).
 LAZY_BY_DESIGN = ("auditsel.cli", "auditsel.cli.*")
-# Project modules that may be imported on first use although they load nothing heavy: a run's
-# own process must never load them (`tests/test_fixed_costs.py`).
-DEFERRED_MODULES = {
-    "auditsel.accounting.attack": "the attack and its score search: computed beside the game, "
-    "in a forked process, by `auditsel run`",
-}
 DEFERRED = re.compile(r"#\s*deferred:\s*\S")
 MAX_TOP_MODULES = 10
 
@@ -325,7 +319,7 @@ def local_import_problems(name: str, path: Path, known) -> list[str]:
         loaded = targets(node, known)
         project = [t for t in loaded if is_project(t) and t in known]
         heavy = any(is_heavy(m) for t in project for m in loads(t, known))
-        if project and not heavy and not all(t in DEFERRED_MODULES for t in project):
+        if project and not heavy:
             problems.append(f"{where}: {project} load nothing heavy: import at the top")
         for target in loaded:
             if not is_project(target) and not is_heavy(target):

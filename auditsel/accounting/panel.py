@@ -52,11 +52,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from auditsel.accounting.attack import AttackValue, attack_applies
 from auditsel.accounting.interval import (
     Interval,
     allowed_rigours,
@@ -73,9 +74,6 @@ from auditsel.mechanisms import DpsgdBase
 from auditsel.numerics import check_deltas
 from auditsel.roles import AccountedPair, MechanismPair
 from auditsel.rounds import RoundsLaw
-
-if TYPE_CHECKING:
-    from auditsel.accounting.attack import AttackValue
 
 __all__ = [
     "BOUND_KEYS",
@@ -344,9 +342,6 @@ def panel(
             seconds[key] = time.perf_counter() - t
 
     pending = None
-    # deferred: the attack's modules (score search, FFTs): a Panel read back need not load them
-    from auditsel.accounting.attack import attack_applies
-
     no_attack = attack_applies(base)
     if no_attack is None:
         # the attack is numpy/FFT work that frees the GIL: it runs in a thread while the bounds
