@@ -5,207 +5,143 @@ game, and epsilon lower bounds from it. See docs/howto/python-api.md and
 docs/explanation/architecture.md.
 
 The public names, in the manner of dp_accounting (pairs and laws are data, bounds are
-algorithms), are declared once, in `_SECTIONS` below; each is imported on first use (`import
-auditsel` stays fast). Argument order: the pair (or its parameters) first, then eps before
-delta. By section (the API page, docs/reference/api.md, shows each with its documentation):
+algorithms), are imported here and listed once in `__all__`, by section: a `# Title` comment
+opens a section of the API page (docs/reference/api.md, written from this list by
+`python docs/generate.py`), and `# members` after a name shows its members there. Argument
+order: the pair (or its parameters) first, then eps before delta.
+
+`import auditsel` loads NumPy and scipy.special (the numbers need them), never torch,
+matplotlib, scikit-learn, dask, statsmodels, pandas, PyYAML, scipy.stats or scipy.optimize
+(tests/test_cli.py holds this).
 """
 
-from importlib import import_module as _import_module
-from typing import TYPE_CHECKING, Any
-
+from auditsel.accounting.attack import AttackValue, attack, attack_epsilon
+from auditsel.accounting.calibrate import Calibration, calibrate
+from auditsel.accounting.exact import exact_epsilon, privacy_curve
+from auditsel.accounting.interval import Interval, TuningEpsilon, tuning_epsilon, tuning_interval
+from auditsel.accounting.panel import Panel, panel, panel_curves, upper_bounds
+from auditsel.accounting.registry import BOUNDS, bound
+from auditsel.auditing.estimators import estimator_panel
+from auditsel.auditing.lower import LowerBound, audit_scores
+from auditsel.auditing.rules import BonferroniAll, BonferroniGrid, MultiSplit, Split
+from auditsel.errors import ConfigError
+from auditsel.events import EventBase, LaplaceBase, as_pair
+from auditsel.experiments.config import load_config, parse_config
+from auditsel.experiments.experiment import run_config
+from auditsel.mechanisms import (
+    DpsgdBase,
+    FiniteOutputBase,
+    GaussianBase,
+    Neighbouring,
+    gaussian_delta,
+    gaussian_epsilon,
+    gaussian_mu,
+)
+from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
+from auditsel.pipelines.canaries import GradientCanary, InputCanary
+from auditsel.pipelines.checks.finding import Finding
+from auditsel.pipelines.checks.runner import check_pipeline
+from auditsel.pipelines.one_run_pipeline import CanarySet, audit_pipeline_one_run
+from auditsel.pipelines.opacus import OpacusRun, from_opacus
+from auditsel.pipelines.own_protocol import audit_protocol
+from auditsel.pipelines.pipeline import Pipeline, PipelineAudit, audit_pipeline
+from auditsel.pipelines.pipeline_plan import PipelinePlan, plan_pipeline
+from auditsel.pipelines.sequential import audit_until_refuted
+from auditsel.results.result import RunResult
+from auditsel.rounds import (
+    Binomial,
+    FinitePmf,
+    Point,
+    Poisson,
+    RoundsLaw,
+    TruncatedNegativeBinomial,
+    TwoPoint,
+    law_from_dict,
+)
+from auditsel.selection import winner_law
+from auditsel.testing import RefutedClaim, assert_not_refuted, worst_case_tuning
 from auditsel.version import __version__
 
-#: The public names, declared once: (section of the API page, ((home module, names), ...)); a
-#: name marked * shows its members on the page. The lazy loader (`__getattr__`), `__all__`, the
-#: section list in this docstring, the TYPE_CHECKING block below and docs/reference/api.md are
-#: derived from it (the last two written by `python docs/generate.py`, which tests/test_api.py
-#: runs and compares).
-_SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
-    (
-        "Mechanism pairs",
-        (
-            (
-                "auditsel.mechanisms",
-                "GaussianBase* FiniteOutputBase* DpsgdBase* Neighbouring* "
-                "gaussian_delta gaussian_epsilon gaussian_mu",
-            ),
-            ("auditsel.events", "LaplaceBase* EventBase* as_pair"),
-        ),
-    ),
-    (
-        "Laws of K",
-        (
-            (
-                "auditsel.rounds",
-                "RoundsLaw* TruncatedNegativeBinomial Poisson Binomial "
-                "TwoPoint Point FinitePmf law_from_dict",
-            ),
-        ),
-    ),
-    (
-        "The exact curve of the released winner",
-        (
-            ("auditsel.selection", "winner_law"),
-            ("auditsel.accounting.exact", "privacy_curve exact_epsilon"),
-        ),
-    ),
-    (
-        "Upper bounds",
-        (
-            ("auditsel.accounting.registry", "BOUNDS bound"),
-            ("auditsel.accounting.panel", "panel Panel panel_curves upper_bounds"),
-        ),
-    ),
-    (
-        "What to report: the tightest rigorous bound and the interval",
-        (
-            (
-                "auditsel.accounting.interval",
-                "tuning_epsilon TuningEpsilon* tuning_interval Interval",
-            ),
-            ("auditsel.accounting.attack", "attack_epsilon attack AttackValue"),
-        ),
-    ),
-    (
-        "Calibration",
-        (("auditsel.accounting.calibrate", "calibrate Calibration*"),),
-    ),
-    (
-        "Lower bounds",
-        (
-            ("auditsel.auditing.lower", "audit_scores LowerBound*"),
-            ("auditsel.auditing.rules", "Split BonferroniGrid BonferroniAll MultiSplit"),
-            ("auditsel.auditing.estimators", "estimator_panel"),
-            ("auditsel.pipelines.own_protocol", "audit_protocol"),
-        ),
-    ),
-    (
-        "Your own pipeline",
-        (
-            ("auditsel.pipelines.pipeline", "audit_pipeline PipelineAudit* Pipeline*"),
-            ("auditsel.pipelines.audit_options", "AuditOptions ExecutionOptions ReportOptions"),
-            ("auditsel.pipelines.canaries", "InputCanary* GradientCanary*"),
-            ("auditsel.pipelines.opacus", "from_opacus OpacusRun*"),
-            ("auditsel.pipelines.checks.runner", "check_pipeline"),
-            ("auditsel.pipelines.checks.finding", "Finding*"),
-            ("auditsel.pipelines.pipeline_plan", "plan_pipeline PipelinePlan*"),
-            ("auditsel.pipelines.sequential", "audit_until_refuted"),
-            ("auditsel.pipelines.one_run_pipeline", "audit_pipeline_one_run CanarySet*"),
-        ),
-    ),
-    (
-        "Experiments",
-        (
-            ("auditsel.experiments.experiment", "run_config"),
-            ("auditsel.results.result", "RunResult*"),
-            ("auditsel.experiments.config", "load_config parse_config"),
-        ),
-    ),
-    (
-        "Regression tests",
-        (("auditsel.testing", "assert_not_refuted worst_case_tuning RefutedClaim"),),
-    ),
-    (
-        "Bad input",
-        (("auditsel.errors", "ConfigError*"),),
-    ),
-)
-_PUBLIC: dict[str, tuple[str, ...]] = {}  # home module -> its public names
-for _title, _homes in _SECTIONS:
-    for _module, _names in _homes:
-        _PUBLIC[_module] = _PUBLIC.get(_module, ()) + tuple(n.rstrip("*") for n in _names.split())
-_WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
-
-__all__ = ["__version__"] + list(_WHERE)
-__doc__ = (__doc__ or "") + "".join(
-    f"\n    {title}\n        "
-    + ", ".join(n.rstrip("*") for _, ns in homes for n in ns.split())
-    + "\n"
-    for title, homes in _SECTIONS
-)
-
-# --- generated by docs/generate.py: begin
-if TYPE_CHECKING:  # the same names, eagerly, for type checkers
-    from auditsel.accounting.attack import AttackValue as AttackValue
-    from auditsel.accounting.attack import attack as attack
-    from auditsel.accounting.attack import attack_epsilon as attack_epsilon
-    from auditsel.accounting.calibrate import Calibration as Calibration
-    from auditsel.accounting.calibrate import calibrate as calibrate
-    from auditsel.accounting.exact import exact_epsilon as exact_epsilon
-    from auditsel.accounting.exact import privacy_curve as privacy_curve
-    from auditsel.accounting.interval import Interval as Interval
-    from auditsel.accounting.interval import TuningEpsilon as TuningEpsilon
-    from auditsel.accounting.interval import tuning_epsilon as tuning_epsilon
-    from auditsel.accounting.interval import tuning_interval as tuning_interval
-    from auditsel.accounting.panel import Panel as Panel
-    from auditsel.accounting.panel import panel as panel
-    from auditsel.accounting.panel import panel_curves as panel_curves
-    from auditsel.accounting.panel import upper_bounds as upper_bounds
-    from auditsel.accounting.registry import BOUNDS as BOUNDS
-    from auditsel.accounting.registry import bound as bound
-    from auditsel.auditing.estimators import estimator_panel as estimator_panel
-    from auditsel.auditing.lower import LowerBound as LowerBound
-    from auditsel.auditing.lower import audit_scores as audit_scores
-    from auditsel.auditing.rules import BonferroniAll as BonferroniAll
-    from auditsel.auditing.rules import BonferroniGrid as BonferroniGrid
-    from auditsel.auditing.rules import MultiSplit as MultiSplit
-    from auditsel.auditing.rules import Split as Split
-    from auditsel.errors import ConfigError as ConfigError
-    from auditsel.events import EventBase as EventBase
-    from auditsel.events import LaplaceBase as LaplaceBase
-    from auditsel.events import as_pair as as_pair
-    from auditsel.experiments.config import load_config as load_config
-    from auditsel.experiments.config import parse_config as parse_config
-    from auditsel.experiments.experiment import run_config as run_config
-    from auditsel.mechanisms import DpsgdBase as DpsgdBase
-    from auditsel.mechanisms import FiniteOutputBase as FiniteOutputBase
-    from auditsel.mechanisms import GaussianBase as GaussianBase
-    from auditsel.mechanisms import Neighbouring as Neighbouring
-    from auditsel.mechanisms import gaussian_delta as gaussian_delta
-    from auditsel.mechanisms import gaussian_epsilon as gaussian_epsilon
-    from auditsel.mechanisms import gaussian_mu as gaussian_mu
-    from auditsel.pipelines.audit_options import AuditOptions as AuditOptions
-    from auditsel.pipelines.audit_options import ExecutionOptions as ExecutionOptions
-    from auditsel.pipelines.audit_options import ReportOptions as ReportOptions
-    from auditsel.pipelines.canaries import GradientCanary as GradientCanary
-    from auditsel.pipelines.canaries import InputCanary as InputCanary
-    from auditsel.pipelines.checks.finding import Finding as Finding
-    from auditsel.pipelines.checks.runner import check_pipeline as check_pipeline
-    from auditsel.pipelines.one_run_pipeline import CanarySet as CanarySet
-    from auditsel.pipelines.one_run_pipeline import audit_pipeline_one_run as audit_pipeline_one_run
-    from auditsel.pipelines.opacus import OpacusRun as OpacusRun
-    from auditsel.pipelines.opacus import from_opacus as from_opacus
-    from auditsel.pipelines.own_protocol import audit_protocol as audit_protocol
-    from auditsel.pipelines.pipeline import Pipeline as Pipeline
-    from auditsel.pipelines.pipeline import PipelineAudit as PipelineAudit
-    from auditsel.pipelines.pipeline import audit_pipeline as audit_pipeline
-    from auditsel.pipelines.pipeline_plan import PipelinePlan as PipelinePlan
-    from auditsel.pipelines.pipeline_plan import plan_pipeline as plan_pipeline
-    from auditsel.pipelines.sequential import audit_until_refuted as audit_until_refuted
-    from auditsel.results.result import RunResult as RunResult
-    from auditsel.rounds import Binomial as Binomial
-    from auditsel.rounds import FinitePmf as FinitePmf
-    from auditsel.rounds import Point as Point
-    from auditsel.rounds import Poisson as Poisson
-    from auditsel.rounds import RoundsLaw as RoundsLaw
-    from auditsel.rounds import TruncatedNegativeBinomial as TruncatedNegativeBinomial
-    from auditsel.rounds import TwoPoint as TwoPoint
-    from auditsel.rounds import law_from_dict as law_from_dict
-    from auditsel.selection import winner_law as winner_law
-    from auditsel.testing import RefutedClaim as RefutedClaim
-    from auditsel.testing import assert_not_refuted as assert_not_refuted
-    from auditsel.testing import worst_case_tuning as worst_case_tuning
-# --- generated by docs/generate.py: end
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'auditsel' has no attribute {name!r}")
-    value = getattr(_import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__all__ = [
+    "__version__",
+    # Mechanism pairs
+    "GaussianBase",  # members
+    "FiniteOutputBase",  # members
+    "DpsgdBase",  # members
+    "Neighbouring",  # members
+    "gaussian_delta",
+    "gaussian_epsilon",
+    "gaussian_mu",
+    "LaplaceBase",  # members
+    "EventBase",  # members
+    "as_pair",
+    # Laws of K
+    "RoundsLaw",  # members
+    "TruncatedNegativeBinomial",
+    "Poisson",
+    "Binomial",
+    "TwoPoint",
+    "Point",
+    "FinitePmf",
+    "law_from_dict",
+    # The exact curve of the released winner
+    "winner_law",
+    "privacy_curve",
+    "exact_epsilon",
+    # Upper bounds
+    "BOUNDS",
+    "bound",
+    "panel",
+    "Panel",
+    "panel_curves",
+    "upper_bounds",
+    # What to report: the tightest rigorous bound and the interval
+    "tuning_epsilon",
+    "TuningEpsilon",  # members
+    "tuning_interval",
+    "Interval",
+    "attack_epsilon",
+    "attack",
+    "AttackValue",
+    # Calibration
+    "calibrate",
+    "Calibration",  # members
+    # Lower bounds
+    "audit_scores",
+    "LowerBound",  # members
+    "Split",
+    "BonferroniGrid",
+    "BonferroniAll",
+    "MultiSplit",
+    "estimator_panel",
+    "audit_protocol",
+    # Your own pipeline
+    "audit_pipeline",
+    "PipelineAudit",  # members
+    "Pipeline",  # members
+    "AuditOptions",
+    "ExecutionOptions",
+    "ReportOptions",
+    "InputCanary",  # members
+    "GradientCanary",  # members
+    "from_opacus",
+    "OpacusRun",  # members
+    "check_pipeline",
+    "Finding",  # members
+    "plan_pipeline",
+    "PipelinePlan",  # members
+    "audit_until_refuted",
+    "audit_pipeline_one_run",
+    "CanarySet",  # members
+    # Experiments
+    "run_config",
+    "RunResult",  # members
+    "load_config",
+    "parse_config",
+    # Regression tests
+    "assert_not_refuted",
+    "worst_case_tuning",
+    "RefutedClaim",
+    # Bad input
+    "ConfigError",  # members
+]

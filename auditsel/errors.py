@@ -32,7 +32,6 @@ __all__ = [
     "MAX_TRIALS",
     "MAX_SEED",
     "MAX_GRID",
-    "AuditselDeprecationWarning",
     "ConfigError",
     "number",
     "integer",
@@ -183,14 +182,6 @@ def mapping(value: object, field: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ConfigError(field, f"must be a mapping of keys to values, got {type(value).__name__}")
     return value
-
-
-class AuditselDeprecationWarning(DeprecationWarning):
-    """An old call form of auditsel that still works for one release (a keyword argument that
-    moved into an options object, a result read as a dict): every deprecation auditsel raises
-    is of this class, so `warnings.filterwarnings("error", category=AuditselDeprecationWarning)`
-    (as the test suite's configuration does) finds each old call without touching the
-    DeprecationWarnings of other packages."""
 
 
 def percent(level: float) -> str:

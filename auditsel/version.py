@@ -10,13 +10,9 @@ import functools
 import subprocess
 from pathlib import Path
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
-#: The release that removes the deprecated keywords, keys and aliases of 0.2.0: every
-#: DeprecationWarning names it (CHANGELOG.md's 0.2.0 section lists what goes).
-REMOVED_IN = "0.3.0"
-
-__all__ = ["REMOVED_IN", "__version__", "source_commit"]
+__all__ = ["__version__", "source_commit"]
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,6 +1,8 @@
-"""The public API of `auditsel/__init__.py`: what type checkers see is what users get."""
+"""The public API of `auditsel/__init__.py`: names imported once and listed once in `__all__`,
+what type checkers see is what users get."""
 
 import ast
+import importlib.util
 from pathlib import Path
 
 import auditsel
@@ -8,56 +10,54 @@ import auditsel
 INIT = Path(auditsel.__file__)
 
 
-def _type_checking_imports() -> dict[str, str]:
+def _imported() -> dict[str, str]:
+    """name -> home module of each `from auditsel.x import name` in auditsel/__init__.py."""
     tree = ast.parse(INIT.read_text())
-    out = {}
-    for node in tree.body:
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            for imp in node.body:
-                assert isinstance(imp, ast.ImportFrom)
-                out.update({a.name: imp.module for a in imp.names})
-    return out
+    return {
+        a.asname or a.name: node.module
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for a in node.names
+    }
 
 
-def test_type_checkers_see_exactly_the_lazy_names():
-    eager = _type_checking_imports()
-    assert eager == auditsel._WHERE
-    assert sorted(auditsel.__all__) == sorted(["__version__", *eager])
-
-
-def test_the_derived_files_are_generated_from_the_one_table():
-    """The TYPE_CHECKING block and docs/reference/api.md are what docs/generate.py writes from
-    `auditsel._SECTIONS` (regenerated here and compared)."""
-    import importlib.util
-
+def _generate():
     spec = importlib.util.spec_from_file_location(
         "generate", INIT.parents[1] / "docs" / "generate.py"
     )
     generate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generate)
-    for path, text in generate.outputs().items():
-        assert path.read_text() == text, f"{path} is stale: run python docs/generate.py"
-    names = [
-        n.rstrip("*") for _, homes in auditsel._SECTIONS for _, ns in homes for n in ns.split()
-    ]
-    assert len(names) == len(set(names)), "a public name is declared twice"
-    assert auditsel.__all__ == ["__version__", *names]
-    assert all(
-        f"\n        {name}" in auditsel.__doc__ or f", {name}" in auditsel.__doc__ for name in names
-    )
+    return generate
 
 
-def test_every_public_name_resolves_to_the_object_of_its_module():
+def test_all_is_exactly_the_names_imported_once():
+    imported = _imported()
+    assert len(auditsel.__all__) == len(set(auditsel.__all__)), "a public name listed twice"
+    assert sorted(auditsel.__all__) == sorted(imported)
+    assert "__getattr__" not in vars(auditsel)  # no lazy loader: every name is bound at import
+
+
+def test_every_public_name_is_the_object_of_its_home_module():
     import importlib
 
-    for name, module in auditsel._WHERE.items():
+    for name, module in _imported().items():
         assert getattr(auditsel, name) is getattr(importlib.import_module(module), name)
 
 
-def test_run_config_returns_a_frozen_result_with_deprecated_dict_access():
+def test_the_api_page_is_generated_from_all():
+    """docs/reference/api.md has one section per `# Title` of `__all__`, each name in order
+    (what docs/generate.py writes, regenerated here and compared)."""
+    generate = _generate()
+    for path, text in generate.outputs().items():
+        assert path.read_text() == text, f"{path} is stale: run python docs/generate.py"
+    on_page = [name for _, names in generate.sections() for name, _ in names]
+    assert on_page == [n for n in auditsel.__all__ if n != "__version__"]
+    assert ("GaussianBase", True) in generate.sections()[0][1]  # `# members`: shown
+
+
+def test_run_config_returns_a_frozen_result_read_by_attribute():
     import dataclasses
     import json
-    import warnings
 
     import pytest
 
@@ -87,11 +87,8 @@ def test_run_config_returns_a_frozen_result_with_deprecated_dict_access():
         result.lower = None  # type: ignore[misc]
     doc["monotone_score"]["exact"] = -1.0  # a copy: the result does not change
     assert result.eps_exact > 0
-    with pytest.warns(DeprecationWarning, match="to_dict"):
-        assert result["lower"]["eps"] == result.eps_lower
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert set(result) == set(doc) and len(result) == len(doc)  # iterating does not warn
+    with pytest.raises(TypeError, match="not subscriptable"):
+        result["lower"]  # the dict access of 0.2 is gone: read the attributes or to_dict()
 
 
 def test_errors_name_the_python_argument_and_the_config_adds_its_path():

@@ -283,10 +283,10 @@ def test_a_failing_block_fails_the_page(tmp_path, monkeypatch):
 QUICKSTART_ROWS = {  # the table's label -> its number in results/quickstart/result.json
     "eps_L (split, 95% CP)": lambda r: r["lower"]["eps"],
     "eps_L (best threshold)": lambda r: r["lower"]["eps_best_threshold"],
-    "eps_L (GDP fit)": lambda r: r["lower"]["eps_gdp"],
+    "eps_L (GDP fit)": lambda r: r["lower"].get("gdp_fit", r["lower"].get("eps_gdp")),
     "attack value": lambda r: r["attack"]["epsilon"],
     "eps_B (one run)": lambda r: r["base"]["epsilon"],
-    "eps_L (gdp_fit)": lambda r: r["lower"].get("gdp_fit", r["lower"]["eps_gdp"]),
+    "eps_L (gdp_fit)": lambda r: r["lower"].get("gdp_fit", r["lower"].get("eps_gdp")),
     "generic_rdp": lambda r: r["upper"]["generic_rdp"],
     "profile": lambda r: r["upper"]["profile"],
 }

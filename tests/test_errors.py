@@ -76,18 +76,3 @@ def test_checkers_return_converted_values():
 
     assert number(np.float32(0.5), "x", 0, 1) == 0.5 and type(number(1, "x")) is float
     assert integer(1e3, "n", 1) == 1000 and integer(np.int64(7), "n", 1) == 7
-
-
-def test_an_old_call_form_is_an_error_in_the_test_suite():
-    """pyproject's filterwarnings turns auditsel's own deprecations into errors here, so no test
-    calls an old keyword by accident (the one test per shim says so with pytest.warns); they
-    stay DeprecationWarnings for everyone else."""
-    import numpy as np
-
-    from auditsel.auditing.lower import audit_scores
-    from auditsel.errors import AuditselDeprecationWarning
-
-    assert issubclass(AuditselDeprecationWarning, DeprecationWarning)
-    member = np.arange(40) % 2
-    with pytest.raises(AuditselDeprecationWarning, match=r"audit_scores\(split_fraction=...\)"):
-        audit_scores(member + 0.5, member, 1e-5, rule="split", split_fraction=0.4)

@@ -42,8 +42,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scipy.optimize import brentq
-
 from auditsel.accounting.interval import Tightest, check_assume, tightest_bound
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.errors import ConfigError, choice, number
@@ -442,6 +440,8 @@ def _solve(
     g: Callable[[float], float] = lambda u: (
         math.log(max(tight(math.exp(u)).epsilon, 1e-300)) - math.log(target)
     )
+    from scipy.optimize import brentq  # deferred: scipy.optimize, a calibration's root only
+
     u = brentq(g, math.log(feasible), math.log(other), xtol=rtol / 2, rtol=1e-12)
     # the private side: brentq's answer if it is private, else a step of the tolerance
     for cand in (math.exp(u), math.exp(u) * (1 + rtol / 2) ** (1 if family.decreasing else -1)):

@@ -55,7 +55,6 @@ from auditsel.selection import FiniteWinner, GaussianWinner
 
 __all__ = [
     "winner_renyi",
-    "improved_rdp_curve",
     "improved_epsilon",
     "finite_improved_epsilon",
     "STEP",
@@ -137,12 +136,6 @@ def winner_renyi(mu: float, law: RoundsLaw, orders: ArrayLike) -> FloatArray:
     """gamma(alpha) of Algorithm 3 line 5 at each order."""
     orders = np.asarray(orders, dtype=float)
     return _Integrand(mu, law, float(np.max(orders))).gamma(orders)
-
-
-def improved_rdp_curve(mu: float, law: RoundsLaw) -> tuple[FloatArray, FloatArray]:
-    """(orders, gamma(orders)) on the panel's grid restricted to alpha <= 1 + 20/mu."""
-    orders = _orders_for(mu)
-    return orders, winner_renyi(mu, law, orders)
 
 
 def improved_epsilon(mu: float, law: RoundsLaw, delta: ArrayLike) -> FloatArray | float:

@@ -48,10 +48,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 from numpy.typing import ArrayLike
 
+from auditsel.accounting.attack import AttackValue, attack, attack_applies, with_one_run
 from auditsel.accounting.profile import BaseProfile, base_profile
 from auditsel.accounting.registry import ASSUMPTION, ASSUMPTIONS, BOUNDS, MONOTONE_SCORE
 from auditsel.errors import ConfigError, choice
@@ -59,9 +60,6 @@ from auditsel.events import as_pair
 from auditsel.numerics import check_deltas
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
-
-if TYPE_CHECKING:  # the attack's modules load where an attack is computed (functions below)
-    from auditsel.accounting.attack import AttackValue
 
 __all__ = [
     "Interval",
@@ -115,10 +113,6 @@ def interval_attack(
     """The attack value that is the interval's lower end: the worst-score attack, or one run's
     epsilon with the K = 0 mass charged where larger (any score: `attack.one_run_epsilons`), or
     under `assume="monotone_score"` the attack on a monotone score."""
-    # deferred: the attack (its score search; scipy.fft for composed runs) loads where an
-    # attack is computed; `auditsel run` computes it in a forked process beside the game
-    from auditsel.accounting.attack import attack, with_one_run
-
     if check_assume(assume) is None:
         return with_one_run(attack(pair, law, deltas))
     return attack(pair, law, deltas, scores="monotone")
@@ -310,10 +304,6 @@ def tuning_interval(
     pair = as_pair(pair)
     d = float(check_deltas(delta)[0])
     rigours = allowed_rigours(assume)
-    # deferred: the attack (its score search; scipy.fft for composed runs) loads where an
-    # attack is computed
-    from auditsel.accounting.attack import attack_applies
-
     why = attack_applies(pair)
     if why is None:
         value = interval_attack(pair, law, d, assume)

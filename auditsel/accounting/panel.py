@@ -38,9 +38,8 @@ interval they bracket (`accounting.interval`). ::
 a bound needs from it, it asks the pair (docs/explanation/architecture.md). Keys, results,
 rigour and citations: `accounting.registry` (stated there once). Where the attack does not apply
 (`attack.attack_applies`: an event base whose worst-case pair is not known), `.attack` says why with
-epsilon None and the interval's lower end is 0 ("eps >= 0"). `Panel` answers `p["upper"]` and
-the other keys of the dict it replaces until auditsel 0.3.0 (with a DeprecationWarning);
-`Panel.to_dict()` is that dict. Its sections are typed: `BaseInfo` and `AttackInfo` are
+epsilon None and the interval's lower end is 0 ("eps >= 0"). `Panel` is read by attribute;
+`Panel.to_dict()` is its dict. Its sections are typed: `BaseInfo` and `AttackInfo` are
 TypedDicts (records with fixed keys, read as `p.base["epsilon"]`), `BoundValues`, `Curves`,
 `labels` (`registry.Rigour`) and `sources` are mappings keyed by the registry's bound keys.
 """
@@ -49,16 +48,16 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from auditsel.accounting.attack import AttackValue, attack_applies
 from auditsel.accounting.interval import (
     Interval,
     allowed_rigours,
@@ -70,16 +69,11 @@ from auditsel.accounting.interval import (
 )
 from auditsel.accounting.profile import BaseProfile, base_profile
 from auditsel.accounting.registry import BOUND_KEYS, BOUNDS, MONOTONE_SCORE_KEYS, Rigour
-from auditsel.errors import AuditselDeprecationWarning
 from auditsel.events import as_pair
 from auditsel.mechanisms import DpsgdBase
 from auditsel.numerics import check_deltas
 from auditsel.roles import AccountedPair, MechanismPair
 from auditsel.rounds import RoundsLaw
-from auditsel.version import REMOVED_IN
-
-if TYPE_CHECKING:
-    from auditsel.accounting.attack import AttackValue
 
 __all__ = [
     "BOUND_KEYS",
@@ -210,7 +204,7 @@ def base_info(base: MechanismPair, delta: float) -> BaseInfo:
 @dataclass(frozen=True)
 class Panel:
     """Every registered bound, the attack value and the interval for one setting (module
-    docstring). Read it by attribute; `p["upper"]` still works until auditsel 0.3.0."""
+    docstring). Read it by attribute."""
 
     delta: float
     base: BaseInfo
@@ -254,29 +248,6 @@ class Panel:
             out["reduced_game_curves"] = self.reduced_game_curves
             out["monotone_score_curves"] = self.monotone_score_curves
         return out
-
-    # --- dict access, until auditsel 0.3.0 (auditsel.version.REMOVED_IN) ---------------------
-    def __getitem__(self, key: str) -> Any:
-        warnings.warn(
-            f"panel(...)[{key!r}] is deprecated: use the attribute panel(...).{key} (auditsel "
-            f"{REMOVED_IN} removes the dict access)",
-            AuditselDeprecationWarning,
-            stacklevel=2,
-        )
-        if key == "interval":
-            return self.interval.to_dict()
-        if key == "curves" and self.curves is None:
-            raise KeyError(key)
-        if key in ("delta", "attack_value") or key not in self.__dataclass_fields__:
-            raise KeyError(key)
-        value = getattr(self, key)
-        return list(value) if key == "notes" else value
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.to_dict()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.to_dict().get(key, default)
 
 
 def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list[float]) -> AttackInfo:
@@ -371,9 +342,6 @@ def panel(
             seconds[key] = time.perf_counter() - t
 
     pending = None
-    # deferred: the attack's modules (score search, FFTs): a Panel read back need not load them
-    from auditsel.accounting.attack import attack_applies
-
     no_attack = attack_applies(base)
     if no_attack is None:
         # the attack is numpy/FFT work that frees the GIL: it runs in a thread while the bounds

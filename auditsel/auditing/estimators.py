@@ -49,8 +49,7 @@ that the panel after an audit repeats none of it.
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, cast
 
@@ -86,11 +85,10 @@ from auditsel.auditing.rules import (
 from auditsel.auditing.scores import check_scores
 from auditsel.auditing.sorted_scores import Counts, SortedScores
 from auditsel.auditing.threshold_search import best_threshold, epsilon_from_rates
-from auditsel.errors import AuditselDeprecationWarning, ConfigError, number
+from auditsel.errors import ConfigError, number
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import GaussianWinner
-from auditsel.version import REMOVED_IN
 
 __all__ = [
     "Estimate",
@@ -468,36 +466,6 @@ class PanelOptions:
         object.__setattr__(self, "fpr", tuple(float(f) for f in check_fpr(self.fpr)))
 
 
-PANEL_OPTIONS = frozenset(PanelOptions.__dataclass_fields__)
-
-
-def panel_options(
-    options: PanelOptions | None, old_options: Mapping[str, Any], caller: str = "estimator_panel"
-) -> PanelOptions:
-    """The PanelOptions of a call: `options`, or (until auditsel 0.3.0, with a DeprecationWarning)
-    the old keyword arguments (threshold_grid=, grid_size=, ...) it replaces."""
-    unknown = set(old_options) - PANEL_OPTIONS
-    if unknown:
-        raise TypeError(
-            f"{caller}() got unexpected keyword arguments: {', '.join(sorted(unknown))}"
-        )
-    if not old_options:
-        return options if options is not None else PanelOptions()
-    if options is not None:
-        raise TypeError(
-            f"{caller}(): give the options on options=PanelOptions(...), not beside it: "
-            f"{', '.join(sorted(old_options))}"
-        )
-    warnings.warn(
-        f"{caller}({', '.join(f'{k}=...' for k in sorted(old_options))}) is deprecated; pass "
-        f"options=PanelOptions(...) (auditsel.auditing.estimators); the old keywords are "
-        f"accepted until auditsel {REMOVED_IN}, which removes them",
-        AuditselDeprecationWarning,
-        stacklevel=3,
-    )
-    return PanelOptions(**old_options)
-
-
 def estimator_panel(
     scores: Any,
     member: Any,
@@ -508,16 +476,14 @@ def estimator_panel(
     seed: int | None = None,
     options: PanelOptions | None = None,
     sorted_scores: SortedScores | None = None,
-    **old_options: Any,
 ) -> dict[str, Estimate]:
     """Every estimator on one game's scores, labelled (see the module docstring).
 
     `law` (a RoundsLaw) adds the selection-aware fit; `seed` (None: a fresh one, recorded in
     each valid entry's detail) seeds every split; `options` (a `PanelOptions`) sets the rules'
     grid and splits, the FPRs and the posterior draws. The input is checked as `audit_scores`
-    checks it. The old keywords (`threshold_grid`, `grid_size`, `split_fraction`, `splits`,
-    `fpr`, `posterior_draws`) are accepted until auditsel 0.3.0 with a DeprecationWarning."""
-    opts = panel_options(options, old_options)
+    checks it."""
+    opts = options if options is not None else PanelOptions()
     confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
     delta = number(delta, "delta", 0, 1, hi_open=True)
     scores, member = check_scores(scores, member)

@@ -52,8 +52,6 @@ sort `auditsel.auditing.sorted_scores`, streamed audits `auditsel.auditing.strea
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
@@ -81,9 +79,8 @@ from auditsel.auditing.threshold_search import (
     best_threshold,
     epsilon_from_rates,
 )
-from auditsel.errors import AuditselDeprecationWarning, ConfigError, number
+from auditsel.errors import ConfigError, number
 from auditsel.numerics import check_deltas
-from auditsel.version import REMOVED_IN
 
 __all__ = ["LowerBound", "audit_scores", "apply_rule", "EvaluatedTest", "RuleChoice"]
 
@@ -105,9 +102,6 @@ class RuleChoice(_RuleChoice, total=False):
     `splits`: every split's eps, ascending (the reported eps is their lower median)."""
 
     splits: list[float]
-
-
-LEGACY_OPTIONS = {"split_fraction", "grid_size", "threshold_grid", "splits", "seed"}
 
 
 @dataclass(frozen=True)
@@ -139,18 +133,6 @@ class LowerBound:
     )  # the rule's options (seed, ...)
     estimators: dict[str, Any] | None = field(default=None, compare=False)
 
-    @property
-    def eps_gdp(self) -> float:
-        """Deprecated alias of `gdp_fit` (auditsel 0.3.0 removes it)."""
-        _alias_warning("eps_gdp", "gdp_fit")
-        return self.gdp_fit
-
-    @property
-    def mu_gdp(self) -> float:
-        """Deprecated alias of `gdp_fit_mu` (auditsel 0.3.0 removes it)."""
-        _alias_warning("mu_gdp", "gdp_fit_mu")
-        return self.gdp_fit_mu
-
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         for key, value in out.items():
@@ -158,18 +140,7 @@ class LowerBound:
                 out[key] = None
         if out["estimators"] is None:
             del out["estimators"]
-        # the keys of earlier releases, as aliases of the same numbers (until REMOVED_IN)
-        out["eps_gdp"], out["mu_gdp"] = out["gdp_fit"], out["gdp_fit_mu"]
         return out
-
-
-def _alias_warning(old: str, new: str) -> None:
-    warnings.warn(
-        f"LowerBound.{old} is deprecated: use LowerBound.{new} (the same number); auditsel "
-        f"{REMOVED_IN} removes the alias",
-        AuditselDeprecationWarning,
-        stacklevel=3,
-    )
 
 
 def evaluate_at(
@@ -204,41 +175,6 @@ def _split(
     return evaluate_at(ev, pick["threshold"], pick["flip"], alpha, delta)
 
 
-def legacy_rule(
-    rule: ThresholdRule | str, options: Mapping[str, Any], caller: str, warn: bool = True
-) -> ThresholdRule:
-    """The rule object of the old call forms (a name and keyword options) until auditsel 0.3.0."""
-    unknown = set(options) - LEGACY_OPTIONS
-    if unknown:
-        raise TypeError(
-            f"{caller}() got unexpected keyword arguments: {', '.join(sorted(unknown))}"
-        )
-    if options and isinstance(rule, ThresholdRule):
-        raise TypeError(
-            f"{caller}(): give the options on the rule object, not beside it: "
-            f"{', '.join(sorted(options))}"
-        )
-    if options and warn:
-        name = rule if isinstance(rule, str) else "split"
-        cls = threshold_rule(name).__class__.__name__
-        warnings.warn(
-            f"{caller}({', '.join(f'{k}=...' for k in sorted(options))}) is deprecated; pass "
-            f"rule={cls}(...) with the options on the rule (auditsel.auditing.rules); the old "
-            f"keywords are accepted until auditsel {REMOVED_IN}, which removes them",
-            AuditselDeprecationWarning,
-            stacklevel=3,
-        )
-    opts = dict(options)
-    if "threshold_grid" in opts:
-        opts["grid"] = opts.pop("threshold_grid")
-    try:
-        return threshold_rule(rule, **opts)
-    except ConfigError as err:
-        if err.field == "grid" and "threshold_grid" in options:
-            raise ConfigError("threshold_grid", err.message) from None
-        raise
-
-
 def check_levels(confidence: object, delta: object) -> tuple[float, float]:
     confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
     delta = number(delta, "delta", 0, 1, hi_open=True)
@@ -250,14 +186,12 @@ def apply_rule(
     rule: ThresholdRule | str,
     alpha: float,
     delta: float,
-    **options: Any,
 ) -> RuleChoice:
-    """One threshold rule at significance alpha on one sort; returns the chosen threshold's
-    numbers (a `RuleChoice`: threshold, flip, eps, fp_u, fn_u, fp, fn, n evaluated,
-    grid_source, and splits for multisplit). A rule's name
-    with keyword options is the old call form (no warning: this is the engine's entry)."""
+    """One threshold rule (or its name) at significance alpha on one sort; returns the chosen
+    threshold's numbers (a `RuleChoice`: threshold, flip, eps, fp_u, fn_u, fp, fn, n
+    evaluated, grid_source, and splits for multisplit)."""
     delta = float(check_deltas(delta)[0])
-    rule = with_seed(legacy_rule(rule, options, "apply_rule", warn=False))
+    rule = with_seed(threshold_rule(rule))
     ss = sorted_scores
     return cast(
         RuleChoice, ss.memo(("rule", rule, alpha, delta), lambda: _apply(ss, rule, alpha, delta))
@@ -357,13 +291,11 @@ def audit_scores(
     confidence: float = 0.95,
     rule: ThresholdRule | str = "split",
     sorted_scores: SortedScores | None = None,
-    **old_options: Any,
 ) -> LowerBound:
     """eps lower bound from game scores (higher = guess member) under a threshold rule.
 
     The answer depends on the scores of each class and the rule's seed, never on the order of
-    the rows. The old keyword options (`split_fraction`, `grid_size`, `threshold_grid`,
-    `splits`, `seed`) are accepted until auditsel 0.3.0 with a DeprecationWarning.
+    the rows.
 
     Args:
         scores: one score per game (higher: guess that the canary was in).
@@ -383,7 +315,7 @@ def audit_scores(
         auditsel.errors.ConfigError: member values other than 0/1, arrays that are not 1-D or
             differ in length, fewer than 4 games, or `delta`/`confidence` out of range.
     """
-    rule = with_seed(legacy_rule(rule, old_options, "audit_scores"))
+    rule = with_seed(threshold_rule(rule))
     confidence, delta = check_levels(confidence, delta)
     scores, member = check_scores(scores, member)
     alpha = 1 - confidence

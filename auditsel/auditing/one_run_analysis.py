@@ -40,8 +40,6 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import expit, log_ndtr, logit, ndtri
-from scipy.stats import beta as beta_dist
-from scipy.stats import binom
 
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import gaussian_epsilon
@@ -69,6 +67,8 @@ EPS_TOL = 1e-6
 
 def snj23_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     """Upper bound on P[>= v correct of r guesses] for an (eps, delta)-DP mechanism ([SNJ23] Thm 5.2)."""
+    from scipy.stats import binom  # deferred: scipy.stats, only for a one-run audit
+
     delta = float(check_deltas(delta)[0])
     if not 0 <= v <= r <= m:
         raise ConfigError("v", f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
@@ -85,6 +85,8 @@ def snj23_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
 def _snj23_pure_epsilon(r, v, significance):
     """delta = 0 in closed form: P[Bin(r, q) >= v] = I_q(v, r - v + 1) (regularized incomplete
     beta), increasing in q, so the bound is logit of its significance-quantile (0 if not rejected)."""
+    from scipy.stats import beta as beta_dist  # deferred: scipy.stats, one-run audits only
+
     r = np.asarray(r, dtype=float)
     v = np.asarray(v, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):

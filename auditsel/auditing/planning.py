@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
 from auditsel.auditing.clopper_pearson import clopper_pearson_upper
 from auditsel.auditing.sorted_scores import SortedScores, sort_parts
@@ -270,10 +269,12 @@ def prob_at_least(
     delta = float(check_deltas(delta)[0])
     if target <= 0:
         return 1.0
+    from scipy.stats import binom  # deferred: scipy.stats, only when an audit is planned
+
     n0 = evaluated // 2
     n1 = evaluated - n0
     c0, c1 = _support(n0, fp), _support(n1, fn)
-    w0 = stats.binom.pmf(c0, n0, fp)
+    w0 = binom.pmf(c0, n0, fp)
     if len(c0) > BINS:
         edges = np.linspace(0, len(c0), BINS + 1).astype(int)
         w0 = np.add.reduceat(w0, edges[:-1])
@@ -287,14 +288,16 @@ def prob_at_least(
     # term B: log(1 - d - U1) - log(U0) >= X  <=>  U1 <= 1 - d - U0 e^X
     bound = np.maximum((1 - delta - u0) / e, 1 - delta - u0 * e)
     kmax = np.searchsorted(u1, bound, side="right") - 1  # largest grid index with U1 <= bound
-    cdf1 = stats.binom.cdf(c1, n1, fn)
+    cdf1 = binom.cdf(c1, n1, fn)
     p1 = np.where(kmax >= 0, cdf1[np.clip(kmax, 0, len(c1) - 1)], 0.0)
     return float(np.sum(w0 * p1))
 
 
 def _binned(n, p):
+    from scipy.stats import binom  # deferred: scipy.stats, only when an audit is planned
+
     c = _support(n, p)
-    w = stats.binom.pmf(c, n, p)
+    w = binom.pmf(c, n, p)
     if len(c) <= BINS:
         return c, w
     edges = np.linspace(0, len(c), BINS + 1).astype(int)

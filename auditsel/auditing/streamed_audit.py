@@ -20,10 +20,9 @@ from auditsel.auditing.lower import (
     LowerBound,
     check_levels,
     evaluate_at,
-    legacy_rule,
     lower_bound,
 )
-from auditsel.auditing.rules import BonferroniGrid, MultiSplit, Split, ThresholdRule
+from auditsel.auditing.rules import BonferroniGrid, MultiSplit, Split, ThresholdRule, threshold_rule
 from auditsel.auditing.sorted_scores import Counts, SortedScores, pilot_grid, search_counts
 from auditsel.auditing.threshold_search import CandidateRows, best_on_table
 from auditsel.errors import ConfigError
@@ -75,7 +74,6 @@ def audit_chunks(
     confidence: float = 0.95,
     rule: ThresholdRule | str = "split",
     candidates: int = STREAM_CANDIDATES,
-    **old_options: Any,
 ) -> LowerBound:
     """audit_scores for trials streamed chunk by chunk from `source`
     (auditsel.games.engine.ChunkSource).
@@ -99,7 +97,7 @@ def audit_chunks(
     * eps_best_threshold is the max over the candidates at alpha (optimistic), and the GDP fit
       is taken over the candidates (its limits hold at every threshold at once).
     """
-    rule = legacy_rule(rule, old_options, "audit_chunks")
+    rule = threshold_rule(rule)
     confidence, delta = check_levels(confidence, delta)
     alpha = 1 - confidence
     n_chunks = len(source)

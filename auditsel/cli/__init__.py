@@ -71,13 +71,13 @@ from auditsel.cli.exit_status import (
 )
 from auditsel.cli.option_types import (
     DEFAULT_OUT,
-    MAX_JOBS,
     MAX_SPLITS,
     SEED_RANGE,
     THRESHOLDS_RANGE,
     TRIALS_RANGE,
     CliParser,
 )
+from auditsel.errors import MAX_JOBS
 from auditsel.files import DISK_FULL
 from auditsel.version import __version__
 

@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from auditsel.pipelines.checks import Finding
     from auditsel.pipelines.pipeline import Pipeline, PipelineAudit
 
-__all__ = ["NAME", "add_parser", "add_tuning_options", "claim_options", "run"]
-
 NAME = "audit-pipeline"
 DEFAULTS = {"games": 1000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "rule": "split"}
 
@@ -315,7 +313,8 @@ def claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str
             "findings": run.findings,
         }
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.experiments.config import load_yaml_text, parse_base
+    from auditsel.experiments.config import parse_base
+    from auditsel.files.safe_yaml import load_yaml_text
 
     raw = load_yaml_text(args.base, "--base", "the --base mapping")
     try:

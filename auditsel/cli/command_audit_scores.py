@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     from auditsel.auditing.lower import LowerBound
     from auditsel.rounds import RoundsLaw
 
-__all__ = ["NAME", "RULE_NOTES", "SPLIT_FRACTION", "add_parser", "panel_text", "run"]
-
 NAME = "audit-scores"
 RULE_NOTES = {
     "split": "valid; threshold chosen on a seeded half of each class, bound on the rest",

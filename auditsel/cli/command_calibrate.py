@@ -20,8 +20,6 @@ from auditsel.errors import ConfigError
 if TYPE_CHECKING:
     from auditsel.accounting.calibrate import Calibration
 
-__all__ = ["NAME", "add_parser", "calibration_text", "run"]
-
 NAME = "calibrate"
 
 

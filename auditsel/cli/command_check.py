@@ -21,8 +21,6 @@ from typing import Any
 from auditsel.cli.exit_status import EXIT_REFUTED, UsageError
 from auditsel.cli.pipeline_options import user_argv
 
-__all__ = ["KEYS", "NAME", "add_parser", "run"]
-
 NAME = "check"
 #: check_pipeline's keywords, written out so that `auditsel --help` imports no check (a test
 #: holds them equal to the signature)

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from auditsel.auditing.planning import Plan
     from auditsel.experiments.config import ExperimentSpec
 
-__all__ = ["NAME", "add_parser", "run"]
-
 NAME = "plan"
 
 

@@ -18,8 +18,6 @@ from auditsel.cli.exit_status import UsageError
 from auditsel.cli.option_types import jobs_option
 from auditsel.files import claim_folder
 
-__all__ = ["NAME", "add_parser", "run"]
-
 NAME = "reproduce"
 
 

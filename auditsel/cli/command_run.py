@@ -31,8 +31,6 @@ from auditsel.games.backends import BACKENDS
 if TYPE_CHECKING:
     from auditsel.experiments.config import ExperimentSpec
 
-__all__ = ["NAME", "add_parser", "run"]
-
 NAME = "run"
 
 
@@ -122,8 +120,9 @@ def _no_game(overrides: dict[str, int], config_path: Path) -> UsageError:
 def run(args: argparse.Namespace) -> int:
     """Run the experiment (or sweep) `args.config` names; 0 on success."""
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.experiments.config import default_config_path, parse_config, read_yaml
+    from auditsel.experiments.config import default_config_path, parse_config
     from auditsel.experiments.sweep import expand_sweep
+    from auditsel.files.safe_yaml import read_yaml
 
     config_path = Path(args.config) if args.config else default_config_path()
     overrides = {k: v for k, v in (("trials", args.trials), ("seed", args.seed)) if v is not None}

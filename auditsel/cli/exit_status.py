@@ -13,16 +13,6 @@ from __future__ import annotations
 
 from auditsel.errors import ConfigError
 
-__all__ = [
-    "EXIT_ENVIRONMENT",
-    "EXIT_PIPE",
-    "EXIT_REFUTED",
-    "StdoutFailed",
-    "UsageError",
-    "bad_input_types",
-    "one_line",
-]
-
 EXIT_ENVIRONMENT = 74  # sysexits.h EX_IOERR: a full disk, an I/O error
 EXIT_PIPE = 128 + 13  # killed by SIGPIPE, as `yes | head` reports it
 EXIT_REFUTED = 3  # audit-pipeline --claim: the audit ran and refuted the claim

@@ -26,8 +26,6 @@ from auditsel.cli.option_types import (
 if TYPE_CHECKING:
     from auditsel.pipelines.load import PipelineSpec
 
-__all__ = ["add_pipeline_options", "is_pipeline", "load_pipeline_spec", "user_argv"]
-
 
 def add_pipeline_options(parser: argparse.ArgumentParser) -> None:
     """The options naming a pipeline's parts and claim (audit-pipeline and plan)."""

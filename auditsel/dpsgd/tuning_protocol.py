@@ -253,13 +253,6 @@ class DpsgdTuningProtocol:
         item = torch.finfo(self.dtype).bits // 8
         return d * (2 * int(trials) * 4 + 4 * runs * item)
 
-    @classmethod
-    def from_learning_rates(
-        cls, learning_rates: Sequence[float], **kwargs: Any
-    ) -> DpsgdTuningProtocol:
-        """Omega = one configuration per learning rate (the paper's grid)."""
-        return cls(grid=[{"lr": float(v)} for v in (learning_rates or [])], **kwargs)
-
     def _columns(self):
         c = self.configs
         return {

@@ -42,10 +42,6 @@ from auditsel.errors import (
     number as _number,
 )
 from auditsel.events import LaplaceBase
-from auditsel.files.safe_yaml import (
-    load_yaml_text,
-    read_yaml,
-)
 from auditsel.mechanisms import (
     NOISE_MAX,
     NOISE_MIN,
@@ -69,11 +65,9 @@ __all__ = [
     "ExperimentSpec",
     "GameSpec",
     "load_config",
-    "read_yaml",
     "parse_config",
     "parse_base",
     "default_config_path",
-    "load_yaml_text",
     "LIMITS",
 ]
 
@@ -515,4 +509,8 @@ def parse_config(raw: object) -> ExperimentSpec:
 
 
 def load_config(path: str | Path) -> ExperimentSpec:
+    """The experiment of a YAML config file (`parse_config` of its content)."""
+    # deferred: PyYAML, only when a file is read (`import auditsel` loads none)
+    from auditsel.files.safe_yaml import read_yaml
+
     return parse_config(read_yaml(path))

@@ -33,6 +33,7 @@ from auditsel.errors import ConfigError
 from auditsel.errors import jobs as check_jobs
 from auditsel.experiments import bounds_cache as kept_bounds
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
+from auditsel.experiments.one_run_experiment import play_one_run
 from auditsel.files import claim_folder
 from auditsel.games.backends import in_background
 from auditsel.games.engine import Checkpoints, GameRecord, run_game
@@ -492,9 +493,6 @@ def run_experiment(
     if exact_tradeoff is not None:
         artefacts["exact_tradeoff"] = exact_tradeoff
     if spec.game is not None and spec.game.one_run is not None:
-        # deferred: scipy.stats and scipy.optimize load only for one-run audits
-        from auditsel.experiments.one_run_experiment import play_one_run
-
         result["one_run"] = play_one_run(
             spec, out_dir, fingerprint=fingerprint(spec), code=code_of(spec)
         )

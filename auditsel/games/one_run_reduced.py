@@ -42,7 +42,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtri
 
 from auditsel.errors import ConfigError
@@ -147,6 +146,8 @@ class _CanaryCurve:
         f = lambda e: (
             (math.log(self.delta(e)) if self.delta(e) > 0 else -math.inf) - math.log(delta)
         )
+        from scipy.optimize import brentq  # deferred: scipy.optimize, one-run games only
+
         return brentq(f, 0.0, hi, xtol=1e-9)
 
     def tests(self, levels=LINE_LEVELS):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from auditsel.accounting.attack import attack
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import GaussianBase
 from auditsel.numerics import check_deltas
@@ -49,10 +50,6 @@ def resolve_score(
         if not isinstance(choice, (MonotoneScore, FarthestScore, BucketScore)):
             raise ConfigError("game.score", f"must be a TuningScore or 'worst', got {choice!r}")
         return choice
-    # deferred: the attack (its score search; scipy.fft for composed runs) loads only for
-    # game.score: worst
-    from auditsel.accounting.attack import attack
-
     found = getattr(attack(pair, law, delta), "score", None)
     if not isinstance(found, (MonotoneScore, BucketScore)):
         raise ConfigError(

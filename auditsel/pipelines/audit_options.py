@@ -8,35 +8,31 @@ the games play (workers, backend, chunks, checkpoints, memory, progress: the sam
 whatever they are), `ReportOptions` what is written beside the result (the output folder, its
 name, the tuning bounds of a mechanism pair and a law of K, the estimator panel). The functions
 that take them (`audit_protocol`, `audit_pipeline`, `plan_pipeline`) check each field where it
-is used and raise `ConfigError` naming it. `legacy_options` maps the keyword arguments these functions took
-before (jobs=, checkpoint_dir=, ...) onto an options object until auditsel 0.3.0 removes them
-(`auditsel.version.REMOVED_IN`), with a DeprecationWarning.
+is used and raise `ConfigError` naming it; `given_options` refuses an argument that is not
+its options object (a dict is never read by its field names).
 """
 
 from __future__ import annotations
 
 import numbers
 import os
-import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # annotations only: an options object imports nothing heavy
     from auditsel.auditing.rules import ThresholdRule
     from auditsel.roles import MechanismPair
     from auditsel.rounds import RoundsLaw
 
-from auditsel.errors import AuditselDeprecationWarning, ConfigError, shown
-from auditsel.version import REMOVED_IN
+from auditsel.errors import ConfigError, shown
 
 __all__ = [
     "AuditOptions",
     "ExecutionOptions",
     "ReportOptions",
-    "grouped_options",
-    "legacy_options",
+    "given_options",
 ]
 
 
@@ -126,74 +122,13 @@ def _folder(value: object, field: str) -> None:
 Options = TypeVar("Options")
 
 
-def legacy_options(
-    cls: type[Options],
-    given: Options | None,
-    old: Mapping[str, Any],
-    *,
-    caller: str,
-    argument: str,
-) -> Options:
-    """`given`, or the default `cls()`, with the old keyword arguments `old` (fields of `cls`)
-    applied until auditsel 0.3.0 with a DeprecationWarning; a keyword that is no field is a
-    TypeError, as Python's own."""
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    unknown = set(old) - names
-    if unknown:
-        raise TypeError(
-            f"{caller}() got unexpected keyword arguments: {', '.join(sorted(unknown))}"
-        )
-    if given is not None and not isinstance(given, cls):
+def given_options(cls: type[Options], given: Options | None, argument: str) -> Options:
+    """`given`, or the default `cls()` for None; anything else (a dict, another group's
+    options object) is a ConfigError naming `argument`."""
+    if given is None:
+        return cls()
+    if not isinstance(given, cls):
         raise ConfigError(
             argument, f"must be {cls.__name__}(...) or None, got {type(given).__name__}"
-        )  # a dict, or another group's options object: never read by its field names
-    base = given if given is not None else cls()
-    if not old:
-        return base
-    if given is not None:
-        raise TypeError(
-            f"{caller}(): give {', '.join(sorted(old))} on {argument}={cls.__name__}(...), "
-            f"not beside it"
         )
-    warnings.warn(
-        f"{caller}({', '.join(f'{k}=...' for k in sorted(old))}) is deprecated; pass "
-        f"{argument}={cls.__name__}(...) (auditsel.pipelines.audit_options); the old keywords "
-        f"are accepted until auditsel {REMOVED_IN}, which removes them",
-        AuditselDeprecationWarning,
-        stacklevel=3,
-    )
-    return replace(base, **old)  # type: ignore[type-var]
-
-
-def grouped_options(
-    groups: Mapping[str, tuple[type, Any]], old: Mapping[str, Any], *, caller: str
-) -> dict[str, Any]:
-    """Each group's options object (argument name -> (class, given)), the old keyword
-    arguments `old` sorted into the groups whose fields they are (one DeprecationWarning for
-    the call, as `legacy_options`); a keyword of no group is a TypeError."""
-    owner = {f.name: arg for arg, (cls, _) in groups.items() for f in fields(cls)}
-    unknown = set(old) - set(owner)
-    if unknown:
-        raise TypeError(
-            f"{caller}() got unexpected keyword arguments: {', '.join(sorted(unknown))}"
-        )
-    out = {}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for arg, (cls, given) in groups.items():
-            mine = {k: v for k, v in old.items() if owner[k] == arg}
-            out[arg] = legacy_options(cls, given, mine, caller=caller, argument=arg)
-    if caught:
-        args = ", ".join(
-            f"{arg}={cls.__name__}(...)"
-            for arg, (cls, _) in groups.items()
-            if any(owner[k] == arg for k in old)
-        )
-        warnings.warn(
-            f"{caller}({', '.join(f'{k}=...' for k in sorted(old))}) is deprecated; pass "
-            f"{args} (auditsel.pipelines.audit_options); the old keywords are accepted until "
-            f"auditsel {REMOVED_IN}, which removes them",
-            AuditselDeprecationWarning,
-            stacklevel=3,
-        )
-    return out
+    return given

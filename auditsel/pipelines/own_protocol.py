@@ -25,7 +25,7 @@ from auditsel.auditing.rules import ThresholdRule, threshold_rule
 from auditsel.errors import ConfigError
 from auditsel.games.engine import Checkpoints, GameRecord, run_game
 from auditsel.games.fingerprint import code_identity
-from auditsel.pipelines.audit_options import ExecutionOptions, legacy_options
+from auditsel.pipelines.audit_options import ExecutionOptions, given_options
 
 __all__ = ["FunctionProtocol", "FunctionProxy", "audit_protocol"]
 
@@ -76,15 +76,13 @@ def audit_protocol(
     vectorized: bool = False,
     fingerprint: str | None = None,
     execution: ExecutionOptions | None = None,
-    **old_options: Any,
 ) -> LowerBound:
     """eps lower bound for your own protocol.
 
     Functions must be importable (module level) when jobs != 1. The checkpoints record the
     code of `release` and `score` and of auditsel (`auditsel.games.fingerprint.code_identity`):
     after an edit to either, the old checkpoints are refused (a CheckpointError saying what
-    changed and to delete the folder), never mixed in. The old keywords (jobs=, checkpoint_dir=,
-    chunk_size=, progress=) are accepted until auditsel 0.3.0, with a DeprecationWarning.
+    changed and to delete the folder), never mixed in.
 
     Args:
         release: `release(member, rng) -> observation` for one trial (or, with
@@ -103,7 +101,6 @@ def audit_protocol(
         execution: an `ExecutionOptions` (jobs, backend, chunk_size (default 1000),
             checkpoint_dir to resume an interrupted audit, progress); never changes the
             numbers.
-        **old_options: the old keywords, until auditsel 0.3.0.
 
     Returns:
         A `LowerBound` (`auditsel.auditing.lower`).
@@ -112,8 +109,7 @@ def audit_protocol(
         auditsel.errors.ConfigError: bad input; a `CheckpointError` for checkpoints of other
             code or another audit.
     """
-    where = {"caller": "audit_protocol", "argument": "execution"}
-    ex = legacy_options(ExecutionOptions, execution, old_options, **where)
+    ex = given_options(ExecutionOptions, execution, "execution")
     record = _play((release, score), trials, seed, ex, vectorized, fingerprint)
     assert record.scores is not None and record.member is not None  # played in memory
     # a rule's name gets the game's seed for its split (independent streams of it)

@@ -96,7 +96,7 @@ from auditsel.pipelines.audit_options import (
     AuditOptions,
     ExecutionOptions,
     ReportOptions,
-    grouped_options,
+    given_options,
 )
 from auditsel.pipelines.canaries import Canary, default_score
 from auditsel.pipelines.content_digest import content_digest
@@ -414,13 +414,11 @@ def audit_pipeline(
     execution: ExecutionOptions | None = None,
     report: ReportOptions | None = None,
     accept_nondeterminism: bool = False,
-    **old_options: Any,
 ) -> PipelineAudit:
     """Audit your tuning pipeline: play `games` games around `tune` and bound eps from below.
 
     Before the games, a replay check refuses a pipeline that is not reproducible (a
-    `ReproducibilityError` naming the hazard). The old keywords (confidence=, seed=, jobs=,
-    out_dir=, ...) are accepted until auditsel 0.3.0 with a DeprecationWarning.
+    `ReproducibilityError` naming the hazard.
 
     Args:
         tune: `tune(data, seed, canary) -> release` runs your whole tuning (draws K, trains,
@@ -442,7 +440,6 @@ def audit_pipeline(
             and the plots of `auditsel run` in `out_dir` (the checkpoints under
             out_dir/checkpoints); the tuning bounds of `base` and `rounds` beside eps_L.
         accept_nondeterminism: run a pipeline that does not replay (recorded in result.json).
-        **old_options: the old keywords, until auditsel 0.3.0.
 
     Returns:
         A `PipelineAudit`: eps (the valid eps_L), refuted (eps > claimed_epsilon), the
@@ -454,8 +451,7 @@ def audit_pipeline(
         ReproducibilityError: the pipeline does not replay (unless `accept_nondeterminism`).
     """
     given = {"statistics": statistics, "execution": execution, "report": report}
-    groups = {arg: (_GROUPS[arg], value) for arg, value in given.items()}
-    options = grouped_options(groups, old_options, caller="audit_pipeline")
+    options = {arg: given_options(_GROUPS[arg], value, arg) for arg, value in given.items()}
     pipeline: dict[str, Any] = {"tune": tune, "score": score, "data": data, "canary": canary}
     claim: dict[str, Any] = {"claimed_epsilon": claimed_epsilon}
     claim["accept_nondeterminism"] = accept_nondeterminism

@@ -55,7 +55,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 from auditsel.auditing.planning import (
     PlanCurve,
@@ -69,7 +68,7 @@ from auditsel.auditing.planning import (
 from auditsel.auditing.rules import THRESHOLD_RULES
 from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError, choice, integer, number, percent
-from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, grouped_options
+from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, given_options
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
 from auditsel.pipelines.game import PipelineGame, ScoreFn, TuneFn, field_columns
@@ -277,13 +276,15 @@ def _differing(
     """The fields whose pilot values differ between the games with and without the canary:
     a two-sided Mann-Whitney test at 0.05 / fields (Bonferroni), or values that never overlap
     (every game of one coin above every game of the other)."""
+    from scipy.stats import mannwhitneyu  # deferred: scipy.stats, only when a pipeline is planned
+
     flagged = []
     for j, name in enumerate(fields):
         a, b = columns[member == 1, j], columns[member == 0, j]
         if np.ptp(columns[:, j]) == 0:
             continue  # the same value in every game: nothing to read
         apart = a.min() > b.max() or b.min() > a.max()
-        p = stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
+        p = mannwhitneyu(a, b, alternative="two-sided").pvalue
         if apart or p < FLAG_LEVEL / len(fields):
             flagged.append(name)
     return tuple(flagged)
@@ -318,13 +319,9 @@ def plan_pipeline(
     power: float = 0.9,
     statistics: AuditOptions | None = None,
     execution: ExecutionOptions | None = None,
-    **old_options: Any,
 ) -> PipelinePlan:
     """Size an audit of your pipeline from `pilot` games (an int, or a `PilotOptions` with
     the games and the confidence of the pilot curve's limits, default 80%).
-
-    The old keywords (confidence=, rule=, jobs=, backend=, progress=, and seed=, the pilot's
-    own seed) are accepted until auditsel 0.3.0 with a DeprecationWarning.
 
     Args:
         tune: your tuning run, as `audit_pipeline` takes it.
@@ -344,16 +341,17 @@ def plan_pipeline(
             it: its confidence and rule; the pilot plays at its seed + 1, never the audit's
             games.
         execution: an `ExecutionOptions` (jobs, backend, progress); never changes the numbers.
-        **old_options: the old keywords, until auditsel 0.3.0.
 
     Returns:
         A `PipelinePlan` (the module docstring says what each field holds).
     """
-    groups = {"statistics": (AuditOptions, statistics), "execution": (ExecutionOptions, execution)}
-    given = grouped_options(groups, old_options, caller="plan_pipeline")
+    given = {
+        "statistics": given_options(AuditOptions, statistics, "statistics"),
+        "execution": given_options(ExecutionOptions, execution, "execution"),
+    }
     pipeline: dict[str, Any] = {"tune": tune, "score": score, "data": data, "canary": canary}
     targets = (target_eps, claimed_epsilon, games)
-    return _plan_each(pipeline, delta, pilot, targets, power, given, old_options)
+    return _plan_each(pipeline, delta, pilot, targets, power, given)
 
 
 def _plan_each(
@@ -363,15 +361,14 @@ def _plan_each(
     targets: tuple[float | None, float | None, int | None],
     power: float,
     given: Mapping[str, Any],
-    old_options: Mapping[str, Any],
 ) -> PipelinePlan:
-    """`plan_pipeline` of its options objects (`given`; `old_options`: its old keywords, seed=
-    the pilot's own seed): one plan per canary at its Bonferroni share, combined."""
+    """`plan_pipeline` of its options objects (`given`): one plan per canary at its Bonferroni
+    share, combined."""
     st, ex = given["statistics"], given["execution"]
     for unused in ("scheduler", "checkpoint_dir", "chunk_size"):
         if getattr(ex, unused) is not None:
             raise ConfigError(f"execution.{unused}", "not used by plan_pipeline's pilot")
-    pilot_seed = old_options["seed"] if "seed" in old_options else integer(st.seed, "seed", 0) + 1
+    pilot_seed = integer(st.seed, "seed", 0) + 1
     tune, data = pipeline["tune"], pipeline["data"]
     canary = resolve_canary(pipeline["canary"], tune, data)  # "both": (Input-, GradientCanary)
     canaries = canary if isinstance(canary, tuple) else (canary,)

@@ -21,8 +21,7 @@ game). A value is *heuristic* when no theorem makes it a bound even for its own 
   monotone score assumed too, so it is not checked against lower values for any score);
 
 * `lower.gdp_fit`, the Gaussian-DP fit of [NHSBTJCT23] over every threshold (a lower value that
-  holds if the Gaussian trade-off model does), and its alias of earlier releases
-  `lower.eps_gdp` (until auditsel 0.3.0).
+  holds if the Gaussian trade-off model does).
 
 A *valid lower value* is a number the tuning run's epsilon is known to be at least, at the
 same delta: the attack value (`attack.epsilon`, certain, every law of K, mass at K = 0
@@ -112,7 +111,7 @@ def heuristic_fields(result: dict) -> list[str]:
     """Dotted paths of every heuristic number in the result (upper values and the GDP fit)."""
     fields = [_path(result, k) for k in heuristic_upper_keys(result)]
     if result.get("lower"):
-        fields += ["lower.gdp_fit", "lower.eps_gdp"]
+        fields.append("lower.gdp_fit")
     return fields
 
 

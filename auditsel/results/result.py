@@ -2,36 +2,25 @@
 
 `RunResult` holds the sections of the result.json contract (docs/reference/result-json.md) as attributes
 (`result.upper["exact"]`, `result.lower["eps"]`, `result.eps_lower`), and the whole document as
-`to_dict()` (what `auditsel run` writes, keys only ever added). Reading it as a mapping
-(`result["upper"]`), as `run_config` returned a dict before 0.2, still works until auditsel
-0.3.0 removes it, and warns (DeprecationWarning).
+`to_dict()` (what `auditsel run` writes, keys only ever added).
 """
 
 from __future__ import annotations
 
 import copy
-import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from auditsel.accounting.interval import IntervalRecord
 
-from auditsel.errors import AuditselDeprecationWarning
-from auditsel.version import REMOVED_IN
 
 __all__ = ["RunResult"]
 
-_DICT_ACCESS = (
-    f"RunResult: reading the result as a dict (result[key]) is deprecated and auditsel "
-    f"{REMOVED_IN} removes it; use its attributes (result.upper, result.lower, ...) or "
-    f"result.to_dict()"
-)
-
 
 @dataclass(frozen=True)
-class RunResult(Mapping[str, Any]):
+class RunResult:
     """One run of a config (docs/reference/result-json.md)."""
 
     name: str
@@ -96,14 +85,3 @@ class RunResult(Mapping[str, Any]):
     def to_dict(self) -> dict[str, Any]:
         """result.json's content (a deep copy: the result stays frozen)."""
         return copy.deepcopy(dict(self.document))
-
-    # --- dict access, deprecated (until auditsel 0.3.0) ----------------------------------
-    def __getitem__(self, key: str) -> Any:
-        warnings.warn(_DICT_ACCESS, AuditselDeprecationWarning, stacklevel=2)
-        return self.document[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.document)
-
-    def __len__(self) -> int:
-        return len(self.document)

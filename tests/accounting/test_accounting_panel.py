@@ -132,22 +132,19 @@ def test_poisson_monotone_in_mean():
         assert a[k] <= b[k] + TOL
 
 
-def test_panel_is_a_frozen_typed_result_with_dict_access_for_one_release():
+def test_panel_is_a_frozen_typed_result_read_by_attribute():
     import dataclasses
     import json
 
     p = panel(GaussianBase(0.5), TruncatedNegativeBinomial(0, 0.01), 1e-5, curve_deltas=[1e-3])
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.upper = {}
-    with pytest.warns(DeprecationWarning, match="use the attribute"):
-        assert p["upper"] == p.upper
-    with pytest.warns(DeprecationWarning):
-        assert p["interval"] == p.interval.to_dict()
-    with pytest.warns(DeprecationWarning), pytest.raises(KeyError):
-        p["nope"]
+    with pytest.raises(TypeError, match="not subscriptable"):
+        p["upper"]  # the dict access of 0.2 is gone
     d = p.to_dict()
     assert {"base", "upper", "labels", "sources", "notes", "seconds", "curves"} <= set(d)
-    assert {"attack", "interval", "reduced_game", "monotone_score"} <= set(d) and "curves" in p
+    assert {"attack", "interval", "reduced_game", "monotone_score"} <= set(d)
+    assert d["interval"] == p.interval.to_dict() and d["upper"] == p.upper
     json.dumps(d)
     # a Gaussian base: the reduced game's exact value assumes a monotone score; the attack for
     # any score is at least it (a monotone score is one of the scores), the interval's upper

@@ -3,7 +3,6 @@ never above the exact eps where it is known, and beside jax_privacy's counterpar
 optional test dependency is installed (`pip install ".[crosscheck]"`)."""
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -234,9 +233,9 @@ def test_one_gdp_estimate_everywhere():
     assert bound.gdp_fit == panel["gdp_fit"].value
     assert bound.gdp_fit_mu == panel["gdp_fit"].detail["mu"]
     assert bound.gdp_fit_ok is panel["gdp_fit"].detail["gdp_fit_ok"] is True
-    # the old keys stay for one release, as aliases of the same numbers
-    d = bound.to_dict()
-    assert d["eps_gdp"] == d["gdp_fit"] and d["mu_gdp"] == d["gdp_fit_mu"]
+    # the aliases of 0.2 are gone
+    assert not {"eps_gdp", "mu_gdp"} & set(bound.to_dict())
+    assert not hasattr(bound, "eps_gdp") and not hasattr(bound, "mu_gdp")
     # stronger than the fit at one split threshold, and below the truth (the model holds here)
     from auditsel.auditing.gdp_fitting import gdp_mu
 
@@ -529,34 +528,27 @@ def test_bounds_from_the_table_of_every_count_are_the_bounds():
                 assert np.array_equal(_bounds_of(lim, counts), lim.bound(counts))
 
 
-# --- the panel's options: one frozen dataclass; the old keywords for one release ------------
+# --- the panel's options: one frozen dataclass -----------------------------------------------
 
 
-def test_panel_options_are_the_old_keywords_and_the_old_call_warns():
-    """options=PanelOptions(...) gives the same panel, entry for entry, as the old keywords,
-    which still work for one release and say so with a DeprecationWarning."""
+def test_panel_options_change_the_panel_and_the_old_keywords_are_refused():
+    """options=PanelOptions(...) reaches the panel's rules; the flat keywords of 0.2 are a
+    TypeError naming them."""
     s, m = gaussian_scores(1.0, 600, 5)
     grid = np.linspace(-1.0, 2.0, 7)
     old = dict(threshold_grid=grid, grid_size=9, split_fraction=0.4, splits=3, fpr=(0.05,))
     new = estimator_panel(s, m, DELTA, seed=3, options=PanelOptions(**old, posterior_draws=500))
-    with pytest.warns(DeprecationWarning, match=r"options=PanelOptions"):
-        before = estimator_panel(s, m, DELTA, seed=3, posterior_draws=500, **old)
-    assert new.keys() == before.keys()
-    for name in new:
-        assert new[name] == before[name], name
     assert (
         new["cp_bonferroni"].detail != estimator_panel(s, m, DELTA, seed=3)["cp_bonferroni"].detail
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new form warns about nothing
-        estimator_panel(s, m, DELTA, seed=3, options=PanelOptions(splits=3))
+    for name, value in {**old, "posterior_draws": 500}.items():
+        with pytest.raises(TypeError, match=rf"unexpected keyword argument '{name}'"):
+            estimator_panel(s, m, DELTA, seed=3, **{name: value})
 
 
 def test_panel_options_reject_a_mix_an_unknown_keyword_and_bad_values():
     s, m = gaussian_scores(1.0, 200, 6)
-    with pytest.raises(TypeError, match="not beside it: splits"):
-        estimator_panel(s, m, DELTA, options=PanelOptions(), splits=3)
-    with pytest.raises(TypeError, match="unexpected keyword arguments: grid"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'grid'"):
         estimator_panel(s, m, DELTA, grid=(0.0, 1.0))
     with pytest.raises(ConfigError, match=r"^fpr: "):
         PanelOptions(fpr=(0.5, 2.0))

@@ -16,6 +16,7 @@ from auditsel.auditing.planning import (
     prob_at_least,
     prob_for_games,
 )
+from auditsel.auditing.rules import BonferroniGrid, Split
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.cli import main
@@ -74,9 +75,7 @@ def test_a_threshold_fixed_in_advance_does_what_the_plan_says():
     for _ in range(reps):
         m = rng.integers(0, 2, n).astype(np.int8)
         s = rng.normal(mu * m, 1.0)
-        eps.append(
-            apply_rule(SortedScores(s, m), "bonferroni", 0.05, DELTA, threshold_grid=[t])["eps"]
-        )
+        eps.append(apply_rule(SortedScores(s, m), BonferroniGrid(grid=[t]), 0.05, DELTA)["eps"])
     eps = np.array(eps)
     se = eps.std(ddof=1) / np.sqrt(reps)
     # the coins make n0, n1 random around n/2: a small extra spread
@@ -98,7 +97,7 @@ def test_split_audits_certify_no_more_than_planned():
     for rep in range(reps):
         m = rng.integers(0, 2, n).astype(np.int8)
         s = rng.normal(mu * m, 1.0)
-        eps.append(apply_rule(SortedScores(s, m), "split", 0.05, DELTA, seed=rep)["eps"])
+        eps.append(apply_rule(SortedScores(s, m), Split(seed=rep), 0.05, DELTA)["eps"])
     assert np.mean(eps) <= planned + 3 * np.std(eps) / np.sqrt(reps)
     assert np.mean(eps) >= 0.6 * planned  # and the plan is not vacuous
 
@@ -154,6 +153,6 @@ def test_plan_predicts_a_real_run(tmp_path):
     for seed in range(40):
         rec = run_game(protocol, proxy, plan.games, seed, progress=False)
         ss = SortedScores(rec.scores, rec.member)
-        hits += apply_rule(ss, "split", 0.05, DELTA, seed=seed)["eps"] >= 0.6
+        hits += apply_rule(ss, Split(seed=seed), 0.05, DELTA)["eps"] >= 0.6
     # planned for 0.9 with the best threshold; split must find it: between 0.5 and 1 of the runs
     assert 0.5 * 40 <= hits

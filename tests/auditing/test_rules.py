@@ -101,39 +101,18 @@ def test_audit_takes_rule_objects_and_records_their_options():
     assert len(picks) > 1
 
 
-def test_old_call_forms_still_work_for_one_release():
+def test_a_rules_name_works_and_the_old_option_keywords_are_refused():
+    """A rule's name is its default rule; the option keywords of 0.2 (split_fraction=, seed=,
+    ...) are a TypeError naming them: the options live on the rule object."""
     s, m = games()
-    grid = np.linspace(-2, 3, 20)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a rule's name is not deprecated
         by_name = audit_scores(s, m, 1e-5, rule="bonferroni_all")
     assert by_name == audit_scores(s, m, 1e-5, rule=BonferroniAll())
-    for old, new in (
-        (dict(rule="split", split_fraction=0.4, seed=1), Split(split_fraction=0.4, seed=1)),
-        (dict(rule="multisplit", splits=3, seed=7), MultiSplit(splits=3, seed=7)),
-        (dict(rule="bonferroni", threshold_grid=grid), BonferroniGrid(grid=grid)),
-        (dict(rule="bonferroni", grid_size=9, seed=2), BonferroniGrid(grid_size=9, seed=2)),
-    ):
-        with pytest.warns(DeprecationWarning, match="rule="):
-            before = audit_scores(s, m, 1e-5, **old)
-        assert before == audit_scores(s, m, 1e-5, rule=new)
-    with pytest.raises(TypeError):
-        audit_scores(s, m, 1e-5, rule=Split(), split_fraction=0.4)  # one or the other
-    # a bad old keyword is refused naming the argument the caller wrote (threshold_grid)
-    for old, field in [
-        (dict(threshold_grid=[]), "threshold_grid"),
-        (dict(threshold_grid=[0.0, np.nan]), "threshold_grid"),
-        (dict(threshold_grid=np.zeros((2, 2))), "threshold_grid"),
-        (dict(grid_size=0), "grid_size"),
-    ]:
-        with pytest.warns(DeprecationWarning), pytest.raises(ConfigError) as err:
-            audit_scores(s, m, 1e-5, rule="bonferroni", **old)
-        assert err.value.field == field and len(str(err.value).splitlines()) == 1
-    for old, field in [
-        (dict(rule="multisplit", splits=0), "splits"),
-        (dict(rule="split", split_fraction=1.0), "split_fraction"),
-        (dict(rule="split", seed=-1), "seed"),
-    ]:
-        with pytest.warns(DeprecationWarning), pytest.raises(ConfigError) as err:
-            audit_scores(s, m, 1e-5, **old)
+    for old in ("split_fraction", "seed", "splits", "threshold_grid", "grid_size"):
+        with pytest.raises(TypeError, match=rf"unexpected keyword argument '{old}'"):
+            audit_scores(s, m, 1e-5, rule="split", **{old: 1})
+    for rule, field in [(MultiSplit, "splits"), (Split, "split_fraction"), (Split, "seed")]:
+        with pytest.raises(ConfigError) as err:
+            rule(**{field: 1.0 if field == "split_fraction" else -1 if field == "seed" else 0})
         assert err.value.field == field

@@ -100,7 +100,7 @@ def test_figure6_point_is_flagged_in_result_json(fig6):
     assert {"exact", "improved_rdp"} <= below <= set(result["contradicted"])
     assert "the attack value" in result["contradicted"]["exact"]
     assert result["heuristic"] == heuristic_fields(result)
-    assert "reduced_game.exact" in result["heuristic"] and "lower.eps_gdp" in result["heuristic"]
+    assert "reduced_game.exact" in result["heuristic"] and "lower.gdp_fit" in result["heuristic"]
     iv = result["interval"]
     assert iv["lower"] == result["attack"]["epsilon"] and iv["lower_source"].startswith("attack")
     assert iv["upper"] == min(v for v in result["upper"].values() if v is not None)

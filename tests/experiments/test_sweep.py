@@ -99,7 +99,8 @@ def test_bad_sweep_in_cli_is_one_line(tmp_path, capsys):
 
 @pytest.mark.slow  # plans every point of the papers' grids
 def test_paper_sweep_configs_expand_to_the_papers_grids():
-    from auditsel.experiments.config import default_config_path, read_yaml
+    from auditsel.experiments.config import default_config_path
+    from auditsel.files.safe_yaml import read_yaml
 
     configs = default_config_path().parent
     table4 = expand_sweep(read_yaml(configs / "table4.yaml"))

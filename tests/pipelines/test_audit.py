@@ -12,6 +12,7 @@ from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.registry import bound
 from auditsel.auditing.scores import read_scores
 from auditsel.cli import main
+from auditsel.errors import ConfigError
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.pipelines.audit_options import ExecutionOptions
 from auditsel.pipelines.own_protocol import audit_protocol
@@ -125,7 +126,7 @@ def test_audit_scores_csv_and_npz_agree(tmp_path, capsys):
     assert {
         "eps",
         "method",
-        "eps_gdp",
+        "gdp_fit",
         "eps_best_threshold",
         "confidence",
         "threshold_rule",
@@ -373,20 +374,15 @@ def test_ragged_row_in_a_later_block_is_named_by_its_line(tmp_path, monkeypatch)
 
 def test_audit_protocol_execution_options_and_the_old_keywords(tmp_path):
     """execution=ExecutionOptions(...) is honoured (chunks of chunk_size in checkpoint_dir);
-    the old keywords give the same bound for one release, with a DeprecationWarning; a mix or
-    an unknown keyword is refused."""
+    the flat keywords of 0.2 and an unknown keyword are refused, naming them."""
     options = dict(delta=1e-5, trials=3_000, seed=4)
     ex = ExecutionOptions(chunk_size=700, checkpoint_dir=tmp_path / "new")
     new = audit_protocol(my_tuning_run, my_score, **options, execution=ex)
     assert len(list((tmp_path / "new").glob("chunk*"))) == -(-3_000 // 700) and new.eps > 0
-    with pytest.warns(DeprecationWarning, match=r"execution=ExecutionOptions"):
-        old = audit_protocol(
-            my_tuning_run, my_score, **options, chunk_size=700, checkpoint_dir=tmp_path / "old"
-        )
-    assert old == new
-    with pytest.raises(TypeError, match="not beside it"):
-        audit_protocol(my_tuning_run, my_score, **options, execution=ExecutionOptions(), jobs=2)
-    with pytest.raises(TypeError, match="unexpected keyword arguments: job"):
-        audit_protocol(my_tuning_run, my_score, **options, job=2)
+    for flat in ("chunk_size", "checkpoint_dir", "jobs", "progress", "job"):
+        with pytest.raises(TypeError, match=rf"unexpected keyword argument '{flat}'"):
+            audit_protocol(my_tuning_run, my_score, **options, **{flat: 2})
+    with pytest.raises(ConfigError, match=r"^execution: must be ExecutionOptions"):
+        audit_protocol(my_tuning_run, my_score, **options, execution={"jobs": 2})
     with pytest.raises(TypeError):
         ExecutionOptions(2)  # type: ignore[misc]  # keyword-only

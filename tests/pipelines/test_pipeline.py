@@ -553,10 +553,9 @@ def test_gradient_canary_reads_the_initial_weights_from_the_release():
 # --- narrow signatures: statistics, execution and report as frozen keyword-only options -------
 
 
-def test_options_objects_give_the_numbers_of_the_old_keywords(tmp_path):
-    """audit_pipeline(statistics=, execution=, report=) is the old call with the keywords
-    sorted into three objects: the same games and bound; the old keywords still work for one
-    release and warn; each option is honoured (another seed plays other games)."""
+def test_options_objects_are_honoured_and_the_old_keywords_refused(tmp_path):
+    """audit_pipeline(statistics=, execution=, report=): each option is honoured (another
+    seed plays other games); the flat keywords of 0.2 are refused, naming them."""
     kw = dict(data=None, canary=GradientCanary(coordinate=0), games=120, delta=1e-5)
     new = audit_pipeline(
         dpsgd_no_data,
@@ -568,18 +567,13 @@ def test_options_objects_give_the_numbers_of_the_old_keywords(tmp_path):
     )
     assert (new.confidence, new.seed, new.rule, new.estimators) == (0.9, 3, "bonferroni_all", None)
     assert len(list((tmp_path / "new").glob("chunk*"))) == 3  # 120 games in chunks of 50
-    with pytest.warns(DeprecationWarning, match=r"statistics=AuditOptions.*execution="):
-        old = audit_pipeline(
-            dpsgd_no_data, standardised, **kw, confidence=0.9, seed=3, rule="bonferroni_all",
-            chunk_size=50, checkpoint_dir=tmp_path / "old", panel=False, name="options",
-        )  # fmt: skip
-    assert old.bound == new.bound and np.array_equal(old.scores, new.scores)
     other = audit_pipeline(dpsgd_no_data, standardised, **kw, report=ReportOptions(panel=False))
     assert not np.array_equal(other.scores, new.scores)  # seed 0, not 3
-    with pytest.raises(TypeError, match="not beside it"):
-        audit_pipeline(dpsgd_no_data, **kw, statistics=AuditOptions(), seed=2)
-    with pytest.raises(TypeError, match="unexpected keyword arguments: job"):
-        audit_pipeline(dpsgd_no_data, **kw, job=2)
+    for flat in ("confidence", "seed", "jobs", "out_dir", "job"):  # 0.2's flat keywords: gone
+        with pytest.raises(TypeError, match=rf"unexpected keyword argument '{flat}'"):
+            audit_pipeline(dpsgd_no_data, **kw, **{flat: 2})
+    with pytest.raises(ConfigError, match=r"^statistics: must be AuditOptions"):
+        audit_pipeline(dpsgd_no_data, **kw, statistics={"seed": 3})  # type: ignore[arg-type]
     for cls in (AuditOptions, ExecutionOptions, ReportOptions):
         with pytest.raises(TypeError):
             cls(1)  # keyword-only
@@ -587,18 +581,25 @@ def test_options_objects_give_the_numbers_of_the_old_keywords(tmp_path):
             cls().progress = True  # type: ignore[misc]  # frozen
 
 
-def test_plan_pipeline_plays_its_pilot_at_the_audits_seed_plus_one():
-    """plan_pipeline(statistics=AuditOptions(seed=s)) plans the audit at seed s from a pilot at
-    s + 1: the plan of the old call with the pilot's own seed=s + 1 (which warns)."""
+def test_plan_pipeline_plays_its_pilot_at_the_audits_seed_plus_one(monkeypatch):
+    """plan_pipeline(statistics=AuditOptions(seed=s)) plans the audit at seed s from a pilot
+    played at s + 1; the pilot's own seed= of 0.2 is refused, naming it."""
+    import auditsel.pipelines.pipeline_plan as pipeline_plan
+
     kw = dict(data=EMPTY, canary=ROW_CANARY, delta=0.0, pilot=200, target_eps=0.5, games=500)
+    played = []
+    play = pipeline_plan.play_games
+
+    def recorded(game, games, seed, **options):
+        played.append(seed)
+        return play(game, games, seed, **options)
+
+    monkeypatch.setattr(pipeline_plan, "play_games", recorded)
     new = plan_pipeline(randomized_response, release_itself, **kw, statistics=AuditOptions(seed=6))
-    with pytest.warns(DeprecationWarning, match=r"plan_pipeline\(seed=...\) is deprecated"):
-        old = plan_pipeline(randomized_response, release_itself, **kw, seed=7)
-    assert (new.curve_eps, new.games_for_target, new.expected_eps) == (
-        old.curve_eps,
-        old.games_for_target,
-        old.expected_eps,
-    )
+    assert played == [7]
+    monkeypatch.undo()
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'seed'"):
+        plan_pipeline(randomized_response, release_itself, **kw, seed=7)
     other = plan_pipeline(
         randomized_response, release_itself, **kw, statistics=AuditOptions(seed=7)
     )
