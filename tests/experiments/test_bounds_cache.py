@@ -1,5 +1,5 @@
-"""The bounds kept across runs (auditsel.experiments.bounds_cache): read back only by the code
-and libraries that computed them, for the same setting, equal to the last bit to what is
+"""The bounds kept across runs (auditsel.experiments.bounds_cache): read back only by the code,
+libraries and vector unit that computed them, for the same setting, equal to the last bit to what is
 computed afresh; a broken or unwritable cache is computed around, never an error."""
 
 import json
@@ -46,6 +46,30 @@ def test_other_code_or_libraries_never_read_a_kept_value(tmp_path, monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(bc, "_versions", lambda: "numpy==0.0")
     assert bc.cache_file(key, tmp_path) != path
+
+
+def test_another_vector_unit_never_reads_a_kept_value(tmp_path):
+    """numpy's exp and log round differently without AVX-512 (issue 37): the same key, in a
+    child whose numpy dispatches none of its SIMD targets (NPY_DISABLE_CPU_FEATURES, as
+    tools/cpu_profile.py --profile none sets it), names another file; with the same targets,
+    the same file."""
+    import numpy as np
+
+    umath = np._core._multiarray_umath
+    code = (
+        "import sys; from pathlib import Path; from auditsel.experiments import bounds_cache as bc;"
+        "print(bc.cache_file(('setting', 0.5), Path(sys.argv[1])))"
+    )
+    here = bc.cache_file(("setting", 0.5), tmp_path)
+    for off, same in (("", True), (" ".join(umath.__cpu_dispatch__), False)):
+        child = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)],
+            env=dict(os.environ, NPY_DISABLE_CPU_FEATURES=off),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert (child.stdout.strip() == str(here)) == same, off
 
 
 def test_a_broken_or_unwritable_cache_is_computed_around(tmp_path):
