@@ -23,12 +23,13 @@ numba (DP-SGD kernels)    NUMBA_CPU_NAME=haswell,         NUMBA_CPU_NAME=generic
                           NUMBA_CPU_FEATURES = this
                           CPU's with every avx512*,
                           amx* and avx10* off
-numba's cache             NUMBA_CACHE_DIR = a fresh       (the same)
-                          folder (kept apart from code
-                          compiled for this CPU)
 glibc (libm, string ops)  GLIBC_TUNABLES=glibc.cpu.       glibc.cpu.hwcaps=-AVX512F,...,
                           hwcaps=-AVX512F,-AVX512DQ,...   -AVX2,-FMA,-AVX
 ========================  ==============================  ===================================
+
+numba's cache is left where it is: numba keys each cached function on its target CPU name and
+features (its codegen's magic tuple), so code compiled for this CPU is never loaded under a
+profile, nor the profile's without it (auditsel.dpsgd.kernel_cache's digests cover both).
 
 ``--check`` runs a fresh interpreter under the profile and prints what each library chose
 (numpy's enabled targets, torch's capability, MKL's and OpenBLAS's kernels, numba's target
@@ -44,7 +45,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,12 +76,9 @@ def numba_features_without_avx512() -> str:
     return ",".join(out)
 
 
-def profile_env(
-    name: str, base: dict[str, str] | None = None, cache_dir: str | None = None
-) -> tuple[dict[str, str], list[str]]:
+def profile_env(name: str, base: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
     """(environment, numpy targets switched off) of profile `name` ("avx2" or "none") on top of
-    `base` (default: this process's environment); `cache_dir` is numba's cache folder (default:
-    a new temporary folder)."""
+    `base` (default: this process's environment)."""
     if name not in PROFILES:
         raise ValueError(f"profile: {name!r}, allowed {PROFILES}")
     targets = numpy_dispatch_targets()
@@ -109,7 +106,6 @@ def profile_env(
         }
     env = dict(os.environ if base is None else base, NPY_DISABLE_CPU_FEATURES=" ".join(off))
     env.update(extra)
-    env["NUMBA_CACHE_DIR"] = cache_dir or tempfile.mkdtemp(prefix=f"numba-{name}-")
     return env, off
 
 

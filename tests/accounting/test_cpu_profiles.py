@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -59,14 +58,14 @@ def fingerprint(values: list[np.ndarray]) -> str:
     return hashlib.sha256(b"".join(parts)).hexdigest()
 
 
-def profile_env(name: str, cache_dir: str) -> tuple[dict[str, str], list[str]]:
+def profile_env(name: str) -> tuple[dict[str, str], list[str]]:
     """tools/cpu_profile.py's profile (the one source of its variables), with this checkout
     first on the path."""
     spec = importlib.util.spec_from_file_location("cpu_profile", ROOT / "tools" / "cpu_profile.py")
     assert spec is not None and spec.loader is not None
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    env, off = tool.profile_env(name, cache_dir=cache_dir)
+    env, off = tool.profile_env(name)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return env, off
 
@@ -74,16 +73,10 @@ def profile_env(name: str, cache_dir: str) -> tuple[dict[str, str], list[str]]:
 def run_profile(name: str) -> dict:
     """This file run as a script under the profile: its `measure()` as JSON, and the numpy
     dispatch targets still enabled there (none of those the profile switches off)."""
-    with tempfile.TemporaryDirectory() as cache:
-        env, off = profile_env(name, cache)
-        done = subprocess.run(
-            [sys.executable, __file__],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=True,
-        )
+    env, off = profile_env(name)
+    done = subprocess.run(
+        [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600, check=True
+    )
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert not set(off) & set(out["enabled"]), f"the {name} profile did not take: {out['enabled']}"
     return out
