@@ -32,7 +32,7 @@ features (its codegen's magic tuple), so code compiled for this CPU is never loa
 profile, nor the profile's without it (auditsel.dpsgd.kernel_cache's digests cover both).
 
 ``--check`` runs a fresh interpreter under the profile and prints what each library chose
-(numpy's enabled targets, torch's capability, MKL's and OpenBLAS's kernels, numba's target
+(numpy's enabled targets, torch's capability, MKL's, oneDNN's and OpenBLAS's kernels, numba's target
 and whether its machine code for a float64 loop uses zmm registers, glibc's hwcaps); it exits 1
 when any of them still uses AVX-512 (or, for "none", AVX2). A library that is not installed
 is reported as such. Nothing here changes what auditsel computes; it only emulates the CPU.
@@ -172,6 +172,26 @@ def mkl_isa(env: dict[str, str]) -> str:
     return "no MKL_VERBOSE line (MKL not used)"
 
 
+def onednn_isa(env: dict[str, str]) -> str:
+    """The instruction set oneDNN reports for a torch convolution (ONEDNN_VERBOSE's header)."""
+    code = (
+        "import torch; torch.nn.functional.conv2d(torch.ones(2, 3, 16, 16), torch.ones(4, 3, 3, 3));"
+        "torch.nn.functional.linear(torch.ones(8, 64, dtype=torch.bfloat16),"
+        " torch.ones(64, 64, dtype=torch.bfloat16))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(env, ONEDNN_VERBOSE="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    for line in done.stdout.splitlines():
+        if ",cpu,isa:" in line:
+            return line.split(",cpu,isa:", 1)[1].strip()
+    return "no ONEDNN_VERBOSE line (oneDNN not used)"
+
+
 def glibc_levels(env: dict[str, str]) -> list[str]:
     """The x86-64 levels glibc's loader finds usable under `env` (its --list-diagnostics:
     dl_hwcaps_subdirs and the mask of those active, first name the lowest bit)."""
@@ -199,6 +219,7 @@ def check(name: str) -> int:
         return 1
     out = json.loads(done.stdout.strip().splitlines()[-1])
     out["mkl"] = mkl_isa(env)
+    out["onednn"] = onednn_isa(env)
     out["glibc_levels"] = glibc_levels(env)
     print(json.dumps(out, indent=1))
     bad = []
@@ -223,6 +244,8 @@ def check(name: str) -> int:
         or (name == "none" and "AVX2" in out["mkl"])
     ):
         bad.append("MKL")
+    if "512" in out["onednn"] or (name == "none" and "AVX2" in out["onednn"]):
+        bad.append("oneDNN")
     if "x86-64-v4" in out["glibc_levels"] or (
         name == "none" and "x86-64-v3" in out["glibc_levels"]
     ):
