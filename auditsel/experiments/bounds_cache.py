@@ -2,9 +2,11 @@
 
 Contract. `cached(key, compute, folder)` returns compute() and, with a `folder`, keeps it there
 under a name that is the sha256 of the key, of the digest of every source file of the
-installed package (`auditsel.games.fingerprint.package_digest`) and of the versions of
-python, numpy, scipy and dp_accounting: a value is read back only by the code, and the
-libraries, that computed it, for the same setting (the pair, the law of K, delta, whether
+installed package (`auditsel.games.fingerprint.package_digest`), of the versions of
+python, numpy, scipy and dp_accounting and of the vector unit numpy computes with (its enabled
+dispatch targets: numpy's exp and log round differently with AVX-512, issue 37; a folder
+shared by two machines, or a run under tools/cpu_profile.py, keeps their values apart): a
+value is read back only by the code, and the libraries and vector unit, that computed it, for the same setting (the pair, the law of K, delta, whether
 curves are drawn), so it is the value compute() would return (pickled: every float to the
 last bit). A file that cannot be read or unpickled is computed again and rewritten; a folder
 that cannot be written is not an error (the value is computed, not kept). Files are written
@@ -25,6 +27,7 @@ and should not be one that others can write.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import pickle
 import platform
@@ -65,11 +68,23 @@ def _versions() -> str:
     return ";".join(found)
 
 
+def _vector_unit() -> str:
+    """The machine and numpy's enabled dispatch targets (those NPY_DISABLE_CPU_FEATURES left)."""
+    try:
+        umath = importlib.import_module("numpy._core._multiarray_umath")
+    except ImportError:  # numpy 1.x
+        umath = importlib.import_module("numpy.core._multiarray_umath")
+    on = [t for t in umath.__cpu_dispatch__ if umath.__cpu_features__.get(t)]
+    return f"{platform.machine()}:{','.join(on)}"
+
+
 def cache_file(key: object, folder: Path) -> Path:
     """The file that keeps the value of `key` (its repr names the setting: frozen dataclasses
     and floats, whose reprs are exact) for this code and these libraries."""
     digest = hashlib.sha256(
-        "\0".join((repr(key), package_digest(), _versions(), sys.byteorder)).encode()
+        "\0".join(
+            (repr(key), package_digest(), _versions(), _vector_unit(), sys.byteorder)
+        ).encode()
     ).hexdigest()
     return folder / f"{digest}.pickle"
 

@@ -197,23 +197,35 @@ register(
 
 
 # --- output -----------------------------------------------------------------------------------
+#: decimals of a percentage column (a name with the word ``pct``: ``width_pct``,
+#: ``width_pct_monotone``) in `to_markdown`: a percentage
+#: of an epsilon moves by 100 / epsilon times the epsilon's own movement, and the DP-SGD profile
+#: bound (dp_accounting's PLD, whose FFT round-off differs between vector units) moves by up to
+#: 1.0e-5 between an AVX-512 and an AVX2 machine, its width percentages by up to 7.5e-4
+#: (docs/howto/develop.md, "Tests on other vector units"): 2 decimals keep that movement below
+#: half a unit of the last digit printed, as 4 decimals do for the epsilons
+PCT_DIGITS = 2
+
+
 def to_markdown(rows: list[dict], columns: Sequence[str] | None = None, digits: int = 3) -> str:
-    """A GitHub markdown table of the rows (floats rounded to `digits`)."""
+    """A GitHub markdown table of the rows (floats rounded to `digits`; percentage columns,
+    named with the word ``pct``, to at most `PCT_DIGITS`)."""
     if not rows:
         return ""
     columns = list(columns or dict.fromkeys(k for r in rows for k in r))
 
-    def fmt(v):
+    def fmt(v, places):
         if v is None:
             return "-"
         if isinstance(v, float):
             if not math.isfinite(v):
                 return "inf"
-            return f"{v:.{digits}g}" if (abs(v) < 1e-3 and v != 0) else f"{v:.{digits}f}"
+            return f"{v:.{places}g}" if (abs(v) < 1e-3 and v != 0) else f"{v:.{places}f}"
         return str(v)
 
+    places = {c: min(digits, PCT_DIGITS) if "pct" in c.split("_") else digits for c in columns}
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]
+    lines += ["| " + " | ".join(fmt(r.get(c), places[c]) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
 
 

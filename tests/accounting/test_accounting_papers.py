@@ -34,3 +34,13 @@ def test_table4_reference_is_complete_and_markdown_renders():
     assert len(TABLE4_PAPER) == 9 and all(len(v) == len(TABLE4_LAWS) for v in TABLE4_PAPER.values())
     md = to_markdown([{"a": 1.23456, "b": None, "c": "x"}])
     assert md.splitlines()[0] == "| a | b | c |" and "1.235" in md and "| - |" in md
+
+
+def test_markdown_prints_percentages_with_the_digits_the_code_promises():
+    """A percentage of an epsilon moves 100 / epsilon times as much as the epsilon between
+    vector units (issue 37): columns named with the word pct print 2 decimals, the others
+    `digits`."""
+    row = {"width": 0.123456, "width_pct": 19.083776, "width_pct_monotone": 33.518448, "pct": 1.0}
+    cells = to_markdown([row], digits=4).splitlines()[2].strip("| ").split(" | ")
+    assert cells == ["0.1235", "19.08", "33.52", "1.00"]
+    assert to_markdown([{"x_pct": 5.0}], digits=1).splitlines()[2] == "| 5.0 |"

@@ -7,11 +7,13 @@ functions give the same bits. Before the fix the row read 1.9654 with AVX-512 an
 the avx2 profile (the merge cut its tails from FFT noise, and numpy's exp and log round
 differently with AVX-512).
 
-The profiles (docs/howto/develop.md, "Tests on other vector units"): numpy's dispatch is
-restricted by NPY_DISABLE_CPU_FEATURES (its dispatched targets at the AVX-512 level, or all of
-them), OpenBLAS by OPENBLAS_CORETYPE, glibc's libm by GLIBC_TUNABLES."""
+The profiles are tools/cpu_profile.py's (docs/howto/develop.md, "Tests on other vector units"):
+numpy's dispatch is restricted by NPY_DISABLE_CPU_FEATURES (its dispatched targets at the
+AVX-512 level, or all of them), OpenBLAS by OPENBLAS_CORETYPE, MKL, oneDNN, torch and numba by
+their own variables, glibc by GLIBC_TUNABLES."""
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -56,33 +58,21 @@ def fingerprint(values: list[np.ndarray]) -> str:
     return hashlib.sha256(b"".join(parts)).hexdigest()
 
 
-def dispatch_targets() -> list[str]:
-    try:
-        from numpy._core import _multiarray_umath as umath
-    except ImportError:  # numpy 1.x
-        from numpy.core import _multiarray_umath as umath
-    return list(umath.__cpu_dispatch__)
-
-
 def profile_env(name: str) -> tuple[dict[str, str], list[str]]:
-    targets = dispatch_targets()
-    if name == "avx2":
-        off = [t for t in targets if "512" in t or t == "X86_V4"]
-        extra = {"OPENBLAS_CORETYPE": "Haswell"}
-    else:
-        off = targets
-        extra = {
-            "OPENBLAS_CORETYPE": "Prescott",
-            "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F,-AVX",
-        }
-    env = dict(os.environ, NPY_DISABLE_CPU_FEATURES=" ".join(off), **extra)
+    """tools/cpu_profile.py's profile (the one source of its variables), with this checkout
+    first on the path."""
+    spec = importlib.util.spec_from_file_location("cpu_profile", ROOT / "tools" / "cpu_profile.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    env, off = tool.profile_env(name)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return env, off
 
 
 def run_profile(name: str) -> dict:
     """This file run as a script under the profile: its `measure()` as JSON, and the numpy
-    features still enabled there (none of those the profile switches off)."""
+    dispatch targets still enabled there (none of those the profile switches off)."""
     env, off = profile_env(name)
     done = subprocess.run(
         [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600, check=True
@@ -124,6 +114,22 @@ def test_attack_values_print_the_same_digits_on_every_vector_unit(profile):
     for name in CASES:
         assert abs(other[name] - mine[name]) <= 1e-9, (name, profile, other[name], mine[name])
         assert f"{other[name]:.4f}" == f"{mine[name]:.4f}" == pinned[name], (name, profile)
+
+
+@pytest.mark.slow  # three fresh interpreters per profile (about 10 CPU s each)
+@pytest.mark.parametrize("profile", ["avx2", "none"])
+def test_the_profile_takes_in_every_library(profile):
+    """tools/cpu_profile.py --check: numpy, OpenBLAS, MKL, torch, numba and glibc each report
+    the profile's vector unit (none of them AVX-512; for "none", none of them AVX2 either)."""
+    tool = ROOT / "tools" / "cpu_profile.py"
+    done = subprocess.run(
+        [sys.executable, str(tool), "--profile", profile, "--check"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith(f"profile {profile}: took")
 
 
 def test_the_merge_reads_no_fft_noise():

@@ -1,5 +1,5 @@
-"""The bounds kept across runs (auditsel.experiments.bounds_cache): read back only by the code
-and libraries that computed them, for the same setting, equal to the last bit to what is
+"""The bounds kept across runs (auditsel.experiments.bounds_cache): read back only by the code,
+libraries and vector unit that computed them, for the same setting, equal to the last bit to what is
 computed afresh; a broken or unwritable cache is computed around, never an error."""
 
 import json
@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import auditsel.experiments.bounds_cache as bc
@@ -46,6 +47,36 @@ def test_other_code_or_libraries_never_read_a_kept_value(tmp_path, monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(bc, "_versions", lambda: "numpy==0.0")
     assert bc.cache_file(key, tmp_path) != path
+
+
+def test_another_vector_unit_never_reads_a_kept_value(tmp_path):
+    """numpy's exp and log round differently without AVX-512 (issue 37): the same key, in a
+    child whose numpy dispatches other SIMD targets than this process (NPY_DISABLE_CPU_FEATURES
+    switching all of them off, or, where this process already runs without them, on again, as
+    tools/cpu_profile.py's profiles do), names another file; in a child with this process's
+    environment, the same file."""
+    umath = np._core._multiarray_umath
+    code = (
+        "import sys; from pathlib import Path; from auditsel.experiments import bounds_cache as bc;"
+        "print(bc._vector_unit(), bc.cache_file(('setting', 0.5), Path(sys.argv[1])))"
+    )
+    here = (bc._vector_unit(), str(bc.cache_file(("setting", 0.5), tmp_path)))
+    enabled = [t for t in umath.__cpu_dispatch__ if umath.__cpu_features__.get(t)]
+    other = " ".join(umath.__cpu_dispatch__) if enabled else ""
+    seen = []
+    for env in (dict(os.environ), dict(os.environ, NPY_DISABLE_CPU_FEATURES=other)):
+        child = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        seen.append(tuple(child.stdout.split()))
+    assert seen[0] == here
+    if seen[1][0] == here[0]:
+        pytest.skip("this CPU has none of numpy's dispatch targets: no other vector unit to test")
+    assert seen[1][1] != here[1]
 
 
 def test_a_broken_or_unwritable_cache_is_computed_around(tmp_path):
