@@ -126,6 +126,9 @@ TAIL_PER_DELTA = 1e4
 TAIL_MAX = 1e-9
 #: at most this many improvement steps per delta (each strictly improves the score)
 MAX_ROUNDS = 30
+#: a score replaces the best found only when its eps is larger by more than this (relative and
+#: absolute): scores whose values tie to round-off keep the first found, on every vector unit
+TIE = 1e-12
 #: `split_pieces`: a merged bucket holding more than this share of one run's mass on either side
 #: is split into equal pieces (a heavy bucket: an atom of the label, e.g. a Laplace base's +-1/b);
 #: measured, the continuous labels' heaviest buckets (DP-SGD, Gaussian) hold 0.02 to 0.06, and
@@ -792,8 +795,9 @@ class ScoreSearch:
                         i = idx[row]
                         path = self._path(shape, choices, int(starts[row]), int(row))
                         eps, order, pieces = self._evaluate(shape, num, path, d[i : i + 1])
-                        if eps[0] > cur[i] or found[i] is None and eps[0] >= cur[i]:
-                            improved |= eps[0] > cur[i]
+                        better = eps[0] > cur[i] * (1.0 + TIE) + TIE  # not a round-off tie
+                        if better or found[i] is None and eps[0] >= cur[i]:
+                            improved |= better
                             cur[i] = eps[0]
                             found[i] = SearchResult(
                                 float(eps[0]), _shape_of(order, shape), name, order, pieces
