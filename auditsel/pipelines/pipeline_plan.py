@@ -58,6 +58,7 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from auditsel.auditing.planning import (
+    PilotTests,
     PlanCurve,
     blind_rate,
     empirical_curve,
@@ -73,7 +74,7 @@ from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, gro
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
 from auditsel.pipelines.game import PipelineGame, ScoreFn, TuneFn, field_columns
-from auditsel.pipelines.learned_scores import held_out_curve
+from auditsel.pipelines.learned_scores import held_out_tests
 from auditsel.pipelines.pipeline import (
     _check_functions,
     _check_numbers,
@@ -125,6 +126,10 @@ class PipelinePlan:
     refutable_below: float | None = None  # a claim above this is not refutable at `games`
     #                                       (a heuristic reading of the pilot's point curve)
     canary: str = ""  # the kind of the canary planned (input, gradient, ...)
+    pilot_pvalue: float | None = None  # the held-out half's p-value of "the pipeline keeps
+    #                                    the claim" (the target without one): exact, over its tests
+    reading: str = "limits"  # "median": the held-out half rejected the claim at the pilot's
+    #                          level, and the plan reads its tests at their medians
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready values (non-finite numbers as None; each canary's plan)."""
@@ -264,6 +269,10 @@ def _combined(
         prob_refute=largest("prob_refute"),
         point_expected_eps=largest("point_expected_eps"),
         refutable_below=largest("refutable_below"),
+        pilot_pvalue=None
+        if first.pilot_pvalue is None
+        else min(1.0, len(plans) * min(p.pilot_pvalue or 1.0 for p in plans)),
+        reading="median" if any(p.reading == "median" for p in plans) else "limits",
         score="",
         fields={f"{i}.{k}": v for i, p in enumerate(plans) for k, v in p.fields.items()},
         flagged=tuple(f"{i}.{k}" for i, p in enumerate(plans) for k in p.flagged),
@@ -439,9 +448,11 @@ def _plan_pipeline(request: _PlanRequest) -> PipelinePlan:
         r.tune, r.score, r.data, r.canary, (r.pilot, seed, audit_seed), r.delta,
         (ex.jobs, ex.backend, ex.progress),
     )  # fmt: skip
-    curves, field_eps = _field_curves(run, seed, r.pilot_confidence, r.delta)
+    tests, curves, field_eps = _field_curves(run, seed, r.pilot_confidence, r.delta)
     best = int(np.argmax(field_eps))
     curve, scores = curves[best], run.columns[:, best]
+    # the field's share of the pilot's level: the level of its held-out test of a claim
+    level = (1 - r.pilot_confidence) / len(curves)
     point_curve = empirical_curve(scores, run.member, run.source, shrink=SHRINK)
     rule = r.statistics.rule
     # the audit tests each field at a 1/k share (pipeline docstring)
@@ -451,8 +462,31 @@ def _plan_pipeline(request: _PlanRequest) -> PipelinePlan:
     )
     if run.grid and rule == "split":  # a fixed grid of the pilot's thresholds, every game
         plan.update(rule="bonferroni", thresholds=len(run.grid), spec_grid=True)
-    out = _plan_of(r, run, field_eps, best, curve, point_curve, plan)
-    return _at_games(out, r, curve, point_curve, plan)
+    read = _Reading(tests[best], curve, level, r.delta)
+    out = _plan_of(r, run, field_eps, best, read, point_curve, plan)
+    return _at_games(out, r, read, point_curve, plan)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """Which curve a plan reads for an eps X (module docstring): the held-out tests at their
+    medians where they reject "the pipeline keeps X" at `level` (the pilot shows the leak),
+    else at their limits (`limits`, the pessimistic curve)."""
+
+    tests: PilotTests
+    limits: PlanCurve
+    level: float
+    delta: float
+
+    def pvalue(self, eps: float) -> float:
+        """The held-out half's p-value of "every test keeps (eps, delta)"."""
+        return self.tests.claim_pvalue(eps, self.delta)
+
+    def curve(self, eps: float | None) -> PlanCurve:
+        """The curve to plan X = eps on (the limits when eps is None)."""
+        if eps is not None and self.pvalue(eps) <= self.level:
+            return self.tests.reading()
+        return self.limits
 
 
 def _checked_plan(request: _PlanRequest) -> _PlanRequest:
@@ -474,20 +508,21 @@ def _checked_plan(request: _PlanRequest) -> _PlanRequest:
 
 def _field_curves(
     run: _PilotRun, seed: int, pilot_confidence: float, delta: float
-) -> tuple[list[PlanCurve], list[float]]:
-    """Each field's pilot curve at its share of the pilot's confidence (a learned score's: on
-    its held-out games at its grid) and its largest eq. 4 eps."""
+) -> tuple[list[PilotTests], list[PlanCurve], list[float]]:
+    """Each field's held-out tests (a learned score's: its grid on its held-out games), their
+    pessimistic curve at the field's share of the pilot's confidence, and its largest eq. 4
+    eps."""
     columns, member, source = run.columns, run.member, run.source
     k = columns.shape[1]
-    curves = [
-        pilot_tests(
-            columns[:, j], member, source, seed=seed, confidence=1 - (1 - pilot_confidence) / k
-        ).pessimistic(1 - (1 - pilot_confidence) / k)
+    share = 1 - (1 - pilot_confidence) / k
+    tests = [
+        pilot_tests(columns[:, j], member, source, seed=seed, confidence=share)
         if not run.grid
-        else held_out_curve(run.grid, columns[:, j], member, source, pilot_confidence)
+        else held_out_tests(run.grid, columns[:, j], member, source, run.threshold)
         for j in range(k)
     ]
-    return curves, [_curve_eps(c, delta) for c in curves]
+    curves = [one.pessimistic(share) for one in tests]
+    return tests, curves, [_curve_eps(c, delta) for c in curves]
 
 
 def _refute_at(claimed_epsilon: float | None) -> float | None:
@@ -500,19 +535,24 @@ def _plan_of(
     run: _PilotRun,
     field_eps: list[float],
     best: int,
-    curve: PlanCurve,
+    read: _Reading,
     point_curve: PlanCurve,
     plan: dict[str, Any],
 ) -> PipelinePlan:
     """The plan of the best field's curve: the games for the target and for refuting the
-    claim (None where the curve cannot reach them), the pilot's numbers, each field's eps."""
+    claim (None where the curve it reads, `_Reading`, cannot reach them), the pilot's numbers,
+    each field's eps."""
     target_eps, claimed_epsilon, games = r.targets
     curve_eps = field_eps[best]
 
     def needed(target: float) -> int | None:
-        return None if target >= curve_eps else games_needed(curve, target, power=r.power, **plan)
+        curve = read.curve(target)
+        if target >= _curve_eps(curve, r.delta):
+            return None
+        return games_needed(curve, target, power=r.power, **plan)
 
     refute_at = _refute_at(claimed_epsilon)
+    asked = claimed_epsilon if claimed_epsilon is not None else target_eps
     return PipelinePlan(
         pilot_games=r.pilot,
         delta=r.delta,
@@ -533,29 +573,35 @@ def _plan_of(
         flagged=_differing(run.columns, run.member, run.fields),
         score=run.words,
         canary=str(r.canary.describe().get("kind", "")),
+        pilot_pvalue=None if asked is None else read.pvalue(asked),
+        reading="median"
+        if asked is not None and read.curve(asked) is not read.limits
+        else "limits",
     )
 
 
 def _at_games(
     out: PipelinePlan,
     r: _PlanRequest,
-    curve: PlanCurve,
+    read: _Reading,
     point_curve: PlanCurve,
     plan: dict[str, Any],
 ) -> PipelinePlan:
-    """The plan with, for a number of games, E[eps_L] (on the curve and on the point curve),
-    the power for the target and the claim and the eps refutable there; without one, the
-    refutable eps where the claim cannot be refuted at any number of games."""
+    """The plan with, for a number of games, E[eps_L] (on the curve read for the claim, or the
+    target without one, and on the point curve), the power for the target and the claim and
+    the eps refutable there; without one, the refutable eps where the claim cannot be refuted
+    at any number of games."""
     target_eps, claimed_epsilon, games = r.targets
     refute_at = _refute_at(claimed_epsilon)
     if games is not None:
 
         def at(target: float) -> float:
-            return prob_for_games(curve, target, games, **plan)
+            return prob_for_games(read.curve(target), target, games, **plan)
 
+        asked = claimed_epsilon if claimed_epsilon is not None else target_eps
         return replace(
             out,
-            expected_eps=expected_for_games(curve, games, **plan),
+            expected_eps=expected_for_games(read.curve(asked), games, **plan),
             point_expected_eps=expected_for_games(point_curve, games, **plan),
             prob_target=None if target_eps is None else at(target_eps),
             prob_refute=None if refute_at is None else at(refute_at),
@@ -631,8 +677,8 @@ def _pilot(
         source = f"pilot ({len(member):,} held-out games of {pilot:,})"
         if member.min() == member.max():
             raise ConfigError("pilot", f"{pilot} games drew one coin only; use a larger pilot")
-        grid = found.score.grid
-        return _PilotRun(columns, member, (), cpu, source, found.score.words, grid)
+        grid, best = found.score.grid, found.score.threshold
+        return _PilotRun(columns, member, (), cpu, source, found.score.words, grid, best)
     fields, score_fn = scoring(tune, score, data, canary)
     game = PipelineGame(tune, score_fn, data, canary, fields=fields)
     start = time.process_time()
@@ -659,3 +705,4 @@ class _PilotRun:
     source: str
     words: str = ""
     grid: tuple[float, ...] = ()
+    threshold: float | None = None  # the grid's threshold its choosing half ranked best
