@@ -235,7 +235,7 @@ def pilot_tests(
     )
     top = np.argsort(-robust)[:ROBUST]
     pick = np.unique(np.concatenate([pick, top]))
-    first = int(np.searchsorted(pick, top[0]))  # the first half's best at its limits
+    chosen = int(np.searchsorted(pick, top[0]))  # the first half's best at its limits
     above0 = len(s0) - np.searchsorted(s0, t[pick], side="right")  # coin 0, score > t
     above1 = len(s1) - np.searchsorted(s1, t[pick], side="right")
     return PilotTests(
@@ -246,7 +246,7 @@ def pilot_tests(
         source,
         t[pick],
         up[pick],
-        first,
+        chosen,
     )
 
 

@@ -404,7 +404,9 @@ def held_out_tests(
 
 def _index(t: NDArray[np.float64], threshold: float | None) -> int | None:
     """The index of the '>' test at `threshold` among the grid's `t` (None: not one of them)."""
-    found = np.flatnonzero(t == threshold) if threshold is not None else ()
+    if threshold is None:
+        return None
+    found = np.flatnonzero(t == threshold)
     return int(found[0]) if len(found) else None
 
 

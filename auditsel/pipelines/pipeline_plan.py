@@ -9,7 +9,23 @@ simultaneous at `pilot_confidence`. With probability >= pilot_confidence over th
 pipeline's tests are at least as good as the planned ones, so that the pilot's own sampling
 error and its luckiest threshold never make the plan promise more than the pipeline gives: a
 pipeline whose every test stays within its claim gets no planned refutation (at any pilot
-size, with that probability). On that curve
+size, with that probability).
+
+A separating pilot (issue 36). Limits simultaneous over all the tests cap what a pilot of n
+games can vouch for: 0 errors in 50 and 50 held-out games reads, at those limits, as rates of
+about 0.1 each, eps about 2.3, so a pilot that separates perfectly planned 10^5 games for a
+bug an audit refutes at 256. So a claim (or a target) X is first tested on the pilot's
+held-out games: the test the first half ranked best (fixed before the second half is
+counted: `PilotTests.first`) gives the exact p-value of "the pipeline keeps (X, delta)"
+(`auditsel.auditing.planning.claim_pvalue`: the largest probability of counts this good over
+the rates eq. 4 allows at X). Where it is at most 1 - pilot_confidence (the canary's and the
+field's share), the pilot itself shows the leak, and the plan for X (its games, its power,
+E[eps_L]) reads that one test at the medians of its rates (the one-sided 50%
+Clopper-Pearson limits: 0 errors in n games read as about 0.69 / n): a reading, not a bound.
+The gate keeps the guarantee above: a pipeline that keeps X passes it with probability at
+most 1 - pilot_confidence (perfect separation of 50 and 50 games: p < 0.001 at X = 2.25,
+delta = 1e-5; it says nothing at X = 6.7, p about 0.9); `pilot_pvalue` and `reading` say
+which curve was read. Elsewhere the plan reads the pessimistic curve. On the curve read,
 the planning arithmetic of `auditsel.auditing.planning` gives
 
 * `games_for_target`: the least number of games with P(eps_L >= target_eps) >= power;
@@ -152,6 +168,7 @@ class PipelinePlan:
         ]
         if self.score:
             lines.append(f"  score: {self.score}")
+        lines += self._gate_lines()
         lines += self._games_lines(
             per="",
             relation="=",
@@ -175,6 +192,23 @@ class PipelinePlan:
             "less)"
         )
         return "\n".join(lines)
+
+    def _gate_lines(self) -> list[str]:
+        """What the held-out half says of the claim (or the target): the curve the plan read."""
+        asked = self.claimed_epsilon if self.claimed_epsilon is not None else self.target_eps
+        if asked is None or self.pilot_pvalue is None:
+            return []
+        what = "the claim" if self.claimed_epsilon is not None else "the target"
+        if self.reading == "median":
+            return [
+                f"  the pilot's held-out games reject {what} {asked:g} (exact test, p = "
+                f"{self.pilot_pvalue:.2g} <= {1 - self.pilot_confidence:.2g}): the plan for it "
+                f"reads that test at its median rates (a reading of the pilot, not a bound)"
+            ]
+        return [
+            f"  the pilot's held-out games do not reject {what} {asked:g} (exact test, p = "
+            f"{self.pilot_pvalue:.2g}): the plan reads the pessimistic curve"
+        ]
 
     def _blind_lines(self) -> list[str]:
         """What an unrefuted claim would mean: nothing, above `refutable_below`."""
@@ -232,6 +266,11 @@ class PipelinePlan:
             no_target="none (no canary's curve reaches it)",
             no_refute="none seen (no canary's pilot sees a leak)",
         )
+        if self.reading == "median":
+            lines.append(
+                f"  a canary's held-out pilot games reject the claim (exact test, p = "
+                f"{self.pilot_pvalue:.2g} over the {m} canaries): its plan reads its median rates"
+            )
         lines += self._blind_lines()
         for i, plan in enumerate(self.canaries):
             kind = f" ({plan.canary})" if plan.canary else ""
