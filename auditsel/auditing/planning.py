@@ -13,7 +13,10 @@ trade-off curve (FP(t), FN(t)) over the thresholds the proxy can use:
 * estimated from `pilot` simulated games otherwise (real DP-SGD games): the empirical curve,
   or (`pessimistic_curve`, what the pipeline planner uses) a curve that the true one dominates
   with probability >= a stated confidence, so that the pilot's own sampling error and its
-  luckiest threshold never make the plan promise more than the pipeline gives;
+  luckiest threshold never make the plan promise more than the pipeline gives; or, where the
+  pilot's held-out games themselves reject a claim (`claim_pvalue`, an exact test of the
+  threshold the first half chose), that test at the medians of its rates
+  (`PilotTests.reading`: a reading of a pilot that shows the leak, not a bound);
 
 and the threshold on that curve that a rule could at best find (an oracle), with the rule's
 evaluation games and level::
