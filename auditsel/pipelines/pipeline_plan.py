@@ -25,7 +25,9 @@ Clopper-Pearson limits: 0 errors in n games read as about 0.69 / n): a reading, 
 The gate keeps the guarantee above: a pipeline that keeps X passes it with probability at
 most 1 - pilot_confidence (perfect separation of 50 and 50 games: p < 0.001 at X = 2.25,
 delta = 1e-5; it says nothing at X = 6.7, p about 0.9); `pilot_pvalue` and `reading` say
-which curve was read. Elsewhere the plan reads the pessimistic curve. On the curve read,
+which curve was read. Elsewhere the plan reads the pessimistic curve, and so does the plan of a
+learned score from a pilot of other than `LEARN_GAMES` (200) games: the audit learns its score
+from 200, so such a plan's score is not the audit's, and only the limits carry over. On the curve read,
 the planning arithmetic of `auditsel.auditing.planning` gives
 
 * `games_for_target`: the least number of games with P(eps_L >= target_eps) >= power;
@@ -90,7 +92,7 @@ from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, gro
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
 from auditsel.pipelines.game import PipelineGame, ScoreFn, TuneFn, field_columns
-from auditsel.pipelines.learned_scores import held_out_tests
+from auditsel.pipelines.learned_scores import LEARN_GAMES, held_out_tests
 from auditsel.pipelines.pipeline import (
     _check_functions,
     _check_numbers,
@@ -204,6 +206,12 @@ class PipelinePlan:
                 f"  the pilot's held-out games reject {what} {asked:g} (exact test, p = "
                 f"{self.pilot_pvalue:.2g} <= {1 - self.pilot_confidence:.2g}): the plan for it "
                 f"reads that test at its median rates (a reading of the pilot, not a bound)"
+            ]
+        if self.score and self.pilot_games != LEARN_GAMES:
+            return [
+                f"  the score was learned from {self.pilot_games:,} pilot games, the audit's "
+                f"from {LEARN_GAMES}: not the audit's score, so the plan reads the pessimistic "
+                f"curve (held-out p-value of {what} {asked:g}: {self.pilot_pvalue:.2g})"
             ]
         return [
             f"  the pilot's held-out games do not reject {what} {asked:g} (exact test, p = "
@@ -501,7 +509,7 @@ def _plan_pipeline(request: _PlanRequest) -> PipelinePlan:
     )
     if run.grid and rule == "split":  # a fixed grid of the pilot's thresholds, every game
         plan.update(rule="bonferroni", thresholds=len(run.grid), spec_grid=True)
-    read = _Reading(tests[best], curve, level, r.delta)
+    read = _Reading(tests[best], curve, level if run.audits_score else 0.0, r.delta)
     out = _plan_of(r, run, field_eps, best, read, point_curve, plan)
     return _at_games(out, r, read, point_curve, plan)
 
@@ -523,7 +531,7 @@ class _Reading:
 
     def curve(self, eps: float | None) -> PlanCurve:
         """The curve to plan X = eps on (the limits when eps is None)."""
-        if eps is not None and self.pvalue(eps) <= self.level:
+        if eps is not None and self.level > 0 and self.pvalue(eps) <= self.level:
             return self.tests.reading()
         return self.limits
 
@@ -717,7 +725,10 @@ def _pilot(
         if member.min() == member.max():
             raise ConfigError("pilot", f"{pilot} games drew one coin only; use a larger pilot")
         grid, best = found.score.grid, found.score.threshold
-        return _PilotRun(columns, member, (), cpu, source, found.score.words, grid, best)
+        # the audit learns from LEARN_GAMES: a pilot of another size learns another score, and
+        # the plan of its held-out half is not read at its medians (module docstring)
+        same = pilot == LEARN_GAMES
+        return _PilotRun(columns, member, (), cpu, source, found.score.words, grid, best, same)
     fields, score_fn = scoring(tune, score, data, canary)
     game = PipelineGame(tune, score_fn, data, canary, fields=fields)
     start = time.process_time()
@@ -745,3 +756,4 @@ class _PilotRun:
     words: str = ""
     grid: tuple[float, ...] = ()
     threshold: float | None = None  # the grid's threshold its choosing half ranked best
+    audits_score: bool = True  # the score planned is the one the audit will play

@@ -54,14 +54,18 @@ def test_a_separating_pilot_is_planned_refuted_and_the_planned_audit_refutes():
     assert plan.prob_refute >= 0.5 and plan.games_to_refute is not None
     assert plan.curve_eps < SEPARATED_CLAIM  # the limits alone could not have planned it
     assert "reject the claim" in plan.summary()
-    audit = audit_pipeline(
-        scaler_leak,
-        games=plan.games_to_refute,
-        statistics=AuditOptions(seed=5),
-        report=NO_PANEL,
-        **kw,
-    )
+    # the audit the plan planned (its seed, 0: the same learned score)
+    audit = audit_pipeline(scaler_leak, games=plan.games_to_refute, report=NO_PANEL, **kw)
     assert audit.refuted and audit.eps > SEPARATED_CLAIM
+
+
+def test_a_score_learned_from_another_pilot_size_reads_the_limits():
+    """The audit learns its score from 200 games: a plan from 100 learns another score, so it
+    does not read that score's held-out medians, however well they separate."""
+    kw = dict(data=DATA, canary=PERSON, delta=DELTA, claimed_epsilon=SEPARATED_CLAIM)
+    plan = plan_pipeline(scaler_leak, games=1000, pilot=100, statistics=AuditOptions(seed=1), **kw)
+    assert plan.reading == "limits" and plan.games_to_refute is None
+    assert "not the audit's score" in plan.summary()
 
 
 def test_a_correct_pipeline_reads_the_limits_and_plans_no_refutation():
