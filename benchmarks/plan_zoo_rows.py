@@ -32,7 +32,7 @@ def main() -> None:
             m.tune,
             None,
             data=m.TRAIN,
-            canary=bugzoo.CANARY,
+            canary="both",
             delta=bugzoo.DELTA,
             claimed_epsilon=claimed,
             pilot=bugzoo.PILOT,

@@ -188,6 +188,7 @@ def claim_pvalue(fp: int, n0: int, fn: int, n1: int, eps: float, delta: float) -
     (never understated). Perfect separation (0 errors in 50 and 50 games) rejects eps = 2.25 at
     delta = 1e-5 with p < 1e-4; it says nothing of eps = 6.7 (p about 0.9). Held-out halves of
     more than MAX_PVALUE_GAMES games a coin are not tested (p = 1: their limits are tight)."""
+    delta = float(check_deltas(delta)[0])
     if max(n0, n1) > MAX_PVALUE_GAMES or min(n0, n1) == 0:
         return 1.0
     k0, k1 = np.arange(n0 + 1), np.arange(n1 + 1)
