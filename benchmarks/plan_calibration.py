@@ -145,7 +145,9 @@ def one_audit(name, tune, score, data, canary, claim, delta, pilot, seed, games)
         "predicted": plan.expected_eps,
         "point_predicted": plan.point_expected_eps,
         "certified": audit.eps,
-        "planned_refutation": plan.games_to_refute is not None,
+        # planned at the games audited: P(refuted) >= 0.5 there (a refutation planned at more
+        # games than the audit plays is not a prediction about it)
+        "planned_refutation": plan.prob_refute is not None and plan.prob_refute >= 0.5,
         "refuted": bool(audit.refuted),
         "cpu_seconds": round(time.process_time() - start, 1),
     }
