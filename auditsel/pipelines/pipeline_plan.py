@@ -22,13 +22,15 @@ the rates eq. 4 allows at X). Where it is at most 1 - pilot_confidence (the cana
 field's share), the pilot itself shows the leak, and the plan for X (its games, its power,
 E[eps_L]) reads that one test at the medians of its rates (the one-sided 50%
 Clopper-Pearson limits: 0 errors in n games read as about 0.69 / n): a reading, not a bound.
-The gate keeps the guarantee above: a pipeline that keeps X passes it with probability at
-most 1 - pilot_confidence (perfect separation of 50 and 50 games: p < 0.001 at X = 2.25,
-delta = 1e-5; it says nothing at X = 6.7, p about 0.9); `pilot_pvalue` and `reading` say
-which curve was read. Elsewhere the plan reads the pessimistic curve, and so does the plan of a
-learned score from a pilot of other than `LEARN_GAMES` (200) games: the audit learns its score
-from 200, so such a plan's score is not the audit's, and only the limits carry over. On the curve read,
-the planning arithmetic of `auditsel.auditing.planning` gives
+A pipeline that keeps X passes the gate with probability at most 1 - pilot_confidence, and
+its limits show a leak with at most that probability, as above: a planned refutation of it
+has probability at most twice that (a union bound). Perfect separation of 50 and 50 games
+gives p < 0.001 at X = 2.25, delta = 1e-5, and says nothing at X = 6.7 (p about 0.9).
+`pilot_pvalue` and `reading` say which curve was read. Elsewhere the plan reads the
+pessimistic curve, and so does the plan of a learned score from a pilot of other than
+`LEARN_GAMES` (200) games: the audit learns its score from 200, so such a plan's score is not
+the audit's, and only the limits carry over. On the curve read, the planning arithmetic of
+`auditsel.auditing.planning` gives
 
 * `games_for_target`: the least number of games with P(eps_L >= target_eps) >= power;
 
