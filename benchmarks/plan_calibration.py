@@ -3,7 +3,9 @@
     python benchmarks/plan_calibration.py [--games 1000] [--quick] [--no-torch] [--write]
 
 Each audit plans from a pilot (`auditsel.plan_pipeline`, pilot seed s) and then plays `--games`
-games with `auditsel.audit_pipeline` (seed 1000 + s, split rule, 95% Clopper-Pearson): the row
+games with `auditsel.audit_pipeline` (seed 1000 + s with a hand score; with a learned score the
+audit the plan planned, seed s - 1, whose score is learned from the same pilot: issue 36 item
+3; split rule, 95% Clopper-Pearson): the row
 holds the plan's E[eps_L] at that many games (on the pilot's curve at its 95% limits, what the
 planner promises), the pilot's point estimate of it (the planner before issue 27: optimistic),
 the certified eps_L, the claim and both verdicts (planned refutation, refuted). Pipelines:
@@ -122,11 +124,14 @@ def one_audit(name, tune, score, data, canary, claim, delta, pilot, seed, games)
     plan = auditsel.plan_pipeline(
         tune, score, pilot=pilot, statistics=planned, games=games, **common
     )
+    # a learned score is the audit's own (learned at the audit's seed): the plan is of the audit
+    # at its seed, seed - 1, so that audit is the one played; a hand score plans any seed's
+    audit_seed = seed - 1 if score is None else 1000 + seed
     audit = auditsel.audit_pipeline(
         tune,
         score,
         games=games,
-        statistics=auditsel.AuditOptions(seed=1000 + seed),
+        statistics=auditsel.AuditOptions(seed=audit_seed),
         report=auditsel.ReportOptions(panel=False),
         **common,
     )
@@ -140,7 +145,9 @@ def one_audit(name, tune, score, data, canary, claim, delta, pilot, seed, games)
         "predicted": plan.expected_eps,
         "point_predicted": plan.point_expected_eps,
         "certified": audit.eps,
-        "planned_refutation": plan.games_to_refute is not None,
+        # planned at the games audited: P(refuted) >= 0.5 there (a refutation planned at more
+        # games than the audit plays is not a prediction about it)
+        "planned_refutation": plan.prob_refute is not None and plan.prob_refute >= 0.5,
         "refuted": bool(audit.refuted),
         "cpu_seconds": round(time.process_time() - start, 1),
     }

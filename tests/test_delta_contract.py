@@ -376,6 +376,13 @@ def _cases() -> dict[str, Case]:
         "auditsel.auditing.planning.expected_eps": Case(
             lambda d: planning.expected_eps(0.1, 0.2, 1000, 0.05, d), at_zero=None
         ),
+        "auditsel.auditing.planning.claim_pvalue": Case(
+            lambda d: planning.claim_pvalue(0, 50, 0, 50, 2.0, d), at_zero=None
+        ),
+        "auditsel.auditing.planning.PilotTests.claim_pvalue": Case(
+            lambda d: planning.pilot_tests(*_scores(), "pilot").claim_pvalue(2.0, d),
+            at_zero=None,
+        ),
         "auditsel.auditing.planning.curve_epsilon": Case(
             lambda d: planning.curve_epsilon(curve, d), at_zero=None
         ),

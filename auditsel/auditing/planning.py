@@ -13,7 +13,10 @@ trade-off curve (FP(t), FN(t)) over the thresholds the proxy can use:
 * estimated from `pilot` simulated games otherwise (real DP-SGD games): the empirical curve,
   or (`pessimistic_curve`, what the pipeline planner uses) a curve that the true one dominates
   with probability >= a stated confidence, so that the pilot's own sampling error and its
-  luckiest threshold never make the plan promise more than the pipeline gives;
+  luckiest threshold never make the plan promise more than the pipeline gives; or, where the
+  pilot's held-out games themselves reject a claim (`claim_pvalue`, an exact test of the
+  threshold the first half chose), that test at the medians of its rates
+  (`PilotTests.reading`: a reading of a pilot that shows the leak, not a bound);
 
 and the threshold on that curve that a rule could at best find (an oracle), with the rule's
 evaluation games and level::
@@ -59,9 +62,12 @@ __all__ = [
     "expected_eps",
     "games_needed",
     "curve_epsilon",
+    "claim_pvalue",
 ]
 
 BINS = 600
+PVALUE_GRID = 1024  # claim_pvalue: cells of the claim's boundary (each bounded from above)
+MAX_PVALUE_GAMES = 2000  # claim_pvalue: the largest held-out count of a coin it tests
 ROBUST = 2  # pilot_tests: tests chosen by their eps at the limits
 CANDIDATES = 48
 MAX_GAMES = 10**12
@@ -120,6 +126,8 @@ class PilotTests:
     source: str
     t: np.ndarray = field(default_factory=lambda: np.zeros(0))  # each test's threshold
     up: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # "in" iff score > t
+    first: int | None = None  # the test the first half ranked best (fixed before the second
+    #                          half is counted): the one `claim_pvalue` and `reading` read
 
     def pessimistic(self, confidence: float) -> PlanCurve:
         """The tests at the one-sided Clopper-Pearson upper limits of their FP and FN rates,
@@ -133,6 +141,69 @@ class PilotTests:
             clopper_pearson_upper(self.fn, self.n1, alpha),
             self.source,
         )
+
+    def _read(self) -> np.ndarray:
+        """The tests read: the first half's best alone where it is known, else all."""
+        return np.arange(len(self.fp)) if self.first is None else np.array([self.first])
+
+    def reading(self) -> PlanCurve:
+        """The test(s) read (`first`, else all) at the medians of their rates (the one-sided
+        50% Clopper-Pearson upper limits): a reading of the pilot, not a guarantee; 0 errors in
+        n games read as 1 - 2^(-1/n), about 0.69 / n."""
+        if len(self.fp) == 0:
+            return PlanCurve(np.ones(0), np.ones(0), self.source)
+        i = self._read()
+        return PlanCurve(
+            clopper_pearson_upper(self.fp[i], self.n0, 1.0),
+            clopper_pearson_upper(self.fn[i], self.n1, 1.0),
+            self.source,
+        )
+
+    def claim_pvalue(self, eps: float, delta: float) -> float:
+        """The p-value of the hypothesis "the pipeline keeps (eps, delta)" on these counts: the
+        `claim_pvalue` of the test `first`, fixed before these games were counted, else the
+        least of all the tests times their number (Bonferroni); 1 without tests."""
+        if len(self.fp) == 0:
+            return 1.0
+        i = self._read()
+        each = [
+            claim_pvalue(int(a), self.n0, int(b), self.n1, eps, delta)
+            for a, b in zip(self.fp[i], self.fn[i])
+        ]
+        return float(min(1.0, min(each) * len(each)))
+
+
+def claim_pvalue(fp: int, n0: int, fn: int, n1: int, eps: float, delta: float) -> float:
+    """The exact p-value of "this test keeps (eps, delta)" on counts fp of n0 and fn of n1.
+
+    A test of a mechanism that keeps (eps, delta) has rates (FP, FN) with FN >= 1 - delta -
+    e^eps FP and FP >= 1 - delta - e^eps FN (eq. 4 of [XWW24] at or below eps). The counts are
+    independent binomials; the statistic is eq. 4's eps at the shrunk rates (count + 1/2) /
+    (n + 1), which falls as either count grows, and the p-value is the largest probability,
+    over the rates the claim allows, of counts whose statistic is at least the observed one.
+    That set of counts is a lower set, so its probability falls as the rates grow and the
+    largest lies on the region's boundary FN = b(FP), scanned in PVALUE_GRID cells, each bounded
+    from above by the probability at its smallest FP and the boundary's FN at its largest
+    (never understated). Perfect separation (0 errors in 50 and 50 games) rejects eps = 2.25 at
+    delta = 1e-5 with p < 1e-4; it says nothing of eps = 6.7 (p about 0.9). Held-out halves of
+    more than MAX_PVALUE_GAMES games a coin are not tested (p = 1: their limits are tight)."""
+    delta = float(check_deltas(delta)[0])
+    if max(n0, n1) > MAX_PVALUE_GAMES or min(n0, n1) == 0:
+        return 1.0
+    k0, k1 = np.arange(n0 + 1), np.arange(n1 + 1)
+    stat = epsilon_from_rates(
+        ((k0 + 0.5) / (n0 + 1))[:, None], ((k1 + 0.5) / (n1 + 1))[None, :], delta
+    )
+    seen = stat[fp, fn] - 1e-12
+    # g[k0]: the largest k1 whose statistic is at least the observed one (-1: none)
+    g = np.sum(stat >= seen, axis=1) - 1
+    e = math.exp(eps)
+    edges = np.linspace(0.0, 1.0, PVALUE_GRID + 1)
+    a, b = edges[:-1], edges[1:]
+    fn_at_b = np.maximum.reduce([np.zeros_like(b), 1 - delta - e * b, (1 - delta - b) / e])
+    pmf0 = stats.binom.pmf(k0[None, :], n0, a[:, None])
+    cdf1 = np.where(g[None, :] >= 0, stats.binom.cdf(g[None, :], n1, fn_at_b[:, None]), 0.0)
+    return float(min(1.0, np.max(np.sum(pmf0 * cdf1, axis=1))))
 
 
 def pilot_tests(
@@ -181,6 +252,7 @@ def pilot_tests(
     )
     top = np.argsort(-robust)[:ROBUST]
     pick = np.unique(np.concatenate([pick, top]))
+    chosen = int(np.searchsorted(pick, top[0]))  # the first half's best at its limits
     above0 = len(s0) - np.searchsorted(s0, t[pick], side="right")  # coin 0, score > t
     above1 = len(s1) - np.searchsorted(s1, t[pick], side="right")
     return PilotTests(
@@ -191,6 +263,7 @@ def pilot_tests(
         source,
         t[pick],
         up[pick],
+        chosen,
     )
 
 

@@ -78,6 +78,7 @@ __all__ = [
     "LearnedScore",
     "Learned",
     "held_out_curve",
+    "held_out_tests",
     "learn_score",
     "learning_seed",
     "statistics",
@@ -328,6 +329,8 @@ class LearnedScore:
     chosen_eps: float  # the statistic's ranking eps on the half that chose it
     judged_eps: float  # the grid's tests on the other half, at their 80% limits
     grid: tuple[float, ...] = ()  # thresholds chosen on the pilot: the audit's fixed grid
+    threshold: float | None = None  # the grid's threshold the choosing half ranked best: the
+    #                                 test a plan reads on the other half
 
     def __call__(self, release: Any, canary: Canary) -> float:
         return self.sign * statistics(release, canary).get(self.statistic, 0.0)
@@ -371,22 +374,23 @@ def _choose(
     return best[2], best[3], max(best[0], 0.0)
 
 
-def held_out_curve(
+def held_out_tests(
     grid: tuple[float, ...],
     scores: NDArray[np.float64],
     member: NDArray[np.int8],
     source: str,
-    confidence: float,
-) -> PlanCurve:
-    """The pessimistic curve of a learned score: the tests of its grid (thresholds the half of
-    the pilot that chose the score chose too; both directions, as the audit's fixed grid tests
-    them), counted on all of the other half, which chose neither."""
+    threshold: float | None = None,
+) -> PilotTests:
+    """The tests of a learned score's grid (thresholds the half of the pilot that chose the
+    score chose too; both directions, as the audit's fixed grid tests them), counted on all of
+    the other half, which chose neither; `threshold` (one of the grid's, "in" iff score > it):
+    the test that half ranked best, which a plan reads (`PilotTests.first`)."""
     coins = member.astype(bool)
     s0, s1 = np.sort(scores[~coins]), np.sort(scores[coins])
     t = np.asarray(grid, dtype=np.float64)
     above0 = len(s0) - np.searchsorted(s0, t, side="right")  # coin 0, score > t
     above1 = len(s1) - np.searchsorted(s1, t, side="right")
-    tests = PilotTests(
+    return PilotTests(
         np.concatenate([above0, len(s0) - above0]),
         np.concatenate([len(s1) - above1, above1]),
         len(s0),
@@ -394,25 +398,46 @@ def held_out_curve(
         source,
         np.concatenate([t, t]),
         np.repeat([True, False], len(t)),
+        _index(t, threshold),
     )
-    return tests.pessimistic(confidence)
+
+
+def _index(t: NDArray[np.float64], threshold: float | None) -> int | None:
+    """The index of the '>' test at `threshold` among the grid's `t` (None: not one of them)."""
+    if threshold is None:
+        return None
+    found = np.flatnonzero(t == threshold)
+    return int(found[0]) if len(found) else None
+
+
+def held_out_curve(
+    grid: tuple[float, ...],
+    scores: NDArray[np.float64],
+    member: NDArray[np.int8],
+    source: str,
+    confidence: float,
+) -> PlanCurve:
+    """The pessimistic curve of a learned score: `held_out_tests` at their Clopper-Pearson
+    limits, simultaneous at `confidence`."""
+    return held_out_tests(grid, scores, member, source).pessimistic(confidence)
 
 
 def _grid(
     scores: NDArray[np.float64], member: NDArray[np.bool_], delta: float
-) -> tuple[float, ...]:
+) -> tuple[tuple[float, ...], float | None]:
     """The audit's thresholds, chosen on the half of the pilot that chose the score (a
     heuristic for power): its best threshold (the ranking's), and the largest score of its
     games without the canary plus 0, 1/2 and 1 standard deviation of those scores (an audit of
     more games than the pilot certifies most from the tail beyond the pilot's largest)."""
     out = scores[~member]
     if len(out) == 0 or not np.any(member):
-        return ()
+        return (), None
     values = np.unique(scores)
     eps = [_rank_eps(np.where(scores > t, 1.0, 0.0), member, delta) for t in values]
     top, spread = float(out.max()), float(out.std())
-    found = {float(values[int(np.argmax(eps))]), top, top + spread / 2, top + spread}
-    return tuple(sorted(t for t in found if math.isfinite(t)))
+    best = float(values[int(np.argmax(eps))])
+    found = {best, top, top + spread / 2, top + spread}
+    return tuple(sorted(t for t in found if math.isfinite(t))), best
 
 
 #: play(game, games, seed) -> (scores, coins) of the games, in game order
@@ -458,11 +483,11 @@ def learn_score(
     half = games // 2
     j, sign, chosen = _choose(table[:half], member[:half], delta)
     held = sign * table[half:, j]
-    grid = _grid(sign * table[:half, j], member[:half].astype(bool), delta)
+    grid, best = _grid(sign * table[:half, j], member[:half].astype(bool), delta)
     curve = held_out_curve(grid, held, member[half:], "pilot", JUDGE_CONFIDENCE)
     judged = float(np.max(epsilon_from_rates(curve.fp, curve.fn, delta), initial=0.0))
     learned = Learned(
-        LearnedScore(names[j], sign, games, pilot_seed, len(names), chosen, judged, grid),
+        LearnedScore(names[j], sign, games, pilot_seed, len(names), chosen, judged, grid, best),
         held,
         member[half:],
         float(scores[:, 1].sum()),

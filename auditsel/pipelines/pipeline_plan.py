@@ -9,8 +9,28 @@ simultaneous at `pilot_confidence`. With probability >= pilot_confidence over th
 pipeline's tests are at least as good as the planned ones, so that the pilot's own sampling
 error and its luckiest threshold never make the plan promise more than the pipeline gives: a
 pipeline whose every test stays within its claim gets no planned refutation (at any pilot
-size, with that probability). On that curve
-the planning arithmetic of `auditsel.auditing.planning` gives
+size, with that probability).
+
+A separating pilot (issue 36). Limits simultaneous over all the tests cap what a pilot of n
+games can vouch for: 0 errors in 50 and 50 held-out games reads, at those limits, as rates of
+about 0.1 each, eps about 2.3, so a pilot that separates perfectly planned 10^5 games for a
+bug an audit refutes at 256. So a claim (or a target) X is first tested on the pilot's
+held-out games: the test the first half ranked best (fixed before the second half is
+counted: `PilotTests.first`) gives the exact p-value of "the pipeline keeps (X, delta)"
+(`auditsel.auditing.planning.claim_pvalue`: the largest probability of counts this good over
+the rates eq. 4 allows at X). Where it is at most 1 - pilot_confidence (the canary's and the
+field's share), the pilot itself shows the leak, and the plan for X (its games, its power,
+E[eps_L]) reads that one test at the medians of its rates (the one-sided 50%
+Clopper-Pearson limits: 0 errors in n games read as about 0.69 / n): a reading, not a bound.
+A pipeline that keeps X passes the gate with probability at most 1 - pilot_confidence, and
+its limits show a leak with at most that probability, as above: a planned refutation of it
+has probability at most twice that (a union bound). Perfect separation of 50 and 50 games
+gives p < 0.001 at X = 2.25, delta = 1e-5, and says nothing at X = 6.7 (p about 0.9).
+`pilot_pvalue` and `reading` say which curve was read. Elsewhere the plan reads the
+pessimistic curve, and so does the plan of a learned score from a pilot of other than
+`LEARN_GAMES` (200) games: the audit learns its score from 200, so such a plan's score is not
+the audit's, and only the limits carry over. On the curve read, the planning arithmetic of
+`auditsel.auditing.planning` gives
 
 * `games_for_target`: the least number of games with P(eps_L >= target_eps) >= power;
 
@@ -57,6 +77,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditsel.auditing.planning import (
+    PilotTests,
     PlanCurve,
     blind_rate,
     empirical_curve,
@@ -72,7 +93,7 @@ from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, giv
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
 from auditsel.pipelines.game import PipelineGame, ScoreFn, TuneFn, field_columns
-from auditsel.pipelines.learned_scores import held_out_curve
+from auditsel.pipelines.learned_scores import LEARN_GAMES, held_out_tests
 from auditsel.pipelines.pipeline import (
     _check_functions,
     _check_numbers,
@@ -124,6 +145,10 @@ class PipelinePlan:
     refutable_below: float | None = None  # a claim above this is not refutable at `games`
     #                                       (a heuristic reading of the pilot's point curve)
     canary: str = ""  # the kind of the canary planned (input, gradient, ...)
+    pilot_pvalue: float | None = None  # the held-out half's p-value of "the pipeline keeps
+    #                                    the claim" (the target without one): exact, over its tests
+    reading: str = "limits"  # "median": the held-out half rejected the claim at the pilot's
+    #                          level, and the plan reads its tests at their medians
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready values (non-finite numbers as None; each canary's plan)."""
@@ -146,6 +171,7 @@ class PipelinePlan:
         ]
         if self.score:
             lines.append(f"  score: {self.score}")
+        lines += self._gate_lines()
         lines += self._games_lines(
             per="",
             relation="=",
@@ -169,6 +195,29 @@ class PipelinePlan:
             "less)"
         )
         return "\n".join(lines)
+
+    def _gate_lines(self) -> list[str]:
+        """What the held-out half says of the claim (or the target): the curve the plan read."""
+        asked = self.claimed_epsilon if self.claimed_epsilon is not None else self.target_eps
+        if asked is None or self.pilot_pvalue is None:
+            return []
+        what = "the claim" if self.claimed_epsilon is not None else "the target"
+        if self.reading == "median":
+            return [
+                f"  the pilot's held-out games reject {what} {asked:g} (exact test, p = "
+                f"{self.pilot_pvalue:.2g} <= {1 - self.pilot_confidence:.2g}): the plan for it "
+                f"reads that test at its median rates (a reading of the pilot, not a bound)"
+            ]
+        if self.score and self.pilot_games != LEARN_GAMES:
+            return [
+                f"  the score was learned from {self.pilot_games:,} pilot games, the audit's "
+                f"from {LEARN_GAMES}: not the audit's score, so the plan reads the pessimistic "
+                f"curve (held-out p-value of {what} {asked:g}: {self.pilot_pvalue:.2g})"
+            ]
+        return [
+            f"  the pilot's held-out games do not reject {what} {asked:g} (exact test, p = "
+            f"{self.pilot_pvalue:.2g}): the plan reads the pessimistic curve"
+        ]
 
     def _blind_lines(self) -> list[str]:
         """What an unrefuted claim would mean: nothing, above `refutable_below`."""
@@ -226,6 +275,11 @@ class PipelinePlan:
             no_target="none (no canary's curve reaches it)",
             no_refute="none seen (no canary's pilot sees a leak)",
         )
+        if self.reading == "median":
+            lines.append(
+                f"  a canary's held-out pilot games reject the claim (exact test, p = "
+                f"{self.pilot_pvalue:.2g} over the {m} canaries): its plan reads its median rates"
+            )
         lines += self._blind_lines()
         for i, plan in enumerate(self.canaries):
             kind = f" ({plan.canary})" if plan.canary else ""
@@ -263,6 +317,10 @@ def _combined(
         prob_refute=largest("prob_refute"),
         point_expected_eps=largest("point_expected_eps"),
         refutable_below=largest("refutable_below"),
+        pilot_pvalue=None
+        if first.pilot_pvalue is None
+        else min(1.0, len(plans) * min(p.pilot_pvalue or 1.0 for p in plans)),
+        reading="median" if any(p.reading == "median" for p in plans) else "limits",
         score="",
         fields={f"{i}.{k}": v for i, p in enumerate(plans) for k, v in p.fields.items()},
         flagged=tuple(f"{i}.{k}" for i, p in enumerate(plans) for k in p.flagged),
@@ -436,9 +494,11 @@ def _plan_pipeline(request: _PlanRequest) -> PipelinePlan:
         r.tune, r.score, r.data, r.canary, (r.pilot, seed, audit_seed), r.delta,
         (ex.jobs, ex.backend, ex.progress),
     )  # fmt: skip
-    curves, field_eps = _field_curves(run, seed, r.pilot_confidence, r.delta)
+    tests, curves, field_eps = _field_curves(run, seed, r.pilot_confidence, r.delta)
     best = int(np.argmax(field_eps))
     curve, scores = curves[best], run.columns[:, best]
+    # the field's share of the pilot's level: the level of its held-out test of a claim
+    level = (1 - r.pilot_confidence) / len(curves)
     point_curve = empirical_curve(scores, run.member, run.source, shrink=SHRINK)
     rule = r.statistics.rule
     # the audit tests each field at a 1/k share (pipeline docstring)
@@ -448,8 +508,31 @@ def _plan_pipeline(request: _PlanRequest) -> PipelinePlan:
     )
     if run.grid and rule == "split":  # a fixed grid of the pilot's thresholds, every game
         plan.update(rule="bonferroni", thresholds=len(run.grid), spec_grid=True)
-    out = _plan_of(r, run, field_eps, best, curve, point_curve, plan)
-    return _at_games(out, r, curve, point_curve, plan)
+    read = _Reading(tests[best], curve, level if run.audits_score else 0.0, r.delta)
+    out = _plan_of(r, run, field_eps, best, read, point_curve, plan)
+    return _at_games(out, r, read, point_curve, plan)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """Which curve a plan reads for an eps X (module docstring): the held-out tests at their
+    medians where they reject "the pipeline keeps X" at `level` (the pilot shows the leak),
+    else at their limits (`limits`, the pessimistic curve)."""
+
+    tests: PilotTests
+    limits: PlanCurve
+    level: float
+    delta: float
+
+    def pvalue(self, eps: float) -> float:
+        """The held-out half's p-value of "every test keeps (eps, delta)"."""
+        return self.tests.claim_pvalue(eps, self.delta)
+
+    def curve(self, eps: float | None) -> PlanCurve:
+        """The curve to plan X = eps on (the limits when eps is None)."""
+        if eps is not None and self.level > 0 and self.pvalue(eps) <= self.level:
+            return self.tests.reading()
+        return self.limits
 
 
 def _checked_plan(request: _PlanRequest) -> _PlanRequest:
@@ -471,20 +554,21 @@ def _checked_plan(request: _PlanRequest) -> _PlanRequest:
 
 def _field_curves(
     run: _PilotRun, seed: int, pilot_confidence: float, delta: float
-) -> tuple[list[PlanCurve], list[float]]:
-    """Each field's pilot curve at its share of the pilot's confidence (a learned score's: on
-    its held-out games at its grid) and its largest eq. 4 eps."""
+) -> tuple[list[PilotTests], list[PlanCurve], list[float]]:
+    """Each field's held-out tests (a learned score's: its grid on its held-out games), their
+    pessimistic curve at the field's share of the pilot's confidence, and its largest eq. 4
+    eps."""
     columns, member, source = run.columns, run.member, run.source
     k = columns.shape[1]
-    curves = [
-        pilot_tests(
-            columns[:, j], member, source, seed=seed, confidence=1 - (1 - pilot_confidence) / k
-        ).pessimistic(1 - (1 - pilot_confidence) / k)
+    share = 1 - (1 - pilot_confidence) / k
+    tests = [
+        pilot_tests(columns[:, j], member, source, seed=seed, confidence=share)
         if not run.grid
-        else held_out_curve(run.grid, columns[:, j], member, source, pilot_confidence)
+        else held_out_tests(run.grid, columns[:, j], member, source, run.threshold)
         for j in range(k)
     ]
-    return curves, [_curve_eps(c, delta) for c in curves]
+    curves = [one.pessimistic(share) for one in tests]
+    return tests, curves, [_curve_eps(c, delta) for c in curves]
 
 
 def _refute_at(claimed_epsilon: float | None) -> float | None:
@@ -497,19 +581,24 @@ def _plan_of(
     run: _PilotRun,
     field_eps: list[float],
     best: int,
-    curve: PlanCurve,
+    read: _Reading,
     point_curve: PlanCurve,
     plan: dict[str, Any],
 ) -> PipelinePlan:
     """The plan of the best field's curve: the games for the target and for refuting the
-    claim (None where the curve cannot reach them), the pilot's numbers, each field's eps."""
+    claim (None where the curve it reads, `_Reading`, cannot reach them), the pilot's numbers,
+    each field's eps."""
     target_eps, claimed_epsilon, games = r.targets
     curve_eps = field_eps[best]
 
     def needed(target: float) -> int | None:
-        return None if target >= curve_eps else games_needed(curve, target, power=r.power, **plan)
+        curve = read.curve(target)
+        if target >= _curve_eps(curve, r.delta):
+            return None
+        return games_needed(curve, target, power=r.power, **plan)
 
     refute_at = _refute_at(claimed_epsilon)
+    asked = claimed_epsilon if claimed_epsilon is not None else target_eps
     return PipelinePlan(
         pilot_games=r.pilot,
         delta=r.delta,
@@ -530,29 +619,35 @@ def _plan_of(
         flagged=_differing(run.columns, run.member, run.fields),
         score=run.words,
         canary=str(r.canary.describe().get("kind", "")),
+        pilot_pvalue=None if asked is None else read.pvalue(asked),
+        reading="median"
+        if asked is not None and read.curve(asked) is not read.limits
+        else "limits",
     )
 
 
 def _at_games(
     out: PipelinePlan,
     r: _PlanRequest,
-    curve: PlanCurve,
+    read: _Reading,
     point_curve: PlanCurve,
     plan: dict[str, Any],
 ) -> PipelinePlan:
-    """The plan with, for a number of games, E[eps_L] (on the curve and on the point curve),
-    the power for the target and the claim and the eps refutable there; without one, the
-    refutable eps where the claim cannot be refuted at any number of games."""
+    """The plan with, for a number of games, E[eps_L] (on the curve read for the claim, or the
+    target without one, and on the point curve), the power for the target and the claim and
+    the eps refutable there; without one, the refutable eps where the claim cannot be refuted
+    at any number of games."""
     target_eps, claimed_epsilon, games = r.targets
     refute_at = _refute_at(claimed_epsilon)
     if games is not None:
 
         def at(target: float) -> float:
-            return prob_for_games(curve, target, games, **plan)
+            return prob_for_games(read.curve(target), target, games, **plan)
 
+        asked = claimed_epsilon if claimed_epsilon is not None else target_eps
         return replace(
             out,
-            expected_eps=expected_for_games(curve, games, **plan),
+            expected_eps=expected_for_games(read.curve(asked), games, **plan),
             point_expected_eps=expected_for_games(point_curve, games, **plan),
             prob_target=None if target_eps is None else at(target_eps),
             prob_refute=None if refute_at is None else at(refute_at),
@@ -628,8 +723,11 @@ def _pilot(
         source = f"pilot ({len(member):,} held-out games of {pilot:,})"
         if member.min() == member.max():
             raise ConfigError("pilot", f"{pilot} games drew one coin only; use a larger pilot")
-        grid = found.score.grid
-        return _PilotRun(columns, member, (), cpu, source, found.score.words, grid)
+        grid, best = found.score.grid, found.score.threshold
+        # the audit learns from LEARN_GAMES: a pilot of another size learns another score, and
+        # the plan of its held-out half is not read at its medians (module docstring)
+        same = pilot == LEARN_GAMES
+        return _PilotRun(columns, member, (), cpu, source, found.score.words, grid, best, same)
     fields, score_fn = scoring(tune, score, data, canary)
     game = PipelineGame(tune, score_fn, data, canary, fields=fields)
     start = time.process_time()
@@ -656,3 +754,5 @@ class _PilotRun:
     source: str
     words: str = ""
     grid: tuple[float, ...] = ()
+    threshold: float | None = None  # the grid's threshold its choosing half ranked best
+    audits_score: bool = True  # the score planned is the one the audit will play

@@ -47,8 +47,10 @@ def test_the_documented_route_refutes_the_buggy_copies_and_not_the_correct_one(n
     )
     if noise_scale == 0:  # the pilot separates: the plan predicts the refutation
         assert plan.prob_refute >= 0.5 and audit.refuted
-    elif noise_scale < 1:  # the leak is in the tail: the 100 held-out games of the pilot
-        assert audit.refuted  # cannot vouch for it (the plan is honest), 1,000 games refute it
+    elif noise_scale < 1:  # the leak is in the tail: 11 of the gradient canary's 50 held-out
+        # games with it score above all 50 without; they reject the claim (p 0.036 <= 0.1), and
+        # the plan reads that test at its medians (issue 36 item 3): P(refuted) 0.68 at 1,000
+        assert plan.reading == "median" and plan.prob_refute >= 0.5 and audit.refuted
     else:  # the correct pipeline: no planned refutation, none found, and the plan says so
         assert plan.games_to_refute is None and not audit.refuted
         assert "cannot refute claims above" in plan.summary()
