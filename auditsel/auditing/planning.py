@@ -187,6 +187,8 @@ def claim_pvalue(fp: int, n0: int, fn: int, n1: int, eps: float, delta: float) -
     (never understated). Perfect separation (0 errors in 50 and 50 games) rejects eps = 2.25 at
     delta = 1e-5 with p < 1e-4; it says nothing of eps = 6.7 (p about 0.9). Held-out halves of
     more than MAX_PVALUE_GAMES games a coin are not tested (p = 1: their limits are tight)."""
+    from scipy.stats import binom  # deferred: scipy.stats, only when an audit is planned
+
     delta = float(check_deltas(delta)[0])
     if max(n0, n1) > MAX_PVALUE_GAMES or min(n0, n1) == 0:
         return 1.0
@@ -201,8 +203,8 @@ def claim_pvalue(fp: int, n0: int, fn: int, n1: int, eps: float, delta: float) -
     edges = np.linspace(0.0, 1.0, PVALUE_GRID + 1)
     a, b = edges[:-1], edges[1:]
     fn_at_b = np.maximum.reduce([np.zeros_like(b), 1 - delta - e * b, (1 - delta - b) / e])
-    pmf0 = stats.binom.pmf(k0[None, :], n0, a[:, None])
-    cdf1 = np.where(g[None, :] >= 0, stats.binom.cdf(g[None, :], n1, fn_at_b[:, None]), 0.0)
+    pmf0 = binom.pmf(k0[None, :], n0, a[:, None])
+    cdf1 = np.where(g[None, :] >= 0, binom.cdf(g[None, :], n1, fn_at_b[:, None]), 0.0)
     return float(min(1.0, np.max(np.sum(pmf0 * cdf1, axis=1))))
 
 
