@@ -36,7 +36,6 @@ LONG = {
         KERNEL,
         "the branch-and-bound search over the candidate thresholds: one walk",
     ),
-    "auditsel/accounting/panel.py::panel": (NOT_YET_SPLIT, "auditsel/accounting (issue 39)"),
     "auditsel/accounting/attack.py::compose": (
         KERNEL,
         "the FFT composition of the step labels with its enclosed error bounds (items 1 and 2 "

@@ -48,8 +48,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, TypedDict, TypeVar
@@ -60,6 +60,7 @@ from numpy.typing import ArrayLike
 from auditsel.accounting.attack import AttackValue, attack_applies
 from auditsel.accounting.interval import (
     Interval,
+    Tightest,
     allowed_rigours,
     attack_source,
     check_assume,
@@ -333,24 +334,13 @@ def panel(
     extra = [] if curve_deltas is None else check_deltas(curve_deltas, "curve_deltas").tolist()
     deltas = np.array([delta] + extra)
     seconds: dict[str, float] = {}
-
-    def timed(key: str, fn: Callable[[], _T]) -> _T:
-        t = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            seconds[key] = time.perf_counter() - t
-
-    pending = None
+    timed = partial(_timed, seconds)
     no_attack = attack_applies(base)
-    if no_attack is None:
-        # the attack is numpy/FFT work that frees the GIL: it runs in a thread while the bounds
-        # (mostly Python and dp_accounting) are computed
-        pool = ThreadPoolExecutor(1, thread_name_prefix="auditsel-attack")
-        pending = pool.submit(
+    pending = None
+    if no_attack is None:  # numpy/FFT work that frees the GIL: in a thread beside the bounds
+        pending = _beside(
             lambda: timed("attack", lambda: interval_attack(base, law, deltas, assume))
         )
-        pool.shutdown(wait=False)
     info = timed("base", lambda: base_info(base, delta))
     prof = timed("base_profile", lambda: base_profile(base))
     labels = bound_labels(base)
@@ -359,6 +349,76 @@ def panel(
     # assumption where the reduction is exact, heuristic (eq. 19) where it is not
     monotone = set(MONOTONE_SCORE_KEYS) if base.reduction_is_exact else set()
     moved = {b.key for b in BOUNDS if labels[b.key] == "heuristic" and not base.reduction_is_exact}
+    notes += _notes(base, values, moved, monotone)
+    upper = {k: (None if k in moved | monotone else values[k]) for k in BOUND_KEYS}
+    hit: AttackValue | None = None if pending is None else pending.result()
+    lower = (
+        (0.0, f"eps >= 0 ({no_attack})") if hit is None else (hit.epsilons[0], attack_source(hit))
+    )
+    best = _upper_end(values, sources, labels, moved, assume)
+    interval = interval_from([lower], [best.end], assume, setting=(base, law, delta))
+    split = None if curve_deltas is None else _split_curves(curves, extra, moved, monotone)
+    bound_curves, reduced_curves, monotone_curves = split or (None, None, None)
+    return Panel(
+        delta=delta,
+        base=info,
+        upper=upper,
+        reduced_game={k: values[k] for k in BOUND_KEYS if k in moved},
+        labels=labels,
+        sources=sources,
+        attack=_attack_info(hit, no_attack, extra),
+        interval=interval,
+        notes=tuple(notes),
+        seconds=seconds,
+        curves=bound_curves,
+        reduced_game_curves=reduced_curves,
+        attack_value=hit,
+        monotone_score={k: values[k] for k in BOUND_KEYS if k in monotone},
+        monotone_score_curves=monotone_curves,
+    )
+
+
+def _timed(seconds: dict[str, float], key: str, fn: Callable[[], _T]) -> _T:
+    """fn(), its wall seconds written to seconds[key] (also when it raises)."""
+    t = time.perf_counter()
+    try:
+        return fn()
+    finally:
+        seconds[key] = time.perf_counter() - t
+
+
+def _beside(fn: Callable[[], _T]) -> Future[_T]:
+    """fn() run in a thread of its own while the caller goes on."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="auditsel-attack")
+    pending = pool.submit(fn)
+    pool.shutdown(wait=False)
+    return pending
+
+
+def _upper_end(
+    values: Mapping[str, float | None],
+    sources: Mapping[str, str | None],
+    labels: Mapping[str, str],
+    moved: set[str],
+    assume: str | None,
+) -> Tightest:
+    """The tightest value among the bounds `assume` allows: the same upper end as
+    tuning_interval and calibrate."""
+    rigours = allowed_rigours(assume)
+    return tightest_of(
+        {
+            k: (values[k], sources[k])
+            for k in BOUND_KEYS
+            if labels[k] in rigours and values[k] is not None and k not in moved
+        }
+    )
+
+
+def _notes(
+    base: MechanismPair, values: dict[str, float | None], moved: set[str], monotone: set[str]
+) -> list[str]:
+    """The panel's notes on its values; infinite values become None in `values` (vacuous)."""
+    notes = []
     if base.reduced() is None:
         notes.append(
             "exact and improved_rdp: no reduced game for this base (a dp_accounting event): "
@@ -373,44 +433,22 @@ def panel(
         if v is not None and not math.isfinite(v):
             notes.append(f"{k}: the bound is vacuous (infinite) for this setting")
         values[k] = _finite_or_none(v)
-    apart = moved | monotone
-    upper = {k: (None if k in apart else values[k]) for k in BOUND_KEYS}
-    hit: AttackValue | None = None if pending is None else pending.result()
-    attack_info = _attack_info(hit, no_attack, extra)
-    lower = (
-        (0.0, f"eps >= 0 ({no_attack})") if hit is None else (hit.epsilons[0], attack_source(hit))
-    )
-    rigours = allowed_rigours(assume)
-    ends = {
-        k: (values[k], sources[k])
-        for k in BOUND_KEYS
-        if labels[k] in rigours and values[k] is not None and (k not in moved)
-    }
-    best = tightest_of(ends)  # the same upper end as tuning_interval and calibrate
-    interval = interval_from([lower], [best.end], assume, setting=(base, law, delta))
-    bound_curves = reduced_curves = monotone_curves = None
-    if curve_deltas is not None:
-        bound_curves = {"delta": extra}
-        for k in BOUND_KEYS:
-            bound_curves[k] = [None] * len(extra) if k in apart else curves[k]
-        reduced_curves = {"delta": extra, **{k: curves[k] for k in BOUND_KEYS if k in moved}}
-        monotone_curves = {"delta": extra, **{k: curves[k] for k in BOUND_KEYS if k in monotone}}
-    return Panel(
-        delta,
-        info,
-        upper,
-        {k: values[k] for k in BOUND_KEYS if k in moved},
-        labels,
-        sources,
-        attack_info,
-        interval,
-        tuple(notes),
-        seconds,
+    return notes
+
+
+def _split_curves(
+    curves: dict[str, Any], extra: list[float], moved: set[str], monotone: set[str]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The bounds' curves (None for the reduced game's and the monotone-score values), the
+    reduced game's (heuristic here) and the monotone-score ones, each with its deltas."""
+    bound_curves: dict[str, Any] = {"delta": extra}
+    for k in BOUND_KEYS:
+        bound_curves[k] = [None] * len(extra) if k in moved | monotone else curves[k]
+    reduced = {"delta": extra, **{k: curves[k] for k in BOUND_KEYS if k in moved}}
+    return (
         bound_curves,
-        reduced_curves,
-        hit,
-        {k: values[k] for k in BOUND_KEYS if k in monotone},
-        monotone_curves,
+        reduced,
+        {"delta": extra, **{k: curves[k] for k in BOUND_KEYS if k in monotone}},
     )
 
 
