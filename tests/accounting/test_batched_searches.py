@@ -26,6 +26,7 @@ from auditsel.accounting.score_search import (
     DIRECTIONS,
     MAX_ROUNDS,
     SHAPES,
+    TIE,
     ScoreSearch,
     SearchResult,
     _shape_of,
@@ -224,8 +225,9 @@ def _best_plain(search: ScoreSearch, d: np.ndarray, start: np.ndarray) -> list:
                 i = idx[row]
                 path = search._path(shape, choices, int(starts[row]), int(row))
                 eps, order, pieces = search._evaluate(shape, num, path, d[i : i + 1])
-                if eps[0] > cur[i] or found[i] is None and eps[0] >= cur[i]:
-                    improved |= eps[0] > cur[i]
+                better = eps[0] > cur[i] * (1.0 + TIE) + TIE  # the search's tie rule
+                if better or found[i] is None and eps[0] >= cur[i]:
+                    improved |= better
                     cur[i] = eps[0]
                     found[i] = SearchResult(
                         float(eps[0]), _shape_of(order, shape), name, order, pieces

@@ -125,7 +125,7 @@ def test_the_dp_gives_the_bits_of_one_step_at_a_time(mu, law, m, eps, combo_pick
 
 def _reference_best(search: ScoreSearch, d: np.ndarray, start: np.ndarray) -> list:
     """`ScoreSearch.best` on the previous DP (`_reference_dp`)."""
-    from auditsel.accounting.score_search import DIRECTIONS, MAX_ROUNDS, _shape_of
+    from auditsel.accounting.score_search import DIRECTIONS, MAX_ROUNDS, TIE, _shape_of
 
     cur = np.array(start, dtype=float)
     found = [None] * len(d)
@@ -150,8 +150,9 @@ def _reference_best(search: ScoreSearch, d: np.ndarray, start: np.ndarray) -> li
                     i = idx[row]
                     path = search._path(shape, choices, int(starts[row]), int(row))
                     eps, order, pieces = search._evaluate(shape, num, path, d[i : i + 1])
-                    if eps[0] > cur[i] or found[i] is None and eps[0] >= cur[i]:
-                        improved |= eps[0] > cur[i]
+                    better = eps[0] > cur[i] * (1.0 + TIE) + TIE  # the search's tie rule
+                    if better or found[i] is None and eps[0] >= cur[i]:
+                        improved |= better
                         cur[i] = eps[0]
                         found[i] = (float(eps[0]), _shape_of(order, shape), name, order, pieces)
         if not improved:
