@@ -93,6 +93,7 @@ not tighter, for the default panel; never in result.json unless asked.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal, cast
 
@@ -115,7 +116,7 @@ from auditsel.errors import choice
 from auditsel.events import as_pair
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase
 from auditsel.numerics import FloatArray, check_deltas
-from auditsel.roles import MechanismPair
+from auditsel.roles import AccountedPair, MechanismPair
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 from auditsel.selection import winner_law
 
@@ -134,9 +135,7 @@ __all__ = [
     "BOUNDS",
     "BOUND_KEYS",
     "bound",
-    "ScoreDualBound",
-    "RegionPureBound",
-    "TwoSidedBound",
+    "OptInBound",
     "OPT_IN_BOUNDS",
     "opt_in_bound",
 ]
@@ -414,86 +413,64 @@ BOUNDS = (
 BOUND_KEYS = tuple(b.key for b in BOUNDS)
 
 
-class ScoreDualBound(Bound):
-    """The score-order dual (`accounting.score_dual`): finite-output and DP-SGD bases."""
+def _score_dual_curve(
+    pair: AccountedPair, law: RoundsLaw, deltas: FloatArray, profile: BaseProfile | None
+) -> FloatArray:
+    """eps by bisection on [0, 2 x the default rigorous upper end] (inf where the dual does
+    not get below delta there, and at delta = 0)."""
+    out = np.full(deltas.shape, np.inf)
+    for i, d in enumerate(deltas.tolist()):
+        if d <= 0:
+            continue
+        known = min(
+            float(b.curve(pair, law, np.array([d]), profile)[0])
+            for b in BOUNDS
+            if b.supports(pair, law) and b.rigour(pair) == "rigorous"
+        )
+        top = 2.0 * known if math.isfinite(known) and known > 0 else 50.0
+        out[i] = float(score_dual_epsilon(pair, law, d, hi=top, steps=12)[0])
+    return out
+
+
+def _region_pure_curve(
+    pair: AccountedPair, law: RoundsLaw, deltas: FloatArray, profile: BaseProfile | None
+) -> FloatArray:
+    """One eps for every delta (it holds at delta = 0); inf for an unbounded loss."""
+    return np.full(deltas.shape, region_pure_epsilon(pair, law))
+
+
+def _two_sided_curve(
+    pair: AccountedPair, law: RoundsLaw, deltas: FloatArray, profile: BaseProfile | None
+) -> FloatArray:
+    """`two_sided.two_sided_epsilon` at every delta (inf at delta = 0)."""
+    return two_sided_epsilon(pair, law, deltas)
+
+
+#: an opt-in bound's curve: (pair, law, checked deltas, profile or None) -> eps at each delta
+CurveFn = Callable[[AccountedPair, RoundsLaw, FloatArray, BaseProfile | None], FloatArray]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptInBound(Bound):
+    """An opt-in bound (module docstring): rigorous for any score, applies to the pairs of
+    `supported_types`; `theorem` is its `source`, `epsilon_fn` its curve on supported pairs
+    (nan on the others); `pure` says whether it holds at delta = 0 (else it needs delta > 0)."""
+
+    theorem: str
+    epsilon_fn: CurveFn
+    supported_types: tuple[type, ...] = (FiniteOutputBase, DpsgdBase)
+    pure: bool = False
 
     def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
-        return isinstance(as_pair(pair), (FiniteOutputBase, DpsgdBase))
+        return isinstance(as_pair(pair), self.supported_types)
 
     def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
-        if delta == 0 or not self.supports(pair, law):
+        if (delta == 0 and not self.pure) or not self.supports(pair, law):
             return None
-        return "Lagrangian dual of the score order (docs/explanation/bounds.md)"
+        return self.theorem
 
     def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
-        return "score_dual: needs delta > 0" if delta == 0 else None
-
-    def curve(
-        self,
-        pair: MechanismPair,
-        law: RoundsLaw,
-        deltas: ArrayLike,
-        profile: BaseProfile | None = None,
-    ) -> FloatArray:
-        """eps by bisection on [0, 2 x the default rigorous upper end] (inf where the dual does
-        not get below delta there)."""
-        pair = as_pair(pair)
-        deltas = check_deltas(deltas, "deltas")
-        if not self.supports(pair, law):
-            return np.full(deltas.shape, np.nan)
-        out = np.full(deltas.shape, np.inf)
-        for i, d in enumerate(deltas.tolist()):
-            if d <= 0:
-                continue
-            known = min(
-                float(b.curve(pair, law, np.array([d]), profile)[0])
-                for b in BOUNDS
-                if b.supports(pair, law) and b.rigour(pair) == "rigorous"
-            )
-            top = 2.0 * known if math.isfinite(known) and known > 0 else 50.0
-            out[i] = float(score_dual_epsilon(pair, law, d, hi=top, steps=12)[0])
-        return out
-
-
-class RegionPureBound(Bound):
-    """`score_dual.region_pure_epsilon`: finite pairs whose loss is bounded (module docstring)."""
-
-    def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
-        return isinstance(as_pair(pair), FiniteOutputBase)
-
-    def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
-        if not self.supports(pair, law):
-            return None
-        return "pure eps from the Neyman-Pearson floor (docs/explanation/bounds.md)"
-
-    def curve(
-        self,
-        pair: MechanismPair,
-        law: RoundsLaw,
-        deltas: ArrayLike,
-        profile: BaseProfile | None = None,
-    ) -> FloatArray:
-        """One eps for every delta (it holds at delta = 0); inf for an unbounded loss."""
-        pair = as_pair(pair)
-        deltas = check_deltas(deltas, "deltas")
-        if not self.supports(pair, law):
-            return np.full(deltas.shape, np.nan)
-        return np.full(deltas.shape, region_pure_epsilon(pair, law))
-
-
-class TwoSidedBound(Bound):
-    """`two_sided.two_sided_epsilon`: finite-output and DP-SGD bases (module docstring)."""
-
-    def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
-        return isinstance(as_pair(pair), (FiniteOutputBase, DpsgdBase))
-
-    def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
-        if delta == 0 or not self.supports(pair, law):
-            return None
-        return "layered profile bound per direction (docs/explanation/bounds.md)"
-
-    def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
-        return "two_sided: needs delta > 0" if delta == 0 else None
+        return f"{self.key}: needs delta > 0" if delta == 0 and not self.pure else None
 
     def curve(
         self,
@@ -506,28 +483,37 @@ class TwoSidedBound(Bound):
         deltas = check_deltas(deltas, "deltas")
         if not self.supports(pair, law):
             return np.full(deltas.shape, np.nan)
-        return two_sided_epsilon(pair, law, deltas)
+        return self.epsilon_fn(pair, law, deltas, profile)
 
 
 #: rigorous for any score, but not in the default panel (module docstring)
 OPT_IN_BOUNDS = (
-    ScoreDualBound(
-        "score_dual",
-        "Lagrangian dual of the score-order problem, dynamic programming over (P-mass, Q-mass) "
-        "(docs/explanation/bounds.md); assumes only the base pair's pmfs or dp_accounting's "
-        "pessimistic PLD",
+    OptInBound(
+        key="score_dual",
+        citation="Lagrangian dual of the score-order problem, dynamic programming over "
+        "(P-mass, Q-mass) (docs/explanation/bounds.md); assumes only the base pair's pmfs or "
+        "dp_accounting's pessimistic PLD",
+        theorem="Lagrangian dual of the score order (docs/explanation/bounds.md)",
+        epsilon_fn=_score_dual_curve,
     ),
-    RegionPureBound(
-        "region_pure",
-        "pure eps of the tuning run from each direction's Neyman-Pearson floor: L_max + sup_a "
-        "log G'(a)/G'(bmin(a)) (docs/explanation/bounds.md); assumes only the finite pair's pmfs",
+    OptInBound(
+        key="region_pure",
+        citation="pure eps of the tuning run from each direction's Neyman-Pearson floor: "
+        "L_max + sup_a log G'(a)/G'(bmin(a)) (docs/explanation/bounds.md); assumes only the "
+        "finite pair's pmfs",
+        theorem="pure eps from the Neyman-Pearson floor (docs/explanation/bounds.md)",
+        epsilon_fn=_region_pure_curve,
+        supported_types=(FiniteOutputBase,),
+        pure=True,
     ),
-    TwoSidedBound(
-        "two_sided",
-        "the layered profile bound per direction: [KRW24] Thm 4.1's region cut by each "
-        "direction's own profile, Psi from the direction's own profile "
+    OptInBound(
+        key="two_sided",
+        citation="the layered profile bound per direction: [KRW24] Thm 4.1's region cut by "
+        "each direction's own profile, Psi from the direction's own profile "
         "(docs/explanation/bounds.md); assumes only the pair's two directional profiles "
         "(dp_accounting's pessimistic PLD of each direction for DP-SGD)",
+        theorem="layered profile bound per direction (docs/explanation/bounds.md)",
+        epsilon_fn=_two_sided_curve,
     ),
 )
 
