@@ -80,6 +80,9 @@ __all__ = [
     "gdp_mu_dpsgd",
     "RDP_ORDERS",
     "PLD_DISCRETIZATION",
+    "dpsgd_pld",
+    "dense_pmfs",
+    "pld_tails",
 ]
 
 
@@ -463,7 +466,7 @@ class DpsgdBase:
 
     def pld(self) -> PrivacyLossDistribution:
         """Pessimistic (connect-the-dots) PLD of one run, add/remove (dp_accounting)."""
-        return _pld(self.noise_multiplier, self.steps, self.sample_rate)
+        return dpsgd_pld(self.noise_multiplier, self.steps, self.sample_rate)
 
     def delta(self, eps: ArrayLike) -> FloatArray | float:
         """delta(eps) of one run from the pessimistic PLD (max over add/remove), vectorised."""
@@ -498,7 +501,7 @@ class DpsgdBase:
         step = profile_step(*args)
         if step == PLD_DISCRETIZATION:
             return coarse
-        return min(coarse, float(_pld(*args, step).get_epsilon_for_delta(delta)))
+        return min(coarse, float(dpsgd_pld(*args, step).get_epsilon_for_delta(delta)))
 
     @property
     def pure_epsilon(self) -> float:
@@ -569,9 +572,12 @@ def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple[float, ...]) 
 
 
 @lru_cache(maxsize=64)
-def _pld(
+def dpsgd_pld(
     sigma: float, steps: int, tau: float, step: float = PLD_DISCRETIZATION
 ) -> PrivacyLossDistribution:
+    """dp_accounting's pessimistic connect-the-dots PLD of DP-SGD (noise multiplier `sigma`,
+    `steps` Poisson-subsampled steps at rate `tau`, grid `step`); tau >= 1 is the one Gaussian
+    of noise sigma / sqrt(steps). Cached (64 entries): callers must not mutate it."""
     # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
@@ -605,7 +611,7 @@ def profile_step(sigma: float, steps: int, tau: float) -> float:
     from the `PLD_DISCRETIZATION` one's), else `PLD_DISCRETIZATION`. At low sample rates one
     step's loss is comparable to 1e-3 and the discretisation binds (sigma 1.38, 6,000 steps,
     rate 0.0011: [KRW24]'s bound 0.661 at 1e-3, 0.601 at 1e-4); there the PLD is small."""
-    size = max(len(losses) for losses, _, _ in _dense_pmfs(_pld(sigma, steps, tau)))
+    size = max(len(losses) for losses, _, _ in dense_pmfs(dpsgd_pld(sigma, steps, tau)))
     for step in PROFILE_STEPS:
         if size * PLD_DISCRETIZATION / step <= PROFILE_POINTS:
             return step
@@ -613,21 +619,21 @@ def profile_step(sigma: float, steps: int, tau: float) -> float:
 
 
 @lru_cache(maxsize=64)
-def _pld_tails(
+def pld_tails(
     sigma: float, steps: int, tau: float, step: float = PLD_DISCRETIZATION
 ) -> tuple[tuple[FloatArray, FloatArray, FloatArray, float], ...]:
-    """Per direction (remove, add): the losses of the dense PMF of `_pld` and the running sums
+    """Per direction (remove, add): the losses of the dense PMF of `dpsgd_pld` and the running sums
     dp_accounting's vectorised hockey stick accumulates from the top loss down,
     upper_k = inf_mass + sum of the top k probs, lower_k = sum of the top k probs e^-loss."""
     out = []
-    for losses, probs, infinity_mass in _dense_pmfs(_pld(sigma, steps, tau, step)):
+    for losses, probs, infinity_mass in dense_pmfs(dpsgd_pld(sigma, steps, tau, step)):
         upper = np.cumsum(np.concatenate([[infinity_mass], probs[::-1]]))
         lower = np.cumsum(np.concatenate([[0.0], probs[::-1] * np.exp(-losses[::-1])]))
         out.append((losses, upper, lower, infinity_mass))
     return tuple(out)
 
 
-def _dense_pmfs(pld: PrivacyLossDistribution) -> list[tuple[FloatArray, FloatArray, float]]:
+def dense_pmfs(pld: PrivacyLossDistribution) -> list[tuple[FloatArray, FloatArray, float]]:
     """(losses, probabilities, infinity mass) of each direction of a dp_accounting PLD (remove;
     add when the PLD is not symmetric).
 
@@ -654,7 +660,7 @@ def _dense_pmfs(pld: PrivacyLossDistribution) -> list[tuple[FloatArray, FloatArr
         raise RuntimeError(
             f"dp_accounting's PLD no longer has the private attribute auditsel reads ({err}); "
             f"install dp-accounting within the range auditsel declares (pyproject.toml) or "
-            f"update auditsel.mechanisms._dense_pmfs"
+            f"update auditsel.mechanisms.dense_pmfs"
         ) from err
     return out
 
@@ -667,7 +673,7 @@ def _pld_delta(
     per eps instead of a Python loop over the whole PMF (about 1 s per call at 1000 steps)."""
     eps = np.asarray(eps, dtype=float)
     best = np.zeros(eps.shape)
-    for losses, upper, lower, inf_mass in _pld_tails(sigma, steps, tau, step):
+    for losses, upper, lower, inf_mass in pld_tails(sigma, steps, tau, step):
         k = len(losses) - np.searchsorted(losses, eps, side="right")  # losses above eps
         with np.errstate(over="ignore", invalid="ignore"):
             d = upper[k] - np.exp(eps) * lower[k]

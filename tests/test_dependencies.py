@@ -1,6 +1,6 @@
 """Dependencies: every one has a version range in pyproject.toml, the versions the suite ran on
 (.ci/tested-versions.txt) lie inside it, and dp_accounting's private PLD attributes (the one
-place auditsel reads them: auditsel.mechanisms._dense_pmfs) still mean what auditsel assumes."""
+place auditsel reads them: auditsel.mechanisms.dense_pmfs) still mean what auditsel assumes."""
 
 import re
 from importlib.metadata import version
@@ -11,7 +11,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from auditsel.mechanisms import DpsgdBase, _dense_pmfs
+from auditsel.mechanisms import DpsgdBase, dense_pmfs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,7 +58,7 @@ def test_the_private_pld_arrays_give_dp_accountings_own_profile(tau):
     public query `get_delta_for_epsilon`, at the losses themselves and between them."""
     pair = DpsgdBase(noise_multiplier=1.5, steps=50, sample_rate=tau)
     pld = pair.pld()
-    parts = _dense_pmfs(pld)
+    parts = dense_pmfs(pld)
     assert len(parts) == (1 if tau == 1.0 else 2)
     for losses, probs, inf_mass in parts:
         assert np.all(np.diff(losses) > 0) and np.all(probs > -1e-15) and 0 <= inf_mass < 1e-6
@@ -76,7 +76,7 @@ def test_a_dp_accounting_without_the_private_attributes_fails_loudly():
         pmf_remove = None
 
     with pytest.raises(RuntimeError, match=r"dp-accounting within the range auditsel declares"):
-        _dense_pmfs(Renamed())
+        dense_pmfs(Renamed())
 
 
 def test_the_rdp_curve_comes_from_the_public_getter():

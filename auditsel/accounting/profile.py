@@ -70,6 +70,7 @@ __all__ = [
     "poisson_shift",
     "general_shift",
     "region_grid",
+    "lines_index",
     "layered_epsilon",
     "layered_delta",
     "layers",
@@ -91,7 +92,7 @@ def region_grid() -> tuple[np.ndarray, np.ndarray]:
     return w, q
 
 
-def _lines_index(m, c):
+def lines_index(m: ArrayLike, c: ArrayLike) -> Callable[[ArrayLike], np.ndarray]:
     """x -> for each x, the index of a line minimising m[i] x + c[i]: the lower envelope of the
     lines is built once (O(n log n)), then each x costs a binary search instead of n
     evaluations.
@@ -149,10 +150,10 @@ class BaseProfile:
                 up=up,
                 down=down,
                 lines=(
-                    _lines_index(up, d),
-                    _lines_index(-down, down * d + 1.0),
-                    _lines_index(-down, down * d),
-                    _lines_index(up, d - 1.0),
+                    lines_index(up, d),
+                    lines_index(-down, down * d + 1.0),
+                    lines_index(-down, down * d),
+                    lines_index(up, d - 1.0),
                 ),
             )
         L = self._lines

@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, _dense_pmfs, _pld
+from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, dense_pmfs, dpsgd_pld
 from auditsel.numerics import FloatArray, check_deltas
 from auditsel.roles import AccountedPair
 from auditsel.rounds import RoundsLaw
@@ -140,7 +140,7 @@ def pair_classes(pair: AccountedPair, buckets: int = 8) -> list[DualClasses]:
         p, q = pair.law(0), pair.law(1)
         return [finite_classes(p, q), finite_classes(q, p)]
     if isinstance(pair, DpsgdBase):
-        pmfs = _dense_pmfs(_pld(pair.noise_multiplier, pair.steps, pair.sample_rate))
+        pmfs = dense_pmfs(dpsgd_pld(pair.noise_multiplier, pair.steps, pair.sample_rate))
         return [pld_classes(lo, pr, inf, buckets) for lo, pr, inf in pmfs]
     raise TypeError(f"score_dual supports finite-output and DP-SGD bases, not {type(pair)}")
 

@@ -28,13 +28,13 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from auditsel.accounting.profile import BaseProfile, Layers, _lines_index, layers
+from auditsel.accounting.profile import BaseProfile, Layers, layers, lines_index
 from auditsel.mechanisms import (
     PLD_DISCRETIZATION,
     DpsgdBase,
     FiniteOutputBase,
-    _pld_tails,
     hockey_stick_finite,
+    pld_tails,
     profile_step,
 )
 from auditsel.numerics import FloatArray, check_deltas
@@ -50,7 +50,7 @@ def _pld_direction(sigma: float, steps: int, tau: float, which: int) -> Delta:
     """delta(e) of one direction of the pessimistic PLD (0 remove, 1 add), the smaller of the
     1e-3 grid's and the finer grid's (both upper bounds), e >= 0."""
     grids = {PLD_DISCRETIZATION, profile_step(sigma, steps, tau)}
-    tails = [_pld_tails(sigma, steps, tau, g) for g in sorted(grids)]
+    tails = [pld_tails(sigma, steps, tau, g) for g in sorted(grids)]
 
     def delta(e: np.ndarray) -> np.ndarray:
         e = np.asarray(e, dtype=float)
@@ -88,10 +88,10 @@ def _region(d_set: Delta, d_comp: Delta, grid: np.ndarray):
     e = np.asarray(grid, dtype=float)
     da, db = np.asarray(d_set(e), dtype=float), np.asarray(d_comp(e), dtype=float)
     up, down = np.exp(e), np.exp(-e)
-    i1 = _lines_index(up, db)  # w' <= e^e w + db
-    i2 = _lines_index(-down, down * da + 1.0)  # w' <= 1 - e^-e (q - da)
-    i3 = _lines_index(-down, down * da)  # q' >= e^-e (q - da)
-    i4 = _lines_index(up, db - 1.0)  # q' >= 1 - db - e^e w
+    i1 = lines_index(up, db)  # w' <= e^e w + db
+    i2 = lines_index(-down, down * da + 1.0)  # w' <= 1 - e^-e (q - da)
+    i3 = lines_index(-down, down * da)  # q' >= e^-e (q - da)
+    i4 = lines_index(up, db - 1.0)  # q' >= 1 - db - e^e w
 
     def region(w: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         j1, j2, j3, j4 = i1(w), i2(q), i3(q), i4(w)

@@ -14,7 +14,7 @@ from auditsel.accounting.panel import upper_bounds
 from auditsel.auditing.lower import audit_scores
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase, step_log_likelihood_ratio
-from auditsel.mechanisms import _dense_pmfs
+from auditsel.mechanisms import dense_pmfs
 from auditsel.reproductions.accountant_claims import (
     Setting,
     claim_epsilon,
@@ -53,7 +53,7 @@ def _pld_means(sigma, tau, steps):
         pessimistic_estimate=True,
     )
     # the arrays as auditsel reads them (the one place that reads dp_accounting's private PLD)
-    return [steps * float(np.dot(probs, losses)) for losses, probs, _ in _dense_pmfs(pld)]
+    return [steps * float(np.dot(probs, losses)) for losses, probs, _ in dense_pmfs(pld)]
 
 
 @pytest.mark.parametrize("sigma,tau,steps", [(0.8, 0.2, 3), (1.0, 0.1, 10)])
