@@ -2,16 +2,15 @@
 score, never above [KRW24]'s profile bound, exact for one run.
 
 The truth is bounded from below by brute force over every score order of a finite pair and over
-every two-piece split of one output between two ranks (`test_sound_every_law.brute_force_truth`,
+every two-piece split of one output between two ranks (`brute_force.brute_force_truth`,
 exact post-processing games), and by the worst-score attack."""
 
 import numpy as np
 import pytest
-from test_sound_every_law import brute_force_truth
+from brute_force import brute_force_truth, random_pairs
 
 from auditsel import (
     Binomial,
-    FiniteOutputBase,
     GaussianBase,
     Point,
     Poisson,
@@ -39,16 +38,6 @@ LAWS = [
 ]
 
 
-def _pairs(count: int, seed: int = 1) -> list[FiniteOutputBase]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(count):
-        n = int(rng.integers(2, 4))
-        p, q = (np.maximum(rng.dirichlet(np.full(n, 0.7)), 1e-3) for _ in range(2))
-        out.append(FiniteOutputBase(tuple(p / p.sum()), tuple(q / q.sum())))
-    return out
-
-
 @pytest.mark.parametrize(
     "law",
     # the point law (3.5 CPU s) in the slow tier; the six others by default
@@ -56,7 +45,7 @@ def _pairs(count: int, seed: int = 1) -> list[FiniteOutputBase]:
     ids=lambda law: law.kind + str(law.mean)[:4],
 )
 def test_never_below_brute_force_nor_above_krw(law):
-    for pair in _pairs(2, seed=int(law.mean * 100)):
+    for pair in random_pairs(2, seed=int(law.mean * 100)):
         for delta in (1e-2, 1e-5):
             layered = float(layered_epsilon(pair, law, delta)[0])
             assert layered >= brute_force_truth(pair, law, delta) - 1e-9
@@ -68,7 +57,7 @@ def test_never_below_brute_force_nor_above_krw(law):
 
 def test_exact_for_one_run():
     """K = 1: G' = 1 has no layers above the first, and the bound is the base's own eps."""
-    pair = _pairs(1, seed=5)[0]
+    pair = random_pairs(1, seed=5)[0]
     for delta in (1e-2, 1e-5):
         assert float(layered_epsilon(pair, Point(1), delta)[0]) == pytest.approx(
             brute_force_truth(pair, Point(1), delta), abs=1e-5

@@ -5,14 +5,11 @@ The truth is bounded from below by brute force over every score order of a finit
 every two-piece split of one output between two ranks (exact post-processing games, both
 directions of the hockey stick, at the same eps)."""
 
-import itertools
-import math
-
 import numpy as np
 import pytest
-from test_sound_every_law import LAWS as SOUND_LAWS
-from test_sound_every_law import PAIRS as SOUND_PAIRS
-from test_sound_every_law import _splits, brute_force_truth
+from brute_force import LAWS as SOUND_LAWS
+from brute_force import PAIRS as SOUND_PAIRS
+from brute_force import brute_force_delta, brute_force_truth, random_pairs
 
 from auditsel import (
     Binomial,
@@ -33,35 +30,9 @@ from auditsel.accounting.score_dual import (
     region_pure_epsilon,
     score_dual_delta,
 )
-from auditsel.accounting.score_search import order_winner_laws
 
 #: a coarse grid keeps the default tier fast; any grid gives a valid (only larger) bound
 COARSE = dual_grid(h=3e-2, rho=0.3, floor=1e-8, refine=3, window=10)
-
-
-def brute_force_delta(pair: FiniteOutputBase, law, eps: float) -> float:
-    """A lower bound on the tuning run's delta(eps): the best order of the outputs and of every
-    two-piece split, both directions."""
-    best = 0.0
-    for p, q in _splits(np.asarray(pair.p), np.asarray(pair.q)):
-        for order in itertools.permutations(range(len(p))):
-            a, b = order_winner_laws((p, q), order, law)
-            best = max(
-                best,
-                float(np.maximum(a - math.exp(eps) * b, 0).sum()),
-                float(np.maximum(b - math.exp(eps) * a, 0).sum()),
-            )
-    return best
-
-
-def _pairs(count: int, seed: int) -> list[FiniteOutputBase]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(count):
-        n = int(rng.integers(3, 5))
-        p, q = (np.maximum(rng.dirichlet(np.full(n, 0.8)), 1e-3) for _ in range(2))
-        out.append(FiniteOutputBase(tuple(p / p.sum()), tuple(q / q.sum())))
-    return out
 
 
 @pytest.mark.parametrize(
@@ -75,7 +46,7 @@ def _pairs(count: int, seed: int) -> list[FiniteOutputBase]:
     ids=lambda law: law.kind,
 )
 def test_never_below_the_brute_force_truth(law):
-    for pair in _pairs(2, seed=int(law.mean * 10)):
+    for pair in random_pairs(2, seed=int(law.mean * 10), sizes=(3, 5), concentration=0.8):
         for eps in (0.3, 1.5):
             truth = brute_force_delta(pair, law, eps)
             bound = score_dual_delta(pair, law, eps, grid=COARSE, iters=15)
@@ -84,7 +55,7 @@ def test_never_below_the_brute_force_truth(law):
 
 def test_any_multipliers_give_a_valid_bound():
     """Weak duality: random multipliers of either sign, the bound stays above the truth."""
-    pair, law = _pairs(1, seed=3)[0], Poisson(5.0)
+    pair, law = random_pairs(1, seed=3, sizes=(3, 5), concentration=0.8)[0], Poisson(5.0)
     rng = np.random.default_rng(0)
     for eps in (0.5, 2.0):
         truth = brute_force_delta(pair, law, eps)
@@ -96,7 +67,7 @@ def test_any_multipliers_give_a_valid_bound():
 
 def test_a_coarser_b_grid_only_raises_it():
     """Rounding b down is the safe side: fewer b-cells per a-cell give a larger bound."""
-    pair, law = _pairs(1, seed=4)[0], Poisson(3.0)
+    pair, law = random_pairs(1, seed=4, sizes=(3, 5), concentration=0.8)[0], Poisson(3.0)
     cls = pair_classes(pair)[0]
     phi = fit_multipliers(cls, law, 1.0, iters=10, nonnegative=True)
     fine = dual_delta(cls, law, 1.0, phi, dual_grid(h=3e-2, rho=0.3, floor=1e-8, refine=6))
@@ -168,14 +139,9 @@ def test_dpsgd_above_the_attack():
 
 def _bench_pairs(count: int) -> list[tuple[FiniteOutputBase, object]]:
     """The random pairs of benchmarks/bench_score_dual.py (seed 5, 3 to 5 outputs)."""
-    rng = np.random.default_rng(5)
     laws = [Poisson(10.0), Poisson(3.0), TruncatedNegativeBinomial(1.0, 0.1)]
-    out = []
-    for n in range(count):
-        k = int(rng.integers(3, 6))
-        p, q = (np.maximum(rng.dirichlet(np.full(k, 0.8)), 1e-3) for _ in range(2))
-        out.append((FiniteOutputBase(tuple(p / p.sum()), tuple(q / q.sum())), laws[n % 3]))
-    return out
+    pairs = random_pairs(count, seed=5, sizes=(3, 6), concentration=0.8)
+    return [(pair, laws[n % 3]) for n, pair in enumerate(pairs)]
 
 
 @pytest.mark.parametrize("law", SOUND_LAWS, ids=repr)

@@ -5,14 +5,14 @@ rigorous, no `tuning_epsilon` upper end and no `calibrate` answer may fall below
 truth is bounded from below two independent ways: brute force over every score order of a
 finite pair, and over every two-piece split of one output between two ranks (a randomised
 score), with the exact winner law of each (`order_winner_laws`, the K = 0 output common to both
-sides); and the worst-score attack. A Binomial law whose Lemma-7 term saturated at high orders
+sides; `brute_force.brute_force_truth`); and the worst-score attack. A Binomial law whose Lemma-7 term saturated at high orders
 gave 7.68 where the truth is 12.12 (the reproducers of the issue)."""
 
-import itertools
 import math
 
 import numpy as np
 import pytest
+from brute_force import LAWS, PAIRS, brute_force_truth
 
 from auditsel import (
     Binomial,
@@ -21,80 +21,11 @@ from auditsel import (
     LaplaceBase,
     Point,
     Poisson,
-    TruncatedNegativeBinomial,
-    TwoPoint,
     calibrate,
     tuning_epsilon,
 )
 from auditsel.accounting.attack import attack_epsilon
 from auditsel.accounting.registry import BOUNDS
-from auditsel.accounting.score_search import order_winner_laws
-
-
-def _epsilon(a: np.ndarray, b: np.ndarray, delta: float) -> float:
-    """Exact eps of a pair of pmfs: the likelihood-ratio prefix sets, both directions."""
-    best = 0.0
-    for x, y in ((a, b), (b, a)):
-        with np.errstate(divide="ignore"):
-            order = np.argsort(-(np.log(x) - np.log(y)), kind="stable")
-        u, v = np.cumsum(x[order]), np.cumsum(y[order])
-        live = u > delta
-        if np.any(live & (v <= 0)):
-            return math.inf
-        if np.any(live):
-            best = max(best, float(np.max(np.log(u[live] - delta) - np.log(v[live]))))
-    return best
-
-
-def _splits(p: np.ndarray, q: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The pair itself and every split of one output into two ranks (shares t, 1 - t)."""
-    out = [(p, q)]
-    for j in range(len(p)):
-        for t in (0.1, 0.5, 0.9):
-            out.append(
-                (
-                    np.concatenate([np.delete(p, j), [t * p[j], (1 - t) * p[j]]]),
-                    np.concatenate([np.delete(q, j), [t * q[j], (1 - t) * q[j]]]),
-                )
-            )
-    return out
-
-
-def brute_force_truth(pair: FiniteOutputBase, law, delta: float) -> float:
-    """A lower bound on the tuning run's eps: the best score over all orders of the outputs
-    and of every two-piece split (each an exact post-processing game)."""
-    best = 0.0
-    for p, q in _splits(np.asarray(pair.p), np.asarray(pair.q)):
-        for order in itertools.permutations(range(len(p))):
-            a, b = order_winner_laws((p, q), order, law)
-            best = max(best, _epsilon(a, b, delta))
-    return best
-
-
-LAWS = [
-    Poisson(3.0),
-    Poisson(10.0),
-    TruncatedNegativeBinomial(1.0, 0.2),
-    TruncatedNegativeBinomial(0.0, 0.1),
-    TruncatedNegativeBinomial(-0.5, 0.05),
-    Binomial(9, 0.846),
-    Binomial(30, 0.5),
-    TwoPoint(8, 0.3),
-    Point(6),
-    FinitePmf({0: 0.1, 3: 0.5, 9: 0.4}),
-]
-
-
-def _rr(eps: float) -> FiniteOutputBase:
-    e = math.exp(eps)
-    return FiniteOutputBase((e / (1 + e), 1 / (1 + e)), (1 / (1 + e), e / (1 + e)))
-
-
-PAIRS = [
-    FiniteOutputBase((0.9, 0.1), (0.1, 0.9)),
-    _rr(0.5),
-    FiniteOutputBase((0.5, 0.3, 0.2), (0.2, 0.3, 0.5)),
-]
 
 
 def _rigorous(pair, law, delta: float) -> dict[str, float]:

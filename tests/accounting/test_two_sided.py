@@ -5,7 +5,7 @@ above the layered bound it refines (its region and Psi are pointwise smaller).""
 
 import numpy as np
 import pytest
-from test_sound_every_law import LAWS, PAIRS, brute_force_truth
+from brute_force import LAWS, PAIRS, brute_force_truth
 
 from auditsel import (
     DpsgdBase,
