@@ -13,36 +13,56 @@ committed ends; nothing is regenerated).
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "accounting"))
 
+from brute_force import brute_force_delta, random_pairs
+
 from auditsel import DpsgdBase, FiniteOutputBase, Poisson, TruncatedNegativeBinomial, TwoPoint
 from auditsel.accounting.attack import attack_epsilon
 from auditsel.accounting.registry import bound
 from auditsel.accounting.score_dual import score_dual_delta
+from auditsel.rounds import RoundsLaw
 
 DELTA = 1e-5
+#: the laws of the finite pairs, in turn
+LAWS = (Poisson(10.0), Poisson(3.0), TruncatedNegativeBinomial(1.0, 0.1))
+ROWS = Path(__file__).resolve().parents[1] / "results/papers/interval-widths/rows.json"
+
+
+def _finite_settings(
+    count: int, max_outputs: int
+) -> Iterator[tuple[int, FiniteOutputBase, RoundsLaw, float, str, float]]:
+    """(n, pair, law, upper end, its source, attack value) for `count` random finite pairs
+    (seed 5, 3 to `max_outputs` outputs; `LAWS` in turn)."""
+    pairs = random_pairs(count, seed=5, sizes=(3, max_outputs + 1), concentration=0.8)
+    for n, pair in enumerate(pairs):
+        law = LAWS[n % 3]
+        ends = {key: bound(key).epsilon(pair, law, DELTA) for key in ("generic_rdp", "profile")}
+        source = min(ends, key=ends.__getitem__)
+        yield n, pair, law, ends[source], source, attack_epsilon(pair, law, DELTA)
+
+
+def _law(kind: str) -> RoundsLaw:
+    """The law of K of a row of rows.json from its label."""
+    if kind.startswith("tnb"):
+        eta = float(kind.split("eta=")[1].split(",")[0])
+        nu = float(kind.split("nu=")[1].rstrip(")"))
+        return TruncatedNegativeBinomial(eta, nu)
+    if kind == "two_point(L=10, s=0.5)":
+        return TwoPoint(10, 0.5)
+    return Poisson(float(kind.split("=")[1].rstrip(")")))
 
 
 def finite() -> None:
-    from test_score_dual import brute_force_delta
-
-    rng = np.random.default_rng(5)
-    laws = [Poisson(10.0), Poisson(3.0), TruncatedNegativeBinomial(1.0, 0.1)]
     print("| pair | K | attack | upper (source) | truth delta at upper | dual delta at upper | s |")
     print("|---|---|---|---|---|---|---|")
-    for n in range(10):
-        k = int(rng.integers(3, 6))
-        p, q = (np.maximum(rng.dirichlet(np.full(k, 0.8)), 1e-3) for _ in range(2))
-        pair = FiniteOutputBase(tuple(p / p.sum()), tuple(q / q.sum()))
-        law = laws[n % 3]
-        ends = {key: bound(key).epsilon(pair, law, DELTA) for key in ("generic_rdp", "profile")}
-        source = min(ends, key=ends.get)
-        upper = ends[source]
-        hit = attack_epsilon(pair, law, DELTA)
+    for n, pair, law, upper, source, hit in _finite_settings(10, 5):
+        k = len(pair.p)
         truth = brute_force_delta(pair, law, upper)
         start = time.perf_counter()
         dual = score_dual_delta(pair, law, upper)
@@ -61,23 +81,14 @@ def pure() -> None:
     from auditsel.accounting.score_dual import region_pure_epsilon
     from auditsel.accounting.two_sided import two_sided_epsilon
 
-    rng = np.random.default_rng(5)
-    laws = [Poisson(10.0), Poisson(3.0), TruncatedNegativeBinomial(1.0, 0.1)]
     print(
         "| pair | K | attack | upper (source) | region_pure (s) | two_sided (s) | width before "
         "| after |"
     )
     print("|---|---|---|---|---|---|---|---|")
     before, after = [], []
-    for n in range(24):
-        k = int(rng.integers(3, 7))
-        p, q = (np.maximum(rng.dirichlet(np.full(k, 0.8)), 1e-3) for _ in range(2))
-        pair = FiniteOutputBase(tuple(p / p.sum()), tuple(q / q.sum()))
-        law = laws[n % 3]
-        ends = {key: bound(key).epsilon(pair, law, DELTA) for key in ("generic_rdp", "profile")}
-        source = min(ends, key=ends.get)
-        upper = ends[source]
-        hit = attack_epsilon(pair, law, DELTA)
+    for n, pair, law, upper, source, hit in _finite_settings(24, 6):
+        k = len(pair.p)
         start = time.perf_counter()
         value = region_pure_epsilon(pair, law)
         took = time.perf_counter() - start
@@ -103,20 +114,12 @@ def two_sided() -> None:
     after taking the smaller, per group."""
     from auditsel.accounting.two_sided import two_sided_epsilon
 
-    root = Path(__file__).resolve().parents[1]
-    rows = json.loads((root / "results/papers/interval-widths/rows.json").read_text())
-    laws = {"two_point(L=10, s=0.5)": TwoPoint(10, 0.5)}
+    rows = json.loads(ROWS.read_text())
     print("| group | sigma | N | tau | K | attack | upper | two_sided (s) | width before | after |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     widths: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
-        kind = r["K"]
-        if kind.startswith("tnb"):
-            eta = float(kind.split("eta=")[1].split(",")[0])
-            nu = float(kind.split("nu=")[1].rstrip(")"))
-            law = TruncatedNegativeBinomial(eta, nu)
-        else:
-            law = laws.get(kind) or Poisson(float(kind.split("=")[1].rstrip(")")))
+        kind, law = r["K"], _law(r["K"])
         pair = DpsgdBase(noise_multiplier=r["sigma"], steps=r["N"], sample_rate=r["tau"])
         start = time.perf_counter()
         value = float(two_sided_epsilon(pair, law, r["delta"])[0])
@@ -140,15 +143,11 @@ def two_sided() -> None:
 
 
 def dpsgd() -> None:
-    root = Path(__file__).resolve().parents[1]
-    rows = json.loads((root / "results/papers/interval-widths/rows.json").read_text())
-    rows = sorted(rows, key=lambda r: -r["width_pct"])[:5]
-    laws = {"two_point(L=10, s=0.5)": TwoPoint(10, 0.5)}
+    rows = sorted(json.loads(ROWS.read_text()), key=lambda r: -r["width_pct"])[:5]
     print("| sigma | N | tau | K | attack | upper | dual delta at upper | s |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        kind = r["K"]
-        law = laws.get(kind) or Poisson(float(kind.split("=")[1].rstrip(")")))
+        kind, law = r["K"], _law(r["K"])
         pair = DpsgdBase(noise_multiplier=r["sigma"], steps=r["N"], sample_rate=r["tau"])
         start = time.perf_counter()
         dual = score_dual_delta(pair, law, r["interval_upper"])

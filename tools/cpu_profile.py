@@ -155,17 +155,23 @@ print(json.dumps(out))
 """
 
 
-def mkl_isa(env: dict[str, str]) -> str:
-    """The instruction set MKL reports for a torch matmul (MKL_VERBOSE's header)."""
-    code = "import torch; torch.ones(64, 64, dtype=torch.float64) @ torch.ones(64, 64, dtype=torch.float64)"
+def verbose_lines(env: dict[str, str], variable: str, code: str) -> list[str]:
+    """The lines a fresh interpreter running `code` prints under `env` with `variable`=1 (a
+    library's *_VERBOSE switch: it names its kernels and their instruction set)."""
     done = subprocess.run(
         [sys.executable, "-c", code],
-        env=dict(env, MKL_VERBOSE="1"),
+        env=dict(env, **{variable: "1"}),
         capture_output=True,
         text=True,
         timeout=300,
     )
-    for line in done.stdout.splitlines():
+    return done.stdout.splitlines()
+
+
+def mkl_isa(env: dict[str, str]) -> str:
+    """The instruction set MKL reports for a torch matmul (MKL_VERBOSE's header)."""
+    code = "import torch; torch.ones(64, 64, dtype=torch.float64) @ torch.ones(64, 64, dtype=torch.float64)"
+    for line in verbose_lines(env, "MKL_VERBOSE", code):
         if line.startswith("MKL_VERBOSE oneMKL") or line.startswith("MKL_VERBOSE Intel(R) MKL"):
             isa = line.split(" architecture ", 1)[-1].split(" Lnx ", 1)[0].split(" Win ", 1)[0]
             return isa.rstrip(", ")
@@ -179,14 +185,7 @@ def onednn_isa(env: dict[str, str]) -> str:
         "torch.nn.functional.linear(torch.ones(8, 64, dtype=torch.bfloat16),"
         " torch.ones(64, 64, dtype=torch.bfloat16))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=dict(env, ONEDNN_VERBOSE="1"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    for line in done.stdout.splitlines():
+    for line in verbose_lines(env, "ONEDNN_VERBOSE", code):
         if ",cpu,isa:" in line:
             return line.split(",cpu,isa:", 1)[1].strip()
     return "no ONEDNN_VERBOSE line (oneDNN not used)"

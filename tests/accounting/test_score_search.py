@@ -4,10 +4,10 @@ attack, the issue's targets, K = 1, the round-off charge, and the winner's bucke
 Monte Carlo."""
 
 import itertools
-import math
 
 import numpy as np
 import pytest
+from brute_force import pair_epsilon
 
 from auditsel.accounting.attack import (
     attack,
@@ -33,23 +33,6 @@ def _laws(p, q, error=(0.0, 0.0)) -> LabelLaws:
     return LabelLaws((p, q), upper, error, (0.0, 0.0), cuts)
 
 
-def _epsilon(a, b, delta) -> float:
-    """Exact eps of the pair of pmfs (a over b and b over a): the best test at each eps takes
-    the outcomes of largest likelihood ratio, so eps(delta) = max over those prefix sets S of
-    log((a(S) - delta) / b(S))."""
-    best = 0.0
-    for x, y in ((a, b), (b, a)):
-        with np.errstate(divide="ignore"):
-            order = np.argsort(-(np.log(x) - np.log(y)), kind="stable")
-        U, V = np.cumsum(x[order]), np.cumsum(y[order])
-        live = U > delta
-        if np.any(live & (V <= 0)):
-            return math.inf
-        if np.any(live):
-            best = max(best, float(np.max(np.log(U[live] - delta) - np.log(V[live]))))
-    return best
-
-
 def _is_interval_shaped(order) -> bool:
     """Every lower set (prefix of the order) an interval, or every one the complement of one."""
     m = len(order)
@@ -67,7 +50,7 @@ def _brute(laws: LabelLaws, law, delta):
     shaped = every = 0.0
     for order in itertools.permutations(range(len(masses[0]))):
         a, b = order_winner_laws(masses, order, law)
-        eps = _epsilon(a, b, delta)
+        eps = pair_epsilon(a, b, delta)
         every = max(every, eps)
         if _is_interval_shaped(order):
             shaped = max(shaped, eps)

@@ -6,6 +6,7 @@ bases, and it closes the Laplace base's interval (26.5% of the upper end before)
 
 import numpy as np
 import pytest
+from brute_force import pair_epsilon
 
 from auditsel import (
     FiniteOutputBase,
@@ -33,19 +34,6 @@ def _laws(p, q) -> LabelLaws:
     upper = tuple(v.astype(float) * (1 + 1e-15) for v in (p, q))
     cuts = np.arange(len(p) - 1, dtype=float) + 0.5
     return LabelLaws((p, q), upper, (1e-17, 2e-17), (0.0, 0.0), cuts)
-
-
-def _epsilon(a, b, delta) -> float:
-    """Exact eps of a pair of pmfs, both directions (the likelihood-ratio prefix sets)."""
-    best = 0.0
-    for x, y in ((a, b), (b, a)):
-        with np.errstate(divide="ignore"):
-            order = np.argsort(-(np.log(x) - np.log(y)), kind="stable")
-        u, v = np.cumsum(x[order]), np.cumsum(y[order])
-        live = u > delta
-        if np.any(live):
-            best = max(best, float(np.max(np.log(u[live] - delta) - np.log(v[live]))))
-    return best
 
 
 def test_pieces_are_exact_divisions_of_their_bucket():
@@ -80,7 +68,7 @@ def test_the_certified_split_value_is_the_exact_value_of_its_score_or_below(law)
     for delta in (1e-3, 1e-5):
         found = ScoreSearch(split, law).best([delta])[0]
         a, b = order_winner_laws(tuple(np.asarray(v, float) for v in split.laws), found.order, law)
-        exact = _epsilon(a, b, delta)
+        exact = pair_epsilon(a, b, delta)
         assert found.epsilon <= exact + 1e-9
         assert found.epsilon == pytest.approx(exact, abs=1e-6)
 
