@@ -6,8 +6,8 @@ import pytest
 
 from auditsel.auditing.scores import ScoreFileError
 from auditsel.errors import ConfigError, choice, integer, number
+from auditsel.executor import BackendError
 from auditsel.experiments.config import parse_config
-from auditsel.games.backends import BackendError
 from auditsel.games.engine import CheckpointError
 from auditsel.mechanisms import DpsgdBase, GaussianBase
 from auditsel.rounds import TruncatedNegativeBinomial

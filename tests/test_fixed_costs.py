@@ -66,7 +66,7 @@ def _run_folder(folder):
 
 
 def _at_once(fn):
-    """`backends.in_background` computed in the caller, before it goes on."""
+    """`executor.in_background` computed in the caller, before it goes on."""
     future = Future()
     future.set_result(fn())
     return future
@@ -74,7 +74,7 @@ def _at_once(fn):
 
 def test_work_beside_the_run_changes_nothing(tmp_path, monkeypatch):
     """The bounds, the estimator panel and matplotlib's import computed in background threads
-    (`backends.in_background`) give the result.json and the figures, byte for byte, of the run
+    (`executor.in_background`) give the result.json and the figures, byte for byte, of the run
     with every part computed in turn in the caller; the panel's place in result.json is the
     one `run_config` gives it."""
     argv = ["run", "--trials", "4000", "--quiet", "--no-progress"]

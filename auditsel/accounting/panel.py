@@ -49,7 +49,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, TypedDict, TypeVar
@@ -71,6 +70,7 @@ from auditsel.accounting.interval import (
 from auditsel.accounting.profile import BaseProfile, base_profile
 from auditsel.accounting.registry import BOUND_KEYS, BOUNDS, MONOTONE_SCORE_KEYS, Rigour
 from auditsel.events import as_pair
+from auditsel.executor import in_background
 from auditsel.mechanisms import DpsgdBase
 from auditsel.numerics import check_deltas
 from auditsel.roles import AccountedPair, MechanismPair
@@ -338,7 +338,7 @@ def panel(
     no_attack = attack_applies(base)
     pending = None
     if no_attack is None:  # numpy/FFT work that frees the GIL: in a thread beside the bounds
-        pending = _beside(
+        pending = in_background(
             lambda: timed("attack", lambda: interval_attack(base, law, deltas, assume))
         )
     info = timed("base", lambda: base_info(base, delta))
@@ -385,14 +385,6 @@ def _timed(seconds: dict[str, float], key: str, fn: Callable[[], _T]) -> _T:
         return fn()
     finally:
         seconds[key] = time.perf_counter() - t
-
-
-def _beside(fn: Callable[[], _T]) -> Future[_T]:
-    """fn() run in a thread of its own while the caller goes on."""
-    pool = ThreadPoolExecutor(1, thread_name_prefix="auditsel-attack")
-    pending = pool.submit(fn)
-    pool.shutdown(wait=False)
-    return pending
 
 
 def _upper_end(

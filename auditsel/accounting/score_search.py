@@ -77,7 +77,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -85,6 +84,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from auditsel.accounting import portable as pm
+from auditsel.executor import in_background
 from auditsel.numerics import FloatArray, check_deltas
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import BucketScore
@@ -819,9 +819,8 @@ class ScoreSearch:
         if len(COMBOS) * len(e) * self.m**2 >= SIDE_BY_SIDE_WORK:
             # the two shapes' DPs side by side: NumPy frees the GIL in their array operations
             _ = self.moves  # (the enclosures computed once, before)
-            with ThreadPoolExecutor(1, thread_name_prefix="auditsel-dp") as pool:
-                other = pool.submit(runs[1])
-                values = [runs[0](), other.result()]
+            other = in_background(runs[1])
+            values = [runs[0](), other.result()]
         else:
             values = [run() for run in runs]
         for value, _, _ in values:  # in SHAPES' order, as one after the other

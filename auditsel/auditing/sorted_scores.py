@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from auditsel.errors import ConfigError
-from auditsel.games.backends import run_ordered
+from auditsel.executor import run_ordered
 
 #: the user-facing names (the other functions are building blocks of the audits)
 __all__ = ["SortedScores", "Counts", "counts_from_coins", "threshold_table"]
@@ -200,7 +200,7 @@ def _sorted_part(s: NDArray[np.float64], mask: NDArray[np.bool_]) -> NDArray[np.
 def sort_parts(
     s: NDArray[np.float64], masks: Sequence[NDArray[np.bool_]]
 ) -> tuple[NDArray[np.float64], ...]:
-    """np.sort(s[m]) for each mask m: in threads (`games.backends`) for a large `s`."""
+    """np.sort(s[m]) for each mask m: in threads (`executor`) for a large `s`."""
     s = np.asarray(s, dtype=np.float64)
     if len(s) < THREADED_SORT_ABOVE:
         return tuple(np.sort(s[m]) for m in masks)

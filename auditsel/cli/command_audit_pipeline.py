@@ -27,8 +27,8 @@ from auditsel.cli.option_types import (
 )
 from auditsel.cli.pipeline_options import add_pipeline_options, load_pipeline_spec, user_argv
 from auditsel.errors import ConfigError
+from auditsel.executor import BACKENDS
 from auditsel.files import atomic_write_text, check_output_path
-from auditsel.games.backends import BACKENDS
 
 if TYPE_CHECKING:
     from auditsel.pipelines.checks import Finding

@@ -25,8 +25,8 @@ from auditsel.cli.option_types import (
     nonnegative_float,
 )
 from auditsel.errors import ConfigError
+from auditsel.executor import BACKENDS
 from auditsel.files import claim_folder
-from auditsel.games.backends import BACKENDS
 
 if TYPE_CHECKING:
     from auditsel.experiments.config import ExperimentSpec
@@ -169,8 +169,8 @@ def _sweep_into(
     """Run a sweep's points into `out_dir` (sweep.csv, sweep.md, sweep.png, a folder per
     point) and print its table unless --quiet; 0."""
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.executor import execution_backend
     from auditsel.experiments.sweep import run_sweep
-    from auditsel.games.backends import execution_backend
 
     with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
         run_sweep(
@@ -198,9 +198,9 @@ def _run_into(
     progress: bool,
 ) -> int:
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
+    from auditsel.executor import execution_backend
     from auditsel.experiments.bounds_cache import cache_folder
     from auditsel.experiments.experiment import run_experiment
-    from auditsel.games.backends import execution_backend
     from auditsel.results.plots import prefetch_plotting
     from auditsel.results.report import text_table, write_outputs
 

@@ -26,8 +26,8 @@ Implementations, one per device:
 
 * CPU: ``kernels_cpu``, loops compiled by numba (no C compiler needed) into numba's cache,
   checked before it is read (``kernel_cache``: digests, and no folder another user can write);
-  the runs are split into pieces taken in turn by the calling thread and a pool of ours (the
-  compiled calls release the GIL) where torch may use several threads and there are at least
+  the runs are split into pieces taken in turn by the calling thread and the executor's kept
+  pool (`auditsel.executor.in_pieces`; the compiled calls release the GIL) where torch may use several threads and there are at least
   `PIECES_PER_THREAD` runs per thread (`_split`; a fixed rule: each piece writes its own rows,
   so the split cannot change a value).
 
@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import numpy as np
@@ -51,6 +50,7 @@ import torch
 from numpy.typing import NDArray
 
 from auditsel.dpsgd import kernel_cache, kernels_cpu, kernels_torch
+from auditsel.executor import in_pieces
 
 __all__ = [
     "draw",
@@ -64,8 +64,6 @@ __all__ = [
 
 _LOCK = threading.Lock()
 _CPU: SimpleNamespace | None = None
-_POOL: ThreadPoolExecutor | None = None
-_POOL_SIZE = 0  # the workers _POOL was made with (the executor keeps it private)
 PIECES_PER_THREAD = 4
 
 
@@ -100,66 +98,7 @@ def _split(fn, R: int) -> None:
     torch.get_num_threads() threads where each gets `PIECES_PER_THREAD` runs or more. Every
     piece writes its own rows, so the split cannot change a value."""
     workers = min(torch.get_num_threads(), R // PIECES_PER_THREAD)
-    if workers < 2:
-        fn(0, R)
-    else:
-        _split_pieces(fn, R, workers)
-
-
-def _split_pieces(fn, R: int, workers: int) -> None:
-    global _POOL, _POOL_SIZE
-    if _POOL is None or _POOL_SIZE < workers - 1:
-        _POOL = ThreadPoolExecutor(workers - 1, thread_name_prefix="auditsel-kernels")
-        _POOL_SIZE = workers - 1
-    pieces = min(R, PIECES_PER_THREAD * workers)
-    bounds = np.linspace(0, R, pieces + 1).astype(int).tolist()
-    state = _Pieces(pieces)
-
-    def drain() -> None:
-        while (k := state.take()) is not None:
-            try:
-                fn(bounds[k], bounds[k + 1])
-            except BaseException as err:
-                state.fail(err)
-                return
-            state.finish()
-
-    for _ in range(workers - 1):
-        _POOL.submit(drain)
-    drain()
-    state.wait()
-
-
-class _Pieces:
-    """The pieces of one `_split`: handed out in order, counted when done."""
-
-    def __init__(self, pieces: int):
-        self.pieces, self.next, self.done = pieces, 0, 0
-        self.error: BaseException | None = None
-        self.lock, self.finished = threading.Lock(), threading.Event()
-
-    def take(self) -> int | None:
-        with self.lock:
-            if self.next >= self.pieces or self.error is not None:
-                return None
-            self.next += 1
-            return self.next - 1
-
-    def finish(self) -> None:
-        with self.lock:
-            self.done += 1
-            if self.done == self.pieces:
-                self.finished.set()
-
-    def fail(self, err: BaseException) -> None:
-        with self.lock:
-            self.error = err
-            self.finished.set()
-
-    def wait(self) -> None:
-        self.finished.wait()
-        if self.error is not None:
-            raise self.error
+    in_pieces(fn, R, workers, min(R, PIECES_PER_THREAD * workers))
 
 
 def keys_of(states: np.ndarray) -> np.ndarray:

@@ -31,11 +31,11 @@ from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
 from auditsel.errors import jobs as check_jobs
+from auditsel.executor import in_background
 from auditsel.experiments import bounds_cache as kept_bounds
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
 from auditsel.experiments.one_run_experiment import play_one_run
 from auditsel.files import claim_folder
-from auditsel.games.backends import in_background
 from auditsel.games.engine import Checkpoints, GameRecord, run_game
 from auditsel.games.fingerprint import code_identity, package_digest
 from auditsel.games.played_score import is_monotone_largest, resolve_score, scored_winner

@@ -40,10 +40,10 @@ from typing import Any
 
 from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
+from auditsel.executor import run_tasks
 from auditsel.experiments.config import ConfigError, ExperimentSpec, parse_config
 from auditsel.experiments.experiment import run_experiment
 from auditsel.files import atomic_write_text
-from auditsel.games.backends import run_tasks
 from auditsel.results.figures import new_figure, save_figure
 from auditsel.results.heuristics import result_labels
 from auditsel.results.report import write_outputs
@@ -175,7 +175,7 @@ def run_sweep(
     point_plots: bool = False,
 ) -> list[dict]:
     """Run every point (over points, on `backend`: loky, threading or dask as set up by
-    `auditsel.games.backends.execution_backend`) and write the combined table and plot.
+    `auditsel.executor.execution_backend`) and write the combined table and plot.
     `point_plots`: also draw each point's plots (privacy_curve.png, scores.png, tradeoff.png)
     beside its result.json and report.md; the numbers are the same either way."""
     done: dict[int, dict] = {}

@@ -47,6 +47,7 @@ import numpy as np
 from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
 from auditsel.errors import ConfigError
+from auditsel.executor import run_tasks
 from auditsel.files import (
     FolderLock,
     atomic_write_bytes,
@@ -55,7 +56,6 @@ from auditsel.files import (
     read_regular,
     temporary_beside,
 )
-from auditsel.games.backends import run_tasks
 from auditsel.games.fingerprint import code_identity, describe_change
 from auditsel.roles import GameProtocol, Proxy
 

@@ -94,7 +94,7 @@ class ExecutionOptions:
     "auto": above 2^20 games with a checkpoint folder); `progress`: a progress bar on stderr
     (progress lines where stderr is no terminal); `game_threads`: BLAS, OpenMP and torch
     threads of the process playing the games (None: 1 with one job, else cores // jobs;
-    `auditsel.games.backends`); `checkpoint_after`: seconds a game plays before its chunks are
+    `auditsel.executor`); `checkpoint_after`: seconds a game plays before its chunks are
     written (None: 5; 0: from the first chunk); `fresh`: start over: delete the checkpoints
     first (once the output folder is locked and every other option checked), resume nothing."""
 

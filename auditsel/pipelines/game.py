@@ -23,7 +23,7 @@ real number: a bool, an int, a float, or a NumPy/torch scalar (an array of one e
 a string, a longer array and NaN are refused by name (+-inf allowed).
 
 This module is what a worker process imports to play: numpy, the canaries and the thread
-limits (`auditsel.games.backends`) only.
+limits (`auditsel.executor`) only.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditsel.errors import ConfigError
-from auditsel.games.backends import in_game_thread
+from auditsel.executor import in_game_thread
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.content_digest import content_digest
 

@@ -4,7 +4,7 @@ Contract. `audit_pipeline(tune, score, *, data, canary, games, delta, ...)` play
 distinguishing games ([XWW24] Algorithm 1) around your own tuning run, each from its own
 seeded stream (`auditsel.pipelines.game`: the coin, the canary's draws, the seed handed to
 `tune`), the release dropped once scored. A game's numbers depend on (seed, g) only: not on the
-chunk size, the number of jobs or the backend (`auditsel.games.backends`: joblib's loky
+chunk size, the number of jobs or the backend (`auditsel.executor`: joblib's loky
 processes by default, threads, a dask cluster).
 
 The scores and coins go to the threshold rules of `auditsel.auditing.lower` (`eps` is the
@@ -80,9 +80,9 @@ from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError, choice, integer, number, shown
 from auditsel.errors import jobs as check_jobs
 from auditsel.events import as_pair
+from auditsel.executor import execution_backend, fresh_processes, limited_threads
+from auditsel.executor import game_threads as default_game_threads
 from auditsel.files import OutputFolder, atomic_write_text, claim_folder, read_regular
-from auditsel.games.backends import execution_backend, fresh_processes, limited_threads
-from auditsel.games.backends import game_threads as default_game_threads
 from auditsel.games.engine import (
     CheckpointError,
     ChunkSource,
@@ -372,7 +372,7 @@ def play_games(
     """Play the games with the engine (chunks, workers, checkpoints); returns the record and
     the CPU seconds of the games played in this process. `before(backend)` runs first, inside
     the backend (the replay check's games on the workers). While they play, this process's
-    BLAS, OpenMP and torch threads are limited (`backends.limited_threads`: a caller's limit
+    BLAS, OpenMP and torch threads are limited (`executor.limited_threads`: a caller's limit
     begun before holds).
     Inside `engine.saving_every_chunk()` each chunk is written as it finishes."""
     start = LOCAL_CPU.seconds
@@ -669,7 +669,7 @@ def _play_checked(
     unchanged-data check after them: (record, CPU seconds in this process, result.json's
     pipeline.reproducibility). A hazard is refused unless the request accepts
     nondeterminism. The execution's `game_threads`: the BLAS, OpenMP and torch threads of this
-    process while it plays (None: `backends.game_threads`)."""
+    process while it plays (None: `executor.game_threads`)."""
     ex, accept = audit.request.execution, audit.request.accept_nondeterminism
     replay: list[ReplayReport] = []
 

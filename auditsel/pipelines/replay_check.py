@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from auditsel.errors import ConfigError
-from auditsel.games.backends import in_game_thread, run_ordered
+from auditsel.executor import in_game_thread, run_ordered
 from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import PipelineGame, game_seed, seed_globals
 from auditsel.pipelines.pipeline_result import ReproducibilityEntry
@@ -226,7 +226,7 @@ def _serial(
 ) -> tuple[list[str], bool, tuple[Any, ...], float, float]:
     """Step 1, in whichever process runs it (this one, or a worker): `_in_process`'s hazards,
     global draws and scores, its CPU seconds, and the CPU seconds of a warm play."""
-    in_game_thread()  # the threads the games get (auditsel.games.backends)
+    in_game_thread()  # the threads the games get (auditsel.executor)
     start = time.process_time()
     hazards, global_draws, scores, warm = _in_process(game, seed, digests, games)
     return hazards, global_draws, scores, time.process_time() - start, warm
@@ -249,7 +249,7 @@ def check_replay(
     accept: bool = False,
 ) -> ReplayReport:
     """The replay check of the module docstring; raises ReproducibilityError on a hazard
-    unless `accept`. `backend` is what `auditsel.games.backends.execution_backend` yields.
+    unless `accept`. `backend` is what `auditsel.executor.execution_backend` yields.
 
     With one job or threads, step 1 runs in this process (where the games run) and step 2 on
     two threads; with loky or dask workers step 1 runs on a worker while a second worker plays

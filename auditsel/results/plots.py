@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from auditsel.games.backends import in_background
+from auditsel.executor import in_background
 from auditsel.results.figures import new_figure, prepare_plotting, save_figure
 from auditsel.results.heuristics import ResultLabels
 

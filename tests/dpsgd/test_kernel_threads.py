@@ -1,5 +1,5 @@
-"""How the CPU kernels use threads: the runs split over the calling thread and a pool by a fixed
-rule (at least `PIECES_PER_THREAD` runs per thread, up to torch's thread count), never changing
+"""How the CPU kernels use threads: the runs split over the calling thread and the executor's
+pool (`executor.in_pieces`) by a fixed rule (at least `PIECES_PER_THREAD` runs per thread, up to torch's thread count), never changing
 a single bit, and threads that sleep when no work comes."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from auditsel.dpsgd import kernels
+from auditsel.executor import in_pieces
 
 
 @pytest.fixture
@@ -52,15 +53,15 @@ def test_split_or_not_the_same_bits(two_threads):
 def test_the_runs_are_split_by_a_fixed_rule(monkeypatch, runs, threads, split):
     """Split where torch may use several threads and each gets PIECES_PER_THREAD runs."""
     calls = []
-    pieces = kernels._split_pieces
-    monkeypatch.setattr(kernels, "_split_pieces", lambda *a: calls.append(a[1:]) or pieces(*a))
+    pieces = kernels.in_pieces
+    monkeypatch.setattr(kernels, "in_pieces", lambda *a: calls.append(a[1:3]) or pieces(*a))
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         kernels.draw(kernels.seed_keys(range(runs)), 1, 0, 2, 16, True)
     finally:
         torch.set_num_threads(before)
-    assert calls == ([(runs, 2)] if split else [])
+    assert [(r, w) for r, w in calls if w >= 2] == ([(runs, 2)] if split else [])
 
 
 def test_the_pool_sleeps_when_no_work_comes(two_threads):
@@ -93,8 +94,8 @@ def test_a_failing_piece_raises_in_the_caller(two_threads):
             raise RuntimeError("piece failed")
 
     with pytest.raises(RuntimeError, match="piece failed"):
-        kernels._split_pieces(piece, 16, 2)
+        in_pieces(piece, 16, 2, 8)
     assert all(0 <= r0 < r1 <= 16 for r0, r1 in seen)
     cover = np.zeros(16, int)
-    kernels._split_pieces(lambda r0, r1: cover.__setitem__(slice(r0, r1), cover[r0:r1] + 1), 16, 2)
+    in_pieces(lambda r0, r1: cover.__setitem__(slice(r0, r1), cover[r0:r1] + 1), 16, 2, 8)
     assert cover.tolist() == [1] * 16  # every row once

@@ -43,17 +43,18 @@ def test_same_seed_same_scores_for_any_number_of_jobs():
 
 
 def test_default_jobs_play_the_numpy_games_on_every_core_with_the_same_numbers(monkeypatch):
-    from auditsel.games import backends, engine
+    from auditsel import executor
+    from auditsel.games import engine
 
     # threads for a protocol that frees the GIL, unless a backend is named; 1 for the others
     assert engine.default_jobs(WINNER) == -1
     assert engine.default_jobs(WINNER, "loky") == 1
     assert engine.default_jobs(Interrupting(WINNER, fail_on=0)) == 1
     seen = []
-    real = backends._threaded
-    monkeypatch.setattr(backends, "_threaded", lambda *a: seen.append(a[-1]) or real(*a))
+    real = executor._threaded
+    monkeypatch.setattr(executor, "_threaded", lambda *a: seen.append(a[-1]) or real(*a))
     auto = run_game(WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=None, progress=False)
-    assert seen == [backends.worker_count(-1)]  # every usable core's thread
+    assert seen == [executor.worker_count(-1)]  # every usable core's thread
     one = run_game(WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=1, progress=False)
     assert np.array_equal(auto.scores, one.scores) and np.array_equal(auto.member, one.member)
 

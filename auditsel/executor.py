@@ -8,7 +8,10 @@ release frees the GIL) is a thread pool of this process; "loky" (None otherwise)
 loky processes; "dask" is joblib's dask backend on the cluster `execution_backend` opened.
 Tasks are seeded by their own arguments (a chunk by (seed, index): `auditsel.games.engine`), so
 every backend and every number of jobs gives the same numbers. `in_background(fn)` computes
-fn() in a thread while the caller goes on (the bounds beside the game, matplotlib's import).
+fn() in a thread while the caller goes on (the bounds beside the game, the attack beside the
+bounds, matplotlib's import). `in_pieces(fn, size, workers, pieces)` shares fn(a, b) over the
+pieces of [0, size) between the caller and a pool kept for the next call (the DP-SGD kernels;
+each piece writes its own rows, so the split cannot change a value).
 
 Threads. While games play, the BLAS and OpenMP pools that threadpoolctl finds and torch's
 intra-op pool are limited to `game_threads(jobs)` threads in this process (`limited_threads`):
@@ -34,6 +37,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
 
+import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from auditsel.errors import ConfigError
@@ -45,6 +49,7 @@ __all__ = [
     "run_tasks",
     "run_ordered",
     "in_background",
+    "in_pieces",
     "fresh_processes",
     "game_threads",
     "limited_threads",
@@ -154,6 +159,73 @@ def in_background(fn: Callable[[], T]) -> Future[T]:
 
     threading.Thread(target=target, name="auditsel-background", daemon=True).start()
     return future
+
+
+_PIECES_POOL: ThreadPoolExecutor | None = None
+_PIECES_POOL_SIZE = 0  # the workers _PIECES_POOL was made with (the executor keeps it private)
+
+
+def in_pieces(fn: Callable[[int, int], None], size: int, workers: int, pieces: int) -> None:
+    """fn(a, b) for each of `pieces` consecutive pieces [a, b) of [0, size) (np.linspace's
+    bounds), taken in turn by the calling thread and `workers - 1` threads of a pool kept for the
+    next call; all of [0, size) on the caller when `workers` < 2. Returns when every piece is
+    done; a piece's exception stops the handing out and is raised here. fn must write only its
+    own piece, so how the pieces fall on threads cannot change a value."""
+    global _PIECES_POOL, _PIECES_POOL_SIZE
+    if workers < 2:
+        fn(0, size)
+        return
+    if _PIECES_POOL is None or _PIECES_POOL_SIZE < workers - 1:
+        _PIECES_POOL = ThreadPoolExecutor(workers - 1, thread_name_prefix="auditsel-pieces")
+        _PIECES_POOL_SIZE = workers - 1
+    bounds = np.linspace(0, size, pieces + 1).astype(int).tolist()
+    state = _Pieces(pieces)
+
+    def drain() -> None:
+        while (k := state.take()) is not None:
+            try:
+                fn(bounds[k], bounds[k + 1])
+            except BaseException as err:
+                state.fail(err)
+                return
+            state.finish()
+
+    for _ in range(workers - 1):
+        _PIECES_POOL.submit(drain)
+    drain()
+    state.wait()
+
+
+class _Pieces:
+    """The pieces of one `in_pieces`: handed out in order, counted when done."""
+
+    def __init__(self, pieces: int):
+        self.pieces, self.next, self.done = pieces, 0, 0
+        self.error: BaseException | None = None
+        self.lock, self.finished = threading.Lock(), threading.Event()
+
+    def take(self) -> int | None:
+        with self.lock:
+            if self.next >= self.pieces or self.error is not None:
+                return None
+            self.next += 1
+            return self.next - 1
+
+    def finish(self) -> None:
+        with self.lock:
+            self.done += 1
+            if self.done == self.pieces:
+                self.finished.set()
+
+    def fail(self, err: BaseException) -> None:
+        with self.lock:
+            self.error = err
+            self.finished.set()
+
+    def wait(self) -> None:
+        self.finished.wait()
+        if self.error is not None:
+            raise self.error
 
 
 @contextmanager

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from auditsel.cli import main
-from auditsel.games.backends import BackendError, execution_backend
+from auditsel.executor import BackendError, execution_backend
 
 
 @pytest.mark.slow  # starts a dask cluster
