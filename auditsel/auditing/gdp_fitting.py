@@ -78,8 +78,6 @@ class GdpFit:
 def gdp_over_rows(
     above: CandidateRows,
     below: CandidateRows,
-    up: CandidateRows,
-    down: CandidateRows,
     n0: int,
     n1: int,
     n: int,
@@ -87,8 +85,8 @@ def gdp_over_rows(
     delta: float,
 ) -> GdpFit:
     """gdp_fit over candidate rows: mu_L's maximum in '>' over `above` and '<=' over `below`;
-    the goodness-of-fit minimum of mu_hi (increasing in the counts) over `up` ('>') or `down`
-    ('<='), in the direction of the maximum."""
+    the goodness-of-fit minimum of mu_hi (increasing in the counts, so over the other rows)
+    over `below` ('>') or `above` ('<='), in the direction of the maximum."""
     a = alpha / (2 * n)
     u0, u1 = cp_limits(n0, a), cp_limits(n1, a)
     fits: list = []
@@ -100,7 +98,7 @@ def gdp_over_rows(
     flip, rows, (i, lo, _, _) = max(fits, key=lambda x: x[2][1])
     l0, l1 = cp_limits(n0, a, upper=False), cp_limits(n1, a, upper=False)
     gof = search_rows(
-        down if flip else up,
+        above if flip else below,
         n0,
         n1,
         l0,
@@ -136,6 +134,6 @@ def gdp_fit(sorted_scores: SortedScores, alpha: float, delta: float) -> GdpFit:
         at0, at1 = CandidateRows.on(p0, p0, p1), CandidateRows.on(p1, p0, p1)
         # mu_L decreases in the counts: '>' at b = 0 scores, '<=' at b = 1 scores; mu_hi
         # increases: the other way round
-        return gdp_over_rows(at0, at1, at1, at0, len(s0), len(s1), ss.n, alpha, delta)
+        return gdp_over_rows(at0, at1, len(s0), len(s1), ss.n, alpha, delta)
 
     return ss.memo(("gdp", alpha, delta), compute)

@@ -256,8 +256,9 @@ def lower_bound(
     trials: int,
     grid_source: str,
     gdp: GdpFit,
-    estimators: dict[str, Any] | None = None,
 ) -> LowerBound:
+    """The `LowerBound` of the test `chosen` by `rule` (eps at `confidence`), beside the best
+    threshold's `best`, the point estimates at `delta` and the GDP fit `gdp`."""
     return LowerBound(
         eps=chosen["eps"],
         eps_best_threshold=best["eps"],
@@ -279,7 +280,6 @@ def lower_bound(
         grid_source=grid_source,
         eps_point_best=float(epsilon_from_rates(best["fp"], best["fn"], delta)),
         threshold_options=rule.options(),
-        estimators=estimators,
     )
 
 

@@ -115,7 +115,7 @@ def audit_chunks(
     best = best_on_table(total, alpha, delta)
     chosen, grid_source = _chosen(source, rule, (head, tail, total), finite, cut, alpha, delta)
     rows = CandidateRows.table(total.t, total.fp, total.fn)
-    gdp = gdp_over_rows(rows, rows, rows, rows, total.n0, total.n1, n, alpha, delta)
+    gdp = gdp_over_rows(rows, rows, total.n0, total.n1, n, alpha, delta)
     return lower_bound(chosen, best, rule, confidence, delta, source.trials, grid_source, gdp)
 
 
