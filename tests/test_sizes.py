@@ -74,7 +74,6 @@ WIDE = {
         "public: the pipeline, the games and three options objects",
     ),
     "auditsel/pipelines/pipeline_plan.py::plan_pipeline": (NOT_YET_SPLIT, _PUBLIC),
-    "auditsel/pipelines/pipeline.py::play_games": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/pipelines/own_protocol.py::audit_protocol": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/pipelines/sequential.py::audit_until_refuted": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/pipelines/one_run_pipeline.py::audit_pipeline_one_run": (NOT_YET_SPLIT, _PUBLIC),

@@ -358,29 +358,28 @@ def play_games(
     game: PipelineGame,
     games: int,
     seed: int,
+    execution: ExecutionOptions | None = None,
     *,
-    jobs: int = 1,
-    backend: str | None = None,
-    scheduler: str | None = None,
-    checkpoint_dir: str | Path | None = None,
     fingerprint: str = "",
-    progress: bool = False,
-    stream: bool = False,
     before: Callable[[str | None], Any] | None = None,
-    checkpoint_after: float | None = None,
 ) -> tuple[GameRecord, float]:
     """Play the games with the engine (chunks, workers, checkpoints); returns the record and
-    the CPU seconds of the games played in this process. `before(backend)` runs first, inside
-    the backend (the replay check's games on the workers). While they play, this process's
-    BLAS, OpenMP and torch threads are limited (`executor.limited_threads`: a caller's limit
-    begun before holds).
+    the CPU seconds of the games played in this process. `execution` (None: the defaults) says
+    where: its jobs, backend, scheduler, checkpoint_dir, progress and checkpoint_after; its
+    `stream` True writes the chunks to disk and keeps none in memory (anything else, "auto"
+    included, keeps them: the caller resolves "auto"); the chunk size is the game's.
+    `before(backend)` runs first, inside the backend (the replay check's games on the
+    workers). While they play, this process's BLAS, OpenMP and torch threads are limited
+    (`executor.limited_threads`: a caller's limit begun before holds).
     Inside `engine.saving_every_chunk()` each chunk is written as it finishes."""
+    ex = execution if execution is not None else ExecutionOptions()
     start = LOCAL_CPU.seconds
-    threads = limited_threads(default_game_threads(jobs))
+    threads = limited_threads(default_game_threads(ex.jobs))
+    workers = abs(ex.jobs) if ex.jobs != -1 else 2
     with (
         threads,
-        execution_backend(backend, scheduler, workers=abs(jobs) if jobs != -1 else 2) as where,
-        fresh_processes(where if jobs != 1 else "serial"),  # workers that import the user's code
+        execution_backend(ex.backend, ex.scheduler, workers=workers) as where,
+        fresh_processes(where if ex.jobs != 1 else "serial"),  # workers that import user code
     ):
         if before is not None:
             before(where)
@@ -390,13 +389,13 @@ def play_games(
             games,
             seed,
             chunk_size=game.chunk_size,
-            jobs=jobs,
-            checkpoint_dir=checkpoint_dir,
+            jobs=ex.jobs,
+            checkpoint_dir=ex.checkpoint_dir,
             fingerprint=fingerprint,
-            progress=progress,
+            progress=ex.progress,
             backend=where,
-            in_memory=not stream,
-            checkpoint_after=checkpoint_after,
+            in_memory=ex.stream is not True,
+            checkpoint_after=ex.checkpoint_after,
         )
     return record, LOCAL_CPU.seconds - start
 
@@ -689,15 +688,9 @@ def _play_checked(
                 game,
                 audit.request.games,
                 audit.seed,
-                jobs=ex.jobs,
-                backend=ex.backend,
-                scheduler=ex.scheduler,
-                checkpoint_dir=checkpoint_dir,
+                replace(ex, checkpoint_dir=checkpoint_dir, stream=stream),
                 fingerprint=fingerprint,
-                progress=ex.progress,
-                stream=stream,
                 before=on_backend,
-                checkpoint_after=ex.checkpoint_after,
             )
     except DataChanged as err:  # in any process, on any backend: as the check below
         raise ReproducibilityError(
@@ -849,7 +842,7 @@ def learned(
         return None
 
     def play(game: PipelineGame, n: int, pilot_seed: int) -> tuple[np.ndarray, np.ndarray]:
-        record, _ = play_games(game, n, pilot_seed, jobs=jobs, backend=backend)
+        record, _ = play_games(game, n, pilot_seed, ExecutionOptions(jobs=jobs, backend=backend))
         assert record.scores is not None and record.member is not None  # played in memory
         return record.scores, record.member
 

@@ -731,7 +731,8 @@ def _pilot(
     fields, score_fn = scoring(tune, score, data, canary)
     game = PipelineGame(tune, score_fn, data, canary, fields=fields)
     start = time.process_time()
-    record, inline = play_games(game, pilot, seed, jobs=jobs, backend=backend, progress=progress)
+    options = ExecutionOptions(jobs=jobs, backend=backend, progress=progress)
+    record, inline = play_games(game, pilot, seed, options)
     assert record.scores is not None and record.member is not None  # played in memory
     cpu = ((time.process_time() - start) - inline + float(record.scores[:, 1].sum())) / pilot
     member = record.member

@@ -590,9 +590,9 @@ def test_plan_pipeline_plays_its_pilot_at_the_audits_seed_plus_one(monkeypatch):
     played = []
     play = pipeline_plan.play_games
 
-    def recorded(game, games, seed, **options):
+    def recorded(game, games, seed, *options, **keywords):
         played.append(seed)
-        return play(game, games, seed, **options)
+        return play(game, games, seed, *options, **keywords)
 
     monkeypatch.setattr(pipeline_plan, "play_games", recorded)
     new = plan_pipeline(randomized_response, release_itself, **kw, statistics=AuditOptions(seed=6))
