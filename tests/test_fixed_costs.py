@@ -113,7 +113,9 @@ def test_the_trade_off_curve_is_computed_beside_the_game_with_the_same_numbers(
 
     spec = load_config(default_config_path()).with_game(trials=2000)
     fields._UPPER.clear()
-    _, artefacts = experiment.run_experiment(spec, None, progress=False, figure_data=True)
+    _, artefacts = experiment.run_experiment(
+        spec, None, progress=False, outputs=experiment.ExperimentOutputs(figure_data=True)
+    )
     fp, fn = artefacts["exact_tradeoff"]
     want_fp, want_fn = tradeoff_curve(artefacts["winner"])
     assert np.array_equal(fp, want_fp) and np.array_equal(fn, want_fn)

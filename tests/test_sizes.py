@@ -78,7 +78,6 @@ WIDE = {
     "auditsel/pipelines/sequential.py::audit_until_refuted": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/pipelines/one_run_pipeline.py::audit_pipeline_one_run": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/games/engine.py::run_game": (NOT_YET_SPLIT, _PUBLIC),
-    "auditsel/experiments/experiment.py::run_experiment": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/dpsgd/trainer.py::train_runs": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/dpsgd/tuning_protocol.py::DpsgdTuningProtocol.__init__": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/auditing/validity.py::overclaim_rates": (NOT_YET_SPLIT, _PUBLIC),

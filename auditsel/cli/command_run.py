@@ -200,7 +200,7 @@ def _run_into(
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.executor import execution_backend
     from auditsel.experiments.bounds_cache import cache_folder
-    from auditsel.experiments.experiment import run_experiment
+    from auditsel.experiments.experiment import ExperimentOutputs, run_experiment
     from auditsel.results.plots import prefetch_plotting
     from auditsel.results.report import text_table, write_outputs
 
@@ -211,18 +211,21 @@ def _run_into(
         return _sweep_into(args, out_dir, points, jobs, workers, progress)
     assert spec is not None  # a config without a sweep
     with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
+        outputs = ExperimentOutputs(
+            # matplotlib is imported in a thread meanwhile
+            prefetch=None if args.no_plots else prefetch_plotting,
+            defer_panel=True,
+            bounds_cache=None if args.no_cache else cache_folder(out_dir),
+            figure_data=not args.no_plots,  # the trade-off curve computed beside the game
+        )
         result, artefacts = run_experiment(
             spec,
             out_dir,
             jobs=jobs,
             progress=progress,
             backend=backend,
-            # matplotlib is imported in a thread meanwhile
-            prefetch=None if args.no_plots else prefetch_plotting,
-            defer_panel=True,
-            bounds_cache=None if args.no_cache else cache_folder(out_dir),
-            figure_data=not args.no_plots,  # the trade-off curve computed beside the game
             checkpoint_after=args.checkpoint_after,
+            outputs=outputs,
         )
     record = artefacts.get("record")
     if record is not None and record.resumed_chunks:

@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -71,6 +71,7 @@ from auditsel.version import __version__, source_commit
 __all__ = [
     "run_config",
     "run_experiment",
+    "ExperimentOutputs",
     "threshold_grid",
     "fingerprint",
 ]
@@ -451,32 +452,46 @@ def _game_error(err: ConfigError) -> ConfigError:
     return ConfigError(field or f"game.{err.field}", err.message)
 
 
+@dataclass(frozen=True)
+class ExperimentOutputs:
+    """What `run_experiment` computes beside the result, and how; never its numbers.
+
+    `curves`: the privacy curves of the bounds (and result.json's curve sections).
+    `prefetch` (the CLI's import of matplotlib in a thread) is started once the bounds are
+    under way. `defer_panel`: the estimator panel (computed in a thread beside the rest) is
+    left in artefacts["estimators"] and `report.write_outputs` puts it in
+    result["lower"]["estimators"] after the plots. `bounds_cache`: a folder where the bounds of
+    a played setting are kept across runs and read back by the same code
+    (`auditsel.experiments.bounds_cache`); None keeps nothing. `figure_data`: the figures will
+    be drawn, so the pair's exact trade-off curve that tradeoff.png draws
+    (`accounting.exact.tradeoff_curve`, 0.02-0.03 CPU s) is computed beside the game with the
+    bounds, off the path to the figures (artefacts["exact_tradeoff"]: the same function of the
+    same winner, so the same numbers)."""
+
+    curves: bool = True
+    prefetch: Callable[[], object] | None = None
+    defer_panel: bool = False
+    bounds_cache: Path | None = None
+    figure_data: bool = False
+
+
 def run_experiment(
     spec: ExperimentSpec,
     out_dir: Path | None = None,
     jobs: int | None = 1,
     progress: bool = True,
     backend: str | None = None,
-    curves: bool = True,
-    prefetch: Callable[[], object] | None = None,
-    defer_panel: bool = False,
-    bounds_cache: Path | None = None,
-    figure_data: bool = False,
     checkpoint_after: float | None = None,
+    outputs: ExperimentOutputs | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns (result, artefacts): result.json content and in-memory data for the report.
     `jobs`: the game's, as `games.engine.run_game` reads them (None: every core for a game
-    played in threads, else 1). `prefetch` (the CLI's import of matplotlib in a thread) is
-    started once the bounds are under way. `defer_panel`: the estimator panel (computed in a
-    thread beside the rest) is left in artefacts["estimators"] and `report.write_outputs`
-    puts it in result["lower"]["estimators"] after the plots.
-    `bounds_cache`: a folder where the bounds of a played setting are kept across runs and
-    read back by the same code (`auditsel.experiments.bounds_cache`); None keeps nothing.
-    `figure_data`: the figures will be drawn, so the pair's exact trade-off curve that
-    tradeoff.png draws (`accounting.exact.tradeoff_curve`, 0.02-0.03 CPU s) is computed
-    beside the game with the bounds, off the path to the figures (artefacts["exact_tradeoff"]:
-    the same function of the same winner, so the same numbers). `checkpoint_after`: seconds
-    the game plays before its chunks are written (`games.engine.run_game`)."""
+    played in threads, else 1). `checkpoint_after`: seconds the game plays before its chunks
+    are written (`games.engine.run_game`). `outputs`: what is computed beside the result
+    (`ExperimentOutputs`; None: its defaults)."""
+    out = outputs if outputs is not None else ExperimentOutputs()
+    curves, prefetch, defer_panel = out.curves, out.prefetch, out.defer_panel
+    bounds_cache, figure_data = out.bounds_cache, out.figure_data
     start = time.perf_counter()
     with_curves = curves and spec.delta > 0
     reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
@@ -630,8 +645,8 @@ def run_config(
             folder.path,
             jobs=jobs,
             progress=progress,
-            figure_data=True,
             checkpoint_after=checkpoint_after,
+            outputs=ExperimentOutputs(figure_data=True),
         )
         write_outputs(folder.path, result, artefacts)
     return RunResult.from_dict(result)

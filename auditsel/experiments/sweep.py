@@ -42,7 +42,7 @@ from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s
 
 from auditsel.executor import run_tasks
 from auditsel.experiments.config import ConfigError, ExperimentSpec, parse_config
-from auditsel.experiments.experiment import run_experiment
+from auditsel.experiments.experiment import ExperimentOutputs, run_experiment
 from auditsel.files import atomic_write_text
 from auditsel.results.figures import new_figure, save_figure
 from auditsel.results.heuristics import result_labels
@@ -157,7 +157,9 @@ def expand_sweep(raw: dict, overrides: dict | None = None) -> list[SweepPoint]:
 def _run_point(point: SweepPoint, out_dir: Path, plots: bool = False) -> dict[str, Any]:
     directory = out_dir / point.label
     directory.mkdir(parents=True, exist_ok=True)
-    result, artefacts = run_experiment(point.spec, directory, jobs=1, progress=False, curves=False)
+    result, artefacts = run_experiment(
+        point.spec, directory, jobs=1, progress=False, outputs=ExperimentOutputs(curves=False)
+    )
     write_outputs(directory, result, artefacts, plots=plots)
     return result
 

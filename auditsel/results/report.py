@@ -347,7 +347,7 @@ def game_figure_data(
     (`roc_points`), and the exact trade-off curve of the `winner`'s pair where it is known: a
     few thousand numbers whatever the number of games, sent to the process that draws them
     (`plots.draw_plots`) instead of the scores. `exact`: that curve, `tradeoff_curve(winner)`,
-    where it was computed already (beside the game: `run_experiment(figure_data=True)`)."""
+    where it was computed already (beside the game: `ExperimentOutputs(figure_data=True)`)."""
     low = result["lower"]  # a played game has its lower bound
     finite = [s[np.searchsorted(s, -np.inf, "right") : np.searchsorted(s, np.inf)] for s in by_coin]
     if any(len(f) for f in finite):
@@ -438,7 +438,7 @@ def write_outputs(
 ) -> list[Path]:
     """Write result.json, report.md and (unless `plots` is false: no matplotlib at all) the
     plots to a staging folder, then move them in place. An estimator panel still being
-    computed (artefacts["estimators"], `run_experiment(defer_panel=True)`) is waited for after
+    computed (artefacts["estimators"], `ExperimentOutputs(defer_panel=True)`) is waited for after
     the plots and put in result["lower"]["estimators"]."""
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
     pending = artefacts.pop("estimators", None)  # the panel, computed beside the plots

@@ -108,11 +108,15 @@ def test_a_run_from_kept_bounds_equals_a_run_from_computed_ones(tmp_path, monkey
     fields._UPPER.clear()
     fresh, _ = ex.run_experiment(spec, None, progress=False)
     fields._UPPER.clear()
-    kept, _ = ex.run_experiment(spec, None, progress=False, bounds_cache=tmp_path)
+    kept, _ = ex.run_experiment(
+        spec, None, progress=False, outputs=ex.ExperimentOutputs(bounds_cache=tmp_path)
+    )
     assert len(list(tmp_path.glob("*.pickle"))) == 1
     fields._UPPER.clear()
     monkeypatch.setattr(fields, "_upper_panel", lambda *a: pytest.fail("computed, not read back"))
-    read, _ = ex.run_experiment(spec, None, progress=False, bounds_cache=tmp_path)
+    read, _ = ex.run_experiment(
+        spec, None, progress=False, outputs=ex.ExperimentOutputs(bounds_cache=tmp_path)
+    )
     for result in (kept, read):  # every field but the wall time, to the last bit
         assert {k: v for k, v in result.items() if k != "seconds"} == {
             k: v for k, v in fresh.items() if k != "seconds"

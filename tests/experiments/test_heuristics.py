@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 from figure_records import record_saved_figures
 
 from auditsel.experiments.config import parse_config
-from auditsel.experiments.experiment import run_experiment
+from auditsel.experiments.experiment import ExperimentOutputs, run_experiment
 from auditsel.results.heuristics import contradictions, heuristic_fields, heuristic_upper_keys
 from auditsel.results.report import markdown_report, text_table, write_plots
 
@@ -37,7 +37,7 @@ FIG6 = {
 def fig6():
     """result and artefacts of a DP-SGD point with tau = 0.1, computed, not stored."""
     spec = parse_config(copy.deepcopy(FIG6))
-    return run_experiment(spec, None, progress=False, curves=False)
+    return run_experiment(spec, None, progress=False, outputs=ExperimentOutputs(curves=False))
 
 
 def fake(upper, rigour, eps_b=1.0, lower=None):
@@ -110,7 +110,7 @@ def test_figure6_point_is_flagged_in_result_json(fig6):
 
 def test_sample_rate_one_is_exact_under_the_assumption_and_flags_nothing():
     spec = parse_config({**copy.deepcopy(FIG6), "base": {**FIG6["base"], "sample_rate": 1.0}})
-    result, _ = run_experiment(spec, None, progress=False, curves=False)
+    result, _ = run_experiment(spec, None, progress=False, outputs=ExperimentOutputs(curves=False))
     assert heuristic_upper_keys(result) == ["improved_rdp_gdp"]
     assert result["heuristic"][0] == "monotone_score.improved_rdp_gdp"
     assert result["contradicted"] == {}

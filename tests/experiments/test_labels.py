@@ -26,7 +26,7 @@ from auditsel.accounting.registry import ASSUMPTION, BOUNDS, MONOTONE_SCORE_KEYS
 from auditsel.errors import ConfigError
 from auditsel.events import LaplaceBase
 from auditsel.experiments.config import default_config_path, load_config, parse_config
-from auditsel.experiments.experiment import run_experiment
+from auditsel.experiments.experiment import ExperimentOutputs, run_experiment
 from auditsel.results.heuristics import result_labels
 from auditsel.results.report import markdown_report, text_table
 from auditsel.rounds import Binomial
@@ -89,7 +89,7 @@ def test_the_quickstarts_interval_holds_for_any_score():
     """`auditsel run`'s default config: its interval's upper end is a rigorous bound for any
     score, above the attack value, and no reduced-game value is in `upper`."""
     spec = load_config(default_config_path()).with_game(trials=20_000)
-    result, _ = run_experiment(spec, None, progress=False, curves=False)
+    result, _ = run_experiment(spec, None, progress=False, outputs=ExperimentOutputs(curves=False))
     iv, att = result["interval"], result["attack"]["epsilon"]
     assert all(result["upper"][k] is None for k in MONOTONE_SCORE_KEYS)
     assert iv["upper"] >= att - TOL and iv["upper_source"].split(" ")[0] in (
@@ -112,7 +112,7 @@ def gaussian_result(game=False):
     }
     if game:
         config["game"] = {"kind": "reduced", "trials": 20_000, "seed": 0}
-    return run_experiment(parse_config(copy.deepcopy(config)), None, progress=False, curves=True)
+    return run_experiment(parse_config(copy.deepcopy(config)), None, progress=False)
 
 
 def test_result_json_puts_the_reduced_game_under_monotone_score():
@@ -160,7 +160,9 @@ def test_a_subsampled_dpsgd_table_is_short():
         "base": {"kind": "dpsgd", "noise_multiplier": 2.0, "steps": 50, "sample_rate": 0.1},
         "rounds": {"kind": "tnb", "eta": 0.0, "nu": 0.01},
     }
-    result, _ = run_experiment(parse_config(config), None, progress=False, curves=False)
+    result, _ = run_experiment(
+        parse_config(config), None, progress=False, outputs=ExperimentOutputs(curves=False)
+    )
     table = text_table(result)
     assert table.count("CONTRADICTED") == 1 and "WARNING" not in table
     heuristic = [line for line in table.splitlines() if line.startswith("heuristic (")]

@@ -11,7 +11,7 @@ from figure_records import record_saved_figures
 
 from auditsel.auditing.sorted_scores import threshold_table
 from auditsel.experiments.config import parse_config
-from auditsel.experiments.experiment import run_experiment
+from auditsel.experiments.experiment import ExperimentOutputs, run_experiment
 from auditsel.results.plots import decade_label
 from auditsel.results.report import roc_points, sorted_scores, write_plots
 
@@ -56,7 +56,9 @@ def test_roc_points_are_exact_counts_over_every_decade(n, ties):
 
 def test_plots_of_a_large_game_draw_a_few_thousand_points(tmp_path, monkeypatch):
     spec = _quickstart_game("big", 400_000)
-    result, artefacts = run_experiment(spec, None, progress=False, curves=False)
+    result, artefacts = run_experiment(
+        spec, None, progress=False, outputs=ExperimentOutputs(curves=False)
+    )
     drawn = {}
 
     def record(fig, path):
