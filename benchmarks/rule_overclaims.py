@@ -13,7 +13,7 @@ import numpy as np
 
 from attacks.proxies import make_proxy
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.auditing.validity import overclaim_rates
+from auditsel.auditing.validity import Repetitions, overclaim_rates
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase
 from auditsel.rounds import Point, TruncatedNegativeBinomial
 from auditsel.selection import FiniteWinner, GaussianWinner
@@ -51,8 +51,7 @@ def main():
             make_proxy("likelihood_ratio", winner),
             truth,
             delta,
-            reps=args.reps,
-            trials=args.trials,
+            Repetitions(args.reps, args.trials),
             rules=rules,
             threshold_grid=grid,
         )

@@ -398,7 +398,7 @@ def _cases() -> dict[str, Case]:
         ),
         "auditsel.auditing.validity.overclaim_rates": Case(
             lambda d: validity.overclaim_rates(
-                lambda b, rng: rng.normal(b), lambda y: y, 1.0, d, reps=1, trials=200
+                lambda b, rng: rng.normal(b), lambda y: y, 1.0, d, validity.Repetitions(1, 200)
             ),
             zero=False,
         ),

@@ -1,7 +1,7 @@
 """Coverage of the lower bounds: how often does eps_L exceed the true epsilon?
 
 For a protocol whose exact epsilon is known, repeat the whole audit (game + bound) `reps`
-times with independent seeds and count the repetitions where eps_L > eps_true. A valid rule
+times with independent seeds (`Repetitions`: reps, trials, seed, path, chunk_size) and count the repetitions where eps_L > eps_true. A valid rule
 at confidence c over-claims in at most a fraction 1 - c of them (up to binomial noise); the
 optimistic `best` rule and the point estimate (no confidence interval) carry no such promise.
 
@@ -27,7 +27,7 @@ from auditsel.games.engine import run_game
 from auditsel.numerics import check_deltas
 from auditsel.roles import GameProtocol, Proxy
 
-__all__ = ["Coverage", "overclaim_rates"]
+__all__ = ["Coverage", "Repetitions", "overclaim_rates"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,19 @@ class Coverage:
     @property
     def rate(self) -> float:
         return self.overclaims / self.reps
+
+
+@dataclass(frozen=True)
+class Repetitions:
+    """The repeated games of `overclaim_rates`: `reps` games of `trials` trials each, at seeds
+    seed, seed + 1, ...; `path` "memory" (the scores audited in memory) or "stream" (chunks of
+    `chunk_size` games written to a temporary folder and audited from there)."""
+
+    reps: int
+    trials: int
+    seed: int = 0
+    path: str = "memory"
+    chunk_size: int = 1000
 
 
 def _audit_once(record, rules, delta, confidence, threshold_grid, path, seed):
@@ -78,19 +91,16 @@ def overclaim_rates(
     proxy: Proxy,
     true_epsilon: float,
     delta: float,
+    games: Repetitions,
     *,
-    reps: int,
-    trials: int,
     rules: Sequence[str] = ("split", "bonferroni", "best", "point"),
     confidence: float = 0.95,
-    seed: int = 0,
     threshold_grid: Sequence[float] | None = None,
-    path: str = "memory",
-    chunk_size: int = 1000,
 ) -> dict[str, Coverage]:
-    """Over-claim counts per rule ('best' = max over all thresholds, optimistic; 'point' = eq. 4
-    at the empirical rates of the best threshold). `threshold_grid` is the spec's grid for
-    `bonferroni` (None: a pilot grid); `path` is "memory" or "stream"."""
+    """Over-claim counts per rule over the repeated games `games` ('best' = max over all
+    thresholds, optimistic; 'point' = eq. 4 at the empirical rates of the best threshold).
+    `threshold_grid` is the spec's grid for `bonferroni` (None: a pilot grid)."""
+    reps, trials, seed, path = games.reps, games.trials, games.seed, games.path
     delta = float(check_deltas(delta)[0])
     if path not in ("memory", "stream"):
         raise ConfigError("path", f"must be 'memory' or 'stream', got {path!r}")
@@ -107,7 +117,7 @@ def overclaim_rates(
                 trials,
                 seed + r,
                 progress=False,
-                chunk_size=chunk_size if stream else max(trials, 1),
+                chunk_size=games.chunk_size if stream else max(trials, 1),
                 checkpoint_dir=tmp if stream else None,
                 fingerprint="coverage",
                 in_memory=not stream,

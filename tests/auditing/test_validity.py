@@ -18,7 +18,7 @@ from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import THRESHOLD_RULES, threshold_rule
 from auditsel.auditing.sorted_scores import SortedScores
-from auditsel.auditing.validity import overclaim_rates
+from auditsel.auditing.validity import Repetitions, overclaim_rates
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, TruncatedNegativeBinomial
 from auditsel.selection import FiniteWinner, GaussianWinner
@@ -50,12 +50,9 @@ def check(name, reps, trials, grid="spec", path="memory", rules=VALID):
         make_proxy("likelihood_ratio", winner),
         truth,
         DELTA,
-        reps=reps,
-        trials=trials,
+        Repetitions(reps, trials, path=path, chunk_size=max(trials // 4, 1)),
         rules=(*rules, "point"),
         threshold_grid=spec_grid if grid == "spec" else None,
-        path=path,
-        chunk_size=max(trials // 4, 1),
     )
     for rule in rules:
         assert cov[rule].overclaims <= ceiling(reps), cov
