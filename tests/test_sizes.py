@@ -76,7 +76,6 @@ WIDE = {
     "auditsel/pipelines/pipeline_plan.py::plan_pipeline": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/pipelines/own_protocol.py::audit_protocol": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/pipelines/sequential.py::audit_until_refuted": (NOT_YET_SPLIT, _PUBLIC),
-    "auditsel/pipelines/one_run_pipeline.py::audit_pipeline_one_run": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/games/engine.py::run_game": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/dpsgd/trainer.py::train_runs": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/dpsgd/tuning_protocol.py::DpsgdTuningProtocol.__init__": (NOT_YET_SPLIT, _PUBLIC),

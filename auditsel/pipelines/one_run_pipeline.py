@@ -1,7 +1,8 @@
 """One-run audits of your own pipeline: many canaries in one tuning run ([SNJ23], [MMC24]).
 
-Contract. `audit_pipeline_one_run(tune, score, *, data, canaries, delta, ...)` draws an
-inclusion bit S_i ~ Bernoulli(1/2) for each of the m canaries (seeded), runs your tuning once
+Contract. `audit_pipeline_one_run(tune, score, *, data, canaries, delta, claimed_epsilon,
+statistics, family)` draws an inclusion bit S_i ~ Bernoulli(1/2) for each of the m canaries
+(seeded by `statistics`, an `AuditOptions`, as `audit_pipeline`'s games), runs your tuning once
 with the included ones, scores every canary on the release, and bounds eps from below with the
 analyses of `auditsel.auditing.one_run_analysis`:
 
@@ -40,6 +41,7 @@ from numpy.typing import NDArray
 
 from auditsel.auditing.one_run_analysis import OneRunBound, TradeoffFamily, audit_one_run
 from auditsel.errors import ConfigError, integer, number, percent
+from auditsel.pipelines.audit_options import AuditOptions, given_options
 from auditsel.pipelines.canaries import Canary, default_score
 from auditsel.pipelines.game import (
     PipelineError,
@@ -179,12 +181,17 @@ def audit_pipeline_one_run(
     canaries: Sequence[Canary] | CanarySet,
     delta: float,
     claimed_epsilon: float | None = None,
-    confidence: float = 0.95,
-    seed: int = 0,
+    statistics: AuditOptions | None = None,
     family: TradeoffFamily | None = None,
 ) -> OneRunPipelineAudit:
-    """One run of `tune` with m canaries, each in with probability 1/2 (seeded by `seed`), and
-    the one-run analyses of its per-canary scores (module docstring)."""
+    """One run of `tune` with m canaries, each in with probability 1/2 (seeded by
+    `statistics.seed`), and the one-run analyses of its per-canary scores at
+    `statistics.confidence` (module docstring; `AuditOptions`, None: its defaults; the
+    one-run analyses take no threshold rule, so a rule other than the default is refused)."""
+    stats = given_options(AuditOptions, statistics, "statistics")
+    if stats.rule != "split":
+        raise ConfigError("statistics.rule", "the one-run analyses take no threshold rule")
+    confidence, seed = stats.confidence, stats.seed
     if not callable(tune):
         raise ConfigError("tune", "must be a function tune(data, seed, canary) -> release")
     if score is not None and not callable(score):

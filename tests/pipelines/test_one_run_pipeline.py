@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from auditsel import GaussianBase, GradientCanary, InputCanary
+from auditsel import AuditOptions, GaussianBase, GradientCanary, InputCanary
 from auditsel.auditing.one_run_analysis import audit_one_run
 from auditsel.errors import ConfigError
 from auditsel.pipelines.one_run_pipeline import CanarySet, audit_pipeline_one_run
@@ -51,7 +51,12 @@ def test_a_pipeline_without_noise_gives_a_large_eps_l():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_correct_pipeline_does_not_exceed_its_claim(seed):
     audit = audit_pipeline_one_run(
-        dp_gd, data=None, canaries=CANARIES, delta=DELTA, claimed_epsilon=CLAIM, seed=seed
+        dp_gd,
+        data=None,
+        canaries=CANARIES,
+        delta=DELTA,
+        claimed_epsilon=CLAIM,
+        statistics=AuditOptions(seed=seed),
     )
     assert not audit.refuted and audit.eps <= CLAIM
     assert 0.4 < audit.members.mean() < 0.6  # each canary in with probability 1/2
