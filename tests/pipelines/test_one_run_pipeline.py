@@ -79,3 +79,14 @@ def test_a_canary_set_acts_for_each_canary_and_only_the_included_ones():
         CanarySet((CANARIES[0],))
     with pytest.raises(ConfigError, match="one score each"):
         inputs.score(None)
+
+
+def test_the_one_run_audit_reads_its_seed_from_the_statistics_and_refuses_a_rule():
+    """`statistics` seeds the inclusion bits (another seed, other bits); the one-run analyses
+    take no threshold rule, so one is refused, naming the field."""
+    kw = dict(data=None, canaries=CANARIES[:64], delta=DELTA)
+    one = audit_pipeline_one_run(dp_gd, **kw, statistics=AuditOptions(seed=1))
+    two = audit_pipeline_one_run(dp_gd, **kw, statistics=AuditOptions(seed=2))
+    assert not np.array_equal(one.members, two.members) and one.seed == 1
+    with pytest.raises(ConfigError, match=r"^statistics.rule: "):
+        audit_pipeline_one_run(dp_gd, **kw, statistics=AuditOptions(rule="bonferroni"))
