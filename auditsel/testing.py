@@ -40,7 +40,7 @@ from typing import Any, Literal, cast
 
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import LowerBound, audit_scores
-from auditsel.auditing.rules import ThresholdRule, threshold_rule
+from auditsel.auditing.rules import threshold_rule
 from auditsel.errors import ConfigError, percent
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.config_plan import plan_spec
@@ -48,7 +48,7 @@ from auditsel.games.engine import run_game
 from auditsel.games.played_score import resolve_score, scored_winner
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.mechanisms import GaussianBase
-from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions
+from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, given_options
 from auditsel.pipelines.pipeline import Pipeline
 from auditsel.roles import GameProtocol, Proxy
 from auditsel.rounds import Point, RoundsLaw
@@ -125,21 +125,19 @@ def audit(
     proxy: Proxy | None = None,
     *,
     trials: int = 200_000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    rule: ThresholdRule | str = "split",
+    statistics: AuditOptions | None = None,
     jobs: int = 1,
 ) -> LowerBound:
-    """Play the game on `protocol` (anything with release(member, rng), or a `Pipeline` of
-    yours) and bound eps from below."""
+    """Play `trials` games on `protocol` (anything with release(member, rng), or a `Pipeline`
+    of yours) at `statistics`' seed and bound eps from below at its confidence under its
+    threshold rule (`AuditOptions`; None: its defaults, 95% and the split rule at seed 0)."""
+    stats = given_options(AuditOptions, statistics, "statistics")
+    confidence, seed, rule = stats.confidence, stats.seed, stats.rule
     if isinstance(protocol, Pipeline):
         if proxy is not None:
             raise ConfigError("proxy", "a Pipeline brings its own score: set Pipeline(score=...)")
         played = protocol.audit(
-            games=trials,
-            delta=delta,
-            statistics=AuditOptions(confidence=confidence, seed=seed, rule=rule),
-            execution=ExecutionOptions(jobs=jobs),
+            games=trials, delta=delta, statistics=stats, execution=ExecutionOptions(jobs=jobs)
         )
         return played.bound
     if not hasattr(protocol, "release"):
@@ -168,22 +166,14 @@ def assert_not_refuted(
     proxy: Proxy | None = None,
     *,
     trials: int = 200_000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    rule: ThresholdRule | str = "split",
+    statistics: AuditOptions | None = None,
     jobs: int = 1,
 ) -> LowerBound:
-    """Fail (RefutedClaim, an AssertionError) when the audited eps_L exceeds the claim."""
-    bound = audit(
-        protocol,
-        delta,
-        proxy,
-        trials=trials,
-        confidence=confidence,
-        seed=seed,
-        rule=rule,
-        jobs=jobs,
-    )
+    """Fail (RefutedClaim, an AssertionError) when the audited eps_L exceeds the claim: the
+    audit of `audit` (`statistics`: an `AuditOptions` with the confidence, rule and seed)."""
+    stats = given_options(AuditOptions, statistics, "statistics")
+    bound = audit(protocol, delta, proxy, trials=trials, statistics=stats, jobs=jobs)
+    confidence = stats.confidence
     if bound.eps > claimed_epsilon:
         raise RefutedClaim(
             f"claimed epsilon {claimed_epsilon:.4f} at delta {delta:g} is refuted: audited "

@@ -456,10 +456,10 @@ def test_claim_verdict_report_and_result_json(tmp_path):
 
 def test_assert_not_refuted_accepts_a_pipeline():
     pipeline = Pipeline(randomized_response, release_itself, data=EMPTY, canary=ROW_CANARY)
-    bound = assert_not_refuted(EPS_RR, 0.0, pipeline, trials=2000, seed=1)
+    bound = assert_not_refuted(EPS_RR, 0.0, pipeline, trials=2000, statistics=AuditOptions(seed=1))
     assert 0 < bound.eps <= EPS_RR
     with pytest.raises(RefutedClaim):
-        assert_not_refuted(0.1, 0.0, pipeline, trials=2000, seed=1)
+        assert_not_refuted(0.1, 0.0, pipeline, trials=2000, statistics=AuditOptions(seed=1))
     with pytest.raises(ConfigError, match="wrap your tuning function in a Pipeline"):
         assert_not_refuted(1.0, 0.0, randomized_response, trials=100)
 
