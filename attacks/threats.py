@@ -30,6 +30,7 @@ from auditsel.dpsgd.tuning_protocol import (
     CanaryLoss,
     DpsgdTuningProtocol,
     FirstCoordinateShift,
+    RunSettings,
     Score,
     ValidationLoss,
 )
@@ -121,6 +122,7 @@ def tuning_game(
     """The protocol H the trainer runs under ``threat`` with canary z (settings: steps,
     noise_multiplier, sample_rate, clip, lr, execution)."""
     threat = get_threat(threat)
+    execution = settings.pop("execution", None)
     return DpsgdTuningProtocol(
         model,
         threat.training_set(train),
@@ -128,5 +130,6 @@ def tuning_game(
         canary,
         rounds,
         grid,
-        **settings,
+        RunSettings(**settings),
+        execution=execution,
     )

@@ -78,7 +78,6 @@ WIDE = {
     "auditsel/pipelines/sequential.py::audit_until_refuted": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/games/engine.py::run_game": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/dpsgd/trainer.py::train_runs": (NOT_YET_SPLIT, _PUBLIC),
-    "auditsel/dpsgd/tuning_protocol.py::DpsgdTuningProtocol.__init__": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/pipelines/checks/runner.py::check_pipeline": (
         NOT_YET_SPLIT,
         "auditsel/pipelines/checks (issue 39)",

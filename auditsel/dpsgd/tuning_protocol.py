@@ -68,6 +68,7 @@ __all__ = [
     "Score",
     "evaluate_score",
     "DpsgdTuningProtocol",
+    "RunSettings",
     "DpsgdRelease",
     "GRID_KEYS",
     "RELEASE_FIELDS",
@@ -167,6 +168,19 @@ def evaluate_score(
     raise TypeError(f"unknown score {score!r}")
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """The DP-SGD settings of every run of a grid that its configurations do not set: `steps`
+    N, `noise_multiplier` sigma, `sample_rate` tau, `clip` C and `lr` (None: each
+    configuration must set its own); checked per configuration (`check_settings`)."""
+
+    steps: int
+    noise_multiplier: float
+    sample_rate: float = 1.0
+    clip: float = 1.0
+    lr: float | None = None
+
+
 def _checked_config(c: object, defaults: Mapping[str, Any]) -> dict[str, Any]:
     """One configuration of the grid over the keyword defaults, checked (a ConfigError naming
     the grid or the learning rates), its steps an int."""
@@ -198,7 +212,7 @@ class DpsgdTuningProtocol:
     model, train: the architecture and the training set X (empty for ETCV).
     score: g; canary: z (ExampleCanary or DiracCanary); rounds: the law xi of k.
     grid: Omega, a non-empty list of mappings over GRID_KEYS; settings not in a configuration
-    come from the keyword defaults (steps, noise_multiplier, sample_rate, clip, lr).
+    come from `settings` (a `RunSettings`: steps, noise_multiplier, sample_rate, clip, lr).
     """
 
     def __init__(
@@ -209,12 +223,8 @@ class DpsgdTuningProtocol:
         canary: Canary,
         rounds: RoundsLaw,
         grid: Sequence[Mapping],
+        settings: RunSettings,
         *,
-        steps: int,
-        noise_multiplier: float,
-        sample_rate: float = 1.0,
-        clip: float = 1.0,
-        lr: float | None = None,
         execution: Execution | None = None,
     ) -> None:
         if canary is None:
@@ -227,11 +237,11 @@ class DpsgdTuningProtocol:
                 "game.learning_rates", f"must be a non-empty grid of configurations, got {grid!r}"
             )
         defaults = {
-            "lr": lr,
-            "clip": clip,
-            "steps": steps,
-            "noise_multiplier": noise_multiplier,
-            "sample_rate": sample_rate,
+            "lr": settings.lr,
+            "clip": settings.clip,
+            "steps": settings.steps,
+            "noise_multiplier": settings.noise_multiplier,
+            "sample_rate": settings.sample_rate,
         }
         configs = [_checked_config(c, defaults) for c in grid]
         if not isinstance(rounds, RoundsLaw):

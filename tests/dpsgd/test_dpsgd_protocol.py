@@ -13,6 +13,7 @@ from auditsel.dpsgd.tuning_protocol import (
     CanaryLoss,
     DpsgdTuningProtocol,
     FirstCoordinateShift,
+    RunSettings,
     ValidationLoss,
     evaluate_score,
 )
@@ -180,8 +181,9 @@ def test_bad_protocol_settings_raise_value_error(field, kwargs):
         noise_multiplier=1.0,
     )
     settings.update(kwargs)
+    run = {k: settings.pop(k) for k in list(settings) if k in RunSettings.__dataclass_fields__}
     with pytest.raises(ValueError, match=rf"^{field}: "):
-        DpsgdTuningProtocol(**settings)
+        DpsgdTuningProtocol(**settings, settings=RunSettings(**run))
 
 
 def test_unknown_threat_is_a_value_error():
