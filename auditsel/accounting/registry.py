@@ -95,6 +95,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Final, Literal, cast
 
 import numpy as np
@@ -195,6 +196,18 @@ class Bound:
         deltas: ArrayLike,
         profile: BaseProfile | None = None,
     ) -> FloatArray:
+        """eps at each delta (module docstring): nan everywhere where the bound does not apply
+        to the pair, else `values`' (inf where vacuous)."""
+        pair = as_pair(pair)
+        deltas = check_deltas(deltas, "deltas")
+        if not self.supports(pair, law):
+            return np.full(deltas.shape, np.nan)
+        return self.values(pair, law, deltas, profile)
+
+    def values(
+        self, pair: AccountedPair, law: RoundsLaw, deltas: FloatArray, profile: BaseProfile | None
+    ) -> FloatArray:
+        """eps at each of the checked `deltas` for a pair the bound supports."""
         raise NotImplementedError
 
     def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
@@ -204,6 +217,15 @@ class Bound:
     def epsilon(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> float:
         """eps at one delta (inf where vacuous, nan where it does not apply)."""
         return float(self.curve(pair, law, check_deltas(delta))[0])
+
+
+def _at_positive(deltas: FloatArray, fn: Callable[[FloatArray], ArrayLike]) -> FloatArray:
+    """fn(the deltas > 0) at those deltas, inf at delta = 0 (vacuous there)."""
+    out = np.full(deltas.shape, np.inf)
+    pos = deltas > 0
+    if np.any(pos):
+        out[pos] = fn(deltas[pos])
+    return out
 
 
 class GenericRdp(Bound):
@@ -232,19 +254,11 @@ class GenericRdp(Bound):
             return "generic_rdp: delta = 0 needs a pure-DP base and a TNB law (Cor. 3)"
         return None
 
-    def curve(
-        self,
-        pair: MechanismPair,
-        law: RoundsLaw,
-        deltas: ArrayLike,
-        profile: BaseProfile | None = None,
+    def values(
+        self, pair: AccountedPair, law: RoundsLaw, deltas: FloatArray, profile: BaseProfile | None
     ) -> FloatArray:
         """The RDP bound converted at every delta > 0; for a pure-DP base and a TNB law,
         Corollary 3's pure (2 + eta) eps where smaller (pure DP holds at every delta)."""
-        pair = as_pair(pair)
-        deltas = check_deltas(deltas, "deltas")
-        if not self.supports(pair, law):
-            return np.full(deltas.shape, np.nan)
         out = np.full(deltas.shape, np.inf)
         zero = deltas == 0
         if np.any(~zero):
@@ -278,24 +292,15 @@ class ProfileBound(Bound):
     def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         return "profile: needs delta > 0" if delta == 0 else None
 
-    def curve(
-        self,
-        pair: MechanismPair,
-        law: RoundsLaw,
-        deltas: ArrayLike,
-        profile: BaseProfile | None = None,
+    def values(
+        self, pair: AccountedPair, law: RoundsLaw, deltas: FloatArray, profile: BaseProfile | None
     ) -> FloatArray:
-        pair = as_pair(pair)
-        deltas = check_deltas(deltas, "deltas")
-        if not self.supports(pair, law):
-            return np.full(deltas.shape, np.nan)
-        out = np.full(deltas.shape, np.inf)
-        pos = deltas > 0
-        if np.any(pos):
-            profile = profile or base_profile(pair)
-            krw = profile_epsilon(pair, law, deltas[pos], profile)
-            out[pos] = np.minimum(krw, layered_epsilon(pair, law, deltas[pos], profile, start=krw))
-        return out
+        def smaller(ds: FloatArray) -> FloatArray:
+            prof = profile or base_profile(pair)
+            krw = profile_epsilon(pair, law, ds, prof)
+            return np.minimum(krw, layered_epsilon(pair, law, ds, prof, start=krw))
+
+        return _at_positive(deltas, smaller)
 
 
 @dataclass(frozen=True)
@@ -326,26 +331,15 @@ class ImprovedRdp(Bound):
             return "[XWW24] Algorithm 3 recipe on the exact finite winner"
         return "[XWW24] Algorithm 3 (mu)"
 
-    def curve(
-        self,
-        pair: MechanismPair,
-        law: RoundsLaw,
-        deltas: ArrayLike,
-        profile: BaseProfile | None = None,
+    def values(
+        self, pair: AccountedPair, law: RoundsLaw, deltas: FloatArray, profile: BaseProfile | None
     ) -> FloatArray:
-        pair = as_pair(pair)
-        deltas = check_deltas(deltas, "deltas")
-        out = np.full(deltas.shape, np.inf if self.supports(pair, law) else np.nan)
-        pos = deltas > 0
-        if np.any(pos) and self.supports(pair, law):
-            if self.gdp:
-                out[pos] = improved_epsilon(cast(float, pair.mu_gdp), law, deltas[pos])
-            elif pair.mu is None:
-                # no mu: the finite-output pair (`supports`: a reduced pair exists)
-                out[pos] = finite_improved_epsilon(cast(FiniteOutputBase, pair), law, deltas[pos])
-            else:
-                out[pos] = improved_epsilon(pair.mu, law, deltas[pos])
-        return out
+        if self.gdp:
+            return _at_positive(deltas, partial(improved_epsilon, cast(float, pair.mu_gdp), law))
+        if pair.mu is None:  # the finite-output pair (`supports`: a reduced pair exists)
+            finite = cast(FiniteOutputBase, pair)
+            return _at_positive(deltas, partial(finite_improved_epsilon, finite, law))
+        return _at_positive(deltas, partial(improved_epsilon, pair.mu, law))
 
 
 class ExactBound(Bound):
@@ -363,17 +357,9 @@ class ExactBound(Bound):
             return "[XWW24] eq. 7 (finite winner)"
         return "reduced game ([XWW24] Figure 5), exact privacy curve"
 
-    def curve(
-        self,
-        pair: MechanismPair,
-        law: RoundsLaw,
-        deltas: ArrayLike,
-        profile: BaseProfile | None = None,
+    def values(
+        self, pair: AccountedPair, law: RoundsLaw, deltas: FloatArray, profile: BaseProfile | None
     ) -> FloatArray:
-        pair = as_pair(pair)
-        deltas = check_deltas(deltas, "deltas")
-        if not self.supports(pair, law):
-            return np.full(deltas.shape, np.nan)
         winner = winner_law(cast(MechanismPair, pair.reduced()), law)  # supports(): not None
         return np.asarray(exact_epsilon(winner, deltas), dtype=float)
 
@@ -472,17 +458,9 @@ class OptInBound(Bound):
     def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         return f"{self.key}: needs delta > 0" if delta == 0 and not self.pure else None
 
-    def curve(
-        self,
-        pair: MechanismPair,
-        law: RoundsLaw,
-        deltas: ArrayLike,
-        profile: BaseProfile | None = None,
+    def values(
+        self, pair: AccountedPair, law: RoundsLaw, deltas: FloatArray, profile: BaseProfile | None
     ) -> FloatArray:
-        pair = as_pair(pair)
-        deltas = check_deltas(deltas, "deltas")
-        if not self.supports(pair, law):
-            return np.full(deltas.shape, np.nan)
         return self.epsilon_fn(pair, law, deltas, profile)
 
 
