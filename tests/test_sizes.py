@@ -89,6 +89,12 @@ WIDE = {
 }
 
 
+#: what the lists have come down to (issue 39): an entry added to exempt a new function fails
+#: `test_the_lists_only_shrink` until this is raised, in the same diff, with a reason
+LONG_AT_MOST = 4
+WIDE_AT_MOST = 12
+
+
 def _functions(tree: ast.AST, prefix: str = ""):
     """(qualified name, node) of every function, nested ones and methods included."""
     for node in ast.iter_child_nodes(tree):
@@ -160,3 +166,4 @@ def test_the_lists_only_shrink():
     small = [key for key in LONG if found[key][0] <= MAX_LINES]
     small += [key for key in WIDE if found[key][1] <= MAX_PARAMETERS]
     assert not small, f"within the limits now: take it off the list: {small}"
+    assert len(LONG) <= LONG_AT_MOST and len(WIDE) <= WIDE_AT_MOST, "the lists only shrink"
