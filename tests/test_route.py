@@ -5,7 +5,7 @@ A call runs *up* when the callee's module sits in a higher layer than the caller
 (docs/explanation/architecture.md's table, read by tests/test_layers.py). The only upward calls
 allowed are the callbacks the layers are built around: a function handed down as an argument
 and called there (the game engine calls the game's `play` and the adversary's score; a root
-finder of `numerics` calls the function it solves). A new upward call fails the test with the
+finder of `numerics` calls the function it solves; the executor calls the tasks it is given). A new upward call fails the test with the
 caller and the callee named; the counts are printed (`pytest -s`) for the closing notes."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ CALLBACKS = {
     ("auditsel.games.engine", "play_chunk", "attacks.proxies"),  # the adversary's score
     ("auditsel.games.engine", "play_chunk", "auditsel.pipelines.game"),  # the game's play
     ("auditsel.numerics", "<lambda>", "auditsel.accounting.profile"),  # a root finder's f
+    ("auditsel.executor", "run_tasks", "auditsel.games.engine"),  # the executor runs a task
 }
 
 
