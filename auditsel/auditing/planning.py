@@ -418,7 +418,7 @@ class EpsLaw:
         i = int(np.searchsorted(self.cdf, q - 1e-12, side="left"))
         return float(self.values[min(i, len(self.values) - 1)])
 
-    def at(self, x: FloatArray) -> FloatArray:
+    def at(self, x: ArrayLike) -> FloatArray:
         """P(eps_L <= x) at each x."""
         i = np.searchsorted(self.values, np.asarray(x, float), side="right") - 1
         return np.where(i >= 0, self.cdf[np.clip(i, 0, None)], 0.0)
