@@ -294,6 +294,10 @@ class Plan:
     #: the eps of the curve's best threshold test at delta: the most a valid audit of this
     #: game can certify (exact where the curve is)
     game_eps: float | None = None
+    #: with games_given: the 5% and 95% quantiles of eps_L's law at the test E[eps_L] reads
+    #: (`law_for_games`): a prediction on the curve, not a bound
+    eps_low: float | None = None
+    eps_high: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
