@@ -28,7 +28,10 @@ evaluation games and level::
 
 P(eps_L >= X) is summed exactly over the binomial counts (eps_L >= X iff the FN count is at
 most a bound that depends on the FP count); the expectation E[eps_L] sums over both counts
-(binned when a count's range exceeds BINS). `games_needed` is the least n (bisection over n)
+(binned when a count's range exceeds BINS), and `eps_law` gives the whole law of eps_L on
+the same sums (its values and cdf: `EpsLaw`, whose quantiles are the planned range of the
+certified eps_L; the law of the largest of independent audits is the product of their cdfs).
+`games_needed` is the least n (bisection over n)
 with P(eps_L >= X) >= power. For a threshold fixed in advance at the oracle point, the numbers
 are exact; rules that must find the threshold from the data (split, multisplit) do somewhat
 worse, so for them the planner is an optimistic estimate (the tests check both).

@@ -38,7 +38,15 @@ the audit's, and only the limits carry over. On the curve read, the planning ari
   pilot's curve cannot reach the claim: a pipeline that keeps its claim is never refuted, and
   a pilot that sees no leak above it plans no refutation);
 
-* at a given number of games: E[eps_L] and the probabilities of both events (the power);
+* at a given number of games: E[eps_L] and the probabilities of both events (the power), and
+  the range the certified eps_L is predicted in (`eps_low`, `eps_high`: the RANGE_LOW and
+  RANGE_HIGH quantiles, 5% and 95%, of its exact law over the binomial counts, at the test
+  E[eps_L] reads, on the same curve; widened to hold E[eps_L] where an atom of the law puts it
+  outside; `eps_range` the law's probability of the range, at least 90%). It is a prediction
+  from the pilot's planned curve, not a bound: at the pessimistic limits the audit certifies
+  above it more often than the law says (the calibration of
+  docs/findings/plan-calibration.md), a median reading scatters around the audit both ways,
+  and a split audit, which finds its threshold from the data, may certify less;
 
 * the CPU seconds per game of the pilot, to turn games into time.
 
@@ -53,7 +61,9 @@ that). Each canary's plan is computed at that level, on its pilot's curve at con
 pilot_confidence), and the plan of the audit is their combination: the audit refutes when any
 canary does, so the games to refute (or to reach a target) are the fewest over the canaries,
 and P(refuted), P(eps_L >= target) and E[eps_L] at `games` are the largest over the canaries
-(each a lower bound on the audit's, which takes the largest eps_L of its canaries).
+(each a lower bound on the audit's, which takes the largest eps_L of its canaries). The range
+is that of the largest eps_L: the canaries play independent games, so its law's cdf is the
+product of theirs (`EpsLaw.largest`).
 `PipelinePlan.canaries` holds each canary's plan.
 
 What a pilot cannot see: a leak that shows only in rare games. A pilot of n games sees an
