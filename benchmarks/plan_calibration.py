@@ -1,29 +1,36 @@
 """The pipeline planner's calibration: predicted against certified eps_L over many audits.
 
-    python benchmarks/plan_calibration.py [--games 1000] [--quick] [--no-torch] [--write]
+    python benchmarks/plan_calibration.py [--games 1000] [--quick] [--no-torch] [--zoo A,B]
+        [--no-tutorial] [--write] [--from-rows results/plan_calibration/rows.jsonl]
 
 Each audit plans from a pilot (`auditsel.plan_pipeline`, pilot seed s) and then plays `--games`
 games with `auditsel.audit_pipeline` (seed 1000 + s with a hand score; with a learned score the
 audit the plan planned, seed s - 1, whose score is learned from the same pilot: issue 36 item
-3; split rule, 95% Clopper-Pearson): the row
-holds the plan's E[eps_L] at that many games (on the pilot's curve at its 95% limits, what the
-planner promises), the pilot's point estimate of it (the planner before issue 27: optimistic),
-the certified eps_L, the claim and both verdicts (planned refutation, refuted). Pipelines:
+3; split rule, 95% Clopper-Pearson): the row holds the plan's E[eps_L] at that many games (on
+the pilot's curve at its `pilot_confidence` limits, 80%, or its median reading where the held-out pilot rejects
+the claim), the plan's range of the certified eps_L (the 5% and 95% quantiles of its law on
+the same curve: a prediction, not a bound), the pilot's point estimate of E[eps_L] (the
+planner before issue 27: optimistic), the certified eps_L, whether it is at least the range's
+low end, the claim and both verdicts (planned refutation, refuted). Pipelines, in this order:
 
-* four numpy pipelines with known epsilon, three pilots each (50, 100, 200): randomised response
-  (eps = 1, delta = 0, claim exact), the Gaussian mechanism (mu = 1, claim exact), a planted bug
-  (mu = 3 claimed as mu = 1) and a rare leak (the canary's bit released in 2% of games, the
-  claim mu = 1: a leak a small pilot cannot see);
+* four numpy pipelines with known epsilon, three pilots each (50, 100, 200) with a hand score:
+  randomised response (eps = 1, delta = 0, claim exact), the Gaussian mechanism (mu = 1, claim
+  exact), a planted bug (mu = 3 claimed as mu = 1) and a rare leak (the canary's bit released
+  in 2% of games, the claim mu = 1: a leak a small pilot cannot see);
+* the same four releasing their value as a field, {"value": v}, on the documented route (the
+  score learned: `score=None`), pilots 100, 200 and 200 (seeds 4 to 6);
 * seven pipelines of the bug zoo (`auditsel.reproductions.bugzoo`: correct DP-GD and six bugs;
-  torch), pilots 100 and 200, on the documented route: `canary="both"` and the score learned
-  from a pilot of its own (`score=None`: `auditsel.pipelines.learned_scores`);
+  torch) on the documented route, `canary="both"` and the learned score, at pilot 200 (seed 2)
+  and then 100 (seed 1);
 * the pipeline tutorial's Opacus pipeline (docs/tutorials/audit-your-pipeline.md, read from the
-  page; opacus), pilot 100.
+  page; opacus; a hand score), pilot 100.
 
-`--write` puts the table into docs/findings/plan-calibration.md (between its table markers).
-Predictions may err on the conservative side: the summary line counts the audits whose
-certified eps_L is below the plan's E[eps_L] (single audits scatter around their mean; the
-means per pipeline are what must not fall below the plan).
+Each row is appended to results/plan_calibration/rows.jsonl as it is done, so a run cut short
+keeps its rows (`--from-rows` makes the table of them, every row of today's code). `--write`
+puts the table into docs/findings/plan-calibration.md (between its table markers) and the rows
+into results/plan_calibration/rows.json. The summary line counts the audits whose certified
+eps_L is below the range's low end (what the plan states it will not be, but in 5% of audits
+of the planned law) and below the plan's E[eps_L] (single audits scatter around their mean).
 """
 
 from __future__ import annotations
