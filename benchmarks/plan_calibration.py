@@ -1,35 +1,43 @@
 """The pipeline planner's calibration: predicted against certified eps_L over many audits.
 
-    python benchmarks/plan_calibration.py [--games 1000] [--quick] [--no-torch] [--write]
+    python benchmarks/plan_calibration.py [--games 1000] [--quick] [--no-torch] [--zoo A,B]
+        [--no-tutorial] [--write] [--from-rows results/plan_calibration/rows.jsonl]
 
 Each audit plans from a pilot (`auditsel.plan_pipeline`, pilot seed s) and then plays `--games`
 games with `auditsel.audit_pipeline` (seed 1000 + s with a hand score; with a learned score the
 audit the plan planned, seed s - 1, whose score is learned from the same pilot: issue 36 item
-3; split rule, 95% Clopper-Pearson): the row
-holds the plan's E[eps_L] at that many games (on the pilot's curve at its 95% limits, what the
-planner promises), the pilot's point estimate of it (the planner before issue 27: optimistic),
-the certified eps_L, the claim and both verdicts (planned refutation, refuted). Pipelines:
+3; split rule, 95% Clopper-Pearson): the row holds the plan's E[eps_L] at that many games (on
+the pilot's curve at its `pilot_confidence` limits, 80%, or its median reading where the held-out pilot rejects
+the claim), the plan's range of the certified eps_L (the 5% and 95% quantiles of its law on
+the same curve: a prediction, not a bound), the pilot's point estimate of E[eps_L] (the
+planner before issue 27: optimistic), the certified eps_L, whether it is at least the range's
+low end, the claim and both verdicts (planned refutation, refuted). Pipelines, in this order:
 
-* four numpy pipelines with known epsilon, three pilots each (50, 100, 200): randomised response
-  (eps = 1, delta = 0, claim exact), the Gaussian mechanism (mu = 1, claim exact), a planted bug
-  (mu = 3 claimed as mu = 1) and a rare leak (the canary's bit released in 2% of games, the
-  claim mu = 1: a leak a small pilot cannot see);
+* four numpy pipelines with known epsilon, three pilots each (50, 100, 200) with a hand score:
+  randomised response (eps = 1, delta = 0, claim exact), the Gaussian mechanism (mu = 1, claim
+  exact), a planted bug (mu = 3 claimed as mu = 1) and a rare leak (the canary's bit released
+  in 2% of games, the claim mu = 1: a leak a small pilot cannot see);
+* the same four releasing their value as a field, {"value": v}, on the documented route (the
+  score learned: `score=None`), pilots 100, 200 and 200 (seeds 4 to 6);
 * seven pipelines of the bug zoo (`auditsel.reproductions.bugzoo`: correct DP-GD and six bugs;
-  torch), pilots 100 and 200, on the documented route: `canary="both"` and the score learned
-  from a pilot of its own (`score=None`: `auditsel.pipelines.learned_scores`);
+  torch) on the documented route, `canary="both"` and the learned score, at pilot 200 (seed 2)
+  and then 100 (seed 1);
 * the pipeline tutorial's Opacus pipeline (docs/tutorials/audit-your-pipeline.md, read from the
-  page; opacus), pilot 100.
+  page; opacus; a hand score), pilot 100.
 
-`--write` puts the table into docs/findings/plan-calibration.md (between its table markers).
-Predictions may err on the conservative side: the summary line counts the audits whose
-certified eps_L is below the plan's E[eps_L] (single audits scatter around their mean; the
-means per pipeline are what must not fall below the plan).
+Each row is appended to results/plan_calibration/rows.jsonl as it is done, so a run cut short
+keeps its rows (`--from-rows` makes the table of them, every row of today's code). `--write`
+puts the table into docs/findings/plan-calibration.md (between its table markers) and the rows
+into results/plan_calibration/rows.json. The summary line counts the audits whose certified
+eps_L is below the range's low end (what the plan states it will not be, but in 5% of audits
+of the planned law) and below the plan's E[eps_L] (single audits scatter around their mean).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import math
 import re
 import sys
@@ -44,6 +52,7 @@ from auditsel.mechanisms import GaussianBase
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "findings" / "plan-calibration.md"
+RESULTS = ROOT / "results" / "plan_calibration"  # --write: rows.json, the table's rows
 TUTORIAL = ROOT / "docs" / "tutorials" / "audit-your-pipeline.md"
 DELTA = 1e-5
 EMPTY = (np.zeros((4, 1)), np.zeros(4))
@@ -143,6 +152,10 @@ def one_audit(name, tune, score, data, canary, claim, delta, pilot, seed, games)
         "games": games,
         "claim": claim,
         "predicted": plan.expected_eps,
+        # the plan's range of the certified eps_L (its law's 5% and 95% quantiles on the curve
+        # it reads: a prediction from the pilot, not a bound)
+        "low": plan.eps_low,
+        "high": plan.eps_high,
         "point_predicted": plan.point_expected_eps,
         "certified": audit.eps,
         # planned at the games audited: P(refuted) >= 0.5 there (a refutation planned at more
@@ -153,53 +166,86 @@ def one_audit(name, tune, score, data, canary, claim, delta, pilot, seed, games)
     }
 
 
-def rows(games: int, quick: bool, torch: bool) -> list[dict]:
+def as_fields(tune):
+    """The pipeline releasing its value as a field, {"value": v}: the learned route
+    (`score=None`) scores a release of fields."""
+
+    def fielded(data, seed, canary):
+        return {"value": tune(data, seed, canary)}
+
+    return fielded
+
+
+def rows(
+    games: int,
+    quick: bool,
+    torch: bool,
+    zoo: tuple[str, ...] = ZOO,
+    tutorial: bool = True,
+    record=None,
+) -> list[dict]:
+    """The table's rows, in order: numpy with a hand score, numpy with a learned one, the zoo
+    at pilot 200, then 100, the tutorial; `record(row)` is called on each as it is done."""
     out = []
+
+    def done(row: dict) -> None:
+        out.append(row)
+        print(_line(row), flush=True)
+        if record is not None:
+            record(row)
+
     pilots = (50, 100, 200)
     for name, (tune, claim, delta, _) in NUMPY.items():
         for s, pilot in enumerate(pilots[:1] if quick else pilots, start=1):
-            out.append(one_audit(name, tune, itself, EMPTY, CANARY, claim, delta, pilot, s, games))
-            print(_line(out[-1]), flush=True)
+            done(one_audit(name, tune, itself, EMPTY, CANARY, claim, delta, pilot, s, games))
+    # the same pipelines on the documented route: the score learned (seeds 4 to 6: pilots and
+    # audits of their own); a pilot of LEARN_GAMES (200) plans the audit's own score
+    for name, (tune, claim, delta, _) in NUMPY.items():
+        for s, pilot in enumerate((200,) if quick else (100, 200, 200), start=4):
+            done(
+                one_audit(name, as_fields(tune), None, EMPTY, CANARY, claim, delta, pilot, s, games)
+            )
     if not torch:
         return out
     from auditsel.reproductions import bugzoo
 
-    for name in ZOO[:1] if quick else ZOO:
-        m = bugzoo.module(name)
-        for s, pilot in enumerate((100,) if quick else (100, 200), start=1):
-            row = one_audit(
-                name, m.tune, None, m.TRAIN, "both", m.claim(DELTA), DELTA, pilot, s, games
+    for s, pilot in ((2, 200),) if quick else ((2, 200), (1, 100)):
+        for name in zoo[:1] if quick else zoo:
+            m = bugzoo.module(name)
+            done(
+                one_audit(
+                    name, m.tune, None, m.TRAIN, "both", m.claim(DELTA), DELTA, pilot, s, games
+                )
             )
-            out.append(row)
-            print(_line(out[-1]), flush=True)
-    if not quick and importlib.util.find_spec("opacus") is not None:
+    if tutorial and not quick and importlib.util.find_spec("opacus") is not None:
         tune, score, data, canary, claim = tutorial_pipeline()
-        out.append(
-            one_audit("tutorial (Opacus)", tune, score, data, canary, claim, DELTA, 100, 1, games)
-        )
-        print(_line(out[-1]), flush=True)
+        done(one_audit("tutorial (Opacus)", tune, score, data, canary, claim, DELTA, 100, 1, games))
     return out
 
 
 def _line(r: dict) -> str:
     return (
         f"| {r['pipeline']} | {r['score']} | {r['pilot']} | {r['games']:,} | {r['claim']:.3f} | "
-        f"{r['predicted']:.3f} | {r['point_predicted']:.3f} | {r['certified']:.3f} | "
+        f"{r['predicted']:.3f} | [{r['low']:.3f}, {r['high']:.3f}] | {r['point_predicted']:.3f} | "
+        f"{r['certified']:.3f} | {'yes' if r['certified'] >= r['low'] else '**no**'} | "
         f"{'yes' if r['planned_refutation'] else 'no'} | {'yes' if r['refuted'] else 'no'} |"
     )
 
 
 def table(out: list[dict]) -> str:
     head = (
-        "| pipeline | score | pilot | games | claim | planned E[eps_L] | point estimate (old) | "
-        "certified eps_L | planned refutation | refuted |\n"
-        "|---|---|---:|---:|---:|---:|---:|---:|---|---|"
+        "| pipeline | score | pilot | games | claim | planned E[eps_L] | planned range (5%, 95%) "
+        "| point estimate (old) | certified eps_L | certified >= range's low end | "
+        "planned refutation | refuted |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|"
     )
     below = sum(r["certified"] < r["predicted"] for r in out)
+    below_low = [r for r in out if r["certified"] < r["low"]]
+    above_high = sum(r["certified"] > r["high"] for r in out)
     old_below = sum(r["certified"] < r["point_predicted"] for r in out)
     means = {}
     for r in out:
-        means.setdefault(r["pipeline"], []).append(r)
+        means.setdefault(f"{r['pipeline']} ({r['score']})", []).append(r)
     short = [
         n
         for n, rs in means.items()
@@ -208,12 +254,18 @@ def table(out: list[dict]) -> str:
     false_plans = [r["pipeline"] for r in out if r["planned_refutation"] and not r["refuted"]]
     learned = [r for r in out if r["score"] == "learned"]
     learned_below = sum(r["certified"] < r["predicted"] for r in learned)
+    learned_low = sum(r["certified"] < r["low"] for r in learned)
     summary = (
-        f"\n\n{len(out)} audits ({len(learned)} with a learned score: certified below the "
-        f"plan's E[eps_L] in {learned_below} of them). Certified below the plan's E[eps_L]: {below} of {len(out)} "
-        f"(the point estimate, the planner before: {old_below} of {len(out)}). Pipelines whose "
-        f"mean certified eps_L is below the mean plan: {', '.join(short) or 'none'}. Planned "
-        f"refutations that the audit did not make: {', '.join(false_plans) or 'none'}."
+        f"\n\n{len(out)} audits ({len(learned)} with a learned score). Certified eps_L below "
+        f"the planned range's low end (its 5% quantile): {len(below_low)} of {len(out)}"
+        + (" (" + ", ".join(f"{r['pipeline']}, pilot {r['pilot']}" for r in below_low) + ")")
+        * bool(below_low)
+        + f", {learned_low} of the {len(learned)} learned; above its high end (95%): "
+        f"{above_high} of {len(out)}. Below the plan's E[eps_L]: {below} of {len(out)}, "
+        f"{learned_below} of the {len(learned)} learned (the point estimate, the planner "
+        f"before: {old_below} of {len(out)}). Pipelines whose mean certified eps_L is below the "
+        f"mean plan: {', '.join(short) or 'none'}. Planned refutations that the audit did not "
+        f"make: {', '.join(false_plans) or 'none'}."
     )
     return head + "\n" + "\n".join(_line(r) for r in out) + summary
 
@@ -223,12 +275,44 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="one pilot per pipeline, one zoo")
     parser.add_argument("--no-torch", action="store_true", help="the numpy pipelines only")
+    parser.add_argument(
+        "--zoo", default=",".join(ZOO), help="the bug-zoo pipelines to audit (comma-separated)"
+    )
+    parser.add_argument("--no-tutorial", action="store_true", help="leave out the Opacus row")
     parser.add_argument("--write", action="store_true", help=f"write the table into {PAGE}")
+    parser.add_argument(
+        "--from-rows",
+        type=Path,
+        help="no audits: the table of the rows a run recorded (its rows.jsonl, one JSON a line)",
+    )
     args = parser.parse_args()
-    out = rows(args.games, args.quick, not args.no_torch)
+    if args.from_rows is not None:
+        out = [json.loads(line) for line in args.from_rows.read_text().splitlines() if line]
+        _write(out, args.write)
+        return
+    zoo = tuple(n for n in args.zoo.split(",") if n)
+    for name in zoo:
+        if name not in ZOO:
+            parser.error(f"--zoo: {name!r} is not one of {', '.join(ZOO)}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    log = RESULTS / "rows.jsonl"  # each row as it is done (a run cut short keeps its rows)
+    log.write_text("")
+
+    def record(row: dict) -> None:
+        with log.open("a") as f:
+            f.write(json.dumps(row, allow_nan=False) + "\n")
+
+    out = rows(args.games, args.quick, not args.no_torch, zoo, not args.no_tutorial, record)
+    _write(out, args.write)
+
+
+def _write(out: list[dict], write: bool) -> None:
+    """Print the table of `out`; with `write`, put it into PAGE and its rows into rows.json."""
     text = table(out)
     print(text)
-    if args.write:
+    if write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "rows.json").write_text(json.dumps(out, indent=1, allow_nan=False) + "\n")
         page = PAGE.read_text()
         begin, end = "<!-- table: benchmarks/plan_calibration.py -->", "<!-- end of table -->"
         head, rest = page.split(begin, 1)

@@ -376,6 +376,12 @@ def _cases() -> dict[str, Case]:
         "auditsel.auditing.planning.expected_eps": Case(
             lambda d: planning.expected_eps(0.1, 0.2, 1000, 0.05, d), at_zero=None
         ),
+        "auditsel.auditing.planning.eps_law": Case(
+            lambda d: planning.eps_law(0.1, 0.2, 1000, 0.05, d), at_zero=None
+        ),
+        "auditsel.auditing.planning.law_for_games": Case(
+            lambda d: planning.law_for_games(curve, 1000, "split", 0.95, d), at_zero=None
+        ),
         "auditsel.auditing.planning.claim_pvalue": Case(
             lambda d: planning.claim_pvalue(0, 50, 0, 50, 2.0, d), at_zero=None
         ),

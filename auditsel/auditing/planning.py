@@ -28,7 +28,10 @@ evaluation games and level::
 
 P(eps_L >= X) is summed exactly over the binomial counts (eps_L >= X iff the FN count is at
 most a bound that depends on the FP count); the expectation E[eps_L] sums over both counts
-(binned when a count's range exceeds BINS). `games_needed` is the least n (bisection over n)
+(binned when a count's range exceeds BINS), and `eps_law` gives the whole law of eps_L on
+the same sums (its values and cdf: `EpsLaw`, whose quantiles are the planned range of the
+certified eps_L; the law of the largest of independent audits is the product of their cdfs).
+`games_needed` is the least n (bisection over n)
 with P(eps_L >= X) >= power. For a threshold fixed in advance at the oracle point, the numbers
 are exact; rules that must find the threshold from the data (split, multisplit) do somewhat
 worse, so for them the planner is an optimistic estimate (the tests check both).
@@ -60,6 +63,9 @@ __all__ = [
     "rule_design",
     "prob_at_least",
     "expected_eps",
+    "EpsLaw",
+    "eps_law",
+    "law_for_games",
     "games_needed",
     "curve_epsilon",
     "claim_pvalue",
@@ -291,6 +297,10 @@ class Plan:
     #: the eps of the curve's best threshold test at delta: the most a valid audit of this
     #: game can certify (exact where the curve is)
     game_eps: float | None = None
+    #: with games_given: the 5% and 95% quantiles of eps_L's law at the test E[eps_L] reads
+    #: (`law_for_games`): a prediction on the curve, not a bound
+    eps_low: float | None = None
+    eps_high: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -381,8 +391,10 @@ def _binned(n, p):
     return reps, mass
 
 
-def expected_eps(fp: float, fn: float, evaluated: int, level: float, delta: float) -> float:
-    """E[eps_L] for one test (FP, FN) audited on `evaluated` games at `level`."""
+def _eps_grid(
+    fp: float, fn: float, evaluated: int, level: float, delta: float
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """eps_L at each pair of (binned) counts of one test, and the counts' probabilities."""
     delta = float(check_deltas(delta)[0])
     n0 = evaluated // 2
     n1 = evaluated - n0
@@ -391,8 +403,53 @@ def expected_eps(fp: float, fn: float, evaluated: int, level: float, delta: floa
     u0 = clopper_pearson_upper(c0, n0, level)
     u1 = clopper_pearson_upper(c1, n1, level)
     eps = epsilon_from_rates(u0[:, None], u1[None, :], delta)
-    eps = np.minimum(eps, 1e3)
-    return float(w0 @ eps @ w1 / (w0.sum() * w1.sum()))
+    return np.minimum(eps, 1e3), w0 / w0.sum(), w1 / w1.sum()
+
+
+def expected_eps(fp: float, fn: float, evaluated: int, level: float, delta: float) -> float:
+    """E[eps_L] for one test (FP, FN) audited on `evaluated` games at `level`."""
+    eps, w0, w1 = _eps_grid(fp, fn, evaluated, level, delta)
+    return float(w0 @ eps @ w1)
+
+
+@dataclass(frozen=True)
+class EpsLaw:
+    """The law of a certified eps_L: its values (ascending) and P(eps_L <= value) at each."""
+
+    values: FloatArray
+    cdf: FloatArray
+
+    def quantile(self, q: float) -> float:
+        """The least value v with P(eps_L <= v) >= q (so P(eps_L < v) < q): the lower q
+        quantile of the discrete law."""
+        i = int(np.searchsorted(self.cdf, q - 1e-12, side="left"))
+        return float(self.values[min(i, len(self.values) - 1)])
+
+    def at(self, x: ArrayLike) -> FloatArray:
+        """P(eps_L <= x) at each x."""
+        i = np.searchsorted(self.values, np.asarray(x, float), side="right") - 1
+        return np.where(i >= 0, self.cdf[np.clip(i, 0, None)], 0.0)
+
+    def mean(self) -> float:
+        """E[eps_L] of the law."""
+        return float(self.values @ np.diff(self.cdf, prepend=0.0))
+
+    @staticmethod
+    def largest(laws: list[EpsLaw]) -> EpsLaw:
+        """The law of the largest of independent eps_L's (the audit of several canaries, each
+        on its own games): P(max <= x) is the product of their P(eps_L <= x)."""
+        values = np.unique(np.concatenate([law.values for law in laws]))
+        cdf = np.prod([law.at(values) for law in laws], axis=0)
+        return EpsLaw(values, cdf)
+
+
+def eps_law(fp: float, fn: float, evaluated: int, level: float, delta: float) -> EpsLaw:
+    """The exact law of eps_L for one test (FP, FN) audited on `evaluated` games at `level`
+    (the counts binomial, as `expected_eps` sums them: its mean is `expected_eps`)."""
+    eps, w0, w1 = _eps_grid(fp, fn, evaluated, level, delta)
+    values, inverse = np.unique(eps.ravel(), return_inverse=True)
+    mass = np.bincount(inverse, weights=(w0[:, None] * w1[None, :]).ravel(), minlength=len(values))
+    return EpsLaw(values, np.minimum(np.cumsum(mass), 1.0))
 
 
 def curve_epsilon(curve: PlanCurve, delta: float) -> float:
@@ -438,6 +495,16 @@ def expected_for_games(
 ) -> float:
     evaluated, level = rule_design(rule, games, confidence, **design)
     return _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, delta))[0]
+
+
+def law_for_games(
+    curve: PlanCurve, games: int, rule: str, confidence: float, delta: float, **design: Any
+) -> EpsLaw:
+    """The law of eps_L at the test `expected_for_games` reads (the curve's test of largest
+    E[eps_L]: the oracle threshold), on the rule's evaluation games and level."""
+    evaluated, level = rule_design(rule, games, confidence, **design)
+    _, (a, b), _ = _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, delta))
+    return eps_law(a, b, evaluated, level, delta)
 
 
 def games_needed(

@@ -215,6 +215,11 @@ def _plan_text(
                 else ""
             )
         )
+        if plan.eps_low is not None and plan.eps_high is not None:
+            lines.append(
+                f"    certified eps_L predicted in [{plan.eps_low:.4f}, {plan.eps_high:.4f}] (5% "
+                "and 95% quantiles of its law on the curve: a prediction, not a bound)"
+            )
     lines.append(
         "  (the best threshold on the curve, as a threshold fixed in advance would be: rules that "
         "choose it from the data certify somewhat less)"

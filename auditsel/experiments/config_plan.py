@@ -21,6 +21,7 @@ from auditsel.auditing.planning import (
     empirical_curve,
     expected_for_games,
     games_needed,
+    law_for_games,
     prob_for_games,
 )
 from auditsel.experiments.config import ExperimentSpec
@@ -112,9 +113,12 @@ def plan_spec(
         need = games_needed(
             curve, target_eps, g.threshold, g.confidence, spec.delta, power, **design
         )
-    expected = prob = None
+    expected = prob = low = high = None
     if games is not None:
         expected = expected_for_games(curve, games, g.threshold, g.confidence, spec.delta, **design)
+        law = law_for_games(curve, games, g.threshold, g.confidence, spec.delta, **design)
+        # the law's 5% and 95% quantiles, widened to hold its mean (an atom can put it outside)
+        low, high = min(law.quantile(0.05), expected), max(law.quantile(0.95), expected)
         if target_eps is not None:
             prob = prob_for_games(
                 curve, target_eps, games, g.threshold, g.confidence, spec.delta, **design
@@ -133,4 +137,6 @@ def plan_spec(
         game_eps=curve_epsilon(curve, spec.delta)
         if not curve.source.startswith("simulated")
         else None,
+        eps_low=low,
+        eps_high=high,
     )

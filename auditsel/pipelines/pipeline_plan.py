@@ -38,7 +38,15 @@ the audit's, and only the limits carry over. On the curve read, the planning ari
   pilot's curve cannot reach the claim: a pipeline that keeps its claim is never refuted, and
   a pilot that sees no leak above it plans no refutation);
 
-* at a given number of games: E[eps_L] and the probabilities of both events (the power);
+* at a given number of games: E[eps_L] and the probabilities of both events (the power), and
+  the range the certified eps_L is predicted in (`eps_low`, `eps_high`: the RANGE_LOW and
+  RANGE_HIGH quantiles, 5% and 95%, of its exact law over the binomial counts, at the test
+  E[eps_L] reads, on the same curve; widened to hold E[eps_L] where an atom of the law puts it
+  outside; `eps_range` the law's probability of the range, at least 90%). It is a prediction
+  from the pilot's planned curve, not a bound: at the pessimistic limits the audit certifies
+  above it more often than the law says (the calibration of
+  docs/findings/plan-calibration.md), a median reading scatters around the audit both ways,
+  and a split audit, which finds its threshold from the data, may certify less;
 
 * the CPU seconds per game of the pilot, to turn games into time.
 
@@ -53,7 +61,9 @@ that). Each canary's plan is computed at that level, on its pilot's curve at con
 pilot_confidence), and the plan of the audit is their combination: the audit refutes when any
 canary does, so the games to refute (or to reach a target) are the fewest over the canaries,
 and P(refuted), P(eps_L >= target) and E[eps_L] at `games` are the largest over the canaries
-(each a lower bound on the audit's, which takes the largest eps_L of its canaries).
+(each a lower bound on the audit's, which takes the largest eps_L of its canaries). The range
+is that of the largest eps_L: the canaries play independent games, so its law's cdf is the
+product of theirs (`EpsLaw.largest`).
 `PipelinePlan.canaries` holds each canary's plan.
 
 What a pilot cannot see: a leak that shows only in rare games. A pilot of n games sees an
@@ -77,12 +87,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditsel.auditing.planning import (
+    EpsLaw,
     PilotTests,
     PlanCurve,
     blind_rate,
     empirical_curve,
     expected_for_games,
     games_needed,
+    law_for_games,
     pilot_tests,
     prob_for_games,
 )
@@ -109,6 +121,7 @@ FLAG_LEVEL = 0.05  # a field is flagged at this level, Bonferroni over the field
 PILOT_CONFIDENCE = 0.8  # measured: docs/findings/plan-calibration.md
 MAX_PILOT = 10**7  # the CLI's --pilot range
 MAX_PLANNED_GAMES = 10**12  # the CLI's plan --games range
+RANGE_LOW, RANGE_HIGH = 0.05, 0.95  # the quantiles of the planned eps_L range (eps_low, _high)
 
 
 @dataclass(frozen=True)
@@ -149,12 +162,20 @@ class PipelinePlan:
     #                                    the claim" (the target without one): exact, over its tests
     reading: str = "limits"  # "median": the held-out half rejected the claim at the pilot's
     #                          level, and the plan reads its tests at their medians
+    eps_low: float | None = None  # with `games`: the RANGE_LOW quantile of the certified
+    #                          eps_L on the curve read (a prediction from the pilot, not a bound)
+    eps_high: float | None = None  # its RANGE_HIGH quantile (several canaries: of their largest)
+    eps_range: float = 0.0  # the probability the planned law puts on [eps_low, eps_high]
+    #                         (>= RANGE_HIGH - RANGE_LOW)
+    law: EpsLaw | None = field(default=None, repr=False, compare=False)  # the planned law of
+    #                          eps_L at `games` (not in to_dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready values (non-finite numbers as None; each canary's plan)."""
         out = {
             k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-            for k, v in asdict(self).items()
+            for k, v in asdict(replace(self, law=None, canaries=())).items()
+            if k != "law"
         }
         out["canaries"] = [plan.to_dict() for plan in self.canaries]
         return out
@@ -257,7 +278,20 @@ class PipelinePlan:
             lines.append(
                 f"  {self.games:,} games{per}: E[eps_L] {relation} {self.expected_eps:.4f}{extra}"
             )
+            lines += self._range_lines()
         return lines
+
+    def _range_lines(self) -> list[str]:
+        """The planned range of the certified eps_L at `games` (a prediction, not a bound)."""
+        if self.eps_low is None or self.eps_high is None:
+            return []
+        of = " (the largest of the canaries')" if self.canaries else ""
+        return [
+            f"    certified eps_L{of} predicted in [{self.eps_low:.4f}, {self.eps_high:.4f}] "
+            f"({RANGE_LOW:.0%} and {RANGE_HIGH:.0%} quantiles of its law on the pilot's planned "
+            f"curve at the plan's threshold: a prediction from the pilot, not a bound; a split "
+            f"audit finds its threshold from the data and may certify less)"
+        ]
 
     def _combined_summary(self) -> str:
         """The summary of a plan of several canaries: the audit's lines, then each canary's."""
@@ -313,6 +347,7 @@ def _combined(
         games_for_target=fewest("games_for_target"),
         games_to_refute=fewest("games_to_refute"),
         expected_eps=largest("expected_eps"),
+        **_largest_range(plans),
         prob_target=largest("prob_target"),
         prob_refute=largest("prob_refute"),
         point_expected_eps=largest("point_expected_eps"),
@@ -326,6 +361,24 @@ def _combined(
         flagged=tuple(f"{i}.{k}" for i, p in enumerate(plans) for k in p.flagged),
         canaries=tuple(plans),
     )
+
+
+def _range(law: EpsLaw, mean: float) -> dict[str, Any]:
+    """The plan's fields of a law of eps_L: its RANGE_LOW and RANGE_HIGH quantiles, widened to
+    hold the plan's E[eps_L] (`mean`) where an atom puts it outside them (a law with 96% of
+    its mass at 0 has both quantiles 0 and a positive mean); widening only adds probability."""
+    low, high = min(law.quantile(RANGE_LOW), mean), max(law.quantile(RANGE_HIGH), mean)
+    inside = float(law.at(high)) - float(law.at(np.nextafter(low, -np.inf)))
+    return {"eps_low": low, "eps_high": high, "eps_range": inside, "law": law}
+
+
+def _largest_range(plans: list[PipelinePlan]) -> dict[str, Any]:
+    """The range of the largest eps_L of the canaries (independent games: `EpsLaw.largest`)."""
+    laws = [p.law for p in plans]
+    if any(law is None for law in laws):
+        return {}
+    mean = max(p.expected_eps for p in plans if p.expected_eps is not None)
+    return _range(EpsLaw.largest([law for law in laws if law is not None]), mean)
 
 
 def _differing(
@@ -645,9 +698,11 @@ def _at_games(
             return prob_for_games(read.curve(target), target, games, **plan)
 
         asked = claimed_epsilon if claimed_epsilon is not None else target_eps
+        expected = expected_for_games(read.curve(asked), games, **plan)
         return replace(
             out,
-            expected_eps=expected_for_games(read.curve(asked), games, **plan),
+            expected_eps=expected,
+            **_range(law_for_games(read.curve(asked), games, **plan), expected),
             point_expected_eps=expected_for_games(point_curve, games, **plan),
             prob_target=None if target_eps is None else at(target_eps),
             prob_refute=None if refute_at is None else at(refute_at),

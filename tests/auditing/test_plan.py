@@ -131,6 +131,11 @@ def test_plan_cli_json_and_errors(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert isinstance(out["games"], int) and out["target_eps"] == 1.0 and out["curve"] == "exact"
     assert 0 < out["expected_eps"] < out["exact_eps"] and 0 <= out["prob_at_games"] <= 1
+    # the planned range of eps_L holds E[eps_L], and the text says it is a prediction
+    assert out["eps_low"] <= out["expected_eps"] <= out["eps_high"] and out["eps_low"] > 0
+    assert main(["plan", str(path), "--target-eps", "1.0", "--games", "5000"]) == 0
+    text = capsys.readouterr().out
+    assert f"[{out['eps_low']:.4f}, {out['eps_high']:.4f}]" in text and "not a bound" in text
     assert main(["plan", str(path), "--target-eps", "9"]) == 2
     assert "--target-eps" in capsys.readouterr().err
     assert main(["plan", str(path)]) == 2
