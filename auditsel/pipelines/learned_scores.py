@@ -15,7 +15,14 @@ reads (a mapping: `{"model": ..., "lr": ..., "clip": ..., "history": [...]}`),
      rate times the clipping norm, which the release itself states);
    * every released number; an array: its sum, and each entry when it has at most `ENTRIES`;
      a list or tuple: its count, and the sum, max and mean of each of its entries' statistics
-     (so that a list whose length varies with K, a leaderboard, is scored, not refused);
+     (so that a list whose length varies with K, a leaderboard, is scored, not refused); a
+     table of records (a list of mappings, one per trial) also each statistic's sum over the
+     root of the count (K runs each shifted by mu in units of its noise: sum / sqrt(K) is
+     N(sqrt(K) mu, 1) with the canary and N(0, 1) without, the z statistic of the likelihood
+     ratio mu sum - K mu^2 / 2, whatever mu), and a record that holds a model ("model": every
+     run's checkpoint) the canary's own score of that record, raw and divided by each of the
+     record's scalars and each product of two (a run's displacement per unit of its own
+     learning rate);
    * a model (a torch module, at any depth): each parameter's sum and, where the release holds
      the initial parameters (`"initial"`, by name), its displacement's norm; its buffers and the
      numeric attributes of its submodules (a scaler's mean and scale stored in the model) as
@@ -140,12 +147,20 @@ def _put_array(array: NDArray[np.float64], path: str, out: dict[str, float]) -> 
             out[f"{path}[{i}]"] = float(v)
 
 
-def _put_list(items: list[Any] | tuple[Any, ...], path: str, out: dict[str, float]) -> None:
-    """A list's count, and the sum, max and mean of each statistic of its entries."""
+def _put_list(
+    items: list[Any] | tuple[Any, ...], path: str, out: dict[str, float], canary: Canary | None
+) -> None:
+    """A list's count, and the sum, max and mean of each statistic of its entries; a table of
+    records (a list of mappings, one per trial: its length may vary with K) also the sum over
+    the root of the count, and a record that holds a model ("model") is scored by the canary
+    too (`_put_canary`)."""
     out[f"{path}.count"] = float(len(items))
+    records = all(isinstance(item, Mapping) for item in items)
     found: dict[str, list[float]] = {}
     for item in items:
         one: dict[str, float] = {}
+        if records and canary is not None and "model" in item:
+            _put_canary(item, canary, one)
         _walk(item, "", one, None, None, 1)
         for key, value in one.items():
             found.setdefault(key, []).append(value)
@@ -154,6 +169,22 @@ def _put_list(items: list[Any] | tuple[Any, ...], path: str, out: dict[str, floa
         out[f"{name}.sum"] = float(np.sum(values))
         out[f"{name}.max"] = float(np.max(values))
         out[f"{name}.mean"] = float(np.mean(values))
+        if records:  # K shifts of one size: the z statistic, sum / sqrt(K) (module docstring)
+            out[f"{name}.sum / sqrt(count)"] = float(np.sum(values)) / math.sqrt(len(items))
+
+
+def _put_canary(record: Mapping[Any, Any], canary: Canary, out: dict[str, float]) -> None:
+    """The canary's own score of a record that holds a model, and the same divided by each of
+    the record's scalars and each product of two (`_divided`); nothing where the canary cannot
+    score it (an input canary and a model that is not callable)."""
+    try:
+        out[CANARY] = float(canary.score(record))
+    except (ConfigError, NotImplementedError, TypeError, ValueError, IndexError, KeyError):
+        return
+    scalars = {
+        str(k): v for k, item in record.items() if k != INITIAL and (v := _scalar(item)) is not None
+    }
+    _divided(out, scalars)
 
 
 def _walk(
@@ -180,7 +211,7 @@ def _walk(
             if not (depth == 0 and key == INITIAL):
                 _walk(item, f"{path}.{key}" if path else str(key), out, initial, canary, depth + 1)
     elif isinstance(value, (list, tuple)):
-        _put_list(value, path or "release", out)
+        _put_list(value, path or "release", out, canary)
     elif hasattr(value, "__dict__") and not callable(value):  # a released object's attributes
         for key, item in sorted(vars(value).items()):
             if not key.startswith("_"):

@@ -223,3 +223,51 @@ def test_both_finds_the_model_inside_a_release_of_every_run_and_skips_a_probe_wi
 
     with pytest.raises(ConfigError, match=r"^canary: 'both' .* found none in a dict release"):
         default_canaries(nothing, DATA)
+
+
+def every_run(data, seed, canary):
+    """A sweep that releases every run (a table of K records, K varying with the seed): run k
+    is theta = -lr_k (g + noise), g the gradient canary's step (norm 1) when it is in, so the
+    canary's coordinate moves by lr_k when it is in, against noise of scale lr_k SIGMA."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for _ in range(int(rng.integers(1, 8))):
+        lr = float(rng.choice([0.1, 1.0, 10.0]))
+        grads = [np.zeros(D)]
+        canary.step(grads, sample_rate=1.0, max_grad_norm=1.0)
+        runs.append({"model": Linear(-lr * (grads[0] + rng.normal(0, SIGMA, D))), "lr": lr})
+    return {"runs": runs, "best": 0}
+
+
+def test_a_table_of_runs_is_scored_run_by_run_and_by_its_z_statistic():
+    """Each record that holds a model is scored by the canary, raw and per unit of its own
+    learning rate, and each statistic of a table of records has sum / sqrt(count), the z
+    statistic of K shifts; a list that is not a table of records (a model's tensors) has none."""
+    from auditsel import GradientCanary
+
+    canary = GradientCanary(coordinate=D - 1)
+    bound = canary.for_game(True, np.random.default_rng(0))
+    release = every_run(DATA, 3, bound)
+    got = statistics(release, canary)
+    runs = release["runs"]
+    own = [-float(r["model"].theta[D - 1]) for r in runs]  # initial 0 - theta_i
+    per_lr = [s / r["lr"] for s, r in zip(own, runs)]
+    assert got["runs.count"] == len(runs) > 1
+    assert got["runs[*].canary score.sum"] == pytest.approx(sum(own))
+    assert got["runs[*].canary score / lr.max"] == pytest.approx(max(per_lr))
+    z = got["runs[*].canary score / lr.sum / sqrt(count)"]
+    assert z == pytest.approx(sum(per_lr) / math.sqrt(len(runs)))
+    plain = statistics({"model": [np.ones(3), np.ones(1)], "lr": 0.5}, canary)
+    assert "model[*].sum" in plain and not any("sqrt(count)" in k for k in plain)
+
+
+def test_the_learned_score_reads_every_run_per_unit_of_its_learning_rate():
+    """Releasing every run leaks K runs: the learning pilot chooses a statistic of the runs'
+    own canary scores divided by their learning rates (the raw ones mix scales 100 apart, and
+    no statistic of the release outside the records reads the canary)."""
+    from auditsel import GradientCanary
+
+    one_run = GaussianBase(1 / SIGMA).epsilon(DELTA)
+    kw = dict(data=DATA, canary=GradientCanary(coordinate=D - 1), delta=DELTA)
+    plan = plan_pipeline(every_run, games=1000, claimed_epsilon=one_run, **kw)
+    assert "'runs[*].canary score / lr" in plan.score

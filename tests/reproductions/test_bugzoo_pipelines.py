@@ -265,3 +265,24 @@ def test_the_bugzoo_options_are_checked(capsys):
     assert "--pipelines: must name zoo pipelines" in capsys.readouterr().err
     assert main(["reproduce", "bugzoo", "--pilot", "5"]) == 2
     assert "--pilot: must be an integer >= 20, got 5" in capsys.readouterr().err
+
+
+def test_the_oversampled_class_is_the_rare_one_and_the_routes_input_canary_is_in_it():
+    """The bug balances the classes: the less frequent label's rows are the ones repeated
+    COPIES times, and the route's outlier person carries that label, so its row is repeated
+    with them (the bug's worst case: one person of the rare class is COPIES rows)."""
+    import numpy as np
+
+    from auditsel.pipelines.default_canaries import outlier_example
+
+    m = module("oversampled_class")
+    labels, counts = torch.unique(m.TRAIN[1], return_counts=True)
+    rare = float(labels[counts.argmin()])
+    _, y = m.oversample(m.TRAIN)
+    assert int((y == rare).sum()) == m.COPIES * int(counts.min())
+    assert int((y != rare).sum()) == int(counts.max())
+    person = outlier_example(m.TRAIN)
+    assert float(np.asarray(person.y)) == rare
+    X, _ = m.oversample(person.for_game(True, np.random.default_rng(0)).prepare(m.TRAIN))
+    far = float(np.max(np.abs(person.x))) / 2  # only the outlier's rows reach half its feature
+    assert int((X.abs().max(dim=1).values > far).sum()) == m.COPIES

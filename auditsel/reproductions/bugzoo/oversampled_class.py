@@ -41,7 +41,7 @@ TRAIN, claim = reference.TRAIN, reference.claim
 def oversample(train_data: TrainData) -> TrainData:
     """Every row of the less frequent label repeated COPIES times (the bug's balancing)."""
     X, y = train_data
-    rare = float(y.mean() > 0.5)  # labels in {0, 1}: the rarer one
+    rare = float(y.mean() < 0.5)  # labels in {0, 1}: 1 when it is the rarer, else 0
     repeats = torch.where(y == rare, COPIES, 1)
     return X.repeat_interleave(repeats, dim=0), y.repeat_interleave(repeats)
 
