@@ -294,11 +294,14 @@ def region_cells(
     b: ArrayLike = 1.0,
     tol: ArrayLike = 1e-6,
     max_rounds: int = 12,
+    *,
+    running: bool = False,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """`region_sup` with its final grid: (w, cells, bound), w the grid of w = 1 - q (increasing
     from 0 to 1), cells[r, i] a rigorous upper bound of row r's function over the region's
     points with w in [w_i, w_(i+1)], bound[r] >= max_i cells[r, i] (equal unless the rounds
-    ran out)."""
+    ran out). `running`: refine until every cell is within `tol` of the best grid point at
+    w <= w_(i+1) (the running max `layers` reads), not only of the best point overall."""
     a = np.atleast_1d(np.asarray(a, dtype=float))[:, None]
     b = np.atleast_1d(np.asarray(b, dtype=float))[:, None]
     tol = np.broadcast_to(np.asarray(tol, dtype=float), (max(len(a), len(b)),))[:, None]
@@ -310,7 +313,10 @@ def region_cells(
             cell = a * top[None, :-1] - b * bottom[None, 1:]
         point = np.where(np.isnan(point), -np.inf, point)
         cell = np.where(np.isnan(cell), np.inf, cell)
-        best_point = np.max(point, axis=1, keepdims=True)
+        if running:  # the best point at w <= w_(i+1), per cell
+            best_point = np.maximum.accumulate(point, axis=1)[:, 1:]
+        else:
+            best_point = np.max(point, axis=1, keepdims=True)
         bound = np.max(cell, axis=1)
         slack = cell > best_point + tol
         if not np.any(slack & np.isfinite(cell)):
@@ -318,7 +324,8 @@ def region_cells(
         sel = np.any(slack & np.isfinite(cell), axis=0)
         idx = np.nonzero(sel)[0]
         if len(idx) > 800:  # keep the work bounded: refine the worst cells first
-            worst = np.argsort(np.max(cell[:, idx] - best_point, axis=0))[::-1][:800]
+            gap = cell[:, idx] - (best_point[:, idx] if running else best_point)
+            worst = np.argsort(np.max(gap, axis=0))[::-1][:800]
             idx = idx[np.sort(worst)]
         sub_w, sub_q = _refine_cells(w[idx], w[idx + 1], q[idx], q[idx + 1])
         # the region and log G' of the new points only (both are point by point)
@@ -346,6 +353,11 @@ def _profile_tilde(profile: BaseProfile, e: np.ndarray) -> np.ndarray:
 
 #: at most this many layers in `layered_delta` (merged: a valid, slightly larger bound)
 LAYERS = 400
+#: the cells `layers` reads are refined until each is within LAYER_TOL nats of the region's
+#: best grid point at smaller w (the running max c(s) is read per layer, so every cell's slack
+#: reaches the bound, not only the largest cell's), for at most LAYER_ROUNDS rounds
+LAYER_TOL = 1e-3
+LAYER_ROUNDS = 12
 
 
 @dataclass(frozen=True)
@@ -364,7 +376,7 @@ def layers(profile: BaseProfile, law: RoundsLaw) -> Layers:
     on the layer s in [q_(i+1), q_i] (q = 1 - w on the cells' grid), the shift c(s) is at most
     the largest cell bound over w <= w_(i+1) (a running max) and the cap 1 - s at most
     w_(i+1); G'(q_i) - G'(q_(i+1)) rounded up (`score_search.LAW_REL`)."""
-    w, cells, _ = region_cells(profile, law)
+    w, cells, _ = region_cells(profile, law, tol=LAYER_TOL, max_rounds=LAYER_ROUNDS, running=True)
     cmax = np.maximum.accumulate(np.maximum(cells[0], 0.0))  # c(s) for w <= w_(i+1)
     q = 1.0 - w
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

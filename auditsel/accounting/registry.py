@@ -34,6 +34,9 @@ Every citation of the panel lives in this module. The bounds (keys of result.jso
                     recipe's shift read per layer of G' instead of once, no uniform m x TV
                     shift); both assume only the base's privacy profile (exact, or
                     dp_accounting's pessimistic PLD for DP-SGD and event bases), for any score.
+                    For DP-SGD and finite pairs (`TWO_SIDED_PAIRS`) the layered bound is read
+                    per direction (`two_sided`, below: never above it, each direction's own
+                    profile and region), the same assumption split by direction.
 
 * improved_rdp      [XWW24] Algorithm 3 with mu (eps_UO) on the pair's reduced Gaussian; for a ::
 
@@ -274,6 +277,11 @@ class GenericRdp(Bound):
         return out
 
 
+#: the pairs whose `profile` reads the two-sided layered bound (each direction's own profile
+#: and region; never above the layered bound) in place of the layered one
+TWO_SIDED_PAIRS = (DpsgdBase, FiniteOutputBase)
+
+
 class ProfileBound(Bound):
     def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
         return getattr(as_pair(pair), "supports_pld", True)
@@ -287,7 +295,8 @@ class ProfileBound(Bound):
             "poisson": "[KRW24] Corollary 5.8",
             "binomial": "[KRW24] Theorem 5.7 (Theorem 4.1 recipe if infeasible)",
         }.get(law.kind, "[KRW24] Theorem 4.1 recipe")
-        return f"{krw} or the layered profile bound, the smaller"
+        layered = "two-sided layered" if isinstance(pair, TWO_SIDED_PAIRS) else "layered"
+        return f"{krw} or the {layered} profile bound, the smaller"
 
     def not_applicable(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         return "profile: needs delta > 0" if delta == 0 else None
@@ -298,6 +307,8 @@ class ProfileBound(Bound):
         def smaller(ds: FloatArray) -> FloatArray:
             prof = profile or base_profile(pair)
             krw = profile_epsilon(pair, law, ds, prof)
+            if isinstance(pair, TWO_SIDED_PAIRS):  # each direction's own profile and region
+                return np.minimum(krw, two_sided_epsilon(pair, law, ds))
             return np.minimum(krw, layered_epsilon(pair, law, ds, prof, start=krw))
 
         return _at_positive(deltas, smaller)
@@ -375,7 +386,8 @@ BOUNDS = (
         "profile",
         "Koskela, Redberg & Wang 2024 [KRW24] Thm 5.2 or Thm 4.1 recipe (TNB), Thm 5.7 "
         "(binomial), Cor 5.8 (Poisson), Thm 4.1 recipe (other laws); or the layered profile "
-        "bound (docs/explanation/bounds.md), the smaller",
+        "bound, read per direction for DP-SGD and finite pairs (docs/explanation/bounds.md), "
+        "the smaller",
     ),
     ImprovedRdp(
         "improved_rdp",
