@@ -177,14 +177,29 @@ def _put_canary(record: Mapping[Any, Any], canary: Canary, out: dict[str, float]
     """The canary's own score of a record that holds a model, and the same divided by each of
     the record's scalars and each product of two (`_divided`); nothing where the canary cannot
     score it (an input canary and a model that is not callable)."""
+    if _put_canary_score(record, canary, out):
+        _divided(out, _scalars_of(record))
+
+
+def _put_canary_score(release: Any, canary: Canary, out: dict[str, float]) -> bool:
+    """out[CANARY] = the canary's own score of `release`; False where the canary cannot score
+    it (an input canary and a model that is not callable, a release without the model)."""
     try:
-        out[CANARY] = float(canary.score(record))
+        out[CANARY] = float(canary.score(release))
     except (ConfigError, NotImplementedError, TypeError, ValueError, IndexError, KeyError):
-        return
-    scalars = {
-        str(k): v for k, item in record.items() if k != INITIAL and (v := _scalar(item)) is not None
+        return False
+    return True
+
+
+def _scalars_of(release: Any) -> dict[str, float]:
+    """A mapping's released numbers by key (its initial weights left out); {} for any other."""
+    if not isinstance(release, Mapping):
+        return {}
+    return {
+        str(k): v
+        for k, item in release.items()
+        if k != INITIAL and (v := _scalar(item)) is not None
     }
-    _divided(out, scalars)
 
 
 def _walk(
@@ -287,19 +302,10 @@ def statistics(release: Any, canary: Canary) -> dict[str, float]:
     """Every candidate statistic of a release (module docstring), in the family's order; NaN
     read as 0."""
     out: dict[str, float] = {}
-    try:
-        out[CANARY] = float(canary.score(release))
-    except (ConfigError, NotImplementedError, TypeError, ValueError, IndexError, KeyError):
-        pass
+    _put_canary_score(release, canary, out)
     initial = release.get(INITIAL) if isinstance(release, Mapping) else None
     _walk(release, "", out, initial, canary, 0)
-    scalars = {}
-    if isinstance(release, Mapping):
-        for key, value in release.items():
-            number = _scalar(value)
-            if number is not None and key != INITIAL:
-                scalars[str(key)] = number
-    _divided(out, scalars)
+    _divided(out, _scalars_of(release))
     items = list(out.items())[:MAX_STATISTICS]
     return {k: (0.0 if math.isnan(v) else v) for k, v in items}
 
