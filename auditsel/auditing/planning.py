@@ -66,10 +66,15 @@ __all__ = [
     "EpsLaw",
     "eps_law",
     "law_for_games",
+    "planned_range",
+    "RANGE_LOW",
+    "RANGE_HIGH",
     "games_needed",
     "curve_epsilon",
     "claim_pvalue",
 ]
+
+RANGE_LOW, RANGE_HIGH = 0.05, 0.95  # the quantiles of a planned eps_L range (planned_range)
 
 BINS = 600
 PVALUE_GRID = 1024  # claim_pvalue: cells of the claim's boundary (each bounded from above)
@@ -499,12 +504,23 @@ def expected_for_games(
 
 def law_for_games(
     curve: PlanCurve, games: int, rule: str, confidence: float, delta: float, **design: Any
-) -> EpsLaw:
-    """The law of eps_L at the test `expected_for_games` reads (the curve's test of largest
-    E[eps_L]: the oracle threshold), on the rule's evaluation games and level."""
+) -> tuple[float, EpsLaw]:
+    """E[eps_L] at the curve's test of largest E[eps_L] (the oracle threshold; the value
+    `expected_for_games` returns) and the law of eps_L at that test, on the rule's evaluation
+    games and level: one search over the curve for both."""
     evaluated, level = rule_design(rule, games, confidence, **design)
-    _, (a, b), _ = _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, delta))
-    return eps_law(a, b, evaluated, level, delta)
+    value, (a, b), _ = _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, delta))
+    return value, eps_law(a, b, evaluated, level, delta)
+
+
+def planned_range(law: EpsLaw, mean: float) -> tuple[float, float, float]:
+    """The planned range of a certified eps_L: its law's RANGE_LOW and RANGE_HIGH quantiles,
+    widened to hold the plan's E[eps_L] (`mean`) where an atom puts it outside them (a law with
+    96% of its mass at 0 has both quantiles 0 and a positive mean; widening only adds
+    probability), and the law's probability of the range."""
+    low, high = min(law.quantile(RANGE_LOW), mean), max(law.quantile(RANGE_HIGH), mean)
+    inside = float(law.at(high)) - float(law.at(np.nextafter(low, -np.inf)))
+    return low, high, inside
 
 
 def games_needed(

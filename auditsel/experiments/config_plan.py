@@ -19,9 +19,9 @@ from auditsel.auditing.planning import (
     PlanCurve,
     curve_epsilon,
     empirical_curve,
-    expected_for_games,
     games_needed,
     law_for_games,
+    planned_range,
     prob_for_games,
 )
 from auditsel.experiments.config import ExperimentSpec
@@ -115,10 +115,8 @@ def plan_spec(
         )
     expected = prob = low = high = None
     if games is not None:
-        expected = expected_for_games(curve, games, g.threshold, g.confidence, spec.delta, **design)
-        law = law_for_games(curve, games, g.threshold, g.confidence, spec.delta, **design)
-        # the law's 5% and 95% quantiles, widened to hold its mean (an atom can put it outside)
-        low, high = min(law.quantile(0.05), expected), max(law.quantile(0.95), expected)
+        expected, law = law_for_games(curve, games, g.threshold, g.confidence, spec.delta, **design)
+        low, high, _ = planned_range(law, expected)
         if target_eps is not None:
             prob = prob_for_games(
                 curve, target_eps, games, g.threshold, g.confidence, spec.delta, **design

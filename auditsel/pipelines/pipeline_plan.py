@@ -87,6 +87,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditsel.auditing.planning import (
+    RANGE_HIGH,
+    RANGE_LOW,
     EpsLaw,
     PilotTests,
     PlanCurve,
@@ -96,6 +98,7 @@ from auditsel.auditing.planning import (
     games_needed,
     law_for_games,
     pilot_tests,
+    planned_range,
     prob_for_games,
 )
 from auditsel.auditing.rules import THRESHOLD_RULES
@@ -121,7 +124,6 @@ FLAG_LEVEL = 0.05  # a field is flagged at this level, Bonferroni over the field
 PILOT_CONFIDENCE = 0.8  # measured: docs/findings/plan-calibration.md
 MAX_PILOT = 10**7  # the CLI's --pilot range
 MAX_PLANNED_GAMES = 10**12  # the CLI's plan --games range
-RANGE_LOW, RANGE_HIGH = 0.05, 0.95  # the quantiles of the planned eps_L range (eps_low, _high)
 
 
 @dataclass(frozen=True)
@@ -364,11 +366,8 @@ def _combined(
 
 
 def _range(law: EpsLaw, mean: float) -> dict[str, Any]:
-    """The plan's fields of a law of eps_L: its RANGE_LOW and RANGE_HIGH quantiles, widened to
-    hold the plan's E[eps_L] (`mean`) where an atom puts it outside them (a law with 96% of
-    its mass at 0 has both quantiles 0 and a positive mean); widening only adds probability."""
-    low, high = min(law.quantile(RANGE_LOW), mean), max(law.quantile(RANGE_HIGH), mean)
-    inside = float(law.at(high)) - float(law.at(np.nextafter(low, -np.inf)))
+    """The plan's fields of a law of eps_L (`planning.planned_range`)."""
+    low, high, inside = planned_range(law, mean)
     return {"eps_low": low, "eps_high": high, "eps_range": inside, "law": law}
 
 
@@ -698,11 +697,11 @@ def _at_games(
             return prob_for_games(read.curve(target), target, games, **plan)
 
         asked = claimed_epsilon if claimed_epsilon is not None else target_eps
-        expected = expected_for_games(read.curve(asked), games, **plan)
+        expected, law = law_for_games(read.curve(asked), games, **plan)
         return replace(
             out,
             expected_eps=expected,
-            **_range(law_for_games(read.curve(asked), games, **plan), expected),
+            **_range(law, expected),
             point_expected_eps=expected_for_games(point_curve, games, **plan),
             prob_target=None if target_eps is None else at(target_eps),
             prob_refute=None if refute_at is None else at(refute_at),

@@ -14,6 +14,7 @@ from auditsel.auditing.planning import (
     PlanCurve,
     eps_law,
     expected_eps,
+    expected_for_games,
     law_for_games,
     rule_design,
 )
@@ -77,7 +78,10 @@ def test_audits_of_a_known_pair_fall_outside_the_range_as_often_as_its_law_says(
     mu, n, reps = 1.5, 2000, 400
     t = np.linspace(-6, mu + 6, 3000)
     curve = PlanCurve(stats.norm.sf(t), stats.norm.cdf(t - mu), "exact")
-    law = law_for_games(curve, n, "bonferroni", 0.95, DELTA, thresholds=1)
+    expected, law = law_for_games(curve, n, "bonferroni", 0.95, DELTA, thresholds=1)
+    # one search for both: the value is expected_for_games', the law's mean is that value
+    assert expected == expected_for_games(curve, n, "bonferroni", 0.95, DELTA, thresholds=1)
+    assert law.mean() == pytest.approx(expected, rel=1e-9)
     low, high = law.quantile(0.05), law.quantile(0.95)
     p_low = float(law.at(np.nextafter(low, -np.inf)))  # P(eps_L < low)
     p_high = 1 - float(law.at(high))  # P(eps_L > high)
