@@ -71,6 +71,7 @@ __all__ = [
     "general_shift",
     "region_grid",
     "lines_index",
+    "envelope_region",
     "layered_epsilon",
     "layered_delta",
     "layers",
@@ -119,6 +120,32 @@ def lines_index(m: ArrayLike, c: ArrayLike) -> Callable[[ArrayLike], np.ndarray]
     return lambda x: h[np.searchsorted(breaks, np.asarray(x, dtype=float), side="left")]
 
 
+def envelope_region(
+    e: ArrayLike, d_set: ArrayLike, d_comp: ArrayLike
+) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """(w, q) -> (largest w', smallest q') over the region q <= e^e q' + d_set(e) and
+    w' <= e^e w + d_comp(e) for every e of the grid `e` (a finite grid only enlarges it), with
+    its mirror constraints; each min/max is a lower/upper envelope of lines (`lines_index`,
+    built once), evaluated at the line it selects. One profile for both directions: d_set =
+    d_comp (`BaseProfile.region`); each direction's own: `two_sided`."""
+    e = np.asarray(e, dtype=float)
+    da, db = np.asarray(d_set, dtype=float), np.asarray(d_comp, dtype=float)
+    up, down = np.exp(e), np.exp(-e)
+    i1 = lines_index(up, db)  # w' <= e^e w + db
+    i2 = lines_index(-down, down * da + 1.0)  # w' <= 1 - e^-e (q - da)
+    i3 = lines_index(-down, down * da)  # q' >= e^-e (q - da)
+    i4 = lines_index(up, db - 1.0)  # q' >= 1 - db - e^e w
+
+    def region(w: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        j1, j2, j3, j4 = i1(w), i2(q), i3(q), i4(w)
+        w_max = np.minimum(up[j1] * w + db[j1], 1.0 - down[j2] * (q - da[j2]))
+        q_min = np.maximum((q - da[j3]) * down[j3], 1.0 - db[j4] - up[j4] * w)
+        w_max, q_min = np.clip(w_max, 0.0, 1.0), np.clip(q_min, 0.0, 1.0)
+        return np.maximum(w_max, w), np.minimum(q_min, q)
+
+    return region
+
+
 @dataclass(frozen=True)
 class BaseProfile:
     """delta_Q(eps) (max over directions), its inverse, and the post-processing region."""
@@ -143,27 +170,8 @@ class BaseProfile:
         if not self._lines:
             e = np.asarray(self.eps_grid, dtype=float)
             d = np.asarray(self.delta(e), dtype=float)
-            up, down = np.exp(e), np.exp(-e)
-            self._lines.update(
-                e=e,
-                d=d,
-                up=up,
-                down=down,
-                lines=(
-                    lines_index(up, d),
-                    lines_index(-down, down * d + 1.0),
-                    lines_index(-down, down * d),
-                    lines_index(up, d - 1.0),
-                ),
-            )
-        L = self._lines
-        d, up, down = L["d"], L["up"], L["down"]
-        i1, i2, i3, i4 = (fn(x) for fn, x in zip(L["lines"], (w, q, q, w)))
-        w_max = np.minimum(up[i1] * w + d[i1], 1.0 - down[i2] * (q - d[i2]))
-        q_min = np.maximum((q - d[i3]) * down[i3], 1.0 - d[i4] - up[i4] * w)
-        w_max = np.clip(w_max, 0.0, 1.0)
-        q_min = np.clip(q_min, 0.0, 1.0)
-        return np.maximum(w_max, w), np.minimum(q_min, q)
+            self._lines["region"] = envelope_region(e, d, d)  # one profile: both sides' d
+        return self._lines["region"](w, q)
 
 
 def base_profile(base: AccountedPair) -> BaseProfile:

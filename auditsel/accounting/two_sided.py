@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from auditsel.accounting.profile import BaseProfile, Layers, layers, lines_index
+from auditsel.accounting.profile import BaseProfile, Layers, envelope_region, layers
 from auditsel.mechanisms import (
     PLD_DISCRETIZATION,
     DpsgdBase,
@@ -84,23 +84,9 @@ def directional_profiles(pair: AccountedPair) -> tuple[Delta, Delta, np.ndarray]
 
 def _region(d_set: Delta, d_comp: Delta, grid: np.ndarray):
     """(w, q) -> (largest w', smallest q') over the pair's region: q <= e^e q' + d_set(e) and
-    w' <= e^e w + d_comp(e) for every e of the grid (a finite grid only enlarges it)."""
+    w' <= e^e w + d_comp(e) for every e of the grid (`profile.envelope_region`)."""
     e = np.asarray(grid, dtype=float)
-    da, db = np.asarray(d_set(e), dtype=float), np.asarray(d_comp(e), dtype=float)
-    up, down = np.exp(e), np.exp(-e)
-    i1 = lines_index(up, db)  # w' <= e^e w + db
-    i2 = lines_index(-down, down * da + 1.0)  # w' <= 1 - e^-e (q - da)
-    i3 = lines_index(-down, down * da)  # q' >= e^-e (q - da)
-    i4 = lines_index(up, db - 1.0)  # q' >= 1 - db - e^e w
-
-    def region(w: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        j1, j2, j3, j4 = i1(w), i2(q), i3(q), i4(w)
-        w_max = np.minimum(up[j1] * w + db[j1], 1.0 - down[j2] * (q - da[j2]))
-        q_min = np.maximum((q - da[j3]) * down[j3], 1.0 - db[j4] - up[j4] * w)
-        w_max, q_min = np.clip(w_max, 0.0, 1.0), np.clip(q_min, 0.0, 1.0)
-        return np.maximum(w_max, w), np.minimum(q_min, q)
-
-    return region
+    return envelope_region(e, d_set(e), d_comp(e))
 
 
 def _tilde(d_this: Delta, d_other: Delta, e: np.ndarray) -> np.ndarray:
