@@ -1,31 +1,42 @@
 """Run a command as if on an older x86-64 vector unit (issue 37): every library auditsel computes
-with is told to leave out AVX-512 ("avx2": an AVX2-only machine, such as an AMD CPU without
-AVX-512) or all SIMD beyond the baseline ("none").
+with is told to leave out AVX-512 ("avx2": an AVX2-only Intel machine), to take the code paths it
+takes on an AMD Zen 3 CPU, which has no AVX-512 ("zen3"), or to leave out all SIMD beyond the
+baseline ("none").
 
-    python tools/cpu_profile.py [--profile avx2|none] -- COMMAND [ARG ...]   # run COMMAND
-    python tools/cpu_profile.py [--profile avx2|none] --env                  # print the env
-    python tools/cpu_profile.py [--profile avx2|none] --check                # show it took
+    python tools/cpu_profile.py [--profile avx2|zen3|none] -- COMMAND [ARG ...]   # run COMMAND
+    python tools/cpu_profile.py [--profile avx2|zen3|none] --env                  # print the env
+    python tools/cpu_profile.py [--profile avx2|zen3|none] --check                # show it took
 
 What each profile sets (the one source of these variables; tests/accounting/test_cpu_profiles.py
 reads `profile_env`):
 
 ========================  ==============================  ===================================
-library                   avx2                            none
+library                   avx2 (zen3 where it differs)    none
 ========================  ==============================  ===================================
 numpy (dispatch)          NPY_DISABLE_CPU_FEATURES =      all of numpy's dispatched targets
                           its AVX-512 targets (X86_V4,
                           AVX512_*)
 OpenBLAS (numpy, scipy)   OPENBLAS_CORETYPE=Haswell       OPENBLAS_CORETYPE=Prescott
+                          (zen3: Zen)
 MKL (torch's BLAS)        MKL_ENABLE_INSTRUCTIONS=AVX2    MKL_ENABLE_INSTRUCTIONS=SSE4_2
 oneDNN (torch)            ONEDNN_MAX_CPU_ISA=AVX2         ONEDNN_MAX_CPU_ISA=SSE41
 torch's own kernels       ATEN_CPU_CAPABILITY=avx2        ATEN_CPU_CAPABILITY=default
-numba (DP-SGD kernels)    NUMBA_CPU_NAME=haswell,         NUMBA_CPU_NAME=generic
-                          NUMBA_CPU_FEATURES = this
-                          CPU's with every avx512*,
+numba (DP-SGD kernels)    NUMBA_CPU_NAME=haswell          NUMBA_CPU_NAME=generic
+                          (zen3: znver3, LLVM's Zen 3
+                          tuning), NUMBA_CPU_FEATURES =
+                          this CPU's with every avx512*,
                           amx* and avx10* off
 glibc (libm, string ops)  GLIBC_TUNABLES=glibc.cpu.       glibc.cpu.hwcaps=-AVX512F,...,
                           hwcaps=-AVX512F,-AVX512DQ,...   -AVX2,-FMA,-AVX
 ========================  ==============================  ===================================
+
+"zen3" is an emulation, not AMD hardware: the arithmetic of an x86-64 CPU is IEEE's on every
+vendor, so the digits can only move where a library picks its kernels by the CPU it finds, and
+the profile makes each pick what it picks on a Zen 3. OpenBLAS's wheel maps its Zen core type to
+its Haswell kernels (what `--check` reports), MKL and oneDNN take their AVX2 paths, numba
+compiles with LLVM's znver3 scheduling and tuning, restricted to the instructions this CPU has
+(an AMD-only instruction would not run here). What it cannot reach: microcode, and any library
+that tests the vendor string itself.
 
 numba's cache is left where it is: numba keys each cached function on its target CPU name and
 features (its codegen's magic tuple), so code compiled for this CPU is never loaded under a
@@ -48,7 +59,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PROFILES = ("avx2", "none")
+PROFILES = ("avx2", "zen3", "none")
 # glibc's names (sysdeps/x86/include/cpu-features-preferred_feature_index_1.def, cpu-features.h)
 GLIBC_AVX512 = ("AVX512F", "AVX512CD", "AVX512DQ", "AVX512BW", "AVX512VL", "AVX512ER", "AVX512PF")
 
@@ -77,19 +88,20 @@ def numba_features_without_avx512() -> str:
 
 
 def profile_env(name: str, base: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
-    """(environment, numpy targets switched off) of profile `name` ("avx2" or "none") on top of
-    `base` (default: this process's environment)."""
+    """(environment, numpy targets switched off) of profile `name` ("avx2", "zen3" or "none") on
+    top of `base` (default: this process's environment)."""
     if name not in PROFILES:
         raise ValueError(f"profile: {name!r}, allowed {PROFILES}")
     targets = numpy_dispatch_targets()
-    if name == "avx2":
+    if name in ("avx2", "zen3"):
         off = [t for t in targets if "512" in t or t == "X86_V4"]
+        zen = name == "zen3"
         extra = {
-            "OPENBLAS_CORETYPE": "Haswell",
+            "OPENBLAS_CORETYPE": "Zen" if zen else "Haswell",
             "MKL_ENABLE_INSTRUCTIONS": "AVX2",
             "ONEDNN_MAX_CPU_ISA": "AVX2",
             "ATEN_CPU_CAPABILITY": "avx2",
-            "NUMBA_CPU_NAME": "haswell",
+            "NUMBA_CPU_NAME": "znver3" if zen else "haswell",
             "NUMBA_CPU_FEATURES": numba_features_without_avx512(),
             "GLIBC_TUNABLES": "glibc.cpu.hwcaps=" + ",".join("-" + f for f in GLIBC_AVX512),
         }
@@ -225,16 +237,20 @@ def check(name: str) -> int:
     if set(off) & set(out["numpy_dispatch_enabled"]):
         bad.append("numpy")
     if isinstance(out["blas"], list) and any(
-        "SkylakeX" in b or "Cooperlake" in b for b in out["blas"]
+        "SkylakeX" in b
+        or "Cooperlake" in b
+        or (name == "zen3" and not b.endswith((":Zen", ":Haswell")))
+        for b in out["blas"]
     ):
         bad.append("OpenBLAS")
-    want = {"avx2": "AVX2", "none": "DEFAULT"}[name]
+    want = {"avx2": "AVX2", "zen3": "AVX2", "none": "DEFAULT"}[name]
     if out["torch_capability"] not in (want, "torch not installed"):
         bad.append("torch")
     if (
         out.get("numba_zmm")
         or out.get("numba_avx512_features")
         or (name == "none" and out.get("numba_ymm"))
+        or (name == "zen3" and out.get("numba_cpu") != "znver3")
     ):
         bad.append("numba")
     if (

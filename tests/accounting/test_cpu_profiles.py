@@ -107,7 +107,7 @@ def committed() -> dict[str, str]:
 
 
 @pytest.mark.slow  # two fresh interpreters, each computing two DP-SGD attack values (about 10 CPU s)
-@pytest.mark.parametrize("profile", ["avx2", "none"])
+@pytest.mark.parametrize("profile", ["avx2", "zen3", "none"])
 def test_attack_values_print_the_same_digits_on_every_vector_unit(profile):
     mine, other, pinned = measure(), run_profile(profile), committed()
     assert other["bits"] == mine["bits"]  # portable: the same bits
@@ -117,7 +117,7 @@ def test_attack_values_print_the_same_digits_on_every_vector_unit(profile):
 
 
 @pytest.mark.slow  # three fresh interpreters per profile (about 10 CPU s each)
-@pytest.mark.parametrize("profile", ["avx2", "none"])
+@pytest.mark.parametrize("profile", ["avx2", "zen3", "none"])
 def test_the_profile_takes_in_every_library(profile):
     """tools/cpu_profile.py --check: numpy, OpenBLAS, MKL, torch, numba and glibc each report
     the profile's vector unit (none of them AVX-512; for "none", none of them AVX2 either)."""
