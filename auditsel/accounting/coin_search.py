@@ -53,7 +53,7 @@ The search (a heuristic: any score found is valid, only the tightness depends on
    it is the exact search over all n! orders of the outputs (2^n states).
 2. The order found is merged into segments (consecutive pieces of one output) and the segments'
    coin cuts are optimised (Nelder-Mead on the float eps of the path, each segment read in
-   `OPT_PIECES` sub-pieces), then 1 and 2 repeat at the eps found while it rises (at most
+   sub-pieces, `OPT_PIECES` per unit of its mass), then 1 and 2 repeat at the eps found while it rises (at most
    `ROUNDS`), both directions, started from `start` (the value already known).
 3. The best path is certified with `FINAL_PIECES` sub-pieces per segment.
 
@@ -63,8 +63,9 @@ Round-off (the value is a lower bound in floating point too). The coin cuts are 
 ones and each is at most its computed value times (1 + 4 u). The winner's masses are enclosed
 exactly as the attack's (`score_search.enclose_order`, A3 of `accounting.attack`), and the hockey
 stick is read from the enclosures (`score_search.direction_pieces`, prefix sums rounded down /
-up): no other error enters. The search itself uses float64 (the law's pgf; `accounting.portable`
-logs), which only steers it.
+up): no other error enters. The search itself uses float64 (the law's pgf, numpy's exp inside
+it), which only steers it: on another vector unit the cuts found may move in their last bits,
+and the certified value with them by far less than its 4 printed decimals.
 
 Cost: the DP is O(n (m + 1)^n) per eps (at most `DP_STATES` states), each refinement at most
 `MAX_EVALS` evaluations of a path of about 10 segments; 0.1 to 0.8 s per pair measured on 3 to 6
@@ -80,7 +81,6 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import ArrayLike
 
-from auditsel.accounting import portable as pm
 from auditsel.accounting.score_search import (
     U64,
     direction_pieces,
@@ -105,8 +105,10 @@ __all__ = [
 MAX_OUTPUTS = 14
 #: the DP's states (m + 1)^n are at most this many (m pieces per output, m >= 1)
 DP_STATES = 8000
-#: sub-pieces per segment while the cuts are optimised, and in the certified value
-OPT_PIECES = 16
+#: sub-pieces per unit of mass while the cuts are optimised (a segment of mass w, the larger of
+#: its two sides, is read in ceil(w OPT_PIECES) of them, at least 4: as fine as the DP's pieces),
+#: and sub-pieces per segment in the certified value
+OPT_PIECES = 512
 FINAL_PIECES = 512
 #: improvement rounds per direction, and float evaluations per refinement
 ROUNDS = 6
@@ -158,20 +160,21 @@ class CoinResult:
 
 
 # --- the pieces of a path --------------------------------------------------------------------
-def _sub_pieces(segments: tuple[tuple[int, float, float], ...], s: int):
-    """(output per sub-piece, coin cut points per sub-piece (from, to) in longdouble) of the
-    segments, each split into s equal sub-intervals of its coin range (in increasing score)."""
-    ys = np.repeat(np.array([y for y, _, _ in segments], dtype=np.int64), s)
-    a = np.array([lo for _, lo, _ in segments], dtype=float)
-    b = np.array([hi for _, _, hi in segments], dtype=float)
-    t = np.arange(s + 1, dtype=float) / s
-    # float64 cut points inside each segment, non-decreasing, the ends exactly the segment's
-    cuts = a[:, None] + (b - a)[:, None] * t[None, :]
-    cuts[:, 0], cuts[:, -1] = a, b
-    cuts = np.maximum.accumulate(np.minimum(cuts, b[:, None]), axis=1)
-    lo = cuts[:, :-1].ravel().astype(np.longdouble)
-    hi = cuts[:, 1:].ravel().astype(np.longdouble)
-    return ys, hi - lo
+def _sub_pieces(segments: tuple[tuple[int, float, float], ...], s: int | np.ndarray):
+    """(output per sub-piece, coin length per sub-piece in longdouble) of the segments, segment
+    i split into s (or s[i]) equal sub-intervals of its coin range (in increasing score)."""
+    count = np.broadcast_to(np.asarray(s, dtype=np.int64), (len(segments),))
+    ys = np.repeat(np.array([y for y, _, _ in segments], dtype=np.int64), count)
+    a = np.repeat(np.array([lo for _, lo, _ in segments], dtype=float), count)
+    b = np.repeat(np.array([hi for _, _, hi in segments], dtype=float), count)
+    first = np.repeat(np.cumsum(count) - count, count)
+    k = np.arange(len(ys)) - first
+    n = np.repeat(count, count).astype(float)
+    # float64 cut points inside each segment: the segment's ends exactly, non-decreasing
+    lo = np.where(k == 0, a, np.minimum(a + (b - a) * (k / n), b))
+    hi = np.where(k == n - 1, b, np.minimum(a + (b - a) * ((k + 1) / n), b))
+    hi = np.maximum(hi, lo)
+    return ys, hi.astype(np.longdouble) - lo.astype(np.longdouble)
 
 
 def coin_winner_laws(
@@ -284,7 +287,8 @@ def _float_eps(
 ) -> float:
     """The float64 eps of a path (its sub-pieces' winner law, the likelihood-ratio test sets):
     the search's objective."""
-    ys, length = _sub_pieces(segments, s)
+    w = np.array([max(p[y], q[y]) * (hi - lo) for y, lo, hi in segments])
+    ys, length = _sub_pieces(segments, np.clip(np.ceil(s * w), 4, s))
     length = length.astype(float)
     out = []
     for v in (p, q):
