@@ -865,6 +865,7 @@ class AttackValue:
     #: lower end takes it where largest (`with_one_run`), labelled with that assumption
     coin: tuple[float, ...] | None = None
     coin_score: CoinScore | None = field(default=None, repr=False, compare=False)
+    _coin_pieces: tuple[np.ndarray, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def epsilon(self) -> float:
@@ -872,9 +873,13 @@ class AttackValue:
 
     def delta(self, eps: ArrayLike) -> np.ndarray:
         """The certified lower privacy curve delta_low(eps) of the attack: the best of the
-        monotone attack's curve (labelled method) and the score search's."""
+        monotone attack's curve (labelled method) and the score search's; where the value is
+        the coin search's (method "coin_search", `with_one_run`), its score's curve too, a lower
+        curve for the base with a released coin (`coin_search.COIN_ASSUMPTION`)."""
         e = np.atleast_1d(np.asarray(eps, dtype=float))
         curves = [_deltas_at(U, V, e) for U, V in self._pieces]
+        if self.method == "coin_search" and self._coin_pieces is not None:
+            curves.append(_deltas_at(self._coin_pieces[0], self._coin_pieces[1], e))
         for search in (self._search, self._split_search):
             if search is not None:
                 curves.append(search.deltas_at(e))
@@ -1018,7 +1023,9 @@ def attack(
         known = [max(a, b) for a, b in zip(value.epsilons, value.one_run or value.epsilons)]
         coins = coin_search(red.law(0), red.law(1), law, d, known)
         if coins is not None:
-            value = replace(value, coin=coins.epsilons, coin_score=coins.score)
+            value = replace(
+                value, coin=coins.epsilons, coin_score=coins.score, _coin_pieces=coins.pieces
+            )
     return value
 
 

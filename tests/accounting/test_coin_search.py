@@ -177,3 +177,14 @@ def test_many_outputs_are_not_searched():
     p = tuple(np.full(n, 1 / n))
     q = tuple(np.linspace(1, 2, n) / np.linspace(1, 2, n).sum())
     assert coin_search(p, q, Poisson(3.0), [DELTA], [0.0]) is None
+
+
+def test_the_curve_of_a_coin_value_is_its_score_s_curve():
+    """`AttackValue.delta` (result.json's attack_curve) reads the coin score's certified curve
+    where the value is the coin search's: delta_low(eps) crosses delta at the value."""
+    pair, law = SMALL[19], SEED5_LAWS[19 % 3]
+    value = with_one_run(attack(pair, law, DELTA))
+    assert value.method == "coin_search"
+    assert value.delta([value.epsilon * (1 + 1e-6)])[0] <= DELTA
+    assert value.delta([value.epsilon * (1 - 1e-3)])[0] > DELTA
+    assert attack(pair, law, DELTA).delta([value.epsilon * (1 - 1e-3)])[0] <= DELTA  # no coin
