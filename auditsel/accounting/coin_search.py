@@ -104,7 +104,7 @@ __all__ = [
 #: the finite bases searched have at most this many outputs (the DP has at least 2^n states)
 MAX_OUTPUTS = 14
 #: the DP's states (m + 1)^n are at most this many (m pieces per output, m >= 1)
-DP_STATES = 8000
+DP_STATES = 20000
 #: sub-pieces per unit of mass while the cuts are optimised (a segment of mass w, the larger of
 #: its two sides, is read in ceil(w OPT_PIECES) of them, at least 4: as fine as the DP's pieces),
 #: and sub-pieces per segment in the certified value
