@@ -1160,9 +1160,11 @@ def with_one_run(value: AttackValue) -> AttackValue:
     coin = value.coin
     if coin is None:
         return value
-    eps = tuple(max(a, b) for a, b in zip(value.epsilons, coin))
     if not coin[0] > value.epsilons[0]:
-        return replace(value, epsilons=eps)
+        # not the value at the first delta: not merged at any delta either, so that no epsilon
+        # labelled as the finite pair's own comes from the base with a coin
+        return value
+    eps = tuple(max(a, b) for a, b in zip(value.epsilons, coin))
     assert value.coin_score is not None
     return replace(
         value,
