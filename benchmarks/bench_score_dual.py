@@ -8,6 +8,7 @@ beside it. DP-SGD: the five widest rows of results/papers/interval-widths/rows.j
 committed ends; nothing is regenerated).
 
     PYTHONPATH=$PWD python benchmarks/bench_score_dual.py [--dpsgd] [--finite] [--pure] [--two-sided]
+    PYTHONPATH=$PWD python benchmarks/bench_score_dual.py --coin   # the coin search's lower end
 """
 
 import json
@@ -108,6 +109,41 @@ def pure() -> None:
         print(f"{name}: width median {np.median(w):.1f}%, max {np.max(w):.1f}%")
 
 
+def coin() -> None:
+    """The interval's ends on the same 24 random finite pairs as `pure`, before and after the
+    coin search (`accounting.coin_search`: its lower end is for the base with a coin released
+    with each run, the pair's privacy profile), per side, and `tuning_interval`'s warm time
+    (second call; CPU seconds)."""
+    from auditsel.accounting.attack import attack, with_one_run
+    from auditsel.accounting.interval import tuning_interval
+
+    print(
+        "| pair | K | lower before (no coin) | lower after (coin) | upper | width before | after "
+        "| warm interval s (CPU) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    before, after, seconds = [], [], []
+    pairs = random_pairs(24, seed=5, sizes=(3, 7), concentration=0.8)
+    for n, pair in enumerate(pairs):
+        law = LAWS[n % 3]
+        old = with_one_run(attack(pair, law, DELTA, coin=False)).epsilon
+        tuning_interval(pair, law, DELTA)
+        start = time.process_time()
+        iv = tuning_interval(pair, law, DELTA)
+        seconds.append(time.process_time() - start)
+        before.append(100 * (iv.upper - old) / iv.upper)
+        after.append(100 * iv.width / iv.upper)
+        print(
+            f"| {n} ({len(pair.p)} outputs) | {law.kind}({law.mean:.3g}) | {old:.4f} | "
+            f"{iv.lower:.4f} | {iv.upper:.4f} | {before[-1]:.1f}% | {after[-1]:.2f}% | "
+            f"{seconds[-1]:.2f} |",
+            flush=True,
+        )
+    for name, w in (("before", before), ("after", after)):
+        print(f"{name}: width median {np.median(w):.2f}%, max {np.max(w):.2f}%")
+    print(f"warm tuning_interval CPU s: median {np.median(seconds):.2f}, max {np.max(seconds):.2f}")
+
+
 def two_sided() -> None:
     """The two-sided layered bound on every row of results/papers/interval-widths/rows.json:
     the committed upper end and attack, the new bound, widths as % of the upper end before and
@@ -161,6 +197,8 @@ def dpsgd() -> None:
 
 if __name__ == "__main__":
     args = set(sys.argv[1:]) or {"--finite", "--dpsgd", "--pure", "--two-sided"}
+    if "--coin" in args:
+        coin()
     if "--two-sided" in args:
         two_sided()
     if "--pure" in args:

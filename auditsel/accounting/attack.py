@@ -36,6 +36,14 @@ Which scores (`scores`).
   Lyapunov's theorem a deterministic score); its value is kept in `AttackValue.split` and
   the interval's lower end (`with_one_run`) takes the largest.
 
+* Finite-output bases, for the interval's lower end only (`with_one_run`; `AttackValue.coin`):
+  the coin search (`accounting.coin_search`), scores of (output, coin) where each run also
+  releases an independent uniform coin: an output's coin range may be split between ranks and
+  the test reads the winner's coin. Its value is a lower bound for that base with a released
+  coin (the pair's privacy profile, which every upper bound covers), NOT for the finite pair
+  releasing its output alone (`coin_search.COIN_ASSUMPTION`, printed with it); `attack_epsilon`
+  and `AttackValue.epsilons` before `with_one_run` never include it.
+
 * "monotone": the largest (or smallest) label wins, [XWW24]'s assumption; the value the
   interval had before the search (the reduced game's value is exact only under it):
 
@@ -191,6 +199,7 @@ from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, ndtri
 
 from auditsel.accounting import portable as pm
+from auditsel.accounting.coin_search import COIN_ASSUMPTION, CoinScore, coin_search
 from auditsel.accounting.exact import EPS_CAP, exact_epsilon, privacy_curve
 from auditsel.accounting.score_search import (
     DEFAULT_RESOLUTION,
@@ -850,6 +859,13 @@ class AttackValue:
     split_direction: str | None = None
     split_shape: str | None = None
     _split_search: ScoreSearch | None = field(default=None, repr=False, compare=False)
+    #: the coin search's epsilon (`accounting.coin_search`: finite-output bases only), a lower
+    #: bound for the base with an independent uniform coin released with each run (the pair's
+    #: privacy profile), NOT for the finite pair releasing its output alone; the interval's
+    #: lower end takes it where largest (`with_one_run`), labelled with that assumption
+    coin: tuple[float, ...] | None = None
+    coin_score: CoinScore | None = field(default=None, repr=False, compare=False)
+    _coin_pieces: tuple[np.ndarray, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def epsilon(self) -> float:
@@ -857,9 +873,13 @@ class AttackValue:
 
     def delta(self, eps: ArrayLike) -> np.ndarray:
         """The certified lower privacy curve delta_low(eps) of the attack: the best of the
-        monotone attack's curve (labelled method) and the score search's."""
+        monotone attack's curve (labelled method) and the score search's; where the value is
+        the coin search's (method "coin_search", `with_one_run`), its score's curve too, a lower
+        curve for the base with a released coin (`coin_search.COIN_ASSUMPTION`)."""
         e = np.atleast_1d(np.asarray(eps, dtype=float))
         curves = [_deltas_at(U, V, e) for U, V in self._pieces]
+        if self.method == "coin_search" and self._coin_pieces is not None:
+            curves.append(_deltas_at(self._coin_pieces[0], self._coin_pieces[1], e))
         for search in (self._search, self._split_search):
             if search is not None:
                 curves.append(search.deltas_at(e))
@@ -874,6 +894,11 @@ class AttackValue:
             f"({'any score' if self.scores == 'any' else 'monotone scores only'}; a valid lower "
             "bound: a post-processing of the true pair, round-off charged)"
         ]
+        if self.method == "coin_search":
+            lines = [
+                f"attack value eps >= {self.epsilon:.4f} at delta = {self.deltas[0]:g} (any "
+                f"score; a valid lower bound {COIN_ASSUMPTION}; round-off charged)"
+            ]
         if self.monotone is not None and self.scores == "any":
             lines.append(
                 f"  the monotone score (largest/smallest label wins) gives {self.monotone[0]:.4f}"
@@ -887,10 +912,15 @@ class AttackValue:
             "split": "heavy label buckets split into equal pieces the score ranks apart (a "
             "cut of the output with equal shares under both laws: no game of auditsel plays "
             "it yet)",
+            "coin": "outputs ranked by (output, released coin): an output's coin range may be "
+            "split between ranks, a larger coin wins inside a segment (no game of auditsel "
+            "plays it yet)",
         }
         lines.append(
             f"  score: {self.shape}: {how.get(self.shape, self.shape)}; test {self.direction}"
         )
+        if self.method == "coin_search" and self.coin_score is not None:
+            lines.append(f"  {self.coin_score.describe()}")
         for s in (self.score, self.output_score):
             if s is not None:
                 ranks = np.asarray(s.ranks)
@@ -937,6 +967,7 @@ def attack(
     scores: str = "any",
     resolution: int | None = None,
     tail: float | None = None,
+    coin: bool = True,
 ) -> AttackValue:
     """The attack value at each delta (module docstring), how it was obtained and the score
     that achieves it. `pair`: a mechanism pair or a dp_accounting DpEvent that is one
@@ -950,7 +981,10 @@ def attack(
     labelled run (`LABEL_STEP`); `resolution`: the number M of merged buckets of the score
     search (`score_search.DEFAULT_RESOLUTION`; the DP costs O(M^2) per step); `tail`: the
     label quantile beyond which the merge lumps labels into the end buckets (default
-    `score_search.delta_tail(deltas, law)`: where the hockey stick at these deltas reads)."""
+    `score_search.delta_tail(deltas, law)`: where the hockey stick at these deltas reads);
+    `coin`: for a finite-output base and `scores="any"`, also run the coin search
+    (`accounting.coin_search`, kept in `AttackValue.coin`: a lower bound for the base with a
+    released coin, which only `with_one_run`, the interval's lower end, reads)."""
     start = time.perf_counter()
     pair = as_pair(pair, "pair")
     d = check_deltas(deltas, "deltas")
@@ -985,6 +1019,13 @@ def attack(
     value = replace(value, one_run=tuple(float(e) for e in one))
     if splits_apply(pair):
         value = _with_split(value, search, law, d)
+    if coin and isinstance(red, FiniteOutputBase):
+        known = [max(a, b) for a, b in zip(value.epsilons, value.one_run or value.epsilons)]
+        coins = coin_search(red.law(0), red.law(1), law, d, known)
+        if coins is not None:
+            value = replace(
+                value, coin=coins.epsilons, coin_score=coins.score, _coin_pieces=coins.pieces
+            )
     return value
 
 
@@ -1106,12 +1147,39 @@ def one_run_epsilons(
 
 def with_one_run(value: AttackValue) -> AttackValue:
     """`value` with each epsilon the largest of it, `value.one_run` (a lower bound of its own,
-    `one_run_epsilons`) and `value.split` (the split search's, `split_epsilons`); where one
-    run's is the largest at the first delta, the value is labelled method "one_run" (the
-    tuner's score ignores the runs: no game of auditsel plays that score, so `score` is None);
-    where the split search's is, method "split_search" and shape "split" (its score ranks
-    pieces of a bucket apart, a cut of the output no game of auditsel plays yet: `score` is
-    None)."""
+    `one_run_epsilons`), `value.split` (the split search's, `split_epsilons`) and `value.coin`
+    (the coin search's, finite bases: `accounting.coin_search`); where one run's is the largest
+    at the first delta, the value is labelled method "one_run" (the tuner's score ignores the
+    runs: no game of auditsel plays that score, so `score` is None); where the split search's
+    is, method "split_search" and shape "split" (its score ranks pieces of a bucket apart, a cut
+    of the output no game of auditsel plays yet: `score` is None); where the coin search's is,
+    method "coin_search" and shape "coin": that value is a lower bound for the base with a coin
+    released with each run (`coin_search.COIN_ASSUMPTION`), not for the finite pair without
+    it, and `accounting.interval.attack_source` says so wherever the lower end is printed."""
+    value = _with_one_run(value)
+    coin = value.coin
+    if coin is None:
+        return value
+    if not coin[0] > value.epsilons[0]:
+        # not the value at the first delta: not merged at any delta either, so that no epsilon
+        # labelled as the finite pair's own comes from the base with a coin
+        return value
+    eps = tuple(max(a, b) for a, b in zip(value.epsilons, coin))
+    assert value.coin_score is not None
+    return replace(
+        value,
+        epsilons=eps,
+        strategy="coin",
+        direction=value.coin_score.direction,
+        method="coin_search",
+        score=None,
+        shape="coin",
+        output_score=None,
+    )
+
+
+def _with_one_run(value: AttackValue) -> AttackValue:
+    """`with_one_run` without the coin search."""
     split = value.split
     if split is not None and split[0] > max(value.epsilons[0], (value.one_run or (0.0,))[0]):
         eps = tuple(max(a, b) for a, b in zip(value.epsilons, split))
@@ -1304,7 +1372,7 @@ def attack_epsilon(
     `scores`: "any" (the worst-score attack) or "monotone"; `resolution`: the merged buckets
     of the score search (`attack`)."""
     check_deltas(delta)
-    value = attack(pair, law, delta, scores=scores, resolution=resolution)
+    value = attack(pair, law, delta, scores=scores, resolution=resolution, coin=False)
     return np.array(value.epsilons) if np.ndim(delta) else value.epsilons[0]
 
 
@@ -1325,7 +1393,7 @@ def attack_delta(
     if why is not None:
         raise ConfigError("pair", why)
     e = np.atleast_1d(np.asarray(eps, dtype=float))
-    value = attack(pair, law, [0.5], scores=scores, tail=TAIL if tail is None else tail)
+    value = attack(pair, law, [0.5], scores=scores, tail=TAIL if tail is None else tail, coin=False)
     curves = []
     if pair.reduction_is_exact:
         curves.append(privacy_curve(winner_law(cast(MechanismPair, pair.reduced()), law), e))

@@ -9,7 +9,11 @@ tuning run ([XWW24] Algorithm 2; `accounting.attack`) satisfies ::
                 a valid eps_L of a game when one is given),
     upper = min over the registered bounds that are rigorous for the pair (`accounting.registry`),
 
-and `width = upper - lower`. The tuning run's epsilon is taken over EVERY score function the run
+and `width = upper - lower`. For a finite-output base the lower end may be the coin search's
+value (`accounting.coin_search`; `lower_source` then says so): a lower bound for the base whose
+runs also release an independent uniform coin, which has the pair's privacy profile (every upper
+bound here covers it), not for the finite pair releasing its output alone; the interval then
+brackets that base's tuning run. The tuning run's epsilon is taken over EVERY score function the run
 may rank its runs by: the attack value is the worst-score attack (`accounting.attack`), and the
 reduced game's values (`exact`, `improved_rdp`, `improved_rdp_gdp`), which hold only under
 [XWW24]'s monotone-score assumption (`registry.ASSUMPTION`), are never an end.
@@ -53,6 +57,7 @@ from typing import Any, TypedDict
 from numpy.typing import ArrayLike
 
 from auditsel.accounting.attack import AttackValue, attack, attack_applies, with_one_run
+from auditsel.accounting.coin_search import COIN_ASSUMPTION
 from auditsel.accounting.profile import BaseProfile, base_profile
 from auditsel.accounting.registry import ASSUMPTION, ASSUMPTIONS, BOUNDS, MONOTONE_SCORE
 from auditsel.errors import ConfigError, choice
@@ -263,6 +268,11 @@ def attack_source(value: AttackValue) -> str:
         return (
             "attack: one run's eps at delta / (1 - P[K = 0]) (the tuner's score ignores the runs, "
             "ties broken at random: the release is one run, or the fixed output when K = 0)"
+        )
+    if value.method == "coin_search":
+        return (
+            f"attack: worst coin score found (outputs ranked with a coin released with each run; "
+            f"test {value.direction}): a lower bound {COIN_ASSUMPTION}"
         )
     if value.method == "split_search":
         shape = value.split_shape or "extremes"

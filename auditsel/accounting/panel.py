@@ -274,7 +274,11 @@ def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list[flo
             direction=hit.direction,
             label_step=hit.label_step,
             slack=hit.slack,
-            score=None if score is None else score.describe(),
+            score=hit.coin_score.describe()
+            if hit.method == "coin_search" and hit.coin_score is not None
+            else None
+            if score is None
+            else score.describe(),
         )
     if extra:
         info["curve"] = (

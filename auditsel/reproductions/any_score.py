@@ -16,14 +16,18 @@ Gaussians", Figure 5) assumes a continuous one-to-one, hence monotone, score of 
 * `attack`: the attack value over score functions (`accounting.attack`, a lower bound on the
   tuning run's epsilon for any score, with no sampling error) and the score it found (`score`,
   `score_summary`: its shape and where it cuts, in the base's output units for a Gaussian base,
-  else in label units; "monotone" where a monotone score is the best found);
+  else in label units; "monotone" where a monotone score is the best found; for the finite
+  base, "coin" where the coin search's value is the largest: a lower bound for that base with an
+  independent coin released with each run, the pair's privacy profile, not for the finite pair
+  releasing its output alone, `accounting.coin_search`);
 
 * `generic_rdp` [PS22], `profile` [KRW24]: rigorous upper bounds for any score;
 
 * the interval [attack, tightest rigorous bound] (`interval_lower`, `interval_upper`, `width`,
   `width_pct` = width / upper) and `below_pct` = (attack - monotone) / attack: how far the
   monotone value sits below a valid lower bound for any score (positive: the monotone value is
-  not the tuning run's epsilon).
+  not the tuning run's epsilon); where the attack is a coin score, `attack` in `below_pct` is
+  the one for the finite pair itself (the coin value bounds another base).
 
 Every number is computed by `accounting.panel` and `accounting.interval`; nothing is typed in.
 """
@@ -34,7 +38,8 @@ import time
 
 from dp_accounting import dp_event
 
-from auditsel.accounting.attack import AttackValue
+from auditsel.accounting.attack import AttackValue, with_one_run
+from auditsel.accounting.attack import attack as attack_value
 from auditsel.accounting.interval import interval_attack
 from auditsel.accounting.panel import panel
 from auditsel.events import LaplaceBase, as_pair
@@ -87,13 +92,21 @@ def score_summary(value: AttackValue) -> str:
     """The score an attack value found, in words: its shape and where it cuts (the bucket whose
     runs lose, for "extremes"; the bucket whose runs win, for "middle"), in the base's output
     units where known (Gaussian bases), else in label units; "monotone" for a monotone score;
-    for a split score (`attack.split_epsilons`) its shape over the pieces."""
+    for a split score (`attack.split_epsilons`) its shape over the pieces; for a coin score
+    (`accounting.coin_search`, finite bases) what it bounds."""
     if getattr(value, "shape", None) == "split":
         search = value._split_search
         pieces = "" if search is None else f", {search.m} pieces"
         return (
             f"split: {value.split_shape or 'extremes'} over the label buckets, the heavy ones "
             f"split into equal pieces ranked apart ({value.resolution} buckets{pieces})"
+        )
+    if getattr(value, "shape", None) == "coin" and value.coin_score is not None:
+        segments = len(value.coin_score.segments)
+        return (
+            f"coin: the outputs ranked with a coin released with each run ({segments} coin "
+            "segments; a lower bound for the base with a released coin, not for the finite "
+            "pair alone)"
         )
     if getattr(value, "shape", "monotone") == "monotone" or value.score is None:
         return "monotone"
@@ -118,6 +131,11 @@ def _row(name: str, pair, law, delta: float) -> dict:
     hit = p.attack_value
     mono_attack = interval_attack(pair, law, [delta], "monotone_score")
     attack = p.attack["epsilon"]
+    # below_pct compares the monotone value with a lower bound for the same base: a coin
+    # value bounds the base with a released coin, so there the pair's own attack is read
+    own = attack
+    if hit is not None and hit.method == "coin_search":
+        own = with_one_run(attack_value(pair, law, [delta], coin=False)).epsilon
     iv = p.interval
     return {
         "setting": name,
@@ -137,9 +155,7 @@ def _row(name: str, pair, law, delta: float) -> dict:
         "upper_source": (iv.upper_source or "").split(" ")[0],
         "width": iv.width,
         "width_pct": 100 * iv.width / iv.upper,
-        "below_pct": None
-        if monotone is None or attack is None
-        else 100 * (attack - monotone) / attack,
+        "below_pct": None if monotone is None or own is None else 100 * (own - monotone) / own,
         "seconds": round(time.perf_counter() - start, 2),
     }
 
@@ -182,6 +198,7 @@ def summary(rows: list[dict]) -> list[str]:
 
 ASSUMPTION_LINE = (
     "monotone = the reduced game's exact value ([XWW24]'s monotone-score assumption; "
-    "heuristic for tau < 1); attack = a valid lower bound for any score; generic_rdp and "
+    "heuristic for tau < 1); attack = a valid lower bound for any score (a coin score: for "
+    "the base with a coin released with each run, the pair's privacy profile); generic_rdp and "
     "profile = rigorous upper bounds for any score"
 )

@@ -145,7 +145,11 @@ def lower_values(result: dict) -> list[tuple[float, str]]:
     out = []
     att = (result.get("attack") or {}).get("epsilon")
     if att is not None and math.isfinite(att):
-        out.append((float(att), f"the attack value {att:.4f} (a lower bound)"))
+        # a coin score's value bounds the finite base with a coin released with each run
+        # (`accounting.coin_search`): named so wherever a value is said to sit below it
+        coin = (result.get("attack") or {}).get("method") == "coin_search"
+        what = "a lower bound for the base with a released coin" if coin else "a lower bound"
+        out.append((float(att), f"the attack value {att:.4f} ({what})"))
     eps_l = valid_lower(result)
     if eps_l is not None:
         low = result["lower"]
