@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -144,10 +144,9 @@ def _play(
         proxy,
         trials,
         seed,
-        chunk_size=chunk_size,
-        jobs=ex.jobs,
+        execution=replace(ex, chunk_size=chunk_size, checkpoint_dir=None),
         # the code identity of release and score: an edited one refuses old chunks
-        checkpoint_dir=None
+        checkpoints=None
         if ex.checkpoint_dir is None
         else Checkpoints(
             Path(ex.checkpoint_dir),
@@ -155,8 +154,6 @@ def _play(
             chunk_size,
             code_identity(release, score),
         ),
-        progress=ex.progress,
-        backend=ex.backend,
     )
 
 

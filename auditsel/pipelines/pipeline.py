@@ -388,14 +388,9 @@ def play_games(
             no_proxy,  # unused: the game plays and scores its chunks itself (PipelineGame.play)
             games,
             seed,
-            chunk_size=game.chunk_size,
-            jobs=ex.jobs,
-            checkpoint_dir=ex.checkpoint_dir,
+            execution=replace(ex, chunk_size=game.chunk_size, backend=where),
             fingerprint=fingerprint,
-            progress=ex.progress,
-            backend=where,
             in_memory=ex.stream is not True,
-            checkpoint_after=ex.checkpoint_after,
         )
     return record, LOCAL_CPU.seconds - start
 
