@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditsel.dpsgd.datasets import Dataset, load_split
+from auditsel.dpsgd.trainer import TrainSettings
 from auditsel.errors import ConfigError
 from auditsel.games.one_run_reduced import OneRunReducedGame
 from auditsel.rounds import RoundsLaw
@@ -111,15 +112,17 @@ class OneRunDpsgd:
         out = train_runs(
             model,
             train,
-            steps=self.steps,
-            lr=lrs,
-            clip=self.clip,
-            noise_multiplier=self.noise_multiplier,
-            sample_rate=1.0,
             seeds=seeds,
             canary=canary,
             include_canary=np.full(k, bool(included)),
             execution=Execution(device=self.device, dtype=torch.float64),
+            settings=TrainSettings(
+                steps=self.steps,
+                lr=lrs,
+                clip=self.clip,
+                noise_multiplier=self.noise_multiplier,
+                sample_rate=1.0,
+            ),
         )
         shift = (out.w0 - out.wN).double().cpu().numpy()[:, :m] / lrs[:, None]
         winner = int(np.argmax(shift.sum(axis=1)))  # ties: the earliest run
