@@ -16,7 +16,7 @@ matplotlib, scikit-learn, dask, statsmodels, pandas, PyYAML, scipy.stats or scip
 """
 
 from auditsel.accounting.attack import AttackValue, attack, attack_epsilon
-from auditsel.accounting.calibrate import Calibration, calibrate
+from auditsel.accounting.calibrate import Calibration, CalibrationOptions, calibrate
 from auditsel.accounting.exact import exact_epsilon, privacy_curve
 from auditsel.accounting.interval import Interval, TuningEpsilon, tuning_epsilon, tuning_interval
 from auditsel.accounting.panel import Panel, panel, panel_curves, upper_bounds
@@ -106,6 +106,7 @@ __all__ = [
     # Calibration
     "calibrate",
     "Calibration",  # members
+    "CalibrationOptions",
     # Lower bounds
     "audit_scores",
     "LowerBound",  # members

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import auditsel
+from auditsel.accounting.calibrate import CalibrationOptions
 from auditsel.accounting.registry import BOUNDS
 from auditsel.accounting.score_search import ScoreSearch
 from auditsel.errors import ConfigError
@@ -210,7 +211,9 @@ def _cases() -> dict[str, Case]:
             lambda d: improved.finite_improved_epsilon(fin, tnb, d)
         ),
         "auditsel.accounting.calibrate.calibrate": Case(
-            lambda d: calibrate.calibrate(g, tnb, target_epsilon=3.0, delta=d, baseline=False),
+            lambda d: calibrate.calibrate(
+                g, tnb, target_epsilon=3.0, delta=d, options=CalibrationOptions(baseline=False)
+            ),
             at_zero=RAISES,  # no Gaussian noise is (3, 0)-DP: the target is out of reach
             field="delta",
         ),

@@ -76,14 +76,9 @@ WIDE = {
     "auditsel/pipelines/pipeline_plan.py::plan_pipeline": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/pipelines/own_protocol.py::audit_protocol": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/pipelines/sequential.py::audit_until_refuted": (NOT_YET_SPLIT, _PUBLIC),
-    "auditsel/dpsgd/trainer.py::train_runs": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/pipelines/checks/runner.py::check_pipeline": (
         NOT_YET_SPLIT,
         "auditsel/pipelines/checks (issue 39)",
-    ),
-    "auditsel/accounting/calibrate.py::calibrate": (
-        NOT_YET_SPLIT,
-        "auditsel/accounting (issue 39)",
     ),
 }
 
@@ -91,7 +86,7 @@ WIDE = {
 #: what the lists have come down to (issue 39): an entry added to exempt a new function fails
 #: `test_the_lists_only_shrink` until this is raised, in the same diff, with a reason
 LONG_AT_MOST = 4
-WIDE_AT_MOST = 11
+WIDE_AT_MOST = 9
 
 
 def _functions(tree: ast.AST, prefix: str = ""):
