@@ -40,7 +40,7 @@ from auditsel.mechanisms import (
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
 from auditsel.pipelines.canaries import GradientCanary, InputCanary
 from auditsel.pipelines.checks.finding import Finding
-from auditsel.pipelines.checks.runner import check_pipeline
+from auditsel.pipelines.checks.runner import RunObjects, check_pipeline
 from auditsel.pipelines.one_run_pipeline import CanarySet, audit_pipeline_one_run
 from auditsel.pipelines.opacus import OpacusRun, from_opacus
 from auditsel.pipelines.own_protocol import audit_protocol
@@ -128,6 +128,7 @@ __all__ = [
     "from_opacus",
     "OpacusRun",  # members
     "check_pipeline",
+    "RunObjects",
     "Finding",  # members
     "plan_pipeline",
     "PipelinePlan",  # members

@@ -117,7 +117,7 @@ def _cases() -> dict[str, Case]:
     from auditsel.mechanisms import gaussian_epsilon, gaussian_mu
     from auditsel.pipelines.canaries import InputCanary
     from auditsel.pipelines.checks.release import released_runs_epsilon
-    from auditsel.pipelines.checks.runner import check_pipeline
+    from auditsel.pipelines.checks.runner import RunObjects, check_pipeline
     from auditsel.pipelines.one_run_pipeline import audit_pipeline_one_run
     from auditsel.pipelines.opacus import from_opacus
     from auditsel.pipelines.own_protocol import audit_protocol
@@ -276,8 +276,8 @@ def _cases() -> dict[str, Case]:
             lambda d: from_opacus(_NoEngine(), optimizer=None, data_loader=None, delta=d),
             at_zero=RAISES,  # Opacus's accountants need delta > 0
         ),
-        "auditsel.pipelines.checks.runner.check_pipeline": Case(
-            lambda d: check_pipeline(delta=d),
+        "auditsel.pipelines.checks.runner.RunObjects.__init__": Case(
+            lambda d: check_pipeline(RunObjects(delta=d)),
             at_zero=RAISES,  # the claim's delta, in (0, 1)
         ),
         "auditsel.pipelines.checks.release.released_runs_epsilon": Case(

@@ -74,19 +74,14 @@ WIDE = {
         "public: the pipeline, the games and three options objects",
     ),
     "auditsel/pipelines/pipeline_plan.py::plan_pipeline": (NOT_YET_SPLIT, _PUBLIC),
-    "auditsel/pipelines/own_protocol.py::audit_protocol": (NOT_YET_SPLIT, _PUBLIC),
     "auditsel/pipelines/sequential.py::audit_until_refuted": (NOT_YET_SPLIT, _PUBLIC),
-    "auditsel/pipelines/checks/runner.py::check_pipeline": (
-        NOT_YET_SPLIT,
-        "auditsel/pipelines/checks (issue 39)",
-    ),
 }
 
 
 #: what the lists have come down to (issue 39): an entry added to exempt a new function fails
 #: `test_the_lists_only_shrink` until this is raised, in the same diff, with a reason
 LONG_AT_MOST = 4
-WIDE_AT_MOST = 9
+WIDE_AT_MOST = 7
 
 
 def _functions(tree: ast.AST, prefix: str = ""):
