@@ -45,8 +45,8 @@ from auditsel.pipelines.one_run_pipeline import CanarySet, audit_pipeline_one_ru
 from auditsel.pipelines.opacus import OpacusRun, from_opacus
 from auditsel.pipelines.own_protocol import audit_protocol
 from auditsel.pipelines.pipeline import Pipeline, PipelineAudit, audit_pipeline
-from auditsel.pipelines.pipeline_plan import PipelinePlan, plan_pipeline
-from auditsel.pipelines.sequential import audit_until_refuted
+from auditsel.pipelines.pipeline_plan import PilotOptions, PipelinePlan, plan_pipeline
+from auditsel.pipelines.sequential import LookOptions, audit_until_refuted
 from auditsel.results.result import RunResult
 from auditsel.rounds import (
     Binomial,
@@ -132,7 +132,9 @@ __all__ = [
     "Finding",  # members
     "plan_pipeline",
     "PipelinePlan",  # members
+    "PilotOptions",
     "audit_until_refuted",
+    "LookOptions",
     "audit_pipeline_one_run",
     "CanarySet",  # members
     # Experiments

@@ -286,7 +286,7 @@ def _cases() -> dict[str, Case]:
         "auditsel.pipelines.pipeline.audit_pipeline": Case(
             lambda d: (
                 audit_pipeline(
-                    _rr_tune, _release_itself, data=empty, canary=row, games=200, delta=d
+                    Pipeline(_rr_tune, _release_itself, data=empty, canary=row), games=200, delta=d
                 ).eps
             ),
             at_zero=None,
@@ -305,7 +305,10 @@ def _cases() -> dict[str, Case]:
         "auditsel.pipelines.pipeline_plan.plan_pipeline": Case(
             lambda d: (
                 plan_pipeline(
-                    _rr_tune, _release_itself, data=empty, canary=row, delta=d, pilot=40, games=400
+                    Pipeline(_rr_tune, _release_itself, data=empty, canary=row),
+                    delta=d,
+                    pilot=40,
+                    games=400,
                 ).curve_eps
             ),
             at_zero=None,
