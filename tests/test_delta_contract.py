@@ -123,6 +123,7 @@ def _cases() -> dict[str, Case]:
     from auditsel.pipelines.own_protocol import audit_protocol
     from auditsel.pipelines.pipeline import Pipeline, audit_pipeline
     from auditsel.pipelines.pipeline_plan import plan_pipeline
+    from auditsel.pipelines.sequential import audit_until_refuted
     from auditsel.reproductions import paper_bounds as repro
     from auditsel.reproductions import table3
     from auditsel.reproductions.bugzoo import author_claims as zoo
@@ -301,6 +302,10 @@ def _cases() -> dict[str, Case]:
         ),
         "auditsel.pipelines.pipeline.Pipeline.audit": Case(
             lambda d: pipe.audit(games=200, delta=d).eps, at_zero=None
+        ),
+        "auditsel.pipelines.sequential.audit_until_refuted": Case(
+            lambda d: audit_until_refuted(pipe, games=200, delta=d, claimed_epsilon=50.0).eps,
+            at_zero=None,
         ),
         "auditsel.pipelines.pipeline_plan.plan_pipeline": Case(
             lambda d: (

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditsel.dpsgd.datasets import Dataset, load_split
-from auditsel.dpsgd.trainer import TrainSettings
 from auditsel.errors import ConfigError
 from auditsel.games.one_run_reduced import OneRunReducedGame
 from auditsel.rounds import RoundsLaw
@@ -95,7 +94,7 @@ class OneRunDpsgd:
         # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
         import torch
 
-        from auditsel.dpsgd.trainer import DiracCanary, Execution, train_runs
+        from auditsel.dpsgd.trainer import DiracCanary, Execution, TrainSettings, train_runs
 
         model, train = setup if setup is not None else self.setup()
         m = self.canaries
