@@ -1,7 +1,8 @@
 """Audit what you already run: your own protocol, as a function.
 
-* audit_protocol(release, score, *, delta, trials, statistics, ...): wraps a per-trial function release(member, rng) -> y
-  (your tuning run on X when member = 0, on X' when member = 1) and a score(y) -> float
+* `audit_protocol(release, score, *, delta, trials, statistics, ...)`: wraps a per-trial
+  function release(member, rng) -> y (your tuning run on X when member = 0, on X' when
+  member = 1) and a score(y) -> float
   (higher = "the canary was in") into the game engine of `auditsel.games.engine`: the same seeded
   chunks, joblib workers and checkpoints as `auditsel run`, then the lower bound of
   `auditsel.auditing.lower` ([XWW24] Algorithm 1 and eq. 4).
