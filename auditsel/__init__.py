@@ -16,7 +16,7 @@ matplotlib, scikit-learn, dask, statsmodels, pandas, PyYAML, scipy.stats or scip
 """
 
 from auditsel.accounting.attack import AttackValue, attack, attack_epsilon
-from auditsel.accounting.calibrate import Calibration, calibrate
+from auditsel.accounting.calibrate import Calibration, CalibrationOptions, calibrate
 from auditsel.accounting.exact import exact_epsilon, privacy_curve
 from auditsel.accounting.interval import Interval, TuningEpsilon, tuning_epsilon, tuning_interval
 from auditsel.accounting.panel import Panel, panel, panel_curves, upper_bounds
@@ -40,13 +40,13 @@ from auditsel.mechanisms import (
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
 from auditsel.pipelines.canaries import GradientCanary, InputCanary
 from auditsel.pipelines.checks.finding import Finding
-from auditsel.pipelines.checks.runner import check_pipeline
+from auditsel.pipelines.checks.runner import RunObjects, check_pipeline
 from auditsel.pipelines.one_run_pipeline import CanarySet, audit_pipeline_one_run
 from auditsel.pipelines.opacus import OpacusRun, from_opacus
 from auditsel.pipelines.own_protocol import audit_protocol
 from auditsel.pipelines.pipeline import Pipeline, PipelineAudit, audit_pipeline
-from auditsel.pipelines.pipeline_plan import PipelinePlan, plan_pipeline
-from auditsel.pipelines.sequential import audit_until_refuted
+from auditsel.pipelines.pipeline_plan import PilotOptions, PipelinePlan, plan_pipeline
+from auditsel.pipelines.sequential import LookOptions, audit_until_refuted
 from auditsel.results.result import RunResult
 from auditsel.rounds import (
     Binomial,
@@ -106,6 +106,7 @@ __all__ = [
     # Calibration
     "calibrate",
     "Calibration",  # members
+    "CalibrationOptions",
     # Lower bounds
     "audit_scores",
     "LowerBound",  # members
@@ -127,10 +128,13 @@ __all__ = [
     "from_opacus",
     "OpacusRun",  # members
     "check_pipeline",
+    "RunObjects",
     "Finding",  # members
     "plan_pipeline",
     "PipelinePlan",  # members
+    "PilotOptions",
     "audit_until_refuted",
+    "LookOptions",
     "audit_pipeline_one_run",
     "CanarySet",  # members
     # Experiments

@@ -1,6 +1,9 @@
 """The executor: every parallel piece of auditsel runs through this module.
 
-Contract. `run_tasks(fn, tasks, jobs=..., backend=...)` computes ``fn(*task)`` for each task and
+Contract. `ExecutionOptions` is the request's execution (workers, backend, chunks,
+checkpoints, progress, threads): defined here, the lowest layer that reads it (the game engine
+and the pipelines take it whole; `auditsel.pipelines.audit_options` re-exports it), it never
+changes a number. `run_tasks(fn, tasks, jobs=..., backend=...)` computes ``fn(*task)`` for each task and
 yields the values in completion order; `run_ordered` the same, in task order. The backend is
 the request's (`--backend`, `ExecutionOptions.backend`): None with `jobs == 1` is serial (this
 thread); "threading" (or None for a caller that prefers threads: the numpy games, whose
@@ -35,16 +38,20 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from auditsel.errors import ConfigError
+from auditsel.errors import ConfigError, shown
 
 __all__ = [
     "BACKENDS",
     "BackendError",
+    "ExecutionOptions",
+    "folder_option",
     "execution_backend",
     "run_tasks",
     "run_ordered",
@@ -69,6 +76,46 @@ class BackendError(ConfigError):
 
     def __init__(self, message: str):
         super().__init__("", message)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutionOptions:
+    """Where and how the games play; never what they compute.
+
+    `jobs`: worker processes (joblib's convention: -1 all cores); `backend`: loky, threading or
+    dask (None: the function's default); `scheduler`: a dask scheduler address (backend dask);
+    `chunk_size`: games per chunk, the unit of work and of checkpoints (None: the function's
+    default); `checkpoint_dir`: finished chunks are kept there and an interrupted audit resumes
+    from them; `stream`: audit chunk by chunk from disk, in bounded memory (True, False or
+    "auto": above 2^20 games with a checkpoint folder); `progress`: a progress bar on stderr
+    (progress lines where stderr is no terminal); `game_threads`: BLAS, OpenMP and torch
+    threads of the process playing the games (None: 1 with one job, else cores // jobs;
+    `auditsel.executor`); `checkpoint_after`: seconds a game plays before its chunks are
+    written (None: 5; 0: from the first chunk); `fresh`: start over: delete the checkpoints
+    first (once the output folder is locked and every other option checked), resume nothing;
+    `accept_nondeterminism`: play a pipeline whose replay check fails (recorded in
+    result.json's pipeline.reproducibility) instead of refusing it."""
+
+    jobs: int = 1
+    backend: str | None = None
+    scheduler: str | None = None
+    chunk_size: int | None = None
+    checkpoint_dir: str | Path | None = None
+    stream: bool | str = "auto"
+    progress: bool = False
+    game_threads: int | None = None
+    checkpoint_after: float | None = None
+    fresh: bool = False
+    accept_nondeterminism: bool = False
+
+    def __post_init__(self) -> None:
+        folder_option(self.checkpoint_dir, "checkpoint_dir")
+
+
+def folder_option(value: object, field: str) -> None:
+    """A ConfigError naming `field` unless `value` is None or a path (str or os.PathLike)."""
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise ConfigError(field, f"must be a folder (a str or a Path) or None, got {shown(value)}")
 
 
 def usable_cores() -> int:

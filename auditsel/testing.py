@@ -152,7 +152,7 @@ def audit(
         protocol = resolve(delta)
     game = cast(GameProtocol, protocol)  # not a Pipeline: it has release()
     proxy = proxy if proxy is not None else _default_proxy(game)
-    record = run_game(game, proxy, trials, seed, jobs=jobs, progress=False)
+    record = run_game(game, proxy, trials, seed, execution=ExecutionOptions(jobs=jobs))
     if isinstance(rule, str):  # the split's seed: the game's (independent streams of it)
         rule = threshold_rule(rule, seed=seed)
     assert record.scores is not None and record.member is not None  # played in memory

@@ -50,7 +50,7 @@ def main():
     args = parser.parse_args()
     spec = load_config(default_config_path())
     protocol, proxy = protocol_and_proxy(spec)
-    rec = run_game(protocol, proxy, args.trials, 0, progress=False)
+    rec = run_game(protocol, proxy, args.trials, 0)
     s, m, d = rec.scores, rec.member, spec.delta
     t_before, c_before, b_old = timed(
         lambda: before.audit_scores(s, m, d, rule="split"), args.repeat

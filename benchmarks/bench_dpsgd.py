@@ -25,7 +25,13 @@ import torch
 
 from auditsel.dpsgd.datasets import load_dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import DiracCanary, Execution, default_device, train_runs
+from auditsel.dpsgd.trainer import (
+    DiracCanary,
+    Execution,
+    TrainSettings,
+    default_device,
+    train_runs,
+)
 
 
 class PeakMemory:
@@ -153,11 +159,9 @@ def main(argv=None):
         spec = ModelSpec(kind, data.shape, 10, hidden=(args.hidden,))
         print(f"{kind}: d={spec.num_params}")
         common = dict(
-            steps=args.steps,
-            lr=lr,
-            clip=clip,
-            noise_multiplier=sigma,
-            sample_rate=tau,
+            settings=TrainSettings(
+                steps=args.steps, lr=lr, clip=clip, noise_multiplier=sigma, sample_rate=tau
+            ),
             canary=DiracCanary(),
             execution=Execution(device=device),
         )

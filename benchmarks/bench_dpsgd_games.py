@@ -39,6 +39,8 @@ import torch
 from baselines.commits import ROOT, checkout, run_in
 from scipy import stats
 
+from auditsel.executor import ExecutionOptions
+
 BASELINE = "794a0deb176f35df88bb31f3578174927a793725"
 
 
@@ -69,10 +71,14 @@ def play_cell(cell: dict) -> dict:
     proto = build_protocol(spec, base, grid.rounds, load_data(grid.game))
     scorer = make_scorer(spec, ("lambda_a", "lambda_b"), base, grid.rounds)
     # two games first: numba compiles or loads its cache, torch warms up (not timed)
-    engine.run_game(proto, scorer, 2, cell["seed"] + 1, progress=False)
+    engine.run_game(proto, scorer, 2, cell["seed"] + 1)
     t = time.perf_counter()
     record = engine.run_game(
-        proto, scorer, cell["games"], cell["seed"], chunk_size=grid.chunk_size, progress=False
+        proto,
+        scorer,
+        cell["games"],
+        cell["seed"],
+        execution=ExecutionOptions(chunk_size=grid.chunk_size),
     )
     if cell["device"] == "cuda":
         torch.cuda.synchronize()

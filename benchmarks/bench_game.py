@@ -21,6 +21,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from attacks.proxies import make_proxy
+from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import TruncatedNegativeBinomial
@@ -60,7 +61,7 @@ class StreamsV1:
 
 def trials_per_second(protocol, proxy, trials, jobs=1):
     start = time.perf_counter()
-    run_game(protocol, proxy, trials, seed=0, jobs=jobs, progress=False)
+    run_game(protocol, proxy, trials, seed=0, execution=ExecutionOptions(jobs=jobs))
     return trials / (time.perf_counter() - start)
 
 
@@ -90,7 +91,9 @@ def main():
     winner = GaussianWinner(base, TruncatedNegativeBinomial(0.0, 0.01))
     trials = 10_000_000 // scale
     start = time.perf_counter()
-    run_game(winner, make_proxy("sample", winner), trials, seed=0, jobs=2, progress=False)
+    run_game(
+        winner, make_proxy("sample", winner), trials, seed=0, execution=ExecutionOptions(jobs=2)
+    )
     seconds = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(

@@ -44,6 +44,7 @@ from baselines import kernels_c
 
 from attacks.dpsgd_game import build_protocol, load_data, make_scorer
 from auditsel.dpsgd import kernels, trainer
+from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import run_game
 from auditsel.reproductions.table3 import Table3Grid
 
@@ -141,7 +142,9 @@ def play(grid, cell, games, seed, impl):
         proto = build_protocol(spec, base, grid.rounds, load_data(grid.game))
         scorer = make_scorer(spec, ("lambda_a", "lambda_b"), base, grid.rounds)
         t = time.perf_counter()
-        record = run_game(proto, scorer, games, seed, chunk_size=grid.chunk_size, progress=False)
+        record = run_game(
+            proto, scorer, games, seed, execution=ExecutionOptions(chunk_size=grid.chunk_size)
+        )
         return record, time.perf_counter() - t
     finally:
         trainer.kernels = saved

@@ -56,6 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from test_docs_pipeline import run_tutorial, tutorial_module  # the page, as the tests run it
 
+from auditsel.pipelines.pipeline import Pipeline
+
 CLI = [
     "--score",
     "tuning.py:score",
@@ -265,10 +267,12 @@ def threads_check(args) -> None:
         for name, value in rows.items():
             wall, cpu = time.perf_counter(), time.process_time()
             audit_pipeline(
-                numpy_pipeline, data=None, canary=GradientCanary(coordinate=0),
-                games=args.games, delta=1e-5, report=ReportOptions(panel=False),
+                Pipeline(numpy_pipeline, data=None, canary=GradientCanary(coordinate=0)),
+                games=args.games,
+                delta=1e-5,
+                report=ReportOptions(panel=False),
                 execution=ExecutionOptions(game_threads=value),
-            )  # fmt: skip
+            )
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             times[name].append((wall / args.games, cpu / args.games))
     for name, t in times.items():
@@ -323,9 +327,7 @@ def memory_child(games: int, folder: str) -> None:
 
     start = time.perf_counter()
     audit = audit_pipeline(
-        noise_pipeline,
-        data=None,
-        canary=GradientCanary(coordinate=0),
+        Pipeline(noise_pipeline, data=None, canary=GradientCanary(coordinate=0)),
         games=games,
         delta=1e-5,
         execution=ExecutionOptions(stream=True, chunk_size=8192, checkpoint_dir=folder),

@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from attacks.proxies import SampleProxy
+from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase, step_log_likelihood_ratio
 from auditsel.rounds import Point, TruncatedNegativeBinomial, TwoPoint
@@ -78,7 +79,7 @@ def main():
     trials = 10_000_000 // scale
     game = DpsgdWorstCase(1.0, 10, 0.1, Point(1))
     start = time.perf_counter()
-    run_game(game, SampleProxy(), trials, 0, jobs=args.jobs, progress=False)
+    run_game(game, SampleProxy(), trials, 0, execution=ExecutionOptions(jobs=args.jobs))
     print(
         f"{trials:,} games of a 10-step single run (sigma 1, tau 0.1) with --jobs {args.jobs}: "
         f"{time.perf_counter() - start:.1f} s (the game only; `auditsel run` adds the bounds, audit and plots)"

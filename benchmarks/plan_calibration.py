@@ -49,6 +49,7 @@ import numpy as np
 
 import auditsel
 from auditsel.mechanisms import GaussianBase
+from auditsel.pipelines.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "findings" / "plan-calibration.md"
@@ -127,18 +128,18 @@ def tutorial_pipeline():
 
 def one_audit(name, tune, score, data, canary, claim, delta, pilot, seed, games) -> dict:
     start = time.process_time()
-    common = dict(data=data, canary=canary, delta=delta, claimed_epsilon=claim)
+    common_on = dict(data=data, canary=canary)
+    common = dict(delta=delta, claimed_epsilon=claim)
     # the pilot plays at `seed` (>= 1): plan_pipeline's pilot is its AuditOptions seed + 1
     planned = auditsel.AuditOptions(seed=seed - 1)
     plan = auditsel.plan_pipeline(
-        tune, score, pilot=pilot, statistics=planned, games=games, **common
+        Pipeline(tune, score, **common_on), pilot=pilot, statistics=planned, games=games, **common
     )
     # a learned score is the audit's own (learned at the audit's seed): the plan is of the audit
     # at its seed, seed - 1, so that audit is the one played; a hand score plans any seed's
     audit_seed = seed - 1 if score is None else 1000 + seed
     audit = auditsel.audit_pipeline(
-        tune,
-        score,
+        Pipeline(tune, score, **common_on),
         games=games,
         statistics=auditsel.AuditOptions(seed=audit_seed),
         report=auditsel.ReportOptions(panel=False),

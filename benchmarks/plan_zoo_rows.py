@@ -15,7 +15,8 @@ import argparse
 import time
 
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions
-from auditsel.pipelines.pipeline_plan import plan_pipeline
+from auditsel.pipelines.pipeline import Pipeline
+from auditsel.pipelines.pipeline_plan import PilotOptions, plan_pipeline
 from auditsel.reproductions import bugzoo
 
 
@@ -29,14 +30,10 @@ def main() -> None:
         claimed = float(m.claim(bugzoo.DELTA))
         start = time.process_time()
         plan = plan_pipeline(
-            m.tune,
-            None,
-            data=m.TRAIN,
-            canary="both",
+            Pipeline(m.tune, None, data=m.TRAIN, canary="both"),
             delta=bugzoo.DELTA,
             claimed_epsilon=claimed,
-            pilot=bugzoo.PILOT,
-            power=bugzoo.POWER,
+            pilot=PilotOptions(games=bugzoo.PILOT, power=bugzoo.POWER),
             games=args.games,
             statistics=AuditOptions(confidence=bugzoo.LOOK_CONFIDENCE, seed=bugzoo.AUDIT_SEED),
             execution=ExecutionOptions(jobs=1),

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import auditsel
+from auditsel.accounting.calibrate import CalibrationOptions
 from auditsel.accounting.registry import BOUNDS
 from auditsel.accounting.score_search import ScoreSearch
 from auditsel.errors import ConfigError
@@ -116,12 +117,13 @@ def _cases() -> dict[str, Case]:
     from auditsel.mechanisms import gaussian_epsilon, gaussian_mu
     from auditsel.pipelines.canaries import InputCanary
     from auditsel.pipelines.checks.release import released_runs_epsilon
-    from auditsel.pipelines.checks.runner import check_pipeline
+    from auditsel.pipelines.checks.runner import RunObjects, check_pipeline
     from auditsel.pipelines.one_run_pipeline import audit_pipeline_one_run
     from auditsel.pipelines.opacus import from_opacus
     from auditsel.pipelines.own_protocol import audit_protocol
     from auditsel.pipelines.pipeline import Pipeline, audit_pipeline
     from auditsel.pipelines.pipeline_plan import plan_pipeline
+    from auditsel.pipelines.sequential import audit_until_refuted
     from auditsel.reproductions import paper_bounds as repro
     from auditsel.reproductions import table3
     from auditsel.reproductions.bugzoo import author_claims as zoo
@@ -210,7 +212,9 @@ def _cases() -> dict[str, Case]:
             lambda d: improved.finite_improved_epsilon(fin, tnb, d)
         ),
         "auditsel.accounting.calibrate.calibrate": Case(
-            lambda d: calibrate.calibrate(g, tnb, target_epsilon=3.0, delta=d, baseline=False),
+            lambda d: calibrate.calibrate(
+                g, tnb, target_epsilon=3.0, delta=d, options=CalibrationOptions(baseline=False)
+            ),
             at_zero=RAISES,  # no Gaussian noise is (3, 0)-DP: the target is out of reach
             field="delta",
         ),
@@ -273,8 +277,8 @@ def _cases() -> dict[str, Case]:
             lambda d: from_opacus(_NoEngine(), optimizer=None, data_loader=None, delta=d),
             at_zero=RAISES,  # Opacus's accountants need delta > 0
         ),
-        "auditsel.pipelines.checks.runner.check_pipeline": Case(
-            lambda d: check_pipeline(delta=d),
+        "auditsel.pipelines.checks.runner.RunObjects.__init__": Case(
+            lambda d: check_pipeline(RunObjects(delta=d)),
             at_zero=RAISES,  # the claim's delta, in (0, 1)
         ),
         "auditsel.pipelines.checks.release.released_runs_epsilon": Case(
@@ -283,7 +287,7 @@ def _cases() -> dict[str, Case]:
         "auditsel.pipelines.pipeline.audit_pipeline": Case(
             lambda d: (
                 audit_pipeline(
-                    _rr_tune, _release_itself, data=empty, canary=row, games=200, delta=d
+                    Pipeline(_rr_tune, _release_itself, data=empty, canary=row), games=200, delta=d
                 ).eps
             ),
             at_zero=None,
@@ -299,10 +303,17 @@ def _cases() -> dict[str, Case]:
         "auditsel.pipelines.pipeline.Pipeline.audit": Case(
             lambda d: pipe.audit(games=200, delta=d).eps, at_zero=None
         ),
+        "auditsel.pipelines.sequential.audit_until_refuted": Case(
+            lambda d: audit_until_refuted(pipe, games=200, delta=d, claimed_epsilon=50.0).eps,
+            at_zero=None,
+        ),
         "auditsel.pipelines.pipeline_plan.plan_pipeline": Case(
             lambda d: (
                 plan_pipeline(
-                    _rr_tune, _release_itself, data=empty, canary=row, delta=d, pilot=40, games=400
+                    Pipeline(_rr_tune, _release_itself, data=empty, canary=row),
+                    delta=d,
+                    pilot=40,
+                    games=400,
                 ).curve_eps
             ),
             at_zero=None,

@@ -1185,7 +1185,7 @@ PIPELINE_CLI = [
 
 def _audit_pipeline(**kwargs):
     def call(world):
-        from auditsel import InputCanary, audit_pipeline
+        from auditsel import InputCanary, Pipeline, audit_pipeline
 
         def tune(data, seed, canary):
             return float(np.random.default_rng(seed).normal() + 2.0 * (len(data[0]) > 4))
@@ -1193,14 +1193,10 @@ def _audit_pipeline(**kwargs):
         given = dict(kwargs)
         tune = given.pop("tune", tune)
         score = given.pop("score", lambda release, canary: release)
-        options = {
-            "data": (np.zeros((4, 2)), np.zeros(4)),
-            "canary": InputCanary(np.ones(2), 1),
-            "games": 200,
-            "delta": 1e-5,
-            **given,
-        }
-        audit_pipeline(tune, score, **options)
+        data = given.pop("data", (np.zeros((4, 2)), np.zeros(4)))
+        canary = given.pop("canary", InputCanary(np.ones(2), 1))
+        options = {"games": 200, "delta": 1e-5, **given}
+        audit_pipeline(Pipeline(tune, score, data=data, canary=canary), **options)
 
     return call
 
@@ -1343,14 +1339,16 @@ PIPELINE_YAML_TWICE = (
 
 def _plan_pipeline(**kwargs):
     def call(world):
-        from auditsel import InputCanary
+        from auditsel import InputCanary, Pipeline
         from auditsel.pipelines.pipeline_plan import plan_pipeline
 
         plan_pipeline(
-            lambda data, seed, canary: float(seed % 7),
-            lambda release, canary: release,
-            data=None,
-            canary=InputCanary(np.ones(2), 1),
+            Pipeline(
+                lambda data, seed, canary: float(seed % 7),
+                lambda release, canary: release,
+                data=None,
+                canary=InputCanary(np.ones(2), 1),
+            ),
             delta=1e-5,
             target_eps=1.0,
             **kwargs,
@@ -1552,7 +1550,7 @@ USER_CODE = [
     ),
     api(
         "api-pipe-accept-text",
-        _audit_pipeline(accept_nondeterminism="yes"),
+        _audit_pipeline(execution=ExecutionOptions(accept_nondeterminism="yes")),
         r"accept_nondeterminism: must be true or false",
     ),
     api(

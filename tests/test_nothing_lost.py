@@ -21,6 +21,7 @@ from auditsel import GradientCanary, InputCanary
 from auditsel.cli import main
 from auditsel.errors import ConfigError, percent
 from auditsel.files import claim_folder
+from auditsel.pipelines.pipeline import Pipeline
 
 PIPE = """
 import os
@@ -309,6 +310,7 @@ def test_early_stop_that_fails_in_a_later_look_leaves_nothing(world, capsys, eve
 
 
 def test_early_stop_replays_no_earlier_look(tmp_path):
+    from auditsel.pipelines.audit_options import ReportOptions
     from auditsel.pipelines.sequential import audit_until_refuted
 
     calls = []
@@ -318,15 +320,17 @@ def test_early_stop_replays_no_earlier_look(tmp_path):
         return float(np.random.default_rng(seed).normal())
 
     audit_until_refuted(
-        tune,
-        lambda release, canary: release,
-        data=(np.zeros((4, 2)), np.zeros(4)),
-        canary=InputCanary(np.ones(2), 1),
+        Pipeline(
+            tune,
+            lambda release, canary: release,
+            data=(np.zeros((4, 2)), np.zeros(4)),
+            canary=InputCanary(np.ones(2), 1),
+        ),
         games=256,
         looks=4,
         delta=1e-5,
         claimed_epsilon=50.0,
-        out_dir=tmp_path / "o",
+        report=ReportOptions(out_dir=tmp_path / "o"),
     )
     games = set(calls)
     assert len(games) >= 256
@@ -431,10 +435,12 @@ def _pipeline_call(calls: list, **options):
         return float(np.random.default_rng(seed).normal())
 
     return audit_pipeline(
-        tune,
-        lambda release, canary: release,
-        data=(np.zeros((4, 2)), np.zeros(4)),
-        canary=InputCanary(np.ones(2), 1),
+        Pipeline(
+            tune,
+            lambda release, canary: release,
+            data=(np.zeros((4, 2)), np.zeros(4)),
+            canary=InputCanary(np.ones(2), 1),
+        ),
         games=40,
         delta=1e-5,
         **options,

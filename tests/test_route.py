@@ -20,6 +20,7 @@ import numpy as np
 
 import auditsel
 from auditsel.cli import main
+from auditsel.pipelines.pipeline import Pipeline
 from tests.test_layers import layer_table
 
 TABLE = layer_table()
@@ -114,7 +115,7 @@ def test_audit_pipeline_reaches_result_json_without_running_up(tmp_path):
     check(
         "audit_pipeline",
         lambda: auditsel.audit_pipeline(
-            tune, score, data=None, canary=canary, games=200, delta=1e-5, report=report
+            Pipeline(tune, score, data=None, canary=canary), games=200, delta=1e-5, report=report
         ),
     )
     assert (tmp_path / "audit" / "result.json").exists()

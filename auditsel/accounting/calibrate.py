@@ -20,8 +20,8 @@ run ranks its runs by), as a function of one parameter x of the tuning run:
 at the returned x (the value reported as `epsilon`), and within `rtol` of the crossing (Brent's
 method on log T against log x inside a bracket whose ends have been evaluated). The reduced
 game's values (`exact`, `improved_rdp`) hold only under [XWW24]'s monotone-score assumption and
-count in T only on request, `assume="monotone_score"` (the result then carries the assumption:
-`Calibration.assumption`); by default they do not (Gaussian mu: a Gaussian calibrated to eps 3
+count in T only on request, `CalibrationOptions(assume="monotone_score")` (the result then
+carries the assumption: `Calibration.assumption`); by default they do not (Gaussian mu: a Gaussian calibrated to eps 3
 under the assumption has a tuning run whose eps for some score is far above 3).
 
 The comparison (`baseline_*`): dp_accounting's own calibration for the same budget,
@@ -65,7 +65,7 @@ from auditsel.rounds import (
     TruncatedNegativeBinomial,
 )
 
-__all__ = ["Calibration", "calibrate", "SOLVE_FOR"]
+__all__ = ["Calibration", "CalibrationOptions", "calibrate", "SOLVE_FOR"]
 
 SOLVE_FOR = ("noise", "mean")
 #: the bracket search goes at most this factor away from the starting value
@@ -299,6 +299,19 @@ def _mean_family(base: object, law: RoundsLaw) -> _Family:
 # --- the search ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, kw_only=True)
+class CalibrationOptions:
+    """How `calibrate` searches, never what it solves for: `rtol`, the relative tolerance of
+    the crossing (in [1e-9, 0.1]); `baseline`, compute dp_accounting's calibration for the same
+    budget beside ours; `assume="monotone_score"`, calibrate [XWW24]'s reduced-game value
+    (module docstring; None: only bounds that hold for any score). Checked by `calibrate`,
+    each failure a ConfigError naming the field."""
+
+    rtol: float = 1e-3
+    baseline: bool = True
+    assume: str | None = None
+
+
 def calibrate(
     base: object,
     law: RoundsLaw,
@@ -307,9 +320,7 @@ def calibrate(
     delta: float,
     solve_for: str = "noise",
     noise: Callable[[float], Any] | None = None,
-    rtol: float = 1e-3,
-    baseline: bool = True,
-    assume: str | None = None,
+    options: CalibrationOptions | None = None,
 ) -> Calibration:
     """The noise multiplier (solve_for="noise") or E[K] (solve_for="mean") at which the tightest
     rigorous bound on the tuning run's epsilon at `delta` equals `target_epsilon`, with
@@ -318,18 +329,19 @@ def calibrate(
     `base`: a mechanism pair or a dp_accounting DpEvent (its noise multiplier is the starting
     point); `noise`: a callable x -> pair or DpEvent for bases without a noise multiplier of
     their own. A target no parameter value reaches is a ConfigError naming `target_epsilon`.
-    `assume="monotone_score"`: calibrate [XWW24]'s reduced-game value instead (module docstring)."""
+    `options`: tolerance, dp_accounting baseline, assumption (`CalibrationOptions`)."""
     start = time.perf_counter()
+    opts = _options(options)
     target = number(target_epsilon, "target_epsilon", 0, math.inf, lo_open=True)
     delta = float(check_deltas(delta)[0])
     solve_for = choice(solve_for, "solve_for", SOLVE_FOR)
-    rtol = number(rtol, "rtol", 1e-9, 0.1)
-    assume = check_assume(assume)
+    rtol = number(opts.rtol, "rtol", 1e-9, 0.1)
+    assume = check_assume(opts.assume)
     family = _family(base, law, solve_for, noise, delta)
     cache: dict[float, Tightest] = {}
     tight = functools.partial(_tightest_at, family, delta, assume, cache)
     base_value, base_note, base_seconds = None, _NOT_ASKED, None
-    if baseline:
+    if opts.baseline:
         t0 = time.perf_counter()
         base_value, note = _baseline(family, law, target, delta, rtol)
         base_note, base_seconds = note, time.perf_counter() - t0
@@ -362,6 +374,18 @@ def calibrate(
 
 
 _NOT_ASKED: str | None = "not asked for"
+
+
+def _options(options: object) -> CalibrationOptions:
+    """`options`, or the defaults for None; anything else (a dict is never read by its field
+    names) is a ConfigError naming `options`."""
+    if options is None:
+        return CalibrationOptions()
+    if not isinstance(options, CalibrationOptions):
+        raise ConfigError(
+            "options", f"must be CalibrationOptions(...) or None, got {type(options).__name__}"
+        )
+    return options
 
 
 def _family(

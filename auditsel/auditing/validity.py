@@ -23,6 +23,7 @@ from auditsel.auditing.rules import Split, threshold_rule
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
+from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import run_game
 from auditsel.numerics import check_deltas
 from auditsel.roles import GameProtocol, Proxy
@@ -116,11 +117,12 @@ def overclaim_rates(
                 proxy,
                 trials,
                 seed + r,
-                progress=False,
-                chunk_size=games.chunk_size if stream else max(trials, 1),
-                checkpoint_dir=tmp if stream else None,
                 fingerprint="coverage",
                 in_memory=not stream,
+                execution=ExecutionOptions(
+                    chunk_size=games.chunk_size if stream else max(trials, 1),
+                    checkpoint_dir=tmp if stream else None,
+                ),
             )
             values = _audit_once(record, valid, delta, confidence, threshold_grid, path, seed + r)
             if stream and ("best" in rules or "point" in rules):

@@ -245,31 +245,37 @@ def _audit(
     run = dict(jobs=args.jobs, backend=args.backend, scheduler=args.scheduler, progress=progress)
     run.update(game_threads=args.game_threads, checkpoint_after=args.checkpoint_after)
     run["fresh"] = args.fresh  # deleted once the folder is locked and the options checked
-    accept = args.accept_nondeterministic
+    run["accept_nondeterminism"] = args.accept_nondeterministic
+    statistics = AuditOptions(
+        confidence=options["confidence"], rule=options["rule"], seed=options["seed"]
+    )
+    report = ReportOptions(
+        out_dir=out,
+        name=options.get("name"),
+        base=options.get("base"),
+        rounds=options.get("rounds"),
+    )
     if args.early_stop:
         # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-        from auditsel.pipelines.sequential import audit_until_refuted
+        from auditsel.pipelines.sequential import LookOptions, audit_until_refuted
 
-        p = pipeline
         return audit_until_refuted(
-            p.tune, p.score, data=p.data, canary=p.canary, looks=args.looks, out_dir=out,
-            accept_nondeterminism=accept, on_look=_print_look, **run, **options,
-        )  # fmt: skip
+            pipeline,
+            games=options["games"],
+            delta=options["delta"],
+            claimed_epsilon=options["claimed_epsilon"],
+            looks=LookOptions(count=args.looks, on_look=_print_look),
+            statistics=statistics,
+            execution=ExecutionOptions(**run),
+            report=report,
+        )
     return pipeline.audit(
         games=options["games"],
         delta=options["delta"],
         claimed_epsilon=options.get("claimed_epsilon"),
-        statistics=AuditOptions(
-            confidence=options["confidence"], rule=options["rule"], seed=options["seed"]
-        ),
+        statistics=statistics,
         execution=ExecutionOptions(**run),
-        report=ReportOptions(
-            out_dir=out,
-            name=options.get("name"),
-            base=options.get("base"),
-            rounds=options.get("rounds"),
-        ),
-        accept_nondeterminism=accept,
+        report=report,
     )
 
 

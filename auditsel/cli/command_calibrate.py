@@ -68,7 +68,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Calibrate the config `args.config` names; 0 on success."""
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.accounting.calibrate import calibrate
+    from auditsel.accounting.calibrate import CalibrationOptions, calibrate
     from auditsel.experiments.config import load_config
 
     try:
@@ -81,9 +81,9 @@ def run(args: argparse.Namespace) -> int:
         target_epsilon=args.target_eps,
         delta=spec.delta,
         solve_for=args.solve_for,
-        rtol=args.rtol,
-        baseline=not args.no_baseline,
-        assume=args.assume,
+        options=CalibrationOptions(
+            rtol=args.rtol, baseline=not args.no_baseline, assume=args.assume
+        ),
     )
     if args.json:
         print(json.dumps({"name": spec.name, **result.to_dict()}, allow_nan=False))

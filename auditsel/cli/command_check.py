@@ -22,7 +22,7 @@ from auditsel.cli.exit_status import EXIT_REFUTED, UsageError
 from auditsel.cli.pipeline_options import user_argv
 
 NAME = "check"
-#: check_pipeline's keywords, written out so that `auditsel --help` imports no check (a test
+#: the fields of check_pipeline's RunObjects, written out so that `auditsel --help` imports no check (a test
 #: holds them equal to the signature)
 KEYS = (
     "model",
@@ -83,11 +83,11 @@ def load_objects(target: str) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Check the objects `args.target` returns; 0, or EXIT_REFUTED when one breaks the claim."""
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.pipelines.checks import BREAKS, check_pipeline
+    from auditsel.pipelines.checks import BREAKS, RunObjects, check_pipeline
 
     objects = load_objects(args.target)
     start = time.perf_counter()
-    findings = check_pipeline(**objects)
+    findings = check_pipeline(RunObjects(**objects))
     seconds = time.perf_counter() - start
     breaks = sum(f.severity == BREAKS for f in findings)
     if args.json:

@@ -77,7 +77,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _run_pipeline(args: argparse.Namespace) -> int:
     # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
     from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions
-    from auditsel.pipelines.pipeline_plan import plan_pipeline
+    from auditsel.pipelines.pipeline_plan import PilotOptions, plan_pipeline
 
     spec = load_pipeline_spec(args)
     settings = dict(spec.settings)
@@ -100,16 +100,12 @@ def _run_pipeline(args: argparse.Namespace) -> int:
     assert p.canary is not None  # load_pipeline refuses a pipeline without one
     with user_argv(args.config):
         plan = plan_pipeline(
-            p.tune,
-            p.score,
-            data=p.data,
-            canary=p.canary,
+            p,
             delta=settings.get("delta", 1e-5),
-            pilot=args.pilot or 200,
+            pilot=PilotOptions(games=args.pilot or 200, power=args.power),
             target_eps=args.target_eps,
             claimed_epsilon=settings.get("claimed_epsilon"),
             games=args.games,
-            power=args.power,
             # the audit planned (--seed: its seed); the pilot plays at seed + 1, not the audit's
             statistics=AuditOptions(
                 confidence=settings.get("confidence", 0.95),

@@ -65,6 +65,7 @@ __all__ = [
     "DiracCanary",
     "Canary",
     "TrainResult",
+    "TrainSettings",
     "Execution",
     "train_runs",
     "clip_factors",
@@ -123,6 +124,29 @@ class Execution:
     def __post_init__(self) -> None:
         if self.max_batch_runs < 1:
             raise ConfigError("game.max_batch_runs", f"must be >= 1, got {self.max_batch_runs}")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class TrainSettings:
+    """What R runs of eq. 1 train with: `steps` N (one for all runs) and, each a scalar or an
+    array of length R, the learning rate `lr`, the clipping norm `clip` C, the
+    `noise_multiplier` sigma and the Poisson `sample_rate` tau (1: full batch). Checked when
+    made (`check_settings`: one ConfigError line naming the config field)."""
+
+    steps: int
+    lr: ArrayLike
+    clip: ArrayLike
+    noise_multiplier: ArrayLike
+    sample_rate: ArrayLike
+
+    def __post_init__(self) -> None:
+        check_settings(
+            steps=np.int64(self.steps),
+            lr=self.lr,
+            clip=self.clip,
+            noise_multiplier=self.noise_multiplier,
+            sample_rate=self.sample_rate,
+        )
 
 
 @dataclass
@@ -548,11 +572,7 @@ def train_runs(
     model: ModelSpec,
     train: Dataset,
     *,
-    steps: int,
-    lr: ArrayLike,
-    clip: ArrayLike,
-    noise_multiplier: ArrayLike,
-    sample_rate: ArrayLike,
+    settings: TrainSettings,
     seeds: ArrayLike,
     canary: Canary | None = None,
     include_canary: ArrayLike | None = None,
@@ -560,22 +580,17 @@ def train_runs(
 ) -> TrainResult:
     """Train R = len(seeds) independent DP-SGD runs of eq. 1 together.
 
-    lr, clip, noise_multiplier, sample_rate: scalars or arrays of length R. include_canary (R,)
-    bool: run r trains on X u {z} (needs ``canary``). `execution`: the device, dtype, clipping
-    method and memory budget (`Execution`; default: the default device, float32). Returns w_0,
-    w_N and, with a canary, the statistic sum_i <p_i^z, p_i> (float64).
+    `settings`: steps, lr, clip, noise_multiplier and sample_rate (`TrainSettings`; each but
+    steps a scalar or an array of length R). include_canary (R,) bool: run r trains on
+    X u {z} (needs ``canary``). `execution`: the device, dtype, clipping method and memory
+    budget (`Execution`; default: the default device, float32). Returns w_0, w_N and, with a
+    canary, the statistic sum_i <p_i^z, p_i> (float64).
     """
     run = execution if execution is not None else Execution()
     dtype, memory_budget = run.dtype, run.memory_budget
     seeds = np.asarray(seeds, dtype=np.uint64).reshape(-1)
-    R, steps = len(seeds), int(steps)
-    check_settings(
-        steps=np.int64(steps),
-        lr=lr,
-        clip=clip,
-        noise_multiplier=noise_multiplier,
-        sample_rate=sample_rate,
-    )
+    R, steps = len(seeds), int(settings.steps)
+    lr, clip, sample_rate = settings.lr, settings.clip, settings.sample_rate
     include = np.asarray(
         np.zeros(R, dtype=bool) if include_canary is None else include_canary, dtype=bool
     ).reshape(-1)
@@ -594,7 +609,7 @@ def train_runs(
     runs = _RunTensors(
         lr=_as_runs(lr, R, dtype, device, "lr"),
         clip=clip_t,
-        noise=_as_runs(noise_multiplier, R, dtype, device, "sigma") * clip_t,
+        noise=_as_runs(settings.noise_multiplier, R, dtype, device, "sigma") * clip_t,
         rate=torch.as_tensor(np.array(rate), dtype=dtype, device=device),
         keep_all=torch.as_tensor(~subsampled, device=device),
         include=torch.as_tensor(include, dtype=dtype, device=device),

@@ -54,6 +54,7 @@ from auditsel.dpsgd.trainer import (
     Canary,
     ExampleCanary,
     Execution,
+    TrainSettings,
     check_settings,
     resolve_device,
     train_runs,
@@ -306,15 +307,17 @@ class DpsgdTuningProtocol:
                 res = train_runs(
                     self.model,
                     self.train,
-                    steps=int(steps),
-                    lr=cols["lr"][cfg],
-                    clip=cols["clip"][cfg],
-                    noise_multiplier=cols["noise_multiplier"][cfg],
-                    sample_rate=cols["sample_rate"][cfg],
                     seeds=seeds[idx],
                     canary=self.canary,
                     include_canary=member[trial[idx]] == 1,
                     execution=self.execution,
+                    settings=TrainSettings(
+                        steps=int(steps),
+                        lr=cols["lr"][cfg],
+                        clip=cols["clip"][cfg],
+                        noise_multiplier=cols["noise_multiplier"][cfg],
+                        sample_rate=cols["sample_rate"][cfg],
+                    ),
                 )
                 g = evaluate_score(self.score, self.model, res.w0, res.wN).cpu().numpy()
                 g = np.where(np.isnan(g), -np.inf, g)  # a diverged run never wins

@@ -24,6 +24,7 @@ from auditsel.auditing.planning import (
     planned_range,
     prob_for_games,
 )
+from auditsel.executor import ExecutionOptions
 from auditsel.experiments.config import ExperimentSpec
 from auditsel.experiments.experiment import protocol_and_proxy
 from auditsel.games.engine import run_game
@@ -89,7 +90,9 @@ def curve_for_spec(spec: ExperimentSpec, pilot: int = 4000, seed: int = 1) -> Pl
             fp, fn = tradeoff_curve(protocol)
         return PlanCurve(np.asarray(fp), np.asarray(fn), "exact")
 
-    rec = run_game(protocol, proxy, pilot, seed, chunk_size=g.chunk_size, progress=False)
+    rec = run_game(
+        protocol, proxy, pilot, seed, execution=ExecutionOptions(chunk_size=g.chunk_size)
+    )
     assert rec.scores is not None and rec.member is not None  # played in memory
     return empirical_curve(rec.scores, rec.member, f"simulated ({pilot:,} pilot games)")
 

@@ -31,12 +31,12 @@ from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError
 from auditsel.errors import jobs as check_jobs
-from auditsel.executor import in_background
+from auditsel.executor import ExecutionOptions, in_background
 from auditsel.experiments import bounds_cache as kept_bounds
 from auditsel.experiments.config import ExperimentSpec, GameSpec, load_config, parse_config
 from auditsel.experiments.one_run_experiment import play_one_run
 from auditsel.files import claim_folder
-from auditsel.games.engine import Checkpoints, GameRecord, run_game
+from auditsel.games.engine import Checkpoints, GameRecord, default_jobs, run_game
 from auditsel.games.fingerprint import code_identity, package_digest
 from auditsel.games.played_score import is_monotone_largest, resolve_score, scored_winner
 from auditsel.games.worst_case import DpsgdWorstCase
@@ -319,15 +319,17 @@ def _play(
         proxy,
         g.trials,
         g.seed,
-        chunk_size=g.chunk_size,
-        jobs=jobs,
-        checkpoint_dir=None
+        execution=ExecutionOptions(
+            chunk_size=g.chunk_size,
+            jobs=default_jobs(protocol, backend) if jobs is None else jobs,
+            progress=progress,
+            backend=backend,
+            checkpoint_after=checkpoint_after,
+        ),
+        checkpoints=None
         if out_dir is None
         else Checkpoints(out_dir / "checkpoints", fingerprint(spec), g.chunk_size, code_of(spec)),
-        progress=progress,
-        backend=backend,
         in_memory=not stream,
-        checkpoint_after=checkpoint_after,
     )
     bound, ss, spec_grid = _audit_record(spec, protocol, record, stream)
     if stream:  # the figures draw the first games
@@ -485,7 +487,7 @@ def run_experiment(
     outputs: ExperimentOutputs | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns (result, artefacts): result.json content and in-memory data for the report.
-    `jobs`: the game's, as `games.engine.run_game` reads them (None: every core for a game
+    `jobs`: the game's (None: `games.engine.default_jobs`, every core for a game
     played in threads, else 1). `checkpoint_after`: seconds the game plays before its chunks
     are written (`games.engine.run_game`). `outputs`: what is computed beside the result
     (`ExperimentOutputs`; None: its defaults)."""

@@ -15,8 +15,8 @@ Trials are cut into chunks of `chunk_size`; chunk i draws everything from
 Generator(SeedSequence(seed, spawn_key=(i,))), so the scores do not depend on how chunks are
 spread over joblib workers (or a dask/ray backend). Finished chunks are written atomically
 (unique temporary names, then a rename) to `checkpoint_dir` once the game has played for
-`checkpoint_after` seconds (`run_game`'s argument, default `CHECKPOINT_AFTER` = 5; 0 = from
-the first chunk): then the chunks finished before, and every chunk after. A game shorter
+`checkpoint_after` seconds (`run_game`'s `execution.checkpoint_after`, default
+`CHECKPOINT_AFTER` = 5; 0 = from the first chunk): then the chunks finished before, and every chunk after. A game shorter
 than that writes none (a 10^7-game reduced game would write 90 MB to replay 0.3 s), so a kill
 loses at most those first seconds; an interrupt (Ctrl-C, KeyboardInterrupt) writes the finished
 chunks first, and a streamed game (`in_memory=False`) writes every chunk. Each chunk records
@@ -47,7 +47,7 @@ import numpy as np
 from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
 
 from auditsel.errors import ConfigError
-from auditsel.executor import run_tasks
+from auditsel.executor import ExecutionOptions, run_tasks
 from auditsel.files import (
     FolderLock,
     atomic_write_bytes,
@@ -340,42 +340,46 @@ def run_game(
     trials: int,
     seed: int,
     *,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    jobs: int | None = 1,
-    checkpoint_dir: str | Path | Checkpoints | None = None,
+    execution: ExecutionOptions | None = None,
+    checkpoints: Checkpoints | None = None,
     fingerprint: str = "",
-    progress: bool = True,
-    backend: str | None = None,
     in_memory: bool = True,
-    checkpoint_after: float | None = None,
 ) -> GameRecord:
     """Play `trials` games; returns scores and coins in trial order (deterministic in seed).
 
-    With in_memory=False (needs checkpoint_dir) nothing is kept: finished chunks stay on disk
+    `execution` (None: `ExecutionOptions()`) says where and how: its `chunk_size` (None:
+    `DEFAULT_CHUNK_SIZE`), `jobs`, `backend`, `checkpoint_dir`, `progress` and
+    `checkpoint_after`; the numbers are the same for any of them.
+    With in_memory=False (needs checkpoints) nothing is kept: finished chunks stay on disk
     and the record's `chunks` reads them back one at a time, so memory is bounded by a chunk.
-    `jobs` (joblib's convention, -1 all cores): None is every usable core for a protocol whose
-    release frees the GIL (`parallel_prefer = "threads"`: the numpy games, in threads of this
-    process) with no backend named, else 1 (`default_jobs`); the numbers are the same for
-    any jobs. `checkpoint_dir`: a folder, whose checkpoints record `fingerprint` and the code
-    the numbers depend on (`code_identity()`), or a `Checkpoints` naming its own fingerprint
-    and code; checkpoints of other code are refused (`CheckpointError`). The progress bar
+    `jobs` (joblib's convention, -1 all cores; `default_jobs(protocol)` is the CLI's choice
+    when none is given). `checkpoint_dir`: a folder,
+    whose checkpoints record `fingerprint` and the code the numbers depend on
+    (`code_identity()`); or `checkpoints`, a `Checkpoints` naming its own fingerprint and code
+    (not both); checkpoints of other code are refused (`CheckpointError`). The progress bar
     counts trials, named by the protocol's `progress_unit` ("trial" where it has none; a
     pipeline's games say "game"), advancing as each chunk finishes. `checkpoint_after`:
     the seconds a game plays before its chunks are written (None: `CHECKPOINT_AFTER`); inside
     `saving_every_chunk()`, every finished chunk is written at once.
     """
+    ex = execution if execution is not None else ExecutionOptions()
+    if checkpoints is not None and ex.checkpoint_dir is not None:
+        raise ValueError("run_game: give execution.checkpoint_dir or checkpoints, not both")
+    chunk_size = ex.chunk_size if ex.chunk_size is not None else DEFAULT_CHUNK_SIZE
+    backend = ex.backend
     sizes = _chunk_sizes(int(trials), int(chunk_size))
-    jobs = default_jobs(protocol, backend) if jobs is None else jobs
-    after = check_checkpoint_after(checkpoint_after)  # refused before anything is written
+    jobs = ex.jobs
+    after = check_checkpoint_after(ex.checkpoint_after)  # refused before anything is written
     after = 0.0 if _EVERY_CHUNK.get() else after
     results = _Gathered(sizes, keep=in_memory)
-    store = _resumed(checkpoint_dir, fingerprint, int(chunk_size), sizes, results)
+    folder = checkpoints if checkpoints is not None else ex.checkpoint_dir
+    store = _resumed(folder, fingerprint, int(chunk_size), sizes, results)
     if store is None and not in_memory:
-        raise ValueError("run_game: in_memory=False needs a checkpoint_dir to stream chunks from")
+        raise ValueError("run_game: in_memory=False needs checkpoints to stream chunks from")
     resumed = len(results.done)
     pending = [i for i in range(len(sizes)) if i not in results.done]
 
-    bar = _progress(protocol, int(trials), sum(sizes[i] for i in results.done), progress)
+    bar = _progress(protocol, int(trials), sum(sizes[i] for i in results.done), ex.progress)
     saving = _Saving(store, results, after if in_memory else 0.0)
     prefer = getattr(protocol, "parallel_prefer", None)
     tasks = [(protocol, proxy, seed, i, sizes[i]) for i in pending]
@@ -601,9 +605,9 @@ class _Gathered:
 
 
 def default_jobs(protocol: GameProtocol, backend: str | None = None) -> int:
-    """`run_game`'s jobs when none are given: -1 (every usable core) for a protocol that plays
-    in threads (its release is vectorised numpy, which frees the GIL: no process to start,
-    nothing to pickle) when no backend is named, else 1 (a DP-SGD game's workers are
+    """The jobs of a game when none are given (`auditsel run` without --jobs): -1 (every
+    usable core) for a protocol that plays in threads (its release is vectorised numpy, which
+    frees the GIL: no process to start, nothing to pickle) when no backend is named, else 1 (a DP-SGD game's workers are
     processes, which pay only past some games)."""
     threads = backend is None and getattr(protocol, "parallel_prefer", None) == "threads"
     return -1 if threads else 1

@@ -94,7 +94,7 @@ class OneRunDpsgd:
         # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
         import torch
 
-        from auditsel.dpsgd.trainer import DiracCanary, Execution, train_runs
+        from auditsel.dpsgd.trainer import DiracCanary, Execution, TrainSettings, train_runs
 
         model, train = setup if setup is not None else self.setup()
         m = self.canaries
@@ -111,15 +111,17 @@ class OneRunDpsgd:
         out = train_runs(
             model,
             train,
-            steps=self.steps,
-            lr=lrs,
-            clip=self.clip,
-            noise_multiplier=self.noise_multiplier,
-            sample_rate=1.0,
             seeds=seeds,
             canary=canary,
             include_canary=np.full(k, bool(included)),
             execution=Execution(device=self.device, dtype=torch.float64),
+            settings=TrainSettings(
+                steps=self.steps,
+                lr=lrs,
+                clip=self.clip,
+                noise_multiplier=self.noise_multiplier,
+                sample_rate=1.0,
+            ),
         )
         shift = (out.w0 - out.wN).double().cpu().numpy()[:, :m] / lrs[:, None]
         winner = int(np.argmax(shift.sum(axis=1)))  # ties: the earliest run

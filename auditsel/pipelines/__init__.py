@@ -1,8 +1,9 @@
 """Audits of the tuning pipeline you already run: your code plays the game, auditsel judges it.
 
-* `pipeline`: `audit_pipeline(tune, score, *, data, canary, games, delta, ...)`, the game
-  played around your whole tuning run, one seeded stream per game, in worker processes, with
-  checkpoints fingerprinted by your code; `Pipeline` bundles tune, score, data and canary.
+* `pipeline`: `audit_pipeline(Pipeline(tune, score, data=..., canary=...), *, games, delta,
+  ...)`, the game played around your whole tuning run, one seeded stream per game, in worker
+  processes, with checkpoints fingerprinted by your code; `Pipeline` bundles tune, score, data
+  and canary (what `plan_pipeline` and `audit_until_refuted` take too).
 * `canaries`: `InputCanary(x, y)` and `GradientCanary(coordinate=i)` (Opacus `attach`, or
   `step` in a hand-written DP-SGD loop), each with a default score that reads the release.
 * `default_canaries`: `canary="both"`, an InputCanary and a GradientCanary chosen from the

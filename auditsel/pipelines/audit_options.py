@@ -3,8 +3,9 @@
 Contract: an options object only carries settings; none changes a number an audit reports
 (the same seed gives the same eps_L for any `ExecutionOptions`: each chunk of games is seeded
 by its index, `auditsel.games.engine`). `AuditOptions` holds the statistics of an audit (confidence, threshold rule, seed: these
-do change eps_L, as documented by `auditsel.auditing.rules`), `ExecutionOptions` where and how
-the games play (workers, backend, chunks, checkpoints, memory, progress: the same numbers
+do change eps_L, as documented by `auditsel.auditing.rules`), `ExecutionOptions` (defined in `auditsel.executor`, which
+`auditsel.games.engine.run_game` reads too; re-exported here) where and how the games play
+(workers, backend, chunks, checkpoints, memory, progress, the replay check: the same numbers
 whatever they are), `ReportOptions` what is written beside the result (the output folder, its
 name, the tuning bounds of a mechanism pair and a law of K, the estimator panel). The functions
 that take them (`audit_protocol`, `audit_pipeline`, `plan_pipeline`) check each field where it
@@ -15,7 +16,6 @@ its options object (a dict is never read by its field names).
 from __future__ import annotations
 
 import numbers
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # annotations only: an options object imports nothing heavy
     from auditsel.rounds import RoundsLaw
 
 from auditsel.errors import ConfigError, shown
+from auditsel.executor import ExecutionOptions, folder_option
 
 __all__ = [
     "AuditOptions",
@@ -71,7 +72,7 @@ class ReportOptions:
     panel: bool | str = "auto"
 
     def __post_init__(self) -> None:
-        _folder(self.out_dir, "out_dir")
+        folder_option(self.out_dir, "out_dir")
         if self.name is not None and not isinstance(self.name, str):
             raise ConfigError("name", f"must be a string or None, got {shown(self.name)}")
         if isinstance(self.base, Mapping):  # a config's base section: parse_base makes a pair
@@ -80,43 +81,6 @@ class ReportOptions:
                 "must be a mechanism pair (auditsel.DpsgdBase(...), GaussianBase(...), ...), "
                 "not a mapping: auditsel.experiments.config.parse_base(mapping, delta) makes one",
             )
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExecutionOptions:
-    """Where and how the games play; never what they compute.
-
-    `jobs`: worker processes (joblib's convention: -1 all cores); `backend`: loky, threading or
-    dask (None: the function's default); `scheduler`: a dask scheduler address (backend dask);
-    `chunk_size`: games per chunk, the unit of work and of checkpoints (None: the function's
-    default); `checkpoint_dir`: finished chunks are kept there and an interrupted audit resumes
-    from them; `stream`: audit chunk by chunk from disk, in bounded memory (True, False or
-    "auto": above 2^20 games with a checkpoint folder); `progress`: a progress bar on stderr
-    (progress lines where stderr is no terminal); `game_threads`: BLAS, OpenMP and torch
-    threads of the process playing the games (None: 1 with one job, else cores // jobs;
-    `auditsel.executor`); `checkpoint_after`: seconds a game plays before its chunks are
-    written (None: 5; 0: from the first chunk); `fresh`: start over: delete the checkpoints
-    first (once the output folder is locked and every other option checked), resume nothing."""
-
-    jobs: int = 1
-    backend: str | None = None
-    scheduler: str | None = None
-    chunk_size: int | None = None
-    checkpoint_dir: str | Path | None = None
-    stream: bool | str = "auto"
-    progress: bool = False
-    game_threads: int | None = None
-    checkpoint_after: float | None = None
-    fresh: bool = False
-
-    def __post_init__(self) -> None:
-        _folder(self.checkpoint_dir, "checkpoint_dir")
-
-
-def _folder(value: object, field: str) -> None:
-    """A ConfigError naming `field` unless `value` is None or a path (str or os.PathLike)."""
-    if value is not None and not isinstance(value, (str, os.PathLike)):
-        raise ConfigError(field, f"must be a folder (a str or a Path) or None, got {shown(value)}")
 
 
 Options = TypeVar("Options")

@@ -44,7 +44,7 @@ from auditsel.accounting.interval import Interval, check_assume
 from auditsel.accounting.panel import panel
 from auditsel.errors import ConfigError, integer, number
 from auditsel.mechanisms import DpsgdBase
-from auditsel.pipelines.checks import BREAKS, Finding, check_pipeline
+from auditsel.pipelines.checks import BREAKS, Finding, RunObjects, check_pipeline
 from auditsel.rounds import RoundsLaw
 
 __all__ = ["OpacusRun", "from_opacus"]
@@ -204,11 +204,13 @@ def _read_run(
         )
     base = DpsgdBase(sigma, steps, min(rate, 1.0), _ACCOUNTANT.get(mechanism, "pld"))
     findings = check_pipeline(
-        optimizers=[optimizer],
-        data_loader=data_loader,
-        engine=privacy_engine,
-        delta=delta,
-        rounds=rounds if isinstance(rounds, RoundsLaw) else None,
+        RunObjects(
+            optimizers=[optimizer],
+            data_loader=data_loader,
+            engine=privacy_engine,
+            delta=delta,
+            rounds=rounds if isinstance(rounds, RoundsLaw) else None,
+        )
     )
     return base, claimed, mechanism, findings
 

@@ -1,7 +1,8 @@
 """Audit what you already run: your own protocol, as a function.
 
-* audit_protocol(release, score, ...): wraps a per-trial function release(member, rng) -> y
-  (your tuning run on X when member = 0, on X' when member = 1) and a score(y) -> float
+* `audit_protocol(release, score, *, delta, trials, statistics, ...)`: wraps a per-trial
+  function release(member, rng) -> y (your tuning run on X when member = 0, on X' when
+  member = 1) and a score(y) -> float
   (higher = "the canary was in") into the game engine of `auditsel.games.engine`: the same seeded
   chunks, joblib workers and checkpoints as `auditsel run`, then the lower bound of
   `auditsel.auditing.lower` ([XWW24] Algorithm 1 and eq. 4).
@@ -12,8 +13,8 @@ Score files (`auditsel audit-scores`) are read by `auditsel.auditing.scores`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditsel.auditing.lower import LowerBound, audit_scores
-from auditsel.auditing.rules import ThresholdRule, threshold_rule
+from auditsel.auditing.rules import threshold_rule
 from auditsel.errors import ConfigError
 from auditsel.games.engine import Checkpoints, GameRecord, run_game
 from auditsel.games.fingerprint import code_identity
-from auditsel.pipelines.audit_options import ExecutionOptions, given_options
+from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, given_options
 
 __all__ = ["FunctionProtocol", "FunctionProxy", "audit_protocol"]
 
@@ -69,10 +70,7 @@ def audit_protocol(
     *,
     delta: float,
     trials: int,
-    seed: int = 0,
-    confidence: float = 0.95,
-    rule: ThresholdRule | str = "split",
-    threshold_grid: Sequence[float] | NDArray[np.float64] | None = None,
+    statistics: AuditOptions | None = None,
     vectorized: bool = False,
     fingerprint: str | None = None,
     execution: ExecutionOptions | None = None,
@@ -90,11 +88,11 @@ def audit_protocol(
         score: `score(observation) -> float` (vectorized: observations -> array).
         delta: in [0, 1).
         trials: the number of trials (games).
-        seed: the seed of the trials (and of the split of a rule given by name).
-        confidence: in [0.5, 1): eps_L holds with this probability.
-        rule: a threshold rule of `auditsel.auditing.rules`, or its name.
-        threshold_grid: with `rule` given by name, the thresholds its grid tries (None: the
-            rule's own).
+        statistics: `AuditOptions(confidence, rule, seed)`: eps_L holds with probability
+            `confidence` (in [0.5, 1)) under the threshold `rule` (a rule of
+            `auditsel.auditing.rules`, e.g. `BonferroniGrid(grid=...)` for thresholds fixed in
+            advance, or its name); `seed` seeds the trials (and the split of a rule given by
+            name).
         vectorized: `release` and `score` take and return arrays.
         fingerprint: guards against mixing checkpoints of different audits (None: the
             functions' names, seed and chunk size).
@@ -109,12 +107,13 @@ def audit_protocol(
         auditsel.errors.ConfigError: bad input; a `CheckpointError` for checkpoints of other
             code or another audit.
     """
+    st = given_options(AuditOptions, statistics, "statistics")
     ex = given_options(ExecutionOptions, execution, "execution")
-    record = _play((release, score), trials, seed, ex, vectorized, fingerprint)
+    record = _play((release, score), trials, st.seed, ex, vectorized, fingerprint)
     assert record.scores is not None and record.member is not None  # played in memory
     # a rule's name gets the game's seed for its split (independent streams of it)
-    named = threshold_rule(rule, grid=threshold_grid, seed=seed) if isinstance(rule, str) else rule
-    return audit_scores(record.scores, record.member, delta, confidence=confidence, rule=named)
+    named = threshold_rule(st.rule, seed=st.seed) if isinstance(st.rule, str) else st.rule
+    return audit_scores(record.scores, record.member, delta, confidence=st.confidence, rule=named)
 
 
 def _play(
@@ -144,10 +143,9 @@ def _play(
         proxy,
         trials,
         seed,
-        chunk_size=chunk_size,
-        jobs=ex.jobs,
+        execution=replace(ex, chunk_size=chunk_size, checkpoint_dir=None),
         # the code identity of release and score: an edited one refuses old chunks
-        checkpoint_dir=None
+        checkpoints=None
         if ex.checkpoint_dir is None
         else Checkpoints(
             Path(ex.checkpoint_dir),
@@ -155,8 +153,6 @@ def _play(
             chunk_size,
             code_identity(release, score),
         ),
-        progress=ex.progress,
-        backend=ex.backend,
     )
 
 

@@ -1,9 +1,9 @@
 """Audit the tuning pipeline you actually run: your code plays the game, auditsel judges it.
 
-Contract. `audit_pipeline(tune, score, *, data, canary, games, delta, ...)` plays `games`
-distinguishing games ([XWW24] Algorithm 1) around your own tuning run, each from its own
-seeded stream (`auditsel.pipelines.game`: the coin, the canary's draws, the seed handed to
-`tune`), the release dropped once scored. A game's numbers depend on (seed, g) only: not on the
+Contract. `audit_pipeline(Pipeline(tune, score, data=..., canary=...), *, games, delta, ...)`
+plays `games` distinguishing games ([XWW24] Algorithm 1) around your own tuning run, each from
+its own seeded stream (`auditsel.pipelines.game`: the coin, the canary's draws, the seed
+handed to `tune`), the release dropped once scored. A game's numbers depend on (seed, g) only: not on the
 chunk size, the number of jobs or the backend (`auditsel.executor`: joblib's loky
 processes by default, threads, a dask cluster).
 
@@ -19,7 +19,8 @@ Reproducibility is checked before the games (`auditsel.pipelines.replay_check`):
 1 are replayed (game 0 twice) and, with workers, on the audit's backend; a
 difference (unseeded randomness, in-place mutation of `data` or the canary, global generators
 under threads, thread races, worker state) is refused, naming the hazard and its fix, unless
-`accept_nondeterminism=True` (recorded in result.json's `pipeline.reproducibility`).
+`ExecutionOptions(accept_nondeterminism=True)` (recorded in result.json's
+`pipeline.reproducibility`).
 
 Checkpoints (`checkpoint_dir`, or `out_dir/checkpoints`): finished chunks of games, with a
 fingerprint over the code of `tune` and `score` (`auditsel.games.fingerprint.source_digest`),
@@ -59,7 +60,6 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any, cast
 
@@ -227,26 +227,33 @@ class PipelineAudit:
 @dataclass(frozen=True, eq=False)
 class Pipeline:
     """A tuning pipeline to audit: `tune(data, seed, canary) -> release`, the attack
-    `score(release, canary) -> float` (None: the canary's default), the data and the canary."""
+    `score(release, canary) -> float` (None: the canary's default), the data and the canary:
+    what `audit_pipeline`, `plan_pipeline` and `audit_until_refuted` take first."""
 
     tune: TuneFn
     score: ScoreFn | None = None
     data: Any = None
     canary: CanaryChoice | None = None
 
-    def audit(self, *, games: int, delta: float, **options: Any) -> PipelineAudit:
-        """`audit_pipeline` of this pipeline, with `games`, `delta` and the other arguments
-        (claimed_epsilon, statistics, execution, report)."""
-        if self.canary is None:
-            raise ConfigError("canary", "required: Pipeline(tune, score, data=..., canary=...)")
+    def audit(
+        self,
+        *,
+        games: int,
+        delta: float,
+        claimed_epsilon: float | None = None,
+        statistics: AuditOptions | None = None,
+        execution: ExecutionOptions | None = None,
+        report: ReportOptions | None = None,
+    ) -> PipelineAudit:
+        """`audit_pipeline(self, ...)`."""
         return audit_pipeline(
-            self.tune,
-            self.score,
-            data=self.data,
-            canary=self.canary,
+            self,
             games=games,
             delta=delta,
-            **options,
+            claimed_epsilon=claimed_epsilon,
+            statistics=statistics,
+            execution=execution,
+            report=report,
         )
 
 
@@ -388,57 +395,48 @@ def play_games(
             no_proxy,  # unused: the game plays and scores its chunks itself (PipelineGame.play)
             games,
             seed,
-            chunk_size=game.chunk_size,
-            jobs=ex.jobs,
-            checkpoint_dir=ex.checkpoint_dir,
+            execution=replace(ex, chunk_size=game.chunk_size, backend=where),
             fingerprint=fingerprint,
-            progress=ex.progress,
-            backend=where,
             in_memory=ex.stream is not True,
-            checkpoint_after=ex.checkpoint_after,
         )
     return record, LOCAL_CPU.seconds - start
 
 
 def audit_pipeline(
-    tune: TuneFn,
-    score: ScoreFn | None = None,
+    pipeline: Pipeline,
     *,
-    data: Any,
-    canary: CanaryChoice,
     games: int,
     delta: float,
     claimed_epsilon: float | None = None,
     statistics: AuditOptions | None = None,
     execution: ExecutionOptions | None = None,
     report: ReportOptions | None = None,
-    accept_nondeterminism: bool = False,
 ) -> PipelineAudit:
-    """Audit your tuning pipeline: play `games` games around `tune` and bound eps from below.
+    """Audit your tuning pipeline: play `games` games around its `tune` and bound eps from below.
 
     Before the games, a replay check refuses a pipeline that is not reproducible (a
     `ReproducibilityError` naming the hazard.
 
     Args:
-        tune: `tune(data, seed, canary) -> release` runs your whole tuning (draws K, trains,
-            selects) and returns only what it publishes.
-        score: `score(release, canary) -> float` is the attack (higher: the canary looks in);
-            None: the canary's score and every other released field.
-        data: your training set.
-        canary: an InputCanary or GradientCanary (see `auditsel.pipelines.canaries`), or a
-            tuple of them (each plays `games` games, Bonferroni; eps is the largest), or
-            "both" (an InputCanary and a GradientCanary chosen from the data and a probe run:
-            `auditsel.pipelines.default_canaries`).
+        pipeline: `Pipeline(tune, score, data=..., canary=...)`. `tune(data, seed, canary) ->
+            release` runs your whole tuning (draws K, trains, selects) and returns only what
+            it publishes; `score(release, canary) -> float` is the attack (higher: the canary
+            looks in; None: the canary's score and every other released field); `data` is
+            your training set; `canary` an InputCanary or GradientCanary (see
+            `auditsel.pipelines.canaries`), or a tuple of them (each plays `games` games,
+            Bonferroni; eps is the largest), or "both" (an InputCanary and a GradientCanary
+            chosen from the data and a probe run: `auditsel.pipelines.default_canaries`).
         games: the number of games.
         delta: in [0, 1).
         claimed_epsilon: the claim to test (None: no claim).
         statistics: `AuditOptions(confidence, rule, seed)`.
-        execution: `ExecutionOptions(jobs, backend, chunk_size, checkpoint_dir, ...)`: where
-            and how the games play, which never changes the numbers.
+        execution: `ExecutionOptions(jobs, backend, chunk_size, checkpoint_dir, ...,
+            accept_nondeterminism)`: where and how the games play, which never changes the
+            numbers (`accept_nondeterminism`: run a pipeline that does not replay, recorded
+            in result.json).
         report: `ReportOptions(out_dir, name, base, rounds, panel)`: result.json, report.md
             and the plots of `auditsel run` in `out_dir` (the checkpoints under
             out_dir/checkpoints); the tuning bounds of `base` and `rounds` beside eps_L.
-        accept_nondeterminism: run a pipeline that does not replay (recorded in result.json).
 
     Returns:
         A `PipelineAudit`: eps (the valid eps_L), refuted (eps > claimed_epsilon), the
@@ -447,22 +445,37 @@ def audit_pipeline(
     Raises:
         auditsel.errors.ConfigError: bad input, and exceptions raised by your functions
             (`PipelineError`).
-        ReproducibilityError: the pipeline does not replay (unless `accept_nondeterminism`).
+        ReproducibilityError: the pipeline does not replay (unless
+            `execution.accept_nondeterminism`: it runs, recorded in result.json).
     """
     given = {"statistics": statistics, "execution": execution, "report": report}
     options = {arg: given_options(_GROUPS[arg], value, arg) for arg, value in given.items()}
-    pipeline: dict[str, Any] = {"tune": tune, "score": score, "data": data, "canary": canary}
+    parts = pipeline_parts(pipeline)
     claim: dict[str, Any] = {"claimed_epsilon": claimed_epsilon}
-    claim["accept_nondeterminism"] = accept_nondeterminism
-    return _audit_pipeline(_Request(**pipeline, games=games, delta=delta, **claim, **options))
+    return _audit_pipeline(_Request(**parts, games=games, delta=delta, **claim, **options))
+
+
+def pipeline_parts(pipeline: object) -> dict[str, Any]:
+    """tune, score, data and canary of `pipeline`, a `Pipeline` with a canary; anything else is
+    a ConfigError naming `pipeline` (or `canary`, when it has none)."""
+    if not isinstance(pipeline, Pipeline):
+        raise ConfigError(
+            "pipeline",
+            f"must be auditsel.Pipeline(tune, score, data=..., canary=...), "
+            f"got {type(pipeline).__name__}",
+        )
+    if pipeline.canary is None:
+        raise ConfigError("canary", "required: Pipeline(tune, score, data=..., canary=...)")
+    p = pipeline
+    return {"tune": p.tune, "score": p.score, "data": p.data, "canary": p.canary}
 
 
 @dataclass(frozen=True, kw_only=True)
 class _Request:
-    """One audit as asked: `audit_pipeline`'s arguments, its options objects as given (the
-    flat keywords of `audit_until_refuted` sorted into them: `_flat_request`). `folder`: an
-    out_dir its caller claimed (and cleans up), in place of `report.out_dir`;
-    `save_every_chunk`: each chunk written as it finishes (the next look reuses them)."""
+    """One audit as asked: `audit_pipeline`'s arguments, its options objects as given
+    (`audit_until_refuted` makes one per look). `folder`: an out_dir its caller claimed (and
+    cleans up), in place of `report.out_dir`; `save_every_chunk`: each chunk written as it
+    finishes (the next look reuses them)."""
 
     tune: TuneFn
     score: ScoreFn | None
@@ -474,7 +487,6 @@ class _Request:
     statistics: AuditOptions = field(default_factory=AuditOptions)
     execution: ExecutionOptions = field(default_factory=ExecutionOptions)
     report: ReportOptions = field(default_factory=ReportOptions)
-    accept_nondeterminism: bool = False
     save_every_chunk: bool = False
     folder: OutputFolder | None = None
 
@@ -488,21 +500,6 @@ _GROUPS: dict[str, Any] = {
     "execution": ExecutionOptions,
     "report": ReportOptions,
 }
-
-
-def _flat_request(tune: TuneFn, score: ScoreFn | None, **flat: Any) -> _Request:
-    """The request of `audit_until_refuted`'s flat keywords: each a field of `_Request` or of
-    one of its options objects (an out_dir that is an `OutputFolder` its caller claimed:
-    `folder`); any other keyword is a TypeError."""
-    owner = {f.name: group for group, cls in _GROUPS.items() for f in dataclass_fields(cls)}
-    if isinstance(flat.get("out_dir"), OutputFolder):
-        flat["folder"] = flat.pop("out_dir")
-    grouped: dict[str, dict[str, Any]] = {group: {} for group in _GROUPS}
-    top: dict[str, Any] = {}
-    for key, value in flat.items():
-        (grouped[owner[key]] if key in owner else top)[key] = value
-    options = {group: cls(**grouped[group]) for group, cls in _GROUPS.items()}
-    return _Request(tune=tune, score=score, **top, **options)
 
 
 @dataclass(frozen=True)
@@ -535,7 +532,7 @@ def _settle(request: _Request, canary: Canary) -> _Audit:
     _check_functions(r.tune, r.score, canary)
     _check_numbers(r.games, r.delta, r.claimed_epsilon, st.confidence, st.seed, st.rule, ex.jobs)
     panel, stream = _auto_or_bool(rep.panel, "panel"), _auto_or_bool(ex.stream, "stream")
-    for flag, value in (("accept_nondeterminism", r.accept_nondeterminism), ("fresh", ex.fresh)):
+    for flag, value in (("accept_nondeterminism", ex.accept_nondeterminism), ("fresh", ex.fresh)):
         if not isinstance(value, bool):
             raise ConfigError(flag, f"must be true or false, got {shown(value)}")
     chunk_size = integer(CHUNK_SIZE if ex.chunk_size is None else ex.chunk_size, "chunk_size", 1)
@@ -582,7 +579,9 @@ def _audit_pipeline(request: _Request) -> PipelineAudit:
         clocks = (time.perf_counter(), time.process_time())
         parts = (request.tune, audit.score_fn, request.data, canary, audit.seed)
         game, fingerprint = _game_and_fingerprint(
-            (*parts, audit.chunk_size, audit.fields), request.accept_nondeterminism, checkpoint_dir
+            (*parts, audit.chunk_size, audit.fields),
+            request.execution.accept_nondeterminism,
+            checkpoint_dir,
         )
         played = _play_checked(game, audit, checkpoint_dir, fingerprint, stream)
         return _analyse(audit, _Run(*played, fingerprint, stream, clocks, out))
@@ -669,7 +668,8 @@ def _play_checked(
     pipeline.reproducibility). A hazard is refused unless the request accepts
     nondeterminism. The execution's `game_threads`: the BLAS, OpenMP and torch threads of this
     process while it plays (None: `executor.game_threads`)."""
-    ex, accept = audit.request.execution, audit.request.accept_nondeterminism
+    ex = audit.request.execution
+    accept = ex.accept_nondeterminism
     replay: list[ReplayReport] = []
 
     def on_backend(where: str | None) -> None:  # on the audit's backend

@@ -106,13 +106,15 @@ from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError, choice, integer, number, percent
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, given_options
 from auditsel.pipelines.canaries import Canary
-from auditsel.pipelines.default_canaries import CanaryChoice, resolve_canary
+from auditsel.pipelines.default_canaries import resolve_canary
 from auditsel.pipelines.game import PipelineGame, ScoreFn, TuneFn, field_columns
 from auditsel.pipelines.learned_scores import LEARN_GAMES, held_out_tests
 from auditsel.pipelines.pipeline import (
+    Pipeline,
     _check_functions,
     _check_numbers,
     learned,
+    pipeline_parts,
     play_games,
     scoring,
 )
@@ -408,45 +410,40 @@ def _curve_eps(curve: PlanCurve, delta: float) -> float:
 
 @dataclass(frozen=True, kw_only=True)
 class PilotOptions:
-    """The pilot of `plan_pipeline`: `games` pilot games; its curve is planned on at its
-    `confidence` limits (module docstring; docs/findings/plan-calibration.md)."""
+    """How `plan_pipeline` plans: `games` pilot games; its curve is planned on at its
+    `confidence` limits (module docstring; docs/findings/plan-calibration.md); `power`, the
+    probability the plan aims for (in [0.5, 1))."""
 
     games: int = 200
     confidence: float = PILOT_CONFIDENCE
+    power: float = 0.9
 
 
 def plan_pipeline(
-    tune: TuneFn,
-    score: ScoreFn | None = None,
+    pipeline: Pipeline,
     *,
-    data: Any,
-    canary: CanaryChoice,
     delta: float,
     pilot: int | PilotOptions = 200,
     target_eps: float | None = None,
     claimed_epsilon: float | None = None,
     games: int | None = None,
-    power: float = 0.9,
     statistics: AuditOptions | None = None,
     execution: ExecutionOptions | None = None,
 ) -> PipelinePlan:
     """Size an audit of your pipeline from `pilot` games (an int, or a `PilotOptions` with
-    the games and the confidence of the pilot curve's limits, default 80%).
+    the games, the confidence of the pilot curve's limits, default 80%, and the power).
 
     Args:
-        tune: your tuning run, as `audit_pipeline` takes it.
-        score: the attack, as `audit_pipeline` takes it (None: every released field).
-        data: your training set.
-        canary: the canary of the audit to plan, a tuple of canaries or "both" (planned as
-            `audit_pipeline` audits them: each canary its own pilot and games, at
-            confidence 1 - (1 - confidence) / m; the games planned are per canary: module
-            docstring).
+        pipeline: `Pipeline(tune, score, data=..., canary=...)`, as `audit_pipeline` takes it;
+            its canary may be a tuple of canaries or "both" (planned as `audit_pipeline`
+            audits them: each canary its own pilot and games, at confidence
+            1 - (1 - confidence) / m; the games planned are per canary: module docstring).
         delta: in [0, 1).
-        pilot: the pilot's games (an int), or a `PilotOptions`.
+        pilot: the pilot's games (an int), or a `PilotOptions` (games, confidence, power:
+            the probability the plan aims for, default 0.9).
         target_eps: plan the games with P(eps_L >= target_eps) >= power.
         claimed_epsilon: plan the games with P(eps_L > claimed_epsilon) >= power.
         games: a number of games to evaluate: the plan gives E[eps_L] and the power there.
-        power: the probability the plan aims for.
         statistics: an `AuditOptions` describing the audit to plan, as `audit_pipeline` takes
             it: its confidence and rule; the pilot plays at its seed + 1, never the audit's
             games.
@@ -459,9 +456,9 @@ def plan_pipeline(
         "statistics": given_options(AuditOptions, statistics, "statistics"),
         "execution": given_options(ExecutionOptions, execution, "execution"),
     }
-    pipeline: dict[str, Any] = {"tune": tune, "score": score, "data": data, "canary": canary}
     targets = (target_eps, claimed_epsilon, games)
-    return _plan_each(pipeline, delta, pilot, targets, power, given)
+    power = pilot.power if isinstance(pilot, PilotOptions) else PilotOptions().power
+    return _plan_each(pipeline_parts(pipeline), delta, pilot, targets, power, given)
 
 
 def _plan_each(

@@ -67,8 +67,8 @@ __all__ = [
 ]
 
 ACCEPT_HINT = (
-    "to audit it anyway, knowingly: --accept-nondeterministic (accept_nondeterminism=True), "
-    "recorded in result.json"
+    "to audit it anyway, knowingly: --accept-nondeterministic "
+    "(ExecutionOptions(accept_nondeterminism=True)), recorded in result.json"
 )
 FIXES = {
     "unseeded randomness": "draw only from generators seeded with `seed` "

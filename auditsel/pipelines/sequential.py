@@ -1,7 +1,7 @@
 """Stop an audit as soon as the claim is refuted: looks at a geometric schedule, alpha spent.
 
-Contract. `audit_until_refuted(tune, score, *, games, looks, claimed_epsilon, confidence, ...)`
-audits the same sequence of games (game g's numbers depend on (seed, g) only:
+Contract. `audit_until_refuted(pipeline, *, games, delta, claimed_epsilon, looks, statistics,
+execution, report)` audits the same sequence of games (game g's numbers depend on (seed, g) only:
 `auditsel.pipelines.pipeline`) at `looks` sample sizes ::
 
     n_j = ceil(games / 2^(looks - j)) rounded up to a multiple of the chunk size, j = 1..looks
@@ -16,8 +16,8 @@ probability at most (1 - confidence) / looks, so the probability that any look d
 its own, corrected, confidence: a little below a single audit's of all games: the price of
 looking early). Several canaries (a tuple, or "both") are audited at every look as
 `audit_pipeline` audits them, each at confidence 1 - (1 - confidence) / (looks m): the union
-bound over the looks and the m canaries. The games of a look are kept (checkpoints: `checkpoint_dir`, out_dir's, or a
-temporary folder) and reused by the next, so stopping at look j costs n_j games, not more.
+bound over the looks and the m canaries. The games of a look are kept (checkpoints: `execution.checkpoint_dir`, out_dir's,
+or a temporary folder) and reused by the next, so stopping at look j costs n_j games, not more.
 """
 
 from __future__ import annotations
@@ -30,19 +30,31 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from auditsel.errors import integer, number, percent
 from auditsel.files import OutputFolder, atomic_write_text, claim_folder
+from auditsel.pipelines.audit_options import (
+    AuditOptions,
+    ExecutionOptions,
+    ReportOptions,
+    given_options,
+)
 from auditsel.pipelines.default_canaries import resolve_canary
-from auditsel.pipelines.game import CHUNK_SIZE, LOCAL_CPU, ScoreFn, TuneFn
-from auditsel.pipelines.pipeline import PipelineAudit, _audit_pipeline, _flat_request
+from auditsel.pipelines.game import CHUNK_SIZE, LOCAL_CPU
+from auditsel.pipelines.pipeline import (
+    Pipeline,
+    PipelineAudit,
+    _audit_pipeline,
+    _Request,
+    pipeline_parts,
+)
 from auditsel.pipelines.pipeline_result import LookEntry, PipelineResult, SequentialEntry
 from auditsel.results.report import text_table
 
-__all__ = ["LOOKS", "audit_until_refuted", "look_schedule", "looks_text"]
+__all__ = ["LOOKS", "LookOptions", "audit_until_refuted", "look_schedule", "looks_text"]
 
 LOOKS = 4
 
@@ -60,50 +72,65 @@ def look_schedule(games: int, looks: int, chunk_size: int = CHUNK_SIZE) -> list[
     return sizes
 
 
+@dataclass(frozen=True, kw_only=True)
+class LookOptions:
+    """The looks of `audit_until_refuted`: `count` looks (`look_schedule`), and `on_look(entry,
+    j, confidence_each)` called as each look j (from 1) finishes (None: nothing)."""
+
+    count: int = LOOKS
+    on_look: Callable[[LookEntry, int, float], object] | None = None
+
+
 def audit_until_refuted(
-    tune: TuneFn,
-    score: ScoreFn | None = None,
+    pipeline: Pipeline,
     *,
     games: int,
+    delta: float,
     claimed_epsilon: float,
-    looks: int = LOOKS,
-    confidence: float = 0.95,
-    checkpoint_dir: str | Path | None = None,
-    out_dir: str | Path | None = None,
-    on_look: Callable[[LookEntry, int, float], object] | None = None,
-    **options: Any,
+    looks: int | LookOptions = LOOKS,
+    statistics: AuditOptions | None = None,
+    execution: ExecutionOptions | None = None,
+    report: ReportOptions | None = None,
 ) -> PipelineAudit:
     """`audit_pipeline` at the looks of `look_schedule(games, looks)`, each at confidence
     1 - (1 - confidence) / looks, stopping at the first that refutes `claimed_epsilon` (module
     docstring). Returns the last look's audit, with `sequential` in its result.json: the
     looks, each look's eps_L, the look that stopped; its CPU and wall seconds are those of the
-    whole sequence. `out_dir` is claimed (locked) for the whole sequence and receives the last
-    look's report; a failure removes what the audit created there, as `audit_pipeline`'s does.
-    `on_look(entry, j, confidence_each)` is called as each look j (from 1) finishes. The other
-    options are `audit_pipeline`'s, each by its own keyword (data, canary, delta, seed, rule,
-    jobs, base, rounds, fresh, ...: the fields of its options objects)."""
+    whole sequence. `report.out_dir` is claimed (locked) for the whole sequence and receives
+    the last look's report; a failure removes what the audit created there, as
+    `audit_pipeline`'s does. `looks`: their number, or a `LookOptions` (the number and an
+    `on_look` callback). The options objects are `audit_pipeline`'s (`statistics.confidence`
+    is the whole sequence's; the looks' checkpoints go to `execution.checkpoint_dir`, else
+    out_dir/checkpoints, else a temporary folder)."""
+    look = looks if isinstance(looks, LookOptions) else LookOptions(count=looks)
+    st = given_options(AuditOptions, statistics, "statistics")
+    ex = given_options(ExecutionOptions, execution, "execution")
+    rep = given_options(ReportOptions, report, "report")
+    parts = pipeline_parts(pipeline)
     claimed_epsilon = number(claimed_epsilon, "claimed_epsilon", 0)
-    confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
-    chunk_size = options.get("chunk_size", CHUNK_SIZE)
-    schedule = look_schedule(games, looks, chunk_size)
+    confidence = number(st.confidence, "confidence", 0.5, 1, hi_open=True)
+    chunk_size = CHUNK_SIZE if ex.chunk_size is None else ex.chunk_size
+    schedule = look_schedule(games, look.count, chunk_size)
     level = 1 - (1 - confidence) / len(schedule)
-    if "canary" in options:  # "both" resolved once: every look audits the same canaries
-        options["canary"] = resolve_canary(options["canary"], tune, options.get("data"))
-    fresh = options.pop("fresh", False)
+    # "both" resolved once: every look audits the same canaries
+    parts["canary"] = resolve_canary(parts["canary"], parts["tune"], parts["data"])
+    request = _Request(
+        **parts,
+        games=games,
+        delta=delta,
+        claimed_epsilon=claimed_epsilon,
+        statistics=replace(st, confidence=level),
+        execution=ex,
+        report=replace(rep, out_dir=None),
+        save_every_chunk=True,
+    )
     clocks = (time.perf_counter(), time.process_time(), LOCAL_CPU.seconds)
-    with _folders(checkpoint_dir, out_dir) as (checkpoints, folder):
-        if fresh:  # once, the folder locked and the options checked: the looks reuse chunks
-            options["fresh"] = True
-        looked = _looks(
-            tune, score, schedule, claimed_epsilon, level, checkpoints, options, on_look
-        )
-        options.pop("fresh", None)
-        audit, game_cpu, seen = looked
+    with _folders(ex.checkpoint_dir, rep.out_dir) as (checkpoints, folder):
+        request = replace(request, execution=replace(ex, checkpoint_dir=checkpoints))
+        audit, game_cpu, seen = _looks(request, schedule, look.on_look)
         if folder is not None:  # the report of the look that stood, written once
-            audit, game_cpu = _timed(
-                tune, score, int(seen[-1]["games"]), claimed_epsilon, level,
-                checkpoints, {**options, "out_dir": folder},
-            )  # fmt: skip
+            last = replace(request, games=int(seen[-1]["games"]), folder=folder)
+            audit, game_cpu = _timed(replace(last, execution=replace(last.execution, fresh=False)))
         result = _sequential_result(audit, schedule, (confidence, level), seen)
         if folder is not None:  # result.json and report.md say how the audit stopped
             _write_stop(folder.path, result)
@@ -164,23 +191,19 @@ def _folders(
 
 
 def _looks(
-    tune: TuneFn,
-    score: ScoreFn | None,
+    request: _Request,
     schedule: list[int],
-    claimed_epsilon: float,
-    level: float,
-    checkpoints: Path,
-    options: dict[str, Any],
     on_look: Callable[[LookEntry, int, float], object] | None,
 ) -> tuple[PipelineAudit, float, list[LookEntry]]:
     """The looks until one refutes the claim: (the last look's audit, the CPU seconds of its
     games, each look's entry).
     Every chunk of a look is written at once (`save_every_chunk`), so the next look replays
-    none of them."""
+    none of them; the first look starts over if `fresh`, the others resume it."""
     seen: list[LookEntry] = []
+    level = request.statistics.confidence
     for j, n in enumerate(schedule):
-        audit, game_cpu = _timed(tune, score, n, claimed_epsilon, level, checkpoints, options)
-        options.pop("fresh", None)  # the first look started over; the others resume it
+        audit, game_cpu = _timed(replace(request, games=n))
+        request = replace(request, execution=replace(request.execution, fresh=False))
         seen.append(LookEntry(games=n, eps=audit.eps, refuted=bool(audit.refuted)))
         if on_look is not None:
             on_look(seen[-1], j + 1, level)
@@ -189,28 +212,10 @@ def _looks(
     return audit, game_cpu, seen
 
 
-def _timed(
-    tune: TuneFn,
-    score: ScoreFn | None,
-    games: int,
-    claimed_epsilon: float,
-    level: float,
-    checkpoints: Path,
-    options: dict[str, Any],
-) -> tuple[PipelineAudit, float]:
+def _timed(request: _Request) -> tuple[PipelineAudit, float]:
     """One look's `_audit_pipeline` and the CPU seconds of its games (every game's, those
     read back from checkpoints included)."""
     cpu, local = time.process_time(), LOCAL_CPU.seconds
-    request = _flat_request(
-        tune,
-        score,
-        games=games,
-        claimed_epsilon=claimed_epsilon,
-        confidence=level,
-        checkpoint_dir=checkpoints,
-        save_every_chunk=True,
-        **options,
-    )
     audit = _audit_pipeline(request)
     own = (time.process_time() - cpu) - (LOCAL_CPU.seconds - local)
     return audit, max(audit.cpu_seconds - own, 0.0)

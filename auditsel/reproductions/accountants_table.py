@@ -30,6 +30,7 @@ from auditsel.accounting.attack import attack_epsilon
 from auditsel.accounting.interval import tuning_interval
 from auditsel.auditing.lower import LowerBound, audit_scores
 from auditsel.auditing.rules import Split
+from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
 from auditsel.reproductions.accountant_claims import (
@@ -107,10 +108,8 @@ def run_cell(
         SampleProxy(),
         games,
         seed,
-        jobs=jobs,
-        progress=False,
-        checkpoint_dir=checkpoint_dir,
         fingerprint=f"accountants/{cell_id(setting)}/{seed}",
+        execution=ExecutionOptions(jobs=jobs, checkpoint_dir=checkpoint_dir),
     )
     assert record.scores is not None and record.member is not None  # played in memory
     bound = audit_scores(  # the split's seed: the game's (independent streams of it)

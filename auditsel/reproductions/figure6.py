@@ -17,6 +17,7 @@ from typing import Any
 from attacks.proxies import make_proxy
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split
+from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.reproductions.paper_bounds import contradicted_columns, figure6_rows
@@ -39,7 +40,7 @@ def rows(
             GaussianBase(row["mu"]), TruncatedNegativeBinomial(row["eta"], row["nu"])
         )
         record = run_game(
-            winner, make_proxy("sample", winner), trials, 0, jobs=jobs, progress=False
+            winner, make_proxy("sample", winner), trials, 0, execution=ExecutionOptions(jobs=jobs)
         )
         assert record.scores is not None and record.member is not None  # played in memory
         bound = audit_scores(record.scores, record.member, 1e-5, rule=Split(seed=0))

@@ -34,6 +34,7 @@ from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.one_run_analysis import audit_one_run
 from auditsel.auditing.rules import Split
+from auditsel.executor import ExecutionOptions
 from auditsel.experiments.config import parse_config
 from auditsel.experiments.experiment import protocol_and_proxy
 from auditsel.experiments.one_run_experiment import EXACT_SCOPE
@@ -117,9 +118,7 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
             proxy,
             trials,
             seed + r,
-            chunk_size=spec.game.chunk_size,
-            jobs=1,
-            progress=False,
+            execution=ExecutionOptions(chunk_size=spec.game.chunk_size, jobs=1),
         )
         assert record.scores is not None and record.member is not None  # played in memory
         eps.append(

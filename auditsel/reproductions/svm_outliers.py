@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from auditsel.pipelines.audit_options import ExecutionOptions
 from auditsel.pipelines.canaries import Canary, InputCanary
-from auditsel.pipelines.pipeline import audit_pipeline
+from auditsel.pipelines.pipeline import Pipeline, audit_pipeline
 from auditsel.reproductions import REGISTRY, to_markdown
 from auditsel.results.figures import save_figure
 from auditsel.results.report import atomic_write_text
@@ -130,10 +130,7 @@ def curve_rows(runs: int = RUNS) -> list[dict]:
 def audit_rows(games: int = GAMES, jobs: int = 1) -> dict:
     """The tuning run audited with audit_pipeline: eps_L at 95%, games, CPU seconds."""
     result = audit_pipeline(
-        tune,
-        score,
-        data=DATA,
-        canary=OUTLIERS,
+        Pipeline(tune, score, data=DATA, canary=OUTLIERS),
         games=games,
         delta=DELTA,
         execution=ExecutionOptions(jobs=jobs),

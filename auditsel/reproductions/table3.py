@@ -34,6 +34,7 @@ from auditsel.accounting.panel import panel
 from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import Split
 from auditsel.dpsgd.datasets import Dataset
+from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import GameRecord, run_game
 from auditsel.mechanisms import DpsgdBase
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
@@ -92,9 +93,7 @@ def run_cell(
         scorer,
         grid.trials,
         grid.seed + index,
-        chunk_size=grid.chunk_size,
-        jobs=jobs,
-        progress=False,
+        execution=ExecutionOptions(chunk_size=grid.chunk_size, jobs=jobs),
     )
     return base, record, time.perf_counter() - start
 

@@ -359,7 +359,7 @@ def test_worst_case_game_eps_l_below_the_attack_value():
     value = attack_epsilon(DpsgdBase(1.0, 2, 0.5), law, delta)
     eps = []
     for seed in range(20):
-        record = run_game(game, SampleProxy(), 200_000, seed, progress=False)
+        record = run_game(game, SampleProxy(), 200_000, seed)
         eps.append(audit_scores(record.scores, record.member, delta, rule=Split(seed=seed)).eps)
     assert sum(e > value for e in eps) <= 3, (value, sorted(eps))
     assert np.median(eps) > 0.75 * value  # the game comes close: the attack value is tight

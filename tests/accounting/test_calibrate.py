@@ -10,7 +10,7 @@ import dp_accounting as dpa
 import pytest
 import yaml
 
-from auditsel.accounting.calibrate import calibrate
+from auditsel.accounting.calibrate import CalibrationOptions, calibrate
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.interval import tightest_bound
 from auditsel.cli import main
@@ -33,7 +33,13 @@ def test_gaussian_noise_is_where_the_exact_curve_meets_the_target():
     the truth for that score: the calibration meets the target on it. For any score (the
     default) the tightest rigorous bound meets it, with more noise."""
     law, delta, target = TruncatedNegativeBinomial(0.0, 0.01), 1e-5, 3.0
-    honest = calibrate(GaussianBase(1.0), law, target_epsilon=target, delta=delta, rtol=RTOL)
+    honest = calibrate(
+        GaussianBase(1.0),
+        law,
+        target_epsilon=target,
+        delta=delta,
+        options=CalibrationOptions(rtol=RTOL),
+    )
     assert honest.bound in ("generic_rdp", "profile") and honest.assumption is None
     assert tightest_bound(GaussianBase(1 / honest.value), law, delta).epsilon <= target
     c = calibrate(
@@ -41,8 +47,7 @@ def test_gaussian_noise_is_where_the_exact_curve_meets_the_target():
         law,
         target_epsilon=target,
         delta=delta,
-        rtol=RTOL,
-        assume="monotone_score",
+        options=CalibrationOptions(rtol=RTOL, assume="monotone_score"),
     )
     assert c.parameter == "noise_multiplier" and c.bound == "exact"
     assert c.assumption == "monotone_score" and honest.value > c.value
@@ -72,14 +77,23 @@ def test_gaussian_noise_is_where_the_exact_curve_meets_the_target():
 def test_dpsgd_noise_and_mean(law):
     base, delta, target = DpsgdBase(1.0, 20, 0.05), 1e-5, 3.0
     shape = math.inf if isinstance(law, Poisson) else law.eta
-    c = calibrate(base, law, target_epsilon=target, delta=delta, rtol=RTOL)
+    c = calibrate(
+        base, law, target_epsilon=target, delta=delta, options=CalibrationOptions(rtol=RTOL)
+    )
     assert c.epsilon <= target
     tighter = DpsgdBase(c.value * (1 - 2 * RTOL), 20, 0.05)
     assert tightest_bound(tighter, law, delta).epsilon > target
     # never more noise than dp_accounting's calibration, which meets the budget
     assert c.gain >= 1
     assert _dpa_epsilon(DpsgdBase(c.baseline_value, 20, 0.05).event, law, shape, delta) <= target
-    m = calibrate(base, law, target_epsilon=target, delta=delta, solve_for="mean", rtol=RTOL)
+    m = calibrate(
+        base,
+        law,
+        target_epsilon=target,
+        delta=delta,
+        solve_for="mean",
+        options=CalibrationOptions(rtol=RTOL),
+    )
     assert m.parameter == "mean" and m.epsilon <= target and m.law.mean == pytest.approx(m.value)
     bigger = Poisson(m.value * (1 + 2 * RTOL)) if isinstance(law, Poisson) else None
     if bigger is not None:
@@ -137,7 +151,9 @@ def test_noise_callable_for_any_event():
         ({"target_epsilon": 1e-3}, "target_epsilon"),  # unreachable: the base alone is above
         ({"solve_for": "runs"}, "solve_for"),
         ({"delta": 1.5}, "delta"),
-        ({"rtol": 0.0}, "rtol"),
+        ({"options": CalibrationOptions(rtol=0.0)}, "rtol"),
+        ({"options": CalibrationOptions(assume="always")}, "assume"),
+        ({"options": {"rtol": 1e-3}}, "options"),  # a dict is never read by its field names
     ],
 )
 def test_bad_input_names_the_field(kwargs, field):

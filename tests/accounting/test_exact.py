@@ -165,7 +165,7 @@ def test_game_matches_the_exact_tradeoff_with_the_likelihood_ratio_proxy():
     from auditsel.games.engine import run_game
 
     w = GaussianWinner(GaussianBase(0.8), TruncatedNegativeBinomial(0.0, 0.01))
-    rec = run_game(w, make_proxy("likelihood_ratio", w), 400_000, 5, progress=False)
+    rec = run_game(w, make_proxy("likelihood_ratio", w), 400_000, 5)
     levels = np.array([-0.5, 0.0, 0.5, 1.0])
     p1, p0 = likelihood_ratio_region_masses(w, levels, direction=1)
     for c, a1, a0 in zip(levels, p1, p0):

@@ -22,6 +22,7 @@ from auditsel import (
     panel,
     tuning_epsilon,
 )
+from auditsel.accounting.calibrate import CalibrationOptions
 from auditsel.accounting.interval import IntervalRecord
 from auditsel.accounting.registry import BOUNDS
 from auditsel.errors import ConfigError
@@ -148,7 +149,9 @@ def test_bad_pair_and_law_are_config_errors():
 def test_calibration_reports_the_same_epsilon():
     """calibrate's epsilon at its answer is tuning_epsilon's there (one implementation)."""
     base, law = DpsgdBase(1.0, 100, 0.05), Poisson(5.0)
-    c = calibrate(base, law, target_epsilon=2.0, delta=1e-5, baseline=False)
+    c = calibrate(
+        base, law, target_epsilon=2.0, delta=1e-5, options=CalibrationOptions(baseline=False)
+    )
     out = tuning_epsilon(c.pair, c.law, 1e-5)
     assert out.epsilon == c.epsilon and out.bound == c.bound and out.epsilon <= 2.0
 

@@ -12,7 +12,7 @@ from attacks import dpsgd_canaries, threats
 from attacks.dpsgd_proxies import LambdaA, LambdaB, make_dpsgd_proxy
 from auditsel.dpsgd.datasets import Dataset, load_split
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import ExampleCanary, Execution, train_runs
+from auditsel.dpsgd.trainer import ExampleCanary, Execution, TrainSettings, train_runs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TRAIN, VAL = load_split("digits")
@@ -61,15 +61,11 @@ def test_dirac_canary_writes_c_to_coordinate_zero_only():
     res = train_runs(
         model,
         Dataset.empty_like(TRAIN),
-        steps=3,
-        lr=1.0,
-        clip=0.7,
-        noise_multiplier=0.0,
-        sample_rate=1.0,
         seeds=[0],
         canary=dpsgd_canaries.dirac(),
         include_canary=[True],
         execution=Execution(device="cpu", dtype=torch.float64),
+        settings=TrainSettings(steps=3, lr=1.0, clip=0.7, noise_multiplier=0.0, sample_rate=1.0),
     )
     delta = (res.w0 - res.wN)[0].numpy()
     assert delta[0] == pytest.approx(3 * 0.7) and np.all(delta[1:] == 0)

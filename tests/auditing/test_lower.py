@@ -194,7 +194,7 @@ def test_one_class_and_bad_arguments_are_rejected():
 def test_lower_bound_never_exceeds_exact_on_reduced_game(seed):
     w = GaussianWinner(GaussianBase.from_epsilon(2.0, 1e-5), TruncatedNegativeBinomial(0.0, 0.01))
     exact = exact_epsilon(w, 1e-5)
-    rec = run_game(w, make_proxy("likelihood_ratio", w), 200_000, seed, progress=False)
+    rec = run_game(w, make_proxy("likelihood_ratio", w), 200_000, seed)
     # what the planner's oracle test expects of each rule at 200,000 games (the exact trade-off
     # curve of the winner, auditsel.auditing.planning): a rule that finds its threshold in the
     # data reaches at least half of it (a zero estimator would pass `<= exact` alone; the seeded
@@ -225,7 +225,7 @@ def test_split_rule_coverage_on_the_gaussian_base():
     over = 0
     reps = 200
     for r in range(reps):
-        rec = run_game(w, proxy, 4000, 1000 + r, progress=False)
+        rec = run_game(w, proxy, 4000, 1000 + r)
         over += audit_scores(rec.scores, rec.member, delta, rule=Split(seed=r)).eps > true_eps
     assert over <= stats.binom.ppf(0.999, reps, 0.05)
 

@@ -156,7 +156,7 @@ def test_plan_predicts_a_real_run(tmp_path):
     protocol, proxy = protocol_and_proxy(spec)
     hits = 0
     for seed in range(40):
-        rec = run_game(protocol, proxy, plan.games, seed, progress=False)
+        rec = run_game(protocol, proxy, plan.games, seed)
         ss = SortedScores(rec.scores, rec.member)
         hits += apply_rule(ss, Split(seed=seed), 0.05, DELTA)["eps"] >= 0.6
     # planned for 0.9 with the best threshold; split must find it: between 0.5 and 1 of the runs

@@ -12,6 +12,7 @@ from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import BonferroniGrid, Split, threshold_rule
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.cli import main
+from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import TruncatedNegativeBinomial
@@ -27,11 +28,9 @@ def play(tmp_path, in_memory):
         PROXY,
         400_000,
         3,
-        chunk_size=50_000,
-        checkpoint_dir=tmp_path,
         fingerprint="s",
-        progress=False,
         in_memory=in_memory,
+        execution=ExecutionOptions(chunk_size=50_000, checkpoint_dir=tmp_path),
     )
 
 

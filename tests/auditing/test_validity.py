@@ -19,6 +19,7 @@ from auditsel.auditing.lower import audit_scores
 from auditsel.auditing.rules import THRESHOLD_RULES, threshold_rule
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.validity import Repetitions, overclaim_rates
+from auditsel.executor import ExecutionOptions
 from auditsel.mechanisms import FiniteOutputBase, GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, TruncatedNegativeBinomial
 from auditsel.selection import FiniteWinner, GaussianWinner
@@ -128,7 +129,9 @@ def dpsgd_blocks(games_per_audit, reps, sigma=1.0, steps=4, seed=0):
     }
     spec = parse_config(raw)
     protocol, proxy = protocol_and_proxy(spec)
-    rec = run_game(protocol, proxy, games_per_audit * reps, seed, chunk_size=1000, progress=False)
+    rec = run_game(
+        protocol, proxy, games_per_audit * reps, seed, execution=ExecutionOptions(chunk_size=1000)
+    )
     mu = np.sqrt(steps) / sigma
     return rec.scores.reshape(reps, -1), rec.member.reshape(reps, -1), mu
 

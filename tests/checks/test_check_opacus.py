@@ -8,7 +8,7 @@ import pytest
 opacus = pytest.importorskip("opacus")
 torch = pytest.importorskip("torch")
 
-from auditsel import DpsgdBase, check_pipeline, from_opacus
+from auditsel import DpsgdBase, RunObjects, check_pipeline, from_opacus
 from auditsel.errors import ConfigError
 from auditsel.pipelines.checks import BREAKS
 
@@ -59,26 +59,26 @@ def correct():
 
 
 def test_the_correct_run_has_no_finding(correct):
-    assert check_pipeline(**correct, delta=DELTA, dataset=_data()) == []
+    assert check_pipeline(RunObjects(**correct, delta=DELTA, dataset=_data())) == []
     claim = correct["engine"].get_epsilon(DELTA)
-    assert check_pipeline(**correct, delta=DELTA, claim=claim) == []
+    assert check_pipeline(RunObjects(**correct, delta=DELTA, claim=claim)) == []
 
 
 def test_a_shuffled_loader_breaks_the_claim():
-    (finding,) = check_pipeline(**train(poisson=False), delta=DELTA)
+    (finding,) = check_pipeline(RunObjects(**train(poisson=False), delta=DELTA))
     assert (finding.check, finding.severity) == ("sampling", BREAKS)
     assert finding.effect is None and "[CGKKMSZ24]" in finding.message
 
 
 def test_a_head_trained_by_a_second_plain_optimizer_breaks_the_claim():
-    (finding,) = check_pipeline(**train(head_apart=True), delta=DELTA)
+    (finding,) = check_pipeline(RunObjects(**train(head_apart=True), delta=DELTA))
     assert (finding.check, finding.severity) == ("parameters_outside_dp", BREAKS)
     assert finding.obj == "optimizers[1] (SGD)" and "head.weight" in finding.message
 
 
 def test_a_noise_multiplier_other_than_the_accountant_s_breaks_the_claim(correct):
     run = dict(correct, optimizers=[_twin(correct["optimizers"][0], noise_multiplier=0.4)])
-    (finding,) = check_pipeline(**run, delta=DELTA)
+    (finding,) = check_pipeline(RunObjects(**run, delta=DELTA))
     assert (finding.check, finding.severity) == ("settings", BREAKS)
     steps = sum(n for _, _, n in correct["engine"].accountant.history)
     assert finding.effect == pytest.approx(
@@ -107,23 +107,25 @@ def test_a_loader_at_another_rate_and_a_claim_for_fewer_steps_break_the_claim(co
     other = opacus.data_loader.DPDataLoader.from_data_loader(
         torch.utils.data.DataLoader(_data(), batch_size=32)
     )
-    (finding,) = check_pipeline(**dict(correct, data_loader=other), delta=DELTA)
+    (finding,) = check_pipeline(RunObjects(**dict(correct, data_loader=other), delta=DELTA))
     assert (finding.check, finding.severity) == ("settings", BREAKS)
     assert "rate 0.5 " in finding.message and finding.effect > correct["engine"].get_epsilon(DELTA)
     history = correct["engine"].accountant.history
     fewer = opacus.accountants.PRVAccountant()
     fewer.history = [(NOISE, BATCH / ROWS, 1)]  # one step, where the run took four
-    (claimed,) = check_pipeline(**correct, delta=DELTA, claim=fewer.get_epsilon(DELTA))
+    (claimed,) = check_pipeline(RunObjects(**correct, delta=DELTA, claim=fewer.get_epsilon(DELTA)))
     assert (claimed.obj, claimed.severity) == ("claim", BREAKS) and history[0][2] == 4
     assert claimed.effect == correct["engine"].get_epsilon(DELTA)
 
 
 def test_per_layer_clipping_is_clean_until_its_noise_is_flat():
     run = train(clipping="per_layer")
-    assert check_pipeline(**run, delta=DELTA) == []  # Opacus: noise for the norm of the norms
+    assert (
+        check_pipeline(RunObjects(**run, delta=DELTA)) == []
+    )  # Opacus: noise for the norm of the norms
     optimizer = run["optimizers"][0]
     optimizer.max_grad_norm = CLIP  # the noise of a flat clip at 1; 4 tensors clipped to 1 each
-    (finding,) = check_pipeline(**run, delta=DELTA)
+    (finding,) = check_pipeline(RunObjects(**run, delta=DELTA))
     assert (finding.check, finding.severity) == ("per_layer_clipping", BREAKS)
     steps = sum(n for _, _, n in run["engine"].accountant.history)
     effective = DpsgdBase(NOISE / math.sqrt(4), steps, BATCH / ROWS, "pld")

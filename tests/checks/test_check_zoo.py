@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from auditsel import DpsgdBase, Poisson, check_pipeline
+from auditsel import DpsgdBase, Poisson, RunObjects, check_pipeline
 from auditsel.pipelines.canaries import GradientCanary
 from auditsel.pipelines.checks import BREAKS, WARNING
 
@@ -22,9 +22,15 @@ def test_the_correct_dpgd_pipeline_gets_no_finding():
     base = DpsgdBase(zoo.NOISE, zoo.STEPS, 1.0)
     claim = zoo.claim(DELTA)
     found = check_pipeline(
-        dataset=zoo.TRAIN, release=release, base=base, rounds=Poisson(zoo.MEAN_RUNS),
-        delta=DELTA, claim=claim,
-    )  # fmt: skip
+        RunObjects(
+            dataset=zoo.TRAIN,
+            release=release,
+            base=base,
+            rounds=Poisson(zoo.MEAN_RUNS),
+            delta=DELTA,
+            claim=claim,
+        )
+    )
     assert found == []
 
 
@@ -34,7 +40,9 @@ def test_the_release_all_pipeline_breaks_the_claim():
     release = release_all.tune(release_all.TRAIN, 3, release_all.CANARY)
     assert len(release["runs"]) >= 2  # seed 3 draws several runs
     base = DpsgdBase(correct_dpgd.NOISE, correct_dpgd.STEPS, 1.0)
-    (finding,) = check_pipeline(release=release, base=base, rounds=Poisson(10), delta=DELTA)
+    (finding,) = check_pipeline(
+        RunObjects(release=release, base=base, rounds=Poisson(10), delta=DELTA)
+    )
     assert (finding.check, finding.severity, finding.obj) == (
         "release_runs",
         BREAKS,
@@ -51,11 +59,18 @@ def test_the_correct_opacus_pipeline_gets_no_finding_and_the_shuffled_one_breaks
 
     model, engine, optimizer, loader = zoo.train(zoo.TRAIN, 0.5, zoo.CANARY)
     found = check_pipeline(
-        model=model, optimizers=[optimizer], data_loader=loader, engine=engine,
-        dataset=loader.dataset, delta=DELTA, claim=engine.get_epsilon(DELTA),
-    )  # fmt: skip
+        RunObjects(
+            model=model,
+            optimizers=[optimizer],
+            data_loader=loader,
+            engine=engine,
+            dataset=loader.dataset,
+            delta=DELTA,
+            claim=engine.get_epsilon(DELTA),
+        )
+    )
     assert found == []
-    (finding,) = check_pipeline(**shuffled_batches.pipeline_objects())
+    (finding,) = check_pipeline(RunObjects(**shuffled_batches.pipeline_objects()))
     assert (finding.check, finding.severity) == ("sampling", BREAKS)
 
 
@@ -64,7 +79,7 @@ def test_the_oversampled_class_breaks_the_claim_with_the_group_epsilon():
     noise / 9 (full batches), which is the pipeline's correct interval's upper end."""
     from auditsel.reproductions.bugzoo import oversampled_class
 
-    (finding,) = check_pipeline(**oversampled_class.pipeline_objects())
+    (finding,) = check_pipeline(RunObjects(**oversampled_class.pipeline_objects()))
     assert (finding.check, finding.severity) == ("duplicates", BREAKS)
     assert "occurs 9 times" in finding.message
     _, upper, _ = oversampled_class.correct_interval(DELTA)
@@ -77,16 +92,20 @@ def test_the_per_tensor_clip_step_breaks_the_flat_claim_and_the_correct_step_doe
     from auditsel.reproductions.bugzoo import correct_dpgd, noise_before_clip, per_tensor_clip
 
     objects = per_tensor_clip.pipeline_objects()
-    (finding,) = check_pipeline(**objects)
+    (finding,) = check_pipeline(RunObjects(**objects))
     assert (finding.check, finding.severity) == ("per_layer_clipping", BREAKS)
     assert "sqrt(5) C" in finding.message
     _, upper, _ = per_tensor_clip.correct_interval(DELTA)
     assert finding.effect == pytest.approx(upper, rel=0.01)
     # the same model and claim with the correct, flat step: nothing
     correct = {**objects, "privatizer": correct_dpgd.privatize}
-    assert [f for f in check_pipeline(**correct) if f.check == "per_layer_clipping"] == []
+    assert [
+        f for f in check_pipeline(RunObjects(**correct)) if f.check == "per_layer_clipping"
+    ] == []
     # noise drawn for each example before clipping: the probe cannot cancel it, and says so
-    (cannot,) = check_pipeline(privatizer=noise_before_clip.pipeline_objects()["privatizer"])
+    (cannot,) = check_pipeline(
+        RunObjects(privatizer=noise_before_clip.pipeline_objects()["privatizer"])
+    )
     assert cannot.severity == WARNING and "does not cancel" in cannot.message
 
 
@@ -95,7 +114,7 @@ def test_the_noise_for_mean_step_breaks_the_claim_by_its_measured_noise():
     estimate of the noise is 400 times below the claim's NOISE C."""
     from auditsel.reproductions.bugzoo import correct_dpgd, noise_for_mean
 
-    (finding,) = check_pipeline(**noise_for_mean.pipeline_objects())
+    (finding,) = check_pipeline(RunObjects(**noise_for_mean.pipeline_objects()))
     assert (finding.check, finding.severity) == ("settings", BREAKS)
     estimate = float(re.search(r"standard deviation of about ([\d.]+) C", finding.message)[1])
     assert estimate == pytest.approx(correct_dpgd.NOISE / correct_dpgd.BATCH, rel=0.2)

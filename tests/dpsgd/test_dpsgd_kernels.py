@@ -22,7 +22,14 @@ from scipy import stats
 from auditsel.dpsgd import RANDOM_STREAMS, kernels, kernels_cpu, kernels_torch
 from auditsel.dpsgd.datasets import load_dataset
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import NOISE, DiracCanary, ExampleCanary, Execution, train_runs
+from auditsel.dpsgd.trainer import (
+    NOISE,
+    DiracCanary,
+    ExampleCanary,
+    Execution,
+    TrainSettings,
+    train_runs,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -154,15 +161,17 @@ def training_runs() -> dict:
         res = train_runs(
             model,
             data,
-            steps=TRAINING_STEPS,
-            lr=TRAINING_LR,
-            clip=TRAINING_CLIP,
-            noise_multiplier=TRAINING_SIGMA,
-            sample_rate=rate,
             seeds=TRAINING_SEEDS,
             canary=zc,
             include_canary=[1, 0, 1, 1],
             execution=Execution(device="cpu"),
+            settings=TrainSettings(
+                steps=TRAINING_STEPS,
+                lr=TRAINING_LR,
+                clip=TRAINING_CLIP,
+                noise_multiplier=TRAINING_SIGMA,
+                sample_rate=rate,
+            ),
         )
         out[f"train-{kind}-{canary}-{rate}"] = tuple(
             np.asarray(a.numpy() if isinstance(a, torch.Tensor) else a)
@@ -505,11 +514,13 @@ def test_training_runs_are_the_same_with_the_torch_kernels(monkeypatch, kind, ca
     model = ModelSpec(kind, data.shape, 10, hidden=(8,))
     z = DiracCanary() if canary == "dirac" else ExampleCanary(1 - data.x[0], 3)
     kw = dict(
-        steps=6,
-        lr=[0.05, 0.1, 0.02],
-        clip=1.0,
-        noise_multiplier=0.8,
-        sample_rate=[1.0, 0.4, 1.0],
+        settings=TrainSettings(
+            steps=6,
+            lr=[0.05, 0.1, 0.02],
+            clip=1.0,
+            noise_multiplier=0.8,
+            sample_rate=[1.0, 0.4, 1.0],
+        ),
         seeds=[3, 4, 5],
         canary=z,
         include_canary=[1, 0, 1],

@@ -8,7 +8,7 @@ from attacks import dpsgd_canaries, threats
 from attacks.dpsgd_proxies import make_dpsgd_proxy
 from auditsel.dpsgd.datasets import load_split
 from auditsel.dpsgd.models import ModelSpec
-from auditsel.dpsgd.trainer import Execution, train_runs
+from auditsel.dpsgd.trainer import Execution, TrainSettings, train_runs
 from auditsel.dpsgd.tuning_protocol import (
     CanaryLoss,
     DpsgdTuningProtocol,
@@ -92,15 +92,17 @@ def test_release_is_the_best_scored_run_of_each_trial():
     res = train_runs(
         LOGREG,
         TRAIN_SMALL,
-        steps=3,
-        lr=[c["lr"] for c in cfg],
-        clip=[c["clip"] for c in cfg],
-        noise_multiplier=0.8,
-        sample_rate=1.0,
         seeds=seeds,
         canary=dpsgd_canaries.dirac(),
         include_canary=member[trial] == 1,
         execution=Execution(device="cpu"),
+        settings=TrainSettings(
+            steps=3,
+            lr=[c["lr"] for c in cfg],
+            clip=[c["clip"] for c in cfg],
+            noise_multiplier=0.8,
+            sample_rate=1.0,
+        ),
     )
     assert isinstance(proto.score, ValidationLoss)
     g = evaluate_score(proto.score, LOGREG, res.w0, res.wN).numpy()

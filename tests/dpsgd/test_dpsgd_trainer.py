@@ -13,6 +13,7 @@ from auditsel.dpsgd.trainer import (
     DiracCanary,
     ExampleCanary,
     Execution,
+    TrainSettings,
     calibrate_noise_multiplier,
     clip_factors,
     dpsgd_epsilon,
@@ -60,13 +61,9 @@ def test_one_noiseless_step_is_minus_lr_times_sum_of_clipped_gradients(clip):
     res = train_runs(
         model,
         data,
-        steps=1,
-        lr=0.3,
-        clip=clip,
-        noise_multiplier=0.0,
-        sample_rate=1.0,
         seeds=[7],
         **F64,
+        settings=TrainSettings(steps=1, lr=0.3, clip=clip, noise_multiplier=0.0, sample_rate=1.0),
     )
     w0 = res.w0[0].numpy()
     want = w0 - 0.3 * hand_logreg_step(w0, data.x.astype(float), data.y, 3, clip)
@@ -79,13 +76,9 @@ def test_several_noiseless_steps_follow_the_recursion():
     res = train_runs(
         model,
         data,
-        steps=4,
-        lr=0.5,
-        clip=0.4,
-        noise_multiplier=0.0,
-        sample_rate=1.0,
         seeds=[1],
         **F64,
+        settings=TrainSettings(steps=4, lr=0.5, clip=0.4, noise_multiplier=0.0, sample_rate=1.0),
     )
     w = res.w0[0].numpy()
     for _ in range(4):
@@ -100,13 +93,9 @@ def test_noise_is_gaussian_with_std_clip_times_sigma():
     res = train_runs(
         model,
         data,
-        steps=1,
-        lr=1.0,
-        clip=3.0,
-        noise_multiplier=2.0,
-        sample_rate=1.0,
         seeds=np.arange(400),
         **F64,
+        settings=TrainSettings(steps=1, lr=1.0, clip=3.0, noise_multiplier=2.0, sample_rate=1.0),
     )
     r = (res.w0 - res.wN).numpy().ravel() / 6.0
     assert stats.kstest(r, "norm").pvalue > 1e-3
@@ -122,15 +111,11 @@ def test_dirac_canary_clipped_gradient_is_c_e0_and_counts_sampled_steps():
     res = train_runs(
         model,
         data,
-        steps=N,
-        lr=1.0,
-        clip=C,
-        noise_multiplier=0.0,
-        sample_rate=tau,
         seeds=np.arange(600),
         canary=DiracCanary(),
         include_canary=np.ones(600, bool),
         **F64,
+        settings=TrainSettings(steps=N, lr=1.0, clip=C, noise_multiplier=0.0, sample_rate=tau),
     )
     counts = res.canary_dot.numpy() / C**2
     np.testing.assert_allclose(counts, np.round(counts), atol=1e-9)
@@ -150,13 +135,9 @@ def test_poisson_subsampling_keeps_each_example_with_prob_tau():
     res = train_runs(
         model,
         data,
-        steps=1,
-        lr=1.0,
-        clip=1.0,
-        noise_multiplier=0.0,
-        sample_rate=tau,
         seeds=np.arange(2000),
         **F64,
+        settings=TrainSettings(steps=1, lr=1.0, clip=1.0, noise_multiplier=0.0, sample_rate=tau),
     )
     moved = (res.w0 - res.wN).abs().sum(1).numpy() > 0
     assert stats.binomtest(int(moved.sum()), 2000, tau).pvalue > 1e-3
@@ -173,15 +154,11 @@ def test_input_canary_joins_the_batch_only_on_x_prime():
     res = train_runs(
         model,
         data,
-        steps=1,
-        lr=1.0,
-        clip=0.8,
-        noise_multiplier=0.0,
-        sample_rate=1.0,
         seeds=[4, 4],
         canary=z,
         include_canary=[False, True],
         **F64,
+        settings=TrainSettings(steps=1, lr=1.0, clip=0.8, noise_multiplier=0.0, sample_rate=1.0),
     )
     w0 = res.w0[0].numpy()
     x_prime = np.vstack([data.x, z.x[None]]).astype(float)
@@ -203,26 +180,32 @@ def test_sparse_poisson_batches_gathered_or_not_give_the_same_runs(kind):
     nothing is gathered) must not change the tau = 0.2 runs."""
     data = load_dataset("digits", n=50)
     model = ModelSpec(kind, data.shape, 10, hidden=(6,))
-    kw = dict(steps=4, lr=0.05, clip=0.5, noise_multiplier=0.5, canary=DiracCanary(), **F64)
+    kw = dict(canary=DiracCanary(), **F64)
+    at = dict(steps=4, lr=0.05, clip=0.5, noise_multiplier=0.5)
     sparse = train_runs(
-        model, data, sample_rate=0.2, seeds=[1, 2, 3], include_canary=[1, 0, 1], **kw
+        model,
+        data,
+        seeds=[1, 2, 3],
+        include_canary=[1, 0, 1],
+        **kw,
+        settings=TrainSettings(**at, sample_rate=0.2),
     )
     mixed = train_runs(
         model,
         data,
-        sample_rate=[0.2, 0.2, 0.2, 1.0],
         seeds=[1, 2, 3, 4],
         include_canary=[1, 0, 1, 0],
         **kw,
+        settings=TrainSettings(**at, sample_rate=[0.2, 0.2, 0.2, 1.0]),
     )
     torch.testing.assert_close(sparse.wN, mixed.wN[:3], rtol=1e-9, atol=1e-11)
     via_vmap = train_runs(
         model,
         data,
-        sample_rate=0.2,
         seeds=[1, 2, 3],
         include_canary=[1, 0, 1],
         **{**kw, "execution": replace(F64_RUN, method="vmap")},
+        settings=TrainSettings(**at, sample_rate=0.2),
     )
     torch.testing.assert_close(sparse.wN, via_vmap.wN, rtol=1e-9, atol=1e-11)
 
@@ -233,11 +216,7 @@ def test_ghost_norm_path_equals_torch_func_per_example_gradients(kind):
     model = ModelSpec(kind, data.shape, 10, hidden=(6,))
     z = ExampleCanary(1 - data.x[0], 3)
     kw = dict(
-        steps=3,
-        lr=0.05,
-        clip=0.5,
-        noise_multiplier=0.7,
-        sample_rate=0.6,
+        settings=TrainSettings(steps=3, lr=0.05, clip=0.5, noise_multiplier=0.7, sample_rate=0.6),
         seeds=np.arange(5),
         canary=z,
         include_canary=[0, 1, 0, 1, 1],
@@ -257,20 +236,24 @@ def test_batched_runs_equal_runs_one_at_a_time(kind):
     seeds = np.array([11, 12, 13, 14])
     lrs, clips, taus = [0.1, 0.02, 0.05, 0.1], [1.0, 0.5, 2.0, 1.0], [1.0, 0.5, 0.3, 1.0]
     inc = [True, False, True, True]
-    kw = dict(steps=MANY_STEPS, noise_multiplier=1.1, canary=DiracCanary(), **F64)
+    kw = dict(canary=DiracCanary(), **F64)
+    at = dict(steps=MANY_STEPS, noise_multiplier=1.1)
     batch = train_runs(
-        model, data, lr=lrs, clip=clips, sample_rate=taus, seeds=seeds, include_canary=inc, **kw
+        model,
+        data,
+        seeds=seeds,
+        include_canary=inc,
+        **kw,
+        settings=TrainSettings(**at, lr=lrs, clip=clips, sample_rate=taus),
     )
     for r in range(4):
         one = train_runs(
             model,
             data,
-            lr=lrs[r],
-            clip=clips[r],
-            sample_rate=taus[r],
             seeds=seeds[r : r + 1],
             include_canary=inc[r : r + 1],
             **kw,
+            settings=TrainSettings(**at, lr=lrs[r], clip=clips[r], sample_rate=taus[r]),
         )
         torch.testing.assert_close(batch.wN[r : r + 1], one.wN, rtol=1e-9, atol=1e-10)
         torch.testing.assert_close(batch.canary_dot[r : r + 1], one.canary_dot)
@@ -283,11 +266,7 @@ def test_same_seed_same_run_and_different_seeds_differ():
     data = load_dataset("digits", n=20)
     model = ModelSpec("mlp", data.shape, 10)
     kw = dict(
-        steps=5,
-        lr=0.1,
-        clip=1.0,
-        noise_multiplier=1.0,
-        sample_rate=0.5,
+        settings=TrainSettings(steps=5, lr=0.1, clip=1.0, noise_multiplier=1.0, sample_rate=0.5),
         canary=DiracCanary(),
         include_canary=[1, 1, 0],
     )
@@ -314,13 +293,9 @@ def test_per_run_streams_are_philox_keyed_by_seed_sequence():
     res = train_runs(
         model,
         data,
-        steps=1,
-        lr=0.1,
-        clip=1.0,
-        noise_multiplier=1.0,
-        sample_rate=1.0,
         seeds=seeds[:3],
         execution=Execution(device="cpu"),
+        settings=TrainSettings(steps=1, lr=0.1, clip=1.0, noise_multiplier=1.0, sample_rate=1.0),
     )
     u = kernels.draw(key, INIT, 0, 1, model.num_params, False)[:, 0]
     assert torch.equal(res.w0, model.init_from_uniform(u))
@@ -328,13 +303,9 @@ def test_per_run_streams_are_philox_keyed_by_seed_sequence():
     noisy = train_runs(
         model,
         empty,
-        steps=3,
-        lr=1.0,
-        clip=1.0,
-        noise_multiplier=2.0,
-        sample_rate=1.0,
         seeds=seeds[:3],
         execution=F64_RUN,
+        settings=TrainSettings(steps=3, lr=1.0, clip=1.0, noise_multiplier=2.0, sample_rate=1.0),
     )
     noise = kernels.draw(key, NOISE, 0, 3, model.num_params, True).double() * 2.0
     torch.testing.assert_close(noisy.w0 - noisy.wN, noise.sum(1), rtol=0, atol=1e-12)
@@ -358,7 +329,7 @@ def test_bad_settings_raise_one_line_value_error(field, kwargs):
     settings = dict(steps=1, lr=0.1, clip=1.0, noise_multiplier=1.0, sample_rate=1.0)
     settings.update(kwargs)
     with pytest.raises(ValueError, match=rf"^{field}: must be .*, got ") as info:
-        train_runs(model, data, seeds=[0], **settings)
+        train_runs(model, data, seeds=[0], settings=TrainSettings(**settings))
     assert "\n" not in str(info.value)
 
 
@@ -382,11 +353,9 @@ def test_memory_budget_groups_steps_without_changing_a_run(monkeypatch, steps):
     data = load_dataset("digits", n=40)
     model = ModelSpec("logreg", data.shape, 10)
     kw = dict(
-        steps=steps,
-        lr=0.05,
-        clip=1.0,
-        noise_multiplier=1.0,
-        sample_rate=[1.0, 0.3, 0.7],
+        settings=TrainSettings(
+            steps=steps, lr=0.05, clip=1.0, noise_multiplier=1.0, sample_rate=[1.0, 0.3, 0.7]
+        ),
         seeds=[5, 6, 7],
         canary=DiracCanary(),
         include_canary=[1, 0, 1],
@@ -402,13 +371,9 @@ def test_no_runs_give_empty_results():
     res = train_runs(
         model,
         data,
-        steps=3,
-        lr=0.1,
-        clip=1.0,
-        noise_multiplier=1.0,
-        sample_rate=1.0,
         seeds=np.zeros(0, np.int64),
         canary=DiracCanary(),
+        settings=TrainSettings(steps=3, lr=0.1, clip=1.0, noise_multiplier=1.0, sample_rate=1.0),
     )
     assert res.w0.shape == res.wN.shape == (0, model.num_params)
     assert res.canary_dots.shape == (0, 3)

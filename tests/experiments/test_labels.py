@@ -13,7 +13,7 @@ import pytest
 
 from auditsel import DpsgdBase, GaussianBase, Poisson, TruncatedNegativeBinomial
 from auditsel.accounting.attack import attack_epsilon
-from auditsel.accounting.calibrate import calibrate
+from auditsel.accounting.calibrate import CalibrationOptions, calibrate
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.interval import (
     interval_attack,
@@ -209,14 +209,19 @@ def test_calibrate_answers_for_any_score_unless_asked():
     """A Gaussian calibrated to eps 3: for any score it needs more noise than [XWW24]'s
     reduced game says; the monotone-score answer is labelled."""
     law = Poisson(10)
-    honest = calibrate(GaussianBase(1.0), law, target_epsilon=3.0, delta=1e-5, baseline=False)
+    honest = calibrate(
+        GaussianBase(1.0),
+        law,
+        target_epsilon=3.0,
+        delta=1e-5,
+        options=CalibrationOptions(baseline=False),
+    )
     mono = calibrate(
         GaussianBase(1.0),
         law,
         target_epsilon=3.0,
         delta=1e-5,
-        baseline=False,
-        assume="monotone_score",
+        options=CalibrationOptions(baseline=False, assume="monotone_score"),
     )
     assert honest.bound in ("generic_rdp", "profile") and honest.assumption is None
     assert mono.bound == "exact" and mono.to_dict()["assumption"] == ASSUMPTION

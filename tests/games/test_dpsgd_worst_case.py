@@ -12,6 +12,7 @@ from scipy import stats
 from attacks.proxies import SampleProxy
 from auditsel.accounting.panel import upper_bounds
 from auditsel.auditing.lower import audit_scores
+from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase, step_log_likelihood_ratio
 from auditsel.mechanisms import dense_pmfs
@@ -120,7 +121,7 @@ def test_winner_is_the_max_of_k_runs():
 
 
 def _audit(game, trials, seed, delta=1e-5):
-    record = run_game(game, SampleProxy(), trials, seed, progress=False)
+    record = run_game(game, SampleProxy(), trials, seed)
     return audit_scores(record.scores, record.member, delta, rule="split")
 
 
@@ -185,8 +186,12 @@ def test_config_and_cli_run_the_game(tmp_path):
 
 def test_same_seed_same_scores_whatever_the_jobs():
     game = DpsgdWorstCase(1.0, 4, 0.3, TruncatedNegativeBinomial(0.0, 0.2))
-    one = run_game(game, SampleProxy(), 30_000, 5, chunk_size=4096, jobs=1, progress=False)
-    two = run_game(game, SampleProxy(), 30_000, 5, chunk_size=4096, jobs=2, progress=False)
+    one = run_game(
+        game, SampleProxy(), 30_000, 5, execution=ExecutionOptions(chunk_size=4096, jobs=1)
+    )
+    two = run_game(
+        game, SampleProxy(), 30_000, 5, execution=ExecutionOptions(chunk_size=4096, jobs=2)
+    )
     assert np.array_equal(one.scores, two.scores) and np.array_equal(one.member, two.member)
 
 

@@ -5,6 +5,7 @@ import pytest
 
 from attacks.proxies import make_proxy
 from auditsel.errors import ConfigError
+from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import CheckpointError, run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import TruncatedNegativeBinomial
@@ -28,17 +29,21 @@ class Interrupting:
 
 
 def test_same_seed_same_scores_for_any_number_of_jobs():
-    one = run_game(WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=1, progress=False)
-    two = run_game(WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=2, progress=False)
+    one = run_game(WINNER, PROXY, 50_000, 7, execution=ExecutionOptions(chunk_size=6_000, jobs=1))
+    two = run_game(WINNER, PROXY, 50_000, 7, execution=ExecutionOptions(chunk_size=6_000, jobs=2))
     assert np.array_equal(one.scores, two.scores)
     assert np.array_equal(one.member, two.member)
     # the numpy games run on joblib threads by default; processes give the same numbers
     assert WINNER.parallel_prefer == "threads"
     procs = run_game(
-        WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=2, progress=False, backend="loky"
+        WINNER,
+        PROXY,
+        50_000,
+        7,
+        execution=ExecutionOptions(chunk_size=6_000, jobs=2, backend="loky"),
     )
     assert np.array_equal(one.scores, procs.scores) and np.array_equal(one.member, procs.member)
-    other = run_game(WINNER, PROXY, 50_000, 8, chunk_size=6_000, jobs=1, progress=False)
+    other = run_game(WINNER, PROXY, 50_000, 8, execution=ExecutionOptions(chunk_size=6_000, jobs=1))
     assert not np.array_equal(one.scores, other.scores)
 
 
@@ -53,9 +58,15 @@ def test_default_jobs_play_the_numpy_games_on_every_core_with_the_same_numbers(m
     seen = []
     real = executor._threaded
     monkeypatch.setattr(executor, "_threaded", lambda *a: seen.append(a[-1]) or real(*a))
-    auto = run_game(WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=None, progress=False)
+    auto = run_game(
+        WINNER,
+        PROXY,
+        50_000,
+        7,
+        execution=ExecutionOptions(chunk_size=6_000, jobs=engine.default_jobs(WINNER)),
+    )
     assert seen == [executor.worker_count(-1)]  # every usable core's thread
-    one = run_game(WINNER, PROXY, 50_000, 7, chunk_size=6_000, jobs=1, progress=False)
+    one = run_game(WINNER, PROXY, 50_000, 7, execution=ExecutionOptions(chunk_size=6_000, jobs=1))
     assert np.array_equal(auto.scores, one.scores) and np.array_equal(auto.member, one.member)
 
 
@@ -64,7 +75,9 @@ def test_the_record_is_each_chunk_in_trial_order_one_or_several_scores_per_game(
 
     two_columns = lambda x: np.stack([x, -x], axis=1)  # a proxy with P = 2 scores per game
     for proxy, shape in ((PROXY, ()), (two_columns, (2,))):
-        rec = run_game(WINNER, proxy, 10_000, 3, chunk_size=3_000, jobs=2, progress=False)
+        rec = run_game(
+            WINNER, proxy, 10_000, 3, execution=ExecutionOptions(chunk_size=3_000, jobs=2)
+        )
         chunks = [
             play_chunk(WINNER, proxy, 3, i, n)[1:]
             for i, n in enumerate(_chunk_sizes(10_000, 3_000))
@@ -72,12 +85,12 @@ def test_the_record_is_each_chunk_in_trial_order_one_or_several_scores_per_game(
         assert rec.scores.shape == (10_000, *shape) and rec.scores.dtype == np.float64
         assert np.array_equal(rec.scores, np.concatenate([c[0] for c in chunks]))
         assert np.array_equal(rec.member, np.concatenate([c[1] for c in chunks]))
-    empty = run_game(WINNER, PROXY, 0, 3, progress=False)
+    empty = run_game(WINNER, PROXY, 0, 3)
     assert empty.scores.shape == (0,) and empty.member.dtype == np.int8
 
 
 def test_coins_are_fair_and_scores_follow_the_coin():
-    rec = run_game(WINNER, PROXY, 200_000, 1, progress=False)
+    rec = run_game(WINNER, PROXY, 200_000, 1)
     assert abs(rec.member.mean() - 0.5) < 0.005
     assert rec.scores[rec.member == 1].mean() - rec.scores[rec.member == 0].mean() == pytest.approx(
         0.5, abs=0.02
@@ -85,7 +98,7 @@ def test_coins_are_fair_and_scores_follow_the_coin():
 
 
 def test_resume_after_interruption_neither_loses_nor_repeats_trials(tmp_path):
-    full = run_game(WINNER, PROXY, 30_000, 3, chunk_size=4_000, progress=False)
+    full = run_game(WINNER, PROXY, 30_000, 3, execution=ExecutionOptions(chunk_size=4_000))
     flaky = Interrupting(WINNER, fail_on=5)
     with pytest.raises(KeyboardInterrupt):
         run_game(
@@ -93,10 +106,8 @@ def test_resume_after_interruption_neither_loses_nor_repeats_trials(tmp_path):
             PROXY,
             30_000,
             3,
-            chunk_size=4_000,
-            checkpoint_dir=tmp_path,
             fingerprint="f",
-            progress=False,
+            execution=ExecutionOptions(chunk_size=4_000, checkpoint_dir=tmp_path),
         )
     assert len(list(tmp_path.glob("chunk_*.npz"))) == 4
     counting = Interrupting(WINNER, fail_on=-1)
@@ -105,10 +116,8 @@ def test_resume_after_interruption_neither_loses_nor_repeats_trials(tmp_path):
         PROXY,
         30_000,
         3,
-        chunk_size=4_000,
-        checkpoint_dir=tmp_path,
         fingerprint="f",
-        progress=False,
+        execution=ExecutionOptions(chunk_size=4_000, checkpoint_dir=tmp_path),
     )
     assert resumed.resumed_chunks == 4 and counting.calls == 8 - 4
     assert np.array_equal(resumed.scores, full.scores) and np.array_equal(
@@ -127,9 +136,11 @@ class Slow:
         return self.inner.release(member, rng)
 
 
-def _game(tmp_path, protocol=WINNER, **kw):
-    kw = {"chunk_size": 4_000, "checkpoint_dir": tmp_path, "fingerprint": "f", **kw}
-    return run_game(protocol, PROXY, 30_000, 3, progress=False, **kw)
+def _game(tmp_path, protocol=WINNER, in_memory=True, **kw):
+    execution = ExecutionOptions(chunk_size=4_000, checkpoint_dir=tmp_path, **kw)
+    return run_game(
+        protocol, PROXY, 30_000, 3, execution=execution, fingerprint="f", in_memory=in_memory
+    )
 
 
 def test_a_short_game_writes_no_chunk_and_a_long_one_writes_every_chunk(tmp_path, monkeypatch):
@@ -137,7 +148,7 @@ def test_a_short_game_writes_no_chunk_and_a_long_one_writes_every_chunk(tmp_path
 
     monkeypatch.setattr(engine, "CHECKPOINT_AFTER", 5.0)  # the default (conftest sets 0)
     assert engine.check_checkpoint_after(None) == 5.0
-    full = run_game(WINNER, PROXY, 30_000, 3, chunk_size=4_000, progress=False)
+    full = run_game(WINNER, PROXY, 30_000, 3, execution=ExecutionOptions(chunk_size=4_000))
     short = _game(tmp_path / "short")
     assert list((tmp_path / "short").glob("chunk_*.npz")) == [] and short.chunks is None
     assert np.array_equal(short.scores, full.scores)
@@ -168,10 +179,8 @@ def test_foreign_and_corrupted_checkpoints_are_reported(tmp_path):
         PROXY,
         10_000,
         3,
-        chunk_size=4_000,
-        checkpoint_dir=tmp_path,
         fingerprint="a",
-        progress=False,
+        execution=ExecutionOptions(chunk_size=4_000, checkpoint_dir=tmp_path),
     )
     with pytest.raises(CheckpointError, match="another experiment"):
         run_game(
@@ -179,10 +188,8 @@ def test_foreign_and_corrupted_checkpoints_are_reported(tmp_path):
             PROXY,
             10_000,
             3,
-            chunk_size=4_000,
-            checkpoint_dir=tmp_path,
             fingerprint="b",
-            progress=False,
+            execution=ExecutionOptions(chunk_size=4_000, checkpoint_dir=tmp_path),
         )
     (tmp_path / "chunk_0000001.npz").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="corrupted"):
@@ -191,10 +198,8 @@ def test_foreign_and_corrupted_checkpoints_are_reported(tmp_path):
             PROXY,
             10_000,
             3,
-            chunk_size=4_000,
-            checkpoint_dir=tmp_path,
             fingerprint="a",
-            progress=False,
+            execution=ExecutionOptions(chunk_size=4_000, checkpoint_dir=tmp_path),
         )
 
 
@@ -204,10 +209,8 @@ def test_a_checkpoint_copied_from_another_position_is_rejected(tmp_path):
         PROXY,
         8_000,
         3,
-        chunk_size=4_000,
-        checkpoint_dir=tmp_path,
         fingerprint="a",
-        progress=False,
+        execution=ExecutionOptions(chunk_size=4_000, checkpoint_dir=tmp_path),
     )
     (tmp_path / "chunk_0000000.npz").write_bytes((tmp_path / "chunk_0000001.npz").read_bytes())
     with pytest.raises(CheckpointError):
@@ -216,8 +219,6 @@ def test_a_checkpoint_copied_from_another_position_is_rejected(tmp_path):
             PROXY,
             8_000,
             3,
-            chunk_size=4_000,
-            checkpoint_dir=tmp_path,
             fingerprint="a",
-            progress=False,
+            execution=ExecutionOptions(chunk_size=4_000, checkpoint_dir=tmp_path),
         )

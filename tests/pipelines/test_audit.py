@@ -14,7 +14,7 @@ from auditsel.auditing.scores import read_scores
 from auditsel.cli import main
 from auditsel.errors import ConfigError
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon
-from auditsel.pipelines.audit_options import ExecutionOptions
+from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions
 from auditsel.pipelines.own_protocol import audit_protocol
 from auditsel.rounds import TwoPoint
 from auditsel.selection import ScoredGaussianWinner
@@ -51,8 +51,8 @@ def test_audit_protocol_runs_a_user_function_and_respects_the_truth(tmp_path):
         my_score,
         delta=1e-5,
         trials=20_000,
-        seed=1,
         execution=ExecutionOptions(checkpoint_dir=tmp_path / "ck"),
+        statistics=AuditOptions(seed=1),
     )
     # the exact epsilon of this protocol is computable (4.69): the valid eps_L stays below it
     # (at 95% confidence; the seed is fixed), the optimistic best threshold too here, and the
@@ -66,21 +66,23 @@ def test_audit_protocol_runs_a_user_function_and_respects_the_truth(tmp_path):
         my_score,
         delta=1e-5,
         trials=20_000,
-        seed=1,
         execution=ExecutionOptions(checkpoint_dir=tmp_path / "ck"),
+        statistics=AuditOptions(seed=1),
     )
     assert again == bound  # resumed from checkpoints: same numbers
 
 
 def test_audit_protocol_is_the_same_for_any_number_of_jobs():
-    a = audit_protocol(my_tuning_run, my_score, delta=1e-5, trials=6_000, seed=2)
+    a = audit_protocol(
+        my_tuning_run, my_score, delta=1e-5, trials=6_000, statistics=AuditOptions(seed=2)
+    )
     b = audit_protocol(
         my_tuning_run,
         my_score,
         delta=1e-5,
         trials=6_000,
-        seed=2,
         execution=ExecutionOptions(jobs=2),
+        statistics=AuditOptions(seed=2),
     )
     assert a == b
 
@@ -375,11 +377,11 @@ def test_ragged_row_in_a_later_block_is_named_by_its_line(tmp_path, monkeypatch)
 def test_audit_protocol_execution_options_and_the_old_keywords(tmp_path):
     """execution=ExecutionOptions(...) is honoured (chunks of chunk_size in checkpoint_dir);
     the flat keywords of 0.2 and an unknown keyword are refused, naming them."""
-    options = dict(delta=1e-5, trials=3_000, seed=4)
+    options = dict(delta=1e-5, trials=3_000, statistics=AuditOptions(seed=4))
     ex = ExecutionOptions(chunk_size=700, checkpoint_dir=tmp_path / "new")
     new = audit_protocol(my_tuning_run, my_score, **options, execution=ex)
     assert len(list((tmp_path / "new").glob("chunk*"))) == -(-3_000 // 700) and new.eps > 0
-    for flat in ("chunk_size", "checkpoint_dir", "jobs", "progress", "job"):
+    for flat in ("chunk_size", "checkpoint_dir", "jobs", "progress", "job", "seed", "rule"):
         with pytest.raises(TypeError, match=rf"unexpected keyword argument '{flat}'"):
             audit_protocol(my_tuning_run, my_score, **options, **{flat: 2})
     with pytest.raises(ConfigError, match=r"^execution: must be ExecutionOptions"):

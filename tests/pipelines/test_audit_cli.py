@@ -13,6 +13,7 @@ import pytest
 from auditsel import InputCanary, audit_pipeline
 from auditsel.cli import main
 from auditsel.pipelines.audit_options import AuditOptions, ReportOptions
+from auditsel.pipelines.pipeline import Pipeline
 from auditsel.pipelines.sequential import audit_until_refuted, look_schedule
 
 MODULE = """
@@ -167,13 +168,8 @@ def itself(release, canary):
     return float(release)
 
 
-KW = dict(
-    data=(np.zeros((4, 1)), np.zeros(4)),
-    canary=InputCanary(x=[1.0], y=1),
-    delta=0.0,
-    claimed_epsilon=1.0,
-    panel=False,
-)
+RR = Pipeline(rr, itself, data=(np.zeros((4, 1)), np.zeros(4)), canary=InputCanary(x=[1.0], y=1))
+KW = dict(delta=0.0, claimed_epsilon=1.0, report=ReportOptions(panel=False))
 
 
 @pytest.mark.slow  # 60 sequential audits: about 80 s
@@ -181,7 +177,8 @@ def test_early_stop_keeps_the_confidence_over_its_looks():
     """A true claim (1 for a 1-DP pipeline) is refuted by at most 5% of the sequential audits
     (Bonferroni over the 4 looks): at most 3 of 60 expected, 3 more for the binomial spread."""
     refuted = sum(
-        bool(audit_until_refuted(rr, itself, games=1024, seed=s, **KW).refuted) for s in range(60)
+        bool(audit_until_refuted(RR, games=1024, statistics=AuditOptions(seed=s), **KW).refuted)
+        for s in range(60)
     )
     assert refuted <= 6
 
@@ -189,15 +186,13 @@ def test_early_stop_keeps_the_confidence_over_its_looks():
 def test_each_look_is_an_audit_at_the_corrected_confidence():
     """The claim 0 (perfect privacy) is refuted at the first look, whose eps_L is that of a
     single audit of its games at confidence 1 - 0.05 / 4; a true claim runs every look."""
-    early = audit_until_refuted(rr, itself, games=1024, seed=0, **{**KW, "claimed_epsilon": 0.0})
+    zero = {**KW, "claimed_epsilon": 0.0}
+    early = audit_until_refuted(RR, games=1024, statistics=AuditOptions(seed=0), **zero)
     assert early.refuted and early.result["sequential"]["stopped_at"] == 128
-    plain = {k: v for k, v in KW.items() if k != "panel"}
     statistics = AuditOptions(seed=0, confidence=1 - 0.05 / 4)
-    single = audit_pipeline(
-        rr, itself, games=128, statistics=statistics, report=ReportOptions(panel=False), **plain
-    )
+    single = audit_pipeline(RR, games=128, statistics=statistics, **KW)
     assert early.result["sequential"]["seen"][0]["eps"] == single.eps
-    kept = audit_until_refuted(rr, itself, games=512, looks=3, seed=1, **KW)
+    kept = audit_until_refuted(RR, games=512, looks=3, statistics=AuditOptions(seed=1), **KW)
     assert not kept.refuted and kept.result["sequential"]["stopped_at"] == 512
     assert [s["games"] for s in kept.result["sequential"]["seen"]] == [128, 256, 512]
     assert look_schedule(1000, 4) == [128, 256, 512, 1000]  # whole chunks of 32, then all

@@ -21,6 +21,7 @@ from auditsel.pipelines import learned_scores
 from auditsel.pipelines.default_canaries import OUTLIER, default_canaries
 from auditsel.pipelines.game import game_seed
 from auditsel.pipelines.learned_scores import LearnedScore, learning_seed, statistics
+from auditsel.pipelines.pipeline import Pipeline
 from auditsel.pipelines.release_scores import PROBE_SEED
 
 DELTA = 1e-5
@@ -114,37 +115,40 @@ def test_the_learning_pilot_never_plays_the_audits_games(monkeypatch):
         seen.append(seed)
         return scaler_leak(data, seed, canary)
 
-    kw = dict(data=DATA, canary=PERSON, delta=DELTA, report=NO_PANEL)
-    audit = audit_pipeline(recording, games=64, **kw)
+    kw_on = dict(data=DATA, canary=PERSON)
+    kw = dict(delta=DELTA, report=NO_PANEL)
+    audit = audit_pipeline(Pipeline(recording, **kw_on), games=64, **kw)
     audit_seeds = {game_seed(0, g) for g in range(64)}
     assert learning_seed(0) != 0 and len(seen) >= 200 + 64
     pilot = {game_seed(learning_seed(0), g) for g in range(200)}
     assert pilot <= set(seen) and not pilot & audit_seeds
     monkeypatch.setattr(learned_scores, "_CACHE", {})
-    again = audit_pipeline(scaler_leak, games=128, **kw)
+    again = audit_pipeline(Pipeline(scaler_leak, **kw_on), games=128, **kw)
     assert again.result["pipeline"]["score"] == audit.result["pipeline"]["score"]
 
 
 def test_a_scaler_shipped_with_the_model_is_found_refuted_and_planned():
     """The outlier moves the released feature mean and nothing else moves it: the learned
     score reads that entry, the audit refutes the model's claim, and the plan predicts it."""
-    kw = dict(data=DATA, canary=PERSON, delta=DELTA, claimed_epsilon=CLAIM)
-    plan = plan_pipeline(scaler_leak, games=512, **kw)
+    kw_on = dict(data=DATA, canary=PERSON)
+    kw = dict(delta=DELTA, claimed_epsilon=CLAIM)
+    plan = plan_pipeline(Pipeline(scaler_leak, **kw_on), games=512, **kw)
     assert "'scaler.mean_" in plan.score and plan.games_to_refute is not None
     assert plan.prob_refute is not None and plan.prob_refute >= 0.5
     assert plan.refutable_below > CLAIM and "cannot refute" not in plan.summary()
-    audit = audit_pipeline(scaler_leak, games=512, report=NO_PANEL, **kw)
+    audit = audit_pipeline(Pipeline(scaler_leak, **kw_on), games=512, report=NO_PANEL, **kw)
     assert audit.refuted and "'scaler.mean_" in audit.result["pipeline"]["score"]
 
 
 def test_a_correct_pipeline_plans_no_refutation_and_says_what_not_refuted_means():
-    kw = dict(data=DATA, canary=PERSON, delta=DELTA, claimed_epsilon=CLAIM)
-    plan = plan_pipeline(noisy_model, games=256, **kw)
+    kw_on = dict(data=DATA, canary=PERSON)
+    kw = dict(delta=DELTA, claimed_epsilon=CLAIM)
+    plan = plan_pipeline(Pipeline(noisy_model, **kw_on), games=256, **kw)
     assert plan.games_to_refute is None and plan.score
     assert plan.refutable_below is not None and plan.refutable_below < math.inf
     assert "cannot refute claims above" in plan.summary()
     assert "'not refuted' there does not mean 'verified'" in plan.summary()
-    audit = audit_pipeline(noisy_model, games=256, report=NO_PANEL, **kw)
+    audit = audit_pipeline(Pipeline(noisy_model, **kw_on), games=256, report=NO_PANEL, **kw)
     assert not audit.refuted
 
 
@@ -154,9 +158,14 @@ def test_learned_scores_keep_the_audits_confidence_on_a_correct_pipeline(monkeyp
     audits of a correct pipeline (at its true epsilon), refutations stay within what 95%
     confidence allows (a binomial upper limit at 1%)."""
     monkeypatch.setattr(learned_scores, "_CACHE_SIZE", 1)
-    kw = dict(data=DATA, canary=PERSON, delta=DELTA, claimed_epsilon=CLAIM, report=NO_PANEL)
+    kw_on = dict(data=DATA, canary=PERSON)
+    kw = dict(delta=DELTA, claimed_epsilon=CLAIM, report=NO_PANEL)
     refuted = sum(
-        bool(audit_pipeline(noisy_model, games=64, statistics=AuditOptions(seed=s), **kw).refuted)
+        bool(
+            audit_pipeline(
+                Pipeline(noisy_model, **kw_on), games=64, statistics=AuditOptions(seed=s), **kw
+            ).refuted
+        )
         for s in range(40)
     )
     assert refuted <= stats.binom.ppf(0.99, 40, 0.05)
@@ -268,6 +277,7 @@ def test_the_learned_score_reads_every_run_per_unit_of_its_learning_rate():
     from auditsel import GradientCanary
 
     one_run = GaussianBase(1 / SIGMA).epsilon(DELTA)
-    kw = dict(data=DATA, canary=GradientCanary(coordinate=D - 1), delta=DELTA)
-    plan = plan_pipeline(every_run, games=1000, claimed_epsilon=one_run, **kw)
+    kw_on = dict(data=DATA, canary=GradientCanary(coordinate=D - 1))
+    kw = dict(delta=DELTA)
+    plan = plan_pipeline(Pipeline(every_run, **kw_on), games=1000, claimed_epsilon=one_run, **kw)
     assert "'runs[*].canary score / lr" in plan.score

@@ -133,10 +133,7 @@ def test_gradient_canary_with_no_data_audits_like_the_reduced_gaussian_game():
     """tau = 1, no data: the standardised move is N(0,1) without the canary and
     N(sqrt(N)/sigma, 1) with it ([XWW24] eq. 19); a wrong mean is rejected by the same test."""
     audit = audit_pipeline(
-        dpsgd_no_data,
-        standardised,
-        data=None,
-        canary=DIRAC,
+        Pipeline(dpsgd_no_data, standardised, data=None, canary=DIRAC),
         games=4000,
         delta=1e-5,
         statistics=AuditOptions(seed=3),
@@ -155,7 +152,7 @@ def test_gradient_canary_through_selection_matches_the_exact_winner_law():
     auditsel.selection (cdf F(x - b mu)^3), exact eps bounds eps_L."""
     winner = winner_law(GaussianBase(MU), Point(3))
     audit = audit_pipeline(
-        dpsgd_best_of_three, standardised, data=None, canary=DIRAC, games=3000, delta=1e-5
+        Pipeline(dpsgd_best_of_three, standardised, data=None, canary=DIRAC), games=3000, delta=1e-5
     )
     for b, part in enumerate(_by_coin(audit)):
         assert stats.kstest(part, lambda t, b=b: winner.cdf(t, b)).pvalue > 1e-3
@@ -166,7 +163,7 @@ def test_gradient_canary_through_selection_matches_the_exact_winner_law():
 
 def test_gradient_canary_is_taken_at_the_sample_rate_and_only_when_in():
     audit = audit_pipeline(
-        count_inclusions, release_itself, data=None, canary=DIRAC, games=2000, delta=1e-5
+        Pipeline(count_inclusions, release_itself, data=None, canary=DIRAC), games=2000, delta=1e-5
     )
     out, inn = _by_coin(audit)
     assert np.all(out == 0)
@@ -177,10 +174,7 @@ def test_gradient_canary_is_taken_at_the_sample_rate_and_only_when_in():
 
 def test_input_canary_is_appended_when_in_and_audits_like_its_gaussian_shift():
     audit = audit_pipeline(
-        gaussian_sum,
-        theta_score,
-        data=EMPTY,
-        canary=ROW_CANARY,
+        Pipeline(gaussian_sum, theta_score, data=EMPTY, canary=ROW_CANARY),
         games=3000,
         delta=1e-5,
         statistics=AuditOptions(seed=4),
@@ -201,9 +195,10 @@ def test_input_canary_is_appended_when_in_and_audits_like_its_gaussian_shift():
 def test_default_scores_are_increasing_in_the_canary_signal(tune, score, canary, data):
     """Each canary's default score is a strictly increasing function of the signal, so a
     threshold audit on it is the audit on the signal, to the last digit."""
-    kw = dict(data=data, canary=canary, games=1500, delta=1e-5, statistics=AuditOptions(seed=9))
-    own = audit_pipeline(tune, score, **kw)
-    default = audit_pipeline(tune, **kw)
+    kw_on = dict(data=data, canary=canary)
+    kw = dict(games=1500, delta=1e-5, statistics=AuditOptions(seed=9))
+    own = audit_pipeline(Pipeline(tune, score, **kw_on), **kw)
+    default = audit_pipeline(Pipeline(tune, **kw_on), **kw)
     assert np.array_equal(own.member, default.member)
     assert np.all(np.diff(default.scores[np.argsort(own.scores)]) > 0)
     assert default.eps == own.eps
@@ -260,10 +255,7 @@ def test_coverage_of_a_correct_pipeline_over_200_seeds():
     above = point_above = 0
     for seed in range(200):
         audit = audit_pipeline(
-            randomized_response,
-            release_itself,
-            data=EMPTY,
-            canary=ROW_CANARY,
+            Pipeline(randomized_response, release_itself, data=EMPTY, canary=ROW_CANARY),
             games=400,
             delta=0.0,
             statistics=AuditOptions(seed=seed),
@@ -281,9 +273,10 @@ def test_coverage_of_a_correct_pipeline_over_200_seeds():
 @pytest.mark.slow  # reason: five audits, three in worker processes (34 CPU s); the same numbers
 # on threads and in one process by default: tests/pipelines/test_user_code.py
 def test_same_numbers_for_any_jobs_chunk_size_and_backend():
-    kw = dict(data=None, canary=DIRAC, games=300, delta=1e-5, statistics=AuditOptions(seed=11))
+    kw_on = dict(data=None, canary=DIRAC)
+    kw = dict(games=300, delta=1e-5, statistics=AuditOptions(seed=11))
     run = lambda **ex: audit_pipeline(
-        dpsgd_no_data, standardised, execution=ExecutionOptions(**ex), **kw
+        Pipeline(dpsgd_no_data, standardised, **kw_on), execution=ExecutionOptions(**ex), **kw
     )
     one, two = run(jobs=1), run(jobs=2)  # two: loky processes
     small, threads = run(jobs=2, chunk_size=7), run(jobs=2, backend="threading")
@@ -302,12 +295,12 @@ def test_same_numbers_for_any_jobs_chunk_size_and_backend():
 def test_a_pilot_on_workers_plans_what_one_process_plans():
     """plan_pipeline plays its pilot without a replay check, on the request's workers; the
     same plan as in one process."""
-    kw = dict(data=EMPTY, canary=ROW_CANARY, delta=0.0, games=2000, target_eps=0.5)
+    kw_on = dict(data=EMPTY, canary=ROW_CANARY)
+    kw = dict(delta=0.0, games=2000, target_eps=0.5)
     pilot = PilotOptions(games=160)
     one, two = (
         plan_pipeline(
-            randomized_response,
-            release_itself,
+            Pipeline(randomized_response, release_itself, **kw_on),
             pilot=pilot,
             execution=ExecutionOptions(jobs=jobs),
             **kw,
@@ -351,24 +344,26 @@ def score(release, canary):
 def test_checkpoints_resume_and_an_edited_function_is_refused(tmp_path):
     ck = tmp_path / "ck"
     m = _module(tmp_path, "pipe_fp", PIPE.format(scale=1.0))
-    kw = dict(data=None, canary=GradientCanary(coordinate=0), games=100, delta=1e-5)
+    kw_on = dict(data=None, canary=GradientCanary(coordinate=0))
+    kw = dict(games=100, delta=1e-5)
     at = ExecutionOptions(checkpoint_dir=ck)
-    first = audit_pipeline(m.tune, m.score, execution=at, **kw)
-    again = audit_pipeline(m.tune, m.score, execution=at, **kw)
+    first = audit_pipeline(Pipeline(m.tune, m.score, **kw_on), execution=at, **kw)
+    again = audit_pipeline(Pipeline(m.tune, m.score, **kw_on), execution=at, **kw)
     assert again.resumed_games == 100 and first.resumed_games == 0
     assert np.array_equal(first.scores, again.scores) and first.eps == again.eps
     edited = _module(tmp_path, "pipe_fp", PIPE.format(scale=2.0))
     with pytest.raises(CheckpointError, match="`score` \\(its code changed\\)"):
-        audit_pipeline(edited.tune, edited.score, execution=at, **kw)
+        audit_pipeline(Pipeline(edited.tune, edited.score, **kw_on), execution=at, **kw)
     with pytest.raises(CheckpointError, match="`data`"):
-        audit_pipeline(m.tune, m.score, execution=at, **{**kw, "data": [1]})
+        audit_pipeline(Pipeline(m.tune, m.score, **{**kw_on, "data": [1]}), execution=at, **kw)
     with pytest.raises(CheckpointError, match="`canary`"):
-        audit_pipeline(
-            m.tune, m.score, execution=at, **{**kw, "canary": GradientCanary(coordinate=1)}
-        )
+        other = {**kw_on, "canary": GradientCanary(coordinate=1)}
+        audit_pipeline(Pipeline(m.tune, m.score, **other), execution=at, **kw)
     # the edited code in a fresh folder recomputes: every score doubled, the same coins
     fresh = audit_pipeline(
-        edited.tune, edited.score, execution=ExecutionOptions(checkpoint_dir=tmp_path / "new"), **kw
+        Pipeline(edited.tune, edited.score, **kw_on),
+        execution=ExecutionOptions(checkpoint_dir=tmp_path / "new"),
+        **kw,
     )
     assert np.array_equal(fresh.scores, 2 * first.scores)
     assert np.array_equal(fresh.member, first.member)
@@ -383,9 +378,11 @@ def test_an_exception_in_the_users_pipeline_names_the_function_and_the_game():
     for jobs in (1, 2):
         with pytest.raises(PipelineError) as err:
             audit_pipeline(
-                blows_up, release_itself, data=None, canary=DIRAC, games=40, delta=0,
+                Pipeline(blows_up, release_itself, data=None, canary=DIRAC),
+                games=40,
+                delta=0,
                 execution=ExecutionOptions(jobs=jobs, chunk_size=40),
-            )  # fmt: skip
+            )
         text = str(err.value)
         assert (
             text.startswith("tune: ") and "test_pipeline.blows_up raised ZeroDivisionError" in text
@@ -393,11 +390,14 @@ def test_an_exception_in_the_users_pipeline_names_the_function_and_the_game():
         assert f"game {first_bad} (seed {seeds[first_bad]}" in text
         assert "test_pipeline.py:" in text and "the user's bug" in text
     with pytest.raises(PipelineError, match="score: .*nan_score returned NaN in game 0"):
-        audit_pipeline(dpsgd_no_data, nan_score, data=None, canary=DIRAC, games=10, delta=0)
+        audit_pipeline(
+            Pipeline(dpsgd_no_data, nan_score, data=None, canary=DIRAC), games=10, delta=0
+        )
 
 
 def test_bad_arguments_are_config_errors():
-    kw = dict(data=None, canary=DIRAC, games=10, delta=1e-5)
+    kw_on = dict(data=None, canary=DIRAC)
+    kw = dict(games=10, delta=1e-5)
     for bad, field in [
         (dict(games=2), "games"),
         (dict(delta=1.0), "delta"),
@@ -406,11 +406,17 @@ def test_bad_arguments_are_config_errors():
         (dict(statistics=AuditOptions(rule="best")), "rule"),
         (dict(report=ReportOptions(base=GaussianBase(1.0))), "rounds"),
     ]:
+        on = {**kw_on, **{k: v for k, v in bad.items() if k in kw_on}}
+        rest = {**kw, **{k: v for k, v in bad.items() if k not in kw_on}}
         with pytest.raises(ConfigError) as err:
-            audit_pipeline(dpsgd_no_data, **{**kw, **bad})
+            audit_pipeline(Pipeline(dpsgd_no_data, **on), **rest)
         assert err.value.field == field
+    with pytest.raises(ConfigError, match=r"^pipeline: must be auditsel.Pipeline"):
+        audit_pipeline(dpsgd_no_data, **kw)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^canary: required"):
+        audit_pipeline(Pipeline(dpsgd_no_data), **kw)
     with pytest.raises(ConfigError, match="tune"):
-        audit_pipeline("tune", **kw)
+        audit_pipeline(Pipeline("tune", **kw_on), **kw)
 
 
 # --- claims, reports, regression tests, planning -------------------------------------------------
@@ -418,10 +424,7 @@ def test_bad_arguments_are_config_errors():
 
 def test_claim_verdict_report_and_result_json(tmp_path):
     audit = audit_pipeline(
-        gaussian_sum,
-        theta_score,
-        data=EMPTY,
-        canary=ROW_CANARY,
+        Pipeline(gaussian_sum, theta_score, data=EMPTY, canary=ROW_CANARY),
         games=2000,
         delta=1e-5,
         claimed_epsilon=0.2,
@@ -442,9 +445,11 @@ def test_claim_verdict_report_and_result_json(tmp_path):
     assert "claim, REFUTED" in report and "![tradeoff.png](tradeoff.png)" in report
     # without a pair and a law: no privacy curve, the game's plots only
     plain = audit_pipeline(
-        gaussian_sum, theta_score, data=EMPTY, canary=ROW_CANARY, games=400, delta=1e-5,
+        Pipeline(gaussian_sum, theta_score, data=EMPTY, canary=ROW_CANARY),
+        games=400,
+        delta=1e-5,
         report=ReportOptions(out_dir=tmp_path / "plain"),
-    )  # fmt: skip
+    )
     assert sorted(p.name for p in plain.files) == [
         "report.md",
         "result.json",
@@ -466,27 +471,36 @@ def test_assert_not_refuted_accepts_a_pipeline():
 
 @pytest.mark.slow  # a statistical run: 20 audits of the planned size (tests/pipelines/test_plan_honest.py plans by default)
 def test_plan_sizes_an_audit_from_a_pilot():
-    kw = dict(data=EMPTY, canary=ROW_CANARY, delta=0.0, pilot=400, power=0.8)
-    plan = plan_pipeline(randomized_response, release_itself, target_eps=0.5, games=3000, **kw)
+    kw_on = dict(data=EMPTY, canary=ROW_CANARY)
+    kw = dict(delta=0.0, pilot=PilotOptions(games=400, power=0.8))
+    plan = plan_pipeline(
+        Pipeline(randomized_response, release_itself, **kw_on), target_eps=0.5, games=3000, **kw
+    )
     # the pilot's curve reaches about EPS_RR (randomised response has one informative test)
     assert 0.6 < plan.curve_eps < 1.4
     assert plan.games_for_target is not None and plan.prob_target > 0.8
     assert plan.expected_eps < EPS_RR
     # a claim above what the pilot sees is never planned to be refuted
-    high = plan_pipeline(randomized_response, release_itself, claimed_epsilon=3.0, **kw)
+    high = plan_pipeline(
+        Pipeline(randomized_response, release_itself, **kw_on), claimed_epsilon=3.0, **kw
+    )
     assert high.games_to_refute is None
-    low = plan_pipeline(randomized_response, release_itself, claimed_epsilon=0.3, **kw)
+    low = plan_pipeline(
+        Pipeline(randomized_response, release_itself, **kw_on), claimed_epsilon=0.3, **kw
+    )
     assert low.games_to_refute is not None and low.games_to_refute < plan.games_for_target
     # the plan holds: audits with the planned number of games reach the target at about the
     # planned rate (the planner is optimistic for split, so the check is loose)
     n = plan.games_for_target
+    rr = Pipeline(randomized_response, release_itself, data=EMPTY, canary=ROW_CANARY)
+    no_panel = ReportOptions(panel=False)
     hits = sum(
         audit_pipeline(
-            randomized_response, release_itself, data=EMPTY, canary=ROW_CANARY, games=n,
-            delta=0.0, statistics=AuditOptions(seed=100 + s), report=ReportOptions(panel=False),
-        ).eps >= 0.5
+            rr, games=n, delta=0.0, statistics=AuditOptions(seed=100 + s), report=no_panel
+        ).eps
+        >= 0.5
         for s in range(20)
-    )  # fmt: skip
+    )
     assert hits >= 6  # planned 0.8; the seeded split of main certified 8 of 20 here
 
 
@@ -508,17 +522,19 @@ def test_progress_counts_games(monkeypatch):
     monkeypatch.setattr(engine, "tqdm", Bar)  # the engine's bar
     monkeypatch.setattr(engine, "_is_terminal", lambda stream: True)  # else: lines (a log)
     audit_pipeline(
-        dpsgd_no_data, standardised, data=None, canary=DIRAC, games=70, delta=0,
+        Pipeline(dpsgd_no_data, standardised, data=None, canary=DIRAC),
+        games=70,
+        delta=0,
         execution=ExecutionOptions(progress=True),
-    )  # fmt: skip
+    )
     assert seen == {"total": 70, "unit": "game", "done": 70}
 
 
 def test_a_streamed_audit_gives_the_bound_of_the_chunks(tmp_path):
-    kw = dict(data=None, canary=DIRAC, games=640, delta=1e-5, statistics=AuditOptions(seed=2))
+    kw_on = dict(data=None, canary=DIRAC)
+    kw = dict(games=640, delta=1e-5, statistics=AuditOptions(seed=2))
     streamed = audit_pipeline(
-        dpsgd_no_data,
-        standardised,
+        Pipeline(dpsgd_no_data, standardised, **kw_on),
         execution=ExecutionOptions(stream=True, chunk_size=32, checkpoint_dir=tmp_path / "ck"),
         **kw,
     )
@@ -526,8 +542,7 @@ def test_a_streamed_audit_gives_the_bound_of_the_chunks(tmp_path):
     assert 0 < streamed.eps <= GaussianBase(MU).epsilon(1e-5)
     with pytest.raises(ConfigError, match="stream"):
         audit_pipeline(
-            dpsgd_no_data,
-            standardised,
+            Pipeline(dpsgd_no_data, standardised, **kw_on),
             execution=ExecutionOptions(stream=True, chunk_size=32),
             **kw,
         )
@@ -536,10 +551,11 @@ def test_a_streamed_audit_gives_the_bound_of_the_chunks(tmp_path):
 @pytest.mark.slow  # starts a dask cluster
 def test_a_dask_cluster_gives_the_same_numbers():
     pytest.importorskip("distributed")
-    kw = dict(data=None, canary=DIRAC, games=96, delta=1e-5, statistics=AuditOptions(seed=5))
-    here = audit_pipeline(dpsgd_no_data, standardised, **kw)
+    kw_on = dict(data=None, canary=DIRAC)
+    kw = dict(games=96, delta=1e-5, statistics=AuditOptions(seed=5))
+    here = audit_pipeline(Pipeline(dpsgd_no_data, standardised, **kw_on), **kw)
     dask = ExecutionOptions(jobs=2, backend="dask")
-    cluster = audit_pipeline(dpsgd_no_data, standardised, execution=dask, **kw)
+    cluster = audit_pipeline(Pipeline(dpsgd_no_data, standardised, **kw_on), execution=dask, **kw)
     assert np.array_equal(here.scores, cluster.scores) and here.eps == cluster.eps
 
 
@@ -556,10 +572,10 @@ def test_gradient_canary_reads_the_initial_weights_from_the_release():
 def test_options_objects_are_honoured_and_the_old_keywords_refused(tmp_path):
     """audit_pipeline(statistics=, execution=, report=): each option is honoured (another
     seed plays other games); the flat keywords of 0.2 are refused, naming them."""
-    kw = dict(data=None, canary=GradientCanary(coordinate=0), games=120, delta=1e-5)
+    kw_on = dict(data=None, canary=GradientCanary(coordinate=0))
+    kw = dict(games=120, delta=1e-5)
     new = audit_pipeline(
-        dpsgd_no_data,
-        standardised,
+        Pipeline(dpsgd_no_data, standardised, **kw_on),
         **kw,
         statistics=AuditOptions(confidence=0.9, seed=3, rule="bonferroni_all"),
         execution=ExecutionOptions(chunk_size=50, checkpoint_dir=tmp_path / "new"),
@@ -567,13 +583,16 @@ def test_options_objects_are_honoured_and_the_old_keywords_refused(tmp_path):
     )
     assert (new.confidence, new.seed, new.rule, new.estimators) == (0.9, 3, "bonferroni_all", None)
     assert len(list((tmp_path / "new").glob("chunk*"))) == 3  # 120 games in chunks of 50
-    other = audit_pipeline(dpsgd_no_data, standardised, **kw, report=ReportOptions(panel=False))
+    other = audit_pipeline(
+        Pipeline(dpsgd_no_data, standardised, **kw_on), **kw, report=ReportOptions(panel=False)
+    )
     assert not np.array_equal(other.scores, new.scores)  # seed 0, not 3
-    for flat in ("confidence", "seed", "jobs", "out_dir", "job"):  # 0.2's flat keywords: gone
+    # 0.2's flat keywords and 0.3's data, canary and accept_nondeterminism: gone
+    for flat in ("confidence", "seed", "jobs", "out_dir", "job", "data", "accept_nondeterminism"):
         with pytest.raises(TypeError, match=rf"unexpected keyword argument '{flat}'"):
-            audit_pipeline(dpsgd_no_data, **kw, **{flat: 2})
+            audit_pipeline(Pipeline(dpsgd_no_data, **kw_on), **kw, **{flat: 2})
     with pytest.raises(ConfigError, match=r"^statistics: must be AuditOptions"):
-        audit_pipeline(dpsgd_no_data, **kw, statistics={"seed": 3})  # type: ignore[arg-type]
+        audit_pipeline(Pipeline(dpsgd_no_data, **kw_on), **kw, statistics={"seed": 3})  # type: ignore[arg-type]
     for cls in (AuditOptions, ExecutionOptions, ReportOptions):
         with pytest.raises(TypeError):
             cls(1)  # keyword-only
@@ -586,7 +605,8 @@ def test_plan_pipeline_plays_its_pilot_at_the_audits_seed_plus_one(monkeypatch):
     played at s + 1; the pilot's own seed= of 0.2 is refused, naming it."""
     import auditsel.pipelines.pipeline_plan as pipeline_plan
 
-    kw = dict(data=EMPTY, canary=ROW_CANARY, delta=0.0, pilot=200, target_eps=0.5, games=500)
+    kw_on = dict(data=EMPTY, canary=ROW_CANARY)
+    kw = dict(delta=0.0, pilot=200, target_eps=0.5, games=500)
     played = []
     play = pipeline_plan.play_games
 
@@ -595,31 +615,37 @@ def test_plan_pipeline_plays_its_pilot_at_the_audits_seed_plus_one(monkeypatch):
         return play(game, games, seed, *options, **keywords)
 
     monkeypatch.setattr(pipeline_plan, "play_games", recorded)
-    new = plan_pipeline(randomized_response, release_itself, **kw, statistics=AuditOptions(seed=6))
+    new = plan_pipeline(
+        Pipeline(randomized_response, release_itself, **kw_on),
+        **kw,
+        statistics=AuditOptions(seed=6),
+    )
     assert played == [7]
     monkeypatch.undo()
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'seed'"):
-        plan_pipeline(randomized_response, release_itself, **kw, seed=7)
+        plan_pipeline(Pipeline(randomized_response, release_itself, **kw_on), **kw, seed=7)
     other = plan_pipeline(
-        randomized_response, release_itself, **kw, statistics=AuditOptions(seed=7)
+        Pipeline(randomized_response, release_itself, **kw_on),
+        **kw,
+        statistics=AuditOptions(seed=7),
     )
     assert other.curve_eps != new.curve_eps or other.expected_eps != new.expected_eps
     with pytest.raises(ConfigError, match=r"^execution.scheduler: "):
         plan_pipeline(
-            randomized_response, release_itself, **kw, execution=ExecutionOptions(scheduler="x")
+            Pipeline(randomized_response, release_itself, **kw_on),
+            **kw,
+            execution=ExecutionOptions(scheduler="x"),
         )
     # pilot=PilotOptions(games=..., confidence=...): the int's plan at the default confidence,
     # and the pilot's confidence reaches the plan (a looser curve certifies at least as much)
     same = plan_pipeline(
-        randomized_response,
-        release_itself,
+        Pipeline(randomized_response, release_itself, **kw_on),
         **{**kw, "pilot": PilotOptions(games=200)},
         statistics=AuditOptions(seed=6),
     )
     assert same == replace(new, cpu_seconds_per_game=same.cpu_seconds_per_game)
     loose = plan_pipeline(
-        randomized_response,
-        release_itself,
+        Pipeline(randomized_response, release_itself, **kw_on),
         **{**kw, "pilot": PilotOptions(games=200, confidence=0.5)},
         statistics=AuditOptions(seed=6),
     )

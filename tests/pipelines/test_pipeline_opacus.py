@@ -20,6 +20,7 @@ from auditsel import (
     panel,
 )
 from auditsel.errors import ConfigError
+from auditsel.pipelines.pipeline import Pipeline
 
 N_EXAMPLES, FEATURES, BATCH, EPOCHS, LR, CLIP = 64, 3, 16, 1, 0.5, 1.0
 STEPS = EPOCHS * (N_EXAMPLES // BATCH)  # Opacus: sample rate 1 / len(loader) = 1/4
@@ -81,7 +82,9 @@ def test_gradient_canary_enters_the_opacus_sum_at_the_accountants_sample_rate():
     0 out of the game, Bin(steps, 1/len(loader)) in it."""
     canary = GradientCanary(coordinate=FEATURES - 1)
     audit = audit_pipeline(
-        tune_without_noise, inclusions, data=DATA, canary=canary, games=160, delta=1e-5
+        Pipeline(tune_without_noise, inclusions, data=DATA, canary=canary),
+        games=160,
+        delta=1e-5,
     )
     out = audit.scores[audit.member == 0]
     inn = audit.scores[audit.member == 1]
@@ -110,9 +113,7 @@ def test_attach_is_checked_in_both_worlds_and_reads_an_explicit_rate():
 def test_input_canary_in_an_opacus_pipeline_with_its_default_score():
     canary = InputCanary(x=[0.0, 0.0, 0.0], y=1)
     audit = audit_pipeline(
-        tune_without_noise,
-        data=DATA,
-        canary=canary,
+        Pipeline(tune_without_noise, data=DATA, canary=canary),
         games=40,
         delta=1e-5,
         report=ReportOptions(panel=False),

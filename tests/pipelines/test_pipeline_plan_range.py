@@ -9,6 +9,7 @@ import pytest
 
 from auditsel import InputCanary, plan_pipeline
 from auditsel.mechanisms import GaussianBase
+from auditsel.pipelines.pipeline import Pipeline
 
 DELTA = 1e-5
 EMPTY = (np.zeros((4, 1)), np.zeros(4))
@@ -27,9 +28,12 @@ def itself(release, canary):
 
 def plan(canary, pilot=200):
     return plan_pipeline(
-        leaky, itself, data=EMPTY, canary=canary, delta=DELTA, claimed_epsilon=CLAIM,
-        pilot=pilot, games=1000,
-    )  # fmt: skip
+        Pipeline(leaky, itself, data=EMPTY, canary=canary),
+        delta=DELTA,
+        claimed_epsilon=CLAIM,
+        pilot=pilot,
+        games=1000,
+    )
 
 
 @pytest.mark.parametrize("pilot", [100, 200])
@@ -49,7 +53,10 @@ def test_the_range_holds_the_expectation_and_is_the_laws_quantiles(pilot):
 
 def test_without_games_there_is_no_range():
     p = plan_pipeline(
-        leaky, itself, data=EMPTY, canary=CANARY, delta=DELTA, claimed_epsilon=CLAIM, pilot=100
+        Pipeline(leaky, itself, data=EMPTY, canary=CANARY),
+        delta=DELTA,
+        claimed_epsilon=CLAIM,
+        pilot=100,
     )
     assert p.eps_low is None and p.eps_high is None and "predicted in" not in p.summary()
 

@@ -18,6 +18,7 @@ from auditsel import (
     ReportOptions,
     audit_pipeline,
 )
+from auditsel.pipelines.pipeline import Pipeline
 from auditsel.pipelines.pipeline_result import PipelineEntry, PipelineResult
 from auditsel.pipelines.release_scores import FieldScores, probe_fields
 from auditsel.pipelines.sequential import audit_until_refuted
@@ -93,10 +94,7 @@ def noisy_step(data, seed, canary):
 def test_a_field_by_field_audit_with_a_claim_and_bounds_writes_what_its_type_declares():
     every = FieldScores(probe_fields(noisy_step, DATA, GRADIENT))  # field by field
     audit = audit_pipeline(
-        noisy_step,
-        every,
-        data=DATA,
-        canary=GRADIENT,
+        Pipeline(noisy_step, every, data=DATA, canary=GRADIENT),
         games=64,
         delta=DELTA,
         claimed_epsilon=1.0,
@@ -115,9 +113,7 @@ def test_a_field_by_field_audit_with_a_claim_and_bounds_writes_what_its_type_dec
 
 def test_several_canaries_and_early_stopping_write_what_their_types_declare():
     both = audit_pipeline(
-        noisy_step,
-        data=DATA,
-        canary=(INPUT, GRADIENT),
+        Pipeline(noisy_step, data=DATA, canary=(INPUT, GRADIENT)),
         games=32,
         delta=DELTA,
         report=ReportOptions(panel=False),
@@ -125,14 +121,12 @@ def test_several_canaries_and_early_stopping_write_what_their_types_declare():
     assert conforms(both.result, PipelineResult) == []
     assert [c["canary"]["kind"] for c in both.result["canaries"]] == ["input", "gradient"]
     early = audit_until_refuted(
-        noisy_step,
-        data=DATA,
-        canary=GRADIENT,
+        Pipeline(noisy_step, data=DATA, canary=GRADIENT),
         games=64,
         looks=2,
         claimed_epsilon=0.5,
         delta=DELTA,
-        panel=False,
+        report=ReportOptions(panel=False),
     )
     assert conforms(early.result, PipelineResult) == []
     seen = early.result["sequential"]["seen"]

@@ -22,6 +22,7 @@ from auditsel import GaussianBase, InputCanary, audit_pipeline, plan_pipeline
 from auditsel.auditing.planning import blind_rate, pilot_tests
 from auditsel.pipelines.audit_options import AuditOptions, ReportOptions
 from auditsel.pipelines.default_canaries import default_canaries
+from auditsel.pipelines.pipeline import Pipeline
 from auditsel.pipelines.pipeline_plan import PilotOptions
 
 EMPTY = (np.zeros((4, 1)), np.zeros(4))
@@ -102,9 +103,13 @@ EXACT_CLAIMS = _exact_claims()
 def test_an_exact_claim_gets_no_planned_refutation(tune, claim, delta, pilot):
     for seed in (1, 2, 3):
         plan = plan_pipeline(
-            tune, itself, data=EMPTY, canary=CANARY, delta=delta, pilot=pilot,
-            claimed_epsilon=claim, games=2000, statistics=AuditOptions(seed=seed),
-        )  # fmt: skip
+            Pipeline(tune, itself, data=EMPTY, canary=CANARY),
+            delta=delta,
+            pilot=pilot,
+            claimed_epsilon=claim,
+            games=2000,
+            statistics=AuditOptions(seed=seed),
+        )
         assert plan.games_to_refute is None, (pilot, seed, plan.summary())
         assert plan.curve_eps <= claim and plan.prob_refute <= 0.05
         # what the plan promises is at most what the pipeline can give
@@ -113,12 +118,17 @@ def test_an_exact_claim_gets_no_planned_refutation(tune, claim, delta, pilot):
 
 def test_a_visible_bug_is_planned_refuted_and_the_planned_audit_refutes_it():
     claim = GaussianBase(0.5).epsilon(1e-2)  # mu = 3 run, claimed as mu = 0.5 (0.96 at 0.01)
-    kw = dict(data=EMPTY, canary=CANARY, delta=1e-2, claimed_epsilon=claim)
-    plan = plan_pipeline(too_little_noise, itself, pilot=200, statistics=AuditOptions(seed=1), **kw)
+    kw_on = dict(data=EMPTY, canary=CANARY)
+    kw = dict(delta=1e-2, claimed_epsilon=claim)
+    plan = plan_pipeline(
+        Pipeline(too_little_noise, itself, **kw_on),
+        pilot=200,
+        statistics=AuditOptions(seed=1),
+        **kw,
+    )
     assert plan.games_to_refute is not None, plan.summary()
     audit = audit_pipeline(
-        too_little_noise,
-        itself,
+        Pipeline(too_little_noise, itself, **kw_on),
         games=plan.games_to_refute,
         statistics=AuditOptions(seed=7),
         report=NO_PANEL,
@@ -131,7 +141,10 @@ def test_the_plan_says_what_a_pilot_cannot_see():
     assert blind_rate(100) == pytest.approx(1 - 0.05 ** (1 / 100))
     assert 2.9 / 100 < blind_rate(100) < 3.1 / 100  # about 3 / pilot
     plan = plan_pipeline(
-        gaussian, itself, data=EMPTY, canary=CANARY, delta=DELTA, pilot=100, target_eps=0.5
+        Pipeline(gaussian, itself, data=EMPTY, canary=CANARY),
+        delta=DELTA,
+        pilot=100,
+        target_eps=0.5,
     )
     text = plan.summary()
     assert "cannot see" in text and f"{blind_rate(100):.2%}" in text
@@ -142,14 +155,19 @@ def test_the_plan_says_what_a_pilot_cannot_see():
 def test_planned_games_reach_the_target_at_least_as_often_as_stated():
     """Randomised response: the games planned for P(eps_L >= 0.5) >= 0.8 reach 0.5 in at least
     80% of 20 audits, up to two binomial standard deviations (13 of 20)."""
-    kw = dict(data=EMPTY, canary=CANARY, delta=0.0)
-    plan = plan_pipeline(randomized_response, itself, target_eps=0.5, power=0.8, pilot=200, **kw)
+    kw_on = dict(data=EMPTY, canary=CANARY)
+    kw = dict(delta=0.0)
+    plan = plan_pipeline(
+        Pipeline(randomized_response, itself, **kw_on),
+        target_eps=0.5,
+        pilot=PilotOptions(games=200, power=0.8),
+        **kw,
+    )
     n = plan.games_for_target
     assert n is not None
     hits = sum(
         audit_pipeline(
-            randomized_response,
-            itself,
+            Pipeline(randomized_response, itself, **kw_on),
             games=n,
             statistics=AuditOptions(seed=100 + s),
             report=NO_PANEL,
@@ -170,9 +188,12 @@ NO_PANEL = ReportOptions(panel=False)
 @pytest.mark.parametrize("tune,claim,delta,pilot", EXACT_CLAIMS)
 def test_an_exact_claim_gets_no_planned_refutation_with_both_canaries(tune, claim, delta, pilot):
     plan = plan_pipeline(
-        tune, itself, data=EMPTY, canary="both", delta=delta, pilot=pilot,
-        claimed_epsilon=claim, games=2000,
-    )  # fmt: skip
+        Pipeline(tune, itself, data=EMPTY, canary="both"),
+        delta=delta,
+        pilot=pilot,
+        claimed_epsilon=claim,
+        games=2000,
+    )
     assert len(plan.canaries) == 2 and not any(p.canaries for p in plan.canaries)
     assert plan.games_to_refute is None, (pilot, plan.summary())
     assert plan.curve_eps <= claim and plan.prob_refute <= 0.05 and plan.expected_eps <= claim
@@ -180,12 +201,18 @@ def test_an_exact_claim_gets_no_planned_refutation_with_both_canaries(tune, clai
 
 def test_both_canaries_plan_a_refutation_that_the_audit_of_both_certifies():
     claim = GaussianBase(0.5).epsilon(1e-2)  # mu = 3 run, claimed as mu = 0.5
-    kw = dict(data=EMPTY, canary="both", delta=1e-2, claimed_epsilon=claim)
-    plan = plan_pipeline(too_little_noise, itself, pilot=200, **kw)  # pilot at seed 1
+    kw_on = dict(data=EMPTY, canary="both")
+    kw = dict(delta=1e-2, claimed_epsilon=claim)
+    plan = plan_pipeline(
+        Pipeline(too_little_noise, itself, **kw_on), pilot=200, **kw
+    )  # pilot at seed 1
     assert plan.games_to_refute is not None, plan.summary()
     assert plan.games_to_refute == min(p.games_to_refute or math.inf for p in plan.canaries)
-    audit = audit_pipeline(  # the audit's games: seed 0
-        too_little_noise, itself, games=plan.games_to_refute, report=NO_PANEL, **kw
+    audit = audit_pipeline(
+        Pipeline(too_little_noise, itself, **kw_on),
+        games=plan.games_to_refute,
+        report=NO_PANEL,
+        **kw,
     )
     assert audit.refuted and audit.games == 2 * plan.games_to_refute  # doubled, not split
     entries = audit.result["canaries"]
@@ -201,13 +228,16 @@ def test_both_canaries_plan_a_refutation_that_the_audit_of_both_certifies():
 
 def test_each_canarys_plan_is_the_single_canary_plan_at_its_bonferroni_share():
     input_canary, gradient = default_canaries(too_little_noise, EMPTY)
-    kw = dict(data=EMPTY, delta=1e-2, claimed_epsilon=1.0, games=500)
-    both = plan_pipeline(too_little_noise, itself, canary=(input_canary, gradient), **kw)
+    kw = dict(delta=1e-2, claimed_epsilon=1.0, games=500)
+    both = plan_pipeline(
+        Pipeline(too_little_noise, itself, data=EMPTY, canary=(input_canary, gradient)), **kw
+    )
     alone = plan_pipeline(
-        too_little_noise, itself, canary=input_canary,
+        Pipeline(too_little_noise, itself, data=EMPTY, canary=input_canary),
         statistics=AuditOptions(confidence=1 - 0.05 / 2),
-        pilot=PilotOptions(games=200, confidence=1 - 0.2 / 2), **kw,
-    )  # fmt: skip
+        pilot=PilotOptions(games=200, confidence=1 - 0.2 / 2),
+        **kw,
+    )
     timeless = lambda plan: replace(plan, cpu_seconds_per_game=0.0)
     assert timeless(both.canaries[0]) == timeless(alone)
     assert both.prob_refute == max(p.prob_refute for p in both.canaries)

@@ -21,6 +21,7 @@ from test_learned_scores import CLAIM, DATA, DELTA, NO_PANEL, PERSON, noisy_mode
 from auditsel import AuditOptions, audit_pipeline, plan_pipeline
 from auditsel.auditing.planning import claim_pvalue
 from auditsel.auditing.threshold_search import epsilon_from_rates
+from auditsel.pipelines.pipeline import Pipeline
 
 SEPARATED_CLAIM = 3.0  # above what the old planner's limits could vouch for from 100 games
 
@@ -48,29 +49,36 @@ def test_the_claim_pvalue_is_valid_at_the_claims_boundary(eps, fp):
 
 
 def test_a_separating_pilot_is_planned_refuted_and_the_planned_audit_refutes():
-    kw = dict(data=DATA, canary=PERSON, delta=DELTA, claimed_epsilon=SEPARATED_CLAIM)
-    plan = plan_pipeline(scaler_leak, games=1000, **kw)
+    kw_on = dict(data=DATA, canary=PERSON)
+    kw = dict(delta=DELTA, claimed_epsilon=SEPARATED_CLAIM)
+    plan = plan_pipeline(Pipeline(scaler_leak, **kw_on), games=1000, **kw)
     assert plan.reading == "median" and plan.pilot_pvalue <= 0.2, plan.summary()
     assert plan.prob_refute >= 0.5 and plan.games_to_refute is not None
     assert plan.curve_eps < SEPARATED_CLAIM  # the limits alone could not have planned it
     assert "reject the claim" in plan.summary()
     # the audit the plan planned (its seed, 0: the same learned score)
-    audit = audit_pipeline(scaler_leak, games=plan.games_to_refute, report=NO_PANEL, **kw)
+    audit = audit_pipeline(
+        Pipeline(scaler_leak, **kw_on), games=plan.games_to_refute, report=NO_PANEL, **kw
+    )
     assert audit.refuted and audit.eps > SEPARATED_CLAIM
 
 
 def test_a_score_learned_from_another_pilot_size_reads_the_limits():
     """The audit learns its score from 200 games: a plan from 100 learns another score, so it
     does not read that score's held-out medians, however well they separate."""
-    kw = dict(data=DATA, canary=PERSON, delta=DELTA, claimed_epsilon=SEPARATED_CLAIM)
-    plan = plan_pipeline(scaler_leak, games=1000, pilot=100, statistics=AuditOptions(seed=1), **kw)
+    kw_on = dict(data=DATA, canary=PERSON)
+    kw = dict(delta=DELTA, claimed_epsilon=SEPARATED_CLAIM)
+    plan = plan_pipeline(
+        Pipeline(scaler_leak, **kw_on), games=1000, pilot=100, statistics=AuditOptions(seed=1), **kw
+    )
     assert plan.reading == "limits" and plan.games_to_refute is None
     assert "not the audit's score" in plan.summary()
 
 
 def test_a_correct_pipeline_reads_the_limits_and_plans_no_refutation():
-    kw = dict(data=DATA, canary=PERSON, delta=DELTA, claimed_epsilon=CLAIM)
-    plan = plan_pipeline(noisy_model, games=1000, **kw)
+    kw_on = dict(data=DATA, canary=PERSON)
+    kw = dict(delta=DELTA, claimed_epsilon=CLAIM)
+    plan = plan_pipeline(Pipeline(noisy_model, **kw_on), games=1000, **kw)
     assert plan.reading == "limits" and plan.pilot_pvalue > 0.2
     assert plan.games_to_refute is None and plan.prob_refute < 0.5
     assert "do not reject the claim" in plan.summary()

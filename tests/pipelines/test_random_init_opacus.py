@@ -17,6 +17,7 @@ from auditsel import (
     plan_pipeline,
 )
 from auditsel.pipelines.default_canaries import default_canaries
+from auditsel.pipelines.pipeline import Pipeline
 
 GAMES = 1_000  # per canary: the budget
 NO_PANEL = ReportOptions(panel=False)
@@ -40,10 +41,17 @@ def test_the_documented_route_refutes_the_buggy_copies_and_not_the_correct_one(n
     train, _, _ = mlp.data()
     claim = mlp.claim().tuning_epsilon
     tune = mlp.make_tune(noise_scale, release_initial=True)
-    kw = dict(data=train, canary="both", delta=mlp.DELTA, claimed_epsilon=claim)
-    plan = plan_pipeline(tune, games=GAMES, execution=ExecutionOptions(jobs=2), **kw)
+    kw_on = dict(data=train, canary="both")
+    kw = dict(delta=mlp.DELTA, claimed_epsilon=claim)
+    plan = plan_pipeline(
+        Pipeline(tune, **kw_on), games=GAMES, execution=ExecutionOptions(jobs=2), **kw
+    )
     audit = audit_pipeline(
-        tune, games=GAMES, execution=ExecutionOptions(jobs=2), report=NO_PANEL, **kw
+        Pipeline(tune, **kw_on),
+        games=GAMES,
+        execution=ExecutionOptions(jobs=2),
+        report=NO_PANEL,
+        **kw,
     )
     if noise_scale == 0:  # the pilot separates: the plan predicts the refutation
         assert plan.prob_refute >= 0.5 and audit.refuted

@@ -34,6 +34,7 @@ from auditsel import (
 )
 from auditsel.pipelines.canaries import default_score
 from auditsel.pipelines.default_canaries import default_canaries
+from auditsel.pipelines.pipeline import Pipeline
 from auditsel.pipelines.release_scores import FieldScores, probe_fields, release_fields
 
 DELTA = 1e-5
@@ -156,37 +157,41 @@ def test_release_fields_read_every_number_of_a_release():
 
 def test_the_clipping_norm_leak_is_refuted_field_by_field_and_flagged_by_the_plan():
     every = FieldScores(probe_fields(clip_leak, DATA, INPUT))
-    kw = dict(data=DATA, canary=INPUT, delta=DELTA, claimed_epsilon=CLIP_CLAIM)
-    plan = plan_pipeline(clip_leak, every, pilot=300, games=400, **kw)
+    kw_on = dict(data=DATA, canary=INPUT)
+    kw = dict(delta=DELTA, claimed_epsilon=CLIP_CLAIM)
+    plan = plan_pipeline(Pipeline(clip_leak, every, **kw_on), pilot=300, games=400, **kw)
     assert set(plan.fields) == {"canary", "clip", "lr"}
     assert "clip" in plan.flagged and "lr" not in plan.flagged  # (the canary's own may be)
     assert plan.games_to_refute is not None
-    audit = audit_pipeline(clip_leak, every, games=400, report=NO_PANEL, **kw)
+    audit = audit_pipeline(Pipeline(clip_leak, every, **kw_on), games=400, report=NO_PANEL, **kw)
     fields = audit.result["pipeline"]["fields"]
     assert audit.refuted and fields["best"] == "clip" and audit.eps == fields["eps"]["clip"]
     assert fields["confidence_each"] == pytest.approx(1 - 0.05 / 3)
     # the model alone (the canary's score) does not see it
-    alone = audit_pipeline(clip_leak, default_score, games=400, report=NO_PANEL, **kw)
+    alone = audit_pipeline(
+        Pipeline(clip_leak, default_score, **kw_on), games=400, report=NO_PANEL, **kw
+    )
     assert not alone.refuted and alone.eps < fields["eps"]["clip"]
 
 
 def test_a_correct_dict_release_keeps_its_claim_field_by_field():
     every = FieldScores(probe_fields(clip_fixed, DATA, INPUT))
-    kw = dict(data=DATA, canary=INPUT, delta=DELTA, claimed_epsilon=CLIP_CLAIM)
-    audit = audit_pipeline(clip_fixed, every, games=400, report=NO_PANEL, **kw)
+    kw_on = dict(data=DATA, canary=INPUT)
+    kw = dict(delta=DELTA, claimed_epsilon=CLIP_CLAIM)
+    audit = audit_pipeline(Pipeline(clip_fixed, every, **kw_on), games=400, report=NO_PANEL, **kw)
     eps = audit.result["pipeline"]["fields"]["eps"]
     assert set(eps) == {"canary", "clip", "history"} and eps["clip"] == 0.0
     assert not audit.refuted and audit.eps <= CLIP_CLAIM
-    plan = plan_pipeline(clip_fixed, every, pilot=100, games=400, **kw)
+    plan = plan_pipeline(Pipeline(clip_fixed, every, **kw_on), pilot=100, games=400, **kw)
     assert plan.flagged in ((), ("history",))
 
 
 @pytest.mark.slow  # a statistical run: two refuting audits of 1500 games
 def test_augmented_rows_counted_as_people_are_refuted_by_the_input_canary_only():
-    kw = dict(data=DATA, delta=DELTA, claimed_epsilon=AUGMENTED_CLAIM, games=1500, report=NO_PANEL)
-    gradient = audit_pipeline(augmented, canary=GRADIENT, **kw)
+    kw = dict(delta=DELTA, claimed_epsilon=AUGMENTED_CLAIM, games=1500, report=NO_PANEL)
+    gradient = audit_pipeline(Pipeline(augmented, data=DATA, canary=GRADIENT), **kw)
     assert not gradient.refuted  # it takes the sample rate and one row = one person as given
-    both = audit_pipeline(augmented, canary=(INPUT, GRADIENT), **kw)
+    both = audit_pipeline(Pipeline(augmented, data=DATA, canary=(INPUT, GRADIENT)), **kw)
     assert both.refuted and both.games == 3000 and both.confidence == 0.95
     by_kind = {c["canary"]["kind"]: c for c in both.result["canaries"]}
     assert by_kind["input"]["refuted"] and not by_kind["gradient"]["refuted"]
@@ -202,15 +207,23 @@ def test_the_documented_default_route_refutes_both_bugs_of_the_issue():
     hand; the correct dict release is not."""
     person, gradient = default_canaries(augmented, DATA)
     assert np.argmax(np.abs(np.asarray(person.x) - X.mean(axis=0))) == D - 1  # the empty feature
-    kw = dict(data=DATA, canary="both", delta=DELTA, report=ReportOptions(panel=False))
-    clip = audit_pipeline(clip_leak, games=400, claimed_epsilon=CLIP_CLAIM, **kw)
+    kw_on = dict(data=DATA, canary="both")
+    kw = dict(delta=DELTA, report=ReportOptions(panel=False))
+    clip = audit_pipeline(Pipeline(clip_leak, **kw_on), games=400, claimed_epsilon=CLIP_CLAIM, **kw)
     by_kind = {c["canary"]["kind"]: c for c in clip.result["canaries"]}
     assert clip.refuted and by_kind["input"]["refuted"] and not by_kind["gradient"]["refuted"]
-    rows = audit_pipeline(augmented, games=1500, claimed_epsilon=AUGMENTED_CLAIM, **kw)
+    rows = audit_pipeline(
+        Pipeline(augmented, **kw_on), games=1500, claimed_epsilon=AUGMENTED_CLAIM, **kw
+    )
     assert rows.refuted and rows.games == 3000 and rows.confidence == 0.95
-    fixed = audit_pipeline(clip_fixed, games=400, claimed_epsilon=CLIP_CLAIM, **kw)
+    fixed = audit_pipeline(
+        Pipeline(clip_fixed, **kw_on), games=400, claimed_epsilon=CLIP_CLAIM, **kw
+    )
     assert not fixed.refuted
     plan = plan_pipeline(
-        clip_leak, data=DATA, canary="both", delta=DELTA, claimed_epsilon=CLIP_CLAIM, pilot=300
+        Pipeline(clip_leak, data=DATA, canary="both"),
+        delta=DELTA,
+        claimed_epsilon=CLIP_CLAIM,
+        pilot=300,
     )
     assert "'clip'" in plan.canaries[0].score and plan.games_to_refute is not None

@@ -28,6 +28,7 @@ from auditsel.errors import ConfigError
 from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import PipelineError, PipelineGame
 from auditsel.pipelines.load import load_pipeline
+from auditsel.pipelines.pipeline import Pipeline
 from auditsel.pipelines.replay_check import ReproducibilityError, check_replay, replay_games
 from auditsel.pipelines.user_code import describe_changes, import_file, user_files
 
@@ -77,7 +78,9 @@ def test_same_stem_in_two_folders_and_a_stdlib_name(tmp_path, monkeypatch):
     assert mine.MARK == "the user" and json.loads("[1]") == [1]  # both work
     audit = p.audit(games=64, delta=1e-5, report=NO_PANEL)
     a_score = import_file(tmp_path / "a" / "pipe.py", "score").score
-    ours = audit_pipeline(p.tune, a_score, data=p.data, canary=p.canary, games=64, delta=1e-5)
+    ours = audit_pipeline(
+        Pipeline(p.tune, a_score, data=p.data, canary=p.canary), games=64, delta=1e-5
+    )
     assert np.array_equal(audit.scores, -ours.scores)  # b's score: minus a's
 
 
@@ -169,10 +172,7 @@ def test_exceptions_in_workers_come_back_as_the_users(backend):
 
     with pytest.raises(PipelineError) as err:
         audit_pipeline(
-            tune,
-            lambda r, c: r,
-            data=None,
-            canary=GradientCanary(coordinate=0),
+            Pipeline(tune, lambda r, c: r, data=None, canary=GradientCanary(coordinate=0)),
             games=200,
             delta=1e-5,
             execution=ExecutionOptions(jobs=2, backend=backend, chunk_size=8),
@@ -195,10 +195,12 @@ def test_exceptions_in_workers_come_back_as_the_users(backend):
 def test_a_score_that_is_not_one_real_number_is_named(value, what):
     with pytest.raises(PipelineError, match=f"score: .* returned {what} in game"):
         audit_pipeline(
-            lambda d, s, c: 0.0,
-            lambda r, c: value,
-            data=None,
-            canary=GradientCanary(coordinate=0),
+            Pipeline(
+                lambda d, s, c: 0.0,
+                lambda r, c: value,
+                data=None,
+                canary=GradientCanary(coordinate=0),
+            ),
             games=40,
             delta=1e-5,
         )
@@ -209,10 +211,12 @@ def test_real_scalars_of_every_kind_are_scores():
 
     for value in (True, 3, 2.5, np.float32(1.5), np.array(2.0), np.array([2.0]), torch.tensor(1.5)):
         audit = audit_pipeline(
-            lambda d, s, c: 0.0,
-            lambda r, c, v=value: v,
-            data=None,
-            canary=GradientCanary(coordinate=0),
+            Pipeline(
+                lambda d, s, c: 0.0,
+                lambda r, c, v=value: v,
+                data=None,
+                canary=GradientCanary(coordinate=0),
+            ),
             games=40,
             delta=1e-5,
             report=NO_PANEL,
@@ -287,25 +291,27 @@ def test_an_edited_helper_module_is_refused_on_resume_naming_the_file(tmp_path, 
     write(tmp_path, "unrelated.py", "print('a script beside it that nothing imports')\n")
     monkeypatch.chdir(tmp_path)
     module = import_file(tmp_path / "pipe.py", "tune")
+    options_on = dict(data=module.DATA, canary=InputCanary(np.ones(2), 1))
     options = dict(
-        data=module.DATA,
-        canary=InputCanary(np.ones(2), 1),
         games=64,
         delta=1e-5,
         execution=ExecutionOptions(checkpoint_dir=tmp_path / "ck"),
         report=NO_PANEL,
     )
-    first = audit_pipeline(module.tune, module.score, **options)
-    again = audit_pipeline(module.tune, module.score, **options)
+    first = audit_pipeline(Pipeline(module.tune, module.score, **options_on), **options)
+    again = audit_pipeline(Pipeline(module.tune, module.score, **options_on), **options)
     assert again.resumed_games == 64 and np.array_equal(first.scores, again.scores)
     files = user_files(module.tune, module.score)
     assert sorted(Path(p).name for p in files) == ["helper.py", "lazy_helper.py", "pipe.py"]
     (tmp_path / "unrelated.py").write_text("print('edited, and another one added')\n")
     write(tmp_path, "another.py", "X = 1\n")
-    assert audit_pipeline(module.tune, module.score, **options).resumed_games == 64
+    assert (
+        audit_pipeline(Pipeline(module.tune, module.score, **options_on), **options).resumed_games
+        == 64
+    )
     (tmp_path / "helper.py").write_text("SHIFT = 0.0\n")
     with pytest.raises(ConfigError, match=r"helper\.py changed.*nothing was reused"):
-        audit_pipeline(module.tune, module.score, **options)
+        audit_pipeline(Pipeline(module.tune, module.score, **options_on), **options)
     assert (
         describe_changes({"a.py": "1"}, {"a.py": "2", "b.py": "3"}) == "a.py changed; b.py is new"
     )
@@ -358,15 +364,11 @@ def test_accepted_nondeterminism_is_recorded_in_result_json(tmp_path):
         return float(np.random.normal())  # noqa: NPY002
 
     audit = audit_pipeline(
-        global_numpy,
-        lambda r, c: r,
-        data=None,
-        canary=GradientCanary(coordinate=0),
+        Pipeline(global_numpy, lambda r, c: r, data=None, canary=GradientCanary(coordinate=0)),
         games=64,
         delta=1e-5,
-        execution=ExecutionOptions(jobs=2, backend="threading"),
+        execution=ExecutionOptions(jobs=2, backend="threading", accept_nondeterminism=True),
         report=ReportOptions(out_dir=tmp_path / "out", panel=False),
-        accept_nondeterminism=True,
     )
     record = json.loads((tmp_path / "out" / "result.json").read_text())["pipeline"]
     assert record["reproducibility"]["accepted_nondeterminism"] is True
@@ -430,15 +432,14 @@ def _abiding(data, seed, canary):
 def test_one_pipeline_gives_the_same_numbers_in_every_backend(jobs, backend):
     if backend == "dask":
         pytest.importorskip("distributed")
-    options = dict(
-        data=(np.arange(8.0).reshape(4, 2), np.zeros(4)),
-        canary=InputCanary(np.ones(2), 1),
-        games=96,
-        delta=1e-5,
-        report=NO_PANEL,
+    options_on = dict(
+        data=(np.arange(8.0).reshape(4, 2), np.zeros(4)), canary=InputCanary(np.ones(2), 1)
     )
+    options = dict(games=96, delta=1e-5, report=NO_PANEL)
     run = lambda **ex: audit_pipeline(
-        _abiding, lambda r, c: r, execution=ExecutionOptions(chunk_size=16, **ex), **options
+        Pipeline(_abiding, lambda r, c: r, **options_on),
+        execution=ExecutionOptions(chunk_size=16, **ex),
+        **options,
     )
     serial, other = run(jobs=1), run(jobs=jobs, backend=backend)
     assert np.array_equal(serial.scores, other.scores)
@@ -483,10 +484,12 @@ def test_a_full_disk_while_writing_plots_names_the_file(tmp_path, monkeypatch):
     monkeypatch.setattr("auditsel.results.figures.atomic_write_bytes", full)
     with pytest.raises(OSError) as err:
         audit_pipeline(
-            lambda d, s, c: float(s % 5),
-            lambda r, c: r,
-            data=None,
-            canary=GradientCanary(coordinate=0),
+            Pipeline(
+                lambda d, s, c: float(s % 5),
+                lambda r, c: r,
+                data=None,
+                canary=GradientCanary(coordinate=0),
+            ),
             games=40,
             delta=1e-5,
             report=ReportOptions(panel=False, out_dir=tmp_path / "out"),

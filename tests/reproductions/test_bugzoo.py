@@ -16,6 +16,7 @@ pytest.importorskip("sklearn")
 
 import auditsel
 from auditsel import reproductions
+from auditsel.pipelines.pipeline import Pipeline
 from auditsel.reproductions import bugzoo
 from auditsel.reproductions.bugzoo import author_claims
 
@@ -26,10 +27,7 @@ DELTA = bugzoo.DELTA
 def small_audit(name: str, games: int, seed: int = 0):
     m = bugzoo.module(name)
     return auditsel.audit_pipeline(
-        m.tune,
-        m.score,
-        data=m.TRAIN,
-        canary=m.CANARY,
+        Pipeline(m.tune, m.score, data=m.TRAIN, canary=m.CANARY),
         games=games,
         delta=DELTA,
         claimed_epsilon=m.claim(DELTA),
@@ -71,10 +69,7 @@ def test_releasing_every_run_leaks_the_composition_the_audit_sees_above_the_clai
     mixture = 0.5 * auditsel.gaussian_delta(0.5, eps) + 0.5 * auditsel.gaussian_delta(1.0, eps)
     assert mixture == pytest.approx(DELTA, rel=1e-6)
     plan = auditsel.plan_pipeline(
-        m.tune,
-        m.score,
-        data=m.TRAIN,
-        canary=m.CANARY,
+        Pipeline(m.tune, m.score, data=m.TRAIN, canary=m.CANARY),
         delta=DELTA,
         pilot=150,
         claimed_epsilon=m.claim(DELTA),

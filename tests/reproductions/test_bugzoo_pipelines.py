@@ -15,6 +15,7 @@ import torch
 
 import auditsel
 from auditsel.accounting.interval import tuning_epsilon
+from auditsel.pipelines.pipeline import Pipeline
 from auditsel.reproductions import bugzoo
 from auditsel.reproductions.bugzoo import zoo_objects
 
@@ -65,10 +66,7 @@ def test_each_new_pipeline_plays_the_documented_route(name):
     refused, none raised)."""
     m = module(name)
     result = auditsel.audit_pipeline(
-        m.tune,
-        None,
-        data=m.TRAIN,
-        canary="both",
+        Pipeline(m.tune, None, data=m.TRAIN, canary="both"),
         games=8,
         delta=DELTA,
         claimed_epsilon=m.claim(DELTA),
@@ -245,10 +243,7 @@ def test_pipeline_objects_hold_the_checks_keys(name):
 def test_the_correct_random_init_opacus_pipeline_is_not_refuted(seed):
     m = module("correct_opacus_mlp")
     result = auditsel.audit_pipeline(
-        m.tune,
-        None,
-        data=m.TRAIN,
-        canary="both",
+        Pipeline(m.tune, None, data=m.TRAIN, canary="both"),
         games=100,
         delta=DELTA,
         claimed_epsilon=m.claim(DELTA),

@@ -12,6 +12,7 @@ import pytest
 
 from attacks.dpsgd_game import DpsgdGameSpec, build_protocol, make_scorer
 from attacks.dpsgd_proxies import make_dpsgd_proxy
+from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import run_game
 from auditsel.reproductions import table3
 from auditsel.rounds import TruncatedNegativeBinomial
@@ -39,8 +40,7 @@ def test_every_proxy_column_is_that_proxy_on_the_same_engine_trials():
             make_dpsgd_proxy(name, "ntnv"),
             60,
             TINY.seed + 1,
-            chunk_size=25,
-            progress=False,
+            execution=ExecutionOptions(chunk_size=25),
         )
         np.testing.assert_array_equal(alone.member, record.member)
         np.testing.assert_array_equal(alone.scores, record.scores[:, j])
@@ -111,8 +111,7 @@ def test_no_leak_is_certified_when_the_canary_cannot_change_the_release():
         make_scorer(spec, ("lambda_a",), base, grid.rounds),
         400,
         0,
-        chunk_size=200,
-        progress=False,
+        execution=ExecutionOptions(chunk_size=200),
     )
     obs = protocol.release(np.array([0, 1] * 50), np.random.default_rng(0))
     assert np.all(obs["score"][obs["released"]] == 0)

@@ -20,6 +20,7 @@ from auditsel import (
     plan_pipeline,
 )
 from auditsel.pipelines.canaries import Canary
+from auditsel.pipelines.pipeline import Pipeline
 from auditsel.pipelines.pipeline_result import FieldsEntry, LookEntry
 
 
@@ -38,9 +39,9 @@ DATA = (np.zeros((4, 3)), np.zeros(4))
 
 # --- what type checks -------------------------------------------------------------------------
 audit: PipelineAudit = audit_pipeline(
-    tune,
-    data=DATA,
-    canary=(InputCanary(x=[0.0, 0.0, 1.0], y=1), GradientCanary(coordinate=2)),
+    Pipeline(
+        tune, data=DATA, canary=(InputCanary(x=[0.0, 0.0, 1.0], y=1), GradientCanary(coordinate=2))
+    ),
     games=64,
     delta=1e-5,
     statistics=AuditOptions(confidence=0.9, rule="split"),
@@ -51,17 +52,20 @@ fields: FieldsEntry = audit.result["pipeline"]["fields"]
 field_eps: dict[str, float] = fields["eps"]
 canary_eps: list[float] = [c["eps"] for c in audit.result["canaries"]]
 early = audit_until_refuted(
-    tune, score, data=DATA, canary=GradientCanary(coordinate=2), games=64, claimed_epsilon=1.0
+    Pipeline(tune, score, data=DATA, canary=GradientCanary(coordinate=2)),
+    games=64,
+    delta=1e-5,
+    claimed_epsilon=1.0,
 )
 looks: list[LookEntry] = early.result["sequential"]["seen"]
 stopped: int = early.result["sequential"]["stopped_at"]
 plan: PipelinePlan = plan_pipeline(
-    tune, data=DATA, canary=GradientCanary(coordinate=2), delta=1e-5, target_eps=1.0
+    Pipeline(tune, data=DATA, canary=GradientCanary(coordinate=2)), delta=1e-5, target_eps=1.0
 )
 
 # --- what must not type check -----------------------------------------------------------------
 audit.result["pipline"]  # type: ignore[typeddict-item]
 bad_best: float = audit.result["pipeline"]["fields"]["best"]  # type: ignore[assignment]
 bad_seen: int = early.result["sequential"]["seen"]  # type: ignore[assignment]
-audit_pipeline(tune, data=DATA, canary="dirac", games=64, delta=1e-5)  # type: ignore[arg-type]
+audit_pipeline(Pipeline(tune, data=DATA, canary="dirac"), games=64, delta=1e-5)  # type: ignore[arg-type]
 AuditOptions(rule=3)  # type: ignore[arg-type]

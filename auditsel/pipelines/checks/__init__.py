@@ -1,8 +1,8 @@
 """Checks before games: the bugs a black-box game cannot see, read from the pipeline's objects.
 
-`check_pipeline(model=..., optimizers=..., data_loader=..., engine=..., rounds=..., delta=...,
-dataset=..., release=..., claim=..., base=..., privatizer=...)` reads the objects of one run of your training
-(each optional; keyword-only) and returns a list of `Finding`s, each naming the object that
+`check_pipeline(RunObjects(model=..., optimizers=..., data_loader=..., engine=..., rounds=...,
+delta=..., dataset=..., release=..., claim=..., base=..., privatizer=...))` reads the objects of
+one run of your training (each optional; keyword-only) and returns a list of `Finding`s, each naming the object that
 contradicts the claim, how, the claim's epsilon as the bug changes it where it can be computed,
 and the fix (docs/howto/check-your-pipeline.md). The checks, in order (`CHECKS`):
 
@@ -22,6 +22,6 @@ calls of the given step on made-up gradients. A correct pipeline gets no finding
 """
 
 from auditsel.pipelines.checks.finding import BREAKS, WARNING, Finding
-from auditsel.pipelines.checks.runner import CHECKS, check_pipeline
+from auditsel.pipelines.checks.runner import CHECKS, RunObjects, check_pipeline
 
-__all__ = ["BREAKS", "CHECKS", "WARNING", "Finding", "check_pipeline"]
+__all__ = ["BREAKS", "CHECKS", "WARNING", "Finding", "RunObjects", "check_pipeline"]

@@ -1,9 +1,11 @@
-"""`check_pipeline`: every check of `auditsel.pipelines.checks` on one run's objects, in order
-(`CHECKS`); the package's docstring and docs/howto/check-your-pipeline.md say what each finds."""
+"""`check_pipeline(RunObjects(...))`: every check of `auditsel.pipelines.checks` on one run's
+objects (`RunObjects`, checked when made), in order (`CHECKS`); the package's docstring and
+docs/howto/check-your-pipeline.md say what each finds."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from auditsel.errors import ConfigError, number
@@ -19,7 +21,7 @@ from auditsel.pipelines.checks.training import (
 )
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["CHECKS", "check_pipeline"]
+__all__ = ["CHECKS", "RUN_OBJECTS", "RunObjects", "check_pipeline"]
 
 #: name -> check, in the order they run
 CHECKS: dict[str, Callable[[Context], list[Finding]]] = {
@@ -33,63 +35,79 @@ CHECKS: dict[str, Callable[[Context], list[Finding]]] = {
 }
 
 
-def check_pipeline(
-    *,
-    model: Any = None,
-    optimizers: Sequence[Any] | Any = None,
-    data_loader: Any = None,
-    engine: Any = None,
-    rounds: RoundsLaw | None = None,
-    delta: float | None = None,
-    dataset: Any = None,
-    release: Any = None,
-    claim: float | None = None,
-    base: DpsgdBase | None = None,
-    privatizer: Callable[[list[Any], float], Any] | None = None,
-) -> list[Finding]:
+@dataclass(frozen=True, kw_only=True, eq=False)
+class RunObjects:
+    """The objects of one run of your training that `check_pipeline` reads, each optional.
+
+    `model`: the trained model (a torch module; Opacus's wrapped module too); `optimizers`:
+    every optimizer the training used (one, or a list; kept as a tuple): Opacus's DPOptimizer
+    and any plain one beside it; `data_loader`: the loader that fed the training; `engine`:
+    the `opacus.PrivacyEngine` (its accountant's history), or None; `rounds`: the law of K the
+    claim assumes (None: the claim is for one run); `delta`: the claim's delta, in (0, 1);
+    `dataset`: the training rows (a torch Dataset, arrays; default: the loader's dataset);
+    `release`: one release of your `tune` (what is published); `claim`: the claimed epsilon;
+    `base`: one run as a DpsgdBase, when there is no engine to read it from; `privatizer`: a
+    hand-written loop's clip-and-noise step, `fn(per_example_grads, clip) -> noisy summed
+    grads` (one `[batch, *shape]` tensor per parameter in, one summed tensor per parameter
+    out, its noise from torch's default generator): probed for its one-example sensitivity
+    (`auditsel.pipelines.checks.privatizer`). A bad `delta`, `claim`, `rounds`, `base` or
+    `privatizer` is a ConfigError naming it, when the object is made.
+    """
+
+    model: Any = None
+    optimizers: Sequence[Any] | Any = None
+    data_loader: Any = None
+    engine: Any = None
+    rounds: RoundsLaw | None = None
+    delta: float | None = None
+    dataset: Any = None
+    release: Any = None
+    claim: float | None = None
+    base: DpsgdBase | None = None
+    privatizer: Callable[[list[Any], float], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.delta is not None:
+            delta = number(self.delta, "delta", 0, 1, lo_open=True, hi_open=True)
+            object.__setattr__(self, "delta", delta)
+        if self.claim is not None:
+            object.__setattr__(self, "claim", number(self.claim, "claim", 0, float("inf")))
+        if self.rounds is not None and not isinstance(self.rounds, RoundsLaw):
+            raise ConfigError("rounds", "must be a law of K (auditsel.Poisson(3), ...) or None")
+        if self.base is not None and not isinstance(self.base, DpsgdBase):
+            raise ConfigError("base", "must be an auditsel.DpsgdBase or None")
+        if self.privatizer is not None and not callable(self.privatizer):
+            raise ConfigError("privatizer", "must be a function (per_example_grads, clip) or None")
+        optimizers = self.optimizers
+        if optimizers is None:
+            optimizers = ()
+        elif not isinstance(optimizers, (list, tuple)):
+            optimizers = (optimizers,)
+        object.__setattr__(self, "optimizers", tuple(optimizers))
+
+
+#: the fields of `RunObjects`, in order (what `auditsel check`'s FUNCTION may return)
+RUN_OBJECTS = tuple(f.name for f in fields(RunObjects))
+
+
+def check_pipeline(run: RunObjects) -> list[Finding]:
     """The findings of every check on the objects of one run of your training.
 
     Args:
-        model: the trained model (a torch module; Opacus's wrapped module too).
-        optimizers: every optimizer the training used (one, or a list): Opacus's DPOptimizer
-            and any plain one beside it.
-        data_loader: the loader that fed the training.
-        engine: the `opacus.PrivacyEngine` (its accountant's history), or None.
-        rounds: the law of K the claim assumes (None: the claim is for one run).
-        delta: the claim's delta, in (0, 1).
-        dataset: the training rows (a torch Dataset, arrays; default: the loader's dataset).
-        release: one release of your `tune` (what is published).
-        claim: the claimed epsilon.
-        base: one run as a DpsgdBase, when there is no engine to read it from.
-        privatizer: a hand-written loop's clip-and-noise step, `fn(per_example_grads, clip)
-            -> noisy summed grads` (one `[batch, *shape]` tensor per parameter in, one summed
-            tensor per parameter out, its noise from torch's default generator): probed for
-            its one-example sensitivity (`auditsel.pipelines.checks.privatizer`).
+        run: the run's objects (`RunObjects(model=..., optimizers=..., delta=..., ...)`).
 
     Returns:
         The findings, "breaks" ones first; empty when no check finds anything.
 
     Raises:
-        auditsel.errors.ConfigError: a bad `delta`, `claim`, `rounds` or `base`.
+        auditsel.errors.ConfigError: `run` is not a RunObjects (a dict is never read by its
+            keys: `RunObjects(**objects)` makes one).
     """
-    if delta is not None:
-        delta = number(delta, "delta", 0, 1, lo_open=True, hi_open=True)
-    if claim is not None:
-        claim = number(claim, "claim", 0, float("inf"))
-    if rounds is not None and not isinstance(rounds, RoundsLaw):
-        raise ConfigError("rounds", "must be a law of K (auditsel.Poisson(3), ...) or None")
-    if base is not None and not isinstance(base, DpsgdBase):
-        raise ConfigError("base", "must be an auditsel.DpsgdBase or None")
-    if privatizer is not None and not callable(privatizer):
-        raise ConfigError("privatizer", "must be a function (per_example_grads, clip) or None")
-    if optimizers is None:
-        optimizers = []
-    elif not isinstance(optimizers, (list, tuple)):
-        optimizers = [optimizers]
-    ctx = Context(
-        model=model, optimizers=list(optimizers), data_loader=data_loader, engine=engine,
-        rounds=rounds, delta=delta, dataset=dataset, release=release, claim=claim, base=base,
-        privatizer=privatizer,
-    )  # fmt: skip
+    if not isinstance(run, RunObjects):
+        raise ConfigError(
+            "run", f"must be RunObjects(...): RunObjects(**objects), got {type(run).__name__}"
+        )
+    ctx = Context(**{name: getattr(run, name) for name in RUN_OBJECTS})
+    ctx.optimizers = list(run.optimizers)
     findings = [finding for check in CHECKS.values() for finding in check(ctx)]
     return sorted(findings, key=lambda f: f.severity != BREAKS)

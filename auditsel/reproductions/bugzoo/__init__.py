@@ -58,12 +58,13 @@ import time
 import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from auditsel.errors import ConfigError
-from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions
+from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
 from auditsel.pipelines.game import PipelineError
-from auditsel.pipelines.pipeline_plan import plan_pipeline
+from auditsel.pipelines.pipeline import Pipeline
+from auditsel.pipelines.pipeline_plan import PilotOptions, plan_pipeline
 from auditsel.pipelines.sequential import audit_until_refuted
 from auditsel.reproductions import REGISTRY, _clean, _csv, to_markdown
 from auditsel.reproductions.accountant_claims import MissingExtra
@@ -112,7 +113,9 @@ BUDGET = 8_000  # games per canary: the stated budget when the pilot plans no re
 LOOK_CONFIDENCE = 1 - (1 - CONFIDENCE) / LOOKS  # each look's, and the plan's, confidence
 AUDIT_SEED = 0  # the pilot plays at AUDIT_SEED + 1 (plan_pipeline): never the audit's games
 SCALE = 20.0  # the plot shows correct accountings up to this eps
-CANARY = "both"  # the documented route: an input and a gradient canary chosen for you
+CANARY: Literal["both"] = (
+    "both"  # the documented route: an input and a gradient canary chosen for you
+)
 REFUSALS = ("canary", "score", "release")  # a ConfigError of these: the route refuses the pipeline
 
 
@@ -183,30 +186,27 @@ def audit(
     claimed = float(m.claim(DELTA))
     row = _describe(name, claimed, budget, pilot)
     start = time.perf_counter()
-    common = dict(data=m.TRAIN, canary=CANARY, delta=DELTA, claimed_epsilon=claimed)
+    pipeline = Pipeline(m.tune, None, data=m.TRAIN, canary=CANARY)
     try:
         plan = plan_pipeline(  # planned for the last look: LOOK_CONFIDENCE
-            m.tune,
-            None,
-            pilot=pilot,
-            power=POWER,
+            pipeline,
+            pilot=PilotOptions(games=pilot, power=POWER),
             games=budget,
             statistics=AuditOptions(confidence=LOOK_CONFIDENCE, seed=AUDIT_SEED),
             execution=ExecutionOptions(jobs=jobs),
-            **common,
+            delta=DELTA,
+            claimed_epsilon=claimed,
         )
         n = planned_games(plan.games_to_refute, budget)
         result = audit_until_refuted(
-            m.tune,
-            None,
+            pipeline,
             games=n,
             looks=LOOKS,
-            confidence=CONFIDENCE,
-            seed=AUDIT_SEED,
-            jobs=jobs,
-            checkpoint_dir=checkpoint_dir,
-            panel=False,
-            **common,
+            statistics=AuditOptions(confidence=CONFIDENCE, seed=AUDIT_SEED),
+            execution=ExecutionOptions(jobs=jobs, checkpoint_dir=checkpoint_dir),
+            report=ReportOptions(panel=False),
+            delta=DELTA,
+            claimed_epsilon=claimed,
         )
     except (ConfigError, PipelineError) as err:
         if not isinstance(err, PipelineError) and err.field not in REFUSALS:

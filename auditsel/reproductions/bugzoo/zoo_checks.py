@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from auditsel.files import atomic_write_text
-from auditsel.pipelines.checks import check_pipeline
+from auditsel.pipelines.checks import RunObjects, check_pipeline
 from auditsel.reproductions import _csv, to_markdown
 from auditsel.reproductions.bugzoo import PIPELINES, module
 
@@ -64,7 +64,7 @@ def row(name: str) -> dict[str, Any]:
         start = time.perf_counter()
         objects = module(name).pipeline_objects()
         built = time.perf_counter()
-        findings = check_pipeline(**objects)
+        findings = check_pipeline(RunObjects(**objects))
         done = time.perf_counter()
     return {
         "pipeline": name,

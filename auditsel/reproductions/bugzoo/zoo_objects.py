@@ -2,7 +2,7 @@
 shape of a pipeline's correct accounting.
 
 `objects(...)` is the dict of a module's `pipeline_objects(seed=0)`: the objects of one seeded,
-small run of its training, keyed exactly as the keyword arguments of `auditsel.check_pipeline`
+small run of its training, keyed exactly as the fields of `auditsel.RunObjects` (what `auditsel.check_pipeline` reads)
 (`model`, `optimizers`: a list, `data_loader`, `engine`: the Opacus `PrivacyEngine` or None,
 `rounds`: the law of K the claim assumes, `delta`), plus `dataset` (the training rows), `release`
 (one release of `tune`), `claim` (the claimed epsilon, computed by the module's `claim`), `base`
@@ -19,23 +19,22 @@ not DP at all (a value computed without noise from the private data is released)
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
-from auditsel.pipelines.checks import check_pipeline
+from auditsel.pipelines.checks.runner import RUN_OBJECTS
 from auditsel.reproductions.bugzoo import DELTA
 from auditsel.rounds import RoundsLaw
 
 __all__ = ["KEYS", "Interval", "objects"]
 
 Interval = tuple[float | None, float | None, str]
-#: `auditsel.check_pipeline`'s keywords, in its order: what `auditsel check` reads
-KEYS = tuple(inspect.signature(check_pipeline).parameters)
+#: `auditsel.RunObjects`' fields, in order: what `auditsel check` reads
+KEYS = RUN_OBJECTS
 
 
 #: what `pipeline_objects` may hand over beside the model, optimizers, law of K and claim
-#: (`auditsel.check_pipeline`'s keywords; None where a pipeline has no such object)
+#: (`auditsel.RunObjects`' fields; None where a pipeline has no such object)
 OPTIONAL = ("data_loader", "engine", "dataset", "release", "base", "privatizer")
 
 
