@@ -126,7 +126,7 @@ def coin() -> None:
     pairs = random_pairs(24, seed=5, sizes=(3, 7), concentration=0.8)
     for n, pair in enumerate(pairs):
         law = LAWS[n % 3]
-        old = with_one_run(attack(pair, law, DELTA, coin=False)).epsilon
+        old = with_one_run(attack(pair, law, DELTA, scores="deterministic")).epsilon
         tuning_interval(pair, law, DELTA)
         start = time.process_time()
         iv = tuning_interval(pair, law, DELTA)

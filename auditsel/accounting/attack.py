@@ -940,7 +940,12 @@ def _buckets(score: BucketScore, idx: Iterable[int]) -> str:
 
 
 METHODS = ("auto", "exact", "labelled")
-SCORES = ("any", "monotone")
+SCORES = ("any", "deterministic", "monotone")
+
+
+def no_coin(scores: str) -> str:
+    """`scores` without the coin search ("any" -> "deterministic"): the pair's own attack."""
+    return "deterministic" if scores == "any" else scores
 
 
 def attack_applies(pair: MechanismPair) -> str | None:
@@ -967,29 +972,26 @@ def attack(
     scores: str = "any",
     resolution: int | None = None,
     tail: float | None = None,
-    coin: bool = True,
 ) -> AttackValue:
     """The attack value at each delta (module docstring), how it was obtained and the score
     that achieves it. `pair`: a mechanism pair or a dp_accounting DpEvent that is one
-    (`events.as_pair`); an event base without a known pair is a ConfigError. `scores`: "any" (the
-    worst-score attack: the best of the monotone attack and every interval-shaped score of the
-    merged label buckets, `accounting.score_search`) or "monotone" (the largest / smallest
-    label wins; the reduced game's exact value where the pair's reduction is exact).
-    `method` (the monotone attack): "auto" (exact where the pair's reduction is exact, else
-    labelled), "exact" (only for such pairs) or "labelled" (DP-SGD, tau = 1 included: the
-    independent check of the exact value; Laplace bases); `label_step`: the label grid h of the
-    labelled run (`LABEL_STEP`); `resolution`: the number M of merged buckets of the score
-    search (`score_search.DEFAULT_RESOLUTION`; the DP costs O(M^2) per step); `tail`: the
-    label quantile beyond which the merge lumps labels into the end buckets (default
-    `score_search.delta_tail(deltas, law)`: where the hockey stick at these deltas reads);
-    `coin`: for a finite-output base and `scores="any"`, also run the coin search
-    (`accounting.coin_search`, kept in `AttackValue.coin`: a lower bound for the base with a
-    released coin, which only `with_one_run`, the interval's lower end, reads)."""
+    (`events.as_pair`). `scores`: "any" (the worst-score attack: the best of the monotone attack
+    and every interval-shaped score of the merged label buckets, `accounting.score_search`; for
+    a finite-output base also the coin search, `accounting.coin_search`, kept in
+    `AttackValue.coin`: a lower bound for the base with a released coin, read only by
+    `with_one_run`), "deterministic" ("any" without the coin search) or "monotone" (the largest
+    / smallest label wins). `method` (the monotone attack): "auto" (exact where the pair's
+    reduction is exact, else labelled), "exact" or "labelled" (DP-SGD, tau = 1 included: the
+    independent check of the exact value; Laplace bases); `label_step`: the label grid h
+    (`LABEL_STEP`); `resolution`: the merged buckets M of the score search (O(M^2) per step);
+    `tail`: the label quantile beyond which the merge lumps labels into the end buckets
+    (default `score_search.delta_tail(deltas, law)`)."""
     start = time.perf_counter()
     pair = as_pair(pair, "pair")
     d = check_deltas(deltas, "deltas")
     choice(method, "method", METHODS)
     choice(scores, "scores", SCORES)
+    coin, scores = scores == "any", "any" if scores == "deterministic" else scores
     m = DEFAULT_RESOLUTION if resolution is None else integer(resolution, "resolution", 2, 4096)
     labelled = _labelled(pair, method)
     red = pair.reduced() if pair.reduction_is_exact else None
@@ -1019,14 +1021,21 @@ def attack(
     value = replace(value, one_run=tuple(float(e) for e in one))
     if splits_apply(pair):
         value = _with_split(value, search, law, d)
-    if coin and isinstance(red, FiniteOutputBase):
-        known = [max(a, b) for a, b in zip(value.epsilons, value.one_run or value.epsilons)]
-        coins = coin_search(red.law(0), red.law(1), law, d, known)
-        if coins is not None:
-            value = replace(
-                value, coin=coins.epsilons, coin_score=coins.score, _coin_pieces=coins.pieces
-            )
-    return value
+    return _with_coin(value, red, law, d) if coin else value
+
+
+def _with_coin(
+    value: AttackValue, red: MechanismPair | None, law: RoundsLaw, d: FloatArray
+) -> AttackValue:
+    """`value` with the coin search's values (`coin_search`) where `red` is a finite-output
+    base and the search beats what `value` already knows at the first delta."""
+    if not isinstance(red, FiniteOutputBase):
+        return value
+    known = [max(a, b) for a, b in zip(value.epsilons, value.one_run or value.epsilons)]
+    coins = coin_search(red.law(0), red.law(1), law, d, known)
+    if coins is None:
+        return value
+    return replace(value, coin=coins.epsilons, coin_score=coins.score, _coin_pieces=coins.pieces)
 
 
 def _labelled(pair: MechanismPair, method: str) -> bool:
@@ -1372,7 +1381,7 @@ def attack_epsilon(
     `scores`: "any" (the worst-score attack) or "monotone"; `resolution`: the merged buckets
     of the score search (`attack`)."""
     check_deltas(delta)
-    value = attack(pair, law, delta, scores=scores, resolution=resolution, coin=False)
+    value = attack(pair, law, delta, scores=no_coin(scores), resolution=resolution)
     return np.array(value.epsilons) if np.ndim(delta) else value.epsilons[0]
 
 
@@ -1393,7 +1402,7 @@ def attack_delta(
     if why is not None:
         raise ConfigError("pair", why)
     e = np.atleast_1d(np.asarray(eps, dtype=float))
-    value = attack(pair, law, [0.5], scores=scores, tail=TAIL if tail is None else tail, coin=False)
+    value = attack(pair, law, [0.5], scores=no_coin(scores), tail=TAIL if tail is None else tail)
     curves = []
     if pair.reduction_is_exact:
         curves.append(privacy_curve(winner_law(cast(MechanismPair, pair.reduced()), law), e))

@@ -75,6 +75,7 @@ outputs.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -348,8 +349,6 @@ def coin_search(
     already known, one per delta); the score found certified at every delta. None where the
     base has more than `MAX_OUTPUTS` outputs or no score found beats `start` at the first
     delta."""
-    import time
-
     t0 = time.perf_counter()
     d = check_deltas(deltas, "deltas")
     pp, qq = np.asarray(p, dtype=float), np.asarray(q, dtype=float)

@@ -135,7 +135,7 @@ def _row(name: str, pair, law, delta: float) -> dict:
     # value bounds the base with a released coin, so there the pair's own attack is read
     own = attack
     if hit is not None and hit.method == "coin_search":
-        own = with_one_run(attack_value(pair, law, [delta], coin=False)).epsilon
+        own = with_one_run(attack_value(pair, law, [delta], scores="deterministic")).epsilon
     iv = p.interval
     return {
         "setting": name,

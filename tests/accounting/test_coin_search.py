@@ -105,7 +105,7 @@ def _best_permutation(pair: FiniteOutputBase, law, delta: float) -> float:
 @pytest.mark.parametrize("law", LAWS[:8], ids=lambda law: law.kind)
 def test_the_certified_value_is_at_most_the_exact_value_of_its_score(law):
     for pair in (BINARY[0], SMALL[19]):
-        start = attack(pair, law, DELTA, coin=False).epsilons
+        start = attack(pair, law, DELTA, scores="deterministic").epsilons
         found = coin_search(pair.p, pair.q, law, [DELTA], start)
         if found is None:
             continue
@@ -121,7 +121,7 @@ def test_never_above_brute_force_over_every_coin_order(pair, law):
     with delta_bf(eps) > delta: the search's value is at most eps_bf (1 + 2e-3) (it reads 512
     sub-pieces of each segment, the brute force 1/256 of an output: measured, at most 0.07%
     above), and at least eps_bf (1 - 2e-2) (the search finds it; measured within 0.01%)."""
-    start = attack(pair, law, DELTA, coin=False).epsilons
+    start = attack(pair, law, DELTA, scores="deterministic").epsilons
     found = coin_search(pair.p, pair.q, law, [DELTA], start)
     value = start[0] if found is None else found.epsilons[0]
     p, q = np.asarray(pair.p), np.asarray(pair.q)
@@ -159,7 +159,7 @@ def test_the_interval_names_what_the_coin_value_bounds():
     assert iv.lower > attack_epsilon(pair, law, DELTA) and iv.lower <= iv.upper
     # the attack value for the finite pair itself is unchanged: the coin is read only by the
     # interval's lower end
-    assert attack_epsilon(pair, law, DELTA) == attack(pair, law, DELTA, coin=False).epsilon
+    assert attack_epsilon(pair, law, DELTA) == attack(pair, law, DELTA, scores="deterministic").epsilon
     assert "released" in with_one_run(attack(pair, law, DELTA)).describe()
 
 
