@@ -483,7 +483,7 @@ class GradientCanary(Canary):
             return out
         rows = [_zero_row(g) for g in out]
         for (i, where), size in zip(places, sizes):
-            rows[i][(0, *where)] += size
+            rows[i][(0,) + tuple(where)] += size
         return [_stack(g, row) for g, row in zip(out, rows)]
 
     def _norm(self, max_grad_norm: Any, index: int) -> float:

@@ -165,3 +165,36 @@ def test_both_spreads_the_canary_only_where_the_pipeline_hands_it_its_examples()
     assert plain.spread == () and plain.initial == 0.0
     assert spread.spread == (6,)  # the bias the data never move
     assert spread.spread_initial == (0.0,)
+
+
+def test_the_zoos_per_tensor_loop_lets_the_route_canary_through_at_c_in_every_tensor():
+    """The bug zoo's `per_tensor_clip` (a hand-written loop that calls `examples`): "both"
+    places a coordinate in each of its 5 tensors, and its clipping lets C through in each
+    (norm C sqrt(5), the bug), with the same noise draws as without the canary."""
+    from auditsel.reproductions.bugzoo import hand_dpsgd, per_tensor_clip
+
+    _, canary = default_canaries(per_tensor_clip.tune, per_tensor_clip.TRAIN)
+    model = hand_dpsgd.fixed_mlp(**per_tensor_clip.SHAPE)
+    sizes = [p.numel() for p in model.parameters()]
+    starts = np.cumsum([0, *sizes])
+    places = [canary.coordinate, *canary.spread]
+    assert sorted(int(np.searchsorted(starts, c, side="right")) - 1 for c in places) == [
+        0,
+        1,
+        2,
+        3,
+        4,
+    ]
+    X, y = per_tensor_clip.TRAIN
+    grads = hand_dpsgd.per_example_grads(model, X[:20], y[:20])
+    clip = 0.5
+    bound = canary.for_game(True, np.random.default_rng(0))
+    torch.manual_seed(3)
+    with_it = per_tensor_clip.privatize(
+        bound.examples(grads, sample_rate=1.0, max_grad_norm=clip), clip, bound
+    )
+    torch.manual_seed(3)
+    without = per_tensor_clip.privatize(grads, clip, per_tensor_clip.hand_dpsgd.NULL)
+    share = torch.cat([(a - b).reshape(-1) for a, b in zip(with_it, without)]).numpy()
+    assert share[places] == pytest.approx([clip] * 5, rel=1e-4)
+    assert np.linalg.norm(share) == pytest.approx(clip * math.sqrt(5), rel=1e-4)
