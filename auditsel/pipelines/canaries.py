@@ -30,10 +30,22 @@ both worlds and runs unchanged outside an audit.
       summed clipped gradients (torch tensors or numpy arrays, in parameter order), after
       clipping and summing, before adding the noise.
 
+    - through your own clipping (the better place in a hand-written loop):
+      `grads = canary.examples(grads, sample_rate=q, max_grad_norm=C)` on the per-example
+      gradients (one [rows, *shape] tensor or array per parameter) before clipping: with
+      probability q it appends one row, the canary's example gradient, `THROUGH` x C on its
+      coordinate and on each of its `spread` coordinates (one per other parameter tensor), and
+      your clipping treats it as any example's (flat clipping cuts the row to norm C; clipping
+      each tensor to C lets C through in every tensor; noise added before clipping is swamped
+      by the row's size): the canary is exactly a person whose gradient is that row, so any
+      row is a valid canary, whatever its norm. `step` is then a no-op in that game, so that
+      the canary enters once.
+
   Default score: the released model's move along the canary coordinate, `initial - theta_i`
   (gradient descent moves theta_i down when the canary is in), with `initial` read from the
   release when it holds the initial weights (a mapping with "model" and "initial"), else the
-  canary's `initial` (0 for zero-initialised weights).
+  canary's `initial` (0 for zero-initialised weights); plus the same move along each `spread`
+  coordinate (from `spread_initial`) when it has them.
 
 A score reads the release only (`score(release)`), never the coin: the audit calls it with the
 unbound canary. Every check of the canary's input (the data's format, the optimizer, the
@@ -54,7 +66,16 @@ from numpy.typing import NDArray
 
 from auditsel.errors import ConfigError, integer, number, shown
 
-__all__ = ["Canary", "InputCanary", "GradientCanary", "default_score", "flat_parameters"]
+__all__ = [
+    "THROUGH",
+    "Canary",
+    "InputCanary",
+    "GradientCanary",
+    "default_score",
+    "flat_parameters",
+]
+
+THROUGH = 1e4  # the example row of `GradientCanary.examples`: this many times C per coordinate
 
 
 class Canary:
@@ -62,6 +83,7 @@ class Canary:
 
     _member: bool = False
     _rng: np.random.Generator | None = None
+    _through: bool = False  # this game's canary entered by `examples` (then `step` is a no-op)
 
     def for_game(self, member: bool, rng: np.random.Generator) -> Canary:
         """This canary bound to one game: in when member, drawing from `rng`."""
@@ -96,6 +118,20 @@ class Canary:
         """One step of a hand-written DP-SGD loop (a no-op for canaries that do not act on
         gradients); returns whether the canary's gradient was added."""
         return False
+
+    def examples(
+        self,
+        grads: Sequence[Any],
+        *,
+        sample_rate: float,
+        max_grad_norm: Any,
+        names: Sequence[str] | None = None,
+    ) -> list[Any]:
+        """One step of a hand-written DP-SGD loop, before clipping: the per-example gradients
+        `grads` (one [rows, *shape] tensor or array per parameter), with the canary's own
+        example gradient appended as one more row when it takes part (a no-op for canaries that
+        do not act on gradients); clip, sum and noise what it returns."""
+        return list(grads)
 
     def score(self, release: Any) -> float:
         """The default attack: a real number, higher when the canary looks in."""
@@ -323,6 +359,10 @@ class GradientCanary(Canary):
     initial: float = 0.0  # the coordinate's initial value, for the default score
     parameter: str | None = None
     index: Any = None  # an int or a tuple of ints inside `parameter`
+    #: further coordinates (of the flattened parameters) that the example row of `examples`
+    #: also holds, and their initial values for the score (0 where not given)
+    spread: tuple[int, ...] = ()
+    spread_initial: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.coordinate is None) == (self.parameter is None):
@@ -350,6 +390,22 @@ class GradientCanary(Canary):
         if self.norm is not None:
             object.__setattr__(self, "norm", number(self.norm, "norm", 0, math.inf, lo_open=True))
         object.__setattr__(self, "initial", number(self.initial, "initial"))
+        if not isinstance(self.spread, (tuple, list)) or not isinstance(
+            self.spread_initial, (tuple, list)
+        ):
+            raise ConfigError("spread", "must be a tuple of coordinates (and spread_initial too)")
+        object.__setattr__(self, "spread", tuple(integer(c, "spread", 0) for c in self.spread))
+        object.__setattr__(
+            self, "spread_initial", tuple(number(v, "spread_initial") for v in self.spread_initial)
+        )
+        if self.spread_initial and len(self.spread_initial) != len(self.spread):
+            raise ConfigError(
+                "spread_initial",
+                f"must give one value per spread coordinate ({len(self.spread)}), got "
+                f"{len(self.spread_initial)}",
+            )
+        if self.spread and self.coordinate is None:
+            raise ConfigError("spread", "goes with coordinate=i, not with parameter='name'")
 
     def _where(
         self, shapes: Sequence[tuple[int, ...]], names: Sequence[str] | None
@@ -393,12 +449,42 @@ class GradientCanary(Canary):
         rate = number(sample_rate, "sample_rate", 0, 1, lo_open=True)
         index, where = self._where([_shape(g) for g in grads], names)
         norm = self._norm(max_grad_norm, index)
-        if not self._member or self._rng is None:
-            return False
+        if not self._member or self._rng is None or self._through:
+            return False  # out, or entered through the pipeline's clipping (`examples`)
         if self._rng.random() >= rate:
             return False
         grads[index][where] += norm
         return True
+
+    def examples(
+        self,
+        grads: Sequence[Any],
+        *,
+        sample_rate: float,
+        max_grad_norm: Any,
+        names: Sequence[str] | None = None,
+    ) -> list[Any]:
+        """The per-example gradients `grads` (one [rows, *shape] tensor or array per
+        parameter, in parameter order) with, when the canary is in and Poisson sampling takes
+        it (probability `sample_rate`), one more row: the canary's example gradient, THROUGH x
+        C (the step's clipping norm, the parameter's own under per-layer clipping) at its
+        coordinate and at each `spread` coordinate, 0 elsewhere. Call it before clipping: the
+        pipeline clips the row as any example's. Once called in a game, `step` adds nothing
+        in that game."""
+        rate = number(sample_rate, "sample_rate", 0, 1, lo_open=True)
+        shapes = [_shape(g)[1:] for g in grads]
+        places = [self._where(shapes, names)] + [_locate(shapes, c) for c in self.spread]
+        sizes = [THROUGH * self._norm(max_grad_norm, i) for i, _ in places]
+        out = list(grads)
+        if not self._member or self._rng is None:
+            return out
+        object.__setattr__(self, "_through", True)
+        if self._rng.random() >= rate:
+            return out
+        rows = [_zero_row(g) for g in out]
+        for (i, where), size in zip(places, sizes):
+            rows[i][(0,) + tuple(where)] += size
+        return [_stack(g, row) for g, row in zip(out, rows)]
 
     def _norm(self, max_grad_norm: Any, index: int) -> float:
         if self.norm is not None:
@@ -446,13 +532,24 @@ class GradientCanary(Canary):
         """initial - theta_i: how far the released parameters moved against the canary (the
         initial value from release["initial"] when the release is a mapping that holds it)."""
         initial = self.initial
-        if isinstance(release, Mapping) and "initial" in release:
+        starts = self.spread_initial or (0.0,) * len(self.spread)
+        held = isinstance(release, Mapping) and "initial" in release
+        if held:
             initial = self._coordinate_of(release["initial"])
-        return initial - self._coordinate_of(release)
+        moved = initial - self._coordinate_of(release)
+        for c, start in zip(self.spread, starts):
+            if held:
+                start = self._coordinate_of(release["initial"], c)
+            moved += start - self._coordinate_of(release, c)
+        return moved
 
-    def _coordinate_of(self, parameters: Any) -> float:
+    def _coordinate_of(self, parameters: Any, coordinate: int | None = None) -> float:
         found = _parameter_list(parameters)
-        index, where = self._where([_to_numpy(p).shape for p in found], _names(parameters))
+        shapes = [_to_numpy(p).shape for p in found]
+        if coordinate is None:
+            index, where = self._where(shapes, _names(parameters))
+        else:
+            index, where = _locate(shapes, coordinate)
         return float(_to_numpy(found[index])[where])
 
     def describe(self) -> dict[str, Any]:
@@ -461,7 +558,25 @@ class GradientCanary(Canary):
             if self.coordinate is not None
             else {"parameter": self.parameter, "index": list(self.index)}
         )
-        return {"kind": "gradient", **where, "norm": self.norm, "initial": self.initial}
+        spread = {"spread": list(self.spread)} if self.spread else {}
+        return {"kind": "gradient", **where, "norm": self.norm, "initial": self.initial, **spread}
+
+
+def _zero_row(grads: Any) -> Any:
+    """One zero row shaped as a row of `grads` ([rows, *shape], a tensor or an array)."""
+    zeros_like = getattr(grads, "new_zeros", None)
+    if zeros_like is not None:  # a torch tensor
+        return zeros_like((1, *grads.shape[1:]))
+    return np.zeros((1, *np.shape(grads)[1:]), dtype=np.asarray(grads).dtype)
+
+
+def _stack(grads: Any, row: Any) -> Any:
+    """`grads` with `row` appended as its last row."""
+    if hasattr(grads, "new_zeros"):
+        import torch  # deferred: torch is an optional extra
+
+        return torch.cat([grads, row])
+    return np.concatenate([np.asarray(grads), row])
 
 
 def _names(release: Any) -> list[str] | None:

@@ -31,7 +31,20 @@ The choice is a heuristic for power, never for validity (any canary gives a vali
   `release["initial"]` when the release holds them, else 0. The parameters are read from the
   release's `parameter_holder`: the release itself where `flat_parameters` reads it (a torch
   module, a mapping with "model"), else its first part that holds a model (a list of every
-  run's model: the first run's); a probe that released none (K = 0) is skipped.
+  run's model: the first run's); a probe that released none (K = 0) is skipped;
+* where the pipeline hands the canary its per-example gradients before clipping
+  (`canary.examples(grads, ...)`, seen in the probe runs), the GradientCanary enters there, as
+  one more example, through the pipeline's own clipping, and holds a coordinate in every
+  parameter tensor (`spread`): the one above, and in each other tensor the coordinate whose
+  value varied least over `THROUGH_PROBES` more probe runs (seeds `PROBE_SEED`, `PROBE_SEED -
+  1`, ..., torch's generator seeded from each, so that every process places it alike), each
+  scored from its median over those runs (`initial`, `spread_initial`: near a fixed init's
+  value where the data do not move it, so that the score's move divided by the released
+  learning rate and clipping norm is not offset by the init). Flat clipping cuts that row to norm C as any example's; a pipeline
+  that clips each tensor to C lets C through in every tensor, which the canary's score (its
+  move summed over the coordinates) reads; noise added before clipping is swamped by the
+  row's size. A pipeline that only calls `canary.step` (after clipping) or `attach` (Opacus)
+  gets the one-coordinate canary, as before.
 
 [NHSBTJCT23]'s Dirac canary is strongest where nothing else moves its coordinate; [CBP24]'s
 crafted gradient canaries make the same point for a hidden-state release. A pipeline
@@ -47,6 +60,7 @@ them; a pipeline whose data or release these rules cannot read is refused by nam
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -75,6 +89,7 @@ __all__ = [
 BOTH: Literal["both"] = "both"
 OUTLIER = 1000.0  # the outlier's feature: this many times its scale above its mean
 PROBES = 3  # probe runs that choose the gradient canary's coordinate (no unused feature)
+THROUGH_PROBES = 15  # probe runs (torch seeded) that place a through-clipping canary
 HOLDER_DEPTH = 3  # levels into a release of mappings and lists searched for a model
 
 
@@ -138,7 +153,7 @@ def outlier_example(data: Any) -> InputCanary:
     return InputCanary(x=x.reshape(X.shape[1:]), y=label.reshape(y.shape[1:]))
 
 
-def _probe(tune: TuneFn, data: Any, person: InputCanary, seed: int) -> Any:
+def _probe(tune: TuneFn, data: Any, person: Canary, seed: int) -> Any:
     what = (
         f"the probe run that chooses the gradient canary of canary='both' (seed {seed}, canary out)"
     )
@@ -225,10 +240,11 @@ def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCana
     person of `data`, and a coordinate the data do not move (an unused feature's weight, else
     the one that moved least over the probe runs)."""
     person = outlier_example(data)
+    listener = _Listener(person)
     seeds = [PROBE_SEED - r for r in range(PROBES)]
     first = None
     while seeds and first is None:  # a probe that released no parameters (K = 0) is skipped
-        release = _probe(tune, data, person, seeds.pop(0))
+        release = _probe(tune, data, listener, seeds.pop(0))
         moves = _moves(release)
         first = None if moves is None else (release, moves)
     if first is None:
@@ -238,8 +254,75 @@ def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCana
     coordinate = _unused_weight(parameter_holder(release), X.reshape(len(X), -1))
     if coordinate is None:
         for seed in seeds:
-            again = _moves(_probe(tune, data, person, seed))
+            again = _moves(_probe(tune, data, listener, seed))
             if again is not None and again.shape == moves.shape:
                 moves = np.maximum(moves, again)
         coordinate = int(np.argmin(moves))
-    return person, GradientCanary(coordinate=coordinate)
+    if not listener.heard:
+        return person, GradientCanary(coordinate=coordinate)
+    thetas = []
+    for r in range(THROUGH_PROBES):
+        seed = PROBE_SEED - r
+        theta = _read(parameter_holder(_seeded_probe(tune, data, listener, seed)))[0]
+        if theta.shape == moves.shape:
+            thetas.append(theta)
+    if not thetas:  # no probe released parameters: the one-coordinate canary
+        return person, GradientCanary(coordinate=coordinate)
+    return person, _through_clipping(coordinate, np.stack(thetas), parameter_holder(release))
+
+
+def _seeded_probe(tune: TuneFn, data: Any, canary: Canary, seed: int) -> Any:
+    """A probe run (`_probe`) with torch's generator seeded from `seed` (when torch is
+    loaded), its state restored after: the same release in every process."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return _probe(tune, data, canary, seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed % 2**32)
+        return _probe(tune, data, canary, seed)
+
+
+class _Listener(Canary):
+    """The probes' canary (out of every game: a no-op), which notes whether the pipeline hands
+    it the per-example gradients before clipping (`Canary.examples`)."""
+
+    def __init__(self, person: InputCanary) -> None:
+        self.person = person
+        self.heard = False
+
+    def prepare(self, data: Any) -> Any:
+        return self.person.prepare(data)  # out: the data, checked as the InputCanary checks
+
+    def examples(
+        self,
+        grads: Any,
+        *,
+        sample_rate: float,
+        max_grad_norm: Any,
+        names: Any = None,
+    ) -> list[Any]:
+        self.heard = True
+        return list(grads)
+
+
+def _through_clipping(coordinate: int, thetas: np.ndarray, holder: Any) -> GradientCanary:
+    """The GradientCanary of a pipeline that lets it through its own clipping (module
+    docstring): `coordinate`, and in every other parameter tensor the coordinate whose value
+    varied least over the probe runs (`thetas`, one row per run: the smallest standard
+    deviation, the first on ties), each with its median over the runs as its initial value
+    (robust to the runs whose learning rate and clipping norm move it most)."""
+    spread: list[int] = []
+    offset = 0
+    for parameter in _parameter_list(holder):
+        size = math.prod(_to_numpy(parameter).shape)
+        if not offset <= coordinate < offset + size:
+            block = thetas[:, offset : offset + size]
+            spread.append(offset + int(np.argmin(block.std(axis=0))))
+        offset += size
+    start = np.median(thetas, axis=0)
+    return GradientCanary(
+        coordinate=coordinate,
+        initial=float(start[coordinate]),
+        spread=tuple(spread),
+        spread_initial=tuple(float(start[c]) for c in spread),
+    )

@@ -3,12 +3,14 @@ loop the `noise_before_clip` and `per_tensor_clip` authors wrote, with their `pr
 
 Each run: an MLP (`digits_data.mlp`) with a fixed init (INIT_SEED: the author seeds it for
 reproducibility), STEPS steps of Poisson sampling at RATE (each training row in a step with
-probability RATE), per-example gradients of the cross-entropy, `privatize(grads, clip, canary)`
-(the author's clipping and noise: the sum of the batch's privatised gradients, the canary's
-gradient added by `canary.step` after clipping and before the noise), divided by the expected
-batch RATE * rows, and a step of learning rate lr. Random search over `correct_opacus_mlp`'s
-grid, K ~ TNB(ETA, NU) runs, the best on the validation rows released with its learning rate,
-clipping norm and accuracy.
+probability RATE), per-example gradients of the cross-entropy, with the canary's own example
+gradient appended when it takes part (`canary.examples`, the tutorial's entry for a
+hand-written loop: it goes through the author's clipping as any example's), then
+`privatize(grads, clip, canary)` (the author's clipping and noise: the sum of the batch's
+privatised gradients; its `canary.step` after clipping, the older entry, is then a no-op),
+divided by the expected batch RATE * rows, and a step of learning rate lr. Random search over
+`correct_opacus_mlp`'s grid, K ~ TNB(ETA, NU) runs, the best on the validation rows released
+with its learning rate, clipping norm and accuracy.
 
 The author's claim: the run as DP-SGD, `DpsgdBase(NOISE, STEPS, RATE)`, and the tuning interval's
 upper end for K ~ TNB(ETA, NU) (any score).
@@ -78,7 +80,10 @@ def train(
     X, y = train_data
     for _ in range(STEPS):
         rows = torch.rand(len(X)) < RATE  # Poisson sampling
-        summed = privatize(per_example_grads(model, X[rows], y[rows]), clip, canary)
+        grads = per_example_grads(model, X[rows], y[rows])
+        # the canary's own example, when it takes part, before the author's clipping:
+        grads = canary.examples(grads, sample_rate=RATE, max_grad_norm=clip)
+        summed = privatize(grads, clip, canary)
         with torch.no_grad():
             for p, g in zip(model.parameters(), summed):
                 p.sub_(lr * g / (RATE * len(X)))
