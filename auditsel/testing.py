@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, cast
 
 from attacks.proxies import make_proxy
-from auditsel.auditing.lower import LowerBound, audit_scores
+from auditsel.auditing.lower import LowerBound, audit_scores, check_levels
 from auditsel.auditing.rules import threshold_rule
 from auditsel.errors import ConfigError, percent
 from auditsel.experiments.config import parse_config
@@ -152,6 +152,7 @@ def audit(
         protocol = resolve(delta)
     game = cast(GameProtocol, protocol)  # not a Pipeline: it has release()
     proxy = proxy if proxy is not None else _default_proxy(game)
+    check_levels(confidence, delta)  # a bad delta or confidence is refused before the games
     record = run_game(game, proxy, trials, seed, execution=ExecutionOptions(jobs=jobs))
     if isinstance(rule, str):  # the split's seed: the game's (independent streams of it)
         rule = threshold_rule(rule, seed=seed)

@@ -4,6 +4,7 @@ are no import cycles, and an import inside a function only defers a heavy or opt
 
 import ast
 import fnmatch
+import functools
 import re
 import subprocess
 import sys
@@ -205,6 +206,13 @@ def _is_type_checking(node) -> bool:
 def runtime_imports(path: Path) -> list[tuple[ast.stmt, bool]]:
     """Every import statement that runs (not under `if TYPE_CHECKING:`), with whether it is
     inside a function."""
+    return list(_runtime_imports(path.read_text()))
+
+
+@functools.cache
+def _runtime_imports(text: str) -> tuple[tuple[ast.stmt, bool], ...]:
+    # each source parsed once per session (by its text): `loads` walks the same modules for
+    # every function-local import; the nodes are only read
     out = []
 
     def visit(node, in_function):
@@ -223,8 +231,8 @@ def runtime_imports(path: Path) -> list[tuple[ast.stmt, bool]]:
         )
         visit(child, nested)
 
-    visit(ast.parse(path.read_text()), False)
-    return out
+    visit(ast.parse(text), False)
+    return tuple(out)
 
 
 def targets(node, known) -> set[str]:

@@ -103,14 +103,17 @@ def lines_index(m: ArrayLike, c: ArrayLike) -> Callable[[ArrayLike], np.ndarray]
     so the bounds that use it stay upper bounds."""
     m, c = np.asarray(m, dtype=float), np.asarray(c, dtype=float)
     order = np.lexsort((c, -m))  # slope decreasing, then intercept increasing
+    # the scan reads Python floats (the same doubles, the same arithmetic): numpy's scalar
+    # indexing made it ten times slower
+    ms, cs = m.tolist(), c.tolist()
     hull: list[int] = []
     for i in order.tolist():
-        if hull and m[i] == m[hull[-1]]:
+        if hull and ms[i] == ms[hull[-1]]:
             continue  # same slope, intercept no smaller
         while len(hull) >= 2:
             a, b = hull[-2], hull[-1]
             # b is useless when line i meets a no later than b does
-            if (c[i] - c[a]) * (m[a] - m[b]) <= (c[b] - c[a]) * (m[a] - m[i]):
+            if (cs[i] - cs[a]) * (ms[a] - ms[b]) <= (cs[b] - cs[a]) * (ms[a] - ms[i]):
                 hull.pop()
             else:
                 break

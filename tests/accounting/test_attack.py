@@ -426,8 +426,15 @@ def test_interval_ends_and_sources():
 # --- Laplace bases ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("b", [0.5, 1.0, 2.0])
-@pytest.mark.parametrize("delta", [1e-8, 1e-4, 0.1])
+@pytest.mark.parametrize(
+    "b, delta",
+    [
+        # the diagonal of the 3 x 3 grid by default (each b and each delta once)
+        (pytest.param(b, d, marks=pytest.mark.slow) if i != j else (b, d))
+        for i, b in enumerate([0.5, 1.0, 2.0])
+        for j, d in enumerate([1e-8, 1e-4, 0.1])
+    ],
+)
 def test_laplace_one_run_is_the_laplace_pairs_epsilon(b, delta):
     """K = 1, one step: the Laplace pair's own epsilon, 1/b + 2 log(1 - delta) in closed form
     (its hockey stick is 1 - e^((eps - 1/b)/2) for eps <= 1/b): never above, within 1e-6."""
@@ -439,7 +446,14 @@ def test_laplace_one_run_is_the_laplace_pairs_epsilon(b, delta):
 
 
 @pytest.mark.parametrize(
-    "b, steps, q", [(1.0, 1, 0.1), (0.5, 1, 0.3), (1.0, 3, 1.0), (0.7, 4, 0.2)]
+    "b, steps, q",
+    [
+        (1.0, 1, 0.1),
+        # reason: 2.7 CPU s; one subsampled step and several subsampled steps by default
+        pytest.param(0.5, 1, 0.3, marks=pytest.mark.slow),
+        pytest.param(1.0, 3, 1.0, marks=pytest.mark.slow),
+        (0.7, 4, 0.2),
+    ],
 )
 def test_laplace_one_run_between_dp_accountings_optimistic_and_pessimistic_pld(b, steps, q):
     """K = 1: the run itself, N (subsampled) Laplace steps. dp_accounting's pessimistic PLD is

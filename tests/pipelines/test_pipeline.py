@@ -372,23 +372,29 @@ def test_checkpoints_resume_and_an_edited_function_is_refused(tmp_path):
 # --- the user's errors ------------------------------------------------------------------------
 
 
-def test_an_exception_in_the_users_pipeline_names_the_function_and_the_game():
+@pytest.mark.parametrize(
+    # reason: two fresh worker processes that import torch (6 CPU s); an exception on a worker
+    # is named through the CLI by default (test_pipeline_cli), in this process here
+    "jobs",
+    [1, pytest.param(2, marks=pytest.mark.slow)],
+)
+def test_an_exception_in_the_users_pipeline_names_the_function_and_the_game(jobs):
     seeds = [game_seed(0, g) for g in range(40)]
     first_bad = next(g for g, s in enumerate(seeds) if s % 5 == 0)
-    for jobs in (1, 2):
-        with pytest.raises(PipelineError) as err:
-            audit_pipeline(
-                Pipeline(blows_up, release_itself, data=None, canary=DIRAC),
-                games=40,
-                delta=0,
-                execution=ExecutionOptions(jobs=jobs, chunk_size=40),
-            )
-        text = str(err.value)
-        assert (
-            text.startswith("tune: ") and "test_pipeline.blows_up raised ZeroDivisionError" in text
+    with pytest.raises(PipelineError) as err:
+        audit_pipeline(
+            Pipeline(blows_up, release_itself, data=None, canary=DIRAC),
+            games=40,
+            delta=0,
+            execution=ExecutionOptions(jobs=jobs, chunk_size=40),
         )
-        assert f"game {first_bad} (seed {seeds[first_bad]}" in text
-        assert "test_pipeline.py:" in text and "the user's bug" in text
+    text = str(err.value)
+    assert text.startswith("tune: ") and "test_pipeline.blows_up raised ZeroDivisionError" in text
+    assert f"game {first_bad} (seed {seeds[first_bad]}" in text
+    assert "test_pipeline.py:" in text and "the user's bug" in text
+
+
+def test_a_nan_score_names_the_function_and_the_game():
     with pytest.raises(PipelineError, match="score: .*nan_score returned NaN in game 0"):
         audit_pipeline(
             Pipeline(dpsgd_no_data, nan_score, data=None, canary=DIRAC), games=10, delta=0

@@ -451,7 +451,16 @@ def test_one_pipeline_gives_the_same_numbers_in_every_backend(jobs, backend):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
-@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["audit-pipeline", "--help"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        # reason: two fresh interpreters each (3 CPU s); a command's --help prints by the same
+        # path as the top level's, kept by default with --version
+        pytest.param(["--help"], marks=pytest.mark.slow),
+        ["--version"],
+        ["audit-pipeline", "--help"],
+    ],
+)
 def test_a_full_stdout_is_exit_74_for_help_too(argv):
     for buffered in ("", "1"):
         env = {**_env(), "PYTHONUNBUFFERED": buffered}
