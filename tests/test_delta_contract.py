@@ -487,6 +487,11 @@ EXEMPT = {
     "auditsel.accounting.score_search.ScoreSearch._evaluate": "private: best's checked deltas",
     "auditsel.accounting.attack.split_epsilons": "runs ScoreSearch.best on its deltas, which "
     "checks them (listed above)",
+    "auditsel.accounting.coin_search.CoinResult.__init__": "a result record",
+    "auditsel.accounting.coin_search.coin_search": "run by attack (listed above) on the deltas it "
+    "has checked, and checks them again (check_deltas)",
+    "auditsel.accounting.coin_search.certify": "one coin score's pieces at coin_search's checked "
+    "deltas",
     "auditsel.accounting.interval.TuningEpsilon.__init__": "a result record",
     "auditsel.accounting.panel.Panel.__init__": "a result record",
     "auditsel.pipelines.opacus.OpacusRun.__init__": "a result record",
