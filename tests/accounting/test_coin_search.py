@@ -159,7 +159,9 @@ def test_the_interval_names_what_the_coin_value_bounds():
     assert iv.lower > attack_epsilon(pair, law, DELTA) and iv.lower <= iv.upper
     # the attack value for the finite pair itself is unchanged: the coin is read only by the
     # interval's lower end
-    assert attack_epsilon(pair, law, DELTA) == attack(pair, law, DELTA, scores="deterministic").epsilon
+    assert (
+        attack_epsilon(pair, law, DELTA) == attack(pair, law, DELTA, scores="deterministic").epsilon
+    )
     assert "released" in with_one_run(attack(pair, law, DELTA)).describe()
 
 
