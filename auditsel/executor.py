@@ -223,6 +223,8 @@ def in_pieces(fn: Callable[[int, int], None], size: int, workers: int, pieces: i
         fn(0, size)
         return
     if _PIECES_POOL is None or _PIECES_POOL_SIZE < workers - 1:
+        if _PIECES_POOL is not None:  # a smaller pool: its idle threads end, not leak
+            _PIECES_POOL.shutdown(wait=False)
         _PIECES_POOL = ThreadPoolExecutor(workers - 1, thread_name_prefix="auditsel-pieces")
         _PIECES_POOL_SIZE = workers - 1
     bounds = np.linspace(0, size, pieces + 1).astype(int).tolist()

@@ -99,3 +99,25 @@ def test_a_failing_piece_raises_in_the_caller(two_threads):
     cover = np.zeros(16, int)
     in_pieces(lambda r0, r1: cover.__setitem__(slice(r0, r1), cover[r0:r1] + 1), 16, 2, 8)
     assert cover.tolist() == [1] * 16  # every row once
+
+
+def test_a_larger_pool_ends_the_smaller_one():
+    """in_pieces keeps one pool for the next call; when a call needs more workers, the smaller
+    pool it replaces is shut down (its threads end) instead of left idle until exit."""
+    import auditsel.executor as ex
+
+    cover = np.zeros(12, int)
+
+    def mark(r0, r1):
+        cover[r0:r1] += 1
+
+    in_pieces(mark, 12, 2, 4)
+    small = ex._PIECES_POOL
+    if small is None or ex._PIECES_POOL_SIZE != 1:  # a larger pool from an earlier test: reset
+        ex._PIECES_POOL, ex._PIECES_POOL_SIZE = None, 0
+        in_pieces(mark, 12, 2, 4)
+        small = ex._PIECES_POOL
+    in_pieces(mark, 12, 3, 6)
+    assert ex._PIECES_POOL is not small and ex._PIECES_POOL_SIZE == 2
+    assert small is not None and small._shutdown  # ThreadPoolExecutor's flag, set by shutdown()
+    assert set(cover.tolist()) == {cover[0]}  # every row as often as every other
