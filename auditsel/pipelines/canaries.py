@@ -128,7 +128,7 @@ class Canary:
         names: Sequence[str] | None = None,
     ) -> list[Any]:
         """One step of a hand-written DP-SGD loop, before clipping: the per-example gradients
-        `grads` (one [rows, *shape] tensor or array per parameter), with the canary's own
+        `grads` (one `[rows, *shape]` tensor or array per parameter), with the canary's own
         example gradient appended as one more row when it takes part (a no-op for canaries that
         do not act on gradients); clip, sum and noise what it returns."""
         return list(grads)
@@ -464,7 +464,7 @@ class GradientCanary(Canary):
         max_grad_norm: Any,
         names: Sequence[str] | None = None,
     ) -> list[Any]:
-        """The per-example gradients `grads` (one [rows, *shape] tensor or array per
+        """The per-example gradients `grads` (one `[rows, *shape]` tensor or array per
         parameter, in parameter order) with, when the canary is in and Poisson sampling takes
         it (probability `sample_rate`), one more row: the canary's example gradient, THROUGH x
         C (the step's clipping norm, the parameter's own under per-layer clipping) at its
