@@ -38,9 +38,17 @@ def test_table4_reference_is_complete_and_markdown_renders():
 
 def test_markdown_prints_percentages_with_the_digits_the_code_promises():
     """A percentage of an epsilon moves 100 / epsilon times as much as the epsilon between
-    vector units (issue 37): columns named with the word pct print 2 decimals, the others
+    vector units (issue 37): columns named with the word pct print 2 decimals, width columns 3
+    (a width straddled the 4th decimal's rounding boundary under the avx2 profile), the others
     `digits`."""
-    row = {"width": 0.123456, "width_pct": 19.083776, "width_pct_monotone": 33.518448, "pct": 1.0}
+    row = {
+        "width": 0.123456,
+        "width_pct": 19.083776,
+        "width_pct_monotone": 33.518448,
+        "pct": 1.0,
+        "eps": 0.123456,
+    }
     cells = to_markdown([row], digits=4).splitlines()[2].strip("| ").split(" | ")
-    assert cells == ["0.1235", "19.08", "33.52", "1.00"]
+    assert cells == ["0.123", "19.08", "33.52", "1.00", "0.1235"]
     assert to_markdown([{"x_pct": 5.0}], digits=1).splitlines()[2] == "| 5.0 |"
+    assert to_markdown([{"width": 0.5}], digits=1).splitlines()[2] == "| 0.5 |"

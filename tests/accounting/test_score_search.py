@@ -287,7 +287,7 @@ def test_certified_curve_and_epsilon_agree_for_the_worst_score():
 
 def test_bad_input_is_a_config_error():
     pair, law = GaussianBase(1.0), Poisson(3.0)
-    with pytest.raises(ConfigError, match="^scores: must be one of any, monotone"):
+    with pytest.raises(ConfigError, match="^scores: must be one of any, deterministic, monotone"):
         attack(pair, law, 1e-5, scores="best")
     with pytest.raises(ConfigError, match="^resolution: must be"):
         attack(pair, law, 1e-5, resolution=1)
