@@ -190,9 +190,12 @@ def interval_lines(result: dict) -> list[str]:
         return []
     upper = "inf (no rigorous bound applies)" if iv["upper"] is None else _fmt(iv["upper"])
     width = "inf" if iv["width"] is None else _fmt(iv["width"])
+    scores = "any score"
+    if (result.get("attack") or {}).get("method") == "coin_search":  # the lower end's assumption
+        scores += " (the lower end for a base that releases a coin with each run)"
     return [
         f"interval: the tuning run's epsilon lies in [{_fmt(iv['lower'])}, {upper}] "
-        f"(width {width}) for any score; report {upper}.",
+        f"(width {width}) for {scores}; report {upper}.",
         f"  lower: {iv['lower_source']}",
         f"  upper: {iv['upper_source'] or 'none'}",
     ]

@@ -329,3 +329,15 @@ def test_the_readme_quotes_the_committed_gaussian_row():
     for key in ("monotone", "attack", "generic_rdp", "interval_upper"):
         assert f"{first[key]:.4f}" in readme, key
     assert first["monotone"] < first["attack"] <= first["interval_upper"] <= first["generic_rdp"]
+
+
+def test_a_coin_lower_end_names_its_assumption_on_the_interval_line():
+    """Where the interval's lower end is the coin search's (a lower bound for the base with a
+    released coin), the interval line itself says so, not only the lower end's source line."""
+    from auditsel.results.report import interval_lines
+
+    iv = {"lower": 2.9, "lower_source": "x", "upper": 3.0, "upper_source": "y", "width": 0.1}
+    coin = interval_lines({"interval": iv, "attack": {"method": "coin_search"}})[0]
+    plain = interval_lines({"interval": iv, "attack": {"method": "score_search"}})[0]
+    assert "releases a coin with each run" in coin and "for any score; report" in plain
+    assert "coin" not in plain
