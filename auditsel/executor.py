@@ -68,6 +68,7 @@ __all__ = [
 T = TypeVar("T")
 
 BACKENDS = ("loky", "threading", "dask")
+SCHEDULER_TIMEOUT = "10s"  # how long a dask Client tries to reach a named scheduler
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -320,7 +321,7 @@ def execution_backend(
         ) from None
     if scheduler:
         try:
-            client = Client(scheduler, timeout="10s")
+            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
         except OSError as err:
             raise BackendError(f"--scheduler: cannot reach {scheduler} ({err})") from None
         cluster = None

@@ -17,3 +17,9 @@ os.environ["AUDITSEL_CACHE_DIR"] = "off"
 from auditsel.games import engine
 
 engine.CHECKPOINT_AFTER = 0.0
+
+# a dask scheduler that cannot be reached is refused after auditsel.executor.SCHEDULER_TIMEOUT
+# (10 s); the tests name a closed port (tcp://127.0.0.1:1), refused at once, so they wait 1 s
+from auditsel import executor
+
+executor.SCHEDULER_TIMEOUT = "1s"
