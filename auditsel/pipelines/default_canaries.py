@@ -97,8 +97,8 @@ BOTH: Literal["both"] = "both"
 OUTLIER = 1000.0  # the outlier's feature: this many times its scale above its mean
 PROBES = 3  # probe runs that choose the gradient canary's coordinate (no unused feature)
 THROUGH_PROBES = 15  # probe runs (torch seeded) that place a through-clipping canary
-REFERENCE = 8  # the fewest unused-feature weights that a through-clipping canary's score
-#               reads its noise from (module docstring)
+REFERENCE = 8  # the fewest unused-feature weights that a through-clipping canary reads
+#               the release's noise on (module docstring)
 HOLDER_DEPTH = 3  # levels into a release of mappings and lists searched for a model
 
 
