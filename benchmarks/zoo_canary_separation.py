@@ -7,7 +7,13 @@ GradientCanary of `canary="both"` (`auditsel.pipelines.default_canaries`), `--ga
 (seeds 1000, 1001, ...; the canary in every other one), and the separation d' (the difference of
 the means in units of the standard deviation without the canary) of three scores: the canary's
 own score (its move summed over every coordinate) and its first coordinate's move alone, per
-unit of the released lr x clip, and the canary's own score per unit of lr. About 30 CPU s per pipeline at 400 games.
+unit of the released lr x clip, and the canary's own score per unit of lr; with each, the tail
+of the games without the canary (excess kurtosis, and the fraction more than 3 standard
+deviations above their mean: 0.0013 for a normal law), which a large audit's thresholds read.
+Where the canary reads the release's noise (`GradientCanary.noise`: reference coordinates),
+the standard deviation of the log of that reading per unit of lr, clip and lr x clip over the
+games: the learned score keeps the canary's score in the units where it is least
+(`auditsel.pipelines.learned_scores`). About 30 CPU s per pipeline at 400 games.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import time
 
 import numpy as np
 import torch
+from scipy import stats
 
 from auditsel.pipelines.canaries import GradientCanary
 from auditsel.pipelines.default_canaries import default_canaries
@@ -41,10 +48,19 @@ def main() -> None:
                 m.TRAIN, seed, canary.for_game(i % 2 == 0, np.random.default_rng(seed))
             )
             if "model" in release:
-                unit = release["lr"] * release["clip"]
+                lr, clip = release["lr"], release["clip"]
                 own = canary.score(release)
+                noise = canary.noise(release) or np.nan
                 rows.append(
-                    (i % 2 == 0, own / unit, first.score(release) / unit, own / release["lr"])
+                    (
+                        i % 2 == 0,
+                        own / (lr * clip),
+                        first.score(release) / (lr * clip),
+                        own / lr,
+                        noise / lr,
+                        noise / clip,
+                        noise / (lr * clip),
+                    )
                 )
         table = np.array(rows)
         member = table[:, 0] == 1
@@ -54,7 +70,17 @@ def main() -> None:
             (3, "summed score / lr"),
         ):
             a, o = table[member, column], table[~member, column]
-            print(f"{name}: {what}: d' {(a.mean() - o.mean()) / o.std():.2f}")
+            z = (o - o.mean()) / o.std()
+            print(
+                f"{name}: {what}: d' {(a.mean() - o.mean()) / o.std():.2f}, without the canary "
+                f"excess kurtosis {stats.kurtosis(z):.2f}, P(z > 3) {np.mean(z > 3):.4f}"
+            )
+        if np.all(np.isfinite(table[:, 4:])):
+            spreads = ", ".join(
+                f"/ {unit} {np.log(table[:, column]).std():.3f}"
+                for column, unit in ((4, "lr"), (5, "clip"), (6, "(lr x clip)"))
+            )
+            print(f"{name}: the noise reading's log standard deviation {spreads}")
         print(f"{name}: {canary.describe()}, {time.process_time() - start:.0f} CPU s", flush=True)
 
 

@@ -45,7 +45,11 @@ both worlds and runs unchanged outside an audit.
   (gradient descent moves theta_i down when the canary is in), with `initial` read from the
   release when it holds the initial weights (a mapping with "model" and "initial"), else the
   canary's `initial` (0 for zero-initialised weights); plus the same move along each `spread`
-  coordinate (from `spread_initial`) when it has them.
+  coordinate (from `spread_initial`) when it has them. Its `reference` coordinates (ones that
+  only the noise moves: an unused feature's weights, from `reference_initial`) are read by
+  `noise(release)`, the root mean square of their moves: the release's own noise scale, which
+  tells the learned score what released scalars (a learning rate, a clipping norm) the moves
+  scale with (`auditsel.pipelines.learned_scores`).
 
 A score reads the release only (`score(release)`), never the coin: the audit calls it with the
 unbound canary. Every check of the canary's input (the data's format, the optimizer, the
@@ -136,6 +140,11 @@ class Canary:
     def score(self, release: Any) -> float:
         """The default attack: a real number, higher when the canary looks in."""
         raise NotImplementedError
+
+    def noise(self, release: Any) -> float | None:
+        """The release's own noise scale along coordinates that only the noise moves (a
+        `GradientCanary` with `reference` coordinates); None where the canary reads none."""
+        return None
 
     def describe(self) -> dict[str, Any]:
         """What result.json records of the canary."""
@@ -363,6 +372,10 @@ class GradientCanary(Canary):
     #: also holds, and their initial values for the score (0 where not given)
     spread: tuple[int, ...] = ()
     spread_initial: tuple[float, ...] = ()
+    #: coordinates that only the noise moves (an unused feature's weights) and their initial
+    #: values (0 where not given): `noise(release)` reads their moves' spread
+    reference: tuple[int, ...] = ()
+    reference_initial: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.coordinate is None) == (self.parameter is None):
@@ -406,6 +419,28 @@ class GradientCanary(Canary):
             )
         if self.spread and self.coordinate is None:
             raise ConfigError("spread", "goes with coordinate=i, not with parameter='name'")
+        if not isinstance(self.reference, (tuple, list)) or not isinstance(
+            self.reference_initial, (tuple, list)
+        ):
+            raise ConfigError(
+                "reference", "must be a tuple of coordinates (and reference_initial too)"
+            )
+        object.__setattr__(
+            self, "reference", tuple(integer(c, "reference", 0) for c in self.reference)
+        )
+        object.__setattr__(
+            self,
+            "reference_initial",
+            tuple(number(v, "reference_initial") for v in self.reference_initial),
+        )
+        if self.reference_initial and len(self.reference_initial) != len(self.reference):
+            raise ConfigError(
+                "reference_initial",
+                f"must give one value per reference coordinate ({len(self.reference)}), got "
+                f"{len(self.reference_initial)}",
+            )
+        if self.reference and self.coordinate is None:
+            raise ConfigError("reference", "goes with coordinate=i, not with parameter='name'")
 
     def _where(
         self, shapes: Sequence[tuple[int, ...]], names: Sequence[str] | None
@@ -530,18 +565,38 @@ class GradientCanary(Canary):
 
     def score(self, release: Any) -> float:
         """initial - theta_i: how far the released parameters moved against the canary (the
-        initial value from release["initial"] when the release is a mapping that holds it)."""
-        initial = self.initial
-        starts = self.spread_initial or (0.0,) * len(self.spread)
+        initial value from release["initial"] when the release is a mapping that holds it),
+        summed over its coordinates (`spread`)."""
         held = isinstance(release, Mapping) and "initial" in release
-        if held:
-            initial = self._coordinate_of(release["initial"])
+        initial = self._coordinate_of(release["initial"]) if held else self.initial
         moved = initial - self._coordinate_of(release)
-        for c, start in zip(self.spread, starts):
+        for move in self._moves(release, self.spread, self.spread_initial, held):
+            moved += move
+        return moved
+
+    def noise(self, release: Any) -> float | None:
+        """The root mean square of the `reference` coordinates' moves (initial - theta, as the
+        score reads them): the spread of the release's own noise along coordinates that only
+        the noise moves, in the units of the score's move per coordinate; None without
+        reference coordinates."""
+        if not self.reference:
+            return None
+        held = isinstance(release, Mapping) and "initial" in release
+        moves = self._moves(release, self.reference, self.reference_initial, held)
+        return math.sqrt(float(np.mean(np.square(moves))))
+
+    def _moves(
+        self, release: Any, coordinates: tuple[int, ...], starts: tuple[float, ...], held: bool
+    ) -> list[float]:
+        """start - theta_c of each coordinate c (the start from release["initial"] when held,
+        else `starts`, 0 where not given)."""
+        starts = starts or (0.0,) * len(coordinates)
+        out = []
+        for c, start in zip(coordinates, starts):
             if held:
                 start = self._coordinate_of(release["initial"], c)
-            moved += start - self._coordinate_of(release, c)
-        return moved
+            out.append(start - self._coordinate_of(release, c))
+        return out
 
     def _coordinate_of(self, parameters: Any, coordinate: int | None = None) -> float:
         found = _parameter_list(parameters)
@@ -559,7 +614,15 @@ class GradientCanary(Canary):
             else {"parameter": self.parameter, "index": list(self.index)}
         )
         spread = {"spread": list(self.spread)} if self.spread else {}
-        return {"kind": "gradient", **where, "norm": self.norm, "initial": self.initial, **spread}
+        reference = {"reference": list(self.reference)} if self.reference else {}
+        return {
+            "kind": "gradient",
+            **where,
+            "norm": self.norm,
+            "initial": self.initial,
+            **spread,
+            **reference,
+        }
 
 
 def _zero_row(grads: Any) -> Any:

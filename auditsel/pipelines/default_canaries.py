@@ -43,8 +43,15 @@ The choice is a heuristic for power, never for validity (any canary gives a vali
   learning rate and clipping norm is not offset by the init). Flat clipping cuts that row to norm C as any example's; a pipeline
   that clips each tensor to C lets C through in every tensor, which the canary's score (its
   move summed over the coordinates) reads; noise added before clipping is swamped by the
-  row's size. A pipeline that only calls `canary.step` (after clipping) or `attach` (Opacus)
-  gets the one-coordinate canary, as before.
+  row's size. Where the data have unused features whose weights number at least `REFERENCE`
+  beyond the canary's own (the first weight matrix's entries at every unused feature: the
+  data never move them, only the noise does), they are its `reference` (each read from its
+  median over the same probe runs): `GradientCanary.noise(release)`, their moves' root mean
+  square, is the release's own noise scale, from which the learned score takes the units of
+  the canary's score (the released scalars, e.g. the learning rate times the clipping norm,
+  that the noise scales with: `auditsel.pipelines.learned_scores`). A pipeline that only
+  calls `canary.step` (after clipping) or `attach` (Opacus) gets the one-coordinate canary, as
+  before.
 
 [NHSBTJCT23]'s Dirac canary is strongest where nothing else moves its coordinate; [CBP24]'s
 crafted gradient canaries make the same point for a hidden-state release. A pipeline
@@ -90,6 +97,8 @@ BOTH: Literal["both"] = "both"
 OUTLIER = 1000.0  # the outlier's feature: this many times its scale above its mean
 PROBES = 3  # probe runs that choose the gradient canary's coordinate (no unused feature)
 THROUGH_PROBES = 15  # probe runs (torch seeded) that place a through-clipping canary
+REFERENCE = 8  # the fewest unused-feature weights that a through-clipping canary reads
+#               the release's noise on (module docstring)
 HOLDER_DEPTH = 3  # levels into a release of mappings and lists searched for a model
 
 
@@ -222,17 +231,23 @@ def _unreadable(release: Any) -> ConfigError:
 def _unused_weight(release: Any, rows: np.ndarray) -> int | None:
     """The coordinate of the first weight matrix taking the data's features, first row, at an
     unused feature (the second where there are two); None where there is none."""
-    unused = _unused(rows)
-    if not len(unused):
-        return None
-    j = int(unused[1] if len(unused) > 1 else unused[0])
+    found = _unused_weights(release, rows)
+    return found[0] if found else None
+
+
+def _unused_weights(release: Any, rows: np.ndarray) -> list[int]:
+    """Every coordinate of the first weight matrix taking the data's features at an unused
+    feature (their data gradient is 0 in every step), row by row, in the order of `_unused`
+    from the second unused feature on, then the first; [] where there is none."""
+    unused = [int(j) for j in _unused(rows)]
+    unused = unused[1:] + unused[:1]
     offset = 0
     for parameter in _parameter_list(release):
         shape = _to_numpy(parameter).shape
         if len(shape) == 2 and shape[1] == rows.shape[1]:
-            return offset + j
+            return [offset + r * shape[1] + j for r in range(shape[0]) for j in unused]
         offset += math.prod(shape)
-    return None
+    return []
 
 
 def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCanary]:
@@ -251,7 +266,8 @@ def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCana
         raise _unreadable(release)
     release, moves = first
     X, _ = _arrays(data)
-    coordinate = _unused_weight(parameter_holder(release), X.reshape(len(X), -1))
+    rows = X.reshape(len(X), -1)
+    coordinate = _unused_weight(parameter_holder(release), rows)
     if coordinate is None:
         for seed in seeds:
             again = _moves(_probe(tune, data, listener, seed))
@@ -268,7 +284,9 @@ def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCana
             thetas.append(theta)
     if not thetas:  # no probe released parameters: the one-coordinate canary
         return person, GradientCanary(coordinate=coordinate)
-    return person, _through_clipping(coordinate, np.stack(thetas), parameter_holder(release))
+    holder = parameter_holder(release)
+    free = _unused_weights(holder, rows)
+    return person, _through_clipping(coordinate, np.stack(thetas), holder, free)
 
 
 def _seeded_probe(tune: TuneFn, data: Any, canary: Canary, seed: int) -> Any:
@@ -305,12 +323,16 @@ class _Listener(Canary):
         return list(grads)
 
 
-def _through_clipping(coordinate: int, thetas: np.ndarray, holder: Any) -> GradientCanary:
+def _through_clipping(
+    coordinate: int, thetas: np.ndarray, holder: Any, free: list[int]
+) -> GradientCanary:
     """The GradientCanary of a pipeline that lets it through its own clipping (module
     docstring): `coordinate`, and in every other parameter tensor the coordinate whose value
     varied least over the probe runs (`thetas`, one row per run: the smallest standard
     deviation, the first on ties), each with its median over the runs as its initial value
-    (robust to the runs whose learning rate and clipping norm move it most)."""
+    (robust to the runs whose learning rate and clipping norm move it most); the coordinates
+    of `free` (an unused feature's weights) that it does not hold as its `reference`, where
+    there are at least `REFERENCE` of them."""
     spread: list[int] = []
     offset = 0
     for parameter in _parameter_list(holder):
@@ -320,9 +342,14 @@ def _through_clipping(coordinate: int, thetas: np.ndarray, holder: Any) -> Gradi
             spread.append(offset + int(np.argmin(block.std(axis=0))))
         offset += size
     start = np.median(thetas, axis=0)
+    reference = [c for c in free if c != coordinate and c not in spread]
+    if len(reference) < REFERENCE:
+        reference = []
     return GradientCanary(
         coordinate=coordinate,
         initial=float(start[coordinate]),
         spread=tuple(spread),
         spread_initial=tuple(float(start[c]) for c in spread),
+        reference=tuple(reference),
+        reference_initial=tuple(float(start[c]) for c in reference),
     )

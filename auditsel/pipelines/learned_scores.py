@@ -12,7 +12,10 @@ reads (a mapping: `{"model": ..., "lr": ..., "clip": ..., "history": [...]}`),
    * the canary's own score (`canary.score`: a gradient canary's displacement, an input
      canary's minus loss), and the same divided by each released scalar and by each product of
      two (e.g. `canary score / (lr x clip)`: a weight's displacement in units of the learning
-     rate times the clipping norm, which the release itself states);
+     rate times the clipping norm, which the release itself states); where the canary reads
+     the release's own noise scale (`Canary.noise`: a `GradientCanary` with reference
+     coordinates, which only the noise moves), that reading too, raw and divided alike (a
+     guide for the choice below, never a candidate score);
    * every released number; an array: its sum, and each entry when it has at most `ENTRIES`;
      a list or tuple: its count, and the sum, max and mean of each of its entries' statistics
      (so that a list whose length varies with K, a leaderboard, is scored, not refused); a
@@ -36,7 +39,15 @@ reads (a mapping: `{"model": ..., "lr": ..., "clip": ..., "history": [...]}`),
 
 2. The choice: a pilot of `games` games (`LEARN_GAMES` by default) at `learning_seed(seed)`, a
    seed derived from the audit's and never the audit's own (its games' streams are not the
-   audit's), each game scoring the whole family. On its first half every statistic is ranked in
+   audit's), each game scoring the whole family. Where the family holds the canary's noise
+   reading, its first half first fixes the units of the canary's own score: of "canary score"
+   and its divisions, only the one whose division of the noise reading varies least in log
+   over that half stays a candidate (`_calibrated`: the units the release's noise scales with,
+   e.g. the learning rate times the clipping norm of a DP-SGD run, so that the score has one
+   spread in every game and no tail of its largest runs; the ranking below, on 100 games, is
+   a noisy choice among divisions, and a division that mixes scales has tails it cannot see).
+   On its first
+   half every statistic is ranked in
    both directions by the largest eq. 4 eps of [XWW24] at the Clopper-Pearson limits of its
    threshold tests (ties broken by the area under the ROC curve, then by the family's order);
    the best one is the score, and up to four thresholds of it chosen there are its grid
@@ -98,6 +109,7 @@ CHOICE_ALPHA = 0.4  # the Clopper-Pearson level of the ranking (80% one-sided li
 JUDGE_CONFIDENCE = 0.8  # the held-out half's limits (Bonferroni over the grid's tests)
 LEARN_TAG = 36  # mixed into the audit's seed: the learning pilot's own stream
 CANARY = "canary score"
+NOISE = "canary noise"  # the release's own noise scale, as the canary reads it (a divisor's guide)
 INITIAL = "initial"
 _CACHE: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 _CACHE_SIZE = 16
@@ -189,6 +201,17 @@ def _put_canary_score(release: Any, canary: Canary, out: dict[str, float]) -> bo
     except (ConfigError, NotImplementedError, TypeError, ValueError, IndexError, KeyError):
         return False
     return True
+
+
+def _put_noise(release: Any, canary: Canary, out: dict[str, float]) -> None:
+    """out[NOISE] = the canary's reading of the release's own noise scale (`Canary.noise`:
+    the spread of the moves of coordinates that only the noise moves), where it reads one."""
+    try:
+        noise = canary.noise(release)
+    except (ConfigError, TypeError, ValueError, IndexError, KeyError):
+        return
+    if noise is not None:
+        out[NOISE] = float(noise)
 
 
 def _scalars_of(release: Any) -> dict[str, float]:
@@ -292,7 +315,7 @@ def _divided(out: dict[str, float], scalars: dict[str, float]) -> None:
         for i, a in enumerate(names)
         for b in names[i + 1 :]
     ]
-    own = [k for k in out if k == CANARY or ("]" in k and "displacement" in k)]
+    own = [k for k in out if k in (CANARY, NOISE) or ("]" in k and "displacement" in k)]
     for key in own:
         for name, value in pairs:
             out[f"{key} / {name}"] = out[key] / value if value else 0.0
@@ -302,7 +325,8 @@ def statistics(release: Any, canary: Canary) -> dict[str, float]:
     """Every candidate statistic of a release (module docstring), in the family's order; NaN
     read as 0."""
     out: dict[str, float] = {}
-    _put_canary_score(release, canary, out)
+    if _put_canary_score(release, canary, out):
+        _put_noise(release, canary, out)
     initial = release.get(INITIAL) if isinstance(release, Mapping) else None
     _walk(release, "", out, initial, canary, 0)
     _divided(out, _scalars_of(release))
@@ -409,6 +433,32 @@ def _choose(
             if key > best[:2]:
                 best = (*key, j, sign)
     return best[2], best[3], max(best[0], 0.0)
+
+
+def _calibrated(names: tuple[str, ...], table: NDArray[np.float64]) -> NDArray[np.bool_]:
+    """The columns the choice may take (module docstring): all of them, except where the
+    canary reads the release's noise scale (NOISE): then no NOISE column (the noise is not a
+    score), and of the canary's own score only the division (by nothing, a released scalar
+    or a product of two) whose NOISE column varies least in log over these games (the
+    release's noise in the units that scale it: a score in those units has one spread in
+    every game); all the canary's divisions where no NOISE column is positive in every game."""
+    allowed = np.ones(len(names), dtype=bool)
+    if NOISE not in names:
+        return allowed
+    spreads: dict[str, float] = {}
+    for i, name in enumerate(names):
+        if name == NOISE or name.startswith(NOISE + " / "):
+            allowed[i] = False
+            column = table[:, i]
+            positive = bool(np.all(np.isfinite(column) & (column > 0)))
+            spreads[name[len(NOISE) :]] = float(np.log(column).std()) if positive else math.inf
+    unit = min(spreads, key=lambda k: spreads[k])  # the first of the least (dict order)
+    if not math.isfinite(spreads[unit]):
+        return allowed
+    for i, name in enumerate(names):
+        if name == CANARY or name.startswith(CANARY + " / "):
+            allowed[i] = name[len(CANARY) :] == unit
+    return allowed
 
 
 def held_out_tests(
@@ -518,13 +568,16 @@ def learn_score(
     scores, member = play(game, games, pilot_seed)
     table = field_columns(scores) if len(names) > 1 else scores[:, :1]
     half = games // 2
-    j, sign, chosen = _choose(table[:half], member[:half], delta)
+    allowed = _calibrated(names, table[:half])
+    j, sign, chosen = _choose(np.where(allowed, table[:half], 0.0), member[:half], delta)
     held = sign * table[half:, j]
     grid, best = _grid(sign * table[:half, j], member[:half].astype(bool), delta)
     curve = held_out_curve(grid, held, member[half:], "pilot", JUDGE_CONFIDENCE)
     judged = float(np.max(epsilon_from_rates(curve.fp, curve.fn, delta), initial=0.0))
     learned = Learned(
-        LearnedScore(names[j], sign, games, pilot_seed, len(names), chosen, judged, grid, best),
+        LearnedScore(
+            names[j], sign, games, pilot_seed, int(allowed.sum()), chosen, judged, grid, best
+        ),
         held,
         member[half:],
         float(scores[:, 1].sum()),

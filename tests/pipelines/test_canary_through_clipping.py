@@ -165,6 +165,70 @@ def test_both_spreads_the_canary_only_where_the_pipeline_hands_it_its_examples()
     assert plain.spread == () and plain.initial == 0.0
     assert spread.spread == (6,)  # the bias the data never move
     assert spread.spread_initial == (0.0,)
+    assert spread.reference == () == plain.reference  # 1 unused weight beside it: < REFERENCE
+
+
+def test_noise_reads_the_root_mean_square_of_the_reference_moves():
+    params = [torch.zeros(s) for s in SHAPES]
+    params[0].reshape(-1)[[0, 1, 2]] = torch.tensor([-3.0, 4.0, 1.0])
+    canary = GradientCanary(coordinate=5, reference=(0, 1, 2), reference_initial=(0.0, 0.0, 1.0))
+    assert canary.noise(params) == pytest.approx(math.sqrt((9 + 16 + 0) / 3))
+    assert canary.score(params) == 0.0  # the score is the move alone, as before
+    held = {"model": params, "initial": [torch.ones(s) for s in SHAPES]}  # starts read from it
+    assert canary.noise(held) == pytest.approx(math.sqrt((16 + 9 + 0) / 3))
+    assert CANARY.noise(params) is None  # no reference: no reading
+    assert canary.describe()["reference"] == [0, 1, 2]
+    with pytest.raises(ConfigError, match="reference_initial"):
+        GradientCanary(coordinate=5, reference=(0, 1), reference_initial=(0.0,))
+    with pytest.raises(ConfigError, match="reference"):
+        GradientCanary(coordinate=5, reference=(-1,))
+
+
+def test_both_reads_the_noise_on_every_unused_feature_weight_it_does_not_hold():
+    """Where the data have unused features, every first-layer weight at one (the data
+    gradient there is 0 in every step) that the through-clipping canary does not hold is its
+    reference, each from its median over the probe runs."""
+    from auditsel.pipelines.default_canaries import REFERENCE
+
+    unused = (5, 7, 2)  # the canary's coordinate is at the second unused feature (5)
+    X = np.random.default_rng(1).normal(size=(40, 10))
+    X[:, list(unused)] = 0.0
+    y = (X[:, 0] > 0).astype(np.int64)
+
+    def tune(data, seed, canary):
+        Xd, _ = canary.prepare(data)
+        rng = np.random.default_rng(seed)
+        w = [np.zeros((4, 10)), np.zeros(4)]
+        grads = [rng.normal(size=(len(Xd), 4, 10)), rng.normal(size=(len(Xd), 4))]
+        grads[0][:, :, list(unused)] = 0.0
+        grads = canary.examples(grads, sample_rate=1.0, max_grad_norm=1.0)
+        noise = [rng.normal(size=(4, 10)), rng.normal(size=4)]
+        return {"model": [a - 0.1 * (g.sum(0) + z) for a, g, z in zip(w, grads, noise)]}
+
+    _, canary = default_canaries(tune, (X, y))
+    assert canary.coordinate == 5
+    expected = [r * 10 + j for r in range(4) for j in unused if r * 10 + j != 5]
+    assert list(canary.reference) == expected and len(expected) >= REFERENCE
+    assert not set(canary.reference) & {canary.coordinate, *canary.spread}
+    assert len(canary.reference_initial) == len(expected)
+
+
+def test_the_zoos_reference_weights_get_no_data_gradient_from_any_training_row():
+    """`noise_before_clip`: the route's canary reads its noise on 23 first-layer weights at the
+    digits' unused pixels, which no training row's gradient moves (exactly 0), while the
+    coordinates it holds in the other tensors are moved by the data."""
+    from auditsel.reproductions.bugzoo import hand_dpsgd, noise_before_clip
+
+    _, canary = default_canaries(noise_before_clip.tune, noise_before_clip.TRAIN)
+    model = hand_dpsgd.fixed_mlp(**noise_before_clip.SHAPE)
+    X, y = noise_before_clip.TRAIN
+    grads = torch.cat(
+        [g.reshape(len(X), -1) for g in hand_dpsgd.per_example_grads(model, X, y)], dim=1
+    )
+    assert len(canary.reference) == 3 * 8 - 1  # 3 unused pixels x 8 hidden units, less its own
+    assert float(grads[:, list(canary.reference)].abs().max()) == 0.0
+    assert float(grads[:, canary.coordinate].abs().max()) == 0.0
+    assert float(grads[:, list(canary.spread)].abs().max()) > 0.0
 
 
 def test_the_zoos_per_tensor_loop_lets_the_route_canary_through_at_c_in_every_tensor():

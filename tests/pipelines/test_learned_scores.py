@@ -281,3 +281,94 @@ def test_the_learned_score_reads_every_run_per_unit_of_its_learning_rate():
     kw = dict(delta=DELTA)
     plan = plan_pipeline(Pipeline(every_run, **kw_on), games=1000, claimed_epsilon=one_run, **kw)
     assert "'runs[*].canary score / lr" in plan.score
+
+
+GRID = [(lr, clip) for lr in (2.0, 5.0, 10.0) for clip in (0.5, 1.0, 2.0)]
+WIDTH = 12  # coordinate 0 the canary's, 2..11 its reference (only the noise moves them)
+
+
+def scaled_run(data, seed, canary):
+    """A DP-SGD-like run at a (learning rate, clipping norm) drawn from GRID: every move is
+    lr x (the canary's C when it is in + noise C / 2), so the noise scales with lr x clip."""
+    rng = np.random.default_rng(seed)
+    lr, clip = GRID[int(rng.integers(len(GRID)))]
+    grads = [np.zeros(WIDTH)]
+    canary.step(grads, sample_rate=1.0, max_grad_norm=clip)
+    theta = -lr * (grads[0] + rng.normal(0, clip / 2, WIDTH))
+    return {"model": Linear(theta), "lr": lr, "clip": clip, "accuracy": float(rng.random())}
+
+
+def reference_canary():
+    from auditsel import GradientCanary
+
+    return GradientCanary(coordinate=0, reference=tuple(range(2, WIDTH)))
+
+
+def test_the_noise_reading_in_units_of_lr_x_clip_is_the_same_whatever_lr_and_clip():
+    """The canary's noise reading and score divided by lr x clip do not change when the
+    learning rate and clipping norm scale every move (the units the noise scales with)."""
+    canary = reference_canary()
+    moves = np.random.default_rng(0).normal(size=WIDTH)
+    seen = []
+    for lr, clip in GRID:
+        got = statistics({"model": Linear(-lr * clip * moves), "lr": lr, "clip": clip}, canary)
+        assert got["canary noise"] == pytest.approx(lr * clip * np.sqrt(np.mean(moves[2:] ** 2)))
+        seen.append((got["canary noise / (lr x clip)"], got["canary score / (lr x clip)"]))
+    assert np.ptp(np.array(seen), axis=0) == pytest.approx([0.0, 0.0], abs=1e-12)
+    from auditsel import GradientCanary
+
+    plain = statistics({"model": Linear(moves), "lr": 1.0}, GradientCanary(coordinate=0))
+    assert not any("canary noise" in k for k in plain)  # no reference: no reading
+
+
+def test_calibration_keeps_the_canary_score_in_the_units_its_noise_scales_with():
+    """Of the canary score's divisions only the one whose noise reading varies least in log
+    stays a candidate, and no noise column does; without a noise reading nothing is dropped,
+    and where a reading is not positive in every game every division stays."""
+    from auditsel.pipelines.learned_scores import _calibrated
+
+    rng = np.random.default_rng(0)
+    runs = [GRID[i] for i in rng.integers(len(GRID), size=100)]
+    lr, clip = np.array(runs).T
+    noise = lr * clip * np.exp(rng.normal(0, 0.05, 100))
+    columns = {
+        "canary score": rng.normal(size=100),
+        "canary noise": noise,
+        "lr": lr,
+        "canary score / lr": rng.normal(size=100),
+        "canary score / (lr x clip)": rng.normal(size=100),
+        "canary noise / lr": noise / lr,
+        "canary noise / (lr x clip)": noise / (lr * clip),
+    }
+    names = tuple(columns)
+    table = np.stack(list(columns.values()), axis=1)
+    allowed = dict(zip(names, _calibrated(names, table)))
+    assert [n for n, a in allowed.items() if a] == ["lr", "canary score / (lr x clip)"]
+    plain = tuple(n for n in names if "noise" not in n)
+    assert _calibrated(plain, table[:, [names.index(n) for n in plain]]).all()
+    table[3, names.index("canary noise")] = 0.0  # a game with no noise: raw unusable
+    table[3, names.index("canary noise / lr")] = 0.0
+    table[3, names.index("canary noise / (lr x clip)")] = 0.0
+    allowed = dict(zip(names, _calibrated(names, table)))
+    assert [n for n, a in allowed.items() if a] == [
+        "canary score",
+        "lr",
+        "canary score / lr",
+        "canary score / (lr x clip)",
+    ]
+
+
+def test_the_learned_score_reads_the_canary_in_the_units_of_its_noise(monkeypatch):
+    """A run whose noise scales with lr x clip over a grid: the learning pilot's choice is the
+    canary score per unit of lr x clip (the scale-free one), which its noise reading names, at
+    every seed (ranked on 100 games alone, the choice at seed 2 is 'canary score / clip')."""
+    for seed in range(4):
+        monkeypatch.setattr(learned_scores, "_CACHE", {})
+        plan = plan_pipeline(
+            Pipeline(scaled_run, data=DATA, canary=reference_canary()),
+            games=1000,
+            delta=DELTA,
+            claimed_epsilon=CLAIM,
+            statistics=AuditOptions(seed=seed),
+        )
+        assert plan.score.startswith("'canary score / (lr x clip)'"), seed
