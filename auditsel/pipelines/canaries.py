@@ -403,44 +403,28 @@ class GradientCanary(Canary):
         if self.norm is not None:
             object.__setattr__(self, "norm", number(self.norm, "norm", 0, math.inf, lo_open=True))
         object.__setattr__(self, "initial", number(self.initial, "initial"))
-        if not isinstance(self.spread, (tuple, list)) or not isinstance(
-            self.spread_initial, (tuple, list)
-        ):
-            raise ConfigError("spread", "must be a tuple of coordinates (and spread_initial too)")
-        object.__setattr__(self, "spread", tuple(integer(c, "spread", 0) for c in self.spread))
-        object.__setattr__(
-            self, "spread_initial", tuple(number(v, "spread_initial") for v in self.spread_initial)
-        )
-        if self.spread_initial and len(self.spread_initial) != len(self.spread):
+        for field in ("spread", "reference"):
+            self._check_coordinates(field)
+
+    def _check_coordinates(self, field: str) -> None:
+        """Validate the extra coordinates `field` ("spread" or "reference") and their initial
+        values (`field`_initial): a tuple of coordinates, one initial value each where given,
+        only beside coordinate=i."""
+        coordinates, starts = getattr(self, field), getattr(self, f"{field}_initial")
+        if not isinstance(coordinates, (tuple, list)) or not isinstance(starts, (tuple, list)):
+            raise ConfigError(field, f"must be a tuple of coordinates (and {field}_initial too)")
+        coordinates = tuple(integer(c, field, 0) for c in coordinates)
+        starts = tuple(number(v, f"{field}_initial") for v in starts)
+        object.__setattr__(self, field, coordinates)
+        object.__setattr__(self, f"{field}_initial", starts)
+        if starts and len(starts) != len(coordinates):
             raise ConfigError(
-                "spread_initial",
-                f"must give one value per spread coordinate ({len(self.spread)}), got "
-                f"{len(self.spread_initial)}",
+                f"{field}_initial",
+                f"must give one value per {field} coordinate ({len(coordinates)}), got "
+                f"{len(starts)}",
             )
-        if self.spread and self.coordinate is None:
-            raise ConfigError("spread", "goes with coordinate=i, not with parameter='name'")
-        if not isinstance(self.reference, (tuple, list)) or not isinstance(
-            self.reference_initial, (tuple, list)
-        ):
-            raise ConfigError(
-                "reference", "must be a tuple of coordinates (and reference_initial too)"
-            )
-        object.__setattr__(
-            self, "reference", tuple(integer(c, "reference", 0) for c in self.reference)
-        )
-        object.__setattr__(
-            self,
-            "reference_initial",
-            tuple(number(v, "reference_initial") for v in self.reference_initial),
-        )
-        if self.reference_initial and len(self.reference_initial) != len(self.reference):
-            raise ConfigError(
-                "reference_initial",
-                f"must give one value per reference coordinate ({len(self.reference)}), got "
-                f"{len(self.reference_initial)}",
-            )
-        if self.reference and self.coordinate is None:
-            raise ConfigError("reference", "goes with coordinate=i, not with parameter='name'")
+        if coordinates and self.coordinate is None:
+            raise ConfigError(field, "goes with coordinate=i, not with parameter='name'")
 
     def _where(
         self, shapes: Sequence[tuple[int, ...]], names: Sequence[str] | None
