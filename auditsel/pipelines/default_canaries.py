@@ -24,13 +24,15 @@ The choice is a heuristic for power, never for validity (any canary gives a vali
     them, by far more than the noise moves it, and dominates the mean loss over the rows. A
     pipeline that monitors its training loss (early stopping on it: the bug zoo's
     `early_stop_loss`) sees it rise from the first steps when the canary is in, and stops at
-    its earliest; on the far feature alone the canary's loss is a random walk of the noise
-    (the zoo's `early_stop_loss` was not refuted with it: its runs stopped alike in and out).
-    Omitted where y has one label or the two means are equal. SIDE = 1: at 1/2, 3 of 293
-    runs of `early_stop_loss` with the canary stopped at step 8 (its audit at 2,000 games
-    per canary certified 3.852 against the claim 4.406), at 1 none after step 5
-    (`benchmarks/zoo_early_stop_canary.py`), while `oversampled_class`'s plan, read on the
-    far feature's weight, went from 419 to 585 games to refute;
+    its earliest. On the far feature alone the canary's loss is a random walk of the noise:
+    runs with it stopped at any step, 9 of 190 at the earliest (none of 190 without it), and
+    `early_stop_loss` was not refuted (eps_L 0.547 at 300 games per canary). Omitted where y
+    has one label or the two means are equal. SIDE = 1: at 1/2, 166 of 190 runs with the
+    canary stopped at the earliest and the others up to step 8, and the route's audit at
+    2,000 games per canary certified 3.852 against the claim 4.406; at 1, 185 of 190 and the
+    others by step 6 (`python benchmarks/zoo_early_stop_canary.py --games 200 --side S`), and
+    it refuted at 2,000 (eps_L 4.771), while `oversampled_class`'s plan, read on the far
+    feature's weight, went from 419 to 585 games to refute;
   Far out on purpose: a pipeline that clips each example's gradient caps it at C whatever its
   size (a linear model's: about 1 / sqrt(1 + SIDE^2) of it, 0.71 C, on the far feature's
   weight), so a large outlier costs a correct pipeline nothing, while one that does not clip
