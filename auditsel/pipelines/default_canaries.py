@@ -11,15 +11,34 @@ The choice is a heuristic for power, never for validity (any canary gives a vali
 
 * the InputCanary is an outlier person built from `data` ((X, y) arrays or tensors, or a
   TensorDataset of two tensors) to dominate what a pipeline computes from its rows (its loss,
-  a feature's scale): the mean row, with one feature set `OUTLIER` times the larger of the most
-  variable feature's standard deviation and the mean row's norm above its mean, so that this
-  feature carries most of the canary's gradient. Far out on purpose: a pipeline that clips
-  each example's gradient caps it at C whatever its size, so a large outlier costs a correct
-  pipeline nothing, while one that does not clip (or clips the batch) lets it through at full
-  size (the bug zoo's `batch_clipping`: a 200-game pilot planned E[eps_L] 0 at 1,000 games with
-  4 times the scale, 1.99 with 1000 times; the same beyond). The feature is an unused one (0 in every row:
-  the data never move the weights it feeds) where the data have one, else the least variable
-  (the first such); its label the least frequent one of y (the first on ties);
+  a feature's scale), with the least frequent label of y (the first on ties). It is the mean
+  row, moved two ways, each in units of `far` = `OUTLIER` times the larger of the most variable
+  feature's standard deviation and the mean row's norm:
+  - the far feature, `far` above its mean: an unused one (0 in every row: the data never move
+    the weights it feeds, so that the canary's gradient there is moved by nothing but the
+    noise) where the data have one, else the least variable (the first such);
+  - `SIDE` x `far` along the unit vector from its label's mean row to the other labels' mean
+    row (the far feature left out): the side the data associate with the other labels, where
+    training on the data moves the weights against the canary's label, so that its loss (the
+    loss of a wrong-side point, linear in its distance) rises at every step the data move
+    them, by far more than the noise moves it, and dominates the mean loss over the rows. A
+    pipeline that monitors its training loss (early stopping on it: the bug zoo's
+    `early_stop_loss`) sees it rise from the first steps when the canary is in, and stops at
+    its earliest. On the far feature alone the canary's loss is a random walk of the noise:
+    runs with it stopped at any step, 9 of 190 at the earliest (none of 190 without it), and
+    `early_stop_loss` was not refuted (eps_L 0.547 at 300 games per canary). Omitted where y
+    has one label or the two means are equal. SIDE = 1: at 1/2, 166 of 190 runs with the
+    canary stopped at the earliest and the others up to step 8, and the route's audit at
+    2,000 games per canary certified 3.852 against the claim 4.406; at 1, 185 of 190 and the
+    others by step 6 (`python benchmarks/zoo_early_stop_canary.py --games 200 --side S`), and
+    it refuted at 2,000 (eps_L 4.771), while `oversampled_class`'s plan, read on the far
+    feature's weight, went from 419 to 585 games to refute;
+  Far out on purpose: a pipeline that clips each example's gradient caps it at C whatever its
+  size (a linear model's: about 1 / sqrt(1 + SIDE^2) of it, 0.71 C, on the far feature's
+  weight), so a large outlier costs a correct pipeline nothing, while one that does not clip
+  (or clips the batch) lets it through at full size (the bug zoo's `batch_clipping`: a
+  200-game pilot planned E[eps_L] 0 at 1,000 games with 4 times the scale, 1.99 with 1000
+  times; the same beyond);
 * the GradientCanary's coordinate is one where the data do not move the weights: where the data
   have an unused feature (0 in every row) and the released parameters hold a weight matrix
   whose rows take the data's features (the first such, in parameter order), that matrix's first
@@ -87,6 +106,7 @@ from auditsel.pipelines.release_scores import PROBE_SEED
 __all__ = [
     "BOTH",
     "OUTLIER",
+    "SIDE",
     "default_canaries",
     "outlier_example",
     "parameter_holder",
@@ -94,7 +114,8 @@ __all__ = [
 ]
 
 BOTH: Literal["both"] = "both"
-OUTLIER = 1000.0  # the outlier's feature: this many times its scale above its mean
+OUTLIER = 1000.0  # the outlier's far feature: this many times its scale above its mean
+SIDE = 1.0  # its move to the other labels' side: this multiple of the far feature's offset
 PROBES = 3  # probe runs that choose the gradient canary's coordinate (no unused feature)
 THROUGH_PROBES = 15  # probe runs (torch seeded) that place a through-clipping canary
 REFERENCE = 8  # the fewest unused-feature weights that a through-clipping canary reads
@@ -146,19 +167,36 @@ def _unused(rows: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.all(rows == 0, axis=0))
 
 
+def _wrong_side(rows: np.ndarray, mine: np.ndarray, far: int) -> np.ndarray | None:
+    """The unit vector from the mean row of the canary's label (`mine`, a mask) to the mean
+    row of the others, the `far` feature left out: the side the data associate with the other
+    labels; None where there is none (one label, or the two means equal)."""
+    if mine.all() or not mine.any():
+        return None
+    gap = rows[~mine].mean(axis=0) - rows[mine].mean(axis=0)
+    gap[far] = 0.0
+    norm = float(np.linalg.norm(gap))
+    return gap / norm if norm > 0 else None
+
+
 def outlier_example(data: Any) -> InputCanary:
     """The InputCanary of "both" (module docstring): the mean row with one feature (an unused
-    one where there is one, else the least variable) set far above its mean, and the least
-    frequent label."""
+    one where there is one, else the least variable) set far above its mean, moved `SIDE` times
+    as far towards the other labels' mean row, and the least frequent label."""
     X, y = _arrays(data)
     rows = X.reshape(len(X), -1)
+    labels_of = y.reshape(len(y), -1)
     spread = rows.std(axis=0)
     x = rows.mean(axis=0)
     unused = _unused(rows)
     j = int(unused[0]) if len(unused) else int(np.argmin(spread))
-    x[j] += OUTLIER * (max(float(spread.max()), float(np.linalg.norm(x))) or 1.0)
-    labels, counts = np.unique(y.reshape(len(y), -1), axis=0, return_counts=True)
+    far = OUTLIER * (max(float(spread.max()), float(np.linalg.norm(x))) or 1.0)
+    labels, counts = np.unique(labels_of, axis=0, return_counts=True)
     label = labels[int(np.argmin(counts))]
+    side = _wrong_side(rows, np.all(labels_of == label, axis=1), j)
+    x[j] += far
+    if side is not None:
+        x += SIDE * far * side
     return InputCanary(x=x.reshape(X.shape[1:]), y=label.reshape(y.shape[1:]))
 
 

@@ -49,7 +49,11 @@ reads (a mapping: `{"model": ..., "lr": ..., "clip": ..., "history": [...]}`),
    On its first
    half every statistic is ranked in
    both directions by the largest eq. 4 eps of [XWW24] at the Clopper-Pearson limits of its
-   threshold tests (ties broken by the area under the ROC curve, then by the family's order);
+   threshold tests (ties broken by the area under the ROC curve, then by the effect size, the
+   difference of the two worlds' means over their pooled standard deviation, infinite for a
+   statistic that is one constant in each world, then by the family's order: among statistics
+   that all separate the half, the one whose worlds lie furthest apart for their spread, the
+   least likely to mix on games the half did not see);
    the best one is the score, and up to four thresholds of it chosen there are its grid
    (`LearnedScore.grid`, a heuristic for power: the half's best threshold, and its largest score
    without the canary plus 0, 1/2 and 1 standard deviation; the audit's thresholds, fixed before
@@ -364,6 +368,19 @@ def _rank_eps(scores: NDArray[np.float64], member: NDArray[np.bool_], delta: flo
     return float(eps.max())
 
 
+def _effect(scores: NDArray[np.float64], member: NDArray[np.bool_]) -> float:
+    """(mean with the canary - mean without) / their pooled standard deviation (Cohen's d):
+    +inf where the two worlds' scores are two constants, in order; 0 where a world is empty."""
+    s0, s1 = scores[~member], scores[member]
+    if len(s0) == 0 or len(s1) == 0:
+        return 0.0
+    gap = float(s1.mean() - s0.mean())
+    pooled = math.sqrt((float(s0.var()) + float(s1.var())) / 2)
+    if pooled > 0:
+        return gap / pooled
+    return math.copysign(math.inf, gap) if gap else 0.0
+
+
 def _auc(scores: NDArray[np.float64], member: NDArray[np.bool_]) -> float:
     """P(an in game scores above an out game), ties counted half."""
     order = np.argsort(scores, kind="stable")
@@ -423,16 +440,21 @@ def _choose(
 ) -> tuple[int, int, float]:
     """(column, sign, ranking eps) of the best statistic on these games (module docstring)."""
     coins = member.astype(bool)
-    best: tuple[float, float, int, int] = (-1.0, -1.0, 0, 1)
+    best: tuple[float, float, float, int, int] = (-1.0, -1.0, -math.inf, 0, 1)
     for j in range(table.shape[1]):
         column = table[:, j]
         if np.ptp(column) == 0:
             continue
         for sign in (1, -1):
-            key = (_rank_eps(sign * column, coins, delta), _auc(sign * column, coins))
-            if key > best[:2]:
+            scores = sign * column
+            key = (
+                _rank_eps(scores, coins, delta),
+                _auc(scores, coins),
+                _effect(scores, coins),
+            )
+            if key > best[:3]:
                 best = (*key, j, sign)
-    return best[2], best[3], max(best[0], 0.0)
+    return best[3], best[4], max(best[0], 0.0)
 
 
 def _calibrated(names: tuple[str, ...], table: NDArray[np.float64]) -> NDArray[np.bool_]:

@@ -372,3 +372,18 @@ def test_the_learned_score_reads_the_canary_in_the_units_of_its_noise(monkeypatc
             statistics=AuditOptions(seed=seed),
         )
         assert plan.score.startswith("'canary score / (lr x clip)'"), seed
+
+
+def test_ties_on_the_choosing_half_go_to_the_statistic_whose_worlds_lie_furthest_apart():
+    """Two statistics that both separate the half perfectly (the same eps, AUC 1): the one
+    that is a constant in each world (a scaler's mean: a deterministic function of the rows)
+    is chosen over the first in the family's order, whose worlds vary (a canary's loss), so
+    that the held-out games, where the second may mix, do not judge a weaker choice."""
+    rng = np.random.default_rng(0)
+    member = (np.arange(100) % 2).astype(np.int8)
+    varied = np.where(member == 1, 10.0, 0.0) + rng.normal(0, 1, 100)
+    constant = np.where(member == 1, 1.0, 0.0)
+    table = np.stack([varied, constant], axis=1)
+    column, sign, eps = learned_scores._choose(table, member, DELTA)
+    assert (column, sign) == (1, 1)
+    assert eps == learned_scores._choose(table[:, :1], member, DELTA)[2] > 0  # a tie in eps
