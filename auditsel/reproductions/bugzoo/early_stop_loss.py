@@ -8,7 +8,9 @@ once it has not improved for PATIENCE steps; the release records the step it sto
 (MAX_EPOCHS epochs), and the tuning bound of K ~ Poisson(MEAN_RUNS) (any score).
 
 Correct eps: none bounded: the stopping step is computed from the private rows without noise,
-and no theorem bounds what it releases.
+and no theorem bounds what it releases. (A second, smaller leak sits in the same field: Opacus's
+loader takes ceil(rows / BATCH) steps an epoch, so a run with one more row that never stops
+takes MAX_EPOCHS more steps, 22 rather than 20.)
 """
 
 from __future__ import annotations
