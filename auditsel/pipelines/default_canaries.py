@@ -11,34 +11,25 @@ The choice is a heuristic for power, never for validity (any canary gives a vali
 
 * the InputCanary is an outlier person built from `data` ((X, y) arrays or tensors, or a
   TensorDataset of two tensors) to dominate what a pipeline computes from its rows (its loss,
-  a feature's scale), with the least frequent label of y (the first on ties). It is the mean
-  row, moved two ways, each in units of `far` = `OUTLIER` times the larger of the most variable
-  feature's standard deviation and the mean row's norm:
-  - the far feature, `far` above its mean: an unused one (0 in every row: the data never move
-    the weights it feeds, so that the canary's gradient there is moved by nothing but the
-    noise) where the data have one, else the least variable (the first such);
-  - `SIDE` x `far` along the unit vector from its label's mean row to the other labels' mean
-    row (the far feature left out): the side the data associate with the other labels, where
-    training on the data moves the weights against the canary's label, so that its loss (the
-    loss of a wrong-side point, linear in its distance) rises at every step the data move
-    them, by far more than the noise moves it, and dominates the mean loss over the rows. A
-    pipeline that monitors its training loss (early stopping on it: the bug zoo's
-    `early_stop_loss`) sees it rise from the first steps when the canary is in, and stops at
-    its earliest. On the far feature alone the canary's loss is a random walk of the noise:
-    runs with it stopped at any step, 9 of 190 at the earliest (none of 190 without it), and
-    `early_stop_loss` was not refuted (eps_L 0.547 at 300 games per canary). Omitted where y
-    has one label or the two means are equal. SIDE = 1: at 1/2, 166 of 190 runs with the
-    canary stopped at the earliest and the others up to step 8, and the route's audit at
-    2,000 games per canary certified 3.852 against the claim 4.406; at 1, 185 of 190 and the
-    others by step 6 (`python benchmarks/zoo_early_stop_canary.py --games 200 --side S`), and
-    it refuted at 2,000 (eps_L 4.771), while `oversampled_class`'s plan, read on the far
-    feature's weight, went from 419 to 585 games to refute;
-  Far out on purpose: a pipeline that clips each example's gradient caps it at C whatever its
-  size (a linear model's: about 1 / sqrt(1 + SIDE^2) of it, 0.71 C, on the far feature's
-  weight), so a large outlier costs a correct pipeline nothing, while one that does not clip
-  (or clips the batch) lets it through at full size (the bug zoo's `batch_clipping`: a
-  200-game pilot planned E[eps_L] 0 at 1,000 games with 4 times the scale, 1.99 with 1000
-  times; the same beyond);
+  a feature's scale), with the least frequent label of y (the first on ties): the mean row,
+  moved two ways, each in units of `far` = `OUTLIER` times the larger of the most variable
+  feature's standard deviation and the mean row's norm. (a) The far feature is set `far`
+  above its mean: an unused one (0 in every row: the data never move the weights it feeds, so
+  that only the noise and the canary move them) where the data have one, else the least
+  variable (the first such). (b) The row moves `SIDE` x `far` along the unit vector from its
+  label's mean row to the other labels' mean row (the far feature left out; omitted where y
+  has one label or the two means are equal): the side the data associate with the other
+  labels, where training on the data moves the weights against the canary's label, so that
+  its loss (a wrong-side point's, linear in its distance) rises at every step the data move
+  them and dominates the mean loss over the rows. A pipeline that monitors its training loss
+  (early stopping on it: the bug zoo's `early_stop_loss`) sees it rise from the first steps;
+  on the far feature alone the canary's loss is a random walk of the noise, which such a
+  pipeline barely sees (docs/findings/bugzoo.md gives the stop steps measured with each, and
+  `benchmarks/zoo_early_stop_canary.py` measures them). Far out on purpose: a pipeline that
+  clips each example's gradient caps it at C whatever its size (a linear model's: about
+  1 / sqrt(1 + SIDE^2) of it, 0.71 C, on the far feature's weight), so a large outlier costs
+  a correct pipeline nothing, while one that does not clip (or clips the batch) lets it
+  through at full size (the bug zoo's `batch_clipping`);
 * the GradientCanary's coordinate is one where the data do not move the weights: where the data
   have an unused feature (0 in every row) and the released parameters hold a weight matrix
   whose rows take the data's features (the first such, in parameter order), that matrix's first
