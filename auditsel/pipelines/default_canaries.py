@@ -257,13 +257,6 @@ def _unreadable(release: Any) -> ConfigError:
     )
 
 
-def _unused_weight(release: Any, rows: np.ndarray) -> int | None:
-    """The coordinate of the first weight matrix taking the data's features, first row, at an
-    unused feature (the second where there are two); None where there is none."""
-    found = _unused_weights(release, rows)
-    return found[0] if found else None
-
-
 def _unused_weights(release: Any, rows: np.ndarray) -> list[int]:
     """Every coordinate of the first weight matrix taking the data's features at an unused
     feature (their data gradient is 0 in every step), row by row, in the order of `_unused`
@@ -296,7 +289,9 @@ def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCana
     release, moves = first
     X, _ = _arrays(data)
     rows = X.reshape(len(X), -1)
-    coordinate = _unused_weight(parameter_holder(release), rows)
+    holder = parameter_holder(release)
+    free = _unused_weights(holder, rows)  # the first: the canary's own where there is one
+    coordinate = free[0] if free else None
     if coordinate is None:
         for seed in seeds:
             again = _moves(_probe(tune, data, listener, seed))
@@ -313,8 +308,6 @@ def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCana
             thetas.append(theta)
     if not thetas:  # no probe released parameters: the one-coordinate canary
         return person, GradientCanary(coordinate=coordinate)
-    holder = parameter_holder(release)
-    free = _unused_weights(holder, rows)
     return person, _through_clipping(coordinate, np.stack(thetas), holder, free)
 
 
