@@ -1,7 +1,6 @@
 """The attack value: the exact epsilon of one concrete attack on the worst-case pair, a valid
 LOWER bound on the tuning run's epsilon with no Monte Carlo error; by default the worst score
-found (the strongest attack over tuning scores whose lower sets are intervals of the
-privacy-loss-label order, `accounting.score_search`).
+found (`accounting.score_search`).
 
 Contract. For a mechanism pair (`auditsel.mechanisms`, a Laplace base of `auditsel.events`, or a
 dp_accounting DpEvent that is one of them), a law of K (`auditsel.rounds`) and delta in [0, 1),
@@ -12,132 +11,91 @@ dp_accounting DpEvent that is one of them), a law of K (`auditsel.rounds`) and d
 where delta_T,s is the privacy curve (max over both directions) of the tuning run T of
 [XWW24] Algorithm 2 on the pair that plays the score s returned with the value
 (`AttackValue.score`): K ~ law runs of the base, the best-scored run released, a fixed output
-when K = 0. A guarantee for the tuning run holds for every score function and every pair of
-neighbouring data sets, so every rigorous upper bound of `accounting.registry` ([PS22],
-[KRW24]) is >= eps_att, and so is any epsilon an accountant may claim for the tuning run.
+when K = 0. A guarantee for the tuning run holds for every score and every pair of neighbouring
+data sets, so every rigorous upper bound of `accounting.registry` ([PS22], [KRW24]) is >= eps_att.
 
 Which scores (`scores`).
 
 * "any" (the default): the best of the monotone attack below and every score whose lower sets
-  are intervals of the run's label order (the runs far out on either side win, "extremes") or
-  complements of intervals (the middle wins, "middle"), over `resolution` merged buckets of
-  the label, both directions: an exact dynamic program over intervals of buckets
-  (`accounting.score_search`, whose docstring has the argument: the buckets, the score and the
-  test are fixed in advance from public quantities, and the winner's bucket is a
-  post-processing of the release; merging buckets is one more). The label laws it searches:
-  a Gaussian base (and a DP-SGD base with tau = 1 or a Gaussian DpEvent: one Gaussian of
-  mu = sqrt(N)/sigma, whose sum is sufficient) bucketed in its output x (label mu x - mu^2/2,
-  masses as in A1 below, one step composed once for the error bounds); a finite-output base
-  output by output (`finite_step`); DP-SGD and Laplace bases the labelled run below.
-
-  On atomless bases (Gaussian, DP-SGD, Laplace: `splits_apply`) the same search also runs on
-  the buckets with every heavy one split into equal pieces ranked apart (`split_epsilons`,
-  `score_search.split_buckets`: a cut of the output with equal shares under both laws, by
-  Lyapunov's theorem a deterministic score); its value is kept in `AttackValue.split` and
-  the interval's lower end (`with_one_run`) takes the largest.
-
+  are intervals of the run's label order ("extremes") or complements of intervals ("middle"),
+  over `resolution` merged buckets of the label, both directions: an exact dynamic program
+  (`accounting.score_search`, which has the argument). The label laws it searches: a Gaussian
+  base (and DP-SGD with tau = 1 or a Gaussian DpEvent: one Gaussian of mu = sqrt(N)/sigma)
+  bucketed in its output x (label mu x - mu^2/2, masses as in A1); a finite-output base output
+  by output (`finite_step`); DP-SGD and Laplace bases the labelled run below. On atomless bases
+  (`splits_apply`) the search also runs with every heavy bucket split into equal pieces ranked
+  apart (`split_epsilons`; by Lyapunov's theorem a deterministic score), kept in
+  `AttackValue.split`.
 * Finite-output bases, for the interval's lower end only (`with_one_run`; `AttackValue.coin`):
-  the coin search (`accounting.coin_search`), scores of (output, coin) where each run also
-  releases an independent uniform coin: an output's coin range may be split between ranks and
-  the test reads the winner's coin. Its value is a lower bound for that base with a released
-  coin (the pair's privacy profile, which every upper bound covers), NOT for the finite pair
-  releasing its output alone (`coin_search.COIN_ASSUMPTION`, printed with it); `attack_epsilon`
-  and `AttackValue.epsilons` before `with_one_run` never include it.
-
-* "monotone": the largest (or smallest) label wins, [XWW24]'s assumption; the value the
-  interval had before the search (the reduced game's value is exact only under it):
+  the coin search (`accounting.coin_search`), a lower bound for the base with a released coin,
+  NOT for the finite pair releasing its output alone (`coin_search.COIN_ASSUMPTION`);
+  `attack_epsilon` never includes it.
+* "monotone": the largest (or smallest) label wins, [XWW24]'s assumption (the reduced game's
+  value is exact only under it).
 
 Which monotone attack.
 
-* Gaussian and finite-output bases, and DP-SGD with tau = 1 (the pairs with
-  `reduction_is_exact`): the pair comes with its score (the Gaussian's output, the finite
-  outputs' order; N full-batch steps are one Gaussian of mu = sqrt(N)/sigma whose sum is
-  sufficient), and the value is the exact epsilon of the released winner under that score,
+* Pairs with `reduction_is_exact` (Gaussian, finite-output, DP-SGD with tau = 1): the exact
+  epsilon of the released winner under the pair's own score,
   `exact.exact_epsilon(winner_law(pair.reduced(), law), delta)`.
-
-* DP-SGD with Poisson subsampling (tau < 1): the worst-case run of `games.worst_case` (an empty
-  data set against one Dirac canary; each step releases x = b B + sigma Z, B ~ Bernoulli(tau):
-  the tight dominating pair of the subsampled Gaussian under add/remove neighbours). The tuning
-  run scores each run by a label of its N outputs and releases the run with the largest label
-  ("largest") or the smallest ("smallest"); the adversary reads the winner's label. The value is
-  the largest of the four epsilons (two strategies, both directions of the hockey stick).
-
-* Laplace bases (`events.LaplaceBase`, and the DpEvents that are N Poisson-sampled Laplace
-  steps, `events.laplace_steps`): the same attack on the worst-case run of N steps x = B + L,
-  L ~ Laplace(0, b), B ~ Bernoulli(tau) (B = 1 when tau = 1): p = Lap(0, b), q = (1 - tau)
-  Lap(0, b) + tau Lap(1, b), the dominating pair of the subsampled Laplace mechanism of
-  sensitivity 1 under add/remove neighbours (the pair dp_accounting's PLD accountant uses),
-  realised by a sum query on an empty data set against one record of value 1. Its loss
-  `l(x) = log(1 - tau + tau e^((|x| - |x - 1|)/b))` is non-decreasing, constant below 0 and above
-  1, and bounded: no atoms at +-inf and no bucket with an unbounded loss. Bucket masses are
-  differences of the Laplace cdf written as sums of nonnegative terms on each side of 0,
-  0.5 e^(-a/b) (-expm1(-(c - a)/b)) on [a, c] above 0 and its mirror below, a few ulps each
-  (A1 holds with `STEP_REL`). Everything below applies unchanged.
-
-* Other event bases (`events.EventBase`): no worst-case pair is known; `attack_applies` says so
-  and there is no value (the interval's lower end is then 0, `accounting.interval`).
+* DP-SGD with Poisson subsampling (tau < 1): the worst-case run of `games.worst_case` (each step
+  releases x = b B + sigma Z, B ~ Bernoulli(tau): the tight dominating pair of the subsampled
+  Gaussian under add/remove). The run with the largest ("largest") or smallest ("smallest")
+  label of its N outputs is released; the value is the largest of the four epsilons (two
+  strategies, both directions).
+* Laplace bases (`events.LaplaceBase`, `events.laplace_steps`): the same on N steps x = B + L,
+  L ~ Laplace(0, b): p = Lap(0, b), q = (1 - tau) Lap(0, b) + tau Lap(1, b), the dominating
+  pair of the subsampled Laplace mechanism of sensitivity 1 (dp_accounting's PLD pair). Its loss
+  `l(x) = log(1 - tau + tau e^((|x| - |x - 1|)/b))` is non-decreasing and bounded; bucket masses
+  are sums of nonnegative closed-form terms on each side of 0 (A1 holds with `STEP_REL`).
+* Other event bases: no worst-case pair is known; `attack_applies` says so (the interval's
+  lower end is then 0).
 
 The label. A step's output x has the privacy loss l(x) = log(1 - tau + tau e^((2x-1)/(2 sigma^2)))
-(X' against X, increasing in x). Bucket i holds the outputs whose loss rounds to i h (the top
-bucket also holds everything above the cap of `dpsgd_step`); the run's label is the sum of its
-steps' bucket indices, reduced modulo the FFT length L into a window [lo, lo + L) that holds all
-but about 1e-30 of either law (so only far tails wrap around). The label is a deterministic
-function of the run's outputs, the same on X and X', so ::
-
-    (law of the winner's label on X, on X')  is a post-processing of  (T(X), T(X'))
-
-and by the data-processing inequality its hockey-stick divergence is at most T's at every eps:
-a lower bound on the label pair's curve is a lower bound on delta_T. Its laws are computable:
-the bucket masses of one step, their N-fold circular convolution (the law of a sum of N
-independent steps modulo L), then the winner's law G(F_j) - G(F_j-1) ([XWW24] Theorem 2 / eq. 7;
-G the pgf of K, F the label's cdf in selection order), separately on X and X'. Outputs with an
-infinite loss (one law zero) are atoms at -inf / +inf; a run holding one is labelled by it (no
-run holds both: such a run has probability 0 on both sides).
+(increasing in x). Bucket i holds the outputs whose loss rounds to i h (the top bucket also holds
+everything above the cap of `dpsgd_step`); the run's label is the sum of its steps' bucket
+indices modulo the FFT length L, read in a window [lo, lo + L) holding all but about 1e-30 of
+either law. The label is a deterministic function of the run's outputs, so the law of the
+winner's label is a post-processing of (T(X), T(X')) and by the data-processing inequality a
+lower bound on its curve is one on delta_T. Its laws: the bucket masses of one step, their
+N-fold circular convolution, then the winner's law G(F_j) - G(F_j-1) ([XWW24] Theorem 2; G the
+pgf of K, F the label's cdf in selection order), on X and X'. Outputs with an infinite loss are
+atoms at -inf / +inf.
 
 Round-off. The value is a lower bound in floating point too: every error is bounded and charged.
 
-1. Steps (A1). One step's bucket masses (float64: Gauss-Legendre quadrature on narrow buckets,
-   log-cdf differences on wide ones) have relative error at most rho = `STEP_REL`, or are below
-   `FLOOR` (underflow). So the normalised computed step law p' and the true p satisfy
-   p' <= k1 p and p <= k1 (p' + FLOOR), k1 = (1 + rho) / (1 - rho - M FLOOR) (M buckets), and the
-   N-fold convolutions r' (computed steps) and r (true) satisfy, entry by entry, ::
+1. Steps (A1). One step's bucket masses have relative error at most rho = `STEP_REL`, or are
+   below `FLOOR`. So the normalised computed step law p' and the true p satisfy p' <= k1 p and
+   p <= k1 (p' + FLOOR), k1 = (1 + rho) / (1 - rho - M FLOOR) (M buckets), and the N-fold
+   convolutions r' (computed steps) and r (true) satisfy, entry by entry, ::
 
-       r' <= k r,   r <= k (r' + N FLOOR'),   k = k1^N     (nonnegative terms only),
+       r' <= k r,   r <= k (r' + N FLOOR'),   k = k1^N,
 
    hence ||r' - r||_1 <= e_s := 2 k (k - 1) + k N FLOOR' L.
 
-2. Convolution (A2). One FFT, an N-th power by repeated squaring and one inverse FFT in extended
-   precision (numpy longdouble, unit round-off u). With c_F = `FFT_SAFETY` u log2(L) the relative
-   2-norm error of one transform (Higham 2002, Theorem 24.2: about 6 u log2 L for radix-2
-   Cooley-Tukey) and 8 N u the relative error of the power, the computed r~ satisfies ::
+2. Convolution (A2). One FFT, an N-th power by repeated squaring and one inverse FFT in
+   longdouble (unit round-off u). With c_F = `FFT_SAFETY` u log2(L) the relative 2-norm error of
+   one transform (Higham 2002, Theorem 24.2) and 8 N u that of the power, the computed r~
+   satisfies ::
 
        ||r~ - r'||_2 <= e_2 := f + c_F (1 + f),  f = g (N c_F ||p'||_2 + 8 N u),
        g = exp(N c_F sqrt(L) ||p'||_2),   and ||r~ - r'||_1 <= e_F := sqrt(L) e_2.
 
-   Negative entries are set to 0 (each entry moves towards the nonnegative r') and the vector is
-   normalised by its sum S: the run law used, r*, has ||r* - r||_1 <= e_r := e_s + 2 e_F, and
-   entry by entry r <= k (S r* + e_2 + N FLOOR') (the "true upper bound" r_hi).
-   A loss relation gives a second true upper bound: every output of bucket i has its loss in
-   [i h - h/2 - m-, i h + h/2 + m+] (m-, m+ from evaluating l at the buckets' ends; outputs of
-   a bucket whose loss is unbounded are counted apart), and q(x) = e^l(x) p(x) pointwise, so a
-   run labelled s that lies in the window satisfies  P(s) <= e^-(s h - N(h/2 + m-)) Q(s)  and
-   Q(s) <= e^(s h + N(h/2 + m+)) P(s), plus the mass of runs with an unbounded step and of the
-   wrapped-around tail. A third comes from tilting: with w_i = p_i e^(theta i h) / Z (theta = 1
-   on X, -1 on X'), conv^N(p)(s) = Z^N e^(-theta s h) conv^N(w)(s) for the unwrapped sums, and
-   conv^N(w) is computed as above with its own error bound e_2(w); so
-   P(s) <= k Z^N e^(-theta s h) (conv~^N(w)(s) + e_2(w) + N FLOOR') + the wrapped tail. The
-   tilted law sits where the other law has its mass, so P's far tail, which the hockey stick
-   multiplies by e^eps, is known to the FFT's relative precision there, not only to its
-   absolute round-off. Each entry takes the smallest of the three bounds.
+   Negatives are set to 0 and the vector normalised by its sum S: the law used, r*, has
+   ||r* - r||_1 <= e_r := e_s + 2 e_F, and r <= k (S r* + e_2 + N FLOOR') entry by entry.
+   Two more true upper bounds: the loss relation (every output of bucket i has its loss in
+   [i h - h/2 - m-, i h + h/2 + m+], so a run labelled s satisfies P(s) <= e^-(s h - N(h/2 +
+   m-)) Q(s) and Q(s) <= e^(s h + N(h/2 + m+)) P(s), plus the mass of runs with an unbounded
+   step and the wrapped tail), and tilting (w_i = p_i e^(theta i h) / Z, theta = 1 on X, -1 on
+   X': conv^N(p)(s) = Z^N e^(-theta s h) conv^N(w)(s), computed with its own e_2(w)), which
+   knows the far tail to the FFT's relative precision. Each entry takes the smallest.
 
 3. Winner (A3). K runs are K independent draws, so the winner's law under r* is within L1
-   distance c = E[K] e_r of the one under r (the K = 0 output is the same under both). The
-   winner's masses under r* are enclosed entry by entry: cumulative sums in extended precision
-   have relative error at most rho_F = 2 (m + 2) u + u64 (m entries, nonnegative summands); the
-   pgf, its complement and its derivative have relative error at most `LAW_REL`; each mass lies
-   both within the difference G(F_j) - G(F_j-1) plus or minus its error and within the mean
-   value bracket r_j [G'(F_j-1), G'(F_j)] (G' is non-decreasing on [0, 1]); the tighter ends are
-   kept. The true winner's masses are also bounded directly: A_j <= r_hi_j G'(min(1, F*_j + e_r)).
+   distance c = E[K] e_r of the one under r. The winner's masses under r* are enclosed entry by
+   entry (cumulative sums with relative error rho_F = 2 (m + 2) u + u64; the pgf, its complement
+   and derivative within `LAW_REL`; each mass within G(F_j) - G(F_j-1) and within the mean
+   value bracket r_j [G'(F_j-1), G'(F_j)]). The true winner's masses are also bounded directly:
+   A_j <= r_hi_j G'(min(1, F*_j + e_r)).
 
 The hockey stick. For the direction "A over B", with a_lo the lower bounds of the r* winner A*,
 b* the upper bounds of the r* winner B* and b_t those of the true winner B, every set S gives ::
@@ -146,44 +104,30 @@ b* the upper bounds of the r* winner B* and b_t those of the true winner B, ever
     B(S) <= min(b_t(S), min(b*, b_t)(S) + c_B).
 
 With S_k the k labels of largest a_lo / min(b*, b_t) (labels whose a_lo is below the FFT's noise
-are left out; any choice of sets is valid), U_k = a_lo(S_k) - c_A and V_k the bound on B(S_k)
-(prefix sums rounded down / up), delta_low(eps) = max(0, max_k (U_k - e^eps V_k)) <= delta_T(eps),
-and ::
+left out), U_k = a_lo(S_k) - c_A and V_k the bound on B(S_k) (prefix sums rounded down / up),
+delta_low(eps) = max(0, max_k (U_k - e^eps V_k)) <= delta_T(eps), and ::
 
     eps_att(delta) = max(0, max_k log((U_k - delta) / V_k))     (over k with U_k > delta)
 
-is the smallest eps with delta_low(eps) <= delta (inf when some U_k > delta has V_k = 0). The
-fixed output of K = 0 has the same mass on both sides and adds nothing for eps >= 0.
+is the smallest eps with delta_low(eps) <= delta. The K = 0 output adds nothing for eps >= 0.
 
-Assumptions A1-A3 are the only ones: floating-point accuracy of scipy's log_ndtr, of
-`accounting.portable`'s exp/log/expm1/log1p (float64 and longdouble) and of pocketfft, each with a
-safety factor; the tests compare them with mpmath and with direct convolution.
+Assumptions A1-A3 are the only ones: the accuracy of scipy's log_ndtr, of
+`accounting.portable`'s functions and of pocketfft, each with a safety factor (tests compare
+them with mpmath and direct convolution).
 
-The same number on every CPU. Every exp, log, expm1, log1p and logsumexp here and in the score
-search is `accounting.portable`'s (IEEE basic operations only: the same bits whatever the vector
-unit; numpy's own float64 exp and log round differently with AVX-512 and without), the FFT is
-scipy's pocketfft in longdouble on one thread at a length fixed by the step, and sums run in
-numpy's fixed order (pairwise sums and cumulative sums of one thread; no BLAS). The decisions
-the attack takes from its masses (where the merged buckets' tails are cut) read only entries
-above the FFT's round-off (`score_search.informative_masses`): below it an entry is noise. What
-still varies with the CPU is the law of K's pgf (numpy's exp in `auditsel.rounds`, which the
-games sample with), about 1e-12 on the value, far below the 4 printed decimals;
-tests/accounting/test_cpu_profiles.py recomputes the committed values under an AVX2-only and
-a no-SIMD profile of numpy (docs/howto/develop.md, "Tests on other vector units").
+The same number on every CPU: every exp, log, expm1, log1p and logsumexp is
+`accounting.portable`'s (IEEE basic operations only), the FFT is pocketfft in longdouble on one
+thread at a length fixed by the step, sums run in numpy's fixed order, and the decisions taken
+from masses read only entries above the FFT's round-off (`score_search.informative_masses`).
+Only the law of K's pgf (numpy's exp in `auditsel.rounds`) varies, about 1e-12 on the value
+(tests/accounting/test_cpu_profiles.py).
 
-How tight. The label loses information by rounding each step's loss to h (`LABEL_STEP`,
-1e-3): the value converges to the epsilon of the likelihood-ratio attack (selection by the run's
-exact privacy loss) as h -> 0; at tau = 1 the labelled value is within 1e-2 of the exact one at
-delta = 1e-5 (tests). The score search
-loses only what merging the labels into `resolution` buckets loses (equal label widths between
-the quantiles `score_search.delta_tail` sets for the deltas asked, delta / (1e4 E[K]) clipped to
-[1e-20, 1e-9]; before, always 1e-20, which spread the buckets over labels no test at delta
-reads); a merge whose cuts contain a coarser one's can only raise the value
-(every score of the coarser merge is one of the finer), and no value passes a rigorous bound
-(tests). The round-off
-charged (`AttackValue.slack`, in delta units) is below 1e-9
-on the DP-SGD settings of the accountants table (at most 4.6e-10): it matters only for deltas
-near or below it.
+How tight. Rounding each step's loss to h (`LABEL_STEP`) loses information: the value converges
+to the likelihood-ratio attack's as h -> 0 (at tau = 1 within 1e-2 of the exact value at
+delta = 1e-5, tests). The score search loses what merging the labels into `resolution` buckets
+loses (equal label widths between the quantiles `score_search.delta_tail` sets); a finer merge
+can only raise the value. The round-off charged (`AttackValue.slack`, in delta units) matters
+only for deltas near or below it.
 """
 
 from __future__ import annotations
@@ -203,7 +147,6 @@ from auditsel.accounting.coin_search import COIN_ASSUMPTION, CoinScore, coin_sea
 from auditsel.accounting.exact import EPS_CAP, exact_epsilon, privacy_curve
 from auditsel.accounting.score_search import (
     DEFAULT_RESOLUTION,
-    LAW_REL,
     TAIL,
     U64,
     ULD,
@@ -217,6 +160,7 @@ from auditsel.accounting.score_search import (
     order_winner_laws,
     split_buckets,
     split_pieces,
+    true_winner_upper,
 )
 from auditsel.accounting.score_search import direction_pieces as _direction_pieces
 from auditsel.accounting.score_search import pieces_deltas as _deltas_at
@@ -523,9 +467,8 @@ _TILTS = np.array([0.1, 0.25, 0.5, 1.0, 2.0, 4.0])
 def _window(step: StepLaws, n: int) -> tuple[int, int]:
     """[lo, hi] (sums of n relative step indices) holding all but WINDOW_TAIL of both laws'
     finite parts: Chernoff bounds P[S >= b] <= M(t)^n e^(-t b) at a few tilts t, as
-    dp_accounting's `pld.common.compute_self_convolve_bounds` (vectorised here: that one loops
-    in Python, 0.3 s per call at 2e4 buckets). Where the window falls does not affect validity
-    (module docstring), only how much of the tails wraps around."""
+    dp_accounting's `pld.common.compute_self_convolve_bounds`. Where the window falls does not
+    affect validity, only how much of the tails wraps around."""
     size = len(step.p)
     idx = np.arange(size, dtype=float)
     thetas = np.concatenate([-_TILTS, _TILTS]) * step.step  # per bucket index
@@ -553,9 +496,7 @@ def _convolve(vec: np.ndarray, n: int, lo: int, c_f: float) -> tuple[np.ndarray,
     length = len(vec)
     if n == 1:
         return vec.copy(), 0.0, 0.0
-    # deferred: scipy.fft loads where runs of several steps are composed (DP-SGD and Laplace
-    # bases), not for a Gaussian base's attack (one step: no FFT)
-    import scipy.fft as sfft
+    import scipy.fft as sfft  # deferred: only composed runs need it
 
     u = ULD
     run = sfft.irfft(_power(sfft.rfft(vec), n), length)
@@ -575,7 +516,6 @@ def compose(step: StepLaws, n: int) -> RunLaws:
     lo, hi = _window(step, n) if n > 1 else (0, size - 1)
     length = size
     if n > 1:
-        # deferred: scipy.fft loads where runs of several steps are composed (see _convolve)
         import scipy.fft as sfft
 
         length = int(sfft.next_fast_len(max(hi - lo + 1, 2), real=True))
@@ -698,19 +638,6 @@ def _winner_bounds(
     return enclose_winner(r.astype(float), Fp, F, T, Tn, rho, law)
 
 
-def _true_winner_upper(r_hi: np.ndarray, cdfs: Cdfs, l1: float, law: RoundsLaw) -> np.ndarray:
-    """Entry-wise upper bounds on the TRUE winner's law: A_j = integral of G' over
-    [F_j-1, F_j] <= r_j G'(F_j), with r_j <= r_hi and the true F_j <= F*_j + l1 (G' is
-    non-decreasing); no L1 slack is charged for these."""
-    F, _, _, Tn, rho = cdfs
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        w = np.where(F <= 0.5, 1.0 - np.minimum(F * (1 + rho) + l1, 1.0), Tn * (1 - rho) - l1)
-        w = np.clip(w, 0.0, 1.0)
-        slope = law.pgf_derivative(1.0 - w, w) * (1 + LAW_REL)
-    out = r_hi * slope
-    return np.where(np.isfinite(out), out, 1.0)
-
-
 # --- the run's label, for the score search ---------------------------------------------------
 def _label_laws(run: RunLaws, cuts: np.ndarray, output_cuts: np.ndarray | None = None) -> LabelLaws:
     """A `LabelLaws` of a composed run (positions as `run.laws`, the atoms dropped where they
@@ -799,10 +726,7 @@ def label_laws(
 ) -> LabelLaws:
     """The law of one run's label on X and X' (unmerged; Gaussian bases at `resolution`
     buckets of x), for the score search (`accounting.score_search`) and `winner_bucket_laws`."""
-    pair = as_pair(pair, "pair")
-    why = attack_applies(pair)
-    if why is not None:
-        raise ConfigError("pair", why)
+    pair = _applicable(pair)
     m = DEFAULT_RESOLUTION if resolution is None else resolution
     red = pair.reduced() if pair.reduction_is_exact else None
     if isinstance(red, GaussianBase):
@@ -829,8 +753,7 @@ class AttackValue:
     score in the base's output units (Gaussian bases), `direction` "X' over X" or "X over X'";
     `method` "exact" (the pair's exact winner curve), "labelled" (the bucketed run, label step
     `label_step`) or "score_search" (the dynamic program over `resolution` merged buckets);
-    `slack` the round-off budget in delta units (E[K] e_r: the L1 distance between the computed
-    and the true winner laws, charged once per side)."""
+    `slack` the round-off budget in delta units (E[K] e_r, charged once per side)."""
 
     deltas: tuple[float, ...]
     epsilons: tuple[float, ...]
@@ -849,20 +772,16 @@ class AttackValue:
     output_score: BucketScore | None = field(default=None, repr=False, compare=False)
     monotone: tuple[float, ...] | None = None
     _search: ScoreSearch | None = field(default=None, repr=False, compare=False)
-    #: one run's epsilon with the K = 0 mass charged, a lower bound of its own
-    #: (`one_run_epsilons`; the interval's lower end takes the larger, `with_one_run`)
+    #: one run's epsilon with the K = 0 mass charged (`one_run_epsilons`)
     one_run: tuple[float, ...] | None = None
-    #: the split search's epsilon (`split_epsilons`: heavy buckets split into equal pieces
-    #: that the score ranks apart; atomless bases only), a lower bound of its own (the
-    #: interval's lower end takes the largest, `with_one_run`); None where nothing was split
+    #: the split search's epsilon (`split_epsilons`), a lower bound of its own; None where
+    #: nothing was split
     split: tuple[float, ...] | None = None
     split_direction: str | None = None
     split_shape: str | None = None
     _split_search: ScoreSearch | None = field(default=None, repr=False, compare=False)
-    #: the coin search's epsilon (`accounting.coin_search`: finite-output bases only), a lower
-    #: bound for the base with an independent uniform coin released with each run (the pair's
-    #: privacy profile), NOT for the finite pair releasing its output alone; the interval's
-    #: lower end takes it where largest (`with_one_run`), labelled with that assumption
+    #: the coin search's epsilon (`accounting.coin_search`), a lower bound for the base with
+    #: a released coin, NOT for the finite pair alone (`with_one_run`)
     coin: tuple[float, ...] | None = None
     coin_score: CoinScore | None = field(default=None, repr=False, compare=False)
     _coin_pieces: tuple[np.ndarray, ...] | None = field(default=None, repr=False, compare=False)
@@ -889,16 +808,15 @@ class AttackValue:
 
     def describe(self) -> str:
         """The value and the score that achieves it, in words a user can act on."""
-        lines = [
-            f"attack value eps >= {self.epsilon:.4f} at delta = {self.deltas[0]:g} "
-            f"({'any score' if self.scores == 'any' else 'monotone scores only'}; a valid lower "
-            "bound: a post-processing of the true pair, round-off charged)"
-        ]
+        head = f"attack value eps >= {self.epsilon:.4f} at delta = {self.deltas[0]:g} "
         if self.method == "coin_search":
-            lines = [
-                f"attack value eps >= {self.epsilon:.4f} at delta = {self.deltas[0]:g} (any "
-                f"score; a valid lower bound {COIN_ASSUMPTION}; round-off charged)"
-            ]
+            head += f"(any score; a valid lower bound {COIN_ASSUMPTION}; round-off charged)"
+        else:
+            head += (
+                f"({'any score' if self.scores == 'any' else 'monotone scores only'}; a valid "
+                "lower bound: a post-processing of the true pair, round-off charged)"
+            )
+        lines = [head]
         if self.monotone is not None and self.scores == "any":
             lines.append(
                 f"  the monotone score (largest/smallest label wins) gives {self.monotone[0]:.4f}"
@@ -946,6 +864,30 @@ SCORES = ("any", "deterministic", "monotone")
 def no_coin(scores: str) -> str:
     """`scores` without the coin search ("any" -> "deterministic"): the pair's own attack."""
     return "deterministic" if scores == "any" else scores
+
+
+def _applicable(pair: MechanismPair) -> MechanismPair:
+    """`pair` as a mechanism pair (`events.as_pair`); a ConfigError where `attack_applies`
+    says it has no attack value."""
+    pair = as_pair(pair, "pair")
+    why = attack_applies(pair)
+    if why is not None:
+        raise ConfigError("pair", why)
+    return pair
+
+
+def _check_score(score: BucketScore) -> None:
+    if not isinstance(score, BucketScore):
+        raise ConfigError("score", "must be a BucketScore (AttackValue.score)")
+
+
+def _gaussian_cuts(red: GaussianBase, score: BucketScore) -> np.ndarray:
+    """The cut points of `score` in a Gaussian base's output units (checked)."""
+    edges = np.asarray(score.edges, dtype=float)
+    x = edges if score.unit == "output" else (edges + 0.5 * red.mu**2) / red.mu
+    if not np.all(np.diff(x) > 0) or not np.all(np.isfinite(x)):
+        raise ConfigError("score.edges", "finite cut points, distinct in output units")
+    return cast("np.ndarray", x)
 
 
 def attack_applies(pair: MechanismPair) -> str | None:
@@ -1041,9 +983,7 @@ def _with_coin(
 def _labelled(pair: MechanismPair, method: str) -> bool:
     """Whether the monotone attack runs on the label grid (else on the pair's exact reduction);
     a pair or method it cannot serve is a ConfigError naming the field."""
-    why = attack_applies(pair)
-    if why is not None:
-        raise ConfigError("pair", why)
+    _applicable(pair)
     labelled = method == "labelled" or (method == "auto" and not pair.reduction_is_exact)
     if not labelled and not pair.reduction_is_exact:
         raise ConfigError("method", "exact needs a pair whose reduction is exact")
@@ -1102,8 +1042,7 @@ def _with_split(
 
 def _capped(pair: MechanismPair, deltas: np.ndarray, eps: np.ndarray) -> np.ndarray:
     """`exact_epsilon` answers inf above `exact.EPS_CAP`; as a lower bound for a Gaussian pair at
-    delta > 0 (whose epsilon is finite and above the cap there) that is EPS_CAP, not inf (an
-    inf lower end crossed the layered profile bound: mu 200, Poisson(10), delta 1e-5)."""
+    delta > 0 (whose epsilon is finite there) that is EPS_CAP, not inf."""
     if not isinstance(pair, GaussianBase):
         return eps
     return np.where(np.isinf(eps) & (deltas > 0), EPS_CAP, eps)
@@ -1132,12 +1071,7 @@ def one_run_epsilons(
     G(0) > 0: T is then closer to private than B. The base's lower curve: `exact` (a pair whose
     reduction is exact: its exact epsilon, `exact.exact_epsilon` of one run) or `labelled` (the
     labelled run of a DP-SGD, Laplace or finite base, (step, N, composed run or None):
-    `labelled_attack` with K = 1, round-off charged). Measured, it beats the searched scores
-    on none of the DP-SGD settings of `reproductions.interval_widths`. At high epsilon one
-    run's epsilon itself (dp_accounting's, an upper bound) can be far above the search's value,
-    but this certified lower bound on it is then held down by the FFT's round-off in the
-    labelled run (noise 0.6, 200 steps, rate 0.5, Poisson(10), delta 1e-6: eps_B 170.8, this
-    58.5, the search 67.5); a closed-form test on one run would be needed there."""
+    `labelled_attack` with K = 1, round-off charged)."""
     d = check_deltas(deltas, "deltas")
     keep = 1.0 - float(law.p_zero)
     dd = d / keep if keep > 0 else np.ones_like(d)
@@ -1155,16 +1089,12 @@ def one_run_epsilons(
 
 
 def with_one_run(value: AttackValue) -> AttackValue:
-    """`value` with each epsilon the largest of it, `value.one_run` (a lower bound of its own,
-    `one_run_epsilons`), `value.split` (the split search's, `split_epsilons`) and `value.coin`
-    (the coin search's, finite bases: `accounting.coin_search`); where one run's is the largest
-    at the first delta, the value is labelled method "one_run" (the tuner's score ignores the
-    runs: no game of auditsel plays that score, so `score` is None); where the split search's
-    is, method "split_search" and shape "split" (its score ranks pieces of a bucket apart, a cut
-    of the output no game of auditsel plays yet: `score` is None); where the coin search's is,
-    method "coin_search" and shape "coin": that value is a lower bound for the base with a coin
-    released with each run (`coin_search.COIN_ASSUMPTION`), not for the finite pair without
-    it, and `accounting.interval.attack_source` says so wherever the lower end is printed."""
+    """`value` with each epsilon the largest of it, `value.one_run` (`one_run_epsilons`),
+    `value.split` (`split_epsilons`) and `value.coin` (`accounting.coin_search`); where one of
+    these is the largest at the first delta, method and shape say which ("one_run",
+    "split_search" / "split", "coin_search" / "coin") and `score` is None (no game of auditsel
+    plays it). The coin value is a lower bound for the base with a released coin
+    (`coin_search.COIN_ASSUMPTION`), which `accounting.interval.attack_source` prints."""
     value = _with_one_run(value)
     coin = value.coin
     if coin is None:
@@ -1173,54 +1103,42 @@ def with_one_run(value: AttackValue) -> AttackValue:
         # not the value at the first delta: not merged at any delta either, so that no epsilon
         # labelled as the finite pair's own comes from the base with a coin
         return value
-    eps = tuple(max(a, b) for a, b in zip(value.epsilons, coin))
     assert value.coin_score is not None
+    return _relabel(value, coin, "coin", value.coin_score.direction, "coin_search")
+
+
+def _relabel(
+    value: AttackValue, other: Sequence[float], shape: str, direction: str | None, method: str
+) -> AttackValue:
+    """`value` with each epsilon the larger of it and `other`'s, its value (at the first delta)
+    from a lower bound no game of auditsel plays: `score` is None."""
     return replace(
         value,
-        epsilons=eps,
-        strategy="coin",
-        direction=value.coin_score.direction,
-        method="coin_search",
+        epsilons=_larger(value.epsilons, other),
+        strategy=shape,
+        direction=direction,
+        method=method,
         score=None,
-        shape="coin",
+        shape=shape,
         output_score=None,
     )
 
 
 def _with_one_run(value: AttackValue) -> AttackValue:
     """`with_one_run` without the coin search."""
-    split = value.split
-    if split is not None and split[0] > max(value.epsilons[0], (value.one_run or (0.0,))[0]):
-        eps = tuple(max(a, b) for a, b in zip(value.epsilons, split))
-        if value.one_run is not None:
-            eps = tuple(max(a, b) for a, b in zip(eps, value.one_run))
-        return replace(
-            value,
-            epsilons=eps,
-            strategy="split",
-            direction=value.split_direction,
-            method="split_search",
-            score=None,
-            shape="split",
-            output_score=None,
-        )
+    split, one = value.split, value.one_run
+    if split is not None and split[0] > max(value.epsilons[0], (one or (0.0,))[0]):
+        value = _relabel(value, split, "split", value.split_direction, "split_search")
+        return value if one is None else replace(value, epsilons=_larger(value.epsilons, one))
     if split is not None:
-        value = replace(value, epsilons=tuple(max(a, b) for a, b in zip(value.epsilons, split)))
-    if value.one_run is None:
-        return value
-    eps = tuple(max(a, b) for a, b in zip(value.epsilons, value.one_run))
-    if value.one_run[0] <= value.epsilons[0]:
-        return replace(value, epsilons=eps)
-    return replace(
-        value,
-        epsilons=eps,
-        strategy="one_run",
-        direction=None,
-        method="one_run",
-        score=None,
-        shape="one_run",
-        output_score=None,
-    )
+        value = replace(value, epsilons=_larger(value.epsilons, split))
+    if one is not None and one[0] > value.epsilons[0]:
+        return _relabel(value, one, "one_run", None, "one_run")
+    return value if one is None else replace(value, epsilons=_larger(value.epsilons, one))
+
+
+def _larger(a: Sequence[float], b: Sequence[float]) -> tuple[float, ...]:
+    return tuple(max(x, y) for x, y in zip(a, b))
 
 
 def _monotone_score(
@@ -1322,7 +1240,10 @@ def labelled_attack(
         laws = tuple(flip(v) for v in run.laws)
         cdfs = [_cdfs(v) for v in laws]
         star = [_winner_bounds(v, law, c) for v, c in zip(laws, cdfs)]
-        true = [_true_winner_upper(flip(true_hi[b]), cdfs[b], run.error[b], law) for b in (0, 1)]
+        true = [
+            true_winner_upper(flip(true_hi[b]), c[0], c[3], c[4], run.error[b], law)
+            for b, c in enumerate(cdfs)
+        ]
         for num, name in ((1, "X' over X"), (0, "X over X'")):
             den = 1 - num
             floor = 4 * mean * run.noise[num]
@@ -1397,10 +1318,7 @@ def attack_delta(
     the monotone attack's (the exact winner curve where the pair's reduction is exact, else the
     labelled attack's) and, for `scores="any"`, the score search's, its buckets cut at the
     quantile `tail` (`score_search.TAIL` by default: a curve over every delta)."""
-    pair = as_pair(pair, "pair")
-    why = attack_applies(pair)
-    if why is not None:
-        raise ConfigError("pair", why)
+    pair = _applicable(pair)
     e = np.atleast_1d(np.asarray(eps, dtype=float))
     value = attack(pair, law, [0.5], scores=no_coin(scores), tail=TAIL if tail is None else tail)
     curves = []
@@ -1423,19 +1341,12 @@ def winner_bucket_laws(
     the score's own buckets; other bases: the labelled run (label units, `label_step`). Point
     values: a far-tail entry of a composed run can be FFT round-off; `winner_bucket_bounds`
     encloses every entry."""
-    pair = as_pair(pair, "pair")
-    why = attack_applies(pair)
-    if why is not None:
-        raise ConfigError("pair", why)
-    if not isinstance(score, BucketScore):
-        raise ConfigError("score", "must be a BucketScore (AttackValue.score)")
-    edges = np.asarray(score.edges, dtype=float)
+    pair = _applicable(pair)
+    _check_score(score)
     red = pair.reduced() if pair.reduction_is_exact else None
     if isinstance(red, GaussianBase):
-        x = edges if score.unit == "output" else (edges + 0.5 * red.mu**2) / red.mu
-        if not np.all(np.diff(x) > 0) or not np.all(np.isfinite(x)):
-            raise ConfigError("score.edges", "finite cut points, distinct in output units")
-        masses: tuple[np.ndarray, ...] = gaussian_label_laws(red.mu, len(edges) + 1, x).laws
+        x = _gaussian_cuts(red, score)
+        masses: tuple[np.ndarray, ...] = gaussian_label_laws(red.mu, len(x) + 1, x).laws
     elif isinstance(red, FiniteOutputBase) and score.unit == "output":
         buckets = score.bucket(np.arange(len(red.law(0))))
         masses = tuple(
@@ -1461,14 +1372,10 @@ def _bucket_masses(
     """Per side (X, X'): the computed masses of the score's buckets (longdouble sums, in
     order), entry-wise upper bounds on the true ones, and the L1 distance between the two
     (`winner_bucket_bounds`), with the number of label positions a bucket sums."""
-    edges = np.asarray(score.edges, dtype=float)
     n = len(score.ranks)
     red = pair.reduced() if pair.reduction_is_exact else None
     if isinstance(red, GaussianBase):
-        x = edges if score.unit == "output" else (edges + 0.5 * red.mu**2) / red.mu
-        if not np.all(np.diff(x) > 0) or not np.all(np.isfinite(x)):
-            raise ConfigError("score.edges", "finite cut points, distinct in output units")
-        g = gaussian_label_laws(red.mu, n, x)
+        g = gaussian_label_laws(red.mu, n, _gaussian_cuts(red, score))
         return tuple((g.laws[b], g.upper[b], g.error[b], 1) for b in (0, 1))
     if isinstance(red, FiniteOutputBase) and score.unit == "output":
         buckets = score.bucket(np.arange(len(red.law(0))))
@@ -1504,12 +1411,8 @@ def winner_bucket_bounds(
     (DP-SGD, Laplace) can be FFT round-off (say 1e-17 where the truth is 1e-30); here they are
     [0, a rigorous upper bound]: the computed law's L1 error and the entry-wise true upper
     bounds of the attack (module docstring, items 2 and 3; `score_search.enclose_order`)."""
-    pair = as_pair(pair, "pair")
-    why = attack_applies(pair)
-    if why is not None:
-        raise ConfigError("pair", why)
-    if not isinstance(score, BucketScore):
-        raise ConfigError("score", "must be a BucketScore (AttackValue.score)")
+    pair = _applicable(pair)
+    _check_score(score)
     n = len(score.ranks)
     order = np.lexsort((np.arange(n), np.asarray(score.ranks, dtype=float)))
     sides = [

@@ -21,8 +21,7 @@ at the returned x (the value reported as `epsilon`), and within `rtol` of the cr
 method on log T against log x inside a bracket whose ends have been evaluated). The reduced
 game's values (`exact`, `improved_rdp`) hold only under [XWW24]'s monotone-score assumption and
 count in T only on request, `CalibrationOptions(assume="monotone_score")` (the result then
-carries the assumption: `Calibration.assumption`); by default they do not (Gaussian mu: a Gaussian calibrated to eps 3
-under the assumption has a tuning run whose eps for some score is far above 3).
+carries the assumption: `Calibration.assumption`); by default they do not.
 
 The comparison (`baseline_*`): dp_accounting's own calibration for the same budget,
 `mechanism_calibration.calibrate_dp_mechanism` with `RdpAccountant()` (its default orders) and
@@ -147,59 +146,36 @@ def _noise_family(base: object, law: RoundsLaw, noise: Callable[[float], Any] | 
         if not callable(noise):
             raise ConfigError("noise", "must be a callable: noise multiplier -> pair or DpEvent")
         start = _noise_of(as_pair(base)) if base is not None else 1.0
-
-        def event_of(x: float) -> Any:
-            return _event_of(noise(x))
-
+        make = lambda x: (as_pair(noise(x), "noise"), law)
         return _Family(
-            "noise_multiplier",
-            start,
-            lambda x: (as_pair(noise(x), "noise"), law),
-            True,
-            1e-6,
-            1e6,
-            event=event_of,
+            "noise_multiplier", start, make, True, 1e-6, 1e6, event=lambda x: _event_of(noise(x))
         )
     pair = as_pair(base)
+    at: Callable[[float], Any]
     if isinstance(pair, DpsgdBase):
-        make = lambda x: (replace(pair, noise_multiplier=x), law)
+        at = lambda x: replace(pair, noise_multiplier=x)
+    elif isinstance(pair, LaplaceBase):
+        at = lambda x: LaplaceBase(x, pair.steps, pair.sample_rate, pair.accountant)
+    elif isinstance(pair, GaussianBase):
+        make_g = lambda x: (GaussianBase(1.0 / x), law)
         return _Family(
-            "noise_multiplier",
-            pair.noise_multiplier,
-            make,
-            True,
-            NOISE_MIN,  # the range a DpsgdBase computes in (auditsel.mechanisms)
-            NOISE_MAX,
-            event=lambda x: replace(pair, noise_multiplier=x).event,
+            "noise_multiplier", 1 / pair.mu, make_g, True, 1e-3, 1e6, event=_gaussian_event
         )
-    if isinstance(pair, LaplaceBase):
-        make_l: Callable[[float], LaplaceBase] = lambda x: LaplaceBase(
-            x, pair.steps, pair.sample_rate, pair.accountant
+    else:
+        kind = "finite-output" if isinstance(pair, FiniteOutputBase) else "event"
+        raise ConfigError(
+            "base",
+            f"a {kind} base has no noise multiplier to calibrate: pass noise=callable "
+            "(noise multiplier -> pair or DpEvent), or solve_for='mean'",
         )
-        return _Family(
-            "noise_multiplier",
-            pair.noise_multiplier,
-            lambda x: (make_l(x), law),
-            True,
-            NOISE_MIN,
-            NOISE_MAX,
-            event=lambda x: make_l(x).event,
-        )
-    if isinstance(pair, GaussianBase):
-        return _Family(
-            "noise_multiplier",
-            1.0 / pair.mu,
-            lambda x: (GaussianBase(1.0 / x), law),
-            True,
-            1e-3,
-            1e6,
-            event=_gaussian_event,
-        )
-    kind = "finite-output" if isinstance(pair, FiniteOutputBase) else "event"
-    raise ConfigError(
-        "base",
-        f"a {kind} base has no noise multiplier to calibrate: pass noise=callable "
-        "(noise multiplier -> pair or DpEvent), or solve_for='mean'",
+    return _Family(
+        "noise_multiplier",
+        pair.noise_multiplier,
+        lambda x: (at(x), law),
+        True,
+        NOISE_MIN,  # the range a DpsgdBase computes in (auditsel.mechanisms)
+        NOISE_MAX,
+        event=lambda x: at(x).event,
     )
 
 
@@ -245,55 +221,23 @@ def _mean_family(base: object, law: RoundsLaw) -> _Family:
     if isinstance(pair, GaussianBase):
         event = _gaussian_event(1.0 / pair.mu)
     make_event: Callable[[float], Any] | None = None if event is None else (lambda x, e=event: e)
+    at: Callable[[float], RoundsLaw]
+    start, lo, hi, integer = law.mean, 1.0, 1e12, False
     if isinstance(law, Poisson):
-        return _Family(
-            "mean",
-            law.mean,
-            lambda x: (pair, Poisson(x)),
-            False,
-            1e-6,
-            1e12,
-            False,
-            make_event,
-            Poisson,
+        at, lo = Poisson, 1e-6
+    elif isinstance(law, TruncatedNegativeBinomial):
+        at = lambda x: TruncatedNegativeBinomial(law.eta, _tnb_nu_for_mean(law.eta, x))
+    elif isinstance(law, Binomial):
+        at, lo, hi = (lambda x: Binomial(law.n, x / law.n)), 1e-9 * law.n, law.n
+    elif isinstance(law, Point):
+        at, start, hi, integer = (lambda x: Point(int(round(x)))), float(law.k), 2.0**53, True
+    else:
+        raise ConfigError(
+            "rounds",
+            f"solve_for='mean' needs a Poisson, TNB, binomial or point law, got {law.kind}",
         )
-    if isinstance(law, TruncatedNegativeBinomial):
-        at: Callable[[float], RoundsLaw] = lambda x: TruncatedNegativeBinomial(
-            law.eta, _tnb_nu_for_mean(law.eta, x)
-        )
-        return _Family(
-            "mean", law.mean, lambda x: (pair, at(x)), False, 1.0, 1e12, False, make_event, at
-        )
-    if isinstance(law, Binomial):
-        at_b: Callable[[float], RoundsLaw] = lambda x: Binomial(law.n, x / law.n)
-        return _Family(
-            "mean",
-            law.mean,
-            lambda x: (pair, at_b(x)),
-            False,
-            1e-9 * law.n,
-            law.n,
-            False,
-            make_event,
-            at_b,
-        )
-    if isinstance(law, Point):
-        at_p: Callable[[float], RoundsLaw] = lambda x: Point(int(round(x)))
-        return _Family(
-            "mean",
-            float(law.k),
-            lambda x: (pair, at_p(x)),
-            False,
-            1.0,
-            2.0**53,
-            True,
-            make_event,
-            at_p,
-        )
-    raise ConfigError(
-        "rounds",
-        f"solve_for='mean' needs a Poisson, TNB, binomial or point law, got {law.kind}",
-    )
+    make = lambda x: (pair, at(x))
+    return _Family("mean", start, make, False, lo, hi, integer, make_event, at)
 
 
 # --- the search ------------------------------------------------------------------------------

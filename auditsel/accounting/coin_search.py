@@ -12,18 +12,15 @@ where T~ is the tuning run of [XWW24] Algorithm 2 on the base B~ = (P x U, Q x U
 releases its output y and a coin u ~ Uniform[0, 1) drawn independently of everything else, the
 run of the highest score s(y, u) is released (with its coin), and the fixed output when K = 0.
 eps_coin is NOT a lower bound for the finite pair without the coin (whose runs release y alone):
-there the attack of `accounting.attack` (the deterministic score orders) is the lower end, and
-brute force over every order of the outputs meets it on every random pair measured
-(docs/findings/interval-widths.md).
+there the attack of `accounting.attack` (the deterministic score orders) is the lower end.
 
 Why the value bounds the quantity the interval states. B~ has the same privacy-loss
 distribution as (P, Q) (the coin's density cancels in the likelihood ratio), so every upper
 bound computed from the pair's privacy profile, RDP curve or loss distribution ([PS22]'s
 generic bound, [KRW24]'s profile bound, the layered and two-sided bounds, the region pure bound)
-holds for T~ as well: [eps_coin, upper] brackets the tuning run's epsilon of B~, the base with
-a released coin (equivalently: a randomised tie-break whose coin is released), the mechanism with
-this pair's privacy profile that the bounds must cover. A value read as "the finite pair's
-tuning run" needs that assumption named; `accounting.interval` and `attack.with_one_run` name it.
+holds for T~ as well: [eps_coin, upper] brackets the tuning run's epsilon of B~ (equivalently:
+a randomised tie-break whose coin is released). A value read as "the finite pair's tuning run"
+needs that assumption named; `accounting.interval` and `attack.with_one_run` name it.
 
 The score (`CoinScore`). The coin range of output y is cut at c_y,0 = 0 < c_y,1 < ... <
 c_y,k = 1 into k_y segments; the segments of all outputs are listed in increasing score
@@ -35,13 +32,10 @@ released (y, u), ties have probability 0, and the adversary reads from the relea
 (p_y or q_y times the coin length), is G(F_i) - G(F_i-1) ([XWW24] eq. 7), and the hockey stick
 of that pair lower-bounds T~'s at every eps (data processing).
 
-Why the coin helps. Atoms bind: a finite pair's winner law has atoms, and at a small delta the
-best test (a set of the winner's outputs) cannot hold the Neyman-Pearson set's mass exactly.
-With the coin, (a) the winner's likelihood ratio varies along a segment (G' of the masses below
-it changes), so the test can cut a segment where its ratio crosses e^eps, and (b) an output's
-mass can be split between ranks. Measured on 24 random pairs (docs/findings/interval-widths.md)
-the optimum found splits at most one or two outputs, one of them a few percent placed just
-above another output.
+Why the coin helps: a finite pair's winner law has atoms, so at a small delta the best test
+cannot hold the Neyman-Pearson set's mass exactly. With the coin the test can cut a segment
+where the winner's likelihood ratio crosses e^eps, and an output's mass can be split between
+ranks.
 
 The search (a heuristic: any score found is valid, only the tightness depends on it).
 
@@ -53,8 +47,8 @@ The search (a heuristic: any score found is valid, only the tightness depends on
    it is the exact search over all n! orders of the outputs (2^n states).
 2. The order found is merged into segments (consecutive pieces of one output) and the segments'
    coin cuts are optimised (Nelder-Mead on the float eps of the path, each segment read in
-   sub-pieces, `OPT_PIECES` per unit of its mass), then 1 and 2 repeat at the eps found while it rises (at most
-   `ROUNDS`), both directions, started from `start` (the value already known).
+   sub-pieces, `OPT_PIECES` per unit of its mass), then 1 and 2 repeat at the eps found while
+   it rises (at most `ROUNDS`), both directions, started from `start` (the value already known).
 3. The best path is certified with `FINAL_PIECES` sub-pieces per segment.
 
 Round-off (the value is a lower bound in floating point too). The coin cuts are float64 numbers
@@ -63,13 +57,9 @@ Round-off (the value is a lower bound in floating point too). The coin cuts are 
 ones and each is at most its computed value times (1 + 4 u). The winner's masses are enclosed
 exactly as the attack's (`score_search.enclose_order`, A3 of `accounting.attack`), and the hockey
 stick is read from the enclosures (`score_search.direction_pieces`, prefix sums rounded down /
-up): no other error enters. The search itself uses float64 (the law's pgf, numpy's exp inside
-it), which only steers it: on another vector unit the cuts found may move in their last bits,
-and the certified value with them by far less than its 4 printed decimals.
-
-Cost: the DP is O(n (m + 1)^n) per eps (at most `DP_STATES` states), each refinement at most
-`MAX_EVALS` evaluations of a path of about 10 segments; 0.1 to 0.8 s per pair measured on 3 to 6
-outputs.
+up): no other error enters. The search itself uses float64, which only steers it: on another
+vector unit the cuts found may move in their last bits, the certified value far less than its
+4 printed decimals.
 """
 
 from __future__ import annotations

@@ -14,15 +14,13 @@ plus, for laws with P[K=0] > 0, a fixed output of mass G(0) on both sides. Line 
 
 computed numerically: log-densities in log space (log_ndtr, the law's log G'), the integral by
 the trapezoid rule with step `STEP` over a window around the integrand's mass, for every alpha
-of `rdp.GRID` (the panel's orders without dp_accounting's defaults: the Renyi integrals cost
-one quadrature per order) with alpha <= 1 + 20/mu (larger orders never give the minimum of the conversion
-at any delta >= 1e-40 for a curve at least the Gaussian's; leaving orders out only loosens the
-bound). Conversion ([XWW24] Appendix A.2, = Canonne et al.)::
+of `rdp.GRID` with alpha <= 1 + 20/mu (larger orders never give the minimum of the conversion
+at any delta >= 1e-40; leaving orders out only loosens the bound). Conversion ([XWW24]
+Appendix A.2, = Canonne et al.)::
 
     eps = gamma(alpha) + log((alpha-1)/alpha) - (log(delta) + log(alpha))/(alpha-1), minimised over alpha,
 
-first over the grid, then refined continuously (golden section in log(alpha - 1); every delta's
-search evaluated together, many orders' integrals in one array operation).
+first over the grid, then refined continuously (golden section in log(alpha - 1)).
 
 `improved_epsilon(mu, law, delta)` with mu from eq. 19 gives eps_UO, with mu_GDP ([XWW24]
 Appendix A.4) eps_UG. Rigour: for a Gaussian base the divergence is that of the true pair

@@ -9,42 +9,30 @@ tuning run ([XWW24] Algorithm 2; `accounting.attack`) satisfies ::
                 a valid eps_L of a game when one is given),
     upper = min over the registered bounds that are rigorous for the pair (`accounting.registry`),
 
-and `width = upper - lower`. For a finite-output base the lower end may be the coin search's
-value (`accounting.coin_search`; `lower_source` then says so): a lower bound for the base whose
-runs also release an independent uniform coin, which has the pair's privacy profile (every upper
-bound here covers it), not for the finite pair releasing its output alone; the interval then
-brackets that base's tuning run. The tuning run's epsilon is taken over EVERY score function the run
-may rank its runs by: the attack value is the worst-score attack (`accounting.attack`), and the
-reduced game's values (`exact`, `improved_rdp`, `improved_rdp_gdp`), which hold only under
-[XWW24]'s monotone-score assumption (`registry.ASSUMPTION`), are never an end.
+and `width = upper - lower`. The tuning run's epsilon is taken over EVERY score function the run
+may rank its runs by: the attack value is the worst-score attack, and the reduced game's values
+(`exact`, `improved_rdp`, `improved_rdp_gdp`: [XWW24]'s monotone-score assumption,
+`registry.ASSUMPTION`) are never an end, nor is a heuristic (eq. 19 with tau < 1, the GDP
+limit). For a finite-output base the lower end may be the coin search's value
+(`accounting.coin_search`; `lower_source` says so): a lower bound for the base with a released
+coin, which has the pair's privacy profile, not for the finite pair alone. The lower end holds
+with certainty when it is the attack value and at the game's stated confidence when it is
+eps_L; the upper end by the bounds' theorems.
 
 On request, `assume="monotone_score"` (every function here that returns an epsilon takes it)
 answers for the reduced game instead: the upper end also reads the values labelled
-"monotone_score" for the pair (the exact curve where the reduction is exact), the lower end is
-the attack on a monotone score (`attack(..., scores="monotone")`), and the result carries the
-assumption (`Interval.assumption`, printed with it). That value is NOT the tuning run's epsilon
-for any score; it is [XWW24]'s. The lower end holds with certainty when it is the attack value
-(`accounting.attack`: a post-processing of the true pair, round-off charged) and at the game's
-stated confidence when it is eps_L; the upper end holds by the bounds' theorems. A heuristic
-(the reduced game of [XWW24] eq. 19 for DP-SGD with tau < 1, the Gaussian-DP central limit) is
-never an end: it is neither a lower bound nor an upper bound.
+"monotone_score", the lower end is the attack on a monotone score, and the result carries the
+assumption (`Interval.assumption`, printed with it): [XWW24]'s value, NOT the tuning run's for
+any score.
 
-What a user reports: `upper` (the tightest proven epsilon); `width` says how much a better proof
-could still gain at most, and 0 means the bound is exact. `tuning_epsilon(pair, law, delta)`
-returns exactly that: a `TuningEpsilon` with `epsilon` = the interval's upper end, the bound and
-theorem it comes from, and the interval itself.
+What a user reports: `upper` (`tuning_epsilon`); `width` says how much a better proof could still
+gain at most (0: the bound is exact). One implementation of the upper end: `rigorous_values`
+(the registry loop) and `tightest_of` (the smallest finite value, the registry's order breaking
+ties), read by the panel, `tuning_interval`, `tightest_bound` and `accounting.calibrate` alike.
 
-One implementation of the upper end. `rigorous_values` is the registry loop (a bound counts
-where it supports the pair and law, is labelled rigorous for the pair, or "monotone_score"
-under that assumption, and applies at delta);
-`tightest_of` takes the smallest finite value (the registry's order breaks ties). The panel's
-interval, `tuning_interval`, `tightest_bound` and `accounting.calibrate` all read the upper end
-through them, so a bound that is rigorous for the interval is rigorous for calibration too.
-
-Event bases. `pair` may be a dp_accounting DpEvent (`events.as_pair`). Where the event is a
-known pair (Gaussian compositions, DP-SGD, N Poisson-sampled Laplace steps), everything above
-applies; for any other event (`EventBase`) there is no attack value (`attack.attack_applies`
-says why) and the lower end is 0 ("eps >= 0") unless a valid eps_L is given.
+Event bases (`events.as_pair`): where the DpEvent is a known pair everything above applies; for
+any other event (`EventBase`) there is no attack value (`attack.attack_applies`) and the lower
+end is 0 ("eps >= 0") unless a valid eps_L is given.
 """
 
 from __future__ import annotations
@@ -207,7 +195,9 @@ class Tightest:
 
     @property
     def name(self) -> str | None:
-        return None if self.key is None else _upper_name(self.key, self.source)
+        if self.key is None:
+            return None
+        return f"{self.key} ({self.source})" if self.source else self.key
 
     @property
     def end(self) -> tuple[float, str]:
@@ -330,10 +320,6 @@ def tuning_interval(
     best = tightest_of(values)
     setting = None if eps_l is not None else (pair, law, d)
     return interval_from(lowers, [best.end], assume, setting=setting)
-
-
-def _upper_name(key: str, source: str | None) -> str:
-    return f"{key} ({source})" if source else key
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol, TypedDict, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -254,18 +254,11 @@ class Panel:
 def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list[float]) -> AttackInfo:
     """The panel's `.attack` dict (ATTACK_KEYS, and "curve" with curve deltas)."""
     if hit is None:
-        info = AttackInfo(
-            epsilon=None,
-            source=no_attack,
-            method=None,
-            strategy=None,
-            direction=None,
-            label_step=None,
-            slack=None,
-            score=None,
-        )
+        info = cast(AttackInfo, {**dict.fromkeys(ATTACK_KEYS), "source": no_attack})
     else:
-        score = None if hit.method != "score_search" else hit.score
+        score = hit.score.describe() if hit.method == "score_search" and hit.score else None
+        if hit.method == "coin_search" and hit.coin_score is not None:
+            score = hit.coin_score.describe()
         info = AttackInfo(
             epsilon=_finite_or_none(hit.epsilons[0]),
             source=attack_source(hit),
@@ -274,11 +267,7 @@ def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list[flo
             direction=hit.direction,
             label_step=hit.label_step,
             slack=hit.slack,
-            score=hit.coin_score.describe()
-            if hit.method == "coin_search" and hit.coin_score is not None
-            else None
-            if score is None
-            else score.describe(),
+            score=score,
         )
     if extra:
         info["curve"] = (
@@ -441,11 +430,8 @@ def _split_curves(
     for k in BOUND_KEYS:
         bound_curves[k] = [None] * len(extra) if k in moved | monotone else curves[k]
     reduced = {"delta": extra, **{k: curves[k] for k in BOUND_KEYS if k in moved}}
-    return (
-        bound_curves,
-        reduced,
-        {"delta": extra, **{k: curves[k] for k in BOUND_KEYS if k in monotone}},
-    )
+    mono = {"delta": extra, **{k: curves[k] for k in BOUND_KEYS if k in monotone}}
+    return bound_curves, reduced, mono
 
 
 def panel_curves(base: MechanismPair, law: RoundsLaw, deltas: ArrayLike) -> Curves:

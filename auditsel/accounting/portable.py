@@ -3,21 +3,16 @@
 
 numpy's float64 exp and log dispatch on the CPU: with AVX-512 they run numpy's own vectorised
 kernels, without it the C library's scalar ones, and the two round differently in the last
-bit. The attack value (`accounting.attack`) computes its step masses, run laws and bounds with
-them, so a committed value recomputed on another machine started from other bits (with a
-decision taken from FFT noise, that moved the interval-widths row's attack from 1.9654 with
-AVX-512 to 1.9049 without; `score_search.informative_masses` removes that decision). These
-functions use only IEEE-754 basic operations (``+``, ``-``, ``*``, ``/``, each one ufunc call, so no fused
-multiply-add), exact scalings (`frexp`, `ldexp`) and `rint`, all correctly rounded or exact:
+bit. The attack value (`accounting.attack`) computes with these instead: they use only
+IEEE-754 basic operations (``+``, ``-``, ``*``, ``/``, each one ufunc call, so no fused
+multiply-add), exact scalings (`frexp`, `ldexp`) and `rint`, all correctly rounded or exact, so
 their result is the same bits whatever the vector unit, the BLAS or the thread count, in
-float64 and in numpy's longdouble (x87 extended precision, whose basic operations are also
-correctly rounded). They cost 10 to 30 times numpy's vectorised exp: meant for the
-attack's arrays (10^4 to 10^5 entries), not for sampling games.
+float64 and in numpy's longdouble (x87 extended precision). They are 10 to 30 times slower than
+numpy's exp: meant for the attack's arrays, not for sampling games.
 
-Accuracy (relative, tested against mpmath in tests/accounting/test_portable.py): exp and log within 4
-units in the last place (u) of the working precision, expm1 and log1p within 8, logaddexp and
-logsumexp as their parts; the error budgets that use them (`attack.STEP_REL`, `score_search.LAW_REL`) allow
-hundreds. Range reduction: exp(x) = 2^k exp(r), r = x - k ln 2 with ln 2 in two parts (the
+Accuracy (relative, tested against mpmath): exp and log within 4 units in the last place (u)
+of the working precision, expm1 and log1p within 8, logaddexp and logsumexp as their parts;
+the error budgets that use them (`attack.STEP_REL`, `score_search.LAW_REL`) allow hundreds. Range reduction: exp(x) = 2^k exp(r), r = x - k ln 2 with ln 2 in two parts (the
 first with 32 significant bits, so k ln2_hi is exact for abs(k) < 2^21), abs(r) <= ln 2 / 2, and a
 Taylor polynomial whose truncation is below u / 8; log(x) = e ln 2 + log(m), m in [1/sqrt 2,
 sqrt 2), log(1 + f) = f - s (f - R(s^2)), s = f / (2 + f) (fdlibm's form: the correction is

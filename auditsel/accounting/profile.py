@@ -74,6 +74,7 @@ __all__ = [
     "envelope_region",
     "layered_epsilon",
     "layered_delta",
+    "smallest_eps",
     "layers",
     "rnm_epsilon",
     "rnm_gaussian_closed_form",
@@ -455,21 +456,24 @@ def layered_epsilon(
         lo, hi = 0.0, top
         for k in range(40):  # above `start` where the layers' rounding puts it a little higher
             if layered_delta(profile, lay, hi) <= d:
+                out[i] = smallest_eps(lambda e: layered_delta(profile, lay, e), d, lo, hi)
                 break
             lo, hi = hi, top + 1e-6 * 2.0**k * max(1.0, top)
-        else:
-            continue
-        if lo == 0.0 and layered_delta(profile, lay, 0.0) <= d:
-            out[i] = 0.0
-            continue
-        while hi - lo > 1e-6 * max(1.0, hi):
-            mid = 0.5 * (lo + hi)
-            if layered_delta(profile, lay, mid) <= d:
-                hi = mid
-            else:
-                lo = mid
-        out[i] = hi
     return out
+
+
+def smallest_eps(f: Callable[[float], float], d: float, lo: float, hi: float) -> float:
+    """The smallest eps in [lo, hi] with f(eps) <= d (f non-increasing, f(hi) <= d) by bisection
+    to 1e-6 relative, the upper end kept; 0 where lo = 0 and f(0) <= d."""
+    if lo == 0.0 and f(0.0) <= d:
+        return 0.0
+    while hi - lo > 1e-6 * max(1.0, hi):
+        mid = 0.5 * (lo + hi)
+        if f(mid) <= d:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def general_shift(profile: BaseProfile, law: RoundsLaw) -> float:

@@ -5,92 +5,62 @@ pair (`auditsel.mechanisms`) and the law of K (`auditsel.rounds`) are data; a bo
 algorithm with ::
 
     supports(pair, law)          whether it applies to this pair and law at all
-    curve(pair, law, deltas)     its whole privacy curve read as eps at each delta, from ONE
-                                 computation (an RDP curve converts to every delta at once;
-                                 a profile shift is computed once); inf where the bound is
-                                 vacuous (delta = 0 unless it certifies pure DP there), nan
-                                 where it does not apply to the pair; a delta outside [0, 1)
-                                 is a ConfigError naming `deltas` (`epsilon`: `delta`)
-    rigour(pair)                 "rigorous" or "heuristic" for this pair
+    curve(pair, law, deltas)     its privacy curve read as eps at each delta, from ONE
+                                 computation; inf where vacuous (delta = 0 unless it
+                                 certifies pure DP there), nan where it does not apply; a
+                                 delta outside [0, 1) is a ConfigError naming `deltas`
+    rigour(pair)                 "rigorous", "monotone_score" or "heuristic" for this pair
     source(pair, law, delta)     the theorem used (result.json `upper_sources`)
     citation                     the result it implements, stated once, here
 
 Every citation of the panel lives in this module. The bounds (keys of result.json `upper`):
 
-* generic_rdp       [PS22] Theorem 2 (TNB), Theorem 6 sharpened (Poisson, any mean > 0), Lemma 7 ::
-
-                    (other laws), the fixed output of K = 0 counted (proofs in
-                    `accounting.generic`), Corollary 3 when delta = 0 (pure-DP base, TNB law);
-                    base RDP curve from the pair (exact for Gaussian and finite pairs,
-                    dp_accounting for DP-SGD and event bases); Canonne-Kamath-Steinke conversion
-                    over `rdp.ORDERS`, a superset of dp_accounting's default orders (DP-SGD: the
-                    pair's `RDP_ORDERS`, also a superset).
-
-* profile           [KRW24] Theorem 5.2 or the Theorem 4.1 recipe, whichever shift is smaller ::
-
-                    (TNB), Theorem 5.7 (binomial), Corollary 5.8 (Poisson), Theorem 4.1 recipe
-                    (other laws); or, where smaller, the layered profile bound
-                    (`profile.layered_delta`, proof in docs/explanation/bounds.md: the same
-                    recipe's shift read per layer of G' instead of once, no uniform m x TV
-                    shift); both assume only the base's privacy profile (exact, or
-                    dp_accounting's pessimistic PLD for DP-SGD and event bases), for any score.
-                    For DP-SGD and finite pairs (`TWO_SIDED_PAIRS`) the layered bound is read
-                    per direction (`two_sided`, below: never above it, each direction's own
-                    profile and region), the same assumption split by direction.
-
-* improved_rdp      [XWW24] Algorithm 3 with mu (eps_UO) on the pair's reduced Gaussian; for a ::
-
-                    finite pair the same recipe on the exact winner laws.
-
-* improved_rdp_gdp  [XWW24] Algorithm 3 with mu_GDP (eps_UG, [XWW24] Appendix A.4); DP-SGD only.
-
-* exact             exact eps of the released winner ([XWW24] Theorem 2 / eq. 7 and the reduced ::
-
-                    game of Figure 5; `accounting.exact`) of the pair's reduced pair.
+* generic_rdp: [PS22] Theorem 2 (TNB), Theorem 6 sharpened (Poisson, any mean > 0), Lemma 7
+  (other laws), the fixed output of K = 0 counted (proofs in `accounting.generic`), Corollary 3
+  when delta = 0 (pure-DP base, TNB law); the base's RDP curve (exact for Gaussian and finite
+  pairs, dp_accounting's for DP-SGD and event bases), the Canonne-Kamath-Steinke conversion
+  over `rdp.ORDERS` (DP-SGD: the pair's `RDP_ORDERS`), supersets of dp_accounting's orders.
+* profile: [KRW24] Theorem 5.2 or the Theorem 4.1 recipe, whichever shift is smaller (TNB),
+  Theorem 5.7 (binomial), Corollary 5.8 (Poisson), the Theorem 4.1 recipe (other laws); or,
+  where smaller, the layered profile bound (`profile.layered_delta`, proof in
+  docs/explanation/bounds.md), read per direction for DP-SGD and finite pairs
+  (`TWO_SIDED_PAIRS`, `two_sided` below). Both assume only the base's privacy profile (exact,
+  or dp_accounting's pessimistic PLD), for any score.
+* improved_rdp: [XWW24] Algorithm 3 with mu (eps_UO) on the pair's reduced Gaussian; for a
+  finite pair the same recipe on the exact winner laws.
+* improved_rdp_gdp: [XWW24] Algorithm 3 with mu_GDP (eps_UG, Appendix A.4); DP-SGD only.
+* exact: the exact eps of the released winner ([XWW24] Theorem 2 / eq. 7 and the reduced game
+  of Figure 5; `accounting.exact`) of the pair's reduced pair.
 
 Rigour, for the TUNING RUN (a guarantee must hold for every score function the tuning run may
 rank its runs by; docs/findings/any-score.md):
 
-* "rigorous": a proven upper bound on the tuning run's epsilon for every score (numerical
-  quadrature and grids aside, all of which err on the safe side): generic_rdp and profile.
-
-* "monotone_score": a proven value of the reduced game ("release the max of K Gaussians",
-  [XWW24] Figure 5), which is the tuning run only under [XWW24]'s assumption that the score is a
-  continuous one-to-one, hence monotone, function of the reduced draw (Sec. 5.2, Theorem 1,
-  Proposition 3; for a finite-output base: the listed score order): exact and improved_rdp where
-  the pair's reduction is exact (Gaussian, finite-output, DP-SGD with tau = 1; the Renyi
-  integrals of Algorithm 3 and the root finding of the exact curve are accurate far beyond the
-  digits reported). A score that is not monotone leaks more (Gaussian mu = 1, K ~ Poisson(10),
-  delta 1e-5: exact 4.89, the worst-score attack above 8), so these are never the tuning run's
-  upper end; `ASSUMPTION` says so in one line wherever they are shown.
-
+* "rigorous": a proven upper bound for every score (quadrature and grids err on the safe side):
+  generic_rdp and profile.
+* "monotone_score": a proven value of the reduced game ([XWW24] Figure 5), the tuning run's
+  only under [XWW24]'s assumption that the score is a continuous one-to-one, hence monotone,
+  function of the reduced draw (Sec. 5.2, Theorem 1, Proposition 3; finite-output base: the
+  listed score order): exact and improved_rdp where the pair's reduction is exact. A score that
+  is not monotone leaks more, so these are never the tuning run's upper end; `ASSUMPTION` says
+  so in one line wherever they are shown.
 * "heuristic": values resting on the eq. 19 reduction with tau < 1 or on the GDP central-limit
   approximation (improved_rdp_gdp); they too assume a monotone score.
 
-`MONOTONE_SCORE_KEYS` are the reduced game's keys (the assumption holds for all three).
+`MONOTONE_SCORE_KEYS` are the reduced game's keys.
 
 Opt-in bounds (`OPT_IN_BOUNDS`, `opt_in_bound(key)`): rigorous for any score but too slow, or
-not tighter, for the default panel; never in result.json unless asked.
+not tighter, for the default panel; never in result.json unless asked (proofs in
+docs/explanation/bounds.md).
 
-* score_dual        the Lagrangian dual of the score-order problem by dynamic programming over
-                    (P-mass, Q-mass) (`accounting.score_dual`; proof in
-                    docs/explanation/bounds.md): assumes nothing beyond the base pair's pmfs
-                    (finite pairs) or dp_accounting's pessimistic PLD (DP-SGD); tens of seconds
-                    per delta, and in the tails not tighter than [PS22] or [KRW24] (its
-                    convexification gap, measured in docs/findings/interval-widths.md).
-
-* region_pure       the tuning run's eps at delta = 0 (so at every delta) for a finite pair with
-                    bounded loss: max over directions of L_max + sup_a log G'(a)/G'(bmin(a)), the
-                    direction's own Neyman-Pearson floor (`score_dual.region_pure_epsilon`,
-                    docs/explanation/bounds.md); 0.05 s; on TNB laws below [KRW24]'s profile
-                    bound, on Poisson laws equal to it within 1e-3.
-
-* two_sided         the layered profile bound read per direction: each direction's own privacy
-                    profile and the pair's own region (`accounting.two_sided`; proof in
-                    docs/explanation/bounds.md); assumes only the pair's two directional
-                    profiles (exact for finite pairs, dp_accounting's pessimistic PLD of each
-                    direction for DP-SGD); 1 to 5 s; never above the layered bound, and on
-                    DP-SGD below it (both directions' profiles differ by orders of magnitude).
+* score_dual: the Lagrangian dual of the score-order problem by dynamic programming over
+  (P-mass, Q-mass) (`accounting.score_dual`); assumes only the base pair's pmfs (finite pairs)
+  or dp_accounting's pessimistic PLD (DP-SGD).
+* region_pure: the tuning run's eps at delta = 0 (so at every delta) for a finite pair with
+  bounded loss: max over directions of L_max + sup_a log G'(a)/G'(bmin(a)), the direction's own
+  Neyman-Pearson floor (`score_dual.region_pure_epsilon`).
+* two_sided: the layered profile bound read per direction, each direction's own privacy
+  profile and region (`accounting.two_sided`); assumes only the pair's two directional profiles;
+  never above the layered bound.
 """
 
 from __future__ import annotations

@@ -13,17 +13,13 @@ the epsilon of the tuning run T ([XWW24] Algorithm 2) that plays the score s: ep
 epsilon (up to rounding charged in its favour) of one concrete test on the winner's bucket,
 and eps_s = max over the scores searched, to the resolution of the merge (below).
 
-Why a score chosen from the pair is a valid attack. The attack is fixed before the tuning run:
-the merged buckets, the score (a rank per bucket), and the adversary's test (a set of buckets
-of the winner) are functions of the public pair (p, q), the law of K and delta only, never of
-the release. T with score s releases the run of the highest rank (ties: any rule); the
-adversary reads the winner's bucket, a deterministic function of the released run (or the fixed
-output when K = 0, the same on X and X'). So (winner's bucket on X, on X') is a post-processing
-of (T(X), T(X')) and its hockey-stick divergence lower-bounds T's at every eps (data
-processing): a lower bound on delta_T(eps) for the tuning run that plays s, hence for "every
-score" guarantees. Merging labels into coarser buckets is one more post-processing (the score
-is constant on each merged bucket), so any merge keeps the value valid; it only costs
-tightness.
+Why a score chosen from the pair is a valid attack. The merged buckets, the score (a rank per
+bucket) and the adversary's test (a set of buckets of the winner) are functions of the public
+pair (p, q), the law of K and delta only, never of the release. The winner's bucket is a
+deterministic function of the released run (or the fixed output when K = 0, the same on X and
+X'), so its law on (X, X') is a post-processing of (T(X), T(X')) and lower-bounds T's
+hockey-stick divergence at every eps. Merging labels is one more post-processing: any merge
+keeps the value valid; it only costs tightness.
 
 Winner's law. With buckets processed in increasing score, L the buckets of lower score and F
 the run-label cdf on a side (X or X'), the winner falls in bucket j with probability ::
@@ -40,7 +36,7 @@ a sum along the score's order of terms that depend only on L and j.
 Dynamic program. "extremes": every lower set {s <= t} is an interval [a, b] of buckets (the
 runs far out on either side win); the next bucket is a - 1 or b + 1. "middle": every lower set
 is the complement of an interval [a, b] (the middle wins); the next bucket is a or b. Monotone
-orders (the largest or smallest label wins, today's attack) are special cases of both. By (*)
+orders (the largest or smallest label wins) are special cases of both. By (*)
 the best completion from lower set L depends on L alone::
 
     V[a, b] = max(gain(a - 1 | [a, b]) + V[a - 1, b], gain(b + 1 | [a, b]) + V[a, b + 1])
@@ -53,24 +49,12 @@ the DP at eps_s; if it finds a score with (*) > delta there, that score's eps is
 delta_s(eps_s) > delta, so eps_s is the max over the searched scores (the loop stops after
 `MAX_ROUNDS` rounds at the latest: the value is then still valid, only perhaps not the max).
 
-Round-off (the value is a lower bound in floating point too; items as in `accounting.attack`).
-The merged masses x_j and every lower-set mass F(L) and 1 - F(L) are sums of nonnegative
-longdouble terms (prefix + suffix sums, or running sums along a diagonal: no cancellation), each
-within relative error rho = 2 (n + M + 4) u_ld + 2 u of the r* value (n positions). Each
-winner mass under r* is enclosed as in `accounting.attack` (A3): G(F') - G(F) (or
-Gc(W) - Gc(W') with W = 1 - F, Gc(w) = 1 - G(1 - w), when F' > 1/2) plus or minus its error,
-intersected with the mean-value bracket x [G'(F), G'(F')] (G' non-decreasing). The true
-winner's mass on the denominator side is also bounded directly: B_j <= r_hi_j G'(F'(1 + rho)
-+ e_r) (r_hi the entry-wise true upper bounds summed over the bucket). With a_lo the lower
-bounds on the numerator side under r*, b* the upper bounds under r*, b_t those on the true
-law, c_A = E[K] e_r(num), c_B = E[K] e_r(den) (the winner of K draws under r* is within L1
-distance E[K] e_r of the one under r, for every score), every set S of buckets gives ::
-
-    H_{e^eps}(A || B) >= a_lo(S) - c_A - e^eps min(b_t(S), min(b*, b_t)(S) + c_B),
-
-and the reported eps_s is the smallest eps at which the best such S has this <= delta.
-Buckets whose a_lo is below the FFT's noise (the run law's entries there are round-off) are
-left out of S (any S is valid).
+Round-off: as in `accounting.attack` (items A3 and "The hockey stick"), with the merged masses
+and every lower-set mass F(L) and 1 - F(L) sums of nonnegative longdouble terms (prefix + suffix
+sums, or running sums along a diagonal: no cancellation), each within relative error
+rho = 2 (n + M + 4) u_ld + 2 u of the r* value (n positions); a winner mass is G(F') - G(F),
+or Gc(W) - Gc(W') with W = 1 - F, Gc(w) = 1 - G(1 - w), when F' > 1/2; the true winner's
+mass on the denominator side is also bounded by B_j <= r_hi_j G'(F'(1 + rho) + e_r).
 """
 
 from __future__ import annotations
@@ -130,9 +114,7 @@ MAX_ROUNDS = 30
 #: absolute): scores whose values tie to round-off keep the first found, on every vector unit
 TIE = 1e-12
 #: `split_pieces`: a merged bucket holding more than this share of one run's mass on either side
-#: is split into equal pieces (a heavy bucket: an atom of the label, e.g. a Laplace base's +-1/b);
-#: measured, the continuous labels' heaviest buckets (DP-SGD, Gaussian) hold 0.02 to 0.06, and
-#: splitting them moved no attack value by more than 0.001 for twice the DP's time
+#: is split into equal pieces (a heavy bucket: an atom of the label, e.g. a Laplace base's +-1/b)
 SPLIT_MASS = 1 / 16
 #: pieces per unit of mass (a bucket of mass w becomes the power of two >= w SPLIT_DENSITY
 #: pieces, at most SPLIT_MAX), and the most buckets the split adds in all
@@ -179,12 +161,10 @@ def delta_tail(deltas: ArrayLike, law: RoundsLaw) -> float:
     the smallest positive delta / (`TAIL_PER_DELTA` E[K]), within [`TAIL`, `TAIL_MAX`] (`TAIL`
     when no delta is positive).
 
-    Any cut is valid (a merge is a post-processing, module docstring): the cut only decides
-    where the `resolution` equal-width buckets go. A label range holding less than q of one run
-    on each side holds less than E[K] q of the winner on each side, so at q = delta / (1e4 E[K])
-    a test that reads it inside the lumped end buckets instead of finely moves the hockey
-    stick by less than 1e-4 delta, while the buckets in between are narrower than between the
-    1e-20 quantiles (measured, DP-SGD at delta 1e-5: the attack value +2% to +10%)."""
+    Any cut is valid (a merge is a post-processing): the cut only decides where the
+    `resolution` equal-width buckets go. A label range holding less than q of one run on each
+    side holds less than E[K] q of the winner, so reading it lumped instead of finely moves the
+    hockey stick by less than 1e-4 delta."""
     d = np.asarray(deltas, dtype=float).ravel()
     d = d[d > 0]
     if not len(d):
@@ -199,12 +179,9 @@ def _group(values: np.ndarray, starts: np.ndarray, dtype) -> np.ndarray:
 
 def informative_masses(laws: LabelLaws) -> tuple[np.ndarray, np.ndarray]:
     """Each law's entries (float64) with those below its FFT round-off (`LabelLaws.noise`) set
-    to 0: what the computed law says about where the true law has its mass. The entries below
-    the round-off are noise whose bits depend on the machine (the order of the FFT's sums,
-    the vector unit's exp and log), so a decision taken from them (where `merge_buckets` cuts
-    the tails) would move with the CPU; with them out the decision rests on entries known to
-    the FFT's precision. Only decisions read these: every mass the attack uses is the
-    computed law itself, enclosed as the module docstring says."""
+    to 0: entries below it are noise whose bits depend on the machine, so decisions (where
+    `merge_buckets` cuts the tails, `split_pieces`) read these and are the same on every CPU;
+    every mass the attack uses is the computed law itself."""
     out = []
     for b, v in enumerate(laws.laws):
         x = np.asarray(v, dtype=float)
@@ -213,12 +190,11 @@ def informative_masses(laws: LabelLaws) -> tuple[np.ndarray, np.ndarray]:
 
 
 def merge_buckets(laws: LabelLaws, resolution: int, tail: float = TAIL) -> LabelLaws:
-    """Merge consecutive positions into at most `resolution` buckets (a post-processing: module
-    docstring): atoms at -inf / +inf stay apart, labels outside the `tail` quantiles of both
-    laws (read from `informative_masses`: the entries above the FFT's round-off, so that the
-    cut is the same on every CPU) are lumped into the end buckets, and the labels in between
-    are cut at equal label widths (empty buckets dropped). Masses are summed in longdouble; the
-    upper bounds rounded up."""
+    """Merge consecutive positions into at most `resolution` buckets (a post-processing): atoms
+    at -inf / +inf stay apart, labels outside the `tail` quantiles of both laws (read from
+    `informative_masses`) are lumped into the end buckets, and the labels in between are cut at
+    equal label widths (empty buckets dropped). Masses are summed in longdouble; the upper
+    bounds rounded up."""
     n = len(laws)
     if n <= resolution:
         return laws
@@ -283,20 +259,17 @@ def split_pieces(laws: LabelLaws) -> np.ndarray:
 
 def split_buckets(laws: LabelLaws, pieces: ArrayLike) -> LabelLaws:
     """The label laws with bucket j replaced by pieces[j] equal pieces, adjacent, in place (a
-    power of two each, so each piece's computed mass and upper bound are the bucket's divided
-    exactly, an upper bound whose quotient is subnormal rounded up: no new round-off; the L1 error of the whole law is unchanged, and the FFT noise
-    floor of a piece is its bucket's, which only drops more of the piece's mass from a test).
+    power of two each, so each piece's mass and upper bound are the bucket's divided exactly,
+    a subnormal quotient of an upper bound rounded up: no new round-off; the L1 error and the
+    FFT noise floor are the bucket's).
 
     Why a split is a score a tuning run can play. Piece i of bucket j takes the share 1/n_j of
     the bucket's mass on X and on X' alike. On a base whose output has no atoms (Gaussian,
-    Laplace, DP-SGD: the label is a function of an atomless output), Lyapunov's convexity
-    theorem (the range of the atomless vector measure (Q, P) restricted to the bucket's outputs
-    is convex and holds (0, 0) and (1, 1)) gives disjoint output sets, one per piece, each with
-    the share 1/n_j under both laws: a deterministic score ranks them apart, and the adversary
-    reads the winner's piece from the released output. The search over the split buckets is
-    then the same post-processing argument as the module docstring's. On a finite base the
-    pieces need an independent coin released with each run (a mechanism with the same privacy
-    profile, not the base itself), so `attack` splits only atomless bases."""
+    Laplace, DP-SGD), Lyapunov's convexity theorem (the range of the atomless vector measure
+    (Q, P) on the bucket's outputs is convex) gives disjoint output sets, one per piece, each
+    with the share 1/n_j under both laws: a deterministic score ranks them apart, and the
+    module docstring's post-processing argument applies. On a finite base the pieces need a
+    released coin (not the base itself), so `attack` splits only atomless bases."""
     n = np.asarray(pieces, dtype=np.int64)
     if n.shape != (len(laws),) or np.any(n < 1) or np.any(n & (n - 1)):
         raise ValueError("pieces: one power of two >= 1 per bucket")

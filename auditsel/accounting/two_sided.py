@@ -1,6 +1,5 @@
 """The layered profile bound read per direction: each direction's own privacy profile and the
-pair's own post-processing region (issue 37 item 4; docs/explanation/bounds.md, "The two-sided
-layered bound").
+pair's own post-processing region (docs/explanation/bounds.md, "The two-sided layered bound").
 
 Contract. `two_sided_epsilon(pair, law, delta)` is an upper bound on the tuning run's eps at
 delta for any score, assuming only the base pair's two directional privacy profiles: for a
@@ -15,9 +14,8 @@ set) and 1 - q' <= e^e (1 - q) + delta_PQ(e) (its complement), each with its own
 tuning run's delta_A (Q over P) needs dt_Q(e) = sup_T Q(T) - e^e P(T): delta_QP(e) for e >= 0,
 and 1 - e^e + e^e delta_PQ(-e) for e < 0 (complements). The proof of the layered theorem uses
 nothing else, so each direction of the tuning run is bounded with the exact directional pieces,
-and delta_A is the larger of the two. On DP-SGD the directions are far apart (sigma 0.79, 1,100
-steps, rate 0.0013: delta_remove(0.5) = 5.1e-6, delta_add(0.5) = 3e-14), so the max-profile
-region is much larger than the pair's.
+and delta_A is the larger of the two. On DP-SGD the directions are orders of magnitude apart, so
+the max-profile region is much larger than the pair's.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from auditsel.accounting.profile import BaseProfile, Layers, envelope_region, layers
+from auditsel.accounting.profile import BaseProfile, Layers, envelope_region, layers, smallest_eps
 from auditsel.mechanisms import (
     PLD_DISCRETIZATION,
     DpsgdBase,
@@ -41,7 +39,7 @@ from auditsel.numerics import FloatArray, check_deltas
 from auditsel.roles import AccountedPair
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["directional_profiles", "two_sided_delta", "two_sided_epsilon"]
+__all__ = ["directional_profiles", "two_sided_epsilon"]
 
 Delta = Callable[[np.ndarray], np.ndarray]
 
@@ -117,11 +115,6 @@ def _setup(pair: AccountedPair, law: RoundsLaw) -> list[tuple[Layers, Delta, Del
     return out
 
 
-def two_sided_delta(pair: AccountedPair, law: RoundsLaw, eps: float) -> float:
-    """The bound on the tuning run's delta(eps), max over both directions."""
-    return max(_one_direction(lay, a, b, eps) for lay, a, b in _setup(pair, law))
-
-
 def two_sided_epsilon(
     pair: AccountedPair, law: RoundsLaw, delta: ArrayLike, *, hi: float = 1e3
 ) -> FloatArray:
@@ -134,17 +127,6 @@ def two_sided_epsilon(
     setup = _setup(pair, law)
     value = lambda e: max(_one_direction(lay, a, b, e) for lay, a, b in setup)
     for i, d in enumerate(deltas.tolist()):
-        if d <= 0 or value(hi) > d:
-            continue
-        lo, top = 0.0, hi
-        if value(0.0) <= d:
-            out[i] = 0.0
-            continue
-        while top - lo > 1e-6 * max(1.0, top):
-            mid = 0.5 * (lo + top)
-            if value(mid) <= d:
-                top = mid
-            else:
-                lo = mid
-        out[i] = top
+        if d > 0 and value(hi) <= d:
+            out[i] = smallest_eps(value, d, 0.0, hi)
     return out
