@@ -325,20 +325,25 @@ def dpsgd_step(noise_multiplier: float, sample_rate: float, label_step: float) -
         else:
             loss_a = pm.logaddexp(math.log1p(-tau), math.log(tau) + (2 * a - 1) / (2 * s * s))
             loss_b = pm.logaddexp(math.log1p(-tau), math.log(tau) + (2 * b - 1) / (2 * s * s))
-    fuzz = 1e-12 * (1 + np.abs(np.where(np.isfinite(loss_a), loss_a, 0.0)))
+    return StepLaws(i_lo, h, p, q, 0.0, 0.0, STEP_REL, *_margins(idx, h, loss_a, loss_b, p, q), x)
+
+
+def _margins(
+    idx: np.ndarray, h: float, loss_a: np.ndarray, loss_b: np.ndarray, p: np.ndarray, q: np.ndarray
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """`StepLaws.loss_margin` and `unbounded` from each bucket's loss range [loss_a, loss_b] at
+    its computed ends (a 1e-12 relative fuzz for their rounding)."""
     has = (p > 0) | (q > 0)
-    below_ok = has & np.isfinite(loss_a)
-    above_ok = has & np.isfinite(loss_b)
-    below = float(np.max(((idx - 0.5) * h - loss_a + fuzz)[below_ok], initial=0.0))
-    fuzz_b = 1e-12 * (1 + np.abs(np.where(np.isfinite(loss_b), loss_b, 0.0)))
-    above = float(np.max((loss_b - (idx + 0.5) * h + fuzz_b)[above_ok], initial=0.0))
+    fin_a, fin_b = np.isfinite(loss_a), np.isfinite(loss_b)
+    fuzz_a = 1e-12 * (1 + np.abs(np.where(fin_a, loss_a, 0.0)))
+    fuzz_b = 1e-12 * (1 + np.abs(np.where(fin_b, loss_b, 0.0)))
+    below = float(np.max(((idx - 0.5) * h - loss_a + fuzz_a)[has & fin_a], initial=0.0))
+    above = float(np.max((loss_b - (idx + 0.5) * h + fuzz_b)[has & fin_b], initial=0.0))
     unbounded = (
-        float(np.sum(p[has & ~np.isfinite(loss_a)])) * (1 + STEP_REL),
-        float(np.sum(q[has & ~np.isfinite(loss_b)])) * (1 + STEP_REL),
+        float(np.sum(p[has & ~fin_a])) * (1 + STEP_REL),
+        float(np.sum(q[has & ~fin_b])) * (1 + STEP_REL),
     )
-    return StepLaws(
-        i_lo, h, p, q, 0.0, 0.0, STEP_REL, (max(below, 0.0), max(above, 0.0)), unbounded, x
-    )
+    return (max(below, 0.0), max(above, 0.0)), unbounded
 
 
 def _laplace_masses(a: np.ndarray, c: np.ndarray, scale: float) -> np.ndarray:
@@ -381,12 +386,7 @@ def laplace_step(noise_multiplier: float, sample_rate: float, label_step: float)
     # the loss range of each bucket from its (computed) ends; l is constant outside [0, 1]
     idx = np.arange(i_lo, i_hi + 1)
     loss_a, loss_c = loss(np.clip(a, -1.0, 2.0)), loss(np.clip(c, -1.0, 2.0))
-    has = (p > 0) | (q > 0)
-    below = float(np.max(((idx - 0.5) * h - loss_a + 1e-12 * (1 + np.abs(loss_a)))[has]))
-    above = float(np.max((loss_c - (idx + 0.5) * h + 1e-12 * (1 + np.abs(loss_c)))[has]))
-    return StepLaws(
-        i_lo, h, p, q, 0.0, 0.0, STEP_REL, (max(below, 0.0), max(above, 0.0)), (0.0, 0.0), x
-    )
+    return StepLaws(i_lo, h, p, q, 0.0, 0.0, STEP_REL, *_margins(idx, h, loss_a, loss_c, p, q), x)
 
 
 def finite_step(p: ArrayLike, q: ArrayLike, label_step: float) -> StepLaws:

@@ -40,15 +40,12 @@ ranks.
 The search (a heuristic: any score found is valid, only the tightness depends on it).
 
 1. A dynamic program over how much of each output's coin is used, in m equal pieces per output
-   ((m + 1)^n <= `DP_STATES` states): at a fixed eps (c = e^eps) and a direction (numerator side
-   A, denominator B), the best order of the pieces maximises the sum over pieces of
-   [G_A(F_A') - G_A(F_A) - c (G_B(F_B') - G_B(F_B))]_+, which depends on the state only through
-   the masses used (F_A, F_B): V(k) = max_y gain_y(k) + V(k + e_y), O(n (m + 1)^n). With m = 1
-   it is the exact search over all n! orders of the outputs (2^n states).
-2. The order found is merged into segments (consecutive pieces of one output) and the segments'
-   coin cuts are optimised (Nelder-Mead on the float eps of the path, each segment read in
-   sub-pieces, `OPT_PIECES` per unit of its mass), then 1 and 2 repeat at the eps found while
-   it rises (at most `ROUNDS`), both directions, started from `start` (the value already known).
+   ((m + 1)^n <= `DP_STATES` states): at c = e^eps, the best order of the pieces maximises the
+   sum of [G_A(F_A') - G_A(F_A) - c (G_B(F_B') - G_B(F_B))]_+, which depends on the state only
+   through the masses used: V(k) = max_y gain_y(k) + V(k + e_y) (m = 1: all n! orders).
+2. The order found is merged into segments and their coin cuts optimised (Nelder-Mead on the
+   float eps, `OPT_PIECES` sub-pieces per unit of mass); 1 and 2 repeat at the eps found while
+   it rises (at most `ROUNDS`), both directions, started from `start`.
 3. The best path is certified with `FINAL_PIECES` sub-pieces per segment.
 
 Round-off (the value is a lower bound in floating point too). The coin cuts are float64 numbers

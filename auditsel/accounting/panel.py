@@ -1,31 +1,22 @@
-"""The upper-bound panel: every registered upper bound (`accounting.bounds.BOUNDS`) for one
+"""The upper-bound panel: every registered upper bound (`accounting.registry.BOUNDS`) for one
 setting, as a loop over the registry, with the attack value (`accounting.attack`) and the
 interval they bracket (`accounting.interval`). ::
 
     panel(base, law, delta, curve_deltas=None) -> Panel
-        .base       `BaseInfo` {"epsilon": eps_B, "mu": mu or None, "mu_gdp": ... or None; a
-                    DP-SGD base adds "accountant": eps_B is the tighter of its RDP and PLD values}
+        .base       `BaseInfo`: eps_B of one run, mu, mu_gdp (DP-SGD: the tighter accountant)
         .upper      `BoundValues` {key: eps or None}: upper bounds on the tuning run's epsilon
-                    for ANY score (generic_rdp, profile); the reduced game's keys (`exact`,
-                    `improved_rdp`, `improved_rdp_gdp`) are None here for every pair: they hold only under
-                    [XWW24]'s monotone-score assumption (`registry.ASSUMPTION`)
+                    for ANY score (generic_rdp, profile); the reduced game's keys are None here
+                    for every pair ([XWW24]'s monotone-score assumption, `registry.ASSUMPTION`)
         .monotone_score  {key: eps or None}: the reduced game's values where the pair's
-                    reduction is exact (Gaussian, finite-output, DP-SGD with tau = 1): exact and
-                    proven under the monotone-score assumption, not for the tuning run (empty
-                    otherwise)
+                    reduction is exact (proven under the monotone-score assumption only)
         .reduced_game  {key: eps or None}: the reduced game's values of a pair whose reduction is
-                    not exact (DP-SGD with tau < 1: mu of [XWW24] eq. 19, heuristic, and the
-                    monotone score assumed too; empty otherwise)
-        .labels     {key: "rigorous" | "monotone_score" | "heuristic"} for this pair (the
-                    tuning run's rigour, `accounting.registry`); .sources {key: theorem}
-        .attack     `AttackInfo` {"epsilon", "source", "method", "strategy", "direction",
-                    "label_step", "slack", "score", and with curve_deltas "curve": eps at each}: the
-                    attack value over score functions, a valid lower bound for any score
-                    (`accounting.attack`; "score": the score it found, in words); .attack_value
-                    the AttackValue itself
-        .interval   accounting.interval.Interval: [attack value, tightest rigorous bound], for
-                    any score; with assume="monotone_score", [XWW24]'s interval under that
-                    assumption instead (`accounting.interval`, labelled: .interval.assumption)
+                    not exact (DP-SGD with tau < 1: heuristic, monotone score assumed too)
+        .labels     {key: "rigorous" | "monotone_score" | "heuristic"} for this pair;
+                    .sources {key: theorem}
+        .attack     `AttackInfo`: the attack value, a valid lower bound for any score, and how
+                    it was found; .attack_value the `attack.AttackValue` itself
+        .interval   `interval.Interval`: [attack value, tightest rigorous bound], for any score;
+                    with assume="monotone_score", [XWW24]'s interval under that assumption
         .notes, .seconds
         .curves     with curve_deltas, `Curves`: {"delta": [...], key: [...] per bound}
         .reduced_game_curves, .monotone_score_curves   the same for those values
@@ -33,15 +24,11 @@ interval they bracket (`accounting.interval`). ::
     upper_bounds(base, law, delta)  -> panel(...).upper
     base_info(base, delta)          -> the .base dict
 
-`base` is any mechanism pair of `auditsel.mechanisms` (Gaussian, finite-output, DP-SGD) or
-`auditsel.events` (LaplaceBase, EventBase), or a dp_accounting DpEvent (`events.as_pair`); what
-a bound needs from it, it asks the pair (docs/explanation/architecture.md). Keys, results,
-rigour and citations: `accounting.registry` (stated there once). Where the attack does not apply
-(`attack.attack_applies`: an event base whose worst-case pair is not known), `.attack` says why with
-epsilon None and the interval's lower end is 0 ("eps >= 0"). `Panel` is read by attribute;
-`Panel.to_dict()` is its dict. Its sections are typed: `BaseInfo` and `AttackInfo` are
-TypedDicts (records with fixed keys, read as `p.base["epsilon"]`), `BoundValues`, `Curves`,
-`labels` (`registry.Rigour`) and `sources` are mappings keyed by the registry's bound keys.
+`base` is any mechanism pair of `auditsel.mechanisms` or `auditsel.events`, or a dp_accounting
+DpEvent (`events.as_pair`); what a bound needs from it, it asks the pair
+(docs/explanation/architecture.md). Keys, rigour and citations: `accounting.registry`. Where the
+attack does not apply (`attack.attack_applies`), `.attack` says why with epsilon None and the
+interval's lower end is 0 ("eps >= 0").
 """
 
 from __future__ import annotations

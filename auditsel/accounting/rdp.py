@@ -11,17 +11,13 @@ Conversion (Canonne, Kamath, Steinke 2020 Prop. 12 = [PS22] Lemma 14 = [XWW24] A
 minimised over the orders on which r is known (`rdp_to_epsilon`), and eps = 0 as soon as
 delta >= sqrt(1 - exp(-r(alpha))) at some order: the total variation distance, which is the
 privacy profile at eps = 0, is at most sqrt(1 - exp(-KL)) (Bretagnolle-Huber), and
-KL = D_1 <= D_alpha <= r(alpha) for every alpha > 1 (dp_accounting's `compute_epsilon` uses the
-same shortcut). The order grid `ORDERS` used throughout the panel is stated here: the union of
-`GRID`, 1 + 10^u for u on a uniform grid of 160 points in [-2, log10(1023)] (1.01 <= alpha <=
-1024, geometric in alpha - 1), and `DP_ACCOUNTING_ORDERS`, dp_accounting's default orders (1.1 to
-10.9 by 0.1, 11 to 63, 128, 256, 512, 1024; `tests/accounting/test_edges.py` checks them against
-dp_accounting itself). Every RDP conversion and every RDP bound over `ORDERS` is therefore never
-looser than the same computation over dp_accounting's default orders. Closed-form curves
-(Gaussian, pure DP) can be minimised continuously with `rdp_to_epsilon_continuous`
-(golden-section over alpha - 1 in log scale, then the grid value is kept if smaller; a batch of
-deltas searched together), which removes the grid error altogether. With delta = 0 the conversion gives inf (a finite grid of
-orders cannot certify pure DP).
+KL = D_1 <= D_alpha <= r(alpha) for every alpha > 1 (as dp_accounting's `compute_epsilon`).
+The panel's order grid `ORDERS` is the union of `GRID` (160 orders geometric in alpha - 1,
+1.01 <= alpha <= 1024) and `DP_ACCOUNTING_ORDERS` (dp_accounting's defaults), so every
+conversion over it is never looser than over dp_accounting's orders. Closed-form curves can be
+minimised continuously with `rdp_to_epsilon_continuous` (golden section over alpha - 1 in log
+scale, the grid value kept if smaller). With delta = 0 the conversion gives inf (a finite grid
+of orders cannot certify pure DP).
 
 Curves (all tight, i.e. equal to the true divergence, maximised over both directions):
 

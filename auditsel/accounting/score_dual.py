@@ -1,5 +1,5 @@
 """The Lagrangian dual of the score-order problem: an upper bound on the tuning run's delta(eps)
-for ANY score (issue 37 item 4; proof in docs/explanation/bounds.md, "The score-order dual").
+for ANY score (proof in docs/explanation/bounds.md, "The score-order dual").
 
 Contract. `score_dual_delta(pair, law, eps)` is an upper bound on the tuning run's delta(eps)
 (max over both directions) for every score the tuner may rank its runs by, randomised scores
@@ -7,44 +7,26 @@ included (a score may split one output's mass between ranks), assuming nothing b
 pair: the exact pmfs of a `FiniteOutputBase`, or the privacy-loss distribution of a
 `DpsgdBase` from dp_accounting's pessimistic (connect-the-dots) PLD, a pair that dominates the
 true one, each direction from its own PMF. `score_dual_epsilon` is the smallest eps found by
-bisection whose bound is <= delta (its upper end: a rigorous eps). Any multipliers give a valid
-bound (`fit_multipliers` only makes it smaller); every grid gives a valid bound (a coarse one
-only a larger one). Opt-in: `registry.OPT_IN_BOUNDS`, never part of the default panel.
+bisection whose bound is <= delta (its upper end: a rigorous eps). Opt-in:
+`registry.OPT_IN_BOUNDS`, never part of the default panel.
 
-Proof sketch. Order one run's outputs by the score and lay the base's mass out along the order:
-(a, b) the P- and Q-mass ranked below a point. A piece between (a, b) and (a + p, b + q) has
-winner mass G(a + p) - G(a) under P and G(b + q) - G(b) under Q ([XWW24] eq. 7; G the pgf of K),
-so delta_A(eps) = sup over orders of sum [G(a+p) - G(a) - e^eps (G(b+q) - G(b))]_+ (the K = 0
-output has equal mass on both sides: nothing for eps >= 0), at most the integral of
-[G'(a) - e^eps s G'(b)]_+ dp along the path, s = q/p = e^-L for a piece of privacy loss L.
-The order only rearranges the pieces: class k (loss L_k) is used with total P-mass P_k. For any
-multipliers phi_k (weak duality) ::
+The bound. Lay one run's mass out along the score's order, (a, b) the P- and Q-mass ranked
+below a point; a piece of privacy loss L (s = q/p = e^-L) between (a, b) and (a + p, b + q)
+has winner masses G(a + p) - G(a) and G(b + q) - G(b) ([XWW24] eq. 7; G the pgf of K). Group
+the pieces into classes k of loss L_k with P-masses P_k; for any multipliers phi_k (weak
+duality) ::
 
-    delta_A(eps) <= sup over relaxed paths of  sum_pieces ([...]_+ - phi_k p)  +  sum_k phi_k P_k,
+    delta_A(eps) <= sup over relaxed paths of  integral ([G'(a) - e^eps s G'(b)]_+ - phi_k) dp
+                    + sum_k phi_k P_k,
 
 a relaxed path being any monotone path from (0, 0) made of pieces of the classes in any amounts,
-kept above the region's floor bmin(a) (the Neyman-Pearson lower boundary: a lower set of P-mass
-a has Q-mass at least bmin(a)), pushed up to it when below (a true path never is). Its value V(a,
-b) from a state is non-increasing in b (a path from a lower b, same pieces, stays lower and gains
-more: G' is non-decreasing). The grid dynamic program (`dual_delta`) therefore bounds V at a
-node (a_i, u_j) by one step of P-mass t_(i+1) - t_i whose gains are frozen at (t_(i+1), u_j)
-(a rounded up, b down), a landing b rounded down to the b-grid, the step's mixture of classes
-bounded by the conjugate of its concave envelope (for lambda >= 0, sum_k x_k c_k <= lambda
-sum_k x_k s_k + max_k (c_k - lambda s_k) per unit P-mass), and the option to stop.
-Pieces with q = 0 (loss +inf) are a class with s = 0; pieces with p = 0 only raise b and are
-dropped (a lower path gains more). Bucketing a PLD's losses upwards (s rounded down) only
-lowers the path and the floor: the bound stays valid. Floating point: G' rounded up at a and
-down at b by 4096 ulps (the law's relative error, as `profile.layers`), and a final margin.
-
-What it gives (measured, docs/findings/interval-widths.md): the relaxation is the
-convexification of the path problem (mixtures of relaxed paths whose average class usage is
-P), and in the tails it is far from the truth. On the pair p = (0.5, 0.3, 0.2), q = (0.2, 0.3,
-0.5), Poisson(10) at eps 3.9 (truth below 1e-6: the brute force's eps at 1e-6 is 3.775) the
-mixture 0.7 x (class 1 to the floor, then classes 1 and 3 chattering along it) + 0.3 x (class 2
-along the diagonal) uses every class exactly and has value 9.0e-4 (`mixture_certificate`), so
-no multipliers can bring the dual below it; the grid adds a first-order error of several 1e-2.
-It is tighter than [PS22] and [KRW24] only on finite pairs with a TNB law, where
-`region_pure_epsilon` (its delta = 0 case in closed form, 0.05 s) does better still.
+pushed up to the Neyman-Pearson floor bmin(a) when below it. The grid dynamic program
+(`dual_delta`) bounds the sup with every rounding in its favour (gains frozen at the cell's top
+a and lowest b, landings rounded down, each step's mixture of classes bounded by the conjugate
+of its concave envelope, G' rounded up / down by 4096 ulps, a final margin). Any multipliers
+give a valid bound (`fit_multipliers` only makes it smaller); every grid gives a valid bound;
+bucketing a PLD's losses upwards (s rounded down) keeps it valid. In the tails the dual is
+loose (its convexification gap, `mixture_certificate`; docs/findings/interval-widths.md).
 """
 
 from __future__ import annotations

@@ -1,32 +1,38 @@
 """The layered profile bound read per direction: each direction's own privacy profile and the
-pair's own post-processing region (docs/explanation/bounds.md, "The two-sided layered bound").
+pair's own post-processing region (proof in docs/explanation/bounds.md, "The two-sided layered
+bound").
 
 Contract. `two_sided_epsilon(pair, law, delta)` is an upper bound on the tuning run's eps at
 delta for any score, assuming only the base pair's two directional privacy profiles: for a
 `DpsgdBase`, dp_accounting's pessimistic (connect-the-dots) PLD of each direction (remove and
-add, each on the finer grid `mechanisms.profile_step` picks where it is cheap, the smaller of
-that and the 1e-3 one); for a `FiniteOutputBase`, the exact hockey sticks.
+add, each the smaller of the 1e-3 grid's and the finer `mechanisms.profile_step` grid's); for a
+`FiniteOutputBase`, the exact hockey sticks.
 
-Why it can be tighter than `profile.layered_epsilon`. The layered bound (docs/explanation/
-bounds.md) reads one profile delta(e) = max over both directions, for Psi and for the region of
-[KRW24] Theorem 4.1. The pair's region is cut by two constraints, q <= e^e q' + delta_QP(e) (a
-set) and 1 - q' <= e^e (1 - q) + delta_PQ(e) (its complement), each with its own direction; the
-tuning run's delta_A (Q over P) needs dt_Q(e) = sup_T Q(T) - e^e P(T): delta_QP(e) for e >= 0,
-and 1 - e^e + e^e delta_PQ(-e) for e < 0 (complements). The proof of the layered theorem uses
-nothing else, so each direction of the tuning run is bounded with the exact directional pieces,
-and delta_A is the larger of the two. On DP-SGD the directions are orders of magnitude apart, so
-the max-profile region is much larger than the pair's.
+The layered bound (`profile.layered_delta`) reads one profile delta(e) = max over both
+directions, for Psi and for the region of [KRW24] Theorem 4.1. Here the region is cut by
+q <= e^e q' + delta_QP(e) (a set) and 1 - q' <= e^e (1 - q) + delta_PQ(e) (its complement), and
+the direction Q over P reads dt_Q(e) = sup_T Q(T) - e^e P(T): delta_QP(e) for e >= 0 and
+1 - e^e + e^e delta_PQ(-e) for e < 0. The proof is unchanged, so each direction is bounded with
+its own pieces (never above the layered bound) and delta_A is the larger of the two.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from auditsel.accounting.profile import BaseProfile, Layers, envelope_region, layers, smallest_eps
+from auditsel.accounting.profile import (
+    BaseProfile,
+    Layers,
+    envelope_region,
+    layered_sum,
+    layers,
+    smallest_eps,
+)
 from auditsel.mechanisms import (
     PLD_DISCRETIZATION,
     DpsgdBase,
@@ -98,14 +104,6 @@ def _tilde(d_this: Delta, d_other: Delta, e: np.ndarray) -> np.ndarray:
     return np.clip(np.where(e >= 0, pos, neg), 0.0, 1.0)
 
 
-def _one_direction(lay: Layers, d_this: Delta, d_other: Delta, eps: float) -> float:
-    psi = np.minimum(lay.cap, _tilde(d_this, d_other, eps - lay.shift))
-    psi0 = min(1.0, float(_tilde(d_this, d_other, np.array([eps - lay.shift[-1]]))[0]))
-    with np.errstate(invalid="ignore"):
-        total = lay.g0 * psi0 + float(np.sum(np.where(psi > 0, lay.rise * psi, 0.0)))
-    return total * (1 + 1e-12)
-
-
 def _setup(pair: AccountedPair, law: RoundsLaw) -> list[tuple[Layers, Delta, Delta]]:
     d_qp, d_pq, grid = directional_profiles(pair)
     out = []
@@ -125,7 +123,7 @@ def two_sided_epsilon(
     if not np.any(deltas > 0):
         return out
     setup = _setup(pair, law)
-    value = lambda e: max(_one_direction(lay, a, b, e) for lay, a, b in setup)
+    value = lambda e: max(layered_sum(lay, partial(_tilde, a, b), e) for lay, a, b in setup)
     for i, d in enumerate(deltas.tolist()):
         if d > 0 and value(hi) <= d:
             out[i] = smallest_eps(value, d, 0.0, hi)
