@@ -147,6 +147,7 @@ from auditsel.accounting.coin_search import COIN_ASSUMPTION, CoinScore, coin_sea
 from auditsel.accounting.exact import EPS_CAP, exact_epsilon, privacy_curve
 from auditsel.accounting.score_search import (
     DEFAULT_RESOLUTION,
+    LAW_REL,  # noqa: F401  (A3's pgf error, read with this module's constants)
     TAIL,
     U64,
     ULD,
