@@ -115,19 +115,15 @@ Assumptions A1-A3 are the only ones: the accuracy of scipy's log_ndtr, of
 `accounting.portable`'s functions and of pocketfft, each with a safety factor (tests compare
 them with mpmath and direct convolution).
 
-The same number on every CPU: every exp, log, expm1, log1p and logsumexp is
-`accounting.portable`'s (IEEE basic operations only), the FFT is pocketfft in longdouble on one
-thread at a length fixed by the step, sums run in numpy's fixed order, and the decisions taken
-from masses read only entries above the FFT's round-off (`score_search.informative_masses`).
-Only the law of K's pgf (numpy's exp in `auditsel.rounds`) varies, about 1e-12 on the value
-(tests/accounting/test_cpu_profiles.py).
+The same number on every CPU: the elementary functions are `accounting.portable`'s, the FFT is
+pocketfft in longdouble on one thread, sums run in numpy's fixed order, and decisions read only
+entries above the FFT's round-off (`score_search.informative_masses`); only the law of K's pgf
+varies, about 1e-12 on the value.
 
-How tight. Rounding each step's loss to h (`LABEL_STEP`) loses information: the value converges
-to the likelihood-ratio attack's as h -> 0 (at tau = 1 within 1e-2 of the exact value at
-delta = 1e-5, tests). The score search loses what merging the labels into `resolution` buckets
-loses (equal label widths between the quantiles `score_search.delta_tail` sets); a finer merge
-can only raise the value. The round-off charged (`AttackValue.slack`, in delta units) matters
-only for deltas near or below it.
+How tight. The value converges to the likelihood-ratio attack's as the label step h
+(`LABEL_STEP`) -> 0; the score search loses what merging the labels into `resolution` buckets
+loses (a finer merge can only raise the value). The round-off charged (`AttackValue.slack`, in
+delta units) matters only for deltas near or below it.
 """
 
 from __future__ import annotations
@@ -540,13 +536,8 @@ def compose(step: StepLaws, n: int) -> RunLaws:
         run, e_2, e_fft = _convolve(vec, n, lo, c_f)
         # P(some step of the run is at the atom); atom = 1 (disjoint supports) gives 1
         atom_run = -math.expm1(n * math.log1p(-atom)) if 0 < atom < 1 else float(atom >= 1)
-        full = np.concatenate(
-            [
-                np.array([atom_run if b == 0 else 0.0], dtype=np.longdouble),
-                run,
-                np.array([atom_run if b == 1 else 0.0], dtype=np.longdouble),
-            ]
-        )
+        ends = np.array([atom_run, 0.0] if b == 0 else [0.0, atom_run], dtype=np.longdouble)
+        full = np.concatenate([ends[:1], run, ends[1:]])
         total_run = float(np.sum(full))
         full /= np.sum(full)
         laws.append(full)
@@ -626,17 +617,6 @@ def _cdfs(r: np.ndarray) -> Cdfs:
     Fp = np.concatenate([[np.longdouble(0)], F[:-1]]).astype(float)
     Tn = np.concatenate([T[1:], [np.longdouble(0)]]).astype(float)
     return F.astype(float), Fp, T.astype(float), Tn, rho
-
-
-def _winner_bounds(
-    r: np.ndarray, law: RoundsLaw, cdfs: Cdfs | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Entry-wise (lower, upper) bounds on the winner's law G(F_j) - G(F_j-1) of the law `r`
-    (longdouble, positions in increasing score order; the K = 0 output left out): differences
-    of G on the cdf in the lower half, of 1 - G(1 - w) on the upper tail
-    (`score_search.enclose_winner`, which the score search's buckets use too)."""
-    F, Fp, T, Tn, rho = cdfs or _cdfs(r)
-    return enclose_winner(r.astype(float), Fp, F, T, Tn, rho, law)
 
 
 # --- the run's label, for the score search ---------------------------------------------------
@@ -1240,7 +1220,10 @@ def labelled_attack(
         )
         laws = tuple(flip(v) for v in run.laws)
         cdfs = [_cdfs(v) for v in laws]
-        star = [_winner_bounds(v, law, c) for v, c in zip(laws, cdfs)]
+        # the winner's law G(F_j) - G(F_j-1), enclosed (`score_search.enclose_winner`)
+        star = [
+            enclose_winner(v.astype(float), c[1], c[0], *c[2:], law) for v, c in zip(laws, cdfs)
+        ]
         true = [
             true_winner_upper(flip(true_hi[b]), c[0], c[3], c[4], run.error[b], law)
             for b, c in enumerate(cdfs)
