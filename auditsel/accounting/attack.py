@@ -280,7 +280,7 @@ def _normal_masses(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 #: the default label step h (module docstring, "How tight")
 LABEL_STEP = 1e-3
 
-#: F_j, F_j-1, T_j, T_j+1 of a law (float64) and their relative error bound (`_cdfs`)
+#: F_j-1, F_j, T_j, T_j+1 of a law (float64) and their relative error bound (`_cdfs`)
 Cdfs: TypeAlias = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]
 
 
@@ -608,15 +608,16 @@ def _true_upper(run: RunLaws) -> tuple[np.ndarray, np.ndarray]:
 
 # --- the winner --------------------------------------------------------------------------------
 def _cdfs(r: np.ndarray) -> Cdfs:
-    """F_j, F_j-1, T_j = sum_{i>=j}, T_j+1 (float64) of a longdouble law, and their relative
-    error bound rho (nonnegative summands in extended precision, then rounding to float64)."""
+    """F_j-1, F_j, T_j = sum_{i>=j}, T_j+1 (float64) of a longdouble law, and their relative
+    error bound rho (nonnegative summands in extended precision, then rounding to float64): the
+    arguments of `score_search.enclose_winner` after the masses."""
     m = len(r)
     rho = 2.0 * (m + 2) * ULD + U64
     F = np.cumsum(r)
     T = np.cumsum(r[::-1])[::-1]
     Fp = np.concatenate([[np.longdouble(0)], F[:-1]]).astype(float)
     Tn = np.concatenate([T[1:], [np.longdouble(0)]]).astype(float)
-    return F.astype(float), Fp, T.astype(float), Tn, rho
+    return Fp, F.astype(float), T.astype(float), Tn, rho
 
 
 # --- the run's label, for the score search ---------------------------------------------------
@@ -1220,12 +1221,9 @@ def labelled_attack(
         )
         laws = tuple(flip(v) for v in run.laws)
         cdfs = [_cdfs(v) for v in laws]
-        # the winner's law G(F_j) - G(F_j-1), enclosed (`score_search.enclose_winner`)
-        star = [
-            enclose_winner(v.astype(float), c[1], c[0], *c[2:], law) for v, c in zip(laws, cdfs)
-        ]
+        star = [enclose_winner(v.astype(float), *c, law) for v, c in zip(laws, cdfs)]
         true = [
-            true_winner_upper(flip(true_hi[b]), c[0], c[3], c[4], run.error[b], law)
+            true_winner_upper(flip(true_hi[b]), c[1], c[3], c[4], run.error[b], law)
             for b, c in enumerate(cdfs)
         ]
         for num, name in ((1, "X' over X"), (0, "X over X'")):

@@ -28,8 +28,8 @@ The comparison (`baseline_*`): dp_accounting's own calibration for the same budg
 `RepeatAndSelectDpEvent(event(x), mean, shape)`, where dp_accounting covers the law (Poisson and
 TNB with eta >= 0, mean >= 1) and the base has an event; `gain` is dp_accounting's noise over
 ours (> 1: less noise for the same epsilon) or our mean over dp_accounting's (> 1: more runs).
-Its answer also brackets ours: our generic bound is never above dp_accounting's for the same
-setting (`tests/accounting/test_edges.py`), so T(x_dpa) <= target.
+Its answer also brackets ours: our generic bound is never above dp_accounting's, so
+T(x_dpa) <= target.
 """
 
 from __future__ import annotations

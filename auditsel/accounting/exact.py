@@ -353,9 +353,7 @@ def exact_epsilon(
         delta: a float, or an array (one root search for all: a Gaussian winner's deltas
             share one scan and one batched Newton iteration), in [0, 1). At delta = 0: the
             pure eps of a finite winner (inf when the supports differ); inf for a Gaussian
-            winner, whose privacy loss is unbounded (as x -> inf both G' factors of the
-            densities tend to E[K] while `phi(x - mu)/phi(x) = e^(mu x - mu^2/2)` grows
-            without bound).
+            winner, whose privacy loss is unbounded.
         tol: the root's tolerance.
 
     Returns:
@@ -382,8 +380,8 @@ _EPSILONS_LOCK = threading.Lock()
 
 def _gaussian_epsilons_once(winner: GaussianWinner, deltas: FloatArray, tol: float) -> FloatArray:
     """`_gaussian_epsilons`, remembered per (winner, deltas, tol) (the panel's exact bound and
-    the attack's monotone value ask for the same numbers, from two threads: the second waits
-    for the first and gets a copy of the same array). Unhashable winners are computed afresh."""
+    the attack ask for the same numbers from two threads; each gets a copy). Unhashable
+    winners are computed afresh."""
     try:
         key: tuple[object, ...] = (winner, tuple(deltas.tolist()), tol)
         hash(key)

@@ -400,20 +400,6 @@ def _score_dual_curve(
     return out
 
 
-def _region_pure_curve(
-    pair: AccountedPair, law: RoundsLaw, deltas: FloatArray, profile: BaseProfile | None
-) -> FloatArray:
-    """One eps for every delta (it holds at delta = 0); inf for an unbounded loss."""
-    return np.full(deltas.shape, region_pure_epsilon(pair, law))
-
-
-def _two_sided_curve(
-    pair: AccountedPair, law: RoundsLaw, deltas: FloatArray, profile: BaseProfile | None
-) -> FloatArray:
-    """`two_sided.two_sided_epsilon` at every delta (inf at delta = 0)."""
-    return two_sided_epsilon(pair, law, deltas)
-
-
 #: an opt-in bound's curve: (pair, law, checked deltas, profile or None) -> eps at each delta
 CurveFn = Callable[[AccountedPair, RoundsLaw, FloatArray, BaseProfile | None], FloatArray]
 
@@ -462,7 +448,10 @@ OPT_IN_BOUNDS = (
         "L_max + sup_a log G'(a)/G'(bmin(a)) (docs/explanation/bounds.md); assumes only the "
         "finite pair's pmfs",
         theorem="pure eps from the Neyman-Pearson floor (docs/explanation/bounds.md)",
-        epsilon_fn=_region_pure_curve,
+        # one eps for every delta (it holds at delta = 0); inf for an unbounded loss
+        epsilon_fn=lambda pair, law, deltas, _: np.full(
+            deltas.shape, region_pure_epsilon(pair, law)
+        ),
         supported_types=(FiniteOutputBase,),
         pure=True,
     ),
@@ -473,7 +462,7 @@ OPT_IN_BOUNDS = (
         "(docs/explanation/bounds.md); assumes only the pair's two directional profiles "
         "(dp_accounting's pessimistic PLD of each direction for DP-SGD)",
         theorem="layered profile bound per direction (docs/explanation/bounds.md)",
-        epsilon_fn=_two_sided_curve,
+        epsilon_fn=lambda pair, law, deltas, _: two_sided_epsilon(pair, law, deltas),
     ),
 )
 
