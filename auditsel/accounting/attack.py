@@ -513,7 +513,7 @@ def compose(step: StepLaws, n: int) -> RunLaws:
     lo, hi = _window(step, n) if n > 1 else (0, size - 1)
     length = size
     if n > 1:
-        import scipy.fft as sfft
+        import scipy.fft as sfft  # deferred: only composed runs need it
 
         length = int(sfft.next_fast_len(max(hi - lo + 1, 2), real=True))
     u = ULD
@@ -899,17 +899,13 @@ def attack(
 ) -> AttackValue:
     """The attack value at each delta (module docstring), how it was obtained and the score
     that achieves it. `pair`: a mechanism pair or a dp_accounting DpEvent that is one
-    (`events.as_pair`). `scores`: "any" (the worst-score attack: the best of the monotone attack
-    and every interval-shaped score of the merged label buckets, `accounting.score_search`; for
-    a finite-output base also the coin search, `accounting.coin_search`, kept in
-    `AttackValue.coin`: a lower bound for the base with a released coin, read only by
-    `with_one_run`), "deterministic" ("any" without the coin search) or "monotone" (the largest
-    / smallest label wins). `method` (the monotone attack): "auto" (exact where the pair's
-    reduction is exact, else labelled), "exact" or "labelled" (DP-SGD, tau = 1 included: the
-    independent check of the exact value; Laplace bases); `label_step`: the label grid h
-    (`LABEL_STEP`); `resolution`: the merged buckets M of the score search (O(M^2) per step);
-    `tail`: the label quantile beyond which the merge lumps labels into the end buckets
-    (default `score_search.delta_tail(deltas, law)`)."""
+    (`events.as_pair`). `scores`: "any", "deterministic" ("any" without the coin search, whose
+    value `AttackValue.coin` only `with_one_run` reads) or "monotone" (module docstring, "Which
+    scores"). `method` (the monotone attack): "auto" (exact where the pair's reduction is exact,
+    else labelled), "exact" or "labelled" (DP-SGD, tau = 1 included; Laplace bases);
+    `label_step`: the label grid h (`LABEL_STEP`); `resolution`: the merged buckets M of the
+    score search (O(M^2) per step); `tail`: the label quantile beyond which the merge lumps
+    labels into the end buckets (default `score_search.delta_tail(deltas, law)`)."""
     start = time.perf_counter()
     pair = as_pair(pair, "pair")
     d = check_deltas(deltas, "deltas")

@@ -218,7 +218,7 @@ class Panel:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        """The dict `panel` returned before this type (plus the new keys)."""
+        """The panel as a dict of its sections (the curves only with curve deltas)."""
         out: dict[str, object] = {
             "base": self.base,
             "upper": self.upper,
