@@ -4,12 +4,10 @@ model does, with a goodness-of-fit check.
 GDP fit ([NHSBTJCT23]; heuristic, `gdp_fit`): mu_L = max over every threshold and both
 directions of Phi^-1(1 - FP_u(t)) - Phi^-1(FN_u(t)), with limits at two-sided level
 alpha / (2 n) (with the lower limits of the goodness-of-fit check, 4 n one-sided events of the
-order-statistic argument above, so they hold at every threshold at once), converted to eps at
-delta with the Gaussian profile ([DRS22] Corollary 2.13). It holds if the Gaussian trade-off
-model does; `gdp_fit_ok` is false when the data reject the model at level alpha: some
-threshold's interval [mu_lo(t), mu_hi(t)] (mu_hi from the lower limits) lies wholly below
-mu_L. It is the one GDP number of an audit: the table, report.md, result.json (`lower.gdp_fit`,
-`gdp_fit_mu`, `gdp_fit_ok`) and the estimator panel (`gdp_fit`) all show it.
+order-statistic argument of `auditsel.auditing.lower`, so they hold at every threshold at
+once), converted to eps at delta with the Gaussian profile ([DRS22] Corollary 2.13).
+`gdp_fit_ok` is false when the data reject the model at level alpha: some threshold's interval
+[mu_lo(t), mu_hi(t)] (mu_hi from the lower limits) lies wholly below mu_L.
 """
 
 from __future__ import annotations
@@ -85,8 +83,8 @@ def gdp_over_rows(
     delta: float,
 ) -> GdpFit:
     """gdp_fit over candidate rows: mu_L's maximum in '>' over `above` and '<=' over `below`;
-    the goodness-of-fit minimum of mu_hi (increasing in the counts, so over the other rows)
-    over `below` ('>') or `above` ('<='), in the direction of the maximum."""
+    the goodness-of-fit minimum of mu_hi over the other rows, in the direction of the
+    maximum."""
     a = alpha / (2 * n)
     u0, u1 = cp_limits(n0, a), cp_limits(n1, a)
     fits: list = []
@@ -123,8 +121,7 @@ def gdp_over_rows(
 
 
 def gdp_fit(sorted_scores: SortedScores, alpha: float, delta: float) -> GdpFit:
-    """The GDP fit of the games of `sorted_scores` over every threshold, at significance
-    `alpha` (module docstring); heuristic: it holds if the Gaussian trade-off model does."""
+    """The GDP fit of the games of `sorted_scores` over every threshold at significance alpha."""
     delta = float(check_deltas(delta)[0])
     ss = sorted_scores
 

@@ -62,9 +62,6 @@ EPS_MAX = 50.0  # eps above this is reported as this (a search cap, stated in th
 EPS_TOL = 1e-6
 
 
-# --- [SNJ23] -------------------------------------------------------------------------------
-
-
 def snj23_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     """Upper bound on P[>= v correct of r guesses] for an (eps, delta)-DP mechanism ([SNJ23] Thm 5.2)."""
     from scipy.stats import binom  # deferred: scipy.stats, only for a one-run audit
@@ -109,9 +106,6 @@ def snj23_epsilon(m: int, r: int, v: int, significance: float, delta: float) -> 
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if p(mid) <= significance else (lo, mid)
     return lo
-
-
-# --- [MMC24] -------------------------------------------------------------------------------
 
 
 def mmc24_rejects(
@@ -206,9 +200,6 @@ def _mmc24_theta(family, m, k, c, significance) -> float:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if rejects(mid) else (lo, mid)
     return float(grid[lo])
-
-
-# --- guesses -------------------------------------------------------------------------------
 
 
 def guess_grid(m: int) -> np.ndarray:

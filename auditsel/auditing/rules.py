@@ -19,19 +19,12 @@ path, conditionally on the coins (the proofs are in `auditsel.auditing.lower`):
 * `MultiSplit(splits=21, split_fraction=0.5, seed=0)`: `splits` independent seeded splits at
   alpha / 2 each, the lower median reported ([MMB09] Theorem 3.1; jax_privacy's `MultiSplit`).
 
-The pilot is drawn within each class (a uniformly random `int(n_c * split_fraction)` of the
-n_c games of class c, from `seed`), on each class's sorted scores, so the order of the rows
-never matters: the same scores in any order give the same numbers. The validity of the split
-counts its randomness: the pilot must be independent of the scores, so `seed` must be chosen
-without looking at them. The default `seed=None` draws a fresh seed for each audit (from the
-operating system's entropy, `fresh_seed`), and the audit records the seed it used
-(`LowerBound.threshold_options`): pass it to repeat the audit exactly. `auditsel run` derives
-the seed from `game.seed` (the games and the split use independent streams of it).
+The pilot must be independent of the scores, so `seed` must be chosen without looking at
+them. The default `seed=None` draws a fresh seed for each audit (`fresh_seed`), which the audit
+records (`LowerBound.threshold_options`): pass it to repeat the audit exactly.
 
-Names are accepted wherever a rule is (configs, the CLI, `audit_scores(rule="split")`);
-`threshold_rule(name, **options)` is the one place a name and a bag of options become an
-object: it keeps the options the named rule has and ignores the others, as a config or the
-command line carries every option for every rule.
+`threshold_rule(name, **options)` turns a name and a bag of options into a rule, keeping the
+options the named rule has and ignoring the others.
 """
 
 from __future__ import annotations
@@ -71,13 +64,11 @@ class ThresholdRule:
 
     def options(self) -> dict[str, Any]:
         """The rule's options as plain values (what result.json records; a grid by its size)."""
-        out: dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            if f.name == "grid":
-                continue
-            out[f.name] = value
-        return out
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)  # type: ignore[arg-type]
+            if f.name != "grid"
+        }
 
 
 def _fraction(value: object) -> float:
@@ -133,10 +124,9 @@ class BonferroniGrid(ThresholdRule):
         object.__setattr__(self, "seed", _seed(self.seed))
 
     def options(self) -> dict[str, Any]:
-        out = super().options()
         if self.grid is not None:  # the pilot's options do not apply to a fixed grid
-            out = {"grid_size": len(self.grid)}
-        return out
+            return {"grid_size": len(self.grid)}
+        return super().options()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,13 +1,10 @@
 """Coverage of the lower bounds: how often does eps_L exceed the true epsilon?
 
-For a protocol whose exact epsilon is known, repeat the whole audit (game + bound) `reps`
-times with independent seeds (`Repetitions`: reps, trials, seed, path, chunk_size) and count the repetitions where eps_L > eps_true. A valid rule
+For a protocol whose exact epsilon is known, repeat the whole audit (game + bound) with
+independent seeds (`Repetitions`) and count the repetitions where eps_L > eps_true. A valid rule
 at confidence c over-claims in at most a fraction 1 - c of them (up to binomial noise); the
-optimistic `best` rule and the point estimate (no confidence interval) carry no such promise.
-
-Paths: `path="memory"` audits the scores in memory (`auditsel.auditing.lower.audit_scores`),
-`path="stream"` writes the chunks to a temporary folder and audits them one chunk at a time
-(`auditsel.auditing.streamed_audit.audit_chunks`), as `auditsel run` does above `game.stream`'s threshold.
+optimistic `best` rule and the point estimate carry no such promise. `path="stream"` audits
+the chunks from a temporary folder (`audit_chunks`), "memory" in memory (`audit_scores`).
 """
 
 from __future__ import annotations
