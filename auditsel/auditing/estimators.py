@@ -1,11 +1,9 @@
 """The estimator panel: every estimator the field uses, on one game's scores, each labelled.
 
-Input: scores (higher = "member") and the coins b of n games; one sort
-(`auditsel.auditing.sorted_scores.SortedScores`) serves every entry. Labels:
+Input: scores (higher = "member") and the coins b of n games. Labels:
 
-* valid (frequentist, at `confidence`): Clopper-Pearson eq. 4 of [XWW24] under the threshold
-  rules of `auditsel.auditing.lower` (split, multisplit, bonferroni on a grid fixed in advance or from
-  a left-out pilot, bonferroni_all over every threshold);
+* valid (frequentist, at `confidence`): Clopper-Pearson eq. 4 of [XWW24] under each threshold
+  rule of `auditsel.auditing.lower`;
 
 * bayesian (credible level `confidence`): [ZB+23]'s posterior of eps from the joint posterior
   of (FP, FN): independent Jeffreys Beta(1/2, 1/2) priors, the counts of the evaluation part
@@ -24,15 +22,11 @@ Input: scores (higher = "member") and the coins b of n games; one sort
 
 * optimistic: `best_threshold`, the max over all thresholds at alpha each (no confidence).
 
-* descriptive (`auditsel.auditing.roc`): `auroc`, the area under the empirical ROC curve (the
-  Mann-Whitney statistic) with a DeLong (asymptotic normal) interval; `tpr_at_fpr`, that
-  curve's TPR at fixed FPRs (the randomised test between neighbouring thresholds) with a
-  Clopper-Pearson interval on the TP counts of the two thresholds; and the same on the ROC's
-  convex hull as jax_privacy computes them, `auroc_hull` and `tpr_at_fpr_hull` (no interval:
-  jax_privacy offers a bootstrap for these).
+* descriptive (`auditsel.auditing.roc`): `auroc` with a DeLong interval, `tpr_at_fpr` with a
+  Clopper-Pearson interval on the TP counts of the two thresholds around each FPR, and
+  `auroc_hull`, `tpr_at_fpr_hull` on the ROC's convex hull as jax_privacy computes them.
 
-Maxima and minima over thresholds are exact over every threshold. Everything is read from one
-`SortedScores`, which keeps what the audit computed on it, so the panel repeats none of it.
+Everything is read from one `SortedScores`, which keeps what the audit computed on it.
 """
 
 from __future__ import annotations

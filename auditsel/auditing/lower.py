@@ -235,8 +235,7 @@ def lower_bound(
     grid_source: str,
     gdp: GdpFit,
 ) -> LowerBound:
-    """The `LowerBound` of the test `chosen` by `rule` (eps at `confidence`), beside the best
-    threshold's `best`, the point estimates at `delta` and the GDP fit `gdp`."""
+    """The `LowerBound` of the test `chosen` by `rule`, beside the best threshold's `best`."""
     return LowerBound(
         eps=chosen["eps"],
         eps_best_threshold=best["eps"],
@@ -282,13 +281,9 @@ def audit_scores(
             fresh one, which the result records in `threshold_options`.
         sorted_scores: a `SortedScores` of the same scores, to reuse a sort.
 
-    Returns:
-        A `LowerBound`: eps (valid at `confidence`), the threshold and its rates, the point
-        estimates and the GDP fit.
-
     Raises:
-        auditsel.errors.ConfigError: member values other than 0/1, arrays that are not 1-D or
-            differ in length, fewer than 4 games, or `delta`/`confidence` out of range.
+        auditsel.errors.ConfigError: input that `check_scores` refuses, or `delta` or
+            `confidence` out of range.
     """
     rule = with_seed(threshold_rule(rule))
     confidence, delta = check_levels(confidence, delta)

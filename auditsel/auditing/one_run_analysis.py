@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -249,16 +249,11 @@ class OneRunBound:
     notes: tuple = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        kp, km, r, v = self.guesses_snj23
+        out = asdict(self)
+        kp, km, r, v = out.pop("guesses_snj23")
+        del out["grid_size"], out["notes"]
         return {
-            "eps_snj23": self.eps_snj23,
-            "eps_mmc24": self.eps_mmc24,
-            "mmc24_family": self.mmc24_family,
-            "mmc24_theta": self.mmc24_theta,
-            "confidence": self.confidence,
-            "delta": self.delta,
-            "canaries": self.canaries,
-            "members": self.members,
+            **out,
             "k_plus": kp,
             "k_minus": km,
             "guesses": r,

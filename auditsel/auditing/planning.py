@@ -435,7 +435,6 @@ def eps_law(fp: float, fn: float, evaluated: int, level: float, delta: float) ->
 
 def curve_epsilon(curve: PlanCurve, delta: float) -> float:
     """max over the curve's tests of eq. 4 with the true rates (no sampling error)."""
-    delta = float(check_deltas(delta)[0])
     fp, fn = np.asarray(curve.fp, float), np.asarray(curve.fn, float)
     with np.errstate(divide="ignore", invalid="ignore"):
         eps = epsilon_from_rates(fp, fn, delta)
@@ -466,9 +465,10 @@ def prob_for_games(
     **design: Any,
 ) -> float:
     evaluated, level = rule_design(rule, games, confidence, **design)
-    return _best(curve, lambda a, b: prob_at_least(target, a, b, evaluated, level, delta), points)[
-        0
-    ]
+    value, _, _ = _best(
+        curve, lambda a, b: prob_at_least(target, a, b, evaluated, level, delta), points
+    )
+    return value
 
 
 def expected_for_games(

@@ -1,23 +1,9 @@
 """Threshold rules: how an audit picks the test "guess member when score > t" (or "<= t").
 
 A rule is a small frozen strategy object in jax_privacy's manner (a dataclass with keyword-only
-options, each option on the rules it applies to); `auditsel.auditing.lower.apply_rule` is the
-algorithm that runs it. Every rule is valid at the audit's confidence 1 - alpha on every code
-path, conditionally on the coins (the proofs are in `auditsel.auditing.lower`):
-
-* `Split(split_fraction=0.5, seed=0)`: a seeded random `split_fraction` of each class is the
-  pilot, where (t, direction) is chosen; the bound is taken on the rest (level alpha).
-
-* `BonferroniGrid(grid=None, grid_size=100, split_fraction=0.5, seed=0)`: a grid of m
-  thresholds, both directions, each at level alpha / (2 m). `grid` fixed before any score is
-  seen (the spec's grid), or else `grid_size` quantiles of a pilot drawn as `Split` draws it,
-  which is then left out of the bound.
-
-* `BonferroniAll()`: every threshold and both directions at level alpha / n (jax_privacy's
-  `Bonferroni()`); no options.
-
-* `MultiSplit(splits=21, split_fraction=0.5, seed=0)`: `splits` independent seeded splits at
-  alpha / 2 each, the lower median reported ([MMB09] Theorem 3.1; jax_privacy's `MultiSplit`).
+options); `auditsel.auditing.lower.apply_rule` runs it. The rules (`Split`, `BonferroniGrid`,
+`BonferroniAll`, `MultiSplit`), what they compute and why each is valid at the audit's
+confidence are in `auditsel.auditing.lower`'s docstring.
 
 The pilot must be independent of the scores, so `seed` must be chosen without looking at
 them. The default `seed=None` draws a fresh seed for each audit (`fresh_seed`), which the audit

@@ -145,7 +145,6 @@ def read_scores(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
             f"GiB); audit-scores holds every score in memory",
         )
     if path.suffix.lower() == ".npz":
-        _npz_check_sizes(path)
         score, member = _npz_arrays(path)
     else:
         score, member = _csv_columns(path)
@@ -165,8 +164,8 @@ def _too_many_rows(path, rows: int) -> ScoreFileError:
     )
 
 
-def _npz_check_sizes(path: Path) -> None:
-    """Read the headers of the .npz's arrays (not their data) and refuse sizes over the limits."""
+def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The .npz's arrays, after their headers (not their data) are checked against the limits."""
     try:
         with zipfile.ZipFile(path) as archive:
             for name in ("score", "member"):
@@ -186,27 +185,16 @@ def _npz_check_sizes(path: Path) -> None:
                 rows = int(np.prod(shape, dtype=np.int64)) if shape else 1
                 if rows > MAX_ROWS:
                     raise _too_many_rows(path, rows)
-    except ScoreFileError:
-        raise
-    except Exception as err:  # not a zip, a damaged header: the file's problem
-        raise _unreadable_npz(path, err) from None
-
-
-def _unreadable_npz(path: Path, err: Exception) -> ScoreFileError:
-    """The error of an .npz that numpy cannot read: the file's problem, with the fix."""
-    return ScoreFileError(
-        path,
-        f"is not a readable .npz ({type(err).__name__}); save it with "
-        f"numpy.savez(path, score=..., member=...)",
-    )
-
-
-def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    try:
         with np.load(path, allow_pickle=False) as data:
             return np.asarray(data["score"]), np.asarray(data["member"])
-    except Exception as err:  # a damaged archive or array: the file's problem
-        raise _unreadable_npz(path, err) from None
+    except ScoreFileError:
+        raise
+    except Exception as err:  # not a zip, a damaged header or array: the file's problem
+        raise ScoreFileError(
+            path,
+            f"is not a readable .npz ({type(err).__name__}); save it with "
+            f"numpy.savez(path, score=..., member=...)",
+        ) from None
 
 
 def _csv_columns(path: Path) -> tuple[np.ndarray, np.ndarray]:

@@ -72,20 +72,9 @@ def audit_chunks(
 
     Chunks [0, cut) with cut = round(chunks * split_fraction) are the pilot, the others the
     evaluation part (a rule's `seed` is not used here). Candidate thresholds are `candidates`
-    quantiles of chunk 0's scores, a part of the pilot, so:
-
-    * split picks (t, direction) on the pilot chunks and bounds on the others (valid);
-
-    * bonferroni uses the rule's grid on all chunks, or `grid_size` quantiles of chunk 0 (the
-      pilot) on the evaluation chunks only (valid);
-
-    * bonferroni_all takes the max over the candidates on all chunks at alpha / n: valid
-      whatever the candidates, since its limits hold at every threshold at once;
-
-    * multisplit needs the trials in memory (refused here);
-
-    * eps_best_threshold is the max over the candidates at alpha (optimistic), and the GDP fit
-      is taken over the candidates (its limits hold at every threshold at once).
+    quantiles of chunk 0's scores: bonferroni's pilot grid, bonferroni_all, eps_best_threshold
+    and the GDP fit take their maxima over them (valid: bonferroni_all's limits hold at every
+    threshold at once).
     """
     rule = threshold_rule(rule)
     confidence, delta = check_levels(confidence, delta)

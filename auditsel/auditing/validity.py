@@ -56,20 +56,13 @@ class Repetitions:
 def _audit_once(record, rules, delta, confidence, threshold_grid, path, seed):
     """Each rule's eps on one game's record; the splits seeded with the game's seed."""
     out = {}
-    if path == "stream":
-        for rule in rules:
-            if rule in ("best", "point"):
-                continue
-            out[rule] = audit_chunks(
-                record.chunks,
-                delta,
-                confidence=confidence,
-                rule=threshold_rule(rule, grid=threshold_grid),
-            ).eps
-        return out
-    ss = SortedScores(record.scores, record.member)
+    ss = None if path == "stream" else SortedScores(record.scores, record.member)
     for rule in rules:
         if rule in ("best", "point"):
+            continue
+        if ss is None:
+            chosen = threshold_rule(rule, grid=threshold_grid)
+            out[rule] = audit_chunks(record.chunks, delta, confidence=confidence, rule=chosen).eps
             continue
         bound = audit_scores(
             record.scores,
@@ -102,9 +95,7 @@ def overclaim_rates(
     delta = float(check_deltas(delta)[0])
     if path not in ("memory", "stream"):
         raise ConfigError("path", f"must be 'memory' or 'stream', got {path!r}")
-    valid = [r for r in rules if r not in ("best", "point")]
-    if not valid:
-        valid = ["split"]
+    valid = [r for r in rules if r not in ("best", "point")] or ["split"]
     eps: dict[str, list[float]] = {rule: [] for rule in rules}
     for r in range(reps):
         with tempfile.TemporaryDirectory(prefix="auditsel-cov-") as tmp:

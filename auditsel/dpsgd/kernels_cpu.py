@@ -5,16 +5,10 @@ Bit-exactness: numba compiles without fast-math flags (no ``fastmath``), so LLVM
 reassociates nor contracts a product and a sum into a fused multiply-add (LLVM fuses only
 operations flagged ``contract``); float32 values stay float32 because every constant is a
 ``np.float32`` and every operation has float32 operands (a Python float would promote to
-float64). ``tests/dpsgd/test_dpsgd_kernels.py`` checks the Random123 known answers, the torch
-implementation bit for bit, and digests of today's streams; ``benchmarks/bench_kernels.py``
-compares with the pinned C kernels of earlier versions.
+float64).
 
 Division: the kernels are compiled with numba's ``error_model="numpy"`` (``ERROR_MODEL``): a
-float division is IEEE's (x / 0 is +-inf or NaN, as in C and torch) instead of a check that
-raises ``ZeroDivisionError``. The check is a branch per element that kept the softmax pass's
-loops with a division (1 / sum, the clip factor) scalar; the quotients, where the divisor is
-not 0, are the same correctly rounded values either way. The integer divisions here have
-nonzero divisors.
+float division is IEEE's (x / 0 is +-inf or NaN, as in C and torch).
 
 The functions are plain Python until ``kernels`` compiles them (``compile_cached``), so that
 no cache file is read before ``kernel_cache`` has checked it.
@@ -121,8 +115,7 @@ def _pow2(typingctx, t):
     [-127, 128]: (bits(t) + 127) << 23 in 32-bit integers. t is exact (|n| < 2^22) and its low
     23 bits are n + 2^22, so the shift leaves ((n + 127) mod 2^9) << 23, C's
     ((uint32_t)(int32_t) n + 127) << 23. For any other t (n out of range, inf, NaN) it is some
-    float with a zero mantissa, never a NaN; integer arithmetic, no float-to-int conversion
-    (whose out-of-range results LLVM leaves undefined, which needed a clamp of n before)."""
+    float with a zero mantissa, never a NaN (integer arithmetic, no float-to-int conversion)."""
     if t != types.float32:
         return None
 
