@@ -21,7 +21,7 @@ from scipy.special import ndtri
 
 from auditsel.auditing.clopper_pearson import cp_limits
 from auditsel.auditing.sorted_scores import SortedPart, SortedScores
-from auditsel.auditing.threshold_search import CandidateRows, search_rows
+from auditsel.auditing.threshold_search import CandidateRows, search_both, search_rows
 from auditsel.mechanisms import gaussian_epsilon
 from auditsel.numerics import FloatArray, check_deltas
 
@@ -86,14 +86,8 @@ def gdp_over_rows(
     the goodness-of-fit minimum of mu_hi over the other rows, in the direction of the
     maximum."""
     a = alpha / (2 * n)
-    u0, u1 = cp_limits(n0, a), cp_limits(n1, a)
-    fits: list = []
-    for flip, rows in ((False, above), (True, below)):  # '<=' counts where it beats '>'
-        floor = fits[0][2][1] if fits else -math.inf
-        hit = search_rows(rows, n0, n1, u0, u1, mu_objective, flip=flip, floor=floor)
-        if hit[0] >= 0:
-            fits.append((flip, rows, hit))
-    flip, rows, (i, lo, _, _) = max(fits, key=lambda x: x[2][1])
+    limits = (cp_limits(n0, a), cp_limits(n1, a))
+    flip, rows, (i, lo, _, _) = search_both(above, below, n0, n1, limits, mu_objective)
     l0, l1 = cp_limits(n0, a, upper=False), cp_limits(n1, a, upper=False)
     gof = search_rows(
         above if flip else below,

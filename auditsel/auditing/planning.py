@@ -233,14 +233,11 @@ def pilot_tests(
     c = SortedScores(scores[first], member[first]).counts()
     t = np.concatenate([c.t, c.t])
     up = np.repeat([True, False], len(c.t))  # '>' tests (score > t: in), then '<=' tests
-    fp = (np.concatenate([c.fp, c.n0 - c.fp]) + 0.5) / (c.n0 + 1)
-    fn = (np.concatenate([c.fn, c.n1 - c.fn]) + 0.5) / (c.n1 + 1)
-    pick = _spread(fp, fn, tests)
+    a0, a1 = np.concatenate([c.fp, c.n0 - c.fp]), np.concatenate([c.fn, c.n1 - c.fn])
+    pick = _spread((a0 + 0.5) / (c.n0 + 1), (a1 + 0.5) / (c.n1 + 1), tests)
     if len(pick) == 0:
         return none
     # and the tests that stay best at the limits the second half will put on them
-    a0 = np.concatenate([c.fp, c.n0 - c.fp])
-    a1 = np.concatenate([c.fn, c.n1 - c.fn])
     level = 2 * (1 - confidence) / (2 * (tests + ROBUST))
     robust = epsilon_from_rates(
         clopper_pearson_upper(a0, c.n0, level), clopper_pearson_upper(a1, c.n1, level), 0.0

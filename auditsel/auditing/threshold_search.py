@@ -319,28 +319,34 @@ def eq4_objective(delta: float) -> Callable[[FloatArray, FloatArray], FloatArray
     return lambda fp_u, fn_u: epsilon_from_rates(fp_u, fn_u, delta)
 
 
-def best_rows(
+def search_both(
     above: CandidateRows,
     below: CandidateRows,
     n0: int,
     n1: int,
-    a: float,
-    delta: float,
-    directions: tuple[bool, bool] = (True, True),
+    limits: tuple[CpLimits, CpLimits],
+    objective: Callable[[FloatArray, FloatArray], FloatArray],
+) -> tuple[bool, CandidateRows, tuple[int, float, float, float]]:
+    """`search_rows` in '>' over `above` and '<=' over `below`: (flip, rows, hit) of the best;
+    the second direction counts only where it beats the first ('>' on ties)."""
+    found: list = []
+    for flip, rows in ((False, above), (True, below)):
+        floor = found[0][2][1] if found else -math.inf
+        hit = search_rows(rows, n0, n1, *limits, objective, flip=flip, floor=floor)
+        if hit[0] >= 0:
+            found.append((flip, rows, hit))
+    return max(found, key=lambda x: x[2][1])
+
+
+def best_rows(
+    above: CandidateRows, below: CandidateRows, n0: int, n1: int, a: float, delta: float
 ) -> ThresholdTest:
     """The best (threshold, direction) by eq. 4 with CP limits at level a: '>' over the rows
     `above`, '<=' over `below`; with the numbers a rule reports."""
-    lim0, lim1 = cp_limits(n0, a), cp_limits(n1, a)
-    found: list = []
-    for flip, rows, on in ((False, above, directions[0]), (True, below, directions[1])):
-        if on:  # the second direction only counts where it beats the first ('>' on ties)
-            floor = found[0][2][1] if found else -math.inf
-            hit = search_rows(
-                rows, n0, n1, lim0, lim1, eq4_objective(delta), flip=flip, floor=floor
-            )
-            if hit[0] >= 0:
-                found.append((flip, rows, hit))
-    flip, rows, (i, eps, fp_u, fn_u) = max(found, key=lambda x: x[2][1])
+    limits = (cp_limits(n0, a), cp_limits(n1, a))
+    flip, rows, (i, eps, fp_u, fn_u) = search_both(
+        above, below, n0, n1, limits, eq4_objective(delta)
+    )
     idx = np.array([i])
     f, g = int(rows.fp(idx)[0]), int(rows.fn(idx)[0])
     f, g = (n0 - f, n1 - g) if flip else (f, g)

@@ -224,13 +224,7 @@ def dpsgd_epsilon(
 ) -> float:
     """eps_B of one DP-SGD run (N Poisson-subsampled Gaussian steps) at delta
     (`auditsel.mechanisms.DpsgdBase`, i.e. dp_accounting's RDP or PLD accountant)."""
-    base = DpsgdBase(
-        noise_multiplier=noise_multiplier,
-        steps=steps,
-        sample_rate=sample_rate,
-        accountant=accountant,
-    )
-    return float(base.epsilon(delta))
+    return float(DpsgdBase(noise_multiplier, steps, sample_rate, accountant).epsilon(delta))
 
 
 def calibrate_noise_multiplier(
@@ -466,21 +460,11 @@ def _examples(
         c0 = cz[0]
         cz = slice(c0, c0 + len(cz)) if cz == list(range(c0, c0 + len(cz))) else cz
     ghost = method == "ghost"
-    return _Examples(
-        x=x,
-        y=y,
-        n=len(train),
-        canary=canary,
-        xz=xz,
-        yz=yz,
-        cz=cz,
-        prep=_ghost_prep(x, y) if ghost and len(train) else None,
-        prep_z=_ghost_prep(xz[None], yz[None])
-        if ghost and xz is not None and yz is not None
-        else None,
-        method=method,
-        memory_budget=memory_budget,
+    prep = _ghost_prep(x, y) if ghost and len(train) else None
+    prep_z = (
+        _ghost_prep(xz[None], yz[None]) if ghost and xz is not None and yz is not None else None
     )
+    return _Examples(x, y, len(train), canary, xz, yz, cz, prep, prep_z, method, memory_budget)
 
 
 def _add_canary(
@@ -516,18 +500,8 @@ def _step(
     + noise, in this order of additions."""
     if not ex.n:
         return noise, _add_canary(ex, model, w, clip_t, noise, z_in)
-    p = _clipped_sum(
-        model,
-        w,
-        ex.x,
-        ex.y,
-        clip_t,
-        mask[:, : ex.n],
-        ex.method,
-        ex.memory_budget,
-        full_batch=full_batch,
-        prep=ex.prep,
-    )
+    weight, budget = mask[:, : ex.n], ex.memory_budget
+    p = _clipped_sum(model, w, ex.x, ex.y, clip_t, weight, ex.method, budget, full_batch, ex.prep)
     pz = _add_canary(ex, model, w, clip_t, p, z_in)
     p += noise
     return p, pz
