@@ -41,11 +41,7 @@ from numpy.typing import ArrayLike
 from scipy.special import ndtri
 
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.auditing.clopper_pearson import (
-    CpLimits,
-    clopper_pearson_lower,
-    clopper_pearson_upper,
-)
+from auditsel.auditing.clopper_pearson import CpLimits, clopper_pearson_lower, clopper_pearson_upper
 from auditsel.auditing.gdp_fitting import gdp_fit
 from auditsel.auditing.lower import apply_rule
 from auditsel.auditing.roc import (
@@ -333,8 +329,7 @@ def _auroc(ss: SortedScores, alpha: float) -> Estimate:
 
 def _placements(ss: SortedScores) -> tuple[np.ndarray, np.ndarray]:
     return cast(
-        "tuple[np.ndarray, np.ndarray]",
-        ss.memo("placements", lambda: placements(*ss.by_coin())),
+        "tuple[np.ndarray, np.ndarray]", ss.memo("placements", lambda: placements(*ss.by_coin()))
     )
 
 

@@ -74,13 +74,7 @@ class GdpFit:
 
 
 def gdp_over_rows(
-    above: CandidateRows,
-    below: CandidateRows,
-    n0: int,
-    n1: int,
-    n: int,
-    alpha: float,
-    delta: float,
+    above: CandidateRows, below: CandidateRows, n0: int, n1: int, n: int, alpha: float, delta: float
 ) -> GdpFit:
     """gdp_fit over candidate rows: mu_L's maximum in '>' over `above` and '<=' over `below`;
     the goodness-of-fit minimum of mu_hi over the other rows, in the direction of the

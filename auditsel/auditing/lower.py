@@ -172,10 +172,7 @@ def check_levels(confidence: object, delta: object) -> tuple[float, float]:
 
 
 def apply_rule(
-    sorted_scores: SortedScores,
-    rule: ThresholdRule | str,
-    alpha: float,
-    delta: float,
+    sorted_scores: SortedScores, rule: ThresholdRule | str, alpha: float, delta: float
 ) -> RuleChoice:
     """One threshold rule (or its name) at significance alpha on one sort: a `RuleChoice`."""
     delta = float(check_deltas(delta)[0])

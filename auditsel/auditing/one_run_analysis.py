@@ -212,10 +212,7 @@ def guess_grid(m: int) -> np.ndarray:
 
 
 def guess_counts(
-    scores: ArrayLike,
-    members: ArrayLike,
-    grid: IntArray,
-    rng: np.random.Generator | None = None,
+    scores: ArrayLike, members: ArrayLike, grid: IntArray, rng: np.random.Generator | None = None
 ) -> tuple[IntArray, IntArray]:
     """(r, v) for each (k+, k-): guesses "in" on the k+ highest scores, "out" on the k- lowest.
 

@@ -86,8 +86,7 @@ def check_scores(
     m = _as_array(member, member_name)
     if len(m) != len(s):
         raise ConfigError(
-            member_name,
-            f"has {len(m):,} entries for {len(s):,} scores; one coin per score",
+            member_name, f"has {len(m):,} entries for {len(s):,} scores; one coin per score"
         )
     if m.dtype != bool:
         bad = ~((m == 0) | (m == 1))

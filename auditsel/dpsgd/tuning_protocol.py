@@ -185,8 +185,7 @@ def _checked_config(c: object, defaults: Mapping[str, Any]) -> dict[str, Any]:
     unknown = set(c) - set(GRID_KEYS)
     if unknown:
         raise ConfigError(
-            "game.grid",
-            f"unknown setting(s) {sorted(unknown)}; allowed: {', '.join(GRID_KEYS)}",
+            "game.grid", f"unknown setting(s) {sorted(unknown)}; allowed: {', '.join(GRID_KEYS)}"
         )
     full = {**defaults, **c}
     if full["lr"] is None:

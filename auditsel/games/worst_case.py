@@ -127,8 +127,7 @@ class DpsgdWorstCase:
             )
         if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier > 0):
             raise ConfigError(
-                "base.noise_multiplier",
-                f"must be in (0, inf), got {shown(self.noise_multiplier)}",
+                "base.noise_multiplier", f"must be in (0, inf), got {shown(self.noise_multiplier)}"
             )
         if not (isinstance(self.steps, (int, np.integer)) and self.steps >= 1):
             raise ConfigError("base.steps", f"must be an integer >= 1, got {shown(self.steps)}")
