@@ -128,13 +128,7 @@ class TrainSettings:
     sample_rate: ArrayLike
 
     def __post_init__(self) -> None:
-        check_settings(
-            steps=np.int64(self.steps),
-            lr=self.lr,
-            clip=self.clip,
-            noise_multiplier=self.noise_multiplier,
-            sample_rate=self.sample_rate,
-        )
+        check_settings(steps=np.int64(self.steps), **{k: getattr(self, k) for k in _RANGES})
 
 
 @dataclass

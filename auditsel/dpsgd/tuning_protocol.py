@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import torch
@@ -308,19 +308,15 @@ class DpsgdTuningProtocol:
             key: np.where(released, cols[key][picked], 0).astype(cols[key].dtype)
             for key in GRID_KEYS
         }
-        return DpsgdRelease(
-            score=np.where(released, best_score, 0.0),
-            canary_dots=best_dots,
-            config=np.where(released, picked, -1),
-            w0=w0,
-            wN=wN,
-            released=released,
-            lr=grid["lr"],
-            clip=grid["clip"],
-            steps=grid["steps"],
-            noise_multiplier=grid["noise_multiplier"],
-            sample_rate=grid["sample_rate"],
-        )
+        release = {
+            "score": np.where(released, best_score, 0.0),
+            "canary_dots": best_dots,
+            "config": np.where(released, picked, -1),
+            "w0": w0,
+            "wN": wN,
+            "released": released,
+        }
+        return cast(DpsgdRelease, {**release, **grid})
 
     @staticmethod
     def _update(idx, trials, g, res, best):
