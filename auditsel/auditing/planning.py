@@ -335,7 +335,7 @@ def prob_at_least(
     delta = float(check_deltas(delta)[0])
     if target <= 0:
         return 1.0
-    from scipy.stats import binom
+    from scipy.stats import binom  # deferred: only when an audit is planned
 
     n0 = evaluated // 2
     n1 = evaluated - n0
@@ -360,7 +360,7 @@ def prob_at_least(
 
 
 def _binned(n, p):
-    from scipy.stats import binom
+    from scipy.stats import binom  # deferred: only when an audit is planned
 
     c = _support(n, p)
     w = binom.pmf(c, n, p)
