@@ -32,10 +32,6 @@ LONG = {
         KERNEL,
         "the fused numba softmax-gradient kernel: one loop nest, on purpose (speed)",
     ),
-    "auditsel/auditing/threshold_search.py::search_rows": (
-        KERNEL,
-        "the branch-and-bound search over the candidate thresholds: one walk",
-    ),
     "auditsel/accounting/attack.py::compose": (
         KERNEL,
         "the FFT composition of the step labels with its enclosed error bounds (items 1 and 2 "

@@ -1,11 +1,9 @@
 """The estimator panel: every estimator the field uses, on one game's scores, each labelled.
 
-Input: scores (higher = "member") and the coins b of n games; one sort
-(`auditsel.auditing.sorted_scores.SortedScores`) serves every entry. Labels:
+Input: scores (higher = "member") and the coins b of n games. Labels:
 
-* valid (frequentist, at `confidence`): Clopper-Pearson eq. 4 of [XWW24] under the threshold
-  rules of `auditsel.auditing.lower` (split, multisplit, bonferroni on a grid fixed in advance or from
-  a left-out pilot, bonferroni_all over every threshold);
+* valid (frequentist, at `confidence`): Clopper-Pearson eq. 4 of [XWW24] under each threshold
+  rule of `auditsel.auditing.lower`;
 
 * bayesian (credible level `confidence`): [ZB+23]'s posterior of eps from the joint posterior
   of (FP, FN): independent Jeffreys Beta(1/2, 1/2) priors, the counts of the evaluation part
@@ -14,36 +12,21 @@ Input: scores (higher = "member") and the coins b of n games; one sort
 
 * heuristic: a model fit whose number holds only if the model does.
 
-  - `gdp_fit`: the Gaussian-DP fit ([NHSBTJCT23]; [DRS22] Corollary 2.13 for eps) maximised
-    over thresholds: mu_L = max_t Phi^-1(1 - FP_u(t)) - Phi^-1(FN_u(t)), with limits that hold
-    at every threshold at once (two-sided level alpha / (2 n): 4 n one-sided events of the
-    order-statistic argument of `auditsel.auditing.lower`, upper and lower limits). Goodness of fit:
-    under a mu-GDP trade-off, every threshold's interval [mu_lo(t), mu_hi(t)] (mu_hi from the
-    lower limits) contains mu, so `gdp_fit_ok` is false, and the number is printed as rejected,
-    when max_t mu_lo(t) > min_t mu_hi(t) (the model is rejected at level alpha). It is the
-    audit's one GDP number (`auditsel.auditing.gdp_fitting.gdp_fit`; `LowerBound.gdp_fit`).
+  - `gdp_fit`: the Gaussian-DP fit ([NHSBTJCT23]; [DRS22] Corollary 2.13) maximised over
+    thresholds, with its goodness-of-fit flag `gdp_fit_ok` (`auditsel.auditing.gdp_fitting`).
 
   - `selection_fit` (the law of K known): the family "winner of K Gaussian runs N(0, 1) vs
     N(mu, 1)" ([XWW24] Figure 5). mu_L is the largest mu whose exact trade-off curve has some
-    (FP_u, FN_u) point strictly below it (impossible for that mu), converted with the exact
-    privacy curve of that winner (`auditsel.accounting.exact`). It is the selection-aware
-    analogue of the GDP fit: heuristic (it holds when the released score behaves like that
-    family), and on a tuning release it does not over-claim as the GDP fit does.
+    (FP_u, FN_u) point strictly below it, converted with the exact privacy curve of that
+    winner (`auditsel.accounting.exact`): the selection-aware analogue of the GDP fit.
 
 * optimistic: `best_threshold`, the max over all thresholds at alpha each (no confidence).
 
-* descriptive (`auditsel.auditing.roc`): `auroc`, the area under the empirical ROC curve (the
-  Mann-Whitney statistic) with a DeLong (asymptotic normal) interval; `tpr_at_fpr`, that
-  curve's TPR at fixed FPRs (the randomised test between neighbouring thresholds) with a
-  Clopper-Pearson interval on the TP counts of the two thresholds; and the same on the ROC's
-  convex hull as jax_privacy computes them, `auroc_hull` and `tpr_at_fpr_hull` (no interval:
-  jax_privacy offers a bootstrap for these).
+* descriptive (`auditsel.auditing.roc`): `auroc` with a DeLong interval, `tpr_at_fpr` with a
+  Clopper-Pearson interval on the TP counts of the two thresholds around each FPR, and
+  `auroc_hull`, `tpr_at_fpr_hull` on the ROC's convex hull as jax_privacy computes them.
 
-Maxima and minima over thresholds are exact over every threshold (the searches of
-`auditsel.auditing.lower`: a cheap bound of each Clopper-Pearson limit, exact limits only
-where a threshold can still change the answer). Everything is read from one `SortedScores`,
-which keeps what the audit computed on it (a rule's bound, the split's pilot, the GDP fit), so
-that the panel after an audit repeats none of it.
+Everything is read from one `SortedScores`, which keeps what the audit computed on it.
 """
 
 from __future__ import annotations
@@ -58,11 +41,7 @@ from numpy.typing import ArrayLike
 from scipy.special import ndtri
 
 from auditsel.accounting.exact import exact_epsilon
-from auditsel.auditing.clopper_pearson import (
-    CpLimits,
-    clopper_pearson_lower,
-    clopper_pearson_upper,
-)
+from auditsel.auditing.clopper_pearson import CpLimits, clopper_pearson_lower, clopper_pearson_upper
 from auditsel.auditing.gdp_fitting import gdp_fit
 from auditsel.auditing.lower import apply_rule
 from auditsel.auditing.roc import (
@@ -180,9 +159,8 @@ def _directions(c: Counts) -> tuple[tuple[bool, np.ndarray, np.ndarray], ...]:
 
 def winner_tradeoff(mu: float, law: RoundsLaw, cells: int = 8_000) -> tuple[np.ndarray, np.ndarray]:
     """The Neyman-Pearson trade-off (FP ascending, FN descending) of the winner of K ~ law runs
-    of N(0, 1) vs N(mu, 1), on `cells` cells of the real line plus the K = 0 atom (a test on the
-    cells: its curve lies on or just above the exact one). Cached per (mu, law, cells): the
-    arrays returned are read-only."""
+    of N(0, 1) vs N(mu, 1), on `cells` cells of the real line plus the K = 0 atom (on or just
+    above the exact curve). Cached per (mu, law, cells): the arrays are read-only."""
     try:
         key: tuple[object, ...] = (float(mu), law, int(cells))
         hash(key)
@@ -239,9 +217,8 @@ def selection_fit_mu(
 
 
 def _bounds_of(lim: CpLimits, counts: np.ndarray) -> np.ndarray:
-    """`lim.bound(counts)` (counts in 0..lim.nobs), from a table of the bound at every count
-    where there are more counts than possible values (the fit's first pass asks for about 2 of
-    each): the same elementwise computation, so the same numbers, on fewer elements."""
+    """`lim.bound(counts)` (counts in 0..lim.nobs), from a table of every count's bound where
+    there are more counts than possible values (the same numbers)."""
     if len(counts) <= lim.nobs + 1:
         return lim.bound(counts)
     table = lim.bound(np.arange(lim.nobs + 1))
@@ -307,8 +284,7 @@ def _selection_fit(
 def _bayesian(
     ss: SortedScores, split: Split, alpha: float, delta: float, seed: int, draws: int
 ) -> Estimate:
-    """[ZB+23]'s posterior at the threshold the split rule chose on its pilot, from the counts
-    of the evaluation part (the same split as `cp_split`)."""
+    """[ZB+23]'s posterior at the threshold `cp_split` chose, from its evaluation part."""
     p = apply_rule(ss, split, alpha, delta)
     pilot = ss.pilot(split.split_fraction, split.seed)
     ev = ss.rest_at(pilot, [p["threshold"]])
@@ -353,8 +329,7 @@ def _auroc(ss: SortedScores, alpha: float) -> Estimate:
 
 def _placements(ss: SortedScores) -> tuple[np.ndarray, np.ndarray]:
     return cast(
-        "tuple[np.ndarray, np.ndarray]",
-        ss.memo("placements", lambda: placements(*ss.by_coin())),
+        "tuple[np.ndarray, np.ndarray]", ss.memo("placements", lambda: placements(*ss.by_coin()))
     )
 
 
@@ -406,23 +381,17 @@ def _tpr_at_fpr(ss: SortedScores, alpha: float, targets: tuple[float, ...], hull
     )
 
 
-def panel_rules(
-    *,
-    threshold_grid: Sequence[float] | np.ndarray | None = None,
-    grid_size: int = 100,
-    split_fraction: float = 0.5,
-    splits: int = MULTISPLITS,
-    seed: int | None = None,
-) -> dict[str, ThresholdRule]:
+def _panel_rules(opts: PanelOptions, seed: int) -> dict[str, ThresholdRule]:
     """The rule objects of the panel's valid entries, from its options."""
+    fraction = opts.split_fraction
     return {
-        "cp_split": Split(split_fraction=split_fraction, seed=seed),
-        "cp_multisplit": MultiSplit(splits=splits, split_fraction=split_fraction, seed=seed),
+        "cp_split": Split(split_fraction=fraction, seed=seed),
+        "cp_multisplit": MultiSplit(splits=opts.splits, split_fraction=fraction, seed=seed),
         "cp_bonferroni": BonferroniGrid(
-            grid=None, grid_size=grid_size, split_fraction=split_fraction, seed=seed
+            grid=None, grid_size=opts.grid_size, split_fraction=fraction, seed=seed
         )
-        if threshold_grid is None
-        else BonferroniGrid(grid=tuple(threshold_grid)),
+        if opts.threshold_grid is None
+        else BonferroniGrid(grid=tuple(opts.threshold_grid)),
         "cp_bonferroni_all": BonferroniAll(),
     }
 
@@ -443,10 +412,9 @@ class PanelOptions:
 
     `threshold_grid`: the cp_bonferroni grid fixed in advance (None: a pilot grid of `grid_size`
     thresholds from a seeded `split_fraction` of each class, left out of that bound);
-    `split_fraction`: the selection part of cp_split, cp_multisplit and the Bayesian entry;
-    `splits`: cp_multisplit's splits; `fpr`: the FPRs of tpr_at_fpr(_hull); `posterior_draws`:
-    the Bayesian entry's Monte Carlo draws. Each is checked where it is used (a ConfigError
-    naming it)."""
+    `split_fraction`: the selection part of the split rules and the Bayesian entry; `splits`:
+    cp_multisplit's splits; `fpr`: the FPRs of tpr_at_fpr(_hull); `posterior_draws`: the
+    Bayesian entry's Monte Carlo draws."""
 
     threshold_grid: Sequence[float] | np.ndarray | None = None
     grid_size: int = 100
@@ -458,7 +426,7 @@ class PanelOptions:
     def __post_init__(self) -> None:
         if self.threshold_grid is not None:  # checked as the rule checks it; kept as a tuple
             try:
-                given = cast("tuple[float, ...]", self.threshold_grid)  # any sequence: checked
+                given = cast("tuple[float, ...]", self.threshold_grid)
                 grid = BonferroniGrid(grid=given).grid
             except ConfigError as err:
                 raise ConfigError("threshold_grid", err.message) from None
@@ -480,9 +448,7 @@ def estimator_panel(
     """Every estimator on one game's scores, labelled (see the module docstring).
 
     `law` (a RoundsLaw) adds the selection-aware fit; `seed` (None: a fresh one, recorded in
-    each valid entry's detail) seeds every split; `options` (a `PanelOptions`) sets the rules'
-    grid and splits, the FPRs and the posterior draws. The input is checked as `audit_scores`
-    checks it."""
+    each valid entry's detail) seeds every split."""
     opts = options if options is not None else PanelOptions()
     confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
     delta = number(delta, "delta", 0, 1, hi_open=True)
@@ -491,17 +457,9 @@ def estimator_panel(
     seed = fresh_seed() if seed is None else seed  # one seed for every split of the panel
     ss = sorted_scores if sorted_scores is not None else SortedScores(scores, member)
     alpha = 1 - confidence
-    rules = panel_rules(
-        threshold_grid=opts.threshold_grid,
-        grid_size=opts.grid_size,
-        split_fraction=opts.split_fraction,
-        splits=opts.splits,
-        seed=seed,
-    )
-    splits = opts.splits
     out = {
-        name: _rule_estimate(ss, name, rule, alpha, delta, SOURCES[name].format(splits=splits))
-        for name, rule in rules.items()
+        name: _rule_estimate(ss, name, rule, alpha, delta, SOURCES[name].format(splits=opts.splits))
+        for name, rule in _panel_rules(opts, seed).items()
     }
     best = best_threshold(ss, alpha, delta)
     out["best_threshold"] = Estimate(

@@ -4,12 +4,10 @@ model does, with a goodness-of-fit check.
 GDP fit ([NHSBTJCT23]; heuristic, `gdp_fit`): mu_L = max over every threshold and both
 directions of Phi^-1(1 - FP_u(t)) - Phi^-1(FN_u(t)), with limits at two-sided level
 alpha / (2 n) (with the lower limits of the goodness-of-fit check, 4 n one-sided events of the
-order-statistic argument above, so they hold at every threshold at once), converted to eps at
-delta with the Gaussian profile ([DRS22] Corollary 2.13). It holds if the Gaussian trade-off
-model does; `gdp_fit_ok` is false when the data reject the model at level alpha: some
-threshold's interval [mu_lo(t), mu_hi(t)] (mu_hi from the lower limits) lies wholly below
-mu_L. It is the one GDP number of an audit: the table, report.md, result.json (`lower.gdp_fit`,
-`gdp_fit_mu`, `gdp_fit_ok`) and the estimator panel (`gdp_fit`) all show it.
+order-statistic argument of `auditsel.auditing.lower`, so they hold at every threshold at
+once), converted to eps at delta with the Gaussian profile ([DRS22] Corollary 2.13).
+`gdp_fit_ok` is false when the data reject the model at level alpha: some threshold's interval
+[mu_lo(t), mu_hi(t)] (mu_hi from the lower limits) lies wholly below mu_L.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from scipy.special import ndtri
 
 from auditsel.auditing.clopper_pearson import cp_limits
 from auditsel.auditing.sorted_scores import SortedPart, SortedScores
-from auditsel.auditing.threshold_search import CandidateRows, search_rows
+from auditsel.auditing.threshold_search import CandidateRows, search_both, search_rows
 from auditsel.mechanisms import gaussian_epsilon
 from auditsel.numerics import FloatArray, check_deltas
 
@@ -76,26 +74,14 @@ class GdpFit:
 
 
 def gdp_over_rows(
-    above: CandidateRows,
-    below: CandidateRows,
-    n0: int,
-    n1: int,
-    n: int,
-    alpha: float,
-    delta: float,
+    above: CandidateRows, below: CandidateRows, n0: int, n1: int, n: int, alpha: float, delta: float
 ) -> GdpFit:
     """gdp_fit over candidate rows: mu_L's maximum in '>' over `above` and '<=' over `below`;
-    the goodness-of-fit minimum of mu_hi (increasing in the counts, so over the other rows)
-    over `below` ('>') or `above` ('<='), in the direction of the maximum."""
+    the goodness-of-fit minimum of mu_hi over the other rows, in the direction of the
+    maximum."""
     a = alpha / (2 * n)
-    u0, u1 = cp_limits(n0, a), cp_limits(n1, a)
-    fits: list = []
-    for flip, rows in ((False, above), (True, below)):  # '<=' counts where it beats '>'
-        floor = fits[0][2][1] if fits else -math.inf
-        hit = search_rows(rows, n0, n1, u0, u1, mu_objective, flip=flip, floor=floor)
-        if hit[0] >= 0:
-            fits.append((flip, rows, hit))
-    flip, rows, (i, lo, _, _) = max(fits, key=lambda x: x[2][1])
+    limits = (cp_limits(n0, a), cp_limits(n1, a))
+    flip, rows, (i, lo, _, _) = search_both(above, below, n0, n1, limits, mu_objective)
     l0, l1 = cp_limits(n0, a, upper=False), cp_limits(n1, a, upper=False)
     gof = search_rows(
         above if flip else below,
@@ -123,8 +109,7 @@ def gdp_over_rows(
 
 
 def gdp_fit(sorted_scores: SortedScores, alpha: float, delta: float) -> GdpFit:
-    """The GDP fit of the games of `sorted_scores` over every threshold, at significance
-    `alpha` (module docstring); heuristic: it holds if the Gaussian trade-off model does."""
+    """The GDP fit of the games of `sorted_scores` over every threshold at significance alpha."""
     delta = float(check_deltas(delta)[0])
     ss = sorted_scores
 

@@ -15,11 +15,8 @@ two-sided intervals at level a each, so the two one-sided limits fail jointly wi
 confidence 1 - alpha on every path, conditionally on the coins) are:
 
 * split (`Split`, the default): choose (t, direction) maximising eps_L on a pilot, a seeded
-  uniformly random `split_fraction` of each class, then bound with it (a = alpha) on the rest.
-  The pilot is drawn from positions in each class's sorted scores: a uniform random subset
-  chosen independently of the scores is a uniform random subset of the games whatever the
-  bijection between games and sorted positions, so pilot and rest are independent samples
-  (as a split of the rows would give), and the answer depends on the scores, not their order.
+  uniformly random `split_fraction` of each class, then bound with it (a = alpha) on the rest
+  (pilot and rest are independent samples; the answer does not depend on the rows' order).
 
 * bonferroni (`BonferroniGrid`): a grid of m thresholds, both directions, each pair at
   a = alpha / (2 m). The grid is either fixed before any score is seen (`grid`, grid_source
@@ -43,10 +40,6 @@ confidence 1 - alpha on every path, conditionally on the coins) are:
 
 `eps_best_threshold` (the max over all thresholds on all trials at a = alpha each, as the
 papers report it) is optimistic: it is always reported under that key, never as `eps`.
-
-The GDP fit is `auditsel.auditing.gdp_fitting`, the searches over thresholds
-`auditsel.auditing.threshold_search`, the limits `auditsel.auditing.clopper_pearson`, the one
-sort `auditsel.auditing.sorted_scores`, streamed audits `auditsel.auditing.streamed_audit`.
 """
 
 from __future__ import annotations
@@ -96,10 +89,10 @@ class _RuleChoice(EvaluatedTest):
 
 
 class RuleChoice(_RuleChoice, total=False):
-    """What `apply_rule` returns: the chosen test (`ThresholdTest`'s keys: threshold, flip,
-    eps, fp_u, fn_u, fp, fn), `n` the games it was bounded on, `grid_source` ("spec" or
-    "pilot" for a Bonferroni grid, "all" for bonferroni_all, "" otherwise) and, for multisplit,
-    `splits`: every split's eps, ascending (the reported eps is their lower median)."""
+    """What `apply_rule` returns: the chosen test bounded on `n` games, `grid_source` ("spec"
+    or "pilot" for a Bonferroni grid, "all" for bonferroni_all, "" otherwise) and, for
+    multisplit, `splits`: every split's eps, ascending (the reported eps is their lower
+    median)."""
 
     splits: list[float]
 
@@ -128,9 +121,7 @@ class LowerBound:
     valid: bool = True  # eps holds at `confidence` (every rule of THRESHOLD_RULES)
     grid_source: str = ""  # bonferroni: "spec" (fixed in advance) or "pilot" (excluded)
     eps_point_best: float = math.nan  # eq. 4 at the empirical rates of the best threshold
-    threshold_options: dict[str, Any] = field(
-        default_factory=dict
-    )  # the rule's options (seed, ...)
+    threshold_options: dict[str, Any] = field(default_factory=dict)  # the rule's (seed, ...)
     estimators: dict[str, Any] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -167,8 +158,7 @@ def evaluate_at(
 def _split(
     ss: SortedScores, pilot: tuple[SortedPart, SortedPart], alpha: float, delta: float
 ) -> EvaluatedTest:
-    """Pick (threshold, direction) on the pilot (each coin's sorted scores) and bound it by
-    eq. 4 with CP limits on the rest, both at level alpha."""
+    """Pick (threshold, direction) on the pilot and bound it on the rest, both at level alpha."""
     p0, p1 = pilot
     pick = best_on_coins(p0, p1, alpha, delta)
     ev = ss.rest_at(pilot, [pick["threshold"]])
@@ -182,14 +172,9 @@ def check_levels(confidence: object, delta: object) -> tuple[float, float]:
 
 
 def apply_rule(
-    sorted_scores: SortedScores,
-    rule: ThresholdRule | str,
-    alpha: float,
-    delta: float,
+    sorted_scores: SortedScores, rule: ThresholdRule | str, alpha: float, delta: float
 ) -> RuleChoice:
-    """One threshold rule (or its name) at significance alpha on one sort; returns the chosen
-    threshold's numbers (a `RuleChoice`: threshold, flip, eps, fp_u, fn_u, fp, fn, n
-    evaluated, grid_source, and splits for multisplit)."""
+    """One threshold rule (or its name) at significance alpha on one sort: a `RuleChoice`."""
     delta = float(check_deltas(delta)[0])
     rule = with_seed(threshold_rule(rule))
     ss = sorted_scores
@@ -200,17 +185,7 @@ def apply_rule(
 
 def _choice(test: ThresholdTest, n: int, grid_source: str) -> RuleChoice:
     """The RuleChoice of a test bounded on n games."""
-    return RuleChoice(
-        threshold=test["threshold"],
-        flip=test["flip"],
-        eps=test["eps"],
-        fp_u=test["fp_u"],
-        fn_u=test["fn_u"],
-        fp=test["fp"],
-        fn=test["fn"],
-        n=n,
-        grid_source=grid_source,
-    )
+    return cast(RuleChoice, {**test, "n": n, "grid_source": grid_source})
 
 
 def _apply(ss: SortedScores, rule: ThresholdRule, alpha: float, delta: float) -> RuleChoice:
@@ -257,8 +232,7 @@ def lower_bound(
     grid_source: str,
     gdp: GdpFit,
 ) -> LowerBound:
-    """The `LowerBound` of the test `chosen` by `rule` (eps at `confidence`), beside the best
-    threshold's `best`, the point estimates at `delta` and the GDP fit `gdp`."""
+    """The `LowerBound` of the test `chosen` by `rule`, beside the best threshold's `best`."""
     return LowerBound(
         eps=chosen["eps"],
         eps_best_threshold=best["eps"],
@@ -294,9 +268,6 @@ def audit_scores(
 ) -> LowerBound:
     """eps lower bound from game scores (higher = guess member) under a threshold rule.
 
-    The answer depends on the scores of each class and the rule's seed, never on the order of
-    the rows.
-
     Args:
         scores: one score per game (higher: guess that the canary was in).
         member: the true coins b of the games (0 or 1).
@@ -307,13 +278,9 @@ def audit_scores(
             fresh one, which the result records in `threshold_options`.
         sorted_scores: a `SortedScores` of the same scores, to reuse a sort.
 
-    Returns:
-        A `LowerBound`: eps (valid at `confidence`), the threshold and its rates, the point
-        estimates and the GDP fit.
-
     Raises:
-        auditsel.errors.ConfigError: member values other than 0/1, arrays that are not 1-D or
-            differ in length, fewer than 4 games, or `delta`/`confidence` out of range.
+        auditsel.errors.ConfigError: input that `check_scores` refuses, or `delta` or
+            `confidence` out of range.
     """
     rule = with_seed(threshold_rule(rule))
     confidence, delta = check_levels(confidence, delta)

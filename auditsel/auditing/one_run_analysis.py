@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -60,9 +60,6 @@ __all__ = [
 
 EPS_MAX = 50.0  # eps above this is reported as this (a search cap, stated in the output)
 EPS_TOL = 1e-6
-
-
-# --- [SNJ23] -------------------------------------------------------------------------------
 
 
 def snj23_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
@@ -109,9 +106,6 @@ def snj23_epsilon(m: int, r: int, v: int, significance: float, delta: float) -> 
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if p(mid) <= significance else (lo, mid)
     return lo
-
-
-# --- [MMC24] -------------------------------------------------------------------------------
 
 
 def mmc24_rejects(
@@ -208,9 +202,6 @@ def _mmc24_theta(family, m, k, c, significance) -> float:
     return float(grid[lo])
 
 
-# --- guesses -------------------------------------------------------------------------------
-
-
 def guess_grid(m: int) -> np.ndarray:
     """(k+, k-) pairs fixed by m alone: each of k+ and k- in {0, 1, 2, 4, ..., <= m/2}, not both 0."""
     sizes = [0] + [
@@ -221,10 +212,7 @@ def guess_grid(m: int) -> np.ndarray:
 
 
 def guess_counts(
-    scores: ArrayLike,
-    members: ArrayLike,
-    grid: IntArray,
-    rng: np.random.Generator | None = None,
+    scores: ArrayLike, members: ArrayLike, grid: IntArray, rng: np.random.Generator | None = None
 ) -> tuple[IntArray, IntArray]:
     """(r, v) for each (k+, k-): guesses "in" on the k+ highest scores, "out" on the k- lowest.
 
@@ -258,16 +246,11 @@ class OneRunBound:
     notes: tuple = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        kp, km, r, v = self.guesses_snj23
+        out = asdict(self)
+        kp, km, r, v = out.pop("guesses_snj23")
+        del out["grid_size"], out["notes"]
         return {
-            "eps_snj23": self.eps_snj23,
-            "eps_mmc24": self.eps_mmc24,
-            "mmc24_family": self.mmc24_family,
-            "mmc24_theta": self.mmc24_theta,
-            "confidence": self.confidence,
-            "delta": self.delta,
-            "canaries": self.canaries,
-            "members": self.members,
+            **out,
             "k_plus": kp,
             "k_minus": km,
             "guesses": r,

@@ -11,12 +11,10 @@ trade-off curve (FP(t), FN(t)) over the thresholds the proxy can use:
   Gaussian winner: thresholds on the released value, from the winner's cdfs);
 
 * estimated from `pilot` simulated games otherwise (real DP-SGD games): the empirical curve,
-  or (`pessimistic_curve`, what the pipeline planner uses) a curve that the true one dominates
-  with probability >= a stated confidence, so that the pilot's own sampling error and its
-  luckiest threshold never make the plan promise more than the pipeline gives; or, where the
-  pilot's held-out games themselves reject a claim (`claim_pvalue`, an exact test of the
-  threshold the first half chose), that test at the medians of its rates
-  (`PilotTests.reading`: a reading of a pilot that shows the leak, not a bound);
+  or (`PilotTests.pessimistic`, what the pipeline planner uses) a curve that the true one
+  dominates with probability >= a stated confidence; or, where the pilot's held-out games
+  reject a claim (`claim_pvalue`), that test at the medians of its rates (`PilotTests.reading`:
+  a reading of the pilot, not a bound);
 
 and the threshold on that curve that a rule could at best find (an oracle), with the rule's
 evaluation games and level::
@@ -26,15 +24,11 @@ evaluation games and level::
     bonferroni:     n games at alpha / (2 m)   (m = game.thresholds; the pilot variant: like split)
     bonferroni_all: n games at alpha / n
 
-P(eps_L >= X) is summed exactly over the binomial counts (eps_L >= X iff the FN count is at
-most a bound that depends on the FP count); the expectation E[eps_L] sums over both counts
-(binned when a count's range exceeds BINS), and `eps_law` gives the whole law of eps_L on
-the same sums (its values and cdf: `EpsLaw`, whose quantiles are the planned range of the
-certified eps_L; the law of the largest of independent audits is the product of their cdfs).
-`games_needed` is the least n (bisection over n)
-with P(eps_L >= X) >= power. For a threshold fixed in advance at the oracle point, the numbers
-are exact; rules that must find the threshold from the data (split, multisplit) do somewhat
-worse, so for them the planner is an optimistic estimate (the tests check both).
+P(eps_L >= X) is summed exactly over the binomial counts; E[eps_L] and the whole law of eps_L
+(`eps_law`, `EpsLaw`) sum over both counts (binned when a count's range exceeds BINS).
+`games_needed` is the least n with P(eps_L >= X) >= power. For a threshold fixed in advance at
+the oracle point, the numbers are exact; for rules that must find the threshold from the data
+(split, multisplit) the planner is an optimistic estimate.
 """
 
 from __future__ import annotations
@@ -130,8 +124,8 @@ class PilotTests:
     """A few threshold tests chosen on one half of a pilot and counted on the other half: the
     pilot's evidence about the pipeline's curve, free of the choice (`pilot_tests`)."""
 
-    fp: np.ndarray  # FP counts of the tests among the n0 coin-0 games of the second half
-    fn: np.ndarray  # FN counts among its n1 coin-1 games
+    fp: np.ndarray  # FP counts of the tests among the second half's n0 coin-0 games
+    fn: np.ndarray
     n0: int
     n1: int
     source: str
@@ -140,18 +134,19 @@ class PilotTests:
     first: int | None = None  # the test the first half ranked best (fixed before the second
     #                          half is counted): the one `claim_pvalue` and `reading` read
 
+    def _upper(self, i: np.ndarray, alpha: float) -> PlanCurve:
+        """Tests i at the Clopper-Pearson upper limits (two-sided level alpha) of their rates."""
+        if len(self.fp) == 0:
+            return PlanCurve(np.ones(0), np.ones(0), self.source)
+        fp = clopper_pearson_upper(self.fp[i], self.n0, alpha)
+        return PlanCurve(fp, clopper_pearson_upper(self.fn[i], self.n1, alpha), self.source)
+
     def pessimistic(self, confidence: float) -> PlanCurve:
         """The tests at the one-sided Clopper-Pearson upper limits of their FP and FN rates,
         Bonferroni-corrected over all of them: with probability >= confidence every test's true
         rates are below them at once."""
-        if len(self.fp) == 0:
-            return PlanCurve(np.ones(0), np.ones(0), self.source)
-        alpha = 2 * (1 - confidence) / (2 * len(self.fp))  # one-sided (1 - confidence) / limits
-        return PlanCurve(
-            clopper_pearson_upper(self.fp, self.n0, alpha),
-            clopper_pearson_upper(self.fn, self.n1, alpha),
-            self.source,
-        )
+        alpha = 2 * (1 - confidence) / (2 * max(len(self.fp), 1))  # one-sided, per limit
+        return self._upper(np.arange(len(self.fp)), alpha)
 
     def _read(self) -> np.ndarray:
         """The tests read: the first half's best alone where it is known, else all."""
@@ -159,16 +154,8 @@ class PilotTests:
 
     def reading(self) -> PlanCurve:
         """The test(s) read (`first`, else all) at the medians of their rates (the one-sided
-        50% Clopper-Pearson upper limits): a reading of the pilot, not a guarantee; 0 errors in
-        n games read as 1 - 2^(-1/n), about 0.69 / n."""
-        if len(self.fp) == 0:
-            return PlanCurve(np.ones(0), np.ones(0), self.source)
-        i = self._read()
-        return PlanCurve(
-            clopper_pearson_upper(self.fp[i], self.n0, 1.0),
-            clopper_pearson_upper(self.fn[i], self.n1, 1.0),
-            self.source,
-        )
+        50% Clopper-Pearson upper limits): a reading of the pilot, not a guarantee."""
+        return self._upper(self._read(), 1.0)
 
     def claim_pvalue(self, eps: float, delta: float) -> float:
         """The p-value of the hypothesis "the pipeline keeps (eps, delta)" on these counts: the
@@ -192,13 +179,11 @@ def claim_pvalue(fp: int, n0: int, fn: int, n1: int, eps: float, delta: float) -
     independent binomials; the statistic is eq. 4's eps at the shrunk rates (count + 1/2) /
     (n + 1), which falls as either count grows, and the p-value is the largest probability,
     over the rates the claim allows, of counts whose statistic is at least the observed one.
-    That set of counts is a lower set, so its probability falls as the rates grow and the
-    largest lies on the region's boundary FN = b(FP), scanned in PVALUE_GRID cells, each bounded
-    from above by the probability at its smallest FP and the boundary's FN at its largest
-    (never understated). Perfect separation (0 errors in 50 and 50 games) rejects eps = 2.25 at
-    delta = 1e-5 with p < 1e-4; it says nothing of eps = 6.7 (p about 0.9). Held-out halves of
-    more than MAX_PVALUE_GAMES games a coin are not tested (p = 1: their limits are tight)."""
-    from scipy.stats import binom  # deferred: scipy.stats, only when an audit is planned
+    That set of counts is a lower set, so the largest probability lies on the region's
+    boundary FN = b(FP), scanned in PVALUE_GRID cells, each bounded from above (never
+    understated). Held-out halves of more than MAX_PVALUE_GAMES games a coin are not tested
+    (p = 1)."""
+    from scipy.stats import binom  # deferred: only when an audit is planned
 
     delta = float(check_deltas(delta)[0])
     if max(n0, n1) > MAX_PVALUE_GAMES or min(n0, n1) == 0:
@@ -231,11 +216,9 @@ def pilot_tests(
 
     On the first half, up to `tests` + ROBUST threshold tests (both directions) are chosen:
     `tests` spread over its (shrunk) curve, and the ROBUST of largest eq. 4 eps at their
-    Clopper-Pearson upper limits at `confidence` (the tests that stay good at the limits the
-    plan will put on them). The second half, independent of that
-    choice, counts each test's false positives and negatives: so that the pilot's luckiest
-    threshold does not look better than it is (the winner's curse of a curve read off the same
-    games that chose it)."""
+    Clopper-Pearson upper limits at `confidence`. The second half, independent of that choice,
+    counts each test's errors, so the pilot's luckiest threshold does not look better than it
+    is."""
     scores = np.asarray(scores, dtype=float)
     member = np.asarray(member).astype(bool)
     rng = np.random.default_rng(seed)
@@ -250,15 +233,11 @@ def pilot_tests(
     c = SortedScores(scores[first], member[first]).counts()
     t = np.concatenate([c.t, c.t])
     up = np.repeat([True, False], len(c.t))  # '>' tests (score > t: in), then '<=' tests
-    fp = (np.concatenate([c.fp, c.n0 - c.fp]) + 0.5) / (c.n0 + 1)
-    fn = (np.concatenate([c.fn, c.n1 - c.fn]) + 0.5) / (c.n1 + 1)
-    pick = _spread(fp, fn, tests)
+    a0, a1 = np.concatenate([c.fp, c.n0 - c.fp]), np.concatenate([c.fn, c.n1 - c.fn])
+    pick = _spread((a0 + 0.5) / (c.n0 + 1), (a1 + 0.5) / (c.n1 + 1), tests)
     if len(pick) == 0:
         return none
-    # and the tests that stay best at the limits the second half will put on them: what the
-    # plan will use (an extreme test of tiny counts looks best shrunk, and collapses there)
-    a0 = np.concatenate([c.fp, c.n0 - c.fp])
-    a1 = np.concatenate([c.fn, c.n1 - c.fn])
+    # and the tests that stay best at the limits the second half will put on them
     level = 2 * (1 - confidence) / (2 * (tests + ROBUST))
     robust = epsilon_from_rates(
         clopper_pearson_upper(a0, c.n0, level), clopper_pearson_upper(a1, c.n1, level), 0.0
@@ -281,9 +260,8 @@ def pilot_tests(
 
 
 def blind_rate(games: int, confidence: float = 0.95) -> float:
-    """The smallest rate of an event (e.g. the games in which a leak shows) that `games` pilot
-    games see at least once with probability >= confidence: 1 - (1 - confidence)^(1/games)
-    (about 3 / games at 95%). A leak rarer than this is invisible to the pilot."""
+    """The smallest rate of an event that `games` pilot games see at least once with
+    probability >= confidence: 1 - (1 - confidence)^(1/games)."""
     return float(-math.expm1(math.log1p(-confidence) / games))
 
 
@@ -353,13 +331,11 @@ def prob_at_least(
 ) -> float:
     """P(eps_L >= target) for one test (FP, FN) audited on `evaluated` games at `level`.
 
-    Supports wider than BINS counts are coarsened conservatively: the FP count's mass is moved
-    to the top of its bin, and the largest admissible FN count is looked up on a grid (rounded
-    down), so the probability is never over-stated."""
+    Supports wider than BINS counts are coarsened conservatively (never over-stated)."""
     delta = float(check_deltas(delta)[0])
     if target <= 0:
         return 1.0
-    from scipy.stats import binom  # deferred: scipy.stats, only when an audit is planned
+    from scipy.stats import binom  # deferred: only when an audit is planned
 
     n0 = evaluated // 2
     n1 = evaluated - n0
@@ -384,7 +360,7 @@ def prob_at_least(
 
 
 def _binned(n, p):
-    from scipy.stats import binom  # deferred: scipy.stats, only when an audit is planned
+    from scipy.stats import binom  # deferred: only when an audit is planned
 
     c = _support(n, p)
     w = binom.pmf(c, n, p)
@@ -425,8 +401,7 @@ class EpsLaw:
     cdf: FloatArray
 
     def quantile(self, q: float) -> float:
-        """The least value v with P(eps_L <= v) >= q (so P(eps_L < v) < q): the lower q
-        quantile of the discrete law."""
+        """The least value v with P(eps_L <= v) >= q."""
         i = int(np.searchsorted(self.cdf, q - 1e-12, side="left"))
         return float(self.values[min(i, len(self.values) - 1)])
 
@@ -436,13 +411,11 @@ class EpsLaw:
         return np.where(i >= 0, self.cdf[np.clip(i, 0, None)], 0.0)
 
     def mean(self) -> float:
-        """E[eps_L] of the law."""
         return float(self.values @ np.diff(self.cdf, prepend=0.0))
 
     @staticmethod
     def largest(laws: list[EpsLaw]) -> EpsLaw:
-        """The law of the largest of independent eps_L's (the audit of several canaries, each
-        on its own games): P(max <= x) is the product of their P(eps_L <= x)."""
+        """The law of the largest of independent eps_L's: the product of their cdfs."""
         values = np.unique(np.concatenate([law.values for law in laws]))
         cdf = np.prod([law.at(values) for law in laws], axis=0)
         return EpsLaw(values, cdf)
@@ -459,7 +432,6 @@ def eps_law(fp: float, fn: float, evaluated: int, level: float, delta: float) ->
 
 def curve_epsilon(curve: PlanCurve, delta: float) -> float:
     """max over the curve's tests of eq. 4 with the true rates (no sampling error)."""
-    delta = float(check_deltas(delta)[0])
     fp, fn = np.asarray(curve.fp, float), np.asarray(curve.fn, float)
     with np.errstate(divide="ignore", invalid="ignore"):
         eps = epsilon_from_rates(fp, fn, delta)
@@ -490,9 +462,10 @@ def prob_for_games(
     **design: Any,
 ) -> float:
     evaluated, level = rule_design(rule, games, confidence, **design)
-    return _best(curve, lambda a, b: prob_at_least(target, a, b, evaluated, level, delta), points)[
-        0
-    ]
+    value, _, _ = _best(
+        curve, lambda a, b: prob_at_least(target, a, b, evaluated, level, delta), points
+    )
+    return value
 
 
 def expected_for_games(
@@ -505,9 +478,7 @@ def expected_for_games(
 def law_for_games(
     curve: PlanCurve, games: int, rule: str, confidence: float, delta: float, **design: Any
 ) -> tuple[float, EpsLaw]:
-    """E[eps_L] at the curve's test of largest E[eps_L] (the oracle threshold; the value
-    `expected_for_games` returns) and the law of eps_L at that test, on the rule's evaluation
-    games and level: one search over the curve for both."""
+    """`expected_for_games` and the law of eps_L at the test that attains it."""
     evaluated, level = rule_design(rule, games, confidence, **design)
     value, (a, b), _ = _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, delta))
     return value, eps_law(a, b, evaluated, level, delta)
@@ -515,9 +486,7 @@ def law_for_games(
 
 def planned_range(law: EpsLaw, mean: float) -> tuple[float, float, float]:
     """The planned range of a certified eps_L: its law's RANGE_LOW and RANGE_HIGH quantiles,
-    widened to hold the plan's E[eps_L] (`mean`) where an atom puts it outside them (a law with
-    96% of its mass at 0 has both quantiles 0 and a positive mean; widening only adds
-    probability), and the law's probability of the range."""
+    widened to hold the plan's E[eps_L] (`mean`), and the law's probability of the range."""
     low, high = min(law.quantile(RANGE_LOW), mean), max(law.quantile(RANGE_HIGH), mean)
     inside = float(law.at(high)) - float(law.at(np.nextafter(low, -np.inf)))
     return low, high, inside

@@ -16,11 +16,7 @@ conventions, each with its own names:
   below the curve, so its area and heights are at least the empirical ones (equal when the
   curve is concave), and it is at least the diagonal (AUROC >= 1/2).
 
-At FPR 1 both give TPR 1 (guess "member" always). Counts come from each class's sorted scores
-(`auditsel.auditing.sorted_scores.SortedScores`): O(n) after the sort. The hull's vertices are among the
-corners where the staircase turns from vertical to horizontal; they are found by removing every
-corner on or below the chord of its neighbours until none is (jax_privacy's `_pareto_frontier`,
-in exact integer arithmetic).
+At FPR 1 both give TPR 1 (guess "member" always). Counts come from each class's sorted scores.
 """
 
 from __future__ import annotations
@@ -53,8 +49,7 @@ def _coins(scores, member) -> tuple[np.ndarray, np.ndarray]:
 
 
 def placements(s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(below, ties): for each class-1 score, #{s0 < s1[i]} and #{s0 == s1[i]}, by one binary
-    search (the equal ones counted only where some class-0 score equals it)."""
+    """(below, ties): for each class-1 score, #{s0 < s1[i]} and #{s0 == s1[i]}."""
     n0 = len(s0)
     below = np.searchsorted(s0, s1, side="left")
     ties = np.zeros(len(s1), dtype=np.int64)
@@ -86,7 +81,8 @@ def _corners(
 
 def _frontier(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Indices of the upper convex hull of points sorted by x: points on or below the chord of
-    their neighbours are removed until none is (exact in int64 for counts below 2^31)."""
+    their neighbours are removed until none is (jax_privacy's `_pareto_frontier`, exact in
+    int64 for counts below 2^31)."""
     idx = np.arange(len(x))
     while len(idx) > 2:
         dx, dy = np.diff(x[idx]), np.diff(y[idx])
@@ -191,9 +187,8 @@ def auroc_hull_sorted(
 def auroc_with_se(
     s0: np.ndarray, s1: np.ndarray, place: tuple[np.ndarray, np.ndarray] | None = None
 ) -> tuple[float, float]:
-    """(AUROC, DeLong's standard error) of sorted class scores s0 (b = 0) and s1 (b = 1), from
-    the placements of each score among the other class, in O(n) after one binary search
-    (`place`: the `placements`, if already computed)."""
+    """(AUROC, DeLong's standard error) of sorted class scores s0 (b = 0) and s1 (b = 1)
+    (`place`: their `placements`, if already computed)."""
     n0, n1 = len(s0), len(s1)
     below, ties = place if place is not None else placements(s0, s1)
     v10 = (below + 0.5 * ties) / n0  # each class-1 score's placement

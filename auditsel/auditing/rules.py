@@ -1,37 +1,16 @@
 """Threshold rules: how an audit picks the test "guess member when score > t" (or "<= t").
 
 A rule is a small frozen strategy object in jax_privacy's manner (a dataclass with keyword-only
-options, each option on the rules it applies to); `auditsel.auditing.lower.apply_rule` is the
-algorithm that runs it. Every rule is valid at the audit's confidence 1 - alpha on every code
-path, conditionally on the coins (the proofs are in `auditsel.auditing.lower`):
+options); `auditsel.auditing.lower.apply_rule` runs it. The rules (`Split`, `BonferroniGrid`,
+`BonferroniAll`, `MultiSplit`), what they compute and why each is valid at the audit's
+confidence are in `auditsel.auditing.lower`'s docstring.
 
-* `Split(split_fraction=0.5, seed=0)`: a seeded random `split_fraction` of each class is the
-  pilot, where (t, direction) is chosen; the bound is taken on the rest (level alpha).
+The pilot must be independent of the scores, so `seed` must be chosen without looking at
+them. The default `seed=None` draws a fresh seed for each audit (`fresh_seed`), which the audit
+records (`LowerBound.threshold_options`): pass it to repeat the audit exactly.
 
-* `BonferroniGrid(grid=None, grid_size=100, split_fraction=0.5, seed=0)`: a grid of m
-  thresholds, both directions, each at level alpha / (2 m). `grid` fixed before any score is
-  seen (the spec's grid), or else `grid_size` quantiles of a pilot drawn as `Split` draws it,
-  which is then left out of the bound.
-
-* `BonferroniAll()`: every threshold and both directions at level alpha / n (jax_privacy's
-  `Bonferroni()`); no options.
-
-* `MultiSplit(splits=21, split_fraction=0.5, seed=0)`: `splits` independent seeded splits at
-  alpha / 2 each, the lower median reported ([MMB09] Theorem 3.1; jax_privacy's `MultiSplit`).
-
-The pilot is drawn within each class (a uniformly random `int(n_c * split_fraction)` of the
-n_c games of class c, from `seed`), on each class's sorted scores, so the order of the rows
-never matters: the same scores in any order give the same numbers. The validity of the split
-counts its randomness: the pilot must be independent of the scores, so `seed` must be chosen
-without looking at them. The default `seed=None` draws a fresh seed for each audit (from the
-operating system's entropy, `fresh_seed`), and the audit records the seed it used
-(`LowerBound.threshold_options`): pass it to repeat the audit exactly. `auditsel run` derives
-the seed from `game.seed` (the games and the split use independent streams of it).
-
-Names are accepted wherever a rule is (configs, the CLI, `audit_scores(rule="split")`);
-`threshold_rule(name, **options)` is the one place a name and a bag of options become an
-object: it keeps the options the named rule has and ignores the others, as a config or the
-command line carries every option for every rule.
+`threshold_rule(name, **options)` turns a name and a bag of options into a rule, keeping the
+options the named rule has and ignoring the others.
 """
 
 from __future__ import annotations
@@ -71,13 +50,11 @@ class ThresholdRule:
 
     def options(self) -> dict[str, Any]:
         """The rule's options as plain values (what result.json records; a grid by its size)."""
-        out: dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            if f.name == "grid":
-                continue
-            out[f.name] = value
-        return out
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)  # type: ignore[arg-type]
+            if f.name != "grid"
+        }
 
 
 def _fraction(value: object) -> float:
@@ -133,10 +110,9 @@ class BonferroniGrid(ThresholdRule):
         object.__setattr__(self, "seed", _seed(self.seed))
 
     def options(self) -> dict[str, Any]:
-        out = super().options()
         if self.grid is not None:  # the pilot's options do not apply to a fixed grid
-            out = {"grid_size": len(self.grid)}
-        return out
+            return {"grid_size": len(self.grid)}
+        return super().options()
 
 
 @dataclass(frozen=True, kw_only=True)

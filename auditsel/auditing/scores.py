@@ -14,13 +14,9 @@ headers) at most MAX_ROWS rows; a CSV stops at MAX_ROWS rows. Every problem is a
 `ScoreFileError` (a `ConfigError`, exit 2 in the CLI) whose field is the path:
 `scores.csv: column member must be 0 or 1 (1 = the canary was in), got 3 in row 2`.
 
-CSV reading is a chunked reader: blocks of whole lines are parsed by numpy's C reader
-(`np.loadtxt`, every column as float64, correctly rounded like Python's `float`), which refuses a
-block whose rows do not all have the same number of columns; a block it refuses (quotes, text
-that is not a number, a ragged row, a number only Python's `float` reads, such as ``1_000``) is
-re-read with the csv module and `float` line by line, which names the line. A row whose number
-of columns differs from the header's (a ragged row) is refused, naming its line, never read
-with its columns shifted. Memory stays bounded by one block plus the two arrays.
+A CSV is read in blocks of whole lines by `np.loadtxt`; a block it refuses (quotes, text, a
+ragged row) is re-read with the csv module, which names the bad line. A ragged row is refused,
+never read with its columns shifted.
 """
 
 from __future__ import annotations
@@ -90,8 +86,7 @@ def check_scores(
     m = _as_array(member, member_name)
     if len(m) != len(s):
         raise ConfigError(
-            member_name,
-            f"has {len(m):,} entries for {len(s):,} scores; one coin per score",
+            member_name, f"has {len(m):,} entries for {len(s):,} scores; one coin per score"
         )
     if m.dtype != bool:
         bad = ~((m == 0) | (m == 1))
@@ -123,9 +118,6 @@ def check_scores(
     return s, m
 
 
-# --- score files --------------------------------------------------------------------------
-
-
 def read_scores(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """(score, member) from a CSV (header naming `score` and `member`) or an .npz, checked."""
     path = Path(path)
@@ -152,7 +144,6 @@ def read_scores(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
             f"GiB); audit-scores holds every score in memory",
         )
     if path.suffix.lower() == ".npz":
-        _npz_check_sizes(path)
         score, member = _npz_arrays(path)
     else:
         score, member = _csv_columns(path)
@@ -172,8 +163,8 @@ def _too_many_rows(path, rows: int) -> ScoreFileError:
     )
 
 
-def _npz_check_sizes(path: Path) -> None:
-    """Read the headers of the .npz's arrays (not their data) and refuse sizes over the limits."""
+def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The .npz's arrays, after their headers (not their data) are checked against the limits."""
     try:
         with zipfile.ZipFile(path) as archive:
             for name in ("score", "member"):
@@ -186,35 +177,23 @@ def _npz_check_sizes(path: Path) -> None:
                 if entry.file_size > MAX_FILE_BYTES:
                     raise _too_many_rows(path, entry.file_size // 8)
                 with archive.open(entry) as handle:
-                    version = np.lib.format.read_magic(handle)
-                    if version == (1, 0):
-                        shape, _, _ = np.lib.format.read_array_header_1_0(handle)
-                    else:
-                        shape, _, _ = np.lib.format.read_array_header_2_0(handle)
+                    fmt = np.lib.format
+                    v1 = fmt.read_magic(handle) == (1, 0)
+                    read = fmt.read_array_header_1_0 if v1 else fmt.read_array_header_2_0
+                    shape, _, _ = read(handle)
                 rows = int(np.prod(shape, dtype=np.int64)) if shape else 1
                 if rows > MAX_ROWS:
                     raise _too_many_rows(path, rows)
-    except ScoreFileError:
-        raise
-    except Exception as err:  # not a zip, a damaged header: the file's problem
-        raise _unreadable_npz(path, err) from None
-
-
-def _unreadable_npz(path: Path, err: Exception) -> ScoreFileError:
-    """The error of an .npz that numpy cannot read: the file's problem, with the fix."""
-    return ScoreFileError(
-        path,
-        f"is not a readable .npz ({type(err).__name__}); save it with "
-        f"numpy.savez(path, score=..., member=...)",
-    )
-
-
-def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    try:
         with np.load(path, allow_pickle=False) as data:
             return np.asarray(data["score"]), np.asarray(data["member"])
-    except Exception as err:  # a damaged archive or array: the file's problem
-        raise _unreadable_npz(path, err) from None
+    except ScoreFileError:
+        raise
+    except Exception as err:  # not a zip, a damaged header or array: the file's problem
+        raise ScoreFileError(
+            path,
+            f"is not a readable .npz ({type(err).__name__}); save it with "
+            f"numpy.savez(path, score=..., member=...)",
+        ) from None
 
 
 def _csv_columns(path: Path) -> tuple[np.ndarray, np.ndarray]:

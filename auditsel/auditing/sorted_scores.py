@@ -4,17 +4,15 @@ Contract. `SortedScores(scores, member)` sorts the scores of each coin (b = 0, b
 `counts()` is the table of every distinct threshold t (t[0] = -inf) with the direction-'>'
 counts fp = #{b = 0, score > t} and fn = #{b = 1, score <= t} (direction '<=' has n0 - fp and
 n1 - fn); `pilot(split_fraction, seed)` is a uniformly random subset of `int(n_c *
-split_fraction)` games of each class c, drawn from positions in the sorted scores (a uniform
-subset chosen independently of the scores, hence independent of them), and `rest_at` counts the
-other games. `SortedPart` reads the i-th smallest member of a subset and the members <= t by
-binary search, without copying the subset. Nothing here depends on the order of the rows.
+split_fraction)` games of each class c, chosen independently of the scores, and `rest_at`
+counts the other games. Nothing here depends on the order of the rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -32,12 +30,9 @@ _POPCOUNT = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
 class SortedPart:
     """The sorted scores of one class (`s`), or the subset of them at the positions set in
     `members` (a boolean mask over s). A subset of a large s (`copy_below` positions or more)
-    is kept as a bitset with per-word prefix counts: the i-th smallest member and the number
-    of members <= t cost a binary search each, and the subset is never copied out of s; a
-    subset of a smaller s is copied out (sorted, as s is), which answers the same with no
-    bitset to read (the estimator panel's 21 multisplits at 10^5 games: 0.29 -> 0.1 s)."""
+    is kept as a bitset with per-word prefix counts (never copied out of s); a smaller one is
+    copied out."""
 
-    #: below this many positions a subset is copied out of s (at most 16 MB)
     copy_below = 1 << 21
 
     def __init__(self, s: np.ndarray, members: np.ndarray | None = None):
@@ -73,8 +68,7 @@ class SortedPart:
         return self.rank(np.searchsorted(self.s, t, side="right"))
 
     def count_le_own(self, j: ArrayLike) -> np.ndarray:
-        """count_le(value(j)): members <= the j-th smallest member, with no binary search where
-        the next member is larger (then it is j + 1)."""
+        """count_le(value(j)): members <= the j-th smallest member."""
         j = np.asarray(j, dtype=np.int64)
         if self.words is not None:
             return self.count_le(self.value(j))
@@ -154,8 +148,8 @@ def search_counts(
 def counts_at_thresholds(
     s0: SortedPart | np.ndarray, s1: SortedPart | np.ndarray, thresholds: ArrayLike
 ) -> Counts:
-    """A table of the trials with sorted scores s0, s1 (arrays or `SortedPart`s) at the given
-    thresholds only (with the row t = -inf first), whose `at` answers exactly there."""
+    """A table of the trials with sorted scores s0, s1 at the given thresholds only (with the
+    row t = -inf first), whose `at` answers exactly there."""
     t = np.unique(np.asarray(thresholds, dtype=float))
     p0, p1 = (x if isinstance(x, SortedPart) else SortedPart(x) for x in (s0, s1))
     return Counts(
@@ -169,9 +163,8 @@ def counts_at_thresholds(
 
 def uniform_subset(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
     """A boolean mask with exactly k of n entries set, uniform over the k-subsets: independent
-    draws (one random byte each, set with probability about k / n), then a uniform choice of
-    the surplus (or deficit) flipped back. The law of the result is invariant under
-    permutations and has k entries, hence uniform."""
+    draws (set with probability about k / n), then a uniform choice of the surplus (or
+    deficit) flipped back; the law is permutation-invariant with k entries, hence uniform."""
     mask = rng.integers(0, 256, n, dtype=np.uint8) < round(256 * k / max(n, 1))
     surplus = int(np.count_nonzero(mask)) - k
     flip = surplus < 0  # deficit: add entries instead
@@ -186,10 +179,7 @@ def uniform_subset(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
 
 
 SPLIT_STREAM = 0x7370  # the seed's spawn key of a split (rule split, bonferroni's pilot)
-
 MULTISPLIT_STREAM = 0x6D73  # of multisplit's splits (with the split's index)
-
-#: each part sorted in its own thread from here (numpy's sort frees the GIL)
 THREADED_SORT_ABOVE = 1 << 20
 
 
@@ -209,9 +199,8 @@ def sort_parts(
 
 
 class SortedScores:
-    """The one sort: each coin's scores sorted ascending (two sorts of n/2, no argsort), from
-    which every count and every split is read. Results computed on it (a rule's bound, a split's
-    pilot) are kept, so that the CLI's rules and the estimator panel share them."""
+    """The one sort: each coin's scores sorted ascending, from which every count and every
+    split is read. Results computed on it (`memo`) are kept and shared."""
 
     def __init__(self, scores: ArrayLike, member: ArrayLike) -> None:
         self.scores = np.asarray(scores, dtype=float)
@@ -228,8 +217,7 @@ class SortedScores:
         s, b = (
             (self.scores, self.member) if mask is None else (self.scores[mask], self.member[mask])
         )
-        s0, s1 = sort_parts(s, (~b, b))
-        coins = (s0, s1)
+        coins = cast("tuple[np.ndarray, np.ndarray]", sort_parts(s, (~b, b)))
         if mask is None:
             self._coins = coins
         return coins
@@ -243,8 +231,7 @@ class SortedScores:
         return counts_from_coins(*self.by_coin(mask))
 
     def counts_at(self, mask: NDArray[np.bool_] | None, thresholds: ArrayLike) -> Counts:
-        """Counts of the trials selected by `mask` (None: all) at the given thresholds only, as
-        a table whose `at` answers exactly at those thresholds."""
+        """`counts_at_thresholds` of the trials selected by `mask` (None: all)."""
         return counts_at_thresholds(*self.by_coin(mask), thresholds)
 
     def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
@@ -256,9 +243,9 @@ class SortedScores:
     def pilot(
         self, split_fraction: float, seed: int | None, index: int | None = None
     ) -> tuple[SortedPart, SortedPart]:
-        """The scores of each class in the pilot of a split (as `SortedPart`s of the sorted scores): `int(n_c * split_fraction)`
-        of the n_c games of class c, a uniform random subset drawn from `seed` (`index`: the
-        index-th split of a multisplit); the rest of each class is the evaluation part."""
+        """The pilot of a split as `SortedPart`s: `int(n_c * split_fraction)` of the n_c games
+        of class c, a uniform random subset drawn from `seed` (`index`: the index-th split of a
+        multisplit); the rest of each class is the evaluation part."""
         if seed is None:  # apply_rule gives every rule a seed first
             raise ValueError("a split needs a seed")
         s0, s1 = self.by_coin()
@@ -285,8 +272,7 @@ class SortedScores:
         return self.memo(("pilot", split_fraction, seed), draw)
 
     def rest_at(self, pilot: tuple[SortedPart, SortedPart], thresholds: ArrayLike) -> Counts:
-        """Counts of the evaluation part (all games but the `pilot`'s) at the thresholds: the
-        counts of all games less the pilot's (no second split of the arrays)."""
+        """Counts of the evaluation part (all games but the `pilot`'s) at the thresholds."""
         every = self.counts_at(None, thresholds)
         p0, p1 = pilot
         part = counts_at_thresholds(p0, p1, thresholds)
@@ -296,8 +282,8 @@ class SortedScores:
 
 
 def counts_from_coins(s0: np.ndarray, s1: np.ndarray) -> Counts:
-    """The count table of the trials whose sorted scores are s0 (b = 0) and s1 (b = 1): the two
-    are merged in O(n) after one binary search of s1 in s0 (no sort)."""
+    """The count table of the trials whose sorted scores are s0 (b = 0) and s1 (b = 1), merged
+    in O(n) (no sort)."""
     n0, n1 = len(s0), len(s1)
     pos1 = np.searchsorted(s0, s1, side="right") + np.arange(n1)
     is1 = np.zeros(n0 + n1, dtype=bool)
@@ -311,18 +297,13 @@ def counts_from_coins(s0: np.ndarray, s1: np.ndarray) -> Counts:
 def threshold_table(
     scores: ArrayLike, member: ArrayLike
 ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64], int, int]:
-    """All distinct thresholds with counts for direction '>' (guess 1 when score > t).
-
-    Returns (t, fp_count, fn_count, n0, n1); t[0] = -inf (everything guessed 1).
-    Direction '<=' has counts n0 - fp_count and n1 - fn_count.
-    """
+    """(t, fp_count, fn_count, n0, n1): `SortedScores.counts()` as arrays."""
     c = SortedScores(scores, member).counts()
     return c.t, c.fp, c.fn, c.n0, c.n1
 
 
 def kth_smallest(parts: list[SortedPart], ks: np.ndarray) -> np.ndarray:
-    """The ks-th smallest (0-based) finite scores among the members of two parts, by binary
-    search for the first finite member of each whose rank in the union exceeds k (no merge)."""
+    """The ks-th smallest (0-based) finite scores among the members of two parts (no merge)."""
     ranges = []
     for p in parts:  # the members at finite scores: member indices [first, first + count)
         lo, hi = (
@@ -353,8 +334,8 @@ def kth_smallest(parts: list[SortedPart], ks: np.ndarray) -> np.ndarray:
 def pilot_grid(
     pilot: tuple[SortedPart | np.ndarray, SortedPart | np.ndarray], grid_size: int
 ) -> np.ndarray:
-    """`grid_size` quantiles of the pilot's finite scores (the pilot being excluded from
-    evaluation afterwards): the values at ranks round(linspace(0, N - 1, grid_size))."""
+    """`grid_size` quantiles of the pilot's finite scores: the values at ranks
+    round(linspace(0, N - 1, grid_size))."""
     parts = [x if isinstance(x, SortedPart) else SortedPart(x) for x in pilot]
     finite = [int(p.count_lt(np.inf)) - int(p.count_le(-np.inf)) for p in parts]
     total = sum(finite)

@@ -47,23 +47,15 @@ __all__ = ["audit_chunks"]
 STREAM_CANDIDATES = 4096
 
 
-def _chunk_counts(scores, member, thresholds):
-    """fp (b = 0, score > t) and fn (b = 1, score <= t) counts of one chunk at each threshold."""
-    s0, s1 = SortedScores(scores, member).by_coin()
-    return (*search_counts(s0, s1, thresholds), len(s0), len(s1))
-
-
 def _stream_counts(source, indices, thresholds):
+    """The '>' counts of the chunks `indices` at each threshold."""
     fp = np.zeros(len(thresholds), dtype=np.int64)
     fn = np.zeros(len(thresholds), dtype=np.int64)
     n0 = n1 = 0
     for i in indices:
-        scores, member = source.load(i)
-        a, b, c0, c1 = _chunk_counts(scores, member, thresholds)
-        fp += a
-        fn += b
-        n0 += c0
-        n1 += c1
+        s0, s1 = SortedScores(*source.load(i)).by_coin()
+        a, b = search_counts(s0, s1, thresholds)
+        fp, fn, n0, n1 = fp + a, fn + b, n0 + len(s0), n1 + len(s1)
     return Counts(np.asarray(thresholds, dtype=float), fp, fn, n0, n1)
 
 
@@ -78,24 +70,11 @@ def audit_chunks(
     """audit_scores for trials streamed chunk by chunk from `source`
     (auditsel.games.engine.ChunkSource).
 
-    Memory is bounded by one chunk plus the threshold counts. Chunks [0, cut) with
-    cut = round(chunks * split_fraction) are the selection part (the pilot), the others the
-    evaluation part: the games are independent draws in chunk order, so the chunks themselves
-    are the seeded split (a rule's `seed` is not used here). Candidate thresholds are
-    `candidates` quantiles of chunk 0's scores, a part of the pilot, so:
-
-    * split picks (t, direction) on the pilot chunks and bounds on the others (valid);
-
-    * bonferroni uses the rule's grid on all chunks, or `grid_size` quantiles of chunk 0 (the
-      pilot) on the evaluation chunks only (valid);
-
-    * bonferroni_all takes the max over the candidates on all chunks at alpha / n: valid
-      whatever the candidates, since its limits hold at every threshold at once;
-
-    * multisplit needs the trials in memory (refused here);
-
-    * eps_best_threshold is the max over the candidates at alpha (optimistic), and the GDP fit
-      is taken over the candidates (its limits hold at every threshold at once).
+    Chunks [0, cut) with cut = round(chunks * split_fraction) are the pilot, the others the
+    evaluation part (a rule's `seed` is not used here). Candidate thresholds are `candidates`
+    quantiles of chunk 0's scores: bonferroni's pilot grid, bonferroni_all, eps_best_threshold
+    and the GDP fit take their maxima over them (valid: bonferroni_all's limits hold at every
+    threshold at once).
     """
     rule = threshold_rule(rule)
     confidence, delta = check_levels(confidence, delta)
@@ -149,9 +128,8 @@ def _chosen(
     alpha: float,
     delta: float,
 ) -> tuple[EvaluatedTest, str]:
-    """The rule's chosen test and where its grid came from ("" for split; "spec", "pilot" or
-    "all" for bonferroni): `counts` are the pilot chunks', the others' and all of them at the
-    candidate thresholds, `finite` chunk 0's sorted finite scores."""
+    """The rule's chosen test and its grid_source: `counts` are the pilot chunks', the others'
+    and all of them at the candidate thresholds, `finite` chunk 0's sorted finite scores."""
     head, tail, total = counts
     n_chunks, n = len(source), total.n0 + total.n1
     if isinstance(rule, Split):

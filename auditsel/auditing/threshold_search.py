@@ -8,18 +8,10 @@ and bound, below); `best_on_coins` / `best_on_table` the best (threshold, direct
 with limits at level a, and `best_threshold` the optimistic maximum over every threshold at
 level alpha each (no confidence statement: `eps_best_threshold`).
 
-Searches. One sort serves every rule: `SortedScores` sorts each coin's scores once (two sorts
-of n/2 values), and every maximum over thresholds reads counts by binary search in them. The
-objective (eq. 4, or the GDP mu) decreases in each count, so in direction '>' the maximum is at
-t = -inf or at a b = 0 score, in '<=' at -inf or a b = 1 score: those thresholds are the
-candidates, counted on demand. Candidates are bounded in blocks by the objective at the block's
-smallest counts with a cheap bound of the Clopper-Pearson limit (`CpLimits.bound`, never better
-than the exact limit), blocks are opened in decreasing order of that bound, and inside a block
-exact limits are computed only while a candidate's bound can beat the best value found: the
-exact maximum over every threshold at the cost of a few hundred limits. The walk decides one
-block at a time, but its numbers are computed in vectorised passes over many blocks at once
-(`search_rows`), so that an objective nearly constant over the thresholds (the GDP mu on
-Gaussian scores, where about a thousand blocks are opened at 10^7 scores) costs a few passes.
+Searches. `SortedScores` sorts each coin's scores once and every maximum over thresholds reads
+counts by binary search in them. The objective (eq. 4, or the GDP mu) decreases in each count,
+so in direction '>' the maximum is at t = -inf or at a b = 0 score, in '<=' at -inf or a b = 1
+score: those thresholds are the candidates, searched by branch and bound (`search_rows`).
 """
 
 from __future__ import annotations
@@ -55,9 +47,7 @@ class ThresholdTest(TypedDict):
 
 
 FANOUT = 64  # the search splits a block of candidates this many ways
-
 LEAF = 32  # and evaluates the candidates of a block of at most this many
-
 ROOT_BLOCKS = 4096  # blocks bounded at once at the start (one vectorised pass)
 
 
@@ -78,8 +68,7 @@ def epsilon_from_rates(fp: ArrayLike, fn: ArrayLike, delta: float) -> NDArray[np
 class CandidateRows:
     """Candidate thresholds in ascending order and their '>' counts fp (b = 0, score > t,
     non-increasing) and fn (b = 1, score <= t, non-decreasing), each a function of an index
-    array, so that a table of n rows is never built when few rows are read (`both`: fp and fn
-    together, where they share work)."""
+    array (`both`: fp and fn together, where they share work)."""
 
     def __init__(
         self,
@@ -93,7 +82,6 @@ class CandidateRows:
         self._both = both
 
     def counts(self, i: IntArray) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
-        """(fp(i), fn(i)) in one pass (the thresholds read once)."""
         return self._both(i) if self._both is not None else (self.fp(i), self.fn(i))
 
     @classmethod
@@ -104,8 +92,7 @@ class CandidateRows:
     @classmethod
     def on(cls, rows: SortedPart, p0: SortedPart, p1: SortedPart) -> CandidateRows:
         """Rows t = -inf (everything guessed 1), then the scores of `rows` ascending, counted
-        in the sorted scores p0 (b = 0) and p1 (b = 1) by binary search (no search in `rows`
-        itself where a score is not tied)."""
+        in the sorted scores p0 (b = 0) and p1 (b = 1)."""
         n0 = p0.n
 
         def threshold(i):
@@ -154,24 +141,13 @@ def search_rows(
     (-1, -inf, nan, nan) when every row is.
 
     Branch and bound: a block of consecutive rows is bounded by the objective at its best
-    counts (the counts are monotone along the rows, so those are at its ends) with the cheap
-    limit bounds; blocks are split `fanout` ways in decreasing order of their bound (ties: the
-    block of smaller rows first), and the rows of a block of at most `leaf` get exact limits in
-    decreasing order of their own bound (ties: the smaller row first), until no bound is above
-    the best value found; a row replaces the best only with a larger value, so ties go to the
-    row found first in that order.
-
-    The rows' counts are monotone (`CandidateRows`: fp does not increase along the rows, fn
-    does not decrease). The walk takes its decisions one block at a time, as a plain
-    best-first search does, but its numbers come in vectorised passes (`_Walk`): the blocks
-    waiting are kept as sorted arrays, one per split, and when the walk opens a block whose
-    split (or leaf) is not yet computed, the next blocks of the same kind in its array that are
-    still above the best value are computed with it (16 blocks to split, or 2 leaves' worth of
-    rows, doubling at each pass up to `BATCH` blocks). Every number is elementwise (numpy and
-    scipy ufuncs), so a number computed ahead is the one the walk would compute alone, and the
-    walk returns the same row, value and limits as one pass per block would, in far fewer
-    passes where many blocks are opened (flat objectives, e.g. the GDP mu on Gaussian
-    scores)."""
+    counts (at its ends: the counts are monotone along the rows) with the cheap limit bounds
+    (`CpLimits.bound`, never below the exact limit); blocks are split `fanout` ways in
+    decreasing order of their bound (ties: smaller rows first), and the rows of a block of at
+    most `leaf` get exact limits in decreasing order of their own bound, until no bound is
+    above the best value found; ties go to the row found first in that order. The walk decides
+    one block at a time but computes its numbers ahead in vectorised passes (`_Walk`); every
+    number is elementwise, so the result is that of one pass per block."""
     walk = _Walk(rows, n0, n1, lim0, lim1, objective, flip, increasing, fanout, leaf)
     best = (-1, -math.inf, math.nan, math.nan)
 
@@ -208,10 +184,8 @@ BATCH = 512  # at most this many blocks split (or leaves evaluated) in one vecto
 
 class _Walk:
     """The state of `search_rows`' walk: the blocks waiting, as sorted arrays (one per split)
-    with a heap of each array's next block; and the numbers of the blocks, computed ahead in
-    vectorised passes and kept until the walk reads them once: the split of a block into its
-    children with their bounds (`children`), a leaf's rows with their bounds, order and exact
-    limits (`leaf_rows`). Each is a pure function of the block."""
+    with a heap of each array's next block, and the numbers of blocks computed ahead (splits:
+    `children`; leaves: `leaf_rows`), kept until the walk reads them once."""
 
     def __init__(self, rows, n0, n1, lim0, lim1, objective, flip, increasing, fanout, leaf) -> None:
         self.rows, self.n0, self.n1, self.lim0, self.lim1 = rows, n0, n1, lim0, lim1
@@ -222,8 +196,7 @@ class _Walk:
         self.cursor: list[int] = []  # each array's next block
         self.scanned: list[list[int]] = []  # how far ahead splits, leaves were computed
         self.done: dict[tuple[int, int], tuple] = {}  # splits and leaves computed, unread
-        # what the next pass may compute: splits (16 blocks: few passes where few blocks are
-        # opened), rows of leaves (2 leaves' worth: a row costs exact limits); each doubles
+        # what the next pass may compute: blocks to split, rows of leaves; each doubles
         self.ahead = {True: min(16, BATCH), False: min(2, BATCH) * max(leaf, 1)}
 
     def push(
@@ -256,8 +229,7 @@ class _Walk:
 
     def _batch(self, lo: int, hi: int, a: int, cut: float, splits: bool) -> list:
         """[lo, hi) and the next blocks of its kind in array a with a bound above `cut`, not
-        yet computed, up to the pass's budget (blocks to split, rows of leaves), which then
-        doubles up to `BATCH` blocks (`BATCH` leaves of `leaf` rows)."""
+        yet computed, up to the pass's budget, which then doubles up to `BATCH` blocks."""
         budget = self.ahead[splits]
         self.ahead[splits] = min(2 * budget, BATCH * (1 if splits else max(self.leaf, 1)))
         neg, los, his = self.arrays[a]
@@ -286,15 +258,13 @@ class _Walk:
         return self.done.pop((lo, hi))
 
     def counts(self, i: IntArray) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
-        """The counts (c0, c1) of rows i (ascending: binary searches of sorted keys are the
-        fast ones)."""
+        """The counts (c0, c1) of rows i (ascending)."""
         f, g = self.rows.counts(i)
         return (self.n0 - f, self.n1 - g) if self.flip else (f, g)
 
     def corners(self, starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
-        """The best counts (c0, c1) of the blocks [starts, ends): fp does not increase along
-        the rows and fn does not decrease, so each is at one end of a block (c0 = fp is least
-        at the end in '>', c0 = n0 - fp at the start in '<='; `increasing` wants the most)."""
+        """The best counts (c0, c1) of the blocks [starts, ends), each at one end of a block
+        (fp does not increase along the rows, fn does not decrease)."""
         c0_at_end = (not self.flip) != self.increasing
         last = ends - 1
         f = self.rows.fp(last if c0_at_end else starts)
@@ -349,28 +319,34 @@ def eq4_objective(delta: float) -> Callable[[FloatArray, FloatArray], FloatArray
     return lambda fp_u, fn_u: epsilon_from_rates(fp_u, fn_u, delta)
 
 
-def best_rows(
+def search_both(
     above: CandidateRows,
     below: CandidateRows,
     n0: int,
     n1: int,
-    a: float,
-    delta: float,
-    directions: tuple[bool, bool] = (True, True),
+    limits: tuple[CpLimits, CpLimits],
+    objective: Callable[[FloatArray, FloatArray], FloatArray],
+) -> tuple[bool, CandidateRows, tuple[int, float, float, float]]:
+    """`search_rows` in '>' over `above` and '<=' over `below`: (flip, rows, hit) of the best;
+    the second direction counts only where it beats the first ('>' on ties)."""
+    found: list = []
+    for flip, rows in ((False, above), (True, below)):
+        floor = found[0][2][1] if found else -math.inf
+        hit = search_rows(rows, n0, n1, *limits, objective, flip=flip, floor=floor)
+        if hit[0] >= 0:
+            found.append((flip, rows, hit))
+    return max(found, key=lambda x: x[2][1])
+
+
+def best_rows(
+    above: CandidateRows, below: CandidateRows, n0: int, n1: int, a: float, delta: float
 ) -> ThresholdTest:
     """The best (threshold, direction) by eq. 4 with CP limits at level a: '>' over the rows
     `above`, '<=' over `below`; with the numbers a rule reports."""
-    lim0, lim1 = cp_limits(n0, a), cp_limits(n1, a)
-    found: list = []
-    for flip, rows, on in ((False, above, directions[0]), (True, below, directions[1])):
-        if on:  # the second direction only counts where it beats the first ('>' on ties)
-            floor = found[0][2][1] if found else -math.inf
-            hit = search_rows(
-                rows, n0, n1, lim0, lim1, eq4_objective(delta), flip=flip, floor=floor
-            )
-            if hit[0] >= 0:
-                found.append((flip, rows, hit))
-    flip, rows, (i, eps, fp_u, fn_u) = max(found, key=lambda x: x[2][1])
+    limits = (cp_limits(n0, a), cp_limits(n1, a))
+    flip, rows, (i, eps, fp_u, fn_u) = search_both(
+        above, below, n0, n1, limits, eq4_objective(delta)
+    )
     idx = np.array([i])
     f, g = int(rows.fp(idx)[0]), int(rows.fn(idx)[0])
     f, g = (n0 - f, n1 - g) if flip else (f, g)
@@ -388,9 +364,7 @@ def best_rows(
 def best_on_coins(
     s0: SortedPart | np.ndarray, s1: SortedPart | np.ndarray, a: float, delta: float
 ) -> ThresholdTest:
-    """best_rows over every threshold of the trials whose sorted scores are s0 (b = 0) and s1
-    (b = 1), arrays or `SortedPart` objects: '>' at -inf or a b = 0 score, '<=' at -inf or a b = 1 score
-    (module docstring)."""
+    """best_rows over every threshold of the sorted scores s0 (b = 0) and s1 (b = 1)."""
     p0, p1 = (x if isinstance(x, SortedPart) else SortedPart(x) for x in (s0, s1))
     return best_rows(
         CandidateRows.on(p0, p0, p1), CandidateRows.on(p1, p0, p1), p0.n, p1.n, a, delta

@@ -1,13 +1,10 @@
 """Coverage of the lower bounds: how often does eps_L exceed the true epsilon?
 
-For a protocol whose exact epsilon is known, repeat the whole audit (game + bound) `reps`
-times with independent seeds (`Repetitions`: reps, trials, seed, path, chunk_size) and count the repetitions where eps_L > eps_true. A valid rule
+For a protocol whose exact epsilon is known, repeat the whole audit (game + bound) with
+independent seeds (`Repetitions`) and count the repetitions where eps_L > eps_true. A valid rule
 at confidence c over-claims in at most a fraction 1 - c of them (up to binomial noise); the
-optimistic `best` rule and the point estimate (no confidence interval) carry no such promise.
-
-Paths: `path="memory"` audits the scores in memory (`auditsel.auditing.lower.audit_scores`),
-`path="stream"` writes the chunks to a temporary folder and audits them one chunk at a time
-(`auditsel.auditing.streamed_audit.audit_chunks`), as `auditsel run` does above `game.stream`'s threshold.
+optimistic `best` rule and the point estimate carry no such promise. `path="stream"` audits
+the chunks from a temporary folder (`audit_chunks`), "memory" in memory (`audit_scores`).
 """
 
 from __future__ import annotations
@@ -59,20 +56,13 @@ class Repetitions:
 def _audit_once(record, rules, delta, confidence, threshold_grid, path, seed):
     """Each rule's eps on one game's record; the splits seeded with the game's seed."""
     out = {}
-    if path == "stream":
-        for rule in rules:
-            if rule in ("best", "point"):
-                continue
-            out[rule] = audit_chunks(
-                record.chunks,
-                delta,
-                confidence=confidence,
-                rule=threshold_rule(rule, grid=threshold_grid),
-            ).eps
-        return out
-    ss = SortedScores(record.scores, record.member)
+    ss = None if path == "stream" else SortedScores(record.scores, record.member)
     for rule in rules:
         if rule in ("best", "point"):
+            continue
+        if ss is None:
+            chosen = threshold_rule(rule, grid=threshold_grid)
+            out[rule] = audit_chunks(record.chunks, delta, confidence=confidence, rule=chosen).eps
             continue
         bound = audit_scores(
             record.scores,
@@ -105,9 +95,7 @@ def overclaim_rates(
     delta = float(check_deltas(delta)[0])
     if path not in ("memory", "stream"):
         raise ConfigError("path", f"must be 'memory' or 'stream', got {path!r}")
-    valid = [r for r in rules if r not in ("best", "point")]
-    if not valid:
-        valid = ["split"]
+    valid = [r for r in rules if r not in ("best", "point")] or ["split"]
     eps: dict[str, list[float]] = {rule: [] for rule in rules}
     for r in range(reps):
         with tempfile.TemporaryDirectory(prefix="auditsel-cov-") as tmp:

@@ -6,9 +6,7 @@ This package never imports the adversary (``attacks``): the adversary sees only 
 
 ``RANDOM_STREAMS`` is the version of the trainer's random streams (``kernels.draw``: which
 number every (seed, stream, step, index) gets). Bump it with any change that changes a drawn
-number; checkpoint fingerprints record it (``auditsel.games.fingerprint.code_identity``), so
-checkpoints of other streams are refused instead of mixed in. Version 1 was torch's generator;
-version 2 is the counter-based Philox4x32-10 streams.
+number; checkpoint fingerprints record it. Version 2 is the counter-based Philox4x32-10 streams.
 """
 
 RANDOM_STREAMS = 2

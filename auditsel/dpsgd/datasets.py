@@ -21,8 +21,6 @@
 
 The split is data-independent: a permutation drawn from a fixed seed (``split_seed``) for the
 bundled sets, and the official train/test split for the downloaded ones (``validation`` = test).
-Every error about the user's choice is a ``ValueError`` that starts with the config field name
-(``game.dataset: ...``, ``game.data_dir: ...``), one line.
 """
 
 from __future__ import annotations
@@ -74,10 +72,6 @@ class Dataset:
         """Shape of one example."""
         return tuple(self.x.shape[1:])
 
-    @property
-    def num_features(self) -> int:
-        return int(np.prod(self.shape))
-
     def take(self, n: int | None) -> Dataset:
         """The first n examples (all when n is None)."""
         if n is None or n >= len(self):
@@ -92,8 +86,7 @@ class Dataset:
 
 def _bundled(name: str, split_seed: int):
     try:
-        # deferred: scikit-learn (the dpsgd extra) loads only for its bundled data sets
-        from sklearn import datasets as skd
+        from sklearn import datasets as skd  # deferred: the dpsgd extra
     except ImportError as exc:  # pragma: no cover - dependency hint
         raise ConfigError(
             "game.dataset", f"{name} needs scikit-learn (pip install scikit-learn)"
@@ -123,10 +116,7 @@ def _read_idx(path: str) -> np.ndarray:
 
 
 def _find(path: str) -> str | None:
-    for candidate in (path, path + ".gz"):
-        if os.path.exists(candidate):
-            return candidate
-    return None
+    return next((c for c in (path, path + ".gz") if os.path.exists(c)), None)
 
 
 def _latin1(text, encoding="latin1"):
@@ -150,8 +140,7 @@ _CIFAR_GLOBALS = frozenset(
 
 class _ArraysOnly(pickle.Unpickler):
     """An unpickler that builds numbers, strings, lists, dicts and numpy arrays, nothing else:
-    a pickle in the data folder that names any other callable (os.system, ...) is refused
-    before it is called, so reading data never runs code from it."""
+    any other callable a pickle names is refused before it is called."""
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) == ("_codecs", "encode"):
@@ -211,8 +200,7 @@ def _local_arrays(name: str, data_dir: str):
     if name == "svhn":
         mats = [os.path.join(data_dir, f"{s}_32x32.mat") for s in ("train", "test")]
         if all(os.path.exists(f) for f in mats):
-            # deferred: scipy.io loads only for SVHN's .mat files
-            from scipy.io import loadmat
+            from scipy.io import loadmat  # deferred: SVHN only
 
             out = []
             for f in mats:
@@ -225,23 +213,17 @@ def _local_arrays(name: str, data_dir: str):
 
 
 def _local(name: str, data_dir: str | None):
-    hint = _DOWNLOAD_HINT[name]
+    arrays = None
     if data_dir is None:
-        raise ConfigError(
-            "game.data_dir",
-            f"must name a local directory holding {name}, got None; "
-            f"download {hint} and pass data_dir",
-        )
-    if not os.path.isdir(data_dir):
-        raise ConfigError(
-            "game.data_dir", f"{data_dir} not found; download {hint} and pass data_dir"
-        )
-    arrays = _local_arrays(name, data_dir)
+        why = f"must name a local directory holding {name}, got None"
+    elif not os.path.isdir(data_dir):
+        why = f"{data_dir} not found"
+    else:
+        arrays = _local_arrays(name, data_dir)
+        why = f"{name} files not found in {data_dir}"
     if arrays is None:
-        raise ConfigError(
-            "game.data_dir",
-            f"{name} files not found in {data_dir}; download {hint} and pass data_dir",
-        )
+        hint = _DOWNLOAD_HINT[name]
+        raise ConfigError("game.data_dir", f"{why}; download {hint} and pass data_dir")
     xtr, ytr, xte, yte = arrays
 
     def prep(x):

@@ -1,9 +1,7 @@
 """numba's on-disk cache of the compiled kernels, checked before anything in it is loaded.
 
-numba keeps compiled functions in a cache folder that it picks itself (``__pycache__`` beside
-the source when writable, else ``$NUMBA_CACHE_DIR`` or the user's cache folder): an index
-(``.nbi``) and data files (``.nbc``), both pickles, loaded as code. So, before numba may read
-them, ``compile_cached``:
+numba's cache files (``.nbi``, ``.nbc``) are pickles, loaded as code. So, before numba may
+read them, ``compile_cached``:
 
 1. refuses the folder when another user could have written in it: the folder, the files, or
    a folder above them (without the sticky bit) writable by group or others, or owned by
@@ -16,9 +14,8 @@ them, ``compile_cached``:
 
 3. after a build, writes the digests of the files numba saved (atomically).
 
-A damaged file is thus rebuilt, never loaded (no crash, no silent change), and a planted one
-is never read. Windows has no owners and mode bits here: there the digests are checked and
-the ownership test is skipped.
+A damaged file is thus rebuilt, never loaded, and a planted one is never read. On Windows only
+the digests are checked.
 """
 
 from __future__ import annotations
@@ -71,8 +68,7 @@ def _digest(path: Path) -> str:
 
 
 def _ours(folder: Path, module: str) -> list[Path]:
-    """The cache files of `module` for this Python (numba names them
-    ``module.qualname-line.py311[abiflags][.N].nbi|nbc``; other Pythons' files are theirs)."""
+    """The cache files of `module` for this Python (``module.qualname-line.py311...``)."""
     tag = f".py{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}."
     return sorted(p for p in folder.glob(f"{module}.*") if p.suffix in _SUFFIXES and tag in p.name)
 
@@ -101,8 +97,11 @@ def _write_manifest(folder: Path, module: str) -> None:
     """Digests of the cache files of `module` as they are now (one atomic replace; other
     modules' entries are kept)."""
     ours = _ours(folder, module)
-    known = {k: v for k, v in _read_manifest(folder).items() if (folder / k) not in ours}
-    known = {k: v for k, v in known.items() if (folder / k).exists()}
+    known = {
+        k: v
+        for k, v in _read_manifest(folder).items()
+        if (folder / k) not in ours and (folder / k).exists()
+    }
     known.update({p.name: _digest(p) for p in ours})
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".manifest-", suffix=".tmp")
     try:
@@ -122,10 +121,9 @@ def compile_cached(
     error_model: Literal["python", "numpy"] = "python",
 ) -> list[Any]:
     """``numba.njit(signatures, cache=True, nogil=nogil, error_model=error_model)`` of each
-    (function, signatures), all defined in the module file named `module`, with numba's cache checked first (module docstring);
-    without a safe cache the same functions are compiled in memory. numba keys its cache on
-    the source file, not on these options: set them in that file, so that changing one
-    changes the file."""
+    (function, signatures), all defined in the module file named `module`, with numba's cache
+    checked first; without a safe cache they are compiled in memory. numba keys its cache on
+    the source file, not on these options: set them in that file."""
     functions = list(functions)
     folder = Path()
     try:  # where numba would cache them (creating the dispatcher reads nothing)

@@ -22,21 +22,10 @@ Contract (what every implementation computes, bit for bit):
   and sq (R, n) = sum_k e_k^2 summed in class order, with the Cephes expf polynomial
   (0 below ln 2^-126).
 
-Implementations, one per device:
-
-* CPU: ``kernels_cpu``, loops compiled by numba (no C compiler needed) into numba's cache,
-  checked before it is read (``kernel_cache``: digests, and no folder another user can write);
-  the runs are split into pieces taken in turn by the calling thread and the executor's kept
-  pool (`auditsel.executor.in_pieces`; the compiled calls release the GIL) where torch may use several threads and there are at least
-  `PIECES_PER_THREAD` runs per thread (`_split`; a fixed rule: each piece writes its own rows,
-  so the split cannot change a value).
-
-* any other device (a GPU): ``kernels_torch``, the same arithmetic as torch operations.
-
-Both are the same fixed sequence of IEEE single-precision operations (no fused multiply-add),
-so they agree bit for bit, and with the C kernels of earlier versions (pinned in
-``benchmarks/baselines/kernels_c``); ``tests/dpsgd/test_dpsgd_kernels.py`` checks the Random123 known
-answers, the two implementations against each other and digests of the streams.
+Implementations: on the CPU ``kernels_cpu``, loops compiled by numba into its checked cache
+(``kernel_cache``), the runs split over threads (each piece writes its own rows); on any other
+device ``kernels_torch``. Both are the same fixed sequence of IEEE single-precision operations
+(no fused multiply-add), so they agree bit for bit.
 """
 
 from __future__ import annotations
@@ -95,8 +84,7 @@ def backend(device: str | torch.device = "cpu") -> str:
 
 def _split(fn, R: int) -> None:
     """fn(r0, r1) over [0, R): on the calling thread alone, or in pieces shared by up to
-    torch.get_num_threads() threads where each gets `PIECES_PER_THREAD` runs or more. Every
-    piece writes its own rows, so the split cannot change a value."""
+    torch.get_num_threads() threads where each gets `PIECES_PER_THREAD` runs or more."""
     workers = min(torch.get_num_threads(), R // PIECES_PER_THREAD)
     in_pieces(fn, R, workers, min(R, PIECES_PER_THREAD * workers))
 
@@ -199,8 +187,7 @@ def softmax_grad_(
 
 
 def _host(t: torch.Tensor, dtype: type) -> np.ndarray:
-    """A CPU tensor's values as a C-contiguous numpy array of `dtype` (its own memory where it
-    is one already: no copy, no conversion)."""
+    """A CPU tensor's values as a C-contiguous numpy array of `dtype` (no copy where it is)."""
     v = t.numpy()
     if v.dtype != dtype or not v.flags.c_contiguous:
         v = np.ascontiguousarray(v, dtype)
@@ -211,8 +198,7 @@ _ONES: dict[tuple[int, int], np.ndarray] = {}
 
 
 def _ones(rows: int, cols: int) -> np.ndarray:
-    """A read-only float32 (rows, cols) array of ones (the clip inputs of an unclipped pass),
-    kept per shape: nothing writes it."""
+    """A read-only float32 (rows, cols) array of ones, kept per shape."""
     v = _ONES.get((rows, cols))
     if v is None:
         v = np.ones((rows, cols), np.float32)

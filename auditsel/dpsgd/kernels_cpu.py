@@ -5,16 +5,10 @@ Bit-exactness: numba compiles without fast-math flags (no ``fastmath``), so LLVM
 reassociates nor contracts a product and a sum into a fused multiply-add (LLVM fuses only
 operations flagged ``contract``); float32 values stay float32 because every constant is a
 ``np.float32`` and every operation has float32 operands (a Python float would promote to
-float64). ``tests/dpsgd/test_dpsgd_kernels.py`` checks the Random123 known answers, the torch
-implementation bit for bit, and digests of today's streams; ``benchmarks/bench_kernels.py``
-compares with the pinned C kernels of earlier versions.
+float64).
 
 Division: the kernels are compiled with numba's ``error_model="numpy"`` (``ERROR_MODEL``): a
-float division is IEEE's (x / 0 is +-inf or NaN, as in C and torch) instead of a check that
-raises ``ZeroDivisionError``. The check is a branch per element that kept the softmax pass's
-loops with a division (1 / sum, the clip factor) scalar; the quotients, where the divisor is
-not 0, are the same correctly rounded values either way. The integer divisions here have
-nonzero divisors.
+float division is IEEE's (x / 0 is +-inf or NaN, as in C and torch).
 
 The functions are plain Python until ``kernels`` compiles them (``compile_cached``), so that
 no cache file is read before ``kernel_cache`` has checked it.
@@ -78,27 +72,20 @@ _MAGIC = _F(12582912.0)  # 1.5 2^23: n + _MAGIC holds an integer n, |n| < 2^22, 
 
 
 @intrinsic
-def _bits(typingctx, x):
-    """The IEEE bits of a float32 as a uint32 (a bit cast, as C's memcpy)."""
-    if x != types.float32:
+def _bitcast(typingctx, x):
+    """The IEEE bits of a float32 as a uint32, or the float32 of a uint32's bits (a bit cast,
+    as C's memcpy)."""
+    if x == types.float32:
+        sig, target = types.uint32(types.float32), ir.IntType(32)
+    elif x == types.uint32:
+        sig, target = types.float32(types.uint32), ir.FloatType()
+    else:
         return None
 
     def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
+        return builder.bitcast(args[0], target)
 
-    return types.uint32(types.float32), codegen
-
-
-@intrinsic
-def _from_bits(typingctx, b):
-    """The float32 whose IEEE bits are the uint32 ``b``."""
-    if b != types.uint32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return types.float32(types.uint32), codegen
+    return sig, codegen
 
 
 @intrinsic
@@ -121,8 +108,7 @@ def _pow2(typingctx, t):
     [-127, 128]: (bits(t) + 127) << 23 in 32-bit integers. t is exact (|n| < 2^22) and its low
     23 bits are n + 2^22, so the shift leaves ((n + 127) mod 2^9) << 23, C's
     ((uint32_t)(int32_t) n + 127) << 23. For any other t (n out of range, inf, NaN) it is some
-    float with a zero mantissa, never a NaN; integer arithmetic, no float-to-int conversion
-    (whose out-of-range results LLVM leaves undefined, which needed a clamp of n before)."""
+    float with a zero mantissa, never a NaN (integer arithmetic, no float-to-int conversion)."""
     if t != types.float32:
         return None
 
@@ -138,9 +124,9 @@ def _pow2(typingctx, t):
 @register_jitable(inline="always")
 def _log(x):
     """Cephes logf for x in [2^-24, 1] (normal, positive)."""
-    b = np.uint64(_bits(x))
+    b = np.uint64(_bitcast(x))
     e = np.int64((b >> _S23) & _EXP_MASK) - 126
-    m = _from_bits(np.uint32((b & _MANT) | _HALF_EXP))  # [0.5, 1)
+    m = _bitcast(np.uint32((b & _MANT) | _HALF_EXP))  # [0.5, 1)
     small = m < _SQRTH
     fe = _F(e - np.int64(small))
     t = _select(small, m + m, m) - _ONE
@@ -393,52 +379,31 @@ def softmax_grad(
                         b[j] = b[j] * s[j]
 
 
-def _array(dtype, ndim, layout="A", readonly=False):
-    return types.Array(dtype, ndim, layout, readonly=readonly)
+def _c(dtype: Any, ndim: int, readonly: bool = False) -> Any:
+    """A C-contiguous array type (inputs read-only: broadcast views pass)."""
+    return types.Array(dtype, ndim, "C", readonly=readonly)
 
 
-# the argument types the kernels are compiled for (inputs read-only: broadcast views pass)
-_U32, _F32, _I64 = types.uint32, types.float32, types.int64
+# the argument types the kernels are compiled for
+_U32, _F32, _I64, _B = types.uint32, types.float32, types.int64, types.boolean
 SIGNATURES: list[tuple[Any, list[Any]]] = [
-    (
-        philox_fill,
-        [
-            types.void(
-                _array(_U32, 2, "C", readonly=True),
-                _I64,
-                _I64,
-                _I64,
-                _I64,
-                types.boolean,
-                _array(_F32, 3, "C"),
-            )
-        ],
-    ),
+    (philox_fill, [types.void(_c(_U32, 2, True), _I64, _I64, _I64, _I64, _B, _c(_F32, 3))]),
     (
         softmax_grad,
         [
             types.void(
-                _array(_F32, 3, "C"),
-                _array(_I64, 2, "C", readonly=True),
-                _array(_F32, 2, "C"),
+                _c(_F32, 3),
+                _c(_I64, 2, True),
+                _c(_F32, 2),
                 _I64,
                 _I64,
-                _array(_F32, 1, "C", readonly=True),
-                _array(_F32, 2, "C", readonly=True),
-                _array(_F32, 2, "C", readonly=True),
-                types.boolean,
-                types.boolean,
+                _c(_F32, 1, True),
+                _c(_F32, 2, True),
+                _c(_F32, 2, True),
+                _B,
+                _B,
             )
         ],
     ),
-    (
-        philox_block,
-        [
-            types.void(
-                _array(_U32, 1, "C", readonly=True),
-                _array(_U32, 1, "C", readonly=True),
-                _array(_U32, 1, "C"),
-            )
-        ],
-    ),
+    (philox_block, [types.void(_c(_U32, 1, True), _c(_U32, 1, True), _c(_U32, 1))]),
 ]

@@ -2,10 +2,8 @@
 other than the CPU, where ``kernels_cpu`` runs).
 
 The same fixed sequence of IEEE single-precision operations as ``kernels_cpu`` (no fused
-multiply-add: every product and sum is its own torch operation), so a GPU gives the CPU's
-numbers bit for bit; ``tests/dpsgd/test_dpsgd_kernels.py`` runs these operations on CPU tensors and
-compares them with ``kernels_cpu``. Philox's 32 x 32 -> 64-bit products are taken from int64
-tensors (``_mulhilo``). The contract is in ``auditsel.dpsgd.kernels``.
+multiply-add), so a GPU gives the CPU's numbers bit for bit. The contract is in
+``auditsel.dpsgd.kernels``.
 """
 
 from __future__ import annotations

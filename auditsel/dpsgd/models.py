@@ -11,10 +11,10 @@ Dirac canary of [XWW24] Sec. 4.1 writes to) is the first weight of the first lay
 
 * ``cnn``:    conv 3x3 (``channels`` filters, padding 1) -> ReLU -> 2x2 average pool -> dense.
 
-``logits(w, x)`` is the single-run function (w: `(d,)`, x: `(n, *shape)`) that torch.func transforms
-(vmap over runs and examples, grad); ``dense_forward`` is the explicit batched forward of the
-dense models that the trainer's ghost-norm path differentiates (``has_dense_path``).
-The loss is the cross-entropy of the logits, per example.
+``logits(w, x)`` is the single-run function (w: `(d,)`, x: `(n, *shape)`) that torch.func
+transforms; ``dense_forward_t`` is the explicit batched forward of the dense models that the
+trainer's ghost-norm path differentiates (``has_dense_path``). The loss is the cross-entropy of
+the logits, per example.
 """
 
 from __future__ import annotations
@@ -65,7 +65,6 @@ class ModelSpec:
         if not (self.init_scale >= 0 and math.isfinite(self.init_scale)):
             raise ConfigError("game.init_scale", f"must be >= 0, got {self.init_scale}")
 
-    # ---- layout -----------------------------------------------------------------------------
     @property
     def num_features(self) -> int:
         return int(math.prod(self.input_shape))
@@ -117,21 +116,9 @@ class ModelSpec:
             start += size
         return views
 
-    # ---- init ---------------------------------------------------------------------------------
-    def init(
-        self,
-        generator: torch.Generator,
-        dtype: torch.dtype = torch.float32,
-        device: str | torch.device = "cpu",
-    ) -> torch.Tensor:
-        """w_0 of one run: U(-s/sqrt(fan_in), s/sqrt(fan_in)) per parameter (PyTorch's default
-        for Linear/Conv2d with s = init_scale), drawn from the run's own generator (one draw
-        of d uniforms, layer after layer: the same numbers as one draw per layer)."""
-        u = torch.rand(self.num_params, generator=generator, dtype=dtype, device=device)
-        return self.init_from_uniform(u)
-
     def init_from_uniform(self, u: torch.Tensor) -> torch.Tensor:
-        """w_0 (..., d) from U(0, 1) draws u (..., d): ``init`` is init_from_uniform(torch.rand(d))."""
+        """w_0 (..., d) from U(0, 1) draws u (..., d): U(-s/sqrt(fan_in), s/sqrt(fan_in)) per
+        parameter (PyTorch's default for Linear/Conv2d with s = init_scale)."""
         return (2 * u - 1) * self._init_bounds(u.dtype, u.device)
 
     def _init_bounds(self, dtype, device) -> torch.Tensor:
@@ -151,7 +138,6 @@ class ModelSpec:
             )
         return cache[key]
 
-    # ---- single-run function (for torch.func) -------------------------------------------------
     def logits(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Logits (n, classes) of one run with flat parameters w (d,) on examples x `(n, *shape)`."""
         params = self.unflatten(w)
@@ -179,31 +165,6 @@ class ModelSpec:
             return self.dense_forward_t(w, x.reshape(x.shape[0], -1).T)[-1][1].transpose(1, 2)
         return torch.func.vmap(self.logits, in_dims=(0, None))(w, x)
 
-    # ---- explicit batched forward of dense models (ghost-norm clipping) ---------------------
-    def dense_forward(self, w: torch.Tensor, x: torch.Tensor) -> list:
-        """[(a_{l-1}, z_l)] per dense layer for runs w (R, d) on flat inputs x (n, f) or (R, n, f):
-        a_0 = x, z_l = a_{l-1} W_l^T + b_l, a_l = relu(z_l); z_L are the logits.
-
-        An input shared by the runs goes through one GEMM with the runs' weights stacked,
-        (n, f) x (f, R out), instead of R small products (many times faster on a CPU); z_l is
-        then an (R, n, out) view of (n, R, out) memory."""
-        params = self.unflatten(w)
-        a = x
-        out = []
-        layers = len(params) // 2
-        for i in range(layers):
-            weight, bias = params[2 * i], params[2 * i + 1]
-            if a.dim() == 2:  # input shared by the runs: one GEMM (n, i) x (i, R o)
-                R, o, fan_in = weight.shape
-                z = (a @ weight.reshape(R * o, fan_in).T).reshape(-1, R, o).transpose(0, 1)
-                z = z + bias[:, None, :]
-            else:
-                z = torch.matmul(a, weight.transpose(1, 2)) + bias[:, None, :]
-            out.append((a, z))
-            if i < layers - 1:
-                a = F.relu(z)
-        return out
-
     def dense_forward_t(
         self,
         w: torch.Tensor,
@@ -211,17 +172,12 @@ class ModelSpec:
         ones_row: bool = False,
         buffer: torch.Tensor | None = None,
     ) -> list:
-        """``dense_forward`` in the examples-last layout the trainer uses: inputs xt (f, n) shared
-        by the runs or (R, f, n) per run; returns [(a_{l-1}, z_l)] with z_l of shape (R, out, n).
-
-        Every product is a GEMM (shared input: (R out, f) x (f, n) in one call) or a batched
-        GEMM, and the reductions of the softmax and of the per-example norms run over a middle
-        dimension with the long example dimension innermost, which vectorises on a CPU (a
-        reduction over a last dimension of 10 classes does not). ones_row: the shared xt is
-        (f + 1, n) with a last row of ones, so the first bias is added inside its GEMM (a_0 is
-        xt without that row; with MKL's sgemm the same numbers as adding it after). buffer:
-        a tensor (R, out, n) for the first layer's z (the trainer reuses it from step to step
-        instead of allocating it anew; the same numbers)."""
+        """The dense layers of runs w (R, d) in the examples-last layout: inputs xt (f, n) shared
+        by the runs or (R, f, n) per run; returns [(a_{l-1}, z_l)] with z_l of shape
+        (R, out, n): a_0 = x, z_l = W_l a_{l-1} + b_l, a_l = relu(z_l), z_L the logits.
+        ones_row: the shared xt is (f + 1, n) with a last row of ones, so the first bias is
+        added inside its GEMM (a_0 is xt without that row). buffer: a tensor (R, out, n) for the
+        first layer's z."""
         params = self.unflatten(w)
         a = xt
         out = []

@@ -25,23 +25,13 @@ from stream 1, the noise of step i (d normals) from stream 2. Every number is a 
 share its batch, how steps are grouped or how threads split the work: batched == one at a time.
 
 What is kept of the trajectory y = {p_1..p_N, w_1..w_N} (which [XWW24] Sec. 4 releases in
-full: every private gradient p_i = (w_{i-1} - w_i) / lr): w_0, w_N and, when a canary is given,
-the N per-step statistics <p_i^z, p_i> with p_i^z = CLP_C(grad l(w_{i-1}; z)) (C e_0 for Z_D).
-Each is a function of y and the public z only, i.e. a post-processing of the released
-trajectory that anyone holding y and z computes the same way; they are computed here, during
-training, only so that the trajectory (N x d numbers per run) never has to be stored. What an
-adversary makes of them (lambda_a, ...) is computed in ``attacks`` from the release.
+full): w_0, w_N and, when a canary is given, the N per-step statistics <p_i^z, p_i> with
+p_i^z = CLP_C(grad l(w_{i-1}; z)) (C e_0 for Z_D): a post-processing of y and the public z,
+computed during training only so that the trajectory never has to be stored.
 
-Speed: dense models keep examples last, (R, features, n), so every product is one GEMM
-(a shared input against all runs' weights at once, the first bias riding in it as a row of
-ones) or a batched GEMM and every reduction vectorises. The softmax - onehot of the output layer
-and its squared norms (and, for one-layer models, the clip factors and the scaling) are one
-pass of ``kernels.softmax_grad_``; the draws are ``kernels.draw`` for all runs and as many
-steps as fit the memory budget at once. Both run as numba-compiled loops on the CPU (split over
-torch's threads) and as torch operations on a GPU, with the same numbers bit for bit
-(``kernels``). What depends on the examples alone (||a_0||^2 + 1) is
-computed once per call; Z_D's gradient is added at its coordinate(s), and an input canary's
-clipped gradient is the ghost sum over the one example z (dense models).
+Dense models keep examples last, (R, features, n), so every product is one (batched) GEMM;
+the output layer's softmax - onehot is ``kernels.softmax_grad_`` and the draws are
+``kernels.draw``, with the same numbers bit for bit on CPU and GPU.
 """
 
 from __future__ import annotations
@@ -92,8 +82,8 @@ class ExampleCanary:
 class DiracCanary:
     """The Dirac gradient canary Z_D: its clipped gradient is C e_coordinate at every step.
 
-    ``coordinate`` may also be a tuple of distinct coordinates: several Dirac canaries, one per
-    coordinate, each with clipped gradient C e_c, all in X' (one-run audits, auditsel.games.one_run_dpsgd).
+    ``coordinate`` may also be a tuple of distinct coordinates: one Dirac canary per
+    coordinate, all in X' (one-run audits).
     """
 
     coordinate: int | tuple = 0
@@ -109,11 +99,9 @@ Canary = ExampleCanary | DiracCanary
 
 @dataclass(frozen=True, kw_only=True)
 class Execution:
-    """How DP-SGD runs are computed, never what they compute (the same numbers on any of
-    them, up to float rounding across devices and dtypes): the device (None: the default
-    device), the dtype of the weights, the clipping method ('auto', 'ghost' or 'vmap'), the
-    number of floats a group of steps may hold (`memory_budget`) and, in a tuning protocol, the
-    runs trained together (`max_batch_runs`)."""
+    """How DP-SGD runs are computed, never what they compute: the device (None: the default),
+    the weights' dtype, the clipping method ('auto', 'ghost' or 'vmap'), the floats a group of
+    steps may hold (`memory_budget`) and, in a tuning protocol, the runs trained together."""
 
     device: str | torch.device | None = None
     dtype: torch.dtype = torch.float32
@@ -130,8 +118,8 @@ class Execution:
 class TrainSettings:
     """What R runs of eq. 1 train with: `steps` N (one for all runs) and, each a scalar or an
     array of length R, the learning rate `lr`, the clipping norm `clip` C, the
-    `noise_multiplier` sigma and the Poisson `sample_rate` tau (1: full batch). Checked when
-    made (`check_settings`: one ConfigError line naming the config field)."""
+    `noise_multiplier` sigma and the Poisson `sample_rate` tau (1: full batch); checked when
+    made (`check_settings`)."""
 
     steps: int
     lr: ArrayLike
@@ -140,13 +128,7 @@ class TrainSettings:
     sample_rate: ArrayLike
 
     def __post_init__(self) -> None:
-        check_settings(
-            steps=np.int64(self.steps),
-            lr=self.lr,
-            clip=self.clip,
-            noise_multiplier=self.noise_multiplier,
-            sample_rate=self.sample_rate,
-        )
+        check_settings(steps=np.int64(self.steps), **{k: getattr(self, k) for k in _RANGES})
 
 
 @dataclass
@@ -197,13 +179,12 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return resolved
 
 
-# ---------------------------------------------------------------------------------------------
-# settings
-def _number(value, field: str) -> np.ndarray:
-    arr = np.asarray(value, dtype=float)
-    if not np.all(np.isfinite(arr)):
-        raise ConfigError(field, f"must be finite, got {shown(value)}")
-    return arr
+_RANGES = {  # argument: (config field, out of range, the allowed range)
+    "lr": ("game.learning_rates", lambda a: a < 0, ">= 0"),
+    "clip": ("game.clip", lambda a: a <= 0, "> 0"),
+    "noise_multiplier": ("base.noise_multiplier", lambda a: a < 0, ">= 0"),
+    "sample_rate": ("base.sample_rate", lambda a: (a <= 0) | (a > 1), "in (0, 1]"),
+}
 
 
 def check_settings(
@@ -220,40 +201,24 @@ def check_settings(
         s = np.asarray(steps)
         if s.dtype.kind not in "iu" or np.any(s < 1):
             raise ConfigError("base.steps", f"must be an integer >= 1, got {shown(steps)}")
-    if lr is not None:
-        a = _number(lr, "game.learning_rates")
-        if np.any(a < 0):
-            raise ConfigError("game.learning_rates", f"must be >= 0, got {shown(lr)}")
-    if clip is not None:
-        a = _number(clip, "game.clip")
-        if np.any(a <= 0):
-            raise ConfigError("game.clip", f"must be > 0, got {shown(clip)}")
-    if noise_multiplier is not None:
-        a = _number(noise_multiplier, "base.noise_multiplier")
-        if np.any(a < 0):
-            raise ConfigError(
-                "base.noise_multiplier", f"must be >= 0, got {shown(noise_multiplier)}"
-            )
-    if sample_rate is not None:
-        a = _number(sample_rate, "base.sample_rate")
-        if np.any((a <= 0) | (a > 1)):
-            raise ConfigError("base.sample_rate", f"must be in (0, 1], got {shown(sample_rate)}")
+    given = dict(lr=lr, clip=clip, noise_multiplier=noise_multiplier, sample_rate=sample_rate)
+    for name, value in given.items():
+        if value is None:
+            continue
+        field, bad, allowed = _RANGES[name]
+        a = np.asarray(value, dtype=float)
+        if not np.all(np.isfinite(a)):
+            raise ConfigError(field, f"must be finite, got {shown(value)}")
+        if np.any(bad(a)):
+            raise ConfigError(field, f"must be {allowed}, got {shown(value)}")
 
 
-# ---------------------------------------------------------------------------------------------
-# accounting of one run (eps_B <-> sigma)
 def dpsgd_epsilon(
     noise_multiplier: float, steps: int, sample_rate: float, delta: float, accountant: str = "rdp"
 ) -> float:
     """eps_B of one DP-SGD run (N Poisson-subsampled Gaussian steps) at delta
     (`auditsel.mechanisms.DpsgdBase`, i.e. dp_accounting's RDP or PLD accountant)."""
-    base = DpsgdBase(
-        noise_multiplier=noise_multiplier,
-        steps=steps,
-        sample_rate=sample_rate,
-        accountant=accountant,
-    )
-    return float(base.epsilon(delta))
+    return float(DpsgdBase(noise_multiplier, steps, sample_rate, accountant).epsilon(delta))
 
 
 def calibrate_noise_multiplier(
@@ -272,8 +237,6 @@ def calibrate_noise_multiplier(
     return float(base.noise_multiplier)
 
 
-# ---------------------------------------------------------------------------------------------
-# clipping and per-example gradients
 def clip_factors(norms: torch.Tensor, clip: torch.Tensor) -> torch.Tensor:
     """min(1, C / ||u||) written as C / max(||u||, C): exact, and 1 at ||u|| = 0."""
     return clip / torch.maximum(norms, clip)
@@ -293,10 +256,9 @@ def _vmap_clipped_sum(model: ModelSpec, w, x, y, clip, weight):
 
 
 def _ghost_prep(x, y):
-    """What the ghost sum needs of the examples alone (the same at every step of a run): the
-    inputs examples-last, xt (f + 1, n) shared by the runs with a last row of ones (the first
-    bias rides in the first GEMM) or (R, f, n) per run, ||a_0||^2 + 1 per example, and the
-    labels."""
+    """What the ghost sum needs of the examples alone: the inputs examples-last, xt (f + 1, n)
+    shared by the runs with a last row of ones (the first bias) or (R, f, n) per run,
+    ||a_0||^2 + 1 per example, and the labels."""
     if y.dim() == 1:
         xt = x.reshape(x.shape[0], -1).T  # (f, n), shared by the runs
         a_sq = (xt * xt).sum(-2) + 1.0
@@ -311,8 +273,7 @@ _BUFFERS = threading.local()
 
 
 def _buffer(shape, like: torch.Tensor) -> torch.Tensor:
-    """A scratch tensor of this shape, kept per thread and reused from call to call (a fresh
-    5 MB tensor per step costs its page faults every time)."""
+    """A scratch tensor of this shape, kept per thread and reused from call to call."""
     key = (tuple(shape), like.dtype, str(like.device))
     cache = _BUFFERS.__dict__.setdefault("cache", {})
     if key not in cache:
@@ -328,10 +289,8 @@ def _ghost_clipped_sum(model: ModelSpec, w, x, y, clip, weight, prep=None):
     Per layer l with input a and output-gradient e (per example), grad W_l = e a^T and
     grad b_l = e, so ||grad||^2 = sum_l ||e_l||^2 (||a_l||^2 + 1); the clipped sum of layer l
     is sum_n c_n e_n a_n^T. The e_l come from an explicit backward pass of the cross-entropy
-    (softmax - onehot, then through W and the ReLU masks). Tensors are kept examples-last,
-    (R, features, n) (``ModelSpec.dense_forward_t``): every product is one GEMM or a batched
-    GEMM and every reduction vectorises along the examples. weight None means all ones; prep
-    is ``_ghost_prep(x, y)`` (computed here when not given).
+    (softmax - onehot, then through W and the ReLU masks), examples-last. weight None means
+    all ones; prep is ``_ghost_prep(x, y)`` (computed here when not given).
     """
     R = w.shape[0]
     xt, a0_sq, labels = _ghost_prep(x, y) if prep is None else prep
@@ -381,13 +340,11 @@ def _clipped_sum(model, w, x, y, clip, weight, method, budget, full_batch=False,
     R, d = w.shape
     n = x.shape[0]
     fn = _ghost_clipped_sum if method == "ghost" else _vmap_clipped_sum
-    if full_batch:  # tau = 1 everywhere: every example in every run, weights all 1
-        width = d if method == "vmap" else sum(i + o for i, o in model.dense_sizes)
-        chunk = max(1, min(n, budget // max(1, R * width)))
-        if chunk >= n:
-            if method == "ghost":
-                return fn(model, w, x, y, clip, None, prep)
-            return fn(model, w, x, y, clip, weight)
+    width = d if method == "vmap" else sum(i + o for i, o in model.dense_sizes)
+    if full_batch and max(1, budget // max(1, R * width)) >= n:  # one chunk, weights all 1
+        if method == "ghost":
+            return fn(model, w, x, y, clip, None, prep)
+        return fn(model, w, x, y, clip, weight)
     kept = weight != 0
     counts = kept.sum(1)
     if n > 1 and int(counts.max()) * 2 <= n:
@@ -396,7 +353,6 @@ def _clipped_sum(model, w, x, y, clip, weight, method, budget, full_batch=False,
         weight = torch.gather(weight, 1, idx)
         x, y = x[idx], y[idx]  # (R, b, ...), (R, b)
         n = b
-    width = d if method == "vmap" else sum(i + o for i, o in model.dense_sizes)
     chunk = max(1, min(n, budget // max(1, R * width)))
     total = torch.zeros_like(w)
     per_run = y.dim() == 2
@@ -410,8 +366,7 @@ def _clipped_sum(model, w, x, y, clip, weight, method, budget, full_batch=False,
 
 def _canary_gradient(model: ModelSpec, canary: Canary, w, clip, xz, yz, prep=None):
     """p^z = CLP_C(grad l(w_r; z)) for each run (R, d); C e_coordinate for the Dirac canary.
-    prep: ``_ghost_prep`` of z for a dense model (the ghost sum over the one example z, the same
-    numbers as torch.func's up to float rounding and several times faster); else torch.func."""
+    prep: ``_ghost_prep`` of z for a dense model (the ghost sum over z), else torch.func."""
     R, d = w.shape
     if isinstance(canary, DiracCanary):
         g = torch.zeros_like(w)
@@ -423,7 +378,7 @@ def _canary_gradient(model: ModelSpec, canary: Canary, w, clip, xz, yz, prep=Non
     return g * clip_factors(torch.linalg.vector_norm(g, dim=1), clip)[:, None]
 
 
-def _as_runs(value, R, dtype, device, field):
+def _as_runs(value, R, dtype, device):
     arr = np.array(np.broadcast_to(np.asarray(value, dtype=float), (R,)))
     return torch.as_tensor(arr, dtype=dtype, device=device)
 
@@ -499,21 +454,11 @@ def _examples(
         c0 = cz[0]
         cz = slice(c0, c0 + len(cz)) if cz == list(range(c0, c0 + len(cz))) else cz
     ghost = method == "ghost"
-    return _Examples(
-        x=x,
-        y=y,
-        n=len(train),
-        canary=canary,
-        xz=xz,
-        yz=yz,
-        cz=cz,
-        prep=_ghost_prep(x, y) if ghost and len(train) else None,
-        prep_z=_ghost_prep(xz[None], yz[None])
-        if ghost and xz is not None and yz is not None
-        else None,
-        method=method,
-        memory_budget=memory_budget,
+    prep = _ghost_prep(x, y) if ghost and len(train) else None
+    prep_z = (
+        _ghost_prep(xz[None], yz[None]) if ghost and xz is not None and yz is not None else None
     )
+    return _Examples(x, y, len(train), canary, xz, yz, cz, prep, prep_z, method, memory_budget)
 
 
 def _add_canary(
@@ -524,8 +469,7 @@ def _add_canary(
     p: torch.Tensor,
     z_in: torch.Tensor,
 ) -> torch.Tensor | None:
-    """Add the canary's clipped gradient to p where it is in (z_in); p^z (None: Dirac or none).
-    Z_D adds C at its coordinate(s) only."""
+    """Add the canary's clipped gradient to p where it is in (z_in); p^z (None: Dirac or none)."""
     if ex.cz is not None:
         p[:, ex.cz] += (clip_t * z_in)[:, None]
         return None
@@ -549,20 +493,9 @@ def _step(
     """(p_i, p^z) of one step: the clipped sum (+ the canary's clipped gradient when it is in)
     + noise, in this order of additions."""
     if not ex.n:
-        p = noise
-        return p, _add_canary(ex, model, w, clip_t, p, z_in)
-    p = _clipped_sum(
-        model,
-        w,
-        ex.x,
-        ex.y,
-        clip_t,
-        mask[:, : ex.n],
-        ex.method,
-        ex.memory_budget,
-        full_batch=full_batch,
-        prep=ex.prep,
-    )
+        return noise, _add_canary(ex, model, w, clip_t, noise, z_in)
+    weight, budget = mask[:, : ex.n], ex.memory_budget
+    p = _clipped_sum(model, w, ex.x, ex.y, clip_t, weight, ex.method, budget, full_batch, ex.prep)
     pz = _add_canary(ex, model, w, clip_t, p, z_in)
     p += noise
     return p, pz
@@ -580,11 +513,8 @@ def train_runs(
 ) -> TrainResult:
     """Train R = len(seeds) independent DP-SGD runs of eq. 1 together.
 
-    `settings`: steps, lr, clip, noise_multiplier and sample_rate (`TrainSettings`; each but
-    steps a scalar or an array of length R). include_canary (R,) bool: run r trains on
-    X u {z} (needs ``canary``). `execution`: the device, dtype, clipping method and memory
-    budget (`Execution`; default: the default device, float32). Returns w_0, w_N and, with a
-    canary, the statistic sum_i <p_i^z, p_i> (float64).
+    include_canary (R,) bool: run r trains on X u {z} (needs ``canary``). Returns w_0, w_N
+    and, with a canary, the per-step statistics <p_i^z, p_i> (float64).
     """
     run = execution if execution is not None else Execution()
     dtype, memory_budget = run.dtype, run.memory_budget
@@ -603,13 +533,13 @@ def train_runs(
         empty = torch.empty(0, d, dtype=dtype, device=device)
         zeros = torch.zeros(0, steps, dtype=torch.float64, device=device)
         return TrainResult(w0=empty, wN=empty.clone(), canary_dots=zeros)
-    clip_t = _as_runs(clip, R, dtype, device, "clip")
+    clip_t = _as_runs(clip, R, dtype, device)
     rate = np.broadcast_to(np.asarray(sample_rate, dtype=float), (R,))
     subsampled = rate < 1
     runs = _RunTensors(
-        lr=_as_runs(lr, R, dtype, device, "lr"),
+        lr=_as_runs(lr, R, dtype, device),
         clip=clip_t,
-        noise=_as_runs(settings.noise_multiplier, R, dtype, device, "sigma") * clip_t,
+        noise=_as_runs(settings.noise_multiplier, R, dtype, device) * clip_t,
         rate=torch.as_tensor(np.array(rate), dtype=dtype, device=device),
         keep_all=torch.as_tensor(~subsampled, device=device),
         include=torch.as_tensor(include, dtype=dtype, device=device),
@@ -623,9 +553,7 @@ def train_runs(
 
 @dataclass(frozen=True, eq=False)
 class _RunTensors:
-    """The R runs of `train_runs` on the device: learning rates, clipping norms, noise
-    (sigma C), sample rates, whether each run keeps every example (rate 1) and whether it
-    trains on X u {z}; whether any run subsamples; the dtype and the device."""
+    """The R runs of `train_runs` on the device (noise: sigma C; keep_all: rate 1)."""
 
     lr: torch.Tensor
     clip: torch.Tensor
@@ -641,13 +569,9 @@ class _RunTensors:
 def _train(
     model: ModelSpec, ex: _Examples, runs: _RunTensors, seeds: np.ndarray, steps: int
 ) -> TrainResult:
-    """The DP-SGD loop of eq. 1 over the runs, steps grouped as many as fit in the memory
-    budget (`train_runs`)."""
+    """The DP-SGD loop of eq. 1 over the runs, steps grouped as many as fit in the budget."""
     R, d, n = len(seeds), model.num_params, ex.n
     dtype, device, sub = runs.dtype, runs.device, runs.subsampled
-    # per-run counter-based streams (`kernels.draw`): 0 = w_0, 1 = Poisson masks, 2 = noise;
-    # every number is a function of (seed, stream, step, index), so grouping steps (as many as fit
-    # in the memory budget) and batching runs cannot change it
     keys = kernels.seed_keys(seeds)
     group = max(1, min(steps, ex.memory_budget // max(1, R * (d + (n + 1) * sub))))
     dots = torch.zeros(R, steps, dtype=torch.float64, device=device)
@@ -670,7 +594,6 @@ def _train(
             for j in range(count):
                 i = first + j
                 mask = ones if masks is None else masks[:, j]
-                # the canary's coin
                 z_in = runs.include if masks is None else runs.include * mask[:, n]
                 p, pz = _step(ex, model, w, runs.clip, mask, z_in, noise[:, j], not sub)
                 if ex.cz is not None:  # <p^z, p_i> = C sum_c p_i[c] over the coordinates

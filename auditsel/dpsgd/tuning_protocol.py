@@ -29,19 +29,16 @@ from rng). It returns the observation of each trial, a dict of arrays with one r
     w0, wN       first and last iterate of the released run (T, d)      float32
     released     False where k = 0 (the fixed output)                   bool
 
-(``RELEASE_FIELDS``.) [XWW24] Sec. 4 releases the winner's whole trajectory y = (p_1..p_N,
-w_1..w_N); the release here is a post-processing of y with the public z (w_0, w_N, the
-configuration and the N numbers <p_i^z, p_i>, which anyone holding y and z computes), so an
-audit of it is an audit of the protocol. It holds nothing else: not the coin, not k, not the
-losing runs, not the Poisson batch sizes. The adversary's proxies (``attacks``) are computed
-from these fields only.
+(``RELEASE_FIELDS``.) This is a post-processing of the winner's trajectory y ([XWW24] Sec. 4)
+with the public z, so an audit of it is an audit of the protocol; it holds nothing else (not
+the coin, not k, not the losing runs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, TypedDict
+from dataclasses import asdict, dataclass, replace
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import torch
@@ -79,15 +76,14 @@ GRID_KEYS = ("lr", "clip", "steps", "noise_multiplier", "sample_rate")
 
 
 class DpsgdRelease(TypedDict):
-    """The observation of T trials (`DpsgdTuningProtocol.release`): one row per trial, the
-    fields of the module docstring (`RELEASE_FIELDS`), all the adversary reads."""
+    """The observation of T trials: one row per trial, the fields of the module docstring."""
 
-    score: NDArray[np.float64]  # g of the released run (0 where nothing is released)
-    canary_dots: NDArray[np.float64]  # (T, N_max): <p_i^z, p_i> step by step
-    config: NDArray[np.int64]  # the released run's index in Omega (-1: k = 0)
-    w0: NDArray[np.float32]  # (T, d): the released run's first iterate
-    wN: NDArray[np.float32]  # (T, d): its last iterate
-    released: NDArray[np.bool_]  # False where k = 0 (the fixed output)
+    score: NDArray[np.float64]
+    canary_dots: NDArray[np.float64]
+    config: NDArray[np.int64]  # -1: k = 0
+    w0: NDArray[np.float32]
+    wN: NDArray[np.float32]
+    released: NDArray[np.bool_]
     lr: NDArray[np.float64]
     clip: NDArray[np.float64]
     steps: NDArray[np.int64]
@@ -183,25 +179,20 @@ class RunSettings:
 
 
 def _checked_config(c: object, defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """One configuration of the grid over the keyword defaults, checked (a ConfigError naming
-    the grid or the learning rates), its steps an int."""
+    """One configuration of the grid over the defaults, checked, its steps an int."""
     if not isinstance(c, Mapping):
         raise ConfigError("game.grid", f"each configuration must be a mapping, got {c!r}")
     unknown = set(c) - set(GRID_KEYS)
     if unknown:
         raise ConfigError(
-            "game.grid",
-            f"unknown setting(s) {sorted(unknown)}; allowed: {', '.join(GRID_KEYS)}",
+            "game.grid", f"unknown setting(s) {sorted(unknown)}; allowed: {', '.join(GRID_KEYS)}"
         )
     full = {**defaults, **c}
     if full["lr"] is None:
         raise ConfigError("game.learning_rates", "every configuration needs a learning rate")
     check_settings(
         steps=np.int64(full["steps"]) if float(full["steps"]).is_integer() else full["steps"],
-        lr=full["lr"],
-        clip=full["clip"],
-        noise_multiplier=full["noise_multiplier"],
-        sample_rate=full["sample_rate"],
+        **{k: full[k] for k in GRID_KEYS if k != "steps"},
     )
     full["steps"] = int(full["steps"])
     return full
@@ -210,10 +201,8 @@ def _checked_config(c: object, defaults: Mapping[str, Any]) -> dict[str, Any]:
 class DpsgdTuningProtocol:
     """H of Algorithm 2 over DP-SGD (see the module docstring); a game protocol.
 
-    model, train: the architecture and the training set X (empty for ETCV).
-    score: g; canary: z (ExampleCanary or DiracCanary); rounds: the law xi of k.
-    grid: Omega, a non-empty list of mappings over GRID_KEYS; settings not in a configuration
-    come from `settings` (a `RunSettings`: steps, noise_multiplier, sample_rate, clip, lr).
+    train: X (empty for ETCV); score: g; canary: z; rounds: the law xi of k; grid: Omega, a
+    non-empty list of mappings over GRID_KEYS, the rest from `settings`.
     """
 
     def __init__(
@@ -237,14 +226,7 @@ class DpsgdTuningProtocol:
             raise ConfigError(
                 "game.learning_rates", f"must be a non-empty grid of configurations, got {grid!r}"
             )
-        defaults = {
-            "lr": settings.lr,
-            "clip": settings.clip,
-            "steps": settings.steps,
-            "noise_multiplier": settings.noise_multiplier,
-            "sample_rate": settings.sample_rate,
-        }
-        configs = [_checked_config(c, defaults) for c in grid]
+        configs = [_checked_config(c, asdict(settings)) for c in grid]
         if not isinstance(rounds, RoundsLaw):
             raise ConfigError("rounds", f"must be a number-of-runs law, got {rounds!r}")
         self.model, self.train, self.score, self.canary = model, train, score, canary
@@ -255,10 +237,9 @@ class DpsgdTuningProtocol:
         self.dtype, self.max_batch_runs = run.dtype, int(run.max_batch_runs)
 
     def memory_bytes(self, trials: int) -> int:
-        """A lower estimate of the memory `release` needs for `trials` trials: w_0 and w_N of
-        every trial (float32), and for the runs trained together (E[K] per trial, at most
-        max_batch_runs) their weights, initial weights, noise and update (4 copies of
-        (runs, d)). The real peak is higher (gradients, buffers)."""
+        """A lower estimate of the memory `release` needs: w_0 and w_N of every trial (float32)
+        and 4 copies of (runs, d) for the runs trained together (E[K] per trial, at most
+        max_batch_runs)."""
         d = self.model.num_params
         runs = min(self.max_batch_runs, max(1, int(trials * self.rounds.mean)))
         item = torch.finfo(self.dtype).bits // 8
@@ -284,7 +265,7 @@ class DpsgdTuningProtocol:
         return k, config, seeds
 
     def release(self, member: np.ndarray, rng: np.random.Generator) -> DpsgdRelease:
-        """Run len(member) independent trials of H (member[t] = 1: X'); see module docstring."""
+        """Run len(member) independent trials of H (member[t] = 1: X')."""
         member = np.asarray(member).reshape(-1)
         if member.size and not np.all((member == 0) | (member == 1)):
             raise ConfigError("member", "must hold 0/1 coins")
@@ -295,8 +276,10 @@ class DpsgdTuningProtocol:
         cols = self._columns()
         d = self.model.num_params
 
-        best = self._no_best(T, int(cols["steps"].max()), d)  # updated in place by _update
-        best_score, best_run, best_dots, w0, wN = best
+        best_score, best_run = np.full(T, -np.inf), np.full(T, -1, dtype=np.int64)
+        best_dots = np.zeros((T, int(cols["steps"].max())))
+        w0, wN = np.zeros((T, d), dtype=np.float32), np.zeros((T, d), dtype=np.float32)
+        best = (best_score, best_run, best_dots, w0, wN)  # updated in place by _update
 
         steps_of_run = cols["steps"][config]
         for steps in np.unique(steps_of_run):
@@ -312,11 +295,7 @@ class DpsgdTuningProtocol:
                     include_canary=member[trial[idx]] == 1,
                     execution=self.execution,
                     settings=TrainSettings(
-                        steps=int(steps),
-                        lr=cols["lr"][cfg],
-                        clip=cols["clip"][cfg],
-                        noise_multiplier=cols["noise_multiplier"][cfg],
-                        sample_rate=cols["sample_rate"][cfg],
+                        steps=int(steps), **{k: cols[k][cfg] for k in GRID_KEYS if k != "steps"}
                     ),
                 )
                 g = evaluate_score(self.score, self.model, res.w0, res.wN).cpu().numpy()
@@ -329,31 +308,15 @@ class DpsgdTuningProtocol:
             key: np.where(released, cols[key][picked], 0).astype(cols[key].dtype)
             for key in GRID_KEYS
         }
-        return DpsgdRelease(
-            score=np.where(released, best_score, 0.0),
-            canary_dots=best_dots,
-            config=np.where(released, picked, -1),
-            w0=w0,
-            wN=wN,
-            released=released,
-            lr=grid["lr"],
-            clip=grid["clip"],
-            steps=grid["steps"],
-            noise_multiplier=grid["noise_multiplier"],
-            sample_rate=grid["sample_rate"],
-        )
-
-    @staticmethod
-    def _no_best(trials: int, steps: int, d: int) -> tuple[np.ndarray, ...]:
-        """Each trial's best so far before any run: score -inf, run -1, canary statistic (per
-        step) 0, w_0 and w_N 0."""
-        return (
-            np.full(trials, -np.inf),
-            np.full(trials, -1, dtype=np.int64),
-            np.zeros((trials, steps)),
-            np.zeros((trials, d), dtype=np.float32),
-            np.zeros((trials, d), dtype=np.float32),
-        )
+        release = {
+            "score": np.where(released, best_score, 0.0),
+            "canary_dots": best_dots,
+            "config": np.where(released, picked, -1),
+            "w0": w0,
+            "wN": wN,
+            "released": released,
+        }
+        return cast(DpsgdRelease, {**release, **grid})
 
     @staticmethod
     def _update(idx, trials, g, res, best):

@@ -13,19 +13,13 @@ Contracts:
 
 Trials are cut into chunks of `chunk_size`; chunk i draws everything from
 Generator(SeedSequence(seed, spawn_key=(i,))), so the scores do not depend on how chunks are
-spread over joblib workers (or a dask/ray backend). Finished chunks are written atomically
-(unique temporary names, then a rename) to `checkpoint_dir` once the game has played for
-`checkpoint_after` seconds (`run_game`'s `execution.checkpoint_after`, default
-`CHECKPOINT_AFTER` = 5; 0 = from the first chunk): then the chunks finished before, and every chunk after. A game shorter
-than that writes none (a 10^7-game reduced game would write 90 MB to replay 0.3 s), so a kill
-loses at most those first seconds; an interrupt (Ctrl-C, KeyboardInterrupt) writes the finished
-chunks first, and a streamed game (`in_memory=False`) writes every chunk. Each chunk records
-the experiment's fingerprint
-and the identity of the code that computed them (`auditsel.games.fingerprint.code_identity`:
-version, source digest, random-stream version); a rerun with the same fingerprint and code
-loads them and runs only the missing ones, so an interrupted run resumes without losing or
-repeating a trial. A chunk of another experiment or other code, or one that cannot be read, is
-an error (`CheckpointError`, exit 2), and so is a second run on a folder in use (locked).
+spread over workers. Finished chunks are written atomically to `checkpoint_dir` once the game
+has played `checkpoint_after` seconds (default `CHECKPOINT_AFTER`; 0 = from the first chunk):
+a shorter game writes none, an interrupt writes the finished chunks first, and a streamed game
+(`in_memory=False`) writes every chunk. Each chunk records the experiment's fingerprint and
+the code's identity (`auditsel.games.fingerprint.code_identity`); a rerun with both the same
+resumes with only the missing chunks. A chunk of another experiment or other code, or an
+unreadable one, is a `CheckpointError` (exit 2), and so is a second run on a locked folder.
 """
 
 from __future__ import annotations
@@ -44,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
+from tqdm import tqdm
 
 from auditsel.errors import ConfigError
 from auditsel.executor import ExecutionOptions, run_tasks
@@ -72,10 +66,9 @@ __all__ = [
     "DEFAULT_CHUNK_SIZE",
 ]
 
-DEFAULT_CHUNK_SIZE = 1 << 18  # 262,144 trials: ~2.4 MB of scores and coins per chunk
+DEFAULT_CHUNK_SIZE = 1 << 18
 MANIFEST = "manifest.json"
-MAX_MANIFEST_BYTES = 1 << 20  # a manifest is read at most this far (never /dev/zero to its end)
-#: seconds a game plays before its chunks are written (see the module docstring)
+MAX_MANIFEST_BYTES = 1 << 20  # a manifest is read at most this far
 CHECKPOINT_AFTER = 5.0
 
 
@@ -139,11 +132,8 @@ def _chunk_sizes(trials: int, chunk_size: int) -> list[int]:
 def play_chunk(
     protocol: GameProtocol, proxy: Proxy, seed: int, index: int, size: int
 ) -> tuple[int, np.ndarray, np.ndarray]:
-    """One chunk of trials: coins, releases, scores (runs inside a worker).
-
-    A protocol with a `play(seed, index, size) -> (scores, member)` method plays the chunk
-    itself (`auditsel.pipelines`: each game draws its coin from its own stream, so the numbers
-    do not depend on the chunk size either); `proxy` is then unused."""
+    """One chunk of trials: coins, releases, scores (runs inside a worker); a protocol with a
+    `play(seed, index, size) -> (scores, member)` method plays the chunk itself."""
     play = getattr(protocol, "play", None)
     if play is not None:
         scores, member = play(seed, index, size)
@@ -162,12 +152,9 @@ def play_chunk(
 
 
 class Checkpoints:
-    """Finished chunks on disk: chunk_NNNNNNN.npz (scores, member, the experiment's fingerprint,
-    the index), written atomically under unique temporary names, and a manifest (fingerprint,
-    chunk size, the code identity of `auditsel.games.fingerprint.code_identity`) that refuses a
-    folder of another experiment or of other code. While open, the folder is locked
-    (`auditsel.files.folder_lock`): a second writer is refused, not mixed in. `run_game` and
-    the one-run audits resume from it."""
+    """Finished chunks on disk: chunk_NNNNNNN.npz (scores, member, stamp, index) and a
+    manifest (fingerprint, chunk size, code identity) that refuses a folder of another
+    experiment or other code. While open, the folder is locked (a second writer is refused)."""
 
     def __init__(
         self,
@@ -180,7 +167,6 @@ class Checkpoints:
         self.fingerprint = fingerprint
         self.chunk_size = chunk_size
         self.code = dict(code) if code is not None else code_identity()
-        # what each chunk records: the experiment and the code that computed it
         self.stamp = hashlib.sha256(
             json.dumps([fingerprint, self.code], sort_keys=True).encode()
         ).hexdigest()[:32]
@@ -204,14 +190,11 @@ class Checkpoints:
 
     def _check_manifest(self) -> None:
         manifest = self.dir / MANIFEST
-        expected = {
-            "fingerprint": self.fingerprint,
-            "chunk_size": self.chunk_size,
-            "code": self.code,
-        }
+        same = {"fingerprint": self.fingerprint, "chunk_size": self.chunk_size}
+        expected = {**same, "code": self.code}
         if not manifest.exists():
             _create_exclusive(manifest, json.dumps(expected, sort_keys=True).encode())
-        try:  # bounded, and never a FIFO or a device (a ConfigError is a ValueError)
+        try:  # a ConfigError is a ValueError
             found = json.loads(read_regular(manifest, "checkpoints", MAX_MANIFEST_BYTES))
             if not isinstance(found, dict):
                 raise ValueError("not a JSON object")
@@ -220,10 +203,7 @@ class Checkpoints:
                 f"checkpoint manifest {manifest} is unreadable ({type(err).__name__}); "
                 f"delete {self.dir} to start over"
             ) from None
-        if {k: found.get(k) for k in ("fingerprint", "chunk_size")} != {
-            "fingerprint": self.fingerprint,
-            "chunk_size": self.chunk_size,
-        }:
+        if {k: found.get(k) for k in same} != same:
             raise CheckpointError(
                 f"checkpoints in {self.dir} belong to another experiment "
                 f"(different config, seed or chunk size); use another --out "
@@ -245,7 +225,7 @@ class Checkpoints:
         if not path.exists():
             return None
         try:
-            handle = open_regular(path, "checkpoints")  # a FIFO named chunk_*.npz: refused
+            handle = open_regular(path, "checkpoints")
         except (OSError, ConfigError) as err:
             raise CheckpointError(
                 f"checkpoint {path} cannot be read ({err}); delete it to recompute that chunk"
@@ -270,7 +250,6 @@ class Checkpoints:
         return scores, member
 
     def save(self, index: int, scores: np.ndarray, member: np.ndarray) -> None:
-        # a unique temporary name (two writers never share one), then an atomic rename
         with temporary_beside(self.path(index)) as (handle, _):
             np.savez(
                 handle,
@@ -288,12 +267,10 @@ CANARY_FOLDERS = "canary-*"
 
 
 def delete_checkpoints(directory: str | Path, field: str = "--fresh") -> list[Path]:
-    """Delete the checkpoints of `directory` (start over): its chunks, manifest and fingerprint
-    files and their temporaries, also in its `canary-*` subfolders, while holding its lock (a
-    folder in use by another run is a ConfigError naming `field`, and nothing is deleted).
-    Only auditsel's own files go: anything else stays, and with it the folder; a folder left
-    empty is removed unless it is a symbolic link (the link and its target folder stay).
-    Returns the files deleted."""
+    """Delete auditsel's checkpoint files (and their temporaries) in `directory` and its
+    `canary-*` subfolders, each under its lock (a folder in use: ConfigError naming `field`);
+    other files stay, and a folder left empty is removed unless a symbolic link. Returns the
+    files deleted."""
     root = Path(directory)
     if not root.is_dir():
         return []
@@ -347,28 +324,18 @@ def run_game(
 ) -> GameRecord:
     """Play `trials` games; returns scores and coins in trial order (deterministic in seed).
 
-    `execution` (None: `ExecutionOptions()`) says where and how: its `chunk_size` (None:
-    `DEFAULT_CHUNK_SIZE`), `jobs`, `backend`, `checkpoint_dir`, `progress` and
-    `checkpoint_after`; the numbers are the same for any of them.
-    With in_memory=False (needs checkpoints) nothing is kept: finished chunks stay on disk
-    and the record's `chunks` reads them back one at a time, so memory is bounded by a chunk.
-    `jobs` (joblib's convention, -1 all cores; `default_jobs(protocol)` is the CLI's choice
-    when none is given). `checkpoint_dir`: a folder,
-    whose checkpoints record `fingerprint` and the code the numbers depend on
-    (`code_identity()`); or `checkpoints`, a `Checkpoints` naming its own fingerprint and code
-    (not both); checkpoints of other code are refused (`CheckpointError`). The progress bar
-    counts trials, named by the protocol's `progress_unit` ("trial" where it has none; a
-    pipeline's games say "game"), advancing as each chunk finishes. `checkpoint_after`:
-    the seconds a game plays before its chunks are written (None: `CHECKPOINT_AFTER`); inside
+    `execution` (None: `ExecutionOptions()`): `chunk_size` (None: `DEFAULT_CHUNK_SIZE`),
+    `jobs`, `backend`, `checkpoint_dir`, `progress`, `checkpoint_after`; the numbers are the
+    same for any of them. Checkpoints come from `checkpoint_dir` (recording `fingerprint` and
+    `code_identity()`) or `checkpoints` (not both). With in_memory=False (needs checkpoints)
+    nothing is kept: the record's `chunks` reads the chunks back one at a time. Inside
     `saving_every_chunk()`, every finished chunk is written at once.
     """
     ex = execution if execution is not None else ExecutionOptions()
     if checkpoints is not None and ex.checkpoint_dir is not None:
         raise ValueError("run_game: give execution.checkpoint_dir or checkpoints, not both")
     chunk_size = ex.chunk_size if ex.chunk_size is not None else DEFAULT_CHUNK_SIZE
-    backend = ex.backend
     sizes = _chunk_sizes(int(trials), int(chunk_size))
-    jobs = ex.jobs
     after = check_checkpoint_after(ex.checkpoint_after)  # refused before anything is written
     after = 0.0 if _EVERY_CHUNK.get() else after
     results = _Gathered(sizes, keep=in_memory)
@@ -383,13 +350,11 @@ def run_game(
     saving = _Saving(store, results, after if in_memory else 0.0)
     prefer = getattr(protocol, "parallel_prefer", None)
     tasks = [(protocol, proxy, seed, i, sizes[i]) for i in pending]
-    jobs = 1 if backend is None and len(tasks) <= 1 else jobs
-    _play(tasks, (jobs, backend, prefer), results, saving, bar, store)
+    jobs = 1 if ex.backend is None and len(tasks) <= 1 else ex.jobs
+    _play(tasks, (jobs, ex.backend, prefer), results, saving, bar, store)
     # the chunks on disk (every one, unless a short game held them: then none is read back)
     source = ChunkSource(store, tuple(sizes)) if store is not None and not saving.held else None
-    if not in_memory:
-        return GameRecord(scores=None, member=None, resumed_chunks=resumed, chunks=source)
-    scores, member = results.arrays()
+    scores, member = results.arrays() if in_memory else (None, None)
     return GameRecord(scores=scores, member=member, resumed_chunks=resumed, chunks=source)
 
 
@@ -430,8 +395,7 @@ def _play(
     store: Checkpoints | None,
 ) -> None:
     """Play the pending chunks (`where`: jobs, backend, prefer), each put into `results`,
-    saved and counted as it finishes; an interrupt keeps what finished; the bar and the
-    checkpoints are closed after."""
+    saved and counted as it finishes; an interrupt keeps what finished."""
     jobs, backend, prefer = where
     try:
         for index, scores, member in run_tasks(
@@ -441,7 +405,7 @@ def _play(
             saving.finished(index, scores, member)
             bar.update(len(scores))
     except KeyboardInterrupt:
-        saving.flush()  # an interrupt keeps what finished: the rerun resumes from there
+        saving.flush()
         raise
     finally:
         bar.close()
@@ -454,9 +418,7 @@ _EVERY_CHUNK: ContextVar[bool] = ContextVar("auditsel_every_chunk", default=Fals
 
 @contextmanager
 def saving_every_chunk(on: bool = True) -> Iterator[None]:
-    """Within the block (when `on`), `run_game` writes each chunk to its checkpoint folder as
-    soon as it finishes (an early-stopped audit's looks reuse every chunk of the earlier
-    looks), not only once the game has played `CHECKPOINT_AFTER` seconds."""
+    """Within the block (when `on`), `run_game` writes each chunk as soon as it finishes."""
     token = _EVERY_CHUNK.set(on)
     try:
         yield
@@ -466,13 +428,11 @@ def saving_every_chunk(on: bool = True) -> Iterator[None]:
 
 #: seconds between two progress lines where stderr is no terminal (a log file, nohup, CI)
 PROGRESS_EVERY = 30.0
-PROGRESS_FIRST = 2.0  # the first line: after a chunk that ends past this (as the bar's delay)
+PROGRESS_FIRST = 2.0
 
 
 def _progress(protocol: GameProtocol, total: int, done: int, on: bool) -> tqdm | _Lines:
-    """The progress of `run_game`: tqdm's bar on a terminal; elsewhere (a log file, nohup, CI)
-    a plain line at the first chunk past PROGRESS_FIRST seconds, then at most every
-    PROGRESS_EVERY seconds."""
+    """The progress of `run_game`: tqdm's bar on a terminal, else `_Lines`."""
     unit = getattr(protocol, "progress_unit", "trial")
     if on and not _is_terminal(sys.stderr):
         return _Lines(total, done, unit)
@@ -495,9 +455,8 @@ def _is_terminal(stream: object) -> bool:
 
 
 class _Lines:
-    """Progress as lines on stderr ("auditsel: 96 of 1,000 games, 12 s, about 110 s left"):
-    one at the first chunk that ends PROGRESS_FIRST seconds in, then at most one every
-    PROGRESS_EVERY seconds."""
+    """Progress as lines on stderr: one at the first chunk that ends PROGRESS_FIRST seconds
+    in, then at most one every PROGRESS_EVERY seconds."""
 
     def __init__(self, total: int, done: int, unit: str) -> None:
         self.total, self.done, self.unit = total, done, unit
@@ -530,16 +489,18 @@ def check_checkpoint_after(seconds: float | None) -> float:
     """`CHECKPOINT_AFTER` for None, else `seconds` checked (a number >= 0)."""
     if seconds is None:
         return CHECKPOINT_AFTER
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise ConfigError("checkpoint_after", f"must be a number of seconds >= 0, got {seconds!r}")
-    if not (math.isfinite(seconds) and seconds >= 0):
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not (math.isfinite(seconds) and seconds >= 0)
+    ):
         raise ConfigError("checkpoint_after", f"must be a number of seconds >= 0, got {seconds!r}")
     return float(seconds)
 
 
 class _Saving:
-    """When `run_game` writes its finished chunks: held (in `_Gathered`) until the game has
-    played `after` seconds, then written, those held first (see the module docstring)."""
+    """Finished chunks held (in `_Gathered`) until the game has played `after` seconds, then
+    written, those held first."""
 
     def __init__(self, store: Checkpoints | None, results: _Gathered, after: float) -> None:
         self.store, self.results, self.after = store, results, after
@@ -547,7 +508,6 @@ class _Saving:
         self.held: list[int] = []
 
     def finished(self, index: int, scores: np.ndarray, member: np.ndarray) -> None:
-        """A finished chunk (put in the results): held or written."""
         if self.store is None:
             return
         if time.perf_counter() - self.start < self.after:
@@ -557,7 +517,6 @@ class _Saving:
         self.store.save(index, scores, member)
 
     def flush(self) -> None:
-        """Write every chunk held."""
         if self.store is not None:
             for index in self.held:
                 self.store.save(index, *self.results.chunk(index))
@@ -566,10 +525,7 @@ class _Saving:
 
 class _Gathered:
     """The finished chunks' scores and coins, copied into one array each (in trial order) as
-    they arrive: a chunk's own arrays are freed at once and their memory serves the next
-    chunks, so the game touches fresh memory for its result alone (no list of chunks and no
-    concatenation: 90 MB less of fresh pages at 10^7 games). `keep=False` (a streamed game)
-    records which chunks are done and keeps nothing."""
+    they arrive; `keep=False` (a streamed game) records which chunks are done, nothing else."""
 
     def __init__(self, sizes: Sequence[int], keep: bool) -> None:
         self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
@@ -591,23 +547,19 @@ class _Gathered:
         self.member[a:b] = member
 
     def chunk(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, member) of a chunk put while keeping (views of the gathered arrays)."""
         assert self.scores is not None and self.member is not None
         a, b = int(self.starts[index]), int(self.starts[index + 1])
         return self.scores[a:b], self.member[a:b]
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, member) of every chunk (in memory: each chunk was put)."""
-        assert len(self.done) == len(self.starts) - 1  # in memory: every chunk is kept
+        assert len(self.done) == len(self.starts) - 1
         if self.scores is None or self.member is None:  # no chunk: no trial
             return np.empty(0), np.empty(0, np.int8)
         return self.scores, self.member
 
 
 def default_jobs(protocol: GameProtocol, backend: str | None = None) -> int:
-    """The jobs of a game when none are given (`auditsel run` without --jobs): -1 (every
-    usable core) for a protocol that plays in threads (its release is vectorised numpy, which
-    frees the GIL: no process to start, nothing to pickle) when no backend is named, else 1 (a DP-SGD game's workers are
-    processes, which pay only past some games)."""
+    """The jobs of a game when none are given: -1 (every core) for a protocol that plays in
+    threads when no backend is named, else 1."""
     threads = backend is None and getattr(protocol, "parallel_prefer", None) == "threads"
     return -1 if threads else 1

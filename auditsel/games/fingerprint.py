@@ -3,26 +3,19 @@
 Contract. A checkpoint may be resumed only by the code that wrote it. Two digests make that
 checkable:
 
-* `package_digest()`: sha256 over the source of every module of `auditsel` and `attacks` (the
-  `.py` files and the C or other kernel sources shipped beside them), by relative path, computed
-  once per process. Any edit to the installed package changes it.
+* `package_digest()`: sha256 over the source files (.py, .c) of `auditsel` and `attacks`, by
+  relative path, computed once per process.
 
-* `source_digest(*objects)`: sha256 over the code each object runs from its own module: for a
-  function, class, bound method, callable instance or `functools.partial`, the full text of the
-  source file of the module that defines it (so an edit to a helper it calls in the same file
-  changes the digest too), plus the bytecode of the function itself (so a function made at run
-  time, or one whose file cannot be read, still has a digest), plus the `repr` of a partial's
-  bound arguments. Two objects with the same code and the same bound arguments have the same
-  digest; an edited function never has the digest of the old one, except when the edit is in
-  another module that it imports (cover such modules by passing them, or an object of theirs).
+* `source_digest(*objects)`: sha256 over the code each object runs: the full source file of
+  the module that defines it, the bytecode of the function itself and the `repr` of a
+  partial's bound arguments. An edited function never has the digest of the old one, except
+  when the edit is in another module that it imports.
 
 * `code_identity(*functions, **extra)`: what, besides the config, determines a game's numbers,
-  as a small mapping written into checkpoint manifests: the auditsel version, the package
-  digest, numpy's version (the seeded generators), the trainer's random-stream version
-  (`auditsel.dpsgd.RANDOM_STREAMS`), the reduced and finite games' random-stream version
-  (`auditsel.selection.WINNER_STREAMS`: 2 draws the winner from one uniform), the digest of the user's functions when given, and any
-  `extra` entry (e.g. torch's version for DP-SGD games). `describe_change(old, new)` says in
-  words what differs between two of them.
+  written into checkpoint manifests: the auditsel version, the package digest, numpy's
+  version, the random-stream versions (`auditsel.dpsgd.RANDOM_STREAMS`,
+  `auditsel.selection.WINNER_STREAMS`), the digest of the user's functions when given, and any
+  `extra` entry. `describe_change(old, new)` says in words what differs between two of them.
 """
 
 from __future__ import annotations

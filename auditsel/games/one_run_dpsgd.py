@@ -1,23 +1,15 @@
 """One-run audit of a real DP-SGD tuning run (the torch trainer of auditsel.dpsgd).
 
-The game: m Dirac gradient canaries on the model's coordinates 0..m-1 (canary c's clipped
-gradient is C e_c at every step), each in the training set independently with probability 1/2;
-ETCV (the real training set is empty, [XWW24] Section 5's worst case) or NTCV (the first
-`train_size` real examples); full batches (tau = 1: every example in every step, so one
-canary's inclusion is never coupled to another's through a shared Poisson mask); K ~ xi runs,
-each with a learning rate drawn from the grid and its own seed, trained together by
-`train_runs` on X' = X u {included canaries}.
+The game: m Dirac gradient canaries on the model's coordinates 0..m-1, each in the training
+set independently with probability 1/2; ETCV (empty training set) or NTCV (the first
+`train_size` real examples); full batches (tau = 1); K ~ xi runs, each with a learning rate
+drawn from the grid and its own seed. The tuner's score of a run is sum_c (w_0 - w_N)[c] / lr;
+the best-scored run is released (K = 0: all scores 0). The adversary's score of canary c is
+the winner's (w_0 - w_N)[c] / lr.
 
-The tuner's score of a run is sum_c (w_0 - w_N)[c] / lr, the canaries' summed released gradient
-coordinates (a post-processing of the release; the one-canary score (w_0 - w_N)[0] of the game
-with many canaries); the best-scored run is released (K = 0 releases nothing: all scores 0).
-The adversary's score of canary c is the winner's (w_0 - w_N)[c] / lr.
-
-With ETCV and tau = 1 this is exactly the reduced one-run game (`auditsel.games.one_run_reduced`) at
-mu = sqrt(N) / sigma: (w_0 - w_N)[c] / lr = C (N S_c + sigma sqrt(N) Z_c). So the per-canary
-exact epsilon is known and the audit's tightness is measured on the real trainer. With NTCV
-the real examples' gradients also move the canary coordinates; the reduced game's epsilon is
-then the value for the canaries alone (heuristic as a target).
+With ETCV this is exactly the reduced one-run game (`auditsel.games.one_run_reduced`) at
+mu = sqrt(N) / sigma, so the per-canary exact epsilon is known; with NTCV the reduced game's
+epsilon is the value for the canaries alone (heuristic as a target).
 """
 
 from __future__ import annotations
@@ -73,8 +65,7 @@ class OneRunDpsgd:
         return OneRunReducedGame(self.mu, self.law, self.canaries)
 
     def setup(self) -> tuple[ModelSpec, Dataset]:
-        # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
-        from auditsel.dpsgd.models import ModelSpec
+        from auditsel.dpsgd.models import ModelSpec  # deferred: torch
 
         train, _ = load_split(self.dataset, None)
         train = train.take(self.train_size) if self.threat == "ntcv" else Dataset.empty_like(train)
@@ -91,8 +82,7 @@ class OneRunDpsgd:
         self, rng: np.random.Generator, setup: tuple[ModelSpec, Dataset] | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """One tuning run: (scores, inclusion bits) of the m canaries."""
-        # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
-        import torch
+        import torch  # deferred: the dpsgd extra
 
         from auditsel.dpsgd.trainer import DiracCanary, Execution, TrainSettings, train_runs
 

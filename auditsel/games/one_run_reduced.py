@@ -24,9 +24,8 @@ the log-likelihood ratio A(T) + mu_Y z - mu_Y^2/2 is linear in the standardised 
   H_{e^eps}(P||Q) = int [p_P(t) Phi(mu_Y - u(t)) - e^eps p_Q(t) Phi(-u(t))] dt,
   u(t) = (eps - A(t)) / mu_Y + mu_Y / 2,  A = log p_P(t) / p_Q(t),
 
-with p_b the reduced-game winner densities G'(F(t - b mu_T)) phi(t - b mu_T) (G: pgf of xi).
-The integral is a trapezoid sum on a 20,001-point grid between the 1e-12 quantiles; tests check
-it against the closed forms at m = 1 ([XWW24]'s exact curve) and K = 1 (the Gaussian).
+with p_b the reduced-game winner densities G'(F(t - b mu_T)) phi(t - b mu_T) (G: pgf of xi),
+a trapezoid sum on GRID_POINTS points between the 1e-12 quantiles.
 
 The trade-off family for [MMC24] (`TuningFamily`, theta = mu): a lower bound on the symmetrised
 trade-off curve made of the supporting lines of the Neyman-Pearson tests (beta + e^c alpha is
@@ -184,15 +183,12 @@ def canary_curve(mu: float, law: RoundsLaw, m: int) -> _CanaryCurve:
 
 
 def _fbar_lines(mu: float, law: RoundsLaw, m: int):
-    key = _key(mu, law, m)
-    if key not in _LINES:
-        _LINES[key] = _lines(mu, law, m)
-    return _LINES[key]
-
-
-def _lines(mu: float, law: RoundsLaw, m: int):
     """Lines x_i(y) = a_i + b_i y whose max is f^-1(y) of a lower bound f on the symmetrised
-    trade-off curve (supporting lines of both directions), pruned to those on the envelope."""
+    trade-off curve (supporting lines of both directions), pruned to those on the envelope;
+    cached."""
+    key = _key(mu, law, m)
+    if key in _LINES:
+        return _LINES[key]
     c, alpha, beta = canary_curve(mu, law, m).tests()
     # y = beta - e^c (x - alpha)  ->  x = alpha + e^-c beta - e^-c y;   mirrored: x = beta + e^c alpha - e^c y
     a = np.concatenate([alpha + np.exp(-c) * beta, beta + np.exp(c) * alpha])
@@ -200,10 +196,9 @@ def _lines(mu: float, law: RoundsLaw, m: int):
     ok = np.isfinite(a) & np.isfinite(b)
     a, b = a[ok], b[ok]
     y = np.linspace(0.0, 1.0, 4001)
-    keep = np.unique(
-        np.argmax(a[:, None] + b[:, None] * y[None, :], axis=0)
-    )  # a subset: never larger
-    return a[keep], b[keep]
+    keep = np.unique(np.argmax(a[:, None] + b[:, None] * y[None, :], axis=0))
+    _LINES[key] = a[keep], b[keep]
+    return _LINES[key]
 
 
 @dataclass(frozen=True)

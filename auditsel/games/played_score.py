@@ -3,13 +3,10 @@
 Contract. `resolve_score(choice, pair, law, delta)` returns a `selection.TuningScore`: the
 choice itself when it is one (`MonotoneScore`, `FarthestScore`, `BucketScore`), and for
 "worst" the score that the attack of `accounting.attack` found for (pair, law, delta)
-(`attack(pair, law, delta).score`: a `BucketScore` over the run's privacy-loss label whose lower
-sets are intervals of the label order, or their complements). Playing that score gives the
-game whose exact trade-off the attack value measures, so a valid eps_L from it is a lower bound
-on the tuning run's epsilon for any score, not only under [XWW24]'s monotone-score assumption.
-
-`scored_winner(pair, law, score)` is the reduced Gaussian game under the score (the monotone
-"largest" score keeps today's `GaussianWinner`, bit for bit).
+(a `BucketScore` over the run's privacy-loss label). Playing that score gives the game whose
+exact trade-off the attack value measures, so a valid eps_L from it is a lower bound on the
+tuning run's epsilon for any score. `scored_winner(pair, law, score)` is the reduced Gaussian
+game under the score.
 """
 
 from __future__ import annotations

@@ -27,22 +27,17 @@ data set, and the run with the highest score s is released (K = 0 releases a fix
 -inf). The released run y has density G'(F_b(s(y))) p_b(y), with G the pgf of K and F_b the cdf
 of s under b, so its likelihood ratio depends on y only through s(y): the winner's score is a
 sufficient statistic of the release, and it is what `release` returns (proxy `sample`).
-For K > 1 the tuner's score is a choice of the protocol: selecting by the largest LLR is natural
-but not the worst case; a score whose lower sets are intervals of the label leaks more (`score`
-below, e.g. the worst-score attack's). An audit of this game is a valid lower bound for the
-protocol it plays, not a proof of tightness of the tuning bounds.
+For K > 1 the tuner's score is a choice of the protocol (selecting by the largest LLR is not
+the worst case), so an audit of this game is a valid lower bound for the protocol it plays,
+not a proof of tightness of the tuning bounds.
 
-Scores. `score` (a `selection.TuningScore` over the run's label, default: the largest label
-wins, as above) is how the tuner ranks its runs: `MonotoneScore` (largest or smallest label) or
-a `BucketScore` in label units (the run of the highest-ranked label bucket wins, ties broken by
-the larger label), e.g. the score the worst-score attack found (`games.played_score`). The
-release is the winner's label; the adversary reads `statistic(release)`: the label itself for a
-monotone score, the bucket's `guess` for a bucket score (0 for the fixed output of K = 0).
+Scores. `score` (a `selection.TuningScore` over the run's label) is how the tuner ranks its
+runs: `MonotoneScore` (largest or smallest label, default largest) or a `BucketScore` in label
+units (the highest-ranked label bucket wins, ties broken by the larger label), e.g. the
+worst-score attack's (`games.played_score`). The adversary reads `statistic(release)`: the
+label for a monotone score, the bucket's `guess` for a bucket score (0 for K = 0).
 
-Cost: one trial draws K runs of N steps (N normals and N uniforms per run, no trial loop in
-Python), i.e. linear in E[K] * N; runs are processed in blocks of at most `block` steps so memory
-stays bounded whatever K is (no inverse-cdf trick exists for the max of K sums of N terms: the
-cdf of s has no closed form, and a numerical one would make the sampler approximate).
+Cost: linear in E[K] * N; runs are drawn in blocks of at most `block` steps.
 """
 
 from __future__ import annotations
@@ -76,9 +71,8 @@ def step_log_likelihood_ratio(
 
 
 def _step_terms(x: np.ndarray, noise_multiplier: float, sample_rate: float) -> np.ndarray:
-    """The same in float32, in place on x (the sampler's hot path). Where a > CAP, exp is
-    capped at e^CAP and the excess added back: exact to float32 precision, as (1 - tau) e^-CAP
-    is negligible beside tau."""
+    """The same in float32, in place on x. Where a > CAP, exp is capped at e^CAP and the excess
+    added back (exact to float32 precision)."""
     a = x
     a *= np.float32(1.0 / noise_multiplier**2)
     a -= np.float32(0.5 / noise_multiplier**2)
@@ -106,8 +100,7 @@ class DpsgdWorstCase:
     """K ~ law runs of the worst-case N-step DP-SGD run; the best-scored run is released (by
     default the one of highest LLR, the label)."""
 
-    #: joblib hint: the release is vectorised numpy, which frees the GIL, so threads run the
-    #: chunks in parallel without the start-up of worker processes (`auditsel.games.engine.run_game`)
+    #: joblib hint: the release is vectorised numpy, which frees the GIL
     parallel_prefer: ClassVar[str] = "threads"
 
     noise_multiplier: float
@@ -134,8 +127,7 @@ class DpsgdWorstCase:
             )
         if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier > 0):
             raise ConfigError(
-                "base.noise_multiplier",
-                f"must be in (0, inf), got {shown(self.noise_multiplier)}",
+                "base.noise_multiplier", f"must be in (0, inf), got {shown(self.noise_multiplier)}"
             )
         if not (isinstance(self.steps, (int, np.integer)) and self.steps >= 1):
             raise ConfigError("base.steps", f"must be an integer >= 1, got {shown(self.steps)}")
@@ -154,8 +146,7 @@ class DpsgdWorstCase:
 
     def resolved(self, delta: float) -> DpsgdWorstCase:
         """The game with score "worst" replaced by the score the worst-score attack finds at
-        `delta` (`games.played_score.resolve_score`); with one run (K = 1 always) nothing is
-        selected and the run's label, a sufficient statistic, is played. Other games: self."""
+        `delta` (with K = 1 always: the label); other games: self."""
         if self.score != "worst":
             return self
         one_run = self.law.p_zero == 0 and self.law.mean == 1
@@ -177,8 +168,7 @@ class DpsgdWorstCase:
         return released
 
     def _winners(self, scores: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """The released label of each trial: the best of its runs (`counts` runs each, in order)
-        under the score (highest rank, ties broken by the larger label)."""
+        """The released label of each trial: the best of its `counts` runs under the score."""
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         score = self.score
         if isinstance(score, MonotoneScore):
@@ -218,10 +208,8 @@ class DpsgdWorstCase:
         return out
 
     def release(self, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """For each coin: K ~ law, K runs, the winner's score (-inf for the fixed output, K = 0).
-
-        Trials with b = 0 and with b = 1 are played in two groups (all runs of one trial share
-        its coin), each in blocks of whole trials holding about `block` steps."""
+        """For each coin: K ~ law, K runs, the winner's score (-inf for the fixed output, K = 0);
+        the trials of each coin in blocks of whole trials holding about `block` steps."""
         if self.score == "worst":
             raise ConfigError(
                 "score",
@@ -248,8 +236,7 @@ class DpsgdWorstCase:
 
     def score_range(self, trials: int = 1 << 13) -> tuple[float, float]:
         """A Bonferroni grid range fixed by the spec alone: the extreme finite winner scores of
-        a pilot run drawn from a seed of its own (SeedSequence(PILOT_SEED), no spawn key), which
-        no chunk of any game uses, so the grid is independent of the audited games."""
+        a pilot from SeedSequence(PILOT_SEED), which no chunk of any game uses."""
         rng = np.random.default_rng(np.random.SeedSequence(PILOT_SEED))
         scores = np.concatenate([self.release(np.full(trials, b, np.int8), rng) for b in (0, 1)])
         finite = scores[np.isfinite(scores)]
