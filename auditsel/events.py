@@ -97,10 +97,9 @@ def as_pair(base: object, field_name: str = "base") -> AccountedPair:
     gaussian = _gaussian_mu(base)
     if gaussian is not None:
         return GaussianBase(gaussian)
-    dpsgd = _dpsgd_parameters(base)
-    if dpsgd is not None:
-        sigma, steps, rate = dpsgd
-        return DpsgdBase(sigma, steps, rate, "pld")
+    dpsgd = _sampled_steps(base, "GaussianDpEvent")
+    if dpsgd is not None and dpsgd[2] is not None:
+        return DpsgdBase(dpsgd[0], dpsgd[1], dpsgd[2], "pld")
     return EventBase(base)
 
 
@@ -124,21 +123,23 @@ def _gaussian_mu(event: DpEvent) -> float | None:
     return None if total is None or total <= 0 else math.sqrt(total)
 
 
-def _dpsgd_parameters(event: DpEvent) -> tuple[float, int, float] | None:
-    """(sigma, steps, q) of N Poisson-sampled Gaussian steps (None for any other event)."""
+def _sampled_steps(event: DpEvent, step: str) -> tuple[float, int, float | None] | None:
+    """(noise multiplier, N, q) of N self-composed steps, each the dp_accounting event class
+    `step` or PoissonSampledDpEvent(q, one) (q None when not sampled); None for any other."""
     from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
 
-    steps, inner = 1, event
+    steps, inner, rate = 1, event, None
     if isinstance(inner, ev.SelfComposedDpEvent):
         steps, inner = inner.count, inner.event
+    if isinstance(inner, ev.PoissonSampledDpEvent):
+        rate, inner = inner.sampling_probability, inner.event
     if (
-        isinstance(inner, ev.PoissonSampledDpEvent)
-        and isinstance(inner.event, ev.GaussianDpEvent)
-        and inner.event.noise_multiplier > 0
-        and 0 < inner.sampling_probability <= 1
+        isinstance(inner, getattr(ev, step))
+        and inner.noise_multiplier > 0
+        and 0 < (1.0 if rate is None else rate) <= 1
         and steps >= 1
     ):
-        return float(inner.event.noise_multiplier), int(steps), float(inner.sampling_probability)
+        return float(inner.noise_multiplier), int(steps), None if rate is None else float(rate)
     return None
 
 
@@ -149,23 +150,8 @@ def laplace_steps(pair: object) -> tuple[float, int, float] | None:
     LaplaceDpEvent(b)) or N self-compositions of one of them. None for any other base."""
     if isinstance(pair, LaplaceBase):
         return pair.noise_multiplier, pair.steps, pair.sample_rate
-    if not isinstance(pair, EventBase):
-        return None
-    from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
-
-    steps, inner, rate = 1, pair.event, 1.0
-    if isinstance(inner, ev.SelfComposedDpEvent):
-        steps, inner = inner.count, inner.event
-    if isinstance(inner, ev.PoissonSampledDpEvent):
-        rate, inner = float(inner.sampling_probability), inner.event
-    if (
-        isinstance(inner, ev.LaplaceDpEvent)
-        and inner.noise_multiplier > 0
-        and 0 < rate <= 1
-        and steps >= 1
-    ):
-        return float(inner.noise_multiplier), int(steps), rate
-    return None
+    found = _sampled_steps(pair.event, "LaplaceDpEvent") if isinstance(pair, EventBase) else None
+    return None if found is None else (found[0], found[1], 1.0 if found[2] is None else found[2])
 
 
 def pure_epsilon_of_event(event: DpEvent) -> float:

@@ -448,8 +448,7 @@ class DpsgdBase:
             return math.inf
         accountant = accountant or self.accountant
         if accountant == "rdp":
-            # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
-            import dp_accounting as dpa
+            import dp_accounting as dpa  # deferred: dp_accounting is heavy
 
             with quiet_absl():
                 return float(
@@ -562,8 +561,7 @@ class DpsgdBase:
 
 @lru_cache(maxsize=256)
 def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple[float, ...]) -> FloatArray:
-    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
-    import dp_accounting as dpa
+    import dp_accounting as dpa  # deferred: dp_accounting is heavy
 
     acc = dpa.rdp.RdpAccountant(list(orders))
     with quiet_absl():
@@ -683,8 +681,7 @@ def _pld_delta(
 
 
 def _event(sigma: float, steps: int, tau: float) -> DpEvent:
-    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
-    import dp_accounting as dpa
+    import dp_accounting as dpa  # deferred: dp_accounting is heavy
 
     step = (
         dpa.GaussianDpEvent(sigma)
@@ -699,8 +696,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, tau: float, accountant:
     """sigma with eps_B(delta) = epsilon. RDP first (cheap for any sigma); the PLD accountant is
     tighter, so its sigma lies below the RDP one: search it in [sigma_rdp / 2^k, sigma_rdp],
     never building a PLD for a tiny sigma (its support would not fit in memory)."""
-    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
-    import dp_accounting as dpa
+    import dp_accounting as dpa  # deferred: dp_accounting is heavy
     from dp_accounting import mechanism_calibration
 
     make_rdp = lambda: dpa.rdp.RdpAccountant(RDP_ORDERS)

@@ -83,7 +83,6 @@ class RoundsLaw:
 
     kind: str = "abstract"
 
-    # --- subclasses implement -------------------------------------------------------------
     def log_pmf(self, k: ArrayLike) -> FloatArray:
         raise NotImplementedError
 
@@ -109,7 +108,6 @@ class RoundsLaw:
     def params(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    # --- shared ---------------------------------------------------------------------------
     def pmf(self, k: ArrayLike) -> FloatArray:
         return np.exp(self.log_pmf(k))
 
@@ -204,36 +202,31 @@ class TruncatedNegativeBinomial(RoundsLaw):
         ok = (k >= 1) & (k == np.floor(k))
         return np.where(ok, out, -np.inf)
 
-    def pgf(self, z: ArrayLike) -> FloatArray:
-        # G(z) = expm1(-eta b) / expm1(eta log(1/nu)) with b = log(1 - (1-nu) z) <= 0
-        z = np.asarray(z, dtype=float)
-        if self._one:
-            return z
-        # b via log1p for small (1-nu) z, else via log(nu + (1-nu)(1-z)) so that z near 1 keeps
-        # nu's digits (log1p(-(1-nu)) is off by ~1e-16/nu: pgf(1) = 1 + 8e-7 at nu = 1e-12)
+    def _b(self, z: FloatArray) -> FloatArray:
+        """b = log(1 - (1-nu) z) <= 0: via log1p for small (1-nu) z, else via
+        log(nu + (1-nu)(1-z)) so that z near 1 keeps nu's digits (log1p(-(1-nu)) is off by
+        ~1e-16/nu: pgf(1) = 1 + 8e-7 at nu = 1e-12)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            b = np.where(
+            return np.where(
                 z < 0.5,
                 np.log1p(-(1 - self.nu) * np.minimum(z, 0.5)),
                 np.log(self.nu + (1 - self.nu) * (1 - np.maximum(z, 0.5))),
             )
-        L = self._log_inv_nu
+
+    def pgf(self, z: ArrayLike) -> FloatArray:
+        # G(z) = expm1(-eta b) / expm1(eta log(1/nu)), b = `_b(z)`
+        z = np.asarray(z, dtype=float)
+        if self._one:
+            return z
+        b, L = self._b(z), self._log_inv_nu
         if self.eta <= 0:
             return cast(
                 "FloatArray", (b / -L) * _expm1_ratio(-self.eta * b) / _expm1_ratio(self.eta * L)
             )
         # eta > 0: expm1(eta L) overflows once eta L > 709 (e.g. eta = 50, nu = 1e-9). Rewrite
         # G = e^(-eta (b + L)) (b / -L) r(eta b) / r(-eta L), every factor bounded (b + L >= 0).
-        lg = b + L
-        return cast(
-            "FloatArray",
-            (
-                np.exp(-self.eta * lg)
-                * (b / -L)
-                * _expm1_ratio(self.eta * b)
-                / _expm1_ratio(-self.eta * L)
-            ),
-        )
+        g = np.exp(-self.eta * (b + L)) * (b / -L) * _expm1_ratio(self.eta * b)
+        return cast("FloatArray", g / _expm1_ratio(-self.eta * L))
 
     def pgf_complement(self, w: ArrayLike) -> FloatArray:
         # 1 - (1-nu) z = nu (1 + (1-nu) w / nu); 1 - G = -expm1(-eta l) / -expm1(-eta log(1/nu))
@@ -267,14 +260,9 @@ class TruncatedNegativeBinomial(RoundsLaw):
         log_z = np.asarray(log_z, dtype=float)
         if self._one:
             return log_z
-        z = np.exp(log_z)
         L = self._log_inv_nu
+        minus_b = -self._b(np.exp(log_z))
         with np.errstate(divide="ignore", invalid="ignore"):
-            minus_b = np.where(
-                z < 0.5,
-                -np.log1p(-(1 - self.nu) * np.minimum(z, 0.5)),
-                -np.log(self.nu + (1 - self.nu) * (1 - np.maximum(z, 0.5))),
-            )
             log_minus_b = np.where(log_z < -600, math.log1p(-self.nu) + log_z, np.log(minus_b))
         return (
             log_minus_b

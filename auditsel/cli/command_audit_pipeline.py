@@ -190,8 +190,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_audit(audit: PipelineAudit) -> None:
     """The table, each canary's line, the looks' line, the games, seconds and files."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.pipelines.pipeline import canaries_text
+    from auditsel.pipelines.pipeline import canaries_text  # deferred: `auditsel --help` stays fast
     from auditsel.pipelines.sequential import looks_text
 
     print(audit.summary())
@@ -295,8 +294,7 @@ def claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str
     rounds = parse_rounds_option(args.rounds)
     delta = options["delta"]
     if args.opacus:
-        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-        from auditsel.pipelines.load import load_object
+        from auditsel.pipelines.load import load_object  # deferred: `auditsel --help` stays fast
         from auditsel.pipelines.opacus import from_opacus
 
         made = load_object(args.opacus, "--opacus", call=True)
@@ -318,8 +316,7 @@ def claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str
             "claimed_epsilon": _tuning_claim(run) if claim is None else claim,
             "findings": run.findings,
         }
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.experiments.config import parse_base
+    from auditsel.experiments.config import parse_base  # deferred: `auditsel --help` stays fast
     from auditsel.files.safe_yaml import load_yaml_text
 
     raw = load_yaml_text(args.base, "--base", "the --base mapping")

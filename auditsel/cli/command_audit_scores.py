@@ -138,8 +138,7 @@ def _one_run_options(scores: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Audit the scores in `args.file`; 0 on success."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    import numpy as np
+    import numpy as np  # deferred: `auditsel --help` stays fast
 
     from auditsel.auditing.rules import THRESHOLD_RULES, fresh_seed
     from auditsel.auditing.scores import read_scores
@@ -237,8 +236,7 @@ def _payload(
     panel: dict[str, Estimate] | None,
     skipped: dict[str, str],
 ) -> dict[str, Any]:
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.auditing.estimators import panel_dict
+    from auditsel.auditing.estimators import panel_dict  # deferred: `auditsel --help` stays fast
     from auditsel.auditing.rules import THRESHOLD_RULES
 
     payload = {
@@ -265,8 +263,7 @@ def _text(
     panel: dict[str, Estimate] | None,
     skipped: dict[str, str],
 ) -> str:
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.auditing.rules import THRESHOLD_RULES
+    from auditsel.auditing.rules import THRESHOLD_RULES  # deferred: `auditsel --help` stays fast
 
     n1 = int(member.sum())
     lines = [

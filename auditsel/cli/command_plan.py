@@ -133,8 +133,7 @@ def _tuning_epsilon(base: Any, rounds: Any, delta: float) -> float:
 
 def run(args: argparse.Namespace) -> int:
     """Plan the audit of `args.config` (a config or a pipeline); 0 on success."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.experiments.config import load_config
+    from auditsel.experiments.config import load_config  # deferred: `auditsel --help` stays fast
 
     if is_pipeline(args.config):
         return _run_pipeline(args)
@@ -150,8 +149,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"{args.config}: game: required by plan (the audit to plan); add a game section"
         )
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.experiments.config_plan import plan_spec
+    from auditsel.experiments.config_plan import plan_spec  # deferred: `auditsel --help` stays fast
 
     exact = None
     monotone = spec.game.score == "monotone"

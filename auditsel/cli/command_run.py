@@ -168,8 +168,7 @@ def _sweep_into(
 ) -> int:
     """Run a sweep's points into `out_dir` (sweep.csv, sweep.md, sweep.png, a folder per
     point) and print its table unless --quiet; 0."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.executor import execution_backend
+    from auditsel.executor import execution_backend  # deferred: `auditsel --help` stays fast
     from auditsel.experiments.sweep import run_sweep
 
     with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
@@ -197,8 +196,7 @@ def _run_into(
     points: list[Any] | None,
     progress: bool,
 ) -> int:
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.executor import execution_backend
+    from auditsel.executor import execution_backend  # deferred: `auditsel --help` stays fast
     from auditsel.experiments.bounds_cache import cache_folder
     from auditsel.experiments.experiment import ExperimentOutputs, run_experiment
     from auditsel.results.plots import prefetch_plotting

@@ -159,8 +159,7 @@ def unit_interval(
 def parse_rounds_option(text: str) -> RoundsLaw:
     """--rounds: a law of K from a YAML mapping, e.g. '{kind: poisson, mean: 10}'; bad input is
     one line naming --rounds (a UsageError)."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.files.safe_yaml import load_yaml_text
+    from auditsel.files.safe_yaml import load_yaml_text  # deferred: `auditsel --help` stays fast
     from auditsel.rounds import law_from_dict
 
     try:
