@@ -50,6 +50,7 @@ from auditsel.mechanisms import (
     Neighbouring,
     check_steps,
     quiet_absl,
+    steps_fields,
 )
 from auditsel.numerics import FloatArray, check_deltas
 from auditsel.roles import AccountedPair, MechanismPair
@@ -336,14 +337,7 @@ class LaplaceBase(_EventPair):
         return cls(1.0 / inv_b, probe.steps, q, accountant)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "kind": "laplace",
-            "noise_multiplier": self.noise_multiplier,
-            "steps": self.steps,
-            "sample_rate": self.sample_rate,
-            "accountant": self.accountant,
-            "pure_epsilon": self.pure_epsilon,
-        }
+        return {"kind": "laplace", **steps_fields(self), "pure_epsilon": self.pure_epsilon}
 
 
 def _contains(event: DpEvent, kind: type[Any]) -> bool:

@@ -284,20 +284,26 @@ def fresh_processes(backend: str | None) -> Iterator[None]:
     runs on them): a worker kept from an earlier run holds the modules it imported then (a
     user's pipeline, since edited or gone), which its next tasks would run."""
     if backend in (None, "loky"):
-        _end_loky_workers()
+        end_loky_workers()
     try:
         yield
     finally:
         if backend in (None, "loky"):
-            _end_loky_workers()
+            end_loky_workers()
 
 
-def _end_loky_workers() -> None:
-    # joblib's reusable executor, where one was started (reading it starts none)
+def end_loky_workers(kill: bool = False) -> None:
+    """Shut joblib's reusable loky executor down, where one was started (reading it starts
+    none): waiting for it, or (`kill`, after an interrupt) killing its workers, best effort."""
     reusable = sys.modules.get("joblib.externals.loky.reusable_executor")
     executor = getattr(reusable, "_executor", None)
-    if executor is not None:
-        executor.shutdown(wait=True)
+    if executor is None:
+        return
+    try:
+        executor.shutdown(wait=not kill, kill_workers=kill)
+    except Exception:
+        if not kill:
+            raise
 
 
 @contextmanager
@@ -347,7 +353,7 @@ _DEPTH = 0
 _ACTIVE = 0  # the active limit (threads), 0 when none
 _GENERATION = 0  # counts the limits begun: a thread limited under an older one is redone
 _THREAD = threading.local()
-_SAVED: list[Callable[[], None]] = []  # how to undo the active limit, in order
+_SAVED: list[Callable[[], object]] = []  # how to undo the active limit, in order
 
 
 def game_threads(jobs: int, given: int | None = None) -> int:
@@ -358,17 +364,13 @@ def game_threads(jobs: int, given: int | None = None) -> int:
     return 1 if abs(jobs) <= 1 else max(1, usable_cores() // abs(jobs))
 
 
-def _unset(name: str) -> None:
-    os.environ.pop(name, None)
-
-
-def _apply(threads: int) -> list[Callable[[], None]]:
+def _apply(threads: int) -> list[Callable[[], object]]:
     """Limit every pool to `threads`; returns the undo steps."""
-    undo: list[Callable[[], None]] = []
+    undo: list[Callable[[], object]] = []
     for name in THREAD_VARIABLES:
         if name not in os.environ:
             os.environ[name] = str(threads)
-            undo.append(functools.partial(_unset, name))
+            undo.append(functools.partial(os.environ.pop, name, None))
     undo.append(ThreadpoolController().limit(limits=threads).restore_original_limits)
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "get_num_threads"):

@@ -173,8 +173,7 @@ class GaussianBase:
     def profile_epsilon(self, delta: float) -> float:
         return gaussian_epsilon(self.mu, delta)
 
-    def epsilon(self, delta: float) -> float:
-        return gaussian_epsilon(self.mu, delta)
+    epsilon = profile_epsilon
 
     @property
     def pure_epsilon(self) -> float:
@@ -272,10 +271,14 @@ class FiniteOutputBase:
         p, q = self.law(0), self.law(1)
         return np.maximum(hockey_stick_finite(p, q, eps), hockey_stick_finite(q, p, eps))
 
-    def _top(self) -> float:
+    def _llr(self) -> FloatArray:
+        """|log p(y)/q(y)| on the common support."""
         p, q = self.law(0), self.law(1)
         both = (p > 0) & (q > 0)
-        llr = np.abs(np.log(p[both]) - np.log(q[both]))
+        return np.abs(np.log(p[both]) - np.log(q[both]))
+
+    def _top(self) -> float:
+        llr = self._llr()
         return float(np.max(llr)) if llr.size else 1.0
 
     def profile_epsilon(self, delta: float) -> float:
@@ -303,24 +306,17 @@ class FiniteOutputBase:
     def pure_epsilon(self) -> float:
         """max `|log p(y)/q(y)|` (inf when the supports differ)."""
         p, q = self.law(0), self.law(1)
-        if np.any((p > 0) != (q > 0)):
-            return math.inf
-        both = (p > 0) & (q > 0)
-        return float(np.max(np.abs(np.log(p[both]) - np.log(q[both]))))
+        return math.inf if np.any((p > 0) != (q > 0)) else float(np.max(self._llr()))
 
-    def epsilon(self, delta: float) -> float:
-        return float(self.profile_epsilon(delta))
+    epsilon = profile_epsilon
 
     def rdp(self, orders: ArrayLike) -> FloatArray:
         p, q = self.law(0), self.law(1)
         return np.maximum(_renyi_finite(p, q, orders), _renyi_finite(q, p, orders))
 
     def profile_grid(self) -> FloatArray:
-        p, q = self.law(0), self.law(1)
-        both = (p > 0) & (q > 0)
-        llr = np.abs(np.log(p[both]) - np.log(q[both]))
-        top = self._top()
-        return np.unique(np.concatenate([np.linspace(0, top * 1.01 + 1e-9, 2001), llr, [0.0]]))
+        grid = np.linspace(0, self._top() * 1.01 + 1e-9, 2001)
+        return np.unique(np.concatenate([grid, self._llr(), [0.0]]))
 
     def reduced(self) -> FiniteOutputBase:
         return self
@@ -341,12 +337,9 @@ class FiniteOutputBase:
 #: (1.1..10.9 step 0.1, 11..63, 128, 256, 512, 1024) refined between 64 and 1024.
 RDP_ORDERS = tuple(
     sorted(
-        set(
-            [1 + x / 10.0 for x in range(1, 100)]
-            + list(range(11, 64))
-            + [128, 256, 512, 1024]
-            + [64.0, 80.0, 96.0, 112.0, 160.0, 192.0, 320.0, 384.0, 768.0]
-        )
+        {1 + x / 10.0 for x in range(1, 100)}
+        | set(range(11, 64))
+        | {128, 256, 512, 1024, 64.0, 80.0, 96.0, 112.0, 160.0, 192.0, 320.0, 384.0, 768.0}
     )
 )
 
@@ -369,12 +362,10 @@ class _StepsBase(Protocol):
     def accountant(self) -> str: ...
 
 
-#: The ranges of a base of noisy steps (DpsgdBase, LaplaceBase; a config's base section): what
-#: computes in reasonable time (issue 40). dp_accounting's PLD composes a run by
-#: self-composition, whose support grows with the steps: 10^6 steps take about a minute of an
-#: `auditsel run` (10^7 about 1.5 minutes and 1.3 GB; 10^9 never ends). A noise multiplier
-#: below 0.1 makes the bounds' and attacks' numerics leave float64 (e^(1/sigma^2)), and a
-#: sample rate below 1e-9 underflows the sampled mechanisms' densities.
+#: The ranges of a base of noisy steps (DpsgdBase, LaplaceBase; a config's base section) that
+#: compute: dp_accounting's PLD composes a run by self-composition, whose support grows with
+#: the steps (10^7 takes minutes and over a GB); a noise multiplier below 0.1 leaves float64
+#: (e^(1/sigma^2)), a sample rate below 1e-9 underflows the sampled mechanisms' densities.
 STEPS_MAX = 10**7
 NOISE_MIN, NOISE_MAX = 0.1, 1e6
 SAMPLE_RATE_MIN = 1e-9
@@ -395,6 +386,12 @@ def check_steps(base: _StepsBase) -> None:
         base, "sample_rate", number(base.sample_rate, "sample_rate", SAMPLE_RATE_MIN, 1)
     )
     choice(base.accountant, "accountant", _ACCOUNTANTS)
+
+
+def steps_fields(base: _StepsBase) -> dict[str, Any]:
+    """The fields `check_steps` checks, as `describe()` writes them."""
+    names = ("noise_multiplier", "steps", "sample_rate", "accountant")
+    return {name: getattr(base, name) for name in names}
 
 
 @contextlib.contextmanager
@@ -469,9 +466,16 @@ class DpsgdBase:
 
     def delta(self, eps: ArrayLike) -> FloatArray | float:
         """delta(eps) of one run from the pessimistic PLD (max over add/remove), vectorised."""
+        return self._delta(eps, fine=False)
+
+    def _delta(self, eps: ArrayLike, fine: bool) -> FloatArray | float:
         e = np.asarray(eps, dtype=float)
         flat = np.atleast_1d(e).ravel()
-        out = _pld_delta(self.noise_multiplier, self.steps, self.sample_rate, flat)
+        args = (self.noise_multiplier, self.steps, self.sample_rate)
+        out = _pld_delta(*args, flat)
+        step = profile_step(*args) if fine else PLD_DISCRETIZATION
+        if step != PLD_DISCRETIZATION:
+            out = np.minimum(out, _pld_delta(*args, flat, step))
         return out.reshape(e.shape) if e.ndim else float(out[0])
 
     def profile_epsilon(self, delta: float) -> float:
@@ -481,14 +485,7 @@ class DpsgdBase:
     def profile_delta(self, eps: ArrayLike) -> FloatArray | float:
         """delta(eps) for the privacy profile the bounds read: the smaller of `delta` and the
         same pessimistic PLD on the finer grid `profile_step` picks (both upper bounds)."""
-        e = np.asarray(eps, dtype=float)
-        flat = np.atleast_1d(e).ravel()
-        args = (self.noise_multiplier, self.steps, self.sample_rate)
-        out = _pld_delta(*args, flat)
-        step = profile_step(*args)
-        if step != PLD_DISCRETIZATION:
-            out = np.minimum(out, _pld_delta(*args, flat, step))
-        return out.reshape(e.shape) if e.ndim else float(out[0])
+        return self._delta(eps, fine=True)
 
     def profile_epsilon_fine(self, delta: float) -> float:
         """eps(delta) of `profile_delta`: the smaller of both PLDs' (each an upper bound)."""
@@ -550,13 +547,7 @@ class DpsgdBase:
         return cls(sigma, probe.steps, probe.sample_rate, accountant)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "kind": "dpsgd",
-            "noise_multiplier": self.noise_multiplier,
-            "steps": self.steps,
-            "sample_rate": self.sample_rate,
-            "accountant": self.accountant,
-        }
+        return {"kind": "dpsgd", **steps_fields(self)}
 
 
 @lru_cache(maxsize=256)

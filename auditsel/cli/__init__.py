@@ -78,6 +78,7 @@ from auditsel.cli.option_types import (
     CliParser,
 )
 from auditsel.errors import MAX_JOBS
+from auditsel.executor import end_loky_workers
 from auditsel.files import DISK_FULL
 from auditsel.version import __version__
 
@@ -148,7 +149,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"auditsel: error: {one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
-        _stop_loky_workers()
+        end_loky_workers(kill=True)  # they would play on, then idle for minutes
         what = "terminated (SIGTERM)" if isinstance(err, Terminated) else "interrupted"
         print(
             f"auditsel: {what}; finished chunks are kept: rerun the same command to resume "
@@ -203,19 +204,6 @@ def _sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _stop_loky_workers() -> None:
-    """After an interrupt: stop joblib's reusable loky workers (they would play on, then idle
-    for minutes), if joblib was used at all."""
-    reusable = sys.modules.get("joblib.externals.loky.reusable_executor")
-    executor = getattr(reusable, "_executor", None)  # None: no worker was ever started
-    if executor is None:
-        return
-    try:
-        executor.shutdown(wait=False, kill_workers=True)
-    except Exception:  # best effort: the process exits next anyway
-        pass
 
 
 def _flush_stdout() -> None:
@@ -294,16 +282,15 @@ class _GuardedStdout:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        try:
-            return int(self._stream.write(text))
-        except BrokenPipeError:
-            raise
-        except OSError as err:
-            raise StdoutError(err.errno, err.strerror) from None
+        return int(self._named(self._stream.write, text))
 
     def flush(self) -> None:
+        self._named(self._stream.flush)
+
+    @staticmethod
+    def _named(call: Any, *args: Any) -> Any:
         try:
-            self._stream.flush()
+            return call(*args)
         except BrokenPipeError:
             raise
         except OSError as err:

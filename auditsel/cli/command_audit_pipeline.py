@@ -245,37 +245,22 @@ def _audit(
     run.update(game_threads=args.game_threads, checkpoint_after=args.checkpoint_after)
     run["fresh"] = args.fresh  # deleted once the folder is locked and the options checked
     run["accept_nondeterminism"] = args.accept_nondeterministic
-    statistics = AuditOptions(
-        confidence=options["confidence"], rule=options["rule"], seed=options["seed"]
-    )
-    report = ReportOptions(
-        out_dir=out,
-        name=options.get("name"),
-        base=options.get("base"),
-        rounds=options.get("rounds"),
+    named: dict[str, Any] = {k: options.get(k) for k in ("name", "base", "rounds")}
+    common: dict[str, Any] = dict(
+        games=options["games"],
+        delta=options["delta"],
+        statistics=AuditOptions(**{k: options[k] for k in ("confidence", "rule", "seed")}),
+        execution=ExecutionOptions(**run),
+        report=ReportOptions(out_dir=out, **named),
     )
     if args.early_stop:
         # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
         from auditsel.pipelines.sequential import LookOptions, audit_until_refuted
 
-        return audit_until_refuted(
-            pipeline,
-            games=options["games"],
-            delta=options["delta"],
-            claimed_epsilon=options["claimed_epsilon"],
-            looks=LookOptions(count=args.looks, on_look=_print_look),
-            statistics=statistics,
-            execution=ExecutionOptions(**run),
-            report=report,
-        )
-    return pipeline.audit(
-        games=options["games"],
-        delta=options["delta"],
-        claimed_epsilon=options.get("claimed_epsilon"),
-        statistics=statistics,
-        execution=ExecutionOptions(**run),
-        report=report,
-    )
+        looks = LookOptions(count=args.looks, on_look=_print_look)
+        claim = options["claimed_epsilon"]
+        return audit_until_refuted(pipeline, claimed_epsilon=claim, looks=looks, **common)
+    return pipeline.audit(claimed_epsilon=options.get("claimed_epsilon"), **common)
 
 
 def claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:

@@ -99,14 +99,5 @@ def load_pipeline_spec(args: argparse.Namespace) -> PipelineSpec:
         delta=args.delta,
         claimed_epsilon=args.claim,
         seed=args.seed,
-        **(
-            {
-                "games": args.games,
-                "confidence": args.confidence,
-                "rule": args.rule,
-                "name": args.name,
-            }
-            if audit
-            else {}
-        ),
+        **{k: getattr(args, k) for k in (("games", "confidence", "rule", "name") if audit else ())},
     )

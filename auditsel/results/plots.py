@@ -140,15 +140,8 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, labels) ->
         )
     attack_delta = artefacts.get("attack_curve")
     if attack_delta is not None and np.any(attack_delta > 0):
-        keep = attack_delta > 0
-        ax.semilogy(
-            eps[keep],
-            attack_delta[keep],
-            "-",
-            color="C3",
-            lw=1.8,
-            label="attack (certified lower delta(eps))",
-        )
+        keep, label = attack_delta > 0, "attack (certified lower delta(eps))"
+        ax.semilogy(eps[keep], attack_delta[keep], "-", color="C3", lw=1.8, label=label)
     ax.axhline(result["delta"], color="grey", ls=":", label=f"delta = {result['delta']:g}")
     eps_b = result["base"].get("epsilon")
     if eps_b is not None:
@@ -177,9 +170,7 @@ def _plot_upper_curves(ax, result: dict, heuristic: set, monotone: set, contradi
     where heuristic or under the monotone-score assumption); returns the curves drawn."""
     curves = dict(result.get("upper_curves") or {})
     for section in ("reduced_game_curves", "monotone_score_curves"):
-        for key, values in (result.get(section) or {}).items():
-            if key != "delta":
-                curves[key] = values
+        curves.update((k, v) for k, v in (result.get(section) or {}).items() if k != "delta")
     styles = {
         "generic_rdp": ("C0", "generic RDP"),
         "profile": ("C1", "profile"),
@@ -215,13 +206,8 @@ def _plot_eps_marks(ax, result: dict) -> None:
         ax.axvline(low["eps"], color="C3", ls="-.", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
     claim = result.get("claim")
     if claim:
-        ax.axvline(
-            claim["epsilon"],
-            color="C2",
-            ls="--",
-            lw=0.8,
-            label=f"claimed eps = {claim['epsilon']:.3f}",
-        )
+        label = f"claimed eps = {claim['epsilon']:.3f}"
+        ax.axvline(claim["epsilon"], color="C2", ls="--", lw=0.8, label=label)
 
 
 def _plot_scores(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
@@ -322,9 +308,6 @@ def _plot_tradeoff(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
     ax.loglog([floor, 1], [floor, 1], ":", color="grey", lw=1, label="chance")
     ax.set_xlim(floor, 1.05)
     ax.set_ylim(floor, 1.05)
-    titles = (
-        "false positive rate",
-        "true positive rate",
-        f"{result['name']}: trade-off (ROC, log scale)",
-    )
+    title = f"{result['name']}: trade-off (ROC, log scale)"
+    titles = ("false positive rate", "true positive rate", title)
     return _finish(fig, ax, out_dir / "tradeoff.png", titles, fontsize=7, loc="lower right")
