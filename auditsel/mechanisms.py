@@ -1,21 +1,11 @@
 """Mechanism pairs: one base run M on a pair of neighbouring data sets X, X', as frozen data.
 
 Every pair is plain, validated data (a `ConfigError` names a bad parameter) and owns what the
-bounds need to know about it, as methods (docs/explanation/architecture.md, "Pairs")::
-
-    neighbouring          the neighbouring relation, a `Neighbouring` member
-    delta(eps)            privacy profile, max over both directions, vectorised in eps
-    profile_epsilon(d)    smallest eps >= 0 with delta(eps) <= d (the profile's inverse)
-    epsilon(delta)        eps_B of one run at delta (what result.json reports as base.epsilon)
-    pure_epsilon          eps at delta = 0 (inf unless the pair is pure DP)
-    rdp(orders)           RDP curve max{D_a(P||Q), D_a(Q||P)} at each order
-    rdp_orders            the pair's own order grid (None: the accounting layer's default grid)
-    profile_grid()        eps values where the bounds scan the profile
-    region(w, q)          the exact post-processing region (closed form) or None
-    profile_is_exact      False when delta(eps) is an upper bound only (DP-SGD: pessimistic PLD)
-    reduced()             the pair whose winner law is exact (a DP-SGD run -> its Gaussian)
-    reduction_is_exact    whether reduced() is the same privacy pair (tau = 1) or a heuristic
-    mu, mu_gdp            one-number summaries where they exist (None otherwise)
+bounds need to know about it, as the methods of `auditsel.roles.AccountedPair`
+(docs/explanation/architecture.md, "Pairs"): the privacy profile delta(eps) (max over both
+directions) and its inverse, eps_B, the pure eps, the RDP curve max{D_a(P||Q), D_a(Q||P)}, the
+profile's scan grid, the exact post-processing region (or None), `reduced()` (a DP-SGD run ->
+its Gaussian) and the one-number summaries mu, mu_gdp (None where they do not exist).
 
 The pairs:
 

@@ -60,7 +60,7 @@ from scipy.special import gammaln
 from auditsel.errors import ConfigError, integer, number, require, shown
 from auditsel.numerics import FloatArray, IntArray, logsumexp, newton_bracketed
 
-# Parameter ranges where every law stays representable in double precision (issue 6 sec. 3/4).
+# Parameter ranges where every law stays representable in double precision.
 MIN_NU = 1e-15  # TNB: 1 - nu must keep nu's digits
 MAX_ETA = 1e6  # TNB: E[K] ~ eta / nu
 MAX_K = 2**53  # largest k (pmf key, point k, two_point L, binomial n) exact as a float
@@ -582,14 +582,10 @@ class FinitePmf(RoundsLaw):
             try:
                 k = int(key)
             except (TypeError, ValueError):
-                raise ConfigError("table", f"key {key!r} is not an integer >= 0") from None
-            require(
-                str(key).strip().lstrip("+").isdigit()
-                or (isinstance(key, (int, np.integer)) and not isinstance(key, bool)),
-                "table",
-                f"key {key!r} is not an integer >= 0",
-            )
-            require(k >= 0, "table", f"key {key!r} is not an integer >= 0")
+                k = -1
+            integral = isinstance(key, (int, np.integer)) and not isinstance(key, bool)
+            ok = k >= 0 and (integral or str(key).strip().lstrip("+").isdigit())
+            require(ok, "table", f"key {key!r} is not an integer >= 0")
             require(k <= MAX_K, "table", f"key {key!r} is above 2^53 (int64 and float k)")
             prob = number(prob, f"table[{k}]", 0, 1)
             if prob > 0:
@@ -691,10 +687,7 @@ class TwoPoint(FinitePmf):
         s = number(s, "s", 0, 1)
         object.__setattr__(self, "L", L)
         object.__setattr__(self, "s", s)
-        table = (
-            {1: 1.0} if L == 1 else {1: s, L: 1 - s}
-        )  # L = 1: K = 1 whatever s ({1: s} failed for s < 1)
-        super().__init__({k: p for k, p in table.items()})
+        super().__init__({1: 1.0} if L == 1 else {1: s, L: 1 - s})  # L = 1: K = 1 whatever s
         object.__setattr__(self, "kind", "two_point")
 
     def params(self) -> dict[str, Any]:

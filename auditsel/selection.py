@@ -21,14 +21,12 @@ upper tail keeps full precision (the one-run games draw K: `max_uniform_compleme
 Tuning scores (`MonotoneScore`, `FarthestScore`, `BucketScore`) are data too: how H ranks its
 runs before it releases the best one.
 
-Contract. A tuning run ([XWW24] Algorithm 2) releases the run with the highest score; the score
-is any function of a run's output that the analyst or a controlled-validation adversary picks.
-An epsilon for the tuning run holds for every score, or it is not a guarantee for the tuning run.
+Contract. The score is any function of a run's output that the analyst or a
+controlled-validation adversary picks, and an epsilon for the tuning run holds for every score.
 [XWW24] (Sec. 5.2, Theorem 1, Proposition 3) assumes a continuous one-to-one score of the
-reduced Gaussian draw, hence monotone (`MonotoneScore`); a score that is not one-to-one (the run
-farthest from a point wins, `FarthestScore`) leaks more. The attack of `accounting.attack` finds
-a score whose lower sets are intervals of the privacy-loss-label order and returns it as a
-`BucketScore`, so that a game can play it.
+reduced Gaussian draw, hence monotone (`MonotoneScore`); a score that is not one-to-one
+(`FarthestScore`) leaks more. The attack of `accounting.attack` finds a score whose lower sets
+are intervals of the privacy-loss-label order and returns it as a `BucketScore`.
 
 Units. `unit = "label"`: a run's privacy-loss label l(y) = log(q(y) / p(y)) with q the law on
 X' = X u {z} (the canary in) and p on X (for the reduced Gaussian game of shift mu,
@@ -582,10 +580,8 @@ class ScoredGaussianWinner:
 
     def _farthest_frame(self, member: int) -> tuple[float, float]:
         """(sign, a) of the farthest score's center c in member b's shifted units (c - s_b =
-        sign a, a >= 0). Its outputs are written as the near point sign (-d) and the far point
-        sign (2a + d) with d = r - a the offset of the radius r (`farthest_offset`): c - r and
-        c + r are never formed, so a center far from the data (abs(c) = 1e17, where c - r cancels
-        to the coins themselves) plays the score it names."""
+        sign a, a >= 0): the outputs are the near point sign (-d) and the far point
+        sign (2a + d), d = r - a (class docstring, "Release")."""
         c = self._center() - member * self.mu
         return (1.0 if c >= 0 else -1.0), abs(c)
 

@@ -6,22 +6,8 @@
 
 One module per command (`auditsel.cli.command_*`: `add_parser(subparsers)` declares its
 options, `run(args) -> int` runs it); this module assembles the parser (`build_parser`, which
-the docs' CLI reference reads) and turns every outcome into an exit code (docs/reference/exit-codes.md):
-* 0 success;
-* 2 input the user can fix (config, arguments, score files, checkpoints of another experiment
-  or other code, an output folder that escapes or is in use, a backend or scheduler that cannot
-  be used, a device or an amount of memory the config needs and the machine lacks): one line on
-  stderr naming the field and what is allowed; nothing written outside the output folder, and
-  what this run created there removed (`auditsel.files`);
-* 74 the environment failed: the disk (or quota) is full, or an I/O error; one line; the
-  checkpoints stay, rerunning the command resumes;
-* 141 stdout was closed by its reader (`auditsel ... | head`): quiet, as Unix tools are;
-* 1 internal failure (a bug, e.g. a root finder that fails inside a bound): one line saying so
-  and naming the file the traceback was written to; nothing half-written either.
-* 3 `audit-pipeline --claim EPS`: the audit ran and refuted the claim (eps_L > EPS at the
-  stated confidence), everything written as for 0; `check`: a check found that the pipeline's
-  objects break the claim.
-* 130 interrupted (Ctrl-C): the checkpoints stay, rerunning the command resumes.
+the docs' CLI reference reads) and turns every outcome into an exit code
+(`auditsel.cli.exit_status`, docs/reference/exit-codes.md).
 
 Anything raised inside the user's own pipeline (importing it, tune, score, data, canary;
 SystemExit and argparse's exit included) is the user's input, not ours: exit 2, one line
@@ -29,11 +15,8 @@ naming the function, the exception, the line and the game, and the file the user
 was written to (`auditsel-user-traceback-*.txt` in the temporary folder). While the pipeline
 runs, sys.argv is the pipeline's file alone (a script that parses its own command line sees
 none of auditsel's options). stdout that fails (closed: 141; full: 74) fails every command the
-same way, `--help` and `--version` included.
-
-Only the exception types in `exit_status.bad_input_types()` mean exit 2; a plain ValueError
-raised deep in the numerics is an internal error. Heavy modules (numpy, scipy, matplotlib,
-torch, ...) are imported inside the commands, so `auditsel --help` stays instant.
+same way, `--help` and `--version` included. Heavy modules (numpy, scipy, matplotlib,
+torch, ...) are imported inside the commands (`# deferred:`), so `auditsel --help` stays instant.
 """
 
 from __future__ import annotations

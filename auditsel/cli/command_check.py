@@ -22,20 +22,10 @@ from auditsel.cli.exit_status import EXIT_REFUTED, UsageError
 from auditsel.cli.pipeline_options import user_argv
 
 NAME = "check"
-#: the fields of check_pipeline's RunObjects, written out so that `auditsel --help` imports no check (a test
-#: holds them equal to the signature)
-KEYS = (
-    "model",
-    "optimizers",
-    "data_loader",
-    "engine",
-    "rounds",
-    "delta",
-    "dataset",
-    "release",
-    "claim",
-    "base",
-    "privatizer",
+#: the fields of check_pipeline's RunObjects, written out so that `auditsel --help` imports no
+#: check (a test holds them equal to the signature)
+KEYS = tuple(
+    "model optimizers data_loader engine rounds delta dataset release claim base privatizer".split()
 )
 
 

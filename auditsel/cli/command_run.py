@@ -150,8 +150,6 @@ def run(args: argparse.Namespace) -> int:
             "--assume: prints one setting's epsilon, not a sweep's (sweep.csv has the "
             "<key>_monotone_score columns); drop the option"
         )
-    # resolved, refused when it escapes (.., the current folder), locked against a second
-    # run; on failure only what this run created goes (auditsel.files)
     out = args.out if args.out is not None else Path(DEFAULT_OUT) / name
     with claim_folder(out, field="--out") as folder:
         progress = not args.no_progress and sys.stderr.isatty()

@@ -121,8 +121,6 @@ def remember(
 def _upper_panel(
     base: MechanismPair, rounds: RoundsLaw, delta: float, with_curves: bool, winner: Winner | None
 ) -> tuple[Panel, UpperCurve]:
-    # (the attack's modules, its score search and, for composed runs, scipy.fft, load where the
-    # attack is computed: in `auditsel run`, the forked process beside the game)
     bounds = panel(base, rounds, delta, curve_deltas=CURVE_DELTAS if with_curves else None)
     eps_max = max(
         v
