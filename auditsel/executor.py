@@ -3,18 +3,15 @@
 Contract. `ExecutionOptions` is the request's execution (workers, backend, chunks,
 checkpoints, progress, threads): defined here, the lowest layer that reads it (the game engine
 and the pipelines take it whole; `auditsel.pipelines.audit_options` re-exports it), it never
-changes a number. `run_tasks(fn, tasks, jobs=..., backend=...)` computes ``fn(*task)`` for each task and
-yields the values in completion order; `run_ordered` the same, in task order. The backend is
-the request's (`--backend`, `ExecutionOptions.backend`): None with `jobs == 1` is serial (this
-thread); "threading" (or None for a caller that prefers threads: the numpy games, whose
+changes a number. `run_tasks` and `run_ordered` compute ``fn(*task)`` for each task on the
+request's backend (`--backend`, `ExecutionOptions.backend`): None with `jobs == 1` is serial
+(this thread); "threading" (or None for a caller that prefers threads: the numpy games, whose
 release frees the GIL) is a thread pool of this process; "loky" (None otherwise) is joblib's
 loky processes; "dask" is joblib's dask backend on the cluster `execution_backend` opened.
 Tasks are seeded by their own arguments (a chunk by (seed, index): `auditsel.games.engine`), so
-every backend and every number of jobs gives the same numbers. `in_background(fn)` computes
-fn() in a thread while the caller goes on (the bounds beside the game, the attack beside the
-bounds, matplotlib's import). `in_pieces(fn, size, workers, pieces)` shares fn(a, b) over the
-pieces of [0, size) between the caller and a pool kept for the next call (the DP-SGD kernels;
-each piece writes its own rows, so the split cannot change a value).
+every backend and every number of jobs gives the same numbers. `in_background` (the bounds
+beside the game, the attack beside the bounds, matplotlib's import) and `in_pieces` (the
+DP-SGD kernels) run work in threads of this process.
 
 Threads. While games play, the BLAS and OpenMP pools that threadpoolctl finds and torch's
 intra-op pool are limited to `game_threads(jobs)` threads in this process (`limited_threads`):
@@ -151,8 +148,7 @@ def run_tasks(
     if backend == "threading" or (backend is None and prefer == "threads"):
         yield from _threaded(fn, iter(tasks), worker_count(jobs))
         return
-    # deferred: joblib (0.14 s with loky) loads only for runs on processes or dask
-    from joblib import Parallel, delayed, parallel_config
+    from joblib import Parallel, delayed, parallel_config  # deferred: joblib is heavy
 
     with parallel_config(backend=backend) if backend else nullcontext():
         parallel = Parallel(

@@ -557,8 +557,7 @@ def dpsgd_pld(
     """dp_accounting's pessimistic connect-the-dots PLD of DP-SGD (noise multiplier `sigma`,
     `steps` Poisson-subsampled steps at rate `tau`, grid `step`); tau >= 1 is the one Gaussian
     of noise sigma / sqrt(steps). Cached (64 entries): callers must not mutate it."""
-    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib  # deferred: heavy
 
     if tau >= 1:
         # N full-batch Gaussian steps are exactly one Gaussian with noise sigma / sqrt(N)
@@ -587,9 +586,8 @@ PROFILE_POINTS = 60_000
 def profile_step(sigma: float, steps: int, tau: float) -> float:
     """The PLD grid of a DP-SGD base's privacy profile (`DpsgdBase.profile_delta`): the finest of
     `PROFILE_STEPS` at which the composed PLD keeps at most `PROFILE_POINTS` points (predicted
-    from the `PLD_DISCRETIZATION` one's), else `PLD_DISCRETIZATION`. At low sample rates one
-    step's loss is comparable to 1e-3 and the discretisation binds (sigma 1.38, 6,000 steps,
-    rate 0.0011: [KRW24]'s bound 0.661 at 1e-3, 0.601 at 1e-4); there the PLD is small."""
+    from the `PLD_DISCRETIZATION` one's), else `PLD_DISCRETIZATION`: at low sample rates one
+    step's loss is comparable to 1e-3 and the discretisation binds; there the PLD is small."""
     size = max(len(losses) for losses, _, _ in dense_pmfs(dpsgd_pld(sigma, steps, tau)))
     for step in PROFILE_STEPS:
         if size * PLD_DISCRETIZATION / step <= PROFILE_POINTS:
@@ -616,17 +614,12 @@ def dense_pmfs(pld: PrivacyLossDistribution) -> list[tuple[FloatArray, FloatArra
     """(losses, probabilities, infinity mass) of each direction of a dp_accounting PLD (remove;
     add when the PLD is not symmetric).
 
-    dp_accounting (0.6) has no public getter for the PMF of a PLD: its public queries
-    (`get_delta_for_epsilon`, vectorised as a Python loop over the whole PMF, about 500 times
-    slower here) and constructors return objects that keep the arrays private, and rebuilding
-    the connect-the-dots PMF from the public `privacy_loss_mechanism` classes would copy
-    dp_accounting's discretisation and composition code rather than use it. So this is the one
-    place that reads its private attributes (seven: `_pmf_remove`, `_pmf_add`, `_symmetric` of
-    the PLD, `_probs`, `_lower_loss`, `_discretization`, `_infinity_mass` of its dense PMF).
-    pyproject bounds dp-accounting to the versions the tests cover; a version that renames them
-    fails here with a RuntimeError saying so, and tests/test_dependencies.py pins the meaning:
-    the profile computed from these arrays equals dp_accounting's public query, for a symmetric
-    and an asymmetric PLD."""
+    dp_accounting (0.6) has no public getter for the PMF of a PLD (its public queries loop over
+    the whole PMF in Python), so this is the one place that reads its private attributes
+    (`_pmf_remove`, `_pmf_add`, `_symmetric` of the PLD, `_probs`, `_lower_loss`,
+    `_discretization`, `_infinity_mass` of its dense PMF). pyproject bounds dp-accounting to the
+    versions the tests cover; a version that renames them fails here with a RuntimeError, and
+    tests/test_dependencies.py pins the meaning against dp_accounting's public query."""
     try:
         pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
         out = []
@@ -649,7 +642,7 @@ def _pld_delta(
 ) -> FloatArray:
     """delta(eps) of the pessimistic PLD, max over add/remove: the sum of dp_accounting's
     `get_delta_for_epsilon` (the same running sums, in the same order), with a binary search
-    per eps instead of a Python loop over the whole PMF (about 1 s per call at 1000 steps)."""
+    per eps instead of a Python loop over the whole PMF."""
     eps = np.asarray(eps, dtype=float)
     best = np.zeros(eps.shape)
     for losses, upper, lower, inf_mass in pld_tails(sigma, steps, tau, step):

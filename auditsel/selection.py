@@ -150,9 +150,7 @@ class GaussianWinner:
 
     def mass(self, a: ArrayLike, b: ArrayLike, member: int) -> FloatArray:
         """P[a < winner <= b] on the real line (the fixed output excluded), accurate in the tails."""
-        s = member * self.mu
-        u = np.asarray(a, dtype=float) - s
-        v = np.asarray(b, dtype=float) - s
+        u, v = (np.asarray(x, dtype=float) - member * self.mu for x in (a, b))
         law = self.law
         upper = u > 0  # both ends in the upper half: use 1 - G(1 - w) with w = 1 - F
         with np.errstate(invalid="ignore"):
@@ -181,9 +179,7 @@ class GaussianWinner:
     def log_mass(self, a: ArrayLike, b: ArrayLike, member: int) -> FloatArray:
         """log P[a < winner <= b] (the fixed output excluded), from the laws' log-space pgf
         forms: full relative precision for masses far below the smallest double."""
-        s = member * self.mu
-        u = np.asarray(a, dtype=float) - s
-        v = np.asarray(b, dtype=float) - s
+        u, v = (np.asarray(x, dtype=float) - member * self.mu for x in (a, b))
         law = self.law
         upper = u > 0  # both ends in the upper half: 1 - G(1 - w), w = 1 - F
         with np.errstate(invalid="ignore"):

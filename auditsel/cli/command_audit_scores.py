@@ -181,8 +181,7 @@ def _audit(
 ) -> tuple[dict[str, LowerBound], dict[str, Estimate] | None, dict[str, str]]:
     """Every rule's bound (a rule other than --threshold may need more rows: skipped, with its
     reason) and the estimator panel, all from one seed."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.auditing.estimators import PanelOptions, estimator_panel
+    from auditsel.auditing.estimators import PanelOptions, estimator_panel  # deferred: fast --help
     from auditsel.auditing.lower import audit_scores
     from auditsel.auditing.rules import THRESHOLD_RULES, threshold_rule
     from auditsel.auditing.sorted_scores import SortedScores
@@ -322,11 +321,8 @@ def panel_text(panel: dict[str, Estimate]) -> str:
     """The estimator panel as lines: name, value, label (with level), what it is."""
     lines = ["estimator panel (every entry labelled; only 'valid' entries are confidence bounds):"]
     for name, e in panel.items():
-        level = (
-            f" {percent(e.level)}"
-            if e.level is not None and e.label in ("valid", "bayesian")
-            else ""
-        )
+        shown = e.label in ("valid", "bayesian")
+        level = f" {percent(e.level)}" if e.level is not None and shown else ""
         label = {"bayesian": "bayesian credible"}.get(e.label, e.label) + level
         extra = _panel_extra(name, e)
         if name == "gdp_fit":

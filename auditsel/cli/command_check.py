@@ -47,8 +47,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def load_objects(target: str) -> dict[str, Any]:
     """The objects dict FUNCTION returns, its keys checked (bad input: UsageError)."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.pipelines.load import is_reference, load_object
+    from auditsel.pipelines.load import is_reference, load_object  # deferred: fast --help
 
     if not is_reference(target):
         raise UsageError(

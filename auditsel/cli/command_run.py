@@ -236,8 +236,7 @@ def _run_into(
     if not args.quiet:
         print(text_table(result))
         if getattr(args, "assume", None):
-            # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-            from auditsel.accounting.interval import tuning_epsilon
+            from auditsel.accounting.interval import tuning_epsilon  # deferred: fast --help
 
             print(tuning_epsilon(spec.base, spec.rounds, spec.delta, assume=args.assume))
         print(f"wrote {', '.join(str(p) for p in written)}")

@@ -64,8 +64,7 @@ def new_figure(size: tuple[float, float], grid: tuple[int, int] | None = None) -
     """(figure, axes) of `size` inches on matplotlib's Agg canvas, without pyplot: no global
     figure manager to close it from (a figure is freed with its last reference) and a tenth of
     a second less to import. `axes` is one Axes, or for a (rows, cols) `grid` a 2-d array."""
-    # deferred: matplotlib (a third of a second) loads only when a plot is drawn
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # deferred: matplotlib is heavy
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=size)

@@ -5,9 +5,8 @@ numbers of result.json, read through its labels) and from small artefacts: the w
 the attack's curve, and what the game's figures draw of its scores
 (`report.game_figure_data`: histogram bars, the ROC's exact counts and the pair's exact
 trade-off curve). A pixel is never data. It imports numpy, matplotlib (on first use) and the
-figures' file writer only (scipy not included). A heuristic value carries the word
-"heuristic" in its legend and is drawn dashed, never as a solid bound line; one the result
-contradicts is flagged "CONTRADICTED". Log axes are labelled in plain text (`decade_label`).
+figures' file writer only (scipy not included). Heuristic values are drawn as
+`auditsel.results.report` says. Log axes are labelled in plain text (`decade_label`).
 """
 
 from __future__ import annotations
@@ -86,8 +85,7 @@ def _margins(fig):
     (tight_layout measured every text, drawing each figure twice: half the time of the plots).
     Log axes keep their decade ticks only (minor ticks cost more than the rest of a figure),
     labelled in plain text (`decade_label`: no mathtext parser to build)."""
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    from matplotlib.ticker import FuncFormatter, NullLocator
+    from matplotlib.ticker import FuncFormatter, NullLocator  # deferred: matplotlib is heavy
 
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
