@@ -253,12 +253,8 @@ class _EventPair:
         delta = float(check_deltas(delta)[0])
         if delta == 0:
             return self.pure_epsilon
-        use = self.accountant
-        if use == "pld" and not self.supports_pld:
-            use = "rdp"
-        if use == "rdp" and not self.supports_rdp:
-            return self.profile_epsilon(delta)
-        if use == "pld":
+        use = "rdp" if self.accountant == "rdp" or not self.supports_pld else "pld"
+        if use == "pld" or not self.supports_rdp:
             return self.profile_epsilon(delta)
         import dp_accounting as dpa  # deferred: heavy
 
