@@ -167,12 +167,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         with user_argv(args.target):
             audit = _audit(args, spec.pipeline, options, out)
-    except ConfigError as err:
-        if err.field == "out_dir":  # the option the user typed
-            raise ConfigError("--out", err.message) from None
-        if err.field == "fresh":
-            raise ConfigError("--fresh", err.message) from None
-        raise
+    except ConfigError as err:  # named as the option the user typed
+        option = {"out_dir": "--out", "fresh": "--fresh"}.get(err.field)
+        if option is None:
+            raise
+        raise ConfigError(option, err.message) from None
     out_dir = Path(out)
     if findings is not None:
         _record_findings(out_dir, findings, accepted=any(f.severity == "breaks" for f in findings))

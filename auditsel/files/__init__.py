@@ -166,11 +166,8 @@ class OutputFolder:
         return self
 
     def __exit__(self, kind, value, tb) -> None:
-        if (
-            kind is None
-            or issubclass(kind, (KeyboardInterrupt, SystemExit))
-            or _is_environment(value)
-        ):
+        keep = kind is None or issubclass(kind, (KeyboardInterrupt, SystemExit))
+        if keep or _is_environment(value):
             self.release()
         else:
             self.discard()

@@ -121,21 +121,10 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, labels) ->
     fig, ax = new_figure((6, 4))
     if delta is not None:  # None: no exact winner law for this base (a dp_accounting event)
         positive = delta > 0
-        ax.semilogy(
-            eps[positive],
-            delta[positive],
-            "--" if "exact" in heuristic or "exact" in monotone else "-",
-            color="k",
-            lw=1.8,
-            label=legend_label(
-                "reduced game, mu of eq. 19"
-                if reduced
-                else "reduced game, exact (monotone score assumed)",
-                "exact",
-                heuristic,
-                contradicted,
-            ),
-        )
+        what = "mu of eq. 19" if reduced else "exact (monotone score assumed)"
+        label = legend_label(f"reduced game, {what}", "exact", heuristic, contradicted)
+        style = "--" if "exact" in heuristic or "exact" in monotone else "-"
+        ax.semilogy(eps[positive], delta[positive], style, color="k", lw=1.8, label=label)
     attack_delta = artefacts.get("attack_curve")
     if attack_delta is not None and np.any(attack_delta > 0):
         keep, label = attack_delta > 0, "attack (certified lower delta(eps))"
@@ -175,25 +164,15 @@ def _plot_upper_curves(ax, result: dict, heuristic: set, monotone: set, contradi
         "improved_rdp": ("C2", "improved (UO)"),
         "improved_rdp_gdp": ("C4", "improved (UG)"),
     }
-    for key, (color, label) in styles.items():
+    for key, (color, name) in styles.items():
         values = curves.get(key)
         if values and any(v is not None for v in values):
             pairs = [(v, d) for v, d in zip(values, curves["delta"]) if v is not None]
-            ax.semilogy(
-                [p[0] for p in pairs],
-                [p[1] for p in pairs],
-                "o--" if key in heuristic or key in monotone else "o-",
-                color=color,
-                ms=3,
-                lw=1,
-                label=legend_label(
-                    f"{label} (eps at each delta)"
-                    + (", monotone score assumed" if key in monotone else ""),
-                    key,
-                    heuristic,
-                    contradicted,
-                ),
-            )
+            xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+            note = ", monotone score assumed" if key in monotone else ""
+            label = legend_label(f"{name} (eps at each delta){note}", key, heuristic, contradicted)
+            style = "o--" if key in heuristic or key in monotone else "o-"
+            ax.semilogy(xs, ys, style, color=color, ms=3, lw=1, label=label)
     return curves
 
 
@@ -240,14 +219,9 @@ def _tradeoff_references(result: dict, data: dict, labels, dense: np.ndarray) ->
     if data.get("exact") is not None:  # the pair's exact trade-off curve
         exact_fp, exact_fn = data["exact"]
         heuristic = "exact" in labels.heuristic_keys
-        name = legend_label(
-            "reduced game"
-            if "exact" in (result.get("reduced_game") or {})
-            else "exact, monotone score",
-            "exact",
-            labels.heuristic_keys,
-            labels.contradicted,
-        )
+        reduced = "exact" in (result.get("reduced_game") or {})
+        what = "reduced game" if reduced else "exact, monotone score"
+        name = legend_label(what, "exact", labels.heuristic_keys, labels.contradicted)
         references.append((f"{name} (likelihood ratio)", exact_fp, exact_fn, heuristic, "k"))
     claim = result.get("claim")
     if claim:
