@@ -71,11 +71,8 @@ class ConfigError(ValueError):
         """The same error with `prefix.` in front of its field (the config layer's path)."""
         return ConfigError(f"{prefix}.{self.field}" if self.field else prefix, self.message)
 
-    def __reduce__(
-        self,
-    ) -> tuple[
-        Any, tuple[type[ConfigError], str, str]
-    ]:  # picklable (joblib workers) also for subclasses with other __init__s
+    def __reduce__(self) -> tuple[Any, tuple[type[ConfigError], str, str]]:
+        # picklable (joblib workers) also for subclasses with other __init__s
         return (_rebuild, (type(self), self.field, self.message))
 
 

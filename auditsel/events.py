@@ -50,6 +50,7 @@ from auditsel.mechanisms import (
     Neighbouring,
     check_steps,
     quiet_absl,
+    steps_fields,
 )
 from auditsel.numerics import FloatArray, check_deltas
 from auditsel.roles import AccountedPair, MechanismPair
@@ -97,10 +98,9 @@ def as_pair(base: object, field_name: str = "base") -> AccountedPair:
     gaussian = _gaussian_mu(base)
     if gaussian is not None:
         return GaussianBase(gaussian)
-    dpsgd = _dpsgd_parameters(base)
-    if dpsgd is not None:
-        sigma, steps, rate = dpsgd
-        return DpsgdBase(sigma, steps, rate, "pld")
+    dpsgd = _sampled_steps(base, "GaussianDpEvent")
+    if dpsgd is not None and dpsgd[2] is not None:
+        return DpsgdBase(dpsgd[0], dpsgd[1], dpsgd[2], "pld")
     return EventBase(base)
 
 
@@ -124,21 +124,23 @@ def _gaussian_mu(event: DpEvent) -> float | None:
     return None if total is None or total <= 0 else math.sqrt(total)
 
 
-def _dpsgd_parameters(event: DpEvent) -> tuple[float, int, float] | None:
-    """(sigma, steps, q) of N Poisson-sampled Gaussian steps (None for any other event)."""
+def _sampled_steps(event: DpEvent, step: str) -> tuple[float, int, float | None] | None:
+    """(noise multiplier, N, q) of N self-composed steps, each the dp_accounting event class
+    `step` or PoissonSampledDpEvent(q, one) (q None when not sampled); None for any other."""
     from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
 
-    steps, inner = 1, event
+    steps, inner, rate = 1, event, None
     if isinstance(inner, ev.SelfComposedDpEvent):
         steps, inner = inner.count, inner.event
+    if isinstance(inner, ev.PoissonSampledDpEvent):
+        rate, inner = inner.sampling_probability, inner.event
     if (
-        isinstance(inner, ev.PoissonSampledDpEvent)
-        and isinstance(inner.event, ev.GaussianDpEvent)
-        and inner.event.noise_multiplier > 0
-        and 0 < inner.sampling_probability <= 1
+        isinstance(inner, getattr(ev, step))
+        and inner.noise_multiplier > 0
+        and 0 < (1.0 if rate is None else rate) <= 1
         and steps >= 1
     ):
-        return float(inner.event.noise_multiplier), int(steps), float(inner.sampling_probability)
+        return float(inner.noise_multiplier), int(steps), None if rate is None else float(rate)
     return None
 
 
@@ -149,23 +151,8 @@ def laplace_steps(pair: object) -> tuple[float, int, float] | None:
     LaplaceDpEvent(b)) or N self-compositions of one of them. None for any other base."""
     if isinstance(pair, LaplaceBase):
         return pair.noise_multiplier, pair.steps, pair.sample_rate
-    if not isinstance(pair, EventBase):
-        return None
-    from dp_accounting import dp_event as ev  # deferred: dp_accounting is heavy to import
-
-    steps, inner, rate = 1, pair.event, 1.0
-    if isinstance(inner, ev.SelfComposedDpEvent):
-        steps, inner = inner.count, inner.event
-    if isinstance(inner, ev.PoissonSampledDpEvent):
-        rate, inner = float(inner.sampling_probability), inner.event
-    if (
-        isinstance(inner, ev.LaplaceDpEvent)
-        and inner.noise_multiplier > 0
-        and 0 < rate <= 1
-        and steps >= 1
-    ):
-        return float(inner.noise_multiplier), int(steps), rate
-    return None
+    found = _sampled_steps(pair.event, "LaplaceDpEvent") if isinstance(pair, EventBase) else None
+    return None if found is None else (found[0], found[1], 1.0 if found[2] is None else found[2])
 
 
 def pure_epsilon_of_event(event: DpEvent) -> float:
@@ -266,12 +253,8 @@ class _EventPair:
         delta = float(check_deltas(delta)[0])
         if delta == 0:
             return self.pure_epsilon
-        use = self.accountant
-        if use == "pld" and not self.supports_pld:
-            use = "rdp"
-        if use == "rdp" and not self.supports_rdp:
-            return self.profile_epsilon(delta)
-        if use == "pld":
+        use = "rdp" if self.accountant == "rdp" or not self.supports_pld else "pld"
+        if use == "pld" or not self.supports_rdp:
             return self.profile_epsilon(delta)
         import dp_accounting as dpa  # deferred: heavy
 
@@ -350,14 +333,7 @@ class LaplaceBase(_EventPair):
         return cls(1.0 / inv_b, probe.steps, q, accountant)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "kind": "laplace",
-            "noise_multiplier": self.noise_multiplier,
-            "steps": self.steps,
-            "sample_rate": self.sample_rate,
-            "accountant": self.accountant,
-            "pure_epsilon": self.pure_epsilon,
-        }
+        return {"kind": "laplace", **steps_fields(self), "pure_epsilon": self.pure_epsilon}
 
 
 def _contains(event: DpEvent, kind: type[Any]) -> bool:

@@ -3,18 +3,15 @@
 Contract. `ExecutionOptions` is the request's execution (workers, backend, chunks,
 checkpoints, progress, threads): defined here, the lowest layer that reads it (the game engine
 and the pipelines take it whole; `auditsel.pipelines.audit_options` re-exports it), it never
-changes a number. `run_tasks(fn, tasks, jobs=..., backend=...)` computes ``fn(*task)`` for each task and
-yields the values in completion order; `run_ordered` the same, in task order. The backend is
-the request's (`--backend`, `ExecutionOptions.backend`): None with `jobs == 1` is serial (this
-thread); "threading" (or None for a caller that prefers threads: the numpy games, whose
+changes a number. `run_tasks` and `run_ordered` compute ``fn(*task)`` for each task on the
+request's backend (`--backend`, `ExecutionOptions.backend`): None with `jobs == 1` is serial
+(this thread); "threading" (or None for a caller that prefers threads: the numpy games, whose
 release frees the GIL) is a thread pool of this process; "loky" (None otherwise) is joblib's
 loky processes; "dask" is joblib's dask backend on the cluster `execution_backend` opened.
 Tasks are seeded by their own arguments (a chunk by (seed, index): `auditsel.games.engine`), so
-every backend and every number of jobs gives the same numbers. `in_background(fn)` computes
-fn() in a thread while the caller goes on (the bounds beside the game, the attack beside the
-bounds, matplotlib's import). `in_pieces(fn, size, workers, pieces)` shares fn(a, b) over the
-pieces of [0, size) between the caller and a pool kept for the next call (the DP-SGD kernels;
-each piece writes its own rows, so the split cannot change a value).
+every backend and every number of jobs gives the same numbers. `in_background` (the bounds
+beside the game, the attack beside the bounds, matplotlib's import) and `in_pieces` (the
+DP-SGD kernels) run work in threads of this process.
 
 Threads. While games play, the BLAS and OpenMP pools that threadpoolctl finds and torch's
 intra-op pool are limited to `game_threads(jobs)` threads in this process (`limited_threads`):
@@ -151,8 +148,7 @@ def run_tasks(
     if backend == "threading" or (backend is None and prefer == "threads"):
         yield from _threaded(fn, iter(tasks), worker_count(jobs))
         return
-    # deferred: joblib (0.14 s with loky) loads only for runs on processes or dask
-    from joblib import Parallel, delayed, parallel_config
+    from joblib import Parallel, delayed, parallel_config  # deferred: joblib is heavy
 
     with parallel_config(backend=backend) if backend else nullcontext():
         parallel = Parallel(
@@ -284,20 +280,26 @@ def fresh_processes(backend: str | None) -> Iterator[None]:
     runs on them): a worker kept from an earlier run holds the modules it imported then (a
     user's pipeline, since edited or gone), which its next tasks would run."""
     if backend in (None, "loky"):
-        _end_loky_workers()
+        end_loky_workers()
     try:
         yield
     finally:
         if backend in (None, "loky"):
-            _end_loky_workers()
+            end_loky_workers()
 
 
-def _end_loky_workers() -> None:
-    # joblib's reusable executor, where one was started (reading it starts none)
+def end_loky_workers(kill: bool = False) -> None:
+    """Shut joblib's reusable loky executor down, where one was started (reading it starts
+    none): waiting for it, or (`kill`, after an interrupt) killing its workers, best effort."""
     reusable = sys.modules.get("joblib.externals.loky.reusable_executor")
     executor = getattr(reusable, "_executor", None)
-    if executor is not None:
-        executor.shutdown(wait=True)
+    if executor is None:
+        return
+    try:
+        executor.shutdown(wait=not kill, kill_workers=kill)
+    except Exception:
+        if not kill:
+            raise
 
 
 @contextmanager
@@ -347,7 +349,7 @@ _DEPTH = 0
 _ACTIVE = 0  # the active limit (threads), 0 when none
 _GENERATION = 0  # counts the limits begun: a thread limited under an older one is redone
 _THREAD = threading.local()
-_SAVED: list[Callable[[], None]] = []  # how to undo the active limit, in order
+_SAVED: list[Callable[[], object]] = []  # how to undo the active limit, in order
 
 
 def game_threads(jobs: int, given: int | None = None) -> int:
@@ -358,17 +360,13 @@ def game_threads(jobs: int, given: int | None = None) -> int:
     return 1 if abs(jobs) <= 1 else max(1, usable_cores() // abs(jobs))
 
 
-def _unset(name: str) -> None:
-    os.environ.pop(name, None)
-
-
-def _apply(threads: int) -> list[Callable[[], None]]:
+def _apply(threads: int) -> list[Callable[[], object]]:
     """Limit every pool to `threads`; returns the undo steps."""
-    undo: list[Callable[[], None]] = []
+    undo: list[Callable[[], object]] = []
     for name in THREAD_VARIABLES:
         if name not in os.environ:
             os.environ[name] = str(threads)
-            undo.append(functools.partial(_unset, name))
+            undo.append(functools.partial(os.environ.pop, name, None))
     undo.append(ThreadpoolController().limit(limits=threads).restore_original_limits)
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "get_num_threads"):

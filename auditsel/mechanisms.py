@@ -1,21 +1,11 @@
 """Mechanism pairs: one base run M on a pair of neighbouring data sets X, X', as frozen data.
 
 Every pair is plain, validated data (a `ConfigError` names a bad parameter) and owns what the
-bounds need to know about it, as methods (docs/explanation/architecture.md, "Pairs")::
-
-    neighbouring          the neighbouring relation, a `Neighbouring` member
-    delta(eps)            privacy profile, max over both directions, vectorised in eps
-    profile_epsilon(d)    smallest eps >= 0 with delta(eps) <= d (the profile's inverse)
-    epsilon(delta)        eps_B of one run at delta (what result.json reports as base.epsilon)
-    pure_epsilon          eps at delta = 0 (inf unless the pair is pure DP)
-    rdp(orders)           RDP curve max{D_a(P||Q), D_a(Q||P)} at each order
-    rdp_orders            the pair's own order grid (None: the accounting layer's default grid)
-    profile_grid()        eps values where the bounds scan the profile
-    region(w, q)          the exact post-processing region (closed form) or None
-    profile_is_exact      False when delta(eps) is an upper bound only (DP-SGD: pessimistic PLD)
-    reduced()             the pair whose winner law is exact (a DP-SGD run -> its Gaussian)
-    reduction_is_exact    whether reduced() is the same privacy pair (tau = 1) or a heuristic
-    mu, mu_gdp            one-number summaries where they exist (None otherwise)
+bounds need to know about it, as the methods of `auditsel.roles.AccountedPair`
+(docs/explanation/architecture.md, "Pairs"): the privacy profile delta(eps) (max over both
+directions) and its inverse, eps_B, the pure eps, the RDP curve max{D_a(P||Q), D_a(Q||P)}, the
+profile's scan grid, the exact post-processing region (or None), `reduced()` (a DP-SGD run ->
+its Gaussian) and the one-number summaries mu, mu_gdp (None where they do not exist).
 
 The pairs:
 
@@ -173,8 +163,7 @@ class GaussianBase:
     def profile_epsilon(self, delta: float) -> float:
         return gaussian_epsilon(self.mu, delta)
 
-    def epsilon(self, delta: float) -> float:
-        return gaussian_epsilon(self.mu, delta)
+    epsilon = profile_epsilon
 
     @property
     def pure_epsilon(self) -> float:
@@ -272,10 +261,14 @@ class FiniteOutputBase:
         p, q = self.law(0), self.law(1)
         return np.maximum(hockey_stick_finite(p, q, eps), hockey_stick_finite(q, p, eps))
 
-    def _top(self) -> float:
+    def _llr(self) -> FloatArray:
+        """|log p(y)/q(y)| on the common support."""
         p, q = self.law(0), self.law(1)
         both = (p > 0) & (q > 0)
-        llr = np.abs(np.log(p[both]) - np.log(q[both]))
+        return np.abs(np.log(p[both]) - np.log(q[both]))
+
+    def _top(self) -> float:
+        llr = self._llr()
         return float(np.max(llr)) if llr.size else 1.0
 
     def profile_epsilon(self, delta: float) -> float:
@@ -303,24 +296,17 @@ class FiniteOutputBase:
     def pure_epsilon(self) -> float:
         """max `|log p(y)/q(y)|` (inf when the supports differ)."""
         p, q = self.law(0), self.law(1)
-        if np.any((p > 0) != (q > 0)):
-            return math.inf
-        both = (p > 0) & (q > 0)
-        return float(np.max(np.abs(np.log(p[both]) - np.log(q[both]))))
+        return math.inf if np.any((p > 0) != (q > 0)) else float(np.max(self._llr()))
 
-    def epsilon(self, delta: float) -> float:
-        return float(self.profile_epsilon(delta))
+    epsilon = profile_epsilon
 
     def rdp(self, orders: ArrayLike) -> FloatArray:
         p, q = self.law(0), self.law(1)
         return np.maximum(_renyi_finite(p, q, orders), _renyi_finite(q, p, orders))
 
     def profile_grid(self) -> FloatArray:
-        p, q = self.law(0), self.law(1)
-        both = (p > 0) & (q > 0)
-        llr = np.abs(np.log(p[both]) - np.log(q[both]))
-        top = self._top()
-        return np.unique(np.concatenate([np.linspace(0, top * 1.01 + 1e-9, 2001), llr, [0.0]]))
+        grid = np.linspace(0, self._top() * 1.01 + 1e-9, 2001)
+        return np.unique(np.concatenate([grid, self._llr(), [0.0]]))
 
     def reduced(self) -> FiniteOutputBase:
         return self
@@ -341,12 +327,9 @@ class FiniteOutputBase:
 #: (1.1..10.9 step 0.1, 11..63, 128, 256, 512, 1024) refined between 64 and 1024.
 RDP_ORDERS = tuple(
     sorted(
-        set(
-            [1 + x / 10.0 for x in range(1, 100)]
-            + list(range(11, 64))
-            + [128, 256, 512, 1024]
-            + [64.0, 80.0, 96.0, 112.0, 160.0, 192.0, 320.0, 384.0, 768.0]
-        )
+        {1 + x / 10.0 for x in range(1, 100)}
+        | set(range(11, 64))
+        | {128, 256, 512, 1024, 64.0, 80.0, 96.0, 112.0, 160.0, 192.0, 320.0, 384.0, 768.0}
     )
 )
 
@@ -369,12 +352,10 @@ class _StepsBase(Protocol):
     def accountant(self) -> str: ...
 
 
-#: The ranges of a base of noisy steps (DpsgdBase, LaplaceBase; a config's base section): what
-#: computes in reasonable time (issue 40). dp_accounting's PLD composes a run by
-#: self-composition, whose support grows with the steps: 10^6 steps take about a minute of an
-#: `auditsel run` (10^7 about 1.5 minutes and 1.3 GB; 10^9 never ends). A noise multiplier
-#: below 0.1 makes the bounds' and attacks' numerics leave float64 (e^(1/sigma^2)), and a
-#: sample rate below 1e-9 underflows the sampled mechanisms' densities.
+#: The ranges of a base of noisy steps (DpsgdBase, LaplaceBase; a config's base section) that
+#: compute: dp_accounting's PLD composes a run by self-composition, whose support grows with
+#: the steps (10^7 takes minutes and over a GB); a noise multiplier below 0.1 leaves float64
+#: (e^(1/sigma^2)), a sample rate below 1e-9 underflows the sampled mechanisms' densities.
 STEPS_MAX = 10**7
 NOISE_MIN, NOISE_MAX = 0.1, 1e6
 SAMPLE_RATE_MIN = 1e-9
@@ -395,6 +376,12 @@ def check_steps(base: _StepsBase) -> None:
         base, "sample_rate", number(base.sample_rate, "sample_rate", SAMPLE_RATE_MIN, 1)
     )
     choice(base.accountant, "accountant", _ACCOUNTANTS)
+
+
+def steps_fields(base: _StepsBase) -> dict[str, Any]:
+    """The fields `check_steps` checks, as `describe()` writes them."""
+    names = ("noise_multiplier", "steps", "sample_rate", "accountant")
+    return {name: getattr(base, name) for name in names}
 
 
 @contextlib.contextmanager
@@ -448,8 +435,7 @@ class DpsgdBase:
             return math.inf
         accountant = accountant or self.accountant
         if accountant == "rdp":
-            # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
-            import dp_accounting as dpa
+            import dp_accounting as dpa  # deferred: dp_accounting is heavy
 
             with quiet_absl():
                 return float(
@@ -470,9 +456,16 @@ class DpsgdBase:
 
     def delta(self, eps: ArrayLike) -> FloatArray | float:
         """delta(eps) of one run from the pessimistic PLD (max over add/remove), vectorised."""
+        return self._delta(eps, fine=False)
+
+    def _delta(self, eps: ArrayLike, fine: bool) -> FloatArray | float:
         e = np.asarray(eps, dtype=float)
         flat = np.atleast_1d(e).ravel()
-        out = _pld_delta(self.noise_multiplier, self.steps, self.sample_rate, flat)
+        args = (self.noise_multiplier, self.steps, self.sample_rate)
+        out = _pld_delta(*args, flat)
+        step = profile_step(*args) if fine else PLD_DISCRETIZATION
+        if step != PLD_DISCRETIZATION:
+            out = np.minimum(out, _pld_delta(*args, flat, step))
         return out.reshape(e.shape) if e.ndim else float(out[0])
 
     def profile_epsilon(self, delta: float) -> float:
@@ -482,14 +475,7 @@ class DpsgdBase:
     def profile_delta(self, eps: ArrayLike) -> FloatArray | float:
         """delta(eps) for the privacy profile the bounds read: the smaller of `delta` and the
         same pessimistic PLD on the finer grid `profile_step` picks (both upper bounds)."""
-        e = np.asarray(eps, dtype=float)
-        flat = np.atleast_1d(e).ravel()
-        args = (self.noise_multiplier, self.steps, self.sample_rate)
-        out = _pld_delta(*args, flat)
-        step = profile_step(*args)
-        if step != PLD_DISCRETIZATION:
-            out = np.minimum(out, _pld_delta(*args, flat, step))
-        return out.reshape(e.shape) if e.ndim else float(out[0])
+        return self._delta(eps, fine=True)
 
     def profile_epsilon_fine(self, delta: float) -> float:
         """eps(delta) of `profile_delta`: the smaller of both PLDs' (each an upper bound)."""
@@ -551,19 +537,12 @@ class DpsgdBase:
         return cls(sigma, probe.steps, probe.sample_rate, accountant)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "kind": "dpsgd",
-            "noise_multiplier": self.noise_multiplier,
-            "steps": self.steps,
-            "sample_rate": self.sample_rate,
-            "accountant": self.accountant,
-        }
+        return {"kind": "dpsgd", **steps_fields(self)}
 
 
 @lru_cache(maxsize=256)
 def _rdp_curve(sigma: float, steps: int, tau: float, orders: tuple[float, ...]) -> FloatArray:
-    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
-    import dp_accounting as dpa
+    import dp_accounting as dpa  # deferred: dp_accounting is heavy
 
     acc = dpa.rdp.RdpAccountant(list(orders))
     with quiet_absl():
@@ -578,8 +557,7 @@ def dpsgd_pld(
     """dp_accounting's pessimistic connect-the-dots PLD of DP-SGD (noise multiplier `sigma`,
     `steps` Poisson-subsampled steps at rate `tau`, grid `step`); tau >= 1 is the one Gaussian
     of noise sigma / sqrt(steps). Cached (64 entries): callers must not mutate it."""
-    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib  # deferred: heavy
 
     if tau >= 1:
         # N full-batch Gaussian steps are exactly one Gaussian with noise sigma / sqrt(N)
@@ -608,9 +586,8 @@ PROFILE_POINTS = 60_000
 def profile_step(sigma: float, steps: int, tau: float) -> float:
     """The PLD grid of a DP-SGD base's privacy profile (`DpsgdBase.profile_delta`): the finest of
     `PROFILE_STEPS` at which the composed PLD keeps at most `PROFILE_POINTS` points (predicted
-    from the `PLD_DISCRETIZATION` one's), else `PLD_DISCRETIZATION`. At low sample rates one
-    step's loss is comparable to 1e-3 and the discretisation binds (sigma 1.38, 6,000 steps,
-    rate 0.0011: [KRW24]'s bound 0.661 at 1e-3, 0.601 at 1e-4); there the PLD is small."""
+    from the `PLD_DISCRETIZATION` one's), else `PLD_DISCRETIZATION`: at low sample rates one
+    step's loss is comparable to 1e-3 and the discretisation binds; there the PLD is small."""
     size = max(len(losses) for losses, _, _ in dense_pmfs(dpsgd_pld(sigma, steps, tau)))
     for step in PROFILE_STEPS:
         if size * PLD_DISCRETIZATION / step <= PROFILE_POINTS:
@@ -637,17 +614,12 @@ def dense_pmfs(pld: PrivacyLossDistribution) -> list[tuple[FloatArray, FloatArra
     """(losses, probabilities, infinity mass) of each direction of a dp_accounting PLD (remove;
     add when the PLD is not symmetric).
 
-    dp_accounting (0.6) has no public getter for the PMF of a PLD: its public queries
-    (`get_delta_for_epsilon`, vectorised as a Python loop over the whole PMF, about 500 times
-    slower here) and constructors return objects that keep the arrays private, and rebuilding
-    the connect-the-dots PMF from the public `privacy_loss_mechanism` classes would copy
-    dp_accounting's discretisation and composition code rather than use it. So this is the one
-    place that reads its private attributes (seven: `_pmf_remove`, `_pmf_add`, `_symmetric` of
-    the PLD, `_probs`, `_lower_loss`, `_discretization`, `_infinity_mass` of its dense PMF).
-    pyproject bounds dp-accounting to the versions the tests cover; a version that renames them
-    fails here with a RuntimeError saying so, and tests/test_dependencies.py pins the meaning:
-    the profile computed from these arrays equals dp_accounting's public query, for a symmetric
-    and an asymmetric PLD."""
+    dp_accounting (0.6) has no public getter for the PMF of a PLD (its public queries loop over
+    the whole PMF in Python), so this is the one place that reads its private attributes
+    (`_pmf_remove`, `_pmf_add`, `_symmetric` of the PLD, `_probs`, `_lower_loss`,
+    `_discretization`, `_infinity_mass` of its dense PMF). pyproject bounds dp-accounting to the
+    versions the tests cover; a version that renames them fails here with a RuntimeError, and
+    tests/test_dependencies.py pins the meaning against dp_accounting's public query."""
     try:
         pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
         out = []
@@ -670,7 +642,7 @@ def _pld_delta(
 ) -> FloatArray:
     """delta(eps) of the pessimistic PLD, max over add/remove: the sum of dp_accounting's
     `get_delta_for_epsilon` (the same running sums, in the same order), with a binary search
-    per eps instead of a Python loop over the whole PMF (about 1 s per call at 1000 steps)."""
+    per eps instead of a Python loop over the whole PMF."""
     eps = np.asarray(eps, dtype=float)
     best = np.zeros(eps.shape)
     for losses, upper, lower, inf_mass in pld_tails(sigma, steps, tau, step):
@@ -683,8 +655,7 @@ def _pld_delta(
 
 
 def _event(sigma: float, steps: int, tau: float) -> DpEvent:
-    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
-    import dp_accounting as dpa
+    import dp_accounting as dpa  # deferred: dp_accounting is heavy
 
     step = (
         dpa.GaussianDpEvent(sigma)
@@ -699,8 +670,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, tau: float, accountant:
     """sigma with eps_B(delta) = epsilon. RDP first (cheap for any sigma); the PLD accountant is
     tighter, so its sigma lies below the RDP one: search it in [sigma_rdp / 2^k, sigma_rdp],
     never building a PLD for a tiny sigma (its support would not fit in memory)."""
-    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
-    import dp_accounting as dpa
+    import dp_accounting as dpa  # deferred: dp_accounting is heavy
     from dp_accounting import mechanism_calibration
 
     make_rdp = lambda: dpa.rdp.RdpAccountant(RDP_ORDERS)

@@ -48,9 +48,9 @@ IntArray: TypeAlias = NDArray[np.int64]
 def check_deltas(delta: object, field: str = "delta") -> FloatArray:
     """delta (scalar or array) as a 1-D float array, each in [0, 1), else a ConfigError naming
     `field` (nan, inf, strings and bools included)."""
-    if isinstance(delta, (bool, str, bytes)) or delta is None:
-        raise ConfigError(field, f"must be a number in [0, 1), got {shown(delta)}")
     try:
+        if isinstance(delta, (bool, str, bytes)) or delta is None:
+            raise TypeError
         deltas = np.atleast_1d(np.asarray(delta, dtype=float)).ravel()
     except (TypeError, ValueError):
         raise ConfigError(field, f"must be a number in [0, 1), got {shown(delta)}") from None

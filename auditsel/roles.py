@@ -1,23 +1,9 @@
 """The duck-typed roles of auditsel, as typing Protocols (PEP 544).
 
-Objects of the package play four roles; any object with these methods plays them too (a user's
-own mechanism pair, tuning protocol or attack), and a type checker checks it:
-
-* `MechanismPair`: one base run on neighbouring data sets X, X' (`auditsel.mechanisms`:
-  GaussianBase, FiniteOutputBase, DpsgdBase; `auditsel.events`: LaplaceBase, EventBase). Its
-  privacy profile delta(eps), the inverse, eps_B, the RDP curve, the scan grid of the profile
-  bounds, and `reduced()`: the pair whose winner law is exact (None where none is known).
-
-* `Winner`: the exact law of the released winner of the tuning protocol over a pair
-  (`auditsel.selection`: GaussianWinner, FiniteWinner): the reduced game, which is also a
-  `GameProtocol`.
-
-* `GameProtocol`: what the game engine plays (`auditsel.games.engine.run_game`, [XWW24]
-  Algorithm 1): `release(member, rng)` runs the protocol for a vector of coins (b = 1: X') and
-  returns the observations (trainer side).
-
-* `Proxy`: the adversary's score (`attacks`): observations -> one float per trial, shape (n,),
-  or one row of P scores per trial, shape (n, P); it never sees the coins.
+Objects of the package play four roles: `MechanismPair` (one base run on neighbouring data
+sets), `Winner` (the exact law of the tuning protocol's released winner), `GameProtocol` (what
+the game engine plays) and `Proxy` (the adversary's score). Any object with these methods plays
+them too (a user's own mechanism pair, tuning protocol or attack), and a type checker checks it.
 
 Arguments are positional-only (your own class may name them as it likes). All four are
 `runtime_checkable`: `isinstance(x, MechanismPair)` checks that the methods exist
@@ -36,7 +22,8 @@ __all__ = ["MechanismPair", "AccountedPair", "Winner", "GameProtocol", "Proxy"]
 
 @runtime_checkable
 class MechanismPair(Protocol):
-    """One base run on neighbouring data sets (see `auditsel.mechanisms`)."""
+    """One base run on neighbouring data sets X, X' (`auditsel.mechanisms`: GaussianBase,
+    FiniteOutputBase, DpsgdBase; `auditsel.events`: LaplaceBase, EventBase)."""
 
     @property
     def neighbouring(self) -> Any:
@@ -116,7 +103,8 @@ class AccountedPair(MechanismPair, Protocol):
 
 @runtime_checkable
 class GameProtocol(Protocol):
-    """What the game engine plays: one release per coin."""
+    """What the game engine plays (`auditsel.games.engine.run_game`, [XWW24] Algorithm 1): one
+    release per coin (trainer side)."""
 
     def release(self, member: np.ndarray, rng: np.random.Generator, /) -> Any:
         """Observations for the coins `member` (0: X, 1: X'), drawn from `rng`."""
@@ -125,7 +113,8 @@ class GameProtocol(Protocol):
 
 @runtime_checkable
 class Winner(GameProtocol, Protocol):
-    """The exact law of the released winner (see `auditsel.selection`)."""
+    """The exact law of the released winner over a pair, the reduced game
+    (`auditsel.selection`: GaussianWinner, FiniteWinner)."""
 
     @property
     def atom(self) -> float:
@@ -139,6 +128,7 @@ class Winner(GameProtocol, Protocol):
 
 @runtime_checkable
 class Proxy(Protocol):
-    """The adversary's score of the observations (higher = "b = 1")."""
+    """The adversary's score (`attacks`) of the observations (higher = "b = 1"): one float per
+    trial, shape (n,), or one row of P scores per trial, shape (n, P); it never sees the coins."""
 
     def __call__(self, observations: Any, /) -> ArrayLike: ...

@@ -60,7 +60,7 @@ from scipy.special import gammaln
 from auditsel.errors import ConfigError, integer, number, require, shown
 from auditsel.numerics import FloatArray, IntArray, logsumexp, newton_bracketed
 
-# Parameter ranges where every law stays representable in double precision (issue 6 sec. 3/4).
+# Parameter ranges where every law stays representable in double precision.
 MIN_NU = 1e-15  # TNB: 1 - nu must keep nu's digits
 MAX_ETA = 1e6  # TNB: E[K] ~ eta / nu
 MAX_K = 2**53  # largest k (pmf key, point k, two_point L, binomial n) exact as a float
@@ -83,7 +83,6 @@ class RoundsLaw:
 
     kind: str = "abstract"
 
-    # --- subclasses implement -------------------------------------------------------------
     def log_pmf(self, k: ArrayLike) -> FloatArray:
         raise NotImplementedError
 
@@ -109,7 +108,6 @@ class RoundsLaw:
     def params(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    # --- shared ---------------------------------------------------------------------------
     def pmf(self, k: ArrayLike) -> FloatArray:
         return np.exp(self.log_pmf(k))
 
@@ -204,36 +202,31 @@ class TruncatedNegativeBinomial(RoundsLaw):
         ok = (k >= 1) & (k == np.floor(k))
         return np.where(ok, out, -np.inf)
 
-    def pgf(self, z: ArrayLike) -> FloatArray:
-        # G(z) = expm1(-eta b) / expm1(eta log(1/nu)) with b = log(1 - (1-nu) z) <= 0
-        z = np.asarray(z, dtype=float)
-        if self._one:
-            return z
-        # b via log1p for small (1-nu) z, else via log(nu + (1-nu)(1-z)) so that z near 1 keeps
-        # nu's digits (log1p(-(1-nu)) is off by ~1e-16/nu: pgf(1) = 1 + 8e-7 at nu = 1e-12)
+    def _b(self, z: FloatArray) -> FloatArray:
+        """b = log(1 - (1-nu) z) <= 0: via log1p for small (1-nu) z, else via
+        log(nu + (1-nu)(1-z)) so that z near 1 keeps nu's digits (log1p(-(1-nu)) is off by
+        ~1e-16/nu: pgf(1) = 1 + 8e-7 at nu = 1e-12)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            b = np.where(
+            return np.where(
                 z < 0.5,
                 np.log1p(-(1 - self.nu) * np.minimum(z, 0.5)),
                 np.log(self.nu + (1 - self.nu) * (1 - np.maximum(z, 0.5))),
             )
-        L = self._log_inv_nu
+
+    def pgf(self, z: ArrayLike) -> FloatArray:
+        # G(z) = expm1(-eta b) / expm1(eta log(1/nu)), b = `_b(z)`
+        z = np.asarray(z, dtype=float)
+        if self._one:
+            return z
+        b, L = self._b(z), self._log_inv_nu
         if self.eta <= 0:
             return cast(
                 "FloatArray", (b / -L) * _expm1_ratio(-self.eta * b) / _expm1_ratio(self.eta * L)
             )
         # eta > 0: expm1(eta L) overflows once eta L > 709 (e.g. eta = 50, nu = 1e-9). Rewrite
         # G = e^(-eta (b + L)) (b / -L) r(eta b) / r(-eta L), every factor bounded (b + L >= 0).
-        lg = b + L
-        return cast(
-            "FloatArray",
-            (
-                np.exp(-self.eta * lg)
-                * (b / -L)
-                * _expm1_ratio(self.eta * b)
-                / _expm1_ratio(-self.eta * L)
-            ),
-        )
+        g = np.exp(-self.eta * (b + L)) * (b / -L) * _expm1_ratio(self.eta * b)
+        return cast("FloatArray", g / _expm1_ratio(-self.eta * L))
 
     def pgf_complement(self, w: ArrayLike) -> FloatArray:
         # 1 - (1-nu) z = nu (1 + (1-nu) w / nu); 1 - G = -expm1(-eta l) / -expm1(-eta log(1/nu))
@@ -267,14 +260,9 @@ class TruncatedNegativeBinomial(RoundsLaw):
         log_z = np.asarray(log_z, dtype=float)
         if self._one:
             return log_z
-        z = np.exp(log_z)
         L = self._log_inv_nu
+        minus_b = -self._b(np.exp(log_z))
         with np.errstate(divide="ignore", invalid="ignore"):
-            minus_b = np.where(
-                z < 0.5,
-                -np.log1p(-(1 - self.nu) * np.minimum(z, 0.5)),
-                -np.log(self.nu + (1 - self.nu) * (1 - np.maximum(z, 0.5))),
-            )
             log_minus_b = np.where(log_z < -600, math.log1p(-self.nu) + log_z, np.log(minus_b))
         return (
             log_minus_b
@@ -594,14 +582,10 @@ class FinitePmf(RoundsLaw):
             try:
                 k = int(key)
             except (TypeError, ValueError):
-                raise ConfigError("table", f"key {key!r} is not an integer >= 0") from None
-            require(
-                str(key).strip().lstrip("+").isdigit()
-                or (isinstance(key, (int, np.integer)) and not isinstance(key, bool)),
-                "table",
-                f"key {key!r} is not an integer >= 0",
-            )
-            require(k >= 0, "table", f"key {key!r} is not an integer >= 0")
+                k = -1
+            integral = isinstance(key, (int, np.integer)) and not isinstance(key, bool)
+            ok = k >= 0 and (integral or str(key).strip().lstrip("+").isdigit())
+            require(ok, "table", f"key {key!r} is not an integer >= 0")
             require(k <= MAX_K, "table", f"key {key!r} is above 2^53 (int64 and float k)")
             prob = number(prob, f"table[{k}]", 0, 1)
             if prob > 0:
@@ -703,10 +687,7 @@ class TwoPoint(FinitePmf):
         s = number(s, "s", 0, 1)
         object.__setattr__(self, "L", L)
         object.__setattr__(self, "s", s)
-        table = (
-            {1: 1.0} if L == 1 else {1: s, L: 1 - s}
-        )  # L = 1: K = 1 whatever s ({1: s} failed for s < 1)
-        super().__init__({k: p for k, p in table.items()})
+        super().__init__({1: 1.0} if L == 1 else {1: s, L: 1 - s})  # L = 1: K = 1 whatever s
         object.__setattr__(self, "kind", "two_point")
 
     def params(self) -> dict[str, Any]:

@@ -16,20 +16,17 @@ P[W > w] = G(1 - w) (K = 0 included: W = 1, the fixed output), so W = C^-1(U) wi
 C(w) = 1 - G(1 - w) and U uniform on (0, 1], U > C(1) = 1 - G(0) meaning K = 0
 (`RoundsLaw.pgf_complement_inverse`: closed forms for TNB, Poisson, binomial and point laws,
 Newton in log space for a pmf), then the winner is F^-1(1 - W), evaluated from W so that the
-upper tail keeps full precision. Version 1 drew K and then 1 - max(U_1..U_K) =
--expm1(log(U)/K) (`max_uniform_complement`, kept for the one-run games).
+upper tail keeps full precision (the one-run games draw K: `max_uniform_complement`).
 
 Tuning scores (`MonotoneScore`, `FarthestScore`, `BucketScore`) are data too: how H ranks its
 runs before it releases the best one.
 
-Contract. A tuning run ([XWW24] Algorithm 2) releases the run with the highest score; the score
-is any function of a run's output that the analyst or a controlled-validation adversary picks.
-An epsilon for the tuning run holds for every score, or it is not a guarantee for the tuning run.
+Contract. The score is any function of a run's output that the analyst or a
+controlled-validation adversary picks, and an epsilon for the tuning run holds for every score.
 [XWW24] (Sec. 5.2, Theorem 1, Proposition 3) assumes a continuous one-to-one score of the
-reduced Gaussian draw, hence monotone (`MonotoneScore`); a score that is not one-to-one (the run
-farthest from a point wins, `FarthestScore`) leaks more. The attack of `accounting.attack` finds
-a score whose lower sets are intervals of the privacy-loss-label order and returns it as a
-`BucketScore`, so that a game can play it.
+reduced Gaussian draw, hence monotone (`MonotoneScore`); a score that is not one-to-one
+(`FarthestScore`) leaks more. The attack of `accounting.attack` finds a score whose lower sets
+are intervals of the privacy-loss-label order and returns it as a `BucketScore`.
 
 Units. `unit = "label"`: a run's privacy-loss label l(y) = log(q(y) / p(y)) with q the law on
 X' = X u {z} (the canary in) and p on X (for the reduced Gaussian game of shift mu,
@@ -153,9 +150,7 @@ class GaussianWinner:
 
     def mass(self, a: ArrayLike, b: ArrayLike, member: int) -> FloatArray:
         """P[a < winner <= b] on the real line (the fixed output excluded), accurate in the tails."""
-        s = member * self.mu
-        u = np.asarray(a, dtype=float) - s
-        v = np.asarray(b, dtype=float) - s
+        u, v = (np.asarray(x, dtype=float) - member * self.mu for x in (a, b))
         law = self.law
         upper = u > 0  # both ends in the upper half: use 1 - G(1 - w) with w = 1 - F
         with np.errstate(invalid="ignore"):
@@ -184,9 +179,7 @@ class GaussianWinner:
     def log_mass(self, a: ArrayLike, b: ArrayLike, member: int) -> FloatArray:
         """log P[a < winner <= b] (the fixed output excluded), from the laws' log-space pgf
         forms: full relative precision for masses far below the smallest double."""
-        s = member * self.mu
-        u = np.asarray(a, dtype=float) - s
-        v = np.asarray(b, dtype=float) - s
+        u, v = (np.asarray(x, dtype=float) - member * self.mu for x in (a, b))
         law = self.law
         upper = u > 0  # both ends in the upper half: 1 - G(1 - w), w = 1 - F
         with np.errstate(invalid="ignore"):
@@ -210,49 +203,38 @@ class GaussianWinner:
         return np.where(played, x + self.base.shift(member), -np.inf)
 
     def quantile_range(self, tail: float = 1e-6) -> tuple[float, float]:
-        """[lo, hi]: the tail-quantile of the winner on X and the (1 - tail)-quantile on X'.
-
-        Data-independent (a function of the spec only), so a threshold grid over it keeps the
-        Bonferroni rule valid.
-        The winner on X' is the winner on X shifted by mu, so both quantiles are those of the
-        winner of K standard normals (`standard_winner_quantiles`, found once per law and tail),
-        the upper one shifted by mu.
-        """
+        """[lo, hi]: the tail-quantile of the winner on X and the (1 - tail)-quantile on X'
+        (the winner on X shifted by mu): a function of the spec only, so a threshold grid over
+        it keeps the Bonferroni rule valid."""
         lo, hi = standard_winner_quantiles(self.law, tail)
         return lo, float(self.mu + hi)
 
 
-def _standard_winner_quantiles(law: RoundsLaw, tail: float) -> tuple[float, float]:
-    """(x0, x1): G(F(x0)) = tail and P[x1 < winner] = tail for the winner of K ~ law standard
-    normals (F their cdf, G the pgf of K), bisected on [-40, 40] to a few ulps (it runs once
-    per law and tail); -40 (resp. 40) where the K = 0 atom or the tail leaves no root there."""
-    lower: Callable[[float], float] = lambda x: float(law.pgf(_cdf(np.float64(x)))) - tail
-    upper: Callable[[float], float] = lambda x: _mass_above(law, x) - tail
-    a, b = -40.0, 40.0
-    lo = bisect(lower, a, b, xtol=1e-15, rtol=1e-15) if lower(a) < 0 < lower(b) else a
-    hi = bisect(upper, a, b, xtol=1e-15, rtol=1e-15) if upper(a) > 0 > upper(b) else b
-    return float(lo), float(hi)
-
-
-_QUANTILES: dict[
-    object, tuple[float, float]
-] = {}  # (law key, tail) -> quantiles; laws are frozen data
+#: (law key, tail) -> `standard_winner_quantiles`; laws are frozen data
+_QUANTILES: dict[object, tuple[float, float]] = {}
 
 
 def standard_winner_quantiles(law: RoundsLaw, tail: float) -> tuple[float, float]:
-    """`_standard_winner_quantiles`, computed once per (law, tail) and cached (a law that
+    """(x0, x1): G(F(x0)) = tail and P[x1 < winner] = tail for the winner of K ~ law standard
+    normals (F their cdf, G the pgf of K), bisected on [-40, 40] to a few ulps; -40 (resp. 40)
+    where the K = 0 atom or the tail leaves no root there. Cached per (law, tail) (a law that
     cannot be hashed, e.g. a pmf table, is keyed by its repr: its fields, floats exactly)."""
+    tail = float(tail)
     try:
-        key: object = (law, float(tail))
+        key: object = (law, tail)
         hash(key)
     except TypeError:
-        key = (type(law), repr(law), float(tail))
-    got = _QUANTILES.get(key)
-    if got is None:
+        key = (type(law), repr(law), tail)
+    if key not in _QUANTILES:
+        lower: Callable[[float], float] = lambda x: float(law.pgf(_cdf(np.float64(x)))) - tail
+        upper: Callable[[float], float] = lambda x: _mass_above(law, x) - tail
+        a, b = -40.0, 40.0
+        lo = bisect(lower, a, b, xtol=1e-15, rtol=1e-15) if lower(a) < 0 < lower(b) else a
+        hi = bisect(upper, a, b, xtol=1e-15, rtol=1e-15) if upper(a) > 0 > upper(b) else b
         if len(_QUANTILES) >= 1024:
             _QUANTILES.clear()
-        got = _QUANTILES[key] = _standard_winner_quantiles(law, float(tail))
-    return got
+        _QUANTILES[key] = (float(lo), float(hi))
+    return _QUANTILES[key]
 
 
 def _mass_above(law: RoundsLaw, u: float) -> float:
@@ -283,8 +265,7 @@ def _sf(t: ArrayLike) -> FloatArray:
 class FiniteWinner:
     """Winner of H over a finite-output base ([XWW24] Theorem 2, eq. 7)."""
 
-    #: joblib hint: the release is vectorised numpy, which frees the GIL, so threads run the
-    #: chunks in parallel without the start-up of worker processes (`auditsel.games.engine.run_game`)
+    #: joblib hint: vectorised numpy releases the GIL (see `GaussianWinner`)
     parallel_prefer: ClassVar[str] = "threads"
 
     base: FiniteOutputBase
@@ -443,9 +424,11 @@ def tuning_score_from_spec(spec: object) -> TuningScore | Literal["worst"]:
                 f"game.score.{sorted(map(str, extra))[0]}", "unknown key; allowed: center, kind"
             )
         center = spec.get("center")
-        if isinstance(center, bool) or not isinstance(center, (int, float)):
-            raise ConfigError("game.score.center", "must be a finite number (output units)")
-        if not np.isfinite(center):
+        if (
+            isinstance(center, bool)
+            or not isinstance(center, (int, float))
+            or not np.isfinite(center)
+        ):
             raise ConfigError("game.score.center", "must be a finite number (output units)")
         return FarthestScore(float(center))
     raise ConfigError(
@@ -593,10 +576,8 @@ class ScoredGaussianWinner:
 
     def _farthest_frame(self, member: int) -> tuple[float, float]:
         """(sign, a) of the farthest score's center c in member b's shifted units (c - s_b =
-        sign a, a >= 0). Its outputs are written as the near point sign (-d) and the far point
-        sign (2a + d) with d = r - a the offset of the radius r (`farthest_offset`): c - r and
-        c + r are never formed, so a center far from the data (abs(c) = 1e17, where c - r cancels
-        to the coins themselves) plays the score it names."""
+        sign a, a >= 0): the outputs are the near point sign (-d) and the far point
+        sign (2a + d), d = r - a (class docstring, "Release")."""
         c = self._center() - member * self.mu
         return (1.0 if c >= 0 else -1.0), abs(c)
 

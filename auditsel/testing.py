@@ -112,11 +112,11 @@ def worst_case_dpsgd(
 
 
 def _default_proxy(protocol: GameProtocol) -> Proxy:
-    name = "likelihood_ratio" if hasattr(protocol, "log_likelihood_ratio") else None
-    if name is None:
+    if hasattr(protocol, "log_likelihood_ratio"):
+        name = "likelihood_ratio"
+    else:
         name = "score" if hasattr(protocol, "statistic") else "sample"
-    proxy: Proxy = make_proxy(name, protocol)
-    return proxy
+    return cast(Proxy, make_proxy(name, protocol))
 
 
 def audit(

@@ -24,14 +24,9 @@ def source_commit() -> tuple[str | None, bool | None]:
         return None, None
     outputs = []
     for args in (["rev-parse", "HEAD"], ["status", "--porcelain", "--", "auditsel", "attacks"]):
+        command = ["git", "-C", str(root), *args]
         try:
-            done = subprocess.run(
-                ["git", "-C", str(root), *args],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-            )
+            done = subprocess.run(command, capture_output=True, text=True, timeout=10, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return None, None
         if done.returncode != 0:

@@ -6,22 +6,8 @@
 
 One module per command (`auditsel.cli.command_*`: `add_parser(subparsers)` declares its
 options, `run(args) -> int` runs it); this module assembles the parser (`build_parser`, which
-the docs' CLI reference reads) and turns every outcome into an exit code (docs/reference/exit-codes.md):
-* 0 success;
-* 2 input the user can fix (config, arguments, score files, checkpoints of another experiment
-  or other code, an output folder that escapes or is in use, a backend or scheduler that cannot
-  be used, a device or an amount of memory the config needs and the machine lacks): one line on
-  stderr naming the field and what is allowed; nothing written outside the output folder, and
-  what this run created there removed (`auditsel.files`);
-* 74 the environment failed: the disk (or quota) is full, or an I/O error; one line; the
-  checkpoints stay, rerunning the command resumes;
-* 141 stdout was closed by its reader (`auditsel ... | head`): quiet, as Unix tools are;
-* 1 internal failure (a bug, e.g. a root finder that fails inside a bound): one line saying so
-  and naming the file the traceback was written to; nothing half-written either.
-* 3 `audit-pipeline --claim EPS`: the audit ran and refuted the claim (eps_L > EPS at the
-  stated confidence), everything written as for 0; `check`: a check found that the pipeline's
-  objects break the claim.
-* 130 interrupted (Ctrl-C): the checkpoints stay, rerunning the command resumes.
+the docs' CLI reference reads) and turns every outcome into an exit code
+(`auditsel.cli.exit_status`, docs/reference/exit-codes.md).
 
 Anything raised inside the user's own pipeline (importing it, tune, score, data, canary;
 SystemExit and argparse's exit included) is the user's input, not ours: exit 2, one line
@@ -29,11 +15,8 @@ naming the function, the exception, the line and the game, and the file the user
 was written to (`auditsel-user-traceback-*.txt` in the temporary folder). While the pipeline
 runs, sys.argv is the pipeline's file alone (a script that parses its own command line sees
 none of auditsel's options). stdout that fails (closed: 141; full: 74) fails every command the
-same way, `--help` and `--version` included.
-
-Only the exception types in `exit_status.bad_input_types()` mean exit 2; a plain ValueError
-raised deep in the numerics is an internal error. Heavy modules (numpy, scipy, matplotlib,
-torch, ...) are imported inside the commands, so `auditsel --help` stays instant.
+same way, `--help` and `--version` included. Heavy modules (numpy, scipy, matplotlib,
+torch, ...) are imported inside the commands (`# deferred:`), so `auditsel --help` stays instant.
 """
 
 from __future__ import annotations
@@ -78,6 +61,7 @@ from auditsel.cli.option_types import (
     CliParser,
 )
 from auditsel.errors import MAX_JOBS
+from auditsel.executor import end_loky_workers
 from auditsel.files import DISK_FULL
 from auditsel.version import __version__
 
@@ -148,7 +132,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"auditsel: error: {one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
-        _stop_loky_workers()
+        end_loky_workers(kill=True)  # they would play on, then idle for minutes
         what = "terminated (SIGTERM)" if isinstance(err, Terminated) else "interrupted"
         print(
             f"auditsel: {what}; finished chunks are kept: rerun the same command to resume "
@@ -203,19 +187,6 @@ def _sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _stop_loky_workers() -> None:
-    """After an interrupt: stop joblib's reusable loky workers (they would play on, then idle
-    for minutes), if joblib was used at all."""
-    reusable = sys.modules.get("joblib.externals.loky.reusable_executor")
-    executor = getattr(reusable, "_executor", None)  # None: no worker was ever started
-    if executor is None:
-        return
-    try:
-        executor.shutdown(wait=False, kill_workers=True)
-    except Exception:  # best effort: the process exits next anyway
-        pass
 
 
 def _flush_stdout() -> None:
@@ -294,16 +265,15 @@ class _GuardedStdout:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        try:
-            return int(self._stream.write(text))
-        except BrokenPipeError:
-            raise
-        except OSError as err:
-            raise StdoutError(err.errno, err.strerror) from None
+        return int(self._named(self._stream.write, text))
 
     def flush(self) -> None:
+        self._named(self._stream.flush)
+
+    @staticmethod
+    def _named(call: Any, *args: Any) -> Any:
         try:
-            self._stream.flush()
+            return call(*args)
         except BrokenPipeError:
             raise
         except OSError as err:

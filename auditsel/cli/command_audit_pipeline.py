@@ -167,12 +167,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         with user_argv(args.target):
             audit = _audit(args, spec.pipeline, options, out)
-    except ConfigError as err:
-        if err.field == "out_dir":  # the option the user typed
-            raise ConfigError("--out", err.message) from None
-        if err.field == "fresh":
-            raise ConfigError("--fresh", err.message) from None
-        raise
+    except ConfigError as err:  # named as the option the user typed
+        option = {"out_dir": "--out", "fresh": "--fresh"}.get(err.field)
+        if option is None:
+            raise
+        raise ConfigError(option, err.message) from None
     out_dir = Path(out)
     if findings is not None:
         _record_findings(out_dir, findings, accepted=any(f.severity == "breaks" for f in findings))
@@ -190,8 +189,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_audit(audit: PipelineAudit) -> None:
     """The table, each canary's line, the looks' line, the games, seconds and files."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.pipelines.pipeline import canaries_text
+    from auditsel.pipelines.pipeline import canaries_text  # deferred: `auditsel --help` stays fast
     from auditsel.pipelines.sequential import looks_text
 
     print(audit.summary())
@@ -246,37 +244,22 @@ def _audit(
     run.update(game_threads=args.game_threads, checkpoint_after=args.checkpoint_after)
     run["fresh"] = args.fresh  # deleted once the folder is locked and the options checked
     run["accept_nondeterminism"] = args.accept_nondeterministic
-    statistics = AuditOptions(
-        confidence=options["confidence"], rule=options["rule"], seed=options["seed"]
-    )
-    report = ReportOptions(
-        out_dir=out,
-        name=options.get("name"),
-        base=options.get("base"),
-        rounds=options.get("rounds"),
+    named: dict[str, Any] = {k: options.get(k) for k in ("name", "base", "rounds")}
+    common: dict[str, Any] = dict(
+        games=options["games"],
+        delta=options["delta"],
+        statistics=AuditOptions(**{k: options[k] for k in ("confidence", "rule", "seed")}),
+        execution=ExecutionOptions(**run),
+        report=ReportOptions(out_dir=out, **named),
     )
     if args.early_stop:
         # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
         from auditsel.pipelines.sequential import LookOptions, audit_until_refuted
 
-        return audit_until_refuted(
-            pipeline,
-            games=options["games"],
-            delta=options["delta"],
-            claimed_epsilon=options["claimed_epsilon"],
-            looks=LookOptions(count=args.looks, on_look=_print_look),
-            statistics=statistics,
-            execution=ExecutionOptions(**run),
-            report=report,
-        )
-    return pipeline.audit(
-        games=options["games"],
-        delta=options["delta"],
-        claimed_epsilon=options.get("claimed_epsilon"),
-        statistics=statistics,
-        execution=ExecutionOptions(**run),
-        report=report,
-    )
+        looks = LookOptions(count=args.looks, on_look=_print_look)
+        claim = options["claimed_epsilon"]
+        return audit_until_refuted(pipeline, claimed_epsilon=claim, looks=looks, **common)
+    return pipeline.audit(claimed_epsilon=options.get("claimed_epsilon"), **common)
 
 
 def claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
@@ -295,8 +278,7 @@ def claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str
     rounds = parse_rounds_option(args.rounds)
     delta = options["delta"]
     if args.opacus:
-        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-        from auditsel.pipelines.load import load_object
+        from auditsel.pipelines.load import load_object  # deferred: `auditsel --help` stays fast
         from auditsel.pipelines.opacus import from_opacus
 
         made = load_object(args.opacus, "--opacus", call=True)
@@ -318,8 +300,7 @@ def claim_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str
             "claimed_epsilon": _tuning_claim(run) if claim is None else claim,
             "findings": run.findings,
         }
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.experiments.config import parse_base
+    from auditsel.experiments.config import parse_base  # deferred: `auditsel --help` stays fast
     from auditsel.files.safe_yaml import load_yaml_text
 
     raw = load_yaml_text(args.base, "--base", "the --base mapping")

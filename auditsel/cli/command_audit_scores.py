@@ -138,8 +138,7 @@ def _one_run_options(scores: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Audit the scores in `args.file`; 0 on success."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    import numpy as np
+    import numpy as np  # deferred: `auditsel --help` stays fast
 
     from auditsel.auditing.rules import THRESHOLD_RULES, fresh_seed
     from auditsel.auditing.scores import read_scores
@@ -182,8 +181,7 @@ def _audit(
 ) -> tuple[dict[str, LowerBound], dict[str, Estimate] | None, dict[str, str]]:
     """Every rule's bound (a rule other than --threshold may need more rows: skipped, with its
     reason) and the estimator panel, all from one seed."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.auditing.estimators import PanelOptions, estimator_panel
+    from auditsel.auditing.estimators import PanelOptions, estimator_panel  # deferred: fast --help
     from auditsel.auditing.lower import audit_scores
     from auditsel.auditing.rules import THRESHOLD_RULES, threshold_rule
     from auditsel.auditing.sorted_scores import SortedScores
@@ -237,8 +235,7 @@ def _payload(
     panel: dict[str, Estimate] | None,
     skipped: dict[str, str],
 ) -> dict[str, Any]:
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.auditing.estimators import panel_dict
+    from auditsel.auditing.estimators import panel_dict  # deferred: `auditsel --help` stays fast
     from auditsel.auditing.rules import THRESHOLD_RULES
 
     payload = {
@@ -265,8 +262,7 @@ def _text(
     panel: dict[str, Estimate] | None,
     skipped: dict[str, str],
 ) -> str:
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.auditing.rules import THRESHOLD_RULES
+    from auditsel.auditing.rules import THRESHOLD_RULES  # deferred: `auditsel --help` stays fast
 
     n1 = int(member.sum())
     lines = [
@@ -325,11 +321,8 @@ def panel_text(panel: dict[str, Estimate]) -> str:
     """The estimator panel as lines: name, value, label (with level), what it is."""
     lines = ["estimator panel (every entry labelled; only 'valid' entries are confidence bounds):"]
     for name, e in panel.items():
-        level = (
-            f" {percent(e.level)}"
-            if e.level is not None and e.label in ("valid", "bayesian")
-            else ""
-        )
+        shown = e.label in ("valid", "bayesian")
+        level = f" {percent(e.level)}" if e.level is not None and shown else ""
         label = {"bayesian": "bayesian credible"}.get(e.label, e.label) + level
         extra = _panel_extra(name, e)
         if name == "gdp_fit":

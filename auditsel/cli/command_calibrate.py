@@ -67,8 +67,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Calibrate the config `args.config` names; 0 on success."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.accounting.calibrate import CalibrationOptions, calibrate
+    from auditsel.accounting.calibrate import CalibrationOptions, calibrate  # deferred: fast --help
     from auditsel.experiments.config import load_config
 
     try:

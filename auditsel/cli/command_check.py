@@ -22,20 +22,10 @@ from auditsel.cli.exit_status import EXIT_REFUTED, UsageError
 from auditsel.cli.pipeline_options import user_argv
 
 NAME = "check"
-#: the fields of check_pipeline's RunObjects, written out so that `auditsel --help` imports no check (a test
-#: holds them equal to the signature)
-KEYS = (
-    "model",
-    "optimizers",
-    "data_loader",
-    "engine",
-    "rounds",
-    "delta",
-    "dataset",
-    "release",
-    "claim",
-    "base",
-    "privatizer",
+#: the fields of check_pipeline's RunObjects, written out so that `auditsel --help` imports no
+#: check (a test holds them equal to the signature)
+KEYS = tuple(
+    "model optimizers data_loader engine rounds delta dataset release claim base privatizer".split()
 )
 
 
@@ -57,8 +47,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def load_objects(target: str) -> dict[str, Any]:
     """The objects dict FUNCTION returns, its keys checked (bad input: UsageError)."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.pipelines.load import is_reference, load_object
+    from auditsel.pipelines.load import is_reference, load_object  # deferred: fast --help
 
     if not is_reference(target):
         raise UsageError(

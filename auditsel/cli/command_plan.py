@@ -120,8 +120,7 @@ def _run_pipeline(args: argparse.Namespace) -> int:
 
 def _tuning_epsilon(base: Any, rounds: Any, delta: float) -> float:
     """--base with --rounds and no --claim: the claim planned is the tuning run's epsilon."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.accounting.interval import tuning_epsilon
+    from auditsel.accounting.interval import tuning_epsilon  # deferred: fast --help
 
     eps = float(tuning_epsilon(base, rounds, delta).epsilon)
     print(
@@ -133,8 +132,7 @@ def _tuning_epsilon(base: Any, rounds: Any, delta: float) -> float:
 
 def run(args: argparse.Namespace) -> int:
     """Plan the audit of `args.config` (a config or a pipeline); 0 on success."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.experiments.config import load_config
+    from auditsel.experiments.config import load_config  # deferred: `auditsel --help` stays fast
 
     if is_pipeline(args.config):
         return _run_pipeline(args)
@@ -150,14 +148,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"{args.config}: game: required by plan (the audit to plan); add a game section"
         )
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.experiments.config_plan import plan_spec
+    from auditsel.experiments.config_plan import plan_spec  # deferred: `auditsel --help` stays fast
 
     exact = None
     monotone = spec.game.score == "monotone"
     if spec.game.kind in ("reduced", "discrete") and spec.delta > 0 and monotone:
-        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-        from auditsel.accounting.exact import exact_epsilon
+        from auditsel.accounting.exact import exact_epsilon  # deferred: fast --help
         from auditsel.selection import winner_law
 
         reduced = spec.base.reduced()  # a reduced or discrete game's base has one
@@ -194,8 +190,7 @@ def _plan_text(
         + (f", exact eps {exact:.4f}" if exact is not None else "")
     ]
     if g.score != "monotone":
-        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-        from auditsel.experiments.experiment import game_score
+        from auditsel.experiments.experiment import game_score  # deferred: fast --help
 
         best = "" if plan.game_eps is None else f"; its best test's eps {plan.game_eps:.4f}"
         lines.append(f"  score played: {game_score(spec).describe()}{best}")

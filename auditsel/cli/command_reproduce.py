@@ -26,8 +26,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     rep: argparse.ArgumentParser = subparsers.add_parser(
         NAME, help="recompute a paper's table under results/papers/NAME/"
     )
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.reproductions import names as reproduction_names
+    from auditsel.reproductions import names as reproduction_names  # deferred: fast --help
 
     rep.add_argument("name", choices=[*reproduction_names(), "all"])
     rep.add_argument(
@@ -79,8 +78,7 @@ def _zoo_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Reproduce `args.name` (every reproduction for `all`); 0 on success."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.reproductions import REGISTRY, names, reproduce
+    from auditsel.reproductions import REGISTRY, names, reproduce  # deferred: fast --help
     from auditsel.reproductions.accountant_claims import MissingExtra
 
     if args.out is not None and not args.out.strip():

@@ -150,8 +150,6 @@ def run(args: argparse.Namespace) -> int:
             "--assume: prints one setting's epsilon, not a sweep's (sweep.csv has the "
             "<key>_monotone_score columns); drop the option"
         )
-    # resolved, refused when it escapes (.., the current folder), locked against a second
-    # run; on failure only what this run created goes (auditsel.files)
     out = args.out if args.out is not None else Path(DEFAULT_OUT) / name
     with claim_folder(out, field="--out") as folder:
         progress = not args.no_progress and sys.stderr.isatty()
@@ -168,8 +166,7 @@ def _sweep_into(
 ) -> int:
     """Run a sweep's points into `out_dir` (sweep.csv, sweep.md, sweep.png, a folder per
     point) and print its table unless --quiet; 0."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.executor import execution_backend
+    from auditsel.executor import execution_backend  # deferred: `auditsel --help` stays fast
     from auditsel.experiments.sweep import run_sweep
 
     with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
@@ -197,8 +194,7 @@ def _run_into(
     points: list[Any] | None,
     progress: bool,
 ) -> int:
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.executor import execution_backend
+    from auditsel.executor import execution_backend  # deferred: `auditsel --help` stays fast
     from auditsel.experiments.bounds_cache import cache_folder
     from auditsel.experiments.experiment import ExperimentOutputs, run_experiment
     from auditsel.results.plots import prefetch_plotting
@@ -240,8 +236,7 @@ def _run_into(
     if not args.quiet:
         print(text_table(result))
         if getattr(args, "assume", None):
-            # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-            from auditsel.accounting.interval import tuning_epsilon
+            from auditsel.accounting.interval import tuning_epsilon  # deferred: fast --help
 
             print(tuning_epsilon(spec.base, spec.rounds, spec.delta, assume=args.assume))
         print(f"wrote {', '.join(str(p) for p in written)}")

@@ -95,48 +95,39 @@ def jobs_option(text: str) -> int:
     return value
 
 
-def _number(name: str, text: str, quote: bool = False) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        shown = repr(text) if quote else text
-        raise argparse.ArgumentTypeError(f"{name} must be a number, got {shown}") from None
+def _float_option(
+    name: str, ok: Callable[[float], bool], allowed: str, echo: bool = True
+) -> Callable[[str], float]:
+    """An argparse type for a number with `ok(value)`; the message names the option and what is
+    `allowed`, and shows the text as given (`echo`) or, quoted when not a number, the value."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            shown = text if echo else repr(text)
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {shown}") from None
+        if not ok(value):
+            shown = text if echo else f"{value:g}"
+            raise argparse.ArgumentTypeError(f"{name} must be {allowed}, got {shown}")
+        return value
+
+    return parse
 
 
 def finite_float(name: str) -> Callable[[str], float]:
     """An argparse type for any finite number."""
-
-    def parse(text: str) -> float:
-        value = _number(name, text)
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{name} must be a finite number, got {text}")
-        return value
-
-    return parse
+    return _float_option(name, math.isfinite, "a finite number")
 
 
 def nonnegative_float(name: str) -> Callable[[str], float]:
     """An argparse type for a number in [0, 1000) (a claimed epsilon)."""
-
-    def parse(text: str) -> float:
-        value = _number(name, text, quote=True)
-        if not (0 <= value < 1e3):
-            raise argparse.ArgumentTypeError(f"{name} must be in [0, 1000), got {value:g}")
-        return value
-
-    return parse
+    return _float_option(name, lambda v: 0 <= v < 1e3, "in [0, 1000)", echo=False)
 
 
 def positive_float(name: str) -> Callable[[str], float]:
     """An argparse type for a number in (0, 1000) (a target epsilon)."""
-
-    def parse(text: str) -> float:
-        value = _number(name, text)
-        if not (value > 0 and value < 1e3):
-            raise argparse.ArgumentTypeError(f"{name} must be in (0, 1000), got {text}")
-        return value
-
-    return parse
+    return _float_option(name, lambda v: v > 0 and v < 1e3, "in (0, 1000)")
 
 
 def unit_interval(
@@ -144,23 +135,18 @@ def unit_interval(
 ) -> Callable[[str], float]:
     """An argparse type for a number in [lower, 1) (closed below when `closed_low` or
     lower > 0), else in (lower, 1)."""
-
-    def parse(text: str) -> float:
-        value = _number(name, text)
-        ok = (value >= lower if closed_low or lower > 0 else value > lower) and value < 1
-        if not ok:
-            low = "[" if closed_low or lower > 0 else "("
-            raise argparse.ArgumentTypeError(f"{name} must be in {low}{lower:g}, 1), got {text}")
-        return value
-
-    return parse
+    closed = closed_low or lower > 0
+    return _float_option(
+        name,
+        lambda v: (v >= lower if closed else v > lower) and v < 1,
+        f"in {'[' if closed else '('}{lower:g}, 1)",
+    )
 
 
 def parse_rounds_option(text: str) -> RoundsLaw:
     """--rounds: a law of K from a YAML mapping, e.g. '{kind: poisson, mean: 10}'; bad input is
     one line naming --rounds (a UsageError)."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.files.safe_yaml import load_yaml_text
+    from auditsel.files.safe_yaml import load_yaml_text  # deferred: `auditsel --help` stays fast
     from auditsel.rounds import law_from_dict
 
     try:

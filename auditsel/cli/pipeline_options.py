@@ -73,14 +73,12 @@ def user_argv(target: str) -> Iterator[None]:
 
 def is_pipeline(target: str) -> bool:
     """Whether `target` names a pipeline (MODULE:FUNCTION, or a YAML file with a `tune` key)."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.pipelines.load import is_reference
+    from auditsel.pipelines.load import is_reference  # deferred: `auditsel --help` stays fast
 
     if is_reference(target):
         return True
     if target.endswith((".yaml", ".yml")) and Path(target).is_file():
-        # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-        from auditsel.files.safe_yaml import read_yaml
+        from auditsel.files.safe_yaml import read_yaml  # deferred: `auditsel --help` stays fast
 
         raw = read_yaml(Path(target))
         return isinstance(raw, dict) and "tune" in raw
@@ -90,8 +88,7 @@ def is_pipeline(target: str) -> bool:
 def load_pipeline_spec(args: argparse.Namespace) -> PipelineSpec:
     """The pipeline `args` name (audit-pipeline's target or plan's config), the command line's
     values over the YAML's."""
-    # deferred: the subcommand's modules load when it runs (`auditsel --help` stays fast)
-    from auditsel.pipelines.load import load_pipeline
+    from auditsel.pipelines.load import load_pipeline  # deferred: `auditsel --help` stays fast
 
     audit = hasattr(args, "target")
     return load_pipeline(
@@ -102,14 +99,5 @@ def load_pipeline_spec(args: argparse.Namespace) -> PipelineSpec:
         delta=args.delta,
         claimed_epsilon=args.claim,
         seed=args.seed,
-        **(
-            {
-                "games": args.games,
-                "confidence": args.confidence,
-                "rule": args.rule,
-                "name": args.name,
-            }
-            if audit
-            else {}
-        ),
+        **{k: getattr(args, k) for k in (("games", "confidence", "rule", "name") if audit else ())},
     )

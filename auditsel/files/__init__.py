@@ -10,10 +10,10 @@ Contract.
   `OutputFolder`.
 
 * The lock is filelock's operating-system lock (`flock` on POSIX) on `DIR/.auditsel.lock`
-  (holding the holder's pid): a second
-  claim of the same folder, by any process, is refused at once with a ConfigError
-  ("... is in use by another auditsel run (pid N)"). The kernel releases it when the holder
-  exits, also when it is killed, so there are no stale locks; a released lock file is removed.
+  (holding the holder's pid): a second claim of the same folder, by any process, is refused
+  at once with a ConfigError ("... is in use by another auditsel run (pid N)"). The kernel
+  releases it when the holder exits, also when it is killed, so there are no stale locks; a
+  released lock file is removed.
 
 * `OutputFolder.discard()` (a failed run) removes exactly what this run created: every path
   under the folder that was not there when it was claimed, then the folder itself and the
@@ -135,7 +135,7 @@ class OutputFolder:
         if not self.mine:
             return
         self._unlock()
-        self._remove_created_if_empty()
+        _rmdirs(self._created)
 
     def discard(self) -> None:
         """Unlock and remove what this run created (and only that); see the module docstring.
@@ -155,29 +155,19 @@ class OutputFolder:
             except OSError:
                 pass  # best effort: what cannot be removed stays, nothing else is touched
         self._unlock()
-        self._remove_created_if_empty()
+        _rmdirs(self._created)
 
     def _unlock(self) -> None:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
 
-    def _remove_created_if_empty(self) -> None:
-        for folder in reversed(self._created):
-            try:
-                folder.rmdir()  # only an empty folder: anything written there by others stays
-            except OSError:
-                break
-
     def __enter__(self) -> OutputFolder:
         return self
 
     def __exit__(self, kind, value, tb) -> None:
-        if (
-            kind is None
-            or issubclass(kind, (KeyboardInterrupt, SystemExit))
-            or _is_environment(value)
-        ):
+        keep = kind is None or issubclass(kind, (KeyboardInterrupt, SystemExit))
+        if keep or _is_environment(value):
             self.release()
         else:
             self.discard()
@@ -236,6 +226,8 @@ def claim_folder(path: str | Path, *, field: str = "--out") -> OutputFolder:
 
 
 def _rmdirs(created: list[Path]) -> None:
+    """Remove the created folders, innermost first, while they are empty (anything written
+    there by others stays)."""
     for folder in reversed(created):
         try:
             folder.rmdir()
@@ -369,42 +361,35 @@ def _check_path_length(text: str, field: str) -> None:
         )
 
 
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISDIR, "a folder"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def _require_regular(mode: int, path: str | os.PathLike[str], field: str) -> None:
+    """A ConfigError naming `field` unless `mode` is a regular file's."""
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise ConfigError(field, f"{os.fspath(path)} is {kind}; pass a regular file")
 
 
 def open_regular(path: str | os.PathLike[str], field: str) -> BinaryIO:
     """A binary handle on the regular file `path`, opened without blocking; a ConfigError
     naming `field` for a FIFO, device, socket or folder (never opened for reading). Missing
     files raise FileNotFoundError, as open() does."""
-    st = os.stat(path)
-    if not _is_regular(st.st_mode):
-        raise ConfigError(field, f"{os.fspath(path)} is {_kind(st.st_mode)}; pass a regular file")
+    _require_regular(os.stat(path).st_mode, path, field)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     fd = os.open(path, flags)
-    try:
-        st = os.fstat(fd)  # it may have been swapped between the stat and the open
-        if not _is_regular(st.st_mode):
-            raise ConfigError(
-                field, f"{os.fspath(path)} is {_kind(st.st_mode)}; pass a regular file"
-            )
+    try:  # it may have been swapped between the stat and the open
+        _require_regular(os.fstat(fd).st_mode, path, field)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
-
-
-def _is_regular(mode: int) -> bool:
-    return stat.S_ISREG(mode)
 
 
 def read_regular(path: str | os.PathLike, field: str, limit: int) -> bytes:

@@ -24,11 +24,7 @@ from auditsel.files import open_regular
 __all__ = ["MAX_CONFIG_BYTES", "MAX_YAML_CHARS", "MAX_YAML_NODES", "load_yaml_text", "read_yaml"]
 
 MAX_CONFIG_BYTES = 1 << 20  # a config file (or a --rounds mapping) is at most 1 MiB
-
-
 MAX_YAML_NODES = 100_000  # values, lists and mappings, an alias counted as a copy
-
-
 MAX_YAML_CHARS = 1 << 20  # characters of all values, an alias counted as a copy
 
 
@@ -136,6 +132,7 @@ def _check_expanded_size(root: yaml.Node, field: str, source: str) -> None:
     totals: dict[int, tuple[int, int]] = {}
     open_nodes: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    recursive = f"{source} has a recursive alias (an anchor used inside itself)"
     while stack:
         node, children_done = stack.pop()
         if isinstance(node, yaml.SequenceNode):
@@ -156,16 +153,12 @@ def _check_expanded_size(root: yaml.Node, field: str, source: str) -> None:
         if id(node) in totals:
             continue
         if id(node) in open_nodes:
-            raise ConfigError(
-                field, f"{source} has a recursive alias (an anchor used inside itself)"
-            )
+            raise ConfigError(field, recursive)
         open_nodes.add(id(node))
         stack.append((node, True))
         for child in children:
             if id(child) in open_nodes:
-                raise ConfigError(
-                    field, f"{source} has a recursive alias (an anchor used inside itself)"
-                )
+                raise ConfigError(field, recursive)
             if id(child) not in totals:
                 stack.append((child, False))
     nodes, chars = totals[id(root)]

@@ -55,19 +55,10 @@ __all__ = [
 #: (eps grid, delta of the released winner's curve there, the attack's certified lower curve
 #: there): `upper_panel`'s second part (None where there is no such curve)
 UpperCurve: TypeAlias = tuple[FloatArray, FloatArray | None, FloatArray | None]
-
-
 CURVE_POINTS = 60
-
-
 CURVE_DELTAS = (1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2)
-
-
-_UPPER: dict[
-    tuple[object, ...], tuple[Panel, UpperCurve]
-] = {}  # (base, rounds, delta, with_curves) -> upper_panel's value, per process
-
-
+#: (base, rounds, delta, with_curves, winner) -> upper_panel's value, per process
+_UPPER: dict[tuple[object, ...], tuple[Panel, UpperCurve]] = {}
 _UPPER_LOCK = threading.Lock()
 
 
@@ -130,8 +121,6 @@ def remember(
 def _upper_panel(
     base: MechanismPair, rounds: RoundsLaw, delta: float, with_curves: bool, winner: Winner | None
 ) -> tuple[Panel, UpperCurve]:
-    # (the attack's modules, its score search and, for composed runs, scipy.fft, load where the
-    # attack is computed: in `auditsel run`, the forked process beside the game)
     bounds = panel(base, rounds, delta, curve_deltas=CURVE_DELTAS if with_curves else None)
     eps_max = max(
         v
@@ -204,13 +193,8 @@ def lower_fields(
     bound: LowerBound, game: str, proxy: str, seed: int, streamed: bool
 ) -> dict[str, Any]:
     """result.json's `lower`: the audit's LowerBound and what was played."""
-    return {
-        **bound.to_dict(),
-        "game": game,
-        "proxy": proxy,
-        "seed": seed,
-        "streamed": bool(streamed),
-    }
+    played = {"game": game, "proxy": proxy, "seed": seed, "streamed": bool(streamed)}
+    return {**bound.to_dict(), **played}
 
 
 def result_interval(result: dict[str, Any], bounds: Panel) -> IntervalRecord:
@@ -221,13 +205,11 @@ def result_interval(result: dict[str, Any], bounds: Panel) -> IntervalRecord:
     eps_l = valid_lower(result)
     if eps_l is not None:
         low = result["lower"]
-        lows.append(
-            (
-                eps_l,
-                f"valid eps_L ({low['threshold_rule']} rule, {percent(low['confidence'])} "
-                f"Clopper-Pearson, {low['trials']:,} games)",
-            )
+        source = (
+            f"valid eps_L ({low['threshold_rule']} rule, {percent(low['confidence'])} "
+            f"Clopper-Pearson, {low['trials']:,} games)"
         )
+        lows.append((eps_l, source))
     return interval_from(lows, [(bounds.interval.upper, bounds.interval.upper_source)]).to_dict()
 
 

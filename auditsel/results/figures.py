@@ -36,8 +36,7 @@ PALETTE_COLOURS = 64
 
 
 def _palette_png(image: Any) -> bytes:
-    # deferred: pillow (matplotlib's image library) loads only when a plot is written
-    from PIL import Image
+    from PIL import Image  # deferred: pillow is heavy
 
     rgb = image.convert("RGB")
     small = rgb.quantize(
@@ -65,8 +64,7 @@ def new_figure(size: tuple[float, float], grid: tuple[int, int] | None = None) -
     """(figure, axes) of `size` inches on matplotlib's Agg canvas, without pyplot: no global
     figure manager to close it from (a figure is freed with its last reference) and a tenth of
     a second less to import. `axes` is one Axes, or for a (rows, cols) `grid` a 2-d array."""
-    # deferred: matplotlib (a third of a second) loads only when a plot is drawn
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # deferred: matplotlib is heavy
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=size)
@@ -76,8 +74,7 @@ def new_figure(size: tuple[float, float], grid: tuple[int, int] | None = None) -
 
 def save_figure(fig: Any, path: str | Path) -> Path:
     """Write `fig` to `path` as a palette PNG at FIGURE_DPI (see the module docstring)."""
-    # deferred: pillow (matplotlib's image library) loads only when a plot is written
-    from PIL import Image
+    from PIL import Image  # deferred: pillow is heavy
 
     # the canvas's pixels at FIGURE_DPI, as savefig renders them, taken without the round
     # trip through a compressed PNG that savefig would write and Image.open decode
@@ -96,8 +93,7 @@ def save_figure(fig: Any, path: str | Path) -> Path:
 
 def shrink_png(path: str | Path) -> bool:
     """Bring one PNG to the standard (FIGURE_DPI, a palette); False when it already was."""
-    # deferred: pillow (matplotlib's image library) loads only when a plot is written
-    from PIL import Image
+    from PIL import Image  # deferred: pillow is heavy
 
     with Image.open(path) as image:
         dpi = float(image.info.get("dpi", (FIGURE_DPI, FIGURE_DPI))[0])

@@ -153,12 +153,8 @@ def lower_values(result: dict) -> list[tuple[float, str]]:
     eps_l = valid_lower(result)
     if eps_l is not None:
         low = result["lower"]
-        out.append(
-            (
-                eps_l,
-                f"the valid eps_L = {eps_l:.4f} ({low['threshold_rule']}, {percent(low['confidence'])})",
-            )
-        )
+        rule = f"{low['threshold_rule']}, {percent(low['confidence'])}"
+        out.append((eps_l, f"the valid eps_L = {eps_l:.4f} ({rule})"))
     return out
 
 

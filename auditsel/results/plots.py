@@ -5,9 +5,8 @@ numbers of result.json, read through its labels) and from small artefacts: the w
 the attack's curve, and what the game's figures draw of its scores
 (`report.game_figure_data`: histogram bars, the ROC's exact counts and the pair's exact
 trade-off curve). A pixel is never data. It imports numpy, matplotlib (on first use) and the
-figures' file writer only (scipy not included). A heuristic value carries the word
-"heuristic" in its legend and is drawn dashed, never as a solid bound line; one the result
-contradicts is flagged "CONTRADICTED". Log axes are labelled in plain text (`decade_label`).
+figures' file writer only (scipy not included). Heuristic values are drawn as
+`auditsel.results.report` says. Log axes are labelled in plain text (`decade_label`).
 """
 
 from __future__ import annotations
@@ -86,8 +85,7 @@ def _margins(fig):
     (tight_layout measured every text, drawing each figure twice: half the time of the plots).
     Log axes keep their decade ticks only (minor ticks cost more than the rest of a figure),
     labelled in plain text (`decade_label`: no mathtext parser to build)."""
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    from matplotlib.ticker import FuncFormatter, NullLocator
+    from matplotlib.ticker import FuncFormatter, NullLocator  # deferred: matplotlib is heavy
 
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
@@ -123,32 +121,14 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, labels) ->
     fig, ax = new_figure((6, 4))
     if delta is not None:  # None: no exact winner law for this base (a dp_accounting event)
         positive = delta > 0
-        ax.semilogy(
-            eps[positive],
-            delta[positive],
-            "--" if "exact" in heuristic or "exact" in monotone else "-",
-            color="k",
-            lw=1.8,
-            label=legend_label(
-                "reduced game, mu of eq. 19"
-                if reduced
-                else "reduced game, exact (monotone score assumed)",
-                "exact",
-                heuristic,
-                contradicted,
-            ),
-        )
+        what = "mu of eq. 19" if reduced else "exact (monotone score assumed)"
+        label = legend_label(f"reduced game, {what}", "exact", heuristic, contradicted)
+        style = "--" if "exact" in heuristic or "exact" in monotone else "-"
+        ax.semilogy(eps[positive], delta[positive], style, color="k", lw=1.8, label=label)
     attack_delta = artefacts.get("attack_curve")
     if attack_delta is not None and np.any(attack_delta > 0):
-        keep = attack_delta > 0
-        ax.semilogy(
-            eps[keep],
-            attack_delta[keep],
-            "-",
-            color="C3",
-            lw=1.8,
-            label="attack (certified lower delta(eps))",
-        )
+        keep, label = attack_delta > 0, "attack (certified lower delta(eps))"
+        ax.semilogy(eps[keep], attack_delta[keep], "-", color="C3", lw=1.8, label=label)
     ax.axhline(result["delta"], color="grey", ls=":", label=f"delta = {result['delta']:g}")
     eps_b = result["base"].get("epsilon")
     if eps_b is not None:
@@ -177,34 +157,22 @@ def _plot_upper_curves(ax, result: dict, heuristic: set, monotone: set, contradi
     where heuristic or under the monotone-score assumption); returns the curves drawn."""
     curves = dict(result.get("upper_curves") or {})
     for section in ("reduced_game_curves", "monotone_score_curves"):
-        for key, values in (result.get(section) or {}).items():
-            if key != "delta":
-                curves[key] = values
+        curves.update((k, v) for k, v in (result.get(section) or {}).items() if k != "delta")
     styles = {
         "generic_rdp": ("C0", "generic RDP"),
         "profile": ("C1", "profile"),
         "improved_rdp": ("C2", "improved (UO)"),
         "improved_rdp_gdp": ("C4", "improved (UG)"),
     }
-    for key, (color, label) in styles.items():
+    for key, (color, name) in styles.items():
         values = curves.get(key)
         if values and any(v is not None for v in values):
             pairs = [(v, d) for v, d in zip(values, curves["delta"]) if v is not None]
-            ax.semilogy(
-                [p[0] for p in pairs],
-                [p[1] for p in pairs],
-                "o--" if key in heuristic or key in monotone else "o-",
-                color=color,
-                ms=3,
-                lw=1,
-                label=legend_label(
-                    f"{label} (eps at each delta)"
-                    + (", monotone score assumed" if key in monotone else ""),
-                    key,
-                    heuristic,
-                    contradicted,
-                ),
-            )
+            xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+            note = ", monotone score assumed" if key in monotone else ""
+            label = legend_label(f"{name} (eps at each delta){note}", key, heuristic, contradicted)
+            style = "o--" if key in heuristic or key in monotone else "o-"
+            ax.semilogy(xs, ys, style, color=color, ms=3, lw=1, label=label)
     return curves
 
 
@@ -215,13 +183,8 @@ def _plot_eps_marks(ax, result: dict) -> None:
         ax.axvline(low["eps"], color="C3", ls="-.", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
     claim = result.get("claim")
     if claim:
-        ax.axvline(
-            claim["epsilon"],
-            color="C2",
-            ls="--",
-            lw=0.8,
-            label=f"claimed eps = {claim['epsilon']:.3f}",
-        )
+        label = f"claimed eps = {claim['epsilon']:.3f}"
+        ax.axvline(claim["epsilon"], color="C2", ls="--", lw=0.8, label=label)
 
 
 def _plot_scores(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
@@ -256,14 +219,9 @@ def _tradeoff_references(result: dict, data: dict, labels, dense: np.ndarray) ->
     if data.get("exact") is not None:  # the pair's exact trade-off curve
         exact_fp, exact_fn = data["exact"]
         heuristic = "exact" in labels.heuristic_keys
-        name = legend_label(
-            "reduced game"
-            if "exact" in (result.get("reduced_game") or {})
-            else "exact, monotone score",
-            "exact",
-            labels.heuristic_keys,
-            labels.contradicted,
-        )
+        reduced = "exact" in (result.get("reduced_game") or {})
+        what = "reduced game" if reduced else "exact, monotone score"
+        name = legend_label(what, "exact", labels.heuristic_keys, labels.contradicted)
         references.append((f"{name} (likelihood ratio)", exact_fp, exact_fn, heuristic, "k"))
     claim = result.get("claim")
     if claim:
@@ -322,9 +280,6 @@ def _plot_tradeoff(result: dict, artefacts: dict, out_dir: Path, labels) -> str:
     ax.loglog([floor, 1], [floor, 1], ":", color="grey", lw=1, label="chance")
     ax.set_xlim(floor, 1.05)
     ax.set_ylim(floor, 1.05)
-    titles = (
-        "false positive rate",
-        "true positive rate",
-        f"{result['name']}: trade-off (ROC, log scale)",
-    )
+    title = f"{result['name']}: trade-off (ROC, log scale)"
+    titles = ("false positive rate", "true positive rate", title)
     return _finish(fig, ax, out_dir / "tradeoff.png", titles, fontsize=7, loc="lower right")

@@ -56,26 +56,13 @@ def summary_rows(
 ) -> list[tuple[str, str, str, str]]:
     """(quantity, value, rigour, source) rows, lower bound first, then the base and the bounds
     for any score (`labels`: the result's `ResultLabels`, computed here when not given)."""
-    rows = []
-    low = result.get("lower")
-    if low:
-        rows += _lower_rows(low)
-    one = result.get("one_run")
-    if one:
-        rows += _one_run_rows(one)
-    claim = result.get("claim")
+    low, one, claim, att = (result.get(k) for k in ("lower", "one_run", "claim", "attack"))
+    rows = (_lower_rows(low) if low else []) + (_one_run_rows(one) if one else [])
     if claim:
         rows.append(_claim_row(claim, low))
-    att = result.get("attack")
     if att:
-        rows.append(
-            (
-                "attack value",
-                _fmt(att["epsilon"]),
-                "lower bound",
-                att["source"].removeprefix("attack: "),
-            )
-        )
+        source = att["source"].removeprefix("attack: ")
+        rows.append(("attack value", _fmt(att["epsilon"]), "lower bound", source))
     if result.get("base"):
         rows.append(
             ("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism")
@@ -222,9 +209,7 @@ def text_table(result: dict, labels: ResultLabels | None = None) -> str:
     """The terminal table: the rows, the interval, one line per assumption."""
     labels = _labels(result, labels)
     rows = summary_rows(result, labels)
-    w0 = max(len(r[0]) for r in rows)
-    w1 = max(len(r[1]) for r in rows)
-    w2 = max(len(r[2]) for r in rows)
+    w0, w1, w2 = (max(len(r[i]) for r in rows) for i in range(3))
     head = f"{result['name']}: delta = {result['delta']:g}, {_setting(result)}"
     lines = [head, "-" * len(head)]
     lines += [f"{a:<{w0}}  {b:>{w1}}  {c:<{w2}}  {d}".rstrip() for a, b, c, d in rows]
@@ -364,10 +349,9 @@ def game_figure_data(
     bars = []
     for b in (0, 1):
         if values is not None:  # a finite-output game: frequencies per output
-            counts = np.searchsorted(finite[b], values, "right") - np.searchsorted(
-                finite[b], values, "left"
-            )
-            bars.append((values, counts / max(len(finite[b]), 1)))
+            s = finite[b]
+            counts = np.searchsorted(s, values, "right") - np.searchsorted(s, values, "left")
+            bars.append((values, counts / max(len(s), 1)))
         else:  # a density histogram from the sorted scores: counts by binary search
             edges = np.linspace(lo, hi, 80)
             counts = np.diff(np.searchsorted(finite[b], edges, "right"))

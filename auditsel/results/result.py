@@ -49,23 +49,16 @@ class RunResult:
     @classmethod
     def from_dict(cls, result: Mapping[str, Any]) -> RunResult:
         """The object of a result.json document (as `auditsel run` writes it)."""
+        required = ("name", "delta", "base", "rounds", "upper", "upper_rigour")
+        optional = ("lower", "one_run", "interval", "attack", "reduced_game", "monotone_score")
+        given: dict[str, Any] = {k: result.get(k) for k in optional}
         return cls(
-            name=result["name"],
-            delta=result["delta"],
-            base=result["base"],
-            rounds=result["rounds"],
-            upper=result["upper"],
-            upper_rigour=result["upper_rigour"],
-            lower=result.get("lower"),
-            one_run=result.get("one_run"),
+            **{k: result[k] for k in required},
+            **given,
             notes=result.get("notes", {}),
             version=result["version"],
             seconds=result["seconds"],
             document=result,
-            interval=result.get("interval"),
-            attack=result.get("attack"),
-            reduced_game=result.get("reduced_game"),
-            monotone_score=result.get("monotone_score"),
         )
 
     @property
