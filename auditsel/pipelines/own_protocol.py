@@ -1,13 +1,10 @@
 """Audit what you already run: your own protocol, as a function.
 
-* `audit_protocol(release, score, *, delta, trials, statistics, ...)`: wraps a per-trial
-  function release(member, rng) -> y (your tuning run on X when member = 0, on X' when
-  member = 1) and a score(y) -> float
-  (higher = "the canary was in") into the game engine of `auditsel.games.engine`: the same seeded
-  chunks, joblib workers and checkpoints as `auditsel run`, then the lower bound of
-  `auditsel.auditing.lower` ([XWW24] Algorithm 1 and eq. 4).
-
-Score files (`auditsel audit-scores`) are read by `auditsel.auditing.scores`.
+`audit_protocol(release, score, *, delta, trials, statistics, ...)` wraps a per-trial function
+release(member, rng) -> y (your tuning run on X when member = 0, on X' when member = 1) and a
+score(y) -> float (higher = "the canary was in") into the game engine of
+`auditsel.games.engine` (seeded chunks, joblib workers, checkpoints), then the lower bound of
+`auditsel.auditing.lower` ([XWW24] Algorithm 1 and eq. 4).
 """
 
 from __future__ import annotations
@@ -89,16 +86,13 @@ def audit_protocol(
         delta: in [0, 1).
         trials: the number of trials (games).
         statistics: `AuditOptions(confidence, rule, seed)`: eps_L holds with probability
-            `confidence` (in [0.5, 1)) under the threshold `rule` (a rule of
-            `auditsel.auditing.rules`, e.g. `BonferroniGrid(grid=...)` for thresholds fixed in
-            advance, or its name); `seed` seeds the trials (and the split of a rule given by
-            name).
+            `confidence` under the threshold `rule` (`auditsel.auditing.rules`); `seed` seeds
+            the trials (and a named rule's split).
         vectorized: `release` and `score` take and return arrays.
         fingerprint: guards against mixing checkpoints of different audits (None: the
             functions' names, seed and chunk size).
-        execution: an `ExecutionOptions` (jobs, backend, chunk_size (default 1000),
-            checkpoint_dir to resume an interrupted audit, progress); never changes the
-            numbers.
+        execution: an `ExecutionOptions` (chunk_size default 1000; checkpoint_dir resumes an
+            interrupted audit); never changes the numbers.
 
     Returns:
         A `LowerBound` (`auditsel.auditing.lower`).
