@@ -528,56 +528,36 @@ class _Run:
 
 
 def _audit_pipeline(request: _Request) -> PipelineAudit:
-    """The audit of a request: canaries resolved, options checked, folder claimed, games
-    played and analysed."""
+    """The audit of a request: canaries resolved, options checked, folder claimed, the game
+    made (its chunks check the digests of data and canary unless nondeterminism is accepted)
+    and fingerprinted (the checkpoints opened with it), games played and analysed."""
     canary = resolve_canary(request.canary, request.tune, request.data)  # "both": a tuple
     if isinstance(canary, tuple):  # several canaries: each its games, Bonferroni
         return _audit_each_canary(request, canary)
-    audit = _settle(request, canary)
-    ex = request.execution
+    audit, ex = _settle(request, canary), request.execution
+    tune, score_fn, data, chunk_size = request.tune, audit.score_fn, request.data, audit.chunk_size
     with _claimed(request.out_dir) as folder:
         out = None if folder is None else folder.path
         checkpoint_dir = ex.checkpoint_dir
         if checkpoint_dir is None and out is not None:
             checkpoint_dir = out / "checkpoints"
         if ex.fresh and checkpoint_dir is not None:  # the folder is locked, the options checked
-            folder_path = Path(checkpoint_dir)
-            deleted = delete_checkpoints(folder_path, "fresh")
+            deleted = delete_checkpoints(Path(checkpoint_dir), "fresh")
             if deleted:
-                n = f"{len(deleted):,}"
-                print(
-                    f"auditsel: --fresh: deleted {n} checkpoint files of {folder_path}",
-                    file=sys.stderr,
-                )
+                what = f"{len(deleted):,} checkpoint files of {Path(checkpoint_dir)}"
+                print(f"auditsel: --fresh: deleted {what}", file=sys.stderr)
         stream = _streamed(audit.stream, request.games, checkpoint_dir)
         clocks = (time.perf_counter(), time.process_time())
-        parts = (request.tune, audit.score_fn, request.data, canary, audit.seed)
-        game, fingerprint = _game_and_fingerprint(
-            (*parts, audit.chunk_size, audit.fields),
-            request.execution.accept_nondeterminism,
-            checkpoint_dir,
-        )
+        components = _components(tune, score_fn, data, canary, audit.seed, chunk_size, audit.fields)
+        digests: tuple[str, ...] = ()
+        if not ex.accept_nondeterminism:
+            digests = (components["data"], content_digest(canary, "canary"))
+        game = PipelineGame(tune, score_fn, data, canary, chunk_size, audit.fields, digests)
+        fingerprint = _digest(components)
+        if checkpoint_dir is not None:
+            fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
         played = _play_checked(game, audit, checkpoint_dir, fingerprint, stream)
         return _analyse(audit, _Run(*played, fingerprint, stream, clocks, out))
-
-
-def _game_and_fingerprint(
-    parts: tuple[TuneFn, ScoreFn, Any, Canary, int, int, tuple[str, ...]],
-    accept: bool,
-    checkpoint_dir: str | Path | None,
-) -> tuple[PipelineGame, str]:
-    """The game (its chunks check the digests unless `accept`) and its fingerprint, the
-    checkpoint folder opened with it."""
-    tune, score_fn, data, canary, seed, chunk_size, fields = parts
-    components = _components(tune, score_fn, data, canary, seed, chunk_size, fields)
-    digests: tuple[str, ...] = ()
-    if not accept:
-        digests = (components["data"], content_digest(canary, "canary"))
-    game = PipelineGame(tune, score_fn, data, canary, chunk_size, fields, digests)
-    fingerprint = _digest(components)
-    if checkpoint_dir is not None:
-        fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
-    return game, fingerprint
 
 
 def _rule_and_label(
