@@ -97,16 +97,6 @@ class OpacusRun:
         }
 
 
-def _history(accountant: Any) -> list[tuple[float, float, int]]:
-    try:
-        return [(float(s), float(q), int(n)) for s, q, n in accountant.history]
-    except (AttributeError, TypeError, ValueError):
-        raise ConfigError(
-            "privacy_engine",
-            "must be an opacus.PrivacyEngine (its accountant's history is unreadable)",
-        ) from None
-
-
 def from_opacus(
     privacy_engine: Any,
     *,
@@ -181,7 +171,13 @@ def _read_run(
     loader_rate = getattr(data_loader, "sample_rate", None)
     if loader_rate is None:
         loader_rate = 1 / len(data_loader)  # what make_private charges for any loader
-    history = _history(accountant)
+    try:
+        history = [(float(s), float(q), int(n)) for s, q, n in accountant.history]
+    except (AttributeError, TypeError, ValueError):
+        raise ConfigError(
+            "privacy_engine",
+            "must be an opacus.PrivacyEngine (its accountant's history is unreadable)",
+        ) from None
     mechanism = str(accountant.mechanism())
     claimed, steps, rate = _claim(
         privacy_engine, accountant, history, sigma, loader_rate, delta, steps

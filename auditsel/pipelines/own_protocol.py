@@ -48,16 +48,6 @@ class FunctionProxy:
         return np.array([float(self.score_one(y)) for y in observations], dtype=float)
 
 
-def _default_fingerprint(
-    release: Callable[..., Any], score: Callable[..., Any], seed: int, chunk_size: int
-) -> str:
-    names = [
-        f"{getattr(f, '__module__', None)}.{getattr(f, '__qualname__', repr(f))}"
-        for f in (release, score)
-    ]
-    return hashlib.sha256(f"{names}|{seed}|{chunk_size}".encode()).hexdigest()[:32]
-
-
 PROTOCOL_CHUNK_SIZE = 1000
 
 
@@ -130,6 +120,12 @@ def _play(
     if trials < 2:
         raise ConfigError("trials", f"must be an integer >= 2, got {trials}")
     chunk_size = ex.chunk_size if ex.chunk_size is not None else PROTOCOL_CHUNK_SIZE
+    if fingerprint is None:  # the functions' names, the seed and the chunk size
+        names = [
+            f"{getattr(f, '__module__', None)}.{getattr(f, '__qualname__', repr(f))}"
+            for f in (release, score)
+        ]
+        fingerprint = hashlib.sha256(f"{names}|{seed}|{chunk_size}".encode()).hexdigest()[:32]
     protocol = _VectorProtocol(release) if vectorized else FunctionProtocol(release)
     proxy = score if vectorized else FunctionProxy(score)
     return run_game(
@@ -143,7 +139,7 @@ def _play(
         if ex.checkpoint_dir is None
         else Checkpoints(
             Path(ex.checkpoint_dir),
-            fingerprint or _default_fingerprint(release, score, seed, chunk_size),
+            fingerprint,
             chunk_size,
             code_identity(release, score),
         ),

@@ -403,54 +403,37 @@ def plan_pipeline(
     Returns:
         A `PipelinePlan` (the module docstring says what each field holds).
     """
-    given = {
-        "statistics": given_options(AuditOptions, statistics, "statistics"),
-        "execution": given_options(ExecutionOptions, execution, "execution"),
-    }
-    targets = (target_eps, claimed_epsilon, games)
+    st = given_options(AuditOptions, statistics, "statistics")
+    ex = given_options(ExecutionOptions, execution, "execution")
     options = pilot if isinstance(pilot, PilotOptions) else PilotOptions(games=pilot)
-    return _plan_each(pipeline_parts(pipeline), delta, options, targets, given)
-
-
-def _plan_each(
-    pipeline: dict[str, Any],
-    delta: float,
-    pilot: PilotOptions,
-    targets: tuple[float | None, float | None, int | None],
-    given: Mapping[str, Any],
-) -> PipelinePlan:
-    """`plan_pipeline`: one plan per canary at its Bonferroni share, combined."""
-    st, ex = given["statistics"], given["execution"]
+    parts = pipeline_parts(pipeline)
     for unused in ("scheduler", "checkpoint_dir", "chunk_size"):
         if getattr(ex, unused) is not None:
             raise ConfigError(f"execution.{unused}", "not used by plan_pipeline's pilot")
-    pilot_seed = integer(st.seed, "seed", 0) + 1
-    tune, data = pipeline["tune"], pipeline["data"]
-    canary = resolve_canary(pipeline["canary"], tune, data)  # "both": (Input-, GradientCanary)
+    audit_seed = integer(st.seed, "seed", 0)
+    canary = resolve_canary(parts["canary"], parts["tune"], parts["data"])  # "both": a pair
     canaries = canary if isinstance(canary, tuple) else (canary,)
     if not canaries:
         raise ConfigError("canary", "give a canary, or a tuple of canaries to plan each")
     confidence = number(st.confidence, "confidence", 0.5, 1, hi_open=True)
-    pilot_confidence = number(pilot.confidence, "pilot_confidence", 0.5, 1, hi_open=True)
+    pilot_confidence = number(options.confidence, "pilot_confidence", 0.5, 1, hi_open=True)
     m = len(canaries)  # the audit's Bonferroni split over its canaries (module docstring)
     request = _PlanRequest(
-        **{**pipeline, "canary": canaries[0]},
+        **{**parts, "canary": canaries[0]},
         delta=delta,
-        pilot=pilot.games,
-        targets=targets,
-        power=pilot.power,
+        pilot=options.games,
+        targets=(target_eps, claimed_epsilon, games),
+        power=options.power,
         statistics=replace(st, confidence=1 - (1 - confidence) / m),
-        seed=pilot_seed,
-        audit_seed=integer(st.seed, "seed", 0),
+        seed=audit_seed + 1,
+        audit_seed=audit_seed,
         execution=ex,
         pilot_confidence=1 - (1 - pilot_confidence) / m,
     )
     plans = [_plan_pipeline(replace(request, canary=one)) for one in canaries]
-    return (
-        plans[0]
-        if not isinstance(canary, tuple)
-        else _combined(plans, confidence, pilot_confidence)
-    )
+    if not isinstance(canary, tuple):
+        return plans[0]
+    return _combined(plans, confidence, pilot_confidence)
 
 
 @dataclass(frozen=True, kw_only=True)
