@@ -1,16 +1,12 @@
 """Options of the audits of your own code, as small frozen keyword-only dataclasses.
 
-Contract: an options object only carries settings; none changes a number an audit reports
-(the same seed gives the same eps_L for any `ExecutionOptions`: each chunk of games is seeded
-by its index, `auditsel.games.engine`). `AuditOptions` holds the statistics of an audit (confidence, threshold rule, seed: these
-do change eps_L, as documented by `auditsel.auditing.rules`), `ExecutionOptions` (defined in `auditsel.executor`, which
-`auditsel.games.engine.run_game` reads too; re-exported here) where and how the games play
-(workers, backend, chunks, checkpoints, memory, progress, the replay check: the same numbers
-whatever they are), `ReportOptions` what is written beside the result (the output folder, its
-name, the tuning bounds of a mechanism pair and a law of K, the estimator panel). The functions
-that take them (`audit_protocol`, `audit_pipeline`, `plan_pipeline`) check each field where it
-is used and raise `ConfigError` naming it; `given_options` refuses an argument that is not
-its options object (a dict is never read by its field names).
+Contract: `AuditOptions` holds the statistics of an audit (confidence, threshold rule, seed:
+these change eps_L, `auditsel.auditing.rules`); `ExecutionOptions` (from `auditsel.executor`,
+re-exported) where and how the games play, and `ReportOptions` what is written beside the
+result: neither changes a number (each chunk of games is seeded by its index,
+`auditsel.games.engine`). The functions that take them check each field where it is used and
+raise `ConfigError` naming it; `given_options` refuses an argument that is not its options
+object (a dict is never read by its field names).
 """
 
 from __future__ import annotations

@@ -6,50 +6,31 @@ in (member = 1) and owns that game's random stream for its own draws. Out of a g
 0, or the unbound canary itself) every call below is a no-op, so `tune` is the same code in
 both worlds and runs unchanged outside an audit.
 
-* `InputCanary(x, y)`: one training example. In the game it is appended to the training set
+* `InputCanary(x, y)`: one training example, appended to the training set in the game
   (`prepare(data)`: (X, y) arrays, numpy or torch, or a torch Dataset). Default score: minus
   the canary's loss under the released model (logistic loss for one output, cross-entropy for
-  several), the membership test of [NHSBTJCT23] and [SNJ23]. `InputCanary(x, y, copies=k)`
-  appends k copies (a group of k identical examples, as [PS22] Section 2's outliers): the
-  audit's eps_L then bounds the epsilon of that group, which DP bounds only through group
-  privacy.
+  several), the membership test of [NHSBTJCT23] and [SNJ23]. `copies=k` appends k identical
+  copies (a group, as [PS22] Section 2's outliers): eps_L then bounds that group's epsilon,
+  which DP bounds only through group privacy.
 
 * `GradientCanary(coordinate=i)`: a Dirac gradient of norm C (the clipping norm) on coordinate
-  i of the flattened parameters, in the order of the optimizer's parameters (`model.parameters()`
-  when the optimizer was built from it), or addressed by name, `GradientCanary(parameter=
-  "fc1.weight", index=(3, 0))` (`attach(optimizer, model=model)`, `step(..., names=...)`: the
-  names of `model.named_parameters()`): the worst-case canary of [NHSBTJCT23] and [XWW24]
-  Sec. 5. It enters the clipped sum of a DP-SGD step before the noise, on the steps where
-  Poisson sampling takes it (probability = the step's sample rate), exactly as a real example
-  whose clipped gradient is C e_i would::
+  i of the flattened parameters (in the optimizer's order), or by name,
+  `GradientCanary(parameter="fc1.weight", index=(3, 0))`: the worst-case canary of
+  [NHSBTJCT23] and [XWW24] Sec. 5. It enters the clipped sum of a DP-SGD step before the noise,
+  on the steps where Poisson sampling takes it (probability = the step's sample rate), as a
+  real example whose clipped gradient is C e_i would: `canary.attach(optimizer)` on an Opacus
+  `DPOptimizer`; `canary.step(grads, sample_rate=q, max_grad_norm=C)` on the summed clipped
+  gradients of a hand-written loop; or `canary.examples(grads, ...)` on its per-example
+  gradients before clipping, where the canary is one more row (`THROUGH` x C on its coordinate
+  and its `spread` coordinates) that the pipeline's own clipping treats as any example's (any
+  row is a valid canary, whatever its norm; `step` is then a no-op in that game).
 
-    - Opacus: `canary.attach(optimizer)` on the `DPOptimizer` of `PrivacyEngine.make_private`
-      (the canary is added to `p.summed_grad` in `add_noise`, at the sample rate that the
-      engine's accountant charges for that optimizer, times its accumulated iterations);
-    - a hand-written loop: `canary.step(grads, sample_rate=q, max_grad_norm=C)` on the list of
-      summed clipped gradients (torch tensors or numpy arrays, in parameter order), after
-      clipping and summing, before adding the noise.
-
-    - through your own clipping (the better place in a hand-written loop):
-      `grads = canary.examples(grads, sample_rate=q, max_grad_norm=C)` on the per-example
-      gradients (one [rows, *shape] tensor or array per parameter) before clipping: with
-      probability q it appends one row, the canary's example gradient, `THROUGH` x C on its
-      coordinate and on each of its `spread` coordinates (one per other parameter tensor), and
-      your clipping treats it as any example's (flat clipping cuts the row to norm C; clipping
-      each tensor to C lets C through in every tensor; noise added before clipping is swamped
-      by the row's size): the canary is exactly a person whose gradient is that row, so any
-      row is a valid canary, whatever its norm. `step` is then a no-op in that game, so that
-      the canary enters once.
-
-  Default score: the released model's move along the canary coordinate, `initial - theta_i`
-  (gradient descent moves theta_i down when the canary is in), with `initial` read from the
-  release when it holds the initial weights (a mapping with "model" and "initial"), else the
-  canary's `initial` (0 for zero-initialised weights); plus the same move along each `spread`
-  coordinate (from `spread_initial`) when it has them. Its `reference` coordinates (ones that
-  only the noise moves: an unused feature's weights, from `reference_initial`) are read by
-  `noise(release)`, the root mean square of their moves: the release's own noise scale, which
-  tells the learned score what released scalars (a learning rate, a clipping norm) the moves
-  scale with (`auditsel.pipelines.learned_scores`).
+  Default score: the move along the canary coordinate, `initial - theta_i` (gradient descent
+  moves theta_i down when the canary is in), `initial` read from the release when it holds the
+  initial weights (a mapping with "model" and "initial"), else the canary's; plus the same
+  along each `spread` coordinate. Its `reference` coordinates (which only the noise moves) are
+  read by `noise(release)`: the release's own noise scale, for the learned score
+  (`auditsel.pipelines.learned_scores`).
 
 A score reads the release only (`score(release)`), never the coin: the audit calls it with the
 unbound canary. Every check of the canary's input (the data's format, the optimizer, the
@@ -107,8 +88,7 @@ class Canary:
         return data
 
     def attach(self, optimizer: Any, *, sample_rate: float | None = None, model: Any = None) -> Any:
-        """Inject the canary into an Opacus DPOptimizer (a no-op for canaries that do not act
-        on gradients); returns the optimizer."""
+        """Inject the canary into an Opacus DPOptimizer (a no-op for others); the optimizer."""
         return optimizer
 
     def step(
@@ -119,8 +99,7 @@ class Canary:
         max_grad_norm: Any,
         names: Sequence[str] | None = None,
     ) -> bool:
-        """One step of a hand-written DP-SGD loop (a no-op for canaries that do not act on
-        gradients); returns whether the canary's gradient was added."""
+        """One step of a hand-written DP-SGD loop (a no-op for others): whether it added."""
         return False
 
     def examples(
@@ -131,10 +110,8 @@ class Canary:
         max_grad_norm: Any,
         names: Sequence[str] | None = None,
     ) -> list[Any]:
-        """One step of a hand-written DP-SGD loop, before clipping: the per-example gradients
-        `grads` (one `[rows, *shape]` tensor or array per parameter), with the canary's own
-        example gradient appended as one more row when it takes part (a no-op for canaries that
-        do not act on gradients); clip, sum and noise what it returns."""
+        """The per-example gradients `grads` of a hand-written DP-SGD step, before clipping, with
+        the canary's example row appended when it takes part (a no-op for other canaries)."""
         return list(grads)
 
     def score(self, release: Any) -> float:
@@ -142,8 +119,7 @@ class Canary:
         raise NotImplementedError
 
     def noise(self, release: Any) -> float | None:
-        """The release's own noise scale along coordinates that only the noise moves (a
-        `GradientCanary` with `reference` coordinates); None where the canary reads none."""
+        """The release's own noise scale (module docstring); None where the canary reads none."""
         return None
 
     def describe(self) -> dict[str, Any]:
@@ -186,9 +162,8 @@ def _parameter_list(release: Any) -> list[Any]:
 
 
 def flat_parameters(release: Any) -> NDArray[np.float64]:
-    """The release's parameters as one float64 vector: a torch module (its `parameters()`), a
-    mapping of name -> tensor (a state dict), a sequence of tensors or arrays, or one array; a
-    mapping with a "model" key is read through it."""
+    """The release's parameters as one float64 vector: a torch module, a state dict, a sequence
+    of tensors or arrays, or one array; a mapping with a "model" key is read through it."""
     parts = [_to_numpy(p).reshape(-1) for p in _parameter_list(release)]
     return np.concatenate(parts) if parts else np.empty(0)
 
@@ -407,9 +382,7 @@ class GradientCanary(Canary):
             self._check_coordinates(field)
 
     def _check_coordinates(self, field: str) -> None:
-        """Validate the extra coordinates `field` ("spread" or "reference") and their initial
-        values (`field`_initial): a tuple of coordinates, one initial value each where given,
-        only beside coordinate=i."""
+        """Validate the coordinates `field` ("spread" or "reference") and `field`_initial."""
         coordinates, starts = getattr(self, field), getattr(self, f"{field}_initial")
         if not isinstance(coordinates, (tuple, list)) or not isinstance(starts, (tuple, list)):
             raise ConfigError(field, f"must be a tuple of coordinates (and {field}_initial too)")
@@ -460,11 +433,9 @@ class GradientCanary(Canary):
         max_grad_norm: Any,
         names: Sequence[str] | None = None,
     ) -> bool:
-        """Add the canary's clipped gradient to the summed clipped gradients `grads` (one tensor
-        or array per parameter, in parameter order; changed in place) with probability
-        `sample_rate`, when the canary is in. Call it after clipping and summing the batch's
-        gradients and before adding the noise. `names`: the parameters' names, in the same
-        order (needed when the canary is addressed by `parameter`)."""
+        """Add the canary's clipped gradient to the summed clipped gradients `grads` (in place,
+        in parameter order) with probability `sample_rate`, when the canary is in; after
+        clipping, before the noise. `names`: the parameters' names (for `parameter`)."""
         rate = number(sample_rate, "sample_rate", 0, 1, lo_open=True)
         index, where = self._where([_shape(g) for g in grads], names)
         norm = self._norm(max_grad_norm, index)
@@ -484,12 +455,9 @@ class GradientCanary(Canary):
         names: Sequence[str] | None = None,
     ) -> list[Any]:
         """The per-example gradients `grads` (one `[rows, *shape]` tensor or array per
-        parameter, in parameter order) with, when the canary is in and Poisson sampling takes
-        it (probability `sample_rate`), one more row: the canary's example gradient, THROUGH x
-        C (the step's clipping norm, the parameter's own under per-layer clipping) at its
-        coordinate and at each `spread` coordinate, 0 elsewhere. Call it before clipping: the
-        pipeline clips the row as any example's. Once called in a game, `step` adds nothing
-        in that game."""
+        parameter) with, when the canary is in and sampled (probability `sample_rate`), one
+        more row: THROUGH x C (the parameter's own C under per-layer clipping) at its coordinate
+        and each `spread` coordinate, 0 elsewhere (module docstring)."""
         rate = number(sample_rate, "sample_rate", 0, 1, lo_open=True)
         shapes = [_shape(g)[1:] for g in grads]
         places = [self._where(shapes, names)] + [_locate(shapes, c) for c in self.spread]
@@ -513,11 +481,9 @@ class GradientCanary(Canary):
         return number(max_grad_norm, "max_grad_norm", 0, math.inf, lo_open=True)
 
     def attach(self, optimizer: Any, *, sample_rate: float | None = None, model: Any = None) -> Any:
-        """Inject the canary into an Opacus `DPOptimizer`: on every noised step, before the
-        noise, it is added to the clipped sum with probability equal to the step's sample rate
-        (by default the rate that the privacy engine's accountant charges for this optimizer).
-        `model` (whose parameters the optimizer holds, in order) names the parameters, for a
-        canary addressed by `parameter`. Out of the game the optimizer is left untouched."""
+        """Inject the canary into an Opacus `DPOptimizer`: added to the clipped sum before the
+        noise at the step's sample rate (default: the rate its accountant charges). `model`
+        names the parameters (for `parameter`). Out of the game the optimizer is untouched."""
         for attribute in ("add_noise", "params", "max_grad_norm"):
             if not hasattr(optimizer, attribute):
                 raise ConfigError(
@@ -548,9 +514,7 @@ class GradientCanary(Canary):
         return optimizer
 
     def score(self, release: Any) -> float:
-        """initial - theta_i: how far the released parameters moved against the canary (the
-        initial value from release["initial"] when the release is a mapping that holds it),
-        summed over its coordinates (`spread`)."""
+        """initial - theta_i summed over the canary's coordinates (module docstring)."""
         held = isinstance(release, Mapping) and "initial" in release
         initial = self._coordinate_of(release["initial"]) if held else self.initial
         moved = initial - self._coordinate_of(release)
@@ -559,10 +523,8 @@ class GradientCanary(Canary):
         return moved
 
     def noise(self, release: Any) -> float | None:
-        """The root mean square of the `reference` coordinates' moves (initial - theta, as the
-        score reads them): the spread of the release's own noise along coordinates that only
-        the noise moves, in the units of the score's move per coordinate; None without
-        reference coordinates."""
+        """The root mean square of the `reference` coordinates' moves (as the score reads
+        them); None without reference coordinates."""
         if not self.reference:
             return None
         held = isinstance(release, Mapping) and "initial" in release
@@ -597,16 +559,8 @@ class GradientCanary(Canary):
             if self.coordinate is not None
             else {"parameter": self.parameter, "index": list(self.index)}
         )
-        spread = {"spread": list(self.spread)} if self.spread else {}
-        reference = {"reference": list(self.reference)} if self.reference else {}
-        return {
-            "kind": "gradient",
-            **where,
-            "norm": self.norm,
-            "initial": self.initial,
-            **spread,
-            **reference,
-        }
+        extra = {k: list(getattr(self, k)) for k in ("spread", "reference") if getattr(self, k)}
+        return {"kind": "gradient", **where, "norm": self.norm, "initial": self.initial, **extra}
 
 
 def _zero_row(grads: Any) -> Any:
@@ -627,8 +581,7 @@ def _stack(grads: Any, row: Any) -> Any:
 
 
 def _names(release: Any) -> list[str] | None:
-    """The parameters' names of a release (a torch module's `named_parameters()`, a state
-    dict's keys), in `_parameter_list` order; None when it has none."""
+    """The parameters' names of a release, in `_parameter_list` order; None when it has none."""
     model = _model_of(release)
     named = getattr(model, "named_parameters", None)
     if callable(named):
@@ -639,8 +592,8 @@ def _names(release: Any) -> list[str] | None:
 
 
 def _sample_rate(optimizer: Any) -> float:
-    """The sample rate that Opacus's accountant charges for this optimizer: the `sample_rate`
-    bound into the step hook of `IAccountant.get_optimizer_hook_fn` by `make_private`."""
+    """The sample rate Opacus's accountant charges for this optimizer (bound into its step
+    hook by `make_private`)."""
     hook = getattr(optimizer, "step_hook", None)
     rate = None
     if hook is not None:

@@ -22,9 +22,8 @@ Contract. `content_digest(value, field)` is the sha256 (hex) of a canonical walk
 
 An object shared twice or referring to itself is walked once (later visits are back
 references). An object that pickling refuses (a lock, an open file, a generator) is a
-`ConfigError` naming `field` and the path to it inside the value (`data[0].lock: cannot be
-fingerprinted or pickled (TypeError: cannot pickle '_thread.lock' object)`): such data could
-not be sent to a worker process either.
+`ConfigError` naming `field` and the path to it inside the value (`data[0].lock`): such data
+could not be sent to a worker process either.
 """
 
 from __future__ import annotations

@@ -2,76 +2,44 @@
 
 Contract. `resolve_canary(canary, tune, data)` returns `canary` unchanged unless it is the
 string "both" (or a list, returned as a tuple); "both" becomes `default_canaries(tune, data)`,
-the pair (InputCanary, GradientCanary) that `audit_pipeline` and `plan_pipeline` then treat as
-any tuple of canaries: each canary plays the audit's games (the games are doubled, not split)
-and is certified at confidence 1 - (1 - confidence) / 2 (Bonferroni), so that the verdict holds
-at `confidence` whichever canary refutes (`auditsel.pipelines.pipeline`).
+a pair that `audit_pipeline` and `plan_pipeline` treat as any tuple of canaries: each plays the
+audit's games, certified at confidence 1 - (1 - confidence) / 2 (Bonferroni).
 
 The choice is a heuristic for power, never for validity (any canary gives a valid eps_L):
 
 * the InputCanary is an outlier person built from `data` ((X, y) arrays or tensors, or a
-  TensorDataset of two tensors) to dominate what a pipeline computes from its rows (its loss,
-  a feature's scale), with the least frequent label of y (the first on ties): the mean row,
-  moved two ways, each in units of `far` = `OUTLIER` times the larger of the most variable
-  feature's standard deviation and the mean row's norm. (a) The far feature is set `far`
-  above its mean: an unused one (0 in every row: the data never move the weights it feeds, so
-  that only the noise and the canary move them) where the data have one, else the least
-  variable (the first such). (b) The row moves `SIDE` x `far` along the unit vector from its
-  label's mean row to the other labels' mean row (the far feature left out; omitted where y
-  has one label or the two means are equal): the side the data associate with the other
-  labels, where training on the data moves the weights against the canary's label, so that
-  its loss (a wrong-side point's, linear in its distance) rises at every step the data move
-  them and dominates the mean loss over the rows. A pipeline that monitors its training loss
-  (early stopping on it: the bug zoo's `early_stop_loss`) sees it rise from the first steps;
-  on the far feature alone the canary's loss is a random walk of the noise, which such a
-  pipeline barely sees (docs/findings/bugzoo.md gives the stop steps measured with each, and
-  `benchmarks/zoo_early_stop_canary.py` measures them). Far out on purpose: a pipeline that
-  clips each example's gradient caps it at C whatever its size (a linear model's: about
-  1 / sqrt(1 + SIDE^2) of it, 0.71 C, on the far feature's weight), so a large outlier costs
-  a correct pipeline nothing, while one that does not clip (or clips the batch) lets it
-  through at full size (the bug zoo's `batch_clipping`);
-* the GradientCanary's coordinate is one where the data do not move the weights: where the data
-  have an unused feature (0 in every row) and the released parameters hold a weight matrix
-  whose rows take the data's features (the first such, in parameter order), that matrix's first
-  row at the unused feature (a second unused feature when there is one, so that the two canaries
-  sit apart): its data gradient is exactly 0 in every step, so the canary's gradient is all that
-  moves it (noise aside). Otherwise the coordinate that moved least over `PROBES` probe runs
-  (seeds `PROBE_SEED`, `PROBE_SEED - 1`, ..., the canary out): the largest of
-  abs(theta_i - initial_i) over the runs smallest, with the initial weights from
-  `release["initial"]` when the release holds them, else 0. The parameters are read from the
-  release's `parameter_holder`: the release itself where `flat_parameters` reads it (a torch
-  module, a mapping with "model"), else its first part that holds a model (a list of every
-  run's model: the first run's); a probe that released none (K = 0) is skipped;
+  TensorDataset), with the least frequent label of y (the first on ties): the mean row, moved
+  in units of `far` = `OUTLIER` times the larger of the most variable feature's standard
+  deviation and the mean row's norm. (a) The far feature (an unused one, 0 in every row, where
+  there is one, else the least variable) is set `far` above its mean. (b) The row moves `SIDE` x
+  `far` along the unit vector from its label's mean row to the other labels' (the far feature
+  left out; omitted for one label or equal means): there training moves the weights against the
+  canary's label, so its loss rises at every step and dominates the mean loss (what a pipeline
+  that early-stops on its loss sees). Per-example clipping caps it at C whatever its size, so a
+  large outlier costs a correct pipeline nothing, while one that does not clip lets it through;
+* the GradientCanary's coordinate is one the data do not move: with an unused feature and a
+  weight matrix whose rows take the data's features (the first, in parameter order), that
+  matrix's first row at the unused feature (the second unused feature when there is one, so
+  that the two canaries sit apart); otherwise the coordinate that moved least over `PROBES`
+  probe runs (seeds `PROBE_SEED`, `PROBE_SEED - 1`, ..., canary out): the smallest largest
+  abs(theta_i - initial_i), with the initial weights from `release["initial"]`, else 0. The
+  parameters are read from `parameter_holder(release)`; a probe that released none is skipped;
 * where the pipeline hands the canary its per-example gradients before clipping
-  (`canary.examples(grads, ...)`, seen in the probe runs), the GradientCanary enters there, as
-  one more example, through the pipeline's own clipping, and holds a coordinate in every
-  parameter tensor (`spread`): the one above, and in each other tensor the coordinate whose
-  value varied least over `THROUGH_PROBES` more probe runs (seeds `PROBE_SEED`, `PROBE_SEED -
-  1`, ..., torch's generator seeded from each, so that every process places it alike), each
-  scored from its median over those runs (`initial`, `spread_initial`: near a fixed init's
-  value where the data do not move it, so that the score's move divided by the released
-  learning rate and clipping norm is not offset by the init). Flat clipping cuts that row to norm C as any example's; a pipeline
-  that clips each tensor to C lets C through in every tensor, which the canary's score (its
-  move summed over the coordinates) reads; noise added before clipping is swamped by the
-  row's size. Where the data have unused features whose weights number at least `REFERENCE`
-  beyond the canary's own (the first weight matrix's entries at every unused feature: the
-  data never move them, only the noise does), they are its `reference` (each read from its
-  median over the same probe runs): `GradientCanary.noise(release)`, their moves' root mean
-  square, is the release's own noise scale, from which the learned score takes the units of
-  the canary's score (the released scalars, e.g. the learning rate times the clipping norm,
-  that the noise scales with: `auditsel.pipelines.learned_scores`). A pipeline that only
-  calls `canary.step` (after clipping) or `attach` (Opacus) gets the one-coordinate canary, as
-  before.
+  (`canary.examples`, seen in the probes), the GradientCanary enters there, through the
+  pipeline's own clipping, and holds one coordinate in every parameter tensor (`spread`): the
+  one above, and in each other tensor the one that varied least over `THROUGH_PROBES` probe runs
+  (torch's generator seeded from each seed), each with its median over those runs as its initial
+  value. Where the unused features' weights number at least `REFERENCE` beyond the canary's
+  own, they are its `reference` (medians likewise): `GradientCanary.noise(release)` reads the
+  release's own noise scale from them, from which the learned score takes the units of the
+  canary's score (`auditsel.pipelines.learned_scores`). A pipeline that only calls
+  `canary.step` or `attach` gets the one-coordinate canary.
 
-[NHSBTJCT23]'s Dirac canary is strongest where nothing else moves its coordinate; [CBP24]'s
-crafted gradient canaries make the same point for a hidden-state release. A pipeline
-whose initial weights are drawn from its seed adds their spread to every coordinate: release
-them (`"initial"`, by name, or as the module) so that the score reads the displacement, or fix
-the initial weights for the audit (the claim does not depend on them; [AD24] choose them to
-make the audit tight).
-
-Give your own tuple, `canary=(InputCanary(x, y), GradientCanary(coordinate=i))`, to choose
-them; a pipeline whose data or release these rules cannot read is refused by name (ConfigError).
+[NHSBTJCT23]'s Dirac canary is strongest where nothing else moves its coordinate ([CBP24]
+make the same point for a hidden-state release). Initial weights drawn from the seed add their
+spread to every coordinate: release them (`"initial"`) or fix them for the audit ([AD24]).
+Give your own tuple, `canary=(InputCanary(x, y), GradientCanary(coordinate=i))`, to choose; a
+pipeline whose data or release these rules cannot read is refused by name (ConfigError).
 """
 
 from __future__ import annotations
@@ -109,19 +77,17 @@ OUTLIER = 1000.0  # the outlier's far feature: this many times its scale above i
 SIDE = 1.0  # its move to the other labels' side: this multiple of the far feature's offset
 PROBES = 3  # probe runs that choose the gradient canary's coordinate (no unused feature)
 THROUGH_PROBES = 15  # probe runs (torch seeded) that place a through-clipping canary
-REFERENCE = 8  # the fewest unused-feature weights that a through-clipping canary reads
-#               the release's noise on (module docstring)
+REFERENCE = 8  # the fewest unused-feature weights a through-clipping canary reads noise on
 HOLDER_DEPTH = 3  # levels into a release of mappings and lists searched for a model
 
 
-#: what `audit_pipeline`, `plan_pipeline` and `audit_until_refuted` take as `canary`: one canary,
-#: several (each audited at its Bonferroni share), or "both" (an input and a gradient canary)
+#: what the audits take as `canary`: one canary, several (Bonferroni), or "both"
 CanaryChoice = Canary | tuple[Canary, ...] | Literal["both"]
 
 
 def resolve_canary(canary: Any, tune: TuneFn, data: Any) -> Canary | tuple[Canary, ...]:
-    """`canary`, with "both" replaced by `default_canaries(tune, data)` and a list by a tuple
-    (module docstring); anything else is returned as given, for the caller to check."""
+    """`canary`, with "both" replaced by `default_canaries(tune, data)` and a list by a tuple;
+    anything else as given, for the caller to check."""
     if isinstance(canary, str):
         if canary != BOTH:
             raise ConfigError(
@@ -171,9 +137,7 @@ def _wrong_side(rows: np.ndarray, mine: np.ndarray, far: int) -> np.ndarray | No
 
 
 def outlier_example(data: Any) -> InputCanary:
-    """The InputCanary of "both" (module docstring): the mean row with one feature (an unused
-    one where there is one, else the least variable) set far above its mean, moved `SIDE` times
-    as far towards the other labels' mean row, and the least frequent label."""
+    """The InputCanary of "both" (module docstring)."""
     X, y = _arrays(data)
     rows = X.reshape(len(X), -1)
     labels_of = y.reshape(len(y), -1)
@@ -199,8 +163,8 @@ def _probe(tune: TuneFn, data: Any, person: Canary, seed: int) -> Any:
 
 
 def _read(release: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(theta, initial) of a release that holds its parameters (initial 0 where it holds none);
-    empty arrays where it does not."""
+    """(theta, initial) of a release that holds its parameters (initial 0 where it holds none;
+    empty arrays where it holds none)."""
     try:
         theta = flat_parameters(release)
         initial = (
@@ -237,24 +201,13 @@ def parameter_holder(release: Any, depth: int = HOLDER_DEPTH) -> Any:
 
 
 def _moves(release: Any) -> np.ndarray | None:
-    """abs(theta - initial) of a probe's release (initial 0 where it holds none), read from
-    its `parameter_holder`; None where no part of it holds parameters."""
+    """abs(theta - initial) of a probe's release (`_read` of its `parameter_holder`); None
+    where no part of it holds parameters."""
     holder = parameter_holder(release)
     if holder is None:
         return None
     theta, initial = _read(holder)
-    moves: np.ndarray = np.abs(theta - initial)
-    return moves
-
-
-def _unreadable(release: Any) -> ConfigError:
-    return ConfigError(
-        "canary",
-        f"'both' chooses the gradient canary's coordinate from the released parameters, "
-        f"and found none in a {type(release).__name__} release (nor in any part of it, "
-        f"{HOLDER_DEPTH} levels down, over {PROBES} probe runs): give "
-        f"canary=(InputCanary(x, y), GradientCanary(coordinate=i))",
-    )
+    return np.abs(theta - initial)
 
 
 def _unused_weights(release: Any, rows: np.ndarray) -> list[int]:
@@ -273,9 +226,7 @@ def _unused_weights(release: Any, rows: np.ndarray) -> list[int]:
 
 
 def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCanary]:
-    """(InputCanary, GradientCanary) for `canary="both"` (module docstring): the outlier
-    person of `data`, and a coordinate the data do not move (an unused feature's weight, else
-    the one that moved least over the probe runs)."""
+    """(InputCanary, GradientCanary) for `canary="both"` (module docstring)."""
     person = outlier_example(data)
     listener = _Listener(person)
     seeds = [PROBE_SEED - r for r in range(PROBES)]
@@ -285,7 +236,13 @@ def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCana
         moves = _moves(release)
         first = None if moves is None else (release, moves)
     if first is None:
-        raise _unreadable(release)
+        raise ConfigError(
+            "canary",
+            f"'both' chooses the gradient canary's coordinate from the released parameters, "
+            f"and found none in a {type(release).__name__} release (nor in any part of it, "
+            f"{HOLDER_DEPTH} levels down, over {PROBES} probe runs): give "
+            f"canary=(InputCanary(x, y), GradientCanary(coordinate=i))",
+        )
     release, moves = first
     X, _ = _arrays(data)
     rows = X.reshape(len(X), -1)
@@ -312,8 +269,7 @@ def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCana
 
 
 def _seeded_probe(tune: TuneFn, data: Any, canary: Canary, seed: int) -> Any:
-    """A probe run (`_probe`) with torch's generator seeded from `seed` (when torch is
-    loaded), its state restored after: the same release in every process."""
+    """`_probe` with torch's generator (when loaded) seeded from `seed`, restored after."""
     torch = sys.modules.get("torch")
     if torch is None:
         return _probe(tune, data, canary, seed)
@@ -349,12 +305,7 @@ def _through_clipping(
     coordinate: int, thetas: np.ndarray, holder: Any, free: list[int]
 ) -> GradientCanary:
     """The GradientCanary of a pipeline that lets it through its own clipping (module
-    docstring): `coordinate`, and in every other parameter tensor the coordinate whose value
-    varied least over the probe runs (`thetas`, one row per run: the smallest standard
-    deviation, the first on ties), each with its median over the runs as its initial value
-    (robust to the runs whose learning rate and clipping norm move it most); the coordinates
-    of `free` (an unused feature's weights) that it does not hold as its `reference`, where
-    there are at least `REFERENCE` of them."""
+    docstring; `thetas`: one row per probe run, `free`: the unused features' weights)."""
     spread: list[int] = []
     offset = 0
     for parameter in _parameter_list(holder):

@@ -13,21 +13,18 @@ from them there. One game is ::
     release = tune(canary.prepare(data), s_g, canary.for_game(b, rng_g))
     score_g = score(release, canary)        # the unbound canary: the attack never sees b
 
-`PipelineGame.play(seed, index, size)` plays the games index * chunk_size, ... of one chunk of
-the game engine (`auditsel.games.engine`) and returns their scores, CPU seconds and coins.
-Anything raised by `tune` or `score` (any exception, SystemExit and argparse's exit included;
-only KeyboardInterrupt passes) becomes a `PipelineError` (a ConfigError) naming the function,
-the exception, the line where it raised, the game, its seed and its coin, and carrying the
-user's traceback (`user_traceback`, which survives pickling from a worker). A score must be a
-real number: a bool, an int, a float, or a NumPy/torch scalar (an array of one element); None,
-a string, a longer array and NaN are refused by name (+-inf allowed).
-
-This module is what a worker process imports to play: numpy, the canaries and the thread
-limits (`auditsel.executor`) only.
+`PipelineGame.play(seed, index, size)` plays one chunk of the game engine
+(`auditsel.games.engine`). Anything raised by `tune` or `score` (SystemExit included; only
+KeyboardInterrupt passes) becomes a `PipelineError` (a ConfigError) naming the function, the
+exception, the line, the game, its seed and its coin, carrying the user's traceback (which
+survives pickling from a worker). A score must be a real number (a bool, int, float, or a
+NumPy/torch scalar); None, a string, a longer array and NaN are refused (+-inf allowed). A
+worker process imports only this module's light dependencies to play.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -62,6 +59,7 @@ __all__ = [
     "function_name",
     "describe_exception",
     "game_seed",
+    "changed_inputs",
     "field_columns",
     "is_real_score",
     "no_proxy",
@@ -321,17 +319,6 @@ def leave_forked_child(pid: int, err: BaseException | None) -> None:
     os._exit(code)
 
 
-def _user_error(
-    role: str, fn: Any, game: int, seed: int, member: int, err: BaseException
-) -> PipelineError:
-    return PipelineError(
-        role,
-        f"{function_name(fn)} raised {describe_exception(err)} at {_where(err)} in game "
-        f"{game} (seed {seed}, canary {'in' if member else 'out'})",
-        user_traceback(err),
-    )
-
-
 class _Clock:
     """CPU seconds of the games played in this process (the audit's own process, or a worker):
     so that the audit counts each game's CPU once."""
@@ -371,16 +358,8 @@ class PipelineGame:
         return 2 + max(len(self.fields) - 1, 0)
 
     def __reduce__(self) -> tuple[Any, ...]:  # to a worker: the user's files are imported first
-        fields = (
-            self.tune,
-            self.score,
-            self.data,
-            self.canary,
-            self.chunk_size,
-            self.fields,
-            self.digests,
-        )
-        return (_rebuild_game, (_ImportFiles(tuple(USER_MODULES.items())), *fields))
+        values = (getattr(self, f.name) for f in dataclasses.fields(self))
+        return (_rebuild_game, (_ImportFiles(tuple(USER_MODULES.items())), *values))
 
     def play_one(self, seed: int, game: int) -> tuple[int, Any, float]:
         """(coin, score, CPU seconds) of one game (the score: an array, one entry per field,
@@ -401,41 +380,26 @@ class PipelineGame:
         bound = self.canary.for_game(member == 1, rng)
         data = bound.prepare(self.data)
         seed_globals(user_seed)
-        pid = os.getpid()
-        try:
-            release = self.tune(data, user_seed, bound)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as err:  # SystemExit too: the user's, never auditsel's exit
-            leave_forked_child(pid, err)
-            raise _user_error("tune", self.tune, game, user_seed, member, err) from None
-        leave_forked_child(pid, None)
-        return member, release, self._score(release, game, user_seed, member)
+        where = f"game {game} (seed {user_seed}, canary {'in' if member else 'out'})"
+        release = probe_call("tune", self.tune, where, data, user_seed, bound)
+        raw = probe_call("score", self.score, where, release, self.canary)
+        return member, release, self._checked(raw, f"in game {game} (seed {user_seed})")
 
-    def _score(self, release: Any, game: int, user_seed: int, member: int) -> Any:
-        pid = os.getpid()
-        try:
-            raw = self.score(release, self.canary)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as err:
-            leave_forked_child(pid, err)
-            raise _user_error("score", self.score, game, user_seed, member, err) from None
-        leave_forked_child(pid, None)
+    def _checked(self, raw: Any, where: str) -> Any:
+        """The score `raw` as a float (an array, one per field), or a PipelineError."""
+        returned = f"{function_name(self.score)} returned"
         if self.fields:  # one number per released field (release_scores.FieldScores)
             try:
                 array = np.asarray(raw, dtype=np.float64)
             except (OverflowError, TypeError, ValueError) as err:
                 raise PipelineError(
-                    "score",
-                    f"{function_name(self.score)} returned no float64 numbers in game {game} "
-                    f"(seed {user_seed}): {describe_exception(err)}",
+                    "score", f"{returned} no float64 numbers {where}: {describe_exception(err)}"
                 ) from None
             if np.any(np.isnan(array)):
                 bad = self.fields[int(np.flatnonzero(np.isnan(array))[0])]
                 raise PipelineError(
                     "score",
-                    f"the released field {bad!r} is NaN in game {game} (seed {user_seed}); "
+                    f"the released field {bad!r} is NaN {where}; "
                     f"a field scored by default must be a number (or pass your own score)",
                 )
             return array
@@ -443,23 +407,19 @@ class PipelineGame:
         if what:
             raise PipelineError(
                 "score",
-                f"{function_name(self.score)} returned {what} in game {game} (seed "
-                f"{user_seed}); a score must be one real number (+-inf allowed)",
+                f"{returned} {what} {where}; a score must be one real number (+-inf allowed)",
             )
         try:
             value = float(raw.item() if hasattr(raw, "item") else raw)  # an array of one number
         except (OverflowError, TypeError, ValueError):  # an int past float64 (10**400)
             raise PipelineError(
                 "score",
-                f"{function_name(self.score)} returned {shown_number(raw)} in game {game} (seed "
-                f"{user_seed}), beyond float64 (about 1.8e308); a score must be one real "
-                f"number (+-inf allowed)",
+                f"{returned} {shown_number(raw)} {where}, beyond float64 (about 1.8e308); a score "
+                f"must be one real number (+-inf allowed)",
             ) from None
         if math.isnan(value):
             raise PipelineError(
-                "score",
-                f"{function_name(self.score)} returned NaN in game {game} (seed {user_seed}); "
-                f"a score must be a number (+-inf allowed)",
+                "score", f"{returned} NaN {where}; a score must be a number (+-inf allowed)"
             )
         return value
 
@@ -487,21 +447,20 @@ class PipelineGame:
         """`DataChanged` when `data` or the canary no longer has its digest after games
         first..last: a `tune` that changes them in place, caught in whichever process played
         (a worker changes only its own copy, which the audit's process never sees)."""
-        if not self.digests:
-            return
-        changed = [
-            what
-            for what, before, value in zip(
-                ("data", "canary"), self.digests, (self.data, self.canary)
-            )
-            if content_digest(value, what) != before
-        ]
+        changed = changed_inputs(self, self.digests)
         if changed:
             raise DataChanged(
                 "tune",
                 f"in-place mutation: {' and '.join(changed)} changed during games {first}-{last} "
                 f"of the audit; fix: copy `data` or the canary before changing them",
             )
+
+
+def changed_inputs(game: PipelineGame, digests: tuple[str, ...]) -> list[str]:
+    """Which of the game's data and canary no longer have their content digests `digests`
+    (none checked when `digests` is ())."""
+    pairs = zip(("data", "canary"), digests, (game.data, game.canary))
+    return [what for what, before, value in pairs if content_digest(value, what) != before]
 
 
 def field_columns(scores: np.ndarray) -> np.ndarray:

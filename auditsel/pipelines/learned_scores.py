@@ -3,71 +3,53 @@
 Contract. With `score=None` and a release that publishes more than what the canary's own score
 reads (a mapping: `{"model": ..., "lr": ..., "clip": ..., "history": [...]}`),
 `audit_pipeline` and `plan_pipeline` learn the score from a pilot before the audit
-(`learn_score`), and the audit then plays its games with that one score, fixed in advance:
+(`learn_score`); the audit then plays its games with that one score, fixed in advance:
 
 1. The family (`statistics(release, canary)`): one number per candidate statistic of
    everything numeric the release holds, fixed by one probe run outside the audit
    (`auditsel.pipelines.release_scores.PROBE_SEED`, the canary out):
 
-   * the canary's own score (`canary.score`: a gradient canary's displacement, an input
-     canary's minus loss), and the same divided by each released scalar and by each product of
-     two (e.g. `canary score / (lr x clip)`: a weight's displacement in units of the learning
-     rate times the clipping norm, which the release itself states); where the canary reads
-     the release's own noise scale (`Canary.noise`: a `GradientCanary` with reference
-     coordinates, which only the noise moves), that reading too, raw and divided alike (a
-     guide for the choice below, never a candidate score);
+   * the canary's own score (`canary.score`), and the same divided by each released scalar and
+     by each product of two (e.g. `canary score / (lr x clip)`: a displacement in units the
+     release itself states); where the canary reads the release's own noise scale
+     (`Canary.noise`), that reading too, raw and divided alike (a guide for the choice, never a
+     candidate score);
    * every released number; an array: its sum, and each entry when it has at most `ENTRIES`;
-     a list or tuple: its count, and the sum, max and mean of each of its entries' statistics
-     (so that a list whose length varies with K, a leaderboard, is scored, not refused); a
-     table of records (a list of mappings, one per trial) also each statistic's sum over the
+     a list or tuple: its count, and the sum, max and mean of each of its entries' statistics;
+     a table of records (a list of mappings, one per trial) also each statistic's sum over the
      root of the count (K runs each shifted by mu in units of its noise: sum / sqrt(K) is
-     N(sqrt(K) mu, 1) with the canary and N(0, 1) without, the z statistic of the likelihood
-     ratio mu sum - K mu^2 / 2, whatever mu), and a record that holds a model ("model": every
-     run's checkpoint) the canary's own score of that record, raw and divided by each of the
-     record's scalars and each product of two (a run's displacement per unit of its own
-     learning rate);
-   * a model (a torch module, at any depth): each parameter's sum and, where the release holds
-     the initial parameters (`"initial"`, by name), its displacement's norm; its buffers and the
-     numeric attributes of its submodules (a scaler's mean and scale stored in the model) as
-     arrays above; for an `InputCanary`, the column of its largest feature in every weight
-     matrix whose rows take the data's features (sum, and displacement's sum and norm), also
-     divided as the canary's score is;
-   * a model of arrays (a callable with `parameters()`): each parameter as an array above;
-   * any other released object: its public numeric attributes (a scaler's `mean_`), as above.
+     N(sqrt(K) mu, 1) with the canary and N(0, 1) without, the likelihood ratio's z statistic),
+     and for a record that holds a "model" the canary's score of it, raw and divided by the
+     record's scalars;
+   * a model (a torch module, at any depth): each parameter's sum and, with the initial
+     parameters released (`"initial"`), its displacement's norm; its buffers and its
+     submodules' numeric attributes as arrays above; for an `InputCanary`, the column of its
+     largest feature in every weight matrix taking the data's features (sum, displacement's sum
+     and norm, divided as the canary's score is);
+   * a model of arrays (a callable with `parameters()`): each parameter as an array;
+   * any other released object: its public numeric attributes, as above.
 
    A statistic that is NaN or missing in a game reads 0 there.
 
-2. The choice: a pilot of `games` games (`LEARN_GAMES` by default) at `learning_seed(seed)`, a
-   seed derived from the audit's and never the audit's own (its games' streams are not the
-   audit's), each game scoring the whole family. Where the family holds the canary's noise
-   reading, its first half first fixes the units of the canary's own score: of "canary score"
-   and its divisions, only the one whose division of the noise reading varies least in log
-   over that half stays a candidate (`_calibrated`: the units the release's noise scales with,
-   e.g. the learning rate times the clipping norm of a DP-SGD run, so that the score has one
-   spread in every game and no tail of its largest runs; the ranking below, on 100 games, is
-   a noisy choice among divisions, and a division that mixes scales has tails it cannot see).
-   On its first
-   half every statistic is ranked in
-   both directions by the largest eq. 4 eps of [XWW24] at the Clopper-Pearson limits of its
-   threshold tests (ties broken by the area under the ROC curve, then by the effect size, the
-   difference of the two worlds' means over their pooled standard deviation, infinite for a
-   statistic that is one constant in each world, then by the family's order: among statistics
-   that all separate the half, the one whose worlds lie furthest apart for their spread, the
-   least likely to mix on games the half did not see);
-   the best one is the score, and up to four thresholds of it chosen there are its grid
-   (`LearnedScore.grid`, a heuristic for power: the half's best threshold, and its largest score
-   without the canary plus 0, 1/2 and 1 standard deviation; the audit's thresholds, fixed before
-   its games, under the rule named "split", the default: `auditsel.pipelines.pipeline`). The second half judges it (the same eps, on games that did
-   not choose it: `LearnedScore.judged_eps`, the largest eq. 4 eps of the grid's tests counted
-   there at their Clopper-Pearson limits, simultaneous at 80%: what the pilot vouches for, not
-   the optimistic best threshold), and is what `plan_pipeline` plans on (the same tests).
+2. The choice: a pilot of `games` games (`LEARN_GAMES` by default) at `learning_seed(seed)`,
+   derived from the audit's seed and never it. Where the family holds the noise reading, the
+   first half first fixes the units of the canary's score: of its divisions only the one whose
+   division of the noise reading varies least in log stays a candidate (`_calibrated`: one
+   spread in every game, no tail). On the first half every statistic is ranked in both
+   directions by the largest eq. 4 eps of [XWW24] at the Clopper-Pearson limits of its
+   threshold tests (ties: the ROC area, then the effect size, Cohen's d, infinite for one
+   constant per world, then the family's order); the best is the score, and up to four of its
+   thresholds chosen there are its grid (`LearnedScore.grid`: the half's best threshold, and
+   its largest score without the canary plus 0, 1/2 and 1 standard deviation), the audit's
+   fixed thresholds under the rule named "split". The second half judges it
+   (`LearnedScore.judged_eps`: the grid's tests there at their Clopper-Pearson limits,
+   simultaneous at 80%) and is what `plan_pipeline` plans on.
 
 Validity. The audit's games never take part in the choice, so the score is fixed before them,
-as a score written by hand is: eps_L stays valid at its confidence whatever was chosen (a
-choice that overfits the pilot costs power, never validity). The pilot costs `games` games per
-canary, once per process for the same tune and data (the same objects), canary (by content),
-seed and pilot size (cached: an early-stopping audit's looks, and a plan followed by its audit
-at the plan's default pilot of 200 games, learn once).
+as one written by hand is: eps_L stays valid at its confidence (overfitting the pilot costs
+power, never validity). The pilot is cached per process for the same tune and data objects,
+canary (by content), seed and pilot size (an early-stopping audit's looks, and a plan followed
+by its audit, learn once).
 """
 
 from __future__ import annotations
@@ -81,7 +63,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditsel.auditing.clopper_pearson import clopper_pearson_upper
-from auditsel.auditing.planning import PilotTests, PlanCurve
+from auditsel.auditing.planning import PilotTests
 from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError
 from auditsel.pipelines.canaries import Canary, InputCanary, _to_numpy
@@ -99,7 +81,6 @@ __all__ = [
     "LEARN_GAMES",
     "LearnedScore",
     "Learned",
-    "held_out_curve",
     "held_out_tests",
     "learn_score",
     "learning_seed",
@@ -130,9 +111,7 @@ def learning_seed(seed: int) -> int:
 
 def _scalar(value: Any) -> float | None:
     """A number or a one-element array or tensor as a float; None otherwise."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float, np.number)):
+    if isinstance(value, (int, float, np.number)):  # a bool too
         return float(value)
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         array = _array(value)
@@ -166,17 +145,15 @@ def _put_array(array: NDArray[np.float64], path: str, out: dict[str, float]) -> 
 def _put_list(
     items: list[Any] | tuple[Any, ...], path: str, out: dict[str, float], canary: Canary | None
 ) -> None:
-    """A list's count, and the sum, max and mean of each statistic of its entries; a table of
-    records (a list of mappings, one per trial: its length may vary with K) also the sum over
-    the root of the count, and a record that holds a model ("model") is scored by the canary
-    too (`_put_canary`)."""
+    """A list's statistics (module docstring)."""
     out[f"{path}.count"] = float(len(items))
     records = all(isinstance(item, Mapping) for item in items)
     found: dict[str, list[float]] = {}
     for item in items:
         one: dict[str, float] = {}
         if records and canary is not None and "model" in item:
-            _put_canary(item, canary, one)
+            if _put_canary_score(item, canary, one):  # divided by the record's scalars
+                _divided(one, _scalars_of(item))
         _walk(item, "", one, None, None, 1)
         for key, value in one.items():
             found.setdefault(key, []).append(value)
@@ -189,17 +166,8 @@ def _put_list(
             out[f"{name}.sum / sqrt(count)"] = float(np.sum(values)) / math.sqrt(len(items))
 
 
-def _put_canary(record: Mapping[Any, Any], canary: Canary, out: dict[str, float]) -> None:
-    """The canary's own score of a record that holds a model, and the same divided by each of
-    the record's scalars and each product of two (`_divided`); nothing where the canary cannot
-    score it (an input canary and a model that is not callable)."""
-    if _put_canary_score(record, canary, out):
-        _divided(out, _scalars_of(record))
-
-
 def _put_canary_score(release: Any, canary: Canary, out: dict[str, float]) -> bool:
-    """out[CANARY] = the canary's own score of `release`; False where the canary cannot score
-    it (an input canary and a model that is not callable, a release without the model)."""
+    """out[CANARY] = the canary's own score of `release`; False where it cannot score it."""
     try:
         out[CANARY] = float(canary.score(release))
     except (ConfigError, NotImplementedError, TypeError, ValueError, IndexError, KeyError):
@@ -208,8 +176,7 @@ def _put_canary_score(release: Any, canary: Canary, out: dict[str, float]) -> bo
 
 
 def _put_noise(release: Any, canary: Canary, out: dict[str, float]) -> None:
-    """out[NOISE] = the canary's reading of the release's own noise scale (`Canary.noise`:
-    the spread of the moves of coordinates that only the noise moves), where it reads one."""
+    """out[NOISE] = the canary's reading of the release's noise scale, where it reads one."""
     try:
         noise = canary.noise(release)
     except (ConfigError, TypeError, ValueError, IndexError, KeyError):
@@ -458,12 +425,9 @@ def _choose(
 
 
 def _calibrated(names: tuple[str, ...], table: NDArray[np.float64]) -> NDArray[np.bool_]:
-    """The columns the choice may take (module docstring): all of them, except where the
-    canary reads the release's noise scale (NOISE): then no NOISE column (the noise is not a
-    score), and of the canary's own score only the division (by nothing, a released scalar
-    or a product of two) whose NOISE column varies least in log over these games (the
-    release's noise in the units that scale it: a score in those units has one spread in
-    every game); all the canary's divisions where no NOISE column is positive in every game."""
+    """The columns the choice may take (module docstring): with a NOISE reading, no NOISE
+    column, and of the canary's score only the division whose NOISE column varies least in log
+    (all of them where no NOISE column is positive in every game)."""
     allowed = np.ones(len(names), dtype=bool)
     if NOISE not in names:
         return allowed
@@ -490,10 +454,9 @@ def held_out_tests(
     source: str,
     threshold: float | None = None,
 ) -> PilotTests:
-    """The tests of a learned score's grid (thresholds the half of the pilot that chose the
-    score chose too; both directions, as the audit's fixed grid tests them), counted on all of
-    the other half, which chose neither; `threshold` (one of the grid's, "in" iff score > it):
-    the test that half ranked best, which a plan reads (`PilotTests.first`)."""
+    """The tests of a learned score's grid (both directions, as the audit tests them) counted
+    on the pilot's held-out half; `threshold` (one of the grid's, "in" iff score > it): the test
+    the choosing half ranked best, which a plan reads (`PilotTests.first`)."""
     coins = member.astype(bool)
     s0, s1 = np.sort(scores[~coins]), np.sort(scores[coins])
     t = np.asarray(grid, dtype=np.float64)
@@ -507,37 +470,15 @@ def held_out_tests(
         source,
         np.concatenate([t, t]),
         np.repeat([True, False], len(t)),
-        _index(t, threshold),
+        int(found[0]) if len(found := np.flatnonzero(t == threshold)) else None,
     )
-
-
-def _index(t: NDArray[np.float64], threshold: float | None) -> int | None:
-    """The index of the '>' test at `threshold` among the grid's `t` (None: not one of them)."""
-    if threshold is None:
-        return None
-    found = np.flatnonzero(t == threshold)
-    return int(found[0]) if len(found) else None
-
-
-def held_out_curve(
-    grid: tuple[float, ...],
-    scores: NDArray[np.float64],
-    member: NDArray[np.int8],
-    source: str,
-    confidence: float,
-) -> PlanCurve:
-    """The pessimistic curve of a learned score: `held_out_tests` at their Clopper-Pearson
-    limits, simultaneous at `confidence`."""
-    return held_out_tests(grid, scores, member, source).pessimistic(confidence)
 
 
 def _grid(
     scores: NDArray[np.float64], member: NDArray[np.bool_], delta: float
 ) -> tuple[tuple[float, ...], float | None]:
-    """The audit's thresholds, chosen on the half of the pilot that chose the score (a
-    heuristic for power): its best threshold (the ranking's), and the largest score of its
-    games without the canary plus 0, 1/2 and 1 standard deviation of those scores (an audit of
-    more games than the pilot certifies most from the tail beyond the pilot's largest)."""
+    """The grid and its best threshold, on the choosing half (module docstring): an audit of
+    more games than the pilot certifies most from the tail beyond the pilot's largest."""
     out = scores[~member]
     if len(out) == 0 or not np.any(member):
         return (), None
@@ -563,8 +504,8 @@ def learn_score(
     play: PlayFn,
     games: int = LEARN_GAMES,
 ) -> Learned:
-    """Learn the score of an audit of seed `seed` from `games` pilot games at
-    `learning_seed(seed)` (module docstring): chosen on the first half, judged on the second."""
+    """Learn the score of an audit of seed `seed` from `games` pilot games (module
+    docstring)."""
     what = content_digest(canary, "canary") + type(canary).__qualname__  # "both": new objects
     key = (id(tune), id(data), what, int(seed), int(games), float(delta))
     if key in _CACHE:
@@ -594,7 +535,7 @@ def learn_score(
     j, sign, chosen = _choose(np.where(allowed, table[:half], 0.0), member[:half], delta)
     held = sign * table[half:, j]
     grid, best = _grid(sign * table[:half, j], member[:half].astype(bool), delta)
-    curve = held_out_curve(grid, held, member[half:], "pilot", JUDGE_CONFIDENCE)
+    curve = held_out_tests(grid, held, member[half:], "pilot").pessimistic(JUDGE_CONFIDENCE)
     judged = float(np.max(epsilon_from_rates(curve.fp, curve.fn, delta), initial=0.0))
     learned = Learned(
         LearnedScore(

@@ -2,20 +2,16 @@
 
 Contract. A reference `MODULE:NAME` names an attribute of a module: `MODULE` is a dotted module
 name importable from the current directory (`mypkg.tuning`) or the path of a Python file
-(`pipelines/tuning.py`, imported by path under a module name of its own,
-`auditsel.pipelines.user_code.import_file`: two files with one stem, or a file named like a
-standard module, never clash). For `data` and `canary`, an attribute that is a function is
-called with no arguments when it takes none (a data loader, a canary factory). A canary may also be written as a
-YAML mapping: `{kind: gradient, coordinate: 30}` or `{kind: input, x: [...], y: 1}`; several
-as a YAML list of them (each audited, Bonferroni), or `both` (an InputCanary and a
-GradientCanary chosen for you: `auditsel.pipelines.default_canaries`).
+(`pipelines/tuning.py`, imported under a module name of its own:
+`auditsel.pipelines.user_code.import_file`). For `data` and `canary`, a function that takes no
+arguments is called (a data loader, a canary factory). A canary may also be a YAML mapping
+(`{kind: gradient, coordinate: 30}`, `{kind: input, x: [...], y: 1}`), a YAML list of them
+(each audited, Bonferroni), or `both` (`auditsel.pipelines.default_canaries`).
 
 A pipeline YAML file (read with safe_load) has the keys of `PIPELINE_KEYS`; `tune` is
-required, unknown keys are errors, and command-line options override the file. Importing the
-user's module, or calling their data or canary function, may raise (anything, SystemExit
-included): that is the user's error (`PipelineError`, exit 2), named with the reference and
-carrying the user's traceback. Duplicate keys in a pipeline YAML or a canary mapping are
-refused, naming the key.
+required, unknown and duplicate keys are errors, and command-line options override the file.
+Whatever importing the user's module or calling their function raises (SystemExit included) is
+the user's error (`PipelineError`, exit 2), named with the reference, with their traceback.
 """
 
 from __future__ import annotations
@@ -151,14 +147,10 @@ def load_canary(value: Any, field_name: str = "canary") -> CanaryChoice:
             )
         try:
             return CANARY_KINDS[kind](**spec)
-        except TypeError as err:
-            raise ConfigError(field_name, f"{kind} canary: {err}") from None
-        except ValueError as err:  # e.g. x: abc, or a ragged x (ConfigError is caught below)
-            if isinstance(err, ConfigError):
-                raise err.within(field_name) from None
-            raise ConfigError(field_name, f"{kind} canary: {err}") from None
         except ConfigError as err:
             raise err.within(field_name) from None
+        except (TypeError, ValueError) as err:  # e.g. x: abc, or a ragged x
+            raise ConfigError(field_name, f"{kind} canary: {err}") from None
     canary = load_object(value, field_name, call=True) if isinstance(value, str) else value
     if not isinstance(canary, Canary):
         raise ConfigError(

@@ -15,17 +15,13 @@ analyses of `auditsel.auditing.one_run_analysis`:
   eps lower bound only when the pipeline's trade-off lies in that family (an assumption, named
   wherever it is shown).
 
-How `tune` receives many canaries: through the same argument as one canary. The canaries come
-bound together as one `CanarySet`, a canary whose every call acts for each canary of the set:
-`prepare(data)` appends every included InputCanary, `attach(optimizer)` injects every included
-GradientCanary, `step(grads, ...)` adds each included GradientCanary's gradient (each sampled
-at the step's rate on its own). So a `tune` written for `audit_pipeline` runs unchanged. The
-score is called once per canary, `score(release, canary_i)` with the unbound canary_i (None:
-each canary's own score). For the analysis to be about one example's influence, the canaries
-must not interfere: GradientCanaries on distinct coordinates, InputCanaries that are distinct
-outliers. One run gives far fewer bits of evidence than many games: eps_L of a one-run audit
-is smaller than a games audit's for the same pipeline, and it is a bound on the pipeline's
-epsilon per canary, the [SNJ23] guarantee, not on the winner's selection alone.
+`tune` receives the canaries through the same argument as one canary: a `CanarySet`, whose
+every call (`prepare`, `attach`, `step`) acts for each included canary (each sampled on its
+own), so a `tune` written for `audit_pipeline` runs unchanged. The score is called once per
+canary, `score(release, canary_i)` with the unbound canary_i (None: each canary's own). The
+canaries must not interfere (GradientCanaries on distinct coordinates, InputCanaries that are
+distinct outliers). One run gives far fewer bits of evidence than many games: its eps_L is
+smaller than a games audit's, and bounds the epsilon per canary, not the selection alone.
 """
 
 from __future__ import annotations

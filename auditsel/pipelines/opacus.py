@@ -9,10 +9,9 @@ and its `DPDataLoader`), `from_opacus` returns
   and sample rate);
 
 * `base`: the run as a `DpsgdBase` (noise multiplier, steps taken, sample rate, accountant):
-  the sample rate is the one Opacus's accountant charges, 1 / len(data_loader) (times the
-  accumulated iterations per step); Opacus's PRV accountant maps to dp_accounting's PLD (both
-  numerical accountants of the same subsampled Gaussian: `base.epsilon(delta)` agrees with the
-  claim to the accountants' discretisation, see `base_epsilon`), RDP to RDP;
+  the sample rate is the one Opacus's accountant charges, 1 / len(data_loader); Opacus's PRV
+  accountant maps to dp_accounting's PLD (`base_epsilon` agrees with the claim to the
+  accountants' discretisation), RDP to RDP;
 
 * with `rounds` (the user's law of K), the tuning bounds of `auditsel.accounting.panel` for
   that base and law at `delta` (`tuning`, each with its rigour and source: the bounds that hold
@@ -24,13 +23,10 @@ and its `DPDataLoader`), `from_opacus` returns
   With `assume="monotone_score"`, `interval` and `tuning_epsilon` are [XWW24]'s under that
   assumption instead (the interval says so: `interval.assumption`).
 
-* `findings`: what `auditsel.check_pipeline` finds in the engine, optimizer and loader (the
-  checks before games: a shuffled loader under Poisson accounting, per-layer clipping under a
-  flat noise, ...), each with its fix; a finding that breaks the claim is also a note.
+* `findings`: what `auditsel.check_pipeline` finds in the engine, optimizer and loader, each
+  with its fix; a finding that breaks the claim is also a note.
 
-Nothing here imports Opacus: the engine, optimizer and loader are read through their public
-attributes (`accountant.history`, `accountant.mechanism()`, `get_epsilon`,
-`optimizer.noise_multiplier`, `data_loader.sample_rate`).
+Nothing here imports Opacus: the objects are read through their public attributes.
 """
 
 from __future__ import annotations
@@ -45,11 +41,10 @@ from auditsel.accounting.panel import panel
 from auditsel.errors import ConfigError, integer, number
 from auditsel.mechanisms import DpsgdBase
 from auditsel.pipelines.checks import BREAKS, Finding, RunObjects, check_pipeline
+from auditsel.pipelines.checks.finding import ACCOUNTANT
 from auditsel.rounds import RoundsLaw
 
 __all__ = ["OpacusRun", "from_opacus"]
-
-_ACCOUNTANT = {"rdp": "rdp", "prv": "pld", "gdp": "pld"}
 
 
 @dataclass(frozen=True)
@@ -102,16 +97,6 @@ class OpacusRun:
         }
 
 
-def _history(accountant: Any) -> list[tuple[float, float, int]]:
-    try:
-        return [(float(s), float(q), int(n)) for s, q, n in accountant.history]
-    except (AttributeError, TypeError, ValueError):
-        raise ConfigError(
-            "privacy_engine",
-            "must be an opacus.PrivacyEngine (its accountant's history is unreadable)",
-        ) from None
-
-
 def from_opacus(
     privacy_engine: Any,
     *,
@@ -160,14 +145,9 @@ def from_opacus(
         opacus_accountant=mechanism,
         base_epsilon=float(base.epsilon(delta)),
         rounds=rounds,
-        tuning=tuning["tuning"],
-        tuning_rigour=tuning["tuning_rigour"],
-        tuning_sources=tuning["tuning_sources"],
-        reduced_game=tuning["reduced_game"],
-        interval=tuning["interval"],
-        notes=tuple(notes + tuning["notes"]),
-        monotone_score=tuning["monotone_score"],
+        notes=tuple(notes + tuning.pop("notes", [])),
         findings=tuple(findings),
+        **tuning,
     )
 
 
@@ -191,7 +171,13 @@ def _read_run(
     loader_rate = getattr(data_loader, "sample_rate", None)
     if loader_rate is None:
         loader_rate = 1 / len(data_loader)  # what make_private charges for any loader
-    history = _history(accountant)
+    try:
+        history = [(float(s), float(q), int(n)) for s, q, n in accountant.history]
+    except (AttributeError, TypeError, ValueError):
+        raise ConfigError(
+            "privacy_engine",
+            "must be an opacus.PrivacyEngine (its accountant's history is unreadable)",
+        ) from None
     mechanism = str(accountant.mechanism())
     claimed, steps, rate = _claim(
         privacy_engine, accountant, history, sigma, loader_rate, delta, steps
@@ -202,7 +188,7 @@ def _read_run(
             f"sample rate {loader_rate:g} differs from the {rate:g} the engine's accountant "
             f"charges: pass the data loader of this engine",
         )
-    base = DpsgdBase(sigma, steps, min(rate, 1.0), _ACCOUNTANT.get(mechanism, "pld"))
+    base = DpsgdBase(sigma, steps, min(rate, 1.0), ACCOUNTANT.get(mechanism, "pld"))
     findings = check_pipeline(
         RunObjects(
             optimizers=[optimizer],
@@ -273,34 +259,21 @@ _NOTES = {
 def _tuning_fields(
     base: DpsgdBase, rounds: Any, delta: float, assume: str | None
 ) -> dict[str, Any]:
-    """OpacusRun's tuning fields for the law `rounds` (empty without one): the bounds of
-    `auditsel.accounting.panel` for any score, their rigour and sources, the reduced game's
-    values (heuristic, or under the monotone-score assumption), the interval, the notes."""
-    fields: dict[str, Any] = {
-        "tuning": {},
-        "tuning_rigour": {},
-        "tuning_sources": {},
-        "reduced_game": {},
-        "monotone_score": {},
-        "interval": None,
-        "notes": [],
-    }
+    """OpacusRun's tuning fields for the law `rounds` (none without one: the defaults): the
+    bounds of `auditsel.accounting.panel` for any score, their rigour and sources, the reduced
+    game's values (heuristic, or under the monotone-score assumption), the interval, the notes."""
     if rounds is None:
-        return fields
+        return {}
     if not isinstance(rounds, RoundsLaw):
         raise ConfigError("rounds", "must be a law of K (auditsel.Poisson(3), ...)")
     bounds = panel(base, rounds, delta, assume=assume)
-    fields["tuning"] = {
-        k: v
-        for k, v in bounds.upper.items()
-        if k not in bounds.reduced_game and k not in bounds.monotone_score
+    apart = {**bounds.reduced_game, **bounds.monotone_score}
+    return {
+        "tuning": {k: v for k, v in bounds.upper.items() if k not in apart},
+        "tuning_rigour": bounds.labels,
+        "tuning_sources": bounds.sources,
+        "reduced_game": dict(bounds.reduced_game),
+        "monotone_score": dict(bounds.monotone_score),
+        "interval": bounds.interval,
+        "notes": list(bounds.notes),
     }
-    fields.update(
-        tuning_rigour=bounds.labels,
-        tuning_sources=bounds.sources,
-        reduced_game=dict(bounds.reduced_game),
-        monotone_score=dict(bounds.monotone_score),
-        interval=bounds.interval,
-        notes=list(bounds.notes),
-    )
-    return fields

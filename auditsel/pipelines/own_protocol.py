@@ -1,13 +1,10 @@
 """Audit what you already run: your own protocol, as a function.
 
-* `audit_protocol(release, score, *, delta, trials, statistics, ...)`: wraps a per-trial
-  function release(member, rng) -> y (your tuning run on X when member = 0, on X' when
-  member = 1) and a score(y) -> float
-  (higher = "the canary was in") into the game engine of `auditsel.games.engine`: the same seeded
-  chunks, joblib workers and checkpoints as `auditsel run`, then the lower bound of
-  `auditsel.auditing.lower` ([XWW24] Algorithm 1 and eq. 4).
-
-Score files (`auditsel audit-scores`) are read by `auditsel.auditing.scores`.
+`audit_protocol(release, score, *, delta, trials, statistics, ...)` wraps a per-trial function
+release(member, rng) -> y (your tuning run on X when member = 0, on X' when member = 1) and a
+score(y) -> float (higher = "the canary was in") into the game engine of
+`auditsel.games.engine` (seeded chunks, joblib workers, checkpoints), then the lower bound of
+`auditsel.auditing.lower` ([XWW24] Algorithm 1 and eq. 4).
 """
 
 from __future__ import annotations
@@ -51,16 +48,6 @@ class FunctionProxy:
         return np.array([float(self.score_one(y)) for y in observations], dtype=float)
 
 
-def _default_fingerprint(
-    release: Callable[..., Any], score: Callable[..., Any], seed: int, chunk_size: int
-) -> str:
-    names = [
-        f"{getattr(f, '__module__', None)}.{getattr(f, '__qualname__', repr(f))}"
-        for f in (release, score)
-    ]
-    return hashlib.sha256(f"{names}|{seed}|{chunk_size}".encode()).hexdigest()[:32]
-
-
 PROTOCOL_CHUNK_SIZE = 1000
 
 
@@ -89,16 +76,13 @@ def audit_protocol(
         delta: in [0, 1).
         trials: the number of trials (games).
         statistics: `AuditOptions(confidence, rule, seed)`: eps_L holds with probability
-            `confidence` (in [0.5, 1)) under the threshold `rule` (a rule of
-            `auditsel.auditing.rules`, e.g. `BonferroniGrid(grid=...)` for thresholds fixed in
-            advance, or its name); `seed` seeds the trials (and the split of a rule given by
-            name).
+            `confidence` under the threshold `rule` (`auditsel.auditing.rules`); `seed` seeds
+            the trials (and a named rule's split).
         vectorized: `release` and `score` take and return arrays.
         fingerprint: guards against mixing checkpoints of different audits (None: the
             functions' names, seed and chunk size).
-        execution: an `ExecutionOptions` (jobs, backend, chunk_size (default 1000),
-            checkpoint_dir to resume an interrupted audit, progress); never changes the
-            numbers.
+        execution: an `ExecutionOptions` (chunk_size default 1000; checkpoint_dir resumes an
+            interrupted audit); never changes the numbers.
 
     Returns:
         A `LowerBound` (`auditsel.auditing.lower`).
@@ -136,6 +120,12 @@ def _play(
     if trials < 2:
         raise ConfigError("trials", f"must be an integer >= 2, got {trials}")
     chunk_size = ex.chunk_size if ex.chunk_size is not None else PROTOCOL_CHUNK_SIZE
+    if fingerprint is None:  # the functions' names, the seed and the chunk size
+        names = [
+            f"{getattr(f, '__module__', None)}.{getattr(f, '__qualname__', repr(f))}"
+            for f in (release, score)
+        ]
+        fingerprint = hashlib.sha256(f"{names}|{seed}|{chunk_size}".encode()).hexdigest()[:32]
     protocol = _VectorProtocol(release) if vectorized else FunctionProtocol(release)
     proxy = score if vectorized else FunctionProxy(score)
     return run_game(
@@ -149,7 +139,7 @@ def _play(
         if ex.checkpoint_dir is None
         else Checkpoints(
             Path(ex.checkpoint_dir),
-            fingerprint or _default_fingerprint(release, score, seed, chunk_size),
+            fingerprint,
             chunk_size,
             code_identity(release, score),
         ),

@@ -2,53 +2,39 @@
 
 Contract. `audit_pipeline(Pipeline(tune, score, data=..., canary=...), *, games, delta, ...)`
 plays `games` distinguishing games ([XWW24] Algorithm 1) around your own tuning run, each from
-its own seeded stream (`auditsel.pipelines.game`: the coin, the canary's draws, the seed
-handed to `tune`), the release dropped once scored. A game's numbers depend on (seed, g) only: not on the
-chunk size, the number of jobs or the backend (`auditsel.executor`: joblib's loky
-processes by default, threads, a dask cluster).
+its own seeded stream (`auditsel.pipelines.game`), the release dropped once scored. A game's
+numbers depend on (seed, g) only: not on the chunk size, the jobs or the backend
+(`auditsel.executor`). The scores and coins go to the threshold rules of
+`auditsel.auditing.lower` (`eps`: the valid eps_L of `rule` at `confidence`), the estimator
+panel of `auditsel.auditing.estimators` and, with `out_dir`, the report of
+`auditsel.results.report`. With `claimed_epsilon`, `refuted` is eps_L > claim: a true claim is
+refuted with probability at most 1 - confidence. With a mechanism pair and a law of K (`base`,
+`rounds`), the tuning bounds of `auditsel.accounting.panel` and the exact curve of the reduced
+game stand beside it.
 
-The scores and coins go to the threshold rules of `auditsel.auditing.lower` (`eps` is the
-valid eps_L of `rule` at `confidence`), the estimator panel of `auditsel.auditing.estimators`
-(each entry labelled) and, with `out_dir`, the report of `auditsel.results.report`
-(result.json, report.md, plots). With `claimed_epsilon`, `refuted` is eps_L > claim: a true
-claim is refuted with probability at most 1 - confidence. With a mechanism pair and a law of K
-(`base`, `rounds`, e.g. from `from_opacus`), the tuning bounds of `auditsel.accounting.panel`
-and the exact curve of the reduced game stand beside it.
-
-Reproducibility is checked before the games (`auditsel.pipelines.replay_check`): games 0 and
-1 are replayed (game 0 twice) and, with workers, on the audit's backend; a
-difference (unseeded randomness, in-place mutation of `data` or the canary, global generators
-under threads, thread races, worker state) is refused, naming the hazard and its fix, unless
-`ExecutionOptions(accept_nondeterminism=True)` (recorded in result.json's
-`pipeline.reproducibility`).
+Reproducibility is checked before the games (`auditsel.pipelines.replay_check`); a hazard is
+refused, naming it and its fix, unless `ExecutionOptions(accept_nondeterminism=True)` (recorded
+in result.json's `pipeline.reproducibility`).
 
 Checkpoints (`checkpoint_dir`, or `out_dir/checkpoints`): finished chunks of games, with a
 fingerprint over the code of `tune` and `score` (`auditsel.games.fingerprint.source_digest`),
-every source file of the user's that they run from (`auditsel.pipelines.user_code.user_files`:
-the modules they import that are not installed packages, lazy imports included), the canary
-and the data by content (`auditsel.pipelines.content_digest`: arrays, tensors, datasets,
-nested containers; stable across processes), the installed auditsel (`package_digest`), the
+the user's source files they run from (`auditsel.pipelines.user_code.user_files`), the canary
+and the data by content (`auditsel.pipelines.content_digest`), the installed auditsel, the
 seed and the chunk size. A rerun with the same fingerprint resumes; one made by other code or
-data is refused, naming what changed (the file, for an edited helper module), and nothing is
-reused.
+data is refused, naming what changed, and nothing is reused.
 
-The default score. With `score=None` and a release that publishes more than what the
-canary's score reads (a mapping with other fields: the model, the learning rate, a clipping
-norm, a history), the score is learned from a pilot of its own before the games
-(`auditsel.pipelines.learned_scores`: the best of a family of statistics of everything numeric
-the release holds, chosen on half of a pilot at a seed derived from the audit's and never on
-the audit's games, so that eps_L stays valid); result.json's pipeline.score names it. A
-release that is the canary's alone keeps the canary's own score. `score=default_score` scores
-the canary alone; `score=FieldScores(fields)` (`auditsel.pipelines.release_scores`) scores
-every field, each field's eps_L at confidence 1 - (1 - confidence) / fields, `eps` the largest
-(Bonferroni; result.json's pipeline.fields lists each). With a learned score and the rule
-named "split" (the default), the audit tests the thresholds the pilot chose, a grid fixed
-before its games (`BonferroniGrid(grid=...)`: every game evaluated, no half spent choosing a
-threshold); a rule given as an object (`Split()`) is kept.
+The default score. With `score=None` and a release that publishes more than what the canary's
+score reads (a mapping with other fields), the score is learned from a pilot of its own before
+the games (`auditsel.pipelines.learned_scores`, never on the audit's games, so that eps_L stays
+valid); result.json's pipeline.score names it. A release that is the canary's alone keeps the
+canary's own score. `score=FieldScores(fields)` (`auditsel.pipelines.release_scores`) scores
+every field, each at confidence 1 - (1 - confidence) / fields, `eps` the largest (Bonferroni;
+result.json's pipeline.fields lists each). A learned score under the rule named "split" (the
+default) is tested at the thresholds its pilot chose (`BonferroniGrid(grid=...)`); a rule given
+as an object is kept.
 
-Errors. An exception raised by `tune` or `score` is the user's: `PipelineError` (a ConfigError:
-the CLI exits 2) names the function, where it raised, the game, its seed and coin, so that
-`tune(data, seed, canary)` can be rerun by hand.
+Errors. An exception raised by `tune` or `score` is a `PipelineError` (a ConfigError: the CLI
+exits 2) naming the function, where it raised, the game, its seed and coin.
 """
 
 from __future__ import annotations
@@ -168,8 +154,7 @@ MAX_FINGERPRINT_BYTES = 1 << 20  # pipeline.json is read at most this far
 
 @dataclass(frozen=True)
 class _ScoreColumn:
-    """A streamed chunk source read as (score, member): one column of the pipeline's chunks
-    (field `field` of `field_columns`: column 0, or column field + 1)."""
+    """A streamed chunk source read as (score, member) of field `field` of `field_columns`."""
 
     source: ChunkSource
     field: int = 0
@@ -258,8 +243,7 @@ class Pipeline:
 
 
 def _check_functions(tune: object, score: object, canary: object) -> None:
-    """A ConfigError unless `tune` is a function, `score` a function or None and `canary` an
-    auditsel canary."""
+    """A ConfigError unless tune, score (or None) and canary are what they must be."""
     if not callable(tune):
         raise ConfigError("tune", "must be a function tune(data, seed, canary) -> release")
     if score is not None and not callable(score):
@@ -281,8 +265,7 @@ def _check_numbers(
     rule: ThresholdRule | str,
     n_jobs: int = 1,
 ) -> None:
-    """A ConfigError naming the first of the audit's numbers out of its range (or an unknown
-    rule's name)."""
+    """A ConfigError naming the first of the audit's numbers out of its range."""
     integer(games, "games", 4, MAX_GAMES)
     number(delta, "delta", 0, 1, hi_open=True)
     if claimed_epsilon is not None:
@@ -370,15 +353,10 @@ def play_games(
     fingerprint: str = "",
     before: Callable[[str | None], Any] | None = None,
 ) -> tuple[GameRecord, float]:
-    """Play the games with the engine (chunks, workers, checkpoints); returns the record and
-    the CPU seconds of the games played in this process. `execution` (None: the defaults) says
-    where: its jobs, backend, scheduler, checkpoint_dir, progress and checkpoint_after; its
-    `stream` True writes the chunks to disk and keeps none in memory (anything else, "auto"
-    included, keeps them: the caller resolves "auto"); the chunk size is the game's.
-    `before(backend)` runs first, inside the backend (the replay check's games on the
-    workers). While they play, this process's BLAS, OpenMP and torch threads are limited
-    (`executor.limited_threads`: a caller's limit begun before holds).
-    Inside `engine.saving_every_chunk()` each chunk is written as it finishes."""
+    """Play the games with the engine; returns the record and the CPU seconds of the games
+    played in this process. `execution.stream` True keeps no chunk in memory ("auto" is the
+    caller's to resolve); the chunk size is the game's. `before(backend)` runs first, inside
+    the backend. This process's BLAS, OpenMP and torch threads are limited meanwhile."""
     ex = execution if execution is not None else ExecutionOptions()
     start = LOCAL_CPU.seconds
     threads = limited_threads(default_game_threads(ex.jobs))
@@ -414,9 +392,6 @@ def audit_pipeline(
 ) -> PipelineAudit:
     """Audit your tuning pipeline: play `games` games around its `tune` and bound eps from below.
 
-    Before the games, a replay check refuses a pipeline that is not reproducible (a
-    `ReproducibilityError` naming the hazard.
-
     Args:
         pipeline: `Pipeline(tune, score, data=..., canary=...)`. `tune(data, seed, canary) ->
             release` runs your whole tuning (draws K, trains, selects) and returns only what
@@ -431,9 +406,7 @@ def audit_pipeline(
         claimed_epsilon: the claim to test (None: no claim).
         statistics: `AuditOptions(confidence, rule, seed)`.
         execution: `ExecutionOptions(jobs, backend, chunk_size, checkpoint_dir, ...,
-            accept_nondeterminism)`: where and how the games play, which never changes the
-            numbers (`accept_nondeterminism`: run a pipeline that does not replay, recorded
-            in result.json).
+            accept_nondeterminism)`: where and how the games play (never the numbers).
         report: `ReportOptions(out_dir, name, base, rounds, panel)`: result.json, report.md
             and the plots of `auditsel run` in `out_dir` (the checkpoints under
             out_dir/checkpoints); the tuning bounds of `base` and `rounds` beside eps_L.
@@ -472,10 +445,8 @@ def pipeline_parts(pipeline: object) -> dict[str, Any]:
 
 @dataclass(frozen=True, kw_only=True)
 class _Request:
-    """One audit as asked: `audit_pipeline`'s arguments, its options objects as given
-    (`audit_until_refuted` makes one per look). `folder`: an out_dir its caller claimed (and
-    cleans up), in place of `report.out_dir`; `save_every_chunk`: each chunk written as it
-    finishes (the next look reuses them)."""
+    """One audit as asked (`audit_until_refuted` makes one per look). `folder`: an out_dir its
+    caller claimed, in place of `report.out_dir`; `save_every_chunk`: for the next look."""
 
     tune: TuneFn
     score: ScoreFn | None
@@ -504,9 +475,7 @@ _GROUPS: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class _Audit:
-    """A request once checked, with what it settles before its games: its one canary, seed,
-    chunk size, panel and stream flags ("auto" kept), mechanism pair, the fields and the score
-    it plays, its threshold rule and its score's name."""
+    """A one-canary request once checked, with what it settles before its games."""
 
     request: _Request
     canary: Canary
@@ -526,8 +495,8 @@ class _Audit:
 
 
 def _settle(request: _Request, canary: Canary) -> _Audit:
-    """Every option of a one-canary request checked (a ConfigError naming the first bad one),
-    and the score chosen (score None: the canary's own, or one learned from a pilot)."""
+    """A one-canary request checked (a ConfigError naming the first bad option), its score
+    chosen."""
     r, st, ex, rep = request, request.statistics, request.execution, request.report
     _check_functions(r.tune, r.score, canary)
     _check_numbers(r.games, r.delta, r.claimed_epsilon, st.confidence, st.seed, st.rule, ex.jobs)
@@ -546,9 +515,8 @@ def _settle(request: _Request, canary: Canary) -> _Audit:
 
 @dataclass(frozen=True, eq=False)
 class _Run:
-    """The games as played: the record, the CPU seconds of those played in this process,
-    result.json's pipeline.reproducibility, the fingerprint, whether they were streamed, the
-    clocks (wall, CPU) at their start and the output folder (None: nothing written)."""
+    """The games as played (`clocks`: wall and CPU at their start; `out`: None, nothing
+    written)."""
 
     record: GameRecord
     inline_cpu: float
@@ -560,60 +528,43 @@ class _Run:
 
 
 def _audit_pipeline(request: _Request) -> PipelineAudit:
-    """The audit of a request: its canaries resolved (several: `_audit_each_canary`), its
-    options checked, its output folder claimed (unless its caller claimed it: `folder`), its
-    games played and analysed."""
+    """The audit of a request: canaries resolved, options checked, folder claimed, the game
+    made (its chunks check the digests of data and canary unless nondeterminism is accepted)
+    and fingerprinted (the checkpoints opened with it), games played and analysed."""
     canary = resolve_canary(request.canary, request.tune, request.data)  # "both": a tuple
     if isinstance(canary, tuple):  # several canaries: each its games, Bonferroni
         return _audit_each_canary(request, canary)
-    audit = _settle(request, canary)
-    ex = request.execution
+    audit, ex = _settle(request, canary), request.execution
+    tune, score_fn, data, chunk_size = request.tune, audit.score_fn, request.data, audit.chunk_size
     with _claimed(request.out_dir) as folder:
         out = None if folder is None else folder.path
         checkpoint_dir = ex.checkpoint_dir
         if checkpoint_dir is None and out is not None:
             checkpoint_dir = out / "checkpoints"
         if ex.fresh and checkpoint_dir is not None:  # the folder is locked, the options checked
-            _start_over(Path(checkpoint_dir))
+            deleted = delete_checkpoints(Path(checkpoint_dir), "fresh")
+            if deleted:
+                what = f"{len(deleted):,} checkpoint files of {Path(checkpoint_dir)}"
+                print(f"auditsel: --fresh: deleted {what}", file=sys.stderr)
         stream = _streamed(audit.stream, request.games, checkpoint_dir)
         clocks = (time.perf_counter(), time.process_time())
-        parts = (request.tune, audit.score_fn, request.data, canary, audit.seed)
-        game, fingerprint = _game_and_fingerprint(
-            (*parts, audit.chunk_size, audit.fields),
-            request.execution.accept_nondeterminism,
-            checkpoint_dir,
-        )
+        components = _components(tune, score_fn, data, canary, audit.seed, chunk_size, audit.fields)
+        digests: tuple[str, ...] = ()
+        if not ex.accept_nondeterminism:
+            digests = (components["data"], content_digest(canary, "canary"))
+        game = PipelineGame(tune, score_fn, data, canary, chunk_size, audit.fields, digests)
+        fingerprint = _digest(components)
+        if checkpoint_dir is not None:
+            fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
         played = _play_checked(game, audit, checkpoint_dir, fingerprint, stream)
         return _analyse(audit, _Run(*played, fingerprint, stream, clocks, out))
-
-
-def _game_and_fingerprint(
-    parts: tuple[TuneFn, ScoreFn, Any, Canary, int, int, tuple[str, ...]],
-    accept: bool,
-    checkpoint_dir: str | Path | None,
-) -> tuple[PipelineGame, str]:
-    """The game (with the digests its chunks check, unless `accept`: the hazards are then
-    recorded, nothing checked) and the fingerprint of its code, data and canary; the
-    checkpoint folder opened with it (`parts`: tune, score, data, canary, seed, chunk size,
-    fields)."""
-    tune, score_fn, data, canary, seed, chunk_size, fields = parts
-    components = _components(tune, score_fn, data, canary, seed, chunk_size, fields)
-    digests: tuple[str, ...] = ()
-    if not accept:
-        digests = (components["data"], content_digest(canary, "canary"))
-    game = PipelineGame(tune, score_fn, data, canary, chunk_size, fields, digests)
-    fingerprint = _digest(components)
-    if checkpoint_dir is not None:
-        fingerprint = _open_checkpoints(Path(checkpoint_dir), components)
-    return game, fingerprint
 
 
 def _rule_and_label(
     rule: ThresholdRule | str, seed: int, score: ScoreFn | None, score_fn: ScoreFn, canary: Canary
 ) -> tuple[ThresholdRule, str]:
-    """The audit's rule and its score's name: a learned score's grid (thresholds fixed by its
-    pilot: every game evaluated) in place of the rule named "split" (module docstring); a rule
-    named otherwise gets the audit's seed (auditsel.auditing.rules)."""
+    """The audit's rule (a learned score's grid for "split", module docstring; a name gets the
+    audit's seed) and its score's name."""
     if isinstance(score_fn, LearnedScore) and rule == "split" and score_fn.grid:
         return BonferroniGrid(grid=score_fn.grid), score_fn.words
     if isinstance(rule, str):
@@ -624,8 +575,7 @@ def _rule_and_label(
 
 
 def _checked_base(base: Any, rounds: Any) -> MechanismPair | None:
-    """The base as a mechanism pair (a DpEvent made one), given with a law of K, or None: a
-    ConfigError naming `base` or `rounds` before any game."""
+    """The base as a mechanism pair, given with a law of K, or None (else a ConfigError)."""
     if (base is None) != (rounds is None):
         raise ConfigError("rounds", "give base and rounds together (or neither)")
     if base is None:
@@ -638,17 +588,15 @@ def _checked_base(base: Any, rounds: Any) -> MechanismPair | None:
 
 
 def _claimed(out_dir: str | Path | OutputFolder | None) -> Any:
-    """The output folder as a context: claimed here (resolved, refused when it escapes,
-    locked; on failure only what this audit created there is removed: auditsel.files), or
-    None, or the `OutputFolder` a caller claimed (and cleans up) as it is."""
+    """The output folder as a context: claimed here (auditsel.files), or None, or the
+    `OutputFolder` a caller claimed, as it is."""
     if out_dir is None or isinstance(out_dir, OutputFolder):
         return nullcontext(out_dir)
     return claim_folder(out_dir, field="out_dir")
 
 
 def _streamed(stream: bool | str, games: int, checkpoint_dir: str | Path | None) -> bool:
-    """Whether the audit streams its chunks from disk ("auto": above STREAM_ABOVE games, with
-    a checkpoint folder); a ConfigError for a streamed audit without one."""
+    """Whether the audit streams its chunks from disk ("auto": above STREAM_ABOVE games)."""
     if stream == "auto":  # bounded memory for large audits, where there is a folder for it
         stream = games > STREAM_ABOVE and checkpoint_dir is not None
     if stream and checkpoint_dir is None:
@@ -663,11 +611,8 @@ def _play_checked(
     fingerprint: str,
     stream: bool,
 ) -> tuple[GameRecord, float, ReproducibilityEntry]:
-    """`play_games` with the replay check on the audit's own backend before the games and the
-    unchanged-data check after them: (record, CPU seconds in this process, result.json's
-    pipeline.reproducibility). A hazard is refused unless the request accepts
-    nondeterminism. The execution's `game_threads`: the BLAS, OpenMP and torch threads of this
-    process while it plays (None: `executor.game_threads`)."""
+    """`play_games` between the replay check (on the audit's backend) and the unchanged-data
+    check: (record, CPU seconds in this process, pipeline.reproducibility)."""
     ex = audit.request.execution
     accept = ex.accept_nondeterminism
     replay: list[ReplayReport] = []
@@ -693,14 +638,12 @@ def _play_checked(
                 before=on_backend,
             )
     except DataChanged as err:  # in any process, on any backend: as the check below
+        hazards = [err.message]
+    else:
+        hazards = check_unchanged(game, replay[0])
+    if hazards and not accept:  # DataChanged: never accepted (the digests are then unchecked)
         raise ReproducibilityError(
-            "tune", f"{err.message}; the games of this run saw changing data: {rerun}"
-        ) from None
-    hazards = check_unchanged(game, replay[0])
-    if hazards and not accept:
-        raise ReproducibilityError(
-            "tune",
-            hazards[0] + f"; the games of this run saw changing data: {rerun}",
+            "tune", f"{hazards[0]}; the games of this run saw changing data: {rerun}"
         )
     reproducibility = replay[0].to_dict()
     reproducibility["hazards"] += hazards
@@ -708,11 +651,9 @@ def _play_checked(
 
 
 def _audit_each_canary(request: _Request, canaries: tuple[Canary, ...]) -> PipelineAudit:
-    """One audit per canary, `games` games each, at confidence 1 - (1 - confidence) / m
-    (Bonferroni over the m canaries: the largest eps_L holds at `confidence`); the audit of
-    the largest eps_L, with `canaries` in result.json listing each. Folders: a subfolder per
-    canary (`canary-<i>-<kind>`) of out_dir and checkpoint_dir; out_dir (claimed, locked, for
-    the whole audit) also gets the combined result.json and report.md."""
+    """One audit per canary at confidence 1 - (1 - confidence) / m (Bonferroni), combined;
+    each in a subfolder `canary-<i>-<kind>` of out_dir and checkpoint_dir, out_dir also gets
+    the combined result.json and report.md."""
     if len(canaries) < 1:
         raise ConfigError("canary", "give a canary, or a tuple of canaries to audit each")
     confidence = number(request.statistics.confidence, "confidence", 0.5, 1, hi_open=True)
@@ -751,8 +692,7 @@ def _audit_each_canary(request: _Request, canaries: tuple[Canary, ...]) -> Pipel
 def _combined(
     audits: list[PipelineAudit], level: float, confidence: float, claim: float | None
 ) -> PipelineAudit:
-    """The audit of the largest eps_L, with every canary's entry, the claim's verdict over all
-    of them and the games, seconds and resumed games of all."""
+    """The audit of the largest eps_L, with every canary's entry and the totals of all."""
     best = max(audits, key=lambda a: a.eps)
     refuted = None if claim is None else any(bool(a.refuted) for a in audits)
     result = best.result.copy()
@@ -782,24 +722,13 @@ def _combined(
 
 
 def canaries_text(result: Mapping[str, Any]) -> str:
-    """One line per canary of a several-canary audit's result: its kind, eps_L, confidence,
-    games and verdict ('' for one canary)."""
+    """One line per canary of a several-canary audit's result ('' for one canary)."""
     return "\n".join(
         f"canary {i} ({entry['canary']['kind']}): eps_L {entry['eps']:.4f} at "
         f"confidence {entry['confidence']:.4g}, {entry['games']:,} games"
         + ("" if entry["refuted"] is None else f", refuted: {entry['refuted']}")
         for i, entry in enumerate(result.get("canaries", ()))
     )
-
-
-def _start_over(checkpoint_dir: Path) -> None:
-    """`fresh`: delete the checkpoints (`engine.delete_checkpoints`), saying so on stderr."""
-    deleted = delete_checkpoints(checkpoint_dir, "fresh")
-    if deleted:
-        print(
-            f"auditsel: --fresh: deleted {len(deleted):,} checkpoint files of {checkpoint_dir}",
-            file=sys.stderr,
-        )
 
 
 def scoring(
@@ -813,9 +742,7 @@ def scoring(
     jobs: int = 1,
     backend: str | None = None,
 ) -> tuple[tuple[str, ...], ScoreFn]:
-    """(fields, score function) of an audit of seed `seed`: with `score` None, the canary's
-    own score where the release holds nothing else, else the score learned from a pilot
-    (`auditsel.pipelines.learned_scores`); fields are () (one score per game)."""
+    """(fields, score function) of an audit of seed `seed` (module docstring)."""
     if isinstance(score, FieldScores):  # every field, each at its Bonferroni share
         return score.fields, score
     if score is not None:
@@ -828,16 +755,14 @@ def learned(
     tune: TuneFn,
     data: Any,
     canary: Canary,
-    *,
     seed: int,
     delta: float,
     jobs: int = 1,
     backend: str | None = None,
     games: int = LEARN_GAMES,
 ) -> Learned | None:
-    """The learned default score of an audit of seed `seed` (`learn_score`, its pilot played
-    as the audit's games are), or None where the release is the canary's alone (its own score
-    is the default there)."""
+    """The learned default score of an audit of seed `seed`, or None where the release is the
+    canary's alone."""
     if not _default_fields(tune, data, canary):
         return None
 
@@ -850,51 +775,9 @@ def learned(
 
 
 def _default_fields(tune: TuneFn, data: Any, canary: Canary) -> tuple[str, ...]:
-    """The fields the default score reads: () when the release is the canary's alone (its
-    score, unchanged), else every field of the probe run's release."""
+    """() when the release is the canary's alone, else every field of the probe's release."""
     fields = probe_fields(tune, data, canary)  # the user's exceptions: a PipelineError
     return () if fields in ((), (CANARY_FIELD,)) else fields
-
-
-def _field_bounds(
-    record: GameRecord,
-    fields: tuple[str, ...],
-    stream: bool,
-    delta: float,
-    confidence: float,
-    rule: ThresholdRule,
-) -> tuple[GameRecord, dict[str, lower.LowerBound], int]:
-    """eps_L of every field's column at confidence 1 - (1 - confidence) / fields: the record
-    with the best field's scores in column 0 (in memory), {field: LowerBound} and the best."""
-    level = 1 - (1 - confidence) / len(fields)
-    bounds: dict[str, lower.LowerBound] = {}
-    if stream:
-        chunks = record.chunks
-        assert chunks is not None  # a streamed record reads its chunks back from disk
-        for j, name in enumerate(fields):
-            column = _ScoreColumn(chunks, j)
-            bounds[name] = audit_chunks(column, delta, confidence=level, rule=rule)
-        return record, bounds, int(np.argmax([b.eps for b in bounds.values()]))
-    assert record.scores is not None and record.member is not None  # played in memory
-    columns = field_columns(record.scores)
-    for j, name in enumerate(fields):
-        bounds[name] = audit_scores(
-            columns[:, j], record.member, delta, confidence=level, rule=rule
-        )
-    best = int(np.argmax([b.eps for b in bounds.values()]))
-    scores = np.column_stack([columns[:, best], record.scores[:, 1]])
-    return GameRecord(scores, record.member), bounds, best
-
-
-def _fields_entry(
-    by_field: Mapping[str, lower.LowerBound], best: str, confidence: float
-) -> FieldsEntry:
-    """result.json's pipeline.fields: each field's eps_L, their confidence, the largest."""
-    return FieldsEntry(
-        confidence_each=1 - (1 - confidence) / len(by_field),
-        eps={k: float(b.eps) for k, b in by_field.items()},
-        best=best,
-    )
 
 
 def _analyse(audit: _Audit, run: _Run) -> PipelineAudit:
@@ -948,8 +831,7 @@ def _resumed(audit: _Audit, run: _Run) -> int:
 def _pipeline_entry(
     audit: _Audit, run: _Run, played: _PlayedBound, names: tuple[str, str], cpu: float
 ) -> PipelineEntry:
-    """result.json's pipeline: the functions' names, the canary, the games (resumed ones
-    among them), their CPU seconds, the fingerprint, each field's eps_L and the replay check."""
+    """result.json's pipeline (`PipelineEntry`)."""
     games = audit.request.games
     entry: PipelineEntry = {
         "tune": names[0],
@@ -962,18 +844,19 @@ def _pipeline_entry(
         "cpu_seconds": round(cpu, 3),
         "fingerprint": run.fingerprint,
     }
-    if audit.fields:
-        best = audit.fields[played.best]
-        entry["fields"] = _fields_entry(played.by_field, best, audit.confidence)
+    if audit.fields:  # each field's eps_L, their confidence, the largest
+        entry["fields"] = FieldsEntry(
+            confidence_each=1 - (1 - audit.confidence) / len(played.by_field),
+            eps={k: float(b.eps) for k, b in played.by_field.items()},
+            best=audit.fields[played.best],
+        )
     entry["reproducibility"] = run.reproducibility
     return entry
 
 
 @dataclass(frozen=True, eq=False)
 class _PlayedBound:
-    """What the analysis reads off the played games: eps_L (`bound`: the best field's, with
-    the estimator panel in memory), each field's bound, the scores and coins (None when
-    streamed), the games' CPU seconds and the plots' inputs."""
+    """What the analysis reads off the played games (scores and coins None when streamed)."""
 
     bound: lower.LowerBound
     by_field: dict[str, lower.LowerBound]
@@ -986,44 +869,41 @@ class _PlayedBound:
 
 
 def _bound_games(record: GameRecord, audit: _Audit, stream: bool, plots: bool) -> _PlayedBound:
-    """eps_L of the played games (every field at its Bonferroni share), streamed from the
-    checkpoints or in memory (with the estimator panel when `panel` allows it)."""
-    fields, delta, confidence, rule = (
-        audit.fields,
-        audit.request.delta,
-        audit.confidence,
-        audit.rule,
-    )
+    """eps_L of the played games, streamed or in memory (with the estimator panel): of every
+    field at its Bonferroni share, the best field's eps_L the audit's."""
+    delta, rule, fields = audit.request.delta, audit.rule, audit.fields
+    level = 1 - (1 - audit.confidence) / len(fields) if fields else audit.confidence
     artefacts: dict[str, Any] = {}
-    estimators = None
     by_field: dict[str, lower.LowerBound] = {}
-    best = 0
-    if fields:
-        record, by_field, best = _field_bounds(record, fields, stream, delta, confidence, rule)
     if stream:
         chunks = record.chunks
         assert chunks is not None  # a streamed record reads its chunks back from disk
-        if not fields:
-            source = _ScoreColumn(chunks, best)
-            by_field = {"": audit_chunks(source, delta, confidence=confidence, rule=rule)}
-        bound = list(by_field.values())[best]
+        for j, name in enumerate(fields or ("",)):
+            by_field[name] = audit_chunks(
+                _ScoreColumn(chunks, j), delta, confidence=level, rule=rule
+            )
+        best = int(np.argmax([b.eps for b in by_field.values()]))
         game_cpu = float(sum(chunks.load(i)[0][:, 1].sum() for i in range(len(chunks))))
         if plots:  # the plots of a streamed audit show its first games
             head_scores, head_member = chunks.head(PLOT_GAMES)
             artefacts["record"] = GameRecord(head_scores[:, 0], head_member)
+        bound = list(by_field.values())[best]
         return _PlayedBound(bound, by_field, best, None, None, None, game_cpu, artefacts)
     assert record.scores is not None and record.member is not None  # played in memory
-    scores, member = record.scores[:, 0].copy(), record.member
-    game_cpu = float(record.scores[:, 1].sum())
+    member, columns, best = record.member, record.scores, 0
+    if fields:
+        columns = field_columns(record.scores)
+        for j, name in enumerate(fields):
+            by_field[name] = audit_scores(columns[:, j], member, delta, confidence=level, rule=rule)
+        best = int(np.argmax([b.eps for b in by_field.values()]))
+    scores, game_cpu = columns[:, best].copy(), float(record.scores[:, 1].sum())
     ss = SortedScores(scores, member)
     if not fields:
         by_field = {
-            "": audit_scores(
-                scores, member, delta, confidence=confidence, rule=rule, sorted_scores=ss
-            )
+            "": audit_scores(scores, member, delta, confidence=level, rule=rule, sorted_scores=ss)
         }
-    bound = list(by_field.values())[best]
-    panel, law = audit.panel, audit.request.report.rounds
+    bound, estimators = list(by_field.values())[best], None
+    panel, law, confidence = audit.panel, audit.request.report.rounds, audit.confidence
     if panel is True or (panel == "auto" and audit.request.games <= PANEL_ABOVE):
         try:
             estimators = estimator_panel(
@@ -1044,9 +924,8 @@ def _result_fields(
     stream: bool,
     artefacts: dict[str, Any],
 ) -> tuple[dict[str, Any], bool | None]:
-    """result.json's fields but `pipeline` and `seconds` (the tuning bounds and the interval
-    with `base`, adding their curves to `artefacts`; eps_L; the claim's verdict; the labels)
-    and whether the claim is refuted (None without one)."""
+    """result.json's fields but `pipeline` and `seconds` (curves added to `artefacts`) and
+    whether the claim is refuted (None without one)."""
     request, base, rounds = audit.request, audit.base, audit.request.report.rounds
     delta, claimed_epsilon = request.delta, request.claimed_epsilon
     name = request.report.name or f"pipeline {getattr(request.tune, '__name__', 'tune')}"

@@ -1,85 +1,56 @@
 """How many games an audit of your pipeline needs: `plan_pipeline`, sized from a pilot.
 
-Contract. A pilot of `pilot` games (the audit's own game, with the pilot's seed: keep it
-different from the audit's, so that the audit's games are fresh) gives the pipeline's trade-off
-curve. The plan is computed on a pessimistic curve
-(`auditsel.auditing.planning.pessimistic_curve`): a few threshold tests chosen on one half of
-the pilot, each at the Clopper-Pearson upper limits of its FP and FN rates on the other half,
-simultaneous at `pilot_confidence`. With probability >= pilot_confidence over the pilot, the
-pipeline's tests are at least as good as the planned ones, so that the pilot's own sampling
-error and its luckiest threshold never make the plan promise more than the pipeline gives: a
-pipeline whose every test stays within its claim gets no planned refutation (at any pilot
-size, with that probability).
+Contract. A pilot of `pilot` games (the audit's own game at the pilot's seed, the audit's + 1,
+so that the audit's games stay fresh) gives the pipeline's trade-off curve. The plan is
+computed on a pessimistic curve (`auditsel.auditing.planning.pessimistic_curve`): a few
+threshold tests chosen on one half of the pilot, each at the Clopper-Pearson upper limits of
+its FP and FN rates on the other half, simultaneous at `pilot_confidence`. With probability >=
+pilot_confidence the pipeline's tests are at least as good as the planned ones, so the pilot's
+sampling error and luckiest threshold never make the plan promise more than the pipeline gives.
 
-A separating pilot (issue 36). Limits simultaneous over all the tests cap what a pilot of n
-games can vouch for: 0 errors in 50 and 50 held-out games reads, at those limits, as rates of
-about 0.1 each, eps about 2.3, so a pilot that separates perfectly planned 10^5 games for a
-bug an audit refutes at 256. So a claim (or a target) X is first tested on the pilot's
-held-out games: the test the first half ranked best (fixed before the second half is
-counted: `PilotTests.first`) gives the exact p-value of "the pipeline keeps (X, delta)"
-(`auditsel.auditing.planning.claim_pvalue`: the largest probability of counts this good over
-the rates eq. 4 allows at X). Where it is at most 1 - pilot_confidence (the canary's and the
-field's share), the pilot itself shows the leak, and the plan for X (its games, its power,
-E[eps_L]) reads that one test at the medians of its rates (the one-sided 50%
-Clopper-Pearson limits: 0 errors in n games read as about 0.69 / n): a reading, not a bound.
-A pipeline that keeps X passes the gate with probability at most 1 - pilot_confidence, and
-its limits show a leak with at most that probability, as above: a planned refutation of it
-has probability at most twice that (a union bound). Perfect separation of 50 and 50 games
-gives p < 0.001 at X = 2.25, delta = 1e-5, and says nothing at X = 6.7 (p about 0.9).
-`pilot_pvalue` and `reading` say which curve was read. Elsewhere the plan reads the
-pessimistic curve, and so does the plan of a learned score from a pilot of other than
-`LEARN_GAMES` (200) games: the audit learns its score from 200, so such a plan's score is not
-the audit's, and only the limits carry over. On the curve read, the planning arithmetic of
-`auditsel.auditing.planning` gives
+A separating pilot. Simultaneous limits cap what n games can vouch for (0 errors in 50 and 50
+games read as rates of about 0.1, eps about 2.3). So a claim (or a target) X is first tested on
+the held-out half: the test the first half ranked best (`PilotTests.first`) gives the exact
+p-value of "the pipeline keeps (X, delta)" (`auditsel.auditing.planning.claim_pvalue`). Where it
+is at most 1 - pilot_confidence (the canary's and field's share), the pilot itself shows the
+leak, and the plan for X reads that test at the medians of its rates (one-sided 50%
+Clopper-Pearson limits): a reading, not a bound. A pipeline that keeps X gets a planned
+refutation with probability at most twice 1 - pilot_confidence (a union bound). Perfect
+separation of 50 and 50 games gives p < 0.001 at X = 2.25, delta = 1e-5 (p about 0.9 at X =
+6.7). `pilot_pvalue` and `reading` say which curve was read. A learned score planned from a
+pilot of other than `LEARN_GAMES` games is not the audit's score, and reads the limits. On the
+curve read, `auditsel.auditing.planning` gives
 
 * `games_for_target`: the least number of games with P(eps_L >= target_eps) >= power;
 
 * `games_to_refute`: the least number with P(eps_L > claimed_epsilon) >= power (None when the
-  pilot's curve cannot reach the claim: a pipeline that keeps its claim is never refuted, and
-  a pilot that sees no leak above it plans no refutation);
+  curve cannot reach the claim);
 
-* at a given number of games: E[eps_L] and the probabilities of both events (the power), and
-  the range the certified eps_L is predicted in (`eps_low`, `eps_high`: the RANGE_LOW and
-  RANGE_HIGH quantiles, 5% and 95%, of its exact law over the binomial counts, at the test
-  E[eps_L] reads, on the same curve; widened to hold E[eps_L] where an atom of the law puts it
-  outside; `eps_range` the law's probability of the range, at least 90%). It is a prediction
-  from the pilot's planned curve, not a bound: at the pessimistic limits the audit certifies
-  above it more often than the law says (the calibration of
-  docs/findings/plan-calibration.md), a median reading scatters around the audit both ways,
-  and a split audit, which finds its threshold from the data, may certify less;
+* at a given number of games: E[eps_L], the power of both events, and the range the certified
+  eps_L is predicted in (`eps_low`, `eps_high`: the RANGE_LOW and RANGE_HIGH quantiles of its
+  exact law over the binomial counts, widened to hold E[eps_L]; `eps_range` the law's
+  probability of it). A prediction, not a bound: a split audit, which finds its threshold from
+  the data, may certify less (docs/findings/plan-calibration.md);
 
-* the CPU seconds per game of the pilot, to turn games into time.
+* the CPU seconds per game of the pilot.
 
-Several canaries (`canary=(InputCanary(...), GradientCanary(...))`, or "both": the pair of
-`auditsel.pipelines.default_canaries`) are planned as `audit_pipeline` audits them: each canary
-plays its own pilot of `pilot` games and, in the audit, its own `games` games (the games are
-doubled, not split: every number of games in the plan is per canary, and the audit plays m
-times as many), each certified at confidence 1 - (1 - confidence) / m (Bonferroni over the m
-canaries, the audit's own correction; within a canary, each released field at its share of
-that). Each canary's plan is computed at that level, on its pilot's curve at confidence
-1 - (1 - pilot_confidence) / m (so that all m curves hold at once with probability >=
-pilot_confidence), and the plan of the audit is their combination: the audit refutes when any
-canary does, so the games to refute (or to reach a target) are the fewest over the canaries,
-and P(refuted), P(eps_L >= target) and E[eps_L] at `games` are the largest over the canaries
-(each a lower bound on the audit's, which takes the largest eps_L of its canaries). The range
-is that of the largest eps_L: the canaries play independent games, so its law's cdf is the
-product of theirs (`EpsLaw.largest`).
-`PipelinePlan.canaries` holds each canary's plan.
+Several canaries (a tuple, or "both") are planned as `audit_pipeline` audits them: each plays
+its own pilot and, in the audit, its own `games` games (every number of games is per canary),
+certified at 1 - (1 - confidence) / m, on its pilot's curve at 1 - (1 - pilot_confidence) / m.
+The audit refutes when any canary does: the games are the fewest over the canaries, and the
+probabilities and E[eps_L] the largest (each a lower bound on the audit's); the range is that
+of the largest eps_L (independent games: `EpsLaw.largest`). `PipelinePlan.canaries` holds each
+canary's plan.
 
-What a pilot cannot see: a leak that shows only in rare games. A pilot of n games sees an
-event of rate r at least once with probability 1 - (1 - r)^n; below `blind_rate` (about 3 / n)
-a leak is invisible to it, and "none" then means "not seen in the pilot", not "absent". A
-planted bug that fires in 1 game of 1000 needs a pilot of thousands of games, or an audit sized
-on other grounds. The planner takes the best threshold of the curve as a threshold fixed in
-advance would be; a split audit chooses it from half of its games and certifies somewhat less
-(the calibration of docs/findings/plan-calibration.md measures predicted against certified).
+What a pilot cannot see: an event of rate r shows in n games with probability 1 - (1 - r)^n;
+below `blind_rate` (about 3 / n) a leak is invisible, and "none" means "not seen in the pilot".
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -137,8 +108,7 @@ class PipelinePlan:
     confidence: float
     rule: str
     power: float
-    curve_eps: float  # the largest eq. 4 eps on the pessimistic curve: no audit of this
-    #                   pipeline is planned to certify more
+    curve_eps: float  # the largest eq. 4 eps on the pessimistic curve
     cpu_seconds_per_game: float
     pilot_confidence: float = 0.8  # P(the pipeline's tests are at least the planned ones)
     point_eps: float = 0.0  # the pilot's point estimate (shrunk rates; optimistic, descriptive)
@@ -151,28 +121,19 @@ class PipelinePlan:
     expected_eps: float | None = None
     prob_target: float | None = None  # P(eps_L >= target_eps) with `games` games
     prob_refute: float | None = None  # P(eps_L > claimed_epsilon) with `games` games
-    point_expected_eps: float | None = None  # E[eps_L] on the point estimate (optimistic: the
-    #                                        planner before the pessimistic curve; descriptive)
-    fields: Mapping[str, float] = field(default_factory=dict)  # score=None: each released
-    #                                 field's planned eps (its pessimistic curve's largest)
+    point_expected_eps: float | None = None  # E[eps_L] on the point estimate (optimistic)
+    fields: Mapping[str, float] = field(default_factory=dict)  # each released field's eps
     flagged: tuple[str, ...] = ()  # fields whose values differ with and without the canary
-    canaries: tuple[PipelinePlan, ...] = ()  # several canaries: each one's plan (at its
-    #                                          Bonferroni share, as the audit certifies it)
+    canaries: tuple[PipelinePlan, ...] = ()  # several canaries: each one's plan
     score: str = ""  # score=None: the learned score (what the audit will play), in words
-    refutable_below: float | None = None  # a claim above this is not refutable at `games`
-    #                                       (a heuristic reading of the pilot's point curve)
+    refutable_below: float | None = None  # claims above it: not refutable at `games` (heuristic)
     canary: str = ""  # the kind of the canary planned (input, gradient, ...)
-    pilot_pvalue: float | None = None  # the held-out half's p-value of "the pipeline keeps
-    #                                    the claim" (the target without one): exact, over its tests
-    reading: str = "limits"  # "median": the held-out half rejected the claim at the pilot's
-    #                          level, and the plan reads its tests at their medians
-    eps_low: float | None = None  # with `games`: the RANGE_LOW quantile of the certified
-    #                          eps_L on the curve read (a prediction from the pilot, not a bound)
+    pilot_pvalue: float | None = None  # the held-out half's p-value of the claim (or target)
+    reading: str = "limits"  # "median": the held-out half rejected it, read at the medians
+    eps_low: float | None = None  # with `games`: the RANGE_LOW quantile of eps_L (predicted)
     eps_high: float | None = None  # its RANGE_HIGH quantile (several canaries: of their largest)
-    eps_range: float = 0.0  # the probability the planned law puts on [eps_low, eps_high]
-    #                         (>= RANGE_HIGH - RANGE_LOW)
-    law: EpsLaw | None = field(default=None, repr=False, compare=False)  # the planned law of
-    #                          eps_L at `games` (not in to_dict)
+    eps_range: float = 0.0  # the planned law's probability of [eps_low, eps_high]
+    law: EpsLaw | None = field(default=None, repr=False, compare=False)  # not in to_dict
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready values (non-finite numbers as None; each canary's plan)."""
@@ -257,9 +218,8 @@ class PipelinePlan:
         ]
 
     def _games_lines(self, *, per: str, relation: str, no_target: str, no_refute: str) -> list[str]:
-        """The summary's lines on games: for the target, to refute the claim, and what the
-        planned games give (`relation` "=" for one canary's prediction, ">=" for the lower
-        bounds of a plan of several; `per` " per canary" there)."""
+        """The summary's lines on games (`relation` ">=" and `per` " per canary" for a plan of
+        several)."""
         lines = []
         if self.target_eps is not None:
             n = self.games_for_target
@@ -328,16 +288,14 @@ class PipelinePlan:
 def _combined(
     plans: list[PipelinePlan], confidence: float, pilot_confidence: float
 ) -> PipelinePlan:
-    """The plan of one audit of several canaries (module docstring): fewest games, largest
-    probabilities and expectations over the canaries' plans."""
+    """The plan of one audit of several canaries (module docstring)."""
 
-    def fewest(key: str) -> Any:
+    def fewest(key: str, pick: Callable[[list[Any]], Any] = min) -> Any:
         found = [getattr(p, key) for p in plans if getattr(p, key) is not None]
-        return min(found) if found else None
+        return pick(found) if found else None
 
     def largest(key: str) -> Any:
-        found = [getattr(p, key) for p in plans if getattr(p, key) is not None]
-        return max(found) if found else None
+        return fewest(key, max)
 
     first = plans[0]
     return replace(
@@ -385,9 +343,8 @@ def _largest_range(plans: list[PipelinePlan]) -> dict[str, Any]:
 def _differing(
     columns: NDArray[np.float64], member: NDArray[np.int8], fields: tuple[str, ...]
 ) -> tuple[str, ...]:
-    """The fields whose pilot values differ between the games with and without the canary:
-    a two-sided Mann-Whitney test at 0.05 / fields (Bonferroni), or values that never overlap
-    (every game of one coin above every game of the other)."""
+    """The fields whose pilot values differ with and without the canary: a two-sided
+    Mann-Whitney test at FLAG_LEVEL / fields (Bonferroni), or values that never overlap."""
     from scipy.stats import mannwhitneyu  # deferred: scipy.stats, only when a pipeline is planned
 
     flagged = []
@@ -410,9 +367,8 @@ def _curve_eps(curve: PlanCurve, delta: float) -> float:
 
 @dataclass(frozen=True, kw_only=True)
 class PilotOptions:
-    """How `plan_pipeline` plans: `games` pilot games; its curve is planned on at its
-    `confidence` limits (module docstring; docs/findings/plan-calibration.md); `power`, the
-    probability the plan aims for (in [0.5, 1))."""
+    """How `plan_pipeline` plans: `games` pilot games, its curve's `confidence` limits, the
+    `power` the plan aims for (in [0.5, 1))."""
 
     games: int = 200
     confidence: float = PILOT_CONFIDENCE
@@ -430,93 +386,60 @@ def plan_pipeline(
     statistics: AuditOptions | None = None,
     execution: ExecutionOptions | None = None,
 ) -> PipelinePlan:
-    """Size an audit of your pipeline from `pilot` games (an int, or a `PilotOptions` with
-    the games, the confidence of the pilot curve's limits, default 80%, and the power).
+    """Size an audit of your pipeline from `pilot` games (an int or a `PilotOptions`).
 
     Args:
-        pipeline: `Pipeline(tune, score, data=..., canary=...)`, as `audit_pipeline` takes it;
-            its canary may be a tuple of canaries or "both" (planned as `audit_pipeline`
-            audits them: each canary its own pilot and games, at confidence
-            1 - (1 - confidence) / m; the games planned are per canary: module docstring).
+        pipeline: `Pipeline(tune, score, data=..., canary=...)`, as `audit_pipeline` takes it
+            (several canaries: module docstring; the games planned are per canary).
         delta: in [0, 1).
         pilot: the pilot's games (an int), or a `PilotOptions` (games, confidence, power:
             the probability the plan aims for, default 0.9).
         target_eps: plan the games with P(eps_L >= target_eps) >= power.
         claimed_epsilon: plan the games with P(eps_L > claimed_epsilon) >= power.
         games: a number of games to evaluate: the plan gives E[eps_L] and the power there.
-        statistics: an `AuditOptions` describing the audit to plan, as `audit_pipeline` takes
-            it: its confidence and rule; the pilot plays at its seed + 1, never the audit's
-            games.
+        statistics: the `AuditOptions` of the audit to plan (the pilot plays at seed + 1).
         execution: an `ExecutionOptions` (jobs, backend, progress); never changes the numbers.
 
     Returns:
         A `PipelinePlan` (the module docstring says what each field holds).
     """
-    given = {
-        "statistics": given_options(AuditOptions, statistics, "statistics"),
-        "execution": given_options(ExecutionOptions, execution, "execution"),
-    }
-    targets = (target_eps, claimed_epsilon, games)
-    power = pilot.power if isinstance(pilot, PilotOptions) else PilotOptions().power
-    return _plan_each(pipeline_parts(pipeline), delta, pilot, targets, power, given)
-
-
-def _plan_each(
-    pipeline: dict[str, Any],
-    delta: float,
-    pilot: int | PilotOptions,
-    targets: tuple[float | None, float | None, int | None],
-    power: float,
-    given: Mapping[str, Any],
-) -> PipelinePlan:
-    """`plan_pipeline` of its options objects (`given`): one plan per canary at its Bonferroni
-    share, combined."""
-    st, ex = given["statistics"], given["execution"]
+    st = given_options(AuditOptions, statistics, "statistics")
+    ex = given_options(ExecutionOptions, execution, "execution")
+    options = pilot if isinstance(pilot, PilotOptions) else PilotOptions(games=pilot)
+    parts = pipeline_parts(pipeline)
     for unused in ("scheduler", "checkpoint_dir", "chunk_size"):
         if getattr(ex, unused) is not None:
             raise ConfigError(f"execution.{unused}", "not used by plan_pipeline's pilot")
-    pilot_seed = integer(st.seed, "seed", 0) + 1
-    tune, data = pipeline["tune"], pipeline["data"]
-    canary = resolve_canary(pipeline["canary"], tune, data)  # "both": (Input-, GradientCanary)
+    audit_seed = integer(st.seed, "seed", 0)
+    canary = resolve_canary(parts["canary"], parts["tune"], parts["data"])  # "both": a pair
     canaries = canary if isinstance(canary, tuple) else (canary,)
     if not canaries:
         raise ConfigError("canary", "give a canary, or a tuple of canaries to plan each")
     confidence = number(st.confidence, "confidence", 0.5, 1, hi_open=True)
-    pilot_confidence = number(
-        pilot.confidence if isinstance(pilot, PilotOptions) else PILOT_CONFIDENCE,
-        "pilot_confidence",
-        0.5,
-        1,
-        hi_open=True,
-    )
+    pilot_confidence = number(options.confidence, "pilot_confidence", 0.5, 1, hi_open=True)
     m = len(canaries)  # the audit's Bonferroni split over its canaries (module docstring)
     request = _PlanRequest(
-        **{**pipeline, "canary": canaries[0]},
+        **{**parts, "canary": canaries[0]},
         delta=delta,
-        pilot=pilot.games if isinstance(pilot, PilotOptions) else pilot,
-        targets=targets,
-        power=power,
+        pilot=options.games,
+        targets=(target_eps, claimed_epsilon, games),
+        power=options.power,
         statistics=replace(st, confidence=1 - (1 - confidence) / m),
-        seed=pilot_seed,
-        audit_seed=integer(st.seed, "seed", 0),
+        seed=audit_seed + 1,
+        audit_seed=audit_seed,
         execution=ex,
         pilot_confidence=1 - (1 - pilot_confidence) / m,
     )
     plans = [_plan_pipeline(replace(request, canary=one)) for one in canaries]
-    return (
-        plans[0]
-        if not isinstance(canary, tuple)
-        else _combined(plans, confidence, pilot_confidence)
-    )
+    if not isinstance(canary, tuple):
+        return plans[0]
+    return _combined(plans, confidence, pilot_confidence)
 
 
 @dataclass(frozen=True, kw_only=True)
 class _PlanRequest:
-    """One canary's plan as asked: the pipeline, the pilot's games, what to plan for
-    (`targets`: target_eps, claimed_epsilon, games), the power, the audit's statistics (its
-    confidence at the canary's Bonferroni share, its rule), the pilot's own `seed` and the
-    audit's (`audit_seed`, None: the pilot's - 1), the pilot's execution and the confidence of
-    its curve's limits."""
+    """One canary's plan as asked (`targets`: target_eps, claimed_epsilon, games;
+    `statistics` at the canary's share; `audit_seed` None: the pilot's `seed` - 1)."""
 
     tune: TuneFn
     score: ScoreFn | None
@@ -534,8 +457,7 @@ class _PlanRequest:
 
 
 def _plan_pipeline(request: _PlanRequest) -> PipelinePlan:
-    """One canary's plan (the pilot's own seed `seed`), on the pilot's curve at its
-    `pilot_confidence` limits (module docstring)."""
+    """One canary's plan (module docstring)."""
     r = _checked_plan(request)
     seed, ex = r.seed, r.execution
     audit_seed = seed - 1 if r.audit_seed is None else r.audit_seed
@@ -564,9 +486,8 @@ def _plan_pipeline(request: _PlanRequest) -> PipelinePlan:
 
 @dataclass(frozen=True)
 class _Reading:
-    """Which curve a plan reads for an eps X (module docstring): the held-out tests at their
-    medians where they reject "the pipeline keeps X" at `level` (the pilot shows the leak),
-    else at their limits (`limits`, the pessimistic curve)."""
+    """Which curve a plan reads for an eps X (module docstring): the medians where the
+    held-out tests reject X at `level`, else the `limits`."""
 
     tests: PilotTests
     limits: PlanCurve
@@ -604,9 +525,8 @@ def _checked_plan(request: _PlanRequest) -> _PlanRequest:
 def _field_curves(
     run: _PilotRun, seed: int, pilot_confidence: float, delta: float
 ) -> tuple[list[PilotTests], list[PlanCurve], list[float]]:
-    """Each field's held-out tests (a learned score's: its grid on its held-out games), their
-    pessimistic curve at the field's share of the pilot's confidence, and its largest eq. 4
-    eps."""
+    """Each field's held-out tests, their pessimistic curve at the field's share of the
+    pilot's confidence, and its largest eq. 4 eps."""
     columns, member, source = run.columns, run.member, run.source
     k = columns.shape[1]
     share = 1 - (1 - pilot_confidence) / k
@@ -634,9 +554,7 @@ def _plan_of(
     point_curve: PlanCurve,
     plan: dict[str, Any],
 ) -> PipelinePlan:
-    """The plan of the best field's curve: the games for the target and for refuting the
-    claim (None where the curve it reads, `_Reading`, cannot reach them), the pilot's numbers,
-    each field's eps."""
+    """The plan of the best field's curve (games None where the curve read cannot reach)."""
     target_eps, claimed_epsilon, games = r.targets
     curve_eps = field_eps[best]
 
@@ -682,10 +600,8 @@ def _at_games(
     point_curve: PlanCurve,
     plan: dict[str, Any],
 ) -> PipelinePlan:
-    """The plan with, for a number of games, E[eps_L] (on the curve read for the claim, or the
-    target without one, and on the point curve), the power for the target and the claim and
-    the eps refutable there; without one, the refutable eps where the claim cannot be refuted
-    at any number of games."""
+    """The plan's numbers at `games` (E[eps_L], power, range, refutable eps); without games,
+    the refutable eps where the claim cannot be refuted at all."""
     target_eps, claimed_epsilon, games = r.targets
     refute_at = _refute_at(claimed_epsilon)
     if games is not None:
@@ -750,54 +666,39 @@ def _pilot(
     delta: float,
     execution: tuple[int, str | None, bool],
 ) -> _PilotRun:
-    """The plan's pilot: with `score` None and a release of fields, the audit's own learning
-    pilot (`auditsel.pipelines.learned_scores`: the score chosen on its first half, the plan
-    made on the second, which did not choose it); else `pilot` games at `seed`, scored by the
-    audit's score."""
+    """The plan's pilot: the audit's own learning pilot for a learned score (the plan made on
+    its held-out half), else `pilot` games at `seed` scored by the audit's score."""
     pilot, seed, audit_seed = sizes  # the pilot's games, its seed, the audit's seed
     jobs, backend, progress = execution
     found = None
     if score is None:
-        found = learned(
-            tune,
-            data,
-            canary,
-            seed=audit_seed,
-            delta=delta,
-            jobs=jobs,
-            backend=backend,
-            games=pilot,
-        )
+        found = learned(tune, data, canary, audit_seed, delta, jobs, backend, pilot)
     if found is not None:
-        columns, member = found.held_scores[:, None], found.held_member
-        cpu = found.cpu_seconds / pilot
+        member, s = found.held_member, found.score
         source = f"pilot ({len(member):,} held-out games of {pilot:,})"
-        if member.min() == member.max():
-            raise ConfigError("pilot", f"{pilot} games drew one coin only; use a larger pilot")
-        grid, best = found.score.grid, found.score.threshold
-        # the audit learns from LEARN_GAMES: a pilot of another size learns another score, and
-        # the plan of its held-out half is not read at its medians (module docstring)
-        same = pilot == LEARN_GAMES
-        return _PilotRun(columns, member, (), cpu, source, found.score.words, grid, best, same)
-    fields, score_fn = scoring(tune, score, data, canary)
-    game = PipelineGame(tune, score_fn, data, canary, fields=fields)
-    start = time.process_time()
-    options = ExecutionOptions(jobs=jobs, backend=backend, progress=progress)
-    record, inline = play_games(game, pilot, seed, options)
-    assert record.scores is not None and record.member is not None  # played in memory
-    cpu = ((time.process_time() - start) - inline + float(record.scores[:, 1].sum())) / pilot
-    member = record.member
-    columns = field_columns(record.scores) if fields else record.scores[:, :1]
+        # the audit learns from LEARN_GAMES: another pilot size learns another score
+        cpu = found.cpu_seconds / pilot
+        columns, same = found.held_scores[:, None], pilot == LEARN_GAMES
+        run = _PilotRun(columns, member, (), cpu, source, s.words, s.grid, s.threshold, same)
+    else:
+        fields, score_fn = scoring(tune, score, data, canary)
+        game = PipelineGame(tune, score_fn, data, canary, fields=fields)
+        start = time.process_time()
+        options = ExecutionOptions(jobs=jobs, backend=backend, progress=progress)
+        record, inline = play_games(game, pilot, seed, options)
+        assert record.scores is not None and record.member is not None  # played in memory
+        cpu = ((time.process_time() - start) - inline + float(record.scores[:, 1].sum())) / pilot
+        member = record.member
+        columns = field_columns(record.scores) if fields else record.scores[:, :1]
+        run = _PilotRun(columns, member, fields, cpu, f"pilot ({pilot:,} games)")
     if member.min() == member.max():
         raise ConfigError("pilot", f"{pilot} games drew one coin only; use a larger pilot")
-    return _PilotRun(columns, member, fields, cpu, f"pilot ({pilot:,} games)")
+    return run
 
 
 @dataclass(frozen=True)
 class _PilotRun:
-    """What a plan's pilot gave: the score columns and coins it plans on, the fields, the CPU
-    seconds per game, its source's words, and, for a learned score, its words and its
-    thresholds (the audit's fixed grid)."""
+    """What a plan's pilot gave (a learned score: its words and grid)."""
 
     columns: NDArray[np.float64]
     member: NDArray[np.int8]

@@ -1,11 +1,9 @@
 """The result.json of an audit of your pipeline, as typed dictionaries (what `audit.result` is).
 
 Contract. `PipelineAudit.result` (and `to_dict()`) is the document that `audit_pipeline` writes
-to result.json: the sections of `auditsel run`'s result (docs/reference/result-json.md: `name`,
-`delta`, `lower`, `upper`, `interval`, ...) plus the sections below, which only an audit of your
-own code has. Each is a `TypedDict`: at run time a plain dict (JSON as written, read as
-`audit.result["pipeline"]["fields"]["eps"]`), for a type checker a mapping whose keys and value
-types are known, so that a misspelt key or a wrong type is an error before the audit runs.
+to result.json: the sections of `auditsel run`'s result (docs/reference/result-json.md) plus
+the sections below. Each is a `TypedDict`: at run time a plain dict, for a type checker a
+mapping whose keys and value types are known.
 
 * `PipelineEntry` (`result["pipeline"]`): the functions, the canary, the games and their CPU
   seconds, the checkpoint fingerprint; `fields` (`FieldsEntry`) when every released field was

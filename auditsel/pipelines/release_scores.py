@@ -2,9 +2,8 @@
 
 Contract. A release that is a mapping (`{"model": ..., "lr": 0.1, "clip": 1.7, "history": [...]}`,
 nested mappings, lists and tuples included) publishes every value in it, and a leak may sit in
-any of them: a hyperparameter computed from the private data without noise (the clipping norm
-set to a percentile of the private gradient norms) leaks through its own field while the model
-looks private. `release_fields(release, canary)` reads one number per field:
+any of them (a clipping norm set to a percentile of the private gradient norms, say).
+`release_fields(release, canary)` reads one number per field:
 
 * "canary": the canary's own score of the release (its model), where the canary can read one;
 
@@ -20,11 +19,9 @@ looks private. `release_fields(release, canary)` reads one number per field:
 * anything else (strings, None, objects): not a field.
 
 Paths name the fields as written: `clip`, `history[2]`, `stats.mean`. `probe_fields` plays one
-run outside the audit (its own seed, canary out) to fix the fields before the games: each game
-then scores all of them (`FieldScores`), and the audit tests each field's column at a
-Bonferroni-corrected confidence, `1 - (1 - confidence) / fields`, so that eps_L (the largest of
-them) holds at `confidence` whatever field leaks (`auditsel.pipelines.pipeline`). A field whose
-value is the same in every game tells nothing and costs only its share of the correction.
+run outside the audit (seed `PROBE_SEED`, canary out) to fix the fields before the games; each
+game then scores all of them (`FieldScores`), each field's eps_L at confidence
+`1 - (1 - confidence) / fields` (Bonferroni: the largest holds at `confidence`).
 """
 
 from __future__ import annotations
@@ -98,9 +95,8 @@ def release_fields(release: Any, canary: Canary) -> dict[str, float]:
 def probe_fields(
     tune: Callable[[Any, int, Canary], Any], data: Any, canary: Canary
 ) -> tuple[str, ...]:
-    """The fields of the release of one run outside the audit (seed PROBE_SEED, canary out):
-    what every game of the audit will score. Anything `tune` raises, SystemExit included, is a
-    PipelineError naming it (`auditsel.pipelines.game.probe_call`)."""
+    """The fields of the release of the probe run (module docstring; what `tune` raises is a
+    PipelineError: `auditsel.pipelines.game.probe_call`)."""
     bound = canary.for_game(False, np.random.default_rng(PROBE_SEED))
     what = f"the probe run that reads the release's fields (seed {PROBE_SEED}, canary out)"
     release = probe_call("tune", tune, what, bound.prepare(data), PROBE_SEED, bound)

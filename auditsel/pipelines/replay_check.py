@@ -5,42 +5,28 @@ game's release must depend on its data, its seed and its canary and on nothing e
 games, `check_replay` tests that on the audit's own pipeline:
 
 1. Two games (the first whose coin puts the canary in and the first that leaves it out:
-   `replay_games`) are played twice each, from their seeds exactly as the audit plays them
-   (`PipelineGame.release_and_score`), where the audit's games run: in this process with one
-   job or threads, on a worker with loky or dask workers. The two plays of a game
-   must give the same score and the same release (compared by `content_digest`; a release that
-   cannot be digested is compared by its score). The content digests of `data` and of the
-   canary must not change. Whether `tune` drew from a global generator (Python's `random`,
-   NumPy's legacy `np.random`, torch's default generator) is read off the generators' states.
+   `replay_games`) are played twice each, exactly as the audit plays them
+   (`PipelineGame.release_and_score`), where the audit's games run (this process with one job
+   or threads, a worker with loky or dask). The two plays of a game must give the same score
+   and release (by `content_digest`; an undigestible release by its score), and the digests of
+   `data` and the canary must not change. Draws from a global generator (Python's `random`,
+   NumPy's legacy `np.random`, torch's default generator) are read off the generators' states.
 
-2. With more than one worker (`jobs` != 1), the two games are played once more elsewhere at
-   the same time (on two threads, one game each; on a second loky or dask worker) and must
-   give the scores of step 1.
+2. With more than one worker (`jobs` != 1), the two games are played once more elsewhere at the
+   same time (two threads, or a second worker) and must give the scores of step 1.
 
-Each difference is a hazard, named with its usual cause and fix:
-
-* `unseeded randomness`: the two plays of a game differ (a generator made without the seed
-  `tune` receives, the clock, a process id, a dict of ids...);
-
-* `in-place mutation`: `data` or the canary changed during a game (the next game would see
-  other data);
-
-* `global generators under threads`: `tune` draws from a global generator and the games run on
-  threads at once: the generators are shared, so per-game seeding cannot hold (processes are
-  fine: each has its own);
-
-* `thread races` / `worker state`: the backend's plays differ from this process's.
+Each difference is a hazard, named with its usual cause and fix (`FIXES`): `unseeded
+randomness` (the two plays differ), `in-place mutation` (`data` or the canary changed),
+`global generators under threads` (shared by the games that run at once: per-game seeding
+cannot hold; processes each have their own), `thread races` / `worker state` (the backend's
+plays differ from this process's).
 
 A hazard is refused (`ReproducibilityError`, a ConfigError: exit 2) unless the caller accepts
 non-determinism knowingly (`accept=True`; the CLI's `--accept-nondeterministic`); then the
 audit runs, and `ReplayReport.to_dict()` (result.json's `pipeline.reproducibility`) records
-the hazards and that they were accepted. After the games, `check_unchanged` compares the
-digests of `data` and of the canary with those taken before (a mutation during the audit, in
-this process or in its threads).
-
-Cost: four plays and, with workers, two more at the same time on a second worker, plus the
-digests of data and canary, whatever the audit's size. Measured by `benchmarks/bench_replay_check.py`
-(docs/benchmarks/pipeline-audit.md).
+the hazards. After the games, `check_unchanged` compares the digests of `data` and the canary
+with those taken before. Cost: four plays (six with workers) and the digests, whatever the
+audit's size.
 """
 
 from __future__ import annotations
@@ -56,7 +42,7 @@ import numpy as np
 from auditsel.errors import ConfigError
 from auditsel.executor import in_game_thread, run_ordered
 from auditsel.pipelines.content_digest import content_digest
-from auditsel.pipelines.game import PipelineGame, game_seed, seed_globals
+from auditsel.pipelines.game import PipelineGame, changed_inputs, game_seed, seed_globals
 from auditsel.pipelines.pipeline_result import ReproducibilityEntry
 
 __all__ = [
@@ -138,9 +124,7 @@ class _Play:
 
 
 def _comparable(value: Any) -> Any:
-    """A score as compared between plays: one per released field (an array) as a tuple of
-    floats, so that every step of the check compares like with like (`!=` on arrays is an
-    array, whose truth value is ambiguous)."""
+    """A score as compared between plays: an array (one per field) as a tuple of floats."""
     if isinstance(value, np.ndarray):
         return tuple(value.tolist())
     return value
@@ -173,32 +157,18 @@ def replay_games(seed: int, count: int = 64) -> tuple[int, ...]:
     return (0, 1)
 
 
-def _changed(game: PipelineGame, digests: tuple[str, str]) -> list[str]:
-    return [
-        what
-        for what, before, value in (
-            ("data", digests[0], game.data),
-            ("canary", digests[1], game.canary),
-        )
-        if content_digest(value, what) != before
-    ]
-
-
-def _in_process(
-    game: PipelineGame, seed: int, digests: tuple[str, str], games: tuple[int, ...]
+def _serial(
+    game: PipelineGame, seed: int, games: tuple[int, ...], digests: tuple[str, str]
 ) -> tuple[list[str], bool, tuple[Any, ...], float]:
-    """The hazards of two plays of each game in `games`, whether a play drew from a global
-    generator, the games' scores, and the CPU seconds of a warm play (the second plays': the
-    first ones pay the pipeline's first-call costs)."""
+    """Step 1, in whichever process runs it (this one, or a worker): the hazards of two plays of
+    each game, whether a play drew from a global generator, the scores and the CPU seconds."""
+    in_game_thread()  # the threads the games get (auditsel.executor)
+    start = time.process_time()
     hazards: list[str] = []
     scores: list[Any] = []
     global_draws = False
-    warm = 0.0
     for index in games:
-        first = _play(game, seed, index)
-        start = time.process_time()
-        second = _play(game, seed, index)
-        warm += time.process_time() - start
+        first, second = _play(game, seed, index), _play(game, seed, index)
         global_draws = global_draws or first.global_draws or second.global_draws
         scores.append(first.score)
         if (first.score, first.release) != (second.score, second.release) and not hazards:
@@ -213,23 +183,12 @@ def _in_process(
                     f"game {index} (seed {game_seed(seed, index)}) played twice gave {what}",
                 )
             )
-    changed = _changed(game, digests)
+    changed = changed_inputs(game, digests)
     if changed:
         hazards.insert(
             0, _hazard("in-place mutation", f"{' and '.join(changed)} changed during a game")
         )
-    return hazards, global_draws, tuple(scores), warm / max(len(games), 1)
-
-
-def _serial(
-    game: PipelineGame, seed: int, games: tuple[int, ...], digests: tuple[str, str]
-) -> tuple[list[str], bool, tuple[Any, ...], float, float]:
-    """Step 1, in whichever process runs it (this one, or a worker): `_in_process`'s hazards,
-    global draws and scores, its CPU seconds, and the CPU seconds of a warm play."""
-    in_game_thread()  # the threads the games get (auditsel.executor)
-    start = time.process_time()
-    hazards, global_draws, scores, warm = _in_process(game, seed, digests, games)
-    return hazards, global_draws, scores, time.process_time() - start, warm
+    return hazards, global_draws, tuple(scores), time.process_time() - start
 
 
 def _once(game: PipelineGame, seed: int, games: tuple[int, ...]) -> tuple[tuple[Any, ...], float]:
@@ -249,18 +208,15 @@ def check_replay(
     accept: bool = False,
 ) -> ReplayReport:
     """The replay check of the module docstring; raises ReproducibilityError on a hazard
-    unless `accept`. `backend` is what `auditsel.executor.execution_backend` yields.
-
-    With one job or threads, step 1 runs in this process (where the games run) and step 2 on
-    two threads; with loky or dask workers step 1 runs on a worker while a second worker plays
-    the games once (step 2), so that this process never pays a pipeline's first-game start-up
-    that only the workers need."""
+    unless `accept`. `backend` is what `auditsel.executor.execution_backend` yields: with loky
+    or dask workers step 1 runs on a worker (this process never pays the pipeline's start-up)
+    while a second worker plays step 2."""
     start = time.perf_counter()
     digests = (content_digest(game.data, "data"), content_digest(game.canary, "canary"))
     games = replay_games(seed)
     other: tuple[float, ...] | None = None
     if jobs == 1 or backend == "threading":
-        hazards, global_draws, scores, cpu, _ = _serial(game, seed, games, digests)
+        hazards, global_draws, scores, cpu = _serial(game, seed, games, digests)
         if jobs != 1:  # two threads at once, one game each (CPU: this process's, above)
             parts = run_ordered(
                 [(_once, (game, seed, (g,))) for g in games], jobs=2, backend=backend
@@ -272,7 +228,7 @@ def check_replay(
             jobs=2,
             backend=backend,
         )
-        hazards, global_draws, scores, cpu, _ = first
+        hazards, global_draws, scores, cpu = first
         cpu += other_cpu
     hazards = [*hazards, *_parallel_hazards(games, (scores, other), jobs, backend, global_draws)]
     report = ReplayReport(
@@ -324,14 +280,7 @@ def _parallel_hazards(
 def check_unchanged(game: PipelineGame, report: ReplayReport) -> list[str]:
     """The hazards of a `data` or canary changed during the audit (compared with the digests
     taken before the games)."""
-    changed = [
-        what
-        for what, before, value in (
-            ("data", report.data_digest, game.data),
-            ("canary", report.canary_digest, game.canary),
-        )
-        if content_digest(value, what) != before
-    ]
+    changed = changed_inputs(game, (report.data_digest, report.canary_digest))
     if not changed:
         return []
     return [_hazard("in-place mutation", f"{' and '.join(changed)} changed during the audit")]

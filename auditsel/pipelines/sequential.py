@@ -8,16 +8,13 @@ execution, report)` audits the same sequence of games (game g's numbers depend o
     (the last look: all `games`),
 
 each look an ordinary audit of the first n_j games at confidence 1 - (1 - confidence) / looks,
-and stops at the first look whose eps_L exceeds the claim. Validity (Bonferroni over the
-looks, alpha spending with equal shares): if the claim is true, each look refutes it with
-probability at most (1 - confidence) / looks, so the probability that any look does is at most
-1 - confidence, however the looks depend on one another: the verdict "refuted" holds at
-`confidence`, as one audit's does. Without a refutation the last look's eps_L stands (valid at
-its own, corrected, confidence: a little below a single audit's of all games: the price of
-looking early). Several canaries (a tuple, or "both") are audited at every look as
-`audit_pipeline` audits them, each at confidence 1 - (1 - confidence) / (looks m): the union
-bound over the looks and the m canaries. The games of a look are kept (checkpoints: `execution.checkpoint_dir`, out_dir's,
-or a temporary folder) and reused by the next, so stopping at look j costs n_j games, not more.
+and stops at the first look whose eps_L exceeds the claim. Validity (Bonferroni over the looks):
+if the claim is true, each look refutes it with probability at most (1 - confidence) / looks,
+so any look does with probability at most 1 - confidence, however the looks depend on one
+another. Without a refutation the last look's eps_L stands, at its corrected confidence (the
+price of looking early). Several canaries are audited at every look as `audit_pipeline` audits
+them (each at 1 - (1 - confidence) / (looks m)). The games of a look are kept (checkpoints) and
+reused by the next, so stopping at look j costs n_j games.
 """
 
 from __future__ import annotations
@@ -92,16 +89,13 @@ def audit_until_refuted(
     execution: ExecutionOptions | None = None,
     report: ReportOptions | None = None,
 ) -> PipelineAudit:
-    """`audit_pipeline` at the looks of `look_schedule(games, looks)`, each at confidence
-    1 - (1 - confidence) / looks, stopping at the first that refutes `claimed_epsilon` (module
-    docstring). Returns the last look's audit, with `sequential` in its result.json: the
-    looks, each look's eps_L, the look that stopped; its CPU and wall seconds are those of the
-    whole sequence. `report.out_dir` is claimed (locked) for the whole sequence and receives
-    the last look's report; a failure removes what the audit created there, as
-    `audit_pipeline`'s does. `looks`: their number, or a `LookOptions` (the number and an
-    `on_look` callback). The options objects are `audit_pipeline`'s (`statistics.confidence`
-    is the whole sequence's; the looks' checkpoints go to `execution.checkpoint_dir`, else
-    out_dir/checkpoints, else a temporary folder)."""
+    """`audit_pipeline` at the looks of `look_schedule(games, looks)`, stopping at the first
+    that refutes `claimed_epsilon` (module docstring). Returns the last look's audit, with
+    `sequential` in its result.json (the looks, their eps_L, where it stopped) and the whole
+    sequence's CPU and wall seconds. `report.out_dir` is claimed for the whole sequence and
+    gets the last look's report. `looks`: their number, or a `LookOptions`. The options are
+    `audit_pipeline`'s (`statistics.confidence`: the whole sequence's; the looks' checkpoints
+    go to `execution.checkpoint_dir`, else out_dir/checkpoints, else a temporary folder)."""
     look = looks if isinstance(looks, LookOptions) else LookOptions(count=looks)
     st = given_options(AuditOptions, statistics, "statistics")
     ex = given_options(ExecutionOptions, execution, "execution")
@@ -148,9 +142,8 @@ def _sequential_result(
     levels: tuple[float, float],
     seen: list[LookEntry],
 ) -> PipelineResult:
-    """The last look's result.json with `sequential` (the looks, each one's eps_L, where the
-    audit stopped) and the claim's verdict at the whole sequence's confidence (`levels`: the
-    sequence's and each look's)."""
+    """The last look's result.json with `sequential` and the claim's verdict at the whole
+    sequence's confidence (`levels`: the sequence's and each look's)."""
     confidence, level = levels
     result = audit.result.copy()
     if "claim" in result:  # the verdict holds at `confidence` (each look: at `level`)
@@ -196,9 +189,7 @@ def _looks(
     on_look: Callable[[LookEntry, int, float], object] | None,
 ) -> tuple[PipelineAudit, float, list[LookEntry]]:
     """The looks until one refutes the claim: (the last look's audit, the CPU seconds of its
-    games, each look's entry).
-    Every chunk of a look is written at once (`save_every_chunk`), so the next look replays
-    none of them; the first look starts over if `fresh`, the others resume it."""
+    games, each look's entry); only the first look starts over if `fresh`."""
     seen: list[LookEntry] = []
     level = request.statistics.confidence
     for j, n in enumerate(schedule):

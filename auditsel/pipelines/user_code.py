@@ -4,32 +4,23 @@ it runs from.
 Contract.
 
 * `import_file(path, field)` imports a Python file under a module name of its own,
-  `auditsel_user_<12 hex digits of the resolved path and the content>_<stem>`: two files with the same stem in
-  two folders are two modules, and a file named like a standard module (`json.py`) never
-  shadows it nor is shadowed by it. Its folder is put at the end of sys.path, so that it imports
-  the modules beside it while a `json.py` there never shadows the standard library's (in this
-  process or in a worker). A game sent to a worker process (loky, dask)
-  carries the names and paths of these files, and the worker imports them the same way before
-  it unpickles the functions that live in them (`auditsel.pipelines.game.USER_MODULES`).
+  `auditsel_user_<12 hex digits of the resolved path and the content>_<stem>`: two files with
+  one stem are two modules, and a file named like a standard module (`json.py`) neither shadows
+  it nor is shadowed (its folder goes at the end of sys.path). A game sent to a worker process
+  carries these files' names and paths, and the worker imports them the same way before it
+  unpickles their functions (`auditsel.pipelines.game.USER_MODULES`).
 
-* `call_user(field, what, fn, *args)` calls a function of the user's (importing a module,
-  calling a data loader or a canary factory): anything it raises but KeyboardInterrupt
-  (SystemExit and argparse's exit included) becomes a `PipelineError` naming `field`, `what`
-  and the exception, carrying the user's traceback; while it runs, sys.argv is the file alone,
-  as when the user's script runs with no arguments (so a script that parses its command line
-  at import sees none, not auditsel's).
+* `call_user(field, what, fn, *args)` calls a function of the user's: anything it raises but
+  KeyboardInterrupt (SystemExit included) becomes a `PipelineError` naming `field`, `what` and
+  the exception, with the user's traceback; while it runs, sys.argv is the file alone (a
+  script that parses its command line at import sees none of auditsel's).
 
-* `user_files(*objects)` is what the user's code runs from: the source files of the modules of
-  the objects given (functions, classes, instances: their class), of every module their
-  globals refer to, transitively, and the project-local files those files import (read with
-  `ast`, never run: an import inside a function too, also one that only a worker process
-  makes), keeping only files that are not part of an installed package (the standard
-  library, site-packages, the interpreter's prefixes) nor of auditsel. Another `.py` file in
-  the same folder that nothing imports is not the pipeline's (adding or editing a script
-  beside it never blocks a resume). The data is fingerprinted by its content, whatever file
-  it was read from (`auditsel.pipelines.content_digest`).
-  It returns path -> sha256 of the file's bytes; `describe_changes(old, new)` names the files
-  that changed, appeared or went.
+* `user_files(*objects)` is path -> sha256 of the source files the user's code runs from: the
+  modules of the objects (an instance: its class's), of every module their globals refer to,
+  transitively, and the project-local files those import (read with `ast`, never run: lazy
+  imports too), less installed packages (the standard library, site-packages, the
+  interpreter's prefixes) and auditsel. A file beside them that nothing imports is not the
+  pipeline's. `describe_changes(old, new)` names the files that changed, appeared or went.
 """
 
 from __future__ import annotations
@@ -167,10 +158,8 @@ def _user_modules(
 
 
 def _imported_files(paths: list[str], installed: tuple[str, ...]) -> set[str]:
-    """The project-local files that the files `paths` import, at the top or inside a function
-    (a lazy import, also one that only a worker process makes), transitively: each `import a.b`
-    and `from a import b` read with `ast` (never run) and looked up beside the importing file
-    (a.py, a/__init__.py, a/b.py); a file of an installed package is none of them."""
+    """The project-local files that the files `paths` import, transitively (module docstring):
+    each `import a.b` and `from a import b` looked up beside the importing file."""
     seen: set[str] = set()
     queue = list(paths)
     while queue and len(seen) < MAX_USER_FILES:

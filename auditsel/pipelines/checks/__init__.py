@@ -13,12 +13,10 @@ and the fix (docs/howto/check-your-pipeline.md). The checks, in order (`CHECKS`)
   the dataset's rows);
 * `release_runs` (`auditsel.pipelines.checks.release`: one release of `tune`).
 
-They read public torch and Opacus attributes only (`param_groups`, `noise_multiplier`,
-`max_grad_norm`, `max_grad_norms`, `sample_rate`, `batch_sampler`, `accountant.history`,
-`get_epsilon`, buffers) and never import Opacus, so a plain torch loop is checked with what it
-has. Nothing is trained: the one model run is the probe of `data_dependent_state`, forward
-passes with the state restored, and the one other code run is the privatizer probe's seeded
-calls of the given step on made-up gradients. A correct pipeline gets no finding.
+They read public torch and Opacus attributes only and never import Opacus, so a plain torch
+loop is checked with what it has. Nothing is trained: the only code run is the probe of
+`data_dependent_state` (forward passes, state restored) and the privatizer probe's seeded calls
+on made-up gradients. A correct pipeline gets no finding.
 """
 
 from auditsel.pipelines.checks.finding import BREAKS, WARNING, Finding

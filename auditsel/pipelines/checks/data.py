@@ -1,32 +1,22 @@
 """The checks that read the data: state fitted on it, and rows counted twice.
 
 * `data_dependent_state`: model state that is not a trained parameter but changes with the
-  data, found by a documented, seeded, bounded probe on two datasets that differ in one row:
-  D, the first `PROBE_ROWS` rows of the training set, and D', the same rows with row 0 replaced
-  by row 0 plus seeded Gaussian noise of 10 times each feature's spread plus 1 (seed
-  `PROBE_SEED`; rows of integers, such as token ids, get row 1's values instead).
-  (1) The model runs forward in training mode, under `torch.no_grad` and with torch's random
-  state saved and restored, over D and over D' in batches of `PROBE_BATCH`, each from the
-  model's own state; a buffer or a numeric module attribute that ends differently (BatchNorm's
-  running statistics) is updated by the data with no noise. The model's state and mode are
-  restored after each pass, and nothing is trained. (2) A stored array (a buffer, a tensor or
-  array attribute of a module, a fitted attribute `name_` of an object in the model or the
-  release, such as a scikit-learn scaler's `mean_`) that equals a column statistic of the
-  whole training set (mean, standard deviation, variance, min, max, median) which the one-row
-  change moves, is a statistic of the private data shipped with the model. (2) is a heuristic:
-  an array equal to such a statistic by chance would be reported; statistics that are all 0 or
-  all 1 (data standardised on itself) are not compared.
+  data, found by a seeded, bounded probe on two datasets that differ in one row: D, the first
+  `PROBE_ROWS` rows of the training set, and D', row 0 plus seeded Gaussian noise of 10 times
+  each feature's spread plus 1 (seed `PROBE_SEED`; rows of integers get row 1's values).
+  (1) The model runs forward in training mode (no gradients, torch's random state, the model's
+  state and mode restored) over D and over D' in batches of `PROBE_BATCH`; a buffer or numeric
+  module attribute that ends differently (BatchNorm's running statistics) is updated by the
+  data with no noise. (2) A stored array (a buffer, an array attribute of a module, a fitted
+  attribute `name_` in the model or the release, such as a scaler's `mean_`) that equals a
+  column statistic of the training set (mean, standard deviation, variance, min, max, median)
+  which the one-row change moves is a statistic of the private data shipped with the model (a
+  heuristic; statistics all 0 or all 1 are not compared).
 * `duplicates`: exact duplicate rows (features and label), which a per-row accountant counts as
-  distinct people. "breaks" when the duplication is systematic: every distinct row of one label
-  value (or of the whole dataset), at least `MIN_CLASS_ROWS` of them, occurs at least twice (a
-  class replicated, the signature of oversampling for balance: each person of the class is
-  certainly counted several times), with the group-privacy epsilon for that class's largest
-  multiplicity; otherwise (incidental duplicates, which may be distinct people who look alike)
-  a warning with the group-privacy epsilon for the largest multiplicity m (full
-  batches: the claim at noise multiplier sigma / m; otherwise the claim's (eps, delta) at a
-  smaller delta, made an (m eps, m e^((m-1) eps) delta) guarantee for groups of m rows, stated
-  at the claim's delta; from the claimed number alone, that guarantee at its larger delta, or
-  none when that delta reaches 1).
+  distinct people. "breaks" when every distinct row of one label value (or of the dataset), at
+  least `MIN_CLASS_ROWS` of them, occurs at least twice (a class replicated by oversampling),
+  else a warning; each with the group-privacy epsilon for the largest multiplicity m
+  (`group_epsilon`).
 
 Both read at most `MAX_ROWS` rows of a dataset that is not arrays (an indexable dataset is read
 item by item); (2) compares statistics only when the features hold at most `MAX_STAT_VALUES`
@@ -382,7 +372,7 @@ def group_epsilon(ctx: Context, m: int) -> tuple[float | None, str]:
     (sample rate 1), the claim at noise multiplier sigma / m (m rows move the sum by m C); with
     another base, eps_m = m eps(delta_1) for a delta_1 with m e^((m-1) eps(delta_1)) delta_1 <= delta
     (group privacy of (eps, delta)-DP); from the claimed number alone, (m eps, m e^((m-1) eps)
-    delta)."""
+    delta) at that larger delta (none when it reaches 1)."""
     delta = ctx.delta
     if ctx.base is not None and delta is not None and ctx.base.sample_rate >= 1:
         # every row in every step: m rows move the clipped sum by m C, noise sigma C

@@ -2,24 +2,19 @@
 sensitivity against the flat clip the claim assumes (check `per_layer_clipping`), and its noise
 against the claim's (check `settings`).
 
-A hand-written DP-SGD loop has no optimizer object to read; its privacy is in the step that
-clips the examples' gradients and adds noise. Given that step as
-`privatizer(per_example_grads, clip) -> noisy summed grads` (`per_example_grads`: one
-`[batch, *shape]` tensor per parameter, in parameter order; `clip`: the clipping norm C; the
-result: one `shape` tensor per parameter, the clipped sum plus noise, the noise drawn from
-torch's default generator), `privatizer_sensitivity` runs a documented, seeded, bounded probe
-(no model is trained, no data is read):
+A hand-written DP-SGD loop's privacy is in the step that clips the examples' gradients and adds
+noise. Given that step as `privatizer(per_example_grads, clip) -> noisy summed grads` (one
+`[batch, *shape]` tensor per parameter in, in parameter order; one `shape` tensor per parameter
+out; the noise from torch's default generator), `privatizer_sensitivity` runs a seeded,
+bounded probe (nothing is trained, no data is read):
 
 * the shapes are the model's trainable parameters' (`SHAPES` without a model), C = `PROBE_CLIP`;
 * D: `PROBE_EXAMPLES` seeded (`PROBE_SEED`) Gaussian per-example gradients, each scaled to a
   whole norm of C / 2 (no flat or per-tensor clipping touches them); the adversarial example:
   seeded Gaussian gradients with every tensor of norm `ADVERSARIAL_NORM` x C;
-* every call runs with torch's random state saved and restored and torch seeded to
-  `NOISE_SEED`, so that a noise drawn from torch's default generator is the same draw in each
-  call and cancels in a difference;
-* the noise must cancel: D twice gives the same output, and D with an all-zero example
-  appended (which no clipping moves) gives D's output, up to `RTOL` x C. Otherwise the probe
-  cannot measure (a warning: noise from another generator, or drawn per example);
+* every call runs with torch seeded to `NOISE_SEED` (its state restored), so that the noise
+  cancels in a difference: D twice, and D with an all-zero example appended, must give the
+  same output up to `RTOL` x C, else the probe cannot measure (a warning);
 * the noise must be there: D under seeds `NOISE_SEED` and `NOISE_SEED + 1` differ (else
   "breaks": the output does not depend on torch's randomness, no noise);
 * with a `base`, the noise must be the claim's: its standard deviation per number, estimated
@@ -35,9 +30,8 @@ torch's default generator), `privatizer_sensitivity` runs a documented, seeded, 
   above C). An adversarial example that passes unclipped (S at least `UNCLIPPED` of its norm)
   has unbounded effect.
 
-An effective noise multiplier below the accountants' range (`auditsel.mechanisms.NOISE_MIN`)
-has no computed effect (said so). `RTOL` = 1e-3 is far above float32 rounding of sums of a few hundred numbers (about 1e-6
-relative) and far below the smallest per-tensor excess, sqrt(2) - 1.
+An effective noise multiplier below `auditsel.mechanisms.NOISE_MIN` has no computed effect.
+`RTOL` = 1e-3 is far above float32 rounding (about 1e-6) and below sqrt(2) - 1.
 """
 
 from __future__ import annotations

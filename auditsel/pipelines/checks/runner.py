@@ -39,19 +39,14 @@ CHECKS: dict[str, Callable[[Context], list[Finding]]] = {
 class RunObjects:
     """The objects of one run of your training that `check_pipeline` reads, each optional.
 
-    `model`: the trained model (a torch module; Opacus's wrapped module too); `optimizers`:
-    every optimizer the training used (one, or a list; kept as a tuple): Opacus's DPOptimizer
-    and any plain one beside it; `data_loader`: the loader that fed the training; `engine`:
-    the `opacus.PrivacyEngine` (its accountant's history), or None; `rounds`: the law of K the
-    claim assumes (None: the claim is for one run); `delta`: the claim's delta, in (0, 1);
-    `dataset`: the training rows (a torch Dataset, arrays; default: the loader's dataset);
-    `release`: one release of your `tune` (what is published); `claim`: the claimed epsilon;
-    `base`: one run as a DpsgdBase, when there is no engine to read it from; `privatizer`: a
-    hand-written loop's clip-and-noise step, `fn(per_example_grads, clip) -> noisy summed
-    grads` (one `[batch, *shape]` tensor per parameter in, one summed tensor per parameter
-    out, its noise from torch's default generator): probed for its one-example sensitivity
-    (`auditsel.pipelines.checks.privatizer`). A bad `delta`, `claim`, `rounds`, `base` or
-    `privatizer` is a ConfigError naming it, when the object is made.
+    `model`: the trained model (Opacus's wrapped module too); `optimizers`: every optimizer the
+    training used (one, or a list; kept as a tuple); `data_loader`: the loader that fed the
+    training; `engine`: the `opacus.PrivacyEngine`; `rounds`: the law of K the claim assumes
+    (None: one run); `delta`: the claim's delta, in (0, 1); `dataset`: the training rows
+    (default: the loader's); `release`: one release of your `tune`; `claim`: the claimed
+    epsilon; `base`: one run as a DpsgdBase, when there is no engine; `privatizer`: a
+    hand-written loop's clip-and-noise step (`auditsel.pipelines.checks.privatizer`). A bad
+    `delta`, `claim`, `rounds`, `base` or `privatizer` is a ConfigError naming it.
     """
 
     model: Any = None
