@@ -129,8 +129,20 @@ def test_the_certified_value_is_at_most_the_exact_value_of_its_score(law):
         assert found.epsilons[0] >= exact - 1e-4 * max(1.0, exact)  # the enclosure is tight
 
 
-@pytest.mark.parametrize("law", [Poisson(3.0), Poisson(10.0), TruncatedNegativeBinomial(1.0, 0.1)])
-@pytest.mark.parametrize("pair", BINARY, ids=["skewed", "mild", "rr0.5"])
+COIN_LAWS = [Poisson(3.0), Poisson(10.0), TruncatedNegativeBinomial(1.0, 0.1)]
+
+
+@pytest.mark.parametrize(
+    "pair, law",
+    # reason: three pairs x three laws are 4 CPU s; by default the diagonal (every pair and
+    # every law once), the rest slow
+    [
+        pytest.param(pair, law, marks=() if i == j else pytest.mark.slow)
+        for i, pair in enumerate(BINARY)
+        for j, law in enumerate(COIN_LAWS)
+    ],
+    ids=[f"{name}-law{j}" for name in ("skewed", "mild", "rr0.5") for j in range(3)],
+)
 def test_never_above_brute_force_over_every_coin_order(pair, law):
     """Brute force over every order of 256 coin pieces per output, eps_bf = the largest eps
     with delta_bf(eps) > delta: the search's value is at most eps_bf (1 + 2e-3) (it reads 512
