@@ -14,6 +14,9 @@ from auditsel.experiments.config import default_config_path, load_config
 from auditsel.mechanisms import FiniteOutputBase
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the runs whose numbers, checkpoints or refusals are checked draw no figures (0.4 CPU s a run;
+#: the figures have their own tests: test_run_draws_its_figures_without_pyplot_or_mathtext)
+NO_PLOTS = "--no-plots"
 
 
 def run_cli(*args, cwd=None):
@@ -79,18 +82,24 @@ def test_quickstart_writes_the_result_contract(tmp_path):
 
 def test_same_seed_same_numbers_whatever_the_jobs(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    assert main(["run", "--out", str(a), "--trials", "300000", "--jobs", "1", "--quiet"]) == 0
-    assert main(["run", "--out", str(b), "--trials", "300000", "--jobs", "2", "--quiet"]) == 0
+    assert (
+        main(["run", "--out", str(a), "--trials", "300000", "--jobs", "1", "--quiet", NO_PLOTS])
+        == 0
+    )
+    assert (
+        main(["run", "--out", str(b), "--trials", "300000", "--jobs", "2", "--quiet", NO_PLOTS])
+        == 0
+    )
     ra, rb = (json.loads((d / "result.json").read_text()) for d in (a, b))
     assert ra["lower"] == rb["lower"] and ra["upper"] == rb["upper"]
 
 
 def test_rerun_resumes_from_checkpoints(tmp_path):
     out = tmp_path / "out"
-    assert main(["run", "--out", str(out), "--trials", "300000", "--quiet"]) == 0
+    assert main(["run", "--out", str(out), "--trials", "300000", "--quiet", NO_PLOTS]) == 0
     first = json.loads((out / "result.json").read_text())
     assert len(list((out / "checkpoints").glob("chunk_*.npz"))) == 2
-    assert main(["run", "--out", str(out), "--trials", "300000", "--quiet"]) == 0
+    assert main(["run", "--out", str(out), "--trials", "300000", "--quiet", NO_PLOTS]) == 0
     assert json.loads((out / "result.json").read_text())["lower"] == first["lower"]
 
 
@@ -197,7 +206,7 @@ def test_output_path_that_is_a_file(tmp_path, capsys):
 
 def test_foreign_checkpoint_is_a_usage_error(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["run", "--out", str(out), "--trials", "3000", "--quiet"]) == 0
+    assert main(["run", "--out", str(out), "--trials", "3000", "--quiet", NO_PLOTS]) == 0
     assert main(["run", "--out", str(out), "--trials", "3000", "--seed", "9", "--quiet"]) == 2
     assert "another experiment" in capsys.readouterr().err
 
@@ -228,7 +237,7 @@ def test_every_game_proxy_and_rule_runs_and_stays_below_exact(tmp_path, config, 
     raw["game"].update(proxy=proxy, threshold=rule, trials=40_000)
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(raw))
-    assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet", NO_PLOTS]) == 0
     result = json.loads((tmp_path / "o" / "result.json").read_text())
     low = result["lower"]
     assert low["threshold_rule"] == rule and low["proxy"] == proxy and low["valid"]
@@ -256,7 +265,7 @@ DPSGD = {
 def test_dpsgd_base_fills_the_whole_panel(tmp_path):
     path = tmp_path / "dp.yaml"
     path.write_text(yaml.safe_dump(dict(DPSGD, game={"kind": "reduced", "trials": 20000})))
-    assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet", NO_PLOTS]) == 0
     r = json.loads((tmp_path / "o" / "result.json").read_text())
     up, mono = r["upper"], r["monotone_score"]
     assert all(mono[k] is not None for k in ("exact", "improved_rdp", "improved_rdp_gdp"))

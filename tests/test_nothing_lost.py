@@ -90,6 +90,11 @@ CANARY = "{kind: input, x: [1.0, 1.0, 1.0], y: 1}"
 
 @pytest.fixture
 def world(tmp_path, monkeypatch):
+    # the audits here check folders, checkpoints and messages, never figures: none drawn, as
+    # write_outputs(plots=False) (`run --no-plots`) writes them (a quarter of this file's CPU)
+    from auditsel.results import report
+
+    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
     (tmp_path / "pipe.py").write_text(PIPE)
     monkeypatch.chdir(tmp_path)
     sys.modules.pop("pipe", None)
@@ -564,7 +569,8 @@ def test_a_full_standard_output_is_named(tmp_path):
     argv = [sys.executable, "-m", "auditsel", "run", str(config), "--trials", "200"]
     with open("/dev/full", "w") as full:
         done = subprocess.run(
-            [*argv, "--out", str(tmp_path / "o"), "--no-progress"],
+            # --no-plots: the figures (matplotlib, 1 CPU s) are not what is checked here
+            [*argv, "--out", str(tmp_path / "o"), "--no-progress", "--no-plots"],
             stdout=full,
             stderr=subprocess.PIPE,
             text=True,

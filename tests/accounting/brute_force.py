@@ -64,11 +64,23 @@ def splits(p: np.ndarray, q: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _winner_laws(pair: FiniteOutputBase, law: RoundsLaw):
-    """The exact winner laws (a, b) of every order of every split of the pair."""
-    for p, q in splits(np.asarray(pair.p), np.asarray(pair.q)):
-        for order in itertools.permutations(range(len(p))):
-            yield order_winner_laws((p, q), order, law)
+#: the winner laws of each (pair, law) met in this session, keyed by their reprs (a FinitePmf's
+#: table is a dict: unhashable; a repr writes every float to its round-trip digits)
+_WINNER_LAWS: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
+
+
+def _winner_laws(pair: FiniteOutputBase, law: RoundsLaw) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The exact winner laws (a, b) of every order of every split of the pair, computed once per
+    session for each (pair, law): the soundness tests ask for the same settings at several
+    deltas and in several files."""
+    key = (repr(pair), repr(law))
+    if key not in _WINNER_LAWS:
+        _WINNER_LAWS[key] = [
+            order_winner_laws((p, q), order, law)
+            for p, q in splits(np.asarray(pair.p), np.asarray(pair.q))
+            for order in itertools.permutations(range(len(p)))
+        ]
+    return _WINNER_LAWS[key]
 
 
 def brute_force_truth(pair: FiniteOutputBase, law: RoundsLaw, delta: float) -> float:

@@ -102,7 +102,22 @@ def _best_permutation(pair: FiniteOutputBase, law, delta: float) -> float:
     )
 
 
-@pytest.mark.parametrize("law", LAWS[:8], ids=lambda law: law.kind)
+def _first_of_its_kind(laws: list) -> list:
+    """Each law as a param, the second and later of a kind slow (one of each kind by default)."""
+    kinds = [law.kind for law in laws]
+    return [
+        pytest.param(law, marks=pytest.mark.slow) if law.kind in kinds[:i] else law
+        for i, law in enumerate(laws)
+    ]
+
+
+@pytest.mark.parametrize(
+    # reason: eight laws are 10 CPU s; one of each family by default (poisson, tnb, binomial,
+    # two_point), the other four slow
+    "law",
+    _first_of_its_kind(LAWS[:8]),
+    ids=lambda law: law.kind,
+)
 def test_the_certified_value_is_at_most_the_exact_value_of_its_score(law):
     for pair in (BINARY[0], SMALL[19]):
         start = attack(pair, law, DELTA, scores="deterministic").epsilons
@@ -114,8 +129,20 @@ def test_the_certified_value_is_at_most_the_exact_value_of_its_score(law):
         assert found.epsilons[0] >= exact - 1e-4 * max(1.0, exact)  # the enclosure is tight
 
 
-@pytest.mark.parametrize("law", [Poisson(3.0), Poisson(10.0), TruncatedNegativeBinomial(1.0, 0.1)])
-@pytest.mark.parametrize("pair", BINARY, ids=["skewed", "mild", "rr0.5"])
+COIN_LAWS = [Poisson(3.0), Poisson(10.0), TruncatedNegativeBinomial(1.0, 0.1)]
+
+
+@pytest.mark.parametrize(
+    "pair, law",
+    # reason: three pairs x three laws are 4 CPU s; by default the diagonal (every pair and
+    # every law once), the rest slow
+    [
+        pytest.param(pair, law, marks=() if i == j else pytest.mark.slow)
+        for i, pair in enumerate(BINARY)
+        for j, law in enumerate(COIN_LAWS)
+    ],
+    ids=[f"{name}-law{j}" for name in ("skewed", "mild", "rr0.5") for j in range(3)],
+)
 def test_never_above_brute_force_over_every_coin_order(pair, law):
     """Brute force over every order of 256 coin pieces per output, eps_bf = the largest eps
     with delta_bf(eps) > delta: the search's value is at most eps_bf (1 + 2e-3) (it reads 512
@@ -129,16 +156,30 @@ def test_never_above_brute_force_over_every_coin_order(pair, law):
     assert _brute_force_delta(p, q, law, value / (1 - 2e-2)) <= DELTA  # eps_bf <= that
 
 
-@pytest.mark.parametrize("law", LAWS, ids=lambda law: law.kind)
-def test_below_every_rigorous_upper_bound_for_every_law(law):
-    for pair in (*BINARY[:2], SMALL[19], SMALL[23]):
-        lower = with_one_run(attack(pair, law, DELTA)).epsilon
-        for b in BOUNDS + OPT_IN_BOUNDS:
-            if b.key == "score_dual":  # minutes per pair; its soundness tests are its own
-                continue
-            if b.supports(pair, law) and b.rigour(pair) == "rigorous":
-                upper = b.epsilon(pair, law, DELTA)
-                assert lower <= upper + 1e-9, (b.key, lower, upper)
+#: the pairs the bounds are checked on: two binary pairs and the two random pairs where the coin
+#: search is the value (SMALL[19]: atoms bind)
+UPPER_PAIRS = (*BINARY[:2], SMALL[19], SMALL[23])
+
+
+@pytest.mark.parametrize(
+    "law, pair",
+    # reason: every law on every pair is 40 cases (34 CPU s); by default each law on one pair,
+    # the pairs in turn (the diagonal: every law and every pair checked), the rest slow
+    [
+        pytest.param(law, pair, marks=() if j == i % 4 else pytest.mark.slow)
+        for i, law in enumerate(LAWS)
+        for j, pair in enumerate(UPPER_PAIRS)
+    ],
+    ids=[f"{law.kind}{i}-pair{j}" for i, law in enumerate(LAWS) for j in range(len(UPPER_PAIRS))],
+)
+def test_below_every_rigorous_upper_bound_for_every_law(law, pair):
+    lower = with_one_run(attack(pair, law, DELTA)).epsilon
+    for b in BOUNDS + OPT_IN_BOUNDS:
+        if b.key == "score_dual":  # minutes per pair; its soundness tests are its own
+            continue
+        if b.supports(pair, law) and b.rigour(pair) == "rigorous":
+            upper = b.epsilon(pair, law, DELTA)
+            assert lower <= upper + 1e-9, (b.key, lower, upper)
 
 
 def test_beats_every_deterministic_order_where_atoms_bind():

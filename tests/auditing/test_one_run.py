@@ -24,6 +24,9 @@ from auditsel.mechanisms import GaussianBase, gaussian_epsilon
 from auditsel.rounds import Point, law_from_dict
 from auditsel.selection import GaussianWinner
 
+#: the one-run CLI runs check numbers and checkpoints, not figures (0.4 CPU s a run)
+NO_PLOTS = "--no-plots"
+
 TNB = law_from_dict({"kind": "tnb", "eta": 0.0, "nu": 0.1})
 
 
@@ -222,8 +225,11 @@ def test_run_config_with_one_run(tmp_path, capsys):
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text(ONE_RUN_CONFIG)
-    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet"]) == 0
-    assert main(["run", str(cfg), "--out", str(tmp_path / "b"), "--quiet", "--jobs", "2"]) == 0
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet", NO_PLOTS]) == 0
+    assert (
+        main(["run", str(cfg), "--out", str(tmp_path / "b"), "--quiet", "--jobs", "2", NO_PLOTS])
+        == 0
+    )
     a = json.loads((tmp_path / "a" / "result.json").read_text())["one_run"]
     b = json.loads((tmp_path / "b" / "result.json").read_text())["one_run"]
     assert a["eps_snj23_runs"] == b["eps_snj23_runs"] and a["eps_mmc24_runs"] == b["eps_mmc24_runs"]
@@ -257,23 +263,23 @@ def test_one_run_audits_resume_from_checkpoints(tmp_path, monkeypatch):
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text(ONE_RUN_CONFIG)
-    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet", NO_PLOTS]) == 0
     first = json.loads((tmp_path / "a" / "result.json").read_text())["one_run"]
     kept = sorted((tmp_path / "a" / "checkpoints" / "one_run").glob("chunk_*.npz"))
     assert len(kept) == first["repeats"] >= 2
     played = []
     original = Game.play
     monkeypatch.setattr(Game, "play", lambda self, rng: played.append(1) or original(self, rng))
-    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet", NO_PLOTS]) == 0
     assert played == []
     kept[1].unlink()
-    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet", NO_PLOTS]) == 0
     assert played == [1]
     again = json.loads((tmp_path / "a" / "result.json").read_text())["one_run"]
     assert again["eps_snj23_runs"] == first["eps_snj23_runs"]
     assert again["eps_mmc24_runs"] == first["eps_mmc24_runs"]
     cfg.write_text(ONE_RUN_CONFIG.replace("canaries: 300", "canaries: 200"))
-    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet"]) == 2
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet", NO_PLOTS]) == 2
 
 
 def gaussian_mu_for(eps):

@@ -196,7 +196,7 @@ def test_default_scores_are_increasing_in_the_canary_signal(tune, score, canary,
     """Each canary's default score is a strictly increasing function of the signal, so a
     threshold audit on it is the audit on the signal, to the last digit."""
     kw_on = dict(data=data, canary=canary)
-    kw = dict(games=1500, delta=1e-5, statistics=AuditOptions(seed=9))
+    kw = dict(games=400, delta=1e-5, statistics=AuditOptions(seed=9))
     own = audit_pipeline(Pipeline(tune, score, **kw_on), **kw)
     default = audit_pipeline(Pipeline(tune, **kw_on), **kw)
     assert np.array_equal(own.member, default.member)
