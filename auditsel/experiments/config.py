@@ -19,28 +19,12 @@ import numpy as np
 from attacks.dpsgd_game import DpsgdGameSpec
 from attacks.names import CANARY_NAMES, DPSGD_PROXIES, INPUT_CANARIES, MODEL_NAMES, THREAT_NAMES
 from attacks.proxies import PROXIES
-from auditsel.auditing.rules import (
-    THRESHOLD_RULES,
-    ThresholdRule,
-    threshold_rule,
-)
-from auditsel.errors import (
-    LIMITS,
-    ConfigError,
-    shown,
-)
-from auditsel.errors import (
-    choice as _choice,
-)
-from auditsel.errors import (
-    integer as _integer,
-)
-from auditsel.errors import (
-    mapping as _mapping,
-)
-from auditsel.errors import (
-    number as _number,
-)
+from auditsel.auditing.rules import THRESHOLD_RULES, ThresholdRule, threshold_rule
+from auditsel.errors import LIMITS, ConfigError, shown
+from auditsel.errors import choice as _choice
+from auditsel.errors import integer as _integer
+from auditsel.errors import mapping as _mapping
+from auditsel.errors import number as _number
 from auditsel.events import LaplaceBase
 from auditsel.mechanisms import (
     NOISE_MAX,
@@ -176,13 +160,13 @@ def _no_unknown(section: Mapping[str, Any], name: str, allowed: Collection[str])
 BASE_KINDS = ("gaussian", "discrete", "dpsgd", "laplace")
 
 
-def _parse_base(raw: object, delta: float) -> ConfigBase:
+def parse_base(raw: object, delta: float) -> ConfigBase:
+    """The mechanism pair of a config's `base` section (a mapping: kind gaussian, discrete,
+    dpsgd or laplace, as in a config file); a ConfigError names the field."""
     base = _mapping(raw, "base")
     kind = _choice(base.get("kind"), "base.kind", BASE_KINDS)
-    if kind == "dpsgd":
-        return _parse_dpsgd_base(base, delta)
-    if kind == "laplace":
-        return _parse_laplace_base(base)
+    if kind in ("dpsgd", "laplace"):
+        return _parse_steps_base(base, delta, kind)
     if kind == "gaussian":
         _no_unknown(base, "base", {"kind", "mu", "epsilon"})
         if ("mu" in base) == ("epsilon" in base):
@@ -211,45 +195,51 @@ def _parse_base(raw: object, delta: float) -> ConfigBase:
         raise err.within("base") from None
 
 
-def parse_base(raw: object, delta: float) -> ConfigBase:
-    """The mechanism pair of a config's `base` section (a mapping: kind gaussian, discrete,
-    dpsgd or laplace, as in a config file); a ConfigError names the field."""
-    return _parse_base(raw, delta)
-
-
-def _parse_dpsgd_base(base: Mapping[str, Any], delta: float) -> DpsgdBase:
-    """One DP-SGD run ([XWW24] eq. 1): sigma given, or calibrated to eps_B at delta."""
+def _parse_steps_base(base: Mapping[str, Any], delta: float, kind: str) -> DpsgdBase | LaplaceBase:
+    """dpsgd: one DP-SGD run ([XWW24] eq. 1), sigma given or calibrated to eps_B at delta;
+    laplace: N (Poisson-subsampled) Laplace steps (`auditsel.events.LaplaceBase`), b given or
+    calibrated to a pure eps of one run."""
     _no_unknown(
         base, "base", {"kind", "noise_multiplier", "epsilon", "steps", "sample_rate", "accountant"}
     )
+    dpsgd = kind == "dpsgd"
     if ("noise_multiplier" in base) == ("epsilon" in base):
         raise ConfigError(
             "base.noise_multiplier",
-            "give exactly one of base.noise_multiplier (sigma, in "
-            "(0, inf)) or base.epsilon (eps_B of one run at delta)",
+            "give exactly one of base.noise_multiplier "
+            + (
+                "(sigma, in (0, inf)) or base.epsilon (eps_B of one run at delta)"
+                if dpsgd
+                else "(b, in (0, inf)) or base.epsilon (the pure eps of one run, in (0, 100])"
+            ),
         )
-    if "steps" not in base:
+    if dpsgd and "steps" not in base:
         raise ConfigError(
             "base.steps", "required for kind dpsgd: the number of DP-SGD steps N (integer >= 1)"
         )
-    steps = _integer(base["steps"], "base.steps", 1, STEPS_MAX)
+    steps = _integer(base.get("steps", 1), "base.steps", 1, STEPS_MAX)
     rate = _number(base.get("sample_rate", 1.0), "base.sample_rate", SAMPLE_RATE_MIN, 1)
-    accountant = _choice(base.get("accountant", "rdp"), "base.accountant", ("rdp", "pld"))
+    accountants = ("rdp", "pld") if dpsgd else ("pld", "rdp")
+    accountant = _choice(base.get("accountant", accountants[0]), "base.accountant", accountants)
+    cls = DpsgdBase if dpsgd else LaplaceBase
     try:
         if "noise_multiplier" in base:
-            sigma = _number(base["noise_multiplier"], "base.noise_multiplier", NOISE_MIN, NOISE_MAX)
-            return DpsgdBase(sigma, steps, rate, accountant)
+            b = _number(base["noise_multiplier"], "base.noise_multiplier", NOISE_MIN, NOISE_MAX)
+            return cls(b, steps, rate, accountant)
         eps = _number(base["epsilon"], "base.epsilon", 0, 100, lo_open=True)
-        if delta <= 0:
+        if dpsgd and delta <= 0:
             raise ConfigError(
                 "delta", "must be in (0, 1) to calibrate base.epsilon to a noise multiplier"
             )
         try:
-            return DpsgdBase.from_epsilon(eps, delta, steps, rate, accountant)
+            if dpsgd:
+                return DpsgdBase.from_epsilon(eps, delta, steps, rate, accountant)
+            return LaplaceBase.from_epsilon(eps, steps, rate, accountant)
         except ConfigError as err:
             if err.field != "noise_multiplier":
                 raise
-            most = DpsgdBase(NOISE_MIN, steps, rate, accountant).epsilon(delta)
+            least = cls(NOISE_MIN, steps, rate, accountant)
+            most = least.epsilon(delta) if isinstance(least, DpsgdBase) else least.pure_epsilon
             raise ConfigError(
                 "base.epsilon",
                 f"calibrates to a noise multiplier below {NOISE_MIN:g}, where the bounds leave "
@@ -257,41 +247,6 @@ def _parse_dpsgd_base(base: Mapping[str, Any], delta: float) -> DpsgdBase:
             ) from None
     except ConfigError as err:
         raise (err if err.field.startswith(("base.", "delta")) else err.within("base")) from None
-
-
-def _parse_laplace_base(base: Mapping[str, Any]) -> LaplaceBase:
-    """N (Poisson-subsampled) Laplace steps (`auditsel.events.LaplaceBase`): the noise
-    multiplier b given, or calibrated to a pure eps of one run."""
-    _no_unknown(
-        base, "base", {"kind", "noise_multiplier", "epsilon", "steps", "sample_rate", "accountant"}
-    )
-    if ("noise_multiplier" in base) == ("epsilon" in base):
-        raise ConfigError(
-            "base.noise_multiplier",
-            "give exactly one of base.noise_multiplier (b, in (0, inf)) or base.epsilon "
-            "(the pure eps of one run, in (0, 100])",
-        )
-    steps = _integer(base.get("steps", 1), "base.steps", 1, STEPS_MAX)
-    rate = _number(base.get("sample_rate", 1.0), "base.sample_rate", SAMPLE_RATE_MIN, 1)
-    accountant = _choice(base.get("accountant", "pld"), "base.accountant", ("pld", "rdp"))
-    try:
-        if "noise_multiplier" in base:
-            b = _number(base["noise_multiplier"], "base.noise_multiplier", NOISE_MIN, NOISE_MAX)
-            return LaplaceBase(b, steps, rate, accountant)
-        eps = _number(base["epsilon"], "base.epsilon", 0, 100, lo_open=True)
-        try:
-            return LaplaceBase.from_epsilon(eps, steps, rate, accountant)
-        except ConfigError as err:
-            if err.field != "noise_multiplier":
-                raise
-            most = LaplaceBase(NOISE_MIN, steps, rate, accountant).pure_epsilon
-            raise ConfigError(
-                "base.epsilon",
-                f"calibrates to a noise multiplier below {NOISE_MIN:g}, where the bounds leave "
-                f"float64: at most {most:.4g} for these steps and sample rate, got {eps:g}",
-            ) from None
-    except ConfigError as err:
-        raise (err if err.field.startswith("base.") else err.within("base")) from None
 
 
 DPSGD_DEFAULT_CHUNK = 64
@@ -500,7 +455,7 @@ def parse_config(raw: object) -> ExperimentSpec:
             f"output folder results/NAME), got {shown(name)}",
         )
     delta = _number(top["delta"], "delta", 0, 1, hi_open=True)
-    base = _parse_base(top["base"], delta)
+    base = parse_base(top["base"], delta)
     rounds = law_from_dict(_mapping(top["rounds"], "rounds"), path="rounds")
     game = _parse_game(top["game"], base) if top.get("game") is not None else None
     return ExperimentSpec(
