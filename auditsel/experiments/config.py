@@ -287,9 +287,7 @@ def _parse_dpsgd_game(game: Mapping[str, Any]) -> DpsgdGameSpec:
         threat=_choice(game.get("threat", d.threat), "game.threat", THREAT_NAMES),
         canary=_choice(game.get("canary", d.canary), "game.canary", CANARY_NAMES),
         input_canary=_choice(
-            game.get("input_canary", d.input_canary),
-            "game.input_canary",
-            INPUT_CANARIES,
+            game.get("input_canary", d.input_canary), "game.input_canary", INPUT_CANARIES
         ),
         dataset=dataset,
         data_dir=data_dir,

@@ -361,8 +361,7 @@ GAME = Section(
             f"`auto` (in memory, up to {PANEL_ABOVE:,} trials), `true` or `false`: the [estimator panel](../explanation/lower-bounds.md#the-estimator-panel)",
         ),
         _game_row(
-            "one_run",
-            "one-run audits instead of games: a mapping (below; reduced and dpsgd games)",
+            "one_run", "one-run audits instead of games: a mapping (below; reduced and dpsgd games)"
         ),
         _game_row(
             "threat",

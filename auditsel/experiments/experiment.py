@@ -68,13 +68,7 @@ from auditsel.selection import (
 )
 from auditsel.version import __version__, source_commit
 
-__all__ = [
-    "run_config",
-    "run_experiment",
-    "ExperimentOutputs",
-    "threshold_grid",
-    "fingerprint",
-]
+__all__ = ["run_config", "run_experiment", "ExperimentOutputs", "threshold_grid", "fingerprint"]
 
 STREAM_ABOVE = 1 << 25  # games above this many trials are audited chunk by chunk from disk
 PANEL_ABOVE = 200_000  # game.panel: auto computes the estimator panel up to this many trials
@@ -186,10 +180,8 @@ def code_of(spec: ExperimentSpec) -> dict[str, str]:
 
 
 def available_memory() -> int | None:
-    """Bytes of memory this process may still use, or None when that cannot be read: the
-    smaller of the kernel's estimate of memory available without swapping (`MemAvailable` in
-    /proc/meminfo) and what the control group still allows (cgroup v2 `memory.max` minus
-    `memory.current`)."""
+    """Bytes of memory this process may still use (None: unreadable): the smaller of
+    /proc/meminfo's `MemAvailable` and cgroup v2's `memory.max` minus `memory.current`."""
     limits = []
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -215,10 +207,9 @@ BYTES_PER_TRIAL = 24  # kept in memory: score and coin, their concatenation, the
 
 
 def check_memory(spec: ExperimentSpec, protocol: GameProtocol, stream: bool) -> None:
-    """Refuse, before any work, a game whose memory (a lower estimate) exceeds what the
-    machine has available (`available_memory`): the scores of an in-memory
-    game, and one chunk of a DP-SGD game (`memory_bytes` of its protocol). A ConfigError
-    naming the field to change."""
+    """A ConfigError naming the field to change, before any work, when a game's memory (a lower
+    estimate: an in-memory game's scores, one chunk of a DP-SGD game, its protocol's
+    `memory_bytes`) exceeds `available_memory()`."""
     available = available_memory()
     if available is None:
         return
@@ -344,25 +335,20 @@ def _play(
 
 
 def _audit_record(
-    spec: ExperimentSpec,
-    protocol: GameProtocol,
-    record: GameRecord,
-    stream: bool,
+    spec: ExperimentSpec, protocol: GameProtocol, record: GameRecord, stream: bool
 ) -> tuple[LowerBound, SortedScores | None, FloatArray | None]:
     """(the lower bound, the one sort of an in-memory game, the spec's threshold grid) of the
     played `record` under the game's rule."""
     g = _game(spec)
     # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
     # pilot grid from a seeded split_fraction of each class, left out of the bound
-    spec_grid, ss = None, None
-    scored = _statistic_grid(protocol, g.proxy, g.thresholds)
-    if scored is not None:
-        spec_grid = scored
-    elif g.kind == "dpsgd_worst_case":
+    ss = None
+    spec_grid = _statistic_grid(protocol, g.proxy, g.thresholds)
+    if spec_grid is None and g.kind == "dpsgd_worst_case":
         assert isinstance(protocol, DpsgdWorstCase)
         lo, hi = protocol.score_range()
         spec_grid = np.linspace(lo, hi, g.thresholds)
-    elif g.kind != "dpsgd":
+    elif spec_grid is None and g.kind != "dpsgd":
         spec_grid = threshold_grid(spec, g.proxy)
     rule = g.rule(spec_grid if g.threshold == "bonferroni" else None)
     try:
@@ -431,8 +417,7 @@ def _play_and_panel(
     checkpoint_after: float | None = None,
 ) -> tuple[tuple[GameRecord, LowerBound, bool, SortedScores | None], Future[Any] | None]:
     """(the played game as `_play` returns it less its panel, the estimator panel computed in
-    the background, or None). `prefetch` (the CLI's matplotlib import in a thread) starts
-    while the game plays."""
+    the background, or None); `prefetch` starts while the game plays."""
     if prefetch is not None:
         prefetch()
     record, bound, stream, ss, estimators = _play(
@@ -458,17 +443,14 @@ def _game_error(err: ConfigError) -> ConfigError:
 class ExperimentOutputs:
     """What `run_experiment` computes beside the result, and how; never its numbers.
 
-    `curves`: the privacy curves of the bounds (and result.json's curve sections).
-    `prefetch` (the CLI's import of matplotlib in a thread) is started once the bounds are
-    under way. `defer_panel`: the estimator panel (computed in a thread beside the rest) is
-    left in artefacts["estimators"] and `report.write_outputs` puts it in
-    result["lower"]["estimators"] after the plots. `bounds_cache`: a folder where the bounds of
-    a played setting are kept across runs and read back by the same code
-    (`auditsel.experiments.bounds_cache`); None keeps nothing. `figure_data`: the figures will
-    be drawn, so the pair's exact trade-off curve that tradeoff.png draws
-    (`accounting.exact.tradeoff_curve`, 0.02-0.03 CPU s) is computed beside the game with the
-    bounds, off the path to the figures (artefacts["exact_tradeoff"]: the same function of the
-    same winner, so the same numbers)."""
+    `curves`: the privacy curves of the bounds (and result.json's curve sections). `prefetch`
+    (the CLI's matplotlib import in a thread) starts once the bounds are under way.
+    `defer_panel`: the estimator panel is left in artefacts["estimators"] for
+    `report.write_outputs` to put in result["lower"]["estimators"] after the plots.
+    `bounds_cache`: a folder keeping a played setting's bounds across runs
+    (`auditsel.experiments.bounds_cache`; None: nothing kept). `figure_data`: tradeoff.png's
+    exact trade-off curve (`accounting.exact.tradeoff_curve`) is computed beside the game
+    (artefacts["exact_tradeoff"])."""
 
     curves: bool = True
     prefetch: Callable[[], object] | None = None
@@ -530,9 +512,8 @@ def _bounds_and_game(
     figures: tuple[Path | None, bool],
 ) -> tuple[Any, Future[Any] | None, Panel, UpperCurve, Any]:
     """(played, panel, bounds, curve, exact trade-off) of `run_experiment`: the game played by
-    `play` (none for a one-run audit, whose game `play_one_run` plays), with the bounds
-    computed in a thread beside it unless they are remembered (`figures`: the bounds cache
-    folder, and whether the figures' exact trade-off curve is computed beside the bounds)."""
+    `play` (none for a one-run audit), the bounds computed in a thread beside it unless
+    remembered (`figures`: `ExperimentOutputs`' bounds_cache and figure_data)."""
     bounds_cache, figure_data = figures
     key = upper_key(spec.base, spec.rounds, spec.delta, with_curves, winner)
     played = panel = exact_tradeoff = None

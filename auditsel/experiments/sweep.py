@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
+from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio)
 
 from auditsel.executor import run_tasks
 from auditsel.experiments.config import ConfigError, ExperimentSpec, parse_config

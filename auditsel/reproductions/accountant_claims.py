@@ -165,7 +165,7 @@ def _event(s: Setting):
 
 
 def _dp_accounting_rdp(s: Setting) -> float:
-    import dp_accounting as dpa  # deferred, as in _event
+    import dp_accounting as dpa  # deferred: as in _event
 
     with _quiet():
         return float(dpa.rdp.RdpAccountant().compose(_event(s)).get_epsilon(s.delta))
@@ -184,7 +184,7 @@ def single_run_epsilon(s: Setting) -> float:
 def _pld_epsilon(sigma, steps, tau, delta, pessimistic) -> float:
     """Pessimistic: the PLDAccountant a user calls. Optimistic: dp_accounting's PLD built with
     `pessimistic_estimate=False` (privacy buckets rounded down, dominated by the true PLD)."""
-    import dp_accounting as dpa  # deferred, as in _event
+    import dp_accounting as dpa  # deferred: as in _event
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
     s = Setting(sigma, steps, tau)
@@ -205,7 +205,7 @@ def _reduced_mu(s: Setting) -> float:
 
 
 def _repeat_and_select(s: Setting) -> float | None:
-    import dp_accounting as dpa  # deferred, as in _event
+    import dp_accounting as dpa  # deferred: as in _event
     from dp_accounting.dp_event import RepeatAndSelectDpEvent
 
     law = s.law

@@ -84,17 +84,9 @@ def _law_name(law) -> str:
 
 
 def cell_id(setting: Setting) -> str:
-    return (
-        (
-            f"s{setting.noise_multiplier:g}_N{setting.steps}_q{setting.sample_rate:g}_"
-            f"{_law_name(setting.law)}"
-        )
-        .replace(" ", "")
-        .replace("(", "_")
-        .replace(")", "")
-        .replace(",", "_")
-        .replace("=", "")
-    )
+    text = f"s{setting.noise_multiplier:g}_N{setting.steps}_q{setting.sample_rate:g}_"
+    text += _law_name(setting.law)
+    return text.translate(str.maketrans({" ": "", "(": "_", ")": "", ",": "_", "=": ""}))
 
 
 def run_cell(
@@ -151,11 +143,7 @@ def cell_rows(
 
 
 def _cell_row(
-    index: int,
-    setting: Setting,
-    sizes: tuple[int, int],
-    jobs: int,
-    work_dir: Path | None,
+    index: int, setting: Setting, sizes: tuple[int, int], jobs: int, work_dir: Path | None
 ) -> tuple[dict[str, Any], str]:
     """One cell's row (its claims, its game's eps_L, the interval and the attack value, the
     seconds each took) and its log line (`sizes`: the games, and the games of a close cell)."""
@@ -344,12 +332,10 @@ def findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def plot(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     """Claimed eps per accountant (x) against auditsel's eps_L (y), refuted claims marked."""
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib
+    import matplotlib  # deferred: only a plot needs matplotlib
 
     matplotlib.use("Agg")
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: as matplotlib
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))
     markers = "os^vD<>phX*P8d"

@@ -108,12 +108,10 @@ def _plot_panel(
 
 def plot(rows: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     """figure6.png in out: every bound and eps_L against eps_B, one panel per (law, tau)."""
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib
+    import matplotlib  # deferred: only a plot needs matplotlib
 
     matplotlib.use("Agg")
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: as matplotlib
 
     panels = sorted({(r["eta"], r["nu"], r["tau"]) for r in rows})
     cols = 3

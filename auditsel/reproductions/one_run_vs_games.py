@@ -105,6 +105,15 @@ def _spec(trials: int, seed: int):
     )
 
 
+def _spread(key: str, values: Sequence[float]) -> dict[str, float]:
+    """The mean of `values` under `key`, their min and max under `key`_min and `key`_max."""
+    return {
+        key: float(np.mean(values)),
+        f"{key}_min": float(np.min(values)),
+        f"{key}_max": float(np.max(values)),
+    }
+
+
 def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
     """`repeats` game-based audits of `trials` games each (seeds seed, seed + 1, ...): eps_L is
     their mean (each a valid 95% bound; the mean is a summary), with min and max."""
@@ -133,9 +142,7 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
         "canaries": 1,
         "games": trials,
         "repeats": repeats,
-        "eps_L": mean,
-        "eps_L_min": float(np.min(eps)),
-        "eps_L_max": float(np.max(eps)),
+        **_spread("eps_L", eps),
         "eps_L_runs": [float(e) for e in eps],
         "eps_L_mmc24": None,
         "eps_L_mmc24_per_cpu_minute": None,
@@ -150,8 +157,7 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
 
 
 def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float) -> dict:
-    # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
-    from auditsel.dpsgd.trainer import calibrate_noise_multiplier
+    from auditsel.dpsgd.trainer import calibrate_noise_multiplier  # deferred: torch
 
     s = SETTING
     sigma = calibrate_noise_multiplier(s["epsilon"], s["delta"], s["steps"], 1.0)
@@ -183,12 +189,8 @@ def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float) -> dict:
         "canaries": m,
         "games": 1,
         "repeats": repeats,
-        "eps_L": float(np.mean(snj)),
-        "eps_L_min": float(np.min(snj)),
-        "eps_L_max": float(np.max(snj)),
-        "eps_L_mmc24": float(np.mean(mmc)),
-        "eps_L_mmc24_min": float(np.min(mmc)),
-        "eps_L_mmc24_max": float(np.max(mmc)),
+        **_spread("eps_L", snj),
+        **_spread("eps_L_mmc24", mmc),
         "cpu_seconds": cpu,
         "cpu_seconds_training": train_cpu / repeats,
         "cpu_seconds_analysis": analysis_cpu / repeats,
@@ -212,8 +214,7 @@ def rows(
 ) -> list[dict[str, Any]]:
     """The comparison table (one row per game budget and per canary count); game-based rows
     repeat their audit `game_repeats` times, one-run rows `repeats` times."""
-    # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
-    from auditsel.dpsgd.trainer import calibrate_noise_multiplier
+    from auditsel.dpsgd.trainer import calibrate_noise_multiplier  # deferred: torch
 
     s = SETTING
     sigma = calibrate_noise_multiplier(s["epsilon"], s["delta"], s["steps"], 1.0)
@@ -263,12 +264,8 @@ def tightness_rows(
                     "canaries": m,
                     "repeats": repeats,
                     "exact_per_canary": exact,
-                    "eps_L_snj23": float(np.mean(snj)),
-                    "eps_L_snj23_min": float(np.min(snj)),
-                    "eps_L_snj23_max": float(np.max(snj)),
-                    "eps_L_mmc24": float(np.mean(mmc)),
-                    "eps_L_mmc24_min": float(np.min(mmc)),
-                    "eps_L_mmc24_max": float(np.max(mmc)),
+                    **_spread("eps_L_snj23", snj),
+                    **_spread("eps_L_mmc24", mmc),
                     "snj23_over_exact": float(np.mean(snj)) / exact,
                     "mmc24_over_exact": float(np.mean(mmc)) / exact,
                     "cpu_seconds_per_audit": (time.process_time() - cpu) / repeats,
@@ -324,13 +321,10 @@ def _plot_one_run(ax: Any, one: Sequence[Mapping[str, Any]]) -> None:
 
 
 def plot(table: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib
+    import matplotlib  # deferred: only a plot needs matplotlib
 
     matplotlib.use("Agg")
-
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: as matplotlib
 
     game = [r for r in table if r["canaries"] == 1]
     one = [r for r in table if r["canaries"] > 1]
@@ -375,22 +369,14 @@ def plot(table: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
     return [path]
 
 
-COLUMNS = (
-    "method",
-    "canaries",
-    "games",
-    "repeats",
-    "eps_L",
-    "eps_L_min",
-    "eps_L_max",
-    "eps_L_mmc24",
-    "cpu_seconds",
-    "eps_L_per_cpu_minute",
-    "eps_L_mmc24_per_cpu_minute",
-    "target",
-    "exact",
-    "eps_B",
-    "rigour",
+COLUMNS = tuple(
+    "method canaries games repeats eps_L eps_L_min eps_L_max eps_L_mmc24 cpu_seconds "
+    "eps_L_per_cpu_minute eps_L_mmc24_per_cpu_minute target exact eps_B rigour".split()
+)
+TIGHTNESS_COLUMNS = tuple(
+    "eps_B canaries repeats exact_per_canary eps_L_snj23 eps_L_snj23_min eps_L_snj23_max "
+    "eps_L_mmc24 eps_L_mmc24_min eps_L_mmc24_max snj23_over_exact mmc24_over_exact "
+    "cpu_seconds_per_audit".split()
 )
 
 
@@ -398,6 +384,11 @@ def _cell(v):
     if isinstance(v, float):
         return f"{v:.4g}"
     return "" if v is None else str(v)
+
+
+def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[str]:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return lines + ["| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in rows]
 
 
 def write(
@@ -414,11 +405,7 @@ def write(
         "",
         (__doc__ or "").strip().split("\n\n")[1].replace("\n", " "),
         "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
-    ]
-    md += ["| " + " | ".join(_cell(r.get(c)) for c in COLUMNS) + " |" for r in table]
-    md += [
+        *_table(table, COLUMNS),
         "",
         *[f"- {line}" for line in summary(table)],
         "",
@@ -444,21 +431,6 @@ def write(
 def _write_tightness(out: Path, tightness: Sequence[Mapping[str, Any]]) -> list[Path]:
     """tightness.md and tightness.json under out: the one-run audits against the exact
     per-canary epsilon of the reduced one-run game."""
-    cols = (
-        "eps_B",
-        "canaries",
-        "repeats",
-        "exact_per_canary",
-        "eps_L_snj23",
-        "eps_L_snj23_min",
-        "eps_L_snj23_max",
-        "eps_L_mmc24",
-        "eps_L_mmc24_min",
-        "eps_L_mmc24_max",
-        "snj23_over_exact",
-        "mmc24_over_exact",
-        "cpu_seconds_per_audit",
-    )
     md = [
         "# Tightness of one-run audits in the reduced one-run tuning game",
         "",
@@ -467,10 +439,8 @@ def _write_tightness(out: Path, tightness: Sequence[Mapping[str, Any]]) -> list[
         "eps_L: mean (min, max) over the repeats of valid 95% bounds; exact_per_canary: the "
         f"exact epsilon w.r.t. one canary, {EXACT_SCOPE}.",
         "",
-        "| " + " | ".join(cols) + " |",
-        "|" + "---|" * len(cols),
+        *_table(tightness, TIGHTNESS_COLUMNS),
     ]
-    md += ["| " + " | ".join(_cell(r.get(c)) for c in cols) + " |" for r in tightness]
     (out / "tightness.md").write_text("\n".join(md) + "\n")
     (out / "tightness.json").write_text(json.dumps(tightness, indent=1, allow_nan=False))
     return [out / "tightness.md", out / "tightness.json"]

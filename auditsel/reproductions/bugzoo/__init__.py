@@ -163,14 +163,14 @@ def _describe(name: str, claimed: float, budget: int, pilot: int) -> dict[str, A
     }
 
 
-def _plan_entry(plan: Any) -> dict[str, Any]:
-    return {
-        "pilot_curve_eps": plan.curve_eps,
-        "pilot_point_eps": plan.point_eps,
-        "planned_games_to_refute": plan.games_to_refute,
-        "planned_p_refuted": plan.prob_refute,
-        "planned_expected_eps": plan.expected_eps,
-    }
+#: a row's plan fields and the plan's attributes they are read from
+PLAN_FIELDS = {
+    "pilot_curve_eps": "curve_eps",
+    "pilot_point_eps": "point_eps",
+    "planned_games_to_refute": "games_to_refute",
+    "planned_p_refuted": "prob_refute",
+    "planned_expected_eps": "expected_eps",
+}
 
 
 def audit(
@@ -224,27 +224,15 @@ def audit(
         "looks": [int(k) for k in sequential["looks"]],
         "score": f"{entry['canary'].get('kind', '?')}: {entry['score']}",
         "cpu_seconds": round(plan.cpu_seconds_per_game * pilot + result.cpu_seconds, 2),
-        **_plan_entry(plan),
+        **{k: getattr(plan, attr) for k, attr in PLAN_FIELDS.items()},
         "wall_seconds": round(time.perf_counter() - start, 1),
     }
 
 
 def _refused(message: str) -> dict[str, Any]:
-    return {
-        "status": "refused: " + message.splitlines()[0],
-        "eps": 0.0,
-        "refuted": False,
-        "games": 0,
-        "budget": 0,
-        "looks": [],
-        "score": "-",
-        "cpu_seconds": 0.0,
-        "pilot_curve_eps": None,
-        "pilot_point_eps": None,
-        "planned_games_to_refute": None,
-        "planned_p_refuted": None,
-        "planned_expected_eps": None,
-    }
+    status = "refused: " + message.splitlines()[0]
+    row = {"status": status, "eps": 0.0, "refuted": False, "games": 0, "budget": 0, "looks": []}
+    return {**row, "score": "-", "cpu_seconds": 0.0, **dict.fromkeys(PLAN_FIELDS)}
 
 
 def _kept(path: Path, budget: int, pilot: int) -> dict | None:
@@ -357,7 +345,7 @@ def findings(rows: list[dict]) -> list[str]:
     lines = [
         f"- {len(refuted)} of {len(buggy)} buggy pipelines refuted; "
         f"{sum(not r['refuted'] for r in correct)} of {len(correct)} correct pipelines not "
-        f"refuted; {len(refused)} refused by the route.",
+        f"refuted; {len(refused)} refused by the route."
     ]
     planned = [r for r in audited if r["planned_games_to_refute"] is not None]
     within = [r for r in planned if r["planned_games_to_refute"] <= r["budget_cap"]]

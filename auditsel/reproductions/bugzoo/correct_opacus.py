@@ -122,11 +122,7 @@ def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
 def opacus_run(delta: float, poisson_sampling: bool = POISSON_SAMPLING) -> OpacusRun:
     _, engine, optimizer, loader = train(TRAIN, LEARNING_RATES[0], CANARY, poisson_sampling)
     return from_opacus(
-        engine,
-        optimizer=optimizer,
-        data_loader=loader,
-        delta=delta,
-        rounds=Poisson(MEAN_RUNS),
+        engine, optimizer=optimizer, data_loader=loader, delta=delta, rounds=Poisson(MEAN_RUNS)
     )
 
 
