@@ -314,19 +314,13 @@ def _game_kind(game: Mapping[str, Any], base: ConfigBase) -> str:
     if kind == "dpsgd":
         allowed |= set(DpsgdGameSpec.__dataclass_fields__)
     _no_unknown(game, "game", allowed)
-    expected_base = {
-        "reduced": (GaussianBase, DpsgdBase),
-        "discrete": (FiniteOutputBase,),
-        "dpsgd": (DpsgdBase,),
-        "dpsgd_worst_case": (DpsgdBase,),
+    expected_base, need = {
+        "reduced": ((GaussianBase, DpsgdBase), "gaussian or dpsgd"),
+        "discrete": ((FiniteOutputBase,), "discrete"),
+        "dpsgd": ((DpsgdBase,), "dpsgd"),
+        "dpsgd_worst_case": ((DpsgdBase,), "dpsgd"),
     }[kind]
     if not isinstance(base, expected_base):
-        need = {
-            "reduced": "gaussian or dpsgd",
-            "discrete": "discrete",
-            "dpsgd": "dpsgd",
-            "dpsgd_worst_case": "dpsgd",
-        }[kind]
         raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
     return kind
 

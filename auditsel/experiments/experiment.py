@@ -430,13 +430,8 @@ def _play_and_panel(
 def _game_error(err: ConfigError) -> ConfigError:
     """An audit's error in the config's words: a rule option is a game.<field>; too few games
     of a class is game.trials."""
-    fields = {
-        "split_fraction": "game.split_fraction",
-        "member": "game.trials",
-        "scores": "game.trials",
-    }
-    field = fields.get(err.field)
-    return ConfigError(field or f"game.{err.field}", err.message)
+    fields = {"member": "game.trials", "scores": "game.trials"}
+    return ConfigError(fields.get(err.field, f"game.{err.field}"), err.message)
 
 
 @dataclass(frozen=True)

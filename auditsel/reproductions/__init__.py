@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from auditsel.files import atomic_write_text
 
@@ -225,6 +226,11 @@ def _csv(rows) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
+
+
+def _law_name(law: Any) -> str:
+    """A law of K as the tables write it: `kind(param=value, ...)`."""
+    return f"{law.kind}({', '.join(f'{k}={v:g}' for k, v in law.params().items())})"
 
 
 def _clean(value):

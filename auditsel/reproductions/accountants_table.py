@@ -33,6 +33,7 @@ from auditsel.auditing.rules import Split
 from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
+from auditsel.reproductions import _law_name
 from auditsel.reproductions.accountant_claims import (
     CLAIMS,
     MissingExtra,
@@ -76,11 +77,6 @@ GRID = tuple(
     [Setting(s, n, t, Point(1), DELTA) for s, n, t in _SINGLE]
     + [Setting(s, n, t, law, DELTA) for law in _LAWS for s, n, t in _TUNED]
 )
-
-
-def _law_name(law) -> str:
-    p = ", ".join(f"{k}={v:g}" for k, v in law.params().items())
-    return f"{law.kind}({p})"
 
 
 def cell_id(setting: Setting) -> str:

@@ -44,6 +44,7 @@ from auditsel.accounting.interval import interval_attack
 from auditsel.accounting.panel import panel
 from auditsel.events import LaplaceBase, as_pair
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
+from auditsel.reproductions import _law_name
 from auditsel.rounds import Poisson, TruncatedNegativeBinomial
 
 __all__ = ["SETTINGS", "rows", "summary", "score_summary"]
@@ -73,10 +74,6 @@ SETTINGS = (
     ("dpsgd sigma=1 N=1000 tau=0.01", DpsgdBase(1.0, 1000, 0.01, "pld"), Poisson(10.0), 1e-5),
     ("laplace b=1", LaplaceBase(1.0), TruncatedNegativeBinomial(1.0, 0.1), 1e-5),
 )
-
-
-def _law_name(law) -> str:
-    return f"{law.kind}({', '.join(f'{k}={v:g}' for k, v in law.params().items())})"
 
 
 def _bucket(score, which) -> str:

@@ -34,6 +34,7 @@ import numpy as np
 
 from auditsel.accounting.interval import interval_attack, tuning_interval
 from auditsel.mechanisms import DpsgdBase
+from auditsel.reproductions import _law_name
 from auditsel.reproductions.accountants_table import GRID
 from auditsel.rounds import Point, Poisson, RoundsLaw
 
@@ -75,10 +76,6 @@ def random_settings(
         mean = float(np.round(rng.uniform(5, 20), 1))
         out.append((sigma, steps, rate, mean))
     return out
-
-
-def _law_name(law) -> str:
-    return f"{law.kind}({', '.join(f'{k}={v:g}' for k, v in law.params().items())})"
 
 
 def settings() -> list[tuple[str, DpsgdBase, RoundsLaw]]:

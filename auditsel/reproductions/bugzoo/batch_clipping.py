@@ -31,7 +31,6 @@ from auditsel.reproductions.bugzoo.zoo_objects import Interval
 from auditsel.rounds import Poisson
 
 BUG = "the canary's gradient not clipped (the batch's gradient clipped instead of each example's)"
-# the same as in correct_dpgd:
 TRAIN, claim = reference.TRAIN, reference.claim
 CANARY = InputCanary(zoo_data.spike(1e4), 1.0)
 

@@ -32,7 +32,6 @@ from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
 from auditsel.rounds import Poisson
 
 BUG = None
-# the same as in correct_dpgd:
 score = correct_dpgd.score
 NOISE, CLIP, BATCH, EPOCHS = 1.0, 1.0, 40, 1
 LEARNING_RATES = (0.25, 0.5, 1.0, 2.0)

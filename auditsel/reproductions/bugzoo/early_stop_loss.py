@@ -30,7 +30,6 @@ from auditsel.rounds import Poisson
 BUG = "early stopping on the raw training loss, the stop step released"
 MAX_EPOCHS, PATIENCE = 2, 2
 MAX_STEPS = MAX_EPOCHS * reference.TRAIN[0].shape[0] // reference.BATCH
-# the same as in correct_opacus:
 TRAIN, NULL, MEAN_RUNS = reference.TRAIN, reference.CANARY, reference.MEAN_RUNS
 
 

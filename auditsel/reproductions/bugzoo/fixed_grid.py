@@ -36,7 +36,6 @@ from auditsel.rounds import Point, Poisson
 from auditsel.selection import winner_law
 
 BUG = "a fixed number of runs accounted as if it were random"
-# the same as in correct_dpgd:
 CANARY, TRAIN, score = (correct_dpgd.CANARY, correct_dpgd.TRAIN, correct_dpgd.score)
 
 

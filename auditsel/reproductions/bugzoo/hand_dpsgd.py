@@ -34,14 +34,8 @@ from auditsel.reproductions.bugzoo.zoo_objects import objects
 
 NOISE, STEPS, RATE = 2.0, 5, 0.2
 INIT_SEED = 0
-# the same as in correct_opacus_mlp:
-GRID, ROUNDS, TRAIN, VALIDATION, NULL = (
-    correct_opacus_mlp.GRID,
-    correct_opacus_mlp.ROUNDS,
-    correct_opacus_mlp.TRAIN,
-    correct_opacus_mlp.VALIDATION,
-    correct_opacus_mlp.NULL,
-)
+GRID, ROUNDS, NULL = correct_opacus_mlp.GRID, correct_opacus_mlp.ROUNDS, correct_opacus_mlp.NULL
+TRAIN, VALIDATION = correct_opacus_mlp.TRAIN, correct_opacus_mlp.VALIDATION
 
 #: the author's clipping and noise: (per-example gradients, each [batch, *shape], in parameter
 #: order; the clipping norm; the canary) -> the privatised sum, one tensor per parameter

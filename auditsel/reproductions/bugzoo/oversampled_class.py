@@ -28,7 +28,6 @@ from auditsel.rounds import Poisson
 
 BUG = "the rare class oversampled 9x, its rows counted as people"
 COPIES = 9
-# the same as in correct_dpgd:
 TRAIN, claim = reference.TRAIN, reference.claim
 
 

@@ -26,7 +26,6 @@ from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
 from auditsel.rounds import Poisson
 
 BUG = "the private rows' mean and std shipped inside the model as its scaler"
-# the same as in correct_opacus:
 TRAIN, claim, NULL = reference.TRAIN, reference.claim, reference.CANARY
 
 

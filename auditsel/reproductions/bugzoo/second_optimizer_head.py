@@ -26,15 +26,8 @@ from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
 
 BUG = "the head trained again by a second, non-DP optimizer on the private rows"
 HEAD_LR, HEAD_STEPS = 0.5, 20
-# the same as in correct_opacus_mlp:
-TRAIN, VALIDATION, ROUNDS, GRID, NULL, claim = (
-    reference.TRAIN,
-    reference.VALIDATION,
-    reference.ROUNDS,
-    reference.GRID,
-    reference.NULL,
-    reference.claim,
-)
+TRAIN, VALIDATION, ROUNDS = reference.TRAIN, reference.VALIDATION, reference.ROUNDS
+GRID, NULL, claim = reference.GRID, reference.NULL, reference.claim
 
 
 def calibrate_head(net: torch.nn.Module, train_data: TrainData) -> torch.optim.Optimizer:

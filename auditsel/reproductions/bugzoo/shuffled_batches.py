@@ -26,7 +26,6 @@ from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
 
 BUG = "Poisson sampling claimed while batches are shuffled (each example once per epoch)"
-# the same as in batch_clipping:
 CANARY, score = batch_clipping.CANARY, batch_clipping.score
 
 
