@@ -8,20 +8,16 @@ The grid is the product over the keys (zipped within a comma-joined key). Every 
 validated before any work starts; points run in parallel through joblib, each point's game
 with its own seeded chunks, so the numbers do not depend on the number of jobs. Outputs:
 DIR/<point>/ (result.json and report.md, as `auditsel run`; the point's plots only with
-`point_plots=True`, the CLI's `--point-plots`: a sweep's points are read through its table and
-sweep.png, and a plot per point would make a sweep's folder mostly PNGs), DIR/sweep.csv,
-DIR/sweep.md, DIR/sweep.json and DIR/sweep.png.
+`point_plots=True`, the CLI's `--point-plots`), DIR/sweep.csv, DIR/sweep.md, DIR/sweep.json and
+DIR/sweep.png.
 
-Heuristic values (`auditsel.results.heuristics`) have their own columns, `<key>_heuristic` (and
-`eps_L_gdp_heuristic`), so a column named after a bound holds only values that are bounds; the
-`contradicted` column names the heuristic values below the attack value, a valid eps_L or eps_B
-of one run, and sweep.png draws heuristics dashed with "heuristic" in the legend and marks
-contradicted points. The reduced game's values where the reduction is exact hold only under
-[XWW24]'s monotone-score assumption: their columns are `<key>_monotone_score` (result.json
-`monotone_score`), drawn dash-dot with "monotone score assumed" in the legend; a bound column
-holds only bounds on the tuning run's epsilon for any score. Every row carries the interval (`interval_lower`, `interval_upper`,
-`width`, their sources in sweep.json) and the attack value (`attack`, a lower bound); sweep.png
-shades the interval.
+A bound column holds only bounds on the tuning run's epsilon for any score: heuristic values
+(`auditsel.results.heuristics`) go to `<key>_heuristic` (and `eps_L_gdp_heuristic`), the reduced
+game's values under [XWW24]'s monotone-score assumption to `<key>_monotone_score`; sweep.png
+draws them dashed and dash-dot, labelled so. `contradicted` names the heuristic values below the
+attack value, a valid eps_L or eps_B of one run (marked in sweep.png). Every row carries the
+interval (`interval_lower`, `interval_upper`, `width`; their sources in sweep.json) and the
+attack value (`attack`, a lower bound); sweep.png shades the interval.
 """
 
 from __future__ import annotations

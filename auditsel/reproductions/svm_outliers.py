@@ -108,23 +108,13 @@ def score(release: Mapping[str, float], canary: Canary) -> float:
 def curve_rows(runs: int = RUNS) -> list[dict]:
     """Figure 1: mean training accuracy per alpha on D and D', and how often each is chosen."""
     with_outliers = OUTLIERS.for_game(True, np.random.default_rng(0)).prepare(DATA)
-    rows = []
-    results = {}
+    stats = {}
     for name, data in (("without", DATA), ("with", with_outliers)):
         accuracy = np.array([training_accuracy(data, seed) for seed in range(runs)])
-        chosen = np.bincount(accuracy.argmax(axis=1), minlength=len(ALPHAS)) / runs
-        results[name] = (accuracy.mean(axis=0), chosen)
-    for i, alpha in enumerate(ALPHAS):
-        rows.append(
-            {
-                "alpha": alpha,
-                "accuracy_without": float(results["without"][0][i]),
-                "accuracy_with": float(results["with"][0][i]),
-                "chosen_without": float(results["without"][1][i]),
-                "chosen_with": float(results["with"][1][i]),
-            }
-        )
-    return rows
+        stats[f"accuracy_{name}"] = accuracy.mean(axis=0)
+        stats[f"chosen_{name}"] = np.bincount(accuracy.argmax(axis=1), minlength=len(ALPHAS)) / runs
+    keys = ("accuracy_without", "accuracy_with", "chosen_without", "chosen_with")
+    return [{"alpha": a, **{k: float(stats[k][i]) for k in keys}} for i, a in enumerate(ALPHAS)]
 
 
 def audit_rows(games: int = GAMES, jobs: int = 1) -> dict:

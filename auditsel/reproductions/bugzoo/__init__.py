@@ -3,49 +3,38 @@
 `auditsel reproduce bugzoo` (written to results/bugzoo/). Every pipeline is one module of this
 package holding what an author would write:
 
-* `tune(data, seed, canary) -> release`: the author's whole tuning run (PyTorch DP-GD or DP-SGD
-  by hand, or Opacus, on scikit-learn's breast-cancer or digits data, `TRAIN`), with one bug
-  or none (`BUG`);
-
-* `claim(delta)`: the epsilon the author claims for the tuning run, computed by the pipeline's
-  own accounting (`auditsel.from_opacus`, or `auditsel.DpsgdBase`) and the tuning bound of the
-  law of K the author states (never typed in);
-
-* `correct_interval(delta) -> (lower, upper, how)`: what a correct accounting of the pipeline
-  as written gives for any selection score (`zoo_objects.Interval`: the any-score interval,
-  one end or none where no theorem covers what it does, inf where a value computed from the
-  private rows without noise is released);
-
-* `pipeline_objects(seed=0)`: one seeded run's objects for a static check of the code
+* `tune(data, seed, canary) -> release`: the whole tuning run (PyTorch DP-GD or DP-SGD by hand,
+  or Opacus, on scikit-learn's breast-cancer or digits data, `TRAIN`), with one bug or none
+  (`BUG`);
+* `claim(delta)`: the author's claimed epsilon, from the pipeline's own accounting
+  (`auditsel.from_opacus` or `auditsel.DpsgdBase`) and the tuning bound of the stated law of K;
+* `correct_interval(delta) -> (lower, upper, how)`: a correct accounting of the pipeline as
+  written, for any selection score (`zoo_objects.Interval`);
+* `pipeline_objects(seed=0)`: one seeded run's objects for a static check
   (`zoo_objects.objects`);
+* the older modules also keep a hand-chosen `CANARY` and `score` (the tests' small audits).
 
-* the older modules also keep the auditor's hand-chosen `CANARY` and `score` (the tests' small
-  audits); the zoo's table does not use them.
+`audit(name)` follows the documented route, no canary or score chosen by hand
+(docs/findings/bugzoo.md):
 
-For each pipeline `audit(name)` follows the documented route, with no canary or score chosen
-by hand (docs/findings/bugzoo.md):
-
-1. plan from a pilot of `pilot` games (seed 1, `auditsel.plan_pipeline` with `canary="both"`
-   and the default score, learned from a pilot of its own (`auditsel.pipelines.learned_scores`), honest: on the pilot's pessimistic curve) the games per
-   canary that refute the claim with probability POWER, for an audit at the per-look
-   confidence LOOK_CONFIDENCE, and P(refuted) and E[eps_L] at the budget;
+1. plan from a pilot of `pilot` games (seed 1, `auditsel.plan_pipeline`, `canary="both"`, the
+   default score learned from a pilot of its own, `auditsel.pipelines.learned_scores`; honest:
+   on the pilot's pessimistic curve) the games per canary that refute the claim with
+   probability POWER at the per-look confidence LOOK_CONFIDENCE, and P(refuted) and E[eps_L]
+   at the budget;
 2. audit with early stopping (`auditsel.audit_until_refuted`, `canary="both"`, `score=None`:
-   LOOKS looks at a geometric schedule up to the audit's games, each at LOOK_CONFIDENCE,
-   stopping at the first that refutes), the games being the planned games (SAFETY = 1: the
-   honest plan is not inflated; at least MIN_GAMES, in steps of 500) capped at the stated
-   `budget` (BUDGET by default: the issue's 8,000 per canary), or the budget when the pilot
-   plans no refutation.
+   LOOKS looks on a geometric schedule, each at LOOK_CONFIDENCE, stopping at the first that
+   refutes) over `planned_games`, or the budget when the pilot plans no refutation.
 
 A pipeline the route refuses (a release `canary="both"` cannot read) is a row that says so.
-
 Validity: the pilot plays other games (seed 1) and only sizes the audit; the looks are a union
-bound (alpha spending, equal shares), so "refuted" holds at CONFIDENCE over all the looks, and
-a correct pipeline's claim is refuted with probability at most 1 - CONFIDENCE = 5%.
+bound (equal shares), so "refuted" holds at CONFIDENCE over all the looks: a correct
+pipeline's claim is refuted with probability at most 1 - CONFIDENCE.
 
-Resuming: each finished row is kept in OUT/rows/NAME.json (with the budget and pilot it was
-computed at) and each audit's games in OUT/checkpoints/NAME, so a broken run, started again
-with the same options, plays only what is missing; both are removed once table.md is written.
-`pipelines=` recomputes some rows and keeps the others of OUT/rows.json.
+Resuming: each finished row is kept in OUT/rows/NAME.json (with its budget and pilot) and each
+audit's games in OUT/checkpoints/NAME, so a broken run started again with the same options
+plays only what is missing; both are removed once table.md is written. `pipelines=` recomputes
+some rows and keeps the others of OUT/rows.json.
 """
 
 from __future__ import annotations

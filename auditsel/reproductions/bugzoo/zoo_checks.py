@@ -34,18 +34,14 @@ __all__ = ["EXPECTED", "TITLE", "render", "row", "rows", "verdict"]
 TITLE = "The checks before games on the bug zoo: findings and seconds per pipeline"
 NONE, BREAKS_CLAIM, WARNS = "no finding", "breaks the claim", "warning"
 #: issue 38: the correct pipelines get no finding; the bugs of the kinds the checks read break it
+#: (noise_for_mean is not in issue 38's list: the privatizer probe reads it)
+_BREAKING = (
+    "shuffled_batches second_optimizer_head scaler_in_model oversampled_class per_tensor_clip "
+    "release_all leaderboard noise_for_mean"
+)
 EXPECTED: dict[str, str] = {
-    "correct_dpgd": NONE,
-    "correct_opacus": NONE,
-    "correct_opacus_mlp": NONE,
-    "shuffled_batches": BREAKS_CLAIM,
-    "second_optimizer_head": BREAKS_CLAIM,
-    "scaler_in_model": BREAKS_CLAIM,
-    "oversampled_class": BREAKS_CLAIM,
-    "per_tensor_clip": BREAKS_CLAIM,
-    "release_all": BREAKS_CLAIM,
-    "leaderboard": BREAKS_CLAIM,
-    "noise_for_mean": BREAKS_CLAIM,  # not in issue 38's list: the privatizer probe reads it
+    **dict.fromkeys(("correct_dpgd", "correct_opacus", "correct_opacus_mlp"), NONE),
+    **dict.fromkeys(_BREAKING.split(), BREAKS_CLAIM),
 }
 
 
