@@ -42,7 +42,7 @@ from auditsel.reproductions.accountant_claims import (
     library_versions,
     lower_estimates,
 )
-from auditsel.results.figures import save_figure
+from auditsel.results.figures import new_figure, save_figure
 from auditsel.rounds import Point, Poisson, TruncatedNegativeBinomial, TwoPoint
 
 __all__ = ["GRID", "GAMES", "CLOSE_GAMES", "cell_rows", "run_cell", "findings"]
@@ -328,12 +328,8 @@ def findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def plot(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     """Claimed eps per accountant (x) against auditsel's eps_L (y), refuted claims marked."""
-    import matplotlib  # deferred: only a plot needs matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # deferred: as matplotlib
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))
+    fig, grid = new_figure((12, 5.2), grid=(1, 2))
+    axes = grid[0]
     markers = "os^vD<>phX*P8d"
     for ax, tuning in zip(axes, (False, True)):
         names = [n for n in CLAIMS if (CLAIMS[n].tuning == tuning)]
@@ -376,7 +372,6 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     )
     fig.tight_layout()
     save_figure(fig, path)
-    plt.close(fig)
 
 
 #: the claims that rest on [XWW24]'s reduced game: they assume a monotone score (their own block)

@@ -21,7 +21,7 @@ from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.reproductions.paper_bounds import contradicted_columns, figure6_rows
-from auditsel.results.figures import save_figure
+from auditsel.results.figures import new_figure, save_figure
 from auditsel.rounds import TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner
 
@@ -108,15 +108,10 @@ def _plot_panel(
 
 def plot(rows: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     """figure6.png in out: every bound and eps_L against eps_B, one panel per (law, tau)."""
-    import matplotlib  # deferred: only a plot needs matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # deferred: as matplotlib
-
     panels = sorted({(r["eta"], r["nu"], r["tau"]) for r in rows})
     cols = 3
     n_rows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(n_rows, cols, figsize=(4.4 * cols, 3.4 * n_rows), squeeze=False)
+    fig, axes = new_figure((4.4 * cols, 3.4 * n_rows), grid=(n_rows, cols))
     for ax, (eta, nu, tau) in zip(axes.flat, panels):
         sel = sorted(
             (r for r in rows if (r["eta"], r["nu"], r["tau"]) == (eta, nu, tau)),
@@ -133,5 +128,4 @@ def plot(rows: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     fig.tight_layout()
     path = Path(out) / "figure6.png"
     save_figure(fig, path)
-    plt.close(fig)
     return [path]

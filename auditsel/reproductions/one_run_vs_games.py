@@ -42,7 +42,7 @@ from auditsel.games.engine import run_game
 from auditsel.games.one_run_dpsgd import OneRunDpsgd
 from auditsel.games.one_run_reduced import OneRunReducedGame
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon, gaussian_mu
-from auditsel.results.figures import save_figure
+from auditsel.results.figures import new_figure, save_figure
 from auditsel.rounds import law_from_dict
 from auditsel.selection import GaussianWinner
 
@@ -321,14 +321,9 @@ def _plot_one_run(ax: Any, one: Sequence[Mapping[str, Any]]) -> None:
 
 
 def plot(table: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
-    import matplotlib  # deferred: only a plot needs matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # deferred: as matplotlib
-
     game = [r for r in table if r["canaries"] == 1]
     one = [r for r in table if r["canaries"] > 1]
-    fig, ax = plt.subplots(figsize=(8, 6.5))
+    fig, ax = new_figure((8, 6.5))
     ax.errorbar(
         [r["cpu_seconds"] for r in game],
         [r["eps_L"] for r in game],
@@ -365,7 +360,6 @@ def plot(table: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
     fig.tight_layout(rect=(0, 0.22, 1, 1))
     path = Path(out_dir) / "comparison.png"
     save_figure(fig, path)
-    plt.close(fig)
     return [path]
 
 

@@ -31,7 +31,7 @@ from auditsel.pipelines.audit_options import ExecutionOptions
 from auditsel.pipelines.canaries import Canary, InputCanary
 from auditsel.pipelines.pipeline import Pipeline, audit_pipeline
 from auditsel.reproductions import REGISTRY, to_markdown
-from auditsel.results.figures import save_figure
+from auditsel.results.figures import new_figure, save_figure
 from auditsel.results.report import atomic_write_text
 
 __all__ = [
@@ -146,12 +146,7 @@ def rows(jobs: int = 1) -> list[dict]:
 
 
 def plot(curve: list[dict], path: Path) -> Path:
-    import matplotlib  # deferred: heavy, and only the plot needs it
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # deferred: with matplotlib, above
-
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig, ax = new_figure((6, 3.8))
     alphas = [r["alpha"] for r in curve]
     ax.plot(alphas, [r["accuracy_without"] for r in curve], "o-", label="D (without outliers)")
     ax.plot(alphas, [r["accuracy_with"] for r in curve], "s-", label="D' (with the 8 outliers)")
@@ -161,7 +156,6 @@ def plot(curve: list[dict], path: Path) -> Path:
     ax.legend()
     fig.tight_layout()
     save_figure(fig, path)
-    plt.close(fig)
     return path
 
 

@@ -57,7 +57,7 @@ from auditsel.pipelines.pipeline_plan import PilotOptions, plan_pipeline
 from auditsel.pipelines.sequential import audit_until_refuted
 from auditsel.reproductions import REGISTRY, _clean, _csv, to_markdown
 from auditsel.reproductions.accountant_claims import MissingExtra
-from auditsel.results.figures import save_figure
+from auditsel.results.figures import new_figure, save_figure
 from auditsel.results.report import atomic_write_text
 
 __all__ = [
@@ -377,12 +377,7 @@ def findings(rows: list[dict]) -> list[str]:
 
 def plot(rows: list[dict], path: Path) -> Path:
     """Each pipeline's claim and eps_L, and its correct interval (off the scale above SCALE)."""
-    import matplotlib  # deferred: heavy, and only the plot needs it
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # deferred: with matplotlib, above
-
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.2))
+    fig, ax = new_figure((8, 0.45 * len(rows) + 1.2))
     ys = range(len(rows))[::-1]
     ends = [v for r in rows for v in (r["correct_lower"], r["correct_upper"]) if v is not None]
     top = max([r["claimed_epsilon"] for r in rows] + [r["eps"] for r in rows] + ends) * 1.15
@@ -407,7 +402,6 @@ def plot(rows: list[dict], path: Path) -> Path:
     )
     fig.tight_layout()
     save_figure(fig, path)
-    plt.close(fig)
     return path
 
 
