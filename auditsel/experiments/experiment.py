@@ -295,8 +295,14 @@ def _play(
     jobs: int | None,
     progress: bool,
     backend: str | None,
+    prefetch: Callable[[], object] | None,
     checkpoint_after: float | None = None,
-) -> tuple[GameRecord, LowerBound, bool, SortedScores | None, Callable[[], dict[str, Any]] | None]:
+) -> tuple[tuple[GameRecord, LowerBound, bool, SortedScores | None], Future[Any] | None]:
+    """(record, bound, streamed, the audit's sort: None for a streamed audit) of the played game
+    and its estimator panel computed in the background (game.panel; "auto": up to PANEL_ABOVE
+    games played in memory), or None. `prefetch` starts before the game plays."""
+    if prefetch is not None:
+        prefetch()
     g = _game(spec)
     protocol, proxy = protocol_and_proxy(spec)
     stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
@@ -327,11 +333,11 @@ def _play(
         assert record.chunks is not None
         scores, member = record.chunks.head(PLOT_TRIALS)
         record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
-    estimators = None
-    if _panel_planned(spec):
+    panel = None
+    if not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE)):
         law = spec.rounds if is_monotone_largest(game_score(spec)) else None
-        estimators = lambda: _estimators(spec, record, spec_grid, ss, law)
-    return record, bound, stream, ss, estimators  # ss: None for a streamed audit
+        panel = in_background(lambda: _estimators(spec, record, spec_grid, ss, law))
+    return (record, bound, stream, ss), panel
 
 
 def _audit_record(
@@ -399,34 +405,6 @@ def _estimators(
         return {"skipped": f"estimator panel not computed: {err}"}
 
 
-def _panel_planned(spec: ExperimentSpec) -> bool:
-    """Whether the game's audit adds the estimator panel (game.panel; "auto": up to
-    PANEL_ABOVE games played in memory)."""
-    g = _game(spec)
-    stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
-    return not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE))
-
-
-def _play_and_panel(
-    spec: ExperimentSpec,
-    out_dir: Path | None,
-    jobs: int | None,
-    progress: bool,
-    backend: str | None,
-    prefetch: Callable[[], object] | None,
-    checkpoint_after: float | None = None,
-) -> tuple[tuple[GameRecord, LowerBound, bool, SortedScores | None], Future[Any] | None]:
-    """(the played game as `_play` returns it less its panel, the estimator panel computed in
-    the background, or None); `prefetch` starts while the game plays."""
-    if prefetch is not None:
-        prefetch()
-    record, bound, stream, ss, estimators = _play(
-        spec, out_dir, jobs, progress, backend, checkpoint_after
-    )
-    panel = None if estimators is None else in_background(estimators)
-    return (record, bound, stream, ss), panel
-
-
 def _game_error(err: ConfigError) -> ConfigError:
     """An audit's error in the config's words: a rule option is a game.<field>; too few games
     of a class is game.trials."""
@@ -477,7 +455,7 @@ def run_experiment(
     winner = None if reduced is None else winner_law(reduced, spec.rounds)
 
     def play() -> tuple[Any, Future[Any] | None]:
-        return _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch, checkpoint_after)
+        return _play(spec, out_dir, jobs, progress, backend, prefetch, checkpoint_after)
 
     figures = (bounds_cache, figure_data)
     found = _bounds_and_game(spec, play, prefetch, winner, with_curves, figures)
