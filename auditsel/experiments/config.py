@@ -9,7 +9,7 @@ one line and exits 2. Unknown keys are errors. YAML is read with safe_load only
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -154,6 +154,19 @@ def _no_unknown(section: Mapping[str, Any], name: str, allowed: Collection[str])
             )
 
 
+def _field(
+    section: Mapping[str, Any],
+    spec: object,
+    path: str,
+    check: Callable[..., Any],
+    *args: Any,
+    **kw: Any,
+) -> Any:
+    """`check` of the section's value of `path`'s last key (default: the spec's field)."""
+    key = path.rsplit(".", 1)[-1]
+    return check(section.get(key, getattr(spec, key)), path, *args, **kw)
+
+
 # --- sections ------------------------------------------------------------------------------
 
 
@@ -254,7 +267,7 @@ DPSGD_DEFAULT_CHUNK = 64
 
 def _parse_dpsgd_game(game: Mapping[str, Any]) -> DpsgdGameSpec:
     d = DpsgdGameSpec()
-    dataset = _choice(game.get("dataset", d.dataset), "game.dataset", DPSGD_DATASETS)
+    dataset = _field(game, d, "game.dataset", _choice, DPSGD_DATASETS)
     data_dir = game.get("data_dir", d.data_dir)
     if dataset in LOCAL_DATASETS:
         if not isinstance(data_dir, str) or not data_dir:
@@ -284,14 +297,12 @@ def _parse_dpsgd_game(game: Mapping[str, Any]) -> DpsgdGameSpec:
         return None if value is None else _integer(value, f"game.{key}", 1, 10**8)
 
     return DpsgdGameSpec(
-        threat=_choice(game.get("threat", d.threat), "game.threat", THREAT_NAMES),
-        canary=_choice(game.get("canary", d.canary), "game.canary", CANARY_NAMES),
-        input_canary=_choice(
-            game.get("input_canary", d.input_canary), "game.input_canary", INPUT_CANARIES
-        ),
+        threat=_field(game, d, "game.threat", _choice, THREAT_NAMES),
+        canary=_field(game, d, "game.canary", _choice, CANARY_NAMES),
+        input_canary=_field(game, d, "game.input_canary", _choice, INPUT_CANARIES),
         dataset=dataset,
         data_dir=data_dir,
-        model=_choice(game.get("model", d.model), "game.model", MODEL_NAMES),
+        model=_field(game, d, "game.model", _choice, MODEL_NAMES),
         hidden=tuple(_integer(h, f"game.hidden[{i}]", 1, 1 << 16) for i, h in enumerate(hidden)),
         train_size=optional_size("train_size"),
         validation_size=optional_size("validation_size"),
@@ -299,11 +310,9 @@ def _parse_dpsgd_game(game: Mapping[str, Any]) -> DpsgdGameSpec:
             _number(v, f"game.learning_rates[{i}]", 0, 1e6, lo_open=True)
             for i, v in enumerate(rates)
         ),
-        clip=_number(game.get("clip", d.clip), "game.clip", 0, 1e9, lo_open=True),
-        device=_choice(game.get("device", d.device), "game.device", (None, "cpu", "cuda")),
-        max_batch_runs=_integer(
-            game.get("max_batch_runs", d.max_batch_runs), "game.max_batch_runs", 1, 1 << 16
-        ),
+        clip=_field(game, d, "game.clip", _number, 0, 1e9, lo_open=True),
+        device=_field(game, d, "game.device", _choice, (None, "cpu", "cuda")),
+        max_batch_runs=_field(game, d, "game.max_batch_runs", _integer, 1, 1 << 16),
     )
 
 
@@ -341,36 +350,27 @@ def _parse_game(raw: object, base: ConfigBase) -> GameSpec:
     }.get(kind, d.proxy if score == "monotone" else "score")
     return GameSpec(
         kind=kind,
-        trials=_integer(game.get("trials", d.trials), "game.trials", *LIMITS["game.trials"]),
-        seed=_integer(game.get("seed", d.seed), "game.seed", *LIMITS["game.seed"]),
-        confidence=_number(
-            game.get("confidence", d.confidence), "game.confidence", 0.5, 1, hi_open=True
-        ),
-        threshold=_choice(game.get("threshold", d.threshold), "game.threshold", THRESHOLD_RULES),
+        trials=_field(game, d, "game.trials", _integer, *LIMITS["game.trials"]),
+        seed=_field(game, d, "game.seed", _integer, *LIMITS["game.seed"]),
+        confidence=_field(game, d, "game.confidence", _number, 0.5, 1, hi_open=True),
+        threshold=_field(game, d, "game.threshold", _choice, THRESHOLD_RULES),
         proxy=_choice(game.get("proxy", default_proxy), "game.proxy", proxies),
-        split_fraction=_number(
-            game.get("split_fraction", d.split_fraction),
-            "game.split_fraction",
-            0,
-            1,
-            lo_open=True,
-            hi_open=True,
+        split_fraction=_field(
+            game, d, "game.split_fraction", _number, 0, 1, lo_open=True, hi_open=True
         ),
-        thresholds=_integer(
-            game.get("thresholds", d.thresholds), "game.thresholds", *LIMITS["game.thresholds"]
-        ),
+        thresholds=_field(game, d, "game.thresholds", _integer, *LIMITS["game.thresholds"]),
         chunk_size=_integer(
             game.get("chunk_size", DPSGD_DEFAULT_CHUNK if kind == "dpsgd" else d.chunk_size),
             "game.chunk_size",
             1,
             1 << 24,
         ),
-        stream=_choice(game.get("stream", d.stream), "game.stream", ("auto", True, False)),
+        stream=_field(game, d, "game.stream", _choice, ("auto", True, False)),
         dpsgd=_parse_dpsgd_game(game) if kind == "dpsgd" else None,
         one_run=None
         if game.get("one_run") is None
         else _parse_one_run(game["one_run"], kind, base),
-        panel=_choice(game.get("panel", d.panel), "game.panel", ("auto", True, False)),
+        panel=_field(game, d, "game.panel", _choice, ("auto", True, False)),
         score=score,
     )
 
@@ -416,9 +416,9 @@ def _parse_one_run(raw: object, kind: str, base: ConfigBase) -> OneRunSpec:
         )
     d = OneRunSpec()
     return OneRunSpec(
-        canaries=_integer(one.get("canaries", d.canaries), "game.one_run.canaries", 2, 10**6),
-        repeats=_integer(one.get("repeats", d.repeats), "game.one_run.repeats", 1, 10**4),
-        family=_choice(one.get("family", d.family), "game.one_run.family", ("tuning", "gdp")),
+        canaries=_field(one, d, "game.one_run.canaries", _integer, 2, 10**6),
+        repeats=_field(one, d, "game.one_run.repeats", _integer, 1, 10**4),
+        family=_field(one, d, "game.one_run.family", _choice, ("tuning", "gdp")),
     )
 
 
