@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -377,18 +376,3 @@ def table4_rows_with_exact() -> list[dict]:
 def table4_lines(rows: list[dict]) -> list[str]:
     """The summary line of the Table 4 reproduction."""
     return ["Agreement with the paper: " + json.dumps(table4_summary(rows))]
-
-
-if __name__ == "__main__":  # pragma: no cover - a quick manual look
-    t = time.time()
-    print(to_markdown(example1_rows()))
-    rows = table4_rows()
-    print(
-        to_markdown(
-            rows, ["eps_B", "tau", "L", "s", "eps_UG", "paper_eps_UG", "eps_UO", "paper_eps_UO"], 2
-        )
-    )
-    print(table4_summary(rows))
-    print(to_markdown(koskela_gaussian_rows()))
-    print(to_markdown(dpsgd_factor_rows()))
-    print(f"{time.time() - t:.1f} s")
