@@ -1,14 +1,13 @@
 """A correct Opacus tuning run: Poisson sampling, per-example clipping, the claim from Opacus.
 
-Logistic regression on the zoo's data (`data`) made private by `opacus.PrivacyEngine`: Poisson
-sampling at rate BATCH / 400, clipping norm CLIP, noise multiplier NOISE, EPOCHS epochs.
+Logistic regression on the zoo's data (`zoo_data`) made private by `opacus.PrivacyEngine`:
+Poisson sampling at rate BATCH / 400, clipping norm CLIP, noise multiplier NOISE, EPOCHS epochs.
 Random search: K ~ Poisson(MEAN_RUNS) runs with learning rates drawn from LEARNING_RATES, the
 best on the validation set released with its learning rate.
 
 The author's claim: `auditsel.from_opacus` on one run's engine, optimizer and loader (Opacus's
-own PRV accountant for the run), with the law of K: the smallest rigorous tuning bound
-(`OpacusRun.tuning_epsilon`, for any score), the upper end of the interval that
-`correct_interval` gives (the correct eps).
+PRV accountant for the run) with the law of K: the smallest rigorous tuning bound for any score
+(`OpacusRun.tuning_epsilon`), the upper end of `correct_interval`.
 
 The audit: a GradientCanary on the padding weight, attached to Opacus's DPOptimizer (added to
 the clipped sum at the sample rate Opacus charges); the score is the released model's move

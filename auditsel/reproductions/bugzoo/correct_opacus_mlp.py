@@ -1,21 +1,16 @@
 """A correct Opacus tuning run as a new user writes it: an MLP with a random init per seed.
 
 scikit-learn's digits (`digits_data`: 1,000 training rows), an MLP 64-8-10 initialised from
-torch's global generator (a new init in every run, drawn from the game's seed), made private by
-`opacus.PrivacyEngine`: Poisson sampling at rate 1 / len(loader) = BATCH / 1,000 = 0.2, noise
-multiplier NOISE, one epoch (STEPS = 5 expected batches). Random search over the grid
-LEARNING_RATES x CLIPS: K ~ TNB(ETA, NU) runs ([PS22]'s truncated negative binomial; here a
-geometric law with E[K] = 2), each with a (learning rate, clipping norm) drawn from the grid;
-the run with the best validation accuracy is released with its learning rate, clipping norm
-and accuracy.
+torch's global generator (a new init every run, from the game's seed), made private by
+`opacus.PrivacyEngine`: Poisson sampling at rate BATCH / 1,000 = 0.2, noise multiplier NOISE,
+one epoch (STEPS = 5 expected batches). Random search over LEARNING_RATES x CLIPS:
+K ~ TNB(ETA, NU) runs ([PS22]; here geometric, E[K] = 2), the best on the validation rows
+released with its learning rate, clipping norm and accuracy.
 
-The author's claim: `auditsel.from_opacus` on one run's engine, optimizer and loader, with the
-law of K: the interval's upper end for any score (`OpacusRun.tuning_epsilon`), at the largest
-clipping norm of the grid (the noise is NOISE times each run's own norm, so every run is the
-same DpsgdBase whatever its norm).
-
-Correct eps: the claim's interval (`OpacusRun.interval`: [attack value, tightest rigorous
-bound]), the tuning run's epsilon for any selection score.
+The author's claim: `auditsel.from_opacus` on one run (at the grid's largest clipping norm: the
+noise is NOISE times each run's own norm, so every run is the same DpsgdBase) with the law of K,
+the interval's upper end for any score (`OpacusRun.tuning_epsilon`). Correct eps: that
+interval (`OpacusRun.interval`).
 """
 
 from __future__ import annotations

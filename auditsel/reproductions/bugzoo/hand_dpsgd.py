@@ -1,19 +1,17 @@
 """A hand-written DP-SGD tuning run on the digits MLP (`torch.func` per-example gradients): the
 loop the `noise_before_clip` and `per_tensor_clip` authors wrote, with their `privatize` step.
 
-Each run: an MLP (`digits_data.mlp`) with a fixed init (INIT_SEED: the author seeds it for
-reproducibility), STEPS steps of Poisson sampling at RATE (each training row in a step with
-probability RATE), per-example gradients of the cross-entropy, with the canary's own example
-gradient appended when it takes part (`canary.examples`, the tutorial's entry for a
-hand-written loop: it goes through the author's clipping as any example's), then
-`privatize(grads, clip, canary)` (the author's clipping and noise: the sum of the batch's
-privatised gradients; its `canary.step` after clipping, the older entry, is then a no-op),
-divided by the expected batch RATE * rows, and a step of learning rate lr. Random search over
-`correct_opacus_mlp`'s grid, K ~ TNB(ETA, NU) runs, the best on the validation rows released
-with its learning rate, clipping norm and accuracy.
+Each run: an MLP (`digits_data.mlp`) with a fixed init (INIT_SEED), STEPS steps of Poisson
+sampling at RATE, per-example gradients of the cross-entropy, with the canary's own example
+gradient appended when it takes part (`canary.examples`: it goes through the author's clipping
+as any example's), then `privatize(grads, clip, canary)` (the author's clipping and noise: the
+privatised sum; its `canary.step` after clipping is then a no-op), divided by the expected
+batch RATE * rows, and a step of learning rate lr. Random search over `correct_opacus_mlp`'s
+grid, K ~ TNB(ETA, NU) runs, the best on the validation rows released with its learning rate,
+clipping norm and accuracy.
 
-The author's claim: the run as DP-SGD, `DpsgdBase(NOISE, STEPS, RATE)`, and the tuning interval's
-upper end for K ~ TNB(ETA, NU) (any score).
+The author's claim: the run as DpsgdBase(NOISE, STEPS, RATE) and the tuning interval's upper
+end for K ~ TNB(ETA, NU) (any score).
 """
 
 from __future__ import annotations

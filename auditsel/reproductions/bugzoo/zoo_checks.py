@@ -1,17 +1,13 @@
 """The checks before games on every bug-zoo pipeline: `auditsel reproduce bugzoo-checks`.
 
 For each pipeline of `PIPELINES`, in order, what `auditsel check
-auditsel.reproductions.bugzoo.NAME:pipeline_objects` does: build the objects of one seeded run
-(`pipeline_objects()`, the pipeline's own training: `objects_s` seconds) and run
-`auditsel.check_pipeline` on them (`checks_s` seconds, the number `auditsel check` prints). A row
-holds the findings (check and severity, "breaks" first), the verdict ("breaks the claim",
-"warning" or "no finding") and what issue 38 expects (`EXPECTED`: the correct pipelines get no
-finding, the bugs of the kinds the checks read break the claim; "-" for the bugs no check reads,
-whose verdict is reported as found). Written to results/bugzoo-checks/ (table.md, table.csv,
-rows.json); docs/generate.py copies the table into docs/howto/check-your-pipeline.md.
-
-The seconds are wall-clock on the machine that ran it (the table says where); the findings are
-deterministic (seeded runs, seeded probes).
+auditsel.reproductions.bugzoo.NAME:pipeline_objects` does: build one seeded run's objects
+(`pipeline_objects()`: `objects_s` seconds) and run `auditsel.check_pipeline` on them (`checks_s`
+seconds, what `auditsel check` prints). A row holds the findings (check and severity, "breaks"
+first), the verdict ("breaks the claim", "warning" or "no finding") and what is expected
+(`EXPECTED`; "-" for the bugs no check reads). Written to results/bugzoo-checks/ (table.md,
+table.csv, rows.json); docs/generate.py copies the table into docs/howto/check-your-pipeline.md.
+The seconds are wall-clock on the machine that ran it; the findings are deterministic.
 """
 
 from __future__ import annotations

@@ -2,19 +2,18 @@
 shape of a pipeline's correct accounting.
 
 `objects(...)` is the dict of a module's `pipeline_objects(seed=0)`: the objects of one seeded,
-small run of its training, keyed exactly as the fields of `auditsel.RunObjects` (what `auditsel.check_pipeline` reads)
-(`model`, `optimizers`: a list, `data_loader`, `engine`: the Opacus `PrivacyEngine` or None,
-`rounds`: the law of K the claim assumes, `delta`), plus `dataset` (the training rows), `release`
-(one release of `tune`), `claim` (the claimed epsilon, computed by the module's `claim`), `base`
-(one run as the claim accounts it, for a hand-written loop with no engine to read it from) and
-`privatizer` (a hand-written loop's clip-and-noise step, `fn(per_example_grads, clip)`, for the
-probe of `auditsel.pipelines.checks.privatizer`). Objects a pipeline does not have are None.
-Building them runs the pipeline's own code with its own seeds: `tune`'s numbers are unchanged.
+small run of its training, keyed as the fields of `auditsel.RunObjects` (what
+`auditsel.check_pipeline` reads): `model`, `optimizers` (a list), `data_loader`, `engine` (the
+Opacus `PrivacyEngine`), `rounds` (the law of K the claim assumes), `delta`, `dataset` (the
+training rows), `release` (one release of `tune`), `claim` (the module's `claim` at `delta`),
+`base` (one run as the claim accounts it, for a hand-written loop) and `privatizer` (a
+hand-written loop's clip-and-noise step, `fn(per_example_grads, clip)`); None where a pipeline
+has no such object. Building them runs the pipeline's own code with its own seeds.
 
 `Interval`: what `correct_interval(delta)` returns, (lower, upper, how): the tuning run's epsilon
 for any selection score lies in [lower, upper] (docs/findings/any-score.md); lower None where no
-valid lower end is computed, upper None where no theorem bounds it, inf where the release is
-not DP at all (a value computed without noise from the private data is released).
+valid lower end is computed, upper None where no theorem bounds it, inf where a value computed
+without noise from the private data is released.
 """
 
 from __future__ import annotations
