@@ -342,15 +342,8 @@ def _plot_bounds(ax: Any, xs: list, rows: list[dict], idx: list[int]) -> None:
         if k
     ]
     if bad:
-        ax.plot(
-            [b[0] for b in bad],
-            [b[1] for b in bad],
-            "rx",
-            ms=8,
-            mew=1.5,
-            ls="none",
-            label="heuristic, CONTRADICTED (below eps_B or eps_L)",
-        )
+        label = "heuristic, CONTRADICTED (below eps_B or eps_L)"
+        ax.plot(*zip(*bad), "rx", ms=8, mew=1.5, ls="none", label=label)
 
 
 def _plot_lower(ax: Any, xs: list, rows: list[dict], idx: list[int]) -> None:
@@ -367,15 +360,8 @@ def _plot_lower(ax: Any, xs: list, rows: list[dict], idx: list[int]) -> None:
             max((p if p is not None and math.isfinite(p) else v or 0) - (v or 0), 0)
             for p, v in zip(point, low)
         ]
-        ax.errorbar(
-            xs,
-            lo,
-            yerr=[[0] * len(lo), up],
-            fmt="o",
-            color="C4",
-            capsize=3,
-            label="eps_L (bar: point estimate)",
-        )
+        label = "eps_L (bar: point estimate)"
+        ax.errorbar(xs, lo, yerr=[[0] * len(lo), up], fmt="o", color="C4", capsize=3, label=label)
 
 
 def _plot(path: Path, name: str, points: list, rows: list[dict]) -> None:

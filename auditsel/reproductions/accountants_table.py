@@ -328,10 +328,9 @@ def findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def plot(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     """Claimed eps per accountant (x) against auditsel's eps_L (y), refuted claims marked."""
-    fig, grid = new_figure((12, 5.2), grid=(1, 2))
-    axes = grid[0]
+    fig, axes = new_figure((12, 5.2), grid=(1, 2))
     markers = "os^vD<>phX*P8d"
-    for ax, tuning in zip(axes, (False, True)):
+    for ax, tuning in zip(axes[0], (False, True)):
         names = [n for n in CLAIMS if (CLAIMS[n].tuning == tuning)]
         sel = [r for r in rows if (r["law"] != "point(k=1)") == tuning]
         top = 1.0
@@ -346,12 +345,10 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
             xs, ys, ref = zip(*pts)
             top = max(top, *xs, *ys)
             ax.scatter(xs, ys, marker=markers[i % len(markers)], s=30, label=name, alpha=0.8)
-            rx = [x for x, r in zip(xs, ref) if r]
-            ry = [y for y, r in zip(ys, ref) if r]
-            if rx:
-                ax.scatter(
-                    rx, ry, marker="o", s=160, facecolors="none", edgecolors="red", linewidths=1.5
-                )
+            refuted = [(x, y) for x, y, r in zip(xs, ys, ref) if r]
+            if refuted:
+                ring = {"marker": "o", "s": 160, "facecolors": "none", "edgecolors": "red"}
+                ax.scatter(*zip(*refuted), **ring, linewidths=1.5)
         pld = [
             (r["single_run_pld"], r["eps_L"]) for r in sel if r.get("single_run_pld") is not None
         ]
@@ -366,10 +363,10 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
         ax.set_ylabel("auditsel eps_L (valid 95% lower bound)")
         ax.set_title("one run (K = 1)" if not tuning else "tuning (K > 1)")
         ax.legend(fontsize=7, loc="upper left")
-    fig.suptitle(
-        "Accountants' claims against the worst-case DP-SGD game (red ring: refuted, eps_L > claim)",
-        fontsize=10,
+    title = (
+        "Accountants' claims against the worst-case DP-SGD game (red ring: refuted, eps_L > claim)"
     )
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
 

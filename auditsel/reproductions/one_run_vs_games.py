@@ -299,25 +299,15 @@ def _plot_one_run(ax: Any, one: Sequence[Mapping[str, Any]]) -> None:
     """comparison.png's one-run rows: [SNJ23]'s and [MMC24]'s eps_L (mean, min-max) at their
     CPU seconds, and each row's exact per-canary epsilon."""
     for i, r in enumerate(one):
-        x = r["cpu_seconds"]
+        x, colour = r["cpu_seconds"], f"C{i + 1}"
         for key, marker, name in (("eps_L", "s", "[SNJ23]"), ("eps_L_mmc24", "^", "[MMC24]")):
-            lo, hi = r[f"{key}_min"], r[f"{key}_max"]
-            ax.errorbar(
-                [x],
-                [r[key]],
-                yerr=[[r[key] - lo], [hi - r[key]]],
-                fmt=marker,
-                color=f"C{i + 1}",
-                capsize=3,
-                label=f"one-run {name}, m = {r['canaries']} (valid 95%; mean, min-max of {r['repeats']})",
+            yerr = [[r[key] - r[f"{key}_min"]], [r[f"{key}_max"] - r[key]]]
+            label = (
+                f"one-run {name}, m = {r['canaries']} (valid 95%; mean, min-max of {r['repeats']})"
             )
-        ax.axhline(
-            r["exact"],
-            color=f"C{i + 1}",
-            ls=":",
-            lw=1.5,
-            label=f"exact, one canary of {r['canaries']} ({r['exact']:.3f})",
-        )
+            ax.errorbar([x], [r[key]], yerr=yerr, fmt=marker, color=colour, capsize=3, label=label)
+        label = f"exact, one canary of {r['canaries']} ({r['exact']:.3f})"
+        ax.axhline(r["exact"], color=colour, ls=":", lw=1.5, label=label)
 
 
 def plot(table: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
@@ -337,19 +327,12 @@ def plot(table: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
         label=f"game-based eps_L (valid 95%, split; mean, min-max of {game[0]['repeats']})",
     )
     _plot_one_run(ax, one)
+    exact, eps_b = game[0]["exact"], game[0]["eps_B"]
     ax.axhline(
-        game[0]["exact"],
-        color="C0",
-        ls="--",
-        lw=1,
-        label=f"exact, tuning run, one example ({game[0]['exact']:.3f})",
+        exact, color="C0", ls="--", lw=1, label=f"exact, tuning run, one example ({exact:.3f})"
     )
     ax.axhline(
-        game[0]["eps_B"],
-        color="grey",
-        ls="-.",
-        lw=1,
-        label=f"exact eps of one DP-SGD run ({game[0]['eps_B']:.3f})",
+        eps_b, color="grey", ls="-.", lw=1, label=f"exact eps of one DP-SGD run ({eps_b:.3f})"
     )
     ax.set_xscale("log")
     ax.set_xlabel("CPU seconds per audit (training + analysis)")
