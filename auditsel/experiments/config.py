@@ -80,16 +80,13 @@ class GameSpec:
     split_fraction: float = 0.5
     thresholds: int = 100  # bonferroni grid size
     chunk_size: int = 1 << 18
-    stream: bool | Literal["auto"] = (
-        "auto"  # auto (stream above STREAM_ABOVE trials) | true | false
-    )
+    #: auto (stream above STREAM_ABOVE trials) | true | false
+    stream: bool | Literal["auto"] = "auto"
     dpsgd: DpsgdGameSpec | None = None
-    one_run: OneRunSpec | None = (
-        None  # one-run audits instead of games (auditsel.experiments.one_run_experiment)
-    )
-    panel: bool | Literal["auto"] = (
-        "auto"  # estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false
-    )
+    #: one-run audits instead of games (auditsel.experiments.one_run_experiment)
+    one_run: OneRunSpec | None = None
+    #: estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false
+    panel: bool | Literal["auto"] = "auto"
     #: how the tuner ranks its runs: "monotone" (today's game), "worst" (the attack's score for
     #: the setting, `games.played_score.resolve_score`) or a FarthestScore
     score: TuningScore | Literal["monotone", "worst"] = "monotone"

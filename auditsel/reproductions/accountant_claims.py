@@ -99,13 +99,16 @@ class Setting:
         return DpsgdBase(self.noise_multiplier, self.steps, self.sample_rate)
 
 
+ADD_REMOVE = "add/remove"
+
+
 @dataclass(frozen=True)
 class Claim:
     name: str
     source: str
-    relation: str
     compute: Callable[[Setting], float | None]
     tuning: bool  # a claim about the tuning run (else about one run)
+    relation: str = ADD_REMOVE
     package: str | None = None  # the optional package it needs
 
 
@@ -244,103 +247,98 @@ def _panel_bound(key: str) -> Callable[[Setting], float | None]:
     return compute
 
 
-ADD_REMOVE = "add/remove"
 CLAIMS = {
     c.name: c
     for c in (
         Claim(
             "opacus_rdp",
             "Opacus RDPAccountant",
-            ADD_REMOVE + " (Opacus: sampled Gaussian RDP, Mironov-Talwar-Zhang 2019)",
             lambda s: _opacus("rdp", s),
             False,
+            ADD_REMOVE + " (Opacus: sampled Gaussian RDP, Mironov-Talwar-Zhang 2019)",
             "opacus",
         ),
         Claim(
             "opacus_gdp",
             "Opacus GaussianAccountant (CLT; Opacus warns it can underestimate)",
-            ADD_REMOVE + " ([DRS22] CLT for Poisson subsampling)",
             lambda s: _opacus("gdp", s),
             False,
+            ADD_REMOVE + " ([DRS22] CLT for Poisson subsampling)",
             "opacus",
         ),
         Claim(
             "opacus_prv",
             "Opacus PRVAccountant (upper end)",
-            ADD_REMOVE + " (PRV of the remove pair)",
             lambda s: _opacus("prv", s),
             False,
+            ADD_REMOVE + " (PRV of the remove pair)",
             "opacus",
         ),
         Claim(
             "prv_accountant",
             "Microsoft prv_accountant (eps_up)",
-            ADD_REMOVE + " (PRV of the remove pair)",
             _prv_accountant,
             False,
+            ADD_REMOVE + " (PRV of the remove pair)",
             "prv-accountant",
         ),
         Claim(
             "dp_accounting_rdp",
             "dp_accounting RdpAccountant",
-            ADD_REMOVE + " (dp_accounting default)",
             _dp_accounting_rdp,
             False,
+            ADD_REMOVE + " (dp_accounting default)",
         ),
         Claim(
             "dp_accounting_pld",
             "dp_accounting PLDAccountant (pessimistic)",
-            ADD_REMOVE + " (NeighboringRelation.ADD_OR_REMOVE_ONE)",
             _dp_accounting_pld,
             False,
+            ADD_REMOVE + " (NeighboringRelation.ADD_OR_REMOVE_ONE)",
         ),
         Claim(
             "reduced_mu",
             "[XWW24] eq. 19: Gaussian eps of mu = tau sqrt(N)/sigma",
-            ADD_REMOVE + " (heuristic for tau < 1)",
             _reduced_mu,
             False,
+            ADD_REMOVE + " (heuristic for tau < 1)",
         ),
         Claim(
             "naive",
             "tuning costs one run's eps (dp_accounting PLD of one run)",
-            ADD_REMOVE,
             single_run_epsilon,
             True,
         ),
         Claim(
             "repeat_and_select",
             "dp_accounting RepeatAndSelectDpEvent (RDP, [PS22])",
-            ADD_REMOVE,
             _repeat_and_select,
             True,
         ),
         Claim(
             "xww24_uo",
             "[XWW24] Algorithm 3 eps_UO with mu = tau sqrt(N)/sigma (monotone score assumed)",
-            ADD_REMOVE + " ([XWW24]'s monotone-score assumption; heuristic for tau < 1)",
             _xww24_uo,
             True,
+            ADD_REMOVE + " ([XWW24]'s monotone-score assumption; heuristic for tau < 1)",
         ),
         Claim(
             "xww24_reduced",
             "[XWW24] reduced game, exact curve with mu = tau sqrt(N)/sigma (monotone score "
             "assumed)",
-            ADD_REMOVE + " ([XWW24]'s monotone-score assumption; heuristic for tau < 1)",
             _xww24_reduced,
             True,
+            ADD_REMOVE + " ([XWW24]'s monotone-score assumption; heuristic for tau < 1)",
         ),
         Claim(
             "profile",
             "auditsel profile bound ([KRW24], dp_accounting PLD profile)",
-            ADD_REMOVE,
             _panel_bound("profile"),
             True,
         ),
         Claim(
             "generic_rdp",
             "auditsel generic RDP bound ([PS22], dp_accounting RDP)",
-            ADD_REMOVE,
             _panel_bound("generic_rdp"),
             True,
         ),

@@ -102,9 +102,8 @@ BUDGET = 8_000  # games per canary: the stated budget when the pilot plans no re
 LOOK_CONFIDENCE = 1 - (1 - CONFIDENCE) / LOOKS  # each look's, and the plan's, confidence
 AUDIT_SEED = 0  # the pilot plays at AUDIT_SEED + 1 (plan_pipeline): never the audit's games
 SCALE = 20.0  # the plot shows correct accountings up to this eps
-CANARY: Literal["both"] = (
-    "both"  # the documented route: an input and a gradient canary chosen for you
-)
+#: the documented route: an input and a gradient canary chosen for you
+CANARY: Literal["both"] = "both"
 REFUSALS = ("canary", "score", "release")  # a ConfigError of these: the route refuses the pipeline
 
 
