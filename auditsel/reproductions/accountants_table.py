@@ -82,7 +82,7 @@ GRID = tuple(
 def cell_id(setting: Setting) -> str:
     text = f"s{setting.noise_multiplier:g}_N{setting.steps}_q{setting.sample_rate:g}_"
     text += _law_name(setting.law)
-    return text.translate(str.maketrans({" ": "", "(": "_", ")": "", ",": "_", "=": ""}))
+    return text.translate(str.maketrans("(,", "__", " )="))
 
 
 def run_cell(
