@@ -122,19 +122,11 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
         spec = _spec(trials, seed + r)
         cpu = time.process_time()
         protocol, proxy = protocol_and_proxy(spec)
-        record = run_game(
-            protocol,
-            proxy,
-            trials,
-            seed + r,
-            execution=ExecutionOptions(chunk_size=spec.game.chunk_size, jobs=1),
-        )
+        execution = ExecutionOptions(chunk_size=spec.game.chunk_size, jobs=1)
+        record = run_game(protocol, proxy, trials, seed + r, execution=execution)
         assert record.scores is not None and record.member is not None  # played in memory
-        eps.append(
-            audit_scores(
-                record.scores, record.member, spec.delta, confidence=0.95, rule=Split(seed=seed + r)
-            ).eps
-        )
+        rule = Split(seed=seed + r)
+        eps.append(audit_scores(record.scores, record.member, spec.delta, rule=rule).eps)
         cpu_total += time.process_time() - cpu
     cpu, mean = cpu_total / repeats, float(np.mean(eps))
     return {
@@ -156,11 +148,8 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
     }
 
 
-def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float) -> dict:
-    from auditsel.dpsgd.trainer import calibrate_noise_multiplier  # deferred: torch
-
+def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float, sigma: float) -> dict:
     s = SETTING
-    sigma = calibrate_noise_multiplier(s["epsilon"], s["delta"], s["steps"], 1.0)
     game = OneRunDpsgd(
         canaries=m,
         noise_multiplier=sigma,
@@ -226,7 +215,7 @@ def rows(
         "eps_B": gaussian_epsilon(mu, s["delta"]),
     }
     out = [_game_row(t, seed, exact, game_repeats) for t in games]
-    out += [_one_run_rows(m, repeats, seed, exact["eps_B"]) for m in canaries]
+    out += [_one_run_rows(m, repeats, seed, exact["eps_B"], sigma) for m in canaries]
     for row in out:
         row["sigma"], row["mu"] = sigma, mu
     return out
