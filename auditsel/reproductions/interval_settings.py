@@ -59,9 +59,7 @@ def rows() -> list[dict]:
         }
         if law.kind == "tnb":
             prof = base_profile(pair)
-            c52 = tnb_shift(prof, law.eta, law.nu)
-            m = law.mean
-            old = float(prof.epsilon(DELTA / m)) + c52
+            old = float(prof.epsilon(DELTA / law.mean)) + tnb_shift(prof, law.eta, law.nu)
             # the registered profile bound: [KRW24]'s (this shift or the recipe's), or the
             # layered profile bound where smaller
             assert profile <= float(profile_epsilon(pair, law, DELTA, prof)) + 1e-9
