@@ -292,20 +292,10 @@ def _write_combined(out_dir: Path, points, rows, results=None, point_plots=False
         "",
     ]
     atomic_write_text(out_dir / "sweep.md", "\n".join(md))
-    atomic_write_text(
-        out_dir / "sweep.json",
-        json.dumps(
-            {
-                "name": name,
-                "points": [
-                    dict(r, label=p.label, interval=res.get("interval"))
-                    for p, r, res in zip(points, rows, results or [{}] * len(rows))
-                ],
-            },
-            indent=2,
-        )
-        + "\n",
-    )
+    found = zip(points, rows, results or [{}] * len(rows))
+    entries = [dict(r, label=p.label, interval=res.get("interval")) for p, r, res in found]
+    text = json.dumps({"name": name, "points": entries}, indent=2) + "\n"
+    atomic_write_text(out_dir / "sweep.json", text)
     _plot(out_dir / "sweep.png", name, points, rows)
 
 

@@ -29,7 +29,7 @@ from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.reproductions.bugzoo import zoo_data
 from auditsel.reproductions.bugzoo.author_claims import any_score_interval, tuning_epsilon
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects
 from auditsel.rounds import Poisson, RoundsLaw
 
 BUG = None
@@ -144,15 +144,11 @@ def hand_objects(
         release = random_search(TRAIN, seed, CANARY, train_one)
     else:
         release = tune_run(TRAIN, seed, CANARY)
-    return objects(
-        model=None,
-        optimizers=[],
-        rounds=Poisson(MEAN_RUNS) if rounds is None else rounds,
-        dataset=torch.utils.data.TensorDataset(*TRAIN),
-        release=release,
-        claim=claim if claimed is None else claimed,
-        base=DpsgdBase(NOISE, STEPS, 1.0),
-        privatizer=privatize if train_one is train else None,
+    law = Poisson(MEAN_RUNS) if rounds is None else rounds
+    base, step = DpsgdBase(NOISE, STEPS, 1.0), privatize if train_one is train else None
+    claimed = claim if claimed is None else claimed
+    return run_objects(
+        (None, [], None, None), law, claimed, TRAIN, release, base=base, privatizer=step
     )
 
 

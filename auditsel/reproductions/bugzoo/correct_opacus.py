@@ -27,7 +27,7 @@ from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.pipelines.opacus import OpacusRun, from_opacus
 from auditsel.reproductions.bugzoo import correct_dpgd, zoo_data
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects
 from auditsel.rounds import Poisson
 
 BUG = None
@@ -142,13 +142,5 @@ def pipeline_objects(seed: int = 0) -> dict[str, Any]:
     """One seeded run's objects (`zoo_objects.objects`)."""
     torch.manual_seed(seed)
     model, engine, optimizer, loader = train(TRAIN, LEARNING_RATES[0], CANARY)
-    return objects(
-        model=model,
-        optimizers=[optimizer],
-        data_loader=loader,
-        engine=engine,
-        rounds=Poisson(MEAN_RUNS),
-        dataset=torch.utils.data.TensorDataset(*TRAIN),
-        release=tune(TRAIN, seed, CANARY),
-        claim=claim,
-    )
+    trained = (model, [optimizer], loader, engine)
+    return run_objects(trained, Poisson(MEAN_RUNS), claim, TRAIN, tune(TRAIN, seed, CANARY))

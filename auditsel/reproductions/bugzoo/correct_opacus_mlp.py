@@ -27,7 +27,7 @@ from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.pipelines.opacus import OpacusRun, from_opacus
 from auditsel.reproductions.bugzoo import digits_data
 from auditsel.reproductions.bugzoo.digits_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects
 from auditsel.rounds import TruncatedNegativeBinomial
 
 BUG = None
@@ -118,13 +118,6 @@ def pipeline_objects(seed: int = 0) -> dict[str, Any]:
     """One seeded run's objects (the convention of `zoo_objects.objects`)."""
     torch.manual_seed(seed)
     model, optimizer, loader, engine = train(TRAIN, LEARNING_RATES[0], CLIPS[-1], NULL)
-    return objects(
-        model=model,
-        optimizers=[optimizer],
-        data_loader=loader,
-        engine=engine,
-        rounds=ROUNDS,
-        dataset=torch.utils.data.TensorDataset(*TRAIN),
-        release=tune(TRAIN, seed, NULL),
-        claim=claim,
+    return run_objects(
+        (model, [optimizer], loader, engine), ROUNDS, claim, TRAIN, tune(TRAIN, seed, NULL)
     )

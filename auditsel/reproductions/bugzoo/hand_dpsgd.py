@@ -28,7 +28,7 @@ from auditsel.mechanisms import DpsgdBase
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_opacus_mlp, digits_data
 from auditsel.reproductions.bugzoo.digits_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import objects
+from auditsel.reproductions.bugzoo.zoo_objects import run_objects
 
 NOISE, STEPS, RATE = 2.0, 5, 0.2
 INIT_SEED = 0
@@ -106,15 +106,10 @@ def hand_objects(seed: int, privatize: Privatize, **shape: Any) -> dict[str, Any
     torch.manual_seed(seed)
     lr, clip = GRID[0]
     model = train(TRAIN, lr, clip, NULL, privatize, fixed_mlp(**shape))
-    return objects(
-        model=model,
-        optimizers=[],
-        rounds=ROUNDS,
-        dataset=torch.utils.data.TensorDataset(*TRAIN),
-        release=random_search(TRAIN, seed, NULL, privatize, **shape),
-        claim=claim,
-        base=DpsgdBase(NOISE, STEPS, RATE),
-        privatizer=privatizer(privatize),
+    release = random_search(TRAIN, seed, NULL, privatize, **shape)
+    base, step = DpsgdBase(NOISE, STEPS, RATE), privatizer(privatize)
+    return run_objects(
+        (model, [], None, None), ROUNDS, claim, TRAIN, release, base=base, privatizer=step
     )
 
 

@@ -18,14 +18,14 @@ without noise from the private data is released.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from auditsel.pipelines.checks.runner import RUN_OBJECTS
 from auditsel.reproductions.bugzoo import DELTA
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["KEYS", "Interval", "objects"]
+__all__ = ["KEYS", "Interval", "objects", "run_objects"]
 
 Interval = tuple[float | None, float | None, str]
 #: `auditsel.RunObjects`' fields, in order: what `auditsel check` reads
@@ -59,3 +59,30 @@ def objects(
         "claim": float(claim(DELTA)),
     }
     return {key: named[key] if key in named else optional.get(key) for key in KEYS}
+
+
+def run_objects(
+    trained: Sequence[Any],
+    rounds: RoundsLaw,
+    claim: Callable[[float], float],
+    rows: Sequence[Any],
+    release: Any,
+    **optional: Any,
+) -> dict[str, Any]:
+    """`objects` of one seeded torch run: `trained` is its (model, optimizers, data loader,
+    engine), `rows` the training tensors (the dataset), `release` one release of `tune`;
+    `optional`: the other OPTIONAL objects."""
+    import torch  # deferred: torch, which the pipelines themselves import
+
+    model, optimizers, loader, engine = trained
+    return objects(
+        model=model,
+        optimizers=optimizers,
+        rounds=rounds,
+        claim=claim,
+        data_loader=loader,
+        engine=engine,
+        dataset=torch.utils.data.TensorDataset(*rows),
+        release=release,
+        **optional,
+    )
