@@ -93,16 +93,8 @@ def _plot_panel(
                 and f"{key}_heuristic" in r.get("contradicted", "").split()
             ]
             if bad:
-                ax.plot(
-                    *zip(*bad),
-                    "rx",
-                    ms=8,
-                    mew=1.5,
-                    ls="none",
-                    label="_nolegend_"
-                    if marked
-                    else "heuristic, CONTRADICTED (below eps_B or eps_L)",
-                )
+                label = "_nolegend_" if marked else "heuristic, CONTRADICTED (below eps_B or eps_L)"
+                ax.plot(*zip(*bad), "rx", ms=8, mew=1.5, ls="none", label=label)
                 marked = True
 
 

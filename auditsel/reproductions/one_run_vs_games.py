@@ -303,18 +303,13 @@ def plot(table: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
     game = [r for r in table if r["canaries"] == 1]
     one = [r for r in table if r["canaries"] > 1]
     fig, ax = new_figure((8, 6.5))
-    ax.errorbar(
-        [r["cpu_seconds"] for r in game],
-        [r["eps_L"] for r in game],
-        yerr=[
-            [r["eps_L"] - r["eps_L_min"] for r in game],
-            [r["eps_L_max"] - r["eps_L"] for r in game],
-        ],
-        fmt="o-",
-        color="C0",
-        capsize=3,
-        label=f"game-based eps_L (valid 95%, split; mean, min-max of {game[0]['repeats']})",
-    )
+    xs, ys = [r["cpu_seconds"] for r in game], [r["eps_L"] for r in game]
+    yerr = [
+        [y - r["eps_L_min"] for y, r in zip(ys, game)],
+        [r["eps_L_max"] - y for y, r in zip(ys, game)],
+    ]
+    label = f"game-based eps_L (valid 95%, split; mean, min-max of {game[0]['repeats']})"
+    ax.errorbar(xs, ys, yerr=yerr, fmt="o-", color="C0", capsize=3, label=label)
     _plot_one_run(ax, one)
     exact, eps_b = game[0]["exact"], game[0]["eps_B"]
     ax.axhline(
