@@ -91,13 +91,10 @@ def run_cell(
     """Play the worst-case game for one cell; returns the LowerBound and the seconds it took."""
     game = DpsgdWorstCase(setting.noise_multiplier, setting.steps, setting.sample_rate, setting.law)
     start = time.perf_counter()
+    fingerprint = f"accountants/{cell_id(setting)}/{seed}"
+    execution = ExecutionOptions(jobs=jobs, checkpoint_dir=checkpoint_dir)
     record = run_game(
-        game,
-        SampleProxy(),
-        games,
-        seed,
-        fingerprint=f"accountants/{cell_id(setting)}/{seed}",
-        execution=ExecutionOptions(jobs=jobs, checkpoint_dir=checkpoint_dir),
+        game, SampleProxy(), games, seed, fingerprint=fingerprint, execution=execution
     )
     assert record.scores is not None and record.member is not None  # played in memory
     bound = audit_scores(  # the split's seed: the game's (independent streams of it)
@@ -149,12 +146,9 @@ def _cell_row(
     lower = lower_estimates(setting) if setting.single_run else {}
     bound, seconds, played = _played_cell(index, setting, claims, sizes, jobs, work_dir)
     t1 = time.perf_counter()
+    source = f"eps_L (worst-case game, {played:,} games, 95%)"
     interval = tuning_interval(
-        setting.base,
-        setting.law,
-        setting.delta,
-        eps_l=bound.eps,
-        eps_l_source=f"eps_L (worst-case game, {played:,} games, 95%)",
+        setting.base, setting.law, setting.delta, eps_l=bound.eps, eps_l_source=source
     )
     attack_value = attack_epsilon(setting.base, setting.law, setting.delta)
     attack_seconds = time.perf_counter() - t1

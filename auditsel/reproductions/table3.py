@@ -82,14 +82,9 @@ def run_cell(
     spec = replace(grid.game, threat=threat, canary=canary)
     protocol = build_protocol(spec, base, grid.rounds, data)
     scorer = make_scorer(spec, grid.proxies, base, grid.rounds)
+    execution = ExecutionOptions(chunk_size=grid.chunk_size, jobs=jobs)
     start = time.perf_counter()
-    record = run_game(
-        protocol,
-        scorer,
-        grid.trials,
-        grid.seed + index,
-        execution=ExecutionOptions(chunk_size=grid.chunk_size, jobs=jobs),
-    )
+    record = run_game(protocol, scorer, grid.trials, grid.seed + index, execution=execution)
     return base, record, time.perf_counter() - start
 
 
@@ -120,12 +115,13 @@ def run_grid(
         if eps not in upper:
             upper[eps] = upper_bounds(base, grid.rounds, grid.delta)
         for j, proxy in enumerate(grid.proxies):
+            rule = Split(seed=index)  # a seed per cell, fixed before any score is seen
             lb = audit_scores(
                 record.scores[:, j],
                 record.member,
-                delta=grid.delta,
+                grid.delta,
                 confidence=grid.confidence,
-                rule=Split(seed=index),  # a seed per cell, fixed before any score is seen
+                rule=rule,
             )
             row = {
                 "threat": threat,
