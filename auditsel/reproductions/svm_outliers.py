@@ -59,12 +59,7 @@ DELTA = 1e-5
 def sample_data(seed: int = 0, per_class: int = 20) -> tuple[np.ndarray, np.ndarray]:
     """D: (X, y), `per_class` points of each class, labels -1 then +1."""
     rng = np.random.default_rng(seed)
-    X = np.vstack(
-        [
-            rng.normal(NEGATIVE_MEAN, 1.0, (per_class, 2)),
-            rng.normal(POSITIVE_MEAN, 1.0, (per_class, 2)),
-        ]
-    )
+    X = np.vstack([rng.normal(m, 1.0, (per_class, 2)) for m in (NEGATIVE_MEAN, POSITIVE_MEAN)])
     return X, np.r_[-np.ones(per_class), np.ones(per_class)]
 
 

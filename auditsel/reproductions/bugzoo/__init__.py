@@ -357,10 +357,8 @@ def findings(rows: list[dict]) -> list[str]:
             + ", ".join(f"`{r['pipeline']}` at {r['games']:,} of {r['budget']:,}" for r in early)
             + "."
         )
-    for r in refused:
-        lines.append(f"- `{r['pipeline']}`: {r['status']}.")
-    for r in [r for r in audited if r["refuted"]]:
-        lines.append(f"- `{r['pipeline']}` refuted by {r['score']}.")
+    lines += [f"- `{r['pipeline']}`: {r['status']}." for r in refused]
+    lines += [f"- `{r['pipeline']}` refuted by {r['score']}." for r in audited if r["refuted"]]
     earlier = [r["pipeline"] for r in audited if "every released field" in r["score"]]
     if earlier:  # rows kept from a run before the learned default score (issue 36)
         lines.append(
