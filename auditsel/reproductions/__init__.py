@@ -219,8 +219,8 @@ def to_markdown(rows: list[dict], columns: Sequence[str] | None = None, digits: 
     return "\n".join(lines)
 
 
-def _csv(rows) -> str:
-    columns = list(dict.fromkeys(k for r in rows for k in r))
+def _csv(rows, columns: Sequence[str] | None = None) -> str:
+    columns = list(columns or dict.fromkeys(k for r in rows for k in r))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns)
     writer.writeheader()

@@ -19,8 +19,6 @@ CPU seconds are this process's CPU time (all threads) for the training and the a
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import time
@@ -42,6 +40,7 @@ from auditsel.games.engine import run_game
 from auditsel.games.one_run_dpsgd import OneRunDpsgd
 from auditsel.games.one_run_reduced import OneRunReducedGame
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon, gaussian_mu
+from auditsel.reproductions import _csv
 from auditsel.results.figures import new_figure, save_figure
 from auditsel.rounds import law_from_dict
 from auditsel.selection import GaussianWinner
@@ -377,11 +376,7 @@ def write(
         "",
     ]
     (out / "table.md").write_text("\n".join(md))
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=sorted({k for r in table for k in r}))
-    writer.writeheader()
-    writer.writerows(table)
-    (out / "table.csv").write_text(buf.getvalue())
+    (out / "table.csv").write_text(_csv(table, sorted({k for r in table for k in r})))
     (out / "rows.json").write_text(json.dumps(table, indent=1, allow_nan=False))
     files = [out / "table.md", out / "table.csv", out / "rows.json", *plot(table, out)]
     if tightness:
