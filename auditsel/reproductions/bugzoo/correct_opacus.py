@@ -16,7 +16,6 @@ along it per unit learning rate.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,7 @@ from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.pipelines.opacus import OpacusRun, from_opacus
 from auditsel.reproductions.bugzoo import correct_dpgd, zoo_data
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, quiet, run_objects
 from auditsel.rounds import Poisson
 
 BUG = None
@@ -47,12 +46,6 @@ def zero_model() -> torch.nn.Linear:
     torch.nn.init.zeros_(model.weight)
     torch.nn.init.zeros_(model.bias)
     return model
-
-
-def quiet() -> None:
-    warnings.filterwarnings("ignore", message="Secure RNG turned off")  # fine for tuning
-    warnings.filterwarnings("ignore", message="Full backward hook")  # Opacus's hooks
-    warnings.filterwarnings("ignore", message="Optimal order is the")  # RDP's order range
 
 
 def make_private(

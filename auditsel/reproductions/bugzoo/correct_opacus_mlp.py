@@ -16,7 +16,6 @@ interval (`OpacusRun.interval`).
 from __future__ import annotations
 
 import itertools
-import warnings
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,7 @@ from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.pipelines.opacus import OpacusRun, from_opacus
 from auditsel.reproductions.bugzoo import digits_data
 from auditsel.reproductions.bugzoo.digits_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, quiet, run_objects
 from auditsel.rounds import TruncatedNegativeBinomial
 
 BUG = None
@@ -40,12 +39,6 @@ ROUNDS = TruncatedNegativeBinomial(ETA, NU)
 
 TRAIN, VALIDATION = digits_data.load()
 NULL = GradientCanary(coordinate=0)  # unbound: a no-op (the claim's run, outside any game)
-
-
-def quiet() -> None:
-    warnings.filterwarnings("ignore", message="Secure RNG turned off")  # fine for tuning
-    warnings.filterwarnings("ignore", message="Full backward hook")  # Opacus's hooks
-    warnings.filterwarnings("ignore", message="Optimal order is the")  # RDP's order range
 
 
 def make_private(

@@ -18,6 +18,7 @@ without noise from the private data is released.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ from auditsel.pipelines.checks.runner import RUN_OBJECTS
 from auditsel.reproductions.bugzoo import DELTA
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["KEYS", "Interval", "objects", "run_objects"]
+__all__ = ["KEYS", "Interval", "objects", "quiet", "run_objects"]
 
 Interval = tuple[float | None, float | None, str]
 #: `auditsel.RunObjects`' fields, in order: what `auditsel check` reads
@@ -86,3 +87,10 @@ def run_objects(
         release=release,
         **optional,
     )
+
+
+def quiet() -> None:
+    """Silence Opacus's notices for the zoo's Opacus runs."""
+    warnings.filterwarnings("ignore", message="Secure RNG turned off")  # fine for tuning
+    warnings.filterwarnings("ignore", message="Full backward hook")  # Opacus's hooks
+    warnings.filterwarnings("ignore", message="Optimal order is the")  # RDP's order range
