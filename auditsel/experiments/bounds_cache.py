@@ -1,27 +1,21 @@
 """The bounds of a setting kept on disk across runs of `auditsel run`.
 
 Contract. `cached(key, compute, folder)` returns compute() and, with a `folder`, keeps it there
-under a name that is the sha256 of the key, of the digest of every source file of the
-installed package (`auditsel.games.fingerprint.package_digest`), of the versions of
-python, numpy, scipy and dp_accounting and of the vector unit numpy computes with (its enabled
-dispatch targets: numpy's exp and log round differently with AVX-512, issue 37; a folder
-shared by two machines, or a run under tools/cpu_profile.py, keeps their values apart): a
-value is read back only by the code, and the libraries and vector unit, that computed it, for the same setting (the pair, the law of K, delta, whether
-curves are drawn), so it is the value compute() would return (pickled: every float to the
-last bit). A file that cannot be read or unpickled is computed again and rewritten; a folder
-that cannot be written is not an error (the value is computed, not kept). Files are written
-atomically, so concurrent runs never read half a file. A key whose repr is not a pure
-function of its value (an object address in it) is never kept.
+under the sha256 of the key, of the package's source digest
+(`auditsel.games.fingerprint.package_digest`), of the versions of python, numpy, scipy and
+dp_accounting and of numpy's vector unit (its enabled dispatch targets: exp and log round
+differently with AVX-512). A value is thus read back only by the code, libraries and vector
+unit that computed it, for the same setting (pair, law of K, delta, curves or not): it is the
+value compute() would return (pickled: every float to the last bit). An unreadable file is
+computed again and rewritten; an unwritable folder is not an error (nothing kept). Files are
+written atomically. A key whose repr holds an object address is never kept.
 
 `cache_folder(out_dir)` is where `auditsel run` keeps them: `$AUDITSEL_CACHE_DIR` when set (a
-folder the user names, shared by every run; the value `off` keeps nothing), else
-`OUT/.bounds-cache` inside the run's output folder, so that nothing is written outside it
-unless asked for: a rerun into the same folder reads them back. The CLI's `--no-cache` keeps
-nothing either; the Python API keeps
-nothing unless it is given a folder. A kept value is small (a few kB to a few hundred kB: the
-attack's score-search tables are not kept). Deleting the folder is always safe. The values are
-pickles, which run code when read: the folder is made readable and writable by its owner only,
-and should not be one that others can write.
+folder shared by every run; `off` keeps nothing), else `OUT/.bounds-cache` inside the run's
+output folder. The CLI's `--no-cache` keeps nothing; the Python API keeps nothing unless given
+a folder. Deleting the folder is always safe. The values are pickles, which run code when read:
+the folder is made readable and writable by its owner only, and should not be one that others
+can write.
 """
 
 from __future__ import annotations

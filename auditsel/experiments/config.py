@@ -9,7 +9,7 @@ one line and exits 2. Unknown keys are errors. YAML is read with safe_load only
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -19,28 +19,12 @@ import numpy as np
 from attacks.dpsgd_game import DpsgdGameSpec
 from attacks.names import CANARY_NAMES, DPSGD_PROXIES, INPUT_CANARIES, MODEL_NAMES, THREAT_NAMES
 from attacks.proxies import PROXIES
-from auditsel.auditing.rules import (
-    THRESHOLD_RULES,
-    ThresholdRule,
-    threshold_rule,
-)
-from auditsel.errors import (
-    LIMITS,
-    ConfigError,
-    shown,
-)
-from auditsel.errors import (
-    choice as _choice,
-)
-from auditsel.errors import (
-    integer as _integer,
-)
-from auditsel.errors import (
-    mapping as _mapping,
-)
-from auditsel.errors import (
-    number as _number,
-)
+from auditsel.auditing.rules import THRESHOLD_RULES, ThresholdRule, threshold_rule
+from auditsel.errors import LIMITS, ConfigError, shown
+from auditsel.errors import choice as _choice
+from auditsel.errors import integer as _integer
+from auditsel.errors import mapping as _mapping
+from auditsel.errors import number as _number
 from auditsel.events import LaplaceBase
 from auditsel.mechanisms import (
     NOISE_MAX,
@@ -96,16 +80,13 @@ class GameSpec:
     split_fraction: float = 0.5
     thresholds: int = 100  # bonferroni grid size
     chunk_size: int = 1 << 18
-    stream: bool | Literal["auto"] = (
-        "auto"  # auto (stream above STREAM_ABOVE trials) | true | false
-    )
+    #: auto (stream above STREAM_ABOVE trials) | true | false
+    stream: bool | Literal["auto"] = "auto"
     dpsgd: DpsgdGameSpec | None = None
-    one_run: OneRunSpec | None = (
-        None  # one-run audits instead of games (auditsel.experiments.one_run_experiment)
-    )
-    panel: bool | Literal["auto"] = (
-        "auto"  # estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false
-    )
+    #: one-run audits instead of games (auditsel.experiments.one_run_experiment)
+    one_run: OneRunSpec | None = None
+    #: estimator panel: auto (in-memory runs up to PANEL_ABOVE trials) | true | false
+    panel: bool | Literal["auto"] = "auto"
     #: how the tuner ranks its runs: "monotone" (today's game), "worst" (the attack's score for
     #: the setting, `games.played_score.resolve_score`) or a FarthestScore
     score: TuningScore | Literal["monotone", "worst"] = "monotone"
@@ -170,19 +151,32 @@ def _no_unknown(section: Mapping[str, Any], name: str, allowed: Collection[str])
             )
 
 
+def _field(
+    section: Mapping[str, Any],
+    spec: object,
+    path: str,
+    check: Callable[..., Any],
+    *args: Any,
+    **kw: Any,
+) -> Any:
+    """`check` of the section's value of `path`'s last key (default: the spec's field)."""
+    key = path.rsplit(".", 1)[-1]
+    return check(section.get(key, getattr(spec, key)), path, *args, **kw)
+
+
 # --- sections ------------------------------------------------------------------------------
 
 
 BASE_KINDS = ("gaussian", "discrete", "dpsgd", "laplace")
 
 
-def _parse_base(raw: object, delta: float) -> ConfigBase:
+def parse_base(raw: object, delta: float) -> ConfigBase:
+    """The mechanism pair of a config's `base` section (a mapping: kind gaussian, discrete,
+    dpsgd or laplace, as in a config file); a ConfigError names the field."""
     base = _mapping(raw, "base")
     kind = _choice(base.get("kind"), "base.kind", BASE_KINDS)
-    if kind == "dpsgd":
-        return _parse_dpsgd_base(base, delta)
-    if kind == "laplace":
-        return _parse_laplace_base(base)
+    if kind in ("dpsgd", "laplace"):
+        return _parse_steps_base(base, delta, kind)
     if kind == "gaussian":
         _no_unknown(base, "base", {"kind", "mu", "epsilon"})
         if ("mu" in base) == ("epsilon" in base):
@@ -211,45 +205,51 @@ def _parse_base(raw: object, delta: float) -> ConfigBase:
         raise err.within("base") from None
 
 
-def parse_base(raw: object, delta: float) -> ConfigBase:
-    """The mechanism pair of a config's `base` section (a mapping: kind gaussian, discrete,
-    dpsgd or laplace, as in a config file); a ConfigError names the field."""
-    return _parse_base(raw, delta)
-
-
-def _parse_dpsgd_base(base: Mapping[str, Any], delta: float) -> DpsgdBase:
-    """One DP-SGD run ([XWW24] eq. 1): sigma given, or calibrated to eps_B at delta."""
+def _parse_steps_base(base: Mapping[str, Any], delta: float, kind: str) -> DpsgdBase | LaplaceBase:
+    """dpsgd: one DP-SGD run ([XWW24] eq. 1), sigma given or calibrated to eps_B at delta;
+    laplace: N (Poisson-subsampled) Laplace steps (`auditsel.events.LaplaceBase`), b given or
+    calibrated to a pure eps of one run."""
     _no_unknown(
         base, "base", {"kind", "noise_multiplier", "epsilon", "steps", "sample_rate", "accountant"}
     )
+    dpsgd = kind == "dpsgd"
     if ("noise_multiplier" in base) == ("epsilon" in base):
         raise ConfigError(
             "base.noise_multiplier",
-            "give exactly one of base.noise_multiplier (sigma, in "
-            "(0, inf)) or base.epsilon (eps_B of one run at delta)",
+            "give exactly one of base.noise_multiplier "
+            + (
+                "(sigma, in (0, inf)) or base.epsilon (eps_B of one run at delta)"
+                if dpsgd
+                else "(b, in (0, inf)) or base.epsilon (the pure eps of one run, in (0, 100])"
+            ),
         )
-    if "steps" not in base:
+    if dpsgd and "steps" not in base:
         raise ConfigError(
             "base.steps", "required for kind dpsgd: the number of DP-SGD steps N (integer >= 1)"
         )
-    steps = _integer(base["steps"], "base.steps", 1, STEPS_MAX)
+    steps = _integer(base.get("steps", 1), "base.steps", 1, STEPS_MAX)
     rate = _number(base.get("sample_rate", 1.0), "base.sample_rate", SAMPLE_RATE_MIN, 1)
-    accountant = _choice(base.get("accountant", "rdp"), "base.accountant", ("rdp", "pld"))
+    accountants = ("rdp", "pld") if dpsgd else ("pld", "rdp")
+    accountant = _choice(base.get("accountant", accountants[0]), "base.accountant", accountants)
+    cls = DpsgdBase if dpsgd else LaplaceBase
     try:
         if "noise_multiplier" in base:
-            sigma = _number(base["noise_multiplier"], "base.noise_multiplier", NOISE_MIN, NOISE_MAX)
-            return DpsgdBase(sigma, steps, rate, accountant)
+            b = _number(base["noise_multiplier"], "base.noise_multiplier", NOISE_MIN, NOISE_MAX)
+            return cls(b, steps, rate, accountant)
         eps = _number(base["epsilon"], "base.epsilon", 0, 100, lo_open=True)
-        if delta <= 0:
+        if dpsgd and delta <= 0:
             raise ConfigError(
                 "delta", "must be in (0, 1) to calibrate base.epsilon to a noise multiplier"
             )
         try:
-            return DpsgdBase.from_epsilon(eps, delta, steps, rate, accountant)
+            if dpsgd:
+                return DpsgdBase.from_epsilon(eps, delta, steps, rate, accountant)
+            return LaplaceBase.from_epsilon(eps, steps, rate, accountant)
         except ConfigError as err:
             if err.field != "noise_multiplier":
                 raise
-            most = DpsgdBase(NOISE_MIN, steps, rate, accountant).epsilon(delta)
+            least = cls(NOISE_MIN, steps, rate, accountant)
+            most = least.epsilon(delta) if isinstance(least, DpsgdBase) else least.pure_epsilon
             raise ConfigError(
                 "base.epsilon",
                 f"calibrates to a noise multiplier below {NOISE_MIN:g}, where the bounds leave "
@@ -259,47 +259,12 @@ def _parse_dpsgd_base(base: Mapping[str, Any], delta: float) -> DpsgdBase:
         raise (err if err.field.startswith(("base.", "delta")) else err.within("base")) from None
 
 
-def _parse_laplace_base(base: Mapping[str, Any]) -> LaplaceBase:
-    """N (Poisson-subsampled) Laplace steps (`auditsel.events.LaplaceBase`): the noise
-    multiplier b given, or calibrated to a pure eps of one run."""
-    _no_unknown(
-        base, "base", {"kind", "noise_multiplier", "epsilon", "steps", "sample_rate", "accountant"}
-    )
-    if ("noise_multiplier" in base) == ("epsilon" in base):
-        raise ConfigError(
-            "base.noise_multiplier",
-            "give exactly one of base.noise_multiplier (b, in (0, inf)) or base.epsilon "
-            "(the pure eps of one run, in (0, 100])",
-        )
-    steps = _integer(base.get("steps", 1), "base.steps", 1, STEPS_MAX)
-    rate = _number(base.get("sample_rate", 1.0), "base.sample_rate", SAMPLE_RATE_MIN, 1)
-    accountant = _choice(base.get("accountant", "pld"), "base.accountant", ("pld", "rdp"))
-    try:
-        if "noise_multiplier" in base:
-            b = _number(base["noise_multiplier"], "base.noise_multiplier", NOISE_MIN, NOISE_MAX)
-            return LaplaceBase(b, steps, rate, accountant)
-        eps = _number(base["epsilon"], "base.epsilon", 0, 100, lo_open=True)
-        try:
-            return LaplaceBase.from_epsilon(eps, steps, rate, accountant)
-        except ConfigError as err:
-            if err.field != "noise_multiplier":
-                raise
-            most = LaplaceBase(NOISE_MIN, steps, rate, accountant).pure_epsilon
-            raise ConfigError(
-                "base.epsilon",
-                f"calibrates to a noise multiplier below {NOISE_MIN:g}, where the bounds leave "
-                f"float64: at most {most:.4g} for these steps and sample rate, got {eps:g}",
-            ) from None
-    except ConfigError as err:
-        raise (err if err.field.startswith("base.") else err.within("base")) from None
-
-
 DPSGD_DEFAULT_CHUNK = 64
 
 
 def _parse_dpsgd_game(game: Mapping[str, Any]) -> DpsgdGameSpec:
     d = DpsgdGameSpec()
-    dataset = _choice(game.get("dataset", d.dataset), "game.dataset", DPSGD_DATASETS)
+    dataset = _field(game, d, "game.dataset", _choice, DPSGD_DATASETS)
     data_dir = game.get("data_dir", d.data_dir)
     if dataset in LOCAL_DATASETS:
         if not isinstance(data_dir, str) or not data_dir:
@@ -329,16 +294,12 @@ def _parse_dpsgd_game(game: Mapping[str, Any]) -> DpsgdGameSpec:
         return None if value is None else _integer(value, f"game.{key}", 1, 10**8)
 
     return DpsgdGameSpec(
-        threat=_choice(game.get("threat", d.threat), "game.threat", THREAT_NAMES),
-        canary=_choice(game.get("canary", d.canary), "game.canary", CANARY_NAMES),
-        input_canary=_choice(
-            game.get("input_canary", d.input_canary),
-            "game.input_canary",
-            INPUT_CANARIES,
-        ),
+        threat=_field(game, d, "game.threat", _choice, THREAT_NAMES),
+        canary=_field(game, d, "game.canary", _choice, CANARY_NAMES),
+        input_canary=_field(game, d, "game.input_canary", _choice, INPUT_CANARIES),
         dataset=dataset,
         data_dir=data_dir,
-        model=_choice(game.get("model", d.model), "game.model", MODEL_NAMES),
+        model=_field(game, d, "game.model", _choice, MODEL_NAMES),
         hidden=tuple(_integer(h, f"game.hidden[{i}]", 1, 1 << 16) for i, h in enumerate(hidden)),
         train_size=optional_size("train_size"),
         validation_size=optional_size("validation_size"),
@@ -346,11 +307,9 @@ def _parse_dpsgd_game(game: Mapping[str, Any]) -> DpsgdGameSpec:
             _number(v, f"game.learning_rates[{i}]", 0, 1e6, lo_open=True)
             for i, v in enumerate(rates)
         ),
-        clip=_number(game.get("clip", d.clip), "game.clip", 0, 1e9, lo_open=True),
-        device=_choice(game.get("device", d.device), "game.device", (None, "cpu", "cuda")),
-        max_batch_runs=_integer(
-            game.get("max_batch_runs", d.max_batch_runs), "game.max_batch_runs", 1, 1 << 16
-        ),
+        clip=_field(game, d, "game.clip", _number, 0, 1e9, lo_open=True),
+        device=_field(game, d, "game.device", _choice, (None, "cpu", "cuda")),
+        max_batch_runs=_field(game, d, "game.max_batch_runs", _integer, 1, 1 << 16),
     )
 
 
@@ -361,19 +320,13 @@ def _game_kind(game: Mapping[str, Any], base: ConfigBase) -> str:
     if kind == "dpsgd":
         allowed |= set(DpsgdGameSpec.__dataclass_fields__)
     _no_unknown(game, "game", allowed)
-    expected_base = {
-        "reduced": (GaussianBase, DpsgdBase),
-        "discrete": (FiniteOutputBase,),
-        "dpsgd": (DpsgdBase,),
-        "dpsgd_worst_case": (DpsgdBase,),
+    expected_base, need = {
+        "reduced": ((GaussianBase, DpsgdBase), "gaussian or dpsgd"),
+        "discrete": ((FiniteOutputBase,), "discrete"),
+        "dpsgd": ((DpsgdBase,), "dpsgd"),
+        "dpsgd_worst_case": ((DpsgdBase,), "dpsgd"),
     }[kind]
     if not isinstance(base, expected_base):
-        need = {
-            "reduced": "gaussian or dpsgd",
-            "discrete": "discrete",
-            "dpsgd": "dpsgd",
-            "dpsgd_worst_case": "dpsgd",
-        }[kind]
         raise ConfigError("game.kind", f"{kind} needs base.kind: {need}")
     return kind
 
@@ -394,36 +347,27 @@ def _parse_game(raw: object, base: ConfigBase) -> GameSpec:
     }.get(kind, d.proxy if score == "monotone" else "score")
     return GameSpec(
         kind=kind,
-        trials=_integer(game.get("trials", d.trials), "game.trials", *LIMITS["game.trials"]),
-        seed=_integer(game.get("seed", d.seed), "game.seed", *LIMITS["game.seed"]),
-        confidence=_number(
-            game.get("confidence", d.confidence), "game.confidence", 0.5, 1, hi_open=True
-        ),
-        threshold=_choice(game.get("threshold", d.threshold), "game.threshold", THRESHOLD_RULES),
+        trials=_field(game, d, "game.trials", _integer, *LIMITS["game.trials"]),
+        seed=_field(game, d, "game.seed", _integer, *LIMITS["game.seed"]),
+        confidence=_field(game, d, "game.confidence", _number, 0.5, 1, hi_open=True),
+        threshold=_field(game, d, "game.threshold", _choice, THRESHOLD_RULES),
         proxy=_choice(game.get("proxy", default_proxy), "game.proxy", proxies),
-        split_fraction=_number(
-            game.get("split_fraction", d.split_fraction),
-            "game.split_fraction",
-            0,
-            1,
-            lo_open=True,
-            hi_open=True,
+        split_fraction=_field(
+            game, d, "game.split_fraction", _number, 0, 1, lo_open=True, hi_open=True
         ),
-        thresholds=_integer(
-            game.get("thresholds", d.thresholds), "game.thresholds", *LIMITS["game.thresholds"]
-        ),
+        thresholds=_field(game, d, "game.thresholds", _integer, *LIMITS["game.thresholds"]),
         chunk_size=_integer(
             game.get("chunk_size", DPSGD_DEFAULT_CHUNK if kind == "dpsgd" else d.chunk_size),
             "game.chunk_size",
             1,
             1 << 24,
         ),
-        stream=_choice(game.get("stream", d.stream), "game.stream", ("auto", True, False)),
+        stream=_field(game, d, "game.stream", _choice, ("auto", True, False)),
         dpsgd=_parse_dpsgd_game(game) if kind == "dpsgd" else None,
         one_run=None
         if game.get("one_run") is None
         else _parse_one_run(game["one_run"], kind, base),
-        panel=_choice(game.get("panel", d.panel), "game.panel", ("auto", True, False)),
+        panel=_field(game, d, "game.panel", _choice, ("auto", True, False)),
         score=score,
     )
 
@@ -469,9 +413,9 @@ def _parse_one_run(raw: object, kind: str, base: ConfigBase) -> OneRunSpec:
         )
     d = OneRunSpec()
     return OneRunSpec(
-        canaries=_integer(one.get("canaries", d.canaries), "game.one_run.canaries", 2, 10**6),
-        repeats=_integer(one.get("repeats", d.repeats), "game.one_run.repeats", 1, 10**4),
-        family=_choice(one.get("family", d.family), "game.one_run.family", ("tuning", "gdp")),
+        canaries=_field(one, d, "game.one_run.canaries", _integer, 2, 10**6),
+        repeats=_field(one, d, "game.one_run.repeats", _integer, 1, 10**4),
+        family=_field(one, d, "game.one_run.family", _choice, ("tuning", "gdp")),
     )
 
 
@@ -500,7 +444,7 @@ def parse_config(raw: object) -> ExperimentSpec:
             f"output folder results/NAME), got {shown(name)}",
         )
     delta = _number(top["delta"], "delta", 0, 1, hi_open=True)
-    base = _parse_base(top["base"], delta)
+    base = parse_base(top["base"], delta)
     rounds = law_from_dict(_mapping(top["rounds"], "rounds"), path="rounds")
     game = _parse_game(top["game"], base) if top.get("game") is not None else None
     return ExperimentSpec(

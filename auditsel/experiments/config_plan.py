@@ -111,33 +111,16 @@ def plan_spec(
     design: dict[str, Any] = dict(
         split_fraction=g.split_fraction, thresholds=g.thresholds, spec_grid=g.kind != "dpsgd"
     )
+    test = (g.threshold, g.confidence, spec.delta)  # the audit's rule, confidence and delta
     need = None
     if target_eps is not None:
-        need = games_needed(
-            curve, target_eps, g.threshold, g.confidence, spec.delta, power, **design
-        )
+        need = games_needed(curve, target_eps, *test, power, **design)
     expected = prob = low = high = None
     if games is not None:
-        expected, law = law_for_games(curve, games, g.threshold, g.confidence, spec.delta, **design)
+        expected, law = law_for_games(curve, games, *test, **design)
         low, high, _ = planned_range(law, expected)
         if target_eps is not None:
-            prob = prob_for_games(
-                curve, target_eps, games, g.threshold, g.confidence, spec.delta, **design
-            )
-    return Plan(
-        target_eps,
-        need,
-        power,
-        g.threshold,
-        g.confidence,
-        exact_eps,
-        curve.source,
-        games,
-        expected,
-        prob,
-        game_eps=curve_epsilon(curve, spec.delta)
-        if not curve.source.startswith("simulated")
-        else None,
-        eps_low=low,
-        eps_high=high,
-    )
+            prob = prob_for_games(curve, target_eps, games, *test, **design)
+    game_eps = None if curve.source.startswith("simulated") else curve_epsilon(curve, spec.delta)
+    asked = (target_eps, need, power, g.threshold, g.confidence, exact_eps, curve.source, games)
+    return Plan(*asked, expected, prob, game_eps=game_eps, eps_low=low, eps_high=high)

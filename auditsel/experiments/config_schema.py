@@ -75,7 +75,7 @@ class Field:
 
     key: str
     kinds: tuple[str, ...] = ("all",)
-    default: str
+    default: str = "required"
     allowed: str
     range: Range | None = None
 
@@ -123,21 +123,15 @@ TOP = Section(
     rows=(
         Field(
             key="name",
-            default="required",
             allowed="a non-empty string of letters, digits, `-`, `_`, `.`; names the output folder `auditsel-results/<name>/`",
         ),
         Field(
             key="delta",
-            default="required",
             allowed="in {range}; the delta at which every epsilon is reported (a calibrated `base.epsilon` needs delta > 0)",
             range=Range(lo=0, hi=1, hi_open=True),
         ),
-        Field(key="base", default="required", allowed="the single run: a mapping (below)"),
-        Field(
-            key="rounds",
-            default="required",
-            allowed="the law of the number of runs K: a mapping (below)",
-        ),
+        Field(key="base", allowed="the single run: a mapping (below)"),
+        Field(key="rounds", allowed="the law of the number of runs K: a mapping (below)"),
         Field(
             key="game",
             default="none",
@@ -157,7 +151,6 @@ BASE = Section(
     rows=(
         Field(
             key="kind",
-            default="required",
             allowed=_names(
                 BASE_KINDS,
                 {
@@ -185,16 +178,10 @@ BASE = Section(
         Field(
             key="p",
             kinds=("discrete",),
-            default="required",
             allowed="list of output probabilities on X, lowest score first, each in {range}",
             range=Range(lo=0, hi=1, each=True),
         ),
-        Field(
-            key="q",
-            kinds=("discrete",),
-            default="required",
-            allowed="the same on X', as many entries as `p`",
-        ),
+        Field(key="q", kinds=("discrete",), allowed="the same on X', as many entries as `p`"),
         Field(
             key="noise_multiplier",
             kinds=("dpsgd", "laplace"),
@@ -229,57 +216,44 @@ _ROUNDS_ROWS = (
     Field(
         key="eta",
         kinds=("tnb",),
-        default="required",
         allowed="truncated negative binomial shape, in {range} ([PS22])",
         range=Range(lo=-1, hi=1e6, lo_open=True),
     ),
     Field(
         key="nu",
         kinds=("tnb", "geometric", "logarithmic"),
-        default="required",
         allowed="in {range} (at least 1e-15); geometric is TNB with eta = 1, logarithmic with eta = 0; nu = 1 is K = 1",
         range=_UNIT,
     ),
     Field(
         key="mean",
         kinds=("poisson",),
-        default="required",
         allowed="E[K] of K ~ Poisson(mean), in {range} (below 1 too: the generic bound counts K = 0, [PS22] Theorem 6 sharpened)",
         range=Range(lo=0, hi=1e15, lo_open=True),
     ),
     Field(
         key="n",
         kinds=("binomial",),
-        default="required",
         allowed="K ~ Binomial(n, p): n an integer in {range}",
         range=Range(lo=1, hi=2**53, integer=True),
     ),
-    Field(key="p", kinds=("binomial",), default="required", allowed="in {range}", range=_UNIT),
+    Field(key="p", kinds=("binomial",), allowed="in {range}", range=_UNIT),
     Field(
         key="L",
         kinds=("two_point",),
-        default="required",
         allowed="[XWW24] eq. 21: K = L with probability s, else 1; L an integer in {range}",
         range=Range(lo=1, hi=2**53, integer=True),
     ),
-    Field(
-        key="s",
-        kinds=("two_point",),
-        default="required",
-        allowed="in {range}",
-        range=Range(lo=0, hi=1),
-    ),
+    Field(key="s", kinds=("two_point",), allowed="in {range}", range=Range(lo=0, hi=1)),
     Field(
         key="k",
         kinds=("point",),
-        default="required",
         allowed="K = k always, an integer in {range} (k = 1: one run, no tuning)",
         range=Range(lo=1, hi=2**53, integer=True),
     ),
     Field(
         key="pmf",
         kinds=("pmf",),
-        default="required",
         allowed="a mapping {k: probability}, keys integers in [0, 2^53], probabilities summing to 1",
     ),
 )
@@ -289,7 +263,7 @@ LAW_KINDS = tuple(dict.fromkeys(kind for row in _ROUNDS_ROWS for kind in row.kin
 ROUNDS = Section(
     title="`rounds`",
     path="rounds",
-    rows=(Field(key="kind", default="required", allowed=_names(LAW_KINDS)), *_ROUNDS_ROWS),
+    rows=(Field(key="kind", allowed=_names(LAW_KINDS)), *_ROUNDS_ROWS),
 )
 
 
@@ -361,8 +335,7 @@ GAME = Section(
             f"`auto` (in memory, up to {PANEL_ABOVE:,} trials), `true` or `false`: the [estimator panel](../explanation/lower-bounds.md#the-estimator-panel)",
         ),
         _game_row(
-            "one_run",
-            "one-run audits instead of games: a mapping (below; reduced and dpsgd games)",
+            "one_run", "one-run audits instead of games: a mapping (below; reduced and dpsgd games)"
         ),
         _game_row(
             "threat",

@@ -68,13 +68,7 @@ from auditsel.selection import (
 )
 from auditsel.version import __version__, source_commit
 
-__all__ = [
-    "run_config",
-    "run_experiment",
-    "ExperimentOutputs",
-    "threshold_grid",
-    "fingerprint",
-]
+__all__ = ["run_config", "run_experiment", "ExperimentOutputs", "threshold_grid", "fingerprint"]
 
 STREAM_ABOVE = 1 << 25  # games above this many trials are audited chunk by chunk from disk
 PANEL_ABOVE = 200_000  # game.panel: auto computes the estimator panel up to this many trials
@@ -186,10 +180,8 @@ def code_of(spec: ExperimentSpec) -> dict[str, str]:
 
 
 def available_memory() -> int | None:
-    """Bytes of memory this process may still use, or None when that cannot be read: the
-    smaller of the kernel's estimate of memory available without swapping (`MemAvailable` in
-    /proc/meminfo) and what the control group still allows (cgroup v2 `memory.max` minus
-    `memory.current`)."""
+    """Bytes of memory this process may still use (None: unreadable): the smaller of
+    /proc/meminfo's `MemAvailable` and cgroup v2's `memory.max` minus `memory.current`."""
     limits = []
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -215,10 +207,9 @@ BYTES_PER_TRIAL = 24  # kept in memory: score and coin, their concatenation, the
 
 
 def check_memory(spec: ExperimentSpec, protocol: GameProtocol, stream: bool) -> None:
-    """Refuse, before any work, a game whose memory (a lower estimate) exceeds what the
-    machine has available (`available_memory`): the scores of an in-memory
-    game, and one chunk of a DP-SGD game (`memory_bytes` of its protocol). A ConfigError
-    naming the field to change."""
+    """A ConfigError naming the field to change, before any work, when a game's memory (a lower
+    estimate: an in-memory game's scores, one chunk of a DP-SGD game, its protocol's
+    `memory_bytes`) exceeds `available_memory()`."""
     available = available_memory()
     if available is None:
         return
@@ -304,8 +295,14 @@ def _play(
     jobs: int | None,
     progress: bool,
     backend: str | None,
+    prefetch: Callable[[], object] | None,
     checkpoint_after: float | None = None,
-) -> tuple[GameRecord, LowerBound, bool, SortedScores | None, Callable[[], dict[str, Any]] | None]:
+) -> tuple[tuple[GameRecord, LowerBound, bool, SortedScores | None], Future[Any] | None]:
+    """(record, bound, streamed, the audit's sort: None for a streamed audit) of the played game
+    and its estimator panel computed in the background (game.panel; "auto": up to PANEL_ABOVE
+    games played in memory), or None. `prefetch` starts before the game plays."""
+    if prefetch is not None:
+        prefetch()
     g = _game(spec)
     protocol, proxy = protocol_and_proxy(spec)
     stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
@@ -336,33 +333,28 @@ def _play(
         assert record.chunks is not None
         scores, member = record.chunks.head(PLOT_TRIALS)
         record = GameRecord(scores, member, record.resumed_chunks, record.chunks)
-    estimators = None
-    if _panel_planned(spec):
+    panel = None
+    if not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE)):
         law = spec.rounds if is_monotone_largest(game_score(spec)) else None
-        estimators = lambda: _estimators(spec, record, spec_grid, ss, law)
-    return record, bound, stream, ss, estimators  # ss: None for a streamed audit
+        panel = in_background(lambda: _estimators(spec, record, spec_grid, ss, law))
+    return (record, bound, stream, ss), panel
 
 
 def _audit_record(
-    spec: ExperimentSpec,
-    protocol: GameProtocol,
-    record: GameRecord,
-    stream: bool,
+    spec: ExperimentSpec, protocol: GameProtocol, record: GameRecord, stream: bool
 ) -> tuple[LowerBound, SortedScores | None, FloatArray | None]:
     """(the lower bound, the one sort of an in-memory game, the spec's threshold grid) of the
     played `record` under the game's rule."""
     g = _game(spec)
     # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
     # pilot grid from a seeded split_fraction of each class, left out of the bound
-    spec_grid, ss = None, None
-    scored = _statistic_grid(protocol, g.proxy, g.thresholds)
-    if scored is not None:
-        spec_grid = scored
-    elif g.kind == "dpsgd_worst_case":
+    ss = None
+    spec_grid = _statistic_grid(protocol, g.proxy, g.thresholds)
+    if spec_grid is None and g.kind == "dpsgd_worst_case":
         assert isinstance(protocol, DpsgdWorstCase)
         lo, hi = protocol.score_range()
         spec_grid = np.linspace(lo, hi, g.thresholds)
-    elif g.kind != "dpsgd":
+    elif spec_grid is None and g.kind != "dpsgd":
         spec_grid = threshold_grid(spec, g.proxy)
     rule = g.rule(spec_grid if g.threshold == "bonferroni" else None)
     try:
@@ -413,62 +405,25 @@ def _estimators(
         return {"skipped": f"estimator panel not computed: {err}"}
 
 
-def _panel_planned(spec: ExperimentSpec) -> bool:
-    """Whether the game's audit adds the estimator panel (game.panel; "auto": up to
-    PANEL_ABOVE games played in memory)."""
-    g = _game(spec)
-    stream = g.trials > STREAM_ABOVE if g.stream == "auto" else g.stream
-    return not stream and (g.panel is True or (g.panel == "auto" and g.trials <= PANEL_ABOVE))
-
-
-def _play_and_panel(
-    spec: ExperimentSpec,
-    out_dir: Path | None,
-    jobs: int | None,
-    progress: bool,
-    backend: str | None,
-    prefetch: Callable[[], object] | None,
-    checkpoint_after: float | None = None,
-) -> tuple[tuple[GameRecord, LowerBound, bool, SortedScores | None], Future[Any] | None]:
-    """(the played game as `_play` returns it less its panel, the estimator panel computed in
-    the background, or None). `prefetch` (the CLI's matplotlib import in a thread) starts
-    while the game plays."""
-    if prefetch is not None:
-        prefetch()
-    record, bound, stream, ss, estimators = _play(
-        spec, out_dir, jobs, progress, backend, checkpoint_after
-    )
-    panel = None if estimators is None else in_background(estimators)
-    return (record, bound, stream, ss), panel
-
-
 def _game_error(err: ConfigError) -> ConfigError:
     """An audit's error in the config's words: a rule option is a game.<field>; too few games
     of a class is game.trials."""
-    fields = {
-        "split_fraction": "game.split_fraction",
-        "member": "game.trials",
-        "scores": "game.trials",
-    }
-    field = fields.get(err.field)
-    return ConfigError(field or f"game.{err.field}", err.message)
+    fields = {"member": "game.trials", "scores": "game.trials"}
+    return ConfigError(fields.get(err.field, f"game.{err.field}"), err.message)
 
 
 @dataclass(frozen=True)
 class ExperimentOutputs:
     """What `run_experiment` computes beside the result, and how; never its numbers.
 
-    `curves`: the privacy curves of the bounds (and result.json's curve sections).
-    `prefetch` (the CLI's import of matplotlib in a thread) is started once the bounds are
-    under way. `defer_panel`: the estimator panel (computed in a thread beside the rest) is
-    left in artefacts["estimators"] and `report.write_outputs` puts it in
-    result["lower"]["estimators"] after the plots. `bounds_cache`: a folder where the bounds of
-    a played setting are kept across runs and read back by the same code
-    (`auditsel.experiments.bounds_cache`); None keeps nothing. `figure_data`: the figures will
-    be drawn, so the pair's exact trade-off curve that tradeoff.png draws
-    (`accounting.exact.tradeoff_curve`, 0.02-0.03 CPU s) is computed beside the game with the
-    bounds, off the path to the figures (artefacts["exact_tradeoff"]: the same function of the
-    same winner, so the same numbers)."""
+    `curves`: the privacy curves of the bounds (and result.json's curve sections). `prefetch`
+    (the CLI's matplotlib import in a thread) starts once the bounds are under way.
+    `defer_panel`: the estimator panel is left in artefacts["estimators"] for
+    `report.write_outputs` to put in result["lower"]["estimators"] after the plots.
+    `bounds_cache`: a folder keeping a played setting's bounds across runs
+    (`auditsel.experiments.bounds_cache`; None: nothing kept). `figure_data`: tradeoff.png's
+    exact trade-off curve (`accounting.exact.tradeoff_curve`) is computed beside the game
+    (artefacts["exact_tradeoff"])."""
 
     curves: bool = True
     prefetch: Callable[[], object] | None = None
@@ -500,7 +455,7 @@ def run_experiment(
     winner = None if reduced is None else winner_law(reduced, spec.rounds)
 
     def play() -> tuple[Any, Future[Any] | None]:
-        return _play_and_panel(spec, out_dir, jobs, progress, backend, prefetch, checkpoint_after)
+        return _play(spec, out_dir, jobs, progress, backend, prefetch, checkpoint_after)
 
     figures = (bounds_cache, figure_data)
     found = _bounds_and_game(spec, play, prefetch, winner, with_curves, figures)
@@ -530,25 +485,18 @@ def _bounds_and_game(
     figures: tuple[Path | None, bool],
 ) -> tuple[Any, Future[Any] | None, Panel, UpperCurve, Any]:
     """(played, panel, bounds, curve, exact trade-off) of `run_experiment`: the game played by
-    `play` (none for a one-run audit, whose game `play_one_run` plays), with the bounds
-    computed in a thread beside it unless they are remembered (`figures`: the bounds cache
-    folder, and whether the figures' exact trade-off curve is computed beside the bounds)."""
+    `play` (none for a one-run audit), the bounds computed in a thread beside it unless
+    remembered (`figures`: `ExperimentOutputs`' bounds_cache and figure_data)."""
     bounds_cache, figure_data = figures
     key = upper_key(spec.base, spec.rounds, spec.delta, with_curves, winner)
     played = panel = exact_tradeoff = None
     cached = is_cached(key)
     if spec.game is not None and spec.game.one_run is None and not cached:
         # the bounds are computed in a thread beside the game; an error in either surfaces here
-        upper = in_background(
-            lambda: (
-                kept_bounds.cached(
-                    key,
-                    lambda: computed_upper(spec.base, spec.rounds, spec.delta, with_curves, winner),
-                    None if key is None else bounds_cache,
-                ),
-                None if winner is None or not figure_data else tradeoff_curve(winner),
-            )
-        )
+        compute = lambda: computed_upper(spec.base, spec.rounds, spec.delta, with_curves, winner)
+        folder = None if key is None else bounds_cache
+        trade = lambda: None if winner is None or not figure_data else tradeoff_curve(winner)
+        upper = in_background(lambda: (kept_bounds.cached(key, compute, folder), trade()))
         played, panel = play()
         kept, exact_tradeoff = upper.result()
         bounds, curve = copy.deepcopy(remember(key, kept))

@@ -97,12 +97,8 @@ def play_one_run(
     family = reduced.family if one.family == "tuning" else GdpFamily()
     store = None
     if out_dir is not None:
-        store = Checkpoints(
-            Path(out_dir) / "checkpoints" / "one_run",
-            f"{fingerprint}-one-run-{one.canaries}",
-            one.canaries,
-            code,
-        )
+        name = f"{fingerprint}-one-run-{one.canaries}"
+        store = Checkpoints(Path(out_dir) / "checkpoints" / "one_run", name, one.canaries, code)
         store.open()
     start = time.perf_counter()
     try:

@@ -8,20 +8,16 @@ The grid is the product over the keys (zipped within a comma-joined key). Every 
 validated before any work starts; points run in parallel through joblib, each point's game
 with its own seeded chunks, so the numbers do not depend on the number of jobs. Outputs:
 DIR/<point>/ (result.json and report.md, as `auditsel run`; the point's plots only with
-`point_plots=True`, the CLI's `--point-plots`: a sweep's points are read through its table and
-sweep.png, and a plot per point would make a sweep's folder mostly PNGs), DIR/sweep.csv,
-DIR/sweep.md, DIR/sweep.json and DIR/sweep.png.
+`point_plots=True`, the CLI's `--point-plots`), DIR/sweep.csv, DIR/sweep.md, DIR/sweep.json and
+DIR/sweep.png.
 
-Heuristic values (`auditsel.results.heuristics`) have their own columns, `<key>_heuristic` (and
-`eps_L_gdp_heuristic`), so a column named after a bound holds only values that are bounds; the
-`contradicted` column names the heuristic values below the attack value, a valid eps_L or eps_B
-of one run, and sweep.png draws heuristics dashed with "heuristic" in the legend and marks
-contradicted points. The reduced game's values where the reduction is exact hold only under
-[XWW24]'s monotone-score assumption: their columns are `<key>_monotone_score` (result.json
-`monotone_score`), drawn dash-dot with "monotone score assumed" in the legend; a bound column
-holds only bounds on the tuning run's epsilon for any score. Every row carries the interval (`interval_lower`, `interval_upper`,
-`width`, their sources in sweep.json) and the attack value (`attack`, a lower bound); sweep.png
-shades the interval.
+A bound column holds only bounds on the tuning run's epsilon for any score: heuristic values
+(`auditsel.results.heuristics`) go to `<key>_heuristic` (and `eps_L_gdp_heuristic`), the reduced
+game's values under [XWW24]'s monotone-score assumption to `<key>_monotone_score`; sweep.png
+draws them dashed and dash-dot, labelled so. `contradicted` names the heuristic values below the
+attack value, a valid eps_L or eps_B of one run (marked in sweep.png). Every row carries the
+interval (`interval_lower`, `interval_upper`, `width`; their sources in sweep.json) and the
+attack value (`attack`, a lower bound); sweep.png shades the interval.
 """
 
 from __future__ import annotations
@@ -38,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio: 0.1 s)
+from tqdm import tqdm  # the terminal bar (tqdm.auto also imports asyncio)
 
 from auditsel.executor import run_tasks
 from auditsel.experiments.config import ConfigError, ExperimentSpec, parse_config
@@ -296,20 +292,10 @@ def _write_combined(out_dir: Path, points, rows, results=None, point_plots=False
         "",
     ]
     atomic_write_text(out_dir / "sweep.md", "\n".join(md))
-    atomic_write_text(
-        out_dir / "sweep.json",
-        json.dumps(
-            {
-                "name": name,
-                "points": [
-                    dict(r, label=p.label, interval=res.get("interval"))
-                    for p, r, res in zip(points, rows, results or [{}] * len(rows))
-                ],
-            },
-            indent=2,
-        )
-        + "\n",
-    )
+    found = zip(points, rows, results or [{}] * len(rows))
+    entries = [dict(r, label=p.label, interval=res.get("interval")) for p, r, res in found]
+    text = json.dumps({"name": name, "points": entries}, indent=2) + "\n"
+    atomic_write_text(out_dir / "sweep.json", text)
     _plot(out_dir / "sweep.png", name, points, rows)
 
 
@@ -346,15 +332,8 @@ def _plot_bounds(ax: Any, xs: list, rows: list[dict], idx: list[int]) -> None:
         if k
     ]
     if bad:
-        ax.plot(
-            [b[0] for b in bad],
-            [b[1] for b in bad],
-            "rx",
-            ms=8,
-            mew=1.5,
-            ls="none",
-            label="heuristic, CONTRADICTED (below eps_B or eps_L)",
-        )
+        label = "heuristic, CONTRADICTED (below eps_B or eps_L)"
+        ax.plot(*zip(*bad), "rx", ms=8, mew=1.5, ls="none", label=label)
 
 
 def _plot_lower(ax: Any, xs: list, rows: list[dict], idx: list[int]) -> None:
@@ -371,15 +350,8 @@ def _plot_lower(ax: Any, xs: list, rows: list[dict], idx: list[int]) -> None:
             max((p if p is not None and math.isfinite(p) else v or 0) - (v or 0), 0)
             for p, v in zip(point, low)
         ]
-        ax.errorbar(
-            xs,
-            lo,
-            yerr=[[0] * len(lo), up],
-            fmt="o",
-            color="C4",
-            capsize=3,
-            label="eps_L (bar: point estimate)",
-        )
+        label = "eps_L (bar: point estimate)"
+        ax.errorbar(xs, lo, yerr=[[0] * len(lo), up], fmt="o", color="C4", capsize=3, label=label)
 
 
 def _plot(path: Path, name: str, points: list, rows: list[dict]) -> None:

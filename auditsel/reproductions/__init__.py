@@ -13,25 +13,7 @@ reproduction runs, so `auditsel --help` stays light)::
              summary="auditsel.reproductions.mymodule:summary",   # optional: rows -> [lines]
              plot="auditsel.reproductions.mymodule:plot")         # optional: (rows, dir) -> [files]
 
-where ``rows(jobs: int = 1) -> list[dict]``. The modules of this package:
-
-* ``bounds``   [XWW24] Example 1, Table 4, Figure 6 and [KRW24]'s settings: upper bounds only.
-
-* ``figure6``  the Figure 6 table with a reduced-game audit per cell, and its plot.
-
-* ``table3``   the [XWW24] Table-3-style grid on real DP-SGD, through the game engine.
-
-* ``svm_outliers``  [PS22] Section 2: non-private tuning of an SVM leaks 8 outliers.
-
-* ``bugzoo``   tuning pipelines with realistic bugs (Opacus and hand-written PyTorch), audited ::
-
-               with `audit_pipeline`; one module per pipeline.
-
-* ``interval`` the interval [attack value, tightest rigorous bound] on DP-SGD settings.
-
-* ``any_score``  [XWW24]'s monotone-score values against the attack for any score.
-
-* ``interval_widths``  the interval's width over the accountants table and a realistic grid.
+where ``rows(jobs: int = 1) -> list[dict]``; the registrations below list the modules.
 """
 
 from __future__ import annotations
@@ -46,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from auditsel.files import atomic_write_text
 
@@ -197,20 +180,14 @@ register(
 
 
 # --- output -----------------------------------------------------------------------------------
-#: decimals of a percentage column (a name with the word ``pct``: ``width_pct``,
-#: ``width_pct_monotone``) in `to_markdown`: a percentage
-#: of an epsilon moves by 100 / epsilon times the epsilon's own movement, and the DP-SGD profile
-#: bound (dp_accounting's PLD, whose FFT round-off differs between vector units) moves by up to
-#: 1.0e-5 between an AVX-512 and an AVX2 machine, its width percentages by up to 7.5e-4
-#: (docs/howto/develop.md, "Tests on other vector units"): 2 decimals keep that movement below
-#: half a unit of the last digit printed, as 4 decimals do for the epsilons
+#: decimals of a percentage column (a name with the word ``pct``) in `to_markdown`: the DP-SGD
+#: profile bound (dp_accounting's PLD FFT) moves by up to 1.0e-5 between vector units, its width
+#: percentages by up to 7.5e-4 (docs/howto/develop.md, "Tests on other vector units"): 2 decimals
+#: keep that below half a unit of the last digit, as 4 decimals do for the epsilons
 PCT_DIGITS = 2
-#: decimals of a width column (``width``: upper end minus lower end) in `to_markdown`: the upper
-#: end moves by up to 1.0e-5 between vector units, and the interval-widths row sigma 0.9, 1,500
-#: steps, rate 0.008 has width 0.1374467 here and 0.1374505 under the avx2 and zen3 profiles,
-#: across the 4th decimal's rounding boundary; 3 decimals make such a crossing ten times rarer
-#: (an end within 1e-5 of its own rounding boundary can still print differently: none does in
-#: the committed tables, `tests/reproductions/test_reproduce.py`)
+#: decimals of a width column (``width``: upper end minus lower end) in `to_markdown`: 3 decimals
+#: make a crossing of the 4th decimal's rounding boundary between vector units ten times rarer
+#: (`tests/reproductions/test_reproduce.py` checks the committed tables)
 WIDTH_DIGITS = 3
 
 
@@ -242,13 +219,18 @@ def to_markdown(rows: list[dict], columns: Sequence[str] | None = None, digits: 
     return "\n".join(lines)
 
 
-def _csv(rows) -> str:
-    columns = list(dict.fromkeys(k for r in rows for k in r))
+def _csv(rows, columns: Sequence[str] | None = None) -> str:
+    columns = list(columns or dict.fromkeys(k for r in rows for k in r))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns)
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
+
+
+def _law_name(law: Any) -> str:
+    """A law of K as the tables write it: `kind(param=value, ...)`."""
+    return f"{law.kind}({', '.join(f'{k}={v:g}' for k, v in law.params().items())})"
 
 
 def _clean(value):

@@ -10,46 +10,22 @@ removed), the relation of `auditsel.games.worst_case`'s game; each entry's `rela
 quoting where the library documents it. Every call goes through the library's public API; no
 library formula is re-implemented here.
 
-Single-run claims:
+Single-run claims: `opacus_rdp` (Opacus RDPAccountant: the sampled Gaussian RDP of Mironov,
+Talwar & Zhang 2019, Opacus's orders and conversion), `opacus_gdp` (Opacus GaussianAccountant:
+the Gaussian-DP central limit theorem of [DRS22], "experimental and can underestimate"),
+`opacus_prv` (Opacus PRVAccountant, Gopi, Lee & Wutschitz 2021: the upper end of the PRV error
+interval), `prv_accountant` (Microsoft's, the same method: eps_up), `dp_accounting_rdp` and
+`dp_accounting_pld` (Google's RdpAccountant, default orders; PLDAccountant, pessimistic,
+default discretisation), `reduced_mu` ([XWW24] eq. 19 for one run: the Gaussian epsilon of
+mu = tau sqrt(N) / sigma, exact for tau = 1, a large-N heuristic for tau < 1).
 
-* opacus_rdp         Opacus RDPAccountant (sampled Gaussian RDP of Mironov, Talwar & Zhang 2019, ::
-
-                     Opacus's default orders and conversion);
-
-* opacus_gdp         Opacus GaussianAccountant (Gaussian-DP central limit theorem of [DRS22], ::
-
-                     documented by Opacus as "experimental and can underestimate");
-
-* opacus_prv         Opacus PRVAccountant (Gopi, Lee & Wutschitz 2021; Opacus returns the ::
-
-                     upper end of the PRV error interval);
-
-* prv_accountant     Microsoft's prv_accountant (the same method; upper end eps_up);
-
-* dp_accounting_rdp  Google dp_accounting RdpAccountant (default orders);
-
-* dp_accounting_pld  Google dp_accounting PLDAccountant (pessimistic, default discretisation);
-
-* reduced_mu         the reduced game of [XWW24] eq. 19 for one run: the Gaussian epsilon of ::
-
-                     mu = tau sqrt(N) / sigma (exact for tau = 1, a large-N heuristic for tau < 1).
-
-Tuning claims (K ~ xi):
-
-* naive              "tuning costs one run's eps": dp_accounting's pessimistic PLD epsilon of one run;
-
-* repeat_and_select  dp_accounting RdpAccountant on RepeatAndSelectDpEvent ([PS22]; TNB and Poisson ::
-
-                     laws only);
-
-* xww24_uo           [XWW24] Algorithm 3 (eps_UO) with mu = tau sqrt(N)/sigma;
-
-* xww24_reduced      the exact curve of the reduced game ([XWW24] Figure 5) with the same mu; ::
-
-                     both hold only under [XWW24]'s monotone-score assumption (even at tau = 1):
-                     as claims for the tuning run (any score) they can be below the attack value;
-
-* profile, generic_rdp  auditsel's rigorous tuning bounds ([KRW24], [PS22]; `accounting.registry`).
+Tuning claims (K ~ xi): `naive` ("tuning costs one run's eps": dp_accounting's pessimistic PLD
+of one run), `repeat_and_select` (dp_accounting RdpAccountant on RepeatAndSelectDpEvent, [PS22];
+TNB and Poisson laws only), `xww24_uo` ([XWW24] Algorithm 3, eps_UO, mu as above) and
+`xww24_reduced` (the exact curve of [XWW24]'s reduced game, Figure 5, same mu): these two hold
+only under [XWW24]'s monotone-score assumption (even at tau = 1), so as claims for the tuning
+run (any score) they can be below the attack value; `profile` and `generic_rdp` (auditsel's
+rigorous tuning bounds, [KRW24], [PS22]; `accounting.registry`).
 
 Lower estimates of one run's true epsilon (not claims, printed beside them):
 dp_accounting's optimistic PLD (`pessimistic_estimate=False`) and the optimistic PLD of
@@ -123,13 +99,16 @@ class Setting:
         return DpsgdBase(self.noise_multiplier, self.steps, self.sample_rate)
 
 
+ADD_REMOVE = "add/remove"
+
+
 @dataclass(frozen=True)
 class Claim:
     name: str
     source: str
-    relation: str
     compute: Callable[[Setting], float | None]
     tuning: bool  # a claim about the tuning run (else about one run)
+    relation: str = ADD_REMOVE
     package: str | None = None  # the optional package it needs
 
 
@@ -144,7 +123,6 @@ def _require(module: str, package: str):
 def _quiet():
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-
         with quiet_absl():
             yield
 
@@ -158,11 +136,9 @@ def _opacus(kind: str, s: Setting) -> float:
     }[kind]
     with _quiet():
         acc = cls()
-        if kind == "gdp":
-            acc.history = [(s.noise_multiplier, s.sample_rate, s.steps)]
-            return float(acc.get_epsilon(s.delta, poisson=True))
         acc.history = [(s.noise_multiplier, s.sample_rate, s.steps)]
-        return float(acc.get_epsilon(s.delta))
+        extra = {"poisson": True} if kind == "gdp" else {}
+        return float(acc.get_epsilon(s.delta, **extra))
 
 
 def _prv_accountant(s: Setting) -> float:
@@ -192,8 +168,7 @@ def _event(s: Setting):
 
 
 def _dp_accounting_rdp(s: Setting) -> float:
-    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
-    import dp_accounting as dpa
+    import dp_accounting as dpa  # deferred: as in _event
 
     with _quiet():
         return float(dpa.rdp.RdpAccountant().compose(_event(s)).get_epsilon(s.delta))
@@ -203,12 +178,16 @@ def _dp_accounting_pld(s: Setting, pessimistic: bool = True) -> float:
     return _pld_epsilon(s.noise_multiplier, s.steps, s.sample_rate, s.delta, pessimistic)
 
 
+def single_run_epsilon(s: Setting) -> float:
+    """One run's epsilon by dp_accounting's pessimistic PLD (the naive claim for tuning)."""
+    return _dp_accounting_pld(s, True)
+
+
 @lru_cache(maxsize=256)
 def _pld_epsilon(sigma, steps, tau, delta, pessimistic) -> float:
     """Pessimistic: the PLDAccountant a user calls. Optimistic: dp_accounting's PLD built with
     `pessimistic_estimate=False` (privacy buckets rounded down, dominated by the true PLD)."""
-    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
-    import dp_accounting as dpa
+    import dp_accounting as dpa  # deferred: as in _event
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
     s = Setting(sigma, steps, tau)
@@ -224,18 +203,12 @@ def _pld_epsilon(sigma, steps, tau, delta, pessimistic) -> float:
         return float(pld.self_compose(steps).get_epsilon_for_delta(delta))
 
 
-def single_run_epsilon(s: Setting) -> float:
-    """One run's epsilon by dp_accounting's pessimistic PLD (the naive claim for tuning)."""
-    return _dp_accounting_pld(s, True)
-
-
 def _reduced_mu(s: Setting) -> float:
     return float(gaussian_epsilon(s.mu, s.delta))
 
 
 def _repeat_and_select(s: Setting) -> float | None:
-    # deferred: dp_accounting (0.2 s) loads only when an accountant is asked
-    import dp_accounting as dpa
+    import dp_accounting as dpa  # deferred: as in _event
     from dp_accounting.dp_event import RepeatAndSelectDpEvent
 
     law = s.law
@@ -274,103 +247,98 @@ def _panel_bound(key: str) -> Callable[[Setting], float | None]:
     return compute
 
 
-ADD_REMOVE = "add/remove"
 CLAIMS = {
     c.name: c
     for c in (
         Claim(
             "opacus_rdp",
             "Opacus RDPAccountant",
-            ADD_REMOVE + " (Opacus: sampled Gaussian RDP, Mironov-Talwar-Zhang 2019)",
             lambda s: _opacus("rdp", s),
             False,
+            ADD_REMOVE + " (Opacus: sampled Gaussian RDP, Mironov-Talwar-Zhang 2019)",
             "opacus",
         ),
         Claim(
             "opacus_gdp",
             "Opacus GaussianAccountant (CLT; Opacus warns it can underestimate)",
-            ADD_REMOVE + " ([DRS22] CLT for Poisson subsampling)",
             lambda s: _opacus("gdp", s),
             False,
+            ADD_REMOVE + " ([DRS22] CLT for Poisson subsampling)",
             "opacus",
         ),
         Claim(
             "opacus_prv",
             "Opacus PRVAccountant (upper end)",
-            ADD_REMOVE + " (PRV of the remove pair)",
             lambda s: _opacus("prv", s),
             False,
+            ADD_REMOVE + " (PRV of the remove pair)",
             "opacus",
         ),
         Claim(
             "prv_accountant",
             "Microsoft prv_accountant (eps_up)",
-            ADD_REMOVE + " (PRV of the remove pair)",
             _prv_accountant,
             False,
+            ADD_REMOVE + " (PRV of the remove pair)",
             "prv-accountant",
         ),
         Claim(
             "dp_accounting_rdp",
             "dp_accounting RdpAccountant",
-            ADD_REMOVE + " (dp_accounting default)",
             _dp_accounting_rdp,
             False,
+            ADD_REMOVE + " (dp_accounting default)",
         ),
         Claim(
             "dp_accounting_pld",
             "dp_accounting PLDAccountant (pessimistic)",
-            ADD_REMOVE + " (NeighboringRelation.ADD_OR_REMOVE_ONE)",
             _dp_accounting_pld,
             False,
+            ADD_REMOVE + " (NeighboringRelation.ADD_OR_REMOVE_ONE)",
         ),
         Claim(
             "reduced_mu",
             "[XWW24] eq. 19: Gaussian eps of mu = tau sqrt(N)/sigma",
-            ADD_REMOVE + " (heuristic for tau < 1)",
             _reduced_mu,
             False,
+            ADD_REMOVE + " (heuristic for tau < 1)",
         ),
         Claim(
             "naive",
             "tuning costs one run's eps (dp_accounting PLD of one run)",
-            ADD_REMOVE,
             single_run_epsilon,
             True,
         ),
         Claim(
             "repeat_and_select",
             "dp_accounting RepeatAndSelectDpEvent (RDP, [PS22])",
-            ADD_REMOVE,
             _repeat_and_select,
             True,
         ),
         Claim(
             "xww24_uo",
             "[XWW24] Algorithm 3 eps_UO with mu = tau sqrt(N)/sigma (monotone score assumed)",
-            ADD_REMOVE + " ([XWW24]'s monotone-score assumption; heuristic for tau < 1)",
             _xww24_uo,
             True,
+            ADD_REMOVE + " ([XWW24]'s monotone-score assumption; heuristic for tau < 1)",
         ),
         Claim(
             "xww24_reduced",
             "[XWW24] reduced game, exact curve with mu = tau sqrt(N)/sigma (monotone score "
             "assumed)",
-            ADD_REMOVE + " ([XWW24]'s monotone-score assumption; heuristic for tau < 1)",
             _xww24_reduced,
             True,
+            ADD_REMOVE + " ([XWW24]'s monotone-score assumption; heuristic for tau < 1)",
         ),
         Claim(
             "profile",
             "auditsel profile bound ([KRW24], dp_accounting PLD profile)",
-            ADD_REMOVE,
             _panel_bound("profile"),
             True,
         ),
         Claim(
             "generic_rdp",
             "auditsel generic RDP bound ([PS22], dp_accounting RDP)",
-            ADD_REMOVE,
             _panel_bound("generic_rdp"),
             True,
         ),

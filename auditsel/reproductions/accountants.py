@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.files import atomic_write_text
@@ -22,6 +23,11 @@ def rows(jobs: int = 1, out: Path | None = None) -> list[dict]:
         if CLAIMS[name].package:
             claim_epsilon(name, Setting(1.0, 1, 1.0))
     return cell_rows(jobs=jobs, work_dir=None if out is None else out / "checkpoints")
+
+
+def _flat(v: Any) -> Any:
+    """A csv cell: a list joined by ';', a dict as JSON."""
+    return ";".join(v) if isinstance(v, list) else json.dumps(v) if isinstance(v, dict) else v
 
 
 def render(rows: list[dict], seconds: float, out: Path) -> Path:
@@ -50,17 +56,7 @@ def render(rows: list[dict], seconds: float, out: Path) -> Path:
         "![claims against eps_L](accountants.png)",
         "",
     ]
-    flat = [
-        {
-            k: (
-                ";".join(v)
-                if isinstance(v, list)
-                else (json.dumps(v) if isinstance(v, dict) else v)
-            )
-            for k, v in r.items()
-        }
-        for r in rows
-    ]
+    flat = [{k: _flat(v) for k, v in r.items()} for r in rows]
     atomic_write_text(out / "table.md", "\n".join(md))
     atomic_write_text(out / "table.csv", _csv(flat))
     atomic_write_text(

@@ -33,6 +33,7 @@ from auditsel.auditing.rules import Split
 from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import run_game
 from auditsel.games.worst_case import DpsgdWorstCase
+from auditsel.reproductions import _law_name
 from auditsel.reproductions.accountant_claims import (
     CLAIMS,
     MissingExtra,
@@ -41,7 +42,7 @@ from auditsel.reproductions.accountant_claims import (
     library_versions,
     lower_estimates,
 )
-from auditsel.results.figures import save_figure
+from auditsel.results.figures import new_figure, save_figure
 from auditsel.rounds import Point, Poisson, TruncatedNegativeBinomial, TwoPoint
 
 __all__ = ["GRID", "GAMES", "CLOSE_GAMES", "cell_rows", "run_cell", "findings"]
@@ -78,23 +79,10 @@ GRID = tuple(
 )
 
 
-def _law_name(law) -> str:
-    p = ", ".join(f"{k}={v:g}" for k, v in law.params().items())
-    return f"{law.kind}({p})"
-
-
 def cell_id(setting: Setting) -> str:
-    return (
-        (
-            f"s{setting.noise_multiplier:g}_N{setting.steps}_q{setting.sample_rate:g}_"
-            f"{_law_name(setting.law)}"
-        )
-        .replace(" ", "")
-        .replace("(", "_")
-        .replace(")", "")
-        .replace(",", "_")
-        .replace("=", "")
-    )
+    text = f"s{setting.noise_multiplier:g}_N{setting.steps}_q{setting.sample_rate:g}_"
+    text += _law_name(setting.law)
+    return text.translate(str.maketrans("(,", "__", " )="))
 
 
 def run_cell(
@@ -103,13 +91,10 @@ def run_cell(
     """Play the worst-case game for one cell; returns the LowerBound and the seconds it took."""
     game = DpsgdWorstCase(setting.noise_multiplier, setting.steps, setting.sample_rate, setting.law)
     start = time.perf_counter()
+    fingerprint = f"accountants/{cell_id(setting)}/{seed}"
+    execution = ExecutionOptions(jobs=jobs, checkpoint_dir=checkpoint_dir)
     record = run_game(
-        game,
-        SampleProxy(),
-        games,
-        seed,
-        fingerprint=f"accountants/{cell_id(setting)}/{seed}",
-        execution=ExecutionOptions(jobs=jobs, checkpoint_dir=checkpoint_dir),
+        game, SampleProxy(), games, seed, fingerprint=fingerprint, execution=execution
     )
     assert record.scores is not None and record.member is not None  # played in memory
     bound = audit_scores(  # the split's seed: the game's (independent streams of it)
@@ -151,11 +136,7 @@ def cell_rows(
 
 
 def _cell_row(
-    index: int,
-    setting: Setting,
-    sizes: tuple[int, int],
-    jobs: int,
-    work_dir: Path | None,
+    index: int, setting: Setting, sizes: tuple[int, int], jobs: int, work_dir: Path | None
 ) -> tuple[dict[str, Any], str]:
     """One cell's row (its claims, its game's eps_L, the interval and the attack value, the
     seconds each took) and its log line (`sizes`: the games, and the games of a close cell)."""
@@ -165,12 +146,9 @@ def _cell_row(
     lower = lower_estimates(setting) if setting.single_run else {}
     bound, seconds, played = _played_cell(index, setting, claims, sizes, jobs, work_dir)
     t1 = time.perf_counter()
+    source = f"eps_L (worst-case game, {played:,} games, 95%)"
     interval = tuning_interval(
-        setting.base,
-        setting.law,
-        setting.delta,
-        eps_l=bound.eps,
-        eps_l_source=f"eps_L (worst-case game, {played:,} games, 95%)",
+        setting.base, setting.law, setting.delta, eps_l=bound.eps, eps_l_source=source
     )
     attack_value = attack_epsilon(setting.base, setting.law, setting.delta)
     attack_seconds = time.perf_counter() - t1
@@ -344,16 +322,9 @@ def findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def plot(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     """Claimed eps per accountant (x) against auditsel's eps_L (y), refuted claims marked."""
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))
+    fig, axes = new_figure((12, 5.2), grid=(1, 2))
     markers = "os^vD<>phX*P8d"
-    for ax, tuning in zip(axes, (False, True)):
+    for ax, tuning in zip(axes[0], (False, True)):
         names = [n for n in CLAIMS if (CLAIMS[n].tuning == tuning)]
         sel = [r for r in rows if (r["law"] != "point(k=1)") == tuning]
         top = 1.0
@@ -368,12 +339,10 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
             xs, ys, ref = zip(*pts)
             top = max(top, *xs, *ys)
             ax.scatter(xs, ys, marker=markers[i % len(markers)], s=30, label=name, alpha=0.8)
-            rx = [x for x, r in zip(xs, ref) if r]
-            ry = [y for y, r in zip(ys, ref) if r]
-            if rx:
-                ax.scatter(
-                    rx, ry, marker="o", s=160, facecolors="none", edgecolors="red", linewidths=1.5
-                )
+            refuted = [(x, y) for x, y, r in zip(xs, ys, ref) if r]
+            if refuted:
+                ring = {"marker": "o", "s": 160, "facecolors": "none", "edgecolors": "red"}
+                ax.scatter(*zip(*refuted), **ring, linewidths=1.5)
         pld = [
             (r["single_run_pld"], r["eps_L"]) for r in sel if r.get("single_run_pld") is not None
         ]
@@ -388,13 +357,12 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
         ax.set_ylabel("auditsel eps_L (valid 95% lower bound)")
         ax.set_title("one run (K = 1)" if not tuning else "tuning (K > 1)")
         ax.legend(fontsize=7, loc="upper left")
-    fig.suptitle(
-        "Accountants' claims against the worst-case DP-SGD game (red ring: refuted, eps_L > claim)",
-        fontsize=10,
+    title = (
+        "Accountants' claims against the worst-case DP-SGD game (red ring: refuted, eps_L > claim)"
     )
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
-    plt.close(fig)
 
 
 #: the claims that rest on [XWW24]'s reduced game: they assume a monotone score (their own block)

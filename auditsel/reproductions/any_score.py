@@ -1,33 +1,24 @@
 """`auditsel reproduce any-score`: how far [XWW24]'s monotone-score values sit below the tuning
 run's epsilon for any score, and how close the generic and profile bounds are.
 
-Contract. A tuning run ([XWW24] Algorithm 2) releases the run with the best score, and its
-epsilon is a supremum over every score function. [XWW24]'s reduced game ("release the max of K
+Contract. A tuning run ([XWW24] Algorithm 2) releases the run with the best score; its epsilon
+is a supremum over every score function. [XWW24]'s reduced game ("release the max of K
 Gaussians", Figure 5) assumes a continuous one-to-one, hence monotone, score of the reduced draw
 (Sec. 5.2, Theorem 1, Proposition 3; `registry.ASSUMPTION`). For each setting the rows give
 
-* `monotone`: the reduced game's exact epsilon (`exact`; under the assumption where the pair's
-  reduction is exact, `monotone_label` "monotone_score"; for DP-SGD with tau < 1 the eq. 19
-  heuristic, "heuristic"; none for a Laplace base, which has no reduced game);
-
-* `monotone_attack`: the attack on a monotone score (`attack(..., scores="monotone")`; the exact
-  winner curve where the reduction is exact);
-
-* `attack`: the attack value over score functions (`accounting.attack`, a lower bound on the
-  tuning run's epsilon for any score, with no sampling error) and the score it found (`score`,
-  `score_summary`: its shape and where it cuts, in the base's output units for a Gaussian base,
-  else in label units; "monotone" where a monotone score is the best found; for the finite
-  base, "coin" where the coin search's value is the largest: a lower bound for that base with an
-  independent coin released with each run, the pair's privacy profile, not for the finite pair
-  releasing its output alone, `accounting.coin_search`);
-
+* `monotone`: the reduced game's exact epsilon (`monotone_label` "monotone_score" where the
+  pair's reduction is exact, "heuristic" for DP-SGD with tau < 1 (eq. 19); none for a Laplace
+  base) and `monotone_attack`, the attack on a monotone score (`attack(..., scores="monotone")`);
+* `attack`: the attack value over score functions (`accounting.attack`, a lower bound for any
+  score with no sampling error) and the score it found (`score`: `score_summary`; for the finite
+  base "coin" where the coin search's value is the largest, a lower bound for that base with an
+  independent coin released with each run, not for the finite pair alone,
+  `accounting.coin_search`);
 * `generic_rdp` [PS22], `profile` [KRW24]: rigorous upper bounds for any score;
-
 * the interval [attack, tightest rigorous bound] (`interval_lower`, `interval_upper`, `width`,
-  `width_pct` = width / upper) and `below_pct` = (attack - monotone) / attack: how far the
-  monotone value sits below a valid lower bound for any score (positive: the monotone value is
-  not the tuning run's epsilon); where the attack is a coin score, `attack` in `below_pct` is
-  the one for the finite pair itself (the coin value bounds another base).
+  `width_pct` = width / upper) and `below_pct` = (attack - monotone) / attack: positive where the
+  monotone value is not the tuning run's epsilon (for a coin score, the finite pair's own
+  attack).
 
 Every number is computed by `accounting.panel` and `accounting.interval`; nothing is typed in.
 """
@@ -44,6 +35,7 @@ from auditsel.accounting.interval import interval_attack
 from auditsel.accounting.panel import panel
 from auditsel.events import LaplaceBase, as_pair
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
+from auditsel.reproductions import _law_name
 from auditsel.rounds import Poisson, TruncatedNegativeBinomial
 
 __all__ = ["SETTINGS", "rows", "summary", "score_summary"]
@@ -73,10 +65,6 @@ SETTINGS = (
     ("dpsgd sigma=1 N=1000 tau=0.01", DpsgdBase(1.0, 1000, 0.01, "pld"), Poisson(10.0), 1e-5),
     ("laplace b=1", LaplaceBase(1.0), TruncatedNegativeBinomial(1.0, 0.1), 1e-5),
 )
-
-
-def _law_name(law) -> str:
-    return f"{law.kind}({', '.join(f'{k}={v:g}' for k, v in law.params().items())})"
 
 
 def _bucket(score, which) -> str:

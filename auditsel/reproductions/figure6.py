@@ -21,7 +21,7 @@ from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import run_game
 from auditsel.mechanisms import GaussianBase
 from auditsel.reproductions.paper_bounds import contradicted_columns, figure6_rows
-from auditsel.results.figures import save_figure
+from auditsel.results.figures import new_figure, save_figure
 from auditsel.rounds import TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner
 
@@ -93,32 +93,17 @@ def _plot_panel(
                 and f"{key}_heuristic" in r.get("contradicted", "").split()
             ]
             if bad:
-                ax.plot(
-                    *zip(*bad),
-                    "rx",
-                    ms=8,
-                    mew=1.5,
-                    ls="none",
-                    label="_nolegend_"
-                    if marked
-                    else "heuristic, CONTRADICTED (below eps_B or eps_L)",
-                )
+                label = "_nolegend_" if marked else "heuristic, CONTRADICTED (below eps_B or eps_L)"
+                ax.plot(*zip(*bad), "rx", ms=8, mew=1.5, ls="none", label=label)
                 marked = True
 
 
 def plot(rows: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     """figure6.png in out: every bound and eps_L against eps_B, one panel per (law, tau)."""
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib.pyplot as plt
-
     panels = sorted({(r["eta"], r["nu"], r["tau"]) for r in rows})
     cols = 3
     n_rows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(n_rows, cols, figsize=(4.4 * cols, 3.4 * n_rows), squeeze=False)
+    fig, axes = new_figure((4.4 * cols, 3.4 * n_rows), grid=(n_rows, cols))
     for ax, (eta, nu, tau) in zip(axes.flat, panels):
         sel = sorted(
             (r for r in rows if (r["eta"], r["nu"], r["tau"]) == (eta, nu, tau)),
@@ -135,5 +120,4 @@ def plot(rows: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     fig.tight_layout()
     path = Path(out) / "figure6.png"
     save_figure(fig, path)
-    plt.close(fig)
     return [path]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from auditsel.accounting.panel import panel
 from auditsel.accounting.profile import base_profile, profile_epsilon, tnb_shift
 from auditsel.mechanisms import DpsgdBase
+from auditsel.reproductions import _law_name
 from auditsel.rounds import Poisson, TruncatedNegativeBinomial
 
 __all__ = ["SETTINGS", "rows", "summary"]
@@ -45,7 +46,7 @@ def rows() -> list[dict]:
             "sigma": sigma,
             "N": steps,
             "tau": tau,
-            "K": f"{law.kind}({', '.join(f'{k}={v:g}' for k, v in law.params().items())})",
+            "K": _law_name(law),
             "eps_B": p.base["epsilon"],
             "reduced_exact": p.reduced_game.get("exact"),
             "reduced_improved_rdp": p.reduced_game.get("improved_rdp"),
@@ -58,9 +59,7 @@ def rows() -> list[dict]:
         }
         if law.kind == "tnb":
             prof = base_profile(pair)
-            c52 = tnb_shift(prof, law.eta, law.nu)
-            m = law.mean
-            old = float(prof.epsilon(DELTA / m)) + c52
+            old = float(prof.epsilon(DELTA / law.mean)) + tnb_shift(prof, law.eta, law.nu)
             # the registered profile bound: [KRW24]'s (this shift or the recipe's), or the
             # layered profile bound where smaller
             assert profile <= float(profile_epsilon(pair, law, DELTA, prof)) + 1e-9

@@ -2,26 +2,19 @@
 the accountants table's tuning cells and a realistic DP-SGD grid.
 
 Contract. For each setting (a DP-SGD base with the PLD accountant, a law of K, delta = 1e-5) the
-row holds the interval of `accounting.interval.tuning_interval`: the lower end is the attack
-value over score functions (`accounting.attack`, a lower bound with no sampling error), the
-upper end the tightest rigorous bound for any score ([PS22]'s generic, [KRW24]'s profile);
-`width` = upper - lower and `width_pct` = width / upper: how much a better proof (or a stronger
-attack) could still change, as a share of the epsilon one reports. Beside them, the same with
-the monotone attack as the lower end (`monotone_attack`, `width_pct_monotone`: the attack that
-releases the run with the largest or smallest privacy-loss label, `attack(...,
-scores="monotone")`, the lower end before the worst-score attack), so the gain of the attack
-over score functions is read off each row. No game is played, so the
-widths carry no sampling error (the accountants table adds a game's eps_L; where it exceeds the
-attack value its interval is narrower).
+row holds `accounting.interval.tuning_interval`: the lower end the attack value over score
+functions (`accounting.attack`, no sampling error), the upper end the tightest rigorous bound
+for any score ([PS22]'s generic, [KRW24]'s profile); `width` = upper - lower and `width_pct` =
+width / upper: how much a better proof (or a stronger attack) could still change. Beside them
+the same with the monotone attack as the lower end (`monotone_attack`, `width_pct_monotone`:
+`attack(..., scores="monotone")`), so the gain of the attack over score functions is read off
+each row. No game is played (the accountants table adds a game's eps_L).
 
-Groups: `accountants` are the nine tuning cells of `auditsel reproduce accountants` (sigma, N,
-tau in {(1, 1, 1), (0.8, 3, 0.2), (1, 10, 0.1)} x K in {TNB(0, 0.1), Poisson(4), two-point(10,
-0.5)}); `realistic` is `REALISTIC`, ten DP-SGD tuning settings with sample rates 0.003 to 0.045,
-1,200 to 8,400 steps, noise multipliers 0.75 to 1.5 and K ~ Poisson(8 to 19) (one run's
-epsilon in the column `eps_B`); `random` are 16 settings drawn with a seeded generator in the
-same ranges (`random_settings`: sample rates 0.001 to 0.05, 1,000 to 10,000 steps, noise
-multipliers 0.7 to 1.5, K ~ Poisson(5 to 20)). The summary reports the median and the max of
-both widths per group and over all rows.
+Groups: `accountants`, the nine tuning cells of `auditsel reproduce accountants`; `realistic`,
+`REALISTIC`: ten DP-SGD tuning settings (sample rates 0.003 to 0.045, 1,200 to 8,400 steps,
+noise multipliers 0.75 to 1.5, K ~ Poisson(8 to 19)); `random`, 16 settings drawn by
+`random_settings` in similar ranges. The summary reports the median and the max of both widths
+per group and over all rows.
 """
 
 from __future__ import annotations
@@ -34,6 +27,7 @@ import numpy as np
 
 from auditsel.accounting.interval import interval_attack, tuning_interval
 from auditsel.mechanisms import DpsgdBase
+from auditsel.reproductions import _law_name
 from auditsel.reproductions.accountants_table import GRID
 from auditsel.rounds import Point, Poisson, RoundsLaw
 
@@ -58,7 +52,7 @@ REALISTIC = (
 
 #: the seed of `RANDOM`: 16 DP-SGD settings drawn uniformly (sample rate log-uniform in
 #: [0.001, 0.05], steps in [1,000, 10,000] (rounded down to hundreds), noise multiplier in
-#: [0.7, 1.5], E[K] in [5, 20] of a Poisson law), issue 37's independent check of the widths
+#: [0.7, 1.5], E[K] in [5, 20] of a Poisson law): an independent check of the widths
 RANDOM_SEED = 37
 
 
@@ -75,10 +69,6 @@ def random_settings(
         mean = float(np.round(rng.uniform(5, 20), 1))
         out.append((sigma, steps, rate, mean))
     return out
-
-
-def _law_name(law) -> str:
-    return f"{law.kind}({', '.join(f'{k}={v:g}' for k, v in law.params().items())})"
 
 
 def settings() -> list[tuple[str, DpsgdBase, RoundsLaw]]:

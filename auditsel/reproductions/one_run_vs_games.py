@@ -19,8 +19,6 @@ CPU seconds are this process's CPU time (all threads) for the training and the a
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import time
@@ -42,7 +40,8 @@ from auditsel.games.engine import run_game
 from auditsel.games.one_run_dpsgd import OneRunDpsgd
 from auditsel.games.one_run_reduced import OneRunReducedGame
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon, gaussian_mu
-from auditsel.results.figures import save_figure
+from auditsel.reproductions import _csv
+from auditsel.results.figures import new_figure, save_figure
 from auditsel.rounds import law_from_dict
 from auditsel.selection import GaussianWinner
 
@@ -105,6 +104,15 @@ def _spec(trials: int, seed: int):
     )
 
 
+def _spread(key: str, values: Sequence[float]) -> dict[str, float]:
+    """The mean of `values` under `key`, their min and max under `key`_min and `key`_max."""
+    return {
+        key: float(np.mean(values)),
+        f"{key}_min": float(np.min(values)),
+        f"{key}_max": float(np.max(values)),
+    }
+
+
 def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
     """`repeats` game-based audits of `trials` games each (seeds seed, seed + 1, ...): eps_L is
     their mean (each a valid 95% bound; the mean is a summary), with min and max."""
@@ -113,19 +121,11 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
         spec = _spec(trials, seed + r)
         cpu = time.process_time()
         protocol, proxy = protocol_and_proxy(spec)
-        record = run_game(
-            protocol,
-            proxy,
-            trials,
-            seed + r,
-            execution=ExecutionOptions(chunk_size=spec.game.chunk_size, jobs=1),
-        )
+        execution = ExecutionOptions(chunk_size=spec.game.chunk_size, jobs=1)
+        record = run_game(protocol, proxy, trials, seed + r, execution=execution)
         assert record.scores is not None and record.member is not None  # played in memory
-        eps.append(
-            audit_scores(
-                record.scores, record.member, spec.delta, confidence=0.95, rule=Split(seed=seed + r)
-            ).eps
-        )
+        rule = Split(seed=seed + r)
+        eps.append(audit_scores(record.scores, record.member, spec.delta, rule=rule).eps)
         cpu_total += time.process_time() - cpu
     cpu, mean = cpu_total / repeats, float(np.mean(eps))
     return {
@@ -133,9 +133,7 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
         "canaries": 1,
         "games": trials,
         "repeats": repeats,
-        "eps_L": mean,
-        "eps_L_min": float(np.min(eps)),
-        "eps_L_max": float(np.max(eps)),
+        **_spread("eps_L", eps),
         "eps_L_runs": [float(e) for e in eps],
         "eps_L_mmc24": None,
         "eps_L_mmc24_per_cpu_minute": None,
@@ -149,12 +147,8 @@ def _game_row(trials: int, seed: int, exact: dict, repeats: int = 1) -> dict:
     }
 
 
-def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float) -> dict:
-    # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
-    from auditsel.dpsgd.trainer import calibrate_noise_multiplier
-
+def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float, sigma: float) -> dict:
     s = SETTING
-    sigma = calibrate_noise_multiplier(s["epsilon"], s["delta"], s["steps"], 1.0)
     game = OneRunDpsgd(
         canaries=m,
         noise_multiplier=sigma,
@@ -183,12 +177,8 @@ def _one_run_rows(m: int, repeats: int, seed: int, exact_b: float) -> dict:
         "canaries": m,
         "games": 1,
         "repeats": repeats,
-        "eps_L": float(np.mean(snj)),
-        "eps_L_min": float(np.min(snj)),
-        "eps_L_max": float(np.max(snj)),
-        "eps_L_mmc24": float(np.mean(mmc)),
-        "eps_L_mmc24_min": float(np.min(mmc)),
-        "eps_L_mmc24_max": float(np.max(mmc)),
+        **_spread("eps_L", snj),
+        **_spread("eps_L_mmc24", mmc),
         "cpu_seconds": cpu,
         "cpu_seconds_training": train_cpu / repeats,
         "cpu_seconds_analysis": analysis_cpu / repeats,
@@ -212,8 +202,7 @@ def rows(
 ) -> list[dict[str, Any]]:
     """The comparison table (one row per game budget and per canary count); game-based rows
     repeat their audit `game_repeats` times, one-run rows `repeats` times."""
-    # deferred: torch (the dpsgd extra, about 2 s to import) loads only when a DP-SGD game runs
-    from auditsel.dpsgd.trainer import calibrate_noise_multiplier
+    from auditsel.dpsgd.trainer import calibrate_noise_multiplier  # deferred: torch
 
     s = SETTING
     sigma = calibrate_noise_multiplier(s["epsilon"], s["delta"], s["steps"], 1.0)
@@ -225,7 +214,7 @@ def rows(
         "eps_B": gaussian_epsilon(mu, s["delta"]),
     }
     out = [_game_row(t, seed, exact, game_repeats) for t in games]
-    out += [_one_run_rows(m, repeats, seed, exact["eps_B"]) for m in canaries]
+    out += [_one_run_rows(m, repeats, seed, exact["eps_B"], sigma) for m in canaries]
     for row in out:
         row["sigma"], row["mu"] = sigma, mu
     return out
@@ -263,12 +252,8 @@ def tightness_rows(
                     "canaries": m,
                     "repeats": repeats,
                     "exact_per_canary": exact,
-                    "eps_L_snj23": float(np.mean(snj)),
-                    "eps_L_snj23_min": float(np.min(snj)),
-                    "eps_L_snj23_max": float(np.max(snj)),
-                    "eps_L_mmc24": float(np.mean(mmc)),
-                    "eps_L_mmc24_min": float(np.min(mmc)),
-                    "eps_L_mmc24_max": float(np.max(mmc)),
+                    **_spread("eps_L_snj23", snj),
+                    **_spread("eps_L_mmc24", mmc),
                     "snj23_over_exact": float(np.mean(snj)) / exact,
                     "mmc24_over_exact": float(np.mean(mmc)) / exact,
                     "cpu_seconds_per_audit": (time.process_time() - cpu) / repeats,
@@ -302,65 +287,35 @@ def _plot_one_run(ax: Any, one: Sequence[Mapping[str, Any]]) -> None:
     """comparison.png's one-run rows: [SNJ23]'s and [MMC24]'s eps_L (mean, min-max) at their
     CPU seconds, and each row's exact per-canary epsilon."""
     for i, r in enumerate(one):
-        x = r["cpu_seconds"]
+        x, colour = r["cpu_seconds"], f"C{i + 1}"
         for key, marker, name in (("eps_L", "s", "[SNJ23]"), ("eps_L_mmc24", "^", "[MMC24]")):
-            lo, hi = r[f"{key}_min"], r[f"{key}_max"]
-            ax.errorbar(
-                [x],
-                [r[key]],
-                yerr=[[r[key] - lo], [hi - r[key]]],
-                fmt=marker,
-                color=f"C{i + 1}",
-                capsize=3,
-                label=f"one-run {name}, m = {r['canaries']} (valid 95%; mean, min-max of {r['repeats']})",
+            yerr = [[r[key] - r[f"{key}_min"]], [r[f"{key}_max"] - r[key]]]
+            label = (
+                f"one-run {name}, m = {r['canaries']} (valid 95%; mean, min-max of {r['repeats']})"
             )
-        ax.axhline(
-            r["exact"],
-            color=f"C{i + 1}",
-            ls=":",
-            lw=1.5,
-            label=f"exact, one canary of {r['canaries']} ({r['exact']:.3f})",
-        )
+            ax.errorbar([x], [r[key]], yerr=yerr, fmt=marker, color=colour, capsize=3, label=label)
+        label = f"exact, one canary of {r['canaries']} ({r['exact']:.3f})"
+        ax.axhline(r["exact"], color=colour, ls=":", lw=1.5, label=label)
 
 
 def plot(table: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib
-
-    matplotlib.use("Agg")
-
-    # deferred: matplotlib (half a second) loads only when a plot is drawn
-    import matplotlib.pyplot as plt
-
     game = [r for r in table if r["canaries"] == 1]
     one = [r for r in table if r["canaries"] > 1]
-    fig, ax = plt.subplots(figsize=(8, 6.5))
-    ax.errorbar(
-        [r["cpu_seconds"] for r in game],
-        [r["eps_L"] for r in game],
-        yerr=[
-            [r["eps_L"] - r["eps_L_min"] for r in game],
-            [r["eps_L_max"] - r["eps_L"] for r in game],
-        ],
-        fmt="o-",
-        color="C0",
-        capsize=3,
-        label=f"game-based eps_L (valid 95%, split; mean, min-max of {game[0]['repeats']})",
-    )
+    fig, ax = new_figure((8, 6.5))
+    xs, ys = [r["cpu_seconds"] for r in game], [r["eps_L"] for r in game]
+    yerr = [
+        [y - r["eps_L_min"] for y, r in zip(ys, game)],
+        [r["eps_L_max"] - y for y, r in zip(ys, game)],
+    ]
+    label = f"game-based eps_L (valid 95%, split; mean, min-max of {game[0]['repeats']})"
+    ax.errorbar(xs, ys, yerr=yerr, fmt="o-", color="C0", capsize=3, label=label)
     _plot_one_run(ax, one)
+    exact, eps_b = game[0]["exact"], game[0]["eps_B"]
     ax.axhline(
-        game[0]["exact"],
-        color="C0",
-        ls="--",
-        lw=1,
-        label=f"exact, tuning run, one example ({game[0]['exact']:.3f})",
+        exact, color="C0", ls="--", lw=1, label=f"exact, tuning run, one example ({exact:.3f})"
     )
     ax.axhline(
-        game[0]["eps_B"],
-        color="grey",
-        ls="-.",
-        lw=1,
-        label=f"exact eps of one DP-SGD run ({game[0]['eps_B']:.3f})",
+        eps_b, color="grey", ls="-.", lw=1, label=f"exact eps of one DP-SGD run ({eps_b:.3f})"
     )
     ax.set_xscale("log")
     ax.set_xlabel("CPU seconds per audit (training + analysis)")
@@ -371,26 +326,17 @@ def plot(table: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
     fig.tight_layout(rect=(0, 0.22, 1, 1))
     path = Path(out_dir) / "comparison.png"
     save_figure(fig, path)
-    plt.close(fig)
     return [path]
 
 
-COLUMNS = (
-    "method",
-    "canaries",
-    "games",
-    "repeats",
-    "eps_L",
-    "eps_L_min",
-    "eps_L_max",
-    "eps_L_mmc24",
-    "cpu_seconds",
-    "eps_L_per_cpu_minute",
-    "eps_L_mmc24_per_cpu_minute",
-    "target",
-    "exact",
-    "eps_B",
-    "rigour",
+COLUMNS = tuple(
+    "method canaries games repeats eps_L eps_L_min eps_L_max eps_L_mmc24 cpu_seconds "
+    "eps_L_per_cpu_minute eps_L_mmc24_per_cpu_minute target exact eps_B rigour".split()
+)
+TIGHTNESS_COLUMNS = tuple(
+    "eps_B canaries repeats exact_per_canary eps_L_snj23 eps_L_snj23_min eps_L_snj23_max "
+    "eps_L_mmc24 eps_L_mmc24_min eps_L_mmc24_max snj23_over_exact mmc24_over_exact "
+    "cpu_seconds_per_audit".split()
 )
 
 
@@ -398,6 +344,11 @@ def _cell(v):
     if isinstance(v, float):
         return f"{v:.4g}"
     return "" if v is None else str(v)
+
+
+def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[str]:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return lines + ["| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in rows]
 
 
 def write(
@@ -414,11 +365,7 @@ def write(
         "",
         (__doc__ or "").strip().split("\n\n")[1].replace("\n", " "),
         "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
-    ]
-    md += ["| " + " | ".join(_cell(r.get(c)) for c in COLUMNS) + " |" for r in table]
-    md += [
+        *_table(table, COLUMNS),
         "",
         *[f"- {line}" for line in summary(table)],
         "",
@@ -429,11 +376,7 @@ def write(
         "",
     ]
     (out / "table.md").write_text("\n".join(md))
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=sorted({k for r in table for k in r}))
-    writer.writeheader()
-    writer.writerows(table)
-    (out / "table.csv").write_text(buf.getvalue())
+    (out / "table.csv").write_text(_csv(table, sorted({k for r in table for k in r})))
     (out / "rows.json").write_text(json.dumps(table, indent=1, allow_nan=False))
     files = [out / "table.md", out / "table.csv", out / "rows.json", *plot(table, out)]
     if tightness:
@@ -444,21 +387,6 @@ def write(
 def _write_tightness(out: Path, tightness: Sequence[Mapping[str, Any]]) -> list[Path]:
     """tightness.md and tightness.json under out: the one-run audits against the exact
     per-canary epsilon of the reduced one-run game."""
-    cols = (
-        "eps_B",
-        "canaries",
-        "repeats",
-        "exact_per_canary",
-        "eps_L_snj23",
-        "eps_L_snj23_min",
-        "eps_L_snj23_max",
-        "eps_L_mmc24",
-        "eps_L_mmc24_min",
-        "eps_L_mmc24_max",
-        "snj23_over_exact",
-        "mmc24_over_exact",
-        "cpu_seconds_per_audit",
-    )
     md = [
         "# Tightness of one-run audits in the reduced one-run tuning game",
         "",
@@ -467,10 +395,8 @@ def _write_tightness(out: Path, tightness: Sequence[Mapping[str, Any]]) -> list[
         "eps_L: mean (min, max) over the repeats of valid 95% bounds; exact_per_canary: the "
         f"exact epsilon w.r.t. one canary, {EXACT_SCOPE}.",
         "",
-        "| " + " | ".join(cols) + " |",
-        "|" + "---|" * len(cols),
+        *_table(tightness, TIGHTNESS_COLUMNS),
     ]
-    md += ["| " + " | ".join(_cell(r.get(c)) for c in cols) + " |" for r in tightness]
     (out / "tightness.md").write_text("\n".join(md) + "\n")
     (out / "tightness.json").write_text(json.dumps(tightness, indent=1, allow_nan=False))
     return [out / "tightness.md", out / "tightness.json"]

@@ -1,52 +1,34 @@
-"""The papers' upper-bound numbers reproduced, as lists of row dicts (registered in
+"""The papers' upper-bound numbers reproduced, as lists of flat row dicts (registered in
 `auditsel.reproductions`; `auditsel reproduce NAME` writes them).
 
-The papers' values that rest on [XWW24]'s reduced game (eps_UO, eps_UG, the exact curve of the
-released winner) hold only under [XWW24]'s monotone-score assumption (`registry.ASSUMPTION`):
-they keep the papers' numbers, in columns that say so (`*_monotone_score`, or the paper's own
-names eps_UG / eps_UO, documented here), beside the tuning run's interval for any score
-(`attack`: the attack value over score functions, a lower bound; `interval_upper`: the
-tightest rigorous bound, generic or profile).
+Values resting on [XWW24]'s reduced game (eps_UO, eps_UG, the exact curve of the released
+winner) hold only under its monotone-score assumption (`registry.ASSUMPTION`): they keep the
+papers' numbers in columns that say so (`*_monotone_score`, or the paper's names eps_UG /
+eps_UO), beside the tuning run's interval for any score (`attack`: the attack value, a lower
+bound; `interval_upper`: the tightest rigorous bound, generic or profile).
 
-* `example1_rows()`      [XWW24] Example 1: exact (2.96, 0) / (2.92, 1e-5) of the released winner ::
+* `example1_rows()`: [XWW24] Example 1, the exact (2.96, 0) / (2.92, 1e-5) of the released
+  winner under the listed score order against the generic (2 + eta) eps = 3 ([PS22] Cor. 3)
+  and the generic RDP bound at delta = 1e-5 (paper: 3.11), with the order grid that explains
+  the difference.
+* `table4_rows()`: [XWW24] Table 4 (two-point xi, eq. 21; N = 500, delta = 1e-5, tau in
+  {1, 0.5, 0.1}, eps_B in {1, 2, 4}): eps_UG, eps_UO (Algorithm 3), optionally the reduced
+  game's exact eps, beside the paper's values (typed in, columns `paper_*`).
+* `figure6_rows()`: [XWW24] Figure 6 as a table (TNB grid, N = 500, delta = 1e-5, eps_B in
+  {1, 2, 4, 8}; the panels' (eta, nu) are not in the text: `FIGURE6_LAWS`).
+* `koskela_gaussian_rows()`: [KRW24]'s Gaussian settings (sigma = 4, delta = 1e-6):
+  geometric K with m in {30, 300, 3000}; Bin(n, 10/n) against Poisson(10); Report Noisy Max.
+* `dpsgd_factor_rows()`: [KRW24] Fig. 7 (q = 16384/50000, sigma = 21.1, T = 250): how many
+  more models (E[K]) the profile bound (Thm 5.2) allows than the RDP bound ([PS22] Thm 2).
 
-                         under the listed score order (the paper's monotone score)
-                         against the generic (2 + eta) eps = 3 ([PS22] Cor. 3) and the generic
-                         RDP bound at delta = 1e-5 (paper: 3.11), with the order grid that explains
-                         the difference.
-
-* `table4_rows()`        [XWW24] Table 4: two-point xi (eq. 21), N = 500, delta = 1e-5, ::
-
-                         tau in {1, 0.5, 0.1}, eps_B in {1, 2, 4}: our eps_UG, eps_UO (Algorithm 3)
-                         and optionally the exact eps of the reduced game, beside the paper's
-                         values (typed in from the paper, columns `paper_*`, for comparison only).
-
-* `figure6_rows()`       [XWW24] Figure 6 as a table: TNB grid, N = 500, delta = 1e-5, ::
-
-                         eps_B in {1, 2, 4, 8}: generic, profile, improved (UG, UO) and exact. The
-                         figure's (eta, nu) panels are not given in the text; we use
-                         `FIGURE6_LAWS`. (The lower-bound column is added by the CLI.)
-
-* `koskela_gaussian_rows()`       [KRW24]'s Gaussian settings (sigma = 4, delta = 1e-6): geometric K with ::
-
-                         m in {30, 300, 3000}; Bin(n, 10/n) against Poisson(10); Report Noisy Max.
-
-* `dpsgd_factor_rows()`  [KRW24] Fig. 7 (q = 16384/50000, sigma = 21.1, T = 250): how many more ::
-
-                         models (E[K]) the profile bound (Thm 5.2) allows than the RDP bound
-                         (PS22 Thm 2) at the same (eps, delta), measured.
-
-Every row is a flat dict of numbers and strings; `auditsel.reproductions.to_markdown(rows, columns)`
-renders a table.
-eps_B -> sigma calibration for Table 4 / Figure 6 uses dp_accounting's RDP accountant (the paper
-says "an RDP accountant as in TensorFlow Privacy"), orders `mechanisms.RDP_ORDERS`.
+eps_B -> sigma calibration uses dp_accounting's RDP accountant (the paper: "an RDP accountant
+as in TensorFlow Privacy"), orders `mechanisms.RDP_ORDERS`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -120,47 +102,44 @@ def example1_rows() -> list[dict]:
     winner = FiniteWinner(base, law)
     rows = [*_example1_exact_rows(base, law, winner), *_example1_generic_rows(base, law)]
     for member in (0, 1):
-        pmf = winner.pmf(member)
-        for name, ours, paper in zip("ABC", pmf, _EXAMPLE1_PAPER_PMF[member]):
-            rows.append(
-                {
-                    "quantity": f"winner P({name}) on {'X' if member == 0 else chr(88) + chr(39)}",
-                    "ours": float(ours),
-                    "paper": paper,
-                }
-            )
+        side = "X" if member == 0 else "X'"
+        paper = _EXAMPLE1_PAPER_PMF[member]
+        rows += _rows(
+            [
+                (f"winner P({n}) on {side}", float(o), p)
+                for n, o, p in zip("ABC", winner.pmf(member), paper)
+            ]
+        )
     for r in rows:
         r["difference"] = None if r["paper"] is None else r["ours"] - r["paper"]
     return rows
+
+
+def _rows(quantities: Sequence[tuple[str, Any, float | None]]) -> list[dict[str, Any]]:
+    return [{"quantity": q, "ours": ours, "paper": paper} for q, ours, paper in quantities]
 
 
 def _example1_exact_rows(
     base: FiniteOutputBase, law: TruncatedNegativeBinomial, winner: FiniteWinner
 ) -> list[dict[str, Any]]:
     """Example 1's exact eps (monotone score) and its bounds for any score."""
-    return [
-        {
-            "quantity": "exact eps, delta = 0 (listed score order: monotone score assumed)",
-            "ours": exact_epsilon(winner, 0.0),
-            "paper": 2.96,
-        },
-        {
-            "quantity": "exact eps, delta = 1e-5 (listed score order: monotone score assumed)",
-            "ours": exact_epsilon(winner, 1e-5),
-            "paper": 2.92,
-        },
-        {
-            "quantity": "any score: attack value over score functions (a lower bound), "
-            "delta = 1e-5",
-            "ours": attack_epsilon(base, law, 1e-5),
-            "paper": None,
-        },
-        {
-            "quantity": "any score: tightest rigorous bound, delta = 1e-5",
-            "ours": tightest_bound(base, law, 1e-5).epsilon,
-            "paper": None,
-        },
-    ]
+    monotone = "(listed score order: monotone score assumed)"
+    return _rows(
+        [
+            (f"exact eps, delta = 0 {monotone}", exact_epsilon(winner, 0.0), 2.96),
+            (f"exact eps, delta = 1e-5 {monotone}", exact_epsilon(winner, 1e-5), 2.92),
+            (
+                "any score: attack value over score functions (a lower bound), delta = 1e-5",
+                attack_epsilon(base, law, 1e-5),
+                None,
+            ),
+            (
+                "any score: tightest rigorous bound, delta = 1e-5",
+                tightest_bound(base, law, 1e-5).epsilon,
+                None,
+            ),
+        ]
+    )
 
 
 def _example1_generic_rows(
@@ -168,37 +147,38 @@ def _example1_generic_rows(
 ) -> list[dict[str, Any]]:
     """Example 1's generic bounds ([PS22]'s pure DP and RDP ones) and Algorithm 3's."""
     integer = np.arange(2.0, 200.0)
-    return [
-        {
-            "quantity": "generic pure DP (2 + eta) eps ([PS22] Cor. 3)",
-            "ours": pure_dp_generic_epsilon(1.0, law),
-            "paper": 3.0,
-        },
-        {
-            "quantity": "generic RDP, delta = 1e-5, exact base RDP curve, panel orders",
-            "ours": generic_epsilon(
-                ORDERS, finite_rdp(base.law(0), base.law(1), ORDERS), law, 1e-5
+    rdp = "generic RDP, delta = 1e-5,"
+    return _rows(
+        [
+            (
+                "generic pure DP (2 + eta) eps ([PS22] Cor. 3)",
+                pure_dp_generic_epsilon(1.0, law),
+                3.0,
             ),
-            "paper": 3.11,
-        },
-        {
-            "quantity": "generic RDP, delta = 1e-5, pure-DP (randomized response) curve, panel orders",
-            "ours": generic_epsilon(ORDERS, pure_dp_rdp(1.0, ORDERS), law, 1e-5),
-            "paper": 3.11,
-        },
-        {
-            "quantity": "generic RDP, delta = 1e-5, pure-DP curve, integer orders 2..199",
-            "ours": rdp_to_epsilon(
-                integer, tnb_rdp(integer, pure_dp_rdp(1.0, integer), 1.0, 1e-3), 1e-5
+            (
+                f"{rdp} exact base RDP curve, panel orders",
+                generic_epsilon(ORDERS, finite_rdp(base.law(0), base.law(1), ORDERS), law, 1e-5),
+                3.11,
             ),
-            "paper": 3.11,
-        },
-        {
-            "quantity": "Algorithm 3 recipe on the exact winner (Renyi, converted), delta = 1e-5",
-            "ours": finite_improved_epsilon(base, law, 1e-5),
-            "paper": None,
-        },
-    ]
+            (
+                f"{rdp} pure-DP (randomized response) curve, panel orders",
+                generic_epsilon(ORDERS, pure_dp_rdp(1.0, ORDERS), law, 1e-5),
+                3.11,
+            ),
+            (
+                f"{rdp} pure-DP curve, integer orders 2..199",
+                rdp_to_epsilon(
+                    integer, tnb_rdp(integer, pure_dp_rdp(1.0, integer), 1.0, 1e-3), 1e-5
+                ),
+                3.11,
+            ),
+            (
+                "Algorithm 3 recipe on the exact winner (Renyi, converted), delta = 1e-5",
+                finite_improved_epsilon(base, law, 1e-5),
+                None,
+            ),
+        ]
+    )
 
 
 def _calibrated(eps_b: float, tau: float, delta: float, steps: int = 500) -> DpsgdBase:
@@ -233,10 +213,7 @@ def table4_rows(with_exact: bool = False, delta: float = 1e-5) -> list[dict]:
                 "diff_UG": ug - p_ug,
                 "diff_UO": uo - p_uo,
             }
-            if with_exact:
-                # the reduced game's exact curve is exact only at tau = 1 (eq. 19) and only for
-                # a monotone score; at tau < 1 it is a heuristic. Beside it: the interval for
-                # any score (the attack value, a lower bound; the tightest rigorous bound)
+            if with_exact:  # the reduced game: exact only at tau = 1 (eq. 19), monotone score
                 reduced = exact_epsilon(GaussianWinner(GaussianBase(base.mu), law), delta)
                 key = "exact_monotone_score" if base.reduction_is_exact else "exact_heuristic"
                 row[key] = reduced
@@ -261,8 +238,6 @@ def figure6_rows(
             for eps_b in eps_bs:
                 base = _calibrated(eps_b, tau, delta, steps)
                 p = panel(base, law, delta)
-                # a value under an assumption goes to its own column: `<key>_monotone_score`
-                # ([XWW24]'s monotone score) or `<key>_heuristic` (auditsel.results.heuristics)
                 up = {_column(k, p.labels.get(k)): p.value(k) for k in p.upper}
                 rows.append(
                     {
@@ -308,39 +283,22 @@ def koskela_gaussian_rows(sigma: float = 4.0, delta: float = 1e-6) -> list[dict]
     base = GaussianBase(1.0 / sigma)
     prof = base_profile(base)
     r = gaussian_rdp(base.mu, ORDERS)
-    rows = []
-    for m in (30, 300, 3000):
-        law = TruncatedNegativeBinomial(1.0, 1.0 / m)
-        rows.append(
-            {
-                "setting": f"geometric, m = {m}",
-                "profile": profile_epsilon(base, law, delta, prof),
-                "generic_rdp": generic_epsilon(ORDERS, r, law, delta, prof),
-                "exact_monotone_score": exact_epsilon(GaussianWinner(base, law), delta),
-                "attack": attack_epsilon(base, law, delta),
-            }
-        )
-    pois = Poisson(10.0)
-    rows.append(
+    laws: list[tuple[str, Any, Any]] = [
+        (f"geometric, m = {m}", TruncatedNegativeBinomial(1.0, 1.0 / m), prof)
+        for m in (30, 300, 3000)
+    ]
+    laws.append(("Poisson(10)", Poisson(10.0), None))
+    laws += [(f"Bin({n}, 10/{n})", Binomial(n, 10.0 / n), prof) for n in (20, 50, 100, 1000)]
+    rows: list[dict[str, Any]] = [
         {
-            "setting": "Poisson(10)",
-            "profile": profile_epsilon(base, pois, delta, prof),
-            "generic_rdp": generic_epsilon(ORDERS, r, pois, delta),
-            "exact_monotone_score": exact_epsilon(GaussianWinner(base, pois), delta),
-            "attack": attack_epsilon(base, pois, delta),
+            "setting": setting,
+            "profile": profile_epsilon(base, law, delta, prof),
+            "generic_rdp": generic_epsilon(ORDERS, r, law, delta, generic_profile),
+            "exact_monotone_score": exact_epsilon(GaussianWinner(base, law), delta),
+            "attack": attack_epsilon(base, law, delta),
         }
-    )
-    for n in (20, 50, 100, 1000):
-        binomial = Binomial(n, 10.0 / n)
-        rows.append(
-            {
-                "setting": f"Bin({n}, 10/{n})",
-                "profile": profile_epsilon(base, binomial, delta, prof),
-                "generic_rdp": generic_epsilon(ORDERS, r, binomial, delta, prof),
-                "exact_monotone_score": exact_epsilon(GaussianWinner(base, binomial), delta),
-                "attack": attack_epsilon(base, binomial, delta),
-            }
-        )
+        for setting, law, generic_profile in laws
+    ]
     for m in (10, 100, 1000):
         rows.append(
             {
@@ -418,18 +376,3 @@ def table4_rows_with_exact() -> list[dict]:
 def table4_lines(rows: list[dict]) -> list[str]:
     """The summary line of the Table 4 reproduction."""
     return ["Agreement with the paper: " + json.dumps(table4_summary(rows))]
-
-
-if __name__ == "__main__":  # pragma: no cover - a quick manual look
-    t = time.time()
-    print(to_markdown(example1_rows()))
-    rows = table4_rows()
-    print(
-        to_markdown(
-            rows, ["eps_B", "tau", "L", "s", "eps_UG", "paper_eps_UG", "eps_UO", "paper_eps_UO"], 2
-        )
-    )
-    print(table4_summary(rows))
-    print(to_markdown(koskela_gaussian_rows()))
-    print(to_markdown(dpsgd_factor_rows()))
-    print(f"{time.time() - t:.1f} s")

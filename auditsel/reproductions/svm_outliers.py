@@ -31,7 +31,7 @@ from auditsel.pipelines.audit_options import ExecutionOptions
 from auditsel.pipelines.canaries import Canary, InputCanary
 from auditsel.pipelines.pipeline import Pipeline, audit_pipeline
 from auditsel.reproductions import REGISTRY, to_markdown
-from auditsel.results.figures import save_figure
+from auditsel.results.figures import new_figure, save_figure
 from auditsel.results.report import atomic_write_text
 
 __all__ = [
@@ -59,12 +59,7 @@ DELTA = 1e-5
 def sample_data(seed: int = 0, per_class: int = 20) -> tuple[np.ndarray, np.ndarray]:
     """D: (X, y), `per_class` points of each class, labels -1 then +1."""
     rng = np.random.default_rng(seed)
-    X = np.vstack(
-        [
-            rng.normal(NEGATIVE_MEAN, 1.0, (per_class, 2)),
-            rng.normal(POSITIVE_MEAN, 1.0, (per_class, 2)),
-        ]
-    )
+    X = np.vstack([rng.normal(m, 1.0, (per_class, 2)) for m in (NEGATIVE_MEAN, POSITIVE_MEAN)])
     return X, np.r_[-np.ones(per_class), np.ones(per_class)]
 
 
@@ -108,23 +103,13 @@ def score(release: Mapping[str, float], canary: Canary) -> float:
 def curve_rows(runs: int = RUNS) -> list[dict]:
     """Figure 1: mean training accuracy per alpha on D and D', and how often each is chosen."""
     with_outliers = OUTLIERS.for_game(True, np.random.default_rng(0)).prepare(DATA)
-    rows = []
-    results = {}
+    stats = {}
     for name, data in (("without", DATA), ("with", with_outliers)):
         accuracy = np.array([training_accuracy(data, seed) for seed in range(runs)])
-        chosen = np.bincount(accuracy.argmax(axis=1), minlength=len(ALPHAS)) / runs
-        results[name] = (accuracy.mean(axis=0), chosen)
-    for i, alpha in enumerate(ALPHAS):
-        rows.append(
-            {
-                "alpha": alpha,
-                "accuracy_without": float(results["without"][0][i]),
-                "accuracy_with": float(results["with"][0][i]),
-                "chosen_without": float(results["without"][1][i]),
-                "chosen_with": float(results["with"][1][i]),
-            }
-        )
-    return rows
+        stats[f"accuracy_{name}"] = accuracy.mean(axis=0)
+        stats[f"chosen_{name}"] = np.bincount(accuracy.argmax(axis=1), minlength=len(ALPHAS)) / runs
+    keys = ("accuracy_without", "accuracy_with", "chosen_without", "chosen_with")
+    return [{"alpha": a, **{k: float(stats[k][i]) for k in keys}} for i, a in enumerate(ALPHAS)]
 
 
 def audit_rows(games: int = GAMES, jobs: int = 1) -> dict:
@@ -156,12 +141,7 @@ def rows(jobs: int = 1) -> list[dict]:
 
 
 def plot(curve: list[dict], path: Path) -> Path:
-    import matplotlib  # deferred: heavy, and only the plot needs it
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # deferred: with matplotlib, above
-
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig, ax = new_figure((6, 3.8))
     alphas = [r["alpha"] for r in curve]
     ax.plot(alphas, [r["accuracy_without"] for r in curve], "o-", label="D (without outliers)")
     ax.plot(alphas, [r["accuracy_with"] for r in curve], "s-", label="D' (with the 8 outliers)")
@@ -171,7 +151,6 @@ def plot(curve: list[dict], path: Path) -> Path:
     ax.legend()
     fig.tight_layout()
     save_figure(fig, path)
-    plt.close(fig)
     return path
 
 

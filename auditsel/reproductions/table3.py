@@ -1,23 +1,18 @@
 """A [XWW24] Table-3-style grid on real DP-SGD: threat model x canary x eps_B, several proxies.
 
-For each cell (threat in NTNV/NTCV/ETCV, canary Z_D or an input-space canary, eps_B)::
+For each cell (threat in NTNV/NTCV/ETCV, canary Z_D or an input-space canary, eps_B): sigma
+calibrated so that one run (N steps, rate tau) is (eps_B, delta)-DP (`DpsgdBase.from_epsilon`,
+dp_accounting's RDP accountant by default); `trials` distinguishing games of the tuning
+protocol H (Algorithm 2) over DP-SGD, played by the game engine with the game of
+`attacks.dpsgd_game` and a `Scorer` that evaluates every proxy on the same releases (one
+training per game); per proxy eps_L by the split rule (valid at the confidence), the optimistic
+max over thresholds (as the paper reports it) and the GDP fit (heuristic); the whole bound panel
+(`table_bounds`: generic and profile for any score, [XWW24]'s improved and exact values in
+`upper_<key>_monotone_score` at tau = 1 or `upper_<key>_heuristic` at tau < 1).
 
-    sigma    calibrated so that one run (N steps, sampling rate tau) is (eps_B, delta)-DP
-             (``DpsgdBase.from_epsilon``, dp_accounting's RDP accountant by default)
-    games    ``trials`` distinguishing games of the tuning protocol H (Algorithm 2) over DP-SGD,
-             played by the game engine (``auditsel.games.engine.run_game``: seeded chunks, joblib workers)
-             with the game built by ``attacks.dpsgd_game`` and a ``Scorer`` that evaluates every
-             proxy on the same releases (one training per game for all proxies)
-    eps_L    per proxy: the split rule (valid at the confidence), the optimistic max over
-             thresholds (as the paper reports it) and the GDP fit (heuristic)
-    upper    the generic and profile bounds (for any score) and [XWW24]'s improved bound and
-             exact reduced-game value at the same (sigma, N, tau, xi), columns
-             ``upper_<key>_monotone_score`` (tau = 1: under [XWW24]'s monotone-score
-             assumption) or ``upper_<key>_heuristic`` (tau < 1) (``table_bounds``)
-
-``Table3Grid`` is the grid (data): a ``DpsgdGameSpec`` for everything the cells share, the
-DP-SGD base settings, the law of K and the axes. Cell i plays seed ``seed + i`` with
-``chunk_size`` games per chunk.
+`Table3Grid` is the grid (data): a `DpsgdGameSpec` for everything the cells share, the DP-SGD
+base settings, the law of K and the axes. Cell i plays seed `seed + i` with `chunk_size` games
+per chunk.
 """
 
 from __future__ import annotations
@@ -87,14 +82,9 @@ def run_cell(
     spec = replace(grid.game, threat=threat, canary=canary)
     protocol = build_protocol(spec, base, grid.rounds, data)
     scorer = make_scorer(spec, grid.proxies, base, grid.rounds)
+    execution = ExecutionOptions(chunk_size=grid.chunk_size, jobs=jobs)
     start = time.perf_counter()
-    record = run_game(
-        protocol,
-        scorer,
-        grid.trials,
-        grid.seed + index,
-        execution=ExecutionOptions(chunk_size=grid.chunk_size, jobs=jobs),
-    )
+    record = run_game(protocol, scorer, grid.trials, grid.seed + index, execution=execution)
     return base, record, time.perf_counter() - start
 
 
@@ -125,12 +115,13 @@ def run_grid(
         if eps not in upper:
             upper[eps] = upper_bounds(base, grid.rounds, grid.delta)
         for j, proxy in enumerate(grid.proxies):
+            rule = Split(seed=index)  # a seed per cell, fixed before any score is seen
             lb = audit_scores(
                 record.scores[:, j],
                 record.member,
-                delta=grid.delta,
+                grid.delta,
                 confidence=grid.confidence,
-                rule=Split(seed=index),  # a seed per cell, fixed before any score is seen
+                rule=rule,
             )
             row = {
                 "threat": threat,

@@ -3,49 +3,38 @@
 `auditsel reproduce bugzoo` (written to results/bugzoo/). Every pipeline is one module of this
 package holding what an author would write:
 
-* `tune(data, seed, canary) -> release`: the author's whole tuning run (PyTorch DP-GD or DP-SGD
-  by hand, or Opacus, on scikit-learn's breast-cancer or digits data, `TRAIN`), with one bug
-  or none (`BUG`);
-
-* `claim(delta)`: the epsilon the author claims for the tuning run, computed by the pipeline's
-  own accounting (`auditsel.from_opacus`, or `auditsel.DpsgdBase`) and the tuning bound of the
-  law of K the author states (never typed in);
-
-* `correct_interval(delta) -> (lower, upper, how)`: what a correct accounting of the pipeline
-  as written gives for any selection score (`zoo_objects.Interval`: the any-score interval,
-  one end or none where no theorem covers what it does, inf where a value computed from the
-  private rows without noise is released);
-
-* `pipeline_objects(seed=0)`: one seeded run's objects for a static check of the code
+* `tune(data, seed, canary) -> release`: the whole tuning run (PyTorch DP-GD or DP-SGD by hand,
+  or Opacus, on scikit-learn's breast-cancer or digits data, `TRAIN`), with one bug or none
+  (`BUG`);
+* `claim(delta)`: the author's claimed epsilon, from the pipeline's own accounting
+  (`auditsel.from_opacus` or `auditsel.DpsgdBase`) and the tuning bound of the stated law of K;
+* `correct_interval(delta) -> (lower, upper, how)`: a correct accounting of the pipeline as
+  written, for any selection score (`zoo_objects.Interval`);
+* `pipeline_objects(seed=0)`: one seeded run's objects for a static check
   (`zoo_objects.objects`);
+* the older modules also keep a hand-chosen `CANARY` and `score` (the tests' small audits).
 
-* the older modules also keep the auditor's hand-chosen `CANARY` and `score` (the tests' small
-  audits); the zoo's table does not use them.
+`audit(name)` follows the documented route, no canary or score chosen by hand
+(docs/findings/bugzoo.md):
 
-For each pipeline `audit(name)` follows the documented route, with no canary or score chosen
-by hand (docs/findings/bugzoo.md):
-
-1. plan from a pilot of `pilot` games (seed 1, `auditsel.plan_pipeline` with `canary="both"`
-   and the default score, learned from a pilot of its own (`auditsel.pipelines.learned_scores`), honest: on the pilot's pessimistic curve) the games per
-   canary that refute the claim with probability POWER, for an audit at the per-look
-   confidence LOOK_CONFIDENCE, and P(refuted) and E[eps_L] at the budget;
+1. plan from a pilot of `pilot` games (seed 1, `auditsel.plan_pipeline`, `canary="both"`, the
+   default score learned from a pilot of its own, `auditsel.pipelines.learned_scores`; honest:
+   on the pilot's pessimistic curve) the games per canary that refute the claim with
+   probability POWER at the per-look confidence LOOK_CONFIDENCE, and P(refuted) and E[eps_L]
+   at the budget;
 2. audit with early stopping (`auditsel.audit_until_refuted`, `canary="both"`, `score=None`:
-   LOOKS looks at a geometric schedule up to the audit's games, each at LOOK_CONFIDENCE,
-   stopping at the first that refutes), the games being the planned games (SAFETY = 1: the
-   honest plan is not inflated; at least MIN_GAMES, in steps of 500) capped at the stated
-   `budget` (BUDGET by default: the issue's 8,000 per canary), or the budget when the pilot
-   plans no refutation.
+   LOOKS looks on a geometric schedule, each at LOOK_CONFIDENCE, stopping at the first that
+   refutes) over `planned_games`, or the budget when the pilot plans no refutation.
 
 A pipeline the route refuses (a release `canary="both"` cannot read) is a row that says so.
-
 Validity: the pilot plays other games (seed 1) and only sizes the audit; the looks are a union
-bound (alpha spending, equal shares), so "refuted" holds at CONFIDENCE over all the looks, and
-a correct pipeline's claim is refuted with probability at most 1 - CONFIDENCE = 5%.
+bound (equal shares), so "refuted" holds at CONFIDENCE over all the looks: a correct
+pipeline's claim is refuted with probability at most 1 - CONFIDENCE.
 
-Resuming: each finished row is kept in OUT/rows/NAME.json (with the budget and pilot it was
-computed at) and each audit's games in OUT/checkpoints/NAME, so a broken run, started again
-with the same options, plays only what is missing; both are removed once table.md is written.
-`pipelines=` recomputes some rows and keeps the others of OUT/rows.json.
+Resuming: each finished row is kept in OUT/rows/NAME.json (with its budget and pilot) and each
+audit's games in OUT/checkpoints/NAME, so a broken run started again with the same options
+plays only what is missing; both are removed once table.md is written. `pipelines=` recomputes
+some rows and keeps the others of OUT/rows.json.
 """
 
 from __future__ import annotations
@@ -68,7 +57,7 @@ from auditsel.pipelines.pipeline_plan import PilotOptions, plan_pipeline
 from auditsel.pipelines.sequential import audit_until_refuted
 from auditsel.reproductions import REGISTRY, _clean, _csv, to_markdown
 from auditsel.reproductions.accountant_claims import MissingExtra
-from auditsel.results.figures import save_figure
+from auditsel.results.figures import new_figure, save_figure
 from auditsel.results.report import atomic_write_text
 
 __all__ = [
@@ -113,9 +102,8 @@ BUDGET = 8_000  # games per canary: the stated budget when the pilot plans no re
 LOOK_CONFIDENCE = 1 - (1 - CONFIDENCE) / LOOKS  # each look's, and the plan's, confidence
 AUDIT_SEED = 0  # the pilot plays at AUDIT_SEED + 1 (plan_pipeline): never the audit's games
 SCALE = 20.0  # the plot shows correct accountings up to this eps
-CANARY: Literal["both"] = (
-    "both"  # the documented route: an input and a gradient canary chosen for you
-)
+#: the documented route: an input and a gradient canary chosen for you
+CANARY: Literal["both"] = "both"
 REFUSALS = ("canary", "score", "release")  # a ConfigError of these: the route refuses the pipeline
 
 
@@ -163,14 +151,14 @@ def _describe(name: str, claimed: float, budget: int, pilot: int) -> dict[str, A
     }
 
 
-def _plan_entry(plan: Any) -> dict[str, Any]:
-    return {
-        "pilot_curve_eps": plan.curve_eps,
-        "pilot_point_eps": plan.point_eps,
-        "planned_games_to_refute": plan.games_to_refute,
-        "planned_p_refuted": plan.prob_refute,
-        "planned_expected_eps": plan.expected_eps,
-    }
+#: a row's plan fields and the plan's attributes they are read from
+PLAN_FIELDS = {
+    "pilot_curve_eps": "curve_eps",
+    "pilot_point_eps": "point_eps",
+    "planned_games_to_refute": "games_to_refute",
+    "planned_p_refuted": "prob_refute",
+    "planned_expected_eps": "expected_eps",
+}
 
 
 def audit(
@@ -224,27 +212,15 @@ def audit(
         "looks": [int(k) for k in sequential["looks"]],
         "score": f"{entry['canary'].get('kind', '?')}: {entry['score']}",
         "cpu_seconds": round(plan.cpu_seconds_per_game * pilot + result.cpu_seconds, 2),
-        **_plan_entry(plan),
+        **{k: getattr(plan, attr) for k, attr in PLAN_FIELDS.items()},
         "wall_seconds": round(time.perf_counter() - start, 1),
     }
 
 
 def _refused(message: str) -> dict[str, Any]:
-    return {
-        "status": "refused: " + message.splitlines()[0],
-        "eps": 0.0,
-        "refuted": False,
-        "games": 0,
-        "budget": 0,
-        "looks": [],
-        "score": "-",
-        "cpu_seconds": 0.0,
-        "pilot_curve_eps": None,
-        "pilot_point_eps": None,
-        "planned_games_to_refute": None,
-        "planned_p_refuted": None,
-        "planned_expected_eps": None,
-    }
+    status = "refused: " + message.splitlines()[0]
+    row = {"status": status, "eps": 0.0, "refuted": False, "games": 0, "budget": 0, "looks": []}
+    return {**row, "score": "-", "cpu_seconds": 0.0, **dict.fromkeys(PLAN_FIELDS)}
 
 
 def _kept(path: Path, budget: int, pilot: int) -> dict | None:
@@ -357,7 +333,7 @@ def findings(rows: list[dict]) -> list[str]:
     lines = [
         f"- {len(refuted)} of {len(buggy)} buggy pipelines refuted; "
         f"{sum(not r['refuted'] for r in correct)} of {len(correct)} correct pipelines not "
-        f"refuted; {len(refused)} refused by the route.",
+        f"refuted; {len(refused)} refused by the route."
     ]
     planned = [r for r in audited if r["planned_games_to_refute"] is not None]
     within = [r for r in planned if r["planned_games_to_refute"] <= r["budget_cap"]]
@@ -381,10 +357,8 @@ def findings(rows: list[dict]) -> list[str]:
             + ", ".join(f"`{r['pipeline']}` at {r['games']:,} of {r['budget']:,}" for r in early)
             + "."
         )
-    for r in refused:
-        lines.append(f"- `{r['pipeline']}`: {r['status']}.")
-    for r in [r for r in audited if r["refuted"]]:
-        lines.append(f"- `{r['pipeline']}` refuted by {r['score']}.")
+    lines += [f"- `{r['pipeline']}`: {r['status']}." for r in refused]
+    lines += [f"- `{r['pipeline']}` refuted by {r['score']}." for r in audited if r["refuted"]]
     earlier = [r["pipeline"] for r in audited if "every released field" in r["score"]]
     if earlier:  # rows kept from a run before the learned default score (issue 36)
         lines.append(
@@ -400,12 +374,7 @@ def findings(rows: list[dict]) -> list[str]:
 
 def plot(rows: list[dict], path: Path) -> Path:
     """Each pipeline's claim and eps_L, and its correct interval (off the scale above SCALE)."""
-    import matplotlib  # deferred: heavy, and only the plot needs it
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # deferred: with matplotlib, above
-
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.2))
+    fig, ax = new_figure((8, 0.45 * len(rows) + 1.2))
     ys = range(len(rows))[::-1]
     ends = [v for r in rows for v in (r["correct_lower"], r["correct_upper"]) if v is not None]
     top = max([r["claimed_epsilon"] for r in rows] + [r["eps"] for r in rows] + ends) * 1.15
@@ -430,7 +399,6 @@ def plot(rows: list[dict], path: Path) -> Path:
     )
     fig.tight_layout()
     save_figure(fig, path)
-    plt.close(fig)
     return path
 
 

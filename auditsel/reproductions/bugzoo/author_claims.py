@@ -1,25 +1,19 @@
 """What the zoo's authors claim, and what their pipelines really cost.
 
-* `tuning_epsilon(base, rounds, delta)`: the claim of an author who accounts one run with
-  `base` (a DpsgdBase, `OpacusRun.base`, or a GaussianBase) and the tuning run with the law of
-  K they state, following [XWW24]: the tightest value of auditsel's interval under [XWW24]'s
-  monotone-score assumption (`auditsel.accounting.interval.tuning_epsilon(...,
-  assume="monotone_score")`). At sample rate 1 that is [XWW24]'s exact reduced game, which
-  holds only when the pipeline's selection score is a monotone function of the reduced draw; for
-  any score the tuning run's epsilon can be larger (docs/findings/any-score.md), so an audit
-  that does not refute such a claim does not make it a guarantee for any score. At sample rate
-  below 1 it is the tightest rigorous bound (the reduced game is no bound there).
-
-* `any_score_interval(base, rounds, delta)`: what the tuning run of K ~ rounds runs of `base`,
-  the best released, really costs for any selection score: auditsel's interval (`tuning_epsilon`,
-  no assumption: [attack value, tightest rigorous bound]), the zoo's "correct eps". Where the
-  attack overflows (a base far from private, e.g. a Gaussian with shift 400) the lower end is
-  None and the upper end the tightest rigorous bound alone.
-
+* `tuning_epsilon(base, rounds, delta)`: the claim of an author who accounts one run with `base`
+  (a DpsgdBase, `OpacusRun.base`, or a GaussianBase) and the tuning run with the stated law of K,
+  following [XWW24]: the tightest value of auditsel's interval under [XWW24]'s monotone-score
+  assumption (`auditsel.accounting.interval.tuning_epsilon(..., assume="monotone_score")`). At
+  sample rate 1 that is [XWW24]'s exact reduced game, which holds only for a selection score
+  monotone in the reduced draw: for any score the tuning run's epsilon can be larger
+  (docs/findings/any-score.md), so an audit that does not refute such a claim does not make it
+  a guarantee. Below sample rate 1 it is the tightest rigorous bound.
+* `any_score_interval(base, rounds, delta)`: what the tuning run really costs for any selection
+  score: auditsel's interval [attack value, tightest rigorous bound], the zoo's "correct eps";
+  where the attack overflows (a base far from private) the lower end is None.
 * `released_runs_epsilon(mu, rounds, delta)`: the exact epsilon of releasing *every* one of
-  K ~ rounds runs, each a Gaussian mechanism N(0, 1) vs N(mu, 1) (K is seen, and does not
-  depend on the data): delta(eps) = sum_k P[K = k] delta_{mu sqrt(k)}(eps), the k-fold
-  composition of Gaussians being the Gaussian with mu sqrt(k).
+  K ~ rounds runs, each N(0, 1) vs N(mu, 1) (K is seen and does not depend on the data):
+  delta(eps) = sum_k P[K = k] delta_{mu sqrt(k)}(eps).
 """
 
 from __future__ import annotations

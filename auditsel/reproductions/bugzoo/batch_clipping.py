@@ -25,19 +25,12 @@ from auditsel.pipelines.canaries import Canary, InputCanary
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
 from auditsel.reproductions.bugzoo import zoo_data
 from auditsel.reproductions.bugzoo.author_claims import any_score_interval
-from auditsel.reproductions.bugzoo.correct_dpgd import (
-    BATCH,
-    CLIP,
-    MEAN_RUNS,
-    NOISE,
-    STEPS,
-)
+from auditsel.reproductions.bugzoo.correct_dpgd import BATCH, CLIP, MEAN_RUNS, NOISE, STEPS
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
 from auditsel.rounds import Poisson
 
 BUG = "the canary's gradient not clipped (the batch's gradient clipped instead of each example's)"
-# the same as in correct_dpgd:
 TRAIN, claim = reference.TRAIN, reference.claim
 CANARY = InputCanary(zoo_data.spike(1e4), 1.0)
 

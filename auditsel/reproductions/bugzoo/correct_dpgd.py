@@ -1,18 +1,16 @@
 """A correct hand-written DP-GD tuning run (PyTorch): the reference the buggy pipelines edit.
 
-Logistic regression on the zoo's data (`data`), trained by full-batch DP gradient descent:
-STEPS steps, each example's gradient clipped to CLIP, Gaussian noise of standard deviation
-NOISE * CLIP added to the clipped sum, the sum divided by the (public) batch size. Random
-search: K ~ Poisson(MEAN_RUNS) runs, each with a learning rate drawn from LEARNING_RATES; the
-run with the best validation accuracy is released with its learning rate (K = 0 releases the
-initial model).
+Logistic regression on the zoo's data (`zoo_data`), full-batch DP gradient descent: STEPS
+steps, each example's gradient clipped to CLIP, Gaussian noise of standard deviation
+NOISE * CLIP added to the clipped sum, divided by the (public) batch size. Random search:
+K ~ Poisson(MEAN_RUNS) runs, each with a learning rate drawn from LEARNING_RATES; the run with
+the best validation accuracy is released with its learning rate (K = 0: the initial model).
 
-The author's claim: one run is DpsgdBase(NOISE, STEPS, 1.0) (dp_accounting's RDP accountant);
-the tuning run's epsilon is the smallest rigorous tuning bound for Poisson(MEAN_RUNS) in
-auditsel's panel under [XWW24]'s monotone-score assumption (`author_claims.tuning_epsilon`: at
-sample rate 1 that is [XWW24]'s exact reduced game). For any selection score the tuning run's
-epsilon is the any-score interval (`correct_interval`), above that claim: the claim holds only
-for a score that is a monotone function of the reduced draw.
+The author's claim: one run is DpsgdBase(NOISE, STEPS, 1.0) (dp_accounting's RDP accountant),
+the tuning run the smallest rigorous tuning bound for Poisson(MEAN_RUNS) under [XWW24]'s
+monotone-score assumption (`author_claims.tuning_epsilon`; at sample rate 1 the exact reduced
+game). For any selection score the tuning run's epsilon is the any-score interval
+(`correct_interval`), above that claim.
 
 The audit: a GradientCanary on the padding weight, added to the clipped sum by
 `canary.step(...)`; the score is the released model's move along it per unit learning rate.
@@ -31,7 +29,7 @@ from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.reproductions.bugzoo import zoo_data
 from auditsel.reproductions.bugzoo.author_claims import any_score_interval, tuning_epsilon
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects
 from auditsel.rounds import Poisson, RoundsLaw
 
 BUG = None
@@ -146,15 +144,11 @@ def hand_objects(
         release = random_search(TRAIN, seed, CANARY, train_one)
     else:
         release = tune_run(TRAIN, seed, CANARY)
-    return objects(
-        model=None,
-        optimizers=[],
-        rounds=Poisson(MEAN_RUNS) if rounds is None else rounds,
-        dataset=torch.utils.data.TensorDataset(*TRAIN),
-        release=release,
-        claim=claim if claimed is None else claimed,
-        base=DpsgdBase(NOISE, STEPS, 1.0),
-        privatizer=privatize if train_one is train else None,
+    law = Poisson(MEAN_RUNS) if rounds is None else rounds
+    base, step = DpsgdBase(NOISE, STEPS, 1.0), privatize if train_one is train else None
+    claimed = claim if claimed is None else claimed
+    return run_objects(
+        (None, [], None, None), law, claimed, TRAIN, release, base=base, privatizer=step
     )
 
 

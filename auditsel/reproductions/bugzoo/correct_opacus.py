@@ -1,14 +1,13 @@
 """A correct Opacus tuning run: Poisson sampling, per-example clipping, the claim from Opacus.
 
-Logistic regression on the zoo's data (`data`) made private by `opacus.PrivacyEngine`: Poisson
-sampling at rate BATCH / 400, clipping norm CLIP, noise multiplier NOISE, EPOCHS epochs.
+Logistic regression on the zoo's data (`zoo_data`) made private by `opacus.PrivacyEngine`:
+Poisson sampling at rate BATCH / 400, clipping norm CLIP, noise multiplier NOISE, EPOCHS epochs.
 Random search: K ~ Poisson(MEAN_RUNS) runs with learning rates drawn from LEARNING_RATES, the
 best on the validation set released with its learning rate.
 
 The author's claim: `auditsel.from_opacus` on one run's engine, optimizer and loader (Opacus's
-own PRV accountant for the run), with the law of K: the smallest rigorous tuning bound
-(`OpacusRun.tuning_epsilon`, for any score), the upper end of the interval that
-`correct_interval` gives (the correct eps).
+PRV accountant for the run) with the law of K: the smallest rigorous tuning bound for any score
+(`OpacusRun.tuning_epsilon`), the upper end of `correct_interval`.
 
 The audit: a GradientCanary on the padding weight, attached to Opacus's DPOptimizer (added to
 the clipped sum at the sample rate Opacus charges); the score is the released model's move
@@ -17,7 +16,6 @@ along it per unit learning rate.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -28,11 +26,10 @@ from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.pipelines.opacus import OpacusRun, from_opacus
 from auditsel.reproductions.bugzoo import correct_dpgd, zoo_data
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, quiet, run_objects
 from auditsel.rounds import Poisson
 
 BUG = None
-# the same as in correct_dpgd:
 score = correct_dpgd.score
 NOISE, CLIP, BATCH, EPOCHS = 1.0, 1.0, 40, 1
 LEARNING_RATES = (0.25, 0.5, 1.0, 2.0)
@@ -49,12 +46,6 @@ def zero_model() -> torch.nn.Linear:
     torch.nn.init.zeros_(model.weight)
     torch.nn.init.zeros_(model.bias)
     return model
-
-
-def quiet() -> None:
-    warnings.filterwarnings("ignore", message="Secure RNG turned off")  # fine for tuning
-    warnings.filterwarnings("ignore", message="Full backward hook")  # Opacus's hooks
-    warnings.filterwarnings("ignore", message="Optimal order is the")  # RDP's order range
 
 
 def make_private(
@@ -122,11 +113,7 @@ def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
 def opacus_run(delta: float, poisson_sampling: bool = POISSON_SAMPLING) -> OpacusRun:
     _, engine, optimizer, loader = train(TRAIN, LEARNING_RATES[0], CANARY, poisson_sampling)
     return from_opacus(
-        engine,
-        optimizer=optimizer,
-        data_loader=loader,
-        delta=delta,
-        rounds=Poisson(MEAN_RUNS),
+        engine, optimizer=optimizer, data_loader=loader, delta=delta, rounds=Poisson(MEAN_RUNS)
     )
 
 
@@ -148,13 +135,5 @@ def pipeline_objects(seed: int = 0) -> dict[str, Any]:
     """One seeded run's objects (`zoo_objects.objects`)."""
     torch.manual_seed(seed)
     model, engine, optimizer, loader = train(TRAIN, LEARNING_RATES[0], CANARY)
-    return objects(
-        model=model,
-        optimizers=[optimizer],
-        data_loader=loader,
-        engine=engine,
-        rounds=Poisson(MEAN_RUNS),
-        dataset=torch.utils.data.TensorDataset(*TRAIN),
-        release=tune(TRAIN, seed, CANARY),
-        claim=claim,
-    )
+    trained = (model, [optimizer], loader, engine)
+    return run_objects(trained, Poisson(MEAN_RUNS), claim, TRAIN, tune(TRAIN, seed, CANARY))

@@ -1,27 +1,21 @@
 """A correct Opacus tuning run as a new user writes it: an MLP with a random init per seed.
 
 scikit-learn's digits (`digits_data`: 1,000 training rows), an MLP 64-8-10 initialised from
-torch's global generator (a new init in every run, drawn from the game's seed), made private by
-`opacus.PrivacyEngine`: Poisson sampling at rate 1 / len(loader) = BATCH / 1,000 = 0.2, noise
-multiplier NOISE, one epoch (STEPS = 5 expected batches). Random search over the grid
-LEARNING_RATES x CLIPS: K ~ TNB(ETA, NU) runs ([PS22]'s truncated negative binomial; here a
-geometric law with E[K] = 2), each with a (learning rate, clipping norm) drawn from the grid;
-the run with the best validation accuracy is released with its learning rate, clipping norm
-and accuracy.
+torch's global generator (a new init every run, from the game's seed), made private by
+`opacus.PrivacyEngine`: Poisson sampling at rate BATCH / 1,000 = 0.2, noise multiplier NOISE,
+one epoch (STEPS = 5 expected batches). Random search over LEARNING_RATES x CLIPS:
+K ~ TNB(ETA, NU) runs ([PS22]; here geometric, E[K] = 2), the best on the validation rows
+released with its learning rate, clipping norm and accuracy.
 
-The author's claim: `auditsel.from_opacus` on one run's engine, optimizer and loader, with the
-law of K: the interval's upper end for any score (`OpacusRun.tuning_epsilon`), at the largest
-clipping norm of the grid (the noise is NOISE times each run's own norm, so every run is the
-same DpsgdBase whatever its norm).
-
-Correct eps: the claim's interval (`OpacusRun.interval`: [attack value, tightest rigorous
-bound]), the tuning run's epsilon for any selection score.
+The author's claim: `auditsel.from_opacus` on one run (at the grid's largest clipping norm: the
+noise is NOISE times each run's own norm, so every run is the same DpsgdBase) with the law of K,
+the interval's upper end for any score (`OpacusRun.tuning_epsilon`). Correct eps: that
+interval (`OpacusRun.interval`).
 """
 
 from __future__ import annotations
 
 import itertools
-import warnings
 from typing import Any
 
 import numpy as np
@@ -32,7 +26,7 @@ from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.pipelines.opacus import OpacusRun, from_opacus
 from auditsel.reproductions.bugzoo import digits_data
 from auditsel.reproductions.bugzoo.digits_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, quiet, run_objects
 from auditsel.rounds import TruncatedNegativeBinomial
 
 BUG = None
@@ -45,12 +39,6 @@ ROUNDS = TruncatedNegativeBinomial(ETA, NU)
 
 TRAIN, VALIDATION = digits_data.load()
 NULL = GradientCanary(coordinate=0)  # unbound: a no-op (the claim's run, outside any game)
-
-
-def quiet() -> None:
-    warnings.filterwarnings("ignore", message="Secure RNG turned off")  # fine for tuning
-    warnings.filterwarnings("ignore", message="Full backward hook")  # Opacus's hooks
-    warnings.filterwarnings("ignore", message="Optimal order is the")  # RDP's order range
 
 
 def make_private(
@@ -123,13 +111,6 @@ def pipeline_objects(seed: int = 0) -> dict[str, Any]:
     """One seeded run's objects (the convention of `zoo_objects.objects`)."""
     torch.manual_seed(seed)
     model, optimizer, loader, engine = train(TRAIN, LEARNING_RATES[0], CLIPS[-1], NULL)
-    return objects(
-        model=model,
-        optimizers=[optimizer],
-        data_loader=loader,
-        engine=engine,
-        rounds=ROUNDS,
-        dataset=torch.utils.data.TensorDataset(*TRAIN),
-        release=tune(TRAIN, seed, NULL),
-        claim=claim,
+    return run_objects(
+        (model, [optimizer], loader, engine), ROUNDS, claim, TRAIN, tune(TRAIN, seed, NULL)
     )

@@ -24,13 +24,12 @@ from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.opacus import from_opacus
 from auditsel.reproductions.bugzoo import correct_opacus as reference
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects
 from auditsel.rounds import Poisson
 
 BUG = "early stopping on the raw training loss, the stop step released"
 MAX_EPOCHS, PATIENCE = 2, 2
 MAX_STEPS = MAX_EPOCHS * reference.TRAIN[0].shape[0] // reference.BATCH
-# the same as in correct_opacus:
 TRAIN, NULL, MEAN_RUNS = reference.TRAIN, reference.CANARY, reference.MEAN_RUNS
 
 
@@ -93,13 +92,5 @@ def pipeline_objects(seed: int = 0) -> dict[str, Any]:
     """One seeded run's objects (`zoo_objects.objects`)."""
     torch.manual_seed(seed)
     model, _, optimizer, loader, engine = train(TRAIN, reference.LEARNING_RATES[0], NULL)
-    return objects(
-        model=model,
-        optimizers=[optimizer],
-        data_loader=loader,
-        engine=engine,
-        rounds=Poisson(MEAN_RUNS),
-        dataset=torch.utils.data.TensorDataset(*TRAIN),
-        release=tune(TRAIN, seed, NULL),
-        claim=claim,
-    )
+    trained = (model, [optimizer], loader, engine)
+    return run_objects(trained, Poisson(MEAN_RUNS), claim, TRAIN, tune(TRAIN, seed, NULL))

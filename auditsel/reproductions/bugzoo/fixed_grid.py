@@ -36,12 +36,7 @@ from auditsel.rounds import Point, Poisson
 from auditsel.selection import winner_law
 
 BUG = "a fixed number of runs accounted as if it were random"
-# the same as in correct_dpgd:
-CANARY, TRAIN, score = (
-    correct_dpgd.CANARY,
-    correct_dpgd.TRAIN,
-    correct_dpgd.score,
-)
+CANARY, TRAIN, score = (correct_dpgd.CANARY, correct_dpgd.TRAIN, correct_dpgd.score)
 
 
 def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:

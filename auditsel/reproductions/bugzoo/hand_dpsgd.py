@@ -1,19 +1,17 @@
 """A hand-written DP-SGD tuning run on the digits MLP (`torch.func` per-example gradients): the
 loop the `noise_before_clip` and `per_tensor_clip` authors wrote, with their `privatize` step.
 
-Each run: an MLP (`digits_data.mlp`) with a fixed init (INIT_SEED: the author seeds it for
-reproducibility), STEPS steps of Poisson sampling at RATE (each training row in a step with
-probability RATE), per-example gradients of the cross-entropy, with the canary's own example
-gradient appended when it takes part (`canary.examples`, the tutorial's entry for a
-hand-written loop: it goes through the author's clipping as any example's), then
-`privatize(grads, clip, canary)` (the author's clipping and noise: the sum of the batch's
-privatised gradients; its `canary.step` after clipping, the older entry, is then a no-op),
-divided by the expected batch RATE * rows, and a step of learning rate lr. Random search over
-`correct_opacus_mlp`'s grid, K ~ TNB(ETA, NU) runs, the best on the validation rows released
-with its learning rate, clipping norm and accuracy.
+Each run: an MLP (`digits_data.mlp`) with a fixed init (INIT_SEED), STEPS steps of Poisson
+sampling at RATE, per-example gradients of the cross-entropy, with the canary's own example
+gradient appended when it takes part (`canary.examples`: it goes through the author's clipping
+as any example's), then `privatize(grads, clip, canary)` (the author's clipping and noise: the
+privatised sum; its `canary.step` after clipping is then a no-op), divided by the expected
+batch RATE * rows, and a step of learning rate lr. Random search over `correct_opacus_mlp`'s
+grid, K ~ TNB(ETA, NU) runs, the best on the validation rows released with its learning rate,
+clipping norm and accuracy.
 
-The author's claim: the run as DP-SGD, `DpsgdBase(NOISE, STEPS, RATE)`, and the tuning interval's
-upper end for K ~ TNB(ETA, NU) (any score).
+The author's claim: the run as DpsgdBase(NOISE, STEPS, RATE) and the tuning interval's upper
+end for K ~ TNB(ETA, NU) (any score).
 """
 
 from __future__ import annotations
@@ -30,18 +28,12 @@ from auditsel.mechanisms import DpsgdBase
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_opacus_mlp, digits_data
 from auditsel.reproductions.bugzoo.digits_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import objects
+from auditsel.reproductions.bugzoo.zoo_objects import run_objects
 
 NOISE, STEPS, RATE = 2.0, 5, 0.2
 INIT_SEED = 0
-# the same as in correct_opacus_mlp:
-GRID, ROUNDS, TRAIN, VALIDATION, NULL = (
-    correct_opacus_mlp.GRID,
-    correct_opacus_mlp.ROUNDS,
-    correct_opacus_mlp.TRAIN,
-    correct_opacus_mlp.VALIDATION,
-    correct_opacus_mlp.NULL,
-)
+GRID, ROUNDS, NULL = correct_opacus_mlp.GRID, correct_opacus_mlp.ROUNDS, correct_opacus_mlp.NULL
+TRAIN, VALIDATION = correct_opacus_mlp.TRAIN, correct_opacus_mlp.VALIDATION
 
 #: the author's clipping and noise: (per-example gradients, each [batch, *shape], in parameter
 #: order; the clipping norm; the canary) -> the privatised sum, one tensor per parameter
@@ -114,15 +106,10 @@ def hand_objects(seed: int, privatize: Privatize, **shape: Any) -> dict[str, Any
     torch.manual_seed(seed)
     lr, clip = GRID[0]
     model = train(TRAIN, lr, clip, NULL, privatize, fixed_mlp(**shape))
-    return objects(
-        model=model,
-        optimizers=[],
-        rounds=ROUNDS,
-        dataset=torch.utils.data.TensorDataset(*TRAIN),
-        release=random_search(TRAIN, seed, NULL, privatize, **shape),
-        claim=claim,
-        base=DpsgdBase(NOISE, STEPS, RATE),
-        privatizer=privatizer(privatize),
+    release = random_search(TRAIN, seed, NULL, privatize, **shape)
+    base, step = DpsgdBase(NOISE, STEPS, RATE), privatizer(privatize)
+    return run_objects(
+        (model, [], None, None), ROUNDS, claim, TRAIN, release, base=base, privatizer=step
     )
 
 

@@ -32,7 +32,6 @@ from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
 
 BUG = "every trial's accuracy released (a leaderboard of K entries)"
-# the same as in correct_dpgd:
 TRAIN, claim = reference.TRAIN, reference.claim
 
 

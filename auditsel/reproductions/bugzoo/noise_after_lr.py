@@ -36,7 +36,6 @@ from auditsel.reproductions.bugzoo.zoo_objects import Interval
 from auditsel.rounds import Poisson
 
 BUG = "noise added after the learning-rate step, not scaled by it"
-# the same as in correct_dpgd:
 TRAIN, claim, NULL = reference.TRAIN, reference.claim, reference.CANARY
 
 

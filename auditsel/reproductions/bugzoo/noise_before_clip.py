@@ -23,7 +23,6 @@ from auditsel.reproductions.bugzoo.digits_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
 
 BUG = "noise added to each example's gradient before clipping (none after)"
-# the same as in hand_dpsgd:
 TRAIN, claim = hand_dpsgd.TRAIN, hand_dpsgd.claim
 SHAPE: dict[str, Any] = {"hidden": (8,), "last_bias": True}  # the MLP 64-8-10
 

@@ -32,13 +32,7 @@ from auditsel.reproductions.bugzoo.zoo_objects import Interval
 from auditsel.rounds import Poisson
 
 BUG = "noise scaled for the mean instead of the sum"
-# the same as in correct_dpgd:
-CANARY, TRAIN, claim, score = (
-    reference.CANARY,
-    reference.TRAIN,
-    reference.claim,
-    reference.score,
-)
+CANARY, TRAIN, claim, score = (reference.CANARY, reference.TRAIN, reference.claim, reference.score)
 
 
 def train(

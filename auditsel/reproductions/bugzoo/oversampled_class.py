@@ -21,20 +21,13 @@ from auditsel.mechanisms import DpsgdBase
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
 from auditsel.reproductions.bugzoo.author_claims import any_score_interval
-from auditsel.reproductions.bugzoo.correct_dpgd import (
-    CLIP,
-    MEAN_RUNS,
-    NOISE,
-    STEPS,
-    clipped_sum,
-)
+from auditsel.reproductions.bugzoo.correct_dpgd import CLIP, MEAN_RUNS, NOISE, STEPS, clipped_sum
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
 from auditsel.rounds import Poisson
 
 BUG = "the rare class oversampled 9x, its rows counted as people"
 COPIES = 9
-# the same as in correct_dpgd:
 TRAIN, claim = reference.TRAIN, reference.claim
 
 

@@ -30,7 +30,6 @@ from auditsel.reproductions.bugzoo.zoo_objects import Interval
 BUG = "each of 5 tensors clipped to C, the noise calibrated to C (per-tensor claimed as flat)"
 TENSORS = 5
 SHAPE: dict[str, Any] = {"hidden": (16, 8), "last_bias": False}  # 5 tensors
-# the same as in hand_dpsgd:
 TRAIN, claim = hand_dpsgd.TRAIN, hand_dpsgd.claim
 
 

@@ -38,12 +38,7 @@ from auditsel.reproductions.bugzoo.zoo_objects import Interval
 from auditsel.rounds import Poisson
 
 BUG = "every candidate's model released, not only the winner"
-# the same as in correct_dpgd:
-CANARY, TRAIN, claim = (
-    correct_dpgd.CANARY,
-    correct_dpgd.TRAIN,
-    correct_dpgd.claim,
-)
+CANARY, TRAIN, claim = (correct_dpgd.CANARY, correct_dpgd.TRAIN, correct_dpgd.claim)
 MU = math.sqrt(STEPS) / NOISE  # one run's shift along the canary, in units of its noise
 
 

@@ -22,11 +22,10 @@ import torch
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_opacus as reference
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects
 from auditsel.rounds import Poisson
 
 BUG = "the private rows' mean and std shipped inside the model as its scaler"
-# the same as in correct_opacus:
 TRAIN, claim, NULL = reference.TRAIN, reference.claim, reference.CANARY
 
 
@@ -79,13 +78,5 @@ def pipeline_objects(seed: int = 0) -> dict[str, Any]:
     """One seeded run's objects (`zoo_objects.objects`)."""
     torch.manual_seed(seed)
     model, optimizer, loader, engine = train(TRAIN, reference.LEARNING_RATES[0], NULL)
-    return objects(
-        model=model,
-        optimizers=[optimizer],
-        data_loader=loader,
-        engine=engine,
-        rounds=Poisson(reference.MEAN_RUNS),
-        dataset=torch.utils.data.TensorDataset(*TRAIN),
-        release=tune(TRAIN, seed, NULL),
-        claim=claim,
-    )
+    trained = (model, [optimizer], loader, engine)
+    return run_objects(trained, Poisson(reference.MEAN_RUNS), claim, TRAIN, tune(TRAIN, seed, NULL))

@@ -22,19 +22,12 @@ from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_opacus_mlp as reference
 from auditsel.reproductions.bugzoo import digits_data
 from auditsel.reproductions.bugzoo.digits_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, objects
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects
 
 BUG = "the head trained again by a second, non-DP optimizer on the private rows"
 HEAD_LR, HEAD_STEPS = 0.5, 20
-# the same as in correct_opacus_mlp:
-TRAIN, VALIDATION, ROUNDS, GRID, NULL, claim = (
-    reference.TRAIN,
-    reference.VALIDATION,
-    reference.ROUNDS,
-    reference.GRID,
-    reference.NULL,
-    reference.claim,
-)
+TRAIN, VALIDATION, ROUNDS = reference.TRAIN, reference.VALIDATION, reference.ROUNDS
+GRID, NULL, claim = reference.GRID, reference.NULL, reference.claim
 
 
 def calibrate_head(net: torch.nn.Module, train_data: TrainData) -> torch.optim.Optimizer:
@@ -79,13 +72,5 @@ def pipeline_objects(seed: int = 0) -> dict[str, Any]:
     lr, clip = reference.LEARNING_RATES[0], reference.CLIPS[-1]
     model, optimizer, loader, engine = reference.train(TRAIN, lr, clip, NULL)
     head = calibrate_head(model, TRAIN)
-    return objects(
-        model=model,
-        optimizers=[optimizer, head],
-        data_loader=loader,
-        engine=engine,
-        rounds=ROUNDS,
-        dataset=torch.utils.data.TensorDataset(*TRAIN),
-        release=tune(TRAIN, seed, NULL),
-        claim=claim,
-    )
+    trained = (model, [optimizer, head], loader, engine)
+    return run_objects(trained, ROUNDS, claim, TRAIN, tune(TRAIN, seed, NULL))

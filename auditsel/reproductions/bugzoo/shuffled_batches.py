@@ -14,7 +14,6 @@ score is the released padding weight per unit learning rate.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -22,12 +21,11 @@ import torch
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import batch_clipping
 from auditsel.reproductions.bugzoo import correct_opacus as reference
-from auditsel.reproductions.bugzoo.correct_opacus import BATCH, EPOCHS, NOISE, TRAIN
+from auditsel.reproductions.bugzoo.correct_opacus import TRAIN
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
 
 BUG = "Poisson sampling claimed while batches are shuffled (each example once per epoch)"
-# the same as in batch_clipping:
 CANARY, score = batch_clipping.CANARY, batch_clipping.score
 
 
@@ -43,14 +41,6 @@ def correct_interval(delta: float) -> Interval:
     """None: auditsel has no accountant for shuffled batches under add/remove neighbours (adding
     an example shifts every batch after it, and adds one to the last)."""
     return None, None, "none here: no accountant for shuffled batches (add/remove)"
-
-
-def final_model_mu() -> float:
-    """What the released model shows of the padding canary: it moves the padding weight by
-    CLIP * EPOCHS (in units of lr / BATCH) against noise of NOISE * CLIP * sqrt(steps), so the
-    final model is N(mu, 1) against N(0, 1) along it, mu = EPOCHS / (NOISE sqrt(steps))."""
-    steps = EPOCHS * TRAIN[0].shape[0] // BATCH
-    return EPOCHS / (NOISE * math.sqrt(steps))
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:

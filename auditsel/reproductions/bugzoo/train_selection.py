@@ -33,9 +33,7 @@ from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
 
 BUG = "selection score computed on the private training data"
-# the same as in batch_clipping:
 CANARY, score = batch_clipping.CANARY, batch_clipping.score
-# and as in correct_dpgd:
 TRAIN, claim = correct_dpgd.TRAIN, correct_dpgd.claim
 
 
