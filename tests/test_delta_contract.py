@@ -447,8 +447,8 @@ def _cases() -> dict[str, Case]:
         "auditsel.testing.worst_case_tuning": Case(
             lambda d: worst_case_tuning(1.0, d, tnb), at_zero=RAISES
         ),
-        "auditsel.reproductions.bugzoo.author_claims.tuning_epsilon": Case(
-            lambda d: zoo.tuning_epsilon(g, tnb, d)
+        "auditsel.reproductions.bugzoo.author_claims.monotone_claim": Case(
+            lambda d: zoo.monotone_claim(g, tnb, d)
         ),
         "auditsel.reproductions.bugzoo.author_claims.any_score_interval": Case(
             lambda d: zoo.any_score_interval(g, tnb, d), at_zero=None

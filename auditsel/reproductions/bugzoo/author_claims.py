@@ -1,6 +1,6 @@
 """What the zoo's authors claim, and what their pipelines really cost.
 
-* `tuning_epsilon(base, rounds, delta)`: the claim of an author who accounts one run with `base`
+* `monotone_claim(base, rounds, delta)`: the claim of an author who accounts one run with `base`
   (a DpsgdBase, `OpacusRun.base`, or a GaussianBase) and the tuning run with the stated law of K,
   following [XWW24]: the tightest value of auditsel's interval under [XWW24]'s monotone-score
   assumption (`auditsel.accounting.interval.tuning_epsilon(..., assume="monotone_score")`). At
@@ -29,10 +29,10 @@ from auditsel.numerics import bisect, check_deltas
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["tuning_epsilon", "any_score_interval", "released_runs_epsilon"]
+__all__ = ["monotone_claim", "any_score_interval", "released_runs_epsilon"]
 
 
-def tuning_epsilon(base: MechanismPair, rounds: RoundsLaw, delta: float) -> float:
+def monotone_claim(base: MechanismPair, rounds: RoundsLaw, delta: float) -> float:
     """The author's claim for (base, rounds) at delta: the upper end of the interval under
     [XWW24]'s monotone-score assumption (module docstring)."""
     return interval_tuning_epsilon(base, rounds, delta, assume="monotone_score").epsilon

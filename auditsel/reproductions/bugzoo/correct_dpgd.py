@@ -8,7 +8,7 @@ the best validation accuracy is released with its learning rate (K = 0: the init
 
 The author's claim: one run is DpsgdBase(NOISE, STEPS, 1.0) (dp_accounting's RDP accountant),
 the tuning run the smallest rigorous tuning bound for Poisson(MEAN_RUNS) under [XWW24]'s
-monotone-score assumption (`author_claims.tuning_epsilon`; at sample rate 1 the exact reduced
+monotone-score assumption (`author_claims.monotone_claim`; at sample rate 1 the exact reduced
 game). For any selection score the tuning run's epsilon is the any-score interval
 (`correct_interval`), above that claim.
 
@@ -27,7 +27,7 @@ import torch
 from auditsel.mechanisms import DpsgdBase
 from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.reproductions.bugzoo import zoo_data
-from auditsel.reproductions.bugzoo.author_claims import any_score_interval, tuning_epsilon
+from auditsel.reproductions.bugzoo.author_claims import any_score_interval, monotone_claim
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects
 from auditsel.rounds import Poisson, RoundsLaw
@@ -117,7 +117,7 @@ def score(release: Mapping[str, Any], canary: Canary) -> float:
 
 
 def claim(delta: float) -> float:
-    return tuning_epsilon(DpsgdBase(NOISE, STEPS, 1.0), Poisson(MEAN_RUNS), delta)
+    return monotone_claim(DpsgdBase(NOISE, STEPS, 1.0), Poisson(MEAN_RUNS), delta)
 
 
 def correct_interval(delta: float) -> Interval:

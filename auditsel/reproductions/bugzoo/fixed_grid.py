@@ -21,7 +21,7 @@ from auditsel.accounting.exact import exact_epsilon
 from auditsel.mechanisms import DpsgdBase
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_dpgd
-from auditsel.reproductions.bugzoo.author_claims import any_score_interval, tuning_epsilon
+from auditsel.reproductions.bugzoo.author_claims import any_score_interval, monotone_claim
 from auditsel.reproductions.bugzoo.correct_dpgd import (
     LEARNING_RATES,
     NOISE,
@@ -51,7 +51,7 @@ def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
 
 def claim(delta: float) -> float:
     runs = Poisson(len(LEARNING_RATES))  # "E[K] = 5 runs"
-    return tuning_epsilon(DpsgdBase(NOISE, STEPS, 1.0), runs, delta)
+    return monotone_claim(DpsgdBase(NOISE, STEPS, 1.0), runs, delta)
 
 
 def reduced_game_epsilon(delta: float) -> float:
