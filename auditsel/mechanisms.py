@@ -265,7 +265,8 @@ class FiniteOutputBase:
         """|log p(y)/q(y)| on the common support."""
         p, q = self.law(0), self.law(1)
         both = (p > 0) & (q > 0)
-        return np.abs(np.log(p[both]) - np.log(q[both]))
+        llr: FloatArray = np.abs(np.log(p[both]) - np.log(q[both]))
+        return llr
 
     def _top(self) -> float:
         llr = self._llr()

@@ -493,10 +493,14 @@ def _bounds_and_game(
     cached = is_cached(key)
     if spec.game is not None and spec.game.one_run is None and not cached:
         # the bounds are computed in a thread beside the game; an error in either surfaces here
-        compute = lambda: computed_upper(spec.base, spec.rounds, spec.delta, with_curves, winner)
-        folder = None if key is None else bounds_cache
-        trade = lambda: None if winner is None or not figure_data else tradeoff_curve(winner)
-        upper = in_background(lambda: (kept_bounds.cached(key, compute, folder), trade()))
+        def compute() -> Any:
+            return computed_upper(spec.base, spec.rounds, spec.delta, with_curves, winner)
+
+        def beside() -> tuple[Any, Any]:
+            kept = kept_bounds.cached(key, compute, None if key is None else bounds_cache)
+            return kept, None if winner is None or not figure_data else tradeoff_curve(winner)
+
+        upper = in_background(beside)
         played, panel = play()
         kept, exact_tradeoff = upper.result()
         bounds, curve = copy.deepcopy(remember(key, kept))

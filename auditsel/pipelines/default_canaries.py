@@ -207,7 +207,8 @@ def _moves(release: Any) -> np.ndarray | None:
     if holder is None:
         return None
     theta, initial = _read(holder)
-    return np.abs(theta - initial)
+    moves: np.ndarray = np.abs(theta - initial)
+    return moves
 
 
 def _unused_weights(release: Any, rows: np.ndarray) -> list[int]:
