@@ -66,8 +66,14 @@ def docstrings(path: Path) -> list[tuple[str, int, str]]:
 def _settings():
     """publish_doctree's settings with the overrides, built once: docutils builds its option
     parser (40% of a docstring's check) for each call given only `settings_overrides`."""
-    pub = docutils_core.Publisher(source_class=docutils_io.StringInput)
-    pub.set_components("standalone", "restructuredtext", "null")
+    from docutils.parsers.rst import Parser
+    from docutils.readers.standalone import Reader
+    from docutils.writers.null import Writer
+
+    parser = Parser()
+    pub = docutils_core.Publisher(
+        Reader(parser), parser, Writer(), source_class=docutils_io.StringInput
+    )
     return pub.get_settings(report_level=5, halt_level=5, warning_stream=False)
 
 
