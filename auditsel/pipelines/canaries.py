@@ -12,7 +12,6 @@ both worlds and runs unchanged outside an audit.
   several), the membership test of [NHSBTJCT23] and [SNJ23]. `copies=k` appends k identical
   copies (a group, as [PS22] Section 2's outliers): eps_L then bounds that group's epsilon,
   which DP bounds only through group privacy.
-
 * `GradientCanary(coordinate=i)`: a Dirac gradient of norm C (the clipping norm) on coordinate
   i of the flattened parameters (in the optimizer's order), or by name,
   `GradientCanary(parameter="fc1.weight", index=(3, 0))`: the worst-case canary of
@@ -136,9 +135,7 @@ def default_score(release: Any, canary: Canary) -> float:
 
 
 def _model_of(release: Any) -> Any:
-    if isinstance(release, Mapping) and "model" in release:
-        return release["model"]
-    return release
+    return release["model"] if isinstance(release, Mapping) and "model" in release else release
 
 
 def _to_numpy(value: Any) -> NDArray[np.float64]:
@@ -303,14 +300,9 @@ def _append(data: Any, x: Any, y: Any, kind: str, copies: int = 1) -> Any:
         return type(data)((torch.cat([X, x_rows]), torch.cat([Y, y_rows])))
     if kind == "tensor_dataset":
         return tud.TensorDataset(*_append(tuple(data.tensors), x, y, "tensors", copies))
-    extra = tud.TensorDataset(
-        _rows(
-            torch.as_tensor(_to_numpy(x), dtype=torch.get_default_dtype()),
-            _to_numpy(x).shape,
-            copies,
-        ),
-        _rows(torch.as_tensor(_to_numpy(y)), (), copies),
-    )
+    x_row = torch.as_tensor(_to_numpy(x), dtype=torch.get_default_dtype())
+    x_rows = _rows(x_row, _to_numpy(x).shape, copies)
+    extra = tud.TensorDataset(x_rows, _rows(torch.as_tensor(_to_numpy(y)), (), copies))
     return tud.ConcatDataset([data, extra])
 
 
@@ -325,11 +317,9 @@ def _rows(value: Any, shape: tuple[int, ...], copies: int) -> Any:
             f"{tuple(shape)} ({size} values); give the canary the data's row shape",
         )
     row = value.reshape(1, *shape)
-    return (
-        np.repeat(row, copies, axis=0)
-        if isinstance(row, np.ndarray)
-        else row.repeat_interleave(copies, dim=0)
-    )
+    if isinstance(row, np.ndarray):
+        return np.repeat(row, copies, axis=0)
+    return row.repeat_interleave(copies, dim=0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -537,12 +527,9 @@ class GradientCanary(Canary):
         """start - theta_c of each coordinate c (the start from release["initial"] when held,
         else `starts`, 0 where not given)."""
         starts = starts or (0.0,) * len(coordinates)
-        out = []
-        for c, start in zip(coordinates, starts):
-            if held:
-                start = self._coordinate_of(release["initial"], c)
-            out.append(start - self._coordinate_of(release, c))
-        return out
+        if held:
+            starts = tuple(self._coordinate_of(release["initial"], c) for c in coordinates)
+        return [start - self._coordinate_of(release, c) for c, start in zip(coordinates, starts)]
 
     def _coordinate_of(self, parameters: Any, coordinate: int | None = None) -> float:
         found = _parameter_list(parameters)
@@ -594,13 +581,10 @@ def _names(release: Any) -> list[str] | None:
 def _sample_rate(optimizer: Any) -> float:
     """The sample rate Opacus's accountant charges for this optimizer (bound into its step
     hook by `make_private`)."""
-    hook = getattr(optimizer, "step_hook", None)
-    rate = None
-    if hook is not None:
-        try:
-            rate = inspect.getclosurevars(hook).nonlocals.get("sample_rate")
-        except TypeError:
-            rate = None
+    try:
+        rate = inspect.getclosurevars(optimizer.step_hook).nonlocals.get("sample_rate")
+    except (AttributeError, TypeError):
+        rate = None
     if rate is None:
         raise ConfigError(
             "sample_rate",

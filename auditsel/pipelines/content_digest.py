@@ -5,16 +5,13 @@ Contract. `content_digest(value, field)` is the sha256 (hex) of a canonical walk
 
 * None, bools, integers, floats (their exact bits: `float.hex`), complex numbers, strings and
   bytes: a type tag and the value;
-
 * NumPy arrays and scalars: dtype, shape and the bytes in C order (object arrays element by
   element); torch tensors the same way (detached, moved to the CPU, read as raw bytes whatever
   their dtype; `joblib.hash` of a tensor is not stable across processes, this is); a torch
   module (any subclass: an Opacus `GradSampleModule` too) by its class and `state_dict`, not
   by its hooks or per-sample gradients;
-
 * lists, tuples, dicts (in their order), sets and frozensets (in the order of their elements'
   digests), dataclasses (their fields);
-
 * functions and classes by their qualified name; any other object, e.g. a torch
   `TensorDataset` or another map-style dataset, by its class and what pickling it would save
   (`__reduce_ex__(4)`: its constructor arguments and state, walked by these same rules), so a

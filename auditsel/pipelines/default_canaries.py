@@ -188,12 +188,8 @@ def parameter_holder(release: Any, depth: int = HOLDER_DEPTH) -> Any:
         return release
     if depth <= 0:
         return None
-    parts: list[Any] = []
-    if isinstance(release, dict):
-        parts = list(release.values())
-    elif isinstance(release, (list, tuple)):
-        parts = list(release)
-    for part in parts:
+    parts = release.values() if isinstance(release, dict) else release
+    for part in parts if isinstance(release, (dict, list, tuple)) else ():
         found = parameter_holder(part, depth - 1)
         if found is not None:
             return found

@@ -320,8 +320,7 @@ def leave_forked_child(pid: int, err: BaseException | None) -> None:
 
 
 class _Clock:
-    """CPU seconds of the games played in this process (the audit's own process, or a worker):
-    so that the audit counts each game's CPU once."""
+    """CPU seconds of the games played in this process (so that each game counts once)."""
 
     def __init__(self) -> None:
         self.seconds = 0.0

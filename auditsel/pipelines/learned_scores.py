@@ -57,6 +57,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -279,13 +280,8 @@ def _canary_column(canary: Canary | None) -> tuple[int, int] | None:
 
 def _divided(out: dict[str, float], scalars: dict[str, float]) -> None:
     """Each canary statistic divided by each released scalar and each product of two."""
-    names = list(scalars)
-    pairs = [(a, scalars[a]) for a in names]
-    pairs += [
-        (f"({a} x {b})", scalars[a] * scalars[b])
-        for i, a in enumerate(names)
-        for b in names[i + 1 :]
-    ]
+    pairs = list(scalars.items())
+    pairs += [(f"({a} x {b})", scalars[a] * scalars[b]) for a, b in combinations(scalars, 2)]
     own = [k for k in out if k in (CANARY, NOISE) or ("]" in k and "displacement" in k)]
     for key in own:
         for name, value in pairs:
@@ -349,16 +345,13 @@ def _effect(scores: NDArray[np.float64], member: NDArray[np.bool_]) -> float:
 
 
 def _auc(scores: NDArray[np.float64], member: NDArray[np.bool_]) -> float:
-    """P(an in game scores above an out game), ties counted half."""
-    order = np.argsort(scores, kind="stable")
-    ranks = np.empty(len(scores))
-    _, inverse, counts = np.unique(scores[order], return_inverse=True, return_counts=True)
-    mid = np.cumsum(counts) - (counts - 1) / 2
-    ranks[order] = mid[inverse]
+    """P(an in game scores above an out game), ties counted half (the Mann-Whitney U / n1 n0)."""
+    from scipy.stats import rankdata  # deferred: scipy.stats, only when a score is learned
+
     n1, n0 = int(member.sum()), int((~member).sum())
     if n1 == 0 or n0 == 0:
         return 0.5
-    return float((ranks[member].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+    return float((rankdata(scores)[member].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
 @dataclass(frozen=True)

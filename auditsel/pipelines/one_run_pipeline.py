@@ -10,7 +10,6 @@ analyses of `auditsel.auditing.one_run_analysis`:
   to each canary's inclusion (add/remove, the other canaries arbitrary), whatever the pipeline:
   with `claimed_epsilon`, `refuted` is eps > claim, and a true claim is refuted with
   probability at most 1 - confidence;
-
 * `eps_mmc24`: [MMC24] Theorem 9 under a hypothesised trade-off family (mu-GDP by default): an
   eps lower bound only when the pipeline's trade-off lies in that family (an assumption, named
   wherever it is shown).

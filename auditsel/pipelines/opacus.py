@@ -7,12 +7,10 @@ and its `DPDataLoader`), `from_opacus` returns
   engine's own `get_epsilon(delta)` over the steps its accountant recorded (or, with `steps`
   given, a fresh accountant of the same kind over that many steps of the run's noise multiplier
   and sample rate);
-
 * `base`: the run as a `DpsgdBase` (noise multiplier, steps taken, sample rate, accountant):
   the sample rate is the one Opacus's accountant charges, 1 / len(data_loader); Opacus's PRV
   accountant maps to dp_accounting's PLD (`base_epsilon` agrees with the claim to the
   accountants' discretisation), RDP to RDP;
-
 * with `rounds` (the user's law of K), the tuning bounds of `auditsel.accounting.panel` for
   that base and law at `delta` (`tuning`, each with its rigour and source: the bounds that hold
   for any score the tuning run ranks its runs by), the interval of the tuning run's epsilon
@@ -22,7 +20,6 @@ and its `DPDataLoader`), `from_opacus` returns
   [XWW24]'s monotone-score assumption) and `reduced_game` (sample rate below 1: heuristic).
   With `assume="monotone_score"`, `interval` and `tuning_epsilon` are [XWW24]'s under that
   assumption instead (the interval says so: `interval.assumption`).
-
 * `findings`: what `auditsel.check_pipeline` finds in the engine, optimizer and loader, each
   with its fix; a finding that breaks the claim is also a note.
 
@@ -41,7 +38,7 @@ from auditsel.accounting.panel import panel
 from auditsel.errors import ConfigError, integer, number
 from auditsel.mechanisms import DpsgdBase
 from auditsel.pipelines.checks import BREAKS, Finding, RunObjects, check_pipeline
-from auditsel.pipelines.checks.finding import ACCOUNTANT
+from auditsel.pipelines.checks.finding import ACCOUNTANT, read_history
 from auditsel.rounds import RoundsLaw
 
 __all__ = ["OpacusRun", "from_opacus"]
@@ -159,9 +156,7 @@ def _read_run(
     steps: int | None,
     rounds: RoundsLaw | None,
 ) -> tuple[DpsgdBase, float, str, list[Finding]]:
-    """(the run as a `DpsgdBase`, the engine's claimed epsilon, its accountant's mechanism,
-    the findings of `check_pipeline` on the run): a ConfigError for an object that is not the
-    run's engine, optimizer or loader, or a loader whose sample rate is not the one charged."""
+    """(base, claimed epsilon, accountant's mechanism, `check_pipeline`'s findings) of the run."""
     accountant = getattr(privacy_engine, "accountant", None)
     if accountant is None or not hasattr(privacy_engine, "get_epsilon"):
         raise ConfigError("privacy_engine", "must be an opacus.PrivacyEngine")
@@ -171,14 +166,13 @@ def _read_run(
     loader_rate = getattr(data_loader, "sample_rate", None)
     if loader_rate is None:
         loader_rate = 1 / len(data_loader)  # what make_private charges for any loader
-    try:
-        history = [(float(s), float(q), int(n)) for s, q, n in accountant.history]
-    except (AttributeError, TypeError, ValueError):
+    read = read_history(privacy_engine)
+    if read is None:
         raise ConfigError(
             "privacy_engine",
             "must be an opacus.PrivacyEngine (its accountant's history is unreadable)",
-        ) from None
-    mechanism = str(accountant.mechanism())
+        )
+    history, mechanism = read
     claimed, steps, rate = _claim(
         privacy_engine, accountant, history, sigma, loader_rate, delta, steps
     )
@@ -210,9 +204,7 @@ def _claim(
     delta: float,
     steps: int | None,
 ) -> tuple[float, int, float]:
-    """(claimed epsilon, steps, sample rate) of the run: the engine's own `get_epsilon` over
-    the steps its accountant recorded, or with `steps` a fresh accountant of the same kind over
-    that many steps (refusing a run whose noise or rate changed, or another optimizer's)."""
+    """(claimed epsilon, steps, sample rate) of the run (module docstring)."""
     if steps is not None:
         steps = integer(steps, "steps", 1)
         rate = history[-1][1] if history else float(loader_rate)
@@ -259,9 +251,7 @@ _NOTES = {
 def _tuning_fields(
     base: DpsgdBase, rounds: Any, delta: float, assume: str | None
 ) -> dict[str, Any]:
-    """OpacusRun's tuning fields for the law `rounds` (none without one: the defaults): the
-    bounds of `auditsel.accounting.panel` for any score, their rigour and sources, the reduced
-    game's values (heuristic, or under the monotone-score assumption), the interval, the notes."""
+    """OpacusRun's tuning fields for the law `rounds` (module docstring; none without one)."""
     if rounds is None:
         return {}
     if not isinstance(rounds, RoundsLaw):

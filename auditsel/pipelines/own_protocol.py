@@ -108,8 +108,7 @@ def _play(
     vectorized: bool,
     fingerprint: str | None,
 ) -> GameRecord:
-    """The trials of `audit_protocol` played by the game engine (`functions`: release and
-    score), with its checkpoints; a ConfigError for an execution it does not support."""
+    """The trials of `audit_protocol` played by the game engine, with its checkpoints."""
     release, score = functions
     if ex.scheduler is not None:
         raise ConfigError(

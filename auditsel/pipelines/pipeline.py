@@ -424,8 +424,9 @@ def audit_pipeline(
     given = {"statistics": statistics, "execution": execution, "report": report}
     options = {arg: given_options(_GROUPS[arg], value, arg) for arg, value in given.items()}
     parts = pipeline_parts(pipeline)
-    claim: dict[str, Any] = {"claimed_epsilon": claimed_epsilon}
-    return _audit_pipeline(_Request(**parts, games=games, delta=delta, **claim, **options))
+    return _audit_pipeline(
+        _Request(**parts, games=games, delta=delta, claimed_epsilon=claimed_epsilon, **options)
+    )
 
 
 def pipeline_parts(pipeline: object) -> dict[str, Any]:
@@ -495,8 +496,7 @@ class _Audit:
 
 
 def _settle(request: _Request, canary: Canary) -> _Audit:
-    """A one-canary request checked (a ConfigError naming the first bad option), its score
-    chosen."""
+    """A one-canary request checked (a ConfigError naming the first bad option), scored."""
     r, st, ex, rep = request, request.statistics, request.execution, request.report
     _check_functions(r.tune, r.score, canary)
     _check_numbers(r.games, r.delta, r.claimed_epsilon, st.confidence, st.seed, st.rule, ex.jobs)
@@ -515,8 +515,7 @@ def _settle(request: _Request, canary: Canary) -> _Audit:
 
 @dataclass(frozen=True, eq=False)
 class _Run:
-    """The games as played (`clocks`: wall and CPU at their start; `out`: None, nothing
-    written)."""
+    """The games as played (`clocks`: wall and CPU at their start; `out` None: no files)."""
 
     record: GameRecord
     inline_cpu: float
@@ -528,9 +527,7 @@ class _Run:
 
 
 def _audit_pipeline(request: _Request) -> PipelineAudit:
-    """The audit of a request: canaries resolved, options checked, folder claimed, the game
-    made (its chunks check the digests of data and canary unless nondeterminism is accepted)
-    and fingerprinted (the checkpoints opened with it), games played and analysed."""
+    """The audit of a request: options checked, folder claimed, games played and analysed."""
     canary = resolve_canary(request.canary, request.tune, request.data)  # "both": a tuple
     if isinstance(canary, tuple):  # several canaries: each its games, Bonferroni
         return _audit_each_canary(request, canary)
@@ -565,13 +562,10 @@ def _rule_and_label(
 ) -> tuple[ThresholdRule, str]:
     """The audit's rule (a learned score's grid for "split", module docstring; a name gets the
     audit's seed) and its score's name."""
+    label = score_fn.words if isinstance(score_fn, LearnedScore) else score_label(score, canary)
     if isinstance(score_fn, LearnedScore) and rule == "split" and score_fn.grid:
-        return BonferroniGrid(grid=score_fn.grid), score_fn.words
-    if isinstance(rule, str):
-        rule = threshold_rule(rule, seed=seed)
-    if isinstance(score_fn, LearnedScore):
-        return rule, score_fn.words
-    return rule, score_label(score, canary)
+        return BonferroniGrid(grid=score_fn.grid), label
+    return (threshold_rule(rule, seed=seed) if isinstance(rule, str) else rule), label
 
 
 def _checked_base(base: Any, rounds: Any) -> MechanismPair | None:
@@ -588,8 +582,7 @@ def _checked_base(base: Any, rounds: Any) -> MechanismPair | None:
 
 
 def _claimed(out_dir: str | Path | OutputFolder | None) -> Any:
-    """The output folder as a context: claimed here (auditsel.files), or None, or the
-    `OutputFolder` a caller claimed, as it is."""
+    """The output folder as a context: claimed here, or None or a caller's `OutputFolder`."""
     if out_dir is None or isinstance(out_dir, OutputFolder):
         return nullcontext(out_dir)
     return claim_folder(out_dir, field="out_dir")
@@ -761,9 +754,8 @@ def learned(
     backend: str | None = None,
     games: int = LEARN_GAMES,
 ) -> Learned | None:
-    """The learned default score of an audit of seed `seed`, or None where the release is the
-    canary's alone."""
-    if not _default_fields(tune, data, canary):
+    """The learned default score of an audit of seed `seed` (None: the canary's release)."""
+    if probe_fields(tune, data, canary) in ((), (CANARY_FIELD,)):  # tune raising: PipelineError
         return None
 
     def play(game: PipelineGame, n: int, pilot_seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -772,12 +764,6 @@ def learned(
         return record.scores, record.member
 
     return learn_score(tune, data, canary, seed=seed, delta=delta, play=play, games=games)
-
-
-def _default_fields(tune: TuneFn, data: Any, canary: Canary) -> tuple[str, ...]:
-    """() when the release is the canary's alone, else every field of the probe's release."""
-    fields = probe_fields(tune, data, canary)  # the user's exceptions: a PipelineError
-    return () if fields in ((), (CANARY_FIELD,)) else fields
 
 
 def _analyse(audit: _Audit, run: _Run) -> PipelineAudit:
@@ -924,8 +910,7 @@ def _result_fields(
     stream: bool,
     artefacts: dict[str, Any],
 ) -> tuple[dict[str, Any], bool | None]:
-    """result.json's fields but `pipeline` and `seconds` (curves added to `artefacts`) and
-    whether the claim is refuted (None without one)."""
+    """result.json but `pipeline` and `seconds` (curves to `artefacts`), and the verdict."""
     request, base, rounds = audit.request, audit.base, audit.request.report.rounds
     delta, claimed_epsilon = request.delta, request.claimed_epsilon
     name = request.report.name or f"pipeline {getattr(request.tune, '__name__', 'tune')}"

@@ -8,30 +8,25 @@ its FP and FN rates on the other half, simultaneous at `pilot_confidence`. With 
 pilot_confidence the pipeline's tests are at least as good as the planned ones, so the pilot's
 sampling error and luckiest threshold never make the plan promise more than the pipeline gives.
 
-A separating pilot. Simultaneous limits cap what n games can vouch for (0 errors in 50 and 50
-games read as rates of about 0.1, eps about 2.3). So a claim (or a target) X is first tested on
-the held-out half: the test the first half ranked best (`PilotTests.first`) gives the exact
-p-value of "the pipeline keeps (X, delta)" (`auditsel.auditing.planning.claim_pvalue`). Where it
-is at most 1 - pilot_confidence (the canary's and field's share), the pilot itself shows the
-leak, and the plan for X reads that test at the medians of its rates (one-sided 50%
-Clopper-Pearson limits): a reading, not a bound. A pipeline that keeps X gets a planned
-refutation with probability at most twice 1 - pilot_confidence (a union bound). Perfect
-separation of 50 and 50 games gives p < 0.001 at X = 2.25, delta = 1e-5 (p about 0.9 at X =
-6.7). `pilot_pvalue` and `reading` say which curve was read. A learned score planned from a
-pilot of other than `LEARN_GAMES` games is not the audit's score, and reads the limits. On the
-curve read, `auditsel.auditing.planning` gives
+A separating pilot (docs/howto/planning.md). Simultaneous limits cap what n games can vouch
+for, so a claim (or a target) X is first tested on the held-out half: the test the first half
+ranked best (`PilotTests.first`) gives the exact p-value of "the pipeline keeps (X, delta)"
+(`auditsel.auditing.planning.claim_pvalue`). Where it is at most 1 - pilot_confidence (the
+canary's and field's share), the pilot itself shows the leak, and the plan for X reads that
+test at the medians of its rates (one-sided 50% Clopper-Pearson limits): a reading, not a
+bound. A pipeline that keeps X gets a planned refutation with probability at most twice
+1 - pilot_confidence (a union bound). `pilot_pvalue` and `reading` say which curve was read. A
+learned score planned from a pilot of other than `LEARN_GAMES` games is not the audit's score,
+and reads the limits. On the curve read, `auditsel.auditing.planning` gives
 
 * `games_for_target`: the least number of games with P(eps_L >= target_eps) >= power;
-
 * `games_to_refute`: the least number with P(eps_L > claimed_epsilon) >= power (None when the
   curve cannot reach the claim);
-
 * at a given number of games: E[eps_L], the power of both events, and the range the certified
   eps_L is predicted in (`eps_low`, `eps_high`: the RANGE_LOW and RANGE_HIGH quantiles of its
   exact law over the binomial counts, widened to hold E[eps_L]; `eps_range` the law's
   probability of it). A prediction, not a bound: a split audit, which finds its threshold from
   the data, may certify less (docs/findings/plan-calibration.md);
-
 * the CPU seconds per game of the pilot.
 
 Several canaries (a tuple, or "both") are planned as `audit_pipeline` audits them: each plays
@@ -218,8 +213,7 @@ class PipelinePlan:
         ]
 
     def _games_lines(self, *, per: str, relation: str, no_target: str, no_refute: str) -> list[str]:
-        """The summary's lines on games (`relation` ">=" and `per` " per canary" for a plan of
-        several)."""
+        """The summary's lines on games (of one canary's plan, or of several's)."""
         lines = []
         if self.target_eps is not None:
             n = self.games_for_target
@@ -439,7 +433,7 @@ def plan_pipeline(
 @dataclass(frozen=True, kw_only=True)
 class _PlanRequest:
     """One canary's plan as asked (`targets`: target_eps, claimed_epsilon, games;
-    `statistics` at the canary's share; `audit_seed` None: the pilot's `seed` - 1)."""
+    `statistics` at the canary's share; `seed`: the pilot's, `audit_seed` + 1)."""
 
     tune: TuneFn
     score: ScoreFn | None
@@ -451,7 +445,7 @@ class _PlanRequest:
     power: float = 0.9
     statistics: AuditOptions = field(default_factory=AuditOptions)
     seed: int = 1
-    audit_seed: int | None = None
+    audit_seed: int = 0
     execution: ExecutionOptions = field(default_factory=ExecutionOptions)
     pilot_confidence: float = PILOT_CONFIDENCE
 
@@ -459,13 +453,8 @@ class _PlanRequest:
 def _plan_pipeline(request: _PlanRequest) -> PipelinePlan:
     """One canary's plan (module docstring)."""
     r = _checked_plan(request)
-    seed, ex = r.seed, r.execution
-    audit_seed = seed - 1 if r.audit_seed is None else r.audit_seed
-    run = _pilot(
-        r.tune, r.score, r.data, r.canary, (r.pilot, seed, audit_seed), r.delta,
-        (ex.jobs, ex.backend, ex.progress),
-    )  # fmt: skip
-    tests, curves, field_eps = _field_curves(run, seed, r.pilot_confidence, r.delta)
+    run = _pilot(r)
+    tests, curves, field_eps = _field_curves(run, r.seed, r.pilot_confidence, r.delta)
     best = int(np.argmax(field_eps))
     curve, scores = curves[best], run.columns[:, best]
     # the field's share of the pilot's level: the level of its held-out test of a claim
@@ -657,22 +646,14 @@ def _refutable_below(
     return hi
 
 
-def _pilot(
-    tune: TuneFn,
-    score: ScoreFn | None,
-    data: Any,
-    canary: Canary,
-    sizes: tuple[int, int, int],
-    delta: float,
-    execution: tuple[int, str | None, bool],
-) -> _PilotRun:
+def _pilot(r: _PlanRequest) -> _PilotRun:
     """The plan's pilot: the audit's own learning pilot for a learned score (the plan made on
     its held-out half), else `pilot` games at `seed` scored by the audit's score."""
-    pilot, seed, audit_seed = sizes  # the pilot's games, its seed, the audit's seed
-    jobs, backend, progress = execution
+    tune, data, canary, pilot, jobs = r.tune, r.data, r.canary, r.pilot, r.execution.jobs
     found = None
-    if score is None:
-        found = learned(tune, data, canary, audit_seed, delta, jobs, backend, pilot)
+    if r.score is None:
+        backend = r.execution.backend
+        found = learned(tune, data, canary, r.audit_seed, r.delta, jobs, backend, pilot)
     if found is not None:
         member, s = found.held_member, found.score
         source = f"pilot ({len(member):,} held-out games of {pilot:,})"
@@ -681,11 +662,12 @@ def _pilot(
         columns, same = found.held_scores[:, None], pilot == LEARN_GAMES
         run = _PilotRun(columns, member, (), cpu, source, s.words, s.grid, s.threshold, same)
     else:
-        fields, score_fn = scoring(tune, score, data, canary)
+        fields, score_fn = scoring(tune, r.score, data, canary)
         game = PipelineGame(tune, score_fn, data, canary, fields=fields)
         start = time.process_time()
-        options = ExecutionOptions(jobs=jobs, backend=backend, progress=progress)
-        record, inline = play_games(game, pilot, seed, options)
+        ex = r.execution
+        options = ExecutionOptions(jobs=jobs, backend=ex.backend, progress=ex.progress)
+        record, inline = play_games(game, pilot, r.seed, options)
         assert record.scores is not None and record.member is not None  # played in memory
         cpu = ((time.process_time() - start) - inline + float(record.scores[:, 1].sum())) / pilot
         member = record.member

@@ -6,16 +6,12 @@ any of them (a clipping norm set to a percentile of the private gradient norms, 
 `release_fields(release, canary)` reads one number per field:
 
 * "canary": the canary's own score of the release (its model), where the canary can read one;
-
 * a number (Python, numpy or a one-element tensor), at any depth: its value;
-
 * an array or tensor of several entries (other than the model's parameters): the sum of its
   entries (a linear statistic: a leak in one entry of a large array shows only diluted; score
   that entry yourself);
-
 * a torch module or the "model" / "initial" entries: read by the canary only (the parameters
   of a model are not fields);
-
 * anything else (strings, None, objects): not a field.
 
 Paths name the fields as written: `clip`, `history[2]`, `stats.mean`. `probe_fields` plays one

@@ -26,13 +26,12 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from auditsel.errors import integer, number, percent
-from auditsel.files import OutputFolder, atomic_write_text, claim_folder
+from auditsel.files import OutputFolder, atomic_write_text
 from auditsel.pipelines.audit_options import (
     AuditOptions,
     ExecutionOptions,
@@ -45,6 +44,7 @@ from auditsel.pipelines.pipeline import (
     Pipeline,
     PipelineAudit,
     _audit_pipeline,
+    _claimed,
     _Request,
     pipeline_parts,
 )
@@ -142,8 +142,7 @@ def _sequential_result(
     levels: tuple[float, float],
     seen: list[LookEntry],
 ) -> PipelineResult:
-    """The last look's result.json with `sequential` and the claim's verdict at the whole
-    sequence's confidence (`levels`: the sequence's and each look's)."""
+    """The last look's result.json with `sequential`, the verdict at the sequence's level."""
     confidence, level = levels
     result = audit.result.copy()
     if "claim" in result:  # the verdict holds at `confidence` (each look: at `level`)
@@ -165,10 +164,7 @@ def _folders(
 ) -> Iterator[tuple[Path, OutputFolder | None]]:
     """(the looks' checkpoint folder, the claimed out_dir or None): `checkpoint_dir`, else
     out_dir/checkpoints, else a temporary folder (removed after, by this process only)."""
-    claim: Any = nullcontext(None)
-    if out_dir is not None:
-        claim = claim_folder(out_dir, field="out_dir")
-    with claim as folder:
+    with _claimed(out_dir) as folder:
         if checkpoint_dir is not None:
             yield Path(checkpoint_dir), folder
         elif folder is not None:
@@ -204,8 +200,7 @@ def _looks(
 
 
 def _timed(request: _Request) -> tuple[PipelineAudit, float]:
-    """One look's `_audit_pipeline` and the CPU seconds of its games (every game's, those
-    read back from checkpoints included)."""
+    """One look's `_audit_pipeline` and the CPU seconds of all its games (resumed ones too)."""
     cpu, local = time.process_time(), LOCAL_CPU.seconds
     audit = _audit_pipeline(request)
     own = (time.process_time() - cpu) - (LOCAL_CPU.seconds - local)

@@ -9,12 +9,10 @@ Contract.
   it nor is shadowed (its folder goes at the end of sys.path). A game sent to a worker process
   carries these files' names and paths, and the worker imports them the same way before it
   unpickles their functions (`auditsel.pipelines.game.USER_MODULES`).
-
 * `call_user(field, what, fn, *args)` calls a function of the user's: anything it raises but
   KeyboardInterrupt (SystemExit included) becomes a `PipelineError` naming `field`, `what` and
   the exception, with the user's traceback; while it runs, sys.argv is the file alone (a
   script that parses its command line at import sees none of auditsel's).
-
 * `user_files(*objects)` is path -> sha256 of the source files the user's code runs from: the
   modules of the objects (an instance: its class's), of every module their globals refer to,
   transitively, and the project-local files those import (read with `ast`, never run: lazy

@@ -144,16 +144,14 @@ def _neighbours(features: np.ndarray, torch: Any) -> tuple[Any, Any]:
     """D (the first PROBE_ROWS rows) and D' (row 0 moved by seeded noise of 10 spreads; rows of
     integers, such as token ids, get row 1's values instead)."""
     head = np.asarray(features[:PROBE_ROWS])
-    if head.dtype.kind != "f":
-        rows = torch.as_tensor(head)
-        other = rows.clone()
-        other[0] = rows[1]
-        return rows, other
-    rows = torch.as_tensor(head, dtype=torch.float32)
+    floats = head.dtype.kind == "f"
+    rows = torch.as_tensor(head, dtype=torch.float32 if floats else None)
     other = rows.clone()
-    spread = rows.std(dim=0)
-    noise = torch.randn(rows[0].shape, generator=torch.Generator().manual_seed(PROBE_SEED))
-    other[0] = rows[0] + 10 * (spread + 1) * noise
+    if floats:
+        noise = torch.randn(rows[0].shape, generator=torch.Generator().manual_seed(PROBE_SEED))
+        other[0] = rows[0] + 10 * (rows.std(dim=0) + 1) * noise
+    else:
+        other[0] = rows[1]
     return rows, other
 
 
@@ -308,41 +306,30 @@ def duplicates(ctx: Context) -> list[Finding]:
     copies = int((counts[counts > 1]).sum())
     replicated = replicated_class(parts, keys, seen)
     if replicated is not None:
-        label, distinct, fewest, most = replicated
-        effect, text = group_epsilon(ctx, most)
+        label, distinct, fewest, m = replicated
         which = "of the dataset" if label is None else f"with label {label}"
-        times = f"{fewest}" if fewest == most else f"{fewest} to {most}"
-        return [
-            Finding(
-                BREAKS,
-                "dataset",
-                f"every one of the {distinct} distinct rows {which} occurs {times} times: a "
-                f"class replicated (oversampling for balance), so each of its people "
-                f"is counted as up to {most} people, and the claim, for one row, is not one "
-                f"for one person",
-                effect,
-                "balance by weighting the rare class's loss (or by sampling it at a higher "
-                "rate, and accounting for it), not by copying rows; or account for groups of "
-                f"{most} rows (group privacy)",
-                check="duplicates",
-                effect_text=text,
-            )
-        ]
-    effect, text = group_epsilon(ctx, m)
-    return [
-        Finding(
+        times = f"{fewest}" if fewest == m else f"{fewest} to {m}"
+        severity, message, fix = (
+            BREAKS,
+            f"every one of the {distinct} distinct rows {which} occurs {times} times: a "
+            f"class replicated (oversampling for balance), so each of its people "
+            f"is counted as up to {m} people, and the claim, for one row, is not one "
+            f"for one person",
+            "balance by weighting the rare class's loss (or by sampling it at a higher "
+            "rate, and accounting for it), not by copying rows; or account for groups of "
+            f"{m} rows (group privacy)",
+        )
+    else:
+        severity, message, fix = (
             WARNING,
-            "dataset",
             f"{copies} rows are in groups of identical rows (largest group: {m} identical "
             f"rows): if a person's copies are counted as distinct people, the claim holds for "
             f"one row, not for one person",
-            effect,
             "drop the duplicates, or bound each person's rows and account for groups "
             "(oversampling a class for balance copies its people)",
-            check="duplicates",
-            effect_text=text,
         )
-    ]
+    effect, text = group_epsilon(ctx, m)
+    return [Finding(severity, "dataset", message, effect, fix, "duplicates", text)]
 
 
 def replicated_class(

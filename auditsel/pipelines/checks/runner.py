@@ -73,10 +73,8 @@ class RunObjects:
             raise ConfigError("base", "must be an auditsel.DpsgdBase or None")
         if self.privatizer is not None and not callable(self.privatizer):
             raise ConfigError("privatizer", "must be a function (per_example_grads, clip) or None")
-        optimizers = self.optimizers
-        if optimizers is None:
-            optimizers = ()
-        elif not isinstance(optimizers, (list, tuple)):
+        optimizers = () if self.optimizers is None else self.optimizers
+        if not isinstance(optimizers, (list, tuple)):
             optimizers = (optimizers,)
         object.__setattr__(self, "optimizers", tuple(optimizers))
 
