@@ -25,12 +25,7 @@ if TYPE_CHECKING:  # annotations only: an options object imports nothing heavy
 from auditsel.errors import ConfigError, shown
 from auditsel.executor import ExecutionOptions, folder_option
 
-__all__ = [
-    "AuditOptions",
-    "ExecutionOptions",
-    "ReportOptions",
-    "given_options",
-]
+__all__ = ["AuditOptions", "ExecutionOptions", "ReportOptions", "given_options"]
 
 
 @dataclass(frozen=True, kw_only=True)

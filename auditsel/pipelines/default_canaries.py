@@ -91,8 +91,7 @@ def resolve_canary(canary: Any, tune: TuneFn, data: Any) -> Canary | tuple[Canar
     if isinstance(canary, str):
         if canary != BOTH:
             raise ConfigError(
-                "canary",
-                f"must be a canary, a tuple of canaries or 'both', got {canary!r}",
+                "canary", f"must be a canary, a tuple of canaries or 'both', got {canary!r}"
             )
         return default_canaries(tune, data)
     if isinstance(canary, list):
@@ -287,12 +286,7 @@ class _Listener(Canary):
         return self.person.prepare(data)  # out: the data, checked as the InputCanary checks
 
     def examples(
-        self,
-        grads: Any,
-        *,
-        sample_rate: float,
-        max_grad_norm: Any,
-        names: Any = None,
+        self, grads: Any, *, sample_rate: float, max_grad_norm: Any, names: Any = None
     ) -> list[Any]:
         self.heard = True
         return list(grads)

@@ -407,11 +407,7 @@ def _choose(
             continue
         for sign in (1, -1):
             scores = sign * column
-            key = (
-                _rank_eps(scores, coins, delta),
-                _auc(scores, coins),
-                _effect(scores, coins),
-            )
+            key = (_rank_eps(scores, coins, delta), _auc(scores, coins), _effect(scores, coins))
             if key > best[:3]:
                 best = (*key, j, sign)
     return best[3], best[4], max(best[0], 0.0)

@@ -137,10 +137,7 @@ def _play(
         checkpoints=None
         if ex.checkpoint_dir is None
         else Checkpoints(
-            Path(ex.checkpoint_dir),
-            fingerprint,
-            chunk_size,
-            code_identity(release, score),
+            Path(ex.checkpoint_dir), fingerprint, chunk_size, code_identity(release, score)
         ),
     )
 

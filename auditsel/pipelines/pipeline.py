@@ -55,12 +55,7 @@ from numpy.typing import NDArray
 from auditsel.auditing import lower
 from auditsel.auditing.estimators import Estimate, estimator_panel, panel_dict
 from auditsel.auditing.lower import audit_scores
-from auditsel.auditing.rules import (
-    THRESHOLD_RULES,
-    BonferroniGrid,
-    ThresholdRule,
-    threshold_rule,
-)
+from auditsel.auditing.rules import THRESHOLD_RULES, BonferroniGrid, ThresholdRule, threshold_rule
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.auditing.streamed_audit import audit_chunks
 from auditsel.errors import ConfigError, choice, integer, number, shown
@@ -109,11 +104,7 @@ from auditsel.pipelines.pipeline_result import (
     PipelineResult,
     ReproducibilityEntry,
 )
-from auditsel.pipelines.release_scores import (
-    CANARY_FIELD,
-    FieldScores,
-    probe_fields,
-)
+from auditsel.pipelines.release_scores import CANARY_FIELD, FieldScores, probe_fields
 from auditsel.pipelines.replay_check import (
     ReplayReport,
     ReproducibilityError,
@@ -121,12 +112,7 @@ from auditsel.pipelines.replay_check import (
     check_unchanged,
 )
 from auditsel.pipelines.user_code import describe_changes, user_files
-from auditsel.results.fields import (
-    lower_fields,
-    result_interval,
-    upper_fields,
-    upper_panel,
-)
+from auditsel.results.fields import lower_fields, result_interval, upper_fields, upper_panel
 from auditsel.results.heuristics import honesty_fields
 from auditsel.results.report import text_table, write_outputs
 from auditsel.roles import MechanismPair
@@ -904,11 +890,7 @@ def _bound_games(record: GameRecord, audit: _Audit, stream: bool, plots: bool) -
 
 
 def _result_fields(
-    audit: _Audit,
-    bound: lower.LowerBound,
-    score_name: str,
-    stream: bool,
-    artefacts: dict[str, Any],
+    audit: _Audit, bound: lower.LowerBound, score_name: str, stream: bool, artefacts: dict[str, Any]
 ) -> tuple[dict[str, Any], bool | None]:
     """result.json but `pipeline` and `seconds` (curves to `artefacts`), and the verdict."""
     request, base, rounds = audit.request, audit.base, audit.request.report.rounds

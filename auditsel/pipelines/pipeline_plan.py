@@ -583,11 +583,7 @@ def _plan_of(
 
 
 def _at_games(
-    out: PipelinePlan,
-    r: _PlanRequest,
-    read: _Reading,
-    point_curve: PlanCurve,
-    plan: dict[str, Any],
+    out: PipelinePlan, r: _PlanRequest, read: _Reading, point_curve: PlanCurve, plan: dict[str, Any]
 ) -> PipelinePlan:
     """The plan's numbers at `games` (E[eps_L], power, range, refutable eps); without games,
     the refutable eps where the claim cannot be refuted at all."""

@@ -137,10 +137,7 @@ def audit_until_refuted(
 
 
 def _sequential_result(
-    audit: PipelineAudit,
-    schedule: list[int],
-    levels: tuple[float, float],
-    seen: list[LookEntry],
+    audit: PipelineAudit, schedule: list[int], levels: tuple[float, float], seen: list[LookEntry]
 ) -> PipelineResult:
     """The last look's result.json with `sequential`, the verdict at the sequence's level."""
     confidence, level = levels
