@@ -76,7 +76,7 @@ from auditsel.pipelines.game import (
     field_columns,
     function_name,
 )
-from auditsel.pipelines.release_scores import PROBE_SEED
+from auditsel.pipelines.release_scores import PROBE_SEED, canary_score
 
 __all__ = [
     "LEARN_GAMES",
@@ -153,7 +153,8 @@ def _put_list(
     for item in items:
         one: dict[str, float] = {}
         if records and canary is not None and "model" in item:
-            if _put_canary_score(item, canary, one):  # divided by the record's scalars
+            if (score := canary_score(item, canary)) is not None:  # divided by the scalars
+                one[CANARY] = score
                 _divided(one, _scalars_of(item))
         _walk(item, "", one, None, None, 1)
         for key, value in one.items():
@@ -165,15 +166,6 @@ def _put_list(
         out[f"{name}.mean"] = float(np.mean(values))
         if records:  # K shifts of one size: the z statistic, sum / sqrt(K) (module docstring)
             out[f"{name}.sum / sqrt(count)"] = float(np.sum(values)) / math.sqrt(len(items))
-
-
-def _put_canary_score(release: Any, canary: Canary, out: dict[str, float]) -> bool:
-    """out[CANARY] = the canary's own score of `release`; False where it cannot score it."""
-    try:
-        out[CANARY] = float(canary.score(release))
-    except (ConfigError, NotImplementedError, TypeError, ValueError, IndexError, KeyError):
-        return False
-    return True
 
 
 def _put_noise(release: Any, canary: Canary, out: dict[str, float]) -> None:
@@ -291,8 +283,9 @@ def _divided(out: dict[str, float], scalars: dict[str, float]) -> None:
 def statistics(release: Any, canary: Canary) -> dict[str, float]:
     """Every candidate statistic of a release (module docstring), in the family's order; NaN
     read as 0."""
-    out: dict[str, float] = {}
-    if _put_canary_score(release, canary, out):
+    score = canary_score(release, canary)
+    out: dict[str, float] = {} if score is None else {CANARY: score}
+    if score is not None:
         _put_noise(release, canary, out)
     initial = release.get(INITIAL) if isinstance(release, Mapping) else None
     _walk(release, "", out, initial, canary, 0)

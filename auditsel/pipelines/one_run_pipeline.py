@@ -164,8 +164,7 @@ class OneRunPipelineAudit:
             lines.append(f"  claim {self.claimed_epsilon:g}: {verdict} ([SNJ23] eps_L vs claim)")
         return "\n".join(lines)
 
-    def __str__(self) -> str:
-        return self.summary()
+    __str__ = summary
 
 
 def audit_pipeline_one_run(

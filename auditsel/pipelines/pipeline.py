@@ -191,8 +191,7 @@ class PipelineAudit:
         """The terminal table of `auditsel run`, with the claim's verdict."""
         return text_table(dict(self.to_dict()))
 
-    def __str__(self) -> str:
-        return self.summary()
+    __str__ = summary
 
 
 @dataclass(frozen=True, eq=False)
@@ -426,8 +425,7 @@ def pipeline_parts(pipeline: object) -> dict[str, Any]:
         )
     if pipeline.canary is None:
         raise ConfigError("canary", "required: Pipeline(tune, score, data=..., canary=...)")
-    p = pipeline
-    return {"tune": p.tune, "score": p.score, "data": p.data, "canary": p.canary}
+    return {name: getattr(pipeline, name) for name in ("tune", "score", "data", "canary")}
 
 
 @dataclass(frozen=True, kw_only=True)

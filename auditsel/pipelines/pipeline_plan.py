@@ -166,15 +166,13 @@ class PipelinePlan:
                 f"1 - {1 - self.confidence:g}/{len(self.fields)}; they differ with and without "
                 f"the canary: {', '.join(self.flagged) or 'none seen'}"
             )
-        lines.append(
+        lines += [
             f"  what the pilot cannot see: a leak that shows in fewer than {self.blind_rate:.2%} "
-            f"of games (about 3 / {self.pilot_games:,}); a larger pilot sees rarer ones"
-        )
-        lines.append(
+            f"of games (about 3 / {self.pilot_games:,}); a larger pilot sees rarer ones",
             f"  (with probability >= {percent(self.pilot_confidence)} over the pilot these are not "
             "over-stated for a threshold fixed at the plan's; a split audit certifies somewhat "
-            "less)"
-        )
+            "less)",
+        ]
         return "\n".join(lines)
 
     def _gate_lines(self) -> list[str]:

@@ -2,18 +2,11 @@
 
 Contract. `PipelineAudit.result` (and `to_dict()`) is the document that `audit_pipeline` writes
 to result.json: the sections of `auditsel run`'s result (docs/reference/result-json.md) plus
-the sections below. Each is a `TypedDict`: at run time a plain dict, for a type checker a
-mapping whose keys and value types are known.
-
-* `PipelineEntry` (`result["pipeline"]`): the functions, the canary, the games and their CPU
-  seconds, the checkpoint fingerprint; `fields` (`FieldsEntry`) when every released field was
-  scored (each field's eps_L at confidence 1 - (1 - confidence) / fields, Bonferroni);
-  `reproducibility` (`ReproducibilityEntry`) of the replay check;
-* `ClaimEntry` (`result["claim"]`): the claimed epsilon and whether eps_L exceeds it;
-* `CanaryEntry` (`result["canaries"]`, one per canary of a tuple of canaries, each at the
-  Bonferroni level `confidence`);
-* `SequentialEntry` (`result["sequential"]`, `audit_until_refuted`): the looks, each look's
-  eps_L (`LookEntry`), where the audit stopped.
+`pipeline` (`PipelineEntry`, with `FieldsEntry` and `ReproducibilityEntry`), `claim`
+(`ClaimEntry`), `canaries` (`CanaryEntry`, one per canary of a tuple of canaries) and
+`sequential` (`SequentialEntry` and its `LookEntry`s, `audit_until_refuted`). Each is a
+`TypedDict`: at run time a plain dict, for a type checker a mapping whose keys and value types
+are known.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from auditsel.errors import ConfigError
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.game import probe_call
 
-__all__ = ["CANARY_FIELD", "FieldScores", "probe_fields", "release_fields"]
+__all__ = ["CANARY_FIELD", "FieldScores", "canary_score", "probe_fields", "release_fields"]
 
 CANARY_FIELD = "canary"
 MODEL_KEYS = ("model", "initial")  # read by the canary's score, not fields themselves
@@ -75,14 +75,19 @@ def _walk(value: Any, path: str, out: dict[str, float]) -> None:
             _walk(item, f"{path}[{i}]", out)
 
 
+def canary_score(release: Any, canary: Canary) -> float | None:
+    """The canary's own score of `release` (`canary.score`); None where it cannot read one."""
+    try:
+        return float(canary.score(release))
+    except (ConfigError, NotImplementedError, TypeError, ValueError, IndexError, KeyError):
+        return None
+
+
 def release_fields(release: Any, canary: Canary) -> dict[str, float]:
     """One number per released field (module docstring): "canary" first, where the canary can
     score the release, then the mapping's fields in order."""
-    out: dict[str, float] = {}
-    try:
-        out[CANARY_FIELD] = float(canary.score(release))
-    except (ConfigError, NotImplementedError, TypeError, ValueError, IndexError, KeyError):
-        pass
+    score = canary_score(release, canary)
+    out: dict[str, float] = {} if score is None else {CANARY_FIELD: score}
     if isinstance(release, Mapping):
         _walk(release, "", out)
     return out

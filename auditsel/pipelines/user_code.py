@@ -80,9 +80,7 @@ def call_user(
     try:
         with _argv(path):
             return fn(*args)
-    except KeyboardInterrupt:
-        raise
-    except ConfigError:
+    except (KeyboardInterrupt, ConfigError):
         raise
     except BaseException as err:
         raise PipelineError(

@@ -125,10 +125,8 @@ def sensitivity(privatizer: Privatizer, shapes: list[tuple[int, ...]]) -> dict[s
 
     squares = 0.0  # the noise's spread: D under seeds NOISE_SEED + 2i + 1 and + 2i + 2
     for i in range(NOISE_PAIRS):
-        first = _call(privatizer, batch, NOISE_SEED + 2 * i + 1, torch)
-        squares += float(
-            ((_call(privatizer, batch, NOISE_SEED + 2 * i + 2, torch) - first) ** 2).sum()
-        )
+        pair = [_call(privatizer, batch, NOISE_SEED + 2 * i + j, torch) for j in (1, 2)]
+        squares += float(((pair[1] - pair[0]) ** 2).sum())
     return {
         "repeat": gap(_call(privatizer, batch, NOISE_SEED, torch)),
         "zero_row": gap(_call(privatizer, zero, NOISE_SEED, torch)),
