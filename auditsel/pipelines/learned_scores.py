@@ -486,8 +486,7 @@ def learn_score(
     play: PlayFn,
     games: int = LEARN_GAMES,
 ) -> Learned:
-    """Learn the score of an audit of seed `seed` from `games` pilot games (module
-    docstring)."""
+    """Learn the score of an audit of seed `seed` from `games` pilot games (module docstring)."""
     what = content_digest(canary, "canary") + type(canary).__qualname__  # "both": new objects
     key = (id(tune), id(data), what, int(seed), int(games), float(delta))
     if key in _CACHE:

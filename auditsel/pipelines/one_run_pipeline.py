@@ -25,11 +25,10 @@ smaller than a games audit's, and bounds the epsilon per canary, not the selecti
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -70,12 +69,9 @@ class CanarySet(Canary):
         self, bits: Sequence[int] | NDArray[np.integer], rng: np.random.Generator
     ) -> CanarySet:
         """This set bound to one run: canary i is in when bits[i] = 1."""
-        bound = copy.copy(self)
-        object.__setattr__(
-            bound, "_bound", tuple(c.for_game(bool(b), rng) for c, b in zip(self.canaries, bits))
-        )
-        object.__setattr__(bound, "_member", bool(np.any(bits)))
-        object.__setattr__(bound, "_rng", rng)
+        bound = cast(CanarySet, self.for_game(bool(np.any(bits)), rng))
+        each = tuple(c.for_game(bool(b), rng) for c, b in zip(self.canaries, bits))
+        object.__setattr__(bound, "_bound", each)
         return bound
 
     def _each(self) -> tuple[Canary, ...]:

@@ -496,7 +496,6 @@ def _checked_plan(request: _PlanRequest) -> _PlanRequest:
     """The request with its numbers checked (a ConfigError naming the first out of range)."""
     r, st = request, request.statistics
     pilot = integer(r.pilot, "pilot", 20, MAX_PILOT)
-    pilot_confidence = number(r.pilot_confidence, "pilot_confidence", 0.5, 1, hi_open=True)
     target_eps, claimed_epsilon, games = r.targets
     _check_functions(r.tune, r.score, r.canary)
     _check_numbers(
@@ -506,7 +505,7 @@ def _checked_plan(request: _PlanRequest) -> _PlanRequest:
     power = number(r.power, "power", 0.5, 1, hi_open=True)
     target_eps, games = _targets(target_eps, claimed_epsilon, games)
     targets = (target_eps, claimed_epsilon, games)
-    return replace(r, pilot=pilot, pilot_confidence=pilot_confidence, power=power, targets=targets)
+    return replace(r, pilot=pilot, power=power, targets=targets)
 
 
 def _field_curves(
