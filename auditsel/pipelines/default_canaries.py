@@ -251,15 +251,12 @@ def default_canaries(tune: TuneFn, data: Any) -> tuple[InputCanary, GradientCana
             if again is not None and again.shape == moves.shape:
                 moves = np.maximum(moves, again)
         coordinate = int(np.argmin(moves))
-    if not listener.heard:
-        return person, GradientCanary(coordinate=coordinate)
     thetas = []
-    for r in range(THROUGH_PROBES):
-        seed = PROBE_SEED - r
-        theta = _read(parameter_holder(_seeded_probe(tune, data, listener, seed)))[0]
+    for r in range(THROUGH_PROBES if listener.heard else 0):  # through the pipeline's clipping
+        theta = _read(parameter_holder(_seeded_probe(tune, data, listener, PROBE_SEED - r)))[0]
         if theta.shape == moves.shape:
             thetas.append(theta)
-    if not thetas:  # no probe released parameters: the one-coordinate canary
+    if not thetas:  # not heard, or no probe released parameters: the one-coordinate canary
         return person, GradientCanary(coordinate=coordinate)
     return person, _through_clipping(coordinate, np.stack(thetas), holder, free)
 
