@@ -114,11 +114,8 @@ def _scalar(value: Any) -> float | None:
     """A number or a one-element array or tensor as a float; None otherwise."""
     if isinstance(value, (int, float, np.number)):  # a bool too
         return float(value)
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        array = _array(value)
-        if array is not None and array.size == 1:
-            return float(array.reshape(-1)[0])
-    return None
+    array = _array(value) if hasattr(value, "shape") and hasattr(value, "dtype") else None
+    return float(array.reshape(-1)[0]) if array is not None and array.size == 1 else None
 
 
 def _array(value: Any) -> NDArray[np.float64] | None:
