@@ -467,14 +467,13 @@ class GradientCanary(Canary):
         """Inject the canary into an Opacus `DPOptimizer`: added to the clipped sum before the
         noise at the step's sample rate (default: the rate its accountant charges). `model`
         names the parameters (for `parameter`). Out of the game the optimizer is untouched."""
-        for attribute in ("add_noise", "params", "max_grad_norm"):
-            if not hasattr(optimizer, attribute):
-                raise ConfigError(
-                    "optimizer",
-                    "must be an Opacus DPOptimizer (from PrivacyEngine.make_private); in a "
-                    "hand-written DP-SGD loop call canary.step(grads, sample_rate=q, "
-                    "max_grad_norm=C) instead",
-                )
+        if not all(hasattr(optimizer, a) for a in ("add_noise", "params", "max_grad_norm")):
+            raise ConfigError(
+                "optimizer",
+                "must be an Opacus DPOptimizer (from PrivacyEngine.make_private); in a "
+                "hand-written DP-SGD loop call canary.step(grads, sample_rate=q, "
+                "max_grad_norm=C) instead",
+            )
         rate = _sample_rate(optimizer) if sample_rate is None else sample_rate
         rate = number(rate, "sample_rate", 0, 1, lo_open=True)
         names = None if model is None else [n for n, _ in model.named_parameters()]
