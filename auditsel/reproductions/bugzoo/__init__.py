@@ -11,7 +11,7 @@ package holding what an author would write:
 * `correct_interval(delta) -> (lower, upper, how)`: a correct accounting of the pipeline as
   written, for any selection score (`zoo_objects.Interval`);
 * `pipeline_objects(seed=0)`: one seeded run's objects for a static check
-  (`zoo_objects.objects`);
+  (`zoo_objects.run_objects`);
 * the older modules also keep a hand-chosen `CANARY` and `score` (the tests' small audits).
 
 `audit(name)` follows the documented route, no canary or score chosen by hand
