@@ -72,24 +72,11 @@ __all__ = [
     "verdict",
 ]
 
-PIPELINES = (
-    "correct_dpgd",
-    "correct_opacus",
-    "correct_opacus_mlp",
-    "noise_for_mean",
-    "batch_clipping",
-    "shuffled_batches",
-    "release_all",
-    "fixed_grid",
-    "train_selection",
-    "noise_after_lr",
-    "scaler_in_model",
-    "early_stop_loss",
-    "noise_before_clip",
-    "per_tensor_clip",
-    "leaderboard",
-    "oversampled_class",
-    "second_optimizer_head",
+PIPELINES = tuple(
+    "correct_dpgd correct_opacus correct_opacus_mlp noise_for_mean batch_clipping "
+    "shuffled_batches release_all fixed_grid train_selection noise_after_lr scaler_in_model "
+    "early_stop_loss noise_before_clip per_tensor_clip leaderboard oversampled_class "
+    "second_optimizer_head".split()
 )
 DELTA = 1e-5
 CONFIDENCE = 0.95
