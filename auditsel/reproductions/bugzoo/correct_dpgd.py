@@ -147,11 +147,9 @@ def hand_objects(
     claimed: Callable[[float], float] | None = None,
     rounds: RoundsLaw | None = None,
 ) -> dict[str, Any]:
-    """`zoo_objects.run_objects` of a hand-written DP-GD run: no torch module (the weights are bare
-    tensors, in the release), optimizer, loader or engine; the claim and the law of K it
-    assumes are this module's unless given; the run the claim accounts (`base`: full-batch
-    DP-GD, NOISE, STEPS); `privatize` as the `privatizer` when each run is this module's
-    `train` (the step of another `train_one` is its own)."""
+    """`zoo_objects.run_objects` of a hand-written DP-GD run (no module, optimizer, loader or
+    engine): this module's claim and law of K unless given, the run the claim accounts as `base`,
+    and `privatize` as the `privatizer` when each run is this module's `train`."""
     if tune_run is None:
         release = random_search(TRAIN, seed, CANARY, train_one)
     else:
