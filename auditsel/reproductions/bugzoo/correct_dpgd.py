@@ -94,8 +94,7 @@ TrainOne = Callable[[TrainData, float, torch.Generator, Canary], list[torch.Tens
 def runs(
     train_data: TrainData, seed: int, canary: Canary, train_one: TrainOne = train
 ) -> Iterator[tuple[float, list[torch.Tensor]]]:
-    """K ~ Poisson(MEAN_RUNS) runs of `train_one`, each at a learning rate drawn from
-    LEARNING_RATES: (lr, model) pairs, in the order run."""
+    """(lr, model) of K ~ Poisson(MEAN_RUNS) runs of `train_one`, lr drawn from LEARNING_RATES."""
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
     for _ in range(rng.poisson(MEAN_RUNS)):
@@ -104,8 +103,7 @@ def runs(
 
 
 def best_of(candidates: Iterable[tuple[float, list[torch.Tensor]]]) -> dict[str, Any]:
-    """The (lr, model) candidate with the best validation accuracy (the first on ties), as
-    released; the initial model when there is none."""
+    """The release of the best (lr, model) on the validation set (the first on ties)."""
     best = initial_release()
     for lr, model in candidates:
         if (accuracy := validation_accuracy(model)) > best["accuracy"]:

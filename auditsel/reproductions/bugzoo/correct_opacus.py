@@ -82,8 +82,7 @@ def validation_accuracy(model: torch.nn.Module) -> float:
 
 
 def runs(seed: int, train_one: Callable[[float], Any]) -> Iterator[tuple[float, Any]]:
-    """K ~ Poisson(MEAN_RUNS) runs of `train_one(lr)`, each at a learning rate drawn from
-    LEARNING_RATES: (lr, what it returns) pairs, in the order run."""
+    """(lr, train_one(lr)) of K ~ Poisson(MEAN_RUNS) runs, lr drawn from LEARNING_RATES."""
     rng = np.random.default_rng(seed)
     for _ in range(rng.poisson(MEAN_RUNS)):
         lr = float(rng.choice(LEARNING_RATES))
@@ -91,8 +90,7 @@ def runs(seed: int, train_one: Callable[[float], Any]) -> Iterator[tuple[float, 
 
 
 def best_of(initial: torch.nn.Module, candidates: Iterable[tuple[float, Any]]) -> dict[str, Any]:
-    """The (lr, model) candidate with the best validation accuracy (the first on ties), as
-    released; the `initial` model when there is none."""
+    """The release of the best (lr, model) on the validation set (the first on ties)."""
     best: dict[str, Any] = {"model": initial, "lr": 0.0, "accuracy": -1.0}  # K = 0
     for lr, model in candidates:
         if (accuracy := validation_accuracy(model)) > best["accuracy"]:

@@ -66,8 +66,7 @@ def train(
 
 
 def runs(seed: int, train_one: Callable[[float, float], Any]) -> Iterator[tuple[float, float, Any]]:
-    """K ~ ROUNDS runs of `train_one(lr, clip)`, each at a point drawn from GRID: (lr, clip,
-    what it returns), in the order run."""
+    """(lr, clip, train_one(lr, clip)) of K ~ ROUNDS runs, (lr, clip) drawn from GRID."""
     rng = np.random.default_rng(seed)
     for _ in range(int(ROUNDS.sample(1, rng)[0])):
         lr, clip = GRID[int(rng.integers(len(GRID)))]
@@ -75,8 +74,7 @@ def runs(seed: int, train_one: Callable[[float, float], Any]) -> Iterator[tuple[
 
 
 def best_of(candidates: Iterable[tuple[float, float, torch.nn.Module]]) -> dict[str, Any]:
-    """The (lr, clip, model) candidate with the best accuracy on the validation rows (the first
-    on ties), as released; {"accuracy": -1.0} when there is none."""
+    """The release of the best (lr, clip, model) on the validation rows (the first on ties)."""
     best: dict[str, Any] = {"accuracy": -1.0}
     for lr, clip, model in candidates:
         if (accuracy := zoo_data.accuracy(model, VALIDATION)) > best["accuracy"]:
