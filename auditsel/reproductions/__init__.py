@@ -180,14 +180,11 @@ register(
 
 
 # --- output -----------------------------------------------------------------------------------
-#: decimals of a percentage column (a name with the word ``pct``) in `to_markdown`: the DP-SGD
-#: profile bound (dp_accounting's PLD FFT) moves by up to 1.0e-5 between vector units, its width
-#: percentages by up to 7.5e-4 (docs/howto/develop.md, "Tests on other vector units"): 2 decimals
-#: keep that below half a unit of the last digit, as 4 decimals do for the epsilons
+#: decimals of a percentage column (a name with the word ``pct``) and of a width column (``width``:
+#: upper end minus lower end) in `to_markdown`: few enough that the spread of the DP-SGD profile
+#: bound between vector units stays below half a unit of the last digit (docs/howto/develop.md,
+#: "Tests on other vector units"; `tests/reproductions/test_reproduce.py` checks the tables)
 PCT_DIGITS = 2
-#: decimals of a width column (``width``: upper end minus lower end) in `to_markdown`: 3 decimals
-#: make a crossing of the 4th decimal's rounding boundary between vector units ten times rarer
-#: (`tests/reproductions/test_reproduce.py` checks the committed tables)
 WIDTH_DIGITS = 3
 
 

@@ -174,13 +174,9 @@ def _dp_accounting_rdp(s: Setting) -> float:
         return float(dpa.rdp.RdpAccountant().compose(_event(s)).get_epsilon(s.delta))
 
 
-def _dp_accounting_pld(s: Setting, pessimistic: bool = True) -> float:
-    return _pld_epsilon(s.noise_multiplier, s.steps, s.sample_rate, s.delta, pessimistic)
-
-
 def single_run_epsilon(s: Setting) -> float:
     """One run's epsilon by dp_accounting's pessimistic PLD (the naive claim for tuning)."""
-    return _dp_accounting_pld(s, True)
+    return _pld_epsilon(s.noise_multiplier, s.steps, s.sample_rate, s.delta, True)
 
 
 @lru_cache(maxsize=256)
@@ -203,10 +199,6 @@ def _pld_epsilon(sigma, steps, tau, delta, pessimistic) -> float:
         return float(pld.self_compose(steps).get_epsilon_for_delta(delta))
 
 
-def _reduced_mu(s: Setting) -> float:
-    return float(gaussian_epsilon(s.mu, s.delta))
-
-
 def _repeat_and_select(s: Setting) -> float | None:
     import dp_accounting as dpa  # deferred: as in _event
     from dp_accounting.dp_event import RepeatAndSelectDpEvent
@@ -223,14 +215,6 @@ def _repeat_and_select(s: Setting) -> float | None:
     event = RepeatAndSelectDpEvent(_event(s), float(law.mean), float(shape))
     with _quiet():
         return float(dpa.rdp.RdpAccountant().compose(event).get_epsilon(s.delta))
-
-
-def _xww24_uo(s: Setting) -> float:
-    return float(improved_epsilon(s.mu, s.law, s.delta))
-
-
-def _xww24_reduced(s: Setting) -> float:
-    return float(exact_epsilon(GaussianWinner(GaussianBase(s.mu), s.law), s.delta))
 
 
 def _panel_bound(key: str) -> Callable[[Setting], float | None]:
@@ -292,14 +276,14 @@ CLAIMS = {
         Claim(
             "dp_accounting_pld",
             "dp_accounting PLDAccountant (pessimistic)",
-            _dp_accounting_pld,
+            single_run_epsilon,
             False,
             ADD_REMOVE + " (NeighboringRelation.ADD_OR_REMOVE_ONE)",
         ),
         Claim(
             "reduced_mu",
             "[XWW24] eq. 19: Gaussian eps of mu = tau sqrt(N)/sigma",
-            _reduced_mu,
+            lambda s: float(gaussian_epsilon(s.mu, s.delta)),
             False,
             ADD_REMOVE + " (heuristic for tau < 1)",
         ),
@@ -318,7 +302,7 @@ CLAIMS = {
         Claim(
             "xww24_uo",
             "[XWW24] Algorithm 3 eps_UO with mu = tau sqrt(N)/sigma (monotone score assumed)",
-            _xww24_uo,
+            lambda s: float(improved_epsilon(s.mu, s.law, s.delta)),
             True,
             ADD_REMOVE + " ([XWW24]'s monotone-score assumption; heuristic for tau < 1)",
         ),
@@ -326,7 +310,7 @@ CLAIMS = {
             "xww24_reduced",
             "[XWW24] reduced game, exact curve with mu = tau sqrt(N)/sigma (monotone score "
             "assumed)",
-            _xww24_reduced,
+            lambda s: float(exact_epsilon(GaussianWinner(GaussianBase(s.mu), s.law), s.delta)),
             True,
             ADD_REMOVE + " ([XWW24]'s monotone-score assumption; heuristic for tau < 1)",
         ),
@@ -361,7 +345,9 @@ def lower_estimates(setting: Setting) -> dict:
     s = setting
     optimistic, _ = dpsgd_epsilon_interval(s.noise_multiplier, s.steps, s.sample_rate, s.delta)
     return {
-        "dp_accounting_pld_optimistic": _dp_accounting_pld(s, False),
+        "dp_accounting_pld_optimistic": _pld_epsilon(
+            s.noise_multiplier, s.steps, s.sample_rate, s.delta, False
+        ),
         "dgkkm22_optimistic": float(optimistic),
     }
 

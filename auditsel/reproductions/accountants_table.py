@@ -54,13 +54,8 @@ CLOSE = 0.1  # eps_L within 10% below a claim: rerun with CLOSE_GAMES
 CLOSE_MAX_COST = 10  # ... when E[K] * N is at most this
 CONFIDENCE = 0.95
 
-_SINGLE = [  # (sigma, N, tau): one run, K = 1
-    (0.5, 1, 1.0),
-    (1.0, 1, 1.0),
-    (2.0, 1, 1.0),
-    (0.5, 1, 0.1),
-    (1.0, 1, 0.1),
-    (2.0, 1, 0.1),
+#: (sigma, N, tau) of the cells of one run, K = 1
+_SINGLE = [(s, 1, t) for t in (1.0, 0.1) for s in (0.5, 1.0, 2.0)] + [
     (0.8, 3, 0.2),
     (0.5, 10, 0.5),
     (1.0, 10, 0.1),

@@ -46,8 +46,6 @@ def rows(
         bound = audit_scores(record.scores, record.member, 1e-5, rule=Split(seed=0))
         row["eps_L"] = bound.eps
         row["eps_L_best"] = bound.eps_best_threshold
-        # a heuristic upper value below eps_B, the attack value (a lower bound on the tuning
-        # run's epsilon) or eps_L (split rule, valid at 95% for the reduced game) is contradicted
         row["contradicted"] = contradicted_columns(
             row, max(row["eps_B"], bound.eps, row.get("attack") or 0.0)
         )
@@ -71,10 +69,9 @@ def _plot_panel(
     ax: Any, sel: list[Mapping[str, Any]], series: Sequence[tuple[str, str, str]], tau: float
 ) -> None:
     """One panel of figure6.png: each series of the rows `sel` against eps_B, heuristic ones
-    dashed with a red cross where contradicted (the CONTRADICTED legend entry once)."""
+    (`auditsel.results.heuristics`: UG always, exact and UO when tau < 1, mu of eq. 19) dashed
+    with a red cross where contradicted (the CONTRADICTED legend entry once)."""
     xs = [r["eps_B"] for r in sel]
-    # heuristic (auditsel.results.heuristics): UG always, exact and UO when tau < 1 (mu of eq. 19):
-    # dashed, "heuristic" in the legend, a red cross where it falls below eps_B of one run
     heuristic = {"improved_rdp_gdp"} | ({"exact", "improved_rdp"} if tau < 1 else set())
     marked = False
     for key, label, style in series:

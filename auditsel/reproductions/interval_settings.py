@@ -20,24 +20,20 @@ __all__ = ["SETTINGS", "rows", "summary"]
 
 #: (sigma, N, tau, law) of issue 19, plus its K = 0 example (sigma 1, N 1000, tau 0.01)
 SETTINGS = (
-    (0.8, 3, 0.2, ("poisson", 5.0)),
-    (1.0, 10, 0.1, ("poisson", 10.0)),
-    (1.0, 100, 0.05, ("tnb", 1.0, 0.1)),
-    (1.0, 1000, 0.01, ("poisson", 10.0)),
-    (1.0, 10, 0.1, ("tnb", 0.0, 0.1)),
-    (2.0, 500, 0.1, ("tnb", 0.0, 0.01)),
+    (0.8, 3, 0.2, Poisson(5.0)),
+    (1.0, 10, 0.1, Poisson(10.0)),
+    (1.0, 100, 0.05, TruncatedNegativeBinomial(1.0, 0.1)),
+    (1.0, 1000, 0.01, Poisson(10.0)),
+    (1.0, 10, 0.1, TruncatedNegativeBinomial(0.0, 0.1)),
+    (2.0, 500, 0.1, TruncatedNegativeBinomial(0.0, 0.01)),
 )
 DELTA = 1e-5
 
 
-def _law(spec):
-    return Poisson(spec[1]) if spec[0] == "poisson" else TruncatedNegativeBinomial(*spec[1:])
-
-
 def rows() -> list[dict]:
     out = []
-    for sigma, steps, tau, spec in SETTINGS:
-        pair, law = DpsgdBase(sigma, steps, tau, "pld"), _law(spec)
+    for sigma, steps, tau, law in SETTINGS:
+        pair = DpsgdBase(sigma, steps, tau, "pld")
         p = panel(pair, law, DELTA)
         profile, generic = p.upper["profile"], p.upper["generic_rdp"]
         attack = p.attack["epsilon"]
@@ -57,7 +53,7 @@ def rows() -> list[dict]:
             "width": p.interval.width,
             "upper_source": (p.interval.upper_source or "").split(" ")[0],
         }
-        if law.kind == "tnb":
+        if isinstance(law, TruncatedNegativeBinomial):
             prof = base_profile(pair)
             old = float(prof.epsilon(DELTA / law.mean)) + tnb_shift(prof, law.eta, law.nu)
             # the registered profile bound: [KRW24]'s (this shift or the recipe's), or the

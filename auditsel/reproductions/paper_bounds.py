@@ -39,7 +39,7 @@ from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.generic import generic_epsilon, pure_dp_generic_epsilon, tnb_rdp
 from auditsel.accounting.improved import finite_improved_epsilon, improved_epsilon
 from auditsel.accounting.interval import tightest_bound
-from auditsel.accounting.panel import panel
+from auditsel.accounting.panel import Panel, panel
 from auditsel.accounting.profile import (
     base_profile,
     profile_epsilon,
@@ -238,7 +238,7 @@ def figure6_rows(
             for eps_b in eps_bs:
                 base = _calibrated(eps_b, tau, delta, steps)
                 p = panel(base, law, delta)
-                up = {_column(k, p.labels.get(k)): p.value(k) for k in p.upper}
+                up = labelled_upper(p)
                 rows.append(
                     {
                         "tau": tau,
@@ -261,9 +261,11 @@ def figure6_rows(
     return rows
 
 
-def _column(key: str, label: str | None) -> str:
-    """A bound's column: its key when rigorous for any score, else `<key>_<label>`."""
-    return key if label in (None, "rigorous") else f"{key}_{label}"
+def labelled_upper(p: Panel) -> dict[str, float | None]:
+    """The panel's upper values, each in a column that says what it is: the key of a bound for
+    any score, `<key>_monotone_score` or `<key>_heuristic` for the reduced game's."""
+    label = {k: p.labels.get(k) for k in p.upper}
+    return {k if label[k] in (None, "rigorous") else f"{k}_{label[k]}": p.value(k) for k in p.upper}
 
 
 def contradicted_columns(row: dict, floor: float) -> str:

@@ -32,6 +32,7 @@ from auditsel.dpsgd.datasets import Dataset
 from auditsel.executor import ExecutionOptions
 from auditsel.games.engine import GameRecord, run_game
 from auditsel.mechanisms import DpsgdBase
+from auditsel.reproductions.paper_bounds import labelled_upper
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 
 __all__ = ["Table3Grid", "TRIALS", "run_cell", "run_grid", "rows", "findings", "table_bounds"]
@@ -91,8 +92,7 @@ def run_cell(
 def table_bounds(base: DpsgdBase, rounds: RoundsLaw, delta: float) -> dict[str, float | None]:
     """Every registered value of the panel, each in a column that says what it is: the key of a
     bound for any score, `<key>_monotone_score` or `<key>_heuristic` for the reduced game's."""
-    p = panel(base, rounds, delta)
-    return {(k if p.labels[k] == "rigorous" else f"{k}_{p.labels[k]}"): p.value(k) for k in p.upper}
+    return labelled_upper(panel(base, rounds, delta))
 
 
 def run_grid(
@@ -150,12 +150,6 @@ def rows(jobs: int = 1) -> list:
     return run_grid(Table3Grid(), jobs=jobs)
 
 
-def _law_text(law: RoundsLaw) -> str:
-    if isinstance(law, TruncatedNegativeBinomial):
-        return f"TNB({law.eta:g}, {law.nu:g})"
-    return repr(law)
-
-
 def findings(rows: Sequence[Mapping[str, Any]], grid: Table3Grid = Table3Grid()) -> list[str]:
     """The paper's Table 3 findings, checked on our grid (every number computed from rows)."""
     practical = [r for r in rows if r["threat"] in ("ntnv", "ntcv")]
@@ -170,11 +164,14 @@ def findings(rows: Sequence[Mapping[str, Any]], grid: Table3Grid = Table3Grid())
         if b["proxy"] == "lambda_b"
         and (b["threat"], b["canary"], b["eps_B"]) == (a["threat"], a["canary"], a["eps_B"])
     ]
-    g = grid.game
+    g, law = grid.game, grid.rounds
+    xi = (
+        f"TNB({law.eta:g}, {law.nu:g})" if isinstance(law, TruncatedNegativeBinomial) else repr(law)
+    )
     return [
         f"Settings: {g.dataset}, {g.model}, {g.train_size} training examples, N = {grid.steps} steps at "
         f"tau = {grid.sample_rate:g}, C = {g.clip:g}, learning rates {list(g.learning_rates)}, "
-        f"xi = {_law_text(grid.rounds)}, sigma calibrated by dp_accounting's RDP "
+        f"xi = {xi}, sigma calibrated by dp_accounting's RDP "
         f"accountant, delta = {grid.delta:g}, {rows[0]['trials']:,} games per cell (lambda_a and "
         f"lambda_b on the same games).",
         "",

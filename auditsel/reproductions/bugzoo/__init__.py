@@ -11,7 +11,7 @@ package holding what an author would write:
 * `correct_interval(delta) -> (lower, upper, how)`: a correct accounting of the pipeline as
   written, for any selection score (`zoo_objects.Interval`);
 * `pipeline_objects(seed=0)`: one seeded run's objects for a static check
-  (`zoo_objects.objects`);
+  (`zoo_objects.run_objects`);
 * the older modules also keep a hand-chosen `CANARY` and `score` (the tests' small audits).
 
 `audit(name)` follows the documented route, no canary or score chosen by hand
@@ -72,24 +72,11 @@ __all__ = [
     "verdict",
 ]
 
-PIPELINES = (
-    "correct_dpgd",
-    "correct_opacus",
-    "correct_opacus_mlp",
-    "noise_for_mean",
-    "batch_clipping",
-    "shuffled_batches",
-    "release_all",
-    "fixed_grid",
-    "train_selection",
-    "noise_after_lr",
-    "scaler_in_model",
-    "early_stop_loss",
-    "noise_before_clip",
-    "per_tensor_clip",
-    "leaderboard",
-    "oversampled_class",
-    "second_optimizer_head",
+PIPELINES = tuple(
+    "correct_dpgd correct_opacus correct_opacus_mlp noise_for_mean batch_clipping "
+    "shuffled_batches release_all fixed_grid train_selection noise_after_lr scaler_in_model "
+    "early_stop_loss noise_before_clip per_tensor_clip leaderboard oversampled_class "
+    "second_optimizer_head".split()
 )
 DELTA = 1e-5
 CONFIDENCE = 0.95

@@ -74,6 +74,6 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`): `clip_grad_norm_` and a hand-written
+    """One seeded run's objects (`zoo_objects.run_objects`): `clip_grad_norm_` and a hand-written
     update, no optimizer object."""
     return reference.hand_objects(seed, train)

@@ -18,7 +18,7 @@ The audit: a GradientCanary on the padding weight, added to the clipped sum by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from auditsel.mechanisms import DpsgdBase
 from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.reproductions.bugzoo import zoo_data
 from auditsel.reproductions.bugzoo.author_claims import any_score_interval, monotone_claim
-from auditsel.reproductions.bugzoo.zoo_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_data import TrainData, clip_rows
 from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects
 from auditsel.rounds import Poisson, RoundsLaw
 
@@ -51,14 +51,6 @@ def clipped_sum(
     return clip_rows([grad_w, grad_b], CLIP)
 
 
-def clip_rows(grads: list[torch.Tensor], clip: float) -> list[torch.Tensor]:
-    """The sum over the examples (dim 0) of their gradients, each example's whole gradient
-    (all tensors together) clipped to `clip`: flat clipping."""
-    norms = torch.sqrt(sum((g.reshape(len(g), -1) ** 2).sum(1) for g in grads))  # type: ignore[arg-type]
-    factor = (clip / norms.clamp(min=1e-12)).clamp(max=1.0)
-    return [(g * factor.reshape(-1, *[1] * (g.dim() - 1))).sum(0) for g in grads]
-
-
 def privatize(grads: list[torch.Tensor], clip: float) -> list[torch.Tensor]:
     """`train`'s clip-and-noise step as `check_pipeline(privatizer=...)` takes it: the flat
     clipped sum plus noise NOISE * clip, drawn from torch's default generator (`train` draws
@@ -67,16 +59,22 @@ def privatize(grads: list[torch.Tensor], clip: float) -> list[torch.Tensor]:
 
 
 def train(
-    train_data: TrainData, lr: float, generator: torch.Generator, canary: Canary
+    train_data: TrainData,
+    lr: float,
+    generator: torch.Generator,
+    canary: Canary,
+    noise: float = NOISE * CLIP,
+    batch: int = BATCH,
 ) -> list[torch.Tensor]:
-    """One DP-GD run: [weight, bias]."""
+    """One DP-GD run: [weight, bias]; `noise` the standard deviation added to the clipped sum,
+    `batch` what the noisy sum is divided by."""
     X, y = train_data
     w, b = torch.zeros(X.shape[1]), torch.zeros(1)
     for _ in range(STEPS):
         summed = clipped_sum(X, y, w, b)
         canary.step(summed, sample_rate=1.0, max_grad_norm=CLIP)  # a no-op outside an audit
-        noisy = [s + torch.normal(0.0, NOISE * CLIP, s.shape, generator=generator) for s in summed]
-        w, b = w - lr * noisy[0] / BATCH, b - lr * noisy[1] / BATCH
+        noisy = [s + torch.normal(0.0, noise, s.shape, generator=generator) for s in summed]
+        w, b = w - lr * noisy[0] / batch, b - lr * noisy[1] / batch
     return [w, b]
 
 
@@ -90,22 +88,34 @@ def initial_release() -> dict[str, Any]:
     return {"model": [torch.zeros(zoo_data.PAD + 1), torch.zeros(1)], "lr": 0.0, "accuracy": -1.0}
 
 
-def random_search(
-    train_data: TrainData,
-    seed: int,
-    canary: Canary,
-    train_one: Callable[[TrainData, float, torch.Generator, Canary], list[torch.Tensor]] = train,
-) -> dict[str, Any]:
-    """K ~ Poisson(MEAN_RUNS) runs of `train_one`, the best on the validation set released."""
+TrainOne = Callable[[TrainData, float, torch.Generator, Canary], list[torch.Tensor]]
+
+
+def runs(
+    train_data: TrainData, seed: int, canary: Canary, train_one: TrainOne = train
+) -> Iterator[tuple[float, list[torch.Tensor]]]:
+    """(lr, model) of K ~ Poisson(MEAN_RUNS) runs of `train_one`, lr drawn from LEARNING_RATES."""
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
-    best = initial_release()
     for _ in range(rng.poisson(MEAN_RUNS)):
         lr = float(rng.choice(LEARNING_RATES))
-        model = train_one(train_data, lr, generator, canary)
+        yield lr, train_one(train_data, lr, generator, canary)
+
+
+def best_of(candidates: Iterable[tuple[float, list[torch.Tensor]]]) -> dict[str, Any]:
+    """The release of the best (lr, model) on the validation set (the first on ties)."""
+    best = initial_release()
+    for lr, model in candidates:
         if (accuracy := validation_accuracy(model)) > best["accuracy"]:
             best = {"model": model, "lr": lr, "accuracy": accuracy}
     return best
+
+
+def random_search(
+    train_data: TrainData, seed: int, canary: Canary, train_one: TrainOne = train
+) -> dict[str, Any]:
+    """K ~ Poisson(MEAN_RUNS) runs of `train_one`, the best on the validation set released."""
+    return best_of(runs(train_data, seed, canary, train_one))
 
 
 def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
@@ -129,17 +139,15 @@ def correct_interval(delta: float) -> Interval:
 
 def hand_objects(
     seed: int,
-    train_one: Callable[[TrainData, float, torch.Generator, Canary], list[torch.Tensor]] = train,
+    train_one: TrainOne = train,
     tune_run: Callable[[TrainData, int, Canary], Any] | None = None,
     *,
     claimed: Callable[[float], float] | None = None,
     rounds: RoundsLaw | None = None,
 ) -> dict[str, Any]:
-    """`zoo_objects.objects` of a hand-written DP-GD run: no torch module (the weights are bare
-    tensors, in the release), optimizer, loader or engine; the claim and the law of K it
-    assumes are this module's unless given; the run the claim accounts (`base`: full-batch
-    DP-GD, NOISE, STEPS); `privatize` as the `privatizer` when each run is this module's
-    `train` (the step of another `train_one` is its own)."""
+    """`zoo_objects.run_objects` of a hand-written DP-GD run (no module, optimizer, loader or
+    engine): this module's claim and law of K unless given, the run the claim accounts as `base`,
+    and `privatize` as the `privatizer` when each run is this module's `train`."""
     if tune_run is None:
         release = random_search(TRAIN, seed, CANARY, train_one)
     else:
@@ -153,5 +161,5 @@ def hand_objects(
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`)."""
+    """One seeded run's objects (`zoo_objects.run_objects`)."""
     return hand_objects(seed)

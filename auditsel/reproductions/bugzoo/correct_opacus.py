@@ -16,6 +16,8 @@ along it per unit learning rate.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -24,9 +26,9 @@ from opacus import PrivacyEngine
 
 from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.pipelines.opacus import OpacusRun, from_opacus
-from auditsel.reproductions.bugzoo import correct_dpgd, zoo_data
+from auditsel.reproductions.bugzoo import correct_dpgd, zoo_data, zoo_objects
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, quiet, run_objects
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects, tuning_claim
 from auditsel.rounds import Poisson
 
 BUG = None
@@ -48,24 +50,9 @@ def zero_model() -> torch.nn.Linear:
     return model
 
 
-def make_private(
-    net: torch.nn.Module, train_data: TrainData, lr: float, poisson_sampling: bool = True
-) -> tuple[Any, Any, Any, PrivacyEngine]:
-    """(model, optimizer, loader, engine) from `PrivacyEngine.make_private`: SGD at `lr`,
-    batches of BATCH, clipping norm CLIP, noise multiplier NOISE."""
-    optimizer = torch.optim.SGD(net.parameters(), lr=lr)
-    dataset = torch.utils.data.TensorDataset(*train_data)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, shuffle=True)
-    engine = PrivacyEngine()
-    model, optimizer, loader = engine.make_private(
-        module=net,
-        optimizer=optimizer,
-        data_loader=loader,
-        noise_multiplier=NOISE,
-        max_grad_norm=CLIP,
-        poisson_sampling=poisson_sampling,
-    )
-    return model, optimizer, loader, engine
+#: (model, optimizer, loader, engine) of `PrivacyEngine.make_private` (`zoo_objects.make_private`:
+#: SGD, batches of BATCH, clipping norm CLIP, noise multiplier NOISE) for a net, the rows and lr
+make_private = partial(zoo_objects.make_private, batch=BATCH, noise=NOISE, clip=CLIP)
 
 
 def run_epochs(model: torch.nn.Module, optimizer: Any, loader: Any) -> None:
@@ -81,8 +68,9 @@ def run_epochs(model: torch.nn.Module, optimizer: Any, loader: Any) -> None:
 def train(
     train_data: TrainData, lr: float, canary: Canary, poisson_sampling: bool = POISSON_SAMPLING
 ) -> tuple[torch.nn.Module, PrivacyEngine, Any, Any]:
-    quiet()
-    model, optimizer, loader, engine = make_private(zero_model(), train_data, lr, poisson_sampling)
+    model, optimizer, loader, engine = make_private(
+        zero_model(), train_data, lr, poisson_sampling=poisson_sampling
+    )
     canary.attach(optimizer)  # a no-op unless this game's coin put the canary in
     run_epochs(model, optimizer, loader)
     return model, engine, optimizer, loader
@@ -93,17 +81,28 @@ def validation_accuracy(model: torch.nn.Module) -> float:
         return float(((model(X_VAL).squeeze(-1) > 0) == (Y_VAL > 0.5)).float().mean())
 
 
-def random_search(
-    train_data: TrainData, seed: int, canary: Canary, poisson_sampling: bool = POISSON_SAMPLING
-) -> dict[str, Any]:
+def runs(seed: int, train_one: Callable[[float], Any]) -> Iterator[tuple[float, Any]]:
+    """(lr, train_one(lr)) of K ~ Poisson(MEAN_RUNS) runs, lr drawn from LEARNING_RATES."""
     rng = np.random.default_rng(seed)
-    best: dict[str, Any] = {"model": zero_model(), "lr": 0.0, "accuracy": -1.0}  # K = 0
     for _ in range(rng.poisson(MEAN_RUNS)):
         lr = float(rng.choice(LEARNING_RATES))
-        model = train(train_data, lr, canary, poisson_sampling)[0]
+        yield lr, train_one(lr)
+
+
+def best_of(initial: torch.nn.Module, candidates: Iterable[tuple[float, Any]]) -> dict[str, Any]:
+    """The release of the best (lr, model) on the validation set (the first on ties)."""
+    best: dict[str, Any] = {"model": initial, "lr": 0.0, "accuracy": -1.0}  # K = 0
+    for lr, model in candidates:
         if (accuracy := validation_accuracy(model)) > best["accuracy"]:
             best = {"model": model, "lr": lr, "accuracy": accuracy}
     return best
+
+
+def random_search(
+    train_data: TrainData, seed: int, canary: Canary, poisson_sampling: bool = POISSON_SAMPLING
+) -> dict[str, Any]:
+    trained = runs(seed, lambda lr: train(train_data, lr, canary, poisson_sampling)[0])
+    return best_of(zero_model(), trained)
 
 
 def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
@@ -118,10 +117,7 @@ def opacus_run(delta: float, poisson_sampling: bool = POISSON_SAMPLING) -> Opacu
 
 
 def claim(delta: float, poisson_sampling: bool = POISSON_SAMPLING) -> float:
-    epsilon = opacus_run(delta, poisson_sampling).tuning_epsilon
-    if epsilon is None:  # from_opacus with rounds always has a rigorous bound
-        raise RuntimeError("from_opacus returned no rigorous tuning bound")
-    return epsilon
+    return tuning_claim(opacus_run(delta, poisson_sampling))
 
 
 def correct_interval(delta: float) -> Interval:
@@ -132,7 +128,7 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`)."""
+    """One seeded run's objects (`zoo_objects.run_objects`)."""
     torch.manual_seed(seed)
     model, engine, optimizer, loader = train(TRAIN, LEARNING_RATES[0], CANARY)
     trained = (model, [optimizer], loader, engine)

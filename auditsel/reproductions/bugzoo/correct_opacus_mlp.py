@@ -1,6 +1,6 @@
 """A correct Opacus tuning run as a new user writes it: an MLP with a random init per seed.
 
-scikit-learn's digits (`digits_data`: 1,000 training rows), an MLP 64-8-10 initialised from
+scikit-learn's digits (`zoo_data.load_digits`: 1,000 training rows), an MLP 64-8-10 initialised from
 torch's global generator (a new init every run, from the game's seed), made private by
 `opacus.PrivacyEngine`: Poisson sampling at rate BATCH / 1,000 = 0.2, noise multiplier NOISE,
 one epoch (STEPS = 5 expected batches). Random search over LEARNING_RATES x CLIPS:
@@ -16,6 +16,7 @@ interval (`OpacusRun.interval`).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -24,9 +25,14 @@ from opacus import PrivacyEngine
 
 from auditsel.pipelines.canaries import Canary, GradientCanary
 from auditsel.pipelines.opacus import OpacusRun, from_opacus
-from auditsel.reproductions.bugzoo import digits_data
-from auditsel.reproductions.bugzoo.digits_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, quiet, run_objects
+from auditsel.reproductions.bugzoo import zoo_data
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_objects import (
+    Interval,
+    make_private,
+    run_objects,
+    tuning_claim,
+)
 from auditsel.rounds import TruncatedNegativeBinomial
 
 BUG = None
@@ -37,36 +43,18 @@ GRID = tuple(itertools.product(LEARNING_RATES, CLIPS))
 ETA, NU = 1.0, 0.5
 ROUNDS = TruncatedNegativeBinomial(ETA, NU)
 
-TRAIN, VALIDATION = digits_data.load()
+TRAIN, VALIDATION = zoo_data.load_digits()
 NULL = GradientCanary(coordinate=0)  # unbound: a no-op (the claim's run, outside any game)
-
-
-def make_private(
-    model: torch.nn.Module, train_data: TrainData, lr: float, clip: float, noise: float = NOISE
-) -> tuple[Any, Any, Any, PrivacyEngine]:
-    """(model, optimizer, loader, engine) from `PrivacyEngine.make_private`: SGD at `lr`,
-    Poisson sampling at BATCH / rows, clipping norm `clip`, noise multiplier `noise`."""
-    quiet()
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    dataset = torch.utils.data.TensorDataset(*train_data)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH)
-    engine = PrivacyEngine()
-    model, optimizer, loader = engine.make_private(
-        module=model,
-        optimizer=optimizer,
-        data_loader=loader,
-        noise_multiplier=noise,
-        max_grad_norm=clip,
-    )
-    return model, optimizer, loader, engine
 
 
 def train(
     train_data: TrainData, lr: float, clip: float, canary: Canary
 ) -> tuple[torch.nn.Module, Any, Any, PrivacyEngine]:
     """One private run: (the trained MLP, its optimizer, loader and engine)."""
-    net = digits_data.mlp()  # a random init, from the game's seeded generator
-    model, optimizer, loader, engine = make_private(net, train_data, lr, clip)
+    net = zoo_data.mlp()  # a random init, from the game's seeded generator
+    model, optimizer, loader, engine = make_private(
+        net, train_data, lr, batch=BATCH, noise=NOISE, clip=clip
+    )
     canary.attach(optimizer)  # a no-op unless this game's coin put the canary in
     loss = torch.nn.CrossEntropyLoss()
     for _ in range(EPOCHS):
@@ -77,15 +65,25 @@ def train(
     return net, optimizer, loader, engine
 
 
-def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
+def runs(seed: int, train_one: Callable[[float, float], Any]) -> Iterator[tuple[float, float, Any]]:
+    """(lr, clip, train_one(lr, clip)) of K ~ ROUNDS runs, (lr, clip) drawn from GRID."""
     rng = np.random.default_rng(seed)
-    best: dict[str, Any] = {"accuracy": -1.0}
     for _ in range(int(ROUNDS.sample(1, rng)[0])):
         lr, clip = GRID[int(rng.integers(len(GRID)))]
-        model = train(train_data, lr, clip, canary)[0]
-        if (accuracy := digits_data.accuracy(model, VALIDATION)) > best["accuracy"]:
+        yield lr, clip, train_one(lr, clip)
+
+
+def best_of(candidates: Iterable[tuple[float, float, torch.nn.Module]]) -> dict[str, Any]:
+    """The release of the best (lr, clip, model) on the validation rows (the first on ties)."""
+    best: dict[str, Any] = {"accuracy": -1.0}
+    for lr, clip, model in candidates:
+        if (accuracy := zoo_data.accuracy(model, VALIDATION)) > best["accuracy"]:
             best = {"model": model, "lr": lr, "clip": clip, "accuracy": accuracy}
     return best
+
+
+def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
+    return best_of(runs(seed, lambda lr, clip: train(train_data, lr, clip, canary)[0]))
 
 
 def opacus_run(delta: float) -> OpacusRun:
@@ -94,10 +92,7 @@ def opacus_run(delta: float) -> OpacusRun:
 
 
 def claim(delta: float) -> float:
-    epsilon = opacus_run(delta).tuning_epsilon
-    if epsilon is None:  # from_opacus with rounds always has a rigorous bound
-        raise RuntimeError("from_opacus returned no rigorous tuning bound")
-    return epsilon
+    return tuning_claim(opacus_run(delta))
 
 
 def correct_interval(delta: float) -> Interval:
@@ -108,7 +103,7 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (the convention of `zoo_objects.objects`)."""
+    """One seeded run's objects (the convention of `zoo_objects.run_objects`)."""
     torch.manual_seed(seed)
     model, optimizer, loader, engine = train(TRAIN, LEARNING_RATES[0], CLIPS[-1], NULL)
     return run_objects(

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.opacus import from_opacus
 from auditsel.reproductions.bugzoo import correct_opacus as reference
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects
+from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects, tuning_claim
 from auditsel.rounds import Poisson
 
 BUG = "early stopping on the raw training loss, the stop step released"
@@ -35,7 +34,6 @@ TRAIN, NULL, MEAN_RUNS = reference.TRAIN, reference.CANARY, reference.MEAN_RUNS
 
 def train(train_data: TrainData, lr: float, canary: Canary) -> tuple[Any, int, Any, Any, Any]:
     """One private run, stopped early: (model, steps taken, optimizer, loader, engine)."""
-    reference.quiet()
     model, optimizer, loader, engine = reference.make_private(
         reference.zero_model(), train_data, lr
     )
@@ -58,12 +56,9 @@ def train(train_data: TrainData, lr: float, canary: Canary) -> tuple[Any, int, A
 
 
 def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
-    rng = np.random.default_rng(seed)
     best: dict[str, Any] = {"model": reference.zero_model(), "lr": 0.0, "accuracy": -1.0}
     best["steps"] = 0
-    for _ in range(rng.poisson(MEAN_RUNS)):
-        lr = float(rng.choice(reference.LEARNING_RATES))
-        model, steps = train(train_data, lr, canary)[:2]
+    for lr, (model, steps, *_) in reference.runs(seed, lambda lr: train(train_data, lr, canary)):
         if (accuracy := reference.validation_accuracy(model)) > best["accuracy"]:
             best = {"model": model, "lr": lr, "accuracy": accuracy, "steps": steps}
     return best
@@ -71,17 +66,8 @@ def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
 
 def claim(delta: float) -> float:
     _, _, optimizer, loader, engine = train(TRAIN, reference.LEARNING_RATES[0], NULL)
-    run = from_opacus(
-        engine,
-        optimizer=optimizer,
-        data_loader=loader,
-        delta=delta,
-        rounds=Poisson(MEAN_RUNS),
-        steps=MAX_STEPS,
-    )
-    if run.tuning_epsilon is None:  # from_opacus with rounds always has a rigorous bound
-        raise RuntimeError("from_opacus returned no rigorous tuning bound")
-    return run.tuning_epsilon
+    rounds, loaded = Poisson(MEAN_RUNS), {"optimizer": optimizer, "data_loader": loader}
+    return tuning_claim(from_opacus(engine, **loaded, delta=delta, rounds=rounds, steps=MAX_STEPS))
 
 
 def correct_interval(delta: float) -> Interval:
@@ -89,7 +75,7 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`)."""
+    """One seeded run's objects (`zoo_objects.run_objects`)."""
     torch.manual_seed(seed)
     model, _, optimizer, loader, engine = train(TRAIN, reference.LEARNING_RATES[0], NULL)
     trained = (model, [optimizer], loader, engine)

@@ -26,9 +26,8 @@ from auditsel.reproductions.bugzoo.correct_dpgd import (
     LEARNING_RATES,
     NOISE,
     STEPS,
-    initial_release,
+    best_of,
     train,
-    validation_accuracy,
 )
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
@@ -41,12 +40,7 @@ CANARY, TRAIN, score = (correct_dpgd.CANARY, correct_dpgd.TRAIN, correct_dpgd.sc
 
 def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
     generator = torch.Generator().manual_seed(seed)
-    best = initial_release()
-    for lr in LEARNING_RATES:
-        model = train(train_data, lr, generator, canary)
-        if (accuracy := validation_accuracy(model)) > best["accuracy"]:
-            best = {"model": model, "lr": lr, "accuracy": accuracy}
-    return best
+    return best_of((lr, train(train_data, lr, generator, canary)) for lr in LEARNING_RATES)
 
 
 def claim(delta: float) -> float:
@@ -71,6 +65,6 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer."""
+    """One seeded run's objects (`zoo_objects.run_objects`): a hand-written loop, no optimizer."""
     rounds = Poisson(len(LEARNING_RATES))  # the law the claim assumes
     return correct_dpgd.hand_objects(seed, train, tune, claimed=claim, rounds=rounds)

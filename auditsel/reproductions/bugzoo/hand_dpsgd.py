@@ -1,7 +1,7 @@
 """A hand-written DP-SGD tuning run on the digits MLP (`torch.func` per-example gradients): the
 loop the `noise_before_clip` and `per_tensor_clip` authors wrote, with their `privatize` step.
 
-Each run: an MLP (`digits_data.mlp`) with a fixed init (INIT_SEED), STEPS steps of Poisson
+Each run: an MLP (`zoo_data.mlp`) with a fixed init (INIT_SEED), STEPS steps of Poisson
 sampling at RATE, per-example gradients of the cross-entropy, with the canary's own example
 gradient appended when it takes part (`canary.examples`: it goes through the author's clipping
 as any example's), then `privatize(grads, clip, canary)` (the author's clipping and noise: the
@@ -19,21 +19,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from torch.func import functional_call, grad, vmap
 
 from auditsel.accounting.interval import tuning_epsilon
 from auditsel.mechanisms import DpsgdBase
 from auditsel.pipelines.canaries import Canary
-from auditsel.reproductions.bugzoo import correct_opacus_mlp, digits_data
-from auditsel.reproductions.bugzoo.digits_data import TrainData
+from auditsel.reproductions.bugzoo import correct_opacus_mlp, zoo_data
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import run_objects
 
 NOISE, STEPS, RATE = 2.0, 5, 0.2
 INIT_SEED = 0
 GRID, ROUNDS, NULL = correct_opacus_mlp.GRID, correct_opacus_mlp.ROUNDS, correct_opacus_mlp.NULL
-TRAIN, VALIDATION = correct_opacus_mlp.TRAIN, correct_opacus_mlp.VALIDATION
+TRAIN = correct_opacus_mlp.TRAIN
 
 #: the author's clipping and noise: (per-example gradients, each [batch, *shape], in parameter
 #: order; the clipping norm; the canary) -> the privatised sum, one tensor per parameter
@@ -43,7 +42,7 @@ Privatize = Callable[[list[torch.Tensor], float, Canary], list[torch.Tensor]]
 def fixed_mlp(hidden: Sequence[int], last_bias: bool) -> torch.nn.Sequential:
     with torch.random.fork_rng():
         torch.manual_seed(INIT_SEED)
-        return digits_data.mlp(hidden, last_bias)
+        return zoo_data.mlp(hidden, last_bias)
 
 
 def per_example_grads(
@@ -85,14 +84,12 @@ def train(
 def random_search(
     train_data: TrainData, seed: int, canary: Canary, privatize: Privatize, **shape: Any
 ) -> dict[str, Any]:
-    rng = np.random.default_rng(seed)
-    best: dict[str, Any] = {"accuracy": -1.0}
-    for _ in range(int(ROUNDS.sample(1, rng)[0])):
-        lr, clip = GRID[int(rng.integers(len(GRID)))]
-        model = train(train_data, lr, clip, canary, privatize, fixed_mlp(**shape))
-        if (accuracy := digits_data.accuracy(model, VALIDATION)) > best["accuracy"]:
-            best = {"model": model, "lr": lr, "clip": clip, "accuracy": accuracy}
-    return best
+    """`correct_opacus_mlp`'s random search over runs of the hand-written loop."""
+
+    def train_one(lr: float, clip: float) -> torch.nn.Sequential:
+        return train(train_data, lr, clip, canary, privatize, fixed_mlp(**shape))
+
+    return correct_opacus_mlp.best_of(correct_opacus_mlp.runs(seed, train_one))
 
 
 def claim(delta: float) -> float:
@@ -100,7 +97,7 @@ def claim(delta: float) -> float:
 
 
 def hand_objects(seed: int, privatize: Privatize, **shape: Any) -> dict[str, Any]:
-    """`zoo_objects.objects` of a hand-written run: no optimizer, loader or engine; the run the
+    """`zoo_objects.run_objects` of a hand-written run: no optimizer, loader or engine; the run the
     claim accounts (`base`) and the author's `privatize` step outside an audit (`privatizer`:
     the canary a no-op), for the checks' sensitivity probe."""
     torch.manual_seed(seed)

@@ -15,19 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-import torch
-
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
 from auditsel.reproductions.bugzoo import release_all
-from auditsel.reproductions.bugzoo.correct_dpgd import (
-    LEARNING_RATES,
-    MEAN_RUNS,
-    initial_release,
-    train,
-    validation_accuracy,
-)
+from auditsel.reproductions.bugzoo.correct_dpgd import train, validation_accuracy
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
 
@@ -36,16 +27,9 @@ TRAIN, claim = reference.TRAIN, reference.claim
 
 
 def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
-    rng = np.random.default_rng(seed)
-    generator = torch.Generator().manual_seed(seed)
-    best, board = initial_release(), []
-    for _ in range(rng.poisson(MEAN_RUNS)):
-        lr = float(rng.choice(LEARNING_RATES))
-        model = train(train_data, lr, generator, canary)
-        board.append({"lr": lr, "accuracy": (accuracy := validation_accuracy(model))})
-        if accuracy > best["accuracy"]:
-            best = {"model": model, "lr": lr, "accuracy": accuracy}
-    return {**best, "leaderboard": board}
+    trials = list(reference.runs(train_data, seed, canary))
+    board = [{"lr": lr, "accuracy": validation_accuracy(model)} for lr, model in trials]
+    return {**reference.best_of(trials), "leaderboard": board}
 
 
 def correct_interval(delta: float) -> Interval:
@@ -54,5 +38,5 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer."""
+    """One seeded run's objects (`zoo_objects.run_objects`): a hand-written loop, no optimizer."""
     return reference.hand_objects(seed, train, tune)

@@ -13,13 +13,13 @@ Correct eps: none bounded: no theorem covers noise that is clipped away.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import torch
 
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import hand_dpsgd
-from auditsel.reproductions.bugzoo.digits_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_data import TrainData, clip_rows
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
 
 BUG = "noise added to each example's gradient before clipping (none after)"
@@ -29,9 +29,7 @@ SHAPE: dict[str, Any] = {"hidden": (8,), "last_bias": True}  # the MLP 64-8-10
 
 def privatize(grads: list[torch.Tensor], clip: float, canary: Canary) -> list[torch.Tensor]:
     noisy = [g + torch.normal(0.0, hand_dpsgd.NOISE * clip, g.shape) for g in grads]  # the bug
-    norms = torch.sqrt(cast(torch.Tensor, sum((g.reshape(len(g), -1) ** 2).sum(1) for g in noisy)))
-    factor = (clip / norms.clamp(min=1e-12)).clamp(max=1.0)
-    summed = [(g * factor.reshape(-1, *[1] * (g.dim() - 1))).sum(0) for g in noisy]
+    summed = clip_rows(noisy, clip)
     canary.step(summed, sample_rate=hand_dpsgd.RATE, max_grad_norm=clip)
     return summed  # "the noise is already in"
 
@@ -45,5 +43,5 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer."""
+    """One seeded run's objects (`zoo_objects.run_objects`): a hand-written loop, no optimizer."""
     return hand_dpsgd.hand_objects(seed, privatize, **SHAPE)

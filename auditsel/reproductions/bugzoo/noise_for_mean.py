@@ -11,6 +11,7 @@ Everything else is `correct_dpgd` (the same claim, canary and score).
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import torch
@@ -19,34 +20,16 @@ from auditsel.mechanisms import GaussianBase
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
 from auditsel.reproductions.bugzoo.author_claims import any_score_interval
-from auditsel.reproductions.bugzoo.correct_dpgd import (
-    BATCH,
-    CLIP,
-    MEAN_RUNS,
-    NOISE,
-    STEPS,
-    clipped_sum,
-)
+from auditsel.reproductions.bugzoo.correct_dpgd import BATCH, CLIP, MEAN_RUNS, NOISE, STEPS
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
 from auditsel.rounds import Poisson
 
 BUG = "noise scaled for the mean instead of the sum"
 CANARY, TRAIN, claim, score = (reference.CANARY, reference.TRAIN, reference.claim, reference.score)
-
-
-def train(
-    train_data: TrainData, lr: float, generator: torch.Generator, canary: Canary
-) -> list[torch.Tensor]:
-    X, y = train_data
-    w, b = torch.zeros(X.shape[1]), torch.zeros(1)
-    for _ in range(STEPS):
-        summed = clipped_sum(X, y, w, b)
-        canary.step(summed, sample_rate=1.0, max_grad_norm=CLIP)
-        sigma = NOISE * CLIP / BATCH  # the noise of the mean gradient ...
-        noisy = [s + torch.normal(0.0, sigma, s.shape, generator=generator) for s in summed]
-        w, b = w - lr * noisy[0] / BATCH, b - lr * noisy[1] / BATCH  # ... added to the sum
-    return [w, b]
+#: `correct_dpgd.train` with the noise of the mean gradient, NOISE * CLIP / BATCH, added to the
+#: sum (the bug)
+train = partial(reference.train, noise=NOISE * CLIP / BATCH)
 
 
 def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
@@ -70,6 +53,6 @@ def privatize(grads: list[torch.Tensor], clip: float) -> list[torch.Tensor]:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer;
+    """One seeded run's objects (`zoo_objects.run_objects`): a hand-written loop, no optimizer;
     its clip-and-noise step as the `privatizer`."""
     return {**reference.hand_objects(seed, train), "privatizer": privatize}

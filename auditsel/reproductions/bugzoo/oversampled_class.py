@@ -21,7 +21,7 @@ from auditsel.mechanisms import DpsgdBase
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_dpgd as reference
 from auditsel.reproductions.bugzoo.author_claims import any_score_interval
-from auditsel.reproductions.bugzoo.correct_dpgd import CLIP, MEAN_RUNS, NOISE, STEPS, clipped_sum
+from auditsel.reproductions.bugzoo.correct_dpgd import MEAN_RUNS, NOISE, STEPS
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
 from auditsel.rounds import Poisson
@@ -42,14 +42,9 @@ def oversample(train_data: TrainData) -> TrainData:
 def train(
     train_data: TrainData, lr: float, generator: torch.Generator, canary: Canary
 ) -> list[torch.Tensor]:
+    """`correct_dpgd.train` on the oversampled rows, the sum divided by their number."""
     X, y = oversample(train_data)
-    w, b = torch.zeros(X.shape[1]), torch.zeros(1)
-    for _ in range(STEPS):
-        summed = clipped_sum(X, y, w, b)
-        canary.step(summed, sample_rate=1.0, max_grad_norm=CLIP)
-        noisy = [s + torch.normal(0.0, NOISE * CLIP, s.shape, generator=generator) for s in summed]
-        w, b = w - lr * noisy[0] / len(X), b - lr * noisy[1] / len(X)
-    return [w, b]
+    return reference.train((X, y), lr, generator, canary, batch=len(X))
 
 
 def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
@@ -63,7 +58,7 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer;
+    """One seeded run's objects (`zoo_objects.run_objects`): a hand-written loop, no optimizer;
     the dataset is the rows the loop trains on (the oversampled ones, as the author has them)."""
     out = reference.hand_objects(seed, train)
     out["dataset"] = torch.utils.data.TensorDataset(*oversample(TRAIN))

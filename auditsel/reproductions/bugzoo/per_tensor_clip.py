@@ -24,7 +24,7 @@ from auditsel.mechanisms import DpsgdBase
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import hand_dpsgd
 from auditsel.reproductions.bugzoo.author_claims import any_score_interval
-from auditsel.reproductions.bugzoo.digits_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
 
 BUG = "each of 5 tensors clipped to C, the noise calibrated to C (per-tensor claimed as flat)"
@@ -55,5 +55,5 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer."""
+    """One seeded run's objects (`zoo_objects.run_objects`): a hand-written loop, no optimizer."""
     return hand_dpsgd.hand_objects(seed, privatize, **SHAPE)

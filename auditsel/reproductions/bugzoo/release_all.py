@@ -17,16 +17,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-import torch
-
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_dpgd
 from auditsel.reproductions.bugzoo.author_claims import released_runs_epsilon
 from auditsel.reproductions.bugzoo.correct_dpgd import (
     BATCH,
     CLIP,
-    LEARNING_RATES,
     MEAN_RUNS,
     NOISE,
     STEPS,
@@ -43,13 +39,10 @@ MU = math.sqrt(STEPS) / NOISE  # one run's shift along the canary, in units of i
 
 
 def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
-    rng = np.random.default_rng(seed)
-    generator = torch.Generator().manual_seed(seed)
-    runs: list[dict[str, Any]] = []
-    for _ in range(rng.poisson(MEAN_RUNS)):
-        lr = float(rng.choice(LEARNING_RATES))
-        model = train(train_data, lr, generator, canary)
-        runs.append({"model": model, "lr": lr, "accuracy": validation_accuracy(model)})
+    trials = correct_dpgd.runs(train_data, seed, canary)
+    runs: list[dict[str, Any]] = [
+        {"model": m, "lr": lr, "accuracy": validation_accuracy(m)} for lr, m in trials
+    ]
     best = max(range(len(runs)), key=lambda i: runs[i]["accuracy"], default=None)
     return {"runs": runs, "best": best}
 
@@ -67,5 +60,5 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer."""
+    """One seeded run's objects (`zoo_objects.run_objects`): a hand-written loop, no optimizer."""
     return correct_dpgd.hand_objects(seed, train, tune)

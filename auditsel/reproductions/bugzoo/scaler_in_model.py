@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import torch
 
 from auditsel.pipelines.canaries import Canary
@@ -51,7 +50,6 @@ class Scaled(torch.nn.Module):
 
 def train(train_data: TrainData, lr: float, canary: Canary) -> tuple[Scaled, Any, Any, Any]:
     """One private run of `correct_opacus`'s loop on a `Scaled` model."""
-    reference.quiet()
     net = Scaled(train_data[0])  # the scaler, fitted on the private rows (the bug)
     model, optimizer, loader, engine = reference.make_private(net, train_data, lr)
     canary.attach(optimizer)
@@ -60,14 +58,8 @@ def train(train_data: TrainData, lr: float, canary: Canary) -> tuple[Scaled, Any
 
 
 def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
-    rng = np.random.default_rng(seed)
-    best: dict[str, Any] = {"model": Scaled(train_data[0]), "lr": 0.0, "accuracy": -1.0}
-    for _ in range(rng.poisson(reference.MEAN_RUNS)):
-        lr = float(rng.choice(reference.LEARNING_RATES))
-        model = train(train_data, lr, canary)[0]
-        if (accuracy := reference.validation_accuracy(model)) > best["accuracy"]:
-            best = {"model": model, "lr": lr, "accuracy": accuracy}
-    return best
+    trained = reference.runs(seed, lambda lr: train(train_data, lr, canary)[0])
+    return reference.best_of(Scaled(train_data[0]), trained)
 
 
 def correct_interval(delta: float) -> Interval:
@@ -75,7 +67,7 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`)."""
+    """One seeded run's objects (`zoo_objects.run_objects`)."""
     torch.manual_seed(seed)
     model, optimizer, loader, engine = train(TRAIN, reference.LEARNING_RATES[0], NULL)
     trained = (model, [optimizer], loader, engine)

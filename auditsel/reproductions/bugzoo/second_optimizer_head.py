@@ -15,26 +15,23 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-import numpy as np
 import torch
 
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import correct_opacus_mlp as reference
-from auditsel.reproductions.bugzoo import digits_data
-from auditsel.reproductions.bugzoo.digits_data import TrainData
+from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval, run_objects
 
 BUG = "the head trained again by a second, non-DP optimizer on the private rows"
 HEAD_LR, HEAD_STEPS = 0.5, 20
-TRAIN, VALIDATION, ROUNDS = reference.TRAIN, reference.VALIDATION, reference.ROUNDS
-GRID, NULL, claim = reference.GRID, reference.NULL, reference.claim
+TRAIN, ROUNDS, NULL, claim = reference.TRAIN, reference.ROUNDS, reference.NULL, reference.claim
 
 
 def calibrate_head(net: torch.nn.Module, train_data: TrainData) -> torch.optim.Optimizer:
     """HEAD_STEPS full-batch steps of plain SGD on the last layer (the bug), on a copy of it
     (the trained layer still carries Opacus's hooks), copied back; returns its optimizer."""
     X, y = train_data
-    model = cast(torch.nn.Sequential, net)  # digits_data.mlp()
+    model = cast(torch.nn.Sequential, net)  # zoo_data.mlp()
     layer = cast(torch.nn.Linear, model[-1])
     head = torch.nn.Linear(layer.in_features, layer.out_features)
     head.load_state_dict(layer.state_dict())
@@ -51,15 +48,12 @@ def calibrate_head(net: torch.nn.Module, train_data: TrainData) -> torch.optim.O
 
 
 def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
-    rng = np.random.default_rng(seed)
-    best: dict[str, Any] = {"accuracy": -1.0}
-    for _ in range(int(ROUNDS.sample(1, rng)[0])):
-        lr, clip = GRID[int(rng.integers(len(GRID)))]
+    def train_one(lr: float, clip: float) -> torch.nn.Module:
         model = reference.train(train_data, lr, clip, canary)[0]
         calibrate_head(model, train_data)
-        if (accuracy := digits_data.accuracy(model, VALIDATION)) > best["accuracy"]:
-            best = {"model": model, "lr": lr, "clip": clip, "accuracy": accuracy}
-    return best
+        return model
+
+    return reference.best_of(reference.runs(seed, train_one))
 
 
 def correct_interval(delta: float) -> Interval:
@@ -67,7 +61,7 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`): the DP optimizer and the head's."""
+    """One seeded run's objects (`zoo_objects.run_objects`): the DP optimizer and the head's."""
     torch.manual_seed(seed)
     lr, clip = reference.LEARNING_RATES[0], reference.CLIPS[-1]
     model, optimizer, loader, engine = reference.train(TRAIN, lr, clip, NULL)

@@ -19,11 +19,11 @@ from typing import Any
 import torch
 
 from auditsel.pipelines.canaries import Canary
-from auditsel.reproductions.bugzoo import batch_clipping
+from auditsel.reproductions.bugzoo import DELTA, batch_clipping
 from auditsel.reproductions.bugzoo import correct_opacus as reference
 from auditsel.reproductions.bugzoo.correct_opacus import TRAIN
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
-from auditsel.reproductions.bugzoo.zoo_objects import Interval
+from auditsel.reproductions.bugzoo.zoo_objects import KEYS, Interval
 
 BUG = "Poisson sampling claimed while batches are shuffled (each example once per epoch)"
 CANARY, score = batch_clipping.CANARY, batch_clipping.score
@@ -44,21 +44,18 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """The objects of one seeded run of this pipeline's training, for `auditsel check` (keys:
-    the keyword arguments of `auditsel.check_pipeline`)."""
+    """One seeded run's objects (`zoo_objects.run_objects`'s keys), without a release or claim."""
     torch.manual_seed(seed)
     model, engine, optimizer, loader = reference.train(
         TRAIN, reference.LEARNING_RATES[0], CANARY, poisson_sampling=False
     )
-    delta = 1e-5
     return {
+        **dict.fromkeys(KEYS),
         "model": model,
         "optimizers": [optimizer],
         "data_loader": loader,
         "engine": engine,
         "rounds": reference.Poisson(reference.MEAN_RUNS),  # the law correct_opacus claims
-        "delta": delta,
+        "delta": DELTA,
         "dataset": loader.dataset,
-        "release": None,
-        "claim": None,
     }

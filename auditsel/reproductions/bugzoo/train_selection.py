@@ -23,12 +23,7 @@ import torch
 
 from auditsel.pipelines.canaries import Canary
 from auditsel.reproductions.bugzoo import batch_clipping, correct_dpgd
-from auditsel.reproductions.bugzoo.correct_dpgd import (
-    LEARNING_RATES,
-    MEAN_RUNS,
-    initial_release,
-    train,
-)
+from auditsel.reproductions.bugzoo.correct_dpgd import initial_release, train
 from auditsel.reproductions.bugzoo.zoo_data import TrainData
 from auditsel.reproductions.bugzoo.zoo_objects import Interval
 
@@ -44,12 +39,8 @@ def training_loss(train_data: TrainData, model: Sequence[torch.Tensor]) -> float
 
 
 def tune(train_data: TrainData, seed: int, canary: Canary) -> dict[str, Any]:
-    rng = np.random.default_rng(seed)
-    generator = torch.Generator().manual_seed(seed)
     best, best_loss = initial_release(), np.inf
-    for _ in range(rng.poisson(MEAN_RUNS)):
-        lr = float(rng.choice(LEARNING_RATES))
-        model = train(train_data, lr, generator, canary)
+    for lr, model in correct_dpgd.runs(train_data, seed, canary):
         if (loss := training_loss(train_data, model)) < best_loss:
             best, best_loss = {"model": model, "lr": lr}, loss
     return best
@@ -60,5 +51,5 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.objects`): a hand-written loop, no optimizer."""
+    """One seeded run's objects (`zoo_objects.run_objects`): a hand-written loop, no optimizer."""
     return correct_dpgd.hand_objects(seed, train, tune)

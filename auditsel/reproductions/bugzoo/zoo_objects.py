@@ -1,8 +1,8 @@
 """What every torch or Opacus pipeline of the zoo hands to a static check of its code, and the
 shape of a pipeline's correct accounting.
 
-`objects(...)` is the dict of a module's `pipeline_objects(seed=0)`: the objects of one seeded,
-small run of its training, keyed as the fields of `auditsel.RunObjects` (what
+`run_objects(...)` builds the dict of a module's `pipeline_objects(seed=0)`: the objects of one
+seeded, small run of its training, keyed as the fields of `auditsel.RunObjects` (what
 `auditsel.check_pipeline` reads): `model`, `optimizers` (a list), `data_loader`, `engine` (the
 Opacus `PrivacyEngine`), `rounds` (the law of K the claim assumes), `delta`, `dataset` (the
 training rows), `release` (one release of `tune`), `claim` (the module's `claim` at `delta`),
@@ -26,40 +26,11 @@ from auditsel.pipelines.checks.runner import RUN_OBJECTS
 from auditsel.reproductions.bugzoo import DELTA
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["KEYS", "Interval", "objects", "quiet", "run_objects"]
+__all__ = ["KEYS", "Interval", "make_private", "quiet", "run_objects", "tuning_claim"]
 
 Interval = tuple[float | None, float | None, str]
 #: `auditsel.RunObjects`' fields, in order: what `auditsel check` reads
 KEYS = RUN_OBJECTS
-
-
-#: what `pipeline_objects` may hand over beside the model, optimizers, law of K and claim
-#: (`auditsel.RunObjects`' fields; None where a pipeline has no such object)
-OPTIONAL = ("data_loader", "engine", "dataset", "release", "base", "privatizer")
-
-
-def objects(
-    *,
-    model: Any,
-    optimizers: list[Any],
-    rounds: RoundsLaw,
-    claim: Callable[[float], float],
-    **optional: Any,
-) -> dict[str, Any]:
-    """The dict of `pipeline_objects` (module docstring), its claim computed at the zoo's delta;
-    `optional`: any of OPTIONAL (a data loader, the engine, the dataset, one release, the
-    run as a DpsgdBase, a hand-written loop's clip-and-noise step)."""
-    unknown = sorted(set(optional) - set(OPTIONAL))
-    if unknown:
-        raise TypeError(f"objects() got unexpected keyword(s) {unknown}; allowed: {OPTIONAL}")
-    named = {
-        "model": model,
-        "optimizers": list(optimizers),
-        "rounds": rounds,
-        "delta": DELTA,
-        "claim": float(claim(DELTA)),
-    }
-    return {key: named[key] if key in named else optional.get(key) for key in KEYS}
 
 
 def run_objects(
@@ -68,25 +39,70 @@ def run_objects(
     claim: Callable[[float], float],
     rows: Sequence[Any],
     release: Any,
-    **optional: Any,
+    *,
+    base: Any = None,
+    privatizer: Any = None,
 ) -> dict[str, Any]:
-    """`objects` of one seeded torch run: `trained` is its (model, optimizers, data loader,
-    engine), `rows` the training tensors (the dataset), `release` one release of `tune`;
-    `optional`: the other OPTIONAL objects."""
+    """The dict of `pipeline_objects` (module docstring) of one seeded torch run: `trained` is
+    its (model, optimizers, data loader, engine), `rows` the training tensors (the dataset),
+    `release` one release of `tune`, the claim computed at the zoo's delta; `base` the run as
+    a DpsgdBase and `privatizer` a hand-written loop's clip-and-noise step, where it has them."""
     import torch  # deferred: torch, which the pipelines themselves import
 
     model, optimizers, loader, engine = trained
-    return objects(
-        model=model,
-        optimizers=optimizers,
-        rounds=rounds,
-        claim=claim,
+    named = {
+        "model": model,
+        "optimizers": list(optimizers),
+        "data_loader": loader,
+        "engine": engine,
+        "rounds": rounds,
+        "delta": DELTA,
+        "dataset": torch.utils.data.TensorDataset(*rows),
+        "release": release,
+        "claim": float(claim(DELTA)),
+        "base": base,
+        "privatizer": privatizer,
+    }
+    return {key: named[key] for key in KEYS}
+
+
+def make_private(
+    net: Any,
+    train_data: Sequence[Any],
+    lr: float,
+    *,
+    batch: int,
+    noise: float,
+    clip: float,
+    poisson_sampling: bool = True,
+) -> tuple[Any, Any, Any, Any]:
+    """(model, optimizer, loader, engine) from `opacus.PrivacyEngine.make_private`: SGD at `lr`,
+    shuffled batches of `batch` rows (Poisson sampling at batch / rows unless
+    `poisson_sampling` is False), clipping norm `clip`, noise multiplier `noise`."""
+    import torch  # deferred: torch and opacus, which the Opacus pipelines import
+    from opacus import PrivacyEngine
+
+    quiet()
+    optimizer = torch.optim.SGD(net.parameters(), lr=lr)
+    dataset = torch.utils.data.TensorDataset(*train_data)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True)
+    engine = PrivacyEngine()
+    model, optimizer, loader = engine.make_private(
+        module=net,
+        optimizer=optimizer,
         data_loader=loader,
-        engine=engine,
-        dataset=torch.utils.data.TensorDataset(*rows),
-        release=release,
-        **optional,
+        noise_multiplier=noise,
+        max_grad_norm=clip,
+        poisson_sampling=poisson_sampling,
     )
+    return model, optimizer, loader, engine
+
+
+def tuning_claim(run: Any) -> float:
+    """An `OpacusRun`'s tuning epsilon (from_opacus with rounds always has a rigorous bound)."""
+    if run.tuning_epsilon is None:
+        raise RuntimeError("from_opacus returned no rigorous tuning bound")
+    return float(run.tuning_epsilon)
 
 
 def quiet() -> None:
