@@ -51,6 +51,7 @@ from auditsel.cli.exit_status import (
     UsageError,
     bad_input_types,
     one_line,
+    to_stdout,
 )
 from auditsel.cli.option_types import (
     DEFAULT_OUT,
@@ -118,15 +119,15 @@ def _main(argv: Sequence[str] | None) -> int:
         try:
             args = parser.parse_args(argv)
         except SystemExit as done:  # --help, --version: the text must reach stdout
-            _flush_stdout()
+            to_stdout(sys.stdout.flush)
             return done.code if isinstance(done.code, int) else 0 if done.code is None else 2
         if args.command is None:
             parser.print_help()
-            _flush_stdout()
+            to_stdout(sys.stdout.flush)
             return 2
         run = {command.NAME: command.run for command in COMMANDS}[args.command]
         code: int = run(args)
-        _flush_stdout()  # a closed pipe or a full stdout shows here, not at exit
+        to_stdout(sys.stdout.flush)  # a closed pipe or a full stdout shows here, not at exit
         return code
     except UsageError as err:
         print(f"auditsel: error: {one_line(err)}", file=sys.stderr)
@@ -187,17 +188,6 @@ def _sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _flush_stdout() -> None:
-    """Flush stdout: a closed reader is BrokenPipeError (141), anything else StdoutFailed
-    (74)."""
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as err:
-        raise StdoutFailed(err.strerror or type(err).__name__) from None
 
 
 def _failure(err: Exception) -> int:

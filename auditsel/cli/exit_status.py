@@ -23,6 +23,9 @@ Contract (docs/reference/exit-codes.md):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from auditsel.errors import ConfigError
 
 EXIT_ENVIRONMENT = 74  # sysexits.h EX_IOERR: a full disk, an I/O error
@@ -50,3 +53,14 @@ def one_line(err: BaseException | str, limit: int = 400) -> str:
     """`err`'s text on one line (whitespace runs joined), cut to `limit` characters."""
     text = " ".join(str(err).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def to_stdout(call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args)`, a write or flush of standard output: a closed reader stays
+    BrokenPipeError (141), any other OSError is StdoutFailed (74)."""
+    try:
+        return call(*args)
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        raise StdoutFailed(err.strerror or type(err).__name__) from None
