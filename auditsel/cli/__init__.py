@@ -108,8 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `auditsel ARGV` (sys.argv[1:] by default); the exit code (module docstring)."""
-    with _sigterm_interrupts(), _guarded_stdout():
-        return _main(argv)
+    stream = sys.stdout  # while a command runs, a failed write names standard output
+    sys.stdout = _GuardedStdout(stream)
+    try:
+        with _sigterm_interrupts():
+            return _main(argv)
+    finally:
+        if isinstance(sys.stdout, _GuardedStdout):
+            sys.stdout = stream
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -200,7 +206,10 @@ def _failure(err: Exception) -> int:
         return 2
     environment = _environment_failure(err)
     if environment is not None:
-        _quiet_stdout_if_broken()
+        try:  # stdout itself failed (full, gone): to /dev/null, no second error at exit
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            _closed_pipe()
         print(f"auditsel: error: {environment}", file=sys.stderr)
         return EXIT_ENVIRONMENT
     if os.environ.get("AUDITSEL_DEBUG"):
@@ -212,15 +221,6 @@ def _failure(err: Exception) -> int:
         file=sys.stderr,
     )
     return 1
-
-
-def _quiet_stdout_if_broken() -> None:
-    """After a failure: when stdout itself cannot be flushed (full, gone), point it at
-    /dev/null so that Python's flush at exit adds no second error and no exit code 120."""
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        _closed_pipe()
 
 
 def _environment_failure(err: BaseException) -> str | None:
@@ -271,18 +271,6 @@ class _GuardedStdout:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
-
-
-@contextmanager
-def _guarded_stdout() -> Iterator[None]:
-    """While a command runs, `sys.stdout` names itself when a write fails."""
-    stream = sys.stdout
-    sys.stdout = _GuardedStdout(stream)
-    try:
-        yield
-    finally:
-        if isinstance(sys.stdout, _GuardedStdout):
-            sys.stdout = stream
 
 
 def _closed_pipe() -> int:

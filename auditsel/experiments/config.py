@@ -9,6 +9,7 @@ one line and exits 2. Unknown keys are errors. YAML is read with safe_load only
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -429,13 +430,8 @@ def parse_config(raw: object) -> ExperimentSpec:
         if key not in top:
             raise ConfigError(key, "required key is missing")
     name = top["name"]
-    if (
-        not isinstance(name, str)
-        or not name
-        or not all(c.isascii() and (c.isalnum() or c in "-_.") for c in name)
-        or set(name) == {"."}
-        or len(name) > 100
-    ):
+    valid = isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9._-]{1,100}", name)
+    if not valid or set(name) == {"."}:
         raise ConfigError(
             "name",
             "must be 1 to 100 letters, digits, '-', '_' or '.' (not only dots: it names the "
