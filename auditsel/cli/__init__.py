@@ -44,12 +44,12 @@ from auditsel.cli import (
     command_run,
 )
 from auditsel.cli.exit_status import (
+    BAD_INPUT,
     EXIT_ENVIRONMENT,
     EXIT_PIPE,
     EXIT_REFUTED,
     StdoutFailed,
     UsageError,
-    bad_input_types,
     one_line,
     to_stdout,
 )
@@ -199,7 +199,7 @@ def _sigterm_interrupts() -> Iterator[None]:
 def _failure(err: Exception) -> int:
     """Exit 2 for bad input (with the user's traceback in a file, for their code's errors),
     74 for the environment, 1 with a traceback file for a bug."""
-    if isinstance(err, bad_input_types()):
+    if isinstance(err, BAD_INPUT):
         user = getattr(err, "user_traceback", "")
         where = f"; your traceback: {_write_traceback(err, user)}" if user else ""
         print(f"auditsel: error: {one_line(err)}{where}", file=sys.stderr)

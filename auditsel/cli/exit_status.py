@@ -10,7 +10,7 @@ Contract (docs/reference/exit-codes.md):
   be used, a device or an amount of memory the machine lacks): `UsageError` or
   `auditsel.errors.ConfigError`, one line on stderr naming the field and what is allowed;
   nothing written outside the output folder, and what this run created there removed
-  (`auditsel.files`). Only the types in `bad_input_types()` mean exit 2: a plain ValueError
+  (`auditsel.files`). Only the types in `BAD_INPUT` mean exit 2: a plain ValueError
   raised deep in the numerics is an internal error;
 * 3 `audit-pipeline --claim EPS` refuted the claim (eps_L > EPS at the stated confidence),
   everything written as for 0; `check`: a check found that the pipeline's objects break it;
@@ -41,12 +41,10 @@ class StdoutFailed(Exception):
     """stdout could not take what a command printed (a full disk, an I/O error): exit 74."""
 
 
-def bad_input_types() -> tuple[type[Exception], ...]:
-    """The exception types that mean "input the user can fix" (exit 2); anything else is exit 1.
-
-    auditsel.errors.ConfigError is the one bad-input type (CheckpointError, BackendError and
-    ScoreFileError derive from it); UsageError is the CLI's own."""
-    return (UsageError, ConfigError)
+#: the exception types that mean "input the user can fix" (exit 2; anything else is exit 1):
+#: auditsel.errors.ConfigError (CheckpointError, BackendError and ScoreFileError derive from
+#: it) and UsageError, the CLI's own
+BAD_INPUT: tuple[type[Exception], ...] = (UsageError, ConfigError)
 
 
 def one_line(err: BaseException | str, limit: int = 400) -> str:
