@@ -267,22 +267,27 @@ def protocol_and_proxy(spec: ExperimentSpec) -> tuple[GameProtocol, Proxy]:
     return winner, make_proxy(g.proxy, winner)
 
 
-def _statistic_grid(protocol: GameProtocol, proxy_name: str, size: int) -> np.ndarray | None:
-    """A Bonferroni grid for the statistic of a scored game, fixed by the spec (None: not a
-    scored game's statistic)."""
+def _spec_grid(spec: ExperimentSpec, protocol: GameProtocol) -> np.ndarray | None:
+    """The Bonferroni grid fixed by the spec where the score law is public (a scored game's
+    statistic, the worst-case game's score range, `threshold_grid`); None for DP-SGD games,
+    whose grid is a pilot's, from a seeded split_fraction of each class left out of the bound."""
+    g = _game(spec)
     if isinstance(protocol, ScoredGaussianWinner):
-        if proxy_name == "score":
-            return protocol.statistic_grid(size)
-        if proxy_name == "likelihood_ratio":
+        if g.proxy == "score":
+            return protocol.statistic_grid(g.thresholds)
+        if g.proxy == "likelihood_ratio":
             values = protocol.log_likelihood_ratio(np.linspace(-40.0, 40.0 + protocol.mu, 4001))
             values = values[np.isfinite(values)]
-            return np.linspace(values.min(), values.max(), size)
-        return None
+            return np.linspace(values.min(), values.max(), g.thresholds)
     score = getattr(protocol, "score", None)
-    if isinstance(score, BucketScore) and proxy_name == "score":
+    if isinstance(score, BucketScore) and g.proxy == "score":
         assert score.guess is not None
         return _midpoints(np.append(np.asarray(score.guess, dtype=float), 0.0))
-    return None
+    if g.kind == "dpsgd_worst_case":
+        assert isinstance(protocol, DpsgdWorstCase)
+        lo, hi = protocol.score_range()
+        return np.linspace(lo, hi, g.thresholds)
+    return None if g.kind == "dpsgd" else threshold_grid(spec, g.proxy)
 
 
 def _play(
@@ -342,16 +347,8 @@ def _audit_record(
     """(the lower bound, the one sort of an in-memory game, the spec's threshold grid) of the
     played `record` under the game's rule."""
     g = _game(spec)
-    # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
-    # pilot grid from a seeded split_fraction of each class, left out of the bound
     ss = None
-    spec_grid = _statistic_grid(protocol, g.proxy, g.thresholds)
-    if spec_grid is None and g.kind == "dpsgd_worst_case":
-        assert isinstance(protocol, DpsgdWorstCase)
-        lo, hi = protocol.score_range()
-        spec_grid = np.linspace(lo, hi, g.thresholds)
-    elif spec_grid is None and g.kind != "dpsgd":
-        spec_grid = threshold_grid(spec, g.proxy)
+    spec_grid = _spec_grid(spec, protocol)
     rule = g.rule(spec_grid if g.threshold == "bonferroni" else None)
     try:
         if stream:
