@@ -563,7 +563,14 @@ def run_config(
             (`auditsel.files.claim_folder`).
     """
     jobs = check_jobs(jobs)  # as the CLI's --jobs: jobs=0 or "2" is a ConfigError
-    spec = _spec_of(config, {"trials": trials, "seed": seed, "score": score})
+    if isinstance(config, ExperimentSpec):
+        spec = config
+    else:
+        spec = load_config(config) if isinstance(config, (str, Path)) else parse_config(config)
+    given = {
+        k: v for k, v in {"trials": trials, "seed": seed, "score": score}.items() if v is not None
+    }
+    spec = spec.with_game(**given) if given else spec
     if out_dir is None:
         return RunResult.from_dict(run_experiment(spec, None, jobs=jobs, progress=progress)[0])
     # the folder is resolved, refused when it escapes, locked, and on failure only what this
@@ -579,18 +586,3 @@ def run_config(
         )
         write_outputs(folder.path, result, artefacts)
     return RunResult.from_dict(result)
-
-
-def _spec_of(
-    config: str | Path | Mapping[str, Any] | ExperimentSpec, overrides: Mapping[str, Any]
-) -> ExperimentSpec:
-    """The experiment of `run_config`'s config (a YAML path, a mapping or a spec), with the
-    game's fields of `overrides` that are not None in place of the config's."""
-    if isinstance(config, ExperimentSpec):
-        spec = config
-    elif isinstance(config, (str, Path)):
-        spec = load_config(config)
-    else:
-        spec = parse_config(config)
-    given = {k: v for k, v in overrides.items() if v is not None}
-    return spec.with_game(**given) if given else spec

@@ -428,15 +428,11 @@ def write_outputs(
     except OSError as err:
         if err.filename is not None or err.errno is None:
             raise
-        # a full disk inside matplotlib or a write: name the file that was being written
-        raise OSError(err.errno, err.strerror, str(out_dir / _newest(staging))) from err
+        # a full disk inside matplotlib or a write: name the file written last
+        files = [p for p in staging.iterdir() if p.is_file()]
+        newest = max(files, key=lambda p: p.stat().st_mtime_ns).name if files else ""
+        raise OSError(err.errno, err.strerror, str(out_dir / newest)) from err
     finally:
         if pending is not None:  # the plots failed: the panel is not waited for
             pending.cancel()
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _newest(folder: Path) -> str:
-    """The name of the file written last in `folder` ('' when there is none)."""
-    files = [p for p in folder.iterdir() if p.is_file()]
-    return max(files, key=lambda p: p.stat().st_mtime_ns).name if files else ""
