@@ -51,8 +51,13 @@ def summary_rows(result: dict, labels: ResultLabels) -> list[tuple[str, str, str
     for any score (`labels`: the result's `ResultLabels`)."""
     low, one, claim, att = (result.get(k) for k in ("lower", "one_run", "claim", "attack"))
     rows = (_lower_rows(low) if low else []) + (_one_run_rows(one) if one else [])
-    if claim:
-        rows.append(_claim_row(claim, low))
+    if claim:  # its eps and its verdict against the valid eps_L
+        verdict = {True: "REFUTED", False: "not refuted"}[claim["refuted"]]
+        source = claim.get("source", "")
+        if low:
+            level = percent(claim.get("confidence", low["confidence"]))
+            source = f"{verdict} at {level} (valid eps_L {'>' if claim['refuted'] else '<='} claim)"
+        rows.append(("claimed eps", _fmt(claim["epsilon"]), f"claim, {verdict}", source))
     if att:
         source = att["source"].removeprefix("attack: ")
         rows.append(("attack value", _fmt(att["epsilon"]), "lower bound", source))
@@ -120,19 +125,6 @@ def _one_run_rows(one: dict) -> list[tuple[str, str, str, str]]:
             + one.get("exact_scope", "exact for this game's own score"),
         ),
     ]
-
-
-def _claim_row(claim: dict, low: dict | None) -> tuple[str, str, str, str]:
-    """The claim's row: its eps and its verdict against the valid eps_L (`low`)."""
-    verdict = {True: "REFUTED", False: "not refuted"}[claim["refuted"]]
-    return (
-        "claimed eps",
-        _fmt(claim["epsilon"]),
-        f"claim, {verdict}",
-        f"{verdict} at {percent(claim.get('confidence', low['confidence']))} (valid eps_L {'>' if claim['refuted'] else '<='} claim)"
-        if low
-        else claim.get("source", ""),
-    )
 
 
 def _absent(value) -> str:
