@@ -44,13 +44,14 @@ from auditsel.cli import (
     command_run,
 )
 from auditsel.cli.exit_status import (
+    BAD_INPUT,
     EXIT_ENVIRONMENT,
     EXIT_PIPE,
     EXIT_REFUTED,
     StdoutFailed,
     UsageError,
-    bad_input_types,
     one_line,
+    to_stdout,
 )
 from auditsel.cli.option_types import (
     DEFAULT_OUT,
@@ -107,8 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `auditsel ARGV` (sys.argv[1:] by default); the exit code (module docstring)."""
-    with _sigterm_interrupts(), _guarded_stdout():
-        return _main(argv)
+    stream = sys.stdout  # while a command runs, a failed write names standard output
+    sys.stdout = _GuardedStdout(stream)
+    try:
+        with _sigterm_interrupts():
+            return _main(argv)
+    finally:
+        if isinstance(sys.stdout, _GuardedStdout):
+            sys.stdout = stream
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -118,15 +125,15 @@ def _main(argv: Sequence[str] | None) -> int:
         try:
             args = parser.parse_args(argv)
         except SystemExit as done:  # --help, --version: the text must reach stdout
-            _flush_stdout()
+            to_stdout(sys.stdout.flush)
             return done.code if isinstance(done.code, int) else 0 if done.code is None else 2
         if args.command is None:
             parser.print_help()
-            _flush_stdout()
+            to_stdout(sys.stdout.flush)
             return 2
         run = {command.NAME: command.run for command in COMMANDS}[args.command]
         code: int = run(args)
-        _flush_stdout()  # a closed pipe or a full stdout shows here, not at exit
+        to_stdout(sys.stdout.flush)  # a closed pipe or a full stdout shows here, not at exit
         return code
     except UsageError as err:
         print(f"auditsel: error: {one_line(err)}", file=sys.stderr)
@@ -189,28 +196,20 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _flush_stdout() -> None:
-    """Flush stdout: a closed reader is BrokenPipeError (141), anything else StdoutFailed
-    (74)."""
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as err:
-        raise StdoutFailed(err.strerror or type(err).__name__) from None
-
-
 def _failure(err: Exception) -> int:
     """Exit 2 for bad input (with the user's traceback in a file, for their code's errors),
     74 for the environment, 1 with a traceback file for a bug."""
-    if isinstance(err, bad_input_types()):
+    if isinstance(err, BAD_INPUT):
         user = getattr(err, "user_traceback", "")
         where = f"; your traceback: {_write_traceback(err, user)}" if user else ""
         print(f"auditsel: error: {one_line(err)}{where}", file=sys.stderr)
         return 2
     environment = _environment_failure(err)
     if environment is not None:
-        _quiet_stdout_if_broken()
+        try:  # stdout itself failed (full, gone): to /dev/null, no second error at exit
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            _closed_pipe()
         print(f"auditsel: error: {environment}", file=sys.stderr)
         return EXIT_ENVIRONMENT
     if os.environ.get("AUDITSEL_DEBUG"):
@@ -222,15 +221,6 @@ def _failure(err: Exception) -> int:
         file=sys.stderr,
     )
     return 1
-
-
-def _quiet_stdout_if_broken() -> None:
-    """After a failure: when stdout itself cannot be flushed (full, gone), point it at
-    /dev/null so that Python's flush at exit adds no second error and no exit code 120."""
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        _closed_pipe()
 
 
 def _environment_failure(err: BaseException) -> str | None:
@@ -281,18 +271,6 @@ class _GuardedStdout:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
-
-
-@contextmanager
-def _guarded_stdout() -> Iterator[None]:
-    """While a command runs, `sys.stdout` names itself when a write fails."""
-    stream = sys.stdout
-    sys.stdout = _GuardedStdout(stream)
-    try:
-        yield
-    finally:
-        if isinstance(sys.stdout, _GuardedStdout):
-            sys.stdout = stream
 
 
 def _closed_pipe() -> int:

@@ -182,25 +182,20 @@ def run(args: argparse.Namespace) -> int:
             f"{where / 'checkpoints'}",
             file=sys.stderr,
         )
-    if not args.quiet:
-        _print_audit(audit)
+    if not args.quiet:  # the table, each canary's line, the looks' line, games, seconds, files
+        from auditsel.pipelines.pipeline import canaries_text  # deferred: fast --help
+        from auditsel.pipelines.sequential import looks_text
+
+        print(audit.summary())
+        if audit.result.get("canaries"):  # several canaries
+            print(canaries_text(audit.result))
+        if audit.result.get("sequential"):
+            print(looks_text(audit.result))
+        print(
+            f"{audit.games:,} games, {audit.cpu_seconds:.1f} CPU s, {audit.wall_seconds:.1f} s "
+            f"wall; wrote {', '.join(str(p) for p in audit.files)}"
+        )
     return EXIT_REFUTED if audit.refuted else 0
-
-
-def _print_audit(audit: PipelineAudit) -> None:
-    """The table, each canary's line, the looks' line, the games, seconds and files."""
-    from auditsel.pipelines.pipeline import canaries_text  # deferred: `auditsel --help` stays fast
-    from auditsel.pipelines.sequential import looks_text
-
-    print(audit.summary())
-    if audit.result.get("canaries"):  # several canaries
-        print(canaries_text(audit.result))
-    if audit.result.get("sequential"):
-        print(looks_text(audit.result))
-    print(
-        f"{audit.games:,} games, {audit.cpu_seconds:.1f} CPU s, {audit.wall_seconds:.1f} s "
-        f"wall; wrote {', '.join(str(p) for p in audit.files)}"
-    )
 
 
 def _print_look(entry: Mapping[str, Any], j: int, level: float) -> None:

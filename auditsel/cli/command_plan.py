@@ -83,16 +83,16 @@ def _run_pipeline(args: argparse.Namespace) -> int:
     settings = dict(spec.settings)
     settings.setdefault("delta", 1e-5)
     tuning = claim_options(args, settings)  # --opacus/--base with --rounds: the tuning claim
-    if (
-        "claimed_epsilon" not in tuning
-        and "base" in tuning
-        and settings.get("claimed_epsilon") is None
-    ):
-        tuning["claimed_epsilon"] = _tuning_epsilon(
-            tuning["base"], tuning["rounds"], settings["delta"]
+    claim = tuning.get("claimed_epsilon", settings.get("claimed_epsilon"))
+    if claim is None and "base" in tuning:  # --base, no --claim: the tuning run's epsilon
+        from auditsel.accounting.interval import tuning_epsilon  # deferred: fast --help
+
+        claim = float(tuning_epsilon(tuning["base"], tuning["rounds"], settings["delta"]).epsilon)
+        print(
+            f"auditsel: --base: the claim planned is the tuning run's epsilon {claim:.4g}",
+            file=sys.stderr,
         )
-    settings["claimed_epsilon"] = tuning.get("claimed_epsilon", settings.get("claimed_epsilon"))
-    if args.target_eps is None and args.games is None and settings.get("claimed_epsilon") is None:
+    if args.target_eps is None and args.games is None and claim is None:
         raise UsageError(
             "plan: give --target-eps X, --claim EPS (games to refute it) and/or --games N"
         )
@@ -101,10 +101,10 @@ def _run_pipeline(args: argparse.Namespace) -> int:
     with user_argv(args.config):
         plan = plan_pipeline(
             p,
-            delta=settings.get("delta", 1e-5),
+            delta=settings["delta"],
             pilot=PilotOptions(games=args.pilot or 200, power=args.power),
             target_eps=args.target_eps,
-            claimed_epsilon=settings.get("claimed_epsilon"),
+            claimed_epsilon=claim,
             games=args.games,
             # the audit planned (--seed: its seed); the pilot plays at seed + 1, not the audit's
             statistics=AuditOptions(
@@ -116,18 +116,6 @@ def _run_pipeline(args: argparse.Namespace) -> int:
         )
     print(json.dumps(plan.to_dict(), allow_nan=False) if args.json else plan.summary())
     return 0
-
-
-def _tuning_epsilon(base: Any, rounds: Any, delta: float) -> float:
-    """--base with --rounds and no --claim: the claim planned is the tuning run's epsilon."""
-    from auditsel.accounting.interval import tuning_epsilon  # deferred: fast --help
-
-    eps = float(tuning_epsilon(base, rounds, delta).epsilon)
-    print(
-        f"auditsel: --base: the claim planned is the tuning run's epsilon {eps:.4g}",
-        file=sys.stderr,
-    )
-    return eps
 
 
 def run(args: argparse.Namespace) -> int:

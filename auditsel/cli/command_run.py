@@ -156,37 +156,6 @@ def run(args: argparse.Namespace) -> int:
         return _run_into(args, folder.path, spec, points, progress)
 
 
-def _sweep_into(
-    args: argparse.Namespace,
-    out_dir: Path,
-    points: list[Any],
-    jobs: int | None,
-    workers: int,
-    progress: bool,
-) -> int:
-    """Run a sweep's points into `out_dir` (sweep.csv, sweep.md, sweep.png, a folder per
-    point) and print its table unless --quiet; 0."""
-    from auditsel.executor import execution_backend  # deferred: `auditsel --help` stays fast
-    from auditsel.experiments.sweep import run_sweep
-
-    with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
-        run_sweep(
-            points,
-            out_dir,
-            jobs=1 if jobs is None else jobs,
-            progress=progress,
-            backend=backend,
-            point_plots=args.point_plots,
-        )
-    if not args.quiet:
-        print((out_dir / "sweep.md").read_text())
-        print(
-            f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, {out_dir / 'sweep.png'} "
-            f"and {len(points)} point folders"
-        )
-    return 0
-
-
 def _run_into(
     args: argparse.Namespace,
     out_dir: Path,
@@ -194,19 +163,28 @@ def _run_into(
     points: list[Any] | None,
     progress: bool,
 ) -> int:
+    """Run the experiment, or the sweep's points (sweep.csv, sweep.md, sweep.png, a folder per
+    point), into `out_dir`, and print its table unless --quiet; 0."""
     from auditsel.executor import execution_backend  # deferred: `auditsel --help` stays fast
     from auditsel.experiments.bounds_cache import cache_folder
     from auditsel.experiments.experiment import ExperimentOutputs, run_experiment
+    from auditsel.experiments.sweep import run_sweep
     from auditsel.results.plots import prefetch_plotting
-    from auditsel.results.report import text_table, write_outputs
 
     # no --jobs: the game's default (`games.engine.default_jobs`); a sweep's points, 1
     jobs = args.jobs if args.jobs is not None or points is None else 1
     workers = 2 if jobs == -1 else abs(jobs) if jobs is not None else 1
-    if points is not None:
-        return _sweep_into(args, out_dir, points, jobs, workers, progress)
-    assert spec is not None  # a config without a sweep
     with execution_backend(args.backend, args.scheduler, workers=workers) as backend:
+        if points is not None:
+            run_sweep(points, out_dir, jobs or 1, progress, backend, point_plots=args.point_plots)
+            if not args.quiet:
+                print((out_dir / "sweep.md").read_text())
+                print(
+                    f"wrote {out_dir / 'sweep.csv'}, {out_dir / 'sweep.md'}, "
+                    f"{out_dir / 'sweep.png'} and {len(points)} point folders"
+                )
+            return 0
+        assert spec is not None  # a config without a sweep
         outputs = ExperimentOutputs(
             # matplotlib is imported in a thread meanwhile
             prefetch=None if args.no_plots else prefetch_plotting,
@@ -223,6 +201,19 @@ def _run_into(
             checkpoint_after=args.checkpoint_after,
             outputs=outputs,
         )
+    return _write_and_print(args, out_dir, spec, result, artefacts)
+
+
+def _write_and_print(
+    args: argparse.Namespace,
+    out_dir: Path,
+    spec: ExperimentSpec,
+    result: dict[str, Any],
+    artefacts: dict[str, Any],
+) -> int:
+    """The resumed chunks (stderr), the files written, the table unless --quiet; 0."""
+    from auditsel.results.report import text_table, write_outputs  # deferred: fast --help
+
     record = artefacts.get("record")
     if record is not None and record.resumed_chunks:
         assert spec.game is not None

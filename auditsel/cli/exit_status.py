@@ -10,7 +10,7 @@ Contract (docs/reference/exit-codes.md):
   be used, a device or an amount of memory the machine lacks): `UsageError` or
   `auditsel.errors.ConfigError`, one line on stderr naming the field and what is allowed;
   nothing written outside the output folder, and what this run created there removed
-  (`auditsel.files`). Only the types in `bad_input_types()` mean exit 2: a plain ValueError
+  (`auditsel.files`). Only the types in `BAD_INPUT` mean exit 2: a plain ValueError
   raised deep in the numerics is an internal error;
 * 3 `audit-pipeline --claim EPS` refuted the claim (eps_L > EPS at the stated confidence),
   everything written as for 0; `check`: a check found that the pipeline's objects break it;
@@ -22,6 +22,9 @@ Contract (docs/reference/exit-codes.md):
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from auditsel.errors import ConfigError
 
@@ -38,15 +41,24 @@ class StdoutFailed(Exception):
     """stdout could not take what a command printed (a full disk, an I/O error): exit 74."""
 
 
-def bad_input_types() -> tuple[type[Exception], ...]:
-    """The exception types that mean "input the user can fix" (exit 2); anything else is exit 1.
-
-    auditsel.errors.ConfigError is the one bad-input type (CheckpointError, BackendError and
-    ScoreFileError derive from it); UsageError is the CLI's own."""
-    return (UsageError, ConfigError)
+#: the exception types that mean "input the user can fix" (exit 2; anything else is exit 1):
+#: auditsel.errors.ConfigError (CheckpointError, BackendError and ScoreFileError derive from
+#: it) and UsageError, the CLI's own
+BAD_INPUT: tuple[type[Exception], ...] = (UsageError, ConfigError)
 
 
 def one_line(err: BaseException | str, limit: int = 400) -> str:
     """`err`'s text on one line (whitespace runs joined), cut to `limit` characters."""
     text = " ".join(str(err).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def to_stdout(call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args)`, a write or flush of standard output: a closed reader stays
+    BrokenPipeError (141), any other OSError is StdoutFailed (74)."""
+    try:
+        return call(*args)
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        raise StdoutFailed(err.strerror or type(err).__name__) from None

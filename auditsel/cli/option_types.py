@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from auditsel.cli.exit_status import StdoutFailed, UsageError, one_line
+from auditsel.cli.exit_status import UsageError, one_line, to_stdout
 from auditsel.errors import LIMITS, MAX_JOBS, ConfigError
 
 if TYPE_CHECKING:
@@ -49,12 +49,7 @@ class CliParser(argparse.ArgumentParser):
     def _print_message(self, message: str, file: Any = None) -> None:
         """argparse swallows a failed write: not here (a full stdout is exit 74)."""
         if message:
-            try:
-                (file or sys.stderr).write(message)
-            except BrokenPipeError:
-                raise
-            except OSError as err:
-                raise StdoutFailed(err.strerror or type(err).__name__) from None
+            to_stdout((file or sys.stderr).write, message)
 
 
 def integer_text(text: str) -> int | None:

@@ -9,6 +9,7 @@ one line and exits 2. Unknown keys are errors. YAML is read with safe_load only
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -130,11 +131,7 @@ class ExperimentSpec:
             if key in changes:
                 changes[key] = _integer(changes[key], f"game.{key}", *LIMITS[f"game.{key}"])
         if "score" in changes:  # the adversary reads the new score's statistic
-            changes["score"] = _parse_score(changes["score"], self.game.kind)
-            if self.game.one_run is not None and changes["score"] != "monotone":
-                raise ConfigError(
-                    "game.score", "one-run audits (game.one_run) play the monotone score only"
-                )
+            changes["score"] = _parse_score(changes["score"], self.game.kind, self.game.one_run)
             changes.setdefault("proxy", "score" if self.game.kind != "dpsgd" else self.game.proxy)
         return replace(self, game=replace(self.game, **changes))
 
@@ -336,11 +333,7 @@ def _parse_game(raw: object, base: ConfigBase) -> GameSpec:
     kind = _game_kind(game, base)
     proxies = {"dpsgd": DPSGD_PROXIES, "dpsgd_worst_case": ("sample", "score")}.get(kind, PROXIES)
     d = GameSpec()
-    score = _parse_score(game.get("score"), kind)
-    if game.get("one_run") is not None and score != "monotone":
-        raise ConfigError(
-            "game.score", "one-run audits (game.one_run) play the monotone score only"
-        )
+    score = _parse_score(game.get("score"), kind, game.get("one_run"))
     default_proxy = {
         "dpsgd": proxies[0],
         "dpsgd_worst_case": "sample" if score == "monotone" else "score",
@@ -372,10 +365,12 @@ def _parse_game(raw: object, base: ConfigBase) -> GameSpec:
     )
 
 
-def _parse_score(raw: object, kind: str) -> TuningScore | Literal["monotone", "worst"]:
+def _parse_score(
+    raw: object, kind: str, one_run: object = None
+) -> TuningScore | Literal["monotone", "worst"]:
     """`game.score`: monotone (default) | worst | {kind: farthest, center: C} (or, from Python,
-    a `selection` score object); which games play which (the reduced game plays all three; the worst-case DP-SGD game monotone and
-    worst, over the run's label; the others monotone only)."""
+    a `selection` score object); the reduced game plays all three, the worst-case DP-SGD game
+    monotone and worst (over the run's label), the others and one-run audits monotone only."""
     score: MonotoneScore | FarthestScore | BucketScore | Literal["worst"]
     if isinstance(raw, (MonotoneScore, FarthestScore, BucketScore)):  # the Python API's form
         score = raw
@@ -394,6 +389,10 @@ def _parse_score(raw: object, kind: str) -> TuningScore | Literal["monotone", "w
             "game.score",
             "game.kind dpsgd_worst_case plays monotone or worst (a farthest score needs "
             "game.kind: reduced)",
+        )
+    if one_run is not None:
+        raise ConfigError(
+            "game.score", "one-run audits (game.one_run) play the monotone score only"
         )
     return score
 
@@ -431,13 +430,8 @@ def parse_config(raw: object) -> ExperimentSpec:
         if key not in top:
             raise ConfigError(key, "required key is missing")
     name = top["name"]
-    if (
-        not isinstance(name, str)
-        or not name
-        or not all(c.isascii() and (c.isalnum() or c in "-_.") for c in name)
-        or set(name) == {"."}
-        or len(name) > 100
-    ):
+    valid = isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9._-]{1,100}", name)
+    if not valid or set(name) == {"."}:
         raise ConfigError(
             "name",
             "must be 1 to 100 letters, digits, '-', '_' or '.' (not only dots: it names the "

@@ -40,13 +40,6 @@ from auditsel.selection import (
 __all__ = ["curve_for_spec", "plan_spec"]
 
 
-def _value_curve(winner):
-    """Thresholds on the released value (the `sample` proxy) of a Gaussian winner, from its cdfs."""
-    lo, hi = winner.quantile_range(1e-12)
-    t = np.linspace(lo, hi, 4000)
-    return 1 - winner.cdf(t, 0), winner.cdf(t, 1)
-
-
 def _bucket_curve(pair, law, score: BucketScore) -> PlanCurve:
     """The trade-off of a bucket score's statistic (its guess per bucket; the K = 0 output at
     0) from the sampling-free laws of the winner's bucket (`accounting.attack.winner_bucket_laws`:
@@ -83,7 +76,9 @@ def curve_for_spec(spec: ExperimentSpec, pilot: int = 4000, seed: int = 1) -> Pl
         return _bucket_curve(spec.base, spec.rounds, protocol.score)
     if isinstance(protocol, (GaussianWinner, FiniteWinner)):
         if proxy_name == "sample" and isinstance(protocol, GaussianWinner):
-            fp, fn = _value_curve(protocol)
+            lo, hi = protocol.quantile_range(1e-12)  # thresholds on the released value
+            t = np.linspace(lo, hi, 4000)
+            fp, fn = 1 - protocol.cdf(t, 0), protocol.cdf(t, 1)
         elif isinstance(protocol, GaussianWinner):
             fp, fn = winner_tradeoff(protocol.mu, protocol.law)
         else:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import math
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -75,10 +74,6 @@ PANEL_ABOVE = 200_000  # game.panel: auto computes the estimator panel up to thi
 PLOT_TRIALS = 1 << 20  # a streamed run's plots use its first ~10^6 trials
 
 
-def _finite_or_none(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
-
-
 def _game(spec: ExperimentSpec) -> GameSpec:
     """The spec's game section (the functions below run only specs that have one)."""
     if spec.game is None:
@@ -103,7 +98,11 @@ def threshold_grid(spec: ExperimentSpec, proxy_name: str) -> np.ndarray:
         values = winner.log_likelihood_ratio(np.linspace(lo, hi, 4001))
         return np.linspace(values.min(), values.max(), _game(spec).thresholds)
     outputs = np.arange(len(winner.base.p))
-    values = outputs if proxy_name == "sample" else winner.log_likelihood_ratio(outputs)
+    return _midpoints(outputs if proxy_name == "sample" else winner.log_likelihood_ratio(outputs))
+
+
+def _midpoints(values: np.ndarray) -> np.ndarray:
+    """One threshold between each pair of consecutive distinct finite values."""
     values = np.unique(values[np.isfinite(values)])
     return (values[:-1] + values[1:]) / 2 if len(values) > 1 else values
 
@@ -162,9 +161,8 @@ def fingerprint(spec: ExperimentSpec) -> str:
     }
     if g.kind in ("reduced", "dpsgd_worst_case") and not is_monotone_largest(game_score(spec)):
         payload["score"] = repr(game_score(spec))
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[
-        :32
-    ]
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def code_of(spec: ExperimentSpec) -> dict[str, str]:
@@ -269,24 +267,27 @@ def protocol_and_proxy(spec: ExperimentSpec) -> tuple[GameProtocol, Proxy]:
     return winner, make_proxy(g.proxy, winner)
 
 
-def _statistic_grid(protocol: GameProtocol, proxy_name: str, size: int) -> np.ndarray | None:
-    """A Bonferroni grid for the statistic of a scored game, fixed by the spec (None: not a
-    scored game's statistic)."""
+def _spec_grid(spec: ExperimentSpec, protocol: GameProtocol) -> np.ndarray | None:
+    """The Bonferroni grid fixed by the spec where the score law is public (a scored game's
+    statistic, the worst-case game's score range, `threshold_grid`); None for DP-SGD games,
+    whose grid is a pilot's, from a seeded split_fraction of each class left out of the bound."""
+    g = _game(spec)
     if isinstance(protocol, ScoredGaussianWinner):
-        if proxy_name == "score":
-            return protocol.statistic_grid(size)
-        if proxy_name == "likelihood_ratio":
+        if g.proxy == "score":
+            return protocol.statistic_grid(g.thresholds)
+        if g.proxy == "likelihood_ratio":
             values = protocol.log_likelihood_ratio(np.linspace(-40.0, 40.0 + protocol.mu, 4001))
             values = values[np.isfinite(values)]
-            return np.linspace(values.min(), values.max(), size)
-        return None
+            return np.linspace(values.min(), values.max(), g.thresholds)
     score = getattr(protocol, "score", None)
-    if isinstance(score, BucketScore) and proxy_name == "score":
+    if isinstance(score, BucketScore) and g.proxy == "score":
         assert score.guess is not None
-        values = np.unique(np.append(np.asarray(score.guess, dtype=float), 0.0))
-        values = values[np.isfinite(values)]
-        return (values[:-1] + values[1:]) / 2 if len(values) > 1 else values
-    return None
+        return _midpoints(np.append(np.asarray(score.guess, dtype=float), 0.0))
+    if g.kind == "dpsgd_worst_case":
+        assert isinstance(protocol, DpsgdWorstCase)
+        lo, hi = protocol.score_range()
+        return np.linspace(lo, hi, g.thresholds)
+    return None if g.kind == "dpsgd" else threshold_grid(spec, g.proxy)
 
 
 def _play(
@@ -346,16 +347,8 @@ def _audit_record(
     """(the lower bound, the one sort of an in-memory game, the spec's threshold grid) of the
     played `record` under the game's rule."""
     g = _game(spec)
-    # bonferroni: the spec's grid where the score law is public; otherwise (DP-SGD games) a
-    # pilot grid from a seeded split_fraction of each class, left out of the bound
     ss = None
-    spec_grid = _statistic_grid(protocol, g.proxy, g.thresholds)
-    if spec_grid is None and g.kind == "dpsgd_worst_case":
-        assert isinstance(protocol, DpsgdWorstCase)
-        lo, hi = protocol.score_range()
-        spec_grid = np.linspace(lo, hi, g.thresholds)
-    elif spec_grid is None and g.kind != "dpsgd":
-        spec_grid = threshold_grid(spec, g.proxy)
+    spec_grid = _spec_grid(spec, protocol)
     rule = g.rule(spec_grid if g.threshold == "bonferroni" else None)
     try:
         if stream:
@@ -373,7 +366,8 @@ def _audit_record(
                 sorted_scores=ss,
             )
     except ConfigError as err:  # a rule's option that the games cannot satisfy: game.<option>
-        raise _game_error(err) from None
+        fields = {"member": "game.trials", "scores": "game.trials"}  # too few games of a class
+        raise ConfigError(fields.get(err.field, f"game.{err.field}"), err.message) from None
     return bound, ss, spec_grid
 
 
@@ -403,13 +397,6 @@ def _estimators(
         return panel_dict(panel)
     except ConfigError as err:  # e.g. too few games for the panel's split entries
         return {"skipped": f"estimator panel not computed: {err}"}
-
-
-def _game_error(err: ConfigError) -> ConfigError:
-    """An audit's error in the config's words: a rule option is a game.<field>; too few games
-    of a class is game.trials."""
-    fields = {"member": "game.trials", "scores": "game.trials"}
-    return ConfigError(fields.get(err.field, f"game.{err.field}"), err.message)
 
 
 @dataclass(frozen=True)
@@ -447,20 +434,24 @@ def run_experiment(
     are written (`games.engine.run_game`). `outputs`: what is computed beside the result
     (`ExperimentOutputs`; None: its defaults)."""
     out = outputs if outputs is not None else ExperimentOutputs()
-    curves, prefetch, defer_panel = out.curves, out.prefetch, out.defer_panel
-    bounds_cache, figure_data = out.bounds_cache, out.figure_data
     start = time.perf_counter()
-    with_curves = curves and spec.delta > 0
     reduced = spec.base.reduced()  # None: no exact winner law (a dp_accounting event base)
     winner = None if reduced is None else winner_law(reduced, spec.rounds)
 
     def play() -> tuple[Any, Future[Any] | None]:
-        return _play(spec, out_dir, jobs, progress, backend, prefetch, checkpoint_after)
+        return _play(spec, out_dir, jobs, progress, backend, out.prefetch, checkpoint_after)
 
-    figures = (bounds_cache, figure_data)
-    found = _bounds_and_game(spec, play, prefetch, winner, with_curves, figures)
-    played, panel, bounds, curve, exact_tradeoff = found
-    result = _result_head(spec, bounds, curve)
+    played, panel, bounds, curve, exact_tradeoff = _bounds_and_game(spec, play, out, winner)
+    commit, dirty = source_commit()
+    result = {
+        "name": spec.name,
+        "delta": spec.delta,
+        **upper_fields(spec.base, spec.rounds, bounds, curve, kind=spec.base_config.get("kind")),
+        "version": __version__,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "code_digest": package_digest(),
+    }
     artefacts: dict[str, Any] = {"winner": winner, "curve": curve[:2], "attack_curve": curve[2]}
     if exact_tradeoff is not None:
         artefacts["exact_tradeoff"] = exact_tradeoff
@@ -469,7 +460,7 @@ def run_experiment(
             spec, out_dir, fingerprint=fingerprint(spec), code=code_of(spec)
         )
     elif spec.game is not None and played is not None:
-        _add_played(spec, played, panel, defer_panel, result, artefacts)
+        _add_played(spec, played, panel, out.defer_panel, result, artefacts)
     result["interval"] = result_interval(result, bounds)
     result.update(honesty_fields(result))  # heuristic values and the contradicted ones
     result["seconds"] = round(time.perf_counter() - start, 3)
@@ -479,52 +470,36 @@ def run_experiment(
 def _bounds_and_game(
     spec: ExperimentSpec,
     play: Callable[[], tuple[Any, Future[Any] | None]],
-    prefetch: Callable[[], object] | None,
+    out: ExperimentOutputs,
     winner: Any,
-    with_curves: bool,
-    figures: tuple[Path | None, bool],
 ) -> tuple[Any, Future[Any] | None, Panel, UpperCurve, Any]:
     """(played, panel, bounds, curve, exact trade-off) of `run_experiment`: the game played by
     `play` (none for a one-run audit), the bounds computed in a thread beside it unless
-    remembered (`figures`: `ExperimentOutputs`' bounds_cache and figure_data)."""
-    bounds_cache, figure_data = figures
+    remembered."""
+    with_curves = out.curves and spec.delta > 0
     key = upper_key(spec.base, spec.rounds, spec.delta, with_curves, winner)
     played = panel = exact_tradeoff = None
-    cached = is_cached(key)
-    if spec.game is not None and spec.game.one_run is None and not cached:
+    games = spec.game is not None and spec.game.one_run is None
+    if games and not is_cached(key):
         # the bounds are computed in a thread beside the game; an error in either surfaces here
         def compute() -> Any:
             return computed_upper(spec.base, spec.rounds, spec.delta, with_curves, winner)
 
         def beside() -> tuple[Any, Any]:
-            kept = kept_bounds.cached(key, compute, None if key is None else bounds_cache)
-            return kept, None if winner is None or not figure_data else tradeoff_curve(winner)
+            kept = kept_bounds.cached(key, compute, None if key is None else out.bounds_cache)
+            return kept, None if winner is None or not out.figure_data else tradeoff_curve(winner)
 
         upper = in_background(beside)
         played, panel = play()
         kept, exact_tradeoff = upper.result()
         bounds, curve = copy.deepcopy(remember(key, kept))
     else:
-        if spec.game is not None and spec.game.one_run is None:
+        if games:
             played, panel = play()
-        elif prefetch is not None:
-            prefetch()
+        elif out.prefetch is not None:
+            out.prefetch()
         bounds, curve = upper_panel(spec.base, spec.rounds, spec.delta, with_curves, winner)
     return played, panel, bounds, curve, exact_tradeoff
-
-
-def _result_head(spec: ExperimentSpec, bounds: Panel, curve: UpperCurve) -> dict[str, Any]:
-    """result.json's first fields: the name, delta, the base and its bounds, the code's version."""
-    commit, dirty = source_commit()
-    return {
-        "name": spec.name,
-        "delta": spec.delta,
-        **upper_fields(spec.base, spec.rounds, bounds, curve, kind=spec.base_config.get("kind")),
-        "version": __version__,
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "code_digest": package_digest(),
-    }
 
 
 def _add_played(
@@ -588,7 +563,14 @@ def run_config(
             (`auditsel.files.claim_folder`).
     """
     jobs = check_jobs(jobs)  # as the CLI's --jobs: jobs=0 or "2" is a ConfigError
-    spec = _spec_of(config, {"trials": trials, "seed": seed, "score": score})
+    if isinstance(config, ExperimentSpec):
+        spec = config
+    else:
+        spec = load_config(config) if isinstance(config, (str, Path)) else parse_config(config)
+    given = {
+        k: v for k, v in {"trials": trials, "seed": seed, "score": score}.items() if v is not None
+    }
+    spec = spec.with_game(**given) if given else spec
     if out_dir is None:
         return RunResult.from_dict(run_experiment(spec, None, jobs=jobs, progress=progress)[0])
     # the folder is resolved, refused when it escapes, locked, and on failure only what this
@@ -604,18 +586,3 @@ def run_config(
         )
         write_outputs(folder.path, result, artefacts)
     return RunResult.from_dict(result)
-
-
-def _spec_of(
-    config: str | Path | Mapping[str, Any] | ExperimentSpec, overrides: Mapping[str, Any]
-) -> ExperimentSpec:
-    """The experiment of `run_config`'s config (a YAML path, a mapping or a spec), with the
-    game's fields of `overrides` that are not None in place of the config's."""
-    if isinstance(config, ExperimentSpec):
-        spec = config
-    elif isinstance(config, (str, Path)):
-        spec = load_config(config)
-    else:
-        spec = parse_config(config)
-    given = {k: v for k, v in overrides.items() if v is not None}
-    return spec.with_game(**given) if given else spec

@@ -200,10 +200,8 @@ def sweep_rows(points: list[SweepPoint], results: list[dict]) -> list[dict[str, 
     for point, result in zip(points, results):
         low = result.get("lower") or {}
         labels = result_labels(result)
-        monotone = labels.block("monotone_score")
-        reduced = labels.block("reduced_game")
-        monotone_values = {} if monotone is None else monotone.values
-        heuristic = {} if reduced is None else dict(reduced.values)
+        blocks = [labels.block(section) for section in ("monotone_score", "reduced_game")]
+        monotone, heuristic = ({} if b is None else b.values for b in blocks)
         interval = result.get("interval") or {}
         row = {
             **point.assignments,
@@ -218,7 +216,7 @@ def sweep_rows(points: list[SweepPoint], results: list[dict]) -> list[dict[str, 
         for key in UPPER_KEYS:
             bound = labels.upper.get(key)
             row[key] = None if bound is None or bound[1] != "rigorous" else bound[0]
-            row[f"{key}_monotone_score"] = monotone_values.get(key)
+            row[f"{key}_monotone_score"] = monotone.get(key)
             row[f"{key}_heuristic"] = heuristic.get(key)
         row.update(
             {
@@ -232,12 +230,8 @@ def sweep_rows(points: list[SweepPoint], results: list[dict]) -> list[dict[str, 
             }
         )
         rows.append(row)
-    bound_columns = [
-        *UPPER_KEYS,
-        *(f"{k}_monotone_score" for k in UPPER_KEYS),
-        *(f"{k}_heuristic" for k in UPPER_KEYS),
-    ]
-    empty = [c for c in bound_columns if all(r[c] is None for r in rows)]
+    columns = [f"{k}{end}" for end in ("", "_monotone_score", "_heuristic") for k in UPPER_KEYS]
+    empty = [c for c in columns if all(r[c] is None for r in rows)]
     return [{k: v for k, v in r.items() if k not in empty} for r in rows]
 
 
@@ -273,6 +267,8 @@ def _write_combined(out_dir: Path, points, rows, results=None, point_plots=False
         for p, r in zip(points, rows)
         if r.get("contradicted")
     ]
+    if warnings:
+        warnings = [f"{len(warnings)} points contradict a heuristic:", "", *warnings, ""]
     md = [
         f"# Sweep {name}",
         "",
@@ -283,11 +279,7 @@ def _write_combined(out_dir: Path, points, rows, results=None, point_plots=False
         "",
         *lines,
         "",
-        *(
-            [f"{len(warnings)} points contradict a heuristic:", "", *warnings, ""]
-            if warnings
-            else []
-        ),
+        *warnings,
         "![sweep](sweep.png)",
         "",
     ]

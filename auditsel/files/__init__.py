@@ -119,28 +119,17 @@ class OutputFolder:
         self._lock = lock
         self._pid = os.getpid()  # the process that claimed it: the only one that cleans up
 
-    @property
-    def mine(self) -> bool:
-        """True in the process that claimed the folder; False in a child forked from it (the
-        user's code may fork), which never releases, unlocks or deletes anything."""
-        return os.getpid() == self._pid
-
-    @property
-    def created(self) -> bool:
-        """True when the folder itself did not exist before this claim."""
-        return bool(self._created) and self._created[-1] == self.path
-
     def release(self) -> None:
         """Unlock; keep every file; remove the folders this claim created if they are empty."""
-        if not self.mine:
+        if os.getpid() != self._pid:  # a child forked by the user's code: nothing
             return
         self._unlock()
         _rmdirs(self._created)
 
     def discard(self) -> None:
         """Unlock and remove what this run created (and only that); see the module docstring.
-        Nothing at all in a process other than the one that claimed the folder (`mine`)."""
-        if not self.mine:
+        Nothing at all in a process other than the one that claimed the folder."""
+        if os.getpid() != self._pid:
             return
         new = _tree(self.path) - (self._before or set())
         new.discard(LOCK_NAME)
@@ -167,15 +156,11 @@ class OutputFolder:
 
     def __exit__(self, kind, value, tb) -> None:
         keep = kind is None or issubclass(kind, (KeyboardInterrupt, SystemExit))
-        if keep or _is_environment(value):
+        # a full disk or a closed pipe: keep what was written (checkpoints resume)
+        if keep or isinstance(value, OSError) and value.errno in (*DISK_FULL, errno.EPIPE):
             self.release()
         else:
             self.discard()
-
-
-def _is_environment(err) -> bool:
-    """A full disk or a closed pipe: keep what was written (checkpoints resume)."""
-    return isinstance(err, OSError) and (err.errno in DISK_FULL or err.errno == errno.EPIPE)
 
 
 def _tree(folder: Path) -> set[str]:
@@ -208,7 +193,8 @@ def claim_folder(path: str | Path, *, field: str = "--out") -> OutputFolder:
         before = None if created and created[-1] == target else _tree(target)
         lock = folder_lock(target, field)
         try:
-            _check_writable(target)
+            with tempfile.NamedTemporaryFile(dir=target, prefix=".write-test-"):
+                pass
         except BaseException:
             lock.close()
             raise
@@ -233,11 +219,6 @@ def _rmdirs(created: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             break
-
-
-def _check_writable(folder: Path) -> None:
-    with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
-        pass
 
 
 class FolderLock:
@@ -298,13 +279,9 @@ def _read_pid(path: Path) -> str:
     return f" (pid {text})" if text.isdigit() else ""
 
 
-def _current_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_FILE_MODE = 0o666 & ~_current_umask()  # what open() would give a new file
+_UMASK = os.umask(0o022)  # the process's mask, read by setting one and put back at once
+os.umask(_UMASK)
+_FILE_MODE = 0o666 & ~_UMASK  # what open() would give a new file
 
 
 @contextmanager

@@ -130,38 +130,30 @@ def _check_expanded_size(root: yaml.Node, field: str, source: str) -> None:
     each node's totals are computed once (children first) and reused where it is aliased."""
     cap = MAX_YAML_NODES + MAX_YAML_CHARS + 1  # totals are clipped here: no huge integers
     totals: dict[int, tuple[int, int]] = {}
-    open_nodes: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    recursive = f"{source} has a recursive alias (an anchor used inside itself)"
-    while stack:
-        node, children_done = stack.pop()
-        if isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        elif isinstance(node, yaml.MappingNode):
+    open_nodes: set[int] = set()  # the nodes being counted: an alias to one is recursive
+
+    def count(node: yaml.Node) -> tuple[int, int]:
+        if id(node) in totals:
+            return totals[id(node)]
+        if id(node) in open_nodes:
+            raise ConfigError(
+                field, f"{source} has a recursive alias (an anchor used inside itself)"
+            )
+        if isinstance(node, yaml.ScalarNode):
+            return 1, len(str(node.value))
+        open_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
             children = [part for pair in node.value for part in pair]
         else:
-            children = []
-        if children_done:
-            nodes = min(cap, 1 + sum(totals[id(c)][0] for c in children))
-            chars = (
-                len(str(node.value)) if not children and isinstance(node, yaml.ScalarNode) else 0
-            )
-            chars = min(cap, chars + sum(totals[id(c)][1] for c in children))
-            totals[id(node)] = (nodes, chars)
-            open_nodes.discard(id(node))
-            continue
-        if id(node) in totals:
-            continue
-        if id(node) in open_nodes:
-            raise ConfigError(field, recursive)
-        open_nodes.add(id(node))
-        stack.append((node, True))
-        for child in children:
-            if id(child) in open_nodes:
-                raise ConfigError(field, recursive)
-            if id(child) not in totals:
-                stack.append((child, False))
-    nodes, chars = totals[id(root)]
+            children = node.value
+        nodes, chars = 1, 0
+        for child in children:  # one frame per level: never deeper than the composer went
+            n, c = count(child)
+            nodes, chars = min(cap, nodes + n), min(cap, chars + c)
+        totals[id(node)] = (nodes, chars)
+        return nodes, chars
+
+    nodes, chars = count(root)
     if nodes > MAX_YAML_NODES or chars > MAX_YAML_CHARS:
         raise ConfigError(
             field,

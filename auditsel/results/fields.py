@@ -46,7 +46,6 @@ __all__ = [
     "lower_fields",
     "remember",
     "result_interval",
-    "sendable",
     "upper_fields",
     "upper_key",
     "upper_panel",
@@ -85,14 +84,6 @@ def upper_panel(
     if got is None:
         got = remember(key, _upper_panel(base, rounds, delta, with_curves, winner))
     return copy.deepcopy(got)
-
-
-def sendable(value: tuple[Panel, UpperCurve]) -> tuple[Panel, UpperCurve]:
-    """upper_panel's value without the attack's `AttackValue` (`Panel.attack_value` None):
-    its score search keeps tables of tens of MB (28 MB for the quickstart) that a run reads
-    only to draw the attack's curve, which the value already holds."""
-    bounds, curve = value
-    return replace(bounds, attack_value=None), curve
 
 
 def upper_key(
@@ -221,6 +212,9 @@ def is_cached(key: tuple[object, ...] | None) -> bool:
 def computed_upper(
     base: MechanismPair, rounds: RoundsLaw, delta: float, with_curves: bool, winner: Winner | None
 ) -> tuple[Panel, UpperCurve]:
-    """upper_panel's value computed afresh (not cached), without its attack tables
-    (`sendable`): what a thread beside a game computes."""
-    return sendable(_upper_panel(base, rounds, delta, with_curves, winner))
+    """upper_panel's value computed afresh (not cached), without the attack's `AttackValue`
+    (`Panel.attack_value` None: its score search keeps tables of tens of MB that a run reads
+    only to draw the attack's curve, which the value already holds): what a thread beside a
+    game computes."""
+    bounds, curve = _upper_panel(base, rounds, delta, with_curves, winner)
+    return replace(bounds, attack_value=None), curve

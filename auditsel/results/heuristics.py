@@ -158,11 +158,15 @@ def lower_values(result: dict) -> list[tuple[float, str]]:
     return out
 
 
+def _one_run_epsilon(result: dict) -> float | None:
+    """eps_B, or None where K = 0 is possible (a tuning run may then cost less than one run)."""
+    rounds = result.get("rounds") or {}
+    return None if rounds.get("p_zero") else (result.get("base") or {}).get("epsilon")
+
+
 def contradictions(result: dict) -> dict[str, str]:
     """{key: one-line reason} for each heuristic value below a valid lower value or eps_B."""
-    eps_b = (result.get("base") or {}).get("epsilon")
-    if (result.get("rounds") or {}).get("p_zero"):
-        eps_b = None  # K = 0 is possible: a tuning run may legitimately cost less than one run
+    eps_b = _one_run_epsilon(result)
     lows = lower_values(result)
     found = {}
     for key, value in heuristic_values(result).items():
@@ -231,12 +235,8 @@ class ResultLabels:
 def _block(result, section, assumption, values, lows) -> AssumedValues:
     rigour = result.get("upper_rigour") or {}
     below = []
-    eps_b = (result.get("base") or {}).get("epsilon")
-    if (
-        section == "reduced_game"
-        and eps_b is not None
-        and not (result.get("rounds") or {}).get("p_zero")
-    ):  # as `contradictions`: a heuristic below one run's epsilon is contradicted too
+    eps_b = _one_run_epsilon(result)
+    if section == "reduced_game" and eps_b is not None:  # contradicted too, as `contradictions`
         lows = (*lows, (float(eps_b), f"eps_B = {eps_b:.4f} of one run"))
     for low, why in lows:
         keys = [k for k, v in values.items() if v is not None and v < low]

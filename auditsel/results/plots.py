@@ -35,12 +35,6 @@ def prefetch_plotting() -> None:
     _PREFETCH.append(in_background(prepare_plotting))
 
 
-def _settle_plotting() -> None:
-    """Wait for the imports `prefetch_plotting` started."""
-    while _PREFETCH:
-        _PREFETCH.pop().result()
-
-
 def legend_label(
     label: str, key: str, heuristic: Collection[str], contradicted: Collection[str]
 ) -> str:
@@ -102,7 +96,8 @@ def draw_plots(result: dict, artefacts: dict, out_dir: Path, labels: ResultLabel
     """Draw privacy_curve.png (where artefacts has the "curve") and, for a played game (its
     artefacts["game_data"], `report.game_figure_data`), scores.png and tradeoff.png into
     out_dir; returns the names written."""
-    _settle_plotting()
+    while _PREFETCH:  # the imports prefetch_plotting started
+        _PREFETCH.pop().result()
     prepare_plotting()
     game = result.get("lower") is not None and "game_data" in artefacts
     draw = [_plot_privacy_curve] if "curve" in artefacts else []
@@ -146,7 +141,12 @@ def _plot_privacy_curve(result: dict, artefacts: dict, out_dir: Path, labels) ->
             label=f"interval [{iv['lower']:.3f}, {iv['upper']:.3f}]",
         )
     curves = _plot_upper_curves(ax, result, heuristic, monotone, contradicted)
-    _plot_eps_marks(ax, result)
+    low, claim = result.get("lower"), result.get("claim")  # the valid eps_L, the claimed eps
+    if low:
+        ax.axvline(low["eps"], color="C3", ls="-.", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
+    if claim:
+        label = f"claimed eps = {claim['epsilon']:.3f}"
+        ax.axvline(claim["epsilon"], color="C2", ls="--", lw=0.8, label=label)
     ax.set_ylim(max(min(curves.get("delta", [1e-10])), 1e-12) / 3, 1.0)
     titles = ("epsilon", "delta(epsilon)", f"{result['name']}: privacy curves")
     return _finish(fig, ax, out_dir / "privacy_curve.png", titles, fontsize=7, loc="lower left")
@@ -174,17 +174,6 @@ def _plot_upper_curves(ax, result: dict, heuristic: set, monotone: set, contradi
             style = "o--" if key in heuristic or key in monotone else "o-"
             ax.semilogy(xs, ys, style, color=color, ms=3, lw=1, label=label)
     return curves
-
-
-def _plot_eps_marks(ax, result: dict) -> None:
-    """Vertical lines at the valid eps_L and the claimed epsilon, where the result has them."""
-    low = result.get("lower")
-    if low:
-        ax.axvline(low["eps"], color="C3", ls="-.", lw=0.8, label=f"eps_L = {low['eps']:.3f}")
-    claim = result.get("claim")
-    if claim:
-        label = f"claimed eps = {claim['epsilon']:.3f}"
-        ax.axvline(claim["epsilon"], color="C2", ls="--", lw=0.8, label=label)
 
 
 def _plot_scores(result: dict, artefacts: dict, out_dir: Path, labels) -> str:

@@ -46,20 +46,18 @@ def _fmt(x, digits=4):
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
-def _labels(result: dict, labels: ResultLabels | None) -> ResultLabels:
-    """The result's labels: the ones given (computed once by the caller), else computed here."""
-    return result_labels(result) if labels is None else labels
-
-
-def summary_rows(
-    result: dict, labels: ResultLabels | None = None
-) -> list[tuple[str, str, str, str]]:
+def summary_rows(result: dict, labels: ResultLabels) -> list[tuple[str, str, str, str]]:
     """(quantity, value, rigour, source) rows, lower bound first, then the base and the bounds
-    for any score (`labels`: the result's `ResultLabels`, computed here when not given)."""
+    for any score (`labels`: the result's `ResultLabels`)."""
     low, one, claim, att = (result.get(k) for k in ("lower", "one_run", "claim", "attack"))
     rows = (_lower_rows(low) if low else []) + (_one_run_rows(one) if one else [])
-    if claim:
-        rows.append(_claim_row(claim, low))
+    if claim:  # its eps and its verdict against the valid eps_L
+        verdict = {True: "REFUTED", False: "not refuted"}[claim["refuted"]]
+        source = claim.get("source", "")
+        if low:
+            level = percent(claim.get("confidence", low["confidence"]))
+            source = f"{verdict} at {level} (valid eps_L {'>' if claim['refuted'] else '<='} claim)"
+        rows.append(("claimed eps", _fmt(claim["epsilon"]), f"claim, {verdict}", source))
     if att:
         source = att["source"].removeprefix("attack: ")
         rows.append(("attack value", _fmt(att["epsilon"]), "lower bound", source))
@@ -67,7 +65,6 @@ def summary_rows(
         rows.append(
             ("eps_B (one run)", _fmt(result["base"]["epsilon"]), "rigorous", "base mechanism")
         )
-    labels = _labels(result, labels)
     for key, (value, rigour, source) in labels.upper.items():
         if key in labels.contradicted:
             rigour = "heuristic, CONTRADICTED"
@@ -130,19 +127,6 @@ def _one_run_rows(one: dict) -> list[tuple[str, str, str, str]]:
     ]
 
 
-def _claim_row(claim: dict, low: dict | None) -> tuple[str, str, str, str]:
-    """The claim's row: its eps and its verdict against the valid eps_L (`low`)."""
-    verdict = {True: "REFUTED", False: "not refuted"}[claim["refuted"]]
-    return (
-        "claimed eps",
-        _fmt(claim["epsilon"]),
-        f"claim, {verdict}",
-        f"{verdict} at {percent(claim.get('confidence', low['confidence']))} (valid eps_L {'>' if claim['refuted'] else '<='} claim)"
-        if low
-        else claim.get("source", ""),
-    )
-
-
 def _absent(value) -> str:
     return "does not apply to this base" if value is None else ""
 
@@ -154,11 +138,10 @@ BLOCK_TITLES = {
 }
 
 
-def assumption_lines(result: dict, labels: ResultLabels | None = None) -> list[str]:
+def assumption_lines(result: dict, labels: ResultLabels) -> list[str]:
     """One line per block of values under an assumption (`heuristics.ResultLabels.assumed`):
     the values, and the valid lower values for any score they sit below (for a heuristic
     block: CONTRADICTED)."""
-    labels = _labels(result, labels)
     lines = []
     for block in labels.assumed:
         values = ", ".join(f"{k} {_fmt(v)}" for k, v in block.values.items() if v is not None)
@@ -188,10 +171,9 @@ def interval_lines(result: dict) -> list[str]:
     ]
 
 
-def warning_lines(result: dict, labels: ResultLabels | None = None) -> list[str]:
+def warning_lines(result: dict, labels: ResultLabels) -> list[str]:
     """One line per contradicted heuristic that no assumption line already names (empty when
     none): printed under every table."""
-    labels = _labels(result, labels)
     named = {k for b in labels.assumed for k in b.values}
     return [f"WARNING: {why}." for k, why in labels.contradicted.items() if k not in named]
 
@@ -207,7 +189,7 @@ def _setting(result: dict) -> str:
 
 def text_table(result: dict, labels: ResultLabels | None = None) -> str:
     """The terminal table: the rows, the interval, one line per assumption."""
-    labels = _labels(result, labels)
+    labels = labels or result_labels(result)
     rows = summary_rows(result, labels)
     w0, w1, w2 = (max(len(r[i]) for r in rows) for i in range(3))
     head = f"{result['name']}: delta = {result['delta']:g}, {_setting(result)}"
@@ -217,10 +199,9 @@ def text_table(result: dict, labels: ResultLabels | None = None) -> str:
     return "\n".join(lines + tail)
 
 
-def assumed_tables(result: dict, labels: ResultLabels | None = None) -> list[str]:
+def assumed_tables(result: dict, labels: ResultLabels) -> list[str]:
     """report.md's block of each assumption: its one-line statement and a table of its values
     (empty when the result has none)."""
-    labels = _labels(result, labels)
     sources = result.get("upper_sources") or {}
     lines: list[str] = []
     for block in labels.assumed:
@@ -245,7 +226,7 @@ def assumed_tables(result: dict, labels: ResultLabels | None = None) -> list[str
 
 def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None = None) -> str:
     """report.md: the setting, the table, the interval, the blocks under an assumption."""
-    labels = _labels(result, labels)
+    labels = labels or result_labels(result)
     rounds, base = result.get("rounds"), result.get("base")
     if rounds and base:
         params = ", ".join(f"{k} = {v}" for k, v in rounds.items() if k not in ("kind", "mean"))
@@ -299,13 +280,6 @@ def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None 
 PLOT_INPUTS = ("curve", "attack_curve")
 
 
-def _played(result: dict, artefacts: dict) -> bool:
-    """A played game: its bound, and its scores (sorted by the audit, the record's, or what the
-    figures draw of them)."""
-    scores = ("record", "by_coin")
-    return result.get("lower") is not None and any(artefacts.get(k) is not None for k in scores)
-
-
 def write_plots(
     result: dict,
     artefacts: dict,
@@ -315,9 +289,11 @@ def write_plots(
     """privacy_curve.png (the winner's delta(eps): exact, or the heuristic reduced game with the
     attack's certified lower curve; the bounds; the interval at delta) where the pair and the law
     of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
-    labels = _labels(result, labels)
+    labels = labels or result_labels(result)
     inputs = {k: artefacts[k] for k in PLOT_INPUTS if k in artefacts}
-    if _played(result, artefacts):  # what the game's figures draw, not the scores
+    scores = (artefacts.get(k) for k in ("record", "by_coin"))  # the record's, or the audit's sort
+    if result.get("lower") is not None and any(s is not None for s in scores):
+        # a played game: what its figures draw, not the scores
         inputs["game_data"] = _game_data(result, artefacts)
     return draw_plots(result, inputs, out_dir, labels)
 
@@ -444,15 +420,11 @@ def write_outputs(
     except OSError as err:
         if err.filename is not None or err.errno is None:
             raise
-        # a full disk inside matplotlib or a write: name the file that was being written
-        raise OSError(err.errno, err.strerror, str(out_dir / _newest(staging))) from err
+        # a full disk inside matplotlib or a write: name the file written last
+        files = [p for p in staging.iterdir() if p.is_file()]
+        newest = max(files, key=lambda p: p.stat().st_mtime_ns).name if files else ""
+        raise OSError(err.errno, err.strerror, str(out_dir / newest)) from err
     finally:
         if pending is not None:  # the plots failed: the panel is not waited for
             pending.cancel()
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _newest(folder: Path) -> str:
-    """The name of the file written last in `folder` ('' when there is none)."""
-    files = [p for p in folder.iterdir() if p.is_file()]
-    return max(files, key=lambda p: p.stat().st_mtime_ns).name if files else ""
