@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from source_trees import tree
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("auditsel", "attacks")
@@ -52,17 +53,11 @@ def imports(path: Path) -> set[str]:
 
 
 @functools.cache
-def _tree(text: str) -> ast.Module:
-    """A file's syntax tree, parsed once per session (read, never changed)."""
-    return ast.parse(text)
-
-
-@functools.cache
 def _imports(text: str) -> frozenset[str]:
     """`imports` of a file's text (each text parsed once per session: several tests walk
     every module)."""
     out = set()
-    for node in ast.walk(_tree(text)):
+    for node in ast.walk(tree(text)):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Import):
@@ -254,7 +249,7 @@ def _runtime_imports(text: str) -> tuple[tuple[ast.stmt, bool], ...]:
         )
         visit(child, nested)
 
-    visit(_tree(text), False)
+    visit(tree(text), False)
     return tuple(out)
 
 
