@@ -3,7 +3,6 @@ games), its claim is its author's accounting, its bug is where its docstring say
 interval is above its claim where one is computed, and every torch or Opacus module hands its
 objects to a static check (`pipeline_objects`). The correct pipelines' small audits are slow."""
 
-import functools
 import importlib
 import math
 
@@ -13,6 +12,7 @@ pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 
 import torch
+import zoo_numbers
 
 import auditsel
 from auditsel.accounting.interval import tuning_epsilon
@@ -43,17 +43,16 @@ def module(name: str):
     return bugzoo.module(name)
 
 
-@functools.cache
 def claim(name: str) -> float:
-    """`module(name).claim(DELTA)`, once per session: a number of the module's constants that
-    several tests read (an Opacus pipeline's is a second of accounting)."""
-    return module(name).claim(DELTA)
+    """`module(name).claim(DELTA)` (opacus asked for first), once per session (zoo_numbers)."""
+    module(name)
+    return zoo_numbers.claim(name)
 
 
-@functools.cache
 def correct_interval(name: str) -> tuple:
-    """`module(name).correct_interval(DELTA)`, once per session (as `claim`)."""
-    return module(name).correct_interval(DELTA)
+    """`module(name).correct_interval(DELTA)`, once per session (zoo_numbers)."""
+    module(name)
+    return zoo_numbers.correct_interval(name)
 
 
 ROUTE = [
