@@ -315,9 +315,13 @@ def test_early_stop_that_fails_in_a_later_look_leaves_nothing(world, capsys, eve
     assert not (world / "o").exists()
 
 
-def test_early_stop_replays_no_earlier_look(tmp_path):
+def test_early_stop_replays_no_earlier_look(tmp_path, monkeypatch):
     from auditsel.pipelines.audit_options import ReportOptions
     from auditsel.pipelines.sequential import audit_until_refuted
+    from auditsel.results import report
+
+    # the calls are counted, never the figures: none drawn (as the `world` fixture does)
+    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
 
     calls = []
 
