@@ -137,32 +137,35 @@ def test_the_trade_off_curve_is_computed_beside_the_game_with_the_same_numbers(
     from auditsel.accounting.exact import tradeoff_curve
     from auditsel.results import report
 
-    spec = load_config(default_config_path()).with_game(trials=2000)
-    fields._UPPER.clear()
-    _, artefacts = experiment.run_experiment(
-        spec, None, progress=False, outputs=experiment.ExperimentOutputs(figure_data=True)
-    )
-    fp, fn = artefacts["exact_tradeoff"]
-    want_fp, want_fn = tradeoff_curve(artefacts["winner"])
-    assert np.array_equal(fp, want_fp) and np.array_equal(fn, want_fn)
-    fields._UPPER.clear()
-    _, artefacts = experiment.run_experiment(spec, None, progress=False)
-    assert "exact_tradeoff" not in artefacts  # not asked for: not computed
-
     def not_here(winner):
         raise AssertionError("the trade-off curve was computed in the run's own process")
+
+    real_run, kept = experiment.run_experiment, []
+
+    def keeping(*args, **kwargs):  # the run's artefacts, as run_experiment returns them
+        result, artefacts = real_run(*args, **kwargs)
+        kept.append(dict(artefacts))
+        return result, artefacts
 
     argv = ["run", "--trials", "2000", "--quiet", "--no-progress"]
     fields._UPPER.clear()
     with monkeypatch.context() as m:
         m.setattr(report, "tradeoff_curve", not_here)
+        m.setattr(experiment, "run_experiment", keeping)
         assert main([*argv, "--out", str(tmp_path / "beside")]) == 0
+    fp, fn = kept[0]["exact_tradeoff"]  # the CLI asks for figure_data
+    want_fp, want_fn = tradeoff_curve(kept[0]["winner"])
+    assert np.array_equal(fp, want_fp) and np.array_equal(fn, want_fn)
     # the other way: computed by the report (the bounds now served from the cache, which
     # holds no trade-off curve)
     with monkeypatch.context() as m:
         m.setattr(experiment, "tradeoff_curve", lambda winner: None)
         assert main([*argv, "--out", str(tmp_path / "here")]) == 0
     assert _run_folder(tmp_path / "beside") == _run_folder(tmp_path / "here")
+    spec = load_config(default_config_path()).with_game(trials=2000)
+    fields._UPPER.clear()  # the bounds computed beside the game again, without figure_data
+    _, artefacts = experiment.run_experiment(spec, None, progress=False)
+    assert "exact_tradeoff" not in artefacts  # not asked for: not computed
 
 
 def test_git_fields_equal_the_plain_git_answer():
