@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from source_trees import tree as parsed
 
 from auditsel.cli import build_parser, main
 from auditsel.errors import ConfigError
@@ -527,6 +528,21 @@ def undocumented_paths(result: dict, patterns: list[list[str]]) -> tuple[set[str
     """Paths of `result` no pattern documents, and the indices of the patterns it uses. The walk
     goes only as deep as the page does (a mapping documented as a whole is not opened)."""
     missing, used = set(), set()
+    # the patterns, and the distinct heads of longer ones, by depth and last part (a `<name>`
+    # last part under None): a key is matched only against those it may equal
+    same: dict[tuple[int, str | None], list[tuple[int, list[str]]]] = {}
+    heads: dict[tuple[int, str | None], set[tuple[str, ...]]] = {}
+
+    def last(parts) -> str | None:
+        return None if parts[-1].startswith("<") else parts[-1]
+
+    for i, p in enumerate(patterns):
+        same.setdefault((len(p), last(p)), []).append((i, p))
+        for n in range(1, len(p)):
+            heads.setdefault((n, last(p[:n])), set()).add(tuple(p[:n]))
+
+    def candidates(table, child):
+        return [*table.get((len(child), child[-1]), ()), *table.get((len(child), None), ())]
 
     def walk(node, path):
         if isinstance(node, list) and node and isinstance(node[0], dict):
@@ -537,8 +553,8 @@ def undocumented_paths(result: dict, patterns: list[list[str]]) -> tuple[set[str
             return
         for key, value in node.items():
             child = [*path, str(key)]
-            hits = [i for i, p in enumerate(patterns) if _matches(child, p)]
-            deeper = any(len(p) > len(child) and _matches(child, p[: len(child)]) for p in patterns)
+            hits = [i for i, p in candidates(same, child) if _matches(child, p)]
+            deeper = any(_matches(child, list(h)) for h in candidates(heads, child))
             if not hits and not deeper:
                 missing.add(".".join(child))
                 continue
@@ -661,7 +677,7 @@ def test_api_reference_documents_every_module_with_a_public_list():
     public = set()
     for package in ("auditsel", "attacks"):
         for path in (ROOT / package).rglob("*.py"):
-            tree = ast.parse(path.read_text())
+            tree = parsed(path.read_text())
             names = {
                 t.id
                 for n in tree.body

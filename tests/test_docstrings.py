@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from source_trees import tree as parsed
 
 docutils_core = pytest.importorskip("docutils.core")
 napoleon = pytest.importorskip("sphinx.ext.napoleon")
@@ -45,7 +46,7 @@ def documented_files() -> list[Path]:
 
 def docstrings(path: Path) -> list[tuple[str, int, str]]:
     """(name, line, docstring) of the module and its public classes, functions and methods."""
-    tree = ast.parse(path.read_text())
+    tree = parsed(path.read_text())
     found = [("<module>", 1, ast.get_docstring(tree, clean=True))]
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

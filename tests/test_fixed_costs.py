@@ -4,6 +4,8 @@ the same numbers), and the work done in background threads (the same numbers and
 
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
 import json
 import subprocess
 import sys
@@ -47,15 +49,35 @@ def test_no_plots_writes_the_same_numbers_without_figures(tmp_path, capsys):
         assert a[key] == b[key], key
 
 
-def test_no_plots_never_imports_matplotlib(tmp_path):
-    code = (
-        "import sys; from auditsel.cli import main; "
-        f"rc = main(['run', '--trials', '2000', '--quiet', '--no-progress', '--no-plots', "
-        f"'--out', {str(tmp_path / 'o')!r}]); "
-        "print(rc, 'matplotlib' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["0", "False"], out.stderr
+class _RefuseMatplotlib(importlib.abc.MetaPathFinder):
+    """A finder, first on sys.meta_path, that records and refuses any import of matplotlib."""
+
+    def __init__(self) -> None:
+        self.tried: list[str] = []
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "matplotlib":
+            self.tried.append(name)
+            raise ImportError(f"{name}: refused by the test (--no-plots imports no matplotlib)")
+        return None
+
+
+def test_no_plots_never_imports_matplotlib(tmp_path, monkeypatch):
+    """In this process, with matplotlib's modules hidden from sys.modules and its import
+    refused (recorded) while the run runs: every deferred import of matplotlib goes through
+    the import system, so none is tried, and none is loaded after (the imports started in
+    the background settled first)."""
+    for name in [n for n in sys.modules if n.split(".")[0] == "matplotlib"]:
+        monkeypatch.delitem(sys.modules, name)
+    refuse = _RefuseMatplotlib()
+    monkeypatch.setattr(sys, "meta_path", [refuse, *sys.meta_path])
+    argv = ["run", "--trials", "2000", "--quiet", "--no-progress", "--no-plots"]
+    rc = main([*argv, "--out", str(tmp_path / "o")])
+    while plots._PREFETCH:  # an import started beside the run would show here
+        with contextlib.suppress(ImportError):
+            plots._PREFETCH.pop().result()
+    assert rc == 0 and refuse.tried == []
+    assert not [n for n in sys.modules if n.split(".")[0] == "matplotlib"]
 
 
 def _run_folder(folder):
@@ -77,6 +99,8 @@ def test_work_beside_the_run_changes_nothing(tmp_path, monkeypatch):
     (`executor.in_background`) give the result.json and the figures, byte for byte, of the run
     with every part computed in turn in the caller; the panel's place in result.json is the
     one `run_config` gives it."""
+    from auditsel.results import report
+
     argv = ["run", "--trials", "4000", "--quiet", "--no-progress"]
     fields._UPPER.clear()
     assert main([*argv, "--out", str(tmp_path / "beside")]) == 0
@@ -92,7 +116,9 @@ def test_work_beside_the_run_changes_nothing(tmp_path, monkeypatch):
     assert (
         "estimators" in beside[0]["lower"] and "selection_fit" in beside[0]["lower"]["estimators"]
     )
-    fields._UPPER.clear()
+    # the API's run: its result.json only (figures are not what is compared), its bounds
+    # served from the cache (`upper` is not what is compared either)
+    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
     run_config(default_config_path(), tmp_path / "api", trials=4000)
     api = _run_folder(tmp_path / "api")[0]
     assert list(api["lower"]) == list(beside[0]["lower"])  # the same keys in the same order
@@ -111,31 +137,35 @@ def test_the_trade_off_curve_is_computed_beside_the_game_with_the_same_numbers(
     from auditsel.accounting.exact import tradeoff_curve
     from auditsel.results import report
 
-    spec = load_config(default_config_path()).with_game(trials=2000)
-    fields._UPPER.clear()
-    _, artefacts = experiment.run_experiment(
-        spec, None, progress=False, outputs=experiment.ExperimentOutputs(figure_data=True)
-    )
-    fp, fn = artefacts["exact_tradeoff"]
-    want_fp, want_fn = tradeoff_curve(artefacts["winner"])
-    assert np.array_equal(fp, want_fp) and np.array_equal(fn, want_fn)
-    fields._UPPER.clear()
-    _, artefacts = experiment.run_experiment(spec, None, progress=False)
-    assert "exact_tradeoff" not in artefacts  # not asked for: not computed
-
     def not_here(winner):
         raise AssertionError("the trade-off curve was computed in the run's own process")
+
+    real_run, kept = experiment.run_experiment, []
+
+    def keeping(*args, **kwargs):  # the run's artefacts, as run_experiment returns them
+        result, artefacts = real_run(*args, **kwargs)
+        kept.append(dict(artefacts))
+        return result, artefacts
 
     argv = ["run", "--trials", "2000", "--quiet", "--no-progress"]
     fields._UPPER.clear()
     with monkeypatch.context() as m:
         m.setattr(report, "tradeoff_curve", not_here)
+        m.setattr(experiment, "run_experiment", keeping)
         assert main([*argv, "--out", str(tmp_path / "beside")]) == 0
-    fields._UPPER.clear()
-    with monkeypatch.context() as m:  # the other way: computed by the report
+    fp, fn = kept[0]["exact_tradeoff"]  # the CLI asks for figure_data
+    want_fp, want_fn = tradeoff_curve(kept[0]["winner"])
+    assert np.array_equal(fp, want_fp) and np.array_equal(fn, want_fn)
+    # the other way: computed by the report (the bounds now served from the cache, which
+    # holds no trade-off curve)
+    with monkeypatch.context() as m:
         m.setattr(experiment, "tradeoff_curve", lambda winner: None)
         assert main([*argv, "--out", str(tmp_path / "here")]) == 0
     assert _run_folder(tmp_path / "beside") == _run_folder(tmp_path / "here")
+    spec = load_config(default_config_path()).with_game(trials=2000)
+    fields._UPPER.clear()  # the bounds computed beside the game again, without figure_data
+    _, artefacts = experiment.run_experiment(spec, None, progress=False)
+    assert "exact_tradeoff" not in artefacts  # not asked for: not computed
 
 
 def test_git_fields_equal_the_plain_git_answer():

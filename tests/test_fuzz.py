@@ -721,15 +721,15 @@ def test_too_few_trials_to_split_exits_2_and_leaves_no_out_dir(tmp_path, capsys)
 
 
 def test_an_internal_error_is_exit_1_with_a_traceback_file(tmp_path, capsys, monkeypatch):
-    """A ValueError from deep inside a bound (here the exact curve's root finder) is a bug, not
-    bad input: exit 1, one line saying so and naming the traceback file, no --out left."""
-    import auditsel.accounting.exact as exact
+    """A ValueError from deep inside a bound (here [PS22] Lemma 7's RDP sup of the generic
+    bound, the panel's first, as a root finder would raise it) is a bug, not bad input: exit 1,
+    one line saying so and naming the traceback file, no --out left."""
+    import auditsel.accounting.generic as generic
 
     def broken(*args, **kwargs):
         raise ValueError("f(a) and f(b) must have different signs")
 
-    monkeypatch.setattr(exact, "exact_epsilon", broken)
-    monkeypatch.setattr("auditsel.accounting.registry.exact_epsilon", broken)
+    monkeypatch.setattr(generic, "lemma7_rdp", broken)
     text = (
         "name: q\ndelta: 1.0e-5\nbase: {kind: gaussian, mu: 1}\n"
         "rounds: {kind: point, k: 2}\ngame: {trials: 2000}\n"

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from source_trees import tree
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("auditsel", "attacks")
@@ -48,8 +49,15 @@ def modules() -> dict[str, Path]:
 
 def imports(path: Path) -> set[str]:
     """Every project module imported anywhere in the file (function-local imports included)."""
+    return set(_imports(path.read_text()))
+
+
+@functools.cache
+def _imports(text: str) -> frozenset[str]:
+    """`imports` of a file's text (each text parsed once per session: several tests walk
+    every module)."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree(text)):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Import):
@@ -57,7 +65,7 @@ def imports(path: Path) -> set[str]:
         else:
             continue
         out |= {n for n in names if n.split(".")[0] in PACKAGES}
-    return out
+    return frozenset(out)
 
 
 def matches(name: str, patterns) -> bool:
@@ -112,10 +120,20 @@ def test_each_adversary_module_imports_first():
     """A program whose first import is any module of `attacks` works: auditsel's package
     imports attacks.proxies (through experiments.config), a cycle that once met a half-made
     `attacks.proxies` when it was imported first. One interpreter, every module imported
-    afresh (auditsel and attacks dropped from sys.modules before each)."""
+    afresh (auditsel and attacks dropped from sys.modules before each; each of their files is
+    compiled once, its code object executed afresh on every import)."""
     names = sorted(n for n in modules() if n.split(".")[0] == "attacks")
     script = (
-        "import importlib, sys\n"
+        "import importlib, importlib.machinery as machinery, sys\n"
+        "compiled, get_code = {}, machinery.SourceFileLoader.get_code\n"
+        "def once(loader, fullname):\n"
+        "    if fullname.split('.')[0] not in ('auditsel', 'attacks'):\n"
+        "        return get_code(loader, fullname)\n"
+        "    path = loader.get_filename(fullname)\n"
+        "    if path not in compiled:\n"
+        "        compiled[path] = get_code(loader, fullname)\n"
+        "    return compiled[path]\n"
+        "machinery.SourceFileLoader.get_code = once\n"
         f"for name in {names!r}:\n"
         "    for loaded in [m for m in sys.modules if m.split('.')[0] in ('auditsel', 'attacks')]:\n"
         "        del sys.modules[loaded]\n"
@@ -231,7 +249,7 @@ def _runtime_imports(text: str) -> tuple[tuple[ast.stmt, bool], ...]:
         )
         visit(child, nested)
 
-    visit(ast.parse(text), False)
+    visit(tree(text), False)
     return tuple(out)
 
 

@@ -5,6 +5,7 @@ SIGTERM, the combined report of several canaries)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -314,9 +315,13 @@ def test_early_stop_that_fails_in_a_later_look_leaves_nothing(world, capsys, eve
     assert not (world / "o").exists()
 
 
-def test_early_stop_replays_no_earlier_look(tmp_path):
+def test_early_stop_replays_no_earlier_look(tmp_path, monkeypatch):
     from auditsel.pipelines.audit_options import ReportOptions
     from auditsel.pipelines.sequential import audit_until_refuted
+    from auditsel.results import report
+
+    # the calls are counted, never the figures: none drawn (as the `world` fixture does)
+    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
 
     calls = []
 
@@ -561,24 +566,23 @@ def test_opacus_with_rounds_and_no_claim_tests_the_tuning_epsilon(world, capsys)
     assert f"the claim is the tuning run's epsilon {run.tuning_epsilon:.4g}" in note, note
 
 
-def test_a_full_standard_output_is_named(tmp_path):
+def test_a_full_standard_output_is_named(tmp_path, monkeypatch):
+    """`auditsel run` whose standard output is /dev/full: exit 74, one line naming standard
+    output, and the outputs stay. In this process (sys.stdout a file on /dev/full, as a
+    redirected stdout is; the real binary's full stdout: tests/test_faults.py)."""
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
     config = Path(__file__).parents[1] / "auditsel" / "configs" / "quickstart.yaml"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
-    argv = [sys.executable, "-m", "auditsel", "run", str(config), "--trials", "200"]
+    argv = ["run", str(config), "--trials", "200", "--out", str(tmp_path / "o"), "--no-progress"]
+    err = io.StringIO()
     with open("/dev/full", "w") as full:
-        done = subprocess.run(
-            # --no-plots: the figures (matplotlib, 1 CPU s) are not what is checked here
-            [*argv, "--out", str(tmp_path / "o"), "--no-progress", "--no-plots"],
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            timeout=300,
-        )
-    assert done.returncode == 74, done.stderr
-    assert done.stderr.strip().splitlines() == [
+        monkeypatch.setattr(sys, "stdout", full)
+        monkeypatch.setattr(sys, "stderr", err)
+        # --no-plots: the figures (matplotlib, 1 CPU s) are not what is checked here
+        code = main([*argv, "--no-plots"])
+        monkeypatch.undo()
+    assert code == 74, err.getvalue()
+    assert err.getvalue().strip().splitlines() == [
         "auditsel: error: cannot write to standard output (No space left on device)"
     ]
     assert (tmp_path / "o" / "result.json").exists()  # the outputs stay

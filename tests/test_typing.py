@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from source_trees import tree as parsed
 
 import auditsel
 from attacks.proxies import make_proxy
@@ -151,7 +152,7 @@ def missing_annotations(source: str) -> Iterator[tuple[int, str, list[str]]]:
             elif isinstance(node, ast.If):  # e.g. a TYPE_CHECKING or version block
                 yield from walk(node.body + node.orelse, prefix, method)
 
-    yield from walk(ast.parse(source).body, "", False)
+    yield from walk(parsed(source).body, "", False)
 
 
 def public_modules() -> list[str]:

@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 
 import torch
+import zoo_numbers
 
 import auditsel
 from auditsel.accounting.interval import tuning_epsilon
@@ -42,6 +43,18 @@ def module(name: str):
     return bugzoo.module(name)
 
 
+def claim(name: str) -> float:
+    """`module(name).claim(DELTA)` (opacus asked for first), once per session (zoo_numbers)."""
+    module(name)
+    return zoo_numbers.claim(name)
+
+
+def correct_interval(name: str) -> tuple:
+    """`module(name).correct_interval(DELTA)`, once per session (zoo_numbers)."""
+    module(name)
+    return zoo_numbers.correct_interval(name)
+
+
 ROUTE = [
     pytest.param(
         name,
@@ -69,7 +82,7 @@ def test_each_new_pipeline_plays_the_documented_route(name):
         Pipeline(m.tune, None, data=m.TRAIN, canary="both"),
         games=8,
         delta=DELTA,
-        claimed_epsilon=m.claim(DELTA),
+        claimed_epsilon=claim(name),
         report=auditsel.ReportOptions(panel=False),
     )
     assert result.games == 16 and len(result.result["canaries"]) == 2
@@ -78,28 +91,26 @@ def test_each_new_pipeline_plays_the_documented_route(name):
 
 def test_the_claims_are_the_authors_accounting():
     pytest.importorskip("opacus")
-    hand = bugzoo.module("per_tensor_clip")
     mlp = bugzoo.module("correct_opacus_mlp")
     base = auditsel.DpsgdBase(2.0, 5, 0.2)
     expected = tuning_epsilon(base, auditsel.TruncatedNegativeBinomial(1.0, 0.5), DELTA).epsilon
-    assert hand.claim(DELTA) == pytest.approx(expected, rel=1e-12)
+    assert claim("per_tensor_clip") == pytest.approx(expected, rel=1e-12)
     run = mlp.opacus_run(DELTA)  # Opacus reads the run: noise 2, 5 steps at rate 0.2
     assert (run.base.noise_multiplier, run.base.steps) == (2.0, 5)
     assert run.base.sample_rate == pytest.approx(0.2)
-    assert mlp.claim(DELTA) == pytest.approx(expected, rel=1e-9)
+    assert claim("correct_opacus_mlp") == pytest.approx(expected, rel=1e-9)
     assert bugzoo.module("noise_after_lr").claim is bugzoo.module("correct_dpgd").claim
-    early = bugzoo.module("early_stop_loss")  # accounted for the most steps a run takes
-    assert early.claim(DELTA) > bugzoo.module("correct_opacus").claim(DELTA)
+    # early_stop_loss is accounted for the most steps a run takes
+    assert claim("early_stop_loss") > claim("correct_opacus")
 
 
 @pytest.mark.parametrize(
     "name", ["per_tensor_clip", "oversampled_class", "scaler_in_model", "release_all"]
 )
 def test_a_bug_whose_correct_lower_end_is_computed_costs_more_than_its_claim(name):
-    m = module(name)
-    lower, upper, how = m.correct_interval(DELTA)
+    lower, upper, how = correct_interval(name)
     assert lower is not None and upper is not None and lower <= upper
-    assert lower > m.claim(DELTA) and how
+    assert lower > claim(name) and how
 
 
 def test_the_correct_pipelines_intervals():
@@ -108,12 +119,10 @@ def test_the_correct_pipelines_intervals():
     eps for any score)."""
     pytest.importorskip("opacus")
     for name in ("correct_opacus", "correct_opacus_mlp"):
-        m = bugzoo.module(name)
-        lower, upper, _ = m.correct_interval(DELTA)
-        assert lower <= upper == pytest.approx(m.claim(DELTA), rel=1e-9)
-    dpgd = bugzoo.module("correct_dpgd")
-    lower, upper, _ = dpgd.correct_interval(DELTA)
-    assert dpgd.claim(DELTA) < lower <= upper
+        lower, upper, _ = correct_interval(name)
+        assert lower <= upper == pytest.approx(claim(name), rel=1e-9)
+    lower, upper, _ = correct_interval("correct_dpgd")
+    assert claim("correct_dpgd") < lower <= upper
 
 
 def test_per_tensor_clipping_lets_an_example_through_at_c_sqrt5():
@@ -224,7 +233,7 @@ def test_pipeline_objects_hold_the_checks_keys(name):
     assert tuple(objects) == zoo_objects.KEYS
     assert isinstance(objects["optimizers"], list) and objects["delta"] == DELTA
     assert isinstance(objects["rounds"], auditsel.RoundsLaw)
-    assert objects["claim"] == pytest.approx(m.claim(DELTA), rel=1e-9)
+    assert objects["claim"] == pytest.approx(claim(name), rel=1e-9)
     assert objects["release"] is not None and objects["dataset"] is not None
     if name in OPACUS - {"noise_before_clip", "per_tensor_clip"}:
         from opacus import PrivacyEngine
@@ -246,7 +255,7 @@ def test_the_correct_random_init_opacus_pipeline_is_not_refuted(seed):
         Pipeline(m.tune, None, data=m.TRAIN, canary="both"),
         games=100,
         delta=DELTA,
-        claimed_epsilon=m.claim(DELTA),
+        claimed_epsilon=claim("correct_opacus_mlp"),
         statistics=auditsel.AuditOptions(seed=seed),
         report=auditsel.ReportOptions(panel=False),
     )
