@@ -438,10 +438,14 @@ class DpsgdBase:
         if accountant == "rdp":
             import dp_accounting as dpa  # deferred: dp_accounting is heavy
 
+            # RdpAccountant(RDP_ORDERS).compose(self.event).get_epsilon(delta), its RDP curve
+            # cached (`_rdp_curve` composes the same event on the same float orders)
+            orders = np.asarray(RDP_ORDERS, dtype=float)
+            rdp = _rdp_curve(
+                self.noise_multiplier, self.steps, self.sample_rate, tuple(orders.tolist())
+            )
             with quiet_absl():
-                return float(
-                    dpa.rdp.RdpAccountant(RDP_ORDERS).compose(self.event).get_epsilon(delta)
-                )
+                return float(dpa.rdp.compute_epsilon(orders, rdp, delta)[0])
         return float(self.pld().get_epsilon_for_delta(delta))
 
     def rdp(self, orders: ArrayLike) -> FloatArray:
