@@ -131,7 +131,9 @@ def test_exact_curve_with_mass_at_zero_matches_mpmath_at_large_eps(law, table):
         density = lambda x, s: oracles.poisson_density(x, s, law.mean)
     else:
         density = lambda x, s: oracles.pmf_density(x, s, table)
-    for eps in (12.0, 19.5):
+    # the oracle at the eps of delta ~ 1e-8, where the cancellation showed (2 CPU s an eps);
+    # the curve's shape over 10..25 below
+    for eps in (19.5,):
         ours = float(privacy_curve(winner, np.array([eps]))[0])
         oracle = max(float(oracles.hockey_stick(density, mu, eps, d)) for d in (0, 1))
         assert ours == pytest.approx(oracle, rel=1e-6), (eps, ours, oracle)
