@@ -80,6 +80,9 @@ def test_two_point_curve_matches_high_precision_integration():
         assert privacy_curve(w, np.array([e]))[0] == pytest.approx(truth, rel=1e-6)
 
 
+# reason: three 40-digit oracle curves (3 CPU s); by default the same crossing at E[K] = 10^6,
+# bracketed to 1e-4: test_extremes.py::test_exact_epsilon_at_tiny_delta_matches_mpmath
+@pytest.mark.slow
 def test_epsilon_accurate_to_1e3_at_extremes():
     # mu = 10 and E[K] = 10^6: eps where the curve crosses delta, checked by the oracle
     w = GaussianWinner(GaussianBase(10.0), TruncatedNegativeBinomial(1.0, 1e-6))
