@@ -678,20 +678,20 @@ def _calibrate(epsilon: float, delta: float, steps: int, tau: float, accountant:
     import dp_accounting as dpa  # deferred: dp_accounting is heavy
     from dp_accounting import mechanism_calibration
 
-    make_rdp = lambda: dpa.rdp.RdpAccountant(RDP_ORDERS)
-    with quiet_absl():
-        sigma_rdp = float(
-            mechanism_calibration.calibrate_dp_mechanism(
-                make_rdp,
-                lambda s: _event(s, steps, tau),
-                epsilon,
-                delta,
-                mechanism_calibration.LowerEndpointAndGuess(1e-3, 1.0),
-                tol=1e-6,
-            )
-        )
     if accountant == "rdp":
-        return sigma_rdp
+        make_rdp = lambda: dpa.rdp.RdpAccountant(RDP_ORDERS)
+        with quiet_absl():
+            return float(
+                mechanism_calibration.calibrate_dp_mechanism(
+                    make_rdp,
+                    lambda s: _event(s, steps, tau),
+                    epsilon,
+                    delta,
+                    mechanism_calibration.LowerEndpointAndGuess(1e-3, 1.0),
+                    tol=1e-6,
+                )
+            )
+    sigma_rdp = _calibrate(epsilon, delta, steps, tau, "rdp")  # the same search, cached
     make_pld: Callable[[], Any] = lambda: dpa.pld.PLDAccountant(
         value_discretization_interval=PLD_DISCRETIZATION
     )
