@@ -438,10 +438,14 @@ class DpsgdBase:
         if accountant == "rdp":
             import dp_accounting as dpa  # deferred: dp_accounting is heavy
 
+            # RdpAccountant(RDP_ORDERS).compose(self.event).get_epsilon(delta), its RDP curve
+            # cached (`_rdp_curve` composes the same event on the same float orders)
+            orders = np.asarray(RDP_ORDERS, dtype=float)
+            rdp = _rdp_curve(
+                self.noise_multiplier, self.steps, self.sample_rate, tuple(orders.tolist())
+            )
             with quiet_absl():
-                return float(
-                    dpa.rdp.RdpAccountant(RDP_ORDERS).compose(self.event).get_epsilon(delta)
-                )
+                return float(dpa.rdp.compute_epsilon(orders, rdp, delta)[0])
         return float(self.pld().get_epsilon_for_delta(delta))
 
     def rdp(self, orders: ArrayLike) -> FloatArray:
@@ -674,20 +678,20 @@ def _calibrate(epsilon: float, delta: float, steps: int, tau: float, accountant:
     import dp_accounting as dpa  # deferred: dp_accounting is heavy
     from dp_accounting import mechanism_calibration
 
-    make_rdp = lambda: dpa.rdp.RdpAccountant(RDP_ORDERS)
-    with quiet_absl():
-        sigma_rdp = float(
-            mechanism_calibration.calibrate_dp_mechanism(
-                make_rdp,
-                lambda s: _event(s, steps, tau),
-                epsilon,
-                delta,
-                mechanism_calibration.LowerEndpointAndGuess(1e-3, 1.0),
-                tol=1e-6,
-            )
-        )
     if accountant == "rdp":
-        return sigma_rdp
+        make_rdp = lambda: dpa.rdp.RdpAccountant(RDP_ORDERS)
+        with quiet_absl():
+            return float(
+                mechanism_calibration.calibrate_dp_mechanism(
+                    make_rdp,
+                    lambda s: _event(s, steps, tau),
+                    epsilon,
+                    delta,
+                    mechanism_calibration.LowerEndpointAndGuess(1e-3, 1.0),
+                    tol=1e-6,
+                )
+            )
+    sigma_rdp = _calibrate(epsilon, delta, steps, tau, "rdp")  # the same search, cached
     make_pld: Callable[[], Any] = lambda: dpa.pld.PLDAccountant(
         value_discretization_interval=PLD_DISCRETIZATION
     )

@@ -39,10 +39,12 @@ def hockey_stick(density, mu, eps, direction, lo=-30, hi=None, step=0.25):
     q = lambda x: density(x, mu * (1 - direction))
     e = mp.e ** mp.mpf(eps)
     g = lambda x: p(x) - e * q(x)
-    # scan for sign changes and refine them
+    # scan for sign changes (20 digits tell the sign of p - e^eps q except within 1e-18 of a
+    # root, where either neighbouring bracket holds it) and refine them at full precision
     xs = [lo + i * step for i in range(int((hi - lo) / step) + 1)]
     cuts = [mp.mpf(lo)]
-    values = [g(x) for x in xs]
+    with mp.workdps(20):
+        values = [g(x) for x in xs]
     for a, b, ga, gb in zip(xs, xs[1:], values, values[1:]):
         if (ga > 0) != (gb > 0):
             cuts.append(mp.findroot(g, (a, b), solver="anderson"))

@@ -317,30 +317,52 @@ def region_cells(
     tol = np.broadcast_to(np.asarray(tol, dtype=float), (max(len(a), len(b)),))[:, None]
     w, q = region_grid()
     top, bottom = _region_values(profile, law, w, q)
+    best = None  # (not `running`) the best point per row over the grid's columns `fresh`
+    fresh = np.arange(len(w))
     for _ in range(max_rounds):
-        with np.errstate(invalid="ignore"):
-            point = a * top[None, :] - b * bottom[None, :]
-            cell = a * top[None, :-1] - b * bottom[None, 1:]
-        point = np.where(np.isnan(point), -np.inf, point)
-        cell = np.where(np.isnan(cell), np.inf, cell)
         if running:  # the best point at w <= w_(i+1), per cell
+            with np.errstate(invalid="ignore"):
+                point = a * top[None, :] - b * bottom[None, :]
+            point = np.where(np.isnan(point), -np.inf, point)
             best_point = np.maximum.accumulate(point, axis=1)[:, 1:]
         else:
-            best_point = np.max(point, axis=1, keepdims=True)
-        bound = np.max(cell, axis=1)
-        slack = cell > best_point + tol
-        if not np.any(slack & np.isfinite(cell)):
+            # the max over the points (nan read as -inf: fmax skips it) is the larger of the
+            # previous rounds' max and the new points' max (max is exact in any order)
+            with np.errstate(invalid="ignore"):
+                point = a * top[None, fresh] - b * bottom[None, fresh]
+            best_new = np.fmax.reduce(point, axis=1, keepdims=True, initial=-np.inf)
+            best_point = best_new if best is None else np.fmax(best, best_new)
+            best = best_point
+        # a nan cell reads as inf (no bound there), applied only where it shows: a nan in a row
+        # makes its max inf, and a nan or inf cell is never refined
+        with np.errstate(invalid="ignore"):
+            cell = a * top[None, :-1]
+            cell -= b * bottom[None, 1:]
+            bound = np.max(cell, axis=1)
+        bound[np.isnan(bound)] = np.inf
+        with np.errstate(invalid="ignore"):
+            open_cells = cell > best_point + tol
+            open_cells &= cell < np.inf
+        sel = np.any(open_cells, axis=0)
+        if not np.any(sel):
+            cell[np.isnan(cell)] = np.inf
             break
-        sel = np.any(slack & np.isfinite(cell), axis=0)
         idx = np.nonzero(sel)[0]
         if len(idx) > 800:  # keep the work bounded: refine the worst cells first
-            gap = cell[:, idx] - (best_point[:, idx] if running else best_point)
+            picked = cell[:, idx]
+            picked[np.isnan(picked)] = np.inf
+            gap = picked - (best_point[:, idx] if running else best_point)
             worst = np.argsort(np.max(gap, axis=0))[::-1][:800]
             idx = idx[np.sort(worst)]
         sub_w, sub_q = _refine_cells(w[idx], w[idx + 1], q[idx], q[idx + 1])
         # the region and log G' of the new points only (both are point by point)
         sub_top, sub_bottom = _region_values(profile, law, sub_w, sub_q)
+        n_old = len(w)
         w, keep = np.unique(np.concatenate([w, sub_w]), return_index=True)
+        if np.count_nonzero(keep < n_old) < n_old:  # an old point dropped: the max over all
+            best, fresh = None, np.arange(len(w))
+        else:  # the new points' places on the merged grid
+            fresh = np.flatnonzero(keep >= n_old)
         q = np.concatenate([q, sub_q])[keep]
         top = np.concatenate([top, sub_top])[keep]
         bottom = np.concatenate([bottom, sub_bottom])[keep]

@@ -20,14 +20,15 @@ def test_single_run_is_the_gaussian(mu):
 
 
 def _mp_renyi(mu, alpha, eta, nu):
-    f = lambda x: (
-        oracles.tnb_density(x, 0, eta, nu) ** alpha
-        * oracles.tnb_density(x, mu, eta, nu) ** (1 - alpha)
-    )
-    g = lambda x: (
-        oracles.tnb_density(x, mu, eta, nu) ** alpha
-        * oracles.tnb_density(x, 0, eta, nu) ** (1 - alpha)
-    )
+    seen: dict = {}  # both integrals read the same quadrature nodes: each density once
+
+    def density(x, shift):
+        if (x, shift) not in seen:
+            seen[x, shift] = oracles.tnb_density(x, shift, eta, nu)
+        return seen[x, shift]
+
+    f = lambda x: density(x, 0) ** alpha * density(x, mu) ** (1 - alpha)
+    g = lambda x: density(x, mu) ** alpha * density(x, 0) ** (1 - alpha)
     pts = [-60, -20, -5, 0, 2, 5, 10, 60]
     return max(
         float(mp.log(mp.quad(f, pts)) / (alpha - 1)), float(mp.log(mp.quad(g, pts)) / (alpha - 1))

@@ -22,7 +22,9 @@ from auditsel.events import EventBase
 from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.rounds import Poisson, TruncatedNegativeBinomial, TwoPoint
 
-SETTINGS = settings(max_examples=6, deadline=None, derandomize=True)
+# three derandomized examples a property (each is 0.1-0.3 CPU s of panels); the same orderings
+# at the ends of the ranges: test_extremes.py
+SETTINGS = settings(max_examples=3, deadline=None, derandomize=True)
 TOL = 1e-6
 
 

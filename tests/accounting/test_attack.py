@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: the rows of issue 19 (sigma, N, tau, law) and the attack values measured there
 ISSUE_ROWS = [
     ((0.8, 3, 0.2), Poisson(5.0), 5.61),
-    ((1.0, 10, 0.1), Poisson(10.0), 3.47),
+    # reason: a second Poisson row (1.5 CPU s); a Poisson and a TNB row by default
+    pytest.param((1.0, 10, 0.1), Poisson(10.0), 3.47, marks=pytest.mark.slow),
     ((1.0, 100, 0.05), TruncatedNegativeBinomial(1.0, 0.1), 4.11),
 ]
 
@@ -67,9 +68,15 @@ def test_issue_rows_attack_value_and_nothing_named_exact_below_it(setting, law, 
     "pair, law",
     [
         (GaussianBase(0.7), TruncatedNegativeBinomial(1.0, 0.05)),
-        (GaussianBase(1.2), Poisson(3.0)),
+        # reason: a second Gaussian and a second finite pair (1 CPU s); by default a Gaussian,
+        # a finite and a full-batch DP-SGD pair
+        pytest.param(GaussianBase(1.2), Poisson(3.0), marks=pytest.mark.slow),
         (FiniteOutputBase.example1(), TruncatedNegativeBinomial(1.0, 1e-3)),
-        (FiniteOutputBase((0.5, 0.3, 0.2), (0.2, 0.3, 0.5)), TwoPoint(5, 0.4)),
+        pytest.param(
+            FiniteOutputBase((0.5, 0.3, 0.2), (0.2, 0.3, 0.5)),
+            TwoPoint(5, 0.4),
+            marks=pytest.mark.slow,
+        ),
         (DpsgdBase(1.0, 10, 1.0), Poisson(4.0)),
     ],
 )
@@ -91,8 +98,9 @@ def test_gaussian_finite_and_full_batch_monotone_attack_equals_exact(pair, law):
     "sigma, steps, law",
     [
         (0.7, 1, Point(1)),
-        (1.0, 10, Poisson(4.0)),
-        (1.0, 5, TwoPoint(10, 0.5)),
+        # reason: two more laws of K (1.3 CPU s); one step and 30 composed steps by default
+        pytest.param(1.0, 10, Poisson(4.0), marks=pytest.mark.slow),
+        pytest.param(1.0, 5, TwoPoint(10, 0.5), marks=pytest.mark.slow),
         (2.0, 30, TruncatedNegativeBinomial(0.0, 0.05)),
     ],
 )
@@ -285,10 +293,12 @@ def test_law_evaluations_meet_assumption_a3_against_mpmath(law):
                 assert abs(float(got) - true) <= A.LAW_REL / 8 * true, (law, zi, got, true)
 
 
-# the first two by default; the others (about 1.5 CPU s each) in the slow tier
+# the first by default; the others (about 1.2 CPU s each) in the slow tier (the attack on
+# other subsampled DP-SGD settings against the bounds, by default:
+# test_score_search.py::test_never_above_a_rigorous_bound_and_never_below_the_monotone_attack)
 SETTINGS = [
     (0.8, 3, 0.2, Poisson(5.0)),
-    (1.0, 10, 0.1, TruncatedNegativeBinomial(0.0, 0.1)),
+    pytest.param(1.0, 10, 0.1, TruncatedNegativeBinomial(0.0, 0.1), marks=pytest.mark.slow),
     *(
         pytest.param(*setting, marks=pytest.mark.slow)
         for setting in [
@@ -314,14 +324,23 @@ def test_attack_never_above_a_rigorous_bound(sigma, steps, tau, law):
                 assert eps <= curve[i] + 1e-9, (key, d, eps, curve[i])
 
 
-def test_one_run_attack_brackets_dp_accountings_pld():
+@pytest.mark.parametrize(
+    "sigma, steps, tau",
+    [
+        (1.0, 10, 0.1),
+        # reason: two more settings (0.7 CPU s); few steps and 1000 steps by default
+        pytest.param(0.8, 3, 0.2, marks=pytest.mark.slow),
+        (1.0, 1000, 0.01),
+        pytest.param(2.0, 100, 0.01, marks=pytest.mark.slow),
+    ],
+)
+def test_one_run_attack_brackets_dp_accountings_pld(sigma, steps, tau):
     """K = 1: the attack (a lower bound on one run's epsilon) lies below dp_accounting's
     pessimistic PLD epsilon (an upper bound) and within 2e-3 of it."""
-    for sigma, steps, tau in ((1.0, 10, 0.1), (0.8, 3, 0.2), (1.0, 1000, 0.01), (2.0, 100, 0.01)):
-        pair = DpsgdBase(sigma, steps, tau, "pld")
-        got = attack_epsilon(pair, Point(1), 1e-5)
-        pld = pair.epsilon(1e-5)
-        assert pld - 2e-3 <= got <= pld + 1e-9, (sigma, steps, tau, got, pld)
+    pair = DpsgdBase(sigma, steps, tau, "pld")
+    got = attack_epsilon(pair, Point(1), 1e-5)
+    pld = pair.epsilon(1e-5)
+    assert pld - 2e-3 <= got <= pld + 1e-9, (sigma, steps, tau, got, pld)
 
 
 @pytest.mark.slow  # recomputes the attack value of every committed worst-case game (a regeneration check)
@@ -448,8 +467,8 @@ def test_laplace_one_run_is_the_laplace_pairs_epsilon(b, delta):
 @pytest.mark.parametrize(
     "b, steps, q",
     [
-        (1.0, 1, 0.1),
-        # reason: 2.7 CPU s; one subsampled step and several subsampled steps by default
+        # reason: 0.6-1.3 CPU s a case; several subsampled steps by default
+        pytest.param(1.0, 1, 0.1, marks=pytest.mark.slow),
         pytest.param(0.5, 1, 0.3, marks=pytest.mark.slow),
         pytest.param(1.0, 3, 1.0, marks=pytest.mark.slow),
         (0.7, 4, 0.2),
@@ -493,10 +512,11 @@ LAPLACE_DELTAS = (1e-8, 1e-5, 1e-2)
 
 @pytest.mark.parametrize(
     "law, delta",
-    # reason: six laws at three deltas are 8 CPU s; by default each law at one delta, the
-    # deltas in turn (every law and every delta checked), the rest slow
+    # reason: six laws at three deltas are 8 CPU s; by default one law of each family (the
+    # first TNB and Poisson, the binomial, the point) at one delta, the deltas in turn (every
+    # delta checked), the rest slow
     [
-        pytest.param(law, delta, marks=() if j == i % 3 else pytest.mark.slow)
+        pytest.param(law, delta, marks=() if j == i % 3 and i not in (1, 3) else pytest.mark.slow)
         for i, law in enumerate(LAPLACE_LAWS)
         for j, delta in enumerate(LAPLACE_DELTAS)
     ],

@@ -117,7 +117,8 @@ def _gaussian_minimum(mu: float, delta: float) -> float:
         return float(f(mp.findroot(lambda x: mp.diff(f, x), bracket, solver="anderson")))
 
 
-@pytest.mark.parametrize("mu", [0.1, 1.0, 3.0])
+# reason: 0.9 CPU s a mu (mpmath's minimum per delta); the two ends by default
+@pytest.mark.parametrize("mu", [0.1, pytest.param(1.0, marks=pytest.mark.slow), 3.0])
 def test_continuous_conversion_of_many_deltas_is_each_deltas_own(mu):
     """rdp_to_epsilon_continuous at an array of deltas = one call per delta (the same scan and
     search, evaluated together), for the default scan and for a grid per delta; never above
@@ -237,7 +238,8 @@ def _best_plain(search: ScoreSearch, d: np.ndarray, start: np.ndarray) -> list:
     return [(f.epsilon, f.shape, f.direction, f.order) if f else c for f, c in zip(found, cur)]
 
 
-@pytest.mark.parametrize("law", [LAWS[0], LAWS[2], LAWS[3]])
+# reason: 1 CPU s a law; a TNB and a two-point law by default
+@pytest.mark.parametrize("law", [LAWS[0], pytest.param(LAWS[2], marks=pytest.mark.slow), LAWS[3]])
 def test_score_search_runs_only_moved_deltas_and_finds_the_same_scores(law):
     """best() skips a DP whose delta's eps has not moved since it last ran (the DP at the same
     eps finds the same score, which improved nothing): the same eps and scores, bit for bit,

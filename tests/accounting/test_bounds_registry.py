@@ -23,9 +23,10 @@ DELTAS = [1e-8, 1e-5, 1e-3]
     "pair, law",
     [
         (GaussianBase(0.7), TruncatedNegativeBinomial(1.0, 0.05)),
-        (GaussianBase(0.4), Poisson(5.0)),
+        # reason: a second Gaussian pair (1.2 CPU s); a Gaussian and a finite pair by default
+        pytest.param(GaussianBase(0.4), Poisson(5.0), marks=pytest.mark.slow),
         (FiniteOutputBase.example1(), TruncatedNegativeBinomial(1.0, 1e-3)),
-        # reason: 4 CPU s (K up to 20); the three other pairs run by default
+        # reason: 4 CPU s (K up to 20)
         pytest.param(GaussianBase(0.5), TwoPoint(20, 0.1), marks=pytest.mark.slow),
     ],
 )

@@ -102,6 +102,12 @@ def _best_permutation(pair: FiniteOutputBase, law, delta: float) -> float:
     )
 
 
+#: the first law of each kind among the coin laws (the default tier's)
+FIRST_OF_KIND = [
+    law for i, law in enumerate(LAWS[:8]) if law.kind not in {x.kind for x in LAWS[:i]}
+]
+
+
 def _first_of_its_kind(laws: list) -> list:
     """Each law as a param, the second and later of a kind slow (one of each kind by default)."""
     kinds = [law.kind for law in laws]
@@ -119,7 +125,12 @@ def _first_of_its_kind(laws: list) -> list:
     ids=lambda law: law.kind,
 )
 def test_the_certified_value_is_at_most_the_exact_value_of_its_score(law):
-    for pair in (BINARY[0], SMALL[19]):
+    pairs = (BINARY[0], SMALL[19])
+    # by default each law on one of the pairs, in turn (both pairs checked; the coin search
+    # finds a value on every law and pair here); the slow laws on both
+    if law in FIRST_OF_KIND:
+        pairs = pairs[FIRST_OF_KIND.index(law) % 2 :: 2]
+    for pair in pairs:
         start = attack(pair, law, DELTA, scores="deterministic").epsilons
         found = coin_search(pair.p, pair.q, law, [DELTA], start)
         if found is None:

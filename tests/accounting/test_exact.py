@@ -80,13 +80,19 @@ def test_two_point_curve_matches_high_precision_integration():
         assert privacy_curve(w, np.array([e]))[0] == pytest.approx(truth, rel=1e-6)
 
 
+# reason: three 40-digit oracle curves (3 CPU s); by default the same crossing at E[K] = 10^6,
+# bracketed to 1e-4: test_extremes.py::test_exact_epsilon_at_tiny_delta_matches_mpmath
+@pytest.mark.slow
 def test_epsilon_accurate_to_1e3_at_extremes():
     # mu = 10 and E[K] = 10^6: eps where the curve crosses delta, checked by the oracle
     w = GaussianWinner(GaussianBase(10.0), TruncatedNegativeBinomial(1.0, 1e-6))
     eps = exact_epsilon(w, 1e-5)
     density = lambda x, s: tnb_density(x, s, 1.0, 1e-6)
-    at = lambda e: max(float(oracle_hockey_stick(density, 10.0, e, d)) for d in (0, 1))
-    assert at(eps - 1e-3) > 1e-5 > at(eps + 1e-3)
+    at = lambda e, d: float(oracle_hockey_stick(density, 10.0, e, d))
+    # the curve is the max over both directions: above delta once one direction is (the
+    # direction that dominates first), below it only when both are
+    assert any(at(eps - 1e-3, d) > 1e-5 for d in (1, 0))
+    assert all(at(eps + 1e-3, d) < 1e-5 for d in (0, 1))
 
 
 def test_poisson_fixed_output_carries_no_privacy_loss_but_counts_for_negative_eps():
@@ -102,7 +108,7 @@ def test_poisson_fixed_output_carries_no_privacy_loss_but_counts_for_negative_ep
 
 
 @given(mu=st.floats(0.05, 5.0), nu=st.floats(1e-5, 0.5), eta=st.floats(-0.9, 3.0))
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=8, deadline=None)  # 0.1 CPU s an example
 def test_curve_is_convex_in_e_eps_and_nonincreasing(mu, nu, eta):
     # [DGKKM22] Lemma 2.1: h(alpha) = H_alpha is convex and non-increasing in alpha = e^eps,
     # with h(1) <= 1 and h(alpha) >= [1 - alpha]_+.

@@ -165,10 +165,11 @@ def test_exact_epsilon_at_tiny_delta_matches_mpmath():
     eps = exact_epsilon(w, delta)
     density = lambda x, s: tnb_density(x, s, eta, nu)
     mp.mp.dps = 40
-    at = lambda e: max(
-        float(oracle_hockey_stick(density, mu, e, d, lo=-40, hi=mu + 40, step=0.1)) for d in (0, 1)
-    )
-    assert at(eps - 1e-4) > delta > at(eps + 1e-4)
+    at = lambda e, d: float(oracle_hockey_stick(density, mu, e, d, lo=-40, hi=mu + 40, step=0.1))
+    # the curve is the max over both directions: above delta once one direction is (the
+    # direction that dominates first), below it only when both are
+    assert any(at(eps - 1e-4, d) > delta for d in (1, 0))
+    assert all(at(eps + 1e-4, d) < delta for d in (0, 1))
 
 
 def test_eps_b_near_zero_gives_finite_bounds_near_zero():
@@ -182,15 +183,26 @@ def test_eps_b_near_zero_gives_finite_bounds_near_zero():
     assert out["exact"] < 0.5  # E[K] = 10 runs of a 1e-3 mechanism stay private
 
 
-@pytest.mark.parametrize("delta", [1e-12, 1e-2])
+EXTREME_SETTINGS = [
+    (1e-3, TruncatedNegativeBinomial(1.0, 1e-6)),
+    (10.0, TruncatedNegativeBinomial(0.0, 1e-9)),
+    (0.5, Poisson(1e6)),
+]
+
+
 @pytest.mark.parametrize(
-    "mu, law",
+    "mu, law, delta",
+    # reason: 0.2-0.45 CPU s a case; by default each setting once, the two deltas in turn
     [
-        (1e-3, TruncatedNegativeBinomial(1.0, 1e-6)),
-        (10.0, TruncatedNegativeBinomial(0.0, 1e-9)),
-        (0.5, Poisson(1e6)),
+        pytest.param(mu, law, delta, marks=() if j == i % 2 else pytest.mark.slow)
+        for i, (mu, law) in enumerate(EXTREME_SETTINGS)
+        for j, delta in enumerate([1e-12, 1e-2])
     ],
-    ids=["tiny-mu", "mu10-nu1e-9", "poisson1e6"],
+    ids=[
+        f"{name}-{delta:g}"
+        for name in ("tiny-mu", "mu10-nu1e-9", "poisson1e6")
+        for delta in (1e-12, 1e-2)
+    ],
 )
 def test_upper_bounds_finite_and_ordered_at_extremes(mu, law, delta):
     out = all_values(GaussianBase(mu), law, delta)
@@ -311,8 +323,8 @@ def test_more_runs_can_be_more_private_oracle_confirmed():
     assert oracle((eta, 5e-10)) < delta * (1 - 1e-3)  # so the true eps_more < eps_fewer
 
 
-@settings(
-    max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+@settings(  # two examples (0.3-0.6 CPU s each: every bound of a panel)
+    max_examples=2, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(
     mu=st.floats(1e-3, 5.0),

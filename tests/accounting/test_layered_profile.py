@@ -46,18 +46,21 @@ LAWS = [
     ids=lambda law: law.kind + str(law.mean)[:4],
 )
 def test_never_below_brute_force_nor_above_krw(law):
+    deltas = np.array([1e-2, 1e-5])  # each bound's curve at both deltas (one setup each)
     for pair in random_pairs(2, seed=int(law.mean * 100)):
-        for delta in (1e-2, 1e-5):
-            layered = float(layered_epsilon(pair, law, delta)[0])
+        layered_curve = layered_epsilon(pair, law, deltas)
+        krw_curve = profile_epsilon(pair, law, deltas)
+        # the panel's `profile` reads the layered bound per direction for finite pairs
+        # (`two_sided`: never above the layered bound), the smaller with [KRW24]'s
+        registered_curve = bound("profile").curve(pair, law, deltas)
+        sided_curve = two_sided_epsilon(pair, law, deltas)
+        for i, delta in enumerate(deltas.tolist()):
+            layered, krw = float(layered_curve[i]), float(krw_curve[i])
+            registered, sided = float(registered_curve[i]), float(sided_curve[i])
             truth = brute_force_truth(pair, law, delta)
-            krw = profile_epsilon(pair, law, delta)
             assert layered >= truth - 1e-9
             # the recipe's cells may sit a little above [KRW24]'s closed-form shift
             assert layered <= krw * (1 + 1e-3) + 1e-6
-            # the panel's `profile` reads the layered bound per direction for finite pairs
-            # (`two_sided`: never above the layered bound), the smaller with [KRW24]'s
-            registered = float(bound("profile").curve(pair, law, np.array([delta]))[0])
-            sided = float(two_sided_epsilon(pair, law, delta)[0])
             assert registered == min(sided, krw)
             assert registered >= truth - 1e-9
             assert registered <= min(layered, krw) + 1e-5

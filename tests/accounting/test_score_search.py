@@ -150,7 +150,12 @@ def _settings():
         law = laws[int(rng.integers(len(laws)))]
         delta = float(10.0 ** -rng.uniform(3, 8))
         out.append((pair, law, delta))
-    return out
+    # reason: a second Gaussian and the full-batch DP-SGD pair (0.8 CPU s); by default a
+    # Gaussian, a subsampled DP-SGD, a Laplace and a finite pair
+    return [
+        pytest.param(*setting, marks=pytest.mark.slow) if i in (1, 3) else setting
+        for i, setting in enumerate(out)
+    ]
 
 
 @pytest.mark.parametrize("pair, law, delta", _settings())
@@ -206,7 +211,11 @@ def test_sweep_never_above_a_rigorous_bound(seed):
             assert np.all(np.array(value.epsilons) <= upper + 1e-9), (key, value.epsilons, upper)
 
 
-@pytest.mark.parametrize("mu, delta", [(0.5, 1e-5), (1.0, 1e-3), (2.0, 1e-8)])
+@pytest.mark.parametrize(
+    "mu, delta",
+    # reason: 0.7 CPU s a case; the two ends by default
+    [(0.5, 1e-5), pytest.param(1.0, 1e-3, marks=pytest.mark.slow), (2.0, 1e-8)],
+)
 def test_one_run_has_no_selection_gain(mu, delta):
     """K = 1: every score releases the one run, so the value is one run's epsilon (the
     Gaussian pair's own, exact) and the score search (buckets of the run) stays below it."""

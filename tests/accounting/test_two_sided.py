@@ -32,7 +32,10 @@ SKEWED = FiniteOutputBase((0.97, 0.02, 0.01), (0.5, 0.3, 0.2))
 )
 def test_never_below_the_brute_force_truth(law):
     deltas = (1e-2, 1e-6)
-    for pair in [*PAIRS, SKEWED]:
+    # each law on two of the four pairs, the halves in turn (every law and every pair checked;
+    # all four for each law: 1.5 CPU s more)
+    half = LAWS.index(law) % 2
+    for pair in [*PAIRS, SKEWED][half::2]:
         values = two_sided_epsilon(pair, law, list(deltas))  # one curve, both deltas read off it
         for delta, value in zip(deltas, values.tolist()):
             assert value >= brute_force_truth(pair, law, delta) - 1e-9, (pair, delta, value)
