@@ -21,16 +21,6 @@ from auditsel.selection import ScoredGaussianWinner
 from auditsel.testing import RefutedClaim, assert_not_refuted, worst_case_tuning
 
 
-@pytest.fixture(autouse=True)
-def _no_figures(monkeypatch):
-    """These audits check verdicts, messages and result.json, never figures: none drawn, as
-    write_outputs(plots=False) (`run --no-plots`) writes the outputs (the figures are 0.4 CPU s
-    a run; their own tests: tests/experiments/test_plots.py, tests/test_cli.py)."""
-    from auditsel.results import report
-
-    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
-
-
 # --- a user's own tuning loop: K ~ 1 + Poisson(3) runs of a noisy mean, release the best ------
 def my_tuning_run(member, rng):
     k = 1 + rng.poisson(3)

@@ -480,7 +480,7 @@ def test_a_full_stdout_is_exit_74_for_help_too(argv):
         )
 
 
-def test_a_full_disk_while_writing_plots_names_the_file(tmp_path, monkeypatch):
+def test_a_full_disk_while_writing_plots_names_the_file(tmp_path, monkeypatch, figures):
     import errno
 
     from auditsel import files
