@@ -450,6 +450,52 @@ def expected_eps(fp: float, fn: float, evaluated: int, level: float, delta: floa
     return float(w0 @ eps @ w1)
 
 
+def _expected_all(
+    fps: ArrayLike, fns: ArrayLike, evaluated: int, level: float, delta: float
+) -> FloatArray:
+    """`expected_eps` of each test (fps[i], fns[i]), to the last digit (`_expected_of`)."""
+    delta = float(check_deltas(delta)[0])
+    fps, fns = np.asarray(fps, dtype=float), np.asarray(fns, dtype=float)
+    return _expected_of(fps.tobytes(), fns.tobytes(), int(evaluated), float(level), delta)
+
+
+@lru_cache(maxsize=64)
+def _expected_of(
+    fps_bytes: bytes, fns_bytes: bytes, evaluated: int, level: float, delta: float
+) -> FloatArray:
+    """`expected_eps` of each test, the binned counts' pmfs and their Clopper-Pearson limits
+    computed in one call per coin for all the tests (elementwise: the numbers of `_eps_grid`);
+    kept, for the planner asks again (E[eps_L] and then its law at the same games)."""
+    from scipy.stats import binom  # deferred: only when an audit is planned
+
+    fps, fns = np.frombuffer(fps_bytes), np.frombuffer(fns_bytes)
+    n0 = evaluated // 2
+    n1 = evaluated - n0
+    binned = []
+    for n, rates in ((n0, fps), (n1, fns)):
+        supports = [_support(n, p) for p in rates]
+        w_all = binom.pmf(np.concatenate(supports), n, np.repeat(rates, [len(c) for c in supports]))
+        reps, masses, at = [], [], 0
+        for c in supports:
+            w = w_all[at : at + len(c)]
+            at += len(c)
+            if len(c) > BINS:
+                edges = np.linspace(0, len(c), BINS + 1).astype(int)
+                c = np.array([c[(a + b - 1) // 2] for a, b in zip(edges[:-1], edges[1:])])
+                w = np.add.reduceat(w, edges[:-1])
+            reps.append(c)
+            masses.append(w)
+        upper = _distinct_upper(np.concatenate(reps), n, level)
+        ends = np.cumsum([len(c) for c in reps])[:-1]
+        binned.append((np.split(upper, ends), masses))
+    out = np.empty(len(fps))
+    for i, (u0, w0, u1, w1) in enumerate(zip(*binned[0], *binned[1])):
+        eps = np.minimum(epsilon_from_rates(u0[:, None], u1[None, :], delta), 1e3)
+        out[i] = float((w0 / w0.sum()) @ eps @ (w1 / w1.sum()))
+    out.flags.writeable = False
+    return out
+
+
 @dataclass(frozen=True)
 class EpsLaw:
     """The law of a certified eps_L: its values (ascending) and P(eps_L <= value) at each."""
@@ -530,7 +576,11 @@ def expected_for_games(
     curve: PlanCurve, games: int, rule: str, confidence: float, delta: float, **design: Any
 ) -> float:
     evaluated, level = rule_design(rule, games, confidence, **design)
-    return _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, delta))[0]
+    fps, fns = curve.candidates()
+    if len(fps) == 0:  # no informative test (FP + FN >= 1 everywhere): eps_L = 0 surely
+        return 0.0
+    values = _expected_all(fps, fns, evaluated, level, delta)
+    return float(values[int(np.argmax(values))])
 
 
 def law_for_games(
@@ -538,8 +588,12 @@ def law_for_games(
 ) -> tuple[float, EpsLaw]:
     """`expected_for_games` and the law of eps_L at the test that attains it."""
     evaluated, level = rule_design(rule, games, confidence, **design)
-    value, (a, b), _ = _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, delta))
-    return value, eps_law(a, b, evaluated, level, delta)
+    fps, fns = curve.candidates()
+    if len(fps) == 0:  # no informative test: eps_L = 0 surely
+        return 0.0, eps_law(1.0, 1.0, evaluated, level, delta)
+    values = _expected_all(fps, fns, evaluated, level, delta)
+    i = int(np.argmax(values))
+    return float(values[i]), eps_law(float(fps[i]), float(fns[i]), evaluated, level, delta)
 
 
 def planned_range(law: EpsLaw, mean: float) -> tuple[float, float, float]:
