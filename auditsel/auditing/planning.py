@@ -184,26 +184,56 @@ def claim_pvalue(fp: int, n0: int, fn: int, n1: int, eps: float, delta: float) -
     That set of counts is a lower set, so the largest probability lies on the region's
     boundary FN = b(FP), scanned in PVALUE_GRID cells, each bounded from above (never
     understated). Held-out halves of more than MAX_PVALUE_GAMES games a coin are not tested
-    (p = 1)."""
-    from scipy.stats import binom  # deferred: only when an audit is planned
-
+    (p = 1). The tables that depend on the sizes and the claim alone are kept for the next
+    counts (a few, in memory: the same numbers)."""
     delta = float(check_deltas(delta)[0])
     if max(n0, n1) > MAX_PVALUE_GAMES or min(n0, n1) == 0:
         return 1.0
+    stat = _pvalue_statistic(n0, n1, delta)
+    seen = stat[fp, fn] - 1e-12
+    # g[k0]: the largest k1 whose statistic is at least the observed one (-1: none)
+    g = np.sum(stat >= seen, axis=1) - 1
+    pmf0 = _pvalue_pmf0(n0)
+    cdf1 = np.where(g[None, :] >= 0, _pvalue_cdf1(n1, float(eps), delta)[:, np.maximum(g, 0)], 0.0)
+    return float(min(1.0, np.max(np.sum(pmf0 * cdf1, axis=1))))
+
+
+# claim_pvalue's tables: functions of (n0), (n1, eps, delta) alone, computed once for the many
+# count pairs a plan or a pilot tests (elementwise: each number is the one computed per call)
+
+
+@lru_cache(maxsize=4)
+def _pvalue_statistic(n0: int, n1: int, delta: float) -> FloatArray:
     k0, k1 = np.arange(n0 + 1), np.arange(n1 + 1)
     stat = epsilon_from_rates(
         ((k0 + 0.5) / (n0 + 1))[:, None], ((k1 + 0.5) / (n1 + 1))[None, :], delta
     )
-    seen = stat[fp, fn] - 1e-12
-    # g[k0]: the largest k1 whose statistic is at least the observed one (-1: none)
-    g = np.sum(stat >= seen, axis=1) - 1
+    stat.flags.writeable = False
+    return stat
+
+
+@lru_cache(maxsize=4)
+def _pvalue_pmf0(n0: int) -> FloatArray:
+    """P[FP count = k0] at the left edge a of each cell (rows) for each k0 (columns)."""
+    from scipy.stats import binom  # deferred: only when an audit is planned
+
+    a = np.linspace(0.0, 1.0, PVALUE_GRID + 1)[:-1]
+    pmf0 = binom.pmf(np.arange(n0 + 1)[None, :], n0, a[:, None])
+    pmf0.flags.writeable = False
+    return pmf0
+
+
+@lru_cache(maxsize=4)
+def _pvalue_cdf1(n1: int, eps: float, delta: float) -> FloatArray:
+    """P[FN count <= k1] at each cell's boundary FN (rows) for each k1 (columns)."""
+    from scipy.stats import binom  # deferred: only when an audit is planned
+
     e = math.exp(eps)
-    edges = np.linspace(0.0, 1.0, PVALUE_GRID + 1)
-    a, b = edges[:-1], edges[1:]
+    b = np.linspace(0.0, 1.0, PVALUE_GRID + 1)[1:]
     fn_at_b = np.maximum.reduce([np.zeros_like(b), 1 - delta - e * b, (1 - delta - b) / e])
-    pmf0 = binom.pmf(k0[None, :], n0, a[:, None])
-    cdf1 = np.where(g[None, :] >= 0, binom.cdf(g[None, :], n1, fn_at_b[:, None]), 0.0)
-    return float(min(1.0, np.max(np.sum(pmf0 * cdf1, axis=1))))
+    cdf1 = binom.cdf(np.arange(n1 + 1)[None, :], n1, fn_at_b[:, None])
+    cdf1.flags.writeable = False
+    return cdf1
 
 
 def pilot_tests(
