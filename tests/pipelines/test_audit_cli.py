@@ -219,7 +219,7 @@ def test_run_writes_outside_the_committed_results_by_default(tmp_path, monkeypat
     """`auditsel run` without --out writes auditsel-results/<name>/, never results/<name>/ (the
     committed results of a checkout); `--out results/...` is the explicit way to regenerate."""
     monkeypatch.chdir(tmp_path)
-    assert main(["run", "--trials", "200", "--quiet", "--no-progress"]) == 0
+    assert main(["run", "--trials", "200", "--quiet", "--no-progress", "--no-plots"]) == 0
     assert (tmp_path / "auditsel-results" / "quickstart" / "result.json").is_file()
     assert not (tmp_path / "results").exists()
 
