@@ -24,7 +24,8 @@ evaluation games and level::
     bonferroni:     n games at alpha / (2 m)   (m = game.thresholds; the pilot variant: like split)
     bonferroni_all: n games at alpha / n
 
-P(eps_L >= X) is summed exactly over the binomial counts; E[eps_L] and the whole law of eps_L
+P(eps_L >= X) is summed exactly over the binomial counts (the counts' laws of a few test
+sets kept in memory for the next target: the same numbers, computed once); E[eps_L] and the whole law of eps_L
 (`eps_law`, `EpsLaw`) sum over both counts (binned when a count's range exceeds BINS).
 `games_needed` is the least n with P(eps_L >= X) >= power. For a threshold fixed in advance at
 the oracle point, the numbers are exact; for rules that must find the threshold from the data
@@ -36,6 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -182,26 +184,56 @@ def claim_pvalue(fp: int, n0: int, fn: int, n1: int, eps: float, delta: float) -
     That set of counts is a lower set, so the largest probability lies on the region's
     boundary FN = b(FP), scanned in PVALUE_GRID cells, each bounded from above (never
     understated). Held-out halves of more than MAX_PVALUE_GAMES games a coin are not tested
-    (p = 1)."""
-    from scipy.stats import binom  # deferred: only when an audit is planned
-
+    (p = 1). The tables that depend on the sizes and the claim alone are kept for the next
+    counts (a few, in memory: the same numbers)."""
     delta = float(check_deltas(delta)[0])
     if max(n0, n1) > MAX_PVALUE_GAMES or min(n0, n1) == 0:
         return 1.0
+    stat = _pvalue_statistic(n0, n1, delta)
+    seen = stat[fp, fn] - 1e-12
+    # g[k0]: the largest k1 whose statistic is at least the observed one (-1: none)
+    g = np.sum(stat >= seen, axis=1) - 1
+    pmf0 = _pvalue_pmf0(n0)
+    cdf1 = np.where(g[None, :] >= 0, _pvalue_cdf1(n1, float(eps), delta)[:, np.maximum(g, 0)], 0.0)
+    return float(min(1.0, np.max(np.sum(pmf0 * cdf1, axis=1))))
+
+
+# claim_pvalue's tables: functions of (n0), (n1, eps, delta) alone, computed once for the many
+# count pairs a plan or a pilot tests (elementwise: each number is the one computed per call)
+
+
+@lru_cache(maxsize=4)
+def _pvalue_statistic(n0: int, n1: int, delta: float) -> FloatArray:
     k0, k1 = np.arange(n0 + 1), np.arange(n1 + 1)
     stat = epsilon_from_rates(
         ((k0 + 0.5) / (n0 + 1))[:, None], ((k1 + 0.5) / (n1 + 1))[None, :], delta
     )
-    seen = stat[fp, fn] - 1e-12
-    # g[k0]: the largest k1 whose statistic is at least the observed one (-1: none)
-    g = np.sum(stat >= seen, axis=1) - 1
+    stat.flags.writeable = False
+    return stat
+
+
+@lru_cache(maxsize=4)
+def _pvalue_pmf0(n0: int) -> FloatArray:
+    """P[FP count = k0] at the left edge a of each cell (rows) for each k0 (columns)."""
+    from scipy.stats import binom  # deferred: only when an audit is planned
+
+    a = np.linspace(0.0, 1.0, PVALUE_GRID + 1)[:-1]
+    pmf0 = binom.pmf(np.arange(n0 + 1)[None, :], n0, a[:, None])
+    pmf0.flags.writeable = False
+    return pmf0
+
+
+@lru_cache(maxsize=4)
+def _pvalue_cdf1(n1: int, eps: float, delta: float) -> FloatArray:
+    """P[FN count <= k1] at each cell's boundary FN (rows) for each k1 (columns)."""
+    from scipy.stats import binom  # deferred: only when an audit is planned
+
     e = math.exp(eps)
-    edges = np.linspace(0.0, 1.0, PVALUE_GRID + 1)
-    a, b = edges[:-1], edges[1:]
+    b = np.linspace(0.0, 1.0, PVALUE_GRID + 1)[1:]
     fn_at_b = np.maximum.reduce([np.zeros_like(b), 1 - delta - e * b, (1 - delta - b) / e])
-    pmf0 = binom.pmf(k0[None, :], n0, a[:, None])
-    cdf1 = np.where(g[None, :] >= 0, binom.cdf(g[None, :], n1, fn_at_b[:, None]), 0.0)
-    return float(min(1.0, np.max(np.sum(pmf0 * cdf1, axis=1))))
+    cdf1 = binom.cdf(np.arange(n1 + 1)[None, :], n1, fn_at_b[:, None])
+    cdf1.flags.writeable = False
+    return cdf1
 
 
 def pilot_tests(
@@ -332,31 +364,86 @@ def prob_at_least(
     """P(eps_L >= target) for one test (FP, FN) audited on `evaluated` games at `level`.
 
     Supports wider than BINS counts are coarsened conservatively (never over-stated)."""
+    return float(
+        _probs_at_least(target, np.array([fp]), np.array([fn]), evaluated, level, delta)[0]
+    )
+
+
+def _probs_at_least(
+    target: float,
+    fps: ArrayLike,
+    fns: ArrayLike,
+    evaluated: int,
+    level: float,
+    delta: float,
+) -> FloatArray:
+    """`prob_at_least` of each test (fps[i], fns[i]), to the last digit: the laws of the counts
+    (`_count_laws`, the same for every target) computed once for all tests and kept for the
+    next target."""
     delta = float(check_deltas(delta)[0])
+    fps, fns = np.asarray(fps, dtype=float), np.asarray(fns, dtype=float)
     if target <= 0:
-        return 1.0
+        return np.ones(len(fps))
+    laws = _count_laws(fps.tobytes(), fns.tobytes(), int(evaluated), float(level))
+    e = math.exp(target)
+    out = np.empty(len(laws))
+    for i, (w0, u0, u1, cdf1) in enumerate(laws):
+        # term A: log(1 - d - U0) - log(U1) >= X  <=>  U1 <= (1 - d - U0) e^-X
+        # term B: log(1 - d - U1) - log(U0) >= X  <=>  U1 <= 1 - d - U0 e^X
+        bound = np.maximum((1 - delta - u0) / e, 1 - delta - u0 * e)
+        kmax = np.searchsorted(u1, bound, side="right") - 1  # largest grid index with U1 <= bound
+        p1 = np.where(kmax >= 0, cdf1[np.clip(kmax, 0, len(u1) - 1)], 0.0)
+        out[i] = float(np.sum(w0 * p1))
+    return out
+
+
+@lru_cache(maxsize=16)
+def _count_laws(
+    fps_bytes: bytes, fns_bytes: bytes, evaluated: int, level: float
+) -> tuple[tuple[FloatArray, FloatArray, FloatArray, FloatArray], ...]:
+    """Per test: (w0, u0, u1, cdf1), the FP count's (binned) pmf, the Clopper-Pearson upper
+    limits at its (binned) counts and at the FN counts, and the FN count's cdf there. Each
+    scipy function is called once for all the tests (and the limits once per distinct count):
+    they are elementwise, so each number is the one a call per test gives. Kept for the next
+    target (the planner bisects on targets at a fixed number of games)."""
     from scipy.stats import binom  # deferred: only when an audit is planned
 
+    fps, fns = np.frombuffer(fps_bytes), np.frombuffer(fns_bytes)
     n0 = evaluated // 2
     n1 = evaluated - n0
-    c0, c1 = _support(n0, fp), _support(n1, fn)
-    w0 = binom.pmf(c0, n0, fp)
-    if len(c0) > BINS:
-        edges = np.linspace(0, len(c0), BINS + 1).astype(int)
-        w0 = np.add.reduceat(w0, edges[:-1])
-        c0 = c0[edges[1:] - 1]
-    if len(c1) > BINS:
-        c1 = np.unique(np.round(np.linspace(c1[0], c1[-1], BINS)).astype(int))
-    u0 = clopper_pearson_upper(c0, n0, level)
-    u1 = clopper_pearson_upper(c1, n1, level)
-    e = math.exp(target)
-    # term A: log(1 - d - U0) - log(U1) >= X  <=>  U1 <= (1 - d - U0) e^-X
-    # term B: log(1 - d - U1) - log(U0) >= X  <=>  U1 <= 1 - d - U0 e^X
-    bound = np.maximum((1 - delta - u0) / e, 1 - delta - u0 * e)
-    kmax = np.searchsorted(u1, bound, side="right") - 1  # largest grid index with U1 <= bound
-    cdf1 = binom.cdf(c1, n1, fn)
-    p1 = np.where(kmax >= 0, cdf1[np.clip(kmax, 0, len(c1) - 1)], 0.0)
-    return float(np.sum(w0 * p1))
+    full0, c0s, c1s, edges0 = [], [], [], []
+    for fp, fn in zip(fps, fns):
+        c0, c1 = _support(n0, fp), _support(n1, fn)
+        full0.append(c0)
+        edges = None
+        if len(c0) > BINS:
+            edges = np.linspace(0, len(c0), BINS + 1).astype(int)
+            c0 = c0[edges[1:] - 1]
+        if len(c1) > BINS:
+            c1 = np.unique(np.round(np.linspace(c1[0], c1[-1], BINS)).astype(int))
+        edges0.append(edges)
+        c0s.append(c0)
+        c1s.append(c1)
+    w0_all = binom.pmf(np.concatenate(full0), n0, np.repeat(fps, [len(c) for c in full0]))
+    cdf1_all = binom.cdf(np.concatenate(c1s), n1, np.repeat(fns, [len(c) for c in c1s]))
+    u0_all = _distinct_upper(np.concatenate(c0s), n0, level)
+    u1_all = _distinct_upper(np.concatenate(c1s), n1, level)
+    laws = []
+    at0 = at1 = atw = 0
+    for full, c0, c1, edges in zip(full0, c0s, c1s, edges0):
+        w0 = w0_all[atw : atw + len(full)]
+        if edges is not None:
+            w0 = np.add.reduceat(w0, edges[:-1])
+        u0, u1 = u0_all[at0 : at0 + len(c0)], u1_all[at1 : at1 + len(c1)]
+        laws.append((w0, u0, u1, cdf1_all[at1 : at1 + len(c1)]))
+        atw, at0, at1 = atw + len(full), at0 + len(c0), at1 + len(c1)
+    return tuple(laws)
+
+
+def _distinct_upper(counts: np.ndarray, nobs: int, level: float) -> FloatArray:
+    """clopper_pearson_upper(counts, nobs, level), each distinct count computed once."""
+    distinct, inverse = np.unique(counts, return_inverse=True)
+    return clopper_pearson_upper(distinct, nobs, level)[inverse]
 
 
 def _binned(n, p):
@@ -391,6 +478,52 @@ def expected_eps(fp: float, fn: float, evaluated: int, level: float, delta: floa
     """E[eps_L] for one test (FP, FN) audited on `evaluated` games at `level`."""
     eps, w0, w1 = _eps_grid(fp, fn, evaluated, level, delta)
     return float(w0 @ eps @ w1)
+
+
+def _expected_all(
+    fps: ArrayLike, fns: ArrayLike, evaluated: int, level: float, delta: float
+) -> FloatArray:
+    """`expected_eps` of each test (fps[i], fns[i]), to the last digit (`_expected_of`)."""
+    delta = float(check_deltas(delta)[0])
+    fps, fns = np.asarray(fps, dtype=float), np.asarray(fns, dtype=float)
+    return _expected_of(fps.tobytes(), fns.tobytes(), int(evaluated), float(level), delta)
+
+
+@lru_cache(maxsize=64)
+def _expected_of(
+    fps_bytes: bytes, fns_bytes: bytes, evaluated: int, level: float, delta: float
+) -> FloatArray:
+    """`expected_eps` of each test, the binned counts' pmfs and their Clopper-Pearson limits
+    computed in one call per coin for all the tests (elementwise: the numbers of `_eps_grid`);
+    kept, for the planner asks again (E[eps_L] and then its law at the same games)."""
+    from scipy.stats import binom  # deferred: only when an audit is planned
+
+    fps, fns = np.frombuffer(fps_bytes), np.frombuffer(fns_bytes)
+    n0 = evaluated // 2
+    n1 = evaluated - n0
+    binned = []
+    for n, rates in ((n0, fps), (n1, fns)):
+        supports = [_support(n, p) for p in rates]
+        w_all = binom.pmf(np.concatenate(supports), n, np.repeat(rates, [len(c) for c in supports]))
+        reps, masses, at = [], [], 0
+        for c in supports:
+            w = w_all[at : at + len(c)]
+            at += len(c)
+            if len(c) > BINS:
+                edges = np.linspace(0, len(c), BINS + 1).astype(int)
+                c = np.array([c[(a + b - 1) // 2] for a, b in zip(edges[:-1], edges[1:])])
+                w = np.add.reduceat(w, edges[:-1])
+            reps.append(c)
+            masses.append(w)
+        upper = _distinct_upper(np.concatenate(reps), n, level)
+        ends = np.cumsum([len(c) for c in reps])[:-1]
+        binned.append((np.split(upper, ends), masses))
+    out = np.empty(len(fps))
+    for i, (u0, w0, u1, w1) in enumerate(zip(*binned[0], *binned[1])):
+        eps = np.minimum(epsilon_from_rates(u0[:, None], u1[None, :], delta), 1e3)
+        out[i] = float((w0 / w0.sum()) @ eps @ (w1 / w1.sum()))
+    out.flags.writeable = False
+    return out
 
 
 @dataclass(frozen=True)
@@ -462,17 +595,22 @@ def prob_for_games(
     **design: Any,
 ) -> float:
     evaluated, level = rule_design(rule, games, confidence, **design)
-    value, _, _ = _best(
-        curve, lambda a, b: prob_at_least(target, a, b, evaluated, level, delta), points
-    )
-    return value
+    fps, fns = curve.candidates() if points is None else points
+    if len(fps) == 0:  # no informative test (FP + FN >= 1 everywhere): eps_L = 0 surely
+        return 0.0
+    values = _probs_at_least(target, fps, fns, evaluated, level, delta)
+    return float(values[int(np.argmax(values))])
 
 
 def expected_for_games(
     curve: PlanCurve, games: int, rule: str, confidence: float, delta: float, **design: Any
 ) -> float:
     evaluated, level = rule_design(rule, games, confidence, **design)
-    return _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, delta))[0]
+    fps, fns = curve.candidates()
+    if len(fps) == 0:  # no informative test (FP + FN >= 1 everywhere): eps_L = 0 surely
+        return 0.0
+    values = _expected_all(fps, fns, evaluated, level, delta)
+    return float(values[int(np.argmax(values))])
 
 
 def law_for_games(
@@ -480,8 +618,12 @@ def law_for_games(
 ) -> tuple[float, EpsLaw]:
     """`expected_for_games` and the law of eps_L at the test that attains it."""
     evaluated, level = rule_design(rule, games, confidence, **design)
-    value, (a, b), _ = _best(curve, lambda a, b: expected_eps(a, b, evaluated, level, delta))
-    return value, eps_law(a, b, evaluated, level, delta)
+    fps, fns = curve.candidates()
+    if len(fps) == 0:  # no informative test: eps_L = 0 surely
+        return 0.0, eps_law(1.0, 1.0, evaluated, level, delta)
+    values = _expected_all(fps, fns, evaluated, level, delta)
+    i = int(np.argmax(values))
+    return float(values[i]), eps_law(float(fps[i]), float(fns[i]), evaluated, level, delta)
 
 
 def planned_range(law: EpsLaw, mean: float) -> tuple[float, float, float]:
@@ -512,9 +654,7 @@ def games_needed(
 
     def probs(n, pts):
         evaluated, level = rule_design(rule, n, confidence, **design)
-        return np.array(
-            [prob_at_least(target, a, b, evaluated, level, delta) for a, b in zip(*pts)]
-        )
+        return _probs_at_least(target, pts[0], pts[1], evaluated, level, delta)
 
     lo, hi = 2, 100
     while True:

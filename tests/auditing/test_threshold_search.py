@@ -161,10 +161,13 @@ def _stepped(k, objective):  # non-increasing, ties wherever values share a step
 def test_ties_on_stepped_objectives_break_as_before():
     # many rows tie on stepped objectives: the row returned is the one the walk before found
     # first (a later row of the same value never replaces it; a leaf's rows in decreasing order
-    # of their bound). Seeded inputs of duplicated scores; each tie rule changed alone (>= for >,
-    # a leaf's rows in increasing order) fails here.
+    # of their bound). Seeded inputs of duplicated scores, 100 of them (each fanout and leaf 25
+    # times, each level 50). Note: at this commit the pruning (a block or row whose bound is
+    # not above the best is never opened) keeps equal values from competing, so ">= for >",
+    # a leaf's rows in increasing order, or its last maximum taken are each not caught here
+    # even over 250 seeds (checked by hand); what this asserts is the walk before's row.
     objectives = (_stepped(1, eq4_objective(1e-5)), _stepped(2, mu_objective))
-    for seed in range(250):
+    for seed in range(100):
         rng = np.random.default_rng(seed)
         n, grid = int(rng.integers(20, 3000)), int(rng.integers(3, 60))
         member = rng.integers(0, 2, n).astype(np.int8)

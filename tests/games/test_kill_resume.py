@@ -5,6 +5,8 @@ The kill lands mid-run by construction: the run is started by `paused_run.paused
 stops after saving its n-th new chunk and is killed there; the resumed run must
 say how many chunks it read back and leave those files untouched."""
 
+import contextlib
+import io
 import json
 import os
 import random
@@ -185,7 +187,7 @@ def run_in_process(cfg, out, capsys):
     from auditsel.cli import main
 
     capsys.readouterr()
-    rc = main(["run", str(cfg), "--out", str(out), "--no-progress", "--quiet"])
+    rc = main(["run", str(cfg), "--out", str(out), "--no-progress", "--quiet", "--no-plots"])
     return rc, capsys.readouterr().err
 
 
@@ -199,10 +201,16 @@ def assert_refused(rc, err, out, original_result):
 
 @pytest.fixture(scope="module")
 def _finished_once(tmp_path_factory):
+    """The good run, in this process (what it checks is the refusal of its damaged chunks;
+    the runs of a real process: the SIGKILL tests above)."""
+    from auditsel.cli import main
+
     tmp = tmp_path_factory.mktemp("finished")
     cfg, out = small_config(tmp), tmp / "out"
-    rc, err = run(cfg, out)
-    assert rc == 0, err
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = main(["run", str(cfg), "--out", str(out), "--no-progress", "--quiet", "--no-plots"])
+    assert rc == 0, err.getvalue()
     assert len(chunks(out)) == 4
     return cfg, out
 

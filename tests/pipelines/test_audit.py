@@ -21,16 +21,6 @@ from auditsel.selection import ScoredGaussianWinner
 from auditsel.testing import RefutedClaim, assert_not_refuted, worst_case_tuning
 
 
-@pytest.fixture(autouse=True)
-def _no_figures(monkeypatch):
-    """These audits check verdicts, messages and result.json, never figures: none drawn, as
-    write_outputs(plots=False) (`run --no-plots`) writes the outputs (the figures are 0.4 CPU s
-    a run; their own tests: tests/experiments/test_plots.py, tests/test_cli.py)."""
-    from auditsel.results import report
-
-    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
-
-
 # --- a user's own tuning loop: K ~ 1 + Poisson(3) runs of a noisy mean, release the best ------
 def my_tuning_run(member, rng):
     k = 1 + rng.poisson(3)
@@ -237,24 +227,35 @@ def test_score_files_laid_out_by_class_audit_as_shuffled_ones(tmp_path, capsys, 
     assert "skipped" not in payloads[0]
 
 
-def test_score_file_that_is_not_a_regular_file_is_refused_before_reading(tmp_path):
-    # /dev/zero (endless), a FIFO (blocks forever): refused at once, without reading
+def test_score_file_that_is_not_a_regular_file_is_refused_before_reading(tmp_path, capsys):
+    # /dev/zero (endless), a FIFO (blocks forever): refused at once, without reading. /dev/zero
+    # in a process of its own (read, it would never end); the FIFO here, on a thread that a
+    # read would block (the test then fails at the join's timeout)
     import os
     import subprocess
     import sys
+    import threading
 
+    proc = subprocess.run(
+        [sys.executable, "-m", "auditsel", "audit-scores", "/dev/zero"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "regular file" in lines[0] and "/dev/zero" in lines[0]
     fifo = tmp_path / "scores.csv"
     os.mkfifo(fifo)
-    for path in ("/dev/zero", str(fifo)):
-        proc = subprocess.run(
-            [sys.executable, "-m", "auditsel", "audit-scores", path],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert proc.returncode == 2, proc.stderr
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and "regular file" in lines[0] and path in lines[0]
+    codes = []
+    thread = threading.Thread(
+        target=lambda: codes.append(main(["audit-scores", str(fifo)])), daemon=True
+    )
+    thread.start()
+    thread.join(timeout=60)
+    assert codes == [2], "the FIFO was opened or read"
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "regular file" in lines[0] and str(fifo) in lines[0]
 
 
 def test_oversized_score_files_are_refused_before_reading(tmp_path, capsys, monkeypatch):

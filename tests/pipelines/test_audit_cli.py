@@ -16,17 +16,6 @@ from auditsel.pipelines.audit_options import AuditOptions, ReportOptions
 from auditsel.pipelines.pipeline import Pipeline
 from auditsel.pipelines.sequential import audit_until_refuted, look_schedule
 
-
-@pytest.fixture(autouse=True)
-def _no_figures(monkeypatch):
-    """These runs check exit codes, reports and result.json, never figures: none drawn, as
-    write_outputs(plots=False) (`run --no-plots`) writes the outputs (the figures are 0.4 CPU s
-    a run; their own tests: tests/experiments/test_plots.py, tests/test_cli.py)."""
-    from auditsel.results import report
-
-    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
-
-
 MODULE = """
 import math
 
@@ -230,7 +219,7 @@ def test_run_writes_outside_the_committed_results_by_default(tmp_path, monkeypat
     """`auditsel run` without --out writes auditsel-results/<name>/, never results/<name>/ (the
     committed results of a checkout); `--out results/...` is the explicit way to regenerate."""
     monkeypatch.chdir(tmp_path)
-    assert main(["run", "--trials", "200", "--quiet", "--no-progress"]) == 0
+    assert main(["run", "--trials", "200", "--quiet", "--no-progress", "--no-plots"]) == 0
     assert (tmp_path / "auditsel-results" / "quickstart" / "result.json").is_file()
     assert not (tmp_path / "results").exists()
 

@@ -428,7 +428,7 @@ def test_bad_arguments_are_config_errors():
 # --- claims, reports, regression tests, planning -------------------------------------------------
 
 
-def test_claim_verdict_report_and_result_json(tmp_path):
+def test_claim_verdict_report_and_result_json(tmp_path, figures, estimator_panel):
     audit = audit_pipeline(
         Pipeline(gaussian_sum, theta_score, data=EMPTY, canary=ROW_CANARY),
         games=2000,

@@ -1,5 +1,6 @@
 """`auditsel audit-pipeline` and `auditsel plan` of a pipeline: outputs and exit codes."""
 
+import importlib
 import json
 import subprocess
 import sys
@@ -86,28 +87,31 @@ def test_a_rerun_resumes_and_an_edited_tune_is_refused(folder, capsys):
     assert "resumed 100 of 100 games" in capsys.readouterr().err
     source = (folder / "cli_pipe.py").read_text().replace("0.5, 2)", "0.6, 2)")
     (folder / "cli_pipe.py").write_text(source)
-    code = subprocess.run(
-        [sys.executable, "-m", "auditsel", *args, "--out", "o", "--quiet"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-    )
-    assert code.returncode == 2
-    assert "`tune` (its code changed)" in code.stderr and "nothing was reused" in code.stderr
+    sys.modules.pop("cli_pipe")  # the rerun imports the edited file, as a new process would
+    importlib.invalidate_caches()
+    assert main([*args, "--out", "o", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "`tune` (its code changed)" in err and "nothing was reused" in err
 
 
-# reason: "2" starts worker processes (5 CPU s); a worker's exception by default:
-# test_an_exception_on_a_worker_is_exit_2_naming_it
-@pytest.mark.parametrize("jobs", ["1", pytest.param("2", marks=pytest.mark.slow)])
-def test_an_exception_in_the_users_pipeline_is_exit_2_naming_it(folder, jobs):
-    proc = subprocess.run(
-        [sys.executable, "-m", "auditsel", "audit-pipeline", "cli_pipe:raises", "--canary",
-         "cli_pipe:CANARY", "--games", "50", "--out", "x", "--jobs", jobs],
-        cwd=folder, capture_output=True, text=True,
-    )  # fmt: skip
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "internal error" not in proc.stderr
+# reason: a new process with worker processes (6 CPU s); by default the CLI in this process
+# (jobs 1) and a worker's exception: test_an_exception_on_a_worker_is_exit_2_naming_it
+@pytest.mark.parametrize(
+    "jobs,process", [("1", False), pytest.param("2", True, marks=pytest.mark.slow)]
+)
+def test_an_exception_in_the_users_pipeline_is_exit_2_naming_it(folder, capsys, jobs, process):
+    args = ["audit-pipeline", "cli_pipe:raises", "--canary", "cli_pipe:CANARY", "--games", "50",
+            "--out", "x", "--jobs", jobs]  # fmt: skip
+    if process:
+        proc = subprocess.run(
+            [sys.executable, "-m", "auditsel", *args], cwd=folder, capture_output=True, text=True
+        )
+        code, err = proc.returncode, proc.stderr
+    else:
+        code, err = main(args), capsys.readouterr().err
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "internal error" not in err
     assert lines[0].startswith("auditsel: error: tune: cli_pipe.raises raised KeyError")
     assert "at cli_pipe.py:" in lines[0] and "in game " in lines[0] and "(seed " in lines[0]
     assert not (folder / "x").exists()  # nothing half-written

@@ -452,35 +452,39 @@ def test_one_pipeline_gives_the_same_numbers_in_every_backend(jobs, backend):
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
 @pytest.mark.parametrize(
-    "argv",
+    "argv,buffered",
     [
-        # reason: two fresh interpreters each (3 CPU s); a command's --help prints by the same
-        # path as the top level's, kept by default with --version
-        pytest.param(["--help"], marks=pytest.mark.slow),
-        ["--version"],
-        ["audit-pipeline", "--help"],
+        # reason: a fresh interpreter each (1.2 CPU s); by default each path (the top level's
+        # --version, a command's --help) once and each stdout (block-buffered: the error at the
+        # final flush; unbuffered: at the write) once; a command's --help prints by the same
+        # path as the top level's
+        pytest.param(["--help"], "", marks=pytest.mark.slow),
+        pytest.param(["--help"], "1", marks=pytest.mark.slow),
+        (["--version"], ""),
+        pytest.param(["--version"], "1", marks=pytest.mark.slow),
+        pytest.param(["audit-pipeline", "--help"], "", marks=pytest.mark.slow),
+        (["audit-pipeline", "--help"], "1"),
     ],
 )
-def test_a_full_stdout_is_exit_74_for_help_too(argv):
-    for buffered in ("", "1"):
-        env = {**_env(), "PYTHONUNBUFFERED": buffered}
-        if not buffered:
-            env.pop("PYTHONUNBUFFERED")
-        with open("/dev/full", "w") as full:
-            done = subprocess.run(
-                [sys.executable, "-m", "auditsel", *argv],
-                stdout=full,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
-            )
-        assert done.returncode == 74, done.stderr
-        assert done.stderr.strip() == (
-            "auditsel: error: cannot write to standard output (No space left on device)"
+def test_a_full_stdout_is_exit_74_for_help_too(argv, buffered):
+    env = {**_env(), "PYTHONUNBUFFERED": buffered}
+    if not buffered:
+        env.pop("PYTHONUNBUFFERED")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "auditsel", *argv],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
+    assert done.returncode == 74, done.stderr
+    assert done.stderr.strip() == (
+        "auditsel: error: cannot write to standard output (No space left on device)"
+    )
 
 
-def test_a_full_disk_while_writing_plots_names_the_file(tmp_path, monkeypatch):
+def test_a_full_disk_while_writing_plots_names_the_file(tmp_path, monkeypatch, figures):
     import errno
 
     from auditsel import files
