@@ -57,7 +57,7 @@ from numpy.typing import ArrayLike
 
 from auditsel.accounting.rdp import rdp_to_epsilon_continuous
 from auditsel.mechanisms import DpsgdBase
-from auditsel.numerics import FloatArray, check_deltas, golden_min
+from auditsel.numerics import FloatArray, IntArray, check_deltas, golden_min
 from auditsel.roles import AccountedPair
 from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
@@ -297,6 +297,38 @@ def region_sup(
     return region_cells(profile, law, a, b, tol, max_rounds)[2]
 
 
+def _best_points(
+    a: FloatArray,
+    b: FloatArray,
+    top: FloatArray,
+    bottom: FloatArray,
+    fresh_and_best: tuple[IntArray, FloatArray | None] | None,
+) -> FloatArray:
+    """Per row, the best grid point a*top - b*bottom (nan read as -inf). Without
+    `fresh_and_best` (`running`): the best at w <= w_(i+1), per cell. With (fresh, best): the
+    max over all points, the larger of the previous rounds' max `best` (None at first) and the
+    max over the new columns `fresh` (max is exact in any order)."""
+    if fresh_and_best is None:
+        with np.errstate(invalid="ignore"):
+            point = a * top[None, :] - b * bottom[None, :]
+        point = np.where(np.isnan(point), -np.inf, point)
+        return np.maximum.accumulate(point, axis=1)[:, 1:]
+    fresh, best = fresh_and_best
+    with np.errstate(invalid="ignore"):
+        point = a * top[None, fresh] - b * bottom[None, fresh]
+    best_new = np.fmax.reduce(point, axis=1, keepdims=True, initial=-np.inf)
+    return best_new if best is None else np.fmax(best, best_new)
+
+
+def _worst_cells(cell: FloatArray, idx: IntArray, best_point: FloatArray) -> IntArray:
+    """The 800 cells of `idx` farthest above the best point (a nan cell reads as inf), in grid
+    order: the refinement's work stays bounded."""
+    picked = cell[:, idx]
+    picked[np.isnan(picked)] = np.inf
+    worst = np.argsort(np.max(picked - best_point, axis=0))[::-1][:800]
+    return idx[np.sort(worst)]
+
+
 def region_cells(
     profile: BaseProfile,
     law: RoundsLaw,
@@ -320,19 +352,8 @@ def region_cells(
     best = None  # (not `running`) the best point per row over the grid's columns `fresh`
     fresh = np.arange(len(w))
     for _ in range(max_rounds):
-        if running:  # the best point at w <= w_(i+1), per cell
-            with np.errstate(invalid="ignore"):
-                point = a * top[None, :] - b * bottom[None, :]
-            point = np.where(np.isnan(point), -np.inf, point)
-            best_point = np.maximum.accumulate(point, axis=1)[:, 1:]
-        else:
-            # the max over the points (nan read as -inf: fmax skips it) is the larger of the
-            # previous rounds' max and the new points' max (max is exact in any order)
-            with np.errstate(invalid="ignore"):
-                point = a * top[None, fresh] - b * bottom[None, fresh]
-            best_new = np.fmax.reduce(point, axis=1, keepdims=True, initial=-np.inf)
-            best_point = best_new if best is None else np.fmax(best, best_new)
-            best = best_point
+        best_point = _best_points(a, b, top, bottom, None if running else (fresh, best))
+        best = None if running else best_point
         # a nan cell reads as inf (no bound there), applied only where it shows: a nan in a row
         # makes its max inf, and a nan or inf cell is never refined
         with np.errstate(invalid="ignore"):
@@ -349,11 +370,7 @@ def region_cells(
             break
         idx = np.nonzero(sel)[0]
         if len(idx) > 800:  # keep the work bounded: refine the worst cells first
-            picked = cell[:, idx]
-            picked[np.isnan(picked)] = np.inf
-            gap = picked - (best_point[:, idx] if running else best_point)
-            worst = np.argsort(np.max(gap, axis=0))[::-1][:800]
-            idx = idx[np.sort(worst)]
+            idx = _worst_cells(cell, idx, best_point[:, idx] if running else best_point)
         sub_w, sub_q = _refine_cells(w[idx], w[idx + 1], q[idx], q[idx + 1])
         # the region and log G' of the new points only (both are point by point)
         sub_top, sub_bottom = _region_values(profile, law, sub_w, sub_q)
