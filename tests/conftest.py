@@ -23,3 +23,15 @@ engine.CHECKPOINT_AFTER = 0.0
 from auditsel import executor
 
 executor.SCHEDULER_TIMEOUT = "1s"
+
+# tests/source_trees.py shares each module's syntax tree among the tests of one test module;
+# kept for the whole session they would be ~400k objects that every later garbage collection
+# walks (test_hostile's CLI runs took 60% more CPU), so they are dropped after each module
+import pytest
+import source_trees
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _syntax_trees_per_module():
+    yield
+    source_trees.tree.cache_clear()
