@@ -481,12 +481,13 @@ def test_a_closed_pipe_exits_quietly(tmp_path):
 def _pid_in_result(monkeypatch):
     from auditsel.experiments import sweep
 
-    original = sweep._run_point
+    original = sweep._numbered_point  # the task itself: a closure travels to loky's workers
 
-    def with_pid(point, out_dir):
-        return {**original(point, out_dir), "pid": os.getpid()}
+    def with_pid(i, point, out_dir, plots):
+        i, result = original(i, point, out_dir, plots)
+        return i, {**result, "pid": os.getpid()}
 
-    monkeypatch.setattr(sweep, "_run_point", with_pid)
+    monkeypatch.setattr(sweep, "_numbered_point", with_pid)
 
 
 @pytest.mark.slow  # sweeps on process backends
