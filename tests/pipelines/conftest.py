@@ -19,24 +19,17 @@ def figures() -> None:
     """The audits of this test draw their figures."""
 
 
-@pytest.fixture(autouse=True)
-def _no_figures(request, monkeypatch):
-    if "figures" in request.fixturenames:
-        return
-    from auditsel.results import report
-
-    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
-
-
 @pytest.fixture()
 def estimator_panel() -> None:
     """The audits of this test compute their estimator panel ("auto", as by default)."""
 
 
 @pytest.fixture(autouse=True)
-def _no_estimator_panel(request, monkeypatch):
-    if "estimator_panel" in request.fixturenames:
-        return
+def _only_the_outputs_asked_for(request, monkeypatch):
     from auditsel.pipelines import pipeline
+    from auditsel.results import report
 
-    monkeypatch.setattr(pipeline, "PANEL_ABOVE", 0)
+    if "figures" not in request.fixturenames:
+        monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
+    if "estimator_panel" not in request.fixturenames:
+        monkeypatch.setattr(pipeline, "PANEL_ABOVE", 0)
