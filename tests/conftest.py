@@ -35,3 +35,13 @@ import source_trees
 def _syntax_trees_per_module():
     yield
     source_trees.tree.cache_clear()
+
+
+@pytest.fixture
+def no_figures(monkeypatch):
+    """For a test that checks exit codes, messages, files and result.json, never figures: none
+    drawn, as write_outputs(plots=False) (`run --no-plots`) writes the outputs (the figures are
+    0.4 CPU s a run; their own tests: tests/experiments/test_plots.py, tests/test_cli.py)."""
+    from auditsel.results import report
+
+    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])

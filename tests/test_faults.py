@@ -31,15 +31,8 @@ from auditsel.games.engine import CheckpointError
 from auditsel.pipelines.audit_options import ExecutionOptions
 from auditsel.version import __version__
 
-
-@pytest.fixture(autouse=True)
-def _no_figures(monkeypatch):
-    """These runs check exit codes, messages and the files left, never figures: none drawn, as
-    write_outputs(plots=False) (`run --no-plots`) writes the outputs (the figures are 0.4 CPU s
-    a run; their own tests: tests/experiments/test_plots.py, tests/test_cli.py)."""
-    from auditsel.results import report
-
-    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
+# these runs check exit codes, messages and files, never figures (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("no_figures")
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -33,15 +33,8 @@ from auditsel.cli import main
 from auditsel.errors import ConfigError
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, ReportOptions
 
-
-@pytest.fixture(autouse=True)
-def _no_figures(monkeypatch):
-    """These cases check refusals and that nothing outside the output folder changed, never figures:
-    none drawn, as write_outputs(plots=False) (`run --no-plots`) writes the outputs (the figures
-    are 0.4 CPU s a run; their own tests: tests/experiments/test_plots.py, tests/test_cli.py)."""
-    from auditsel.results import report
-
-    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
+# these runs check exit codes, messages and files, never figures (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("no_figures")
 
 
 # --- the folder a case runs in --------------------------------------------------------------

@@ -90,12 +90,8 @@ CANARY = "{kind: input, x: [1.0, 1.0, 1.0], y: 1}"
 
 
 @pytest.fixture
-def world(tmp_path, monkeypatch):
-    # the audits here check folders, checkpoints and messages, never figures: none drawn, as
-    # write_outputs(plots=False) (`run --no-plots`) writes them (a quarter of this file's CPU)
-    from auditsel.results import report
-
-    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
+def world(tmp_path, monkeypatch, no_figures):
+    # the audits here check folders, checkpoints and messages, never figures
     (tmp_path / "pipe.py").write_text(PIPE)
     monkeypatch.chdir(tmp_path)
     sys.modules.pop("pipe", None)
@@ -315,13 +311,9 @@ def test_early_stop_that_fails_in_a_later_look_leaves_nothing(world, capsys, eve
     assert not (world / "o").exists()
 
 
-def test_early_stop_replays_no_earlier_look(tmp_path, monkeypatch):
+def test_early_stop_replays_no_earlier_look(tmp_path, monkeypatch, no_figures):
     from auditsel.pipelines.audit_options import ReportOptions
     from auditsel.pipelines.sequential import audit_until_refuted
-    from auditsel.results import report
-
-    # the calls are counted, never the figures: none drawn (as the `world` fixture does)
-    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
 
     calls = []
 

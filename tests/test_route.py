@@ -107,12 +107,7 @@ def score(release, canary):
     return float(release[0])
 
 
-def test_audit_pipeline_reaches_result_json_without_running_up(tmp_path, monkeypatch):
-    from auditsel.results import report as writer
-
-    # no figures, as `auditsel run --no-plots` above (0.6 CPU s under the profile hook; the
-    # figures' own tests: tests/experiments/test_plots.py)
-    monkeypatch.setattr(writer, "write_plots", lambda *args, **kwargs: [])
+def test_audit_pipeline_reaches_result_json_without_running_up(tmp_path, monkeypatch, no_figures):
     report = auditsel.ReportOptions(
         out_dir=tmp_path / "audit", base=auditsel.GaussianBase(1.0), rounds=auditsel.Poisson(3.0)
     )

@@ -8,15 +8,8 @@ import pytest
 
 from auditsel.cli import main
 
-
-@pytest.fixture(autouse=True)
-def _no_figures(monkeypatch):
-    """These runs check the findings, messages and result.json, never figures: none drawn, as
-    write_outputs(plots=False) (`run --no-plots`) writes the outputs (the figures are 0.4 CPU s
-    a run; their own tests: tests/experiments/test_plots.py, tests/test_cli.py)."""
-    from auditsel.results import report
-
-    monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
+# these runs check exit codes, messages and files, never figures (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("no_figures")
 
 
 PIPE = """

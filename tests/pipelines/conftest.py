@@ -27,9 +27,8 @@ def estimator_panel() -> None:
 @pytest.fixture(autouse=True)
 def _only_the_outputs_asked_for(request, monkeypatch):
     from auditsel.pipelines import pipeline
-    from auditsel.results import report
 
     if "figures" not in request.fixturenames:
-        monkeypatch.setattr(report, "write_plots", lambda *args, **kwargs: [])
+        request.getfixturevalue("no_figures")
     if "estimator_panel" not in request.fixturenames:
         monkeypatch.setattr(pipeline, "PANEL_ABOVE", 0)
