@@ -243,3 +243,17 @@ def test_the_probe_reads_rows_of_token_ids():
     assert finding.check == "data_dependent_state" and "2.running_mean" in finding.message
     plain = torch.nn.Sequential(torch.nn.Embedding(10, 2), torch.nn.Flatten())
     assert check_pipeline(RunObjects(model=plain, dataset=dataset)) == []
+
+
+def test_the_claim_under_tuning_is_the_panel_intervals_upper_end():
+    # claim_epsilon reads the tightest rigorous bound alone; the panel (with the attack) is an
+    # independent route to the same upper end, here at a changed noise and at another delta
+    from auditsel.accounting.panel import panel
+    from auditsel.pipelines.checks.finding import Context
+
+    base, law = DpsgdBase(1.0, 60, 0.02), Poisson(4.0)
+    ctx = Context(model=None, base=base, rounds=law, delta=DELTA)
+    for changes, delta in (({}, DELTA), ({"noise_multiplier": 0.7}, DELTA), ({}, 1e-7)):
+        expected = panel(DpsgdBase(changes.get("noise_multiplier", 1.0), 60, 0.02), law, delta)
+        got = ctx.claim_epsilon(delta=delta, **changes)
+        assert got == expected.interval.upper and math.isfinite(got)

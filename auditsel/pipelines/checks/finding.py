@@ -12,8 +12,8 @@ from them once: the DP optimizers (any optimizer with the public `noise_multipli
 `max_grad_norm` attributes of Opacus's `DPOptimizer`), the engine's accountant history, and the
 run as a `DpsgdBase` (`base`) when the history or the caller gives one. `claim_epsilon` is the
 claim's epsilon for that run with some of its settings changed: one run at `delta`, or with
-`rounds` the smallest rigorous tuning bound of `auditsel.accounting.panel` (the number
-`from_opacus` reports as `tuning_epsilon`).
+`rounds` the smallest rigorous tuning bound (`auditsel.accounting.interval.tightest_bound`, the
+panel interval's upper end: the number `from_opacus` reports as `tuning_epsilon`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from auditsel.accounting.panel import panel
+from auditsel.accounting.interval import tightest_bound
 from auditsel.mechanisms import DpsgdBase
 from auditsel.rounds import RoundsLaw
 
@@ -154,7 +154,6 @@ def claim_curve(base: DpsgdBase, rounds: RoundsLaw | None) -> Callable[[float], 
     def epsilon(delta: float) -> float:
         if rounds is None:
             return float(base.epsilon(delta))
-        interval = panel(base, rounds, delta).interval
-        return math.inf if interval is None else float(interval.upper)
+        return float(tightest_bound(base, rounds, delta).epsilon)  # the panel's upper end
 
     return epsilon
