@@ -26,22 +26,6 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, SupportsFloat, SupportsInt, TypeGuard, TypeVar, cast
 
-__all__ = [
-    "percent",
-    "LIMITS",
-    "MAX_TRIALS",
-    "MAX_SEED",
-    "MAX_GRID",
-    "ConfigError",
-    "number",
-    "integer",
-    "choice",
-    "mapping",
-    "require",
-    "interval",
-    "shown",
-]
-
 SHOWN_CHARS = 80
 
 #: The ranges of the fields that a config and a command-line option both set, declared once

@@ -58,15 +58,6 @@ from auditsel.roles import AccountedPair, MechanismPair
 if TYPE_CHECKING:
     from dp_accounting import DpEvent
 
-__all__ = [
-    "EventBase",
-    "LaplaceBase",
-    "as_pair",
-    "is_pair",
-    "laplace_steps",
-    "pure_epsilon_of_event",
-]
-
 _ACCOUNTANTS = ("pld", "rdp")
 
 

@@ -44,24 +44,6 @@ from threadpoolctl import ThreadpoolController
 
 from auditsel.errors import ConfigError, shown
 
-__all__ = [
-    "BACKENDS",
-    "BackendError",
-    "ExecutionOptions",
-    "folder_option",
-    "execution_backend",
-    "run_tasks",
-    "run_ordered",
-    "in_background",
-    "in_pieces",
-    "fresh_processes",
-    "game_threads",
-    "limited_threads",
-    "in_game_thread",
-    "usable_cores",
-    "worker_count",
-]
-
 T = TypeVar("T")
 
 BACKENDS = ("loky", "threading", "dask")

@@ -57,24 +57,6 @@ if TYPE_CHECKING:
     from dp_accounting import DpEvent
     from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
-__all__ = [
-    "Neighbouring",
-    "GaussianBase",
-    "FiniteOutputBase",
-    "DpsgdBase",
-    "gaussian_delta",
-    "gaussian_log_delta",
-    "gaussian_epsilon",
-    "gaussian_mu",
-    "hockey_stick_finite",
-    "gdp_mu_dpsgd",
-    "RDP_ORDERS",
-    "PLD_DISCRETIZATION",
-    "dpsgd_pld",
-    "dense_pmfs",
-    "pld_tails",
-]
-
 
 class Neighbouring(enum.Enum):
     """The neighbouring relation a pair's (eps, delta) statements are about."""
@@ -583,18 +565,18 @@ def dpsgd_pld(
 
 
 #: the finer PLD grids `profile_step` may pick for a DP-SGD base's privacy profile
-PROFILE_STEPS = (1e-4, 3e-4)
+_PROFILE_STEPS = (1e-4, 3e-4)
 #: ... while the composed PLD keeps at most this many points (its cost grows with them)
 PROFILE_POINTS = 60_000
 
 
 def profile_step(sigma: float, steps: int, tau: float) -> float:
     """The PLD grid of a DP-SGD base's privacy profile (`DpsgdBase.profile_delta`): the finest of
-    `PROFILE_STEPS` at which the composed PLD keeps at most `PROFILE_POINTS` points (predicted
+    `_PROFILE_STEPS` at which the composed PLD keeps at most `PROFILE_POINTS` points (predicted
     from the `PLD_DISCRETIZATION` one's), else `PLD_DISCRETIZATION`: at low sample rates one
     step's loss is comparable to 1e-3 and the discretisation binds; there the PLD is small."""
     size = max(len(losses) for losses, _, _ in dense_pmfs(dpsgd_pld(sigma, steps, tau)))
-    for step in PROFILE_STEPS:
+    for step in _PROFILE_STEPS:
         if size * PLD_DISCRETIZATION / step <= PROFILE_POINTS:
             return step
     return PLD_DISCRETIZATION

@@ -28,16 +28,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from auditsel.errors import ConfigError, shown
 
-__all__ = [
-    "logsumexp",
-    "bisect",
-    "golden_min",
-    "check_deltas",
-    "newton_bracketed",
-    "FloatArray",
-    "IntArray",
-]
-
 #: a float array: what the vectorised functions return (numpy hands back a numpy scalar, which
 #: behaves as a 0-d array, where the input was a scalar)
 FloatArray: TypeAlias = NDArray[np.float64]

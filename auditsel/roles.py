@@ -17,8 +17,6 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["MechanismPair", "AccountedPair", "Winner", "GameProtocol", "Proxy"]
-
 
 @runtime_checkable
 class MechanismPair(Protocol):

@@ -66,17 +66,6 @@ MAX_ETA = 1e6  # TNB: E[K] ~ eta / nu
 MAX_K = 2**53  # largest k (pmf key, point k, two_point L, binomial n) exact as a float
 MAX_POISSON_MEAN = 1e15  # numpy's Poisson sampler refuses lam above ~9e18
 
-__all__ = [
-    "RoundsLaw",
-    "TruncatedNegativeBinomial",
-    "Poisson",
-    "Binomial",
-    "TwoPoint",
-    "Point",
-    "FinitePmf",
-    "law_from_dict",
-]
-
 
 class RoundsLaw:
     """Interface shared by every law of K (see the module docstring)."""
@@ -380,7 +369,7 @@ def _log_expm1_ratio_array(x: ArrayLike) -> FloatArray:
     return cast("FloatArray", np.where(x > 50, big, mid))
 
 
-def log1mexp_of_log(t: ArrayLike) -> FloatArray:
+def _log1mexp_of_log(t: ArrayLike) -> FloatArray:
     """log(1 - exp(-x)) for x = exp(t) > 0, from t = log x: accurate for x far below the
     smallest double (log x - x/2, the error x^2/24) and for large x (-> 0)."""
     t = np.asarray(t, dtype=float)
@@ -441,10 +430,10 @@ class Poisson(RoundsLaw):
     def log_pgf_above_zero(self, log_z: ArrayLike) -> FloatArray:
         log_z = np.asarray(log_z, dtype=float)
         m = self.mean
-        return cast("FloatArray", m * np.expm1(log_z) + log1mexp_of_log(math.log(m) + log_z))
+        return cast("FloatArray", m * np.expm1(log_z) + _log1mexp_of_log(math.log(m) + log_z))
 
     def log_pgf_complement(self, log_w: ArrayLike) -> FloatArray:
-        return log1mexp_of_log(math.log(self.mean) + np.asarray(log_w, dtype=float))
+        return _log1mexp_of_log(math.log(self.mean) + np.asarray(log_w, dtype=float))
 
     def pgf_complement(self, w: ArrayLike) -> FloatArray:
         return -np.expm1(-self.mean * np.asarray(w, dtype=float))
@@ -515,7 +504,7 @@ class Binomial(RoundsLaw):
             log_g = n * np.log1p(-p * (1 - z))
         return cast(
             "FloatArray",
-            log_g + log1mexp_of_log(math.log(n) + _log_of_log1p_small(log_z, p / (1 - p))),
+            log_g + _log1mexp_of_log(math.log(n) + _log_of_log1p_small(log_z, p / (1 - p))),
         )
 
     def log_pgf_complement(self, log_w: ArrayLike) -> FloatArray:
@@ -524,7 +513,7 @@ class Binomial(RoundsLaw):
         w = np.exp(log_w)
         with np.errstate(divide="ignore"):
             inner = np.where(log_w < -600, math.log(self.p) + log_w, np.log(-np.log1p(-self.p * w)))
-        return log1mexp_of_log(math.log(self.n) + inner)
+        return _log1mexp_of_log(math.log(self.n) + inner)
 
     def pgf_complement(self, w: ArrayLike) -> FloatArray:
         with np.errstate(divide="ignore"):  # p w = 1: log1p(-1) = -inf, and the value is 1
@@ -644,7 +633,7 @@ class FinitePmf(RoundsLaw):
         w = np.exp(log_w)
         with np.errstate(divide="ignore"):
             inner = np.where(log_w < -600, log_w, np.log(-np.log1p(-w)))
-        terms = np.log(ps) + log1mexp_of_log(np.log(ks) + inner[..., None])
+        terms = np.log(ps) + _log1mexp_of_log(np.log(ks) + inner[..., None])
         return cast("FloatArray", logsumexp(terms))
 
     def pgf_complement(self, w: ArrayLike) -> FloatArray:

@@ -56,27 +56,6 @@ from auditsel.numerics import FloatArray, bisect, newton_bracketed
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 
-__all__ = [
-    "MonotoneScore",
-    "FarthestScore",
-    "BucketScore",
-    "TuningScore",
-    "tuning_score_from_spec",
-    "GaussianWinner",
-    "FiniteWinner",
-    "max_uniform_complement",
-    "winner_tail",
-    "WINNER_STREAMS",
-    "winner_law",
-    "winner_pmf",
-    "log_difference",
-    "ScoredGaussianWinner",
-    "normal_mass",
-    "farthest_radius",
-    "farthest_offset",
-    "statistic_tradeoff",
-]
-
 LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
 
 
@@ -206,15 +185,15 @@ class GaussianWinner:
         """[lo, hi]: the tail-quantile of the winner on X and the (1 - tail)-quantile on X'
         (the winner on X shifted by mu): a function of the spec only, so a threshold grid over
         it keeps the Bonferroni rule valid."""
-        lo, hi = standard_winner_quantiles(self.law, tail)
+        lo, hi = _standard_winner_quantiles(self.law, tail)
         return lo, float(self.mu + hi)
 
 
-#: (law key, tail) -> `standard_winner_quantiles`; laws are frozen data
+#: (law key, tail) -> `_standard_winner_quantiles`; laws are frozen data
 _QUANTILES: dict[object, tuple[float, float]] = {}
 
 
-def standard_winner_quantiles(law: RoundsLaw, tail: float) -> tuple[float, float]:
+def _standard_winner_quantiles(law: RoundsLaw, tail: float) -> tuple[float, float]:
     """(x0, x1): G(F(x0)) = tail and P[x1 < winner] = tail for the winner of K ~ law standard
     normals (F their cdf, G the pgf of K), bisected on [-40, 40] to a few ulps; -40 (resp. 40)
     where the K = 0 atom or the tail leaves no root there. Cached per (law, tail) (a law that

@@ -54,15 +54,6 @@ from auditsel.roles import GameProtocol, Proxy
 from auditsel.rounds import Point, RoundsLaw
 from auditsel.selection import GaussianWinner, ScoredGaussianWinner, TuningScore
 
-__all__ = [
-    "assert_not_refuted",
-    "audit",
-    "planned_games",
-    "worst_case_tuning",
-    "worst_case_dpsgd",
-    "RefutedClaim",
-]
-
 
 class RefutedClaim(AssertionError):
     """The audited lower bound exceeds the claimed epsilon."""

@@ -12,8 +12,6 @@ from pathlib import Path
 
 __version__ = "0.3.0"
 
-__all__ = ["__version__", "source_commit"]
-
 
 @functools.lru_cache(maxsize=1)
 def source_commit() -> tuple[str | None, bool | None]:

@@ -65,16 +65,16 @@ atoms at -inf / +inf.
 Round-off. The value is a lower bound in floating point too: every error is bounded and charged.
 
 1. Steps (A1). One step's bucket masses have relative error at most rho = `STEP_REL`, or are
-   below `FLOOR`. So the normalised computed step law p' and the true p satisfy p' <= k1 p and
-   p <= k1 (p' + FLOOR), k1 = (1 + rho) / (1 - rho - M FLOOR) (M buckets), and the N-fold
+   below `_FLOOR`. So the normalised computed step law p' and the true p satisfy p' <= k1 p and
+   p <= k1 (p' + _FLOOR), k1 = (1 + rho) / (1 - rho - M _FLOOR) (M buckets), and the N-fold
    convolutions r' (computed steps) and r (true) satisfy, entry by entry, ::
 
-       r' <= k r,   r <= k (r' + N FLOOR'),   k = k1^N,
+       r' <= k r,   r <= k (r' + N _FLOOR'),   k = k1^N,
 
-   hence ||r' - r||_1 <= e_s := 2 k (k - 1) + k N FLOOR' L.
+   hence ||r' - r||_1 <= e_s := 2 k (k - 1) + k N _FLOOR' L.
 
 2. Convolution (A2). One FFT, an N-th power by repeated squaring and one inverse FFT in
-   longdouble (unit round-off u). With c_F = `FFT_SAFETY` u log2(L) the relative 2-norm error of
+   longdouble (unit round-off u). With c_F = `_FFT_SAFETY` u log2(L) the relative 2-norm error of
    one transform (Higham 2002, Theorem 24.2) and 8 N u that of the power, the computed r~
    satisfies ::
 
@@ -82,7 +82,7 @@ Round-off. The value is a lower bound in floating point too: every error is boun
        g = exp(N c_F sqrt(L) ||p'||_2),   and ||r~ - r'||_1 <= e_F := sqrt(L) e_2.
 
    Negatives are set to 0 and the vector normalised by its sum S: the law used, r*, has
-   ||r* - r||_1 <= e_r := e_s + 2 e_F, and r <= k (S r* + e_2 + N FLOOR') entry by entry.
+   ||r* - r||_1 <= e_r := e_s + 2 e_F, and r <= k (S r* + e_2 + N _FLOOR') entry by entry.
    Two more true upper bounds: the loss relation (every output of bucket i has its loss in
    [i h - h/2 - m-, i h + h/2 + m+], so a run labelled s satisfies P(s) <= e^-(s h - N(h/2 +
    m-)) Q(s) and Q(s) <= e^(s h + N(h/2 + m+)) P(s), plus the mass of runs with an unbounded
@@ -170,43 +170,16 @@ from auditsel.roles import MechanismPair
 from auditsel.rounds import Point, RoundsLaw
 from auditsel.selection import BucketScore, FiniteWinner, winner_law
 
-__all__ = [
-    "AttackValue",
-    "StepLaws",
-    "attack_applies",
-    "RunLaws",
-    "attack",
-    "attack_epsilon",
-    "attack_delta",
-    "one_run_epsilons",
-    "with_one_run",
-    "split_epsilons",
-    "splits_apply",
-    "dpsgd_step",
-    "laplace_step",
-    "finite_step",
-    "compose",
-    "labelled_attack",
-    "label_laws",
-    "gaussian_label_laws",
-    "run_labels",
-    "winner_bucket_laws",
-    "winner_bucket_bounds",
-    "STRATEGIES",
-    "METHODS",
-    "LABEL_STEP",
-]
-
 #: A1: relative error of one bucket's mass (quadrature or log-cdf difference), with margin
 STEP_REL = 1024 * U64
 #: A1: masses below this may underflow (to 0 or a subnormal)
-FLOOR = 1e-290
-#: A2: c_F = FFT_SAFETY u log2(L), the relative 2-norm error of one (inverse) real FFT
-FFT_SAFETY = 32.0
+_FLOOR = 1e-290
+#: A2: c_F = _FFT_SAFETY u log2(L), the relative 2-norm error of one (inverse) real FFT
+_FFT_SAFETY = 32.0
 #: the window holds all but this much of either law (Chernoff); only the tails wrap around
-WINDOW_TAIL = 1e-30
-#: the step's cap: outputs beyond 1 + CAP_SIGMAS sigma share the top bucket
-CAP_SIGMAS = 12.0
+_WINDOW_TAIL = 1e-30
+#: the step's cap: outputs beyond 1 + _CAP_SIGMAS sigma share the top bucket
+_CAP_SIGMAS = 12.0
 STRATEGIES = ("largest", "smallest")
 
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(12)
@@ -221,7 +194,7 @@ class StepLaws:
     Finite labels are `start`, `start` + 1, ... (label value = index * `step`); outputs with an
     infinite loss are atoms: `p_minus_inf` (mass on X of outputs impossible on X') and
     `q_plus_inf` (mass on X' of outputs impossible on X). Every computed mass is within relative
-    error `rel_error` of the true one, or below `FLOOR` (module docstring, item 1)."""
+    error `rel_error` of the true one, or below `_FLOOR` (module docstring, item 1)."""
 
     start: int
     step: float
@@ -281,7 +254,7 @@ def _normal_masses(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 LABEL_STEP = 1e-3
 
 #: F_j-1, F_j, T_j, T_j+1 of a law (float64) and their relative error bound (`_cdfs`)
-Cdfs: TypeAlias = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]
+_Cdfs: TypeAlias = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]
 
 
 def dpsgd_step(noise_multiplier: float, sample_rate: float, label_step: float) -> StepLaws:
@@ -289,14 +262,14 @@ def dpsgd_step(noise_multiplier: float, sample_rate: float, label_step: float) -
     q = (1 - tau) N(0, sigma^2) + tau N(1, sigma^2), labelled by the rounded loss l(x)."""
     s, tau, h = float(noise_multiplier), float(sample_rate), float(label_step)
     low = math.log1p(-tau) if tau < 1 else -math.inf  # infimum of l
-    x_cap = 1.0 + CAP_SIGMAS * s
+    x_cap = 1.0 + _CAP_SIGMAS * s
     a_cap = (2 * x_cap - 1) / (2 * s * s)
     l_cap = a_cap if tau >= 1 else float(pm.logaddexp(math.log1p(-tau), math.log(tau) + a_cap))
     i_hi = math.ceil(l_cap / h)
     if tau < 1:
         i_lo = math.floor(low / h + 0.5)  # the bucket holding the infimum
     else:
-        x_floor = -CAP_SIGMAS * s  # N(0, s^2) below -CAP_SIGMAS s: in the bottom bucket
+        x_floor = -_CAP_SIGMAS * s  # N(0, s^2) below -_CAP_SIGMAS s: in the bottom bucket
         i_lo = math.floor((2 * x_floor - 1) / (2 * s * s) / h)
     edges = (np.arange(i_lo + 1, i_hi + 1) - 0.5) * h  # inner bucket boundaries (losses)
     if tau >= 1:
@@ -462,7 +435,7 @@ _TILTS = np.array([0.1, 0.25, 0.5, 1.0, 2.0, 4.0])
 
 
 def _window(step: StepLaws, n: int) -> tuple[int, int]:
-    """[lo, hi] (sums of n relative step indices) holding all but WINDOW_TAIL of both laws'
+    """[lo, hi] (sums of n relative step indices) holding all but _WINDOW_TAIL of both laws'
     finite parts: Chernoff bounds P[S >= b] <= M(t)^n e^(-t b) at a few tilts t, as
     dp_accounting's `pld.common.compute_self_convolve_bounds`. Where the window falls does not
     affect validity, only how much of the tails wraps around."""
@@ -478,7 +451,7 @@ def _window(step: StepLaws, n: int) -> tuple[int, int]:
             continue
         log_v = pm.log(v[keep] / v.sum())
         log_m = pm.logsumexp(thetas[:, None] * idx[keep][None, :] + log_v[None, :], axis=1)
-        bound = (n * log_m + math.log(2.0 / WINDOW_TAIL)) / thetas
+        bound = (n * log_m + math.log(2.0 / _WINDOW_TAIL)) / thetas
         his.append(math.ceil(float(np.min(bound[pos]))))
         los.append(math.floor(float(np.max(bound[~pos]))))
     lo = max(0, min(los))
@@ -517,11 +490,11 @@ def compose(step: StepLaws, n: int) -> RunLaws:
 
         length = int(sfft.next_fast_len(max(hi - lo + 1, 2), real=True))
     u = ULD
-    c_f = FFT_SAFETY * u * max(1.0, math.log2(length))
+    c_f = _FFT_SAFETY * u * max(1.0, math.log2(length))
     rho = step.rel_error
-    k1 = (1 + rho) / (1 - rho - (size + 1) * FLOOR)
+    k1 = (1 + rho) / (1 - rho - (size + 1) * _FLOOR)
     k = math.exp(n * math.log(k1))
-    floor_n = n * FLOOR * (1 + (size + 1) * FLOOR) ** n  # the N FLOOR' of item 1
+    floor_n = n * _FLOOR * (1 + (size + 1) * _FLOOR) ** n  # the N _FLOOR' of item 1
     steps_l1 = 2 * k * (k - 1) + k * floor_n * (length + 2)
     fold = np.arange(size) % length
     run_start = n * step.start + lo
@@ -562,7 +535,7 @@ def compose(step: StepLaws, n: int) -> RunLaws:
                 - theta * labels
                 + pm.log(k * (1 + 1e-12) * (trun.astype(float) * (1 + 4 * U64) + t_2 + floor_n))
             )
-        tilted.append(pm.exp(np.minimum(log_bound, 700.0)) + (WINDOW_TAIL if n > 1 else 0.0))
+        tilted.append(pm.exp(np.minimum(log_bound, 700.0)) + (_WINDOW_TAIL if n > 1 else 0.0))
     unbounded = (min(1.0, n * step.unbounded[0]), min(1.0, n * step.unbounded[1]))
     return RunLaws(
         run_start,
@@ -573,7 +546,7 @@ def compose(step: StepLaws, n: int) -> RunLaws:
         (bulks[0], bulks[1]),
         (n * (0.5 * step.step + step.loss_margin[0]), n * (0.5 * step.step + step.loss_margin[1])),
         unbounded,
-        WINDOW_TAIL if n > 1 else 0.0,
+        _WINDOW_TAIL if n > 1 else 0.0,
         length,
         (noises[0], noises[1]),
         (tilted[0], tilted[1]),
@@ -607,7 +580,7 @@ def _true_upper(run: RunLaws) -> tuple[np.ndarray, np.ndarray]:
 
 
 # --- the winner --------------------------------------------------------------------------------
-def _cdfs(r: np.ndarray) -> Cdfs:
+def _cdfs(r: np.ndarray) -> _Cdfs:
     """F_j-1, F_j, T_j = sum_{i>=j}, T_j+1 (float64) of a longdouble law, and their relative
     error bound rho (nonnegative summands in extended precision, then rounding to float64): the
     arguments of `score_search.enclose_winner` after the masses."""
@@ -843,7 +816,7 @@ METHODS = ("auto", "exact", "labelled")
 SCORES = ("any", "deterministic", "monotone")
 
 
-def no_coin(scores: str) -> str:
+def _no_coin(scores: str) -> str:
     """`scores` without the coin search ("any" -> "deterministic"): the pair's own attack."""
     return "deterministic" if scores == "any" else scores
 
@@ -1280,7 +1253,7 @@ def attack_epsilon(
     `scores`: "any" (the worst-score attack) or "monotone"; `resolution`: the merged buckets
     of the score search (`attack`)."""
     check_deltas(delta)
-    value = attack(pair, law, delta, scores=no_coin(scores), resolution=resolution)
+    value = attack(pair, law, delta, scores=_no_coin(scores), resolution=resolution)
     return np.array(value.epsilons) if np.ndim(delta) else value.epsilons[0]
 
 
@@ -1298,7 +1271,7 @@ def attack_delta(
     quantile `tail` (`score_search.TAIL` by default: a curve over every delta)."""
     pair = _applicable(pair)
     e = np.atleast_1d(np.asarray(eps, dtype=float))
-    value = attack(pair, law, [0.5], scores=no_coin(scores), tail=TAIL if tail is None else tail)
+    value = attack(pair, law, [0.5], scores=_no_coin(scores), tail=TAIL if tail is None else tail)
     curves = []
     if pair.reduction_is_exact:
         curves.append(privacy_curve(winner_law(cast(MechanismPair, pair.reduced()), law), e))

@@ -64,11 +64,9 @@ from auditsel.rounds import (
     TruncatedNegativeBinomial,
 )
 
-__all__ = ["Calibration", "CalibrationOptions", "calibrate", "SOLVE_FOR"]
-
 SOLVE_FOR = ("noise", "mean")
 #: the bracket search goes at most this factor away from the starting value
-MAX_FACTOR = 2.0**20
+_MAX_FACTOR = 2.0**20
 
 
 @dataclass(frozen=True)
@@ -378,8 +376,8 @@ def _solve(
         tries += 1
         if (
             not family.lo <= feasible <= family.hi
-            or feasible > x0 * MAX_FACTOR
-            or (feasible < x0 / MAX_FACTOR)
+            or feasible > x0 * _MAX_FACTOR
+            or (feasible < x0 / _MAX_FACTOR)
         ):
             what = "noise multiplier" if family.decreasing else "E[K]"
             raise ConfigError(

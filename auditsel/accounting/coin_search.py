@@ -44,13 +44,13 @@ The search (a heuristic: any score found is valid, only the tightness depends on
    sum of [G_A(F_A') - G_A(F_A) - c (G_B(F_B') - G_B(F_B))]_+, which depends on the state only
    through the masses used: V(k) = max_y gain_y(k) + V(k + e_y) (m = 1: all n! orders).
 2. The order found is merged into segments and their coin cuts optimised (Nelder-Mead on the
-   float eps, `OPT_PIECES` sub-pieces per unit of mass); 1 and 2 repeat at the eps found while
+   float eps, `_OPT_PIECES` sub-pieces per unit of mass); 1 and 2 repeat at the eps found while
    it rises (at most `ROUNDS`), both directions, started from `start`.
 3. The best path is certified with `FINAL_PIECES` sub-pieces per segment.
 
 Round-off (the value is a lower bound in floating point too). The coin cuts are float64 numbers
 (the score is defined by them); each sub-piece's mass p_y (c' - c) is computed in longdouble
-(relative error <= 2 u_ld), so the computed masses are within L1 distance `MASS_L1` of the true
+(relative error <= 2 u_ld), so the computed masses are within L1 distance `_MASS_L1` of the true
 ones and each is at most its computed value times (1 + 4 u). The winner's masses are enclosed
 exactly as the attack's (`score_search.enclose_order`, A3 of `accounting.attack`), and the hockey
 stick is read from the enclosures (`score_search.direction_pieces`, prefix sums rounded down /
@@ -78,32 +78,21 @@ from auditsel.accounting.score_search import (
 from auditsel.numerics import FloatArray, check_deltas
 from auditsel.rounds import RoundsLaw
 
-__all__ = [
-    "CoinScore",
-    "CoinResult",
-    "coin_search",
-    "certify",
-    "coin_winner_laws",
-    "MAX_OUTPUTS",
-    "DP_STATES",
-    "COIN_ASSUMPTION",
-]
-
 #: the finite bases searched have at most this many outputs (the DP has at least 2^n states)
 MAX_OUTPUTS = 14
 #: the DP's states (m + 1)^n are at most this many (m pieces per output, m >= 1)
 DP_STATES = 20000
 #: sub-pieces per unit of mass while the cuts are optimised (a segment of mass w, the larger of
-#: its two sides, is read in ceil(w OPT_PIECES) of them, at least 4: as fine as the DP's pieces),
+#: its two sides, is read in ceil(w _OPT_PIECES) of them, at least 4: as fine as the DP's pieces),
 #: and sub-pieces per segment in the certified value
-OPT_PIECES = 512
+_OPT_PIECES = 512
 FINAL_PIECES = 512
 #: improvement rounds per direction, and float evaluations per refinement
 ROUNDS = 6
 MAX_EVALS = 200
 #: L1 distance between the computed and the true sub-piece masses (2 u_ld relative per piece,
 #: with margin) and the factor bounding each true mass above
-MASS_L1 = 8 * U64
+_MASS_L1 = 8 * U64
 MASS_UP = 1 + 4 * U64
 #: the one line that names what the coin value bounds (interval labels, JSON, docs)
 COIN_ASSUMPTION = (
@@ -186,7 +175,7 @@ def certify(
     keep = (masses[0] > 0) | (masses[1] > 0)
     order = np.arange(int(np.sum(keep)))
     sides = [
-        enclose_order(m[keep], (m[keep].astype(float) * MASS_UP), MASS_L1, order, law, 2)
+        enclose_order(m[keep], (m[keep].astype(float) * MASS_UP), _MASS_L1, order, law, 2)
         for m in masses
     ]
     num = 1 if score.direction == "X' over X" else 0
@@ -319,9 +308,9 @@ def _refine(p, q, law, outputs, lengths, delta, num):
     )
     if not len(x0):
         segs = build(x0)
-        return _float_eps(p, q, segs, law, delta, num, OPT_PIECES), segs
+        return _float_eps(p, q, segs, law, delta, num, _OPT_PIECES), segs
     res = minimize(
-        lambda x: -_float_eps(p, q, build(x), law, delta, num, OPT_PIECES),
+        lambda x: -_float_eps(p, q, build(x), law, delta, num, _OPT_PIECES),
         x0,
         method="Nelder-Mead",
         options={"xatol": 1e-7, "fatol": 1e-10, "maxfev": MAX_EVALS},

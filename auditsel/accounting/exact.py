@@ -38,15 +38,6 @@ from auditsel.roles import Winner
 if TYPE_CHECKING:
     from auditsel.selection import FiniteWinner, GaussianWinner
 
-__all__ = [
-    "hockey_stick_finite",
-    "hockey_stick",
-    "privacy_curve",
-    "exact_epsilon",
-    "likelihood_ratio_region_masses",
-    "tradeoff_curve",
-]
-
 GRID_STEP = 2e-3
 GRID_MARGIN = 40.0
 BISECTION_STEPS = 45  # 2e-3 / 2^45 ~ 6e-17: below double precision of the roots

@@ -89,15 +89,6 @@ from auditsel.accounting.rdp import monotone_envelope, rdp_to_delta, rdp_to_epsi
 from auditsel.numerics import FloatArray
 from auditsel.rounds import Binomial, FinitePmf, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
-__all__ = [
-    "tnb_rdp",
-    "poisson_rdp",
-    "lemma7_rdp",
-    "generic_rdp_curve",
-    "generic_epsilon",
-    "pure_dp_generic_epsilon",
-]
-
 
 def tnb_rdp(
     orders: ArrayLike, rdp: ArrayLike, eta: float, nu: float, mean: float | None = None

@@ -51,13 +51,6 @@ from auditsel.numerics import FloatArray
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import FiniteWinner, GaussianWinner
 
-__all__ = [
-    "winner_renyi",
-    "improved_epsilon",
-    "finite_improved_epsilon",
-    "STEP",
-]
-
 #: quadrature step of the Renyi integrals
 STEP = 0.01
 _PAD = 40.0

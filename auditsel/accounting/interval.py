@@ -54,23 +54,6 @@ from auditsel.numerics import check_deltas
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 
-__all__ = [
-    "Interval",
-    "TuningEpsilon",
-    "tuning_epsilon",
-    "Tightest",
-    "tuning_interval",
-    "tightest_bound",
-    "tightest_of",
-    "rigorous_values",
-    "attack_source",
-    "interval_from",
-    "check_assume",
-    "allowed_rigours",
-    "interval_attack",
-    "IntervalRecord",
-]
-
 
 class _IntervalRecord(TypedDict):
     lower: float | None

@@ -63,21 +63,6 @@ from auditsel.numerics import check_deltas
 from auditsel.roles import AccountedPair, MechanismPair
 from auditsel.rounds import RoundsLaw
 
-__all__ = [
-    "BOUND_KEYS",
-    "BOUND_LABELS",
-    "Panel",
-    "BaseInfo",
-    "AttackInfo",
-    "BoundValues",
-    "Curves",
-    "upper_bounds",
-    "base_info",
-    "bound_labels",
-    "panel",
-    "panel_curves",
-]
-
 #: {bound key: eps or None}: `Panel.upper`, `.monotone_score`, `.reduced_game` (keys of
 #: `registry.BOUND_KEYS`; a section holds the keys whose values belong to it)
 BoundValues = dict[str, float | None]
@@ -124,7 +109,7 @@ class AttackInfo(_AttackInfo, total=False):
 BOUND_LABELS = {b.key: {"rigour": b.rigour_default, "citation": b.citation} for b in BOUNDS}
 
 #: the keys of `Panel.attack` (all None, `source` saying why, where the attack does not apply)
-ATTACK_KEYS = (
+_ATTACK_KEYS = (
     "epsilon",
     "source",
     "method",
@@ -136,7 +121,7 @@ ATTACK_KEYS = (
 )
 
 #: why a reduced-game value leaves `upper` (result.json notes)
-REDUCED_NOTE = (
+_REDUCED_NOTE = (
     "exact, improved_rdp and improved_rdp_gdp use mu = tau sqrt(N)/sigma ([XWW24] eq. 19) or "
     "mu_GDP, a large-N approximation when tau < 1: heuristic, not bounds; their values are "
     "under reduced_game (a comparison with the paper; a monotone score assumed too), not under "
@@ -144,7 +129,7 @@ REDUCED_NOTE = (
 )
 
 #: why the reduced game's values leave `upper` where the reduction is exact (result.json notes)
-MONOTONE_NOTE = (
+_MONOTONE_NOTE = (
     "exact, improved_rdp and improved_rdp_gdp are the reduced game's values ([XWW24] Figure 5): "
     "they hold only under [XWW24]'s monotone-score assumption and sit under monotone_score, "
     "not under upper; the tuning run's epsilon for any score lies in the interval"
@@ -239,9 +224,9 @@ class Panel:
 
 
 def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list[float]) -> AttackInfo:
-    """The panel's `.attack` dict (ATTACK_KEYS, and "curve" with curve deltas)."""
+    """The panel's `.attack` dict (_ATTACK_KEYS, and "curve" with curve deltas)."""
     if hit is None:
-        info = cast(AttackInfo, {**dict.fromkeys(ATTACK_KEYS), "source": no_attack})
+        info = cast(AttackInfo, {**dict.fromkeys(_ATTACK_KEYS), "source": no_attack})
     else:
         score = hit.score.describe() if hit.method == "score_search" and hit.score else None
         if hit.method == "coin_search" and hit.coin_score is not None:
@@ -397,9 +382,9 @@ def _notes(
             "the generic and profile bounds come from dp_accounting's RDP and PLD accountants"
         )
     if moved:
-        notes.append(REDUCED_NOTE)
+        notes.append(_REDUCED_NOTE)
     if monotone and any(values[k] is not None for k in monotone):
-        notes.append(MONOTONE_NOTE)
+        notes.append(_MONOTONE_NOTE)
     for k in BOUND_KEYS:
         v = values[k]
         if v is not None and not math.isfinite(v):

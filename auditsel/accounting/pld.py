@@ -48,17 +48,6 @@ from scipy.special import ndtr
 from auditsel.mechanisms import gaussian_delta
 from auditsel.numerics import FloatArray, check_deltas
 
-__all__ = [
-    "Curve",
-    "gaussian_curve",
-    "laplace_curve",
-    "subsampled_gaussian_curves",
-    "DiscretePld",
-    "pessimistic_pld",
-    "optimistic_pld",
-    "dpsgd_epsilon_interval",
-]
-
 
 @dataclass(frozen=True)
 class Curve:

@@ -33,8 +33,6 @@ from numpy.typing import ArrayLike
 
 from auditsel.numerics import FloatArray
 
-__all__ = ["exp", "log", "expm1", "log1p", "logaddexp", "logsumexp"]
-
 _LD = np.dtype(np.longdouble)
 #: ln 2 to 36 digits (the longdouble split is computed from it)
 _LN2_TEXT = "0.693147180559945309417232121458176568"

@@ -61,27 +61,6 @@ from auditsel.numerics import FloatArray, IntArray, check_deltas, golden_min
 from auditsel.roles import AccountedPair
 from auditsel.rounds import Binomial, Poisson, RoundsLaw, TruncatedNegativeBinomial
 
-__all__ = [
-    "BaseProfile",
-    "base_profile",
-    "profile_epsilon",
-    "tnb_shift",
-    "binomial_shift",
-    "poisson_shift",
-    "general_shift",
-    "region_grid",
-    "lines_index",
-    "envelope_region",
-    "layered_epsilon",
-    "layered_delta",
-    "layered_sum",
-    "smallest_eps",
-    "layers",
-    "rnm_epsilon",
-    "rnm_gaussian_closed_form",
-    "rnm_gaussian_rdp",
-]
-
 #: the w = 1 - q grid of the Theorem 4.1 recipe: 0, then log-spaced on both sides of 1/2
 _W_SIDE = np.logspace(-30, math.log10(0.5), 1200)
 
@@ -401,7 +380,7 @@ def _profile_tilde(profile: BaseProfile, e: np.ndarray) -> np.ndarray:
 
 
 #: at most this many layers in `layered_delta` (merged: a valid, slightly larger bound)
-LAYERS = 400
+_LAYERS = 400
 #: the cells `layers` reads are refined until each is within LAYER_TOL nats of the region's
 #: best grid point at smaller w (the running max c(s) is read per layer, so every cell's slack
 #: reaches the bound, not only the largest cell's), for at most LAYER_ROUNDS rounds
@@ -434,14 +413,14 @@ def layers(profile: BaseProfile, law: RoundsLaw) -> Layers:
     hi, lo = g[:-1] * (1 + rel), g[1:] * (1 - rel)
     rise = np.where(np.isfinite(hi), np.maximum(hi - lo, 0.0), np.inf)
     g0 = float(law.pgf_derivative(np.array([0.0]), np.array([1.0]))[0]) * (1 + rel)
-    # merged into at most LAYERS groups of about equal rise: a group takes its members' largest
+    # merged into at most _LAYERS groups of about equal rise: a group takes its members' largest
     # shift and cap (the last member's: both are non-decreasing along w) and their summed rise,
     # which only enlarges the bound
     total = float(np.sum(rise))
-    if not math.isfinite(total) or total <= 0 or len(rise) <= LAYERS:
+    if not math.isfinite(total) or total <= 0 or len(rise) <= _LAYERS:
         return Layers(g0, rise, cmax, w[1:].copy())
     before = np.concatenate([[0.0], np.cumsum(rise)[:-1]])
-    group = np.minimum((before / total * LAYERS).astype(np.int64), LAYERS - 1)
+    group = np.minimum((before / total * _LAYERS).astype(np.int64), _LAYERS - 1)
     first = np.flatnonzero(np.diff(np.concatenate([[-1], group])))
     last = np.concatenate([first[1:] - 1, [len(rise) - 1]])
     summed = np.add.reduceat(rise, first) * (1 + len(rise) * rel)

@@ -42,21 +42,6 @@ from numpy.typing import ArrayLike
 
 from auditsel.numerics import FloatArray, check_deltas, golden_min, logsumexp
 
-__all__ = [
-    "ORDERS",
-    "GRID",
-    "DP_ACCOUNTING_ORDERS",
-    "check_deltas",
-    "rdp_to_epsilon",
-    "rdp_to_epsilon_continuous",
-    "rdp_to_delta",
-    "gaussian_rdp",
-    "finite_rdp",
-    "renyi_divergence_finite",
-    "pure_dp_rdp",
-    "monotone_envelope",
-]
-
 #: 160 orders geometric in alpha - 1 between 1.01 and 1024
 GRID = 1.0 + np.logspace(-2, math.log10(1023.0), 160)
 #: dp_accounting's DEFAULT_RDP_ORDERS (the same floats; stated here so that importing the panel

@@ -94,27 +94,6 @@ from auditsel.roles import AccountedPair, MechanismPair
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 from auditsel.selection import winner_law
 
-__all__ = [
-    "ASSUMPTION",
-    "ASSUMPTIONS",
-    "MONOTONE_SCORE",
-    "MONOTONE_SCORE_KEYS",
-    "RIGOURS",
-    "Rigour",
-    "Bound",
-    "GenericRdp",
-    "ProfileBound",
-    "ImprovedRdp",
-    "ExactBound",
-    "BOUNDS",
-    "BOUND_KEYS",
-    "bound",
-    "OptInBound",
-    "OPT_IN_BOUNDS",
-    "opt_in_bound",
-]
-
-
 #: the one assumption a value may rest on (the keyword `assume=` of `accounting.interval`)
 MONOTONE_SCORE: Final = "monotone_score"
 ASSUMPTIONS = (MONOTONE_SCORE,)

@@ -43,21 +43,6 @@ from auditsel.numerics import FloatArray, check_deltas
 from auditsel.roles import AccountedPair
 from auditsel.rounds import RoundsLaw
 
-__all__ = [
-    "DualClasses",
-    "DualGrid",
-    "finite_classes",
-    "pld_classes",
-    "pair_classes",
-    "dual_grid",
-    "dual_delta",
-    "fit_multipliers",
-    "score_dual_delta",
-    "score_dual_epsilon",
-    "mixture_certificate",
-    "region_pure_epsilon",
-]
-
 #: the law's relative error on G' (as `profile.layers`), charged at every node
 _REL = 4096 * float(np.finfo(float).eps)
 

@@ -73,27 +73,6 @@ from auditsel.numerics import FloatArray, check_deltas
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import BucketScore
 
-__all__ = [
-    "LabelLaws",
-    "ScoreSearch",
-    "SearchResult",
-    "SHAPES",
-    "DEFAULT_RESOLUTION",
-    "merge_buckets",
-    "informative_masses",
-    "delta_tail",
-    "enclose_winner",
-    "true_winner_upper",
-    "order_winner_laws",
-    "enclose_order",
-    "direction_pieces",
-    "pieces_epsilons",
-    "pieces_deltas",
-    "SPLIT_MASS",
-    "split_pieces",
-    "split_buckets",
-]
-
 U64 = float(np.finfo(np.float64).eps) / 2
 ULD = float(np.finfo(np.longdouble).eps) / 2
 #: A3: relative error of a law's pgf, pgf_complement and pgf_derivative in float64
@@ -105,8 +84,8 @@ DEFAULT_RESOLUTION = 256
 #: labels beyond the quantiles TAIL (either side) are lumped into the end buckets (the widest
 #: range; `delta_tail` narrows it to where the hockey stick at a delta reads the labels)
 TAIL = 1e-20
-#: `delta_tail`'s quantile is delta / (TAIL_PER_DELTA E[K]), within [TAIL, TAIL_MAX]
-TAIL_PER_DELTA = 1e4
+#: `delta_tail`'s quantile is delta / (_TAIL_PER_DELTA E[K]), within [TAIL, TAIL_MAX]
+_TAIL_PER_DELTA = 1e4
 TAIL_MAX = 1e-9
 #: at most this many improvement steps per delta (each strictly improves the score)
 MAX_ROUNDS = 30
@@ -116,9 +95,9 @@ TIE = 1e-12
 #: `split_pieces`: a merged bucket holding more than this share of one run's mass on either side
 #: is split into equal pieces (a heavy bucket: an atom of the label, e.g. a Laplace base's +-1/b)
 SPLIT_MASS = 1 / 16
-#: pieces per unit of mass (a bucket of mass w becomes the power of two >= w SPLIT_DENSITY
+#: pieces per unit of mass (a bucket of mass w becomes the power of two >= w _SPLIT_DENSITY
 #: pieces, at most SPLIT_MAX), and the most buckets the split adds in all
-SPLIT_DENSITY = 128
+_SPLIT_DENSITY = 128
 SPLIT_MAX = 64
 SPLIT_EXTRA = 160
 
@@ -158,7 +137,7 @@ class LabelLaws:
 
 def delta_tail(deltas: ArrayLike, law: RoundsLaw) -> float:
     """The quantile beyond which `merge_buckets` lumps the labels for an attack at `deltas`:
-    the smallest positive delta / (`TAIL_PER_DELTA` E[K]), within [`TAIL`, `TAIL_MAX`] (`TAIL`
+    the smallest positive delta / (`_TAIL_PER_DELTA` E[K]), within [`TAIL`, `TAIL_MAX`] (`TAIL`
     when no delta is positive).
 
     Any cut is valid (a merge is a post-processing): the cut only decides where the
@@ -169,7 +148,7 @@ def delta_tail(deltas: ArrayLike, law: RoundsLaw) -> float:
     d = d[d > 0]
     if not len(d):
         return TAIL
-    q = float(np.min(d)) / (TAIL_PER_DELTA * max(float(law.mean), 1.0))
+    q = float(np.min(d)) / (_TAIL_PER_DELTA * max(float(law.mean), 1.0))
     return min(max(q, TAIL), TAIL_MAX)
 
 
@@ -243,14 +222,14 @@ def split_pieces(laws: LabelLaws) -> np.ndarray:
     """How many equal pieces each bucket of `laws` becomes in the split search (1: kept whole):
     a bucket holding more than `SPLIT_MASS` of one run's mass on either side (read from
     `informative_masses`, so the same on every CPU) becomes 2^k pieces, 2^k the power of two
-    >= its mass x `SPLIT_DENSITY`, at most `SPLIT_MAX`; the heaviest bucket's pieces are
+    >= its mass x `_SPLIT_DENSITY`, at most `SPLIT_MAX`; the heaviest bucket's pieces are
     halved until the split adds at most `SPLIT_EXTRA` buckets."""
     mass = np.maximum(*informative_masses(laws))
     pieces = np.ones(len(laws), dtype=np.int64)
     heavy = mass > SPLIT_MASS
     if not np.any(heavy):
         return pieces
-    want = np.ceil(np.log2(np.maximum(mass[heavy] * SPLIT_DENSITY, 2.0)))
+    want = np.ceil(np.log2(np.maximum(mass[heavy] * _SPLIT_DENSITY, 2.0)))
     pieces[heavy] = np.minimum(2 ** want.astype(np.int64), SPLIT_MAX)
     while int(np.sum(pieces - 1)) > SPLIT_EXTRA:
         pieces[int(np.argmax(pieces))] //= 2

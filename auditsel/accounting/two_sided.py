@@ -45,8 +45,6 @@ from auditsel.numerics import FloatArray, check_deltas
 from auditsel.roles import AccountedPair
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["directional_profiles", "two_sided_epsilon"]
-
 Delta = Callable[[np.ndarray], np.ndarray]
 
 

@@ -19,7 +19,6 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import betainccinv, betaincinv, ndtri, xlogy
 
 #: the user-facing names (the other functions are building blocks of the audits)
-__all__ = ["clopper_pearson_upper", "clopper_pearson_lower"]
 
 
 def clopper_pearson_upper(count: ArrayLike, nobs: int, alpha: float) -> NDArray[np.float64]:

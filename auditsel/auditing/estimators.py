@@ -69,16 +69,6 @@ from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import GaussianWinner
 
-__all__ = [
-    "Estimate",
-    "PanelOptions",
-    "estimator_panel",
-    "LABELS",
-    "EstimateLabel",
-    "winner_tradeoff",
-    "selection_fit_mu",
-]
-
 #: what an estimate is (module docstring)
 EstimateLabel = Literal["valid", "bayesian", "heuristic", "optimistic", "descriptive"]
 LABELS: tuple[EstimateLabel, ...] = ("valid", "bayesian", "heuristic", "optimistic", "descriptive")

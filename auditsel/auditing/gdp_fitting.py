@@ -26,7 +26,6 @@ from auditsel.mechanisms import gaussian_epsilon
 from auditsel.numerics import FloatArray, check_deltas
 
 #: the user-facing names (the other functions are building blocks of the audits)
-__all__ = ["gdp_mu", "GdpFit", "gdp_fit"]
 
 
 def mu_objective(fp_u: ArrayLike, fn_u: ArrayLike) -> FloatArray:

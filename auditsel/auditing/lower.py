@@ -75,8 +75,6 @@ from auditsel.auditing.threshold_search import (
 from auditsel.errors import ConfigError, number
 from auditsel.numerics import check_deltas
 
-__all__ = ["LowerBound", "audit_scores", "apply_rule", "EvaluatedTest", "RuleChoice"]
-
 
 class EvaluatedTest(ThresholdTest):
     """A test bounded on `n` games (the evaluated part of a split, or every game)."""

@@ -45,19 +45,6 @@ from auditsel.errors import ConfigError
 from auditsel.mechanisms import gaussian_epsilon
 from auditsel.numerics import FloatArray, IntArray, check_deltas
 
-__all__ = [
-    "snj23_p_value",
-    "snj23_epsilon",
-    "mmc24_rejects",
-    "guess_grid",
-    "guess_counts",
-    "TradeoffFamily",
-    "GdpFamily",
-    "PureDpFamily",
-    "OneRunBound",
-    "audit_one_run",
-]
-
 EPS_MAX = 50.0  # eps above this is reported as this (a search cap, stated in the output)
 EPS_TOL = 1e-6
 

@@ -49,27 +49,6 @@ from auditsel.auditing.threshold_search import epsilon_from_rates
 from auditsel.errors import ConfigError
 from auditsel.numerics import FloatArray, check_deltas
 
-__all__ = [
-    "PlanCurve",
-    "Plan",
-    "empirical_curve",
-    "PilotTests",
-    "pilot_tests",
-    "blind_rate",
-    "rule_design",
-    "prob_at_least",
-    "expected_eps",
-    "EpsLaw",
-    "eps_law",
-    "law_for_games",
-    "planned_range",
-    "RANGE_LOW",
-    "RANGE_HIGH",
-    "games_needed",
-    "curve_epsilon",
-    "claim_pvalue",
-]
-
 RANGE_LOW, RANGE_HIGH = 0.05, 0.95  # the quantiles of a planned eps_L range (planned_range)
 
 BINS = 600

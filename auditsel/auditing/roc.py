@@ -30,17 +30,6 @@ from auditsel.auditing.scores import check_scores
 from auditsel.auditing.sorted_scores import sort_parts
 from auditsel.errors import ConfigError
 
-__all__ = [
-    "auroc",
-    "tpr_at_fpr",
-    "roc_hull",
-    "auroc_with_se",
-    "auroc_hull_sorted",
-    "hull_sorted",
-    "placements",
-    "tp_counts_sorted",
-]
-
 
 def _coins(scores, member) -> tuple[np.ndarray, np.ndarray]:
     s, m = check_scores(scores, member)

@@ -24,21 +24,6 @@ import numpy as np
 
 from auditsel.errors import MAX_GRID, MAX_SEED, ConfigError, integer, number
 
-__all__ = [
-    "ThresholdRule",
-    "Split",
-    "BonferroniGrid",
-    "BonferroniAll",
-    "MultiSplit",
-    "RULES",
-    "THRESHOLD_RULES",
-    "OPTIMISTIC_RULES",
-    "MULTISPLITS",
-    "threshold_rule",
-    "with_seed",
-    "fresh_seed",
-]
-
 MULTISPLITS = 21  # odd, so the median is one of the bounds
 OPTIMISTIC_RULES = ("best",)
 

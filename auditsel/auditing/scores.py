@@ -33,8 +33,6 @@ import numpy as np
 
 from auditsel.errors import ConfigError
 
-__all__ = ["check_scores", "read_scores", "ScoreFileError", "MIN_GAMES", "MAX_ROWS"]
-
 MIN_GAMES = 4
 MAX_ROWS = 10**8  # rows of a score file (~1.7 GB as float64 scores and int8 coins)
 MAX_FILE_BYTES = 8 * 2**30  # bytes of a score file on disk

@@ -21,7 +21,6 @@ from auditsel.errors import ConfigError
 from auditsel.executor import run_ordered
 
 #: the user-facing names (the other functions are building blocks of the audits)
-__all__ = ["SortedScores", "Counts", "counts_from_coins", "threshold_table"]
 
 
 _POPCOUNT = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
@@ -145,7 +144,7 @@ def search_counts(
     return len(s0) - np.searchsorted(s0, t, side="right"), np.searchsorted(s1, t, side="right")
 
 
-def counts_at_thresholds(
+def _counts_at_thresholds(
     s0: SortedPart | np.ndarray, s1: SortedPart | np.ndarray, thresholds: ArrayLike
 ) -> Counts:
     """A table of the trials with sorted scores s0, s1 at the given thresholds only (with the
@@ -231,8 +230,8 @@ class SortedScores:
         return counts_from_coins(*self.by_coin(mask))
 
     def counts_at(self, mask: NDArray[np.bool_] | None, thresholds: ArrayLike) -> Counts:
-        """`counts_at_thresholds` of the trials selected by `mask` (None: all)."""
-        return counts_at_thresholds(*self.by_coin(mask), thresholds)
+        """`_counts_at_thresholds` of the trials selected by `mask` (None: all)."""
+        return _counts_at_thresholds(*self.by_coin(mask), thresholds)
 
     def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """compute(), once per key on this sort."""
@@ -275,7 +274,7 @@ class SortedScores:
         """Counts of the evaluation part (all games but the `pilot`'s) at the thresholds."""
         every = self.counts_at(None, thresholds)
         p0, p1 = pilot
-        part = counts_at_thresholds(p0, p1, thresholds)
+        part = _counts_at_thresholds(p0, p1, thresholds)
         return Counts(
             every.t, every.fp - part.fp, every.fn - part.fn, every.n0 - part.n0, every.n1 - part.n1
         )

@@ -41,7 +41,6 @@ class ChunkReader(Protocol):
 
 
 #: the user-facing names (the other functions are building blocks of the audits)
-__all__ = ["audit_chunks"]
 
 
 STREAM_CANDIDATES = 4096

@@ -29,7 +29,6 @@ from auditsel.auditing.sorted_scores import Counts, SortedPart, SortedScores
 from auditsel.numerics import FloatArray, IntArray, check_deltas
 
 #: the user-facing names (the other functions are building blocks of the audits)
-__all__ = ["epsilon_from_rates", "ThresholdTest"]
 
 
 class ThresholdTest(TypedDict):
@@ -338,7 +337,7 @@ def search_both(
     return max(found, key=lambda x: x[2][1])
 
 
-def best_rows(
+def _best_rows(
     above: CandidateRows, below: CandidateRows, n0: int, n1: int, a: float, delta: float
 ) -> ThresholdTest:
     """The best (threshold, direction) by eq. 4 with CP limits at level a: '>' over the rows
@@ -364,16 +363,16 @@ def best_rows(
 def best_on_coins(
     s0: SortedPart | np.ndarray, s1: SortedPart | np.ndarray, a: float, delta: float
 ) -> ThresholdTest:
-    """best_rows over every threshold of the sorted scores s0 (b = 0) and s1 (b = 1)."""
+    """_best_rows over every threshold of the sorted scores s0 (b = 0) and s1 (b = 1)."""
     p0, p1 = (x if isinstance(x, SortedPart) else SortedPart(x) for x in (s0, s1))
-    return best_rows(
+    return _best_rows(
         CandidateRows.on(p0, p0, p1), CandidateRows.on(p1, p0, p1), p0.n, p1.n, a, delta
     )
 
 
 def best_on_table(c: Counts, a: float, delta: float) -> ThresholdTest:
     rows = CandidateRows.table(c.t, c.fp, c.fn)
-    return best_rows(rows, rows, c.n0, c.n1, a, delta)
+    return _best_rows(rows, rows, c.n0, c.n1, a, delta)
 
 
 def best_threshold(sorted_scores: SortedScores, alpha: float, delta: float) -> ThresholdTest:

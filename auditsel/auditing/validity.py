@@ -25,8 +25,6 @@ from auditsel.games.engine import run_game
 from auditsel.numerics import check_deltas
 from auditsel.roles import GameProtocol, Proxy
 
-__all__ = ["Coverage", "Repetitions", "overclaim_rates"]
-
 
 @dataclass(frozen=True)
 class Coverage:

@@ -35,8 +35,6 @@ import numpy as np
 
 from auditsel.errors import ConfigError
 
-__all__ = ["Dataset", "BUNDLED", "LOCAL", "DATASETS", "load_dataset", "load_split"]
-
 BUNDLED = ("digits", "breast_cancer")
 LOCAL = ("mnist", "fashion_mnist", "cifar10", "svhn")
 DATASETS = BUNDLED + LOCAL

@@ -33,8 +33,6 @@ from typing import Any, Literal
 
 import numba
 
-__all__ = ["compile_cached", "unsafe_reason", "MANIFEST"]
-
 MANIFEST = "auditsel-kernels.sha256.json"
 _SUFFIXES = (".nbi", ".nbc")
 

@@ -41,16 +41,6 @@ from numpy.typing import NDArray
 from auditsel.dpsgd import kernel_cache, kernels_cpu, kernels_torch
 from auditsel.executor import in_pieces
 
-__all__ = [
-    "draw",
-    "softmax_grad_",
-    "backend",
-    "philox_block",
-    "keys_of",
-    "seed_keys",
-    "seed_states",
-]
-
 _LOCK = threading.Lock()
 _CPU: SimpleNamespace | None = None
 PIECES_PER_THREAD = 4

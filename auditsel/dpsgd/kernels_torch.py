@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["draw", "softmax_grad", "philox", "exp", "log", "sincos_2pi"]
-
 M0, M1, W0, W1 = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
 INV24 = 2.0**-24
 LANES = 16  # as in kernels_cpu: numbers come in chunks of 4 LANES

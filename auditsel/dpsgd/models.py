@@ -27,8 +27,6 @@ import torch.nn.functional as F
 
 from auditsel.errors import ConfigError
 
-__all__ = ["ModelSpec", "MODELS"]
-
 MODELS = ("logreg", "mlp", "cnn")
 
 

@@ -50,22 +50,6 @@ from auditsel.dpsgd.models import ModelSpec
 from auditsel.errors import ConfigError, shown
 from auditsel.mechanisms import DpsgdBase
 
-__all__ = [
-    "ExampleCanary",
-    "DiracCanary",
-    "Canary",
-    "TrainResult",
-    "TrainSettings",
-    "Execution",
-    "train_runs",
-    "clip_factors",
-    "check_settings",
-    "calibrate_noise_multiplier",
-    "dpsgd_epsilon",
-    "default_device",
-    "resolve_device",
-]
-
 INIT, MASKS, NOISE = 0, 1, 2  # the per-run streams of `kernels.draw`
 
 

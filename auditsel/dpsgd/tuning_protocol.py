@@ -59,19 +59,6 @@ from auditsel.dpsgd.trainer import (
 from auditsel.errors import ConfigError
 from auditsel.rounds import RoundsLaw
 
-__all__ = [
-    "ValidationLoss",
-    "CanaryLoss",
-    "FirstCoordinateShift",
-    "Score",
-    "evaluate_score",
-    "DpsgdTuningProtocol",
-    "RunSettings",
-    "DpsgdRelease",
-    "GRID_KEYS",
-    "RELEASE_FIELDS",
-]
-
 GRID_KEYS = ("lr", "clip", "steps", "noise_multiplier", "sample_rate")
 
 

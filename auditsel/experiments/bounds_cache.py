@@ -34,8 +34,6 @@ from typing import TypeVar
 from auditsel.files import atomic_write_bytes
 from auditsel.games.fingerprint import package_digest
 
-__all__ = ["CACHE_ENV", "cache_folder", "cached", "cache_file"]
-
 #: the environment variable naming the folder (or "off")
 CACHE_ENV = "AUDITSEL_CACHE_DIR"
 

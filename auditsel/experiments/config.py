@@ -45,17 +45,6 @@ from auditsel.selection import (
     tuning_score_from_spec,
 )
 
-__all__ = [
-    "ConfigError",
-    "ExperimentSpec",
-    "GameSpec",
-    "load_config",
-    "parse_config",
-    "parse_base",
-    "default_config_path",
-    "LIMITS",
-]
-
 GAME_KINDS = ("reduced", "discrete", "dpsgd", "dpsgd_worst_case")
 DPSGD_DATASETS = ("digits", "breast_cancer", "mnist", "fashion_mnist", "cifar10", "svhn")
 LOCAL_DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")

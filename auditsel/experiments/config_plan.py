@@ -37,8 +37,6 @@ from auditsel.selection import (
     statistic_tradeoff,
 )
 
-__all__ = ["curve_for_spec", "plan_spec"]
-
 
 def _bucket_curve(pair, law, score: BucketScore) -> PlanCurve:
     """The trade-off of a bucket score's statistic (its guess per bucket; the K = 0 output at

@@ -31,8 +31,6 @@ from auditsel.experiments.config import (
 from auditsel.experiments.experiment import PANEL_ABOVE, STREAM_ABOVE
 from auditsel.mechanisms import NOISE_MAX, NOISE_MIN, SAMPLE_RATE_MIN, STEPS_MAX
 
-__all__ = ["SCHEMA", "Field", "Range", "Section", "shown_number", "spec_default"]
-
 
 def shown_number(x: float) -> str:
     """A bound as the page writes it: 10^k and 2^k for large powers, else the plain number."""
@@ -258,12 +256,12 @@ _ROUNDS_ROWS = (
     ),
 )
 #: the laws of K, in the order their keys first appear above
-LAW_KINDS = tuple(dict.fromkeys(kind for row in _ROUNDS_ROWS for kind in row.kinds))
+_LAW_KINDS = tuple(dict.fromkeys(kind for row in _ROUNDS_ROWS for kind in row.kinds))
 
 ROUNDS = Section(
     title="`rounds`",
     path="rounds",
-    rows=(Field(key="kind", allowed=_names(LAW_KINDS)), *_ROUNDS_ROWS),
+    rows=(Field(key="kind", allowed=_names(_LAW_KINDS)), *_ROUNDS_ROWS),
 )
 
 

@@ -67,8 +67,6 @@ from auditsel.selection import (
 )
 from auditsel.version import __version__, source_commit
 
-__all__ = ["run_config", "run_experiment", "ExperimentOutputs", "threshold_grid", "fingerprint"]
-
 STREAM_ABOVE = 1 << 25  # games above this many trials are audited chunk by chunk from disk
 PANEL_ABOVE = 200_000  # game.panel: auto computes the estimator panel up to this many trials
 PLOT_TRIALS = 1 << 20  # a streamed run's plots use its first ~10^6 trials
@@ -126,7 +124,7 @@ def game_score(spec: ExperimentSpec) -> TuningScore:
     return _SCORES[key]
 
 
-def score_fields(score: TuningScore, choice: TuningScore | str) -> dict[str, Any]:
+def _score_fields(score: TuningScore, choice: TuningScore | str) -> dict[str, Any]:
     """result.json's `lower.score`: what the tuner's score was (`describe`), as configured
     (`choice`: "worst", "farthest", ...) and as played (the score's fields; infinite guesses as
     the strings "inf", "-inf")."""
@@ -177,7 +175,7 @@ def code_of(spec: ExperimentSpec) -> dict[str, str]:
     return code_identity(**extra)
 
 
-def available_memory() -> int | None:
+def _available_memory() -> int | None:
     """Bytes of memory this process may still use (None: unreadable): the smaller of
     /proc/meminfo's `MemAvailable` and cgroup v2's `memory.max` minus `memory.current`."""
     limits = []
@@ -204,11 +202,11 @@ def _gib(n: float) -> str:
 BYTES_PER_TRIAL = 24  # kept in memory: score and coin, their concatenation, the sorted scores
 
 
-def check_memory(spec: ExperimentSpec, protocol: GameProtocol, stream: bool) -> None:
+def _check_memory(spec: ExperimentSpec, protocol: GameProtocol, stream: bool) -> None:
     """A ConfigError naming the field to change, before any work, when a game's memory (a lower
     estimate: an in-memory game's scores, one chunk of a DP-SGD game, its protocol's
-    `memory_bytes`) exceeds `available_memory()`."""
-    available = available_memory()
+    `memory_bytes`) exceeds `_available_memory()`."""
+    available = _available_memory()
     if available is None:
         return
     g = _game(spec)
@@ -311,7 +309,7 @@ def _play(
         raise ConfigError(
             "game.stream", "a streamed audit needs an output directory for its chunks"
         )
-    check_memory(spec, protocol, stream)
+    _check_memory(spec, protocol, stream)
     record = run_game(
         protocol,
         proxy,
@@ -520,7 +518,7 @@ def _add_played(
         bound = replace(bound, estimators=panel.result())
     result["lower"] = lower_fields(bound, spec.game.kind, spec.game.proxy, spec.game.seed, streamed)
     if spec.game.kind in ("reduced", "dpsgd_worst_case") and spec.game.score != "monotone":
-        result["lower"]["score"] = score_fields(game_score(spec), spec.game.score)
+        result["lower"]["score"] = _score_fields(game_score(spec), spec.game.score)
     artefacts["record"] = record
     if ss is not None:
         artefacts["by_coin"] = ss.by_coin()  # the audit's sort serves the plots

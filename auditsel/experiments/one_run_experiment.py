@@ -31,8 +31,6 @@ from auditsel.mechanisms import DpsgdBase, GaussianBase
 if TYPE_CHECKING:
     from auditsel.experiments.config import ExperimentSpec
 
-__all__ = ["EXACT_SCOPE", "play_one_run", "one_run_game"]
-
 #: what `exact_per_canary` is exact for: the one-run game as defined, whose tuner selects by one
 #: fixed score, not the epsilon of a tuning run for every score function (the any-score attack
 #: of `auditsel.accounting.score_search` bounds that one)

@@ -44,8 +44,6 @@ from auditsel.results.figures import new_figure, save_figure
 from auditsel.results.heuristics import result_labels
 from auditsel.results.report import write_outputs
 
-__all__ = ["SweepPoint", "expand_sweep", "run_sweep", "sweep_rows"]
-
 MAX_POINTS = 10_000
 
 

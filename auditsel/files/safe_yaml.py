@@ -21,14 +21,12 @@ import yaml
 from auditsel.errors import ConfigError
 from auditsel.files import open_regular
 
-__all__ = ["MAX_CONFIG_BYTES", "MAX_YAML_CHARS", "MAX_YAML_NODES", "load_yaml_text", "read_yaml"]
-
 MAX_CONFIG_BYTES = 1 << 20  # a config file (or a --rounds mapping) is at most 1 MiB
 MAX_YAML_NODES = 100_000  # values, lists and mappings, an alias counted as a copy
 MAX_YAML_CHARS = 1 << 20  # characters of all values, an alias counted as a copy
 
 
-class DuplicateKey(yaml.YAMLError):  # type: ignore[misc, unused-ignore]  # yaml: no stubs
+class _DuplicateKey(yaml.YAMLError):  # type: ignore[misc, unused-ignore]  # yaml: no stubs
     """A mapping that names one key twice (YAML would silently keep the last)."""
 
     def __init__(self, key: str, line: int) -> None:
@@ -54,7 +52,7 @@ class _SafeLoader(yaml.SafeLoader):  # type: ignore[misc, unused-ignore]  # yaml
                 except TypeError:  # an unhashable key: construct_mapping names it
                     continue
                 if duplicate:
-                    raise DuplicateKey(str(key), key_node.start_mark.line + 1)
+                    raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
         return super().construct_mapping(node, deep=deep)
 
 
@@ -111,7 +109,7 @@ def load_yaml_text(text: str, field: str = "config", source: str = "the YAML tex
         raise ConfigError(
             field, f"{source} is nested too deeply; see configs/quickstart.yaml for the format"
         ) from None
-    except DuplicateKey as err:
+    except _DuplicateKey as err:
         raise ConfigError(
             err.key,
             f"written twice in {source} (the second at line {err.line}); keep one",

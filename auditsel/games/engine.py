@@ -53,19 +53,6 @@ from auditsel.files import (
 from auditsel.games.fingerprint import code_identity, describe_change
 from auditsel.roles import GameProtocol, Proxy
 
-__all__ = [
-    "GameRecord",
-    "ChunkSource",
-    "CheckpointError",
-    "Checkpoints",
-    "run_game",
-    "chunk_rng",
-    "default_jobs",
-    "delete_checkpoints",
-    "saving_every_chunk",
-    "DEFAULT_CHUNK_SIZE",
-]
-
 DEFAULT_CHUNK_SIZE = 1 << 18
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 1 << 20  # a manifest is read at most this far
@@ -261,9 +248,9 @@ class Checkpoints:
 
 
 #: what a checkpoint folder holds of auditsel's (`delete_checkpoints` removes these only)
-CHECKPOINT_FILES = ("chunk_*.npz", MANIFEST, MANIFEST + ".new", "pipeline.json", "paused")
+_CHECKPOINT_FILES = ("chunk_*.npz", MANIFEST, MANIFEST + ".new", "pipeline.json", "paused")
 #: the subfolders of several canaries' checkpoints (`auditsel.pipelines.pipeline`)
-CANARY_FOLDERS = "canary-*"
+_CANARY_FOLDERS = "canary-*"
 
 
 def delete_checkpoints(directory: str | Path, field: str = "--fresh") -> list[Path]:
@@ -275,7 +262,7 @@ def delete_checkpoints(directory: str | Path, field: str = "--fresh") -> list[Pa
     if not root.is_dir():
         return []
     folders = [root] + sorted(
-        p for p in root.glob(CANARY_FOLDERS) if p.is_dir() and not p.is_symlink()
+        p for p in root.glob(_CANARY_FOLDERS) if p.is_dir() and not p.is_symlink()
     )
     deleted: list[Path] = []
     for folder in folders:
@@ -284,7 +271,7 @@ def delete_checkpoints(directory: str | Path, field: str = "--fresh") -> list[Pa
                 if entry.is_symlink() or not entry.is_file():
                     continue
                 name = entry.name
-                if any(entry.match(pattern) for pattern in CHECKPOINT_FILES) or (
+                if any(entry.match(pattern) for pattern in _CHECKPOINT_FILES) or (
                     name.startswith(".") and name.endswith(".tmp")  # a killed writer's temporary
                 ):
                     entry.unlink()
@@ -427,7 +414,7 @@ def saving_every_chunk(on: bool = True) -> Iterator[None]:
 
 
 #: seconds between two progress lines where stderr is no terminal (a log file, nohup, CI)
-PROGRESS_EVERY = 30.0
+_PROGRESS_EVERY = 30.0
 PROGRESS_FIRST = 2.0
 
 
@@ -456,7 +443,7 @@ def _is_terminal(stream: object) -> bool:
 
 class _Lines:
     """Progress as lines on stderr: one at the first chunk that ends PROGRESS_FIRST seconds
-    in, then at most one every PROGRESS_EVERY seconds."""
+    in, then at most one every _PROGRESS_EVERY seconds."""
 
     def __init__(self, total: int, done: int, unit: str) -> None:
         self.total, self.done, self.unit = total, done, unit
@@ -469,7 +456,7 @@ class _Lines:
         self.played += n
         now = time.perf_counter()
         since = now - (self.start if self.last is None else self.last)
-        if since < (PROGRESS_FIRST if self.last is None else PROGRESS_EVERY):
+        if since < (PROGRESS_FIRST if self.last is None else _PROGRESS_EVERY):
             return
         self.last = now
         elapsed = now - self.start

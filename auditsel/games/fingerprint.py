@@ -36,8 +36,6 @@ from auditsel.dpsgd import RANDOM_STREAMS
 from auditsel.selection import WINNER_STREAMS
 from auditsel.version import __version__
 
-__all__ = ["package_digest", "source_digest", "code_identity", "describe_change"]
-
 _PACKAGES = ("auditsel", "attacks")
 _SUFFIXES = (".py", ".c")
 _ADDRESS = re.compile(rb" at 0x[0-9a-fA-F]+")

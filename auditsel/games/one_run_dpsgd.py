@@ -28,8 +28,6 @@ from auditsel.rounds import RoundsLaw
 if TYPE_CHECKING:
     from auditsel.dpsgd.models import ModelSpec
 
-__all__ = ["OneRunDpsgd"]
-
 
 @dataclass(frozen=True)
 class OneRunDpsgd:

@@ -49,8 +49,6 @@ from auditsel.numerics import check_deltas
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import GaussianWinner, max_uniform_complement
 
-__all__ = ["OneRunReducedGame", "TuningFamily", "canary_curve"]
-
 GRID_POINTS = 20_001
 LINE_LEVELS = 600
 TEST_SUBSAMPLE = 8

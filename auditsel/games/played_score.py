@@ -29,8 +29,6 @@ from auditsel.selection import (
     winner_law,
 )
 
-__all__ = ["resolve_score", "scored_winner", "is_monotone_largest"]
-
 
 def resolve_score(
     choice: TuningScore | Literal["worst", "monotone"] | None,

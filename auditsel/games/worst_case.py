@@ -55,8 +55,6 @@ from auditsel.mechanisms import DpsgdBase
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import BucketScore, MonotoneScore, TuningScore
 
-__all__ = ["DpsgdWorstCase", "step_log_likelihood_ratio", "DEFAULT_BLOCK"]
-
 DEFAULT_BLOCK = 1 << 21  # steps per vectorised block (16 MiB of float64 per array)
 
 

@@ -23,9 +23,8 @@ if TYPE_CHECKING:  # annotations only: an options object imports nothing heavy
     from auditsel.rounds import RoundsLaw
 
 from auditsel.errors import ConfigError, shown
-from auditsel.executor import ExecutionOptions, folder_option
-
-__all__ = ["AuditOptions", "ExecutionOptions", "ReportOptions", "given_options"]
+from auditsel.executor import ExecutionOptions as ExecutionOptions
+from auditsel.executor import folder_option
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -50,8 +50,6 @@ from numpy.typing import NDArray
 
 from auditsel.errors import ConfigError, integer, number, shown
 
-__all__ = ["THROUGH", "Canary", "InputCanary", "GradientCanary", "default_score", "flat_parameters"]
-
 THROUGH = 1e4  # the example row of `GradientCanary.examples`: this many times C per coordinate
 
 

@@ -38,8 +38,6 @@ import numpy as np
 
 from auditsel.errors import ConfigError
 
-__all__ = ["content_digest"]
-
 MAX_ITEMS = 50_000_000  # values walked in one digest (a guard against endless generators)
 _SCALARS = (type(None), bool, int, float, complex, str, bytes, bytearray)
 

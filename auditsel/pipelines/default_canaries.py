@@ -62,16 +62,6 @@ from auditsel.pipelines.canaries import (
 from auditsel.pipelines.game import TuneFn, probe_call
 from auditsel.pipelines.release_scores import PROBE_SEED
 
-__all__ = [
-    "BOTH",
-    "OUTLIER",
-    "SIDE",
-    "default_canaries",
-    "outlier_example",
-    "parameter_holder",
-    "resolve_canary",
-]
-
 BOTH: Literal["both"] = "both"
 OUTLIER = 1000.0  # the outlier's far feature: this many times its scale above its mean
 SIDE = 1.0  # its move to the other labels' side: this multiple of the far feature's offset

@@ -48,27 +48,6 @@ from auditsel.executor import in_game_thread
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.content_digest import content_digest
 
-__all__ = [
-    "CHUNK_SIZE",
-    "DataChanged",
-    "LOCAL_CPU",
-    "PipelineError",
-    "PipelineGame",
-    "ScoreFn",
-    "TuneFn",
-    "function_name",
-    "describe_exception",
-    "game_seed",
-    "changed_inputs",
-    "field_columns",
-    "is_real_score",
-    "no_proxy",
-    "score_label",
-    "seed_globals",
-    "user_traceback",
-    "probe_call",
-]
-
 CHUNK_SIZE = 32  # games per checkpoint file and per task sent to a worker
 #: tune(data, seed, canary) -> release: the user's whole tuning run, returning what it publishes
 TuneFn = Callable[[Any, int, Canary], Any]
@@ -282,24 +261,24 @@ def probe_call(role: str, fn: Callable[..., Any], what: str, *args: Any) -> Any:
     (a user's sys.exit is an exception in their code, never auditsel's exit), becomes a
     PipelineError naming the function, where it raised and `what` the run was; only
     KeyboardInterrupt passes. A child the function forked that leaves it ends there
-    (`leave_forked_child`)."""
+    (`_leave_forked_child`)."""
     pid = os.getpid()
     try:
         value = fn(*args)
     except KeyboardInterrupt:
         raise
     except BaseException as err:
-        leave_forked_child(pid, err)
+        _leave_forked_child(pid, err)
         raise PipelineError(
             role,
             f"{function_name(fn)} raised {describe_exception(err)} at {_where(err)} in {what}",
             user_traceback(err),
         ) from None
-    leave_forked_child(pid, None)
+    _leave_forked_child(pid, None)
     return value
 
 
-def leave_forked_child(pid: int, err: BaseException | None) -> None:
+def _leave_forked_child(pid: int, err: BaseException | None) -> None:
     """In a process the user's code forked (its pid is not `pid`, the caller's), returning or
     raising out of their function: the child exits here, at once (`os._exit`, with the code of
     its sys.exit, else 0, or 1 for an exception), so that it never runs the audit's code, its

@@ -78,16 +78,6 @@ from auditsel.pipelines.game import (
 )
 from auditsel.pipelines.release_scores import PROBE_SEED, canary_score
 
-__all__ = [
-    "LEARN_GAMES",
-    "LearnedScore",
-    "Learned",
-    "held_out_tests",
-    "learn_score",
-    "learning_seed",
-    "statistics",
-]
-
 LEARN_GAMES = 200  # the learning pilot: half chooses the score, half judges it
 ENTRIES = 64  # an array of at most this many entries is scored entry by entry too
 MAX_STATISTICS = 4096  # the family is cut there (in its order)

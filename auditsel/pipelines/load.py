@@ -33,8 +33,6 @@ from auditsel.pipelines.default_canaries import BOTH, CanaryChoice
 from auditsel.pipelines.pipeline import Pipeline, PipelineError
 from auditsel.pipelines.user_code import call_user, import_file
 
-__all__ = ["PIPELINE_KEYS", "PipelineSpec", "load_object", "load_pipeline", "is_reference"]
-
 PIPELINE_KEYS = (
     "name",
     "tune",

@@ -46,8 +46,6 @@ from auditsel.pipelines.game import (
     probe_call,
 )
 
-__all__ = ["CanarySet", "OneRunPipelineAudit", "audit_pipeline_one_run"]
-
 
 @dataclass(frozen=True, eq=False)
 class CanarySet(Canary):

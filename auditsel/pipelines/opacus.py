@@ -41,8 +41,6 @@ from auditsel.pipelines.checks import BREAKS, Finding, RunObjects, check_pipelin
 from auditsel.pipelines.checks.finding import ACCOUNTANT, read_history
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["OpacusRun", "from_opacus"]
-
 
 @dataclass(frozen=True)
 class OpacusRun:

@@ -25,8 +25,6 @@ from auditsel.games.engine import Checkpoints, GameRecord, run_game
 from auditsel.games.fingerprint import code_identity
 from auditsel.pipelines.audit_options import AuditOptions, ExecutionOptions, given_options
 
-__all__ = ["FunctionProtocol", "FunctionProxy", "audit_protocol"]
-
 
 @dataclass(frozen=True)
 class FunctionProtocol:

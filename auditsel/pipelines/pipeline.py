@@ -86,7 +86,6 @@ from auditsel.pipelines.game import (
     CHUNK_SIZE,
     LOCAL_CPU,
     DataChanged,
-    PipelineError,
     PipelineGame,
     ScoreFn,
     TuneFn,
@@ -94,6 +93,9 @@ from auditsel.pipelines.game import (
     function_name,
     no_proxy,
     score_label,
+)
+from auditsel.pipelines.game import (
+    PipelineError as PipelineError,
 )
 from auditsel.pipelines.learned_scores import LEARN_GAMES, Learned, LearnedScore, learn_score
 from auditsel.pipelines.pipeline_result import (
@@ -119,15 +121,6 @@ from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import winner_law
 from auditsel.version import __version__, source_commit
-
-__all__ = [
-    "Pipeline",
-    "PipelineAudit",
-    "PipelineError",
-    "audit_pipeline",
-    "canaries_text",
-    "play_games",
-]
 
 PANEL_ABOVE = 200_000  # panel="auto": the estimator panel up to this many games
 STREAM_ABOVE = 1 << 20  # stream="auto": audit chunk by chunk from disk above this many games

@@ -85,8 +85,6 @@ from auditsel.pipelines.pipeline import (
     scoring,
 )
 
-__all__ = ["PilotOptions", "PipelinePlan", "plan_pipeline"]
-
 SHRINK = 0.5
 FLAG_LEVEL = 0.05  # a field is flagged at this level, Bonferroni over the fields
 PILOT_CONFIDENCE = 0.8  # measured: docs/findings/plan-calibration.md

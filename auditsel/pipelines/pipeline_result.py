@@ -13,18 +13,6 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-__all__ = [
-    "CanaryEntry",
-    "ClaimEntry",
-    "CurveEntry",
-    "FieldsEntry",
-    "LookEntry",
-    "PipelineEntry",
-    "PipelineResult",
-    "ReproducibilityEntry",
-    "SequentialEntry",
-]
-
 
 class _Claim(TypedDict):
     epsilon: float

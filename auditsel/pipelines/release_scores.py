@@ -32,8 +32,6 @@ from auditsel.errors import ConfigError
 from auditsel.pipelines.canaries import Canary
 from auditsel.pipelines.game import probe_call
 
-__all__ = ["CANARY_FIELD", "FieldScores", "canary_score", "probe_fields", "release_fields"]
-
 CANARY_FIELD = "canary"
 MODEL_KEYS = ("model", "initial")  # read by the canary's score, not fields themselves
 PROBE_SEED = 2**31 - 1  # the probe run's seed: not one an audit's games hand to tune

@@ -45,8 +45,6 @@ from auditsel.pipelines.content_digest import content_digest
 from auditsel.pipelines.game import PipelineGame, changed_inputs, game_seed, seed_globals
 from auditsel.pipelines.pipeline_result import ReproducibilityEntry
 
-__all__ = ["ReplayReport", "ReproducibilityError", "check_replay", "check_unchanged"]
-
 ACCEPT_HINT = (
     "to audit it anyway, knowingly: --accept-nondeterministic "
     "(ExecutionOptions(accept_nondeterminism=True)), recorded in result.json"

@@ -51,8 +51,6 @@ from auditsel.pipelines.pipeline import (
 from auditsel.pipelines.pipeline_result import LookEntry, PipelineResult, SequentialEntry
 from auditsel.results.report import text_table
 
-__all__ = ["LOOKS", "LookOptions", "audit_until_refuted", "look_schedule", "looks_text"]
-
 LOOKS = 4
 
 

@@ -44,8 +44,6 @@ from auditsel.pipelines.game import (
     user_traceback,
 )
 
-__all__ = ["call_user", "describe_changes", "import_file", "user_files"]
-
 _PARSING = threading.Lock()  # ast.parse, one thread at a time (two audits in two threads)
 MAX_USER_FILES = 2000  # files fingerprinted (a folder with more is a sign of a wrong guess)
 

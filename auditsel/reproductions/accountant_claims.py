@@ -51,17 +51,6 @@ from auditsel.mechanisms import DpsgdBase, GaussianBase, gaussian_epsilon, quiet
 from auditsel.rounds import Point, Poisson, RoundsLaw, TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner
 
-__all__ = [
-    "Setting",
-    "Claim",
-    "CLAIMS",
-    "MissingExtra",
-    "claim_epsilon",
-    "library_versions",
-    "lower_estimates",
-    "single_run_epsilon",
-]
-
 
 class MissingExtra(RuntimeError):
     """An optional accountant library is not installed (the CLI prints the extra to install)."""

@@ -15,8 +15,6 @@ from auditsel.reproductions import accountants_table as at
 from auditsel.reproductions.accountant_claims import CLAIMS, Setting, claim_epsilon
 from auditsel.reproductions.accountants_table import cell_rows
 
-__all__ = ["rows", "render"]
-
 
 def rows(jobs: int = 1, out: Path | None = None) -> list[dict]:
     for name in CLAIMS:  # fail fast, before any game, when an optional library is missing

@@ -45,8 +45,6 @@ from auditsel.reproductions.accountant_claims import (
 from auditsel.results.figures import new_figure, save_figure
 from auditsel.rounds import Point, Poisson, TruncatedNegativeBinomial, TwoPoint
 
-__all__ = ["GRID", "GAMES", "CLOSE_GAMES", "cell_rows", "run_cell", "findings"]
-
 DELTA = 1e-5
 GAMES = 10_000_000
 CLOSE_GAMES = 40_000_000
@@ -210,15 +208,15 @@ def _played_cell(
 
 #: the attack value and the claims come from root finders accurate to about 1e-9: a claim counts
 #: as below the attack value only when it is below by more than this (relative) margin
-ATTACK_MARGIN = 1e-6
+_ATTACK_MARGIN = 1e-6
 
 
 def below_attack(claims: dict, attack_value: float) -> list[str]:
-    """The claims below the attack value by more than ATTACK_MARGIN (wrong with certainty)."""
+    """The claims below the attack value by more than _ATTACK_MARGIN (wrong with certainty)."""
     return [
         k
         for k, v in claims.items()
-        if v is not None and attack_value > v * (1 + ATTACK_MARGIN) + ATTACK_MARGIN
+        if v is not None and attack_value > v * (1 + _ATTACK_MARGIN) + _ATTACK_MARGIN
     ]
 
 
@@ -246,7 +244,7 @@ def header() -> list[str]:
         "profile)]; width = its length. The reduced game's values (xww24_uo, xww24_reduced) hold "
         "only under [XWW24]'s monotone-score assumption, at tau = 1 too: never the interval's end.",
         "A claim is refuted when eps_L > claim, and wrong with certainty when attack > claim "
-        f"(by more than a relative {ATTACK_MARGIN:g}, the root finders' accuracy; marked "
+        f"(by more than a relative {_ATTACK_MARGIN:g}, the root finders' accuracy; marked "
         "'(< attack)'). reduced_mu, xww24_uo and xww24_reduced use "
         "mu = tau sqrt(N)/sigma ([XWW24] eq. 19), a heuristic for tau < 1; Opacus documents its "
         "GaussianAccountant as experimental and able to underestimate.",
@@ -361,15 +359,15 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
 
 
 #: the claims that rest on [XWW24]'s reduced game: they assume a monotone score (their own block)
-MONOTONE_SCORE_CLAIMS = ("xww24_uo", "xww24_reduced")
+_MONOTONE_SCORE_CLAIMS = ("xww24_uo", "xww24_reduced")
 
 
 def summary_columns(
     rows: Sequence[Mapping[str, Any]], claims: Sequence[str] | None = None
 ) -> list[dict[str, Any]]:
     """The markdown table's columns: setting, eps_L, claims (refuted ones starred); `claims`:
-    which claims (default: all but `MONOTONE_SCORE_CLAIMS`, which `monotone_columns` shows)."""
-    names = [n for n in CLAIMS if n not in MONOTONE_SCORE_CLAIMS] if claims is None else claims
+    which claims (default: all but `_MONOTONE_SCORE_CLAIMS`, which `monotone_columns` shows)."""
+    names = [n for n in CLAIMS if n not in _MONOTONE_SCORE_CLAIMS] if claims is None else claims
     out = []
     for r in rows:
         row = {
@@ -404,8 +402,8 @@ def summary_columns(
 def monotone_columns(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The block of [XWW24]'s reduced-game claims (monotone score assumed), tuning cells only."""
     tuned = [r for r in rows if r["law"] != "point(k=1)"]
-    keep = ("sigma", "N", "tau", "K", "eps_L", "attack", "interval", *MONOTONE_SCORE_CLAIMS)
+    keep = ("sigma", "N", "tau", "K", "eps_L", "attack", "interval", *_MONOTONE_SCORE_CLAIMS)
     return [
         {k: v for k, v in row.items() if k in keep}
-        for row in summary_columns(tuned, list(MONOTONE_SCORE_CLAIMS))
+        for row in summary_columns(tuned, list(_MONOTONE_SCORE_CLAIMS))
     ]

@@ -38,8 +38,6 @@ from auditsel.mechanisms import DpsgdBase, FiniteOutputBase, GaussianBase
 from auditsel.reproductions import _law_name
 from auditsel.rounds import Poisson, TruncatedNegativeBinomial
 
-__all__ = ["SETTINGS", "rows", "summary", "score_summary"]
-
 
 def _composed_gaussian():
     """A dp_accounting event: 16 Gaussian queries of noise multiplier 4 (mu = 1)."""

@@ -25,8 +25,6 @@ from auditsel.results.figures import new_figure, save_figure
 from auditsel.rounds import TruncatedNegativeBinomial
 from auditsel.selection import GaussianWinner
 
-__all__ = ["TRIALS", "rows", "plot"]
-
 TRIALS = 1_000_000
 
 

@@ -16,8 +16,6 @@ from auditsel.mechanisms import DpsgdBase
 from auditsel.reproductions import _law_name
 from auditsel.rounds import Poisson, TruncatedNegativeBinomial
 
-__all__ = ["SETTINGS", "rows", "summary"]
-
 #: (sigma, N, tau, law) of issue 19, plus its K = 0 example (sigma 1, N 1000, tau 0.01)
 SETTINGS = (
     (0.8, 3, 0.2, Poisson(5.0)),

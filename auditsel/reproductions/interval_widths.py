@@ -31,8 +31,6 @@ from auditsel.reproductions import _law_name
 from auditsel.reproductions.accountants_table import GRID
 from auditsel.rounds import Point, Poisson, RoundsLaw
 
-__all__ = ["DELTA", "REALISTIC", "RANDOM_SEED", "random_settings", "rows", "summary"]
-
 DELTA = 1e-5
 
 #: (noise multiplier, steps, sample rate, E[K] of a Poisson law)

@@ -45,9 +45,6 @@ from auditsel.results.figures import new_figure, save_figure
 from auditsel.rounds import law_from_dict
 from auditsel.selection import GaussianWinner
 
-__all__ = ["SETTING", "rows", "tightness_rows", "summary", "plot", "write"]
-
-
 #: the one setting of the comparison: (epsilon, delta) of the base run, its steps, learning rate
 #: and clip, and the law of the number of rounds (`law_from_dict`'s form)
 SETTING: dict[str, Any] = {

@@ -56,23 +56,9 @@ from auditsel.mechanisms import (
     GaussianBase,
     gaussian_epsilon,
 )
-from auditsel.reproductions import to_markdown
+from auditsel.reproductions import to_markdown as to_markdown
 from auditsel.rounds import Binomial, Poisson, TruncatedNegativeBinomial, TwoPoint
 from auditsel.selection import FiniteWinner, GaussianWinner
-
-__all__ = [
-    "example1_rows",
-    "table4_rows",
-    "figure6_rows",
-    "koskela_gaussian_rows",
-    "dpsgd_factor_rows",
-    "table4_rows_with_exact",
-    "table4_lines",
-    "to_markdown",
-    "TABLE4_PAPER",
-    "FIGURE6_LAWS",
-    "TABLE4_LAWS",
-]
 
 # --- [XWW24] Table 4, typed in from the paper: (eps_B, tau) -> [(eps_UG, eps_UO)] per law ----
 TABLE4_LAWS = [(10, 0.1), (10, 0.01), (100, 0.01), (100, 1e-3), (1000, 1e-3)]

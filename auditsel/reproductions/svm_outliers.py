@@ -34,19 +34,6 @@ from auditsel.reproductions import REGISTRY, to_markdown
 from auditsel.results.figures import new_figure, save_figure
 from auditsel.results.report import atomic_write_text
 
-__all__ = [
-    "ALPHAS",
-    "OUTLIERS",
-    "audit_rows",
-    "curve_rows",
-    "render",
-    "rows",
-    "sample_data",
-    "score",
-    "training_accuracy",
-    "tune",
-]
-
 NEGATIVE_MEAN, POSITIVE_MEAN = (7.86, -3.36), (6.42, -9.17)
 OUTLIER = (7.9, -8.0)
 ALPHAS = (0.5, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 24.0, 32.0)

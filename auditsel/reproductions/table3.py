@@ -35,8 +35,6 @@ from auditsel.mechanisms import DpsgdBase
 from auditsel.reproductions.paper_bounds import labelled_upper
 from auditsel.rounds import RoundsLaw, TruncatedNegativeBinomial
 
-__all__ = ["Table3Grid", "TRIALS", "run_cell", "run_grid", "rows", "findings", "table_bounds"]
-
 TRIALS = 1000
 
 

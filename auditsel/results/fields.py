@@ -37,20 +37,6 @@ from auditsel.roles import MechanismPair, Winner
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import winner_law
 
-__all__ = [
-    "CURVE_DELTAS",
-    "CURVE_POINTS",
-    "UpperCurve",
-    "computed_upper",
-    "is_cached",
-    "lower_fields",
-    "remember",
-    "result_interval",
-    "upper_fields",
-    "upper_key",
-    "upper_panel",
-]
-
 #: (eps grid, delta of the released winner's curve there, the attack's certified lower curve
 #: there): `upper_panel`'s second part (None where there is no such curve)
 UpperCurve: TypeAlias = tuple[FloatArray, FloatArray | None, FloatArray | None]

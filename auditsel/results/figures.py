@@ -22,15 +22,6 @@ from typing import Any
 
 from auditsel.files import atomic_write_bytes
 
-__all__ = [
-    "FIGURE_DPI",
-    "PALETTE_COLOURS",
-    "new_figure",
-    "prepare_plotting",
-    "save_figure",
-    "shrink_png",
-]
-
 FIGURE_DPI = 72
 PALETTE_COLOURS = 64
 

@@ -48,22 +48,6 @@ from typing import Any
 
 from auditsel.errors import percent
 
-__all__ = [
-    "AssumedValues",
-    "ResultLabels",
-    "result_labels",
-    "REDUCED_GAME_ASSUMPTION",
-    "VALID_RULES",
-    "heuristic_upper_keys",
-    "heuristic_values",
-    "heuristic_fields",
-    "valid_lower",
-    "audits_the_base",
-    "lower_values",
-    "contradictions",
-    "honesty_fields",
-]
-
 VALID_RULES = ("split", "bonferroni")
 
 #: the reduced game of a base whose reduction is not exact, in one line

@@ -22,9 +22,6 @@ from auditsel.executor import in_background
 from auditsel.results.figures import new_figure, prepare_plotting, save_figure
 from auditsel.results.heuristics import ResultLabels
 
-__all__ = ["draw_plots", "decade_label", "legend_label", "prefetch_plotting"]
-
-
 _PREFETCH: list[Future[None]] = []  # the import started by prefetch_plotting
 
 

@@ -28,18 +28,9 @@ from numpy.typing import ArrayLike
 from auditsel.accounting.exact import tradeoff_curve
 from auditsel.auditing.sorted_scores import SortedScores
 from auditsel.errors import percent
-from auditsel.files import atomic_write_text
+from auditsel.files import atomic_write_text as atomic_write_text
 from auditsel.results.heuristics import ResultLabels, result_labels
 from auditsel.results.plots import draw_plots
-
-__all__ = [
-    "summary_rows",
-    "text_table",
-    "markdown_report",
-    "write_plots",
-    "write_outputs",
-    "atomic_write_text",
-]
 
 
 def _fmt(x, digits=4):
@@ -132,20 +123,20 @@ def _absent(value) -> str:
 
 
 #: the short name of each block under an assumption (its line in the terminal table)
-BLOCK_TITLES = {
+_BLOCK_TITLES = {
     "monotone_score": "assuming a monotone score ([XWW24]; not the tuning run's eps)",
     "reduced_game": "heuristic ([XWW24] eq. 19, tau < 1, monotone score; not bounds)",
 }
 
 
-def assumption_lines(result: dict, labels: ResultLabels) -> list[str]:
+def _assumption_lines(result: dict, labels: ResultLabels) -> list[str]:
     """One line per block of values under an assumption (`heuristics.ResultLabels.assumed`):
     the values, and the valid lower values for any score they sit below (for a heuristic
     block: CONTRADICTED)."""
     lines = []
     for block in labels.assumed:
         values = ", ".join(f"{k} {_fmt(v)}" for k, v in block.values.items() if v is not None)
-        line = f"{BLOCK_TITLES.get(block.section, block.section)}: {values or 'n/a'}"
+        line = f"{_BLOCK_TITLES.get(block.section, block.section)}: {values or 'n/a'}"
         if block.below:
             flag = "CONTRADICTED: " if block.section == "reduced_game" else ""
             line += f"; {flag}{'; '.join(block.below)}"
@@ -171,7 +162,7 @@ def interval_lines(result: dict) -> list[str]:
     ]
 
 
-def warning_lines(result: dict, labels: ResultLabels) -> list[str]:
+def _warning_lines(result: dict, labels: ResultLabels) -> list[str]:
     """One line per contradicted heuristic that no assumption line already names (empty when
     none): printed under every table."""
     named = {k for b in labels.assumed for k in b.values}
@@ -195,11 +186,13 @@ def text_table(result: dict, labels: ResultLabels | None = None) -> str:
     head = f"{result['name']}: delta = {result['delta']:g}, {_setting(result)}"
     lines = [head, "-" * len(head)]
     lines += [f"{a:<{w0}}  {b:>{w1}}  {c:<{w2}}  {d}".rstrip() for a, b, c, d in rows]
-    tail = interval_lines(result) + assumption_lines(result, labels) + warning_lines(result, labels)
+    tail = (
+        interval_lines(result) + _assumption_lines(result, labels) + _warning_lines(result, labels)
+    )
     return "\n".join(lines + tail)
 
 
-def assumed_tables(result: dict, labels: ResultLabels) -> list[str]:
+def _assumed_tables(result: dict, labels: ResultLabels) -> list[str]:
     """report.md's block of each assumption: its one-line statement and a table of its values
     (empty when the result has none)."""
     sources = result.get("upper_sources") or {}
@@ -207,7 +200,7 @@ def assumed_tables(result: dict, labels: ResultLabels) -> list[str]:
     for block in labels.assumed:
         lines += [
             "",
-            f"**{BLOCK_TITLES.get(block.section, block.section)}** (`{block.section}` in "
+            f"**{_BLOCK_TITLES.get(block.section, block.section)}** (`{block.section}` in "
             f"result.json): {block.assumption}.",
             "",
             "| quantity | epsilon | rigour | source |",
@@ -249,8 +242,8 @@ def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None 
     iv = interval_lines(result)
     if iv:
         lines += ["", f"**{iv[0]}**", "", *[f"- {line.strip()}" for line in iv[1:]]]
-    lines += assumed_tables(result, labels)
-    warnings = warning_lines(result, labels)
+    lines += _assumed_tables(result, labels)
+    warnings = _warning_lines(result, labels)
     if warnings:
         lines += [""] + [f"**{w}**" for w in warnings]
     if result.get("notes"):
@@ -277,7 +270,7 @@ def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None 
 
 #: what the figures read of the artefacts besides what they draw of the game
 #: (`game_figure_data`)
-PLOT_INPUTS = ("curve", "attack_curve")
+_PLOT_INPUTS = ("curve", "attack_curve")
 
 
 def write_plots(
@@ -290,7 +283,7 @@ def write_plots(
     attack's certified lower curve; the bounds; the interval at delta) where the pair and the law
     of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
     labels = labels or result_labels(result)
-    inputs = {k: artefacts[k] for k in PLOT_INPUTS if k in artefacts}
+    inputs = {k: artefacts[k] for k in _PLOT_INPUTS if k in artefacts}
     scores = (artefacts.get(k) for k in ("record", "by_coin"))  # the record's, or the audit's sort
     if result.get("lower") is not None and any(s is not None for s in scores):
         # a played game: what its figures draw, not the scores

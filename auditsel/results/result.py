@@ -16,9 +16,6 @@ if TYPE_CHECKING:
     from auditsel.accounting.interval import IntervalRecord
 
 
-__all__ = ["RunResult"]
-
-
 @dataclass(frozen=True)
 class RunResult:
     """One run of a config (docs/reference/result-json.md)."""

@@ -16,7 +16,7 @@
   distinct people. "breaks" when every distinct row of one label value (or of the dataset), at
   least `MIN_CLASS_ROWS` of them, occurs at least twice (a class replicated by oversampling),
   else a warning; each with the group-privacy epsilon for the largest multiplicity m
-  (`group_epsilon`).
+  (`_group_epsilon`).
 
 Both read at most `MAX_ROWS` rows of a dataset that is not arrays (an indexable dataset is read
 item by item); (2) compares statistics only when the features hold at most `MAX_STAT_VALUES`
@@ -33,17 +33,6 @@ from typing import Any
 import numpy as np
 
 from auditsel.pipelines.checks.finding import BREAKS, WARNING, Context, Finding, claim_curve
-
-__all__ = [
-    "MAX_ROWS",
-    "MAX_STAT_VALUES",
-    "MIN_CLASS_ROWS",
-    "PROBE_BATCH",
-    "PROBE_ROWS",
-    "PROBE_SEED",
-    "data_dependent_state",
-    "duplicates",
-]
 
 PROBE_ROWS, PROBE_BATCH, PROBE_SEED = 256, 64, 0
 MAX_ROWS = 100_000
@@ -304,7 +293,7 @@ def duplicates(ctx: Context) -> list[Finding]:
     if m < 2:
         return []
     copies = int((counts[counts > 1]).sum())
-    replicated = replicated_class(parts, keys, seen)
+    replicated = _replicated_class(parts, keys, seen)
     if replicated is not None:
         label, distinct, fewest, m = replicated
         which = "of the dataset" if label is None else f"with label {label}"
@@ -328,11 +317,11 @@ def duplicates(ctx: Context) -> list[Finding]:
             "drop the duplicates, or bound each person's rows and account for groups "
             "(oversampling a class for balance copies its people)",
         )
-    effect, text = group_epsilon(ctx, m)
+    effect, text = _group_epsilon(ctx, m)
     return [Finding(severity, "dataset", message, effect, fix, "duplicates", text)]
 
 
-def replicated_class(
+def _replicated_class(
     parts: list[np.ndarray], keys: list[bytes], seen: Counter[bytes]
 ) -> tuple[str | None, int, int, int] | None:
     """A label value (None: the whole dataset) at least MIN_CLASS_ROWS of whose distinct rows
@@ -354,7 +343,7 @@ def replicated_class(
     return max(found, key=lambda f: f[3]) if found else None
 
 
-def group_epsilon(ctx: Context, m: int) -> tuple[float | None, str]:
+def _group_epsilon(ctx: Context, m: int) -> tuple[float | None, str]:
     """The claim made a guarantee for groups of m rows, at the claim's delta: for full batches
     (sample rate 1), the claim at noise multiplier sigma / m (m rows move the sum by m C); with
     another base, eps_m = m eps(delta_1) for a delta_1 with m e^((m-1) eps(delta_1)) delta_1 <= delta

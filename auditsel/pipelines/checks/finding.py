@@ -27,8 +27,6 @@ from auditsel.accounting.interval import tightest_bound
 from auditsel.mechanisms import DpsgdBase
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["BREAKS", "WARNING", "Context", "Finding", "effect_words", "read_history"]
-
 BREAKS, WARNING = "breaks", "warning"
 #: Opacus accountant -> auditsel's accountant for the same run (as `from_opacus` maps it)
 ACCOUNTANT = {"rdp": "rdp", "prv": "pld", "gdp": "pld"}

@@ -43,21 +43,6 @@ from typing import Any
 from auditsel.mechanisms import NOISE_MIN
 from auditsel.pipelines.checks.finding import BREAKS, WARNING, Context, Finding
 
-__all__ = [
-    "ADVERSARIAL_NORM",
-    "NOISE_PAIRS",
-    "NOISE_SEED",
-    "NOISE_SHORTFALL",
-    "PROBE_CLIP",
-    "PROBE_EXAMPLES",
-    "PROBE_SEED",
-    "RTOL",
-    "SHAPES",
-    "Privatizer",
-    "privatizer_sensitivity",
-    "sensitivity",
-]
-
 #: the hand-written loop's clip-and-noise step (module docstring)
 Privatizer = Callable[[list[Any], float], Sequence[Any]]
 

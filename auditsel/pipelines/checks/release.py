@@ -24,8 +24,6 @@ import numpy as np
 from auditsel.errors import number
 from auditsel.pipelines.checks.finding import BREAKS, Context, Finding
 
-__all__ = ["release_runs", "released_runs_epsilon"]
-
 _SCORE_WORDS = ("score", "accurac", "loss", "metric", "auc", "f1", "valid", "val_")
 _DEPTH = 4
 

@@ -21,8 +21,6 @@ from auditsel.pipelines.checks.training import (
 )
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["CHECKS", "RUN_OBJECTS", "RunObjects", "check_pipeline"]
-
 #: name -> check, in the order they run
 CHECKS: dict[str, Callable[[Context], list[Finding]]] = {
     "parameters_outside_dp": parameters_outside_dp,

@@ -26,8 +26,6 @@ from typing import Any
 from auditsel.pipelines.checks.finding import BREAKS, Context, Finding
 from auditsel.pipelines.checks.privatizer import privatizer_sensitivity
 
-__all__ = ["parameters_outside_dp", "per_layer_clipping", "sampling", "settings"]
-
 _REL = 1e-9  # two settings are the same number up to float rounding
 _CLAIM_SLACK = 0.01  # a claim below the accountant's epsilon by more than 1% is not it
 

@@ -29,8 +29,6 @@ from auditsel.numerics import bisect, check_deltas
 from auditsel.roles import MechanismPair
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["monotone_claim", "any_score_interval", "released_runs_epsilon"]
-
 
 def monotone_claim(base: MechanismPair, rounds: RoundsLaw, delta: float) -> float:
     """The author's claim for (base, rounds) at delta: the upper end of the interval under

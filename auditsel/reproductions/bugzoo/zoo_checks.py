@@ -25,8 +25,6 @@ from auditsel.pipelines.checks import RunObjects, check_pipeline
 from auditsel.reproductions import _csv, to_markdown
 from auditsel.reproductions.bugzoo import PIPELINES, module
 
-__all__ = ["EXPECTED", "TITLE", "render", "row", "rows", "verdict"]
-
 TITLE = "The checks before games on the bug zoo: findings and seconds per pipeline"
 NONE, BREAKS_CLAIM, WARNS = "no finding", "breaks the claim", "warning"
 #: issue 38: the correct pipelines get no finding; the bugs of the kinds the checks read break it

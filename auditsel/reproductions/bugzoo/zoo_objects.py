@@ -26,8 +26,6 @@ from auditsel.pipelines.checks.runner import RUN_OBJECTS
 from auditsel.reproductions.bugzoo import DELTA
 from auditsel.rounds import RoundsLaw
 
-__all__ = ["KEYS", "Interval", "make_private", "quiet", "run_objects", "tuning_claim"]
-
 Interval = tuple[float | None, float | None, str]
 #: `auditsel.RunObjects`' fields, in order: what `auditsel check` reads
 KEYS = RUN_OBJECTS
