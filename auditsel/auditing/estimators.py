@@ -153,10 +153,6 @@ def _rate_low(count: np.ndarray, nobs: int, a: float) -> np.ndarray:
     return np.where(count == 0, 1 - (a / 2) ** (1 / max(nobs, 1)), count / max(nobs, 1))
 
 
-def _directions(c: Counts) -> tuple[tuple[bool, np.ndarray, np.ndarray], ...]:
-    return ((False, c.fp, c.fn), (True, c.n0 - c.fp, c.n1 - c.fn))
-
-
 def winner_tradeoff(mu: float, law: RoundsLaw, cells: int = 8_000) -> tuple[np.ndarray, np.ndarray]:
     """The Neyman-Pearson trade-off (FP ascending, FN descending) of the winner of K ~ law runs
     of N(0, 1) vs N(mu, 1), on `cells` cells of the real line plus the K = 0 atom (on or just
@@ -234,8 +230,7 @@ def _selection_fit(
     evaluated exactly and the fit repeated, until no unevaluated threshold could raise it."""
     a = alpha / n  # upper limits at every threshold, both directions: 2 n events
     m = len(c.t)
-    fs = [f for _, f, _ in _directions(c)]
-    gs = [g for _, _, g in _directions(c)]
+    fs, gs = [c.fp, c.n0 - c.fp], [c.fn, c.n1 - c.fn]  # direction '>', then '<='
     opt_f = np.concatenate([_rate_low(f, c.n0, a) for f in fs])
     opt_g = np.concatenate([_rate_low(g, c.n1, a) for g in gs])
     all_f, all_g = np.concatenate(fs), np.concatenate(gs)
