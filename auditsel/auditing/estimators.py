@@ -43,7 +43,7 @@ from scipy.special import ndtri
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.clopper_pearson import CpLimits, clopper_pearson_lower, clopper_pearson_upper
 from auditsel.auditing.gdp_fitting import gdp_fit
-from auditsel.auditing.lower import apply_rule
+from auditsel.auditing.lower import apply_rule, check_levels
 from auditsel.auditing.roc import (
     auroc_hull_sorted,
     auroc_with_se,
@@ -64,7 +64,7 @@ from auditsel.auditing.rules import (
 from auditsel.auditing.scores import check_scores
 from auditsel.auditing.sorted_scores import Counts, SortedScores
 from auditsel.auditing.threshold_search import best_threshold, epsilon_from_rates
-from auditsel.errors import ConfigError, number
+from auditsel.errors import ConfigError
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import GaussianWinner
@@ -445,8 +445,7 @@ def estimator_panel(
     `law` (a RoundsLaw) adds the selection-aware fit; `seed` (None: a fresh one, recorded in
     each valid entry's detail) seeds every split."""
     opts = options if options is not None else PanelOptions()
-    confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
-    delta = number(delta, "delta", 0, 1, hi_open=True)
+    confidence, delta = check_levels(confidence, delta)
     scores, member = check_scores(scores, member)
     targets = tuple(opts.fpr)
     seed = fresh_seed() if seed is None else seed  # one seed for every split of the panel

@@ -402,10 +402,9 @@ def _count_laws(
     fps_bytes: bytes, fns_bytes: bytes, evaluated: int, level: float
 ) -> tuple[tuple[FloatArray, FloatArray, FloatArray, FloatArray], ...]:
     """Per test: (w0, u0, u1, cdf1), the FP count's (binned) pmf, the Clopper-Pearson upper
-    limits at its (binned) counts and at the FN counts, and the FN count's cdf there. Each
-    scipy function is called once for all the tests (and the limits once per distinct count):
-    they are elementwise, so each number is the one a call per test gives. Kept for the next
-    target (the planner bisects on targets at a fixed number of games)."""
+    limits at its (binned) counts and at the FN counts, and the FN count's cdf there (scipy
+    called once for all the tests). Kept for the next target (the planner bisects on targets
+    at a fixed number of games)."""
     from scipy.stats import binom  # deferred: only when an audit is planned
 
     fps, fns = np.frombuffer(fps_bytes), np.frombuffer(fns_bytes)
@@ -447,8 +446,7 @@ def _limits_of(parts: list[np.ndarray], nobs: int, level: float) -> list[FloatAr
 def _binned_limits(n: int, rates: FloatArray, level: float) -> tuple[list, list]:
     """Per rate p: the Clopper-Pearson upper limits at the counts of Bin(n, p) and the counts'
     probabilities, binned where the support is wider than BINS (each bin at its middle count,
-    with its summed mass). scipy is called once for all the rates: elementwise, so each number
-    is the one a call per rate gives."""
+    with its summed mass)."""
     from scipy.stats import binom  # deferred: only when an audit is planned
 
     supports = [_support(n, p) for p in rates]
