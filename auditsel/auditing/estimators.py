@@ -43,7 +43,7 @@ from scipy.special import ndtri
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.auditing.clopper_pearson import CpLimits, clopper_pearson_lower, clopper_pearson_upper
 from auditsel.auditing.gdp_fitting import gdp_fit
-from auditsel.auditing.lower import apply_rule
+from auditsel.auditing.lower import apply_rule, check_levels
 from auditsel.auditing.roc import (
     auroc_hull_sorted,
     auroc_with_se,
@@ -64,7 +64,7 @@ from auditsel.auditing.rules import (
 from auditsel.auditing.scores import check_scores
 from auditsel.auditing.sorted_scores import Counts, SortedScores
 from auditsel.auditing.threshold_search import best_threshold, epsilon_from_rates
-from auditsel.errors import ConfigError, number
+from auditsel.errors import ConfigError
 from auditsel.mechanisms import GaussianBase
 from auditsel.rounds import RoundsLaw
 from auditsel.selection import GaussianWinner
@@ -141,10 +141,6 @@ def _gdp_fit(ss: SortedScores, alpha: float, delta: float) -> Estimate:
 def _rate_low(count: np.ndarray, nobs: int, a: float) -> np.ndarray:
     """A value <= the CP upper limit at level a: the empirical rate, the exact limit at count 0."""
     return np.where(count == 0, 1 - (a / 2) ** (1 / max(nobs, 1)), count / max(nobs, 1))
-
-
-def _directions(c: Counts) -> tuple[tuple[bool, np.ndarray, np.ndarray], ...]:
-    return ((False, c.fp, c.fn), (True, c.n0 - c.fp, c.n1 - c.fn))
 
 
 def winner_tradeoff(mu: float, law: RoundsLaw, cells: int = 8_000) -> tuple[np.ndarray, np.ndarray]:
@@ -224,8 +220,7 @@ def _selection_fit(
     evaluated exactly and the fit repeated, until no unevaluated threshold could raise it."""
     a = alpha / n  # upper limits at every threshold, both directions: 2 n events
     m = len(c.t)
-    fs = [f for _, f, _ in _directions(c)]
-    gs = [g for _, _, g in _directions(c)]
+    fs, gs = [c.fp, c.n0 - c.fp], [c.fn, c.n1 - c.fn]  # direction '>', then '<='
     opt_f = np.concatenate([_rate_low(f, c.n0, a) for f in fs])
     opt_g = np.concatenate([_rate_low(g, c.n1, a) for g in gs])
     all_f, all_g = np.concatenate(fs), np.concatenate(gs)
@@ -440,8 +435,7 @@ def estimator_panel(
     `law` (a RoundsLaw) adds the selection-aware fit; `seed` (None: a fresh one, recorded in
     each valid entry's detail) seeds every split."""
     opts = options if options is not None else PanelOptions()
-    confidence = number(confidence, "confidence", 0.5, 1, hi_open=True)
-    delta = number(delta, "delta", 0, 1, hi_open=True)
+    confidence, delta = check_levels(confidence, delta)
     scores, member = check_scores(scores, member)
     targets = tuple(opts.fpr)
     seed = fresh_seed() if seed is None else seed  # one seed for every split of the panel

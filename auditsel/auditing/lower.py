@@ -192,19 +192,17 @@ def _apply(ss: SortedScores, rule: ThresholdRule, alpha: float, delta: float) ->
         pilot = ss.pilot(rule.split_fraction, rule.seed)
         split = _split(ss, pilot, alpha, delta)
         return _choice(split, split["n"], "")
-    if isinstance(rule, BonferroniGrid) and rule.grid is None:
-        pilot = ss.pilot(rule.split_fraction, rule.seed)
-        grid = pilot_grid(pilot, rule.grid_size)
-        ev = ss.rest_at(pilot, grid)
-        fp, fn = ev.at(grid)
-        chosen = best_on_table(Counts(grid, fp, fn, ev.n0, ev.n1), alpha / (2 * len(grid)), delta)
-        return _choice(chosen, ev.n0 + ev.n1, "pilot")
-    if isinstance(rule, BonferroniGrid):
-        grid = np.unique(np.asarray(rule.grid, dtype=float))
-        c = ss.counts_at(None, grid)
+    if isinstance(rule, BonferroniGrid):  # a pilot's grid, bounded on the rest, or the spec's
+        if rule.grid is None:
+            pilot = ss.pilot(rule.split_fraction, rule.seed)
+            grid = pilot_grid(pilot, rule.grid_size)
+            c, grid_source = ss.rest_at(pilot, grid), "pilot"
+        else:
+            grid = np.unique(np.asarray(rule.grid, dtype=float))
+            c, grid_source = ss.counts_at(None, grid), "spec"
         fp, fn = c.at(grid)
         chosen = best_on_table(Counts(grid, fp, fn, c.n0, c.n1), alpha / (2 * len(grid)), delta)
-        return _choice(chosen, n, "spec")
+        return _choice(chosen, c.n0 + c.n1, grid_source)
     if isinstance(rule, BonferroniAll):
         return _choice(best_on_coins(*ss.by_coin(), alpha / max(n, 1), delta), n, "all")
     if isinstance(rule, MultiSplit):

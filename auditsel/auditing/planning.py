@@ -35,7 +35,7 @@ the oracle point, the numbers are exact; for rules that must find the threshold 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -381,82 +381,81 @@ def _count_laws(
     fps_bytes: bytes, fns_bytes: bytes, evaluated: int, level: float
 ) -> tuple[tuple[FloatArray, FloatArray, FloatArray, FloatArray], ...]:
     """Per test: (w0, u0, u1, cdf1), the FP count's (binned) pmf, the Clopper-Pearson upper
-    limits at its (binned) counts and at the FN counts, and the FN count's cdf there. Each
-    scipy function is called once for all the tests (and the limits once per distinct count):
-    they are elementwise, so each number is the one a call per test gives. Kept for the next
-    target (the planner bisects on targets at a fixed number of games)."""
+    limits at its (binned) counts and at the FN counts, and the FN count's cdf there (scipy
+    called once for all the tests). Kept for the next target (the planner bisects on targets
+    at a fixed number of games)."""
     from scipy.stats import binom  # deferred: only when an audit is planned
 
     fps, fns = np.frombuffer(fps_bytes), np.frombuffer(fns_bytes)
     n0 = evaluated // 2
     n1 = evaluated - n0
-    full0, c0s, c1s, edges0 = [], [], [], []
-    for fp, fn in zip(fps, fns):
-        c0, c1 = _support(n0, fp), _support(n1, fn)
-        full0.append(c0)
-        edges = None
-        if len(c0) > BINS:
-            edges = np.linspace(0, len(c0), BINS + 1).astype(int)
-            c0 = c0[edges[1:] - 1]
-        if len(c1) > BINS:
-            c1 = np.unique(np.round(np.linspace(c1[0], c1[-1], BINS)).astype(int))
-        edges0.append(edges)
-        c0s.append(c0)
-        c1s.append(c1)
-    w0_all = binom.pmf(np.concatenate(full0), n0, np.repeat(fps, [len(c) for c in full0]))
-    cdf1_all = binom.cdf(np.concatenate(c1s), n1, np.repeat(fns, [len(c) for c in c1s]))
-    u0_all = _distinct_upper(np.concatenate(c0s), n0, level)
-    u1_all = _distinct_upper(np.concatenate(c1s), n1, level)
-    laws = []
-    at0 = at1 = atw = 0
-    for full, c0, c1, edges in zip(full0, c0s, c1s, edges0):
-        w0 = w0_all[atw : atw + len(full)]
-        if edges is not None:
-            w0 = np.add.reduceat(w0, edges[:-1])
-        u0, u1 = u0_all[at0 : at0 + len(c0)], u1_all[at1 : at1 + len(c1)]
-        laws.append((w0, u0, u1, cdf1_all[at1 : at1 + len(c1)]))
-        atw, at0, at1 = atw + len(full), at0 + len(c0), at1 + len(c1)
-    return tuple(laws)
+    full0 = [_support(n0, fp) for fp in fps]
+    edges0 = [
+        np.linspace(0, len(c), BINS + 1).astype(int) if len(c) > BINS else None for c in full0
+    ]
+    c0s = [c if edges is None else c[edges[1:] - 1] for c, edges in zip(full0, edges0)]
+    c1s = [_support(n1, fn) for fn in fns]
+    c1s = [
+        np.unique(np.round(np.linspace(c[0], c[-1], BINS)).astype(int)) if len(c) > BINS else c
+        for c in c1s
+    ]
+    w0s = _each_rate(binom.pmf, n0, full0, fps)
+    w0s = [w if edges is None else np.add.reduceat(w, edges[:-1]) for w, edges in zip(w0s, edges0)]
+    u0s, u1s = _limits_of(c0s, n0, level), _limits_of(c1s, n1, level)
+    return tuple(zip(w0s, u0s, u1s, _each_rate(binom.cdf, n1, c1s, fns)))
 
 
-def _distinct_upper(counts: np.ndarray, nobs: int, level: float) -> FloatArray:
-    """clopper_pearson_upper(counts, nobs, level), each distinct count computed once."""
-    distinct, inverse = np.unique(counts, return_inverse=True)
-    return clopper_pearson_upper(distinct, nobs, level)[inverse]
+def _each_rate(
+    f: Callable[..., FloatArray], n: int, parts: list[np.ndarray], rates: FloatArray
+) -> list[FloatArray]:
+    """f(counts, n, rate) of each part's counts at its rate, in one call split back into the
+    parts (f elementwise: each number is the one a call per part gives)."""
+    values = f(np.concatenate(parts), n, np.repeat(rates, [len(c) for c in parts]))
+    return np.split(values, np.cumsum([len(c) for c in parts])[:-1])
 
 
-def _binned(n, p):
+def _limits_of(parts: list[np.ndarray], nobs: int, level: float) -> list[FloatArray]:
+    """clopper_pearson_upper(counts, nobs, level) of each part's counts, each distinct count
+    computed once."""
+    distinct, inverse = np.unique(np.concatenate(parts), return_inverse=True)
+    values = clopper_pearson_upper(distinct, nobs, level)[inverse]
+    return np.split(values, np.cumsum([len(c) for c in parts])[:-1])
+
+
+def _binned_limits(n: int, rates: FloatArray, level: float) -> tuple[list, list]:
+    """Per rate p: the Clopper-Pearson upper limits at the counts of Bin(n, p) and the counts'
+    probabilities, binned where the support is wider than BINS (each bin at its middle count,
+    with its summed mass)."""
     from scipy.stats import binom  # deferred: only when an audit is planned
 
-    c = _support(n, p)
-    w = binom.pmf(c, n, p)
-    if len(c) <= BINS:
-        return c, w
-    edges = np.linspace(0, len(c), BINS + 1).astype(int)
-    reps = np.array([c[(a + b - 1) // 2] for a, b in zip(edges[:-1], edges[1:])])
-    mass = np.add.reduceat(w, edges[:-1])
-    return reps, mass
+    supports = [_support(n, p) for p in rates]
+    reps, masses = [], []
+    for c, w in zip(supports, _each_rate(binom.pmf, n, supports, rates)):
+        if len(c) > BINS:
+            edges = np.linspace(0, len(c), BINS + 1).astype(int)
+            c = np.array([c[(a + b - 1) // 2] for a, b in zip(edges[:-1], edges[1:])])
+            w = np.add.reduceat(w, edges[:-1])
+        reps.append(c)
+        masses.append(w)
+    return _limits_of(reps, n, level), masses
 
 
-def _eps_grid(
-    fp: float, fn: float, evaluated: int, level: float, delta: float
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """eps_L at each pair of (binned) counts of one test, and the counts' probabilities."""
-    delta = float(check_deltas(delta)[0])
+def _eps_grids(
+    fps: FloatArray, fns: FloatArray, evaluated: int, level: float, delta: float
+) -> Iterator[tuple[FloatArray, FloatArray, FloatArray]]:
+    """Per test (fps[i], fns[i]): eps_L at each pair of (binned) counts, and the counts'
+    probabilities."""
     n0 = evaluated // 2
     n1 = evaluated - n0
-    c0, w0 = _binned(n0, fp)
-    c1, w1 = _binned(n1, fn)
-    u0 = clopper_pearson_upper(c0, n0, level)
-    u1 = clopper_pearson_upper(c1, n1, level)
-    eps = epsilon_from_rates(u0[:, None], u1[None, :], delta)
-    return np.minimum(eps, 1e3), w0 / w0.sum(), w1 / w1.sum()
+    limits0, limits1 = _binned_limits(n0, fps, level), _binned_limits(n1, fns, level)
+    for u0, w0, u1, w1 in zip(*limits0, *limits1):
+        eps = np.minimum(epsilon_from_rates(u0[:, None], u1[None, :], delta), 1e3)
+        yield eps, w0 / w0.sum(), w1 / w1.sum()
 
 
 def expected_eps(fp: float, fn: float, evaluated: int, level: float, delta: float) -> float:
     """E[eps_L] for one test (FP, FN) audited on `evaluated` games at `level`."""
-    eps, w0, w1 = _eps_grid(fp, fn, evaluated, level, delta)
-    return float(w0 @ eps @ w1)
+    return float(_expected_all([fp], [fn], evaluated, level, delta)[0])
 
 
 def _expected_all(
@@ -472,35 +471,11 @@ def _expected_all(
 def _expected_of(
     fps_bytes: bytes, fns_bytes: bytes, evaluated: int, level: float, delta: float
 ) -> FloatArray:
-    """`expected_eps` of each test, the binned counts' pmfs and their Clopper-Pearson limits
-    computed in one call per coin for all the tests (elementwise: the numbers of `_eps_grid`);
-    kept, for the planner asks again (E[eps_L] and then its law at the same games)."""
-    from scipy.stats import binom  # deferred: only when an audit is planned
-
+    """`expected_eps` of each test (`_eps_grids`); kept, for the planner asks again (E[eps_L]
+    and then its law at the same games)."""
     fps, fns = np.frombuffer(fps_bytes), np.frombuffer(fns_bytes)
-    n0 = evaluated // 2
-    n1 = evaluated - n0
-    binned = []
-    for n, rates in ((n0, fps), (n1, fns)):
-        supports = [_support(n, p) for p in rates]
-        w_all = binom.pmf(np.concatenate(supports), n, np.repeat(rates, [len(c) for c in supports]))
-        reps, masses, at = [], [], 0
-        for c in supports:
-            w = w_all[at : at + len(c)]
-            at += len(c)
-            if len(c) > BINS:
-                edges = np.linspace(0, len(c), BINS + 1).astype(int)
-                c = np.array([c[(a + b - 1) // 2] for a, b in zip(edges[:-1], edges[1:])])
-                w = np.add.reduceat(w, edges[:-1])
-            reps.append(c)
-            masses.append(w)
-        upper = _distinct_upper(np.concatenate(reps), n, level)
-        ends = np.cumsum([len(c) for c in reps])[:-1]
-        binned.append((np.split(upper, ends), masses))
-    out = np.empty(len(fps))
-    for i, (u0, w0, u1, w1) in enumerate(zip(*binned[0], *binned[1])):
-        eps = np.minimum(epsilon_from_rates(u0[:, None], u1[None, :], delta), 1e3)
-        out[i] = float((w0 / w0.sum()) @ eps @ (w1 / w1.sum()))
+    grids = _eps_grids(fps, fns, evaluated, level, delta)
+    out = np.array([float(w0 @ eps @ w1) for eps, w0, w1 in grids])
     out.flags.writeable = False
     return out
 
@@ -536,7 +511,9 @@ class EpsLaw:
 def eps_law(fp: float, fn: float, evaluated: int, level: float, delta: float) -> EpsLaw:
     """The exact law of eps_L for one test (FP, FN) audited on `evaluated` games at `level`
     (the counts binomial, as `expected_eps` sums them: its mean is `expected_eps`)."""
-    eps, w0, w1 = _eps_grid(fp, fn, evaluated, level, delta)
+    delta = float(check_deltas(delta)[0])
+    grids = _eps_grids(np.array([fp], float), np.array([fn], float), evaluated, level, delta)
+    eps, w0, w1 = next(grids)
     values, inverse = np.unique(eps.ravel(), return_inverse=True)
     mass = np.bincount(inverse, weights=(w0[:, None] * w1[None, :]).ravel(), minlength=len(values))
     return EpsLaw(values, np.minimum(np.cumsum(mass), 1.0))

@@ -1,18 +1,12 @@
 """Scores and coins: the one family of checks for arrays and score files.
 
 `check_scores(scores, member)` is what every audit runs on its input (the Python API and the
-score files alike): `scores` a 1-D array of real numbers (+-inf allowed, NaN not), `member` a
-1-D array of the same length holding only 0 and 1 (1 = the canary was in), at least
-MIN_GAMES games and both coins present. A problem is one `ConfigError` naming the argument
-(`member: must be 0 or 1 (1 = the canary was in), got 2 at index 7`).
-
-`read_scores(path)` reads a score file for `auditsel audit-scores`: a CSV with a header naming
-columns `score` and `member` (in any order, among others), or an .npz with arrays `score` and
-`member`. Before anything is read the path must be a regular file (not a device such as
-/dev/zero, a FIFO or a directory) of at most MAX_FILE_BYTES, and an .npz's arrays (their
-headers) at most MAX_ROWS rows; a CSV stops at MAX_ROWS rows. Every problem is a
-`ScoreFileError` (a `ConfigError`, exit 2 in the CLI) whose field is the path:
-`scores.csv: column member must be 0 or 1 (1 = the canary was in), got 3 in row 2`.
+score files alike); `read_scores(path)` reads a score file for `auditsel audit-scores`: a CSV
+with a header naming columns `score` and `member` (in any order, among others), or an .npz
+with arrays `score` and `member`. What they accept (MIN_GAMES, MAX_FILE_BYTES, MAX_ROWS) and
+refuse, before anything is read where they can, is docs/reference/estimators.md's "Input": one
+`ConfigError` naming the argument, or for a file a `ScoreFileError` (a `ConfigError`, exit 2
+in the CLI) whose field is the path.
 
 A CSV is read in blocks of whole lines by `np.loadtxt`; a block it refuses (quotes, text, a
 ragged row) is re-read with the csv module, which names the bad line. A ragged row is refused,
@@ -27,6 +21,8 @@ import os
 import stat
 import zipfile
 from collections.abc import Callable
+from functools import partial
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -233,21 +229,14 @@ def _read_csv(path: Path, handle) -> tuple[np.ndarray, np.ndarray]:
     scores: list[np.ndarray] = []
     members: list[np.ndarray] = []
     rows, line, rest = 0, 2, b""
-    while True:
-        block = handle.read(CSV_BLOCK)
+    for block in chain(iter(partial(handle.read, CSV_BLOCK), b""), [b""]):  # b"": the end
         data = rest + block
-        if block:
-            cut = data.rfind(b"\n") + 1
-            data, rest = data[:cut], data[cut:]
-            if len(rest) > MAX_LINE:
-                raise ScoreFileError(
-                    path,
-                    f"has a line over {MAX_LINE // 2**20} MiB around line {line:,}; is it a CSV?",
-                )
-            if not data:
-                continue
-        else:
-            rest = b""
+        cut = data.rfind(b"\n") + 1 if block else len(data)  # whole lines, all at the end
+        data, rest = data[:cut], data[cut:]
+        if len(rest) > MAX_LINE:
+            raise ScoreFileError(
+                path, f"has a line over {MAX_LINE // 2**20} MiB around line {line:,}; is it a CSV?"
+            )
         if data:
             s, m, lines = _csv_block(path, data, columns, line)
             scores.append(s)
@@ -256,8 +245,6 @@ def _read_csv(path: Path, handle) -> tuple[np.ndarray, np.ndarray]:
             line += lines
             if rows > MAX_ROWS:
                 raise _too_many_rows(path, rows)
-        if not block:
-            break
     if not scores:
         return np.empty(0), np.empty(0, np.int8)
     return np.concatenate(scores), np.concatenate(members)

@@ -1,21 +1,12 @@
 """numba's on-disk cache of the compiled kernels, checked before anything in it is loaded.
 
-numba's cache files (``.nbi``, ``.nbc``) are pickles, loaded as code. So, before numba may
-read them, ``compile_cached``:
-
-1. refuses the folder when another user could have written in it: the folder, the files, or
-   a folder above them (without the sticky bit) writable by group or others, or owned by
-   another user than the caller or root. The kernels are then compiled in memory for this
-   process only (a few seconds), with one warning that names the folder and the fix.
-
-2. checks every cache file of the kernels against the SHA-256 digests that the process which
-   built them wrote beside them (``MANIFEST``); a file that is damaged, truncated, unknown or
-   without a manifest is deleted with a warning, and numba rebuilds it.
-
-3. after a build, writes the digests of the files numba saved (atomically).
-
-A damaged file is thus rebuilt, never loaded, and a planted one is never read. On Windows only
-the digests are checked.
+numba's cache files (``.nbi``, ``.nbc``) are pickles, loaded as code. So ``compile_cached``
+refuses a folder that another user could have written in (the kernels are then compiled in
+memory for this process only, with one warning naming the folder and the fix) and checks every
+cache file against the SHA-256 digests that the process which built it wrote beside it
+(``MANIFEST``): a damaged, truncated, unknown or unlisted file is deleted with a warning and
+rebuilt, never loaded; after a build it writes the digests (atomically). The rules, and what
+Windows skips: docs/explanation/architecture.md, "The DP-SGD kernels".
 """
 
 from __future__ import annotations

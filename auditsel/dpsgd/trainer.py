@@ -528,8 +528,6 @@ def train_runs(
         keep_all=torch.as_tensor(~subsampled, device=device),
         include=torch.as_tensor(include, dtype=dtype, device=device),
         subsampled=bool(subsampled.any()),
-        dtype=dtype,
-        device=device,
     )
     ex = _examples(model, train, canary, method, memory_budget, dtype, device)
     return _train(model, ex, runs, seeds, steps)
@@ -546,8 +544,6 @@ class _RunTensors:
     keep_all: torch.Tensor
     include: torch.Tensor
     subsampled: bool
-    dtype: torch.dtype
-    device: torch.device
 
 
 def _train(
@@ -555,7 +551,7 @@ def _train(
 ) -> TrainResult:
     """The DP-SGD loop of eq. 1 over the runs, steps grouped as many as fit in the budget."""
     R, d, n = len(seeds), model.num_params, ex.n
-    dtype, device, sub = runs.dtype, runs.device, runs.subsampled
+    dtype, device, sub = runs.lr.dtype, runs.lr.device, runs.subsampled
     keys = kernels.seed_keys(seeds)
     group = max(1, min(steps, ex.memory_budget // max(1, R * (d + (n + 1) * sub))))
     dots = torch.zeros(R, steps, dtype=torch.float64, device=device)

@@ -232,13 +232,6 @@ class DpsgdTuningProtocol:
         item = torch.finfo(self.dtype).bits // 8
         return d * (2 * int(trials) * 4 + 4 * runs * item)
 
-    def _columns(self):
-        c = self.configs
-        return {
-            k: np.array([cfg[k] for cfg in c], dtype=np.int64 if k == "steps" else float)
-            for k in GRID_KEYS
-        }
-
     def plan(
         self, trials: int, rng: np.random.Generator
     ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
@@ -260,7 +253,10 @@ class DpsgdTuningProtocol:
         k, config, seeds = self.plan(T, rng)
         R = int(k.sum())
         trial = np.repeat(np.arange(T), k)
-        cols = self._columns()
+        cols = {  # each setting of every configuration, as a column
+            k: np.array([c[k] for c in self.configs], dtype=np.int64 if k == "steps" else float)
+            for k in GRID_KEYS
+        }
         d = self.model.num_params
 
         best_score, best_run = np.full(T, -np.inf), np.full(T, -1, dtype=np.int64)

@@ -96,15 +96,9 @@ class ChunkSource:
 
     def head(self, max_trials: int) -> tuple[np.ndarray, np.ndarray]:
         """The first chunks, up to about max_trials trials (for plots of a streamed run)."""
-        scores, member, total = [], [], 0
-        for i in range(len(self)):
-            s, m = self.load(i)
-            scores.append(s)
-            member.append(m)
-            total += len(s)
-            if total >= max_trials:
-                break
-        return np.concatenate(scores), np.concatenate(member)
+        reaching = int(np.searchsorted(np.cumsum(self.sizes), max_trials)) + 1
+        parts = [self.load(i) for i in range(min(reaching, len(self)))]
+        return np.concatenate([s for s, _ in parts]), np.concatenate([m for _, m in parts])
 
 
 def chunk_rng(seed: int, index: int) -> np.random.Generator:

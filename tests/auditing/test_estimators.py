@@ -426,14 +426,14 @@ def test_winner_tradeoff_cache_returns_identical_read_only_arrays():
 
 def test_selection_fit_equals_the_fit_over_every_threshold_evaluated_exactly():
     from auditsel.auditing.clopper_pearson import clopper_pearson_upper
-    from auditsel.auditing.estimators import _directions, _selection_fit, selection_fit_mu
+    from auditsel.auditing.estimators import _selection_fit, selection_fit_mu
 
     s, m, w = selection_release(20_000, 4)
     c = SortedScores(s, m).counts()
     a = 0.05 / len(s)
     fit = _selection_fit(c, len(s), 0.05, DELTA, w.law)
-    f = np.concatenate([d[1] for d in _directions(c)])
-    g = np.concatenate([d[2] for d in _directions(c)])
+    f = np.concatenate([c.fp, c.n0 - c.fp])  # direction '>', then '<='
+    g = np.concatenate([c.fn, c.n1 - c.fn])
     pf, pg = clopper_pearson_upper(f, c.n0, a), clopper_pearson_upper(g, c.n1, a)
     keep = (pf < 1) & (pg < 1)
     every = selection_fit_mu(pf[keep], pg[keep], w.law)
