@@ -421,11 +421,9 @@ class DpsgdBase:
             import dp_accounting as dpa  # deferred: dp_accounting is heavy
 
             # RdpAccountant(RDP_ORDERS).compose(self.event).get_epsilon(delta), its RDP curve
-            # cached (`_rdp_curve` composes the same event on the same float orders)
+            # cached (`rdp` composes the same event on the same float orders)
             orders = np.asarray(RDP_ORDERS, dtype=float)
-            rdp = _rdp_curve(
-                self.noise_multiplier, self.steps, self.sample_rate, tuple(orders.tolist())
-            )
+            rdp = self.rdp(orders)
             with quiet_absl():
                 return float(dpa.rdp.compute_epsilon(orders, rdp, delta)[0])
         return float(self.pld().get_epsilon_for_delta(delta))
@@ -546,22 +544,15 @@ def dpsgd_pld(
     of noise sigma / sqrt(steps). Cached (64 entries): callers must not mutate it."""
     from dp_accounting.pld import privacy_loss_distribution as pld_lib  # deferred: heavy
 
+    grid = {
+        "value_discretization_interval": step,
+        "use_connect_dots": True,
+        "pessimistic_estimate": True,
+    }
     if tau >= 1:
         # N full-batch Gaussian steps are exactly one Gaussian with noise sigma / sqrt(N)
-        return pld_lib.from_gaussian_mechanism(
-            sigma / math.sqrt(steps),
-            value_discretization_interval=step,
-            use_connect_dots=True,
-            pessimistic_estimate=True,
-        )
-    single = pld_lib.from_gaussian_mechanism(
-        sigma,
-        sampling_prob=tau,
-        value_discretization_interval=step,
-        use_connect_dots=True,
-        pessimistic_estimate=True,
-    )
-    return single.self_compose(steps)
+        return pld_lib.from_gaussian_mechanism(sigma / math.sqrt(steps), **grid)
+    return pld_lib.from_gaussian_mechanism(sigma, sampling_prob=tau, **grid).self_compose(steps)
 
 
 #: the finer PLD grids `profile_step` may pick for a DP-SGD base's privacy profile
@@ -658,38 +649,23 @@ def _calibrate(epsilon: float, delta: float, steps: int, tau: float, accountant:
     tighter, so its sigma lies below the RDP one: search it in [sigma_rdp / 2^k, sigma_rdp],
     never building a PLD for a tiny sigma (its support would not fit in memory)."""
     import dp_accounting as dpa  # deferred: dp_accounting is heavy
-    from dp_accounting import mechanism_calibration
+    from dp_accounting import mechanism_calibration as calibration
 
-    if accountant == "rdp":
-        make_rdp = lambda: dpa.rdp.RdpAccountant(RDP_ORDERS)
-        with quiet_absl():
-            return float(
-                mechanism_calibration.calibrate_dp_mechanism(
-                    make_rdp,
-                    lambda s: _event(s, steps, tau),
-                    epsilon,
-                    delta,
-                    mechanism_calibration.LowerEndpointAndGuess(1e-3, 1.0),
-                    tol=1e-6,
-                )
-            )
-    sigma_rdp = _calibrate(epsilon, delta, steps, tau, "rdp")  # the same search, cached
-    make_pld: Callable[[], Any] = lambda: dpa.pld.PLDAccountant(
-        value_discretization_interval=PLD_DISCRETIZATION
-    )
-    pld_eps: Callable[[float], float] = lambda s: (
-        make_pld().compose(_event(s, steps, tau)).get_epsilon(delta)
-    )
-    lo = sigma_rdp / 2
-    while pld_eps(lo) <= epsilon and lo > sigma_rdp / 16:
-        lo /= 2
-    return float(
-        mechanism_calibration.calibrate_dp_mechanism(
-            make_pld,
-            lambda s: _event(s, steps, tau),
-            epsilon,
-            delta,
-            mechanism_calibration.ExplicitBracketInterval(lo, sigma_rdp),
-            tol=1e-6,
+    make: Callable[[], Any] = lambda: dpa.rdp.RdpAccountant(RDP_ORDERS)
+    bracket: Any = calibration.LowerEndpointAndGuess(1e-3, 1.0)
+    if accountant != "rdp":
+        sigma_rdp = _calibrate(epsilon, delta, steps, tau, "rdp")  # the same search, cached
+        make = lambda: dpa.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
+        pld_eps: Callable[[float], float] = lambda s: (
+            make().compose(_event(s, steps, tau)).get_epsilon(delta)
         )
-    )
+        lo = sigma_rdp / 2
+        while pld_eps(lo) <= epsilon and lo > sigma_rdp / 16:
+            lo /= 2
+        bracket = calibration.ExplicitBracketInterval(lo, sigma_rdp)
+    with quiet_absl():  # dp_accounting's RDP warnings (its PLD logs none to absl)
+        return float(
+            calibration.calibrate_dp_mechanism(
+                make, lambda s: _event(s, steps, tau), epsilon, delta, bracket, tol=1e-6
+            )
+        )
