@@ -130,12 +130,7 @@ class GaussianWinner:
     def mass(self, a: ArrayLike, b: ArrayLike, member: int) -> FloatArray:
         """P[a < winner <= b] on the real line (the fixed output excluded), accurate in the tails."""
         u, v = (np.asarray(x, dtype=float) - member * self.mu for x in (a, b))
-        law = self.law
-        upper = u > 0  # both ends in the upper half: use 1 - G(1 - w) with w = 1 - F
-        with np.errstate(invalid="ignore"):
-            via_tail = law.pgf_complement(_sf(u)) - law.pgf_complement(_sf(v))
-            via_cdf = law.pgf_above_zero(_cdf(v)) - law.pgf_above_zero(_cdf(u))
-        return np.maximum(np.where(upper, via_tail, via_cdf), 0.0)
+        return _standard_mass(self.law, u, v)
 
     def cell_masses(self, edges: ArrayLike, member: int) -> FloatArray:
         """`mass(edges[:-1], edges[1:], member)` for ascending edges, each edge's pgf terms
@@ -206,7 +201,7 @@ def _standard_winner_quantiles(law: RoundsLaw, tail: float) -> tuple[float, floa
         key = (type(law), repr(law), tail)
     if key not in _QUANTILES:
         lower: Callable[[float], float] = lambda x: float(law.pgf(_cdf(np.float64(x)))) - tail
-        upper: Callable[[float], float] = lambda x: _mass_above(law, x) - tail
+        upper: Callable[[float], float] = lambda x: float(_standard_mass(law, x, np.inf)) - tail
         a, b = -40.0, 40.0
         lo = bisect(lower, a, b, xtol=1e-15, rtol=1e-15) if lower(a) < 0 < lower(b) else a
         hi = bisect(upper, a, b, xtol=1e-15, rtol=1e-15) if upper(a) > 0 > upper(b) else b
@@ -216,12 +211,13 @@ def _standard_winner_quantiles(law: RoundsLaw, tail: float) -> tuple[float, floa
     return _QUANTILES[key]
 
 
-def _mass_above(law: RoundsLaw, u: float) -> float:
-    """P[u < winner < inf] of the winner of K standard normals, as `GaussianWinner.mass`."""
+def _standard_mass(law: RoundsLaw, u: ArrayLike, v: ArrayLike) -> FloatArray:
+    """P[u < winner <= v] of the winner of K standard normals (the fixed output excluded),
+    accurate in the tails: where both ends are in the upper half, from 1 - G(1 - w), w = 1 - F."""
     with np.errstate(invalid="ignore"):
-        if u > 0:
-            return max(float(law.pgf_complement(_sf(u)) - law.pgf_complement(0.0)), 0.0)
-        return max(float(law.pgf_above_zero(1.0) - law.pgf_above_zero(_cdf(u))), 0.0)
+        via_tail = law.pgf_complement(_sf(u)) - law.pgf_complement(_sf(v))
+        via_cdf = law.pgf_above_zero(_cdf(v)) - law.pgf_above_zero(_cdf(u))
+    return np.maximum(np.where(np.asarray(u) > 0, via_tail, via_cdf), 0.0)
 
 
 def log_difference(hi: ArrayLike, lo: ArrayLike) -> FloatArray:
