@@ -379,11 +379,13 @@ def _log1mexp_of_log(t: ArrayLike) -> FloatArray:
 
 
 def _log_of_log1p_small(log_x: ArrayLike, scale: float = 1.0) -> FloatArray:
-    """log(log1p(scale x)) for x = exp(log_x) >= 0, with log(scale) + log_x when x underflows."""
+    """log|log1p(scale x)| for x = exp(log_x) >= 0 (scale x >= -1), with log|scale| + log_x
+    where x underflows."""
     log_x = np.asarray(log_x, dtype=float)
     x = np.exp(np.minimum(log_x, 700.0))
     with np.errstate(divide="ignore"):
-        return np.where(log_x < -600, math.log(scale) + log_x, np.log(np.log1p(scale * x)))
+        log_abs = np.log(np.abs(np.log1p(scale * x)))
+        return np.where(log_x < -600, math.log(abs(scale)) + log_x, log_abs)
 
 
 def _rejection_fill(
@@ -509,11 +511,7 @@ class Binomial(RoundsLaw):
 
     def log_pgf_complement(self, log_w: ArrayLike) -> FloatArray:
         # 1 - (1 - p w)^n = 1 - exp(-n (-log1p(-p w)))
-        log_w = np.asarray(log_w, dtype=float)
-        w = np.exp(log_w)
-        with np.errstate(divide="ignore"):
-            inner = np.where(log_w < -600, math.log(self.p) + log_w, np.log(-np.log1p(-self.p * w)))
-        return _log1mexp_of_log(math.log(self.n) + inner)
+        return _log1mexp_of_log(math.log(self.n) + _log_of_log1p_small(log_w, -self.p))
 
     def pgf_complement(self, w: ArrayLike) -> FloatArray:
         with np.errstate(divide="ignore"):  # p w = 1: log1p(-1) = -inf, and the value is 1
@@ -627,12 +625,9 @@ class FinitePmf(RoundsLaw):
 
     def log_pgf_complement(self, log_w: ArrayLike) -> FloatArray:
         # sum_k p_k (1 - (1-w)^k), each term log1mexp of k (-log1p(-w))
-        log_w = np.asarray(log_w, dtype=float)
         pos = self._ks > 0
         ks, ps = self._ks[pos], self._ps[pos]
-        w = np.exp(log_w)
-        with np.errstate(divide="ignore"):
-            inner = np.where(log_w < -600, log_w, np.log(-np.log1p(-w)))
+        inner = _log_of_log1p_small(log_w, -1.0)
         terms = np.log(ps) + _log1mexp_of_log(np.log(ks) + inner[..., None])
         return cast("FloatArray", logsumexp(terms))
 
