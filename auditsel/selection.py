@@ -138,17 +138,15 @@ class GaussianWinner:
         it (the cells whose left end is above 0 are a suffix of ascending edges): the same
         numbers, a quarter of the work."""
         t = np.asarray(edges, dtype=float) - member * self.mu
+        if t.ndim != 1 or not np.all(t[1:] >= t[:-1]):  # not ascending, or a NaN: as `mass`
+            return _standard_mass(self.law, t[:-1], t[1:])
         law = self.law
+        k = int(np.searchsorted(t[:-1], 0.0, side="right"))  # cells k.. via the tail
         with np.errstate(invalid="ignore"):
-            if t.ndim == 1 and np.all(t[1:] >= t[:-1]):  # ascending, no NaN
-                k = int(np.searchsorted(t[:-1], 0.0, side="right"))  # cells k.. via the tail
-                head = law.pgf_above_zero(_cdf(t[: k + 1]))
-                tail = law.pgf_complement(_sf(t[k:]))
-                cells = np.concatenate([head[1:] - head[:-1], tail[:-1] - tail[1:]])
-                return cast("FloatArray", np.maximum(cells, 0.0))
-            tail = law.pgf_complement(_sf(t))
-            head = law.pgf_above_zero(_cdf(t))
-        return np.maximum(np.where(t[:-1] > 0, tail[:-1] - tail[1:], head[1:] - head[:-1]), 0.0)
+            head = law.pgf_above_zero(_cdf(t[: k + 1]))
+            tail = law.pgf_complement(_sf(t[k:]))
+            cells = np.concatenate([head[1:] - head[:-1], tail[:-1] - tail[1:]])
+        return cast("FloatArray", np.maximum(cells, 0.0))
 
     def log_mass(self, a: ArrayLike, b: ArrayLike, member: int) -> FloatArray:
         """log P[a < winner <= b] (the fixed output excluded), from the laws' log-space pgf
