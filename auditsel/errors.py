@@ -1,18 +1,10 @@
 """Bad input: the one exception type, and the one family of checkers that raise it.
 
-Contract (docs/explanation/architecture.md, "Errors"):
-
-* `ConfigError(field, message)` is the only exception meaning "the user can fix this": a
-  parameter, a config field, a command-line option or a file the user passed. The CLI prints
-  it as one line and exits with code 2, writing nothing. Every other exception is an internal
-  failure (exit 1).
-
-* A domain object names its own parameter (`GaussianPair(mu=0)` raises `mu: must be in
-  (0, inf), got 0`); the config layer, which knows where the value was written, adds the
-  field path with `err.within("base")` (`base.mu: must be in (0, inf), got 0`).
-
-* `str(err)` is `"<field>: <message>"` (just the message when `field` is empty); `err.field`
-  is the dotted path and `err.message` what is allowed.
+Contract (docs/explanation/architecture.md, "Errors": the one exception meaning "the user can
+fix this", a domain object naming its own parameter, `err.within("base")` adding the config's
+path): the CLI prints a `ConfigError(field, message)` as one line and exits with code 2, writing
+nothing (every other exception is an internal failure, exit 1); `str(err)` is
+`"<field>: <message>"` (just the message when `field` is empty).
 
 The checkers (`number`, `integer`, `choice`, `mapping`, `require`) return the checked value
 (converted: `number` gives a float, `integer` an int) or raise a ConfigError naming `field`.

@@ -1,22 +1,16 @@
 """The executor: every parallel piece of auditsel runs through this module.
 
-Contract. `ExecutionOptions` is the request's execution (workers, backend, chunks,
-checkpoints, progress, threads): defined here, the lowest layer that reads it (the game engine
-and the pipelines take it whole; `auditsel.pipelines.audit_options` re-exports it), it never
-changes a number. `run_tasks` and `run_ordered` compute ``fn(*task)`` for each task on the
-request's backend (`--backend`, `ExecutionOptions.backend`): None with `jobs == 1` is serial
-(this thread); "threading" (or None for a caller that prefers threads: the numpy games, whose
-release frees the GIL) is a thread pool of this process; "loky" (None otherwise) is joblib's
-loky processes; "dask" is joblib's dask backend on the cluster `execution_backend` opened.
-Tasks are seeded by their own arguments (a chunk by (seed, index): `auditsel.games.engine`), so
-every backend and every number of jobs gives the same numbers. `in_background` (the bounds
-beside the game, the attack beside the bounds, matplotlib's import) and `in_pieces` (the
-DP-SGD kernels) run work in threads of this process.
+Contract (which backend `run_tasks` and `run_ordered` run on, and who calls `in_background`
+and `in_pieces`: docs/explanation/architecture.md, "One executor"). `ExecutionOptions` is
+the request's execution (workers, backend, chunks, checkpoints, progress, threads): defined
+here, the lowest layer that reads it (the game engine and the pipelines take it whole;
+`auditsel.pipelines.audit_options` re-exports it), it never changes a number: tasks are seeded
+by their own arguments (a chunk by (seed, index): `auditsel.games.engine`), so every backend
+and every number of jobs gives the same numbers.
 
 Threads. While games play, the BLAS and OpenMP pools that threadpoolctl finds and torch's
-intra-op pool are limited to `game_threads(jobs)` threads in this process (`limited_threads`):
-1 with ``jobs = 1``, ``cores // jobs`` with more jobs, or the request's `game_threads`; each
-thread that plays games applies OpenMP's and torch's per-thread settings when it starts
+intra-op pool are limited to `game_threads(jobs)` threads in this process (`limited_threads`);
+each thread that plays games applies OpenMP's and torch's per-thread settings when it starts
 (`in_game_thread`). Why: a tuning run's steps are small products, where a second BLAS thread
 gains little on an idle machine and spins waiting for a descheduled partner on a loaded one.
 loky's workers are limited by joblib itself (``cores // jobs`` threads each).

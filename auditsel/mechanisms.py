@@ -1,11 +1,8 @@
 """Mechanism pairs: one base run M on a pair of neighbouring data sets X, X', as frozen data.
 
-Every pair is plain, validated data (a `ConfigError` names a bad parameter) and owns what the
-bounds need to know about it, as the methods of `auditsel.roles.AccountedPair`
-(docs/explanation/architecture.md, "Pairs"): the privacy profile delta(eps) (max over both
-directions) and its inverse, eps_B, the pure eps, the RDP curve max{D_a(P||Q), D_a(Q||P)}, the
-profile's scan grid, the exact post-processing region (or None), `reduced()` (a DP-SGD run ->
-its Gaussian) and the one-number summaries mu, mu_gdp (None where they do not exist).
+Every pair is plain, validated data (a `ConfigError` names a bad parameter) with the methods of
+`auditsel.roles.AccountedPair` (docs/explanation/architecture.md, "Pairs"); its privacy
+profile delta(eps) and its RDP curve max{D_a(P||Q), D_a(Q||P)} are the max over both directions.
 
 The pairs:
 

@@ -1,20 +1,10 @@
-"""Small numerical kernels shared by the layers above (only `auditsel.errors` imported).
-
-`check_deltas(delta, field)`: the one check of a delta argument, scalar or array: every value
-in [0, 1), else a ConfigError naming `field` (docs/explanation/architecture.md: "a delta outside [0, 1) is a
-ConfigError in every function").
-
-`bisect` and `golden_min`: a scalar root, and a minimum by golden section (scalar, or a batch
-of searches evaluated together, one array call of f per step), for the code on the path of
-every `auditsel run` (importing scipy.optimize takes a third of a second).
-
-`newton_bracketed(fun, lo, hi)`: vectorised roots of increasing or decreasing functions, one
-per entry, by Newton steps kept inside a shrinking bracket (a bisection step wherever Newton
-leaves it): the inverse cdfs of the games' samplers.
-
-`logsumexp(a)`: log(sum(exp(a))) over the last axis, stable for -inf entries and all -inf rows.
-scipy.special.logsumexp computes the same, but costs about 0.2-0.4 ms of overhead a call; the
-bounds call it on many small arrays (finite Renyi divergences).
+"""Small numerical kernels shared by the layers above (only `auditsel.errors` imported): the one
+check of a delta argument (`check_deltas`: docs/explanation/architecture.md, "a delta outside
+[0, 1) is a ConfigError in every function"); a scalar root, a golden-section minimum and
+vectorised bracketed Newton roots (`bisect`, `golden_min`, `newton_bracketed`: the games'
+inverse cdfs) for the code on the path of every `auditsel run`, where importing scipy.optimize
+takes a third of a second; `logsumexp`, as scipy.special's but without its 0.2-0.4 ms of
+overhead a call (the bounds call it on many small arrays: finite Renyi divergences).
 """
 
 from __future__ import annotations
