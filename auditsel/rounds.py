@@ -221,14 +221,10 @@ class TruncatedNegativeBinomial(RoundsLaw):
         # 1 - (1-nu) z = nu (1 + (1-nu) w / nu); 1 - G = -expm1(-eta l) / -expm1(-eta log(1/nu))
         if self._one:
             return np.asarray(w, dtype=float)
+        L = self._log_inv_nu
         lg = np.log1p((1 - self.nu) * np.asarray(w, dtype=float) / self.nu)
         return cast(
-            "FloatArray",
-            (
-                (lg / self._log_inv_nu)
-                * _expm1_ratio(-self.eta * lg)
-                / _expm1_ratio(-self.eta * self._log_inv_nu)
-            ),
+            "FloatArray", (lg / L) * _expm1_ratio(-self.eta * lg) / _expm1_ratio(-self.eta * L)
         )
 
     def pgf_complement_inverse(self, u: ArrayLike) -> FloatArray:
@@ -290,14 +286,8 @@ class TruncatedNegativeBinomial(RoundsLaw):
         # eta (1-nu) / (nu (1 - nu^eta)) = ((1-nu)/nu) / (log(1/nu) r(-eta log(1/nu)))
         if self._one:
             return 1.0
-        return cast(
-            "float",
-            (
-                (1 - self.nu)
-                / self.nu
-                / (self._log_inv_nu * _expm1_ratio(-self.eta * self._log_inv_nu))
-            ),
-        )
+        L = self._log_inv_nu
+        return float((1 - self.nu) / self.nu / (L * _expm1_ratio(-self.eta * L)))
 
     def sample(self, size: int, rng: np.random.Generator) -> IntArray:
         """Exact samplers: logarithmic (eta = 0), geometric (eta = 1), zero-truncated NB(eta, nu)
@@ -695,10 +685,8 @@ class Point(FinitePmf):
     def pgf_complement_inverse(self, u: ArrayLike) -> FloatArray:
         # 1 - (1 - w)^k = u
         with np.errstate(divide="ignore"):
-            return cast(
-                "FloatArray",
-                np.minimum(-np.expm1(np.log1p(-np.asarray(u, dtype=float)) / self.k), 1.0),
-            )
+            w = -np.expm1(np.log1p(-np.asarray(u, dtype=float)) / self.k)
+        return cast("FloatArray", np.minimum(w, 1.0))
 
     def params(self) -> dict[str, Any]:
         return {"k": self.k}
