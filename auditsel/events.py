@@ -244,8 +244,7 @@ class _EventPair:
         delta = float(check_deltas(delta)[0])
         if delta == 0:
             return self.pure_epsilon
-        use = "rdp" if self.accountant == "rdp" or not self.supports_pld else "pld"
-        if use == "pld" or not self.supports_rdp:
+        if (self.accountant != "rdp" and self.supports_pld) or not self.supports_rdp:
             return self.profile_epsilon(delta)
         import dp_accounting as dpa  # deferred: heavy
 

@@ -632,11 +632,9 @@ def _pld_delta(
 def _event(sigma: float, steps: int, tau: float) -> DpEvent:
     import dp_accounting as dpa  # deferred: dp_accounting is heavy
 
-    step = (
-        dpa.GaussianDpEvent(sigma)
-        if tau >= 1
-        else dpa.PoissonSampledDpEvent(tau, dpa.GaussianDpEvent(sigma))
-    )
+    step = dpa.GaussianDpEvent(sigma)
+    if tau < 1:
+        step = dpa.PoissonSampledDpEvent(tau, step)
     return dpa.SelfComposedDpEvent(step, steps)
 
 

@@ -111,14 +111,8 @@ class GaussianWinner:
         """log of G'(F(x - s)) phi(x - s) (continuous part), s = member * mu."""
         t = np.asarray(x, dtype=float) - member * self.mu
         log_z, log_w = log_ndtr(t), log_ndtr(-t)
-        return cast(
-            "FloatArray",
-            (
-                self.law.log_pgf_derivative(np.exp(log_z), np.exp(log_w), log_z=log_z)
-                - 0.5 * t * t
-                - LOG_SQRT_2PI
-            ),
-        )
+        log_slope = self.law.log_pgf_derivative(np.exp(log_z), np.exp(log_w), log_z=log_z)
+        return cast("FloatArray", log_slope - 0.5 * t * t - LOG_SQRT_2PI)
 
     def log_likelihood_ratio(self, x: ArrayLike) -> FloatArray:
         """log p_X'(x) / p_X(x): the Neyman-Pearson statistic (0 at the fixed output)."""
@@ -261,12 +255,11 @@ class FiniteWinner:
     def release(self, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Run H for each coin; release the index of the best of K draws (-1 for the fixed output when K = 0)."""
         w, played = winner_tail(self.law, len(member), rng)  # the max of K uniforms is 1 - w
-        tails = [np.cumsum(self.base.law(b)[::-1])[::-1] for b in (0, 1)]  # P[out >= y]
         # the max is y where tail(y+1) <= w < tail(y), i.e. the last y with tail(y) > w
         out = np.empty(len(member), dtype=np.int64)
         for b in (0, 1):
             sel = member == b
-            t = tails[b][::-1]  # increasing: P[out >= m-1], ..., P[out >= 0] = 1
+            t = np.cumsum(self.base.law(b)[::-1])  # tail(m-1), ..., tail(0) = 1: P[out >= y]
             out[sel] = len(t) - 1 - np.searchsorted(t, w[sel], side="right")
         return np.where(played, np.clip(out, 0, None), -1)
 
