@@ -683,10 +683,7 @@ class Point(FinitePmf):
         return np.full(int(size), self.k, dtype=np.int64)
 
     def pgf_complement_inverse(self, u: ArrayLike) -> FloatArray:
-        # 1 - (1 - w)^k = u
-        with np.errstate(divide="ignore"):
-            w = -np.expm1(np.log1p(-np.asarray(u, dtype=float)) / self.k)
-        return cast("FloatArray", np.minimum(w, 1.0))
+        return Binomial(self.k, 1.0).pgf_complement_inverse(u)  # 1 - (1 - w)^k = u
 
     def params(self) -> dict[str, Any]:
         return {"k": self.k}
