@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from auditsel.accounting.interval import Tightest, check_assume, tightest_bound
+from auditsel.accounting.interval import Tightest, check_assume, finite_or_none, tightest_bound
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.errors import ConfigError, choice, number
 from auditsel.events import LaplaceBase, as_pair, is_pair
@@ -95,13 +95,10 @@ class Calibration:
     assumption: str | None = None  # None: any score; "monotone_score": [XWW24]'s assumption
 
     def to_dict(self) -> dict[str, Any]:
-        fin: Callable[[float | None], float | None] = lambda x: (
-            None if x is None or not math.isfinite(x) else float(x)
-        )
         return {
             "parameter": self.parameter,
-            "value": fin(self.value),
-            "epsilon": fin(self.epsilon),
+            "value": finite_or_none(self.value),
+            "epsilon": finite_or_none(self.epsilon),
             "bound": self.bound,
             "source": self.source,
             "target_epsilon": self.target_epsilon,
@@ -110,11 +107,11 @@ class Calibration:
             "rounds": self.law.describe(),
             "baseline": {
                 "method": "dp_accounting RdpAccountant, RepeatAndSelectDpEvent",
-                "value": fin(self.baseline_value),
+                "value": finite_or_none(self.baseline_value),
                 "note": self.baseline_note,
-                "tightest_epsilon_there": fin(self.baseline_epsilon),
+                "tightest_epsilon_there": finite_or_none(self.baseline_epsilon),
             },
-            "gain": fin(self.gain),
+            "gain": finite_or_none(self.gain),
             "at_range_end": self.at_range_end,
             "assumption": None if self.assumption is None else ASSUMPTION,
             "evaluations": self.evaluations,

@@ -50,6 +50,7 @@ from auditsel.accounting.interval import (
     allowed_rigours,
     attack_source,
     check_assume,
+    finite_or_none,
     interval_attack,
     interval_from,
     tightest_of,
@@ -157,13 +158,6 @@ def bound_labels(base: MechanismPair) -> dict[str, Rigour]:
     return {b.key: b.rigour(base) for b in BOUNDS}
 
 
-def _finite_or_none(x: float | None) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
 BASE_ACCOUNTANTS = ("rdp", "pld")  # a DP-SGD base's eps_B: the smaller of the two
 _T = TypeVar("_T")
 
@@ -180,11 +174,11 @@ def base_info(base: MechanismPair, delta: float) -> BaseInfo:
     For a base with a choice of accountants (DpsgdBase: RDP and the pessimistic PLD, both upper
     bounds on one run's epsilon) eps_B is the tightest of them, and `accountant` names it."""
     base = as_pair(base)
-    info = BaseInfo(epsilon=_finite_or_none(base.epsilon(delta)), mu=base.mu, mu_gdp=base.mu_gdp)
+    info = BaseInfo(epsilon=finite_or_none(base.epsilon(delta)), mu=base.mu, mu_gdp=base.mu_gdp)
     if isinstance(base, DpsgdBase):
         by = {a: float(base.epsilon(delta, accountant=a)) for a in BASE_ACCOUNTANTS}
         best = min(by, key=by.__getitem__)
-        info["epsilon"] = _finite_or_none(by[best])
+        info["epsilon"] = finite_or_none(by[best])
         info["accountant"] = best
     return info
 
@@ -247,7 +241,7 @@ def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list[flo
         if hit.method == "coin_search" and hit.coin_score is not None:
             score = hit.coin_score.describe()
         info = AttackInfo(
-            epsilon=_finite_or_none(hit.epsilons[0]),
+            epsilon=finite_or_none(hit.epsilons[0]),
             source=attack_source(hit),
             method=hit.method,
             strategy=hit.strategy,
@@ -258,7 +252,7 @@ def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list[flo
         )
     if extra:
         info["curve"] = (
-            [None] * len(extra) if hit is None else [_finite_or_none(e) for e in hit.epsilons[1:]]
+            [None] * len(extra) if hit is None else [finite_or_none(e) for e in hit.epsilons[1:]]
         )
     return info
 
@@ -283,7 +277,7 @@ def _bound_values(
             continue
         out = timed(b.key, partial(b.curve, base, law, deltas, prof))
         curves[b.key] = [
-            None if b.not_applicable(base, law, d) else _finite_or_none(v)
+            None if b.not_applicable(base, law, d) else finite_or_none(v)
             for d, v in zip(extra, out[1:])
         ]
         why = b.not_applicable(base, law, delta)
@@ -404,7 +398,7 @@ def _notes(
         v = values[k]
         if v is not None and not math.isfinite(v):
             notes.append(f"{k}: the bound is vacuous (infinite) for this setting")
-        values[k] = _finite_or_none(v)
+        values[k] = finite_or_none(v)
     return notes
 
 
