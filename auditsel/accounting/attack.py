@@ -652,10 +652,7 @@ def gaussian_label_laws(
     p = _normal_masses(a, b)
     q = _normal_masses(a - np.longdouble(mu), b - np.longdouble(mu))
     step = StepLaws(0, 0.0, p, q, 0.0, 0.0, STEP_REL, (math.inf, math.inf), (1.0, 1.0), x)
-    inner = x[1:-1]
-    out_cuts = np.concatenate([[-np.inf], inner, [np.inf]])
-    label_cuts = mu * out_cuts - 0.5 * mu * mu
-    return _label_laws(compose(step, 1), label_cuts, out_cuts)
+    return _label_laws(compose(step, 1), mu * x - 0.5 * mu * mu, x)
 
 
 def _pair_run(pair: MechanismPair, label_step: float | None) -> tuple[StepLaws, int]:
