@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol, TypedDict, TypeVar, cast
+from typing import Any, TypedDict, TypeVar, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -162,12 +162,6 @@ BASE_ACCOUNTANTS = ("rdp", "pld")  # a DP-SGD base's eps_B: the smaller of the t
 _T = TypeVar("_T")
 
 
-class _Timed(Protocol):
-    """`fn()`, its seconds recorded under `key`."""
-
-    def __call__(self, key: str, fn: Callable[[], _T]) -> _T: ...
-
-
 def base_info(base: MechanismPair, delta: float) -> BaseInfo:
     """eps_B of one run at delta, mu (reduced game) and mu_GDP where they exist.
 
@@ -264,9 +258,10 @@ def _bound_values(
     deltas: np.ndarray,
     extra: list[float],
     prof: BaseProfile,
-    timed: _Timed,
+    seconds: dict[str, float],
 ) -> tuple[BoundValues, dict[str, str | None], Curves, list[str]]:
-    """({key: value at delta}, {key: theorem}, {key: curve at extra}, notes) of every bound."""
+    """({key: value at delta}, {key: theorem}, {key: curve at extra}, notes) of every bound,
+    the seconds of each in `seconds`."""
     values: BoundValues = {}
     sources: dict[str, str | None] = {}
     curves: Curves = {"delta": list(extra)}
@@ -275,7 +270,7 @@ def _bound_values(
         if not b.supports(base, law):
             values[b.key], sources[b.key], curves[b.key] = None, None, [None] * len(extra)
             continue
-        out = timed(b.key, partial(b.curve, base, law, deltas, prof))
+        out = _timed(seconds, b.key, partial(b.curve, base, law, deltas, prof))
         curves[b.key] = [
             None if b.not_applicable(base, law, d) else finite_or_none(v)
             for d, v in zip(extra, out[1:])
@@ -318,7 +313,7 @@ def panel(
     info = timed("base", lambda: base_info(base, delta))
     prof = timed("base_profile", lambda: base_profile(base))
     labels = bound_labels(base)
-    values, sources, curves, notes = _bound_values(base, law, delta, deltas, extra, prof, timed)
+    values, sources, curves, notes = _bound_values(base, law, delta, deltas, extra, prof, seconds)
     # the reduced game's values leave `upper` for every pair: under the monotone-score
     # assumption where the reduction is exact, heuristic (eq. 19) where it is not
     monotone = set(MONOTONE_SCORE_KEYS) if base.reduction_is_exact else set()
