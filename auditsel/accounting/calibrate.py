@@ -421,7 +421,8 @@ def _baseline(
     """(value, None): dp_accounting's calibration of the same parameter for the same budget;
     (None, why) where its RepeatAndSelectDpEvent does not cover the setting or reaches no
     value of the parameter."""
-    if family.event is None:
+    event_of, law_at = family.event, family.law_at  # law_at: the mean family's laws
+    if event_of is None:
         return None, "the base has no dp_accounting event"
     if delta <= 0:
         return None, "dp_accounting's RDP accountant certifies nothing at delta = 0"
@@ -439,24 +440,14 @@ def _baseline(
         return None, (
             "RepeatAndSelectDpEvent covers Poisson and TNB laws with eta >= 0 and E[K] >= 1 only"
         )
-    event_of = family.event
-    assert event_of is not None  # checked above
-    if family.decreasing:
-        make: Callable[[float], Any] = lambda x: dpa.dp_event.RepeatAndSelectDpEvent(
-            event_of(x), law.mean, shape_of(law)
-        )
-        lower = family.lo  # little noise: above the target; the search walks up from here
-    else:
-        law_at = family.law_at
-        assert law_at is not None  # the mean family sets it
 
-        def make_at(x: float) -> Any:
-            law_x = law_at(max(x, 1.0))
-            return dpa.dp_event.RepeatAndSelectDpEvent(event_of(x), law_x.mean, shape_of(law_x))
+    def make(x: float) -> Any:
+        law_x = law if law_at is None else law_at(max(x, 1.0))
+        return dpa.dp_event.RepeatAndSelectDpEvent(event_of(x), law_x.mean, shape_of(law_x))
 
-        make = make_at
-
-        lower = 1.0
+    # little noise (or E[K] = 1): the search walks from this end
+    lower = family.lo if family.decreasing else 1.0
+    if not family.decreasing:
         at_one = dpa.rdp.RdpAccountant().compose(make(1.0)).get_epsilon(delta)
         if at_one > target:
             return None, f"no E[K] >= 1 reaches the target (eps {at_one:.4g} at E[K] = 1)"
