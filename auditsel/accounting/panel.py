@@ -125,16 +125,7 @@ class AttackInfo(_AttackInfo, total=False):
 BOUND_LABELS = {b.key: {"rigour": b.rigour_default, "citation": b.citation} for b in BOUNDS}
 
 #: the keys of `Panel.attack` (all None, `source` saying why, where the attack does not apply)
-ATTACK_KEYS = (
-    "epsilon",
-    "source",
-    "method",
-    "strategy",
-    "direction",
-    "label_step",
-    "slack",
-    "score",
-)
+ATTACK_KEYS = tuple(_AttackInfo.__annotations__)
 
 #: why a reduced-game value leaves `upper` (result.json notes)
 REDUCED_NOTE = (
