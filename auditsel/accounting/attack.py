@@ -1046,11 +1046,23 @@ def with_one_run(value: AttackValue) -> AttackValue:
     "split_search" / "split", "coin_search" / "coin") and `score` is None (no game of auditsel
     plays it). The coin value is a lower bound for the base with a released coin
     (`coin_search.COIN_ASSUMPTION`), which `accounting.interval.attack_source` prints."""
-    value = _with_one_run(value)
+    own = [
+        (eps, shape, direction, method)
+        for eps, shape, direction, method in (
+            (value.split, "split", value.split_direction, "split_search"),
+            (value.one_run, "one_run", None, "one_run"),
+        )
+        if eps is not None
+    ]
+    first = value.epsilons[0]
+    for eps, *_ in own:
+        value = replace(value, epsilons=_larger(value.epsilons, eps))
+    for i, (eps, shape, direction, method) in enumerate(own):
+        # above the value and the other one at the first delta: its labels
+        if eps[0] > max([first] + [o[0] for j, (o, *_) in enumerate(own) if j != i]):
+            value = _relabel(value, eps, shape, direction, method)
     coin = value.coin
-    if coin is None:
-        return value
-    if not coin[0] > value.epsilons[0]:
+    if coin is None or not coin[0] > value.epsilons[0]:
         # not the value at the first delta: not merged at any delta either, so that no epsilon
         # labelled as the finite pair's own comes from the base with a coin
         return value
@@ -1073,19 +1085,6 @@ def _relabel(
         shape=shape,
         output_score=None,
     )
-
-
-def _with_one_run(value: AttackValue) -> AttackValue:
-    """`with_one_run` without the coin search."""
-    split, one = value.split, value.one_run
-    if split is not None and split[0] > max(value.epsilons[0], (one or (0.0,))[0]):
-        value = _relabel(value, split, "split", value.split_direction, "split_search")
-        return value if one is None else replace(value, epsilons=_larger(value.epsilons, one))
-    if split is not None:
-        value = replace(value, epsilons=_larger(value.epsilons, split))
-    if one is not None and one[0] > value.epsilons[0]:
-        return _relabel(value, one, "one_run", None, "one_run")
-    return value if one is None else replace(value, epsilons=_larger(value.epsilons, one))
 
 
 def _larger(a: Sequence[float], b: Sequence[float]) -> tuple[float, ...]:
