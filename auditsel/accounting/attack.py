@@ -132,7 +132,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TypeAlias, cast, overload
+from typing import cast, overload
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -150,6 +150,7 @@ from auditsel.accounting.score_search import (
     LabelLaws,
     ScoreSearch,
     SearchResult,
+    cumulative,
     delta_tail,
     enclose_order,
     enclose_winner,
@@ -253,18 +254,52 @@ def _normal_masses(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 #: the default label step h (module docstring, "How tight")
 LABEL_STEP = 1e-3
 
-#: F_j-1, F_j, T_j, T_j+1 of a law (float64) and their relative error bound (`_cdfs`)
-_Cdfs: TypeAlias = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]
+
+def _bucketed(
+    i_lo: int,
+    h: float,
+    tau: float,
+    inner: np.ndarray,
+    masses: Callable[[np.ndarray, np.ndarray, int], np.ndarray],
+    loss: Callable[[np.ndarray], np.ndarray],
+) -> StepLaws:
+    """The bucketed step of a worst-case run (`dpsgd_step`, `laplace_step`): bucket i_lo + j
+    holds the outputs in (x_j, x_j+1], x = (-inf, `inner`, inf), with masses(a, b, shift) =
+    P[a < shift + noise <= b] (p: shift 0; q: (1 - tau) p + tau shift 1); `loss_margin` and
+    `unbounded` from each bucket's loss range at its computed ends (a 1e-12 relative fuzz for
+    their rounding)."""
+    x = np.concatenate([[-np.inf], inner, [np.inf]])
+    a, b = x[:-1], x[1:]
+    p, m1 = masses(a, b, 0), masses(a, b, 1)
+    q = (1 - tau) * p + tau * m1 if tau < 1 else m1
+    idx = np.arange(i_lo, i_lo + len(p))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        loss_a, loss_b = loss(a), loss(b)
+    has = (p > 0) | (q > 0)
+    fin_a, fin_b = np.isfinite(loss_a), np.isfinite(loss_b)
+    fuzz_a = 1e-12 * (1 + np.abs(np.where(fin_a, loss_a, 0.0)))
+    fuzz_b = 1e-12 * (1 + np.abs(np.where(fin_b, loss_b, 0.0)))
+    below = float(np.max(((idx - 0.5) * h - loss_a + fuzz_a)[has & fin_a], initial=0.0))
+    above = float(np.max((loss_b - (idx + 0.5) * h + fuzz_b)[has & fin_b], initial=0.0))
+    unbounded = (
+        float(np.sum(p[has & ~fin_a])) * (1 + STEP_REL),
+        float(np.sum(q[has & ~fin_b])) * (1 + STEP_REL),
+    )
+    margin = (max(below, 0.0), max(above, 0.0))
+    return StepLaws(i_lo, h, p, q, 0.0, 0.0, STEP_REL, margin, unbounded, x)
 
 
 def dpsgd_step(noise_multiplier: float, sample_rate: float, label_step: float) -> StepLaws:
     """The bucketed step of the worst-case DP-SGD run (module docstring): p = N(0, sigma^2),
     q = (1 - tau) N(0, sigma^2) + tau N(1, sigma^2), labelled by the rounded loss l(x)."""
     s, tau, h = float(noise_multiplier), float(sample_rate), float(label_step)
+
+    def loss(x: np.ndarray) -> np.ndarray:
+        z = (2 * x - 1) / (2 * s * s)
+        return z if tau >= 1 else pm.logaddexp(math.log1p(-tau), math.log(tau) + z)
+
     low = math.log1p(-tau) if tau < 1 else -math.inf  # infimum of l
-    x_cap = 1.0 + _CAP_SIGMAS * s
-    a_cap = (2 * x_cap - 1) / (2 * s * s)
-    l_cap = a_cap if tau >= 1 else float(pm.logaddexp(math.log1p(-tau), math.log(tau) + a_cap))
+    l_cap = float(loss(np.array(1.0 + _CAP_SIGMAS * s)))
     i_hi = math.ceil(l_cap / h)
     if tau < 1:
         i_lo = math.floor(low / h + 0.5)  # the bucket holding the infimum
@@ -279,41 +314,13 @@ def dpsgd_step(noise_multiplier: float, sample_rate: float, label_step: float) -
             # l(x) = v  <=>  x = s^2 (log(expm1(v) + tau) - log(tau)) + 1/2   (v > log(1 - tau))
             inner = s * s * (pm.log(pm.expm1(edges) + tau) - math.log(tau)) + 0.5
         inner = np.where(edges > low, inner, -np.inf)
-    inner = np.maximum.accumulate(inner)
-    x = np.concatenate([[-np.inf], inner, [np.inf]])
-    a, b = x[:-1], x[1:]
-    a_ld, b_ld, s_ld = a.astype(np.longdouble), b.astype(np.longdouble), np.longdouble(s)
-    m0 = _normal_masses(a_ld / s_ld, b_ld / s_ld)
-    m1 = _normal_masses((a_ld - 1) / s_ld, (b_ld - 1) / s_ld)
-    p = m0
-    q = (1 - tau) * m0 + tau * m1 if tau < 1 else m1
-    # the loss range of each bucket from its (computed) ends, evaluated forwards
-    idx = np.arange(i_lo, i_hi + 1)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if tau >= 1:
-            loss_a, loss_b = (2 * a - 1) / (2 * s * s), (2 * b - 1) / (2 * s * s)
-        else:
-            loss_a = pm.logaddexp(math.log1p(-tau), math.log(tau) + (2 * a - 1) / (2 * s * s))
-            loss_b = pm.logaddexp(math.log1p(-tau), math.log(tau) + (2 * b - 1) / (2 * s * s))
-    return StepLaws(i_lo, h, p, q, 0.0, 0.0, STEP_REL, *_margins(idx, h, loss_a, loss_b, p, q), x)
+    s_ld = np.longdouble(s)
 
+    def masses(a: np.ndarray, b: np.ndarray, shift: int) -> np.ndarray:
+        a_ld, b_ld = a.astype(np.longdouble), b.astype(np.longdouble)
+        return _normal_masses((a_ld - shift) / s_ld, (b_ld - shift) / s_ld)
 
-def _margins(
-    idx: np.ndarray, h: float, loss_a: np.ndarray, loss_b: np.ndarray, p: np.ndarray, q: np.ndarray
-) -> tuple[tuple[float, float], tuple[float, float]]:
-    """`StepLaws.loss_margin` and `unbounded` from each bucket's loss range [loss_a, loss_b] at
-    its computed ends (a 1e-12 relative fuzz for their rounding)."""
-    has = (p > 0) | (q > 0)
-    fin_a, fin_b = np.isfinite(loss_a), np.isfinite(loss_b)
-    fuzz_a = 1e-12 * (1 + np.abs(np.where(fin_a, loss_a, 0.0)))
-    fuzz_b = 1e-12 * (1 + np.abs(np.where(fin_b, loss_b, 0.0)))
-    below = float(np.max(((idx - 0.5) * h - loss_a + fuzz_a)[has & fin_a], initial=0.0))
-    above = float(np.max((loss_b - (idx + 0.5) * h + fuzz_b)[has & fin_b], initial=0.0))
-    unbounded = (
-        float(np.sum(p[has & ~fin_a])) * (1 + STEP_REL),
-        float(np.sum(q[has & ~fin_b])) * (1 + STEP_REL),
-    )
-    return (max(below, 0.0), max(above, 0.0)), unbounded
+    return _bucketed(i_lo, h, tau, np.maximum.accumulate(inner), masses, loss)
 
 
 def _laplace_masses(a: np.ndarray, c: np.ndarray, scale: float) -> np.ndarray:
@@ -346,17 +353,14 @@ def laplace_step(noise_multiplier: float, sample_rate: float, label_step: float)
         inner = (b * edges + 1.0) / 2
     else:  # l(x) = v  <=>  x = (b (log(expm1(v) + tau) - log(tau)) + 1) / 2, v > l_lo
         inner = (b * (pm.log(pm.expm1(edges) + tau) - math.log(tau)) + 1.0) / 2
-    inner = np.clip(np.maximum.accumulate(inner), 0.0, 1.0)
-    x = np.concatenate([[-np.inf], inner, [np.inf]])
-    a, c = x[:-1], x[1:]
-    m0 = _laplace_masses(a, c, b)
-    m1 = _laplace_masses(a - 1.0, c - 1.0, b)
-    p = m0
-    q = (1 - tau) * m0 + tau * m1 if tau < 1 else m1
-    # the loss range of each bucket from its (computed) ends; l is constant outside [0, 1]
-    idx = np.arange(i_lo, i_hi + 1)
-    loss_a, loss_c = loss(np.clip(a, -1.0, 2.0)), loss(np.clip(c, -1.0, 2.0))
-    return StepLaws(i_lo, h, p, q, 0.0, 0.0, STEP_REL, *_margins(idx, h, loss_a, loss_c, p, q), x)
+    return _bucketed(
+        i_lo,
+        h,
+        tau,
+        np.clip(np.maximum.accumulate(inner), 0.0, 1.0),
+        lambda lo, hi, shift: _laplace_masses(lo - shift, hi - shift, b),
+        lambda v: loss(np.clip(v, -1.0, 2.0)),  # l is constant outside [0, 1]
+    )
 
 
 def finite_step(p: ArrayLike, q: ArrayLike, label_step: float) -> StepLaws:
@@ -579,20 +583,6 @@ def _true_upper(run: RunLaws) -> tuple[np.ndarray, np.ndarray]:
     return p_hi, q_hi
 
 
-# --- the winner --------------------------------------------------------------------------------
-def _cdfs(r: np.ndarray) -> _Cdfs:
-    """F_j-1, F_j, T_j = sum_{i>=j}, T_j+1 (float64) of a longdouble law, and their relative
-    error bound rho (nonnegative summands in extended precision, then rounding to float64): the
-    arguments of `score_search.enclose_winner` after the masses."""
-    m = len(r)
-    rho = 2.0 * (m + 2) * ULD + U64
-    F = np.cumsum(r)
-    T = np.cumsum(r[::-1])[::-1]
-    Fp = np.concatenate([[np.longdouble(0)], F[:-1]]).astype(float)
-    Tn = np.concatenate([T[1:], [np.longdouble(0)]]).astype(float)
-    return Fp, F.astype(float), T.astype(float), Tn, rho
-
-
 # --- the run's label, for the score search ---------------------------------------------------
 def _label_laws(run: RunLaws, cuts: np.ndarray, output_cuts: np.ndarray | None = None) -> LabelLaws:
     """A `LabelLaws` of a composed run (positions as `run.laws`, the atoms dropped where they
@@ -635,10 +625,7 @@ def gaussian_label_laws(
     p = _normal_masses(a, b)
     q = _normal_masses(a - np.longdouble(mu), b - np.longdouble(mu))
     step = StepLaws(0, 0.0, p, q, 0.0, 0.0, STEP_REL, (math.inf, math.inf), (1.0, 1.0), x)
-    inner = x[1:-1]
-    out_cuts = np.concatenate([[-np.inf], inner, [np.inf]])
-    label_cuts = mu * out_cuts - 0.5 * mu * mu
-    return _label_laws(compose(step, 1), label_cuts, out_cuts)
+    return _label_laws(compose(step, 1), mu * x - 0.5 * mu * mu, x)
 
 
 def _pair_run(pair: MechanismPair, label_step: float | None) -> tuple[StepLaws, int]:
@@ -829,20 +816,6 @@ def _applicable(pair: MechanismPair) -> MechanismPair:
     if why is not None:
         raise ConfigError("pair", why)
     return pair
-
-
-def _check_score(score: BucketScore) -> None:
-    if not isinstance(score, BucketScore):
-        raise ConfigError("score", "must be a BucketScore (AttackValue.score)")
-
-
-def _gaussian_cuts(red: GaussianBase, score: BucketScore) -> np.ndarray:
-    """The cut points of `score` in a Gaussian base's output units (checked)."""
-    edges = np.asarray(score.edges, dtype=float)
-    x = edges if score.unit == "output" else (edges + 0.5 * red.mu**2) / red.mu
-    if not np.all(np.diff(x) > 0) or not np.all(np.isfinite(x)):
-        raise ConfigError("score.edges", "finite cut points, distinct in output units")
-    return cast("np.ndarray", x)
 
 
 def attack_applies(pair: MechanismPair) -> str | None:
@@ -1046,11 +1019,23 @@ def with_one_run(value: AttackValue) -> AttackValue:
     "split_search" / "split", "coin_search" / "coin") and `score` is None (no game of auditsel
     plays it). The coin value is a lower bound for the base with a released coin
     (`coin_search.COIN_ASSUMPTION`), which `accounting.interval.attack_source` prints."""
-    value = _with_one_run(value)
+    own = [
+        (eps, shape, direction, method)
+        for eps, shape, direction, method in (
+            (value.split, "split", value.split_direction, "split_search"),
+            (value.one_run, "one_run", None, "one_run"),
+        )
+        if eps is not None
+    ]
+    first = value.epsilons[0]
+    for eps, *_ in own:
+        value = replace(value, epsilons=_larger(value.epsilons, eps))
+    for i, (eps, shape, direction, method) in enumerate(own):
+        # above the value and the other one at the first delta: its labels
+        if eps[0] > max([first] + [o[0] for j, (o, *_) in enumerate(own) if j != i]):
+            value = _relabel(value, eps, shape, direction, method)
     coin = value.coin
-    if coin is None:
-        return value
-    if not coin[0] > value.epsilons[0]:
+    if coin is None or not coin[0] > value.epsilons[0]:
         # not the value at the first delta: not merged at any delta either, so that no epsilon
         # labelled as the finite pair's own comes from the base with a coin
         return value
@@ -1073,19 +1058,6 @@ def _relabel(
         shape=shape,
         output_score=None,
     )
-
-
-def _with_one_run(value: AttackValue) -> AttackValue:
-    """`with_one_run` without the coin search."""
-    split, one = value.split, value.one_run
-    if split is not None and split[0] > max(value.epsilons[0], (one or (0.0,))[0]):
-        value = _relabel(value, split, "split", value.split_direction, "split_search")
-        return value if one is None else replace(value, epsilons=_larger(value.epsilons, one))
-    if split is not None:
-        value = replace(value, epsilons=_larger(value.epsilons, split))
-    if one is not None and one[0] > value.epsilons[0]:
-        return _relabel(value, one, "one_run", None, "one_run")
-    return value if one is None else replace(value, epsilons=_larger(value.epsilons, one))
 
 
 def _larger(a: Sequence[float], b: Sequence[float]) -> tuple[float, ...]:
@@ -1189,10 +1161,11 @@ def labelled_attack(
             (lambda v: v) if strategy == "largest" else (lambda v: v[::-1])
         )
         laws = tuple(flip(v) for v in run.laws)
-        cdfs = [_cdfs(v) for v in laws]
-        star = [enclose_winner(v.astype(float), *c, law) for v, c in zip(laws, cdfs)]
+        rho = 2.0 * (len(laws[0]) + 2) * ULD + U64  # F and W's relative error (A3)
+        cdfs = [cumulative(v) for v in laws]
+        star = [enclose_winner(v.astype(float), *c, rho, law) for v, c in zip(laws, cdfs)]
         true = [
-            true_winner_upper(flip(true_hi[b]), c[1], c[3], c[4], run.error[b], law)
+            true_winner_upper(flip(true_hi[b]), c[1], c[3], rho, run.error[b], law)
             for b, c in enumerate(cdfs)
         ]
         for num, name in ((1, "X' over X"), (0, "X over X'")):
@@ -1281,6 +1254,38 @@ def attack_delta(
     return out if np.ndim(eps) else float(out[0])
 
 
+def _score_laws(
+    pair: MechanismPair, score: BucketScore, label_step: float | None
+) -> LabelLaws | tuple[np.ndarray, tuple[np.ndarray, np.ndarray], RunLaws | None]:
+    """What the laws of one run's bucket under `score` are summed from: a Gaussian base's label
+    laws on the score's own buckets (label or output units), else (each position's bucket, the
+    two laws on the positions, the composed run or None): a finite base's outputs (output
+    units) or the labelled run (label units, `label_step`)."""
+    pair = _applicable(pair)
+    if not isinstance(score, BucketScore):
+        raise ConfigError("score", "must be a BucketScore (AttackValue.score)")
+    red = pair.reduced() if pair.reduction_is_exact else None
+    if isinstance(red, GaussianBase):
+        edges = np.asarray(score.edges, dtype=float)
+        x = edges if score.unit == "output" else (edges + 0.5 * red.mu**2) / red.mu
+        if not np.all(np.diff(x) > 0) or not np.all(np.isfinite(x)):
+            raise ConfigError("score.edges", "finite cut points, distinct in output units")
+        return gaussian_label_laws(red.mu, len(score.ranks), x)
+    if isinstance(red, FiniteOutputBase) and score.unit == "output":
+        on = (np.asarray(red.law(0), dtype=float), np.asarray(red.law(1), dtype=float))
+        return score.bucket(np.arange(len(on[0]))), on, None
+    if score.unit != "label":
+        raise ConfigError("score.unit", "label for this base (its runs are labelled)")
+    step, steps = _pair_run(pair, label_step)
+    run = compose(step, steps)
+    return score.bucket(run.labels()), run.laws, run
+
+
+def _rank_order(score: BucketScore) -> np.ndarray:
+    """The buckets from the lowest rank to the highest (ties: the larger value wins)."""
+    return np.lexsort((np.arange(len(score.ranks)), np.asarray(score.ranks, dtype=float)))
+
+
 def winner_bucket_laws(
     pair: MechanismPair, law: RoundsLaw, score: BucketScore, *, label_step: float | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -1292,65 +1297,14 @@ def winner_bucket_laws(
     the score's own buckets; other bases: the labelled run (label units, `label_step`). Point
     values: a far-tail entry of a composed run can be FFT round-off; `winner_bucket_bounds`
     encloses every entry."""
-    pair = _applicable(pair)
-    _check_score(score)
-    red = pair.reduced() if pair.reduction_is_exact else None
-    if isinstance(red, GaussianBase):
-        x = _gaussian_cuts(red, score)
-        masses: tuple[np.ndarray, ...] = gaussian_label_laws(red.mu, len(x) + 1, x).laws
-    elif isinstance(red, FiniteOutputBase) and score.unit == "output":
-        buckets = score.bucket(np.arange(len(red.law(0))))
-        masses = tuple(
-            np.bincount(buckets, np.asarray(red.law(b), float), len(score.ranks)) for b in (0, 1)
-        )
+    laws = _score_laws(pair, score, label_step)
+    if isinstance(laws, LabelLaws):
+        masses: tuple[np.ndarray, ...] = laws.laws
     else:
-        if score.unit != "label":
-            raise ConfigError("score.unit", "label for this base (its runs are labelled)")
-        step, steps = _pair_run(pair, label_step)
-        run = compose(step, steps)
-        buckets = score.bucket(run.labels())
-        masses = tuple(
-            np.bincount(buckets, run.laws[b].astype(float), len(score.ranks)) for b in (0, 1)
-        )
-    n = len(score.ranks)
-    order = np.lexsort((np.arange(n), np.asarray(score.ranks, dtype=float)))
-    return order_winner_laws(masses, order, law)
-
-
-def _bucket_masses(
-    pair: MechanismPair, score: BucketScore, label_step: float | None
-) -> tuple[tuple[np.ndarray, np.ndarray, float, int], ...]:
-    """Per side (X, X'): the computed masses of the score's buckets (longdouble sums, in
-    order), entry-wise upper bounds on the true ones, and the L1 distance between the two
-    (`winner_bucket_bounds`), with the number of label positions a bucket sums."""
-    n = len(score.ranks)
-    red = pair.reduced() if pair.reduction_is_exact else None
-    if isinstance(red, GaussianBase):
-        g = gaussian_label_laws(red.mu, n, _gaussian_cuts(red, score))
-        return tuple((g.laws[b], g.upper[b], g.error[b], 1) for b in (0, 1))
-    if isinstance(red, FiniteOutputBase) and score.unit == "output":
-        buckets = score.bucket(np.arange(len(red.law(0))))
-        out: list[tuple[np.ndarray, np.ndarray, float, int]] = []
-        for b in (0, 1):
-            v = np.asarray(red.law(b), dtype=float)
-            sums = np.zeros(n, dtype=np.longdouble)
-            np.add.at(sums, buckets, v.astype(np.longdouble))
-            out.append((sums, sums.astype(float) * (1 + 4 * U64), 4 * len(v) * U64, len(v)))
-        return tuple(out)
-    if score.unit != "label":
-        raise ConfigError("score.unit", "label for this base (its runs are labelled)")
-    step, steps = _pair_run(pair, label_step)
-    run = compose(step, steps)
-    buckets = score.bucket(run.labels())
-    upper = _true_upper(run)
-    count = int(np.max(np.bincount(buckets, minlength=n)))
-    sides: list[tuple[np.ndarray, np.ndarray, float, int]] = []
-    for b in (0, 1):
-        sums = np.zeros(n, dtype=np.longdouble)
-        np.add.at(sums, buckets, run.laws[b])
-        hi = np.bincount(buckets, upper[b], n) * (1 + (count + 1) * U64)
-        sides.append((sums, hi, float(run.error[b]), count))
-    return tuple(sides)
+        buckets, on, _ = laws
+        n = len(score.ranks)
+        masses = tuple(np.bincount(buckets, np.asarray(v, dtype=float), n) for v in on)
+    return order_winner_laws(masses, _rank_order(score), law)
 
 
 def winner_bucket_bounds(
@@ -1361,13 +1315,25 @@ def winner_bucket_bounds(
     true mass between its two ends. `winner_bucket_laws`'s far-tail entries of a composed run
     (DP-SGD, Laplace) can be FFT round-off (say 1e-17 where the truth is 1e-30); here they are
     [0, a rigorous upper bound]: the computed law's L1 error and the entry-wise true upper
-    bounds of the attack (module docstring, items 2 and 3; `score_search.enclose_order`)."""
-    pair = _applicable(pair)
-    _check_score(score)
+    bounds of the attack (module docstring, items 2 and 3; `score_search.enclose_order`), from
+    the bucket masses summed in longdouble, in order."""
+    laws = _score_laws(pair, score, label_step)
     n = len(score.ranks)
-    order = np.lexsort((np.arange(n), np.asarray(score.ranks, dtype=float)))
-    sides = [
-        enclose_order(masses, upper, error, order, law, positions)
-        for masses, upper, error, positions in _bucket_masses(pair, score, label_step)
-    ]
-    return sides[0], sides[1]
+    sides: list[tuple[np.ndarray, np.ndarray, float]]  # per side: masses, upper bounds, L1 error
+    if isinstance(laws, LabelLaws):
+        sides, count = [(laws.laws[b], laws.upper[b], laws.error[b]) for b in (0, 1)], 1
+    else:
+        buckets, on, run = laws
+        sums = [np.zeros(n, dtype=np.longdouble) for _ in on]
+        for total, v in zip(sums, on):
+            np.add.at(total, buckets, np.asarray(v, dtype=np.longdouble))
+        if run is None:  # a finite base's given masses, summed
+            count = len(on[0])
+            sides = [(v, v.astype(float) * (1 + 4 * U64), 4 * count * U64) for v in sums]
+        else:  # count: the most label positions a bucket sums
+            count = int(np.max(np.bincount(buckets, minlength=n)))
+            hi = [np.bincount(buckets, v, n) * (1 + (count + 1) * U64) for v in _true_upper(run)]
+            sides = [(sums[b], hi[b], float(run.error[b])) for b in (0, 1)]
+    order = _rank_order(score)
+    lo_hi = [enclose_order(*side, order, law, count) for side in sides]
+    return lo_hi[0], lo_hi[1]

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from auditsel.accounting.interval import Tightest, check_assume, tightest_bound
+from auditsel.accounting.interval import Tightest, check_assume, finite_or_none, tightest_bound
 from auditsel.accounting.registry import ASSUMPTION
 from auditsel.errors import ConfigError, choice, number
 from auditsel.events import LaplaceBase, as_pair, is_pair
@@ -93,13 +93,10 @@ class Calibration:
     assumption: str | None = None  # None: any score; "monotone_score": [XWW24]'s assumption
 
     def to_dict(self) -> dict[str, Any]:
-        fin: Callable[[float | None], float | None] = lambda x: (
-            None if x is None or not math.isfinite(x) else float(x)
-        )
         return {
             "parameter": self.parameter,
-            "value": fin(self.value),
-            "epsilon": fin(self.epsilon),
+            "value": finite_or_none(self.value),
+            "epsilon": finite_or_none(self.epsilon),
             "bound": self.bound,
             "source": self.source,
             "target_epsilon": self.target_epsilon,
@@ -108,11 +105,11 @@ class Calibration:
             "rounds": self.law.describe(),
             "baseline": {
                 "method": "dp_accounting RdpAccountant, RepeatAndSelectDpEvent",
-                "value": fin(self.baseline_value),
+                "value": finite_or_none(self.baseline_value),
                 "note": self.baseline_note,
-                "tightest_epsilon_there": fin(self.baseline_epsilon),
+                "tightest_epsilon_there": finite_or_none(self.baseline_epsilon),
             },
-            "gain": fin(self.gain),
+            "gain": finite_or_none(self.gain),
             "at_range_end": self.at_range_end,
             "assumption": None if self.assumption is None else ASSUMPTION,
             "evaluations": self.evaluations,
@@ -422,7 +419,8 @@ def _baseline(
     """(value, None): dp_accounting's calibration of the same parameter for the same budget;
     (None, why) where its RepeatAndSelectDpEvent does not cover the setting or reaches no
     value of the parameter."""
-    if family.event is None:
+    event_of, law_at = family.event, family.law_at  # law_at: the mean family's laws
+    if event_of is None:
         return None, "the base has no dp_accounting event"
     if delta <= 0:
         return None, "dp_accounting's RDP accountant certifies nothing at delta = 0"
@@ -440,24 +438,14 @@ def _baseline(
         return None, (
             "RepeatAndSelectDpEvent covers Poisson and TNB laws with eta >= 0 and E[K] >= 1 only"
         )
-    event_of = family.event
-    assert event_of is not None  # checked above
-    if family.decreasing:
-        make: Callable[[float], Any] = lambda x: dpa.dp_event.RepeatAndSelectDpEvent(
-            event_of(x), law.mean, shape_of(law)
-        )
-        lower = family.lo  # little noise: above the target; the search walks up from here
-    else:
-        law_at = family.law_at
-        assert law_at is not None  # the mean family sets it
 
-        def make_at(x: float) -> Any:
-            law_x = law_at(max(x, 1.0))
-            return dpa.dp_event.RepeatAndSelectDpEvent(event_of(x), law_x.mean, shape_of(law_x))
+    def make(x: float) -> Any:
+        law_x = law if law_at is None else law_at(max(x, 1.0))
+        return dpa.dp_event.RepeatAndSelectDpEvent(event_of(x), law_x.mean, shape_of(law_x))
 
-        make = make_at
-
-        lower = 1.0
+    # little noise (or E[K] = 1): the search walks from this end
+    lower = family.lo if family.decreasing else 1.0
+    if not family.decreasing:
         at_one = dpa.rdp.RdpAccountant().compose(make(1.0)).get_epsilon(delta)
         if at_one > target:
             return None, f"no E[K] >= 1 reaches the target (eps {at_one:.4g} at E[K] = 1)"

@@ -65,6 +65,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import groupby
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -341,15 +342,10 @@ def coin_search(
         eps = base
         for _ in range(ROUNDS):
             c = math.exp(min(eps, 700.0))
+            # the order's runs of one output are segments (coin lengths summed piece by piece)
             order = _dp_order(pp, qq, law, m, c, num)
-            outputs: list[int] = []
-            lengths: list[float] = []
-            for y in order:
-                if outputs and outputs[-1] == y:
-                    lengths[-1] += 1.0 / m
-                else:
-                    outputs.append(y)
-                    lengths.append(1.0 / m)
+            runs = [(y, sum(1.0 / m for _ in g)) for y, g in groupby(order)]
+            outputs, lengths = [y for y, _ in runs], [w for _, w in runs]
             found, segs = _refine(pp, qq, law, outputs, lengths, first, num)
             if not math.isfinite(found):
                 break

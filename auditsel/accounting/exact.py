@@ -213,22 +213,12 @@ def _segment_logsumexp(values: FloatArray, segment: np.ndarray, n: int) -> Float
     return np.where(np.isposinf(top), np.inf, np.where(np.isneginf(top), -np.inf, out))
 
 
-def _gaussian_log_hockey_stick(
-    winner: GaussianWinner,
-    eps: FloatArray,
-    direction: int,
-    scan: tuple[FloatArray, FloatArray] | None = None,
-) -> tuple[FloatArray, FloatArray]:
-    """(log H, d log H / d eps), H = P(S_eps) - e^eps Q(S_eps) on the real line (the K = 0
-    atom left out: it adds nothing for eps >= 0). S_eps maximises P - e^eps Q, so
-    dH/d eps = -e^eps Q(S_eps) (only the explicit dependence counts)."""
-    log_p, log_q = likelihood_ratio_region_masses(winner, eps, direction, scan, log=True)
-    return _log_h_and_slope(eps, log_p, log_q)
-
-
 def _log_h_and_slope(
     eps: FloatArray, log_p: FloatArray, log_q: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
+    """(log H, d log H / d eps), H = P(S_eps) - e^eps Q(S_eps) on the real line, from log P(S_eps)
+    and log Q(S_eps) (the K = 0 atom left out: it adds nothing for eps >= 0). S_eps maximises
+    P - e^eps Q, so dH/d eps = -e^eps Q(S_eps) (only the explicit dependence counts)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = eps + log_q - log_p  # log(e^eps Q / P), < 0 where H > 0 (nan: S empty)
         log_h = np.where(ratio < 0, log_p + np.log(-np.expm1(np.minimum(ratio, 0.0))), -np.inf)
@@ -241,28 +231,16 @@ def _gaussian_log_hockey_sticks(
     eps: FloatArray,
     scans: tuple[tuple[FloatArray, FloatArray] | None, tuple[FloatArray, FloatArray] | None],
 ) -> list[tuple[FloatArray, FloatArray]]:
-    """`_gaussian_log_hockey_stick` of directions 0 and 1 (one bisection for both)."""
+    """`_log_h_and_slope` of directions 0 and 1 (one bisection for both)."""
     eps = np.atleast_1d(np.asarray(eps, dtype=float))
-    if len(eps) == 0:
-        return [_gaussian_log_hockey_stick(winner, eps, k, scans[k]) for k in (0, 1)]
-    masses = _region_log_masses(winner, [(eps, k, scans[k]) for k in (0, 1)])
+    problems = [(eps, k, scans[k]) for k in (0, 1)]
+    masses = _region_log_masses(winner, problems) if len(eps) else [(eps, eps)] * 2
     return [_log_h_and_slope(eps, log_p, log_q) for log_p, log_q in masses]
 
 
-def _gaussian_hockey_stick(
-    winner: GaussianWinner,
-    eps: FloatArray,
-    direction: int,
-    scan: tuple[FloatArray, FloatArray] | None = None,
-) -> FloatArray:
-    """H_{e^eps}(A_direction || A_other): P(S) - e^eps Q(S) on the real line (any eps), plus
-    the K = 0 atom's [atom (1 - e^eps)]_+ (positive for eps < 0 only)."""
-    eps = np.asarray(eps, dtype=float)
-    log_h, _ = _gaussian_log_hockey_stick(winner, eps, direction, scan)
-    return _with_atom(winner, eps, log_h)
-
-
 def _with_atom(winner: GaussianWinner, eps: FloatArray, log_h: FloatArray) -> FloatArray:
+    """H_{e^eps} on the real line (exp(log_h)) plus the K = 0 atom's [atom (1 - e^eps)]_+
+    (positive for eps < 0 only)."""
     # clip eps so that expm1 cannot overflow (atom = 0 times -inf was nan)
     return np.exp(log_h) + np.maximum(winner.atom * -np.expm1(np.minimum(eps, 0.0)), 0.0)
 
@@ -303,7 +281,9 @@ def hockey_stick(
         atom = winner.atom
         out = hockey_stick_finite(np.append(a, atom), np.append(b, atom), eps_arr)
     else:
-        out = _gaussian_hockey_stick(cast("GaussianWinner", winner), eps_arr, direction, scan)
+        gaussian = cast("GaussianWinner", winner)
+        masses = likelihood_ratio_region_masses(gaussian, eps_arr, direction, scan, log=True)
+        out = _with_atom(gaussian, eps_arr, _log_h_and_slope(eps_arr, *masses)[0])
     return out if np.ndim(eps) else float(out[0])
 
 

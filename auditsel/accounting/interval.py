@@ -71,6 +71,11 @@ class IntervalRecord(_IntervalRecord, total=False):
     assumption: str
 
 
+def finite_or_none(x: float | None) -> float | None:
+    """`x` as a float; None where it is None or not finite (JSON's null)."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
 def check_assume(assume: str | None) -> str | None:
     """None (any score, the default) or "monotone_score"; anything else is a ConfigError
     naming `assume`."""
@@ -113,15 +118,12 @@ class Interval:
     def to_dict(self) -> IntervalRecord:
         """result.json's `interval` (non-finite numbers as null)."""
 
-        def fin(x: float) -> float | None:
-            return float(x) if math.isfinite(x) else None
-
         out = IntervalRecord(
-            lower=fin(self.lower),
+            lower=finite_or_none(self.lower),
             lower_source=self.lower_source,
-            upper=fin(self.upper),
+            upper=finite_or_none(self.upper),
             upper_source=self.upper_source,
-            width=fin(self.width),
+            width=finite_or_none(self.width),
         )
         if self.assumption is not None:
             out["assumption"] = ASSUMPTION
@@ -339,7 +341,7 @@ class TuningEpsilon:
         """JSON-ready (non-finite numbers as null; `interval` as result.json writes it;
         `assumption`: the one-line assumption, or None for any score)."""
         return {
-            "epsilon": float(self.epsilon) if math.isfinite(self.epsilon) else None,
+            "epsilon": finite_or_none(self.epsilon),
             "bound": self.bound,
             "source": self.source,
             "delta": self.delta,

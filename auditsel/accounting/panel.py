@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol, TypedDict, TypeVar, cast
+from typing import Any, TypedDict, TypeVar, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -50,6 +50,7 @@ from auditsel.accounting.interval import (
     allowed_rigours,
     attack_source,
     check_assume,
+    finite_or_none,
     interval_attack,
     interval_from,
     tightest_of,
@@ -109,16 +110,7 @@ class AttackInfo(_AttackInfo, total=False):
 BOUND_LABELS = {b.key: {"rigour": b.rigour_default, "citation": b.citation} for b in BOUNDS}
 
 #: the keys of `Panel.attack` (all None, `source` saying why, where the attack does not apply)
-_ATTACK_KEYS = (
-    "epsilon",
-    "source",
-    "method",
-    "strategy",
-    "direction",
-    "label_step",
-    "slack",
-    "score",
-)
+_ATTACK_KEYS = tuple(_AttackInfo.__annotations__)
 
 #: why a reduced-game value leaves `upper` (result.json notes)
 _REDUCED_NOTE = (
@@ -142,21 +134,8 @@ def bound_labels(base: MechanismPair) -> dict[str, Rigour]:
     return {b.key: b.rigour(base) for b in BOUNDS}
 
 
-def _finite_or_none(x: float | None) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
 BASE_ACCOUNTANTS = ("rdp", "pld")  # a DP-SGD base's eps_B: the smaller of the two
 _T = TypeVar("_T")
-
-
-class _Timed(Protocol):
-    """`fn()`, its seconds recorded under `key`."""
-
-    def __call__(self, key: str, fn: Callable[[], _T]) -> _T: ...
 
 
 def base_info(base: MechanismPair, delta: float) -> BaseInfo:
@@ -165,11 +144,11 @@ def base_info(base: MechanismPair, delta: float) -> BaseInfo:
     For a base with a choice of accountants (DpsgdBase: RDP and the pessimistic PLD, both upper
     bounds on one run's epsilon) eps_B is the tightest of them, and `accountant` names it."""
     base = as_pair(base)
-    info = BaseInfo(epsilon=_finite_or_none(base.epsilon(delta)), mu=base.mu, mu_gdp=base.mu_gdp)
+    info = BaseInfo(epsilon=finite_or_none(base.epsilon(delta)), mu=base.mu, mu_gdp=base.mu_gdp)
     if isinstance(base, DpsgdBase):
         by = {a: float(base.epsilon(delta, accountant=a)) for a in BASE_ACCOUNTANTS}
         best = min(by, key=by.__getitem__)
-        info["epsilon"] = _finite_or_none(by[best])
+        info["epsilon"] = finite_or_none(by[best])
         info["accountant"] = best
     return info
 
@@ -232,7 +211,7 @@ def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list[flo
         if hit.method == "coin_search" and hit.coin_score is not None:
             score = hit.coin_score.describe()
         info = AttackInfo(
-            epsilon=_finite_or_none(hit.epsilons[0]),
+            epsilon=finite_or_none(hit.epsilons[0]),
             source=attack_source(hit),
             method=hit.method,
             strategy=hit.strategy,
@@ -243,7 +222,7 @@ def _attack_info(hit: AttackValue | None, no_attack: str | None, extra: list[flo
         )
     if extra:
         info["curve"] = (
-            [None] * len(extra) if hit is None else [_finite_or_none(e) for e in hit.epsilons[1:]]
+            [None] * len(extra) if hit is None else [finite_or_none(e) for e in hit.epsilons[1:]]
         )
     return info
 
@@ -255,9 +234,10 @@ def _bound_values(
     deltas: np.ndarray,
     extra: list[float],
     prof: BaseProfile,
-    timed: _Timed,
+    seconds: dict[str, float],
 ) -> tuple[BoundValues, dict[str, str | None], Curves, list[str]]:
-    """({key: value at delta}, {key: theorem}, {key: curve at extra}, notes) of every bound."""
+    """({key: value at delta}, {key: theorem}, {key: curve at extra}, notes) of every bound,
+    the seconds of each in `seconds`."""
     values: BoundValues = {}
     sources: dict[str, str | None] = {}
     curves: Curves = {"delta": list(extra)}
@@ -266,9 +246,9 @@ def _bound_values(
         if not b.supports(base, law):
             values[b.key], sources[b.key], curves[b.key] = None, None, [None] * len(extra)
             continue
-        out = timed(b.key, partial(b.curve, base, law, deltas, prof))
+        out = _timed(seconds, b.key, partial(b.curve, base, law, deltas, prof))
         curves[b.key] = [
-            None if b.not_applicable(base, law, d) else _finite_or_none(v)
+            None if b.not_applicable(base, law, d) else finite_or_none(v)
             for d, v in zip(extra, out[1:])
         ]
         why = b.not_applicable(base, law, delta)
@@ -309,7 +289,7 @@ def panel(
     info = timed("base", lambda: base_info(base, delta))
     prof = timed("base_profile", lambda: base_profile(base))
     labels = bound_labels(base)
-    values, sources, curves, notes = _bound_values(base, law, delta, deltas, extra, prof, timed)
+    values, sources, curves, notes = _bound_values(base, law, delta, deltas, extra, prof, seconds)
     # the reduced game's values leave `upper` for every pair: under the monotone-score
     # assumption where the reduction is exact, heuristic (eq. 19) where it is not
     monotone = set(MONOTONE_SCORE_KEYS) if base.reduction_is_exact else set()
@@ -389,7 +369,7 @@ def _notes(
         v = values[k]
         if v is not None and not math.isfinite(v):
             notes.append(f"{k}: the bound is vacuous (infinite) for this setting")
-        values[k] = _finite_or_none(v)
+        values[k] = finite_or_none(v)
     return notes
 
 

@@ -123,7 +123,12 @@ class Bound:
         return as_pair(pair) is not None
 
     def rigour(self, pair: MechanismPair) -> Rigour:
-        """'rigorous', 'monotone_score' or 'heuristic' for this pair (module docstring)."""
+        """'rigorous', 'monotone_score' or 'heuristic' for this pair (module docstring): the
+        reduced game's values are heuristic where the pair's reduction is not exact."""
+        if self.assumes_monotone_score:
+            pair = as_pair(pair)
+            if pair.reduced() is not None and not pair.reduction_is_exact:
+                return "heuristic"
         return self.rigour_default
 
     @property
@@ -271,16 +276,6 @@ class ImprovedRdp(Bound):
         pair = as_pair(pair)
         return pair.mu_gdp is not None if self.gdp else pair.reduced() is not None
 
-    def rigour(self, pair: MechanismPair) -> Rigour:
-        pair = as_pair(pair)
-        if self.gdp:
-            return "heuristic"
-        return (
-            "heuristic"
-            if pair.reduced() is not None and not pair.reduction_is_exact
-            else MONOTONE_SCORE
-        )
-
     def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         pair = as_pair(pair)
         if delta == 0 or not self.supports(pair, law):
@@ -305,11 +300,6 @@ class ImprovedRdp(Bound):
 class ExactBound(Bound):
     def supports(self, pair: MechanismPair, law: RoundsLaw) -> bool:
         return as_pair(pair).reduced() is not None
-
-    def rigour(self, pair: MechanismPair) -> Rigour:
-        pair = as_pair(pair)
-        approximate = pair.reduced() is not None and not pair.reduction_is_exact
-        return "heuristic" if self.heuristic_always or approximate else MONOTONE_SCORE
 
     def source(self, pair: MechanismPair, law: RoundsLaw, delta: float) -> str | None:
         pair = as_pair(pair)

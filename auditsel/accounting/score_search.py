@@ -288,30 +288,26 @@ def enclose_winner(
     lo = np.zeros(np.broadcast(x, f).shape)
     hi = np.zeros_like(lo)
     low_half = f <= 0.5
+    # G at (F', F) below 1/2; Gc at (W, W') above (G' at 1 - W: the slopes' ends swap)
+    halves = ((low_half, f, fp, law.pgf, False), (~low_half, w, wn, law.pgf_complement, True))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if np.any(low_half):
-            ff, ffp, xx = f[low_half], fp[low_half], x[low_half]
-            gf, gfp = law.pgf(ff), law.pgf(ffp)
-            diff = gf - gfp
-            top = np.minimum(ff * (1 + rho), 1.0)
-            bot = ffp * (1 - rho)
-            slope_top = law.pgf_derivative(top, 1.0 - top)
-            slope_bot = law.pgf_derivative(bot, 1.0 - bot)
-            err = LAW_REL * (gf + gfp) + slope_top * rho * (ff + ffp) + U64 * np.abs(diff)
-            lo[low_half] = np.maximum(diff - err, xx * (1 - rho) * slope_bot * (1 - LAW_REL))
-            hi[low_half] = np.minimum(diff + err, xx * (1 + rho) * slope_top * (1 + LAW_REL))
-        up = ~low_half
-        if np.any(up):
-            t, tn, xx = w[up], wn[up], x[up]
-            ct, ctn = law.pgf_complement(t), law.pgf_complement(tn)
-            diff = ct - ctn
-            w_top = np.minimum(t * (1 + rho), 1.0)
-            w_bot = tn * (1 - rho)
-            slope_bot = law.pgf_derivative(1.0 - w_top, w_top)
-            slope_top = law.pgf_derivative(1.0 - w_bot, w_bot)
-            err = LAW_REL * (ct + ctn) + slope_top * rho * (t + tn) + U64 * np.abs(diff)
-            lo[up] = np.maximum(diff - err, xx * (1 - rho) * slope_bot * (1 - LAW_REL))
-            hi[up] = np.minimum(diff + err, xx * (1 + rho) * slope_top * (1 + LAW_REL))
+        for half, big, small, g, swap in halves:
+            if not np.any(half):
+                continue
+            u, v, xx = big[half], small[half], x[half]
+            gu, gv = g(u), g(v)
+            diff = gu - gv
+            u_top = np.minimum(u * (1 + rho), 1.0)
+            v_bot = v * (1 - rho)
+            if swap:
+                slope_bot = law.pgf_derivative(1.0 - u_top, u_top)
+                slope_top = law.pgf_derivative(1.0 - v_bot, v_bot)
+            else:
+                slope_top = law.pgf_derivative(u_top, 1.0 - u_top)
+                slope_bot = law.pgf_derivative(v_bot, 1.0 - v_bot)
+            err = LAW_REL * (gu + gv) + slope_top * rho * (u + v) + U64 * np.abs(diff)
+            lo[half] = np.maximum(diff - err, xx * (1 - rho) * slope_bot * (1 - LAW_REL))
+            hi[half] = np.minimum(diff + err, xx * (1 + rho) * slope_top * (1 + LAW_REL))
     lo = np.where(np.isfinite(lo), np.maximum(lo, 0.0), 0.0)
     hi = np.where(np.isfinite(hi), np.maximum(hi, lo), 1.0)
     return lo, hi
@@ -381,6 +377,20 @@ def pieces_deltas(U: np.ndarray, V: np.ndarray, eps: np.ndarray) -> np.ndarray:
     return np.maximum(np.max(vals, axis=1), 0.0)
 
 
+def cumulative(x: np.ndarray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """(F_j-1, F_j, W_j, W_j+1) of the masses `x` (longdouble) in their order: F the sums up to
+    and W the sums from each entry, running sums of nonnegative longdouble terms rounded once
+    to float64 (the arguments of `enclose_winner` after the masses)."""
+    f, w = np.cumsum(x), np.cumsum(x[::-1])[::-1]
+    zero = [np.longdouble(0)]
+    return (
+        np.concatenate([zero, f[:-1]]).astype(float),
+        f.astype(float),
+        w.astype(float),
+        np.concatenate([w[1:], zero]).astype(float),
+    )
+
+
 def order_winner_laws(
     masses: tuple[FloatArray, ...], order: ArrayLike, law: RoundsLaw
 ) -> tuple[FloatArray, FloatArray]:
@@ -390,12 +400,7 @@ def order_winner_laws(
     order = np.asarray(order, dtype=np.int64)
     out = []
     for r in masses:
-        x = np.asarray(r, dtype=np.longdouble)[order]
-        before = np.concatenate([[np.longdouble(0)], np.cumsum(x)[:-1]])
-        after_w = np.concatenate([np.cumsum(x[::-1])[::-1][1:], [np.longdouble(0)]])
-        before_w = after_w + x
-        f, fp = (before + x).astype(float), before.astype(float)
-        w, wn = before_w.astype(float), after_w.astype(float)
+        fp, f, w, wn = cumulative(np.asarray(r, dtype=np.longdouble)[order])
         with np.errstate(invalid="ignore"):
             val = np.where(
                 f <= 0.5,
@@ -428,10 +433,7 @@ def enclose_order(
     x = np.asarray(masses, dtype=np.longdouble)[order]
     m = len(x)
     rho = 2.0 * (max(positions, 1) + m + 4) * ULD + 2 * U64
-    before = np.concatenate([[np.longdouble(0)], np.cumsum(x)[:-1]])
-    after_w = np.concatenate([np.cumsum(x[::-1])[::-1][1:], [np.longdouble(0)]])
-    f, fp = (before + x).astype(float), before.astype(float)
-    w, wn = (after_w + x).astype(float), after_w.astype(float)
+    fp, f, w, wn = cumulative(x)
     lo, hi = enclose_winner(x.astype(float), fp, f, w, wn, rho, law)
     c = float(law.mean) * float(error) * (1 + 4 * U64)
     cap = true_winner_upper(np.asarray(upper, dtype=float)[order], f, wn, rho, float(error), law)

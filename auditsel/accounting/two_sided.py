@@ -84,13 +84,6 @@ def directional_profiles(pair: AccountedPair) -> tuple[Delta, Delta, np.ndarray]
     raise TypeError(f"two_sided supports DP-SGD and finite-output bases, not {type(pair)}")
 
 
-def _region(d_set: Delta, d_comp: Delta, grid: np.ndarray):
-    """(w, q) -> (largest w', smallest q') over the pair's region: q <= e^e q' + d_set(e) and
-    w' <= e^e w + d_comp(e) for every e of the grid (`profile.envelope_region`)."""
-    e = np.asarray(grid, dtype=float)
-    return envelope_region(e, d_set(e), d_comp(e))
-
-
 def _tilde(d_this: Delta, d_other: Delta, e: np.ndarray) -> np.ndarray:
     """sup_T Q(T) - e^e P(T): d_this(e) for e >= 0, 1 - e^e + e^e d_other(-e) for e < 0."""
     e = np.asarray(e, dtype=float)
@@ -103,10 +96,13 @@ def _tilde(d_this: Delta, d_other: Delta, e: np.ndarray) -> np.ndarray:
 
 
 def _setup(pair: AccountedPair, law: RoundsLaw) -> list[tuple[Layers, Delta, Delta]]:
+    """Per direction, its layers (the region cut by its own set and complement profiles,
+    `profile.envelope_region`) and its two profiles."""
     d_qp, d_pq, grid = directional_profiles(pair)
     out = []
     for d_this, d_other in ((d_qp, d_pq), (d_pq, d_qp)):
-        profile = BaseProfile(d_this, lambda d: math.inf, grid, _region(d_this, d_other, grid))
+        region = envelope_region(grid, d_this(grid), d_other(grid))
+        profile = BaseProfile(d_this, lambda d: math.inf, grid, region)
         out.append((layers(profile, law), d_this, d_other))
     return out
 
