@@ -495,29 +495,25 @@ class GradientCanary(Canary):
 
     def score(self, release: Any) -> float:
         """initial - theta_i summed over the canary's coordinates (module docstring)."""
-        held = isinstance(release, Mapping) and "initial" in release
-        initial = self._coordinate_of(release["initial"]) if held else self.initial
-        moved = initial - self._coordinate_of(release)
-        for move in self._moves(release, self.spread, self.spread_initial, held):
-            moved += move
-        return moved
+        spread = self.spread_initial or (0.0,) * len(self.spread)
+        moves = self._moves(release, (None, *self.spread), (self.initial, *spread))
+        return sum(moves[1:], moves[0])
 
     def noise(self, release: Any) -> float | None:
         """The root mean square of the `reference` coordinates' moves (as the score reads
         them); None without reference coordinates."""
         if not self.reference:
             return None
-        held = isinstance(release, Mapping) and "initial" in release
-        moves = self._moves(release, self.reference, self.reference_initial, held)
+        moves = self._moves(release, self.reference, self.reference_initial)
         return math.sqrt(float(np.mean(np.square(moves))))
 
     def _moves(
-        self, release: Any, coordinates: tuple[int, ...], starts: tuple[float, ...], held: bool
+        self, release: Any, coordinates: tuple[int | None, ...], starts: tuple[float, ...]
     ) -> list[float]:
-        """start - theta_c of each coordinate c (the start from release["initial"] when held,
-        else `starts`, 0 where not given)."""
+        """start - theta_c of each coordinate c (None: the canary's own), the start read from
+        release["initial"] where the release holds it, else `starts` (0 where not given)."""
         starts = starts or (0.0,) * len(coordinates)
-        if held:
+        if isinstance(release, Mapping) and "initial" in release:
             starts = tuple(self._coordinate_of(release["initial"], c) for c in coordinates)
         return [start - self._coordinate_of(release, c) for c, start in zip(coordinates, starts)]
 
