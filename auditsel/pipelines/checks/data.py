@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -186,13 +187,10 @@ def _fitted(obj: Any, prefix: str, depth: int = 0) -> Iterator[tuple[str, np.nda
     `obj` (a module's attributes, a release's values), at most 3 levels down."""
     if depth > 3 or obj is None or isinstance(obj, (str, bytes, int, float)):
         return
-    if isinstance(obj, Mapping):
-        for key, value in list(obj.items())[:100]:
+    if isinstance(obj, (Mapping, list, tuple)):
+        items = obj.items() if isinstance(obj, Mapping) else enumerate(obj)
+        for key, value in islice(items, 100):
             yield from _fitted(value, f"{prefix}[{key!r}]", depth + 1)
-        return
-    if isinstance(obj, (list, tuple)):
-        for i, value in enumerate(obj[:100]):
-            yield from _fitted(value, f"{prefix}[{i}]", depth + 1)
         return
     for key, value in getattr(obj, "__dict__", {}).items():
         array = _array(value)
