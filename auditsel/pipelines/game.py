@@ -60,22 +60,24 @@ USER_MODULES: dict[str, str] = {}
 
 
 def import_by_path(name: str, path: str) -> Any:
-    """Import the file `path` as the module `name` (once per process)."""
+    """Import the file `path` as the module `name` (once per process; one that fails to import
+    leaves no trace in sys.modules or USER_MODULES)."""
     USER_MODULES[name] = path
     if name in sys.modules:
         return sys.modules[name]
     folder = str(Path(path).parent)
     if folder not in sys.path:
         sys.path.append(folder)  # last: a json.py there never shadows the standard library
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
         spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(name, None)
+        USER_MODULES.pop(name, None)
         raise
     return module
 

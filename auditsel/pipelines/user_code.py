@@ -37,7 +37,6 @@ from typing import Any
 
 from auditsel.errors import ConfigError
 from auditsel.pipelines.game import (
-    USER_MODULES,
     PipelineError,
     describe_exception,
     import_by_path,
@@ -94,15 +93,9 @@ def import_file(path: str | Path, field: str) -> types.ModuleType:
     name = module_name(resolved)
     if name in sys.modules:
         return sys.modules[name]
-    text = str(resolved)
-    USER_MODULES[name] = text  # a worker imports it under the same name (pipelines.game)
-    try:
-        module: types.ModuleType = call_user(
-            field, f"importing {path}", import_by_path, name, text, path=resolved
-        )
-    except BaseException:
-        USER_MODULES.pop(name, None)
-        raise
+    module: types.ModuleType = call_user(
+        field, f"importing {path}", import_by_path, name, str(resolved), path=resolved
+    )
     return module
 
 
