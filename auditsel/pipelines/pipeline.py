@@ -399,8 +399,11 @@ def audit_pipeline(
         ReproducibilityError: the pipeline does not replay (unless
             `execution.accept_nondeterminism`: it runs, recorded in result.json).
     """
-    given = {"statistics": statistics, "execution": execution, "report": report}
-    options = {arg: given_options(_GROUPS[arg], value, arg) for arg, value in given.items()}
+    options: dict[str, Any] = {
+        "statistics": given_options(AuditOptions, statistics, "statistics"),
+        "execution": given_options(ExecutionOptions, execution, "execution"),
+        "report": given_options(ReportOptions, report, "report"),
+    }
     parts = pipeline_parts(pipeline)
     return _audit_pipeline(
         _Request(**parts, games=games, delta=delta, claimed_epsilon=claimed_epsilon, **options)
@@ -442,13 +445,6 @@ class _Request:
     @property
     def out_dir(self) -> str | Path | OutputFolder | None:
         return self.folder if self.folder is not None else self.report.out_dir
-
-
-_GROUPS: dict[str, Any] = {
-    "statistics": AuditOptions,
-    "execution": ExecutionOptions,
-    "report": ReportOptions,
-}
 
 
 @dataclass(frozen=True)
@@ -777,18 +773,13 @@ def _analyse(audit: _Audit, run: _Run) -> PipelineAudit:
         member=played.member,
         cpu_seconds=float(cpu),
         wall_seconds=float(wall),
-        resumed_games=_resumed(audit, run),
+        resumed_games=result["pipeline"]["resumed_games"],
         tune=names[0],
         score=names[1],
         fingerprint=run.fingerprint,
         files=files,
         result=cast(PipelineResult, result),
     )
-
-
-def _resumed(audit: _Audit, run: _Run) -> int:
-    """The games read back from checkpoints (whole chunks, at most the audit's games)."""
-    return min(run.record.resumed_chunks * audit.chunk_size, audit.request.games)
 
 
 def _pipeline_entry(
@@ -802,7 +793,7 @@ def _pipeline_entry(
         "canary": audit.canary.describe(),
         "games": games,
         "chunk_size": audit.chunk_size,
-        "resumed_games": _resumed(audit, run),
+        "resumed_games": min(run.record.resumed_chunks * audit.chunk_size, games),  # whole chunks
         "game_cpu_seconds": round(played.game_cpu, 3),
         "cpu_seconds": round(cpu, 3),
         "fingerprint": run.fingerprint,
