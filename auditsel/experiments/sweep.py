@@ -137,18 +137,15 @@ def expand_sweep(raw: dict, overrides: dict | None = None) -> list[SweepPoint]:
     return points
 
 
-def _run_point(point: SweepPoint, out_dir: Path, plots: bool = False) -> dict[str, Any]:
+def _numbered_point(i: int, point: SweepPoint, out_dir: Path, plots: bool) -> tuple[int, dict]:
+    """(i, the result) of point i, run into its folder."""
     directory = out_dir / point.label
     directory.mkdir(parents=True, exist_ok=True)
     result, artefacts = run_experiment(
         point.spec, directory, jobs=1, progress=False, outputs=ExperimentOutputs(curves=False)
     )
     write_outputs(directory, result, artefacts, plots=plots)
-    return result
-
-
-def _numbered_point(i: int, point: SweepPoint, out_dir: Path, plots: bool) -> tuple[int, dict]:
-    return i, _run_point(point, out_dir, plots)
+    return i, result
 
 
 def run_sweep(
