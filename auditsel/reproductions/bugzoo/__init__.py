@@ -27,14 +27,10 @@ package holding what an author would write:
    refutes) over `planned_games`, or the budget when the pilot plans no refutation.
 
 A pipeline the route refuses (a release `canary="both"` cannot read) is a row that says so.
-Validity: the pilot plays other games (seed 1) and only sizes the audit; the looks are a union
-bound (equal shares), so "refuted" holds at CONFIDENCE over all the looks: a correct
-pipeline's claim is refuted with probability at most 1 - CONFIDENCE.
-
-Resuming: each finished row is kept in OUT/rows/NAME.json (with its budget and pilot) and each
-audit's games in OUT/checkpoints/NAME, so a broken run started again with the same options
-plays only what is missing; both are removed once table.md is written. `pipelines=` recomputes
-some rows and keeps the others of OUT/rows.json.
+Validity (the looks a union bound: "refuted" holds at CONFIDENCE over all of them) and resuming
+(finished rows kept in OUT/rows/NAME.json with their budget and pilot, each audit's games in
+OUT/checkpoints/NAME, both removed once table.md is written; `pipelines=` recomputes some rows
+and keeps the others of OUT/rows.json): docs/findings/bugzoo.md.
 """
 
 from __future__ import annotations
