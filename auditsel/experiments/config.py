@@ -1,10 +1,8 @@
 """Config (YAML) -> spec: frozen data, validated once, before any work starts.
 
-Every error is an `auditsel.errors.ConfigError` naming the field (dotted path) and the allowed
-values: the checkers of `auditsel.errors` raise it, and errors of the domain objects (which
-name their own parameter, `mu`) get their section's path here (`base.mu`). The CLI prints it as
-one line and exits 2. Unknown keys are errors. YAML is read with safe_load only
-(no object construction from tags).
+Every error is an `auditsel.errors.ConfigError` naming the field's dotted path (a domain
+object's own parameter gets its section's path here, `base.mu`: docs/explanation/architecture.md,
+"Errors"). Unknown keys are errors. YAML is read with safe_load only (no object construction).
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
-"""Sweeps: one config, a grid over any of its fields, one result per point plus a combined table. ::
+"""Sweeps: one config, a grid over any of its fields, one result per point plus a combined table.
 
-    sweep:
-      base.epsilon: [1, 2, 4]              # one field: its values
-      rounds.L,rounds.s: [[10, 0.1], [100, 0.01]]   # fields that move together: value tuples
-
-The grid is the product over the keys (zipped within a comma-joined key). Every point is
-validated before any work starts; points run in parallel through joblib, each point's game
-with its own seeded chunks, so the numbers do not depend on the number of jobs. Outputs:
-DIR/<point>/ (result.json and report.md, as `auditsel run`; the point's plots only with
-`point_plots=True`, the CLI's `--point-plots`), DIR/sweep.csv, DIR/sweep.md, DIR/sweep.json and
-DIR/sweep.png.
-
-A bound column holds only bounds on the tuning run's epsilon for any score: heuristic values
-(`auditsel.results.heuristics`) go to `<key>_heuristic` (and `eps_L_gdp_heuristic`), the reduced
-game's values under [XWW24]'s monotone-score assumption to `<key>_monotone_score`; sweep.png
-draws them dashed and dash-dot, labelled so. `contradicted` names the heuristic values below the
-attack value, a valid eps_L or eps_B of one run (marked in sweep.png). Every row carries the
-interval (`interval_lower`, `interval_upper`, `width`; their sources in sweep.json) and the
-attack value (`attack`, a lower bound); sweep.png shades the interval.
+What a sweep reads, runs and writes (docs/howto/sweeps.md): the `sweep:` section (the product
+over its keys, zipped within a comma-joined key), every point validated before any work starts
+and run through the executor with its own seeded chunks (the numbers do not depend on the
+jobs), the outputs (DIR/<point>/, sweep.csv, sweep.md, sweep.json, sweep.png; a point's plots
+only with `point_plots`) and the columns (bounds for any score; the reduced game's values under
+`<key>_monotone_score`, heuristic ones under `<key>_heuristic`, `contradicted`, the interval
+and the attack value).
 """
 
 from __future__ import annotations
@@ -148,18 +137,15 @@ def expand_sweep(raw: dict, overrides: dict | None = None) -> list[SweepPoint]:
     return points
 
 
-def _run_point(point: SweepPoint, out_dir: Path, plots: bool = False) -> dict[str, Any]:
+def _numbered_point(i: int, point: SweepPoint, out_dir: Path, plots: bool) -> tuple[int, dict]:
+    """(i, the result) of point i, run into its folder."""
     directory = out_dir / point.label
     directory.mkdir(parents=True, exist_ok=True)
     result, artefacts = run_experiment(
         point.spec, directory, jobs=1, progress=False, outputs=ExperimentOutputs(curves=False)
     )
     write_outputs(directory, result, artefacts, plots=plots)
-    return result
-
-
-def _numbered_point(i: int, point: SweepPoint, out_dir: Path, plots: bool) -> tuple[int, dict]:
-    return i, _run_point(point, out_dir, plots)
+    return i, result
 
 
 def run_sweep(

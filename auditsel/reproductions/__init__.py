@@ -25,7 +25,7 @@ import io
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,15 +188,22 @@ PCT_DIGITS = 2
 WIDTH_DIGITS = 3
 
 
-def to_markdown(rows: list[dict], columns: Sequence[str] | None = None, digits: int = 3) -> str:
+def to_markdown(
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str] | None = None,
+    digits: int = 3,
+    cell: Callable[[Any], str] | None = None,
+) -> str:
     """A GitHub markdown table of the rows (floats rounded to `digits`; percentage columns,
     named with the word ``pct``, to at most `PCT_DIGITS`; width columns, named with the word
-    ``width``, to at most `WIDTH_DIGITS`)."""
+    ``width``, to at most `WIDTH_DIGITS`; `cell`: each value written by it instead)."""
     if not rows:
         return ""
     columns = list(columns or dict.fromkeys(k for r in rows for k in r))
 
     def fmt(v, places):
+        if cell is not None:
+            return cell(v)
         if v is None:
             return "-"
         if isinstance(v, float):
@@ -254,17 +261,18 @@ def render(name: str, rows: list[dict], seconds: float, out: Path) -> Path:
         files = entry.resolve(entry.plot)(rows, out)
         extra = [line for f in files for line in ("", f"![{Path(f).stem}]({Path(f).name})")]
     summary = ["", *entry.resolve(entry.summary)(rows)] if entry.summary else []
-    md = [
-        f"# {entry.title}",
-        "",
-        to_markdown(rows, digits=4),
-        *summary,
-        "",
-        f"Computed by `auditsel reproduce {name}` in {seconds:.1f} s.",
-        *extra,
-        "",
-    ]
-    atomic_write_text(out / "table.md", "\n".join(md))
-    atomic_write_text(out / "table.csv", _csv(rows))
-    atomic_write_text(out / "rows.json", json.dumps(rows, indent=1) + "\n")
+    computed = f"Computed by `auditsel reproduce {name}` in {seconds:.1f} s."
+    lines = [to_markdown(rows, digits=4), *summary, "", computed, *extra]
+    return _write(out, entry.title, lines, rows, rows)
+
+
+def _write(
+    out: Path, title: str, lines: list[str], document: Any, csv_rows: list[dict] | None = None
+) -> Path:
+    """out/table.md (the heading `title` over `lines`), out/rows.json (`document`) and, given
+    `csv_rows`, out/table.csv: what every reproduction writes."""
+    atomic_write_text(out / "table.md", "\n".join([f"# {title}", "", *lines, ""]))
+    if csv_rows is not None:
+        atomic_write_text(out / "table.csv", _csv(csv_rows))
+    atomic_write_text(out / "rows.json", json.dumps(document, indent=1) + "\n")
     return out

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from auditsel.accounting.registry import ASSUMPTION
-from auditsel.files import atomic_write_text
-from auditsel.reproductions import REGISTRY, _csv, to_markdown
+from auditsel.reproductions import REGISTRY, _write, to_markdown
 from auditsel.reproductions import accountants_table as at
 from auditsel.reproductions.accountant_claims import CLAIMS, Setting, claim_epsilon
 from auditsel.reproductions.accountants_table import cell_rows
@@ -29,11 +28,8 @@ def _flat(v: Any) -> Any:
 
 
 def render(rows: list[dict], seconds: float, out: Path) -> Path:
-    title = REGISTRY["accountants"].title
     at.plot(rows, out / "accountants.png")
-    md = [
-        f"# {title}",
-        "",
+    lines = [
         *at.header(),
         "",
         to_markdown(at.summary_columns(rows), digits=3),
@@ -52,13 +48,7 @@ def render(rows: list[dict], seconds: float, out: Path) -> Path:
         f"(games {sum(r['game_seconds'] for r in rows):.0f} s, claims {sum(r['claim_seconds'] for r in rows):.0f} s).",
         "",
         "![claims against eps_L](accountants.png)",
-        "",
     ]
     flat = [{k: _flat(v) for k, v in r.items()} for r in rows]
-    atomic_write_text(out / "table.md", "\n".join(md))
-    atomic_write_text(out / "table.csv", _csv(flat))
-    atomic_write_text(
-        out / "rows.json",
-        json.dumps({"versions": at.library_versions(), "rows": rows}, indent=1) + "\n",
-    )
-    return out
+    document = {"versions": at.library_versions(), "rows": rows}
+    return _write(out, REGISTRY["accountants"].title, lines, document, flat)

@@ -1,10 +1,8 @@
 """[XWW24] Figure 6 as a table with an audited lower bound per cell, and its plot.
 
-Rows: `bounds.figure6_rows()` (TNB grid, N = 500, delta = 1e-5, eps_B in {1, 2, 4, 8}: generic,
-profile (bounds for any score), improved and exact ([XWW24]'s values: columns
-`*_monotone_score` at tau = 1, under its monotone-score assumption, `*_heuristic` at tau < 1),
-the attack value and the interval for any score), plus eps_L of a `TRIALS`-game audit of the reduced game at the
-cell's mu (sample proxy, split rule, 95% Clopper-Pearson, seed 0) and its best-threshold value.
+Rows: `paper_bounds.figure6_rows()` (its grid and columns: `auditsel.reproductions.paper_bounds`)
+plus eps_L of a `TRIALS`-game audit of the reduced game at the cell's mu (sample proxy, split
+rule, 95% Clopper-Pearson, seed 0) and its best-threshold value.
 """
 
 from __future__ import annotations

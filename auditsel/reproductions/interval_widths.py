@@ -10,11 +10,9 @@ the same with the monotone attack as the lower end (`monotone_attack`, `width_pc
 `attack(..., scores="monotone")`), so the gain of the attack over score functions is read off
 each row. No game is played (the accountants table adds a game's eps_L).
 
-Groups: `accountants`, the nine tuning cells of `auditsel reproduce accountants`; `realistic`,
-`REALISTIC`: ten DP-SGD tuning settings (sample rates 0.003 to 0.045, 1,200 to 8,400 steps,
-noise multipliers 0.75 to 1.5, K ~ Poisson(8 to 19)); `random`, 16 settings drawn by
-`random_settings` in similar ranges. The summary reports the median and the max of both widths
-per group and over all rows.
+Groups (docs/findings/interval-widths.md): `accountants`, the tuning cells of `auditsel reproduce
+accountants`; `realistic`, `REALISTIC`; `random`, `random_settings`. The summary reports the
+median and the max of both widths per group and over all rows.
 """
 
 from __future__ import annotations

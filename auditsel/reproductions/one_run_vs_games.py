@@ -40,7 +40,7 @@ from auditsel.games.engine import run_game
 from auditsel.games.one_run_dpsgd import OneRunDpsgd
 from auditsel.games.one_run_reduced import OneRunReducedGame
 from auditsel.mechanisms import GaussianBase, gaussian_epsilon, gaussian_mu
-from auditsel.reproductions import _csv
+from auditsel.reproductions import _csv, to_markdown
 from auditsel.results.figures import new_figure, save_figure
 from auditsel.rounds import law_from_dict
 from auditsel.selection import GaussianWinner
@@ -333,11 +333,6 @@ def _cell(v):
     return "" if v is None else str(v)
 
 
-def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[str]:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    return lines + ["| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in rows]
-
-
 def write(
     table: Sequence[Mapping[str, Any]],
     out_dir: str | Path,
@@ -352,7 +347,7 @@ def write(
         "",
         (__doc__ or "").strip().split("\n\n")[1].replace("\n", " "),
         "",
-        *_table(table, COLUMNS),
+        to_markdown(table, COLUMNS, cell=_cell),
         "",
         *[f"- {line}" for line in summary(table)],
         "",
@@ -382,7 +377,7 @@ def _write_tightness(out: Path, tightness: Sequence[Mapping[str, Any]]) -> list[
         "eps_L: mean (min, max) over the repeats of valid 95% bounds; exact_per_canary: the "
         f"exact epsilon w.r.t. one canary, {EXACT_SCOPE}.",
         "",
-        *_table(tightness, TIGHTNESS_COLUMNS),
+        to_markdown(tightness, TIGHTNESS_COLUMNS, cell=_cell),
     ]
     (out / "tightness.md").write_text("\n".join(md) + "\n")
     (out / "tightness.json").write_text(json.dumps(tightness, indent=1, allow_nan=False))

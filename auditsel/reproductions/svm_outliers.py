@@ -20,7 +20,6 @@ b = 0. Tuning: the training accuracy of every alpha of ALPHAS, the first best al
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -30,9 +29,8 @@ from numpy.typing import NDArray
 from auditsel.pipelines.audit_options import ExecutionOptions
 from auditsel.pipelines.canaries import Canary, InputCanary
 from auditsel.pipelines.pipeline import Pipeline, audit_pipeline
-from auditsel.reproductions import REGISTRY, to_markdown
+from auditsel.reproductions import REGISTRY, _write, to_markdown
 from auditsel.results.figures import new_figure, save_figure
-from auditsel.results.report import atomic_write_text
 
 NEGATIVE_MEAN, POSITIVE_MEAN = (7.86, -3.36), (6.42, -9.17)
 OUTLIER = (7.9, -8.0)
@@ -147,9 +145,7 @@ def render(rows: list[dict], seconds: float, out: Path) -> Path:
     (audit,) = [{k: v for k, v in r.items() if k != "kind"} for r in rows if r["kind"] == "audit"]
     plot(curve, out / "svm_outliers.png")
     best_with = max(curve, key=lambda r: r["accuracy_with"])
-    md = [
-        f"# {REGISTRY['ps22-svm'].title}",
-        "",
+    lines = [
         f"Training accuracy per alpha (mean of {RUNS} SGD runs) and how often non-private tuning "
         "releases each alpha:",
         "",
@@ -169,10 +165,5 @@ def render(rows: list[dict], seconds: float, out: Path) -> Path:
         f"Computed by `auditsel reproduce ps22-svm` in {seconds:.0f} s.",
         "",
         "![accuracy against alpha](svm_outliers.png)",
-        "",
     ]
-    atomic_write_text(out / "table.md", "\n".join(md))
-    atomic_write_text(
-        out / "rows.json", json.dumps({"curve": curve, "audit": audit}, indent=1) + "\n"
-    )
-    return out
+    return _write(out, REGISTRY["ps22-svm"].title, lines, {"curve": curve, "audit": audit})

@@ -88,8 +88,7 @@ def run_cell(
 
 
 def table_bounds(base: DpsgdBase, rounds: RoundsLaw, delta: float) -> dict[str, float | None]:
-    """Every registered value of the panel, each in a column that says what it is: the key of a
-    bound for any score, `<key>_monotone_score` or `<key>_heuristic` for the reduced game's."""
+    """The panel's values, labelled by `paper_bounds.labelled_upper`."""
     return labelled_upper(panel(base, rounds, delta))
 
 

@@ -27,14 +27,10 @@ package holding what an author would write:
    refutes) over `planned_games`, or the budget when the pilot plans no refutation.
 
 A pipeline the route refuses (a release `canary="both"` cannot read) is a row that says so.
-Validity: the pilot plays other games (seed 1) and only sizes the audit; the looks are a union
-bound (equal shares), so "refuted" holds at CONFIDENCE over all the looks: a correct
-pipeline's claim is refuted with probability at most 1 - CONFIDENCE.
-
-Resuming: each finished row is kept in OUT/rows/NAME.json (with its budget and pilot) and each
-audit's games in OUT/checkpoints/NAME, so a broken run started again with the same options
-plays only what is missing; both are removed once table.md is written. `pipelines=` recomputes
-some rows and keeps the others of OUT/rows.json.
+Validity (the looks a union bound: "refuted" holds at CONFIDENCE over all of them) and resuming
+(finished rows kept in OUT/rows/NAME.json with their budget and pilot, each audit's games in
+OUT/checkpoints/NAME, both removed once table.md is written; `pipelines=` recomputes some rows
+and keeps the others of OUT/rows.json): docs/findings/bugzoo.md.
 """
 
 from __future__ import annotations
@@ -55,7 +51,7 @@ from auditsel.pipelines.game import PipelineError
 from auditsel.pipelines.pipeline import Pipeline
 from auditsel.pipelines.pipeline_plan import PilotOptions, plan_pipeline
 from auditsel.pipelines.sequential import audit_until_refuted
-from auditsel.reproductions import REGISTRY, _clean, _csv, to_markdown
+from auditsel.reproductions import REGISTRY, _clean, _write, to_markdown
 from auditsel.reproductions.accountant_claims import MissingExtra
 from auditsel.results.figures import new_figure, save_figure
 from auditsel.results.report import atomic_write_text
@@ -395,9 +391,7 @@ def render(rows: list[dict], seconds: float, out: Path) -> Path:
     plot(rows, out / "bugzoo.png")
     caps = sorted({r["budget_cap"] for r in rows})
     pilots = sorted({r["pilot_games"] for r in rows})
-    md = [
-        f"# {REGISTRY['bugzoo'].title}",
-        "",
+    lines = [
         f"delta = {DELTA:g}; the documented route, no canary or score chosen by hand: "
         f'`canary="both"` (an input and a gradient canary chosen by '
         f"`auditsel.pipelines.default_canaries`), the default score (learned from a pilot of its "
@@ -421,11 +415,8 @@ def render(rows: list[dict], seconds: float, out: Path) -> Path:
         "the rows.",
         "",
         "![claims and eps_L](bugzoo.png)",
-        "",
     ]
-    atomic_write_text(out / "table.md", "\n".join(md))
-    atomic_write_text(out / "table.csv", _csv(rows))
-    atomic_write_text(out / "rows.json", json.dumps(rows, indent=1) + "\n")
+    _write(out, REGISTRY["bugzoo"].title, lines, rows, rows)
     shutil.rmtree(out / "checkpoints", ignore_errors=True)  # kept only to resume a broken run
     shutil.rmtree(out / "rows", ignore_errors=True)
     return out

@@ -161,5 +161,4 @@ def hand_objects(
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.run_objects`)."""
     return hand_objects(seed)

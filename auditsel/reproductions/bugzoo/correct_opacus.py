@@ -128,7 +128,6 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.run_objects`)."""
     torch.manual_seed(seed)
     model, engine, optimizer, loader = train(TRAIN, LEARNING_RATES[0], CANARY)
     trained = (model, [optimizer], loader, engine)

@@ -103,7 +103,6 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (the convention of `zoo_objects.run_objects`)."""
     torch.manual_seed(seed)
     model, optimizer, loader, engine = train(TRAIN, LEARNING_RATES[0], CLIPS[-1], NULL)
     return run_objects(

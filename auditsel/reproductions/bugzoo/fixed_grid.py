@@ -65,6 +65,5 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.run_objects`): a hand-written loop, no optimizer."""
     rounds = Poisson(len(LEARNING_RATES))  # the law the claim assumes
     return correct_dpgd.hand_objects(seed, train, tune, claimed=claim, rounds=rounds)

@@ -69,5 +69,4 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.run_objects`): a hand-written loop, no optimizer."""
     return reference.hand_objects(seed, train)

@@ -67,7 +67,6 @@ def correct_interval(delta: float) -> Interval:
 
 
 def pipeline_objects(seed: int = 0) -> dict[str, Any]:
-    """One seeded run's objects (`zoo_objects.run_objects`)."""
     torch.manual_seed(seed)
     model, optimizer, loader, engine = train(TRAIN, reference.LEARNING_RATES[0], NULL)
     trained = (model, [optimizer], loader, engine)

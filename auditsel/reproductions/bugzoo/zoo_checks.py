@@ -12,7 +12,6 @@ The seconds are wall-clock on the machine that ran it; the findings are determin
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
@@ -20,9 +19,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from auditsel.files import atomic_write_text
 from auditsel.pipelines.checks import RunObjects, check_pipeline
-from auditsel.reproductions import _csv, to_markdown
+from auditsel.reproductions import _write, to_markdown
 from auditsel.reproductions.bugzoo import PIPELINES, module
 
 TITLE = "The checks before games on the bug zoo: findings and seconds per pipeline"
@@ -74,18 +72,12 @@ def rows(names: tuple[str, ...] = PIPELINES) -> list[dict[str, Any]]:
 def render(found: list[dict[str, Any]], seconds: float, out: Path) -> Path:
     """table.md (the table, the command, where it ran), table.csv and rows.json under out."""
     where = f"{platform.machine()}, {os.cpu_count()} CPU(s), Python {platform.python_version()}"
-    md = [
-        f"# {TITLE}",
-        "",
+    lines = [
         to_markdown(found, digits=2),
         "",
         f"Computed by `auditsel reproduce bugzoo-checks` in {seconds:.1f} s ({where}). "
         "checks_s: `check_pipeline` on the objects (what `auditsel check` prints); objects_s: "
         "`pipeline_objects()`, the pipeline's own seeded training run.",
-        "",
     ]
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "table.md", "\n".join(md))
-    atomic_write_text(out / "table.csv", _csv(found))
-    atomic_write_text(out / "rows.json", json.dumps(found, indent=1) + "\n")
-    return out
+    return _write(out, TITLE, lines, found, found)
