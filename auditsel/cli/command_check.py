@@ -30,7 +30,6 @@ KEYS = tuple(
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Declare `auditsel check` and its options on `subparsers`."""
     check: argparse.ArgumentParser = subparsers.add_parser(
         NAME,
         help="check your pipeline's objects (optimizers, loader, engine, model, data, release) "
