@@ -1,22 +1,13 @@
-"""Command line: `auditsel run [CONFIG] [--out DIR] [--trials N] [--seed S] [--jobs J]`,
-`auditsel audit-pipeline MODULE:FUNCTION|PIPELINE.yaml [--canary ...] [--games N] [--jobs J]`,
-`auditsel check MODULE:FUNCTION`, `auditsel plan CONFIG|MODULE:FUNCTION|PIPELINE.yaml`,
-`auditsel calibrate CONFIG`,
-`auditsel reproduce NAME`, `auditsel audit-scores FILE`.
+"""Command line: `auditsel run | reproduce | audit-pipeline | check | plan | calibrate |
+audit-scores`.
 
 One module per command (`auditsel.cli.command_*`: `add_parser(subparsers)` declares its
 options, `run(args) -> int` runs it); this module assembles the parser (`build_parser`, which
 the docs' CLI reference reads) and turns every outcome into an exit code
-(`auditsel.cli.exit_status`, docs/reference/exit-codes.md).
-
-Anything raised inside the user's own pipeline (importing it, tune, score, data, canary;
-SystemExit and argparse's exit included) is the user's input, not ours: exit 2, one line
-naming the function, the exception, the line and the game, and the file the user's traceback
-was written to (`auditsel-user-traceback-*.txt` in the temporary folder). While the pipeline
-runs, sys.argv is the pipeline's file alone (a script that parses its own command line sees
-none of auditsel's options). stdout that fails (closed: 141; full: 74) fails every command the
-same way, `--help` and `--version` included. Heavy modules (numpy, scipy, matplotlib,
-torch, ...) are imported inside the commands (`# deferred:`), so `auditsel --help` stays instant.
+(`auditsel.cli.exit_status`): docs/reference/exit-codes.md says which, for an exception raised
+in the user's own code (exit 2, their traceback in a file) and for a standard output that
+fails (every command, `--help` and `--version` included) too. Heavy modules are imported
+inside the commands (`# deferred:`), so `auditsel --help` stays instant.
 """
 
 from __future__ import annotations
@@ -43,44 +34,21 @@ from auditsel.cli import (
     command_reproduce,
     command_run,
 )
-from auditsel.cli.exit_status import (
-    BAD_INPUT,
-    EXIT_ENVIRONMENT,
-    EXIT_PIPE,
-    EXIT_REFUTED,
-    StdoutFailed,
-    UsageError,
-    one_line,
-    to_stdout,
-)
-from auditsel.cli.option_types import (
-    DEFAULT_OUT,
-    MAX_SPLITS,
-    SEED_RANGE,
-    THRESHOLDS_RANGE,
-    TRIALS_RANGE,
-    CliParser,
-)
-from auditsel.errors import MAX_JOBS
+from auditsel.cli.exit_status import BAD_INPUT, StdoutFailed, one_line, to_stdout
+from auditsel.cli.exit_status import EXIT_ENVIRONMENT as EXIT_ENVIRONMENT
+from auditsel.cli.exit_status import EXIT_PIPE as EXIT_PIPE
+from auditsel.cli.exit_status import EXIT_REFUTED as EXIT_REFUTED
+from auditsel.cli.exit_status import UsageError as UsageError
+from auditsel.cli.option_types import DEFAULT_OUT as DEFAULT_OUT
+from auditsel.cli.option_types import MAX_SPLITS as MAX_SPLITS
+from auditsel.cli.option_types import SEED_RANGE as SEED_RANGE
+from auditsel.cli.option_types import THRESHOLDS_RANGE as THRESHOLDS_RANGE
+from auditsel.cli.option_types import TRIALS_RANGE as TRIALS_RANGE
+from auditsel.cli.option_types import CliParser
+from auditsel.errors import MAX_JOBS as MAX_JOBS
 from auditsel.executor import end_loky_workers
 from auditsel.files import DISK_FULL
 from auditsel.version import __version__
-
-__all__ = [
-    "COMMANDS",
-    "DEFAULT_OUT",
-    "EXIT_ENVIRONMENT",
-    "EXIT_PIPE",
-    "EXIT_REFUTED",
-    "MAX_JOBS",
-    "MAX_SPLITS",
-    "SEED_RANGE",
-    "THRESHOLDS_RANGE",
-    "TRIALS_RANGE",
-    "UsageError",
-    "build_parser",
-    "main",
-]
 
 # the commands in the order `auditsel --help` lists them
 COMMANDS = (

@@ -39,7 +39,6 @@ DEFAULTS = {"games": 1000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "rule":
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Declare `auditsel audit-pipeline` and its options on `subparsers`."""
     pipe: argparse.ArgumentParser = subparsers.add_parser(
         NAME, help="audit your own tuning pipeline: play the game around MODULE:FUNCTION"
     )

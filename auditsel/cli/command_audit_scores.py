@@ -46,7 +46,6 @@ SPLIT_FRACTION = 0.5  # audit-scores' pilot: half of each class
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Declare `auditsel audit-scores` and its options on `subparsers`."""
     scores: argparse.ArgumentParser = subparsers.add_parser(
         NAME, help="eps lower bounds from scores your pipeline produced"
     )

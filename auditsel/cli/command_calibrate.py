@@ -24,7 +24,6 @@ NAME = "calibrate"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Declare `auditsel calibrate` and its options on `subparsers`."""
     cal: argparse.ArgumentParser = subparsers.add_parser(
         NAME,
         help="the noise (or E[K]) at which the tightest rigorous tuning bound equals --target-eps",

@@ -1,13 +1,12 @@
 """`auditsel check MODULE:FUNCTION [--json]`: the checks before games, on your pipeline's objects.
 
 Contract: FUNCTION (called with no arguments; MODULE a dotted module or a .py file) returns a
-mapping whose keys are keyword arguments of `auditsel.check_pipeline` (model, optimizers,
-data_loader, engine, rounds, delta, dataset, release, claim, base, privatizer; missing ones are
-None); `auditsel check` prints one line per finding (what breaks the claim first: the object, what
-contradicts the claim, the effect on epsilon, the fix) and a count. Exit 0 when no finding breaks
-the claim (warnings only, or none), 3 when one does (as `audit-pipeline --claim` exits 3 when the
-claim is refuted), 2 on bad input (a target that is not MODULE:FUNCTION, a function that raises or
-returns something else, an unknown key).
+mapping whose keys are among `KEYS`, keyword arguments of `auditsel.check_pipeline` (missing
+ones are None); `auditsel check` prints one line per finding (what breaks the claim first: the
+object, what contradicts the claim, the effect on epsilon, the fix) and a count. Exit 0 when no
+finding breaks the claim (warnings only, or none), 3 when one does (as `audit-pipeline --claim`
+exits 3 when the claim is refuted), 2 on bad input (a target that is not MODULE:FUNCTION, a
+function that raises or returns something else, an unknown key).
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ KEYS = tuple(
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Declare `auditsel check` and its options on `subparsers`."""
     check: argparse.ArgumentParser = subparsers.add_parser(
         NAME,
         help="check your pipeline's objects (optimizers, loader, engine, model, data, release) "

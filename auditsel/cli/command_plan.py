@@ -35,7 +35,6 @@ NAME = "plan"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Declare `auditsel plan` and its options on `subparsers`."""
     plan: argparse.ArgumentParser = subparsers.add_parser(
         NAME, help="games a valid audit of CONFIG (or of your pipeline) needs"
     )

@@ -22,7 +22,6 @@ NAME = "reproduce"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Declare `auditsel reproduce` and its options on `subparsers`."""
     rep: argparse.ArgumentParser = subparsers.add_parser(
         NAME, help="recompute a paper's table under results/papers/NAME/"
     )

@@ -35,7 +35,6 @@ NAME = "run"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Declare `auditsel run` and its options on `subparsers`."""
     run: argparse.ArgumentParser = subparsers.add_parser(
         NAME, help="run one experiment (the embedded quickstart by default)"
     )

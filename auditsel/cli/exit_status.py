@@ -1,24 +1,8 @@
 """The command line's exit statuses and its own error type.
 
-Contract (docs/reference/exit-codes.md):
-
-* 0 success;
-* 1 internal failure (a bug, e.g. a root finder that fails inside a bound): one line saying so
-  and naming the file the traceback was written to; nothing half-written;
-* 2 input the user can fix (config, arguments, score files, checkpoints of another experiment
-  or other code, an output folder that escapes or is in use, a backend or scheduler that cannot
-  be used, a device or an amount of memory the machine lacks): `UsageError` or
-  `auditsel.errors.ConfigError`, one line on stderr naming the field and what is allowed;
-  nothing written outside the output folder, and what this run created there removed
-  (`auditsel.files`). Only the types in `BAD_INPUT` mean exit 2: a plain ValueError
-  raised deep in the numerics is an internal error;
-* 3 `audit-pipeline --claim EPS` refuted the claim (eps_L > EPS at the stated confidence),
-  everything written as for 0; `check`: a check found that the pipeline's objects break it;
-* 74 the environment failed (the disk or quota is full, an I/O error): one line; the
-  checkpoints stay, rerunning the command resumes;
-* 130 interrupted (Ctrl-C), 143 terminated (SIGTERM, ended as Ctrl-C ends it): the
-  checkpoints stay, rerunning the command resumes;
-* 141 stdout was closed by its reader (`auditsel ... | head`): quiet, as Unix tools are.
+Contract: docs/reference/exit-codes.md (every code, its cause, what is printed and what is left
+on disk). Only the types in `BAD_INPUT` mean exit 2 (input the user can fix): a plain
+ValueError raised deep in the numerics is an internal error (exit 1).
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Files and output folders: files written whole or not at all, where a run may write and
 delete, one run per folder.
 
-Contract.
-
-* `claim_folder(path, field=...)` resolves the folder (symbolic links and `..` followed) and
-  refuses, with a `ConfigError` naming `field`, a folder that is the current directory or one
-  of its parents (`--out ..`, `--out x/../..`), the home directory, or an existing file. It
-  creates the missing folders one by one (remembering which), locks the folder and returns an
-  `OutputFolder`.
-
-* The lock is filelock's operating-system lock (`flock` on POSIX) on `DIR/.auditsel.lock`
-  (holding the holder's pid): a second claim of the same folder, by any process, is refused
-  at once with a ConfigError ("... is in use by another auditsel run (pid N)"). The kernel
-  releases it when the holder exits, also when it is killed, so there are no stale locks; a
-  released lock file is removed.
+Contract: `claim_folder` resolves an output folder, refuses one that escapes
+(`check_output_path`), creates and locks it (`folder_lock`) and returns an `OutputFolder`;
+`atomic_write_bytes`, `atomic_write_text` and `temporary_beside` write a file whole or not at
+all; `open_regular` and `read_regular` read a file the user hands over without ever blocking.
+What a claimed folder may delete:
 
 * `OutputFolder.discard()` (a failed run) removes exactly what this run created: every path
   under the folder that was not there when it was claimed, then the folder itself and the
@@ -22,20 +14,6 @@ Contract.
   checkpoints to resume from, and removes only an empty folder this run created. Both do
   nothing in any process but the one that claimed the folder (a child forked by the user's
   code that exits through the audit's stack deletes nothing and keeps the lock).
-
-* `atomic_write_bytes(path, data)` / `atomic_write_text(path, text)` write through a
-  temporary file with a unique name beside the target and rename it into place, so readers (and
-  a resumed run, and concurrent writers) never see half a file; `temporary_beside(path)` is the
-  same for a writer that needs a file handle (numpy.savez).
-
-* `open_regular(path, field)` opens a file the user (or a checkpoint folder) hands over for
-  reading, without ever blocking: `os.stat` first and the open itself non-blocking, so a FIFO,
-  a device (`/dev/zero`), a socket or a folder is refused with a ConfigError naming `field`,
-  not read; `read_regular(path, field, limit)` reads at most `limit` bytes of it (a larger
-  file is refused, never read to its end).
-
-* `check_output_path` also refuses a folder name longer than NAME_MAX (255 bytes) in one
-  component, or a path longer than PATH_MAX (4096 bytes), before the file system is asked.
 """
 
 from __future__ import annotations
@@ -45,7 +23,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -74,8 +52,10 @@ DISK_FULL = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) 
 
 
 def check_output_path(path: str | Path, field: str) -> Path:
-    """The resolved folder, or a ConfigError when it escapes to the working directory, one of
-    its parents, the home directory or the file system root, or names an existing file."""
+    """The resolved folder (symbolic links and `..` followed), or a ConfigError naming `field`
+    when it escapes to the working directory, one of its parents (`--out ..`, `--out x/../..`),
+    the home directory or the file system root, or names an existing file; also, before the
+    file system is asked, for a name over NAME_MAX bytes or a path of PATH_MAX bytes or more."""
     text = os.fspath(path)
     if not text or "\0" in text:
         raise ConfigError(field, f"must name a folder, got {text!r}")
@@ -109,7 +89,7 @@ def check_output_path(path: str | Path, field: str) -> Path:
     return target
 
 
-class OutputFolder:
+class OutputFolder(AbstractContextManager["OutputFolder"]):
     """A claimed (locked) output folder; see the module docstring for what it may delete."""
 
     def __init__(self, path: Path, created: list[Path], before: set[str] | None, lock):
@@ -123,7 +103,7 @@ class OutputFolder:
         """Unlock; keep every file; remove the folders this claim created if they are empty."""
         if os.getpid() != self._pid:  # a child forked by the user's code: nothing
             return
-        self._unlock()
+        self._lock.close()
         _rmdirs(self._created)
 
     def discard(self) -> None:
@@ -143,16 +123,8 @@ class OutputFolder:
                     target.unlink()
             except OSError:
                 pass  # best effort: what cannot be removed stays, nothing else is touched
-        self._unlock()
+        self._lock.close()
         _rmdirs(self._created)
-
-    def _unlock(self) -> None:
-        if self._lock is not None:
-            self._lock.close()
-            self._lock = None
-
-    def __enter__(self) -> OutputFolder:
-        return self
 
     def __exit__(self, kind, value, tb) -> None:
         keep = kind is None or issubclass(kind, (KeyboardInterrupt, SystemExit))
@@ -174,7 +146,8 @@ def _tree(folder: Path) -> set[str]:
 
 
 def claim_folder(path: str | Path, *, field: str = "--out") -> OutputFolder:
-    """Resolve, refuse escapes, create (remembering what was created) and lock an output folder.
+    """Resolve, refuse escapes, create one by one (remembering what was created) and lock an
+    output folder.
 
     ConfigError (exit 2) for a folder that escapes (see `check_output_path`), cannot be
     created or written, or is in use by another run; an OSError with a DISK_FULL errno is
@@ -221,7 +194,7 @@ def _rmdirs(created: list[Path]) -> None:
             break
 
 
-class FolderLock:
+class FolderLock(AbstractContextManager["FolderLock"]):
     """A held folder lock (`folder_lock`); `close()` releases it (also as a context manager)."""
 
     def __init__(self, lock: filelock.BaseFileLock, path: Path):
@@ -241,17 +214,16 @@ class FolderLock:
         self._lock.release(force=True)
         self._lock = None
 
-    def __enter__(self) -> FolderLock:
-        return self
-
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
 def folder_lock(folder: str | Path, field: str) -> FolderLock:
-    """Lock an existing folder (`DIR/.auditsel.lock`, filelock's OS lock) for this process, or
-    raise a ConfigError naming `field` when another process (or another claim here) holds it.
-    The holder writes its pid into the lock file, for the message."""
+    """Lock an existing folder (`DIR/.auditsel.lock`, filelock's OS lock: `flock` on POSIX) for
+    this process, or raise a ConfigError naming `field` at once when another process (or
+    another claim here) holds it ("... is in use by another auditsel run (pid N)": the holder
+    writes its pid into the lock file). The kernel releases the lock when the holder exits,
+    also when it is killed: no stale locks."""
     folder = Path(folder)
     path = folder / LOCK_NAME
     lock = filelock.FileLock(path, timeout=0, thread_local=False)
@@ -307,7 +279,8 @@ def temporary_beside(path: str | Path) -> Iterator[tuple]:
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write `data` to `path` through a uniquely named temporary file and an atomic rename."""
+    """Write `data` to `path` through a uniquely named temporary file beside it and an atomic
+    rename: readers (a resumed run, concurrent writers) never see half a file."""
     with temporary_beside(path) as (handle, _):
         handle.write(data)
 

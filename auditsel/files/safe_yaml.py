@@ -64,9 +64,7 @@ _SafeLoader.add_implicit_resolver(
 
 
 def read_yaml(path: str | Path) -> Any:
-    """The raw config mapping from a YAML file (safe, bounded: see `load_yaml_text`), or a
-    ConfigError. At most MAX_CONFIG_BYTES are read (a FIFO or /dev/zero is refused, not read to
-    the end)."""
+    """The raw config mapping from a YAML file (module docstring), or a ConfigError."""
     path = Path(path)
     try:
         with open_regular(path, "config") as handle:  # a FIFO or device: refused, not read
@@ -91,10 +89,8 @@ def read_yaml(path: str | Path) -> Any:
 
 
 def load_yaml_text(text: str, field: str = "config", source: str = "the YAML text") -> Any:
-    """YAML text -> Python values, safely: no object construction from tags (safe_load), and
-    bounded before any value is built: at most MAX_CONFIG_BYTES of text and, counting every
-    alias as a copy of what it names, MAX_YAML_NODES values and MAX_YAML_CHARS characters (a
-    "billion laughs" alias bomb is refused here, not expanded when a value is formatted)."""
+    """YAML text -> Python values, safely and bounded (module docstring): a "billion laughs"
+    alias bomb is refused here, not expanded when a value is formatted."""
     if len(text) > MAX_CONFIG_BYTES:
         raise ConfigError(field, f"{source} is longer than {MAX_CONFIG_BYTES >> 10} KiB")
     loader = None

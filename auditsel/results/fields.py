@@ -1,19 +1,11 @@
 """The result document's fields: what result.json says of the upper side, the lower side and
 the interval, read by every writer (`auditsel run`, `audit_pipeline`, `audit_protocol`).
 
-Contract.
-
-* `upper_panel(base, rounds, delta)`: the bound `Panel` of `auditsel.accounting.panel` (every
-  rigorous bound for any score, [XWW24]'s reduced-game values under the monotone-score
-  assumption, the attack) and the curves the figures draw; a pure function of the frozen pair,
-  the law of K and delta, cached per process (`upper_key`, `remember`; each call gets its own
-  copy).
-* `upper_fields(...)`: result.json's upper-side fields (docs/reference/result-json.md), every
-  value with its rigour and source; a value that needs an assumption names it.
-* `lower_fields(...)`: result.json's `lower` (a `LowerBound` and what was played).
-* `result_interval(result, bounds)`: result.json's `interval`: [the attack value or a valid
-  eps_L, the tightest rigorous bound] (`auditsel.accounting.interval`; crossing ends are an
-  internal error there, never printed).
+Contract: `upper_panel` (the bound `Panel` and the curves the figures draw, cached per
+process), `upper_fields` (result.json's upper-side fields, docs/reference/result-json.md),
+`lower_fields` (its `lower`) and `result_interval` (its `interval`), each as its docstring says;
+ends of the interval that cross are an internal error in `auditsel.accounting.interval`, never
+printed.
 """
 
 from __future__ import annotations

@@ -192,6 +192,9 @@ def text_table(result: dict, labels: ResultLabels | None = None) -> str:
     return "\n".join(lines + tail)
 
 
+_TABLE_HEAD = ("| quantity | epsilon | rigour | source |", "|---|---:|---|---|")
+
+
 def _assumed_tables(result: dict, labels: ResultLabels) -> list[str]:
     """report.md's block of each assumption: its one-line statement and a table of its values
     (empty when the result has none)."""
@@ -203,8 +206,7 @@ def _assumed_tables(result: dict, labels: ResultLabels) -> list[str]:
             f"**{_BLOCK_TITLES.get(block.section, block.section)}** (`{block.section}` in "
             f"result.json): {block.assumption}.",
             "",
-            "| quantity | epsilon | rigour | source |",
-            "|---|---:|---|---|",
+            *_TABLE_HEAD,
         ]
         lines += [
             f"| {block.section}.{k} | {_fmt(v)} | {block.rigour[k]}"
@@ -235,8 +237,7 @@ def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None 
         "",
         setting,
         "",
-        "| quantity | epsilon | rigour | source |",
-        "|---|---:|---|---|",
+        *_TABLE_HEAD,
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(result, labels)]
     iv = interval_lines(result)
@@ -268,11 +269,6 @@ def markdown_report(result: dict, plots: list[str], labels: ResultLabels | None 
     return "\n".join(lines) + "\n"
 
 
-#: what the figures read of the artefacts besides what they draw of the game
-#: (`game_figure_data`)
-_PLOT_INPUTS = ("curve", "attack_curve")
-
-
 def write_plots(
     result: dict,
     artefacts: dict,
@@ -283,11 +279,15 @@ def write_plots(
     attack's certified lower curve; the bounds; the interval at delta) where the pair and the law
     of K are known and, for a game, scores.png (proxy histograms) and tradeoff.png (ROC)."""
     labels = labels or result_labels(result)
-    inputs = {k: artefacts[k] for k in _PLOT_INPUTS if k in artefacts}
-    scores = (artefacts.get(k) for k in ("record", "by_coin"))  # the record's, or the audit's sort
-    if result.get("lower") is not None and any(s is not None for s in scores):
+    inputs = {k: artefacts[k] for k in ("curve", "attack_curve") if k in artefacts}
+    by_coin, record = artefacts.get("by_coin"), artefacts.get("record")  # the audit's sort
+    if result.get("lower") is not None and (by_coin is not None or record is not None):
+        if by_coin is None:  # a streamed audit kept no sort: the record's scores, sorted here
+            by_coin = sorted_scores(artefacts["record"].scores, artefacts["record"].member)
         # a played game: what its figures draw, not the scores
-        inputs["game_data"] = _game_data(result, artefacts)
+        inputs["game_data"] = game_figure_data(
+            result, by_coin, artefacts.get("winner"), exact=artefacts.get("exact_tradeoff")
+        )
     return draw_plots(result, inputs, out_dir, labels)
 
 
@@ -333,16 +333,6 @@ def game_figure_data(
         "roc": (fp, fn),
         "n": (len(by_coin[0]), len(by_coin[1])),
     }
-
-
-def _game_data(result: dict, artefacts: dict) -> dict[str, Any]:
-    by_coin = artefacts.get("by_coin")
-    if by_coin is None:  # a streamed audit kept no sort: the record's scores, sorted here
-        record = artefacts["record"]
-        by_coin = sorted_scores(record.scores, record.member)
-    return game_figure_data(
-        result, by_coin, artefacts.get("winner"), exact=artefacts.get("exact_tradeoff")
-    )
 
 
 def sorted_scores(scores: ArrayLike, member: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
