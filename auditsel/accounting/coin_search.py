@@ -310,12 +310,15 @@ def _refine(p, q, law, outputs, lengths, delta, num):
     if not len(x0):
         segs = build(x0)
         return _float_eps(p, q, segs, law, delta, num, _OPT_PIECES), segs
-    res = minimize(
-        lambda x: -_float_eps(p, q, build(x), law, delta, num, _OPT_PIECES),
-        x0,
-        method="Nelder-Mead",
-        options={"xatol": 1e-7, "fatol": 1e-10, "maxfev": MAX_EVALS},
-    )
+    # vertices of infinite eps: scipy's convergence test then subtracts inf from inf (nan, not
+    # converged), and the search goes on to maxfev
+    with np.errstate(invalid="ignore"):
+        res = minimize(
+            lambda x: -_float_eps(p, q, build(x), law, delta, num, _OPT_PIECES),
+            x0,
+            method="Nelder-Mead",
+            options={"xatol": 1e-7, "fatol": 1e-10, "maxfev": MAX_EVALS},
+        )
     return -float(res.fun), build(res.x)
 
 

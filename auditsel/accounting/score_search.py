@@ -659,7 +659,8 @@ class ScoreSearch:
             # the gains of the steps in columns [first, last), the same operations as one
             # step at a time: max(a_lo - (e * b), floor)
             gains = work[: 2 * size * (last - first)].reshape(2, len(combos), -1, last - first)
-            np.multiply(e, b[:, :, None, first:last], out=gains)
+            with np.errstate(over="ignore"):  # e b beyond the float range: the floor holds
+                np.multiply(e, b[:, :, None, first:last], out=gains)
             np.subtract(a_lo[:, :, None, first:last], gains, out=gains)
             np.maximum(gains, floor[:, :, None, first:last], out=gains)
             g = gains.reshape(2, size, last - first)

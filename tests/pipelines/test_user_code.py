@@ -379,7 +379,7 @@ def test_accepted_nondeterminism_is_recorded_in_result_json(tmp_path):
 LAZY = """
 import sys
 import numpy as np
-from auditsel import GradientCanary, ReportOptions, audit_pipeline
+from auditsel import GradientCanary, Pipeline, ReportOptions, audit_pipeline
 
 def tune(data, seed, canary):
     import torch  # a lazy import: game 0 used to draw from an unseeded torch
@@ -387,8 +387,8 @@ def tune(data, seed, canary):
 
 if sys.argv[1] == "early":
     import torch
-audit = audit_pipeline(tune, lambda r, c: r, data=None, canary=GradientCanary(coordinate=0),
-                       games=8, delta=1e-5, report=ReportOptions(panel=False))
+pipeline = Pipeline(tune, lambda r, c: r, data=None, canary=GradientCanary(coordinate=0))
+audit = audit_pipeline(pipeline, games=8, delta=1e-5, report=ReportOptions(panel=False))
 print(list(audit.scores))
 """
 
