@@ -244,16 +244,16 @@ def test_the_dpsgd_kernels_survive_a_damaged_truncated_or_planted_cache(tmp_path
     cache.mkdir(mode=0o700)
     want, hits, warns = child(cache)  # builds the cache
     assert hits == 0 and not warns
-    assert child(cache) == (want, 4, [])  # three kernels and the split's body loaded, the same
+    assert child(cache) == (want, 3, [])  # the three kernels loaded, the same numbers
     fill = sorted(cache.rglob("kernels_cpu.philox_fill*.nbc"))[0]
     data = bytearray(fill.read_bytes())
     data[len(data) // 2] ^= 0x01  # one flipped bit
     fill.write_bytes(bytes(data))
     digest, hits, warns = child(cache)
-    assert digest == want and hits == 3 and len(warns) == 1 and "did not match" in warns[0]
+    assert digest == want and hits == 2 and len(warns) == 1 and "did not match" in warns[0]
     fill.write_bytes(fill.read_bytes()[:1000])  # truncated (once a SIGBUS with the C cache)
     digest, hits, warns = child(cache)
-    assert digest == want and hits == 3 and "did not match" in warns[0]
+    assert digest == want and hits == 2 and "did not match" in warns[0]
     marker = tmp_path / "ran"
     index = sorted(cache.rglob("kernels_cpu.philox_fill*.nbi"))[0]
     with index.open("wb") as f:
