@@ -45,6 +45,7 @@ from importlib import metadata
 
 from auditsel.accounting.exact import exact_epsilon
 from auditsel.accounting.improved import improved_epsilon
+from auditsel.accounting.interval import finite_or_none
 from auditsel.accounting.pld import dpsgd_epsilon_interval
 from auditsel.accounting.registry import bound
 from auditsel.mechanisms import DpsgdBase, GaussianBase, gaussian_epsilon, quiet_absl
@@ -326,7 +327,7 @@ def claim_epsilon(name: str, setting: Setting) -> float | None:
     if not claim.tuning and not setting.single_run:
         return None
     value = claim.compute(setting)
-    return None if value is None or not math.isfinite(value) else float(value)
+    return finite_or_none(value)
 
 
 def lower_estimates(setting: Setting) -> dict:
